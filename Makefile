@@ -1,0 +1,37 @@
+# harp — top-level entry points.  The real build is CMake; this file keeps
+# the three commands of the README short:  make / make test / make demo.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps test test-fast test-asan demo clean format
+
+all: deps $(BUILD)/Makefile
+	@cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/install-deps.sh --if-missing
+
+$(BUILD)/Makefile: CMakeLists.txt
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+$(ASAN_BUILD)/Makefile: CMakeLists.txt
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DHARP_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+
+# The whole suite, then again under AddressSanitizer + UBSan.
+test: test-fast test-asan
+
+test-fast: all
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps $(ASAN_BUILD)/Makefile
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+demo: all
+	@scripts/demo.sh $(BUILD)/harp
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,23 @@
+/* harp/interp.h — the reference interpreter (CPU playback, the oracle).
+ *
+ * Evaluates a prepared (normalized, verified, fully bound) Tiny IR graph.
+ * Arithmetic is fp32; fp16/bf16 values are rounded at INPUT, CAST and at the
+ * outputs; REDUCE accumulates in its dtype.  Movement ops are strided views
+ * where possible (PAD and VIEWs with floordiv/mod materialize). */
+#ifndef HARP_INTERP_H
+#define HARP_INTERP_H
+
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+/* inputs[k] feeds the k-th INPUT node in graph order (see tiny_inputs);
+ * outputs[k] receives g->outputs[k] (allocated here; free with
+ * hp_tensor_free).  Inputs must match the INPUT nodes' dtype and shape. */
+hp_status tiny_interp(hp_error *e, const tiny_graph *g, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
+
+/* Evaluate and return the value of every node in `want` (node indices), for
+ * tests and region playback.  values[k] receives node want[k]. */
+hp_status tiny_interp_nodes(hp_error *e, const tiny_graph *g, const hp_tensor *inputs, int ninputs, const int *want,
+                            int nwant, hp_tensor *values);
+
+#endif

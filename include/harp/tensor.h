@@ -1,0 +1,41 @@
+/* harp/tensor.h — dense host tensors and NumPy .npy files.
+ *
+ * Storage is row-major (C order) in the dtype's own format: fp16 and bf16
+ * as their 16-bit patterns, fp32 as float, i32 as int32_t, bool as one byte
+ * (0 or 1). */
+#ifndef HARP_TENSOR_H
+#define HARP_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+#include "harp/tiny.h"
+
+typedef struct hp_tensor {
+  tiny_dtype dtype;
+  int rank;
+  int64_t shape[TINY_MAX_RANK];
+  void *data; /* owned; NULL when numel == 0 is allowed */
+  size_t nbytes;
+} hp_tensor;
+
+/* Zero-filled. */
+hp_status hp_tensor_alloc(hp_error *e, hp_tensor *t, tiny_dtype dt, int rank, const int64_t *shape);
+void hp_tensor_free(hp_tensor *t);
+int64_t hp_tensor_numel(const hp_tensor *t);
+/* Element i (flat index) as float / stored from float (rounding to dtype). */
+float hp_tensor_get(const hp_tensor *t, int64_t i);
+void hp_tensor_set(hp_tensor *t, int64_t i, float v);
+
+/* .npy read: accepts '<f2' (fp16), '<f4' (fp32), '<i4' (i32), '|b1' (bool),
+ * C order, format versions 1.0-3.0.  want_dtype >= 0 asks for that dtype:
+ * bf16 is read from '<f4' and rounded; any other difference is InputMismatch.
+ * Pass -1 to accept what the file holds. */
+hp_status hp_npy_read(hp_error *e, const char *path, int want_dtype, hp_tensor *out);
+/* Parse from memory (name is used in messages). */
+hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out);
+/* .npy write, atomically (temp file + rename).  bf16 is written as '<f4'. */
+hp_status hp_npy_write(hp_error *e, const char *path, const hp_tensor *t);
+
+#endif

@@ -1,0 +1,385 @@
+/* harp/tiny.h — Tiny IR: the minimal tensor DAG of seed 001.
+ *
+ * A graph is a list of nodes in topological order (invariant: every source
+ * index of node k is < k).  Each node is one uop: movement (views, never
+ * copies), unary, binary, WHERE, REDUCE, CAST, INPUT or CONST.  Shapes hold
+ * integers or symbols; symbols are bound later (tiny_infer).
+ *
+ * Lifecycle:  load or build -> tiny_prepare (infer shapes, normalize
+ * broadcasting/immediates/POOL, verify) -> later layers / interpreter.
+ */
+#ifndef HARP_TINY_H
+#define HARP_TINY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+
+#define TINY_MAX_RANK 12 /* seed 001's conv example needs 8 */
+#define TINY_MAX_SRC 3
+
+/* Limits that keep absurd models from exhausting the machine. */
+#define TINY_MAX_DIM ((int64_t)1 << 40)       /* one axis */
+#define TINY_MAX_ELEMS ((int64_t)1 << 40)     /* one tensor's element count */
+#define TINY_MAX_NODES 1000000                /* nodes in a graph */
+#define TINY_DEFAULT_MAX_PIECES 64            /* ExcessivePiecewise threshold */
+
+/* ---- dtypes ------------------------------------------------------------- */
+/* X(ENUM, "json name", bytes, is_float) */
+#define TINY_DTYPES(X)     \
+  X(FP16, "fp16", 2, 1)    \
+  X(BF16, "bf16", 2, 1)    \
+  X(FP32, "fp32", 4, 1)    \
+  X(I32, "i32", 4, 0)      \
+  X(BOOL, "bool", 1, 0)
+
+typedef enum tiny_dtype {
+#define TINY_X_DT(e, n, b, f) TINY_##e,
+  TINY_DTYPES(TINY_X_DT)
+#undef TINY_X_DT
+  TINY_DTYPE_COUNT
+} tiny_dtype;
+
+const char *tiny_dtype_name(tiny_dtype t);
+int tiny_dtype_size(tiny_dtype t);
+bool tiny_dtype_is_float(tiny_dtype t);
+/* Accepts the canonical names and the DSL aliases f16/f32. -1 if unknown. */
+int tiny_dtype_parse(const char *s);
+
+/* ---- dimensions and shapes ---------------------------------------------- */
+/* A dimension is an integer or a symbol.
+ *  In an arg: sym != NULL means "the value of symbol sym"; else n.
+ *  In an inferred shape: n >= 0 is the size (n < 0: not known yet, only in
+ *  symbolic inference); sym, when set, names the symbol this size equals —
+ *  it is what name-based broadcasting and REDUCE axes by name look at. */
+typedef struct tiny_dim {
+  int64_t n;
+  const char *sym;
+} tiny_dim;
+
+typedef struct tiny_shape {
+  int rank;
+  tiny_dim d[TINY_MAX_RANK];
+} tiny_shape;
+
+static inline tiny_dim tiny_dim_int(int64_t n) { return (tiny_dim){n, NULL}; }
+static inline tiny_dim tiny_dim_sym(const char *s) { return (tiny_dim){-1, s}; }
+/* Element count; -1 if some dim is unknown, -2 on overflow past TINY_MAX_ELEMS. */
+int64_t tiny_shape_numel(const tiny_shape *s);
+bool tiny_shape_known(const tiny_shape *s);
+/* Same rank and sizes (names ignored). */
+bool tiny_shape_equal(const tiny_shape *a, const tiny_shape *b);
+/* "[M=256, 1, K]" into buf. */
+void tiny_shape_format(const tiny_shape *s, char *buf, int cap);
+
+/* ---- symbol table ------------------------------------------------------- */
+typedef struct tiny_symtab {
+  int n, cap;
+  char **names;
+  int64_t *values;
+} tiny_symtab;
+void tiny_symtab_init(tiny_symtab *t);
+void tiny_symtab_free(tiny_symtab *t);
+/* HP_OK, or HP_E_AXIS_SIZE_MISMATCH when name already holds another value. */
+hp_status tiny_symtab_set(hp_error *e, tiny_symtab *t, const char *name, int64_t v);
+bool tiny_symtab_get(const tiny_symtab *t, const char *name, int64_t *v);
+/* Parse "NAME=INT" (for --sym). */
+hp_status tiny_symtab_parse_assign(hp_error *e, tiny_symtab *t, const char *s);
+
+/* ---- index expressions (VIEW index_map) --------------------------------- */
+/* Affine + floordiv (+ mod, which later layers expand into div + guard).
+ * Variables i0..i{r-1} are the VIEW's output axes.  MUL needs a constant or
+ * symbol on one side; FLOORDIV/MOD need a positive constant or symbol divisor. */
+typedef enum tiny_expr_kind { TX_CONST, TX_VAR, TX_SYM, TX_ADD, TX_MUL, TX_FLOORDIV, TX_MOD } tiny_expr_kind;
+
+typedef struct tiny_expr {
+  tiny_expr_kind k;
+  int64_t c;       /* TX_CONST */
+  int var;         /* TX_VAR */
+  const char *sym; /* TX_SYM */
+  const struct tiny_expr *a, *b;
+} tiny_expr;
+
+/* ---- the op table ------------------------------------------------------- */
+typedef enum tiny_class {
+  TC_LEAF,    /* INPUT, CONST */
+  TC_MOVE,    /* views */
+  TC_UNARY,   /* elementwise, one source */
+  TC_BINARY,  /* elementwise, two sources of one shape */
+  TC_TERNARY, /* WHERE(cond, a, b) */
+  TC_REDUCE,
+  TC_CAST
+} tiny_class;
+
+typedef enum tiny_argkind {
+  TA_NONE,
+  TA_INPUT,   /* tensor_id, dtype, shape, storage? */
+  TA_CONST,   /* value, dtype */
+  TA_RESHAPE, /* result_shape */
+  TA_PERMUTE, /* perm */
+  TA_EXPAND,  /* result_shape, broadcast_dimensions? */
+  TA_PAD,     /* pad [[lo,hi]...], value? */
+  TA_SHRINK,  /* lo, hi, step? */
+  TA_FLIP,    /* axes */
+  TA_VIEW,    /* result_shape, index_map */
+  TA_POOL,    /* kernel, stride?, dilation? */
+  TA_CAST,    /* to */
+  TA_REDUCE   /* op, axes, dtype, init? */
+} tiny_argkind;
+
+/* X(ENUM, "NAME", class, argkind) — one line per uop.  Arity follows the class. */
+#define TINY_OPS(X)                         \
+  X(INPUT, "INPUT", TC_LEAF, TA_INPUT)      \
+  X(CONST, "CONST", TC_LEAF, TA_CONST)      \
+  X(RESHAPE, "RESHAPE", TC_MOVE, TA_RESHAPE) \
+  X(PERMUTE, "PERMUTE", TC_MOVE, TA_PERMUTE) \
+  X(EXPAND, "EXPAND", TC_MOVE, TA_EXPAND)   \
+  X(PAD, "PAD", TC_MOVE, TA_PAD)            \
+  X(SHRINK, "SHRINK", TC_MOVE, TA_SHRINK)   \
+  X(FLIP, "FLIP", TC_MOVE, TA_FLIP)         \
+  X(VIEW, "VIEW", TC_MOVE, TA_VIEW)         \
+  X(POOL, "POOL", TC_MOVE, TA_POOL)         \
+  X(CAST, "CAST", TC_CAST, TA_CAST)         \
+  X(NEG, "NEG", TC_UNARY, TA_NONE)          \
+  X(EXP2, "EXP2", TC_UNARY, TA_NONE)        \
+  X(LOG2, "LOG2", TC_UNARY, TA_NONE)        \
+  X(EXP, "EXP", TC_UNARY, TA_NONE)          \
+  X(SQRT, "SQRT", TC_UNARY, TA_NONE)        \
+  X(RSQRT, "RSQRT", TC_UNARY, TA_NONE)      \
+  X(RECIP, "RECIP", TC_UNARY, TA_NONE)      \
+  X(RELU, "RELU", TC_UNARY, TA_NONE)        \
+  X(GELU, "GELU", TC_UNARY, TA_NONE)        \
+  X(ADD, "ADD", TC_BINARY, TA_NONE)         \
+  X(SUB, "SUB", TC_BINARY, TA_NONE)         \
+  X(MUL, "MUL", TC_BINARY, TA_NONE)         \
+  X(FDIV, "FDIV", TC_BINARY, TA_NONE)       \
+  X(MAX, "MAX", TC_BINARY, TA_NONE)         \
+  X(MIN, "MIN", TC_BINARY, TA_NONE)         \
+  X(CMPLT, "CMPLT", TC_BINARY, TA_NONE)     \
+  X(CMPEQ, "CMPEQ", TC_BINARY, TA_NONE)     \
+  X(CMPNE, "CMPNE", TC_BINARY, TA_NONE)     \
+  X(WHERE, "WHERE", TC_TERNARY, TA_NONE)    \
+  X(REDUCE, "REDUCE", TC_REDUCE, TA_REDUCE)
+
+typedef enum tiny_op {
+#define TINY_X_OP(e, n, c, a) TINY_##e,
+  TINY_OPS(TINY_X_OP)
+#undef TINY_X_OP
+  TINY_OP_COUNT
+} tiny_op;
+
+const char *tiny_op_name(tiny_op op);
+tiny_class tiny_op_class(tiny_op op);
+tiny_argkind tiny_op_argkind(tiny_op op);
+int tiny_op_arity(tiny_op op); /* number of sources the class requires */
+int tiny_op_parse(const char *s); /* "ADD" -> TINY_ADD; -1 if unknown */
+bool tiny_op_is_compare(tiny_op op); /* CMP*: result dtype bool */
+
+typedef enum tiny_reduce_op { TINY_RSUM, TINY_RMAX, TINY_RMIN } tiny_reduce_op;
+const char *tiny_reduce_name(tiny_reduce_op r);
+
+/* ---- per-kind arguments ------------------------------------------------- */
+typedef struct tiny_arg_input {
+  const char *tensor_id; /* name of the external tensor (file name stem) */
+  tiny_dtype dtype;
+  tiny_shape shape;
+  const char *storage; /* optional: "input" (default) or "param" (a weight) */
+} tiny_arg_input;
+
+typedef struct tiny_arg_const {
+  double value; /* may be +-inf */
+  tiny_dtype dtype;
+} tiny_arg_const; /* a rank-0 tensor */
+
+typedef struct tiny_arg_reshape {
+  tiny_shape shape;
+} tiny_arg_reshape;
+
+typedef struct tiny_arg_permute {
+  int n;
+  int perm[TINY_MAX_RANK]; /* output axis k reads input axis perm[k] */
+} tiny_arg_permute;
+
+typedef struct tiny_arg_expand {
+  tiny_shape shape;
+  /* Optional.  Same rank as the input: the output axes that are NOT
+   * broadcast (seed 001).  Shorter than the output rank and as long as the
+   * input rank: input axis i goes to output axis bd[i] (XLA style). */
+  bool has_bd;
+  int nbd;
+  int bd[TINY_MAX_RANK];
+} tiny_arg_expand;
+
+typedef struct tiny_arg_pad {
+  int n;
+  tiny_dim lo[TINY_MAX_RANK], hi[TINY_MAX_RANK]; /* >= 0 */
+  double value;
+} tiny_arg_pad;
+
+typedef struct tiny_arg_shrink {
+  int n;
+  tiny_dim lo[TINY_MAX_RANK], hi[TINY_MAX_RANK]; /* lo <= i < hi */
+  bool has_step;
+  tiny_dim step[TINY_MAX_RANK]; /* >= 1; elements lo, lo+step, ... < hi */
+} tiny_arg_shrink;
+
+typedef struct tiny_arg_flip {
+  int n;
+  int axes[TINY_MAX_RANK];
+} tiny_arg_flip;
+
+typedef struct tiny_arg_view {
+  tiny_shape shape;                /* result_shape */
+  int n;                           /* == input rank */
+  const tiny_expr *map[TINY_MAX_RANK]; /* input axis j = map[j](i0..) */
+} tiny_arg_view;
+
+typedef struct tiny_arg_pool {
+  int n; /* window over the last n axes */
+  tiny_dim kernel[TINY_MAX_RANK], stride[TINY_MAX_RANK], dilation[TINY_MAX_RANK];
+} tiny_arg_pool;
+
+typedef struct tiny_arg_cast {
+  tiny_dtype to;
+} tiny_arg_cast;
+
+typedef struct tiny_arg_reduce {
+  tiny_reduce_op op;
+  int n;
+  tiny_dim axes[TINY_MAX_RANK]; /* index (n) or the name of exactly one dim */
+  bool has_dtype;
+  tiny_dtype dtype; /* accumulation dtype = result dtype */
+  bool has_init;
+  double init;
+  /* derived by tiny_infer: resolved axis indices, ascending */
+  int axis_idx[TINY_MAX_RANK];
+} tiny_arg_reduce;
+
+typedef union tiny_args {
+  tiny_arg_input input;
+  tiny_arg_const cnst;
+  tiny_arg_reshape reshape;
+  tiny_arg_permute permute;
+  tiny_arg_expand expand;
+  tiny_arg_pad pad;
+  tiny_arg_shrink shrink;
+  tiny_arg_flip flip;
+  tiny_arg_view view;
+  tiny_arg_pool pool;
+  tiny_arg_cast cast;
+  tiny_arg_reduce reduce;
+} tiny_args;
+
+/* A source: a node index, or (before normalization) a scalar immediate. */
+typedef struct tiny_src {
+  int node; /* -1: immediate */
+  double imm;
+} tiny_src;
+
+typedef struct tiny_node {
+  const char *id; /* unique, non-empty */
+  tiny_op op;
+  int nsrc;
+  tiny_src src[TINY_MAX_SRC];
+  tiny_args a; /* the member named by tiny_op_argkind(op) */
+  const char *tag; /* optional, never affects semantics */
+  /* Derived by tiny_infer; valid after it succeeds. */
+  tiny_dtype dtype;
+  tiny_shape shape;
+  int pieces; /* piecewise count of the view chain ending here (1 if none) */
+} tiny_node;
+
+typedef struct tiny_graph {
+  struct hp_arena *arena; /* owns ids, tags, expressions */
+  tiny_node *nodes;
+  int n, cap;
+  int *outputs; /* node indices of model outputs, in order */
+  int noutputs;
+  bool explicit_outputs; /* "outputs" was given; else: nodes nothing consumes */
+  hp_error err;          /* first builder error */
+  int next_auto_id;
+  struct tiny_idmap *ids; /* id -> index */
+} tiny_graph;
+
+/* ---- builder API -------------------------------------------------------- */
+tiny_graph *tiny_graph_new(void);
+void tiny_graph_free(tiny_graph *g);
+/* Index of the node with this id, or -1. */
+int tiny_find(const tiny_graph *g, const char *id);
+
+/* Append a node.  id may be NULL (a fresh "t<k>" is made).  arg points to
+ * the tiny_arg_* struct of the op's kind (copied), or NULL for TA_NONE.
+ * Returns the node index, or -1 with g->err set (the first error sticks and
+ * later calls then fail too, so a builder sequence needs one check at the end). */
+int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int nsrc, const void *arg);
+
+/* Conveniences over tiny_add. */
+int tiny_b_input(tiny_graph *g, const char *id, tiny_dtype dt, const tiny_shape *shape);
+int tiny_b_const(tiny_graph *g, double v, tiny_dtype dt);
+int tiny_b_unary(tiny_graph *g, tiny_op op, int x);
+int tiny_b_binary(tiny_graph *g, tiny_op op, int a, int b);
+int tiny_b_binary_imm(tiny_graph *g, tiny_op op, int a, double imm); /* a op imm */
+int tiny_b_where(tiny_graph *g, int cond, int a, int b);
+int tiny_b_cast(tiny_graph *g, int x, tiny_dtype to);
+int tiny_b_reshape(tiny_graph *g, int x, const tiny_shape *shape);
+int tiny_b_permute(tiny_graph *g, int x, const int *perm, int n);
+int tiny_b_expand(tiny_graph *g, int x, const tiny_shape *shape);
+int tiny_b_pad(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, int n, double value);
+int tiny_b_shrink(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, const int64_t *step, int n);
+int tiny_b_flip(tiny_graph *g, int x, const int *axes, int n);
+int tiny_b_reduce(tiny_graph *g, int x, tiny_reduce_op op, const int *axes, int n, tiny_dtype acc);
+/* Mark a node as a model output (sets explicit_outputs). */
+int tiny_mark_output(tiny_graph *g, int node);
+
+/* Shape helpers for the builder. */
+tiny_shape tiny_shape_of(int rank, const int64_t *dims);
+tiny_shape tiny_shape_syms(int rank, const char *const *syms); /* NULL entry = 1 */
+
+/* Index-expression constructors (arena-owned by g). */
+const tiny_expr *tiny_x_const(tiny_graph *g, int64_t c);
+const tiny_expr *tiny_x_var(tiny_graph *g, int i);
+const tiny_expr *tiny_x_sym(tiny_graph *g, const char *s);
+const tiny_expr *tiny_x_bin(tiny_graph *g, tiny_expr_kind k, const tiny_expr *a, const tiny_expr *b);
+/* Parse "2*i0 + i3 floordiv 4" ('//' and '%' also accepted). */
+hp_status tiny_expr_parse(hp_error *e, tiny_graph *g, const char *text, int nvars, const tiny_expr **out);
+/* Print in the canonical text form (round-trips through tiny_expr_parse). */
+void tiny_expr_print(const tiny_expr *x, char *buf, int cap);
+/* Evaluate with vars[] and symbols; false if a symbol is unbound or a divisor <= 0. */
+bool tiny_expr_eval(const tiny_expr *x, const int64_t *vars, const tiny_symtab *syms, int64_t *out);
+
+/* ---- passes ------------------------------------------------------------- */
+/* Load a model from JSON text in either dialect (seed 001 uops, or seed 000
+ * ops/values).  filename is used in error messages only. */
+hp_status tiny_load_json(hp_error *e, const char *text, size_t len, const char *filename, tiny_graph **out);
+hp_status tiny_load_file(hp_error *e, const char *path, tiny_graph **out);
+/* Canonical (seed 001) JSON; malloc'd.  NULL on allocation failure. */
+char *tiny_write_json(const tiny_graph *g);
+
+/* Shape and dtype inference in topological order.  With allow_unknown, sizes
+ * depending on unbound symbols stay unknown (n < 0); otherwise such a symbol is
+ * UnboundSymbol.  Checks every shape rule it can decide. */
+hp_status tiny_infer(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+/* Normalization (design.md §2.2–2.4): immediates -> CONST + RESHAPE/EXPAND,
+ * implicit broadcasting -> explicit RESHAPE/EXPAND (right-aligned, else by
+ * symbol name), POOL -> VIEW.  Needs a successful tiny_infer; re-infers. */
+hp_status tiny_normalize(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+/* Structural and semantic checks of a normalized graph (see docs/tiny-ir.md). */
+hp_status tiny_verify(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+/* The three above, in order. */
+hp_status tiny_prepare(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+
+/* Bind symbols from the declared INPUT shapes against actual shapes.
+ * shapes[k] is the actual shape of input node inputs[k]. */
+hp_status tiny_bind_input(hp_error *e, const tiny_graph *g, int node, int rank, const int64_t *dims,
+                          tiny_symtab *syms);
+
+/* Model inputs: indices of INPUT nodes in graph order (malloc'd array). */
+int tiny_inputs(const tiny_graph *g, int **out);
+/* Recompute g->outputs if not explicit: every node nothing consumes. */
+hp_status tiny_compute_outputs(hp_error *e, tiny_graph *g);
+/* The name an output is written under: the node id (INPUT: its tensor_id). */
+const char *tiny_output_name(const tiny_graph *g, int node);
+
+#endif

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install what harp needs to build and test on a fresh Debian machine.
+#   scripts/install-deps.sh              install everything listed below
+#   scripts/install-deps.sh --if-missing only act when something is missing
+set -euo pipefail
+
+DEB_PACKAGES="build-essential cmake pkg-config libisl-dev libjansson-dev libcmocka-dev python3 python3-pip"
+PY_PACKAGES="numpy"
+
+missing() {
+  for pc in isl jansson cmocka; do
+    pkg-config --exists "$pc" 2>/dev/null || return 0
+  done
+  command -v cmake >/dev/null 2>&1 || return 0
+  command -v cc >/dev/null 2>&1 || return 0
+  python3 -c 'import numpy' >/dev/null 2>&1 || return 0
+  return 1
+}
+
+if [ "${1:-}" = "--if-missing" ] && ! missing; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: not root and no sudo; install: $DEB_PACKAGES, and pip: $PY_PACKAGES" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing Debian packages: $DEB_PACKAGES" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq $DEB_PACKAGES >/dev/null
+
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+  echo "install-deps: installing Python packages: $PY_PACKAGES" >&2
+  # shellcheck disable=SC2086
+  python3 -m pip install -q $PY_PACKAGES 2>/dev/null || python3 -m pip install -q --break-system-packages $PY_PACKAGES
+fi

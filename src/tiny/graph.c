@@ -1,0 +1,426 @@
+/* graph.c — the Tiny IR builder: node storage, the id map, conveniences.
+ * Needs: core.c.  Gives: tiny_graph_new/free, tiny_add, tiny_b_*, outputs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp/tiny.h"
+#include "util/util.h"
+
+/* Open-addressing map from id to node index. */
+struct tiny_idmap {
+  int cap; /* power of two */
+  int used;
+  const char **keys;
+  int *vals;
+};
+
+static uint64_t str_hash(const char *s) { return hp_hash64(s, strlen(s), 0); }
+
+static bool idmap_grow(struct tiny_idmap *m) {
+  int cap = m->cap ? m->cap * 2 : 64;
+  const char **keys = hp_xcalloc((size_t)cap, sizeof *keys);
+  int *vals = hp_xcalloc((size_t)cap, sizeof *vals);
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    return false;
+  }
+  for (int i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    uint64_t h = str_hash(m->keys[i]) & (uint64_t)(cap - 1);
+    while (keys[h]) h = (h + 1) & (uint64_t)(cap - 1);
+    keys[h] = m->keys[i];
+    vals[h] = m->vals[i];
+  }
+  free(m->keys);
+  free(m->vals);
+  m->keys = keys;
+  m->vals = vals;
+  m->cap = cap;
+  return true;
+}
+
+static int idmap_get(const struct tiny_idmap *m, const char *key) {
+  if (!m || !m->cap) return -1;
+  uint64_t h = str_hash(key) & (uint64_t)(m->cap - 1);
+  while (m->keys[h]) {
+    if (strcmp(m->keys[h], key) == 0) return m->vals[h];
+    h = (h + 1) & (uint64_t)(m->cap - 1);
+  }
+  return -1;
+}
+
+static bool idmap_put(struct tiny_idmap *m, const char *key, int val) {
+  if ((m->used + 1) * 2 > m->cap && !idmap_grow(m)) return false;
+  uint64_t h = str_hash(key) & (uint64_t)(m->cap - 1);
+  while (m->keys[h]) h = (h + 1) & (uint64_t)(m->cap - 1);
+  m->keys[h] = key;
+  m->vals[h] = val;
+  m->used++;
+  return true;
+}
+
+tiny_graph *tiny_graph_new(void) {
+  tiny_graph *g = hp_xcalloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->arena = hp_arena_new();
+  g->ids = hp_xcalloc(1, sizeof *g->ids);
+  if (!g->arena || !g->ids) {
+    tiny_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+void tiny_graph_free(tiny_graph *g) {
+  if (!g) return;
+  if (g->ids) {
+    free(g->ids->keys);
+    free(g->ids->vals);
+    free(g->ids);
+  }
+  free(g->nodes);
+  free(g->outputs);
+  hp_arena_free(g->arena);
+  free(g);
+}
+
+int tiny_find(const tiny_graph *g, const char *id) { return id ? idmap_get(g->ids, id) : -1; }
+
+static int builder_fail(tiny_graph *g, hp_status code, const char *id, const char *msg) {
+  hp_fail(&g->err, code, id, "%s", msg);
+  return -1;
+}
+
+int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int nsrc, const void *arg) {
+  if (g->err.code != HP_OK) return -1;
+  if ((unsigned)op >= TINY_OP_COUNT) return builder_fail(g, HP_E_UNKNOWN_OP, id, "unknown op");
+  if (g->n >= TINY_MAX_NODES) return builder_fail(g, HP_E_LIMIT, id, "too many nodes");
+  char auto_id[32];
+  if (!id) {
+    do snprintf(auto_id, sizeof auto_id, "t%d", g->next_auto_id++);
+    while (tiny_find(g, auto_id) >= 0);
+    id = auto_id;
+  }
+  if (!*id) return builder_fail(g, HP_E_INVALID_ARG, id, "empty node id");
+  if (tiny_find(g, id) >= 0) {
+    hp_fail(&g->err, HP_E_DUPLICATE_ID, id, "node id \"%s\" is used twice", id);
+    return -1;
+  }
+  int arity = tiny_op_arity(op);
+  if (nsrc != arity) {
+    hp_fail(&g->err, HP_E_ARITY, id, "%s takes %d source%s, got %d", tiny_op_name(op), arity,
+            arity == 1 ? "" : "s", nsrc);
+    return -1;
+  }
+  for (int i = 0; i < nsrc; i++)
+    if (src[i].node >= g->n || src[i].node < -1)
+      return builder_fail(g, HP_E_DANGLING, id, "source refers to a node not (yet) in the graph");
+  if (g->n == g->cap) {
+    int cap = g->cap ? g->cap * 2 : 64;
+    tiny_node *nn = hp_xrealloc(g->nodes, sizeof *nn * (size_t)cap);
+    if (!nn) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+    g->nodes = nn;
+    g->cap = cap;
+  }
+  tiny_node *n = &g->nodes[g->n];
+  memset(n, 0, sizeof *n);
+  n->id = hp_arena_strdup(g->arena, id);
+  if (!n->id) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+  n->op = op;
+  n->nsrc = nsrc;
+  for (int i = 0; i < nsrc; i++) n->src[i] = src[i];
+  if (arg) {
+    size_t sz = 0;
+    switch (tiny_op_argkind(op)) {
+    case TA_NONE: break;
+    case TA_INPUT: sz = sizeof(tiny_arg_input); break;
+    case TA_CONST: sz = sizeof(tiny_arg_const); break;
+    case TA_RESHAPE: sz = sizeof(tiny_arg_reshape); break;
+    case TA_PERMUTE: sz = sizeof(tiny_arg_permute); break;
+    case TA_EXPAND: sz = sizeof(tiny_arg_expand); break;
+    case TA_PAD: sz = sizeof(tiny_arg_pad); break;
+    case TA_SHRINK: sz = sizeof(tiny_arg_shrink); break;
+    case TA_FLIP: sz = sizeof(tiny_arg_flip); break;
+    case TA_VIEW: sz = sizeof(tiny_arg_view); break;
+    case TA_POOL: sz = sizeof(tiny_arg_pool); break;
+    case TA_CAST: sz = sizeof(tiny_arg_cast); break;
+    case TA_REDUCE: sz = sizeof(tiny_arg_reduce); break;
+    }
+    memcpy(&n->a, arg, sz);
+  } else if (tiny_op_argkind(op) != TA_NONE) {
+    return builder_fail(g, HP_E_INVALID_ARG, id, "missing arg");
+  }
+  /* Strings in args must outlive the caller's buffers: copy them. */
+  if (op == TINY_INPUT) {
+    n->a.input.tensor_id = hp_arena_strdup(g->arena, n->a.input.tensor_id ? n->a.input.tensor_id : id);
+    if (n->a.input.storage) n->a.input.storage = hp_arena_strdup(g->arena, n->a.input.storage);
+  }
+  tiny_shape *shapes[] = {op == TINY_INPUT ? &n->a.input.shape : NULL,
+                          op == TINY_RESHAPE ? &n->a.reshape.shape : NULL,
+                          op == TINY_EXPAND ? &n->a.expand.shape : NULL,
+                          op == TINY_VIEW ? &n->a.view.shape : NULL};
+  for (int k = 0; k < 4; k++)
+    if (shapes[k])
+      for (int i = 0; i < shapes[k]->rank; i++)
+        if (shapes[k]->d[i].sym) shapes[k]->d[i].sym = hp_arena_strdup(g->arena, shapes[k]->d[i].sym);
+  tiny_dim *dims[3] = {0};
+  int ndims = 0, count = 0;
+  if (op == TINY_PAD) dims[0] = n->a.pad.lo, dims[1] = n->a.pad.hi, ndims = 2, count = n->a.pad.n;
+  if (op == TINY_SHRINK)
+    dims[0] = n->a.shrink.lo, dims[1] = n->a.shrink.hi, dims[2] = n->a.shrink.step, ndims = 3,
+    count = n->a.shrink.n;
+  if (op == TINY_POOL)
+    dims[0] = n->a.pool.kernel, dims[1] = n->a.pool.stride, dims[2] = n->a.pool.dilation, ndims = 3,
+    count = n->a.pool.n;
+  if (op == TINY_REDUCE) dims[0] = n->a.reduce.axes, ndims = 1, count = n->a.reduce.n;
+  for (int k = 0; k < ndims; k++)
+    for (int i = 0; i < count && i < TINY_MAX_RANK; i++)
+      if (dims[k][i].sym) dims[k][i].sym = hp_arena_strdup(g->arena, dims[k][i].sym);
+  if (!idmap_put(g->ids, n->id, g->n)) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+  return g->n++;
+}
+
+static tiny_src S(int node) { return (tiny_src){node, 0}; }
+
+int tiny_b_input(tiny_graph *g, const char *id, tiny_dtype dt, const tiny_shape *shape) {
+  tiny_arg_input a = {.tensor_id = id, .dtype = dt, .shape = *shape};
+  return tiny_add(g, id, TINY_INPUT, NULL, 0, &a);
+}
+
+int tiny_b_const(tiny_graph *g, double v, tiny_dtype dt) {
+  tiny_arg_const a = {v, dt};
+  return tiny_add(g, NULL, TINY_CONST, NULL, 0, &a);
+}
+
+int tiny_b_unary(tiny_graph *g, tiny_op op, int x) {
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, op, s, 1, NULL);
+}
+
+int tiny_b_binary(tiny_graph *g, tiny_op op, int a, int b) {
+  tiny_src s[2] = {S(a), S(b)};
+  return tiny_add(g, NULL, op, s, 2, NULL);
+}
+
+int tiny_b_binary_imm(tiny_graph *g, tiny_op op, int a, double imm) {
+  tiny_src s[2] = {S(a), {-1, imm}};
+  return tiny_add(g, NULL, op, s, 2, NULL);
+}
+
+int tiny_b_where(tiny_graph *g, int cond, int a, int b) {
+  tiny_src s[3] = {S(cond), S(a), S(b)};
+  return tiny_add(g, NULL, TINY_WHERE, s, 3, NULL);
+}
+
+int tiny_b_cast(tiny_graph *g, int x, tiny_dtype to) {
+  tiny_arg_cast a = {to};
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_CAST, s, 1, &a);
+}
+
+int tiny_b_reshape(tiny_graph *g, int x, const tiny_shape *shape) {
+  tiny_arg_reshape a = {*shape};
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_RESHAPE, s, 1, &a);
+}
+
+int tiny_b_permute(tiny_graph *g, int x, const int *perm, int n) {
+  tiny_arg_permute a = {0};
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  a.n = n;
+  memcpy(a.perm, perm, sizeof(int) * (size_t)n);
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_PERMUTE, s, 1, &a);
+}
+
+int tiny_b_expand(tiny_graph *g, int x, const tiny_shape *shape) {
+  tiny_arg_expand a = {.shape = *shape};
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_EXPAND, s, 1, &a);
+}
+
+int tiny_b_pad(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, int n, double value) {
+  tiny_arg_pad a = {0};
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  a.n = n;
+  a.value = value;
+  for (int i = 0; i < n; i++) a.lo[i] = tiny_dim_int(lo[i]), a.hi[i] = tiny_dim_int(hi[i]);
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_PAD, s, 1, &a);
+}
+
+int tiny_b_shrink(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, const int64_t *step, int n) {
+  tiny_arg_shrink a = {0};
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  a.n = n;
+  a.has_step = step != NULL;
+  for (int i = 0; i < n; i++) {
+    a.lo[i] = tiny_dim_int(lo[i]);
+    a.hi[i] = tiny_dim_int(hi[i]);
+    a.step[i] = tiny_dim_int(step ? step[i] : 1);
+  }
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_SHRINK, s, 1, &a);
+}
+
+int tiny_b_flip(tiny_graph *g, int x, const int *axes, int n) {
+  tiny_arg_flip a = {0};
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  a.n = n;
+  memcpy(a.axes, axes, sizeof(int) * (size_t)n);
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_FLIP, s, 1, &a);
+}
+
+int tiny_b_reduce(tiny_graph *g, int x, tiny_reduce_op op, const int *axes, int n, tiny_dtype acc) {
+  tiny_arg_reduce a = {0};
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  a.op = op;
+  a.n = n;
+  for (int i = 0; i < n; i++) a.axes[i] = tiny_dim_int(axes[i]);
+  a.has_dtype = true;
+  a.dtype = acc;
+  tiny_src s[1] = {S(x)};
+  return tiny_add(g, NULL, TINY_REDUCE, s, 1, &a);
+}
+
+int tiny_mark_output(tiny_graph *g, int node) {
+  if (g->err.code != HP_OK) return -1;
+  if (node < 0 || node >= g->n) return builder_fail(g, HP_E_DANGLING, NULL, "output is not a node");
+  if (!g->explicit_outputs) {
+    g->noutputs = 0;
+    g->explicit_outputs = true;
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == node) return node;
+  int *o = hp_xrealloc(g->outputs, sizeof(int) * (size_t)(g->noutputs + 1));
+  if (!o) return builder_fail(g, HP_E_NO_MEMORY, NULL, "out of memory");
+  g->outputs = o;
+  g->outputs[g->noutputs++] = node;
+  return node;
+}
+
+int tiny_inputs(const tiny_graph *g, int **out) {
+  int k = 0;
+  *out = hp_xmalloc(sizeof(int) * (size_t)(g->n + 1));
+  if (!*out) return -1;
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].op == TINY_INPUT) (*out)[k++] = i;
+  return k;
+}
+
+hp_status tiny_compute_outputs(hp_error *e, tiny_graph *g) {
+  if (g->explicit_outputs) return HP_OK;
+  char *used = hp_xcalloc((size_t)g->n + 1, 1);
+  if (!used) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < g->n; i++)
+    for (int s = 0; s < g->nodes[i].nsrc; s++)
+      if (g->nodes[i].src[s].node >= 0) used[g->nodes[i].src[s].node] = 1;
+  free(g->outputs);
+  g->outputs = hp_xmalloc(sizeof(int) * (size_t)(g->n + 1));
+  g->noutputs = 0;
+  if (!g->outputs) {
+    free(used);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  for (int i = 0; i < g->n; i++)
+    if (!used[i] && g->nodes[i].op != TINY_INPUT && g->nodes[i].op != TINY_CONST) g->outputs[g->noutputs++] = i;
+  free(used);
+  return HP_OK;
+}
+
+const char *tiny_output_name(const tiny_graph *g, int node) {
+  const tiny_node *n = &g->nodes[node];
+  return n->op == TINY_INPUT ? n->a.input.tensor_id : n->id;
+}
+
+/* ---- expressions -------------------------------------------------------- */
+static tiny_expr *new_expr(tiny_graph *g, tiny_expr_kind k) {
+  tiny_expr *x = hp_arena_alloc(g->arena, sizeof *x);
+  if (!x) {
+    hp_fail(&g->err, HP_E_NO_MEMORY, NULL, "out of memory");
+    return NULL;
+  }
+  x->k = k;
+  return x;
+}
+
+const tiny_expr *tiny_x_const(tiny_graph *g, int64_t c) {
+  tiny_expr *x = new_expr(g, TX_CONST);
+  if (x) x->c = c;
+  return x;
+}
+
+const tiny_expr *tiny_x_var(tiny_graph *g, int i) {
+  tiny_expr *x = new_expr(g, TX_VAR);
+  if (x) x->var = i;
+  return x;
+}
+
+const tiny_expr *tiny_x_sym(tiny_graph *g, const char *s) {
+  tiny_expr *x = new_expr(g, TX_SYM);
+  if (x) x->sym = hp_arena_strdup(g->arena, s);
+  return x;
+}
+
+const tiny_expr *tiny_x_bin(tiny_graph *g, tiny_expr_kind k, const tiny_expr *a, const tiny_expr *b) {
+  if (!a || !b) return NULL;
+  tiny_expr *x = new_expr(g, k);
+  if (x) x->a = a, x->b = b;
+  return x;
+}
+
+/* ---- rebuilding (normalize and friends) --------------------------------- */
+#include "tiny_int.h"
+
+tiny_graph *tiny_graph_new_sharing(tiny_graph *g) {
+  tiny_graph *ng = hp_xcalloc(1, sizeof *ng);
+  if (!ng) return NULL;
+  ng->ids = hp_xcalloc(1, sizeof *ng->ids);
+  if (!ng->ids) {
+    free(ng);
+    return NULL;
+  }
+  ng->arena = g->arena;
+  ng->next_auto_id = g->next_auto_id;
+  return ng;
+}
+
+void tiny_graph_discard_sharing(tiny_graph *ng) {
+  if (!ng) return;
+  if (ng->ids) {
+    free(ng->ids->keys);
+    free(ng->ids->vals);
+    free(ng->ids);
+  }
+  free(ng->nodes);
+  free(ng->outputs);
+  free(ng);
+}
+
+void tiny_graph_adopt(tiny_graph *g, tiny_graph *ng) {
+  free(g->nodes);
+  free(g->ids->keys);
+  free(g->ids->vals);
+  free(g->ids);
+  free(g->outputs);
+  g->nodes = ng->nodes;
+  g->n = ng->n;
+  g->cap = ng->cap;
+  g->ids = ng->ids;
+  g->outputs = ng->outputs;
+  g->noutputs = ng->noutputs;
+  g->explicit_outputs = ng->explicit_outputs;
+  g->next_auto_id = ng->next_auto_id;
+  free(ng);
+}
+
+const char *tiny_fresh_id(tiny_graph *g, const tiny_graph *also, const char *base, const char *suffix) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%.120s.%s", base, suffix);
+  for (int k = 1; (tiny_find(g, buf) >= 0 || (also && tiny_find(also, buf) >= 0)) && k < 1000000; k++)
+    snprintf(buf, sizeof buf, "%.120s.%s%d", base, suffix, k);
+  return hp_arena_strdup(g->arena, buf);
+}

@@ -1,0 +1,352 @@
+/* load_ops.c — the seed 000 dialect: {"ops":[...], "values":{...}}.
+ * Needs: load_json.c helpers.  Gives: the same canonical graph.
+ *
+ * Conversion rules (docs/tiny-ir.md §Dialects):
+ *  - each op's single output value name becomes the node id; the op's
+ *    "name" becomes the node's tag;
+ *  - values that no op produces are model inputs (INPUT nodes) and must be
+ *    declared in "values" with dtype and shape;
+ *  - Reduce accumulates in attrs.dtype when given, else fp32 (i32 for
+ *    integers); its result is CAST to the declared dtype of its output value,
+ *    or else to its input's dtype, as a seed 000 model expects;
+ *  - declared dtypes and shapes of intermediate values are checked. */
+#include <string.h>
+
+#include "load_int.h"
+#include "util/util.h"
+
+typedef struct fnmap {
+  const char *name;
+  tiny_op op;
+} fnmap;
+
+static const fnmap unary_fns[] = {{"neg", TINY_NEG},   {"exp2", TINY_EXP2},   {"log2", TINY_LOG2},
+                                  {"exp", TINY_EXP},   {"sqrt", TINY_SQRT},   {"rsqrt", TINY_RSQRT},
+                                  {"recip", TINY_RECIP}, {"relu", TINY_RELU}, {"gelu", TINY_GELU},
+                                  {NULL, 0}};
+static const fnmap binary_fns[] = {{"add", TINY_ADD},     {"sub", TINY_SUB},     {"mul", TINY_MUL},
+                                   {"div", TINY_FDIV},    {"fdiv", TINY_FDIV},   {"max", TINY_MAX},
+                                   {"min", TINY_MIN},     {"cmplt", TINY_CMPLT}, {"lt", TINY_CMPLT},
+                                   {"cmpeq", TINY_CMPEQ}, {"eq", TINY_CMPEQ},    {"cmpne", TINY_CMPNE},
+                                   {"ne", TINY_CMPNE},    {"where", TINY_WHERE}, {NULL, 0}};
+static const fnmap move_kinds[] = {{"reshape", TINY_RESHAPE}, {"permute", TINY_PERMUTE}, {"expand", TINY_EXPAND},
+                                   {"pad", TINY_PAD},         {"shrink", TINY_SHRINK},   {"slice", TINY_SHRINK},
+                                   {"flip", TINY_FLIP},       {"view", TINY_VIEW},       {"pool", TINY_POOL},
+                                   {NULL, 0}};
+
+static int lookup(const fnmap *m, const char *s) {
+  for (int i = 0; m[i].name; i++)
+    if (strcmp(m[i].name, s) == 0) return (int)m[i].op;
+  return -1;
+}
+
+/* attrs key aliases of the seed 000 dialect -> canonical arg keys */
+static const char *const aliases[][2] = {
+    {"new_shape", "result_shape"}, {"shape", "result_shape"}, {"order", "perm"}, {"dims", "perm"},
+    {"pads", "pad"},               {"starts", "lo"},          {"ends", "hi"},    {"steps", "step"},
+    {"acc_dtype", "dtype"},        {NULL, NULL}};
+
+static json_t *canonical_attrs(lctx *c, tiny_op op, json_t *attrs) {
+  json_t *o = json_object();
+  if (!o) return NULL;
+  const char *key;
+  json_t *val;
+  json_object_foreach(attrs, key, val) {
+    const char *k = key;
+    for (int i = 0; aliases[i][0]; i++)
+      if (strcmp(key, aliases[i][0]) == 0) k = aliases[i][1];
+    if (json_object_get(o, k)) {
+      hp_fail(c->e, HP_E_INVALID_ARG, c->node, "attrs give \"%s\" twice (under two names)", k);
+      json_decref(o);
+      return NULL;
+    }
+    json_object_set(o, k, val);
+  }
+  (void)op;
+  return o;
+}
+
+typedef struct decl {
+  const char *name;
+  bool has_dtype, has_shape;
+  tiny_dtype dtype;
+  tiny_shape shape;
+} decl;
+
+static decl *find_decl(decl *d, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(d[i].name, name) == 0) return &d[i];
+  return NULL;
+}
+
+static hp_status parse_values(lctx *c, json_t *values, decl **out, int *nout) {
+  *out = NULL;
+  *nout = 0;
+  if (!values) return HP_OK;
+  if (!json_is_object(values)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"values\" must be an object");
+  decl *d = hp_xcalloc(json_object_size(values) + 1, sizeof *d);
+  if (!d) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  const char *key;
+  json_t *val;
+  int n = 0;
+  static const char *const keys[] = {"dtype", "shape", NULL};
+  json_object_foreach(values, key, val) {
+    c->node = key;
+    d[n].name = key;
+    if (!json_is_object(val) || !ld_only_keys(c, val, "values entry", keys)) {
+      if (!c->e->code) hp_fail(c->e, HP_E_INVALID_ARG, key, "a values entry is an object {dtype, shape}");
+      free(d);
+      return c->e->code;
+    }
+    json_t *v;
+    if ((v = json_object_get(val, "dtype"))) {
+      if (!ld_dtype(c, v, "dtype", &d[n].dtype)) return free(d), c->e->code;
+      d[n].has_dtype = true;
+    }
+    if ((v = json_object_get(val, "shape"))) {
+      if (!ld_shape(c, v, "shape", &d[n].shape)) return free(d), c->e->code;
+      d[n].has_shape = true;
+    }
+    n++;
+  }
+  *out = d;
+  *nout = n;
+  return HP_OK;
+}
+
+/* Records are registered in `ids` (a scratch graph used only for its id
+ * map) in record order, so a node index there is the record index. */
+static int rec_of(const tiny_graph *ids, const char *name) { return tiny_find(ids, name); }
+
+static hp_status register_rec(lctx *c, tiny_graph *ids, const char *id) {
+  tiny_arg_input dummy = {.tensor_id = "x"};
+  if (tiny_add(ids, id, TINY_INPUT, NULL, 0, &dummy) >= 0) return HP_OK;
+  if (ids->err.code == HP_E_DUPLICATE_ID)
+    return hp_fail(c->e, HP_E_DUPLICATE_ID, id, "value \"%s\" is produced twice", id);
+  return hp_fail(c->e, ids->err.code, id, "%s", ids->err.msg);
+}
+
+static hp_status parse_op(lctx *c, json_t *op, size_t i, ld_rec *r, const char **in_names, json_t **tmp) {
+  static const char *const keys[] = {"op", "name", "kind", "fn", "inputs", "outputs", "attrs", "axes", NULL};
+  if (!json_is_object(op)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "ops[%zu] is not an object", i);
+  json_t *outs = json_object_get(op, "outputs");
+  if (!json_is_array(outs) || json_array_size(outs) != 1 || !json_is_string(json_array_get(outs, 0)))
+    return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "ops[%zu]: \"outputs\" must list exactly one value name", i);
+  r->id = json_string_value(json_array_get(outs, 0));
+  c->node = r->id;
+  if (!*r->id || strlen(r->id) > 120) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "bad output value name");
+  if (!ld_only_keys(c, op, "op", keys)) return c->e->code;
+  json_t *name = json_object_get(op, "name");
+  if (name && !json_is_string(name)) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"name\" must be a string");
+  r->tag = name ? json_string_value(name) : NULL;
+  const char *cls = json_string_value(json_object_get(op, "op"));
+  const char *fn = json_string_value(json_object_get(op, "fn"));
+  const char *kind = json_string_value(json_object_get(op, "kind"));
+  if (!cls) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"op\" must be a string");
+  int o = -1;
+  if (!strcmp(cls, "Movement")) o = kind ? lookup(move_kinds, kind) : -1;
+  else if (!strcmp(cls, "Unary")) o = fn ? lookup(unary_fns, fn) : -1;
+  else if (!strcmp(cls, "Binary") || !strcmp(cls, "Ternary")) o = fn ? lookup(binary_fns, fn) : -1;
+  else if (!strcmp(cls, "Reduce")) o = TINY_REDUCE;
+  else if (!strcmp(cls, "Cast")) o = TINY_CAST;
+  else return hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown op class \"%s\"", cls);
+  if (o < 0)
+    return hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown %s %s \"%s\"", cls, !strcmp(cls, "Movement") ? "kind" : "fn",
+                   (!strcmp(cls, "Movement") ? kind : fn) ? (!strcmp(cls, "Movement") ? kind : fn) : "(missing)");
+  r->op = (tiny_op)o;
+  json_t *ins = json_object_get(op, "inputs");
+  int arity = tiny_op_arity(r->op);
+  if (!json_is_array(ins) || json_array_size(ins) != (size_t)arity)
+    return hp_fail(c->e, HP_E_ARITY, r->id, "%s takes %d input%s", tiny_op_name(r->op), arity, arity == 1 ? "" : "s");
+  r->nsrc = arity;
+  for (int k = 0; k < arity; k++) {
+    json_t *s = json_array_get(ins, (size_t)k);
+    in_names[k] = NULL;
+    if (json_is_string(s)) in_names[k] = json_string_value(s);
+    else if (json_is_number(s)) r->imm[k] = json_number_value(s);
+    else return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "inputs[%d] must be a value name or a number", k);
+  }
+  json_t *attrs = json_object_get(op, "attrs");
+  if (attrs && !json_is_object(attrs)) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"attrs\" must be an object");
+  json_t *arg = attrs ? canonical_attrs(c, r->op, attrs) : json_object();
+  if (!arg) return c->e->code ? c->e->code : hp_fail(c->e, HP_E_NO_MEMORY, r->id, "out of memory");
+  *tmp = arg;
+  if (r->op == TINY_REDUCE) {
+    json_t *axes = json_object_get(op, "axes");
+    if (axes && json_object_get(arg, "axes"))
+      return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "axes given both at the top and in attrs");
+    if (axes) json_object_set(arg, "axes", axes);
+    const char *up = !fn ? NULL : !strcmp(fn, "sum") ? "SUM" : !strcmp(fn, "max") ? "MAX" : !strcmp(fn, "min") ? "MIN" : NULL;
+    if (!up) return hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown Reduce fn \"%s\"", fn ? fn : "(missing)");
+    json_object_set_new(arg, "op", json_string(up));
+  }
+  if (tiny_op_argkind(r->op) == TA_NONE && json_object_size(arg) == 0) {
+    return HP_OK;
+  }
+  return ld_args(c, r->op, arg, &r->args) ? HP_OK : c->e->code;
+}
+
+/* dtype each record produces, in dependency order (a small forward pass). */
+static void propagate_dtypes(const ld_rec *recs, const int *order, int n, tiny_dtype *dt) {
+  for (int t = 0; t < n; t++) {
+    int i = order[t];
+    const ld_rec *r = &recs[i];
+    tiny_dtype d = TINY_FP32;
+    bool have = false;
+    switch (tiny_op_class(r->op)) {
+    case TC_LEAF: d = r->op == TINY_INPUT ? r->args.input.dtype : r->args.cnst.dtype; have = true; break;
+    case TC_CAST: d = r->args.cast.to; have = true; break;
+    case TC_REDUCE: d = r->args.reduce.dtype; have = true; break;
+    default:
+      for (int k = (r->op == TINY_WHERE); k < r->nsrc; k++) {
+        if (r->src_rec[k] < 0) continue;
+        tiny_dtype s = dt[r->src_rec[k]];
+        if (!have || s == TINY_FP32) d = s;
+        have = true;
+      }
+      if (tiny_op_is_compare(r->op)) d = TINY_BOOL;
+    }
+    dt[i] = d;
+  }
+}
+
+hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
+  static const char *const top_keys[] = {"ops", "values", "outputs", "name", "comment", "meta", NULL};
+  if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
+  json_t *ops = json_object_get(root, "ops");
+  if (!json_is_array(ops)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"ops\" must be an array");
+  size_t nops = json_array_size(ops);
+  if (nops > TINY_MAX_NODES / 4) return hp_fail(c->e, HP_E_LIMIT, NULL, "too many ops");
+  decl *decls = NULL;
+  int ndecl = 0;
+  /* records: ops, then inputs, then result casts: at most 3 * nops + 1 */
+  size_t cap = 3 * nops + 1;
+  ld_rec *recs = hp_xcalloc(cap, sizeof *recs);
+  const char **names = hp_xcalloc(nops * TINY_MAX_SRC + 1, sizeof *names);
+  json_t **tmps = hp_xcalloc(nops + 1, sizeof *tmps);
+  int *order = hp_xcalloc(cap, sizeof(int));
+  int *rec_to_node = hp_xcalloc(cap, sizeof(int));
+  tiny_dtype *dt = hp_xcalloc(cap, sizeof *dt);
+  bool *explicit_acc = hp_xcalloc(cap, sizeof(bool));
+  tiny_graph *ids = tiny_graph_new();
+  hp_status st = HP_OK;
+  int n = 0;
+  if (!recs || !names || !tmps || !order || !rec_to_node || !dt || !explicit_acc || !ids) {
+    st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  if ((st = parse_values(c, json_object_get(root, "values"), &decls, &ndecl))) goto done;
+  for (size_t i = 0; i < nops && !st; i++) {
+    st = parse_op(c, json_array_get(ops, i), i, &recs[n], &names[i * TINY_MAX_SRC], &tmps[i]);
+    if (st || (st = register_rec(c, ids, recs[n].id))) break;
+    explicit_acc[n] = recs[n].op == TINY_REDUCE && recs[n].args.reduce.has_dtype;
+    n++;
+  }
+  /* Resolve inputs; names nothing produces are model inputs. */
+  int nop_recs = n;
+  for (int i = 0; i < nop_recs && !st; i++)
+    for (int k = 0; k < recs[i].nsrc && !st; k++) {
+      const char *nm = names[(size_t)i * TINY_MAX_SRC + k];
+      if (!nm) {
+        recs[i].src_rec[k] = -1;
+        continue;
+      }
+      int p = rec_of(ids, nm);
+      if (p < 0) {
+        decl *d = find_decl(decls, ndecl, nm);
+        c->node = nm;
+        if (!d || !d->has_dtype || !d->has_shape) {
+          st = hp_fail(c->e, HP_E_DANGLING, recs[i].id,
+                       "\"%s\" is neither produced by an op nor declared with dtype and shape in \"values\"", nm);
+          break;
+        }
+        if ((st = register_rec(c, ids, nm))) break;
+        p = n++;
+        recs[p].id = nm;
+        recs[p].op = TINY_INPUT;
+        recs[p].args.input = (tiny_arg_input){.tensor_id = nm, .dtype = d->dtype, .shape = d->shape};
+      }
+      recs[i].src_rec[k] = p;
+    }
+  if (st || (st = ld_toposort(c, recs, n, order))) goto done;
+  /* Reduce accumulation and result dtypes. */
+  for (int i = 0; i < nop_recs; i++)
+    if (recs[i].op == TINY_REDUCE && !explicit_acc[i]) recs[i].args.reduce.has_dtype = true;
+  propagate_dtypes(recs, order, n, dt);
+  int base = n;
+  for (int i = 0; i < nop_recs && !st; i++) {
+    ld_rec *r = &recs[i];
+    if (r->op != TINY_REDUCE) continue;
+    tiny_dtype in = dt[r->src_rec[0]];
+    if (!explicit_acc[i]) r->args.reduce.dtype = tiny_dtype_is_float(in) ? TINY_FP32 : TINY_I32;
+    decl *d = find_decl(decls, ndecl, r->id);
+    tiny_dtype want = d && d->has_dtype ? d->dtype : in;
+    if (want == r->args.reduce.dtype) continue;
+    /* REDUCE -> "<v>.acc", CAST -> "<v>"; users of the value now read the CAST. */
+    int cidx = n++;
+    recs[cidx] = (ld_rec){.id = r->id, .op = TINY_CAST, .nsrc = 1, .src_rec = {i}, .tag = r->tag};
+    recs[cidx].args.cast.to = want;
+    char *acc_id = hp_arena_printf(c->g->arena, "%s.acc", r->id);
+    if (!acc_id) {
+      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      break;
+    }
+    r->id = acc_id;
+    for (int u = 0; u < base; u++)
+      for (int k = 0; k < recs[u].nsrc; k++)
+        if (recs[u].src_rec[k] == i && u != cidx) recs[u].src_rec[k] = cidx;
+  }
+  if (st || (st = ld_add_sorted(c, recs, n, rec_to_node))) goto done;
+  json_t *outs = json_object_get(root, "outputs");
+  if (outs) {
+    c->node = NULL;
+    if (!json_is_array(outs) || !json_array_size(outs)) {
+      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of value names");
+      goto done;
+    }
+    for (size_t k = 0; k < json_array_size(outs) && !st; k++) {
+      json_t *o = json_array_get(outs, k);
+      int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
+      if (idx < 0) st = hp_fail(c->e, HP_E_DANGLING, json_string_value(o), "output is not a value of this model");
+      else if (tiny_mark_output(c->g, idx) < 0) st = hp_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+    }
+    if (st) goto done;
+  }
+  /* Declared dtypes and shapes must match what the ops produce. */
+  if ((st = tiny_infer(c->e, c->g, NULL, true))) goto done;
+  for (int i = 0; i < ndecl && !st; i++) {
+    int idx = tiny_find(c->g, decls[i].name);
+    if (idx < 0) continue; /* declared but unused: harmless */
+    const tiny_node *nd = &c->g->nodes[idx];
+    if (decls[i].has_dtype && decls[i].dtype != nd->dtype)
+      st = hp_fail(c->e, HP_E_DTYPE_MISMATCH, nd->id, "\"values\" declares %s, the op produces %s",
+                   tiny_dtype_name(decls[i].dtype), tiny_dtype_name(nd->dtype));
+    if (st || !decls[i].has_shape) continue;
+    const tiny_shape *ds = &decls[i].shape, *is = &nd->shape;
+    bool ok = ds->rank == is->rank;
+    for (int a = 0; a < ds->rank && ok; a++) {
+      const tiny_dim *x = &ds->d[a], *y = &is->d[a];
+      if (!x->sym && y->n >= 0) ok = x->n == y->n;
+      else if (x->sym && y->sym && y->n < 0) ok = strcmp(x->sym, y->sym) == 0;
+    }
+    if (!ok) {
+      char a[256], b[256];
+      tiny_shape_format(ds, a, sizeof a);
+      tiny_shape_format(is, b, sizeof b);
+      st = hp_fail(c->e, HP_E_AXIS_SIZE_MISMATCH, nd->id, "\"values\" declares shape %s, the op produces %s", a, b);
+    }
+  }
+done:
+  if (tmps)
+    for (size_t i = 0; i < nops; i++) json_decref(tmps[i]);
+  tiny_graph_free(ids);
+  free(decls);
+  free(recs);
+  free(names);
+  free(tmps);
+  free(order);
+  free(rec_to_node);
+  free(dt);
+  free(explicit_acc);
+  return st;
+}

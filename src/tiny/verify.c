@@ -1,0 +1,86 @@
+/* verify.c — checks a normalized Tiny IR graph (seed 001 §3–4, design.md §3).
+ * Needs: tiny_normalize done.  Gives: HP_OK, or the first violation with the
+ * node id.  Structural errors (ids, arity, cycles, unknown ops, malformed
+ * args) are caught earlier by the loader and builder; this pass re-checks
+ * what later layers rely on. */
+#include <string.h>
+
+#include "tiny_int.h"
+#include "util/util.h"
+
+static hp_status verify_node(hp_error *e, const tiny_graph *g, const tiny_node *n, const tiny_symtab *syms,
+                             bool allow_unknown) {
+  tiny_class cls = tiny_op_class(n->op);
+  for (int k = 0; k < n->nsrc; k++) {
+    if (n->src[k].node < 0) {
+      if (allow_unknown) continue;
+      return hp_fail(e, HP_E_INTERNAL, n->id, "immediate survived normalization");
+    }
+    if (n->src[k].node >= (int)(n - g->nodes)) return hp_fail(e, HP_E_CYCLE, n->id, "source is not earlier in the graph");
+  }
+  if (cls == TC_BINARY || cls == TC_TERNARY) {
+    int first = n->op == TINY_WHERE ? 1 : 0;
+    const tiny_node *ref = NULL;
+    for (int k = first; k < n->nsrc; k++) {
+      if (n->src[k].node < 0) continue;
+      const tiny_node *s = &g->nodes[n->src[k].node];
+      if (ref && s->dtype != ref->dtype)
+        return hp_fail(e, HP_E_DTYPE_MISMATCH, n->id, "operands are %s and %s; insert an explicit CAST",
+                       tiny_dtype_name(ref->dtype), tiny_dtype_name(s->dtype));
+      ref = s;
+    }
+    for (int k = 0; k < n->nsrc && !allow_unknown; k++) {
+      const tiny_node *s = &g->nodes[n->src[k].node];
+      if (!tiny_shape_equal(&s->shape, &n->shape))
+        return hp_fail(e, HP_E_INTERNAL, n->id, "operand %d was not broadcast to the result shape", k);
+    }
+  }
+  if (n->op == TINY_VIEW)
+    for (int j = 0; j < n->a.view.n; j++)
+      if (tiny_expr_has_negative_stride(n->a.view.map[j], syms)) {
+        char buf[256];
+        tiny_expr_print(n->a.view.map[j], buf, sizeof buf);
+        return hp_fail(e, HP_E_NEGATIVE_STRIDE, n->id,
+                       "index_map entry %d (%s) walks an axis backwards; use FLIP for reversal", j, buf);
+      }
+  if (n->op == TINY_SHRINK && n->a.shrink.has_step)
+    for (int j = 0; j < n->a.shrink.n; j++) {
+      int64_t st;
+      if (tiny_dim_value(n->a.shrink.step[j], syms, &st) && st < 1)
+        return hp_fail(e, HP_E_NEGATIVE_STRIDE, n->id, "SHRINK step on axis %d is %lld; use FLIP to reverse", j,
+                       (long long)st);
+    }
+  if (n->pieces > TINY_DEFAULT_MAX_PIECES)
+    return hp_fail(e, HP_E_EXCESSIVE_PIECEWISE, n->id,
+                   "the view chain ending here splits into %d pieces (limit %d); materialize an intermediate",
+                   n->pieces, TINY_DEFAULT_MAX_PIECES);
+  return HP_OK;
+}
+
+hp_status tiny_verify(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
+  if (tiny_infer(e, g, syms, allow_unknown)) return e->code;
+  for (int i = 0; i < g->n; i++)
+    if (verify_node(e, g, &g->nodes[i], syms, allow_unknown)) return e->code;
+  if (tiny_compute_outputs(e, g)) return e->code;
+  if (g->noutputs == 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "the model has no outputs");
+  /* Output names become file names: they must be distinct once sanitized. */
+  for (int i = 0; i < g->noutputs; i++) {
+    char a[160], b[160];
+    hp_sanitize_name(tiny_output_name(g, g->outputs[i]), a, sizeof a);
+    for (int j = 0; j < i; j++) {
+      hp_sanitize_name(tiny_output_name(g, g->outputs[j]), b, sizeof b);
+      if (strcmp(a, b) == 0)
+        return hp_fail(e, HP_E_DUPLICATE_ID, tiny_output_name(g, g->outputs[i]),
+                       "outputs \"%s\" and \"%s\" would be written to the same file %s.npy",
+                       tiny_output_name(g, g->outputs[j]), tiny_output_name(g, g->outputs[i]), a);
+    }
+  }
+  return HP_OK;
+}
+
+hp_status tiny_prepare(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
+  if (tiny_compute_outputs(e, g)) return e->code;
+  if (tiny_infer(e, g, syms, allow_unknown)) return e->code;
+  if (tiny_normalize(e, g, syms, allow_unknown)) return e->code;
+  return tiny_verify(e, g, syms, allow_unknown);
+}

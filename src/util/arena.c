@@ -1,0 +1,100 @@
+/* arena.c — bump allocator (one per compilation) and fault injection.
+ * Needs: nothing.  Gives: hp_arena_*, hp_x*alloc, hp_fault_*. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+typedef struct chunk {
+  struct chunk *next;
+  size_t size, used;
+  _Alignas(16) unsigned char data[];
+} chunk;
+
+struct hp_arena {
+  chunk *head;
+  size_t total;
+};
+
+static long fault_countdown; /* test hook, see util.h */
+
+void hp_fault_fail_nth_alloc(long n) { fault_countdown = n; }
+
+bool hp_fault_should_fail(void) {
+  if (fault_countdown <= 0) return false;
+  return --fault_countdown == 0;
+}
+
+void *hp_xmalloc(size_t n) { return hp_fault_should_fail() ? NULL : malloc(n ? n : 1); }
+void *hp_xcalloc(size_t n, size_t sz) { return hp_fault_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }
+void *hp_xrealloc(void *p, size_t n) { return hp_fault_should_fail() ? NULL : realloc(p, n ? n : 1); }
+
+hp_arena *hp_arena_new(void) {
+  hp_arena *a = hp_xcalloc(1, sizeof *a);
+  return a;
+}
+
+void hp_arena_free(hp_arena *a) {
+  if (!a) return;
+  for (chunk *c = a->head, *n; c; c = n) {
+    n = c->next;
+    free(c);
+  }
+  free(a);
+}
+
+void *hp_arena_alloc(hp_arena *a, size_t size) {
+  if (!a) return NULL;
+  if (hp_fault_should_fail()) return NULL;
+  size = (size + 15) & ~(size_t)15;
+  if (size == 0) size = 16;
+  chunk *c = a->head;
+  if (!c || c->size - c->used < size) {
+    size_t csize = 64 * 1024;
+    if (size > csize / 4) csize = size; /* big blocks get their own chunk */
+    chunk *n = malloc(sizeof *n + csize);
+    if (!n) return NULL;
+    n->size = csize;
+    n->used = 0;
+    if (c && size == csize) {
+      /* keep the partly used head for small allocations */
+      n->next = c->next;
+      c->next = n;
+    } else {
+      n->next = c;
+      a->head = n;
+    }
+    c = n;
+  }
+  void *p = c->data + c->used;
+  c->used += size;
+  a->total += size;
+  memset(p, 0, size);
+  return p;
+}
+
+size_t hp_arena_used(const hp_arena *a) { return a ? a->total : 0; }
+
+char *hp_arena_strndup(hp_arena *a, const char *s, size_t n) {
+  char *p = hp_arena_alloc(a, n + 1);
+  if (!p) return NULL;
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+char *hp_arena_strdup(hp_arena *a, const char *s) { return s ? hp_arena_strndup(a, s, strlen(s)) : NULL; }
+
+char *hp_arena_printf(hp_arena *a, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *p = n >= 0 ? hp_arena_alloc(a, (size_t)n + 1) : NULL;
+  if (p) vsnprintf(p, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return p;
+}

@@ -1,0 +1,87 @@
+/* error.c — hp_error construction and formatting.
+ * Needs: nothing.  Gives: the error-as-value helpers of harp/error.h. */
+#include "harp/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const status_names[] = {
+#define HP_X_NAME(e, name, doc) name,
+    HP_ERRORS(HP_X_NAME)
+#undef HP_X_NAME
+};
+
+const char *hp_status_name(hp_status s) {
+  if ((unsigned)s >= (unsigned)HP_E_COUNT_) return "InternalError";
+  return status_names[s];
+}
+
+void hp_error_clear(hp_error *e) { memset(e, 0, sizeof *e); }
+
+hp_status hp_vfail(hp_error *e, hp_status code, const char *node, const char *fmt, va_list ap) {
+  if (!e) return code;
+  if (e->code != HP_OK) return e->code; /* keep the first, most specific error */
+  e->code = code;
+  snprintf(e->node, sizeof e->node, "%s", node ? node : "");
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  return code;
+}
+
+hp_status hp_fail(hp_error *e, hp_status code, const char *node, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hp_status s = hp_vfail(e, code, node, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+hp_status hp_fail_at(hp_error *e, hp_status code, const char *file, int line, int col,
+                     const char *fmt, ...) {
+  if (!e) return code;
+  if (e->code != HP_OK) return e->code;
+  va_list ap;
+  va_start(ap, fmt);
+  hp_vfail(e, code, NULL, fmt, ap);
+  va_end(ap);
+  snprintf(e->file, sizeof e->file, "%s", file ? file : "");
+  e->line = line;
+  e->col = col;
+  return code;
+}
+
+void hp_error_set_snippet(hp_error *e, const char *src, int line, int col) {
+  if (!e || !src || line < 1) return;
+  const char *p = src;
+  for (int l = 1; l < line && *p; p++)
+    if (*p == '\n') l++;
+  const char *end = strchr(p, '\n');
+  int len = end ? (int)(end - p) : (int)strlen(p);
+  if (len > 200) len = 200;
+  char caret[220];
+  int c = col < 1 ? 1 : col;
+  if (c > len + 1) c = len + 1;
+  int k = 0;
+  for (int i = 1; i < c && k < 210; i++) caret[k++] = (p[i - 1] == '\t') ? '\t' : ' ';
+  caret[k++] = '^';
+  caret[k] = 0;
+  /* Non-printable bytes would garble a terminal: show them as '?'. */
+  char line_buf[210];
+  for (int i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)p[i];
+    line_buf[i] = (ch == '\t' || (ch >= 32 && ch < 127) || ch >= 0x80) ? (char)ch : '?';
+  }
+  line_buf[len] = 0;
+  snprintf(e->snippet, sizeof e->snippet, "%s\n%s", line_buf, caret);
+}
+
+void hp_error_format(const hp_error *e, char *buf, int cap) {
+  int n = 0;
+  if (e->file[0] && e->line > 0)
+    n = snprintf(buf, cap, "%s:%d:%d: ", e->file, e->line, e->col);
+  else if (e->file[0])
+    n = snprintf(buf, cap, "%s: ", e->file);
+  if (n < 0 || n >= cap) n = 0;
+  n += snprintf(buf + n, cap - n, "error[%s]: %s", hp_status_name(e->code), e->msg);
+  if (n < cap && e->node[0]) n += snprintf(buf + n, cap - n, " (node \"%s\")", e->node);
+  if (n < cap && e->snippet[0]) snprintf(buf + n, cap - n, "\n%s", e->snippet);
+}

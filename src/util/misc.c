@@ -1,0 +1,265 @@
+/* misc.c — strings, checked arithmetic, half floats, files, names, hashing.
+ * Needs: util.h.  Gives: the non-arena helpers of util.h. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* ---- hp_str ------------------------------------------------------------- */
+void hp_str_init(hp_str *s) { memset(s, 0, sizeof *s); }
+void hp_str_free(hp_str *s) {
+  free(s->buf);
+  hp_str_init(s);
+}
+
+static bool str_reserve(hp_str *s, size_t extra) {
+  if (s->oom) return false;
+  if (s->len + extra + 1 <= s->cap) return true;
+  size_t cap = s->cap ? s->cap : 256;
+  while (cap < s->len + extra + 1) cap *= 2;
+  char *b = hp_xrealloc(s->buf, cap);
+  if (!b) {
+    s->oom = true;
+    return false;
+  }
+  s->buf = b;
+  s->cap = cap;
+  return true;
+}
+
+void hp_str_putc(hp_str *s, char c) {
+  if (!str_reserve(s, 1)) return;
+  s->buf[s->len++] = c;
+  s->buf[s->len] = 0;
+}
+
+void hp_str_puts(hp_str *s, const char *t) {
+  size_t n = strlen(t);
+  if (!str_reserve(s, n)) return;
+  memcpy(s->buf + s->len, t, n + 1);
+  s->len += n;
+}
+
+void hp_str_printf(hp_str *s, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n > 0 && str_reserve(s, (size_t)n)) {
+    vsnprintf(s->buf + s->len, (size_t)n + 1, fmt, ap2);
+    s->len += (size_t)n;
+  }
+  va_end(ap2);
+}
+
+char *hp_str_take(hp_str *s) {
+  char *b = s->oom ? NULL : s->buf;
+  if (!b && !s->oom) {
+    b = hp_xmalloc(1);
+    if (b) b[0] = 0;
+  }
+  if (s->oom) free(s->buf);
+  hp_str_init(s);
+  return b;
+}
+
+/* ---- arithmetic --------------------------------------------------------- */
+bool hp_mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+bool hp_add_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+int64_t hp_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+int64_t hp_mod(int64_t a, int64_t b) { return a - hp_floordiv(a, b) * b; }
+
+/* ---- half floats -------------------------------------------------------- */
+static uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t hp_f32_to_f16(float f) {
+  uint32_t x = f2u(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exp = (x >> 23) & 0xffu;
+  uint32_t man = x & 0x7fffffu;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00u); /* overflow -> inf */
+  if (e <= 0) {                                   /* subnormal or zero */
+    if (e < -10) return (uint16_t)sign;
+    man |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t half = 1u << (shift - 1);
+    uint32_t rest = man & ((1u << shift) - 1);
+    uint32_t r = man >> shift;
+    if (rest > half || (rest == half && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = ((uint32_t)e << 10) | (man >> 13);
+  uint32_t rest = man & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (r & 1))) r++; /* may carry into exp: correct */
+  return (uint16_t)(sign | r);
+}
+
+float hp_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0) {
+    if (man == 0) return u2f(sign);
+    float v = (float)man / 16777216.0f; /* man * 2^-24 */
+    return sign ? -v : v;
+  }
+  if (exp == 31) return u2f(sign | 0x7f800000u | (man << 13));
+  return u2f(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+
+uint16_t hp_f32_to_bf16(float f) {
+  uint32_t x = f2u(f);
+  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (uint16_t)((x >> 16) | 0x40u);
+  uint32_t lsb = (x >> 16) & 1u;
+  x += 0x7fffu + lsb;
+  return (uint16_t)(x >> 16);
+}
+
+float hp_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+/* ---- files -------------------------------------------------------------- */
+hp_status hp_read_file(hp_error *e, const char *path, size_t max_bytes, char **out, size_t *len) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return hp_fail_at(e, HP_E_IO, path, 0, 0, "is a directory");
+  }
+  hp_str s;
+  hp_str_init(&s);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+    if (s.len + n > max_bytes) {
+      fclose(f);
+      hp_str_free(&s);
+      return hp_fail_at(e, HP_E_LIMIT, path, 0, 0, "file larger than %zu bytes", max_bytes);
+    }
+    if (!str_reserve(&s, n)) break;
+    memcpy(s.buf + s.len, buf, n);
+    s.len += n;
+    s.buf[s.len] = 0;
+  }
+  bool err = ferror(f);
+  fclose(f);
+  if (err) {
+    hp_str_free(&s);
+    return hp_fail_at(e, HP_E_IO, path, 0, 0, "read error");
+  }
+  size_t l = s.len;
+  char *b = hp_str_take(&s);
+  if (!b) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory reading %s", path);
+  *out = b;
+  if (len) *len = l;
+  return HP_OK;
+}
+
+hp_status hp_write_file_atomic(hp_error *e, const char *path, const void *data, size_t len) {
+  size_t pl = strlen(path);
+  char *tmp = hp_xmalloc(pl + 32);
+  if (!tmp) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    hp_status s = hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot create: %s", strerror(errno));
+    free(tmp);
+    return s;
+  }
+  const unsigned char *p = data;
+  size_t left = len;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int er = errno;
+      close(fd);
+      unlink(tmp);
+      free(tmp);
+      return hp_fail_at(e, HP_E_IO, path, 0, 0, "write failed: %s", strerror(er));
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (close(fd) != 0 || rename(tmp, path) != 0) {
+    int er = errno;
+    unlink(tmp);
+    free(tmp);
+    return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot write: %s", strerror(er));
+  }
+  free(tmp);
+  return HP_OK;
+}
+
+hp_status hp_mkdirs(hp_error *e, const char *path) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+    return hp_fail_at(e, HP_E_IO, path, 0, 0, "path too long");
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot create directory %s: %s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot create directory: %s", strerror(errno));
+  struct stat st;
+  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    return hp_fail_at(e, HP_E_IO, path, 0, 0, "not a directory");
+  return HP_OK;
+}
+
+/* ---- names -------------------------------------------------------------- */
+static bool safe_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
+}
+
+bool hp_is_safe_name(const char *s) {
+  if (!s || !*s || s[0] == '.' || s[0] == '-' || strlen(s) > 128) return false;
+  for (; *s; s++)
+    if (!safe_char(*s)) return false;
+  return true;
+}
+
+void hp_sanitize_name(const char *s, char *out, size_t cap) {
+  size_t k = 0;
+  if (!s || !*s || s[0] == '.' || s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) out[k++] = '_';
+  for (; s && *s && k + 1 < cap; s++) out[k++] = (safe_char(*s) && *s != '.' && *s != '-') ? *s : '_';
+  out[k] = 0;
+}
+
+uint64_t hp_hash64(const void *data, size_t n, uint64_t seed) {
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
