@@ -104,6 +104,8 @@ void tiny_shape_format(const tiny_shape *s, char *buf, int cap) {
       k += snprintf(buf + k, cap - k, "%s%s=%" PRId64, sep, d->sym, d->n);
     else if (d->sym)
       k += snprintf(buf + k, cap - k, "%s%s", sep, d->sym);
+    else if (d->n < 0)
+      k += snprintf(buf + k, cap - k, "%s?", sep);
     else
       k += snprintf(buf + k, cap - k, "%s%" PRId64, sep, d->n);
   }

@@ -419,10 +419,11 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
         return FAIL(HP_E_INVALID_ARG, "pad amounts must be >= 0 (use SHRINK to cut)");
       int factor = 1 + (lo.n != 0) + (hi.n != 0);
       if (n->pieces > INT32_MAX / factor) n->pieces = INT32_MAX; else n->pieces *= factor;
+      if (lo.n == 0 && hi.n == 0) continue; /* axis untouched, keeps its name */
       if (lo.n >= 0 && hi.n >= 0 && in->d[i].n >= 0) {
         out.d[i].n = in->d[i].n + lo.n + hi.n;
         if (out.d[i].n > TINY_MAX_DIM) return FAIL(HP_E_LIMIT, "padded axis %d is too large", i);
-        if (lo.n || hi.n) out.d[i].sym = NULL;
+        out.d[i].sym = NULL;
       } else {
         out.d[i].n = -1;
         out.d[i].sym = NULL;

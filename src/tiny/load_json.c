@@ -340,13 +340,32 @@ hp_status ld_toposort(lctx *c, const ld_rec *recs, int n, int *order) {
       int s = recs[i].src_rec[k];
       if (s >= 0) users[users_start[s] + fill[s]++] = i;
     }
-  int head = 0, tail = 0;
+  /* Ready nodes come out smallest file index first (a binary min-heap), so
+   * a file already in dependency order keeps its order. */
+  int *heap = fill, nheap = 0, tail = 0;
   for (int i = 0; i < n; i++)
-    if (!indeg[i]) order[tail++] = i;
-  while (head < tail) {
-    int i = order[head++];
+    if (!indeg[i]) heap[nheap++] = i; /* ascending: already a heap */
+  while (nheap > 0) {
+    int i = heap[0];
+    heap[0] = heap[--nheap];
+    for (int k = 0;;) { /* sift down */
+      int l = 2 * k + 1, m = k;
+      if (l < nheap && heap[l] < heap[m]) m = l;
+      if (l + 1 < nheap && heap[l + 1] < heap[m]) m = l + 1;
+      if (m == k) break;
+      int t = heap[k]; heap[k] = heap[m]; heap[m] = t;
+      k = m;
+    }
+    order[tail++] = i;
     for (int u = users_start[i]; u < users_start[i + 1]; u++)
-      if (--indeg[users[u]] == 0) order[tail++] = users[u];
+      if (--indeg[users[u]] == 0) {
+        int k = nheap++; /* sift up */
+        heap[k] = users[u];
+        while (k > 0 && heap[(k - 1) / 2] > heap[k]) {
+          int p = (k - 1) / 2, t = heap[k]; heap[k] = heap[p]; heap[p] = t;
+          k = p;
+        }
+      }
   }
   if (tail < n)
     for (int i = 0; i < n; i++)
