@@ -110,7 +110,8 @@ typedef enum tiny_class {
   TC_BINARY,  /* elementwise, two sources of one shape */
   TC_TERNARY, /* WHERE(cond, a, b) */
   TC_REDUCE,
-  TC_CAST
+  TC_CAST,
+  TC_GATHER /* GATHER(input, index): data-dependent, Non-SCoP */
 } tiny_class;
 
 typedef enum tiny_argkind {
@@ -126,7 +127,8 @@ typedef enum tiny_argkind {
   TA_VIEW,    /* result_shape, index_map */
   TA_POOL,    /* kernel, stride?, dilation? */
   TA_CAST,    /* to */
-  TA_REDUCE   /* op, axes, dtype, init? */
+  TA_REDUCE,  /* op, axes, dtype, init? */
+  TA_GATHER   /* axis */
 } tiny_argkind;
 
 /* X(ENUM, "NAME", class, argkind) — one line per uop.  Arity follows the class. */
@@ -161,7 +163,8 @@ typedef enum tiny_argkind {
   X(CMPEQ, "CMPEQ", TC_BINARY, TA_NONE)     \
   X(CMPNE, "CMPNE", TC_BINARY, TA_NONE)     \
   X(WHERE, "WHERE", TC_TERNARY, TA_NONE)    \
-  X(REDUCE, "REDUCE", TC_REDUCE, TA_REDUCE)
+  X(REDUCE, "REDUCE", TC_REDUCE, TA_REDUCE) \
+  X(GATHER, "GATHER", TC_GATHER, TA_GATHER)
 
 typedef enum tiny_op {
 #define TINY_X_OP(e, n, c, a) TINY_##e,
@@ -257,6 +260,13 @@ typedef struct tiny_arg_reduce {
   int axis_idx[TINY_MAX_RANK];
 } tiny_arg_reduce;
 
+/* out[i..] = input[i with axis replaced by index[i..]] (torch.gather).
+ * index is i32 with the input's rank; out has the index's shape; every
+ * index dim other than `axis` is <= the input's. */
+typedef struct tiny_arg_gather {
+  int axis;
+} tiny_arg_gather;
+
 typedef union tiny_args {
   tiny_arg_input input;
   tiny_arg_const cnst;
@@ -270,6 +280,7 @@ typedef union tiny_args {
   tiny_arg_pool pool;
   tiny_arg_cast cast;
   tiny_arg_reduce reduce;
+  tiny_arg_gather gather;
 } tiny_args;
 
 /* A source: a node index, or (before normalization) a scalar immediate. */

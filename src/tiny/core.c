@@ -54,6 +54,7 @@ int tiny_op_arity(tiny_op op) {
   case TC_LEAF: return 0;
   case TC_BINARY: return 2;
   case TC_TERNARY: return 3;
+  case TC_GATHER: return 2;
   default: return 1;
   }
 }

@@ -147,6 +147,7 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
     case TA_POOL: sz = sizeof(tiny_arg_pool); break;
     case TA_CAST: sz = sizeof(tiny_arg_cast); break;
     case TA_REDUCE: sz = sizeof(tiny_arg_reduce); break;
+    case TA_GATHER: sz = sizeof(tiny_arg_gather); break;
     }
     memcpy(&n->a, arg, sz);
   } else if (tiny_op_argkind(op) != TA_NONE) {

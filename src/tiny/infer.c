@@ -576,6 +576,23 @@ static hp_status infer_reduce(ictx *c, tiny_node *n) {
   return HP_OK;
 }
 
+static hp_status infer_gather(ictx *c, tiny_node *n) {
+  hp_error *e = c->e;
+  const tiny_node *x = &c->g->nodes[n->src[0].node], *ix = &c->g->nodes[n->src[1].node];
+  int axis = n->a.gather.axis;
+  if (ix->dtype != TINY_I32) return FAIL(HP_E_DTYPE_MISMATCH, "GATHER index must be i32, got %s", tiny_dtype_name(ix->dtype));
+  if (ix->shape.rank != x->shape.rank)
+    return FAIL(HP_E_INVALID_ARG, "GATHER index has rank %d, the input rank %d", ix->shape.rank, x->shape.rank);
+  if (axis < 0 || axis >= x->shape.rank) return FAIL(HP_E_INVALID_ARG, "GATHER axis %d is out of range", axis);
+  for (int d = 0; d < x->shape.rank; d++)
+    if (d != axis && ix->shape.d[d].n >= 0 && x->shape.d[d].n >= 0 && ix->shape.d[d].n > x->shape.d[d].n)
+      return FAIL(HP_E_AXIS_SIZE_MISMATCH, "GATHER index axis %d (%lld) exceeds the input's (%lld)", d,
+                  (long long)ix->shape.d[d].n, (long long)x->shape.d[d].n);
+  n->shape = ix->shape;
+  n->dtype = x->dtype;
+  return HP_OK;
+}
+
 static hp_status infer_node(ictx *c, tiny_node *n) {
   hp_error *e = c->e;
   n->pieces = 1;
@@ -595,6 +612,7 @@ static hp_status infer_node(ictx *c, tiny_node *n) {
     return HP_OK;
   case TC_MOVE: return infer_move(c, n);
   case TC_REDUCE: return infer_reduce(c, n);
+  case TC_GATHER: return infer_gather(c, n);
   default: return infer_elementwise(c, n);
   }
 }
@@ -604,7 +622,7 @@ hp_status tiny_infer(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool a
   for (int i = 0; i < g->n; i++) {
     tiny_node *n = &g->nodes[i];
     int need_node = tiny_op_class(n->op) == TC_MOVE || n->op == TINY_CAST || n->op == TINY_REDUCE ||
-                    tiny_op_class(n->op) == TC_UNARY;
+                    tiny_op_class(n->op) == TC_UNARY || n->op == TINY_GATHER;
     for (int k = 0; k < n->nsrc; k++) {
       if (n->src[k].node >= i) return hp_fail(e, HP_E_INTERNAL, n->id, "graph is not in topological order");
       if (need_node && n->src[k].node < 0)

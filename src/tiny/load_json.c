@@ -314,6 +314,14 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
     }
     return true;
   }
+  case TA_GATHER: {
+    static const char *const keys[] = {"axis", NULL};
+    if (!ld_only_keys(c, arg, "GATHER arg", keys) || !(v = req(c, arg, "axis"))) return false;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TINY_MAX_RANK)
+      return lfail(c, HP_E_INVALID_ARG, "%s: %s", "axis", "expected an axis index");
+    out->gather.axis = (int)json_integer_value(v);
+    return true;
+  }
   case TA_NONE: break;
   }
   return true;

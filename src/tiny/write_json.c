@@ -94,6 +94,7 @@ static json_t *jargs(const tiny_node *n) {
     if (a->reduce.has_dtype) json_object_set_new(o, "dtype", json_string(tiny_dtype_name(a->reduce.dtype)));
     if (a->reduce.has_init) json_object_set_new(o, "init", jnum(a->reduce.init));
     break;
+  case TA_GATHER: json_object_set_new(o, "axis", json_integer(a->gather.axis)); break;
   }
   return o;
 }
