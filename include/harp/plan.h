@@ -151,7 +151,7 @@ typedef struct plan_unroll {
 
 /* Where each field came from (plan_parse_*); all zero for plans built in code. */
 typedef struct plan_srcmap {
-  plan_pos tile[PLAN_MAX_TILE], stages, pipeline, warp_tile, vec, arch, layout, epilogue;
+  plan_pos tile[PLAN_MAX_TILE], stages, pipeline, warp_tile, vec, vec_width, arch, layout, epilogue;
   plan_pos bind[PLAN_MAX_BIND], cache[PLAN_MAX_CACHE], pred[PLAN_MAX_AXLIST];
   plan_pos algo[PLAN_KEY_COUNT], edges[PLAN_MAX_EDGES], reorder[PLAN_MAX_AXLIST];
   plan_pos splits[PLAN_MAX_SPLITS], fuse[PLAN_MAX_FUSE], unroll[PLAN_MAX_UNROLL];

@@ -400,7 +400,8 @@ static hp_status ck_refs(checker *c) {
   if (p->vec_width) {
     int w = p->vec_width;
     if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.vec, "vectorize", "vectorize: width %d is not 1, 2, 4, 8 or 16", w);
+      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.vec_width, "vectorize",
+                       "vectorize: width %d is not 1, 2, 4, 8 or 16", w);
     if ((st = ck_axis(c, p->vec_axis, p->pos.vec, "vectorize"))) return st;
   }
   for (int i = 0; i < p->npred; i++) {

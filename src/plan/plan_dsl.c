@@ -261,7 +261,8 @@ static hp_status st_bind(dsl *d, plan_pos kw) {
   plan_t *p = d->p;
   if (p->nbind >= PLAN_MAX_BIND) return too_many(d, kw, "bind statements", PLAN_MAX_BIND);
   plan_bind *b = &p->bind[p->nbind];
-  hp_status st = take_axis(d, b->axis, NULL);
+  plan_pos axis_pos;
+  hp_status st = take_axis(d, b->axis, &axis_pos);
   if (st) return st;
   plan_pos at = d->t.pos;
   char w[PLAN_NAME_MAX];
@@ -270,7 +271,7 @@ static hp_status st_bind(dsl *d, plan_pos kw) {
   int t = plan_target_parse(w);
   if (t < 0) return fail(d, HP_E_PARSE, at, "unknown bind target '%s' (block.x|y|z, warp.x|y|z)", w);
   b->target = (plan_target)t;
-  p->pos.bind[p->nbind++] = at;
+  p->pos.bind[p->nbind++] = axis_pos;
   return HP_OK;
 }
 
@@ -313,11 +314,11 @@ static hp_status st_vectorize(dsl *d, plan_pos kw) {
   if (d->have_vec) return fail(d, HP_E_INVALID_ARG, kw, "vectorize is given twice");
   d->have_vec = true;
   int64_t w;
-  hp_status st = take_axis(d, p->vec_axis, NULL);
-  if (!st) st = take_int(d, "a vector width", 1, 16, &w, &p->pos.vec);
+  hp_status st = take_axis(d, p->vec_axis, &p->pos.vec);
+  if (!st) st = take_int(d, "a vector width", 1, 16, &w, &p->pos.vec_width);
   if (st) return st;
   if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
-    return fail(d, HP_E_INVALID_ARG, p->pos.vec, "vector width %lld is not 1, 2, 4, 8 or 16", (long long)w);
+    return fail(d, HP_E_INVALID_ARG, p->pos.vec_width, "vector width %lld is not 1, 2, 4, 8 or 16", (long long)w);
   p->vec_width = (int)w;
   return HP_OK;
 }
@@ -527,7 +528,7 @@ static hp_status statement(dsl *d) {
   case S_ARCH: st = st_arch(d, kw); break;
   case S_LAYOUT: st = st_layout(d); break;
   case S_EDGE: st = st_edge(d, kw); break;
-  default: st = HP_E_INTERNAL; break;
+  default: st = hp_fail(d->e, HP_E_INTERNAL, NULL, "statement table out of sync"); break;
   }
   if (st) return st;
   if (!at_end(d)) {

@@ -288,7 +288,7 @@ static hp_status rd_bind(jctx *c, json_t *v) {
       return jfail(c, HP_E_PARSE, path, false, "unknown bind target \"%.40s\" (block.x|y|z, warp.x|y|z)",
                    json_string_value(t));
     p->bind[p->nbind].target = (plan_target)tg;
-    p->pos.bind[p->nbind++] = at(c, path);
+    p->pos.bind[p->nbind++] = json_locate(c->text, path, true);
   }
   return HP_OK;
 }
@@ -336,7 +336,8 @@ static hp_status rd_vectorize(jctx *c, json_t *v) {
   if (!st) st = need(c, v, "vectorize", "width", &x);
   if (!st) st = get_int(c, x, "vectorize/width", 1, 16, &w);
   if (st) return st;
-  p->pos.vec = at(c, "vectorize/width");
+  p->pos.vec = at(c, "vectorize/axis");
+  p->pos.vec_width = at(c, "vectorize/width");
   if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
     return jfail(c, HP_E_INVALID_ARG, "vectorize/width", false, "vector width %lld is not 1, 2, 4, 8 or 16", (long long)w);
   p->vec_width = (int)w;

@@ -220,19 +220,19 @@ static hp_status v_vector(vctx *v) {
   int w = p->vec_width;
   int64_t ext = plan_axis_extent(p, v->r, p->vec_axis);
   if (ext > 0 && ext % w)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.vec, p->vec_axis,
+    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.vec_width, p->vec_axis,
                      "vector width %d does not divide the extent %lld of %s", w, (long long)ext, p->vec_axis);
   int tin = tiny_dtype_size(v->r->in_dtype), tout = tiny_dtype_size(v->r->out_dtype);
   int elem = plan_arch_is_gpu(m->arch) ? HP_MAX(tin, tout) : 4;
   if (elem > 0 && w * elem > m->simd_bytes)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.vec, p->vec_axis,
+    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.vec_width, p->vec_axis,
                      "vector width %d x %d bytes exceeds the %d-byte vector access of %s", w, elem, m->simd_bytes,
                      plan_arch_name(m->arch));
   char b[PLAN_NAME_MAX];
   plan_axis_base(p->vec_axis, b);
   int a = plan_region_axis(v->r, b);
   if (a >= 0 && v->r->axes[a].size % w && !has_pred_on(p, b))
-    return plan_fail(v->e, HP_E_MISALIGNED, v->src, p->pos.vec, p->vec_axis,
+    return plan_fail(v->e, HP_E_MISALIGNED, v->src, p->pos.vec_width, p->vec_axis,
                      "%s = %lld is not a multiple of the vector width %d; add %s.i.i to predicate_tail", b,
                      (long long)v->r->axes[a].size, w, b);
   return HP_OK;
