@@ -158,10 +158,13 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
   p->stages = stages;
   plan_default_pipeline_axis(p, p->pipeline_axis);
   const char *M = p->tile_axes[0], *N = n >= 2 ? p->tile_axes[1] : NULL;
-  if (N) add_bind(p, M, ".o", PLAN_T_BLOCK_Y), add_bind(p, N, ".o", PLAN_T_BLOCK_X);
-  else add_bind(p, M, ".o", PLAN_T_BLOCK_X);
+  /* Only parallel axes spread over blocks: a reduction's K loops inside the
+   * CTA (a full reduction is then one CTA). */
+  bool m_par = !r->axes[idx[0]].reduce, n_par = N && !r->axes[idx[1]].reduce;
+  if (m_par && n_par) add_bind(p, M, ".o", PLAN_T_BLOCK_Y), add_bind(p, N, ".o", PLAN_T_BLOCK_X);
+  else if (m_par) add_bind(p, M, ".o", PLAN_T_BLOCK_X);
   if (gpu && contraction) add_bind(p, M, ".i.o", PLAN_T_WARP_Y), add_bind(p, N, ".i.o", PLAN_T_WARP_X);
-  else if (gpu && p->tile[0] > p->warp_m) add_bind(p, M, ".i.o", PLAN_T_WARP_Y);
+  else if (gpu && m_par && p->tile[0] > p->warp_m) add_bind(p, M, ".i.o", PLAN_T_WARP_Y);
   bind_batch(p, r, g);
   if (contraction) {
     char at[PLAN_NAME_MAX];
