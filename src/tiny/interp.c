@@ -206,6 +206,42 @@ static int32_t i_binary(tiny_op op, int32_t a, int32_t b) {
   }
 }
 
+/* Float unary/binary ops row by row: the op switch is hoisted out of the
+ * inner loop, which walks the last axis with a fixed stride per operand. */
+static hp_status float_rows(tiny_op op, tiny_class cls, const ival *const *vs, ival *out) {
+  int r = out->rank, nv = cls == TC_BINARY ? 2 : 1;
+  int64_t len = out->shape[r - 1], rows = numel_of(out) / len;
+  mit it;
+  mit_init(&it, r - 1, out->shape, nv, vs);
+  const float *a = vs[0]->buf->data, *b = nv > 1 ? vs[1]->buf->data : NULL;
+  int64_t sa = vs[0]->stride[r - 1], sb = nv > 1 ? vs[1]->stride[r - 1] : 0;
+  float *o = out->buf->data;
+  for (int64_t row = 0; row < rows; row++, mit_next(&it), o += len) {
+    const float *x = a + it.off[0], *y = b ? b + it.off[1] : NULL;
+#define LOOP(expr)                                 \
+  for (int64_t j = 0; j < len; j++) {              \
+    float X = x[j * sa], Y = y ? y[j * sb] : 0.0f; \
+    (void)Y;                                       \
+    o[j] = (expr);                                 \
+  }
+    switch (op) {
+    case TINY_ADD: LOOP(X + Y) break;
+    case TINY_SUB: LOOP(X - Y) break;
+    case TINY_MUL: LOOP(X * Y) break;
+    case TINY_FDIV: LOOP(X / Y) break;
+    case TINY_NEG: LOOP(-X) break;
+    default:
+      if (cls == TC_UNARY) {
+        LOOP(f_unary(op, X))
+      } else {
+        LOOP(f_binary(op, X, Y))
+      }
+    }
+#undef LOOP
+  }
+  return HP_OK;
+}
+
 static hp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
   const ival *vs[TINY_MAX_SRC];
   for (int k = 0; k < n->nsrc; k++) vs[k] = &c->vals[n->src[k].node];
@@ -217,11 +253,13 @@ static hp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
   for (int i = 0; i < n->shape.rank; i++) shape[i] = n->shape.d[i].n;
   if (fresh(c, n->id, int_out, n->shape.rank, shape, out)) return c->e->code;
   int64_t cnt = numel_of(out);
-  mit it;
-  mit_init(&it, out->rank, out->shape, n->nsrc, vs);
   float *fo = out->buf->data;
   int32_t *io = out->buf->data;
   tiny_class cls = tiny_op_class(n->op);
+  if (!int_math && !int_out && (cls == TC_UNARY || cls == TC_BINARY) && out->rank > 0 && cnt > 0)
+    return float_rows(n->op, cls, vs, out);
+  mit it;
+  mit_init(&it, out->rank, out->shape, n->nsrc, vs);
   for (int64_t i = 0; i < cnt; i++, mit_next(&it)) {
     if (cls == TC_UNARY) {
       if (int_math) io[i] = i_unary(n->op, ldi(vs[0], it.off[0]));
@@ -307,6 +345,13 @@ static hp_status eval_reduce(ictx *c, const tiny_node *n, ival *out) {
       ((int32_t *)out->buf->data)[o] = acc;
     } else {
       float acc = round_to(a->dtype, (float)init);
+      if (a->op == TINY_RSUM && a->dtype == TINY_FP32 && !x->buf->is_int && sub.rank == 1) {
+        /* the common case, same order of additions as the general loop */
+        const float *p = (const float *)x->buf->data + sub.off;
+        for (int64_t k = 0; k < nin; k++) acc += p[k * sub.stride[0]];
+        ((float *)out->buf->data)[o] = acc;
+        continue;
+      }
       for (int64_t k = 0; k < nin; k++, mit_next(&ki)) {
         float v = ldf(x, ki.off[0]);
         if (a->op == TINY_RSUM) acc = acc + v;
