@@ -63,5 +63,6 @@ hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *nam
 /* Commands. */
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"run", cmd_run, "run a model and write its outputs as .npy files"},
     {"dump", cmd_dump, "write the intermediate representations of a model"},
+    {"plan", cmd_plan, "check a Schedule Plan and convert it between JSON and DSL"},
 };
 
 static void usage(FILE *f) {

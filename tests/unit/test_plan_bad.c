@@ -75,7 +75,7 @@ static void test_snippet(void **state) {
   assert_string_equal(e.snippet, "bind m.o block.w\n         ^");
   char buf[2048];
   hp_error_format(&e, buf, sizeof buf);
-  assert_non_null(strstr(buf, "x.plan:2:10: error[ParseError]: unknown bind target 'block.w'"));
+  assert_non_null(strstr(buf, "error[ParseError]: x.plan:2:10: unknown bind target 'block.w'"));
 }
 
 /* xorshift, so the sweep is the same on every run */
