@@ -432,19 +432,25 @@ void plan_fusion_delta(const plan_fusion_in *in, const plan_machine *m, plan_fus
 
 /* ---- default plan and the tuner's search space (§6) ------------------------------- */
 #define PLAN_TUNE_POINTS 20 /* the tuner measures at most this many points (§6: 10-20) */
+/* What a caller (a backend that lacks an algorithm, the tuner) allows. */
+typedef struct plan_search_opts {
+  unsigned algo_mask; /* bit (1u << plan_algo) per allowed algorithm; 0 = all */
+} plan_search_opts;
+
 /* The search space for r on m: tile (3-4) x stages {2,3} x warp_tile {2} x
  * vec {4,8,16} x algo_choice (a few), pruned by plan_validate (resources,
  * shapes) and the §4.2 thresholds (no smem above 80%, widest legal vector),
  * ranked by time_est (ties: enumeration order).  Writes at most cap plans
  * (and their costs, when costs != NULL) to out; *n = how many. */
-hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, plan_t *out, plan_cost *costs,
-                         int cap, int *n, hp_error *e);
+hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                         plan_t *out, plan_cost *costs, int cap, int *n, hp_error *e);
 /* The best point of plan_enumerate, filled from the region: the plan a
  * region gets when no --plan overrides it. */
-hp_status plan_default(const plan_region_info *r, const plan_machine *m, plan_t *out, hp_error *e);
+hp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                       hp_error *e);
 /* The plan for a region: override (nullable; filled from the region, then
- * validated, errors located in src) or plan_default. */
-hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_t *override,
-                          const plan_src *src, plan_t *out, hp_error *e);
+ * validated, errors located in src) or plan_default.  opts may be NULL. */
+hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                          const plan_t *override, const plan_src *src, plan_t *out, hp_error *e);
 
 #endif

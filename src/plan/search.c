@@ -10,8 +10,8 @@
  *   ewise / reduce: tile (3) × warp_tile (2) × vec {4,8,16}, stages 2
  * Pruning: plan_validate (shapes, resources), smem above 80% of the CTA
  * maximum (§4.2), vector widths below the widest legal one (§4.2 "16→8/4"),
- * split-K where it would not split; then rank by time_est and keep the best
- * PLAN_TUNE_POINTS. */
+ * split-K where it would not split, algorithms opts->algo_mask leaves out;
+ * then rank by time_est and keep the best PLAN_TUNE_POINTS. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +32,7 @@ typedef struct cand_space {
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, cand_space *s) {
   memset(s, 0, sizeof *s);
   int lanes = HP_MAX(m->simd_bytes / 4, 1);
-  if (plan_pattern_is_contraction(r->pattern) && g->k >= 0) {
+  if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
     static const int64_t sm80[4][3] = {{128, 128, 32}, {128, 64, 64}, {64, 64, 64}, {256, 128, 32}};
     static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
     static const int64_t cpu[4][3] = {{64, 64, 256}, {128, 128, 128}, {64, 256, 128}, {128, 256, 256}};
@@ -68,13 +68,16 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
   s->ntiles = 3;
   s->nwarps = 2;
   bool gpu = plan_arch_is_gpu(m->arch);
-  bool two = r->pattern == PLAN_PAT_REDUCE ? (g->m >= 0 && g->k >= 0) : (g->m >= 0 && g->n >= 0);
+  /* matrix-vector contractions (one parallel axis) tile like a row reduction */
+  bool gemv = plan_pattern_is_contraction(r->pattern) && g->k >= 0;
+  bool rowred = r->pattern == PLAN_PAT_REDUCE || gemv;
+  bool two = rowred ? ((g->m >= 0 || g->n >= 0) && g->k >= 0) : (g->m >= 0 && g->n >= 0);
   if (two) {
     static const int64_t gpu2[3][3] = {{16, 256, 0}, {32, 128, 0}, {8, 512, 0}};
     static const int64_t gpur[3][3] = {{4, 1024, 0}, {8, 512, 0}, {16, 256, 0}};
     static const int64_t cpu2[3][3] = {{32, 256, 0}, {64, 512, 0}, {8, 1024, 0}};
     static const int64_t cpur[3][3] = {{8, 4096, 0}, {32, 1024, 0}, {4, 16384, 0}};
-    const int64_t(*t)[3] = gpu ? (r->pattern == PLAN_PAT_REDUCE ? gpur : gpu2) : (r->pattern == PLAN_PAT_REDUCE ? cpur : cpu2);
+    const int64_t(*t)[3] = gpu ? (rowred ? gpur : gpu2) : (rowred ? cpur : cpu2);
     memcpy(s->tiles, t, sizeof(int64_t) * 9);
     /* GPU: 4 or 8 warps stacked along M, each a full row of the tile;
      * CPU: one row of 2 or 4 vectors */
@@ -132,13 +135,14 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
                   const cand_space *s, int ti, int wi, int stages, int vec, plan_algo algo) {
   plan_init(p, m->arch);
   bool gpu = plan_arch_is_gpu(m->arch);
-  bool contraction = plan_pattern_is_contraction(r->pattern) && g->k >= 0;
+  bool contraction = plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0;
+  bool gemv = plan_pattern_is_contraction(r->pattern) && g->k >= 0 && !contraction;
   int idx[3], n = 0;
   if (contraction) {
-    if (g->m < 0 || g->n < 0) return false;
     idx[n++] = g->m, idx[n++] = g->n, idx[n++] = g->k;
-  } else if (r->pattern == PLAN_PAT_REDUCE && g->k >= 0) {
+  } else if ((r->pattern == PLAN_PAT_REDUCE || gemv) && g->k >= 0) {
     if (g->m >= 0) idx[n++] = g->m;
+    else if (g->n >= 0) idx[n++] = g->n;
     idx[n++] = g->k;
   } else {
     if (g->m >= 0) idx[n++] = g->m;
@@ -206,8 +210,8 @@ static int by_time(const void *a, const void *b) {
   return x->order - y->order;
 }
 
-hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, plan_t *out, plan_cost *costs, int cap,
-                         int *n, hp_error *e) {
+hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                         plan_cost *costs, int cap, int *n, hp_error *e) {
   *n = 0;
   plan_gemm_view g;
   hp_status st = plan_region_gemm_view(r, &g, e);
@@ -229,6 +233,7 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, plan_
       for (int wi = 0; wi < s.nwarps; wi++)
         for (int ai = 0; ai < s.nalgos; ai++) {
           int stages = 2 + si;
+          if (opts && opts->algo_mask && s.algos[ai] != PLAN_ALGO_NONE && !(opts->algo_mask >> s.algos[ai] & 1u)) continue;
           for (int vi = 0; vi < 3; vi++) {
             order++;
             hp_error ve = {0};
@@ -266,19 +271,20 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, plan_
   return HP_OK;
 }
 
-hp_status plan_default(const plan_region_info *r, const plan_machine *m, plan_t *out, hp_error *e) {
+hp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                       hp_error *e) {
   plan_t *best = hp_xmalloc(sizeof *best);
   if (!best) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   int n = 0;
-  hp_status st = plan_enumerate(r, m, best, NULL, 1, &n, e);
+  hp_status st = plan_enumerate(r, m, opts, best, NULL, 1, &n, e);
   if (!st) *out = *best;
   free(best);
   return st;
 }
 
-hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_t *override,
-                          const plan_src *src, plan_t *out, hp_error *e) {
-  if (!override) return plan_default(r, m, out, e);
+hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                          const plan_t *override, const plan_src *src, plan_t *out, hp_error *e) {
+  if (!override) return plan_default(r, m, opts, out, e);
   plan_t *p = hp_xmalloc(sizeof *p);
   if (!p) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   *p = *override;

@@ -174,28 +174,27 @@ static hp_status v_axes(vctx *v) {
   return HP_OK;
 }
 
-/* matmul / conv: tile = [M, N, K] with K a reduction and M, N parallel. */
+/* matmul / conv: tile = [M, N, K] with K a reduction and M, N parallel; a
+ * contraction with one parallel axis (matrix-vector) tiles [M, K]. */
 static hp_status v_roles(vctx *v) {
   const plan_t *p = v->p;
   const plan_region_info *r = v->r;
-  bool has_reduce = false;
-  for (int i = 0; i < r->naxes; i++) has_reduce |= r->axes[i].reduce;
+  if (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) return HP_OK;
+  int npar = 0, nred = 0;
+  for (int i = 0; i < r->naxes; i++) r->axes[i].reduce ? nred++ : npar++;
+  int want = nred ? (npar >= 2 ? 3 : 2) : HP_MIN(npar, 2);
+  const char *shape = want == 3 ? "[M, N, K]" : want == 2 && nred ? "[M, K]" : "[M, N]";
+  if (p->ntile != want)
+    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[0], "tile", "a %s plan for region '%s' tiles %s; this one tiles %d axes",
+                     plan_pattern_name(r->pattern), r->name ? r->name : "?", shape, p->ntile);
   for (int i = 0; i < p->ntile; i++) {
-    bool red = base_is_reduce(v, p->tile_axes[i]);
-    if (r->pattern == PLAN_PAT_MATMUL || r->pattern == PLAN_PAT_CONV) {
-      if (i < 2 && red)
-        return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
-                         "tile[%d] ('%s') is a reduction axis; a %s plan tiles [M, N, K] with K last", i,
-                         p->tile_axes[i], plan_pattern_name(r->pattern));
-      if (i == 2 && !red)
-        return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
-                         "tile[2] ('%s') must be the reduction axis K of the %s", p->tile_axes[i],
-                         plan_pattern_name(r->pattern));
-    }
+    bool red = base_is_reduce(v, p->tile_axes[i]), last = i == p->ntile - 1;
+    if (red != (last && nred > 0))
+      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
+                       red ? "tile[%d] ('%s') is a reduction axis; a %s plan tiles %s with K last"
+                           : "tile[%d] ('%s') must be the reduction axis of the %s plan %s",
+                       i, p->tile_axes[i], plan_pattern_name(r->pattern), shape);
   }
-  if ((r->pattern == PLAN_PAT_MATMUL || r->pattern == PLAN_PAT_CONV) && has_reduce && p->ntile != 3)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[0], "tile",
-                     "a %s plan tiles three axes [M, N, K]; this one tiles %d", plan_pattern_name(r->pattern), p->ntile);
   return HP_OK;
 }
 

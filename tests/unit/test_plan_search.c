@@ -106,7 +106,7 @@ static void test_gemm_view(void **state) {
  * machine: vector width 8 halves = 16 bytes on GPUs, 16 fp32 lanes on AVX-512. */
 static void check_default(const plan_region_info *r, const plan_machine *m, plan_t *p) {
   hp_error e = {0};
-  if (plan_default(r, m, p, &e)) fail_msg("default for %s on %s: %s", r->name, m->name, err_text(&e));
+  if (plan_default(r, m, NULL, p, &e)) fail_msg("default for %s on %s: %s", r->name, m->name, err_text(&e));
   hp_error_clear(&e);
   if (plan_validate(p, r, m, NULL, &e)) fail_msg("default does not validate: %s", err_text(&e));
   assert_int_equal(p->arch, m->arch);
@@ -185,7 +185,7 @@ static void test_enumerate_gemm(void **state) {
     plan_cost costs[PLAN_TUNE_POINTS];
     int n = 0;
     hp_error e = {0};
-    assert_int_equal(plan_enumerate(&r, &ms[mi], pts, costs, PLAN_TUNE_POINTS, &n, &e), HP_OK);
+    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e), HP_OK);
     if (n < 10 || n > 20) fail_msg("%s: %d points", ms[mi].name, n);
     bool algos[PLAN_ALGO_COUNT] = {0}, stages[4] = {0};
     for (int i = 0; i < n; i++) {
@@ -202,15 +202,25 @@ static void test_enumerate_gemm(void **state) {
     assert_true(stages[2] && stages[3]);
     /* the default is the first point */
     plan_t d;
-    assert_int_equal(plan_default(&r, &ms[mi], &d, &e), HP_OK);
+    assert_int_equal(plan_default(&r, &ms[mi], NULL, &d, &e), HP_OK);
     assert_true(plan_equal(&d, &pts[0]));
     /* a smaller cap keeps the best ones */
     plan_t few[3];
     int n3 = 0;
-    assert_int_equal(plan_enumerate(&r, &ms[mi], few, NULL, 3, &n3, &e), HP_OK);
+    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, few, NULL, 3, &n3, &e), HP_OK);
     assert_int_equal(n3, 3);
     for (int i = 0; i < 3; i++) assert_true(plan_equal(&few[i], &pts[i]));
     if (mi < 2) assert_true(algos[PLAN_ALGO_IMPLICIT_GEMM]);
+    /* a backend without split-K restricts the space */
+    plan_search_opts only = {1u << PLAN_ALGO_IMPLICIT_GEMM};
+    assert_int_equal(plan_enumerate(&r, &ms[mi], &only, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HP_OK);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
+    assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HP_OK);
+    assert_true(plan_equal(&d, &pts[0]));
+    plan_search_opts none = {1u << PLAN_ALGO_FFT_CONV};
+    assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HP_E_UNSUPPORTED);
+    hp_error_clear(&e);
   }
 }
 
@@ -252,6 +262,24 @@ static void test_default_other_patterns(void **state) {
   all_machines(&r, p);
   assert_int_equal(p[0].nfuse, 1);
   assert_string_equal(p[0].fuse[0].to, "b_h");
+  /* matrix-vector: one parallel axis, tiled [M, K] like a row reduction */
+  plan_axis_info gemv[] = {{"m", 4096, false, 0}, {"k", 4096, true, 0}};
+  r = region("gemv", PLAN_PAT_MATMUL, 2, gemv);
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(p[i].ntile, 2);
+    assert_string_equal(p[i].tile_axes[1], "k");
+    assert_int_equal(p[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
+  }
+  plan_t three;
+  parse_ok("split m 64", PLAN_ARCH_SM80, &three);
+  hp_error e = {0};
+  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "tiles [M, K]"));
+  parse_ok("split k 64; split m 64", PLAN_ARCH_SM80, &three);
+  hp_error_clear(&e);
+  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "tile[0] ('k') is a reduction axis"));
   /* attention: M = queries, N = keys (reduced by softmax), K = head dim */
   plan_axis_info att[] = {{"b", 4, false, 0},
                           {"h", 8, false, 0},
@@ -306,29 +334,29 @@ static void test_for_region(void **state) {
   plan_t o, out;
   hp_error e = {0};
   parse_ok(SEED_DSL, PLAN_ARCH_SM80, &o);
-  assert_int_equal(plan_for_region(&r, m, &o, NULL, &out, &e), HP_OK);
+  assert_int_equal(plan_for_region(&r, m, NULL, &o, NULL, &out, &e), HP_OK);
   char *j = NULL;
   assert_int_equal(plan_to_json(&out, &j, &e), HP_OK);
   assert_string_equal(j, SEED_JSON);
   free(j);
-  assert_int_equal(plan_for_region(&r, m, NULL, NULL, &out, &e), HP_OK);
+  assert_int_equal(plan_for_region(&r, m, NULL, NULL, NULL, &out, &e), HP_OK);
   plan_t d;
-  assert_int_equal(plan_default(&r, m, &d, &e), HP_OK);
+  assert_int_equal(plan_default(&r, m, NULL, &d, &e), HP_OK);
   assert_true(plan_equal(&out, &d));
   /* an override for another arch, or with another epilogue, is refused */
   const char *txt = "split m 128; split n 64; split k 64\nepilogue bias silu\n";
   parse_ok(txt, PLAN_ARCH_SM80, &o);
-  assert_int_equal(plan_for_region(&r, m, &o, &(plan_src){"o.plan", txt}, &out, &e), HP_E_INVALID_ARG);
+  assert_int_equal(plan_for_region(&r, m, NULL, &o, &(plan_src){"o.plan", txt}, &out, &e), HP_E_INVALID_ARG);
   assert_int_equal(e.line, 2);
   assert_int_equal(e.col, 1);
   assert_non_null(strstr(e.msg, "bias relu"));
   hp_error_clear(&e);
-  assert_int_equal(plan_for_region(&r, plan_machine_gpu(PLAN_ARCH_SM90), &o, NULL, &out, &e), HP_E_INVALID_ARG);
+  assert_int_equal(plan_for_region(&r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &o, NULL, &out, &e), HP_E_INVALID_ARG);
   hp_error_clear(&e);
   /* a region the space cannot serve */
   plan_region_info bad = gemm_region(1024, 1024, 1024);
   bad.naxes = 0;
-  assert_int_equal(plan_default(&bad, m, &out, &e), HP_E_UNSUPPORTED);
+  assert_int_equal(plan_default(&bad, m, NULL, &out, &e), HP_E_UNSUPPORTED);
 }
 
 int main(void) {
