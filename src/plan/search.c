@@ -238,7 +238,12 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
             order++;
             hp_error ve = {0};
             if (!build(tmp, r, m, &g, &s, ti, wi, stages, vecs[vi], s.algos[ai])) break;
-            if (plan_validate(tmp, r, m, NULL, &ve)) {
+            if (plan_validate(tmp, r, m, NULL, &ve) == HP_E_NO_MEMORY) {
+              free(pool);
+              free(tmp);
+              return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+            }
+            if (ve.code) {
               /* a narrower vector may still be legal; any other failure
                * holds for every width */
               if (ve.code == HP_E_INVALID_ARG || ve.code == HP_E_MISALIGNED) continue;

@@ -339,11 +339,11 @@ void plan_fill_from_region(plan_t *p, const plan_region_info *r) {
                                                : -1;
   if (key >= 0 && p->algo[key] == PLAN_ALGO_NONE) p->algo[key] = dflt[key];
   if (r->epilogue_known && p->nepi == 0) {
-    p->nepi = HP_MIN(r->nepi, PLAN_MAX_EPI);
+    p->nepi = HP_MAX(HP_MIN(r->nepi, PLAN_MAX_EPI), 0);
     memcpy(p->epi, r->epilogue, sizeof(plan_epi) * (size_t)p->nepi);
   }
   if (p->nedges == 0) {
-    p->nedges = HP_MIN(r->nedges, PLAN_MAX_EDGES);
+    p->nedges = HP_MAX(HP_MIN(r->nedges, PLAN_MAX_EDGES), 0);
     memcpy(p->edges, r->edges, sizeof(plan_edge) * (size_t)p->nedges);
   }
 }

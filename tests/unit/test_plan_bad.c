@@ -181,10 +181,46 @@ static void test_limits(void **state) {
   assert_int_equal(plan_parse_json("{\"tile\":[1e3]}", "x", PLAN_ARCH_SM80, &p, &e), HP_E_PARSE);
 }
 
+/* Every allocation the plan layer makes may fail: the result is OutOfMemory
+ * (or success when the failing allocation is never reached), never a crash
+ * or a leak (the ASan build checks the latter). */
+static void test_alloc_failures(void **state) {
+  (void)state;
+  plan_region_info r = gemm_bias_relu_region(1024, 1024, 1024);
+  const plan_machine *m = plan_machine_gpu(PLAN_ARCH_SM80);
+  int failures = 0;
+  for (long n = 1; n < 100000; n++) {
+    plan_t p, q, d;
+    hp_error e = {0};
+    char *j = NULL, *s = NULL;
+    hp_fault_fail_nth_alloc(n);
+    hp_status st = plan_parse_dsl(SEED_DSL, "a.plan", PLAN_ARCH_SM80, &p, &e);
+    if (!st) st = plan_to_json(&p, &j, &e);
+    if (!st) st = plan_parse_json(j, "a.json", PLAN_ARCH_SM80, &q, &e);
+    if (!st) st = plan_to_dsl(&q, &s, &e);
+    if (!st) st = plan_validate(&q, &r, m, NULL, &e);
+    if (!st) st = plan_default(&r, m, NULL, &d, &e);
+    bool never_fired = hp_fault_remaining() > 0;
+    hp_fault_fail_nth_alloc(0);
+    free(j);
+    free(s);
+    if (never_fired) {
+      assert_int_equal(st, HP_OK);
+      break;
+    }
+    if (st != HP_OK) {
+      if (st != HP_E_NO_MEMORY) fail_msg("allocation %ld: expected OutOfMemory, got %s (%s)", n, hp_status_name(st), e.msg);
+      failures++;
+    }
+  }
+  assert_true(failures >= 5);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus),         cmocka_unit_test(test_snippet), cmocka_unit_test(test_mutation_sweep),
       cmocka_unit_test(test_prefixes),       cmocka_unit_test(test_limits),
+      cmocka_unit_test(test_alloc_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
