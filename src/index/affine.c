@@ -3,7 +3,8 @@
  * Needs: util (arena, checked arithmetic, hp_str).  Gives: ib_aff_*.
  *
  * Simplification of floor(E/q) (q >= 2), in order:
- *   1. E = q*A + R with every coefficient of R in [0, q): floor(E/q) = A + floor(R/q);
+ *   1. E = q*A + R with every coefficient of R in [0, q) (symbols: truncated,
+ *      sign kept): floor(E/q) = A + floor(R/q);
  *   2. R's range lies in one block [k*q, k*q + q-1]: floor(R/q) = k;
  *   3. R = g*R1 + R2 with g | q and R2 in [0, g): floor(R/q) = floor(R1/(q/g));
  *   4. R = floor(N/a) + S (S free of divisions): floor(R/q) = floor((N + a*S)/(a*q));
@@ -198,8 +199,8 @@ static void split(const ib_aff *x, int64_t q, ib_aff *A, ib_aff *R) {
   ib_aff_zero(R);
   A->c = hp_floordiv(x->c, q), R->c = hp_mod(x->c, q);
   for (int j = 0; j < IB_MAX_VARS; j++) A->v[j] = hp_floordiv(x->v[j], q), R->v[j] = hp_mod(x->v[j], q);
-  for (int i = 0; i < x->nsym; i++) {
-    int64_t a = hp_floordiv(x->sym[i].k, q), r = hp_mod(x->sym[i].k, q);
+  for (int i = 0; i < x->nsym; i++) { /* symbols are unbounded above: keep their sign (W - K, not K + W - 2K) */
+    int64_t a = x->sym[i].k / q, r = x->sym[i].k % q;
     if (a) A->sym[A->nsym++] = (ib_symterm){x->sym[i].name, a};
     if (r) R->sym[R->nsym++] = (ib_symterm){x->sym[i].name, r};
   }
@@ -425,18 +426,25 @@ void ib_aff_print(hp_str *s, const ib_aff *a, const char *const *vnames) {
     free(r);
     return;
   }
-  for (int j = 0; j < IB_MAX_VARS; j++)
-    if (a->v[j]) put_term(s, &first, a->v[j], vnames[j], false);
-  for (int i = 0; i < a->nsym; i++) put_term(s, &first, a->sym[i].k, a->sym[i].name, false);
-  for (int i = 0; i < a->ndiv; i++) {
-    char *n = print_to(&a->div[i].d->num, vnames);
-    hp_str t;
-    hp_str_init(&t);
-    hp_str_printf(&t, "(%s) floordiv %lld", n ? n : "?", (long long)a->div[i].d->q);
-    free(n);
-    char *w = hp_str_take(&t);
-    put_term(s, &first, a->div[i].k, w ? w : "?", a->div[i].k != 1 && a->div[i].k != -1);
-    free(w);
+  /* positive terms first, so that "M - i1 - 1" reads as written by hand */
+  bool cdone = false;
+  for (int neg = 0; neg < 2; neg++) {
+    if (neg && first && a->c > 0) put_term(s, &first, a->c, NULL, false), cdone = true;
+    for (int j = 0; j < IB_MAX_VARS; j++)
+      if (a->v[j] && (a->v[j] < 0) == neg) put_term(s, &first, a->v[j], vnames[j], false);
+    for (int i = 0; i < a->nsym; i++)
+      if ((a->sym[i].k < 0) == neg) put_term(s, &first, a->sym[i].k, a->sym[i].name, false);
+    for (int i = 0; i < a->ndiv; i++) {
+      if ((a->div[i].k < 0) != neg) continue;
+      char *n = print_to(&a->div[i].d->num, vnames);
+      hp_str t;
+      hp_str_init(&t);
+      hp_str_printf(&t, "(%s) floordiv %lld", n ? n : "?", (long long)a->div[i].d->q);
+      free(n);
+      char *w = hp_str_take(&t);
+      put_term(s, &first, a->div[i].k, w ? w : "?", a->div[i].k != 1 && a->div[i].k != -1);
+      free(w);
+    }
   }
-  if (a->c || first) put_term(s, &first, a->c, NULL, false);
+  if (!cdone && (a->c || first)) put_term(s, &first, a->c, NULL, false);
 }
