@@ -15,6 +15,11 @@
 #include "index/ib_int.h"
 #include "util/util.h"
 
+/* memcpy that accepts (NULL, 0): empty lists have no storage. */
+static void copy(void *dst, const void *src, size_t n) {
+  if (n) memcpy(dst, src, n);
+}
+
 /* Simplify one guard list in place: false if it cannot hold. */
 static bool prune_cons(const ib_env *env, ib_cons *c, int *n) {
   int k = 0;
@@ -43,7 +48,7 @@ hp_status ib_prune_access(const ib_book *b, ib_env *env, ib_access *a) {
     ib_cons *c = hp_arena_alloc(b->arena, sizeof *c * (size_t)(a->pieces[i].ncons + 1));
     if (!c) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
     int n = a->pieces[i].ncons;
-    memcpy(c, a->pieces[i].cons, sizeof *c * (size_t)n);
+    copy(c, a->pieces[i].cons, sizeof *c * (size_t)n);
     if (!prune_cons(env, c, &n)) continue;
     p[np] = a->pieces[i];
     p[np].cons = c;
@@ -59,9 +64,9 @@ static hp_status join_via(const ib_book *b, ib_env *env, const ib_access *outer,
   int n = outer->nvia + 1 + inner->nvia;
   int *v = hp_arena_alloc(b->arena, sizeof *v * (size_t)(n + 1));
   if (!v) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
-  memcpy(v, outer->via, sizeof *v * (size_t)outer->nvia);
+  copy(v, outer->via, sizeof *v * (size_t)outer->nvia);
   v[outer->nvia] = outer->src;
-  memcpy(v + outer->nvia + 1, inner->via, sizeof *v * (size_t)inner->nvia);
+  copy(v + outer->nvia + 1, inner->via, sizeof *v * (size_t)inner->nvia);
   out->via = v;
   out->nvia = n;
   return HP_OK;
@@ -96,7 +101,7 @@ hp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, cons
       int n = P->ncons + Q->ncons;
       ib_cons *c = hp_arena_alloc(b->arena, sizeof *c * (size_t)(n + 1));
       if (!c) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
-      memcpy(c, P->cons, sizeof *c * (size_t)P->ncons);
+      copy(c, P->cons, sizeof *c * (size_t)P->ncons);
       for (int k = 0; k < Q->ncons; k++) {
         c[P->ncons + k].eq = Q->cons[k].eq;
         if (ib_aff_subst(env, &c[P->ncons + k].e, &Q->cons[k].e, P->map, P->nmap)) return env->e->code;
