@@ -392,7 +392,7 @@ static hp_status rule_reshape(bctx *c) {
       if (t > b0) {
         const ib_size *sz = &f->axes[B[t]].size;
         if (sz->n < 0 || !hp_mul_ok(s, sz->n, &s))
-          return FAIL(HP_E_UNSUPPORTED, "RESHAPE splits or merges an axis of symbolic size %s with others: bind it",
+          return FAIL(HP_E_UNSUPPORTED, "RESHAPE regroups axes of unbound size %s (not affine): bind the symbols (--sym) to build the IndexBook",
                       sz->sym ? sz->sym : "?");
       }
     }
@@ -401,7 +401,7 @@ static hp_status rule_reshape(bctx *c) {
       ib_aff_const(&stride[t - a0], s);
       const ib_size *sz = &x->axes[A[t]].size;
       if (t > a0 && (sz->n < 0 || !hp_mul_ok(s, sz->n, &s)))
-        return FAIL(HP_E_UNSUPPORTED, "RESHAPE splits or merges an axis of symbolic size %s with others: bind it",
+        return FAIL(HP_E_UNSUPPORTED, "RESHAPE regroups axes of unbound size %s (not affine): bind the symbols (--sym) to build the IndexBook",
                     sz->sym ? sz->sym : "?");
     }
     for (int t = a0; t < ia; t++) {
