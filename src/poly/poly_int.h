@@ -14,6 +14,8 @@
 #include <isl/map.h>
 #include <isl/set.h>
 #include <isl/space.h>
+#include <isl/union_map.h>
+#include <isl/union_set.h>
 
 #include "harp/poly.h"
 #include "index/indexbook.h"
@@ -91,6 +93,16 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
 
 /* ---- deps.c ------------------------------------------------------------- */
 hp_status poly_build_edges(poly_view *pv);
+
+/* ---- union.c: whole-program views for Poly Core ------------------------- */
+__isl_keep isl_set *poly_block_domain(const poly_view *pv, int block);
+__isl_keep isl_map *poly_block_access(const poly_view *pv, int block, int access);
+__isl_give isl_union_set *poly_union_domains(const poly_view *pv);
+__isl_give isl_union_map *poly_union_reads(const poly_view *pv);  /* every read piece, block -> tensor */
+__isl_give isl_union_map *poly_union_writes(const poly_view *pv); /* block -> its output tensor */
+__isl_give isl_union_map *poly_union_deps(const poly_view *pv);   /* every edge, from -> to */
+/* A read as a function (the read pieces; fill pieces are outside its domain). */
+__isl_give isl_pw_multi_aff *poly_access_pma(const poly_view *pv, int block, int access);
 
 /* ---- tests -------------------------------------------------------------- */
 __isl_keep isl_ctx *poly_isl_ctx(const poly_view *pv);
