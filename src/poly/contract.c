@@ -33,13 +33,6 @@ static bool is_output(const tiny_graph *g, int node) {
   return false;
 }
 
-static int uses(const tiny_graph *g, int node) {
-  int n = 0;
-  for (int i = node + 1; i < g->n; i++)
-    for (int k = 0; k < g->nodes[i].nsrc; k++) n += g->nodes[i].src[k].node == node;
-  return n;
-}
-
 static bool movement_operand(const tiny_graph *g, int node) {
   tiny_class c = tiny_op_class(g->nodes[node].op);
   return c == TC_MOVE || c == TC_CAST || c == TC_LEAF;
@@ -135,11 +128,11 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   int x = R->src[0].node, cast = -1;
   if (g->nodes[x].op == TINY_CAST) {
     cast = x;
-    if (uses(g, cast) != 1 || is_output(g, cast)) return HP_OK;
+    if (pv->uses[cast] != 1 || is_output(g, cast)) return HP_OK;
     x = g->nodes[x].src[0].node;
   }
   const tiny_node *M = &g->nodes[x];
-  if (M->op != TINY_MUL || uses(g, x) != 1 || is_output(g, x)) return HP_OK;
+  if (M->op != TINY_MUL || pv->uses[x] != 1 || is_output(g, x)) return HP_OK;
   for (int k = 0; k < 2; k++)
     if (!movement_operand(g, M->src[k].node)) return HP_OK;
   const ib_info *rf = ib_get(pv->ib, r);

@@ -264,6 +264,10 @@ hp_status poly_dump_json(hp_error *e, const poly_view *pv, char **out) {
       put(&j, o, "node", json_string(pv->g->nodes[n].id));
       put(&j, o, "op", json_string(tiny_op_name(pv->g->nodes[n].op)));
       put(&j, o, "reason", json_string(ib_get(pv->ib, n)->non_scop ? ib_get(pv->ib, n)->non_scop : "non-affine"));
+      json_t *ins = json_array(); /* the tensors it reads: they must be materialized */
+      for (int q = 0; ins && q < ib_get(pv->ib, n)->nin; q++)
+        push(&j, ins, json_string(pv->g->nodes[ib_get(pv->ib, n)->acc[q].src].id));
+      put(&j, o, "reads", ins);
     }
     push(&j, ns, o);
   }

@@ -60,6 +60,7 @@ struct poly_view {
   int nblocks, capblocks;
   poly_blk *blocks;
   int *block_of; /* per node: block index or -1 */
+  int *uses;     /* per node: how many sources name it */
   int nedges, capedges;
   poly_edge_int *edges;
   int nnon_scop;

@@ -231,12 +231,16 @@ hp_status poly_build(hp_error *e, const tiny_graph *g, const ib_book *ib, const 
   pv->arena = hp_arena_new();
   pv->block_of = hp_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
   pv->non_scop = hp_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
+  pv->uses = hp_xcalloc((size_t)g->n + 1, sizeof *pv->uses);
   pv->ctx = isl_ctx_alloc();
-  if (!pv->arena || !pv->block_of || !pv->non_scop || !pv->ctx) {
+  if (!pv->arena || !pv->block_of || !pv->non_scop || !pv->uses || !pv->ctx) {
     poly_free(pv);
     return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   isl_options_set_on_error(pv->ctx, ISL_ON_ERROR_CONTINUE); /* errors come back as values */
+  for (int i = 0; i < g->n; i++)
+    for (int k = 0; k < g->nodes[i].nsrc; k++)
+      if (g->nodes[i].src[k].node >= 0) pv->uses[g->nodes[i].src[k].node]++;
   if (build(pv, opt)) {
     poly_free(pv);
     return e->code;
@@ -261,6 +265,7 @@ void poly_free(poly_view *pv) {
   free(pv->edges);
   free(pv->block_of);
   free(pv->non_scop);
+  free(pv->uses);
   hp_arena_free(pv->arena);
   if (pv->ctx) isl_ctx_free(pv->ctx);
   free(pv);
