@@ -338,14 +338,13 @@ hp_status ib_aff_subst(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *
 
 /* ---- printing ----------------------------------------------------------- */
 static void put_term(hp_str *s, bool *first, int64_t k, const char *what, bool paren) {
+  unsigned long long m = k < 0 ? 0ull - (unsigned long long)k : (unsigned long long)k; /* |INT64_MIN| too */
   if (*first) {
-    if (k == -1 && what) hp_str_puts(s, "-");
-    else if (k < 0) hp_str_printf(s, "-%lld", (long long)-k);
-    else if (k != 1 || !what) hp_str_printf(s, "%lld", (long long)k);
+    if (k < 0) hp_str_puts(s, "-");
+    if (m != 1 || !what) hp_str_printf(s, "%llu", m);
   } else {
     hp_str_puts(s, k < 0 ? " - " : " + ");
-    int64_t m = k < 0 ? -k : k;
-    if (m != 1 || !what) hp_str_printf(s, "%lld", (long long)m);
+    if (m != 1 || !what) hp_str_printf(s, "%llu", m);
   }
   if (what) {
     if (k != 1 && k != -1) hp_str_puts(s, "*");
