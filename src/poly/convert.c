@@ -163,6 +163,8 @@ static bool same_value(double a, double b) { return memcmp(&a, &b, sizeof a) == 
 
 hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) {
   const char *who = pv->g->nodes[b->pub.node].id;
+  if (a->ib.non_affine) /* only GATHER reads so, and it is no block */
+    return hp_fail(pv->e, HP_E_NON_SCOP, who, "reads %s at data-dependent positions", pv->g->nodes[tensor].id);
   isl_space *dom = poly_block_space(pv, b), *ran = poly_tensor_space(pv, b, tensor);
   isl_map *m = isl_map_empty(isl_space_map_from_domain_and_range(isl_space_copy(dom), isl_space_copy(ran)));
   for (int i = 0; i < a->ib.npieces; i++) {
