@@ -128,6 +128,18 @@ hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, 
 hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
                               int64_t *offset, bool *affine);
 
+/* The same, for the read `access` of block path[n-1] seen from the output
+ * variables of block path[0]: the dependences path[0] -> path[1] -> ...
+ * (Poly-View edges, path[0]'s reduced variables projected out) composed
+ * with the read.  This is how an epilogue's bias or residual is addressed
+ * from the accumulator of the contraction it follows. */
+hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *path, int n, int access,
+                                  int64_t *strides, int64_t *offset, bool *affine);
+
+/* The constant range [lo, hi] of every variable of a block; false when a
+ * bound is not a constant (unbound symbols). */
+bool poly_block_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *hi);
+
 /* ---- hints ---------------------------------------------------------------------------- */
 typedef enum poly_barrier {
   POLY_BARRIER_NONE,       /* the value stays with the thread that made it (registers) */

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "harp/interp.h"
+#include "harp/plan.h"
 #include "util/util.h"
 
 int cli_report(const hp_error *e) {
@@ -92,6 +93,9 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       o->dump_dir = v;
     } else if (!strcmp(name, "backend")) {
       o->backend = v;
+    } else if (!strcmp(name, "target")) {
+      if (plan_arch_parse(v) < 0) return cli_usage_error(cmd, "--target expects cpu, sm80 or sm90, got '%s'", v);
+      o->target = v;
     } else if (!strcmp(name, "seed")) {
       char *end;
       o->seed = strtoull(v, &end, 10);
@@ -270,13 +274,15 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       hp_status st = write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
-    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view")) {
-      continue; /* dump_poly.c, below */
+    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
+               !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
+      continue; /* dump_poly.c and dump_region.c, below */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  return cli_write_poly_dumps(e, o, m);
+  if (cli_write_poly_dumps(e, o, m)) return e->code;
+  return cli_write_region_dumps(e, o, m);
 }
 
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {

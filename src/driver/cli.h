@@ -17,6 +17,7 @@ typedef struct cli_opts {
   const char *out_dir;  /* --out */
   const char *dump_dir; /* --dump-dir (defaults to out_dir) */
   const char *backend;  /* --backend */
+  const char *target;   /* --target cpu|sm80|sm90: the machine regions are formed for */
   const char *dumps[CLI_MAX_LIST];
   int ndumps;
   const char *outputs[CLI_MAX_LIST]; /* --outputs: node ids to return instead */
@@ -58,6 +59,12 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 bool cli_wants_dump(const cli_opts *o, const char *name);
 /* indexbook.json / poly_view.json when asked for (dump_poly.c). */
 hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+
+/* region.json / function.json when asked for (dump_region.c). */
+hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+/* Form the regions of a loaded model for --target (dump_region.c). */
+struct rg_partition;
+hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);

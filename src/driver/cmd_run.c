@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "harp/function.h"
 #include "harp/interp.h"
+#include "harp/region.h"
 
 static const char run_help[] =
     "usage: harp run MODEL [options]\n\n"
@@ -19,8 +21,14 @@ static const char run_help[] =
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
-    "  --backend B            interp (the reference interpreter; default)\n"
-    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view\n"
+    "  --backend B            interp (the reference interpreter; default), or regions\n"
+    "                         (form regions, build the Function with its arena, and\n"
+    "                         run it region by region on the interpreter: the same\n"
+    "                         outputs, bit for bit in fp32)\n"
+    "  --target T             cpu (default), sm80 or sm90: the machine regions are\n"
+    "                         formed for (cost model, thresholds)\n"
+    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view,\n"
+    "                         region, function\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
@@ -31,7 +39,7 @@ int cmd_run(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "run", "input random-inputs seed sym out outputs backend dump dump-dir", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input random-inputs seed sym out outputs backend target dump dump-dir", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -40,8 +48,9 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("run", "no MODEL given");
   }
-  if (o.backend && strcmp(o.backend, "interp") != 0) {
-    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp)", o.backend);
+  bool regions = o.backend && !strcmp(o.backend, "regions");
+  if (o.backend && strcmp(o.backend, "interp") != 0 && !regions) {
+    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, regions)", o.backend);
     cli_opts_free(&o);
     return r;
   }
@@ -55,7 +64,21 @@ int cmd_run(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
+  if (regions) {
+    rg_partition *p = NULL;
+    hp_function *f = NULL;
+    hp_status st = cli_form_regions(&e, &o, &m, &p);
+    if (!st) st = fn_build(&e, p, "main", &f);
+    if (!st) st = fn_playback(&e, f, &m.syms, m.inputs, m.ninputs, outs);
+    if (!st)
+      fprintf(stderr, "harp: %d regions, arena %zu bytes (%d live at most)\n", p->n, f->required_memory,
+              fn_max_live_temps(f));
+    fn_free(f);
+    rg_partition_free(p);
+    if (st) goto fail;
+  } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
+    goto fail;
+  }
   for (int k = 0; k < m.g->noutputs; k++) names[k] = tiny_output_name(m.g, m.g->outputs[k]);
   if (cli_write_outputs(&e, o.out_dir, names, outs, m.g->noutputs)) goto fail;
   for (int k = 0; k < m.g->noutputs; k++) {

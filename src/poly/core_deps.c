@@ -64,6 +64,10 @@ bool poly_core_var_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *
   return true;
 }
 
+bool poly_block_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *hi) {
+  return block >= 0 && block < pv->nblocks && poly_core_var_ranges(pv, block, lo, hi);
+}
+
 int poly_core_reads_of(const poly_view *pv, int block, int node, int *acc, int cap) {
   const poly_block_info *b = &pv->blocks[block].pub;
   int n = 0;

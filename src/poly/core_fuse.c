@@ -98,6 +98,61 @@ hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int a
   return HP_OK;
 }
 
+static __isl_keep isl_map *edge_map(const poly_view *pv, int from, int to) {
+  for (int k = 0; k < pv->nedges; k++)
+    if (pv->edges[k].pub.from == from && pv->edges[k].pub.to == to) return pv->edges[k].dep;
+  return NULL;
+}
+
+static __isl_give isl_map *then(__isl_take isl_map *a, __isl_take isl_map *b) {
+  a = isl_map_align_params(a, isl_map_get_space(b));
+  b = isl_map_align_params(b, isl_map_get_space(a));
+  return isl_map_apply_range(a, b);
+}
+
+hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *path, int n, int access,
+                                  int64_t *strides, int64_t *offset, bool *affine) {
+  *affine = false;
+  if (n < 1 || bad_access(pv, path[n - 1], access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_strides_via: no such access");
+  const poly_blk *first = &pv->blocks[path[0]], *last = &pv->blocks[path[n - 1]];
+  int64_t ts[TINY_MAX_RANK];
+  int rank;
+  if (last->acc[access].nfill || !poly_core_shape_strides(pv, last->pub.access[access].tensor, ts, &rank) || !fits_int(ts, rank))
+    return HP_OK;
+  /* instances of path[0] with its reduced variables projected out */
+  isl_map *m = isl_map_identity(isl_space_map_from_set(isl_set_get_space(first->domain)));
+  m = isl_map_intersect_domain(m, isl_set_copy(first->domain));
+  for (int i = 0; i + 1 < n; i++) {
+    isl_map *d = edge_map(pv, path[i], path[i + 1]);
+    if (!d) {
+      isl_map_free(m);
+      return HP_OK;
+    }
+    m = then(m, isl_map_copy(d));
+  }
+  m = then(m, isl_map_copy(last->acc[access].map));
+  m = isl_map_project_out(m, isl_dim_in, (unsigned)first->pub.nout, (unsigned)(first->pub.nvars - first->pub.nout));
+  isl_bool sv = m ? isl_map_is_single_valued(m) : isl_bool_error;
+  if (sv != isl_bool_true) {
+    isl_map_free(m);
+    isl_ctx_reset_error(pv->ctx);
+    return HP_OK;
+  }
+  isl_multi_aff *ma = poly_core_single_piece(isl_pw_multi_aff_from_map(m));
+  if (!ma) {
+    isl_ctx_reset_error(pv->ctx);
+    return HP_OK;
+  }
+  isl_aff *l = isl_aff_pullback_multi_aff(linear(isl_space_range(isl_multi_aff_get_space(ma)), ts, rank), ma);
+  bool ok = l && isl_aff_dim(l, isl_dim_div) == 0 && isl_aff_dim(l, isl_dim_param) == 0;
+  for (int v = 0; ok && v < first->pub.nout; v++) ok = poly_core_val(isl_aff_get_coefficient_val(l, isl_dim_in, v), &strides[v]);
+  if (ok) ok = poly_core_val(isl_aff_get_constant_val(l), offset);
+  isl_aff_free(l);
+  isl_ctx_reset_error(pv->ctx);
+  *affine = ok;
+  return HP_OK;
+}
+
 /* ---- fusion prefix -------------------------------------------------------------------- */
 static bool in_set(const int *blocks, int n, int b) {
   for (int i = 0; i < n; i++)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harp/function.h"
+#include "harp/region.h"
 #include "util/util.h"
 
 static bool is_view(const tiny_graph *g, int i) { return tiny_op_class(g->nodes[i].op) == TC_MOVE; }
@@ -12,6 +13,7 @@ static bool is_leaf(const tiny_graph *g, int i) { return tiny_op_class(g->nodes[
 
 void rg_partition_free(rg_partition *p) {
   if (!p) return;
+  rg_formed_free(p->formed);
   free(p->region_of);
   hp_arena_free(p->arena);
   free(p);
