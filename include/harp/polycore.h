@@ -116,9 +116,11 @@ hp_status poly_make_fusable_groups(hp_error *e, const poly_view *pv, int *group,
  * sequence. */
 hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks, int n, int *p);
 
-/* The access reads the producer pointwise: an ewise-shaped read (no reduced
- * variables) whose element has the consumer point's own row-major linear
- * position (identity, reshapes that keep the order), one piece, no fill. */
+/* The access reads the producer pointwise: the element read at a domain
+ * point has that point's own row-major position, counting the domain's
+ * variables (reduced ones included) in order — identity, reshapes that keep
+ * the order, a reduction over the innermost axes streaming its input; one
+ * piece, no fill, as many points as elements. */
 hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out);
 
 /* The access as a linear element offset into its (row-major) tensor:

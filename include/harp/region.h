@@ -120,10 +120,22 @@ typedef struct rg_halo {
   poly_halo halo;
 } rg_halo;
 
+/* What a block does in its region. */
+typedef enum rg_role {
+  RG_ROLE_BODY,         /* B: a block of the fused loops; single: the block */
+  RG_ROLE_ANCHOR,       /* A: the contraction */
+  RG_ROLE_EPILOGUE,     /* A: applied to the accumulator; C: a cast of the output */
+  RG_ROLE_OPERAND_CAST, /* a CAST of a tensor from outside the region: done when its readers load it */
+  RG_ROLE_MATMUL,       /* C: Q K^T or P V */
+  RG_ROLE_SOFTMAX       /* C: the row softmax between them */
+} rg_role;
+const char *rg_role_name(rg_role r);
+
 typedef struct rg_info {
   rg_shape shape;
   int nblocks;
   int *blocks;        /* Poly-View blocks in execution order */
+  rg_role *roles;     /* per block */
   int anchor;         /* A: the contraction block; C: the PV block; B / single: the last block; -1 for GATHER */
   int prefix;         /* B: loop dimensions the blocks share (poly_fusion_prefix); else 0 */
   int nepi;
@@ -162,7 +174,7 @@ typedef struct rg_formed {
   poly_view *pv;
   plan_machine machine;
   rg_options opt;
-  double greedy_dtime, final_dtime; /* Σ Δtime of greedy's regions and of the chosen ones */
+  double greedy_time, final_time;   /* Σ of the regions' estimated times: greedy's, and the chosen ones */
   int nwindows, nexact;             /* windows searched, and where the exact search won */
 } rg_formed;
 void rg_formed_free(rg_formed *f);

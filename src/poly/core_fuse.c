@@ -45,14 +45,20 @@ hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, 
   if (bad_access(pv, block, access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_is_pointwise: no such access");
   const poly_blk *b = &pv->blocks[block];
   const poly_acc *a = &b->acc[access];
-  if (b->pub.nvars != b->pub.nout || a->nfill) return HP_OK;
-  int64_t ss[TINY_MAX_RANK], sc[TINY_MAX_RANK];
-  int rs, rc;
+  if (a->nfill) return HP_OK;
+  /* row-major positions of the tensor's elements and of the domain's points */
+  int64_t ss[TINY_MAX_RANK], sc[POLY_MAX_VARS], lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+  int rs;
   int t = b->pub.access[access].tensor;
-  if (!poly_core_shape_strides(pv, t, ss, &rs) || !poly_core_shape_strides(pv, b->pub.node, sc, &rc)) return HP_OK;
-  if (rc != b->pub.nout || tiny_shape_numel(&pv->g->nodes[t].shape) != tiny_shape_numel(&pv->g->nodes[b->pub.node].shape))
-    return HP_OK;
-  if (!fits_int(ss, rs) || !fits_int(sc, rc)) return HP_OK;
+  if (!poly_core_shape_strides(pv, t, ss, &rs) || !poly_core_var_ranges(pv, block, lo, hi)) return HP_OK;
+  int64_t acc = 1;
+  for (int v = b->pub.nvars - 1; v >= 0; v--) {
+    if (lo[v] != 0 || !hp_mul_ok(acc, hi[v] + 1, &sc[v])) return HP_OK;
+    sc[v] = acc;
+    acc *= hi[v] + 1;
+  }
+  if (tiny_shape_numel(&pv->g->nodes[t].shape) != acc) return HP_OK;
+  if (!fits_int(ss, rs) || !fits_int(sc, b->pub.nvars)) return HP_OK;
   isl_multi_aff *ma = poly_core_single_piece(poly_access_pma(pv, block, access));
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
@@ -60,7 +66,7 @@ hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, 
   }
   isl_aff *lt = linear(isl_space_range(isl_multi_aff_get_space(ma)), ss, rs);
   lt = isl_aff_pullback_multi_aff(lt, ma);
-  isl_aff *lc = linear(isl_set_get_space(b->domain), sc, rc);
+  isl_aff *lc = linear(isl_set_get_space(b->domain), sc, b->pub.nvars);
   lc = isl_aff_align_params(lc, isl_aff_get_space(lt));
   lt = isl_aff_align_params(lt, isl_aff_get_space(lc));
   isl_set *same = isl_set_from_basic_set(isl_aff_zero_basic_set(isl_aff_sub(lt, lc)));

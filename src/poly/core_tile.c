@@ -198,8 +198,9 @@ hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, in
   out->bytes = out->halo_elems * es;
   out->footprint_bytes = elems * es;
   out->ok = true;
-  if (nacc == 1) {
-    hp_status st = poly_access_is_pointwise(e, pv, consumer, acc[0], &out->pointwise);
+  out->pointwise = true; /* every read of the producer at the consumer's own position (MUL(x, x) too) */
+  for (int k = 0; k < nacc && out->pointwise; k++) {
+    hp_status st = poly_access_is_pointwise(e, pv, consumer, acc[k], &out->pointwise);
     if (st) return st;
   }
   return HP_OK;

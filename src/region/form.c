@@ -22,6 +22,11 @@
 #define DEFAULT_HALO_MAX 0.5
 #define OCC_SAT_GPU 0.125
 
+const char *rg_role_name(rg_role r) {
+  static const char *const n[] = {"body", "anchor", "epilogue", "operand_cast", "matmul", "softmax"};
+  return (unsigned)r < 6 ? n[r] : "?";
+}
+
 const char *rg_shape_name(rg_shape s) {
   static const char *const n[] = {"single", "contraction_epilogue", "row_fused", "attention", "gather"};
   return (unsigned)s < 5 ? n[s] : "?";
@@ -149,6 +154,10 @@ static hp_status describe_rows(rg_ctx *c, rg_info *I, hp_arena *A, const int *bl
       bool seen = false;
       for (int k = 0; k < I->nedges; k++) seen |= I->edges[k].from_block == p && I->edges[k].to_block == blocks[i];
       if (seen) continue;
+      if (rg_operand_cast(c, blocks, n, -1, p)) { /* converted when its reader loads it */
+        add_edge(c, I, A, p, b->access[a].tensor, blocks[i], NULL);
+        continue;
+      }
       int64_t tile[POLY_MAX_VARS];
       for (int v = 0; v < POLY_MAX_VARS; v++) tile[v] = v < I->prefix ? 1 : -1;
       poly_min_buffer mb;
@@ -243,7 +252,7 @@ static hp_status attention_delta(rg_ctx *c, const rg_attention *att, const int *
     return HP_OK;
   }
   plan_fusion_out d;
-  rg_delta(c, P, S, t, f, b, &d);
+  rg_delta(c, P, S, t, f, b, &d, NULL, 0);
   *dt = d.dtime;
   *stop = rg_stop_of(&d);
   return HP_OK;
@@ -272,6 +281,21 @@ static hp_status describe(rg_ctx *c, rg_info *I, hp_arena *A, const int *members
   if (ev->shape == RG_SHAPE_ATTENTION) st = describe_attention(c, I, A, c->units[members[0]].att, blocks, n);
   else if (gather < 0 && contraction) st = describe_contraction(c, I, A, blocks, n);
   else if (gather < 0) st = describe_rows(c, I, A, blocks, n);
+  I->roles = hp_arena_alloc(A, sizeof(rg_role) * (size_t)(n + 1));
+  if (!st && !I->roles) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < n && !st; i++) {
+    int b = blocks[i];
+    rg_role r = RG_ROLE_BODY;
+    if (ev->shape == RG_SHAPE_ATTENTION) {
+      r = b == I->att.qk || b == I->att.pv ? RG_ROLE_MATMUL : b > I->att.pv ? RG_ROLE_EPILOGUE : RG_ROLE_SOFTMAX;
+      if (b < I->att.pv && c->g->nodes[poly_block(c->pv, b)->node].op == TINY_CAST && b > I->att.qk) r = RG_ROLE_SOFTMAX;
+    } else if (gather < 0 && contraction) {
+      r = b == I->anchor ? RG_ROLE_ANCHOR : rg_operand_cast(c, blocks, n, I->anchor, b) ? RG_ROLE_OPERAND_CAST : RG_ROLE_EPILOGUE;
+    } else if (gather < 0 && n > 1 && rg_operand_cast(c, blocks, n, -1, b)) {
+      r = RG_ROLE_OPERAND_CAST;
+    }
+    I->roles[i] = r;
+  }
   if (!st) st = copy_plan_info(c, I, A, ev);
   const char *stop;
   if (!st && ev->shape == RG_SHAPE_ATTENTION) st = attention_delta(c, &I->att, blocks, n, &I->dtime, &stop);
@@ -430,7 +454,7 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
     for (int u = 0; u < c->nunits; u++) ch.region_of_unit[u] = u, ch.selection[u] = "singleton";
   } else {
     int window = opt->window ? opt->window : DEFAULT_WINDOW;
-    if (rg_select(c, &ch, &F->greedy_dtime, &F->final_dtime, &F->nwindows, &F->nexact, window > 0 ? window : 0))
+    if (rg_select(c, &ch, &F->greedy_time, &F->final_time, &F->nwindows, &F->nexact, window > 0 ? window : 0))
       return c->e->code;
   }
   /* 6. regions with their description */

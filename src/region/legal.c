@@ -130,13 +130,13 @@ static bool check_halos(rg_ctx *c, const iedge *ed, int ne, rg_eval *ev) {
  * epilogue loads that operand and converts it (fp16 bias widened to fp32). */
 static bool operand_cast(const rg_ctx *c, const int *blocks, int n, int K, const iedge *ed, int ne, int b) {
   const poly_block_info *x = poly_block(c->pv, b);
-  if (b == K || x->kind != POLY_EWISE || c->g->nodes[x->node].op != TINY_CAST || reaches(ed, ne, b, K) ||
-      reaches(ed, ne, K, b))
-    return false;
+  if (b == K || b == blocks[n - 1] || x->kind != POLY_EWISE || c->g->nodes[x->node].op != TINY_CAST) return false;
+  if (K >= 0 && (reaches(ed, ne, b, K) || reaches(ed, ne, K, b))) return false;
   int p = rg_producer_block(c, x->access[0].tensor);
   return p < 0 || !rg_in(blocks, n, p);
 }
 
+/* K < 0: shape B */
 bool rg_operand_cast(rg_ctx *c, const int *blocks, int n, int K, int b) {
   iedge ed[4 * RG_MAX_SET];
   int ne = internal_edges(c, blocks, n, ed, 4 * RG_MAX_SET);
@@ -169,15 +169,19 @@ static bool check_contraction(rg_ctx *c, const int *blocks, int n, int K, const 
 }
 
 static bool check_rows(rg_ctx *c, const int *blocks, int n, const iedge *ed, int ne, rg_eval *ev) {
+  /* operand casts convert at load: outside the loop structure */
+  int loops[RG_MAX_SET], nl = 0;
   for (int i = 0; i < n; i++) {
     poly_kind k = poly_block(c->pv, blocks[i])->kind;
     if (k != POLY_EWISE && k != POLY_REDUCE && k != POLY_MOVEMENT_AFFINE)
       return illegal(ev, "unsupported_shape", "%s is a %s", rg_block_name(c, blocks[i]), poly_kind_name(k));
+    if (!operand_cast(c, blocks, n, -1, ed, ne, blocks[i])) loops[nl++] = blocks[i];
   }
-  if (poly_fusion_prefix(c->e, c->pv, blocks, n, &ev->prefix)) return false;
+  if (poly_fusion_prefix(c->e, c->pv, loops, nl, &ev->prefix)) return false;
   /* one buffer per intermediate value, as large as its largest footprint */
   int64_t per_tensor_max = 0;
   for (int i = 0; i < ne; i++) {
+    if (!rg_in(loops, nl, ed[i].from)) continue; /* a converted operand, loaded by its readers */
     int64_t tile[POLY_MAX_VARS];
     const poly_block_info *to = poly_block(c->pv, ed[i].to);
     for (int v = 0; v < POLY_MAX_VARS; v++) tile[v] = v < ev->prefix ? 1 : -1;
@@ -197,6 +201,7 @@ static bool check_rows(rg_ctx *c, const int *blocks, int n, const iedge *ed, int
   }
   ev->shape = RG_SHAPE_ROW;
   ev->anchor = blocks[n - 1];
+  (void)per_tensor_max;
   return true;
 }
 

@@ -343,11 +343,13 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
       double occ = (double)res->cta_per_sm * res->warps_per_cta / c->m.max_warps_per_sm;
       res->occ = occ > 1 ? 1 : occ;
     }
+    ev->raw_occ = res->occ;
     res->occ = occ_factor(c, res->occ) * cost.wave_eff;
     ev->time = plan_time_formula(cost.flops, cost.bytes, cost.peak, cost.bw, res->occ, res->pipeline_eff);
   } else {
     memset(&ev->res, 0, sizeof ev->res);
     ev->res.occ = 1;
+    ev->raw_occ = 1;
     ev->res.cta_per_sm = 1;
     ev->res.pipeline_eff = 0.5;
     ev->res.smem_per_cta = ev->local_smem;
@@ -356,8 +358,54 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
   return HP_OK;
 }
 
+/* Bytes one vector access moves with width w for a region. */
+static int vec_bytes(const rg_ctx *c, const plan_region_info *r, int w) {
+  int elem = plan_arch_is_gpu(c->m.arch) ? HP_MAX(tiny_dtype_size(r->in_dtype), tiny_dtype_size(r->out_dtype)) : 4;
+  return w * elem;
+}
+
+/* The absorbing kernel's plan applied to the fused region: its resources
+ * with the fusion's additions (epilogue registers, local buffers) and the
+ * widest vector that still fits.  False when the plan cannot describe the
+ * fused region (another loop structure). */
+static bool same_plan(rg_ctx *c, const rg_eval *base, const rg_eval *S, plan_resources *res, int *vec, double *raw_occ) {
+  if (!base->has_plan) return false;
+  plan_t p = base->plan;
+  p.nepi = 0;
+  if (S->info.epilogue_known) {
+    p.nepi = S->info.nepi;
+    memcpy(p.epi, S->info.epilogue, sizeof(plan_epi) * (size_t)p.nepi);
+  }
+  p.nedges = 0;
+  hp_error e = {0};
+  plan_cost cost;
+  /* the widest vector the fused region allows on the same loops */
+  for (int w = 16;; w /= 2) {
+    p.vec_width = w;
+    memset(&e, 0, sizeof e);
+    if (plan_validate(&p, &S->info, &c->m, NULL, &e) == HP_OK) break;
+    bool vec_issue = e.code == HP_E_MISALIGNED || (e.code == HP_E_INVALID_ARG && strstr(e.msg, "vector"));
+    if (!vec_issue || w <= 1) return false;
+  }
+  if (plan_cost_of(&p, &S->info, &c->m, &cost, &e)) return false;
+  *res = cost.res;
+  if (S->local_smem > 0) {
+    res->smem_per_cta += S->local_smem;
+    int64_t by = c->m.smem_per_sm / res->smem_per_cta;
+    if (by < res->cta_per_sm) res->cta_per_sm = (int)by, res->cta_limit = "smem";
+    if (res->smem_per_cta > c->m.smem_per_cta_max) res->cta_per_sm = 0;
+    double occ = (double)res->cta_per_sm * res->warps_per_cta / c->m.max_warps_per_sm;
+    res->occ = occ > 1 ? 1 : occ;
+  }
+  *raw_occ = res->occ;
+  double f = res->occ / c->occ_sat;
+  res->occ = (f > 1 ? 1 : f) * cost.wave_eff;
+  *vec = p.vec_width;
+  return true;
+}
+
 void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double absorbed_time, double absorbed_flops,
-              double absorbed_bytes, plan_fusion_out *out) {
+              double absorbed_bytes, plan_fusion_out *out, char *detail, int cap) {
   plan_fusion_in in;
   memset(&in, 0, sizeof in);
   in.dflops = HP_MAX(0.0, after->flops - before->flops - absorbed_flops);
@@ -367,14 +415,46 @@ void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double abs
   in.producer_time = absorbed_time;
   in.fanout = 1;
   in.before = before->res;
-  in.after = after->res;
-  in.vec_before = before->has_plan ? before->plan.vec_width : 0;
-  in.vec_after = after->has_plan ? after->plan.vec_width : 0;
+  int vec_after = 0;
+  double raw_occ = 1;
+  bool same = same_plan(c, before, after, &in.after, &vec_after, &raw_occ);
+  if (same) {
+    in.vec_after = vec_bytes(c, &after->info, vec_after);
+  } else { /* another loop structure: the fused region's own plan */
+    in.after = after->res;
+    raw_occ = after->raw_occ;
+    in.vec_after = after->has_plan ? vec_bytes(c, &after->info, after->plan.vec_width) : 0;
+  }
+  /* widths compared in bytes per access: an fp16 x 8 access is as wide as fp32 x 4 */
+  in.vec_before = before->has_plan ? vec_bytes(c, &before->info, before->plan.vec_width) : 0;
   bool ok_before = before->has_plan && before->tma_ok && plan_sm90_tile_ok(&before->plan, before->info.in_dtype, NULL, 0);
   bool ok_after = after->has_plan && after->tma_ok && plan_sm90_tile_ok(&after->plan, after->info.in_dtype, NULL, 0);
   in.sm90_tile_broken = c->m.arch == PLAN_ARCH_SM90 && ok_before && !ok_after;
   in.in_dtype = after->info.in_dtype;
   plan_fusion_delta(&in, &c->m, out);
+  /* §4.2 "CTA/SM drops to 1" matters when it leaves the SM below the
+   * occupancy that saturates it (occ_sat): one CTA of 8 warps still runs a
+   * tensor-core GEMM at full speed */
+  if ((out->stops & PLAN_STOP_CTA1) && in.after.cta_per_sm >= 1 && raw_occ >= c->occ_sat) {
+    out->stops &= ~(unsigned)PLAN_STOP_CTA1;
+    out->fuse = out->dtime < 0 && out->stops == 0;
+  }
+  if (detail && cap)
+    snprintf(detail, (size_t)cap,
+             "dtime %.3g s (benefit %.3g, cost %.3g: occupancy %.3g, layout %.3g); %s plan; throughput %.3g -> %.3g; "
+             "smem %lld -> %lld B, %d -> %d CTA/SM, vector %d -> %d bytes",
+             out->dtime, out->benefit, out->cost, out->docc_time, out->layout_penalty, same ? "same" : "own",
+             in.before.occ, in.after.occ, (long long)in.before.smem_per_cta,
+             (long long)in.after.smem_per_cta, in.before.cta_per_sm, in.after.cta_per_sm, in.vec_before, in.vec_after);
+}
+
+/* The absorbing kernel among the parts of a fused region: the one whose
+ * loops the region keeps — the part holding a contraction / the attention,
+ * else a part with the region's shared-loop prefix and pattern (the sink
+ * first). */
+bool rg_is_base(const rg_eval *S, const rg_eval *part, bool part_has_anchor) {
+  if (S->shape == RG_SHAPE_CONTRACTION || S->shape == RG_SHAPE_ATTENTION) return part_has_anchor;
+  return part->legal && part->prefix == S->prefix && part->info.pattern == S->info.pattern;
 }
 
 const char *rg_stop_of(const plan_fusion_out *d) {

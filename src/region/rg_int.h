@@ -40,7 +40,7 @@ typedef struct rg_unit {
 typedef struct rg_eval {
   bool legal;
   const char *reason; /* a stop reason when !legal */
-  char detail[200];
+  char detail[320];
   rg_shape shape;
   int anchor;         /* block, or -1 */
   int prefix;
@@ -49,7 +49,8 @@ typedef struct rg_eval {
   plan_region_info info;
   bool has_plan;
   plan_t plan;
-  plan_resources res; /* the plan's resources with local buffers and saturating occupancy */
+  plan_resources res; /* the plan's resources with local buffers; occ = the throughput factor (saturating occupancy x wave efficiency) */
+  double raw_occ;     /* §5's occupancy of that plan (with the local buffers) */
   double time;        /* the adjusted time estimate (s) */
   double flops, bytes;
   bool tma_ok;        /* every tensor it touches has 16-byte aligned rows (SM90 TMA) */
@@ -113,8 +114,10 @@ bool rg_operand_cast(rg_ctx *c, const int *blocks, int n, int K, int b);
 hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev);
 /* Δtime of turning `before` plus `absorbed` into `after` (plan_fusion_delta). */
 void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double absorbed_time, double absorbed_flops,
-              double absorbed_bytes, plan_fusion_out *out);
+              double absorbed_bytes, plan_fusion_out *out, char *detail, int cap);
 const char *rg_stop_of(const plan_fusion_out *d);
+/* part (one side of a fusion) is the absorbing kernel of fused region S */
+bool rg_is_base(const rg_eval *S, const rg_eval *part, bool part_has_anchor);
 /* roles[i] = the plan_epi block set[i] is part of (-1: none), K the contraction */
 void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles);
 
@@ -135,7 +138,7 @@ int rg_units_blocks(const rg_ctx *c, const int *members, int n, int *out, int ca
 typedef struct rg_absorb {
   bool ok;
   const char *reason;
-  char detail[200];
+  char detail[320];
   double dtime;
 } rg_absorb;
 hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out);

@@ -112,9 +112,19 @@ hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime
     return HP_OK;
   }
   if (n == 1) return HP_OK;
+  /* the absorbing kernel: the anchor's unit, or for B a unit with the
+   * region's loop structure, the sink first */
   int anchor = S->anchor >= 0 ? c->unit_of_block[S->anchor] : members[n - 1];
   const rg_eval *A;
   if (eval_units(c, &anchor, 1, &A)) return c->e->code;
+  for (int i = n - 1; i >= 0 && S->shape == RG_SHAPE_ROW && !rg_is_base(S, A, false); i--) {
+    if (eval_units(c, &members[i], 1, &A)) return c->e->code;
+    anchor = members[i];
+  }
+  if (S->shape == RG_SHAPE_ROW && !rg_is_base(S, A, false)) {
+    anchor = members[n - 1];
+    if (eval_units(c, &anchor, 1, &A)) return c->e->code;
+  }
   double t = 0, f = 0, b = 0;
   for (int i = 0; i < n; i++) {
     if (members[i] == anchor) continue;
@@ -129,13 +139,29 @@ hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime
     return HP_OK;
   }
   plan_fusion_out d;
-  rg_delta(c, A, S, t, f, b, &d);
+  rg_delta(c, A, S, t, f, b, &d, detail, cap);
   *dtime = d.dtime;
   *stop = rg_stop_of(&d);
-  if (*stop && detail)
-    snprintf(detail, (size_t)cap, "dtime %.3g s (benefit %.3g, cost %.3g); smem %lld B, %d CTA/SM -> %d, vec %d -> %d",
-             d.dtime, d.benefit, d.cost, (long long)S->res.smem_per_cta, A->res.cta_per_sm, S->res.cta_per_sm,
-             A->has_plan ? A->plan.vec_width : 0, S->has_plan ? S->plan.vec_width : 0);
+  return HP_OK;
+}
+
+/* The exact search's weight of a region: its estimated time minus that of
+ * its units alone (additive over a partition: the partition's total time
+ * less a constant).  *stop: not a candidate (illegal, or a §4.2 threshold
+ * on its formation). */
+static hp_status weight(rg_ctx *c, const int *members, int n, double *w, const char **stop) {
+  double dt;
+  *w = 0;
+  if (rg_formation_delta(c, members, n, &dt, stop, NULL, 0)) return c->e->code;
+  if (*stop && !strcmp(*stop, "delta_time_nonneg")) *stop = NULL; /* the time decides here */
+  const rg_eval *S;
+  if (*stop || eval_units(c, members, n, &S)) return c->e->code;
+  *w = S->time;
+  for (int i = 0; i < n; i++) {
+    const rg_eval *U;
+    if (eval_units(c, &members[i], 1, &U)) return c->e->code;
+    *w -= U->time;
+  }
   return HP_OK;
 }
 
@@ -192,16 +218,12 @@ hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out) {
    * the side holding its anchor (a contraction absorbed into its epilogue
    * chain keeps the contraction's grid) */
   bool q_anchor = eS->anchor >= 0 && c->unit_of_block[eS->anchor] == q;
-  const rg_eval *base = q_anchor ? eQ : eR, *other = q_anchor ? eR : eQ;
+  bool q_base = rg_is_base(eS, eQ, q_anchor) && !rg_is_base(eS, eR, !q_anchor);
+  const rg_eval *base = q_base ? eQ : eR, *other = q_base ? eR : eQ;
   plan_fusion_out d;
-  rg_delta(c, base, eS, other->time, other->flops, other->bytes, &d);
+  rg_delta(c, base, eS, other->time, other->flops, other->bytes, &d, out->detail, sizeof out->detail);
   out->dtime = d.dtime;
   out->reason = rg_stop_of(&d);
-  if (out->reason)
-    snprintf(out->detail, sizeof out->detail,
-             "dtime %.3g s (benefit %.3g, cost %.3g); smem %lld B, %d CTA/SM -> %d, vec %d -> %d", d.dtime, d.benefit,
-             d.cost, (long long)eS->res.smem_per_cta, base->res.cta_per_sm, eS->res.cta_per_sm,
-             base->has_plan ? base->plan.vec_width : 0, eS->has_plan ? eS->plan.vec_width : 0);
   out->ok = out->reason == NULL;
   return HP_OK;
 }
@@ -321,7 +343,7 @@ static hp_status add_cand(window *w, const int *S, int n) {
   int sorted[RG_MAX_SET];
   memcpy(sorted, S, sizeof(int) * (size_t)n);
   qsort(sorted, (size_t)n, sizeof(int), cmp_int);
-  if (rg_formation_delta(w->c, sorted, n, &dt, &stop, NULL, 0)) return w->c->e->code;
+  if (weight(w->c, sorted, n, &dt, &stop)) return w->c->e->code;
   if (stop || !(dt < 0)) return HP_OK;
   int *u = hp_arena_alloc(w->c->arena, sizeof(int) * (size_t)n);
   if (!u) return hp_fail(w->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -419,8 +441,8 @@ static hp_status exact_window(rg_ctx *c, const int *units, int nu, int *region_o
       if (region_of_unit[units[j]] == rid) S[m++] = units[j];
     double dt;
     const char *stop;
-    if ((st = rg_formation_delta(c, S, m, &dt, &stop, NULL, 0))) break;
-    g += stop ? 0 : dt;
+    if ((st = weight(c, S, m, &dt, &stop))) break;
+    g += dt;
   }
   if (!st && !w.overflow) {
     for (int k = 0; k < w.ncand; k++)
@@ -479,6 +501,23 @@ static hp_status renumber(rg_ctx *c, int *region_of_unit, int *nregions) {
   return HP_OK;
 }
 
+/* Σ of the regions' estimated times. */
+static hp_status total_time(rg_ctx *c, const int *rou, int nreg, double *t) {
+  int *m = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
+  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  *t = 0;
+  hp_status st = HP_OK;
+  for (int r = 0; r < nreg && !st; r++) {
+    int n = 0;
+    for (int u = 0; u < c->nunits; u++)
+      if (rou[u] == r) m[n++] = u;
+    const rg_eval *ev;
+    if (n && !(st = eval_units(c, m, n, &ev))) *t += ev->time;
+  }
+  free(m);
+  return st;
+}
+
 hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *final_total, int *nwindows, int *nexact,
                     int window_size) {
   int nreg = 0;
@@ -488,6 +527,7 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   *nwindows = *nexact = 0;
   *greedy_total = *final_total = 0;
   if (!st) st = renumber(c, rou, &nreg);
+  if (!st) st = total_time(c, rou, nreg, greedy_total);
   /* windows: consecutive greedy regions (in sink order), at most window_size units */
   int *units = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)), *count = hp_xcalloc((size_t)nreg + 1, sizeof(int));
   char *won_r = hp_xcalloc((size_t)c->nunits * 2 + 2, 1);
@@ -498,14 +538,6 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
     int r1 = r0, total = 0;
     while (r1 < nreg && total + count[r1] <= window_size) total += count[r1++];
     if (r1 == r0) { /* a region larger than a window: greedy's */
-      double dt;
-      const char *stop;
-      int m = 0;
-      for (int u = 0; u < c->nunits; u++)
-        if (rou[u] == r0) units[m++] = u;
-      if ((st = rg_formation_delta(c, units, m, &dt, &stop, NULL, 0))) break;
-      *greedy_total += stop ? 0 : dt;
-      *final_total += stop ? 0 : dt;
       r0++;
       continue;
     }
@@ -522,8 +554,7 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
       for (int id = before; id < next_id; id++)
         if (id < c->nunits * 2 + 2) won_r[id] = 1;
     }
-    *greedy_total += gw;
-    *final_total += ew;
+    (void)gw, (void)ew;
     r0 = r1;
   }
   /* which regions the exact search made, then number them all again */
@@ -533,6 +564,7 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   }
   for (int u = 0; u < c->nunits && !st; u++) exact_region[u] = rou[u] < c->nunits * 2 + 2 && won_r[rou[u]];
   if (!st) st = renumber(c, rou, &next_id);
+  if (!st) st = total_time(c, rou, next_id, final_total);
   if (!st) {
     ch->nregions = next_id;
     ch->selection = hp_arena_alloc(c->arena, sizeof(char *) * ((size_t)next_id + 1));

@@ -110,12 +110,7 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
     json_object_set_new(o, "index", json_integer(I->blocks[i]));
     json_object_set_new(o, "kind", json_string(poly_kind_name(b->kind)));
     json_object_set_new(o, "node", json_string(g->nodes[b->node].id));
-    const char *role = I->shape == RG_SHAPE_CONTRACTION ? "epilogue" : "body";
-    if (I->blocks[i] == I->anchor && b->kind == POLY_CONTRACTION) role = "anchor";
-    bool in_epi = false;
-    for (int k = 0; k < I->nepi; k++) in_epi |= I->epi[k].block == I->blocks[i];
-    if (I->shape == RG_SHAPE_CONTRACTION && !in_epi && I->blocks[i] != I->anchor) role = "operand_cast";
-    if (I->shape == RG_SHAPE_ATTENTION) role = I->blocks[i] == I->att.qk || I->blocks[i] == I->att.pv ? "matmul" : in_epi ? "epilogue" : "softmax";
+    const char *role = rg_role_name(I->roles[i]);
     json_object_set_new(o, "role", json_string(role));
     json_array_append_new(bl, o);
   }
@@ -320,8 +315,8 @@ hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out) {
     json_t *s = json_object();
     json_object_set_new(s, "machine", json_string(F->machine.name));
     json_object_set_new(s, "arch", json_string(plan_arch_name(F->machine.arch)));
-    json_object_set_new(s, "greedy_dtime", jnum(F->greedy_dtime));
-    json_object_set_new(s, "final_dtime", jnum(F->final_dtime));
+    json_object_set_new(s, "greedy_time", jnum(F->greedy_time));
+    json_object_set_new(s, "final_time", jnum(F->final_time));
     json_object_set_new(s, "windows", json_integer(F->nwindows));
     json_object_set_new(s, "exact_wins", json_integer(F->nexact));
     json_object_set_new(root, "formation", s);

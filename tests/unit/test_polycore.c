@@ -244,16 +244,9 @@ static void test_min_buffer(void **state) {
   assert_int_equal(mb.buffer, PLAN_BUF_REG);
   assert_ok(&t.e, poly_min_buffer_for_edge(&t.e, t.pv, ibt_node(&t, "t4"), blk(&t, "out"), row, 65536, &mb));
   assert_int_equal(mb.buffer, PLAN_BUF_REG);
-  /* the row sum reads a whole row of exp: a buffer of L floats */
+  /* the row sum streams exp in its own order: a register too */
   assert_ok(&t.e, poly_min_buffer_for_edge(&t.e, t.pv, ibt_node(&t, "t4"), blk(&t, "t5"), row, 65536, &mb));
-  assert_int_equal(mb.buffer, PLAN_BUF_SMEM_RING);
-  assert_int_equal(mb.depth, 2);
-  assert_int_equal(mb.bytes, 2 * 7 * 4);
-  assert_ok(&t.e, poly_min_buffer_for_edge(&t.e, t.pv, ibt_node(&t, "t4"), blk(&t, "t5"), row, 40, &mb));
-  assert_int_equal(mb.buffer, PLAN_BUF_SMEM_RING);
-  assert_int_equal(mb.depth, 0);
-  assert_ok(&t.e, poly_min_buffer_for_edge(&t.e, t.pv, ibt_node(&t, "t4"), blk(&t, "t5"), row, 16, &mb));
-  assert_int_equal(mb.buffer, PLAN_BUF_GMEM);
+  assert_int_equal(mb.buffer, PLAN_BUF_REG);
   ibt_free(&t);
   /* a transposed read: a row of the consumer is a column of the producer */
   load(&t,
@@ -266,6 +259,15 @@ static void test_min_buffer(void **state) {
   assert_int_equal(mb.buffer, PLAN_BUF_SMEM_RING);
   assert_int_equal(mb.halo.extent[0], 16);
   assert_int_equal(mb.halo.extent[1], 1);
+  assert_int_equal(mb.depth, 2);
+  assert_int_equal(mb.bytes, 2 * 16 * 4);
+  /* one column fits, two do not: a single buffer; less: global memory */
+  assert_ok(&t.e, poly_min_buffer_for_edge(&t.e, t.pv, ibt_node(&t, "a"), blk(&t, "b"), row, 100, &mb));
+  assert_int_equal(mb.buffer, PLAN_BUF_SMEM_RING);
+  assert_int_equal(mb.depth, 0);
+  assert_int_equal(mb.bytes, 16 * 4);
+  assert_ok(&t.e, poly_min_buffer_for_edge(&t.e, t.pv, ibt_node(&t, "a"), blk(&t, "b"), row, 32, &mb));
+  assert_int_equal(mb.buffer, PLAN_BUF_GMEM);
   bool pw;
   assert_ok(&t.e, poly_access_is_pointwise(&t.e, t.pv, blk(&t, "b"), 0, &pw));
   assert_false(pw);
@@ -319,6 +321,18 @@ static void test_pointwise_and_strides(void **state) {
   assert_ok(&t.e, poly_access_is_pointwise(&t.e, t.pv, blk(&t, "b"), 0, &pw));
   assert_true(pw);
   assert_ok(&t.e, poly_access_is_pointwise(&t.e, t.pv, blk(&t, "c"), 0, &pw));
+  assert_false(pw);
+  ibt_free(&t);
+  /* a reduction over the innermost axis streams its input; over the outer one it does not */
+  load(&t,
+       "{'id':'x','uop':'INPUT','arg':{'tensor_id':'X','dtype':'fp32','shape':[4,6]}},"
+       "{'id':'a','uop':'EXP','src':['x']},"
+       "{'id':'r1','uop':'REDUCE','src':['a'],'arg':{'op':'SUM','axes':[1],'dtype':'fp32'}},"
+       "{'id':'r0','uop':'REDUCE','src':['a'],'arg':{'op':'SUM','axes':[0],'dtype':'fp32'}}",
+       NULL);
+  assert_ok(&t.e, poly_access_is_pointwise(&t.e, t.pv, blk(&t, "r1"), 0, &pw));
+  assert_true(pw);
+  assert_ok(&t.e, poly_access_is_pointwise(&t.e, t.pv, blk(&t, "r0"), 0, &pw));
   assert_false(pw);
   ibt_free(&t);
 }
