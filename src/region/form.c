@@ -223,7 +223,7 @@ static hp_status describe_stops(rg_ctx *c, rg_info *I, hp_arena *A, const int *m
       if (rg_try_absorb(c, members, nm, q, &a)) return c->e->code;
       rg_stop *s = &I->stops[I->nstops++];
       s->candidate = dup(A, c->units[q].name);
-      s->reason = a.ok ? (!strcmp(I->selection, "exact") ? "exact_selection" : "rolled_back") : a.reason;
+      s->reason = a.ok ? (c->units_exact && c->units_exact[q] ? "exact_selection" : "rolled_back") : a.reason;
       s->detail = dup(A, a.ok ? "the fusion is legal and pays, but the selection put the producer elsewhere" : a.detail);
       s->dtime = a.dtime;
       if (!s->candidate || !s->detail) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");

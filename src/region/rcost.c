@@ -358,10 +358,11 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
   return HP_OK;
 }
 
-/* Bytes one vector access moves with width w for a region. */
-static int vec_bytes(const rg_ctx *c, const plan_region_info *r, int w) {
-  int elem = plan_arch_is_gpu(c->m.arch) ? HP_MAX(tiny_dtype_size(r->in_dtype), tiny_dtype_size(r->out_dtype)) : 4;
-  return w * elem;
+/* §4.2 compares vector widths in elements: a region that now reads fp32
+ * where it read fp16 stores its fp16 output 4 wide instead of 8. */
+static int vec_width(const rg_ctx *c, const plan_region_info *r, int w) {
+  (void)c, (void)r;
+  return w;
 }
 
 /* The absorbing kernel's plan applied to the fused region: its resources
@@ -419,17 +420,18 @@ void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double abs
   double raw_occ = 1;
   bool same = same_plan(c, before, after, &in.after, &vec_after, &raw_occ);
   if (same) {
-    in.vec_after = vec_bytes(c, &after->info, vec_after);
+    in.vec_after = vec_width(c, &after->info, vec_after);
   } else { /* another loop structure: the fused region's own plan */
     in.after = after->res;
     raw_occ = after->raw_occ;
-    in.vec_after = after->has_plan ? vec_bytes(c, &after->info, after->plan.vec_width) : 0;
+    in.vec_after = after->has_plan ? vec_width(c, &after->info, after->plan.vec_width) : 0;
   }
-  /* widths compared in bytes per access: an fp16 x 8 access is as wide as fp32 x 4 */
-  in.vec_before = before->has_plan ? vec_bytes(c, &before->info, before->plan.vec_width) : 0;
+  in.vec_before = before->has_plan ? vec_width(c, &before->info, before->plan.vec_width) : 0;
+  /* SM90 TMA / WGMMA shapes concern the MMA template (contractions) */
+  bool mma = plan_pattern_is_contraction(after->info.pattern);
   bool ok_before = before->has_plan && before->tma_ok && plan_sm90_tile_ok(&before->plan, before->info.in_dtype, NULL, 0);
   bool ok_after = after->has_plan && after->tma_ok && plan_sm90_tile_ok(&after->plan, after->info.in_dtype, NULL, 0);
-  in.sm90_tile_broken = c->m.arch == PLAN_ARCH_SM90 && ok_before && !ok_after;
+  in.sm90_tile_broken = c->m.arch == PLAN_ARCH_SM90 && mma && ok_before && !ok_after;
   in.in_dtype = after->info.in_dtype;
   plan_fusion_delta(&in, &c->m, out);
   /* §4.2 "CTA/SM drops to 1" matters when it leaves the SM below the
@@ -442,7 +444,7 @@ void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double abs
   if (detail && cap)
     snprintf(detail, (size_t)cap,
              "dtime %.3g s (benefit %.3g, cost %.3g: occupancy %.3g, layout %.3g); %s plan; throughput %.3g -> %.3g; "
-             "smem %lld -> %lld B, %d -> %d CTA/SM, vector %d -> %d bytes",
+             "smem %lld -> %lld B, %d -> %d CTA/SM, vector width %d -> %d",
              out->dtime, out->benefit, out->cost, out->docc_time, out->layout_penalty, same ? "same" : "own",
              in.before.occ, in.after.occ, (long long)in.before.smem_per_cta,
              (long long)in.after.smem_per_cta, in.before.cta_per_sm, in.after.cta_per_sm, in.vec_before, in.vec_after);

@@ -75,6 +75,7 @@ typedef struct rg_ctx {
   int *unit_of_node;  /* node -> unit, -1 for views and leaves */
   int *unit_of_block; /* block -> unit */
   int *group;         /* block -> fusable group (poly_make_fusable_groups) */
+  char *units_exact;  /* unit -> placed by the exact search (after rg_select) */
   char *is_output;    /* per node */
   int *consumers;     /* per node: readers (compute nodes, through views), counted */
   /* scratch, g->n each */

@@ -559,7 +559,8 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   }
   /* which regions the exact search made, then number them all again */
   if (!st) {
-    exact_region = hp_xcalloc((size_t)c->nunits + 1, 1);
+    exact_region = hp_arena_alloc(c->arena, (size_t)c->nunits + 1);
+    c->units_exact = exact_region;
     if (!exact_region) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int u = 0; u < c->nunits && !st; u++) exact_region[u] = rou[u] < c->nunits * 2 + 2 && won_r[rou[u]];
@@ -578,6 +579,5 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   free(units);
   free(count);
   free(won_r);
-  free(exact_region);
   return st;
 }
