@@ -126,7 +126,8 @@ hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, 
 /* The access as a linear element offset into its (row-major) tensor:
  * offset + sum strides[v] * var_v over the block's variables.  *affine is
  * false (strides unset) when it has several pieces, fill pieces or floor
- * divisions. */
+ * divisions.  A variable whose extent is 1 gets some stride (isl's choice,
+ * often 0): it never moves. */
 hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
                               int64_t *offset, bool *affine);
 

@@ -161,6 +161,7 @@ typedef struct rg_options {
   int window;                  /* exact selection on windows of at most this many units; 0: 24; < 0: greedy only */
   double halo_max;             /* STOP when a halo exceeds this fraction of the tile's own footprint; 0: 0.5 */
   bool no_fusion;              /* every block alone (still described) */
+  bool no_rollback;            /* greedy without its one-step rollback (tests) */
 } rg_options;
 
 /* Form the regions of a prepared graph with every size bound.  The

@@ -54,13 +54,9 @@ bool poly_core_shape_strides(const poly_view *pv, int node, int64_t *strides, in
 
 bool poly_core_var_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *hi) {
   const poly_blk *b = &pv->blocks[block];
-  for (int v = 0; v < b->pub.nvars; v++) {
-    if (!poly_core_val(isl_set_dim_min_val(isl_set_copy(b->domain), v), &lo[v]) ||
-        !poly_core_val(isl_set_dim_max_val(isl_set_copy(b->domain), v), &hi[v])) {
-      isl_ctx_reset_error(pv->ctx);
-      return false;
-    }
-  }
+  if (!b->ranges_known) return false;
+  memcpy(lo, b->lo, sizeof(int64_t) * (size_t)b->pub.nvars);
+  memcpy(hi, b->hi, sizeof(int64_t) * (size_t)b->pub.nvars);
   return true;
 }
 

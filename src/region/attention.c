@@ -81,8 +81,10 @@ static bool broadcast_along(walker *w, int b, int k, int ax) {
   if (!strides_of(w, b, k, st, &off) || off) return false;
   if (!rg_shape_strides(w->c->g, B(w, b)->access[k].tensor, ts, &rank)) return false;
   if (rank != B(w, b)->nvars - 1) return false;
-  for (int v = 0; v < B(w, b)->nvars; v++)
-    if (st[v] != (v == ax ? 0 : ts[v - (v > ax)])) return false;
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+  if (!poly_block_ranges(w->c->pv, b, lo, hi)) return false;
+  for (int v = 0; v < B(w, b)->nvars; v++) /* a variable of extent 1 has any stride */
+    if (hi[v] > lo[v] && st[v] != (v == ax ? 0 : ts[v - (v > ax)])) return false;
   return true;
 }
 
@@ -94,9 +96,11 @@ static bool reduce_along(walker *w, int r, int64_t t, int ax) {
   if (b->kind != POLY_REDUCE || b->nvars != b->nout + 1 || b->access[0].tensor != t) return false;
   if (!strides_of(w, r, 0, st, &off) || off || !rg_shape_strides(w->c->g, (int)t, ts, &rank)) return false;
   if (rank != b->nvars) return false;
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+  if (!poly_block_ranges(w->c->pv, r, lo, hi)) return false;
   for (int v = 0; v < b->nout; v++)
-    if (st[v] != ts[v + (v >= ax)]) return false;
-  return st[b->nout] == ts[ax];
+    if (hi[v] > lo[v] && st[v] != ts[v + (v >= ax)]) return false;
+  return hi[b->nout] == lo[b->nout] || st[b->nout] == ts[ax];
 }
 
 /* An optional MAX(x, c) clamp: returns the block it reads (or b itself). */

@@ -158,11 +158,9 @@ static hp_status describe_rows(rg_ctx *c, rg_info *I, hp_arena *A, const int *bl
         add_edge(c, I, A, p, b->access[a].tensor, blocks[i], NULL);
         continue;
       }
-      int64_t tile[POLY_MAX_VARS];
-      for (int v = 0; v < POLY_MAX_VARS; v++) tile[v] = v < I->prefix ? 1 : -1;
-      poly_min_buffer mb;
-      if (poly_min_buffer_for_edge(c->e, c->pv, b->access[a].tensor, blocks[i], tile, c->budget, &mb)) return c->e->code;
-      add_edge(c, I, A, p, b->access[a].tensor, blocks[i], &mb);
+      const poly_min_buffer *mb;
+      if (rg_min_buffer(c, b->access[a].tensor, blocks[i], a, I->prefix, &mb)) return c->e->code;
+      add_edge(c, I, A, p, b->access[a].tensor, blocks[i], mb);
     }
   }
   return HP_OK;
@@ -306,6 +304,7 @@ static hp_status describe(rg_ctx *c, rg_info *I, hp_arena *A, const int *members
 
 static void reset_units(rg_ctx *c) {
   c->nunits = 0;
+  c->units_exact = NULL;
   c->ncache = 0;
   c->capcache = 0; /* a fresh table: legality depends on the units */
   c->cache = NULL;
@@ -401,7 +400,9 @@ static hp_status match_attentions(rg_ctx *c, rg_attention **att, int **att_block
     if (!a || !bl) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
     bool found;
     int n;
-    if (rg_match_attention(c, b, &found, a, bl, &n, NULL, 0)) return c->e->code;
+    char why[160] = "";
+    if (rg_match_attention(c, b, &found, a, bl, &n, why, sizeof why)) return c->e->code;
+    if (getenv("RGDBG")) fprintf(stderr, "DBG match %s: %d %s\n", rg_block_name(c, b), found, why);
     bool overlap = false;
     for (int i = 0; found && i < n; i++) overlap |= claimed[bl[i]];
     if (!found || overlap) continue;
@@ -435,6 +436,7 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
     double dt = 0;
     const char *stop;
     if (attention_delta(c, att[a], att_blocks[a], att_n[a], &dt, &stop)) return c->e->code;
+    if (getenv("RGDBG")) fprintf(stderr, "DBG attention %d: %s dt %g\n", a, stop ? stop : "-", dt);
     if (!stop) {
       att[keep] = att[a], att_blocks[keep] = att_blocks[a], att_n[keep++] = att_n[a];
     }
@@ -497,6 +499,7 @@ hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, con
   c.budget = o.local_budget > 0 ? o.local_budget : gpu ? c.m.smem_per_cta_max : DEFAULT_BUDGET_CPU;
   c.halo_max = o.halo_max > 0 ? o.halo_max : DEFAULT_HALO_MAX;
   c.occ_sat = gpu ? OCC_SAT_GPU : 1.0;
+  c.no_rollback = o.no_rollback;
   p->g = g;
   for (int i = 0; i < g->n; i++) p->region_of[i] = -1;
   for (int k = 0; k < g->noutputs; k++) c.is_output[g->outputs[k]] = 1;

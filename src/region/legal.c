@@ -59,6 +59,57 @@ void rg_natural_tile(const rg_ctx *c, int block, int64_t *tile) {
   if (b->nout > 0) tile[b->nout - 1] = -1;
 }
 
+/* ---- memoized Poly Core answers ------------------------------------------------ */
+static rg_memo *memo_of(rg_ctx *c, int block, int access) {
+  if (!c->memo) {
+    c->memo = hp_arena_alloc(c->arena, sizeof(rg_memo) * (size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1);
+    if (!c->memo) return NULL;
+  }
+  /* key on the first access reading the same tensor: MUL(x, x) is one edge */
+  const poly_block_info *b = poly_block(c->pv, block);
+  int a = access;
+  for (int k = 0; k < access; k++)
+    if (!b->access[k].write && b->access[k].tensor == b->access[access].tensor) a = k, k = access;
+  return &c->memo[(size_t)block * POLY_MAX_ACC + (size_t)a];
+}
+
+static hp_status memo_halo(rg_ctx *c, int tensor, int block, int access, const poly_halo **out) {
+  rg_memo *m = memo_of(c, block, access);
+  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m->has_halo) {
+    int64_t tile[POLY_MAX_VARS];
+    rg_natural_tile(c, block, tile);
+    if (poly_can_compute_at(c->e, c->pv, tensor, block, tile, &m->halo)) return c->e->code;
+    m->has_halo = true;
+  }
+  *out = &m->halo;
+  return HP_OK;
+}
+
+static hp_status memo_pointwise(rg_ctx *c, int block, int access, bool *pw) {
+  rg_memo *m = memo_of(c, block, access);
+  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m->has_pw) {
+    if (poly_access_is_pointwise(c->e, c->pv, block, access, &m->pointwise)) return c->e->code;
+    m->has_pw = true;
+  }
+  *pw = m->pointwise;
+  return HP_OK;
+}
+
+hp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix, const poly_min_buffer **out) {
+  rg_memo *m = memo_of(c, block, access);
+  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m->has_mb[prefix]) {
+    int64_t tile[POLY_MAX_VARS];
+    for (int v = 0; v < POLY_MAX_VARS; v++) tile[v] = v < prefix ? 1 : -1;
+    if (poly_min_buffer_for_edge(c->e, c->pv, tensor, block, tile, c->budget, &m->mb[prefix])) return c->e->code;
+    m->has_mb[prefix] = true;
+  }
+  *out = &m->mb[prefix];
+  return HP_OK;
+}
+
 /* Internal edges: (producer block, consumer block, access). */
 typedef struct iedge {
   int from, to, access, tensor;
@@ -112,10 +163,9 @@ static bool check_ucc(rg_ctx *c, const int *blocks, int n, rg_eval *ev) {
 
 static bool check_halos(rg_ctx *c, const iedge *ed, int ne, rg_eval *ev) {
   for (int i = 0; i < ne; i++) {
-    int64_t tile[POLY_MAX_VARS];
-    rg_natural_tile(c, ed[i].to, tile);
-    poly_halo h;
-    if (poly_can_compute_at(c->e, c->pv, ed[i].tensor, ed[i].to, tile, &h)) return false;
+    const poly_halo *hp = NULL;
+    if (memo_halo(c, ed[i].tensor, ed[i].to, ed[i].access, &hp)) return false;
+    const poly_halo h = *hp;
     if (!h.ok) return illegal(ev, "compute_at_illegal", "%s at %s: %s", rg_block_name(c, ed[i].from), rg_block_name(c, ed[i].to), h.why);
     int64_t core = h.elems - h.halo_elems;
     if (h.halo_elems > 0 && (double)h.halo_elems > c->halo_max * (double)(core > 0 ? core : 1))
@@ -156,9 +206,9 @@ static bool check_contraction(rg_ctx *c, const int *blocks, int n, int K, const 
                      reaches(ed, ne, b, K) ? "computes an operand of the contraction (a prologue)" : "is not fed by the contraction");
   }
   for (int i = 0; i < ne; i++) {
-    bool pw;
+    bool pw = false;
     if (operand_cast(c, blocks, n, K, ed, ne, ed[i].from)) continue; /* an operand, read as the epilogue likes */
-    if (poly_access_is_pointwise(c->e, c->pv, ed[i].to, ed[i].access, &pw)) return false;
+    if (memo_pointwise(c, ed[i].to, ed[i].access, &pw)) return false;
     if (!pw)
       return illegal(ev, "unsupported_shape", "the epilogue op %s reads %s not pointwise", rg_block_name(c, ed[i].to),
                      rg_block_name(c, ed[i].from));
@@ -182,12 +232,9 @@ static bool check_rows(rg_ctx *c, const int *blocks, int n, const iedge *ed, int
   int64_t per_tensor_max = 0;
   for (int i = 0; i < ne; i++) {
     if (!rg_in(loops, nl, ed[i].from)) continue; /* a converted operand, loaded by its readers */
-    int64_t tile[POLY_MAX_VARS];
-    const poly_block_info *to = poly_block(c->pv, ed[i].to);
-    for (int v = 0; v < POLY_MAX_VARS; v++) tile[v] = v < ev->prefix ? 1 : -1;
-    (void)to;
-    poly_min_buffer mb;
-    if (poly_min_buffer_for_edge(c->e, c->pv, ed[i].tensor, ed[i].to, tile, c->budget, &mb)) return false;
+    const poly_min_buffer *mbp = NULL;
+    if (rg_min_buffer(c, ed[i].tensor, ed[i].to, ed[i].access, ev->prefix, &mbp)) return false;
+    const poly_min_buffer mb = *mbp;
     if (mb.buffer == PLAN_BUF_GMEM)
       return illegal(ev, "buffer_too_large", "%s needs %lld bytes of %s per point of the %d shared loops (budget %lld)",
                      rg_block_name(c, ed[i].to), (long long)mb.halo.footprint_bytes, rg_block_name(c, ed[i].from),

@@ -69,6 +69,7 @@ typedef struct rg_ctx {
   int64_t budget;
   double halo_max;
   double occ_sat;
+  bool no_rollback;
   hp_arena *arena;  /* lives as long as the context */
   int nunits;
   rg_unit *units;
@@ -81,6 +82,9 @@ typedef struct rg_ctx {
   /* scratch, g->n each */
   char *mark, *mark2;
   int *stack, *outs;
+  /* Poly Core answers per (consumer block, first access reading the tensor),
+   * computed once: the same edges come back in many candidate sets */
+  struct rg_memo *memo;
   /* evaluation cache */
   int ncache, capcache;
   rg_cache_entry **cache;
@@ -104,7 +108,16 @@ hp_status rg_match_attention(rg_ctx *c, int pv_block, bool *found, rg_attention 
                              char *why, int cap);
 
 /* legal.c: legality and shape of a set (no cost) */
+typedef struct rg_memo {
+  bool has_halo, has_pw;
+  poly_halo halo; /* at the consumer's natural tile */
+  bool pointwise;
+  bool has_mb[POLY_MAX_VARS + 1];
+  poly_min_buffer mb[POLY_MAX_VARS + 1]; /* at the tile of a p-dimensional shared prefix */
+} rg_memo;
 hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev);
+/* min_buffer_for_edge at the tile of a p-dimensional shared prefix, memoized */
+hp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix, const poly_min_buffer **out);
 /* the tile a block's natural kernel computes (halo checks) */
 void rg_natural_tile(const rg_ctx *c, int block, int64_t *tile);
 bool rg_in(const int *set, int n, int x);

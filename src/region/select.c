@@ -280,7 +280,7 @@ static hp_status greedy(rg_ctx *c, int *region_of_unit, int *nregions) {
           last = cand[i];
           last_dt = a.dtime;
           grew = true;
-        } else if (threshold_stop(a.reason) && last >= 0) {
+        } else if (threshold_stop(a.reason) && last >= 0 && !c->no_rollback) {
           /* one-step rollback: R without `last`, with cand[i] instead */
           int k = 0;
           while (R[k] != last) k++;
