@@ -436,6 +436,7 @@ void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double abs
   in.sm90_tile_broken = c->m.arch == PLAN_ARCH_SM90 && mma && ok_before && !ok_after;
   in.in_dtype = after->info.in_dtype;
   plan_fusion_delta(&in, &c->m, out);
+  if (plan_smem_near_limit(&in.after, &c->m)) out->stops |= PLAN_STOP_SMEM80; /* also when no CTA fits at all */
   /* §4.2 "CTA/SM drops to 1" matters when it leaves the SM below the
    * occupancy that saturates it (occ_sat): one CTA of 8 warps still runs a
    * tensor-core GEMM at full speed */
