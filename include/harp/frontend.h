@@ -306,6 +306,11 @@ char *hp_decompile(const hp_program *p);
  * ignored).  On difference, why (may be NULL) says where. */
 bool hp_program_equal(const hp_program *a, const hp_program *b, char *why, int cap);
 
+/* Bind main's shape variables from the actual shape of parameter `param`
+ * (as the CLI does with an input file); InputMismatch when it does not fit. */
+hp_status hp_program_bind_input(hp_error *e, const hp_program *p, const char *param, int rank, const int64_t *dims,
+                                tiny_symtab *syms);
+
 /* ---- lowering ------------------------------------------------------------ */
 /* Lower main (subgraph calls inlined) into a new Tiny graph.  Shapes keep the
  * DSL's symbols; INPUT tensor_ids are the parameter names; the outputs are

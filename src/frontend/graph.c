@@ -341,3 +341,32 @@ hp_val hp_output(hp_graph *g, const char *name, hp_val v) {
   o->v = v;
   return v;
 }
+
+hp_status hp_program_bind_input(hp_error *e, const hp_program *p, const char *param, int rank, const int64_t *dims,
+                                tiny_symtab *syms) {
+  const hp_graph *g = hp_program_find(p, "main");
+  if (!g) return hp_fail(e, HP_E_INVALID_ARG, NULL, "the program has no graph named main");
+  for (int i = 0; i < g->nparams; i++) {
+    const fe_node *n = fe_node_of(g, g->params[i]);
+    if (strcmp(n->name, param) != 0) continue;
+    if (rank != n->shape.rank)
+      return hp_fail(e, HP_E_INPUT_MISMATCH, param, "input %s has rank %d, the model declares rank %d", param, rank,
+                     n->shape.rank);
+    for (int d = 0; d < rank; d++) {
+      int64_t v, old;
+      const char *sym = fe_dim_is_sym(n->shape.d[d]);
+      if (fe_dim_is_int(n->shape.d[d], &v)) {
+        if (v != dims[d])
+          return hp_fail(e, HP_E_INPUT_MISMATCH, param, "input %s axis %d is %" PRId64 ", the model declares %" PRId64,
+                         param, d, dims[d], v);
+      } else if (sym) {
+        if (tiny_symtab_get(syms, sym, &old) && old != dims[d])
+          return hp_fail(e, HP_E_INPUT_MISMATCH, param, "input %s axis %d is %" PRId64 " but %s is already %" PRId64, param,
+                         d, dims[d], sym, old);
+        if (tiny_symtab_set(e, syms, sym, dims[d])) return e->code;
+      }
+    }
+    return HP_OK;
+  }
+  return hp_fail(e, HP_E_USAGE, param, "the model has no parameter %s", param);
+}

@@ -642,6 +642,24 @@ static hp_val h_gather(sema *S, const fe_ex *call, hp_op op) {
   return chk(S, call, hp_gather(S->g, x, ix, (int)(axis < -64 || axis > 64 ? 64 : axis)));
 }
 
+/* constant(value, dtype): a rank-0 tensor of a fixed dtype */
+static hp_val h_constant(sema *S, const fe_ex *call, hp_op op) {
+  (void)op;
+  BIND({"value", A_FLOAT, true}, {"dtype", A_DTYPE, true});
+  double v;
+  tiny_dtype dt;
+  bool b;
+  if (A.e[0]->k == E_BOOL) {
+    if (!get_bool(S, A.e[0], "value", &b)) return FAILED;
+    v = b;
+  } else if (!get_float(S, A.e[0], "value", &v)) {
+    return FAILED;
+  }
+  if (!get_dtype(S, A.e[1], &dt)) return FAILED;
+  at_ex(S, call);
+  return chk(S, call, hp_const_typed(S->g, v, dt));
+}
+
 static const struct builtin {
   const char *name;
   hp_op op;
@@ -668,7 +686,7 @@ static const struct builtin {
     {"permute", HP_OP_PERMUTE, h_permute_flip},   {"flip", HP_OP_FLIP, h_permute_flip},
     {"pad", HP_OP_PAD, h_pad},           {"slice", HP_OP_SLICE, h_slice},
     {"concat", HP_OP_CONCAT, h_concat},  {"cast", HP_OP_CAST, h_cast},
-    {"gather", HP_OP_GATHER, h_gather},
+    {"gather", HP_OP_GATHER, h_gather},  {"constant", HP_OP_CONST, h_constant},
 };
 
 /* ---- subgraph calls -------------------------------------------------------------- */
