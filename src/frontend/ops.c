@@ -122,13 +122,14 @@ hp_val fe_input(hp_graph *g, const char *name, tiny_dtype dt, const fe_shape *s)
     g->params = p;
     g->pcap = cap;
   }
+  const char *nm = fe_strdup(g, name);
   fe_node *n;
-  hp_val v = fe_finish(g, HP_OP_INPUT, NULL, 0, dt, s, &n);
+  hp_val v = nm ? fe_finish(g, HP_OP_INPUT, NULL, 0, dt, s, &n) : -1;
   if (v < 0) return -1;
-  n->name = fe_strdup(g, name);
+  n->name = nm;
   n->a.input.index = g->nparams;
   g->params[g->nparams++] = v;
-  return g->err.code ? -1 : v;
+  return v;
 }
 
 hp_val hp_input(hp_graph *g, const char *name, tiny_dtype dt, int rank, const tiny_dim *dims) {

@@ -79,10 +79,19 @@ static void error_at(parser *P, const fe_tok *t, const char *fmt, ...) {
 
 static void expected(parser *P, const char *what) {
   const fe_tok *t = peek(P);
+  /* Something missing at the end of a line is reported there, not at the
+   * start of the next one. */
+  fe_tok at_end = *t;
+  if (t->bol && P->i > 0 && P->t[P->i - 1].line < t->line) {
+    const fe_tok *prev = &P->t[P->i - 1];
+    at_end.line = prev->line;
+    at_end.col = prev->col + prev->len;
+    at_end.k = T_EOF;
+  }
   if (t->k == T_NAME || t->k == T_INT || t->k == T_FLOAT || t->k == T_RESERVED)
-    error_at(P, t, "expected %s, found '%.*s'", what, t->len, t->s);
+    error_at(P, &at_end, "expected %s, found '%.*s'", what, t->len, t->s);
   else
-    error_at(P, t, "expected %s, found %s", what, fe_tok_name(t->k));
+    error_at(P, &at_end, "expected %s, found %s", what, fe_tok_name(t->k));
 }
 
 static bool expect(parser *P, fe_tok_kind k, const char *what) {
@@ -111,14 +120,29 @@ static const char *ident(parser *P, const char *what) {
   return NULL;
 }
 
-/* Skip to where a statement can start: a token opening a line outside
- * brackets, ';' or '}' (not consumed), or EOF. */
-static void sync_stmt(parser *P) {
+/* Does token i start a line that looks like a statement even though an
+ * unclosed bracket precedes it ('return', '}', 'graph', or NAME '=' not
+ * continuing a ',' or '(' of the line before)? */
+static bool looks_like_stmt(const parser *P, int i) {
+  const fe_tok *t = &P->t[i];
+  if (!t->bol) return false;
+  if (t->k == T_RETURN || t->k == T_RBRACE || t->k == T_GRAPH) return true;
+  fe_tok_kind prev = i > 0 ? P->t[i - 1].k : T_EOF;
+  return t->k == T_NAME && i + 1 < P->n && P->t[i + 1].k == T_ASSIGN && prev != T_COMMA && prev != T_LPAREN &&
+         prev != T_LBRACK;
+}
+
+/* Skip to where a statement can start: a token opening a line at the
+ * bracket depth the broken statement started at (or one that looks like a
+ * statement: brackets may be unbalanced), ';' or '}' (not consumed), EOF. */
+static void sync_stmt(parser *P, int start) {
+  int d0 = P->t[start].depth;
   bool first = true;
   while (!at(P, T_EOF)) {
     const fe_tok *t = peek(P);
-    if (t->depth == 0 && (t->k == T_RBRACE || t->k == T_GRAPH || (t->bol && !first))) break;
-    if (t->depth == 0 && t->k == T_SEMI) {
+    if (!first && P->i > start && (looks_like_stmt(P, P->i) || (t->bol && t->depth <= d0))) break;
+    if (t->depth <= d0 && (t->k == T_RBRACE || t->k == T_GRAPH)) break;
+    if (t->depth <= d0 && t->k == T_SEMI) {
       next(P);
       break;
     }
@@ -424,9 +448,10 @@ static bool graph(parser *P, fe_ast_graph *g) {
     if (at(P, T_GRAPH) && peek(P)->bol) break; /* a missing '}' */
     fe_ast_stmt *s = vec_push(P, &v);
     if (!s) break;
+    int start = P->i;
     if (!stmt(P, s)) {
       v.n--; /* drop the broken statement */
-      sync_stmt(P);
+      sync_stmt(P, start);
     }
   }
   g->nstmts = v.n;
