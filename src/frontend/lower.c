@@ -489,12 +489,13 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
   const hp_graph *g = L->g;
   int n = L->t->n;
   const char **final = hp_xcalloc((size_t)n + 1, sizeof *final); /* node -> name of the value it is */
+  bool *is_out = hp_xcalloc((size_t)n + 1, sizeof *is_out);       /* final[j] is an output's name */
   const char **resv = hp_xcalloc((size_t)g->nout + 1, sizeof *resv);
   int *remap = hp_xcalloc((size_t)n + 1, sizeof *remap);
   tiny_graph *t = tiny_graph_new();
   hp_status s = HP_OK;
   namer N = {t, resv, 0, {0}};
-  if (!final || !resv || !remap || !t) {
+  if (!final || !is_out || !resv || !remap || !t) {
     s = hp_fail(L->e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
@@ -504,7 +505,7 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
   for (int k = 0; k < g->nout; k++) {
     resv[N.nresv++] = g->outs[k].name;
     int j = L->tn[g->outs[k].v];
-    if (j >= 0 && !final[j] && L->t->nodes[j].op != TINY_INPUT) final[j] = g->outs[k].name;
+    if (j >= 0 && !final[j] && L->t->nodes[j].op != TINY_INPUT) final[j] = g->outs[k].name, is_out[j] = true;
   }
   for (int v = 1; v <= g->n; v++) {
     int j = L->tn[v];
@@ -523,7 +524,7 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
     if (nd->op == TINY_INPUT) {
       id = nd->a.input.tensor_id;
     } else if (final[j]) {
-      id = name_free(&N, final[j], final[j]) ? final[j] : unique(&N, final[j]);
+      id = name_free(&N, final[j], is_out[j] ? final[j] : NULL) ? final[j] : unique(&N, final[j]);
     } else {
       int o = L->owner[j];
       const fe_node *fn = o > 0 ? fe_node_of(g, o) : NULL;
@@ -550,6 +551,7 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
   }
 done:
   free(final);
+  free(is_out);
   free(resv);
   free(remap);
   if (s) {
