@@ -283,11 +283,13 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       hp_status st = write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
+    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view")) {
+      continue; /* dump_poly.c, below */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  return HP_OK;
+  return cli_write_poly_dumps(e, o, m);
 }
 
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {

@@ -58,6 +58,8 @@ void cli_model_free(cli_model *m);
  * returns HP_OK.  Fails on an unknown dump name. */
 hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 bool cli_wants_dump(const cli_opts *o, const char *name);
+/* indexbook.json / poly_view.json when asked for (dump_poly.c). */
+hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
@@ -72,5 +74,6 @@ int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_decompile(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

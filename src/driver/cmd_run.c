@@ -20,7 +20,7 @@ static const char run_help[] =
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
     "  --backend B            interp (the reference interpreter; default)\n"
-    "  --dump LIST            comma-separated IR dumps: tiny (more as layers land)\n"
+    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
