@@ -9,6 +9,16 @@
 
 #include "fe_int.h"
 
+/* A value that is a merge of trailing axes of another Tiny node (a flatten,
+ * attention's head merge): matmul reads the unmerged node instead, so that
+ * its contraction stays affine (merging axes needs div/mod; splitting the
+ * other operand does not). */
+typedef struct lw_split {
+  int node;       /* the unmerged Tiny node, -1 if none */
+  fe_shape shape; /* its shape: [.., k1, .., kr] merged into [.., k1*..*kr] */
+  int r;          /* trailing axes merged (>= 2) */
+} lw_split;
+
 typedef struct lw {
   hp_error *e;
   const hp_program *fp;    /* the flat program (for source positions) */
@@ -16,6 +26,7 @@ typedef struct lw {
   tiny_graph *t;           /* being built */
   const tiny_symtab *bind; /* symbol values for dims that are expressions; may be NULL */
   int *tn;                 /* frontend value v -> Tiny node index, -1 if none yet */
+  lw_split *split;         /* v -> its unmerged form, if any */
   int *owner;              /* Tiny node -> the frontend value whose lowering made it */
   int cap_owner;
   const fe_node *cur;      /* the op being lowered (errors point at it) */
@@ -59,6 +70,10 @@ bool lw_same_shape(const fe_shape *a, const fe_shape *b);
 const fe_node *lw_in(const lw *L, int i);
 int lw_tin(lw *L, int i, tiny_dtype dt);
 hp_status lw_unsupported(lw *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Record that value v (the current op) merges the trailing r axes of node
+ * `node` of shape s, when r >= 2 and the leading axes match. */
+void lw_note_split(lw *L, int node, const fe_shape *s, const fe_shape *merged);
 
 /* lower_nn.c: each returns the op's result node, -1 on error. */
 int lw_matmul(lw *L);

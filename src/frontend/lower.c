@@ -230,6 +230,20 @@ void lw_drop(const fe_shape *s, const int *axes, int n, fe_shape *out) {
   }
 }
 
+void lw_note_split(lw *L, int node, const fe_shape *s, const fe_shape *merged) {
+  int rm = merged->rank, r = s->rank - rm + 1;
+  if (node < 0 || rm < 1 || r < 2 || !lw_can_shape(L, s)) return;
+  for (int i = 0; i < rm - 1; i++)
+    if (strcmp(s->d[i]->text, merged->d[i]->text) != 0) return;
+  const fe_dim *k = fe_dim_int(L->fp->arena, 1);
+  for (int i = rm - 1; i < s->rank; i++) k = fe_dim_mul(L->fp->arena, k, s->d[i]);
+  if (!k || strcmp(k->text, merged->d[rm - 1]->text) != 0) return;
+  lw_split *sp = &L->split[fe_val_of(L->g, L->cur)];
+  sp->node = node;
+  sp->shape = *s;
+  sp->r = r;
+}
+
 /* ---- operands ---------------------------------------------------------------------- */
 const fe_node *lw_in(const lw *L, int i) { return fe_node_of(L->g, L->cur->in[i]); }
 
@@ -387,7 +401,10 @@ static int lower_move(lw *L, const fe_node *n) {
   const fe_node *x = lw_in(L, 0);
   int t = lw_tin(L, 0, x->dtype);
   switch (n->op) {
-  case HP_OP_RESHAPE: return lw_same_shape(&x->shape, &n->shape) ? t : lw_reshape(L, t, &n->shape);
+  case HP_OP_RESHAPE:
+    if (lw_same_shape(&x->shape, &n->shape)) return t;
+    lw_note_split(L, t, &x->shape, &n->shape);
+    return lw_reshape(L, t, &n->shape);
   case HP_OP_PERMUTE: return lw_permute(L, t, n->a.perm.v, n->a.perm.n);
   case HP_OP_EXPAND: {
     if (lw_same_shape(&x->shape, &n->shape)) return t;
@@ -513,8 +530,20 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
     if (j < 0 || final[j] || L->t->nodes[j].op == TINY_INPUT || L->owner[j] != v) continue;
     final[j] = fn->name ? fn->name : hp_arena_printf(A, "%s_%d", hp_op_name(fn->op), v);
   }
+  /* only what the outputs need (a merge that matmul read around, say) */
+  char *live = hp_xcalloc((size_t)n + 1, 1);
+  if (!live) {
+    s = hp_fail(L->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  for (int k = 0; k < g->nout; k++)
+    if (L->tn[g->outs[k].v] >= 0) live[L->tn[g->outs[k].v]] = 1;
+  for (int j = n - 1; j >= 0; j--)
+    for (int k = 0; live[j] && k < L->t->nodes[j].nsrc; k++)
+      if (L->t->nodes[j].src[k].node >= 0) live[L->t->nodes[j].src[k].node] = 1;
   for (int j = 0; j < n && !s; j++) {
     const tiny_node *nd = &L->t->nodes[j];
+    if (!live[j] && nd->op != TINY_INPUT) continue;
     tiny_src src[TINY_MAX_SRC];
     for (int k = 0; k < nd->nsrc; k++) {
       src[k] = nd->src[k];
@@ -549,6 +578,7 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
     }
     if (j < 0 || tiny_mark_output(t, j) < 0) s = hp_fail(L->e, HP_E_INTERNAL, o->name, "%s", t->err.msg);
   }
+  free(live);
 done:
   free(final);
   free(is_out);
@@ -569,15 +599,16 @@ hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bi
   hp_program *fp = NULL;
   if (fe_flatten(e, p, &fp)) return e->code;
   const hp_graph *g = hp_program_find(fp, "main");
-  lw L = {e, fp, g, tiny_graph_new(), bind, hp_xcalloc((size_t)g->n + 1, sizeof(int)), NULL, 0, NULL, 0};
+  lw L = {e, fp, g, tiny_graph_new(), bind, hp_xcalloc((size_t)g->n + 1, sizeof(int)),
+          hp_xcalloc((size_t)g->n + 1, sizeof(lw_split)), NULL, 0, NULL, 0};
   hp_status s = HP_OK;
-  if (!L.t || !L.tn) {
+  if (!L.t || !L.tn || !L.split) {
     s = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int i = 0; i < g->nsv && defaults && !s; i++)
     if (g->sv[i].dflt >= 0 && tiny_symtab_set(e, defaults, g->sv[i].name, g->sv[i].dflt)) s = e->code;
-  for (int v = 0; v <= g->n; v++) L.tn[v] = -1;
+  for (int v = 0; v <= g->n; v++) L.tn[v] = -1, L.split[v].node = -1;
   for (int i = 0; i < g->nparams && !s; i++) {
     const fe_node *n = fe_node_of(g, g->params[i]);
     L.cur = n;
@@ -620,6 +651,7 @@ hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bi
   }
 done:
   free(L.tn);
+  free(L.split);
   free(L.owner);
   if (s) tiny_graph_free(L.t);
   else *out = L.t;

@@ -41,27 +41,44 @@ static fe_shape cat(const fe_shape *s, int n, const fe_dim *const *d) {
 static tiny_dtype acc_of(tiny_dtype dt) { return tiny_dtype_is_float(dt) ? TINY_FP32 : dt; }
 
 /* ---- matmul ------------------------------------------------------------------ */
+/* With A a merge of trailing axes k1..kr of a node (a flatten), the
+ * contraction runs over k1..kr of that node and B is split to
+ * [.., k1, .., kr, N] instead: both reads stay affine. */
 int lw_matmul(lw *L) {
   const fe_node *n = L->cur, *a = lw_in(L, 0), *b = lw_in(L, 1);
   int R = n->shape.rank, ra = a->shape.rank, rb = b->shape.rank;
-  const fe_dim *one = ONE(L), *M = a->shape.d[ra - 2], *K = a->shape.d[ra - 1], *N = b->shape.d[rb - 1];
+  const lw_split *sp = &L->split[n->in[0]];
+  fe_shape ash = a->shape;
+  int r = 1, ta;
+  if (sp->node >= 0 && R + sp->r <= TINY_MAX_RANK) {
+    ash = sp->shape;
+    r = sp->r;
+    ta = sp->node;
+  } else {
+    ta = lw_tin(L, 0, a->dtype);
+  }
+  const fe_dim *one = ONE(L), *M = a->shape.d[ra - 2], *N = b->shape.d[rb - 1];
   fe_shape as = {0}, bs = {0}, full = {0};
-  as.rank = bs.rank = full.rank = R + 1;
-  for (int i = 0; i <= R; i++) as.d[i] = bs.d[i] = one;
-  for (int i = 0; i < ra; i++) as.d[R - ra + i] = a->shape.d[i];
+  int T = R + r; /* [batch.., M, k1..kr, N] */
+  as.rank = bs.rank = full.rank = T;
+  for (int i = 0; i < T; i++) as.d[i] = bs.d[i] = one;
+  for (int i = 0; i < ash.rank; i++) as.d[R - ra + i] = ash.d[i];
   for (int i = 0; i < rb - 2; i++) bs.d[R - rb + i] = b->shape.d[i];
-  bs.d[R - 1] = b->shape.d[rb - 2];
-  bs.d[R] = N;
   for (int i = 0; i < R - 2; i++) full.d[i] = n->shape.d[i];
   full.d[R - 2] = M;
-  full.d[R - 1] = K;
-  full.d[R] = N;
-  int x = lw_fit(L, lw_reshape(L, lw_tin(L, 0, a->dtype), &as), &as, &full);
+  int axes[TINY_MAX_RANK];
+  for (int j = 0; j < r; j++) {
+    const fe_dim *k = r == 1 ? b->shape.d[rb - 2] : ash.d[ash.rank - r + j];
+    bs.d[R - 1 + j] = k;
+    full.d[R - 1 + j] = ash.d[ash.rank - r + j];
+    axes[j] = R - 1 + j;
+  }
+  bs.d[T - 1] = full.d[T - 1] = N;
+  int x = lw_fit(L, lw_reshape(L, ta, &as), &as, &full);
   int y = lw_fit(L, lw_reshape(L, lw_tin(L, 1, b->dtype), &bs), &bs, &full);
   tiny_dtype acc = acc_of(n->dtype);
-  int axis = R - 1;
-  int r = lw_reduce(L, lw_bin(L, TINY_MUL, x, y), TINY_RSUM, &axis, 1, acc);
-  return lw_cast_if(L, r, acc, n->dtype);
+  int red = lw_reduce(L, lw_bin(L, TINY_MUL, x, y), TINY_RSUM, axes, r, acc);
+  return lw_cast_if(L, red, acc, n->dtype);
 }
 
 /* ---- conv2d ---------------------------------------------------------------------- */
@@ -252,7 +269,13 @@ int lw_attention(lw *L) {
     for (int i = 0; i < nb + 3; i++) perm[i] = i;
     perm[nb] = nb + 1;
     perm[nb + 1] = nb;
-    o = lw_reshape(L, lw_permute(L, o, perm, nb + 3), &n->shape);
+    int op = lw_permute(L, o, perm, nb + 3);
+    fe_shape ms = q->shape; /* [.., M, h, Dv] */
+    ms.d[nb + 1] = fe_dim_int(A, h);
+    ms.d[nb + 2] = Dv;
+    ms.rank = nb + 3;
+    lw_note_split(L, op, &ms, &n->shape);
+    o = lw_reshape(L, op, &n->shape);
   }
   return o;
 }

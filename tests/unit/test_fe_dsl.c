@@ -393,6 +393,36 @@ static void test_lower_attention_layernorm(void **st) {
   tiny_graph_free(g);
 }
 
+/* A matmul after a flatten contracts over the unflattened axes (affine
+ * reads) and the flatten itself disappears; the numbers are unchanged. */
+static void test_lower_flatten_matmul(void **st) {
+  (void)st;
+  const char *src = "graph main(x: f32[2, 3, 2, 2], w: f32[12, 5]) -> (y: f32[2, 5]) {\n"
+                    "  return reshape(relu(x), [2, -1]) @ w\n}\n";
+  tiny_graph *g = lower(src, NULL);
+  const tiny_node *red = NULL;
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].op == TINY_REDUCE) red = &g->nodes[i];
+  assert_non_null(red);
+  assert_int_equal(red->a.reduce.n, 3);
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].op == TINY_RESHAPE && g->nodes[i].a.reshape.shape.rank == 2) fail_msg("the flatten is still there");
+  tiny_graph_free(g);
+  uint64_t seed = 6;
+  hp_tensor in[2] = {fu_random(TINY_FP32, 4, (int64_t[]){2, 3, 2, 2}, &seed), fu_random(TINY_FP32, 2, (int64_t[]){12, 5}, &seed)},
+            out;
+  fu_run(src, NULL, in, 2, &out);
+  double want[10];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 5; j++) {
+      want[i * 5 + j] = 0;
+      for (int k = 0; k < 12; k++) want[i * 5 + j] += fmax(fu_get(&in[0], i * 12 + k), 0) * fu_get(&in[1], k * 5 + j);
+    }
+  fu_expect(&out, want, 10, 1e-6, 1e-6);
+  for (int i = 0; i < 2; i++) hp_tensor_free(&in[i]);
+  hp_tensor_free(&out);
+}
+
 /* Outputs: ids are the output names, in order; a parameter or a repeated value
  * is copied by an identity CAST. */
 static void test_output_names(void **st) {
@@ -590,6 +620,7 @@ int main(void) {
       cmocka_unit_test(test_lower_gemm),
       cmocka_unit_test(test_lower_conv),
       cmocka_unit_test(test_lower_attention_layernorm),
+      cmocka_unit_test(test_lower_flatten_matmul),
       cmocka_unit_test(test_output_names),
       cmocka_unit_test(test_decompile_examples),
       cmocka_unit_test(test_decompile_everything),
