@@ -318,13 +318,23 @@ static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
       if (g->nodes[i].in[j] > 0) uses[g->nodes[i].in[j]]++;
   for (int k = 0; k < g->nout && ok; k++)
     if (g->outs[k].v > 0) uses[g->outs[k].v]++;
+  /* height[v]: how deep v's expression nests when written in place; a
+   * statement starts afresh (the printer and the parser recurse) */
+  int *height = hp_xcalloc((size_t)g->n + 2, sizeof *height);
+  ok = ok && height;
   for (int v = 1; v <= g->n && ok; v++) {
     const fe_node *n = fe_node_of(g, v);
     bool in_place = !n->name && n->op != HP_OP_INPUT && n->op != HP_OP_CALL && n->op != HP_OP_PROJ &&
                     ((n->op == HP_OP_CONST && n->weak) || uses[v] == 1);
+    int h = 1;
+    for (int j = 0; j < n->nin; j++)
+      if (n->in[j] > 0 && height[n->in[j]] + 1 > h) h = height[n->in[j]] + 1;
+    if (in_place && h > 32 && !(n->op == HP_OP_CONST && n->weak)) in_place = false;
+    height[v] = in_place ? h : 0;
     if (n->op == HP_OP_CALL) continue; /* written through its PROJ nodes */
     if (!in_place && !(name[v] = claim(&N, A, n->name, v))) ok = false;
   }
+  free(height);
   if (!ok) goto done;
   hp_str_puts(s, "graph");
   if (g->nsv) {

@@ -77,12 +77,8 @@ static bool same_attrs(const fe_node *x, const fe_node *y) {
   }
 }
 
-static bool node_eq(eq *E, hp_val va, hp_val vb, int depth) {
-  if (va == HP_NONE || vb == HP_NONE) return va == vb || differ(E, "an optional operand is present in one only");
-  if (E->pair[va] == vb) return true;
-  const fe_node *x = fe_node_of(E->a, va), *y = fe_node_of(E->b, vb);
-  if (!x || !y) return differ(E, "a value is missing");
-  if (depth > 100000) return differ(E, "the graph is too deep to compare");
+/* The node-local part: op, type, attributes, operand count. */
+static bool node_alike(eq *E, const fe_node *x, const fe_node *y) {
   char sx[256], sy[256];
   if (x->op != y->op)
     return differ(E, "graph %s: %s (line %d) vs %s (line %d)", E->a->name, hp_op_name(x->op), x->line, hp_op_name(y->op), y->line);
@@ -94,10 +90,48 @@ static bool node_eq(eq *E, hp_val va, hp_val vb, int depth) {
   }
   if (!same_attrs(x, y)) return differ(E, "graph %s: %s attributes differ (line %d)", E->a->name, hp_op_name(x->op), x->line);
   if (x->nin != y->nin) return differ(E, "graph %s: %s operand counts differ", E->a->name, hp_op_name(x->op));
-  for (int i = 0; i < x->nin; i++)
-    if (!node_eq(E, x->in[i], y->in[i], depth + 1)) return false;
-  if (x->op != HP_OP_CONST) E->pair[va] = vb; /* literals may be shared on one side only */
   return true;
+}
+
+/* The DAGs under va and vb, walked with an explicit stack (graphs can be
+ * long chains).  A pair is recorded when first met: any difference below it
+ * fails the whole comparison anyway. */
+static bool node_eq(eq *E, hp_val va, hp_val vb) {
+  int cap = 64, n = 0;
+  hp_val(*st)[2] = hp_xmalloc(sizeof *st * (size_t)cap);
+  if (!st) return differ(E, "out of memory");
+  st[n][0] = va, st[n][1] = vb, n++;
+  bool ok = true;
+  while (n > 0 && ok) {
+    n--;
+    hp_val x = st[n][0], y = st[n][1];
+    if (x == HP_NONE || y == HP_NONE) {
+      ok = x == y || differ(E, "an optional operand is present in one only");
+      continue;
+    }
+    if (E->pair[x] == y) continue;
+    const fe_node *nx = fe_node_of(E->a, x), *ny = fe_node_of(E->b, y);
+    if (!nx || !ny) {
+      ok = differ(E, "a value is missing");
+      break;
+    }
+    if (!(ok = node_alike(E, nx, ny))) break;
+    if (nx->op != HP_OP_CONST) E->pair[x] = y; /* literals may be shared on one side only */
+    for (int i = 0; i < nx->nin && ok; i++) {
+      if (n == cap) {
+        cap *= 2;
+        hp_val(*ns)[2] = hp_xrealloc(st, sizeof *st * (size_t)cap);
+        if (!ns) {
+          ok = differ(E, "out of memory");
+          break;
+        }
+        st = ns;
+      }
+      st[n][0] = nx->in[i], st[n][1] = ny->in[i], n++;
+    }
+  }
+  free(st);
+  return ok;
 }
 
 static bool graph_eq(const hp_graph *a, const hp_graph *b, char *why, int cap) {
@@ -126,7 +160,7 @@ static bool graph_eq(const hp_graph *a, const hp_graph *b, char *why, int cap) {
       ok = differ(&E, "graph %s: output %d differs (%s: %s%s vs %s: %s%s)", a->name, k, x->name, tiny_dtype_name(x->dtype), sx,
                   y->name, tiny_dtype_name(y->dtype), sy);
     else
-      ok = node_eq(&E, x->v, y->v, 0);
+      ok = node_eq(&E, x->v, y->v);
   }
   free(E.pair);
   return ok;

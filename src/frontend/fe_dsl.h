@@ -87,7 +87,10 @@ struct fe_ex {
   fe_ex *l, *r;     /* BIN; NEG uses l */
   int n;            /* CALL args / LIST items */
   fe_arg *args;
+  int height;       /* of the subtree (bounded: the passes over it recurse) */
 };
+
+#define FE_MAX_EXPR_HEIGHT 1000 /* deeper expressions are a ParseError */
 
 typedef struct fe_ast_type {
   int dtype;

@@ -18,6 +18,7 @@ typedef struct parser {
   fe_diagctx *dc;
   bool oom;
   bool panic; /* inside an error: stay quiet until resynchronized */
+  int nest;   /* recursion depth of the expression parser */
 } parser;
 
 /* A growable array that ends in the arena. */
@@ -170,7 +171,36 @@ static fe_ex *new_ex(parser *P, fe_ex_kind k, const fe_tok *t) {
   return e;
 }
 
-static fe_ex *expr(parser *P);
+static fe_ex *expr_inner(parser *P);
+
+/* Bounds the parser's recursion and the height of the tree it builds (the
+ * later passes recurse over it). */
+static fe_ex *expr(parser *P) {
+  if (P->nest >= FE_MAX_EXPR_HEIGHT / 4) {
+    error_at(P, peek(P), "expression nested too deeply");
+    return NULL;
+  }
+  P->nest++;
+  fe_ex *e = expr_inner(P);
+  P->nest--;
+  return e;
+}
+
+static int height_of(const fe_ex *e) { return e ? e->height : 0; }
+
+/* The height of a node over its children; an error when too tall. */
+static fe_ex *grown(parser *P, fe_ex *e, const fe_tok *t) {
+  if (!e) return NULL;
+  int h = height_of(e->l) > height_of(e->r) ? height_of(e->l) : height_of(e->r);
+  for (int i = 0; i < e->n; i++)
+    if (height_of(e->args[i].e) > h) h = height_of(e->args[i].e);
+  e->height = h + 1;
+  if (e->height > FE_MAX_EXPR_HEIGHT) {
+    error_at(P, t, "expression too deep (more than %d levels); split it over several statements", FE_MAX_EXPR_HEIGHT);
+    return NULL;
+  }
+  return e;
+}
 
 /* args := arg (',' arg)* [','] ; arg := NAME '=' expr | expr
  * Used for call arguments (close = ')') and list items (close = ']'). */
@@ -212,12 +242,14 @@ static fe_ex *primary(parser *P) {
     e->num = t->num;
     e->is_int = t->k == T_INT;
     e->ival = t->ival;
+    e->height = 1;
     return e;
   case T_TRUE:
   case T_FALSE:
     next(P);
     if (!(e = new_ex(P, E_BOOL, t))) return NULL;
     e->b = t->k == T_TRUE;
+    e->height = 1;
     return e;
   case T_NAME:
     next(P);
@@ -227,7 +259,7 @@ static fe_ex *primary(parser *P) {
       next(P);
       if (!arg_list(P, T_RPAREN, true, e)) return NULL;
     }
-    return e;
+    return grown(P, e, t);
   case T_LPAREN:
     next(P);
     e = expr(P);
@@ -235,7 +267,7 @@ static fe_ex *primary(parser *P) {
   case T_LBRACK:
     next(P);
     if (!(e = new_ex(P, E_LIST, t))) return NULL;
-    return arg_list(P, T_RBRACK, false, e) ? e : NULL;
+    return arg_list(P, T_RBRACK, false, e) ? grown(P, e, t) : NULL;
   case T_RESERVED:
     error_at(P, t, "'%.*s' is a reserved word", t->len, t->s);
     return NULL;
@@ -247,9 +279,15 @@ static fe_ex *primary(parser *P) {
 static fe_ex *unary(parser *P) {
   if (at(P, T_MINUS)) {
     const fe_tok *t = next(P);
+    if (P->nest >= FE_MAX_EXPR_HEIGHT / 4) {
+      error_at(P, t, "expression nested too deeply");
+      return NULL;
+    }
     fe_ex *e = new_ex(P, E_NEG, t);
-    if (!e || !(e->l = unary(P))) return NULL;
-    return e;
+    P->nest++;
+    if (e) e->l = unary(P);
+    P->nest--;
+    return e && e->l ? grown(P, e, t) : NULL;
   }
   return primary(P);
 }
@@ -261,7 +299,7 @@ static fe_ex *binary(parser *P, fe_tok_kind op, const fe_tok *t, fe_ex *l, fe_ex
   e->op = op;
   e->l = l;
   e->r = r;
-  return e;
+  return grown(P, e, t);
 }
 
 /* term := unary (('*' | '/' | '@') unary)* */
@@ -285,7 +323,7 @@ static fe_ex *sum(parser *P) {
 }
 
 /* expr := sum [('<' | '<=' | '>' | '>=' | '==' | '!=') sum] */
-static fe_ex *expr(parser *P) {
+static fe_ex *expr_inner(parser *P) {
   fe_ex *e = sum(P);
   fe_tok_kind k = peek(P)->k;
   if (e && (k == T_LT || k == T_LE || k == T_GT || k == T_GE || k == T_EQEQ || k == T_NE)) {
@@ -462,7 +500,7 @@ static bool graph(parser *P, fe_ast_graph *g) {
 }
 
 bool fe_parse(const fe_tok *toks, int ntok, hp_arena *a, fe_diagctx *dc, fe_ast *out) {
-  parser P = {toks, ntok, 0, a, dc, false, false};
+  parser P = {toks, ntok, 0, a, dc, false, false, 0};
   vec v = {NULL, 0, 0, sizeof(fe_ast_graph)};
   memset(out, 0, sizeof *out);
   while (!at(&P, T_EOF) && !P.oom) {

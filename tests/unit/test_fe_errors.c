@@ -226,11 +226,55 @@ static void test_many_errors(void **st) {
   hp_str_free(&s);
 }
 
+/* Deep nesting and long chains: bounded errors or iterative passes, never a
+ * stack overflow. */
+static void test_deep(void **st) {
+  (void)st;
+  hp_str s;
+  hp_str_init(&s);
+  hp_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n  y = ");
+  for (int i = 0; i < 5000; i++) hp_str_puts(&s, "(");
+  hp_str_puts(&s, "x");
+  for (int i = 0; i < 5000; i++) hp_str_puts(&s, ")");
+  hp_str_puts(&s, "\n  return y\n}\n");
+  hp_error e = {0};
+  hp_program *p = NULL;
+  assert_int_equal(hp_harp_load_text(&e, s.buf, s.len, "deep.harp", &p), HP_E_PARSE);
+  assert_non_null(strstr(e.msg, "nested too deeply"));
+  hp_str_free(&s);
+  hp_str_init(&s);
+  hp_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n  y = x");
+  for (int i = 0; i < 3000; i++) hp_str_puts(&s, " + x");
+  hp_str_puts(&s, "\n  return y\n}\n");
+  hp_error_clear(&e);
+  assert_int_equal(hp_harp_load_text(&e, s.buf, s.len, "long.harp", &p), HP_E_PARSE);
+  assert_non_null(strstr(e.msg, "too deep"));
+  hp_str_free(&s);
+  /* a 20000-op chain built through the API: decompile, load, compare, lower */
+  hp_graph *g = hp_graph_new();
+  hp_val v = hp_input(g, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(4)});
+  for (int i = 0; i < 20000; i++) v = i % 2 ? hp_relu(g, v) : hp_add(g, v, hp_const(g, 1.0));
+  hp_output(g, "y", v);
+  assert_int_equal(hp_graph_error(g)->code, HP_OK);
+  char *text = hp_decompile(hp_graph_program(g));
+  assert_non_null(text);
+  hp_error_clear(&e);
+  assert_ok(&e, hp_harp_load_text(&e, text, strlen(text), "chain.harp", &p));
+  assert_true(hp_program_equal(hp_graph_program(g), p, NULL, 0));
+  tiny_graph *t = NULL;
+  assert_ok(&e, hp_lower(&e, p, &t, NULL));
+  assert_int_equal(t->n, 20001);
+  tiny_graph_free(t);
+  hp_program_free(p);
+  free(text);
+  hp_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus),    cmocka_unit_test(test_corpus_complete), cmocka_unit_test(test_prefixes),
       cmocka_unit_test(test_byte_flips), cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_recovery),
-      cmocka_unit_test(test_many_errors),
+      cmocka_unit_test(test_many_errors),       cmocka_unit_test(test_deep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
