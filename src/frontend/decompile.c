@@ -277,16 +277,9 @@ static void expr(dctx *C, hp_val v, int ctx) {
 }
 
 /* ---- names -------------------------------------------------------------------- */
-typedef struct names {
-  const char **list;
-  int n, cap;
-} names;
+typedef fe_names names;
 
-static bool taken(const names *N, const char *s) {
-  for (int i = 0; i < N->n; i++)
-    if (strcmp(N->list[i], s) == 0) return true;
-  return false;
-}
+static bool taken(const names *N, const char *s) { return fe_names_find(N, s) != NULL; }
 
 static const char *claim(names *N, hp_arena *A, const char *want, int v) {
   const char *s = want && fe_is_ident(want) && !fe_is_reserved(want, (int)strlen(want)) && !taken(N, want) ? want : NULL;
@@ -296,15 +289,7 @@ static const char *claim(names *N, hp_arena *A, const char *want, int v) {
     if (!t) return NULL;
     if (!taken(N, t)) s = t;
   }
-  if (N->n == N->cap) {
-    int cap = N->cap ? N->cap * 2 : 64;
-    const char **l = hp_xrealloc(N->list, sizeof *l * (size_t)cap);
-    if (!l) return NULL;
-    N->list = l;
-    N->cap = cap;
-  }
-  N->list[N->n++] = s;
-  return s;
+  return fe_names_put(N, s, v) ? s : NULL;
 }
 
 static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
@@ -381,7 +366,7 @@ static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
   hp_str_puts(s, "\n}\n");
   ok = !C.oom;
 done:
-  free(N.list);
+  fe_names_free(&N);
   free(name);
   free(uses);
   return ok;

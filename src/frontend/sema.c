@@ -13,18 +13,13 @@
 
 #include "fe_dsl.h"
 
-typedef struct env_ent {
-  const char *name;
-  hp_val v; /* <= 0: poisoned (its definition failed) */
-} env_ent;
 
 typedef struct sema {
   hp_program *p;
   fe_diagctx *dc;
   hp_graph *g;
   const fe_ast_graph *ag;
-  env_ent *env;
-  int nenv, cap;
+  fe_names env; /* name -> value; <= 0: poisoned (its definition failed) */
   bool oom;
   hp_graph **gs; /* gs[i] was built from tree graph i (NULL if not) */
   bool *usable;  /* its signature is sound (calls to it are checked) */
@@ -59,29 +54,10 @@ static void at_ex(sema *S, const fe_ex *ex) {
 }
 
 /* ---- environment --------------------------------------------------------- */
-static env_ent *lookup(sema *S, const char *name) {
-  for (int i = S->nenv - 1; i >= 0; i--)
-    if (strcmp(S->env[i].name, name) == 0) return &S->env[i];
-  return NULL;
-}
+static int *lookup(sema *S, const char *name) { return fe_names_find(&S->env, name); }
 
 static void bind(sema *S, const char *name, hp_val v) {
-  env_ent *e = lookup(S, name);
-  if (e) {
-    e->v = v;
-    return;
-  }
-  if (S->nenv == S->cap) {
-    int cap = S->cap ? S->cap * 2 : 32;
-    env_ent *n = hp_xrealloc(S->env, sizeof *n * (size_t)cap);
-    if (!n) {
-      S->oom = true;
-      return;
-    }
-    S->env = n;
-    S->cap = cap;
-  }
-  S->env[S->nenv++] = (env_ent){name, v};
+  if (!fe_names_put(&S->env, name, v)) S->oom = true;
 }
 
 /* ---- dimensions ------------------------------------------------------------ */
@@ -733,8 +709,8 @@ static hp_val eval(sema *S, const fe_ex *ex) {
   case E_BOOL: err(S, HP_E_INVALID_ARG, ex->line, ex->col, "true/false are option values, not tensors"); return FAILED;
   case E_LIST: err(S, HP_E_INVALID_ARG, ex->line, ex->col, "a list is not a tensor"); return FAILED;
   case E_NAME: {
-    env_ent *e = lookup(S, ex->name);
-    if (e) return e->v > 0 ? e->v : FAILED;
+    int *e = lookup(S, ex->name);
+    if (e) return *e > 0 ? *e : FAILED;
     if (fe_shape_var_index(S->g, ex->name) >= 0)
       err(S, HP_E_INVALID_ARG, ex->line, ex->col, "%s is a shape variable, not a tensor", ex->name);
     else
@@ -910,7 +886,7 @@ static bool signature(sema *S, const fe_ast_graph *ag) {
 }
 
 static void body(sema *S, const fe_ast_graph *ag) {
-  S->nenv = 0;
+  fe_names_free(&S->env);
   hp_graph *g = S->g;
   for (int i = 0; i < g->nparams; i++) {
     fe_node *n = fe_node_of(g, g->params[i]);
@@ -925,7 +901,7 @@ static void body(sema *S, const fe_ast_graph *ag) {
 }
 
 void fe_sema(const fe_ast *ast, hp_program *p, fe_diagctx *dc) {
-  sema S = {p, dc, NULL, NULL, NULL, 0, 0, false, NULL, NULL, ast->n};
+  sema S = {p, dc, NULL, NULL, {0}, false, NULL, NULL, ast->n};
   bool *usable = hp_xcalloc((size_t)ast->n + 1, sizeof *usable);
   hp_graph **gs = hp_xcalloc((size_t)ast->n + 1, sizeof *gs);
   S.gs = gs;
@@ -962,5 +938,5 @@ void fe_sema(const fe_ast *ast, hp_program *p, fe_diagctx *dc) {
 done:
   free(usable);
   free(gs);
-  free(S.env);
+  fe_names_free(&S.env);
 }
