@@ -6,6 +6,10 @@
 #include "fe_testutil.h"
 #include "util/util.h"
 
+#ifndef HARP_SOURCE_DIR
+#define HARP_SOURCE_DIR "."
+#endif
+
 #define MAXN 4096
 
 static double v(const hp_tensor *t, int64_t i) { return fu_get(t, i); }
@@ -452,12 +456,42 @@ static void test_derived_dims(void **st) {
   hp_program_free(p);
 }
 
+/* Seed 002's DSL examples, verbatim (tests/models/seed002_*.harp). */
+static void test_seed002(void **st) {
+  (void)st;
+  char path[1024], *text;
+  size_t len;
+  hp_error e = {0};
+  snprintf(path, sizeof path, "%s/tests/models/seed002_subgraph.harp", HARP_SOURCE_DIR);
+  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, &len));
+  double xs[6] = {-1, 2, -3, 4, 0, -0.5};
+  hp_tensor in = tu_tensor(TINY_FP32, 2, (int64_t[]){2, 3}, xs), out[2];
+  fu_run(text, NULL, &in, 1, out);
+  double relu[6] = {0, 2, 0, 4, 0, 0};
+  fu_expect(&out[0], relu, 6, 0, 0);
+  free(text);
+  hp_tensor_free(&in);
+  hp_tensor_free(&out[0]);
+  snprintf(path, sizeof path, "%s/tests/models/seed002_multi_output.harp", HARP_SOURCE_DIR);
+  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, &len));
+  double v[10], a[10], b[10];
+  for (int i = 0; i < 10; i++) v[i] = i - 4.5, a[i] = v[i] + 1, b[i] = v[i] * 2;
+  in = tu_tensor(TINY_FP32, 1, (int64_t[]){10}, v);
+  fu_run(text, NULL, &in, 1, out);
+  fu_expect(&out[0], a, 10, 0, 0);
+  fu_expect(&out[1], b, 10, 0, 0);
+  free(text);
+  hp_tensor_free(&in);
+  hp_tensor_free(&out[0]);
+  hp_tensor_free(&out[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul),     cmocka_unit_test(test_conv2d),         cmocka_unit_test(test_attention),
       cmocka_unit_test(test_attention_rank4), cmocka_unit_test(test_layernorm), cmocka_unit_test(test_softmax_reductions),
       cmocka_unit_test(test_elementwise), cmocka_unit_test(test_movement),     cmocka_unit_test(test_pooling),
-      cmocka_unit_test(test_symbolic),   cmocka_unit_test(test_derived_dims),
+      cmocka_unit_test(test_symbolic),   cmocka_unit_test(test_derived_dims), cmocka_unit_test(test_seed002),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
