@@ -57,6 +57,11 @@ static const char *storage_type(tiny_dtype t) {
 void rc_emit_prelude(hp_str *o) {
   hp_str_puts(o,
               "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+              "/* Region kernels are compiled for AVX-512, AVX2 and baseline x86-64; the\n"
+              " * CPU picks one when the object is loaded (GCC ifunc, dispatch by CPUID). */\n"
+              "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(HP_NO_CLONES)\n"
+              "#define HP_KERNEL __attribute__((target_clones(\"avx512f\", \"avx2\", \"default\")))\n"
+              "#else\n#define HP_KERNEL\n#endif\n"
               "static inline long hp_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
               "static inline long hp_min(long a, long b) { return a < b ? a : b; }\n"
               "static inline long hp_max(long a, long b) { return a > b ? a : b; }\n"
@@ -106,11 +111,10 @@ static void float_const(hp_str *o, tiny_dtype t, double v) {
 /* Load element `idx` of a buffer of dtype t, in compute representation. */
 static void load(hp_str *o, tiny_dtype t, int slot, const char *idx) {
   switch (t) {
-  case TINY_FP16: hp_str_printf(o, "hp_h2f(((const uint16_t *)bufs[%d])[%s])", slot, idx); break;
-  case TINY_BF16: hp_str_printf(o, "hp_b2f(((const uint16_t *)bufs[%d])[%s])", slot, idx); break;
-  case TINY_FP32: hp_str_printf(o, "((const float *)bufs[%d])[%s]", slot, idx); break;
-  case TINY_I32: hp_str_printf(o, "((const int32_t *)bufs[%d])[%s]", slot, idx); break;
-  default: hp_str_printf(o, "(int32_t)((const uint8_t *)bufs[%d])[%s]", slot, idx); break;
+  case TINY_FP16: hp_str_printf(o, "hp_h2f(p%d[%s])", slot, idx); break;
+  case TINY_BF16: hp_str_printf(o, "hp_b2f(p%d[%s])", slot, idx); break;
+  case TINY_BOOL: hp_str_printf(o, "(int32_t)p%d[%s]", slot, idx); break;
+  default: hp_str_printf(o, "p%d[%s]", slot, idx); break;
   }
 }
 
@@ -178,11 +182,10 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
     linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
     switch (n->dtype) {
-    case TINY_FP16: hp_str_printf(o, "((uint16_t *)bufs[%d])[%s] = hp_f2h(%s);\n", s, idx.buf, expr); break;
-    case TINY_BF16: hp_str_printf(o, "((uint16_t *)bufs[%d])[%s] = hp_f2b(%s);\n", s, idx.buf, expr); break;
-    case TINY_FP32: hp_str_printf(o, "((float *)bufs[%d])[%s] = %s;\n", s, idx.buf, expr); break;
-    case TINY_I32: hp_str_printf(o, "((int32_t *)bufs[%d])[%s] = %s;\n", s, idx.buf, expr); break;
-    default: hp_str_printf(o, "((uint8_t *)bufs[%d])[%s] = (uint8_t)((%s) != 0);\n", s, idx.buf, expr); break;
+    case TINY_FP16: hp_str_printf(o, "p%d[%s] = hp_f2h(%s);\n", s, idx.buf, expr); break;
+    case TINY_BF16: hp_str_printf(o, "p%d[%s] = hp_f2b(%s);\n", s, idx.buf, expr); break;
+    case TINY_BOOL: hp_str_printf(o, "p%d[%s] = (uint8_t)((%s) != 0);\n", s, idx.buf, expr); break;
+    default: hp_str_printf(o, "p%d[%s] = %s;\n", s, idx.buf, expr); break;
     }
   } else {
     local_name(o, n, "L", t);
@@ -459,8 +462,14 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
-  hp_str_printf(out, "static int %s(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
+  hp_str_printf(out, "HP_KERNEL static int %s(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
   if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
+  /* one typed restrict pointer per buffer: live buffers never overlap */
+  for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
+    int b = k < m.K->nreads ? m.K->reads[k] : m.K->writes[k - m.K->nreads];
+    tiny_dtype dt = f->buffers[b].dtype;
+    hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
+  }
   /* locals: intermediates and accumulators */
   int64_t local_bytes = 0;
   for (int k = 0; k < R->nblocks; k++) {
