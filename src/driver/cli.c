@@ -255,7 +255,7 @@ void cli_model_free(cli_model *m) {
 static const char *const known_dumps[] = {"frontend", "tiny", "indexbook", "poly_view", "region", "plan",
                                           "function", "gpu", "cu", "c", NULL};
 
-static hp_status write_text(hp_error *e, const char *dir, const char *file, const char *text) {
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text) {
   char path[4096];
   if (hp_mkdirs(e, dir)) return e->code;
   snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -280,11 +280,13 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
     } else if (!strcmp(o->dumps[i], "tiny")) {
       char *json = tiny_write_json(m->g);
       if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-      hp_status st = write_text(e, o->dump_dir, "tiny.json", json);
+      hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
     } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view")) {
       continue; /* dump_poly.c, below */
+    } else if (!strcmp(o->dumps[i], "c")) {
+      continue; /* written by the cpu backend */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }

@@ -61,6 +61,9 @@ bool cli_wants_dump(const cli_opts *o, const char *name);
 /* indexbook.json / poly_view.json when asked for (dump_poly.c). */
 hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 
+/* Write text to DIR/FILE atomically (DIR is created). */
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
+
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
 

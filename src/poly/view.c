@@ -88,7 +88,7 @@ static void add_node(poly_view *pv, poly_blk *b, int node) {
 }
 
 static hp_status add_read(poly_view *pv, poly_blk *b, const ib_access *a) {
-  if (b->pub.naccess >= POLY_MAX_ACC - 1) return hp_fail(pv->e, HP_E_INTERNAL, b->pub.name, "too many accesses");
+  if (b->pub.naccess >= POLY_MAX_ACC) return hp_fail(pv->e, HP_E_INTERNAL, b->pub.name, "too many accesses");
   poly_acc *acc = &b->acc[b->pub.naccess];
   poly_access_info *pub = &b->pub.access[b->pub.naccess++];
   acc->ib = *a;
