@@ -274,7 +274,7 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp model");
       char *json = hp_frontend_json(m->program);
       if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-      hp_status st = write_text(e, o->dump_dir, "frontend.json", json);
+      hp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);
       free(json);
       if (st) return st;
     } else if (!strcmp(o->dumps[i], "tiny")) {
