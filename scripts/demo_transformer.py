@@ -24,14 +24,17 @@ for name, arr in t.items():
     np.save(f"{d}/{name}.npy", arr)
     args += ["--input", f"{name}={d}/{name}.npy"]
 
-# The best backend available: the first one this harp accepts.
+# The best backend available: the first one that runs the model.
 for backend in ("cuda", "cpu", "interp"):
     cmd = [harp, "run", model, "--out", d, "--backend", backend] + args
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0
-    if p.returncode == 0 or "UsageError" not in p.stderr:
+    if p.returncode == 0:
         break
+    if "UsageError" not in p.stderr:  # present but failing: say so, use the next one
+        why = p.stderr.strip().splitlines()[0] if p.stderr.strip() else f"exit status {p.returncode}"
+        print(f"(backend {backend} failed on this model: {why}; falling back)")
 print(f"$ harp run examples/transformer_block.harp --backend {backend} --input x=... (13 tensors)")
 sys.stdout.write(p.stdout)
 if p.returncode:
