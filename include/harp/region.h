@@ -162,6 +162,8 @@ typedef struct rg_options {
   double halo_max;             /* STOP when a halo exceeds this fraction of the tile's own footprint; 0: 0.5 */
   bool no_fusion;              /* every block alone (still described) */
   bool no_rollback;            /* greedy without its one-step rollback (tests) */
+  bool no_operand_casts;       /* only contraction operands convert on load: an epilogue's or a row
+                                  region's CAST of an outside tensor stays a region of its own */
 } rg_options;
 
 /* Form the regions of a prepared graph with every size bound.  The

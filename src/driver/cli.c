@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "harp/frontend.h"
 #include "harp/interp.h"
 #include "harp/plan.h"
 #include "util/util.h"
@@ -51,6 +52,11 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
   o->seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    if (!strcmp(a, "-o") && allowed_opt(allowed, "out")) { /* -o DIR is --out DIR */
+      if (i + 1 >= argc) return cli_usage_error(cmd, "-o needs a directory");
+      o->out_dir = argv[++i];
+      continue;
+    }
     if (a[0] != '-' || !a[1]) {
       if (o->model) return cli_usage_error(cmd, "unexpected argument '%s' (MODEL is '%s')", a, o->model);
       o->model = a;
@@ -70,7 +76,7 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
     }
     const char *v = opt_value(argc, argv, &i, a, eq);
     if (!v) return cli_usage_error(cmd, "option --%s needs a value", name);
-    if (!strcmp(name, "input")) {
+    if (!strcmp(name, "input") || !strcmp(name, "param")) {
       const char *sep = strchr(v, '=');
       if (!sep || sep == v || !sep[1]) return cli_usage_error(cmd, "--input expects NAME=FILE.npy, got '%s'", v);
       if (o->ninputs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --input options");
@@ -85,17 +91,17 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
         }
       o->input_names[o->ninputs] = nm;
       o->input_files[o->ninputs++] = sep + 1;
+      if (!strcmp(name, "param")) o->params[o->nparams++] = nm;
     } else if (!strcmp(name, "sym")) {
       if (tiny_symtab_parse_assign(e, &o->syms, v)) return cli_report(e);
     } else if (!strcmp(name, "out")) {
       o->out_dir = v;
     } else if (!strcmp(name, "dump-dir")) {
       o->dump_dir = v;
+    } else if (!strcmp(name, "target")) {
+      o->target = v;
     } else if (!strcmp(name, "backend")) {
       o->backend = v;
-    } else if (!strcmp(name, "target")) {
-      if (plan_arch_parse(v) < 0) return cli_usage_error(cmd, "--target expects cpu, sm80 or sm90, got '%s'", v);
-      o->target = v;
     } else if (!strcmp(name, "seed")) {
       char *end;
       o->seed = strtoull(v, &end, 10);
@@ -164,11 +170,10 @@ static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state,
   return HP_OK;
 }
 
-static hp_status load_graph(hp_error *e, const char *path, tiny_graph **g) {
-  const char *ext = ext_of(path);
-  if (!strcmp(ext, ".json")) return tiny_load_file(e, path, g);
-  if (!strcmp(ext, ".harp"))
-    return hp_fail_at(e, HP_E_UNSUPPORTED, path, 0, 0, "the harp DSL frontend is not built into this harp yet");
+static hp_status load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults) {
+  const char *path = o->model, *ext = ext_of(path);
+  if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
+  if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
   return hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json or .harp)", ext);
 }
 
@@ -178,7 +183,8 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   if (!o->model) return hp_fail(e, HP_E_USAGE, NULL, "no MODEL given");
   for (int i = 0; i < o->syms.n; i++)
     if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
-  if (load_graph(e, o->model, &m->g)) return e->code;
+  tiny_symtab_init(&m->defaults);
+  if (load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
   /* Every --input must name an input of the model. */
   for (int k = 0; k < o->ninputs; k++) {
@@ -187,6 +193,11 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
       found = g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k]);
     if (!found) return hp_fail(e, HP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
   }
+  /* --param NAME: that input is a weight (ConstPool / weights.bin) */
+  for (int k = 0; k < o->nparams; k++)
+    for (int i = 0; i < g->n; i++)
+      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->params[k]))
+        g->nodes[i].a.input.storage = "param";
   for (int k = 0; k < o->noutputs; k++) {
     int idx = tiny_find(g, o->outputs[k]);
     if (idx < 0) return hp_fail(e, HP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");
@@ -212,6 +223,9 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
       st = hp_fail(e, HP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
                    g->nodes[i].a.input.tensor_id);
   }
+  for (int i = 0; i < m->defaults.n && !st; i++) /* graph<B=1>: where nothing else binds */
+    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL))
+      st = tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]);
   if (!st) st = tiny_prepare(e, g, &m->syms, !need_inputs);
   if (!st && need_inputs) {
     int *ins = NULL;
@@ -242,6 +256,8 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
 }
 
 void cli_model_free(cli_model *m) {
+  hp_program_free(m->program);
+  tiny_symtab_free(&m->defaults);
   for (int i = 0; i < m->ninputs; i++) hp_tensor_free(&m->inputs[i]);
   free(m->inputs);
   tiny_graph_free(m->g);
@@ -253,7 +269,7 @@ void cli_model_free(cli_model *m) {
 static const char *const known_dumps[] = {"frontend", "tiny", "indexbook", "poly_view", "region", "plan",
                                           "function", "gpu", "cu", "c", NULL};
 
-static hp_status write_text(hp_error *e, const char *dir, const char *file, const char *text) {
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text) {
   char path[4096];
   if (hp_mkdirs(e, dir)) return e->code;
   snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -268,15 +284,24 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       return hp_fail(e, HP_E_USAGE, NULL,
                      "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c)",
                      o->dumps[i]);
-    if (!strcmp(o->dumps[i], "tiny")) {
+    if (!strcmp(o->dumps[i], "frontend")) {
+      if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp model");
+      char *json = hp_frontend_json(m->program);
+      if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      hp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);
+      free(json);
+      if (st) return st;
+    } else if (!strcmp(o->dumps[i], "tiny")) {
       char *json = tiny_write_json(m->g);
       if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-      hp_status st = write_text(e, o->dump_dir, "tiny.json", json);
+      hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
     } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
                !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
       continue; /* dump_poly.c and dump_region.c, below */
+    } else if (!strcmp(o->dumps[i], "c")) {
+      continue; /* written by the cpu backend */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }

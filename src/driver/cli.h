@@ -17,13 +17,15 @@ typedef struct cli_opts {
   const char *out_dir;  /* --out */
   const char *dump_dir; /* --dump-dir (defaults to out_dir) */
   const char *backend;  /* --backend */
-  const char *target;   /* --target cpu|sm80|sm90: the machine regions are formed for */
   const char *dumps[CLI_MAX_LIST];
   int ndumps;
   const char *outputs[CLI_MAX_LIST]; /* --outputs: node ids to return instead */
   int noutputs;
   const char *input_names[CLI_MAX_LIST], *input_files[CLI_MAX_LIST];
   int ninputs;
+  const char *params[CLI_MAX_LIST]; /* --param NAME=FILE: inputs that are weights */
+  int nparams;
+  const char *target; /* --target: cpu|sm80|sm90 (compile; the machine regions are formed for) */
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
@@ -32,6 +34,8 @@ typedef struct cli_opts {
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
 typedef struct cli_model {
   tiny_graph *g;
+  struct hp_program *program; /* .harp models: the frontend program (else NULL) */
+  tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
   hp_tensor *inputs;   /* one per INPUT node, graph order */
   int ninputs;
@@ -65,13 +69,24 @@ hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model
 /* Form the regions of a loaded model for --target (dump_region.c). */
 struct rg_partition;
 hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
+/* Write text to DIR/FILE atomically (DIR is created). */
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
 
+/* .harp models (cmd_frontend.c): load, lower to Tiny IR; defaults receives
+ * the graph<...> default bindings. */
+hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
+                        struct hp_program **program);
+
 /* Commands. */
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_decompile(int argc, char **argv);
+int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
 #endif

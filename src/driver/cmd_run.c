@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/interp.h"
 #include "harp/region.h"
@@ -21,10 +22,11 @@ static const char run_help[] =
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
-    "  --backend B            interp (the reference interpreter; default), or regions\n"
-    "                         (form regions, build the Function with its arena, and\n"
-    "                         run it region by region on the interpreter: the same\n"
-    "                         outputs, bit for bit in fp32)\n"
+    "  --backend B            interp (the reference interpreter; default), cpu\n"
+    "                         (generated C, compiled with the system compiler), or\n"
+    "                         regions (form regions, build the Function with its\n"
+    "                         arena, and run it region by region on the interpreter:\n"
+    "                         the same outputs, bit for bit in fp32)\n"
     "  --target T             cpu (default), sm80 or sm90: the machine regions are\n"
     "                         formed for (cost model, thresholds)\n"
     "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view,\n"
@@ -48,9 +50,9 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("run", "no MODEL given");
   }
-  bool regions = o.backend && !strcmp(o.backend, "regions");
-  if (o.backend && strcmp(o.backend, "interp") != 0 && !regions) {
-    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, regions)", o.backend);
+  const char *backend = o.backend ? o.backend : "interp";
+  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0) {
+    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu, regions)", backend);
     cli_opts_free(&o);
     return r;
   }
@@ -64,7 +66,7 @@ int cmd_run(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (regions) {
+  if (!strcmp(backend, "regions")) {
     rg_partition *p = NULL;
     hp_function *f = NULL;
     hp_status st = cli_form_regions(&e, &o, &m, &p);
@@ -76,6 +78,14 @@ int cmd_run(int argc, char **argv) {
     fn_free(f);
     rg_partition_free(p);
     if (st) goto fail;
+  } else if (!strcmp(backend, "cpu")) {
+    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c")};
+    hp_cpu_model *cm = NULL;
+    hp_status s = hp_cpu_compile(&e, m.g, &m.syms, &co, &cm);
+    if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm));
+    if (!s) s = hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs);
+    hp_cpu_free(cm);
+    if (s) goto fail;
   } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
     goto fail;
   }

@@ -13,8 +13,10 @@
 #include "util/util.h"
 
 hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, rg_partition **out) {
+  int arch = o->target ? plan_arch_parse(o->target) : PLAN_ARCH_CPU;
+  if (arch < 0) return hp_fail(e, HP_E_USAGE, NULL, "--target expects cpu, sm80 or sm90, got '%s'", o->target);
   plan_machine mach;
-  plan_machine_get(o->target ? (plan_arch)plan_arch_parse(o->target) : PLAN_ARCH_CPU, &mach);
+  plan_machine_get((plan_arch)arch, &mach);
   rg_options opt = {0};
   opt.machine = &mach;
   return rg_form(e, m->g, &m->syms, &opt, out);

@@ -366,6 +366,16 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
       if (!strcmp(p->regions[q].name, R->name)) R->name = g->nodes[sink_node].id;
     if ((st = describe(c, I, A, members, nm, blocks, n, gather, ch->selection[r]))) break;
     R->info = I;
+    /* rg_region.blocks: the blocks with loops, in order; operand casts are
+     * conversions done where their readers load (as rg_partition_blocks
+     * does for contraction operands) */
+    R->blocks = hp_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
+    if (!R->blocks) {
+      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      break;
+    }
+    for (int i = 0; i < n; i++)
+      if (I->roles[i] != RG_ROLE_OPERAND_CAST) R->blocks[R->nblocks++] = blocks[i];
     switch (I->shape) {
     case RG_SHAPE_GATHER: R->kind = "gather"; break;
     case RG_SHAPE_ATTENTION: R->kind = "contraction", R->pattern = "attention"; break;
@@ -500,6 +510,7 @@ hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, con
   c.halo_max = o.halo_max > 0 ? o.halo_max : DEFAULT_HALO_MAX;
   c.occ_sat = gpu ? OCC_SAT_GPU : 1.0;
   c.no_rollback = o.no_rollback;
+  c.no_operand_casts = o.no_operand_casts;
   p->g = g;
   for (int i = 0; i < g->n; i++) p->region_of[i] = -1;
   for (int k = 0; k < g->noutputs; k++) c.is_output[g->outputs[k]] = 1;

@@ -178,9 +178,23 @@ static bool check_halos(rg_ctx *c, const iedge *ed, int ne, rg_eval *ev) {
 
 /* A CAST of a tensor from outside the set that only epilogue ops read: the
  * epilogue loads that operand and converts it (fp16 bias widened to fp32). */
+/* A CAST a contraction of the set reads its operand through (Poly-View
+ * composed the read through it). */
+static bool contraction_operand_cast(const rg_ctx *c, const int *blocks, int n, int node) {
+  for (int i = 0; i < n; i++) {
+    const poly_block_info *k = poly_block(c->pv, blocks[i]);
+    if (k->kind != POLY_CONTRACTION) continue;
+    for (int a = 0; a < k->naccess; a++)
+      for (int v = 0; v < k->access[a].nvia; v++)
+        if (k->access[a].via[v] == node) return true;
+  }
+  return false;
+}
+
 static bool operand_cast(const rg_ctx *c, const int *blocks, int n, int K, const iedge *ed, int ne, int b) {
   const poly_block_info *x = poly_block(c->pv, b);
   if (b == K || b == blocks[n - 1] || x->kind != POLY_EWISE || c->g->nodes[x->node].op != TINY_CAST) return false;
+  if (c->no_operand_casts && !contraction_operand_cast(c, blocks, n, x->node)) return false;
   if (K >= 0 && (reaches(ed, ne, b, K) || reaches(ed, ne, K, b))) return false;
   int p = rg_producer_block(c, x->access[0].tensor);
   return p < 0 || !rg_in(blocks, n, p);

@@ -70,6 +70,7 @@ typedef struct rg_ctx {
   double halo_max;
   double occ_sat;
   bool no_rollback;
+  bool no_operand_casts;
   hp_arena *arena;  /* lives as long as the context */
   int nunits;
   rg_unit *units;
