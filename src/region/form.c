@@ -410,9 +410,7 @@ static hp_status match_attentions(rg_ctx *c, rg_attention **att, int **att_block
     if (!a || !bl) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
     bool found;
     int n;
-    char why[160] = "";
-    if (rg_match_attention(c, b, &found, a, bl, &n, why, sizeof why)) return c->e->code;
-    if (getenv("RGDBG")) fprintf(stderr, "DBG match %s: %d %s\n", rg_block_name(c, b), found, why);
+    if (rg_match_attention(c, b, &found, a, bl, &n, NULL, 0)) return c->e->code;
     bool overlap = false;
     for (int i = 0; found && i < n; i++) overlap |= claimed[bl[i]];
     if (!found || overlap) continue;
@@ -446,7 +444,6 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
     double dt = 0;
     const char *stop;
     if (attention_delta(c, att[a], att_blocks[a], att_n[a], &dt, &stop)) return c->e->code;
-    if (getenv("RGDBG")) fprintf(stderr, "DBG attention %d: %s dt %g\n", a, stop ? stop : "-", dt);
     if (!stop) {
       att[keep] = att[a], att_blocks[keep] = att_blocks[a], att_n[keep++] = att_n[a];
     }

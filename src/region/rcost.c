@@ -298,8 +298,8 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
     plan_epilogue(c, blocks, n, K, r);
     if (n > 1) {
       plan_edge *pe = &r->edges[r->nedges++];
-      snprintf(pe->from, sizeof pe->from, "%s", rg_block_name(c, K));
-      snprintf(pe->to, sizeof pe->to, "%s", rg_block_name(c, blocks[n - 1]));
+      hp_sanitize_name(rg_block_name(c, K), pe->from, sizeof pe->from); /* plans take identifiers */
+      hp_sanitize_name(rg_block_name(c, blocks[n - 1]), pe->to, sizeof pe->to);
       pe->buffer = PLAN_BUF_REG;
     }
   } else if (gather >= 0) {

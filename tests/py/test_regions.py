@@ -10,7 +10,7 @@ import tempfile
 
 import numpy as np
 
-from harp_test import HARP, MODELS, Suite, close, run
+from harp_test import HARP, MODELS, SRC, Suite, close, run
 
 s = Suite("regions")
 
@@ -132,6 +132,28 @@ if gi is not None:
     s.check("chain: arena below the sum", f["required_memory"] < sum(b["size"] for b in temps), f["required_memory"])
     live = max(sum(1 for b in temps if b["live"][0] <= k <= b["live"][1]) for k in range(len(f["kernels"])))
     s.check("chain: at most 2 live", live <= 2, live)
+
+# the frontend's examples (.harp): playback bit for bit; the transformer's attention is one region
+for ex in ("mlp", "conv_block", "transformer_block", "cnn"):
+    model = os.path.join(SRC, "examples", ex + ".harp")
+    if not os.path.exists(model):
+        continue
+    for target in ("cpu", "sm80", "sm90"):
+        pi, di = run(model, extra=["--random-inputs"])
+        pr, dr = run(model, extra=["--random-inputs", "--backend", "regions", "--target", target, "--dump", "region"])
+        ok = pi.returncode == 0 and pr.returncode == 0
+        s.check(f"{ex} {target} runs", ok, pi.stderr + pr.stderr)
+        if not ok:
+            continue
+        outs = [f for f in os.listdir(di) if f.endswith(".npy")]
+        same = all(np.load(os.path.join(di, f)).tobytes() == np.load(os.path.join(dr, f)).tobytes() for f in outs)
+        s.check(f"{ex} {target} playback bitwise", outs and same, outs)
+        with open(os.path.join(dr, "region.json")) as f:
+            reg = json.load(f)["regions"]
+        if ex == "transformer_block":
+            att = [r for r in reg if r.get("pattern") == "attention"]
+            s.check(f"{ex} {target}: one attention region", len(att) == 1 and att[0]["attention"]["causal"],
+                    [r["name"] for r in reg])
 
 # errors: unknown target, unbound sizes for a region dump, unknown backend
 p = subprocess.run([HARP, "run", os.path.join(MODELS, "softmax_rows.json"), "--random-inputs", "--sym", "R=2",
