@@ -137,7 +137,9 @@ typedef struct rg_info {
   int *blocks;        /* Poly-View blocks in execution order */
   rg_role *roles;     /* per block */
   int anchor;         /* A: the contraction block; C: the PV block; B / single: the last block; -1 for GATHER */
-  int prefix;         /* B: loop dimensions the blocks share (poly_fusion_prefix); else 0 */
+  int prefix;         /* loop dimensions the region's blocks share (poly_fusion_prefix over the blocks
+                         without operand casts): B's rows, A's output dims, C's batch x query dims;
+                         a single block: its output dims */
   int nepi;
   rg_epi *epi;        /* A: the epilogue in order; C: the casts after PV */
   int nedges;

@@ -227,6 +227,12 @@ static bool check_contraction(rg_ctx *c, const int *blocks, int n, int K, const 
       return illegal(ev, "unsupported_shape", "the epilogue op %s reads %s not pointwise", rg_block_name(c, ed[i].to),
                      rg_block_name(c, ed[i].from));
   }
+  /* the loops the contraction and its epilogue share (all output dims when
+   * the epilogue keeps the accumulator's shape) */
+  int loops[RG_MAX_SET], nl = 0;
+  for (int i = 0; i < n; i++)
+    if (!operand_cast(c, blocks, n, K, ed, ne, blocks[i])) loops[nl++] = blocks[i];
+  if (poly_fusion_prefix(c->e, c->pv, loops, nl, &ev->prefix)) return false;
   ev->shape = RG_SHAPE_CONTRACTION;
   ev->anchor = K;
   return true;
@@ -286,13 +292,13 @@ hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval 
   if (c->units[u0].kind == RG_U_ATTENTION && c->units[u0].nblocks == n) {
     ev->shape = RG_SHAPE_ATTENTION;
     ev->anchor = c->units[u0].att->pv;
-    return HP_OK;
+    hp_status st = poly_fusion_prefix(c->e, c->pv, blocks, n, &ev->prefix);
+    return st;
   }
   if (n == 1) {
     ev->shape = RG_SHAPE_SINGLE;
     ev->anchor = blocks[0];
-    const poly_block_info *b = poly_block(c->pv, blocks[0]);
-    ev->prefix = b->kind == POLY_CONTRACTION ? 0 : b->nout;
+    ev->prefix = poly_block(c->pv, blocks[0])->nout;
     return HP_OK;
   }
   iedge ed[4 * RG_MAX_SET];

@@ -115,9 +115,7 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
     json_array_append_new(bl, o);
   }
   json_object_set_new(j, "blocks", bl);
-  if (I->shape == RG_SHAPE_ROW || (I->shape == RG_SHAPE_SINGLE && I->anchor >= 0 &&
-                                   poly_block(pv, I->anchor)->kind != POLY_CONTRACTION))
-    json_object_set_new(j, "prefix", json_integer(I->prefix));
+  if (I->shape != RG_SHAPE_GATHER) json_object_set_new(j, "prefix", json_integer(I->prefix));
   if (I->nepi) {
     json_t *ep = json_array();
     for (int i = 0; i < I->nepi; i++) {
