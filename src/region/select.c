@@ -352,6 +352,12 @@ static hp_status add_cand(window *w, const int *S, int n) {
   return HP_OK;
 }
 
+/* Units in one fusable group (poly_make_fusable_groups); GATHERs in none. */
+static bool same_group(const rg_ctx *c, int u, int v) {
+  const rg_unit *a = &c->units[u], *b = &c->units[v];
+  return a->nblocks && b->nblocks && c->group[a->blocks[0]] == c->group[b->blocks[0]];
+}
+
 /* Sets with sink S[0] closed under "every reader inside", built by including
  * or excluding the latest frontier producer. */
 static hp_status enumerate(window *w, int *S, int n, char *excluded) {
@@ -362,6 +368,7 @@ static hp_status enumerate(window *w, int *S, int n, char *excluded) {
     for (int k = 0; k < c->units[S[i]].nprod; k++) {
       int p = c->units[S[i]].prod[k];
       if (!w->in_w[p] || excluded[p] || member(S, n, p) || c->units[p].escapes) continue;
+      if (!same_group(c, p, S[0])) continue; /* make_fusable_groups: no legal edge can join them */
       bool inside = true;
       for (int j = 0; j < c->units[p].ncons && inside; j++) inside = member(S, n, c->units[p].cons[j]);
       if (inside && (best < 0 || c->units[p].node > c->units[best].node)) best = p;
