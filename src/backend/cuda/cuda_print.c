@@ -19,6 +19,8 @@
  * (9.7.14.5.8 mma.m16n8k16 fragments; 9.7.14.5.15 ldmatrix): a fragment
  * register holds two 16-bit elements, the lower column index in the low half. */
 static const char prelude_common[] =
+    "#ifndef HK_TYPES\n"
+    "#define HK_TYPES\n"
     "typedef unsigned short hk_u16;\n"
     "typedef unsigned int hk_u32;\n"
     "typedef unsigned long long hk_u64;\n"
@@ -26,6 +28,7 @@ static const char prelude_common[] =
     "struct hk_v2 { hk_u32 x, y; };\n"
     "struct hk_v4 { hk_u32 x, y, z, w; };\n"
     "struct __align__(64) hk_tmap { hk_u64 v[16]; }; /* CUtensorMap: 128 opaque bytes */\n"
+    "#endif\n"
     "#ifndef HK_SIM\n"
     "#define HK_DEV static __device__ __forceinline__\n"
     "#define HK_SMEM_DECL(name) extern __shared__ __align__(128) unsigned char name[]\n"
