@@ -261,7 +261,7 @@ typedef struct cuda_rownorm_spec {
   X(MMA_SYNC, "MmaSync", "acc,a_frag,b_frag", "m,n,k")                                  \
   X(EPILOGUE, "Epilogue", "acc,row0,col0,m_lim,n_lim", "mf,nf")                         \
   X(ST_GLOBAL_VEC, "StGlobalVec", "ptr,val,pred", "bytes")                              \
-  X(SHFL_XOR, "ShflXor", "var,lanemask", "")                                            \
+  X(SHFL_XOR, "ShflXor", "var,lanemask,combine", "")                                            \
   X(ATOMIC_ADD, "AtomicAdd", "ptr,val,pred", "")                                        \
   X(TMA_LOAD, "TmaLoad", "dst_smem,desc,coords,mbar", "dims")                           \
   X(TMA_STORE, "TmaStore", "desc,src_smem,coords", "dims")                              \
@@ -406,6 +406,7 @@ void cuda_else(cuda_b *b);                /* ... into the If's else branch */
 void cuda_close(cuda_b *b);
 /* Common shapes. */
 void cuda_for(cuda_b *b, const char *var, const char *begin, const char *end, int unroll); /* opens */
+void cuda_for_step(cuda_b *b, const char *var, const char *begin, const char *end, const char *step, int unroll);
 void cuda_if(cuda_b *b, const char *cond);                                                 /* opens */
 void cuda_decl(cuda_b *b, const char *type, const char *name, const char *dims, const char *init);
 void cuda_assign(cuda_b *b, const char *lhs, const char *rhs);

@@ -215,6 +215,12 @@ void cuda_for(cuda_b *b, const char *var, const char *begin, const char *end, in
   cuda_open(b, st);
 }
 
+void cuda_for_step(cuda_b *b, const char *var, const char *begin, const char *end, const char *step, int unroll) {
+  cuda_stmt *st = cuda_emit_s(b, CU_FOR, var, begin, end, step);
+  st->i[0] = unroll;
+  cuda_open(b, st);
+}
+
 void cuda_if(cuda_b *b, const char *cond) { cuda_open(b, cuda_emit_s(b, CU_IF, cond, NULL, NULL, NULL)); }
 
 void cuda_decl(cuda_b *b, const char *type, const char *name, const char *dims, const char *init) {

@@ -107,6 +107,7 @@ static const char prelude_common[] =
     "HK_DEV float hk_sigmoid(float x) { return 1.0f / (1.0f + hk_exp(-x)); }\n"
     "HK_DEV float hk_silu(float x) { return x / (1.0f + hk_exp(-x)); }\n"
     "HK_DEV float hk_fmax(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }\n"
+    "HK_DEV float hk_fadd(float a, float b) { return a + b; }\n"
     "HK_DEV float hk_fmin(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n";
 
 /* ---- printing helpers -------------------------------------------------------- */
@@ -284,7 +285,7 @@ static void print_stmt(pr *p, const cuda_stmt *st) {
     if (s[2]) line(p, "if (%s) hk_stg%d(%s, %s);", s[2], bits_of(st->i[0]), s[0], s[1]);
     else line(p, "hk_stg%d(%s, %s);", bits_of(st->i[0]), s[0], s[1]);
     break;
-  case CU_SHFL_XOR: line(p, "%s = hk_shfl_xor(%s, %s);", s[0], s[0], s[1]); break;
+  case CU_SHFL_XOR: line(p, "%s = %s(%s, hk_shfl_xor(%s, %s));", s[0], s[2], s[0], s[0], s[1]); break;
   case CU_ATOMIC_ADD:
     if (s[2]) line(p, "if (%s) hk_red_add_f32(%s, %s);", s[2], s[0], s[1]);
     else line(p, "hk_red_add_f32(%s, %s);", s[0], s[1]);
