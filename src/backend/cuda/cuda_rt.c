@@ -137,8 +137,7 @@ static void load_nvrtc(cuda_rt *rt, const char *path) {
   SYM(*a, rt->nvrtc_lib, GetErrorString, "nvrtcGetErrorString", bad);
   if (bad) {
     snprintf(rt->st.why_no_nvrtc, sizeof rt->st.why_no_nvrtc, "libnvrtc lacks %s", bad);
-    dlclose(rt->nvrtc_lib);
-    rt->nvrtc_lib = NULL;
+    rt->nvrtc_lib = NULL; /* left loaded, see cuda_rt_close */
     return;
   }
   rt->st.nvrtc = true;
@@ -249,8 +248,10 @@ hp_status cuda_rt_open(hp_error *e, const cuda_rt_opts *opts, cuda_rt **out) {
 void cuda_rt_close(cuda_rt *rt) {
   if (!rt) return;
   if (rt->ctx) rt->cu.PrimaryCtxRelease(rt->dev);
-  if (rt->cuda_lib) dlclose(rt->cuda_lib);
-  if (rt->nvrtc_lib) dlclose(rt->nvrtc_lib);
+  /* libcuda and libnvrtc stay loaded: both carry static C++ runtimes whose
+   * allocations (e.g. libstdc++'s exception pool) would dangle after
+   * dlclose, and unloading the driver under a live process is unsafe.  A
+   * later dlopen of the same library only bumps its reference count. */
   free(rt->cache_dir);
   free(rt);
 }
