@@ -314,11 +314,25 @@ typedef enum cuda_param_kind {
   CUDA_P_TMAP     /* const __grid_constant__ CUtensorMap (SM90, 128 bytes) */
 } cuda_param_kind;
 
+/* What the host must encode into a CUDA_P_TMAP parameter
+ * (cuTensorMapEncodeTiled): a tiled view of one tensor, innermost first. */
+#define CUDA_TMAP_MAX_RANK 5
+typedef struct cuda_tmap_desc {
+  const char *tensor; /* the logical tensor: "A", "B" or "C" (the GEMM spec's operands) */
+  tiny_dtype dtype;
+  int rank;
+  uint64_t dims[CUDA_TMAP_MAX_RANK];        /* elements, innermost first */
+  uint64_t strides[CUDA_TMAP_MAX_RANK - 1]; /* bytes of dims 1..rank-1 (multiples of 16) */
+  uint32_t box[CUDA_TMAP_MAX_RANK];         /* elements per TMA transfer */
+  int swizzle;                              /* 0: none, 3: 128-byte (CU_TENSOR_MAP_SWIZZLE_128B) */
+} cuda_tmap_desc;
+
 typedef struct cuda_param {
   const char *name;  /* C identifier */
   const char *ctype; /* element type: "hk_u16", "float", "unsigned char", "hk_tmap" */
   cuda_param_kind kind;
   tiny_dtype dtype;  /* element dtype of a pointer */
+  const cuda_tmap_desc *tmap; /* CUDA_P_TMAP: how to encode it */
 } cuda_param;
 
 typedef struct cuda_meta {

@@ -283,7 +283,7 @@ void cuda_param_add(cuda_kernel *k, const char *name, const char *ctype, cuda_pa
     k->nparams = CUDA_MAX_PARAMS + 1; /* caught by the verifier */
     return;
   }
-  k->params[k->nparams++] = (cuda_param){name, ctype, kind, dt};
+  k->params[k->nparams++] = (cuda_param){name, ctype, kind, dt, NULL};
 }
 
 void cuda_meta_int(cuda_kernel *k, const char *key, int64_t v) {
@@ -436,6 +436,22 @@ static json_t *kernel_json(const cuda_kernel *k) {
                                                : p->kind == CUDA_P_PTR_OUT ? "out"
                                                                             : "tensor_map"));
     if (p->kind != CUDA_P_TMAP) json_object_set_new(x, "dtype", json_string(tiny_dtype_name(p->dtype)));
+    if (p->tmap) {
+      const cuda_tmap_desc *t = p->tmap;
+      json_t *tm = json_object(), *d = json_array(), *st = json_array(), *bx = json_array();
+      json_object_set_new(tm, "tensor", json_string(t->tensor));
+      json_object_set_new(tm, "dtype", json_string(tiny_dtype_name(t->dtype)));
+      for (int r = 0; r < t->rank; r++) {
+        json_array_append_new(d, json_integer((json_int_t)t->dims[r]));
+        json_array_append_new(bx, json_integer(t->box[r]));
+        if (r) json_array_append_new(st, json_integer((json_int_t)t->strides[r - 1]));
+      }
+      json_object_set_new(tm, "dims", d);
+      json_object_set_new(tm, "strides_bytes", st);
+      json_object_set_new(tm, "box", bx);
+      json_object_set_new(tm, "swizzle", json_string(t->swizzle == 3 ? "128B" : "none"));
+      json_object_set_new(x, "tensor_map", tm);
+    }
     json_array_append_new(ps, x);
   }
   json_object_set_new(o, "params", ps);

@@ -20,12 +20,22 @@ typedef void *CUmodule;
 typedef void *CUfunction;
 typedef void *CUstream;
 typedef void *CUevent;
+typedef void *CUgraph;
+typedef void *CUgraphExec;
 typedef int nvrtcResult;
 typedef void *nvrtcProgram;
 
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_STREAM_DEFAULT 0 /* blocking: ordered with the legacy stream the synchronous copies use */
+#define CU_STREAM_CAPTURE_MODE_GLOBAL 0
+/* cuTensorMapEncodeTiled enums (cuda.h, CUDA 12/13) */
+#define CU_TENSOR_MAP_DATA_TYPE_FLOAT16 6
+#define CU_TENSOR_MAP_DATA_TYPE_FLOAT32 7
+#define CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 9
+#define CU_TENSOR_MAP_L2_PROMOTION_L2_128B 2
 
 typedef struct drv_api {
   CUresult (*Init)(unsigned);
@@ -54,6 +64,18 @@ typedef struct drv_api {
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*GetErrorString)(CUresult, const char **);
+  /* optional (SM90 and graphs): NULL when the driver lacks them */
+  CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *, const uint32_t *,
+                                   const uint32_t *, int, int, int, int);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
 } drv_api;
 
 typedef struct nvrtc_api {
@@ -78,6 +100,7 @@ struct cuda_rt {
   drv_api cu;
   CUdevice dev;
   CUcontext ctx;
+  CUstream stream; /* harp's stream: launches, copies' ordering, graph capture */
   char *cache_dir;
   char arch[16];
 };
@@ -190,6 +213,18 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
     snprintf(rt->st.why_no_gpu, sizeof rt->st.why_no_gpu, "libcuda lacks %s", bad);
     return;
   }
+  const char *opt = NULL; /* optional entry points */
+  SYM(*a, l, TensorMapEncodeTiled, "cuTensorMapEncodeTiled", opt);
+  SYM(*a, l, StreamCreate, "cuStreamCreate", opt);
+  SYM(*a, l, StreamSynchronize, "cuStreamSynchronize", opt);
+  SYM(*a, l, StreamDestroy, "cuStreamDestroy_v2", opt);
+  SYM(*a, l, StreamBeginCapture, "cuStreamBeginCapture_v2", opt);
+  SYM(*a, l, StreamEndCapture, "cuStreamEndCapture", opt);
+  SYM(*a, l, GraphInstantiate, "cuGraphInstantiateWithFlags", opt);
+  SYM(*a, l, GraphLaunch, "cuGraphLaunch", opt);
+  SYM(*a, l, GraphExecDestroy, "cuGraphExecDestroy", opt);
+  SYM(*a, l, GraphDestroy, "cuGraphDestroy", opt);
+  (void)opt;
   rt->st.driver = true;
   CUresult r = a->Init(0);
   if (r) {
@@ -218,6 +253,8 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
     rt->ctx = NULL;
     return;
   }
+  a->DeviceGetAttribute(&rt->st.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, rt->dev);
+  if (a->StreamCreate && a->StreamCreate(&rt->stream, CU_STREAM_DEFAULT)) rt->stream = NULL;
   rt->st.gpu = true;
   if (rt->st.cc_major == 9 && rt->st.cc_minor == 0) snprintf(rt->arch, sizeof rt->arch, "sm_90a");
   else snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", rt->st.cc_major, rt->st.cc_minor);
@@ -247,6 +284,7 @@ hp_status cuda_rt_open(hp_error *e, const cuda_rt_opts *opts, cuda_rt **out) {
 
 void cuda_rt_close(cuda_rt *rt) {
   if (!rt) return;
+  if (rt->stream && rt->cu.StreamDestroy) rt->cu.StreamDestroy(rt->stream);
   if (rt->ctx) rt->cu.PrimaryCtxRelease(rt->dev);
   /* libcuda and libnvrtc stay loaded: both carry static C++ runtimes whose
    * allocations (e.g. libstdc++'s exception pool) would dangle after
@@ -423,13 +461,14 @@ hp_status cuda_rt_launch(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[
     CU_CHECK(rt->cu.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem_bytes),
              "cuFuncSetAttribute(max dynamic shared memory)");
   CU_CHECK(rt->cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], (unsigned)block[0],
-                               (unsigned)block[1], (unsigned)block[2], (unsigned)smem_bytes, NULL, params, NULL),
+                               (unsigned)block[1], (unsigned)block[2], (unsigned)smem_bytes, rt->stream, params, NULL),
            "cuLaunchKernel");
   return HP_OK;
 }
 
 hp_status cuda_rt_sync(hp_error *e, cuda_rt *rt) {
   if (need_gpu(e, rt)) return e->code;
+  if (rt->stream && rt->cu.StreamSynchronize) CU_CHECK(rt->cu.StreamSynchronize(rt->stream), "kernel execution");
   CU_CHECK(rt->cu.CtxSynchronize(), "kernel execution");
   return HP_OK;
 }
@@ -482,9 +521,9 @@ hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_
   for (int i = 0; i < 3 && !s; i++) s = cuda_rt_launch(e, rt, fn, grid, block, smem_bytes, params); /* warm up */
   for (int i = 0; i < reps && !s; i++) {
     float ms = 0;
-    if (rt->cu.EventRecord(a, NULL)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
+    if (rt->cu.EventRecord(a, rt->stream)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
     if (!s) s = cuda_rt_launch(e, rt, fn, grid, block, smem_bytes, params);
-    if (!s && (rt->cu.EventRecord(b, NULL) || rt->cu.EventSynchronize(b) || rt->cu.EventElapsedTime(&ms, a, b)))
+    if (!s && (rt->cu.EventRecord(b, rt->stream) || rt->cu.EventSynchronize(b) || rt->cu.EventElapsedTime(&ms, a, b)))
       s = hp_fail(e, HP_E_INTERNAL, NULL, "timing kernel launches failed");
     t[i] = ms;
   }
@@ -519,4 +558,106 @@ void cuda_model_mem_free(cuda_rt *rt, cuda_model_mem *mm) {
   cuda_rt_free(rt, mm->arena);
   cuda_rt_free(rt, mm->constpool);
   memset(mm, 0, sizeof mm[0]);
+}
+
+/* ---- SM90 tensor maps ----------------------------------------------------------- */
+hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out) {
+  if (need_gpu(e, rt)) return e->code;
+  if (!rt->cu.TensorMapEncodeTiled) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the driver has no cuTensorMapEncodeTiled");
+  if (d->rank < 1 || d->rank > CUDA_TMAP_MAX_RANK) return hp_fail(e, HP_E_INVALID_ARG, d->tensor, "tensor map rank %d", d->rank);
+  if (base % 16) return hp_fail(e, HP_E_MISALIGNED, d->tensor, "TMA needs a 16-byte aligned base");
+  for (int i = 0; i + 1 < d->rank; i++)
+    if (d->strides[i] % 16)
+      return hp_fail(e, HP_E_MISALIGNED, d->tensor, "TMA stride %llu is not a multiple of 16 bytes",
+                     (unsigned long long)d->strides[i]);
+  int dt = d->dtype == TINY_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+           : d->dtype == TINY_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  uint32_t es[CUDA_TMAP_MAX_RANK] = {1, 1, 1, 1, 1};
+  CU_CHECK(rt->cu.TensorMapEncodeTiled(out, dt, (uint32_t)d->rank, (void *)(uintptr_t)base, d->dims, d->strides, d->box,
+                                       es, 0 /* no interleave */, d->swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                       0 /* out of bounds: zeros */),
+           "cuTensorMapEncodeTiled");
+  return HP_OK;
+}
+
+hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                int64_t grid_x) {
+  if (need_gpu(e, rt)) return e->code;
+  typedef struct {
+    _Alignas(64) unsigned char b[128];
+  } tmap_blob;
+  tmap_blob *maps = hp_xcalloc((size_t)k->nparams + 1, sizeof *maps);
+  void **params = hp_xcalloc((size_t)k->nparams + 1, sizeof *params);
+  if (!maps || !params) {
+    free(maps);
+    free(params);
+    return hp_fail(e, HP_E_NO_MEMORY, k->name, "out of memory");
+  }
+  hp_status s = HP_OK;
+  for (int i = 0; i < k->nparams && !s; i++) {
+    if (k->params[i].kind == CUDA_P_TMAP) {
+      if (!k->params[i].tmap) s = hp_fail(e, HP_E_INTERNAL, k->name, "tensor map parameter without a descriptor");
+      else s = cuda_rt_encode_tmap(e, rt, k->params[i].tmap, args[i], maps[i].b);
+      params[i] = maps[i].b;
+    } else {
+      params[i] = (void *)&args[i];
+    }
+  }
+  int64_t grid[3] = {grid_x > 0 ? grid_x : k->grid[0], k->grid[1], k->grid[2]};
+  if (!s) s = cuda_rt_launch(e, rt, fn, grid, k->block, k->smem_bytes, params);
+  free(maps);
+  free(params);
+  return s;
+}
+
+/* ---- CUDA Graphs ------------------------------------------------------------------ */
+struct cuda_rt_graph {
+  CUgraph g;
+  CUgraphExec x;
+};
+
+static hp_status need_graphs(hp_error *e, cuda_rt *rt) {
+  if (need_gpu(e, rt)) return e->code;
+  if (!rt->stream || !rt->cu.StreamBeginCapture || !rt->cu.StreamEndCapture || !rt->cu.GraphInstantiate ||
+      !rt->cu.GraphLaunch || !rt->cu.GraphExecDestroy || !rt->cu.GraphDestroy)
+    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the driver has no stream capture / CUDA Graphs");
+  return HP_OK;
+}
+
+hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt) {
+  if (need_graphs(e, rt)) return e->code;
+  CU_CHECK(rt->cu.StreamBeginCapture(rt->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  return HP_OK;
+}
+
+hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, cuda_rt_graph **out) {
+  *out = NULL;
+  if (need_graphs(e, rt)) return e->code;
+  cuda_rt_graph *g = hp_xcalloc(1, sizeof *g);
+  if (!g) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  CUresult r = rt->cu.StreamEndCapture(rt->stream, &g->g);
+  if (!r) r = rt->cu.GraphInstantiate(&g->x, g->g, 0);
+  if (r) {
+    if (g->g) rt->cu.GraphDestroy(g->g);
+    free(g);
+    return hp_fail(e, HP_E_INTERNAL, NULL, "graph capture failed: %s (%d)", cu_err(rt, r), r);
+  }
+  *out = g;
+  return HP_OK;
+}
+
+hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g) {
+  if (need_graphs(e, rt)) return e->code;
+  CU_CHECK(rt->cu.GraphLaunch(g->x, rt->stream), "cuGraphLaunch");
+  return HP_OK;
+}
+
+void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g) {
+  if (!g) return;
+  if (rt->st.gpu) {
+    if (g->x) rt->cu.GraphExecDestroy(g->x);
+    if (g->g) rt->cu.GraphDestroy(g->g);
+  }
+  free(g);
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda.h"
 #include "harp/error.h"
 
 typedef uint64_t cuda_devptr; /* CUdeviceptr */
@@ -43,6 +44,7 @@ typedef struct cuda_rt_status {
   bool driver;       /* libcuda loaded */
   bool gpu;          /* a device and a context are ready */
   int cc_major, cc_minor; /* compute capability of the device */
+  int sm_count;           /* multiprocessors (persistent grids) */
   char device_name[128];
   char why_no_nvrtc[256];
   char why_no_gpu[256];
@@ -88,6 +90,23 @@ void cuda_rt_free(cuda_rt *rt, cuda_devptr p);
 hp_status cuda_rt_memset0(hp_error *e, cuda_rt *rt, cuda_devptr p, size_t bytes);
 hp_status cuda_rt_htod(hp_error *e, cuda_rt *rt, cuda_devptr dst, const void *src, size_t bytes);
 hp_status cuda_rt_dtoh(hp_error *e, cuda_rt *rt, void *dst, cuda_devptr src, size_t bytes);
+/* Launch generated kernel k: args[i] is the device pointer of parameter i;
+ * for a tensor-map parameter (SM90), the device pointer of the tensor it
+ * maps (the map is encoded here from k->params[i].tmap).  grid_x > 0
+ * overrides grid.x (persistent kernels: the SM count). */
+hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                int64_t grid_x);
+/* cuTensorMapEncodeTiled for one descriptor at base: 128 bytes into out. */
+hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
+
+/* CUDA Graphs: capture the launches between begin and end on harp's stream
+ * (one graph per ShapeSet), then replay them with one call. */
+typedef struct cuda_rt_graph cuda_rt_graph;
+hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt);
+hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, cuda_rt_graph **out);
+hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g);
+void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g);
+
 /* Milliseconds between two points of the stream (event pair); bench helper. */
 hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                                 int64_t smem_bytes, void **params, int reps, double *ms_median);
