@@ -94,6 +94,32 @@ struct Warp {
   Slot s[32];
 };
 
+/* mbarrier state (PTX ISA 9.7.13.15): a phase completes when its pending
+ * arrivals reach 0 and its transaction count is 0. */
+struct Mbar {
+  hk_u32 addr;
+  int count, pending;
+  long long tx;
+  unsigned phase; /* completed phases */
+};
+
+struct NamedBar {
+  int arrived;
+  unsigned gen;
+};
+
+/* Per-warpgroup collective (wgmma) state. */
+struct WgSlot {
+  hk_u64 da, db;
+  int scale_d, op;
+  float d[128];
+};
+struct Wg {
+  int arrived;
+  unsigned gen;
+  WgSlot s[128];
+};
+
 struct Buf {
   const unsigned char *p;
   size_t n;
@@ -106,6 +132,9 @@ struct Sim {
   std::vector<Fiber> f;
   std::vector<Warp> warps;
   std::vector<Buf> bufs;
+  std::vector<Mbar> mbars;
+  NamedBar named[16];
+  std::vector<Wg> wgs;
   ucontext_t sched;
   int cur;
   int bar_arrived;
@@ -115,7 +144,7 @@ struct Sim {
   void *thunk_fn;
   void **params;
   /* statistics */
-  unsigned long long ldsm, ldsm_conflicts, mma, cp_bytes, barriers;
+  unsigned long long ldsm, ldsm_conflicts, mma, cp_bytes, barriers, wgmma, tma_bytes;
   const char *kernel;
 };
 
@@ -460,6 +489,200 @@ HK_DEV float hk_log2(float x) { return log2f(x); }
 HK_DEV float hk_sqrt(float x) { return sqrtf(x); }
 HK_DEV float hk_erf(float x) { return erff(x); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+/* ---- SM90: mbarrier, TMA, wgmma (PTX ISA 9.7.13.15, 9.7.9.27, 9.7.15) ---- */
+namespace hks {
+static inline Mbar &mbar(hk_u32 a) {
+  for (Mbar &m : g->mbars)
+    if (m.addr == a) return m;
+  fail("mbarrier at %u used before mbarrier.init", a);
+}
+static inline void mbar_progress(Mbar &m) {
+  if (m.pending == 0 && m.tx == 0) {
+    m.phase++;
+    m.pending = m.count;
+    g->progress = true;
+  }
+}
+/* The sim's CUtensorMap: v[0] magic, v[1] base pointer (patched at launch),
+ * v[2] element bytes, v[3] rank, v[4..8] dims, v[9..12] byte strides of dims
+ * 1..rank-1, v[13] box (4 x 16 bits), v[14] swizzle (0 none, 3 128B). */
+static const hk_u64 TMAP_MAGIC = 0x484b544d41500001ULL;
+static inline hk_u32 swz128(hk_u32 off) { return off ^ (((off >> 7) & 7u) << 4); }
+static inline void tma(const hk_tmap *m, hk_saddr s, const int *c, bool store, hk_u32 bar) {
+  const hk_u64 *v = m->v;
+  if (v[0] != TMAP_MAGIC) fail("TMA with a tensor map the harness did not encode");
+  unsigned char *base = (unsigned char *)(uintptr_t)v[1];
+  int es = (int)v[2], rank = (int)v[3];
+  if (rank != 4) fail("the sim's TMA handles rank 4 maps");
+  hk_u64 dims[4] = {v[4], v[5], v[6], v[7]}, str[4] = {(hk_u64)es, v[9], v[10], v[11]};
+  int box[4];
+  for (int i = 0; i < 4; i++) box[i] = (int)((v[13] >> (16 * i)) & 0xffff);
+  bool sw = v[14] == 3;
+  if (sw && box[0] * es != 128) fail("128B swizzle needs a 128-byte inner box");
+  if (s % (sw ? 1024u : 128u)) fail("TMA smem address %u not %u-aligned", s, sw ? 1024u : 128u);
+  hk_u32 bytes = 0;
+  for (int i3 = 0; i3 < box[3]; i3++)
+    for (int i2 = 0; i2 < box[2]; i2++)
+      for (int i1 = 0; i1 < box[1]; i1++)
+        for (int i0 = 0; i0 < box[0]; i0++) {
+          long long x[4] = {(long long)c[0] + i0, (long long)c[1] + i1, (long long)c[2] + i2, (long long)c[3] + i3};
+          bool in = true;
+          for (int d = 0; d < 4; d++) in = in && x[d] >= 0 && x[d] < (long long)dims[d];
+          hk_u32 off = (hk_u32)((((i3 * box[2] + i2) * box[1] + i1) * box[0] + i0) * es);
+          if (sw) off = swz128(off);
+          check_smem(s + off, es, es, "TMA smem");
+          unsigned char *gp = base + x[0] * (long long)str[0] + x[1] * (long long)str[1] + x[2] * (long long)str[2] +
+                              x[3] * (long long)str[3];
+          if (store) {
+            if (in) {
+              check_gmem(gp, (size_t)es, (size_t)es, "TMA store");
+              memcpy(gp, &g->smem[s + off], (size_t)es);
+            }
+          } else {
+            if (in) check_gmem(gp, (size_t)es, (size_t)es, "TMA load");
+            if (in) memcpy(&g->smem[s + off], gp, (size_t)es);
+            else memset(&g->smem[s + off], 0, (size_t)es); /* out of bounds: zeros */
+          }
+          bytes += (hk_u32)es;
+        }
+  g->tma_bytes += bytes;
+  if (!store) {
+    Mbar &mb = mbar(bar);
+    mb.tx -= bytes;
+    mbar_progress(mb);
+  }
+}
+/* Element address of a K-major or MN-major 128B-swizzled SMEM operand
+ * through its descriptor, from the canonical layouts of 9.7.15.5.1.2.1.3
+ * (T = 8 16-bit elements per 16 bytes):
+ *   K-major:  ((8,m),(T,2k)):((8T,SBO),(1,T))   row r, column k
+ *   MN-major: ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))  mn index, k index
+ * then Swizzle<3,4,3> on the byte address. */
+static inline hk_u32 desc_addr(hk_u64 desc, bool mn_major, int mn, int k) {
+  hk_u32 start = (hk_u32)(desc & 0x3FFF) << 4, lbo = (hk_u32)((desc >> 16) & 0x3FFF) << 4,
+         sbo = (hk_u32)((desc >> 32) & 0x3FFF) << 4;
+  if ((desc >> 62) != 1) fail("wgmma descriptor: only 128-byte swizzle is emulated");
+  if ((desc >> 49) & 7) fail("wgmma descriptor: non-zero base offset");
+  hk_u32 off;
+  if (!mn_major) off = (hk_u32)(mn % 8) * 128 + (hk_u32)(mn / 8) * sbo + (hk_u32)k * 2;
+  else off = (hk_u32)(mn % 64) * 2 + (hk_u32)(mn / 64) * lbo + (hk_u32)(k % 8) * 128 + (hk_u32)(k / 8) * sbo;
+  return swz128(start + off);
+}
+}  // namespace hks
+
+HK_DEV void hk_mbar_init(hk_saddr b, int n) {
+  hks::check_smem(b, 8, 8, "mbarrier.init");
+  for (hks::Mbar &m : hks::g->mbars)
+    if (m.addr == b) {
+      m = {b, n, n, 0, 0};
+      return;
+    }
+  hks::g->mbars.push_back({b, n, n, 0, 0});
+}
+HK_DEV void hk_mbar_init_fence() {}
+HK_DEV void hk_fence_proxy_async() {}
+HK_DEV void hk_mbar_arrive(hk_saddr b) {
+  hks::Mbar &m = hks::mbar(b);
+  if (--m.pending < 0) hks::fail("mbarrier %u: more arrivals than its count", b);
+  hks::mbar_progress(m);
+}
+HK_DEV void hk_mbar_arrive_expect_tx(hk_saddr b, int bytes) {
+  hks::mbar(b).tx += bytes;
+  hk_mbar_arrive(b);
+}
+HK_DEV int hk_mbar_try_wait(hk_saddr b, int parity) { return (int)(hks::mbar(b).phase & 1) != (parity & 1); }
+HK_DEV void hk_mbar_wait(hk_saddr b, int parity) {
+  while (!hk_mbar_try_wait(b, parity)) hks::yield();
+}
+HK_DEV void hk_bar_named(int id, int n) {
+  hks::NamedBar &nb = hks::g->named[id & 15];
+  unsigned gen = nb.gen;
+  hks::g->progress = true;
+  if (++nb.arrived == n) {
+    nb.arrived = 0;
+    nb.gen++;
+    return;
+  }
+  while (nb.gen == gen) hks::yield();
+}
+HK_DEV void hk_tma_load_4d(hk_saddr dst, const hk_tmap *m, int c0, int c1, int c2, int c3, hk_saddr bar) {
+  int c[4] = {c0, c1, c2, c3};
+  hks::tma(m, dst, c, false, bar);
+}
+HK_DEV void hk_tma_store_4d(const hk_tmap *m, hk_saddr src, int c0, int c1, int c2, int c3) {
+  int c[4] = {c0, c1, c2, c3};
+  hks::tma(m, src, c, true, 0);
+}
+HK_DEV void hk_bulk_commit() {}
+HK_DEV void hk_bulk_wait_read0() {}
+HK_DEV void hk_wgmma_fence() {}
+HK_DEV void hk_wgmma_commit() {}
+template <int N>
+HK_DEV void hk_wgmma_wait() {}
+template <int R>
+HK_DEV void hk_setmaxnreg_inc() {}
+template <int R>
+HK_DEV void hk_setmaxnreg_dec() {}
+
+/* wgmma.mma_async m64nNk16 (f32 += f16/bf16 x f16/bf16), a warpgroup
+ * collective: D row 16w + g + 8h, column 8j + 2t + e is d[4j + 2h + e]. */
+static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N, bool bf, bool tb) {
+  hks::Fiber &f = hks::me();
+  unsigned wgi = f.tid / 128, l = f.tid % 128;
+  if (hks::g->wgs.size() <= wgi) hks::g->wgs.resize(wgi + 1);
+  hks::Wg &W = hks::g->wgs[wgi];
+  W.s[l].da = da, W.s[l].db = db, W.s[l].scale_d = scale_d, W.s[l].op = N * 4 + bf * 2 + tb;
+  memcpy(W.s[l].d, d, sizeof(float) * (size_t)(N / 2));
+  unsigned gen = W.gen;
+  hks::g->progress = true;
+  if (++W.arrived == 128) {
+    for (int q = 1; q < 128; q++)
+      if (W.s[q].op != W.s[0].op || W.s[q].da != W.s[0].da || W.s[q].db != W.s[0].db)
+        hks::fail("warpgroup %u: wgmma operands differ between threads", wgi);
+    hks::g->wgmma++;
+    static float A[64][16], B[16][256];
+    for (int r = 0; r < 64; r++)
+      for (int k = 0; k < 16; k++) {
+        hk_u32 a = hks::desc_addr(da, false, r, k);
+        hks::check_smem(a, 2, 2, "wgmma A");
+        hk_u16 v;
+        memcpy(&v, &hks::g->smem[a], 2);
+        A[r][k] = bf ? hks::bf2f(v) : hks::h2f(v);
+      }
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < 16; k++) {
+        hk_u32 a = hks::desc_addr(db, tb, n, k);
+        hks::check_smem(a, 2, 2, "wgmma B");
+        hk_u16 v;
+        memcpy(&v, &hks::g->smem[a], 2);
+        B[k][n] = bf ? hks::bf2f(v) : hks::h2f(v);
+      }
+    for (int q = 0; q < 128; q++) {
+      int w = q / 32, lane = q % 32, gq = lane >> 2, t = lane & 3;
+      for (int i = 0; i < N / 2; i++) {
+        int j = i / 4, h = (i / 2) & 1, e = i & 1;
+        int r = 16 * w + gq + 8 * h, c = 8 * j + 2 * t + e;
+        float acc = W.s[q].scale_d ? W.s[q].d[i] : 0.0f;
+        for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];
+        W.s[q].d[i] = acc;
+      }
+    }
+    W.arrived = 0;
+    W.gen++;
+  } else {
+    while (W.gen == gen) hks::yield();
+  }
+  memcpy(d, W.s[l].d, sizeof(float) * (size_t)(N / 2));
+}
+#define HKS_WGMMA(N)                                                                                                       \
+  HK_DEV void hk_wgmma_m64n##N##k16_f16(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, false); } \
+  HK_DEV void hk_wgmma_m64n##N##k16_f16_tb(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, true); } \
+  HK_DEV void hk_wgmma_m64n##N##k16_bf16(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, true, false); } \
+  HK_DEV void hk_wgmma_m64n##N##k16_bf16_tb(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, true, true); }
+HKS_WGMMA(64)
+HKS_WGMMA(128)
+HKS_WGMMA(256)
 
 /* ---- launching ---- */
 extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const unsigned grid[3], const unsigned block[3],

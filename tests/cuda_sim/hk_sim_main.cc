@@ -62,6 +62,9 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
         s->smem.assign(smem, 0xFF);
         for (auto &w : s->warps) w = hks::Warp();
         s->bar_arrived = 0;
+        s->mbars.clear();
+        for (auto &nb : s->named) nb = hks::NamedBar();
+        s->wgs.clear();
         for (unsigned i = 0; i < nt; i++) {
           hks::Fiber &f = s->f[i];
           f.done = false;
@@ -157,6 +160,12 @@ int main(int argc, char **argv) {
         p += used;
         vals[i] = tok[0] == 'b' ? (void *)bufs[atoi(tok + 1)].data() : nullptr;
         ptrs[i] = &vals[i];
+        if (tok[0] == 'm') { /* a tensor map passed by value: patch v[1] (buffer id) into the pointer */
+          hk_u64 *v = (hk_u64 *)bufs[atoi(tok + 1)].data();
+          if (v[0] != hks::TMAP_MAGIC || v[1] >= 64) return bad_job("tensor map", tok);
+          v[1] = (hk_u64)(uintptr_t)bufs[v[1]].data();
+          ptrs[i] = v;
+        }
       }
       std::string sym = std::string("hk_thunk_") + kname;
       void *fn = dlsym(RTLD_DEFAULT, sym.c_str());
@@ -172,7 +181,7 @@ int main(int argc, char **argv) {
     if (!f || fwrite(bufs[o.first].data(), 1, n, f) != n) return bad_job("cannot write", o.second.c_str());
     fclose(f);
   }
-  printf("hk_sim_stats ldsm=%llu conflicts=%llu mma=%llu cp_bytes=%llu barriers=%llu\n", sim.ldsm, sim.ldsm_conflicts,
-         sim.mma, sim.cp_bytes, sim.barriers);
+  printf("hk_sim_stats ldsm=%llu conflicts=%llu mma=%llu cp_bytes=%llu barriers=%llu wgmma=%llu tma_bytes=%llu\n", sim.ldsm,
+         sim.ldsm_conflicts, sim.mma, sim.cp_bytes, sim.barriers, sim.wgmma, sim.tma_bytes);
   return 0;
 }

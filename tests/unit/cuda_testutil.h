@@ -164,12 +164,30 @@ static inline void cu_sim_free(cu_sim *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* The simulator's encoding of a tensor map (see hk_sim.h): the tensor is
+ * job buffer `buf_id` (an extra buffer: 32 + its index). */
+static inline cu_buf cu_tmap_blob(const cuda_tmap_desc *d, int buf_id) {
+  cu_buf b = cu_buf_new(TINY_FP32, 32);
+  uint64_t *v = b.p;
+  v[0] = 0x484b544d41500001ULL;
+  v[1] = (uint64_t)buf_id;
+  v[2] = (uint64_t)tiny_dtype_size(d->dtype);
+  v[3] = (uint64_t)d->rank;
+  for (int i = 0; i < d->rank; i++) v[4 + i] = d->dims[i];
+  for (int i = 0; i + 1 < d->rank; i++) v[9 + i] = d->strides[i];
+  for (int i = 0; i < d->rank && i < 4; i++) v[13] |= (uint64_t)d->box[i] << (16 * i);
+  v[14] = (uint64_t)d->swizzle;
+  return b;
+}
+
 /* Run kernel k with args[i] the buffer of parameter i (NULL: a NULL
- * pointer).  Every buffer is copied in and back.  stats (nullable):
- * ldsm, ldsm conflicts, mma, cp.async bytes, barriers.  Returns the
- * simulator's exit status (0 = ran). */
-static inline int cu_sim_run(cu_sim *s, const cuda_kernel *k, cu_buf *const *args, unsigned long long stats[5],
-                             unsigned long long seed) {
+ * pointer; for a tensor-map parameter, its cu_tmap_blob) and extra buffers
+ * (ids 32, 33, ... in the job; what tensor maps point at).  Every buffer is
+ * copied in and back.  stats (nullable): ldsm, ldsm conflicts, mma,
+ * cp.async bytes, barriers, wgmma, TMA bytes.  Returns the simulator's exit
+ * status (0 = ran). */
+static inline int cu_sim_run_x(cu_sim *s, const cuda_kernel *k, cu_buf *const *args, cu_buf *const *extra, int nextra,
+                               unsigned long long stats[7], unsigned long long seed) {
   char path[512], job[512];
   snprintf(job, sizeof job, "%s/job.txt", s->dir);
   FILE *jf = fopen(job, "w");
@@ -183,12 +201,22 @@ static inline int cu_sim_run(cu_sim *s, const cuda_kernel *k, cu_buf *const *arg
     fclose(f);
     fprintf(jf, "buf %d %zu %s\n", i, args[i]->bytes, path);
   }
+  for (int i = 0; i < nextra; i++) {
+    snprintf(path, sizeof path, "%s/x%d.bin", s->dir, i);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(extra[i]->p, 1, extra[i]->bytes, f);
+    fclose(f);
+    fprintf(jf, "buf %d %zu %s\n", 32 + i, extra[i]->bytes, path);
+  }
   fprintf(jf, "launch %s %lld %lld %lld %d %d %d %lld %d", k->name, (long long)k->grid[0], (long long)k->grid[1],
           (long long)k->grid[2], k->block[0], k->block[1], k->block[2], (long long)k->smem_bytes, k->nparams);
-  for (int i = 0; i < k->nparams; i++) fprintf(jf, args[i] ? " b%d" : " 0", i);
+  for (int i = 0; i < k->nparams; i++)
+    fprintf(jf, !args[i] ? " 0" : k->params[i].kind == CUDA_P_TMAP ? " m%d" : " b%d", i);
   fprintf(jf, "\n");
   for (int i = 0; i < k->nparams; i++)
     if (args[i]) fprintf(jf, "out %d %s/out%d.bin\n", i, s->dir, i);
+  for (int i = 0; i < nextra; i++) fprintf(jf, "out %d %s/xo%d.bin\n", 32 + i, s->dir, i);
   fclose(jf);
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "%s %s %llu > %s/stdout.txt 2> %s/stderr.txt", s->bin, job, seed, s->dir, s->dir);
@@ -206,16 +234,28 @@ static inline int cu_sim_run(cu_sim *s, const cuda_kernel *k, cu_buf *const *arg
     assert_int_equal(fread(args[i]->p, 1, args[i]->bytes, f), args[i]->bytes);
     fclose(f);
   }
+  for (int i = 0; i < nextra; i++) {
+    snprintf(path, sizeof path, "%s/xo%d.bin", s->dir, i);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(extra[i]->p, 1, extra[i]->bytes, f), extra[i]->bytes);
+    fclose(f);
+  }
   if (stats) {
     snprintf(path, sizeof path, "%s/stdout.txt", s->dir);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    int got = fscanf(f, "hk_sim_stats ldsm=%llu conflicts=%llu mma=%llu cp_bytes=%llu barriers=%llu", &stats[0],
-                     &stats[1], &stats[2], &stats[3], &stats[4]);
+    int got = fscanf(f, "hk_sim_stats ldsm=%llu conflicts=%llu mma=%llu cp_bytes=%llu barriers=%llu wgmma=%llu tma_bytes=%llu",
+                     &stats[0], &stats[1], &stats[2], &stats[3], &stats[4], &stats[5], &stats[6]);
     fclose(f);
-    assert_int_equal(got, 5);
+    assert_int_equal(got, 7);
   }
   return 0;
+}
+
+static inline int cu_sim_run(cu_sim *s, const cuda_kernel *k, cu_buf *const *args, unsigned long long stats[7],
+                             unsigned long long seed) {
+  return cu_sim_run_x(s, k, args, NULL, 0, stats, seed);
 }
 
 #endif

@@ -164,6 +164,78 @@ static void test_models_sm90a(void **vs) {
   compile_models(st, CUDA_SM80, "sm_90a"); /* the SM80 template also runs on Hopper */
 }
 
+/* The SM90 template (plan arch sm90): GEMMs within the TMA/WGMMA limits,
+ * compiled for sm_90a; the PTX holds wgmma.mma_async, the TMA bulk tensor
+ * copies, mbarriers and setmaxnreg.  The tail GEMM with K = 190 is outside
+ * TMA's 16-byte stride rule and is refused (it runs on the SM80 template). */
+static void test_sm90_template(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_NVRTC(st);
+  hp_error e = {0};
+  cu_model ms[CU_NMODELS];
+  cu_models(ms, CUDA_SM90);
+  cuda_module *mod;
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &mod));
+  assert_int_equal(cuda_gen_gemm(&e, mod, &ms[0].g, "gemm_tail"), HP_E_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "16-byte"));
+  hp_error_clear(&e);
+  const char *names[8];
+  int n = 0;
+  cu_ok(&e, cuda_gen_gemm(&e, mod, &ms[1].g, "gemm_bias_relu90")); /* tile 128x64: BN 64 */
+  names[n++] = "gemm_bias_relu90";
+  ms[2].g.tune.persistent = true;
+  cu_ok(&e, cuda_gen_gemm(&e, mod, &ms[2].g, "gemm_1024_90"));
+  names[n++] = "gemm_1024_90";
+  cuda_gemm_spec g;
+  cuda_gemm_spec_init(&g, 333, 248, 184, TINY_BF16); /* tails everywhere, TMA-aligned; K-major B; fp32 out */
+  g.tune.arch = CUDA_SM90;
+  g.c_dtype = TINY_FP32;
+  g.b_sk = 1, g.b_sn = 184;
+  g.n_epi = 2;
+  g.epi[0].kind = CUDA_EPI_RESIDUAL, g.epi[0].dtype = TINY_FP32, g.epi[0].s_m = 248, g.epi[0].s_n = 1;
+  g.epi[1].kind = CUDA_EPI_GELU;
+  cu_ok(&e, cuda_gen_gemm(&e, mod, &g, "gemm_tail_kmajor90"));
+  names[n++] = "gemm_tail_kmajor90";
+  cuda_gemm_spec_init(&g, 96, 256, 128, TINY_FP16); /* batched 2x3, BN 256, 2 stages */
+  g.tune.arch = CUDA_SM90;
+  g.batch[0] = 2, g.batch[1] = 3;
+  g.tune.bn = 256, g.tune.stages = 2;
+  cu_ok(&e, cuda_gen_gemm(&e, mod, &g, "gemm_batched90"));
+  names[n++] = "gemm_batched90";
+  cuda_gemm_spec_init(&g, 64, 64, 8192, TINY_FP16); /* skinny: split-K parallel */
+  g.tune.arch = CUDA_SM90;
+  g.c_dtype = TINY_FP32;
+  g.tune.splitk = 8, g.tune.splitk_parallel = true;
+  g.n_epi = 1;
+  g.epi[0].kind = CUDA_EPI_BIAS_N, g.epi[0].dtype = TINY_FP32;
+  cu_ok(&e, cuda_gen_gemm(&e, mod, &g, "gemm_splitk90"));
+  names[n++] = "gemm_splitk90";
+  g.epi[0].kind = CUDA_EPI_RELU;
+  assert_int_equal(cuda_gen_gemm(&e, mod, &g, "gemm_splitk_relu90"), HP_E_UNSUPPORTED);
+  hp_error_clear(&e);
+  char *src;
+  cu_ok(&e, cuda_print(&e, mod, &src));
+  cuda_binary bin;
+  cu_ok(&e, cuda_rt_compile(&e, st->rt, src, "sm90.cu", "sm_90a", NULL, 0, &bin));
+  for (int i = 0; i < n; i++) {
+    char *t = ptx_entry(bin.ptx, names[i]);
+    if (!t) fail_msg("no .entry %s", names[i]);
+    const char *need[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                          "wgmma.wait_group.sync.aligned", "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                          "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "setmaxnreg.inc.sync.aligned.u32 232",
+                          "setmaxnreg.dec.sync.aligned.u32 40"};
+    for (int j = 0; j < 9; j++)
+      if (!count(t, need[j])) fail_msg("%s: no %s in the PTX", names[i], need[j]);
+    if (strcmp(names[i], "gemm_splitk90") ? !count(t, "cp.async.bulk.tensor.4d.global.shared::cta") : !count(t, "red.global.add.f32"))
+      fail_msg("%s: wrong C store", names[i]);
+    free(t);
+  }
+  fprintf(stderr, "%d SM90 kernels compiled for sm_90a\n", n);
+  cuda_binary_free(&bin);
+  free(src);
+  cuda_module_free(mod);
+}
+
 /* A compile error is an InternalError carrying the NVRTC log. */
 static void test_compile_error(void **vs) {
   state *st = *vs;
@@ -183,6 +255,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_models_sm80),
       cmocka_unit_test(test_models_sm90a),
+      cmocka_unit_test(test_sm90_template),
       cmocka_unit_test(test_compile_error),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -167,7 +167,7 @@ static int64_t gemm_numel(int64_t sb0, int64_t sb1, int64_t n0, int64_t n1, int6
 }
 
 /* Run gemm kernel i; returns mismatches; stats out. */
-static int64_t run_gemm(state *st, int i, unsigned long long stats[5]) {
+static int64_t run_gemm(state *st, int i, unsigned long long stats[7]) {
   const cuda_gemm_spec *s = &st->gemm[i];
   cu_rng r = {(uint64_t)i * 7919 + 1};
   int64_t na = gemm_numel(s->a_sb[0], s->a_sb[1], s->batch[0], s->batch[1], (s->M - 1) * s->a_sm + (s->K - 1) * s->a_sk);
@@ -212,7 +212,7 @@ static int64_t run_gemm(state *st, int i, unsigned long long stats[5]) {
 static void test_gemm_tails(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
-  unsigned long long stats[5];
+  unsigned long long stats[7];
   assert_int_equal(run_gemm(st, 0, stats), 0);
   assert_true(stats[0] > 0 && stats[2] > 0 && stats[3] > 0); /* ldmatrix, mma, cp.async all used */
   assert_int_equal(stats[1], 0);                              /* swizzled: no bank conflicts */
@@ -221,7 +221,7 @@ static void test_gemm_tails(void **vs) {
 static void test_gemm_bias_relu(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
-  unsigned long long stats[5];
+  unsigned long long stats[7];
   assert_int_equal(run_gemm(st, 1, stats), 0);
   assert_int_equal(stats[1], 0);
 }
@@ -235,7 +235,7 @@ static void test_gemm_odd_gather_fp32(void **vs) {
 static void test_gemm_bf16_batched_transposed(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
-  unsigned long long stats[5];
+  unsigned long long stats[7];
   assert_int_equal(run_gemm(st, 3, stats), 0);
   assert_int_equal(stats[1], 0);
 }
@@ -243,7 +243,7 @@ static void test_gemm_bf16_batched_transposed(void **vs) {
 static void test_gemm_big_tile(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
-  unsigned long long stats[5];
+  unsigned long long stats[7];
   assert_int_equal(run_gemm(st, 4, stats), 0);
   assert_int_equal(stats[1], 0);
 }
@@ -251,7 +251,7 @@ static void test_gemm_big_tile(void **vs) {
 static void test_gemm_unswizzled_conflicts(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
-  unsigned long long stats[5];
+  unsigned long long stats[7];
   assert_int_equal(run_gemm(st, 5, stats), 0); /* still correct ... */
   assert_true(stats[1] > 0);                    /* ... but with bank conflicts */
 }
@@ -286,7 +286,7 @@ static void test_conv(void **vs) {
     }
     char nm[32];
     snprintf(nm, sizeof nm, "conv%d", i);
-    unsigned long long stats[5];
+    unsigned long long stats[7];
     assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, stats, 7), 0);
     assert_int_equal(stats[1], 0);
     float *want = calloc((size_t)ny, sizeof(float));
@@ -320,7 +320,7 @@ static void test_attention(void **vs) {
     cu_buf *args[5] = {&q, &k, &v, s->has_mask ? &mask : NULL, &o};
     char nm[32];
     snprintf(nm, sizeof nm, "attn%d", i);
-    unsigned long long stats[5];
+    unsigned long long stats[7];
     assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, stats, 11), 0);
     assert_int_equal(stats[1], 0);
     float *want = calloc((size_t)no, sizeof(float));
