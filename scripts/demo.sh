@@ -4,3 +4,4 @@ set -euo pipefail
 HARP=${1:-build/harp}
 cd "$(dirname "$0")/.."
 python3 scripts/demo.py "$HARP"
+python3 scripts/demo_transformer.py "$HARP"

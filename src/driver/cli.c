@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "harp/frontend.h"
 #include "harp/interp.h"
 #include "util/util.h"
 
@@ -160,11 +161,10 @@ static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state,
   return HP_OK;
 }
 
-static hp_status load_graph(hp_error *e, const char *path, tiny_graph **g) {
-  const char *ext = ext_of(path);
-  if (!strcmp(ext, ".json")) return tiny_load_file(e, path, g);
-  if (!strcmp(ext, ".harp"))
-    return hp_fail_at(e, HP_E_UNSUPPORTED, path, 0, 0, "the harp DSL frontend is not built into this harp yet");
+static hp_status load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults) {
+  const char *path = o->model, *ext = ext_of(path);
+  if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
+  if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
   return hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json or .harp)", ext);
 }
 
@@ -174,7 +174,8 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   if (!o->model) return hp_fail(e, HP_E_USAGE, NULL, "no MODEL given");
   for (int i = 0; i < o->syms.n; i++)
     if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
-  if (load_graph(e, o->model, &m->g)) return e->code;
+  tiny_symtab_init(&m->defaults);
+  if (load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
   /* Every --input must name an input of the model. */
   for (int k = 0; k < o->ninputs; k++) {
@@ -208,6 +209,9 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
       st = hp_fail(e, HP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
                    g->nodes[i].a.input.tensor_id);
   }
+  for (int i = 0; i < m->defaults.n && !st; i++) /* graph<B=1>: where nothing else binds */
+    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL))
+      st = tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]);
   if (!st) st = tiny_prepare(e, g, &m->syms, !need_inputs);
   if (!st && need_inputs) {
     int *ins = NULL;
@@ -238,6 +242,8 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
 }
 
 void cli_model_free(cli_model *m) {
+  hp_program_free(m->program);
+  tiny_symtab_free(&m->defaults);
   for (int i = 0; i < m->ninputs; i++) hp_tensor_free(&m->inputs[i]);
   free(m->inputs);
   tiny_graph_free(m->g);
@@ -249,7 +255,7 @@ void cli_model_free(cli_model *m) {
 static const char *const known_dumps[] = {"frontend", "tiny", "indexbook", "poly_view", "region", "plan",
                                           "function", "gpu", "cu", "c", NULL};
 
-static hp_status write_text(hp_error *e, const char *dir, const char *file, const char *text) {
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text) {
   char path[4096];
   if (hp_mkdirs(e, dir)) return e->code;
   snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -264,17 +270,28 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       return hp_fail(e, HP_E_USAGE, NULL,
                      "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c)",
                      o->dumps[i]);
-    if (!strcmp(o->dumps[i], "tiny")) {
-      char *json = tiny_write_json(m->g);
+    if (!strcmp(o->dumps[i], "frontend")) {
+      if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp model");
+      char *json = hp_frontend_json(m->program);
       if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-      hp_status st = write_text(e, o->dump_dir, "tiny.json", json);
+      hp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);
       free(json);
       if (st) return st;
+    } else if (!strcmp(o->dumps[i], "tiny")) {
+      char *json = tiny_write_json(m->g);
+      if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
+      free(json);
+      if (st) return st;
+    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view")) {
+      continue; /* dump_poly.c, below */
+    } else if (!strcmp(o->dumps[i], "c")) {
+      continue; /* written by the cpu backend */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  return HP_OK;
+  return cli_write_poly_dumps(e, o, m);
 }
 
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {

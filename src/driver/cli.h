@@ -31,6 +31,8 @@ typedef struct cli_opts {
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
 typedef struct cli_model {
   tiny_graph *g;
+  struct hp_program *program; /* .harp models: the frontend program (else NULL) */
+  tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
   hp_tensor *inputs;   /* one per INPUT node, graph order */
   int ninputs;
@@ -56,12 +58,25 @@ void cli_model_free(cli_model *m);
  * returns HP_OK.  Fails on an unknown dump name. */
 hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 bool cli_wants_dump(const cli_opts *o, const char *name);
+/* indexbook.json / poly_view.json when asked for (dump_poly.c). */
+hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+
+/* Write text to DIR/FILE atomically (DIR is created). */
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
 
+/* .harp models (cmd_frontend.c): load, lower to Tiny IR; defaults receives
+ * the graph<...> default bindings. */
+hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
+                        struct hp_program **program);
+
 /* Commands. */
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_decompile(int argc, char **argv);
+int cmd_viz(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

@@ -9,6 +9,9 @@ static const char dump_help[] =
     "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]...\n\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"
+    "  indexbook   the axis side table: axes, domains, maps (docs/indexbook.md)\n"
+    "  poly_view   blocks, isl domains and accesses, contraction patterns,\n"
+    "              dependences (docs/poly-view.md)\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
     "DIR defaults to the current directory.\n";
 

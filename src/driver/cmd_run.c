@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "harp/cpu.h"
 #include "harp/interp.h"
 
 static const char run_help[] =
@@ -19,8 +20,9 @@ static const char run_help[] =
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
-    "  --backend B            interp (the reference interpreter; default)\n"
-    "  --dump LIST            comma-separated IR dumps: tiny (more as layers land)\n"
+    "  --backend B            interp (the reference interpreter; default) or cpu\n"
+    "                         (generated C, compiled with the system compiler)\n"
+    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
@@ -40,8 +42,9 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("run", "no MODEL given");
   }
-  if (o.backend && strcmp(o.backend, "interp") != 0) {
-    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp)", o.backend);
+  const char *backend = o.backend ? o.backend : "interp";
+  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0) {
+    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu)", backend);
     cli_opts_free(&o);
     return r;
   }
@@ -55,7 +58,17 @@ int cmd_run(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
+  if (!strcmp(backend, "cpu")) {
+    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c")};
+    hp_cpu_model *cm = NULL;
+    hp_status s = hp_cpu_compile(&e, m.g, &m.syms, &co, &cm);
+    if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm));
+    if (!s) s = hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs);
+    hp_cpu_free(cm);
+    if (s) goto fail;
+  } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
+    goto fail;
+  }
   for (int k = 0; k < m.g->noutputs; k++) names[k] = tiny_output_name(m.g, m.g->outputs[k]);
   if (cli_write_outputs(&e, o.out_dir, names, outs, m.g->noutputs)) goto fail;
   for (int k = 0; k < m.g->noutputs; k++) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harp/function.h"
+#include "harp/poly.h"
 #include "util/util.h"
 
 static bool is_view(const tiny_graph *g, int i) { return tiny_op_class(g->nodes[i].op) == TC_MOVE; }
@@ -172,4 +173,73 @@ hp_status rg_partition_check(hp_error *e, const rg_partition *p) {
   free(mark);
   free(writer);
   return st;
+}
+
+hp_status rg_partition_blocks(hp_error *e, const tiny_graph *g, const poly_view *pv, rg_partition **out) {
+  *out = NULL;
+  rg_partition *p = hp_xcalloc(1, sizeof *p);
+  char *in_region = hp_xcalloc((size_t)g->n + 1, 1), *is_in = hp_xcalloc((size_t)g->n + 1, 1);
+  int *stack = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
+  hp_status st = HP_OK;
+  if (!p || !in_region || !is_in || !stack || !(p->arena = hp_arena_new()) ||
+      !(p->region_of = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
+      !(p->regions = hp_arena_alloc(p->arena, sizeof(rg_region) * ((size_t)g->n + 1)))) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  p->g = g;
+  for (int i = 0; i < g->n; i++) p->region_of[i] = -1;
+  for (int k = 0; k < g->noutputs; k++)
+    if (is_leaf(g, g->outputs[k])) {
+      st = hp_fail(e, HP_E_UNSUPPORTED, g->nodes[g->outputs[k]].id, "a model output that is itself an input or constant");
+      goto done;
+    }
+  /* Blocks come in graph order of the node they write, GATHERs in between. */
+  for (int i = 0; i < g->n && !st; i++) {
+    int b = poly_block_of(pv, i);
+    bool gather = g->nodes[i].op == TINY_GATHER;
+    if (!gather && (b < 0 || poly_block(pv, b)->node != i)) continue;
+    memset(in_region, 0, (size_t)g->n);
+    memset(is_in, 0, (size_t)g->n);
+    const poly_block_info *bi = gather ? NULL : poly_block(pv, b);
+    int nn = gather ? 1 : bi->nnodes;
+    for (int k = 0; k < nn; k++) collect(g, gather ? i : bi->nodes[k], in_region, is_in, stack);
+    for (int k = 0; k < nn; k++) is_in[gather ? i : bi->nodes[k]] = 0; /* computed here, not read */
+    rg_region *r = &p->regions[p->n];
+    r->nodes = list_of(p->arena, in_region, g->n, &r->nnodes);
+    r->in_values = list_of(p->arena, is_in, g->n, &r->nin);
+    r->out_values = hp_arena_alloc(p->arena, sizeof(int));
+    r->blocks = hp_arena_alloc(p->arena, sizeof(int));
+    if (!r->nodes || !r->in_values || !r->out_values || !r->blocks) {
+      st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      break;
+    }
+    r->out_values[0] = i;
+    r->nout = 1;
+    if (!gather) {
+      r->blocks[0] = b;
+      r->nblocks = 1;
+    }
+    r->name = gather ? (g->nodes[i].tag ? g->nodes[i].tag : g->nodes[i].id) : bi->name;
+    r->kind = gather ? "gather" : bi->kind == POLY_CONTRACTION ? "contraction" : bi->kind == POLY_REDUCE ? "reduce" : "ewise";
+    r->pattern = !gather && bi->con ? poly_pattern_name(bi->con->pattern) : NULL;
+    for (int k = 0; k < nn; k++) p->region_of[gather ? i : bi->nodes[k]] = p->n;
+    p->n++;
+  }
+  for (int a = 0; a < p->n && !st; a++) /* unique names */
+    for (int b2 = 0; b2 < a; b2++)
+      if (!strcmp(p->regions[a].name, p->regions[b2].name)) {
+        p->regions[a].name = g->nodes[p->regions[a].out_values[0]].id;
+        break;
+      }
+done:
+  free(in_region);
+  free(is_in);
+  free(stack);
+  if (st) {
+    rg_partition_free(p);
+    return st;
+  }
+  *out = p;
+  return HP_OK;
 }

@@ -32,10 +32,16 @@ class Suite:
         sys.exit(1 if self.failed else 0)
 
 
-def run(model, inputs=None, syms=(), extra=(), outdir=None):
+# Every backend the cross-checks run on; HARP_TEST_BACKENDS narrows it.
+BACKENDS = os.environ.get("HARP_TEST_BACKENDS", "interp,cpu").split(",")
+# Compiled models go to a private cache, so tests never touch ~/.cache.
+os.environ.setdefault("HARP_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"harp-test-cache-{os.getuid()}"))
+
+
+def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp"):
     """Run `harp run`; returns (completed process, outdir)."""
     outdir = outdir or tempfile.mkdtemp(prefix="harp_py_")
-    args = [HARP, "run", model, "--out", outdir, *extra]
+    args = [HARP, "run", model, "--out", outdir, "--backend", backend, *extra]
     for name, arr in (inputs or {}).items():
         path = os.path.join(outdir, f"in_{name}.npy")
         np.save(path, arr)

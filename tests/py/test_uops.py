@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from harp_test import Suite, close, run, write_model
+from harp_test import BACKENDS, Suite, close, run, write_model
 
 s = Suite("uops")
 rng = np.random.default_rng(7)
@@ -19,15 +19,17 @@ def check(name, uops, inputs, want, dtype="fp32", out="r", atol=1e-3):
     ins = [inp(k, {np.float16: "fp16", np.float32: "fp32", np.int32: "i32", np.bool_: "bool"}[v.dtype.type], v.shape)
            for k, v in inputs.items()]
     model = write_model(ins + uops, [out])
-    p, d = run(model, inputs)
-    if p.returncode != 0:
-        s.check(name, False, p.stderr)
-        return
-    got = np.load(f"{d}/{out}.npy")
-    if got.dtype.kind in "ib":
-        s.check(name, np.array_equal(got, want), f"{got} != {want}")
-    else:
-        s.check(name, *close(got, want, atol=atol))
+    for backend in BACKENDS:
+        p, d = run(model, inputs, backend=backend)
+        label = f"{name} [{backend}]"
+        if p.returncode != 0:
+            s.check(label, False, p.stderr)
+            continue
+        got = np.load(f"{d}/{out}.npy")
+        if got.dtype.kind in "ib":
+            s.check(label, np.array_equal(got, want), f"{got} != {want}")
+        else:
+            s.check(label, *close(got, want, atol=atol))
 
 
 for dt, npdt in (("fp32", np.float32), ("fp16", np.float16)):

@@ -68,8 +68,9 @@ static const ecase cases[] = {
      M(IN("x", "fp32", "[4,4]") ","  "{\"id\":\"p1\",\"uop\":\"PAD\",\"src\":[\"x\"],\"arg\":{\"pad\":[[1,1],[1,1]]}}" "," 
        "{\"id\":\"p2\",\"uop\":\"PAD\",\"src\":[\"p1\"],\"arg\":{\"pad\":[[1,1],[1,1]]}}" "," 
        "{\"id\":\"p3\",\"uop\":\"PAD\",\"src\":[\"p2\"],\"arg\":{\"pad\":[[1,1],[1,1]]}}" "," 
-       "{\"id\":\"r\",\"uop\":\"NEG\",\"src\":[\"p3\"]}"),
-     {0}, HP_E_EXCESSIVE_PIECEWISE, "p2", 0},
+       "{\"id\":\"p4\",\"uop\":\"PAD\",\"src\":[\"p3\"],\"arg\":{\"pad\":[[1,1],[1,1]]}}" "," 
+       "{\"id\":\"r\",\"uop\":\"NEG\",\"src\":[\"p4\"]}"),
+     {0}, HP_E_EXCESSIVE_PIECEWISE, "p4", 0},
     {"negative_stride_view", M(IN("x", "fp32", "[4]") ","  "{\"id\":\"r\",\"uop\":\"VIEW\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[4],\"index_map\":[\"3 - i0\"]}}"),
      {0}, HP_E_NEGATIVE_STRIDE, "r", 0},
     {"negative_stride_shrink", M(IN("x", "fp32", "[4]") ","  "{\"id\":\"r\",\"uop\":\"SHRINK\",\"src\":[\"x\"],\"arg\":{\"lo\":[0],\"hi\":[4],\"step\":[-1]}}"),
