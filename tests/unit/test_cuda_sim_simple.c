@@ -3,6 +3,7 @@
  * naive references.  Skips when g++ is missing. */
 #include <math.h>
 
+#include "cuda_ref.h"
 #include "cuda_testutil.h"
 
 typedef struct state {
@@ -137,42 +138,6 @@ static int teardown(void **vs) {
     if ((st)->skip) skip(); \
   } while (0)
 
-/* Tiny semantics on floats, the way the interpreter computes them. */
-static float ew_eval(const cuda_ew_spec *s, cu_buf *const *in, int64_t idx) {
-  float v[CUDA_MAX_EW_INSTR];
-  for (int i = 0; i < s->ninstr; i++) {
-    const cuda_ew_instr *I = &s->instr[i];
-    float a = I->a >= 0 && I->a < i ? v[I->a] : 0, b = I->b >= 0 && I->b < i ? v[I->b] : 0,
-          c = I->c >= 0 && I->c < i ? v[I->c] : 0;
-    switch (I->op) {
-    case TINY_INPUT: {
-      int64_t off = 0, rem = idx;
-      for (int d = s->rank - 1; d >= 0; d--) {
-        off += (rem % s->shape[d]) * s->in[I->input].strides[d];
-        rem /= s->shape[d];
-      }
-      v[i] = cu_get(in[I->input], off);
-      break;
-    }
-    case TINY_CONST: v[i] = (float)I->imm; break;
-    case TINY_ADD: v[i] = a + b; break;
-    case TINY_SUB: v[i] = a - b; break;
-    case TINY_MUL: v[i] = a * b; break;
-    case TINY_MAX: v[i] = a > b ? a : b; break;
-    case TINY_GELU: v[i] = 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); break;
-    case TINY_CMPLT: v[i] = a < b; break;
-    case TINY_WHERE: v[i] = a != 0 ? b : c; break;
-    case TINY_EXP2: v[i] = exp2f(a); break;
-    case TINY_SQRT: v[i] = sqrtf(a); break;
-    case TINY_RECIP: v[i] = 1.0f / a; break;
-    case TINY_RELU: v[i] = a < 0 ? 0 : a; break;
-    case TINY_CAST: v[i] = cu_round(I->dtype, a); break;
-    default: fail_msg("ew_eval: op %s not in the reference", tiny_op_name(I->op));
-    }
-  }
-  return v[s->ninstr - 1];
-}
-
 static void test_ewise(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
@@ -195,7 +160,7 @@ static void test_ewise(void **vs) {
     snprintf(nm, sizeof nm, "ew%d", i);
     assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, NULL, 3), 0);
     float *want = malloc(sizeof(float) * (size_t)numel);
-    for (int64_t x = 0; x < numel; x++) want[x] = ew_eval(s, args, x);
+    for (int64_t x = 0; x < numel; x++) want[x] = ref_ew_eval(s, args, x);
     assert_int_equal(cu_compare(nm, &out, want, numel, 1e-3), 0);
     free(want);
     for (int j = 0; j < s->ninputs; j++) cu_buf_free(&in[j]);
@@ -218,17 +183,7 @@ static void test_reduce(void **vs) {
     snprintf(nm, sizeof nm, "red%d", i);
     assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, NULL, 4), 0);
     float *want = malloc(sizeof(float) * (size_t)nout);
-    for (int64_t a = 0; a < s->outer; a++)
-      for (int64_t c = 0; c < s->inner; c++) {
-        double acc = s->op == TINY_RSUM ? 0 : s->op == TINY_RMAX ? -INFINITY : INFINITY;
-        for (int64_t j = 0; j < s->red; j++) {
-          double x = cu_get(&in, a * s->s_outer + j * s->s_red + c * s->s_inner);
-          acc = s->op == TINY_RSUM ? acc + x : s->op == TINY_RMAX ? (x > acc ? x : acc) : (x < acc ? x : acc);
-        }
-        if (s->has_init)
-          acc = s->op == TINY_RSUM ? acc + s->init : s->op == TINY_RMAX ? fmax(acc, s->init) : fmin(acc, s->init);
-        want[a * s->inner + c] = (float)acc;
-      }
+    ref_reduce(s, &in, want);
     assert_int_equal(cu_compare(nm, &out, want, nout, 1e-3), 0);
     free(want);
     cu_buf_free(&in);
@@ -254,27 +209,7 @@ static void test_softmax_layernorm(void **vs) {
     snprintf(nm, sizeof nm, ln ? "ln%d" : "sm%d", ln ? i - 3 : i);
     assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), ln ? args_ln : args_sm, NULL, 5), 0);
     float *want = malloc(sizeof(float) * (size_t)nout);
-    for (int64_t row = 0; row < s->rows; row++) {
-      const int64_t o = row * s->row_stride;
-      if (!ln) {
-        double sc = s->scale != 0 ? s->scale : 1.0, mx = -INFINITY, l = 0;
-        for (int64_t c = 0; c < s->cols; c++) mx = fmax(mx, cu_get(&x, o + c) * sc);
-        for (int64_t c = 0; c < s->cols; c++) l += exp(cu_get(&x, o + c) * sc - mx);
-        for (int64_t c = 0; c < s->cols; c++) want[row * s->cols + c] = (float)(exp(cu_get(&x, o + c) * sc - mx) / l);
-      } else { /* two-pass mean/variance in double: independent of Welford */
-        double mean = 0, var = 0;
-        for (int64_t c = 0; c < s->cols; c++) mean += cu_get(&x, o + c);
-        mean /= (double)s->cols;
-        for (int64_t c = 0; c < s->cols; c++) var += (cu_get(&x, o + c) - mean) * (cu_get(&x, o + c) - mean);
-        var /= (double)s->cols;
-        for (int64_t c = 0; c < s->cols; c++) {
-          double v = (cu_get(&x, o + c) - mean) / sqrt(var + s->eps);
-          if (s->has_gamma) v *= cu_get(&g, c);
-          if (s->has_beta) v += cu_get(&bt, c);
-          want[row * s->cols + c] = (float)v;
-        }
-      }
-    }
+    ref_rownorm(s, ln, &x, &g, &bt, want);
     assert_int_equal(cu_compare(nm, &y, want, nout, 1e-3), 0);
     free(want);
     cu_buf_free(&x);

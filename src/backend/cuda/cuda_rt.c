@@ -537,6 +537,36 @@ hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_
   return s;
 }
 
+void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->stream : NULL; }
+
+hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int reps, double *ms_median) {
+  *ms_median = 0;
+  if (need_gpu(e, rt)) return e->code;
+  if (reps < 1 || reps > 10000) return hp_fail(e, HP_E_INVALID_ARG, NULL, "reps must be 1..10000");
+  double *t = hp_xcalloc((size_t)reps, sizeof *t);
+  if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  CUevent a = NULL, b = NULL;
+  hp_status s = HP_OK;
+  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventCreate failed");
+  for (int i = 0; i < 3 && !s; i++)
+    if (fn(ctx)) s = hp_fail(e, HP_E_INTERNAL, NULL, "timed function failed");
+  for (int i = 0; i < reps && !s; i++) {
+    float ms = 0;
+    if (rt->cu.EventRecord(a, rt->stream) || fn(ctx) || rt->cu.EventRecord(b, rt->stream) ||
+        rt->cu.EventSynchronize(b) || rt->cu.EventElapsedTime(&ms, a, b))
+      s = hp_fail(e, HP_E_INTERNAL, NULL, "timing failed");
+    t[i] = ms;
+  }
+  if (!s) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *ms_median = t[reps / 2];
+  }
+  if (a) rt->cu.EventDestroy(a);
+  if (b) rt->cu.EventDestroy(b);
+  free(t);
+  return s;
+}
+
 hp_status cuda_model_mem_init(hp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
                               cuda_model_mem *out) {
   memset(out, 0, sizeof *out);
