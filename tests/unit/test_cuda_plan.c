@@ -60,7 +60,7 @@ static void test_plan_variants(void **s) {
   assert_true(t.raster_m_x);
   assert_int_equal(t.splitk, 4);
   assert_true(t.splitk_parallel);
-  cu_ok(&e, plan_parse_dsl("split m 64; split n 64; split k 32; algo_choice matmul splitk_parallel;\n", "p.plan",
+  cu_ok(&e, plan_parse_dsl("split m 64; split n 64; split k 32; algo_choice matmul splitk_serial;\n", "p.plan",
                            PLAN_ARCH_SM80, &p, &e));
   assert_int_equal(cuda_tune_from_plan(&e, &p, 4, &t), HP_E_UNSUPPORTED);
   hp_error_clear(&e);

@@ -22,7 +22,7 @@ typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec gemm[8];
+  cuda_gemm_spec gemm[9];
   cuda_conv_spec conv[4];
   cuda_attn_spec attn[5];
 } state;
@@ -71,6 +71,12 @@ static void make_specs(state *st) {
   /* 6, 7: copies of 0 that get broken on purpose (see break_kernel) */
   g[6] = g[0];
   g[7] = g[4];
+  /* 8: skinny GEMM, split-K parallel (4 slices) into a zeroed fp32 C, bias from slice 0 */
+  cuda_gemm_spec_init(&g[8], 48, 40, 520, TINY_FP16);
+  g[8].c_dtype = TINY_FP32;
+  g[8].tune.splitk = 4, g[8].tune.splitk_parallel = true;
+  g[8].n_epi = 1;
+  epi_set(&g[8].epi[0], CUDA_EPI_BIAS_N, TINY_FP32);
 
   cuda_conv_spec *c = st->conv;
   cuda_conv_spec_init(&c[0], 2, 16, 12, 10, 24, 3, 3, TINY_FP16); /* 3x3 stride 1 pad 1, bias + relu */
@@ -132,7 +138,7 @@ static int setup(void **vs) {
   make_specs(st);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &st->m));
   char nm[32];
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 9; i++) {
     snprintf(nm, sizeof nm, "gemm%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->gemm[i], nm));
   }
@@ -174,7 +180,7 @@ static int64_t run_gemm(state *st, int i, unsigned long long stats[7]) {
   int64_t nb = gemm_numel(s->b_sb[0], s->b_sb[1], s->batch[0], s->batch[1], (s->K - 1) * s->b_sk + (s->N - 1) * s->b_sn);
   int64_t nc = gemm_numel(s->c_sb[0], s->c_sb[1], s->batch[0], s->batch[1], (s->M - 1) * s->c_sm + (s->N - 1) * s->c_sn);
   cu_buf A = cu_random(s->a_dtype, na, &r, 1), B = cu_random(s->b_dtype, nb, &r, 1), C = cu_buf_new(s->c_dtype, nc);
-  memset(C.p, 0xFF, C.bytes); /* NaN: every element must be written */
+  if (s->tune.splitk <= 1) memset(C.p, 0xFF, C.bytes); /* NaN: every element must be written */
   cu_buf eb[CUDA_MAX_EPI];
   cu_buf *ebp[CUDA_MAX_EPI] = {0};
   cu_buf *args[3 + CUDA_MAX_EPI] = {&A, &B, &C};
@@ -254,6 +260,13 @@ static void test_gemm_unswizzled_conflicts(void **vs) {
   unsigned long long stats[7];
   assert_int_equal(run_gemm(st, 5, stats), 0); /* still correct ... */
   assert_true(stats[1] > 0);                    /* ... but with bank conflicts */
+}
+
+static void test_gemm_splitk_parallel(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  assert_int_equal(run_gemm(st, 8, NULL), 0);
+  assert_int_equal(cuda_module_find(st->m, "gemm8")->grid[2], 4);
 }
 
 static void test_broken_kernels_fail(void **vs) {
@@ -346,6 +359,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_bf16_batched_transposed),
       cmocka_unit_test(test_gemm_big_tile),
       cmocka_unit_test(test_gemm_unswizzled_conflicts),
+      cmocka_unit_test(test_gemm_splitk_parallel),
       cmocka_unit_test(test_broken_kernels_fail),
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_attention),

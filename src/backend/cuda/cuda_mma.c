@@ -80,6 +80,8 @@ typedef struct mma_gen {
   cuda_kernel *k;
   const cuda_mma_prob *p;
   int BM, BN, BK, S, WM, WN, WARPS_M, WARPS_N, T, MF, NF, KT;
+  int splits;     /* split-K parallel slices (1: none) */
+  const char *nkt; /* k tiles of this CTA (C text: a constant without split-K) */
   int a_rows, a_cols, b_rows, b_cols; /* SMEM tiles: rows x contiguous cols */
   int64_t a_bytes, b_bytes, stage_bytes;
   bool swz_off;
@@ -412,6 +414,8 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   g.BM = t->bm, g.BN = t->bn, g.BK = t->bk, g.S = t->stages, g.WM = t->warp_m, g.WN = t->warp_n;
   g.WARPS_M = g.BM / g.WM, g.WARPS_N = g.BN / g.WN, g.MF = g.WM / 16, g.NF = g.WN / 8;
   g.KT = (int)((p->K + g.BK - 1) / g.BK);
+  g.splits = t->splitk > 1 && t->splitk_parallel ? (t->splitk < g.KT ? t->splitk : g.KT) : 1;
+  int kt_per = (g.KT + g.splits - 1) / g.splits;
   g.swz_off = t->no_swizzle;
   g.a_rows = p->A.kmajor ? g.BM : g.BK, g.a_cols = p->A.kmajor ? g.BK : g.BM;
   g.b_rows = p->B.kmajor ? g.BN : g.BK, g.b_cols = p->B.kmajor ? g.BK : g.BN;
@@ -438,7 +442,8 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, p->kind);
   if (!k) return e->code;
   g.k = k;
-  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = p->nz;
+  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = p->nz * g.splits;
+  if (k->grid[2] > 65535) return hp_fail(e, HP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
   tiny_dtype ab = p->ab_dtype;
@@ -475,7 +480,19 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g.WARPS_N));
   cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'x' : 'y', g.BM));
   cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'y' : 'x', g.BN));
-  cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
+  if (g.splits > 1) {
+    cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g.splits));
+    cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g.splits));
+    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %d", kt_per));
+    cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g.KT, kt_per, g.KT));
+    g.nkt = "nkt";
+    cuda_meta_int(k, "splitk", g.splits);
+    cuda_meta_str(k, "algo_choice.matmul", "splitk_parallel");
+  } else {
+    cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
+    cuda_decl(b, "const int", "kt0", NULL, "0");
+    g.nkt = cuda_fmt(b, "%d", g.KT);
+  }
   cuda_decl(b, "const hk_u16 *", "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
   cuda_decl(b, "const hk_u16 *", "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(p->c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", p->pname[2], p->c_base));
@@ -491,29 +508,29 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   /* ---- pipeline prologue: tiles 0 .. S-2 ---- */
   cuda_comment(b, cuda_fmt(b, "pipeline prologue: %d of %d stages in flight", g.S - 1, g.S));
   cuda_for(b, "s", "0", cuda_fmt(b, "%d", g.S - 1), -1);
-  cuda_if(b, cuda_fmt(b, "s < %d", g.KT));
-  emit_tile_loads(&g, "s", "s", true);
+  cuda_if(b, cuda_fmt(b, "s < %s", g.nkt));
+  emit_tile_loads(&g, "kt0 + s", "s", true);
   cuda_close(b);
   cuda_emit(b, CU_COMMIT_GROUP);
   cuda_close(b);
 
   /* ---- main loop ---- */
   cuda_comment(b, "main loop: wait for tile kt, prefetch tile kt+S-1 into the stage freed last iteration");
-  cuda_for(b, "kt", "0", cuda_fmt(b, "%d", g.KT), 1);
+  cuda_for(b, "kt", "0", g.nkt, 1);
   cuda_stmt *w = cuda_emit(b, CU_WAIT_GROUP);
   w->i[0] = g.S - 2;
   cuda_emit(b, CU_BARRIER);
   cuda_decl(b, "const int", "nk", NULL, cuda_fmt(b, "kt + %d", g.S - 1));
-  cuda_if(b, cuda_fmt(b, "nk < %d", g.KT));
-  emit_tile_loads(&g, "nk", cuda_fmt(b, "nk %% %d", g.S), false);
+  cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
+  emit_tile_loads(&g, "kt0 + nk", cuda_fmt(b, "nk %% %d", g.S), false);
   cuda_close(b);
   cuda_emit(b, CU_COMMIT_GROUP);
   cuda_decl(b, "const int", "hk_st", NULL, cuda_fmt(b, "kt %% %d", g.S));
   emit_fragments_and_mma(&g);
   if (ga || gb) {
     cuda_comment(b, "gathered operands: registers -> the stage of tile nk (read by nobody since the barrier above)");
-    cuda_if(b, cuda_fmt(b, "nk < %d", g.KT));
-    cuda_decl(b, "const int", "k0", NULL, cuda_fmt(b, "nk * %d", g.BK));
+    cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
+    cuda_decl(b, "const int", "k0", NULL, cuda_fmt(b, "(kt0 + nk) * %d", g.BK));
     cuda_call(b, "(void)k0");
     if (ga) emit_gather(&g, &p->A, true, cuda_fmt(b, "nk %% %d", g.S), false, true);
     if (gb) emit_gather(&g, &p->B, false, cuda_fmt(b, "nk %% %d", g.S), false, true);
@@ -525,6 +542,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_emit(b, CU_BARRIER);
 
   /* ---- epilogue on the fragments, then the stores ---- */
+  if (g.splits > 1) cuda_if(b, "ks == 0"); /* split-K: one slice adds the (linear) epilogue */
   cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", cuda_fmt(b, "bm0 + wm * %d", g.WM), cuda_fmt(b, "bn0 + wn * %d", g.WN),
                               cuda_fmt(b, "%lld", (long long)p->M));
   ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
@@ -541,6 +559,22 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
         ep->epi[i].ptr = p->epi_ptr[i];
       }
     }
+  }
+  if (g.splits > 1) {
+    cuda_close(b);
+    cuda_comment(b, "split-K parallel: fp32 partial sums added into C (zeroed by the caller)");
+    cuda_for(b, "i", "0", cuda_fmt(b, "%d", g.MF), -1);
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", g.NF), -1);
+    cuda_for(b, "q", "0", "4", -1);
+    cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8", g.WM));
+    cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1)", g.WN));
+    cuda_emit_s(b, CU_ATOMIC_ADD, cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn),
+                "acc[i][j][q]", cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)p->M, (long long)p->N), NULL);
+    cuda_close(b);
+    cuda_close(b);
+    cuda_close(b);
+    cuda_meta_str(k, "c_store", "red.global.add.f32");
+    return cuda_b_finish(b, k);
   }
   emit_stores(&g);
   return cuda_b_finish(b, k);
@@ -611,6 +645,15 @@ hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, co
   if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype)) return e->code;
   if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
   if (m->arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
+  if (s->tune.splitk > 1) {
+    if (!s->tune.splitk_parallel)
+      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K is the parallel form (fp32 atomics) here; splitk_serial is not implemented");
+    if (s->c_dtype != TINY_FP32) return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K adds into an fp32 C");
+    for (int i = 0; i < s->n_epi; i++)
+      if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
+        return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the non-linear epilogue %s (run it as a second pass)",
+                       cuda_epi_name(s->epi[i].kind));
+  }
   cuda_mma_prob p;
   memset(&p, 0, sizeof p);
   p.kind = "mma_gemm";

@@ -28,8 +28,6 @@ hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, c
     }
   switch (p->algo[PLAN_KEY_MATMUL]) {
   case PLAN_ALGO_SPLITK_PARALLEL:
-    if (p->arch != PLAN_ARCH_SM90)
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "splitk_parallel is implemented on the SM90 template only");
     out->splitk = splitk_factor > 1 ? splitk_factor : 1;
     out->splitk_parallel = true;
     break;
