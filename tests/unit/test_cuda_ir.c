@@ -252,6 +252,31 @@ static void test_rt_no_driver(void **s) {
   cuda_rt_close(rt);
 }
 
+/* Misaligned views are refused before any launch (no GPU needed). */
+static void test_rt_misaligned(void **s) {
+  (void)s;
+  hp_error e = {0};
+  cuda_module *m;
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
+  cu_model ms[CU_NMODELS];
+  cu_models(ms, CUDA_SM80);
+  cu_ok(&e, cu_model_gen(&e, m, &ms[2])); /* gemm_1024: 16-byte cp.async and stores */
+  const cuda_kernel *k = cuda_module_find(m, "gemm_1024");
+  assert_int_equal(k->params[0].align, 16);
+  assert_int_equal(k->params[2].align, 16);
+  cuda_rt *rt;
+  cuda_rt_opts o = {.no_driver = true, .nvrtc_path = "/nonexistent"};
+  cu_ok(&e, cuda_rt_open(&e, &o, &rt));
+  cuda_devptr args[3] = {0x10000, 0x10008, 0x20000};
+  assert_int_equal(cuda_rt_launch_kernel(&e, rt, NULL, k, args, 0), HP_E_MISALIGNED);
+  assert_string_equal(e.node, "B");
+  hp_error_clear(&e);
+  args[1] = 0x10010;
+  assert_int_equal(cuda_rt_launch_kernel(&e, rt, NULL, k, args, 0), HP_E_UNSUPPORTED); /* aligned: now "no GPU" */
+  cuda_rt_close(rt);
+  cuda_module_free(m);
+}
+
 static void test_rt_stub_driver(void **s) {
   (void)s;
   const char *stubs[] = {"/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/targets/x86_64-linux/lib/stubs/libcuda.so"};
@@ -300,7 +325,7 @@ static void test_cache_key(void **s) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dump_json),      cmocka_unit_test(test_spec_errors),    cmocka_unit_test(test_verifier),
-      cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_rt_no_driver),   cmocka_unit_test(test_rt_stub_driver),
+      cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_rt_no_driver),   cmocka_unit_test(test_rt_misaligned),   cmocka_unit_test(test_rt_stub_driver),
       cmocka_unit_test(test_rt_no_nvrtc),    cmocka_unit_test(test_cache_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

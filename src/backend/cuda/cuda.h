@@ -333,6 +333,7 @@ typedef struct cuda_param {
   cuda_param_kind kind;
   tiny_dtype dtype;  /* element dtype of a pointer */
   const cuda_tmap_desc *tmap; /* CUDA_P_TMAP: how to encode it */
+  int align;                  /* bytes the pointer must be aligned to (vector / cp.async width) */
 } cuda_param;
 
 typedef struct cuda_meta {
@@ -427,6 +428,8 @@ void cuda_assign(cuda_b *b, const char *lhs, const char *rhs);
 void cuda_call(cuda_b *b, const char *text);
 void cuda_comment(cuda_b *b, const char *text);
 void cuda_param_add(cuda_kernel *k, const char *name, const char *ctype, cuda_param_kind kind, tiny_dtype dt);
+/* Require `bytes` alignment of the last parameter added (default: its element size). */
+void cuda_param_align(cuda_kernel *k, int bytes);
 void cuda_meta_int(cuda_kernel *k, const char *key, int64_t v);
 void cuda_meta_str(cuda_kernel *k, const char *key, const char *v);
 /* Finish: OutOfMemory if an allocation failed, else verify. */

@@ -241,10 +241,14 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   k->block[0] = a.T;
   k->smem_bytes = smem;
   cuda_param_add(k, "q", "hk_u16", CUDA_P_PTR_IN, s->q_dtype);
+  cuda_param_align(k, 16);
   cuda_param_add(k, "k", "hk_u16", CUDA_P_PTR_IN, s->kv_dtype);
+  cuda_param_align(k, 16);
   cuda_param_add(k, "v", "hk_u16", CUDA_P_PTR_IN, s->kv_dtype);
+  cuda_param_align(k, 16);
   cuda_param_add(k, "mask", cuda_ctype(s->mask_dtype), CUDA_P_PTR_IN, s->mask_dtype);
   cuda_param_add(k, "out", cuda_ctype(s->o_dtype), CUDA_P_PTR_OUT, s->o_dtype);
+  cuda_param_align(k, 2 * tiny_dtype_size(s->o_dtype));
   cuda_meta_str(k, "template", "sm80_mma");
   cuda_meta_str(k, "algo_choice.attention", s->online ? "online_softmax" : "streaming_softmax_2pass");
   cuda_meta_int(k, "BM", a.BM);

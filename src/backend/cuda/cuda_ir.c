@@ -283,7 +283,12 @@ void cuda_param_add(cuda_kernel *k, const char *name, const char *ctype, cuda_pa
     k->nparams = CUDA_MAX_PARAMS + 1; /* caught by the verifier */
     return;
   }
-  k->params[k->nparams++] = (cuda_param){name, ctype, kind, dt, NULL};
+  k->params[k->nparams++] = (cuda_param){name, ctype, kind, dt, NULL, kind == CUDA_P_TMAP ? 64 : tiny_dtype_size(dt)};
+}
+
+void cuda_param_align(cuda_kernel *k, int bytes) {
+  if (k->nparams > 0 && k->nparams <= CUDA_MAX_PARAMS && bytes > k->params[k->nparams - 1].align)
+    k->params[k->nparams - 1].align = bytes;
 }
 
 void cuda_meta_int(cuda_kernel *k, const char *key, int64_t v) {
@@ -435,7 +440,10 @@ static json_t *kernel_json(const cuda_kernel *k) {
     json_object_set_new(x, "kind", json_string(p->kind == CUDA_P_PTR_IN    ? "in"
                                                : p->kind == CUDA_P_PTR_OUT ? "out"
                                                                             : "tensor_map"));
-    if (p->kind != CUDA_P_TMAP) json_object_set_new(x, "dtype", json_string(tiny_dtype_name(p->dtype)));
+    if (p->kind != CUDA_P_TMAP) {
+      json_object_set_new(x, "dtype", json_string(tiny_dtype_name(p->dtype)));
+      json_object_set_new(x, "align", json_integer(p->align));
+    }
     if (p->tmap) {
       const cuda_tmap_desc *t = p->tmap;
       json_t *tm = json_object(), *d = json_array(), *st = json_array(), *bx = json_array();

@@ -448,8 +448,16 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   k->smem_bytes = smem;
   tiny_dtype ab = p->ab_dtype;
   cuda_param_add(k, p->pname[0], "hk_u16", CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->A.vec * 2);
   cuda_param_add(k, p->pname[1], "hk_u16", CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->B.vec * 2);
   cuda_param_add(k, p->pname[2], cuda_ctype(p->c_dtype), CUDA_P_PTR_OUT, p->c_dtype);
+  {
+    int cs = tiny_dtype_size(p->c_dtype), VE = 16 / cs;
+    bool staged = t->vec * cs >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+    bool pairs = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+    cuda_param_align(k, g.splits > 1 ? 4 : staged ? 16 : pairs ? 2 * cs : cs);
+  }
   for (int i = 0; i < p->n_epi; i++) {
     bool has = p->epi[i].kind == CUDA_EPI_BIAS_M || p->epi[i].kind == CUDA_EPI_BIAS_N || p->epi[i].kind == CUDA_EPI_RESIDUAL;
     cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(p->epi[i].dtype) : "float", CUDA_P_PTR_IN,

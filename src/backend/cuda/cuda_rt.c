@@ -613,6 +613,14 @@ hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d,
 
 hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                 int64_t grid_x) {
+  /* alignment first: a misaligned view is the caller's error, GPU or not */
+  for (int i = 0; i < k->nparams; i++) {
+    const cuda_param *p = &k->params[i];
+    int need = p->kind == CUDA_P_TMAP ? 16 : p->align;
+    if (args[i] && need > 1 && args[i] % (cuda_devptr)need)
+      return hp_fail(e, HP_E_MISALIGNED, p->name, "kernel %s needs parameter %s aligned to %d bytes", k->name, p->name,
+                     need);
+  }
   if (need_gpu(e, rt)) return e->code;
   typedef struct {
     _Alignas(64) unsigned char b[128];

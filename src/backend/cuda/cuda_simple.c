@@ -149,7 +149,9 @@ hp_status cuda_gen_ewise(hp_error *e, cuda_module *m, const cuda_ew_spec *s, con
   for (int i = 0; i < s->ninputs; i++) {
     int isz = tiny_dtype_size(s->in[i].dtype);
     vin[i] = ew_contig(s, &s->in[i]) && (isz * V) % 16 == 0;
+    if (vin[i] && k->params[i].align < 16) k->params[i].align = 16;
   }
+  if (vec_out) k->params[s->ninputs].align = 16;
   cuda_for_step(b, "hk_ch", cuda_fmt(b, "blockIdx.x * %d + threadIdx.x", T), cuda_fmt(b, "%lld", (long long)nchunks),
                 cuda_fmt(b, "%lld", (long long)(blocks * T)), 1);
   cuda_decl(b, "const hk_i64", "hk_base", NULL, cuda_fmt(b, "(hk_i64)hk_ch * %d", V));
@@ -237,13 +239,19 @@ hp_status cuda_gen_ewise(hp_error *e, cuda_module *m, const cuda_ew_spec *s, con
   return cuda_b_finish(b, k);
 }
 
+/* The row loop reads 16-byte vectors when this holds (see row_loop_begin). */
+static bool row_vec(tiny_dtype t, int64_t cols, int64_t row_stride) {
+  int isz = tiny_dtype_size(t), VE = 16 / isz;
+  return isz <= 4 && cols % VE == 0 && row_stride % VE == 0 && t != TINY_BOOL;
+}
+
 /* ---- warp-per-row helpers -------------------------------------------------------- */
 /* Opens a loop over this lane's elements of row `rowp` (C text pointer of
  * dtype t): inside, `hk_x` is the element (float) and `hk_j` its column.
  * 16-byte vector loads when the row layout allows.  Close with row_loop_end. */
 static void row_loop_begin(cuda_b *b, tiny_dtype t, const char *rowp, int64_t cols, int64_t row_stride, bool *vec) {
-  int isz = tiny_dtype_size(t), VE = 16 / isz;
-  *vec = isz <= 4 && cols % VE == 0 && row_stride % VE == 0 && t != TINY_BOOL;
+  int VE = 16 / tiny_dtype_size(t);
+  *vec = row_vec(t, cols, row_stride);
   if (*vec) {
     cuda_for_step(b, "hk_cc", "lane", cuda_fmt(b, "%lld", (long long)(cols / VE)), "32", 1);
     cuda_decl(b, "hk_v4", "hk_t", NULL, NULL);
@@ -296,6 +304,7 @@ hp_status cuda_gen_reduce(hp_error *e, cuda_module *m, const cuda_reduce_spec *s
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "reduce");
   if (!k) return e->code;
   cuda_param_add(k, "in", cuda_ctype(s->in_dtype), CUDA_P_PTR_IN, s->in_dtype);
+  if (s->inner == 1 && s->s_red == 1 && row_vec(s->in_dtype, s->red, s->s_outer)) cuda_param_align(k, 16);
   cuda_param_add(k, "out", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
   cuda_meta_str(k, "op", tiny_reduce_name(s->op));
   char fi[64];
@@ -379,6 +388,7 @@ hp_status cuda_gen_softmax(hp_error *e, cuda_module *m, const cuda_rownorm_spec 
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "softmax");
   if (!k) return e->code;
   cuda_param_add(k, "x", cuda_ctype(s->in_dtype), CUDA_P_PTR_IN, s->in_dtype);
+  if (row_vec(s->in_dtype, s->cols, s->row_stride)) cuda_param_align(k, 16);
   cuda_param_add(k, "y", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
   warp_row_kernel_head(b, k, T, s->rows);
   char sc[64];
@@ -427,6 +437,7 @@ hp_status cuda_gen_layernorm(hp_error *e, cuda_module *m, const cuda_rownorm_spe
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "layernorm");
   if (!k) return e->code;
   cuda_param_add(k, "x", cuda_ctype(s->in_dtype), CUDA_P_PTR_IN, s->in_dtype);
+  if (row_vec(s->in_dtype, s->cols, s->row_stride)) cuda_param_align(k, 16);
   cuda_param_add(k, "gamma", cuda_ctype(s->has_gamma ? s->gamma_dtype : TINY_FP32), CUDA_P_PTR_IN,
                  s->has_gamma ? s->gamma_dtype : TINY_FP32);
   cuda_param_add(k, "beta", cuda_ctype(s->has_beta ? s->beta_dtype : TINY_FP32), CUDA_P_PTR_IN,
