@@ -51,6 +51,11 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
   o->seed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    if (!strcmp(a, "-o") && allowed_opt(allowed, "out")) { /* -o DIR is --out DIR */
+      if (i + 1 >= argc) return cli_usage_error(cmd, "-o needs a directory");
+      o->out_dir = argv[++i];
+      continue;
+    }
     if (a[0] != '-' || !a[1]) {
       if (o->model) return cli_usage_error(cmd, "unexpected argument '%s' (MODEL is '%s')", a, o->model);
       o->model = a;
@@ -70,7 +75,7 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
     }
     const char *v = opt_value(argc, argv, &i, a, eq);
     if (!v) return cli_usage_error(cmd, "option --%s needs a value", name);
-    if (!strcmp(name, "input")) {
+    if (!strcmp(name, "input") || !strcmp(name, "param")) {
       const char *sep = strchr(v, '=');
       if (!sep || sep == v || !sep[1]) return cli_usage_error(cmd, "--input expects NAME=FILE.npy, got '%s'", v);
       if (o->ninputs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --input options");
@@ -85,12 +90,15 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
         }
       o->input_names[o->ninputs] = nm;
       o->input_files[o->ninputs++] = sep + 1;
+      if (!strcmp(name, "param")) o->params[o->nparams++] = nm;
     } else if (!strcmp(name, "sym")) {
       if (tiny_symtab_parse_assign(e, &o->syms, v)) return cli_report(e);
     } else if (!strcmp(name, "out")) {
       o->out_dir = v;
     } else if (!strcmp(name, "dump-dir")) {
       o->dump_dir = v;
+    } else if (!strcmp(name, "target")) {
+      o->target = v;
     } else if (!strcmp(name, "backend")) {
       o->backend = v;
     } else if (!strcmp(name, "seed")) {
@@ -184,6 +192,11 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
       found = g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k]);
     if (!found) return hp_fail(e, HP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
   }
+  /* --param NAME: that input is a weight (ConstPool / weights.bin) */
+  for (int k = 0; k < o->nparams; k++)
+    for (int i = 0; i < g->n; i++)
+      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->params[k]))
+        g->nodes[i].a.input.storage = "param";
   for (int k = 0; k < o->noutputs; k++) {
     int idx = tiny_find(g, o->outputs[k]);
     if (idx < 0) return hp_fail(e, HP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");

@@ -23,6 +23,9 @@ typedef struct cli_opts {
   int noutputs;
   const char *input_names[CLI_MAX_LIST], *input_files[CLI_MAX_LIST];
   int ninputs;
+  const char *params[CLI_MAX_LIST]; /* --param NAME=FILE: inputs that are weights */
+  int nparams;
+  const char *target; /* --target */
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
@@ -75,6 +78,7 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 /* Commands. */
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 int cmd_decompile(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

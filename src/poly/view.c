@@ -67,6 +67,9 @@ static poly_blk *new_block(poly_view *pv, poly_kind kind, int node, int var_node
     }
     pv->blocks = nb;
     pv->capblocks = cap;
+    /* the public info points into the block: re-point after moving */
+    for (int i = 0; i < pv->nblocks; i++)
+      if (pv->blocks[i].pub.con) pv->blocks[i].pub.con = &pv->blocks[i].con;
   }
   poly_blk *b = &pv->blocks[pv->nblocks];
   memset(b, 0, sizeof *b);

@@ -194,17 +194,53 @@ hp_status rg_partition_blocks(hp_error *e, const tiny_graph *g, const poly_view 
       st = hp_fail(e, HP_E_UNSUPPORTED, g->nodes[g->outputs[k]].id, "a model output that is itself an input or constant");
       goto done;
     }
+  /* A contraction reads its operands through CASTs (Poly-View composes its
+   * accesses through them): those CASTs are computed inline where it reads,
+   * so they are region nodes, and a CAST block nothing else needs gets no
+   * region of its own. */
+  char *absorbed = hp_xcalloc((size_t)g->n + 1, 1);
+  int *users = hp_xcalloc((size_t)g->n + 1, sizeof(int)), *absorbing = hp_xcalloc((size_t)g->n + 1, sizeof(int));
+  if (!absorbed || !users || !absorbing) {
+    free(absorbed);
+    free(users);
+    free(absorbing);
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < g->n; i++)
+    for (int k = 0; k < g->nodes[i].nsrc; k++)
+      if (g->nodes[i].src[k].node >= 0) users[g->nodes[i].src[k].node]++;
+  for (int b = 0; b < poly_nblocks(pv); b++) {
+    const poly_block_info *bi = poly_block(pv, b);
+    if (bi->kind != POLY_CONTRACTION) continue;
+    for (int a = 0; a < bi->naccess; a++)
+      for (int v = 0; v < bi->access[a].nvia; v++)
+        if (g->nodes[bi->access[a].via[v]].op == TINY_CAST) absorbing[bi->access[a].via[v]]++;
+  }
   /* Blocks come in graph order of the node they write, GATHERs in between. */
   for (int i = 0; i < g->n && !st; i++) {
     int b = poly_block_of(pv, i);
     bool gather = g->nodes[i].op == TINY_GATHER;
     if (!gather && (b < 0 || poly_block(pv, b)->node != i)) continue;
+    /* a CAST read only by contractions that absorb it (and no output) */
+    bool is_output = false;
+    for (int k = 0; k < g->noutputs; k++) is_output |= g->outputs[k] == i;
+    if (!gather && g->nodes[i].op == TINY_CAST && absorbing[i] && absorbing[i] >= users[i] && !is_output) continue;
     memset(in_region, 0, (size_t)g->n);
     memset(is_in, 0, (size_t)g->n);
     const poly_block_info *bi = gather ? NULL : poly_block(pv, b);
     int nn = gather ? 1 : bi->nnodes;
     for (int k = 0; k < nn; k++) collect(g, gather ? i : bi->nodes[k], in_region, is_in, stack);
-    for (int k = 0; k < nn; k++) is_in[gather ? i : bi->nodes[k]] = 0; /* computed here, not read */
+    if (bi && bi->kind == POLY_CONTRACTION) /* through the absorbed CASTs */
+      for (int a = 0; a < bi->naccess; a++)
+        for (int v = 0; v < bi->access[a].nvia; v++) {
+          int c = bi->access[a].via[v];
+          if (g->nodes[c].op != TINY_CAST || in_region[c]) continue;
+          is_in[c] = 0;
+          collect(g, c, in_region, is_in, stack);
+        }
+    for (int k = 0; k < g->n; k++)
+      if (in_region[k]) is_in[k] = 0; /* computed here, not read */
     rg_region *r = &p->regions[p->n];
     r->nodes = list_of(p->arena, in_region, g->n, &r->nnodes);
     r->in_values = list_of(p->arena, is_in, g->n, &r->nin);
@@ -226,6 +262,9 @@ hp_status rg_partition_blocks(hp_error *e, const tiny_graph *g, const poly_view 
     for (int k = 0; k < nn; k++) p->region_of[gather ? i : bi->nodes[k]] = p->n;
     p->n++;
   }
+  free(absorbed);
+  free(users);
+  free(absorbing);
   for (int a = 0; a < p->n && !st; a++) /* unique names */
     for (int b2 = 0; b2 < a; b2++)
       if (!strcmp(p->regions[a].name, p->regions[b2].name)) {

@@ -46,12 +46,6 @@ EXAMPLES = [
     ("cnn.harp", cnn_inputs, cnn_ref),
 ]
 
-# Known failures of other layers, reported; a run that passes is checked as usual.
-KNOWN_BROKEN = {
-    ("transformer_block.harp", "cpu"): "the C backend crashes (SIGSEGV in region_c.c stmt_body) compiling a "
-                                        "contraction that follows layernorm + softmax",
-}
-
 tmp = tempfile.mkdtemp(prefix="harp_examples_")
 for name, make, ref in EXAMPLES:
     src = os.path.join(EX, name)
@@ -67,9 +61,6 @@ for name, make, ref in EXAMPLES:
         for backend in BACKENDS:
             label = f"[{backend}] {name} {'fp16' if half else 'fp32'}"
             p, d = run(model, t, backend=backend)
-            if p.returncode and (name, backend) in KNOWN_BROKEN:
-                print(f"XFAIL {label}: {KNOWN_BROKEN[(name, backend)]}")
-                continue
             s.check(f"{label} runs", p.returncode == 0, p.stderr)
             if p.returncode:
                 continue

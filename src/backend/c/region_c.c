@@ -252,6 +252,26 @@ static char *read_text(emit *m, const poly_ast *u, int a, int t) {
   return hp_str_take(&s);
 }
 
+/* A contraction operand: the base element with the CASTs on its path
+ * applied, base side first (via lists them nearest the block first). */
+static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_info *b, int a) {
+  const tiny_graph *g = m->c->g;
+  const poly_access_info *ai = &b->access[a];
+  char *x = read_text(m, u, a, ai->tensor);
+  tiny_dtype cur = g->nodes[ai->tensor].dtype;
+  for (int v = ai->nvia - 1; v >= 0 && x; v--) {
+    const tiny_node *c = &g->nodes[ai->via[v]];
+    if (c->op != TINY_CAST) continue;
+    hp_str s;
+    hp_str_init(&s);
+    cast(&s, cur, c->a.cast.to, x);
+    free(x);
+    x = hp_str_take(&s);
+    cur = c->a.cast.to;
+  }
+  return x;
+}
+
 static void acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o) {
   const tiny_node *n = &m->c->g->nodes[b->node];
   local_name(o, n, "A", b->node);
@@ -291,7 +311,7 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
     } else if (sp->role == POLY_STMT_BODY) {
       char *v;
       if (b->kind == POLY_CONTRACTION) {
-        char *l = read_text(m, u, 0, b->access[0].tensor), *r = read_text(m, u, 1, b->access[1].tensor);
+        char *l = read_through_casts(m, u, b, 0), *r = read_through_casts(m, u, b, 1);
         /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
         const tiny_node *mul = &g->nodes[b->con->mul_node];
         bool mi = is_int(mul->dtype);
