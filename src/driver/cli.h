@@ -79,6 +79,7 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_decompile(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
