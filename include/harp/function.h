@@ -79,7 +79,7 @@ typedef struct fn_buffer {
   int id;
   int node; /* the Tiny node whose value it holds */
   fn_buf_kind kind;
-  tiny_dtype dtype;
+  tiny_dtype dtype; /* storage: the node's dtype, or fp32 for a widened temp (fn_options) */
   int64_t numel;
   size_t size;   /* bytes */
   size_t offset; /* FN_TEMP: in the arena; FN_PARAM: in the ConstPool; else 0 */
@@ -118,8 +118,17 @@ typedef struct hp_function {
 
 #define FN_ALIGN 64 /* every buffer offset is a multiple of this */
 
+typedef struct fn_options {
+  /* Store fp16/bf16 intermediates that are not CAST results in fp32.  The
+   * reference semantics round only at INPUT, CAST and outputs: a backend
+   * that stored an elementwise result in half precision would round where
+   * the program does not (docs/tiny-ir.md, "The reference interpreter"). */
+  bool widen_half_temps;
+} fn_options;
+
 /* Kernels, buffers and the arena layout (best fit over lifetime intervals). */
 hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_function **out);
+hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, const fn_options *o, hp_function **out);
 void fn_free(hp_function *f);
 /* Peak bytes of TEMP buffers simultaneously live (a lower bound on the arena). */
 size_t fn_peak_live_bytes(const hp_function *f);

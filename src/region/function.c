@@ -100,6 +100,10 @@ static int add_buffer(hp_function *f, const tiny_graph *g, int node, fn_buf_kind
 static int *ints(hp_arena *a, int n) { return hp_arena_alloc(a, sizeof(int) * (size_t)(n + 1)); }
 
 hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_function **out) {
+  return fn_build_ex(e, p, name, NULL, out);
+}
+
+hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, const fn_options *o, hp_function **out) {
   const tiny_graph *g = p->g;
   *out = NULL;
   hp_function *f = hp_xcalloc(1, sizeof *f);
@@ -136,6 +140,15 @@ hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_func
       f->buffers[b].first = r;
     }
   for (int k = 0; k < g->noutputs; k++) f->ret[f->nret++] = f->buffer_of[g->outputs[k]];
+  if (o && o->widen_half_temps)
+    for (int b = 0; b < f->nbuffers; b++) {
+      fn_buffer *B = &f->buffers[b];
+      bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16;
+      if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST) {
+        B->dtype = TINY_FP32;
+        B->size = (size_t)B->numel * 4;
+      }
+    }
   /* Kernels with their reads, writes and dependences; lifetimes. */
   for (int r = 0; r < p->n; r++) {
     const rg_region *R = &p->regions[r];

@@ -11,6 +11,7 @@
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/poly.h"
+#include "harp/region.h"
 #include "index/indexbook.h"
 #include "util/util.h"
 
@@ -20,9 +21,7 @@ typedef void (*free_fn)(void *);
 
 struct hp_cpu_model {
   const tiny_graph *g;
-  ib_book *ib;
-  poly_view *pv;
-  rg_partition *part;
+  rg_partition *part; /* owns the IndexBook and the Poly-View */
   hp_function *f;
   hp_arena *arena;
   char *source;
@@ -46,8 +45,6 @@ void hp_cpu_free(hp_cpu_model *m) {
   if (m->dl) dlclose(m->dl);
   fn_free(m->f);
   rg_partition_free(m->part);
-  poly_free(m->pv);
-  ib_free(m->ib);
   hp_arena_free(m->arena);
   free(m->source);
   free(m->so_path);
@@ -66,14 +63,18 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   m->g = g;
   hp_str src;
   hp_str_init(&src);
-  hp_status st = ib_build(e, g, syms, NULL, &m->ib);
-  if (!st) st = ib_validate(e, m->ib);
-  if (!st) st = poly_build(e, g, m->ib, NULL, &m->pv);
-  if (!st) st = rg_partition_blocks(e, g, m->pv, &m->part);
+  /* Region formation on the CPU's description; the partition owns the
+   * IndexBook and Poly-View.  CASTs of outside tensors inside row and
+   * epilogue regions get regions of their own (the C generator converts
+   * only contraction operands on load). */
+  rg_options ro = {.no_operand_casts = true};
+  hp_status st = rg_form(e, g, syms, &ro, &m->part);
   if (!st) st = rg_partition_check(e, m->part);
-  if (!st) st = fn_build(e, m->part, "main", &m->f);
+  const poly_view *pv = st ? NULL : m->part->formed->pv;
+  fn_options fo = {.widen_half_temps = true};
+  if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
   if (!st) {
-    rc_ctx rc = {e, g, m->pv, m->f, syms, m->arena, 1 << 20};
+    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20};
     st = cgen_emit_model(&rc, "model", &src);
   }
   if (!st) {

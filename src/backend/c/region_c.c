@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "harp/poly_ast.h"
+#include "harp/region.h"
 #include "region_c.h"
 
 typedef enum store_kind { ST_CONST, ST_BUF, ST_LOCAL } store_kind;
@@ -26,6 +27,7 @@ typedef enum store_kind { ST_CONST, ST_BUF, ST_LOCAL } store_kind;
 typedef struct value {
   store_kind kind;
   int slot;       /* ST_BUF: index in bufs[] */
+  tiny_dtype storage; /* ST_BUF: the buffer's dtype (a widened temp is fp32) */
   int64_t lsize;  /* ST_LOCAL: elements (1: a scalar) */
 } value;
 
@@ -154,7 +156,7 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     linear(&idx, &n->shape, a->index, 0);
-    load(o, n->dtype, m->val[t].slot, idx.buf);
+    load(o, m->val[t].storage, m->val[t].slot, idx.buf);
   } else {
     local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
@@ -181,7 +183,7 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   if (m->val[t].kind == ST_BUF) {
     linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
-    switch (n->dtype) {
+    switch (m->val[t].storage) {
     case TINY_FP16: hp_str_printf(o, "p%d[%s] = hp_f2h(%s);\n", s, idx.buf, expr); break;
     case TINY_BF16: hp_str_printf(o, "p%d[%s] = hp_f2b(%s);\n", s, idx.buf, expr); break;
     case TINY_BOOL: hp_str_printf(o, "p%d[%s] = (uint8_t)((%s) != 0);\n", s, idx.buf, expr); break;
@@ -242,6 +244,15 @@ static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
 }
 
 /* ---- statements -------------------------------------------------------------- */
+static bool produced_here(emit *m, int t) {
+  for (int k = 0; k < m->R->nblocks; k++) {
+    const poly_block_info *b = poly_block(m->c->pv, m->R->blocks[k]);
+    for (int i = 0; i < b->nnodes; i++)
+      if (b->nodes[i] == t) return true;
+  }
+  return false;
+}
+
 /* C text of one read of block b's access a. */
 static char *read_text(emit *m, const poly_ast *u, int a, int t) {
   hp_str *save = m->o, s;
@@ -253,13 +264,33 @@ static char *read_text(emit *m, const poly_ast *u, int a, int t) {
 }
 
 /* A contraction operand: the base element with the CASTs on its path
- * applied, base side first (via lists them nearest the block first). */
+ * applied, base side first (via lists them nearest the block first).  When
+ * the base itself is not readable here (a value inside another region),
+ * read a materialized CAST that is applied directly to the base: a CAST does
+ * not move elements, so the index is the same. */
+static bool readable(emit *m, int t) { return m->val[t].kind != ST_LOCAL || produced_here(m, t); }
+
 static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_info *b, int a) {
   const tiny_graph *g = m->c->g;
   const poly_access_info *ai = &b->access[a];
-  char *x = read_text(m, u, a, ai->tensor);
-  tiny_dtype cur = g->nodes[ai->tensor].dtype;
-  for (int v = ai->nvia - 1; v >= 0 && x; v--) {
+  int start = ai->nvia, src = ai->tensor; /* via[start..] are already applied to src */
+  if (!readable(m, src)) {
+    for (int v = ai->nvia - 1; v >= 0; v--) {
+      const tiny_node *c = &g->nodes[ai->via[v]];
+      if (c->op == TINY_CAST && c->src[0].node == ai->tensor && readable(m, ai->via[v])) {
+        start = v;
+        src = ai->via[v];
+        break;
+      }
+    }
+    if (src == ai->tensor) {
+      hp_fail(m->c->e, HP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region", g->nodes[ai->tensor].id);
+      return NULL;
+    }
+  }
+  char *x = read_text(m, u, a, src);
+  tiny_dtype cur = g->nodes[src].dtype;
+  for (int v = start - 1; v >= 0 && x; v--) {
     const tiny_node *c = &g->nodes[ai->via[v]];
     if (c->op != TINY_CAST) continue;
     hp_str s;
@@ -312,6 +343,13 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
       char *v;
       if (b->kind == POLY_CONTRACTION) {
         char *l = read_through_casts(m, u, b, 0), *r = read_through_casts(m, u, b, 1);
+        if (!l || !r) {
+          free(l);
+          free(r);
+          hp_str_free(&ex);
+          hp_str_free(&acc);
+          return m->c->e->code ? m->c->e->code : hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+        }
         /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
         const tiny_node *mul = &g->nodes[b->con->mul_node];
         bool mi = is_int(mul->dtype);
@@ -411,6 +449,8 @@ static int slot_of(const fn_kernel *K, const hp_function *f, int node) {
   return -1;
 }
 
+static tiny_dtype xs_dt_of(emit *m, int node) { return m->c->f->buffers[m->c->f->buffer_of[node]].dtype; }
+
 static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   const tiny_graph *g = m->c->g;
   int node = m->R->out_values[0];
@@ -430,11 +470,25 @@ static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
     hp_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
     if (d != axis) hp_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
   }
+  hp_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
   hp_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
   hp_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
   hp_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
-  hp_str_printf(o, "    ((%s *)bufs[%d])[i] = ((const %s *)bufs[%d])[off];\n  }\n  return 0;\n}\n\n", storage_type(n->dtype), so,
-                storage_type(x->dtype), sx);
+  /* through the compute representation: either buffer may be a widened temp */
+  tiny_dtype xs_dt = m->c->f->buffers[m->c->f->buffer_of[n->src[0].node]].dtype;
+  tiny_dtype os_dt = m->c->f->buffers[m->c->f->buffer_of[node]].dtype;
+  hp_str v;
+  hp_str_init(&v);
+  load(&v, xs_dt, sx, "off");
+  hp_str_printf(o, "    %s g_ = %s;\n", ctype(n->dtype), v.buf ? v.buf : "0");
+  hp_str_free(&v);
+  switch (os_dt) {
+  case TINY_FP16: hp_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2h(g_);\n", so); break;
+  case TINY_BF16: hp_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2b(g_);\n", so); break;
+  case TINY_BOOL: hp_str_printf(o, "    ((uint8_t *)bufs[%d])[i] = (uint8_t)(g_ != 0);\n", so); break;
+  default: hp_str_printf(o, "    ((%s *)bufs[%d])[i] = g_;\n", storage_type(os_dt), so); break;
+  }
+  hp_str_puts(o, "  }\n  return 0;\n}\n\n");
   (void)ix;
   *chunk_len = 0;
   return HP_OK;
@@ -459,11 +513,15 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     if (b->nout < prefix) prefix = b->nout;
   }
-  m.prefix = R->nblocks == 1 ? poly_block(c->pv, R->blocks[0])->nout : prefix;
+  /* the loops the blocks share: region formation's, checked with isl */
+  m.prefix = R->info ? R->info->prefix : R->nblocks == 1 ? poly_block(c->pv, R->blocks[0])->nout : prefix;
   for (int i = 0; i < g->n; i++) {
     m.val[i].kind = g->nodes[i].op == TINY_CONST ? ST_CONST : ST_LOCAL;
     m.val[i].slot = slot_of(m.K, f, i);
-    if (m.val[i].slot >= 0) m.val[i].kind = ST_BUF;
+    if (m.val[i].slot >= 0) {
+      m.val[i].kind = ST_BUF;
+      m.val[i].storage = f->buffers[f->buffer_of[i]].dtype;
+    }
     int64_t size = 1;
     for (int d = m.prefix; d < g->nodes[i].shape.rank; d++) size *= g->nodes[i].shape.d[d].n;
     m.val[i].lsize = size;
