@@ -79,12 +79,16 @@ typedef struct cgen_tuning {
   int mc, nc, kc;    /* tile: rows of a packed A block, columns of a packed B block, depth */
   int simd;          /* vectorize: 16 (AVX-512 and below), 8 (AVX2 and below), 1 (scalar only) */
   int prefetch;      /* stages: software prefetch distance in k steps (0: none) */
+  int order;         /* micro-loop order: 0 = A micro-panel kept in L1 across the N loop
+                        (ir outer, jr inner); 1 = B micro-panel kept in L1 across the M
+                        loop (jr outer) with mc-row A blocks kept in L2 */
   int threads;       /* bind: number of parallel workers the split targets (default 2) */
   int tasks;         /* parallel tasks (default = threads); more tasks balance noisy cores */
   bool par_m, par_n; /* bind: may split M (rows) / N (columns) across tasks; batch dims
                         are always parallel.  Both false = choose. */
   unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */
   int force_isa;     /* tests: -1 = dispatch by CPUID; else always run this variant */
+  bool conv_gather;  /* conv: always pack B with gathers (tests/bench of that path) */
 } cgen_tuning;
 
 void cgen_tuning_default(cgen_tuning *t);

@@ -37,8 +37,8 @@ typedef struct cg_mm {
 /* Per-variant blocking, resolved from the tuning. */
 typedef struct cg_tile {
   int mr, nr, nv, kc, nc, pf;
-  int64_t mp, ncp, nkb, tm, tn, sm, sn, nba[2], groups, ppg;
-  bool direct, multi, ws;
+  int64_t mc, mp, ncp, nkb, tm, tn, sm, sn, nba[2], groups, ppg;
+  bool direct, multi, ws, jr_outer;
 } cg_tile;
 
 void cgen_tuning_default(cgen_tuning *t) {
@@ -80,7 +80,7 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   const cgen_tuning *u = &p->tune;
   memset(t, 0, sizeof *t);
   int w = isa->w;
-  if (isa->id == CGEN_ISA_AVX512) t->mr = 14, t->nr = 32;
+  if (isa->id == CGEN_ISA_AVX512) t->mr = 6, t->nr = 64;
   else if (isa->id == CGEN_ISA_AVX2) t->mr = 6, t->nr = 16;
   else t->mr = 4, t->nr = 4;
   if (primary && u->mr > 0) t->mr = u->mr;
@@ -95,7 +95,11 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   if (t->kc > p->K) t->kc = (int)p->K;
   int64_t nc = u->nc > 0 ? u->nc : 512;
   nc = cg_rup(nc, t->nr);
-  t->pf = u->prefetch > 0 ? u->prefetch : 0;
+  t->pf = u->prefetch > 0 ? u->prefetch : u->prefetch < 0 ? 0 : 8;
+  /* the A block (mc x kc) stays in L2 while B micro-panels (kc x nr) sit in L1 */
+  t->jr_outer = u->order == 1;
+  t->mc = u->mc > 0 ? u->mc : t->jr_outer ? 393216 / (t->kc * 4) : p->M;
+  t->mc = cg_rup(t->mc < t->mr ? t->mr : t->mc, t->mr);
   t->mp = cg_rup(p->M, t->mr);
   t->nkb = (p->K + t->kc - 1) / t->kc;
   t->direct = p->cdt == TINY_FP32 && p->c_sn == 1;
@@ -294,6 +298,46 @@ static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  }\n}\n");
 }
 
+/* Stride-1 rows, AVX-512, fp32: the panel's output positions split into
+ * segments of one output row (<= 16 wide); for each k a segment is one
+ * contiguous input row piece: an expand-load (lanes outside the image stay
+ * zero, no out-of-bounds address is formed) and a masked store. */
+static void emit_pack_b_conv_rows(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  int64_t hw = p->cv_h * p->cv_w, khw = p->cv_kh * p->cv_kw;
+  cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
+             " float *restrict Bp) {\n");
+  cg_emit(o, "  const float *x = (const float *)cx->B + b0 * %ldL + b1 * %ldL;\n", (long)(p->cv_c * hw),
+          (long)(p->cv_icg * hw));
+  cg_emit(o, "  int sj[%d], sl[%d], sih[%d], siw[%d];\n", t->nr, t->nr, t->nr, t->nr);
+  cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d, ns = 0;\n    float *restrict d = Bp + jr * kc;\n", t->nr,
+          t->nr);
+  cg_emit(o, "    for (int j = 0; j < %d;) {\n", t->nr);
+  cg_emit(o, "      if (j >= nr) { int l = %d - j < 16 ? %d - j : 16; sj[ns] = j; sl[ns] = l; sih[ns] = -(1 << 28);"
+             " siw[ns++] = 0; j += l; continue; }\n", t->nr, t->nr);
+  cg_emit(o, "      long q = n0 + jr + j, oh = q / %ldL, ow = q %% %ldL;\n", (long)p->cv_ow, (long)p->cv_ow);
+  cg_emit(o, "      int l = (int)(%ldL - ow); if (l > nr - j) l = nr - j; if (l > 16) l = 16;\n", (long)p->cv_ow);
+  cg_emit(o, "      sj[ns] = j; sl[ns] = l; sih[ns] = (int)(oh * %ldL - %ldL); siw[ns++] = (int)(ow - %ldL); j += l;\n    }\n",
+          (long)p->cv_sh, (long)p->cv_pt, (long)p->cv_pl);
+  cg_emit(o, "    long ic = k0 / %ldL, kr = k0 %% %ldL, kh = kr / %ldL, kw = kr %% %ldL;\n", (long)khw, (long)khw,
+          (long)p->cv_kw, (long)p->cv_kw);
+  cg_emit(o, "    for (long k = 0; k < kc; k++) {\n");
+  cg_emit(o, "      int dh = (int)(kh * %ldL), dw = (int)(kw * %ldL);\n      const float *xc = x + ic * %ldL;\n",
+          (long)p->cv_dh, (long)p->cv_dw, (long)hw);
+  cg_emit(o, "      for (int s = 0; s < ns; s++) {\n");
+  cg_emit(o, "        __mmask16 lm = (__mmask16)((1u << sl[s]) - 1u);\n        int ih = sih[s] + dh;\n");
+  cg_emit(o, "        if ((unsigned)ih >= %uu) { _mm512_mask_storeu_ps(d + k * %d + sj[s], lm, _mm512_setzero_ps()); continue; }\n",
+          (unsigned)p->cv_h, t->nr);
+  cg_emit(o, "        int iw = siw[s] + dw, lo = iw < 0 ? -iw : 0, hi = %d - iw < sl[s] ? %d - iw : sl[s];\n",
+          (int)p->cv_w, (int)p->cv_w);
+  cg_emit(o, "        __mmask16 vm = hi > lo ? (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0;\n");
+  cg_emit(o, "        __m512 v = vm ? _mm512_maskz_expandloadu_ps(vm, xc + (long)ih * %d + iw + lo) : _mm512_setzero_ps();\n",
+          (int)p->cv_w);
+  cg_emit(o, "        _mm512_mask_storeu_ps(d + k * %d + sj[s], lm, v);\n      }\n", t->nr);
+  cg_emit(o, "      if (++kw == %ldL) { kw = 0; if (++kh == %ldL) { kh = 0; ++ic; } }\n    }\n  }\n}\n", (long)p->cv_kw,
+          (long)p->cv_kh);
+}
+
 /* Implicit im2col: B[k][p] = x[ic][oh*sh - pt + kh*dh][ow*sw - pl + kw*dw], k = (ic*KH + kh)*KW + kw. */
 static void emit_pack_b_conv(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *xt = cg_ctype(p->bdt);
@@ -400,11 +444,21 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "      int first = pb == 0, last = pb == %ldL;\n", (long)t->nkb - 1);
   cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bp);\n");
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
-  cg_emit(o, "      for (long ir = m0; ir < m1; ir += %d) {\n", t->mr);
-  cg_emit(o, "        const float *a = Ap + ir * kc;\n");
-  cg_emit(o, "        int mr = m1 - ir < %d ? (int)(m1 - ir) : %d;\n        (void)mr;\n", t->mr, t->mr);
-  cg_emit(o, "        for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
-  cg_emit(o, "          int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
+  cg_emit(o, "      for (long ic = m0; ic < m1; ic += %ldL) {\n", (long)t->mc);
+  cg_emit(o, "      long ie = ic + %ldL < m1 ? ic + %ldL : m1;\n", (long)t->mc, (long)t->mc);
+  if (t->jr_outer) {
+    cg_emit(o, "      for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+    cg_emit(o, "        int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
+    cg_emit(o, "        for (long ir = ic; ir < ie; ir += %d) {\n", t->mr);
+    cg_emit(o, "          const float *a = Ap + ir * kc;\n");
+    cg_emit(o, "          int mr = ie - ir < %d ? (int)(ie - ir) : %d;\n          (void)mr;\n", t->mr, t->mr);
+  } else {
+    cg_emit(o, "      for (long ir = ic; ir < ie; ir += %d) {\n", t->mr);
+    cg_emit(o, "        const float *a = Ap + ir * kc;\n");
+    cg_emit(o, "        int mr = ie - ir < %d ? (int)(ie - ir) : %d;\n        (void)mr;\n", t->mr, t->mr);
+    cg_emit(o, "        for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+    cg_emit(o, "          int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
+  }
   for (int pass = 0; pass < 2; pass++) {
     int mrv = pass == 0 ? t->mr : mt;
     if (pass == 1 && mt == 0) break;
@@ -422,7 +476,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
     if (mt) cg_emit(o, "          }\n");
   }
-  cg_emit(o, "        }\n      }\n    }\n  }\n}\n");
+  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n}\n");
 }
 
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
@@ -441,7 +495,9 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
   }
   emit_pack_a(o, p, t);
-  if (p->conv) emit_pack_b_conv(o, p, t);
+  if (p->conv && p->cv_sw == 1 && p->bdt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && !p->tune.conv_gather)
+    emit_pack_b_conv_rows(o, p, t);
+  else if (p->conv) emit_pack_b_conv(o, p, t);
   else emit_pack_b_gemm(o, p, t);
   emit_task(o, p, t);
   int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
