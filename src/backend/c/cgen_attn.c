@@ -45,6 +45,13 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->ro = (regs - 1 - t->nvd) / t->nvd;
   if (t->ro > 8) t->ro = 8;
   if (t->ro < 1) t->ro = 1;
+  if (s->bm <= 0) { /* whole micro-tiles per block; ~64 rows */
+    int l = t->rs, g = t->ro;
+    while (g) { int x = l % g; l = g; g = x; }
+    l = t->rs / l * t->ro;
+    t->bm = (int)(64 / l < 1 ? l : 64 / l * l);
+    if (t->bm > s->m) t->bm = (int)s->m;
+  }
   t->np = cg_rup(s->n, t->bn);
   int64_t threads = s->tune.threads > 0 ? s->tune.threads : 2;
   int64_t target = s->tune.tasks > 0 ? s->tune.tasks : threads;
@@ -54,22 +61,53 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->qs = (s->m + t->chunk - 1) / t->chunk;
 }
 
-/* S[r][:] = Qs[r][:] . Kt[:][j0 .. j0+BN) for r rows */
+/* One tile of scores for `rows` query rows, then the online-softmax update in
+ * registers: P[r][:] = exp(S - m_new) (stored for the PV step), m, l, alpha. */
 static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int rows) {
   int w = o->isa->w;
-  cg_emit(o, "static $T void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict S) {\n", rows);
+  char ld[200];
+  cg_emit(o, "static $T void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
+             " long j0, const void *mk, float *mrow, float *lrow, float *alpha) {\n  (void)mk;\n", rows);
   for (int r = 0; r < rows; r++)
     for (int v = 0; v < t->bnv; v++) cg_emit(o, "  $P_v c%d_%d = $P_zero();\n", r, v);
   cg_emit(o, "#pragma GCC unroll 4\n  for (long d = 0; d < %ldL; d++) {\n", (long)s->d);
-  for (int v = 0; v < t->bnv; v++) cg_emit(o, "    $P_v b%d = $P_ld(kt + d * %ldL + %d);\n", v, (long)t->np, v * w);
+  for (int v = 0; v < t->bnv; v++) cg_emit(o, "    $P_v b%d = $P_ld(kt + d * %d + %d);\n", v, t->bn, v * w);
   for (int r = 0; r < rows; r++) {
     cg_emit(o, "    { $P_v a = $P_set1(q[%ldL + d]);", (long)r * s->d);
     for (int v = 0; v < t->bnv; v++) cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
     cg_emit(o, " }\n");
   }
   cg_emit(o, "  }\n");
-  for (int r = 0; r < rows; r++)
-    for (int v = 0; v < t->bnv; v++) cg_emit(o, "  $P_st(S + %d, c%d_%d);\n", r * t->bn + v * w, r, v);
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  {\n    long gi = gi0 + %d;\n", r);
+    if (s->causal) cg_emit(o, "    long lim = gi + 1 < %ldL ? gi + 1 : %ldL;\n", (long)s->n, (long)s->n);
+    else cg_emit(o, "    long lim = %ldL;\n", (long)s->n);
+    cg_emit(o, "    $P_v vm = $P_set1(-INFINITY);\n");
+    for (int v = 0; v < t->bnv; v++) {
+      cg_emit(o, "    { long nv = lim - (j0 + %d); int n = nv > %d ? %d : nv < 0 ? 0 : (int)nv;\n", v * w, w, w);
+      if (s->has_mask) {
+        const char *mt = cg_ctype(s->mask_dtype), *mx = cg_vsuffix(s->mask_dtype);
+        cg_emit(o, "      const %s *mp = (const %s *)mk + gi * %ldL + (j0 + %d) * %ldL;\n", mt, mt, (long)s->mask_s[2],
+                v * w, (long)s->mask_s[3]);
+        if (s->mask_s[3] == 1) {
+          cg_emit(o, "      c%d_%d = c%d_%d + (n == %d ? $P_ld%s(mp) : $P_ldn%s(mp, n));\n", r, v, r, v, w, mx, mx);
+        } else {
+          char idx[64];
+          snprintf(idx, sizeof idx, "e * %ldL", (long)s->mask_s[3]);
+          cg_scalar_ld(o, ld, sizeof ld, s->mask_dtype, "mp", idx);
+          cg_emit(o, "      { float tm[%d]; for (int e = 0; e < %d; e++) tm[e] = e < n ? %s : 0.0f; c%d_%d = c%d_%d + $P_ld(tm); }\n",
+                  w, w, ld, r, v, r, v);
+        }
+      }
+      cg_emit(o, "      if (n < %d) c%d_%d = $P_keep(c%d_%d, n);\n      vm = $P_max(vm, c%d_%d); }\n", w, r, v, r, v, r, v);
+    }
+    cg_emit(o, "    float mold = mrow[%d], mnew = $P_hmax(vm);\n    if (mold > mnew) mnew = mold;\n", r);
+    cg_emit(o, "    float ms = mnew == -INFINITY ? 0.0f : mnew, al = expf(mold - ms);\n");
+    cg_emit(o, "    $P_v vms = $P_set1(ms), vs = $P_zero();\n");
+    for (int v = 0; v < t->bnv; v++)
+      cg_emit(o, "    { $P_v pv = $P_exp(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
+    cg_emit(o, "    alpha[%d] = al; lrow[%d] = lrow[%d] * al + $P_hsum(vs); mrow[%d] = mnew;\n  }\n", r, r, r, r);
+  }
   cg_emit(o, "}\n");
 }
 
@@ -99,10 +137,8 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   int w = o->isa->w;
   char ld[200];
   cg_emit_isa_helpers(o);
-  emit_skern(o, s, t, t->rs);
-  if (t->rs > 1) emit_skern(o, s, t, 1);
-  emit_okern(o, t, t->ro);
-  if (t->ro > 1) emit_okern(o, t, 1);
+  for (int r = 1; r <= t->rs; r++) emit_skern(o, s, t, r);
+  for (int r = 1; r <= t->ro; r++) emit_okern(o, t, r);
   const char *qt = cg_ctype(s->q_dtype), *kt = cg_ctype(s->kv_dtype), *ot = cg_ctype(s->o_dtype);
   const char *qx = cg_vsuffix(s->q_dtype), *kx = cg_vsuffix(s->kv_dtype), *ox = cg_vsuffix(s->o_dtype);
   float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
@@ -122,6 +158,11 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "  const %s *k = (const %s *)cx->k + bh * %ldL;\n", kt, kt, (long)(N * D));
   cg_emit(o, "  const %s *v = (const %s *)cx->v + bh * %ldL;\n", kt, kt, (long)(N * DV));
   cg_emit(o, "  %s *out = (%s *)cx->o + bh * %ldL;\n", ot, ot, (long)(M * DV));
+  if (s->has_mask)
+    cg_emit(o, "  const void *mkb = (const %s *)cx->mask + bb * %ldL + hh * %ldL;\n", cg_ctype(s->mask_dtype),
+            (long)s->mask_s[0], (long)s->mask_s[1]);
+  else
+    cg_emit(o, "  (void)bb; (void)hh;\n");
   cg_emit(o, "  long q0 = qc * %ldL, q1 = q0 + %ldL < %ldL ? q0 + %ldL : %ldL;\n", (long)t->chunk, (long)t->chunk,
           (long)M, (long)t->chunk, (long)M);
   if (s->causal) cg_emit(o, "  long nlim = q1 < %ldL ? q1 : %ldL;\n", (long)N, (long)N);
@@ -130,9 +171,10 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   /* pack k^T and v for the keys this chunk can see */
   cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
   cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + j * %ldL;\n", kt, (long)D);
-  cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) Kt[d * %ldL + j] = %s;\n", (long)N, (long)D, (long)t->np,
-          ld);
-  cg_emit(o, "    else for (long d = 0; d < %ldL; d++) Kt[d * %ldL + j] = 0.0f;\n", (long)D, (long)t->np);
+  /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
+  cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
+  cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
+  cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
   cg_emit(o, "    const %s *vr = v + j * %ldL;\n", kt, (long)DV);
   for (int vv = 0; vv < t->nvd; vv++)
     cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
@@ -156,45 +198,26 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "    for (long j0 = 0; j0 < jend; j0 += %d) {\n", t->bn);
   cg_emit(o, "      long kb = jend - j0 < %d ? jend - j0 : %d;\n", t->bn, t->bn);
   cg_emit(o, "      int r = 0;\n");
-  if (t->rs > 1)
-    cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_s%d(Qs + r * %ldL, Kt + j0, S + r * %d);\n", t->rs, t->rs, t->rs,
-            (long)D, t->bn);
-  cg_emit(o, "      for (; r < bm; r++) $P_s1(Qs + r * %ldL, Kt + j0, S + r * %d);\n", (long)D, t->bn);
-  /* online softmax on the tile */
-  cg_emit(o, "      for (r = 0; r < bm; r++) {\n        long gi = i0 + r;\n");
-  if (s->causal) cg_emit(o, "        long lim = gi + 1 < %ldL ? gi + 1 : %ldL;\n", (long)N, (long)N);
-  else cg_emit(o, "        long lim = %ldL;\n", (long)N);
-  cg_emit(o, "        float *sr = S + r * %d;\n        $P_v vm = $P_set1(-INFINITY);\n", t->bn);
-  cg_emit(o, "        for (int c = 0; c < %d; c += %d) {\n", t->bn, w);
-  cg_emit(o, "          long nv = lim - (j0 + c);\n          int n = nv > %d ? %d : nv < 0 ? 0 : (int)nv;\n", w, w);
-  cg_emit(o, "          $P_v x = $P_ld(sr + c);\n");
-  if (s->has_mask) {
-    const char *mt = cg_ctype(s->mask_dtype), *mx = cg_vsuffix(s->mask_dtype);
-    cg_emit(o, "          const %s *mp = (const %s *)cx->mask + bb * %ldL + hh * %ldL + gi * %ldL + (j0 + c) * %ldL;\n", mt,
-            mt, (long)s->mask_s[0], (long)s->mask_s[1], (long)s->mask_s[2], (long)s->mask_s[3]);
-    if (s->mask_s[3] == 1) {
-      cg_emit(o, "          x = x + (n == %d ? $P_ld%s(mp) : $P_ldn%s(mp, n));\n", w, mx, mx);
-    } else {
-      char idx[64];
-      snprintf(idx, sizeof idx, "e * %ldL", (long)s->mask_s[3]);
-      cg_scalar_ld(o, ld, sizeof ld, s->mask_dtype, "mp", idx);
-      cg_emit(o, "          { float tm[%d]; for (int e = 0; e < %d; e++) tm[e] = e < n ? %s : 0.0f; x = x + $P_ld(tm); }\n",
-              w, w, ld);
-    }
+  const char *mk = s->has_mask ? "mkb" : "0";
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s,"
+             " mrow + r, lrow + r, alpha + r);\n", t->rs, t->rs, t->rs, (long)D, (long)D, t->bn, mk);
+  if (t->rs > 1) {
+    cg_emit(o, "      switch (bm - r) {\n");
+    for (int q = 1; q < t->rs; q++)
+      cg_emit(o, "        case %d: $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
+                 " alpha + r); break;\n", q, q, (long)D, (long)D, t->bn, mk);
+    cg_emit(o, "        default: break;\n      }\n");
   }
-  cg_emit(o, "          x = $P_keep(x, n);\n          $P_st(sr + c, x);\n          vm = $P_max(vm, x);\n        }\n");
-  cg_emit(o, "        float mold = mrow[r], mnew = $P_hmax(vm);\n        if (mold > mnew) mnew = mold;\n");
-  cg_emit(o, "        float ms = mnew == -INFINITY ? 0.0f : mnew;\n");
-  cg_emit(o, "        alpha[r] = expf(mold - ms);\n        $P_v vs = $P_zero(), vms = $P_set1(ms);\n");
-  cg_emit(o, "        for (int c = 0; c < %d; c += %d) { $P_v p = $P_exp($P_ld(sr + c) - vms); $P_st(sr + c, p); vs = vs + p; }\n",
-          t->bn, w);
-  cg_emit(o, "        lrow[r] = lrow[r] * alpha[r] + $P_hsum(vs);\n        mrow[r] = mnew;\n      }\n");
   cg_emit(o, "      r = 0;\n");
-  if (t->ro > 1)
-    cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d);\n", t->ro,
-            t->ro, t->ro, t->bn, t->dp, t->dp);
-  cg_emit(o, "      for (; r < bm; r++) $P_o1(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d);\n", t->bn, t->dp,
-          t->dp);
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d);\n", t->ro,
+          t->ro, t->ro, t->bn, t->dp, t->dp);
+  if (t->ro > 1) {
+    cg_emit(o, "      switch (bm - r) {\n");
+    for (int q = 1; q < t->ro; q++)
+      cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d); break;\n", q, q, t->bn,
+              t->dp, t->dp);
+    cg_emit(o, "        default: break;\n      }\n");
+  }
   cg_emit(o, "    }\n");
   /* normalise and store */
   cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      $P_v il = $P_set1(1.0f / lrow[r]);\n");
