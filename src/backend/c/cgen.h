@@ -72,19 +72,26 @@ typedef struct cgen_epi {
 } cgen_epi;
 
 /* What a Schedule Plan decides (design.md §2.8).  0 means "choose".
- * Invariants checked by the generators: nr % simd == 0, mr*nr/simd + nr/simd + 1
- * <= 32 (AVX-512) so the micro-tile lives in registers, kc >= 1. */
+ *   warp_tile WxH        -> mr x nr (register micro-tile of the widest variant)
+ *   tile [BM, BN, BK]    -> mc, nc, kc (packed A rows, packed B columns, depth)
+ *   vectorize ... width  -> simd (16: AVX-512 and below, 8: AVX2 and below, 1: scalar)
+ *   stages               -> prefetch (software prefetch distance in k steps)
+ *   bind m.o/n.o block.* -> par_m / par_n, threads (and tasks for finer balance)
+ *   cache_read A|B smem  -> always: A and B are packed into contiguous panels
+ *   epilogue [...]       -> the spec's epi list (fused into the micro-kernel store)
+ * Invariants checked by the generators: nr % simd == 0 and
+ * mr*nr/simd + nr/simd + 1 <= 32 (AVX-512; 16 for AVX2), else RegOverflow. */
 typedef struct cgen_tuning {
-  int mr, nr;        /* warp_tile: register micro-tile, rows x columns (floats) */
-  int mc, nc, kc;    /* tile: rows of a packed A block, columns of a packed B block, depth */
-  int simd;          /* vectorize: 16 (AVX-512 and below), 8 (AVX2 and below), 1 (scalar only) */
-  int prefetch;      /* stages: software prefetch distance in k steps (0: none) */
+  int mr, nr;        /* micro-tile rows x columns (floats); default 6x64 (zmm), 6x16 (ymm), 4x4 */
+  int mc, nc, kc;    /* default mc = M (order 0), nc = 512, kc = 256 */
+  int simd;
+  int prefetch;      /* k steps ahead for B (0: default 8; < 0: none) */
   int order;         /* micro-loop order: 0 = A micro-panel kept in L1 across the N loop
-                        (ir outer, jr inner); 1 = B micro-panel kept in L1 across the M
-                        loop (jr outer) with mc-row A blocks kept in L2 */
-  int threads;       /* bind: number of parallel workers the split targets (default 2) */
+                        (ir outer, jr inner; measured best here); 1 = B micro-panel kept in
+                        L1 across the M loop (jr outer) with mc-row A blocks kept in L2 */
+  int threads;       /* parallel workers the split targets (default 2) */
   int tasks;         /* parallel tasks (default = threads); more tasks balance noisy cores */
-  bool par_m, par_n; /* bind: may split M (rows) / N (columns) across tasks; batch dims
+  bool par_m, par_n; /* may split M (rows) / N (columns) across tasks; batch dims
                         are always parallel.  Both false = choose. */
   unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */
   int force_isa;     /* tests: -1 = dispatch by CPUID; else always run this variant */

@@ -254,7 +254,17 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
   cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
           t->mr, t->mr, t->mr);
-  if (p->a_sk == 1) {
+  if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
+    /* convert W elements at a time with the vector layer, then spread */
+    int w = o->isa->w;
+    const char *sx = cg_vsuffix(p->adt);
+    cg_emit(o, "    float tv[%d];\n", w);
+    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * %ldL + pc;\n", at, (long)p->a_sm);
+    cg_emit(o, "      for (long k = 0; k < kc; k += %d) {\n", w);
+    cg_emit(o, "        int n = kc - k < %d ? (int)(kc - k) : %d;\n", w, w);
+    cg_emit(o, "        $P_st(tv, n == %d ? $P_ld%s(s + k) : $P_ldn%s(s + k, n));\n", w, sx, sx);
+    cg_emit(o, "        for (int q = 0; q < n; q++) d[(k + q) * %d + i] = tv[q];\n      }\n    }\n", t->mr);
+  } else if (p->a_sk == 1) {
     cg_scalar_ld(o, ld, sizeof ld, p->adt, "s", "k");
     cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * %ldL + pc;\n", at, (long)p->a_sm);
     cg_emit(o, "      for (long k = 0; k < kc; k++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
