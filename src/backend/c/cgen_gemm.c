@@ -308,44 +308,53 @@ static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  }\n}\n");
 }
 
-/* Stride-1 rows, AVX-512, fp32: the panel's output positions split into
- * segments of one output row (<= 16 wide); for each k a segment is one
- * contiguous input row piece: an expand-load (lanes outside the image stay
- * zero, no out-of-bounds address is formed) and a masked store. */
+/* Stride-1 rows, AVX-512, fp32: each 16-lane vector of a panel row is built
+ * from the pieces of output rows it covers; a piece is one contiguous input
+ * row run, read with a masked merge-load whose lane 0 is aligned to the
+ * vector, then one aligned store per vector.  Masks and offsets depend only
+ * on (kh, kw), so they are tabulated once per panel; per k only the channel
+ * base moves.  (An expand-load from the first valid lane is used when lane
+ * 0's address would fall before the input.) */
 static void emit_pack_b_conv_rows(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int64_t hw = p->cv_h * p->cv_w, khw = p->cv_kh * p->cv_kw;
+  int maxp = t->nv * 17; /* pieces per panel: at most 16 per vector plus one */
   cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
   cg_emit(o, "  const float *x = (const float *)cx->B + b0 * %ldL + b1 * %ldL;\n", (long)(p->cv_c * hw),
           (long)(p->cv_icg * hw));
-  cg_emit(o, "  int sj[%d], sl[%d], sih[%d], siw[%d];\n", t->nr, t->nr, t->nr, t->nr);
+  cg_emit(o, "  int pa[%d], pb[%d], pih[%d], piw[%d], vs[%d];\n", maxp, maxp, maxp, maxp, t->nv + 1);
+  cg_emit(o, "  __mmask16 tm[%ld][%d];\n  int ts[%ld][%d];\n", (long)khw, maxp, (long)khw, maxp);
   cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
-  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d, ns = 0;\n    float *restrict d = Bp + jr * kc;\n", t->nr,
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d, np = 0;\n    float *restrict d = Bp + jr * kc;\n", t->nr,
           t->nr);
-  cg_emit(o, "    for (int j = 0; j < %d;) {\n", t->nr);
-  cg_emit(o, "      if (j >= nr) { int l = %d - j < 16 ? %d - j : 16; sj[ns] = j; sl[ns] = l; sih[ns] = -(1 << 28);"
-             " siw[ns++] = 0; j += l; continue; }\n", t->nr, t->nr);
-  cg_emit(o, "      long q = n0 + jr + j, oh = q / %ldL, ow = q %% %ldL;\n", (long)p->cv_ow, (long)p->cv_ow);
-  cg_emit(o, "      int l = (int)(%ldL - ow); if (l > nr - j) l = nr - j; if (l > 16) l = 16;\n", (long)p->cv_ow);
-  cg_emit(o, "      sj[ns] = j; sl[ns] = l; sih[ns] = (int)(oh * %ldL - %ldL); siw[ns++] = (int)(ow - %ldL); j += l;\n    }\n",
+  cg_emit(o, "    for (int v = 0; v < %d; v++) {\n      vs[v] = np;\n", t->nv);
+  cg_emit(o, "      for (int j = v * 16; j < nr && j < v * 16 + 16;) {\n");
+  cg_emit(o, "        long q = n0 + jr + j, oh = q / %ldL, ow = q %% %ldL;\n", (long)p->cv_ow, (long)p->cv_ow);
+  cg_emit(o, "        int l = (int)(%ldL - ow);\n", (long)p->cv_ow);
+  cg_emit(o, "        if (l > nr - j) l = nr - j;\n        if (l > v * 16 + 16 - j) l = v * 16 + 16 - j;\n");
+  cg_emit(o, "        pa[np] = j - v * 16; pb[np] = j - v * 16 + l;\n");
+  cg_emit(o, "        pih[np] = (int)(oh * %ldL - %ldL); piw[np++] = (int)(ow - %ldL) - (j - v * 16); j += l;\n      }\n    }\n",
           (long)p->cv_sh, (long)p->cv_pt, (long)p->cv_pl);
-  cg_emit(o, "    long ic = k0 / %ldL, kr = k0 %% %ldL, kh = kr / %ldL, kw = kr %% %ldL;\n", (long)khw, (long)khw,
-          (long)p->cv_kw, (long)p->cv_kw);
-  cg_emit(o, "    for (long k = 0; k < kc; k++) {\n");
-  cg_emit(o, "      int dh = (int)(kh * %ldL), dw = (int)(kw * %ldL);\n      const float *xc = x + ic * %ldL;\n",
-          (long)p->cv_dh, (long)p->cv_dw, (long)hw);
-  cg_emit(o, "      for (int s = 0; s < ns; s++) {\n");
-  cg_emit(o, "        __mmask16 lm = (__mmask16)((1u << sl[s]) - 1u);\n        int ih = sih[s] + dh;\n");
-  cg_emit(o, "        if ((unsigned)ih >= %uu) { _mm512_mask_storeu_ps(d + k * %d + sj[s], lm, _mm512_setzero_ps()); continue; }\n",
-          (unsigned)p->cv_h, t->nr);
-  cg_emit(o, "        int iw = siw[s] + dw, lo = iw < 0 ? -iw : 0, hi = %d - iw < sl[s] ? %d - iw : sl[s];\n",
-          (int)p->cv_w, (int)p->cv_w);
-  cg_emit(o, "        __mmask16 vm = hi > lo ? (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0;\n");
-  cg_emit(o, "        __m512 v = vm ? _mm512_maskz_expandloadu_ps(vm, xc + (long)ih * %d + iw + lo) : _mm512_setzero_ps();\n",
+  cg_emit(o, "    vs[%d] = np;\n", t->nv);
+  cg_emit(o, "    for (int c = 0; c < %ld; c++)\n      for (int s = 0; s < np; s++) {\n", (long)khw);
+  cg_emit(o, "        int ih = pih[s] + (int)(c / %ld) * %d, iw = piw[s] + (int)(c %% %ld) * %d;\n", (long)p->cv_kw,
+          (int)p->cv_dh, (long)p->cv_kw, (int)p->cv_dw);
+  cg_emit(o, "        int lo = -iw > pa[s] ? -iw : pa[s], hi = %d - iw < pb[s] ? %d - iw : pb[s];\n", (int)p->cv_w,
           (int)p->cv_w);
-  cg_emit(o, "        _mm512_mask_storeu_ps(d + k * %d + sj[s], lm, v);\n      }\n", t->nr);
-  cg_emit(o, "      if (++kw == %ldL) { kw = 0; if (++kh == %ldL) { kh = 0; ++ic; } }\n    }\n  }\n}\n", (long)p->cv_kw,
-          (long)p->cv_kh);
+  cg_emit(o, "        if ((unsigned)ih >= %uu || hi <= lo) { tm[c][s] = 0; ts[c][s] = 0; continue; }\n", (unsigned)p->cv_h);
+  cg_emit(o, "        tm[c][s] = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));\n");
+  cg_emit(o, "        ts[c][s] = ih * %d + iw;\n      }\n", (int)p->cv_w);
+  cg_emit(o, "    long ic = k0 / %ldL, c = k0 %% %ldL;\n", (long)khw, (long)khw);
+  cg_emit(o, "    for (long k = 0; k < kc; k++) {\n      const float *xc = x + ic * %ldL;\n", (long)hw);
+  cg_emit(o, "      const __mmask16 *mc = tm[c];\n      const int *sc = ts[c];\n");
+  for (int v = 0; v < t->nv; v++) {
+    cg_emit(o, "      { __m512 a = _mm512_setzero_ps();\n");
+    cg_emit(o, "        for (int s = vs[%d]; s < vs[%d]; s++)\n", v, v + 1);
+    cg_emit(o, "          a = sc[s] >= 0 || ic ? _mm512_mask_loadu_ps(a, mc[s], xc + sc[s])\n"
+               "              : _mm512_mask_expandloadu_ps(a, mc[s], xc + sc[s] + __builtin_ctz(mc[s] | 0x10000u));\n");
+    cg_emit(o, "        _mm512_store_ps(d + k * %d + %d, a); }\n", t->nr, v * 16);
+  }
+  cg_emit(o, "      if (++c == %ldL) { c = 0; ++ic; }\n    }\n  }\n}\n", (long)khw);
 }
 
 /* Implicit im2col: B[k][p] = x[ic][oh*sh - pt + kh*dh][ow*sw - pl + kw*dw], k = (ic*KH + kh)*KW + kw. */
