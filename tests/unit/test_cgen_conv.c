@@ -19,6 +19,7 @@ typedef struct ccase {
   int isa, kc, tasks;
   int nepi;
   cgen_epi_kind ek[3];
+  int prepack; /* weight packed once by cN_pack_a */
 } ccase;
 
 #define F32 TINY_FP32
@@ -40,6 +41,8 @@ static const ccase CASES[] = {
     {1, 8, 10, 10, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F16, F16, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL}},
     {1, 8, 10, 10, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, B16, B16, F32, A2},
     {1, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, -1, 0, 0, 1, {CGEN_EPI_SILU}},
+    {2, 8, 9, 9, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, F32, F32, A5, 32, 0, 1, {CGEN_EPI_BIAS_M}, 1},
+    {2, 8, 9, 9, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, F32, F16, F32, A2, 0, 0, 0, {0}, 1},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -53,6 +56,7 @@ static void make_spec(const ccase *c, cgen_conv_spec *s) {
   s->tune.kc = c->kc, s->tune.tasks = c->tasks;
   s->n_epi = c->nepi;
   for (int i = 0; i < c->nepi; i++) s->epi[i].kind = c->ek[i], s->epi[i].dtype = c->ydt;
+  s->prepack_w = c->prepack;
 }
 
 static long run_case(void *h, int idx, hprt_pool *pool) {
@@ -76,7 +80,19 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
     ct_alloc(&E[i], c->ydt, n, true);
     ep[i] = n ? E[i].p : NULL;
   }
-  if (fn(pool, W.p, X.p, Y.p, ep) != 0) return -1;
+  void *Wp = NULL;
+  if (c->prepack) {
+    char pn[48], bn[48];
+    snprintf(pn, sizeof pn, "c%d_pack_a", idx);
+    snprintf(bn, sizeof bn, "c%d_pack_a_bytes", idx);
+    int (*pack)(hprt_pool *, const void *, void *) = (int (*)(hprt_pool *, const void *, void *))dlsym(h, pn);
+    long (*bytes)(void) = (long (*)(void))dlsym(h, bn);
+    if (!pack || !bytes || bytes() <= 0) return -1;
+    Wp = malloc((size_t)bytes());
+    if (pack(pool, W.p, Wp) != 0) return -1;
+  }
+  if (fn(pool, Wp ? Wp : W.p, X.p, Y.p, ep) != 0) return -1;
+  free(Wp);
   double *ref = calloc((size_t)ny, sizeof(double));
   for (long n = 0; n < c->n; n++)
     for (long o = 0; o < c->oc; o++)

@@ -22,7 +22,8 @@ typedef struct gcase {
   int nepi;
   cgen_epi_kind ek[4];
   tiny_dtype edt;
-  int res_t; /* residual stored transposed ([N][M]) */
+  int res_t;   /* residual stored transposed ([N][M]) */
+  int prepack; /* A packed once by gN_pack_a */
 } gcase;
 
 #define F32 TINY_FP32
@@ -70,6 +71,9 @@ static const gcase CASES[] = {
     {63, 65, 65, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 3, {CGEN_EPI_RESIDUAL, CGEN_EPI_SILU, CGEN_EPI_SCALE}, B16, 1},
     {17, 20, 9, 1, 1, F32, F32, B16, 0, 0, 0, 1, SC, 0, 0, 0, 0, 0, 4, {CGEN_EPI_BIAS_N, CGEN_EPI_SIGMOID, CGEN_EPI_RESIDUAL, CGEN_EPI_RELU}, F16},
     {17, 20, 9, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_GELU, CGEN_EPI_SIGMOID}, F32},
+    /* prepacked (constant) A, batched with A shared over b0 */
+    {65, 70, 129, 2, 3, F32, F32, F32, 0, 0, 1, 0, A5, 64, 0, 0, 0, 0, 1, {CGEN_EPI_RELU}, F32, 0, 1},
+    {33, 17, 40, 1, 1, F16, F32, F32, 1, 0, 0, 0, -1, 16, 0, 0, 0, 0, 0, {0}, F32, 0, 1},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -87,6 +91,7 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
   s->tune.force_isa = c->isa;
   if (c->isa >= 0) s->tune.isa_mask = 1u << c->isa;
   s->tune.kc = c->kc, s->tune.nc = c->nc, s->tune.tasks = c->tasks, s->tune.mr = c->mr, s->tune.nr = c->nr;
+  s->prepack_a = c->prepack;
   s->n_epi = c->nepi;
   for (int i = 0; i < c->nepi; i++) {
     cgen_epi *e = &s->epi[i];
@@ -120,7 +125,19 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
     ct_alloc(&E[i], c->edt, n, true);
     ep[i] = n ? E[i].p : NULL;
   }
-  if (fn(pool, A.p, B.p, C.p, ep) != 0) return -1;
+  void *Ap = NULL;
+  if (c->prepack) {
+    char pn[48], bn[48];
+    snprintf(pn, sizeof pn, "g%d_pack_a", idx);
+    snprintf(bn, sizeof bn, "g%d_pack_a_bytes", idx);
+    int (*pack)(hprt_pool *, const void *, void *) = (int (*)(hprt_pool *, const void *, void *))dlsym(h, pn);
+    long (*bytes)(void) = (long (*)(void))dlsym(h, bn);
+    if (!pack || !bytes || bytes() <= 0) return -1;
+    Ap = malloc((size_t)bytes());
+    if (pack(pool, A.p, Ap) != 0) return -1;
+  }
+  if (fn(pool, Ap ? Ap : A.p, B.p, C.p, ep) != 0) return -1;
+  free(Ap);
   double *ref = calloc((size_t)(nb * M * N), sizeof(double));
   for (long b0 = 0; b0 < c->b0; b0++)
     for (long b1 = 0; b1 < c->b1; b1++)

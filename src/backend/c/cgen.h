@@ -112,6 +112,10 @@ typedef struct cgen_gemm_spec {
   int n_epi;
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;
+  bool prepack_a;                   /* A is constant (weights): also emit
+                                       long fn_pack_a_bytes(void) and
+                                       int fn_pack_a(pool, A, Ap) that packs it once;
+                                       fn then takes the packed Ap as its A */
 } cgen_gemm_spec;
 
 /* Fill a row-major contiguous spec: A[M][K], B[K][N], C[M][N], batch 1. */
@@ -129,6 +133,7 @@ typedef struct cgen_conv_spec {
   int n_epi;                        /* BIAS_M = per output channel; RESIDUAL = NCHW like y */
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;
+  bool prepack_w;                   /* as cgen_gemm_spec.prepack_a, for the weight */
 } cgen_conv_spec;
 
 void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,

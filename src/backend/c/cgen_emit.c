@@ -459,11 +459,12 @@ void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x) 
   }
 }
 
-void cg_emit_dispatch(cg_out *o, unsigned m, int force, const char *params, const char *args) {
+void cg_emit_selector(cg_out *o, unsigned m, int force) {
   cg_set_isa(o, NULL);
-  cg_emit(o, "int $F(%s) {\n", params);
+  cg_emit(o, "/* the variant this process runs: 3 avx512, 2 avx2, 1 scalar (decided once) */\n");
+  cg_emit(o, "static int $F_sel(void) {\n");
   if (force >= 0 && (m >> force & 1u)) {
-    cg_emit(o, "  return $F_%s_run(%s);\n}\n", cg_isa_get((cgen_isa)force)->tag, args);
+    cg_emit(o, "  return %d;\n}\n", force + 1);
     return;
   }
   cg_emit(o, "  static int sel;\n  int s = __atomic_load_n(&sel, __ATOMIC_RELAXED);\n");
@@ -474,9 +475,18 @@ void cg_emit_dispatch(cg_out *o, unsigned m, int force, const char *params, cons
                "        __builtin_cpu_supports(\"fma\")) s = 3;\n");
   if (m >> CGEN_ISA_AVX2 & 1u)
     cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
-  cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n");
-  cg_emit(o, "#ifdef HPRT_X86\n");
-  if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512_run(%s);\n", args);
-  if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2_run(%s);\n", args);
-  cg_emit(o, "#endif\n  return $F_scalar_run(%s);\n}\n", args);
+  cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
+}
+
+void cg_emit_entry(cg_out *o, unsigned m, const char *ret, const char *suffix, const char *params, const char *args) {
+  cg_set_isa(o, NULL);
+  cg_emit(o, "%s $F%s(%s) {\n  int s = $F_sel();\n  (void)s;\n#ifdef HPRT_X86\n", ret, suffix, params);
+  if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512%s_run(%s);\n", suffix, args);
+  if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2%s_run(%s);\n", suffix, args);
+  cg_emit(o, "#endif\n  return $F_scalar%s_run(%s);\n}\n", suffix, args);
+}
+
+void cg_emit_dispatch(cg_out *o, unsigned m, int force, const char *params, const char *args) {
+  cg_emit_selector(o, m, force);
+  cg_emit_entry(o, m, "int", "", params, args);
 }

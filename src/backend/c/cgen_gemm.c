@@ -30,7 +30,7 @@ typedef struct cg_mm {
   int n_epi;
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;
-  bool conv;
+  bool conv, prepack_a;
   int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
 } cg_mm;
 
@@ -246,7 +246,7 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  const %s *A = (const %s *)cx->A + b0 * %ldL + b1 * %ldL;\n", at, at, (long)p->a_sb[0], (long)p->a_sb[1]);
   cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
           t->kc);
-  cg_emit(o, "  float *Ap = (float *)cx->sc.shared + ba * %ldL + pc * %ldL;\n", (long)(p->K * t->mp), (long)t->mp);
+  cg_emit(o, "  float *Ap = cx->Ap + ba * %ldL + pc * %ldL;\n", (long)(p->K * t->mp), (long)t->mp);
   cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)(t->ppg * t->mr), (long)t->mp,
           (long)(t->ppg * t->mr), (long)t->mp);
   cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) {\n", (long)(t->ppg * t->mr), t->mr);
@@ -438,7 +438,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
           (long)t->tn, (long)p->N);
   cg_emit(o, "  float *Bp = (float *)cx->sc.thr[tid];\n");
-  cg_emit(o, "  const float *Ab = (const float *)cx->sc.shared + ((%s) * %ldL + (%s)) * %ldL;\n",
+  cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * %ldL;\n",
           t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)(p->K * t->mp));
   cg_emit(o, "  $F_tt tt;\n  memset(&tt, 0, sizeof tt);\n");
   cg_emit(o, "  tt.c = (char *)((%s *)cx->C + b0 * %ldL + b1 * %ldL);\n", cg_ctype(p->cdt), (long)p->c_sb[0],
@@ -521,11 +521,25 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   emit_task(o, p, t);
   int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
   int64_t per_thread = ((int64_t)t->kc * t->ncp + (t->ws ? t->tm * t->ncp : 0)) * 4;
+  long npack = (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups), ntask = (long)(p->nb[0] * p->nb[1] * t->sm * t->sn);
+  if (p->prepack_a) {
+    /* A arrives packed (constant weights packed once by F_pack_a) */
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)shared);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n  return 0;\n}\n", npack);
+    shared = 0;
+  }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)shared, (long)per_thread);
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups));
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(p->nb[0] * p->nb[1] * t->sm * t->sn));
+  if (p->prepack_a) {
+    cg_emit(o, "  cx.Ap = (float *)A;\n");
+  } else {
+    cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
@@ -578,7 +592,7 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
           (long)p->M, (long)p->N, (long)p->K, (long)p->nb[0], (long)p->nb[1], tiny_dtype_name(p->adt),
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; float *Ap; } $F_ctx;\n");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
@@ -587,6 +601,10 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
   }
   cg_emit_dispatch(&o, set, p->tune.force_isa, "hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep",
                    "pool, A, B, C, ep");
+  if (p->prepack_a) {
+    cg_emit_entry(&o, set, "long", "_pack_a_bytes", "void", "");
+    cg_emit_entry(&o, set, "int", "_pack_a", "hprt_pool *pool, const void *A, void *Ap", "pool, A, Ap");
+  }
   if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
   return HP_OK;
 }
@@ -604,6 +622,7 @@ hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *s, const char *fn, hp_str
   p.n_epi = s->n_epi;
   if (p.n_epi > 0 && p.n_epi <= CGEN_MAX_EPI) memcpy(p.epi, s->epi, sizeof(cgen_epi) * (size_t)p.n_epi);
   p.tune = s->tune;
+  p.prepack_a = s->prepack_a;
   return gen_mm(e, &p, fn, out);
 }
 
@@ -640,6 +659,7 @@ hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
     if (ep->kind == CGEN_EPI_RESIDUAL) ep->s_b0 = p.c_sb[0], ep->s_b1 = p.c_sb[1], ep->s_m = P, ep->s_n = 1;
   }
   p.tune = s->tune;
+  p.prepack_a = s->prepack_w;
   p.cv_c = s->c, p.cv_h = s->h, p.cv_w = s->w, p.cv_icg = icg, p.cv_kh = s->kh, p.cv_kw = s->kw;
   p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];
   p.cv_dh = s->dil[0], p.cv_dw = s->dil[1], p.cv_ow = ow;

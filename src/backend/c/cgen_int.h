@@ -36,7 +36,11 @@ void cg_emit_runtime(hp_str *s);
 void cg_emit_scalar_conv(cg_out *o);
 /* The vector layer of o->isa, prefixed $P_. */
 void cg_emit_isa_helpers(cg_out *o);
-/* Dispatcher: int F(params) calling F_<tag>_run(args) chosen by CPUID. */
+/* CPUID selection, emitted once per kernel: static int F_sel(void). */
+void cg_emit_selector(cg_out *o, unsigned isa_mask, int force_isa);
+/* Entry point: ret F<suffix>(params) calling F_<tag><suffix>_run(args) as F_sel says. */
+void cg_emit_entry(cg_out *o, unsigned isa_mask, const char *ret, const char *suffix, const char *params, const char *args);
+/* Both, for a kernel with one entry point int F(params). */
 void cg_emit_dispatch(cg_out *o, unsigned isa_mask, int force_isa, const char *params, const char *args);
 
 /* dtype text helpers */
