@@ -2,6 +2,9 @@
  * convolution primitive (+bias), same run, interleaved, median.
  * oneDNN runs twice: with plain NCHW/OIHW memory (what harp gets) and with
  * the layouts it prefers (format_tag any, nChw16c-style; reorders untimed).
+ * harp runs twice: packing the weight every call, and with the weight
+ * prepacked once (prepack_w, the inference setting; like oneDNN's untimed
+ * weight reorder).
  * Shapes: ResNet 1x64x56x56 k64 3x3 and 8x256x14x14 k256 3x3 (pad 1).
  *   conv_bench [reps]   (HARP_TASKS / HARP_MR / HARP_NR / HARP_KC / HARP_NC) */
 #include <oneapi/dnnl/dnnl.h>
@@ -83,7 +86,8 @@ int main(int argc, char **argv) {
   CK(dnnl_engine_create(&eng, dnnl_cpu, 0));
   CK(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags));
   printf("conv 3x3 pad 1 + bias, %d threads, median of %d interleaved repeats (GFLOP/s)\n", nthreads, reps);
-  printf("%-22s %9s %12s %12s %10s %10s\n", "shape", "harp", "dnnl_nchw", "dnnl_any", "h/nchw", "h/any");
+  printf("%-22s %9s %9s %10s %10s %8s %8s %8s\n", "shape", "harp", "harp_pw", "dnnl_nchw", "dnnl_any", "h/nchw",
+         "h/any", "hpw/any");
   for (int si = 0; si < 2; si++) {
     long N = shapes[si][0], C = shapes[si][1], H = shapes[si][2], W = shapes[si][3], OC = shapes[si][4], KH = shapes[si][5];
     long nx = N * C * H * W, nw = OC * C * KH * KH, ny = N * OC * H * W;
@@ -107,14 +111,22 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cgen_conv: %s\n", e.msg);
       return 1;
     }
+    s.prepack_w = true;
+    if (cgen_conv(&e, &s, "bench_conv_pw", &src)) {
+      fprintf(stderr, "cgen_conv: %s\n", e.msg);
+      return 1;
+    }
     void *h = bn_build(src.buf);
     hp_str_free(&src);
-    conv_fn fn = (conv_fn)bn_sym(h, "bench_conv");
+    conv_fn fn = (conv_fn)bn_sym(h, "bench_conv"), fnp = (conv_fn)bn_sym(h, "bench_conv_pw");
+    long wbytes = ((long (*)(void))bn_sym(h, "bench_conv_pw_pack_a_bytes"))();
+    float *wp = malloc((size_t)wbytes);
     hprt_pool *pool = ((hprt_pool * (*)(int)) bn_sym(h, "hprt_pool_create"))(nthreads);
     dconv dp, da;
     dconv_make(&dp, eng, 1, N, C, H, W, OC, KH, x, w, b);
     dconv_make(&da, eng, 0, N, C, H, W, OC, KH, x, w, b);
     const void *ep[1] = {b};
+    ((int (*)(hprt_pool *, const void *, void *))bn_sym(h, "bench_conv_pw_pack_a"))(pool, w, wp);
     /* numerics: harp vs oneDNN (plain layout) */
     fn(pool, w, x, y, ep);
     dconv_run(&dp, strm);
@@ -126,30 +138,33 @@ int main(int argc, char **argv) {
       if (d < 0) d = -d;
       if (d > md) md = d;
     }
-    double t[3][99];
+    double t[4][99];
     for (int r = -3; r < reps; r++) {
       double t0 = bn_now();
       fn(pool, w, x, y, ep);
       double d0 = bn_now() - t0;
+      t0 = bn_now();
+      fnp(pool, wp, x, y, ep);
+      double d3 = bn_now() - t0;
       t0 = bn_now();
       dconv_run(&dp, strm);
       double d1 = bn_now() - t0;
       t0 = bn_now();
       dconv_run(&da, strm);
       double d2 = bn_now() - t0;
-      if (r >= 0) t[0][r] = d0, t[1][r] = d1, t[2][r] = d2;
+      if (r >= 0) t[0][r] = d0, t[1][r] = d1, t[2][r] = d2, t[3][r] = d3;
     }
-    double fl = 2.0 * ny * C * KH * KH, g[3];
-    for (int c = 0; c < 3; c++) g[c] = fl / bn_median(t[c], reps) / 1e9;
+    double fl = 2.0 * ny * C * KH * KH, g[4];
+    for (int c = 0; c < 4; c++) g[c] = fl / bn_median(t[c], reps) / 1e9;
     char name[64];
     snprintf(name, sizeof name, "%ldx%ldx%ldx%ld k%ld", N, C, H, W, OC);
-    printf("%-22s %9.1f %12.1f %12.1f %10.2f %10.2f   (max |harp-dnnl| %.2g)\n", name, g[0], g[1], g[2], g[0] / g[1],
-           g[0] / g[2], md);
+    printf("%-22s %9.1f %9.1f %10.1f %10.1f %8.2f %8.2f %8.2f  (max |harp-dnnl| %.2g)\n", name, g[0], g[3], g[1], g[2],
+           g[0] / g[1], g[0] / g[2], g[3] / g[2], md);
     fflush(stdout);
     dconv_free(&dp), dconv_free(&da);
     ((void (*)(hprt_pool *))bn_sym(h, "hprt_pool_destroy"))(pool);
     dlclose(h);
-    free(x), free(w), free(b), free(y);
+    free(x), free(w), free(b), free(y), free(wp);
   }
   dnnl_stream_destroy(strm);
   dnnl_engine_destroy(eng);
