@@ -78,13 +78,18 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
     cg_emit(o, " }\n");
   }
   cg_emit(o, "  }\n");
+  /* the update in phases across rows, so the rows' dependency chains
+   * (reduce, exp, reduce) overlap instead of running one after another */
+  bool need_keep = s->causal || s->n % t->bn != 0;
+  cg_emit(o, "  float mx[%d], ms[%d], ta[%d], sm[%d];\n", rows, rows, rows, rows);
   for (int r = 0; r < rows; r++) {
-    cg_emit(o, "  {\n    long gi = gi0 + %d;\n", r);
+    cg_emit(o, "  {\n    long gi = gi0 + %d;\n    (void)gi;\n", r);
     if (s->causal) cg_emit(o, "    long lim = gi + 1 < %ldL ? gi + 1 : %ldL;\n", (long)s->n, (long)s->n);
     else cg_emit(o, "    long lim = %ldL;\n", (long)s->n);
-    cg_emit(o, "    $P_v vm = $P_set1(-INFINITY);\n");
+    cg_emit(o, "    (void)lim;\n");
     for (int v = 0; v < t->bnv; v++) {
-      cg_emit(o, "    { long nv = lim - (j0 + %d); int n = nv > %d ? %d : nv < 0 ? 0 : (int)nv;\n", v * w, w, w);
+      cg_emit(o, "    { long nv = lim - (j0 + %d); int n = nv > %d ? %d : nv < 0 ? 0 : (int)nv;\n      (void)n;\n", v * w,
+              w, w);
       if (s->has_mask) {
         const char *mt = cg_ctype(s->mask_dtype), *mx = cg_vsuffix(s->mask_dtype);
         cg_emit(o, "      const %s *mp = (const %s *)mk + gi * %ldL + (j0 + %d) * %ldL;\n", mt, mt, (long)s->mask_s[2],
@@ -99,15 +104,29 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
                   w, w, ld, r, v, r, v);
         }
       }
-      cg_emit(o, "      if (n < %d) c%d_%d = $P_keep(c%d_%d, n);\n      vm = $P_max(vm, c%d_%d); }\n", w, r, v, r, v, r, v);
+      if (need_keep) cg_emit(o, "      c%d_%d = $P_keep(c%d_%d, n);\n", r, v, r, v);
+      cg_emit(o, "    }\n");
     }
-    cg_emit(o, "    float mold = mrow[%d], mnew = $P_hmax(vm);\n    if (mold > mnew) mnew = mold;\n", r);
-    cg_emit(o, "    float ms = mnew == -INFINITY ? 0.0f : mnew, al = expf(mold - ms);\n");
-    cg_emit(o, "    $P_v vms = $P_set1(ms), vs = $P_zero();\n");
+    cg_emit(o, "    $P_v vm = c%d_0;\n", r);
+    for (int v = 1; v < t->bnv; v++) cg_emit(o, "    vm = $P_max(vm, c%d_%d);\n", r, v);
+    cg_emit(o, "    mx[%d] = $P_hmax(vm);\n  }\n", r);
+  }
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  { float mold = mrow[%d], mnew = mx[%d] > mold ? mx[%d] : mold;\n", r, r, r);
+    cg_emit(o, "    ms[%d] = mnew == -INFINITY ? 0.0f : mnew; ta[%d] = mold - ms[%d]; mrow[%d] = mnew; }\n", r, r, r, r);
+  }
+  for (int c = 0; c < rows; c += w) {
+    int n = rows - c < w ? rows - c : w;
+    if (n == w) cg_emit(o, "  $P_st(alpha + %d, $P_exp($P_ld(ta + %d)));\n", c, c);
+    else cg_emit(o, "  $P_stn(alpha + %d, $P_exp($P_ldn(ta + %d, %d)), %d);\n", c, c, n, n);
+  }
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  { $P_v vms = $P_set1(ms[%d]), vs = $P_zero();\n", r);
     for (int v = 0; v < t->bnv; v++)
       cg_emit(o, "    { $P_v pv = $P_exp(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
-    cg_emit(o, "    alpha[%d] = al; lrow[%d] = lrow[%d] * al + $P_hsum(vs); mrow[%d] = mnew;\n  }\n", r, r, r, r);
+    cg_emit(o, "    sm[%d] = $P_hsum(vs); }\n", r);
   }
+  for (int r = 0; r < rows; r++) cg_emit(o, "  lrow[%d] = lrow[%d] * alpha[%d] + sm[%d];\n", r, r, r, r);
   cg_emit(o, "}\n");
 }
 
