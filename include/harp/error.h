@@ -74,7 +74,7 @@ hp_status hp_fail_at(hp_error *e, hp_status code, const char *file, int line, in
 void hp_error_clear(hp_error *e);
 /* Fill e->snippet with the given source line and a caret under col. */
 void hp_error_set_snippet(hp_error *e, const char *src, int line, int col);
-/* Format "error[<Name>]: msg (node "id")" plus location into buf. */
+/* Format "error[<Name>]: [file:line:col: ]msg[ (node "id")][\nsnippet]". */
 void hp_error_format(const hp_error *e, char *buf, int cap);
 
 #endif

@@ -24,7 +24,8 @@
 #define TINY_MAX_DIM ((int64_t)1 << 40)       /* one axis */
 #define TINY_MAX_ELEMS ((int64_t)1 << 40)     /* one tensor's element count */
 #define TINY_MAX_NODES 1000000                /* nodes in a graph */
-#define TINY_DEFAULT_MAX_PIECES 64            /* ExcessivePiecewise threshold */
+#define TINY_DEFAULT_MAX_PIECES 64            /* ExcessivePiecewise, per access after isl simplification (Poly-View) */
+#define TINY_VERIFY_MAX_PIECES 4096           /* ExcessivePiecewise guard before simplification (tiny_verify) */
 
 /* ---- dtypes ------------------------------------------------------------- */
 /* X(ENUM, "json name", bytes, is_float) */

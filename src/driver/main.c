@@ -1,2 +1,53 @@
+/* main.c — the harp CLI: a table of commands.  Each command lives in its own
+ * cmd_*.c file and returns the process exit code (0 ok, 1 user error, 2 bug). */
 #include <stdio.h>
-int main(void) { return 0; }
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"run", cmd_run, "run a model and write its outputs as .npy files"},
+    {"dump", cmd_dump, "write the intermediate representations of a model"},
+    {"compile", cmd_compile, "write a standalone package (C sources, weights, Makefile)"},
+    {"decompile", cmd_decompile, "print a .harp model back as harp DSL text"},
+    {"viz", cmd_viz, "draw a model (frontend, tiny or region stage) as Graphviz DOT/SVG/PNG"},
+    {"plan", cmd_plan, "check a Schedule Plan and convert it between JSON and DSL"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "harp — a deep-learning compiler\n\n"
+          "usage: harp <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f,
+          "\nMODEL is chosen by extension: .json (Tiny IR, seed 001 or seed 000 dialect)"
+          " or .harp (the harp DSL).\n"
+          "Run 'harp <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 1;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("harp 0.1\n");
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "harp: error[UsageError]: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 1;
+}

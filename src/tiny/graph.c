@@ -154,9 +154,18 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
     return builder_fail(g, HP_E_INVALID_ARG, id, "missing arg");
   }
   /* Strings in args must outlive the caller's buffers: copy them. */
+  bool oom = false;
+#define COPY_STR(p)                                         \
+  do {                                                      \
+    if (p) {                                                \
+      (p) = hp_arena_strdup(g->arena, (p));                 \
+      oom |= (p) == NULL;                                   \
+    }                                                       \
+  } while (0)
   if (op == TINY_INPUT) {
-    n->a.input.tensor_id = hp_arena_strdup(g->arena, n->a.input.tensor_id ? n->a.input.tensor_id : id);
-    if (n->a.input.storage) n->a.input.storage = hp_arena_strdup(g->arena, n->a.input.storage);
+    if (!n->a.input.tensor_id) n->a.input.tensor_id = n->id;
+    COPY_STR(n->a.input.tensor_id);
+    COPY_STR(n->a.input.storage);
   }
   tiny_shape *shapes[] = {op == TINY_INPUT ? &n->a.input.shape : NULL,
                           op == TINY_RESHAPE ? &n->a.reshape.shape : NULL,
@@ -164,8 +173,7 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
                           op == TINY_VIEW ? &n->a.view.shape : NULL};
   for (int k = 0; k < 4; k++)
     if (shapes[k])
-      for (int i = 0; i < shapes[k]->rank; i++)
-        if (shapes[k]->d[i].sym) shapes[k]->d[i].sym = hp_arena_strdup(g->arena, shapes[k]->d[i].sym);
+      for (int i = 0; i < shapes[k]->rank; i++) COPY_STR(shapes[k]->d[i].sym);
   tiny_dim *dims[3] = {0};
   int ndims = 0, count = 0;
   if (op == TINY_PAD) dims[0] = n->a.pad.lo, dims[1] = n->a.pad.hi, ndims = 2, count = n->a.pad.n;
@@ -177,8 +185,9 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
     count = n->a.pool.n;
   if (op == TINY_REDUCE) dims[0] = n->a.reduce.axes, ndims = 1, count = n->a.reduce.n;
   for (int k = 0; k < ndims; k++)
-    for (int i = 0; i < count && i < TINY_MAX_RANK; i++)
-      if (dims[k][i].sym) dims[k][i].sym = hp_arena_strdup(g->arena, dims[k][i].sym);
+    for (int i = 0; i < count && i < TINY_MAX_RANK; i++) COPY_STR(dims[k][i].sym);
+#undef COPY_STR
+  if (oom) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
   if (!idmap_put(g->ids, n->id, g->n)) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
   return g->n++;
 }

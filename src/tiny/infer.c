@@ -37,7 +37,7 @@ bool tiny_resolve_dim(hp_error *e, const char *id, tiny_dim d, const tiny_symtab
   }
   out->n = -1;
   if (allow_unknown) return true;
-  hp_fail(e, HP_E_UNBOUND_SYMBOL, id, "symbol %s has no value (bind it with --sym %s=N or from an input)", d.sym,
+  hp_fail(e, HP_E_UNBOUND_SYMBOL, id, "symbol %s has no value (bind it with --sym %s=<int> or from an input)", d.sym,
           d.sym);
   return false;
 }

@@ -259,6 +259,14 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
     out->shrink.n = nl;
     for (int i = 0; i < TINY_MAX_RANK; i++) out->shrink.step[i] = tiny_dim_int(1);
     if ((v = json_object_get(arg, "step"))) {
+      for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+        json_t *x = json_array_get(v, i);
+        if (json_is_integer(x) && json_integer_value(x) < 0) {
+          hp_fail(c->e, HP_E_NEGATIVE_STRIDE, c->node, "SHRINK step %lld is negative; use FLIP to reverse an axis",
+                  (long long)json_integer_value(x));
+          return false;
+        }
+      }
       if (!ld_dims(c, v, "step", out->shrink.step, &ns)) return false;
       out->shrink.has_step = true;
       if (ns != nl) return lfail(c, HP_E_INVALID_ARG, "SHRINK: %s%s", "lo, hi and step need the same length", NULL);

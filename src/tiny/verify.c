@@ -50,10 +50,12 @@ static hp_status verify_node(hp_error *e, const tiny_graph *g, const tiny_node *
         return hp_fail(e, HP_E_NEGATIVE_STRIDE, n->id, "SHRINK step on axis %d is %lld; use FLIP to reverse", j,
                        (long long)st);
     }
-  if (n->pieces > TINY_DEFAULT_MAX_PIECES)
+  /* An upper bound before simplification: only a guard against blow-up.
+   * Poly-View applies the real limit after isl has coalesced the pieces. */
+  if (n->pieces > TINY_VERIFY_MAX_PIECES)
     return hp_fail(e, HP_E_EXCESSIVE_PIECEWISE, n->id,
                    "the view chain ending here splits into %d pieces (limit %d); materialize an intermediate",
-                   n->pieces, TINY_DEFAULT_MAX_PIECES);
+                   n->pieces, TINY_VERIFY_MAX_PIECES);
   return HP_OK;
 }
 

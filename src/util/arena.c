@@ -27,6 +27,8 @@ bool hp_fault_should_fail(void) {
   return --fault_countdown == 0;
 }
 
+long hp_fault_remaining(void) { return fault_countdown; }
+
 void *hp_xmalloc(size_t n) { return hp_fault_should_fail() ? NULL : malloc(n ? n : 1); }
 void *hp_xcalloc(size_t n, size_t sz) { return hp_fault_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }
 void *hp_xrealloc(void *p, size_t n) { return hp_fault_should_fail() ? NULL : realloc(p, n ? n : 1); }

@@ -75,13 +75,13 @@ void hp_error_set_snippet(hp_error *e, const char *src, int line, int col) {
 }
 
 void hp_error_format(const hp_error *e, char *buf, int cap) {
-  int n = 0;
+  int n = snprintf(buf, cap, "error[%s]: ", hp_status_name(e->code));
+  if (n < 0 || n >= cap) return;
   if (e->file[0] && e->line > 0)
-    n = snprintf(buf, cap, "%s:%d:%d: ", e->file, e->line, e->col);
+    n += snprintf(buf + n, cap - n, "%s:%d:%d: ", e->file, e->line, e->col);
   else if (e->file[0])
-    n = snprintf(buf, cap, "%s: ", e->file);
-  if (n < 0 || n >= cap) n = 0;
-  n += snprintf(buf + n, cap - n, "error[%s]: %s", hp_status_name(e->code), e->msg);
+    n += snprintf(buf + n, cap - n, "%s: ", e->file);
+  if (n < cap) n += snprintf(buf + n, cap - n, "%s", e->msg);
   if (n < cap && e->node[0]) n += snprintf(buf + n, cap - n, " (node \"%s\")", e->node);
   if (n < cap && e->snippet[0]) snprintf(buf + n, cap - n, "\n%s", e->snippet);
 }

@@ -29,6 +29,8 @@ size_t hp_arena_used(const hp_arena *a);
  * is a test hook, not state the library reads for behaviour. */
 void hp_fault_fail_nth_alloc(long n);
 bool hp_fault_should_fail(void);
+/* Allocations left before the injected failure (0 once it fired or when off). */
+long hp_fault_remaining(void);
 
 /* malloc/realloc that honour fault injection. */
 void *hp_xmalloc(size_t n);

@@ -1,0 +1,41 @@
+/* harp/cpu.h — the CPU backend: compile a prepared Tiny graph into a shared
+ * object of generated C, load it, run it.
+ *
+ *   hp_cpu_compile  IndexBook -> Poly-View -> regions -> Function -> C ->
+ *                   cc (cached on disk by content hash) -> dlopen
+ *   hp_cpu_run      one execution with host tensors
+ *
+ * The generated code is self-contained C (its ABI is described in
+ * src/backend/c/emit_model.c and docs/c-api.md). */
+#ifndef HARP_CPU_H
+#define HARP_CPU_H
+
+#include <stdbool.h>
+
+#include "harp/error.h"
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+typedef struct hp_cpu_opts {
+  const char *cc;        /* NULL: $CC or "cc" */
+  const char *cflags;    /* NULL: $HARP_CFLAGS or "-O3" */
+  const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
+  bool keep_source;      /* keep the generated C in the model (for --dump c) */
+} hp_cpu_opts;
+
+typedef struct hp_cpu_model hp_cpu_model;
+
+hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
+                         hp_cpu_model **out);
+/* inputs[] follow tiny_inputs(g) (weights included); outputs[] follow
+ * g->outputs and are allocated here. */
+hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
+void hp_cpu_free(hp_cpu_model *m);
+
+/* Facts about the compiled model. */
+const char *hp_cpu_source(const hp_cpu_model *m); /* the generated C, if kept */
+bool hp_cpu_cache_hit(const hp_cpu_model *m);
+double hp_cpu_compile_ms(const hp_cpu_model *m);
+const struct hp_function *hp_cpu_function(const hp_cpu_model *m);
+
+#endif

@@ -1,0 +1,151 @@
+/* harp/function.h — regions (one region = one kernel) and the compiled
+ * Function of seed 003: kernels in execution order, buffers as offsets into
+ * one arena assigned by liveness, required_memory, args and ret, plus the
+ * ConstPool for weights.
+ *
+ * Region formation (src/region/form.c) fills an rg_partition; fn_build turns
+ * a partition into an hp_function; fn_playback runs it region by region on
+ * the reference interpreter against arena-backed buffers. */
+#ifndef HARP_FUNCTION_H
+#define HARP_FUNCTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+/* ---- regions ------------------------------------------------------------- */
+/* A region computes a set of Tiny nodes in one kernel.  Movement nodes are
+ * views: a region includes those its computation reads through, and the same
+ * view may appear in several regions.  Invariants: nodes[] is ascending (so
+ * topological); every source of a node in the region is either in the region
+ * or in in_values[]; out_values[] are the region's nodes needed by a later
+ * region or as model outputs; INPUT and CONST nodes are never region nodes
+ * (INPUT values are in_values, CONSTs are folded into the regions that use
+ * them). */
+typedef struct rg_region {
+  const char *name; /* unique; the tag or id of its last compute node */
+  int *nodes;
+  int nnodes;
+  int *in_values; /* materialized values read (node indices), ascending */
+  int nin;
+  int *out_values; /* values written (node indices), ascending */
+  int nout;
+  const char *kind;        /* "contraction" | "reduce" | "ewise" | "gather" */
+  const char *pattern;     /* "matmul" | "conv" | NULL */
+  const char *stop_reason; /* why the region ended (region formation), may be NULL */
+  int *blocks;             /* Poly-View blocks it computes, in order (NULL: not block-based) */
+  int nblocks;
+} rg_region;
+
+typedef struct rg_partition {
+  const tiny_graph *g;
+  rg_region *regions; /* in execution order */
+  int n;
+  int *region_of; /* compute node -> region index that produces it; -1 for views/leaves */
+  struct hp_arena *arena;
+} rg_partition;
+
+/* The no-fusion partition: one region per compute (non-movement, non-leaf)
+ * node.  The baseline region formation starts from and the fallback. */
+hp_status rg_partition_singletons(hp_error *e, const tiny_graph *g, rg_partition **out);
+/* One region per Poly-View block (a contraction keeps its MUL, CAST and
+ * REDUCE together) and one per GATHER: the baseline the code generators
+ * accept.  rg_region.blocks lists the region's blocks. */
+struct poly_view;
+hp_status rg_partition_blocks(hp_error *e, const tiny_graph *g, const struct poly_view *pv, rg_partition **out);
+void rg_partition_free(rg_partition *p);
+/* Check the invariants above (tests and debug builds). */
+hp_status rg_partition_check(hp_error *e, const rg_partition *p);
+
+/* ---- the Function --------------------------------------------------------- */
+typedef enum fn_buf_kind {
+  FN_INPUT,  /* a model input: the caller's memory */
+  FN_PARAM,  /* a weight (INPUT with storage "param"): lives in the ConstPool */
+  FN_OUTPUT, /* a model output: the caller's memory */
+  FN_TEMP    /* an intermediate: an offset into the arena */
+} fn_buf_kind;
+
+typedef enum fn_mem_space { FN_HOST, FN_DEVICE } fn_mem_space;
+
+typedef struct fn_buffer {
+  int id;
+  int node; /* the Tiny node whose value it holds */
+  fn_buf_kind kind;
+  tiny_dtype dtype;
+  int64_t numel;
+  size_t size;   /* bytes */
+  size_t offset; /* FN_TEMP: in the arena; FN_PARAM: in the ConstPool; else 0 */
+  fn_mem_space space;
+  int first, last; /* live from kernel `first` (writer; -1 = before all) to `last` (last reader) */
+} fn_buffer;
+
+typedef struct fn_kernel {
+  const char *name;
+  int region;    /* index into the partition */
+  int *reads;    /* buffer ids */
+  int nreads;
+  int *writes;   /* buffer ids */
+  int nwrites;
+  int *deps;     /* kernels that must finish first (they write what this reads) */
+  int ndeps;
+  size_t launch_dims[3]; /* set by a backend; 0 until then */
+} fn_kernel;
+
+typedef struct hp_function {
+  const char *name;
+  fn_kernel *kernels; /* execution order */
+  int nkernels;
+  fn_buffer *buffers;
+  int nbuffers;
+  size_t required_memory; /* arena bytes (FN_TEMP buffers) */
+  size_t const_bytes;     /* ConstPool bytes (FN_PARAM buffers) */
+  int *args;              /* buffer ids of model inputs and params, graph order */
+  int nargs;
+  int *ret; /* buffer ids of the model outputs, in g->outputs order */
+  int nret;
+  int *buffer_of; /* tiny node -> buffer id, -1 if not materialized */
+  const rg_partition *part;
+  struct hp_arena *arena;
+} hp_function;
+
+#define FN_ALIGN 64 /* every buffer offset is a multiple of this */
+
+/* Kernels, buffers and the arena layout (best fit over lifetime intervals). */
+hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_function **out);
+void fn_free(hp_function *f);
+/* Peak bytes of TEMP buffers simultaneously live (a lower bound on the arena). */
+size_t fn_peak_live_bytes(const hp_function *f);
+/* Largest number of TEMP buffers live at once. */
+int fn_max_live_temps(const hp_function *f);
+/* Check the arena: live buffers never overlap, offsets aligned. */
+hp_status fn_check(hp_error *e, const hp_function *f);
+
+/* ---- ConstPool ------------------------------------------------------------ */
+/* Weights, contiguous and FN_ALIGN-aligned, at the offsets fn_build gave the
+ * FN_PARAM buffers. */
+typedef struct hp_constpool {
+  unsigned char *data;
+  size_t size;
+} hp_constpool;
+
+/* Fill from tensors given per param buffer (in f->args order, params only). */
+hp_status fn_constpool_from_tensors(hp_error *e, const hp_function *f, const hp_tensor *params, int nparams,
+                                    hp_constpool *out);
+void fn_constpool_free(hp_constpool *cp);
+
+/* ---- playback ------------------------------------------------------------- */
+/* Run the Function region by region on the reference interpreter: each
+ * region's nodes become a sub-graph whose inputs are read from the arena (or
+ * the caller's tensors / the ConstPool) and whose outputs are stored back.
+ * inputs[] follows tiny_inputs() order (params included); outputs[] follows
+ * g->outputs. */
+hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms, const hp_tensor *inputs,
+                      int ninputs, hp_tensor *outputs);
+
+/* JSON of the Function (--dump function): kernels, buffers, layout. */
+char *fn_dump_json(const hp_function *f);
+
+#endif

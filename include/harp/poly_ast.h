@@ -1,0 +1,80 @@
+/* harp/poly_ast.h — loop nests from isl's AST generator, without isl types.
+ *
+ * A backend names the statements of a region (Poly-View blocks, and for a
+ * reduction its INIT and FINAL steps), a shared outer prefix, and gets back a
+ * tree of loops, guards and statement instances whose expressions are C text
+ * over 64-bit integer iterators.  For every statement instance the tree holds
+ * the statement's own variables and, for each of its accesses, the tensor
+ * indices and (when the access reads padding somewhere) the guard under which
+ * the real element is read — all as C expressions computed by isl at that
+ * point of the schedule (isl_ast_build_access_from_pw_multi_aff, as PPCG does).
+ *
+ * Schedule: statement s of block b with variables v0..v(n-1) runs at
+ *   [v0 .. v(p-1), s, v(p) .. v(n-1), 0 ..]
+ * so the first p variables are shared loops (the caller guarantees every
+ * dependence among the statements is the identity on them) and inside one
+ * prefix point the statements run in list order, each with its own loops.
+ *
+ * C helpers used by the expressions (the backend must define them):
+ *   hp_floord(a, b)   floor(a / b), b > 0      hp_min(a, b), hp_max(a, b)
+ */
+#ifndef HARP_POLY_AST_H
+#define HARP_POLY_AST_H
+
+#include <stdbool.h>
+
+#include "harp/error.h"
+#include "harp/poly.h"
+
+typedef enum poly_stmt_role {
+  POLY_STMT_BODY,  /* the block over its whole domain (a reduction: one update per point) */
+  POLY_STMT_INIT,  /* a reduction's accumulator init, over its output variables */
+  POLY_STMT_FINAL  /* a reduction's result store, over its output variables */
+} poly_stmt_role;
+
+typedef struct poly_stmt_spec {
+  int block;
+  poly_stmt_role role;
+} poly_stmt_spec;
+
+typedef struct poly_ast_opts {
+  int prefix;       /* shared outer variables p (<= every statement's output variables) */
+  bool chunk_outer; /* restrict the first shared variable to [hp_lo, hp_hi): C names hp_lo, hp_hi */
+} poly_ast_opts;
+
+typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;
+
+#define POLY_AST_MAX_ACC POLY_MAX_ACC
+
+typedef struct poly_ast_access {
+  int rank;
+  const char *index[TINY_MAX_RANK]; /* C expression per tensor axis */
+  const char *guard;                /* C condition for a real element; NULL: always */
+  double fill;                      /* value where the guard fails (padding) */
+} poly_ast_access;
+
+typedef struct poly_ast poly_ast;
+struct poly_ast {
+  poly_ast_kind kind;
+  /* PA_FOR: for (long iter = init; cond; iter += inc) body */
+  const char *iter, *init, *cond, *inc;
+  int depth; /* loop depth from the top (0 = outermost) */
+  /* PA_IF: if (cond) then_ else else_ (else_ may be NULL) */
+  poly_ast *then_, *else_;
+  /* PA_FOR body / PA_BLOCK children */
+  poly_ast *body;
+  poly_ast **children;
+  int nchildren;
+  /* PA_USER: one statement instance */
+  int stmt; /* index into the caller's statement list */
+  int nvars;
+  const char *vars[POLY_MAX_VARS]; /* the statement's variables as C expressions */
+  int naccess;
+  poly_ast_access access[POLY_AST_MAX_ACC]; /* the block's accesses (reads, then the write) */
+};
+
+/* Build the loop nest.  The tree and its strings live in `arena`. */
+hp_status poly_ast_gen(hp_error *e, const poly_view *pv, const poly_stmt_spec *stmts, int nstmts,
+                       const poly_ast_opts *opts, struct hp_arena *arena, poly_ast **out);
+
+#endif

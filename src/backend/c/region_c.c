@@ -1,0 +1,526 @@
+/* region_c.c — C for one region from isl's loop nest (poly_ast_gen), the
+ * statements' bodies from the Tiny ops.
+ * Needs: a block-based region of a Function, its Poly-View.
+ * Gives: rc_emit_region, rc_emit_prelude.
+ *
+ * Statements: an ewise or copy block is one BODY; a reduction (and the generic
+ * contraction, used when no template takes it) is INIT / BODY / FINAL with an
+ * accumulator per output point.  The first `prefix` variables are shared
+ * loops; a value computed and consumed inside the region lives in a local
+ * array over its remaining axes (a scalar when there are none: a register);
+ * values the region reads or writes as buffers are indexed row-major.
+ * Arithmetic follows the reference interpreter: fp32 (int32 wrapping for
+ * i32), rounding at CAST and when storing fp16/bf16, accumulation in the
+ * REDUCE dtype. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp/poly_ast.h"
+#include "region_c.h"
+
+typedef enum store_kind { ST_CONST, ST_BUF, ST_LOCAL } store_kind;
+
+typedef struct value {
+  store_kind kind;
+  int slot;       /* ST_BUF: index in bufs[] */
+  int64_t lsize;  /* ST_LOCAL: elements (1: a scalar) */
+} value;
+
+typedef struct emit {
+  rc_ctx *c;
+  const rg_region *R;
+  const fn_kernel *K;
+  hp_str *o;
+  int prefix;
+  poly_stmt_spec stmts[3 * 64];
+  int nstmts;
+  value *val; /* per node */
+} emit;
+
+static bool is_int(tiny_dtype t) { return !tiny_dtype_is_float(t); }
+static const char *ctype(tiny_dtype t) { return is_int(t) ? "int32_t" : "float"; }
+
+static const char *storage_type(tiny_dtype t) {
+  switch (t) {
+  case TINY_FP16:
+  case TINY_BF16: return "uint16_t";
+  case TINY_FP32: return "float";
+  case TINY_I32: return "int32_t";
+  default: return "uint8_t";
+  }
+}
+
+/* ---- the prelude ---------------------------------------------------------- */
+void rc_emit_prelude(hp_str *o) {
+  hp_str_puts(o,
+              "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+              "/* Region kernels are compiled for AVX-512, AVX2 and baseline x86-64; the\n"
+              " * CPU picks one when the object is loaded (GCC ifunc, dispatch by CPUID). */\n"
+              "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(HP_NO_CLONES)\n"
+              "#define HP_KERNEL __attribute__((target_clones(\"avx512f\", \"avx2\", \"default\")))\n"
+              "#else\n#define HP_KERNEL\n#endif\n"
+              "static inline long hp_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
+              "static inline long hp_min(long a, long b) { return a < b ? a : b; }\n"
+              "static inline long hp_max(long a, long b) { return a > b ? a : b; }\n"
+              "static inline float hp_fmax(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }\n"
+              "static inline float hp_fmin(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }\n"
+              "static inline int32_t hp_f2i(float v) {\n"
+              "  return v != v ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v;\n}\n"
+              "static inline float hp_h2f(uint16_t h) {\n"
+              "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
+              "  if (e == 0) { float v = (float)m / 16777216.0f; return s ? -v : v; }\n"
+              "  u = e == 31 ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));\n"
+              "  float f; memcpy(&f, &u, 4); return f;\n}\n"
+              "static inline uint16_t hp_f2h(float f) {\n"
+              "  uint32_t x; memcpy(&x, &f, 4);\n"
+              "  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;\n"
+              "  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));\n"
+              "  int e = (int)exp - 112;\n"
+              "  if (e >= 31) return (uint16_t)(sign | 0x7c00u);\n"
+              "  if (e <= 0) {\n"
+              "    if (e < -10) return (uint16_t)sign;\n"
+              "    man |= 0x800000u; int sh = 14 - e; uint32_t half = 1u << (sh - 1), rest = man & ((1u << sh) - 1), r = man >> sh;\n"
+              "    if (rest > half || (rest == half && (r & 1))) r++;\n"
+              "    return (uint16_t)(sign | r);\n  }\n"
+              "  uint32_t r = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fffu;\n"
+              "  if (rest > 0x1000u || (rest == 0x1000u && (r & 1))) r++;\n"
+              "  return (uint16_t)(sign | r);\n}\n"
+              "static inline float hp_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
+              "static inline uint16_t hp_f2b(float f) {\n"
+              "  uint32_t x; memcpy(&x, &f, 4);\n"
+              "  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (uint16_t)((x >> 16) | 0x40u);\n"
+              "  x += 0x7fffu + ((x >> 16) & 1u); return (uint16_t)(x >> 16);\n}\n"
+              "static inline float hp_rh(float f) { return hp_h2f(hp_f2h(f)); }\n"
+              "static inline float hp_rb(float f) { return hp_b2f(hp_f2b(f)); }\n\n");
+}
+
+/* ---- expressions ----------------------------------------------------------- */
+static const char *round_fn(tiny_dtype t) { return t == TINY_FP16 ? "hp_rh" : t == TINY_BF16 ? "hp_rb" : ""; }
+
+/* A constant of float dtype t, rounded as the interpreter does: (float)v,
+ * then to t. */
+static void float_const(hp_str *o, tiny_dtype t, double v) {
+  if (isnan(v)) hp_str_puts(o, "NAN");
+  else if (isinf(v)) hp_str_puts(o, v > 0 ? "INFINITY" : "(-INFINITY)");
+  else hp_str_printf(o, "%s((float)(%.17g))", round_fn(t), v);
+}
+
+/* Load element `idx` of a buffer of dtype t, in compute representation. */
+static void load(hp_str *o, tiny_dtype t, int slot, const char *idx) {
+  switch (t) {
+  case TINY_FP16: hp_str_printf(o, "hp_h2f(p%d[%s])", slot, idx); break;
+  case TINY_BF16: hp_str_printf(o, "hp_b2f(p%d[%s])", slot, idx); break;
+  case TINY_BOOL: hp_str_printf(o, "(int32_t)p%d[%s]", slot, idx); break;
+  default: hp_str_printf(o, "p%d[%s]", slot, idx); break;
+  }
+}
+
+/* Row-major linear index of dims [from, rank) of `shape` from index texts. */
+static void linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from) {
+  int64_t stride = 1;
+  bool any = false;
+  hp_str_putc(o, '(');
+  for (int d = shape->rank - 1; d >= from; d--) {
+    if (shape->d[d].n != 1) {
+      hp_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
+      any = true;
+    }
+    stride *= shape->d[d].n;
+  }
+  if (!any) hp_str_putc(o, '0');
+  hp_str_putc(o, ')');
+}
+
+static void local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) {
+  char safe[160];
+  hp_sanitize_name(n->id, safe, sizeof safe);
+  hp_str_printf(o, "%s%d_%.40s", prefix, node, safe);
+}
+
+/* The value a statement reads through access a (to node t), as C. */
+static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
+  const tiny_graph *g = m->c->g;
+  const tiny_node *n = &g->nodes[t];
+  hp_str *o = m->o;
+  hp_str idx;
+  hp_str_init(&idx);
+  if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
+  if (m->val[t].kind == ST_CONST) {
+    double v = n->a.cnst.value;
+    if (is_int(n->dtype)) hp_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
+    else float_const(o, n->dtype, v);
+  } else if (m->val[t].kind == ST_BUF) {
+    linear(&idx, &n->shape, a->index, 0);
+    load(o, n->dtype, m->val[t].slot, idx.buf);
+  } else {
+    local_name(o, n, "L", t);
+    if (m->val[t].lsize > 1) {
+      linear(&idx, &n->shape, a->index, m->prefix);
+      hp_str_printf(o, "[%s]", idx.buf);
+    }
+  }
+  if (a->guard) {
+    hp_str_puts(o, " : ");
+    if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->fill);
+    else float_const(o, n->dtype, a->fill);
+    hp_str_putc(o, ')');
+  }
+  (void)want;
+  hp_str_free(&idx);
+}
+
+/* Store `expr` (compute representation of node t) at the write access. */
+static void store_value(emit *m, const poly_ast_access *a, int t, const char *expr) {
+  const tiny_node *n = &m->c->g->nodes[t];
+  hp_str *o = m->o;
+  hp_str idx;
+  hp_str_init(&idx);
+  if (m->val[t].kind == ST_BUF) {
+    linear(&idx, &n->shape, a->index, 0);
+    int s = m->val[t].slot;
+    switch (n->dtype) {
+    case TINY_FP16: hp_str_printf(o, "p%d[%s] = hp_f2h(%s);\n", s, idx.buf, expr); break;
+    case TINY_BF16: hp_str_printf(o, "p%d[%s] = hp_f2b(%s);\n", s, idx.buf, expr); break;
+    case TINY_BOOL: hp_str_printf(o, "p%d[%s] = (uint8_t)((%s) != 0);\n", s, idx.buf, expr); break;
+    default: hp_str_printf(o, "p%d[%s] = %s;\n", s, idx.buf, expr); break;
+    }
+  } else {
+    local_name(o, n, "L", t);
+    if (m->val[t].lsize > 1) {
+      linear(&idx, &n->shape, a->index, m->prefix);
+      hp_str_printf(o, "[%s]", idx.buf);
+    }
+    hp_str_printf(o, " = %s;\n", expr);
+  }
+  hp_str_free(&idx);
+}
+
+static void unary(hp_str *o, tiny_op op, bool in_int, const char *x) {
+  if (in_int) {
+    if (op == TINY_NEG) hp_str_printf(o, "(int32_t)(0u - (uint32_t)(%s))", x);
+    else hp_str_printf(o, "(%s < 0 ? 0 : %s)", x, x); /* RELU */
+    return;
+  }
+  switch (op) {
+  case TINY_NEG: hp_str_printf(o, "(-(%s))", x); break;
+  case TINY_EXP2: hp_str_printf(o, "exp2f(%s)", x); break;
+  case TINY_LOG2: hp_str_printf(o, "log2f(%s)", x); break;
+  case TINY_EXP: hp_str_printf(o, "expf(%s)", x); break;
+  case TINY_SQRT: hp_str_printf(o, "sqrtf(%s)", x); break;
+  case TINY_RSQRT: hp_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
+  case TINY_RECIP: hp_str_printf(o, "(1.0f / (%s))", x); break;
+  case TINY_RELU: hp_str_printf(o, "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
+  case TINY_GELU: hp_str_printf(o, "({ float g_ = %s; 0.5f * g_ * (1.0f + erff(g_ * 0.70710678118654752f)); })", x); break;
+  default: hp_str_puts(o, "0");
+  }
+}
+
+static void binary(hp_str *o, tiny_op op, bool in_int, const char *a, const char *b) {
+  const char *w = NULL;
+  switch (op) {
+  case TINY_ADD: w = in_int ? "(int32_t)((uint32_t)(%s) + (uint32_t)(%s))" : "((%s) + (%s))"; break;
+  case TINY_SUB: w = in_int ? "(int32_t)((uint32_t)(%s) - (uint32_t)(%s))" : "((%s) - (%s))"; break;
+  case TINY_MUL: w = in_int ? "(int32_t)((uint32_t)(%s) * (uint32_t)(%s))" : "((%s) * (%s))"; break;
+  case TINY_FDIV: w = "((%s) / (%s))"; break;
+  case TINY_MAX: w = in_int ? "({ int32_t a_ = %s, b_ = %s; a_ > b_ ? a_ : b_; })" : "hp_fmax(%s, %s)"; break;
+  case TINY_MIN: w = in_int ? "({ int32_t a_ = %s, b_ = %s; a_ < b_ ? a_ : b_; })" : "hp_fmin(%s, %s)"; break;
+  case TINY_CMPLT: w = "(int32_t)((%s) < (%s))"; break;
+  case TINY_CMPEQ: w = "(int32_t)((%s) == (%s))"; break;
+  case TINY_CMPNE: w = "(int32_t)((%s) != (%s))"; break;
+  default: w = "0"; break;
+  }
+  hp_str_printf(o, w, a, b);
+}
+
+static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
+  if (to == TINY_BOOL) hp_str_printf(o, "(int32_t)((%s) != 0)", x);
+  else if (to == TINY_I32) hp_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
+  else hp_str_printf(o, "%s((float)(%s))", round_fn(to), x);
+}
+
+/* ---- statements -------------------------------------------------------------- */
+/* C text of one read of block b's access a. */
+static char *read_text(emit *m, const poly_ast *u, int a, int t) {
+  hp_str *save = m->o, s;
+  hp_str_init(&s);
+  m->o = &s;
+  read_value(m, &u->access[a], t, m->c->g->nodes[t].dtype);
+  m->o = save;
+  return hp_str_take(&s);
+}
+
+/* A contraction operand: the base element with the CASTs on its path
+ * applied, base side first (via lists them nearest the block first). */
+static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_info *b, int a) {
+  const tiny_graph *g = m->c->g;
+  const poly_access_info *ai = &b->access[a];
+  char *x = read_text(m, u, a, ai->tensor);
+  tiny_dtype cur = g->nodes[ai->tensor].dtype;
+  for (int v = ai->nvia - 1; v >= 0 && x; v--) {
+    const tiny_node *c = &g->nodes[ai->via[v]];
+    if (c->op != TINY_CAST) continue;
+    hp_str s;
+    hp_str_init(&s);
+    cast(&s, cur, c->a.cast.to, x);
+    free(x);
+    x = hp_str_take(&s);
+    cur = c->a.cast.to;
+  }
+  return x;
+}
+
+static void acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o) {
+  const tiny_node *n = &m->c->g->nodes[b->node];
+  local_name(o, n, "A", b->node);
+  int64_t size = 1;
+  for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
+  if (size > 1) {
+    hp_str_putc(o, '[');
+    linear(o, &n->shape, u->vars, m->prefix);
+    hp_str_putc(o, ']');
+  }
+}
+
+static hp_status stmt_body(emit *m, const poly_ast *u) {
+  const poly_stmt_spec *sp = &m->stmts[u->stmt];
+  const poly_block_info *b = poly_block(m->c->pv, sp->block);
+  const tiny_graph *g = m->c->g;
+  const tiny_node *n = &g->nodes[b->node];
+  hp_str *o = m->o, ex, acc;
+  hp_str_init(&ex);
+  hp_str_init(&acc);
+  int w = b->naccess - 1; /* the write */
+  bool reduction = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
+  if (reduction) {
+    tiny_reduce_op rop = n->a.reduce.op;
+    tiny_dtype ad = n->a.reduce.dtype;
+    acc_ref(m, u, b, &acc);
+    if (sp->role == POLY_STMT_INIT) {
+      double init = n->a.reduce.has_init ? n->a.reduce.init : rop == TINY_RSUM ? 0.0 : rop == TINY_RMAX ? -INFINITY : INFINITY;
+      if (is_int(ad)) {
+        if (n->a.reduce.has_init) hp_str_printf(o, "%s = (int32_t)%.0f;\n", acc.buf, init);
+        else hp_str_printf(o, "%s = %s;\n", acc.buf, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
+      } else {
+        hp_str_printf(o, "%s = ", acc.buf);
+        float_const(o, ad, init);
+        hp_str_puts(o, ";\n");
+      }
+    } else if (sp->role == POLY_STMT_BODY) {
+      char *v;
+      if (b->kind == POLY_CONTRACTION) {
+        char *l = read_through_casts(m, u, b, 0), *r = read_through_casts(m, u, b, 1);
+        /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
+        const tiny_node *mul = &g->nodes[b->con->mul_node];
+        bool mi = is_int(mul->dtype);
+        hp_str prod;
+        hp_str_init(&prod);
+        binary(&prod, TINY_MUL, mi, l, r);
+        int cast_node = n->src[0].node;
+        if (cast_node != b->con->mul_node) cast(&ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
+        else hp_str_puts(&ex, prod.buf);
+        hp_str_free(&prod);
+        free(l);
+        free(r);
+      } else {
+        v = read_text(m, u, 0, b->access[0].tensor);
+        hp_str_puts(&ex, v);
+        free(v);
+      }
+      if (is_int(ad)) {
+        hp_str_printf(o, "{ int32_t v_ = %s; %s = ", ex.buf, acc.buf);
+        if (rop == TINY_RSUM) hp_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc.buf);
+        else hp_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
+      } else {
+        hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
+        if (rop == TINY_RSUM) hp_str_printf(o, "%s + v_); }\n", acc.buf);
+        else hp_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
+      }
+    } else { /* FINAL */
+      store_value(m, &u->access[w], b->node, acc.buf);
+    }
+  } else if (b->kind == POLY_MOVEMENT_AFFINE) {
+    char *v = read_text(m, u, 0, b->access[0].tensor);
+    store_value(m, &u->access[w], b->node, v);
+    free(v);
+  } else { /* ewise: the node's op on its sources (access k = source k) */
+    char *x[TINY_MAX_SRC] = {0};
+    for (int k = 0; k < n->nsrc; k++) x[k] = read_text(m, u, k, b->access[k].tensor); /* the base, through views */
+    tiny_class cls = tiny_op_class(n->op);
+    const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
+    bool in_int = is_int(ref->dtype);
+    if (n->op == TINY_CAST) cast(&ex, ref->dtype, n->a.cast.to, x[0]);
+    else if (cls == TC_UNARY) unary(&ex, n->op, in_int, x[0]);
+    else if (cls == TC_BINARY) binary(&ex, n->op, in_int, x[0], x[1]);
+    else hp_str_printf(&ex, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
+    store_value(m, &u->access[w], b->node, ex.buf);
+    for (int k = 0; k < n->nsrc; k++) free(x[k]);
+  }
+  bool oom = ex.oom || acc.oom;
+  hp_str_free(&ex);
+  hp_str_free(&acc);
+  return oom ? hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
+}
+
+static void indent(hp_str *o, int d) {
+  for (int i = 0; i < d; i++) hp_str_puts(o, "  ");
+}
+
+static hp_status print_ast(emit *m, const poly_ast *a, int d) {
+  if (!a) return HP_OK;
+  hp_str *o = m->o;
+  switch (a->kind) {
+  case PA_FOR:
+    indent(o, d);
+    hp_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, a->cond, a->iter, a->inc);
+    if (print_ast(m, a->body, d + 1)) return m->c->e->code;
+    indent(o, d);
+    hp_str_puts(o, "}\n");
+    return HP_OK;
+  case PA_IF:
+    indent(o, d);
+    hp_str_printf(o, "if (%s) {\n", a->cond);
+    if (print_ast(m, a->then_, d + 1)) return m->c->e->code;
+    indent(o, d);
+    if (a->else_) {
+      hp_str_puts(o, "} else {\n");
+      if (print_ast(m, a->else_, d + 1)) return m->c->e->code;
+      indent(o, d);
+    }
+    hp_str_puts(o, "}\n");
+    return HP_OK;
+  case PA_BLOCK:
+    for (int i = 0; i < a->nchildren; i++)
+      if (print_ast(m, a->children[i], d)) return m->c->e->code;
+    return HP_OK;
+  case PA_USER:
+    indent(o, d);
+    return stmt_body(m, a);
+  }
+  return HP_OK;
+}
+
+/* ---- the region ---------------------------------------------------------------- */
+static int slot_of(const fn_kernel *K, const hp_function *f, int node) {
+  for (int k = 0; k < K->nreads; k++)
+    if (f->buffers[K->reads[k]].node == node) return k;
+  for (int k = 0; k < K->nwrites; k++)
+    if (f->buffers[K->writes[k]].node == node) return K->nreads + k;
+  return -1;
+}
+
+static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
+  const tiny_graph *g = m->c->g;
+  int node = m->R->out_values[0];
+  const tiny_node *n = &g->nodes[node], *x = &g->nodes[n->src[0].node], *ix = &g->nodes[n->src[1].node];
+  int sx = slot_of(m->K, m->c->f, n->src[0].node), si = slot_of(m->K, m->c->f, n->src[1].node),
+      so = slot_of(m->K, m->c->f, node);
+  if (sx < 0 || si < 0 || so < 0)
+    return hp_fail(m->c->e, HP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
+  hp_str *o = m->o;
+  int axis = n->a.gather.axis, r = n->shape.rank;
+  hp_str_printf(o, "static int %s(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
+  hp_str_printf(o, "  (void)hp_lo; (void)hp_hi;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
+  hp_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
+  int64_t xs[TINY_MAX_RANK], st = 1;
+  for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
+  for (int d = r - 1; d >= 0; d--) {
+    hp_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
+    if (d != axis) hp_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
+  }
+  hp_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
+  hp_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
+  hp_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
+  hp_str_printf(o, "    ((%s *)bufs[%d])[i] = ((const %s *)bufs[%d])[off];\n  }\n  return 0;\n}\n\n", storage_type(n->dtype), so,
+                storage_type(x->dtype), sx);
+  (void)ix;
+  *chunk_len = 0;
+  return HP_OK;
+}
+
+hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len) {
+  const hp_function *f = c->f;
+  const rg_region *R = &f->part->regions[f->kernels[r].region];
+  const tiny_graph *g = c->g;
+  emit m = {c, R, &f->kernels[r], out, 0, {{0}}, 0, hp_xcalloc((size_t)g->n + 1, sizeof(value))};
+  if (!m.val) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_status st = HP_OK;
+  *chunk_len = 0;
+  if (R->nblocks == 0) {
+    st = emit_gather(&m, fn, chunk_len);
+    free(m.val);
+    return st;
+  }
+  /* Storage of every value the region touches. */
+  int prefix = 1 << 30;
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    if (b->nout < prefix) prefix = b->nout;
+  }
+  m.prefix = R->nblocks == 1 ? poly_block(c->pv, R->blocks[0])->nout : prefix;
+  for (int i = 0; i < g->n; i++) {
+    m.val[i].kind = g->nodes[i].op == TINY_CONST ? ST_CONST : ST_LOCAL;
+    m.val[i].slot = slot_of(m.K, f, i);
+    if (m.val[i].slot >= 0) m.val[i].kind = ST_BUF;
+    int64_t size = 1;
+    for (int d = m.prefix; d < g->nodes[i].shape.rank; d++) size *= g->nodes[i].shape.d[d].n;
+    m.val[i].lsize = size;
+  }
+  /* Statements in block order; reductions in three steps. */
+  for (int k = 0; k < R->nblocks && m.nstmts + 3 <= (int)(sizeof m.stmts / sizeof m.stmts[0]); k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
+    if (red) m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT};
+    m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY};
+    if (red) m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL};
+  }
+  const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
+  long outer = m.prefix >= 1 ? (long)g->nodes[b0->node].shape.d[0].n : 0;
+  poly_ast_opts opts = {m.prefix, outer > 1};
+  poly_ast *tree;
+  if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
+  *chunk_len = opts.chunk_outer ? outer : 0;
+  hp_str_printf(out, "HP_KERNEL static int %s(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
+  if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
+  /* one typed restrict pointer per buffer: live buffers never overlap */
+  for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
+    int b = k < m.K->nreads ? m.K->reads[k] : m.K->writes[k - m.K->nreads];
+    tiny_dtype dt = f->buffers[b].dtype;
+    hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
+  }
+  /* locals: intermediates and accumulators */
+  int64_t local_bytes = 0;
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    const tiny_node *n = &g->nodes[b->node];
+    if (m.val[b->node].kind == ST_LOCAL) {
+      hp_str_printf(out, "  %s ", ctype(n->dtype));
+      local_name(out, n, "L", b->node);
+      if (m.val[b->node].lsize > 1) hp_str_printf(out, "[%" PRId64 "]", m.val[b->node].lsize);
+      hp_str_puts(out, ";\n");
+      local_bytes += 4 * m.val[b->node].lsize;
+    }
+    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) {
+      int64_t size = 1;
+      for (int d = m.prefix; d < b->nout; d++) size *= n->shape.d[d].n;
+      hp_str_printf(out, "  %s ", ctype(n->a.reduce.dtype));
+      local_name(out, n, "A", b->node);
+      if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
+      hp_str_puts(out, ";\n");
+      local_bytes += 4 * size;
+    }
+  }
+  if (local_bytes > c->local_budget) {
+    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of locals (budget %d)", local_bytes,
+                 c->local_budget);
+    goto done;
+  }
+  if ((st = print_ast(&m, tree, 1))) goto done;
+  hp_str_puts(out, "  return 0;\n}\n\n");
+  if (out->oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+done:
+  free(m.val);
+  return st;
+}

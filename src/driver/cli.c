@@ -1,0 +1,336 @@
+/* cli.c — option parsing, model loading and output writing shared by the
+ * harp commands.  Needs: the library.  Gives: cli.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "harp/frontend.h"
+#include "harp/interp.h"
+#include "util/util.h"
+
+int cli_report(const hp_error *e) {
+  char buf[4096];
+  hp_error_format(e, buf, sizeof buf);
+  fprintf(stderr, "harp: %s\n", buf);
+  return e->code == HP_E_INTERNAL ? 2 : 1;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "harp: error[UsageError]: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\nRun 'harp %s --help' for usage.\n", cmd);
+  va_end(ap);
+  return 1;
+}
+
+static bool allowed_opt(const char *allowed, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = allowed; (p = strstr(p, name)); p += n)
+    if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return true;
+  return false;
+}
+
+/* --name value | --name=value */
+static const char *opt_value(int argc, char **argv, int *i, const char *arg, const char *eq) {
+  if (eq) return eq + 1;
+  if (*i + 1 >= argc) return NULL;
+  (void)arg;
+  return argv[++*i];
+}
+
+int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e) {
+  memset(o, 0, sizeof *o);
+  tiny_symtab_init(&o->syms);
+  o->out_dir = ".";
+  o->seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-o") && allowed_opt(allowed, "out")) { /* -o DIR is --out DIR */
+      if (i + 1 >= argc) return cli_usage_error(cmd, "-o needs a directory");
+      o->out_dir = argv[++i];
+      continue;
+    }
+    if (a[0] != '-' || !a[1]) {
+      if (o->model) return cli_usage_error(cmd, "unexpected argument '%s' (MODEL is '%s')", a, o->model);
+      o->model = a;
+      continue;
+    }
+    if (strncmp(a, "--", 2) != 0) return cli_usage_error(cmd, "unknown option '%s'", a);
+    char name[64];
+    const char *eq = strchr(a, '=');
+    size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (nl >= sizeof name) return cli_usage_error(cmd, "unknown option '%s'", a);
+    memcpy(name, a + 2, nl);
+    name[nl] = 0;
+    if (!allowed_opt(allowed, name)) return cli_usage_error(cmd, "unknown option '--%s'", name);
+    if (!strcmp(name, "random-inputs")) {
+      o->random_inputs = true;
+      continue;
+    }
+    const char *v = opt_value(argc, argv, &i, a, eq);
+    if (!v) return cli_usage_error(cmd, "option --%s needs a value", name);
+    if (!strcmp(name, "input") || !strcmp(name, "param")) {
+      const char *sep = strchr(v, '=');
+      if (!sep || sep == v || !sep[1]) return cli_usage_error(cmd, "--input expects NAME=FILE.npy, got '%s'", v);
+      if (o->ninputs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --input options");
+      char *nm = hp_xmalloc((size_t)(sep - v) + 1);
+      if (!nm) return cli_report(&(hp_error){.code = HP_E_NO_MEMORY, .msg = "out of memory"});
+      memcpy(nm, v, (size_t)(sep - v));
+      nm[sep - v] = 0;
+      for (int k = 0; k < o->ninputs; k++)
+        if (!strcmp(o->input_names[k], nm)) {
+          free(nm);
+          return cli_usage_error(cmd, "--input %.*s is given twice", (int)(sep - v), v);
+        }
+      o->input_names[o->ninputs] = nm;
+      o->input_files[o->ninputs++] = sep + 1;
+      if (!strcmp(name, "param")) o->params[o->nparams++] = nm;
+    } else if (!strcmp(name, "sym")) {
+      if (tiny_symtab_parse_assign(e, &o->syms, v)) return cli_report(e);
+    } else if (!strcmp(name, "out")) {
+      o->out_dir = v;
+    } else if (!strcmp(name, "dump-dir")) {
+      o->dump_dir = v;
+    } else if (!strcmp(name, "target")) {
+      o->target = v;
+    } else if (!strcmp(name, "backend")) {
+      o->backend = v;
+    } else if (!strcmp(name, "seed")) {
+      char *end;
+      o->seed = strtoull(v, &end, 10);
+      if (*end || end == v) return cli_usage_error(cmd, "--seed expects an integer");
+    } else if (!strcmp(name, "dump") || !strcmp(name, "outputs")) {
+      bool dump = !strcmp(name, "dump");
+      const char **list = dump ? o->dumps : o->outputs;
+      int *count = dump ? &o->ndumps : &o->noutputs;
+      char *copy = hp_xmalloc(strlen(v) + 1);
+      if (!copy) return 1;
+      strcpy(copy, v);
+      for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+        if (*count >= CLI_MAX_LIST) break;
+        char *t = hp_xmalloc(strlen(tok) + 1);
+        if (!t) break;
+        strcpy(t, tok);
+        list[(*count)++] = t;
+      }
+      free(copy);
+    } else {
+      return cli_usage_error(cmd, "option --%s is not handled here", name);
+    }
+  }
+  if (!o->dump_dir) o->dump_dir = o->out_dir;
+  return 0;
+}
+
+void cli_opts_free(cli_opts *o) {
+  for (int i = 0; i < o->ninputs; i++) free((char *)o->input_names[i]);
+  for (int i = 0; i < o->ndumps; i++) free((char *)o->dumps[i]);
+  for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i]);
+  tiny_symtab_free(&o->syms);
+  memset(o, 0, sizeof *o);
+}
+
+bool cli_wants_dump(const cli_opts *o, const char *name) {
+  for (int i = 0; i < o->ndumps; i++)
+    if (!strcmp(o->dumps[i], name)) return true;
+  return false;
+}
+
+/* ---- models ---------------------------------------------------------------- */
+static const char *ext_of(const char *path) {
+  const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+  return dot && (!slash || dot > slash) ? dot : "";
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state, hp_tensor *t) {
+  int64_t shape[TINY_MAX_RANK];
+  for (int i = 0; i < n->shape.rank; i++) shape[i] = n->shape.d[i].n;
+  if (hp_tensor_alloc(e, t, n->dtype, n->shape.rank, shape)) return e->code;
+  int64_t cnt = hp_tensor_numel(t);
+  for (int64_t i = 0; i < cnt; i++) {
+    uint64_t r = splitmix(state);
+    if (n->dtype == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
+    else if (n->dtype == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
+    else hp_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
+  }
+  return HP_OK;
+}
+
+static hp_status load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults) {
+  const char *path = o->model, *ext = ext_of(path);
+  if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
+  if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
+  return hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json or .harp)", ext);
+}
+
+hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m) {
+  memset(m, 0, sizeof *m);
+  tiny_symtab_init(&m->syms);
+  if (!o->model) return hp_fail(e, HP_E_USAGE, NULL, "no MODEL given");
+  for (int i = 0; i < o->syms.n; i++)
+    if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
+  tiny_symtab_init(&m->defaults);
+  if (load_graph(e, o, m, &m->defaults)) return e->code;
+  tiny_graph *g = m->g;
+  /* Every --input must name an input of the model. */
+  for (int k = 0; k < o->ninputs; k++) {
+    bool found = false;
+    for (int i = 0; i < g->n && !found; i++)
+      found = g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k]);
+    if (!found) return hp_fail(e, HP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
+  }
+  /* --param NAME: that input is a weight (ConstPool / weights.bin) */
+  for (int k = 0; k < o->nparams; k++)
+    for (int i = 0; i < g->n; i++)
+      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->params[k]))
+        g->nodes[i].a.input.storage = "param";
+  for (int k = 0; k < o->noutputs; k++) {
+    int idx = tiny_find(g, o->outputs[k]);
+    if (idx < 0) return hp_fail(e, HP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");
+    if (tiny_mark_output(g, idx) < 0) return hp_fail(e, g->err.code, NULL, "%s", g->err.msg);
+  }
+  /* Read the given tensors, binding symbols from their shapes. */
+  hp_tensor *files = hp_xcalloc((size_t)o->ninputs + 1, sizeof *files);
+  if (!files) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_status st = HP_OK;
+  for (int k = 0; k < o->ninputs && need_inputs && !st; k++) {
+    int node = -1;
+    for (int i = 0; i < g->n && node < 0; i++)
+      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k])) node = i;
+    st = hp_npy_read(e, o->input_files[k], (int)g->nodes[node].a.input.dtype, &files[k]);
+    if (!st) st = tiny_bind_input(e, g, node, files[k].rank, files[k].shape, &m->syms);
+  }
+  /* Every input needs a tensor unless random ones were asked for. */
+  for (int i = 0; i < g->n && !st && need_inputs && !o->random_inputs; i++) {
+    if (g->nodes[i].op != TINY_INPUT) continue;
+    bool given = false;
+    for (int k = 0; k < o->ninputs && !given; k++) given = !strcmp(o->input_names[k], g->nodes[i].a.input.tensor_id);
+    if (!given)
+      st = hp_fail(e, HP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
+                   g->nodes[i].a.input.tensor_id);
+  }
+  for (int i = 0; i < m->defaults.n && !st; i++) /* graph<B=1>: where nothing else binds */
+    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL))
+      st = tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]);
+  if (!st) st = tiny_prepare(e, g, &m->syms, !need_inputs);
+  if (!st && need_inputs) {
+    int *ins = NULL;
+    m->ninputs = tiny_inputs(g, &ins);
+    m->inputs = ins ? hp_xcalloc((size_t)m->ninputs + 1, sizeof *m->inputs) : NULL;
+    if (!ins || !m->inputs) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    uint64_t state = o->seed;
+    for (int i = 0; i < m->ninputs && !st; i++) {
+      const tiny_node *n = &g->nodes[ins[i]];
+      int k = -1;
+      for (int j = 0; j < o->ninputs && k < 0; j++)
+        if (!strcmp(o->input_names[j], n->a.input.tensor_id)) k = j;
+      if (k >= 0) {
+        /* shared by every INPUT node reading that tensor: copy */
+        st = hp_tensor_alloc(e, &m->inputs[i], files[k].dtype, files[k].rank, files[k].shape);
+        if (!st && files[k].nbytes) memcpy(m->inputs[i].data, files[k].data, files[k].nbytes);
+      } else if (o->random_inputs) {
+        st = random_tensor(e, n, &state, &m->inputs[i]);
+      } else {
+        st = hp_fail(e, HP_E_USAGE, n->id, "no --input %s=FILE.npy given (or use --random-inputs)", n->a.input.tensor_id);
+      }
+    }
+    free(ins);
+  }
+  for (int k = 0; k < o->ninputs; k++) hp_tensor_free(&files[k]);
+  free(files);
+  return st;
+}
+
+void cli_model_free(cli_model *m) {
+  hp_program_free(m->program);
+  tiny_symtab_free(&m->defaults);
+  for (int i = 0; i < m->ninputs; i++) hp_tensor_free(&m->inputs[i]);
+  free(m->inputs);
+  tiny_graph_free(m->g);
+  tiny_symtab_free(&m->syms);
+  memset(m, 0, sizeof *m);
+}
+
+/* ---- output ---------------------------------------------------------------- */
+static const char *const known_dumps[] = {"frontend", "tiny", "indexbook", "poly_view", "region", "plan",
+                                          "function", "gpu", "cu", "c", NULL};
+
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text) {
+  char path[4096];
+  if (hp_mkdirs(e, dir)) return e->code;
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  return hp_write_file_atomic(e, path, text, strlen(text));
+}
+
+hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
+  for (int i = 0; i < o->ndumps; i++) {
+    bool known = false;
+    for (int k = 0; known_dumps[k] && !known; k++) known = !strcmp(known_dumps[k], o->dumps[i]);
+    if (!known)
+      return hp_fail(e, HP_E_USAGE, NULL,
+                     "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c)",
+                     o->dumps[i]);
+    if (!strcmp(o->dumps[i], "frontend")) {
+      if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp model");
+      char *json = hp_frontend_json(m->program);
+      if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      hp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);
+      free(json);
+      if (st) return st;
+    } else if (!strcmp(o->dumps[i], "tiny")) {
+      char *json = tiny_write_json(m->g);
+      if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
+      free(json);
+      if (st) return st;
+    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view")) {
+      continue; /* dump_poly.c, below */
+    } else if (!strcmp(o->dumps[i], "c")) {
+      continue; /* written by the cpu backend */
+    } else {
+      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
+    }
+  }
+  return cli_write_poly_dumps(e, o, m);
+}
+
+hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {
+  if (hp_mkdirs(e, dir)) return e->code;
+  char(*partial)[4096] = hp_xcalloc((size_t)n + 1, sizeof *partial);
+  if (!partial) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_status st = HP_OK;
+  int written = 0;
+  /* Write every output beside its final name first, then rename them all:
+   * a failure leaves no output behind. */
+  for (int k = 0; k < n && !st; k++) {
+    char safe[200];
+    hp_sanitize_name(names[k], safe, sizeof safe);
+    snprintf(partial[k], sizeof partial[k], "%s/.%s.npy.partial-%ld", dir, safe, (long)getpid());
+    st = hp_npy_write(e, partial[k], &t[k]);
+    if (!st) written++;
+  }
+  for (int k = 0; k < n && !st; k++) {
+    char final[4200], safe[200];
+    hp_sanitize_name(names[k], safe, sizeof safe);
+    snprintf(final, sizeof final, "%s/%s.npy", dir, safe);
+    if (rename(partial[k], final) != 0)
+      st = hp_fail_at(e, HP_E_IO, final, 0, 0, "cannot write: %s", strerror(errno));
+  }
+  if (st)
+    for (int k = 0; k < written; k++) unlink(partial[k]);
+  free(partial);
+  return st;
+}

@@ -1,0 +1,86 @@
+/* cli.h — shared pieces of the harp command-line driver.  The driver is the
+ * only code that prints or exits. */
+#ifndef HARP_CLI_H
+#define HARP_CLI_H
+
+#include <stdbool.h>
+
+#include "harp/error.h"
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+#define CLI_MAX_LIST 256
+
+/* Options most commands share. */
+typedef struct cli_opts {
+  const char *model;
+  const char *out_dir;  /* --out */
+  const char *dump_dir; /* --dump-dir (defaults to out_dir) */
+  const char *backend;  /* --backend */
+  const char *dumps[CLI_MAX_LIST];
+  int ndumps;
+  const char *outputs[CLI_MAX_LIST]; /* --outputs: node ids to return instead */
+  int noutputs;
+  const char *input_names[CLI_MAX_LIST], *input_files[CLI_MAX_LIST];
+  int ninputs;
+  const char *params[CLI_MAX_LIST]; /* --param NAME=FILE: inputs that are weights */
+  int nparams;
+  const char *target; /* --target */
+  bool random_inputs;
+  unsigned long long seed;
+  tiny_symtab syms; /* --sym */
+} cli_opts;
+
+/* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
+typedef struct cli_model {
+  tiny_graph *g;
+  struct hp_program *program; /* .harp models: the frontend program (else NULL) */
+  tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
+  tiny_symtab syms;    /* final binding */
+  hp_tensor *inputs;   /* one per INPUT node, graph order */
+  int ninputs;
+} cli_model;
+
+/* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
+ * for internal errors). */
+int cli_report(const hp_error *e);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse the shared options.  Unknown options are an error.  `allowed` is a
+ * string of the option names the command accepts, e.g. "input sym out dump". */
+int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e);
+void cli_opts_free(cli_opts *o);
+
+/* Load MODEL by extension, bind symbols (--sym, then input files, then model
+ * defaults), read or generate inputs, and prepare the graph.  With
+ * need_inputs false (dump), unbound symbols are allowed and no tensor is read. */
+hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+void cli_model_free(cli_model *m);
+
+/* Write the requested dumps that belong to the Tiny layer and earlier;
+ * returns HP_OK.  Fails on an unknown dump name. */
+hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+bool cli_wants_dump(const cli_opts *o, const char *name);
+/* indexbook.json / poly_view.json when asked for (dump_poly.c). */
+hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+
+/* Write text to DIR/FILE atomically (DIR is created). */
+hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
+
+/* Write tensors to DIR/<name>.npy, all or nothing. */
+hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
+
+/* .harp models (cmd_frontend.c): load, lower to Tiny IR; defaults receives
+ * the graph<...> default bindings. */
+hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
+                        struct hp_program **program);
+
+/* Commands. */
+int cmd_run(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+int cmd_decompile(int argc, char **argv);
+int cmd_viz(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+
+#endif

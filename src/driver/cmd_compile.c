@@ -1,0 +1,193 @@
+/* cmd_compile.c — `harp compile MODEL --target cpu -o DIR`: a standalone
+ * package that builds and runs with a plain C compiler, without harp. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/c/standalone.h"
+#include "cli.h"
+#include "harp/cpu.h"
+#include "harp/function.h"
+#include "util/util.h"
+
+static const char compile_help[] =
+    "usage: harp compile MODEL --target cpu -o DIR [options]\n\n"
+    "Write a standalone package to DIR:\n"
+    "  model.c      the generated C (kernels, thread pool, the model_* ABI)\n"
+    "  model.h      the ABI: model_init / model_run / model_free and metadata\n"
+    "  weights.bin  the weights (--param), contiguous and aligned\n"
+    "  Makefile     `make` builds model_main and runs it\n"
+    "  main.c       reads inputs/<name>.npy, writes outputs/<name>.npy\n"
+    "  inputs/      example inputs (from --input, else random with --seed)\n"
+    "  expected/    what `harp run` computes for those inputs\n\n"
+    "options:\n"
+    "  --target T             cpu (sm80/sm90: see harp compile --target docs)\n"
+    "  --param NAME=FILE.npy  a weight: baked into weights.bin (repeatable)\n"
+    "  --input NAME=FILE.npy  an example input (binds its shape symbols)\n"
+    "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
+    "  --seed N               seed of the random example inputs (default 1)\n";
+
+/* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
+typedef struct pkg {
+  char dir[2048], tmp[2100];
+  const char *names[64];
+  int n;
+} pkg;
+
+static hp_status pkg_add(hp_error *e, pkg *p, const char *rel, const void *data, size_t len) {
+  char path[4300];
+  snprintf(path, sizeof path, "%s/%s", p->tmp, rel);
+  char *slash = strrchr(path, '/');
+  *slash = 0;
+  if (hp_mkdirs(e, path)) return e->code;
+  *slash = '/';
+  if (hp_write_file_atomic(e, path, data, len)) return e->code;
+  p->names[p->n++] = rel;
+  return HP_OK;
+}
+
+static hp_status pkg_add_tensor(hp_error *e, pkg *p, const char *rel, const hp_tensor *t) {
+  char path[4300];
+  snprintf(path, sizeof path, "%s/%s", p->tmp, rel);
+  char *slash = strrchr(path, '/');
+  *slash = 0;
+  if (hp_mkdirs(e, path)) return e->code;
+  *slash = '/';
+  if (hp_npy_write(e, path, t)) return e->code;
+  p->names[p->n++] = rel;
+  return HP_OK;
+}
+
+static void pkg_cleanup(pkg *p) {
+  for (int k = 0; k < p->n; k++) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", p->tmp, p->names[k]);
+    unlink(path);
+  }
+  char sub[2200];
+  snprintf(sub, sizeof sub, "%s/inputs", p->tmp);
+  rmdir(sub);
+  snprintf(sub, sizeof sub, "%s/expected", p->tmp);
+  rmdir(sub);
+  rmdir(p->tmp);
+}
+
+static hp_status pkg_commit(hp_error *e, pkg *p) {
+  for (int k = 0; k < p->n; k++) {
+    char from[4300], to[4300];
+    snprintf(from, sizeof from, "%s/%s", p->tmp, p->names[k]);
+    snprintf(to, sizeof to, "%s/%s", p->dir, p->names[k]);
+    char *slash = strrchr(to, '/');
+    *slash = 0;
+    if (hp_mkdirs(e, to)) return e->code;
+    *slash = '/';
+    if (rename(from, to) != 0) return hp_fail_at(e, HP_E_IO, to, 0, 0, "cannot write: %s", strerror(errno));
+  }
+  return HP_OK;
+}
+
+static char *names_buf(const char *dir, const char *name) {
+  char safe[160];
+  hp_sanitize_name(name, safe, sizeof safe);
+  char *s = malloc(strlen(dir) + strlen(safe) + 8);
+  if (s) sprintf(s, "%s/%s.npy", dir, safe);
+  return s;
+}
+
+int cmd_compile(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(compile_help, stdout);
+      return 0;
+    }
+  hp_error e = {0};
+  cli_opts o;
+  int rc = cli_parse(argc, argv, "compile", "target out sym input param seed", &o, &e);
+  if (rc) {
+    cli_opts_free(&o);
+    return rc;
+  }
+  if (!o.model || !strcmp(o.out_dir, ".")) {
+    cli_opts_free(&o);
+    return cli_usage_error("compile", "usage: harp compile MODEL --target cpu -o DIR");
+  }
+  const char *target = o.target ? o.target : "cpu";
+  if (strcmp(target, "cpu") != 0) {
+    int r = cli_usage_error("compile", "unknown or unavailable target '%s' (available: cpu)", target);
+    cli_opts_free(&o);
+    return r;
+  }
+  o.random_inputs = true; /* example inputs for what --input does not give */
+  cli_model m;
+  hp_cpu_model *cm = NULL;
+  hp_tensor *outs = NULL;
+  pkg p = {0};
+  snprintf(p.dir, sizeof p.dir, "%s", o.out_dir);
+  snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o.out_dir, (long)getpid());
+  hp_str text;
+  hp_str_init(&text);
+  hp_constpool cp = {0};
+  char *freeable[2 * CLI_MAX_LIST] = {0};
+  int nfree = 0;
+  hp_cpu_opts co = {.keep_source = true};
+  if (cli_load_model(&e, &o, true, &m) || hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+  const hp_function *f = hp_cpu_function(cm);
+  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
+  if (!outs) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  if (hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs)) goto fail;
+  /* weights.bin: the ConstPool of the --param tensors */
+  hp_tensor params[CLI_MAX_LIST];
+  int np = 0;
+  for (int a = 0; a < f->nargs && np < CLI_MAX_LIST; a++)
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
+  if (fn_constpool_from_tensors(&e, f, params, np, &cp)) goto fail;
+  if (hp_mkdirs(&e, p.tmp)) goto fail;
+  const char *src = hp_cpu_source(cm);
+  if (pkg_add(&e, &p, "model.c", src, strlen(src))) goto fail;
+  cgen_standalone_header(&text);
+  if (pkg_add(&e, &p, "model.h", text.buf, text.len)) goto fail;
+  hp_str_free(&text);
+  cgen_standalone_main(&text);
+  if (pkg_add(&e, &p, "main.c", text.buf, text.len)) goto fail;
+  hp_str_free(&text);
+  cgen_standalone_makefile(&text);
+  if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
+  hp_str_free(&text);
+  if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
+  for (int a = 0; a < f->nargs; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    if (b->kind != FN_INPUT) continue;
+    char *rel = freeable[nfree++] = names_buf("inputs", tiny_output_name(m.g, b->node));
+    if (!rel || pkg_add_tensor(&e, &p, rel, &m.inputs[a])) goto fail;
+  }
+  for (int k = 0; k < m.g->noutputs; k++) {
+    char *rel = freeable[nfree++] = names_buf("expected", tiny_output_name(m.g, m.g->outputs[k]));
+    if (!rel || pkg_add_tensor(&e, &p, rel, &outs[k])) goto fail;
+  }
+  if (pkg_commit(&e, &p)) goto fail;
+  pkg_cleanup(&p);
+  printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs; run: make -C %s\n",
+         p.dir, cp.size, f->nargs - np, m.g->noutputs, p.dir);
+  rc = 0;
+  goto done;
+fail:
+  if (p.tmp[0]) pkg_cleanup(&p);
+  rc = cli_report(&e);
+done:
+  for (int k = 0; k < nfree; k++) free(freeable[k]);
+  if (outs && m.g)
+    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+  free(outs);
+  fn_constpool_free(&cp);
+  hp_str_free(&text);
+  hp_cpu_free(cm);
+  cli_model_free(&m);
+  cli_opts_free(&o);
+  return rc;
+}

@@ -1,0 +1,245 @@
+/* cmd_frontend.c — the driver's .harp pieces: loading and lowering a DSL
+ * model for every command, `harp decompile` and `harp viz`.
+ * Needs: the frontend (harp/frontend.h), regions for --stage region. */
+#include <errno.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "harp/frontend.h"
+#include "harp/function.h"
+#include "util/util.h"
+
+extern char **environ;
+
+hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_program **program) {
+  if (hp_harp_load_file(e, o->model, program)) return e->code;
+  hp_status s = hp_lower(e, *program, g, defaults);
+  if (s != HP_E_UNSUPPORTED) return s;
+  /* A dimension is an expression of shape variables (a strided conv's
+   * output): lower again with the values the command line gives. */
+  tiny_symtab bind;
+  tiny_symtab_init(&bind);
+  hp_error e2 = {0};
+  hp_status s2 = HP_OK;
+  for (int i = 0; i < o->syms.n && !s2; i++) s2 = tiny_symtab_set(&e2, &bind, o->syms.names[i], o->syms.values[i]);
+  for (int k = 0; k < o->ninputs && !s2; k++) {
+    hp_tensor t;
+    s2 = hp_npy_read(&e2, o->input_files[k], -1, &t);
+    if (!s2) {
+      s2 = hp_program_bind_input(&e2, *program, o->input_names[k], t.rank, t.shape, &bind);
+      hp_tensor_free(&t);
+    }
+  }
+  for (int i = 0; i < defaults->n && !s2; i++)
+    if (!tiny_symtab_get(&bind, defaults->names[i], NULL))
+      s2 = tiny_symtab_set(&e2, &bind, defaults->names[i], defaults->values[i]);
+  if (!s2) {
+    hp_error_clear(e);
+    s = hp_lower_bound(e, *program, &bind, g, NULL);
+  }
+  tiny_symtab_free(&bind);
+  return s;
+}
+
+/* ---- harp decompile ------------------------------------------------------------ */
+static const char decompile_help[] =
+    "usage: harp decompile MODEL.harp [-o FILE]\n\n"
+    "Print the program as harp DSL text (subgraphs first, then main).  Loading\n"
+    "the text again gives the same program.\n";
+
+int cmd_decompile(int argc, char **argv) {
+  const char *model = NULL, *out = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(decompile_help, stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) {
+      if (++i >= argc) return cli_usage_error("decompile", "-o needs a file name");
+      out = argv[i];
+    } else if (argv[i][0] == '-') {
+      return cli_usage_error("decompile", "unknown option '%s'", argv[i]);
+    } else if (model) {
+      return cli_usage_error("decompile", "unexpected argument '%s'", argv[i]);
+    } else {
+      model = argv[i];
+    }
+  }
+  if (!model) return cli_usage_error("decompile", "no MODEL given");
+  hp_error e = {0};
+  hp_program *p = NULL;
+  if (hp_harp_load_file(&e, model, &p)) return cli_report(&e);
+  char *text = hp_decompile(p);
+  hp_program_free(p);
+  if (!text) return cli_report(&(hp_error){.code = HP_E_NO_MEMORY, .msg = "out of memory"});
+  int rc = 0;
+  if (out) {
+    if (hp_write_file_atomic(&e, out, text, strlen(text))) rc = cli_report(&e);
+  } else {
+    fputs(text, stdout);
+  }
+  free(text);
+  return rc;
+}
+
+/* ---- harp viz ---------------------------------------------------------------------- */
+static const char viz_help[] =
+    "usage: harp viz MODEL --stage frontend|tiny|region -o FILE.{dot,svg,png} [--sym NAME=INT]...\n\n"
+    "Draw a stage of MODEL as a Graphviz graph:\n"
+    "  frontend  the high-level graph (.harp models), one cluster per graph\n"
+    "  tiny      the normalized Tiny IR\n"
+    "  region    the Tiny IR grouped by region (one region = one kernel)\n"
+    "A .svg or .png FILE is rendered with Graphviz's dot, which must be installed.\n";
+
+static void dot_label(hp_str *s, const char *t) {
+  for (; *t; t++) {
+    unsigned char c = (unsigned char)*t;
+    if (c == '"' || c == '\\') hp_str_putc(s, '\\');
+    hp_str_putc(s, c < 32 || c == 127 ? '?' : (char)c);
+  }
+}
+
+static char *region_dot(const rg_partition *p) {
+  const tiny_graph *g = p->g;
+  hp_str s;
+  hp_str_init(&s);
+  hp_str_puts(&s, "digraph harp_regions {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, "
+                  "fontname=\"Helvetica\", fontsize=10];\n");
+  for (int r = 0; r < p->n; r++) {
+    const rg_region *rg = &p->regions[r];
+    hp_str_printf(&s, "  subgraph cluster_r%d {\n    style=filled; fillcolor=\"#f3f3f3\"; label=\"", r);
+    dot_label(&s, rg->name);
+    hp_str_printf(&s, " (%s%s%s)\";\n", rg->kind ? rg->kind : "", rg->pattern ? " " : "", rg->pattern ? rg->pattern : "");
+    for (int i = 0; i < rg->nnodes; i++) {
+      const tiny_node *n = &g->nodes[rg->nodes[i]];
+      hp_str_printf(&s, "    r%d_n%d [label=\"", r, rg->nodes[i]);
+      dot_label(&s, n->id);
+      hp_str_printf(&s, "\\n%s\"];\n", tiny_op_name(n->op));
+    }
+    hp_str_puts(&s, "  }\n");
+  }
+  /* edges between regions through the values they pass */
+  for (int r = 0; r < p->n; r++) {
+    const rg_region *rg = &p->regions[r];
+    int last = rg->nnodes ? rg->nodes[rg->nnodes - 1] : -1;
+    for (int i = 0; i < rg->nin && last >= 0; i++) {
+      int v = rg->in_values[i], from = p->region_of[v];
+      if (from >= 0) {
+        const rg_region *src = &p->regions[from];
+        hp_str_printf(&s, "  r%d_n%d -> r%d_n%d [label=\"", from, src->nodes[src->nnodes - 1], r, rg->nodes[0]);
+      } else {
+        hp_str_printf(&s, "  in%d [shape=oval, label=\"", v);
+        dot_label(&s, g->nodes[v].id);
+        hp_str_printf(&s, "\"];\n  in%d -> r%d_n%d [label=\"", v, r, rg->nodes[0]);
+      }
+      dot_label(&s, g->nodes[v].id);
+      hp_str_puts(&s, "\"];\n");
+    }
+  }
+  hp_str_puts(&s, "}\n");
+  if (s.oom) {
+    hp_str_free(&s);
+    return NULL;
+  }
+  return hp_str_take(&s);
+}
+
+static const char *ext_of(const char *path) {
+  const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+  return dot && (!slash || dot > slash) ? dot + 1 : "";
+}
+
+/* Render DOT text with Graphviz into out (atomically); no shell involved. */
+static hp_status render(hp_error *e, const char *dot_text, const char *fmt, const char *out) {
+  char tmp_dot[4200], tmp_out[4200];
+  snprintf(tmp_dot, sizeof tmp_dot, "%s.%ld.dot.tmp", out, (long)getpid());
+  snprintf(tmp_out, sizeof tmp_out, "%s.%ld.tmp", out, (long)getpid());
+  if (hp_write_file_atomic(e, tmp_dot, dot_text, strlen(dot_text))) return e->code;
+  char tflag[16];
+  snprintf(tflag, sizeof tflag, "-T%s", fmt);
+  char *args[] = {"dot", tflag, "-o", tmp_out, tmp_dot, NULL};
+  pid_t pid;
+  int rc = posix_spawnp(&pid, "dot", NULL, NULL, args, environ), status = 0;
+  hp_status s = HP_OK;
+  if (rc != 0) {
+    s = hp_fail(e, HP_E_UNSUPPORTED, NULL, "cannot run Graphviz's dot (%s); install graphviz or write a .dot file", strerror(rc));
+  } else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    s = hp_fail(e, HP_E_IO, NULL, "Graphviz's dot failed to render %s", out);
+  } else if (rename(tmp_out, out) != 0) {
+    s = hp_fail_at(e, HP_E_IO, out, 0, 0, "cannot write: %s", strerror(errno));
+  }
+  unlink(tmp_dot);
+  if (s) unlink(tmp_out);
+  return s;
+}
+
+int cmd_viz(int argc, char **argv) {
+  const char *stage = NULL, *out = NULL;
+  hp_error e = {0};
+  cli_opts o;
+  memset(&o, 0, sizeof o);
+  tiny_symtab_init(&o.syms);
+  int rc = 0;
+  for (int i = 1; i < argc && !rc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(viz_help, stdout);
+      cli_opts_free(&o);
+      return 0;
+    }
+    if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--stage") || !strcmp(a, "--sym")) {
+      if (i + 1 >= argc) {
+        rc = cli_usage_error("viz", "%s needs a value", a);
+        break;
+      }
+      const char *v = argv[++i];
+      if (!strcmp(a, "--stage")) stage = v;
+      else if (!strcmp(a, "--sym")) {
+        if (tiny_symtab_parse_assign(&e, &o.syms, v)) rc = cli_report(&e);
+      } else out = v;
+    } else if (a[0] == '-') {
+      rc = cli_usage_error("viz", "unknown option '%s'", a);
+    } else if (o.model) {
+      rc = cli_usage_error("viz", "unexpected argument '%s'", a);
+    } else {
+      o.model = a;
+    }
+  }
+  if (!rc && (!o.model || !stage || !out)) rc = cli_usage_error("viz", "usage: harp viz MODEL --stage S -o FILE");
+  const char *fmt = out ? ext_of(out) : "";
+  if (!rc && strcmp(fmt, "dot") && strcmp(fmt, "svg") && strcmp(fmt, "png"))
+    rc = cli_usage_error("viz", "-o FILE must end in .dot, .svg or .png");
+  if (!rc && strcmp(stage, "frontend") && strcmp(stage, "tiny") && strcmp(stage, "region"))
+    rc = cli_usage_error("viz", "--stage must be frontend, tiny or region");
+  if (rc) {
+    cli_opts_free(&o);
+    return rc;
+  }
+  cli_model m;
+  memset(&m, 0, sizeof m);
+  char *text = NULL;
+  rg_partition *part = NULL;
+  hp_status s = cli_load_model(&e, &o, false, &m);
+  if (!s && !strcmp(stage, "frontend")) {
+    if (!m.program) s = hp_fail(&e, HP_E_USAGE, NULL, "--stage frontend needs a .harp model");
+    else if (!(text = hp_frontend_dot(m.program))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+  } else if (!s && !strcmp(stage, "tiny")) {
+    if (!(text = hp_tiny_dot(m.g))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+  } else if (!s) {
+    s = rg_partition_singletons(&e, m.g, &part);
+    if (!s && !(text = region_dot(part))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  if (!s) s = !strcmp(fmt, "dot") ? hp_write_file_atomic(&e, out, text, strlen(text)) : render(&e, text, fmt, out);
+  if (!s) printf("%s stage -> %s\n", stage, out);
+  rc = s ? cli_report(&e) : 0;
+  free(text);
+  rg_partition_free(part);
+  cli_model_free(&m);
+  cli_opts_free(&o);
+  return rc;
+}

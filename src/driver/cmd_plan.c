@@ -1,0 +1,59 @@
+/* cmd_plan.c — `harp plan FILE [--to json|dsl] [-o OUT]`: read a Schedule
+ * Plan in either form (JSON of seed 000 §12.5, DSL of §12.6), check it, and
+ * print it in the other form or the one --to names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "harp/plan.h"
+#include "util/util.h"
+
+static const char plan_help[] =
+    "usage: harp plan FILE [--to json|dsl] [-o OUT]\n\n"
+    "Read a Schedule Plan, JSON (seed 000 §12.5) or DSL (§12.6), check it and\n"
+    "print it in canonical form: in the other form by default, or the one --to\n"
+    "names.  -o writes OUT (atomically) instead of standard output.  Fields the\n"
+    "plan leaves out get the defaults of docs/plan.md (arch sm80).\n";
+
+int cmd_plan(int argc, char **argv) {
+  const char *file = NULL, *to = NULL, *out = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(plan_help, stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--to") || !strcmp(a, "-o") || !strcmp(a, "--out")) {
+      if (i + 1 >= argc) return cli_usage_error("plan", "option %s needs a value", a);
+      if (!strcmp(a, "--to"))
+        to = argv[++i];
+      else
+        out = argv[++i];
+    } else if (!strncmp(a, "--to=", 5)) {
+      to = a + 5;
+    } else if (a[0] == '-' && a[1]) {
+      return cli_usage_error("plan", "unknown option '%s'", a);
+    } else if (file) {
+      return cli_usage_error("plan", "unexpected argument '%s' (FILE is '%s')", a, file);
+    } else {
+      file = a;
+    }
+  }
+  if (!file) return cli_usage_error("plan", "usage: harp plan FILE [--to json|dsl] [-o OUT]");
+  if (to && strcmp(to, "json") && strcmp(to, "dsl")) return cli_usage_error("plan", "--to takes json or dsl, not '%s'", to);
+  hp_error e = {0};
+  char *text = NULL, *result = NULL;
+  size_t len = 0;
+  int rc = 0;
+  if (hp_read_file(&e, file, PLAN_MAX_TEXT, &text, &len) || plan_convert(text, file, to, &result, &e)) {
+    rc = cli_report(&e);
+  } else if (out) {
+    if (hp_write_file_atomic(&e, out, result, strlen(result))) rc = cli_report(&e);
+  } else {
+    fputs(result, stdout);
+  }
+  free(text);
+  free(result);
+  return rc;
+}

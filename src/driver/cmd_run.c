@@ -1,0 +1,91 @@
+/* cmd_run.c — `harp run MODEL ...`: load, prepare, execute, write outputs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "harp/cpu.h"
+#include "harp/interp.h"
+
+static const char run_help[] =
+    "usage: harp run MODEL [options]\n\n"
+    "Run MODEL (.json Tiny IR in either dialect, or .harp) and write each output\n"
+    "to DIR/<output-name>.npy (node id, or value name in the seed 000 dialect).\n\n"
+    "options:\n"
+    "  --input NAME=FILE.npy  tensor for the model input NAME (repeatable);\n"
+    "                         dtypes: float16 '<f2', float32 '<f4' (also for bf16),\n"
+    "                         int32 '<i4', bool '|b1'\n"
+    "  --random-inputs        fill inputs not given with --input from a seeded RNG\n"
+    "  --seed N               seed for --random-inputs (default 1)\n"
+    "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
+    "  --out DIR              where outputs go (default: .)\n"
+    "  --outputs ID,...       return these nodes instead of the model's outputs\n"
+    "  --backend B            interp (the reference interpreter; default) or cpu\n"
+    "                         (generated C, compiled with the system compiler)\n"
+    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view\n"
+    "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
+
+int cmd_run(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(run_help, stdout);
+      return 0;
+    }
+  hp_error e = {0};
+  cli_opts o;
+  int rc = cli_parse(argc, argv, "run", "input random-inputs seed sym out outputs backend dump dump-dir", &o, &e);
+  if (rc) {
+    cli_opts_free(&o);
+    return rc;
+  }
+  if (!o.model) {
+    cli_opts_free(&o);
+    return cli_usage_error("run", "no MODEL given");
+  }
+  const char *backend = o.backend ? o.backend : "interp";
+  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0) {
+    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu)", backend);
+    cli_opts_free(&o);
+    return r;
+  }
+  cli_model m;
+  hp_tensor *outs = NULL;
+  const char **names = NULL;
+  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m)) goto fail;
+  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
+  names = calloc((size_t)m.g->noutputs + 1, sizeof *names);
+  if (!outs || !names) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  if (!strcmp(backend, "cpu")) {
+    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c")};
+    hp_cpu_model *cm = NULL;
+    hp_status s = hp_cpu_compile(&e, m.g, &m.syms, &co, &cm);
+    if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm));
+    if (!s) s = hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs);
+    hp_cpu_free(cm);
+    if (s) goto fail;
+  } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
+    goto fail;
+  }
+  for (int k = 0; k < m.g->noutputs; k++) names[k] = tiny_output_name(m.g, m.g->outputs[k]);
+  if (cli_write_outputs(&e, o.out_dir, names, outs, m.g->noutputs)) goto fail;
+  for (int k = 0; k < m.g->noutputs; k++) {
+    char shape[256];
+    tiny_shape_format(&m.g->nodes[m.g->outputs[k]].shape, shape, sizeof shape);
+    printf("%s: %s %s -> %s/%s.npy\n", names[k], tiny_dtype_name(outs[k].dtype), shape, o.out_dir, names[k]);
+  }
+  rc = 0;
+  goto done;
+fail:
+  rc = cli_report(&e);
+done:
+  if (outs && m.g)
+    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+  free(outs);
+  free(names);
+  cli_model_free(&m);
+  cli_opts_free(&o);
+  return rc;
+}

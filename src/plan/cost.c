@@ -1,0 +1,155 @@
+/* cost.c — the cost model of seed 000 §6 and the fusion Δtime of §4.1/§6.
+ * Needs: resource.c, validate.c (GEMM view).  Gives: plan_time_formula,
+ * plan_cost_of, plan_splitk_factor, plan_fusion_delta.
+ *
+ *   time_est = max(FLOPs / (peak × occ × pipeline_eff), Bytes / (BW × occ))
+ *
+ * `occ` here is the achieved occupancy: §5's occ times the wave efficiency
+ * (the last wave of CTAs leaves SMs idle), which is 1 for large problems.
+ * Bytes are the region's compulsory traffic plus, for contractions, the tile
+ * re-reads that miss in L2 and the split-K partial sums.  The figures rank
+ * plans and weigh fusions; the tuner measures. */
+#include <math.h>
+#include <string.h>
+
+#include "plan_int.h"
+#include "util/util.h"
+
+/* Falling back from TMA/WGMMA to cp.async/mma.sync costs about half the
+ * kernel again; a narrower vector access a quarter of the kernel per
+ * halving of the width.  Both are rough, and both are also §4.2 STOPs. */
+#define LAYOUT_PENALTY_SM90 0.5
+#define LAYOUT_PENALTY_VEC 0.25
+/* Winograd F(2x2, 3x3) does 2.25x fewer multiplies and moves ~30% more. */
+#define WINOGRAD_FLOPS 2.25
+#define WINOGRAD_BYTES 1.3
+
+double plan_time_formula(double flops, double bytes, double peak, double bw, double occ, double pipeline_eff) {
+  if (occ <= 0 || pipeline_eff <= 0 || peak <= 0 || bw <= 0) return INFINITY;
+  double tc = flops / (peak * occ * pipeline_eff), tm = bytes / (bw * occ);
+  return tc > tm ? tc : tm;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
+
+/* Outer tiles = CTAs before split-K: every parallel axis, tiled or not. */
+static int64_t outer_tiles(const plan_t *p, const plan_region_info *r) {
+  double n = 1;
+  for (int i = 0; i < r->naxes; i++) {
+    if (r->axes[i].reduce) continue;
+    int64_t s = r->axes[i].size;
+    for (int t = 0; t < p->ntile; t++)
+      if (strcmp(p->tile_axes[t], r->axes[i].name) == 0) s = cdiv(s, p->tile[t]);
+    n *= (double)s;
+  }
+  return n > 4e18 ? (int64_t)4e18 : (int64_t)n;
+}
+
+static int64_t k_tile(const plan_t *p, const plan_gemm_view *g, const plan_region_info *r) {
+  if (g->k < 0) return 0;
+  for (int t = 0; t < p->ntile; t++)
+    if (strcmp(p->tile_axes[t], r->axes[g->k].name) == 0) return p->tile[t];
+  return 0;
+}
+
+int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res) {
+  plan_algo a = p->algo[PLAN_KEY_MATMUL];
+  if (r->pattern != PLAN_PAT_MATMUL || (a != PLAN_ALGO_SPLITK_SERIAL && a != PLAN_ALGO_SPLITK_PARALLEL)) return 1;
+  plan_gemm_view g;
+  if (plan_region_gemm_view(r, &g, NULL)) return 1;
+  int64_t bk = k_tile(p, &g, r);
+  if (bk <= 0) return 1;
+  int64_t ktiles = cdiv(g.K, bk), tiles = outer_tiles(p, r);
+  int64_t slots = (int64_t)m->sm_count * HP_MAX(res->cta_per_sm, 1);
+  int s = 1;
+  while (tiles * s < slots && s * 2 <= 16 && ktiles / (s * 2) >= 4) s *= 2;
+  return s;
+}
+
+hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
+                       hp_error *e) {
+  memset(out, 0, sizeof *out);
+  plan_gemm_view g;
+  hp_status st = plan_region_gemm_view(r, &g, e);
+  if (st) return st;
+  plan_resources_of(p, m, r, &out->res);
+  if ((st = plan_resources_check(p, &out->res, m, NULL, e))) return st;
+  const plan_resources *res = &out->res;
+  bool contraction = plan_pattern_is_contraction(r->pattern);
+  int tin = HP_MAX(tiny_dtype_size(r->in_dtype), 1), tout = HP_MAX(tiny_dtype_size(r->out_dtype), 1);
+  double numel = 1, out_numel = 1;
+  for (int i = 0; i < r->naxes; i++) {
+    numel *= (double)r->axes[i].size;
+    if (!r->axes[i].reduce) out_numel *= (double)r->axes[i].size;
+  }
+  double M = (double)g.M, N = (double)g.N, K = (double)g.K, B = (double)g.batch;
+  double flops = (double)r->flops, bytes = (double)r->bytes;
+  if (flops <= 0) flops = r->pattern == PLAN_PAT_ATTENTION ? 4 * M * N * K * B : contraction ? 2 * M * N * K * B : numel;
+  if (bytes <= 0)
+    bytes = contraction ? (M * K + K * N) * B * tin + M * N * B * tout : numel * tin + out_numel * tout;
+
+  out->splitk = plan_splitk_factor(p, r, m, res);
+  out->ctas = outer_tiles(p, r) * out->splitk;
+  if (contraction && g.m >= 0 && g.n >= 0 && g.k >= 0) {
+    /* A is read once per column of tiles, B once per row of tiles; the
+     * re-reads hit in L2 (GPU) or the shared LLC (CPU) while the operands
+     * fit in half of it. */
+    int64_t bm = 1, bn = 1;
+    for (int t = 0; t < p->ntile; t++) {
+      if (!strcmp(p->tile_axes[t], r->axes[g.m].name)) bm = p->tile[t];
+      if (!strcmp(p->tile_axes[t], r->axes[g.n].name)) bn = p->tile[t];
+    }
+    double a_bytes = M * K * B * tin, b_bytes = K * N * B * tin;
+    double reread = a_bytes * (double)(cdiv(g.N, bn) - 1) + b_bytes * (double)(cdiv(g.M, bm) - 1);
+    double cache = plan_arch_is_gpu(m->arch) ? (double)m->l2_bytes : (double)m->l3_bytes + (double)m->l2_bytes * m->sm_count;
+    double in = a_bytes + b_bytes, miss = in <= cache / 2 ? 0 : 1 - cache / 2 / in;
+    bytes += reread * miss;
+    if (out->splitk > 1) {
+      double part = M * N * B * 4; /* fp32 partial tiles */
+      bytes += p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_PARALLEL ? 2 * part * out->splitk : 2 * part * (out->splitk - 1);
+    }
+    if (p->algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3) {
+      flops /= WINOGRAD_FLOPS;
+      bytes *= WINOGRAD_BYTES;
+    }
+  }
+  out->flops = flops;
+  out->bytes = bytes;
+  out->peak = contraction ? plan_machine_peak(m, r->in_dtype) : m->peak_fp32;
+  out->bw = m->mem_bw;
+  double slots = (double)m->sm_count * res->cta_per_sm;
+  double waves = ceil((double)out->ctas / slots);
+  out->wave_eff = waves > 0 ? (double)out->ctas / (waves * slots) : 0;
+  out->occ_eff = res->occ * out->wave_eff;
+  double occ = out->occ_eff, eff = res->pipeline_eff;
+  out->t_compute = occ > 0 && eff > 0 ? flops / (out->peak * occ * eff) : INFINITY;
+  out->t_memory = occ > 0 ? bytes / (out->bw * occ) : INFINITY;
+  out->time_est = plan_time_formula(flops, bytes, out->peak, out->bw, occ, eff);
+  return HP_OK;
+}
+
+void plan_fusion_delta(const plan_fusion_in *in, const plan_machine *m, plan_fusion_out *out) {
+  memset(out, 0, sizeof *out);
+  double occ = in->after.occ, eff = in->after.pipeline_eff > 0 ? in->after.pipeline_eff : 0.5;
+  double peak = plan_machine_peak(m, in->in_dtype), bw = m->mem_bw;
+  if (occ <= 0) {
+    out->dtime = out->cost = INFINITY;
+    out->stops |= PLAN_STOP_CTA1;
+    return;
+  }
+  double tc = in->dflops / (peak * occ * eff), tm = in->dbytes / (bw * occ);
+  out->dwork = tc > tm ? tc : tm;
+  if (in->before.occ > 0) out->docc_time = in->base_time * (in->before.occ / occ - 1);
+  if (in->fanout > 1) out->fanout_penalty = (in->fanout - 1) * in->producer_time;
+  if (in->sm90_tile_broken && m->arch == PLAN_ARCH_SM90) out->layout_penalty += LAYOUT_PENALTY_SM90 * in->base_time;
+  if (in->vec_after > 0 && in->vec_after < in->vec_before)
+    out->layout_penalty += LAYOUT_PENALTY_VEC * log2((double)in->vec_before / in->vec_after) * in->base_time;
+  out->benefit = in->saved_bytes / bw;
+  out->cost = out->dwork + out->docc_time + out->fanout_penalty + out->layout_penalty;
+  out->dtime = out->cost - out->benefit;
+  if (plan_smem_near_limit(&in->after, m)) out->stops |= PLAN_STOP_SMEM80;
+  if (plan_cta_dropped_to_one(&in->before, &in->after)) out->stops |= PLAN_STOP_CTA1;
+  if (in->vec_after > 0 && plan_vec_shrunk(in->vec_before, in->vec_after)) out->stops |= PLAN_STOP_VEC_SHRINK;
+  if (in->sm90_tile_broken && m->arch == PLAN_ARCH_SM90) out->stops |= PLAN_STOP_SM90_TILE;
+  out->fuse = out->dtime < 0 && out->stops == 0;
+}

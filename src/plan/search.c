@@ -1,0 +1,301 @@
+/* search.c — the tuner's search space (§6) and the default plan of a region.
+ * Needs: validate.c, resource.c, cost.c.  Gives: plan_enumerate,
+ * plan_default, plan_for_region.
+ *
+ * Space per region and machine:
+ *   contractions: tile (4 per arch) × stages {2,3} × warp_tile (2 per arch)
+ *                 × vec {4,8,16} × algo_choice (matmul: implicit_gemm,
+ *                 splitk_serial, splitk_parallel; conv: implicit_gemm,
+ *                 winograd_3x3 for 3x3 windows; attention: both softmaxes)
+ *   ewise / reduce: tile (3) × warp_tile (2) × vec {4,8,16}, stages 2
+ * Pruning: plan_validate (shapes, resources), smem above 80% of the CTA
+ * maximum (§4.2), vector widths below the widest legal one (§4.2 "16→8/4"),
+ * split-K where it would not split, algorithms opts->algo_mask leaves out;
+ * then rank by time_est and keep the best PLAN_TUNE_POINTS. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_int.h"
+#include "util/util.h"
+
+typedef struct cand_space {
+  int ntiles;
+  int64_t tiles[4][3];
+  int nwarps;
+  int warps[2][2]; /* (WM, WN); WN <= 0 means BN / -WN */
+  int nstages; /* stages 2 .. 1 + nstages */
+  int nalgos;
+  plan_algo algos[3];
+} cand_space;
+
+static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, cand_space *s) {
+  memset(s, 0, sizeof *s);
+  int lanes = HP_MAX(m->simd_bytes / 4, 1);
+  if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
+    static const int64_t sm80[4][3] = {{128, 128, 32}, {128, 64, 64}, {64, 64, 64}, {256, 128, 32}};
+    static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
+    static const int64_t cpu[4][3] = {{64, 64, 256}, {128, 128, 128}, {64, 256, 128}, {128, 256, 256}};
+    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu, sizeof s->tiles);
+    s->ntiles = 4;
+    s->nwarps = 2;
+    if (m->arch == PLAN_ARCH_SM80) {
+      s->warps[0][0] = 64, s->warps[0][1] = 64;
+      s->warps[1][0] = 64, s->warps[1][1] = 32;
+    } else if (m->arch == PLAN_ARCH_SM90) { /* a warpgroup: 64 rows, all or half of BN */
+      s->warps[0][0] = 64, s->warps[0][1] = -1;
+      s->warps[1][0] = 64, s->warps[1][1] = -2;
+    } else { /* register micro-tiles of 2 vectors per row */
+      s->warps[0][0] = 8, s->warps[0][1] = 2 * lanes;
+      s->warps[1][0] = 4, s->warps[1][1] = 2 * lanes;
+    }
+    s->nstages = 2;
+    if (r->pattern == PLAN_PAT_MATMUL) {
+      s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
+      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
+      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+    } else if (r->pattern == PLAN_PAT_CONV) {
+      s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
+      if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
+    } else {
+      s->algos[s->nalgos++] = PLAN_ALGO_STREAMING_SOFTMAX_2PASS;
+      s->algos[s->nalgos++] = PLAN_ALGO_ONLINE_SOFTMAX;
+    }
+    return;
+  }
+  s->nstages = 1;
+  s->nalgos = 1; /* PLAN_ALGO_NONE */
+  s->ntiles = 3;
+  s->nwarps = 2;
+  bool gpu = plan_arch_is_gpu(m->arch);
+  /* matrix-vector contractions (one parallel axis) tile like a row reduction */
+  bool gemv = plan_pattern_is_contraction(r->pattern) && g->k >= 0;
+  bool rowred = r->pattern == PLAN_PAT_REDUCE || gemv;
+  bool two = rowred ? ((g->m >= 0 || g->n >= 0) && g->k >= 0) : (g->m >= 0 && g->n >= 0);
+  if (two) {
+    static const int64_t gpu2[3][3] = {{16, 256, 0}, {32, 128, 0}, {8, 512, 0}};
+    static const int64_t gpur[3][3] = {{4, 1024, 0}, {8, 512, 0}, {16, 256, 0}};
+    static const int64_t cpu2[3][3] = {{32, 256, 0}, {64, 512, 0}, {8, 1024, 0}};
+    static const int64_t cpur[3][3] = {{8, 4096, 0}, {32, 1024, 0}, {4, 16384, 0}};
+    const int64_t(*t)[3] = gpu ? (rowred ? gpur : gpu2) : (rowred ? cpur : cpu2);
+    memcpy(s->tiles, t, sizeof(int64_t) * 9);
+    /* GPU: 4 or 8 warps stacked along M, each a full row of the tile;
+     * CPU: one row of 2 or 4 vectors */
+    if (gpu) {
+      s->warps[0][0] = -4, s->warps[0][1] = -1;
+      s->warps[1][0] = -8, s->warps[1][1] = -1;
+    } else {
+      s->warps[0][0] = 1, s->warps[0][1] = 2 * lanes;
+      s->warps[1][0] = 1, s->warps[1][1] = 4 * lanes;
+    }
+  } else {
+    static const int64_t gpu1[3][3] = {{1024, 0, 0}, {2048, 0, 0}, {4096, 0, 0}};
+    static const int64_t cpu1[3][3] = {{4096, 0, 0}, {16384, 0, 0}, {65536, 0, 0}};
+    memcpy(s->tiles, gpu ? gpu1 : cpu1, sizeof(int64_t) * 9);
+    if (gpu) {
+      s->warps[0][0] = -4, s->warps[1][0] = -8;
+    } else {
+      s->warps[0][0] = 2 * lanes, s->warps[1][0] = 4 * lanes;
+    }
+  }
+}
+
+static int pick(int v, int64_t of) { return v > 0 ? v : (int)(of / -v); }
+
+/* Bind the batch axes (parallel, untiled) to block.z, fusing them when there
+ * are several. */
+static void bind_batch(plan_t *p, const plan_region_info *r, const plan_gemm_view *g) {
+  char cur[PLAN_NAME_MAX] = "";
+  for (int i = 0; i < r->naxes; i++) {
+    if (i == g->m || i == g->n || i == g->k || r->axes[i].reduce) continue;
+    if (!cur[0]) {
+      snprintf(cur, sizeof cur, "%s", r->axes[i].name);
+      continue;
+    }
+    if (p->nfuse >= PLAN_MAX_FUSE) return;
+    plan_fuse *f = &p->fuse[p->nfuse++];
+    snprintf(f->a, sizeof f->a, "%s", cur);
+    snprintf(f->b, sizeof f->b, "%s", r->axes[i].name);
+    snprintf(f->to, sizeof f->to, "%.30s_%.30s", cur, r->axes[i].name);
+    snprintf(cur, sizeof cur, "%s", f->to);
+  }
+  if (cur[0] && p->nbind < PLAN_MAX_BIND) {
+    snprintf(p->bind[p->nbind].axis, PLAN_NAME_MAX, "%s", cur);
+    p->bind[p->nbind++].target = PLAN_T_BLOCK_Z;
+  }
+}
+
+static void add_bind(plan_t *p, const char *axis, const char *suffix, plan_target t) {
+  snprintf(p->bind[p->nbind].axis, PLAN_NAME_MAX, "%.50s%s", axis, suffix);
+  p->bind[p->nbind++].target = t;
+}
+
+/* Build one candidate; false when its shape cannot exist. */
+static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g,
+                  const cand_space *s, int ti, int wi, int stages, int vec, plan_algo algo) {
+  plan_init(p, m->arch);
+  bool gpu = plan_arch_is_gpu(m->arch);
+  bool contraction = plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0;
+  bool gemv = plan_pattern_is_contraction(r->pattern) && g->k >= 0 && !contraction;
+  int idx[3], n = 0;
+  if (contraction) {
+    idx[n++] = g->m, idx[n++] = g->n, idx[n++] = g->k;
+  } else if ((r->pattern == PLAN_PAT_REDUCE || gemv) && g->k >= 0) {
+    if (g->m >= 0) idx[n++] = g->m;
+    else if (g->n >= 0) idx[n++] = g->n;
+    idx[n++] = g->k;
+  } else {
+    if (g->m >= 0) idx[n++] = g->m;
+    if (g->n >= 0) idx[n++] = g->n;
+  }
+  if (n == 0) return false;
+  if (n == 1 && s->tiles[ti][1] != 0) return false; /* 2-D tiles for a 1-D region: no */
+  p->ntile = n;
+  for (int i = 0; i < n; i++) {
+    snprintf(p->tile_axes[i], PLAN_NAME_MAX, "%s", r->axes[idx[i]].name);
+    p->tile[i] = s->tiles[ti][i];
+    if (p->tile[i] <= 0) return false;
+  }
+  p->warp_m = pick(s->warps[wi][0], p->tile[0]);
+  p->warp_n = n >= 2 ? pick(s->warps[wi][1], p->tile[1]) : 0;
+  if (p->warp_m < 1 || p->tile[0] % p->warp_m || (n >= 2 && (p->warp_n < 1 || p->tile[1] % p->warp_n))) return false;
+  p->stages = stages;
+  plan_default_pipeline_axis(p, p->pipeline_axis);
+  const char *M = p->tile_axes[0], *N = n >= 2 ? p->tile_axes[1] : NULL;
+  /* Only parallel axes spread over blocks: a reduction's K loops inside the
+   * CTA (a full reduction is then one CTA). */
+  bool m_par = !r->axes[idx[0]].reduce, n_par = N && !r->axes[idx[1]].reduce;
+  if (m_par && n_par) add_bind(p, M, ".o", PLAN_T_BLOCK_Y), add_bind(p, N, ".o", PLAN_T_BLOCK_X);
+  else if (m_par) add_bind(p, M, ".o", PLAN_T_BLOCK_X);
+  if (gpu && contraction) add_bind(p, M, ".i.o", PLAN_T_WARP_Y), add_bind(p, N, ".i.o", PLAN_T_WARP_X);
+  else if (gpu && m_par && p->tile[0] > p->warp_m) add_bind(p, M, ".i.o", PLAN_T_WARP_Y);
+  bind_batch(p, r, g);
+  if (contraction) {
+    char at[PLAN_NAME_MAX];
+    snprintf(at, sizeof at, "%.50s.i", p->tile_axes[2]);
+    static const char *const ops[2] = {"A", "B"};
+    for (int i = 0; i < 2; i++) {
+      snprintf(p->cache[i].tensor, PLAN_NAME_MAX, "%s", ops[i]);
+      snprintf(p->cache[i].at, PLAN_NAME_MAX, "%s", at);
+      p->cache[i].pingpong = true;
+    }
+    p->ncache = 2;
+  }
+  /* vectorize the innermost tiled parallel axis (n of a GEMM, the reduced
+   * axis of a row reduction): contiguous in memory */
+  const char *vaxis = contraction ? N : p->tile_axes[n - 1];
+  snprintf(p->vec_axis, PLAN_NAME_MAX, "%.50s.i.i", vaxis);
+  p->vec_width = vec;
+  for (int i = 0; i < n; i++)
+    if (r->axes[idx[i]].size % p->tile[i] || (!strcmp(p->tile_axes[i], vaxis) && r->axes[idx[i]].size % vec))
+      snprintf(p->pred[p->npred++], PLAN_NAME_MAX, "%.50s.i.i", p->tile_axes[i]);
+  if (algo != PLAN_ALGO_NONE) {
+    plan_algo_key k = r->pattern == PLAN_PAT_MATMUL ? PLAN_KEY_MATMUL : r->pattern == PLAN_PAT_CONV ? PLAN_KEY_CONV : PLAN_KEY_ATTENTION;
+    p->algo[k] = algo;
+  }
+  plan_fill_from_region(p, r);
+  return true;
+}
+
+typedef struct scored {
+  plan_t plan;
+  plan_cost cost;
+  int order;
+} scored;
+
+static int by_time(const void *a, const void *b) {
+  const scored *x = a, *y = b;
+  if (x->cost.time_est < y->cost.time_est) return -1;
+  if (x->cost.time_est > y->cost.time_est) return 1;
+  return x->order - y->order;
+}
+
+hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                         plan_cost *costs, int cap, int *n, hp_error *e) {
+  *n = 0;
+  plan_gemm_view g;
+  hp_status st = plan_region_gemm_view(r, &g, e);
+  if (st) return st;
+  cand_space s;
+  space_for(r, m, &g, &s);
+  static const int vecs[3] = {16, 8, 4}; /* widest first: only the widest legal one stays */
+  int maxc = s.ntiles * s.nwarps * s.nstages * s.nalgos;
+  scored *pool = hp_xcalloc((size_t)maxc, sizeof *pool);
+  plan_t *tmp = hp_xmalloc(sizeof *tmp);
+  if (!pool || !tmp) {
+    free(pool);
+    free(tmp);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  int np = 0, order = 0;
+  for (int ti = 0; ti < s.ntiles; ti++)
+    for (int si = 0; si < s.nstages; si++)
+      for (int wi = 0; wi < s.nwarps; wi++)
+        for (int ai = 0; ai < s.nalgos; ai++) {
+          int stages = 2 + si;
+          if (opts && opts->algo_mask && s.algos[ai] != PLAN_ALGO_NONE && !(opts->algo_mask >> s.algos[ai] & 1u)) continue;
+          for (int vi = 0; vi < 3; vi++) {
+            order++;
+            hp_error ve = {0};
+            if (!build(tmp, r, m, &g, &s, ti, wi, stages, vecs[vi], s.algos[ai])) break;
+            if (plan_validate(tmp, r, m, NULL, &ve) == HP_E_NO_MEMORY) {
+              free(pool);
+              free(tmp);
+              return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+            }
+            if (ve.code) {
+              /* a narrower vector may still be legal; any other failure
+               * holds for every width */
+              if (ve.code == HP_E_INVALID_ARG || ve.code == HP_E_MISALIGNED) continue;
+              break;
+            }
+            plan_cost c;
+            if (plan_cost_of(tmp, r, m, &c, &ve)) break;
+            if (plan_smem_near_limit(&c.res, m)) break;
+            bool splitk = s.algos[ai] == PLAN_ALGO_SPLITK_SERIAL || s.algos[ai] == PLAN_ALGO_SPLITK_PARALLEL;
+            if (splitk && c.splitk < 2) break;
+            pool[np].plan = *tmp;
+            pool[np].cost = c;
+            pool[np].order = order;
+            np++;
+            break; /* the widest legal vector; narrower ones would be a §4.2 shrink */
+          }
+        }
+  qsort(pool, (size_t)np, sizeof *pool, by_time);
+  int keep = HP_MIN(np, HP_MIN(cap, PLAN_TUNE_POINTS));
+  for (int i = 0; i < keep; i++) {
+    out[i] = pool[i].plan;
+    if (costs) costs[i] = pool[i].cost;
+  }
+  *n = keep;
+  free(pool);
+  free(tmp);
+  if (np == 0)
+    return hp_fail(e, HP_E_UNSUPPORTED, r->name, "no plan of the search space fits region '%s' (%s) on %s",
+                   r->name ? r->name : "?", plan_pattern_name(r->pattern), plan_arch_name(m->arch));
+  return HP_OK;
+}
+
+hp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                       hp_error *e) {
+  plan_t *best = hp_xmalloc(sizeof *best);
+  if (!best) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int n = 0;
+  hp_status st = plan_enumerate(r, m, opts, best, NULL, 1, &n, e);
+  if (!st) *out = *best;
+  free(best);
+  return st;
+}
+
+hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                          const plan_t *override, const plan_src *src, plan_t *out, hp_error *e) {
+  if (!override) return plan_default(r, m, opts, out, e);
+  plan_t *p = hp_xmalloc(sizeof *p);
+  if (!p) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  *p = *override;
+  plan_fill_from_region(p, r);
+  hp_status st = plan_validate(p, r, m, src, e);
+  if (!st) *out = *p;
+  free(p);
+  return st;
+}

@@ -1,0 +1,428 @@
+/* astgen.c — loop nests from isl's AST generator (isl_ast_build), as PPCG
+ * does, turned into the isl-free tree of harp/poly_ast.h.
+ * Needs: a Poly-View.  Gives: poly_ast_gen.
+ *
+ * Each statement gets a domain (its block's, or for a reduction's INIT and
+ * FINAL the projection onto the output variables), renamed S<k>, and the
+ * schedule [shared prefix, k, rest, 0..].  At each statement instance the
+ * build's inverse schedule gives the statement variables as functions of the
+ * loop iterators; every access is pulled back through it and printed by
+ * isl_ast_build_access_from_pw_multi_aff, and an access that reads padding
+ * gets its read domain as a guard (isl_ast_build_expr_from_set). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <isl/ast.h>
+#include <isl/ast_build.h>
+#include <isl/val.h>
+
+#include "harp/poly_ast.h"
+#include "poly/poly_int.h"
+#include "util/util.h"
+
+typedef struct gen {
+  hp_error *e;
+  poly_view *pv;
+  isl_ctx *ctx;
+  const poly_stmt_spec *stmts;
+  int nstmts;
+  const poly_ast_opts *opts;
+  hp_arena *A;
+  hp_status st;
+} gen;
+
+static hp_status gfail(gen *g, const char *what) {
+  if (g->st) return g->st;
+  const char *msg = isl_ctx_last_error_msg(g->ctx);
+  g->st = hp_fail(g->e, HP_E_INTERNAL, NULL, "isl AST generation failed (%s): %s", what, msg ? msg : "?");
+  isl_ctx_reset_error(g->ctx);
+  return g->st;
+}
+
+/* ---- expressions: isl_ast_expr -> C text -------------------------------- */
+static void pexpr(hp_str *s, __isl_keep isl_ast_expr *x);
+
+static void parg(hp_str *s, __isl_keep isl_ast_expr *x, int k) {
+  isl_ast_expr *a = isl_ast_expr_op_get_arg(x, k);
+  pexpr(s, a);
+  isl_ast_expr_free(a);
+}
+
+static void pbin(hp_str *s, __isl_keep isl_ast_expr *x, const char *op) {
+  hp_str_putc(s, '(');
+  parg(s, x, 0);
+  hp_str_puts(s, op);
+  parg(s, x, 1);
+  hp_str_putc(s, ')');
+}
+
+static void pfun(hp_str *s, __isl_keep isl_ast_expr *x, const char *fn) {
+  /* min/max may have more than two arguments: nest them */
+  isl_size n = isl_ast_expr_op_get_n_arg(x);
+  for (int k = 0; k < n - 1; k++) hp_str_printf(s, "%s(", fn);
+  parg(s, x, 0);
+  for (int k = 1; k < n; k++) {
+    hp_str_puts(s, ", ");
+    parg(s, x, k);
+    hp_str_putc(s, ')');
+  }
+}
+
+static void pexpr(hp_str *s, __isl_keep isl_ast_expr *x) {
+  switch (isl_ast_expr_get_type(x)) {
+  case isl_ast_expr_int: {
+    isl_val *v = isl_ast_expr_get_val(x);
+    long c = isl_val_get_num_si(v);
+    isl_val_free(v);
+    hp_str_printf(s, c < 0 ? "(%ldL)" : "%ldL", c);
+    return;
+  }
+  case isl_ast_expr_id: {
+    isl_id *id = isl_ast_expr_get_id(x);
+    char buf[160];
+    hp_sanitize_name(isl_id_get_name(id), buf, sizeof buf);
+    hp_str_puts(s, buf);
+    isl_id_free(id);
+    return;
+  }
+  case isl_ast_expr_op: break;
+  default: hp_str_puts(s, "/*?*/0"); return;
+  }
+  switch (isl_ast_expr_op_get_type(x)) {
+  case isl_ast_expr_op_and:
+  case isl_ast_expr_op_and_then: pbin(s, x, " && "); return;
+  case isl_ast_expr_op_or:
+  case isl_ast_expr_op_or_else: pbin(s, x, " || "); return;
+  case isl_ast_expr_op_max: pfun(s, x, "hp_max"); return;
+  case isl_ast_expr_op_min: pfun(s, x, "hp_min"); return;
+  case isl_ast_expr_op_minus: hp_str_puts(s, "(-"); parg(s, x, 0); hp_str_putc(s, ')'); return;
+  case isl_ast_expr_op_add: pbin(s, x, " + "); return;
+  case isl_ast_expr_op_sub: pbin(s, x, " - "); return;
+  case isl_ast_expr_op_mul: pbin(s, x, " * "); return;
+  case isl_ast_expr_op_div:    /* exact */
+  case isl_ast_expr_op_pdiv_q: /* dividend >= 0 */ pbin(s, x, " / "); return;
+  case isl_ast_expr_op_fdiv_q:
+    hp_str_puts(s, "hp_floord(");
+    parg(s, x, 0);
+    hp_str_puts(s, ", ");
+    parg(s, x, 1);
+    hp_str_putc(s, ')');
+    return;
+  case isl_ast_expr_op_pdiv_r:
+  case isl_ast_expr_op_zdiv_r: pbin(s, x, " % "); return;
+  case isl_ast_expr_op_cond:
+  case isl_ast_expr_op_select:
+    hp_str_putc(s, '(');
+    parg(s, x, 0);
+    hp_str_puts(s, " ? ");
+    parg(s, x, 1);
+    hp_str_puts(s, " : ");
+    parg(s, x, 2);
+    hp_str_putc(s, ')');
+    return;
+  case isl_ast_expr_op_eq: pbin(s, x, " == "); return;
+  case isl_ast_expr_op_le: pbin(s, x, " <= "); return;
+  case isl_ast_expr_op_lt: pbin(s, x, " < "); return;
+  case isl_ast_expr_op_ge: pbin(s, x, " >= "); return;
+  case isl_ast_expr_op_gt: pbin(s, x, " > "); return;
+  default: hp_str_puts(s, "/*unsupported isl op*/0"); return;
+  }
+}
+
+static const char *expr_text(gen *g, __isl_take isl_ast_expr *x) {
+  if (!x) {
+    gfail(g, "expression");
+    return NULL;
+  }
+  hp_str s;
+  hp_str_init(&s);
+  pexpr(&s, x);
+  isl_ast_expr_free(x);
+  const char *r = s.oom ? NULL : hp_arena_strdup(g->A, s.buf ? s.buf : "0");
+  hp_str_free(&s);
+  if (!r && !g->st) g->st = hp_fail(g->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return r;
+}
+
+/* ---- statements ----------------------------------------------------------- */
+static char *stmt_name(int k, char *buf, size_t cap) {
+  snprintf(buf, cap, "S%d", k);
+  return buf;
+}
+
+static int stmt_vars(const poly_view *pv, const poly_stmt_spec *s) {
+  const poly_blk *b = &pv->blocks[s->block];
+  return s->role == POLY_STMT_BODY ? b->pub.nvars : b->pub.nout;
+}
+
+/* Rename the set's tuple to S<k> and drop reduced variables for INIT/FINAL. */
+static __isl_give isl_set *stmt_domain(gen *g, int k) {
+  const poly_stmt_spec *s = &g->stmts[k];
+  const poly_blk *b = &g->pv->blocks[s->block];
+  isl_set *d = isl_set_copy(b->domain);
+  if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout)
+    d = isl_set_project_out(d, isl_dim_set, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
+  char name[32];
+  return isl_set_set_tuple_name(d, stmt_name(k, name, sizeof name));
+}
+
+/* S<k>[v..] -> [v0..v(p-1), k, v(p).., 0..] of length len. */
+static __isl_give isl_map *stmt_schedule(gen *g, int k, int len, __isl_keep isl_set *dom) {
+  int n = stmt_vars(g->pv, &g->stmts[k]), p = g->opts->prefix;
+  hp_str s;
+  hp_str_init(&s);
+  char name[32];
+  hp_str_printf(&s, "{ %s[", stmt_name(k, name, sizeof name));
+  for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
+  hp_str_puts(&s, "] -> [");
+  int t = 0;
+  for (int i = 0; i < p; i++, t++) hp_str_printf(&s, "%sv%d", t ? ", " : "", i);
+  hp_str_printf(&s, "%s%d", t ? ", " : "", k);
+  t++;
+  for (int i = p; i < n; i++, t++) hp_str_printf(&s, ", v%d", i);
+  for (; t < len; t++) hp_str_puts(&s, ", 0");
+  hp_str_puts(&s, "] }");
+  isl_map *m = s.oom ? NULL : isl_map_read_from_str(g->ctx, s.buf);
+  hp_str_free(&s);
+  if (!m) return NULL;
+  m = isl_map_align_params(m, isl_set_get_space(dom));
+  return isl_map_intersect_domain(m, isl_set_copy(dom));
+}
+
+/* [hp_lo, hp_hi] -> { S<k>[v0, ..] : hp_lo <= v0 < hp_hi } */
+static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
+  int n = stmt_vars(g->pv, &g->stmts[k]);
+  hp_str s;
+  hp_str_init(&s);
+  char name[32];
+  hp_str_printf(&s, "[hp_lo, hp_hi] -> { %s[", stmt_name(k, name, sizeof name));
+  for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
+  hp_str_puts(&s, "] : hp_lo <= v0 < hp_hi }");
+  isl_set *c = s.oom ? NULL : isl_set_read_from_str(g->ctx, s.buf);
+  hp_str_free(&s);
+  if (!c) return NULL;
+  isl_set *d = isl_set_align_params(isl_set_copy(dom), isl_set_get_space(c));
+  c = isl_set_align_params(c, isl_set_get_space(d));
+  return isl_set_intersect(d, c);
+}
+
+/* The access of statement k as a function on its domain (S<k> space). */
+static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep isl_set *dom) {
+  const poly_stmt_spec *s = &g->stmts[k];
+  const poly_blk *b = &g->pv->blocks[s->block];
+  isl_map *m = isl_map_copy(b->acc[a].map);
+  if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout)
+    m = isl_map_project_out(m, isl_dim_in, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
+  char name[32];
+  m = isl_map_set_tuple_name(m, isl_dim_in, stmt_name(k, name, sizeof name));
+  m = isl_map_align_params(m, isl_set_get_space(dom));
+  m = isl_map_intersect_domain(m, isl_set_copy(dom));
+  return isl_pw_multi_aff_from_map(m);
+}
+
+/* The read domain of an access (where it reads a real element). */
+static __isl_give isl_set *read_domain(gen *g, int k, int a, __isl_keep isl_set *dom) {
+  isl_pw_multi_aff *p = stmt_access(g, k, a, dom);
+  return isl_pw_multi_aff_domain(p);
+}
+
+static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_keep isl_ast_build *build, void *user) {
+  gen *g = user;
+  if (g->st) return node;
+  isl_ast_expr *call = isl_ast_node_user_get_expr(node);
+  isl_ast_expr *fn = call ? isl_ast_expr_op_get_arg(call, 0) : NULL;
+  isl_id *id = fn ? isl_ast_expr_get_id(fn) : NULL;
+  const char *nm = id ? isl_id_get_name(id) : NULL;
+  int k = nm && nm[0] == 'S' ? atoi(nm + 1) : -1;
+  isl_id_free(id);
+  isl_ast_expr_free(fn);
+  isl_ast_expr_free(call);
+  if (k < 0 || k >= g->nstmts) {
+    gfail(g, "unknown statement");
+    return node;
+  }
+  const poly_stmt_spec *s = &g->stmts[k];
+  const poly_blk *b = &g->pv->blocks[s->block];
+  poly_ast *u = hp_arena_alloc(g->A, sizeof *u);
+  if (!u) {
+    g->st = hp_fail(g->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return node;
+  }
+  u->kind = PA_USER;
+  u->stmt = k;
+  isl_map *sched = isl_map_from_union_map(isl_ast_build_get_schedule(build));
+  isl_pw_multi_aff *it = isl_pw_multi_aff_from_map(isl_map_reverse(sched));
+  isl_set *dom = stmt_domain(g, k);
+  /* the statement's variables */
+  isl_ast_expr *vx = isl_ast_build_access_from_pw_multi_aff(build, isl_pw_multi_aff_copy(it));
+  if (!vx) gfail(g, "statement variables");
+  u->nvars = stmt_vars(g->pv, s);
+  for (int i = 0; i < u->nvars && !g->st; i++) u->vars[i] = expr_text(g, isl_ast_expr_op_get_arg(vx, i + 1));
+  isl_ast_expr_free(vx);
+  /* accesses: a body reads and writes; INIT writes nothing; FINAL writes */
+  u->naccess = b->pub.naccess;
+  for (int a = 0; a < b->pub.naccess && !g->st; a++) {
+    bool write = b->pub.access[a].write;
+    if ((s->role == POLY_STMT_INIT) || (s->role == POLY_STMT_FINAL && !write) ||
+        (s->role == POLY_STMT_BODY && write && b->pub.nvars > b->pub.nout)) {
+      u->access[a].rank = -1; /* not used by this statement */
+      continue;
+    }
+    isl_pw_multi_aff *acc = stmt_access(g, k, a, dom);
+    acc = isl_pw_multi_aff_pullback_pw_multi_aff(acc, isl_pw_multi_aff_copy(it));
+    isl_ast_expr *ax = isl_ast_build_access_from_pw_multi_aff(build, acc);
+    if (!ax) {
+      gfail(g, "access");
+      break;
+    }
+    isl_size n = isl_ast_expr_op_get_n_arg(ax);
+    u->access[a].rank = n - 1;
+    for (int i = 1; i < n && !g->st; i++) u->access[a].index[i - 1] = expr_text(g, isl_ast_expr_op_get_arg(ax, i));
+    isl_ast_expr_free(ax);
+    const poly_acc *pa = &b->acc[a];
+    if (pa->nfill > 0) {
+      for (int q = 1; q < pa->nfill; q++)
+        if (pa->fill[q].value != pa->fill[0].value && !g->st)
+          g->st = hp_fail(g->e, HP_E_UNSUPPORTED, b->pub.name, "an access reads two different pad values");
+      isl_set *rd = isl_set_preimage_pw_multi_aff(read_domain(g, k, a, dom), isl_pw_multi_aff_copy(it));
+      u->access[a].guard = expr_text(g, isl_ast_build_expr_from_set(build, rd));
+      u->access[a].fill = pa->fill[0].value;
+    }
+  }
+  isl_set_free(dom);
+  isl_pw_multi_aff_free(it);
+  return isl_ast_node_set_annotation(node, isl_id_alloc(g->ctx, "harp", u));
+}
+
+/* ---- isl_ast_node -> poly_ast --------------------------------------------- */
+static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
+  if (g->st || !n) return NULL;
+  poly_ast *a = NULL;
+  switch (isl_ast_node_get_type(n)) {
+  case isl_ast_node_for: {
+    a = hp_arena_alloc(g->A, sizeof *a);
+    if (!a) break;
+    a->kind = PA_FOR;
+    a->depth = depth;
+    a->iter = expr_text(g, isl_ast_node_for_get_iterator(n));
+    a->init = expr_text(g, isl_ast_node_for_get_init(n));
+    a->cond = expr_text(g, isl_ast_node_for_get_cond(n));
+    a->inc = expr_text(g, isl_ast_node_for_get_inc(n));
+    isl_ast_node *body = isl_ast_node_for_get_body(n);
+    a->body = convert(g, body, depth + 1);
+    isl_ast_node_free(body);
+    break;
+  }
+  case isl_ast_node_if: {
+    a = hp_arena_alloc(g->A, sizeof *a);
+    if (!a) break;
+    a->kind = PA_IF;
+    a->depth = depth;
+    a->cond = expr_text(g, isl_ast_node_if_get_cond(n));
+    isl_ast_node *t = isl_ast_node_if_get_then_node(n);
+    a->then_ = convert(g, t, depth);
+    isl_ast_node_free(t);
+    if (isl_ast_node_if_has_else_node(n) == isl_bool_true) {
+      isl_ast_node *el = isl_ast_node_if_get_else_node(n);
+      a->else_ = convert(g, el, depth);
+      isl_ast_node_free(el);
+    }
+    break;
+  }
+  case isl_ast_node_block: {
+    isl_ast_node_list *l = isl_ast_node_block_get_children(n);
+    isl_size cnt = isl_ast_node_list_n_ast_node(l);
+    a = hp_arena_alloc(g->A, sizeof *a);
+    if (a) a->children = hp_arena_alloc(g->A, sizeof(poly_ast *) * (size_t)(cnt > 0 ? cnt : 1));
+    if (a && a->children) {
+      a->kind = PA_BLOCK;
+      a->depth = depth;
+      for (int i = 0; i < cnt && !g->st; i++) {
+        isl_ast_node *c = isl_ast_node_list_get_ast_node(l, i);
+        a->children[a->nchildren++] = convert(g, c, depth);
+        isl_ast_node_free(c);
+      }
+    }
+    isl_ast_node_list_free(l);
+    break;
+  }
+  case isl_ast_node_mark: {
+    isl_ast_node *c = isl_ast_node_mark_get_node(n);
+    a = convert(g, c, depth);
+    isl_ast_node_free(c);
+    return a;
+  }
+  case isl_ast_node_user: {
+    isl_id *id = isl_ast_node_get_annotation(n);
+    a = id ? isl_id_get_user(id) : NULL;
+    isl_id_free(id);
+    if (!a) gfail(g, "statement without annotation");
+    return a;
+  }
+  default: gfail(g, "unknown AST node"); return NULL;
+  }
+  if (!a && !g->st) g->st = hp_fail(g->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return a;
+}
+
+hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *stmts, int nstmts,
+                       const poly_ast_opts *opts, hp_arena *arena, poly_ast **out) {
+  poly_view *pv = (poly_view *)cpv; /* isl objects are shared (copied), never changed */
+  gen g = {e, pv, pv->ctx, stmts, nstmts, opts, arena, HP_OK};
+  *out = NULL;
+  if (nstmts < 1) return hp_fail(e, HP_E_INTERNAL, NULL, "no statements");
+  int len = 0;
+  for (int k = 0; k < nstmts; k++) {
+    if (stmts[k].block < 0 || stmts[k].block >= pv->nblocks) return hp_fail(e, HP_E_INTERNAL, NULL, "bad block");
+    int n = stmt_vars(pv, &stmts[k]);
+    if (opts->prefix > pv->blocks[stmts[k].block].pub.nout)
+      return hp_fail(e, HP_E_INTERNAL, pv->blocks[stmts[k].block].pub.name, "prefix %d exceeds the block's outputs",
+                     opts->prefix);
+    int l = n + 1;
+    if (l > len) len = l;
+  }
+  if (opts->chunk_outer && opts->prefix < 1) return hp_fail(e, HP_E_INTERNAL, NULL, "chunking needs a shared loop");
+  isl_union_map *sched = NULL;
+  isl_union_set *doms = NULL;
+  for (int k = 0; k < nstmts && !g.st; k++) {
+    isl_set *d = stmt_domain(&g, k);
+    if (d && opts->chunk_outer) {
+      isl_set *c = chunk_set(&g, k, d);
+      isl_set_free(d);
+      d = c;
+    }
+    isl_map *m = d ? stmt_schedule(&g, k, len, d) : NULL;
+    if (!m) {
+      isl_set_free(d);
+      gfail(&g, "schedule");
+      break;
+    }
+    sched = sched ? isl_union_map_union(sched, isl_union_map_from_map(m)) : isl_union_map_from_map(m);
+    doms = doms ? isl_union_set_union(doms, isl_union_set_from_set(d)) : isl_union_set_from_set(d);
+  }
+  isl_ast_node *tree = NULL;
+  if (!g.st) {
+    /* context: the parameters, all >= 0 (symbols), and hp_lo <= hp_hi */
+    isl_set *params = isl_union_set_params(isl_union_set_copy(doms));
+    isl_set *ctxset = isl_set_universe(isl_set_get_space(params));
+    isl_set_free(params);
+    if (opts->chunk_outer) {
+      isl_set *c = isl_set_read_from_str(g.ctx, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");
+      c = isl_set_align_params(c, isl_set_get_space(ctxset));
+      ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
+    }
+    isl_ast_build *build = isl_ast_build_from_context(ctxset);
+    build = isl_ast_build_set_at_each_domain(build, at_domain, &g);
+    tree = isl_ast_build_node_from_schedule_map(build, isl_union_map_copy(sched));
+    isl_ast_build_free(build);
+    if (!tree) gfail(&g, "node_from_schedule_map");
+  }
+  poly_ast *root = g.st ? NULL : convert(&g, tree, 0);
+  isl_ast_node_free(tree);
+  isl_union_map_free(sched);
+  isl_union_set_free(doms);
+  if (g.st) return g.st;
+  *out = root;
+  return HP_OK;
+}

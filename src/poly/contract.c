@@ -1,0 +1,184 @@
+/* contract.c — ContractionPattern detection (seed 000 §3.5).
+ * Needs: the IndexBook (composed accesses); poly_view's use counts.
+ * Gives: poly_detect_contraction.
+ *
+ * A REDUCE(SUM) over a MUL (optionally MUL -> CAST -> REDUCE) is a candidate
+ * when the MUL and that CAST feed nothing else and are no model output, and
+ * each MUL operand is a movement expression (a movement or CAST node, or a
+ * leaf): "二入力が Movement 以外を含まない".  The two operand accesses are
+ * composed into the REDUCE's variables (outputs i.., reduced r..) and
+ * followed through movement and CAST nodes to their base tensors; each axis
+ * of a base tensor is then classified:
+ *   VAR     one variable, coefficient 1, no offset;
+ *   CONST   no variable (a size-1 axis that was broadcast);
+ *   WINDOW  stride*o + dilation*k + offset with o an output and k a reduced
+ *           variable, unless it is a mixed-radix linearization
+ *           (stride == dilation*|k|): a sliding window;
+ *   AFFINE  any other quasi-affine form without floor division.
+ * It is a pattern when every axis classifies, the base is in the SCoP, both
+ * operands share a reduced variable, and some output variable is missing
+ * from one operand (reuse: otherwise it is a plain dot product per point).
+ * pattern = "conv" when some axis is a WINDOW, else "matmul" (batched when
+ * output variables are shared by both operands). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "poly/poly_int.h"
+#include "util/util.h"
+
+static bool is_output(const tiny_graph *g, int node) {
+  for (int k = 0; k < g->noutputs; k++)
+    if (g->outputs[k] == node) return true;
+  return false;
+}
+
+static bool movement_operand(const tiny_graph *g, int node) {
+  tiny_class c = tiny_op_class(g->nodes[node].op);
+  return c == TC_MOVE || c == TC_CAST || c == TC_LEAF;
+}
+
+static bool classify(const ib_env *env, int nout, const ib_aff *e, const ib_size *dim, const char *const *vn,
+                     poly_idx *o) {
+  memset(o, 0, sizeof *o);
+  hp_str s;
+  hp_str_init(&s);
+  ib_aff_print(&s, e, vn);
+  char *t = hp_str_take(&s);
+  snprintf(o->text, sizeof o->text, "%s", t ? t : "?");
+  free(t);
+  if (e->ndiv) return false; /* floor division: not a plain index */
+  int outs[IB_MAX_VARS], reds[IB_MAX_VARS], no = 0, nr = 0;
+  for (int j = 0; j < env->nvars; j++) {
+    if (!e->v[j]) continue;
+    if (j < nout) outs[no++] = j;
+    else reds[nr++] = j;
+  }
+  o->kind = POLY_IDX_AFFINE;
+  if (no + nr == 0) {
+    if (!e->nsym) o->kind = POLY_IDX_CONST, o->c = e->c;
+    return true;
+  }
+  if (no + nr == 1 && e->v[no ? outs[0] : reds[0]] == 1 && e->c == 0 && !e->nsym) {
+    o->kind = POLY_IDX_VAR;
+    o->var = no ? outs[0] : reds[0];
+    return true;
+  }
+  if (no != 1 || nr != 1) return true;
+  int ov = outs[0], kv = reds[0];
+  int64_t st = e->v[ov], dl = e->v[kv];
+  if (st <= 0 || dl <= 0) return true;
+  const ib_range *ro = &env->var[ov], *rk = &env->var[kv];
+  bool linear = (rk->has_hi && st == dl * (rk->hi + 1)) || (ro->has_hi && dl == st * (ro->hi + 1));
+  if (linear) return true;
+  o->kind = POLY_IDX_WINDOW;
+  o->out_var = ov, o->win_var = kv;
+  o->stride = st, o->dilation = dl, o->offset = e->c;
+  if (!e->nsym && ro->has_hi && rk->has_hi && dim->n >= 0) {
+    int64_t lo = e->c, hi = e->c + st * ro->hi + dl * rk->hi;
+    o->has_pad = true;
+    o->pad_lo = lo < 0 ? -lo : 0;
+    o->pad_hi = hi > dim->n - 1 ? hi - (dim->n - 1) : 0;
+  }
+  return true;
+}
+
+/* Follow an access through CAST nodes to the tensor the conversion reads. */
+static hp_status through_casts(poly_view *pv, ib_env *env, ib_access *a) {
+  while (!a->non_affine && pv->g->nodes[a->src].op == TINY_CAST) {
+    ib_access next;
+    if (ib_compose(pv->ib, env, a, &ib_get(pv->ib, a->src)->acc[0], &next)) return pv->e->code;
+    *a = next;
+  }
+  return HP_OK;
+}
+
+/* Classify one operand; false when it is no pattern operand. */
+static bool operand(poly_view *pv, const ib_env *env, int nout, const char *const *vn, const ib_access *a, int *rank,
+                    poly_idx *idx, bool *fill, double *fillv, bool used[IB_MAX_VARS]) {
+  if (a->non_affine || ib_get(pv->ib, a->src)->non_scop) return false;
+  const ib_piece *read = NULL;
+  *fill = false;
+  for (int i = 0; i < a->npieces; i++) {
+    if (a->pieces[i].fill) {
+      if (!*fill) *fillv = a->pieces[i].value;
+      *fill = true;
+    } else if (read) {
+      return false; /* several read pieces: not one affine access */
+    } else {
+      read = &a->pieces[i];
+    }
+  }
+  if (!read) return false;
+  const ib_info *base = ib_get(pv->ib, a->src);
+  *rank = read->nmap;
+  for (int d = 0; d < read->nmap; d++) {
+    if (!classify(env, nout, &read->map[d], &base->axes[d].size, vn, &idx[d])) return false;
+    for (int j = 0; j < env->nvars; j++) used[j] |= read->map[d].v[j] != 0;
+  }
+  return true;
+}
+
+hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, ib_access *lhs,
+                                  ib_access *rhs) {
+  const tiny_graph *g = pv->g;
+  const tiny_node *R = &g->nodes[r];
+  *found = false;
+  if (R->op != TINY_REDUCE || R->a.reduce.op != TINY_RSUM) return HP_OK;
+  int x = R->src[0].node, cast = -1;
+  if (g->nodes[x].op == TINY_CAST) {
+    cast = x;
+    if (pv->uses[cast] != 1 || is_output(g, cast)) return HP_OK;
+    x = g->nodes[x].src[0].node;
+  }
+  const tiny_node *M = &g->nodes[x];
+  if (M->op != TINY_MUL || pv->uses[x] != 1 || is_output(g, x)) return HP_OK;
+  for (int k = 0; k < 2; k++)
+    if (!movement_operand(g, M->src[k].node)) return HP_OK;
+  const ib_info *rf = ib_get(pv->ib, r);
+  ib_env env;
+  ib_env_for(pv->ib, r, pv->e, &env);
+  ib_access to_mul = rf->acc[0];
+  if (cast >= 0 && ib_compose(pv->ib, &env, &to_mul, &ib_get(pv->ib, cast)->acc[0], &to_mul)) return pv->e->code;
+  ib_access ops[2];
+  for (int k = 0; k < 2; k++) {
+    if (ib_compose(pv->ib, &env, &to_mul, &ib_get(pv->ib, x)->acc[k], &ops[k])) return pv->e->code;
+    if (through_casts(pv, &env, &ops[k])) return pv->e->code;
+  }
+  memset(con, 0, sizeof *con);
+  con->mul_node = x;
+  con->reduce_node = r;
+  con->nout = rf->rank;
+  con->nred = rf->nred;
+  const char *vn[IB_MAX_VARS];
+  ib_var_names(rf, vn);
+  bool ul[IB_MAX_VARS] = {0}, ur[IB_MAX_VARS] = {0};
+  if (!operand(pv, &env, rf->rank, vn, &ops[0], &con->lhs_rank, con->lhs_idx, &con->lhs_fill, &con->lhs_fill_value, ul) ||
+      !operand(pv, &env, rf->rank, vn, &ops[1], &con->rhs_rank, con->rhs_idx, &con->rhs_fill, &con->rhs_fill_value, ur))
+    return HP_OK;
+  bool shared_red = false, window = false;
+  for (int j = rf->rank; j < rf->nvars; j++) shared_red |= ul[j] && ur[j];
+  for (int j = 0; j < rf->rank; j++) {
+    if (ul[j] && ur[j]) con->batch[con->nbatch++] = j;
+    else if (ul[j]) con->m[con->nm++] = j;
+    else if (ur[j]) con->n[con->nn++] = j;
+  }
+  if (!shared_red || con->nm + con->nn == 0) return HP_OK;
+  for (int d = 0; d < con->lhs_rank; d++) window |= con->lhs_idx[d].kind == POLY_IDX_WINDOW;
+  for (int d = 0; d < con->rhs_rank; d++) window |= con->rhs_idx[d].kind == POLY_IDX_WINDOW;
+  con->pattern = window ? POLY_PAT_CONV : POLY_PAT_MATMUL;
+  con->lhs = ops[0].src;
+  con->rhs = ops[1].src;
+  for (int k = 0; k < 2; k++) { /* the MUL (and CAST) are inside the block: not "passed" */
+    int *v = hp_arena_alloc(pv->arena, sizeof *v * (size_t)(ops[k].nvia + 1)), nv = 0;
+    if (!v) return hp_fail(pv->e, HP_E_NO_MEMORY, R->id, "out of memory");
+    for (int i = 0; i < ops[k].nvia; i++)
+      if (ops[k].via[i] != x && ops[k].via[i] != cast) v[nv++] = ops[k].via[i];
+    ops[k].via = v;
+    ops[k].nvia = nv;
+  }
+  *lhs = ops[0];
+  *rhs = ops[1];
+  *found = true;
+  return HP_OK;
+}

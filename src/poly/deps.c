@@ -1,0 +1,73 @@
+/* deps.c — dependence edges between PolyBlocks (seed 000 §1.4 Edge).
+ * Needs: blocks with their access relations.  Gives: poly_build_edges.
+ *
+ * A Tiny graph is single-assignment: each tensor is written by one block, so
+ * between blocks there are only true (flow) dependences:
+ *   dep(p -> c) = { p[j] -> c[i] : write_p(j) = read_c(i) }
+ * computed as (read_c . write_p^-1)^-1 after aligning their parameters by
+ * name.  Inside a reduction every output element is written once per
+ * reduced point: a self edge carries { S[i] -> S[i'] : write(i) = write(i'),
+ * i <lex i' }, which is at once the true, anti and output dependence of the
+ * accumulator. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "poly/poly_int.h"
+#include "util/util.h"
+
+static hp_status add_edge(poly_view *pv, int from, int to, int tensor, __isl_take isl_map *dep) {
+  for (int k = 0; k < pv->nedges; k++) {
+    poly_edge_int *x = &pv->edges[k];
+    if (x->pub.from == from && x->pub.to == to && x->pub.tensor == tensor) {
+      x->dep = poly_simplify_map(isl_map_union(x->dep, dep));
+      return HP_OK;
+    }
+  }
+  if (pv->nedges == pv->capedges) {
+    int cap = pv->capedges ? 2 * pv->capedges : 16;
+    poly_edge_int *ne = hp_xrealloc(pv->edges, sizeof *ne * (size_t)cap);
+    if (!ne) {
+      isl_map_free(dep);
+      return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    }
+    pv->edges = ne;
+    pv->capedges = cap;
+  }
+  pv->edges[pv->nedges++] = (poly_edge_int){{from, to, tensor}, dep};
+  return HP_OK;
+}
+
+static __isl_give isl_map *flow(__isl_keep isl_map *read, __isl_keep isl_map *write) {
+  isl_map *r = isl_map_copy(read), *w = isl_map_copy(write);
+  r = isl_map_align_params(r, isl_map_get_space(w));
+  w = isl_map_align_params(w, isl_map_get_space(r));
+  return poly_simplify_map(isl_map_reverse(isl_map_apply_range(r, isl_map_reverse(w))));
+}
+
+static __isl_give isl_map *self_dep(__isl_keep isl_set *domain, __isl_keep isl_map *write) {
+  isl_map *same = isl_map_apply_range(isl_map_copy(write), isl_map_reverse(isl_map_copy(write)));
+  return poly_simplify_map(isl_map_intersect(same, isl_map_lex_lt(isl_set_get_space(domain))));
+}
+
+hp_status poly_build_edges(poly_view *pv) {
+  for (int c = 0; c < pv->nblocks; c++) {
+    poly_blk *b = &pv->blocks[c];
+    int nreads = b->pub.naccess - 1;
+    for (int k = 0; k < nreads; k++) {
+      int t = b->pub.access[k].tensor, p = pv->block_of[t];
+      if (p < 0 || pv->blocks[p].pub.node != t) continue; /* an input, a constant, or outside the SCoP */
+      poly_blk *pb = &pv->blocks[p];
+      isl_map *dep = flow(b->acc[k].map, pb->acc[pb->pub.naccess - 1].map);
+      if (!dep || add_edge(pv, p, c, t, dep)) break;
+    }
+    if (b->pub.kind == POLY_REDUCE || b->pub.kind == POLY_CONTRACTION) {
+      isl_map *dep = self_dep(b->domain, b->acc[b->pub.naccess - 1].map);
+      if (dep && add_edge(pv, c, c, b->pub.node, dep)) return pv->e->code;
+    }
+    if (pv->e->code) return pv->e->code;
+    if (poly_isl_check(pv, pv->g->nodes[b->pub.node].id, "computing dependences")) return pv->e->code;
+  }
+  for (int k = 0; k < pv->nedges; k++)
+    if (!pv->edges[k].dep) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "isl ran out of memory");
+  return HP_OK;
+}

@@ -1,0 +1,111 @@
+/* poly_int.h — Poly-View internals: the isl objects behind harp/poly.h.
+ * Only src/poly/ includes isl.  Ownership follows isl: a struct field marked
+ * "owned" is freed by poly_free; functions say __isl_give / __isl_take /
+ * __isl_keep on every isl argument and result. */
+#ifndef HARP_POLY_INT_H
+#define HARP_POLY_INT_H
+
+#include <isl/aff.h>
+#include <isl/constraint.h>
+#include <isl/id.h>
+#include <isl/options.h>
+#include <isl/ctx.h>
+#include <isl/local_space.h>
+#include <isl/map.h>
+#include <isl/set.h>
+#include <isl/space.h>
+#include <isl/union_map.h>
+#include <isl/union_set.h>
+
+#include "harp/poly.h"
+#include "index/indexbook.h"
+
+#define POLY_MAX_FILLS 8   /* distinct pad values one read can meet */
+#define POLY_MAX_PARAMS 64 /* distinct unbound symbols in one block */
+
+typedef struct poly_fill {
+  double value;
+  isl_set *set; /* owned: the domain points that read this pad value */
+} poly_fill;
+
+typedef struct poly_acc {
+  ib_access ib;  /* block variables -> tensor, as the IndexBook composed it */
+  isl_map *map;  /* owned: block domain -> tensor (the read pieces / the write) */
+  int nfill;
+  poly_fill fill[POLY_MAX_FILLS];
+} poly_acc;
+
+typedef struct poly_blk {
+  poly_block_info pub;
+  int var_node;    /* node whose IndexBook variables the block uses */
+  isl_set *domain; /* owned */
+  poly_acc acc[POLY_MAX_ACC];
+  poly_contraction con;
+  int nparams;
+  const char *params[POLY_MAX_PARAMS]; /* unbound symbols used, sorted */
+} poly_blk;
+
+typedef struct poly_edge_int {
+  poly_edge_info pub;
+  isl_map *dep; /* owned: from-block instances -> to-block instances */
+} poly_edge_int;
+
+struct poly_view {
+  isl_ctx *ctx; /* owned: one per view */
+  struct hp_arena *arena;
+  const tiny_graph *g;
+  const ib_book *ib;
+  hp_error *e; /* during poly_build only */
+  int max_pieces;
+  int nblocks, capblocks;
+  poly_blk *blocks;
+  int *block_of; /* per node: block index or -1 */
+  int *uses;     /* per node: how many sources name it */
+  int nedges, capedges;
+  poly_edge_int *edges;
+  int nnon_scop;
+  int *non_scop;
+};
+
+/* ---- convert.c: IndexBook -> isl ---------------------------------------- */
+/* The set space of block b (its params, tuple and variable names). */
+__isl_give isl_space *poly_block_space(poly_view *pv, const poly_blk *b);
+/* The set space of a tensor (node), with b's params. */
+__isl_give isl_space *poly_tensor_space(poly_view *pv, const poly_blk *b, int node);
+__isl_give isl_aff *poly_aff(poly_view *pv, __isl_keep isl_local_space *ls, const ib_aff *a);
+/* The set of points of space where every constraint holds. */
+__isl_give isl_set *poly_cons_set(poly_view *pv, __isl_keep isl_space *space, const ib_cons *c, int n);
+/* Read relation (read pieces) and fill sets of an access, simplified. */
+hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
+/* coalesce, gist against the parameter context (params >= 0), remove
+ * redundancies: seed 000 §3.3. */
+__isl_give isl_map *poly_simplify_map(__isl_take isl_map *m);
+__isl_give isl_set *poly_simplify_set(__isl_take isl_set *s);
+/* Unbound symbols of an expression, added to b->params (sorted, unique). */
+hp_status poly_collect_params(poly_view *pv, poly_blk *b, const ib_aff *a);
+/* Turn a pending isl error into an hp_error. */
+hp_status poly_isl_check(poly_view *pv, const char *node, const char *what);
+
+/* ---- contract.c: §3.5 --------------------------------------------------- */
+/* If REDUCE node r with its MUL is a contraction pattern, set *found, fill
+ * con and the operand accesses (in r's iteration variables). */
+hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, ib_access *lhs,
+                                  ib_access *rhs);
+
+/* ---- deps.c ------------------------------------------------------------- */
+hp_status poly_build_edges(poly_view *pv);
+
+/* ---- union.c: whole-program views for Poly Core ------------------------- */
+__isl_keep isl_set *poly_block_domain(const poly_view *pv, int block);
+__isl_keep isl_map *poly_block_access(const poly_view *pv, int block, int access);
+__isl_give isl_union_set *poly_union_domains(const poly_view *pv);
+__isl_give isl_union_map *poly_union_reads(const poly_view *pv);  /* every read piece, block -> tensor */
+__isl_give isl_union_map *poly_union_writes(const poly_view *pv); /* block -> its output tensor */
+__isl_give isl_union_map *poly_union_deps(const poly_view *pv);   /* every edge, from -> to */
+/* A read as a function (the read pieces; fill pieces are outside its domain). */
+__isl_give isl_pw_multi_aff *poly_access_pma(const poly_view *pv, int block, int access);
+
+/* ---- tests -------------------------------------------------------------- */
+__isl_keep isl_ctx *poly_isl_ctx(const poly_view *pv);
+
+#endif

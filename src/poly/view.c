@@ -1,0 +1,306 @@
+/* view.c — building the Poly-View: blocks, their domains and accesses.
+ * Needs: a prepared graph and its IndexBook.  Gives: poly_build, poly_free
+ * and the accessors of harp/poly.h.
+ *
+ * Steps: (1) find the contraction patterns, so that their MUL (and CAST)
+ * are absorbed; (2) one block per remaining non-movement node, plus one per
+ * movement node that is a model output; GATHER is listed as non-SCoP;
+ * (3) per block: parameters, domain, reads (the IndexBook's composed
+ * accesses), the write; (4) dependence edges (deps.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "poly/poly_int.h"
+#include "util/util.h"
+
+const char *poly_kind_name(poly_kind k) {
+  static const char *const names[] = {"ewise", "reduce", "movement_affine", "contraction_pattern"};
+  return (unsigned)k < 4 ? names[k] : "?";
+}
+
+const char *poly_pattern_name(poly_pattern p) { return p == POLY_PAT_CONV ? "conv" : "matmul"; }
+
+static bool is_output(const tiny_graph *g, int node) {
+  for (int k = 0; k < g->noutputs; k++)
+    if (g->outputs[k] == node) return true;
+  return false;
+}
+
+/* ---- naming ------------------------------------------------------------- */
+static bool name_taken(const poly_view *pv, const char *name, bool isl) {
+  for (int k = 0; k < pv->nblocks; k++)
+    if (strcmp(isl ? pv->blocks[k].pub.isl_name : pv->blocks[k].pub.name, name) == 0) return true;
+  return false;
+}
+
+/* The tag when no earlier block uses it, else the node id (made unique). */
+static hp_status name_block(poly_view *pv, poly_blk *b) {
+  const tiny_node *n = &pv->g->nodes[b->pub.node];
+  const char *name = n->tag && !name_taken(pv, n->tag, false) ? n->tag : n->id;
+  char buf[192], ibuf[192];
+  snprintf(buf, sizeof buf, "%s", name);
+  for (int k = 2; name_taken(pv, buf, false); k++) snprintf(buf, sizeof buf, "%.150s#%d", name, k);
+  hp_sanitize_name(buf, ibuf, sizeof ibuf);
+  char ib2[200];
+  snprintf(ib2, sizeof ib2, "%s", ibuf);
+  for (int k = 2; name_taken(pv, ib2, true); k++) snprintf(ib2, sizeof ib2, "%.150s_%d", ibuf, k);
+  b->pub.name = hp_arena_strdup(pv->arena, buf);
+  b->pub.isl_name = hp_arena_strdup(pv->arena, ib2);
+  if (!b->pub.name || !b->pub.isl_name) return hp_fail(pv->e, HP_E_NO_MEMORY, n->id, "out of memory");
+  return HP_OK;
+}
+
+static const char *tensor_name(const tiny_graph *g, int node) {
+  const tiny_node *n = &g->nodes[node];
+  return n->op == TINY_INPUT ? n->a.input.tensor_id : n->id;
+}
+
+/* ---- blocks ------------------------------------------------------------- */
+static poly_blk *new_block(poly_view *pv, poly_kind kind, int node, int var_node) {
+  if (pv->nblocks == pv->capblocks) {
+    int cap = pv->capblocks ? 2 * pv->capblocks : 16;
+    poly_blk *nb = hp_xrealloc(pv->blocks, sizeof *nb * (size_t)cap);
+    if (!nb) {
+      hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      return NULL;
+    }
+    pv->blocks = nb;
+    pv->capblocks = cap;
+    /* the public info points into the block: re-point after moving */
+    for (int i = 0; i < pv->nblocks; i++)
+      if (pv->blocks[i].pub.con) pv->blocks[i].pub.con = &pv->blocks[i].con;
+  }
+  poly_blk *b = &pv->blocks[pv->nblocks];
+  memset(b, 0, sizeof *b);
+  b->pub.kind = kind;
+  b->pub.node = node;
+  b->var_node = var_node;
+  const ib_info *f = ib_get(pv->ib, var_node);
+  b->pub.nvars = f->nvars;
+  b->pub.nout = f->rank;
+  ib_var_names(f, b->pub.var_names);
+  if (name_block(pv, b)) return NULL;
+  pv->block_of[node] = pv->nblocks++;
+  return b;
+}
+
+static void add_node(poly_view *pv, poly_blk *b, int node) {
+  if (b->pub.nnodes < POLY_MAX_NODES) b->pub.nodes[b->pub.nnodes++] = node;
+  pv->block_of[node] = (int)(b - pv->blocks);
+}
+
+static hp_status add_read(poly_view *pv, poly_blk *b, const ib_access *a) {
+  if (b->pub.naccess >= POLY_MAX_ACC) return hp_fail(pv->e, HP_E_INTERNAL, b->pub.name, "too many accesses");
+  poly_acc *acc = &b->acc[b->pub.naccess];
+  poly_access_info *pub = &b->pub.access[b->pub.naccess++];
+  acc->ib = *a;
+  pub->tensor = a->src;
+  pub->name = tensor_name(pv->g, a->src);
+  pub->nvia = a->nvia;
+  pub->via = a->via;
+  return HP_OK;
+}
+
+/* The write: the first nout variables index the output tensor. */
+static hp_status add_write(poly_view *pv, poly_blk *b) {
+  ib_piece *p = hp_arena_alloc(pv->arena, sizeof *p);
+  ib_aff *m = hp_arena_alloc(pv->arena, sizeof *m * (size_t)(b->pub.nout + 1));
+  if (!p || !m) return hp_fail(pv->e, HP_E_NO_MEMORY, b->pub.name, "out of memory");
+  for (int j = 0; j < b->pub.nout; j++) ib_aff_var(&m[j], j);
+  *p = (ib_piece){.nmap = b->pub.nout, .map = m};
+  ib_access a = {.src = b->pub.node, .nvars = b->pub.nvars, .npieces = 1, .pieces = p};
+  if (add_read(pv, b, &a)) return pv->e->code;
+  b->pub.access[b->pub.naccess - 1].write = true;
+  return HP_OK;
+}
+
+static hp_status collect_access_params(poly_view *pv, poly_blk *b, const ib_access *a) {
+  for (int i = 0; i < a->npieces; i++) {
+    const ib_piece *p = &a->pieces[i];
+    for (int k = 0; k < p->ncons; k++)
+      if (poly_collect_params(pv, b, &p->cons[k].e)) return pv->e->code;
+    for (int k = 0; !p->fill && k < p->nmap; k++)
+      if (poly_collect_params(pv, b, &p->map[k])) return pv->e->code;
+  }
+  return HP_OK;
+}
+
+/* Parameters, domain and isl relations of a block whose reads are set. */
+static hp_status finish_block(poly_view *pv, poly_blk *b) {
+  const ib_info *f = ib_get(pv->ib, b->var_node);
+  const char *who = pv->g->nodes[b->pub.node].id;
+  if (add_write(pv, b)) return pv->e->code;
+  for (int i = 0; i < f->ncons; i++)
+    if (poly_collect_params(pv, b, &f->cons[i].e)) return pv->e->code;
+  for (int k = 0; k < b->pub.naccess; k++)
+    if (collect_access_params(pv, b, &b->acc[k].ib)) return pv->e->code;
+  isl_space *sp = poly_block_space(pv, b);
+  b->domain = poly_simplify_set(poly_cons_set(pv, sp, f->cons, f->ncons));
+  isl_space_free(sp);
+  if (!b->domain || poly_isl_check(pv, who, "building a domain")) {
+    if (pv->e->code == HP_OK) hp_fail(pv->e, HP_E_NO_MEMORY, who, "isl ran out of memory");
+    return pv->e->code;
+  }
+  for (int k = 0; k < b->pub.naccess; k++) {
+    poly_acc *a = &b->acc[k];
+    if (poly_make_access(pv, b, a, b->pub.access[k].tensor)) return pv->e->code;
+    b->pub.access[k].npieces = isl_map_n_basic_map(a->map);
+    for (int q = 0; q < a->nfill; q++) b->pub.access[k].nfill += isl_set_n_basic_set(a->fill[q].set);
+  }
+  return HP_OK;
+}
+
+static hp_status contraction_block(poly_view *pv, int r, const poly_contraction *con, const ib_access *lhs,
+                                   const ib_access *rhs) {
+  poly_blk *b = new_block(pv, POLY_CONTRACTION, r, r);
+  if (!b) return pv->e->code;
+  b->con = *con;
+  b->pub.con = &b->con;
+  add_node(pv, b, con->mul_node);
+  int cast = pv->g->nodes[r].src[0].node;
+  if (cast != con->mul_node) add_node(pv, b, cast);
+  add_node(pv, b, r);
+  if (add_read(pv, b, lhs) || add_read(pv, b, rhs)) return pv->e->code;
+  return finish_block(pv, b);
+}
+
+static hp_status node_block(poly_view *pv, int i) {
+  const tiny_node *n = &pv->g->nodes[i];
+  tiny_class cls = tiny_op_class(n->op);
+  poly_kind kind;
+  if (cls == TC_LEAF) return HP_OK;
+  if (cls == TC_GATHER) { /* data-dependent: outside the SCoP, a region boundary */
+    pv->non_scop[pv->nnon_scop++] = i;
+    return HP_OK;
+  }
+  if (cls == TC_MOVE) {
+    if (!is_output(pv->g, i)) return HP_OK; /* a view: absorbed by its readers */
+    kind = POLY_MOVEMENT_AFFINE;
+  } else {
+    kind = cls == TC_REDUCE ? POLY_REDUCE : POLY_EWISE;
+  }
+  poly_blk *b = new_block(pv, kind, i, i);
+  if (!b) return pv->e->code;
+  add_node(pv, b, i);
+  const ib_info *f = ib_get(pv->ib, i);
+  for (int k = 0; k < f->nin; k++)
+    if (add_read(pv, b, &f->acc[k])) return pv->e->code;
+  return finish_block(pv, b);
+}
+
+static hp_status build(poly_view *pv, const poly_options *opt) {
+  const tiny_graph *g = pv->g;
+  for (int i = 0; i < g->n; i++) pv->block_of[i] = -1;
+  /* (1) patterns: absorbed MUL / CAST are skipped below */
+  char *absorbed = hp_xcalloc((size_t)g->n + 1, 1);
+  poly_contraction *cons = hp_xcalloc((size_t)g->n + 1, sizeof *cons);
+  ib_access *ops = hp_xcalloc(2 * (size_t)g->n + 2, sizeof *ops);
+  char *found = hp_xcalloc((size_t)g->n + 1, 1);
+  hp_status s = HP_OK;
+  if (!absorbed || !cons || !ops || !found) s = hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; !s && i < g->n; i++) {
+    if (ib_get(pv->ib, i)->non_scop && opt && opt->require_scop)
+      s = hp_fail(pv->e, HP_E_NON_SCOP, g->nodes[i].id, "%s", ib_get(pv->ib, i)->non_scop);
+    bool f = false;
+    if (!s && g->nodes[i].op == TINY_REDUCE) s = poly_detect_contraction(pv, i, &f, &cons[i], &ops[2 * i], &ops[2 * i + 1]);
+    if (s || !f) continue;
+    found[i] = 1;
+    absorbed[cons[i].mul_node] = 1;
+    absorbed[g->nodes[i].src[0].node] = 1;
+  }
+  /* (2)-(3) blocks in graph order (a contraction sits where its REDUCE is) */
+  for (int i = 0; !s && i < g->n; i++) {
+    if (found[i]) s = contraction_block(pv, i, &cons[i], &ops[2 * i], &ops[2 * i + 1]);
+    else if (!absorbed[i]) s = node_block(pv, i);
+  }
+  free(absorbed);
+  free(cons);
+  free(ops);
+  free(found);
+  if (s) return s;
+  return poly_build_edges(pv);
+}
+
+hp_status poly_build(hp_error *e, const tiny_graph *g, const ib_book *ib, const poly_options *opt, poly_view **out) {
+  *out = NULL;
+  if (ib->g != g || ib->n != g->n) return hp_fail(e, HP_E_INTERNAL, NULL, "the IndexBook belongs to another graph");
+  poly_view *pv = hp_xcalloc(1, sizeof *pv);
+  if (!pv) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  pv->g = g;
+  pv->ib = ib;
+  pv->e = e;
+  pv->max_pieces = opt && opt->max_pieces > 0 ? opt->max_pieces : TINY_DEFAULT_MAX_PIECES;
+  pv->arena = hp_arena_new();
+  pv->block_of = hp_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
+  pv->non_scop = hp_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
+  pv->uses = hp_xcalloc((size_t)g->n + 1, sizeof *pv->uses);
+  pv->ctx = isl_ctx_alloc();
+  if (!pv->arena || !pv->block_of || !pv->non_scop || !pv->uses || !pv->ctx) {
+    poly_free(pv);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  isl_options_set_on_error(pv->ctx, ISL_ON_ERROR_CONTINUE); /* errors come back as values */
+  for (int i = 0; i < g->n; i++)
+    for (int k = 0; k < g->nodes[i].nsrc; k++)
+      if (g->nodes[i].src[k].node >= 0) pv->uses[g->nodes[i].src[k].node]++;
+  if (build(pv, opt)) {
+    poly_free(pv);
+    return e->code;
+  }
+  pv->e = NULL;
+  *out = pv;
+  return HP_OK;
+}
+
+void poly_free(poly_view *pv) {
+  if (!pv) return;
+  for (int k = 0; k < pv->nblocks; k++) {
+    poly_blk *b = &pv->blocks[k];
+    isl_set_free(b->domain);
+    for (int a = 0; a < POLY_MAX_ACC; a++) {
+      isl_map_free(b->acc[a].map);
+      for (int q = 0; q < b->acc[a].nfill; q++) isl_set_free(b->acc[a].fill[q].set);
+    }
+  }
+  for (int k = 0; k < pv->nedges; k++) isl_map_free(pv->edges[k].dep);
+  free(pv->blocks);
+  free(pv->edges);
+  free(pv->block_of);
+  free(pv->non_scop);
+  free(pv->uses);
+  hp_arena_free(pv->arena);
+  if (pv->ctx) isl_ctx_free(pv->ctx);
+  free(pv);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+int poly_nblocks(const poly_view *pv) { return pv->nblocks; }
+const poly_block_info *poly_block(const poly_view *pv, int k) { return &pv->blocks[k].pub; }
+int poly_block_of(const poly_view *pv, int node) { return node >= 0 && node < pv->g->n ? pv->block_of[node] : -1; }
+int poly_nedges(const poly_view *pv) { return pv->nedges; }
+const poly_edge_info *poly_edge(const poly_view *pv, int k) { return &pv->edges[k].pub; }
+int poly_nnon_scop(const poly_view *pv) { return pv->nnon_scop; }
+int poly_non_scop(const poly_view *pv, int k) { return pv->non_scop[k]; }
+
+static char *dup_isl(char *s) {
+  if (!s) return NULL;
+  char *r = strdup(s);
+  free(s);
+  return r;
+}
+
+char *poly_domain_str(const poly_view *pv, int block) { return dup_isl(isl_set_to_str(pv->blocks[block].domain)); }
+
+char *poly_access_str(const poly_view *pv, int block, int access) {
+  return dup_isl(isl_map_to_str(pv->blocks[block].acc[access].map));
+}
+
+char *poly_access_fill_str(const poly_view *pv, int block, int access, int k, double *value) {
+  const poly_acc *a = &pv->blocks[block].acc[access];
+  if (k < 0 || k >= a->nfill) return NULL;
+  *value = a->fill[k].value;
+  return dup_isl(isl_set_to_str(a->fill[k].set));
+}
+
+char *poly_edge_str(const poly_view *pv, int edge) { return dup_isl(isl_map_to_str(pv->edges[edge].dep)); }

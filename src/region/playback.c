@@ -1,0 +1,121 @@
+/* playback.c — run a Function region by region on the reference
+ * interpreter, with every intermediate stored in (and read back from) its
+ * arena slot.  This proves a partition and an arena layout preserve the
+ * graph's meaning: for fp32 models the result equals whole-graph
+ * interpretation bit for bit.
+ * Needs: fn_build.  Gives: fn_playback. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp/function.h"
+#include "harp/interp.h"
+#include "util/util.h"
+
+/* A Tiny graph computing one region: INPUTs for its in_values, then its
+ * nodes, with out_values as outputs. */
+static hp_status region_graph(hp_error *e, const tiny_graph *g, const rg_region *R, tiny_graph **out) {
+  tiny_graph *s = tiny_graph_new();
+  int *map = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
+  if (!s || !map) {
+    tiny_graph_free(s);
+    free(map);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  for (int k = 0; k < R->nin; k++) {
+    const tiny_node *n = &g->nodes[R->in_values[k]];
+    tiny_shape shape = n->shape; /* bound sizes; symbol names kept for REDUCE axes by name */
+    for (int d = 0; d < shape.rank; d++)
+      if (shape.d[d].sym) shape.d[d].n = -1;
+    map[R->in_values[k]] = tiny_b_input(s, n->id, n->dtype, &shape);
+  }
+  for (int k = 0; k < R->nnodes; k++) {
+    const tiny_node *n = &g->nodes[R->nodes[k]];
+    tiny_src src[TINY_MAX_SRC];
+    for (int i = 0; i < n->nsrc; i++) src[i] = (tiny_src){map[n->src[i].node], 0};
+    map[R->nodes[k]] = tiny_add(s, n->id, n->op, src, n->nsrc, tiny_op_argkind(n->op) == TA_NONE ? NULL : &n->a);
+  }
+  for (int k = 0; k < R->nout; k++) tiny_mark_output(s, map[R->out_values[k]]);
+  free(map);
+  if (s->err.code) {
+    hp_status st = hp_fail(e, s->err.code, s->err.node, "region %s: %s", R->name, s->err.msg);
+    tiny_graph_free(s);
+    return st;
+  }
+  *out = s;
+  return HP_OK;
+}
+
+/* A tensor header over existing storage (not owned). */
+static hp_tensor view_of(const tiny_node *n, void *data, size_t nbytes) {
+  hp_tensor t = {0};
+  t.dtype = n->dtype;
+  t.rank = n->shape.rank;
+  for (int d = 0; d < t.rank; d++) t.shape[d] = n->shape.d[d].n;
+  t.data = data;
+  t.nbytes = nbytes;
+  return t;
+}
+
+hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms, const hp_tensor *inputs,
+                      int ninputs, hp_tensor *outputs) {
+  const rg_partition *p = f->part;
+  const tiny_graph *g = p->g;
+  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
+  unsigned char *arena = hp_xcalloc(f->required_memory ? f->required_memory : 1, 1);
+  hp_tensor *storage = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *storage); /* where each buffer lives */
+  hp_status st = HP_OK;
+  if (!arena || !storage) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte arena", f->required_memory);
+    goto done;
+  }
+  for (int a = 0; a < f->nargs; a++) storage[f->args[a]] = inputs[a];
+  for (int b = 0; b < f->nbuffers; b++) {
+    const fn_buffer *B = &f->buffers[b];
+    if (B->kind == FN_TEMP) storage[b] = view_of(&g->nodes[B->node], arena + B->offset, B->size);
+  }
+  for (int r = 0; r < f->nkernels && !st; r++) {
+    const fn_kernel *K = &f->kernels[r];
+    const rg_region *R = &p->regions[K->region];
+    tiny_graph *s = NULL;
+    hp_tensor *in = hp_xcalloc((size_t)K->nreads + 1, sizeof *in), *res = hp_xcalloc((size_t)K->nwrites + 1, sizeof *res);
+    if (!in || !res) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!st) st = region_graph(e, g, R, &s);
+    if (!st) st = tiny_infer(e, s, syms, false);
+    for (int k = 0; k < K->nreads && !st; k++) in[k] = storage[K->reads[k]];
+    if (!st) st = tiny_interp(e, s, syms, in, K->nreads, res);
+    for (int k = 0; k < K->nwrites && !st; k++) {
+      const fn_buffer *B = &f->buffers[K->writes[k]];
+      if (res[k].nbytes != B->size) {
+        st = hp_fail(e, HP_E_INTERNAL, R->name, "region result has %zu bytes, its buffer %zu", res[k].nbytes, B->size);
+      } else if (B->kind == FN_TEMP) {
+        memcpy(arena + B->offset, res[k].data, B->size);
+      } else { /* a model output: hand the tensor over */
+        for (int o = 0; o < f->nret; o++)
+          if (f->ret[o] == B->id) {
+            storage[B->id] = res[k];
+            memset(&res[k], 0, sizeof res[k]);
+            break;
+          }
+      }
+    }
+    for (int k = 0; k < K->nwrites; k++) hp_tensor_free(&res[k]);
+    free(in);
+    free(res);
+    tiny_graph_free(s);
+  }
+  /* Hand the outputs over (g->outputs never repeats a node). */
+  for (int o = 0; o < f->nret && !st; o++) {
+    outputs[o] = storage[f->ret[o]];
+    memset(&storage[f->ret[o]], 0, sizeof storage[f->ret[o]]);
+  }
+done:
+  if (storage)
+    for (int b = 0; b < f->nbuffers; b++)
+      if (f->buffers[b].kind == FN_OUTPUT) hp_tensor_free(&storage[b]);
+  if (st)
+    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+  free(storage);
+  free(arena);
+  return st;
+}

@@ -1,0 +1,132 @@
+/* compile.c — compile generated C into a shared object, cached on disk by
+ * content hash.  Needs: a C compiler.  Gives: hp_cc_build.
+ *
+ * The compiler runs with fork + execvp (no shell: nothing from a model ever
+ * reaches a command line; the only arguments are the cache paths harp makes
+ * and the configured flags, split on spaces). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compile.h"
+#include "util/util.h"
+
+#define MAX_ARGS 64
+
+char *hp_cc_cache_dir(const hp_cc_opts *o) {
+  const char *d = o && o->cache_dir ? o->cache_dir : getenv("HARP_CACHE_DIR");
+  char buf[4096];
+  if (d && *d) snprintf(buf, sizeof buf, "%s", d);
+  else if ((d = getenv("XDG_CACHE_HOME")) && *d) snprintf(buf, sizeof buf, "%s/harp", d);
+  else if ((d = getenv("HOME")) && *d) snprintf(buf, sizeof buf, "%s/.cache/harp", d);
+  else snprintf(buf, sizeof buf, "/tmp/harp-cache-%ld", (long)getuid());
+  char *r = hp_xmalloc(strlen(buf) + 1);
+  if (r) strcpy(r, buf);
+  return r;
+}
+
+/* Run argv, stderr captured into `log` (a file path); returns exit status. */
+static int run_argv(char *const *argv, const char *log) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 2);
+      dup2(fd, 1);
+      close(fd);
+    }
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **path, bool *hit) {
+  *path = NULL;
+  *hit = false;
+  const char *cc = o && o->cc ? o->cc : getenv("CC");
+  if (!cc || !*cc) cc = "cc";
+  const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
+  if (!flags) flags = "-O3";
+  char *dir = hp_cc_cache_dir(o);
+  if (!dir) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_status st = hp_mkdirs(e, dir);
+  if (st) {
+    free(dir);
+    return st;
+  }
+  uint64_t h = hp_hash64(src, strlen(src), 0x6861727031ull);
+  h = hp_hash64(cc, strlen(cc), h);
+  h = hp_hash64(flags, strlen(flags), h);
+  size_t pl = strlen(dir) + 64;
+  char *so = hp_xmalloc(pl), *c_tmp = hp_xmalloc(pl), *so_tmp = hp_xmalloc(pl), *log = hp_xmalloc(pl);
+  char *fl = hp_xmalloc(strlen(flags) + 1);
+  if (!so || !c_tmp || !so_tmp || !log || !fl) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  snprintf(so, pl, "%s/%016llx.so", dir, (unsigned long long)h);
+  struct stat sb;
+  if (stat(so, &sb) == 0 && sb.st_size > 0) { /* cache hit: no compiler */
+    *hit = true;
+    *path = so;
+    so = NULL;
+    goto done;
+  }
+  long pid = (long)getpid();
+  snprintf(c_tmp, pl, "%s/%016llx.%ld.c", dir, (unsigned long long)h, pid);
+  snprintf(so_tmp, pl, "%s/%016llx.%ld.so.tmp", dir, (unsigned long long)h, pid);
+  snprintf(log, pl, "%s/%016llx.%ld.log", dir, (unsigned long long)h, pid);
+  if ((st = hp_write_file_atomic(e, c_tmp, src, strlen(src)))) goto done;
+  char *argv[MAX_ARGS];
+  int n = 0;
+  argv[n++] = (char *)cc;
+  strcpy(fl, flags);
+  for (char *t = strtok(fl, " \t"); t && n < MAX_ARGS - 10; t = strtok(NULL, " \t")) argv[n++] = t;
+  argv[n++] = "-fPIC";
+  argv[n++] = "-shared";
+  argv[n++] = "-o";
+  argv[n++] = so_tmp;
+  argv[n++] = c_tmp;
+  argv[n++] = "-lm";
+  argv[n++] = "-lpthread";
+  argv[n] = NULL;
+  int rc = run_argv(argv, log);
+  if (rc != 0) {
+    char *msg = NULL;
+    size_t len;
+    hp_error le = {0};
+    hp_read_file(&le, log, 1 << 16, &msg, &len);
+    st = hp_fail(e, rc == 127 ? HP_E_IO : HP_E_INTERNAL, NULL, "the C compiler (%s) failed with status %d on %s: %.600s", cc, rc,
+                 c_tmp, msg ? msg : "");
+    free(msg);
+    unlink(so_tmp);
+    goto done; /* keep the .c and .log for the bug report */
+  }
+  if (rename(so_tmp, so) != 0) {
+    st = hp_fail_at(e, HP_E_IO, so, 0, 0, "cannot install the compiled object: %s", strerror(errno));
+    unlink(so_tmp);
+    goto done;
+  }
+  unlink(c_tmp);
+  unlink(log);
+  *path = so;
+  so = NULL;
+done:
+  free(dir);
+  free(so);
+  free(c_tmp);
+  free(so_tmp);
+  free(log);
+  free(fl);
+  return st;
+}

@@ -1,0 +1,161 @@
+/* cpu.c — the CPU backend end to end: analysis, regions, the Function, C
+ * generation, compilation (cached) and loading; then runs.
+ * Needs: every layer.  Gives: harp/cpu.h. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/c/emit_model.h"
+#include "compile.h"
+#include "harp/cpu.h"
+#include "harp/function.h"
+#include "harp/poly.h"
+#include "index/indexbook.h"
+#include "util/util.h"
+
+typedef void *(*init_fn)(const void *, size_t);
+typedef int (*run_fn)(void *, const void *const *, void *const *);
+typedef void (*free_fn)(void *);
+
+struct hp_cpu_model {
+  const tiny_graph *g;
+  ib_book *ib;
+  poly_view *pv;
+  rg_partition *part;
+  hp_function *f;
+  hp_arena *arena;
+  char *source;
+  char *so_path;
+  bool cache_hit;
+  double compile_ms;
+  void *dl;
+  init_fn init;
+  run_fn run;
+  free_fn free_;
+};
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+void hp_cpu_free(hp_cpu_model *m) {
+  if (!m) return;
+  if (m->dl) dlclose(m->dl);
+  fn_free(m->f);
+  rg_partition_free(m->part);
+  poly_free(m->pv);
+  ib_free(m->ib);
+  hp_arena_free(m->arena);
+  free(m->source);
+  free(m->so_path);
+  free(m);
+}
+
+hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
+                         hp_cpu_model **out) {
+  *out = NULL;
+  double t0 = now_ms();
+  hp_cpu_model *m = hp_xcalloc(1, sizeof *m);
+  if (!m || !(m->arena = hp_arena_new())) {
+    free(m);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  m->g = g;
+  hp_str src;
+  hp_str_init(&src);
+  hp_status st = ib_build(e, g, syms, NULL, &m->ib);
+  if (!st) st = ib_validate(e, m->ib);
+  if (!st) st = poly_build(e, g, m->ib, NULL, &m->pv);
+  if (!st) st = rg_partition_blocks(e, g, m->pv, &m->part);
+  if (!st) st = rg_partition_check(e, m->part);
+  if (!st) st = fn_build(e, m->part, "main", &m->f);
+  if (!st) {
+    rc_ctx rc = {e, g, m->pv, m->f, syms, m->arena, 1 << 20};
+    st = cgen_emit_model(&rc, "model", &src);
+  }
+  if (!st) {
+    hp_cc_opts cc = {o ? o->cc : NULL, o ? o->cflags : NULL, o ? o->cache_dir : NULL};
+    st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
+  }
+  if (!st) {
+    m->dl = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
+    if (!m->dl) st = hp_fail_at(e, HP_E_IO, m->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
+  }
+  if (!st) {
+    m->init = (init_fn)dlsym(m->dl, "model_init");
+    m->run = (run_fn)dlsym(m->dl, "model_run");
+    m->free_ = (free_fn)dlsym(m->dl, "model_free");
+    if (!m->init || !m->run || !m->free_) st = hp_fail(e, HP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
+  }
+  if (!st && o && o->keep_source) m->source = hp_str_take(&src);
+  hp_str_free(&src);
+  if (st) {
+    hp_cpu_free(m);
+    return st;
+  }
+  m->compile_ms = now_ms() - t0;
+  *out = m;
+  return HP_OK;
+}
+
+hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+  const hp_function *f = m->f;
+  const tiny_graph *g = m->g;
+  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
+  const void **in = hp_xcalloc((size_t)ninputs + 1, sizeof *in);
+  void **outp = hp_xcalloc((size_t)f->nret + 1, sizeof *outp);
+  hp_tensor *params = hp_xcalloc((size_t)ninputs + 1, sizeof *params);
+  hp_constpool cp = {0};
+  void *inst = NULL;
+  hp_status st = HP_OK;
+  int nin = 0, nparams = 0;
+  if (!in || !outp || !params) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  for (int a = 0; a < f->nargs && !st; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    const tiny_node *n = &g->nodes[b->node];
+    const hp_tensor *t = &inputs[a];
+    bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
+    for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
+    if (!ok) st = hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
+    else if (b->kind == FN_PARAM) params[nparams++] = *t;
+    else in[nin++] = t->data;
+  }
+  if (!st) st = fn_constpool_from_tensors(e, f, params, nparams, &cp);
+  for (int k = 0; k < f->nret && !st; k++) {
+    const tiny_node *n = &g->nodes[g->outputs[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+    st = hp_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
+    if (!st) outp[k] = outputs[k].data;
+  }
+  if (!st && !(inst = m->init(cp.data, cp.size))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st) {
+    int rc = m->run(inst, in, outp);
+    if (rc >= 100 && rc - 100 < f->nkernels)
+      st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
+                   f->kernels[rc - 100].name);
+    else if (rc)
+      st = hp_fail(e, HP_E_INTERNAL, NULL, "model_run returned %d", rc);
+  }
+  if (inst) m->free_(inst);
+done:
+  if (st)
+    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+  fn_constpool_free(&cp);
+  free(in);
+  free(outp);
+  free(params);
+  return st;
+}
+
+const char *hp_cpu_source(const hp_cpu_model *m) { return m->source; }
+bool hp_cpu_cache_hit(const hp_cpu_model *m) { return m->cache_hit; }
+double hp_cpu_compile_ms(const hp_cpu_model *m) { return m->compile_ms; }
+const struct hp_function *hp_cpu_function(const hp_cpu_model *m) { return m->f; }

@@ -1,0 +1,267 @@
+/* npy.c — host tensors and the NumPy .npy format (versions 1.0 to 3.0).
+ * Needs: util.h.  Gives: harp/tensor.h. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp/tensor.h"
+#include "util.h"
+
+#define MAX_NPY_BYTES ((size_t)16 << 30)
+
+int64_t hp_tensor_numel(const hp_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+  return n;
+}
+
+hp_status hp_tensor_alloc(hp_error *e, hp_tensor *t, tiny_dtype dt, int rank, const int64_t *shape) {
+  memset(t, 0, sizeof *t);
+  if (rank < 0 || rank > TINY_MAX_RANK) return hp_fail(e, HP_E_LIMIT, NULL, "rank %d is out of range", rank);
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0 || !hp_mul_ok(n, shape[i], &n) || n > TINY_MAX_ELEMS)
+      return hp_fail(e, HP_E_LIMIT, NULL, "tensor too large");
+    t->shape[i] = shape[i];
+  }
+  t->dtype = dt;
+  t->rank = rank;
+  int64_t bytes;
+  if (!hp_mul_ok(n, tiny_dtype_size(dt), &bytes) || (uint64_t)bytes > MAX_NPY_BYTES)
+    return hp_fail(e, HP_E_LIMIT, NULL, "tensor of %" PRId64 " bytes is too large", bytes);
+  t->nbytes = (size_t)bytes;
+  t->data = hp_xcalloc(t->nbytes ? t->nbytes : 1, 1);
+  if (!t->data) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte tensor", t->nbytes);
+  return HP_OK;
+}
+
+void hp_tensor_free(hp_tensor *t) {
+  if (!t) return;
+  free(t->data);
+  memset(t, 0, sizeof *t);
+}
+
+float hp_tensor_get(const hp_tensor *t, int64_t i) {
+  switch (t->dtype) {
+  case TINY_FP16: return hp_f16_to_f32(((const uint16_t *)t->data)[i]);
+  case TINY_BF16: return hp_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  case TINY_FP32: return ((const float *)t->data)[i];
+  case TINY_I32: return (float)((const int32_t *)t->data)[i];
+  case TINY_BOOL: return ((const uint8_t *)t->data)[i] ? 1.0f : 0.0f;
+  default: return 0;
+  }
+}
+
+void hp_tensor_set(hp_tensor *t, int64_t i, float v) {
+  switch (t->dtype) {
+  case TINY_FP16: ((uint16_t *)t->data)[i] = hp_f32_to_f16(v); break;
+  case TINY_BF16: ((uint16_t *)t->data)[i] = hp_f32_to_bf16(v); break;
+  case TINY_FP32: ((float *)t->data)[i] = v; break;
+  case TINY_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
+  case TINY_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
+  default: break;
+  }
+}
+
+/* ---- header ------------------------------------------------------------- */
+static const char *descr_of(tiny_dtype t) {
+  switch (t) {
+  case TINY_FP16: return "<f2";
+  case TINY_BF16:
+  case TINY_FP32: return "<f4";
+  case TINY_I32: return "<i4";
+  case TINY_BOOL: return "|b1";
+  default: return "?";
+  }
+}
+
+/* Find 'key': in the header dict and return a pointer after the colon. */
+static const char *find_key(const char *h, const char *key) {
+  char pat[32];
+  snprintf(pat, sizeof pat, "'%s'", key);
+  const char *p = strstr(h, pat);
+  if (!p) {
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    p = strstr(h, pat);
+  }
+  if (!p) return NULL;
+  p += strlen(pat);
+  while (*p == ' ') p++;
+  if (*p != ':') return NULL;
+  p++;
+  while (*p == ' ') p++;
+  return p;
+}
+
+static hp_status bad(hp_error *e, const char *name, const char *what) {
+  return hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "not a valid .npy file: %s", what);
+}
+
+hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out) {
+  const unsigned char *b = buf;
+  memset(out, 0, sizeof *out);
+  if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return bad(e, name, "missing the \\x93NUMPY magic");
+  int major = b[6];
+  size_t hlen, hstart;
+  if (major == 1) {
+    hlen = (size_t)b[8] | ((size_t)b[9] << 8);
+    hstart = 10;
+  } else if (major == 2 || major == 3) {
+    if (len < 12) return bad(e, name, "truncated header");
+    hlen = (size_t)b[8] | ((size_t)b[9] << 8) | ((size_t)b[10] << 16) | ((size_t)b[11] << 24);
+    hstart = 12;
+  } else {
+    return bad(e, name, "unsupported format version");
+  }
+  if (hlen > 1 << 20 || hstart + hlen > len) return bad(e, name, "truncated header");
+  char *h = hp_xmalloc(hlen + 1);
+  if (!h) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  memcpy(h, b + hstart, hlen);
+  h[hlen] = 0;
+  if (strlen(h) != hlen) { /* NUL inside the header */
+    free(h);
+    return bad(e, name, "header contains a NUL byte");
+  }
+  hp_status st = HP_OK;
+  const char *d = find_key(h, "descr"), *f = find_key(h, "fortran_order"), *s = find_key(h, "shape");
+  char descr[16] = {0};
+  int64_t shape[TINY_MAX_RANK];
+  int rank = 0;
+  if (!d || !f || !s || (*d != '\'' && *d != '"')) {
+    st = bad(e, name, "header lacks descr, fortran_order or shape");
+    goto done;
+  }
+  {
+    char q = *d++;
+    int k = 0;
+    while (*d && *d != q && k < 15) descr[k++] = *d++;
+    if (*d != q) {
+      st = bad(e, name, "malformed descr");
+      goto done;
+    }
+  }
+  if (strncmp(f, "True", 4) == 0) {
+    st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
+    goto done;
+  }
+  if (strncmp(f, "False", 5) != 0) {
+    st = bad(e, name, "malformed fortran_order");
+    goto done;
+  }
+  if (*s != '(') {
+    st = bad(e, name, "malformed shape");
+    goto done;
+  }
+  for (s++;;) {
+    while (*s == ' ' || *s == ',') s++;
+    if (*s == ')') break;
+    if (!isdigit((unsigned char)*s) || rank >= TINY_MAX_RANK) {
+      st = bad(e, name, rank >= TINY_MAX_RANK ? "too many dimensions" : "malformed shape");
+      goto done;
+    }
+    int64_t v = 0;
+    while (isdigit((unsigned char)*s)) {
+      if (!hp_mul_ok(v, 10, &v) || !hp_add_ok(v, *s - '0', &v) || v > TINY_MAX_DIM) {
+        st = hp_fail_at(e, HP_E_LIMIT, name, 0, 0, "dimension too large");
+        goto done;
+      }
+      s++;
+    }
+    shape[rank++] = v;
+  }
+  tiny_dtype ft;
+  if (!strcmp(descr, "<f2")) ft = TINY_FP16;
+  else if (!strcmp(descr, "<f4")) ft = TINY_FP32;
+  else if (!strcmp(descr, "<i4")) ft = TINY_I32;
+  else if (!strcmp(descr, "|b1")) ft = TINY_BOOL;
+  else {
+    st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0,
+                    "dtype '%s' is not supported (use float16 '<f2', float32 '<f4', int32 '<i4' or bool '|b1')", descr);
+    goto done;
+  }
+  tiny_dtype target = ft;
+  if (want_dtype >= 0) {
+    target = (tiny_dtype)want_dtype;
+    bool ok = target == ft || (target == TINY_BF16 && ft == TINY_FP32);
+    if (!ok) {
+      st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "file holds %s ('%s') but the model expects %s%s",
+                      tiny_dtype_name(ft), descr, tiny_dtype_name(target),
+                      target == TINY_BF16 ? " (bf16 is read from float32 files)" : "; convert with .astype(...)");
+      goto done;
+    }
+  }
+  if ((st = hp_tensor_alloc(e, out, target, rank, shape))) goto done;
+  size_t need = (size_t)hp_tensor_numel(out) * (size_t)tiny_dtype_size(ft);
+  size_t off = hstart + hlen;
+  if (len - off < need) {
+    hp_tensor_free(out);
+    st = bad(e, name, "data shorter than the shape says");
+    goto done;
+  }
+  if (len - off > need) {
+    hp_tensor_free(out);
+    st = bad(e, name, "trailing bytes after the data");
+    goto done;
+  }
+  if (target == ft) {
+    memcpy(out->data, b + off, need);
+    if (ft == TINY_BOOL)
+      for (size_t i = 0; i < need; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
+  } else { /* fp32 file -> bf16 */
+    const unsigned char *p = b + off;
+    for (int64_t i = 0; i < hp_tensor_numel(out); i++) {
+      float v;
+      memcpy(&v, p + 4 * i, 4);
+      ((uint16_t *)out->data)[i] = hp_f32_to_bf16(v);
+    }
+  }
+done:
+  free(h);
+  return st;
+}
+
+hp_status hp_npy_read(hp_error *e, const char *path, int want_dtype, hp_tensor *out) {
+  char *buf;
+  size_t len;
+  memset(out, 0, sizeof *out);
+  if (hp_read_file(e, path, MAX_NPY_BYTES, &buf, &len)) return e->code;
+  hp_status s = hp_npy_parse(e, buf, len, path, want_dtype, out);
+  free(buf);
+  return s;
+}
+
+hp_status hp_npy_write(hp_error *e, const char *path, const hp_tensor *t) {
+  char header[512];
+  int k = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr_of(t->dtype));
+  for (int i = 0; i < t->rank; i++) k += snprintf(header + k, sizeof header - (size_t)k, "%" PRId64 "%s", t->shape[i], t->rank == 1 ? "," : (i + 1 < t->rank ? ", " : ""));
+  k += snprintf(header + k, sizeof header - (size_t)k, "), }");
+  /* pad with spaces so the data starts 64-byte aligned, end with '\n' */
+  size_t total = 10 + (size_t)k + 1;
+  size_t pad = (64 - total % 64) % 64;
+  size_t hlen = (size_t)k + pad + 1;
+  int64_t numel = hp_tensor_numel(t);
+  size_t data_bytes = (size_t)numel * (t->dtype == TINY_BF16 ? 4 : (size_t)tiny_dtype_size(t->dtype));
+  size_t size = 10 + hlen + data_bytes;
+  unsigned char *buf = hp_xmalloc(size);
+  if (!buf) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (unsigned char)(hlen & 0xff);
+  buf[9] = (unsigned char)(hlen >> 8);
+  memcpy(buf + 10, header, (size_t)k);
+  memset(buf + 10 + k, ' ', pad);
+  buf[10 + hlen - 1] = '\n';
+  unsigned char *p = buf + 10 + hlen;
+  if (t->dtype == TINY_BF16) {
+    for (int64_t i = 0; i < numel; i++) {
+      float v = hp_bf16_to_f32(((const uint16_t *)t->data)[i]);
+      memcpy(p + 4 * i, &v, 4);
+    }
+  } else if (data_bytes) {
+    memcpy(p, t->data, data_bytes);
+  }
+  hp_status s = hp_write_file_atomic(e, path, buf, size);
+  free(buf);
+  return s;
+}

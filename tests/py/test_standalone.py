@@ -1,0 +1,65 @@
+"""`harp compile --target cpu` writes a package that builds with a plain C
+compiler (make, no harp) and reproduces `harp run`'s outputs."""
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from harp_test import HARP, MODELS, SRC, Suite, close, run
+
+s = Suite("standalone")
+if not shutil.which("make") or not shutil.which(os.environ.get("CC", "cc")):
+    print("no make or C compiler: skip")
+    raise SystemExit(77)
+rng = np.random.default_rng(5)
+tmp = tempfile.mkdtemp(prefix="harp_standalone_")
+
+
+def package(name, model, params, inputs, syms=()):
+    d = os.path.join(tmp, name)
+    args = [HARP, "compile", model, "--target", "cpu", "-o", d]
+    for k, v in {**params, **inputs}.items():
+        path = os.path.join(tmp, f"{name}_{k}.npy")
+        np.save(path, v)
+        args += ["--param" if k in params else "--input", f"{k}={path}"]
+    for x in syms:
+        args += ["--sym", x]
+    p = subprocess.run(args, capture_output=True, text=True)
+    s.check(f"{name}: harp compile", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    s.check(f"{name}: no temporary left", not glob.glob(os.path.join(d, ".harp-tmp-*")))
+    p = subprocess.run(["make", "-s", "-C", d], capture_output=True, text=True)
+    s.check(f"{name}: make builds and runs", p.returncode == 0, p.stdout + p.stderr)
+    if p.returncode:
+        return
+    for exp in sorted(glob.glob(os.path.join(d, "expected", "*.npy"))):
+        out = os.path.join(d, "outputs", os.path.basename(exp))
+        got, want = np.load(out), np.load(exp)
+        s.check(f"{name}: {os.path.basename(exp)} == harp run", got.dtype == want.dtype and np.array_equal(got, want))
+    # and against the interpreter, through the CLI, on the same inputs
+    feeds = {k: np.load(os.path.join(d, "inputs", f"{k}.npy")) for k in inputs} if inputs else {}
+    for f in glob.glob(os.path.join(d, "inputs", "*.npy")):
+        feeds[os.path.basename(f)[:-4]] = np.load(f)
+    p, od = run(model, {**feeds, **params}, syms, backend="interp")
+    s.check(f"{name}: interp runs", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        for exp in sorted(glob.glob(os.path.join(d, "outputs", "*.npy"))):
+            s.check(f"{name}: {os.path.basename(exp)} vs interpreter",
+                    *close(np.load(exp), np.load(os.path.join(od, os.path.basename(exp))).astype(np.float64)))
+
+
+A = rng.standard_normal((20, 12)).astype(np.float16)
+B = rng.standard_normal((12, 9)).astype(np.float16)
+bias = rng.standard_normal(9).astype(np.float16)
+package("gemm_bias_relu", os.path.join(MODELS, "seed000_gemm_bias_relu.json"), {"B": B, "bias": bias}, {"A": A})
+X = rng.standard_normal((2, 4, 9, 9)).astype(np.float32).astype(np.float16)
+W = rng.standard_normal((6, 4, 3, 3)).astype(np.float16)
+cb = rng.standard_normal(6).astype(np.float16)
+package("conv", os.path.join(MODELS, "seed001_conv.json"), {"W": W, "bias": cb}, {"X": X},
+        ["pt=1", "pb=1", "pl=1", "pr=1", "Sh=2", "Sw=2", "Dh=1", "Dw=1", "G=1", "Rcout=6", "Oy=5", "Ox=5"])
+package("mlp", os.path.join(SRC, "examples", "mlp.harp"), {}, {})
+s.close()

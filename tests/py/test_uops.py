@@ -1,0 +1,106 @@
+"""Every uop through `harp run` against numpy, on random data with odd sizes,
+in fp32 and fp16 (computed in fp32 and rounded, as the interpreter does)."""
+import math
+
+import numpy as np
+
+from harp_test import BACKENDS, Suite, close, run, write_model
+
+s = Suite("uops")
+rng = np.random.default_rng(7)
+erf = np.vectorize(math.erf)
+
+
+def inp(name, dtype, shape):
+    return {"id": name, "uop": "INPUT", "arg": {"tensor_id": name, "dtype": dtype, "shape": list(shape)}}
+
+
+def check(name, uops, inputs, want, dtype="fp32", out="r", atol=1e-3):
+    ins = [inp(k, {np.float16: "fp16", np.float32: "fp32", np.int32: "i32", np.bool_: "bool"}[v.dtype.type], v.shape)
+           for k, v in inputs.items()]
+    model = write_model(ins + uops, [out])
+    for backend in BACKENDS:
+        p, d = run(model, inputs, backend=backend)
+        label = f"{name} [{backend}]"
+        if p.returncode != 0:
+            s.check(label, False, p.stderr)
+            continue
+        got = np.load(f"{d}/{out}.npy")
+        if got.dtype.kind in "ib":
+            s.check(label, np.array_equal(got, want), f"{got} != {want}")
+        else:
+            s.check(label, *close(got, want, atol=atol))
+
+
+for dt, npdt in (("fp32", np.float32), ("fp16", np.float16)):
+    x = (rng.standard_normal((5, 7)) * 2).astype(npdt)
+    y = (rng.standard_normal((5, 7)) * 2).astype(npdt)
+    pos = (np.abs(rng.standard_normal((5, 7))) + 0.1).astype(npdt)
+    X, Y, P = x.astype(np.float32), y.astype(np.float32), pos.astype(np.float32)
+    un = {"NEG": -X, "EXP2": np.exp2(X), "EXP": np.exp(X), "RELU": np.maximum(X, 0),
+          "GELU": 0.5 * X * (1 + erf(X / np.sqrt(2)))}
+    for op, want in un.items():
+        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x"]}], {"x": x}, want)
+    for op, want in {"LOG2": np.log2(P), "SQRT": np.sqrt(P), "RSQRT": 1 / np.sqrt(P), "RECIP": 1 / P}.items():
+        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["p"]}], {"p": pos}, want)
+    bi = {"ADD": X + Y, "SUB": X - Y, "MUL": X * Y, "FDIV": X / P, "MAX": np.maximum(X, Y), "MIN": np.minimum(X, Y)}
+    for op, want in bi.items():
+        other = "p" if op == "FDIV" else "y"
+        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x", other]}], {"x": x, other: {"p": pos, "y": y}[other]}, want)
+    for op, f in {"CMPLT": np.less, "CMPEQ": np.equal, "CMPNE": np.not_equal}.items():
+        yy = y.copy()
+        yy[0] = x[0]  # some equal elements
+        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x", "y"]}], {"x": x, "y": yy}, f(X, yy.astype(np.float32)))
+    check(f"WHERE/{dt}", [{"id": "c", "uop": "CMPLT", "src": ["x", "y"]}, {"id": "r", "uop": "WHERE", "src": ["c", "x", "y"]}],
+          {"x": x, "y": y}, np.where(X < Y, X, Y))
+    for op, f in {"SUM": np.sum, "MAX": np.max, "MIN": np.min}.items():
+        for axes in ([0], [1], [0, 1]):
+            check(f"REDUCE {op} {axes}/{dt}",
+                  [{"id": "r", "uop": "REDUCE", "src": ["x"], "arg": {"op": op, "axes": axes, "dtype": "fp32"}}],
+                  {"x": x}, f(X, axis=tuple(axes)))
+    check(f"CAST/{dt}->fp16", [{"id": "r", "uop": "CAST", "src": ["x"], "arg": {"to": "fp16"}}], {"x": x},
+          X.astype(np.float16))
+    check(f"CAST/{dt}->i32", [{"id": "r", "uop": "CAST", "src": ["x"], "arg": {"to": "i32"}}], {"x": x},
+          np.trunc(X).astype(np.int32))
+
+# movement ops on a tagged input: each output element shows which input it read
+t = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+mv = [
+    ("RESHAPE", {"result_shape": [6, 5]}, t.reshape(6, 5)),
+    ("PERMUTE", {"perm": [2, 0, 1]}, t.transpose(2, 0, 1)),
+    ("PAD", {"pad": [[0, 1], [2, 0], [1, 1]], "value": -1}, np.pad(t, ((0, 1), (2, 0), (1, 1)), constant_values=-1)),
+    ("SHRINK", {"lo": [1, 0, 1], "hi": [2, 3, 5], "step": [1, 2, 3]}, t[1:2, 0:3:2, 1:5:3]),
+    ("FLIP", {"axes": [0, 2]}, t[::-1, :, ::-1]),
+    ("POOL", {"kernel": [2, 3], "stride": [1, 2]}, np.lib.stride_tricks.sliding_window_view(t, (2, 3), axis=(1, 2))[:, :, ::2]),
+    ("VIEW", {"result_shape": [2, 15], "index_map": ["i0", "i1 floordiv 5", "i1 % 5"]}, t.reshape(2, 15)),
+]
+for op, arg, want in mv:
+    check(f"{op} (movement)", [{"id": "r", "uop": op, "src": ["t"], "arg": arg}], {"t": t}, want)
+e = np.arange(3, dtype=np.float32).reshape(3, 1)
+check("EXPAND", [{"id": "r", "uop": "EXPAND", "src": ["e"], "arg": {"result_shape": [2, 3, 4]}}], {"e": e},
+      np.broadcast_to(e, (2, 3, 4)))
+
+# i32 and bool
+a = rng.integers(-50, 50, (4, 6)).astype(np.int32)
+b = rng.integers(1, 9, (4, 6)).astype(np.int32)
+for op, want in {"ADD": a + b, "SUB": a - b, "MUL": a * b, "MAX": np.maximum(a, b), "MIN": np.minimum(a, b), "NEG": -a}.items():
+    src = ["a"] if op == "NEG" else ["a", "b"]
+    check(f"{op}/i32", [{"id": "r", "uop": op, "src": src}], {"a": a, "b": b} if op != "NEG" else {"a": a}, want)
+check("REDUCE SUM/i32", [{"id": "r", "uop": "REDUCE", "src": ["a"], "arg": {"op": "SUM", "axes": [1], "dtype": "i32"}}],
+      {"a": a}, a.sum(1).astype(np.int32))
+mask = rng.integers(0, 2, (4, 6)).astype(np.bool_)
+check("WHERE bool input", [{"id": "r", "uop": "WHERE", "src": ["m", "a", "b"]}], {"m": mask, "a": a, "b": b}, np.where(mask, a, b))
+idx = rng.integers(0, 6, (4, 3)).astype(np.int32)
+xf = rng.standard_normal((4, 6)).astype(np.float32)
+check("GATHER", [{"id": "r", "uop": "GATHER", "src": ["xf", "idx"], "arg": {"axis": 1}}], {"xf": xf, "idx": idx},
+      np.take_along_axis(xf, idx, 1))
+
+# implicit broadcasting and immediates are normalized
+u = rng.standard_normal((3, 1, 5)).astype(np.float32)
+v = rng.standard_normal((4, 1)).astype(np.float32)
+check("broadcast 3-way", [{"id": "r", "uop": "MUL", "src": ["u", "v"]}], {"u": u, "v": v}, u * v)
+check("immediate", [{"id": "r", "uop": "SUB", "src": [2.0, "u"]}], {"u": u}, 2.0 - u)
+h = rng.standard_normal((3, 5)).astype(np.float16)
+w = rng.standard_normal((3, 5)).astype(np.float32)
+check("fp16 widened to fp32", [{"id": "r", "uop": "ADD", "src": ["h", "w"]}], {"h": h, "w": w}, h.astype(np.float32) + w)
+s.close()

@@ -1,0 +1,370 @@
+/* test_plan_search.c — machine descriptions, the GEMM view of a region, the
+ * default plan of every kind of region on the three machines, the tuner's
+ * search space, and plan_for_region (--plan overrides). */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "plan_test_util.h"
+
+static void parse_ok(const char *text, plan_arch arch, plan_t *p) {
+  hp_error e = {0};
+  if (plan_parse(text, "t.plan", arch, p, &e)) fail_msg("parse failed: %s", err_text(&e));
+}
+
+static void test_gpu_machines(void **state) {
+  (void)state;
+  const plan_machine *a = plan_machine_gpu(PLAN_ARCH_SM80), *h = plan_machine_gpu(PLAN_ARCH_SM90);
+  assert_non_null(a);
+  assert_non_null(h);
+  assert_null(plan_machine_gpu(PLAN_ARCH_CPU));
+  assert_int_equal(a->sm_count, 108);
+  assert_int_equal(a->smem_per_sm, 164 * 1024);
+  assert_int_equal(a->smem_per_cta_max, 163 * 1024);
+  assert_int_equal(a->l2_bytes, 40 * 1024 * 1024);
+  assert_true(a->peak_tc16 == 312e12 && a->peak_fp32 == 19.5e12 && a->mem_bw == 2039e9);
+  assert_int_equal(h->sm_count, 132);
+  assert_int_equal(h->smem_per_sm, 228 * 1024);
+  assert_int_equal(h->smem_per_cta_max, 227 * 1024);
+  assert_int_equal(h->l2_bytes, 50 * 1024 * 1024);
+  assert_true(h->peak_tc16 == 989.4e12 && h->peak_fp32 == 66.9e12 && h->mem_bw == 3350e9);
+  for (int i = 0; i < 2; i++) {
+    const plan_machine *m = i ? h : a;
+    assert_int_equal(m->regs_per_sm, 65536);
+    assert_int_equal(m->regs_per_thread_max, 255);
+    assert_int_equal(m->max_warps_per_sm, 64);
+    assert_int_equal(m->max_cta_per_sm, 32);
+    assert_int_equal(m->max_threads_per_cta, 1024);
+  }
+  assert_true(plan_machine_peak(a, TINY_FP16) == 312e12);
+  assert_true(plan_machine_peak(a, TINY_BF16) == 312e12);
+  assert_true(plan_machine_peak(a, TINY_FP32) == 19.5e12);
+  plan_machine copy;
+  plan_machine_get(PLAN_ARCH_SM90, &copy);
+  assert_memory_equal(&copy, h, sizeof copy);
+}
+
+static void test_cpu_detection(void **state) {
+  (void)state;
+  unsetenv("HARP_CPU_BW_GBS");
+  unsetenv("HARP_CPU_GHZ");
+  plan_machine m;
+  plan_machine_detect_cpu(&m);
+  assert_int_equal(m.arch, PLAN_ARCH_CPU);
+  assert_true(m.sm_count >= 1);
+  assert_true(m.simd_bytes == 16 || m.simd_bytes == 32 || m.simd_bytes == 64);
+  assert_true(m.regs_per_thread_max == 16 || m.regs_per_thread_max == 32);
+  assert_true(m.clock_ghz > 0.3 && m.clock_ghz < 10);
+  assert_true(m.l1_bytes > 0 && m.l2_bytes > 0 && m.l3_bytes > 0);
+  assert_int_equal(m.smem_per_sm, m.l2_bytes);
+  assert_int_equal(m.smem_per_cta_max, m.l2_bytes);
+  /* peak = cores x GHz x FMA units x fp32 lanes x 2 */
+  double peak = m.sm_count * m.clock_ghz * 1e9 * m.fma_units * (m.simd_bytes / 4) * 2;
+  assert_true(fabs(m.peak_fp32 - peak) <= 1e-6 * peak);
+  assert_true(m.mem_bw > 0);
+  if (m.avx512) assert_int_equal(m.simd_bytes, 64);
+  setenv("HARP_CPU_BW_GBS", "123.5", 1);
+  setenv("HARP_CPU_GHZ", "3", 1);
+  plan_machine_detect_cpu(&m);
+  assert_true(m.mem_bw == 123.5e9);
+  assert_true(m.clock_ghz == 3.0);
+  setenv("HARP_CPU_BW_GBS", "fast", 1); /* ignored: not a number */
+  plan_machine_detect_cpu(&m);
+  assert_true(m.mem_bw != 123.5e9 && m.mem_bw > 0);
+  unsetenv("HARP_CPU_BW_GBS");
+  unsetenv("HARP_CPU_GHZ");
+}
+
+static void test_gemm_view(void **state) {
+  (void)state;
+  plan_region_info r = gemm_region(64, 32, 16);
+  plan_gemm_view g;
+  hp_error e = {0};
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_OK);
+  assert_true(g.m == 0 && g.n == 1 && g.k == 2 && g.M == 64 && g.N == 32 && g.K == 16 && g.batch == 1);
+  /* roles given explicitly win; batch is the other parallel axes */
+  memset(&r, 0, sizeof r);
+  r.pattern = PLAN_PAT_MATMUL;
+  r.naxes = 5;
+  r.axes[0] = (plan_axis_info){"kk", 7, true, PLAN_ROLE_K};
+  r.axes[1] = (plan_axis_info){"b", 3, false, PLAN_ROLE_AUTO};
+  r.axes[2] = (plan_axis_info){"cols", 11, false, PLAN_ROLE_N};
+  r.axes[3] = (plan_axis_info){"rows", 13, false, PLAN_ROLE_M};
+  r.axes[4] = (plan_axis_info){"h", 5, false, PLAN_ROLE_AUTO};
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_OK);
+  assert_true(g.m == 3 && g.n == 2 && g.k == 0 && g.batch == 15);
+  r.axes[4].role = PLAN_ROLE_M;
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  r.axes[4] = (plan_axis_info){"b", 5, false, PLAN_ROLE_AUTO};
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_E_INVALID_ARG); /* duplicate name */
+}
+
+/* The default plan validates, is canonical (JSON round trip) and reads the
+ * machine: vector width 8 halves = 16 bytes on GPUs, 16 fp32 lanes on AVX-512. */
+static void check_default(const plan_region_info *r, const plan_machine *m, plan_t *p) {
+  hp_error e = {0};
+  if (plan_default(r, m, NULL, p, &e)) fail_msg("default for %s on %s: %s", r->name, m->name, err_text(&e));
+  hp_error_clear(&e);
+  if (plan_validate(p, r, m, NULL, &e)) fail_msg("default does not validate: %s", err_text(&e));
+  assert_int_equal(p->arch, m->arch);
+  char *j = NULL;
+  plan_t q;
+  assert_int_equal(plan_to_json(p, &j, &e), HP_OK);
+  parse_ok(j, PLAN_ARCH_CPU, &q);
+  assert_true(plan_equal(p, &q));
+  free(j);
+  plan_resources res;
+  plan_resources_of(p, m, r, &res);
+  assert_false(plan_smem_near_limit(&res, m));
+  assert_true(res.cta_per_sm >= 1);
+}
+
+static void test_default_gemm(void **state) {
+  (void)state;
+  plan_region_info r = gemm_bias_relu_region(1024, 1024, 1024);
+  plan_machine ms[4];
+  plan_machine_get(PLAN_ARCH_SM80, &ms[0]);
+  plan_machine_get(PLAN_ARCH_SM90, &ms[1]);
+  ms[2] = fixed_cpu();
+  plan_machine_detect_cpu(&ms[3]);
+  for (int i = 0; i < 4; i++) {
+    plan_t p;
+    check_default(&r, &ms[i], &p);
+    assert_int_equal(p.ntile, 3);
+    assert_string_equal(p.tile_axes[2], "k");
+    assert_int_equal(p.ncache, 2);
+    assert_true(p.algo[PLAN_KEY_MATMUL] != PLAN_ALGO_NONE);
+    assert_int_equal(p.nepi, 2); /* from the region */
+    assert_int_equal(p.nedges, 1);
+    assert_int_equal(p.npred, 0); /* 1024 divides */
+    assert_string_equal(p.vec_axis, "n.i.i");
+    if (i < 2) {
+      assert_int_equal(p.vec_width, 8);
+      assert_int_equal(p.nbind, 4); /* m.o n.o block, m.i.o n.i.o warp */
+    } else {
+      assert_int_equal(p.vec_width, ms[i].simd_bytes / 4);
+      assert_int_equal(p.nbind, 2); /* only blocks on the CPU */
+    }
+  }
+}
+
+/* Ragged sizes get predicate_tail on exactly the axes that need it. */
+static void test_default_tails(void **state) {
+  (void)state;
+  plan_region_info r = gemm_region(1000, 1024, 1000);
+  plan_t p;
+  check_default(&r, plan_machine_gpu(PLAN_ARCH_SM80), &p);
+  bool m = false, n = false, k = false;
+  for (int i = 0; i < p.npred; i++) {
+    m |= !strcmp(p.pred[i], "m.i.i");
+    n |= !strcmp(p.pred[i], "n.i.i");
+    k |= !strcmp(p.pred[i], "k.i.i");
+  }
+  assert_true(m && !n);
+  assert_int_equal(k, 1000 % p.tile[2] != 0);
+  /* a tiny GEMM: every tile is larger than the problem */
+  r = gemm_region(3, 5, 7);
+  check_default(&r, plan_machine_gpu(PLAN_ARCH_SM90), &p);
+  assert_int_equal(p.npred, 3);
+}
+
+/* The search space of a 1024^3 GEMM: 10-20 points after pruning, each valid,
+ * ranked by time_est, no two alike, none above 80% of shared memory. */
+static void test_enumerate_gemm(void **state) {
+  (void)state;
+  plan_region_info r = gemm_region(1024, 1024, 1024);
+  plan_machine ms[3];
+  plan_machine_get(PLAN_ARCH_SM80, &ms[0]);
+  plan_machine_get(PLAN_ARCH_SM90, &ms[1]);
+  ms[2] = fixed_cpu();
+  for (int mi = 0; mi < 3; mi++) {
+    plan_t pts[PLAN_TUNE_POINTS];
+    plan_cost costs[PLAN_TUNE_POINTS];
+    int n = 0;
+    hp_error e = {0};
+    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e), HP_OK);
+    if (n < 10 || n > 20) fail_msg("%s: %d points", ms[mi].name, n);
+    bool algos[PLAN_ALGO_COUNT] = {0}, stages[4] = {0};
+    for (int i = 0; i < n; i++) {
+      if (plan_validate(&pts[i], &r, &ms[mi], NULL, &e)) fail_msg("point %d: %s", i, err_text(&e));
+      assert_false(plan_smem_near_limit(&costs[i].res, &ms[mi]));
+      if (i) assert_true(costs[i - 1].time_est <= costs[i].time_est);
+      for (int j = 0; j < i; j++) assert_false(plan_equal(&pts[i], &pts[j]));
+      plan_cost c;
+      assert_int_equal(plan_cost_of(&pts[i], &r, &ms[mi], &c, &e), HP_OK);
+      assert_true(c.time_est == costs[i].time_est);
+      algos[pts[i].algo[PLAN_KEY_MATMUL]] = true;
+      stages[pts[i].stages] = true;
+    }
+    assert_true(stages[2] && stages[3]);
+    /* the default is the first point */
+    plan_t d;
+    assert_int_equal(plan_default(&r, &ms[mi], NULL, &d, &e), HP_OK);
+    assert_true(plan_equal(&d, &pts[0]));
+    /* a smaller cap keeps the best ones */
+    plan_t few[3];
+    int n3 = 0;
+    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, few, NULL, 3, &n3, &e), HP_OK);
+    assert_int_equal(n3, 3);
+    for (int i = 0; i < 3; i++) assert_true(plan_equal(&few[i], &pts[i]));
+    if (mi < 2) assert_true(algos[PLAN_ALGO_IMPLICIT_GEMM]);
+    /* a backend without split-K restricts the space */
+    plan_search_opts only = {1u << PLAN_ALGO_IMPLICIT_GEMM};
+    assert_int_equal(plan_enumerate(&r, &ms[mi], &only, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HP_OK);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
+    assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HP_OK);
+    assert_true(plan_equal(&d, &pts[0]));
+    plan_search_opts none = {1u << PLAN_ALGO_FFT_CONV};
+    assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HP_E_UNSUPPORTED);
+    hp_error_clear(&e);
+  }
+}
+
+static plan_region_info region(const char *name, plan_pattern pat, int n, const plan_axis_info *axes) {
+  plan_region_info r;
+  memset(&r, 0, sizeof r);
+  r.name = name;
+  r.pattern = pat;
+  r.naxes = n;
+  for (int i = 0; i < n; i++) r.axes[i] = axes[i];
+  r.in_dtype = r.out_dtype = TINY_FP16;
+  r.acc_dtype = TINY_FP32;
+  return r;
+}
+
+static void all_machines(const plan_region_info *r, plan_t out[3]) {
+  plan_machine cpu = fixed_cpu();
+  check_default(r, plan_machine_gpu(PLAN_ARCH_SM80), &out[0]);
+  check_default(r, plan_machine_gpu(PLAN_ARCH_SM90), &out[1]);
+  check_default(r, &cpu, &out[2]);
+}
+
+static void test_default_other_patterns(void **state) {
+  (void)state;
+  plan_t p[3];
+  /* batched matmul: the batch axis goes to block.z */
+  plan_axis_info bmm[] = {{"b", 8, false, 0}, {"m", 512, false, 0}, {"n", 512, false, 0}, {"k", 256, true, 0}};
+  plan_region_info r = region("bmm", PLAN_PAT_MATMUL, 4, bmm);
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) {
+    bool z = false;
+    for (int j = 0; j < p[i].nbind; j++) z |= p[i].bind[j].target == PLAN_T_BLOCK_Z && !strcmp(p[i].bind[j].axis, "b");
+    assert_true(z);
+  }
+  /* two batch axes are fused first */
+  plan_axis_info bh[] = {{"b", 2, false, 0}, {"h", 12, false, 0}, {"m", 256, false, 0}, {"n", 256, false, 0},
+                         {"k", 64, true, 0}};
+  r = region("bhmm", PLAN_PAT_MATMUL, 5, bh);
+  all_machines(&r, p);
+  assert_int_equal(p[0].nfuse, 1);
+  assert_string_equal(p[0].fuse[0].to, "b_h");
+  /* matrix-vector: one parallel axis, tiled [M, K] like a row reduction */
+  plan_axis_info gemv[] = {{"m", 4096, false, 0}, {"k", 4096, true, 0}};
+  r = region("gemv", PLAN_PAT_MATMUL, 2, gemv);
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(p[i].ntile, 2);
+    assert_string_equal(p[i].tile_axes[1], "k");
+    assert_int_equal(p[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
+  }
+  plan_t three;
+  parse_ok("split m 64", PLAN_ARCH_SM80, &three);
+  hp_error e = {0};
+  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "tiles [M, K]"));
+  parse_ok("split k 64; split m 64", PLAN_ARCH_SM80, &three);
+  hp_error_clear(&e);
+  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "tile[0] ('k') is a reduction axis"));
+  /* attention: M = queries, N = keys (reduced by softmax), K = head dim */
+  plan_axis_info att[] = {{"b", 4, false, 0},
+                          {"h", 8, false, 0},
+                          {"q", 1024, false, PLAN_ROLE_M},
+                          {"s", 1024, true, PLAN_ROLE_N},
+                          {"d", 64, true, PLAN_ROLE_K}};
+  r = region("attention", PLAN_PAT_ATTENTION, 5, att);
+  all_machines(&r, p);
+  assert_int_equal(p[0].algo[PLAN_KEY_ATTENTION], PLAN_ALGO_STREAMING_SOFTMAX_2PASS);
+  /* conv as implicit GEMM: M = N*OH*OW, N = OC, K = IC*KH*KW, 3x3 window */
+  plan_axis_info conv[] = {{"npq", 8 * 56 * 56, false, 0}, {"oc", 64, false, 0}, {"crs", 64 * 9, true, 0}};
+  r = region("conv3x3", PLAN_PAT_CONV, 3, conv);
+  r.conv_kh = r.conv_kw = 3;
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++)
+    assert_true(p[i].algo[PLAN_KEY_CONV] == PLAN_ALGO_IMPLICIT_GEMM || p[i].algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3);
+  r.conv_kh = r.conv_kw = 1; /* 1x1: no winograd */
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) assert_int_equal(p[i].algo[PLAN_KEY_CONV], PLAN_ALGO_IMPLICIT_GEMM);
+  /* elementwise 2-D and 1-D (a prime length needs a tail), a row reduction */
+  plan_axis_info ew[] = {{"i0", 4096, false, 0}, {"i1", 4096, false, 0}};
+  r = region("ewise", PLAN_PAT_EWISE, 2, ew);
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(p[i].ntile, 2);
+    assert_int_equal(p[i].ncache, 0);
+    assert_string_equal(p[i].vec_axis, "i1.i.i");
+    assert_int_equal(p[i].algo[0] + p[i].algo[1] + p[i].algo[2], 0);
+  }
+  plan_axis_info ew1[] = {{"i0", 1000003, false, 0}};
+  r = region("ewise1d", PLAN_PAT_EWISE, 1, ew1);
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) assert_int_equal(p[i].npred, 1);
+  plan_axis_info red[] = {{"row", 4096, false, 0}, {"col", 1000, true, 0}};
+  r = region("softmax_sum", PLAN_PAT_REDUCE, 2, red);
+  all_machines(&r, p);
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(p[i].tile_axes[0], "row");
+    assert_string_equal(p[i].tile_axes[1], "col");
+  }
+  plan_axis_info full[] = {{"i", 1 << 20, true, 0}};
+  r = region("sum_all", PLAN_PAT_REDUCE, 1, full);
+  all_machines(&r, p);
+}
+
+/* --plan: the override is filled from the region and validated; errors point
+ * into its text. */
+static void test_for_region(void **state) {
+  (void)state;
+  plan_region_info r = gemm_bias_relu_region(1024, 1024, 1024);
+  const plan_machine *m = plan_machine_gpu(PLAN_ARCH_SM80);
+  plan_t o, out;
+  hp_error e = {0};
+  parse_ok(SEED_DSL, PLAN_ARCH_SM80, &o);
+  assert_int_equal(plan_for_region(&r, m, NULL, &o, NULL, &out, &e), HP_OK);
+  char *j = NULL;
+  assert_int_equal(plan_to_json(&out, &j, &e), HP_OK);
+  assert_string_equal(j, SEED_JSON);
+  free(j);
+  assert_int_equal(plan_for_region(&r, m, NULL, NULL, NULL, &out, &e), HP_OK);
+  plan_t d;
+  assert_int_equal(plan_default(&r, m, NULL, &d, &e), HP_OK);
+  assert_true(plan_equal(&out, &d));
+  /* an override for another arch, or with another epilogue, is refused */
+  const char *txt = "split m 128; split n 64; split k 64\nepilogue bias silu\n";
+  parse_ok(txt, PLAN_ARCH_SM80, &o);
+  assert_int_equal(plan_for_region(&r, m, NULL, &o, &(plan_src){"o.plan", txt}, &out, &e), HP_E_INVALID_ARG);
+  assert_int_equal(e.line, 2);
+  assert_int_equal(e.col, 1);
+  assert_non_null(strstr(e.msg, "bias relu"));
+  hp_error_clear(&e);
+  assert_int_equal(plan_for_region(&r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &o, NULL, &out, &e), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  /* a region the space cannot serve */
+  plan_region_info bad = gemm_region(1024, 1024, 1024);
+  bad.naxes = 0;
+  assert_int_equal(plan_default(&bad, m, NULL, &out, &e), HP_E_UNSUPPORTED);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpu_machines),   cmocka_unit_test(test_cpu_detection),
+      cmocka_unit_test(test_gemm_view),      cmocka_unit_test(test_default_gemm),
+      cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm),
+      cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_for_region),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

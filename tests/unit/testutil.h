@@ -1,0 +1,63 @@
+/* testutil.h — helpers for harp's cmocka tests. */
+#ifndef HARP_TESTUTIL_H
+#define HARP_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harp/interp.h"
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+/* Print the error when a status is not HP_OK, then fail. */
+#define assert_ok(e, expr)                                                 \
+  do {                                                                     \
+    if ((expr) != HP_OK) {                                                 \
+      char buf_[2048];                                                     \
+      hp_error_format((e), buf_, sizeof buf_);                             \
+      fail_msg("%s failed: %s", #expr, buf_);                              \
+    }                                                                      \
+  } while (0)
+
+/* Load JSON text, prepare with "NAME=V" symbol bindings (NULL-terminated). */
+static inline tiny_graph *tu_prepare(hp_error *e, const char *json, const char *const *syms, tiny_symtab *st,
+                                     hp_status *status) {
+  tiny_graph *g = NULL;
+  tiny_symtab_init(st);
+  *status = tiny_load_json(e, json, strlen(json), "test.json", &g);
+  for (int i = 0; syms && syms[i] && *status == HP_OK; i++) *status = tiny_symtab_parse_assign(e, st, syms[i]);
+  if (*status == HP_OK) *status = tiny_prepare(e, g, st, false);
+  return g;
+}
+
+/* Make an fp32/i32/bool/fp16 tensor from doubles. */
+static inline hp_tensor tu_tensor(tiny_dtype dt, int rank, const int64_t *shape, const double *vals) {
+  hp_tensor t;
+  hp_error e = {0};
+  if (hp_tensor_alloc(&e, &t, dt, rank, shape) != HP_OK) fail_msg("alloc failed");
+  for (int64_t i = 0; i < hp_tensor_numel(&t); i++) {
+    if (dt == TINY_I32) ((int32_t *)t.data)[i] = (int32_t)vals[i];
+    else hp_tensor_set(&t, i, (float)vals[i]);
+  }
+  return t;
+}
+
+static inline void tu_expect(const hp_tensor *t, const double *want, int64_t n, double tol) {
+  assert_int_equal(hp_tensor_numel(t), n);
+  for (int64_t i = 0; i < n; i++) {
+    double got = t->dtype == TINY_I32 ? (double)((int32_t *)t->data)[i] : (double)hp_tensor_get(t, i);
+    double diff = got == want[i] ? 0 : got - want[i]; /* equal infinities too */
+    if (diff < 0) diff = -diff;
+    if (!(diff <= tol) && !(got != got && want[i] != want[i]))
+      fail_msg("element %lld: got %.9g, want %.9g", (long long)i, got, want[i]);
+  }
+}
+
+#endif
