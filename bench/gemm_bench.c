@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
   openblas_set_num_threads(nthreads);
   void *rt = NULL;
   int fp16 = !strcmp(mode, "fp16"), bf16 = !strcmp(mode, "bf16"), epi = !strcmp(mode, "epi");
-  printf("mode %s, %d threads, median of %d interleaved repeats\n", mode, nthreads, reps);
+  printf("mode %s, %d threads, median of max(%d, %d*2048/N) (<= 101) interleaved repeats\n", mode, nthreads, reps, reps);
   if (!strcmp(mode, "fp32"))
     printf("%6s %10s %10s %10s %9s %9s\n", "N", "harp", "openblas", "onednn", "h/oblas", "h/dnnl");
   else if (epi)
@@ -82,9 +82,12 @@ int main(int argc, char **argv) {
     void (*pool_destroy)(hprt_pool *) = (void (*)(hprt_pool *))bn_sym(h1, "hprt_pool_destroy");
     hprt_pool *pool = pool_create(nthreads);
     const void *ep[2] = {bias, NULL};
-    double t[3][64];
-    if (reps > 64) reps = 64;
-    for (int r = -2; r < reps; r++) {
+    /* small problems take microseconds: more repeats keep the median stable */
+    int nrep = reps * (int)(2048 / n);
+    if (nrep < reps) nrep = reps;
+    if (nrep > 101) nrep = 101;
+    double t[3][101];
+    for (int r = -2; r < nrep; r++) {
       double t0, d[3];
       /* contender 0: harp (the mode's kernel) */
       t0 = bn_now();
@@ -121,7 +124,7 @@ int main(int argc, char **argv) {
         for (int c = 0; c < 3; c++) t[c][r] = d[c];
     }
     double fl = 2.0 * n * n * n, gf[3];
-    for (int c = 0; c < 3; c++) gf[c] = fl / bn_median(t[c], reps) / 1e9;
+    for (int c = 0; c < 3; c++) gf[c] = fl / bn_median(t[c], nrep) / 1e9;
     printf(epi ? "%6ld %12.1f %12.1f %12.1f %9.2f %9.2f\n" : "%6ld %10.1f %10.1f %10.1f %9.2f %9.2f\n", n, gf[0], gf[1],
            gf[2], gf[0] / gf[1], gf[0] / gf[2]);
     fflush(stdout);

@@ -4,10 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 echo "== $(date -u +%F\ %T) $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cpus"
-make -s peak
-make -s gemm
-make -s gemm16 SIZES="512 1024 2048"
-make -s gemmbf16 SIZES="512 1024 2048"
-make -s epi SIZES="512 1024 2048"
-make -s conv
-make -s attn
+./wait_idle.sh; make -s peak
+./wait_idle.sh; make -s gemm
+./wait_idle.sh; make -s gemm16 SIZES="512 1024 2048"
+./wait_idle.sh; make -s gemmbf16 SIZES="512 1024 2048"
+./wait_idle.sh; make -s epi SIZES="512 1024 2048"
+./wait_idle.sh; make -s conv
+./wait_idle.sh; make -s attn
