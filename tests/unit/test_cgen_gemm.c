@@ -24,6 +24,7 @@ typedef struct gcase {
   tiny_dtype edt;
   int res_t;   /* residual stored transposed ([N][M]) */
   int prepack; /* A packed once by gN_pack_a */
+  int order, mc; /* loop order (tune.order) and its row block */
 } gcase;
 
 #define F32 TINY_FP32
@@ -74,6 +75,10 @@ static const gcase CASES[] = {
     /* prepacked (constant) A, batched with A shared over b0 */
     {65, 70, 129, 2, 3, F32, F32, F32, 0, 0, 1, 0, A5, 64, 0, 0, 0, 0, 1, {CGEN_EPI_RELU}, F32, 0, 1},
     {33, 17, 40, 1, 1, F16, F32, F32, 1, 0, 0, 0, -1, 16, 0, 0, 0, 0, 0, {0}, F32, 0, 1},
+    /* the other loop orders, multi-pass K, direct and buffered C */
+    {65, 129, 70, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 16, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_N}, F32, 0, 0, 1, 18},
+    {65, 129, 70, 1, 1, F32, F32, F16, 0, 0, 0, 0, A5, 16, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_M}, F32, 0, 0, 2, 18},
+    {40, 50, 33, 1, 1, F32, F32, F32, 0, 0, 0, 1, A2, 8, 0, 0, 0, 0, 0, {0}, F32, 0, 0, 2, 12},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -92,6 +97,7 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
   if (c->isa >= 0) s->tune.isa_mask = 1u << c->isa;
   s->tune.kc = c->kc, s->tune.nc = c->nc, s->tune.tasks = c->tasks, s->tune.mr = c->mr, s->tune.nr = c->nr;
   s->prepack_a = c->prepack;
+  s->tune.order = c->order, s->tune.mc = c->mc;
   s->n_epi = c->nepi;
   for (int i = 0; i < c->nepi; i++) {
     cgen_epi *e = &s->epi[i];

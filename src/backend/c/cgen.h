@@ -86,9 +86,10 @@ typedef struct cgen_tuning {
   int mc, nc, kc;    /* default mc = M (order 0), nc = 512, kc = 256 */
   int simd;
   int prefetch;      /* k steps ahead for B (0: default 8; < 0: none) */
-  int order;         /* micro-loop order: 0 = A micro-panel kept in L1 across the N loop
+  int order;         /* loop order: 0 = A micro-panel kept in L1 across the N loop
                         (ir outer, jr inner; measured best here); 1 = B micro-panel kept in
-                        L1 across the M loop (jr outer) with mc-row A blocks kept in L2 */
+                        L1 across the M loop (jr outer) with mc-row A blocks kept in L2;
+                        2 = as 0, with an mc-row block of C kept across the K loop */
   int threads;       /* parallel workers the split targets (default 2) */
   int tasks;         /* parallel tasks (default = threads); more tasks balance noisy cores */
   bool par_m, par_n; /* may split M (rows) / N (columns) across tasks; batch dims

@@ -39,6 +39,7 @@ typedef struct cg_tile {
   int mr, nr, nv, kc, nc, pf;
   int64_t mc, mp, ncp, nkb, tm, tn, sm, sn, nba[2], groups, ppg;
   bool direct, multi, ws, jr_outer;
+  int order;
 } cg_tile;
 
 void cgen_tuning_default(cgen_tuning *t) {
@@ -97,8 +98,9 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   nc = cg_rup(nc, t->nr);
   t->pf = u->prefetch > 0 ? u->prefetch : u->prefetch < 0 ? 0 : 8;
   /* the A block (mc x kc) stays in L2 while B micro-panels (kc x nr) sit in L1 */
-  t->jr_outer = u->order == 1;
-  t->mc = u->mc > 0 ? u->mc : t->jr_outer ? 393216 / (t->kc * 4) : p->M;
+  t->order = u->order >= 0 && u->order <= 2 ? u->order : 0;
+  t->jr_outer = t->order == 1;
+  t->mc = u->mc > 0 ? u->mc : t->order == 1 ? 393216 / (t->kc * 4) : t->order == 2 ? 240 : p->M;
   t->mc = cg_rup(t->mc < t->mr ? t->mr : t->mc, t->mr);
   t->mp = cg_rup(p->M, t->mr);
   t->nkb = (p->K + t->kc - 1) / t->kc;
@@ -457,14 +459,17 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   cg_emit(o, "  for (long jc = n0; jc < n1; jc += %d) {\n", t->nc);
   cg_emit(o, "    long nc = n1 - jc < %d ? n1 - jc : %d;\n    tt.wn0 = jc;\n", t->nc, t->nc);
+  /* order 2: an MC-row block of C stays in L2 across the whole K loop (B is
+   * packed once per block); orders 0/1: B packed once per (jc, pc) */
+  const char *icl = "      for (long ic = m0; ic < m1; ic += %ldL) {\n      long ie = ic + %ldL < m1 ? ic + %ldL : m1;\n";
+  if (t->order == 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
   cg_emit(o, "    for (long pb = 0; pb < %ldL; pb++) {\n", (long)t->nkb);
   cg_emit(o, "      long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
           t->kc);
   cg_emit(o, "      int first = pb == 0, last = pb == %ldL;\n", (long)t->nkb - 1);
   cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bp);\n");
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
-  cg_emit(o, "      for (long ic = m0; ic < m1; ic += %ldL) {\n", (long)t->mc);
-  cg_emit(o, "      long ie = ic + %ldL < m1 ? ic + %ldL : m1;\n", (long)t->mc, (long)t->mc);
+  if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
   if (t->jr_outer) {
     cg_emit(o, "      for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
     cg_emit(o, "        int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
