@@ -10,11 +10,11 @@
 #include "backend/c/cgen_int.h"
 
 static const cg_isa ISAS[CGEN_ISA_COUNT] = {
-    {CGEN_ISA_SCALAR, "scalar", 1, "", "static inline", 16},
+    {CGEN_ISA_SCALAR, "scalar", 1, "", "static inline __attribute__((unused))", 16},
     {CGEN_ISA_AVX2, "avx2", 8, "__attribute__((target(\"avx2,fma,f16c\")))",
-     "static inline __attribute__((always_inline, target(\"avx2,fma,f16c\")))", 16},
+     "static inline __attribute__((always_inline, unused, target(\"avx2,fma,f16c\")))", 16},
     {CGEN_ISA_AVX512, "avx512", 16, "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\")))",
-     "static inline __attribute__((always_inline, target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\")))",
+     "static inline __attribute__((always_inline, unused, target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\")))",
      32},
 };
 
@@ -247,7 +247,7 @@ void cg_emit_runtime(hp_str *s) { hp_str_puts(s, RUNTIME); }
 /* Scalar conversions (round to nearest even; NaN kept) — used by packing and
  * strided stores in every variant, and by the scalar variant everywhere. */
 static const char SCONV[] =
-    "static inline float $F_h2f(uint16_t h) {\n"
+    "static inline __attribute__((unused)) float $F_h2f(uint16_t h) {\n"
     "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
     "  float f;\n"
     "  if (e == 0) { f = (float)m * 5.9604644775390625e-8f; memcpy(&u, &f, 4); u |= s; }\n"
@@ -256,7 +256,7 @@ static const char SCONV[] =
     "  memcpy(&f, &u, 4);\n"
     "  return f;\n"
     "}\n"
-    "static inline uint16_t $F_f2h(float f) {\n"
+    "static inline __attribute__((unused)) uint16_t $F_f2h(float f) {\n"
     "  uint32_t x; memcpy(&x, &f, 4);\n"
     "  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;\n"
     "  if (ax >= 0x7f800000u) return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));\n"
@@ -270,8 +270,8 @@ static const char SCONV[] =
     "  r += 0x0fffu + ((r >> 13) & 1u);\n"
     "  return (uint16_t)(sign | (r >> 13));\n"
     "}\n"
-    "static inline float $F_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
-    "static inline uint16_t $F_f2b(float f) {\n"
+    "static inline __attribute__((unused)) float $F_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
+    "static inline __attribute__((unused)) uint16_t $F_f2b(float f) {\n"
     "  uint32_t x; memcpy(&x, &f, 4);\n"
     "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
     "  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"

@@ -142,7 +142,7 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
   cg_emit(o, "$I void $P_row%d(const $F_tt *tt, long m, long n, int nr, int first, int last", nv);
   for (int j = 0; j < nv; j++) cg_emit(o, ", $P_v x%d", j);
   cg_emit(o, ") {\n  (void)first; (void)last;\n");
-  if (t->direct) cg_emit(o, "  float *cp = (float *)tt->c + m * %ldL + n;\n", (long)p->c_sm);
+  if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %ldL + n;\n", (long)p->c_sm);
   if (t->ws) cg_emit(o, "  float *wp = tt->ws + (m - tt->wm0) * %ldL + (n - tt->wn0);\n", (long)t->ncp);
   for (int j = 0; j < nv; j++) {
     cg_emit(o, "  {\n    int nj = nr - %d;\n    $P_v x = x%d;\n", j * w, j);
