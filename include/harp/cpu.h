@@ -32,6 +32,14 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
 hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
 void hp_cpu_free(hp_cpu_model *m);
 
+/* Instances of the compiled code (what hp_cpu_run does once): the generated
+ * model_init / model_run / model_free.  inputs[] are the non-weight inputs. */
+void *hp_cpu_instance_new(const hp_cpu_model *m, const void *params, size_t nbytes);
+int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs);
+void hp_cpu_instance_free(const hp_cpu_model *m, void *inst);
+/* Name of the kernel behind a non-zero model_run code, or NULL. */
+const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc);
+
 /* Facts about the compiled model. */
 const char *hp_cpu_source(const hp_cpu_model *m); /* the generated C, if kept */
 bool hp_cpu_cache_hit(const hp_cpu_model *m);

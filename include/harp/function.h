@@ -3,7 +3,7 @@
  * one arena assigned by liveness, required_memory, args and ret, plus the
  * ConstPool for weights.
  *
- * Region formation (src/region/form.c) fills an rg_partition; fn_build turns
+ * Region formation (rg_form, harp/region.h) fills an rg_partition; fn_build turns
  * a partition into an hp_function; fn_playback runs it region by region on
  * the reference interpreter against arena-backed buffers. */
 #ifndef HARP_FUNCTION_H
@@ -38,6 +38,10 @@ typedef struct rg_region {
   const char *stop_reason; /* why the region ended (region formation), may be NULL */
   int *blocks;             /* Poly-View blocks it computes, in order (NULL: not block-based) */
   int nblocks;
+  /* Region formation's description (harp/region.h): shape, Poly-View blocks,
+   * epilogue, local edges, plan summary, attention operands.  NULL in
+   * partitions made by rg_partition_singletons. */
+  const struct rg_info *info;
 } rg_region;
 
 typedef struct rg_partition {
@@ -46,6 +50,7 @@ typedef struct rg_partition {
   int n;
   int *region_of; /* compute node -> region index that produces it; -1 for views/leaves */
   struct hp_arena *arena;
+  struct rg_formed *formed; /* owned: what rg_form built (IndexBook, Poly-View, machine); NULL otherwise */
 } rg_partition;
 
 /* The no-fusion partition: one region per compute (non-movement, non-leaf)

@@ -28,6 +28,12 @@ int64_t hp_tensor_numel(const hp_tensor *t);
 float hp_tensor_get(const hp_tensor *t, int64_t i);
 void hp_tensor_set(hp_tensor *t, int64_t i, float v);
 
+/* Half-precision conversions (round to nearest even). */
+uint16_t hp_f32_to_f16(float f);
+float hp_f16_to_f32(uint16_t h);
+uint16_t hp_f32_to_bf16(float f);
+float hp_bf16_to_f32(uint16_t h);
+
 /* .npy read: accepts '<f2' (fp16), '<f4' (fp32), '<i4' (i32), '|b1' (bool),
  * C order, format versions 1.0-3.0.  want_dtype >= 0 asks for that dtype:
  * bf16 is read from '<f4' and rounded; any other difference is InputMismatch.

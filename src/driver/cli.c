@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "harp/frontend.h"
 #include "harp/interp.h"
+#include "harp/plan.h"
 #include "util/util.h"
 
 int cli_report(const hp_error *e) {
@@ -296,15 +297,17 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
-    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view")) {
-      continue; /* dump_poly.c, below */
+    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
+               !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
+      continue; /* dump_poly.c and dump_region.c, below */
     } else if (!strcmp(o->dumps[i], "c")) {
       continue; /* written by the cpu backend */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  return cli_write_poly_dumps(e, o, m);
+  if (cli_write_poly_dumps(e, o, m)) return e->code;
+  return cli_write_region_dumps(e, o, m);
 }
 
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {

@@ -25,7 +25,7 @@ typedef struct cli_opts {
   int ninputs;
   const char *params[CLI_MAX_LIST]; /* --param NAME=FILE: inputs that are weights */
   int nparams;
-  const char *target; /* --target */
+  const char *target; /* --target: cpu|sm80|sm90 (compile; the machine regions are formed for) */
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
@@ -64,6 +64,11 @@ bool cli_wants_dump(const cli_opts *o, const char *name);
 /* indexbook.json / poly_view.json when asked for (dump_poly.c). */
 hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 
+/* region.json / function.json when asked for (dump_region.c). */
+hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+/* Form the regions of a loaded model for --target (dump_region.c). */
+struct rg_partition;
+hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
 /* Write text to DIR/FILE atomically (DIR is created). */
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
 
@@ -79,6 +84,7 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_decompile(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

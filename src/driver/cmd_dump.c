@@ -6,12 +6,17 @@
 #include "cli.h"
 
 static const char dump_help[] =
-    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]...\n\n"
+    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T]\n\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"
     "  indexbook   the axis side table: axes, domains, maps (docs/indexbook.md)\n"
     "  poly_view   blocks, isl domains and accesses, contraction patterns,\n"
     "              dependences (docs/poly-view.md)\n"
+    "  region      the regions (one per kernel) as Region Buffer SSA, with\n"
+    "              shapes, local edges, plan summaries, STOP reasons\n"
+    "              (docs/regions.md; needs every size bound)\n"
+    "  function    the compiled Function: kernels, buffers, arena layout\n"
+    "--target cpu|sm80|sm90 picks the machine regions are formed for.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
     "DIR defaults to the current directory.\n";
 
@@ -23,7 +28,7 @@ int cmd_dump(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

@@ -5,7 +5,9 @@
 
 #include "cli.h"
 #include "harp/cpu.h"
+#include "harp/function.h"
 #include "harp/interp.h"
+#include "harp/region.h"
 
 static const char run_help[] =
     "usage: harp run MODEL [options]\n\n"
@@ -20,9 +22,15 @@ static const char run_help[] =
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
-    "  --backend B            interp (the reference interpreter; default) or cpu\n"
-    "                         (generated C, compiled with the system compiler)\n"
-    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view\n"
+    "  --backend B            interp (the reference interpreter; default), cpu\n"
+    "                         (generated C, compiled with the system compiler), or\n"
+    "                         regions (form regions, build the Function with its\n"
+    "                         arena, and run it region by region on the interpreter:\n"
+    "                         the same outputs, bit for bit in fp32)\n"
+    "  --target T             cpu (default), sm80 or sm90: the machine regions are\n"
+    "                         formed for (cost model, thresholds)\n"
+    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view,\n"
+    "                         region, function\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
@@ -33,7 +41,7 @@ int cmd_run(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "run", "input random-inputs seed sym out outputs backend dump dump-dir", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input random-inputs seed sym out outputs backend target dump dump-dir", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -43,8 +51,8 @@ int cmd_run(int argc, char **argv) {
     return cli_usage_error("run", "no MODEL given");
   }
   const char *backend = o.backend ? o.backend : "interp";
-  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0) {
-    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu)", backend);
+  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0) {
+    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu, regions)", backend);
     cli_opts_free(&o);
     return r;
   }
@@ -58,7 +66,19 @@ int cmd_run(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (!strcmp(backend, "cpu")) {
+  if (!strcmp(backend, "regions")) {
+    rg_partition *p = NULL;
+    hp_function *f = NULL;
+    hp_status st = cli_form_regions(&e, &o, &m, &p);
+    if (!st) st = fn_build(&e, p, "main", &f);
+    if (!st) st = fn_playback(&e, f, &m.syms, m.inputs, m.ninputs, outs);
+    if (!st)
+      fprintf(stderr, "harp: %d regions, arena %zu bytes (%d live at most)\n", p->n, f->required_memory,
+              fn_max_live_temps(f));
+    fn_free(f);
+    rg_partition_free(p);
+    if (st) goto fail;
+  } else if (!strcmp(backend, "cpu")) {
     hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c")};
     hp_cpu_model *cm = NULL;
     hp_status s = hp_cpu_compile(&e, m.g, &m.syms, &co, &cm);

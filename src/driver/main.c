@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"run", cmd_run, "run a model and write its outputs as .npy files"},
     {"dump", cmd_dump, "write the intermediate representations of a model"},
+    {"bench", cmd_bench, "time a model: compile once, median of repeated runs"},
     {"compile", cmd_compile, "write a standalone package (C sources, weights, Makefile)"},
     {"decompile", cmd_decompile, "print a .harp model back as harp DSL text"},
     {"viz", cmd_viz, "draw a model (frontend, tiny or region stage) as Graphviz DOT/SVG/PNG"},

@@ -43,6 +43,8 @@ typedef struct poly_blk {
   poly_contraction con;
   int nparams;
   const char *params[POLY_MAX_PARAMS]; /* unbound symbols used, sorted */
+  bool ranges_known; /* lo/hi: every variable's constant bounds (no unbound symbol) */
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
 } poly_blk;
 
 typedef struct poly_edge_int {

@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <isl/ilp.h>
+#include <isl/val.h>
+
 #include "poly/poly_int.h"
 #include "util/util.h"
 
@@ -142,6 +145,16 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
     if (pv->e->code == HP_OK) hp_fail(pv->e, HP_E_NO_MEMORY, who, "isl ran out of memory");
     return pv->e->code;
   }
+  /* constant variable bounds, once (Poly Core asks for them often) */
+  b->ranges_known = true;
+  for (int v = 0; v < b->pub.nvars && b->ranges_known; v++) {
+    isl_val *lo = isl_set_dim_min_val(isl_set_copy(b->domain), v), *hi = isl_set_dim_max_val(isl_set_copy(b->domain), v);
+    b->ranges_known = lo && hi && isl_val_is_int(lo) && isl_val_is_int(hi);
+    if (b->ranges_known) b->lo[v] = isl_val_get_num_si(lo), b->hi[v] = isl_val_get_num_si(hi);
+    isl_val_free(lo);
+    isl_val_free(hi);
+  }
+  isl_ctx_reset_error(pv->ctx);
   for (int k = 0; k < b->pub.naccess; k++) {
     poly_acc *a = &b->acc[k];
     if (poly_make_access(pv, b, a, b->pub.access[k].tensor)) return pv->e->code;

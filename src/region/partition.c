@@ -6,6 +6,7 @@
 
 #include "harp/function.h"
 #include "harp/poly.h"
+#include "harp/region.h"
 #include "util/util.h"
 
 static bool is_view(const tiny_graph *g, int i) { return tiny_op_class(g->nodes[i].op) == TC_MOVE; }
@@ -13,6 +14,7 @@ static bool is_leaf(const tiny_graph *g, int i) { return tiny_op_class(g->nodes[
 
 void rg_partition_free(rg_partition *p) {
   if (!p) return;
+  rg_formed_free(p->formed);
   free(p->region_of);
   hp_arena_free(p->arena);
   free(p);

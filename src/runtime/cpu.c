@@ -159,3 +159,14 @@ const char *hp_cpu_source(const hp_cpu_model *m) { return m->source; }
 bool hp_cpu_cache_hit(const hp_cpu_model *m) { return m->cache_hit; }
 double hp_cpu_compile_ms(const hp_cpu_model *m) { return m->compile_ms; }
 const struct hp_function *hp_cpu_function(const hp_cpu_model *m) { return m->f; }
+
+void *hp_cpu_instance_new(const hp_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
+int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
+  return m->run(inst, inputs, outputs);
+}
+void hp_cpu_instance_free(const hp_cpu_model *m, void *inst) {
+  if (inst) m->free_(inst);
+}
+const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc) {
+  return rc >= 100 && rc - 100 < m->f->nkernels ? m->f->kernels[rc - 100].name : NULL;
+}

@@ -1,0 +1,69 @@
+/* harp.h — compile a model and run it from C (docs/c-api.md).
+ *
+ *   harp_compiled *c;
+ *   harp_compile_file(&err, "model.harp", &opts, &c);       load, bind, compile
+ *   harp_model *m = model_init(c, weights, nbytes);         one arena per instance
+ *   model_run(m, inputs, outputs);                          any number of times
+ *   model_free(m);
+ *   harp_compiled_free(c);
+ *
+ * Tensors are dense, row-major, in their dtype's storage (fp32 float,
+ * fp16/bf16 16-bit patterns, i32 int32_t, bool one byte).  inputs[] are the
+ * model's inputs that are not weights, in model order; the weights (inputs
+ * declared with storage "param", or named in harp_options.params) come as one
+ * parameter block laid out by harp_param_offset.  Errors are values: an
+ * hp_status plus the hp_error you pass in; nothing prints or exits. */
+#ifndef HARP_H
+#define HARP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP } harp_backend;
+
+typedef struct harp_options {
+  harp_backend backend;
+  const char *const *syms;   /* "NAME=INT" bindings, NULL-terminated (may be NULL) */
+  const char *const *params; /* names of inputs that are weights, NULL-terminated (may be NULL) */
+  const char *cc, *cflags, *cache_dir; /* CPU backend: compiler, flags, cache (NULL: defaults) */
+} harp_options;
+
+typedef struct harp_compiled harp_compiled;
+typedef struct harp_model harp_model;
+
+/* Load MODEL (.json Tiny IR or .harp DSL), bind its shape symbols from
+ * opts->syms (and the DSL's defaults), prepare and compile it. */
+hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
+/* Compile a Tiny IR graph built with the builder API; harp takes the graph. */
+hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
+void harp_compiled_free(harp_compiled *c);
+
+/* What the compiled model expects.  k counts inputs (weights excluded) and
+ * outputs; shape[] receives up to TINY_MAX_RANK sizes. */
+int harp_num_inputs(const harp_compiled *c);
+int harp_num_outputs(const harp_compiled *c);
+const char *harp_input_name(const harp_compiled *c, int k);
+const char *harp_output_name(const harp_compiled *c, int k);
+tiny_dtype harp_input_dtype(const harp_compiled *c, int k);
+tiny_dtype harp_output_dtype(const harp_compiled *c, int k);
+int harp_input_shape(const harp_compiled *c, int k, int64_t *shape);  /* returns the rank */
+int harp_output_shape(const harp_compiled *c, int k, int64_t *shape); /* returns the rank */
+size_t harp_arena_bytes(const harp_compiled *c);  /* required_memory of one instance */
+
+/* The parameter block: its size, and where weight `name` goes (-1: no such weight). */
+size_t harp_params_bytes(const harp_compiled *c);
+int64_t harp_param_offset(const harp_compiled *c, const char *name);
+
+/* seed 000 §8.  model_init copies the parameter block; NULL on a size
+ * mismatch or allocation failure.  model_run returns 0, or a non-zero code
+ * (e.g. a GATHER index out of range); model_error describes the last one. */
+harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes);
+int model_run(harp_model *m, const void *const *inputs, void *const *outputs);
+const char *model_error(const harp_model *m);
+void model_free(harp_model *m);
+
+#endif

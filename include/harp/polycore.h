@@ -1,0 +1,164 @@
+/* harp/polycore.h — Poly Core (seed 000 §1.6): the analysis service over a
+ * Poly-View.  Every answer is computed with isl from the blocks' domains and
+ * access relations (src/poly/core_*.c), never from op names.
+ *
+ *   dependences        true / anti / output under the original schedule
+ *                      (blocks in graph order, each block's loops in
+ *                      lexicographic order)
+ *   axis kinds         parallel or reduction, from the distances of a
+ *                      block's self-dependences
+ *   affine closure     an access is still (piecewise) quasi-affine after the
+ *                      IndexBook composed it
+ *   tails              which axes a tile does not divide, with the tail set
+ *   can_compute_at     legality of computing (or loading) a producer per
+ *                      consumer tile, and the halo {bytes, per_axis}
+ *   min_buffer         reg | smem_ring | gmem for a producer -> consumer edge
+ *   fusable groups     blocks connected by edges a region could keep inside
+ *   fusion prefix      the outer loop dimensions a set of blocks can share
+ *   strides            an access as a linear element offset (for backends)
+ *   hints              barriers and shared-memory bank conflicts
+ *
+ * Tiles: `tile` gives one size per output variable of the consumer block
+ * (its first nout variables); 0 or a NULL tile means 1, a negative size the
+ * whole extent.  Reduced variables always span their whole extent.
+ * Sizes must be known (bound symbols) wherever a number is returned. */
+#ifndef HARP_POLYCORE_H
+#define HARP_POLYCORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+#include "harp/plan.h"
+#include "harp/poly.h"
+
+/* ---- dependences ------------------------------------------------------------ */
+typedef enum poly_dep_kind { POLY_DEP_TRUE, POLY_DEP_ANTI, POLY_DEP_OUTPUT } poly_dep_kind;
+const char *poly_dep_kind_name(poly_dep_kind k); /* "true" | "anti" | "output" */
+
+/* The dependences of kind k from instances of block `from` to instances of
+ * block `to` (from == to: inside one block), as isl text in *text (malloc'd,
+ * may be NULL) and whether they exist.  A REDUCE or contraction accumulates
+ * into its output: that is a read and a write of the output at every reduced
+ * point, which is where anti and output dependences come from. */
+hp_status poly_dependence(hp_error *e, const poly_view *pv, int from, int to, poly_dep_kind k, bool *exists,
+                          char **text);
+
+typedef enum poly_axis_kind { POLY_AXIS_PARALLEL, POLY_AXIS_REDUCTION } poly_axis_kind;
+/* kinds[v] for every variable of the block: a variable is a reduction when
+ * some self-dependence of the block has a non-zero distance along it. */
+hp_status poly_axis_kinds(hp_error *e, const poly_view *pv, int block, poly_axis_kind *kinds);
+
+/* The access is a function of the block's variables (single-valued), quasi-
+ * affine after composition (isl can write it as a piecewise multi-affine
+ * expression), and its read and fill pieces cover the domain exactly. */
+hp_status poly_access_affine(hp_error *e, const poly_view *pv, int block, int access, bool *closed);
+
+/* ---- tiles --------------------------------------------------------------------- */
+/* tail[v] for every variable of the block: a tile of tile[v] (> 0) leaves a
+ * partial tile along it.  tail_set (nullable, malloc'd) receives isl's text
+ * of the domain points in partial tiles (empty when none). */
+hp_status poly_tail_axes(hp_error *e, const poly_view *pv, int block, const int64_t *tile, bool *tail,
+                         char **tail_set);
+
+#define POLY_HALO_WHY 160
+typedef struct poly_halo {
+  bool ok;                      /* the producer's values for one consumer tile can be computed there */
+  char why[POLY_HALO_WHY];      /* when !ok */
+  int rank;                     /* producer tensor rank */
+  int64_t extent[TINY_MAX_RANK]; /* footprint of one tile per producer axis (pad positions included) */
+  int64_t core[TINY_MAX_RANK];  /* the direct image of the tile's output variables per axis */
+  int64_t lo[TINY_MAX_RANK], hi[TINY_MAX_RANK]; /* reach below / above the core: the halo per axis */
+  int64_t elems;                /* footprint elements (product of extents) */
+  int64_t halo_elems;           /* elems - product of cores */
+  int64_t bytes;                /* halo_elems x element size: the halo */
+  int64_t footprint_bytes;      /* elems x element size */
+  bool pointwise;               /* every consumer point reads the producer element at its own linear position */
+} poly_halo;
+
+/* can_compute_at(producer, consumer, tile): `producer` is the node whose
+ * value the consumer block reads (a block's value or an input tensor: then
+ * "compute" reads "load").  The footprint applies every read piece's affine
+ * function to a tile at the origin, so a window reaching into padding counts
+ * the pad positions: a 3x3 stride-1 window over a Th x Tw tile needs
+ * (Th+2) x (Tw+2), lo = hi = 1 with pad 1.  Not ok when the consumer does
+ * not read the producer, the producer is outside the SCoP, or a size is
+ * unknown. */
+hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
+                              poly_halo *out);
+
+typedef struct poly_min_buffer {
+  plan_buffer buffer; /* reg | smem_ring | gmem */
+  int depth;          /* smem_ring: 2 when two tiles fit the budget (double buffering), else 0 */
+  int64_t bytes;      /* per tile, all ring slots */
+  poly_halo halo;     /* the can_compute_at answer it was derived from */
+} poly_min_buffer;
+
+/* min_buffer_for_edge(producer, consumer, tile): reg when the consumer reads
+ * the producer pointwise or one element per tile (a broadcast scalar),
+ * smem_ring when the tile's footprint fits `budget` bytes, else gmem. */
+hp_status poly_min_buffer_for_edge(hp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
+                                   int64_t budget, poly_min_buffer *out);
+
+/* ---- fusion ------------------------------------------------------------------------ */
+/* make_fusable_groups(scop): group[b] for every block, *ngroups groups.  Two
+ * blocks share a group when a dependence edge joins them that a region may
+ * keep inside: the producer can be computed at the consumer (can_compute_at),
+ * its value is no model output and no non-SCoP node reads it. */
+hp_status poly_make_fusable_groups(hp_error *e, const poly_view *pv, int *group, int *ngroups);
+
+/* The largest p such that the blocks can share their first p loop
+ * dimensions: every block has at least p output variables, their domains
+ * projected on the first p dimensions are equal, and every dependence
+ * between two of them is the identity on those dimensions (a consumer at
+ * prefix x reads only producer instances at prefix x).  The lead's codegen
+ * builds the schedule from it: the outer p loops shared, then the blocks in
+ * sequence. */
+hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks, int n, int *p);
+
+/* The access reads the producer pointwise: the element read at a domain
+ * point has that point's own row-major position, counting the domain's
+ * variables (reduced ones included) in order — identity, reshapes that keep
+ * the order, a reduction over the innermost axes streaming its input; one
+ * piece, no fill, as many points as elements. */
+hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out);
+
+/* The access as a linear element offset into its (row-major) tensor:
+ * offset + sum strides[v] * var_v over the block's variables.  *affine is
+ * false (strides unset) when it has several pieces, fill pieces or floor
+ * divisions.  A variable whose extent is 1 gets some stride (isl's choice,
+ * often 0): it never moves. */
+hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
+                              int64_t *offset, bool *affine);
+
+/* The same, for the read `access` of block path[n-1] seen from the output
+ * variables of block path[0]: the dependences path[0] -> path[1] -> ...
+ * (Poly-View edges, path[0]'s reduced variables projected out) composed
+ * with the read.  This is how an epilogue's bias or residual is addressed
+ * from the accumulator of the contraction it follows. */
+hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *path, int n, int access,
+                                  int64_t *strides, int64_t *offset, bool *affine);
+
+/* The constant range [lo, hi] of every variable of a block; false when a
+ * bound is not a constant (unbound symbols). */
+bool poly_block_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *hi);
+
+/* ---- hints ---------------------------------------------------------------------------- */
+typedef enum poly_barrier {
+  POLY_BARRIER_NONE,       /* the value stays with the thread that made it (registers) */
+  POLY_BARRIER_SYNC,       /* shared between threads: a CTA barrier between write and read */
+  POLY_BARRIER_COMMIT_WAIT, /* SM80 cp.async ring: commit_group / wait_group per stage */
+  POLY_BARRIER_MBARRIER    /* SM90 TMA ring: mbarrier arrive / try_wait per stage */
+} poly_barrier;
+const char *poly_barrier_name(poly_barrier b);
+/* The barrier an edge needs given its buffer and the target. */
+poly_barrier poly_barrier_hint(plan_buffer buffer, int depth, plan_arch arch);
+
+/* Bank conflicts of reading `access` from a shared-memory tile whose rows are
+ * `row_elems` elements of elem_size bytes, when consecutive threads take
+ * consecutive values of variable `var`: *ways is how many threads of a warp
+ * hit one bank (1 = conflict-free), from the access's stride along var. */
+hp_status poly_bank_conflict_hint(hp_error *e, const poly_view *pv, int block, int access, int var,
+                                  int64_t row_elems, int elem_size, int *ways);
+
+#endif

@@ -1,0 +1,190 @@
+/* harp/region.h — region formation (seed 000 §4) and Region Buffer SSA
+ * (§1.5, §12.4): how a prepared graph is cut into regions (one region = one
+ * kernel), and what each region tells the backends.
+ *
+ * rg_form runs §4.1: (1) SCoP extraction (IndexBook -> Poly-View),
+ * (2) contraction and attention recognition, (3) legality and halo
+ * (can_compute_at), (4) Δtime (plan_fusion_delta on the machine), (5)
+ * selection: backward greedy from the outputs with a one-step rollback over
+ * the whole graph, then an exact search on windows of at most opt->window
+ * units; the STOP conditions of §4.1 and the thresholds of §4.2, (6) Region
+ * Buffer SSA and the local_edges of the plan.  The result is an ordinary
+ * rg_partition (harp/function.h) whose regions carry an rg_info.
+ *
+ * Every region has one of these shapes (docs/regions.md):
+ *   A  contraction + epilogue   kind "contraction", pattern "matmul" | "conv":
+ *      one contraction block and ewise blocks that read the accumulator
+ *      (or an earlier epilogue value) pointwise; other tensors through any
+ *      affine access.  No prologue.
+ *   B  row-fused                kind "ewise" | "reduce": ewise / reduce
+ *      blocks sharing their first `prefix` loop dimensions
+ *      (poly_fusion_prefix); intermediates in registers or a local buffer.
+ *   C  attention                kind "contraction", pattern "attention":
+ *      Q K^T -> row softmax -> P V, run as one streaming kernel.
+ *   GATHER                      kind "gather": a non-SCoP node, alone.
+ * A region with one block is a singleton of its block's kind. */
+#ifndef HARP_REGION_H
+#define HARP_REGION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/function.h"
+#include "harp/plan.h"
+#include "harp/poly.h"
+#include "harp/polycore.h"
+
+struct ib_book;
+
+typedef enum rg_shape {
+  RG_SHAPE_SINGLE,      /* one block (its kind says which) */
+  RG_SHAPE_CONTRACTION, /* A */
+  RG_SHAPE_ROW,         /* B */
+  RG_SHAPE_ATTENTION,   /* C */
+  RG_SHAPE_GATHER
+} rg_shape;
+const char *rg_shape_name(rg_shape s); /* "single" | "contraction_epilogue" | "row_fused" | "attention" | "gather" */
+
+/* A tensor a region reads, as a linear element offset in the variables of
+ * one of its blocks (`block`): offset + sum strides[v] * var_v.  affine is
+ * false when no single affine offset exists (padding, floor division). */
+typedef struct rg_operand {
+  int node;  /* the tensor (INPUT node or a value another region writes) */
+  int block; /* whose variables the strides are in */
+  int nvars; /* how many: all of the block's, or its output ones (epilogue operands) */
+  int cast;  /* a CAST node the region applies after loading the tensor (fp16 bias -> fp32), or -1 */
+  bool affine;
+  int64_t offset;
+  int64_t strides[POLY_MAX_VARS];
+} rg_operand;
+
+/* One epilogue op of shape A (or a trailing cast of C), applied in order to
+ * the accumulator in registers. */
+typedef struct rg_epi {
+  int block;      /* Poly-View block */
+  int node;
+  tiny_op op;
+  int role;       /* a plan_epi (bias, relu, silu, gelu, residual) the op is part of, or -1 */
+  int nextra;     /* tensors read besides values of the region, at most 2 */
+  rg_operand extra[2]; /* strides in the contraction's variables (its output ones) */
+} rg_epi;
+
+typedef struct rg_local_edge {
+  const char *from, *to; /* block names (a tensor name when from_block < 0), as in the plan */
+  int from_block, to_block;
+  int tensor;            /* node whose value the edge carries */
+  plan_buffer buffer;
+  int depth;             /* smem_ring: 2 (double buffered) or 0 */
+  int64_t bytes;
+  poly_barrier barrier;  /* on the region's machine */
+} rg_local_edge;
+
+/* Shape C: out = softmax(scale * Q K^T [+ mask] [masked by where_mask]) V,
+ * the softmax along the keys, max-shifted.  Strides of q and k are in the
+ * variables of the QK^T block, of v in those of the PV block; out is
+ * written row-major. */
+typedef struct rg_attention {
+  int qk, pv;              /* the two contraction blocks */
+  rg_operand q, k, v;
+  int q_var, k_var, d_var; /* QK^T block: the query variable, the key variable (softmax axis), the head dim */
+  int dv_var;              /* PV block: the value dim */
+  int nbatch;              /* batch variables (shared by both contractions), the first of each block */
+  double scale;            /* 1 when the graph does not scale */
+  bool has_mask;           /* additive mask, added after the scale */
+  rg_operand mask;         /* strides in the QK^T block's output variables */
+  int where_mask;          /* bool tensor: where true the score is -inf; -1 if none */
+  bool causal;             /* where_mask is the causal mask, checked by evaluating it */
+  int64_t causal_offset;   /* key j hidden from query i when j > i + causal_offset (N - M: bottom-right; 0: top-left) */
+  bool exp2;               /* EXP2(x * log2 e) (else EXP) */
+  bool has_max_floor, has_sum_floor; /* row max = max(max, floor); row sum = max(sum, floor) */
+  double max_floor, sum_floor;
+  tiny_dtype p_dtype;      /* P is rounded to this dtype before P V */
+  int out;                 /* node the region writes */
+  tiny_dtype out_dtype;
+} rg_attention;
+
+/* Why a region did not take in a producer. */
+typedef struct rg_stop {
+  const char *candidate; /* the producer's name */
+  const char *reason;    /* not_ucc | non_scop | compute_at_illegal | halo_too_large | unsupported_shape |
+                            buffer_too_large | no_plan | smem_over_80pct | cta_drops_to_1 | vector_width_shrinks |
+                            sm90_tile_constraint | delta_time_nonneg | exact_selection | rolled_back */
+  const char *detail;
+  double dtime;          /* the Δtime of that fusion when it was computed, else 0 */
+} rg_stop;
+
+/* A halo the region's tile needs from a tensor (can_compute_at). */
+typedef struct rg_halo {
+  int tensor, block;
+  int64_t tile[POLY_MAX_VARS]; /* the consumer tile it was computed for */
+  poly_halo halo;
+} rg_halo;
+
+/* What a block does in its region. */
+typedef enum rg_role {
+  RG_ROLE_BODY,         /* B: a block of the fused loops; single: the block */
+  RG_ROLE_ANCHOR,       /* A: the contraction */
+  RG_ROLE_EPILOGUE,     /* A: applied to the accumulator; C: a cast of the output */
+  RG_ROLE_OPERAND_CAST, /* a CAST of a tensor from outside the region: done when its readers load it */
+  RG_ROLE_MATMUL,       /* C: Q K^T or P V */
+  RG_ROLE_SOFTMAX       /* C: the row softmax between them */
+} rg_role;
+const char *rg_role_name(rg_role r);
+
+typedef struct rg_info {
+  rg_shape shape;
+  int nblocks;
+  int *blocks;        /* Poly-View blocks in execution order */
+  rg_role *roles;     /* per block */
+  int anchor;         /* A: the contraction block; C: the PV block; B / single: the last block; -1 for GATHER */
+  int prefix;         /* loop dimensions the region's blocks share (poly_fusion_prefix over the blocks
+                         without operand casts): B's rows, A's output dims, C's batch x query dims;
+                         a single block: its output dims */
+  int nepi;
+  rg_epi *epi;        /* A: the epilogue in order; C: the casts after PV */
+  int nedges;
+  rg_local_edge *edges; /* local_edges (§4.1 step 6) */
+  int nhalos;
+  rg_halo *halos;     /* windowed operands (A with a conv) */
+  plan_region_info plan_info; /* what plan_default / plan_validate read */
+  rg_attention att;   /* C */
+  const char *selection; /* "singleton" | "greedy" | "exact" */
+  int nstops;
+  rg_stop *stops;
+  double time_est;    /* seconds, from the region's default plan on the machine */
+  double dtime;       /* Δtime of forming it from single blocks (< 0: a gain) */
+  bool has_plan;      /* plan_default found a plan */
+  plan_t plan;        /* that plan */
+} rg_info;
+
+typedef struct rg_options {
+  const plan_machine *machine; /* NULL: the CPU harp runs on */
+  int64_t local_budget;        /* bytes of one local buffer; 0: 64 KiB on the CPU, the SMEM per CTA on GPUs */
+  int window;                  /* exact selection on windows of at most this many units; 0: 24; < 0: greedy only */
+  double halo_max;             /* STOP when a halo exceeds this fraction of the tile's own footprint; 0: 0.5 */
+  bool no_fusion;              /* every block alone (still described) */
+  bool no_rollback;            /* greedy without its one-step rollback (tests) */
+  bool no_operand_casts;       /* only contraction operands convert on load: an epilogue's or a row
+                                  region's CAST of an outside tensor stays a region of its own */
+} rg_options;
+
+/* Form the regions of a prepared graph with every size bound.  The
+ * partition owns the IndexBook and Poly-View it built (rg_partition_free). */
+hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rg_options *opt,
+                  rg_partition **out);
+
+/* What rg_form keeps alive with the partition. */
+typedef struct rg_formed {
+  struct ib_book *ib;
+  poly_view *pv;
+  plan_machine machine;
+  rg_options opt;
+  double greedy_time, final_time;   /* Σ of the regions' estimated times: greedy's, and the chosen ones */
+  int nwindows, nexact;             /* windows searched, and where the exact search won */
+} rg_formed;
+void rg_formed_free(rg_formed *f);
+
+/* --dump region: {"regions": [§12.4 region, ...], ...} (docs/regions.md). */
+hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out);
+
+#endif

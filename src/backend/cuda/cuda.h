@@ -1,0 +1,445 @@
+/* cuda.h — the CUDA backend: kernel specs, the GPU dialect IR, the
+ * generators (the single MMA template and the simple kernels), the CUDA C
+ * printer.  The runtime (NVRTC + driver, dlopen'd) is in cuda_rt.h.
+ *
+ * Pipeline of this backend (one pass per file):
+ *
+ *   spec (+ cuda_tune = what the Schedule Plan decided)
+ *     --cuda_gen_*-->   cuda_kernel: GPU dialect IR (a statement tree)      cuda_mma.c, cuda_attn.c,
+ *                                                                           cuda_simple.c, cuda_sm90.c
+ *     --cuda_print-->   CUDA C with inline PTX (one translation unit)      cuda_print.c
+ *     --cuda_rt_*-->    NVRTC cubin, cuModuleLoadData, cuLaunchKernel      cuda_rt.c
+ *   cuda_dump_json:     the dialect as JSON (--dump gpu)                   cuda_ir.c
+ *
+ * The specs mirror the CPU backend's (src/backend/c/cgen.h: cgen_gemm_spec,
+ * cgen_conv_spec, cgen_attn_spec, cgen_epi) field for field, so that the
+ * region layer fills both from one region summary; the GPU tuning fields are
+ * the Schedule Plan's (seed 000 §1.7), see cuda_tune.
+ *
+ * Every size is a compile-time constant in the emitted code (a kernel is
+ * specialised to one shape binding, like the CPU kernels).  Kernel
+ * parameters are device pointers only, in the order each generator states.
+ *
+ * Architecture branches exist only here (the dialect layer): cuda_tune.arch
+ * selects the SM80 template (cp.async + ldmatrix + mma.sync) or the SM90 one
+ * (TMA + mbarrier + wgmma).
+ *
+ * Status: compile-verified (NVRTC, sm_80 and sm_90a) and executed on a CPU
+ * SIMT simulator (tests/cuda_sim) that emulates cp.async / ldmatrix /
+ * mma.sync from the PTX ISA's fragment tables.  Never run on a GPU. */
+#ifndef HARP_CUDA_H
+#define HARP_CUDA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+#include "harp/tiny.h"
+#include "util/util.h"
+
+#define CUDA_MAX_EPI 8
+#define CUDA_MAX_PARAMS 24
+#define CUDA_MAX_RANK 8
+#define CUDA_MAX_EW_IN 8
+#define CUDA_MAX_EW_INSTR 64
+#define CUDA_MAX_META 24
+
+/* ---- architecture and tuning (the Schedule Plan's fields) ---------------- */
+typedef enum cuda_arch { CUDA_SM80, CUDA_SM90, CUDA_ARCH_COUNT } cuda_arch;
+const char *cuda_arch_name(cuda_arch a);      /* "sm80" | "sm90" */
+const char *cuda_arch_nvrtc(cuda_arch a);     /* "sm_80" | "sm_90a" */
+
+/* What a Schedule Plan decides for one kernel.  0 / false means "choose".
+ * How plan_t (include/harp/plan.h) maps onto it:
+ *   tile [BM,BN,BK]         -> bm, bn, bk
+ *   stages                  -> stages
+ *   warp_tile "WMxWN"       -> warp_m, warp_n  (SM90: the consumer warpgroup tile)
+ *   vectorize width         -> vec (elements per global store of C)
+ *   layout_hints A/B_swizzle-> no_swizzle = !(a_swizzle && b_swizzle)
+ *   predicate_tail          -> tails are always predicated where the shape
+ *                              needs it; the list is recorded, never needed
+ *   algo_choice.matmul      -> splitk (splitk_serial/parallel), see below
+ *   algo_choice.attention   -> cuda_attn_spec.online
+ *   arch                    -> arch
+ *   bind block.x/y          -> raster (which grid axis walks N)
+ *   local_edges             -> fixed by the template: reg (epilogue on the
+ *                              accumulators; attention S -> P), smem ring
+ *                              (operands) */
+typedef struct cuda_tune {
+  cuda_arch arch;
+  int bm, bn, bk;     /* CTA tile; bm, bn multiples of the warp tile, bk of 16 */
+  int stages;         /* SM80: 2 | 3; SM90: 2..4 */
+  int warp_m, warp_n; /* warp tile (multiples of 16 x 16) */
+  int vec;            /* C store width in elements: 1, 2 (fragment pairs) or 16 bytes' worth (SMEM-staged) */
+  bool no_swizzle;    /* plain SMEM rows (tests: shows the ldmatrix bank conflicts) */
+  int splitk;         /* >= 2: K split in slices (SM90 split-K), 0/1: none */
+  bool splitk_parallel; /* slices add into C with fp32 atomics (C must be fp32 and zeroed) */
+  bool raster_m_x;    /* bind m.o -> block.x (default: n.o -> block.x, m.o -> block.y) */
+  int group_m;        /* SM90 persistent scheduler: grouped raster width in M tiles (0: 8) */
+  bool persistent;    /* SM90: persistent CTAs walking the tile queue */
+  int threads;        /* simple kernels: threads per CTA (0: 256) */
+} cuda_tune;
+
+void cuda_tune_default(cuda_tune *t, cuda_arch arch);
+
+/* ---- epilogues (mirror cgen_epi) ----------------------------------------- */
+/* Applied in list order to the fp32 accumulator fragments in registers, then
+ * the cast to the output dtype and the store; never through global memory. */
+typedef enum cuda_epi_kind {
+  CUDA_EPI_BIAS_M,   /* + bias[m]; conv: per output channel */
+  CUDA_EPI_BIAS_N,   /* + bias[n] */
+  CUDA_EPI_RELU,
+  CUDA_EPI_GELU,     /* exact: 0.5 x (1 + erf(x / sqrt 2)), like the interpreter */
+  CUDA_EPI_SILU,     /* x * sigmoid(x) */
+  CUDA_EPI_SIGMOID,
+  CUDA_EPI_SCALE,    /* * scale */
+  CUDA_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
+  CUDA_EPI_COUNT
+} cuda_epi_kind;
+const char *cuda_epi_name(cuda_epi_kind k);
+
+typedef struct cuda_epi {
+  cuda_epi_kind kind;
+  tiny_dtype dtype;             /* bias / residual storage: FP32, FP16 or BF16 */
+  float scale;                  /* CUDA_EPI_SCALE */
+  int64_t s_b0, s_b1, s_m, s_n; /* residual element strides (0 = broadcast); conv: NCHW like y */
+} cuda_epi;
+
+/* ---- contraction specs (mirror cgen_*_spec) ------------------------------- */
+/* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1], fp32 accumulation.
+ * Kernel parameters: (A, B, C, ep0, ..., ep{n_epi-1}); ep[i] is the tensor of
+ * epilogue i (bias or residual), pass NULL for the others.
+ * Requirements (else Unsupported): A and B FP16 or BF16 (the same), C FP16,
+ * BF16 or FP32; A has a_sk == 1 or a_sm == 1, B has b_sn == 1 or b_sk == 1
+ * (the contiguous dimension is staged with cp.async; the chunk size is the
+ * largest of 16/8/4 bytes the strides allow, else a register gather). */
+typedef struct cuda_gemm_spec {
+  int64_t batch[2];                     /* >= 1 each, e.g. [B, H] */
+  int64_t M, N, K;                      /* >= 1 */
+  tiny_dtype a_dtype, b_dtype, c_dtype;
+  int64_t a_sb[2], a_sm, a_sk;          /* element strides, >= 0 */
+  int64_t b_sb[2], b_sk, b_sn;
+  int64_t c_sb[2], c_sm, c_sn;          /* C must not alias A, B or an epilogue tensor */
+  int n_epi;
+  cuda_epi epi[CUDA_MAX_EPI];
+  cuda_tune tune;
+} cuda_gemm_spec;
+
+/* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
+void cuda_gemm_spec_init(cuda_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt);
+
+/* 2-D convolution as implicit GEMM (algo_choice.conv = implicit_gemm):
+ * x NCHW, w OIHW [oc][c/groups][kh][kw], y NCHW, all contiguous.
+ * GEMM view per (image, group): M = oc/groups, N = oh*ow, K = c/groups*kh*kw;
+ * A = the weight rows (cp.async), B = the input gathered through the conv
+ * access map (pad -> zero fill), C = y.  Parameters: (x, w, y, ep...).
+ * BIAS_M is per output channel; RESIDUAL has y's layout (strides ignored). */
+typedef struct cuda_conv_spec {
+  int64_t n, c, h, w;
+  int64_t oc, kh, kw;
+  int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right */
+  int64_t groups;
+  tiny_dtype x_dtype, w_dtype, y_dtype;
+  int n_epi;
+  cuda_epi epi[CUDA_MAX_EPI];
+  cuda_tune tune;
+} cuda_conv_spec;
+
+void cuda_conv_spec_init(cuda_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
+                         int64_t kh, int64_t kw, tiny_dtype dt);
+bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow);
+
+/* Attention out = softmax(scale * q k^T + mask) v, per (b, h).
+ * q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv], contiguous.
+ * algo_choice.attention: streaming_softmax_2pass (default; pass 1 streams
+ * the row max and sum, pass 2 recomputes S and accumulates P v already
+ * normalised) or online_softmax (one pass, rescaling the output).
+ * Both matmuls run on mma.sync; S stays in registers and becomes the A
+ * fragments of P v (the accumulator layout of two n8 tiles is the A layout
+ * of one k16 step).  Parameters: (q, k, v, mask or NULL, out). */
+typedef struct cuda_attn_spec {
+  int64_t b, h, m, n, d, dv;
+  tiny_dtype q_dtype, kv_dtype, o_dtype;
+  float scale;          /* 0: 1/sqrt(d) */
+  bool causal;          /* key j visible to query i iff j <= i (top-left aligned) */
+  bool has_mask;        /* additive mask[b][h][i][j] at mask_s (0 = broadcast) */
+  tiny_dtype mask_dtype;
+  int64_t mask_s[4];
+  bool online;          /* algo_choice.attention = online_softmax */
+  int bm, bn;           /* query rows / keys per tile (0: 64 / 64) */
+  cuda_tune tune;
+} cuda_attn_spec;
+
+void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,
+                         tiny_dtype dt);
+
+/* ---- non-contraction specs ------------------------------------------------ */
+/* An elementwise chain over an index space of `rank` axes: a small SSA list.
+ * Instruction i computes value i; operands name earlier values.
+ *   op = TINY_INPUT: load input `input` (its strides: 0 = broadcast)
+ *   op = TINY_CONST: the immediate `imm`
+ *   unary / binary / WHERE / CAST: tiny semantics (fp32 compute, fp16/bf16
+ *   rounded at CAST and at the store, compares give 0/1).
+ * The last instruction is stored to out (contiguous, out_dtype).
+ * Parameters: (in0, ..., in{ninputs-1}, out). */
+typedef struct cuda_ew_instr {
+  tiny_op op;
+  int a, b, c;      /* operand values (indices of earlier instructions) */
+  int input;        /* TINY_INPUT */
+  double imm;       /* TINY_CONST */
+  tiny_dtype dtype; /* the value's dtype (CAST: target) */
+} cuda_ew_instr;
+
+typedef struct cuda_ew_input {
+  tiny_dtype dtype;
+  int64_t strides[CUDA_MAX_RANK]; /* elements; 0 = broadcast along that axis */
+} cuda_ew_input;
+
+typedef struct cuda_ew_spec {
+  int rank;
+  int64_t shape[CUDA_MAX_RANK];
+  int ninputs;
+  cuda_ew_input in[CUDA_MAX_EW_IN];
+  int ninstr;
+  cuda_ew_instr instr[CUDA_MAX_EW_INSTR];
+  tiny_dtype out_dtype;
+  cuda_tune tune; /* threads, vec (elements per thread per step; 0: 16 bytes' worth) */
+} cuda_ew_spec;
+
+/* Reductions: the input viewed as [outer][red][inner] (element strides
+ * s_outer, s_red, s_inner), the output out[outer][inner] contiguous.
+ * inner == 1: one warp per row, vectorised loads, warp shuffles; else one
+ * thread per output column (coalesced across inner).
+ * Parameters: (in, out). */
+typedef struct cuda_reduce_spec {
+  int64_t outer, red, inner;
+  int64_t s_outer, s_red, s_inner;
+  tiny_reduce_op op;
+  bool has_init;
+  double init;       /* folded in once (sum: added; max/min: compared) */
+  tiny_dtype in_dtype, out_dtype; /* accumulation fp32 */
+  cuda_tune tune;
+} cuda_reduce_spec;
+
+/* Row softmax / layernorm over the last axis of a [rows][cols] view
+ * (row stride in elements, columns contiguous); output contiguous.
+ * softmax: y = exp(x*scale - max) / sum   parameters (x, y)
+ * layernorm: Welford mean/variance (biased), y = (x - mean) * rsqrt(var + eps)
+ *            [* gamma[c]] [+ beta[c]]        parameters (x, gamma|NULL, beta|NULL, y) */
+typedef struct cuda_rownorm_spec {
+  int64_t rows, cols, row_stride;
+  tiny_dtype in_dtype, out_dtype;
+  float scale;            /* softmax: 0 -> 1 */
+  float eps;              /* layernorm */
+  bool has_gamma, has_beta;
+  tiny_dtype gamma_dtype, beta_dtype;
+  cuda_tune tune;
+} cuda_rownorm_spec;
+
+/* ---- the GPU dialect IR ----------------------------------------------------- */
+/* A kernel is a tree of statements.  Template statements (CpAsync, LdMatrix,
+ * MmaSync, Epilogue, ...) are the ops of seed 000 §1.8; structural ones (For,
+ * If, Decl, Assign) carry index arithmetic as C expression text built by the
+ * generators (never from model names).  X(ENUM, "Name", "string operands",
+ * "integer attributes") — the operand names are the JSON keys. */
+#define CUDA_STMTS(X)                                                                   \
+  X(BLOCK, "Block", "", "")                                                             \
+  X(FOR, "For", "var,begin,end,step", "unroll")                                         \
+  X(IF, "If", "cond", "")                                                               \
+  X(DECL, "Decl", "type,name,dims,init", "")                                            \
+  X(ASSIGN, "Assign", "lhs,rhs", "")                                                    \
+  X(CALL, "Call", "text", "")                                                           \
+  X(COMMENT, "Comment", "text", "")                                                     \
+  X(BARRIER, "Barrier", "", "")                                                         \
+  X(CP_ASYNC, "CpAsync", "dst_smem,src_gmem,src_bytes", "bytes,group")                  \
+  X(COMMIT_GROUP, "CommitGroup", "", "")                                                \
+  X(WAIT_GROUP, "WaitGroup", "", "pending")                                             \
+  X(LD_GLOBAL, "LdGlobal", "dst,ptr,pred", "bytes")                                     \
+  X(ST_SHARED, "StShared", "dst_smem,val", "bytes")                                     \
+  X(LD_SHARED, "LdShared", "dst,src_smem", "bytes")                                     \
+  X(LDMATRIX, "LdMatrix", "dst_frag,src_smem", "num,trans")                             \
+  X(MMA_SYNC, "MmaSync", "acc,a_frag,b_frag", "m,n,k")                                  \
+  X(EPILOGUE, "Epilogue", "acc,row0,col0,m_lim,n_lim", "mf,nf")                         \
+  X(ST_GLOBAL_VEC, "StGlobalVec", "ptr,val,pred", "bytes")                              \
+  X(SHFL_XOR, "ShflXor", "var,lanemask,combine", "")                                            \
+  X(ATOMIC_ADD, "AtomicAdd", "ptr,val,pred", "")                                        \
+  X(TMA_LOAD, "TmaLoad", "dst_smem,desc,coords,mbar", "dims")                           \
+  X(TMA_STORE, "TmaStore", "desc,src_smem,coords", "dims")                              \
+  X(MBAR_INIT, "MbarInit", "mbar,count", "")                                            \
+  X(MBAR_EXPECT_TX, "MbarExpectTx", "mbar,bytes", "")                                   \
+  X(MBAR_ARRIVE, "MbarArrive", "mbar", "")                                              \
+  X(MBAR_WAIT, "MbarWait", "mbar,phase", "")                                            \
+  X(WGMMA, "Wgmma", "acc,a_desc,b_desc,scale_d", "m,n,k,trans_b")                       \
+  X(WGMMA_FENCE, "WgmmaFence", "", "")                                                  \
+  X(WGMMA_COMMIT, "WgmmaCommit", "", "")                                                \
+  X(WGMMA_WAIT, "WgmmaWait", "", "pending")                                             \
+  X(SETMAXNREG, "SetMaxNReg", "", "regs,inc")                                           \
+  X(FENCE_PROXY_ASYNC, "FenceProxyAsync", "", "")
+
+typedef enum cuda_stmt_kind {
+#define CUDA_X_ENUM(e, n, s, i) CU_##e,
+  CUDA_STMTS(CUDA_X_ENUM)
+#undef CUDA_X_ENUM
+  CU_STMT_COUNT
+} cuda_stmt_kind;
+
+const char *cuda_stmt_name(cuda_stmt_kind k);
+
+#define CUDA_STMT_NS 5 /* string operands */
+#define CUDA_STMT_NI 4 /* integer attributes */
+
+/* One epilogue op inside an Epilogue statement: what to apply and, for bias
+ * and residual, the pointer expression of the tensor's (batch) base. */
+typedef struct cuda_epi_ir {
+  cuda_epi e;
+  const char *ptr; /* C expression; NULL for ops without a tensor */
+} cuda_epi_ir;
+
+typedef struct cuda_stmt {
+  cuda_stmt_kind kind;
+  const char *s[CUDA_STMT_NS]; /* operands, in the order of the table (NULL: absent) */
+  int64_t i[CUDA_STMT_NI];     /* attributes, in the order of the table */
+  tiny_dtype dtype;            /* MmaSync / Wgmma operand dtype; Epilogue output dtype */
+  struct cuda_stmt **body;     /* Block / For / If */
+  int nbody, capbody;
+  struct cuda_stmt **els;      /* If: else branch (may be empty) */
+  int nels, capels;
+  cuda_epi_ir *epi;            /* Epilogue */
+  int nepi;
+} cuda_stmt;
+
+typedef enum cuda_param_kind {
+  CUDA_P_PTR_IN,  /* const T * __restrict__ */
+  CUDA_P_PTR_OUT, /* T * __restrict__ */
+  CUDA_P_TMAP     /* const __grid_constant__ CUtensorMap (SM90, 128 bytes) */
+} cuda_param_kind;
+
+/* What the host must encode into a CUDA_P_TMAP parameter
+ * (cuTensorMapEncodeTiled): a tiled view of one tensor, innermost first. */
+#define CUDA_TMAP_MAX_RANK 5
+typedef struct cuda_tmap_desc {
+  const char *tensor; /* the logical tensor: "A", "B" or "C" (the GEMM spec's operands) */
+  tiny_dtype dtype;
+  int rank;
+  uint64_t dims[CUDA_TMAP_MAX_RANK];        /* elements, innermost first */
+  uint64_t strides[CUDA_TMAP_MAX_RANK - 1]; /* bytes of dims 1..rank-1 (multiples of 16) */
+  uint32_t box[CUDA_TMAP_MAX_RANK];         /* elements per TMA transfer */
+  int swizzle;                              /* 0: none, 3: 128-byte (CU_TENSOR_MAP_SWIZZLE_128B) */
+} cuda_tmap_desc;
+
+typedef struct cuda_param {
+  const char *name;  /* C identifier */
+  const char *ctype; /* element type: "hk_u16", "float", "unsigned char", "hk_tmap" */
+  cuda_param_kind kind;
+  tiny_dtype dtype;  /* element dtype of a pointer */
+  const cuda_tmap_desc *tmap; /* CUDA_P_TMAP: how to encode it */
+  int align;                  /* bytes the pointer must be aligned to (vector / cp.async width) */
+} cuda_param;
+
+typedef struct cuda_meta {
+  const char *key;
+  const char *str; /* string value, or NULL for the integer */
+  int64_t num;
+} cuda_meta;
+
+/* Invariants: name is a C identifier unique in its module; block[0] is a
+ * multiple of 32 (a whole number of warps); grid[i] >= 1; smem_bytes is the
+ * dynamic shared memory the launch must request. */
+typedef struct cuda_kernel {
+  const char *name;
+  const char *kind; /* "mma_gemm" | "mma_conv" | "attention" | "ewise" | "reduce" | "softmax" | "layernorm" | "wgmma_gemm" */
+  cuda_arch arch;
+  int nparams;
+  cuda_param params[CUDA_MAX_PARAMS];
+  int64_t grid[3];
+  int block[3];
+  int64_t smem_bytes;
+  int min_blocks; /* __launch_bounds__ second argument (0: none) */
+  cuda_stmt *body; /* a Block */
+  int nmeta;
+  cuda_meta meta[CUDA_MAX_META]; /* the plan as the template read it: tile, stages, ... */
+} cuda_kernel;
+
+/* A translation unit: kernels that are printed, compiled and loaded together.
+ * Owns every IR object through its arena. */
+typedef struct cuda_module {
+  hp_arena *arena;
+  cuda_kernel **k;
+  int n, cap;
+  cuda_arch arch; /* all kernels share it */
+} cuda_module;
+
+hp_status cuda_module_new(hp_error *e, cuda_arch arch, cuda_module **out);
+void cuda_module_free(cuda_module *m);
+
+/* ---- generators: append one kernel named `name` to m --------------------- */
+/* name must be a C identifier (hp_is_safe_name without '.' and '-'); errors:
+ * Unsupported (shape/dtype/layout outside the template), InvalidArgument
+ * (inconsistent spec), SmemOverflow / RegOverflow (tile too large). */
+hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
+hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name);
+hp_status cuda_gen_ewise(hp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name);
+hp_status cuda_gen_reduce(hp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name);
+hp_status cuda_gen_softmax(hp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name);
+hp_status cuda_gen_layernorm(hp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name);
+
+/* The kernel named name, or NULL. */
+const cuda_kernel *cuda_module_find(const cuda_module *m, const char *name);
+
+/* ---- outputs ---------------------------------------------------------------- */
+/* CUDA C with inline PTX for the whole module (--dump cu).  The text needs no
+ * header: a prelude defines the hk_* helpers, guarded by #ifndef HK_SIM so
+ * that the CPU simulator (tests/cuda_sim) can supply its own.  Malloc'd. */
+hp_status cuda_print(hp_error *e, const cuda_module *m, char **out);
+/* The dialect as JSON (--dump gpu): {"gpu":{"arch":..,"kernels":[...]}}. */
+hp_status cuda_dump_json(hp_error *e, const cuda_module *m, char **out);
+/* Structural check of a kernel: known statement kinds, operands present,
+ * For/If bodies, param names.  Generators call it before returning. */
+hp_status cuda_kernel_verify(hp_error *e, const cuda_kernel *k);
+
+/* ---- builder (used by the generators) -------------------------------------- */
+#define CUDA_B_DEPTH 32
+typedef struct cuda_b {
+  hp_arena *a;
+  hp_error *e;
+  cuda_stmt *stack[CUDA_B_DEPTH]; /* open Block/For/If; stack[0] is the kernel body */
+  bool in_else[CUDA_B_DEPTH];
+  int depth;
+  bool oom;
+  cuda_stmt sink; /* what cuda_emit hands out once an allocation failed */
+} cuda_b;
+
+cuda_kernel *cuda_kernel_new(cuda_b *b, cuda_module *m, hp_error *e, const char *name, const char *kind);
+/* printf into the module arena (NULL format -> NULL). */
+const char *cuda_fmt(cuda_b *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+cuda_stmt *cuda_emit(cuda_b *b, cuda_stmt_kind k);
+cuda_stmt *cuda_emit_s(cuda_b *b, cuda_stmt_kind k, const char *s0, const char *s1, const char *s2,
+                       const char *s3);
+void cuda_open(cuda_b *b, cuda_stmt *st); /* statements now go into st's body */
+void cuda_else(cuda_b *b);                /* ... into the If's else branch */
+void cuda_close(cuda_b *b);
+/* Common shapes. */
+void cuda_for(cuda_b *b, const char *var, const char *begin, const char *end, int unroll); /* opens */
+void cuda_for_step(cuda_b *b, const char *var, const char *begin, const char *end, const char *step, int unroll);
+void cuda_if(cuda_b *b, const char *cond);                                                 /* opens */
+void cuda_decl(cuda_b *b, const char *type, const char *name, const char *dims, const char *init);
+void cuda_assign(cuda_b *b, const char *lhs, const char *rhs);
+void cuda_call(cuda_b *b, const char *text);
+void cuda_comment(cuda_b *b, const char *text);
+void cuda_param_add(cuda_kernel *k, const char *name, const char *ctype, cuda_param_kind kind, tiny_dtype dt);
+/* Require `bytes` alignment of the last parameter added (default: its element size). */
+void cuda_param_align(cuda_kernel *k, int bytes);
+void cuda_meta_int(cuda_kernel *k, const char *key, int64_t v);
+void cuda_meta_str(cuda_kernel *k, const char *key, const char *v);
+/* Finish: OutOfMemory if an allocation failed, else verify. */
+hp_status cuda_b_finish(cuda_b *b, cuda_kernel *k);
+
+/* Element type name for a storage dtype: hk_u16 (fp16/bf16), float, int, unsigned char. */
+const char *cuda_ctype(tiny_dtype t);
+/* Device helpers: load one element as float / convert float to storage. */
+const char *cuda_ld_fn(tiny_dtype t);  /* "hk_ldf_f16" ... */
+const char *cuda_cvt_fn(tiny_dtype t); /* "hk_f2h" ... (float -> storage) */
+bool cuda_is_cname(const char *s);
+
+#endif

@@ -1,0 +1,398 @@
+/* cuda_attn.c — attention on the SM80 MMA template (seed 000 §7.3).
+ * Needs: cuda.h, cuda_int.h.  Gives: cuda_gen_attn.
+ *
+ * One CTA = BM query rows of one (batch, head), 4 warps x 16 rows.  Q is
+ * staged once (cp.async) and kept as A fragments in registers; K and V tiles
+ * of BN keys stream through a 2-stage cp.async ring.  Both matmuls are
+ * mma.sync m16n8k16 with fp32 accumulators:
+ *   S = Q K^T: K tile [BN][D] is a K-major B operand (ldmatrix, no .trans);
+ *   O += P V:  V tile [BN][DV] is an N-major B operand (ldmatrix.trans).
+ * S never leaves registers: the accumulators of n8 fragments 2kk and 2kk+1
+ * are exactly the A fragment of k-step kk (a0 = c0c1 of 2kk, a1 = c2c3 of
+ * 2kk, a2 = c0c1 of 2kk+1, a3 = c2c3 of 2kk+1), so P is packed to f16/bf16
+ * pairs in place (local_edges S -> P: reg).
+ *
+ * algo_choice.attention:
+ *   streaming_softmax_2pass (default): pass 1 streams K computing the row max
+ *     m and the row sum l (rescaled as m grows); pass 2 streams K and V again
+ *     and accumulates O += (exp(S - m) / l) V.  O is never rescaled.
+ *   online_softmax: one pass; O is rescaled by exp(m_old - m_new) per tile
+ *     and divided by l at the end.
+ * Softmax runs in the log2 domain (ex2.approx): s2 = S * scale * log2(e).
+ * Each thread owns rows g and g+8 of its warp's 16; row max/sum are reduced
+ * over the quad (lanes 4g..4g+3) with shfl.bfly 1 and 2.
+ * Masking: keys >= n and (causal) keys > query are -inf; a causal CTA stops
+ * at key q0 + BM; a fully masked row yields zeros, never NaN. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_int.h"
+
+void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->b = b, s->h = h, s->m = m, s->n = n, s->d = d, s->dv = d;
+  s->q_dtype = s->kv_dtype = s->o_dtype = s->mask_dtype = dt;
+  cuda_tune_default(&s->tune, CUDA_SM80);
+}
+
+/* Padded head dimension: a multiple of 16 the swizzle accepts. */
+static int pad_dim(int64_t d) {
+  static const int ok[] = {16, 32, 64, 128, 192, 256};
+  for (int i = 0; i < HP_ARRAY_LEN(ok); i++)
+    if (d <= ok[i]) return ok[i];
+  return 0;
+}
+
+typedef struct attn_gen {
+  cuda_b b;
+  const cuda_attn_spec *s;
+  int BM, BN, D, DV, T, NFS, NFO;
+  int64_t q_off, k_off, v_off, k_stage, v_stage; /* SMEM byte offsets */
+  float scale2;                                  /* scale * log2(e) */
+} attn_gen;
+
+/* cp.async of a rows x cols tile from `g` (row stride `stride`, `valid_cols`
+ * real columns) at global row `row0`; rows >= row_lim and columns >= valid_cols
+ * are zero-filled. */
+static void emit_tile(attn_gen *a, const char *tag, const char *sdst, const char *gbase, const char *row0,
+                      int64_t row_lim, int rows, int cols, int64_t valid_cols, int64_t stride) {
+  cuda_b *b = &a->b;
+  int cpr = cols / 8, total = rows * cpr, iters = (total + a->T - 1) / a->T;
+  cuda_for(b, cuda_fmt(b, "hk_it%s", tag), "0", cuda_fmt(b, "%d", iters), -1);
+  cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it%s * %d", tag, a->T));
+  if (total % a->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "hk_q / %d", cpr));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "(hk_q %% %d) * 8", cpr));
+  cuda_decl(b, "const int", "hk_gr", NULL, cuda_fmt(b, "(%s) + hk_r", row0));
+  cuda_decl(b, "const int", "hk_left", NULL, cuda_fmt(b, "%lld - hk_c", (long long)valid_cols));
+  cuda_decl(b, "const int", "hk_n", NULL,
+            cuda_fmt(b, "(hk_gr < %lld && hk_left > 0) ? (hk_left < 8 ? hk_left : 8) * 2 : 0", (long long)row_lim));
+  cuda_decl(b, "const hk_u16 *", "hk_src", NULL,
+            cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_gr * %lld + hk_c : %s", gbase, (long long)stride, gbase));
+  cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sdst, cuda_swz_off(b, cols, false, "hk_r", "hk_c")),
+                              "hk_src", "hk_n", NULL);
+  cp->i[0] = 16;
+  if (total % a->T) cuda_close(b);
+  cuda_close(b);
+}
+
+/* Load key block `jb` (C text): K, and V when with_v, into stage jb % 2. */
+static void emit_kv_load(attn_gen *a, const char *jb, bool with_v) {
+  cuda_b *b = &a->b;
+  const cuda_attn_spec *s = a->s;
+  const char *st = cuda_fmt(b, "((%s) & 1)", jb);
+  const char *row0 = cuda_fmt(b, "(%s) * %d", jb, a->BN);
+  emit_tile(a, "k", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->k_off, st, (long long)a->k_stage), "Kb", row0,
+            s->n, a->BN, a->D, s->d, s->d);
+  if (with_v)
+    emit_tile(a, "v", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->v_off, st, (long long)a->v_stage), "Vb", row0,
+              s->n, a->BN, a->DV, s->dv, s->dv);
+  cuda_emit(b, CU_COMMIT_GROUP);
+}
+
+/* S = Q K^T for key block jb on stage jb % 2 into sacc[NFS][4], then the
+ * scaled, masked log2-domain scores in place. */
+static void emit_scores(attn_gen *a) {
+  cuda_b *b = &a->b;
+  const cuda_attn_spec *s = a->s;
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_assign(b, "sacc[jj][0]", "0.0f");
+  cuda_assign(b, "sacc[jj][1]", "0.0f");
+  cuda_assign(b, "sacc[jj][2]", "0.0f");
+  cuda_assign(b, "sacc[jj][3]", "0.0f");
+  cuda_close(b);
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->D / 16), -1);
+  cuda_for(b, "jp", "0", cuda_fmt(b, "%d", a->NFS / 2), -1);
+  cuda_stmt *lm = cuda_emit_s(
+      b, CU_LDMATRIX, "&kf[2 * jp][0]",
+      cuda_fmt(b, "hk_sb + %lld + (jb & 1) * %lld + %s", (long long)a->k_off, (long long)a->k_stage,
+               cuda_swz_off(b, a->D, false, "jp * 16 + (lane >> 4) * 8 + (lane & 7)", "kk * 16 + ((lane >> 3) & 1) * 8")),
+      NULL, NULL);
+  lm->i[0] = 4;
+  lm->i[1] = 0;
+  cuda_close(b);
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_stmt *mma = cuda_emit_s(b, CU_MMA_SYNC, "sacc[jj]", "qf[kk]", "kf[jj]", NULL);
+  mma->i[0] = 16, mma->i[1] = 8, mma->i[2] = 16;
+  mma->dtype = s->q_dtype;
+  cuda_close(b);
+  cuda_close(b); /* kk */
+  /* scale, mask, causal, tails -> log2 domain */
+  char sc[48];
+  snprintf(sc, sizeof sc, "%.9gf", (double)a->scale2);
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_for(b, "e", "0", "4", -1);
+  cuda_decl(b, "const int", "hk_qi", NULL, "q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8");
+  cuda_decl(b, "const int", "hk_kj", NULL, cuda_fmt(b, "jb * %d + jj * 8 + (lane & 3) * 2 + (e & 1)", a->BN));
+  const char *ok = s->causal ? cuda_fmt(b, "hk_kj < %lld && hk_kj <= hk_qi", (long long)s->n)
+                             : cuda_fmt(b, "hk_kj < %lld", (long long)s->n);
+  const char *val = cuda_fmt(b, "sacc[jj][e] * %s", sc);
+  if (s->has_mask)
+    val = cuda_fmt(b, "%s + (hk_qi < %lld ? %s(Mb + (hk_i64)hk_qi * %lld + (hk_i64)hk_kj * %lld) * 1.44269504088896341f : 0.0f)",
+                   val, (long long)s->m, cuda_ld_fn(s->mask_dtype), (long long)s->mask_s[2], (long long)s->mask_s[3]);
+  cuda_assign(b, "sacc[jj][e]", cuda_fmt(b, "(%s) ? %s : -HK_INF", ok, val));
+  cuda_close(b);
+  cuda_close(b);
+}
+
+/* Quad-wide max of the two rows a thread owns: new m (in m_use form). */
+static void emit_row_max(attn_gen *a) {
+  cuda_b *b = &a->b;
+  cuda_decl(b, "float", "tmax", "[2]", "{-HK_INF, -HK_INF}");
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_assign(b, "tmax[0]", "hk_fmax(tmax[0], hk_fmax(sacc[jj][0], sacc[jj][1]))");
+  cuda_assign(b, "tmax[1]", "hk_fmax(tmax[1], hk_fmax(sacc[jj][2], sacc[jj][3]))");
+  cuda_close(b);
+  cuda_for(b, "r", "0", "2", -1);
+  cuda_emit_s(b, CU_SHFL_XOR, "tmax[r]", "1", "hk_fmax", NULL);
+  cuda_emit_s(b, CU_SHFL_XOR, "tmax[r]", "2", "hk_fmax", NULL);
+  cuda_close(b);
+}
+
+static void emit_pv(attn_gen *a) {
+  cuda_b *b = &a->b;
+  const cuda_attn_spec *s = a->s;
+  const char *pack = s->kv_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2";
+  cuda_comment(b, "P (registers, the accumulator layout = the A fragment layout) x V");
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->BN / 16), -1);
+  cuda_decl(b, "hk_u32", "pf", "[4]", NULL);
+  cuda_assign(b, "pf[0]", cuda_fmt(b, "%s(sacc[2 * kk][0], sacc[2 * kk][1])", pack));
+  cuda_assign(b, "pf[1]", cuda_fmt(b, "%s(sacc[2 * kk][2], sacc[2 * kk][3])", pack));
+  cuda_assign(b, "pf[2]", cuda_fmt(b, "%s(sacc[2 * kk + 1][0], sacc[2 * kk + 1][1])", pack));
+  cuda_assign(b, "pf[3]", cuda_fmt(b, "%s(sacc[2 * kk + 1][2], sacc[2 * kk + 1][3])", pack));
+  cuda_for(b, "jp", "0", cuda_fmt(b, "%d", a->NFO / 2), -1);
+  cuda_stmt *lm = cuda_emit_s(
+      b, CU_LDMATRIX, "&vf[2 * jp][0]",
+      cuda_fmt(b, "hk_sb + %lld + (jb & 1) * %lld + %s", (long long)a->v_off, (long long)a->v_stage,
+               cuda_swz_off(b, a->DV, false, "kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)", "jp * 16 + (lane >> 4) * 8")),
+      NULL, NULL);
+  lm->i[0] = 4;
+  lm->i[1] = 1;
+  cuda_close(b);
+  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a->NFO), -1);
+  cuda_stmt *mma = cuda_emit_s(b, CU_MMA_SYNC, "o[0][jo]", "pf", "vf[jo]", NULL);
+  mma->i[0] = 16, mma->i[1] = 8, mma->i[2] = 16;
+  mma->dtype = s->kv_dtype;
+  cuda_close(b);
+  cuda_close(b);
+}
+
+/* for (jb...) { wait; barrier; prefetch jb+1; body } over the key blocks. */
+static void open_kv_loop(attn_gen *a, bool with_v) {
+  cuda_b *b = &a->b;
+  cuda_for(b, "jb", "0", "nblk", 1);
+  cuda_stmt *w = cuda_emit(b, CU_WAIT_GROUP);
+  w->i[0] = 0;
+  cuda_emit(b, CU_BARRIER);
+  cuda_if(b, "jb + 1 < nblk");
+  emit_kv_load(a, "jb + 1", with_v);
+  cuda_close(b);
+}
+
+hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name) {
+  if (s->tune.arch != m->arch)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
+                   cuda_arch_name(m->arch));
+  if (s->b < 1 || s->h < 1 || s->m < 1 || s->n < 1 || s->d < 1 || s->dv < 1)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "attention sizes must be >= 1");
+  if ((s->q_dtype != TINY_FP16 && s->q_dtype != TINY_BF16) || s->kv_dtype != s->q_dtype)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "attention takes fp16 or bf16 q, k, v of one dtype");
+  if (s->o_dtype != TINY_FP16 && s->o_dtype != TINY_BF16 && s->o_dtype != TINY_FP32)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "attention output dtype %s", tiny_dtype_name(s->o_dtype));
+  if (s->has_mask && s->mask_dtype != TINY_FP16 && s->mask_dtype != TINY_BF16 && s->mask_dtype != TINY_FP32)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "mask dtype %s", tiny_dtype_name(s->mask_dtype));
+  if (s->d % 8 || s->dv % 8 || !pad_dim(s->d) || !pad_dim(s->dv))
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "head dims %lld / %lld: multiples of 8 up to 256", (long long)s->d,
+                   (long long)s->dv);
+  if (s->m > INT32_MAX / 2 || s->n > INT32_MAX / 2) return hp_fail(e, HP_E_LIMIT, name, "sequence too long");
+  if (s->b * s->h > 65535) return hp_fail(e, HP_E_LIMIT, name, "b*h = %lld > 65535", (long long)(s->b * s->h));
+  attn_gen a;
+  memset(&a, 0, sizeof a);
+  a.s = s;
+  a.BM = s->bm ? s->bm : 64;
+  a.BN = s->bn ? s->bn : 64;
+  if (a.BM != 64) return hp_fail(e, HP_E_UNSUPPORTED, name, "attention query tile must be 64 (4 warps x 16 rows)");
+  if (a.BN % 16 || a.BN < 16 || a.BN > 128) return hp_fail(e, HP_E_INVALID_ARG, name, "key tile %d: 16..128, multiple of 16", a.BN);
+  a.D = pad_dim(s->d), a.DV = pad_dim(s->dv);
+  a.T = 128;
+  a.NFS = a.BN / 8, a.NFO = a.DV / 8;
+  int regs = a.D / 16 * 4 + a.NFS * 4 + a.NFO * 4 + a.NFS * 2 + 48;
+  if (regs > 255)
+    return hp_fail(e, HP_E_REG_OVERFLOW, name, "head dims %d/%d with %d keys per tile need about %d registers", a.D, a.DV,
+                   a.BN, regs);
+  a.q_off = 0;
+  a.k_off = (int64_t)a.BM * a.D * 2;
+  a.k_stage = (int64_t)a.BN * a.D * 2;
+  a.v_off = a.k_off + 2 * a.k_stage;
+  a.v_stage = (int64_t)a.BN * a.DV * 2;
+  int64_t smem = a.v_off + 2 * a.v_stage;
+  if (smem > cuda_smem_max(m->arch))
+    return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)smem);
+  float scale = s->scale != 0 ? s->scale : 1.0f / sqrtf((float)s->d);
+  a.scale2 = scale * 1.44269504088896341f;
+
+  cuda_b *b = &a.b;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "attention");
+  if (!k) return e->code;
+  k->grid[0] = (s->m + a.BM - 1) / a.BM;
+  k->grid[1] = s->b * s->h;
+  k->block[0] = a.T;
+  k->smem_bytes = smem;
+  cuda_param_add(k, "q", "hk_u16", CUDA_P_PTR_IN, s->q_dtype);
+  cuda_param_align(k, 16);
+  cuda_param_add(k, "k", "hk_u16", CUDA_P_PTR_IN, s->kv_dtype);
+  cuda_param_align(k, 16);
+  cuda_param_add(k, "v", "hk_u16", CUDA_P_PTR_IN, s->kv_dtype);
+  cuda_param_align(k, 16);
+  cuda_param_add(k, "mask", cuda_ctype(s->mask_dtype), CUDA_P_PTR_IN, s->mask_dtype);
+  cuda_param_add(k, "out", cuda_ctype(s->o_dtype), CUDA_P_PTR_OUT, s->o_dtype);
+  cuda_param_align(k, 2 * tiny_dtype_size(s->o_dtype));
+  cuda_meta_str(k, "template", "sm80_mma");
+  cuda_meta_str(k, "algo_choice.attention", s->online ? "online_softmax" : "streaming_softmax_2pass");
+  cuda_meta_int(k, "BM", a.BM);
+  cuda_meta_int(k, "BN", a.BN);
+  cuda_meta_int(k, "D", a.D);
+  cuda_meta_int(k, "DV", a.DV);
+  cuda_meta_int(k, "stages", 2);
+  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "16x%d", a.DV));
+  cuda_meta_str(k, "local_edges", "S->P: reg, O: reg");
+  cuda_meta_int(k, "causal", s->causal);
+
+  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
+  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
+  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
+  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
+  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
+  cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a.BM));
+  cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
+  cuda_decl(b, "const hk_u16 *", "Qb", NULL, cuda_fmt(b, "q + (hk_i64)bh * %lld", (long long)(s->m * s->d)));
+  cuda_decl(b, "const hk_u16 *", "Kb", NULL, cuda_fmt(b, "k + (hk_i64)bh * %lld", (long long)(s->n * s->d)));
+  cuda_decl(b, "const hk_u16 *", "Vb", NULL, cuda_fmt(b, "v + (hk_i64)bh * %lld", (long long)(s->n * s->dv)));
+  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)), "Ob", NULL,
+            cuda_fmt(b, "out + (hk_i64)bh * %lld", (long long)(s->m * s->dv)));
+  if (s->has_mask)
+    cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->mask_dtype)), "Mb", NULL,
+              cuda_fmt(b, "mask + (hk_i64)(bh / %lld) * %lld + (hk_i64)(bh %% %lld) * %lld", (long long)s->h,
+                       (long long)s->mask_s[0], (long long)s->h, (long long)s->mask_s[1]));
+  int64_t kend = s->n;
+  if (s->causal)
+    cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %lld ? q0 + %d : %lld", a.BM, (long long)s->n, a.BM, (long long)s->n));
+  else cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "%lld", (long long)kend));
+  cuda_decl(b, "const int", "nblk", NULL, cuda_fmt(b, "(kend + %d) / %d", a.BN - 1, a.BN));
+  cuda_decl(b, "hk_u32", "qf", cuda_fmt(b, "[%d][4]", a.D / 16), NULL);
+  cuda_decl(b, "hk_u32", "kf", cuda_fmt(b, "[%d][2]", a.NFS), NULL);
+  cuda_decl(b, "hk_u32", "vf", cuda_fmt(b, "[%d][2]", a.NFO), NULL);
+  cuda_decl(b, "float", "sacc", cuda_fmt(b, "[%d][4]", a.NFS), NULL);
+  cuda_decl(b, "float", "o", cuda_fmt(b, "[1][%d][4]", a.NFO), "{}");
+  cuda_decl(b, "float", "mrow", "[2]", "{-HK_INF, -HK_INF}");
+  cuda_decl(b, "float", "lrow", "[2]", "{0.0f, 0.0f}");
+
+  /* Q tile + first key block, then Q fragments into registers */
+  cuda_comment(b, "Q tile (once) and the first key block");
+  emit_tile(&a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a.q_off), "Qb", "q0", s->m, a.BM, a.D, s->d, s->d);
+  emit_kv_load(&a, "0", s->online);
+  cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
+  cuda_emit(b, CU_BARRIER);
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a.D / 16), -1);
+  cuda_stmt *lm = cuda_emit_s(b, CU_LDMATRIX, "qf[kk]",
+                              cuda_fmt(b, "hk_sb + %lld + %s", (long long)a.q_off,
+                                       cuda_swz_off(b, a.D, false, "warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8",
+                                                    "kk * 16 + (lane >> 4) * 8")),
+                              NULL, NULL);
+  lm->i[0] = 4;
+  cuda_close(b);
+
+  if (!s->online) {
+    /* ---- pass 1: row max and sum ---- */
+    cuda_comment(b, "pass 1: stream K, keep the row max m and the row sum l (per-thread partial sums)");
+    open_kv_loop(&a, false);
+    emit_scores(&a);
+    emit_row_max(&a);
+    cuda_for(b, "r", "0", "2", -1);
+    cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
+    cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+    cuda_assign(b, "lrow[r]", "lrow[r] * hk_exp2(mrow[r] - muse)");
+    cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a.NFS), -1);
+    cuda_assign(b, "lrow[r]", "lrow[r] + hk_exp2(sacc[jj][2 * r] - muse) + hk_exp2(sacc[jj][2 * r + 1] - muse)");
+    cuda_close(b);
+    cuda_assign(b, "mrow[r]", "mnew");
+    cuda_close(b);
+    cuda_close(b); /* jb */
+    cuda_comment(b, "l: sum the quad's partial sums; 1/l for pass 2");
+    cuda_for(b, "r", "0", "2", -1);
+    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "1", "hk_fadd", NULL);
+    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "2", "hk_fadd", NULL);
+    cuda_assign(b, "lrow[r]", "lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f");
+    cuda_assign(b, "mrow[r]", "mrow[r] == -HK_INF ? 0.0f : mrow[r]");
+    cuda_close(b);
+    /* ---- pass 2 ---- */
+    cuda_comment(b, "pass 2: stream K and V again, O += (exp(S - m) / l) V");
+    cuda_emit(b, CU_BARRIER);
+    emit_kv_load(&a, "0", true);
+    open_kv_loop(&a, true);
+    emit_scores(&a);
+    cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a.NFS), -1);
+    cuda_for(b, "e", "0", "4", -1);
+    cuda_assign(b, "sacc[jj][e]", "hk_exp2(sacc[jj][e] - mrow[e >> 1]) * lrow[e >> 1]");
+    cuda_close(b);
+    cuda_close(b);
+    emit_pv(&a);
+    cuda_close(b); /* jb */
+  } else {
+    cuda_comment(b, "online softmax: one pass, O rescaled when the row max grows");
+    open_kv_loop(&a, true);
+    emit_scores(&a);
+    emit_row_max(&a);
+    cuda_for(b, "r", "0", "2", -1);
+    cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
+    cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+    cuda_decl(b, "const float", "alpha", NULL, "hk_exp2(mrow[r] - muse)");
+    cuda_assign(b, "lrow[r]", "lrow[r] * alpha");
+    cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a.NFO), -1);
+    cuda_assign(b, "o[0][jo][2 * r]", "o[0][jo][2 * r] * alpha");
+    cuda_assign(b, "o[0][jo][2 * r + 1]", "o[0][jo][2 * r + 1] * alpha");
+    cuda_close(b);
+    cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a.NFS), -1);
+    cuda_assign(b, "sacc[jj][2 * r]", "hk_exp2(sacc[jj][2 * r] - muse)");
+    cuda_assign(b, "sacc[jj][2 * r + 1]", "hk_exp2(sacc[jj][2 * r + 1] - muse)");
+    cuda_assign(b, "lrow[r]", "lrow[r] + sacc[jj][2 * r] + sacc[jj][2 * r + 1]");
+    cuda_close(b);
+    cuda_assign(b, "mrow[r]", "mnew");
+    cuda_close(b);
+    emit_pv(&a);
+    cuda_close(b); /* jb */
+    cuda_for(b, "r", "0", "2", -1);
+    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "1", "hk_fadd", NULL);
+    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "2", "hk_fadd", NULL);
+    cuda_decl(b, "const float", "inv", NULL, "lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f");
+    cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a.NFO), -1);
+    cuda_assign(b, "o[0][jo][2 * r]", "o[0][jo][2 * r] * inv");
+    cuda_assign(b, "o[0][jo][2 * r + 1]", "o[0][jo][2 * r + 1] * inv");
+    cuda_close(b);
+    cuda_close(b);
+  }
+  cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
+
+  /* ---- epilogue: O fragments -> out (element pairs) ---- */
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "o", "q0 + warp * 16", "0", cuda_fmt(b, "%lld", (long long)s->m));
+  ep->s[4] = cuda_fmt(b, "%lld", (long long)s->dv);
+  ep->i[0] = 1;
+  ep->i[1] = a.NFO;
+  ep->dtype = s->o_dtype;
+  int osz = tiny_dtype_size(s->o_dtype);
+  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a.NFO), -1);
+  cuda_for(b, "h", "0", "2", -1);
+  cuda_decl(b, "const int", "hk_r", NULL, "q0 + warp * 16 + (lane >> 2) + h * 8");
+  cuda_decl(b, "const int", "hk_c", NULL, "jo * 8 + (lane & 3) * 2");
+  const char *val = osz == 4 ? "hk_v2{hk_f2u(o[0][jo][2 * h]), hk_f2u(o[0][jo][2 * h + 1])}"
+                             : cuda_fmt(b, "%s(o[0][jo][2 * h], o[0][jo][2 * h + 1])",
+                                        s->o_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2");
+  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %lld + hk_c", (long long)s->dv), val,
+                              cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->m, (long long)s->dv), NULL);
+  sg->i[0] = 2 * osz;
+  cuda_close(b);
+  cuda_close(b);
+  return cuda_b_finish(b, k);
+}

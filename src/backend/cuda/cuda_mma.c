@@ -1,0 +1,799 @@
+/* cuda_mma.c — the single MMA template for SM80, as GPU dialect IR:
+ * batched GEMM with strides and 2-D convolution as implicit GEMM.
+ * Needs: cuda.h.  Gives: cuda_gen_gemm, cuda_gen_conv (and, for SM90 plans,
+ * hands over to cuda_sm90.c).
+ *
+ * The skeleton (seed 000 §1.8):
+ *   cp.async (16/8/4 B, zero-filled tails) -> S-stage SMEM ring (commit/wait)
+ *   -> ldmatrix.x4 (.trans where the SMEM tile is M/N-major) -> mma.sync
+ *   m16n8k16 (fp32 accumulators) -> Epilogue on the fragments -> stores
+ *   (fragment pairs, or staged through SMEM into 16-byte st.global.v4).
+ *
+ * Plan -> template (seed 000 §1.7):
+ *   bind: blockIdx.x walks N tiles, blockIdx.y M tiles (raster_m_x swaps),
+ *         blockIdx.z the batch; warps tile the CTA as (BM/WM) x (BN/WN),
+ *         warp w = wm * (BN/WN) + wn; lanes follow the mma fragment layout.
+ *   pipeline + cache_read: operand tiles are staged in SMEM by cp.async, one
+ *         commit group per k tile, `stages` buffers, wait_group(stages-2).
+ *   warp_tile: MF = WM/16 m16 fragments x NF = WN/8 n8 fragments per warp.
+ *   vectorize: the C store width; 16 bytes goes through an SMEM stage.
+ *   predicate_tail: every tail (M, N, K) is predicated: cp.async src-size 0
+ *         zero-fills, stores are guarded per element.
+ *   epilogue: on the accumulator registers (Epilogue statement).
+ *
+ * SMEM layout of an operand tile: rows x C contiguous elements, 16-byte
+ * chunks XOR-swizzled:  chunk' = chunk ^ g(row) with g chosen by the chunks
+ * per row (CPR): CPR >= 8: row & 7; CPR 4: (row >> 1) & 3; CPR 2:
+ * (row >> 2) & 1.  So the 8 row addresses of every ldmatrix 8x8 matrix hit 8
+ * distinct 16-byte bank groups (checked by the simulator's conflict counter,
+ * tests/unit/test_cuda_sim.c).
+ *
+ * Fragment addressing (PTX ISA 9.7.14.5.8 and 9.7.14.5.15; lane l, matrix
+ * mat = l >> 3 of the x4, row rr = l & 7):
+ *   A K-major  [BM][BK], ldmatrix:        row m = base + (mat&1)*8 + rr, col k = kk*16 + (mat>>1)*8
+ *   A M-major  [BK][BM], ldmatrix.trans:  row k = kk*16 + (mat>>1)*8 + rr, col m = base + (mat&1)*8
+ *   B N-major  [BK][BN], ldmatrix.trans:  row k = kk*16 + (mat&1)*8 + rr, col n = base + (mat>>1)*8
+ *   B K-major  [BN][BK], ldmatrix:        row n = base + (mat>>1)*8 + rr, col k = kk*16 + (mat&1)*8
+ * giving a0..a3 of one m16 fragment, and b0,b1 of two n8 fragments. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_int.h"
+
+/* ---- operands ---------------------------------------------------------------- */
+int cuda_chunk_elems(int64_t s_mn, const int64_t *sb, int nsb) {
+  int w = 8;
+  while (w > 1) {
+    bool ok = s_mn % w == 0;
+    for (int i = 0; i < nsb; i++) ok = ok && sb[i] % w == 0;
+    if (ok) break;
+    w /= 2;
+  }
+  return w >= 2 ? w : 0;
+}
+
+/* Swizzle selector g(row) as C text, for CPR 16-byte chunks per row. */
+static const char *swz_g(cuda_b *b, int cpr, bool off, const char *r) {
+  if (off || cpr <= 1) return "0";
+  if (cpr >= 8) return cuda_fmt(b, "((%s) & 7)", r);
+  if (cpr == 4) return cuda_fmt(b, "(((%s) >> 1) & 3)", r);
+  return cuda_fmt(b, "(((%s) >> 2) & 1)", r); /* cpr == 2 */
+}
+
+const char *cuda_swz_off(cuda_b *b, int cols, bool no_swizzle, const char *r, const char *c) {
+  int cpr = cols / 8;
+  return cuda_fmt(b, "((%s) * %d + ((((%s) >> 3) ^ %s) << 4) + ((%s) & 7) * 2)", r, cols * 2, c,
+                  swz_g(b, cpr, no_swizzle, r), c);
+}
+
+bool cuda_swz_cols_ok(int cols) {
+  if (cols % 8) return false;
+  int cpr = cols / 8;
+  return cpr == 1 || cpr == 2 || cpr == 4 || cpr % 8 == 0;
+}
+
+/* ---- the template --------------------------------------------------------------- */
+typedef struct mma_gen {
+  cuda_b b;
+  cuda_kernel *k;
+  const cuda_mma_prob *p;
+  int BM, BN, BK, S, WM, WN, WARPS_M, WARPS_N, T, MF, NF, KT;
+  int splits;     /* split-K parallel slices (1: none) */
+  const char *nkt; /* k tiles of this CTA (C text: a constant without split-K) */
+  int a_rows, a_cols, b_rows, b_cols; /* SMEM tiles: rows x contiguous cols */
+  int64_t a_bytes, b_bytes, stage_bytes;
+  bool swz_off;
+} mma_gen;
+
+/* GEMM coordinates of tile element (r, c) of operand `op` as C text. */
+static void opnd_coords(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *r, const char *c,
+                        const char **mn, const char **k) {
+  cuda_b *b = &g->b;
+  const char *mn0 = is_a ? "bm0" : "bn0";
+  if (op->kmajor) {
+    *mn = cuda_fmt(b, "(%s + (%s))", mn0, r);
+    *k = cuda_fmt(b, "(k0 + (%s))", c);
+  } else {
+    *mn = cuda_fmt(b, "(%s + (%s))", mn0, c);
+    *k = cuda_fmt(b, "(k0 + (%s))", r);
+  }
+}
+
+/* Element pointer and in-bounds predicate of GEMM element (mn, k). */
+static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *mn, const char *k,
+                      const char **ptr, const char **ok) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  const char *base = is_a ? "Ab" : "Bb";
+  int64_t lim_mn = is_a ? p->M : p->N;
+  if (!op->conv) {
+    *ptr = cuda_fmt(b, "(%s + (hk_i64)%s * %lld + (hk_i64)%s * %lld)", base, mn, (long long)op->s_mn, k,
+                    (long long)op->s_k);
+    *ok = cuda_fmt(b, "(%s < %lld && %s < %lld)", mn, (long long)lim_mn, k, (long long)p->K);
+    return;
+  }
+  /* conv gather: k = (ci, kh, kw), n = (oh, ow); pad -> zero fill */
+  const cuda_conv_geom *cg = &op->cv;
+  cuda_decl(b, "const int", "hk_ci", NULL, cuda_fmt(b, "%s / %lld", k, (long long)(cg->kh * cg->kw)));
+  cuda_decl(b, "const int", "hk_rk", NULL, cuda_fmt(b, "%s - hk_ci * %lld", k, (long long)(cg->kh * cg->kw)));
+  cuda_decl(b, "const int", "hk_kh", NULL, cuda_fmt(b, "hk_rk / %lld", (long long)cg->kw));
+  cuda_decl(b, "const int", "hk_kw", NULL, cuda_fmt(b, "hk_rk - hk_kh * %lld", (long long)cg->kw));
+  cuda_decl(b, "const int", "hk_oh", NULL, cuda_fmt(b, "%s / %lld", mn, (long long)cg->ow));
+  cuda_decl(b, "const int", "hk_ow", NULL, cuda_fmt(b, "%s - hk_oh * %lld", mn, (long long)cg->ow));
+  cuda_decl(b, "const int", "hk_ih", NULL,
+            cuda_fmt(b, "hk_oh * %lld - %lld + hk_kh * %lld", (long long)cg->sh, (long long)cg->pt, (long long)cg->dh));
+  cuda_decl(b, "const int", "hk_iw", NULL,
+            cuda_fmt(b, "hk_ow * %lld - %lld + hk_kw * %lld", (long long)cg->sw, (long long)cg->pl, (long long)cg->dw));
+  *ok = cuda_fmt(b, "(%s < %lld && %s < %lld && hk_ih >= 0 && hk_ih < %lld && hk_iw >= 0 && hk_iw < %lld)", mn,
+                 (long long)lim_mn, k, (long long)p->K, (long long)cg->h, (long long)cg->w);
+  *ptr = cuda_fmt(b, "(%s + (hk_i64)hk_ci * %lld + (hk_i64)hk_ih * %lld + hk_iw)", base, (long long)(cg->h * cg->w),
+                  (long long)cg->w);
+}
+
+static int opnd_rows(const mma_gen *g, bool is_a) { return is_a ? g->a_rows : g->b_rows; }
+static int opnd_cols(const mma_gen *g, bool is_a) { return is_a ? g->a_cols : g->b_cols; }
+
+/* cp.async of operand tile kt (k0 in scope) into stage `stage` (C text). */
+static void emit_async_load(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *stage) {
+  cuda_b *b = &g->b;
+  int R = opnd_rows(g, is_a), C = opnd_cols(g, is_a), w = op->vec;
+  int per_row = C / w, total = R * per_row, iters = (total + g->T - 1) / g->T;
+  const char *tag = is_a ? "a" : "b";
+  const char *sbase = cuda_fmt(b, "(hk_sb + (%s) * %lld + %lld)", stage, (long long)g->stage_bytes,
+                               (long long)(is_a ? 0 : g->a_bytes));
+  cuda_comment(b, cuda_fmt(b, "%s tile: %d x %d, cp.async %d B chunks", is_a ? "A" : "B", R, C, w * 2));
+  cuda_for(b, cuda_fmt(b, "hk_it%s", tag), "0", cuda_fmt(b, "%d", iters), -1);
+  cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it%s * %d", tag, g->T));
+  if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "hk_q / %d", per_row));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "(hk_q %% %d) * %d", per_row, w));
+  const char *mn, *k;
+  opnd_coords(g, op, is_a, "hk_r", "hk_c", &mn, &k);
+  cuda_decl(b, "const int", "hk_mn", NULL, mn);
+  cuda_decl(b, "const int", "hk_k", NULL, k);
+  /* valid elements of the chunk: a prefix along the contiguous dimension */
+  const char *base = is_a ? "Ab" : "Bb";
+  int64_t lim_mn = is_a ? g->p->M : g->p->N;
+  const char *outer_ok, *inner_left;
+  if (op->kmajor) {
+    outer_ok = cuda_fmt(b, "hk_mn < %lld", (long long)lim_mn);
+    inner_left = cuda_fmt(b, "%lld - hk_k", (long long)g->p->K);
+  } else {
+    outer_ok = cuda_fmt(b, "hk_k < %lld", (long long)g->p->K);
+    inner_left = cuda_fmt(b, "%lld - hk_mn", (long long)lim_mn);
+  }
+  cuda_decl(b, "const int", "hk_left", NULL, inner_left);
+  cuda_decl(b, "const int", "hk_n", NULL,
+            cuda_fmt(b, "(%s && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * 2 : 0", outer_ok, w, w));
+  cuda_decl(b, "const hk_u16 *", "hk_src", NULL,
+            cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_mn * %lld + (hk_i64)hk_k * %lld : %s", base, (long long)op->s_mn,
+                     (long long)op->s_k, base));
+  cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sbase, cuda_swz_off(b, C, g->swz_off, "hk_r", "hk_c")),
+                              "hk_src", "hk_n", NULL);
+  cp->i[0] = w * 2;
+  if (total % g->T) cuda_close(b);
+  cuda_close(b);
+}
+
+/* Register gather: load phase (into regs hk_g{a,b}[]) or store phase. */
+static void emit_gather(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *stage, bool load, bool store) {
+  cuda_b *b = &g->b;
+  int R = opnd_rows(g, is_a), C = opnd_cols(g, is_a);
+  int total = R * C, iters = (total + g->T - 1) / g->T;
+  const char *tag = is_a ? "a" : "b";
+  cuda_comment(b, cuda_fmt(b, "%s tile: %d x %d, element gather through registers (%s)", is_a ? "A" : "B", R, C,
+                           load && store ? "load+store" : load ? "load" : "store"));
+  cuda_for(b, cuda_fmt(b, "hk_it%s", tag), "0", cuda_fmt(b, "%d", iters), -1);
+  cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it%s * %d", tag, g->T));
+  if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "hk_q / %d", C));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "hk_q %% %d", C));
+  const char *reg = cuda_fmt(b, "hk_g%s[hk_it%s]", tag, tag);
+  if (load) {
+    const char *mn, *k, *ptr, *ok;
+    opnd_coords(g, op, is_a, "hk_r", "hk_c", &mn, &k);
+    cuda_decl(b, "const int", "hk_mn", NULL, mn);
+    cuda_decl(b, "const int", "hk_k", NULL, k);
+    opnd_elem(g, op, is_a, "hk_mn", "hk_k", &ptr, &ok);
+    cuda_stmt *ld = cuda_emit_s(b, CU_LD_GLOBAL, reg, ptr, ok, NULL);
+    ld->i[0] = 2;
+  }
+  if (store) {
+    const char *dst = cuda_fmt(b, "hk_sb + (%s) * %lld + %lld + %s", stage, (long long)g->stage_bytes,
+                               (long long)(is_a ? 0 : g->a_bytes), cuda_swz_off(b, C, g->swz_off, "hk_r", "hk_c"));
+    cuda_stmt *st = cuda_emit_s(b, CU_ST_SHARED, dst, reg, NULL, NULL);
+    st->i[0] = 2;
+  }
+  if (total % g->T) cuda_close(b);
+  cuda_close(b);
+}
+
+/* Load tile `kt` (C text) of both operands into stage `stage`: async parts
+ * always; gathered parts either fully (prologue) or only their load phase. */
+static void emit_tile_loads(mma_gen *g, const char *kt, const char *stage, bool prologue) {
+  cuda_b *b = &g->b;
+  cuda_decl(b, "const int", "k0", NULL, cuda_fmt(b, "(%s) * %d", kt, g->BK));
+  for (int i = 0; i < 2; i++) {
+    const cuda_mma_opnd *op = i == 0 ? &g->p->A : &g->p->B;
+    if (op->vec) emit_async_load(g, op, i == 0, stage);
+    else emit_gather(g, op, i == 0, stage, true, prologue);
+  }
+}
+
+static void emit_fragments_and_mma(mma_gen *g) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  const char *sA = "(hk_sb + hk_st * %lld)", *sB = "(hk_sb + hk_st * %lld + %lld)";
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", g->BK / 16), -1);
+  /* A fragments */
+  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+  const char *ar, *ac;
+  if (p->A.kmajor) {
+    ar = cuda_fmt(b, "wm * %d + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8", g->WM);
+    ac = "kk * 16 + (lane >> 4) * 8";
+  } else {
+    ar = "kk * 16 + (lane & 7) + (lane >> 4) * 8";
+    ac = cuda_fmt(b, "wm * %d + i * 16 + ((lane >> 3) & 1) * 8", g->WM);
+  }
+  cuda_stmt *lm = cuda_emit_s(b, CU_LDMATRIX, "af[i]",
+                              cuda_fmt(b, "%s + %s", cuda_fmt(b, sA, (long long)g->stage_bytes),
+                                       cuda_swz_off(b, g->a_cols, g->swz_off, ar, ac)),
+                              NULL, NULL);
+  lm->i[0] = 4;
+  lm->i[1] = !p->A.kmajor;
+  cuda_close(b);
+  /* B fragments, two n8 fragments per ldmatrix.x4 */
+  cuda_for(b, "jp", "0", cuda_fmt(b, "%d", g->NF / 2), -1);
+  const char *br, *bc;
+  if (p->B.kmajor) {
+    br = cuda_fmt(b, "wn * %d + jp * 16 + (lane >> 4) * 8 + (lane & 7)", g->WN);
+    bc = "kk * 16 + ((lane >> 3) & 1) * 8";
+  } else {
+    br = "kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)";
+    bc = cuda_fmt(b, "wn * %d + jp * 16 + (lane >> 4) * 8", g->WN);
+  }
+  lm = cuda_emit_s(b, CU_LDMATRIX, "&bf[2 * jp][0]",
+                   cuda_fmt(b, "%s + %s", cuda_fmt(b, sB, (long long)g->stage_bytes, (long long)g->a_bytes),
+                            cuda_swz_off(b, g->b_cols, g->swz_off, br, bc)),
+                   NULL, NULL);
+  lm->i[0] = 4;
+  lm->i[1] = !p->B.kmajor;
+  cuda_close(b);
+  /* the MMAs */
+  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
+  cuda_stmt *mma = cuda_emit_s(b, CU_MMA_SYNC, "acc[i][j]", "af[i]", "bf[j]", NULL);
+  mma->i[0] = 16;
+  mma->i[1] = 8;
+  mma->i[2] = 16;
+  mma->dtype = p->ab_dtype;
+  cuda_close(b);
+  cuda_close(b);
+  cuda_close(b); /* kk */
+}
+
+/* Stores of the accumulators after the Epilogue. */
+static void emit_stores(mma_gen *g) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  int osz = tiny_dtype_size(p->c_dtype);
+  const char *cv = cuda_cvt_fn(p->c_dtype);
+  const char *ct = cuda_ctype(p->c_dtype);
+  bool pair_ok = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+  int VE = 16 / osz;
+  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+  if (staged) {
+    int PB = g->BN * osz + 16;
+    cuda_comment(b, cuda_fmt(b, "C staged through SMEM (row pitch %d B), then 16-byte vector stores", PB));
+    cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
+    cuda_for(b, "h", "0", "2", -1);
+    cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "wm * %d + i * 16 + (lane >> 2) + h * 8", g->WM));
+    cuda_decl(b, "const int", "hk_cl", NULL, cuda_fmt(b, "wn * %d + j * 8 + (lane & 3) * 2", g->WN));
+    const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
+    cuda_stmt *st;
+    if (osz == 2)
+      st = cuda_emit_s(b, CU_ST_SHARED, dst,
+                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])",
+                                p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                       NULL, NULL);
+    else
+      st = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL,
+                       NULL);
+    st->i[0] = 2 * osz;
+    cuda_close(b);
+    cuda_close(b);
+    cuda_close(b);
+    cuda_emit(b, CU_BARRIER);
+    int CH = g->BN * osz / 16, total = g->BM * CH, iters = (total + g->T - 1) / g->T;
+    cuda_for(b, "hk_it", "0", cuda_fmt(b, "%d", iters), -1);
+    cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it * %d", g->T));
+    if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
+    cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "hk_q / %d", CH));
+    cuda_decl(b, "const int", "hk_cc", NULL, cuda_fmt(b, "hk_q %% %d", CH));
+    cuda_decl(b, "const int", "hk_gr", NULL, "bm0 + hk_rl");
+    cuda_decl(b, "const int", "hk_gc", NULL, cuda_fmt(b, "bn0 + hk_cc * %d", VE));
+    cuda_decl(b, "const hk_saddr", "hk_sa", NULL, cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cc * 16", PB));
+    cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
+    cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
+    ls->i[0] = 16;
+    const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
+    cuda_if(b, cuda_fmt(b, "hk_gr < %lld && hk_gc + %d <= %lld", (long long)p->M, VE, (long long)p->N));
+    cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
+    sg->i[0] = 16;
+    cuda_else(b);
+    cuda_comment(b, "N tail: element stores");
+    cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", VE), -1);
+    cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
+    ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
+    ls->i[0] = 4;
+    if (osz == 2) {
+      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)",
+                       cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N), NULL);
+      sg->i[0] = 2;
+    } else {
+      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), "hk_w",
+                       cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N), NULL);
+      sg->i[0] = 4;
+    }
+    cuda_close(b); /* hk_e */
+    cuda_close(b); /* if/else */
+    if (total % g->T) cuda_close(b);
+    cuda_close(b);
+    cuda_meta_str(g->k, "c_store", "smem_staged_v4");
+    return;
+  }
+  cuda_comment(b, pair_ok ? "C stored from the fragments, element pairs" : "C stored from the fragments, elements");
+  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
+  cuda_for(b, "h", "0", "2", -1);
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + h * 8", g->WM));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2", g->WN));
+  const char *rp = cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn);
+  const char *mok = cuda_fmt(b, "hk_r < %lld", (long long)p->M);
+  if (pair_ok) {
+    cuda_if(b, cuda_fmt(b, "%s && hk_c + 1 < %lld", mok, (long long)p->N));
+    cuda_stmt *sg;
+    if (osz == 2)
+      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp,
+                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])",
+                                p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                       NULL, NULL);
+    else
+      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL,
+                       NULL);
+    sg->i[0] = 2 * osz;
+    cuda_else(b);
+  }
+  for (int e = 0; e < 2; e++) {
+    const char *val = osz == 2 ? cuda_fmt(b, "%s(acc[i][j][2 * h + %d])", cv, e)
+                               : cuda_fmt(b, "hk_f2u(acc[i][j][2 * h + %d])", e);
+    cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, e ? cuda_fmt(b, "%s + %lld", rp, (long long)p->c_sn) : rp, val,
+                                cuda_fmt(b, "%s && hk_c + %d < %lld", mok, e, (long long)p->N), NULL);
+    sg->i[0] = osz;
+  }
+  if (pair_ok) cuda_close(b);
+  cuda_close(b);
+  cuda_close(b);
+  cuda_close(b);
+  (void)ct;
+  cuda_meta_str(g->k, "c_store", pair_ok ? "fragment_pairs" : "fragment_elements");
+}
+
+static hp_status check_tile(hp_error *e, const char *name, const cuda_tune *t, int64_t smem_max, int *T) {
+  if (t->bm <= 0 || t->bn <= 0 || t->bk <= 0 || t->warp_m <= 0 || t->warp_n <= 0)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "tile sizes must be positive");
+  if (t->bk % 16 || t->warp_m % 16 || t->warp_n % 16)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "BK and the warp tile must be multiples of 16 (mma m16n8k16), got BK=%d warp %dx%d",
+                   t->bk, t->warp_m, t->warp_n);
+  if (t->bm % t->warp_m || t->bn % t->warp_n)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "warp tile %dx%d does not divide the tile %dx%d", t->warp_m, t->warp_n, t->bm,
+                   t->bn);
+  if (t->stages < 2 || t->stages > 4) return hp_fail(e, HP_E_INVALID_ARG, name, "stages must be 2..4, got %d", t->stages);
+  *T = 32 * (t->bm / t->warp_m) * (t->bn / t->warp_n);
+  if (*T > 1024) return hp_fail(e, HP_E_LIMIT, name, "%d threads per CTA (at most 1024)", *T);
+  int acc = t->warp_m / 16 * t->warp_n / 8 * 4;
+  int regs = acc + t->warp_m / 16 * 4 + t->warp_n / 8 * 2 + 40;
+  if (regs > 255)
+    return hp_fail(e, HP_E_REG_OVERFLOW, name, "warp tile %dx%d needs about %d registers per thread (255 at most)",
+                   t->warp_m, t->warp_n, regs);
+  (void)smem_max;
+  return HP_OK;
+}
+
+int64_t cuda_smem_max(cuda_arch a) { return a == CUDA_SM90 ? 232448 : 166912; }
+
+hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name) {
+  mma_gen g;
+  memset(&g, 0, sizeof g);
+  g.p = p;
+  const cuda_tune *t = &p->tune;
+  if (check_tile(e, name, t, cuda_smem_max(m->arch), &g.T)) return e->code;
+  g.BM = t->bm, g.BN = t->bn, g.BK = t->bk, g.S = t->stages, g.WM = t->warp_m, g.WN = t->warp_n;
+  g.WARPS_M = g.BM / g.WM, g.WARPS_N = g.BN / g.WN, g.MF = g.WM / 16, g.NF = g.WN / 8;
+  g.KT = (int)((p->K + g.BK - 1) / g.BK);
+  g.splits = t->splitk > 1 && t->splitk_parallel ? (t->splitk < g.KT ? t->splitk : g.KT) : 1;
+  int kt_per = (g.KT + g.splits - 1) / g.splits;
+  g.swz_off = t->no_swizzle;
+  g.a_rows = p->A.kmajor ? g.BM : g.BK, g.a_cols = p->A.kmajor ? g.BK : g.BM;
+  g.b_rows = p->B.kmajor ? g.BN : g.BK, g.b_cols = p->B.kmajor ? g.BK : g.BN;
+  if (!cuda_swz_cols_ok(g.a_cols) || !cuda_swz_cols_ok(g.b_cols))
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "SMEM tile rows of %d / %d elements: the swizzle needs 8, 16, 32 or a multiple of 64",
+                   g.a_cols, g.b_cols);
+  g.a_bytes = (int64_t)g.BM * g.BK * 2, g.b_bytes = (int64_t)g.BN * g.BK * 2, g.stage_bytes = g.a_bytes + g.b_bytes;
+  int osz = tiny_dtype_size(p->c_dtype);
+  int64_t smem = g.stage_bytes * g.S;
+  int64_t stage_c = (int64_t)g.BM * (g.BN * osz + 16);
+  if (t->vec * osz >= 16 && stage_c > smem) smem = stage_c;
+  if (smem > cuda_smem_max(m->arch))
+    return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, %s has %lld",
+                   (long long)smem, cuda_arch_name(m->arch), (long long)cuda_smem_max(m->arch));
+  int64_t gx = (p->N + g.BN - 1) / g.BN, gy = (p->M + g.BM - 1) / g.BM;
+  if (t->raster_m_x) {
+    int64_t tmp = gx;
+    gx = gy;
+    gy = tmp;
+  }
+  if (gy > 65535 || p->nz > 65535) return hp_fail(e, HP_E_LIMIT, name, "grid too large (%lld M/N tiles, %lld batches)", (long long)gy, (long long)p->nz);
+
+  cuda_b *b = &g.b;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, p->kind);
+  if (!k) return e->code;
+  g.k = k;
+  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = p->nz * g.splits;
+  if (k->grid[2] > 65535) return hp_fail(e, HP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
+  k->block[0] = g.T;
+  k->smem_bytes = smem;
+  tiny_dtype ab = p->ab_dtype;
+  cuda_param_add(k, p->pname[0], "hk_u16", CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->A.vec * 2);
+  cuda_param_add(k, p->pname[1], "hk_u16", CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->B.vec * 2);
+  cuda_param_add(k, p->pname[2], cuda_ctype(p->c_dtype), CUDA_P_PTR_OUT, p->c_dtype);
+  {
+    int cs = tiny_dtype_size(p->c_dtype), VE = 16 / cs;
+    bool staged = t->vec * cs >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+    bool pairs = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+    cuda_param_align(k, g.splits > 1 ? 4 : staged ? 16 : pairs ? 2 * cs : cs);
+  }
+  for (int i = 0; i < p->n_epi; i++) {
+    bool has = p->epi[i].kind == CUDA_EPI_BIAS_M || p->epi[i].kind == CUDA_EPI_BIAS_N || p->epi[i].kind == CUDA_EPI_RESIDUAL;
+    cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(p->epi[i].dtype) : "float", CUDA_P_PTR_IN,
+                   has ? p->epi[i].dtype : TINY_FP32);
+  }
+  int64_t tl[3] = {g.BM, g.BN, g.BK};
+  cuda_meta_str(k, "template", "sm80_mma");
+  cuda_meta_int(k, "BM", tl[0]);
+  cuda_meta_int(k, "BN", tl[1]);
+  cuda_meta_int(k, "BK", tl[2]);
+  cuda_meta_int(k, "stages", g.S);
+  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "%dx%d", g.WM, g.WN));
+  cuda_meta_str(k, "A_smem", p->A.kmajor ? "k_major" : "m_major");
+  cuda_meta_str(k, "B_smem", p->B.kmajor ? "k_major" : "n_major");
+  cuda_meta_int(k, "A_cp_async_bytes", p->A.vec * 2);
+  cuda_meta_int(k, "B_cp_async_bytes", p->B.vec * 2);
+  cuda_meta_str(k, "swizzle", g.swz_off ? "none" : "xor16B");
+  cuda_meta_str(k, "bind", t->raster_m_x ? "m.o->block.x n.o->block.y batch->block.z" : "n.o->block.x m.o->block.y batch->block.z");
+  cuda_meta_str(k, "local_edges", "mainloop->epilogue: reg");
+
+  /* ---- prologue: indices, batch bases, SMEM ---- */
+  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
+  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
+  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
+  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
+  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
+  cuda_decl(b, "const int", "wm", NULL, cuda_fmt(b, "warp / %d", g.WARPS_N));
+  cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g.WARPS_N));
+  cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'x' : 'y', g.BM));
+  cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'y' : 'x', g.BN));
+  if (g.splits > 1) {
+    cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g.splits));
+    cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g.splits));
+    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %d", kt_per));
+    cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g.KT, kt_per, g.KT));
+    g.nkt = "nkt";
+    cuda_meta_int(k, "splitk", g.splits);
+    cuda_meta_str(k, "algo_choice.matmul", "splitk_parallel");
+  } else {
+    cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
+    cuda_decl(b, "const int", "kt0", NULL, "0");
+    g.nkt = cuda_fmt(b, "%d", g.KT);
+  }
+  cuda_decl(b, "const hk_u16 *", "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
+  cuda_decl(b, "const hk_u16 *", "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));
+  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(p->c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", p->pname[2], p->c_base));
+  cuda_call(b, "(void)bz; (void)Ab; (void)Bb");
+  cuda_decl(b, "float", "acc", cuda_fmt(b, "[%d][%d][4]", g.MF, g.NF), "{}");
+  cuda_decl(b, "hk_u32", "af", cuda_fmt(b, "[%d][4]", g.MF), NULL);
+  cuda_decl(b, "hk_u32", "bf", cuda_fmt(b, "[%d][2]", g.NF), NULL);
+  int ga = p->A.vec ? 0 : (g.a_rows * g.a_cols + g.T - 1) / g.T;
+  int gb = p->B.vec ? 0 : (g.b_rows * g.b_cols + g.T - 1) / g.T;
+  if (ga) cuda_decl(b, "hk_u16", "hk_ga", cuda_fmt(b, "[%d]", ga), NULL);
+  if (gb) cuda_decl(b, "hk_u16", "hk_gb", cuda_fmt(b, "[%d]", gb), NULL);
+
+  /* ---- pipeline prologue: tiles 0 .. S-2 ---- */
+  cuda_comment(b, cuda_fmt(b, "pipeline prologue: %d of %d stages in flight", g.S - 1, g.S));
+  cuda_for(b, "s", "0", cuda_fmt(b, "%d", g.S - 1), -1);
+  cuda_if(b, cuda_fmt(b, "s < %s", g.nkt));
+  emit_tile_loads(&g, "kt0 + s", "s", true);
+  cuda_close(b);
+  cuda_emit(b, CU_COMMIT_GROUP);
+  cuda_close(b);
+
+  /* ---- main loop ---- */
+  cuda_comment(b, "main loop: wait for tile kt, prefetch tile kt+S-1 into the stage freed last iteration");
+  cuda_for(b, "kt", "0", g.nkt, 1);
+  cuda_stmt *w = cuda_emit(b, CU_WAIT_GROUP);
+  w->i[0] = g.S - 2;
+  cuda_emit(b, CU_BARRIER);
+  cuda_decl(b, "const int", "nk", NULL, cuda_fmt(b, "kt + %d", g.S - 1));
+  cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
+  emit_tile_loads(&g, "kt0 + nk", cuda_fmt(b, "nk %% %d", g.S), false);
+  cuda_close(b);
+  cuda_emit(b, CU_COMMIT_GROUP);
+  cuda_decl(b, "const int", "hk_st", NULL, cuda_fmt(b, "kt %% %d", g.S));
+  emit_fragments_and_mma(&g);
+  if (ga || gb) {
+    cuda_comment(b, "gathered operands: registers -> the stage of tile nk (read by nobody since the barrier above)");
+    cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
+    cuda_decl(b, "const int", "k0", NULL, cuda_fmt(b, "(kt0 + nk) * %d", g.BK));
+    cuda_call(b, "(void)k0");
+    if (ga) emit_gather(&g, &p->A, true, cuda_fmt(b, "nk %% %d", g.S), false, true);
+    if (gb) emit_gather(&g, &p->B, false, cuda_fmt(b, "nk %% %d", g.S), false, true);
+    cuda_close(b);
+  }
+  cuda_close(b); /* kt */
+  w = cuda_emit(b, CU_WAIT_GROUP);
+  w->i[0] = 0;
+  cuda_emit(b, CU_BARRIER);
+
+  /* ---- epilogue on the fragments, then the stores ---- */
+  if (g.splits > 1) cuda_if(b, "ks == 0"); /* split-K: one slice adds the (linear) epilogue */
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", cuda_fmt(b, "bm0 + wm * %d", g.WM), cuda_fmt(b, "bn0 + wn * %d", g.WN),
+                              cuda_fmt(b, "%lld", (long long)p->M));
+  ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
+  ep->i[0] = g.MF;
+  ep->i[1] = g.NF;
+  ep->dtype = p->c_dtype;
+  if (p->n_epi) {
+    ep->epi = hp_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)p->n_epi);
+    if (!ep->epi) b->oom = true;
+    else {
+      ep->nepi = p->n_epi;
+      for (int i = 0; i < p->n_epi; i++) {
+        ep->epi[i].e = p->epi[i];
+        ep->epi[i].ptr = p->epi_ptr[i];
+      }
+    }
+  }
+  if (g.splits > 1) {
+    cuda_close(b);
+    cuda_comment(b, "split-K parallel: fp32 partial sums added into C (zeroed by the caller)");
+    cuda_for(b, "i", "0", cuda_fmt(b, "%d", g.MF), -1);
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", g.NF), -1);
+    cuda_for(b, "q", "0", "4", -1);
+    cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8", g.WM));
+    cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1)", g.WN));
+    cuda_emit_s(b, CU_ATOMIC_ADD, cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn),
+                "acc[i][j][q]", cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)p->M, (long long)p->N), NULL);
+    cuda_close(b);
+    cuda_close(b);
+    cuda_close(b);
+    cuda_meta_str(k, "c_store", "red.global.add.f32");
+    return cuda_b_finish(b, k);
+  }
+  emit_stores(&g);
+  return cuda_b_finish(b, k);
+}
+
+/* ---- GEMM and conv front ends -------------------------------------------------- */
+void cuda_gemm_spec_init(cuda_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->batch[0] = s->batch[1] = 1;
+  s->M = M, s->N = N, s->K = K;
+  s->a_dtype = s->b_dtype = s->c_dtype = dt;
+  s->a_sm = K, s->a_sk = 1;
+  s->b_sk = N, s->b_sn = 1;
+  s->c_sm = N, s->c_sn = 1;
+  s->a_sb[0] = s->a_sb[1] = M * K;
+  s->b_sb[0] = s->b_sb[1] = K * N;
+  s->c_sb[0] = s->c_sb[1] = M * N;
+  cuda_tune_default(&s->tune, CUDA_SM80);
+}
+
+/* Fill the tile fields left at 0 from the problem size. */
+void cuda_tune_fill_mma(cuda_tune *t, int64_t M, int64_t N, tiny_dtype c_dtype) {
+  bool big = M >= 128 && N >= 128;
+  if (!t->bm) t->bm = big ? 128 : 64;
+  if (!t->bn) t->bn = big ? 128 : 64;
+  if (!t->bk) t->bk = 32;
+  if (!t->stages) t->stages = 3;
+  if (!t->warp_m) t->warp_m = t->bm >= 128 ? 64 : 32;
+  if (!t->warp_n) t->warp_n = t->bn >= 128 ? 64 : 32;
+  if (!t->vec) t->vec = 16 / tiny_dtype_size(c_dtype);
+}
+
+static hp_status check_epi(hp_error *e, const char *name, const cuda_epi *epi, int n) {
+  if (n < 0 || n > CUDA_MAX_EPI) return hp_fail(e, HP_E_LIMIT, name, "%d epilogue ops (at most %d)", n, CUDA_MAX_EPI);
+  for (int i = 0; i < n; i++) {
+    if ((unsigned)epi[i].kind >= CUDA_EPI_COUNT) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown epilogue op %d", epi[i].kind);
+    bool has = epi[i].kind == CUDA_EPI_BIAS_M || epi[i].kind == CUDA_EPI_BIAS_N || epi[i].kind == CUDA_EPI_RESIDUAL;
+    if (has && epi[i].dtype != TINY_FP16 && epi[i].dtype != TINY_BF16 && epi[i].dtype != TINY_FP32)
+      return hp_fail(e, HP_E_UNSUPPORTED, name, "epilogue %s of dtype %s", cuda_epi_name(epi[i].kind),
+                     tiny_dtype_name(epi[i].dtype));
+  }
+  return HP_OK;
+}
+
+static hp_status check_ab_dtypes(hp_error *e, const char *name, tiny_dtype a, tiny_dtype b2, tiny_dtype c) {
+  if ((a != TINY_FP16 && a != TINY_BF16) || a != b2)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "the MMA template takes fp16 or bf16 operands of one dtype, got %s x %s",
+                   tiny_dtype_name(a), tiny_dtype_name(b2));
+  if (c != TINY_FP16 && c != TINY_BF16 && c != TINY_FP32)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "output dtype %s (fp16, bf16 or fp32)", tiny_dtype_name(c));
+  return HP_OK;
+}
+
+hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+
+hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+  if (s->tune.arch != m->arch)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
+                   cuda_arch_name(m->arch));
+  if (s->M < 1 || s->N < 1 || s->K < 1 || s->batch[0] < 1 || s->batch[1] < 1)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "GEMM sizes must be >= 1");
+  if (s->M > INT32_MAX / 2 || s->N > INT32_MAX / 2 || s->K > INT32_MAX / 2)
+    return hp_fail(e, HP_E_LIMIT, name, "GEMM dimension beyond 2^30");
+  int64_t st[] = {s->a_sb[0], s->a_sb[1], s->a_sm, s->a_sk, s->b_sb[0], s->b_sb[1], s->b_sk, s->b_sn,
+                  s->c_sb[0], s->c_sb[1], s->c_sm, s->c_sn};
+  for (int i = 0; i < HP_ARRAY_LEN(st); i++)
+    if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative stride");
+  if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype)) return e->code;
+  if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
+  if (m->arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
+  if (s->tune.splitk > 1) {
+    if (!s->tune.splitk_parallel)
+      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K is the parallel form (fp32 atomics) here; splitk_serial is not implemented");
+    if (s->c_dtype != TINY_FP32) return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K adds into an fp32 C");
+    for (int i = 0; i < s->n_epi; i++)
+      if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
+        return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the non-linear epilogue %s (run it as a second pass)",
+                       cuda_epi_name(s->epi[i].kind));
+  }
+  cuda_mma_prob p;
+  memset(&p, 0, sizeof p);
+  p.kind = "mma_gemm";
+  p.M = s->M, p.N = s->N, p.K = s->K, p.nz = s->batch[0] * s->batch[1];
+  p.ab_dtype = s->a_dtype, p.c_dtype = s->c_dtype;
+  p.pname[0] = "A", p.pname[1] = "B", p.pname[2] = "C";
+  /* A: K-major when k is contiguous, else M-major (m contiguous). */
+  if (s->a_sk == 1) p.A = (cuda_mma_opnd){.kmajor = true, .s_mn = s->a_sm, .s_k = 1};
+  else if (s->a_sm == 1) p.A = (cuda_mma_opnd){.kmajor = false, .s_mn = 1, .s_k = s->a_sk};
+  else p.A = (cuda_mma_opnd){.kmajor = true, .s_mn = s->a_sm, .s_k = s->a_sk};
+  if (s->b_sn == 1) p.B = (cuda_mma_opnd){.kmajor = false, .s_mn = 1, .s_k = s->b_sk};
+  else if (s->b_sk == 1) p.B = (cuda_mma_opnd){.kmajor = true, .s_mn = s->b_sn, .s_k = 1};
+  else p.B = (cuda_mma_opnd){.kmajor = false, .s_mn = s->b_sn, .s_k = s->b_sk};
+  bool a_contig = p.A.kmajor ? p.A.s_k == 1 : p.A.s_mn == 1;
+  bool b_contig = p.B.kmajor ? p.B.s_k == 1 : p.B.s_mn == 1;
+  /* chunk size: the other stride and the batch strides must keep chunks 2^n-aligned */
+  p.A.vec = a_contig ? cuda_chunk_elems(p.A.kmajor ? s->a_sm : s->a_sk, s->a_sb, 2) : 0;
+  p.B.vec = b_contig ? cuda_chunk_elems(p.B.kmajor ? s->b_sn : s->b_sk, s->b_sb, 2) : 0;
+  p.c_sm = s->c_sm, p.c_sn = s->c_sn;
+  p.c_zmul = s->c_sb[0] % 2 == 0 && s->c_sb[1] % 2 == 0 ? (s->c_sb[0] % 8 == 0 && s->c_sb[1] % 8 == 0 ? 8 : 2) : 1;
+  cuda_b tb = {.a = m->arena};
+  const char *z = cuda_fmt(&tb, "(hk_i64)(bz / %lld)", (long long)s->batch[1]);
+  const char *z1 = cuda_fmt(&tb, "(hk_i64)(bz %% %lld)", (long long)s->batch[1]);
+  p.a_base = cuda_fmt(&tb, "%s * %lld + %s * %lld", z, (long long)s->a_sb[0], z1, (long long)s->a_sb[1]);
+  p.b_base = cuda_fmt(&tb, "%s * %lld + %s * %lld", z, (long long)s->b_sb[0], z1, (long long)s->b_sb[1]);
+  p.c_base = cuda_fmt(&tb, "%s * %lld + %s * %lld", z, (long long)s->c_sb[0], z1, (long long)s->c_sb[1]);
+  p.n_epi = s->n_epi;
+  for (int i = 0; i < s->n_epi; i++) {
+    p.epi[i] = s->epi[i];
+    const cuda_epi *ep = &s->epi[i];
+    if (ep->kind == CUDA_EPI_BIAS_M || ep->kind == CUDA_EPI_BIAS_N) p.epi_ptr[i] = cuda_fmt(&tb, "ep%d", i);
+    else if (ep->kind == CUDA_EPI_RESIDUAL)
+      p.epi_ptr[i] = cuda_fmt(&tb, "(ep%d + %s * %lld + %s * %lld)", i, z, (long long)ep->s_b0, z1, (long long)ep->s_b1);
+  }
+  if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  p.tune = s->tune;
+  cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype);
+  return cuda_mma_emit(e, m, &p, name);
+}
+
+void cuda_conv_spec_init(cuda_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t kh,
+                         int64_t kw, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->n = n, s->c = c, s->h = h, s->w = w, s->oc = oc, s->kh = kh, s->kw = kw;
+  s->stride[0] = s->stride[1] = 1;
+  s->dil[0] = s->dil[1] = 1;
+  s->groups = 1;
+  s->x_dtype = s->w_dtype = s->y_dtype = dt;
+  cuda_tune_default(&s->tune, CUDA_SM80);
+}
+
+bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow) {
+  int64_t eh = s->dil[0] * (s->kh - 1) + 1, ew = s->dil[1] * (s->kw - 1) + 1;
+  int64_t ph = s->h + s->pad[0] + s->pad[2], pw = s->w + s->pad[1] + s->pad[3];
+  if (s->stride[0] < 1 || s->stride[1] < 1 || ph < eh || pw < ew) return false;
+  *oh = (ph - eh) / s->stride[0] + 1;
+  *ow = (pw - ew) / s->stride[1] + 1;
+  return true;
+}
+
+hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
+  if (s->tune.arch != m->arch)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
+                   cuda_arch_name(m->arch));
+  if (m->arch == CUDA_SM90)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "conv on the SM90 template (use an sm80 plan: the SM80 template runs on sm_90)");
+  if (s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->oc < 1 || s->kh < 1 || s->kw < 1 || s->groups < 1 ||
+      s->dil[0] < 1 || s->dil[1] < 1)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "conv sizes must be >= 1");
+  for (int i = 0; i < 4; i++)
+    if (s->pad[i] < 0) return hp_fail(e, HP_E_INVALID_ARG, name, "negative padding");
+  if (s->c % s->groups || s->oc % s->groups)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "groups %lld does not divide channels %lld / %lld", (long long)s->groups,
+                   (long long)s->c, (long long)s->oc);
+  int64_t oh, ow;
+  if (!cuda_conv_out_hw(s, &oh, &ow)) return hp_fail(e, HP_E_INVALID_ARG, name, "the conv window does not fit the input");
+  if (check_ab_dtypes(e, name, s->w_dtype, s->x_dtype, s->y_dtype)) return e->code;
+  if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
+  int64_t cg = s->c / s->groups, ocg = s->oc / s->groups, K = cg * s->kh * s->kw, N = oh * ow;
+  if (s->n * s->c * s->h * s->w > ((int64_t)1 << 40) || K > INT32_MAX / 2 || N > INT32_MAX / 2)
+    return hp_fail(e, HP_E_LIMIT, name, "conv too large");
+  cuda_mma_prob p;
+  memset(&p, 0, sizeof p);
+  p.kind = "mma_conv";
+  p.M = ocg, p.N = N, p.K = K, p.nz = s->n * s->groups;
+  p.ab_dtype = s->w_dtype, p.c_dtype = s->y_dtype;
+  p.pname[0] = "w", p.pname[1] = "x", p.pname[2] = "y";
+  int64_t gsb[1] = {ocg * K};
+  p.A = (cuda_mma_opnd){.kmajor = true, .s_mn = K, .s_k = 1};
+  p.A.vec = cuda_chunk_elems(K, gsb, 1);
+  bool pointwise = s->kh == 1 && s->kw == 1 && s->stride[0] == 1 && s->stride[1] == 1 && !s->pad[0] && !s->pad[1] &&
+                   !s->pad[2] && !s->pad[3];
+  if (pointwise) { /* 1x1: B is the input itself, [c][h*w] */
+    int64_t xsb[2] = {s->c * s->h * s->w, cg * s->h * s->w};
+    p.B = (cuda_mma_opnd){.kmajor = false, .s_mn = 1, .s_k = s->h * s->w};
+    p.B.vec = cuda_chunk_elems(s->h * s->w, xsb, 2);
+  } else {
+    p.B = (cuda_mma_opnd){.kmajor = false, .conv = true};
+    p.B.cv = (cuda_conv_geom){.h = s->h, .w = s->w, .kh = s->kh, .kw = s->kw, .oh = oh, .ow = ow, .sh = s->stride[0],
+                              .sw = s->stride[1], .pt = s->pad[0], .pl = s->pad[1], .dh = s->dil[0], .dw = s->dil[1]};
+    p.B.vec = 0;
+  }
+  p.c_sm = N, p.c_sn = 1;
+  p.c_zmul = (ocg * N) % 8 == 0 ? 8 : (ocg * N) % 2 == 0 ? 2 : 1;
+  cuda_b tb = {.a = m->arena};
+  const char *img = cuda_fmt(&tb, "(hk_i64)(bz / %lld)", (long long)s->groups);
+  const char *grp = cuda_fmt(&tb, "(hk_i64)(bz %% %lld)", (long long)s->groups);
+  p.a_base = cuda_fmt(&tb, "%s * %lld", grp, (long long)(ocg * K));
+  p.b_base = cuda_fmt(&tb, "%s * %lld + %s * %lld", img, (long long)(s->c * s->h * s->w), grp,
+                      (long long)(cg * s->h * s->w));
+  p.c_base = cuda_fmt(&tb, "%s * %lld + %s * %lld", img, (long long)(s->oc * N), grp, (long long)(ocg * N));
+  p.n_epi = s->n_epi;
+  for (int i = 0; i < s->n_epi; i++) {
+    p.epi[i] = s->epi[i];
+    switch (s->epi[i].kind) {
+    case CUDA_EPI_BIAS_M: p.epi_ptr[i] = cuda_fmt(&tb, "(ep%d + %s * %lld)", i, grp, (long long)ocg); break;
+    case CUDA_EPI_BIAS_N: p.epi_ptr[i] = cuda_fmt(&tb, "ep%d", i); break;
+    case CUDA_EPI_RESIDUAL:
+      p.epi[i].s_m = N, p.epi[i].s_n = 1;
+      p.epi_ptr[i] = cuda_fmt(&tb, "(ep%d + %s)", i, p.c_base);
+      break;
+    default: break;
+    }
+  }
+  if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  p.tune = s->tune;
+  cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype);
+  hp_status st = cuda_mma_emit(e, m, &p, name);
+  if (st == HP_OK) {
+    cuda_kernel *k = m->k[m->n - 1];
+    cuda_meta_str(k, "algo_choice.conv", "implicit_gemm");
+    cuda_meta_str(k, "B_gather", pointwise ? "dense (1x1)" : "conv access map, pad -> zero fill");
+  }
+  return st;
+}

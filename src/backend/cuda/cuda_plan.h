@@ -1,0 +1,19 @@
+/* cuda_plan.h — Schedule Plan (harp/plan.h) -> CUDA tuning and epilogues. */
+#ifndef HARP_CUDA_PLAN_H
+#define HARP_CUDA_PLAN_H
+
+#include "backend/cuda/cuda.h"
+#include "harp/plan.h"
+
+/* Fill `out` from plan p (arch sm80 | sm90).  splitk_factor is the slice
+ * count of plan_splitk_factor when p chooses splitk_*.  Unsupported for
+ * algorithms the GPU templates lack (splitk_serial, winograd, fft);
+ * splitk_parallel works on both templates (fp32 C, bias/residual epilogues). */
+hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out);
+/* algo_choice.attention = online_softmax (else streaming_softmax_2pass). */
+bool cuda_attn_online_from_plan(const plan_t *p);
+/* One plan epilogue op; bias is per row (conv: per output channel) or per
+ * column; the residual's strides are the caller's to set. */
+hp_status cuda_epi_from_plan(hp_error *e, plan_epi op, bool per_row_bias, tiny_dtype dtype, cuda_epi *out);
+
+#endif

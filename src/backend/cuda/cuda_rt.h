@@ -1,0 +1,136 @@
+/* cuda_rt.h — the CUDA runtime of harp: NVRTC and the CUDA driver API,
+ * both loaded with dlopen so that harp builds and runs where CUDA is absent.
+ *
+ *   cuda_rt_open        load libnvrtc / libcuda (each optional), cuInit, pick
+ *                       a device, create a context.  Never fails for a
+ *                       missing library or GPU: the status says what exists.
+ *   cuda_rt_compile     CUDA C -> cubin (+ PTX) for an architecture, through
+ *                       a disk cache keyed by the content hash (atomic writes).
+ *   cuda_rt_load        cuModuleLoadData + cuModuleGetFunction.
+ *   cuda_rt_launch      cuLaunchKernel (opting in to > 48 KB shared memory).
+ *   device memory       one arena per model (the Function's required_memory),
+ *                       the ConstPool uploaded once, copies both ways.
+ *
+ * No CUDA header is needed: the few driver / NVRTC types are declared here.
+ * Library search: the options' explicit paths, then the sonames
+ * libnvrtc.so.13, .12, .11.2, libnvrtc.so and libcuda.so.1, libcuda.so, then
+ * /usr/local/cuda/lib64 and /usr/local/cuda/lib. */
+#ifndef HARP_CUDA_RT_H
+#define HARP_CUDA_RT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda.h"
+#include "harp/error.h"
+
+typedef uint64_t cuda_devptr; /* CUdeviceptr */
+
+typedef struct cuda_rt_opts {
+  const char *nvrtc_path; /* NULL: search */
+  const char *cuda_path;  /* NULL: search (tests point it at the toolkit's stub libcuda) */
+  const char *cache_dir;  /* NULL: no disk cache */
+  int device;             /* ordinal */
+  bool no_driver;         /* compile only: do not load libcuda */
+} cuda_rt_opts;
+
+typedef struct cuda_rt cuda_rt;
+
+/* What was found.  why_* are human-readable reasons when something is absent. */
+typedef struct cuda_rt_status {
+  bool nvrtc;        /* NVRTC loaded */
+  int nvrtc_major, nvrtc_minor;
+  bool driver;       /* libcuda loaded */
+  bool gpu;          /* a device and a context are ready */
+  int cc_major, cc_minor; /* compute capability of the device */
+  int sm_count;           /* multiprocessors (persistent grids) */
+  char device_name[128];
+  char why_no_nvrtc[256];
+  char why_no_gpu[256];
+} cuda_rt_status;
+
+/* Allocates the handle; fails only for OutOfMemory. */
+hp_status cuda_rt_open(hp_error *e, const cuda_rt_opts *opts, cuda_rt **out);
+void cuda_rt_close(cuda_rt *rt);
+const cuda_rt_status *cuda_rt_status_of(const cuda_rt *rt);
+
+/* The NVRTC architecture name for this device ("sm_80", "sm_90a", ...), or
+ * "sm_80" when there is no GPU. */
+const char *cuda_rt_arch(const cuda_rt *rt);
+
+/* A compiled translation unit. */
+typedef struct cuda_binary {
+  unsigned char *cubin;
+  size_t cubin_size;
+  char *ptx;  /* NUL-terminated */
+  char *log;  /* compiler log (may be empty) */
+  bool cached; /* came from the disk cache */
+} cuda_binary;
+void cuda_binary_free(cuda_binary *b);
+
+/* Compile src (the name is used in messages) for arch ("sm_80", "sm_90a").
+ * extra_opts may be NULL.  A compile error is an InternalError (generated
+ * code must compile) whose message ends with the start of the NVRTC log;
+ * no NVRTC is Unsupported. */
+hp_status cuda_rt_compile(hp_error *e, cuda_rt *rt, const char *src, const char *name, const char *arch,
+                          const char *const *extra_opts, int nextra, cuda_binary *out);
+
+/* ---- needs a GPU (else Unsupported "no GPU: <reason>") ---- */
+typedef struct cuda_rt_module cuda_rt_module;
+hp_status cuda_rt_load(hp_error *e, cuda_rt *rt, const cuda_binary *bin, cuda_rt_module **out);
+void cuda_rt_unload(cuda_rt *rt, cuda_rt_module *m);
+/* CUfunction of a kernel, as an opaque pointer. */
+hp_status cuda_rt_function(hp_error *e, cuda_rt *rt, cuda_rt_module *m, const char *name, void **fn);
+hp_status cuda_rt_launch(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
+                         int64_t smem_bytes, void **params);
+hp_status cuda_rt_sync(hp_error *e, cuda_rt *rt);
+hp_status cuda_rt_alloc(hp_error *e, cuda_rt *rt, size_t bytes, cuda_devptr *out);
+void cuda_rt_free(cuda_rt *rt, cuda_devptr p);
+hp_status cuda_rt_memset0(hp_error *e, cuda_rt *rt, cuda_devptr p, size_t bytes);
+hp_status cuda_rt_htod(hp_error *e, cuda_rt *rt, cuda_devptr dst, const void *src, size_t bytes);
+hp_status cuda_rt_dtoh(hp_error *e, cuda_rt *rt, void *dst, cuda_devptr src, size_t bytes);
+/* Launch generated kernel k: args[i] is the device pointer of parameter i;
+ * for a tensor-map parameter (SM90), the device pointer of the tensor it
+ * maps (the map is encoded here from k->params[i].tmap).  grid_x > 0
+ * overrides grid.x (persistent kernels: the SM count). */
+hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                int64_t grid_x);
+/* cuTensorMapEncodeTiled for one descriptor at base: 128 bytes into out. */
+hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
+
+/* CUDA Graphs: capture the launches between begin and end on harp's stream
+ * (one graph per ShapeSet), then replay them with one call. */
+typedef struct cuda_rt_graph cuda_rt_graph;
+hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt);
+hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, cuda_rt_graph **out);
+hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g);
+void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g);
+
+/* Milliseconds between two points of the stream (event pair); bench helper. */
+hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
+                                int64_t smem_bytes, void **params, int reps, double *ms_median);
+
+/* harp's CUstream (for libraries such as cuBLAS in benchmarks), NULL without a GPU. */
+void *cuda_rt_stream(const cuda_rt *rt);
+/* Median milliseconds of reps calls of fn(ctx) on harp's stream (after 3
+ * warm-up calls), timed with events.  fn returns 0 on success. */
+hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int reps, double *ms_median);
+
+/* The device memory of one model: the arena (temporaries at the Function's
+ * offsets) and the ConstPool (weights, uploaded once). */
+typedef struct cuda_model_mem {
+  cuda_devptr arena, constpool;
+  size_t arena_bytes, const_bytes;
+} cuda_model_mem;
+hp_status cuda_model_mem_init(hp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
+                              cuda_model_mem *out);
+void cuda_model_mem_free(cuda_rt *rt, cuda_model_mem *mm);
+
+/* ---- the disk cache (also used without a GPU) ---- */
+/* Key = FNV-1a of (src, arch, options, NVRTC version); files <dir>/<key>.cubin
+ * and .ptx, written atomically.  Exposed for tests. */
+void cuda_rt_cache_key(const char *src, const char *arch, const char *const *opts, int nopts, int nvrtc_ver,
+                       char out[33]);
+
+#endif

@@ -1,0 +1,432 @@
+/* cuda_sm90.c — the SM90 branch of the MMA template: TMA, mbarrier, wgmma.
+ * Needs: cuda.h, cuda_int.h.  Gives: cuda_sm90_gemm (through cuda_gen_gemm
+ * when the plan's arch is sm90) and the SM90 part of the printed prelude.
+ *
+ * Structure (one persistent, warp-specialised kernel):
+ *   384 threads = 3 warpgroups.  Warpgroup 0 is the producer: it drops to 40
+ *   registers (setmaxnreg.dec) and one thread issues the TMA loads
+ *   (cp.async.bulk.tensor.4d ... mbarrier::complete_tx) of the A and B tiles
+ *   into an S-stage ring.  Warpgroups 1 and 2 are consumers (setmaxnreg.inc
+ *   232): each owns 64 rows of the 128-row tile and runs
+ *   wgmma.mma_async.m64nBNk16 straight from SMEM descriptors.
+ *   full[s] (count 1 + tx bytes) says a stage has landed; empty[s] (count
+ *   256, every consumer thread arrives after wgmma.wait_group 0) says it
+ *   may be refilled.  Parities: iteration it uses stage it % S with phase
+ *   (it / S) & 1; consumers wait full with that parity, the producer waits
+ *   empty with the opposite one (a fresh barrier counts as "the previous
+ *   phase completed", so the first S waits pass).
+ *   Tiles: a persistent loop (tile = blockIdx.x; tile += gridDim.x) over a
+ *   grouped raster (group_m M tiles share each N tile, for L2 reuse), batch
+ *   outermost.
+ *   Epilogue: the fused ops on the accumulator registers (the same Epilogue
+ *   statement as SM80), then registers -> SMEM staging -> one TMA store per
+ *   tile (out-of-bounds rows/columns are clipped by the TMA unit).
+ *
+ * SMEM operand layouts (PTX ISA 9.7.15.5.1.2, 128-byte swizzle, every stage
+ * 1024-byte aligned so the descriptor base offset is 0):
+ *   A  K-major:  BM rows of 64 elements (128 B), TMA box {64, BM}; descriptor
+ *                LBO = 16 (unused), SBO = 1024 (8 rows); k-step kk adds 32 B.
+ *   B  K-major:  BN rows of 64 elements, same as A (imm-trans-b = 0).
+ *   B  N-major:  BN/64 panels of 64 rows (k) x 64 elements (n), TMA box {64, 64}
+ *                per panel; LBO = panel stride (64 x 128 B), SBO = 1024;
+ *                k-step kk adds 16 rows = 2048 B (imm-trans-b = 1).
+ * Accumulators (m64nNk16, f32): warp w of a warpgroup holds rows 16w..16w+15;
+ * d[4j + 2h + e] is row g + 8h, column 8j + 2t + e — the m16n8 C layout per
+ * 8 columns, so the SM80 Epilogue statement applies as is.
+ *
+ * Constraints (else Unsupported; the resource model rejects such plans):
+ * fp16/bf16 operands; A K-major (a_sk == 1); B K- or N-major; every TMA
+ * stride a multiple of 16 bytes (K, and N for N-major B / C, multiples of 8
+ * elements); BM = 128; BK = 64; BN in {64, 128, 256}; 2..4 stages; C fp16,
+ * bf16 or fp32 with c_sn == 1.
+ *
+ * Split-K (algo_choice.matmul = splitk_parallel): slices of K run in
+ * separate CTAs and add their raw fp32 partial sums into C with
+ * red.global.add.f32 (C must be fp32 and zeroed; epilogue ops other than
+ * bias/residual are refused since they do not distribute over the sum).
+ *
+ * Status: compile-verified (NVRTC sm_90a; the PTX holds wgmma.mma_async,
+ * cp.async.bulk.tensor, mbarrier, setmaxnreg).  Never run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_int.h"
+
+/* ---- the prelude --------------------------------------------------------------------- */
+static const char sm90_helpers[] =
+    "#ifndef HK_SIM\n"
+    "HK_DEV void hk_mbar_init(hk_saddr b, int n) { asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: \"r\"(b), \"r\"(n) : \"memory\"); }\n"
+    "HK_DEV void hk_mbar_init_fence() { asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\"); }\n"
+    "HK_DEV void hk_mbar_arrive_expect_tx(hk_saddr b, int bytes) {\n"
+    "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\" :: \"r\"(b), \"r\"(bytes) : \"memory\"); }\n"
+    "HK_DEV void hk_mbar_arrive(hk_saddr b) { asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(b) : \"memory\"); }\n"
+    "HK_DEV int hk_mbar_try_wait(hk_saddr b, int parity) { hk_u32 ok;\n"
+    "  asm volatile(\"{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }\"\n"
+    "    : \"=r\"(ok) : \"r\"(b), \"r\"(parity) : \"memory\"); return (int)ok; }\n"
+    "HK_DEV void hk_mbar_wait(hk_saddr b, int parity) { while (!hk_mbar_try_wait(b, parity)) { } }\n"
+    "HK_DEV void hk_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
+    "HK_DEV void hk_bar_named(int id, int n) { asm volatile(\"bar.sync %0, %1;\" :: \"r\"(id), \"r\"(n) : \"memory\"); }\n"
+    "HK_DEV void hk_tma_load_4d(hk_saddr dst, const hk_tmap *m, int c0, int c1, int c2, int c3, hk_saddr bar) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\"\n"
+    "    :: \"r\"(dst), \"l\"(m), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3), \"r\"(bar) : \"memory\"); }\n"
+    "HK_DEV void hk_tma_store_4d(const hk_tmap *m, hk_saddr src, int c0, int c1, int c2, int c3) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\"\n"
+    "    :: \"l\"(m), \"r\"(src), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(c3) : \"memory\"); }\n"
+    "HK_DEV void hk_bulk_commit() { asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\"); }\n"
+    "HK_DEV void hk_bulk_wait_read0() { asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\"); }\n"
+    "HK_DEV void hk_wgmma_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
+    "HK_DEV void hk_wgmma_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
+    "template <int N> HK_DEV void hk_wgmma_wait() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: \"n\"(N) : \"memory\"); }\n"
+    "template <int R> HK_DEV void hk_setmaxnreg_inc() { asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %0;\" :: \"n\"(R)); }\n"
+    "template <int R> HK_DEV void hk_setmaxnreg_dec() { asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %0;\" :: \"n\"(R)); }\n"
+    "#endif /* HK_SIM */\n"
+    /* matrix descriptor, 128-byte swizzle (PTX ISA 9.7.15.5.1.2.2) */
+    "HK_DEV hk_u64 hk_gdesc(hk_saddr a, hk_u32 lbo, hk_u32 sbo) {\n"
+    "  return (hk_u64)((a & 0x3FFFFu) >> 4) | ((hk_u64)((lbo & 0x3FFFFu) >> 4) << 16) | ((hk_u64)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62); }\n";
+
+/* wgmma.mma_async m64nNk16, fp32 accumulators d[N/2], A and B from SMEM. */
+static void wgmma_helper(hp_str *o, int n, tiny_dtype dt, bool trans_b) {
+  const char *ty = dt == TINY_BF16 ? "bf16" : "f16";
+  hp_str_printf(o, "HK_DEV void hk_wgmma_m64n%dk16_%s%s(float *d, hk_u64 da, hk_u64 db, int scale_d) {\n", n, ty,
+                trans_b ? "_tb" : "");
+  hp_str_printf(o, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n / 2 + 2, n, ty, ty);
+  for (int i = 0; i < n / 2; i++) hp_str_printf(o, "%s%%%d", i ? "," : "", i);
+  hp_str_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, %d; }\"\n    : ", n / 2, n / 2 + 1, trans_b ? 1 : 0);
+  for (int i = 0; i < n / 2; i++) hp_str_printf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+  hp_str_puts(o, "\n    : \"l\"(da), \"l\"(db), \"r\"(scale_d) : \"memory\"); }\n");
+}
+
+void cuda_sm90_prelude(const cuda_module *m, hp_str *o) {
+  hp_str_puts(o, sm90_helpers);
+  /* one wgmma helper per (N, dtype, B major-ness) the module's kernels use */
+  char done[64][24];
+  int nd = 0;
+  hp_str_puts(o, "#ifndef HK_SIM\n");
+  for (int i = 0; i < m->n; i++) {
+    const cuda_kernel *k = m->k[i];
+    int n = 0, tb = 0;
+    const char *dt = NULL;
+    for (int j = 0; j < k->nmeta; j++) {
+      if (!strcmp(k->meta[j].key, "wgmma_n")) n = (int)k->meta[j].num;
+      if (!strcmp(k->meta[j].key, "wgmma_trans_b")) tb = (int)k->meta[j].num;
+      if (!strcmp(k->meta[j].key, "wgmma_dtype")) dt = k->meta[j].str;
+    }
+    if (!n || !dt) continue;
+    char key[24];
+    snprintf(key, sizeof key, "%d%s%d", n, dt, tb);
+    bool seen = false;
+    for (int j = 0; j < nd; j++) seen = seen || !strcmp(done[j], key);
+    if (seen || nd >= 64) continue;
+    snprintf(done[nd++], sizeof done[0], "%s", key);
+    wgmma_helper(o, n, !strcmp(dt, "bf16") ? TINY_BF16 : TINY_FP16, tb);
+  }
+  hp_str_puts(o, "#endif /* HK_SIM */\n");
+}
+
+/* ---- the generator ---------------------------------------------------------------------- */
+static hp_status unsupported(hp_error *e, const char *name, const char *why) {
+  return hp_fail(e, HP_E_UNSUPPORTED, name, "outside the SM90 TMA/WGMMA template: %s (use an sm80 plan)", why);
+}
+
+bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap) {
+  const cuda_tune *t = &s->tune;
+  int bn = t->bn ? t->bn : (s->N > 64 ? 128 : 64);
+  const char *w = NULL;
+  if (s->a_sk != 1) w = "A must be K-major (a_sk == 1)";
+  else if (s->b_sk != 1 && s->b_sn != 1) w = "B must be K-major or N-major";
+  else if (s->c_sn != 1) w = "C must have unit column stride";
+  else if (s->K % 8 || s->a_sm % 8 || s->a_sb[0] % 8 || s->a_sb[1] % 8) w = "A rows must be 16-byte aligned (K, strides multiples of 8)";
+  else if ((s->b_sk == 1 ? s->b_sn : s->b_sk) % 8 || s->b_sb[0] % 8 || s->b_sb[1] % 8) w = "B rows must be 16-byte aligned";
+  else if ((s->c_sm * tiny_dtype_size(s->c_dtype)) % 16 || (s->c_sb[0] * tiny_dtype_size(s->c_dtype)) % 16 ||
+           (s->c_sb[1] * tiny_dtype_size(s->c_dtype)) % 16)
+    w = "C rows must be 16-byte aligned";
+  else if (t->bm && t->bm != 128) w = "BM must be 128 (two consumer warpgroups x m64)";
+  else if (t->bk && t->bk != 64) w = "BK must be 64 (one 128-byte swizzle atom of K)";
+  else if (bn != 64 && bn != 128 && bn != 256) w = "BN must be 64, 128 or 256 (wgmma n)";
+  else if (t->stages && (t->stages < 2 || t->stages > 4)) w = "stages must be 2..4";
+  if (w && why) snprintf(why, (size_t)cap, "%s", w);
+  return w == NULL;
+}
+
+hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+  char why[160];
+  if (!cuda_sm90_gemm_ok(s, why, sizeof why)) return unsupported(e, name, why);
+  const cuda_tune *t = &s->tune;
+  int BM = 128, BK = 64, BN = t->bn ? t->bn : (s->N > 64 ? 128 : 64);
+  int S = t->stages, GM = t->group_m ? t->group_m : 8;
+  int splitk = t->splitk > 1 ? t->splitk : 1;
+  bool bkm = s->b_sk == 1; /* B K-major */
+  int osz = tiny_dtype_size(s->c_dtype);
+  if (splitk > 1) {
+    if (!t->splitk_parallel) return unsupported(e, name, "split-K on SM90 is the parallel (fp32 atomic) form");
+    if (s->c_dtype != TINY_FP32) return unsupported(e, name, "split-K adds into an fp32 C");
+    for (int i = 0; i < s->n_epi; i++)
+      if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
+        return unsupported(e, name, "split-K with a non-linear epilogue (run it as a second pass)");
+  }
+  int64_t KT = (s->K + BK - 1) / BK;
+  if (splitk > KT) splitk = (int)KT;
+  int64_t kt_per = (KT + splitk - 1) / splitk;
+  int64_t TM = (s->M + BM - 1) / BM, TN = (s->N + BN - 1) / BN, NB = s->batch[0] * s->batch[1];
+  int64_t ntiles = TM * TN * NB * splitk;
+  if (ntiles > INT32_MAX) return hp_fail(e, HP_E_LIMIT, name, "too many tiles");
+  int64_t a_bytes = (int64_t)BM * 128, b_bytes = (int64_t)BN * 128, stage = a_bytes + b_bytes;
+  if (!S) /* the deepest ring that fits next to the C staging tile */
+    for (S = 4; S > 2 && stage * S + (int64_t)BM * BN * osz + 16 * S + 1024 > cuda_smem_max(CUDA_SM90); S--) {
+    }
+  int64_t c_off = stage * S, c_bytes = (int64_t)BM * BN * osz;
+  int64_t bar_off = c_off + c_bytes;
+  int64_t smem = bar_off + 16 * S + 1024; /* + slack to align the base to 1024 */
+  if (smem > cuda_smem_max(CUDA_SM90))
+    return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, sm90 has %lld",
+                   (long long)smem, (long long)cuda_smem_max(CUDA_SM90));
+  if (BN / 2 + 60 > 232) return hp_fail(e, HP_E_REG_OVERFLOW, name, "BN %d needs too many accumulator registers", BN);
+
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
+  if (!k) return e->code;
+  /* persistent: one CTA per SM of an H100 SXM5 (132); the tile loop is correct for any grid */
+  int64_t grid = t->persistent ? (ntiles < 132 ? ntiles : 132) : ntiles;
+  k->grid[0] = grid;
+  k->block[0] = 384;
+  k->min_blocks = 1;
+  k->smem_bytes = smem;
+  /* tensor maps: 4-D (inner, outer, batch1, batch0) */
+  cuda_tmap_desc *tm = hp_arena_alloc(m->arena, sizeof(cuda_tmap_desc) * 3);
+  if (!tm) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  int abs = tiny_dtype_size(s->a_dtype);
+  tm[0] = (cuda_tmap_desc){.tensor = "A", .dtype = s->a_dtype, .rank = 4, .swizzle = 3};
+  tm[0].dims[0] = (uint64_t)s->K, tm[0].dims[1] = (uint64_t)s->M, tm[0].dims[2] = (uint64_t)s->batch[1],
+  tm[0].dims[3] = (uint64_t)s->batch[0];
+  tm[0].strides[0] = (uint64_t)(s->a_sm * abs), tm[0].strides[1] = (uint64_t)(s->a_sb[1] * abs),
+  tm[0].strides[2] = (uint64_t)(s->a_sb[0] * abs);
+  tm[0].box[0] = 64, tm[0].box[1] = (uint32_t)BM, tm[0].box[2] = tm[0].box[3] = 1;
+  tm[1] = (cuda_tmap_desc){.tensor = "B", .dtype = s->b_dtype, .rank = 4, .swizzle = 3};
+  if (bkm) {
+    tm[1].dims[0] = (uint64_t)s->K, tm[1].dims[1] = (uint64_t)s->N;
+    tm[1].strides[0] = (uint64_t)(s->b_sn * abs);
+    tm[1].box[0] = 64, tm[1].box[1] = (uint32_t)BN;
+  } else {
+    tm[1].dims[0] = (uint64_t)s->N, tm[1].dims[1] = (uint64_t)s->K;
+    tm[1].strides[0] = (uint64_t)(s->b_sk * abs);
+    tm[1].box[0] = 64, tm[1].box[1] = 64;
+  }
+  tm[1].dims[2] = (uint64_t)s->batch[1], tm[1].dims[3] = (uint64_t)s->batch[0];
+  tm[1].strides[1] = (uint64_t)(s->b_sb[1] * abs), tm[1].strides[2] = (uint64_t)(s->b_sb[0] * abs);
+  tm[1].box[2] = tm[1].box[3] = 1;
+  tm[2] = (cuda_tmap_desc){.tensor = "C", .dtype = s->c_dtype, .rank = 4, .swizzle = 0};
+  tm[2].dims[0] = (uint64_t)s->N, tm[2].dims[1] = (uint64_t)s->M, tm[2].dims[2] = (uint64_t)s->batch[1],
+  tm[2].dims[3] = (uint64_t)s->batch[0];
+  tm[2].strides[0] = (uint64_t)(s->c_sm * osz), tm[2].strides[1] = (uint64_t)(s->c_sb[1] * osz),
+  tm[2].strides[2] = (uint64_t)(s->c_sb[0] * osz);
+  tm[2].box[0] = (uint32_t)BN, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
+  cuda_param_add(k, "tmA", "hk_tmap", CUDA_P_TMAP, s->a_dtype);
+  k->params[k->nparams - 1].tmap = &tm[0];
+  cuda_param_add(k, "tmB", "hk_tmap", CUDA_P_TMAP, s->b_dtype);
+  k->params[k->nparams - 1].tmap = &tm[1];
+  cuda_param_add(k, "tmC", "hk_tmap", CUDA_P_TMAP, s->c_dtype);
+  k->params[k->nparams - 1].tmap = &tm[2];
+  cuda_param_add(k, "C", cuda_ctype(s->c_dtype), CUDA_P_PTR_OUT, s->c_dtype); /* split-K atomics */
+  for (int i = 0; i < s->n_epi; i++) {
+    bool has = s->epi[i].kind == CUDA_EPI_BIAS_M || s->epi[i].kind == CUDA_EPI_BIAS_N || s->epi[i].kind == CUDA_EPI_RESIDUAL;
+    cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(s->epi[i].dtype) : "float", CUDA_P_PTR_IN,
+                   has ? s->epi[i].dtype : TINY_FP32);
+  }
+  cuda_meta_str(k, "template", "sm90_wgmma");
+  cuda_meta_int(k, "BM", BM);
+  cuda_meta_int(k, "BN", BN);
+  cuda_meta_int(k, "BK", BK);
+  cuda_meta_int(k, "stages", S);
+  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "64x%d per consumer warpgroup", BN));
+  cuda_meta_int(k, "wgmma_n", BN);
+  cuda_meta_int(k, "wgmma_trans_b", !bkm);
+  cuda_meta_str(k, "wgmma_dtype", s->a_dtype == TINY_BF16 ? "bf16" : "f16");
+  cuda_meta_str(k, "warp_specialization", "1 producer warpgroup (TMA, 40 regs) + 2 consumer warpgroups (wgmma, 232 regs)");
+  cuda_meta_str(k, "scheduler", cuda_fmt(b, "persistent, grouped raster group_m=%d", GM));
+  cuda_meta_int(k, "tiles", ntiles);
+  cuda_meta_int(k, "splitk", splitk);
+  cuda_meta_str(k, "c_store", splitk > 1 ? "red.global.add.f32" : "registers -> smem -> TMA store");
+  cuda_meta_str(k, "arch_note", "build for sm_90a (wgmma, setmaxnreg)");
+
+  const char *dt = s->a_dtype == TINY_BF16 ? "bf16" : "f16";
+  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
+  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "(hk_smem_addr(hk_smem) + 1023u) & ~1023u");
+  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
+  cuda_decl(b, "const int", "wg", NULL, "tid >> 7");
+  cuda_decl(b, "const hk_saddr", "full0", NULL, cuda_fmt(b, "hk_sb + %lld", (long long)bar_off));
+  cuda_decl(b, "const hk_saddr", "empty0", NULL, cuda_fmt(b, "hk_sb + %lld", (long long)(bar_off + 8 * S)));
+  cuda_if(b, "tid == 0");
+  cuda_for(b, "s", "0", cuda_fmt(b, "%d", S), -1);
+  cuda_emit_s(b, CU_MBAR_INIT, "full0 + s * 8", "1", NULL, NULL);
+  cuda_emit_s(b, CU_MBAR_INIT, "empty0 + s * 8", "256", NULL, NULL);
+  cuda_close(b);
+  cuda_call(b, "hk_mbar_init_fence()");
+  cuda_close(b);
+  cuda_emit(b, CU_FENCE_PROXY_ASYNC);
+  cuda_emit(b, CU_BARRIER);
+  /* ---- producer ---- */
+  cuda_if(b, "wg == 0");
+  cuda_stmt *sr = cuda_emit(b, CU_SETMAXNREG);
+  sr->i[0] = 40, sr->i[1] = 0;
+  cuda_if(b, "tid == 0");
+  cuda_decl(b, "int", "it", NULL, "0");
+  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)ntiles), "gridDim.x", 1);
+#define DECODE()                                                                                                    \
+  do {                                                                                                              \
+    cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "tile %% %d", splitk));                                      \
+    cuda_decl(b, "const int", "t1", NULL, cuda_fmt(b, "tile / %d", splitk));                                       \
+    cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "t1 / %lld", (long long)(TM * TN)));                         \
+    cuda_decl(b, "const int", "r", NULL, cuda_fmt(b, "t1 %% %lld", (long long)(TM * TN)));                         \
+    cuda_decl(b, "const int", "grp", NULL, cuda_fmt(b, "r / %lld", (long long)(GM * TN)));                         \
+    cuda_decl(b, "const int", "fm", NULL, cuda_fmt(b, "grp * %d", GM));                                            \
+    cuda_decl(b, "const int", "gsz", NULL, cuda_fmt(b, "%lld - fm < %d ? %lld - fm : %d", (long long)TM, GM,       \
+                                                  (long long)TM, GM));                                             \
+    cuda_decl(b, "const int", "tm", NULL, cuda_fmt(b, "fm + (r %% %lld) %% gsz", (long long)(GM * TN)));           \
+    cuda_decl(b, "const int", "tn", NULL, cuda_fmt(b, "(r %% %lld) / gsz", (long long)(GM * TN)));                 \
+    cuda_decl(b, "const int", "b0", NULL, cuda_fmt(b, "bz / %lld", (long long)s->batch[1]));                       \
+    cuda_decl(b, "const int", "b1", NULL, cuda_fmt(b, "bz %% %lld", (long long)s->batch[1]));                      \
+    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %lld", (long long)kt_per));                           \
+    cuda_decl(b, "const int", "kt1", NULL, cuda_fmt(b, "kt0 + %lld < %lld ? kt0 + %lld : %lld", (long long)kt_per, \
+                                                  (long long)KT, (long long)kt_per, (long long)KT));               \
+    cuda_call(b, "(void)b0; (void)b1; (void)tn");                                                                   \
+  } while (0)
+  DECODE();
+  cuda_for(b, "kt", "kt0", "kt1", 1);
+  cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", S));
+  cuda_decl(b, "const int", "ph", NULL, cuda_fmt(b, "(it / %d) & 1", S));
+  cuda_emit_s(b, CU_MBAR_WAIT, "empty0 + st * 8", "ph ^ 1", NULL, NULL);
+  cuda_emit_s(b, CU_MBAR_EXPECT_TX, "full0 + st * 8", cuda_fmt(b, "%lld", (long long)stage), NULL, NULL);
+  cuda_stmt *tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld", (long long)stage), "tmA",
+                              cuda_fmt(b, "kt * %d, tm * %d, b1, b0", BK, BM), "full0 + st * 8");
+  tl->i[0] = 4;
+  if (bkm) {
+    tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld", (long long)stage, (long long)a_bytes), "tmB",
+                     cuda_fmt(b, "kt * %d, tn * %d, b1, b0", BK, BN), "full0 + st * 8");
+    tl->i[0] = 4;
+  } else {
+    cuda_for(b, "p", "0", cuda_fmt(b, "%d", BN / 64), -1);
+    tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld + p * 8192", (long long)stage, (long long)a_bytes),
+                     "tmB", cuda_fmt(b, "tn * %d + p * 64, kt * %d, b1, b0", BN, BK), "full0 + st * 8");
+    tl->i[0] = 4;
+    cuda_close(b);
+  }
+  cuda_assign(b, "it", "it + 1");
+  cuda_close(b); /* kt */
+  cuda_close(b); /* tile */
+  cuda_close(b); /* tid == 0 */
+  cuda_else(b);
+  /* ---- consumers ---- */
+  sr = cuda_emit(b, CU_SETMAXNREG);
+  sr->i[0] = 232, sr->i[1] = 1;
+  cuda_decl(b, "const int", "cw", NULL, "wg - 1");
+  cuda_decl(b, "const int", "wiw", NULL, "(tid >> 5) & 3");
+  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
+  cuda_decl(b, "float", "acc", cuda_fmt(b, "[1][%d][4]", BN / 8), NULL);
+  cuda_decl(b, "int", "it", NULL, "0");
+  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)ntiles), "gridDim.x", 1);
+  DECODE();
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
+  cuda_assign(b, "acc[0][j][0]", "0.0f");
+  cuda_assign(b, "acc[0][j][1]", "0.0f");
+  cuda_assign(b, "acc[0][j][2]", "0.0f");
+  cuda_assign(b, "acc[0][j][3]", "0.0f");
+  cuda_close(b);
+  cuda_for(b, "kt", "kt0", "kt1", 1);
+  cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", S));
+  cuda_decl(b, "const int", "ph", NULL, cuda_fmt(b, "(it / %d) & 1", S));
+  cuda_emit_s(b, CU_MBAR_WAIT, "full0 + st * 8", "ph", NULL, NULL);
+  cuda_emit(b, CU_WGMMA_FENCE);
+  cuda_for(b, "kk", "0", "4", -1);
+  cuda_decl(b, "const hk_u64", "da", NULL,
+            cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + cw * 8192 + kk * 32, 16, 1024)", (long long)stage));
+  if (bkm)
+    cuda_decl(b, "const hk_u64", "db", NULL,
+              cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 32, 16, 1024)", (long long)stage, (long long)a_bytes));
+  else
+    cuda_decl(b, "const hk_u64", "db", NULL,
+              cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 2048, 8192, 1024)", (long long)stage,
+                       (long long)a_bytes));
+  cuda_stmt *wm = cuda_emit_s(b, CU_WGMMA, "&acc[0][0][0]", "da", "db", "1");
+  wm->i[0] = 64, wm->i[1] = BN, wm->i[2] = 16, wm->i[3] = !bkm;
+  wm->dtype = s->a_dtype;
+  cuda_close(b); /* kk */
+  cuda_emit(b, CU_WGMMA_COMMIT);
+  cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 0;
+  cuda_emit_s(b, CU_MBAR_ARRIVE, "empty0 + st * 8", NULL, NULL, NULL);
+  cuda_assign(b, "it", "it + 1");
+  cuda_close(b); /* kt */
+  /* epilogue on the accumulator registers */
+  cuda_decl(b, "const int", "row0", NULL, cuda_fmt(b, "tm * %d + cw * 64 + wiw * 16", BM));
+  cuda_decl(b, "const int", "col0", NULL, cuda_fmt(b, "tn * %d", BN));
+  if (s->n_epi) {
+    if (splitk > 1) cuda_if(b, "ks == 0"); /* one slice adds the bias / residual */
+    cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "row0", "col0", cuda_fmt(b, "%lld", (long long)s->M));
+    ep->s[4] = cuda_fmt(b, "%lld", (long long)s->N);
+    ep->i[0] = 1, ep->i[1] = BN / 8;
+    ep->dtype = s->c_dtype;
+    ep->epi = hp_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
+    if (!ep->epi) b->oom = true;
+    else {
+      ep->nepi = s->n_epi;
+      for (int i = 0; i < s->n_epi; i++) {
+        ep->epi[i].e = s->epi[i];
+        const cuda_epi *x = &s->epi[i];
+        if (x->kind == CUDA_EPI_BIAS_M || x->kind == CUDA_EPI_BIAS_N) ep->epi[i].ptr = cuda_fmt(b, "ep%d", i);
+        else if (x->kind == CUDA_EPI_RESIDUAL)
+          ep->epi[i].ptr = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld)", i, (long long)x->s_b0, (long long)x->s_b1);
+      }
+    }
+    if (splitk > 1) cuda_close(b);
+  }
+  if (splitk > 1) {
+    /* raw partial sums: red.global.add.f32 per element (slice 0 adds the bias/residual) */
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
+    cuda_for(b, "q", "0", "4", -1);
+    cuda_decl(b, "const int", "hk_r", NULL, "row0 + (lane >> 2) + (q >> 1) * 8");
+    cuda_decl(b, "const int", "hk_c", NULL, "col0 + j * 8 + (lane & 3) * 2 + (q & 1)");
+    cuda_emit_s(b, CU_ATOMIC_ADD,
+                cuda_fmt(b, "C + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld + (hk_i64)hk_r * %lld + hk_c", (long long)s->c_sb[0],
+                         (long long)s->c_sb[1], (long long)s->c_sm),
+                "acc[0][j][q]", cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->M, (long long)s->N), NULL);
+    cuda_close(b);
+    cuda_close(b);
+  } else {
+    cuda_comment(b, "registers -> SMEM staging (after the previous tile's TMA store has read it) -> TMA store");
+    cuda_if(b, "tid == 128");
+    cuda_call(b, "hk_bulk_wait_read0()");
+    cuda_close(b);
+    cuda_call(b, "hk_bar_named(1, 256)");
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
+    cuda_for(b, "h", "0", "2", -1);
+    cuda_decl(b, "const int", "rl", NULL, "cw * 64 + wiw * 16 + (lane >> 2) + h * 8");
+    cuda_decl(b, "const int", "cl", NULL, "j * 8 + (lane & 3) * 2");
+    const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)c_off, BN, osz);
+    cuda_stmt *ss;
+    if (osz == 2)
+      ss = cuda_emit_s(b, CU_ST_SHARED, dst,
+                       cuda_fmt(b, "%s(acc[0][j][2 * h], acc[0][j][2 * h + 1])",
+                                s->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                       NULL, NULL);
+    else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][j][2 * h]), hk_f2u(acc[0][j][2 * h + 1])}", NULL, NULL);
+    ss->i[0] = 2 * osz;
+    cuda_close(b);
+    cuda_close(b);
+    cuda_emit(b, CU_FENCE_PROXY_ASYNC);
+    cuda_call(b, "hk_bar_named(1, 256)");
+    cuda_if(b, "tid == 128");
+    cuda_stmt *ts = cuda_emit_s(b, CU_TMA_STORE, "tmC", cuda_fmt(b, "hk_sb + %lld", (long long)c_off),
+                                cuda_fmt(b, "tn * %d, tm * %d, b1, b0", BN, BM), NULL);
+    ts->i[0] = 4;
+    cuda_call(b, "hk_bulk_commit()");
+    cuda_close(b);
+  }
+  cuda_close(b); /* tile */
+  cuda_if(b, "tid == 128");
+  cuda_call(b, "hk_bulk_wait_read0()");
+  cuda_close(b);
+  cuda_close(b); /* consumers */
+  (void)dt;
+#undef DECODE
+  return cuda_b_finish(b, k);
+}

@@ -1,0 +1,190 @@
+/* cmd_bench.c — `harp bench MODEL`: compile once, warm up, time N runs of
+ * one instance, report the median (and GFLOP/s). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "harp/cpu.h"
+#include "harp/function.h"
+#include "harp/interp.h"
+
+static const char bench_help[] =
+    "usage: harp bench MODEL [options]\n\n"
+    "Compile MODEL, run it --warmup times, then time --repeat runs of one\n"
+    "instance (inputs not given are random) and print the median.\n\n"
+    "options:\n"
+    "  --backend B          cpu (default) or interp\n"
+    "  --repeat N           timed runs (default 20)\n"
+    "  --warmup N           untimed runs first (default 3)\n"
+    "  --json               print one JSON object (median_ms, gflops, ...)\n"
+    "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
+    "  --input NAME=FILE    use this tensor for input NAME\n"
+    "  --param NAME=FILE    a weight (its transfer is not timed)\n"
+    "  --seed N             seed of the random inputs (default 1)\n";
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One operation per element computed; views and casts are free. */
+static double count_flops(const tiny_graph *g) {
+  double f = 0;
+  for (int i = 0; i < g->n; i++) {
+    const tiny_node *n = &g->nodes[i];
+    tiny_class c = tiny_op_class(n->op);
+    if (c == TC_UNARY || c == TC_BINARY || c == TC_TERNARY) f += (double)tiny_shape_numel(&n->shape);
+    if (c == TC_REDUCE) f += (double)tiny_shape_numel(&g->nodes[n->src[0].node].shape);
+  }
+  return f;
+}
+
+static long opt_int(const char *v, const char *what, bool *ok) {
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || end == v || x < 0 || x > 1000000) {
+    fprintf(stderr, "harp: error[UsageError]: --%s expects a count\n", what);
+    *ok = false;
+  }
+  return x;
+}
+
+int cmd_bench(int argc, char **argv) {
+  long repeat = 20, warmup = 3;
+  bool json = false, ok = true;
+  /* bench's own flags first; the shared parser takes the rest */
+  char **rest = calloc((size_t)argc + 1, sizeof *rest);
+  int nrest = 0;
+  if (!rest) return 1;
+  rest[nrest++] = argv[0];
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(bench_help, stdout);
+      free(rest);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--json")) json = true;
+    else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = opt_int(argv[++i], "repeat", &ok);
+    else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = opt_int(argv[++i], "warmup", &ok);
+    else rest[nrest++] = argv[i];
+  }
+  if (!ok || repeat < 1) {
+    free(rest);
+    return cli_usage_error("bench", "--repeat needs at least 1");
+  }
+  hp_error e = {0};
+  cli_opts o;
+  int rc = cli_parse(nrest, rest, "bench", "input param sym seed backend", &o, &e);
+  free(rest);
+  if (rc) {
+    cli_opts_free(&o);
+    return rc;
+  }
+  const char *backend = o.backend ? o.backend : "cpu";
+  if (strcmp(backend, "cpu") && strcmp(backend, "interp")) {
+    rc = cli_usage_error("bench", "unknown or unavailable backend '%s' (available: cpu, interp)", backend);
+    cli_opts_free(&o);
+    return rc;
+  }
+  if (!o.model) {
+    cli_opts_free(&o);
+    return cli_usage_error("bench", "no MODEL given");
+  }
+  o.random_inputs = true;
+  cli_model m;
+  hp_cpu_model *cm = NULL;
+  void *inst = NULL;
+  hp_tensor *outs = NULL;
+  const void **in = NULL;
+  void **outp = NULL;
+  double *times = calloc((size_t)repeat, sizeof *times), compile_ms = 0;
+  bool hit = false;
+  hp_constpool cp = {0};
+  if (!times) return 1;
+  if (cli_load_model(&e, &o, true, &m)) goto fail;
+  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
+  in = calloc((size_t)m.ninputs + 1, sizeof *in);
+  outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
+  if (!outs || !in || !outp) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  if (!strcmp(backend, "cpu")) {
+    if (hp_cpu_compile(&e, m.g, &m.syms, NULL, &cm)) goto fail;
+    compile_ms = hp_cpu_compile_ms(cm);
+    hit = hp_cpu_cache_hit(cm);
+    const hp_function *f = hp_cpu_function(cm);
+    hp_tensor params[CLI_MAX_LIST];
+    int np = 0, ni = 0;
+    for (int a = 0; a < f->nargs; a++) {
+      if (f->buffers[f->args[a]].kind == FN_PARAM) {
+        if (np < CLI_MAX_LIST) params[np++] = m.inputs[a];
+      } else {
+        in[ni++] = m.inputs[a].data;
+      }
+    }
+    if (fn_constpool_from_tensors(&e, f, params, np, &cp)) goto fail;
+    for (int k = 0; k < m.g->noutputs; k++) {
+      const tiny_node *n = &m.g->nodes[m.g->outputs[k]];
+      int64_t shape[TINY_MAX_RANK];
+      for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+      if (hp_tensor_alloc(&e, &outs[k], n->dtype, n->shape.rank, shape)) goto fail;
+      outp[k] = outs[k].data;
+    }
+    if (!(inst = hp_cpu_instance_new(cm, cp.data, cp.size))) {
+      hp_fail(&e, HP_E_NO_MEMORY, NULL, "model_init failed");
+      goto fail;
+    }
+  }
+  for (long r = -warmup; r < repeat; r++) {
+    double t0 = now_ms();
+    if (cm) {
+      int code = hp_cpu_instance_run(cm, inst, in, outp);
+      if (code) {
+        hp_fail(&e, HP_E_INVALID_ARG, hp_cpu_error_kernel(cm, code), "model_run failed with %d", code);
+        goto fail;
+      }
+    } else {
+      if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
+      for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+    }
+    if (r >= 0) times[r] = now_ms() - t0;
+  }
+  qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+  double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
+  if (json)
+    printf("{\"model\": \"%s\", \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
+           "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
+           "\"cache_hit\": %s}\n",
+           o.model, backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
+           hit ? "true" : "false");
+  else
+    printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s\n",
+           o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "");
+  rc = 0;
+  goto done;
+fail:
+  rc = cli_report(&e);
+done:
+  if (cm) hp_cpu_instance_free(cm, inst);
+  if (outs && m.g)
+    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+  free(outs);
+  free(in);
+  free(outp);
+  free(times);
+  fn_constpool_free(&cp);
+  hp_cpu_free(cm);
+  cli_model_free(&m);
+  cli_opts_free(&o);
+  return rc;
+}

@@ -1,0 +1,472 @@
+/* rcost.c — what a candidate region costs (seed 000 §4.1 step 4, §5, §6):
+ * its plan_region_info summary, its default plan on the machine, the time
+ * estimate, and the Δtime of a fusion through plan_fusion_delta.
+ * Needs: legal.c (a legal set), the plan layer.  Gives: rg_cost_set,
+ * rg_delta, rg_stop_of, rg_epilogue_roles.
+ *
+ * Summaries by shape:
+ *   A / contraction  axes b0.. (batch), m (the m variables together), n, k
+ *                    (the reduced variables together): the GEMM view the
+ *                    backends tile; the epilogue mapped to plan ops when
+ *                    every op maps (bias, relu, silu, gelu, residual; casts
+ *                    are free)
+ *   B / ewise, reduce  p0.. the shared loop dimensions, then k: the largest
+ *                    amount of work one shared-loop point does (sequential
+ *                    inside a CTA / core)
+ *   C / attention    b0.., m (queries), n (keys), k (head dim)
+ * Bytes are the compulsory traffic of the region: every tensor it reads
+ * and writes once.  That is what makes fusion pay: an intermediate kept
+ * inside is never written nor read back.
+ *
+ * Occupancy.  Local buffers (smem_ring) add to the plan's shared memory,
+ * which can lower CTAs per SM.  The throughput factor is saturating,
+ * min(1, occ / occ_sat) x wave efficiency, with occ_sat = 1/8 on the GPUs
+ * (a tensor-core GEMM at 8 of 64 warps per SM runs at full speed) and 1 on
+ * the CPU: §5's occupancy used literally charges GPU GEMMs ~8x and would
+ * make every occupancy change look like a large Δtime (docs/plan.md). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "region/rg_int.h"
+
+#define LOG2E 1.4426950408889634
+
+static int64_t extent(const int64_t *lo, const int64_t *hi, int v) { return hi[v] - lo[v] + 1; }
+
+static int64_t numel(const tiny_graph *g, int n) {
+  int64_t k = tiny_shape_numel(&g->nodes[n].shape);
+  return k > 0 ? k : 0;
+}
+
+static double nbytes(const tiny_graph *g, int n) { return (double)numel(g, n) * tiny_dtype_size(g->nodes[n].dtype); }
+
+/* ---- epilogue roles ---------------------------------------------------------------- */
+static const poly_block_info *PB(const rg_ctx *c, int b) { return poly_block(c->pv, b); }
+static tiny_op OP(const rg_ctx *c, int b) { return c->g->nodes[PB(c, b)->node].op; }
+
+static bool is_const(const rg_ctx *c, int b, int k, double *v) {
+  const tiny_node *n = &c->g->nodes[PB(c, b)->access[k].tensor];
+  if (n->op != TINY_CONST) return false;
+  *v = n->a.cnst.value;
+  return true;
+}
+
+/* access k of b reads a block of the set: which */
+static int inner_src(const rg_ctx *c, const int *set, int n, int b, int k) {
+  int p = rg_producer_block(c, PB(c, b)->access[k].tensor);
+  return p >= 0 && rg_in(set, n, p) ? p : -1;
+}
+
+/* MUL(x, RECIP(ADD(EXP2(MUL(x, -log2 e)), 1))) or MUL(x, RECIP(ADD(EXP(NEG(x)), 1))): x * sigmoid(x). */
+static bool silu_at(const rg_ctx *c, const int *set, int n, int mul, int *parts, int *np) {
+  if (OP(c, mul) != TINY_MUL) return false;
+  for (int side = 0; side < 2; side++) {
+    int r = inner_src(c, set, n, mul, 1 - side);
+    int xt = PB(c, mul)->access[side].tensor;
+    double v;
+    if (r < 0 || OP(c, r) != TINY_RECIP) continue;
+    int a = inner_src(c, set, n, r, 0);
+    if (a < 0 || OP(c, a) != TINY_ADD) continue;
+    int ka = is_const(c, a, 1, &v) && v == 1.0 ? 0 : is_const(c, a, 0, &v) && v == 1.0 ? 1 : -1;
+    if (ka < 0) continue;
+    int e = inner_src(c, set, n, a, ka);
+    if (e < 0) continue;
+    int arg = -1, t = -1;
+    if (OP(c, e) == TINY_EXP2) {
+      t = inner_src(c, set, n, e, 0);
+      if (t < 0 || OP(c, t) != TINY_MUL) continue;
+      int kt = is_const(c, t, 1, &v) && fabs(v + LOG2E) < 1e-6 ? 0 : is_const(c, t, 0, &v) && fabs(v + LOG2E) < 1e-6 ? 1 : -1;
+      if (kt < 0) continue;
+      arg = PB(c, t)->access[kt].tensor;
+    } else if (OP(c, e) == TINY_EXP) {
+      t = inner_src(c, set, n, e, 0);
+      if (t < 0 || OP(c, t) != TINY_NEG) continue;
+      arg = PB(c, t)->access[0].tensor;
+    } else {
+      continue;
+    }
+    if (arg != xt) continue;
+    parts[0] = mul, parts[1] = r, parts[2] = a, parts[3] = e, parts[4] = t;
+    *np = 5;
+    return true;
+  }
+  return false;
+}
+
+void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles) {
+  for (int i = 0; i < n; i++) roles[i] = -1;
+  for (int i = 0; i < n; i++) {
+    int parts[5], np = 0;
+    if (set[i] != K && silu_at(c, set, n, set[i], parts, &np))
+      for (int j = 0; j < np; j++)
+        for (int q = 0; q < n; q++)
+          if (set[q] == parts[j]) roles[q] = PLAN_EPI_SILU;
+  }
+  for (int i = 0; i < n; i++) {
+    int b = set[i];
+    if (b == K || roles[i] >= 0) continue;
+    tiny_op op = OP(c, b);
+    if (op == TINY_RELU) roles[i] = PLAN_EPI_RELU;
+    else if (op == TINY_GELU) roles[i] = PLAN_EPI_GELU;
+    else if (op == TINY_ADD) {
+      int in0 = inner_src(c, set, n, b, 0), in1 = inner_src(c, set, n, b, 1);
+      if (in0 >= 0 && rg_operand_cast(c, set, n, K, in0)) in0 = -1; /* a converted operand counts as outside */
+      if (in1 >= 0 && rg_operand_cast(c, set, n, K, in1)) in1 = -1;
+      if ((in0 < 0) == (in1 < 0)) continue;
+      int k = in0 < 0 ? 0 : 1;
+      int64_t st[POLY_MAX_VARS], off;
+      bool aff;
+      if (poly_access_strides(c->e, c->pv, b, k, st, &off, &aff) || !aff) continue;
+      bool bcast = false;
+      int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+      if (!poly_block_ranges(c->pv, b, lo, hi)) continue;
+      for (int v = 0; v < PB(c, b)->nvars; v++) bcast |= st[v] == 0 && extent(lo, hi, v) > 1;
+      roles[i] = bcast ? PLAN_EPI_BIAS : PLAN_EPI_RESIDUAL;
+    }
+  }
+}
+
+/* The plan's epilogue: roles in order, casts skipped; unknown on anything else or a repeat. */
+static void plan_epilogue(rg_ctx *c, const int *set, int n, int K, plan_region_info *r) {
+  int roles[RG_MAX_SET];
+  rg_epilogue_roles(c, set, n, K, roles);
+  r->epilogue_known = true;
+  r->nepi = 0;
+  for (int i = 0; i < n; i++) {
+    if (set[i] == K || OP(c, set[i]) == TINY_CAST) continue;
+    if (roles[i] < 0) {
+      r->epilogue_known = false;
+      r->nepi = 0;
+      return;
+    }
+    if (r->nepi && r->epilogue[r->nepi - 1] == (plan_epi)roles[i]) continue; /* one op of several blocks (silu) */
+    for (int j = 0; j < r->nepi; j++)
+      if (r->epilogue[j] == (plan_epi)roles[i]) {
+        r->epilogue_known = false;
+        r->nepi = 0;
+        return;
+      }
+    if (r->nepi == PLAN_MAX_EPI) {
+      r->epilogue_known = false;
+      r->nepi = 0;
+      return;
+    }
+    r->epilogue[r->nepi++] = (plan_epi)roles[i];
+  }
+}
+
+/* ---- summaries --------------------------------------------------------------------- */
+static plan_axis_info *axis(rg_eval *ev, const char *name, int64_t size, bool reduce, plan_role role) {
+  plan_region_info *r = &ev->info;
+  if (r->naxes >= PLAN_MAX_REGION_AXES) return NULL;
+  snprintf(ev->names[r->naxes], sizeof ev->names[0], "%s", name);
+  plan_axis_info *a = &r->axes[r->naxes++];
+  a->name = ev->names[r->naxes - 1];
+  a->size = size > 0 ? size : 1;
+  a->reduce = reduce;
+  a->role = role;
+  return a;
+}
+
+static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
+  const poly_contraction *k = PB(c, K)->con;
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+  poly_block_ranges(c->pv, K, lo, hi);
+  char nm[16];
+  for (int i = 0; i < k->nbatch; i++) {
+    snprintf(nm, sizeof nm, "b%d", i);
+    axis(ev, nm, extent(lo, hi, k->batch[i]), false, PLAN_ROLE_BATCH);
+  }
+  int64_t M = 1, N = 1, R = 1;
+  for (int i = 0; i < k->nm; i++) M *= extent(lo, hi, k->m[i]);
+  for (int i = 0; i < k->nn; i++) N *= extent(lo, hi, k->n[i]);
+  for (int v = k->nout; v < k->nout + k->nred; v++) R *= extent(lo, hi, v);
+  if (k->nm) axis(ev, "m", M, false, PLAN_ROLE_M);
+  if (k->nn) axis(ev, "n", N, false, PLAN_ROLE_N);
+  axis(ev, "k", R, true, PLAN_ROLE_K);
+  ev->info.pattern = k->pattern == POLY_PAT_CONV ? PLAN_PAT_CONV : PLAN_PAT_MATMUL;
+  ev->info.in_dtype = c->g->nodes[k->lhs].dtype;
+  ev->info.acc_dtype = c->g->nodes[k->reduce_node].dtype;
+  int nwin = 0;
+  for (int side = 0; side < 2; side++) {
+    const poly_idx *idx = side ? k->rhs_idx : k->lhs_idx;
+    int rank = side ? k->rhs_rank : k->lhs_rank;
+    for (int d = 0; d < rank; d++)
+      if (idx[d].kind == POLY_IDX_WINDOW && nwin < 2) {
+        int64_t w = extent(lo, hi, idx[d].win_var);
+        if (nwin++ == 0) ev->info.conv_kh = (int)w;
+        else ev->info.conv_kw = (int)w;
+      }
+  }
+  double all = 1;
+  for (int v = 0; v < k->nout + k->nred; v++) all *= (double)extent(lo, hi, v);
+  ev->flops += 2 * all;
+}
+
+static void row_axes(rg_ctx *c, const int *set, int n, rg_eval *ev) {
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS], inner = 1;
+  poly_block_ranges(c->pv, set[0], lo, hi);
+  char nm[16];
+  for (int v = 0; v < ev->prefix; v++) {
+    snprintf(nm, sizeof nm, "p%d", v);
+    axis(ev, nm, extent(lo, hi, v), false, PLAN_ROLE_AUTO);
+  }
+  bool red = false;
+  for (int i = 0; i < n; i++) {
+    const poly_block_info *b = PB(c, set[i]);
+    int64_t l2[POLY_MAX_VARS], h2[POLY_MAX_VARS], w = 1;
+    poly_block_ranges(c->pv, set[i], l2, h2);
+    for (int v = ev->prefix; v < b->nvars; v++) w *= extent(l2, h2, v);
+    inner = HP_MAX(inner, w);
+    red |= b->kind == POLY_REDUCE;
+  }
+  if (inner > 1) axis(ev, "k", inner, true, PLAN_ROLE_AUTO);
+  if (ev->info.naxes == 0) axis(ev, "p0", 1, false, PLAN_ROLE_AUTO);
+  ev->info.pattern = inner > 1 || red ? PLAN_PAT_REDUCE : PLAN_PAT_EWISE;
+}
+
+static void attention_axes(rg_ctx *c, const rg_attention *a, rg_eval *ev) {
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS], l2[POLY_MAX_VARS], h2[POLY_MAX_VARS];
+  poly_block_ranges(c->pv, a->qk, lo, hi);
+  poly_block_ranges(c->pv, a->pv, l2, h2);
+  const poly_contraction *k = PB(c, a->qk)->con;
+  char nm[16];
+  double B = 1;
+  for (int i = 0; i < k->nbatch; i++) {
+    snprintf(nm, sizeof nm, "b%d", i);
+    axis(ev, nm, extent(lo, hi, k->batch[i]), false, PLAN_ROLE_BATCH);
+    B *= (double)extent(lo, hi, k->batch[i]);
+  }
+  int64_t M = extent(lo, hi, a->q_var), N = extent(lo, hi, a->k_var), D = extent(lo, hi, a->d_var),
+          Dv = extent(l2, h2, a->dv_var);
+  axis(ev, "m", M, false, PLAN_ROLE_M);
+  axis(ev, "n", N, false, PLAN_ROLE_N);
+  axis(ev, "k", D, true, PLAN_ROLE_K);
+  ev->info.pattern = PLAN_PAT_ATTENTION;
+  ev->info.in_dtype = c->g->nodes[a->q.node].dtype;
+  ev->info.acc_dtype = TINY_FP32;
+  ev->flops = B * (double)M * (double)N * (2.0 * (double)D + 2.0 * (double)Dv + 5.0);
+}
+
+static bool rows_aligned(const tiny_graph *g, int node) {
+  const tiny_shape *s = &g->nodes[node].shape;
+  return s->rank < 2 || s->d[s->rank - 1].n * tiny_dtype_size(g->nodes[node].dtype) % 16 == 0;
+}
+
+static double occ_factor(const rg_ctx *c, double occ) {
+  double f = occ / c->occ_sat;
+  return f > 1 ? 1 : f;
+}
+
+hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev) {
+  const tiny_graph *g = c->g;
+  plan_region_info *r = &ev->info;
+  memset(r, 0, sizeof *r);
+  ev->flops = 0;
+  int last = gather >= 0 ? gather : PB(c, blocks[n - 1])->node;
+  r->name = gather >= 0 ? g->nodes[gather].id : rg_block_name(c, blocks[n - 1]);
+  r->acc_dtype = TINY_FP32;
+  /* traffic: inputs and outputs once */
+  int nn, nin, nout;
+  int *outs = c->outs;
+  rg_region_nodes(c, blocks, n, gather, &nn, &nin, outs, &nout);
+  double bytes = 0, biggest = -1;
+  ev->tma_ok = true;
+  r->in_dtype = g->nodes[last].dtype;
+  const rg_attention *att = ev->shape == RG_SHAPE_ATTENTION ? c->units[c->unit_of_block[blocks[0]]].att : NULL;
+  for (int i = 0; i < g->n; i++) {
+    if (c->mark[i] != 2) continue;
+    if (att && att->causal && att->where_mask == i) continue; /* the kernel computes the causal mask itself */
+    bytes += nbytes(g, i);
+    ev->tma_ok &= rows_aligned(g, i);
+    if (nbytes(g, i) > biggest) biggest = nbytes(g, i), r->in_dtype = g->nodes[i].dtype;
+    if (r->ninputs < 8) ev->inputs[r->ninputs] = tiny_output_name(g, i), r->inputs[r->ninputs] = ev->inputs[r->ninputs], r->ninputs++;
+  }
+  if (nout == 0) outs[nout++] = last;
+  for (int i = 0; i < nout; i++) bytes += nbytes(g, outs[i]), ev->tma_ok &= rows_aligned(g, outs[i]);
+  ev->bytes = bytes;
+  r->out_dtype = g->nodes[last].dtype;
+  int K = -1;
+  for (int i = 0; i < n; i++)
+    if (PB(c, blocks[i])->kind == POLY_CONTRACTION) K = blocks[i];
+  if (ev->shape == RG_SHAPE_ATTENTION) {
+    attention_axes(c, c->units[c->unit_of_block[blocks[0]]].att, ev);
+    r->nedges = 0;
+  } else if (K >= 0) {
+    contraction_axes(c, K, ev);
+    plan_epilogue(c, blocks, n, K, r);
+    if (n > 1) {
+      plan_edge *pe = &r->edges[r->nedges++];
+      hp_sanitize_name(rg_block_name(c, K), pe->from, sizeof pe->from); /* plans take identifiers */
+      hp_sanitize_name(rg_block_name(c, blocks[n - 1]), pe->to, sizeof pe->to);
+      pe->buffer = PLAN_BUF_REG;
+    }
+  } else if (gather >= 0) {
+    ev->prefix = g->nodes[gather].shape.rank;
+    char nm[16];
+    for (int v = 0; v < ev->prefix; v++) {
+      snprintf(nm, sizeof nm, "p%d", v);
+      axis(ev, nm, g->nodes[gather].shape.d[v].n, false, PLAN_ROLE_AUTO);
+    }
+    if (!r->naxes) axis(ev, "p0", 1, false, PLAN_ROLE_AUTO);
+    r->pattern = PLAN_PAT_EWISE;
+  } else {
+    row_axes(c, blocks, n, ev);
+  }
+  /* the work of the other blocks: one operation per domain point */
+  for (int i = 0; i < n && ev->shape != RG_SHAPE_ATTENTION; i++) {
+    if (blocks[i] == K) continue;
+    int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+    double w = 1;
+    poly_block_ranges(c->pv, blocks[i], lo, hi);
+    for (int v = 0; v < PB(c, blocks[i])->nvars; v++) w *= (double)extent(lo, hi, v);
+    ev->flops += w;
+  }
+  if (gather >= 0) ev->flops = (double)numel(g, gather);
+  r->flops = (int64_t)HP_MIN(ev->flops, 4e18);
+  r->bytes = (int64_t)HP_MIN(ev->bytes, 4e18);
+  if (r->flops < 1) r->flops = 1;
+  if (r->bytes < 1) r->bytes = 1;
+  /* the default plan and its cost */
+  hp_error pe = {0};
+  plan_cost cost;
+  ev->has_plan = plan_default(r, &c->m, NULL, &ev->plan, &pe) == HP_OK && plan_cost_of(&ev->plan, r, &c->m, &cost, &pe) == HP_OK;
+  if (pe.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  double peak = plan_pattern_is_contraction(r->pattern) ? plan_machine_peak(&c->m, r->in_dtype) : c->m.peak_fp32;
+  if (ev->has_plan) {
+    plan_resources *res = &ev->res;
+    *res = cost.res;
+    if (ev->local_smem > 0) {
+      res->smem_per_cta += ev->local_smem;
+      int64_t by = res->smem_per_cta > 0 ? c->m.smem_per_sm / res->smem_per_cta : res->cta_per_sm;
+      if (by < res->cta_per_sm) res->cta_per_sm = (int)by, res->cta_limit = "smem";
+      if (res->smem_per_cta > c->m.smem_per_cta_max) res->cta_per_sm = 0;
+      double occ = (double)res->cta_per_sm * res->warps_per_cta / c->m.max_warps_per_sm;
+      res->occ = occ > 1 ? 1 : occ;
+    }
+    ev->raw_occ = res->occ;
+    res->occ = occ_factor(c, res->occ) * cost.wave_eff;
+    ev->time = plan_time_formula(cost.flops, cost.bytes, cost.peak, cost.bw, res->occ, res->pipeline_eff);
+  } else {
+    memset(&ev->res, 0, sizeof ev->res);
+    ev->res.occ = 1;
+    ev->raw_occ = 1;
+    ev->res.cta_per_sm = 1;
+    ev->res.pipeline_eff = 0.5;
+    ev->res.smem_per_cta = ev->local_smem;
+    ev->time = plan_time_formula(ev->flops, ev->bytes, peak, c->m.mem_bw, 1, 0.5);
+  }
+  return HP_OK;
+}
+
+/* §4.2 compares vector widths in elements: a region that now reads fp32
+ * where it read fp16 stores its fp16 output 4 wide instead of 8. */
+static int vec_width(const rg_ctx *c, const plan_region_info *r, int w) {
+  (void)c, (void)r;
+  return w;
+}
+
+/* The absorbing kernel's plan applied to the fused region: its resources
+ * with the fusion's additions (epilogue registers, local buffers) and the
+ * widest vector that still fits.  False when the plan cannot describe the
+ * fused region (another loop structure). */
+static bool same_plan(rg_ctx *c, const rg_eval *base, const rg_eval *S, plan_resources *res, int *vec, double *raw_occ) {
+  if (!base->has_plan) return false;
+  plan_t p = base->plan;
+  p.nepi = 0;
+  if (S->info.epilogue_known) {
+    p.nepi = S->info.nepi;
+    memcpy(p.epi, S->info.epilogue, sizeof(plan_epi) * (size_t)p.nepi);
+  }
+  p.nedges = 0;
+  hp_error e = {0};
+  plan_cost cost;
+  /* the widest vector the fused region allows on the same loops */
+  for (int w = 16;; w /= 2) {
+    p.vec_width = w;
+    memset(&e, 0, sizeof e);
+    if (plan_validate(&p, &S->info, &c->m, NULL, &e) == HP_OK) break;
+    bool vec_issue = e.code == HP_E_MISALIGNED || (e.code == HP_E_INVALID_ARG && strstr(e.msg, "vector"));
+    if (!vec_issue || w <= 1) return false;
+  }
+  if (plan_cost_of(&p, &S->info, &c->m, &cost, &e)) return false;
+  *res = cost.res;
+  if (S->local_smem > 0) {
+    res->smem_per_cta += S->local_smem;
+    int64_t by = c->m.smem_per_sm / res->smem_per_cta;
+    if (by < res->cta_per_sm) res->cta_per_sm = (int)by, res->cta_limit = "smem";
+    if (res->smem_per_cta > c->m.smem_per_cta_max) res->cta_per_sm = 0;
+    double occ = (double)res->cta_per_sm * res->warps_per_cta / c->m.max_warps_per_sm;
+    res->occ = occ > 1 ? 1 : occ;
+  }
+  *raw_occ = res->occ;
+  double f = res->occ / c->occ_sat;
+  res->occ = (f > 1 ? 1 : f) * cost.wave_eff;
+  *vec = p.vec_width;
+  return true;
+}
+
+void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double absorbed_time, double absorbed_flops,
+              double absorbed_bytes, plan_fusion_out *out, char *detail, int cap) {
+  plan_fusion_in in;
+  memset(&in, 0, sizeof in);
+  in.dflops = HP_MAX(0.0, after->flops - before->flops - absorbed_flops);
+  in.dbytes = 0;
+  in.saved_bytes = HP_MAX(0.0, before->bytes + absorbed_bytes - after->bytes);
+  in.base_time = before->time;
+  in.producer_time = absorbed_time;
+  in.fanout = 1;
+  in.before = before->res;
+  int vec_after = 0;
+  double raw_occ = 1;
+  bool same = same_plan(c, before, after, &in.after, &vec_after, &raw_occ);
+  if (same) {
+    in.vec_after = vec_width(c, &after->info, vec_after);
+  } else { /* another loop structure: the fused region's own plan */
+    in.after = after->res;
+    raw_occ = after->raw_occ;
+    in.vec_after = after->has_plan ? vec_width(c, &after->info, after->plan.vec_width) : 0;
+  }
+  in.vec_before = before->has_plan ? vec_width(c, &before->info, before->plan.vec_width) : 0;
+  /* SM90 TMA / WGMMA shapes concern the MMA template (contractions) */
+  bool mma = plan_pattern_is_contraction(after->info.pattern);
+  bool ok_before = before->has_plan && before->tma_ok && plan_sm90_tile_ok(&before->plan, before->info.in_dtype, NULL, 0);
+  bool ok_after = after->has_plan && after->tma_ok && plan_sm90_tile_ok(&after->plan, after->info.in_dtype, NULL, 0);
+  in.sm90_tile_broken = c->m.arch == PLAN_ARCH_SM90 && mma && ok_before && !ok_after;
+  in.in_dtype = after->info.in_dtype;
+  plan_fusion_delta(&in, &c->m, out);
+  if (plan_smem_near_limit(&in.after, &c->m)) out->stops |= PLAN_STOP_SMEM80; /* also when no CTA fits at all */
+  /* §4.2 "CTA/SM drops to 1" matters when it leaves the SM below the
+   * occupancy that saturates it (occ_sat): one CTA of 8 warps still runs a
+   * tensor-core GEMM at full speed */
+  if ((out->stops & PLAN_STOP_CTA1) && in.after.cta_per_sm >= 1 && raw_occ >= c->occ_sat) {
+    out->stops &= ~(unsigned)PLAN_STOP_CTA1;
+    out->fuse = out->dtime < 0 && out->stops == 0;
+  }
+  if (detail && cap)
+    snprintf(detail, (size_t)cap,
+             "dtime %.3g s (benefit %.3g, cost %.3g: occupancy %.3g, layout %.3g); %s plan; throughput %.3g -> %.3g; "
+             "smem %lld -> %lld B, %d -> %d CTA/SM, vector width %d -> %d",
+             out->dtime, out->benefit, out->cost, out->docc_time, out->layout_penalty, same ? "same" : "own",
+             in.before.occ, in.after.occ, (long long)in.before.smem_per_cta,
+             (long long)in.after.smem_per_cta, in.before.cta_per_sm, in.after.cta_per_sm, in.vec_before, in.vec_after);
+}
+
+/* The absorbing kernel among the parts of a fused region: the one whose
+ * loops the region keeps — the part holding a contraction / the attention,
+ * else a part with the region's shared-loop prefix and pattern (the sink
+ * first). */
+bool rg_is_base(const rg_eval *S, const rg_eval *part, bool part_has_anchor) {
+  if (S->shape == RG_SHAPE_CONTRACTION || S->shape == RG_SHAPE_ATTENTION) return part_has_anchor;
+  return part->legal && part->prefix == S->prefix && part->info.pattern == S->info.pattern;
+}
+
+const char *rg_stop_of(const plan_fusion_out *d) {
+  if (d->stops & PLAN_STOP_SMEM80) return "smem_over_80pct";
+  if (d->stops & PLAN_STOP_CTA1) return "cta_drops_to_1";
+  if (d->stops & PLAN_STOP_VEC_SHRINK) return "vector_width_shrinks";
+  if (d->stops & PLAN_STOP_SM90_TILE) return "sm90_tile_constraint";
+  if (!(d->dtime < 0)) return "delta_time_nonneg";
+  return NULL;
+}

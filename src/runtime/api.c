@@ -1,0 +1,274 @@
+/* api.c — harp.h: compile a model file or graph, then model_init /
+ * model_run / model_free over the compiled Function (the CPU backend's
+ * generated code, or the reference interpreter).
+ * Needs: every layer.  Gives: harp.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp.h"
+#include "harp/cpu.h"
+#include "harp/frontend.h"
+#include "harp/function.h"
+#include "harp/interp.h"
+#include "util/util.h"
+
+struct harp_compiled {
+  harp_backend backend;
+  tiny_graph *g;
+  tiny_symtab syms;
+  hp_cpu_model *cpu;        /* CPU backend */
+  hp_function *f;           /* the layout (CPU: the backend's; interp: baseline regions) */
+  rg_partition *part;       /* interp only */
+  int *inputs, ninputs;     /* INPUT nodes that are not weights */
+  int *params, nparams;     /* INPUT nodes that are weights */
+  int64_t *param_off;       /* offset of each weight in the parameter block */
+  size_t params_bytes;
+};
+
+struct harp_model {
+  const harp_compiled *c;
+  void *inst;              /* CPU: the generated model's instance */
+  unsigned char *params;   /* interp: a copy of the parameter block */
+  char error[1100];
+};
+
+void harp_compiled_free(harp_compiled *c) {
+  if (!c) return;
+  hp_cpu_free(c->cpu);
+  if (c->backend == HARP_BACKEND_INTERP) {
+    fn_free(c->f);
+    rg_partition_free(c->part);
+  }
+  tiny_graph_free(c->g);
+  tiny_symtab_free(&c->syms);
+  free(c->inputs);
+  free(c->params);
+  free(c->param_off);
+  free(c);
+}
+
+static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
+
+hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
+  *out = NULL;
+  harp_compiled *c = hp_xcalloc(1, sizeof *c);
+  if (!c) {
+    tiny_graph_free(g);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  c->g = g;
+  c->backend = o ? o->backend : HARP_BACKEND_CPU;
+  tiny_symtab_init(&c->syms);
+  hp_status st = g->err.code ? hp_fail(e, g->err.code, g->err.node, "%s", g->err.msg) : HP_OK;
+  for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &c->syms, o->syms[i]);
+  for (int i = 0; !st && o && o->params && o->params[i]; i++) {
+    bool found = false;
+    for (int k = 0; k < g->n; k++)
+      if (g->nodes[k].op == TINY_INPUT && !strcmp(g->nodes[k].a.input.tensor_id, o->params[i])) {
+        g->nodes[k].a.input.storage = "param";
+        found = true;
+      }
+    if (!found) st = hp_fail(e, HP_E_USAGE, o->params[i], "no input of that name to make a weight");
+  }
+  if (!st) st = tiny_prepare(e, g, &c->syms, false);
+  if (!st && c->backend == HARP_BACKEND_CPU) {
+    hp_cpu_opts co = {o ? o->cc : NULL, o ? o->cflags : NULL, o ? o->cache_dir : NULL, false};
+    st = hp_cpu_compile(e, g, &c->syms, &co, &c->cpu);
+    if (!st) c->f = (hp_function *)hp_cpu_function(c->cpu);
+  } else if (!st) {
+    st = rg_partition_singletons(e, g, &c->part);
+    if (!st) st = fn_build(e, c->part, "main", &c->f);
+  }
+  if (!st) {
+    c->inputs = hp_xcalloc((size_t)g->n + 1, sizeof(int));
+    c->params = hp_xcalloc((size_t)g->n + 1, sizeof(int));
+    c->param_off = hp_xcalloc((size_t)g->n + 1, sizeof(int64_t));
+    if (!c->inputs || !c->params || !c->param_off) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  for (int a = 0; !st && a < c->f->nargs; a++) {
+    const fn_buffer *b = &c->f->buffers[c->f->args[a]];
+    if (b->kind == FN_PARAM) {
+      c->param_off[c->nparams] = (int64_t)b->offset;
+      c->params[c->nparams++] = b->node;
+    } else {
+      c->inputs[c->ninputs++] = b->node;
+    }
+  }
+  if (!st) c->params_bytes = c->f->const_bytes;
+  if (st) {
+    harp_compiled_free(c);
+    return st;
+  }
+  *out = c;
+  return HP_OK;
+}
+
+hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
+  *out = NULL;
+  const char *dot = strrchr(path, '.');
+  tiny_graph *g = NULL;
+  tiny_symtab defaults;
+  tiny_symtab_init(&defaults);
+  hp_status st;
+  if (dot && !strcmp(dot, ".json")) {
+    st = tiny_load_file(e, path, &g);
+  } else if (dot && !strcmp(dot, ".harp")) {
+    hp_program *p = NULL;
+    st = hp_harp_load_file(e, path, &p);
+    if (!st) st = hp_lower(e, p, &g, &defaults);
+    if (st == HP_E_UNSUPPORTED) { /* an expression dimension: lower with the bindings */
+      tiny_symtab bind;
+      tiny_symtab_init(&bind);
+      hp_error_clear(e);
+      st = HP_OK;
+      for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &bind, o->syms[i]);
+      for (int i = 0; !st && i < defaults.n; i++)
+        if (!tiny_symtab_get(&bind, defaults.names[i], NULL)) st = tiny_symtab_set(e, &bind, defaults.names[i], defaults.values[i]);
+      if (!st) st = hp_lower_bound(e, p, &bind, &g, NULL);
+      tiny_symtab_free(&bind);
+    }
+    hp_program_free(p);
+  } else {
+    st = hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension (expected .json or .harp)");
+  }
+  if (st) {
+    tiny_graph_free(g);
+    tiny_symtab_free(&defaults);
+    return st;
+  }
+  /* the DSL's defaults come after the caller's bindings */
+  const char **syms = hp_xcalloc((size_t)defaults.n + 64 + 1, sizeof(char *));
+  char (*buf)[160] = hp_xcalloc((size_t)defaults.n + 1, sizeof *buf);
+  int n = 0;
+  if (!syms || !buf) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; !st && o && o->syms && o->syms[i] && n < 64; i++) syms[n++] = o->syms[i];
+  for (int i = 0; !st && i < defaults.n; i++) {
+    bool given = false;
+    for (int k = 0; k < n; k++) given |= !strncmp(syms[k], defaults.names[i], strlen(defaults.names[i])) && syms[k][strlen(defaults.names[i])] == '=';
+    if (given) continue;
+    snprintf(buf[i], sizeof buf[i], "%s=%lld", defaults.names[i], (long long)defaults.values[i]);
+    syms[n++] = buf[i];
+  }
+  harp_options oo = o ? *o : (harp_options){0};
+  oo.syms = syms;
+  if (!st) st = harp_compile_graph(e, g, &oo, out);
+  else tiny_graph_free(g);
+  free(syms);
+  free(buf);
+  tiny_symtab_free(&defaults);
+  return st;
+}
+
+/* ---- metadata ---------------------------------------------------------------- */
+int harp_num_inputs(const harp_compiled *c) { return c->ninputs; }
+int harp_num_outputs(const harp_compiled *c) { return c->g->noutputs; }
+const char *harp_input_name(const harp_compiled *c, int k) { return c->g->nodes[c->inputs[k]].a.input.tensor_id; }
+const char *harp_output_name(const harp_compiled *c, int k) { return tiny_output_name(c->g, c->g->outputs[k]); }
+tiny_dtype harp_input_dtype(const harp_compiled *c, int k) { return c->g->nodes[c->inputs[k]].dtype; }
+tiny_dtype harp_output_dtype(const harp_compiled *c, int k) { return c->g->nodes[c->g->outputs[k]].dtype; }
+
+static int shape_of(const tiny_node *n, int64_t *shape) {
+  for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+  return n->shape.rank;
+}
+int harp_input_shape(const harp_compiled *c, int k, int64_t *shape) { return shape_of(&c->g->nodes[c->inputs[k]], shape); }
+int harp_output_shape(const harp_compiled *c, int k, int64_t *shape) {
+  return shape_of(&c->g->nodes[c->g->outputs[k]], shape);
+}
+size_t harp_arena_bytes(const harp_compiled *c) { return c->f->required_memory; }
+size_t harp_params_bytes(const harp_compiled *c) { return c->params_bytes; }
+
+int64_t harp_param_offset(const harp_compiled *c, const char *name) {
+  for (int k = 0; k < c->nparams; k++)
+    if (!strcmp(c->g->nodes[c->params[k]].a.input.tensor_id, name)) return c->param_off[k];
+  return -1;
+}
+
+/* ---- instances ------------------------------------------------------------------- */
+harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes) {
+  if (!c || nbytes != c->params_bytes || (nbytes && !params)) return NULL;
+  harp_model *m = hp_xcalloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->c = c;
+  if (c->backend == HARP_BACKEND_CPU) {
+    m->inst = hp_cpu_instance_new(c->cpu, params, nbytes);
+    if (!m->inst) {
+      free(m);
+      return NULL;
+    }
+  } else {
+    m->params = hp_xmalloc(nbytes ? nbytes : 1);
+    if (!m->params) {
+      free(m);
+      return NULL;
+    }
+    if (nbytes) memcpy(m->params, params, nbytes);
+  }
+  return m;
+}
+
+static hp_tensor header(const tiny_node *n, void *data) {
+  hp_tensor t = {0};
+  t.dtype = n->dtype;
+  t.rank = shape_of(n, t.shape);
+  t.data = data;
+  t.nbytes = (size_t)tiny_shape_numel(&n->shape) * (size_t)tiny_dtype_size(n->dtype);
+  return t;
+}
+
+static int run_interp(harp_model *m, const void *const *inputs, void *const *outputs) {
+  const harp_compiled *c = m->c;
+  const tiny_graph *g = c->g;
+  int *ins = NULL;
+  int n = tiny_inputs(g, &ins);
+  hp_tensor *t = hp_xcalloc((size_t)n + 1, sizeof *t), *o = hp_xcalloc((size_t)g->noutputs + 1, sizeof *o);
+  hp_error e = {0};
+  int rc = 0;
+  if (!ins || !t || !o) {
+    snprintf(m->error, sizeof m->error, "out of memory");
+    rc = 1;
+    goto done;
+  }
+  for (int i = 0, ki = 0, kp = 0; i < n; i++) {
+    const tiny_node *x = &g->nodes[ins[i]];
+    t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : (void *)inputs[ki++]);
+  }
+  if (tiny_interp(&e, g, &c->syms, t, n, o)) {
+    char buf[1024];
+    hp_error_format(&e, buf, sizeof buf);
+    snprintf(m->error, sizeof m->error, "%s", buf);
+    rc = 1;
+    goto done;
+  }
+  for (int k = 0; k < g->noutputs; k++) {
+    memcpy(outputs[k], o[k].data, o[k].nbytes);
+    hp_tensor_free(&o[k]);
+  }
+done:
+  free(ins);
+  free(t);
+  free(o);
+  return rc;
+}
+
+int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
+  if (!m) return -1;
+  m->error[0] = 0;
+  if (m->c->backend == HARP_BACKEND_INTERP) return run_interp(m, inputs, outputs);
+  int rc = hp_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
+  if (rc) {
+    const char *k = hp_cpu_error_kernel(m->c->cpu, rc);
+    snprintf(m->error, sizeof m->error, "kernel %s stopped: an index is out of range", k ? k : "?");
+  }
+  return rc;
+}
+
+const char *model_error(const harp_model *m) { return m && m->error[0] ? m->error : NULL; }
+
+void model_free(harp_model *m) {
+  if (!m) return;
+  if (m->c->backend == HARP_BACKEND_CPU) hp_cpu_instance_free(m->c->cpu, m->inst);
+  free(m->params);
+  free(m);
+}

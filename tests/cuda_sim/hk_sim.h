@@ -1,0 +1,693 @@
+/* hk_sim.h — a CPU SIMT simulator for harp's generated CUDA C (tests only).
+ *
+ * Force-included (g++ -DHK_SIM -include hk_sim.h) in front of the very text
+ * cuda_print emits; the printer's prelude is #ifndef HK_SIM, so the kernels
+ * call the emulations below instead of inline PTX.  Every CUDA thread is a
+ * ucontext fiber; the CTAs of a grid run one after another.
+ *
+ * What is emulated, from the PTX ISA (9.7.14.5.8 mma.m16n8k16 fragments,
+ * 9.7.14.5.15 ldmatrix, 9.7.9.25 cp.async):
+ *   - bar.sync (__syncthreads) over all threads of the CTA;
+ *   - warp collectives (ldmatrix, mma.sync, shfl.bfly): all 32 lanes must
+ *     arrive with the same op, then it is computed from every lane's operands;
+ *   - cp.async really is asynchronous: copies are queued per thread and land
+ *     only at cp.async.wait_group (a missing wait reads stale SMEM);
+ *   - SMEM starts poisoned with 0xFF bytes (NaN in fp16/bf16/fp32);
+ *   - every SMEM and global access goes through a helper that checks bounds
+ *     (SMEM size; the registered global buffers) and alignment;
+ *   - the fiber order is shuffled at every synchronisation point (seeded),
+ *     so a missing barrier shows as a wrong result;
+ *   - ldmatrix bank conflicts are counted: per 8x8 matrix, the 8 row
+ *     addresses should fall in 8 distinct 16-byte bank groups.
+ * Errors print "hk_sim: error: ..." and exit(3). */
+#ifndef HK_SIM_H
+#define HK_SIM_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <vector>
+
+#define HK_TYPES /* the printed prelude's types are defined here */
+typedef unsigned short hk_u16;
+typedef unsigned int hk_u32;
+typedef unsigned long long hk_u64;
+typedef long long hk_i64;
+struct hk_v2 {
+  hk_u32 x, y;
+};
+struct hk_v4 {
+  hk_u32 x, y, z, w;
+};
+struct alignas(64) hk_tmap {
+  hk_u64 v[16];
+};
+typedef hk_u32 hk_saddr; /* byte offset into the CTA's shared memory */
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __align__(n) alignas(n)
+#define HK_DEV static inline
+
+namespace hks {
+
+struct dim3s {
+  unsigned x, y, z;
+};
+
+struct CpAsync {
+  hk_u32 dst;
+  const unsigned char *src;
+  int size, src_bytes;
+};
+
+struct Fiber {
+  ucontext_t ctx;
+  char *stack;
+  dim3s tidx;
+  unsigned tid;
+  bool done;
+  std::vector<CpAsync> open;                /* not yet committed */
+  std::vector<std::vector<CpAsync>> groups; /* committed, oldest first */
+};
+
+/* Per-lane operands and results of a warp collective. */
+struct Slot {
+  int op;
+  hk_u32 addr;
+  hk_u32 a[4], b[2], r[4];
+  float c[4], f;
+  int i;
+};
+
+struct Warp {
+  int arrived;
+  unsigned gen;
+  Slot s[32];
+};
+
+/* mbarrier state (PTX ISA 9.7.13.15): a phase completes when its pending
+ * arrivals reach 0 and its transaction count is 0. */
+struct Mbar {
+  hk_u32 addr;
+  int count, pending;
+  long long tx;
+  unsigned phase; /* completed phases */
+};
+
+struct NamedBar {
+  int arrived;
+  unsigned gen;
+};
+
+/* Per-warpgroup collective (wgmma) state. */
+struct WgSlot {
+  hk_u64 da, db;
+  int scale_d, op;
+  float d[128];
+};
+struct Wg {
+  int arrived;
+  unsigned gen;
+  WgSlot s[128];
+};
+
+struct Buf {
+  const unsigned char *p;
+  size_t n;
+  const char *name;
+};
+
+struct Sim {
+  dim3s grid, block, bidx;
+  std::vector<unsigned char> smem;
+  std::vector<Fiber> f;
+  std::vector<Warp> warps;
+  std::vector<Buf> bufs;
+  std::vector<Mbar> mbars;
+  NamedBar named[16];
+  std::vector<Wg> wgs;
+  ucontext_t sched;
+  int cur;
+  int bar_arrived;
+  unsigned bar_gen;
+  bool progress;
+  unsigned long long rng;
+  void *thunk_fn;
+  void **params;
+  /* statistics */
+  unsigned long long ldsm, ldsm_conflicts, mma, cp_bytes, barriers, wgmma, tma_bytes;
+  const char *kernel;
+};
+
+extern Sim *g;
+
+[[noreturn]] static inline void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hk_sim: error: kernel %s, block (%u,%u,%u), thread %d: ", g->kernel ? g->kernel : "?", g->bidx.x,
+          g->bidx.y, g->bidx.z, g->cur >= 0 ? (int)g->f[g->cur].tid : -1);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(3);
+}
+
+static inline Fiber &me() { return g->f[g->cur]; }
+static inline void yield() { swapcontext(&g->f[g->cur].ctx, &g->sched); }
+
+/* ---- memory checks ---- */
+static inline void check_smem(hk_u32 a, int n, int align, const char *what) {
+  if ((size_t)a + (size_t)n > g->smem.size()) fail("%s: shared address %u+%d beyond %zu bytes", what, a, n, g->smem.size());
+  if (a % (hk_u32)align) fail("%s: shared address %u not %d-byte aligned", what, a, align);
+}
+static inline void check_gmem(const void *p, size_t n, size_t align, const char *what) {
+  const unsigned char *q = (const unsigned char *)p;
+  if ((uintptr_t)q % align) fail("%s: global address %p not %zu-byte aligned", what, p, align);
+  for (const Buf &b : g->bufs)
+    if (q >= b.p && q + n <= b.p + b.n) return;
+  fail("%s: global access %p+%zu outside every buffer", what, p, n);
+}
+
+/* ---- half precision (round to nearest even) ---- */
+static inline float u2f(hk_u32 u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline hk_u32 f2u(float f) {
+  hk_u32 u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float h2f(hk_u16 h) {
+  hk_u32 sign = (hk_u32)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) {
+    float v = (float)man / 16777216.0f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return u2f(sign | 0x7f800000u | (man << 13));
+  return u2f(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+static inline hk_u16 f2h(float f) {
+  hk_u32 x = f2u(f), sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+  if (exp == 0xff) return (hk_u16)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) return (hk_u16)(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (hk_u16)sign;
+    man |= 0x800000u;
+    int shift = 14 - e;
+    hk_u32 half = 1u << (shift - 1), rest = man & ((1u << shift) - 1), r = man >> shift;
+    if (rest > half || (rest == half && (r & 1))) r++;
+    return (hk_u16)(sign | r);
+  }
+  hk_u32 r = ((hk_u32)e << 10) | (man >> 13), rest = man & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (r & 1))) r++;
+  return (hk_u16)(sign | r);
+}
+static inline float bf2f(hk_u16 h) { return u2f((hk_u32)h << 16); }
+static inline hk_u16 f2bf(float f) {
+  hk_u32 x = f2u(f);
+  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (hk_u16)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (hk_u16)(x >> 16);
+}
+
+static inline unsigned rnd() {
+  g->rng = g->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (unsigned)(g->rng >> 33);
+}
+
+/* ---- synchronisation ---- */
+static inline void barrier() {
+  unsigned gen = g->bar_gen;
+  g->barriers++;
+  if (++g->bar_arrived == (int)g->f.size()) {
+    g->bar_arrived = 0;
+    g->bar_gen++;
+    g->progress = true;
+    return;
+  }
+  g->progress = true;
+  while (g->bar_gen == gen) yield();
+}
+
+/* Arrive at a warp collective with this lane's slot; returns once all 32
+ * lanes arrived and `compute` ran over the slots. */
+template <typename F>
+static inline Slot &collective(int op, const Slot &in, F compute) {
+  unsigned tid = me().tid, w = tid / 32, lane = tid % 32;
+  Warp &W = g->warps[w];
+  W.s[lane] = in;
+  W.s[lane].op = op;
+  unsigned gen = W.gen;
+  g->progress = true;
+  if (++W.arrived == 32) {
+    for (int l = 1; l < 32; l++)
+      if (W.s[l].op != W.s[0].op) fail("warp %u diverged at a collective (op %d vs %d)", w, W.s[l].op, W.s[0].op);
+    compute(W.s);
+    W.arrived = 0;
+    W.gen++;
+  } else {
+    while (W.gen == gen) yield();
+  }
+  return W.s[lane];
+}
+
+}  // namespace hks
+
+/* ---- what the kernels see ---- */
+#define threadIdx (hks::g->f[hks::g->cur].tidx)
+#define blockIdx (hks::g->bidx)
+#define blockDim (hks::g->block)
+#define gridDim (hks::g->grid)
+#define HK_SMEM_DECL(name) unsigned char *name = hks::g->smem.data()
+#define __syncthreads() hks::barrier()
+
+HK_DEV hk_saddr hk_smem_addr(const void *) { return 0; }
+HK_DEV void hk_sync() { hks::barrier(); }
+HK_DEV float hk_u2f(hk_u32 u) { return hks::u2f(u); }
+HK_DEV hk_u32 hk_f2u(float f) { return hks::f2u(f); }
+HK_DEV float hk_h2f(hk_u16 h) { return hks::h2f(h); }
+HK_DEV float hk_bf2f(hk_u16 h) { return hks::bf2f(h); }
+HK_DEV hk_u16 hk_f2h(float f) { return hks::f2h(f); }
+HK_DEV hk_u16 hk_f2bf(float f) { return hks::f2bf(f); }
+HK_DEV float hk_f2f(float f) { return f; }
+HK_DEV int hk_f2i(float f) {
+  return f != f ? 0 : f >= 2147483647.0f ? 2147483647 : f <= -2147483648.0f ? (int)0x80000000 : (int)f;
+}
+HK_DEV unsigned char hk_f2u8(float f) { return f != 0.0f; }
+HK_DEV hk_u32 hk_pack_h2(float lo, float hi) { return (hk_u32)hk_f2h(lo) | ((hk_u32)hk_f2h(hi) << 16); }
+HK_DEV hk_u32 hk_pack_bf2(float lo, float hi) { return (hk_u32)hk_f2bf(lo) | ((hk_u32)hk_f2bf(hi) << 16); }
+
+template <typename T>
+HK_DEV T hk_gld(const T *p) {
+  hks::check_gmem(p, sizeof(T), sizeof(T), "load");
+  return *p;
+}
+HK_DEV float hk_ldf_f16(const hk_u16 *p) { return hk_h2f(hk_gld(p)); }
+HK_DEV float hk_ldf_bf16(const hk_u16 *p) { return hk_bf2f(hk_gld(p)); }
+HK_DEV float hk_ldf_f32(const float *p) { return hk_gld(p); }
+HK_DEV float hk_ldf_i32(const int *p) { return (float)hk_gld(p); }
+HK_DEV float hk_ldf_u8(const unsigned char *p) { return (float)hk_gld(p); }
+HK_DEV hk_u16 hk_ldg16(const void *p, bool ok) { return ok ? hk_gld((const hk_u16 *)p) : (hk_u16)0; }
+HK_DEV hk_u32 hk_ldg32(const void *p, bool ok) { return ok ? hk_gld((const hk_u32 *)p) : 0u; }
+HK_DEV hk_v4 hk_ldg128(const void *p, bool ok) {
+  hk_v4 v = {0, 0, 0, 0};
+  if (ok) {
+    hks::check_gmem(p, 16, 16, "ld.global.v4");
+    memcpy(&v, p, 16);
+  }
+  return v;
+}
+HK_DEV void hk_stg_n(void *p, const void *v, size_t n, const char *what) {
+  hks::check_gmem(p, n, n, what);
+  memcpy(p, v, n);
+}
+HK_DEV void hk_stg8(void *p, unsigned char v) { hk_stg_n(p, &v, 1, "st.global.b8"); }
+HK_DEV void hk_stg16(void *p, hk_u16 v) { hk_stg_n(p, &v, 2, "st.global.b16"); }
+HK_DEV void hk_stg32(void *p, hk_u32 v) { hk_stg_n(p, &v, 4, "st.global.b32"); }
+HK_DEV void hk_stg64(void *p, hk_v2 v) { hk_stg_n(p, &v, 8, "st.global.v2.b32"); }
+HK_DEV void hk_stg128(void *p, hk_v4 v) { hk_stg_n(p, &v, 16, "st.global.v4.b32"); }
+HK_DEV void hk_red_add_f32(float *p, float v) {
+  hks::check_gmem(p, 4, 4, "red.global.add.f32");
+  *p += v; /* fibers never interleave inside a helper: atomic by construction */
+}
+
+HK_DEV void hk_sts_n(hk_saddr a, const void *v, int n, const char *what) {
+  hks::check_smem(a, n, n, what);
+  memcpy(&hks::g->smem[a], v, (size_t)n);
+}
+HK_DEV void hk_sts16(hk_saddr a, hk_u16 v) { hk_sts_n(a, &v, 2, "st.shared.b16"); }
+HK_DEV void hk_sts32(hk_saddr a, hk_u32 v) { hk_sts_n(a, &v, 4, "st.shared.b32"); }
+HK_DEV void hk_sts64(hk_saddr a, hk_v2 v) { hk_sts_n(a, &v, 8, "st.shared.v2"); }
+HK_DEV void hk_sts128(hk_saddr a, hk_v4 v) { hk_sts_n(a, &v, 16, "st.shared.v4"); }
+HK_DEV hk_u32 hk_lds32(hk_saddr a) {
+  hks::check_smem(a, 4, 4, "ld.shared.b32");
+  hk_u32 v;
+  memcpy(&v, &hks::g->smem[a], 4);
+  return v;
+}
+HK_DEV hk_v2 hk_lds64(hk_saddr a) {
+  hks::check_smem(a, 8, 8, "ld.shared.v2");
+  hk_v2 v;
+  memcpy(&v, &hks::g->smem[a], 8);
+  return v;
+}
+HK_DEV hk_v4 hk_lds128(hk_saddr a) {
+  hks::check_smem(a, 16, 16, "ld.shared.v4");
+  hk_v4 v;
+  memcpy(&v, &hks::g->smem[a], 16);
+  return v;
+}
+
+/* cp.async: queued; lands at wait_group.  src_bytes < size zero-fills. */
+HK_DEV void hk_cp_async_n(hk_saddr d, const void *s, int n, int size) {
+  hks::check_smem(d, size, size, "cp.async dst");
+  if ((uintptr_t)s % (uintptr_t)size) hks::fail("cp.async: source %p not %d-byte aligned", s, size);
+  if (n < 0 || n > size) hks::fail("cp.async: src-size %d outside 0..%d", n, size);
+  if (n > 0) hks::check_gmem(s, (size_t)n, 1, "cp.async src");
+  hks::me().open.push_back({d, (const unsigned char *)s, size, n});
+  hks::g->cp_bytes += (unsigned long long)size;
+}
+HK_DEV void hk_cp_async16(hk_saddr d, const void *s, int n) { hk_cp_async_n(d, s, n, 16); }
+HK_DEV void hk_cp_async8(hk_saddr d, const void *s, int n) { hk_cp_async_n(d, s, n, 8); }
+HK_DEV void hk_cp_async4(hk_saddr d, const void *s, int n) { hk_cp_async_n(d, s, n, 4); }
+HK_DEV void hk_cp_commit() {
+  hks::Fiber &f = hks::me();
+  f.groups.push_back(f.open);
+  f.open.clear();
+}
+HK_DEV void hks_cp_land(const hks::CpAsync &c) {
+  unsigned char *d = &hks::g->smem[c.dst];
+  if (c.src_bytes) memcpy(d, c.src, (size_t)c.src_bytes);
+  memset(d + c.src_bytes, 0, (size_t)(c.size - c.src_bytes));
+}
+template <int N>
+HK_DEV void hk_cp_wait() {
+  hks::Fiber &f = hks::me();
+  while ((int)f.groups.size() > N) {
+    for (const hks::CpAsync &c : f.groups.front()) hks_cp_land(c);
+    f.groups.erase(f.groups.begin());
+  }
+}
+
+/* ldmatrix .m8n8 .b16: lanes 8i..8i+7 give the row addresses of matrix i;
+ * lane t receives row t/4, columns 2(t%4), 2(t%4)+1 of each matrix (.trans:
+ * rows 2(t%4), 2(t%4)+1 of column t/4), the lower column/row in the low half. */
+enum { HKS_OP_LDSM = 1, HKS_OP_MMA_F16, HKS_OP_MMA_BF16, HKS_OP_SHFL };
+static inline void hks_ldsm(hk_u32 *d, hk_saddr a, int num, bool trans) {
+  hks::Slot in = {};
+  in.addr = a;
+  hks::Slot &out = hks::collective(HKS_OP_LDSM * 16 + num * 2 + trans, in, [&](hks::Slot *s) {
+    hks::g->ldsm++;
+    for (int m = 0; m < num; m++) {
+      int seen[8] = {0};
+      int worst = 0;
+      for (int r = 0; r < 8; r++) {
+        hk_u32 ra = s[8 * m + r].addr;
+        hks::check_smem(ra, 16, 16, "ldmatrix row");
+        int bg = (ra / 16) % 8;
+        if (++seen[bg] > worst) worst = seen[bg];
+      }
+      hks::g->ldsm_conflicts += (unsigned long long)(worst - 1);
+      for (int t = 0; t < 32; t++) {
+        hk_u16 lo, hi;
+        if (!trans) {
+          hk_u32 ra = s[8 * m + t / 4].addr + (hk_u32)(t % 4) * 4;
+          memcpy(&lo, &hks::g->smem[ra], 2);
+          memcpy(&hi, &hks::g->smem[ra + 2], 2);
+        } else {
+          hk_u32 r0 = s[8 * m + 2 * (t % 4)].addr + (hk_u32)(t / 4) * 2;
+          hk_u32 r1 = s[8 * m + 2 * (t % 4) + 1].addr + (hk_u32)(t / 4) * 2;
+          memcpy(&lo, &hks::g->smem[r0], 2);
+          memcpy(&hi, &hks::g->smem[r1], 2);
+        }
+        s[t].r[m] = (hk_u32)lo | ((hk_u32)hi << 16);
+      }
+    }
+  });
+  for (int m = 0; m < num; m++) d[m] = out.r[m];
+}
+HK_DEV void hk_ldsm_x4(hk_u32 *d, hk_saddr a) { hks_ldsm(d, a, 4, false); }
+HK_DEV void hk_ldsm_x4_t(hk_u32 *d, hk_saddr a) { hks_ldsm(d, a, 4, true); }
+HK_DEV void hk_ldsm_x2(hk_u32 *d, hk_saddr a) { hks_ldsm(d, a, 2, false); }
+HK_DEV void hk_ldsm_x2_t(hk_u32 *d, hk_saddr a) { hks_ldsm(d, a, 2, true); }
+
+/* mma.m16n8k16.row.col f32 += {f16,bf16}: fragments per the PTX ISA tables:
+ *   A: a{0,1,2,3} = rows g, g+8, g, g+8; cols 2t+{0,1} (+8 for a2, a3)
+ *   B: b{0,1}     = rows (k) 2t+{0,1} (+8 for b1); col (n) g
+ *   C: c{0,1,2,3} = rows g, g, g+8, g+8; cols 2t, 2t+1, 2t, 2t+1
+ * with g = lane >> 2, t = lane & 3. */
+static inline void hks_mma(float *c, const hk_u32 *a, const hk_u32 *b, bool bf) {
+  hks::Slot in = {};
+  memcpy(in.a, a, 16);
+  memcpy(in.b, b, 8);
+  memcpy(in.c, c, 16);
+  hks::Slot &out = hks::collective(bf ? HKS_OP_MMA_BF16 : HKS_OP_MMA_F16, in, [&](hks::Slot *s) {
+    hks::g->mma++;
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+      int gq = l >> 2, t = l & 3;
+      for (int r = 0; r < 4; r++)
+        for (int h = 0; h < 2; h++) {
+          hk_u16 v = (hk_u16)(s[l].a[r] >> (16 * h));
+          int row = gq + ((r & 1) ? 8 : 0), col = 2 * t + h + ((r & 2) ? 8 : 0);
+          A[row][col] = bf ? hks::bf2f(v) : hks::h2f(v);
+        }
+      for (int r = 0; r < 2; r++)
+        for (int h = 0; h < 2; h++) {
+          hk_u16 v = (hk_u16)(s[l].b[r] >> (16 * h));
+          B[2 * t + h + 8 * r][gq] = bf ? hks::bf2f(v) : hks::h2f(v);
+        }
+      for (int r = 0; r < 4; r++) C[gq + ((r & 2) ? 8 : 0)][2 * t + (r & 1)] = s[l].c[r];
+    }
+    for (int i = 0; i < 16; i++)
+      for (int j = 0; j < 8; j++) {
+        float acc = C[i][j];
+        for (int k = 0; k < 16; k++) acc += A[i][k] * B[k][j];
+        C[i][j] = acc;
+      }
+    for (int l = 0; l < 32; l++) {
+      int gq = l >> 2, t = l & 3;
+      for (int r = 0; r < 4; r++) s[l].c[r] = C[gq + ((r & 2) ? 8 : 0)][2 * t + (r & 1)];
+    }
+  });
+  memcpy(c, out.c, 16);
+}
+HK_DEV void hk_mma16816_f16(float *c, const hk_u32 *a, const hk_u32 *b) { hks_mma(c, a, b, false); }
+HK_DEV void hk_mma16816_bf16(float *c, const hk_u32 *a, const hk_u32 *b) { hks_mma(c, a, b, true); }
+
+/* shfl.sync.bfly.b32 with c = 0x1f, full mask: lane l reads lane l ^ m. */
+static inline hk_u32 hks_shfl(hk_u32 v, int m) {
+  hks::Slot in = {};
+  in.a[0] = v;
+  in.i = m;
+  hks::Slot &out = hks::collective(HKS_OP_SHFL, in, [&](hks::Slot *s) {
+    for (int l = 1; l < 32; l++)
+      if (s[l].i != s[0].i) hks::fail("shfl.bfly with different lane masks");
+    for (int l = 0; l < 32; l++) s[l].r[0] = s[l ^ (s[0].i & 31)].a[0];
+  });
+  return out.r[0];
+}
+HK_DEV float hk_shfl_xor(float v, int m) { return hk_u2f(hks_shfl(hk_f2u(v), m)); }
+HK_DEV int hk_shfl_xor(int v, int m) { return (int)hks_shfl((hk_u32)v, m); }
+
+HK_DEV float hk_exp2(float x) { return exp2f(x); }
+HK_DEV float hk_exp(float x) { return expf(x); }
+HK_DEV float hk_log2(float x) { return log2f(x); }
+HK_DEV float hk_sqrt(float x) { return sqrtf(x); }
+HK_DEV float hk_erf(float x) { return erff(x); }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+/* ---- SM90: mbarrier, TMA, wgmma (PTX ISA 9.7.13.15, 9.7.9.27, 9.7.15) ---- */
+namespace hks {
+static inline Mbar &mbar(hk_u32 a) {
+  for (Mbar &m : g->mbars)
+    if (m.addr == a) return m;
+  fail("mbarrier at %u used before mbarrier.init", a);
+}
+static inline void mbar_progress(Mbar &m) {
+  if (m.pending == 0 && m.tx == 0) {
+    m.phase++;
+    m.pending = m.count;
+    g->progress = true;
+  }
+}
+/* The sim's CUtensorMap: v[0] magic, v[1] base pointer (patched at launch),
+ * v[2] element bytes, v[3] rank, v[4..8] dims, v[9..12] byte strides of dims
+ * 1..rank-1, v[13] box (4 x 16 bits), v[14] swizzle (0 none, 3 128B). */
+static const hk_u64 TMAP_MAGIC = 0x484b544d41500001ULL;
+static inline hk_u32 swz128(hk_u32 off) { return off ^ (((off >> 7) & 7u) << 4); }
+static inline void tma(const hk_tmap *m, hk_saddr s, const int *c, bool store, hk_u32 bar) {
+  const hk_u64 *v = m->v;
+  if (v[0] != TMAP_MAGIC) fail("TMA with a tensor map the harness did not encode");
+  unsigned char *base = (unsigned char *)(uintptr_t)v[1];
+  int es = (int)v[2], rank = (int)v[3];
+  if (rank != 4) fail("the sim's TMA handles rank 4 maps");
+  hk_u64 dims[4] = {v[4], v[5], v[6], v[7]}, str[4] = {(hk_u64)es, v[9], v[10], v[11]};
+  int box[4];
+  for (int i = 0; i < 4; i++) box[i] = (int)((v[13] >> (16 * i)) & 0xffff);
+  bool sw = v[14] == 3;
+  if (sw && box[0] * es != 128) fail("128B swizzle needs a 128-byte inner box");
+  if (s % (sw ? 1024u : 128u)) fail("TMA smem address %u not %u-aligned", s, sw ? 1024u : 128u);
+  hk_u32 bytes = 0;
+  for (int i3 = 0; i3 < box[3]; i3++)
+    for (int i2 = 0; i2 < box[2]; i2++)
+      for (int i1 = 0; i1 < box[1]; i1++)
+        for (int i0 = 0; i0 < box[0]; i0++) {
+          long long x[4] = {(long long)c[0] + i0, (long long)c[1] + i1, (long long)c[2] + i2, (long long)c[3] + i3};
+          bool in = true;
+          for (int d = 0; d < 4; d++) in = in && x[d] >= 0 && x[d] < (long long)dims[d];
+          hk_u32 off = (hk_u32)((((i3 * box[2] + i2) * box[1] + i1) * box[0] + i0) * es);
+          if (sw) off = swz128(off);
+          check_smem(s + off, es, es, "TMA smem");
+          unsigned char *gp = base + x[0] * (long long)str[0] + x[1] * (long long)str[1] + x[2] * (long long)str[2] +
+                              x[3] * (long long)str[3];
+          if (store) {
+            if (in) {
+              check_gmem(gp, (size_t)es, (size_t)es, "TMA store");
+              memcpy(gp, &g->smem[s + off], (size_t)es);
+            }
+          } else {
+            if (in) check_gmem(gp, (size_t)es, (size_t)es, "TMA load");
+            if (in) memcpy(&g->smem[s + off], gp, (size_t)es);
+            else memset(&g->smem[s + off], 0, (size_t)es); /* out of bounds: zeros */
+          }
+          bytes += (hk_u32)es;
+        }
+  g->tma_bytes += bytes;
+  if (!store) {
+    Mbar &mb = mbar(bar);
+    mb.tx -= bytes;
+    mbar_progress(mb);
+  }
+}
+/* Element address of a K-major or MN-major 128B-swizzled SMEM operand
+ * through its descriptor, from the canonical layouts of 9.7.15.5.1.2.1.3
+ * (T = 8 16-bit elements per 16 bytes):
+ *   K-major:  ((8,m),(T,2k)):((8T,SBO),(1,T))   row r, column k
+ *   MN-major: ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))  mn index, k index
+ * then Swizzle<3,4,3> on the byte address. */
+static inline hk_u32 desc_addr(hk_u64 desc, bool mn_major, int mn, int k) {
+  hk_u32 start = (hk_u32)(desc & 0x3FFF) << 4, lbo = (hk_u32)((desc >> 16) & 0x3FFF) << 4,
+         sbo = (hk_u32)((desc >> 32) & 0x3FFF) << 4;
+  if ((desc >> 62) != 1) fail("wgmma descriptor: only 128-byte swizzle is emulated");
+  if ((desc >> 49) & 7) fail("wgmma descriptor: non-zero base offset");
+  hk_u32 off;
+  if (!mn_major) off = (hk_u32)(mn % 8) * 128 + (hk_u32)(mn / 8) * sbo + (hk_u32)k * 2;
+  else off = (hk_u32)(mn % 64) * 2 + (hk_u32)(mn / 64) * lbo + (hk_u32)(k % 8) * 128 + (hk_u32)(k / 8) * sbo;
+  return swz128(start + off);
+}
+}  // namespace hks
+
+HK_DEV void hk_mbar_init(hk_saddr b, int n) {
+  hks::check_smem(b, 8, 8, "mbarrier.init");
+  for (hks::Mbar &m : hks::g->mbars)
+    if (m.addr == b) {
+      m = {b, n, n, 0, 0};
+      return;
+    }
+  hks::g->mbars.push_back({b, n, n, 0, 0});
+}
+HK_DEV void hk_mbar_init_fence() {}
+HK_DEV void hk_fence_proxy_async() {}
+HK_DEV void hk_mbar_arrive(hk_saddr b) {
+  hks::Mbar &m = hks::mbar(b);
+  if (--m.pending < 0) hks::fail("mbarrier %u: more arrivals than its count", b);
+  hks::mbar_progress(m);
+}
+HK_DEV void hk_mbar_arrive_expect_tx(hk_saddr b, int bytes) {
+  hks::mbar(b).tx += bytes;
+  hk_mbar_arrive(b);
+}
+HK_DEV int hk_mbar_try_wait(hk_saddr b, int parity) { return (int)(hks::mbar(b).phase & 1) != (parity & 1); }
+HK_DEV void hk_mbar_wait(hk_saddr b, int parity) {
+  while (!hk_mbar_try_wait(b, parity)) hks::yield();
+}
+HK_DEV void hk_bar_named(int id, int n) {
+  hks::NamedBar &nb = hks::g->named[id & 15];
+  unsigned gen = nb.gen;
+  hks::g->progress = true;
+  if (++nb.arrived == n) {
+    nb.arrived = 0;
+    nb.gen++;
+    return;
+  }
+  while (nb.gen == gen) hks::yield();
+}
+HK_DEV void hk_tma_load_4d(hk_saddr dst, const hk_tmap *m, int c0, int c1, int c2, int c3, hk_saddr bar) {
+  int c[4] = {c0, c1, c2, c3};
+  hks::tma(m, dst, c, false, bar);
+}
+HK_DEV void hk_tma_store_4d(const hk_tmap *m, hk_saddr src, int c0, int c1, int c2, int c3) {
+  int c[4] = {c0, c1, c2, c3};
+  hks::tma(m, src, c, true, 0);
+}
+HK_DEV void hk_bulk_commit() {}
+HK_DEV void hk_bulk_wait_read0() {}
+HK_DEV void hk_wgmma_fence() {}
+HK_DEV void hk_wgmma_commit() {}
+template <int N>
+HK_DEV void hk_wgmma_wait() {}
+template <int R>
+HK_DEV void hk_setmaxnreg_inc() {}
+template <int R>
+HK_DEV void hk_setmaxnreg_dec() {}
+
+/* wgmma.mma_async m64nNk16 (f32 += f16/bf16 x f16/bf16), a warpgroup
+ * collective: D row 16w + g + 8h, column 8j + 2t + e is d[4j + 2h + e]. */
+static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N, bool bf, bool tb) {
+  hks::Fiber &f = hks::me();
+  unsigned wgi = f.tid / 128, l = f.tid % 128;
+  if (hks::g->wgs.size() <= wgi) hks::g->wgs.resize(wgi + 1);
+  hks::Wg &W = hks::g->wgs[wgi];
+  W.s[l].da = da, W.s[l].db = db, W.s[l].scale_d = scale_d, W.s[l].op = N * 4 + bf * 2 + tb;
+  memcpy(W.s[l].d, d, sizeof(float) * (size_t)(N / 2));
+  unsigned gen = W.gen;
+  hks::g->progress = true;
+  if (++W.arrived == 128) {
+    for (int q = 1; q < 128; q++)
+      if (W.s[q].op != W.s[0].op || W.s[q].da != W.s[0].da || W.s[q].db != W.s[0].db)
+        hks::fail("warpgroup %u: wgmma operands differ between threads", wgi);
+    hks::g->wgmma++;
+    static float A[64][16], B[16][256];
+    for (int r = 0; r < 64; r++)
+      for (int k = 0; k < 16; k++) {
+        hk_u32 a = hks::desc_addr(da, false, r, k);
+        hks::check_smem(a, 2, 2, "wgmma A");
+        hk_u16 v;
+        memcpy(&v, &hks::g->smem[a], 2);
+        A[r][k] = bf ? hks::bf2f(v) : hks::h2f(v);
+      }
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < 16; k++) {
+        hk_u32 a = hks::desc_addr(db, tb, n, k);
+        hks::check_smem(a, 2, 2, "wgmma B");
+        hk_u16 v;
+        memcpy(&v, &hks::g->smem[a], 2);
+        B[k][n] = bf ? hks::bf2f(v) : hks::h2f(v);
+      }
+    for (int q = 0; q < 128; q++) {
+      int w = q / 32, lane = q % 32, gq = lane >> 2, t = lane & 3;
+      for (int i = 0; i < N / 2; i++) {
+        int j = i / 4, h = (i / 2) & 1, e = i & 1;
+        int r = 16 * w + gq + 8 * h, c = 8 * j + 2 * t + e;
+        float acc = W.s[q].scale_d ? W.s[q].d[i] : 0.0f;
+        for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];
+        W.s[q].d[i] = acc;
+      }
+    }
+    W.arrived = 0;
+    W.gen++;
+  } else {
+    while (W.gen == gen) hks::yield();
+  }
+  memcpy(d, W.s[l].d, sizeof(float) * (size_t)(N / 2));
+}
+#define HKS_WGMMA(N)                                                                                                       \
+  HK_DEV void hk_wgmma_m64n##N##k16_f16(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, false); } \
+  HK_DEV void hk_wgmma_m64n##N##k16_f16_tb(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, true); } \
+  HK_DEV void hk_wgmma_m64n##N##k16_bf16(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, true, false); } \
+  HK_DEV void hk_wgmma_m64n##N##k16_bf16_tb(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, true, true); }
+HKS_WGMMA(64)
+HKS_WGMMA(128)
+HKS_WGMMA(256)
+
+/* ---- launching ---- */
+extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const unsigned grid[3], const unsigned block[3],
+                             size_t smem, void **params, unsigned long long seed);
+extern "C" void hk_sim_add_buffer(const void *p, size_t n, const char *name);
+extern "C" void hk_sim_stats(unsigned long long out[5]);
+
+#endif

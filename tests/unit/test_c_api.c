@@ -1,0 +1,120 @@
+/* test_c_api.c — harp.h end to end, as docs/c-api.md shows it: compile a
+ * model file with a weight, run instances on both backends, compare; and
+ * the API's error paths. */
+#include <math.h>
+
+#include "harp.h"
+#include "testutil.h"
+#include "util/util.h"
+
+static void gemm_bias_relu(harp_backend backend, float *out) {
+  hp_error err = {0};
+  const char *syms[] = {"M=3", "K=4", "N=5", NULL};
+  const char *weights[] = {"B", "bias", NULL};
+  harp_options opts = {.backend = backend, .syms = syms, .params = weights};
+  harp_compiled *c;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/models/seed000_gemm_bias_relu.json", HARP_SOURCE_DIR);
+  assert_ok(&err, harp_compile_file(&err, path, &opts, &c));
+  assert_int_equal(harp_num_inputs(c), 1); /* A; B and bias are weights */
+  assert_string_equal(harp_input_name(c, 0), "A");
+  assert_int_equal(harp_num_outputs(c), 1);
+  assert_string_equal(harp_output_name(c, 0), "C2");
+  int64_t shape[TINY_MAX_RANK];
+  assert_int_equal(harp_output_shape(c, 0, shape), 2);
+  assert_int_equal(shape[0], 3);
+  assert_int_equal(shape[1], 5);
+  /* the parameter block: each weight at its offset, fp16 */
+  size_t nbytes = harp_params_bytes(c);
+  unsigned char *params = calloc(1, nbytes);
+  uint16_t *B = (uint16_t *)(params + harp_param_offset(c, "B"));
+  uint16_t *bias = (uint16_t *)(params + harp_param_offset(c, "bias"));
+  for (int i = 0; i < 4 * 5; i++) B[i] = hp_f32_to_f16((float)(i % 7) - 3.0f);
+  for (int i = 0; i < 5; i++) bias[i] = hp_f32_to_f16(0.5f * (float)i);
+  assert_int_equal(harp_param_offset(c, "nope"), -1);
+  uint16_t A[3 * 4], C[3 * 5];
+  for (int i = 0; i < 12; i++) A[i] = hp_f32_to_f16((float)(i % 5) - 2.0f);
+  harp_model *m = model_init(c, params, nbytes);
+  assert_non_null(m);
+  assert_null(model_init(c, params, nbytes + 1)); /* wrong block size */
+  const void *inputs[] = {A};
+  void *outputs[] = {C};
+  for (int rep = 0; rep < 3; rep++) assert_int_equal(model_run(m, inputs, outputs), 0);
+  for (int i = 0; i < 15; i++) out[i] = hp_f16_to_f32(C[i]);
+  /* check against a direct computation */
+  for (int r = 0; r < 3; r++)
+    for (int j = 0; j < 5; j++) {
+      float acc = 0;
+      for (int k = 0; k < 4; k++) acc += hp_f16_to_f32(A[r * 4 + k]) * hp_f16_to_f32(B[k * 5 + j]);
+      float want = fmaxf(hp_round_f16(acc) + hp_f16_to_f32(bias[j]), 0);
+      assert_true(fabsf(out[r * 5 + j] - hp_round_f16(want)) <= 1e-3f + 1e-3f * fabsf(want));
+    }
+  model_free(m);
+  free(params);
+  harp_compiled_free(c);
+}
+
+static void test_both_backends(void **state) {
+  (void)state;
+  float a[15], b[15];
+  gemm_bias_relu(HARP_BACKEND_INTERP, a);
+  gemm_bias_relu(HARP_BACKEND_CPU, b);
+  for (int i = 0; i < 15; i++) assert_true(fabsf(a[i] - b[i]) <= 1e-3f);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  hp_error err = {0};
+  harp_compiled *c;
+  assert_int_equal(harp_compile_file(&err, "/nonexistent.json", NULL, &c), HP_E_IO);
+  hp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, "model.onnx", NULL, &c), HP_E_USAGE);
+  hp_error_clear(&err);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/models/seed001_gemm.json", HARP_SOURCE_DIR);
+  harp_options opts = {.backend = HARP_BACKEND_INTERP};
+  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HP_E_UNBOUND_SYMBOL); /* M, K, N unbound */
+  hp_error_clear(&err);
+  const char *weights[] = {"Z", NULL};
+  const char *syms[] = {"M=1", "K=1", "N=1", NULL};
+  opts.syms = syms;
+  opts.params = weights;
+  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HP_E_USAGE); /* no input Z */
+  assert_null(model_init(NULL, NULL, 0));
+  assert_int_equal(model_run(NULL, NULL, NULL), -1);
+  model_free(NULL);
+  harp_compiled_free(NULL);
+}
+
+/* A graph from the builder API, compiled directly. */
+static void test_builder_graph(void **state) {
+  (void)state;
+  tiny_graph *g = tiny_graph_new();
+  int64_t d[1] = {8};
+  tiny_shape s = tiny_shape_of(1, d);
+  int x = tiny_b_input(g, "x", TINY_FP32, &s);
+  int y = tiny_b_unary(g, TINY_EXP, x);
+  tiny_mark_output(g, tiny_b_binary_imm(g, TINY_MUL, y, 2.0));
+  hp_error err = {0};
+  harp_compiled *c;
+  harp_options opts = {.backend = HARP_BACKEND_CPU};
+  assert_ok(&err, harp_compile_graph(&err, g, &opts, &c));
+  float in[8], out[8];
+  for (int i = 0; i < 8; i++) in[i] = (float)i * 0.25f;
+  harp_model *m = model_init(c, NULL, 0);
+  const void *ins[] = {in};
+  void *outs[] = {out};
+  assert_int_equal(model_run(m, ins, outs), 0);
+  for (int i = 0; i < 8; i++) assert_true(fabsf(out[i] - 2.0f * expf(in[i])) < 1e-5f * out[i]);
+  model_free(m);
+  harp_compiled_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_both_backends),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_builder_graph),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,344 @@
+/* test_cuda_gpu.c — the test models on a real GPU against the naive
+ * references, rtol = atol = 1e-3; skips cleanly (cmocka skip) when there is
+ * no GPU, no driver or no NVRTC.  With HARP_CUDA_BENCH=1 it also times the
+ * fp16 GEMM 4096^3 and 8192^3 against cuBLAS (dlopen'd; skipped if absent).
+ *
+ * NOTE: written without access to a GPU; it has never run.  Its first run on
+ * hardware is the first execution of harp's CUDA kernels. */
+#include <dlfcn.h>
+
+#include "cuda_models.h"
+#include "cuda_ref.h"
+#include "cuda_testutil.h"
+
+typedef struct state {
+  cuda_rt *rt;
+  bool skip;
+} state;
+
+static int setup(void **vs) {
+  state *st = calloc(1, sizeof *st);
+  *vs = st;
+  hp_error e = {0};
+  if (cuda_rt_open(&e, NULL, &st->rt)) return -1;
+  const cuda_rt_status *s = cuda_rt_status_of(st->rt);
+  if (!s->gpu || !s->nvrtc) {
+    fprintf(stderr, "no GPU run: %s%s\n", s->gpu ? "" : s->why_no_gpu, s->nvrtc ? "" : s->why_no_nvrtc);
+    st->skip = true;
+  } else {
+    fprintf(stderr, "GPU: %s (sm_%d%d, %d SMs), NVRTC %d.%d\n", s->device_name, s->cc_major, s->cc_minor, s->sm_count,
+            s->nvrtc_major, s->nvrtc_minor);
+  }
+  return 0;
+}
+
+static int teardown(void **vs) {
+  state *st = *vs;
+  cuda_rt_close(st->rt);
+  free(st);
+  return 0;
+}
+
+/* Launch kernel `name` of a loaded module with one host buffer per
+ * parameter (for a tensor map: the tensor's buffer); every buffer goes to
+ * the device and back. */
+static void gpu_run(state *st, cuda_rt_module *mod, const cuda_kernel *k, cu_buf *const *host) {
+  hp_error e = {0};
+  cuda_devptr dev[CUDA_MAX_PARAMS] = {0};
+  void *fn;
+  cu_ok(&e, cuda_rt_function(&e, st->rt, mod, k->name, &fn));
+  for (int i = 0; i < k->nparams; i++) {
+    if (!host[i]) continue;
+    for (int j = 0; j < i; j++)
+      if (host[j] == host[i]) dev[i] = dev[j];
+    if (dev[i]) continue;
+    cu_ok(&e, cuda_rt_alloc(&e, st->rt, host[i]->bytes, &dev[i]));
+    cu_ok(&e, cuda_rt_htod(&e, st->rt, dev[i], host[i]->p, host[i]->bytes));
+  }
+  cu_ok(&e, cuda_rt_launch_kernel(&e, st->rt, fn, k, dev, 0));
+  cu_ok(&e, cuda_rt_sync(&e, st->rt));
+  for (int i = 0; i < k->nparams; i++) {
+    if (!host[i]) continue;
+    bool first = true;
+    for (int j = 0; j < i; j++) first = first && host[j] != host[i];
+    if (!first) continue;
+    cu_ok(&e, cuda_rt_dtoh(&e, st->rt, host[i]->p, dev[i], host[i]->bytes));
+    cuda_rt_free(st->rt, dev[i]);
+  }
+}
+
+static void check_model(state *st, cuda_rt_module *mod, const cuda_module *m, const cu_model *md) {
+  const cuda_kernel *k = cuda_module_find(m, md->name);
+  assert_non_null(k);
+  cu_rng r = {77};
+  cu_buf b[8] = {0};
+  cu_buf *args[CUDA_MAX_PARAMS] = {0};
+  float *want = NULL;
+  cu_buf *out = NULL;
+  int64_t n = 0;
+  switch (md->kind) {
+  case CU_M_GEMM: {
+    const cuda_gemm_spec *s = &md->g;
+    b[0] = cu_random(s->a_dtype, s->M * s->K, &r, 1), b[1] = cu_random(s->b_dtype, s->K * s->N, &r, 1);
+    b[2] = cu_buf_new(s->c_dtype, s->M * s->N);
+    cu_buf *ebp[CUDA_MAX_EPI] = {0};
+    for (int q = 0; q < s->n_epi; q++)
+      if (s->epi[q].kind == CUDA_EPI_BIAS_N) {
+        b[3] = cu_random(s->epi[q].dtype, s->N, &r, 1);
+        ebp[q] = &b[3];
+      }
+    bool sm90 = k->params[0].kind == CUDA_P_TMAP;
+    args[0] = &b[0], args[1] = &b[1], args[2] = &b[2];
+    int ep0 = sm90 ? 4 : 3;
+    if (sm90) args[3] = &b[2];
+    for (int q = 0; q < s->n_epi; q++) args[ep0 + q] = ebp[q];
+    n = s->M * s->N, out = &b[2];
+    want = calloc((size_t)n, sizeof(float));
+    ref_gemm(s, &b[0], &b[1], ebp, want);
+    break;
+  }
+  case CU_M_CONV: {
+    const cuda_conv_spec *s = &md->c;
+    int64_t oh, ow;
+    assert_true(cuda_conv_out_hw(s, &oh, &ow));
+    b[0] = cu_random(s->w_dtype, s->oc * (s->c / s->groups) * s->kh * s->kw, &r, 1);
+    b[1] = cu_random(s->x_dtype, s->n * s->c * s->h * s->w, &r, 1);
+    n = s->n * s->oc * oh * ow;
+    b[2] = cu_buf_new(s->y_dtype, n);
+    cu_buf *ebp[CUDA_MAX_EPI] = {0};
+    for (int q = 0; q < s->n_epi; q++)
+      if (s->epi[q].kind == CUDA_EPI_BIAS_M) {
+        b[3] = cu_random(s->epi[q].dtype, s->oc, &r, 1);
+        ebp[q] = args[3 + q] = &b[3];
+      }
+    args[0] = &b[0], args[1] = &b[1], args[2] = &b[2], out = &b[2];
+    want = calloc((size_t)n, sizeof(float));
+    ref_conv(s, &b[1], &b[0], ebp, want);
+    break;
+  }
+  case CU_M_ATTN: {
+    const cuda_attn_spec *s = &md->a;
+    b[0] = cu_random(s->q_dtype, s->b * s->h * s->m * s->d, &r, 1);
+    b[1] = cu_random(s->kv_dtype, s->b * s->h * s->n * s->d, &r, 1);
+    b[2] = cu_random(s->kv_dtype, s->b * s->h * s->n * s->dv, &r, 1);
+    n = s->b * s->h * s->m * s->dv;
+    b[3] = cu_buf_new(s->o_dtype, n);
+    args[0] = &b[0], args[1] = &b[1], args[2] = &b[2], args[4] = &b[3], out = &b[3];
+    want = calloc((size_t)n, sizeof(float));
+    ref_attn(s, &b[0], &b[1], &b[2], NULL, want);
+    break;
+  }
+  case CU_M_SOFTMAX:
+  case CU_M_LAYERNORM: {
+    const cuda_rownorm_spec *s = &md->r;
+    bool ln = md->kind == CU_M_LAYERNORM;
+    b[0] = cu_random(s->in_dtype, (s->rows - 1) * s->row_stride + s->cols, &r, 3);
+    n = s->rows * s->cols;
+    b[1] = cu_buf_new(s->out_dtype, n);
+    if (ln && s->has_gamma) b[2] = cu_random(s->gamma_dtype, s->cols, &r, 1);
+    if (ln && s->has_beta) b[3] = cu_random(s->beta_dtype, s->cols, &r, 1);
+    args[0] = &b[0];
+    if (ln) args[1] = s->has_gamma ? &b[2] : NULL, args[2] = s->has_beta ? &b[3] : NULL, args[3] = &b[1];
+    else args[1] = &b[1];
+    out = &b[1];
+    want = calloc((size_t)n, sizeof(float));
+    ref_rownorm(s, ln, &b[0], &b[2], &b[3], want);
+    break;
+  }
+  case CU_M_EWISE: {
+    const cuda_ew_spec *s = &md->ew;
+    n = 1;
+    for (int d = 0; d < s->rank; d++) n *= s->shape[d];
+    for (int j = 0; j < s->ninputs; j++) {
+      int64_t cnt = 1;
+      for (int d = 0; d < s->rank; d++) cnt += (s->shape[d] - 1) * s->in[j].strides[d];
+      b[j] = cu_random(s->in[j].dtype, cnt, &r, 2);
+      args[j] = &b[j];
+    }
+    b[7] = cu_buf_new(s->out_dtype, n);
+    args[s->ninputs] = &b[7], out = &b[7];
+    want = calloc((size_t)n, sizeof(float));
+    for (int64_t x = 0; x < n; x++) want[x] = ref_ew_eval(s, args, x);
+    break;
+  }
+  case CU_M_REDUCE: {
+    const cuda_reduce_spec *s = &md->red;
+    b[0] = cu_random(s->in_dtype, (s->outer - 1) * s->s_outer + (s->red - 1) * s->s_red + (s->inner - 1) * s->s_inner + 1,
+                     &r, 1);
+    n = s->outer * s->inner;
+    b[1] = cu_buf_new(s->out_dtype, n);
+    args[0] = &b[0], args[1] = &b[1], out = &b[1];
+    want = calloc((size_t)n, sizeof(float));
+    ref_reduce(s, &b[0], want);
+    break;
+  }
+  }
+  gpu_run(st, mod, k, args);
+  assert_int_equal(cu_compare(md->name, out, want, n, 1e-3), 0);
+  free(want);
+  for (int i = 0; i < 8; i++) cu_buf_free(&b[i]);
+}
+
+static void run_models(state *st, cuda_arch arch) {
+  hp_error e = {0};
+  cu_model ms[CU_NMODELS];
+  cu_models(ms, arch);
+  cuda_module *m;
+  cu_ok(&e, cuda_module_new(&e, arch, &m));
+  bool used[CU_NMODELS] = {0};
+  for (int i = 0; i < CU_NMODELS; i++) {
+    if (arch == CUDA_SM90 && ms[i].kind != CU_M_GEMM) continue; /* SM90: the GEMM template only */
+    hp_status s = cu_model_gen(&e, m, &ms[i]);
+    if (s == HP_E_UNSUPPORTED && arch == CUDA_SM90) {
+      hp_error_clear(&e);
+      continue;
+    }
+    cu_ok(&e, s);
+    used[i] = true;
+  }
+  char *src;
+  cu_ok(&e, cuda_print(&e, m, &src));
+  cuda_binary bin;
+  cu_ok(&e, cuda_rt_compile(&e, st->rt, src, "gpu.cu", arch == CUDA_SM90 ? "sm_90a" : cuda_rt_arch(st->rt), NULL, 0, &bin));
+  cuda_rt_module *mod;
+  cu_ok(&e, cuda_rt_load(&e, st->rt, &bin, &mod));
+  for (int i = 0; i < CU_NMODELS; i++)
+    if (used[i]) check_model(st, mod, m, &ms[i]);
+  cuda_rt_unload(st->rt, mod);
+  cuda_binary_free(&bin);
+  free(src);
+  cuda_module_free(m);
+}
+
+static void test_models_sm80_template(void **vs) {
+  state *st = *vs;
+  if (st->skip) skip();
+  run_models(st, CUDA_SM80);
+}
+
+static void test_models_sm90_template(void **vs) {
+  state *st = *vs;
+  if (st->skip || cuda_rt_status_of(st->rt)->cc_major != 9) skip();
+  run_models(st, CUDA_SM90);
+}
+
+/* One arena and the ConstPool per model: upload once, read back. */
+static void test_model_memory(void **vs) {
+  state *st = *vs;
+  if (st->skip) skip();
+  hp_error e = {0};
+  unsigned char consts[4096];
+  for (int i = 0; i < 4096; i++) consts[i] = (unsigned char)(i * 7);
+  cuda_model_mem mm;
+  cu_ok(&e, cuda_model_mem_init(&e, st->rt, 1 << 20, consts, sizeof consts, &mm));
+  unsigned char back[4096];
+  cu_ok(&e, cuda_rt_dtoh(&e, st->rt, back, mm.constpool, sizeof back));
+  assert_memory_equal(back, consts, sizeof back);
+  cuda_model_mem_free(st->rt, &mm);
+}
+
+/* ---- benchmark against cuBLAS (HARP_CUDA_BENCH=1) ---- */
+typedef struct blas {
+  void *lib, *h;
+  int (*create)(void **);
+  int (*set_stream)(void *, void *);
+  int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
+                 const void *, void *, int, int, int, int);
+  int64_t n;
+  cuda_devptr a, b, c;
+} blas;
+
+static int blas_call(void *ctx) {
+  blas *x = ctx;
+  float one = 1, zero = 0;
+  int n = (int)x->n;
+  /* row-major C = A B  <=>  column-major C^T = B^T A^T; CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68 */
+  return x->gemm_ex(x->h, 0, 0, n, n, n, &one, (void *)(uintptr_t)x->b, 2, n, (void *)(uintptr_t)x->a, 2, n, &zero,
+                    (void *)(uintptr_t)x->c, 2, n, 68, -1);
+}
+
+typedef struct ours {
+  state *st;
+  void *fn;
+  const cuda_kernel *k;
+  cuda_devptr args[4];
+} ours;
+
+static int ours_call(void *ctx) {
+  ours *o = ctx;
+  hp_error e = {0};
+  int64_t gx = o->k->params[0].kind == CUDA_P_TMAP ? cuda_rt_status_of(o->st->rt)->sm_count : 0;
+  return cuda_rt_launch_kernel(&e, o->st->rt, o->fn, o->k, o->args, gx) != HP_OK;
+}
+
+static void test_bench_vs_cublas(void **vs) {
+  state *st = *vs;
+  const char *on = getenv("HARP_CUDA_BENCH");
+  if (st->skip || !on || strcmp(on, "1")) skip();
+  blas x = {0};
+  const char *libs[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  for (int i = 0; i < 3 && !x.lib; i++) x.lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+  if (x.lib) {
+    *(void **)&x.create = dlsym(x.lib, "cublasCreate_v2");
+    *(void **)&x.set_stream = dlsym(x.lib, "cublasSetStream_v2");
+    *(void **)&x.gemm_ex = dlsym(x.lib, "cublasGemmEx");
+  }
+  bool have_blas = x.lib && x.create && x.set_stream && x.gemm_ex && !x.create(&x.h) &&
+                   !x.set_stream(x.h, cuda_rt_stream(st->rt));
+  hp_error e = {0};
+  int64_t sizes[2] = {4096, 8192};
+  for (int si = 0; si < 2; si++) {
+    int64_t n = sizes[si];
+    for (int arch = 0; arch < 2; arch++) {
+      if (arch == 1 && cuda_rt_status_of(st->rt)->cc_major != 9) continue;
+      cuda_module *m;
+      cu_ok(&e, cuda_module_new(&e, arch ? CUDA_SM90 : CUDA_SM80, &m));
+      cuda_gemm_spec g;
+      cuda_gemm_spec_init(&g, n, n, n, TINY_FP16);
+      g.tune.arch = arch ? CUDA_SM90 : CUDA_SM80;
+      g.tune.persistent = true;
+      cu_ok(&e, cuda_gen_gemm(&e, m, &g, "bench"));
+      char *src;
+      cu_ok(&e, cuda_print(&e, m, &src));
+      cuda_binary bin;
+      cu_ok(&e, cuda_rt_compile(&e, st->rt, src, "bench.cu", arch ? "sm_90a" : cuda_rt_arch(st->rt), NULL, 0, &bin));
+      cuda_rt_module *mod;
+      cu_ok(&e, cuda_rt_load(&e, st->rt, &bin, &mod));
+      ours o = {.st = st, .k = cuda_module_find(m, "bench")};
+      cu_ok(&e, cuda_rt_function(&e, st->rt, mod, "bench", &o.fn));
+      size_t bytes = (size_t)(n * n * 2);
+      for (int q = 0; q < 3; q++) {
+        cu_ok(&e, cuda_rt_alloc(&e, st->rt, bytes, &o.args[q]));
+        cu_ok(&e, cuda_rt_memset0(&e, st->rt, o.args[q], bytes));
+      }
+      o.args[3] = o.args[2];
+      double ms = 0, ms_blas = 0;
+      cu_ok(&e, cuda_rt_time_fn(&e, st->rt, ours_call, &o, 10, &ms));
+      if (have_blas) {
+        x.n = n, x.a = o.args[0], x.b = o.args[1], x.c = o.args[2];
+        cu_ok(&e, cuda_rt_time_fn(&e, st->rt, blas_call, &x, 10, &ms_blas));
+      }
+      double tf = 2.0 * (double)n * n * n / (ms * 1e-3) / 1e12;
+      fprintf(stderr, "fp16 GEMM %lld^3 (%s template): %.3f ms, %.1f TFLOP/s", (long long)n, arch ? "SM90" : "SM80", ms, tf);
+      if (have_blas)
+        fprintf(stderr, "; cuBLAS %.3f ms, %.1f TFLOP/s (%.0f%%)\n", ms_blas, 2.0 * (double)n * n * n / (ms_blas * 1e-3) / 1e12,
+                100.0 * ms_blas / ms);
+      else fprintf(stderr, "; cuBLAS not available\n");
+      for (int q = 0; q < 3; q++) cuda_rt_free(st->rt, o.args[q]);
+      cuda_rt_unload(st->rt, mod);
+      cuda_binary_free(&bin);
+      free(src);
+      cuda_module_free(m);
+    }
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_models_sm80_template),
+      cmocka_unit_test(test_models_sm90_template),
+      cmocka_unit_test(test_model_memory),
+      cmocka_unit_test(test_bench_vs_cublas),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,76 @@
+/* test_cuda_plan.c — Schedule Plans (DSL and JSON) read by the CUDA
+ * templates: tile, stages, warp tile, vector width, swizzle hints, bind,
+ * algo_choice; a plan's GEMM kernel carries the plan in its dialect. */
+#include "backend/cuda/cuda_plan.h"
+#include "cuda_testutil.h"
+
+static void test_seed_plan(void **s) {
+  (void)s;
+  /* seed 000 §1.7's DSL example, plus a warp tile */
+  const char *dsl = "split m 128; split n 64; split k 64;\n"
+                    "reorder m.o n.o k.o m.i.o n.i.o k.i.o m.i.i n.i.i k.i.i;\n"
+                    "bind m.o block.y; bind n.o block.x; bind m.i.o warp.y; bind n.i.o warp.x;\n"
+                    "pipeline k.i stages=2;\n"
+                    "cache_read A smem at=k.i pingpong=true;\ncache_read B smem at=k.i pingpong=true;\n"
+                    "vectorize n.i.i 8;\npredicate_tail m.i.i n.i.i k.i.i;\nepilogue bias relu;\n"
+                    "warp_tile 64x32;\n";
+  hp_error e = {0};
+  plan_t p;
+  cu_ok(&e, plan_parse_dsl(dsl, "seed.plan", PLAN_ARCH_SM80, &p, &e));
+  cuda_tune t;
+  cu_ok(&e, cuda_tune_from_plan(&e, &p, 1, &t));
+  assert_int_equal(t.arch, CUDA_SM80);
+  assert_int_equal(t.bm, 128);
+  assert_int_equal(t.bn, 64);
+  assert_int_equal(t.bk, 64);
+  assert_int_equal(t.stages, 2);
+  assert_int_equal(t.warp_m, 64);
+  assert_int_equal(t.warp_n, 32);
+  assert_int_equal(t.vec, 8);
+  assert_false(t.no_swizzle);
+  assert_false(t.raster_m_x);
+  /* the plan drives a kernel: its dialect records the tile */
+  cuda_gemm_spec g;
+  cuda_gemm_spec_init(&g, 256, 512, 128, TINY_FP16);
+  g.tune = t;
+  g.n_epi = p.nepi;
+  for (int i = 0; i < p.nepi; i++) cu_ok(&e, cuda_epi_from_plan(&e, p.epi[i], false, TINY_FP16, &g.epi[i]));
+  assert_int_equal(g.epi[0].kind, CUDA_EPI_BIAS_N);
+  assert_int_equal(g.epi[1].kind, CUDA_EPI_RELU);
+  cuda_module *m;
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
+  cu_ok(&e, cuda_gen_gemm(&e, m, &g, "planned"));
+  const cuda_kernel *k = cuda_module_find(m, "planned");
+  assert_int_equal(k->block[0], 32 * (128 / 64) * (64 / 32));
+  assert_int_equal(k->grid[0], 512 / 64);
+  assert_int_equal(k->grid[1], 256 / 128);
+  cuda_module_free(m);
+}
+
+static void test_plan_variants(void **s) {
+  (void)s;
+  hp_error e = {0};
+  plan_t p;
+  cuda_tune t;
+  cu_ok(&e, plan_parse_dsl("split m 128; split n 128; split k 64; bind m.o block.x; bind n.o block.y;\n"
+                           "algo_choice matmul splitk_parallel;\n",
+                           "p.plan", PLAN_ARCH_SM90, &p, &e));
+  cu_ok(&e, cuda_tune_from_plan(&e, &p, 4, &t));
+  assert_int_equal(t.arch, CUDA_SM90);
+  assert_true(t.raster_m_x);
+  assert_int_equal(t.splitk, 4);
+  assert_true(t.splitk_parallel);
+  cu_ok(&e, plan_parse_dsl("split m 64; split n 64; split k 32; algo_choice matmul splitk_serial;\n", "p.plan",
+                           PLAN_ARCH_SM80, &p, &e));
+  assert_int_equal(cuda_tune_from_plan(&e, &p, 4, &t), HP_E_UNSUPPORTED);
+  hp_error_clear(&e);
+  cu_ok(&e, plan_parse_dsl("split m 64; algo_choice attention online_softmax;\n", "p.plan", PLAN_ARCH_SM80, &p, &e));
+  assert_true(cuda_attn_online_from_plan(&p));
+  cu_ok(&e, plan_parse_dsl("split m 64;\n", "p.plan", PLAN_ARCH_CPU, &p, &e));
+  assert_int_equal(cuda_tune_from_plan(&e, &p, 1, &t), HP_E_INVALID_ARG);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_plan), cmocka_unit_test(test_plan_variants)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,368 @@
+/* test_cuda_sim.c — every CUDA kernel family run on the CPU SIMT simulator
+ * (tests/cuda_sim/hk_sim.h) against naive references.
+ *
+ * The simulator executes the generated CUDA C itself (not a model of it),
+ * with cp.async, ldmatrix, mma.sync and shfl emulated from the PTX ISA's
+ * fragment tables, bounds/alignment checks on every access, poisoned SMEM,
+ * deferred cp.async completion and shuffled thread order.  What passes here
+ * is "CPU-simulated", never "GPU-verified".
+ *
+ * Also checks that the simulator can fail: a kernel whose cp.async waits are
+ * removed, or whose ldmatrix .trans is flipped, must produce wrong results,
+ * and the unswizzled SMEM layout must show ldmatrix bank conflicts.
+ * Skips when g++ is not installed. */
+#include <math.h>
+
+#include "cuda_ref.h"
+#include "cuda_testutil.h"
+
+/* ---- the module: every kernel of this test ------------------------------------------- */
+enum { MAXK = 48 };
+typedef struct state {
+  cuda_module *m;
+  cu_sim sim;
+  bool skip;
+  cuda_gemm_spec gemm[9];
+  cuda_conv_spec conv[4];
+  cuda_attn_spec attn[5];
+} state;
+
+static void epi_set(cuda_epi *ep, cuda_epi_kind k, tiny_dtype dt) {
+  memset(ep, 0, sizeof *ep);
+  ep->kind = k;
+  ep->dtype = dt;
+}
+
+static void make_specs(state *st) {
+  cuda_gemm_spec *g = st->gemm;
+  /* 0: tails in M, N, K; SMEM-staged 16-byte stores */
+  cuda_gemm_spec_init(&g[0], 100, 72, 88, TINY_FP16);
+  /* 1: GEMM + bias + ReLU (seed 000 §7.1), fragment-pair stores */
+  cuda_gemm_spec_init(&g[1], 64, 96, 64, TINY_FP16);
+  g[1].n_epi = 2;
+  epi_set(&g[1].epi[0], CUDA_EPI_BIAS_N, TINY_FP16);
+  epi_set(&g[1].epi[1], CUDA_EPI_RELU, TINY_FP16);
+  g[1].tune.vec = 2;
+  /* 2: odd sizes: register-gathered operands, fp32 out, element stores, 4 epilogue ops */
+  cuda_gemm_spec_init(&g[2], 37, 29, 27, TINY_FP16);
+  g[2].c_dtype = TINY_FP32;
+  g[2].n_epi = 4;
+  epi_set(&g[2].epi[0], CUDA_EPI_BIAS_M, TINY_FP32);
+  epi_set(&g[2].epi[1], CUDA_EPI_GELU, TINY_FP32);
+  epi_set(&g[2].epi[2], CUDA_EPI_RESIDUAL, TINY_FP16);
+  g[2].epi[2].s_m = 29, g[2].epi[2].s_n = 1;
+  epi_set(&g[2].epi[3], CUDA_EPI_SCALE, TINY_FP32);
+  g[2].epi[3].scale = 0.5f;
+  /* 3: bf16, batch [2][3], A M-major (ldmatrix.trans), B K-major (no .trans) */
+  cuda_gemm_spec_init(&g[3], 48, 40, 72, TINY_BF16);
+  g[3].batch[0] = 2, g[3].batch[1] = 3;
+  g[3].a_sm = 1, g[3].a_sk = 48, g[3].a_sb[1] = 48 * 72, g[3].a_sb[0] = 3 * 48 * 72;
+  g[3].b_sk = 1, g[3].b_sn = 72, g[3].b_sb[1] = 72 * 40, g[3].b_sb[0] = 3 * 72 * 40;
+  g[3].c_sb[1] = 48 * 40, g[3].c_sb[0] = 3 * 48 * 40;
+  g[3].tune.vec = 2;
+  /* 4: 128x128 tile, 64x64 warps, 2 stages, SiLU */
+  cuda_gemm_spec_init(&g[4], 130, 136, 64, TINY_FP16);
+  g[4].n_epi = 1;
+  epi_set(&g[4].epi[0], CUDA_EPI_SILU, TINY_FP16);
+  g[4].tune.bm = g[4].tune.bn = 128, g[4].tune.warp_m = g[4].tune.warp_n = 64, g[4].tune.stages = 2;
+  /* 5: same as 1 without the swizzle (bank conflicts expected) */
+  g[5] = g[1];
+  g[5].tune.no_swizzle = true;
+  /* 6, 7: copies of 0 that get broken on purpose (see break_kernel) */
+  g[6] = g[0];
+  g[7] = g[4];
+  /* 8: skinny GEMM, split-K parallel (4 slices) into a zeroed fp32 C, bias from slice 0 */
+  cuda_gemm_spec_init(&g[8], 48, 40, 520, TINY_FP16);
+  g[8].c_dtype = TINY_FP32;
+  g[8].tune.splitk = 4, g[8].tune.splitk_parallel = true;
+  g[8].n_epi = 1;
+  epi_set(&g[8].epi[0], CUDA_EPI_BIAS_N, TINY_FP32);
+
+  cuda_conv_spec *c = st->conv;
+  cuda_conv_spec_init(&c[0], 2, 16, 12, 10, 24, 3, 3, TINY_FP16); /* 3x3 stride 1 pad 1, bias + relu */
+  c[0].pad[0] = c[0].pad[1] = c[0].pad[2] = c[0].pad[3] = 1;
+  c[0].n_epi = 2;
+  epi_set(&c[0].epi[0], CUDA_EPI_BIAS_M, TINY_FP16);
+  epi_set(&c[0].epi[1], CUDA_EPI_RELU, TINY_FP16);
+  cuda_conv_spec_init(&c[1], 1, 8, 11, 9, 16, 3, 3, TINY_FP16); /* 3x3 stride 2 pad 1, residual */
+  c[1].pad[0] = c[1].pad[1] = c[1].pad[2] = c[1].pad[3] = 1;
+  c[1].stride[0] = c[1].stride[1] = 2;
+  c[1].n_epi = 1;
+  epi_set(&c[1].epi[0], CUDA_EPI_RESIDUAL, TINY_FP16);
+  cuda_conv_spec_init(&c[2], 2, 32, 6, 8, 48, 1, 1, TINY_FP16); /* 1x1: dense B via cp.async */
+  cuda_conv_spec_init(&c[3], 1, 8, 9, 9, 8, 3, 3, TINY_FP16);   /* groups 2, dilation 2, asym pad, K = 36 */
+  c[3].groups = 2;
+  c[3].dil[0] = c[3].dil[1] = 2;
+  c[3].pad[0] = 2, c[3].pad[1] = 1, c[3].pad[2] = 2, c[3].pad[3] = 3;
+
+  cuda_attn_spec *a = st->attn;
+  cuda_attn_spec_init(&a[0], 2, 2, 100, 90, 64, TINY_FP16);
+  cuda_attn_spec_init(&a[1], 2, 2, 100, 90, 64, TINY_FP16);
+  a[1].causal = true;
+  cuda_attn_spec_init(&a[2], 1, 3, 70, 130, 32, TINY_FP16);
+  a[2].online = true;
+  cuda_attn_spec_init(&a[3], 1, 2, 65, 65, 64, TINY_BF16);
+  a[3].online = true, a[3].causal = true;
+  cuda_attn_spec_init(&a[4], 2, 1, 50, 77, 40, TINY_FP16); /* d 40 -> padded 64, dv 24, fp32 mask, fp32 out */
+  a[4].dv = 24;
+  a[4].o_dtype = TINY_FP32;
+  a[4].has_mask = true;
+  a[4].mask_dtype = TINY_FP32;
+  a[4].mask_s[2] = 77, a[4].mask_s[3] = 1; /* broadcast over b, h */
+}
+
+/* Break a kernel on purpose: drop every cp.async.wait_group (what = 0) or
+ * flip the .trans of the first ldmatrix (what = 1). */
+static int break_stmt(cuda_stmt *st, int what) {
+  int n = 0;
+  for (int i = 0; i < st->nbody; i++) {
+    cuda_stmt *c = st->body[i];
+    if (what == 0 && c->kind == CU_WAIT_GROUP) {
+      c->kind = CU_COMMENT;
+      c->s[0] = "wait_group removed by the test";
+      n++;
+    } else if (what == 1 && c->kind == CU_LDMATRIX && n == 0) {
+      c->i[1] = !c->i[1];
+      n++;
+    }
+    n += break_stmt(c, what);
+    if (what == 1 && n) return n;
+  }
+  return n;
+}
+
+static int setup(void **vs) {
+  state *st = calloc(1, sizeof *st);
+  *vs = st;
+  hp_error e = {0};
+  make_specs(st);
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &st->m));
+  char nm[32];
+  for (int i = 0; i < 9; i++) {
+    snprintf(nm, sizeof nm, "gemm%d", i);
+    cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->gemm[i], nm));
+  }
+  for (int i = 0; i < 4; i++) {
+    snprintf(nm, sizeof nm, "conv%d", i);
+    cu_ok(&e, cuda_gen_conv(&e, st->m, &st->conv[i], nm));
+  }
+  for (int i = 0; i < 5; i++) {
+    snprintf(nm, sizeof nm, "attn%d", i);
+    cu_ok(&e, cuda_gen_attn(&e, st->m, &st->attn[i], nm));
+  }
+  assert_true(break_stmt(((cuda_kernel *)cuda_module_find(st->m, "gemm6"))->body, 0) > 0);
+  assert_int_equal(break_stmt(((cuda_kernel *)cuda_module_find(st->m, "gemm7"))->body, 1), 1);
+  char *src = NULL;
+  cu_ok(&e, cuda_print(&e, st->m, &src));
+  st->skip = !cu_sim_build(&st->sim, src);
+  free(src);
+  return 0;
+}
+
+static int teardown(void **vs) {
+  state *st = *vs;
+  cu_sim_free(&st->sim);
+  cuda_module_free(st->m);
+  free(st);
+  return 0;
+}
+
+/* ---- GEMM ------------------------------------------------------------------------------ */
+static int64_t gemm_numel(int64_t sb0, int64_t sb1, int64_t n0, int64_t n1, int64_t last) {
+  return (n0 - 1) * sb0 + (n1 - 1) * sb1 + last + 1;
+}
+
+/* Run gemm kernel i; returns mismatches; stats out. */
+static int64_t run_gemm(state *st, int i, unsigned long long stats[7]) {
+  const cuda_gemm_spec *s = &st->gemm[i];
+  cu_rng r = {(uint64_t)i * 7919 + 1};
+  int64_t na = gemm_numel(s->a_sb[0], s->a_sb[1], s->batch[0], s->batch[1], (s->M - 1) * s->a_sm + (s->K - 1) * s->a_sk);
+  int64_t nb = gemm_numel(s->b_sb[0], s->b_sb[1], s->batch[0], s->batch[1], (s->K - 1) * s->b_sk + (s->N - 1) * s->b_sn);
+  int64_t nc = gemm_numel(s->c_sb[0], s->c_sb[1], s->batch[0], s->batch[1], (s->M - 1) * s->c_sm + (s->N - 1) * s->c_sn);
+  cu_buf A = cu_random(s->a_dtype, na, &r, 1), B = cu_random(s->b_dtype, nb, &r, 1), C = cu_buf_new(s->c_dtype, nc);
+  if (s->tune.splitk <= 1) memset(C.p, 0xFF, C.bytes); /* NaN: every element must be written */
+  cu_buf eb[CUDA_MAX_EPI];
+  cu_buf *ebp[CUDA_MAX_EPI] = {0};
+  cu_buf *args[3 + CUDA_MAX_EPI] = {&A, &B, &C};
+  for (int k = 0; k < s->n_epi; k++) {
+    const cuda_epi *ep = &s->epi[k];
+    int64_t n = ep->kind == CUDA_EPI_BIAS_M ? s->M : ep->kind == CUDA_EPI_BIAS_N ? s->N : ep->kind == CUDA_EPI_RESIDUAL ? nc : 0;
+    if (!n) continue;
+    eb[k] = cu_random(ep->dtype, n, &r, 1);
+    ebp[k] = args[3 + k] = &eb[k];
+  }
+  char nm[32];
+  snprintf(nm, sizeof nm, "gemm%d", i);
+  const cuda_kernel *k = cuda_module_find(st->m, nm);
+  assert_int_equal(cu_sim_run(&st->sim, k, args, stats, 1 + (unsigned)i), 0);
+  float *want = calloc((size_t)nc, sizeof(float));
+  ref_gemm(s, &A, &B, ebp, want);
+  int64_t bad = cu_compare(nm, &C, want, nc, 1e-3);
+  free(want);
+  cu_buf_free(&A);
+  cu_buf_free(&B);
+  cu_buf_free(&C);
+  for (int q = 0; q < s->n_epi; q++)
+    if (ebp[q]) cu_buf_free(ebp[q]);
+  return bad;
+}
+
+#define SKIP_IF_NO_SIM(st)                                    \
+  do {                                                        \
+    if ((st)->skip) {                                         \
+      fprintf(stderr, "g++ not found: simulator tests skipped\n"); \
+      skip();                                                 \
+    }                                                         \
+  } while (0)
+
+static void test_gemm_tails(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  unsigned long long stats[7];
+  assert_int_equal(run_gemm(st, 0, stats), 0);
+  assert_true(stats[0] > 0 && stats[2] > 0 && stats[3] > 0); /* ldmatrix, mma, cp.async all used */
+  assert_int_equal(stats[1], 0);                              /* swizzled: no bank conflicts */
+}
+
+static void test_gemm_bias_relu(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  unsigned long long stats[7];
+  assert_int_equal(run_gemm(st, 1, stats), 0);
+  assert_int_equal(stats[1], 0);
+}
+
+static void test_gemm_odd_gather_fp32(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  assert_int_equal(run_gemm(st, 2, NULL), 0);
+}
+
+static void test_gemm_bf16_batched_transposed(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  unsigned long long stats[7];
+  assert_int_equal(run_gemm(st, 3, stats), 0);
+  assert_int_equal(stats[1], 0);
+}
+
+static void test_gemm_big_tile(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  unsigned long long stats[7];
+  assert_int_equal(run_gemm(st, 4, stats), 0);
+  assert_int_equal(stats[1], 0);
+}
+
+static void test_gemm_unswizzled_conflicts(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  unsigned long long stats[7];
+  assert_int_equal(run_gemm(st, 5, stats), 0); /* still correct ... */
+  assert_true(stats[1] > 0);                    /* ... but with bank conflicts */
+}
+
+static void test_gemm_splitk_parallel(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  assert_int_equal(run_gemm(st, 8, NULL), 0);
+  assert_int_equal(cuda_module_find(st->m, "gemm8")->grid[2], 4);
+}
+
+static void test_broken_kernels_fail(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  assert_true(run_gemm(st, 6, NULL) > 0); /* no cp.async.wait_group: reads stale (poisoned) SMEM */
+  assert_true(run_gemm(st, 7, NULL) > 0); /* ldmatrix .trans flipped: wrong fragments */
+}
+
+/* ---- conv ------------------------------------------------------------------------------ */
+static void test_conv(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  for (int i = 0; i < 4; i++) {
+    const cuda_conv_spec *s = &st->conv[i];
+    cu_rng r = {(uint64_t)i + 100};
+    int64_t oh, ow;
+    assert_true(cuda_conv_out_hw(s, &oh, &ow));
+    int64_t nx = s->n * s->c * s->h * s->w, nw = s->oc * (s->c / s->groups) * s->kh * s->kw, ny = s->n * s->oc * oh * ow;
+    cu_buf x = cu_random(s->x_dtype, nx, &r, 1), w = cu_random(s->w_dtype, nw, &r, 1), y = cu_buf_new(s->y_dtype, ny);
+    memset(y.p, 0xFF, y.bytes);
+    cu_buf eb[CUDA_MAX_EPI];
+    cu_buf *ebp[CUDA_MAX_EPI] = {0};
+    cu_buf *args[3 + CUDA_MAX_EPI] = {&w, &x, &y};
+    for (int k = 0; k < s->n_epi; k++) {
+      int64_t n = s->epi[k].kind == CUDA_EPI_BIAS_M ? s->oc : s->epi[k].kind == CUDA_EPI_RESIDUAL ? ny : 0;
+      if (!n) continue;
+      eb[k] = cu_random(s->epi[k].dtype, n, &r, 1);
+      ebp[k] = args[3 + k] = &eb[k];
+    }
+    char nm[32];
+    snprintf(nm, sizeof nm, "conv%d", i);
+    unsigned long long stats[7];
+    assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, stats, 7), 0);
+    assert_int_equal(stats[1], 0);
+    float *want = calloc((size_t)ny, sizeof(float));
+    ref_conv(s, &x, &w, ebp, want);
+    assert_int_equal(cu_compare(nm, &y, want, ny, 1e-3), 0);
+    free(want);
+    cu_buf_free(&x);
+    cu_buf_free(&w);
+    cu_buf_free(&y);
+    for (int k = 0; k < s->n_epi; k++)
+      if (ebp[k]) cu_buf_free(ebp[k]);
+  }
+}
+
+/* ---- attention -------------------------------------------------------------------------- */
+static void test_attention(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  for (int i = 0; i < 5; i++) {
+    const cuda_attn_spec *s = &st->attn[i];
+    cu_rng r = {(uint64_t)i + 200};
+    int64_t nq = s->b * s->h * s->m * s->d, nk = s->b * s->h * s->n * s->d, nv = s->b * s->h * s->n * s->dv,
+            no = s->b * s->h * s->m * s->dv;
+    cu_buf q = cu_random(s->q_dtype, nq, &r, 1), k = cu_random(s->kv_dtype, nk, &r, 1),
+           v = cu_random(s->kv_dtype, nv, &r, 1), o = cu_buf_new(s->o_dtype, no), mask = {0};
+    memset(o.p, 0xFF, o.bytes);
+    if (s->has_mask) {
+      mask = cu_random(s->mask_dtype, s->m * s->n, &r, 2);
+      for (int64_t j = 0; j < s->n; j++) cu_set(&mask, 5 * s->n + j, -INFINITY); /* row 5 fully masked */
+    }
+    cu_buf *args[5] = {&q, &k, &v, s->has_mask ? &mask : NULL, &o};
+    char nm[32];
+    snprintf(nm, sizeof nm, "attn%d", i);
+    unsigned long long stats[7];
+    assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, stats, 11), 0);
+    assert_int_equal(stats[1], 0);
+    float *want = calloc((size_t)no, sizeof(float));
+    ref_attn(s, &q, &k, &v, &mask, want);
+    /* bf16 carries 8 significant bits: P rounded to bf16 for the P x V mma
+     * costs ~2^-9 relative, beyond rtol 1e-3; fp16 keeps the 1e-3 bound. */
+    double tol = s->q_dtype == TINY_BF16 ? 1e-2 : 1e-3;
+    assert_int_equal(cu_compare(nm, &o, want, no, tol), 0);
+    free(want);
+    cu_buf_free(&q);
+    cu_buf_free(&k);
+    cu_buf_free(&v);
+    cu_buf_free(&o);
+    if (s->has_mask) cu_buf_free(&mask);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gemm_tails),
+      cmocka_unit_test(test_gemm_bias_relu),
+      cmocka_unit_test(test_gemm_odd_gather_fp32),
+      cmocka_unit_test(test_gemm_bf16_batched_transposed),
+      cmocka_unit_test(test_gemm_big_tile),
+      cmocka_unit_test(test_gemm_unswizzled_conflicts),
+      cmocka_unit_test(test_gemm_splitk_parallel),
+      cmocka_unit_test(test_broken_kernels_fail),
+      cmocka_unit_test(test_conv),
+      cmocka_unit_test(test_attention),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
