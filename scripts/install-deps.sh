@@ -2,10 +2,28 @@
 # Install what harp needs to build and test on a fresh Debian machine.
 #   scripts/install-deps.sh              install everything listed below
 #   scripts/install-deps.sh --if-missing only act when something is missing
+#   scripts/install-deps.sh --bench      also the optional benchmark peers (below)
 set -euo pipefail
 
 DEB_PACKAGES="build-essential cmake pkg-config libisl-dev libjansson-dev libcmocka-dev python3 python3-pip"
 PY_PACKAGES="numpy"
+
+# Optional "bench" list: only bench/ needs these (OpenBLAS, oneDNN, onnxruntime
+# as peers of the generated CPU kernels).  Tests and CI never do.
+BENCH_DEB_PACKAGES="libopenblas-dev libdnnl-dev"
+BENCH_PY_PACKAGES="onnxruntime onnx"
+
+if [ "${1:-}" = "--bench" ]; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq $BENCH_DEB_PACKAGES >/dev/null
+  # shellcheck disable=SC2086
+  python3 -m pip install -q $BENCH_PY_PACKAGES 2>/dev/null || python3 -m pip install -q --break-system-packages $BENCH_PY_PACKAGES
+  exec "$0"
+fi
 
 missing() {
   for pc in isl jansson cmocka; do

@@ -1,0 +1,175 @@
+/* cgen.h — CPU contraction kernel generators (internal API of the C backend).
+ *
+ * Gives C source text for three kernel families, each specialised to one
+ * shape binding (every size is a compile-time constant in the emitted code):
+ *   cgen_gemm  batched GEMM, BLIS-style: packed A/B panels, a register-blocked
+ *              FMA micro-kernel, the epilogue fused into the micro-kernel's store;
+ *   cgen_conv  2-D convolution (NCHW input, OIHW weight) as implicit GEMM: the
+ *              B panels are gathered straight from the input (zero for pad);
+ *   cgen_attn  attention with a fused streaming (online) softmax.
+ * and a helper that compiles a source string into a shared object and dlopens it.
+ *
+ * The emitted code is plain C (GNU C, any -std=gnu11/c11 compiler of the GCC
+ * family), needs no harp header and can be part of a larger translation unit.
+ * Each kernel is emitted up to three times (AVX-512, AVX2+FMA, portable scalar)
+ * with __attribute__((target(...))) on the vector variants; the exported entry
+ * point picks one once per process through __builtin_cpu_supports.  So the
+ * translation unit must NOT be compiled with -march=native (that would let the
+ * "portable" variant use instructions that an older machine lacks); the
+ * default flags of cgen_compile_so are -O3 -fPIC -shared.
+ *
+ * A small persistent pthread pool ("hprt_*", guarded by HPRT_RUNTIME so it is
+ * defined once per translation unit) is emitted together with the first
+ * kernel.  Its exported C API, for the runtime that calls the kernels:
+ *   hprt_pool *hprt_pool_create(int nthreads);   NULL on failure; caller counts
+ *   void hprt_pool_destroy(hprt_pool *);
+ * Kernels take the pool as first argument (NULL: run on the calling thread)
+ * and return 0, or -1 when scratch memory could not be allocated.
+ *
+ * Emitted entry points (fn_name is the caller's, must be a C identifier):
+ *   int fn(hprt_pool *pool, const void *A, const void *B, void *C,
+ *          const void *const *ep);          gemm and conv (conv: A = weight
+ *                                           OIHW, B = input NCHW, C = output)
+ *   int fn(hprt_pool *pool, const void *q, const void *k, const void *v,
+ *          const void *mask, void *out);    attention
+ * ep[i] is the tensor of epilogue i (bias or residual; NULL for the others).
+ */
+#ifndef HARP_CGEN_H
+#define HARP_CGEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/error.h"
+#include "harp/tiny.h"
+#include "util/util.h"
+
+#define CGEN_MAX_EPI 8
+
+/* Which code variants an emitted kernel contains (bit set of 1 << cgen_isa). */
+typedef enum cgen_isa { CGEN_ISA_SCALAR, CGEN_ISA_AVX2, CGEN_ISA_AVX512, CGEN_ISA_COUNT } cgen_isa;
+
+/* Epilogue steps, applied in list order to the fp32 accumulator in registers,
+ * before the final cast to the output dtype and the store. */
+typedef enum cgen_epi_kind {
+  CGEN_EPI_BIAS_M,   /* + bias[m] (1-D, contiguous, own dtype); conv: per output channel */
+  CGEN_EPI_BIAS_N,   /* + bias[n] */
+  CGEN_EPI_RELU,
+  CGEN_EPI_GELU,     /* exact: 0.5 x erfc(-x/sqrt2), vectorised, ~1e-7 rel */
+  CGEN_EPI_SILU,     /* x * sigmoid(x) */
+  CGEN_EPI_SIGMOID,
+  CGEN_EPI_SCALE,    /* * scale */
+  CGEN_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
+  CGEN_EPI_COUNT
+} cgen_epi_kind;
+
+typedef struct cgen_epi {
+  cgen_epi_kind kind;
+  tiny_dtype dtype;              /* bias / residual storage: FP32, FP16 or BF16 */
+  float scale;                   /* CGEN_EPI_SCALE */
+  int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
+                                    the residual has the output's NCHW layout */
+} cgen_epi;
+
+/* What a Schedule Plan decides (design.md §2.8).  0 means "choose".
+ *   warp_tile WxH        -> mr x nr (register micro-tile of the widest variant)
+ *   tile [BM, BN, BK]    -> mc, nc, kc (packed A rows, packed B columns, depth)
+ *   vectorize ... width  -> simd (16: AVX-512 and below, 8: AVX2 and below, 1: scalar)
+ *   stages               -> prefetch (software prefetch distance in k steps)
+ *   bind m.o/n.o block.* -> par_m / par_n, threads (and tasks for finer balance)
+ *   cache_read A|B smem  -> always: A and B are packed into contiguous panels
+ *   epilogue [...]       -> the spec's epi list (fused into the micro-kernel store)
+ * Invariants checked by the generators: nr % simd == 0 and
+ * mr*nr/simd + nr/simd + 1 <= 32 (AVX-512; 16 for AVX2), else RegOverflow. */
+typedef struct cgen_tuning {
+  int mr, nr;        /* micro-tile rows x columns (floats); default 6x64 (zmm), 6x16 (ymm), 4x4 */
+  int mc, nc, kc;    /* default mc = M (order 0), nc = 512, kc = 256 */
+  int simd;
+  int prefetch;      /* k steps ahead for B (0: default 8; < 0: none) */
+  int order;         /* loop order: 0 = A micro-panel kept in L1 across the N loop
+                        (ir outer, jr inner; measured best here); 1 = B micro-panel kept in
+                        L1 across the M loop (jr outer) with mc-row A blocks kept in L2;
+                        2 = as 0, with an mc-row block of C kept across the K loop */
+  int threads;       /* parallel workers the split targets (default 2) */
+  int tasks;         /* parallel tasks (default = threads); more tasks balance noisy cores */
+  bool par_m, par_n; /* may split M (rows) / N (columns) across tasks; batch dims
+                        are always parallel.  Both false = choose. */
+  unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */
+  int force_isa;     /* tests: -1 = dispatch by CPUID; else always run this variant */
+  bool conv_gather;  /* conv: always pack B with gathers (tests/bench of that path) */
+} cgen_tuning;
+
+void cgen_tuning_default(cgen_tuning *t);
+
+typedef struct cgen_gemm_spec {
+  int64_t batch[2];                 /* two batch dims (>= 1 each), e.g. [B, H] */
+  int64_t M, N, K;                  /* >= 1 */
+  tiny_dtype a_dtype, b_dtype, c_dtype; /* FP32, FP16 or BF16; accumulation is fp32 */
+  /* element strides: A[b0][b1][m][k] = A + b0*a_sb[0] + b1*a_sb[1] + m*a_sm + k*a_sk.
+   * Transposed operand = swapped strides; broadcast batch = stride 0. >= 0. */
+  int64_t a_sb[2], a_sm, a_sk;
+  int64_t b_sb[2], b_sk, b_sn;
+  int64_t c_sb[2], c_sm, c_sn;      /* C must not alias A, B or an epilogue tensor */
+  int n_epi;
+  cgen_epi epi[CGEN_MAX_EPI];
+  cgen_tuning tune;
+  bool prepack_a;                   /* A is constant (weights): also emit
+                                       long fn_pack_a_bytes(void) and
+                                       int fn_pack_a(pool, A, Ap) that packs it once;
+                                       fn then takes the packed Ap as its A */
+} cgen_gemm_spec;
+
+/* Fill a row-major contiguous spec: A[M][K], B[K][N], C[M][N], batch 1. */
+void cgen_gemm_spec_init(cgen_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt);
+
+/* Append the kernel `fn_name` (plus static helpers prefixed fn_name_) to out. */
+hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *spec, const char *fn_name, hp_str *out);
+
+typedef struct cgen_conv_spec {
+  int64_t n, c, h, w;               /* input NCHW */
+  int64_t oc, kh, kw;               /* weight [oc][c/groups][kh][kw] */
+  int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right */
+  int64_t groups;                   /* c % groups == 0, oc % groups == 0 */
+  tiny_dtype x_dtype, w_dtype, y_dtype;
+  int n_epi;                        /* BIAS_M = per output channel; RESIDUAL = NCHW like y */
+  cgen_epi epi[CGEN_MAX_EPI];
+  cgen_tuning tune;
+  bool prepack_w;                   /* as cgen_gemm_spec.prepack_a, for the weight */
+} cgen_conv_spec;
+
+void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
+                         int64_t kh, int64_t kw, tiny_dtype dt);
+/* Output size; false if the window does not fit. */
+bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow);
+hp_status cgen_conv(hp_error *e, const cgen_conv_spec *spec, const char *fn_name, hp_str *out);
+
+typedef struct cgen_attn_spec {
+  int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv]
+                                  all contiguous */
+  tiny_dtype q_dtype, kv_dtype, o_dtype;
+  float scale;                 /* 0: 1/sqrt(d) */
+  bool causal;                 /* key j visible to query i iff j <= i (top-left aligned) */
+  bool has_mask;               /* additive mask[b][h][i][j] at the strides below (0 = broadcast) */
+  tiny_dtype mask_dtype;
+  int64_t mask_s[4];
+  int bm, bn;                  /* query rows / keys per tile (0: choose) */
+  cgen_tuning tune;            /* simd, threads, tasks, isa_mask, force_isa */
+} cgen_attn_spec;
+
+void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,
+                         tiny_dtype dt);
+hp_status cgen_attn(hp_error *e, const cgen_attn_spec *spec, const char *fn_name, hp_str *out);
+
+/* ---- compile and load -------------------------------------------------- */
+typedef struct cgen_cc_opts {
+  const char *cc;     /* NULL: $CC, else "cc" */
+  const char *flags;  /* NULL: "-O3" ; always added: -fPIC -shared, -lm -lpthread */
+  const char *workdir; /* where to put the .c/.so; NULL: $TMPDIR or /tmp */
+} cgen_cc_opts;
+
+/* Compile src into a fresh shared object and dlopen it (RTLD_NOW|RTLD_LOCAL).
+ * *handle is for dlsym/dlclose; the files are removed once loaded.
+ * Compiler diagnostics end up in the error message (truncated). */
+hp_status cgen_compile_so(hp_error *e, const char *src, const cgen_cc_opts *opts, void **handle);
+
+#endif

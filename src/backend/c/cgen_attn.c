@@ -1,0 +1,295 @@
+/* cgen_attn.c — fused attention with a streaming (online) softmax.
+ * Needs: cgen_int.h.  Gives: cgen_attn, cgen_attn_spec_init.
+ *
+ * out = softmax(scale * q k^T + mask, causal) v, per (batch, head).  The
+ * emitted code never holds more than one BM x BN tile of scores:
+ *   per task (b, h, a chunk of query rows): pack k^T [d][n] and v [n][dv]
+ *   as fp32 (zero padded); per query block of BM rows: Qs = scale * q;
+ *   per key block of BN keys (causal: only blocks at or left of the
+ *   diagonal): S = Qs k^T (register-blocked, RS rows x BN), add mask, -inf
+ *   outside causal/N, running max m and sum l (flash-attention update:
+ *   alpha = exp(m_old - m_new), O = alpha O + exp(S - m_new) v), then
+ *   out = O / l in the output dtype.
+ * Fully masked rows give NaN, like the reference softmax. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+typedef struct cg_at {
+  int bm, bn, bnv, dp, nvd, rs, ro;
+  int64_t np, qs, chunk;
+} cg_at;
+
+void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->b = b, s->h = h, s->m = m, s->n = n, s->d = d, s->dv = d;
+  s->q_dtype = s->kv_dtype = s->o_dtype = s->mask_dtype = dt;
+  cgen_tuning_default(&s->tune);
+}
+
+static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
+  int w = isa->w;
+  t->bm = s->bm > 0 ? s->bm : 64;
+  t->bn = s->bn > 0 ? (int)cg_rup(s->bn, w) : (isa->id == CGEN_ISA_SCALAR ? 16 : isa->id == CGEN_ISA_AVX2 ? 32 : 64);
+  if (t->bn > cg_rup(s->n, w)) t->bn = (int)cg_rup(s->n, w);
+  if (t->bm > s->m) t->bm = (int)s->m;
+  t->bnv = t->bn / w;
+  t->dp = (int)cg_rup(s->dv, w);
+  t->nvd = t->dp / w;
+  int regs = isa->id == CGEN_ISA_SCALAR ? 16 : isa->nregs;
+  t->rs = (regs - 1 - t->bnv) / t->bnv;
+  if (t->rs > 8) t->rs = 8;
+  if (t->rs < 1) t->rs = 1;
+  t->ro = (regs - 1 - t->nvd) / t->nvd;
+  if (t->ro > 8) t->ro = 8;
+  if (t->ro < 1) t->ro = 1;
+  if (s->bm <= 0) { /* whole micro-tiles per block; ~64 rows */
+    int l = t->rs, g = t->ro;
+    while (g) { int x = l % g; l = g; g = x; }
+    l = t->rs / l * t->ro;
+    t->bm = (int)(64 / l < 1 ? l : 64 / l * l);
+    if (t->bm > s->m) t->bm = (int)s->m;
+  }
+  t->np = cg_rup(s->n, t->bn);
+  int64_t threads = s->tune.threads > 0 ? s->tune.threads : 2;
+  int64_t target = s->tune.tasks > 0 ? s->tune.tasks : threads;
+  int64_t bh = s->b * s->h;
+  t->qs = bh >= target ? 1 : (target + bh - 1) / bh;
+  t->chunk = cg_rup((s->m + t->qs - 1) / t->qs, t->bm);
+  t->qs = (s->m + t->chunk - 1) / t->chunk;
+}
+
+/* One tile of scores for `rows` query rows, then the online-softmax update in
+ * registers: P[r][:] = exp(S - m_new) (stored for the PV step), m, l, alpha. */
+static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int rows) {
+  int w = o->isa->w;
+  char ld[200];
+  cg_emit(o, "static $T void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
+             " long j0, const void *mk, float *mrow, float *lrow, float *alpha) {\n  (void)mk;\n", rows);
+  for (int r = 0; r < rows; r++)
+    for (int v = 0; v < t->bnv; v++) cg_emit(o, "  $P_v c%d_%d = $P_zero();\n", r, v);
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long d = 0; d < %ldL; d++) {\n", (long)s->d);
+  for (int v = 0; v < t->bnv; v++) cg_emit(o, "    $P_v b%d = $P_ld(kt + d * %d + %d);\n", v, t->bn, v * w);
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "    { $P_v a = $P_set1(q[%ldL + d]);", (long)r * s->d);
+    for (int v = 0; v < t->bnv; v++) cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
+    cg_emit(o, " }\n");
+  }
+  cg_emit(o, "  }\n");
+  /* the update in phases across rows, so the rows' dependency chains
+   * (reduce, exp, reduce) overlap instead of running one after another */
+  bool need_keep = s->causal || s->n % t->bn != 0;
+  cg_emit(o, "  float mx[%d], ms[%d], ta[%d], sm[%d];\n", rows, rows, rows, rows);
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  {\n    long gi = gi0 + %d;\n    (void)gi;\n", r);
+    if (s->causal) cg_emit(o, "    long lim = gi + 1 < %ldL ? gi + 1 : %ldL;\n", (long)s->n, (long)s->n);
+    else cg_emit(o, "    long lim = %ldL;\n", (long)s->n);
+    cg_emit(o, "    (void)lim;\n");
+    for (int v = 0; v < t->bnv; v++) {
+      cg_emit(o, "    { long nv = lim - (j0 + %d); int n = nv > %d ? %d : nv < 0 ? 0 : (int)nv;\n      (void)n;\n", v * w,
+              w, w);
+      if (s->has_mask) {
+        const char *mt = cg_ctype(s->mask_dtype), *mx = cg_vsuffix(s->mask_dtype);
+        cg_emit(o, "      const %s *mp = (const %s *)mk + gi * %ldL + (j0 + %d) * %ldL;\n", mt, mt, (long)s->mask_s[2],
+                v * w, (long)s->mask_s[3]);
+        if (s->mask_s[3] == 1) {
+          cg_emit(o, "      c%d_%d = c%d_%d + (n == %d ? $P_ld%s(mp) : $P_ldn%s(mp, n));\n", r, v, r, v, w, mx, mx);
+        } else {
+          char idx[64];
+          snprintf(idx, sizeof idx, "e * %ldL", (long)s->mask_s[3]);
+          cg_scalar_ld(o, ld, sizeof ld, s->mask_dtype, "mp", idx);
+          cg_emit(o, "      { float tm[%d]; for (int e = 0; e < %d; e++) tm[e] = e < n ? %s : 0.0f; c%d_%d = c%d_%d + $P_ld(tm); }\n",
+                  w, w, ld, r, v, r, v);
+        }
+      }
+      if (need_keep) cg_emit(o, "      c%d_%d = $P_keep(c%d_%d, n);\n", r, v, r, v);
+      cg_emit(o, "    }\n");
+    }
+    cg_emit(o, "    $P_v vm = c%d_0;\n", r);
+    for (int v = 1; v < t->bnv; v++) cg_emit(o, "    vm = $P_max(vm, c%d_%d);\n", r, v);
+    cg_emit(o, "    mx[%d] = $P_hmax(vm);\n  }\n", r);
+  }
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  { float mold = mrow[%d], mnew = mx[%d] > mold ? mx[%d] : mold;\n", r, r, r);
+    cg_emit(o, "    ms[%d] = mnew == -INFINITY ? 0.0f : mnew; ta[%d] = mold - ms[%d]; mrow[%d] = mnew; }\n", r, r, r, r);
+  }
+  for (int c = 0; c < rows; c += w) {
+    int n = rows - c < w ? rows - c : w;
+    if (n == w) cg_emit(o, "  $P_st(alpha + %d, $P_exp($P_ld(ta + %d)));\n", c, c);
+    else cg_emit(o, "  $P_stn(alpha + %d, $P_exp($P_ldn(ta + %d, %d)), %d);\n", c, c, n, n);
+  }
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  { $P_v vms = $P_set1(ms[%d]), vs = $P_zero();\n", r);
+    for (int v = 0; v < t->bnv; v++)
+      cg_emit(o, "    { $P_v pv = $P_exp(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
+    cg_emit(o, "    sm[%d] = $P_hsum(vs); }\n", r);
+  }
+  for (int r = 0; r < rows; r++) cg_emit(o, "  lrow[%d] = lrow[%d] * alpha[%d] + sm[%d];\n", r, r, r, r);
+  cg_emit(o, "}\n");
+}
+
+/* O[r][:] = alpha[r] * O[r][:] + sum_j P[r][j] V[j][:], j < kb */
+static void emit_okern(cg_out *o, const cg_at *t, int rows) {
+  int w = o->isa->w;
+  cg_emit(o, "static $T void $P_o%d(const float *restrict P, const float *restrict V, long kb, const float *alpha,"
+             " float *restrict O) {\n", rows);
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "  $P_v al%d = $P_set1(alpha[%d]);\n", r, r);
+    for (int v = 0; v < t->nvd; v++) cg_emit(o, "  $P_v c%d_%d = $P_ld(O + %d) * al%d;\n", r, v, r * t->dp + v * w, r);
+  }
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long j = 0; j < kb; j++) {\n");
+  for (int v = 0; v < t->nvd; v++) cg_emit(o, "    $P_v b%d = $P_ld(V + j * %d + %d);\n", v, t->dp, v * w);
+  for (int r = 0; r < rows; r++) {
+    cg_emit(o, "    { $P_v a = $P_set1(P[%d + j]);", r * t->bn);
+    for (int v = 0; v < t->nvd; v++) cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
+    cg_emit(o, " }\n");
+  }
+  cg_emit(o, "  }\n");
+  for (int r = 0; r < rows; r++)
+    for (int v = 0; v < t->nvd; v++) cg_emit(o, "  $P_st(O + %d, c%d_%d);\n", r * t->dp + v * w, r, v);
+  cg_emit(o, "}\n");
+}
+
+static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+  int w = o->isa->w;
+  char ld[200];
+  cg_emit_isa_helpers(o);
+  for (int r = 1; r <= t->rs; r++) emit_skern(o, s, t, r);
+  for (int r = 1; r <= t->ro; r++) emit_okern(o, t, r);
+  const char *qt = cg_ctype(s->q_dtype), *kt = cg_ctype(s->kv_dtype), *ot = cg_ctype(s->o_dtype);
+  const char *qx = cg_vsuffix(s->q_dtype), *kx = cg_vsuffix(s->kv_dtype), *ox = cg_vsuffix(s->o_dtype);
+  float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
+  int64_t D = s->d, DV = s->dv, N = s->n, M = s->m;
+  /* per-thread scratch layout (floats) */
+  int64_t o_kt = 0, o_v = o_kt + D * t->np, o_q = o_v + t->np * t->dp, o_s = o_q + (int64_t)t->bm * D,
+          o_o = o_s + (int64_t)t->bm * t->bn, o_ml = o_o + (int64_t)t->bm * t->dp, tot = o_ml + 3L * t->bm + 16;
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long qc = task %% %ldL, bh = task / %ldL, bb = bh / %ldL, hh = bh %% %ldL;\n", (long)t->qs, (long)t->qs,
+          (long)s->h, (long)s->h);
+  cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
+  cg_emit(o, "  float *Kt = ws + %ldL, *Vp = ws + %ldL, *Qs = ws + %ldL, *S = ws + %ldL, *O = ws + %ldL;\n", (long)o_kt,
+          (long)o_v, (long)o_q, (long)o_s, (long)o_o);
+  cg_emit(o, "  float *mrow = ws + %ldL, *lrow = mrow + %d, *alpha = lrow + %d;\n", (long)o_ml, t->bm, t->bm);
+  cg_emit(o, "  const %s *q = (const %s *)cx->q + bh * %ldL;\n", qt, qt, (long)(M * D));
+  cg_emit(o, "  const %s *k = (const %s *)cx->k + bh * %ldL;\n", kt, kt, (long)(N * D));
+  cg_emit(o, "  const %s *v = (const %s *)cx->v + bh * %ldL;\n", kt, kt, (long)(N * DV));
+  cg_emit(o, "  %s *out = (%s *)cx->o + bh * %ldL;\n", ot, ot, (long)(M * DV));
+  if (s->has_mask)
+    cg_emit(o, "  const void *mkb = (const %s *)cx->mask + bb * %ldL + hh * %ldL;\n", cg_ctype(s->mask_dtype),
+            (long)s->mask_s[0], (long)s->mask_s[1]);
+  else
+    cg_emit(o, "  (void)bb; (void)hh;\n");
+  cg_emit(o, "  long q0 = qc * %ldL, q1 = q0 + %ldL < %ldL ? q0 + %ldL : %ldL;\n", (long)t->chunk, (long)t->chunk,
+          (long)M, (long)t->chunk, (long)M);
+  if (s->causal) cg_emit(o, "  long nlim = q1 < %ldL ? q1 : %ldL;\n", (long)N, (long)N);
+  else cg_emit(o, "  long nlim = %ldL;\n", (long)N);
+  cg_emit(o, "  long nblk = (nlim + %d) / %d * %d;\n", t->bn - 1, t->bn, t->bn);
+  /* pack k^T and v for the keys this chunk can see */
+  cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
+  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + j * %ldL;\n", kt, (long)D);
+  /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
+  cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
+  cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
+  cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
+  cg_emit(o, "    const %s *vr = v + j * %ldL;\n", kt, (long)DV);
+  for (int vv = 0; vv < t->nvd; vv++)
+    cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
+            vv * w, (int)(DV - vv * w < w ? DV - vv * w : w));
+  cg_emit(o, "  }\n");
+  /* query blocks */
+  cg_emit(o, "  for (long i0 = q0; i0 < q1; i0 += %d) {\n", t->bm);
+  cg_emit(o, "    int bm = q1 - i0 < %d ? (int)(q1 - i0) : %d;\n", t->bm, t->bm);
+  cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      const %s *qr = q + (i0 + r) * %ldL;\n", qt, (long)D);
+  cg_emit(o, "      for (long d = 0; d < %ldL; d += %d) {\n", (long)D, w);
+  cg_emit(o, "        int nd = %ldL - d < %d ? (int)(%ldL - d) : %d;\n", (long)D, w, (long)D, w);
+  cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%.9gf);\n", w, qx, qx,
+          (double)scale);
+  cg_emit(o, "        if (nd == %d) $P_st(Qs + r * %ldL + d, x); else $P_stn(Qs + r * %ldL + d, x, nd);\n      }\n", w,
+          (long)D, (long)D);
+  cg_emit(o, "      mrow[r] = -INFINITY; lrow[r] = 0.0f;\n");
+  for (int vv = 0; vv < t->nvd; vv++) cg_emit(o, "      $P_st(O + r * %d + %d, $P_zero());\n", t->dp, vv * w);
+  cg_emit(o, "    }\n");
+  if (s->causal) cg_emit(o, "    long jend = i0 + bm < %ldL ? i0 + bm : %ldL;\n", (long)N, (long)N);
+  else cg_emit(o, "    long jend = %ldL;\n", (long)N);
+  cg_emit(o, "    for (long j0 = 0; j0 < jend; j0 += %d) {\n", t->bn);
+  cg_emit(o, "      long kb = jend - j0 < %d ? jend - j0 : %d;\n", t->bn, t->bn);
+  cg_emit(o, "      int r = 0;\n");
+  const char *mk = s->has_mask ? "mkb" : "0";
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s,"
+             " mrow + r, lrow + r, alpha + r);\n", t->rs, t->rs, t->rs, (long)D, (long)D, t->bn, mk);
+  if (t->rs > 1) {
+    cg_emit(o, "      switch (bm - r) {\n");
+    for (int q = 1; q < t->rs; q++)
+      cg_emit(o, "        case %d: $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
+                 " alpha + r); break;\n", q, q, (long)D, (long)D, t->bn, mk);
+    cg_emit(o, "        default: break;\n      }\n");
+  }
+  cg_emit(o, "      r = 0;\n");
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d);\n", t->ro,
+          t->ro, t->ro, t->bn, t->dp, t->dp);
+  if (t->ro > 1) {
+    cg_emit(o, "      switch (bm - r) {\n");
+    for (int q = 1; q < t->ro; q++)
+      cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d); break;\n", q, q, t->bn,
+              t->dp, t->dp);
+    cg_emit(o, "        default: break;\n      }\n");
+  }
+  cg_emit(o, "    }\n");
+  /* normalise and store */
+  cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      $P_v il = $P_set1(1.0f / lrow[r]);\n");
+  cg_emit(o, "      %s *orow = out + (i0 + r) * %ldL;\n", ot, (long)DV);
+  for (int vv = 0; vv < t->nvd; vv++) {
+    int n = (int)(DV - vv * w < w ? DV - vv * w : w);
+    if (n == w) cg_emit(o, "      $P_st%s(orow + %d, $P_ld(O + r * %d + %d) * il);\n", ox, vv * w, t->dp, vv * w);
+    else cg_emit(o, "      $P_stn%s(orow + %d, $P_ld(O + r * %d + %d) * il, %d);\n", ox, vv * w, t->dp, vv * w, n);
+  }
+  cg_emit(o, "    }\n  }\n}\n");
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask,"
+             " void *o) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  cx.q = q; cx.k = k; cx.v = v; cx.mask = mask; cx.o = o;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(tot * 4));
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(s->b * s->h * t->qs));
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+}
+
+hp_status cgen_attn(hp_error *e, const cgen_attn_spec *s, const char *fn, hp_str *out) {
+  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: NULL argument");
+  if (cg_check_name(e, fn)) return e->code;
+  if (s->b < 1 || s->h < 1 || s->m < 1 || s->n < 1 || s->d < 1 || s->dv < 1)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: sizes must be >= 1");
+  if (s->d > 4096 || s->dv > 4096 || s->b * s->h * s->m * (s->d > s->dv ? s->d : s->dv) >= (1L << 40) ||
+      s->n >= (1L << 31) || s->m >= (1L << 31))
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_attn: sizes beyond what the kernel handles");
+  if (!cg_dtype_ok(s->q_dtype) || !cg_dtype_ok(s->kv_dtype) || !cg_dtype_ok(s->o_dtype) ||
+      (s->has_mask && !cg_dtype_ok(s->mask_dtype)))
+    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_attn: dtypes must be fp32, fp16 or bf16");
+  if (!isfinite(s->scale)) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: scale is not finite");
+  for (int i = 0; i < 4; i++)
+    if (s->has_mask && s->mask_s[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: mask stride < 0");
+  if (s->bm < 0 || s->bm > 1024 || s->bn < 0 || s->bn > 1024)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: tile %dx%d out of range", s->bm, s->bn);
+  unsigned set = cg_isa_set(&s->tune);
+  cg_out o = {.s = out, .F = fn};
+  cg_set_isa(&o, NULL);
+  cg_emit_runtime(out);
+  cg_emit(&o, "/* ---- %s: attention b%ld h%ld m%ld n%ld d%ld dv%ld%s%s ---- */\n", fn, (long)s->b, (long)s->h,
+          (long)s->m, (long)s->n, (long)s->d, (long)s->dv, s->causal ? " causal" : "", s->has_mask ? " mask" : "");
+  cg_emit_scalar_conv(&o);
+  cg_emit(&o, "typedef struct { const void *q, *k, *v, *mask; void *o; hprt_scratch sc; } $F_ctx;\n");
+  for (int i = 0; i < CGEN_ISA_COUNT; i++) {
+    if (!(set >> i & 1u)) continue;
+    cg_at t;
+    resolve(s, cg_isa_get((cgen_isa)i), &t);
+    cg_set_isa(&o, cg_isa_get((cgen_isa)i));
+    emit_variant(&o, s, &t);
+  }
+  cg_emit_dispatch(&o, set, s->tune.force_isa,
+                   "hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask, void *o",
+                   "pool, q, k, v, mask, o");
+  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HP_OK;
+}

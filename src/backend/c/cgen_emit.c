@@ -1,0 +1,499 @@
+/* cgen_emit.c — text layer shared by the CPU kernel generators.
+ * Needs: cgen_int.h.  Gives: "$P/$F" templating, the per-ISA vector helpers
+ * (loads/stores in fp32/fp16/bf16, exp, gelu, sigmoid, reductions), the
+ * hprt thread-pool runtime text and the CPUID dispatcher. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+static const cg_isa ISAS[CGEN_ISA_COUNT] = {
+    {CGEN_ISA_SCALAR, "scalar", 1, "", "static inline __attribute__((unused))", 16},
+    {CGEN_ISA_AVX2, "avx2", 8, "__attribute__((target(\"avx2,fma,f16c\")))",
+     "static inline __attribute__((always_inline, unused, target(\"avx2,fma,f16c\")))", 16},
+    {CGEN_ISA_AVX512, "avx512", 16, "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\")))",
+     "static inline __attribute__((always_inline, unused, target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\")))",
+     32},
+};
+
+const cg_isa *cg_isa_get(cgen_isa id) { return &ISAS[id]; }
+
+int64_t cg_rup(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+void cg_set_isa(cg_out *o, const cg_isa *isa) {
+  o->isa = isa;
+  snprintf(o->P, sizeof o->P, "%s_%s", o->F, isa ? isa->tag : "x");
+}
+
+void cg_emit(cg_out *o, const char *fmt, ...) {
+  char small[2048];
+  char *buf = small;
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    va_end(ap2);
+    o->s->oom = true;
+    return;
+  }
+  if ((size_t)n >= sizeof small) {
+    buf = hp_xmalloc((size_t)n + 1);
+    if (!buf) {
+      va_end(ap2);
+      o->s->oom = true;
+      return;
+    }
+    vsnprintf(buf, (size_t)n + 1, fmt, ap2);
+  }
+  va_end(ap2);
+  const char *T = o->isa ? o->isa->attr : "";
+  const char *I = o->isa ? o->isa->iattr : "static inline";
+  for (const char *p = buf; *p; p++) {
+    if (p[0] == '$' && (p[1] == 'P' || p[1] == 'F' || p[1] == 'T' || p[1] == 'I')) {
+      hp_str_puts(o->s, p[1] == 'P' ? o->P : p[1] == 'F' ? o->F : p[1] == 'T' ? T : I);
+      p++;
+    } else {
+      hp_str_putc(o->s, *p);
+    }
+  }
+  if (buf != small) free(buf);
+}
+
+bool cg_dtype_ok(tiny_dtype t) { return t == TINY_FP32 || t == TINY_FP16 || t == TINY_BF16; }
+const char *cg_ctype(tiny_dtype t) { return t == TINY_FP32 ? "float" : "uint16_t"; }
+const char *cg_vsuffix(tiny_dtype t) { return t == TINY_FP32 ? "" : t == TINY_FP16 ? "h" : "b"; }
+
+void cg_scalar_ld(cg_out *o, char *buf, int cap, tiny_dtype t, const char *ptr, const char *idx) {
+  if (t == TINY_FP32)
+    snprintf(buf, cap, "((const float *)(%s))[%s]", ptr, idx);
+  else
+    snprintf(buf, cap, "%s_%s(((const uint16_t *)(%s))[%s])", o->F, t == TINY_FP16 ? "h2f" : "b2f", ptr, idx);
+}
+
+void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr) {
+  if (t == TINY_FP32)
+    snprintf(buf, cap, "(%s)", expr);
+  else
+    snprintf(buf, cap, "%s_%s(%s)", o->F, t == TINY_FP16 ? "f2h" : "f2b", expr);
+}
+
+unsigned cg_isa_set(const cgen_tuning *t) {
+  unsigned m = 1u << CGEN_ISA_SCALAR;
+  if (t->simd == 0 || t->simd >= 8) m |= 1u << CGEN_ISA_AVX2;
+  if (t->simd == 0 || t->simd >= 16) m |= 1u << CGEN_ISA_AVX512;
+  if (t->isa_mask) m &= t->isa_mask | (1u << CGEN_ISA_SCALAR);
+  return m;
+}
+
+hp_status cg_check_name(hp_error *e, const char *fn) {
+  if (!fn || !*fn || strlen(fn) > 100) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: bad function name");
+  for (const char *p = fn; *p; p++) {
+    char c = *p;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (p != fn && c >= '0' && c <= '9');
+    if (!ok) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: function name '%s' is not a C identifier", fn);
+  }
+  return HP_OK;
+}
+
+/* ---- runtime: includes + thread pool ------------------------------------ */
+static const char RUNTIME[] =
+    "#ifndef HPRT_RUNTIME\n"
+    "#define HPRT_RUNTIME 1\n"
+    "/* hprt: persistent thread pool and scratch memory for harp's CPU kernels. */\n"
+    "#include <math.h>\n#include <pthread.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "#if defined(__linux__)\n#include <sys/mman.h>\n#endif\n"
+    "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#define HPRT_X86 1\n"
+    "#define HPRT_PAUSE() _mm_pause()\n#else\n#define HPRT_PAUSE() ((void)0)\n#endif\n"
+    "#define HPRT_MAXT 64\n"
+    "typedef struct hprt_pool hprt_pool;\n"
+    "typedef void (*hprt_fn)(void *ctx, int task, int tid);\n"
+    "struct hprt_warg { hprt_pool *p; int tid; };\n"
+    "struct hprt_pool {\n"
+    "  int n, nstarted, stop, busy, ntasks, next;\n"
+    "  unsigned gen;\n"
+    "  pthread_t th[HPRT_MAXT];\n"
+    "  struct hprt_warg wa[HPRT_MAXT];\n"
+    "  pthread_mutex_t mu;\n"
+    "  pthread_cond_t cv, cv_done;\n"
+    "  hprt_fn fn;\n"
+    "  void *ctx;\n"
+    "  void *shared; size_t shared_cap;\n"
+    "  void *scr[HPRT_MAXT]; size_t scr_cap[HPRT_MAXT];\n"
+    "};\n"
+    "static void hprt_work(hprt_pool *p, int tid) {\n"
+    "  int t;\n"
+    "  while ((t = __atomic_fetch_add(&p->next, 1, __ATOMIC_ACQ_REL)) < p->ntasks) p->fn(p->ctx, t, tid);\n"
+    "}\n"
+    "static void *hprt_main(void *arg) {\n"
+    "  struct hprt_warg *wa = (struct hprt_warg *)arg;\n"
+    "  hprt_pool *p = wa->p;\n"
+    "  unsigned seen = 0;\n"
+    "  for (;;) {\n"
+    "    int spins = 0;\n"
+    "    for (;;) {\n"
+    "      if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) return NULL;\n"
+    "      if (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) != seen) break;\n"
+    "      if (++spins < 4000) { HPRT_PAUSE(); continue; }\n"
+    "      pthread_mutex_lock(&p->mu);\n"
+    "      while (!p->stop && p->gen == seen) pthread_cond_wait(&p->cv, &p->mu);\n"
+    "      pthread_mutex_unlock(&p->mu);\n"
+    "    }\n"
+    "    seen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);\n"
+    "    hprt_work(p, wa->tid);\n"
+    "    if (__atomic_sub_fetch(&p->busy, 1, __ATOMIC_ACQ_REL) == 0) {\n"
+    "      pthread_mutex_lock(&p->mu);\n"
+    "      pthread_cond_signal(&p->cv_done);\n"
+    "      pthread_mutex_unlock(&p->mu);\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "__attribute__((weak)) void hprt_pool_destroy(hprt_pool *p) {\n"
+    "  if (!p) return;\n"
+    "  pthread_mutex_lock(&p->mu);\n"
+    "  __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);\n"
+    "  pthread_cond_broadcast(&p->cv);\n"
+    "  pthread_mutex_unlock(&p->mu);\n"
+    "  for (int i = 0; i < p->nstarted; i++) pthread_join(p->th[i], NULL);\n"
+    "  for (int i = 0; i < HPRT_MAXT; i++) free(p->scr[i]);\n"
+    "  free(p->shared);\n"
+    "  pthread_mutex_destroy(&p->mu);\n"
+    "  pthread_cond_destroy(&p->cv);\n"
+    "  pthread_cond_destroy(&p->cv_done);\n"
+    "  free(p);\n"
+    "}\n"
+    "/* nthreads counts the caller, who works as thread 0 in hprt_pool_run. */\n"
+    "__attribute__((weak)) hprt_pool *hprt_pool_create(int nthreads) {\n"
+    "  if (nthreads < 1) nthreads = 1;\n"
+    "  if (nthreads > HPRT_MAXT) nthreads = HPRT_MAXT;\n"
+    "  hprt_pool *p = (hprt_pool *)calloc(1, sizeof *p);\n"
+    "  if (!p) return NULL;\n"
+    "  p->n = nthreads;\n"
+    "  pthread_mutex_init(&p->mu, NULL);\n"
+    "  pthread_cond_init(&p->cv, NULL);\n"
+    "  pthread_cond_init(&p->cv_done, NULL);\n"
+    "  for (int i = 1; i < nthreads; i++) {\n"
+    "    p->wa[i].p = p; p->wa[i].tid = i;\n"
+    "    if (pthread_create(&p->th[p->nstarted], NULL, hprt_main, &p->wa[i]) != 0) { hprt_pool_destroy(p); return NULL; }\n"
+    "    p->nstarted++;\n"
+    "  }\n"
+    "  return p;\n"
+    "}\n"
+    "__attribute__((weak)) int hprt_pool_size(const hprt_pool *p) { return p ? p->n : 1; }\n"
+    "/* Run fn(ctx, task, tid) for every task; returns when all are done.  Not reentrant. */\n"
+    "__attribute__((weak)) void hprt_pool_run(hprt_pool *p, int ntasks, hprt_fn fn, void *ctx) {\n"
+    "  if (!p || p->n <= 1 || ntasks <= 1) { for (int t = 0; t < ntasks; t++) fn(ctx, t, 0); return; }\n"
+    "  p->fn = fn; p->ctx = ctx; p->ntasks = ntasks; p->next = 0;\n"
+    "  __atomic_store_n(&p->busy, p->n - 1, __ATOMIC_RELEASE);\n"
+    "  pthread_mutex_lock(&p->mu);\n"
+    "  __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);\n"
+    "  pthread_cond_broadcast(&p->cv);\n"
+    "  pthread_mutex_unlock(&p->mu);\n"
+    "  hprt_work(p, 0);\n"
+    "  int spins = 0;\n"
+    "  while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) != 0) {\n"
+    "    if (++spins < 20000) { HPRT_PAUSE(); continue; }\n"
+    "    pthread_mutex_lock(&p->mu);\n"
+    "    while (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&p->cv_done, &p->mu);\n"
+    "    pthread_mutex_unlock(&p->mu);\n"
+    "  }\n"
+    "}\n"
+    "/* Large scratch on 2 MiB pages where the OS allows (fewer TLB misses while\n"
+    " * micro-kernels stream packed panels). */\n"
+    "static int hprt_grow(void **buf, size_t *cap, size_t bytes) {\n"
+    "  if (bytes <= *cap) return 0;\n"
+    "  size_t big = (size_t)1 << 21, al = bytes >= big ? big : 64;\n"
+    "  size_t sz = (bytes + al - 1) & ~(al - 1);\n"
+    "  void *nb = aligned_alloc(al, sz);\n"
+    "  if (!nb) return -1;\n"
+    "#ifdef MADV_HUGEPAGE\n"
+    "  if (al == big) madvise(nb, sz, MADV_HUGEPAGE);\n"
+    "#endif\n"
+    "  free(*buf); *buf = nb; *cap = sz;\n"
+    "  return 0;\n"
+    "}\n"
+    "/* Scratch kept by the pool between calls: one shared block and one per thread.\n"
+    " * Called by the caller thread only, outside hprt_pool_run. */\n"
+    "__attribute__((weak)) int hprt_pool_reserve(hprt_pool *p, size_t shared, size_t per_thread) {\n"
+    "  if (hprt_grow(&p->shared, &p->shared_cap, shared ? shared : 64)) return -1;\n"
+    "  for (int i = 0; i < p->n; i++)\n"
+    "    if (hprt_grow(&p->scr[i], &p->scr_cap[i], per_thread ? per_thread : 64)) return -1;\n"
+    "  return 0;\n"
+    "}\n"
+    "/* The scratch of one call: from the pool, or malloc'd when there is none. */\n"
+    "typedef struct hprt_scratch { char *shared; char *thr[HPRT_MAXT]; void *own; } hprt_scratch;\n"
+    "static int hprt_scratch_get(hprt_pool *p, size_t shared, size_t per_thread, hprt_scratch *s) {\n"
+    "  memset(s, 0, sizeof *s);\n"
+    "  shared = (shared + 63) & ~(size_t)63; per_thread = (per_thread + 63) & ~(size_t)63;\n"
+    "  if (p) {\n"
+    "    if (hprt_pool_reserve(p, shared, per_thread)) return -1;\n"
+    "    s->shared = (char *)p->shared;\n"
+    "    for (int i = 0; i < p->n; i++) s->thr[i] = (char *)p->scr[i];\n"
+    "    return 0;\n"
+    "  }\n"
+    "  s->own = aligned_alloc(64, shared + per_thread + 64);\n"
+    "  if (!s->own) return -1;\n"
+    "  s->shared = (char *)s->own; s->thr[0] = (char *)s->own + shared;\n"
+    "  return 0;\n"
+    "}\n"
+    "static void hprt_scratch_put(hprt_scratch *s) { free(s->own); s->own = NULL; }\n"
+    "#endif /* HPRT_RUNTIME */\n";
+
+void cg_emit_runtime(hp_str *s) { hp_str_puts(s, RUNTIME); }
+
+/* Scalar conversions (round to nearest even; NaN kept) — used by packing and
+ * strided stores in every variant, and by the scalar variant everywhere. */
+static const char SCONV[] =
+    "static inline __attribute__((unused)) float $F_h2f(uint16_t h) {\n"
+    "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
+    "  float f;\n"
+    "  if (e == 0) { f = (float)m * 5.9604644775390625e-8f; memcpy(&u, &f, 4); u |= s; }\n"
+    "  else if (e == 31) u = s | 0x7f800000u | (m << 13);\n"
+    "  else u = s | ((e + 112) << 23) | (m << 13);\n"
+    "  memcpy(&f, &u, 4);\n"
+    "  return f;\n"
+    "}\n"
+    "static inline __attribute__((unused)) uint16_t $F_f2h(float f) {\n"
+    "  uint32_t x; memcpy(&x, &f, 4);\n"
+    "  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;\n"
+    "  if (ax >= 0x7f800000u) return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));\n"
+    "  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);\n"
+    "  if (ax < 0x38800000u) {\n"
+    "    float a; memcpy(&a, &ax, 4);\n"
+    "    volatile float t = a * 16777216.0f + 12582912.0f;\n"
+    "    return (uint16_t)(sign | (uint32_t)(t - 12582912.0f));\n"
+    "  }\n"
+    "  uint32_t r = ax - 0x38000000u;\n"
+    "  r += 0x0fffu + ((r >> 13) & 1u);\n"
+    "  return (uint16_t)(sign | (r >> 13));\n"
+    "}\n"
+    "static inline __attribute__((unused)) float $F_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
+    "static inline __attribute__((unused)) uint16_t $F_f2b(float f) {\n"
+    "  uint32_t x; memcpy(&x, &f, 4);\n"
+    "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
+    "  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+    "}\n";
+
+void cg_emit_scalar_conv(cg_out *o) { cg_emit(o, "%s", SCONV); }
+
+static const char H512[] =
+    "typedef __m512 $P_v;\n"
+    "$I $P_v $P_zero(void) { return _mm512_setzero_ps(); }\n"
+    "$I $P_v $P_set1(float x) { return _mm512_set1_ps(x); }\n"
+    "$I $P_v $P_fma($P_v a, $P_v b, $P_v c) { return _mm512_fmadd_ps(a, b, c); }\n"
+    "$I $P_v $P_max($P_v a, $P_v b) { return _mm512_max_ps(a, b); }\n"
+    "$I $P_v $P_min($P_v a, $P_v b) { return _mm512_min_ps(a, b); }\n"
+    "$I $P_v $P_abs($P_v a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff))); }\n"
+    "$I __mmask16 $P_mk(int n) { n = n < 0 ? 0 : n > 16 ? 16 : n; return (__mmask16)((1u << n) - 1u); }\n"
+    "$I $P_v $P_ld(const float *p) { return _mm512_loadu_ps(p); }\n"
+    "$I $P_v $P_ldn(const float *p, int n) { return _mm512_maskz_loadu_ps($P_mk(n), p); }\n"
+    "$I void $P_st(float *p, $P_v x) { _mm512_storeu_ps(p, x); }\n"
+    "$I void $P_stn(float *p, $P_v x, int n) { _mm512_mask_storeu_ps(p, $P_mk(n), x); }\n"
+    "$I $P_v $P_ldh(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }\n"
+    "$I $P_v $P_ldnh(const uint16_t *p, int n) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16($P_mk(n), p)); }\n"
+    "$I __m256i $P_f2h($P_v x) { return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }\n"
+    "$I void $P_sth(uint16_t *p, $P_v x) { _mm256_storeu_si256((__m256i *)p, $P_f2h(x)); }\n"
+    "$I void $P_stnh(uint16_t *p, $P_v x, int n) { _mm256_mask_storeu_epi16(p, $P_mk(n), $P_f2h(x)); }\n"
+    "$I $P_v $P_b2v(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }\n"
+    "$I $P_v $P_ldb(const uint16_t *p) { return $P_b2v(_mm256_loadu_si256((const __m256i *)p)); }\n"
+    "$I $P_v $P_ldnb(const uint16_t *p, int n) { return $P_b2v(_mm256_maskz_loadu_epi16($P_mk(n), p)); }\n"
+    "$I __m256i $P_f2b($P_v x) {\n"
+    "  __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);\n"
+    "  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),\n"
+    "      _mm512_and_si512(hi, _mm512_set1_epi32(1)))), 16);\n"
+    "  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));\n"
+    "  return _mm512_cvtepi32_epi16(r);\n"
+    "}\n"
+    "$I void $P_stb(uint16_t *p, $P_v x) { _mm256_storeu_si256((__m256i *)p, $P_f2b(x)); }\n"
+    "$I void $P_stnb(uint16_t *p, $P_v x, int n) { _mm256_mask_storeu_epi16(p, $P_mk(n), $P_f2b(x)); }\n"
+    "$I $P_v $P_keep($P_v x, int n) { return _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), $P_mk(n), x); }\n"
+    "$I float $P_hmax($P_v x) { return _mm512_reduce_max_ps(x); }\n"
+    "$I float $P_hsum($P_v x) { return _mm512_reduce_add_ps(x); }\n"
+    "$I $P_v $P_selneg($P_v x, $P_v a, $P_v b) {\n"
+    "  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);\n"
+    "}\n"
+    "$I $P_v $P_exp($P_v x) {\n"
+    "  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.8f)), _mm512_set1_ps(-104.0f));\n"
+    "  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),\n"
+    "                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
+    "  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);\n"
+    "  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);\n"
+    "  __m512 p = _mm512_set1_ps(1.9875691500e-4f);\n"
+    "  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));\n"
+    "  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));\n"
+    "  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));\n"
+    "  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));\n"
+    "  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));\n"
+    "  __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));\n"
+    "  return _mm512_scalef_ps(y, n);\n"
+    "}\n";
+
+static const char H256[] =
+    "typedef __m256 $P_v;\n"
+    "$I $P_v $P_zero(void) { return _mm256_setzero_ps(); }\n"
+    "$I $P_v $P_set1(float x) { return _mm256_set1_ps(x); }\n"
+    "$I $P_v $P_fma($P_v a, $P_v b, $P_v c) { return _mm256_fmadd_ps(a, b, c); }\n"
+    "$I $P_v $P_max($P_v a, $P_v b) { return _mm256_max_ps(a, b); }\n"
+    "$I $P_v $P_min($P_v a, $P_v b) { return _mm256_min_ps(a, b); }\n"
+    "$I $P_v $P_abs($P_v a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }\n"
+    "$I __m256i $P_mk(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }\n"
+    "$I $P_v $P_ld(const float *p) { return _mm256_loadu_ps(p); }\n"
+    "$I $P_v $P_ldn(const float *p, int n) { return _mm256_maskload_ps(p, $P_mk(n)); }\n"
+    "$I void $P_st(float *p, $P_v x) { _mm256_storeu_ps(p, x); }\n"
+    "$I void $P_stn(float *p, $P_v x, int n) { _mm256_maskstore_ps(p, $P_mk(n), x); }\n"
+    "$I $P_v $P_ldh(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }\n"
+    "$I $P_v $P_ldnh(const uint16_t *p, int n) {\n"
+    "  uint16_t t[8] = {0}; if (n > 0) memcpy(t, p, (size_t)(n > 8 ? 8 : n) * 2); return $P_ldh(t);\n"
+    "}\n"
+    "$I void $P_sth(uint16_t *p, $P_v x) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }\n"
+    "$I void $P_stnh(uint16_t *p, $P_v x, int n) {\n"
+    "  uint16_t t[8]; $P_sth(t, x); if (n > 0) memcpy(p, t, (size_t)(n > 8 ? 8 : n) * 2);\n"
+    "}\n"
+    "$I $P_v $P_ldb(const uint16_t *p) {\n"
+    "  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));\n"
+    "}\n"
+    "$I $P_v $P_ldnb(const uint16_t *p, int n) {\n"
+    "  uint16_t t[8] = {0}; if (n > 0) memcpy(t, p, (size_t)(n > 8 ? 8 : n) * 2); return $P_ldb(t);\n"
+    "}\n"
+    "$I void $P_stb(uint16_t *p, $P_v x) {\n"
+    "  __m256i u = _mm256_castps_si256(x), hi = _mm256_srli_epi32(u, 16);\n"
+    "  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),\n"
+    "      _mm256_and_si256(hi, _mm256_set1_epi32(1)))), 16);\n"
+    "  r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));\n"
+    "  r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);\n"
+    "  _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(r));\n"
+    "}\n"
+    "$I void $P_stnb(uint16_t *p, $P_v x, int n) {\n"
+    "  uint16_t t[8]; $P_stb(t, x); if (n > 0) memcpy(p, t, (size_t)(n > 8 ? 8 : n) * 2);\n"
+    "}\n"
+    "$I $P_v $P_keep($P_v x, int n) { return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x, _mm256_castsi256_ps($P_mk(n))); }\n"
+    "$I float $P_hmax($P_v x) {\n"
+    "  __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));\n"
+    "  m = _mm_max_ps(m, _mm_shuffle_ps(m, m, 0x4e)); m = _mm_max_ps(m, _mm_shuffle_ps(m, m, 0xb1));\n"
+    "  return _mm_cvtss_f32(m);\n"
+    "}\n"
+    "$I float $P_hsum($P_v x) {\n"
+    "  __m128 m = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));\n"
+    "  m = _mm_add_ps(m, _mm_shuffle_ps(m, m, 0x4e)); m = _mm_add_ps(m, _mm_shuffle_ps(m, m, 0xb1));\n"
+    "  return _mm_cvtss_f32(m);\n"
+    "}\n"
+    "$I $P_v $P_selneg($P_v x, $P_v a, $P_v b) { return _mm256_blendv_ps(b, a, x); }\n"
+    "$I $P_v $P_exp($P_v x) {\n"
+    "  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.33654f));\n"
+    "  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),\n"
+    "                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
+    "  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);\n"
+    "  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);\n"
+    "  __m256 p = _mm256_set1_ps(1.9875691500e-4f);\n"
+    "  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));\n"
+    "  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));\n"
+    "  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));\n"
+    "  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));\n"
+    "  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));\n"
+    "  __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));\n"
+    "  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);\n"
+    "  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));\n"
+    "}\n";
+
+static const char HSCALAR[] =
+    "typedef float $P_v;\n"
+    "$I $P_v $P_zero(void) { return 0.0f; }\n"
+    "$I $P_v $P_set1(float x) { return x; }\n"
+    "$I $P_v $P_fma($P_v a, $P_v b, $P_v c) { return a * b + c; }\n"
+    "$I $P_v $P_max($P_v a, $P_v b) { return a > b ? a : b; }\n"
+    "$I $P_v $P_min($P_v a, $P_v b) { return a < b ? a : b; }\n"
+    "$I $P_v $P_abs($P_v a) { return fabsf(a); }\n"
+    "$I $P_v $P_ld(const float *p) { return *p; }\n"
+    "$I $P_v $P_ldn(const float *p, int n) { return n > 0 ? *p : 0.0f; }\n"
+    "$I void $P_st(float *p, $P_v x) { *p = x; }\n"
+    "$I void $P_stn(float *p, $P_v x, int n) { if (n > 0) *p = x; }\n"
+    "$I $P_v $P_ldh(const uint16_t *p) { return $F_h2f(*p); }\n"
+    "$I $P_v $P_ldnh(const uint16_t *p, int n) { return n > 0 ? $F_h2f(*p) : 0.0f; }\n"
+    "$I void $P_sth(uint16_t *p, $P_v x) { *p = $F_f2h(x); }\n"
+    "$I void $P_stnh(uint16_t *p, $P_v x, int n) { if (n > 0) *p = $F_f2h(x); }\n"
+    "$I $P_v $P_ldb(const uint16_t *p) { return $F_b2f(*p); }\n"
+    "$I $P_v $P_ldnb(const uint16_t *p, int n) { return n > 0 ? $F_b2f(*p) : 0.0f; }\n"
+    "$I void $P_stb(uint16_t *p, $P_v x) { *p = $F_f2b(x); }\n"
+    "$I void $P_stnb(uint16_t *p, $P_v x, int n) { if (n > 0) *p = $F_f2b(x); }\n"
+    "$I $P_v $P_keep($P_v x, int n) { return n > 0 ? x : -INFINITY; }\n"
+    "$I float $P_hmax($P_v x) { return x; }\n"
+    "$I float $P_hsum($P_v x) { return x; }\n"
+    "$I $P_v $P_selneg($P_v x, $P_v a, $P_v b) { return x < 0.0f ? a : b; }\n"
+    "$I $P_v $P_exp($P_v x) { return expf(x); }\n";
+
+/* Built on the layer above; the same text for every variant. */
+static const char HCOMMON[] =
+    "$I $P_v $P_sigmoid($P_v x) { return $P_set1(1.0f) / ($P_set1(1.0f) + $P_exp($P_zero() - x)); }\n"
+    "$I $P_v $P_silu($P_v x) { return x * $P_sigmoid(x); }\n"
+    "/* gelu(x) = 0.5 x erfc(-x/sqrt2); erfc by Numerical Recipes' erfcc (rel. error < 1.2e-7). */\n"
+    "$I $P_v $P_gelu($P_v x) {\n"
+    "  $P_v z = $P_abs(x) * $P_set1(0.70710678118654752f);\n"
+    "  $P_v t = $P_set1(1.0f) / ($P_set1(1.0f) + $P_set1(0.5f) * z);\n"
+    "  $P_v p = $P_set1(0.17087277f);\n"
+    "  p = $P_fma(p, t, $P_set1(-0.82215223f));\n"
+    "  p = $P_fma(p, t, $P_set1(1.48851587f));\n"
+    "  p = $P_fma(p, t, $P_set1(-1.13520398f));\n"
+    "  p = $P_fma(p, t, $P_set1(0.27886807f));\n"
+    "  p = $P_fma(p, t, $P_set1(-0.18628806f));\n"
+    "  p = $P_fma(p, t, $P_set1(0.09678418f));\n"
+    "  p = $P_fma(p, t, $P_set1(0.37409196f));\n"
+    "  p = $P_fma(p, t, $P_set1(1.00002368f));\n"
+    "  $P_v ec = t * $P_exp($P_fma(t, p, $P_set1(-1.26551223f)) - z * z);\n"
+    "  $P_v r = $P_set1(0.5f) * x * ec;\n"
+    "  return $P_selneg(x, r, x - r);\n"
+    "}\n";
+
+void cg_emit_isa_helpers(cg_out *o) {
+  switch (o->isa->id) {
+    case CGEN_ISA_AVX512: cg_emit(o, "#ifdef HPRT_X86\n%s", H512); break;
+    case CGEN_ISA_AVX2: cg_emit(o, "#ifdef HPRT_X86\n%s", H256); break;
+    default: cg_emit(o, "%s", HSCALAR); break;
+  }
+  cg_emit(o, "%s", HCOMMON);
+}
+
+void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x) {
+  switch (k) {
+    case CGEN_EPI_RELU: cg_emit(o, "      %s = $P_max(%s, $P_zero());\n", x, x); break;
+    case CGEN_EPI_GELU: cg_emit(o, "      %s = $P_gelu(%s);\n", x, x); break;
+    case CGEN_EPI_SILU: cg_emit(o, "      %s = $P_silu(%s);\n", x, x); break;
+    case CGEN_EPI_SIGMOID: cg_emit(o, "      %s = $P_sigmoid(%s);\n", x, x); break;
+    case CGEN_EPI_SCALE: cg_emit(o, "      %s = %s * $P_set1(%.9gf);\n", x, x, (double)scale); break;
+    default: break;
+  }
+}
+
+void cg_emit_selector(cg_out *o, unsigned m, int force) {
+  cg_set_isa(o, NULL);
+  cg_emit(o, "/* the variant this process runs: 3 avx512, 2 avx2, 1 scalar (decided once) */\n");
+  cg_emit(o, "static int $F_sel(void) {\n");
+  if (force >= 0 && (m >> force & 1u)) {
+    cg_emit(o, "  return %d;\n}\n", force + 1);
+    return;
+  }
+  cg_emit(o, "  static int sel;\n  int s = __atomic_load_n(&sel, __ATOMIC_RELAXED);\n");
+  cg_emit(o, "  if (!s) {\n    s = 1;\n#ifdef HPRT_X86\n    __builtin_cpu_init();\n");
+  if (m >> CGEN_ISA_AVX512 & 1u)
+    cg_emit(o, "    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
+               "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
+               "        __builtin_cpu_supports(\"fma\")) s = 3;\n");
+  if (m >> CGEN_ISA_AVX2 & 1u)
+    cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
+  cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
+}
+
+void cg_emit_entry(cg_out *o, unsigned m, const char *ret, const char *suffix, const char *params, const char *args) {
+  cg_set_isa(o, NULL);
+  cg_emit(o, "%s $F%s(%s) {\n  int s = $F_sel();\n  (void)s;\n#ifdef HPRT_X86\n", ret, suffix, params);
+  if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512%s_run(%s);\n", suffix, args);
+  if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2%s_run(%s);\n", suffix, args);
+  cg_emit(o, "#endif\n  return $F_scalar%s_run(%s);\n}\n", suffix, args);
+}
+
+void cg_emit_dispatch(cg_out *o, unsigned m, int force, const char *params, const char *args) {
+  cg_emit_selector(o, m, force);
+  cg_emit_entry(o, m, "int", "", params, args);
+}

@@ -1,0 +1,672 @@
+/* cgen_gemm.c — GEMM and implicit-GEMM convolution kernel generator.
+ * Needs: cgen_int.h (templating, vector layer, runtime).  Gives: cgen_gemm,
+ * cgen_conv and their spec helpers.
+ *
+ * Shape of the emitted code, per ISA variant (BLIS-style, vectors along N):
+ *   phase 1 (parallel): pack all of A into MR-row panels, [k][MR] inside a
+ *           KC block, converted to fp32; shared by the compute tasks.
+ *   phase 2 (parallel over batch x M-split x N-split tasks), per task:
+ *     for jc (NC columns): for pc (KC deep): pack B[pc.., jc..] into NR-wide
+ *       panels ([k][NR], fp32; conv gathers them from the input with zero
+ *       fill, no im2col buffer); for ir (MR rows): for jr (NR columns):
+ *       micro-kernel MR x NR: MR*NR/W accumulators in registers, a broadcast
+ *       of A times NR/W vector loads of B per k; the last KC block applies
+ *       the epilogue in registers and stores in the output dtype.
+ *   Partial sums across KC blocks live in C itself when C is fp32 with unit
+ *   column stride, else in a per-thread fp32 buffer.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+/* The contraction every generator here reduces to. */
+typedef struct cg_mm {
+  int64_t nb[2], M, N, K;
+  tiny_dtype adt, bdt, cdt;
+  int64_t a_sb[2], a_sm, a_sk, b_sb[2], b_sk, b_sn, c_sb[2], c_sm, c_sn;
+  int64_t bias_sb1; /* conv: bias offset per group */
+  int n_epi;
+  cgen_epi epi[CGEN_MAX_EPI];
+  cgen_tuning tune;
+  bool conv, prepack_a;
+  int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
+} cg_mm;
+
+/* Per-variant blocking, resolved from the tuning. */
+typedef struct cg_tile {
+  int mr, nr, nv, kc, nc, pf;
+  int64_t mc, mp, ncp, nkb, tm, tn, sm, sn, nba[2], groups, ppg;
+  bool direct, multi, ws, jr_outer;
+  int order;
+} cg_tile;
+
+void cgen_tuning_default(cgen_tuning *t) {
+  memset(t, 0, sizeof *t);
+  t->threads = 2;
+  t->force_isa = -1;
+}
+
+void cgen_gemm_spec_init(cgen_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->batch[0] = s->batch[1] = 1;
+  s->M = M, s->N = N, s->K = K;
+  s->a_dtype = s->b_dtype = s->c_dtype = dt;
+  s->a_sm = K, s->a_sk = 1, s->b_sk = N, s->b_sn = 1, s->c_sm = N, s->c_sn = 1;
+  cgen_tuning_default(&s->tune);
+}
+
+void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
+                         int64_t kh, int64_t kw, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->n = n, s->c = c, s->h = h, s->w = w, s->oc = oc, s->kh = kh, s->kw = kw;
+  s->stride[0] = s->stride[1] = s->dil[0] = s->dil[1] = s->groups = 1;
+  s->x_dtype = s->w_dtype = s->y_dtype = dt;
+  cgen_tuning_default(&s->tune);
+}
+
+bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow) {
+  if (s->stride[0] < 1 || s->stride[1] < 1 || s->dil[0] < 1 || s->dil[1] < 1) return false;
+  int64_t eh = s->h + s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1;
+  int64_t ew = s->w + s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1;
+  if (eh < 0 || ew < 0) return false;
+  *oh = eh / s->stride[0] + 1;
+  *ow = ew / s->stride[1] + 1;
+  return true;
+}
+
+/* ---- blocking ------------------------------------------------------------ */
+static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t) {
+  const cgen_tuning *u = &p->tune;
+  memset(t, 0, sizeof *t);
+  int w = isa->w;
+  if (isa->id == CGEN_ISA_AVX512) t->mr = 6, t->nr = 64;
+  else if (isa->id == CGEN_ISA_AVX2) t->mr = 6, t->nr = 16;
+  else t->mr = 4, t->nr = 4;
+  if (primary && u->mr > 0) t->mr = u->mr;
+  if (primary && u->nr > 0) t->nr = u->nr;
+  if (t->nr % w != 0 || t->mr < 1 || t->mr > 64 || t->nr > 256)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: micro-tile %dx%d does not fit SIMD width %d", t->mr, t->nr, w);
+  t->nv = t->nr / w;
+  if (isa->id != CGEN_ISA_SCALAR && t->mr * t->nv + t->nv + 1 > isa->nregs)
+    return hp_fail(e, HP_E_REG_OVERFLOW, NULL, "cgen: micro-tile %dx%d needs %d vector registers, %s has %d",
+                   t->mr, t->nr, t->mr * t->nv + t->nv + 1, isa->tag, isa->nregs);
+  t->kc = u->kc > 0 ? u->kc : 256;
+  if (t->kc > p->K) t->kc = (int)p->K;
+  int64_t nc = u->nc > 0 ? u->nc : 512;
+  nc = cg_rup(nc, t->nr);
+  t->pf = u->prefetch > 0 ? u->prefetch : u->prefetch < 0 ? 0 : 8;
+  /* the A block (mc x kc) stays in L2 while B micro-panels (kc x nr) sit in L1 */
+  t->order = u->order >= 0 && u->order <= 2 ? u->order : 0;
+  t->jr_outer = t->order == 1;
+  t->mc = u->mc > 0 ? u->mc : t->order == 1 ? 393216 / (t->kc * 4) : t->order == 2 ? 240 : p->M;
+  t->mc = cg_rup(t->mc < t->mr ? t->mr : t->mc, t->mr);
+  t->mp = cg_rup(p->M, t->mr);
+  t->nkb = (p->K + t->kc - 1) / t->kc;
+  t->direct = p->cdt == TINY_FP32 && p->c_sn == 1;
+  t->multi = t->nkb > 1;
+  t->ws = t->multi && !t->direct;
+  /* task split: batch first, then N or M as bind allows */
+  int threads = u->threads > 0 ? u->threads : 2;
+  int64_t target = u->tasks > 0 ? u->tasks : threads;
+  int64_t nbat = p->nb[0] * p->nb[1];
+  int64_t need = nbat >= target ? 1 : (target + nbat - 1) / nbat;
+  bool pm = u->par_m, pn = u->par_n;
+  if (!pm && !pn) pm = pn = true;
+  int64_t sm = 1, sn = 1;
+  if (need > 1) {
+    int64_t ncol = (p->N + t->nr - 1) / t->nr, nrow = (p->M + t->mr - 1) / t->mr;
+    if (pn && (!pm || p->N >= p->M) && ncol >= 2) sn = need < ncol ? need : ncol;
+    else if (pm && nrow >= 2) sm = need < nrow ? need : nrow;
+    else if (pn) sn = need < ncol ? need : ncol;
+  }
+  t->tm = cg_rup((p->M + sm - 1) / sm, t->mr);
+  t->tn = cg_rup((p->N + sn - 1) / sn, t->nr);
+  t->sm = (p->M + t->tm - 1) / t->tm;
+  t->sn = (p->N + t->tn - 1) / t->tn;
+  t->nc = (int)(nc < cg_rup(t->tn, t->nr) ? nc : cg_rup(t->tn, t->nr));
+  t->ncp = t->nc;
+  t->nba[0] = p->a_sb[0] ? p->nb[0] : 1;
+  t->nba[1] = p->a_sb[1] ? p->nb[1] : 1;
+  int64_t npan = t->mp / t->mr;
+  t->groups = npan < 8 ? npan : 8;
+  t->ppg = (npan + t->groups - 1) / t->groups;
+  return HP_OK;
+}
+
+/* ---- micro-kernel store + epilogue (one row of nv vectors) ---------------- */
+static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
+  int w = o->isa->w;
+  char buf[256];
+  cg_emit(o, "$I void $P_row%d(const $F_tt *tt, long m, long n, int nr, int first, int last", nv);
+  for (int j = 0; j < nv; j++) cg_emit(o, ", $P_v x%d", j);
+  cg_emit(o, ") {\n  (void)first; (void)last;\n");
+  if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %ldL + n;\n", (long)p->c_sm);
+  if (t->ws) cg_emit(o, "  float *wp = tt->ws + (m - tt->wm0) * %ldL + (n - tt->wn0);\n", (long)t->ncp);
+  for (int j = 0; j < nv; j++) {
+    cg_emit(o, "  {\n    int nj = nr - %d;\n    $P_v x = x%d;\n", j * w, j);
+    if (j > 0) cg_emit(o, "    if (nj <= 0) return;\n");
+    if (t->multi && t->direct) {
+      cg_emit(o, "    if (!first) x = x + (nj >= %d ? $P_ld(cp + %d) : $P_ldn(cp + %d, nj));\n", w, j * w, j * w);
+      cg_emit(o, "    if (!last) { if (nj >= %d) $P_st(cp + %d, x); else $P_stn(cp + %d, x, nj); }\n    else {\n", w,
+              j * w, j * w);
+    } else if (t->ws) {
+      cg_emit(o, "    if (!first) x = x + $P_ld(wp + %d);\n", j * w);
+      cg_emit(o, "    if (!last) $P_st(wp + %d, x);\n    else {\n", j * w);
+    } else {
+      cg_emit(o, "    {\n");
+    }
+    for (int i = 0; i < p->n_epi; i++) {
+      const cgen_epi *ep = &p->epi[i];
+      const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
+      switch (ep->kind) {
+        case CGEN_EPI_BIAS_M:
+          {
+            char pname[32];
+            snprintf(pname, sizeof pname, "tt->ep[%d]", i);
+            cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, "m");
+          }
+          cg_emit(o, "      x = x + $P_set1(%s);\n", buf);
+          break;
+        case CGEN_EPI_BIAS_N:
+          cg_emit(o, "      { const %s *bp = (const %s *)tt->ep[%d] + n + %d;\n", et, et, i, j * w);
+          cg_emit(o, "        x = x + (nj >= %d ? $P_ld%s(bp) : $P_ldn%s(bp, nj)); }\n", w, sx, sx);
+          break;
+        case CGEN_EPI_RESIDUAL:
+          if (ep->s_n == 1) {
+            cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + m * %ldL + n + %d;\n", et, et, i, (long)ep->s_m,
+                    j * w);
+            cg_emit(o, "        x = x + (nj >= %d ? $P_ld%s(rp) : $P_ldn%s(rp, nj)); }\n", w, sx, sx);
+          } else {
+            char pname[32], idx[96];
+            snprintf(pname, sizeof pname, "tt->ep[%d]", i);
+            snprintf(idx, sizeof idx, "m * %ldL + (n + %d + q) * %ldL", (long)ep->s_m, j * w, (long)ep->s_n);
+            cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, idx);
+            cg_emit(o, "      { float tr[%d];\n        for (int q = 0; q < %d; q++) tr[q] = q < nj ? %s : 0.0f;\n", w, w,
+                    buf);
+            cg_emit(o, "        x = x + $P_ld(tr); }\n");
+          }
+          break;
+        default: cg_emit_activation(o, ep->kind, ep->scale, "x"); break;
+      }
+    }
+    const char *ct = cg_ctype(p->cdt), *cs = cg_vsuffix(p->cdt);
+    if (p->c_sn == 1) {
+      cg_emit(o, "      %s *cq = (%s *)tt->c + m * %ldL + n + %d;\n", ct, ct, (long)p->c_sm, j * w);
+      cg_emit(o, "      if (nj >= %d) $P_st%s(cq, x); else $P_stn%s(cq, x, nj);\n", w, cs, cs);
+    } else {
+      cg_scalar_cvt(o, buf, sizeof buf, p->cdt, "tq[q]");
+      cg_emit(o, "      float tq[%d]; $P_st(tq, x);\n", w);
+      cg_emit(o, "      for (int q = 0; q < nj && q < %d; q++) ((%s *)tt->c)[m * %ldL + (n + %d + q) * %ldL] = %s;\n", w,
+              ct, (long)p->c_sm, j * w, (long)p->c_sn, buf);
+    }
+    cg_emit(o, "    }\n  }\n");
+  }
+  cg_emit(o, "}\n");
+}
+
+static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int nv) {
+  int w = o->isa->w;
+  cg_emit(o, "static $T void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b, const $F_tt *tt,\n"
+             "    long m, long n, int nr, int first, int last) {\n", mr, nv);
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nv; j++) cg_emit(o, "  $P_v c%d_%d = $P_zero();\n", i, j);
+  if (t->direct && o->isa->id != CGEN_ISA_SCALAR)
+    for (int i = 0; i < mr; i++)
+      for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
+        cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %ldL + n + %d, 1);\n", i, (long)p->c_sm,
+                l * 16);
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kc; k++) {\n");
+  if (t->pf > 0)
+    for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
+      cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", t->pf, t->nr, l * 16);
+  for (int j = 0; j < nv; j++) cg_emit(o, "    $P_v b%d = $P_ld(b + k * %d + %d);\n", j, t->nr, j * w);
+  for (int i = 0; i < mr; i++) {
+    cg_emit(o, "    { $P_v av = $P_set1(a[k * %d + %d]);", t->mr, i);
+    for (int j = 0; j < nv; j++) cg_emit(o, " c%d_%d = $P_fma(av, b%d, c%d_%d);", i, j, j, i, j);
+    cg_emit(o, " }\n");
+  }
+  cg_emit(o, "  }\n");
+  for (int i = 0; i < mr; i++) {
+    cg_emit(o, "  $P_row%d(tt, m + %d, n, nr, first, last", nv, i);
+    for (int j = 0; j < nv; j++) cg_emit(o, ", c%d_%d", i, j);
+    cg_emit(o, ");\n");
+  }
+  cg_emit(o, "}\n");
+}
+
+/* ---- packing ------------------------------------------------------------- */
+static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  const char *at = cg_ctype(p->adt);
+  char ld[160];
+  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% %ldL, ba = r / %ldL;\n", (long)t->groups,
+          (long)t->groups, (long)t->nkb, (long)t->nkb);
+  cg_emit(o, "  long b0 = ba / %ldL, b1 = ba %% %ldL;\n", (long)t->nba[1], (long)t->nba[1]);
+  cg_emit(o, "  const %s *A = (const %s *)cx->A + b0 * %ldL + b1 * %ldL;\n", at, at, (long)p->a_sb[0], (long)p->a_sb[1]);
+  cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
+          t->kc);
+  cg_emit(o, "  float *Ap = cx->Ap + ba * %ldL + pc * %ldL;\n", (long)(p->K * t->mp), (long)t->mp);
+  cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)(t->ppg * t->mr), (long)t->mp,
+          (long)(t->ppg * t->mr), (long)t->mp);
+  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) {\n", (long)(t->ppg * t->mr), t->mr);
+  cg_emit(o, "    int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, t->mr, (long)p->M, t->mr);
+  cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
+  cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
+          t->mr, t->mr, t->mr);
+  if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
+    /* convert W elements at a time with the vector layer, then spread */
+    int w = o->isa->w;
+    const char *sx = cg_vsuffix(p->adt);
+    cg_emit(o, "    float tv[%d];\n", w);
+    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * %ldL + pc;\n", at, (long)p->a_sm);
+    cg_emit(o, "      for (long k = 0; k < kc; k += %d) {\n", w);
+    cg_emit(o, "        int n = kc - k < %d ? (int)(kc - k) : %d;\n", w, w);
+    cg_emit(o, "        $P_st(tv, n == %d ? $P_ld%s(s + k) : $P_ldn%s(s + k, n));\n", w, sx, sx);
+    cg_emit(o, "        for (int q = 0; q < n; q++) d[(k + q) * %d + i] = tv[q];\n      }\n    }\n", t->mr);
+  } else if (p->a_sk == 1) {
+    cg_scalar_ld(o, ld, sizeof ld, p->adt, "s", "k");
+    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * %ldL + pc;\n", at, (long)p->a_sm);
+    cg_emit(o, "      for (long k = 0; k < kc; k++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
+  } else {
+    char idx[64];
+    snprintf(idx, sizeof idx, "(long)i * %ldL", (long)p->a_sm);
+    cg_scalar_ld(o, ld, sizeof ld, p->adt, "s", idx);
+    cg_emit(o, "    for (long k = 0; k < kc; k++) {\n      const %s *s = A + (pc + k) * %ldL + ir * %ldL;\n", at,
+            (long)p->a_sk, (long)p->a_sm);
+    cg_emit(o, "      for (int i = 0; i < mr; i++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
+  }
+  cg_emit(o, "  }\n}\n");
+}
+
+static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  const char *bt = cg_ctype(p->bdt), *sx = cg_vsuffix(p->bdt);
+  int w = o->isa->w;
+  cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
+             " float *restrict Bp) {\n");
+  cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
+  cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    float *restrict d = Bp + jr * kc;\n", t->nr, t->nr);
+  if (p->b_sn == 1) {
+    cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)p->b_sk);
+    cg_emit(o, "    if (nr == %d) {\n      for (long k = 0; k < kc; k++, s += %ldL) {\n", t->nr, (long)p->b_sk);
+    for (int v = 0; v < t->nv; v++) cg_emit(o, "        $P_st(d + k * %d + %d, $P_ld%s(s + %d));\n", t->nr, v * w, sx, v * w);
+    cg_emit(o, "      }\n    } else {\n      for (long k = 0; k < kc; k++, s += %ldL) {\n", (long)p->b_sk);
+    for (int v = 0; v < t->nv; v++)
+      cg_emit(o, "        $P_st(d + k * %d + %d, $P_ldn%s(s + %d, nr - %d));\n", t->nr, v * w, sx, v * w, v * w);
+    cg_emit(o, "      }\n    }\n");
+  } else {
+    char ld[160];
+    snprintf(ld, sizeof ld, "k * %ldL", (long)p->b_sk);
+    char ldx[200];
+    cg_scalar_ld(o, ldx, sizeof ldx, p->bdt, "s", ld);
+    cg_emit(o, "    for (int j = 0; j < %d; j++) {\n", t->nr);
+    cg_emit(o, "      if (j >= nr) { for (long k = 0; k < kc; k++) d[k * %d + j] = 0.0f; continue; }\n", t->nr);
+    cg_emit(o, "      const %s *s = B + (n0 + jr + j) * %ldL + k0 * %ldL;\n", bt, (long)p->b_sn, (long)p->b_sk);
+    cg_emit(o, "      for (long k = 0; k < kc; k++) d[k * %d + j] = %s;\n    }\n", t->nr, ldx);
+  }
+  cg_emit(o, "  }\n}\n");
+}
+
+/* Stride-1 rows, AVX-512, fp32: each 16-lane vector of a panel row is built
+ * from the pieces of output rows it covers; a piece is one contiguous input
+ * row run, read with a masked merge-load whose lane 0 is aligned to the
+ * vector, then one aligned store per vector.  Masks and offsets depend only
+ * on (kh, kw), so they are tabulated once per panel; per k only the channel
+ * base moves.  (An expand-load from the first valid lane is used when lane
+ * 0's address would fall before the input.) */
+static void emit_pack_b_conv_rows(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  int64_t hw = p->cv_h * p->cv_w, khw = p->cv_kh * p->cv_kw;
+  int maxp = t->nv * 17; /* pieces per panel: at most 16 per vector plus one */
+  cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
+             " float *restrict Bp) {\n");
+  cg_emit(o, "  const float *x = (const float *)cx->B + b0 * %ldL + b1 * %ldL;\n", (long)(p->cv_c * hw),
+          (long)(p->cv_icg * hw));
+  cg_emit(o, "  int pa[%d], pb[%d], pih[%d], piw[%d], vs[%d];\n", maxp, maxp, maxp, maxp, t->nv + 1);
+  cg_emit(o, "  __mmask16 tm[%ld][%d];\n  int ts[%ld][%d];\n", (long)khw, maxp, (long)khw, maxp);
+  cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d, np = 0;\n    float *restrict d = Bp + jr * kc;\n", t->nr,
+          t->nr);
+  cg_emit(o, "    for (int v = 0; v < %d; v++) {\n      vs[v] = np;\n", t->nv);
+  cg_emit(o, "      for (int j = v * 16; j < nr && j < v * 16 + 16;) {\n");
+  cg_emit(o, "        long q = n0 + jr + j, oh = q / %ldL, ow = q %% %ldL;\n", (long)p->cv_ow, (long)p->cv_ow);
+  cg_emit(o, "        int l = (int)(%ldL - ow);\n", (long)p->cv_ow);
+  cg_emit(o, "        if (l > nr - j) l = nr - j;\n        if (l > v * 16 + 16 - j) l = v * 16 + 16 - j;\n");
+  cg_emit(o, "        pa[np] = j - v * 16; pb[np] = j - v * 16 + l;\n");
+  cg_emit(o, "        pih[np] = (int)(oh * %ldL - %ldL); piw[np++] = (int)(ow - %ldL) - (j - v * 16); j += l;\n      }\n    }\n",
+          (long)p->cv_sh, (long)p->cv_pt, (long)p->cv_pl);
+  cg_emit(o, "    vs[%d] = np;\n", t->nv);
+  cg_emit(o, "    for (int c = 0; c < %ld; c++)\n      for (int s = 0; s < np; s++) {\n", (long)khw);
+  cg_emit(o, "        int ih = pih[s] + (int)(c / %ld) * %d, iw = piw[s] + (int)(c %% %ld) * %d;\n", (long)p->cv_kw,
+          (int)p->cv_dh, (long)p->cv_kw, (int)p->cv_dw);
+  cg_emit(o, "        int lo = -iw > pa[s] ? -iw : pa[s], hi = %d - iw < pb[s] ? %d - iw : pb[s];\n", (int)p->cv_w,
+          (int)p->cv_w);
+  cg_emit(o, "        if ((unsigned)ih >= %uu || hi <= lo) { tm[c][s] = 0; ts[c][s] = 0; continue; }\n", (unsigned)p->cv_h);
+  cg_emit(o, "        tm[c][s] = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));\n");
+  cg_emit(o, "        ts[c][s] = ih * %d + iw;\n      }\n", (int)p->cv_w);
+  cg_emit(o, "    long ic = k0 / %ldL, c = k0 %% %ldL;\n", (long)khw, (long)khw);
+  cg_emit(o, "    for (long k = 0; k < kc; k++) {\n      const float *xc = x + ic * %ldL;\n", (long)hw);
+  cg_emit(o, "      const __mmask16 *mc = tm[c];\n      const int *sc = ts[c];\n");
+  for (int v = 0; v < t->nv; v++) {
+    cg_emit(o, "      { __m512 a = _mm512_setzero_ps();\n");
+    cg_emit(o, "        for (int s = vs[%d]; s < vs[%d]; s++)\n", v, v + 1);
+    cg_emit(o, "          a = sc[s] >= 0 || ic ? _mm512_mask_loadu_ps(a, mc[s], xc + sc[s])\n"
+               "              : _mm512_mask_expandloadu_ps(a, mc[s], xc + sc[s] + __builtin_ctz(mc[s] | 0x10000u));\n");
+    cg_emit(o, "        _mm512_store_ps(d + k * %d + %d, a); }\n", t->nr, v * 16);
+  }
+  cg_emit(o, "      if (++c == %ldL) { c = 0; ++ic; }\n    }\n  }\n}\n", (long)khw);
+}
+
+/* Implicit im2col: B[k][p] = x[ic][oh*sh - pt + kh*dh][ow*sw - pl + kw*dw], k = (ic*KH + kh)*KW + kw. */
+static void emit_pack_b_conv(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  const char *xt = cg_ctype(p->bdt);
+  int w = o->isa->w;
+  int64_t hw = p->cv_h * p->cv_w;
+  cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
+             " float *restrict Bp) {\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", xt, xt, (long)(p->cv_c * hw),
+          (long)(p->cv_icg * hw));
+  cg_emit(o, "  int ih0[%d] __attribute__((aligned(64))), iw0[%d] __attribute__((aligned(64))),"
+             " base[%d] __attribute__((aligned(64)));\n", t->nr, t->nr, t->nr);
+  cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    float *restrict d = Bp + jr * kc;\n", t->nr, t->nr);
+  cg_emit(o, "    for (int j = 0; j < %d; j++) {\n      long q = n0 + jr + j;\n", t->nr);
+  cg_emit(o, "      if (j < nr) { ih0[j] = (int)(q / %ldL * %ldL - %ldL); iw0[j] = (int)(q %% %ldL * %ldL - %ldL);"
+             " base[j] = ih0[j] * %ldL + iw0[j]; }\n", (long)p->cv_ow, (long)p->cv_sh, (long)p->cv_pt, (long)p->cv_ow,
+          (long)p->cv_sw, (long)p->cv_pl, (long)p->cv_w);
+  cg_emit(o, "      else { ih0[j] = -(1 << 28); iw0[j] = 0; base[j] = 0; }\n    }\n");
+  int64_t khw = p->cv_kh * p->cv_kw;
+  cg_emit(o, "    long ic = k0 / %ldL, kr = k0 %% %ldL, kh = kr / %ldL, kw = kr %% %ldL;\n", (long)khw, (long)khw,
+          (long)p->cv_kw, (long)p->cv_kw);
+  cg_emit(o, "    for (long k = 0; k < kc; k++) {\n");
+  cg_emit(o, "      int dh = (int)(kh * %ldL), dw = (int)(kw * %ldL), off = (int)(ic * %ldL) + dh * %d + dw;\n",
+          (long)p->cv_dh, (long)p->cv_dw, (long)hw, (int)p->cv_w);
+  if (o->isa->id == CGEN_ISA_AVX512 && p->bdt == TINY_FP32) {
+    for (int v = 0; v < t->nv; v++) {
+      cg_emit(o, "      { __m512i vh = _mm512_add_epi32(_mm512_load_si512(ih0 + %d), _mm512_set1_epi32(dh));\n", v * w);
+      cg_emit(o, "        __m512i vw = _mm512_add_epi32(_mm512_load_si512(iw0 + %d), _mm512_set1_epi32(dw));\n", v * w);
+      cg_emit(o, "        __mmask16 mk = _mm512_cmplt_epu32_mask(vh, _mm512_set1_epi32(%d)) &"
+                 " _mm512_cmplt_epu32_mask(vw, _mm512_set1_epi32(%d));\n", (int)p->cv_h, (int)p->cv_w);
+      cg_emit(o, "        __m512i ix = _mm512_add_epi32(_mm512_load_si512(base + %d), _mm512_set1_epi32(off));\n", v * w);
+      cg_emit(o, "        _mm512_storeu_ps(d + k * %d + %d, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, ix, x, 4)); }\n",
+              t->nr, v * w);
+    }
+  } else if (o->isa->id == CGEN_ISA_AVX2 && p->bdt == TINY_FP32) {
+    for (int v = 0; v < t->nv; v++) {
+      cg_emit(o, "      { __m256i vh = _mm256_add_epi32(_mm256_load_si256((const __m256i *)(ih0 + %d)), _mm256_set1_epi32(dh));\n",
+              v * w);
+      cg_emit(o, "        __m256i vw = _mm256_add_epi32(_mm256_load_si256((const __m256i *)(iw0 + %d)), _mm256_set1_epi32(dw));\n",
+              v * w);
+      cg_emit(o, "        __m256i mk = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(vh, _mm256_set1_epi32(-1)),"
+                 " _mm256_cmpgt_epi32(_mm256_set1_epi32(%d), vh)),\n"
+                 "          _mm256_and_si256(_mm256_cmpgt_epi32(vw, _mm256_set1_epi32(-1)),"
+                 " _mm256_cmpgt_epi32(_mm256_set1_epi32(%d), vw)));\n", (int)p->cv_h, (int)p->cv_w);
+      cg_emit(o, "        __m256i ix = _mm256_add_epi32(_mm256_load_si256((const __m256i *)(base + %d)), _mm256_set1_epi32(off));\n",
+              v * w);
+      cg_emit(o, "        _mm256_storeu_ps(d + k * %d + %d, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, ix,"
+                 " _mm256_castsi256_ps(mk), 4)); }\n", t->nr, v * w);
+    }
+  } else {
+    char ld[160];
+    cg_scalar_ld(o, ld, sizeof ld, p->bdt, "x", "base[j] + off");
+    cg_emit(o, "      for (int j = 0; j < %d; j++) {\n", t->nr);
+    cg_emit(o, "        unsigned ih = (unsigned)(ih0[j] + dh), iw = (unsigned)(iw0[j] + dw);\n");
+    cg_emit(o, "        d[k * %d + j] = ih < %uu && iw < %uu ? %s : 0.0f;\n      }\n", t->nr, (unsigned)p->cv_h,
+            (unsigned)p->cv_w, ld);
+  }
+  cg_emit(o, "      if (++kw == %ldL) { kw = 0; if (++kh == %ldL) { kh = 0; ++ic; } }\n    }\n  }\n}\n", (long)p->cv_kw,
+          (long)p->cv_kh);
+}
+
+/* ---- task + run ------------------------------------------------------------ */
+static void emit_call(cg_out *o, int mr, int nv) {
+  cg_emit(o, "$P_k%d_%d(kc, a, Bp + jr * kc, &tt, ir, jc + jr, nr, first, last);", mr, nv);
+}
+
+static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  int w = o->isa->w;
+  int mt = (int)(p->M % t->mr);                  /* row tail of the last task */
+  int nrt = (int)(p->N % t->nr);                 /* column tail */
+  int nvt = nrt ? (nrt + w - 1) / w : t->nv;     /* vectors the tail needs */
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn,
+          (long)t->sm, (long)t->sm);
+  cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", (long)p->nb[1], (long)p->nb[1]);
+  cg_emit(o, "  long m0 = tm * %ldL, m1 = m0 + %ldL < %ldL ? m0 + %ldL : %ldL;\n", (long)t->tm, (long)t->tm, (long)p->M,
+          (long)t->tm, (long)p->M);
+  cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
+          (long)t->tn, (long)p->N);
+  cg_emit(o, "  float *Bp = (float *)cx->sc.thr[tid];\n");
+  cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * %ldL;\n",
+          t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)(p->K * t->mp));
+  cg_emit(o, "  $F_tt tt;\n  memset(&tt, 0, sizeof tt);\n");
+  cg_emit(o, "  tt.c = (char *)((%s *)cx->C + b0 * %ldL + b1 * %ldL);\n", cg_ctype(p->cdt), (long)p->c_sb[0],
+          (long)p->c_sb[1]);
+  if (t->ws) cg_emit(o, "  tt.ws = Bp + %ldL;\n  tt.wm0 = m0;\n", (long)t->kc * t->ncp);
+  for (int i = 0; i < p->n_epi; i++) {
+    const cgen_epi *ep = &p->epi[i];
+    const char *et = cg_ctype(ep->dtype);
+    if (ep->kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b0 * %ldL + b1 * %ldL;\n", i, et, i, (long)ep->s_b0,
+              (long)ep->s_b1);
+    else if (ep->kind == CGEN_EPI_BIAS_M)
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b1 * %ldL;\n", i, et, i, (long)p->bias_sb1);
+    else if (ep->kind == CGEN_EPI_BIAS_N)
+      cg_emit(o, "  tt.ep[%d] = cx->ep[%d];\n", i, i);
+  }
+  cg_emit(o, "  for (long jc = n0; jc < n1; jc += %d) {\n", t->nc);
+  cg_emit(o, "    long nc = n1 - jc < %d ? n1 - jc : %d;\n    tt.wn0 = jc;\n", t->nc, t->nc);
+  /* order 2: an MC-row block of C stays in L2 across the whole K loop (B is
+   * packed once per block); orders 0/1: B packed once per (jc, pc) */
+  const char *icl = "      for (long ic = m0; ic < m1; ic += %ldL) {\n      long ie = ic + %ldL < m1 ? ic + %ldL : m1;\n";
+  if (t->order == 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
+  cg_emit(o, "    for (long pb = 0; pb < %ldL; pb++) {\n", (long)t->nkb);
+  cg_emit(o, "      long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
+          t->kc);
+  cg_emit(o, "      int first = pb == 0, last = pb == %ldL;\n", (long)t->nkb - 1);
+  cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bp);\n");
+  cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
+  if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
+  if (t->jr_outer) {
+    cg_emit(o, "      for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+    cg_emit(o, "        int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
+    cg_emit(o, "        for (long ir = ic; ir < ie; ir += %d) {\n", t->mr);
+    cg_emit(o, "          const float *a = Ap + ir * kc;\n");
+    cg_emit(o, "          int mr = ie - ir < %d ? (int)(ie - ir) : %d;\n          (void)mr;\n", t->mr, t->mr);
+  } else {
+    cg_emit(o, "      for (long ir = ic; ir < ie; ir += %d) {\n", t->mr);
+    cg_emit(o, "        const float *a = Ap + ir * kc;\n");
+    cg_emit(o, "        int mr = ie - ir < %d ? (int)(ie - ir) : %d;\n        (void)mr;\n", t->mr, t->mr);
+    cg_emit(o, "        for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
+    cg_emit(o, "          int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    int mrv = pass == 0 ? t->mr : mt;
+    if (pass == 1 && mt == 0) break;
+    if (mt) cg_emit(o, pass == 0 ? "          if (mr == %d) {\n" : "          else {\n", t->mr);
+    if (nvt != t->nv) {
+      cg_emit(o, "            if (nr > %d) ", nvt * w);
+      emit_call(o, mrv, t->nv);
+      cg_emit(o, "\n            else ");
+      emit_call(o, mrv, nvt);
+      cg_emit(o, "\n");
+    } else {
+      cg_emit(o, "            ");
+      emit_call(o, mrv, t->nv);
+      cg_emit(o, "\n");
+    }
+    if (mt) cg_emit(o, "          }\n");
+  }
+  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n}\n");
+}
+
+static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  int w = o->isa->w;
+  cg_emit_isa_helpers(o);
+  int mt = (int)(p->M % t->mr), nrt = (int)(p->N % t->nr);
+  int nvt = nrt ? (nrt + w - 1) / w : t->nv;
+  emit_row(o, p, t, t->nv);
+  if (nvt != t->nv) emit_row(o, p, t, nvt);
+  int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
+  for (int a = 0; a < 2; a++) {
+    if (a == 1 && mt == 0) break;
+    for (int b = 0; b < 2; b++) {
+      if (b == 1 && nvt == t->nv) break;
+      emit_kernel(o, p, t, mrs[a], nvs[b]);
+    }
+  }
+  emit_pack_a(o, p, t);
+  if (p->conv && p->cv_sw == 1 && p->bdt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && !p->tune.conv_gather)
+    emit_pack_b_conv_rows(o, p, t);
+  else if (p->conv) emit_pack_b_conv(o, p, t);
+  else emit_pack_b_gemm(o, p, t);
+  emit_task(o, p, t);
+  int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
+  int64_t per_thread = ((int64_t)t->kc * t->ncp + (t->ws ? t->tm * t->ncp : 0)) * 4;
+  long npack = (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups), ntask = (long)(p->nb[0] * p->nb[1] * t->sm * t->sn);
+  if (p->prepack_a) {
+    /* A arrives packed (constant weights packed once by F_pack_a) */
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)shared);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n  return 0;\n}\n", npack);
+    shared = 0;
+  }
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)shared, (long)per_thread);
+  if (p->prepack_a) {
+    cg_emit(o, "  cx.Ap = (float *)A;\n");
+  } else {
+    cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+}
+
+static hp_status check_epi(hp_error *e, const cg_mm *p) {
+  if (p->n_epi < 0 || p->n_epi > CGEN_MAX_EPI) return hp_fail(e, HP_E_LIMIT, NULL, "cgen: too many epilogue steps");
+  for (int i = 0; i < p->n_epi; i++) {
+    const cgen_epi *ep = &p->epi[i];
+    if ((unsigned)ep->kind >= CGEN_EPI_COUNT) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: bad epilogue kind");
+    bool tensor = ep->kind == CGEN_EPI_BIAS_M || ep->kind == CGEN_EPI_BIAS_N || ep->kind == CGEN_EPI_RESIDUAL;
+    if (tensor && !cg_dtype_ok(ep->dtype))
+      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d dtype %s", i, tiny_dtype_name(ep->dtype));
+    if (ep->kind == CGEN_EPI_SCALE && !isfinite(ep->scale))
+      return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
+    if (ep->kind == CGEN_EPI_RESIDUAL && (ep->s_b0 < 0 || ep->s_b1 < 0 || ep->s_m < 0 || ep->s_n < 0))
+      return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen: residual stride < 0");
+  }
+  return HP_OK;
+}
+
+static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out) {
+  if (cg_check_name(e, fn)) return e->code;
+  if (p->M < 1 || p->N < 1 || p->K < 1 || p->nb[0] < 1 || p->nb[1] < 1)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: sizes must be >= 1");
+  if (p->M > (1L << 31) || p->N > (1L << 31) || p->K > (1L << 31) || p->nb[0] * p->nb[1] > (1L << 30))
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen: sizes beyond 2^31");
+  if (!cg_dtype_ok(p->adt) || !cg_dtype_ok(p->bdt) || !cg_dtype_ok(p->cdt))
+    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: dtypes must be fp32, fp16 or bf16");
+  const int64_t st[] = {p->a_sb[0], p->a_sb[1], p->a_sm, p->a_sk, p->b_sb[0], p->b_sb[1], p->b_sk, p->b_sn,
+                        p->c_sb[0], p->c_sb[1], p->c_sm, p->c_sn};
+  for (int i = 0; i < HP_ARRAY_LEN(st); i++)
+    if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen: negative stride");
+  if (check_epi(e, p)) return e->code;
+  unsigned set = cg_isa_set(&p->tune);
+  int primary = CGEN_ISA_SCALAR;
+  for (int i = 0; i < CGEN_ISA_COUNT; i++)
+    if (set >> i & 1u) primary = i;
+  cg_tile tiles[CGEN_ISA_COUNT];
+  for (int i = 0; i < CGEN_ISA_COUNT; i++) {
+    if (!(set >> i & 1u)) continue;
+    if (resolve_tile(e, p, cg_isa_get((cgen_isa)i), i == primary, &tiles[i])) return e->code;
+    const cg_tile *t = &tiles[i];
+    if (t->nba[0] * t->nba[1] * p->K * t->mp > (1L << 29))
+      return hp_fail(e, HP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
+  }
+  cg_out o = {.s = out, .F = fn};
+  cg_set_isa(&o, NULL);
+  cg_emit_runtime(out);
+  cg_emit(&o, "/* ---- %s: %s %ldx%ldx%ld x batch %ldx%ld, %s*%s->%s ---- */\n", fn, p->conv ? "conv" : "gemm",
+          (long)p->M, (long)p->N, (long)p->K, (long)p->nb[0], (long)p->nb[1], tiny_dtype_name(p->adt),
+          tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
+  cg_emit_scalar_conv(&o);
+  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; float *Ap; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
+  for (int i = 0; i < CGEN_ISA_COUNT; i++) {
+    if (!(set >> i & 1u)) continue;
+    cg_set_isa(&o, cg_isa_get((cgen_isa)i));
+    emit_variant(&o, p, &tiles[i]);
+  }
+  cg_emit_dispatch(&o, set, p->tune.force_isa, "hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep",
+                   "pool, A, B, C, ep");
+  if (p->prepack_a) {
+    cg_emit_entry(&o, set, "long", "_pack_a_bytes", "void", "");
+    cg_emit_entry(&o, set, "int", "_pack_a", "hprt_pool *pool, const void *A, void *Ap", "pool, A, Ap");
+  }
+  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HP_OK;
+}
+
+hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *s, const char *fn, hp_str *out) {
+  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_gemm: NULL argument");
+  cg_mm p;
+  memset(&p, 0, sizeof p);
+  p.nb[0] = s->batch[0], p.nb[1] = s->batch[1];
+  p.M = s->M, p.N = s->N, p.K = s->K;
+  p.adt = s->a_dtype, p.bdt = s->b_dtype, p.cdt = s->c_dtype;
+  memcpy(p.a_sb, s->a_sb, sizeof p.a_sb), p.a_sm = s->a_sm, p.a_sk = s->a_sk;
+  memcpy(p.b_sb, s->b_sb, sizeof p.b_sb), p.b_sk = s->b_sk, p.b_sn = s->b_sn;
+  memcpy(p.c_sb, s->c_sb, sizeof p.c_sb), p.c_sm = s->c_sm, p.c_sn = s->c_sn;
+  p.n_epi = s->n_epi;
+  if (p.n_epi > 0 && p.n_epi <= CGEN_MAX_EPI) memcpy(p.epi, s->epi, sizeof(cgen_epi) * (size_t)p.n_epi);
+  p.tune = s->tune;
+  p.prepack_a = s->prepack_a;
+  return gen_mm(e, &p, fn, out);
+}
+
+hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out) {
+  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: NULL argument");
+  int64_t oh, ow;
+  if (s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->oc < 1 || s->kh < 1 || s->kw < 1 || s->groups < 1)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: sizes must be >= 1");
+  for (int i = 0; i < 4; i++)
+    if (s->pad[i] < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: negative padding");
+  if (s->c % s->groups || s->oc % s->groups)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: channels not divisible by groups");
+  if (!cgen_conv_out_hw(s, &oh, &ow)) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: window does not fit");
+  if (s->n * s->c * s->h * s->w >= (1L << 31) || s->h + s->pad[0] + s->pad[2] >= (1L << 20) ||
+      s->w + s->pad[1] + s->pad[3] >= (1L << 20))
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: input too large for 32-bit gather indices");
+  cg_mm p;
+  memset(&p, 0, sizeof p);
+  int64_t g = s->groups, icg = s->c / g, ocg = s->oc / g, P = oh * ow, kd = icg * s->kh * s->kw;
+  p.conv = true;
+  p.nb[0] = s->n, p.nb[1] = g;
+  p.M = ocg, p.N = P, p.K = kd;
+  p.adt = s->w_dtype, p.bdt = s->x_dtype, p.cdt = s->y_dtype;
+  p.a_sb[0] = 0, p.a_sb[1] = ocg * kd, p.a_sm = kd, p.a_sk = 1;
+  p.b_sn = 1; /* unused by the conv packer */
+  p.c_sb[0] = s->oc * P, p.c_sb[1] = ocg * P, p.c_sm = P, p.c_sn = 1;
+  p.bias_sb1 = ocg;
+  p.n_epi = s->n_epi;
+  if (p.n_epi > 0 && p.n_epi <= CGEN_MAX_EPI) memcpy(p.epi, s->epi, sizeof(cgen_epi) * (size_t)p.n_epi);
+  for (int i = 0; i < p.n_epi && i < CGEN_MAX_EPI; i++) {
+    cgen_epi *ep = &p.epi[i];
+    if (ep->kind == CGEN_EPI_BIAS_N)
+      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
+    if (ep->kind == CGEN_EPI_RESIDUAL) ep->s_b0 = p.c_sb[0], ep->s_b1 = p.c_sb[1], ep->s_m = P, ep->s_n = 1;
+  }
+  p.tune = s->tune;
+  p.prepack_a = s->prepack_w;
+  p.cv_c = s->c, p.cv_h = s->h, p.cv_w = s->w, p.cv_icg = icg, p.cv_kh = s->kh, p.cv_kw = s->kw;
+  p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];
+  p.cv_dh = s->dil[0], p.cv_dw = s->dil[1], p.cv_ow = ow;
+  return gen_mm(e, &p, fn, out);
+}

@@ -1,0 +1,62 @@
+/* cgen_int.h — shared by the cgen_*.c generators: text templating, the
+ * per-ISA vector helper layer and the thread-pool runtime text. */
+#ifndef HARP_CGEN_INT_H
+#define HARP_CGEN_INT_H
+
+#include "backend/c/cgen.h"
+
+/* One code variant: a vector width and the attributes its functions carry. */
+typedef struct cg_isa {
+  cgen_isa id;
+  const char *tag;    /* "avx512", "avx2", "scalar": part of emitted names */
+  int w;              /* floats per vector */
+  const char *attr;   /* attribute for non-inline functions ("" for scalar) */
+  const char *iattr;  /* attribute for always-inline helpers */
+  int nregs;          /* vector registers */
+} cg_isa;
+
+const cg_isa *cg_isa_get(cgen_isa id);
+
+/* Emitter: text with "$P" (variant prefix, e.g. "f_avx512"), "$F" (function
+ * prefix), "$T" (the variant's function attribute), "$I" (its inline
+ * attribute) replaced, after printf formatting. */
+typedef struct cg_out {
+  hp_str *s;
+  const char *F;
+  char P[160];
+  const cg_isa *isa;
+} cg_out;
+
+void cg_set_isa(cg_out *o, const cg_isa *isa);
+void cg_emit(cg_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The guarded runtime (includes, hprt thread pool); safe to emit many times. */
+void cg_emit_runtime(hp_str *s);
+/* Scalar fp16/bf16 conversion helpers prefixed $F_. */
+void cg_emit_scalar_conv(cg_out *o);
+/* The vector layer of o->isa, prefixed $P_. */
+void cg_emit_isa_helpers(cg_out *o);
+/* CPUID selection, emitted once per kernel: static int F_sel(void). */
+void cg_emit_selector(cg_out *o, unsigned isa_mask, int force_isa);
+/* Entry point: ret F<suffix>(params) calling F_<tag><suffix>_run(args) as F_sel says. */
+void cg_emit_entry(cg_out *o, unsigned isa_mask, const char *ret, const char *suffix, const char *params, const char *args);
+/* Both, for a kernel with one entry point int F(params). */
+void cg_emit_dispatch(cg_out *o, unsigned isa_mask, int force_isa, const char *params, const char *args);
+
+/* dtype text helpers */
+bool cg_dtype_ok(tiny_dtype t); /* FP32, FP16, BF16 */
+const char *cg_ctype(tiny_dtype t);  /* "float" or "uint16_t" */
+const char *cg_vsuffix(tiny_dtype t); /* "" / "h" / "b": $P_ld<sfx> */
+/* Scalar load as float of ((const T*)(ptr))[idx], as an expression string. */
+void cg_scalar_ld(cg_out *o, char *buf, int cap, tiny_dtype t, const char *ptr, const char *idx);
+/* Scalar conversion of float expression to storage of t. */
+void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr);
+/* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
+void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x);
+
+/* Which variants simd and isa_mask allow; never 0 (scalar is always kept). */
+unsigned cg_isa_set(const cgen_tuning *t);
+hp_status cg_check_name(hp_error *e, const char *fn);
+int64_t cg_rup(int64_t a, int64_t b);
+
+#endif

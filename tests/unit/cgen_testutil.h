@@ -1,0 +1,92 @@
+/* cgen_testutil.h — helpers for the cgen tests: random data in any storage
+ * dtype, rounding, tolerant comparison, compiling a batch of kernels. */
+#ifndef HARP_CGEN_TESTUTIL_H
+#define HARP_CGEN_TESTUTIL_H
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/c/cgen.h"
+
+typedef struct hprt_pool hprt_pool;
+
+typedef struct ct_buf {
+  tiny_dtype dt;
+  long n;
+  void *p;   /* storage */
+  float *f;  /* the same values as fp32 (what the kernel sees) */
+} ct_buf;
+
+static unsigned ct_seed = 12345u;
+static inline float ct_rand(void) {
+  ct_seed = ct_seed * 1664525u + 1013904223u;
+  return (float)((ct_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static inline float ct_round(tiny_dtype dt, float x) {
+  return dt == TINY_FP16 ? hp_round_f16(x) : dt == TINY_BF16 ? hp_round_bf16(x) : x;
+}
+
+static inline void ct_store(ct_buf *b, long i, float x) {
+  if (b->dt == TINY_FP32) ((float *)b->p)[i] = x;
+  else ((uint16_t *)b->p)[i] = b->dt == TINY_FP16 ? hp_f32_to_f16(x) : hp_f32_to_bf16(x);
+}
+static inline float ct_load(const ct_buf *b, long i) {
+  if (b->dt == TINY_FP32) return ((const float *)b->p)[i];
+  uint16_t h = ((const uint16_t *)b->p)[i];
+  return b->dt == TINY_FP16 ? hp_f16_to_f32(h) : hp_bf16_to_f32(h);
+}
+
+static inline void ct_alloc(ct_buf *b, tiny_dtype dt, long n, bool random) {
+  b->dt = dt;
+  b->n = n;
+  b->p = calloc((size_t)(n > 0 ? n : 1), (size_t)tiny_dtype_size(dt));
+  b->f = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+  for (long i = 0; random && i < n; i++) {
+    ct_store(b, i, ct_rand());
+    b->f[i] = ct_load(b, i);
+  }
+  if (!random)  /* poison: a kernel that fails to write shows up */
+    for (long i = 0; i < n; i++) ct_store(b, i, 1234.5f);
+}
+static inline void ct_free(ct_buf *b) {
+  free(b->p);
+  free(b->f);
+  b->p = b->f = NULL;
+}
+
+/* Compare against a reference after rounding it to the output dtype:
+ * |got - ref| <= 1e-3 + rtol |ref|, rtol = max(1e-3, one ulp of the dtype). */
+static inline long ct_check(const ct_buf *out, const double *ref, long n, const char *what) {
+  double rtol = out->dt == TINY_BF16 ? 1.0 / 128 : 1e-3;
+  long bad = 0;
+  for (long i = 0; i < n; i++) {
+    double r = ct_round(out->dt, (float)ref[i]), g = ct_load(out, i);
+    if (!(fabs(g - r) <= 1e-3 + rtol * fabs(r))) {
+      if (bad < 5) fprintf(stderr, "%s: [%ld] got %.7g want %.7g\n", what, i, g, r);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+static inline double ct_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+static inline double ct_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Compile with moderate optimisation to keep the suite fast; -O3 paths are
+ * exercised by the benchmarks. */
+static inline void *ct_compile(const char *src) {
+  hp_error e;
+  memset(&e, 0, sizeof e);
+  void *h = NULL;
+  cgen_cc_opts o = {0};
+  o.flags = "-O1";
+  if (cgen_compile_so(&e, src, &o, &h)) {
+    fprintf(stderr, "compile: %s\n", e.msg);
+    return NULL;
+  }
+  return h;
+}
+#endif

@@ -1,0 +1,171 @@
+/* test_cgen_attn.c — the fused streaming-softmax attention kernel against a
+ * naive softmax(scale q k^T + mask) v: causal and not, additive masks
+ * (contiguous and broadcast), M != N, head sizes that are not a multiple of
+ * the vector width, half storage, each ISA variant, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "cgen_testutil.h"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+typedef int (*attn_fn)(hprt_pool *, const void *, const void *, const void *, const void *, void *);
+
+typedef struct acase {
+  long b, h, m, n, d, dv;
+  tiny_dtype qdt, kdt, odt;
+  int causal, mask; /* mask: 0 none, 1 full [b][h][m][n], 2 broadcast [m][n] (strides 0 on b, h), 3 strided [n][m] */
+  int isa, bm, bn, tasks;
+  float scale;
+} acase;
+
+#define F32 TINY_FP32
+#define F16 TINY_FP16
+#define B16 TINY_BF16
+enum { SC = CGEN_ISA_SCALAR, A2 = CGEN_ISA_AVX2, A5 = CGEN_ISA_AVX512 };
+
+static const acase CASES[] = {
+    {1, 2, 65, 65, 64, 64, F32, F32, F32, 0, 0, A5},
+    {1, 2, 65, 65, 64, 64, F32, F32, F32, 1, 0, A5},
+    {2, 1, 33, 130, 40, 24, F32, F32, F32, 0, 1, A5, 16, 32, 3},
+    {1, 3, 100, 37, 17, 33, F32, F32, F32, 1, 2, A5, 0, 0, 0, 0.3f},
+    {1, 1, 1, 1, 8, 8, F32, F32, F32, 1, 0, A5},
+    {1, 2, 70, 70, 64, 64, F16, F16, F16, 1, 1, A5},
+    {1, 2, 47, 47, 32, 32, B16, B16, F32, 0, 3, A5},
+    {1, 2, 65, 65, 64, 64, F32, F32, F32, 1, 1, A2},
+    {2, 1, 33, 50, 20, 12, F16, F32, B16, 0, 2, A2},
+    {1, 2, 30, 41, 16, 16, F32, F32, F32, 1, 1, SC},
+    {1, 1, 17, 9, 5, 7, F32, F32, F32, 0, 3, SC},
+    {1, 8, 128, 128, 64, 64, F32, F32, F32, 1, 0, -1},
+};
+#define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
+
+static void make_spec(const acase *c, cgen_attn_spec *s) {
+  cgen_attn_spec_init(s, c->b, c->h, c->m, c->n, c->d, F32);
+  s->dv = c->dv;
+  s->q_dtype = c->qdt, s->kv_dtype = c->kdt, s->o_dtype = c->odt, s->mask_dtype = c->kdt;
+  s->causal = c->causal;
+  s->scale = c->scale;
+  s->bm = c->bm, s->bn = c->bn, s->tune.tasks = c->tasks;
+  s->tune.force_isa = c->isa;
+  if (c->isa >= 0) s->tune.isa_mask = 1u << c->isa;
+  s->has_mask = c->mask != 0;
+  if (c->mask == 1) s->mask_s[0] = c->h * c->m * c->n, s->mask_s[1] = c->m * c->n, s->mask_s[2] = c->n, s->mask_s[3] = 1;
+  if (c->mask == 2) s->mask_s[2] = c->n, s->mask_s[3] = 1;
+  if (c->mask == 3) s->mask_s[2] = 1, s->mask_s[3] = c->m;
+}
+
+static long run_case(void *h, int idx, hprt_pool *pool) {
+  const acase *c = &CASES[idx];
+  cgen_attn_spec s;
+  make_spec(c, &s);
+  char name[32];
+  snprintf(name, sizeof name, "a%d", idx);
+  attn_fn fn = (attn_fn)dlsym(h, name);
+  if (!fn) return -1;
+  long bh = c->b * c->h;
+  ct_buf Q, K, V, O, MK;
+  ct_alloc(&Q, c->qdt, bh * c->m * c->d, true);
+  ct_alloc(&K, c->kdt, bh * c->n * c->d, true);
+  ct_alloc(&V, c->kdt, bh * c->n * c->dv, true);
+  ct_alloc(&O, c->odt, bh * c->m * c->dv, false);
+  long nmask = c->mask == 1 ? bh * c->m * c->n : c->mask ? c->m * c->n : 0;
+  ct_alloc(&MK, c->kdt, nmask, true);
+  for (long i = 0; i < nmask; i++) /* some -inf entries, never a whole row */
+    if (i % 7 == 3) ct_store(&MK, i, -INFINITY), MK.f[i] = -INFINITY;
+  if (fn(pool, Q.p, K.p, V.p, nmask ? MK.p : NULL, O.p) != 0) return -1;
+  double scale = c->scale != 0 ? c->scale : 1.0 / sqrt((double)c->d);
+  double *ref = calloc((size_t)(bh * c->m * c->dv), sizeof(double)), *sc = calloc((size_t)c->n, sizeof(double));
+  for (long b = 0; b < c->b; b++)
+    for (long hh = 0; hh < c->h; hh++) {
+      long z = b * c->h + hh;
+      for (long i = 0; i < c->m; i++) {
+        double mx = -INFINITY;
+        for (long j = 0; j < c->n; j++) {
+          double acc = 0;
+          for (long d = 0; d < c->d; d++) acc += (double)Q.f[(z * c->m + i) * c->d + d] * K.f[(z * c->n + j) * c->d + d];
+          acc *= scale;
+          if (c->mask) acc += MK.f[b * s.mask_s[0] + hh * s.mask_s[1] + i * s.mask_s[2] + j * s.mask_s[3]];
+          if (c->causal && j > i) acc = -INFINITY;
+          sc[j] = acc;
+          if (acc > mx) mx = acc;
+        }
+        double sum = 0;
+        for (long j = 0; j < c->n; j++) sum += sc[j] = exp(sc[j] - mx);
+        for (long d = 0; d < c->dv; d++) {
+          double acc = 0;
+          for (long j = 0; j < c->n; j++) acc += sc[j] * V.f[(z * c->n + j) * c->dv + d];
+          ref[(z * c->m + i) * c->dv + d] = acc / sum;
+        }
+      }
+    }
+  char what[64];
+  snprintf(what, sizeof what, "attn case %d", idx);
+  long bad = ct_check(&O, ref, bh * c->m * c->dv, what);
+  free(ref), free(sc);
+  ct_free(&Q), ct_free(&K), ct_free(&V), ct_free(&O), ct_free(&MK);
+  return bad;
+}
+
+static void test_cases(void **st) {
+  (void)st;
+  hp_str src;
+  hp_str_init(&src);
+  hp_error e;
+  memset(&e, 0, sizeof e);
+  for (int i = 0; i < NCASE; i++) {
+    cgen_attn_spec s;
+    make_spec(&CASES[i], &s);
+    char name[32];
+    snprintf(name, sizeof name, "a%d", i);
+    assert_int_equal(cgen_attn(&e, &s, name, &src), HP_OK);
+  }
+  void *h = ct_compile(src.buf);
+  assert_non_null(h);
+  hprt_pool *(*pc)(int) = (hprt_pool * (*)(int)) dlsym(h, "hprt_pool_create");
+  void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
+  hprt_pool *pool = pc(2);
+  assert_non_null(pool);
+  for (int i = 0; i < NCASE; i++) {
+    assert_int_equal(run_case(h, i, pool), 0);
+    if (i % 4 == 0) assert_int_equal(run_case(h, i, NULL), 0);
+  }
+  pd(pool);
+  dlclose(h);
+  hp_str_free(&src);
+}
+
+static void test_errors(void **st) {
+  (void)st;
+  hp_str src;
+  hp_str_init(&src);
+  hp_error e;
+  memset(&e, 0, sizeof e);
+  cgen_attn_spec s;
+  cgen_attn_spec_init(&s, 1, 1, 8, 8, 8, F32);
+  s.d = 0;
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  s.d = 8, s.q_dtype = TINY_I32;
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_UNSUPPORTED);
+  hp_error_clear(&e);
+  s.q_dtype = F32, s.scale = NAN;
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  s.scale = 0, s.has_mask = true, s.mask_s[2] = -1;
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_NEGATIVE_STRIDE);
+  hp_error_clear(&e);
+  s.has_mask = false;
+  assert_int_equal(cgen_attn(&e, &s, "f-1", &src), HP_E_INVALID_ARG);
+  hp_str_free(&src);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_cases),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

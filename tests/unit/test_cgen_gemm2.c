@@ -1,0 +1,18 @@
+/* test_cgen_gemm2.c — the second half of the GEMM cases of cgen_gemm_cases.h
+ * (epilogues, half storage, prepacked A, loop orders), against the naive
+ * reference; the first half and the error paths are in test_cgen_gemm.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "cgen_gemm_cases.h"
+
+static void test_cases_b(void **st) { (void)st; run_range(NCASE / 2, NCASE); }
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cases_b),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
