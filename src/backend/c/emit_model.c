@@ -59,7 +59,7 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   }
   if (st) goto done;
   hp_str_printf(out,
-                "typedef struct %s_t { unsigned char *arena; unsigned char *consts; } %s_t;\n"
+                "typedef struct %s_t { unsigned char *arena; unsigned char *consts; hprt_pool *pool; } %s_t;\n"
                 "size_t %s_required_memory(void) { return %zuu; }\n"
                 "size_t %s_params_bytes(void) { return %zuu; }\n"
                 "int %s_num_inputs(void) { return %d; }\n"
@@ -103,8 +103,13 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                 "  m->consts = aligned_alloc(64, %zuu);\n"
                 "  if (!m->arena || !m->consts) { free(m->arena); free(m->consts); free(m); return NULL; }\n"
                 "  if (nbytes) memcpy(m->consts, params, nbytes);\n"
+                "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
+                "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
+                "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
+                "  if (n > 64) n = 64;\n"
+                "  if (n > 1) m->pool = hprt_pool_create((int)n);\n"
                 "  return m;\n}\n\n"
-                "void %s_free(%s_t *m) {\n  if (!m) return;\n  free(m->arena);\n  free(m->consts);\n  free(m);\n}\n\n",
+                "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n  free(m->consts);\n  free(m);\n}\n\n",
                 P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64, P,
                 P);
   hp_str_printf(out, "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n", P, P);
@@ -120,7 +125,7 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
       buffer_ptr(out, f, K->writes[i], input_pos, output_pos);
       hp_str_puts(out, ", ");
     }
-    hp_str_printf(out, "NULL};\n    if (%s_k%d(b, 0, %ld)) return %d;\n  }\n", P, k, chunk[k], 100 + k);
+    hp_str_printf(out, "NULL};\n    if (%s_k%d(m->pool, b)) return %d;\n  }\n", P, k, 100 + k);
   }
   hp_str_puts(out, "  return 0;\n}\n");
   if (out->oom) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");

@@ -20,6 +20,8 @@
 
 #include "harp/poly_ast.h"
 #include "harp/region.h"
+#include "cgen_int.h"
+#include "contract_c.h"
 #include "region_c.h"
 
 typedef enum store_kind { ST_CONST, ST_BUF, ST_LOCAL } store_kind;
@@ -57,8 +59,11 @@ static const char *storage_type(tiny_dtype t) {
 
 /* ---- the prelude ---------------------------------------------------------- */
 void rc_emit_prelude(hp_str *o) {
+  cg_emit_runtime(o); /* the persistent thread pool (hprt_*) every kernel shares */
   hp_str_puts(o,
-              "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+              "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n\n"
+              "/* a kernel's outermost shared loop split into tasks */\n"
+              "typedef struct hp_chunks { void *const *bufs; long len; int ntasks; int rc; } hp_chunks;\n"
               "/* Region kernels are compiled for AVX-512, AVX2 and baseline x86-64; the\n"
               " * CPU picks one when the object is loaded (GCC ifunc, dispatch by CPUID). */\n"
               "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(HP_NO_CLONES)\n"
@@ -461,8 +466,8 @@ static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
     return hp_fail(m->c->e, HP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
   hp_str *o = m->o;
   int axis = n->a.gather.axis, r = n->shape.rank;
-  hp_str_printf(o, "static int %s(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
-  hp_str_printf(o, "  (void)hp_lo; (void)hp_hi;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
+  hp_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  hp_str_printf(o, "  (void)pool;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
   hp_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
   int64_t xs[TINY_MAX_RANK], st = 1;
   for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
@@ -507,6 +512,13 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     free(m.val);
     return st;
   }
+  bool templated = false;
+  const char *why = NULL;
+  if ((st = cc_emit_template(c, r, fn, out, &templated, &why)) || templated) {
+    free(m.val);
+    return st;
+  }
+  if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   /* Storage of every value the region touches. */
   int prefix = 1 << 30;
   for (int k = 0; k < R->nblocks; k++) {
@@ -540,7 +552,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
-  hp_str_printf(out, "HP_KERNEL static int %s(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
+  hp_str_printf(out, "HP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
   if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
   /* one typed restrict pointer per buffer: live buffers never overlap */
   for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
@@ -577,6 +589,31 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   }
   if ((st = print_ast(&m, tree, 1))) goto done;
   hp_str_puts(out, "  return 0;\n}\n\n");
+  /* Threads take slices of the outermost shared loop (its iterations are
+   * independent: every dependence in the region is the identity on the
+   * shared loops).  Small kernels stay on the calling thread. */
+  double work = 0;
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    const tiny_node *n = &g->nodes[b->node];
+    double w = (double)tiny_shape_numel(&n->shape);
+    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) w = (double)tiny_shape_numel(&g->nodes[n->src[0].node].shape);
+    work += w;
+  }
+  if (*chunk_len > 1 && work >= 32768.0) {
+    hp_str_printf(out,
+                  "static void %s_task(void *ctx, int t, int tid) {\n"
+                  "  hp_chunks *c = ctx;\n  (void)tid;\n"
+                  "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
+                  "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                  "  long len = %ldL;\n  int nt = 2 * hprt_pool_size(pool);\n"
+                  "  hp_chunks c = {bufs, len, (int)(nt < len ? nt : len), 0};\n"
+                  "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
+                  fn, fn, fn, *chunk_len, fn);
+  } else {
+    hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
+                  fn, fn, *chunk_len > 0 ? *chunk_len : 0L);
+  }
   if (out->oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
 done:
   free(m.val);

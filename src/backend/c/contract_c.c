@@ -1,0 +1,534 @@
+/* contract_c.c — contraction and attention regions on the kernel templates
+ * of cgen.h (BLIS-style GEMM, implicit-GEMM conv, streaming-softmax
+ * attention).
+ * Needs: a region formed by rg_form (rg_info), its Poly-View, the Function.
+ * Gives: cc_emit_template.
+ *
+ * A region maps onto a template when its operands are plain strided tensors
+ * (every operand axis indexed by one variable, or a window for conv), its
+ * epilogue is a sequence of the template's steps (bias, residual, relu, gelu,
+ * silu, sigmoid, scale, and a final cast), and its reduction accumulates in
+ * fp32.  Anything else returns *handled = false and the region gets the
+ * generic loop nest of region_c.c, which computes the same values. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgen.h"
+#include "contract_c.h"
+#include "harp/polycore.h"
+#include "harp/region.h"
+
+/* Declining a template: say why (it lands in a comment of the generated C). */
+#define DECLINE(msg)    \
+  do {                  \
+    *why = (msg);       \
+    return HP_OK;       \
+  } while (0)
+
+typedef struct opnd {
+  int node;          /* the tensor the kernel reads (base or a materialized CAST of it) */
+  int slot;          /* in bufs[] */
+  tiny_dtype dtype;  /* its storage */
+  int64_t offset;    /* elements */
+  int64_t stride[POLY_MAX_VARS];
+} opnd;
+
+static int slot_of(const fn_kernel *K, const hp_function *f, int node) {
+  for (int k = 0; k < K->nreads; k++)
+    if (f->buffers[K->reads[k]].node == node) return k;
+  for (int k = 0; k < K->nwrites; k++)
+    if (f->buffers[K->writes[k]].node == node) return K->nreads + k;
+  return -1;
+}
+
+static void rowmajor(const tiny_shape *s, int64_t *st) {
+  int64_t x = 1;
+  for (int d = s->rank - 1; d >= 0; d--) st[d] = x, x *= s->d[d].n;
+}
+
+static bool lossless_to(tiny_dtype from, tiny_dtype to) {
+  return from == to || (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16));
+}
+
+/* Pick what the kernel reads for contraction operand a: the base tensor if
+ * it is a buffer here, else a materialized CAST applied to it directly; the
+ * casts left between it and the MUL must not round. */
+static bool pick_operand(const rc_ctx *c, const fn_kernel *K, const poly_block_info *b, int a, opnd *o) {
+  const tiny_graph *g = c->g;
+  const poly_access_info *ai = &b->access[a];
+  int start = ai->nvia;
+  o->node = ai->tensor;
+  o->slot = slot_of(K, c->f, o->node);
+  if (o->slot < 0)
+    for (int v = ai->nvia - 1; v >= 0 && o->slot < 0; v--) {
+      const tiny_node *n = &g->nodes[ai->via[v]];
+      if (n->op == TINY_CAST && n->src[0].node == ai->tensor && slot_of(K, c->f, ai->via[v]) >= 0) {
+        o->node = ai->via[v];
+        o->slot = slot_of(K, c->f, o->node);
+        start = v;
+      }
+    }
+  if (o->slot < 0) return false;
+  o->dtype = c->f->buffers[c->f->buffer_of[o->node]].dtype;
+  tiny_dtype cur = o->dtype;
+  for (int v = start - 1; v >= 0; v--) {
+    const tiny_node *n = &g->nodes[ai->via[v]];
+    if (n->op != TINY_CAST) continue;
+    if (!lossless_to(cur, n->a.cast.to)) return false;
+    cur = n->a.cast.to;
+  }
+  return o->dtype == TINY_FP32 || o->dtype == TINY_FP16 || o->dtype == TINY_BF16;
+}
+
+/* Sizes of a contraction block's variables. */
+static void var_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
+  const tiny_node *r = &g->nodes[b->node];
+  const tiny_node *in = &g->nodes[r->src[0].node];
+  for (int v = 0; v < b->nout; v++) size[v] = r->shape.d[v].n;
+  for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[r->a.reduce.axis_idx[j]].n;
+}
+
+/* ---- epilogues -------------------------------------------------------------- */
+typedef struct epi_map {
+  int n;
+  cgen_epi epi[CGEN_MAX_EPI];
+  int slot[CGEN_MAX_EPI]; /* tensor of each step, -1 if none */
+  int64_t off[CGEN_MAX_EPI];
+  const rg_operand *x[CGEN_MAX_EPI]; /* the tensor added (bias or residual, classified by the caller) */
+} epi_map;
+
+/* The region's epilogue as template steps; additions of a tensor are left
+ * as CGEN_EPI_RESIDUAL with x[] set, for the caller to place. */
+static bool map_epilogue(const rc_ctx *c, const fn_kernel *K, const rg_info *info, epi_map *em) {
+  const tiny_graph *g = c->g;
+  memset(em, 0, sizeof *em);
+  for (int i = 0; i < info->nepi; i++) {
+    const rg_epi *ep = &info->epi[i];
+    const tiny_node *n = &g->nodes[ep->node];
+    if (em->n >= CGEN_MAX_EPI) return false;
+    cgen_epi *out = &em->epi[em->n];
+    em->slot[em->n] = -1;
+    bool last = i == info->nepi - 1;
+    /* steps that the following ones continue (silu / gelu spelled out) */
+    if (ep->role == PLAN_EPI_SILU || ep->role == PLAN_EPI_GELU) {
+      int j = i;
+      while (j + 1 < info->nepi && info->epi[j + 1].role == ep->role) j++;
+      out->kind = ep->role == PLAN_EPI_SILU ? CGEN_EPI_SILU : CGEN_EPI_GELU;
+      em->n++;
+      i = j;
+      continue;
+    }
+    switch (n->op) {
+    case TINY_RELU: out->kind = CGEN_EPI_RELU; break;
+    case TINY_GELU: out->kind = CGEN_EPI_GELU; break;
+    case TINY_CAST:
+      if (!last) return false; /* a rounding in the middle of the chain */
+      continue;                 /* the store converts to C's dtype */
+    case TINY_ADD:
+    case TINY_MUL: {
+      if (ep->nextra != 1 || !ep->extra[0].affine || ep->extra[0].cast >= 0) return false;
+      const rg_operand *x = &ep->extra[0];
+      const tiny_node *t = &g->nodes[x->node];
+      if (t->op == TINY_CONST) {
+        if (n->op != TINY_MUL || !tiny_dtype_is_float(t->dtype)) return false;
+        out->kind = CGEN_EPI_SCALE;
+        out->scale = (float)t->a.cnst.value;
+        break;
+      }
+      if (n->op != TINY_ADD) return false;
+      int s = slot_of(K, c->f, x->node);
+      if (s < 0) return false;
+      tiny_dtype dt = c->f->buffers[c->f->buffer_of[x->node]].dtype;
+      if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return false;
+      out->kind = CGEN_EPI_RESIDUAL;
+      out->dtype = dt;
+      em->slot[em->n] = s;
+      em->off[em->n] = x->offset;
+      em->x[em->n] = x;
+      break;
+    }
+    default: return false;
+    }
+    em->n++;
+  }
+  return true;
+}
+
+/* Place a tensor-adding step from its strides over the final (folded)
+ * dimensions: a contiguous vector along M or N is a bias, else a residual. */
+static void place_addend(cgen_epi *ep, int64_t sm, int64_t sn, int64_t sb0, int64_t sb1) {
+  if (sb0 == 0 && sb1 == 0 && sn == 0 && sm == 1) ep->kind = CGEN_EPI_BIAS_M;
+  else if (sb0 == 0 && sb1 == 0 && sm == 0 && sn == 1) ep->kind = CGEN_EPI_BIAS_N;
+  else ep->s_b0 = sb0, ep->s_b1 = sb1, ep->s_m = sm, ep->s_n = sn;
+}
+
+static void ep_array(hp_str *o, const epi_map *em) {
+  hp_str_puts(o, "  const void *ep[] = {");
+  for (int i = 0; i < em->n; i++) {
+    if (em->slot[i] < 0) hp_str_puts(o, "NULL, ");
+    else hp_str_printf(o, "(const void *)((const char *)bufs[%d] + %" PRId64 " * %d), ", em->slot[i], em->off[i],
+                       tiny_dtype_size(em->epi[i].dtype));
+  }
+  hp_str_puts(o, "NULL};\n");
+}
+
+/* ---- GEMM ---------------------------------------------------------------------- */
+/* A GEMM dimension: its size and strides in A, B and C (0: not indexed). */
+#define NT (3 + CGEN_MAX_EPI) /* A, B, C and the epilogue tensors */
+typedef struct dimv {
+  int64_t size, s[NT];
+} dimv;
+
+/* Merge the dimensions of one role (all M, all N, ...) that are contiguous
+ * in every tensor indexing them: outer = inner * size(inner) in each.
+ * Returns how many remain (the innermost merge first). */
+static int fold(dimv *d, int n, int key) {
+  for (int i = 0; i < n; i++) /* by the key tensor's stride, outermost first */
+    for (int j = i + 1; j < n; j++)
+      if (d[j].s[key] > d[i].s[key]) {
+        dimv t = d[i];
+        d[i] = d[j];
+        d[j] = t;
+      }
+  int m = n;
+  for (int i = m - 2; i >= 0; i--) {
+    bool ok = true;
+    for (int t = 0; t < NT && ok; t++)
+      ok = (d[i].s[t] == 0 && d[i + 1].s[t] == 0) || (d[i].s[t] == d[i + 1].s[t] * d[i + 1].size && d[i + 1].s[t] != 0);
+    if (!ok) continue;
+    d[i].size *= d[i + 1].size;
+    memcpy(d[i].s, d[i + 1].s, sizeof d[i].s);
+    memmove(&d[i + 1], &d[i + 2], sizeof *d * (size_t)(m - i - 2));
+    m--;
+  }
+  return m;
+}
+
+static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  const hp_function *f = c->f;
+  const fn_kernel *K = &f->kernels[r];
+  const rg_region *R = &f->part->regions[K->region];
+  const rg_info *info = R->info;
+  const tiny_graph *g = c->g;
+  const poly_block_info *b = poly_block(c->pv, info->anchor);
+  const poly_contraction *con = b->con;
+  const tiny_node *red = &g->nodes[b->node];
+  if (!con || con->pattern != POLY_PAT_MATMUL || red->a.reduce.dtype != TINY_FP32 || R->nout != 1)
+    DECLINE("not a matmul with an fp32 accumulation and one output");
+  int cast = red->src[0].node;
+  if (cast != con->mul_node && !lossless_to(g->nodes[con->mul_node].dtype, g->nodes[cast].a.cast.to))
+    DECLINE("the products are rounded before they are summed");
+  opnd A, B;
+  if (!pick_operand(c, K, b, 0, &A) || !pick_operand(c, K, b, 1, &B))
+    DECLINE("an operand is not a readable tensor, or is rounded on its way");
+  /* each operand as offset + sum stride[v] * v over the block's variables
+   * (any single-piece affine access: transposes, splits, broadcasts) */
+  bool aff_a = false, aff_b = false;
+  hp_error e2 = {0};
+  if (poly_access_strides(&e2, c->pv, info->anchor, 0, A.stride, &A.offset, &aff_a) ||
+      poly_access_strides(&e2, c->pv, info->anchor, 1, B.stride, &B.offset, &aff_b) || !aff_a || !aff_b)
+    DECLINE("an operand is not a strided view of its tensor");
+  for (int v = 0; v < b->nvars; v++)
+    if (A.stride[v] < 0 || B.stride[v] < 0) DECLINE("an operand walks a dimension backwards");
+  int64_t size[POLY_MAX_VARS];
+  var_sizes(g, b, size);
+  /* C: the region's output, the contraction's shape (a pointwise epilogue) */
+  int cnode = R->out_values[0];
+  const tiny_node *C = &g->nodes[cnode];
+  if (!tiny_shape_equal(&C->shape, &red->shape)) DECLINE("the epilogue changes the shape");
+  int cslot = slot_of(K, f, cnode);
+  tiny_dtype cdt = f->buffers[f->buffer_of[cnode]].dtype;
+  if (cslot < 0 || (cdt != TINY_FP32 && cdt != TINY_FP16 && cdt != TINY_BF16)) DECLINE("the output is not an fp32/fp16/bf16 buffer");
+  int64_t cst[TINY_MAX_RANK];
+  rowmajor(&C->shape, cst);
+  epi_map em;
+  if (!map_epilogue(c, K, info, &em)) DECLINE("the epilogue is not a sequence of template steps");
+  /* the dimensions by role, folded where contiguous in every tensor */
+  dimv dm[POLY_MAX_VARS], dn[POLY_MAX_VARS], dk[POLY_MAX_VARS], db[POLY_MAX_VARS + 4];
+  int nm = 0, nn = 0, nk = 0, nb = 0;
+  /* (a variable of extent 1 never moves: it has no dimension) */
+  for (int i = 0; i < con->nm; i++)
+    if (size[con->m[i]] > 1) dm[nm++] = (dimv){size[con->m[i]], {A.stride[con->m[i]], 0, cst[con->m[i]]}};
+  for (int i = 0; i < con->nn; i++)
+    if (size[con->n[i]] > 1) dn[nn++] = (dimv){size[con->n[i]], {0, B.stride[con->n[i]], cst[con->n[i]]}};
+  for (int v = b->nout; v < b->nvars; v++)
+    if (size[v] > 1) dk[nk++] = (dimv){size[v], {A.stride[v], B.stride[v], 0}};
+  if (nk == 0) dk[nk++] = (dimv){1, {0}};
+  for (int i = 0; i < con->nbatch; i++) {
+    int v = con->batch[i];
+    if (size[v] > 1) db[nb++] = (dimv){size[v], {A.stride[v], B.stride[v], cst[v]}};
+  }
+  /* the epilogue tensors' strides ride along (they index output variables) */
+  dimv *lists[3] = {dm, dn, db};
+  int counts[3] = {nm, nn, nb};
+  const int *vars[3] = {con->m, con->n, con->batch};
+  for (int l = 0; l < 3; l++)
+    for (int i = 0, j = 0; i < (l == 0 ? con->nm : l == 1 ? con->nn : con->nbatch); i++) {
+      int v = vars[l][i];
+      if (size[v] <= 1) continue;
+      for (int q = 0; q < em.n; q++) lists[l][j].s[3 + q] = em.x[q] ? em.x[q]->strides[v] : 0;
+      j++;
+    }
+  (void)counts;
+  for (int q = 0; q < em.n; q++) /* an addend must not depend on K */
+    if (em.x[q])
+      for (int v = b->nout; v < b->nvars; v++)
+        if (v < em.x[q]->nvars && em.x[q]->strides[v] && size[v] > 1) DECLINE("an epilogue tensor varies along K");
+  if (nm == 0) dm[nm++] = (dimv){1, {0}};
+  if (nn == 0) dn[nn++] = (dimv){1, {0}};
+  nm = fold(dm, nm, 0);
+  nn = fold(dn, nn, 1);
+  nk = fold(dk, nk, 0);
+  if (nk != 1) DECLINE("the reduced variables do not fold into one K");
+  for (int i = 0; i < nm - 1; i++) db[nb++] = dm[i]; /* unfolded outer M / N dimensions: batch */
+  for (int i = 0; i < nn - 1; i++) db[nb++] = dn[i];
+  if (nb > 0) nb = fold(db, nb, 2);
+  if (nb > 2) DECLINE("more than two batch dimensions after folding");
+  dimv M = dm[nm - 1], N = dn[nn - 1], Kd = dk[0];
+  for (int q = 0; q < em.n; q++)
+    if (em.x[q])
+      place_addend(&em.epi[q], M.s[3 + q], N.s[3 + q], nb > 0 ? db[0].s[3 + q] : 0, nb > 1 ? db[1].s[3 + q] : 0);
+  cgen_gemm_spec s;
+  cgen_gemm_spec_init(&s, M.size, N.size, Kd.size, TINY_FP32);
+  s.a_dtype = A.dtype;
+  s.b_dtype = B.dtype;
+  s.c_dtype = cdt;
+  s.a_sm = M.s[0], s.a_sk = Kd.s[0];
+  s.b_sk = Kd.s[1], s.b_sn = N.s[1];
+  s.c_sm = M.s[2], s.c_sn = N.s[2];
+  for (int i = 0; i < 2; i++) {
+    s.batch[i] = i < nb ? db[i].size : 1;
+    s.a_sb[i] = i < nb ? db[i].s[0] : 0;
+    s.b_sb[i] = i < nb ? db[i].s[1] : 0;
+    s.c_sb[i] = i < nb ? db[i].s[2] : 0;
+  }
+  s.n_epi = em.n;
+  memcpy(s.epi, em.epi, sizeof em.epi);
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_gemm", fn);
+  hp_error e3 = {0};
+  hp_str body;
+  hp_str_init(&body);
+  if (cgen_gemm(&e3, &s, kfn, &body) != HP_OK) { /* a shape the template refuses: generic code */
+    hp_str_free(&body);
+    DECLINE("the template refused the shape");
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ep_array(out, &em);
+  hp_str_printf(out,
+                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
+                " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
+                kfn, A.slot, A.offset, tiny_dtype_size(A.dtype), B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  *handled = true;
+  return HP_OK;
+}
+
+/* ---- conv ------------------------------------------------------------------------ */
+static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  const hp_function *f = c->f;
+  const fn_kernel *K = &f->kernels[r];
+  const rg_region *R = &f->part->regions[K->region];
+  const rg_info *info = R->info;
+  const tiny_graph *g = c->g;
+  const poly_block_info *b = poly_block(c->pv, info->anchor);
+  const poly_contraction *con = b->con;
+  const tiny_node *red = &g->nodes[b->node];
+  if (!con || con->pattern != POLY_PAT_CONV || b->nout != 4 || b->nvars != 7 || red->a.reduce.dtype != TINY_FP32 ||
+      R->nout != 1 || red->src[0].node != con->mul_node)
+    DECLINE("not a 2-D convolution with an fp32 accumulation");
+  /* X[n, c, oh*s + kh*d - p, ow*s + kw*d - p] with out vars (n, oc, oh, ow) and reduced (c, kh, kw) */
+  bool lhs_is_x = con->lhs_rank == 4 && con->lhs_idx[2].kind == POLY_IDX_WINDOW;
+  const poly_idx *xi = lhs_is_x ? con->lhs_idx : con->rhs_idx, *wi = lhs_is_x ? con->rhs_idx : con->lhs_idx;
+  int xa = lhs_is_x ? 0 : 1;
+  opnd X, W;
+  if (!pick_operand(c, K, b, xa, &X) || !pick_operand(c, K, b, 1 - xa, &W)) DECLINE("an operand is not a readable tensor, or is rounded on its way");
+  if (X.node != (lhs_is_x ? con->lhs : con->rhs) || W.node != (lhs_is_x ? con->rhs : con->lhs)) DECLINE("an operand is read through a cast");
+  if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
+  if (xi[0].kind != POLY_IDX_VAR || xi[0].var != 0 || xi[1].kind != POLY_IDX_VAR || xi[1].var != 4 ||
+      xi[2].kind != POLY_IDX_WINDOW || xi[2].out_var != 2 || xi[2].win_var != 5 || xi[3].kind != POLY_IDX_WINDOW ||
+      xi[3].out_var != 3 || xi[3].win_var != 6)
+    DECLINE("the input is not read as X[n, c, oh*s + kh*d - p, ow*s + kw*d - p]");
+  if (wi[0].kind != POLY_IDX_VAR || wi[0].var != 1 || wi[1].kind != POLY_IDX_VAR || wi[1].var != 4 ||
+      wi[2].kind != POLY_IDX_VAR || wi[2].var != 5 || wi[3].kind != POLY_IDX_VAR || wi[3].var != 6)
+    DECLINE("the weight is not read as W[oc, c, kh, kw]");
+  if ((lhs_is_x ? con->lhs_fill : con->rhs_fill) && (lhs_is_x ? con->lhs_fill_value : con->rhs_fill_value) != 0)
+    DECLINE("the padding is not zero");
+  const tiny_shape *xs = &g->nodes[X.node].shape, *ws = &g->nodes[W.node].shape;
+  int64_t size[POLY_MAX_VARS];
+  var_sizes(g, b, size);
+  int cnode = R->out_values[0];
+  const tiny_node *Y = &g->nodes[cnode];
+  if (!tiny_shape_equal(&Y->shape, &red->shape)) DECLINE("the epilogue changes the shape");
+  int yslot = slot_of(K, f, cnode);
+  tiny_dtype ydt = f->buffers[f->buffer_of[cnode]].dtype;
+  if (yslot < 0 || (ydt != TINY_FP32 && ydt != TINY_FP16 && ydt != TINY_BF16)) DECLINE("the output is not an fp32/fp16/bf16 buffer");
+  cgen_conv_spec s;
+  cgen_conv_spec_init(&s, xs->d[0].n, xs->d[1].n, xs->d[2].n, xs->d[3].n, ws->d[0].n, ws->d[2].n, ws->d[3].n, TINY_FP32);
+  s.x_dtype = X.dtype;
+  s.w_dtype = W.dtype;
+  s.y_dtype = ydt;
+  s.groups = 1;
+  for (int q = 0; q < 2; q++) {
+    const poly_idx *w = &xi[2 + q];
+    int64_t in = xs->d[2 + q].n, outn = size[2 + q], k = size[5 + q];
+    s.stride[q] = w->stride;
+    s.dil[q] = w->dilation;
+    int64_t lo = -w->offset;
+    int64_t hi = (outn - 1) * w->stride + w->dilation * (k - 1) + 1 - in - lo;
+    if (lo < 0 || hi < 0) DECLINE("the window reads outside any padding");
+    s.pad[q] = lo;     /* top, left */
+    s.pad[2 + q] = hi; /* bottom, right */
+  }
+  int64_t oh, ow;
+  if (!cgen_conv_out_hw(&s, &oh, &ow) || oh != size[2] || ow != size[3] || size[0] != xs->d[0].n ||
+      size[4] != xs->d[1].n || ws->d[1].n != xs->d[1].n)
+    DECLINE("the output size does not match the window");
+  epi_map em;
+  if (!map_epilogue(c, K, info, &em)) DECLINE("the epilogue is not a sequence of template steps");
+  for (int q = 0; q < em.n; q++) { /* conv: a per-channel bias, or a residual laid out like y */
+    if (!em.x[q]) continue;
+    const int64_t *st = em.x[q]->strides;
+    int64_t yst[4];
+    rowmajor(&Y->shape, yst);
+    bool bias = st[0] == 0 && st[1] == 1 && st[2] == 0 && st[3] == 0;
+    bool resid = st[0] == yst[0] && st[1] == yst[1] && st[2] == yst[2] && st[3] == yst[3];
+    if (bias) em.epi[q].kind = CGEN_EPI_BIAS_M;
+    else if (!resid) DECLINE("an epilogue tensor is neither a per-channel bias nor laid out like the output");
+  }
+  s.n_epi = em.n;
+  memcpy(s.epi, em.epi, sizeof em.epi);
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_conv", fn);
+  hp_error e2 = {0};
+  hp_str body;
+  hp_str_init(&body);
+  if (cgen_conv(&e2, &s, kfn, &body) != HP_OK) {
+    hp_str_free(&body);
+    DECLINE("the template refused the shape");
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ep_array(out, &em);
+  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn, W.slot, X.slot, yslot);
+  *handled = true;
+  return HP_OK;
+}
+
+/* ---- attention --------------------------------------------------------------------- */
+static bool contiguous_as(const rg_operand *o, const int *vars, const int64_t *sizes, int n) {
+  int64_t want = 1;
+  if (!o->affine || o->cast >= 0 || o->offset != 0) return false;
+  for (int i = n - 1; i >= 0; i--) {
+    if (vars[i] >= 0 && o->strides[vars[i]] != (sizes[i] == 1 ? o->strides[vars[i]] : want)) return false;
+    want *= sizes[i];
+  }
+  int used = 0;
+  for (int v = 0; v < o->nvars; v++) used += o->strides[v] != 0;
+  int nonunit = 0;
+  for (int i = 0; i < n; i++) nonunit += vars[i] >= 0 && sizes[i] != 1;
+  return used <= nonunit;
+}
+
+static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  const hp_function *f = c->f;
+  const fn_kernel *K = &f->kernels[r];
+  const rg_region *R = &f->part->regions[K->region];
+  const rg_info *info = R->info;
+  const rg_attention *at = &info->att;
+  const tiny_graph *g = c->g;
+  if (at->nbatch > 2 || R->nout != 1 || (at->where_mask >= 0 && !at->causal)) DECLINE("more than two batch variables, several outputs, or a mask other than causal");
+  if ((at->has_max_floor || at->has_sum_floor) && !(at->causal && at->causal_offset == 0 && !at->has_mask)) DECLINE("the row max or sum is clamped where rows can be fully masked");
+  const poly_block_info *qk = poly_block(c->pv, at->qk), *pv = poly_block(c->pv, at->pv);
+  int64_t qs[POLY_MAX_VARS], ps[POLY_MAX_VARS];
+  var_sizes(g, qk, qs);
+  var_sizes(g, pv, ps);
+  int vb0 = at->nbatch > 0 ? 0 : -1, vb1 = at->nbatch > 1 ? 1 : -1;
+  int64_t B = vb0 >= 0 ? qs[vb0] : 1, H = vb1 >= 0 ? qs[vb1] : 1;
+  if (at->nbatch == 1) H = qs[vb0], B = 1, vb1 = vb0, vb0 = -1; /* one batch variable: call it heads */
+  int64_t M = qs[at->q_var], N = qs[at->k_var], D = qs[at->d_var], DV = ps[at->dv_var];
+  if (at->causal && at->causal_offset != 0) DECLINE("a causal mask that is not top-left aligned"); /* the template is top-left aligned */
+  int pv_key = pv->nout;                                  /* PV's reduced variable: the keys */
+  int qv[4] = {vb0, vb1, at->q_var, at->d_var}, kv[4] = {vb0, vb1, at->k_var, at->d_var};
+  int vv[4] = {vb0, vb1, pv_key, at->dv_var};
+  int64_t qsz[4] = {B, H, M, D}, ksz[4] = {B, H, N, D}, vsz[4] = {B, H, N, DV};
+  if (!contiguous_as(&at->q, qv, qsz, 4) || !contiguous_as(&at->k, kv, ksz, 4) || !contiguous_as(&at->v, vv, vsz, 4))
+    DECLINE("Q, K or V is not contiguous [b][h][s][d]");
+  int qslot = slot_of(K, f, at->q.node), kslot = slot_of(K, f, at->k.node), vslot = slot_of(K, f, at->v.node);
+  int oslot = slot_of(K, f, R->out_values[0]);
+  if (qslot < 0 || kslot < 0 || vslot < 0 || oslot < 0) DECLINE("a tensor is not a buffer of the kernel");
+  tiny_dtype qdt = f->buffers[f->buffer_of[at->q.node]].dtype, kdt = f->buffers[f->buffer_of[at->k.node]].dtype;
+  tiny_dtype vdt = f->buffers[f->buffer_of[at->v.node]].dtype, odt = f->buffers[f->buffer_of[R->out_values[0]]].dtype;
+  /* out[b][h][m][dv]: PV's output variables in that order, as the out shape */
+  const tiny_shape *os = &g->nodes[R->out_values[0]].shape;
+  int64_t want[4] = {B, H, M, DV};
+  int skip = 4 - os->rank;
+  bool layout = kdt == vdt && at->dv_var == pv->nout - 1 && os->rank >= 2 && skip >= 0 && skip <= 2;
+  for (int i = 0; layout && i < skip; i++) layout = want[i] == 1;
+  for (int i = 0; layout && i < os->rank; i++) layout = os->d[i].n == want[skip + i];
+  if (!layout) DECLINE("the output is not [b][h][m][dv]");
+  for (int i = 0; i < info->nepi; i++) /* only casts may follow P V */
+    if (g->nodes[info->epi[i].node].op != TINY_CAST || i != info->nepi - 1) DECLINE("an op other than a final cast follows P V");
+  cgen_attn_spec s;
+  cgen_attn_spec_init(&s, B, H, M, N, D, TINY_FP32);
+  s.dv = DV;
+  s.q_dtype = qdt;
+  s.kv_dtype = kdt;
+  s.o_dtype = odt;
+  s.scale = (float)at->scale;
+  s.causal = at->causal;
+  int mslot = -1;
+  if (at->has_mask) {
+    const rg_operand *mk = &at->mask;
+    mslot = slot_of(K, f, mk->node);
+    if (mslot < 0 || !mk->affine || mk->cast >= 0) DECLINE("the additive mask is not a strided tensor");
+    s.has_mask = true;
+    s.mask_dtype = f->buffers[f->buffer_of[mk->node]].dtype;
+    int mv[4] = {vb0, vb1, at->q_var, at->k_var};
+    for (int i = 0; i < 4; i++) s.mask_s[i] = mv[i] >= 0 ? mk->strides[mv[i]] : 0;
+    for (int v = 0; v < mk->nvars; v++)
+      if (mk->strides[v] && v != vb0 && v != vb1 && v != at->q_var && v != at->k_var) DECLINE("the mask depends on the head dimension");
+  }
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_attn", fn);
+  hp_error e2 = {0};
+  hp_str body;
+  hp_str_init(&body);
+  if (cgen_attn(&e2, &s, kfn, &body) != HP_OK) {
+    hp_str_free(&body);
+    DECLINE("the template refused the shape");
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (mslot >= 0)
+    hp_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", mslot, at->mask.offset,
+                  tiny_dtype_size(s.mask_dtype));
+  else
+    hp_str_puts(out, "  const void *mask = NULL;\n");
+  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], mask, bufs[%d]) ? 2 : 0;\n}\n\n", kfn, qslot, kslot,
+                vslot, oslot);
+  *handled = true;
+  return HP_OK;
+}
+
+hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  *handled = false;
+  *why = NULL;
+  const hp_function *f = c->f;
+  const rg_region *R = &f->part->regions[f->kernels[r].region];
+  const rg_info *info = R->info;
+  if (!info || getenv("HARP_NO_TEMPLATES")) return HP_OK;
+  if (info->shape == RG_SHAPE_ATTENTION) return try_attention(c, r, fn, out, handled, why);
+  if (info->shape != RG_SHAPE_CONTRACTION && !(info->shape == RG_SHAPE_SINGLE && info->anchor >= 0 &&
+                                               poly_block(c->pv, info->anchor)->kind == POLY_CONTRACTION))
+    return HP_OK;
+  const poly_block_info *b = poly_block(c->pv, info->anchor);
+  if (!b->con) return HP_OK;
+  return b->con->pattern == POLY_PAT_CONV ? try_conv(c, r, fn, out, handled, why) : try_gemm(c, r, fn, out, handled, why);
+}
