@@ -349,7 +349,9 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   if (!pick_operand(c, K, b, xa, &X) || !pick_operand(c, K, b, 1 - xa, &W)) DECLINE("an operand is not a readable tensor, or is rounded on its way");
   if (X.node != (lhs_is_x ? con->lhs : con->rhs) || W.node != (lhs_is_x ? con->rhs : con->lhs)) DECLINE("an operand is read through a cast");
   if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
-  if (xi[0].kind != POLY_IDX_VAR || xi[0].var != 0 || xi[1].kind != POLY_IDX_VAR || xi[1].var != 4 ||
+  /* a batch of 1 is the constant index 0 (isl fixes a variable of extent 1) */
+  bool n_ok = (xi[0].kind == POLY_IDX_VAR && xi[0].var == 0) || (xi[0].kind == POLY_IDX_CONST && xi[0].c == 0);
+  if (!n_ok || xi[1].kind != POLY_IDX_VAR || xi[1].var != 4 ||
       xi[2].kind != POLY_IDX_WINDOW || xi[2].out_var != 2 || xi[2].win_var != 5 || xi[3].kind != POLY_IDX_WINDOW ||
       xi[3].out_var != 3 || xi[3].win_var != 6)
     DECLINE("the input is not read as X[n, c, oh*s + kh*d - p, ow*s + kw*d - p]");
