@@ -68,6 +68,9 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
    * epilogue regions get regions of their own (the C generator converts
    * only contraction operands on load). */
   rg_options ro = {.no_operand_casts = true};
+  /* HARP_NO_FUSION=1: every block its own kernel (benchmarks compare fused with unfused) */
+  const char *nf = getenv("HARP_NO_FUSION");
+  ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
   hp_status st = rg_form(e, g, syms, &ro, &m->part);
   if (!st) st = rg_partition_check(e, m->part);
   const poly_view *pv = st ? NULL : m->part->formed->pv;

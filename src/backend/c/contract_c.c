@@ -423,18 +423,23 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
 }
 
 /* ---- attention --------------------------------------------------------------------- */
-static bool contiguous_as(const rg_operand *o, const int *vars, const int64_t *sizes, int n) {
+/* o is laid out [vars[0]][vars[1]]...: row-major over those variables (an
+ * absent one, -1, has extent 1) and moving with no other variable of the
+ * block (vsize: the block's variable extents; extent-1 variables never move). */
+static bool contiguous_as(const rg_operand *o, const int *vars, const int64_t *sizes, int n, const int64_t *vsize) {
   int64_t want = 1;
   if (!o->affine || o->cast >= 0 || o->offset != 0) return false;
   for (int i = n - 1; i >= 0; i--) {
-    if (vars[i] >= 0 && o->strides[vars[i]] != (sizes[i] == 1 ? o->strides[vars[i]] : want)) return false;
+    if (vars[i] >= 0 && sizes[i] != 1 && o->strides[vars[i]] != want) return false;
     want *= sizes[i];
   }
-  int used = 0;
-  for (int v = 0; v < o->nvars; v++) used += o->strides[v] != 0;
-  int nonunit = 0;
-  for (int i = 0; i < n; i++) nonunit += vars[i] >= 0 && sizes[i] != 1;
-  return used <= nonunit;
+  for (int v = 0; v < o->nvars; v++) {
+    if (!o->strides[v] || vsize[v] <= 1) continue;
+    bool listed = false;
+    for (int i = 0; i < n; i++) listed |= vars[i] == v;
+    if (!listed) return false;
+  }
+  return true;
 }
 
 static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
@@ -444,22 +449,34 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   const rg_info *info = R->info;
   const rg_attention *at = &info->att;
   const tiny_graph *g = c->g;
-  if (at->nbatch > 2 || R->nout != 1 || (at->where_mask >= 0 && !at->causal)) DECLINE("more than two batch variables, several outputs, or a mask other than causal");
+  if (R->nout != 1 || (at->where_mask >= 0 && !at->causal)) DECLINE("several outputs, or a mask other than causal");
   if ((at->has_max_floor || at->has_sum_floor) && !(at->causal && at->causal_offset == 0 && !at->has_mask)) DECLINE("the row max or sum is clamped where rows can be fully masked");
   const poly_block_info *qk = poly_block(c->pv, at->qk), *pv = poly_block(c->pv, at->pv);
   int64_t qs[POLY_MAX_VARS], ps[POLY_MAX_VARS];
   var_sizes(g, qk, qs);
   var_sizes(g, pv, ps);
-  int vb0 = at->nbatch > 0 ? 0 : -1, vb1 = at->nbatch > 1 ? 1 : -1;
+  /* batch variables: the output variables that are neither query nor key
+   * (QK^T) / query nor value dim (PV), extent-1 ones aside, in order */
+  if (at->dv_var != pv->nout - 1) DECLINE("the output is not [b][h][m][dv]");
+  int pv_q = pv->nout - 2;
+  int bq[POLY_MAX_VARS], bp[POLY_MAX_VARS], nbq = 0, nbp = 0;
+  for (int v = 0; v < qk->nout; v++)
+    if (v != at->q_var && v != at->k_var && qs[v] > 1) bq[nbq++] = v;
+  for (int v = 0; v < pv->nout; v++)
+    if (v != pv_q && v != at->dv_var && ps[v] > 1) bp[nbp++] = v;
+  if (nbq > 2 || nbq != nbp) DECLINE("more than two batch variables");
+  for (int i = 0; i < nbq; i++)
+    if (qs[bq[i]] != ps[bp[i]]) DECLINE("the two contractions disagree on a batch variable");
+  int vb0 = nbq == 2 ? bq[0] : -1, vb1 = nbq >= 1 ? bq[nbq - 1] : -1;
+  int pb0 = nbq == 2 ? bp[0] : -1, pb1 = nbq >= 1 ? bp[nbq - 1] : -1;
   int64_t B = vb0 >= 0 ? qs[vb0] : 1, H = vb1 >= 0 ? qs[vb1] : 1;
-  if (at->nbatch == 1) H = qs[vb0], B = 1, vb1 = vb0, vb0 = -1; /* one batch variable: call it heads */
   int64_t M = qs[at->q_var], N = qs[at->k_var], D = qs[at->d_var], DV = ps[at->dv_var];
-  if (at->causal && at->causal_offset != 0) DECLINE("a causal mask that is not top-left aligned"); /* the template is top-left aligned */
-  int pv_key = pv->nout;                                  /* PV's reduced variable: the keys */
+  if (at->causal && at->causal_offset != 0) DECLINE("a causal mask that is not top-left aligned");
+  int pv_key = pv->nout; /* PV's reduced variable: the keys */
   int qv[4] = {vb0, vb1, at->q_var, at->d_var}, kv[4] = {vb0, vb1, at->k_var, at->d_var};
-  int vv[4] = {vb0, vb1, pv_key, at->dv_var};
+  int vv[4] = {pb0, pb1, pv_key, at->dv_var};
   int64_t qsz[4] = {B, H, M, D}, ksz[4] = {B, H, N, D}, vsz[4] = {B, H, N, DV};
-  if (!contiguous_as(&at->q, qv, qsz, 4) || !contiguous_as(&at->k, kv, ksz, 4) || !contiguous_as(&at->v, vv, vsz, 4))
+  if (!contiguous_as(&at->q, qv, qsz, 4, qs) || !contiguous_as(&at->k, kv, ksz, 4, qs) || !contiguous_as(&at->v, vv, vsz, 4, ps))
     DECLINE("Q, K or V is not contiguous [b][h][s][d]");
   int qslot = slot_of(K, f, at->q.node), kslot = slot_of(K, f, at->k.node), vslot = slot_of(K, f, at->v.node);
   int oslot = slot_of(K, f, R->out_values[0]);
