@@ -21,6 +21,8 @@ typedef struct hp_cpu_opts {
   const char *cflags;    /* NULL: $HARP_CFLAGS or "-O3" */
   const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
   bool keep_source;      /* keep the generated C in the model (for --dump c) */
+  bool portable;         /* code for any x86-64 (every ISA variant, CPUID dispatch at load), as
+                            standalone packages need; else this machine's ISA only (faster to compile) */
 } hp_cpu_opts;
 
 typedef struct hp_cpu_model hp_cpu_model;

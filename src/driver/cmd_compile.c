@@ -132,7 +132,7 @@ int cmd_compile(int argc, char **argv) {
   hp_constpool cp = {0};
   char *freeable[2 * CLI_MAX_LIST] = {0};
   int nfree = 0;
-  hp_cpu_opts co = {.keep_source = true};
+  hp_cpu_opts co = {.keep_source = true, .portable = true};
   if (cli_load_model(&e, &o, true, &m) || hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
   const hp_function *f = hp_cpu_function(cm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);

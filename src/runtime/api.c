@@ -73,7 +73,7 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
   }
   if (!st) st = tiny_prepare(e, g, &c->syms, false);
   if (!st && c->backend == HARP_BACKEND_CPU) {
-    hp_cpu_opts co = {o ? o->cc : NULL, o ? o->cflags : NULL, o ? o->cache_dir : NULL, false};
+    hp_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL};
     st = hp_cpu_compile(e, g, &c->syms, &co, &c->cpu);
     if (!st) c->f = (hp_function *)hp_cpu_function(c->cpu);
   } else if (!st) {

@@ -2,6 +2,7 @@
  * generation, compilation (cached) and loading; then runs.
  * Needs: every layer.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,11 +78,18 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   fn_options fo = {.widen_half_temps = true};
   if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
   if (!st) {
-    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20};
+    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable)};
     st = cgen_emit_model(&rc, "model", &src);
   }
   if (!st) {
-    hp_cc_opts cc = {o ? o->cc : NULL, o ? o->cflags : NULL, o ? o->cache_dir : NULL};
+    /* host-only code may use every instruction of this machine */
+    const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
+    char host_flags[256];
+    if (!flags && !(o && o->portable)) {
+      snprintf(host_flags, sizeof host_flags, "-O3 -march=native");
+      flags = host_flags;
+    }
+    hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL};
     st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
   }
   if (!st) {

@@ -91,6 +91,17 @@ static void var_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *si
   for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[r->a.reduce.axis_idx[j]].n;
 }
 
+/* The one variant this machine runs best (the JIT compiles where it runs). */
+static unsigned host_isa_mask(void) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("fma"))
+    return 1u << CGEN_ISA_AVX512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return 1u << CGEN_ISA_AVX2;
+  return 1u << CGEN_ISA_SCALAR;
+}
+
 /* ---- epilogues -------------------------------------------------------------- */
 typedef struct epi_map {
   int n;
@@ -307,6 +318,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   }
   s.n_epi = em.n;
   memcpy(s.epi, em.epi, sizeof em.epi);
+  if (c->host_only) s.tune.isa_mask = host_isa_mask();
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   hp_error e3 = {0};
@@ -404,6 +416,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   }
   s.n_epi = em.n;
   memcpy(s.epi, em.epi, sizeof em.epi);
+  if (c->host_only) s.tune.isa_mask = host_isa_mask();
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   hp_error e2 = {0};
@@ -513,6 +526,7 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
     for (int v = 0; v < mk->nvars; v++)
       if (mk->strides[v] && v != vb0 && v != vb1 && v != at->q_var && v != at->k_var) DECLINE("the mask depends on the head dimension");
   }
+  if (c->host_only) s.tune.isa_mask = host_isa_mask();
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_attn", fn);
   hp_error e2 = {0};

@@ -15,6 +15,8 @@ typedef struct rc_ctx {
   const tiny_symtab *syms;
   hp_arena *arena;  /* scratch for the loop trees */
   int local_budget; /* bytes of stack a region may use for intermediates */
+  bool host_only;   /* JIT: code for this machine's ISA only (compiles faster); else every
+                       variant with run-time CPUID dispatch (standalone packages) */
 } rc_ctx;
 
 /* Append
