@@ -8,6 +8,7 @@
 static const char dump_help[] =
     "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T]\n\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
+    "  frontend    the high-level graph of a .harp model (JSON)\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"
     "  indexbook   the axis side table: axes, domains, maps (docs/indexbook.md)\n"
     "  poly_view   blocks, isl domains and accesses, contraction patterns,\n"
@@ -16,6 +17,7 @@ static const char dump_help[] =
     "              shapes, local edges, plan summaries, STOP reasons\n"
     "              (docs/regions.md; needs every size bound)\n"
     "  function    the compiled Function: kernels, buffers, arena layout\n"
+    "(the generated C: harp run MODEL --dump c)\n"
     "--target cpu|sm80|sm90 picks the machine regions are formed for.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
     "DIR defaults to the current directory.\n";
