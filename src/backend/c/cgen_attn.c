@@ -45,11 +45,8 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->ro = (regs - 1 - t->nvd) / t->nvd;
   if (t->ro > 8) t->ro = 8;
   if (t->ro < 1) t->ro = 1;
-  if (s->bm <= 0) { /* whole micro-tiles per block; ~64 rows */
-    int l = t->rs, g = t->ro;
-    while (g) { int x = l % g; l = g; g = x; }
-    l = t->rs / l * t->ro;
-    t->bm = (int)(64 / l < 1 ? l : 64 / l * l);
+  if (s->bm <= 0) { /* 64 rows: a multiple of BN keeps causal blocks on tile edges; row tails have exact kernels */
+    t->bm = 64;
     if (t->bm > s->m) t->bm = (int)s->m;
   }
   t->np = cg_rup(s->n, t->bn);
