@@ -384,7 +384,8 @@ static void emit_pack_b_conv_rows(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "    for (long k = 0; k < kc; k++) {\n      const float *xc = x + ic * %ldL;\n", (long)hw);
   cg_emit(o, "      const __mmask16 *mc = tm[c];\n      const int *sc = ts[c];\n");
   for (int v = 0; v < t->nv; v++) {
-    cg_emit(o, "      { __m512 a = _mm512_setzero_ps();\n");
+    /* vectors wholly past nr are never read: the tail kernel is narrower */
+    cg_emit(o, "      if (nr > %d) { __m512 a = _mm512_setzero_ps();\n", v * 16);
     cg_emit(o, "        for (int s = vs[%d]; s < vs[%d]; s++)\n", v, v + 1);
     cg_emit(o, "          a = sc[s] >= 0 || ic ? _mm512_mask_loadu_ps(a, mc[s], xc + sc[s])\n"
                "              : _mm512_mask_expandloadu_ps(a, mc[s], xc + sc[s] + __builtin_ctz(mc[s] | 0x10000u));\n");
