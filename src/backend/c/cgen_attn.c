@@ -45,11 +45,8 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->ro = (regs - 1 - t->nvd) / t->nvd;
   if (t->ro > 8) t->ro = 8;
   if (t->ro < 1) t->ro = 1;
-  if (s->bm <= 0) { /* whole micro-tiles per block; ~64 rows */
-    int l = t->rs, g = t->ro;
-    while (g) { int x = l % g; l = g; g = x; }
-    l = t->rs / l * t->ro;
-    t->bm = (int)(64 / l < 1 ? l : 64 / l * l);
+  if (s->bm <= 0) { /* 64 rows: a multiple of BN keeps causal blocks on tile edges; row tails have exact kernels */
+    t->bm = 64;
     if (t->bm > s->m) t->bm = (int)s->m;
   }
   t->np = cg_rup(s->n, t->bn);
@@ -156,8 +153,13 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   int w = o->isa->w;
   char ld[200];
   cg_emit_isa_helpers(o);
-  for (int r = 1; r <= t->rs; r++) emit_skern(o, s, t, r);
-  for (int r = 1; r <= t->ro; r++) emit_okern(o, t, r);
+  /* row counts that occur: full micro-tiles, then the tail of a full block
+   * and of the last (shorter) block */
+  int lastbm = (int)(s->m % t->bm ? s->m % t->bm : t->bm);
+  for (int r = 1; r <= t->rs; r++)
+    if (r == t->rs || r == t->bm % t->rs || r == lastbm % t->rs) emit_skern(o, s, t, r);
+  for (int r = 1; r <= t->ro; r++)
+    if (r == t->ro || r == t->bm % t->ro || r == lastbm % t->ro) emit_okern(o, t, r);
   const char *qt = cg_ctype(s->q_dtype), *kt = cg_ctype(s->kv_dtype), *ot = cg_ctype(s->o_dtype);
   const char *qx = cg_vsuffix(s->q_dtype), *kx = cg_vsuffix(s->kv_dtype), *ox = cg_vsuffix(s->o_dtype);
   float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
@@ -223,6 +225,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (t->rs > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->rs; q++)
+      if (q == t->bm % t->rs || q == lastbm % t->rs)
       cg_emit(o, "        case %d: $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
                  " alpha + r); break;\n", q, q, (long)D, (long)D, t->bn, mk);
     cg_emit(o, "        default: break;\n      }\n");
@@ -233,6 +236,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (t->ro > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->ro; q++)
+      if (q == t->bm % t->ro || q == lastbm % t->ro)
       cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d); break;\n", q, q, t->bn,
               t->dp, t->dp);
     cg_emit(o, "        default: break;\n      }\n");
