@@ -76,6 +76,11 @@ static const gcase CASES[] = {
     {65, 129, 70, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 16, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_N}, F32, 0, 0, 1, 18},
     {65, 129, 70, 1, 1, F32, F32, F16, 0, 0, 0, 0, A5, 16, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_M}, F32, 0, 0, 2, 18},
     {40, 50, 33, 1, 1, F32, F32, F32, 0, 0, 0, 1, A2, 8, 0, 0, 0, 0, 0, {0}, F32, 0, 0, 2, 12},
+    /* a rounding to a half type in the middle of the chain, each ISA */
+    {33, 70, 29, 1, 1, F32, F32, F16, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, F16},
+    {33, 70, 29, 1, 1, F32, F32, B16, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, B16},
+    {17, 20, 9, 1, 1, F32, F32, F16, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, F16},
+    {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_BIAS_N}, B16},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -161,6 +166,7 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
               case CGEN_EPI_SIGMOID: acc = ct_sigmoid(acc); break;
               case CGEN_EPI_SCALE: acc *= e->scale; break;
               case CGEN_EPI_RESIDUAL: acc += E[i].f[b0 * e->s_b0 + b1 * e->s_b1 + m * e->s_m + n * e->s_n]; break;
+              case CGEN_EPI_ROUND: acc = ct_round(e->dtype, (float)acc); break;
               default: break;
             }
           }

@@ -188,6 +188,7 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
             cg_emit(o, "        x = x + $P_ld(tr); }\n");
           }
           break;
+        case CGEN_EPI_ROUND: cg_emit(o, "      x = $P_r%s(x);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
         default: cg_emit_activation(o, ep->kind, ep->scale, "x"); break;
       }
     }
@@ -592,6 +593,9 @@ static hp_status check_epi(hp_error *e, const cg_mm *p) {
     bool tensor = ep->kind == CGEN_EPI_BIAS_M || ep->kind == CGEN_EPI_BIAS_N || ep->kind == CGEN_EPI_RESIDUAL;
     if (tensor && !cg_dtype_ok(ep->dtype))
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d dtype %s", i, tiny_dtype_name(ep->dtype));
+    if (ep->kind == CGEN_EPI_ROUND && ep->dtype != TINY_FP16 && ep->dtype != TINY_BF16)
+      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d rounds to %s (fp16 or bf16 only)", i,
+                     tiny_dtype_name(ep->dtype));
     if (ep->kind == CGEN_EPI_SCALE && !isfinite(ep->scale))
       return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
     if (ep->kind == CGEN_EPI_RESIDUAL && (ep->s_b0 < 0 || ep->s_b1 < 0 || ep->s_m < 0 || ep->s_n < 0))

@@ -135,12 +135,22 @@ static bool map_epilogue(const rc_ctx *c, const fn_kernel *K, const rg_info *inf
     switch (n->op) {
     case TINY_RELU: out->kind = CGEN_EPI_RELU; break;
     case TINY_GELU: out->kind = CGEN_EPI_GELU; break;
-    case TINY_CAST:
-      if (!last) return false; /* a rounding in the middle of the chain */
-      continue;                 /* the store converts to C's dtype */
+    case TINY_CAST: {
+      if (last) continue; /* the store converts to C's dtype */
+      tiny_dtype from = g->nodes[n->src[0].node].dtype, to = n->a.cast.to;
+      if (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16 || from == TINY_FP32)) continue; /* exact */
+      if (from != TINY_FP32 || (to != TINY_FP16 && to != TINY_BF16)) return false;
+      out->kind = CGEN_EPI_ROUND; /* a rounding in the middle of the chain */
+      out->dtype = to;
+      break;
+    }
     case TINY_ADD:
     case TINY_MUL: {
-      if (ep->nextra != 1 || !ep->extra[0].affine || ep->extra[0].cast >= 0) return false;
+      if (ep->nextra != 1 || !ep->extra[0].affine) return false;
+      if (ep->extra[0].cast >= 0) { /* only the exact widening of a half operand */
+        const tiny_node *cv = &g->nodes[ep->extra[0].cast];
+        if (cv->op != TINY_CAST || cv->a.cast.to != TINY_FP32) return false;
+      }
       const rg_operand *x = &ep->extra[0];
       const tiny_node *t = &g->nodes[x->node];
       if (t->op == TINY_CONST) {
