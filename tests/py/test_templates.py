@@ -88,6 +88,14 @@ check("gemm fp16 + bias + relu", model, t, want={"gemm": 1})
 A, B, bias = (rng.standard_normal(sh).astype(np.float16) for sh in ((20, 12), (12, 9), (9,)))
 check("seed 000 gemm+bias+relu (roundings to fp16 mid-epilogue, in registers)",
       os.path.join(MODELS, "seed000_gemm_bias_relu.json"), {"A": A, "B": B, "bias": bias}, want={"gemm": 1})
-for ex, want in (("mlp.harp", {"gemm": 2}), ("conv_block.harp", {"conv": 1}), ("cnn.harp", {"conv": 1})):
+for ex, want in (("mlp.harp", {"gemm": 2}), ("conv_block.harp", {"conv": 1}), ("cnn.harp", {"conv": 1}),
+                 ("transformer_block.harp", {"gemm": 5, "attn": 1})):
     check(ex, os.path.join(SRC, "examples", ex), None, (), want)
+# attention on strided heads: q/k/v split from [B, S, E] (and sliced out of one
+# fused projection, at offsets), an additive mask broadcast over heads, M != N
+for m in ("attention_fused_qkv.harp", "attention_heads_mask.harp"):
+    check(m, os.path.join(MODELS, m), None, (), {"attn": 1})
+for m, syms in (("attention_full.json", ("B=2", "H=3", "M=33", "N=47", "D=16", "Dv=24")),
+                ("attention_full_causal.json", ("B=1", "H=2", "M=40", "N=40", "D=32", "Dv=32"))):
+    check(m, os.path.join(MODELS, m), None, syms, {"attn": 1})
 s.close()

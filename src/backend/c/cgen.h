@@ -145,8 +145,12 @@ bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow);
 hp_status cgen_conv(hp_error *e, const cgen_conv_spec *spec, const char *fn_name, hp_str *out);
 
 typedef struct cgen_attn_spec {
-  int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv]
-                                  all contiguous */
+  int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv] */
+  /* Element strides over (b, h, row) of q, k, v and out when `strided`
+   * (else each is contiguous); d and dv always have unit stride.  A 0
+   * broadcasts (k and v shared by heads).  out must not overlap an input. */
+  bool strided;
+  int64_t q_s[3], k_s[3], v_s[3], o_s[3];
   tiny_dtype q_dtype, kv_dtype, o_dtype;
   float scale;                 /* 0: 1/sqrt(d) */
   bool causal;                 /* key j visible to query i iff j <= i (top-left aligned) */

@@ -446,20 +446,22 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
 }
 
 /* ---- attention --------------------------------------------------------------------- */
-/* o is laid out [vars[0]][vars[1]]...: row-major over those variables (an
- * absent one, -1, has extent 1) and moving with no other variable of the
- * block (vsize: the block's variable extents; extent-1 variables never move). */
-static bool contiguous_as(const rg_operand *o, const int *vars, const int64_t *sizes, int n, const int64_t *vsize) {
-  int64_t want = 1;
-  if (!o->affine || o->cast >= 0 || o->offset != 0) return false;
-  for (int i = n - 1; i >= 0; i--) {
-    if (vars[i] >= 0 && sizes[i] != 1 && o->strides[vars[i]] != want) return false;
-    want *= sizes[i];
+/* The element strides of o over (b, h, row) when its last listed variable
+ * (d) has unit stride and no unlisted variable moves it (vars: -1 = absent;
+ * vsize: the block's variable extents; extent-1 variables never move). */
+static bool head_strides(const tiny_graph *g, const rg_operand *o, const int *vars, const int64_t *vsize,
+                         int64_t *out) {
+  if (!o->affine || o->offset < 0) return false;
+  if (o->cast >= 0) { /* only the exact widening of a half operand */
+    const tiny_node *cv = &g->nodes[o->cast];
+    if (cv->op != TINY_CAST || !lossless_to(g->nodes[o->node].dtype, cv->a.cast.to)) return false;
   }
+  if (vars[3] >= 0 && vsize[vars[3]] > 1 && o->strides[vars[3]] != 1) return false;
+  for (int i = 0; i < 3; i++) out[i] = vars[i] >= 0 && vsize[vars[i]] > 1 ? o->strides[vars[i]] : 0;
   for (int v = 0; v < o->nvars; v++) {
     if (!o->strides[v] || vsize[v] <= 1) continue;
     bool listed = false;
-    for (int i = 0; i < n; i++) listed |= vars[i] == v;
+    for (int i = 0; i < 4; i++) listed |= vars[i] == v;
     if (!listed) return false;
   }
   return true;
@@ -498,22 +500,22 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   int pv_key = pv->nout; /* PV's reduced variable: the keys */
   int qv[4] = {vb0, vb1, at->q_var, at->d_var}, kv[4] = {vb0, vb1, at->k_var, at->d_var};
   int vv[4] = {pb0, pb1, pv_key, at->dv_var};
-  int64_t qsz[4] = {B, H, M, D}, ksz[4] = {B, H, N, D}, vsz[4] = {B, H, N, DV};
-  if (!contiguous_as(&at->q, qv, qsz, 4, qs) || !contiguous_as(&at->k, kv, ksz, 4, qs) || !contiguous_as(&at->v, vv, vsz, 4, ps))
-    DECLINE("Q, K or V is not contiguous [b][h][s][d]");
+  int64_t q_s[3], k_s[3], v_s[3], o_s[3];
+  if (!head_strides(g, &at->q, qv, qs, q_s) || !head_strides(g, &at->k, kv, qs, k_s) ||
+      !head_strides(g, &at->v, vv, ps, v_s))
+    DECLINE("Q, K or V does not have unit stride along d, or varies with another variable");
   int qslot = slot_of(K, f, at->q.node), kslot = slot_of(K, f, at->k.node), vslot = slot_of(K, f, at->v.node);
   int oslot = slot_of(K, f, R->out_values[0]);
   if (qslot < 0 || kslot < 0 || vslot < 0 || oslot < 0) DECLINE("a tensor is not a buffer of the kernel");
   tiny_dtype qdt = f->buffers[f->buffer_of[at->q.node]].dtype, kdt = f->buffers[f->buffer_of[at->k.node]].dtype;
   tiny_dtype vdt = f->buffers[f->buffer_of[at->v.node]].dtype, odt = f->buffers[f->buffer_of[R->out_values[0]]].dtype;
-  /* out[b][h][m][dv]: PV's output variables in that order, as the out shape */
+  if (kdt != vdt) DECLINE("K and V differ in dtype");
+  /* the output: P V's output variables are its axes, dv the last (unit stride) */
   const tiny_shape *os = &g->nodes[R->out_values[0]].shape;
-  int64_t want[4] = {B, H, M, DV};
-  int skip = 4 - os->rank;
-  bool layout = kdt == vdt && at->dv_var == pv->nout - 1 && os->rank >= 2 && skip >= 0 && skip <= 2;
-  for (int i = 0; layout && i < skip; i++) layout = want[i] == 1;
-  for (int i = 0; layout && i < os->rank; i++) layout = os->d[i].n == want[skip + i];
-  if (!layout) DECLINE("the output is not [b][h][m][dv]");
+  if (os->rank != pv->nout) DECLINE("the output is not laid out by P V's variables");
+  int64_t ost[TINY_MAX_RANK];
+  rowmajor(os, ost);
+  o_s[0] = pb0 >= 0 ? ost[pb0] : 0, o_s[1] = pb1 >= 0 ? ost[pb1] : 0, o_s[2] = ost[pv_q];
   for (int i = 0; i < info->nepi; i++) /* only casts may follow P V */
     if (g->nodes[info->epi[i].node].op != TINY_CAST || i != info->nepi - 1) DECLINE("an op other than a final cast follows P V");
   cgen_attn_spec s;
@@ -523,6 +525,9 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   s.kv_dtype = kdt;
   s.o_dtype = odt;
   s.scale = (float)at->scale;
+  s.strided = true;
+  memcpy(s.q_s, q_s, sizeof q_s), memcpy(s.k_s, k_s, sizeof k_s);
+  memcpy(s.v_s, v_s, sizeof v_s), memcpy(s.o_s, o_s, sizeof o_s);
   s.causal = at->causal;
   int mslot = -1;
   if (at->has_mask) {
@@ -554,8 +559,11 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
                   tiny_dtype_size(s.mask_dtype));
   else
     hp_str_puts(out, "  const void *mask = NULL;\n");
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], mask, bufs[%d]) ? 2 : 0;\n}\n\n", kfn, qslot, kslot,
-                vslot, oslot);
+  hp_str_printf(out,
+                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
+                " * %d,\n           (const char *)bufs[%d] + %" PRId64 " * %d, mask, bufs[%d]) ? 2 : 0;\n}\n\n",
+                kfn, qslot, at->q.offset, tiny_dtype_size(qdt), kslot, at->k.offset, tiny_dtype_size(kdt), vslot,
+                at->v.offset, tiny_dtype_size(vdt), oslot);
   *handled = true;
   return HP_OK;
 }
