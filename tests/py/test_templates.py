@@ -89,8 +89,21 @@ A, B, bias = (rng.standard_normal(sh).astype(np.float16) for sh in ((20, 12), (1
 check("seed 000 gemm+bias+relu (roundings to fp16 mid-epilogue, in registers)",
       os.path.join(MODELS, "seed000_gemm_bias_relu.json"), {"A": A, "B": B, "bias": bias}, want={"gemm": 1})
 for ex, want in (("mlp.harp", {"gemm": 2}), ("conv_block.harp", {"conv": 1}), ("cnn.harp", {"conv": 1}),
-                 ("transformer_block.harp", {"gemm": 5, "attn": 1})):
+                 ("transformer_block.harp", {"gemm": 6, "attn": 1})):
     check(ex, os.path.join(SRC, "examples", ex), None, (), want)
+# heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
+# not fold in A: A is copied to a dense scratch first)
+heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),
+         {"id": "xp", "uop": "PERMUTE", "src": ["X"], "arg": {"perm": [0, 2, 1, 3]}},
+         {"id": "xm", "uop": "RESHAPE", "src": ["xp"], "arg": {"result_shape": [2, 10, 3, 8, 1]}},
+         {"id": "wm", "uop": "RESHAPE", "src": ["W"], "arg": {"result_shape": [1, 1, 3, 8, 7]}},
+         {"id": "xe", "uop": "EXPAND", "src": ["xm"], "arg": {"result_shape": [2, 10, 3, 8, 7]}},
+         {"id": "we", "uop": "EXPAND", "src": ["wm"], "arg": {"result_shape": [2, 10, 3, 8, 7]}},
+         {"id": "p", "uop": "MUL", "src": ["xe", "we"]},
+         {"id": "y", "uop": "REDUCE", "src": ["p"], "arg": {"op": "SUM", "axes": [2, 3], "dtype": "fp32"}}]
+check("heads merged before a projection", write_model(heads, ["y"]),
+      {"X": rng.standard_normal((2, 3, 10, 8)).astype(np.float32), "W": rng.standard_normal((24, 7)).astype(np.float32)},
+      want={"gemm": 1})
 # attention on strided heads: q/k/v split from [B, S, E] (and sliced out of one
 # fused projection, at offsets), an additive mask broadcast over heads, M != N
 for m in ("attention_fused_qkv.harp", "attention_heads_mask.harp"):

@@ -228,6 +228,61 @@ static int fold(dimv *d, int n, int key) {
   return m;
 }
 
+/* A's moving variables as a dense scratch tensor: batch, then M, then the
+ * reduced ones in B's order (outermost first), so K folds whenever it folds
+ * in B.  Rewrites A's strides (offset 0); the lists say what to copy. */
+static bool repack_a(const poly_contraction *con, const poly_block_info *b, const int64_t *size, opnd *A, const opnd *B,
+                     int *var, int64_t *vsize, int64_t *src_stride, int *n) {
+  int k = 0;
+  for (int i = 0; i < con->nbatch; i++)
+    if (size[con->batch[i]] > 1 && A->stride[con->batch[i]]) var[k++] = con->batch[i];
+  for (int i = 0; i < con->nm; i++)
+    if (size[con->m[i]] > 1 && A->stride[con->m[i]]) var[k++] = con->m[i];
+  int k0 = k;
+  for (int v = b->nout; v < b->nvars; v++)
+    if (size[v] > 1 && A->stride[v]) var[k++] = v;
+  for (int i = k0; i < k; i++) /* by B's stride, outermost first */
+    for (int j = i + 1; j < k; j++)
+      if (B->stride[var[j]] > B->stride[var[i]]) {
+        int t = var[i];
+        var[i] = var[j];
+        var[j] = t;
+      }
+  if (k == 0) return false;
+  int64_t st = 1;
+  for (int i = k - 1; i >= 0; i--) {
+    vsize[i] = size[var[i]];
+    st *= vsize[i];
+  }
+  if (st > (1L << 28)) return false; /* a scratch copy of over 1 GiB: not worth it */
+  for (int i = 0; i < k; i++) src_stride[i] = A->stride[var[i]];
+  int64_t x = 1;
+  for (int i = k - 1; i >= 0; i--) {
+    A->stride[var[i]] = x;
+    x *= vsize[i];
+  }
+  A->offset = 0;
+  *n = k;
+  return true;
+}
+
+/* The copy into the scratch `ap` (nested loops, the destination's innermost
+ * dimension innermost), in the tensor's storage type. */
+static void emit_repack(hp_str *o, const opnd *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
+  const char *t = A0->dtype == TINY_FP32 ? "float" : "uint16_t";
+  int64_t total = 1;
+  for (int i = 0; i < n; i++) total *= vsize[i];
+  hp_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
+                (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64);
+  hp_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
+                A0->offset);
+  for (int i = 0; i < n; i++)
+    hp_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
+  hp_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
+  for (int i = 0; i < n; i++) hp_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
+  hp_str_puts(o, "];\n  }\n");
+}
+
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   const hp_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
@@ -267,9 +322,16 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   rowmajor(&C->shape, cst);
   epi_map em;
   if (!map_epilogue(c, K, info, &em)) DECLINE("the epilogue is not a sequence of template steps");
-  /* the dimensions by role, folded where contiguous in every tensor */
+  /* the dimensions by role, folded where contiguous in every tensor; when
+   * A's reduced dimensions do not fold (heads merged back: [b][h][s][d] read
+   * as [b][s][h*d]), a second try copies A into a dense scratch first */
+  opnd A0 = A; /* A as the tensor holds it */
+  int nrep = 0, rep_var[POLY_MAX_VARS];
+  int64_t rep_size[POLY_MAX_VARS], rep_src[POLY_MAX_VARS];
   dimv dm[POLY_MAX_VARS], dn[POLY_MAX_VARS], dk[POLY_MAX_VARS], db[POLY_MAX_VARS + 4];
-  int nm = 0, nn = 0, nk = 0, nb = 0;
+  int nm, nn, nk, nb;
+  for (int attempt = 0;; attempt++) {
+  nm = 0, nn = 0, nk = 0, nb = 0;
   /* (a variable of extent 1 never moves: it has no dimension) */
   for (int i = 0; i < con->nm; i++)
     if (size[con->m[i]] > 1) dm[nm++] = (dimv){size[con->m[i]], {A.stride[con->m[i]], 0, cst[con->m[i]]}};
@@ -303,7 +365,10 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   nm = fold(dm, nm, 0);
   nn = fold(dn, nn, 1);
   nk = fold(dk, nk, 0);
-  if (nk != 1) DECLINE("the reduced variables do not fold into one K");
+  if (nk == 1) break;
+  if (attempt > 0 || !repack_a(con, b, size, &A, &B, rep_var, rep_size, rep_src, &nrep))
+    DECLINE("the reduced variables do not fold into one K");
+  }
   for (int i = 0; i < nm - 1; i++) db[nb++] = dm[i]; /* unfolded outer M / N dimensions: batch */
   for (int i = 0; i < nn - 1; i++) db[nb++] = dn[i];
   if (nb > 0) nb = fold(db, nb, 2);
@@ -342,10 +407,18 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   hp_str_free(&body);
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   ep_array(out, &em);
-  hp_str_printf(out,
-                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
-                " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
-                kfn, A.slot, A.offset, tiny_dtype_size(A.dtype), B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  if (nrep) {
+    emit_repack(out, &A0, rep_size, rep_src, nrep);
+    hp_str_printf(out,
+                  "  int rc = %s(pool, ap, (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n"
+                  "  free(ap);\n  return rc;\n}\n\n",
+                  kfn, B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  } else {
+    hp_str_printf(out,
+                  "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
+                  " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
+                  kfn, A.slot, A.offset, tiny_dtype_size(A.dtype), B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  }
   *handled = true;
   return HP_OK;
 }
