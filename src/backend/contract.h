@@ -1,0 +1,113 @@
+/* contract.h — how a contraction or attention region reads as a template
+ * kernel, independent of the target (internal API shared by the C backend,
+ * src/backend/c/contract_c.c, and the CUDA backend,
+ * src/backend/cuda/region_cuda.c).
+ *
+ * A region maps onto a template when its operands are plain strided tensors
+ * (every operand axis indexed by one variable, or a window for conv), its
+ * epilogue is a sequence of template steps (bias, residual, relu, gelu, silu,
+ * sigmoid, scale, a rounding, and a final cast), and its reduction
+ * accumulates in fp32.  The readers below return false with *why set when a
+ * region does not fit; the summaries they fill are exactly what the template
+ * specs need (cgen_*_spec, cuda_*_spec mirror each other field for field).
+ * Tensors are named by their slot in the kernel's buffer list (fn_kernel
+ * reads, then writes) plus an element offset. */
+#ifndef HARP_BACKEND_CONTRACT_H
+#define HARP_BACKEND_CONTRACT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/function.h"
+#include "harp/poly.h"
+
+#define CT_MAX_EPI 8
+
+/* What the readers look at: the graph, its Poly-View and the Function. */
+typedef struct ct_src {
+  const tiny_graph *g;
+  const poly_view *pv;
+  const hp_function *f;
+} ct_src;
+
+/* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */
+typedef struct ct_tensor {
+  int node;
+  int slot;
+  tiny_dtype dtype;
+  int64_t offset;
+} ct_tensor;
+
+/* Epilogue steps in the templates' order (cgen_epi_kind, cuda_epi_kind). */
+typedef enum ct_epi_kind {
+  CT_EPI_BIAS_M,   /* + bias[m]; conv: per output channel */
+  CT_EPI_BIAS_N,   /* + bias[n] */
+  CT_EPI_RELU,
+  CT_EPI_GELU,
+  CT_EPI_SILU,
+  CT_EPI_SIGMOID,
+  CT_EPI_SCALE,    /* * scale */
+  CT_EPI_RESIDUAL, /* + R[b0][b1][m][n] at s_b0, s_b1, s_m, s_n; conv: R laid out like the output */
+  CT_EPI_ROUND     /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
+} ct_epi_kind;
+
+typedef struct ct_epi {
+  ct_epi_kind kind;
+  tiny_dtype dtype;            /* bias / residual storage; ROUND: the dtype rounded to */
+  float scale;
+  int64_t s_b0, s_b1, s_m, s_n;
+  int slot;                    /* the tensor of a bias / residual, else -1 */
+  int64_t off;                 /* its element offset */
+} ct_epi;
+
+/* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1] over folded dimensions. */
+typedef struct ct_gemm {
+  int64_t batch[2], M, N, K;
+  ct_tensor A, B, C;           /* A: what the GEMM reads (the scratch when repacked: slot -1, offset 0) */
+  int64_t a_sb[2], a_sm, a_sk;
+  int64_t b_sb[2], b_sk, b_sn;
+  int64_t c_sb[2], c_sm, c_sn;
+  int nepi;
+  ct_epi epi[CT_MAX_EPI];
+  /* When A's reduced dimensions do not fold (heads merged back: [b][h][s][d]
+   * read as [b][s][h*d]), A is first copied into a dense scratch: element
+   * i0..i(nrep-1) (row-major over rep_size) from A0 at sum i_j * rep_src[j]. */
+  int nrep;
+  int64_t rep_size[POLY_MAX_VARS], rep_src[POLY_MAX_VARS];
+  ct_tensor A0;
+} ct_gemm;
+
+/* 2-D convolution, NCHW input, OIHW weight, NCHW output, groups 1. */
+typedef struct ct_conv {
+  int64_t n, c, h, w, oc, kh, kw;
+  int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right */
+  ct_tensor X, W, Y;
+  int nepi;
+  ct_epi epi[CT_MAX_EPI];
+} ct_conv;
+
+/* Attention out = softmax(scale q k^T [+ mask], causal) v per (b, h), strided
+ * over (b, h, row), unit stride along d / dv. */
+typedef struct ct_attn {
+  int64_t B, H, M, N, D, DV;
+  ct_tensor q, k, v, out;
+  int64_t q_s[3], k_s[3], v_s[3], o_s[3];
+  float scale;
+  bool causal;                 /* top-left aligned */
+  bool has_mask;
+  ct_tensor mask;
+  int64_t mask_s[4];
+} ct_attn;
+
+/* Which reader a region goes to: 'g' GEMM, 'c' conv, 'a' attention, 0 none
+ * (not a contraction, or HARP_NO_TEMPLATES is set). */
+char ct_kind(const ct_src *s, int kernel);
+
+bool ct_read_gemm(const ct_src *s, int kernel, ct_gemm *out, const char **why);
+bool ct_read_conv(const ct_src *s, int kernel, ct_conv *out, const char **why);
+bool ct_read_attn(const ct_src *s, int kernel, ct_attn *out, const char **why);
+
+/* The kernel's slot of the buffer holding node (-1: none). */
+int ct_slot_of(const fn_kernel *K, const hp_function *f, int node);
+
+#endif
