@@ -23,6 +23,7 @@
 #define HARP_POLY_AST_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "harp/error.h"
 #include "harp/poly.h"
@@ -46,6 +47,9 @@ typedef struct poly_stmt_spec {
 typedef struct poly_ast_opts {
   int prefix;       /* shared outer variables p (<= every statement's output variables) */
   bool chunk_outer; /* restrict the first shared variable to [hp_lo, hp_hi): C names hp_lo, hp_hi */
+  int fix_outer;    /* fix the first fix_outer (<= p) shared variables to the parameters
+                       hp_p0, hp_p1, ...: the nest of one point (a GPU thread's) */
+  const int64_t *fix_extent; /* their extents: 0 <= hp_pi < fix_extent[i] (lets isl drop guards) */
 } poly_ast_opts;
 
 typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;

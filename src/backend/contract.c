@@ -387,7 +387,7 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   bool lhs_is_x = con->lhs_rank == 4 && con->lhs_idx[2].kind == POLY_IDX_WINDOW;
   const poly_idx *xi = lhs_is_x ? con->lhs_idx : con->rhs_idx, *wi = lhs_is_x ? con->rhs_idx : con->lhs_idx;
   int xa = lhs_is_x ? 0 : 1;
-  opnd X, W;
+  opnd X = {0}, W = {0}; /* conv operands are whole tensors: offset 0 */
   if (!pick_operand(c, K, b, xa, &X) || !pick_operand(c, K, b, 1 - xa, &W)) DECLINE("an operand is not a readable tensor, or is rounded on its way");
   if (X.node != (lhs_is_x ? con->lhs : con->rhs) || W.node != (lhs_is_x ? con->rhs : con->lhs)) DECLINE("an operand is read through a cast");
   if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
@@ -476,6 +476,37 @@ static bool head_strides(const tiny_graph *g, const rg_operand *o, const int *va
   return true;
 }
 
+/* The tensor an attention operand is read from: o's node when it is a
+ * buffer of the kernel, else a materialized CAST of it that the block's read
+ * passes (a rounding the program applies, so its buffer holds exactly the
+ * values read), with only exact widenings after it. */
+static bool att_operand(const ct_src *c, const fn_kernel *K, int block, const rg_operand *o, int *node, int *slot) {
+  *node = o->node;
+  *slot = ct_slot_of(K, c->f, o->node);
+  if (*slot >= 0) return true;
+  const poly_block_info *b = poly_block(c->pv, block);
+  for (int a = 0; a < b->naccess; a++) {
+    const poly_access_info *ai = &b->access[a];
+    if (ai->write || ai->tensor != o->node) continue;
+    for (int v = ai->nvia - 1; v >= 0; v--) {
+      const tiny_node *n = &c->g->nodes[ai->via[v]];
+      int s = ct_slot_of(K, c->f, ai->via[v]);
+      if (n->op != TINY_CAST || n->src[0].node != o->node || s < 0) continue;
+      tiny_dtype cur = c->f->buffers[c->f->buffer_of[ai->via[v]]].dtype;
+      for (int w = v - 1; w >= 0; w--) {
+        const tiny_node *x = &c->g->nodes[ai->via[w]];
+        if (x->op != TINY_CAST) continue;
+        if (!lossless_to(cur, x->a.cast.to)) return false;
+        cur = x->a.cast.to;
+      }
+      *node = ai->via[v];
+      *slot = s;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ct_read_attn(const ct_src *c, int r, ct_attn *out, const char **why) {
   const hp_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
@@ -513,11 +544,12 @@ bool ct_read_attn(const ct_src *c, int r, ct_attn *out, const char **why) {
   if (!head_strides(g, &at->q, qv, qs, out->q_s) || !head_strides(g, &at->k, kv, qs, out->k_s) ||
       !head_strides(g, &at->v, vv, ps, out->v_s))
     DECLINE("Q, K or V does not have unit stride along d, or varies with another variable");
-  int qslot = ct_slot_of(K, f, at->q.node), kslot = ct_slot_of(K, f, at->k.node), vslot = ct_slot_of(K, f, at->v.node);
-  int oslot = ct_slot_of(K, f, R->out_values[0]);
-  if (qslot < 0 || kslot < 0 || vslot < 0 || oslot < 0) DECLINE("a tensor is not a buffer of the kernel");
-  tiny_dtype qdt = f->buffers[f->buffer_of[at->q.node]].dtype, kdt = f->buffers[f->buffer_of[at->k.node]].dtype;
-  tiny_dtype vdt = f->buffers[f->buffer_of[at->v.node]].dtype, odt = f->buffers[f->buffer_of[R->out_values[0]]].dtype;
+  int qn, kn, vn, qslot, kslot, vslot, oslot = ct_slot_of(K, f, R->out_values[0]);
+  if (!att_operand(c, K, at->qk, &at->q, &qn, &qslot) || !att_operand(c, K, at->qk, &at->k, &kn, &kslot) ||
+      !att_operand(c, K, at->pv, &at->v, &vn, &vslot) || oslot < 0)
+    DECLINE("a tensor is not a buffer of the kernel");
+  tiny_dtype qdt = f->buffers[f->buffer_of[qn]].dtype, kdt = f->buffers[f->buffer_of[kn]].dtype;
+  tiny_dtype vdt = f->buffers[f->buffer_of[vn]].dtype, odt = f->buffers[f->buffer_of[R->out_values[0]]].dtype;
   if (kdt != vdt) DECLINE("K and V differ in dtype");
   /* the output: P V's output variables are its axes, dv the last (unit stride) */
   const tiny_shape *os = &g->nodes[R->out_values[0]].shape;
@@ -527,9 +559,9 @@ bool ct_read_attn(const ct_src *c, int r, ct_attn *out, const char **why) {
   out->o_s[0] = pb0 >= 0 ? ost[pb0] : 0, out->o_s[1] = pb1 >= 0 ? ost[pb1] : 0, out->o_s[2] = ost[pv_q];
   for (int i = 0; i < info->nepi; i++) /* only casts may follow P V */
     if (g->nodes[info->epi[i].node].op != TINY_CAST || i != info->nepi - 1) DECLINE("an op other than a final cast follows P V");
-  out->q = (ct_tensor){at->q.node, qslot, qdt, at->q.offset};
-  out->k = (ct_tensor){at->k.node, kslot, kdt, at->k.offset};
-  out->v = (ct_tensor){at->v.node, vslot, vdt, at->v.offset};
+  out->q = (ct_tensor){qn, qslot, qdt, at->q.offset};
+  out->k = (ct_tensor){kn, kslot, kdt, at->k.offset};
+  out->v = (ct_tensor){vn, vslot, vdt, at->v.offset};
   out->out = (ct_tensor){R->out_values[0], oslot, odt, 0};
   out->scale = (float)at->scale;
   out->causal = at->causal;

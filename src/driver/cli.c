@@ -300,8 +300,8 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
     } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
                !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
       continue; /* dump_poly.c and dump_region.c, below */
-    } else if (!strcmp(o->dumps[i], "c")) {
-      continue; /* written by the cpu backend */
+    } else if (!strcmp(o->dumps[i], "c") || !strcmp(o->dumps[i], "gpu") || !strcmp(o->dumps[i], "cu")) {
+      continue; /* written by the backends (c: cpu; gpu, cu: dump_gpu.c) */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }

@@ -69,6 +69,12 @@ hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model
 /* Form the regions of a loaded model for --target (dump_region.c). */
 struct rg_partition;
 hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
+/* GPU dumps (dump_gpu.c): gpu.json and model.cu.  cli_gpu_target checks
+ * --target (sm80 | sm90), dflt when absent (NULL: the device's). */
+struct hp_gpu_model;
+hp_status cli_gpu_target(hp_error *e, const cli_opts *o, const char *dflt, const char **target);
+hp_status cli_write_gpu_model_dumps(hp_error *e, const cli_opts *o, const struct hp_gpu_model *gm);
+hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
 /* Write text to DIR/FILE atomically (DIR is created). */
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
 

@@ -17,8 +17,12 @@ static const char dump_help[] =
     "              shapes, local edges, plan summaries, STOP reasons\n"
     "              (docs/regions.md; needs every size bound)\n"
     "  function    the compiled Function: kernels, buffers, arena layout\n"
+    "  gpu         the GPU dialect of every kernel, the launch list and the\n"
+    "              device memory layout (gpu.json; docs/cuda.md)\n"
+    "  cu          the CUDA C translation unit (model.cu)\n"
     "(the generated C: harp run MODEL --dump c)\n"
-    "--target cpu|sm80|sm90 picks the machine regions are formed for.\n"
+    "--target cpu|sm80|sm90 picks the machine regions are formed for; gpu and cu\n"
+    "take sm80 (the default for them) or sm90.  Neither needs a GPU or NVRTC.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
     "DIR defaults to the current directory.\n";
 
@@ -40,7 +44,8 @@ int cmd_dump(int argc, char **argv) {
     return cli_usage_error("dump", "usage: harp dump MODEL --dump LIST");
   }
   cli_model m;
-  if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m)) rc = cli_report(&e);
+  if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_write_gpu_dumps(&e, &o, &m))
+    rc = cli_report(&e);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

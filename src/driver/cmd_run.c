@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
+#include "harp/gpu.h"
 #include "harp/interp.h"
 #include "harp/region.h"
 
@@ -25,14 +26,19 @@ static const char run_help[] =
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
     "  --backend B            cpu (default: generated C, compiled with the system\n"
-    "                         compiler, cached), interp (the reference interpreter), or\n"
+    "                         compiler, cached), interp (the reference interpreter),\n"
     "                         regions (form regions, build the Function with its\n"
     "                         arena, and run it region by region on the interpreter:\n"
-    "                         the same outputs, bit for bit in fp32)\n"
+    "                         the same outputs, bit for bit in fp32), or cuda (CUDA C\n"
+    "                         compiled with NVRTC, cached, run through the CUDA\n"
+    "                         driver; needs an sm_80+ GPU, else a clear error)\n"
     "  --target T             cpu (default), sm80 or sm90: the machine regions are\n"
-    "                         formed for (cost model, thresholds)\n"
+    "                         formed for (cost model, thresholds); with --backend\n"
+    "                         cuda, the template branch (default: the device's)\n"
+    "  --graphs               cuda: launch through a CUDA Graph captured once\n"
     "  --dump LIST            comma-separated IR dumps: frontend, tiny, indexbook,\n"
-    "                         poly_view, region, function, c (the generated C)\n"
+    "                         poly_view, region, function, c (the generated C),\n"
+    "                         gpu (GPU dialect + launches, gpu.json), cu (model.cu)\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
@@ -43,6 +49,13 @@ int cmd_run(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
+  bool graphs = false;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--graphs")) { /* run's own flag: drop it before the shared parser */
+      graphs = true;
+      for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+      argc--, i--;
+    }
   int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target dump dump-dir", &o, &e);
   if (rc) {
     cli_opts_free(&o);
@@ -53,8 +66,9 @@ int cmd_run(int argc, char **argv) {
     return cli_usage_error("run", "no MODEL given");
   }
   const char *backend = o.backend ? o.backend : "cpu";
-  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0) {
-    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu, regions)", backend);
+  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0 &&
+      strcmp(backend, "cuda") != 0) {
+    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu, regions, cuda)", backend);
     cli_opts_free(&o);
     return r;
   }
@@ -68,7 +82,18 @@ int cmd_run(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (!strcmp(backend, "regions")) {
+  if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m)) goto fail;
+  if (!strcmp(backend, "cuda")) {
+    const char *target;
+    hp_gpu_model *gm = NULL;
+    hp_status s = cli_gpu_target(&e, &o, NULL, &target);
+    hp_gpu_opts go = {.target = target, .graphs = graphs};
+    if (!s) s = hp_gpu_build(&e, m.g, &m.syms, &go, &gm);
+    if (!s) s = cli_write_gpu_model_dumps(&e, &o, gm);
+    if (!s) s = hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs);
+    hp_gpu_free(gm);
+    if (s) goto fail;
+  } else if (!strcmp(backend, "regions")) {
     rg_partition *p = NULL;
     hp_function *f = NULL;
     hp_status st = cli_form_regions(&e, &o, &m, &p);

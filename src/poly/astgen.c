@@ -208,6 +208,27 @@ static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
   return isl_set_intersect(d, c);
 }
 
+/* [hp_p0, ..] -> { S<k>[v0, ..] : v0 = hp_p0 and .. } for the fixed variables */
+static __isl_give isl_set *fix_set(gen *g, int k, __isl_keep isl_set *dom) {
+  int n = stmt_vars(g->pv, &g->stmts[k]), f = g->opts->fix_outer;
+  hp_str s;
+  hp_str_init(&s);
+  char name[32];
+  hp_str_puts(&s, "[");
+  for (int i = 0; i < f; i++) hp_str_printf(&s, "%shp_p%d", i ? ", " : "", i);
+  hp_str_printf(&s, "] -> { %s[", stmt_name(k, name, sizeof name));
+  for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
+  hp_str_puts(&s, "] : ");
+  for (int i = 0; i < f; i++) hp_str_printf(&s, "%sv%d = hp_p%d", i ? " and " : "", i, i);
+  hp_str_puts(&s, " }");
+  isl_set *c = s.oom ? NULL : isl_set_read_from_str(g->ctx, s.buf);
+  hp_str_free(&s);
+  if (!c) return NULL;
+  isl_set *d = isl_set_align_params(isl_set_copy(dom), isl_set_get_space(c));
+  c = isl_set_align_params(c, isl_set_get_space(d));
+  return isl_set_intersect(d, c);
+}
+
 /* The access of statement k as a function on its domain (S<k> space). */
 static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep isl_set *dom) {
   const poly_stmt_spec *s = &g->stmts[k];
@@ -384,12 +405,19 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
     if (l > len) len = l;
   }
   if (opts->chunk_outer && opts->prefix < 1) return hp_fail(e, HP_E_INTERNAL, NULL, "chunking needs a shared loop");
+  if (opts->fix_outer < 0 || opts->fix_outer > opts->prefix || (opts->fix_outer && (opts->chunk_outer || !opts->fix_extent)))
+    return hp_fail(e, HP_E_INTERNAL, NULL, "fixing %d of %d shared loops", opts->fix_outer, opts->prefix);
   isl_union_map *sched = NULL;
   isl_union_set *doms = NULL;
   for (int k = 0; k < nstmts && !g.st; k++) {
     isl_set *d = stmt_domain(&g, k);
     if (d && opts->chunk_outer) {
       isl_set *c = chunk_set(&g, k, d);
+      isl_set_free(d);
+      d = c;
+    }
+    if (d && opts->fix_outer) {
+      isl_set *c = fix_set(&g, k, d);
       isl_set_free(d);
       d = c;
     }
@@ -412,6 +440,22 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
       isl_set *c = isl_set_read_from_str(g.ctx, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");
       c = isl_set_align_params(c, isl_set_get_space(ctxset));
       ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
+    }
+    if (opts->fix_outer) { /* 0 <= hp_pi < extent_i */
+      hp_str cs;
+      hp_str_init(&cs);
+      hp_str_puts(&cs, "[");
+      for (int i = 0; i < opts->fix_outer; i++) hp_str_printf(&cs, "%shp_p%d", i ? ", " : "", i);
+      hp_str_puts(&cs, "] -> { : ");
+      for (int i = 0; i < opts->fix_outer; i++)
+        hp_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)opts->fix_extent[i]);
+      hp_str_puts(&cs, " }");
+      isl_set *c = cs.oom ? NULL : isl_set_read_from_str(g.ctx, cs.buf);
+      hp_str_free(&cs);
+      if (c) {
+        c = isl_set_align_params(c, isl_set_get_space(ctxset));
+        ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
+      }
     }
     isl_ast_build *build = isl_ast_build_from_context(ctxset);
     build = isl_ast_build_set_at_each_domain(build, at_domain, &g);

@@ -78,7 +78,7 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   fn_options fo = {.widen_half_temps = true};
   if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
   if (!st) {
-    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable)};
+    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), false};
     st = cgen_emit_model(&rc, "model", &src);
   }
   if (!st) {

@@ -295,6 +295,13 @@ HK_DEV T hk_gld(const T *p) {
   hks::check_gmem(p, sizeof(T), sizeof(T), "load");
   return *p;
 }
+/* The generic kernels reach buffer elements through HP_AT(p, i): checked. */
+template <typename T>
+HK_DEV T &hk_at(T *p, long long i) {
+  hks::check_gmem(p + i, sizeof(T), sizeof(T), "access");
+  return p[i];
+}
+#define HP_AT(p, i) hk_at((p), (long long)(i))
 HK_DEV float hk_ldf_f16(const hk_u16 *p) { return hk_h2f(hk_gld(p)); }
 HK_DEV float hk_ldf_bf16(const hk_u16 *p) { return hk_bf2f(hk_gld(p)); }
 HK_DEV float hk_ldf_f32(const float *p) { return hk_gld(p); }
@@ -671,9 +678,10 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
     W.arrived = 0;
     W.gen++;
   } else {
-    while (W.gen == gen) hks::yield();
+    while (hks::g->wgs[wgi].gen == gen) hks::yield();
   }
-  memcpy(d, W.s[l].d, sizeof(float) * (size_t)(N / 2));
+  /* (re-read: another warpgroup's first wgmma may have grown the vector meanwhile) */
+  memcpy(d, hks::g->wgs[wgi].s[l].d, sizeof(float) * (size_t)(N / 2));
 }
 #define HKS_WGMMA(N)                                                                                                       \
   HK_DEV void hk_wgmma_m64n##N##k16_f16(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, false); } \

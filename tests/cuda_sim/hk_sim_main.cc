@@ -3,8 +3,11 @@
  * -include hk_sim.h) into a program that runs a job file:
  *
  *   buf ID BYTES INFILE|-        allocate; fill from a raw file, or poison (0xFF)
- *   launch KERNEL GX GY GZ BX BY BZ SMEM NPARAMS P...   P = bID (the buffer) | 0 (NULL)
+ *   launch KERNEL GX GY GZ BX BY BZ SMEM NPARAMS P...
+ *       P = bID (the buffer) | bID+OFF (OFF bytes into it) | mID (a tensor map
+ *       blob, see hk_sim.h; its v[15] is a byte offset into its tensor) | 0 (NULL)
  *   out ID OUTFILE               after all launches, write the buffer
+ * IDs are 0..MAX_BUFS-1.
  *
  * and prints "hk_sim_stats ldsm=.. conflicts=.. mma=.. cp_bytes=.. barriers=.."
  * on success.  Exit 3 on a simulation error (message on stderr), 2 on a bad job. */
@@ -64,7 +67,7 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
         s->bar_arrived = 0;
         s->mbars.clear();
         for (auto &nb : s->named) nb = hks::NamedBar();
-        s->wgs.clear();
+        s->wgs.assign(4, hks::Wg()); /* sized up front: a waiting warpgroup holds a reference */
         for (unsigned i = 0; i < nt; i++) {
           hks::Fiber &f = s->f[i];
           f.done = false;
@@ -121,7 +124,8 @@ int main(int argc, char **argv) {
   unsigned long long seed = argc > 2 ? strtoull(argv[2], nullptr, 10) : 1;
   FILE *jf = fopen(argv[1], "r");
   if (!jf) return bad_job("cannot open", argv[1]);
-  std::vector<std::vector<unsigned char>> bufs(64);
+  const int MAX_BUFS = 512;
+  std::vector<std::vector<unsigned char>> bufs(MAX_BUFS);
   std::vector<std::pair<int, std::string>> outs;
   char line[4096];
   int nlaunch = 0;
@@ -131,7 +135,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "buf")) {
       int id;
       size_t n;
-      if (sscanf(line, "%*s %d %zu %1023s", &id, &n, a1) != 3 || id < 0 || id >= 64) return bad_job("buf", line);
+      if (sscanf(line, "%*s %d %zu %1023s", &id, &n, a1) != 3 || id < 0 || id >= MAX_BUFS) return bad_job("buf", line);
       bufs[id].assign(n + 64, 0xFF); /* slack keeps the pointer valid for size 0 */
       if (strcmp(a1, "-")) {
         FILE *f = fopen(a1, "rb");
@@ -141,7 +145,7 @@ int main(int argc, char **argv) {
       hk_sim_add_buffer(bufs[id].data(), n, "buffer");
     } else if (!strcmp(cmd, "out")) {
       int id;
-      if (sscanf(line, "%*s %d %1023s", &id, a2) != 2 || id < 0 || id >= 64) return bad_job("out", line);
+      if (sscanf(line, "%*s %d %1023s", &id, a2) != 2 || id < 0 || id >= MAX_BUFS) return bad_job("out", line);
       outs.push_back({id, a2});
     } else if (!strcmp(cmd, "launch")) {
       unsigned gr[3], bl[3];
@@ -158,12 +162,17 @@ int main(int argc, char **argv) {
         int used;
         if (sscanf(p, "%63s%n", tok, &used) != 1) return bad_job("params", line);
         p += used;
-        vals[i] = tok[0] == 'b' ? (void *)bufs[atoi(tok + 1)].data() : nullptr;
+        int id = atoi(tok + 1);
+        const char *plus = strchr(tok, '+');
+        size_t off = plus ? strtoull(plus + 1, nullptr, 10) : 0;
+        if ((tok[0] == 'b' || tok[0] == 'm') && (id < 0 || id >= MAX_BUFS || bufs[id].empty() || off > bufs[id].size() - 64))
+          return bad_job("param", tok);
+        vals[i] = tok[0] == 'b' ? (void *)(bufs[id].data() + off) : nullptr;
         ptrs[i] = &vals[i];
-        if (tok[0] == 'm') { /* a tensor map passed by value: patch v[1] (buffer id) into the pointer */
-          hk_u64 *v = (hk_u64 *)bufs[atoi(tok + 1)].data();
-          if (v[0] != hks::TMAP_MAGIC || v[1] >= 64) return bad_job("tensor map", tok);
-          v[1] = (hk_u64)(uintptr_t)bufs[v[1]].data();
+        if (tok[0] == 'm') { /* a tensor map passed by value: patch v[1] (buffer id) + v[15] into the pointer */
+          hk_u64 *v = (hk_u64 *)bufs[id].data();
+          if (v[0] != hks::TMAP_MAGIC || v[1] >= (hk_u64)MAX_BUFS || bufs[v[1]].empty()) return bad_job("tensor map", tok);
+          v[1] = (hk_u64)(uintptr_t)(bufs[v[1]].data() + v[15]);
           ptrs[i] = v;
         }
       }

@@ -205,13 +205,17 @@ static void float_const(hp_str *o, tiny_dtype t, double v) {
 }
 
 /* Load element `idx` of a buffer of dtype t, in compute representation. */
-static void load(hp_str *o, tiny_dtype t, int slot, const char *idx) {
+static void load(hp_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
+  /* GPU code reaches buffers through HP_AT (the simulator checks every access) */
+  const char *at = gpu ? "HP_AT(p%d, %s)" : "p%d[%s]";
   switch (t) {
-  case TINY_FP16: hp_str_printf(o, "hp_h2f(p%d[%s])", slot, idx); break;
-  case TINY_BF16: hp_str_printf(o, "hp_b2f(p%d[%s])", slot, idx); break;
-  case TINY_BOOL: hp_str_printf(o, "(int32_t)p%d[%s]", slot, idx); break;
-  default: hp_str_printf(o, "p%d[%s]", slot, idx); break;
+  case TINY_FP16: hp_str_puts(o, "hp_h2f("); break;
+  case TINY_BF16: hp_str_puts(o, "hp_b2f("); break;
+  case TINY_BOOL: hp_str_puts(o, "(int32_t)"); break;
+  default: break;
   }
+  hp_str_printf(o, at, slot, idx);
+  if (t == TINY_FP16 || t == TINY_BF16) hp_str_putc(o, ')');
 }
 
 /* Row-major linear index of dims [from, rank) of `shape` from index texts. */
@@ -250,7 +254,7 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     linear(&idx, &n->shape, a->index, 0);
-    load(o, m->val[t].storage, m->val[t].slot, idx.buf);
+    load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
   } else {
     local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
@@ -277,11 +281,12 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   if (m->val[t].kind == ST_BUF) {
     linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
+    hp_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
     switch (m->val[t].storage) {
-    case TINY_FP16: hp_str_printf(o, "p%d[%s] = hp_f2h(%s);\n", s, idx.buf, expr); break;
-    case TINY_BF16: hp_str_printf(o, "p%d[%s] = hp_f2b(%s);\n", s, idx.buf, expr); break;
-    case TINY_BOOL: hp_str_printf(o, "p%d[%s] = (uint8_t)((%s) != 0);\n", s, idx.buf, expr); break;
-    default: hp_str_printf(o, "p%d[%s] = %s;\n", s, idx.buf, expr); break;
+    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", expr); break;
+    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", expr); break;
+    case TINY_BOOL: hp_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
+    default: hp_str_printf(o, "%s;\n", expr); break;
     }
   } else {
     local_name(o, n, "L", t);
@@ -294,7 +299,7 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   hp_str_free(&idx);
 }
 
-static void unary(hp_str *o, tiny_op op, bool in_int, const char *x) {
+static void unary(hp_str *o, tiny_op op, bool in_int, const char *x, bool gpu) {
   if (in_int) {
     if (op == TINY_NEG) hp_str_printf(o, "(int32_t)(0u - (uint32_t)(%s))", x);
     else hp_str_printf(o, "(%s < 0 ? 0 : %s)", x, x); /* RELU */
@@ -308,21 +313,23 @@ static void unary(hp_str *o, tiny_op op, bool in_int, const char *x) {
   case TINY_SQRT: hp_str_printf(o, "sqrtf(%s)", x); break;
   case TINY_RSQRT: hp_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
   case TINY_RECIP: hp_str_printf(o, "(1.0f / (%s))", x); break;
-  case TINY_RELU: hp_str_printf(o, "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
-  case TINY_GELU: hp_str_printf(o, "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x); break;
+  case TINY_RELU: hp_str_printf(o, gpu ? "hp_relu(%s)" : "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
+  case TINY_GELU:
+    hp_str_printf(o, gpu ? "hp_gelu(%s)" : "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x);
+    break;
   default: hp_str_puts(o, "0");
   }
 }
 
-static void binary(hp_str *o, tiny_op op, bool in_int, const char *a, const char *b) {
+static void binary(hp_str *o, tiny_op op, bool in_int, const char *a, const char *b, bool gpu) {
   const char *w = NULL;
   switch (op) {
   case TINY_ADD: w = in_int ? "(int32_t)((uint32_t)(%s) + (uint32_t)(%s))" : "((%s) + (%s))"; break;
   case TINY_SUB: w = in_int ? "(int32_t)((uint32_t)(%s) - (uint32_t)(%s))" : "((%s) - (%s))"; break;
   case TINY_MUL: w = in_int ? "(int32_t)((uint32_t)(%s) * (uint32_t)(%s))" : "((%s) * (%s))"; break;
   case TINY_FDIV: w = "((%s) / (%s))"; break;
-  case TINY_MAX: w = in_int ? "({ int32_t a_ = %s, b_ = %s; a_ > b_ ? a_ : b_; })" : "hp_fmax(%s, %s)"; break;
-  case TINY_MIN: w = in_int ? "({ int32_t a_ = %s, b_ = %s; a_ < b_ ? a_ : b_; })" : "hp_fmin(%s, %s)"; break;
+  case TINY_MAX: w = in_int ? (gpu ? "hp_imax(%s, %s)" : "({ int32_t a_ = %s, b_ = %s; a_ > b_ ? a_ : b_; })") : "hp_fmax(%s, %s)"; break;
+  case TINY_MIN: w = in_int ? (gpu ? "hp_imin(%s, %s)" : "({ int32_t a_ = %s, b_ = %s; a_ < b_ ? a_ : b_; })") : "hp_fmin(%s, %s)"; break;
   case TINY_CMPLT: w = "(int32_t)((%s) < (%s))"; break;
   case TINY_CMPEQ: w = "(int32_t)((%s) == (%s))"; break;
   case TINY_CMPNE: w = "(int32_t)((%s) != (%s))"; break;
@@ -449,7 +456,7 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
         bool mi = is_int(mul->dtype);
         hp_str prod;
         hp_str_init(&prod);
-        binary(&prod, TINY_MUL, mi, l, r);
+        binary(&prod, TINY_MUL, mi, l, r, m->c->gpu);
         int cast_node = n->src[0].node;
         if (cast_node != b->con->mul_node) cast(&ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
         else hp_str_puts(&ex, prod.buf);
@@ -484,8 +491,8 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
     const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
     bool in_int = is_int(ref->dtype);
     if (n->op == TINY_CAST) cast(&ex, ref->dtype, n->a.cast.to, x[0]);
-    else if (cls == TC_UNARY) unary(&ex, n->op, in_int, x[0]);
-    else if (cls == TC_BINARY) binary(&ex, n->op, in_int, x[0], x[1]);
+    else if (cls == TC_UNARY) unary(&ex, n->op, in_int, x[0], m->c->gpu);
+    else if (cls == TC_BINARY) binary(&ex, n->op, in_int, x[0], x[1], m->c->gpu);
     else hp_str_printf(&ex, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
     store_value(m, &u->access[w], b->node, ex.buf);
     for (int k = 0; k < n->nsrc; k++) free(x[k]);
@@ -628,6 +635,7 @@ static char *canonical_cond(const poly_ast *a) {
  * sum (softmax's, layernorm's) nor if-convert the transcendentals. */
 static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
   *cond = NULL;
+  if (m->c->gpu) return;
   simd_scan sc = {a->iter, true, {0}, {0}};
   hp_str_init(&sc.priv);
   hp_str_init(&sc.red);
@@ -720,7 +728,7 @@ static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   tiny_dtype os_dt = m->c->f->buffers[m->c->f->buffer_of[node]].dtype;
   hp_str v;
   hp_str_init(&v);
-  load(&v, xs_dt, sx, "off");
+  load(&v, xs_dt, sx, "off", false);
   hp_str_printf(o, "    %s g_ = %s;\n", ctype(n->dtype), v.buf ? v.buf : "0");
   hp_str_free(&v);
   switch (os_dt) {
@@ -804,6 +812,95 @@ static void group_statements(emit *m) {
   }
 }
 
+/* Storage of every value region r touches, its statements (reductions in
+ * three steps), their groups, and which values live in registers. */
+static void nest_setup(rc_ctx *c, int r, emit *m) {
+  const hp_function *f = c->f;
+  const rg_region *R = m->R;
+  const tiny_graph *g = c->g;
+  int prefix = 1 << 30;
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    if (b->nout < prefix) prefix = b->nout;
+  }
+  /* the loops the blocks share: region formation's, checked with isl */
+  m->prefix = R->info ? R->info->prefix : R->nblocks == 1 ? poly_block(c->pv, R->blocks[0])->nout : prefix;
+  for (int i = 0; i < g->n; i++) {
+    m->val[i].kind = g->nodes[i].op == TINY_CONST ? ST_CONST : ST_LOCAL;
+    m->val[i].slot = slot_of(m->K, f, i);
+    if (m->val[i].slot >= 0) {
+      m->val[i].kind = ST_BUF;
+      m->val[i].storage = f->buffers[f->buffer_of[i]].dtype;
+    }
+    int64_t size = 1;
+    for (int d = m->prefix; d < g->nodes[i].shape.rank; d++) size *= g->nodes[i].shape.d[d].n;
+    m->val[i].lsize = size;
+  }
+  /* Statements in block order, reductions in three steps; every INIT first
+   * (an accumulator's init depends on nothing), so that a reduction's BODY
+   * can share the loop of the values it sums. */
+  for (int k = 0; k < R->nblocks && m->nstmts + 3 <= (int)(sizeof m->stmts / sizeof m->stmts[0]); k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION)
+      m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT, -1, 0};
+  }
+  for (int k = 0; k < R->nblocks && m->nstmts + 2 <= (int)(sizeof m->stmts / sizeof m->stmts[0]); k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
+    m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY, -1, 0};
+    if (red) m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL, -1, 0};
+  }
+  group_statements(m);
+  /* A value computed and consumed within one group lives in a register. */
+  for (int k = 0; k < m->nstmts; k++) {
+    const poly_block_info *b = poly_block(c->pv, m->stmts[k].block);
+    int t = b->node;
+    if (m->stmts[k].role != POLY_STMT_BODY || b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION ||
+        m->val[t].kind != ST_LOCAL)
+      continue;
+    bool inside = true;
+    for (int q = 0; q < m->nstmts && inside; q++) {
+      const poly_block_info *qb = poly_block(c->pv, m->stmts[q].block);
+      for (int a = 0; a < qb->naccess && inside; a++)
+        if (!qb->access[a].write && qb->access[a].tensor == t) inside = m->stmts[q].group == m->stmts[k].group;
+    }
+    if (inside) m->val[t].lsize = 1;
+  }
+  (void)r;
+}
+
+/* Declarations of the locals (intermediates and accumulators), `ind` before
+ * each.  scratch (GPU, NULL: arrays): arrays become pointers into the
+ * per-point slice `scratch` (an unsigned char *), each at the next offset.
+ * Returns the bytes of all locals and, in *array_bytes, those of the arrays. */
+static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *scratch, int64_t *array_bytes) {
+  const tiny_graph *g = m->c->g;
+  const rg_region *R = m->R;
+  int64_t local_bytes = 0, arrays = 0;
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(m->c->pv, R->blocks[k]);
+    const tiny_node *n = &g->nodes[b->node];
+    for (int acc = 0; acc < 2; acc++) {
+      bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
+      if (acc ? !red : m->val[b->node].kind != ST_LOCAL) continue;
+      int64_t size = 1;
+      if (acc)
+        for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
+      else size = m->val[b->node].lsize;
+      const char *type = ctype(acc ? n->a.reduce.dtype : n->dtype);
+      hp_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");
+      local_name(out, n, acc ? "A" : "L", b->node);
+      if (size > 1 && scratch) hp_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
+      else if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
+      hp_str_puts(out, ";\n");
+      local_bytes += 4 * size;
+      if (size > 1) arrays += 4 * size;
+    }
+  }
+  if (array_bytes) *array_bytes = arrays;
+  return local_bytes;
+}
+
 hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len) {
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
@@ -824,58 +921,10 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     return st;
   }
   if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
-  /* Storage of every value the region touches. */
-  int prefix = 1 << 30;
-  for (int k = 0; k < R->nblocks; k++) {
-    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
-    if (b->nout < prefix) prefix = b->nout;
-  }
-  /* the loops the blocks share: region formation's, checked with isl */
-  m.prefix = R->info ? R->info->prefix : R->nblocks == 1 ? poly_block(c->pv, R->blocks[0])->nout : prefix;
-  for (int i = 0; i < g->n; i++) {
-    m.val[i].kind = g->nodes[i].op == TINY_CONST ? ST_CONST : ST_LOCAL;
-    m.val[i].slot = slot_of(m.K, f, i);
-    if (m.val[i].slot >= 0) {
-      m.val[i].kind = ST_BUF;
-      m.val[i].storage = f->buffers[f->buffer_of[i]].dtype;
-    }
-    int64_t size = 1;
-    for (int d = m.prefix; d < g->nodes[i].shape.rank; d++) size *= g->nodes[i].shape.d[d].n;
-    m.val[i].lsize = size;
-  }
-  /* Statements in block order, reductions in three steps; every INIT first
-   * (an accumulator's init depends on nothing), so that a reduction's BODY
-   * can share the loop of the values it sums. */
-  for (int k = 0; k < R->nblocks && m.nstmts + 3 <= (int)(sizeof m.stmts / sizeof m.stmts[0]); k++) {
-    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
-    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION)
-      m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT, -1, 0};
-  }
-  for (int k = 0; k < R->nblocks && m.nstmts + 2 <= (int)(sizeof m.stmts / sizeof m.stmts[0]); k++) {
-    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
-    bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
-    m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY, -1, 0};
-    if (red) m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL, -1, 0};
-  }
-  group_statements(&m);
-  /* A value computed and consumed within one group lives in a register. */
-  for (int k = 0; k < m.nstmts; k++) {
-    const poly_block_info *b = poly_block(c->pv, m.stmts[k].block);
-    int t = b->node;
-    if (m.stmts[k].role != POLY_STMT_BODY || b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION ||
-        m.val[t].kind != ST_LOCAL)
-      continue;
-    bool inside = true;
-    for (int q = 0; q < m.nstmts && inside; q++) {
-      const poly_block_info *qb = poly_block(c->pv, m.stmts[q].block);
-      for (int a = 0; a < qb->naccess && inside; a++)
-        if (!qb->access[a].write && qb->access[a].tensor == t) inside = m.stmts[q].group == m.stmts[k].group;
-    }
-    if (inside) m.val[t].lsize = 1;
-  }
+  nest_setup(c, r, &m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   long outer = m.prefix >= 1 ? (long)g->nodes[b0->node].shape.d[0].n : 0;
-  poly_ast_opts opts = {m.prefix, outer > 1};
+  poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
@@ -888,27 +937,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
   }
   /* locals: intermediates and accumulators */
-  int64_t local_bytes = 0;
-  for (int k = 0; k < R->nblocks; k++) {
-    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
-    const tiny_node *n = &g->nodes[b->node];
-    if (m.val[b->node].kind == ST_LOCAL) {
-      hp_str_printf(out, "  %s ", ctype(n->dtype));
-      local_name(out, n, "L", b->node);
-      if (m.val[b->node].lsize > 1) hp_str_printf(out, "[%" PRId64 "]", m.val[b->node].lsize);
-      hp_str_puts(out, ";\n");
-      local_bytes += 4 * m.val[b->node].lsize;
-    }
-    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) {
-      int64_t size = 1;
-      for (int d = m.prefix; d < b->nout; d++) size *= n->shape.d[d].n;
-      hp_str_printf(out, "  %s ", ctype(n->a.reduce.dtype));
-      local_name(out, n, "A", b->node);
-      if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
-      hp_str_puts(out, ";\n");
-      local_bytes += 4 * size;
-    }
-  }
+  int64_t local_bytes = emit_locals(&m, out, "  ", NULL, NULL);
   if (local_bytes > c->local_budget) {
     st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of locals (budget %d)", local_bytes,
                  c->local_budget);
@@ -945,4 +974,66 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
 done:
   free(m.val);
   return st;
+}
+
+/* ---- the loop nest for other backends ------------------------------------------ */
+typedef struct nest_priv {
+  emit m;
+} nest_priv;
+
+hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
+  const hp_function *f = c->f;
+  const rg_region *R = &f->part->regions[f->kernels[r].region];
+  const tiny_graph *g = c->g;
+  memset(out, 0, sizeof *out);
+  if (R->nblocks == 0) return hp_fail(c->e, HP_E_INTERNAL, R->name, "a GATHER region has no loop nest");
+  nest_priv *p = hp_xcalloc(1, sizeof *p);
+  value *val = hp_xcalloc((size_t)g->n + 1, sizeof(value));
+  if (!p || !val) {
+    free(p);
+    free(val);
+    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  out->priv = p;
+  p->m = (emit){c, R, &f->kernels[r], NULL, 0, {{0}}, 0, val};
+  nest_setup(c, r, &p->m);
+  const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
+  out->fixed = p->m.prefix;
+  for (int i = 0; i < out->fixed; i++) out->extent[i] = g->nodes[b0->node].shape.d[i].n;
+  poly_ast_opts opts = {p->m.prefix, false, out->fixed, out->extent};
+  poly_ast *tree;
+  hp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
+  if (st) {
+    rc_nest_free(out);
+    return st;
+  }
+  out->tree = tree;
+  hp_str tmp;
+  hp_str_init(&tmp);
+  out->local_bytes = emit_locals(&p->m, &tmp, "", NULL, &out->array_bytes);
+  hp_str_free(&tmp);
+  return HP_OK;
+}
+
+void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out) {
+  nest_priv *p = n->priv;
+  emit_locals(&p->m, out, "", scratch, NULL);
+}
+
+hp_status rc_nest_stmt(rc_nest *n, const poly_ast *u, hp_str *out) {
+  nest_priv *p = n->priv;
+  p->m.o = out;
+  hp_status st = stmt_body(&p->m, u);
+  p->m.o = NULL;
+  if (!st && out->len && out->buf[out->len - 1] == '\n') out->buf[--out->len] = 0;
+  return st;
+}
+
+void rc_nest_free(rc_nest *n) {
+  nest_priv *p = n->priv;
+  if (p) {
+    free(p->m.val);
+    free(p);
+  }
+  memset(n, 0, sizeof *n);
 }

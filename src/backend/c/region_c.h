@@ -3,6 +3,7 @@
 #define HARP_REGION_C_H
 
 #include "harp/function.h"
+#include "harp/poly_ast.h"
 #include "harp/poly.h"
 #include "util/util.h"
 
@@ -17,6 +18,8 @@ typedef struct rc_ctx {
   int local_budget; /* bytes of stack a region may use for intermediates */
   bool host_only;   /* JIT: code for this machine's ISA only (compiles faster); else every
                        variant with run-time CPUID dispatch (standalone packages) */
+  bool gpu;         /* statement text for CUDA C (rc_nest_*): no GNU statement expressions, no
+                       OpenMP pragmas, buffer elements through HP_AT(p, i) */
 } rc_ctx;
 
 /* Append
@@ -27,6 +30,30 @@ typedef struct rc_ctx {
  * (the whole range when *chunk_len is 0).  *chunk_len receives the length of
  * that loop (0: not splittable).  Returns the C code's needs in *uses_pool. */
 hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len);
+
+/* The loop nest of a block-based region for a backend that prints the loops
+ * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first
+ * `fixed` shared loops are fixed to the C parameters hp_p0, hp_p1, ...
+ * (0 <= hp_pi < extent[i]); the tree runs the rest for one such point.
+ * Buffers are p<slot> (slot = the kernel's reads, then writes). */
+typedef struct rc_nest {
+  const poly_ast *tree;
+  int fixed;
+  int64_t extent[POLY_MAX_VARS];
+  int64_t local_bytes; /* per point: every local */
+  int64_t array_bytes; /* per point: the local arrays (lsize > 1) */
+  void *priv;
+} rc_nest;
+
+/* c->gpu must be set.  Fails for GATHER regions (no blocks). */
+hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out);
+/* Declarations of the locals, one per line; scratch (C text of an
+ * unsigned char * to array_bytes of memory for this point) or NULL: arrays
+ * on the stack. */
+void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out);
+/* The C statement of one PA_USER node (one line, no newline). */
+hp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, hp_str *out);
+void rc_nest_free(rc_nest *n);
 
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */

@@ -48,6 +48,9 @@
 typedef enum cuda_arch { CUDA_SM80, CUDA_SM90, CUDA_ARCH_COUNT } cuda_arch;
 const char *cuda_arch_name(cuda_arch a);      /* "sm80" | "sm90" */
 const char *cuda_arch_nvrtc(cuda_arch a);     /* "sm_80" | "sm_90a" */
+/* A kernel for template arch t may be part of a module for arch m: the same
+ * arch, or the SM80 template in an SM90 module (mma.sync runs on Hopper). */
+bool cuda_arch_runs_on(cuda_arch t, cuda_arch m);
 
 /* What a Schedule Plan decides for one kernel.  0 / false means "choose".
  * How plan_t (include/harp/plan.h) maps onto it:
@@ -94,13 +97,14 @@ typedef enum cuda_epi_kind {
   CUDA_EPI_SIGMOID,
   CUDA_EPI_SCALE,    /* * scale */
   CUDA_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
+  CUDA_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
   CUDA_EPI_COUNT
 } cuda_epi_kind;
 const char *cuda_epi_name(cuda_epi_kind k);
 
 typedef struct cuda_epi {
   cuda_epi_kind kind;
-  tiny_dtype dtype;             /* bias / residual storage: FP32, FP16 or BF16 */
+  tiny_dtype dtype;             /* bias / residual storage: FP32, FP16 or BF16; ROUND: FP16 or BF16 */
   float scale;                  /* CUDA_EPI_SCALE */
   int64_t s_b0, s_b1, s_m, s_n; /* residual element strides (0 = broadcast); conv: NCHW like y */
 } cuda_epi;
@@ -159,6 +163,12 @@ bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow);
  * of one k16 step).  Parameters: (q, k, v, mask or NULL, out). */
 typedef struct cuda_attn_spec {
   int64_t b, h, m, n, d, dv;
+  /* Element strides over (b, h, row) of q, k, v and out when `strided` (else
+   * each is contiguous); d and dv have unit stride.  A 0 broadcasts (k and v
+   * shared by heads).  Rows are read with 16-byte cp.async: q/k/v strides and
+   * bases must be multiples of 8 elements (else Unsupported); out's of 2. */
+  bool strided;
+  int64_t q_s[3], k_s[3], v_s[3], o_s[3];
   tiny_dtype q_dtype, kv_dtype, o_dtype;
   float scale;          /* 0: 1/sqrt(d) */
   bool causal;          /* key j visible to query i iff j <= i (top-left aligned) */
@@ -274,7 +284,9 @@ typedef struct cuda_rownorm_spec {
   X(WGMMA_COMMIT, "WgmmaCommit", "", "")                                                \
   X(WGMMA_WAIT, "WgmmaWait", "", "pending")                                             \
   X(SETMAXNREG, "SetMaxNReg", "", "regs,inc")                                           \
-  X(FENCE_PROXY_ASYNC, "FenceProxyAsync", "", "")
+  X(FENCE_PROXY_ASYNC, "FenceProxyAsync", "", "")                                       \
+  X(LOOP, "Loop", "var,init,cond,inc", "")                                              \
+  X(CODE, "Code", "text", "")
 
 typedef enum cuda_stmt_kind {
 #define CUDA_X_ENUM(e, n, s, i) CU_##e,
@@ -362,14 +374,21 @@ typedef struct cuda_kernel {
 
 /* A translation unit: kernels that are printed, compiled and loaded together.
  * Owns every IR object through its arena. */
+#define CUDA_MAX_HELPERS 8
 typedef struct cuda_module {
   hp_arena *arena;
   cuda_kernel **k;
   int n, cap;
   cuda_arch arch; /* all kernels share it */
+  /* device code some generators need besides the prelude (printed once,
+   * after it, in the order added; the generic kernels' hp_* helpers) */
+  const char *helpers[CUDA_MAX_HELPERS];
+  int nhelpers;
 } cuda_module;
 
 hp_status cuda_module_new(hp_error *e, cuda_arch arch, cuda_module **out);
+/* Print `text` once per module, after the prelude (by pointer identity). */
+hp_status cuda_module_helpers(hp_error *e, cuda_module *m, const char *text);
 void cuda_module_free(cuda_module *m);
 
 /* ---- generators: append one kernel named `name` to m --------------------- */

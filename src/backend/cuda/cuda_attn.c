@@ -48,6 +48,7 @@ static int pad_dim(int64_t d) {
 typedef struct attn_gen {
   cuda_b b;
   const cuda_attn_spec *s;
+  int64_t qs[3], ks[3], vs[3], os[3]; /* element strides over (b, h, row) */
   int BM, BN, D, DV, T, NFS, NFO;
   int64_t q_off, k_off, v_off, k_stage, v_stage; /* SMEM byte offsets */
   float scale2;                                  /* scale * log2(e) */
@@ -85,10 +86,10 @@ static void emit_kv_load(attn_gen *a, const char *jb, bool with_v) {
   const char *st = cuda_fmt(b, "((%s) & 1)", jb);
   const char *row0 = cuda_fmt(b, "(%s) * %d", jb, a->BN);
   emit_tile(a, "k", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->k_off, st, (long long)a->k_stage), "Kb", row0,
-            s->n, a->BN, a->D, s->d, s->d);
+            s->n, a->BN, a->D, s->d, a->ks[2]);
   if (with_v)
     emit_tile(a, "v", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->v_off, st, (long long)a->v_stage), "Vb", row0,
-              s->n, a->BN, a->DV, s->dv, s->dv);
+              s->n, a->BN, a->DV, s->dv, a->vs[2]);
   cuda_emit(b, CU_COMMIT_GROUP);
 }
 
@@ -192,7 +193,7 @@ static void open_kv_loop(attn_gen *a, bool with_v) {
 }
 
 hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name) {
-  if (s->tune.arch != m->arch)
+  if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
   if (s->b < 1 || s->h < 1 || s->m < 1 || s->n < 1 || s->d < 1 || s->dv < 1)
@@ -211,6 +212,21 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   attn_gen a;
   memset(&a, 0, sizeof a);
   a.s = s;
+  if (s->strided) {
+    memcpy(a.qs, s->q_s, sizeof a.qs), memcpy(a.ks, s->k_s, sizeof a.ks);
+    memcpy(a.vs, s->v_s, sizeof a.vs), memcpy(a.os, s->o_s, sizeof a.os);
+    for (int i = 0; i < 3; i++) {
+      if (a.qs[i] < 0 || a.ks[i] < 0 || a.vs[i] < 0 || a.os[i] < 0)
+        return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative attention stride");
+      /* rows go through 16-byte cp.async, the output through element pairs */
+      if (a.qs[i] % 8 || a.ks[i] % 8 || a.vs[i] % 8 || a.os[i] % 2)
+        return hp_fail(e, HP_E_UNSUPPORTED, name, "q/k/v strides must be multiples of 8 elements, out's of 2");
+    }
+  } else {
+    int64_t q[3] = {s->h * s->m * s->d, s->m * s->d, s->d}, k[3] = {s->h * s->n * s->d, s->n * s->d, s->d};
+    int64_t v[3] = {s->h * s->n * s->dv, s->n * s->dv, s->dv}, o[3] = {s->h * s->m * s->dv, s->m * s->dv, s->dv};
+    memcpy(a.qs, q, sizeof q), memcpy(a.ks, k, sizeof k), memcpy(a.vs, v, sizeof v), memcpy(a.os, o, sizeof o);
+  }
   a.BM = s->bm ? s->bm : 64;
   a.BN = s->bn ? s->bn : 64;
   if (a.BM != 64) return hp_fail(e, HP_E_UNSUPPORTED, name, "attention query tile must be 64 (4 warps x 16 rows)");
@@ -267,11 +283,16 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
   cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a.BM));
   cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
-  cuda_decl(b, "const hk_u16 *", "Qb", NULL, cuda_fmt(b, "q + (hk_i64)bh * %lld", (long long)(s->m * s->d)));
-  cuda_decl(b, "const hk_u16 *", "Kb", NULL, cuda_fmt(b, "k + (hk_i64)bh * %lld", (long long)(s->n * s->d)));
-  cuda_decl(b, "const hk_u16 *", "Vb", NULL, cuda_fmt(b, "v + (hk_i64)bh * %lld", (long long)(s->n * s->dv)));
+  /* (b, h) = (bh / H, bh % H) through the strides */
+  const char *bb = cuda_fmt(b, "(hk_i64)(bh / %lld)", (long long)s->h), *hh = cuda_fmt(b, "(hk_i64)(bh %% %lld)", (long long)s->h);
+  cuda_decl(b, "const hk_u16 *", "Qb", NULL,
+            cuda_fmt(b, "q + %s * %lld + %s * %lld", bb, (long long)a.qs[0], hh, (long long)a.qs[1]));
+  cuda_decl(b, "const hk_u16 *", "Kb", NULL,
+            cuda_fmt(b, "k + %s * %lld + %s * %lld", bb, (long long)a.ks[0], hh, (long long)a.ks[1]));
+  cuda_decl(b, "const hk_u16 *", "Vb", NULL,
+            cuda_fmt(b, "v + %s * %lld + %s * %lld", bb, (long long)a.vs[0], hh, (long long)a.vs[1]));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)), "Ob", NULL,
-            cuda_fmt(b, "out + (hk_i64)bh * %lld", (long long)(s->m * s->dv)));
+            cuda_fmt(b, "out + %s * %lld + %s * %lld", bb, (long long)a.os[0], hh, (long long)a.os[1]));
   if (s->has_mask)
     cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->mask_dtype)), "Mb", NULL,
               cuda_fmt(b, "mask + (hk_i64)(bh / %lld) * %lld + (hk_i64)(bh %% %lld) * %lld", (long long)s->h,
@@ -291,7 +312,7 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
 
   /* Q tile + first key block, then Q fragments into registers */
   cuda_comment(b, "Q tile (once) and the first key block");
-  emit_tile(&a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a.q_off), "Qb", "q0", s->m, a.BM, a.D, s->d, s->d);
+  emit_tile(&a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a.q_off), "Qb", "q0", s->m, a.BM, a.D, s->d, a.qs[2]);
   emit_kv_load(&a, "0", s->online);
   cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
   cuda_emit(b, CU_BARRIER);
@@ -389,7 +410,7 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   const char *val = osz == 4 ? "hk_v2{hk_f2u(o[0][jo][2 * h]), hk_f2u(o[0][jo][2 * h + 1])}"
                              : cuda_fmt(b, "%s(o[0][jo][2 * h], o[0][jo][2 * h + 1])",
                                         s->o_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2");
-  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %lld + hk_c", (long long)s->dv), val,
+  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %lld + hk_c", (long long)a.os[2]), val,
                               cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->m, (long long)s->dv), NULL);
   sg->i[0] = 2 * osz;
   cuda_close(b);

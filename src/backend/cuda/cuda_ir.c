@@ -13,9 +13,10 @@
 /* ---- names ------------------------------------------------------------------ */
 const char *cuda_arch_name(cuda_arch a) { return a == CUDA_SM90 ? "sm90" : "sm80"; }
 const char *cuda_arch_nvrtc(cuda_arch a) { return a == CUDA_SM90 ? "sm_90a" : "sm_80"; }
+bool cuda_arch_runs_on(cuda_arch t, cuda_arch m) { return t == m || (t == CUDA_SM80 && m == CUDA_SM90); }
 
-static const char *const epi_names[CUDA_EPI_COUNT] = {"bias_m", "bias_n", "relu", "gelu",
-                                                      "silu",   "sigmoid", "scale", "residual"};
+static const char *const epi_names[CUDA_EPI_COUNT] = {"bias_m", "bias_n", "relu",     "gelu",
+                                                      "silu",   "sigmoid", "scale", "residual", "round"};
 const char *cuda_epi_name(cuda_epi_kind k) { return (unsigned)k < CUDA_EPI_COUNT ? epi_names[k] : "?"; }
 
 typedef struct stmt_info {
@@ -118,6 +119,14 @@ void cuda_module_free(cuda_module *m) {
   hp_arena_free(m->arena);
   free(m->k);
   free(m);
+}
+
+hp_status cuda_module_helpers(hp_error *e, cuda_module *m, const char *text) {
+  for (int i = 0; i < m->nhelpers; i++)
+    if (m->helpers[i] == text) return HP_OK;
+  if (m->nhelpers >= CUDA_MAX_HELPERS) return hp_fail(e, HP_E_LIMIT, NULL, "more than %d helper blocks", CUDA_MAX_HELPERS);
+  m->helpers[m->nhelpers++] = text;
+  return HP_OK;
 }
 
 const cuda_kernel *cuda_module_find(const cuda_module *m, const char *name) {
@@ -336,14 +345,15 @@ static hp_status verify_stmt(hp_error *e, const cuda_kernel *k, const cuda_stmt 
       return hp_fail(e, HP_E_INTERNAL, k->name, "%s of %lld bytes", si->name, (long long)st->i[0]);
     break;
   case CU_FOR:
-    if (!cuda_is_cname(st->s[0])) return hp_fail(e, HP_E_INTERNAL, k->name, "For variable is not a C name");
+  case CU_LOOP:
+    if (!cuda_is_cname(st->s[0])) return hp_fail(e, HP_E_INTERNAL, k->name, "%s variable is not a C name", si->name);
     break;
   case CU_DECL:
     if (!cuda_is_cname(st->s[1])) return hp_fail(e, HP_E_INTERNAL, k->name, "Decl name is not a C name");
     break;
   default: break;
   }
-  bool nests = st->kind == CU_BLOCK || st->kind == CU_FOR || st->kind == CU_IF;
+  bool nests = st->kind == CU_BLOCK || st->kind == CU_FOR || st->kind == CU_IF || st->kind == CU_LOOP;
   if (!nests && (st->nbody || st->nels)) return hp_fail(e, HP_E_INTERNAL, k->name, "%s has a body", si->name);
   for (int i = 0; i < st->nbody; i++)
     if (verify_stmt(e, k, st->body[i], depth + 1)) return e->code;
@@ -403,6 +413,7 @@ static json_t *stmt_json(const cuda_stmt *st) {
         json_object_set_new(x, "dtype", json_string(tiny_dtype_name(ep->e.dtype)));
       }
       if (ep->e.kind == CUDA_EPI_SCALE) json_object_set_new(x, "scale", json_real(ep->e.scale));
+      if (ep->e.kind == CUDA_EPI_ROUND) json_object_set_new(x, "to", json_string(tiny_dtype_name(ep->e.dtype)));
       if (ep->e.kind == CUDA_EPI_RESIDUAL) {
         json_t *s = json_array();
         json_array_append_new(s, json_integer(ep->e.s_m));
@@ -413,7 +424,7 @@ static json_t *stmt_json(const cuda_stmt *st) {
     }
     json_object_set_new(o, "ops", ops);
   }
-  if (st->kind == CU_BLOCK || st->kind == CU_FOR || st->kind == CU_IF)
+  if (st->kind == CU_BLOCK || st->kind == CU_FOR || st->kind == CU_IF || st->kind == CU_LOOP)
     json_object_set_new(o, "body", stmts_json(st->body, st->nbody));
   if (st->kind == CU_IF && st->nels) json_object_set_new(o, "else", stmts_json(st->els, st->nels));
   return o;

@@ -623,6 +623,8 @@ static hp_status check_epi(hp_error *e, const char *name, const cuda_epi *epi, i
     if (has && epi[i].dtype != TINY_FP16 && epi[i].dtype != TINY_BF16 && epi[i].dtype != TINY_FP32)
       return hp_fail(e, HP_E_UNSUPPORTED, name, "epilogue %s of dtype %s", cuda_epi_name(epi[i].kind),
                      tiny_dtype_name(epi[i].dtype));
+    if (epi[i].kind == CUDA_EPI_ROUND && epi[i].dtype != TINY_FP16 && epi[i].dtype != TINY_BF16)
+      return hp_fail(e, HP_E_INVALID_ARG, name, "epilogue round to %s (fp16 or bf16)", tiny_dtype_name(epi[i].dtype));
   }
   return HP_OK;
 }
@@ -639,7 +641,7 @@ static hp_status check_ab_dtypes(hp_error *e, const char *name, tiny_dtype a, ti
 hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
 
 hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
-  if (s->tune.arch != m->arch)
+  if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
   if (s->M < 1 || s->N < 1 || s->K < 1 || s->batch[0] < 1 || s->batch[1] < 1)
@@ -652,7 +654,7 @@ hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, co
     if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative stride");
   if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype)) return e->code;
   if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
-  if (m->arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
+  if (s->tune.arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
   if (s->tune.splitk > 1) {
     if (!s->tune.splitk_parallel)
       return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K is the parallel form (fp32 atomics) here; splitk_serial is not implemented");
@@ -723,10 +725,10 @@ bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow) {
 }
 
 hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
-  if (s->tune.arch != m->arch)
+  if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
-  if (m->arch == CUDA_SM90)
+  if (s->tune.arch == CUDA_SM90)
     return hp_fail(e, HP_E_UNSUPPORTED, name, "conv on the SM90 template (use an sm80 plan: the SM80 template runs on sm_90)");
   if (s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->oc < 1 || s->kh < 1 || s->kw < 1 || s->groups < 1 ||
       s->dil[0] < 1 || s->dil[1] < 1)

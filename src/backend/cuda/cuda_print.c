@@ -197,6 +197,10 @@ static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const 
          "if (hk_r < (%s) && hk_c + 1 < (%s)) hk_v1 += %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)(hk_c + 1) * %lld);",
          m_lim, n_lim, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
     break;
+  case CUDA_EPI_ROUND:
+    if (ep->e.dtype == TINY_BF16) line(p, "hk_v0 = hk_bf2f(hk_f2bf(hk_v0)); hk_v1 = hk_bf2f(hk_f2bf(hk_v1));");
+    else line(p, "hk_v0 = hk_h2f(hk_f2h(hk_v0)); hk_v1 = hk_h2f(hk_f2h(hk_v1));");
+    break;
   default: line(p, "/* unknown epilogue op */"); break;
   }
 }
@@ -305,6 +309,12 @@ static void print_stmt(pr *p, const cuda_stmt *st) {
   case CU_WGMMA_WAIT: line(p, "hk_wgmma_wait<%lld>();", (long long)st->i[0]); break;
   case CU_SETMAXNREG: line(p, "hk_setmaxnreg_%s<%lld>();", st->i[1] ? "inc" : "dec", (long long)st->i[0]); break;
   case CU_FENCE_PROXY_ASYNC: line(p, "hk_fence_proxy_async();"); break;
+  case CU_LOOP:
+    line(p, "for (long %s = %s; %s; %s += %s) {", s[0], s[1], s[2], s[0], s[3]);
+    print_body(p, st->body, st->nbody);
+    line(p, "}");
+    break;
+  case CU_CODE: line(p, "%s", s[0]); break;
   default: line(p, "/* ? */"); break;
   }
 }
@@ -358,6 +368,7 @@ hp_status cuda_print(hp_error *e, const cuda_module *m, char **out) {
                 cuda_arch_name(m->arch));
   hp_str_puts(&o, prelude_common);
   if (m->arch == CUDA_SM90) cuda_sm90_prelude(m, &o);
+  for (int i = 0; i < m->nhelpers; i++) hp_str_puts(&o, m->helpers[i]);
   for (int i = 0; i < m->n; i++) print_kernel(&o, m->k[i]);
   if (o.oom) {
     hp_str_free(&o);

@@ -1,0 +1,284 @@
+/* generic_cuda.c — any region as a CUDA kernel: the loop nest isl builds for
+ * the CPU backend (rc_nest of src/backend/c/region_c.c, the same statements
+ * and arithmetic), with the region's shared loops spread over threads.
+ * Needs: region_c.h (the nest), cuda.h.  Gives: cuda_gen_generic.
+ *
+ * The shared loops (the region's prefix: every dependence inside the region
+ * is the identity on them) are fixed per point; the points are numbered
+ * row-major and walked by a grid-stride loop, so consecutive threads take
+ * consecutive innermost shared indices (coalesced when that axis is the
+ * contiguous one, as for elementwise chains).  Each point runs the rest of
+ * the nest: reductions, row loops.  Values kept inside the region live in
+ * registers, or in local arrays of the thread; arrays beyond LOCAL_MAX
+ * bytes go to a slice of the model's scratch area per thread instead.
+ * GATHER regions get a thread per output element; an index out of range
+ * writes 0 and sets the model's status word (the runtime reports it). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/c/region_c.h"
+#include "backend/cuda/region_cuda.h"
+#include "harp/region.h"
+
+#define THREADS 128
+#define LOCAL_MAX 2048              /* bytes of local arrays a thread keeps itself */
+#define SCRATCH_MAX ((int64_t)1 << 28) /* bytes of scratch slices at most (fewer threads beyond) */
+#define MAX_BLOCKS ((int64_t)1 << 20)
+
+/* The helpers of generic kernels: the CPU prelude's names (hp_*), on the
+ * GPU prelude's primitives, so region_c.c's statement text compiles as is. */
+static const char generic_helpers[] =
+    "/* generic kernels: the CPU backend's helper names on the GPU primitives */\n"
+    "#ifndef HK_SIM\n"
+    "typedef int int32_t;\ntypedef unsigned int uint32_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned char uint8_t;\n"
+    "#define HP_AT(p, i) (p)[i]\n"
+    "#endif\n"
+    "#ifndef INT32_MAX\n#define INT32_MAX 2147483647\n#endif\n"
+    "#ifndef INT32_MIN\n#define INT32_MIN (-2147483647 - 1)\n#endif\n"
+    "#ifndef INFINITY\n#define INFINITY HK_INF\n#endif\n"
+    "#ifndef NAN\n#define NAN hk_u2f(0x7fc00000u)\n#endif\n"
+    "HK_DEV long hp_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
+    "HK_DEV long hp_min(long a, long b) { return a < b ? a : b; }\n"
+    "HK_DEV long hp_max(long a, long b) { return a > b ? a : b; }\n"
+    "HK_DEV float hp_fmax(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }\n"
+    "HK_DEV float hp_fmin(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }\n"
+    "HK_DEV int32_t hp_imax(int32_t a, int32_t b) { return a > b ? a : b; }\n"
+    "HK_DEV int32_t hp_imin(int32_t a, int32_t b) { return a < b ? a : b; }\n"
+    "HK_DEV int32_t hp_f2i(float v) { return hk_f2i(v); }\n"
+    "HK_DEV float hp_h2f(uint16_t h) { return hk_h2f(h); }\n"
+    "HK_DEV uint16_t hp_f2h(float f) { return hk_f2h(f); }\n"
+    "HK_DEV float hp_b2f(uint16_t h) { return hk_bf2f(h); }\n"
+    "HK_DEV uint16_t hp_f2b(float f) { return hk_f2bf(f); }\n"
+    "HK_DEV float hp_rh(float f) { return hk_h2f(hk_f2h(f)); }\n"
+    "HK_DEV float hp_rb(float f) { return hk_bf2f(hk_f2bf(f)); }\n"
+    "HK_DEV float hp_exp2f(float x) { return exp2f(x); }\n"
+    "HK_DEV float hp_expf(float x) { return expf(x); }\n"
+    "HK_DEV float hp_log2f(float x) { return log2f(x); }\n"
+    "HK_DEV float hp_erff(float x) { return erff(x); }\n"
+    "HK_DEV float hp_relu(float x) { return x < 0 ? 0.0f : x; }\n"
+    "HK_DEV float hp_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }\n";
+
+cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r) {
+  if (c->nlaunch == c->caplaunch) {
+    int cap = c->caplaunch ? 2 * c->caplaunch : 16;
+    cuda_launch *n = hp_xrealloc(c->launch, sizeof *n * (size_t)cap);
+    if (!n) return NULL;
+    c->launch = n;
+    c->caplaunch = cap;
+  }
+  cuda_launch *l = &c->launch[c->nlaunch++];
+  memset(l, 0, sizeof *l);
+  l->k = k;
+  l->fn_kernel = r;
+  l->nargs = k->nparams;
+  return l;
+}
+
+cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset, tiny_dtype dt) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int b = slot < K->nreads ? K->reads[slot] : K->writes[slot - K->nreads];
+  return (cuda_arg){CUDA_ARG_BUF, b, elem_offset * tiny_dtype_size(dt)};
+}
+
+/* Kernel parameters p<slot> for the Function kernel's buffers. */
+static void slot_params(cuda_rctx *c, cuda_b *b, cuda_kernel *k, int r) {
+  const fn_kernel *K = &c->f->kernels[r];
+  for (int s = 0; s < K->nreads + K->nwrites; s++) {
+    int buf = s < K->nreads ? K->reads[s] : K->writes[s - K->nreads];
+    tiny_dtype dt = c->f->buffers[buf].dtype;
+    cuda_param_add(k, cuda_fmt(b, "p%d", s), cuda_ctype(dt), s < K->nreads ? CUDA_P_PTR_IN : CUDA_P_PTR_OUT, dt);
+  }
+}
+
+/* ---- the nest as dialect statements ------------------------------------------ */
+typedef struct gen {
+  cuda_rctx *c;
+  cuda_b *b;
+  rc_nest *nest;
+  hp_str text;
+} gen;
+
+static hp_status put_ast(gen *g, const poly_ast *a) {
+  if (!a) return HP_OK;
+  cuda_b *b = g->b;
+  switch (a->kind) {
+  case PA_FOR:
+    cuda_open(b, cuda_emit_s(b, CU_LOOP, a->iter, a->init, a->cond, a->inc));
+    if (put_ast(g, a->body)) return g->c->e->code;
+    cuda_close(b);
+    return HP_OK;
+  case PA_IF:
+    cuda_if(b, cuda_fmt(b, "%s", a->cond));
+    if (put_ast(g, a->then_)) return g->c->e->code;
+    if (a->else_) {
+      cuda_else(b);
+      if (put_ast(g, a->else_)) return g->c->e->code;
+    }
+    cuda_close(b);
+    return HP_OK;
+  case PA_BLOCK:
+    for (int i = 0; i < a->nchildren; i++)
+      if (put_ast(g, a->children[i])) return g->c->e->code;
+    return HP_OK;
+  case PA_USER: {
+    hp_str_free(&g->text);
+    hp_str_init(&g->text);
+    if (rc_nest_stmt(g->nest, a, &g->text)) return g->c->e->code;
+    if (g->text.oom) return hp_fail(g->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    cuda_emit_s(b, CU_CODE, cuda_fmt(b, "%s", g->text.buf ? g->text.buf : ";"), NULL, NULL, NULL);
+    return HP_OK;
+  }
+  }
+  return HP_OK;
+}
+
+/* Lines of text as Code statements. */
+static void put_lines(cuda_b *b, const char *text) {
+  for (const char *p = text; p && *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    if (n) cuda_emit_s(b, CU_CODE, cuda_fmt(b, "%.*s", (int)n, p), NULL, NULL, NULL);
+    p += n + (nl ? 1 : 0);
+  }
+}
+
+static hp_status gen_gather(cuda_rctx *c, int r, const char *name) {
+  const fn_kernel *K = &c->f->kernels[r];
+  const rg_region *R = &c->f->part->regions[K->region];
+  const tiny_graph *g = c->g;
+  int node = R->out_values[0];
+  const tiny_node *n = &g->nodes[node], *x = &g->nodes[n->src[0].node];
+  int sx = -1, si = -1, so = -1;
+  for (int s = 0; s < K->nreads + K->nwrites; s++) {
+    int nd = c->f->buffers[s < K->nreads ? K->reads[s] : K->writes[s - K->nreads]].node;
+    if (nd == n->src[0].node) sx = s;
+    if (nd == n->src[1].node) si = s;
+    if (nd == node) so = s;
+  }
+  if (sx < 0 || si < 0 || so < 0) return hp_fail(c->e, HP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, c->mod, c->e, name, "gather");
+  if (!k) return c->e->code;
+  slot_params(c, b, k, r);
+  cuda_param_add(k, "hp_status", "int", CUDA_P_PTR_OUT, TINY_I32);
+  int64_t total = tiny_shape_numel(&n->shape), blocks = (total + THREADS - 1) / THREADS;
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  if (blocks < 1) blocks = 1;
+  k->grid[0] = blocks;
+  k->block[0] = THREADS;
+  cuda_meta_str(k, "bind", "output element -> thread, grid-stride");
+  int axis = n->a.gather.axis, rank = n->shape.rank;
+  int64_t xs[TINY_MAX_RANK], st = 1;
+  for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
+  tiny_dtype xdt = c->f->buffers[c->f->buffer_of[n->src[0].node]].dtype, odt = c->f->buffers[c->f->buffer_of[node]].dtype;
+  cuda_open(b, cuda_emit_s(b, CU_LOOP, "hp_i", cuda_fmt(b, "(long)blockIdx.x * %d + threadIdx.x", THREADS),
+                           cuda_fmt(b, "hp_i < %" PRId64 "L", total), cuda_fmt(b, "%" PRId64 "L", blocks * THREADS)));
+  cuda_decl(b, "long", "hp_rest", NULL, "hp_i");
+  cuda_decl(b, "long", "hp_off", NULL, "0");
+  for (int d = rank - 1; d >= 0; d--) {
+    cuda_decl(b, "const long", cuda_fmt(b, "hp_i%d", d), NULL, cuda_fmt(b, "hp_rest %% %" PRId64 "L", n->shape.d[d].n));
+    cuda_assign(b, "hp_rest", cuda_fmt(b, "hp_rest / %" PRId64 "L", n->shape.d[d].n));
+    if (d != axis) cuda_assign(b, "hp_off", cuda_fmt(b, "hp_off + hp_i%d * %" PRId64 "L", d, xs[d]));
+  }
+  cuda_decl(b, "const int", "hp_k", NULL, cuda_fmt(b, "p%d[hp_i]", si));
+  cuda_decl(b, "const bool", "hp_ok", NULL, cuda_fmt(b, "hp_k >= 0 && hp_k < %" PRId64, x->shape.d[axis].n));
+  cuda_if(b, "!hp_ok");
+  cuda_assign(b, "*hp_status", cuda_fmt(b, "%d", r + 1));
+  cuda_close(b);
+  cuda_decl(b, "const float", "hp_v", NULL,
+            cuda_fmt(b, "hp_ok ? %s(p%d + hp_off + (long)hp_k * %" PRId64 "L) : 0.0f", cuda_ld_fn(xdt), sx, xs[axis]));
+  const char *sv = odt == TINY_FP16 || odt == TINY_BF16 ? cuda_fmt(b, "%s(hp_v)", cuda_cvt_fn(odt))
+                   : odt == TINY_BOOL                   ? "(unsigned char)(hp_v != 0.0f)"
+                   : odt == TINY_I32                    ? "hk_f2i(hp_v)"
+                                                        : "hp_v";
+  cuda_assign(b, cuda_fmt(b, "p%d[hp_i]", so), sv);
+  cuda_close(b);
+  hp_status st2 = cuda_b_finish(b, k);
+  if (st2) return st2;
+  cuda_launch *l = cuda_launch_add(c, k, r);
+  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int s = 0; s < K->nreads + K->nwrites; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
+  l->args[K->nreads + K->nwrites] = (cuda_arg){CUDA_ARG_STATUS, -1, 0};
+  return HP_OK;
+}
+
+hp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note) {
+  const fn_kernel *K = &c->f->kernels[r];
+  const rg_region *R = &c->f->part->regions[K->region];
+  if (R->nblocks == 0) return gen_gather(c, r, name);
+  if (cuda_module_helpers(c->e, c->mod, generic_helpers)) return c->e->code;
+  rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 30, false, true};
+  rc_nest nest;
+  hp_status st = rc_nest_build(&rc, r, &nest);
+  if (st) return st;
+  int64_t total = 1;
+  for (int i = 0; i < nest.fixed; i++) total *= nest.extent[i];
+  int64_t blocks = (total + THREADS - 1) / THREADS;
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  if (blocks < 1) blocks = 1;
+  bool scratch = nest.array_bytes > LOCAL_MAX;
+  int64_t slice = (nest.array_bytes + 15) / 16 * 16;
+  if (scratch && blocks * THREADS * slice > SCRATCH_MAX) {
+    blocks = SCRATCH_MAX / slice / THREADS;
+    if (blocks < 1) blocks = 1;
+  }
+  cuda_b bb, *b = &bb;
+  gen g = {c, b, &nest, {0}};
+  hp_str_init(&g.text);
+  cuda_kernel *k = cuda_kernel_new(b, c->mod, c->e, name, "generic");
+  if (!k) {
+    rc_nest_free(&nest);
+    return c->e->code;
+  }
+  slot_params(c, b, k, r);
+  if (scratch) cuda_param_add(k, "hp_scratch", "unsigned char", CUDA_P_PTR_OUT, TINY_BOOL);
+  k->grid[0] = blocks;
+  k->block[0] = THREADS;
+  cuda_meta_str(k, "region", R->name);
+  cuda_meta_int(k, "shared_loops", nest.fixed);
+  cuda_meta_int(k, "points", total);
+  cuda_meta_str(k, "bind", "shared loops (row-major points) -> threads, grid-stride");
+  cuda_meta_int(k, "local_bytes", nest.local_bytes);
+  if (scratch) cuda_meta_int(k, "scratch_per_thread", slice);
+  if (note) {
+    cuda_meta_str(k, "declined", cuda_fmt(b, "%s", note));
+    cuda_comment(b, cuda_fmt(b, "generic loops: %s", note));
+  }
+  if (scratch)
+    cuda_decl(b, "unsigned char *", "hp_scr", NULL,
+              cuda_fmt(b, "hp_scratch + ((long)blockIdx.x * %d + threadIdx.x) * %" PRId64 "L", THREADS, slice));
+  cuda_open(b, cuda_emit_s(b, CU_LOOP, "hp_i", cuda_fmt(b, "(long)blockIdx.x * %d + threadIdx.x", THREADS),
+                           cuda_fmt(b, "hp_i < %" PRId64 "L", total), cuda_fmt(b, "%" PRId64 "L", blocks * THREADS)));
+  int64_t inner = 1;
+  for (int i = nest.fixed - 1; i >= 0; i--) {
+    const char *v = i == 0 ? cuda_fmt(b, "hp_i / %" PRId64 "L", inner)
+                           : cuda_fmt(b, "(hp_i / %" PRId64 "L) %% %" PRId64 "L", inner, nest.extent[i]);
+    cuda_decl(b, "const long", cuda_fmt(b, "hp_p%d", i), NULL, v);
+    cuda_call(b, cuda_fmt(b, "(void)hp_p%d", i));
+    inner *= nest.extent[i];
+  }
+  hp_str loc;
+  hp_str_init(&loc);
+  rc_nest_locals(&nest, scratch ? "hp_scr" : NULL, &loc);
+  put_lines(b, loc.buf);
+  bool oom = loc.oom;
+  hp_str_free(&loc);
+  if (oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) st = put_ast(&g, nest.tree);
+  if (!st) cuda_close(b);
+  hp_str_free(&g.text);
+  rc_nest_free(&nest);
+  if (!st) st = cuda_b_finish(b, k);
+  if (st) return st;
+  cuda_launch *l = cuda_launch_add(c, k, r);
+  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int s = 0; s < K->nreads + K->nwrites; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
+  if (scratch) {
+    l->args[K->nreads + K->nwrites] = (cuda_arg){CUDA_ARG_SCRATCH, -1, 0};
+    if (blocks * THREADS * slice > c->scratch_bytes) c->scratch_bytes = blocks * THREADS * slice;
+  }
+  l->note = note;
+  return HP_OK;
+}

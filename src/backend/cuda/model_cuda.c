@@ -1,0 +1,189 @@
+/* model_cuda.c — the GPU translation unit of a compiled model: every region
+ * of the Function as kernels of one cuda_module, the launch list, and the
+ * layout of the model's device memory.
+ * Needs: region_cuda.c.  Gives: cuda_model_build, cuda_model_dump_json,
+ * cuda_arg_offset (region_cuda.h).
+ *
+ * Device memory: one arena [temporaries | inputs and outputs | scratch |
+ * status] (every part 256-byte aligned; the temporaries keep the Function's
+ * liveness-based offsets) and the ConstPool with the weights.  A launch's
+ * argument names a Function buffer (plus a byte offset) or the scratch or
+ * status word; the runtime, the standalone loader and the simulator tests
+ * turn that into an address the same way (cuda_arg_offset). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "backend/cuda/region_cuda.h"
+#include "util/util.h"
+
+#define PART_ALIGN 256
+
+static size_t up(size_t x) { return (x + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN; }
+
+void cuda_model_free(cuda_model_tu *t) {
+  if (!t) return;
+  cuda_module_free(t->mod);
+  free(t->launch);
+  free(t->io_offset);
+  hp_arena_free(t->arena);
+  free(t);
+}
+
+static bool is_template(const char *kind) {
+  return !strcmp(kind, "mma_gemm") || !strcmp(kind, "mma_conv") || !strcmp(kind, "attention") ||
+         !strcmp(kind, "wgmma_gemm");
+}
+
+hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
+                           const tiny_symtab *syms, cuda_arch arch, cuda_model_tu **out) {
+  *out = NULL;
+  cuda_model_tu *t = hp_xcalloc(1, sizeof *t);
+  if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  t->f = f;
+  t->g = g;
+  t->io_offset = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(size_t));
+  t->arena = hp_arena_new();
+  hp_status st = !t->io_offset || !t->arena ? hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory")
+                                            : cuda_module_new(e, arch, &t->mod);
+  cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0};
+  for (int r = 0; r < f->nkernels && !st; r++) st = cuda_emit_region(&c, r);
+  t->launch = c.launch;
+  t->nlaunch = c.nlaunch;
+  if (st) {
+    cuda_model_free(t);
+    return st;
+  }
+  for (int i = 0; i < t->nlaunch; i++) {
+    const char *kind = t->launch[i].k->kind;
+    if (is_template(kind)) t->ntemplate++;
+    else if (!strcmp(kind, "generic") || !strcmp(kind, "gather")) t->ngeneric++;
+    else t->nsimple++;
+  }
+  size_t at = t->temp_bytes = up(f->required_memory);
+  for (int b = 0; b < f->nbuffers; b++)
+    if (f->buffers[b].kind == FN_INPUT || f->buffers[b].kind == FN_OUTPUT) {
+      t->io_offset[b] = at;
+      at += up(f->buffers[b].size ? f->buffers[b].size : 1);
+    }
+  t->scratch_off = at;
+  t->scratch_bytes = (size_t)c.scratch_bytes;
+  at += up(t->scratch_bytes);
+  t->status_off = at;
+  t->arena_bytes = at + PART_ALIGN;
+  *out = t;
+  return HP_OK;
+}
+
+int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_consts) {
+  *in_consts = false;
+  switch (a->kind) {
+  case CUDA_ARG_NULL: return -1;
+  case CUDA_ARG_SCRATCH: return (int64_t)t->scratch_off + a->offset;
+  case CUDA_ARG_STATUS: return (int64_t)t->status_off;
+  case CUDA_ARG_BUF: break;
+  }
+  const fn_buffer *b = &t->f->buffers[a->buffer];
+  switch (b->kind) {
+  case FN_PARAM: *in_consts = true; return (int64_t)b->offset + a->offset;
+  case FN_TEMP: return (int64_t)b->offset + a->offset;
+  default: return (int64_t)t->io_offset[a->buffer] + a->offset;
+  }
+}
+
+static const char *space_of(const cuda_model_tu *t, const cuda_arg *a) {
+  switch (a->kind) {
+  case CUDA_ARG_NULL: return "null";
+  case CUDA_ARG_SCRATCH: return "scratch";
+  case CUDA_ARG_STATUS: return "status";
+  case CUDA_ARG_BUF: break;
+  }
+  switch (t->f->buffers[a->buffer].kind) {
+  case FN_PARAM: return "weights";
+  case FN_TEMP: return "temp";
+  case FN_INPUT: return "input";
+  default: return "output";
+  }
+}
+
+hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out) {
+  *out = NULL;
+  char *mj = NULL;
+  if (cuda_dump_json(e, t->mod, &mj)) return e->code;
+  json_error_t je;
+  json_t *root = json_loads(mj, 0, &je);
+  free(mj);
+  json_t *gpu = root ? json_object_get(root, "gpu") : NULL;
+  if (!gpu) {
+    json_decref(root);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
+  }
+  json_t *ls = json_array();
+  for (int i = 0; i < t->nlaunch; i++) {
+    const cuda_launch *l = &t->launch[i];
+    json_t *x = json_object(), *args = json_array();
+    json_object_set_new(x, "kernel", json_string(l->k->name));
+    json_object_set_new(x, "region", json_string(t->f->kernels[l->fn_kernel].name));
+    for (int p = 0; p < l->nargs; p++) {
+      const cuda_arg *a = &l->args[p];
+      json_t *y = json_object();
+      json_object_set_new(y, "param", json_string(l->k->params[p].name));
+      json_object_set_new(y, "space", json_string(space_of(t, a)));
+      if (a->kind == CUDA_ARG_BUF) {
+        json_object_set_new(y, "buffer", json_integer(a->buffer));
+        json_object_set_new(y, "value", json_string(t->g->nodes[t->f->buffers[a->buffer].node].id));
+      }
+      if (a->kind == CUDA_ARG_BUF || a->kind == CUDA_ARG_SCRATCH) json_object_set_new(y, "byte_offset", json_integer(a->offset));
+      bool in_consts;
+      int64_t off = cuda_arg_offset(t, a, &in_consts);
+      if (off >= 0) json_object_set_new(y, "offset", json_integer(off));
+      json_array_append_new(args, y);
+    }
+    json_object_set_new(x, "args", args);
+    if (l->note) json_object_set_new(x, "declined", json_string(l->note));
+    json_array_append_new(ls, x);
+  }
+  json_object_set_new(gpu, "launches", ls);
+  /* every Function buffer: where it lives and what fills it */
+  json_t *bs = json_array();
+  for (int b = 0; b < t->f->nbuffers; b++) {
+    const fn_buffer *B = &t->f->buffers[b];
+    const tiny_node *n = &t->g->nodes[B->node];
+    json_t *x = json_object();
+    cuda_arg a = {CUDA_ARG_BUF, b, 0};
+    bool in_consts;
+    json_object_set_new(x, "id", json_integer(b));
+    json_object_set_new(x, "space", json_string(space_of(t, &a)));
+    json_object_set_new(x, "value", json_string(n->id));
+    if (B->kind == FN_INPUT || B->kind == FN_PARAM) json_object_set_new(x, "name", json_string(n->a.input.tensor_id));
+    if (B->kind == FN_OUTPUT) json_object_set_new(x, "name", json_string(tiny_output_name(t->g, B->node)));
+    json_object_set_new(x, "dtype", json_string(tiny_dtype_name(B->dtype)));
+    json_t *shape = json_array();
+    for (int d = 0; d < n->shape.rank; d++) json_array_append_new(shape, json_integer(n->shape.d[d].n));
+    json_object_set_new(x, "shape", shape);
+    json_object_set_new(x, "bytes", json_integer((json_int_t)B->size));
+    json_object_set_new(x, "offset", json_integer(cuda_arg_offset(t, &a, &in_consts)));
+    json_array_append_new(bs, x);
+  }
+  json_object_set_new(gpu, "buffers", bs);
+  json_t *mem = json_object();
+  json_object_set_new(mem, "arena_bytes", json_integer((json_int_t)t->arena_bytes));
+  json_object_set_new(mem, "temp_bytes", json_integer((json_int_t)t->temp_bytes));
+  json_object_set_new(mem, "scratch_offset", json_integer((json_int_t)t->scratch_off));
+  json_object_set_new(mem, "scratch_bytes", json_integer((json_int_t)t->scratch_bytes));
+  json_object_set_new(mem, "status_offset", json_integer((json_int_t)t->status_off));
+  json_object_set_new(mem, "weights_bytes", json_integer((json_int_t)t->f->const_bytes));
+  json_object_set_new(gpu, "memory", mem);
+  json_t *cnt = json_object();
+  json_object_set_new(cnt, "template", json_integer(t->ntemplate));
+  json_object_set_new(cnt, "simple", json_integer(t->nsimple));
+  json_object_set_new(cnt, "generic", json_integer(t->ngeneric));
+  json_object_set_new(gpu, "launch_kinds", cnt);
+  char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
+  *out = s;
+  return HP_OK;
+}

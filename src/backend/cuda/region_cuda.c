@@ -1,0 +1,741 @@
+/* region_cuda.c — one region of a Function as GPU kernels.
+ * Needs: contract.h (the target-independent reading of contraction regions),
+ * the CUDA generators, generic_cuda.c.  Gives: cuda_emit_region.
+ *
+ * In order of preference:
+ *   1. contraction regions on the MMA templates: matmul -> cuda_gen_gemm
+ *      (the SM90 TMA/wgmma branch when the Plan's arch is sm90 and the shape
+ *      fits it, else SM80; A copied into scratch first when its reduced
+ *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM),
+ *      attention -> cuda_gen_attn (strided q/k/v/out);
+ *   2. row regions the simple kernels cover: softmax and layernorm over the
+ *      last axis, a single reduction, an elementwise chain;
+ *   3. anything else: the generic loop nest (generic_cuda.c).
+ * A template that declines says why; the reason travels with the launch
+ * (--dump gpu) and as a comment in the generic kernel. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/contract.h"
+#include "backend/cuda/cuda_plan.h"
+#include "backend/cuda/region_cuda.h"
+#include "harp/polycore.h"
+#include "harp/region.h"
+
+#define DECLINE(msg)   \
+  do {                 \
+    *why = (msg);      \
+    return HP_OK;      \
+  } while (0)
+
+static const char *kname(cuda_rctx *c, int r, const char *what) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "k%d_%s", r, what);
+  return hp_arena_strdup(c->arena, buf);
+}
+
+/* fmt has one %s (a reason); the result lives in the context's arena. */
+static const char *fmt_note(cuda_rctx *c, const char *fmt, const char *a) {
+  hp_str s;
+  hp_str_init(&s);
+  hp_str_printf(&s, fmt, a);
+  const char *r = s.buf ? hp_arena_strdup(c->arena, s.buf) : "?";
+  hp_str_free(&s);
+  return r;
+}
+
+static cuda_epi epi_of(const ct_epi *x) {
+  static const cuda_epi_kind kinds[] = {
+      [CT_EPI_BIAS_M] = CUDA_EPI_BIAS_M, [CT_EPI_BIAS_N] = CUDA_EPI_BIAS_N,     [CT_EPI_RELU] = CUDA_EPI_RELU,
+      [CT_EPI_GELU] = CUDA_EPI_GELU,     [CT_EPI_SILU] = CUDA_EPI_SILU,         [CT_EPI_SIGMOID] = CUDA_EPI_SIGMOID,
+      [CT_EPI_SCALE] = CUDA_EPI_SCALE,   [CT_EPI_RESIDUAL] = CUDA_EPI_RESIDUAL, [CT_EPI_ROUND] = CUDA_EPI_ROUND};
+  return (cuda_epi){kinds[x->kind], x->dtype, x->scale, x->s_b0, x->s_b1, x->s_m, x->s_n};
+}
+
+/* A kernel's arguments by parameter name (a tensor map: the tensor it maps). */
+typedef struct named_arg {
+  const char *name;
+  cuda_arg arg;
+} named_arg;
+
+/* Bind every parameter of k; false when a pointer breaks the alignment its
+ * parameter declares (an element offset the template cannot take). */
+static bool bind(cuda_launch *l, const cuda_kernel *k, const named_arg *na, int n) {
+  for (int i = 0; i < k->nparams; i++) {
+    const cuda_param *p = &k->params[i];
+    const char *want = p->kind == CUDA_P_TMAP && p->tmap ? p->tmap->tensor : p->name;
+    l->args[i] = (cuda_arg){CUDA_ARG_NULL, -1, 0};
+    for (int j = 0; j < n; j++)
+      if (na[j].name && !strcmp(na[j].name, want)) l->args[i] = na[j].arg;
+    int align = p->kind == CUDA_P_TMAP ? 16 : p->align; /* TMA: 16-byte global addresses */
+    if (l->args[i].kind != CUDA_ARG_NULL && align > 0 && l->args[i].offset % align) return false;
+  }
+  return true;
+}
+
+/* Run a generator; on a refusal drop what it added to the module. */
+typedef hp_status (*gen_fn)(hp_error *, cuda_module *, const void *, const char *);
+static hp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char *name, const char **why) {
+  int n0 = c->mod->n;
+  hp_error e2 = {0};
+  if (fn(&e2, c->mod, spec, name) == HP_OK) return HP_OK;
+  c->mod->n = n0;
+  *why = fmt_note(c, "the template refused: %s", e2.msg);
+  return e2.code;
+}
+
+static hp_status gen_gemm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
+static hp_status gen_conv(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
+static hp_status gen_attn(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
+static hp_status gen_ew(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
+static hp_status gen_red(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
+static hp_status gen_sm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
+static hp_status gen_ln(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
+
+/* Add the launch of the kernel just generated, or drop it when its
+ * arguments break an alignment (*why). */
+static hp_status launch_last(cuda_rctx *c, int r, int n0, const named_arg *na, int n, bool *ok, const char **why) {
+  const cuda_kernel *k = c->mod->k[c->mod->n - 1];
+  cuda_launch *l = cuda_launch_add(c, k, r);
+  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  *ok = bind(l, k, na, n);
+  if (!*ok) {
+    c->nlaunch--;
+    c->mod->n = n0;
+    *why = "an operand's element offset breaks the template's alignment";
+  }
+  return HP_OK;
+}
+
+/* ---- the Plan -------------------------------------------------------------------- */
+static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
+  if (axis < 0) return 0;
+  for (int i = 0; i < p->ntile; i++)
+    if (!strcmp(p->tile_axes[i], ri->axes[axis].name)) return (int)p->tile[i];
+  return 0;
+}
+
+/* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
+ * view); false when there is none or it is not a GPU plan. */
+static bool plan_tune(const rg_info *info, cuda_tune *t) {
+  if (!info || !info->has_plan || !plan_arch_is_gpu(info->plan.arch)) return false;
+  hp_error e2 = {0};
+  if (cuda_tune_from_plan(&e2, &info->plan, 1, t)) return false;
+  plan_gemm_view gv;
+  if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HP_OK) {
+    t->bm = plan_tile(&info->plan, &info->plan_info, gv.m);
+    t->bn = plan_tile(&info->plan, &info->plan_info, gv.n);
+    t->bk = plan_tile(&info->plan, &info->plan_info, gv.k);
+  }
+  t->splitk = 0, t->splitk_parallel = false; /* split-K needs a zeroed fp32 C: not wired */
+  return true;
+}
+
+/* ---- contractions ------------------------------------------------------------------ */
+static cuda_arg targ(const cuda_rctx *c, int r, const ct_tensor *t) { return cuda_arg_slot(c, r, t->slot, t->offset, t->dtype); }
+
+static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
+  ct_src src = {c->g, c->pv, c->f};
+  ct_gemm gm;
+  if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
+  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
+  cuda_gemm_spec s;
+  cuda_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP16);
+  s.a_dtype = gm.A.dtype, s.b_dtype = gm.B.dtype, s.c_dtype = gm.C.dtype;
+  s.a_sm = gm.a_sm, s.a_sk = gm.a_sk, s.b_sk = gm.b_sk, s.b_sn = gm.b_sn, s.c_sm = gm.c_sm, s.c_sn = gm.c_sn;
+  for (int i = 0; i < 2; i++)
+    s.batch[i] = gm.batch[i], s.a_sb[i] = gm.a_sb[i], s.b_sb[i] = gm.b_sb[i], s.c_sb[i] = gm.c_sb[i];
+  s.n_epi = gm.nepi;
+  for (int i = 0; i < gm.nepi; i++) s.epi[i] = epi_of(&gm.epi[i]);
+  int n0 = c->mod->n, l0 = c->nlaunch;
+  int64_t a_bytes = 0;
+  if (gm.nrep) { /* A into scratch first: an elementwise copy over A's moving variables */
+    if (gm.nrep > CUDA_MAX_RANK) DECLINE("A needs a repack of more dimensions than the copy kernel takes");
+    cuda_ew_spec cp;
+    memset(&cp, 0, sizeof cp);
+    cp.rank = gm.nrep;
+    int64_t numel = 1;
+    for (int i = 0; i < gm.nrep; i++) cp.shape[i] = gm.rep_size[i], cp.in[0].strides[i] = gm.rep_src[i], numel *= gm.rep_size[i];
+    cp.ninputs = 1;
+    cp.in[0].dtype = gm.A0.dtype;
+    cp.ninstr = 1;
+    cp.instr[0] = (cuda_ew_instr){.op = TINY_INPUT, .input = 0, .dtype = gm.A0.dtype};
+    cp.out_dtype = gm.A0.dtype;
+    cp.tune.arch = c->mod->arch;
+    if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
+    bool ok;
+    named_arg na[] = {{"in0", targ(c, r, &gm.A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
+    if (launch_last(c, r, n0, na, 2, &ok, why) || !ok) return c->e->code;
+    a_bytes = numel * tiny_dtype_size(gm.A0.dtype);
+  }
+  /* the Plan's tiles first, then the template's own choice */
+  cuda_tune pt;
+  bool has_plan = plan_tune(info, &pt);
+  const char *refused = NULL;
+  hp_status st = HP_E_UNSUPPORTED;
+  if (has_plan) {
+    s.tune = pt;
+    if (pt.arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s.tune.arch = CUDA_SM80;
+    st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), &refused);
+  }
+  if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
+    cuda_tune_default(&s.tune, CUDA_SM90);
+    st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
+  }
+  if (st) {
+    cuda_tune_default(&s.tune, CUDA_SM80);
+    st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
+  }
+  if (st) {
+    c->mod->n = n0, c->nlaunch = l0;
+    return HP_OK;
+  }
+  named_arg na[3 + CT_MAX_EPI];
+  na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
+  na[1] = (named_arg){"B", targ(c, r, &gm.B)};
+  na[2] = (named_arg){"C", targ(c, r, &gm.C)};
+  char epn[CT_MAX_EPI][8];
+  for (int i = 0; i < gm.nepi; i++) {
+    snprintf(epn[i], sizeof epn[i], "ep%d", i);
+    na[3 + i] = (named_arg){epn[i], gm.epi[i].slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0}
+                                                       : cuda_arg_slot(c, r, gm.epi[i].slot, gm.epi[i].off, gm.epi[i].dtype)};
+  }
+  bool ok;
+  if (launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why)) return c->e->code;
+  if (!ok) {
+    c->nlaunch = l0;
+    return HP_OK;
+  }
+  cuda_kernel *k = c->mod->k[c->mod->n - 1];
+  cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
+  cuda_meta_str(k, "schedule_plan", !has_plan ? "none: the template's defaults"
+                                    : refused ? fmt_note(c, "%s; the template's defaults", refused)
+                                              : "tiles, stages, warp tile, vector width from the Plan");
+  if (gm.nrep) cuda_meta_str(k, "A", "repacked into scratch (its reduced dimensions do not fold)");
+  if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
+  *done = true;
+  return HP_OK;
+}
+
+static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
+  ct_src src = {c->g, c->pv, c->f};
+  ct_conv cv;
+  if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
+  cuda_conv_spec s;
+  cuda_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP16);
+  s.x_dtype = cv.X.dtype, s.w_dtype = cv.W.dtype, s.y_dtype = cv.Y.dtype;
+  memcpy(s.stride, cv.stride, sizeof s.stride);
+  memcpy(s.pad, cv.pad, sizeof s.pad);
+  memcpy(s.dil, cv.dil, sizeof s.dil);
+  s.n_epi = cv.nepi;
+  for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
+  cuda_tune_default(&s.tune, CUDA_SM80); /* implicit GEMM lives on the SM80 template (it runs on sm_90) */
+  int n0 = c->mod->n;
+  if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HP_OK;
+  named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
+  char epn[CT_MAX_EPI][8];
+  for (int i = 0; i < cv.nepi; i++) {
+    snprintf(epn[i], sizeof epn[i], "ep%d", i);
+    na[3 + i] = (named_arg){epn[i], cv.epi[i].slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0}
+                                                       : cuda_arg_slot(c, r, cv.epi[i].slot, cv.epi[i].off, cv.epi[i].dtype)};
+  }
+  bool ok;
+  if (launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why)) return c->e->code;
+  if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
+  *done = ok;
+  return HP_OK;
+}
+
+static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
+  ct_src src = {c->g, c->pv, c->f};
+  ct_attn at;
+  if (!ct_read_attn(&src, r, &at, why)) return HP_OK;
+  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
+  cuda_attn_spec s;
+  cuda_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP16);
+  s.dv = at.DV;
+  s.q_dtype = at.q.dtype, s.kv_dtype = at.k.dtype, s.o_dtype = at.out.dtype;
+  if (at.v.dtype != at.k.dtype) DECLINE("K and V differ in dtype");
+  s.scale = at.scale;
+  s.strided = true;
+  memcpy(s.q_s, at.q_s, sizeof s.q_s), memcpy(s.k_s, at.k_s, sizeof s.k_s);
+  memcpy(s.v_s, at.v_s, sizeof s.v_s), memcpy(s.o_s, at.o_s, sizeof s.o_s);
+  s.causal = at.causal;
+  if (at.has_mask) {
+    s.has_mask = true;
+    s.mask_dtype = at.mask.dtype;
+    memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
+  }
+  s.online = info && info->has_plan && cuda_attn_online_from_plan(&info->plan);
+  cuda_tune_default(&s.tune, c->mod->arch);
+  int n0 = c->mod->n;
+  if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HP_OK;
+  named_arg na[] = {{"q", targ(c, r, &at.q)}, {"k", targ(c, r, &at.k)}, {"v", targ(c, r, &at.v)},
+                    {"mask", at.has_mask ? targ(c, r, &at.mask) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
+                    {"out", targ(c, r, &at.out)}};
+  bool ok;
+  if (launch_last(c, r, n0, na, 5, &ok, why)) return c->e->code;
+  if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
+  *done = ok;
+  return HP_OK;
+}
+
+/* ---- row regions ---------------------------------------------------------------------- */
+#define MAX_PEEL 8
+typedef struct rowr {
+  cuda_rctx *c;
+  int r;
+  const rg_region *R;
+  const fn_kernel *K;
+  /* CASTs widening an outside tensor to fp32 inside the region: the row
+   * kernels convert on load, so they read the source instead */
+  int npeel, peel[MAX_PEEL], peel_src[MAX_PEEL];
+} rowr;
+
+static int slot_of(const rowr *w, int node) { return ct_slot_of(w->K, w->c->f, node); }
+static tiny_dtype storage(const rowr *w, int node) { return w->c->f->buffers[w->c->f->buffer_of[node]].dtype; }
+
+/* The region's block computing node, or -1. */
+static int block_of(const rowr *w, int node) {
+  for (int k = 0; k < w->R->nblocks; k++)
+    if (poly_block(w->c->pv, w->R->blocks[k])->node == node) return w->R->blocks[k];
+  return -1;
+}
+
+/* Extents of a block's variables: its output axes, then the reduced ones. */
+static void block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
+  const tiny_node *n = &g->nodes[b->node];
+  for (int v = 0; v < b->nout; v++) size[v] = n->shape.d[v].n;
+  if (b->nvars > b->nout) {
+    const tiny_node *in = &g->nodes[n->src[0].node];
+    for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[n->a.reduce.axis_idx[j]].n;
+  }
+}
+
+/* Read `a` of block bi as strides over its variables (extent-1 ones 0). */
+static bool strides_of(const rowr *w, int bi, int a, int64_t *st, int64_t *off) {
+  const poly_block_info *b = poly_block(w->c->pv, bi);
+  hp_error e2 = {0};
+  bool aff = false;
+  if (poly_access_strides(&e2, w->c->pv, bi, a, st, off, &aff) || !aff) return false;
+  int64_t size[POLY_MAX_VARS];
+  block_sizes(w->c->g, b, size);
+  for (int v = 0; v < b->nvars; v++) {
+    if (size[v] <= 1) st[v] = 0;
+    if (st[v] < 0) return false;
+  }
+  return true;
+}
+
+/* Does read a of block bi walk its variables row-major (the last `bcast`
+ * variables not at all), from offset 0? */
+static bool reads_rowmajor(const rowr *w, int bi, int a, int bcast) {
+  const poly_block_info *b = poly_block(w->c->pv, bi);
+  int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS], want = 1;
+  if (!strides_of(w, bi, a, st, &off) || off != 0) return false;
+  block_sizes(w->c->g, b, size);
+  for (int v = b->nvars - 1; v >= 0; v--) {
+    bool moves = v < b->nvars - bcast && size[v] > 1;
+    if (st[v] != (moves ? want : 0)) return false;
+    if (moves) want *= size[v];
+  }
+  return true;
+}
+
+/* The access of block bi that reads node t (-1: none). */
+static int access_of(const rowr *w, int bi, int t) {
+  const poly_block_info *b = poly_block(w->c->pv, bi);
+  for (int a = 0; a < b->naccess; a++)
+    if (!b->access[a].write && b->access[a].tensor == t) return a;
+  return -1;
+}
+
+static const tiny_node *node(const rowr *w, int n) { return &w->c->g->nodes[n]; }
+static int src(const rowr *w, int n, int k) { return node(w, n)->src[k].node; }
+/* The base of source k of n through views (its block's access). */
+static int base_src(const rowr *w, int n, int k) {
+  int bi = block_of(w, n);
+  return bi < 0 ? -1 : poly_block(w->c->pv, bi)->access[k].tensor;
+}
+static bool is_const(const rowr *w, int n, double *v) {
+  if (n < 0 || node(w, n)->op != TINY_CONST) return false;
+  if (v) *v = node(w, n)->a.cnst.value;
+  return true;
+}
+/* A REDUCE of op over the last axis of its input, fp32 accumulation, no init. */
+static bool last_axis_reduce(const rowr *w, int n, tiny_reduce_op op) {
+  const tiny_node *x = node(w, n);
+  if (x->op != TINY_REDUCE || x->a.reduce.op != op || x->a.reduce.dtype != TINY_FP32 || x->a.reduce.has_init) return false;
+  const tiny_node *in = node(w, src(w, n, 0));
+  return x->a.reduce.n == 1 && x->a.reduce.axis_idx[0] == in->shape.rank - 1;
+}
+/* The compute nodes of the region (views aside) in order; false beyond cap. */
+static int unpeel(const rowr *w, int n) {
+  for (int i = 0; i < w->npeel; i++)
+    if (w->peel[i] == n) return w->peel_src[i];
+  return n;
+}
+
+static int compute_nodes(const rowr *w, int *out, int cap) {
+  int n = 0;
+  for (int k = 0; k < w->R->nblocks; k++) {
+    int nd = poly_block(w->c->pv, w->R->blocks[k])->node;
+    if (unpeel(w, nd) != nd) continue;
+    if (n >= cap) return -1;
+    out[n++] = nd;
+  }
+  return n;
+}
+
+/* Find the widening CASTs of outside tensors read point for point. */
+static void find_peels(rowr *w) {
+  for (int k = 0; k < w->R->nblocks && w->npeel < MAX_PEEL; k++) {
+    int bi = w->R->blocks[k];
+    const poly_block_info *b = poly_block(w->c->pv, bi);
+    const tiny_node *n = &w->c->g->nodes[b->node];
+    if (b->kind != POLY_EWISE || n->op != TINY_CAST || n->a.cast.to != TINY_FP32) continue;
+    int src = b->access[0].tensor;
+    tiny_dtype from = w->c->g->nodes[src].dtype;
+    if ((from != TINY_FP16 && from != TINY_BF16 && from != TINY_FP32) || block_of(w, src) >= 0 || slot_of(w, src) < 0 ||
+        !tiny_shape_equal(&n->shape, &w->c->g->nodes[src].shape) || !reads_rowmajor(w, bi, 0, 0))
+      continue;
+    w->peel[w->npeel] = b->node;
+    w->peel_src[w->npeel++] = src;
+  }
+}
+
+/* x (as the readers see it: the tensor, or a peeled CAST of it), read
+ * row-major by every reader: rows of cols. */
+static bool row_input(const rowr *w, int x, int64_t cols, const int *readers, int nreaders) {
+  if (slot_of(w, unpeel(w, x)) < 0) return false;
+  const tiny_shape *s = &node(w, x)->shape;
+  if (s->rank < 1 || s->d[s->rank - 1].n != cols) return false;
+  for (int i = 0; i < nreaders; i++) {
+    int bi = block_of(w, readers[i]), a = bi >= 0 ? access_of(w, bi, x) : -1;
+    if (a < 0 || !reads_rowmajor(w, bi, a, 0)) return false;
+  }
+  return true;
+}
+
+/* softmax: y = e / bcast(SUM e), e = EXP2(MUL(SUB(x, bcast(MAX x)), c)) | EXP(SUB(..)), [CAST y] */
+static hp_status try_softmax(rowr *w, bool *done, const char **why) {
+  int ns[16], n = compute_nodes(w, ns, 16);
+  if (n < 5 || n > 6) return HP_OK;
+  int k = 0, mx = ns[k++], d = ns[k++], t = -1, ex;
+  double c = 1.4426950408889634;
+  if (node(w, ns[k])->op == TINY_MUL) t = ns[k++];
+  ex = ns[k++];
+  int z = ns[k++], y = ns[k++], out = k < n ? ns[k++] : y;
+  if (k != n) return HP_OK;
+  int x = base_src(w, mx, 0);
+  if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != x ||
+      base_src(w, d, 1) != mx)
+    return HP_OK;
+  if (t >= 0 && (base_src(w, t, 0) != d || !is_const(w, base_src(w, t, 1), &c) || !(c > 0))) return HP_OK;
+  if (!((t >= 0 && node(w, ex)->op == TINY_EXP2 && base_src(w, ex, 0) == t) ||
+        (t < 0 && node(w, ex)->op == TINY_EXP && base_src(w, ex, 0) == d)))
+    return HP_OK;
+  if (!last_axis_reduce(w, z, TINY_RSUM) || base_src(w, z, 0) != ex || node(w, y)->op != TINY_FDIV ||
+      base_src(w, y, 0) != ex || base_src(w, y, 1) != z)
+    return HP_OK;
+  if (out != y && (node(w, out)->op != TINY_CAST || base_src(w, out, 0) != y)) return HP_OK;
+  if (w->R->nout != 1 || w->R->out_values[0] != out || node(w, x)->dtype == TINY_I32) return HP_OK;
+  int64_t cols = node(w, x)->shape.d[node(w, x)->shape.rank - 1].n;
+  int rd[2] = {mx, d};
+  if (!row_input(w, x, cols, rd, 2)) DECLINE("softmax input is not read row by row");
+  int bd = block_of(w, d), by = block_of(w, y);
+  if (!reads_rowmajor(w, bd, access_of(w, bd, mx), 1) || !reads_rowmajor(w, by, access_of(w, by, z), 1) ||
+      !reads_rowmajor(w, by, access_of(w, by, ex), 0))
+    DECLINE("softmax reads its row statistics other than broadcast along the row");
+  cuda_rownorm_spec s;
+  memset(&s, 0, sizeof s);
+  s.cols = cols;
+  s.rows = tiny_shape_numel(&node(w, x)->shape) / cols;
+  s.row_stride = cols;
+  s.in_dtype = storage(w, unpeel(w, x));
+  s.out_dtype = storage(w, out);
+  s.scale = (float)(c / 1.4426950408889634);
+  s.tune.arch = w->c->mod->arch;
+  int n0 = w->c->mod->n;
+  if (try_gen(w->c, gen_sm, &s, kname(w->c, w->r, "softmax"), why)) return HP_OK;
+  named_arg na[] = {{"x", cuda_arg_slot(w->c, w->r, slot_of(w, unpeel(w, x)), 0, s.in_dtype)},
+                    {"y", cuda_arg_slot(w->c, w->r, slot_of(w, out), 0, s.out_dtype)}};
+  return launch_last(w->c, w->r, n0, na, 2, done, why);
+}
+
+/* layernorm: mean = SUM x * 1/n; xc = x - mean; var = SUM xc*xc * 1/n;
+ * y = xc * bcast(RSQRT(var + eps)) [* gamma] [+ beta] [CAST] */
+static hp_status try_layernorm(rowr *w, bool *done, const char **why) {
+  int ns[16], n = compute_nodes(w, ns, 16);
+  if (n < 9 || n > 12) return HP_OK;
+  if (n < 9) return HP_OK;
+  int s1 = ns[0], mean = ns[1], xc = ns[2], sq = ns[3], s2 = ns[4], var = ns[5], ve = ns[6], rs = ns[7], y = ns[8];
+  int x = base_src(w, s1, 0);
+  double inv = 0, inv2 = 0, eps = 0;
+  if (!last_axis_reduce(w, s1, TINY_RSUM) || node(w, mean)->op != TINY_MUL || base_src(w, mean, 0) != s1 ||
+      !is_const(w, base_src(w, mean, 1), &inv))
+    return HP_OK;
+  if (node(w, xc)->op != TINY_SUB || base_src(w, xc, 0) != x || base_src(w, xc, 1) != mean) return HP_OK;
+  if (node(w, sq)->op != TINY_MUL || base_src(w, sq, 0) != xc || base_src(w, sq, 1) != xc) return HP_OK;
+  if (!last_axis_reduce(w, s2, TINY_RSUM) || base_src(w, s2, 0) != sq || node(w, var)->op != TINY_MUL ||
+      base_src(w, var, 0) != s2 || !is_const(w, base_src(w, var, 1), &inv2))
+    return HP_OK;
+  if (node(w, ve)->op != TINY_ADD || base_src(w, ve, 0) != var || !is_const(w, base_src(w, ve, 1), &eps)) return HP_OK;
+  if (node(w, rs)->op != TINY_RSQRT || base_src(w, rs, 0) != ve) return HP_OK;
+  if (node(w, y)->op != TINY_MUL || base_src(w, y, 0) != xc || base_src(w, y, 1) != rs) return HP_OK;
+  int k = 9, gamma = -1, beta = -1, cur = y, pb[2] = {-1, -1};
+  if (k < n && node(w, ns[k])->op == TINY_MUL && base_src(w, ns[k], 0) == cur)
+    gamma = base_src(w, ns[k], 1), pb[0] = block_of(w, ns[k]), cur = ns[k++];
+  if (k < n && node(w, ns[k])->op == TINY_ADD && base_src(w, ns[k], 0) == cur)
+    beta = base_src(w, ns[k], 1), pb[1] = block_of(w, ns[k]), cur = ns[k++];
+  if (k < n && node(w, ns[k])->op == TINY_CAST && base_src(w, ns[k], 0) == cur) cur = ns[k++];
+  if (k != n || w->R->nout != 1 || w->R->out_values[0] != cur || node(w, x)->dtype == TINY_I32) return HP_OK;
+  int64_t cols = node(w, x)->shape.d[node(w, x)->shape.rank - 1].n;
+  if (fabs(inv * (double)cols - 1) > 1e-6 || fabs(inv2 * (double)cols - 1) > 1e-6) return HP_OK;
+  int rd[2] = {s1, xc};
+  if (!row_input(w, x, cols, rd, 2)) DECLINE("layernorm input is not read row by row");
+  int bxc = block_of(w, xc), by = block_of(w, y);
+  if (!reads_rowmajor(w, bxc, access_of(w, bxc, mean), 1) || !reads_rowmajor(w, by, access_of(w, by, rs), 1))
+    DECLINE("layernorm reads its row statistics other than broadcast along the row");
+  cuda_rownorm_spec s;
+  memset(&s, 0, sizeof s);
+  s.cols = cols;
+  s.rows = tiny_shape_numel(&node(w, x)->shape) / cols;
+  s.row_stride = cols;
+  s.in_dtype = storage(w, unpeel(w, x));
+  s.out_dtype = storage(w, cur);
+  s.eps = (float)eps;
+  int pt[2] = {gamma, beta};
+  /* gamma / beta: vectors along the row (strides 0 .. 0 1), buffers of the kernel */
+  for (int i = 0; i < 2; i++) {
+    if (pt[i] < 0) continue;
+    int blk = pb[i];
+    int64_t st[POLY_MAX_VARS], off;
+    const poly_block_info *b = blk >= 0 ? poly_block(w->c->pv, blk) : NULL;
+    if (!b || slot_of(w, unpeel(w, pt[i])) < 0 || !strides_of(w, blk, 1, st, &off) || off != 0 || st[b->nvars - 1] != 1)
+      DECLINE("layernorm's gamma or beta is not a vector along the row");
+    for (int v = 0; v + 1 < b->nvars; v++)
+      if (st[v]) DECLINE("layernorm's gamma or beta varies across rows");
+  }
+  s.has_gamma = gamma >= 0, s.has_beta = beta >= 0;
+  gamma = gamma >= 0 ? unpeel(w, gamma) : -1, beta = beta >= 0 ? unpeel(w, beta) : -1;
+  s.gamma_dtype = gamma >= 0 ? storage(w, gamma) : TINY_FP32;
+  s.beta_dtype = beta >= 0 ? storage(w, beta) : TINY_FP32;
+  s.tune.arch = w->c->mod->arch;
+  int n0 = w->c->mod->n;
+  if (try_gen(w->c, gen_ln, &s, kname(w->c, w->r, "layernorm"), why)) return HP_OK;
+  named_arg na[] = {
+      {"x", cuda_arg_slot(w->c, w->r, slot_of(w, unpeel(w, x)), 0, s.in_dtype)},
+      {"gamma", gamma >= 0 ? cuda_arg_slot(w->c, w->r, slot_of(w, gamma), 0, s.gamma_dtype) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
+      {"beta", beta >= 0 ? cuda_arg_slot(w->c, w->r, slot_of(w, beta), 0, s.beta_dtype) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
+      {"y", cuda_arg_slot(w->c, w->r, slot_of(w, cur), 0, s.out_dtype)}};
+  return launch_last(w->c, w->r, n0, na, 4, done, why);
+}
+
+/* Fold the variables `vars` (outermost first) of one group: each moving
+ * one's stride is the next moving one's times its extent.  Gives the
+ * innermost stride and the element count. */
+static bool fold_group(const int *vars, int n, const int64_t *st, const int64_t *size, int64_t *inner_stride,
+                       int64_t *count) {
+  int64_t cnt = 1, want = 0;
+  bool any = false;
+  *inner_stride = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    int v = vars[i];
+    if (size[v] <= 1) continue;
+    if (any && st[v] != want) return false;
+    if (!any) *inner_stride = st[v];
+    any = true;
+    want = st[v] * size[v];
+    cnt *= size[v];
+  }
+  *count = cnt;
+  return true;
+}
+
+/* a single REDUCE (sum/max/min, fp32 accumulation) of a strided buffer:
+ * [outer][red][inner] */
+static hp_status try_reduce(rowr *w, bool *done, const char **why) {
+  int one[2];
+  if (compute_nodes(w, one, 2) != 1 || w->R->nout != 1) return HP_OK;
+  int bi = block_of(w, one[0]);
+  const poly_block_info *b = poly_block(w->c->pv, bi);
+  const tiny_node *n = node(w, b->node);
+  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->R->out_values[0] != b->node) return HP_OK;
+  int x = unpeel(w, b->access[0].tensor); /* a peeled CAST reads its source point for point */
+  if (slot_of(w, x) < 0 || storage(w, x) == TINY_I32 || storage(w, x) == TINY_BOOL)
+    DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
+  for (int v = 0; v < b->access[0].nvia; v++)
+    if (node(w, b->access[0].via[v])->op == TINY_CAST) DECLINE("the reduction reads through a cast");
+  int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS];
+  if (!strides_of(w, bi, 0, st, &off)) DECLINE("the reduction input is not a strided view");
+  block_sizes(w->c->g, b, size);
+  int red[POLY_MAX_VARS], nred = 0;
+  for (int v = b->nout; v < b->nvars; v++) red[nred++] = v;
+  cuda_reduce_spec s;
+  memset(&s, 0, sizeof s);
+  if (!fold_group(red, nred, st, size, &s.s_red, &s.red)) DECLINE("the reduced axes do not fold into one");
+  bool found = false;
+  for (int p = b->nout; p >= 0 && !found; p--) { /* out vars [0, p) outer, [p, nout) inner */
+    int ov[POLY_MAX_VARS], iv[POLY_MAX_VARS];
+    for (int v = 0; v < p; v++) ov[v] = v;
+    for (int v = p; v < b->nout; v++) iv[v - p] = v;
+    found = fold_group(ov, p, st, size, &s.s_outer, &s.outer) && fold_group(iv, b->nout - p, st, size, &s.s_inner, &s.inner);
+  }
+  if (!found) DECLINE("the kept axes do not split into [outer][inner]");
+  s.op = n->a.reduce.op;
+  s.has_init = n->a.reduce.has_init;
+  s.init = n->a.reduce.init;
+  s.in_dtype = storage(w, x);
+  s.out_dtype = storage(w, b->node);
+  s.tune.arch = w->c->mod->arch;
+  int n0 = w->c->mod->n;
+  if (try_gen(w->c, gen_red, &s, kname(w->c, w->r, "reduce"), why)) return HP_OK;
+  named_arg na[] = {{"in", cuda_arg_slot(w->c, w->r, slot_of(w, x), off, s.in_dtype)},
+                    {"out", cuda_arg_slot(w->c, w->r, slot_of(w, b->node), 0, s.out_dtype)}};
+  return launch_last(w->c, w->r, n0, na, 2, done, why);
+}
+
+static bool ew_op_ok(tiny_op op) {
+  switch (op) {
+  case TINY_NEG: case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT: case TINY_RECIP:
+  case TINY_RELU: case TINY_GELU: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
+  case TINY_MIN: case TINY_CMPLT: case TINY_CMPEQ: case TINY_CMPNE: case TINY_WHERE: case TINY_CAST: return true;
+  default: return false;
+  }
+}
+
+/* an elementwise chain: every block over the output's points */
+static hp_status try_ewise(rowr *w, bool *done, const char **why) {
+  const rg_region *R = w->R;
+  if (R->nout != 1 || R->nblocks < 1 || R->nblocks > CUDA_MAX_EW_INSTR / 2) return HP_OK;
+  int out = R->out_values[0];
+  const tiny_shape *os = &node(w, out)->shape;
+  if (os->rank > CUDA_MAX_RANK) return HP_OK;
+  cuda_ew_spec s;
+  memset(&s, 0, sizeof s);
+  s.rank = os->rank;
+  for (int d = 0; d < os->rank; d++) s.shape[d] = os->d[d].n;
+  int val[TINY_MAX_SRC + 1];
+  int inode[CUDA_MAX_EW_IN];
+  int64_t ioff[CUDA_MAX_EW_IN];
+  int *vof = hp_xcalloc((size_t)w->c->g->n + 1, sizeof(int)); /* node -> instruction + 1 */
+  if (!vof) return hp_fail(w->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  const char *bad = NULL;
+  for (int k = 0; k < R->nblocks && !bad; k++) {
+    const poly_block_info *b = poly_block(w->c->pv, R->blocks[k]);
+    const tiny_node *n = node(w, b->node);
+    if (b->kind != POLY_EWISE && b->kind != POLY_MOVEMENT_AFFINE) bad = "";
+    else if (b->nvars != os->rank || !tiny_shape_equal(&n->shape, os)) bad = "";
+    else if (n->dtype == TINY_I32 || (b->kind == POLY_EWISE && !ew_op_ok(n->op))) bad = "";
+    int nr = b->kind == POLY_EWISE ? n->nsrc : 1;
+    for (int a = 0; a < nr && !bad; a++) {
+      int t = b->access[a].tensor;
+      const tiny_node *tn = node(w, t);
+      if (vof[t]) { /* a value of the region: at the same point */
+        bool pw = false;
+        hp_error e2 = {0};
+        if (poly_access_is_pointwise(&e2, w->c->pv, R->blocks[k], a, &pw) || !pw) bad = "reads a value of the region at another point";
+        val[a] = vof[t] - 1;
+      } else if (tn->op == TINY_CONST) {
+        if (s.ninstr >= CUDA_MAX_EW_INSTR - 1 || tn->dtype == TINY_I32) {
+          bad = "";
+          break;
+        }
+        double v = tn->a.cnst.value;
+        if (tn->dtype == TINY_FP16) v = hp_round_f16((float)v);
+        else if (tn->dtype == TINY_BF16) v = hp_round_bf16((float)v);
+        else if (tn->dtype == TINY_BOOL) v = v != 0;
+        s.instr[s.ninstr] = (cuda_ew_instr){.op = TINY_CONST, .imm = v, .dtype = tn->dtype};
+        val[a] = s.ninstr++;
+      } else {
+        int64_t st[POLY_MAX_VARS], off;
+        if (slot_of(w, t) < 0 || storage(w, t) == TINY_I32 || !strides_of(w, R->blocks[k], a, st, &off)) {
+          bad = "an input is not a strided fp/bool buffer";
+          break;
+        }
+        int in = -1;
+        for (int i = 0; i < s.ninputs && in < 0; i++)
+          if (inode[i] == t && ioff[i] == off && !memcmp(s.in[i].strides, st, sizeof(int64_t) * (size_t)s.rank)) in = i;
+        if (in < 0) {
+          if (s.ninputs >= CUDA_MAX_EW_IN) {
+            bad = "more inputs than the elementwise kernel takes";
+            break;
+          }
+          in = s.ninputs++;
+          inode[in] = t, ioff[in] = off;
+          s.in[in].dtype = storage(w, t);
+          memcpy(s.in[in].strides, st, sizeof(int64_t) * (size_t)s.rank);
+        }
+        if (s.ninstr >= CUDA_MAX_EW_INSTR - 1) {
+          bad = "";
+          break;
+        }
+        s.instr[s.ninstr] = (cuda_ew_instr){.op = TINY_INPUT, .input = in, .dtype = s.in[in].dtype};
+        val[a] = s.ninstr++;
+      }
+    }
+    if (bad) break;
+    if (b->kind == POLY_MOVEMENT_AFFINE) {
+      vof[b->node] = val[0] + 1;
+      continue;
+    }
+    cuda_ew_instr in = {.op = n->op, .a = val[0], .b = n->nsrc > 1 ? val[1] : -1, .c = n->nsrc > 2 ? val[2] : -1,
+                        .dtype = n->op == TINY_CAST ? n->a.cast.to : n->dtype};
+    s.instr[s.ninstr++] = in;
+    vof[b->node] = s.ninstr;
+  }
+  int last = vof[out] - 1;
+  free(vof);
+  if (bad) {
+    if (*bad) *why = bad;
+    return HP_OK;
+  }
+  if (last != s.ninstr - 1) { /* the output is a copy of an earlier value: repeat it */
+    if (last < 0 || s.ninstr >= CUDA_MAX_EW_INSTR) return HP_OK;
+    s.instr[s.ninstr++] = (cuda_ew_instr){.op = TINY_CAST, .a = last, .dtype = TINY_FP32};
+  }
+  s.out_dtype = storage(w, out);
+  s.tune.arch = w->c->mod->arch;
+  int n0 = w->c->mod->n;
+  if (try_gen(w->c, gen_ew, &s, kname(w->c, w->r, "ewise"), why)) return HP_OK;
+  named_arg na[CUDA_MAX_EW_IN + 1];
+  char nm[CUDA_MAX_EW_IN][8];
+  for (int i = 0; i < s.ninputs; i++) {
+    snprintf(nm[i], sizeof nm[i], "in%d", i);
+    na[i] = (named_arg){nm[i], cuda_arg_slot(w->c, w->r, slot_of(w, inode[i]), ioff[i], s.in[i].dtype)};
+  }
+  na[s.ninputs] = (named_arg){"out", cuda_arg_slot(w->c, w->r, slot_of(w, out), 0, s.out_dtype)};
+  return launch_last(w->c, w->r, n0, na, s.ninputs + 1, done, why);
+}
+
+hp_status cuda_emit_region(cuda_rctx *c, int r) {
+  const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
+  ct_src src = {c->g, c->pv, c->f};
+  bool done = false;
+  const char *why = NULL;
+  hp_status st = HP_OK;
+  switch (ct_kind(&src, r)) {
+  case 'g': st = try_gemm(c, r, &done, &why); break;
+  case 'c': st = try_conv(c, r, &done, &why); break;
+  case 'a': st = try_attn(c, r, &done, &why); break;
+  default: break;
+  }
+  if (st || done) return st;
+  const char *note = why ? fmt_note(c, "the template declined (%s)", why) : NULL;
+  if (R->nblocks > 0 && !why) {
+    rowr w = {c, r, R, &c->f->kernels[r], 0, {0}, {0}};
+    find_peels(&w);
+    hp_status (*row[])(rowr *, bool *, const char **) = {try_softmax, try_layernorm, try_reduce, try_ewise};
+    for (int i = 0; i < 4 && !done && !st; i++) {
+      const char *rwhy = NULL;
+      st = row[i](&w, &done, &rwhy);
+      if (rwhy) note = fmt_note(c, "the simple kernel declined (%s)", rwhy);
+    }
+    if (st || done) return st;
+  }
+  return cuda_gen_generic(c, r, kname(c, r, "generic"), note);
+}

@@ -1,0 +1,99 @@
+/* region_cuda.h — a model's Function as GPU kernels (internal API of the CUDA
+ * backend): the regions in one cuda_module and a host-side launch list.
+ *
+ *   cuda_model_build   every kernel of the Function, in order        model_cuda.c
+ *     cuda_emit_region   one region: a template, a simple row        region_cuda.c
+ *                        kernel, or the generic loop nest
+ *       cuda_gen_generic   the isl loop nest of region_c.c with the  generic_cuda.c
+ *                          shared loops spread over threads
+ *
+ * Device memory of a model: one arena holding, at the offsets of
+ * cuda_model_tu, the Function's temporaries (its own layout), the inputs
+ * and outputs, a scratch area shared by the kernels that need one (a
+ * repacked GEMM operand, locals of generic kernels that do not fit a
+ * thread), and a status word kernels set when they stop on a bad index;
+ * plus the ConstPool (weights), uploaded once. */
+#ifndef HARP_REGION_CUDA_H
+#define HARP_REGION_CUDA_H
+
+#include "backend/cuda/cuda.h"
+#include "harp/function.h"
+#include "harp/poly.h"
+
+/* What a kernel parameter points at. */
+typedef enum cuda_arg_kind {
+  CUDA_ARG_NULL,    /* a NULL pointer (an absent optional tensor) */
+  CUDA_ARG_BUF,     /* Function buffer `buffer`, + offset bytes */
+  CUDA_ARG_SCRATCH, /* the scratch area, + offset bytes */
+  CUDA_ARG_STATUS   /* the status word (an int) */
+} cuda_arg_kind;
+
+typedef struct cuda_arg {
+  cuda_arg_kind kind;
+  int buffer;
+  int64_t offset;
+} cuda_arg;
+
+/* One launch, in execution order.  A tensor-map parameter's argument is the
+ * tensor it maps (the runtime encodes the map). */
+typedef struct cuda_launch {
+  const cuda_kernel *k;
+  int fn_kernel;    /* the Function kernel (region) it belongs to */
+  int nargs;
+  cuda_arg args[CUDA_MAX_PARAMS];
+  const char *note; /* why the region is not on a template (declined), or NULL */
+} cuda_launch;
+
+/* What the region emitters share. */
+typedef struct cuda_rctx {
+  hp_error *e;
+  const tiny_graph *g;
+  const poly_view *pv;
+  const hp_function *f;
+  const tiny_symtab *syms;
+  hp_arena *arena; /* scratch: loop trees, notes */
+  cuda_module *mod;
+  cuda_launch *launch;
+  int nlaunch, caplaunch;
+  int64_t scratch_bytes; /* the most one launch uses */
+} cuda_rctx;
+
+/* Append the kernels and launches of Function kernel r. */
+hp_status cuda_emit_region(cuda_rctx *c, int r);
+/* The generic kernel of block-based region r (note: a comment, may be NULL),
+ * or a GATHER. */
+hp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note);
+/* A launch of kernel k for Function kernel r; its arguments are filled by the caller. */
+cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r);
+/* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */
+cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset, tiny_dtype dt);
+
+/* ---- the model ------------------------------------------------------------- */
+typedef struct cuda_model_tu {
+  cuda_module *mod;
+  cuda_launch *launch;
+  int nlaunch;
+  const hp_function *f;
+  const tiny_graph *g;
+  /* the device arena, bytes; every part 256-byte aligned */
+  size_t temp_bytes;    /* [0, temp_bytes): the Function's temporaries at their offsets */
+  size_t *io_offset;    /* per Function buffer: FN_INPUT / FN_OUTPUT offset in the arena (else 0) */
+  size_t scratch_off, scratch_bytes;
+  size_t status_off;
+  size_t arena_bytes;
+  int ntemplate, nsimple, ngeneric; /* launches by kind (counts for messages and tests) */
+  hp_arena *arena;                  /* notes, names, loop trees */
+} cuda_model_tu;
+
+/* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
+hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
+                           const tiny_symtab *syms, cuda_arch arch, cuda_model_tu **out);
+void cuda_model_free(cuda_model_tu *t);
+/* --dump gpu: {"gpu": {arch, kernels: [...], launches: [...], memory: {...}}}.  Malloc'd. */
+hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
+/* Byte offset of an argument's target in its space: the arena (temporaries,
+ * I/O, scratch, status) or, for a weight, the ConstPool (*in_consts).
+ * CUDA_ARG_NULL: -1. */
+int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_consts);
+
+#endif

@@ -1,0 +1,276 @@
+/* gpu.c — the CUDA backend end to end: regions formed for the GPU, the
+ * Function, the GPU translation unit (model_cuda.c), NVRTC (cached on disk),
+ * the driver; then runs.
+ * Needs: every layer, backend/cuda.  Gives: harp/gpu.h.
+ *
+ * A run: inputs are copied into their places in the device arena, the
+ * status word is cleared, the launches run in order on harp's stream (or,
+ * with graphs, as one CUDA Graph captured on the first run and replayed),
+ * then the outputs come back and the status word is checked.  Weights are
+ * uploaded once, on the first run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cuda/cuda_rt.h"
+#include "backend/cuda/region_cuda.h"
+#include "compile.h"
+#include "harp/function.h"
+#include "harp/gpu.h"
+#include "harp/plan.h"
+#include "harp/region.h"
+#include "util/util.h"
+
+struct hp_gpu_model {
+  const tiny_graph *g;
+  rg_partition *part; /* owns the IndexBook and the Poly-View */
+  hp_function *f;
+  cuda_model_tu *tu;
+  cuda_arch arch;
+  char *source;
+  char *cache_dir;
+  bool graphs;
+  /* once loaded */
+  cuda_rt *rt;
+  cuda_binary bin;
+  bool compiled, loaded, consts_up;
+  double compile_ms;
+  cuda_rt_module *mod;
+  void **fn; /* per launch */
+  cuda_model_mem mem;
+  cuda_devptr *args; /* per launch, CUDA_MAX_PARAMS each */
+  cuda_rt_graph *graph;
+};
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+void hp_gpu_free(hp_gpu_model *m) {
+  if (!m) return;
+  if (m->rt) {
+    cuda_rt_graph_free(m->rt, m->graph);
+    cuda_model_mem_free(m->rt, &m->mem);
+    cuda_rt_unload(m->rt, m->mod);
+    cuda_rt_close(m->rt);
+  }
+  cuda_binary_free(&m->bin);
+  free(m->fn);
+  free(m->args);
+  cuda_model_free(m->tu);
+  fn_free(m->f);
+  rg_partition_free(m->part);
+  free(m->source);
+  free(m->cache_dir);
+  free(m);
+}
+
+static hp_status open_rt(hp_error *e, hp_gpu_model *m, bool no_driver) {
+  if (m->rt) return HP_OK;
+  cuda_rt_opts ro = {.nvrtc_path = getenv("HARP_NVRTC"), .cuda_path = getenv("HARP_LIBCUDA"), .no_driver = no_driver};
+  char dir[4200];
+  if (m->cache_dir) {
+    snprintf(dir, sizeof dir, "%s/cuda", m->cache_dir);
+    hp_error e2 = {0};
+    if (hp_mkdirs(&e2, dir) == HP_OK) ro.cache_dir = dir;
+  }
+  return cuda_rt_open(e, &ro, &m->rt);
+}
+
+hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o,
+                       hp_gpu_model **out) {
+  *out = NULL;
+  hp_gpu_model *m = hp_xcalloc(1, sizeof *m);
+  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  m->g = g;
+  m->graphs = o && o->graphs;
+  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL};
+  m->cache_dir = hp_cc_cache_dir(&cc);
+  const char *target = o ? o->target : NULL;
+  hp_status st = HP_OK;
+  if (!target) { /* the device's architecture, if there is one */
+    if ((st = open_rt(e, m, false))) goto fail;
+    const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
+    target = rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
+  }
+  if (strcmp(target, "sm80") && strcmp(target, "sm90")) {
+    st = hp_fail(e, HP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
+    goto fail;
+  }
+  m->arch = !strcmp(target, "sm90") ? CUDA_SM90 : CUDA_SM80;
+  /* Regions formed on the GPU's description.  As on the CPU, a CAST of an
+   * outside tensor in a row or epilogue region is a region of its own (the
+   * generic loop nest converts contraction operands only). */
+  plan_machine mach;
+  plan_machine_get(m->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &mach);
+  rg_options ro = {.machine = &mach, .no_operand_casts = true};
+  const char *nf = getenv("HARP_NO_FUSION");
+  ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
+  if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) goto fail;
+  fn_options fo = {.widen_half_temps = true};
+  if ((st = fn_build_ex(e, m->part, "main", &fo, &m->f))) goto fail;
+  if ((st = cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, &m->tu))) goto fail;
+  if ((st = cuda_print(e, m->tu->mod, &m->source))) goto fail;
+  *out = m;
+  return HP_OK;
+fail:
+  hp_gpu_free(m);
+  return st;
+}
+
+static hp_status compile_tu(hp_error *e, hp_gpu_model *m, bool no_driver) {
+  if (m->compiled) return HP_OK;
+  if (open_rt(e, m, no_driver)) return e->code;
+  const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
+  if (!rs->nvrtc) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "NVRTC is not available: %s", rs->why_no_nvrtc);
+  double t0 = now_ms();
+  if (cuda_rt_compile(e, m->rt, m->source, "model.cu", cuda_arch_nvrtc(m->arch), NULL, 0, &m->bin)) return e->code;
+  m->compile_ms = now_ms() - t0;
+  m->compiled = true;
+  return HP_OK;
+}
+
+hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx) {
+  *ptx = NULL;
+  if (compile_tu(e, m, true)) return e->code;
+  *ptx = m->bin.ptx;
+  return HP_OK;
+}
+
+hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
+  if (m->loaded) return HP_OK;
+  if (m->rt && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only */
+    cuda_rt_close(m->rt);
+    m->rt = NULL;
+  }
+  if (open_rt(e, m, false)) return e->code;
+  const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
+  if (!rs->gpu) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "no GPU: %s", rs->why_no_gpu);
+  if (m->arch == CUDA_SM90 && rs->cc_major != 9)
+    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the model is compiled for sm90 (sm_90a); the device %s is sm_%d%d",
+                   rs->device_name, rs->cc_major, rs->cc_minor);
+  if (compile_tu(e, m, false)) return e->code;
+  if (cuda_rt_load(e, m->rt, &m->bin, &m->mod)) return e->code;
+  cuda_model_tu *t = m->tu;
+  m->fn = hp_xcalloc((size_t)t->nlaunch + 1, sizeof *m->fn);
+  m->args = hp_xcalloc((size_t)t->nlaunch * CUDA_MAX_PARAMS + 1, sizeof *m->args);
+  if (!m->fn || !m->args) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < t->nlaunch; i++)
+    if (cuda_rt_function(e, m->rt, m->mod, t->launch[i].k->name, &m->fn[i])) return e->code;
+  if (cuda_rt_alloc(e, m->rt, t->arena_bytes, &m->mem.arena)) return e->code;
+  m->mem.arena_bytes = t->arena_bytes;
+  if (t->f->const_bytes && cuda_rt_alloc(e, m->rt, t->f->const_bytes, &m->mem.constpool)) return e->code;
+  m->mem.const_bytes = t->f->const_bytes;
+  /* every argument's device address, once */
+  for (int i = 0; i < t->nlaunch; i++)
+    for (int p = 0; p < t->launch[i].nargs; p++) {
+      bool in_consts;
+      int64_t off = cuda_arg_offset(t, &t->launch[i].args[p], &in_consts);
+      m->args[i * CUDA_MAX_PARAMS + p] = off < 0 ? 0 : (in_consts ? m->mem.constpool : m->mem.arena) + (cuda_devptr)off;
+    }
+  m->loaded = true;
+  return HP_OK;
+}
+
+static hp_status launch_all(hp_error *e, hp_gpu_model *m) {
+  const cuda_model_tu *t = m->tu;
+  for (int i = 0; i < t->nlaunch; i++)
+    if (cuda_rt_launch_kernel(e, m->rt, m->fn[i], t->launch[i].k, &m->args[i * CUDA_MAX_PARAMS], 0)) return e->code;
+  return HP_OK;
+}
+
+/* The launches once: directly, or through the graph (captured the first time). */
+static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
+  if (!m->graphs) return launch_all(e, m);
+  if (!m->graph) {
+    if (cuda_rt_graph_begin(e, m->rt)) return e->code;
+    hp_status st = launch_all(e, m);
+    cuda_rt_graph *g = NULL;
+    hp_error e2 = {0};
+    hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, &g); /* always end the capture */
+    if (st) return st;
+    if (st2) return st2;
+    m->graph = g;
+  }
+  return cuda_rt_graph_launch(e, m->rt, m->graph);
+}
+
+hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+  const hp_function *f = m->f;
+  const tiny_graph *g = m->g;
+  for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
+  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  for (int a = 0; a < f->nargs; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    const tiny_node *n = &g->nodes[b->node];
+    const hp_tensor *t = &inputs[a];
+    bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
+    for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
+    if (!ok) return hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
+  }
+  if (hp_gpu_load(e, m)) return e->code;
+  const cuda_model_tu *t = m->tu;
+  hp_status st = HP_OK;
+  if (!m->consts_up && f->const_bytes) { /* the ConstPool, once */
+    hp_tensor params[256];
+    int np = 0;
+    for (int a = 0; a < f->nargs && np < 256; a++)
+      if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
+    hp_constpool cp = {0};
+    st = fn_constpool_from_tensors(e, f, params, np, &cp);
+    if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
+    fn_constpool_free(&cp);
+    if (st) return st;
+  }
+  m->consts_up = true;
+  for (int a = 0; a < f->nargs && !st; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    if (b->kind == FN_INPUT) st = cuda_rt_htod(e, m->rt, m->mem.arena + t->io_offset[f->args[a]], inputs[a].data, b->size);
+  }
+  if (!st) st = cuda_rt_memset0(e, m->rt, m->mem.arena + t->status_off, 4);
+  if (!st) st = run_launches(e, m);
+  if (!st) st = cuda_rt_sync(e, m->rt);
+  int status = 0;
+  if (!st) st = cuda_rt_dtoh(e, m->rt, &status, m->mem.arena + t->status_off, sizeof status);
+  if (!st && status > 0 && status <= f->nkernels)
+    st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[status - 1].name, "kernel %s stopped: an index is out of range",
+                 f->kernels[status - 1].name);
+  for (int k = 0; k < f->nret && !st; k++) {
+    const tiny_node *n = &g->nodes[g->outputs[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+    st = hp_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
+    if (!st) st = cuda_rt_dtoh(e, m->rt, outputs[k].data, m->mem.arena + t->io_offset[f->ret[k]], outputs[k].nbytes);
+  }
+  if (st)
+    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+  return st;
+}
+
+static int run_once(void *ctx) {
+  hp_gpu_model *m = ctx;
+  hp_error e = {0};
+  return run_launches(&e, m) ? 1 : 0;
+}
+
+hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms) {
+  *ms = 0;
+  if (hp_gpu_load(e, m)) return e->code;
+  for (int i = 0; i < warmup; i++)
+    if (run_launches(e, m)) return e->code;
+  return cuda_rt_time_fn(e, m->rt, run_once, m, reps, ms);
+}
+
+const char *hp_gpu_source(const hp_gpu_model *m) { return m->source; }
+hp_status hp_gpu_dump_json(hp_error *e, const hp_gpu_model *m, char **out) { return cuda_model_dump_json(e, m->tu, out); }
+const char *hp_gpu_arch(const hp_gpu_model *m) { return cuda_arch_name(m->arch); }
+const char *hp_gpu_nvrtc_arch(const hp_gpu_model *m) { return cuda_arch_nvrtc(m->arch); }
+double hp_gpu_compile_ms(const hp_gpu_model *m) { return m->compile_ms; }
+bool hp_gpu_cache_hit(const hp_gpu_model *m) { return m->bin.cached; }
+const struct hp_function *hp_gpu_function(const hp_gpu_model *m) { return m->f; }
+void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic) {
+  *templ = m->tu->ntemplate, *simple = m->tu->nsimple, *generic = m->tu->ngeneric;
+}

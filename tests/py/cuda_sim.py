@@ -1,0 +1,142 @@
+"""Run a model's GPU translation unit on the CPU SIMT simulator (tests only).
+
+`harp dump MODEL --dump gpu,cu --target T` gives model.cu (the CUDA C NVRTC
+compiles) and gpu.json (the launch list and every buffer of the Function).
+This compiles model.cu with g++ against tests/cuda_sim (the very kernel text,
+the PTX helpers emulated), lays out one simulator buffer per Function buffer
+(temporaries start poisoned with 0xFF, so a read of something no kernel wrote
+shows as NaN; every access is bounds-checked against its own buffer), runs
+the launches in order, and returns the outputs.  Simulator programs are
+cached by a hash of the source (the ASan run of the suite reuses them)."""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+
+from harp_test import HARP, SRC
+
+NP = {"fp16": np.float16, "fp32": np.float32, "i32": np.int32, "bool": np.bool_}
+CACHE = os.path.join(os.environ.get("HARP_CACHE_DIR", tempfile.gettempdir()), "cusim")
+TMAP_MAGIC = 0x484B544D41500001
+
+
+def have_gxx():
+    return shutil.which("g++") is not None
+
+
+def dump(model, target, syms=(), outdir=None):
+    """harp dump --dump gpu,cu; returns (process, dir)."""
+    d = outdir or tempfile.mkdtemp(prefix="harp_gpu_")
+    args = [HARP, "dump", model, "--dump", "gpu,cu", "--target", target, "--dump-dir", d]
+    for s in syms:
+        args += ["--sym", s]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300), d
+
+
+def build(src_path):
+    """The simulator program for one model.cu (cached by content)."""
+    src = open(src_path, "rb").read()
+    sim_dir = os.path.join(SRC, "tests", "cuda_sim")
+    h = hashlib.sha256(src + open(os.path.join(sim_dir, "hk_sim.h"), "rb").read()
+                       + open(os.path.join(sim_dir, "hk_sim_main.cc"), "rb").read()).hexdigest()[:24]
+    os.makedirs(CACHE, exist_ok=True)
+    exe = os.path.join(CACHE, h)
+    if os.path.exists(exe):
+        return exe, None
+    tmp = f"{exe}.tmp{os.getpid()}"
+    p = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-DHK_SIM", "-include", os.path.join(sim_dir, "hk_sim.h"),
+                        "-x", "c++", src_path, "-x", "c++", os.path.join(sim_dir, "hk_sim_main.cc"), "-o", tmp,
+                        "-rdynamic", "-ldl"], capture_output=True, text=True, timeout=600)
+    if p.returncode:
+        return None, p.stderr[-3000:]
+    os.replace(tmp, exe)
+    return exe, None
+
+
+def tmap_blob(tm, buf_id, offset):
+    """The simulator's encoding of a CUtensorMap (tests/cuda_sim/hk_sim.h)."""
+    v = [0] * 32
+    v[0], v[1] = TMAP_MAGIC, buf_id
+    v[2] = 2 if tm["dtype"] in ("fp16", "bf16") else 4
+    dims, strides, box = tm["dims"], tm["strides_bytes"], tm["box"]
+    v[3] = len(dims)
+    for i, x in enumerate(dims):
+        v[4 + i] = x
+    for i, x in enumerate(strides):
+        v[9 + i] = x
+    for i, x in enumerate(box[:4]):
+        v[13] |= x << (16 * i)
+    v[14] = 3 if tm["swizzle"] == "128B" else 0
+    v[15] = offset
+    return struct.pack("<32Q", *v)
+
+
+def run(gpu_dir, inputs, seed=1, timeout=600):
+    """Run the translation unit in gpu_dir on `inputs` (tensor name -> array).
+    Returns (outputs: name -> array, error text or None)."""
+    g = json.load(open(os.path.join(gpu_dir, "gpu.json")))["gpu"]
+    exe, err = build(os.path.join(gpu_dir, "model.cu"))
+    if not exe:
+        return None, "g++ failed:\n" + err
+    work = tempfile.mkdtemp(prefix="harp_cusim_")
+    bufs = g["buffers"]
+    nb = len(bufs)
+    scratch, status = nb, nb + 1
+    lines, outs = [], {}
+    for b in bufs:
+        path = "-"
+        if b["space"] in ("input", "weights"):
+            a = np.ascontiguousarray(inputs[b["name"]]).astype(NP[b["dtype"]])
+            path = os.path.join(work, f"b{b['id']}.bin")
+            a.tofile(path)
+        lines.append(f"buf {b['id']} {max(b['bytes'], 1)} {path}")
+        if b["space"] == "output":
+            outs[b["id"]] = b
+    zeros = os.path.join(work, "zeros.bin")
+    open(zeros, "wb").write(bytes(256))
+    lines.append(f"buf {scratch} {max(g['memory']['scratch_bytes'], 16)} -")
+    lines.append(f"buf {status} 256 {zeros}")
+    kernels = {k["name"]: k for k in g["kernels"]}
+    nextid = nb + 2
+    for l in g["launches"]:
+        k = kernels[l["kernel"]]
+        ps = []
+        for prm, a in zip(k["params"], l["args"]):
+            sp = a["space"]
+            if sp == "null":
+                ps.append("0")
+                continue
+            bid = {"scratch": scratch, "status": status}.get(sp, a.get("buffer"))
+            off = a.get("byte_offset", 0)
+            if prm["kind"] == "tensor_map":
+                path = os.path.join(work, f"m{nextid}.bin")
+                open(path, "wb").write(tmap_blob(prm["tensor_map"], bid, off))
+                lines.append(f"buf {nextid} 256 {path}")
+                ps.append(f"m{nextid}")
+                nextid += 1
+            else:
+                ps.append(f"b{bid}+{off}")
+        gr, bl = k["grid"], k["block"]
+        lines.append(f"launch {k['name']} {gr[0]} {gr[1]} {gr[2]} {bl[0]} {bl[1]} {bl[2]} {k['smem_bytes']} {len(ps)} {' '.join(ps)}")
+    for bid in outs:
+        lines.append(f"out {bid} {os.path.join(work, f'o{bid}.bin')}")
+    lines.append(f"out {status} {os.path.join(work, 'status.bin')}")
+    job = os.path.join(work, "job.txt")
+    open(job, "w").write("\n".join(lines) + "\n")
+    p = subprocess.run([exe, job, str(seed)], capture_output=True, text=True, timeout=timeout)
+    if p.returncode:
+        return None, f"simulator exit {p.returncode}: {p.stderr[-2000:]}"
+    st = struct.unpack("<i", open(os.path.join(work, "status.bin"), "rb").read()[:4])[0]
+    if st:
+        return None, f"status word {st}: a kernel stopped on a bad index"
+    res = {}
+    for bid, b in outs.items():
+        a = np.fromfile(os.path.join(work, f"o{bid}.bin"), dtype=NP[b["dtype"]])
+        res[b["name"]] = a.reshape(b["shape"])
+    shutil.rmtree(work, ignore_errors=True)
+    return res, None
