@@ -484,6 +484,7 @@ static bool att_operand(const ct_src *c, const fn_kernel *K, int block, const rg
   *node = o->node;
   *slot = ct_slot_of(K, c->f, o->node);
   if (*slot >= 0) return true;
+  if (!c->att_cast_operands) return false;
   const poly_block_info *b = poly_block(c->pv, block);
   for (int a = 0; a < b->naccess; a++) {
     const poly_access_info *ai = &b->access[a];

@@ -28,6 +28,11 @@ typedef struct ct_src {
   const tiny_graph *g;
   const poly_view *pv;
   const hp_function *f;
+  /* attention: read q/k/v from a materialized rounding CAST the program
+   * applies to them (the CUDA template rounds P to the operands' dtype as
+   * the reference does; the C template keeps P in fp32, so it leaves fp16
+   * chains of that kind to the generic loops) */
+  bool att_cast_operands;
 } ct_src;
 
 /* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */

@@ -138,7 +138,7 @@ static bool plan_tune(const rg_info *info, cuda_tune *t) {
 static cuda_arg targ(const cuda_rctx *c, int r, const ct_tensor *t) { return cuda_arg_slot(c, r, t->slot, t->offset, t->dtype); }
 
 static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f};
+  ct_src src = {c->g, c->pv, c->f, true};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -221,7 +221,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
 }
 
 static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f};
+  ct_src src = {c->g, c->pv, c->f, true};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
   cuda_conv_spec s;
@@ -250,7 +250,7 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
 }
 
 static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f};
+  ct_src src = {c->g, c->pv, c->f, true};
   ct_attn at;
   if (!ct_read_attn(&src, r, &at, why)) return HP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -714,7 +714,7 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
 
 hp_status cuda_emit_region(cuda_rctx *c, int r) {
   const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
-  ct_src src = {c->g, c->pv, c->f};
+  ct_src src = {c->g, c->pv, c->f, true};
   bool done = false;
   const char *why = NULL;
   hp_status st = HP_OK;
