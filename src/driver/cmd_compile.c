@@ -1,5 +1,7 @@
-/* cmd_compile.c — `harp compile MODEL --target cpu -o DIR`: a standalone
- * package that builds and runs with a plain C compiler, without harp. */
+/* cmd_compile.c — `harp compile MODEL --target cpu|sm80|sm90 -o DIR`: a
+ * standalone package that builds and runs with a plain C compiler, without
+ * harp (GPU packages: the CUDA C, its PTX when NVRTC is there, and a host
+ * loader over the CUDA driver API). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,23 +10,33 @@
 #include <unistd.h>
 
 #include "backend/c/standalone.h"
+#include "backend/cuda/standalone_cuda.h"
 #include "cli.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
+#include "harp/gpu.h"
+#include "harp/interp.h"
 #include "util/util.h"
 
 static const char compile_help[] =
-    "usage: harp compile MODEL --target cpu -o DIR [options]\n\n"
+    "usage: harp compile MODEL --target cpu|sm80|sm90 -o DIR [options]\n\n"
     "Write a standalone package to DIR:\n"
-    "  model.c      the generated C (kernels, thread pool, the model_* ABI)\n"
+    "  model.c      cpu: the generated C (kernels, thread pool, the model_* ABI)\n"
+    "  model.cu     sm80/sm90: the CUDA C of every kernel (inline PTX)\n"
+    "  model.ptx    sm80/sm90: its PTX (sm_80 / sm_90a), when NVRTC is available;\n"
+    "               model_ptx.c holds it as a C string (else make runs nvcc)\n"
+    "  model_host.c sm80/sm90: model_init / model_run / model_free over the CUDA\n"
+    "               driver API (libcuda loaded with dlopen), gpu.json the launches\n"
     "  model.h      the ABI: model_init / model_run / model_free and metadata\n"
     "  weights.bin  the weights (--param), contiguous and aligned\n"
     "  Makefile     `make` builds model_main and runs it\n"
     "  main.c       reads inputs/<name>.npy, writes outputs/<name>.npy\n"
     "  inputs/      example inputs (from --input, else random with --seed)\n"
-    "  expected/    what `harp run` computes for those inputs\n\n"
+    "  expected/    what `harp run` computes for those inputs (sm80/sm90: the\n"
+    "               reference interpreter; no GPU is needed to compile)\n"
+    "  README.md    sm80/sm90: what is where, how to build and run\n\n"
     "options:\n"
-    "  --target T             cpu (sm80/sm90: see harp compile --target docs)\n"
+    "  --target T             cpu, sm80 (any sm_80+ GPU) or sm90 (Hopper: TMA + wgmma)\n"
     "  --param NAME=FILE.npy  a weight: baked into weights.bin (repeatable)\n"
     "  --input NAME=FILE.npy  an example input (binds its shape symbols)\n"
     "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
@@ -33,12 +45,14 @@ static const char compile_help[] =
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
 typedef struct pkg {
   char dir[2048], tmp[2100];
-  const char *names[64];
+  const char *names[256];
   int n;
 } pkg;
 
 static hp_status pkg_add(hp_error *e, pkg *p, const char *rel, const void *data, size_t len) {
   char path[4300];
+  if (p->n >= (int)(sizeof p->names / sizeof p->names[0]))
+    return hp_fail(e, HP_E_LIMIT, rel, "a package holds at most %d files", (int)(sizeof p->names / sizeof p->names[0]));
   snprintf(path, sizeof path, "%s/%s", p->tmp, rel);
   char *slash = strrchr(path, '/');
   *slash = 0;
@@ -51,6 +65,8 @@ static hp_status pkg_add(hp_error *e, pkg *p, const char *rel, const void *data,
 
 static hp_status pkg_add_tensor(hp_error *e, pkg *p, const char *rel, const hp_tensor *t) {
   char path[4300];
+  if (p->n >= (int)(sizeof p->names / sizeof p->names[0]))
+    return hp_fail(e, HP_E_LIMIT, rel, "a package holds at most %d files", (int)(sizeof p->names / sizeof p->names[0]));
   snprintf(path, sizeof path, "%s/%s", p->tmp, rel);
   char *slash = strrchr(path, '/');
   *slash = 0;
@@ -97,6 +113,116 @@ static char *names_buf(const char *dir, const char *name) {
   return s;
 }
 
+/* The example inputs and what the model computes for them. */
+static hp_status add_examples(hp_error *e, pkg *p, const cli_model *m, const hp_function *f, const hp_tensor *outs,
+                              char **freeable, int *nfree) {
+  for (int a = 0; a < f->nargs; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    if (b->kind != FN_INPUT) continue;
+    char *rel = freeable[(*nfree)++] = names_buf("inputs", tiny_output_name(m->g, b->node));
+    if (!rel) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (pkg_add_tensor(e, p, rel, &m->inputs[a])) return e->code;
+  }
+  for (int k = 0; k < m->g->noutputs; k++) {
+    char *rel = freeable[(*nfree)++] = names_buf("expected", tiny_output_name(m->g, m->g->outputs[k]));
+    if (!rel) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (pkg_add_tensor(e, p, rel, &outs[k])) return e->code;
+  }
+  return HP_OK;
+}
+
+static hp_status add_text(hp_error *e, pkg *p, const char *rel, hp_str *text) {
+  if (text->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_status st = pkg_add(e, p, rel, text->buf ? text->buf : "", text->len);
+  hp_str_free(text);
+  return st;
+}
+
+/* sm80 / sm90: model.cu (+ its PTX), the host loader, and what the CPU
+ * package has besides model.c.  Needs no GPU; NVRTC is optional. */
+static int compile_gpu(cli_opts *o, const char *target) {
+  hp_error e = {0};
+  o->random_inputs = true;
+  cli_model m;
+  hp_gpu_model *gm = NULL;
+  hp_tensor *outs = NULL;
+  hp_constpool cp = {0};
+  pkg p = {0};
+  snprintf(p.dir, sizeof p.dir, "%s", o->out_dir);
+  snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o->out_dir, (long)getpid());
+  hp_str text;
+  hp_str_init(&text);
+  char *freeable[2 * CLI_MAX_LIST] = {0}, *json = NULL;
+  int nfree = 0, rc;
+  hp_gpu_opts go = {.target = target};
+  if (cli_load_model(&e, o, true, &m) || hp_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
+  const hp_function *f = hp_gpu_function(gm);
+  const cuda_model_tu *tu = hp_gpu_tu(gm);
+  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
+  if (!outs) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
+  hp_tensor params[CLI_MAX_LIST];
+  int np = 0;
+  for (int a = 0; a < f->nargs && np < CLI_MAX_LIST; a++)
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
+  if (fn_constpool_from_tensors(&e, f, params, np, &cp)) goto fail;
+  /* the PTX when NVRTC is there (a missing NVRTC is said, not an error) */
+  const char *ptx = NULL;
+  hp_error pe = {0};
+  if (hp_gpu_ptx(&pe, gm, &ptx) != HP_OK && pe.code != HP_E_UNSUPPORTED) {
+    e = pe;
+    goto fail;
+  }
+  if (hp_mkdirs(&e, p.tmp)) goto fail;
+  const char *src = hp_gpu_source(gm);
+  if (pkg_add(&e, &p, "model.cu", src, strlen(src))) goto fail;
+  if (ptx) {
+    if (pkg_add(&e, &p, "model.ptx", ptx, strlen(ptx))) goto fail;
+    cuda_standalone_ptx_c(&text, ptx);
+    if (add_text(&e, &p, "model_ptx.c", &text)) goto fail;
+  }
+  cuda_standalone_host(&text, tu);
+  if (add_text(&e, &p, "model_host.c", &text)) goto fail;
+  cgen_standalone_header(&text);
+  if (add_text(&e, &p, "model.h", &text)) goto fail;
+  cgen_standalone_main(&text);
+  if (add_text(&e, &p, "main.c", &text)) goto fail;
+  cuda_standalone_makefile(&text, tu);
+  if (add_text(&e, &p, "Makefile", &text)) goto fail;
+  cuda_standalone_readme(&text, tu, ptx != NULL);
+  if (add_text(&e, &p, "README.md", &text)) goto fail;
+  if (hp_gpu_dump_json(&e, gm, &json) || pkg_add(&e, &p, "gpu.json", json, strlen(json))) goto fail;
+  if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
+  if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
+  if (pkg_commit(&e, &p)) goto fail;
+  pkg_cleanup(&p);
+  int t, sk, gk;
+  hp_gpu_counts(gm, &t, &sk, &gk);
+  printf("wrote %s: model.cu%s model_host.c model.h main.c Makefile README.md gpu.json weights.bin (%zu bytes); "
+         "%s, %d launches (%d template, %d simple, %d generic); build: make -C %s\n",
+         p.dir, ptx ? " model.ptx model_ptx.c" : "", cp.size, hp_gpu_nvrtc_arch(gm), t + sk + gk, t, sk, gk, p.dir);
+  if (!ptx) printf("no PTX: %s (make builds it with nvcc)\n", pe.msg);
+  rc = 0;
+  goto done;
+fail:
+  if (p.tmp[0]) pkg_cleanup(&p);
+  rc = cli_report(&e);
+done:
+  for (int k = 0; k < nfree; k++) free(freeable[k]);
+  if (outs && m.g)
+    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+  free(outs);
+  free(json);
+  fn_constpool_free(&cp);
+  hp_str_free(&text);
+  hp_gpu_free(gm);
+  cli_model_free(&m);
+  return rc;
+}
+
 int cmd_compile(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -112,13 +238,18 @@ int cmd_compile(int argc, char **argv) {
   }
   if (!o.model || !strcmp(o.out_dir, ".")) {
     cli_opts_free(&o);
-    return cli_usage_error("compile", "usage: harp compile MODEL --target cpu -o DIR");
+    return cli_usage_error("compile", "usage: harp compile MODEL --target cpu|sm80|sm90 -o DIR");
   }
   const char *target = o.target ? o.target : "cpu";
-  if (strcmp(target, "cpu") != 0) {
-    int r = cli_usage_error("compile", "unknown or unavailable target '%s' (available: cpu)", target);
+  if (strcmp(target, "cpu") != 0 && strcmp(target, "sm80") != 0 && strcmp(target, "sm90") != 0) {
+    int r = cli_usage_error("compile", "unknown target '%s' (available: cpu, sm80, sm90)", target);
     cli_opts_free(&o);
     return r;
+  }
+  if (strcmp(target, "cpu") != 0) {
+    rc = compile_gpu(&o, target);
+    cli_opts_free(&o);
+    return rc;
   }
   o.random_inputs = true; /* example inputs for what --input does not give */
   cli_model m;
@@ -160,16 +291,7 @@ int cmd_compile(int argc, char **argv) {
   if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
   hp_str_free(&text);
   if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
-  for (int a = 0; a < f->nargs; a++) {
-    const fn_buffer *b = &f->buffers[f->args[a]];
-    if (b->kind != FN_INPUT) continue;
-    char *rel = freeable[nfree++] = names_buf("inputs", tiny_output_name(m.g, b->node));
-    if (!rel || pkg_add_tensor(&e, &p, rel, &m.inputs[a])) goto fail;
-  }
-  for (int k = 0; k < m.g->noutputs; k++) {
-    char *rel = freeable[nfree++] = names_buf("expected", tiny_output_name(m.g, m.g->outputs[k]));
-    if (!rel || pkg_add_tensor(&e, &p, rel, &outs[k])) goto fail;
-  }
+  if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
   if (pkg_commit(&e, &p)) goto fail;
   pkg_cleanup(&p);
   printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs; run: make -C %s\n",

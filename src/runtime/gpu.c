@@ -121,13 +121,17 @@ fail:
   return st;
 }
 
+/* NVRTC for the target's architecture, or (on a device) for the device: an
+ * sm80 translation unit runs on any sm_80+ GPU, but a cubin only on its own
+ * major version. */
 static hp_status compile_tu(hp_error *e, hp_gpu_model *m, bool no_driver) {
   if (m->compiled) return HP_OK;
   if (open_rt(e, m, no_driver)) return e->code;
   const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
   if (!rs->nvrtc) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "NVRTC is not available: %s", rs->why_no_nvrtc);
+  const char *arch = rs->gpu && m->arch == CUDA_SM80 ? cuda_rt_arch(m->rt) : cuda_arch_nvrtc(m->arch);
   double t0 = now_ms();
-  if (cuda_rt_compile(e, m->rt, m->source, "model.cu", cuda_arch_nvrtc(m->arch), NULL, 0, &m->bin)) return e->code;
+  if (cuda_rt_compile(e, m->rt, m->source, "model.cu", arch, NULL, 0, &m->bin)) return e->code;
   m->compile_ms = now_ms() - t0;
   m->compiled = true;
   return HP_OK;
@@ -142,9 +146,12 @@ hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx) {
 
 hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
   if (m->loaded) return HP_OK;
-  if (m->rt && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only */
+  if (m->rt && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only: again, for the device */
     cuda_rt_close(m->rt);
     m->rt = NULL;
+    cuda_binary_free(&m->bin);
+    memset(&m->bin, 0, sizeof m->bin);
+    m->compiled = false;
   }
   if (open_rt(e, m, false)) return e->code;
   const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
@@ -265,6 +272,7 @@ hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double
 }
 
 const char *hp_gpu_source(const hp_gpu_model *m) { return m->source; }
+const cuda_model_tu *hp_gpu_tu(const hp_gpu_model *m) { return m->tu; }
 hp_status hp_gpu_dump_json(hp_error *e, const hp_gpu_model *m, char **out) { return cuda_model_dump_json(e, m->tu, out); }
 const char *hp_gpu_arch(const hp_gpu_model *m) { return cuda_arch_name(m->arch); }
 const char *hp_gpu_nvrtc_arch(const hp_gpu_model *m) { return cuda_arch_nvrtc(m->arch); }
