@@ -18,11 +18,46 @@ import tempfile
 
 import numpy as np
 
-from harp_test import HARP, SRC
+from harp_test import HARP, MODELS, SRC
 
 NP = {"fp16": np.float16, "fp32": np.float32, "i32": np.int32, "bool": np.bool_}
 CACHE = os.path.join(os.environ.get("HARP_CACHE_DIR", tempfile.gettempdir()), "cusim")
 TMAP_MAGIC = 0x484B544D41500001
+
+
+GPU_MODELS = os.path.join(MODELS, "gpu")
+# The GPU test models (issue 8, plus the transformer block): name, model,
+# --sym bindings, {launch kind: at least n}.  Small shapes: the simulator
+# runs every CUDA thread as a fiber.
+CASES = [
+    ("gemm_tail", os.path.join(GPU_MODELS, "gemm_tail.harp"), (), {"template": 1}),
+    ("gemm_bias_relu", os.path.join(MODELS, "seed000_gemm_bias_relu.json"), ("M=80", "N=72", "K=48"), {"template": 1}),
+    ("conv3x3_s1", os.path.join(GPU_MODELS, "conv3x3_s1.harp"), (), {"template": 1}),
+    ("conv3x3_s2", os.path.join(GPU_MODELS, "conv3x3_s2.harp"), (), {"template": 1}),
+    ("attention", os.path.join(MODELS, "attention_full_fp16.json"), ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"),
+     {"template": 1}),
+    ("attention_causal", os.path.join(MODELS, "attention_full_causal_fp16.json"),
+     ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"), {"template": 1}),
+    ("layernorm", os.path.join(MODELS, "layernorm_fp16.json"), ("R=24",), {"simple": 1}),
+    ("softmax", os.path.join(MODELS, "softmax_rows.json"), ("R=24", "L=100"), {"simple": 1}),
+    ("rows_mixed", os.path.join(GPU_MODELS, "rows_mixed.harp"), (), {"simple": 3, "generic": 1}),
+    ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 5}),
+    ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),
+]
+
+
+def feeds_of(g, rng):
+    """Random inputs for the model of gpu.json `g` (small: fp16 chains stay
+    O(1), so a one-ulp flip of an intermediate rounding stays in tolerance;
+    i32 tensors are indices 0..2)."""
+    feeds = {}
+    for b in g["buffers"]:
+        if b["space"] in ("input", "weights") and b["name"] not in feeds:
+            if b["dtype"] == "i32":
+                feeds[b["name"]] = rng.integers(0, 3, size=b["shape"]).astype(np.int32)
+            else:
+                feeds[b["name"]] = rng.uniform(-0.3, 0.3, size=b["shape"]).astype(NP[b["dtype"]])
+    return feeds
 
 
 def have_gxx():
@@ -76,10 +111,13 @@ def tmap_blob(tm, buf_id, offset):
     return struct.pack("<32Q", *v)
 
 
-def run(gpu_dir, inputs, seed=1, timeout=600):
+def run(gpu_dir, inputs, seed=1, timeout=600, edit=None):
     """Run the translation unit in gpu_dir on `inputs` (tensor name -> array).
+    edit(g) may change the loaded gpu.json first (tests that must fail).
     Returns (outputs: name -> array, error text or None)."""
     g = json.load(open(os.path.join(gpu_dir, "gpu.json")))["gpu"]
+    if edit:
+        edit(g)
     exe, err = build(os.path.join(gpu_dir, "model.cu"))
     if not exe:
         return None, "g++ failed:\n" + err

@@ -1,0 +1,80 @@
+"""The CUDA backend's command line: --backend cuda without a GPU or driver
+fails with one clear located error and exit 1 (never a crash, never partial
+outputs); bad --target values and regions no GPU kernel can take are usage /
+located errors; --dump gpu,cu work without a GPU; the help texts name it all."""
+import json
+import os
+import subprocess
+import tempfile
+
+from harp_test import HARP, MODELS, Suite, write_model
+
+s = Suite("cuda_cli")
+GEMM = os.path.join(MODELS, "gpu", "gemm_tail.harp")
+NO_DRIVER = {**os.environ, "HARP_LIBCUDA": "/nonexistent/libcuda.so.1"}
+
+
+def harp(*args, env=None):
+    return subprocess.run([HARP, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+# --backend cuda without a driver: one error line, exit 1, no outputs; dumps are written first
+d = tempfile.mkdtemp(prefix="harp_cucli_")
+p = harp("run", GEMM, "--random-inputs", "--backend", "cuda", "--target", "sm80", "--out", d, "--dump", "gpu,cu", env=NO_DRIVER)
+s.check("run --backend cuda without a driver: exit 1", p.returncode == 1, f"{p.returncode} {p.stderr}")
+s.check("... says there is no driver", "error[Unsupported]: no GPU: no NVIDIA driver" in p.stderr, p.stderr)
+s.check("... one line", len(p.stderr.strip().splitlines()) == 1, p.stderr)
+s.check("... writes no output", not [f for f in os.listdir(d) if f.endswith(".npy")], str(os.listdir(d)))
+s.check("... but the dumps", os.path.exists(os.path.join(d, "gpu.json")) and os.path.exists(os.path.join(d, "model.cu")))
+p = harp("bench", GEMM, "--backend", "cuda", "--repeat", "2", env=NO_DRIVER)
+s.check("bench --backend cuda without a driver: exit 1, clear", p.returncode == 1 and "no GPU" in p.stderr, p.stderr)
+stub = "/usr/local/cuda/lib64/stubs/libcuda.so"
+if os.path.exists(stub):
+    p = harp("run", GEMM, "--random-inputs", "--backend", "cuda", "--out", d, env={**os.environ, "HARP_LIBCUDA": stub})
+    s.check("run --backend cuda with the toolkit's stub driver: exit 1, cuInit",
+            p.returncode == 1 and "no GPU: cuInit failed" in p.stderr, p.stderr)
+# whatever this machine has, --backend cuda never crashes
+p = harp("run", GEMM, "--random-inputs", "--backend", "cuda", "--out", d)
+s.check("run --backend cuda here: 0, or 1 with a reason", p.returncode == 0 or (p.returncode == 1 and "error[" in p.stderr),
+        f"{p.returncode} {p.stderr}")
+
+# targets
+p = harp("run", GEMM, "--random-inputs", "--backend", "cuda", "--target", "sm75", "--out", d)
+s.check("run --backend cuda --target sm75: usage error", p.returncode == 1 and "sm80 or sm90" in p.stderr, p.stderr)
+p = harp("compile", GEMM, "--target", "sm70", "-o", tempfile.mkdtemp())
+s.check("compile --target sm70: usage error", p.returncode == 1 and "unknown target 'sm70'" in p.stderr, p.stderr)
+p = harp("dump", GEMM, "--dump", "gpu", "--target", "cpu", "--dump-dir", d)
+s.check("dump gpu --target cpu: usage error", p.returncode == 1 and "sm80 or sm90" in p.stderr, p.stderr)
+p = harp("dump", os.path.join(MODELS, "softmax_rows.json"), "--dump", "cu", "--dump-dir", d)
+s.check("dump cu with unbound sizes: located error", p.returncode == 1 and "UnboundSymbol" in p.stderr, p.stderr)
+
+# a region no GPU kernel can take: a gather of a view
+gv = write_model([
+    {"id": "x", "uop": "INPUT", "arg": {"tensor_id": "x", "dtype": "fp32", "shape": [4, 5]}},
+    {"id": "idx", "uop": "INPUT", "arg": {"tensor_id": "idx", "dtype": "i32", "shape": [3, 4]}},
+    {"id": "xt", "uop": "PERMUTE", "src": ["x"], "arg": {"perm": [1, 0]}},
+    {"id": "g", "uop": "GATHER", "src": ["xt", "idx"], "arg": {"axis": 0}}], ["g"])
+p = harp("dump", gv, "--dump", "cu", "--target", "sm90", "--dump-dir", tempfile.mkdtemp())
+s.check("unsupported region: located error", p.returncode == 1 and 'GATHER of a view' in p.stderr and '(node "g")' in p.stderr,
+        p.stderr)
+
+# the dumps, on every backend and on dump, need no GPU
+for args in (("run", GEMM, "--random-inputs", "--backend", "cpu"), ("dump", GEMM), ("run", GEMM, "--random-inputs", "--backend", "interp")):
+    dd = tempfile.mkdtemp(prefix="harp_cucli_")
+    p = harp(*args, "--dump", "gpu,cu", "--target", "sm90", "--dump-dir", dd, *(["--out", dd] if args[0] == "run" else []))
+    s.check(f"{args[0]} {args[-1]} --dump gpu,cu", p.returncode == 0, p.stderr)
+    if p.returncode:
+        continue
+    g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+    s.check(f"{args[0]}: gpu.json has kernels, launches, buffers, memory",
+            g["arch"] == "sm90" and g["kernels"] and g["launches"] and g["buffers"] and "arena_bytes" in g["memory"])
+    cu = open(os.path.join(dd, "model.cu")).read()
+    s.check(f"{args[0]}: model.cu defines every launched kernel",
+            all(f'extern "C" __global__ void' in cu and f" {l['kernel']}(" in cu for l in g["launches"]))
+
+# help texts
+for cmd, words in (("run", ["cuda", "--graphs", "gpu", "cu"]), ("bench", ["cuda", "--graphs"]),
+                   ("compile", ["sm80", "sm90", "model.cu", "model_host.c"]), ("dump", ["gpu", "cu"])):
+    p = harp(cmd, "--help")
+    s.check(f"harp {cmd} --help names {words}", p.returncode == 0 and all(w in p.stdout for w in words), p.stdout[-400:])
+s.close()
