@@ -82,12 +82,13 @@ static bool pick_operand(const ct_src *c, const fn_kernel *K, const poly_block_i
   return o->dtype == TINY_FP32 || o->dtype == TINY_FP16 || o->dtype == TINY_BF16;
 }
 
-/* Sizes of a contraction block's variables. */
-static void var_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
-  const tiny_node *r = &g->nodes[b->node];
-  const tiny_node *in = &g->nodes[r->src[0].node];
-  for (int v = 0; v < b->nout; v++) size[v] = r->shape.d[v].n;
-  for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[r->a.reduce.axis_idx[j]].n;
+void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
+  const tiny_node *n = &g->nodes[b->node];
+  for (int v = 0; v < b->nout; v++) size[v] = n->shape.d[v].n;
+  if (b->nvars > b->nout) {
+    const tiny_node *in = &g->nodes[n->src[0].node];
+    for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[n->a.reduce.axis_idx[j]].n;
+  }
 }
 
 /* ---- epilogues -------------------------------------------------------------- */
@@ -284,7 +285,7 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
   for (int v = 0; v < b->nvars; v++)
     if (A.stride[v] < 0 || B.stride[v] < 0) DECLINE("an operand walks a dimension backwards");
   int64_t size[POLY_MAX_VARS];
-  var_sizes(g, b, size);
+  ct_block_sizes(g, b, size);
   /* C: the region's output, the contraction's shape (a pointwise epilogue) */
   int cnode = R->out_values[0];
   const tiny_node *C = &g->nodes[cnode];
@@ -404,7 +405,7 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
     DECLINE("the padding is not zero");
   const tiny_shape *xs = &g->nodes[X.node].shape, *ws = &g->nodes[W.node].shape;
   int64_t size[POLY_MAX_VARS];
-  var_sizes(g, b, size);
+  ct_block_sizes(g, b, size);
   int cnode = R->out_values[0];
   const tiny_node *Y = &g->nodes[cnode];
   if (!tiny_shape_equal(&Y->shape, &red->shape)) DECLINE("the epilogue changes the shape");
@@ -520,8 +521,8 @@ bool ct_read_attn(const ct_src *c, int r, ct_attn *out, const char **why) {
   if ((at->has_max_floor || at->has_sum_floor) && !(at->causal && at->causal_offset == 0 && !at->has_mask)) DECLINE("the row max or sum is clamped where rows can be fully masked");
   const poly_block_info *qk = poly_block(c->pv, at->qk), *pv = poly_block(c->pv, at->pv);
   int64_t qs[POLY_MAX_VARS], ps[POLY_MAX_VARS];
-  var_sizes(g, qk, qs);
-  var_sizes(g, pv, ps);
+  ct_block_sizes(g, qk, qs);
+  ct_block_sizes(g, pv, ps);
   /* batch variables: the output variables that are neither query nor key
    * (QK^T) / query nor value dim (PV), extent-1 ones aside, in order */
   if (at->dv_var != pv->nout - 1) DECLINE("the output is not [b][h][m][dv]");

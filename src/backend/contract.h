@@ -112,6 +112,9 @@ bool ct_read_gemm(const ct_src *s, int kernel, ct_gemm *out, const char **why);
 bool ct_read_conv(const ct_src *s, int kernel, ct_conv *out, const char **why);
 bool ct_read_attn(const ct_src *s, int kernel, ct_attn *out, const char **why);
 
+/* Extents of a block's variables: its output axes, then the reduced ones. */
+void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size);
+
 /* The kernel's slot of the buffer holding node (-1: none). */
 int ct_slot_of(const fn_kernel *K, const hp_function *f, int node);
 

@@ -191,15 +191,15 @@ static __isl_give isl_map *stmt_schedule(gen *g, int k, int len, __isl_keep isl_
   return isl_map_intersect_domain(m, isl_set_copy(dom));
 }
 
-/* [hp_lo, hp_hi] -> { S<k>[v0, ..] : hp_lo <= v0 < hp_hi } */
-static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
+/* dom restricted to [params] -> { S<k>[v0, ..] : cond } */
+static __isl_give isl_set *restrict_set(gen *g, int k, __isl_keep isl_set *dom, const char *params, const char *cond) {
   int n = stmt_vars(g->pv, &g->stmts[k]);
   hp_str s;
   hp_str_init(&s);
   char name[32];
-  hp_str_printf(&s, "[hp_lo, hp_hi] -> { %s[", stmt_name(k, name, sizeof name));
+  hp_str_printf(&s, "[%s] -> { %s[", params, stmt_name(k, name, sizeof name));
   for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
-  hp_str_puts(&s, "] : hp_lo <= v0 < hp_hi }");
+  hp_str_printf(&s, "] : %s }", cond);
   isl_set *c = s.oom ? NULL : isl_set_read_from_str(g->ctx, s.buf);
   hp_str_free(&s);
   if (!c) return NULL;
@@ -208,25 +208,24 @@ static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
   return isl_set_intersect(d, c);
 }
 
+/* [hp_lo, hp_hi] -> { S<k>[v0, ..] : hp_lo <= v0 < hp_hi } */
+static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
+  return restrict_set(g, k, dom, "hp_lo, hp_hi", "hp_lo <= v0 < hp_hi");
+}
+
 /* [hp_p0, ..] -> { S<k>[v0, ..] : v0 = hp_p0 and .. } for the fixed variables */
 static __isl_give isl_set *fix_set(gen *g, int k, __isl_keep isl_set *dom) {
-  int n = stmt_vars(g->pv, &g->stmts[k]), f = g->opts->fix_outer;
-  hp_str s;
-  hp_str_init(&s);
-  char name[32];
-  hp_str_puts(&s, "[");
-  for (int i = 0; i < f; i++) hp_str_printf(&s, "%shp_p%d", i ? ", " : "", i);
-  hp_str_printf(&s, "] -> { %s[", stmt_name(k, name, sizeof name));
-  for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
-  hp_str_puts(&s, "] : ");
-  for (int i = 0; i < f; i++) hp_str_printf(&s, "%sv%d = hp_p%d", i ? " and " : "", i, i);
-  hp_str_puts(&s, " }");
-  isl_set *c = s.oom ? NULL : isl_set_read_from_str(g->ctx, s.buf);
-  hp_str_free(&s);
-  if (!c) return NULL;
-  isl_set *d = isl_set_align_params(isl_set_copy(dom), isl_set_get_space(c));
-  c = isl_set_align_params(c, isl_set_get_space(d));
-  return isl_set_intersect(d, c);
+  hp_str p, c;
+  hp_str_init(&p);
+  hp_str_init(&c);
+  for (int i = 0; i < g->opts->fix_outer; i++) {
+    hp_str_printf(&p, "%shp_p%d", i ? ", " : "", i);
+    hp_str_printf(&c, "%sv%d = hp_p%d", i ? " and " : "", i, i);
+  }
+  isl_set *r = p.oom || c.oom ? NULL : restrict_set(g, k, dom, p.buf, c.buf);
+  hp_str_free(&p);
+  hp_str_free(&c);
+  return r;
 }
 
 /* The access of statement k as a function on its domain (S<k> space). */

@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "backend/contract.h"
 #include "harp/poly_ast.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
@@ -743,15 +744,6 @@ static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   return HP_OK;
 }
 
-/* Extents of a block's variables: its output axes, then the reduced ones. */
-static void block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
-  const tiny_node *n = &g->nodes[b->node];
-  for (int v = 0; v < b->nout; v++) size[v] = n->shape.d[v].n;
-  if (b->nvars > b->nout) {
-    const tiny_node *in = &g->nodes[n->src[0].node];
-    for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[n->a.reduce.axis_idx[j]].n;
-  }
-}
 
 /* Does block b read tensor t (access a) at its own point: its variables in
  * order are t's axes, at t's row-major strides (extent-1 axes aside)? */
@@ -761,7 +753,7 @@ static bool reads_pointwise(rc_ctx *c, const poly_block_info *b, int bi, int a, 
   bool affine = false;
   hp_error e = {0};
   if (b->nvars != ts->rank || poly_access_strides(&e, c->pv, bi, a, st, &off, &affine) || !affine || off != 0) return false;
-  block_sizes(c->g, b, size);
+  ct_block_sizes(c->g, b, size);
   for (int v = b->nvars - 1; v >= 0; v--) {
     if (size[v] != ts->d[v].n) return false;
     if (size[v] > 1 && st[v] != want) return false;
@@ -784,8 +776,8 @@ static void group_statements(emit *m) {
     if (join) { /* same rest loops as the group's first statement */
       const poly_block_info *f = poly_block(c->pv, m->stmts[first].block);
       int64_t sa[POLY_MAX_VARS], sb[POLY_MAX_VARS];
-      block_sizes(c->g, f, sa);
-      block_sizes(c->g, b, sb);
+      ct_block_sizes(c->g, f, sa);
+      ct_block_sizes(c->g, b, sb);
       join = f->nvars == b->nvars;
       for (int v = m->prefix; join && v < b->nvars; v++) join = sa[v] == sb[v];
     }

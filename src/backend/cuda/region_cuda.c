@@ -137,6 +137,15 @@ static bool plan_tune(const rg_info *info, cuda_tune *t) {
 /* ---- contractions ------------------------------------------------------------------ */
 static cuda_arg targ(const cuda_rctx *c, int r, const ct_tensor *t) { return cuda_arg_slot(c, r, t->slot, t->offset, t->dtype); }
 
+/* Arguments ep0.. of the epilogue steps (the tensor of a bias / residual, else NULL). */
+static void epi_args(const cuda_rctx *c, int r, const ct_epi *epi, int n, named_arg *na, char (*names)[16]) {
+  for (int i = 0; i < n; i++) {
+    snprintf(names[i], sizeof names[i], "ep%d", i);
+    na[i] = (named_arg){names[i], epi[i].slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0}
+                                                  : cuda_arg_slot(c, r, epi[i].slot, epi[i].off, epi[i].dtype)};
+  }
+}
+
 static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true};
   ct_gemm gm;
@@ -197,12 +206,8 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
   na[1] = (named_arg){"B", targ(c, r, &gm.B)};
   na[2] = (named_arg){"C", targ(c, r, &gm.C)};
-  char epn[CT_MAX_EPI][8];
-  for (int i = 0; i < gm.nepi; i++) {
-    snprintf(epn[i], sizeof epn[i], "ep%d", i);
-    na[3 + i] = (named_arg){epn[i], gm.epi[i].slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0}
-                                                       : cuda_arg_slot(c, r, gm.epi[i].slot, gm.epi[i].off, gm.epi[i].dtype)};
-  }
+  char epn[CT_MAX_EPI][16];
+  epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
   bool ok;
   if (launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why)) return c->e->code;
   if (!ok) {
@@ -236,12 +241,8 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   int n0 = c->mod->n;
   if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HP_OK;
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
-  char epn[CT_MAX_EPI][8];
-  for (int i = 0; i < cv.nepi; i++) {
-    snprintf(epn[i], sizeof epn[i], "ep%d", i);
-    na[3 + i] = (named_arg){epn[i], cv.epi[i].slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0}
-                                                       : cuda_arg_slot(c, r, cv.epi[i].slot, cv.epi[i].off, cv.epi[i].dtype)};
-  }
+  char epn[CT_MAX_EPI][16];
+  epi_args(c, r, cv.epi, cv.nepi, na + 3, epn);
   bool ok;
   if (launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why)) return c->e->code;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
@@ -305,15 +306,6 @@ static int block_of(const rowr *w, int node) {
   return -1;
 }
 
-/* Extents of a block's variables: its output axes, then the reduced ones. */
-static void block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
-  const tiny_node *n = &g->nodes[b->node];
-  for (int v = 0; v < b->nout; v++) size[v] = n->shape.d[v].n;
-  if (b->nvars > b->nout) {
-    const tiny_node *in = &g->nodes[n->src[0].node];
-    for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[n->a.reduce.axis_idx[j]].n;
-  }
-}
 
 /* Read `a` of block bi as strides over its variables (extent-1 ones 0). */
 static bool strides_of(const rowr *w, int bi, int a, int64_t *st, int64_t *off) {
@@ -322,7 +314,7 @@ static bool strides_of(const rowr *w, int bi, int a, int64_t *st, int64_t *off) 
   bool aff = false;
   if (poly_access_strides(&e2, w->c->pv, bi, a, st, off, &aff) || !aff) return false;
   int64_t size[POLY_MAX_VARS];
-  block_sizes(w->c->g, b, size);
+  ct_block_sizes(w->c->g, b, size);
   for (int v = 0; v < b->nvars; v++) {
     if (size[v] <= 1) st[v] = 0;
     if (st[v] < 0) return false;
@@ -336,7 +328,7 @@ static bool reads_rowmajor(const rowr *w, int bi, int a, int bcast) {
   const poly_block_info *b = poly_block(w->c->pv, bi);
   int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS], want = 1;
   if (!strides_of(w, bi, a, st, &off) || off != 0) return false;
-  block_sizes(w->c->g, b, size);
+  ct_block_sizes(w->c->g, b, size);
   for (int v = b->nvars - 1; v >= 0; v--) {
     bool moves = v < b->nvars - bcast && size[v] > 1;
     if (st[v] != (moves ? want : 0)) return false;
@@ -420,6 +412,17 @@ static bool row_input(const rowr *w, int x, int64_t cols, const int *readers, in
   return true;
 }
 
+/* The rows of x (dense, read as the readers see it) into out. */
+static void rownorm_of(const rowr *w, int x, int out, int64_t cols, cuda_rownorm_spec *s) {
+  memset(s, 0, sizeof *s);
+  s->cols = cols;
+  s->rows = tiny_shape_numel(&node(w, x)->shape) / cols;
+  s->row_stride = cols;
+  s->in_dtype = storage(w, unpeel(w, x));
+  s->out_dtype = storage(w, out);
+  s->tune.arch = w->c->mod->arch;
+}
+
 /* softmax: y = e / bcast(SUM e), e = EXP2(MUL(SUB(x, bcast(MAX x)), c)) | EXP(SUB(..)), [CAST y] */
 static hp_status try_softmax(rowr *w, bool *done, const char **why) {
   int ns[16], n = compute_nodes(w, ns, 16);
@@ -451,12 +454,7 @@ static hp_status try_softmax(rowr *w, bool *done, const char **why) {
       !reads_rowmajor(w, by, access_of(w, by, ex), 0))
     DECLINE("softmax reads its row statistics other than broadcast along the row");
   cuda_rownorm_spec s;
-  memset(&s, 0, sizeof s);
-  s.cols = cols;
-  s.rows = tiny_shape_numel(&node(w, x)->shape) / cols;
-  s.row_stride = cols;
-  s.in_dtype = storage(w, unpeel(w, x));
-  s.out_dtype = storage(w, out);
+  rownorm_of(w, x, out, cols, &s);
   s.scale = (float)(c / 1.4426950408889634);
   s.tune.arch = w->c->mod->arch;
   int n0 = w->c->mod->n;
@@ -501,12 +499,7 @@ static hp_status try_layernorm(rowr *w, bool *done, const char **why) {
   if (!reads_rowmajor(w, bxc, access_of(w, bxc, mean), 1) || !reads_rowmajor(w, by, access_of(w, by, rs), 1))
     DECLINE("layernorm reads its row statistics other than broadcast along the row");
   cuda_rownorm_spec s;
-  memset(&s, 0, sizeof s);
-  s.cols = cols;
-  s.rows = tiny_shape_numel(&node(w, x)->shape) / cols;
-  s.row_stride = cols;
-  s.in_dtype = storage(w, unpeel(w, x));
-  s.out_dtype = storage(w, cur);
+  rownorm_of(w, x, cur, cols, &s);
   s.eps = (float)eps;
   int pt[2] = {gamma, beta};
   /* gamma / beta: vectors along the row (strides 0 .. 0 1), buffers of the kernel */
@@ -572,7 +565,7 @@ static hp_status try_reduce(rowr *w, bool *done, const char **why) {
     if (node(w, b->access[0].via[v])->op == TINY_CAST) DECLINE("the reduction reads through a cast");
   int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS];
   if (!strides_of(w, bi, 0, st, &off)) DECLINE("the reduction input is not a strided view");
-  block_sizes(w->c->g, b, size);
+  ct_block_sizes(w->c->g, b, size);
   int red[POLY_MAX_VARS], nred = 0;
   for (int v = b->nout; v < b->nvars; v++) red[nred++] = v;
   cuda_reduce_spec s;
