@@ -222,12 +222,14 @@ hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int 
   const cuda_model_tu *t = m->tu;
   hp_status st = HP_OK;
   if (!m->consts_up && f->const_bytes) { /* the ConstPool, once */
-    hp_tensor params[256];
+    hp_tensor *params = hp_xcalloc((size_t)f->nargs + 1, sizeof *params);
+    if (!params) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     int np = 0;
-    for (int a = 0; a < f->nargs && np < 256; a++)
+    for (int a = 0; a < f->nargs; a++)
       if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
     hp_constpool cp = {0};
     st = fn_constpool_from_tensors(e, f, params, np, &cp);
+    free(params);
     if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
     fn_constpool_free(&cp);
     if (st) return st;

@@ -1,12 +1,15 @@
 """The CUDA backend's compile checks (no GPU needed): for every test model,
 `harp compile --target sm80|sm90` compiles the whole translation unit with
-NVRTC (sm_80 / sm_90a), and the PTX of every kernel holds what its kind
+NVRTC (sm_80 / sm_90a; the sm80 unit for sm_90a too: it is what runs on
+Hopper for --target sm80), and the PTX of every kernel holds what its kind
 promises: the SM80 MMA template mma.sync m16n8k16 + ldmatrix + cp.async with
 commit/wait; the SM90 template wgmma.mma_async + cp.async.bulk.tensor +
 mbarrier (at least one GEMM of the sm90 units must be on it); row kernels
 warp shuffles.  The package's host loader and main.c build with cc; without
 a GPU the program says why and exits non-zero, with one it must reproduce
 expected/.  PTX checks skip without NVRTC (the packages are still checked)."""
+import ctypes
+import hashlib
 import json
 import os
 import re
@@ -32,6 +35,37 @@ TEMPLATE_PTX = {
                    "mbarrier.arrive.expect_tx", "wgmma.wait_group.sync.aligned"],
     "softmax": ["shfl.sync.bfly"], "layernorm": ["shfl.sync.bfly"],
 }
+
+
+def nvrtc_ok(src, arch):
+    """Compile src with NVRTC (ctypes) for arch; cached by content.  ok None: no NVRTC."""
+    key = hashlib.sha256(src.encode() + arch.encode()).hexdigest()[:24]
+    cache = os.path.join(os.path.dirname(cuda_sim.CACHE), "nvrtc-py")
+    os.makedirs(cache, exist_ok=True)
+    if os.path.exists(os.path.join(cache, key)):
+        return True, ""
+    lib = None
+    for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            pass
+    if lib is None:
+        return None, "no NVRTC"
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"model.cu", 0, None, None):
+        return False, "nvrtcCreateProgram failed"
+    opts = (ctypes.c_char_p * 1)(f"--gpu-architecture={arch}".encode())
+    rc = lib.nvrtcCompileProgram(prog, 1, opts)
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value + 1)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    if rc == 0:
+        open(os.path.join(cache, key), "w").write("ok")
+    return rc == 0, log.value.decode(errors="replace")[-2000:]
 
 
 def entry(ptx, name):
@@ -71,6 +105,10 @@ for name, model, syms, want in cuda_sim.CASES:
             continue
         nvrtc_seen = True
         ptx = open(os.path.join(d, "model.ptx")).read()
+        if target == "sm80":
+            ok, log = nvrtc_ok(open(os.path.join(d, "model.cu")).read(), "sm_90a")
+            if ok is not None:
+                s.check(f"{what}: the sm80 unit compiles for sm_90a too", ok, log)
         s.check(f"{what}: PTX for {'sm_90a' if target == 'sm90' else 'sm_80'}",
                 (".target sm_90a" if target == "sm90" else ".target sm_80") in ptx)
         for k in g["kernels"]:

@@ -177,7 +177,8 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
     bool ok;
     named_arg na[] = {{"in0", targ(c, r, &gm.A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
-    if (launch_last(c, r, n0, na, 2, &ok, why) || !ok) return c->e->code;
+    hp_status st = launch_last(c, r, n0, na, 2, &ok, why);
+    if (st || !ok) return st;
     a_bytes = numel * tiny_dtype_size(gm.A0.dtype);
   }
   /* the Plan's tiles first, then the template's own choice */
@@ -209,7 +210,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
   bool ok;
-  if (launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why)) return c->e->code;
+  if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
     c->nlaunch = l0;
     return HP_OK;
@@ -244,7 +245,8 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, cv.epi, cv.nepi, na + 3, epn);
   bool ok;
-  if (launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why)) return c->e->code;
+  hp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
+  if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
   return HP_OK;
@@ -278,7 +280,8 @@ static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
                     {"mask", at.has_mask ? targ(c, r, &at.mask) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
                     {"out", targ(c, r, &at.out)}};
   bool ok;
-  if (launch_last(c, r, n0, na, 5, &ok, why)) return c->e->code;
+  hp_status st = launch_last(c, r, n0, na, 5, &ok, why);
+  if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
   return HP_OK;
