@@ -22,7 +22,11 @@ static const char bench_help[] =
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
     "  --input NAME=FILE    use this tensor for input NAME\n"
     "  --param NAME=FILE    a weight (its transfer is not timed)\n"
-    "  --seed N             seed of the random inputs (default 1)\n";
+    "  --seed N             seed of the random inputs (default 1)\n"
+    "  --plan REGION=FILE   run REGION with this Schedule Plan (JSON or DSL);\n"
+    "                       --plan FILE reads a plan list.  Repeatable\n"
+    "  --dump plan          write DIR/plan.json: the plans in use (--dump-dir DIR)\n"
+    "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
 static double now_ms(void) {
   struct timespec t;
@@ -82,7 +86,7 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param sym seed backend", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param sym seed backend plan dump dump-dir", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
@@ -100,6 +104,7 @@ int cmd_bench(int argc, char **argv) {
   }
   o.random_inputs = true;
   cli_model m;
+  cli_plans pl = {0};
   hp_cpu_model *cm = NULL;
   void *inst = NULL;
   hp_tensor *outs = NULL;
@@ -109,7 +114,7 @@ int cmd_bench(int argc, char **argv) {
   bool hit = false;
   hp_constpool cp = {0};
   if (!times) return 1;
-  if (cli_load_model(&e, &o, true, &m)) goto fail;
+  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   in = calloc((size_t)m.ninputs + 1, sizeof *in);
   outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
@@ -118,7 +123,10 @@ int cmd_bench(int argc, char **argv) {
     goto fail;
   }
   if (!strcmp(backend, "cpu")) {
-    if (hp_cpu_compile(&e, m.g, &m.syms, NULL, &cm)) goto fail;
+    hp_cpu_opts co = {.plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    if (hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+    cli_print_plan_notes(hp_cpu_plans(cm));
+    if (cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm))) goto fail;
     compile_ms = hp_cpu_compile_ms(cm);
     hit = hp_cpu_cache_hit(cm);
     const hp_function *f = hp_cpu_function(cm);
@@ -144,6 +152,7 @@ int cmd_bench(int argc, char **argv) {
       goto fail;
     }
   }
+  if (!cm && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
   for (long r = -warmup; r < repeat; r++) {
     double t0 = now_ms();
     if (cm) {
@@ -184,6 +193,7 @@ done:
   free(times);
   fn_constpool_free(&cp);
   hp_cpu_free(cm);
+  cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

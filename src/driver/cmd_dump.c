@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char dump_help[] =
-    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T]\n\n"
+    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T] [--plan P]\n\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"
     "  indexbook   the axis side table: axes, domains, maps (docs/indexbook.md)\n"
@@ -16,6 +16,9 @@ static const char dump_help[] =
     "              shapes, local edges, plan summaries, STOP reasons\n"
     "              (docs/regions.md; needs every size bound)\n"
     "  function    the compiled Function: kernels, buffers, arena layout\n"
+    "  plan        every region's Schedule Plan and where it came from\n"
+    "              (default, override, cache): a plan list, plan.json\n"
+    "--plan REGION=FILE | FILE overrides a region's plan (docs/plan.md §14).\n"
     "--target cpu|sm80|sm90 picks the machine regions are formed for.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
     "DIR defaults to the current directory.\n";
@@ -28,7 +31,7 @@ int cmd_dump(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -38,7 +41,11 @@ int cmd_dump(int argc, char **argv) {
     return cli_usage_error("dump", "usage: harp dump MODEL --dump LIST");
   }
   cli_model m;
-  if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m)) rc = cli_report(&e);
+  cli_plans pl = {0};
+  if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl) ||
+      cli_write_plan_dump(&e, &o, &m, &pl, NULL))
+    rc = cli_report(&e);
+  cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

@@ -133,6 +133,19 @@ static plan_pos json_locate(const char *text, const char *path, bool want_key) {
   return (plan_pos){s.line, s.col};
 }
 
+/* Byte span [*start, *end) of the value at path; false when the path is not
+ * there.  (For plan lists: a nested plan is parsed in place.) */
+bool plan_json_value_span(const char *text, const char *path, size_t *start, size_t *end) {
+  plan_pos want = json_locate(text, path, false);
+  jloc s = {text, 0, 1, 1};
+  while (jl_c(&s) && (s.line < want.line || (s.line == want.line && s.col < want.col))) jl_adv(&s);
+  if (!jl_c(&s)) return false;
+  *start = s.i;
+  jl_skip(&s, 0);
+  *end = s.i;
+  return *end > *start;
+}
+
 /* ---- reading ------------------------------------------------------------------------ */
 typedef struct jctx {
   const char *text;
