@@ -39,7 +39,12 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
     /* CPU: [rows of A per block, columns of the packed B panel, its depth];
      * BM and BN are rounded up to whole micro-tiles (build) */
     static const int64_t cpu[4][3] = {{96, 512, 256}, {96, 256, 256}, {96, 512, 128}, {192, 256, 384}};
-    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu, sizeof s->tiles);
+    /* CPU attention: [query rows, keys per tile, head dim]; the streaming
+     * kernel sizes its register micro-tile itself, so one warp tile */
+    static const int64_t cpu_att[4][3] = {{64, 64, 64}, {64, 128, 64}, {128, 64, 64}, {32, 64, 64}};
+    bool cpu_attention = m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_ATTENTION;
+    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu_attention ? cpu_att : cpu,
+           sizeof s->tiles);
     s->ntiles = 4;
     s->nwarps = plan_arch_is_gpu(m->arch) ? 2 : 0;
     if (m->arch == PLAN_ARCH_SM80) {
@@ -48,6 +53,9 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
     } else if (m->arch == PLAN_ARCH_SM90) { /* a warpgroup: 64 rows, all or half of BN */
       s->warps[0][0] = 64, s->warps[0][1] = -1;
       s->warps[1][0] = 64, s->warps[1][1] = -2;
+    } else if (cpu_attention) {
+      s->warps[0][0] = 4, s->warps[0][1] = lanes;
+      s->nwarps = 1;
     } else {
       /* register micro-tiles MR x NV vectors: the first two whose MR*NV
        * accumulators, NV B vectors, one A broadcast and the epilogue's
@@ -168,7 +176,7 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
     p->tile[i] = s->tiles[ti][i];
     if (p->tile[i] <= 0) return false;
   }
-  if (!gpu && contraction) /* the CPU's M and N tiles hold whole micro-tiles */
+  if (!gpu && contraction && r->pattern != PLAN_PAT_ATTENTION) /* the CPU's M and N tiles hold whole micro-tiles */
     for (int i = 0; i < 2; i++)
       if (s->warps[wi][i] > 0) p->tile[i] = (p->tile[i] + s->warps[wi][i] - 1) / s->warps[wi][i] * s->warps[wi][i];
   p->warp_m = pick(s->warps[wi][0], p->tile[0]);

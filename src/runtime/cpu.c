@@ -96,6 +96,11 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
     rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice};
     st = cgen_emit_model(&rc, "model", &src);
     m->plans.compiled = true;
+    for (int i = 0; i < m->plans.n; i++) { /* gathers and other regions no template saw */
+      hp_plan_choice *ch = &m->plans.choice[i];
+      if (ch->has_plan && !ch->applied && !ch->note[0])
+        snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
+    }
   }
   if (!st) {
     /* host-only code may use every instruction of this machine */

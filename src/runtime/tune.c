@@ -8,7 +8,7 @@
  * CPU's algorithms; the first is the default plan), one compiled model per
  * point with that point as the region's plan (the other regions keep their
  * defaults; the compile cache makes repeated points free).  Points whose
- * generated C is identical share one measurement.  Timing is per kernel:
+ * generated C is identical (plan comments aside) share one measurement.  Timing is per kernel:
  * after one full model_run fills the arena, model_run_kernel(k) runs the
  * region's kernel alone.  All points of a region are measured interleaved,
  * so that the machine's noise (other users of the cores) falls on all of
@@ -123,6 +123,27 @@ static bool wanted(const hp_tune_opts *o, const char *region) {
   return false;
 }
 
+/* The same generated code, the plan comments aside (two plans
+ * the template reads alike). */
+static const char *skip_plan_comment(const char *s) {
+  while (!strncmp(s, "/* plan:", 8)) {
+    const char *end = strstr(s, "*/");
+    if (!end) return s;
+    s = end + 2;
+  }
+  return s;
+}
+
+static bool same_code(const char *a, const char *b) {
+  for (;;) {
+    a = skip_plan_comment(a);
+    b = skip_plan_comment(b);
+    if (*a != *b) return false;
+    if (!*a) return true;
+    a++, b++;
+  }
+}
+
 /* Compile and measure the points of one region. */
 static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs,
                              int ninputs, const hp_tune_opts *o, const plan_machine *mach, const rg_info *info,
@@ -162,7 +183,7 @@ static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab
       if (!strcmp(ps->choice[q].region, tr->region)) pt->applied = ps->choice[q].applied;
     const char *text = hp_cpu_source(rs[i].m);
     for (int j = 0; j < i && pt->same_as < 0; j++)
-      if (src[j] && text && !strcmp(src[j], text)) pt->same_as = j;
+      if (src[j] && text && same_code(src[j], text)) pt->same_as = j;
     if (pt->same_as >= 0) { /* the same kernel: measured once */
       hp_cpu_free(rs[i].m);
       rs[i].m = NULL;

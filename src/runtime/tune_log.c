@@ -89,7 +89,7 @@ static void row_text(hp_str *s, const hp_tune_row *r) {
   field(s, r->shapeset), hp_str_putc(s, ',');
   field(s, r->binding), hp_str_putc(s, ',');
   field(s, r->region), hp_str_putc(s, ',');
-  hp_str_printf(s, "%d,%d,%d,%.6g,%.6g,%.4g,%.6g,%.6g,%d,", r->point, r->is_default ? 1 : 0, r->is_best ? 1 : 0,
+  hp_str_printf(s, "%d,%d,%d,%.0f,%.0f,%.4g,%.6g,%.6g,%d,", r->point, r->is_default ? 1 : 0, r->is_best ? 1 : 0,
                 r->flops, r->bytes, r->occ, r->estimate_ms, r->actual_ms, r->repeat);
   char *plan = r->plan ? hp_plan_oneline(r->plan) : NULL;
   field(s, plan);

@@ -116,22 +116,31 @@ static unsigned host_isa_mask(void) {
  * Ignored (said in the note): unroll, further splits, fuse, layout hints, a missing
  * cache_read (the templates always pack), predicate_tail (tails are always handled).
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
- * is the pixels (X is the left operand) the tiles swap and the warp tile is not used. */
+ * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
+ * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel. */
 typedef struct plan_use {
   hp_plan_choice *ch; /* NULL: the template's built-in tuning */
   char desc[320];     /* the plan and the tuning it became, for the generated C */
 } plan_use;
 
-static hp_plan_choice *choice_of(const rc_ctx *c, int r) {
-  if (!c->plans || getenv("HARP_NO_PLANS")) return NULL;
-  hp_plan_choice *ch = &c->plans[c->f->kernels[r].region];
-  return ch->has_plan ? ch : NULL;
-}
-
 static void note_add(hp_plan_choice *ch, const char *what) {
   size_t n = strlen(ch->note);
   if (strstr(ch->note, what)) return;
   snprintf(ch->note + n, sizeof ch->note - n, "%s%s", n ? "; " : "", what);
+}
+
+/* The region's plan, or NULL for the built-in tuning (no plan, or
+ * HARP_NO_PLANS=1, an A/B switch for benchmarks). */
+static hp_plan_choice *choice_of(const rc_ctx *c, int r) {
+  if (!c->plans) return NULL;
+  hp_plan_choice *ch = &c->plans[c->f->kernels[r].region];
+  if (!ch->has_plan) return NULL;
+  const char *off = getenv("HARP_NO_PLANS");
+  if (off && *off && strcmp(off, "0")) {
+    note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
+    return NULL;
+  }
+  return ch;
 }
 
 /* The single ISA variant the JIT emits for a SIMD width: the widest the host
@@ -192,10 +201,14 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     *bm = tm > 0 ? (tm > 1024 ? 1024 : tm) : 0;
     *bn = tn > 0 ? (tn > 1024 ? 1024 : tn) : 0;
     note_add(ch, "attention: warp tile and head-dimension tile not used (rows per micro-tile follow the registers)");
+  } else if (swap) {
+    /* the search space sizes BM/BN for a GEMM's rows/columns; read across
+     * (pixels as columns) they would shrink the B panel: keep the template's */
+    t->kc = tk;
+    note_add(ch, "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)");
   } else {
     t->mc = tm, t->nc = tn, t->kc = tk;
-    if (full && !swap && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
-    else if (swap) note_add(ch, "conv: the plan's M is the pixels; tiles swapped, warp tile not used");
+    if (full && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
     else note_add(ch, "not a [M, N, K] tile: the template's micro-tile");
   }
   t->simd = p->vec_width >= 16 ? 16 : p->vec_width >= 8 ? 8 : p->vec_width > 0 ? 1 : 0;
@@ -722,7 +735,7 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   return HP_OK;
 }
 
-hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   *handled = false;
   *why = NULL;
   const hp_function *f = c->f;
@@ -736,4 +749,16 @@ hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *
   const poly_block_info *b = poly_block(c->pv, info->anchor);
   if (!b->con) return HP_OK;
   return b->con->pattern == POLY_PAT_CONV ? try_conv(c, r, fn, out, handled, why) : try_gemm(c, r, fn, out, handled, why);
+}
+
+hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  hp_status st = emit_template(c, r, fn, out, handled, why);
+  hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  if (!st && !*handled && ch && ch->has_plan) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", *why ? *why : "no template for this region");
+    note_add(ch, msg);
+    ch->applied = false;
+  }
+  return st;
 }
