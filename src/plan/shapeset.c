@@ -87,7 +87,7 @@ static void binding_key(const tiny_symtab *syms, const tiny_graph *g, bool class
   int k = 0;
   for (int i = 0; i < n; i++)
     if (!g || used[i]) names[k++] = syms->names[i];
-  qsort(names, (size_t)k, sizeof *names, by_name);
+  if (k > 1) qsort(names, (size_t)k, sizeof *names, by_name);
   hp_str s;
   hp_str_init(&s);
   for (int i = 0; i < k; i++) {
