@@ -12,7 +12,8 @@
  * after one full model_run fills the arena, model_run_kernel(k) runs the
  * region's kernel alone.  All points of a region are measured interleaved,
  * so that the machine's noise (other users of the cores) falls on all of
- * them alike: `warmup` untimed rounds, then `repeat` rounds in which every
+ * them alike (in a shuffled order each round): `warmup` untimed rounds, then
+ * `repeat` rounds in which every
  * point runs once untimed (its thread pool and caches warm again after the
  * other points ran) and once timed; each point's figure is its median. */
 #include <math.h>
@@ -194,9 +195,20 @@ static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab
     st = runner_init(e, &rs[i], g, inputs, ninputs, repeat);
   }
   if (!st) progress(o, tr->region, "compile", ri, nr, n, n, 0);
-  /* measure, interleaved */
+  /* measure, interleaved, in a new (deterministic) order every round so that
+   * no point always follows the same one */
+  int *order = !st ? hp_xcalloc((size_t)n + 1, sizeof *order) : NULL;
+  if (!st && !order) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < n && order; i++) order[i] = i;
   for (int round = -warmup; round < repeat && !st; round++) {
-    for (int i = 0; i < n && !st; i++) {
+    for (int i = n - 1; i > 0; i--) {
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      int j = (int)(rng % (uint64_t)(i + 1)), x = order[i];
+      order[i] = order[j], order[j] = x;
+    }
+    for (int q = 0; q < n && !st; q++) {
+      int i = order[q];
       if (!rs[i].m) continue;
       st = run_kernel(e, &rs[i], tr->kernel, NULL);
       double ms = 0;
@@ -240,6 +252,7 @@ static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab
       free(x);
     }
   }
+  free(order);
   for (int i = 0; rs && i < n; i++) runner_free(&rs[i]);
   for (int i = 0; src && i < n; i++) free(src[i]);
   free(src);
