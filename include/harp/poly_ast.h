@@ -10,10 +10,11 @@
  * point of the schedule (isl_ast_build_access_from_pw_multi_aff, as PPCG does).
  *
  * Schedule: statement s of block b with variables v0..v(n-1) runs at
- *   [v0 .. v(p-1), s, v(p) .. v(n-1), 0 ..]
- * so the first p variables are shared loops (the caller guarantees every
- * dependence among the statements is the identity on them) and inside one
- * prefix point the statements run in list order, each with its own loops.
+ *   [v0 .. v(p-1), g, v(p) .. v(n-1), 0 .., pos]
+ * (g = s's group, or s itself) so the first p variables are shared loops (the
+ * caller guarantees every dependence among the statements is the identity on
+ * them), inside one prefix point the groups run in order, each with its own
+ * loops, and a group's statements run in `pos` order at each point.
  *
  * C helpers used by the expressions (the backend must define them):
  *   hp_floord(a, b)   floor(a / b), b > 0      hp_min(a, b), hp_max(a, b)
@@ -35,6 +36,11 @@ typedef enum poly_stmt_role {
 typedef struct poly_stmt_spec {
   int block;
   poly_stmt_role role;
+  /* Statements of one group share their loops: the schedule is
+   * [prefix, group, rest, pos] instead of [prefix, k, rest].  The caller
+   * guarantees a group's statements have the same rest extents and read each
+   * other pointwise.  group < 0: a group of its own (k). */
+  int group, pos;
 } poly_stmt_spec;
 
 typedef struct poly_ast_opts {

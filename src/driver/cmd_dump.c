@@ -8,6 +8,7 @@
 static const char dump_help[] =
     "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T] [--plan P]\n\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
+    "  frontend    the high-level graph of a .harp model (JSON)\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"
     "  indexbook   the axis side table: axes, domains, maps (docs/indexbook.md)\n"
     "  poly_view   blocks, isl domains and accesses, contraction patterns,\n"
@@ -18,6 +19,7 @@ static const char dump_help[] =
     "  function    the compiled Function: kernels, buffers, arena layout\n"
     "  plan        every region's Schedule Plan and where it came from\n"
     "              (default, override, cache): a plan list, plan.json\n"
+    "(the generated C: harp run MODEL --dump c)\n"
     "--plan REGION=FILE | FILE overrides a region's plan (docs/plan.md §14).\n"
     "--target cpu|sm80|sm90 picks the machine regions are formed for.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"

@@ -22,8 +22,8 @@ static const char run_help[] =
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
-    "  --backend B            interp (the reference interpreter; default), cpu\n"
-    "                         (generated C, compiled with the system compiler), or\n"
+    "  --backend B            cpu (default: generated C, compiled with the system\n"
+    "                         compiler, cached), interp (the reference interpreter), or\n"
     "                         regions (form regions, build the Function with its\n"
     "                         arena, and run it region by region on the interpreter:\n"
     "                         the same outputs, bit for bit in fp32)\n"
@@ -32,9 +32,10 @@ static const char run_help[] =
     "  --plan REGION=FILE     run region REGION with the Schedule Plan in FILE (JSON\n"
     "                         or DSL); --plan FILE reads a plan list (what --dump\n"
     "                         plan writes).  Repeatable.  Used by --backend cpu\n"
-    "  --dump LIST            comma-separated IR dumps: tiny, indexbook, poly_view,\n"
-    "                         region, function, plan (every region's plan and where\n"
-    "                         it came from: default, override, cache), c (cpu)\n"
+    "  --dump LIST            comma-separated IR dumps: frontend, tiny, indexbook,\n"
+    "                         poly_view, region, function, c (the generated C), plan\n"
+    "                         (every region's plan and where it came from: default,\n"
+    "                         override, cache)\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
@@ -54,7 +55,7 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("run", "no MODEL given");
   }
-  const char *backend = o.backend ? o.backend : "interp";
+  const char *backend = o.backend ? o.backend : "cpu";
   if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0) {
     int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu, regions)", backend);
     cli_opts_free(&o);

@@ -167,9 +167,10 @@ static __isl_give isl_set *stmt_domain(gen *g, int k) {
   return isl_set_set_tuple_name(d, stmt_name(k, name, sizeof name));
 }
 
-/* S<k>[v..] -> [v0..v(p-1), k, v(p).., 0..] of length len. */
+/* S<k>[v..] -> [v0..v(p-1), g, v(p).., 0.., pos] of length len. */
 static __isl_give isl_map *stmt_schedule(gen *g, int k, int len, __isl_keep isl_set *dom) {
   int n = stmt_vars(g->pv, &g->stmts[k]), p = g->opts->prefix;
+  int grp = g->stmts[k].group >= 0 ? g->stmts[k].group : k, pos = g->stmts[k].group >= 0 ? g->stmts[k].pos : 0;
   hp_str s;
   hp_str_init(&s);
   char name[32];
@@ -178,11 +179,11 @@ static __isl_give isl_map *stmt_schedule(gen *g, int k, int len, __isl_keep isl_
   hp_str_puts(&s, "] -> [");
   int t = 0;
   for (int i = 0; i < p; i++, t++) hp_str_printf(&s, "%sv%d", t ? ", " : "", i);
-  hp_str_printf(&s, "%s%d", t ? ", " : "", k);
+  hp_str_printf(&s, "%s%d", t ? ", " : "", grp);
   t++;
   for (int i = p; i < n; i++, t++) hp_str_printf(&s, ", v%d", i);
-  for (; t < len; t++) hp_str_puts(&s, ", 0");
-  hp_str_puts(&s, "] }");
+  for (; t < len - 1; t++) hp_str_puts(&s, ", 0");
+  hp_str_printf(&s, ", %d] }", pos);
   isl_map *m = s.oom ? NULL : isl_map_read_from_str(g->ctx, s.buf);
   hp_str_free(&s);
   if (!m) return NULL;
@@ -379,7 +380,7 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
     if (opts->prefix > pv->blocks[stmts[k].block].pub.nout)
       return hp_fail(e, HP_E_INTERNAL, pv->blocks[stmts[k].block].pub.name, "prefix %d exceeds the block's outputs",
                      opts->prefix);
-    int l = n + 1;
+    int l = n + 2; /* the group and the position */
     if (l > len) len = l;
   }
   if (opts->chunk_outer && opts->prefix < 1) return hp_fail(e, HP_E_INTERNAL, NULL, "chunking needs a shared loop");

@@ -148,6 +148,29 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
   return HP_OK;
 }
 
+/* Does unit U read value t (through views)?  Another value of t's unit is
+ * not enough: an attention's intermediates stay inside it although its
+ * output is read. */
+static bool unit_reads(const rg_ctx *c, const rg_unit *U, int t) {
+  const tiny_graph *g = c->g;
+  if (U->kind == RG_U_GATHER) {
+    const tiny_node *n = &g->nodes[U->node];
+    for (int s = 0; s < n->nsrc; s++)
+      if (base_of(g, n->src[s].node) == t) return true;
+    return false;
+  }
+  for (int i = 0; i < U->nblocks; i++) {
+    const poly_block_info *b = poly_block(c->pv, U->blocks[i]);
+    for (int k = 0; k < b->nnodes; k++) {
+      const tiny_node *n = &g->nodes[b->nodes[k]];
+      int nsrc = is_view(g, b->nodes[k]) ? 1 : n->nsrc;
+      for (int s = 0; s < nsrc; s++)
+        if (base_of(g, n->src[s].node) == t) return true;
+    }
+  }
+  return false;
+}
+
 void rg_region_nodes(rg_ctx *c, const int *blocks, int n, int gather, int *nnodes, int *nin, int *outs, int *nout) {
   const tiny_graph *g = c->g;
   char *m = c->mark;
@@ -197,7 +220,9 @@ void rg_region_nodes(rg_ctx *c, const int *blocks, int n, int gather, int *nnode
       bool inside = false;
       for (int j = 0; j < U->nblocks && !inside; j++) inside = rg_in(blocks, n, U->blocks[j]);
       if (inside || (U->kind == RG_U_GATHER && U->node == gather)) continue;
-      for (int j = 0; j < U->nprod && !out; j++) out = U->prod[j] == c->unit_of_node[i];
+      bool depends = false; /* cheap test first: U reads i's unit at all */
+      for (int j = 0; j < U->nprod && !depends; j++) depends = U->prod[j] == c->unit_of_node[i];
+      out = depends && unit_reads(c, U, i);
     }
     if (out) outs[no++] = i;
   }

@@ -107,7 +107,7 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
     const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
     char host_flags[256];
     if (!flags && !(o && o->portable)) {
-      snprintf(host_flags, sizeof host_flags, "-O3 -march=native");
+      snprintf(host_flags, sizeof host_flags, "-O3 -march=native -fopenmp-simd -fno-math-errno");
       flags = host_flags;
     }
     hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL};

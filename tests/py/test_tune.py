@@ -89,7 +89,7 @@ if len(outs) == 2:
 
 # the interpreter agrees with the overridden cpu kernel (the test suite's oracle)
 d = os.path.join(work, "run_interp")
-p = harp("run", GEMM_BR, *in_args, "--out", d, "--plan", f"C={plan_file}", "--dump", "plan")
+p = harp("run", GEMM_BR, "--backend", "interp", *in_args, "--out", d, "--plan", f"C={plan_file}", "--dump", "plan")
 s.check("interp run with --plan and --dump plan", p.returncode == 0, p.stderr)
 if p.returncode == 0 and "override" in outs:
     ok, det = close(outs["override"], np.load(os.path.join(d, "C.npy")))

@@ -103,4 +103,56 @@ check("immediate", [{"id": "r", "uop": "SUB", "src": [2.0, "u"]}], {"u": u}, 2.0
 h = rng.standard_normal((3, 5)).astype(np.float16)
 w = rng.standard_normal((3, 5)).astype(np.float32)
 check("fp16 widened to fp32", [{"id": "r", "uop": "ADD", "src": ["h", "w"]}], {"h": h, "w": w}, h.astype(np.float32) + w)
+
+# transcendentals over their whole range and at the special values (the CPU
+# backend computes them inline, vectorized); within a few ulp of numpy
+with np.errstate(all="ignore"):
+    wide = np.concatenate([np.linspace(-200, 200, 4001), np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 89.0,
+                                                                   -87.4, -103.5, 127.9, 128.0, -149.5])]).astype(np.float32)
+    W = wide.astype(np.float64)
+    pos = np.concatenate([np.geomspace(1e-44, 3e38, 3001), np.array([0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1.0])])
+    pos = pos.astype(np.float32)
+    Pw = pos.astype(np.float64)
+    # GELU as fp32 evaluates 0.5 x (1 + erf(x / sqrt 2)): NaN at -inf, 1 + erf cancels for x << 0
+    g32 = np.float32(0.5) * wide * (np.float32(1) + erf(W / np.sqrt(2)).astype(np.float32))
+    for op, want, x in (("EXP", np.exp(W), wide), ("EXP2", np.exp2(W), wide), ("LOG2", np.log2(Pw), pos),
+                        ("GELU", g32, wide)):
+        want = np.asarray(want).astype(np.float32).astype(np.float64)  # as fp32 represents it
+        ins = [inp("x", "fp32", x.shape)]
+        model = write_model(ins + [{"id": "r", "uop": op, "src": ["x"]}], ["r"])
+        for backend in BACKENDS:
+            p, d = run(model, {"x": x}, backend=backend)
+            label = f"{op} special values [{backend}]"
+            if p.returncode != 0:
+                s.check(label, False, p.stderr)
+                continue
+            got = np.load(f"{d}/r.npy").astype(np.float64)
+            same_class = np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+            fin = np.isfinite(want) & (np.abs(want) > 1e-37)
+            rel = np.abs(got[fin] - want[fin]) / np.abs(want[fin])
+            tiny = np.isfinite(want) & ~fin
+            ok = same_class and rel.max() < 4e-7 and np.all(np.abs(got[tiny] - want[tiny]) < 1e-37)
+            if op == "GELU":  # erf to 1.2e-7 absolute, scaled by x
+                xf = np.isfinite(want)
+                ok = same_class and np.all(np.abs(got[xf] - want[xf]) <= 1e-6 * np.maximum(1, np.abs(W[xf])))
+            s.check(label, ok, f"nan/inf classes equal: {same_class}, max rel err {rel.max():.3g}")
+
+# long rows: sums, maxima and minima split across vector lanes; NaN propagates
+rows = rng.standard_normal((6, 1531)).astype(np.float32)
+rows[2, 700] = np.nan
+rows[4, 3] = np.inf
+R64 = rows.astype(np.float64)
+for op, f in {"SUM": np.sum, "MAX": np.max, "MIN": np.min}.items():
+    check(f"REDUCE {op} long rows with NaN", [{"id": "r", "uop": "REDUCE", "src": ["x"], "arg": {"op": op, "axes": [1], "dtype": "fp32"}}],
+          {"x": rows}, f(R64, axis=1))
+softmax = [{"id": "m0", "uop": "REDUCE", "src": ["x"], "arg": {"op": "MAX", "axes": [1], "dtype": "fp32"}},
+           {"id": "m", "uop": "RESHAPE", "src": ["m0"], "arg": {"result_shape": [6, 1]}},
+           {"id": "d", "uop": "SUB", "src": ["x", "m"]}, {"id": "e", "uop": "EXP", "src": ["d"]},
+           {"id": "z0", "uop": "REDUCE", "src": ["e"], "arg": {"op": "SUM", "axes": [1], "dtype": "fp32"}},
+           {"id": "z", "uop": "RESHAPE", "src": ["z0"], "arg": {"result_shape": [6, 1]}},
+           {"id": "r", "uop": "FDIV", "src": ["e", "z"]}]
+clean = rng.standard_normal((6, 1531)).astype(np.float32) * 4
+C64 = clean.astype(np.float64)
+E = np.exp(C64 - C64.max(1, keepdims=True))
+check("softmax long rows", softmax, {"x": clean}, E / E.sum(1, keepdims=True), atol=1e-6)
 s.close()

@@ -42,6 +42,7 @@ static const gcase CASES[] = {
     /* other micro-tiles */
     {63, 129, 65, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 6, 64},
     {63, 129, 65, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 16, 48, 2, 8, 48},
+    {41, 90, 77, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 5, 80},
     /* transposes, batches, broadcast A, strided C */
     {17, 63, 65, 1, 1, F32, F32, F32, 1, 0, 0, 0, A5},
     {17, 63, 65, 1, 1, F32, F32, F32, 0, 1, 0, 0, A5},
@@ -75,6 +76,11 @@ static const gcase CASES[] = {
     {65, 129, 70, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 16, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_N}, F32, 0, 0, 1, 18},
     {65, 129, 70, 1, 1, F32, F32, F16, 0, 0, 0, 0, A5, 16, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_M}, F32, 0, 0, 2, 18},
     {40, 50, 33, 1, 1, F32, F32, F32, 0, 0, 0, 1, A2, 8, 0, 0, 0, 0, 0, {0}, F32, 0, 0, 2, 12},
+    /* a rounding to a half type in the middle of the chain, each ISA */
+    {33, 70, 29, 1, 1, F32, F32, F16, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, F16},
+    {33, 70, 29, 1, 1, F32, F32, B16, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, B16},
+    {17, 20, 9, 1, 1, F32, F32, F16, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, F16},
+    {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_BIAS_N}, B16},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -160,6 +166,7 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
               case CGEN_EPI_SIGMOID: acc = ct_sigmoid(acc); break;
               case CGEN_EPI_SCALE: acc *= e->scale; break;
               case CGEN_EPI_RESIDUAL: acc += E[i].f[b0 * e->s_b0 + b1 * e->s_b1 + m * e->s_m + n * e->s_n]; break;
+              case CGEN_EPI_ROUND: acc = ct_round(e->dtype, (float)acc); break;
               default: break;
             }
           }
@@ -175,32 +182,41 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
 }
 
 /* Half of the cases per test keeps each compile short and lets ctest overlap. */
-static void run_range(int lo, int hi) {
+/* Cases idx[0..n) in one translation unit compiled with flags. */
+static void run_list(const int *idx, int n, const char *flags) {
   hp_str src;
   hp_str_init(&src);
   hp_error e;
   memset(&e, 0, sizeof e);
-  for (int i = lo; i < hi; i++) {
+  for (int x = 0; x < n; x++) {
+    int i = idx[x];
     cgen_gemm_spec s;
     make_spec(&CASES[i], &s);
     char name[32];
     snprintf(name, sizeof name, "g%d", i);
     assert_int_equal(cgen_gemm(&e, &s, name, &src), HP_OK);
   }
-  void *h = ct_compile(src.buf);
+  void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
   hprt_pool *(*pc)(int) = (hprt_pool * (*)(int)) dlsym(h, "hprt_pool_create");
   void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
   assert_non_null(pc);
   hprt_pool *pool = pc(2);
   assert_non_null(pool);
-  for (int i = lo; i < hi; i++) {
+  for (int x = 0; x < n; x++) {
+    int i = idx[x];
     assert_int_equal(run_case(h, i, pool), 0);
     if (i % 3 == 0) assert_int_equal(run_case(h, i, NULL), 0); /* no pool: serial path */
   }
   pd(pool);
   dlclose(h);
   hp_str_free(&src);
+}
+
+static void run_range(int lo, int hi) {
+  int idx[NCASE];
+  for (int i = lo; i < hi; i++) idx[i - lo] = i;
+  run_list(idx, hi - lo, "-O0");
 }
 
 #endif

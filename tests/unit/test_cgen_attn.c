@@ -157,7 +157,17 @@ static void test_errors(void **st) {
   s.scale = 0, s.has_mask = true, s.mask_s[2] = -1;
   assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_NEGATIVE_STRIDE);
   hp_error_clear(&e);
-  s.has_mask = false;
+  s.has_mask = false, s.strided = true; /* q, k, v, out strides over (b, h, row) */
+  int64_t ok[3] = {64, 64, 8};
+  memcpy(s.q_s, ok, sizeof ok), memcpy(s.k_s, ok, sizeof ok), memcpy(s.v_s, ok, sizeof ok), memcpy(s.o_s, ok, sizeof ok);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_OK);
+  s.k_s[2] = -8;
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_NEGATIVE_STRIDE);
+  hp_error_clear(&e);
+  s.k_s[2] = 8, s.o_s[2] = 4; /* output rows would overlap */
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  s.strided = false;
   assert_int_equal(cgen_attn(&e, &s, "f-1", &src), HP_E_INVALID_ARG);
   hp_str_free(&src);
 }

@@ -45,6 +45,9 @@ static void test_errors(void **st) {
   s.epi[0].kind = CGEN_EPI_BIAS_N, s.epi[0].dtype = TINY_BOOL;
   assert_int_equal(cgen_gemm(&e, &s, "f", &src), HP_E_UNSUPPORTED);
   hp_error_clear(&e);
+  s.epi[0].kind = CGEN_EPI_ROUND, s.epi[0].dtype = TINY_FP32; /* rounds to a half type only */
+  assert_int_equal(cgen_gemm(&e, &s, "f", &src), HP_E_UNSUPPORTED);
+  hp_error_clear(&e);
   s.n_epi = CGEN_MAX_EPI + 1;
   assert_int_equal(cgen_gemm(&e, &s, "f", &src), HP_E_LIMIT);
   hp_error_clear(&e);

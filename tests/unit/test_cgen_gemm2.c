@@ -10,9 +10,18 @@
 
 static void test_cases_b(void **st) { (void)st; run_range(NCASE / 2, NCASE); }
 
+/* What the backend ships is -O3: a cross-section (each ISA, tails, epilogues,
+ * half storage, broadcast batch) compiled that way. */
+static void test_cases_o3(void **st) {
+  (void)st;
+  static const int pick[] = {3, 16, 28, 31};
+  run_list(pick, (int)(sizeof pick / sizeof pick[0]), "-O3");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cases_b),
+      cmocka_unit_test(test_cases_o3),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,12 +60,13 @@ typedef enum cgen_epi_kind {
   CGEN_EPI_SIGMOID,
   CGEN_EPI_SCALE,    /* * scale */
   CGEN_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
+  CGEN_EPI_ROUND,    /* round to dtype (fp16 or bf16) and back: a cast in the middle of the chain */
   CGEN_EPI_COUNT
 } cgen_epi_kind;
 
 typedef struct cgen_epi {
   cgen_epi_kind kind;
-  tiny_dtype dtype;              /* bias / residual storage: FP32, FP16 or BF16 */
+  tiny_dtype dtype;              /* bias / residual storage: FP32, FP16 or BF16; ROUND: FP16 or BF16 */
   float scale;                   /* CGEN_EPI_SCALE */
   int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
                                     the residual has the output's NCHW layout */
@@ -144,8 +145,12 @@ bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow);
 hp_status cgen_conv(hp_error *e, const cgen_conv_spec *spec, const char *fn_name, hp_str *out);
 
 typedef struct cgen_attn_spec {
-  int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv]
-                                  all contiguous */
+  int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv] */
+  /* Element strides over (b, h, row) of q, k, v and out when `strided`
+   * (else each is contiguous); d and dv always have unit stride.  A 0
+   * broadcasts (k and v shared by heads).  out must not overlap an input. */
+  bool strided;
+  int64_t q_s[3], k_s[3], v_s[3], o_s[3];
   tiny_dtype q_dtype, kv_dtype, o_dtype;
   float scale;                 /* 0: 1/sqrt(d) */
   bool causal;                 /* key j visible to query i iff j <= i (top-left aligned) */

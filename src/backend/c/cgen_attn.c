@@ -29,6 +29,19 @@ void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int
   cgen_tuning_default(&s->tune);
 }
 
+/* The (b, h, row) strides in effect: the spec's, or contiguous. */
+static void strides_of(const cgen_attn_spec *s, int64_t *qs, int64_t *ks, int64_t *vs, int64_t *os) {
+  if (s->strided) {
+    memcpy(qs, s->q_s, sizeof s->q_s), memcpy(ks, s->k_s, sizeof s->k_s);
+    memcpy(vs, s->v_s, sizeof s->v_s), memcpy(os, s->o_s, sizeof s->o_s);
+    return;
+  }
+  qs[2] = s->d, qs[1] = s->m * s->d, qs[0] = s->h * qs[1];
+  ks[2] = s->d, ks[1] = s->n * s->d, ks[0] = s->h * ks[1];
+  vs[2] = s->dv, vs[1] = s->n * s->dv, vs[0] = s->h * vs[1];
+  os[2] = s->dv, os[1] = s->m * s->dv, os[0] = s->h * os[1];
+}
+
 static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   int w = isa->w;
   t->bm = s->bm > 0 ? s->bm : 64;
@@ -45,11 +58,8 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->ro = (regs - 1 - t->nvd) / t->nvd;
   if (t->ro > 8) t->ro = 8;
   if (t->ro < 1) t->ro = 1;
-  if (s->bm <= 0) { /* whole micro-tiles per block; ~64 rows */
-    int l = t->rs, g = t->ro;
-    while (g) { int x = l % g; l = g; g = x; }
-    l = t->rs / l * t->ro;
-    t->bm = (int)(64 / l < 1 ? l : 64 / l * l);
+  if (s->bm <= 0) { /* 64 rows: a multiple of BN keeps causal blocks on tile edges; row tails have exact kernels */
+    t->bm = 64;
     if (t->bm > s->m) t->bm = (int)s->m;
   }
   t->np = cg_rup(s->n, t->bn);
@@ -156,8 +166,13 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   int w = o->isa->w;
   char ld[200];
   cg_emit_isa_helpers(o);
-  for (int r = 1; r <= t->rs; r++) emit_skern(o, s, t, r);
-  for (int r = 1; r <= t->ro; r++) emit_okern(o, t, r);
+  /* row counts that occur: full micro-tiles, then the tail of a full block
+   * and of the last (shorter) block */
+  int lastbm = (int)(s->m % t->bm ? s->m % t->bm : t->bm);
+  for (int r = 1; r <= t->rs; r++)
+    if (r == t->rs || r == t->bm % t->rs || r == lastbm % t->rs) emit_skern(o, s, t, r);
+  for (int r = 1; r <= t->ro; r++)
+    if (r == t->ro || r == t->bm % t->ro || r == lastbm % t->ro) emit_okern(o, t, r);
   const char *qt = cg_ctype(s->q_dtype), *kt = cg_ctype(s->kv_dtype), *ot = cg_ctype(s->o_dtype);
   const char *qx = cg_vsuffix(s->q_dtype), *kx = cg_vsuffix(s->kv_dtype), *ox = cg_vsuffix(s->o_dtype);
   float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
@@ -173,15 +188,16 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "  float *Kt = ws + %ldL, *Vp = ws + %ldL, *Qs = ws + %ldL, *S = ws + %ldL, *O = ws + %ldL;\n", (long)o_kt,
           (long)o_v, (long)o_q, (long)o_s, (long)o_o);
   cg_emit(o, "  float *mrow = ws + %ldL, *lrow = mrow + %d, *alpha = lrow + %d;\n", (long)o_ml, t->bm, t->bm);
-  cg_emit(o, "  const %s *q = (const %s *)cx->q + bh * %ldL;\n", qt, qt, (long)(M * D));
-  cg_emit(o, "  const %s *k = (const %s *)cx->k + bh * %ldL;\n", kt, kt, (long)(N * D));
-  cg_emit(o, "  const %s *v = (const %s *)cx->v + bh * %ldL;\n", kt, kt, (long)(N * DV));
-  cg_emit(o, "  %s *out = (%s *)cx->o + bh * %ldL;\n", ot, ot, (long)(M * DV));
+  int64_t qs[3], ks[3], vs[3], os[3];
+  strides_of(s, qs, ks, vs, os);
+  cg_emit(o, "  const %s *q = (const %s *)cx->q + bb * %ldL + hh * %ldL;\n", qt, qt, (long)qs[0], (long)qs[1]);
+  cg_emit(o, "  const %s *k = (const %s *)cx->k + bb * %ldL + hh * %ldL;\n", kt, kt, (long)ks[0], (long)ks[1]);
+  cg_emit(o, "  const %s *v = (const %s *)cx->v + bb * %ldL + hh * %ldL;\n", kt, kt, (long)vs[0], (long)vs[1]);
+  cg_emit(o, "  %s *out = (%s *)cx->o + bb * %ldL + hh * %ldL;\n", ot, ot, (long)os[0], (long)os[1]);
   if (s->has_mask)
     cg_emit(o, "  const void *mkb = (const %s *)cx->mask + bb * %ldL + hh * %ldL;\n", cg_ctype(s->mask_dtype),
             (long)s->mask_s[0], (long)s->mask_s[1]);
-  else
-    cg_emit(o, "  (void)bb; (void)hh;\n");
+  cg_emit(o, "  (void)bb; (void)hh;\n");
   cg_emit(o, "  long q0 = qc * %ldL, q1 = q0 + %ldL < %ldL ? q0 + %ldL : %ldL;\n", (long)t->chunk, (long)t->chunk,
           (long)M, (long)t->chunk, (long)M);
   if (s->causal) cg_emit(o, "  long nlim = q1 < %ldL ? q1 : %ldL;\n", (long)N, (long)N);
@@ -189,12 +205,12 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "  long nblk = (nlim + %d) / %d * %d;\n", t->bn - 1, t->bn, t->bn);
   /* pack k^T and v for the keys this chunk can see */
   cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
-  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + j * %ldL;\n", kt, (long)D);
+  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)ks[2]);
   /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
   cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
   cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
   cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
-  cg_emit(o, "    const %s *vr = v + j * %ldL;\n", kt, (long)DV);
+  cg_emit(o, "    const %s *vr = v + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)vs[2]);
   for (int vv = 0; vv < t->nvd; vv++)
     cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
             vv * w, (int)(DV - vv * w < w ? DV - vv * w : w));
@@ -202,7 +218,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   /* query blocks */
   cg_emit(o, "  for (long i0 = q0; i0 < q1; i0 += %d) {\n", t->bm);
   cg_emit(o, "    int bm = q1 - i0 < %d ? (int)(q1 - i0) : %d;\n", t->bm, t->bm);
-  cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      const %s *qr = q + (i0 + r) * %ldL;\n", qt, (long)D);
+  cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      const %s *qr = q + (i0 + r) * %ldL;\n", qt, (long)qs[2]);
   cg_emit(o, "      for (long d = 0; d < %ldL; d += %d) {\n", (long)D, w);
   cg_emit(o, "        int nd = %ldL - d < %d ? (int)(%ldL - d) : %d;\n", (long)D, w, (long)D, w);
   cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%.9gf);\n", w, qx, qx,
@@ -223,6 +239,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (t->rs > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->rs; q++)
+      if (q == t->bm % t->rs || q == lastbm % t->rs)
       cg_emit(o, "        case %d: $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
                  " alpha + r); break;\n", q, q, (long)D, (long)D, t->bn, mk);
     cg_emit(o, "        default: break;\n      }\n");
@@ -233,6 +250,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (t->ro > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->ro; q++)
+      if (q == t->bm % t->ro || q == lastbm % t->ro)
       cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d); break;\n", q, q, t->bn,
               t->dp, t->dp);
     cg_emit(o, "        default: break;\n      }\n");
@@ -240,7 +258,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "    }\n");
   /* normalise and store */
   cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      $P_v il = $P_set1(1.0f / lrow[r]);\n");
-  cg_emit(o, "      %s *orow = out + (i0 + r) * %ldL;\n", ot, (long)DV);
+  cg_emit(o, "      %s *orow = out + (i0 + r) * %ldL;\n", ot, (long)os[2]);
   for (int vv = 0; vv < t->nvd; vv++) {
     int n = (int)(DV - vv * w < w ? DV - vv * w : w);
     if (n == w) cg_emit(o, "      $P_st%s(orow + %d, $P_ld(O + r * %d + %d) * il);\n", ox, vv * w, t->dp, vv * w);
@@ -270,6 +288,14 @@ hp_status cgen_attn(hp_error *e, const cgen_attn_spec *s, const char *fn, hp_str
   if (!isfinite(s->scale)) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: scale is not finite");
   for (int i = 0; i < 4; i++)
     if (s->has_mask && s->mask_s[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: mask stride < 0");
+  for (int i = 0; s->strided && i < 3; i++) {
+    if (s->q_s[i] < 0 || s->k_s[i] < 0 || s->v_s[i] < 0 || s->o_s[i] < 0)
+      return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: stride < 0");
+    if (s->q_s[i] >= (1L << 40) || s->k_s[i] >= (1L << 40) || s->v_s[i] >= (1L << 40) || s->o_s[i] >= (1L << 40))
+      return hp_fail(e, HP_E_LIMIT, NULL, "cgen_attn: stride beyond what the kernel handles");
+  }
+  if (s->strided && ((s->o_s[2] < s->dv && s->m > 1) || (s->o_s[1] == 0 && s->h > 1) || (s->o_s[0] == 0 && s->b > 1)))
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: output rows overlap");
   if (s->bm < 0 || s->bm > 1024 || s->bn < 0 || s->bn > 1024)
     return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: tile %dx%d out of range", s->bm, s->bn);
   unsigned set = cg_isa_set(&s->tune);

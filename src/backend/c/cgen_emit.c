@@ -426,6 +426,9 @@ static const char HSCALAR[] =
 
 /* Built on the layer above; the same text for every variant. */
 static const char HCOMMON[] =
+    "/* rounding to a half type and back, through the stores that convert */\n"
+    "$I $P_v $P_rh($P_v x) { uint16_t t[16]; $P_sth(t, x); return $P_ldh(t); }\n"
+    "$I $P_v $P_rb($P_v x) { uint16_t t[16]; $P_stb(t, x); return $P_ldb(t); }\n"
     "$I $P_v $P_sigmoid($P_v x) { return $P_set1(1.0f) / ($P_set1(1.0f) + $P_exp($P_zero() - x)); }\n"
     "$I $P_v $P_silu($P_v x) { return x * $P_sigmoid(x); }\n"
     "/* gelu(x) = 0.5 x erfc(-x/sqrt2); erfc by Numerical Recipes' erfcc (rel. error < 1.2e-7). */\n"

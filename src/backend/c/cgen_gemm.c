@@ -188,6 +188,7 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
             cg_emit(o, "        x = x + $P_ld(tr); }\n");
           }
           break;
+        case CGEN_EPI_ROUND: cg_emit(o, "      x = $P_r%s(x);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
         default: cg_emit_activation(o, ep->kind, ep->scale, "x"); break;
       }
     }
@@ -256,6 +257,40 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
   cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
           t->mr, t->mr, t->mr);
+  if (p->a_sk == 1 && p->adt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && t->mr <= 16) {
+    /* MR rows x 16 k -> 16 k x MR floats in registers: output vector j takes
+     * lane e from row (16j+e) % MR, column (16j+e) / MR; rows are paired into
+     * two-source permutes and merged by lane masks */
+    int mr = t->mr, npair = (mr + 1) / 2;
+    cg_emit(o, "    if (mr == %d) {\n      long k = 0;\n", mr);
+    for (int j = 0; j < mr; j++)
+      for (int q = 0; q < npair; q++) {
+        cg_emit(o, "      const __m512i ix%d_%d = _mm512_setr_epi32(", j, q);
+        unsigned mask = 0;
+        for (int e = 0; e < 16; e++) {
+          int tt = 16 * j + e, i = tt % mr, c = tt / mr, v = 0;
+          if (i == 2 * q) v = c, mask |= 1u << e;
+          else if (i == 2 * q + 1) v = 16 + c, mask |= 1u << e;
+          cg_emit(o, "%d%s", v, e < 15 ? ", " : ");\n");
+        }
+        cg_emit(o, "      const __mmask16 mk%d_%d = (__mmask16)0x%04x;\n", j, q, mask);
+      }
+    cg_emit(o, "      for (; k + 16 <= kc; k += 16) {\n");
+    for (int i = 0; i < mr; i++)
+      cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * %ldL + pc + k);\n", i, i, (long)p->a_sm);
+    if (mr % 2) cg_emit(o, "        __m512 r%d = r%d;\n", mr, mr - 1);
+    for (int j = 0; j < mr; j++) {
+      cg_emit(o, "        { __m512 v = _mm512_permutex2var_ps(r0, ix%d_0, r1);\n", j);
+      for (int q = 1; q < npair; q++)
+        cg_emit(o, "          v = _mm512_mask_mov_ps(v, mk%d_%d, _mm512_permutex2var_ps(r%d, ix%d_%d, r%d));\n", j, q, 2 * q, j,
+                q, 2 * q + 1);
+      cg_emit(o, "          _mm512_storeu_ps(d + k * %d + %d, v); }\n", mr, 16 * j);
+    }
+    cg_emit(o, "      }\n");
+    cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = A[(ir + i) * %ldL + pc + kk];\n",
+            mr, mr, (long)p->a_sm);
+    cg_emit(o, "      continue;\n    }\n");
+  }
   if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
     /* convert W elements at a time with the vector layer, then spread */
     int w = o->isa->w;
@@ -350,7 +385,8 @@ static void emit_pack_b_conv_rows(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "    for (long k = 0; k < kc; k++) {\n      const float *xc = x + ic * %ldL;\n", (long)hw);
   cg_emit(o, "      const __mmask16 *mc = tm[c];\n      const int *sc = ts[c];\n");
   for (int v = 0; v < t->nv; v++) {
-    cg_emit(o, "      { __m512 a = _mm512_setzero_ps();\n");
+    /* vectors wholly past nr are never read: the tail kernel is narrower */
+    cg_emit(o, "      if (nr > %d) { __m512 a = _mm512_setzero_ps();\n", v * 16);
     cg_emit(o, "        for (int s = vs[%d]; s < vs[%d]; s++)\n", v, v + 1);
     cg_emit(o, "          a = sc[s] >= 0 || ic ? _mm512_mask_loadu_ps(a, mc[s], xc + sc[s])\n"
                "              : _mm512_mask_expandloadu_ps(a, mc[s], xc + sc[s] + __builtin_ctz(mc[s] | 0x10000u));\n");
@@ -557,6 +593,9 @@ static hp_status check_epi(hp_error *e, const cg_mm *p) {
     bool tensor = ep->kind == CGEN_EPI_BIAS_M || ep->kind == CGEN_EPI_BIAS_N || ep->kind == CGEN_EPI_RESIDUAL;
     if (tensor && !cg_dtype_ok(ep->dtype))
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d dtype %s", i, tiny_dtype_name(ep->dtype));
+    if (ep->kind == CGEN_EPI_ROUND && ep->dtype != TINY_FP16 && ep->dtype != TINY_BF16)
+      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d rounds to %s (fp16 or bf16 only)", i,
+                     tiny_dtype_name(ep->dtype));
     if (ep->kind == CGEN_EPI_SCALE && !isfinite(ep->scale))
       return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
     if (ep->kind == CGEN_EPI_RESIDUAL && (ep->s_b0 < 0 || ep->s_b1 < 0 || ep->s_m < 0 || ep->s_n < 0))

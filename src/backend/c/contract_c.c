@@ -288,12 +288,22 @@ static bool map_epilogue(const rc_ctx *c, const fn_kernel *K, const rg_info *inf
     switch (n->op) {
     case TINY_RELU: out->kind = CGEN_EPI_RELU; break;
     case TINY_GELU: out->kind = CGEN_EPI_GELU; break;
-    case TINY_CAST:
-      if (!last) return false; /* a rounding in the middle of the chain */
-      continue;                 /* the store converts to C's dtype */
+    case TINY_CAST: {
+      if (last) continue; /* the store converts to C's dtype */
+      tiny_dtype from = g->nodes[n->src[0].node].dtype, to = n->a.cast.to;
+      if (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16 || from == TINY_FP32)) continue; /* exact */
+      if (from != TINY_FP32 || (to != TINY_FP16 && to != TINY_BF16)) return false;
+      out->kind = CGEN_EPI_ROUND; /* a rounding in the middle of the chain */
+      out->dtype = to;
+      break;
+    }
     case TINY_ADD:
     case TINY_MUL: {
-      if (ep->nextra != 1 || !ep->extra[0].affine || ep->extra[0].cast >= 0) return false;
+      if (ep->nextra != 1 || !ep->extra[0].affine) return false;
+      if (ep->extra[0].cast >= 0) { /* only the exact widening of a half operand */
+        const tiny_node *cv = &g->nodes[ep->extra[0].cast];
+        if (cv->op != TINY_CAST || cv->a.cast.to != TINY_FP32) return false;
+      }
       const rg_operand *x = &ep->extra[0];
       const tiny_node *t = &g->nodes[x->node];
       if (t->op == TINY_CONST) {
@@ -371,6 +381,61 @@ static int fold(dimv *d, int n, int key) {
   return m;
 }
 
+/* A's moving variables as a dense scratch tensor: batch, then M, then the
+ * reduced ones in B's order (outermost first), so K folds whenever it folds
+ * in B.  Rewrites A's strides (offset 0); the lists say what to copy. */
+static bool repack_a(const poly_contraction *con, const poly_block_info *b, const int64_t *size, opnd *A, const opnd *B,
+                     int *var, int64_t *vsize, int64_t *src_stride, int *n) {
+  int k = 0;
+  for (int i = 0; i < con->nbatch; i++)
+    if (size[con->batch[i]] > 1 && A->stride[con->batch[i]]) var[k++] = con->batch[i];
+  for (int i = 0; i < con->nm; i++)
+    if (size[con->m[i]] > 1 && A->stride[con->m[i]]) var[k++] = con->m[i];
+  int k0 = k;
+  for (int v = b->nout; v < b->nvars; v++)
+    if (size[v] > 1 && A->stride[v]) var[k++] = v;
+  for (int i = k0; i < k; i++) /* by B's stride, outermost first */
+    for (int j = i + 1; j < k; j++)
+      if (B->stride[var[j]] > B->stride[var[i]]) {
+        int t = var[i];
+        var[i] = var[j];
+        var[j] = t;
+      }
+  if (k == 0) return false;
+  int64_t st = 1;
+  for (int i = k - 1; i >= 0; i--) {
+    vsize[i] = size[var[i]];
+    st *= vsize[i];
+  }
+  if (st > (1L << 28)) return false; /* a scratch copy of over 1 GiB: not worth it */
+  for (int i = 0; i < k; i++) src_stride[i] = A->stride[var[i]];
+  int64_t x = 1;
+  for (int i = k - 1; i >= 0; i--) {
+    A->stride[var[i]] = x;
+    x *= vsize[i];
+  }
+  A->offset = 0;
+  *n = k;
+  return true;
+}
+
+/* The copy into the scratch `ap` (nested loops, the destination's innermost
+ * dimension innermost), in the tensor's storage type. */
+static void emit_repack(hp_str *o, const opnd *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
+  const char *t = A0->dtype == TINY_FP32 ? "float" : "uint16_t";
+  int64_t total = 1;
+  for (int i = 0; i < n; i++) total *= vsize[i];
+  hp_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
+                (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64);
+  hp_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
+                A0->offset);
+  for (int i = 0; i < n; i++)
+    hp_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
+  hp_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
+  for (int i = 0; i < n; i++) hp_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
+  hp_str_puts(o, "];\n  }\n");
+}
+
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   const hp_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
@@ -410,9 +475,16 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   rowmajor(&C->shape, cst);
   epi_map em;
   if (!map_epilogue(c, K, info, &em)) DECLINE("the epilogue is not a sequence of template steps");
-  /* the dimensions by role, folded where contiguous in every tensor */
+  /* the dimensions by role, folded where contiguous in every tensor; when
+   * A's reduced dimensions do not fold (heads merged back: [b][h][s][d] read
+   * as [b][s][h*d]), a second try copies A into a dense scratch first */
+  opnd A0 = A; /* A as the tensor holds it */
+  int nrep = 0, rep_var[POLY_MAX_VARS];
+  int64_t rep_size[POLY_MAX_VARS], rep_src[POLY_MAX_VARS];
   dimv dm[POLY_MAX_VARS], dn[POLY_MAX_VARS], dk[POLY_MAX_VARS], db[POLY_MAX_VARS + 4];
-  int nm = 0, nn = 0, nk = 0, nb = 0;
+  int nm, nn, nk, nb;
+  for (int attempt = 0;; attempt++) {
+  nm = 0, nn = 0, nk = 0, nb = 0;
   /* (a variable of extent 1 never moves: it has no dimension) */
   for (int i = 0; i < con->nm; i++)
     if (size[con->m[i]] > 1) dm[nm++] = (dimv){size[con->m[i]], {A.stride[con->m[i]], 0, cst[con->m[i]]}};
@@ -446,7 +518,10 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   nm = fold(dm, nm, 0);
   nn = fold(dn, nn, 1);
   nk = fold(dk, nk, 0);
-  if (nk != 1) DECLINE("the reduced variables do not fold into one K");
+  if (nk == 1) break;
+  if (attempt > 0 || !repack_a(con, b, size, &A, &B, rep_var, rep_size, rep_src, &nrep))
+    DECLINE("the reduced variables do not fold into one K");
+  }
   for (int i = 0; i < nm - 1; i++) db[nb++] = dm[i]; /* unfolded outer M / N dimensions: batch */
   for (int i = 0; i < nn - 1; i++) db[nb++] = dn[i];
   if (nb > 0) nb = fold(db, nb, 2);
@@ -495,10 +570,18 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   hp_str_free(&body);
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   ep_array(out, &em);
-  hp_str_printf(out,
-                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
-                " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
-                kfn, A.slot, A.offset, tiny_dtype_size(A.dtype), B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  if (nrep) {
+    emit_repack(out, &A0, rep_size, rep_src, nrep);
+    hp_str_printf(out,
+                  "  int rc = %s(pool, ap, (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n"
+                  "  free(ap);\n  return rc;\n}\n\n",
+                  kfn, B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  } else {
+    hp_str_printf(out,
+                  "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
+                  " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
+                  kfn, A.slot, A.offset, tiny_dtype_size(A.dtype), B.slot, B.offset, tiny_dtype_size(B.dtype), cslot);
+  }
   *handled = true;
   return HP_OK;
 }
@@ -610,20 +693,22 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
 }
 
 /* ---- attention --------------------------------------------------------------------- */
-/* o is laid out [vars[0]][vars[1]]...: row-major over those variables (an
- * absent one, -1, has extent 1) and moving with no other variable of the
- * block (vsize: the block's variable extents; extent-1 variables never move). */
-static bool contiguous_as(const rg_operand *o, const int *vars, const int64_t *sizes, int n, const int64_t *vsize) {
-  int64_t want = 1;
-  if (!o->affine || o->cast >= 0 || o->offset != 0) return false;
-  for (int i = n - 1; i >= 0; i--) {
-    if (vars[i] >= 0 && sizes[i] != 1 && o->strides[vars[i]] != want) return false;
-    want *= sizes[i];
+/* The element strides of o over (b, h, row) when its last listed variable
+ * (d) has unit stride and no unlisted variable moves it (vars: -1 = absent;
+ * vsize: the block's variable extents; extent-1 variables never move). */
+static bool head_strides(const tiny_graph *g, const rg_operand *o, const int *vars, const int64_t *vsize,
+                         int64_t *out) {
+  if (!o->affine || o->offset < 0) return false;
+  if (o->cast >= 0) { /* only the exact widening of a half operand */
+    const tiny_node *cv = &g->nodes[o->cast];
+    if (cv->op != TINY_CAST || !lossless_to(g->nodes[o->node].dtype, cv->a.cast.to)) return false;
   }
+  if (vars[3] >= 0 && vsize[vars[3]] > 1 && o->strides[vars[3]] != 1) return false;
+  for (int i = 0; i < 3; i++) out[i] = vars[i] >= 0 && vsize[vars[i]] > 1 ? o->strides[vars[i]] : 0;
   for (int v = 0; v < o->nvars; v++) {
     if (!o->strides[v] || vsize[v] <= 1) continue;
     bool listed = false;
-    for (int i = 0; i < n; i++) listed |= vars[i] == v;
+    for (int i = 0; i < 4; i++) listed |= vars[i] == v;
     if (!listed) return false;
   }
   return true;
@@ -662,22 +747,22 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   int pv_key = pv->nout; /* PV's reduced variable: the keys */
   int qv[4] = {vb0, vb1, at->q_var, at->d_var}, kv[4] = {vb0, vb1, at->k_var, at->d_var};
   int vv[4] = {pb0, pb1, pv_key, at->dv_var};
-  int64_t qsz[4] = {B, H, M, D}, ksz[4] = {B, H, N, D}, vsz[4] = {B, H, N, DV};
-  if (!contiguous_as(&at->q, qv, qsz, 4, qs) || !contiguous_as(&at->k, kv, ksz, 4, qs) || !contiguous_as(&at->v, vv, vsz, 4, ps))
-    DECLINE("Q, K or V is not contiguous [b][h][s][d]");
+  int64_t q_s[3], k_s[3], v_s[3], o_s[3];
+  if (!head_strides(g, &at->q, qv, qs, q_s) || !head_strides(g, &at->k, kv, qs, k_s) ||
+      !head_strides(g, &at->v, vv, ps, v_s))
+    DECLINE("Q, K or V does not have unit stride along d, or varies with another variable");
   int qslot = slot_of(K, f, at->q.node), kslot = slot_of(K, f, at->k.node), vslot = slot_of(K, f, at->v.node);
   int oslot = slot_of(K, f, R->out_values[0]);
   if (qslot < 0 || kslot < 0 || vslot < 0 || oslot < 0) DECLINE("a tensor is not a buffer of the kernel");
   tiny_dtype qdt = f->buffers[f->buffer_of[at->q.node]].dtype, kdt = f->buffers[f->buffer_of[at->k.node]].dtype;
   tiny_dtype vdt = f->buffers[f->buffer_of[at->v.node]].dtype, odt = f->buffers[f->buffer_of[R->out_values[0]]].dtype;
-  /* out[b][h][m][dv]: PV's output variables in that order, as the out shape */
+  if (kdt != vdt) DECLINE("K and V differ in dtype");
+  /* the output: P V's output variables are its axes, dv the last (unit stride) */
   const tiny_shape *os = &g->nodes[R->out_values[0]].shape;
-  int64_t want[4] = {B, H, M, DV};
-  int skip = 4 - os->rank;
-  bool layout = kdt == vdt && at->dv_var == pv->nout - 1 && os->rank >= 2 && skip >= 0 && skip <= 2;
-  for (int i = 0; layout && i < skip; i++) layout = want[i] == 1;
-  for (int i = 0; layout && i < os->rank; i++) layout = os->d[i].n == want[skip + i];
-  if (!layout) DECLINE("the output is not [b][h][m][dv]");
+  if (os->rank != pv->nout) DECLINE("the output is not laid out by P V's variables");
+  int64_t ost[TINY_MAX_RANK];
+  rowmajor(os, ost);
+  o_s[0] = pb0 >= 0 ? ost[pb0] : 0, o_s[1] = pb1 >= 0 ? ost[pb1] : 0, o_s[2] = ost[pv_q];
   for (int i = 0; i < info->nepi; i++) /* only casts may follow P V */
     if (g->nodes[info->epi[i].node].op != TINY_CAST || i != info->nepi - 1) DECLINE("an op other than a final cast follows P V");
   cgen_attn_spec s;
@@ -687,6 +772,9 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   s.kv_dtype = kdt;
   s.o_dtype = odt;
   s.scale = (float)at->scale;
+  s.strided = true;
+  memcpy(s.q_s, q_s, sizeof q_s), memcpy(s.k_s, k_s, sizeof k_s);
+  memcpy(s.v_s, v_s, sizeof v_s), memcpy(s.o_s, o_s, sizeof o_s);
   s.causal = at->causal;
   int mslot = -1;
   if (at->has_mask) {
@@ -729,8 +817,11 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
                   tiny_dtype_size(s.mask_dtype));
   else
     hp_str_puts(out, "  const void *mask = NULL;\n");
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], mask, bufs[%d]) ? 2 : 0;\n}\n\n", kfn, qslot, kslot,
-                vslot, oslot);
+  hp_str_printf(out,
+                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
+                " * %d,\n           (const char *)bufs[%d] + %" PRId64 " * %d, mask, bufs[%d]) ? 2 : 0;\n}\n\n",
+                kfn, qslot, at->q.offset, tiny_dtype_size(qdt), kslot, at->k.offset, tiny_dtype_size(kdt), vslot,
+                at->v.offset, tiny_dtype_size(vdt), oslot);
   *handled = true;
   return HP_OK;
 }

@@ -16,9 +16,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 #include "harp/poly_ast.h"
+#include "harp/polycore.h"
 #include "harp/region.h"
 #include "cgen_int.h"
 #include "contract_c.h"
@@ -74,6 +76,9 @@ void rc_emit_prelude(hp_str *o) {
               "static inline long hp_max(long a, long b) { return a > b ? a : b; }\n"
               "static inline float hp_fmax(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }\n"
               "static inline float hp_fmin(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }\n"
+              "/* NaN-propagating max/min as reductions of `omp simd` loops */\n"
+              "#pragma omp declare reduction(hp_max : float : omp_out = hp_fmax(omp_out, omp_in)) initializer(omp_priv = -INFINITY)\n"
+              "#pragma omp declare reduction(hp_min : float : omp_out = hp_fmin(omp_out, omp_in)) initializer(omp_priv = INFINITY)\n"
               "static inline int32_t hp_f2i(float v) {\n"
               "  return v != v ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v;\n}\n"
               "static inline float hp_h2f(uint16_t h) {\n"
@@ -101,7 +106,91 @@ void rc_emit_prelude(hp_str *o) {
               "  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (uint16_t)((x >> 16) | 0x40u);\n"
               "  x += 0x7fffu + ((x >> 16) & 1u); return (uint16_t)(x >> 16);\n}\n"
               "static inline float hp_rh(float f) { return hp_h2f(hp_f2h(f)); }\n"
-              "static inline float hp_rb(float f) { return hp_b2f(hp_f2b(f)); }\n\n");
+              "static inline float hp_rb(float f) { return hp_b2f(hp_f2b(f)); }\n\n"
+              "/* Transcendentals as straight-line arithmetic, so the compiler vectorizes\n"
+              " * loops that call them (libm's calls do not vectorize).  Float selects go\n"
+              " * through bit masks: GCC turns a chain of float ?: into branches it then\n"
+              " * cannot if-convert.  Cephes-style range reduction and polynomials, about\n"
+              " * 1 ulp in fp32; NaN, infinities, zeros and subnormals as libm. */\n"
+              "static inline float hp_bits(int32_t i) { float f; memcpy(&f, &i, 4); return f; }\n"
+              "static inline int32_t hp_ibits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }\n"
+              "static inline float hp_sel(int c, float a, float b) { /* c ? a : b */\n"
+              "  int32_t m = -(int32_t)(c != 0);\n"
+              "  return hp_bits((hp_ibits(a) & m) | (hp_ibits(b) & ~m));\n"
+              "}\n"
+              "static inline float hp_clampf(float x, float lo, float hi) { /* NaN -> lo */\n"
+              "  x = hp_sel(x > lo, x, lo);\n"
+              "  return hp_sel(x < hi, x, hi);\n"
+              "}\n"
+              "static inline float hp_rint(float x) { /* nearest integer, halves up; |x| < 2^22 */\n"
+              "  float y = x + 0.5f, t = (float)(int32_t)y;\n"
+              "  return t - (float)(t > y);\n"
+              "}\n"
+              "static inline float hp_scale2(float y, float n) { /* y 2^n, n integral in [-252, 252] */\n"
+              "  int32_t k = (int32_t)n, k1 = k >> 1, k2 = k - k1; /* two steps: 2^n alone may overflow */\n"
+              "  return y * hp_bits((k1 + 127) << 23) * hp_bits((k2 + 127) << 23);\n"
+              "}\n"
+              "static inline float hp_exp2f(float x) {\n"
+              "  float xc = hp_clampf(x, -151.0f, 129.0f), n = hp_rint(xc), f = xc - n;\n"
+              "  float p = 1.535336188319500e-4f;\n"
+              "  p = p * f + 1.339887440266574e-3f;\n"
+              "  p = p * f + 9.618437357674640e-3f;\n"
+              "  p = p * f + 5.550332471162809e-2f;\n"
+              "  p = p * f + 2.402264791363012e-1f;\n"
+              "  p = p * f + 6.931472028550421e-1f;\n"
+              "  return hp_sel(x != x, x, hp_scale2(1.0f + f * p, n));\n"
+              "}\n"
+              "static inline float hp_expf(float x) {\n"
+              "  float xc = hp_clampf(x, -104.0f, 89.0f), n = hp_rint(xc * 1.44269504088896341f);\n"
+              "  float r = xc - n * 0.693359375f + n * 2.12194440e-4f; /* Cody-Waite */\n"
+              "  float p = 1.9875691500e-4f;\n"
+              "  p = p * r + 1.3981999507e-3f;\n"
+              "  p = p * r + 8.3334519073e-3f;\n"
+              "  p = p * r + 4.1665795894e-2f;\n"
+              "  p = p * r + 1.6666665459e-1f;\n"
+              "  p = p * r + 5.0000001201e-1f;\n"
+              "  return hp_sel(x != x, x, hp_scale2(r * r * p + r + 1.0f, n));\n"
+              "}\n"
+              "static inline float hp_log2f(float x) {\n"
+              "  /* x = m 2^k, m in [sqrt(1/2), sqrt(2)); log(m) by the Cephes logf polynomial */\n"
+              "  int sub = x < 1.17549435e-38f; /* subnormals (and what is not positive) scaled up */\n"
+              "  int32_t i = hp_ibits(x * hp_sel(sub, 8388608.0f, 1.0f));\n"
+              "  int32_t k = ((i >> 23) & 0xff) - 126 - 23 * sub;\n"
+              "  float m = hp_bits((i & 0x007fffff) | 0x3f000000); /* [0.5, 1) */\n"
+              "  int lo = m < 0.70710678118654752f;\n"
+              "  k -= lo;\n"
+              "  m = m + (float)lo * m - 1.0f;\n"
+              "  float z = m * m, y = 7.0376836292e-2f;\n"
+              "  y = y * m - 1.1514610310e-1f;\n"
+              "  y = y * m + 1.1676998740e-1f;\n"
+              "  y = y * m - 1.2420140846e-1f;\n"
+              "  y = y * m + 1.4249322787e-1f;\n"
+              "  y = y * m - 1.6668057665e-1f;\n"
+              "  y = y * m + 2.0000714765e-1f;\n"
+              "  y = y * m - 2.4999993993e-1f;\n"
+              "  y = y * m + 3.3333331174e-1f;\n"
+              "  float ln = m + (m * z * y - 0.5f * z);\n"
+              "  float r = ln * 1.44269504088896341f + (float)k;\n"
+              "  r = hp_sel(x == INFINITY, INFINITY, r);\n"
+              "  r = hp_sel(x == 0.0f, -INFINITY, r);\n"
+              "  return hp_sel(x < 0.0f || x != x, NAN, r);\n"
+              "}\n"
+              "static inline float hp_erff(float x) {\n"
+              "  /* erf = 1 - erfc, erfc by Numerical Recipes' erfcc (rel. err < 1.2e-7) */\n"
+              "  float z = fabsf(x), t = 1.0f / (1.0f + 0.5f * z);\n"
+              "  float p = 0.17087277f;\n"
+              "  p = p * t - 0.82215223f;\n"
+              "  p = p * t + 1.48851587f;\n"
+              "  p = p * t - 1.13520398f;\n"
+              "  p = p * t + 0.27886807f;\n"
+              "  p = p * t - 0.18628806f;\n"
+              "  p = p * t + 0.09678418f;\n"
+              "  p = p * t + 0.37409196f;\n"
+              "  p = p * t + 1.00002368f;\n"
+              "  float c = t * hp_expf(t * p - 1.26551223f - z * z);\n"
+              "  return copysignf(1.0f - c, x);\n"
+              "}\n"
+              "\n");
 }
 
 /* ---- expressions ----------------------------------------------------------- */
@@ -213,14 +302,14 @@ static void unary(hp_str *o, tiny_op op, bool in_int, const char *x) {
   }
   switch (op) {
   case TINY_NEG: hp_str_printf(o, "(-(%s))", x); break;
-  case TINY_EXP2: hp_str_printf(o, "exp2f(%s)", x); break;
-  case TINY_LOG2: hp_str_printf(o, "log2f(%s)", x); break;
-  case TINY_EXP: hp_str_printf(o, "expf(%s)", x); break;
+  case TINY_EXP2: hp_str_printf(o, "hp_exp2f(%s)", x); break;
+  case TINY_LOG2: hp_str_printf(o, "hp_log2f(%s)", x); break;
+  case TINY_EXP: hp_str_printf(o, "hp_expf(%s)", x); break;
   case TINY_SQRT: hp_str_printf(o, "sqrtf(%s)", x); break;
   case TINY_RSQRT: hp_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
   case TINY_RECIP: hp_str_printf(o, "(1.0f / (%s))", x); break;
   case TINY_RELU: hp_str_printf(o, "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
-  case TINY_GELU: hp_str_printf(o, "({ float g_ = %s; 0.5f * g_ * (1.0f + erff(g_ * 0.70710678118654752f)); })", x); break;
+  case TINY_GELU: hp_str_printf(o, "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x); break;
   default: hp_str_puts(o, "0");
   }
 }
@@ -411,17 +500,164 @@ static void indent(hp_str *o, int d) {
   for (int i = 0; i < d; i++) hp_str_puts(o, "  ");
 }
 
+/* ---- innermost loops as `omp simd` ------------------------------------------ */
+typedef struct simd_scan {
+  const char *iter;
+  bool ok;
+  hp_str priv, red; /* private(...) and reduction(...) items */
+} simd_scan;
+
+static bool has_token(const char *text, const char *tok) {
+  size_t n = strlen(tok);
+  for (const char *p = strstr(text, tok); p; p = strstr(p + 1, tok)) {
+    bool l = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    bool r = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+    if (l && r) return true;
+  }
+  return false;
+}
+
+static bool stmt_in(const poly_ast *a, int k) {
+  if (!a) return false;
+  switch (a->kind) {
+  case PA_USER: return a->stmt == k;
+  case PA_IF: return stmt_in(a->then_, k) || stmt_in(a->else_, k);
+  case PA_BLOCK:
+    for (int i = 0; i < a->nchildren; i++)
+      if (stmt_in(a->children[i], k)) return true;
+    return false;
+  default: return stmt_in(a->body, k);
+  }
+}
+
+static void simd_item(hp_str *list, const char *item) {
+  hp_str_printf(list, "%s%s", list->len ? ", " : "", item);
+}
+
+/* One statement of the loop body: which of its scalars are private per
+ * iteration, which accumulate across iterations (a reduction clause), and
+ * whether anything carries a dependence the clauses cannot express. */
+static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_scan *sc) {
+  const poly_stmt_spec *sp = &m->stmts[u->stmt];
+  const poly_block_info *b = poly_block(m->c->pv, sp->block);
+  const tiny_node *n = &m->c->g->nodes[b->node];
+  hp_str name;
+  hp_str_init(&name);
+  if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) {
+    acc_ref(m, u, b, &name);
+    bool scalar = !strchr(name.buf ? name.buf : "[", '[');
+    if (sp->role == POLY_STMT_FINAL) {
+      if (m->val[b->node].kind == ST_LOCAL && m->val[b->node].lsize == 1) {
+        hp_str_free(&name);
+        hp_str_init(&name);
+        local_name(&name, n, "L", b->node);
+        simd_item(&sc->priv, name.buf);
+      }
+      /* its accumulator must then be private (its INIT is here too) */
+      int init = -1;
+      for (int k = 0; k < m->nstmts; k++)
+        if (m->stmts[k].block == sp->block && m->stmts[k].role == POLY_STMT_INIT) init = k;
+      if (scalar && (init < 0 || !stmt_in(loop->body, init))) sc->ok = false;
+    } else if (!scalar) {
+      /* an accumulator array: each iteration must own its element */
+      if (!has_token(name.buf ? name.buf : "", sc->iter)) sc->ok = false;
+    } else if (sp->role == POLY_STMT_INIT) {
+      simd_item(&sc->priv, name.buf);
+    } else {
+      int init = -1;
+      for (int k = 0; k < m->nstmts; k++)
+        if (m->stmts[k].block == sp->block && m->stmts[k].role == POLY_STMT_INIT) init = k;
+      if (init >= 0 && stmt_in(loop->body, init)) {
+        /* private, listed by its INIT */
+      } else {
+        tiny_reduce_op rop = n->a.reduce.op;
+        tiny_dtype ad = n->a.reduce.dtype;
+        const char *op = NULL;
+        if (ad == TINY_FP32) op = rop == TINY_RSUM ? "+" : rop == TINY_RMAX ? "hp_max" : "hp_min";
+        if (!op) sc->ok = false; /* fp16/bf16 accumulators round at each step; int sums wrap */
+        else hp_str_printf(&sc->red, " reduction(%s:%s)", op, name.buf);
+      }
+    }
+  } else if (m->val[b->node].kind == ST_LOCAL && m->val[b->node].lsize == 1) {
+    local_name(&name, n, "L", b->node);
+    simd_item(&sc->priv, name.buf);
+  }
+  if (name.oom) sc->ok = false;
+  hp_str_free(&name);
+}
+
+static void simd_walk(emit *m, const poly_ast *loop, const poly_ast *a, simd_scan *sc) {
+  if (!a || !sc->ok) return;
+  switch (a->kind) {
+  case PA_FOR: sc->ok = false; return; /* not innermost */
+  case PA_IF:
+    simd_walk(m, loop, a->then_, sc);
+    simd_walk(m, loop, a->else_, sc);
+    return;
+  case PA_BLOCK:
+    for (int i = 0; i < a->nchildren; i++) simd_walk(m, loop, a->children[i], sc);
+    return;
+  case PA_USER: simd_stmt(m, loop, a, sc); return;
+  }
+}
+
+/* The loop's condition without its outer parentheses, when it has OpenMP's
+ * canonical form `iter <= bound` / `iter < bound`; else NULL. */
+static char *canonical_cond(const poly_ast *a) {
+  const char *c = a->cond;
+  size_t n = strlen(c);
+  if (n >= 2 && c[0] == '(' && c[n - 1] == ')') {
+    int depth = 0;
+    bool wraps = true;
+    for (size_t i = 0; i < n && wraps; i++) {
+      depth += c[i] == '(' ? 1 : c[i] == ')' ? -1 : 0;
+      if (depth == 0 && i < n - 1) wraps = false;
+    }
+    if (wraps) c++, n -= 2;
+  }
+  size_t l = strlen(a->iter);
+  if (strncmp(c, a->iter, l) || c[l] != ' ' || c[l + 1] != '<') return NULL;
+  if (memchr(c, '&', n) || memchr(c, '|', n)) return NULL;
+  char *r = malloc(n + 1);
+  if (r) memcpy(r, c, n), r[n] = 0;
+  return r;
+}
+
+/* `#pragma omp simd` for an innermost loop when every dependence across its
+ * iterations is a scalar reduction: without it GCC will not reorder a float
+ * sum (softmax's, layernorm's) nor if-convert the transcendentals. */
+static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
+  *cond = NULL;
+  simd_scan sc = {a->iter, true, {0}, {0}};
+  hp_str_init(&sc.priv);
+  hp_str_init(&sc.red);
+  simd_walk(m, a, a->body, &sc);
+  if (sc.ok && !sc.priv.oom && !sc.red.oom && (*cond = canonical_cond(a))) {
+    indent(m->o, d);
+    hp_str_puts(m->o, "#pragma omp simd");
+    if (sc.priv.len) hp_str_printf(m->o, " private(%s)", sc.priv.buf);
+    if (sc.red.len) hp_str_puts(m->o, sc.red.buf);
+    hp_str_putc(m->o, '\n');
+  }
+  hp_str_free(&sc.priv);
+  hp_str_free(&sc.red);
+}
+
 static hp_status print_ast(emit *m, const poly_ast *a, int d) {
   if (!a) return HP_OK;
   hp_str *o = m->o;
   switch (a->kind) {
-  case PA_FOR:
+  case PA_FOR: {
+    char *cond;
+    simd_pragma(m, a, d, &cond);
     indent(o, d);
-    hp_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, a->cond, a->iter, a->inc);
+    hp_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, cond ? cond : a->cond, a->iter, a->inc);
+    free(cond);
     if (print_ast(m, a->body, d + 1)) return m->c->e->code;
     indent(o, d);
     hp_str_puts(o, "}\n");
     return HP_OK;
+  }
   case PA_IF:
     indent(o, d);
     hp_str_printf(o, "if (%s) {\n", a->cond);
@@ -499,6 +735,75 @@ static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   return HP_OK;
 }
 
+/* Extents of a block's variables: its output axes, then the reduced ones. */
+static void block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
+  const tiny_node *n = &g->nodes[b->node];
+  for (int v = 0; v < b->nout; v++) size[v] = n->shape.d[v].n;
+  if (b->nvars > b->nout) {
+    const tiny_node *in = &g->nodes[n->src[0].node];
+    for (int j = 0; j < b->nvars - b->nout; j++) size[b->nout + j] = in->shape.d[n->a.reduce.axis_idx[j]].n;
+  }
+}
+
+/* Does block b read tensor t (access a) at its own point: its variables in
+ * order are t's axes, at t's row-major strides (extent-1 axes aside)? */
+static bool reads_pointwise(rc_ctx *c, const poly_block_info *b, int bi, int a, int t) {
+  const tiny_shape *ts = &c->g->nodes[t].shape;
+  int64_t size[POLY_MAX_VARS], st[POLY_MAX_VARS], off = 0, want = 1;
+  bool affine = false;
+  hp_error e = {0};
+  if (b->nvars != ts->rank || poly_access_strides(&e, c->pv, bi, a, st, &off, &affine) || !affine || off != 0) return false;
+  block_sizes(c->g, b, size);
+  for (int v = b->nvars - 1; v >= 0; v--) {
+    if (size[v] != ts->d[v].n) return false;
+    if (size[v] > 1 && st[v] != want) return false;
+    want *= size[v];
+  }
+  return true;
+}
+
+/* Loop fusion: consecutive BODY statements with the same loops beyond the
+ * shared prefix join a group (one loop nest, run in order at each point)
+ * when they read the group's earlier values pointwise and read no
+ * reduction the group has not finished. */
+static void group_statements(emit *m) {
+  rc_ctx *c = m->c;
+  int next = 0, cur = -1, first = -1, pos = 0;
+  for (int k = 0; k < m->nstmts; k++) {
+    poly_stmt_spec *sp = &m->stmts[k];
+    const poly_block_info *b = poly_block(c->pv, sp->block);
+    bool join = cur >= 0 && sp->role == POLY_STMT_BODY;
+    if (join) { /* same rest loops as the group's first statement */
+      const poly_block_info *f = poly_block(c->pv, m->stmts[first].block);
+      int64_t sa[POLY_MAX_VARS], sb[POLY_MAX_VARS];
+      block_sizes(c->g, f, sa);
+      block_sizes(c->g, b, sb);
+      join = f->nvars == b->nvars;
+      for (int v = m->prefix; join && v < b->nvars; v++) join = sa[v] == sb[v];
+    }
+    for (int a = 0; join && a < b->naccess; a++) {
+      if (b->access[a].write) continue;
+      int t = b->access[a].tensor;
+      for (int q = first; join && q < k; q++) {
+        const poly_block_info *pb = poly_block(c->pv, m->stmts[q].block);
+        if (pb->node != t) continue;
+        bool reduction = pb->kind == POLY_REDUCE || pb->kind == POLY_CONTRACTION;
+        join = !reduction && reads_pointwise(c, b, sp->block, a, t);
+      }
+    }
+    if (join) {
+      sp->group = cur;
+      sp->pos = ++pos;
+    } else {
+      sp->group = next++;
+      sp->pos = 0;
+      pos = 0;
+      cur = sp->role == POLY_STMT_BODY ? sp->group : -1;
+      first = k;
+    }
+  }
+}
+
 hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len) {
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
@@ -538,13 +843,35 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     for (int d = m.prefix; d < g->nodes[i].shape.rank; d++) size *= g->nodes[i].shape.d[d].n;
     m.val[i].lsize = size;
   }
-  /* Statements in block order; reductions in three steps. */
+  /* Statements in block order, reductions in three steps; every INIT first
+   * (an accumulator's init depends on nothing), so that a reduction's BODY
+   * can share the loop of the values it sums. */
   for (int k = 0; k < R->nblocks && m.nstmts + 3 <= (int)(sizeof m.stmts / sizeof m.stmts[0]); k++) {
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION)
+      m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT, -1, 0};
+  }
+  for (int k = 0; k < R->nblocks && m.nstmts + 2 <= (int)(sizeof m.stmts / sizeof m.stmts[0]); k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
-    if (red) m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT};
-    m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY};
-    if (red) m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL};
+    m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY, -1, 0};
+    if (red) m.stmts[m.nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL, -1, 0};
+  }
+  group_statements(&m);
+  /* A value computed and consumed within one group lives in a register. */
+  for (int k = 0; k < m.nstmts; k++) {
+    const poly_block_info *b = poly_block(c->pv, m.stmts[k].block);
+    int t = b->node;
+    if (m.stmts[k].role != POLY_STMT_BODY || b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION ||
+        m.val[t].kind != ST_LOCAL)
+      continue;
+    bool inside = true;
+    for (int q = 0; q < m.nstmts && inside; q++) {
+      const poly_block_info *qb = poly_block(c->pv, m.stmts[q].block);
+      for (int a = 0; a < qb->naccess && inside; a++)
+        if (!qb->access[a].write && qb->access[a].tensor == t) inside = m.stmts[q].group == m.stmts[k].group;
+    }
+    if (inside) m.val[t].lsize = 1;
   }
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   long outer = m.prefix >= 1 ? (long)g->nodes[b0->node].shape.d[0].n : 0;

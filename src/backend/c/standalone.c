@@ -34,7 +34,7 @@ void cgen_standalone_header(hp_str *o) {
 void cgen_standalone_makefile(hp_str *o) {
   hp_str_puts(o,
               "# Builds and runs the model without harp: make (or make run).\n"
-              "CC ?= cc\nCFLAGS ?= -O3\n\n"
+              "CC ?= cc\nCFLAGS ?= -O3 -fopenmp-simd -fno-math-errno\n\n"
               "all: run\n\n"
               "model_main: model.c main.c model.h\n"
               "\t$(CC) $(CFLAGS) -o $@ model.c main.c -lm -lpthread\n\n"

@@ -1,0 +1,114 @@
+"""The CPU backend puts contraction regions on its kernel templates (and says
+so in the generated C), and the templated kernels agree with the reference
+interpreter on odd sizes, batches, transposes, fp16 and epilogues."""
+import os
+import re
+import tempfile
+
+import numpy as np
+
+from harp_test import MODELS, SRC, Suite, close, run, write_model
+
+s = Suite("templates")
+rng = np.random.default_rng(11)
+
+
+def kernels(d):
+    src = open(os.path.join(d, "model.c")).read()
+    count = lambda kind: len(re.findall(rf"int model_k\d+_{kind}\(hprt_pool", src))
+    return {"gemm": count("gemm"), "conv": count("conv"), "attn": count("attn"),
+            "declined": re.findall(r"the template declined \(([^)]*)\)", src)}
+
+
+def check(name, model, inputs, syms=(), want=None):
+    extra = ["--dump", "c", "--dump-dir", tempfile.mkdtemp()] + ([] if inputs else ["--random-inputs"])
+    p, d = run(model, inputs, syms, extra=extra, backend="cpu")
+    dump = p.args[p.args.index("--dump-dir") + 1]
+    s.check(f"{name} runs", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    k = kernels(dump)
+    for kind, n in (want or {}).items():
+        s.check(f"{name}: {n} {kind} template(s)", k[kind] >= n, str(k))
+    feeds = inputs or {f[3:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("in_")}
+    q, e = run(model, feeds, syms, extra=[] if feeds else ["--random-inputs"], backend="interp")
+    for f in os.listdir(d):
+        if f.endswith(".npy") and not f.startswith("in_"):
+            s.check(f"{name}: {f} vs interpreter", *close(np.load(os.path.join(d, f)), np.load(os.path.join(e, f)).astype(np.float64)))
+
+
+def inp(name, dt, shape):
+    return {"id": name, "uop": "INPUT", "arg": {"tensor_id": name, "dtype": dt, "shape": shape}}
+
+
+def gemm(m, k, n, dt="fp32", transpose_b=False, batch=None, epi=()):
+    """C[b?, m, n] = A[b?, m, k] @ B (B is [n, k] when transposed), then epilogue ops."""
+    bs = [batch] if batch else []
+    u = [inp("A", dt, bs + [m, k]), inp("B", dt, [n, k] if transpose_b else [k, n])]
+    a = {"id": "a", "uop": "RESHAPE", "src": ["A"], "arg": {"result_shape": bs + [m, k, 1]}}
+    if transpose_b:
+        u.append({"id": "bt", "uop": "PERMUTE", "src": ["B"], "arg": {"perm": [1, 0]}})
+        b = {"id": "b", "uop": "RESHAPE", "src": ["bt"], "arg": {"result_shape": [1] * len(bs) + [1, k, n]}}
+    else:
+        b = {"id": "b", "uop": "RESHAPE", "src": ["B"], "arg": {"result_shape": [1] * len(bs) + [1, k, n]}}
+    u += [a, b, {"id": "p", "uop": "MUL", "src": ["a", "b"]},
+          {"id": "c", "uop": "REDUCE", "src": ["p"], "arg": {"op": "SUM", "axes": [len(bs) + 1], "dtype": "fp32"}}]
+    last = "c"
+    if dt != "fp32":
+        u.append({"id": "c16", "uop": "CAST", "src": ["c"], "arg": {"to": dt}})
+        last = "c16"
+    for i, op in enumerate(epi):
+        if op == "bias":
+            u.append(inp("bias", dt, [n]))
+            u.append({"id": f"e{i}", "uop": "ADD", "src": [last, "bias"]})
+        elif op == "residual":
+            u.append(inp("R", dt, bs + [m, n]))
+            u.append({"id": f"e{i}", "uop": "ADD", "src": [last, "R"]})
+        else:
+            u.append({"id": f"e{i}", "uop": op, "src": [last]})
+        last = f"e{i}"
+    npdt = {"fp32": np.float32, "fp16": np.float16}[dt]
+    t = {"A": rng.standard_normal(bs + [m, k]).astype(npdt), "B": rng.standard_normal([n, k] if transpose_b else [k, n]).astype(npdt)}
+    if "bias" in epi:
+        t["bias"] = rng.standard_normal(n).astype(npdt)
+    if "residual" in epi:
+        t["R"] = rng.standard_normal(bs + [m, n]).astype(npdt)
+    return write_model(u, [last]), t
+
+
+for args, name in [((37, 29, 53), "gemm odd"), ((64, 64, 64, "fp16"), "gemm fp16"),
+                   ((33, 17, 45, "fp32", True), "gemm B transposed"), ((19, 23, 31, "fp32", False, 3), "gemm batched")]:
+    model, t = gemm(*args)
+    check(name, model, t, want={"gemm": 1})
+for epi in (("bias", "RELU"), ("bias", "GELU"), ("residual",), ("bias", "residual", "RELU")):
+    model, t = gemm(48, 40, 56, "fp32", epi=epi)
+    check("gemm + " + "+".join(epi), model, t, want={"gemm": 1})
+model, t = gemm(32, 24, 40, "fp16", epi=("bias", "RELU"))
+check("gemm fp16 + bias + relu", model, t, want={"gemm": 1})
+A, B, bias = (rng.standard_normal(sh).astype(np.float16) for sh in ((20, 12), (12, 9), (9,)))
+check("seed 000 gemm+bias+relu (roundings to fp16 mid-epilogue, in registers)",
+      os.path.join(MODELS, "seed000_gemm_bias_relu.json"), {"A": A, "B": B, "bias": bias}, want={"gemm": 1})
+for ex, want in (("mlp.harp", {"gemm": 2}), ("conv_block.harp", {"conv": 1}), ("cnn.harp", {"conv": 1}),
+                 ("transformer_block.harp", {"gemm": 6, "attn": 1})):
+    check(ex, os.path.join(SRC, "examples", ex), None, (), want)
+# heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
+# not fold in A: A is copied to a dense scratch first)
+heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),
+         {"id": "xp", "uop": "PERMUTE", "src": ["X"], "arg": {"perm": [0, 2, 1, 3]}},
+         {"id": "xm", "uop": "RESHAPE", "src": ["xp"], "arg": {"result_shape": [2, 10, 3, 8, 1]}},
+         {"id": "wm", "uop": "RESHAPE", "src": ["W"], "arg": {"result_shape": [1, 1, 3, 8, 7]}},
+         {"id": "xe", "uop": "EXPAND", "src": ["xm"], "arg": {"result_shape": [2, 10, 3, 8, 7]}},
+         {"id": "we", "uop": "EXPAND", "src": ["wm"], "arg": {"result_shape": [2, 10, 3, 8, 7]}},
+         {"id": "p", "uop": "MUL", "src": ["xe", "we"]},
+         {"id": "y", "uop": "REDUCE", "src": ["p"], "arg": {"op": "SUM", "axes": [2, 3], "dtype": "fp32"}}]
+check("heads merged before a projection", write_model(heads, ["y"]),
+      {"X": rng.standard_normal((2, 3, 10, 8)).astype(np.float32), "W": rng.standard_normal((24, 7)).astype(np.float32)},
+      want={"gemm": 1})
+# attention on strided heads: q/k/v split from [B, S, E] (and sliced out of one
+# fused projection, at offsets), an additive mask broadcast over heads, M != N
+for m in ("attention_fused_qkv.harp", "attention_heads_mask.harp"):
+    check(m, os.path.join(MODELS, m), None, (), {"attn": 1})
+for m, syms in (("attention_full.json", ("B=2", "H=3", "M=33", "N=47", "D=16", "Dv=24")),
+                ("attention_full_causal.json", ("B=1", "H=2", "M=40", "N=40", "D=32", "Dv=32"))):
+    check(m, os.path.join(MODELS, m), None, syms, {"attn": 1})
+s.close()
