@@ -97,8 +97,9 @@ hp_status hp_plans_choose(hp_error *e, const rg_partition *p, const tiny_graph *
 void hp_plans_free(hp_plans *ps);
 /* The plan list of `--dump plan` (docs/plan.md §14), malloc'd. */
 hp_status hp_plans_dump_json(hp_error *e, const hp_plans *ps, char **out);
-/* Overrides from a `--plan` argument: "REGION=FILE" (one plan, JSON or DSL)
- * or "FILE" (a plan list).  Appends to *ov (realloc'd); texts and names are
+/* Overrides from a `--plan` argument: "REGION=FILE" (one plan, JSON or DSL,
+ * or REGION's entry of a plan list; split at the first '=') or "FILE" (a plan
+ * list; also when the whole argument names an existing file).  Appends to *ov (realloc'd); texts and names are
  * kept in *keep (one malloc'd block per file; free with free()). */
 hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, hp_plan_override **ov, int *n,
                                  char ***keep, int *nkeep);

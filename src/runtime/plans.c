@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harp/region.h"
 #include "harp/tune.h"
@@ -203,11 +204,12 @@ static hp_status push(hp_error *e, hp_plan_override **ov, int *n, const hp_plan_
 
 hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, hp_plan_override **ov, int *n,
                                  char ***keep, int *nkeep) {
-  /* REGION=FILE, unless what precedes '=' looks like a path */
+  /* REGION=FILE (region names may hold '/' and '='... the first '=' splits),
+   * unless the whole argument names an existing file */
   const char *eq = strchr(arg, '=');
   const char *file = arg, *region = NULL;
   size_t rlen = 0;
-  if (eq && eq > arg && !memchr(arg, '/', (size_t)(eq - arg))) {
+  if (eq && eq > arg && access(arg, F_OK) != 0) {
     region = arg;
     rlen = (size_t)(eq - arg);
     file = eq + 1;

@@ -113,7 +113,8 @@ static unsigned host_isa_mask(void) {
  *   bind M.o / N.o       -> par_m / par_n and threads = cores; neither bound: one task over
  *                           M x N (batch dimensions are always parallel)
  *   reorder              -> order 1 when N.i.o comes before M.i.o, else order 0
- * Ignored (said in the note): unroll, further splits, fuse, layout hints, a missing
+ * Ignored (said in the note): unroll, further splits; silently: layout hints, fuse
+ * (batch axes are always parallel), a missing
  * cache_read (the templates always pack), predicate_tail (tails are always handled).
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
  * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
@@ -225,7 +226,7 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     t->order = pm >= 0 && pn >= 0 && pn < pm ? 1 : 0;
   }
   if (c->host_only) t->isa_mask = isa_for_simd(t->simd);
-  if (p->nunroll || p->nsplits || p->nfuse) note_add(ch, "unroll, splits and fuse are not used on the CPU");
+  if (p->nunroll || p->nsplits) note_add(ch, "unroll and further splits are not used on the CPU");
   if (p->ncache == 0 && kind != 'a') note_add(ch, "no cache_read: the template packs A and B anyway");
   u->ch = ch;
   if (kind == 'a')
