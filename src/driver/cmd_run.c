@@ -17,6 +17,8 @@ static const char run_help[] =
     "  --input NAME=FILE.npy  tensor for the model input NAME (repeatable);\n"
     "                         dtypes: float16 '<f2', float32 '<f4' (also for bf16),\n"
     "                         int32 '<i4', bool '|b1'\n"
+    "  --param NAME=FILE.npy  a weight: read as --input (the same flag as bench and\n"
+    "                         compile take, so one command line serves all three)\n"
     "  --random-inputs        fill inputs not given with --input from a seeded RNG\n"
     "  --seed N               seed for --random-inputs (default 1)\n"
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
@@ -46,7 +48,7 @@ int cmd_run(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "run", "input random-inputs seed sym out outputs backend target dump dump-dir plan", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target dump dump-dir plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

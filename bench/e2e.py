@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""e2e.py — whole models through `harp bench` against peers measured in the same run.
+
+    python3 bench/e2e.py [--harp build/harp] [--rounds 3] [--repeat 20] [--only NAME,...] [--json FILE]
+
+Each case times harp's compiled model (`harp bench --json`: the median of
+--repeat runs of model_run, inputs resident, weights as constants) and its
+peers on the same shapes, in --rounds interleaved rounds; each contender's
+best median over the rounds is kept.  Peers:
+  numpy   numpy on OpenBLAS (OPENBLAS_CORETYPE=SkylakeX, 2 threads)
+  ort     onnxruntime 1.x CPU, the same graph as ONNX, intra_op_num_threads=2
+  unfused harp with HARP_NO_FUSION=1 (every op its own kernel)
+The ratio column is peer time / harp time (> 1: harp is faster).  Outputs are
+checked against the peer once (max relative error).  Needs
+scripts/install-deps.sh --bench (onnxruntime, onnx, libopenblas).
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
+import numpy as np  # noqa: E402
+
+try:
+    import onnx
+    from onnx import TensorProto, helper
+    import onnxruntime as ort
+except ImportError:  # the ORT columns are left out
+    ort = None
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+THREADS = 2
+rng = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=np.float32, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+# ---- harp -----------------------------------------------------------------
+class Harp:
+    def __init__(self, exe, repeat):
+        self.exe, self.repeat, self.dir = exe, repeat, tempfile.mkdtemp(prefix="harp-e2e-")
+
+    def files(self, tensors):
+        args = []
+        for name, (kind, arr) in tensors.items():
+            path = os.path.join(self.dir, f"{name}.npy")
+            np.save(path, arr)
+            args += [f"--{kind}", f"{name}={path}"]
+        return args
+
+    def bench(self, model, syms, tensors, env=None):
+        cmd = [self.exe, "bench", model, "--json", "--repeat", str(self.repeat), "--warmup", "3"]
+        cmd += [f"--sym={k}={v}" for k, v in syms.items()] + self.files(tensors)
+        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+        if p.returncode:
+            raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+        return json.loads(p.stdout)
+
+    def run(self, model, syms, tensors, out):
+        d = tempfile.mkdtemp(dir=self.dir)
+        cmd = [self.exe, "run", model, "--out", d] + [f"--sym={k}={v}" for k, v in syms.items()] + self.files(tensors)
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(p.stderr)
+        return np.load(os.path.join(d, f"{out}.npy"))
+
+
+# ---- peers ----------------------------------------------------------------
+def median_ms(fn, repeat):
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e3
+
+
+def ort_session(nodes, inputs, outputs, inits, opset=20):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = THREADS
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def vi(name, arr):
+    t = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}[arr.dtype.type]
+    return helper.make_tensor_value_info(name, t, list(arr.shape))
+
+
+def init(name, arr):
+    return onnx.numpy_helper.from_array(arr, name)
+
+
+# ---- cases ----------------------------------------------------------------
+def case_gemm(n):
+    A, B = rand(n, n), rand(n, n)
+    peers = {"numpy": lambda: A @ B}
+    if ort:
+        s = ort_session([helper.make_node("MatMul", ["A", "B"], ["C"])], [vi("A", A)], [vi("C", A)], [init("B", B)])
+        peers["ort"] = lambda: s.run(None, {"A": A})[0]
+    return dict(model="bench/models/gemm.json", syms=dict(M=n, N=n, K=n),
+                tensors={"A": ("input", A), "B": ("param", B)}, out="C", peers=peers, ref=lambda: A @ B)
+
+
+def case_gemm_bias_relu(n):
+    A, B, bias = rand(n, n), rand(n, n), rand(n)
+    ref = lambda: np.maximum(A @ B + bias, 0)
+    peers = {"numpy": ref, "unfused": None}
+    if ort:
+        s = ort_session([helper.make_node("MatMul", ["A", "B"], ["m"]), helper.make_node("Add", ["m", "bias"], ["a"]),
+                         helper.make_node("Relu", ["a"], ["C"])], [vi("A", A)], [vi("C", A)], [init("B", B), init("bias", bias)])
+        peers["ort"] = lambda: s.run(None, {"A": A})[0]
+    return dict(model="bench/models/gemm_bias_relu.json", syms=dict(M=n, N=n, K=n),
+                tensors={"A": ("input", A), "B": ("param", B), "bias": ("param", bias)}, out="C", peers=peers, ref=ref)
+
+
+def case_gemm16(n):
+    A, B = rand(n, n, dtype=np.float16), rand(n, n, dtype=np.float16)
+    A32, B32 = A.astype(np.float32), B.astype(np.float32)
+    ref = lambda: (A32 @ B32).astype(np.float16)
+    peers = {"numpy fp32": lambda: A32 @ B32}
+    if ort:
+        s = ort_session([helper.make_node("MatMul", ["A", "B"], ["C"])], [vi("A", A)], [vi("C", A)], [init("B", B)])
+        peers["ort fp16"] = lambda: s.run(None, {"A": A})[0]
+    return dict(model="bench/models/gemm16.json", syms=dict(M=n, N=n, K=n),
+                tensors={"A": ("input", A), "B": ("param", B)}, out="C", peers=peers, ref=ref)
+
+
+def case_conv():
+    x, w, b = rand(1, 64, 56, 56), rand(64, 64, 3, 3, scale=0.1), rand(64)
+    peers = {"unfused": None}
+    ref = None
+    if ort:
+        s = ort_session([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], [vi("x", x)],
+                        [vi("y", x)], [init("w", w), init("b", b)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/conv3x3.harp", syms={}, tensors={"x": ("input", x), "w": ("param", w), "b": ("param", b)},
+                out="y", peers=peers, ref=ref)
+
+
+def attention_nodes(B, H, S, D, scale, causal, q="q", k="k", v="v", o="o", pre=""):
+    nodes = [helper.make_node("Transpose", [k], [pre + "kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", [q, pre + "kt"], [pre + "s0"]),
+             helper.make_node("Mul", [pre + "s0", pre + "scale"], [pre + "s1"])]
+    inits = [init(pre + "scale", np.array(scale, dtype=np.float32))]
+    last = pre + "s1"
+    if causal:
+        inits.append(init(pre + "mask", np.triu(np.full((S, S), -np.inf, dtype=np.float32), 1)))
+        nodes.append(helper.make_node("Add", [last, pre + "mask"], [pre + "s2"]))
+        last = pre + "s2"
+    nodes += [helper.make_node("Softmax", [last], [pre + "p"], axis=-1), helper.make_node("MatMul", [pre + "p", v], [o])]
+    return nodes, inits
+
+
+def case_attention():
+    B, H, S, D = 1, 8, 512, 64
+    q, k, v = rand(B, H, S, D), rand(B, H, S, D), rand(B, H, S, D)
+
+    def ref():
+        s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return (p / p.sum(-1, keepdims=True)) @ v
+    peers = {"numpy": ref, "unfused": None}
+    if ort:
+        nodes, inits = attention_nodes(B, H, S, D, 1 / np.sqrt(D), False)
+        s = ort_session(nodes, [vi(n, q) for n in "qkv"], [vi("o", q)], inits)
+        peers["ort"] = lambda: s.run(None, {"q": q, "k": k, "v": v})[0]
+    return dict(model="bench/models/attention.harp", syms={}, tensors={n: ("input", a) for n, a in zip("qkv", (q, k, v))},
+                out="o", peers=peers, ref=ref)
+
+
+def layernorm_np(x, g, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+
+def case_layernorm():
+    x, g, b = rand(4096, 1024), rand(1024), rand(1024)
+    peers = {"numpy": lambda: layernorm_np(x, g, b), "unfused": None}
+    if ort:
+        s = ort_session([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5)],
+                        [vi("x", x)], [vi("y", x)], [init("g", g), init("b", b)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+    return dict(model="bench/models/layernorm.harp", syms={}, tensors={"x": ("input", x), "g": ("param", g), "b": ("param", b)},
+                out="y", peers=peers, ref=peers["numpy"])
+
+
+def case_softmax():
+    x = rand(4096, 1024)
+
+    def ref():
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    peers = {"numpy": ref, "unfused": None}
+    if ort:
+        s = ort_session([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [vi("x", x)], [vi("y", x)], [])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+    return dict(model="bench/models/softmax.harp", syms={}, tensors={"x": ("input", x)}, out="y", peers=peers, ref=ref)
+
+
+def gelu_np(x):
+    from math import erf
+    return 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)).astype(np.float32))
+
+
+def case_mlp():
+    T, E, F = 2048, 512, 2048
+    t = dict(x=rand(T, E), g=rand(E), b=rand(E), w1=rand(E, F, scale=E ** -0.5), b1=rand(F), w2=rand(F, E, scale=F ** -0.5),
+             b2=rand(E))
+    peers = {"unfused": None}
+    ref = None
+    if ort:
+        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["h"], axis=-1, epsilon=1e-5),
+                 helper.make_node("MatMul", ["h", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["a1"]),
+                 helper.make_node("Gelu", ["a1"], ["u"]), helper.make_node("MatMul", ["u", "w2"], ["m2"]),
+                 helper.make_node("Add", ["m2", "b2"], ["a2"]), helper.make_node("Add", ["x", "a2"], ["y"])]
+        s = ort_session(nodes, [vi("x", t["x"])], [vi("y", t["x"])], [init(k, v) for k, v in t.items() if k != "x"])
+        peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/mlp_block.harp", syms={},
+                tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
+
+
+def case_transformer():
+    B, S, E, H, F = 4, 256, 64, 4, 256
+    D = E // H
+    t = dict(x=rand(B, S, E), ln1_g=rand(E), ln1_b=rand(E), wq=rand(E, E, scale=E ** -0.5), wk=rand(E, E, scale=E ** -0.5),
+             wv=rand(E, E, scale=E ** -0.5), wo=rand(E, E, scale=E ** -0.5), ln2_g=rand(E), ln2_b=rand(E),
+             w1=rand(E, F, scale=E ** -0.5), b1=rand(F), w2=rand(F, E, scale=F ** -0.5), b2=rand(E))
+    peers = {"unfused": None}
+    ref = None
+    if ort:
+        shp = lambda name, dims: init(name, np.array(dims, dtype=np.int64))
+        nodes = [helper.make_node("LayerNormalization", ["x", "ln1_g", "ln1_b"], ["h"], axis=-1, epsilon=1e-5)]
+        inits = [init(k, v) for k, v in t.items() if k != "x"] + [shp("heads", [B, S, H, D]), shp("merged", [B, S, E])]
+        for n, w in (("q", "wq"), ("k", "wk"), ("v", "wv")):
+            nodes += [helper.make_node("MatMul", ["h", w], [n + "0"]), helper.make_node("Reshape", [n + "0", "heads"], [n + "1"]),
+                      helper.make_node("Transpose", [n + "1"], [n], perm=[0, 2, 1, 3])]
+        an, ai = attention_nodes(B, H, S, D, 1 / np.sqrt(D), True, o="att", pre="a_")
+        nodes += an
+        inits += ai
+        nodes += [helper.make_node("Transpose", ["att"], ["att1"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", ["att1", "merged"], ["att2"]), helper.make_node("MatMul", ["att2", "wo"], ["proj"]),
+                  helper.make_node("Add", ["x", "proj"], ["h1"]),
+                  helper.make_node("LayerNormalization", ["h1", "ln2_g", "ln2_b"], ["h2"], axis=-1, epsilon=1e-5),
+                  helper.make_node("MatMul", ["h2", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["a1"]),
+                  helper.make_node("Gelu", ["a1"], ["u"]), helper.make_node("MatMul", ["u", "w2"], ["m2"]),
+                  helper.make_node("Add", ["m2", "b2"], ["a2"]), helper.make_node("Add", ["h1", "a2"], ["y"])]
+        s = ort_session(nodes, [vi("x", t["x"])], [vi("y", t["x"])], inits)
+        peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
+        ref = peers["ort"]
+    return dict(model="examples/transformer_block.harp", syms=dict(B=B, S=S),
+                tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
+
+
+CASES = {
+    "gemm 1024 fp32": lambda: case_gemm(1024),
+    "gemm 2048 fp32": lambda: case_gemm(2048),
+    "gemm+bias+relu 1024": lambda: case_gemm_bias_relu(1024),
+    "gemm 1024 fp16": lambda: case_gemm16(1024),
+    "conv3x3 1x64x56x56": case_conv,
+    "attention b1 h8 s512 d64": case_attention,
+    "layernorm 4096x1024": case_layernorm,
+    "softmax 4096x1024": case_softmax,
+    "mlp block 2048x512x2048": case_mlp,
+    "transformer block b4 s256": case_transformer,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    os.chdir(ROOT)
+    harp = Harp(os.path.abspath(a.harp), a.repeat)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
+    print(f"# harp e2e — {time.strftime('%Y-%m-%d %H:%M')} — {cpu}, {os.cpu_count()} cpus, "
+          f"numpy {np.__version__}" + (f", onnxruntime {ort.__version__}" if ort else ", no onnxruntime"))
+    print("| case | harp ms | peer | peer ms | peer/harp | max rel err |\n|---|---|---|---|---|---|")
+    results = []
+    only = [s.strip() for s in a.only.split(",") if s.strip()]
+    for name, make in CASES.items():
+        if only and not any(o in name for o in only):
+            continue
+        c = make()
+        best = {"harp": float("inf")}
+        for _ in range(a.rounds):
+            best["harp"] = min(best["harp"], harp.bench(c["model"], c["syms"], c["tensors"])["median_ms"])
+            for peer, fn in c["peers"].items():
+                if fn is None:
+                    ms = harp.bench(c["model"], c["syms"], c["tensors"], env={"HARP_NO_FUSION": "1"})["median_ms"]
+                else:
+                    ms = median_ms(fn, a.repeat)
+                best[peer] = min(best.get(peer, float("inf")), ms)
+        err = float("nan")
+        if c["ref"]:
+            got = harp.run(c["model"], c["syms"], c["tensors"], c["out"]).astype(np.float64)
+            want = np.asarray(c["ref"](), dtype=np.float64)
+            err = float(np.max(np.abs(got - want)) / max(1e-30, np.max(np.abs(want))))
+        for peer in c["peers"]:
+            print(f"| {name} | {best['harp']:.2f} | {peer} | {best[peer]:.2f} | {best[peer] / best['harp']:.2f} | {err:.1e} |")
+            sys.stdout.flush()
+        results.append({"case": name, "harp_ms": best["harp"], "peers": {p: best[p] for p in c["peers"]}, "max_rel_err": err})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
