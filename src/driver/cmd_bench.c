@@ -9,6 +9,7 @@
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/interp.h"
+#include "harp/tune.h"
 
 static const char bench_help[] =
     "usage: harp bench MODEL [options]\n\n"
@@ -170,15 +171,25 @@ int cmd_bench(int argc, char **argv) {
   qsort(times, (size_t)repeat, sizeof *times, cmp_double);
   double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
   double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
+  /* where the kernels' plans came from: how many regions per source */
+  int nsrc[HP_PLAN_TUNING + 1] = {0};
+  const hp_plans *ps = cm ? hp_cpu_plans(cm) : NULL;
+  for (int i = 0; ps && i < ps->n; i++)
+    if (ps->choice[i].applied && ps->choice[i].source <= HP_PLAN_TUNING) nsrc[ps->choice[i].source]++;
   if (json)
     printf("{\"model\": \"%s\", \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
            "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
-           "\"cache_hit\": %s}\n",
+           "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}}\n",
            o.model, backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
-           hit ? "true" : "false");
-  else
-    printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s\n",
-           o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "");
+           hit ? "true" : "false", nsrc[HP_PLAN_DEFAULT], nsrc[HP_PLAN_OVERRIDE], nsrc[HP_PLAN_CACHED]);
+  else {
+    char plans[64] = "";
+    if (nsrc[HP_PLAN_CACHED] || nsrc[HP_PLAN_OVERRIDE])
+      snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[HP_PLAN_CACHED], nsrc[HP_PLAN_OVERRIDE]);
+    printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n",
+           o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "",
+           plans);
+  }
   rc = 0;
   goto done;
 fail:
