@@ -492,7 +492,7 @@ static hp_status rd_factors(jctx *c, json_t *v, const char *key, int cap, int64_
     if ((int)i >= cap) return jfail(c, HP_E_LIMIT, path, false, "more than %d entries in \"%s\"", cap, key);
     json_t *o = json_array_get(v, i), *x;
     char *axis = is_unroll ? p->unroll[i].axis : p->splits[i].axis;
-    int64_t f;
+    int64_t f = 0;
     if ((st = want(c, o, JSON_OBJECT, path, "an object")) || (st = only_keys(c, o, path, keys))) return st;
     snprintf(sub, sizeof sub, "%s/axis", path);
     if ((st = need(c, o, path, "axis", &x)) || (st = get_name(c, x, sub, true, axis))) return st;
