@@ -197,6 +197,7 @@ typedef struct hp_tune_region {
   const char *region;       /* borrowed from the result's model */
   int kernel;
   int npoints;
+  int calls;                /* kernel calls per timed sample (short kernels: several) */
   hp_tune_point *pts;       /* in estimate order; pts[0] is the default plan */
   int best;                 /* index of the smallest median */
   double spearman;          /* estimates vs medians (NaN when undefined) */

@@ -156,8 +156,9 @@ int cmd_tune(int argc, char **argv) {
   if (res.nregions == 0) printf("no region follows a plan (no contraction or attention kernel): nothing to tune\n");
   for (int i = 0; i < res.nregions; i++) {
     const hp_tune_region *tr = &res.r[i];
-    printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n", tr->region,
-           tr->kernel, tr->npoints, res.repeat, res.warmup);
+    printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n",
+           tr->region, tr->kernel, tr->npoints, res.repeat, res.warmup);
+    if (tr->calls > 1) printf("  (a short kernel: each sample is %d calls back to back, the time per call)\n", tr->calls);
     printf("  %3s %-8s %12s %10s %10s  %s\n", "#", "", "estimate_ms", "median_ms", "min_ms", "plan");
     for (int j = 0; j < tr->npoints; j++) {
       const hp_tune_point *pt = &tr->pts[j];

@@ -15,7 +15,10 @@
  * them alike (in a shuffled order each round): `warmup` untimed rounds, then
  * `repeat` rounds in which every
  * point runs once untimed (its thread pool and caches warm again after the
- * other points ran) and once timed; each point's figure is its median. */
+ * other points ran) and once timed; each point's figure is its median.  A
+ * timed sample of a kernel shorter than SAMPLE_MS runs it several times back
+ * to back (the same count for every point of the region) and counts the
+ * time per call. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,14 +104,23 @@ static hp_status runner_init(hp_error *e, runner *r, const tiny_graph *g, const 
   return st;
 }
 
-static hp_status run_kernel(hp_error *e, runner *r, int k, double *ms) {
+/* Kernel k `times` times back to back; *ms (nullable): the time per call. */
+static hp_status run_kernel(hp_error *e, runner *r, int k, int times, double *ms) {
   double t0 = now_ms();
-  int rc = hp_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
+  for (int i = 0; i < times; i++) {
+    int rc = hp_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
+    if (rc) return hp_fail(e, HP_E_INTERNAL, hp_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
+  }
   double t1 = now_ms();
-  if (rc) return hp_fail(e, HP_E_INTERNAL, hp_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
-  if (ms) *ms = t1 - t0;
+  if (ms) *ms = (t1 - t0) / times;
   return HP_OK;
 }
+
+/* A timed sample should last about this long: a kernel shorter than that is
+ * run several times back to back, as the kernels of a model run do, so
+ * that waking the thread pool does not dominate it. */
+#define SAMPLE_MS 1.0
+#define MAX_CALLS 1000
 
 static void progress(const hp_tune_opts *o, const char *region, const char *phase, int ri, int nr, int done, int total,
                      double best) {
@@ -199,6 +211,18 @@ static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab
    * no point always follows the same one */
   int *order = !st ? hp_xcalloc((size_t)n + 1, sizeof *order) : NULL;
   if (!st && !order) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  /* calls per sample, from the fastest of a few calls of the default point */
+  int calls = 1;
+  if (!st && rs[0].m) {
+    double fastest = INFINITY, ms = 0;
+    for (int i = 0; i < 5 && !st; i++) {
+      st = run_kernel(e, &rs[0], tr->kernel, 1, &ms);
+      if (ms < fastest) fastest = ms;
+    }
+    calls = fastest > 0 && fastest < SAMPLE_MS ? (int)ceil(SAMPLE_MS / fastest) : 1;
+    if (calls > MAX_CALLS) calls = MAX_CALLS;
+  }
+  tr->calls = calls;
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   for (int i = 0; i < n && order; i++) order[i] = i;
   for (int round = -warmup; round < repeat && !st; round++) {
@@ -210,9 +234,9 @@ static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab
     for (int q = 0; q < n && !st; q++) {
       int i = order[q];
       if (!rs[i].m) continue;
-      st = run_kernel(e, &rs[i], tr->kernel, NULL);
+      st = run_kernel(e, &rs[i], tr->kernel, 1, NULL);
       double ms = 0;
-      if (!st && round >= 0) st = run_kernel(e, &rs[i], tr->kernel, &ms);
+      if (!st && round >= 0) st = run_kernel(e, &rs[i], tr->kernel, calls, &ms);
       if (round >= 0) rs[i].times[round] = ms;
     }
     if (round >= 0) {
