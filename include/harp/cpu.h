@@ -5,6 +5,10 @@
  *                   cc (cached on disk by content hash) -> dlopen
  *   hp_cpu_run      one execution with host tensors
  *
+ * Every contraction and attention kernel follows its region's Schedule Plan
+ * (harp/tune.h chooses it; src/backend/c/contract_c.c maps it onto the
+ * template; HARP_NO_PLANS=1 keeps the templates' built-in tuning instead).
+ *
  * The generated code is self-contained C (its ABI is described in
  * src/backend/c/emit_model.c and docs/c-api.md). */
 #ifndef HARP_CPU_H
@@ -23,7 +27,16 @@ typedef struct hp_cpu_opts {
   bool keep_source;      /* keep the generated C in the model (for --dump c) */
   bool portable;         /* code for any x86-64 (every ISA variant, CPUID dispatch at load), as
                             standalone packages need; else this machine's ISA only (faster to compile) */
+  /* Schedule Plans (harp/tune.h): each region runs with an override, else the
+   * plan cache's entry, else its default plan. */
+  const struct hp_plan_override *plan_overrides; /* --plan; validated against their regions */
+  int nplan_overrides;
+  bool no_plan_cache;    /* do not read the plan cache */
 } hp_cpu_opts;
+
+/* The algorithms the CPU templates have (plan_search_opts.algo_mask):
+ * implicit GEMM (matmul, conv) and the online softmax (attention). */
+unsigned hp_cpu_algo_mask(void);
 
 typedef struct hp_cpu_model hp_cpu_model;
 
@@ -41,6 +54,16 @@ int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *in
 void hp_cpu_instance_free(const hp_cpu_model *m, void *inst);
 /* Name of the kernel behind a non-zero model_run code, or NULL. */
 const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc);
+
+/* Kernel k alone, after one hp_cpu_instance_run (the tuner): 0, 100 + k for
+ * a kernel error, -1 when there is no kernel k. */
+int hp_cpu_instance_run_kernel(const hp_cpu_model *m, void *inst, int k, const void *const *inputs,
+                               void *const *outputs);
+/* The kernel that runs region `name`, or -1. */
+int hp_cpu_kernel_of(const hp_cpu_model *m, const char *region);
+
+/* The plans the kernels were generated from (applied / note filled). */
+const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m);
 
 /* Facts about the compiled model. */
 const char *hp_cpu_source(const hp_cpu_model *m); /* the generated C, if kept */

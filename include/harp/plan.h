@@ -231,6 +231,26 @@ hp_status plan_parse(const char *text, const char *file, plan_arch default_arch,
 hp_status plan_load_file(const char *path, plan_arch default_arch, plan_t *out, hp_error *e);
 bool plan_text_is_json(const char *text);
 
+/* ---- plan lists: several regions' plans in one file (docs/plan.md §14) -------------- */
+/*   {"plans": [{"region": NAME, "plan": PLAN | null, ...}, ...], ...}
+ * is what `--dump plan` writes and `--plan FILE` reads.  An entry may also
+ * carry the dump's informational keys (source, applied, note, kernel,
+ * time_est, cache), which are ignored; the top level may carry model,
+ * shapeset, machine and binding.  Nested plans are parsed in place, so their
+ * errors (and plan_validate's, given {file, text}) are located in the list. */
+#define PLAN_REGION_MAX 256
+typedef struct plan_list_entry {
+  char region[PLAN_REGION_MAX];
+  plan_pos region_pos; /* where the region name is */
+  bool has_plan;       /* false: "plan": null */
+  plan_t plan;
+} plan_list_entry;
+/* A JSON object with a "plans" member. */
+bool plan_text_is_list(const char *text);
+/* *out is malloc'd (*n entries); region names are unique. */
+hp_status plan_list_parse(const char *text, const char *file, plan_arch default_arch, plan_list_entry **out, int *n,
+                          hp_error *e);
+
 /* Canonical JSON: the 12 keys of §12.5 in that order (one per line), then
  * the extension keys that differ from their defaults.  *out is malloc'd. */
 hp_status plan_to_json(const plan_t *p, char **out, hp_error *e);
@@ -449,8 +469,30 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
 hp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
                        hp_error *e);
 /* The plan for a region: override (nullable; filled from the region, then
- * validated, errors located in src) or plan_default.  opts may be NULL. */
+ * validated, errors located in src; an algorithm outside opts->algo_mask is
+ * Unsupported) or plan_default.  opts may be NULL. */
 hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
                           const plan_t *override, const plan_src *src, plan_t *out, hp_error *e);
+
+/* Re-derive the predicate_tail entries of a plan's tiled axes for region r
+ * (a tile or vector width that does not divide its axis needs one): a plan
+ * tuned for one binding of a ShapeSet, applied to another. */
+void plan_retarget(plan_t *p, const plan_region_info *r);
+
+/* ---- ShapeSets (docs/plan.md §15) --------------------------------------------------- */
+/* Shape bindings are clustered by rounding every symbol's value up to a
+ * power of two: class(v) = v for v <= 1, else the smallest 2^k >= v.  So
+ * 513..1024 is one class, 1025..2048 the next.  Plans and measurements are
+ * cached per ShapeSet. */
+int64_t plan_shapeset_class(int64_t v);
+#define PLAN_SHAPESET_MAX 512
+/* The ShapeSet key of a binding: "NAME:CLASS" for every symbol that some
+ * node's shape of g names (all of syms when g is NULL), sorted by name,
+ * joined with ';' — e.g. "K:1024;M:1024;N:1024" — or "static" when there is
+ * none.  Names are sanitised.  A key longer than cap is cut at a symbol
+ * boundary and ends in a hash of the rest. */
+void plan_shapeset_key(const tiny_symtab *syms, const tiny_graph *g, char *out, size_t cap);
+/* The same symbols with their values: "K=1000;M=1000;N=1000" ("static"). */
+void plan_binding_text(const tiny_symtab *syms, const tiny_graph *g, char *out, size_t cap);
 
 #endif

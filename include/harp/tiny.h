@@ -379,11 +379,12 @@ hp_status tiny_infer(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool a
 hp_status tiny_normalize(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 /* Structural and semantic checks of a normalized graph (see docs/tiny-ir.md). */
 hp_status tiny_verify(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
-/* With every symbol bound: rank-0 values computed from constants only become
- * CONSTs (evaluated by the interpreter, so bit-identical), and nodes no
- * output needs are dropped.  Fixes the outputs (explicit_outputs). */
-hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *syms);
-/* infer, normalize, fold (when !allow_unknown) and verify, in order. */
+/* Rank-0 values computed from constants only become CONSTs (evaluated by the
+ * interpreter, so bit-identical), and nodes no output needs are dropped.
+ * Fixes the outputs (explicit_outputs).  Shapes may stay symbolic when
+ * allow_unknown (the folded values are scalars, which no symbol sizes). */
+hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+/* infer, normalize, fold and verify, in order. */
 hp_status tiny_prepare(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 
 /* Bind symbols from the declared INPUT shapes against actual shapes.

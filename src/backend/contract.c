@@ -450,6 +450,7 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   out->X = tensor_of(&X);
   out->W = tensor_of(&W);
   out->Y = (ct_tensor){cnode, yslot, ydt, 0};
+  out->x_is_lhs = lhs_is_x;
   out->nepi = em.n;
   memcpy(out->epi, em.epi, sizeof em.epi);
   return true;

@@ -85,6 +85,7 @@ typedef struct ct_gemm {
 /* 2-D convolution, NCHW input, OIHW weight, NCHW output, groups 1. */
 typedef struct ct_conv {
   int64_t n, c, h, w, oc, kh, kw;
+  bool x_is_lhs;                     /* the input is the MUL's left operand (the plan's M: the pixels) */
   int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right */
   ct_tensor X, W, Y;
   int nepi;

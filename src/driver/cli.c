@@ -98,6 +98,9 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       o->out_dir = v;
     } else if (!strcmp(name, "dump-dir")) {
       o->dump_dir = v;
+    } else if (!strcmp(name, "plan")) {
+      if (o->nplans >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --plan options");
+      o->plans[o->nplans++] = v;
     } else if (!strcmp(name, "target")) {
       o->target = v;
     } else if (!strcmp(name, "backend")) {
@@ -300,8 +303,9 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
     } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
                !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
       continue; /* dump_poly.c and dump_region.c, below */
-    } else if (!strcmp(o->dumps[i], "c") || !strcmp(o->dumps[i], "gpu") || !strcmp(o->dumps[i], "cu")) {
-      continue; /* written by the backends (c: cpu; gpu, cu: dump_gpu.c) */
+    } else if (!strcmp(o->dumps[i], "c") || !strcmp(o->dumps[i], "plan") || !strcmp(o->dumps[i], "gpu") ||
+               !strcmp(o->dumps[i], "cu")) {
+      continue; /* written by the command (the cpu backend's model, cli_write_plan_dump; gpu, cu: dump_gpu.c) */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }

@@ -26,6 +26,8 @@ typedef struct cli_opts {
   const char *params[CLI_MAX_LIST]; /* --param NAME=FILE: inputs that are weights */
   int nparams;
   const char *target; /* --target: cpu|sm80|sm90 (compile; the machine regions are formed for) */
+  const char *plans[CLI_MAX_LIST]; /* --plan REGION=FILE | FILE (borrowed from argv) */
+  int nplans;
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
@@ -86,6 +88,27 @@ hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *nam
 hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
                         struct hp_program **program);
 
+/* --plan and --dump plan (cli_plan.c). */
+struct hp_plan_override;
+struct hp_plans;
+typedef struct cli_plans {
+  struct hp_plan_override *ov; /* the overrides of every --plan, in order */
+  int n;
+  char **keep; /* the texts they came from */
+  int nkeep;
+} cli_plans;
+/* Read every --plan (for the machine of --target, default cpu). */
+hp_status cli_plans_load(hp_error *e, const cli_opts *o, cli_plans *out);
+void cli_plans_free(cli_plans *p);
+/* DIR/plan.json: the plans of a compiled model (compiled != NULL), else the
+ * plans the cpu backend (or --target's machine) would choose: regions formed,
+ * overrides, plan cache, defaults.  Only when --dump plan was asked for. */
+hp_status cli_write_plan_dump(hp_error *e, const cli_opts *o, const cli_model *m, const cli_plans *pl,
+                              const struct hp_plans *compiled);
+/* One line per region saying where its plan came from, to stderr, for
+ * notes worth seeing (ignored cache entries, refused plans). */
+void cli_print_plan_notes(const struct hp_plans *ps);
+
 /* Commands. */
 int cmd_run(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -94,5 +117,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_decompile(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

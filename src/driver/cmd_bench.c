@@ -10,6 +10,7 @@
 #include "harp/function.h"
 #include "harp/gpu.h"
 #include "harp/interp.h"
+#include "harp/tune.h"
 
 static const char bench_help[] =
     "usage: harp bench MODEL [options]\n\n"
@@ -26,7 +27,11 @@ static const char bench_help[] =
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
     "  --input NAME=FILE    use this tensor for input NAME\n"
     "  --param NAME=FILE    a weight (its transfer is not timed)\n"
-    "  --seed N             seed of the random inputs (default 1)\n";
+    "  --seed N             seed of the random inputs (default 1)\n"
+    "  --plan REGION=FILE   run REGION with this Schedule Plan (JSON or DSL);\n"
+    "                       --plan FILE reads a plan list.  Repeatable\n"
+    "  --dump plan          write DIR/plan.json: the plans in use (--dump-dir DIR)\n"
+    "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
 static double now_ms(void) {
   struct timespec t;
@@ -87,7 +92,7 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param sym seed backend target", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param sym seed backend target plan dump dump-dir", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
@@ -105,6 +110,7 @@ int cmd_bench(int argc, char **argv) {
   }
   o.random_inputs = true;
   cli_model m;
+  cli_plans pl = {0};
   hp_cpu_model *cm = NULL;
   hp_gpu_model *gm = NULL;
   void *inst = NULL;
@@ -115,7 +121,7 @@ int cmd_bench(int argc, char **argv) {
   bool hit = false;
   hp_constpool cp = {0};
   if (!times) return 1;
-  if (cli_load_model(&e, &o, true, &m)) goto fail;
+  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   in = calloc((size_t)m.ninputs + 1, sizeof *in);
   outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
@@ -138,7 +144,10 @@ int cmd_bench(int argc, char **argv) {
     for (long r = 0; r < repeat; r++) times[r] = med; /* device events give the median only */
   }
   if (!strcmp(backend, "cpu")) {
-    if (hp_cpu_compile(&e, m.g, &m.syms, NULL, &cm)) goto fail;
+    hp_cpu_opts co = {.plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    if (hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+    cli_print_plan_notes(hp_cpu_plans(cm));
+    if (cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm))) goto fail;
     compile_ms = hp_cpu_compile_ms(cm);
     hit = hp_cpu_cache_hit(cm);
     const hp_function *f = hp_cpu_function(cm);
@@ -164,6 +173,7 @@ int cmd_bench(int argc, char **argv) {
       goto fail;
     }
   }
+  if (!cm && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
   for (long r = -warmup; r < repeat && !gm; r++) {
     double t0 = now_ms();
     if (cm) {
@@ -181,15 +191,25 @@ int cmd_bench(int argc, char **argv) {
   qsort(times, (size_t)repeat, sizeof *times, cmp_double);
   double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
   double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
+  /* where the kernels' plans came from: how many regions per source */
+  int nsrc[HP_PLAN_TUNING + 1] = {0};
+  const hp_plans *ps = cm ? hp_cpu_plans(cm) : NULL;
+  for (int i = 0; ps && i < ps->n; i++)
+    if (ps->choice[i].applied && ps->choice[i].source <= HP_PLAN_TUNING) nsrc[ps->choice[i].source]++;
   if (json)
     printf("{\"model\": \"%s\", \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
            "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
-           "\"cache_hit\": %s}\n",
+           "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}}\n",
            o.model, backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
-           hit ? "true" : "false");
-  else
-    printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s\n",
-           o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "");
+           hit ? "true" : "false", nsrc[HP_PLAN_DEFAULT], nsrc[HP_PLAN_OVERRIDE], nsrc[HP_PLAN_CACHED]);
+  else {
+    char plans[64] = "";
+    if (nsrc[HP_PLAN_CACHED] || nsrc[HP_PLAN_OVERRIDE])
+      snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[HP_PLAN_CACHED], nsrc[HP_PLAN_OVERRIDE]);
+    printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n",
+           o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "",
+           plans);
+  }
   rc = 0;
   goto done;
 fail:
@@ -205,6 +225,7 @@ done:
   fn_constpool_free(&cp);
   hp_cpu_free(cm);
   hp_gpu_free(gm);
+  cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

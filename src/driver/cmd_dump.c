@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char dump_help[] =
-    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T]\n\n"
+    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T] [--plan P]\n\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
     "  frontend    the high-level graph of a .harp model (JSON)\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"
@@ -20,7 +20,10 @@ static const char dump_help[] =
     "  gpu         the GPU dialect of every kernel, the launch list and the\n"
     "              device memory layout (gpu.json; docs/cuda.md)\n"
     "  cu          the CUDA C translation unit (model.cu)\n"
+    "  plan        every region's Schedule Plan and where it came from\n"
+    "              (default, override, cache): a plan list, plan.json\n"
     "(the generated C: harp run MODEL --dump c)\n"
+    "--plan REGION=FILE | FILE overrides a region's plan (docs/plan.md §14).\n"
     "--target cpu|sm80|sm90 picks the machine regions are formed for; gpu and cu\n"
     "take sm80 (the default for them) or sm90.  Neither needs a GPU or NVRTC.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
@@ -34,7 +37,7 @@ int cmd_dump(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -44,8 +47,11 @@ int cmd_dump(int argc, char **argv) {
     return cli_usage_error("dump", "usage: harp dump MODEL --dump LIST");
   }
   cli_model m;
-  if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_write_gpu_dumps(&e, &o, &m))
+  cli_plans pl = {0};
+  if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl) ||
+      cli_write_plan_dump(&e, &o, &m, &pl, NULL) || cli_write_gpu_dumps(&e, &o, &m))
     rc = cli_report(&e);
+  cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

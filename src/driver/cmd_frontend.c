@@ -93,7 +93,8 @@ static const char viz_help[] =
     "Draw a stage of MODEL as a Graphviz graph:\n"
     "  frontend  the high-level graph (.harp models), one cluster per graph\n"
     "  tiny      the normalized Tiny IR\n"
-    "  region    the Tiny IR grouped by region (one region = one kernel)\n"
+    "  region    the Tiny IR grouped by the regions formed for this CPU (one region\n"
+    "            = one kernel; every size must be bound: graph defaults or --sym)\n"
     "A .svg or .png FILE is rendered with Graphviz's dot, which must be installed.\n";
 
 static void dot_label(hp_str *s, const char *t) {
@@ -231,7 +232,7 @@ int cmd_viz(int argc, char **argv) {
   } else if (!s && !strcmp(stage, "tiny")) {
     if (!(text = hp_tiny_dot(m.g))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!s) {
-    s = rg_partition_singletons(&e, m.g, &part);
+    s = cli_form_regions(&e, &o, &m, &part); /* the regions `harp run` compiles, formed for this CPU */
     if (!s && !(text = region_dot(part))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   if (!s) s = !strcmp(fmt, "dot") ? hp_write_file_atomic(&e, out, text, strlen(text)) : render(&e, text, fmt, out);

@@ -36,9 +36,14 @@ static const char run_help[] =
     "                         formed for (cost model, thresholds); with --backend\n"
     "                         cuda, the template branch (default: the device's)\n"
     "  --graphs               cuda: launch through a CUDA Graph captured once\n"
+    "  --plan REGION=FILE     run region REGION with the Schedule Plan in FILE (JSON\n"
+    "                         or DSL); --plan FILE reads a plan list (what --dump\n"
+    "                         plan writes).  Repeatable.  Used by --backend cpu\n"
     "  --dump LIST            comma-separated IR dumps: frontend, tiny, indexbook,\n"
-    "                         poly_view, region, function, c (the generated C),\n"
-    "                         gpu (GPU dialect + launches, gpu.json), cu (model.cu)\n"
+    "                         poly_view, region, function, c (the generated C), plan\n"
+    "                         (every region's plan and where it came from: default,\n"
+    "                         override, cache), gpu (GPU dialect + launches,\n"
+    "                         gpu.json), cu (model.cu)\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
 
 int cmd_run(int argc, char **argv) {
@@ -56,7 +61,7 @@ int cmd_run(int argc, char **argv) {
       for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
       argc--, i--;
     }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target dump dump-dir", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target dump dump-dir plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -73,9 +78,12 @@ int cmd_run(int argc, char **argv) {
     return r;
   }
   cli_model m;
+  cli_plans pl = {0};
   hp_tensor *outs = NULL;
   const char **names = NULL;
-  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m)) goto fail;
+  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
+  if (pl.n && strcmp(backend, "cpu") && !cli_wants_dump(&o, "plan"))
+    fprintf(stderr, "harp: note: --plan changes the code of --backend cpu only\n");
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   names = calloc((size_t)m.g->noutputs + 1, sizeof *names);
   if (!outs || !names) {
@@ -106,16 +114,19 @@ int cmd_run(int argc, char **argv) {
     rg_partition_free(p);
     if (st) goto fail;
   } else if (!strcmp(backend, "cpu")) {
-    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c")};
+    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
     hp_cpu_model *cm = NULL;
     hp_status s = hp_cpu_compile(&e, m.g, &m.syms, &co, &cm);
+    if (!s) cli_print_plan_notes(hp_cpu_plans(cm));
     if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm));
+    if (!s) s = cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm));
     if (!s) s = hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs);
     hp_cpu_free(cm);
     if (s) goto fail;
   } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
     goto fail;
   }
+  if (strcmp(backend, "cpu") && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
   for (int k = 0; k < m.g->noutputs; k++) names[k] = tiny_output_name(m.g, m.g->outputs[k]);
   if (cli_write_outputs(&e, o.out_dir, names, outs, m.g->noutputs)) goto fail;
   for (int k = 0; k < m.g->noutputs; k++) {
@@ -132,6 +143,7 @@ done:
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
   free(outs);
   free(names);
+  cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

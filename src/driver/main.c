@@ -19,6 +19,7 @@ static const command commands[] = {
     {"decompile", cmd_decompile, "print a .harp model back as harp DSL text"},
     {"viz", cmd_viz, "draw a model (frontend, tiny or region stage) as Graphviz DOT/SVG/PNG"},
     {"plan", cmd_plan, "check a Schedule Plan and convert it between JSON and DSL"},
+    {"tune", cmd_tune, "measure the plan search space, cache the best plan per region"},
 };
 
 static void usage(FILE *f) {

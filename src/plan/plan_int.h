@@ -44,4 +44,8 @@ int64_t plan_axis_extent(const plan_t *p, const plan_region_info *r, const char 
 /* Index of a base axis in r, or -1. */
 int plan_region_axis(const plan_region_info *r, const char *name);
 
+/* Byte span of the JSON value at path ('/'-separated keys and indices) in
+ * text, which jansson has accepted; false if absent. */
+bool plan_json_value_span(const char *text, const char *path, size_t *start, size_t *end);
+
 #endif

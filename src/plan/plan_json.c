@@ -133,6 +133,19 @@ static plan_pos json_locate(const char *text, const char *path, bool want_key) {
   return (plan_pos){s.line, s.col};
 }
 
+/* Byte span [*start, *end) of the value at path; false when the path is not
+ * there.  (For plan lists: a nested plan is parsed in place.) */
+bool plan_json_value_span(const char *text, const char *path, size_t *start, size_t *end) {
+  plan_pos want = json_locate(text, path, false);
+  jloc s = {text, 0, 1, 1};
+  while (jl_c(&s) && (s.line < want.line || (s.line == want.line && s.col < want.col))) jl_adv(&s);
+  if (!jl_c(&s)) return false;
+  *start = s.i;
+  jl_skip(&s, 0);
+  *end = s.i;
+  return *end > *start;
+}
+
 /* ---- reading ------------------------------------------------------------------------ */
 typedef struct jctx {
   const char *text;
@@ -479,7 +492,7 @@ static hp_status rd_factors(jctx *c, json_t *v, const char *key, int cap, int64_
     if ((int)i >= cap) return jfail(c, HP_E_LIMIT, path, false, "more than %d entries in \"%s\"", cap, key);
     json_t *o = json_array_get(v, i), *x;
     char *axis = is_unroll ? p->unroll[i].axis : p->splits[i].axis;
-    int64_t f;
+    int64_t f = 0;
     if ((st = want(c, o, JSON_OBJECT, path, "an object")) || (st = only_keys(c, o, path, keys))) return st;
     snprintf(sub, sizeof sub, "%s/axis", path);
     if ((st = need(c, o, path, "axis", &x)) || (st = get_name(c, x, sub, true, axis))) return st;

@@ -1,9 +1,10 @@
 /* search.c — the tuner's search space (§6) and the default plan of a region.
- * Needs: validate.c, resource.c, cost.c.  Gives: plan_enumerate,
+ * Needs: validate.c, resource.c, cost.c.  Gives: plan_enumerate, plan_retarget,
  * plan_default, plan_for_region.
  *
  * Space per region and machine:
- *   contractions: tile (4 per arch) × stages {2,3} × warp_tile (2 per arch)
+ *   contractions: tile (4 per arch) × stages {2,3} × warp_tile (2 per arch; on
+ *                 the CPU the first two micro-tiles that fit the registers)
  *                 × vec {4,8,16} × algo_choice (matmul: implicit_gemm,
  *                 splitk_serial, splitk_parallel; conv: implicit_gemm,
  *                 winograd_3x3 for 3x3 windows; attention: both softmaxes)
@@ -35,19 +36,38 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
   if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
     static const int64_t sm80[4][3] = {{128, 128, 32}, {128, 64, 64}, {64, 64, 64}, {256, 128, 32}};
     static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
-    static const int64_t cpu[4][3] = {{64, 64, 256}, {128, 128, 128}, {64, 256, 128}, {128, 256, 256}};
-    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu, sizeof s->tiles);
+    /* CPU: [rows of A per block, columns of the packed B panel, its depth];
+     * BM and BN are rounded up to whole micro-tiles (build) */
+    static const int64_t cpu[4][3] = {{96, 512, 256}, {96, 256, 256}, {96, 512, 128}, {192, 256, 384}};
+    /* CPU attention: [query rows, keys per tile, head dim]; the streaming
+     * kernel sizes its register micro-tile itself, so one warp tile */
+    static const int64_t cpu_att[4][3] = {{64, 64, 64}, {64, 128, 64}, {128, 64, 64}, {32, 64, 64}};
+    bool cpu_attention = m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_ATTENTION;
+    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu_attention ? cpu_att : cpu,
+           sizeof s->tiles);
     s->ntiles = 4;
-    s->nwarps = 2;
+    s->nwarps = plan_arch_is_gpu(m->arch) ? 2 : 0;
     if (m->arch == PLAN_ARCH_SM80) {
       s->warps[0][0] = 64, s->warps[0][1] = 64;
       s->warps[1][0] = 64, s->warps[1][1] = 32;
     } else if (m->arch == PLAN_ARCH_SM90) { /* a warpgroup: 64 rows, all or half of BN */
       s->warps[0][0] = 64, s->warps[0][1] = -1;
       s->warps[1][0] = 64, s->warps[1][1] = -2;
-    } else { /* register micro-tiles of 2 vectors per row */
-      s->warps[0][0] = 8, s->warps[0][1] = 2 * lanes;
-      s->warps[1][0] = 4, s->warps[1][1] = 2 * lanes;
+    } else if (cpu_attention) {
+      s->warps[0][0] = 4, s->warps[0][1] = lanes;
+      s->nwarps = 1;
+    } else {
+      /* register micro-tiles MR x NV vectors: the first two whose MR*NV
+       * accumulators, NV B vectors, one A broadcast and the epilogue's
+       * registers fit (6x4 and 8x3 with 32 registers: 6x64 and 8x48 on
+       * AVX-512; 5x2 and 4x2 with AVX2's 16) */
+      static const int cand[][2] = {{6, 4}, {8, 3}, {6, 2}, {4, 3}, {5, 2}, {4, 2}, {2, 2}, {1, 1}};
+      int epi = r->nepi ? 2 : 0;
+      for (int i = 0; i < HP_ARRAY_LEN(cand) && s->nwarps < 2; i++)
+        if (cand[i][0] * cand[i][1] + cand[i][1] + 1 + epi + m->base_regs <= m->regs_per_thread_max) {
+          s->warps[s->nwarps][0] = cand[i][0];
+          s->warps[s->nwarps++][1] = cand[i][1] * lanes;
+        }
     }
     s->nstages = 2;
     if (r->pattern == PLAN_PAT_MATMUL) {
@@ -156,6 +176,9 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
     p->tile[i] = s->tiles[ti][i];
     if (p->tile[i] <= 0) return false;
   }
+  if (!gpu && contraction && r->pattern != PLAN_PAT_ATTENTION) /* the CPU's M and N tiles hold whole micro-tiles */
+    for (int i = 0; i < 2; i++)
+      if (s->warps[wi][i] > 0) p->tile[i] = (p->tile[i] + s->warps[wi][i] - 1) / s->warps[wi][i] * s->warps[wi][i];
   p->warp_m = pick(s->warps[wi][0], p->tile[0]);
   p->warp_n = n >= 2 ? pick(s->warps[wi][1], p->tile[1]) : 0;
   if (p->warp_m < 1 || p->tile[0] % p->warp_m || (n >= 2 && (p->warp_n < 1 || p->tile[1] % p->warp_n))) return false;
@@ -177,7 +200,7 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
     for (int i = 0; i < 2; i++) {
       snprintf(p->cache[i].tensor, PLAN_NAME_MAX, "%s", ops[i]);
       snprintf(p->cache[i].at, PLAN_NAME_MAX, "%s", at);
-      p->cache[i].pingpong = true;
+      p->cache[i].pingpong = gpu; /* the CPU packs each panel once (stages = prefetch distance) */
     }
     p->ncache = 2;
   }
@@ -287,9 +310,50 @@ hp_status plan_default(const plan_region_info *r, const plan_machine *m, const p
   return st;
 }
 
+void plan_retarget(plan_t *p, const plan_region_info *r) {
+  char vbase[PLAN_NAME_MAX], tname[PLAN_NAME_MAX];
+  plan_axis_base(p->vec_axis, vbase);
+  bool need[PLAN_MAX_TILE] = {false};
+  for (int t = 0; t < p->ntile; t++) {
+    int a = plan_region_axis(r, p->tile_axes[t]);
+    if (a < 0) return; /* not this region's plan: plan_validate will say so */
+    int64_t size = r->axes[a].size;
+    need[t] = size % p->tile[t] != 0 || (p->vec_width > 1 && !strcmp(vbase, p->tile_axes[t]) && size % p->vec_width != 0);
+  }
+  /* drop the tails of tiled axes, then add back the ones this binding needs */
+  int k = 0;
+  for (int i = 0; i < p->npred; i++) {
+    bool tiled_tail = false;
+    for (int t = 0; t < p->ntile && !tiled_tail; t++) {
+      snprintf(tname, sizeof tname, "%.50s.i.i", p->tile_axes[t]);
+      tiled_tail = !strcmp(p->pred[i], tname);
+    }
+    if (tiled_tail) continue;
+    if (k != i) {
+      memcpy(p->pred[k], p->pred[i], PLAN_NAME_MAX);
+      p->pos.pred[k] = p->pos.pred[i];
+    }
+    k++;
+  }
+  p->npred = k;
+  for (int t = 0; t < p->ntile && p->npred < PLAN_MAX_AXLIST; t++)
+    if (need[t]) {
+      snprintf(p->pred[p->npred], PLAN_NAME_MAX, "%.50s.i.i", p->tile_axes[t]);
+      p->pos.pred[p->npred++] = (plan_pos){0, 0};
+    }
+}
+
 hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
                           const plan_t *override, const plan_src *src, plan_t *out, hp_error *e) {
   if (!override) return plan_default(r, m, opts, out, e);
+  if (opts && opts->algo_mask)
+    for (int k = 0; k < PLAN_KEY_COUNT; k++) {
+      plan_algo a = override->algo[k];
+      if (a != PLAN_ALGO_NONE && !(opts->algo_mask >> a & 1u))
+        return plan_fail(e, HP_E_UNSUPPORTED, src, override->pos.algo[k], r->name,
+                         "algo_choice %s: %s is not available on this backend", plan_algo_key_name((plan_algo_key)k),
+                         plan_algo_name(a));
+    }
   plan_t *p = hp_xmalloc(sizeof *p);
   if (!p) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   *p = *override;

@@ -13,12 +13,14 @@
 #include "harp/function.h"
 #include "harp/poly.h"
 #include "harp/region.h"
+#include "harp/tune.h"
 #include "index/indexbook.h"
 #include "util/util.h"
 
 typedef void *(*init_fn)(const void *, size_t);
 typedef int (*run_fn)(void *, const void *const *, void *const *);
 typedef void (*free_fn)(void *);
+typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
 
 struct hp_cpu_model {
   const tiny_graph *g;
@@ -33,7 +35,11 @@ struct hp_cpu_model {
   init_fn init;
   run_fn run;
   free_fn free_;
+  kernel_fn run_kernel;
+  hp_plans plans;
 };
+
+unsigned hp_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
 
 static double now_ms(void) {
   struct timespec t;
@@ -45,6 +51,7 @@ void hp_cpu_free(hp_cpu_model *m) {
   if (!m) return;
   if (m->dl) dlclose(m->dl);
   fn_free(m->f);
+  hp_plans_free(&m->plans);
   rg_partition_free(m->part);
   hp_arena_free(m->arena);
   free(m->source);
@@ -78,8 +85,22 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   fn_options fo = {.widen_half_temps = true};
   if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
   if (!st) {
-    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), false};
+    hp_plan_opts po = {.overrides = o ? o->plan_overrides : NULL,
+                       .noverrides = o ? o->nplan_overrides : 0,
+                       .no_cache = o && o->no_plan_cache,
+                       .cache_dir = o ? o->cache_dir : NULL,
+                       .search = {hp_cpu_algo_mask()}};
+    st = hp_plans_choose(e, m->part, g, syms, &m->part->formed->machine, &po, &m->plans);
+  }
+  if (!st) {
+    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false};
     st = cgen_emit_model(&rc, "model", &src);
+    m->plans.compiled = true;
+    for (int i = 0; i < m->plans.n; i++) { /* gathers and other regions no template saw */
+      hp_plan_choice *ch = &m->plans.choice[i];
+      if (ch->has_plan && !ch->applied && !ch->note[0])
+        snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
+    }
   }
   if (!st) {
     /* host-only code may use every instruction of this machine */
@@ -100,6 +121,7 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
     m->init = (init_fn)dlsym(m->dl, "model_init");
     m->run = (run_fn)dlsym(m->dl, "model_run");
     m->free_ = (free_fn)dlsym(m->dl, "model_free");
+    m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
     if (!m->init || !m->run || !m->free_) st = hp_fail(e, HP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
   }
   if (!st && o && o->keep_source) m->source = hp_str_take(&src);
@@ -179,6 +201,16 @@ int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *in
 void hp_cpu_instance_free(const hp_cpu_model *m, void *inst) {
   if (inst) m->free_(inst);
 }
+int hp_cpu_instance_run_kernel(const hp_cpu_model *m, void *inst, int k, const void *const *inputs,
+                               void *const *outputs) {
+  return m->run_kernel ? m->run_kernel(inst, k, inputs, outputs) : -1;
+}
+int hp_cpu_kernel_of(const hp_cpu_model *m, const char *region) {
+  for (int k = 0; k < m->f->nkernels; k++)
+    if (!strcmp(m->f->kernels[k].name, region)) return k;
+  return -1;
+}
+const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m) { return &m->plans; }
 const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc) {
   return rc >= 100 && rc - 100 < m->f->nkernels ? m->f->kernels[rc - 100].name : NULL;
 }

@@ -1,4 +1,4 @@
-/* fold.c — constant folding and dead-node removal on a bound graph.
+/* fold.c — constant folding and dead-node removal (shapes may stay symbolic).
  * Needs: tiny_normalize done with every symbol bound.
  * Gives: tiny_fold_constants.
  *
@@ -16,7 +16,8 @@
 
 /* Evaluate node i (whose ancestors are constants) with the interpreter on a
  * graph of just those ancestors. */
-static hp_status eval_const(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, int i, double *v) {
+static hp_status eval_const(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, bool allow_unknown, int i,
+                            double *v) {
   tiny_graph *s = tiny_graph_new();
   int *map = hp_xmalloc(sizeof(int) * ((size_t)i + 1));
   char *need = hp_xcalloc((size_t)i + 1, 1);
@@ -42,7 +43,7 @@ static hp_status eval_const(hp_error *e, const tiny_graph *g, const tiny_symtab 
     goto done;
   }
   hp_tensor out;
-  if ((st = tiny_infer(e, s, syms, false)) || (st = tiny_interp(e, s, syms, NULL, 0, &out))) goto done;
+  if ((st = tiny_infer(e, s, syms, allow_unknown)) || (st = tiny_interp(e, s, syms, NULL, 0, &out))) goto done;
   *v = g->nodes[i].dtype == TINY_I32 ? (double)((int32_t *)out.data)[0] : (double)hp_tensor_get(&out, 0);
   hp_tensor_free(&out);
 done:
@@ -53,7 +54,7 @@ done:
 }
 
 /* Keep only nodes some output needs (the rebuild of normalize.c). */
-static hp_status drop_dead(hp_error *e, tiny_graph *g, const tiny_symtab *syms) {
+static hp_status drop_dead(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
   char *live = hp_xcalloc((size_t)g->n + 1, 1);
   int *map = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
   tiny_graph *ng = tiny_graph_new_sharing(g);
@@ -85,7 +86,7 @@ static hp_status drop_dead(hp_error *e, tiny_graph *g, const tiny_symtab *syms) 
   if (!st) {
     tiny_graph_adopt(g, ng);
     ng = NULL;
-    st = tiny_infer(e, g, syms, false);
+    st = tiny_infer(e, g, syms, allow_unknown);
   }
 done:
   tiny_graph_discard_sharing(ng);
@@ -94,7 +95,7 @@ done:
   return st;
 }
 
-hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *syms) {
+hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
   if (tiny_compute_outputs(e, g)) return e->code;
   g->explicit_outputs = true; /* the outputs are what they were before folding */
   char *konst = hp_xcalloc((size_t)g->n + 1, 1);
@@ -118,7 +119,7 @@ hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *sym
     for (int k = 0; k < g->noutputs; k++) is_output |= g->outputs[k] == i;
     if (is_output) continue;
     double v = 0;
-    if ((st = eval_const(e, g, syms, i, &v))) break;
+    if ((st = eval_const(e, g, syms, allow_unknown, i, &v))) break;
     tiny_dtype dt = n->dtype;
     n->op = TINY_CONST;
     n->nsrc = 0;
@@ -128,5 +129,5 @@ hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *sym
   }
   free(konst);
   if (st) return st;
-  return folded ? drop_dead(e, g, syms) : HP_OK;
+  return folded ? drop_dead(e, g, syms, allow_unknown) : HP_OK;
 }

@@ -84,6 +84,6 @@ hp_status tiny_prepare(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool
   if (tiny_compute_outputs(e, g)) return e->code;
   if (tiny_infer(e, g, syms, allow_unknown)) return e->code;
   if (tiny_normalize(e, g, syms, allow_unknown)) return e->code;
-  if (!allow_unknown && tiny_fold_constants(e, g, syms)) return e->code;
+  if (tiny_fold_constants(e, g, syms, allow_unknown)) return e->code;
   return tiny_verify(e, g, syms, allow_unknown);
 }

@@ -53,6 +53,12 @@ for stage in ("frontend", "tiny", "region"):
     q = harp("viz", ex("transformer_block.harp"), "--stage", stage, "-o", out)
     ok = q.returncode == 0 and os.path.exists(out) and open(out).read().startswith("digraph")
     s.check(f"viz {stage}", ok, q.stderr)
+    if stage == "region" and ok:  # the formed regions, as many as the generated C has kernels
+        dot = open(out).read()
+        s.check("viz region draws the formed regions", dot.count("subgraph cluster_") == 11 and "attention" in dot,
+                f"{dot.count('subgraph cluster_')} clusters")
+q = harp("viz", os.path.join(SRC, "tests", "models", "softmax_rows.json"), "--stage", "region", "-o", os.path.join(tmp, "u.dot"))
+s.check("viz region needs every size bound", q.returncode == 1 and "UnboundSymbol" in q.stderr, q.stderr)
 q = harp("viz", os.path.join(SRC, "tests", "models", "seed001_gemm.json"), "--stage", "frontend", "-o", os.path.join(tmp, "x.dot"))
 s.check("viz frontend needs a .harp model", q.returncode == 1 and "UsageError" in q.stderr, q.stderr)
 q = harp("viz", ex("mlp.harp"), "--stage", "frontend", "-o", os.path.join(tmp, "x.pdf"))

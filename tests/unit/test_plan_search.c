@@ -139,7 +139,12 @@ static void test_default_gemm(void **state) {
     assert_true(p.algo[PLAN_KEY_MATMUL] != PLAN_ALGO_NONE);
     assert_int_equal(p.nepi, 2); /* from the region */
     assert_int_equal(p.nedges, 1);
-    assert_int_equal(p.npred, 0); /* 1024 divides */
+    /* a tail exactly where a tile does not divide 1024 (the CPU's tiles
+     * hold whole 6- or 8-row micro-tiles, so M may have one) */
+    int want = 0;
+    for (int t = 0; t < p.ntile; t++) want += 1024 % p.tile[t] != 0;
+    assert_int_equal(p.npred, want);
+    if (i < 2) assert_int_equal(p.npred, 0);
     assert_string_equal(p.vec_axis, "n.i.i");
     if (i < 2) {
       assert_int_equal(p.vec_width, 8);

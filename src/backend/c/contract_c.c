@@ -19,6 +19,8 @@
 #include "backend/contract.h"
 #include "cgen.h"
 #include "contract_c.h"
+#include "harp/region.h"
+#include "harp/tune.h"
 
 /* Declining a template: say why (it lands in a comment of the generated C). */
 #define DECLINE(msg)    \
@@ -47,6 +49,159 @@ static unsigned host_isa_mask(void) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     return 1u << CGEN_ISA_AVX2;
   return 1u << CGEN_ISA_SCALAR;
+}
+
+/* ---- the region's Schedule Plan -> the template's tuning ---------------------- */
+/* How a plan reads on the CPU templates (design.md §2.8, README.md here):
+ *   warp_tile WMxWN      -> mr x nr, the register micro-tile of the primary (widest) variant
+ *   tile [BM, BN, BK]    -> mc, nc, kc (attention: bm query rows, bn keys per tile)
+ *   vectorize width      -> simd: 16 AVX-512, 8 AVX2, narrower: scalar; the JIT emits the
+ *                           widest variant the host and the width allow
+ *   stages               -> prefetch distance, 4 x stages k steps (2 -> 8, the measured best)
+ *   bind M.o / N.o       -> par_m / par_n and threads = cores; neither bound: one task over
+ *                           M x N (batch dimensions are always parallel)
+ *   reorder              -> order 1 when N.i.o comes before M.i.o, else order 0
+ * Ignored (said in the note): unroll, further splits; silently: layout hints, fuse
+ * (batch axes are always parallel), a missing
+ * cache_read (the templates always pack), predicate_tail (tails are always handled).
+ * Conv: the template's M is the output channels and N the pixels; when the plan's M
+ * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
+ * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel. */
+typedef struct plan_use {
+  hp_plan_choice *ch; /* NULL: the template's built-in tuning */
+  char desc[320];     /* the plan and the tuning it became, for the generated C */
+} plan_use;
+
+static void note_add(hp_plan_choice *ch, const char *what) {
+  size_t n = strlen(ch->note);
+  if (strstr(ch->note, what)) return;
+  snprintf(ch->note + n, sizeof ch->note - n, "%s%s", n ? "; " : "", what);
+}
+
+/* The region's plan, or NULL for the built-in tuning (no plan, or
+ * HARP_NO_PLANS=1, an A/B switch for benchmarks). */
+static hp_plan_choice *choice_of(const rc_ctx *c, int r) {
+  if (!c->plans) return NULL;
+  hp_plan_choice *ch = &c->plans[c->f->kernels[r].region];
+  if (!ch->has_plan) return NULL;
+  const char *off = getenv("HARP_NO_PLANS");
+  if (off && *off && strcmp(off, "0")) {
+    note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
+    return NULL;
+  }
+  return ch;
+}
+
+/* The single ISA variant the JIT emits for a SIMD width: the widest the host
+ * has and the width allows. */
+static unsigned isa_for_simd(int simd) {
+  unsigned host = host_isa_mask();
+  int h = host & (1u << CGEN_ISA_AVX512) ? CGEN_ISA_AVX512 : host & (1u << CGEN_ISA_AVX2) ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
+  int want = simd <= 0 ? h : simd >= 16 ? CGEN_ISA_AVX512 : simd >= 8 ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
+  return 1u << (want < h ? want : h);
+}
+
+static int tile_of(const plan_t *p, const plan_region_info *ri, int axis) {
+  if (axis < 0) return 0;
+  for (int i = 0; i < p->ntile; i++)
+    if (!strcmp(p->tile_axes[i], ri->axes[axis].name)) return (int)p->tile[i];
+  return 0;
+}
+
+static bool bound_block(const plan_t *p, const plan_region_info *ri, int axis) {
+  if (axis < 0) return false;
+  char nm[PLAN_NAME_MAX];
+  snprintf(nm, sizeof nm, "%.50s.o", ri->axes[axis].name);
+  for (int i = 0; i < p->nbind; i++)
+    if (plan_target_is_block(p->bind[i].target) && (!strcmp(p->bind[i].axis, nm) || !strcmp(p->bind[i].axis, ri->axes[axis].name)))
+      return true;
+  return false;
+}
+
+static int order_pos(const plan_t *p, const char *base, const char *suffix) {
+  char nm[PLAN_NAME_MAX];
+  snprintf(nm, sizeof nm, "%.50s%s", base, suffix);
+  for (int i = 0; i < p->nreorder; i++)
+    if (!strcmp(p->reorder[i], nm)) return i;
+  return -1;
+}
+
+/* Fill t from the region's plan (kind: 'g' GEMM, 'c' conv with the plan's
+ * roles swapped when swap, 'a' attention; bm/bn for attention).  Returns the
+ * choice, or NULL for the built-in tuning. */
+static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
+                                   plan_use *u) {
+  cgen_tuning_default(t);
+  u->ch = NULL;
+  u->desc[0] = 0;
+  hp_plan_choice *ch = choice_of(c, r);
+  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
+  plan_gemm_view gv;
+  if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
+    if (c->host_only) t->isa_mask = host_isa_mask();
+    return NULL;
+  }
+  const plan_t *p = &ch->plan;
+  const plan_region_info *ri = &info->plan_info;
+  int m_ax = swap ? gv.n : gv.m, n_ax = swap ? gv.m : gv.n;
+  int tm = tile_of(p, ri, m_ax), tn = tile_of(p, ri, n_ax), tk = tile_of(p, ri, gv.k);
+  bool full = p->ntile == 3 && tm > 0 && tn > 0 && tk > 0;
+  if (kind == 'a') {
+    *bm = tm > 0 ? (tm > 1024 ? 1024 : tm) : 0;
+    *bn = tn > 0 ? (tn > 1024 ? 1024 : tn) : 0;
+    note_add(ch, "attention: warp tile and head-dimension tile not used (rows per micro-tile follow the registers)");
+  } else if (swap) {
+    /* the search space sizes BM/BN for a GEMM's rows/columns; read across
+     * (pixels as columns) they would shrink the B panel: keep the template's */
+    t->kc = tk;
+    note_add(ch, "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)");
+  } else {
+    t->mc = tm, t->nc = tn, t->kc = tk;
+    if (full && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
+    else note_add(ch, "not a [M, N, K] tile: the template's micro-tile");
+  }
+  t->simd = p->vec_width >= 16 ? 16 : p->vec_width >= 8 ? 8 : p->vec_width > 0 ? 1 : 0;
+  if (p->vec_width > 0 && p->vec_width < 8) note_add(ch, "vector width below 8: scalar code (no SSE variant)");
+  t->prefetch = 4 * p->stages;
+  t->par_m = bound_block(p, ri, m_ax);
+  t->par_n = bound_block(p, ri, n_ax);
+  int cores = c->f->part->formed ? c->f->part->formed->machine.sm_count : 2;
+  t->threads = t->par_m || t->par_n ? (cores < 1 ? 1 : cores > 64 ? 64 : cores) : 1;
+  if (!t->par_m && !t->par_n) note_add(ch, "M.o and N.o not bound: one task over M x N");
+  if (kind != 'a' && p->nreorder) {
+    int pm = order_pos(p, ri->axes[gv.m >= 0 ? gv.m : 0].name, ".i.o");
+    int pn = gv.n >= 0 ? order_pos(p, ri->axes[gv.n].name, ".i.o") : -1;
+    t->order = pm >= 0 && pn >= 0 && pn < pm ? 1 : 0;
+  }
+  if (c->host_only) t->isa_mask = isa_for_simd(t->simd);
+  if (p->nunroll || p->nsplits) note_add(ch, "unroll and further splits are not used on the CPU");
+  if (p->ncache == 0 && kind != 'a') note_add(ch, "no cache_read: the template packs A and B anyway");
+  u->ch = ch;
+  if (kind == 'a')
+    snprintf(u->desc, sizeof u->desc, "bm %d bn %d simd %d threads %d", *bm, *bn, t->simd, t->threads);
+  else
+    snprintf(u->desc, sizeof u->desc, "mr %d nr %d mc %d nc %d kc %d simd %d prefetch %d threads %d%s%s order %d",
+             t->mr, t->nr, t->mc, t->nc, t->kc, t->simd, t->prefetch, t->threads, t->par_m ? " par_m" : "",
+             t->par_n ? " par_n" : "", t->order);
+  return ch;
+}
+
+/* After the generator ran: say in the C what the kernel follows. */
+static void plan_comment(hp_str *out, const plan_use *u, bool refused, const hp_error *why) {
+  if (!u->ch) return;
+  char *one = hp_plan_oneline(&u->ch->plan);
+  if (refused) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "the template refused the plan (%.150s): built-in tuning", why->msg);
+    note_add(u->ch, msg);
+    u->ch->applied = false;
+    u->ch->fallback = true;
+    hp_str_printf(out, "/* plan: %s\n   NOT applied: %s */\n", one ? one : "?", msg);
+  } else {
+    u->ch->applied = true;
+    hp_str_printf(out, "/* plan: %s\n   -> %s */\n", one ? one : "?", u->desc);
+  }
+  free(one);
 }
 
 static void ep_array(hp_str *o, const ct_epi *epi, int n) {
@@ -97,16 +252,26 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   }
   s.n_epi = gm.nepi;
   epi_to_cgen(gm.epi, gm.nepi, s.epi);
-  if (c->host_only) s.tune.isa_mask = host_isa_mask();
+  plan_use pu;
+  plan_tuning(c, r, 'g', false, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
-  hp_error e3 = {0};
+  hp_error e3 = {0}, pe = {0};
   hp_str body;
   hp_str_init(&body);
-  if (cgen_gemm(&e3, &s, kfn, &body) != HP_OK) { /* a shape the template refuses: generic code */
+  bool refused = pu.ch && cgen_gemm(&pe, &s, kfn, &body) != HP_OK;
+  if (refused || !pu.ch) { /* the built-in tuning */
     hp_str_free(&body);
-    DECLINE("the template refused the shape");
+    hp_str_init(&body);
+    cgen_tuning_default(&s.tune);
+    if (c->host_only) s.tune.isa_mask = host_isa_mask();
+    if (cgen_gemm(&e3, &s, kfn, &body) != HP_OK) { /* a shape the template refuses: generic code */
+      hp_str_free(&body);
+      if (pu.ch) pu.ch->applied = false;
+      DECLINE("the template refused the shape");
+    }
   }
+  plan_comment(out, &pu, refused, &pe);
   hp_str_puts(out, body.buf);
   hp_str_free(&body);
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
@@ -144,16 +309,27 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   memcpy(s.pad, cv.pad, sizeof s.pad);
   s.n_epi = cv.nepi;
   epi_to_cgen(cv.epi, cv.nepi, s.epi);
-  if (c->host_only) s.tune.isa_mask = host_isa_mask();
+  plan_use pu;
+  /* the plan's M is con->m: the pixels when X is the left operand */
+  plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
-  hp_error e2 = {0};
+  hp_error e2 = {0}, pe = {0};
   hp_str body;
   hp_str_init(&body);
-  if (cgen_conv(&e2, &s, kfn, &body) != HP_OK) {
+  bool refused = pu.ch && cgen_conv(&pe, &s, kfn, &body) != HP_OK;
+  if (refused || !pu.ch) {
     hp_str_free(&body);
-    DECLINE("the template refused the shape");
+    hp_str_init(&body);
+    cgen_tuning_default(&s.tune);
+    if (c->host_only) s.tune.isa_mask = host_isa_mask();
+    if (cgen_conv(&e2, &s, kfn, &body) != HP_OK) {
+      hp_str_free(&body);
+      if (pu.ch) pu.ch->applied = false;
+      DECLINE("the template refused the shape");
+    }
   }
+  plan_comment(out, &pu, refused, &pe);
   hp_str_puts(out, body.buf);
   hp_str_free(&body);
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
@@ -185,16 +361,27 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
     s.mask_dtype = at.mask.dtype;
     memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
   }
-  if (c->host_only) s.tune.isa_mask = host_isa_mask();
+  plan_use pu;
+  plan_tuning(c, r, 'a', false, &s.tune, &s.bm, &s.bn, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_attn", fn);
-  hp_error e2 = {0};
+  hp_error e2 = {0}, pe = {0};
   hp_str body;
   hp_str_init(&body);
-  if (cgen_attn(&e2, &s, kfn, &body) != HP_OK) {
+  bool refused = pu.ch && cgen_attn(&pe, &s, kfn, &body) != HP_OK;
+  if (refused || !pu.ch) {
     hp_str_free(&body);
-    DECLINE("the template refused the shape");
+    hp_str_init(&body);
+    cgen_tuning_default(&s.tune);
+    s.bm = s.bn = 0;
+    if (c->host_only) s.tune.isa_mask = host_isa_mask();
+    if (cgen_attn(&e2, &s, kfn, &body) != HP_OK) {
+      hp_str_free(&body);
+      if (pu.ch) pu.ch->applied = false;
+      DECLINE("the template refused the shape");
+    }
   }
+  plan_comment(out, &pu, refused, &pe);
   hp_str_puts(out, body.buf);
   hp_str_free(&body);
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
@@ -212,7 +399,7 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   return HP_OK;
 }
 
-hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   *handled = false;
   *why = NULL;
   ct_src src = {c->g, c->pv, c->f, false};
@@ -223,3 +410,16 @@ hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *
   default: return HP_OK;
   }
 }
+
+hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  hp_status st = emit_template(c, r, fn, out, handled, why);
+  hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  if (!st && !*handled && ch && ch->has_plan) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", *why ? *why : "no template for this region");
+    note_add(ch, msg);
+    ch->applied = false;
+  }
+  return st;
+}
+

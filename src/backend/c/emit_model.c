@@ -11,7 +11,11 @@
  *   size_t P_required_memory(void);  P_num_inputs / P_num_outputs / P_params_bytes
  * inputs[] are the model inputs that are not weights, in graph order;
  * outputs[] follow the model's outputs.  P_run returns 0, or 100 + k when
- * kernel k reported an error (e.g. a GATHER index out of range). */
+ * kernel k reported an error (e.g. a GATHER index out of range).
+ *   int P_run_kernel(P_t *m, int k, inputs, outputs);  kernel k alone, same codes
+ *                                  (-1: no such kernel); its inputs are what an
+ *                                  earlier P_run left in the arena (the tuner)
+ *   int P_num_kernels(void); */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,11 +127,13 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                 "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n  free(m->consts);\n  free(m);\n}\n\n",
                 P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64, P,
                 P);
-  hp_str_printf(out, "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n", P, P);
-  hp_str_puts(out, "  (void)inputs; (void)outputs;\n");
+  /* one kernel alone (the tuner times kernels): its buffers hold what the
+   * kernels before it wrote in an earlier P_run */
+  hp_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
+  hp_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
   for (int k = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
-    hp_str_printf(out, "  { /* %s */\n    void *b[] = {", K->name);
+    hp_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
     for (int i = 0; i < K->nreads; i++) {
       buffer_ptr(out, f, K->reads[i], input_pos, output_pos);
       hp_str_puts(out, ", ");
@@ -136,9 +142,16 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
       buffer_ptr(out, f, K->writes[i], input_pos, output_pos);
       hp_str_puts(out, ", ");
     }
-    hp_str_printf(out, "NULL};\n    if (%s_k%d(m->pool, b)) return %d;\n  }\n", P, k, 100 + k);
+    hp_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, k, 100 + k);
   }
-  hp_str_puts(out, "  return 0;\n}\n");
+  hp_str_puts(out, "  default: return -1;\n  }\n}\n\n");
+  hp_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
+  hp_str_printf(out,
+                "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n"
+                "  for (int k = 0; k < %d; k++) {\n"
+                "    int rc = %s_run_kernel(m, k, inputs, outputs);\n"
+                "    if (rc) return rc;\n  }\n  return 0;\n}\n",
+                P, P, f->nkernels, P);
   if (out->oom) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
 done:
   free(input_pos);

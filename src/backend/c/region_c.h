@@ -7,6 +7,8 @@
 #include "harp/poly.h"
 #include "util/util.h"
 
+struct hp_plan_choice;
+
 /* What the region emitter needs about the model. */
 typedef struct rc_ctx {
   hp_error *e;
@@ -18,6 +20,9 @@ typedef struct rc_ctx {
   int local_budget; /* bytes of stack a region may use for intermediates */
   bool host_only;   /* JIT: code for this machine's ISA only (compiles faster); else every
                        variant with run-time CPUID dispatch (standalone packages) */
+  struct hp_plan_choice *plans; /* per region of the partition (harp/tune.h), or NULL: the
+                                   templates' built-in tuning; the template emitters set
+                                   `applied` and `note` */
   bool gpu;         /* statement text for CUDA C (rc_nest_*): no GNU statement expressions, no
                        OpenMP pragmas, buffer elements through HP_AT(p, i) */
 } rc_ctx;

@@ -1,0 +1,374 @@
+/* tune.c — the tuner (seed 000 §6): measure the search space of each
+ * region's plan on this CPU, keep the best in the plan cache.
+ * Needs: the CPU backend (hp_cpu_compile, model_run_kernel), plan_enumerate,
+ * plans.c / plan_cache.c / tune_log.c.  Gives: hp_tune_cpu,
+ * hp_tune_result_free, hp_tune_log_region.
+ *
+ * Per region: the best `budget` points of plan_enumerate (restricted to the
+ * CPU's algorithms; the first is the default plan), one compiled model per
+ * point with that point as the region's plan (the other regions keep their
+ * defaults; the compile cache makes repeated points free).  Points whose
+ * generated C is identical (plan comments aside) share one measurement.  Timing is per kernel:
+ * after one full model_run fills the arena, model_run_kernel(k) runs the
+ * region's kernel alone.  All points of a region are measured interleaved,
+ * so that the machine's noise (other users of the cores) falls on all of
+ * them alike (in a shuffled order each round): `warmup` untimed rounds, then
+ * `repeat` rounds in which every
+ * point runs once untimed (its thread pool and caches warm again after the
+ * other points ran) and once timed; each point's figure is its median.  A
+ * timed sample of a kernel shorter than SAMPLE_MS runs it several times back
+ * to back (the same count for every point of the region) and counts the
+ * time per call. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harp/cpu.h"
+#include "harp/function.h"
+#include "harp/region.h"
+#include "harp/tune.h"
+#include "util/util.h"
+
+/* A compiled point with an instance ready to run. */
+typedef struct runner {
+  hp_cpu_model *m;
+  void *inst;
+  hp_constpool cp;
+  const void **in;
+  void **out;
+  hp_tensor *outs;
+  int nout;
+  double *times;
+} runner;
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void runner_free(runner *r) {
+  if (!r) return;
+  if (r->m) hp_cpu_instance_free(r->m, r->inst);
+  for (int k = 0; k < r->nout; k++) hp_tensor_free(&r->outs[k]);
+  free(r->outs);
+  free(r->in);
+  free(r->out);
+  free(r->times);
+  fn_constpool_free(&r->cp);
+  hp_cpu_free(r->m);
+  memset(r, 0, sizeof *r);
+}
+
+/* Instance, inputs and outputs for m; one full run so every kernel's
+ * inputs are in place. */
+static hp_status runner_init(hp_error *e, runner *r, const tiny_graph *g, const hp_tensor *inputs, int ninputs,
+                             int repeat) {
+  const hp_function *f = hp_cpu_function(r->m);
+  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  hp_tensor *params = hp_xcalloc((size_t)ninputs + 1, sizeof *params);
+  r->in = hp_xcalloc((size_t)ninputs + 1, sizeof *r->in);
+  r->nout = g->noutputs;
+  r->outs = hp_xcalloc((size_t)r->nout + 1, sizeof *r->outs);
+  r->out = hp_xcalloc((size_t)r->nout + 1, sizeof *r->out);
+  r->times = hp_xcalloc((size_t)repeat + 1, sizeof *r->times);
+  hp_status st = HP_OK;
+  if (!params || !r->in || !r->outs || !r->out || !r->times) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int np = 0, ni = 0;
+  for (int a = 0; a < f->nargs && !st; a++) {
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
+    else r->in[ni++] = inputs[a].data;
+  }
+  if (!st) st = fn_constpool_from_tensors(e, f, params, np, &r->cp);
+  for (int k = 0; k < r->nout && !st; k++) {
+    const tiny_node *n = &g->nodes[g->outputs[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+    st = hp_tensor_alloc(e, &r->outs[k], n->dtype, n->shape.rank, shape);
+    if (!st) r->out[k] = r->outs[k].data;
+  }
+  free(params);
+  if (!st && !(r->inst = hp_cpu_instance_new(r->m, r->cp.data, r->cp.size)))
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st) {
+    int rc = hp_cpu_instance_run(r->m, r->inst, r->in, r->out);
+    if (rc) st = hp_fail(e, HP_E_INVALID_ARG, hp_cpu_error_kernel(r->m, rc), "model_run failed with %d", rc);
+  }
+  return st;
+}
+
+/* Kernel k `times` times back to back; *ms (nullable): the time per call. */
+static hp_status run_kernel(hp_error *e, runner *r, int k, int times, double *ms) {
+  double t0 = now_ms();
+  for (int i = 0; i < times; i++) {
+    int rc = hp_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
+    if (rc) return hp_fail(e, HP_E_INTERNAL, hp_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
+  }
+  double t1 = now_ms();
+  if (ms) *ms = (t1 - t0) / times;
+  return HP_OK;
+}
+
+/* A timed sample should last about this long: a kernel shorter than that is
+ * run several times back to back, as the kernels of a model run do, so
+ * that waking the thread pool does not dominate it. */
+#define SAMPLE_MS 1.0
+#define MAX_CALLS 1000
+
+static void progress(const hp_tune_opts *o, const char *region, const char *phase, int ri, int nr, int done, int total,
+                     double best) {
+  if (!o || !o->progress) return;
+  hp_tune_progress p = {region, phase, ri, nr, done, total, best};
+  o->progress(o->progress_ctx, &p);
+}
+
+static bool wanted(const hp_tune_opts *o, const char *region) {
+  if (!o || !o->regions) return true;
+  for (int i = 0; i < o->nregions; i++)
+    if (!strcmp(o->regions[i], region)) return true;
+  return false;
+}
+
+/* The same generated code, the plan comments aside (two plans
+ * the template reads alike). */
+static const char *skip_plan_comment(const char *s) {
+  while (!strncmp(s, "/* plan:", 8)) {
+    const char *end = strstr(s, "*/");
+    if (!end) return s;
+    s = end + 2;
+  }
+  return s;
+}
+
+static bool same_code(const char *a, const char *b) {
+  for (;;) {
+    a = skip_plan_comment(a);
+    b = skip_plan_comment(b);
+    if (*a != *b) return false;
+    if (!*a) return true;
+    a++, b++;
+  }
+}
+
+/* Compile and measure the points of one region. */
+static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs,
+                             int ninputs, const hp_tune_opts *o, const plan_machine *mach, const rg_info *info,
+                             hp_tune_region *tr, int ri, int nr, int repeat, int warmup) {
+  int budget = o && o->budget > 0 ? o->budget : 12;
+  if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
+  plan_search_opts so = {hp_cpu_algo_mask()};
+  plan_t *pts = hp_xcalloc((size_t)budget, sizeof *pts);
+  plan_cost *costs = hp_xcalloc((size_t)budget, sizeof *costs);
+  runner *rs = NULL;
+  hp_status st = HP_OK;
+  if (!pts || !costs) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int n = 0;
+  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, budget, &n, e);
+  if (!st) {
+    tr->pts = hp_xcalloc((size_t)n, sizeof *tr->pts);
+    rs = hp_xcalloc((size_t)n, sizeof *rs);
+    if (!tr->pts || !rs) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  char **src = !st ? hp_xcalloc((size_t)n + 1, sizeof *src) : NULL;
+  if (!st && !src) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  /* compile: one model per point */
+  for (int i = 0; i < n && !st; i++) {
+    progress(o, tr->region, "compile", ri, nr, i, n, 0);
+    hp_tune_point *pt = &tr->pts[i];
+    tr->npoints = i + 1;
+    pt->plan = pts[i];
+    pt->cost = costs[i];
+    pt->same_as = -1;
+    plan_fill_from_region(&pt->plan, &info->plan_info);
+    hp_plan_override ov = {tr->region, pt->plan, NULL, NULL, HP_PLAN_TUNING};
+    hp_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
+                      .keep_source = true, .plan_overrides = &ov, .nplan_overrides = 1, .no_plan_cache = true};
+    if ((st = hp_cpu_compile(e, g, syms, &co, &rs[i].m))) break;
+    const hp_plans *ps = hp_cpu_plans(rs[i].m);
+    for (int q = 0; q < ps->n; q++)
+      if (!strcmp(ps->choice[q].region, tr->region)) pt->applied = ps->choice[q].applied;
+    const char *text = hp_cpu_source(rs[i].m);
+    for (int j = 0; j < i && pt->same_as < 0; j++)
+      if (src[j] && text && same_code(src[j], text)) pt->same_as = j;
+    if (pt->same_as >= 0) { /* the same kernel: measured once */
+      hp_cpu_free(rs[i].m);
+      rs[i].m = NULL;
+      continue;
+    }
+    src[i] = text ? hp_xmalloc(strlen(text) + 1) : NULL;
+    if (src[i]) strcpy(src[i], text);
+    st = runner_init(e, &rs[i], g, inputs, ninputs, repeat);
+  }
+  if (!st) progress(o, tr->region, "compile", ri, nr, n, n, 0);
+  /* measure, interleaved, in a new (deterministic) order every round so that
+   * no point always follows the same one */
+  int *order = !st ? hp_xcalloc((size_t)n + 1, sizeof *order) : NULL;
+  if (!st && !order) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  /* calls per sample, from the fastest of a few calls of the default point */
+  int calls = 1;
+  if (!st && rs[0].m) {
+    double fastest = INFINITY, ms = 0;
+    for (int i = 0; i < 5 && !st; i++) {
+      st = run_kernel(e, &rs[0], tr->kernel, 1, &ms);
+      if (ms < fastest) fastest = ms;
+    }
+    calls = fastest > 0 && fastest < SAMPLE_MS ? (int)ceil(SAMPLE_MS / fastest) : 1;
+    if (calls > MAX_CALLS) calls = MAX_CALLS;
+  }
+  tr->calls = calls;
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < n && order; i++) order[i] = i;
+  for (int round = -warmup; round < repeat && !st; round++) {
+    for (int i = n - 1; i > 0; i--) {
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      int j = (int)(rng % (uint64_t)(i + 1)), x = order[i];
+      order[i] = order[j], order[j] = x;
+    }
+    for (int q = 0; q < n && !st; q++) {
+      int i = order[q];
+      if (!rs[i].m) continue;
+      st = run_kernel(e, &rs[i], tr->kernel, 1, NULL);
+      double ms = 0;
+      if (!st && round >= 0) st = run_kernel(e, &rs[i], tr->kernel, calls, &ms);
+      if (round >= 0) rs[i].times[round] = ms;
+    }
+    if (round >= 0) {
+      double best = INFINITY;
+      for (int i = 0; i < n; i++) {
+        if (!rs[i].m) continue;
+        double *t = hp_xcalloc((size_t)round + 2, sizeof *t);
+        if (!t) {
+          st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+          break;
+        }
+        memcpy(t, rs[i].times, sizeof *t * (size_t)(round + 1));
+        qsort(t, (size_t)round + 1, sizeof *t, cmp_double);
+        double med = round % 2 ? 0.5 * (t[round / 2] + t[round / 2 + 1]) : t[round / 2];
+        tr->pts[i].median_ms = med;
+        tr->pts[i].min_ms = t[0];
+        free(t);
+        if (med < best) best = med;
+      }
+      progress(o, tr->region, "measure", ri, nr, round + 1, repeat, best);
+    }
+  }
+  if (!st) {
+    for (int i = 0; i < n; i++)
+      if (tr->pts[i].same_as >= 0) {
+        tr->pts[i].median_ms = tr->pts[tr->pts[i].same_as].median_ms;
+        tr->pts[i].min_ms = tr->pts[tr->pts[i].same_as].min_ms;
+      }
+    tr->best = 0;
+    for (int i = 1; i < n; i++)
+      if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
+    double *x = hp_xcalloc((size_t)n * 2 + 1, sizeof *x);
+    if (!x) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    else {
+      for (int i = 0; i < n; i++) x[i] = tr->pts[i].cost.time_est, x[n + i] = tr->pts[i].median_ms;
+      tr->spearman = hp_spearman(x, x + n, n);
+      free(x);
+    }
+  }
+  free(order);
+  for (int i = 0; rs && i < n; i++) runner_free(&rs[i]);
+  for (int i = 0; src && i < n; i++) free(src[i]);
+  free(src);
+  free(rs);
+  free(pts);
+  free(costs);
+  return st;
+}
+
+static void utc_now(char *buf, size_t cap) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs, int ninputs,
+                      const hp_tune_opts *o, hp_tune_result *out) {
+  memset(out, 0, sizeof *out);
+  int repeat = o && o->repeat > 0 ? o->repeat : 20;
+  int warmup = o && o->warmup < 0 ? 0 : o && o->warmup > 0 ? o->warmup : 3;
+  out->repeat = repeat, out->warmup = warmup;
+  /* the model with its default plans: regions, kernels, which plans a template follows */
+  hp_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
+                    .no_plan_cache = true};
+  hp_status st = hp_cpu_compile(e, g, syms, &co, &out->base);
+  if (st) return st;
+  const hp_plans *ps = hp_cpu_plans(out->base);
+  const hp_function *f = hp_cpu_function(out->base);
+  snprintf(out->model, sizeof out->model, "%s", ps->model);
+  snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
+  snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
+  snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
+  for (int k = 0; o && k < o->nregions; k++) {
+    bool found = false;
+    for (int i = 0; i < ps->n && !found; i++) found = !strcmp(ps->choice[i].region, o->regions[k]);
+    if (!found) return hp_fail(e, HP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
+  }
+  out->r = hp_xcalloc((size_t)ps->n + 1, sizeof *out->r);
+  if (!out->r) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int ntune = 0;
+  for (int i = 0; i < ps->n; i++)
+    if (ps->choice[i].has_plan && ps->choice[i].applied && wanted(o, ps->choice[i].region)) ntune++;
+  for (int i = 0; i < ps->n && !st; i++) {
+    const hp_plan_choice *ch = &ps->choice[i];
+    if (!ch->has_plan || !ch->applied || !wanted(o, ch->region)) continue;
+    hp_tune_region *tr = &out->r[out->nregions++];
+    tr->region = ch->region;
+    tr->kernel = hp_cpu_kernel_of(out->base, ch->region);
+    tr->spearman = NAN;
+    const rg_info *info = f->part->regions[i].info;
+    st = tune_region(e, g, syms, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
+    if (st || tr->npoints == 0) continue;
+    progress(o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints, tr->pts[tr->best].median_ms);
+    if (o && o->no_store) continue;
+    hp_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
+    hp_plan_entry ent;
+    memset(&ent, 0, sizeof ent);
+    ent.plan = tr->pts[tr->best].plan;
+    snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
+    ent.median_ms = tr->pts[tr->best].median_ms;
+    ent.default_ms = tr->pts[0].median_ms;
+    ent.points = tr->npoints;
+    ent.repeat = repeat;
+    utc_now(ent.tuned_at, sizeof ent.tuned_at);
+    st = hp_plan_cache_store(e, o ? o->cache_dir : NULL, &key, &ent, &tr->cache_path);
+  }
+  return st;
+}
+
+void hp_tune_result_free(hp_tune_result *r) {
+  if (!r) return;
+  for (int i = 0; r->r && i < r->nregions; i++) {
+    free(r->r[i].pts);
+    free(r->r[i].cache_path);
+  }
+  free(r->r);
+  hp_cpu_free(r->base);
+  memset(r, 0, sizeof *r);
+}
+
+hp_status hp_tune_log_region(hp_error *e, const char *path, const hp_tune_result *res, int region, const char *timestamp) {
+  const hp_tune_region *tr = &res->r[region];
+  hp_tune_row *rows = hp_xcalloc((size_t)tr->npoints + 1, sizeof *rows);
+  if (!rows) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < tr->npoints; i++) {
+    const hp_tune_point *pt = &tr->pts[i];
+    rows[i] = (hp_tune_row){timestamp, res->machine, res->model, res->shapeset, res->binding, tr->region, i, i == 0,
+                            i == tr->best, pt->cost.flops, pt->cost.bytes, pt->cost.occ_eff, pt->cost.time_est * 1e3,
+                            pt->median_ms, res->repeat, &pt->plan};
+  }
+  hp_status st = hp_tune_log_append(e, path, rows, tr->npoints);
+  free(rows);
+  return st;
+}
