@@ -29,6 +29,7 @@ typedef struct opnd {
   int node;          /* the tensor the kernel reads (base or a materialized CAST of it) */
   int slot;          /* in bufs[] */
   tiny_dtype dtype;  /* its storage */
+  tiny_dtype round;  /* the fp16/bf16 a CAST on the way rounds it to (ct_src.round_operands), else FP32 */
   int64_t offset;    /* elements */
   int64_t stride[POLY_MAX_VARS];
 } opnd;
@@ -72,12 +73,19 @@ static bool pick_operand(const ct_src *c, const fn_kernel *K, const poly_block_i
     }
   if (o->slot < 0) return false;
   o->dtype = c->f->buffers[c->f->buffer_of[o->node]].dtype;
+  o->round = TINY_FP32;
   tiny_dtype cur = o->dtype;
   for (int v = start - 1; v >= 0; v--) {
     const tiny_node *n = &g->nodes[ai->via[v]];
     if (n->op != TINY_CAST) continue;
-    if (!lossless_to(cur, n->a.cast.to)) return false;
-    cur = n->a.cast.to;
+    tiny_dtype to = n->a.cast.to;
+    if (!lossless_to(cur, to)) {
+      /* one rounding fp32 -> fp16/bf16, done when the operand is copied (GPU) */
+      if (!c->round_operands || o->round != TINY_FP32 || cur != TINY_FP32 || (to != TINY_FP16 && to != TINY_BF16))
+        return false;
+      o->round = to;
+    }
+    cur = to;
   }
   return o->dtype == TINY_FP32 || o->dtype == TINY_FP16 || o->dtype == TINY_BF16;
 }
@@ -275,6 +283,7 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
   opnd A, B;
   if (!pick_operand(c, K, b, 0, &A) || !pick_operand(c, K, b, 1, &B))
     DECLINE("an operand is not a readable tensor, or is rounded on its way");
+  if (B.round != TINY_FP32) DECLINE("the right operand is rounded on its way");
   /* each operand as offset + sum stride[v] * v over the block's variables
    * (any single-piece affine access: transposes, splits, broadcasts) */
   bool aff_a = false, aff_b = false;
@@ -337,7 +346,7 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
     nm = fold(dm, nm, 0);
     nn = fold(dn, nn, 1);
     nk = fold(dk, nk, 0);
-    if (nk == 1) break;
+    if (nk == 1 && (attempt > 0 || A.round == TINY_FP32)) break; /* a rounded A is copied (rounding) anyway */
     if (attempt > 0 || !repack_a(con, b, size, &A, &B, rep_var, out->rep_size, out->rep_src, &nrep))
       DECLINE("the reduced variables do not fold into one K");
   }
@@ -366,6 +375,8 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
   memcpy(out->epi, em.epi, sizeof em.epi);
   out->nrep = nrep;
   out->A0 = tensor_of(&A0);
+  out->a_round = A.round;
+  if (A.round != TINY_FP32) out->A.dtype = A.round;
   if (nrep) out->A.slot = -1;
   return true;
 }
@@ -389,7 +400,8 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   const poly_idx *xi = lhs_is_x ? con->lhs_idx : con->rhs_idx, *wi = lhs_is_x ? con->rhs_idx : con->lhs_idx;
   int xa = lhs_is_x ? 0 : 1;
   opnd X = {0}, W = {0}; /* conv operands are whole tensors: offset 0 */
-  if (!pick_operand(c, K, b, xa, &X) || !pick_operand(c, K, b, 1 - xa, &W)) DECLINE("an operand is not a readable tensor, or is rounded on its way");
+  if (!pick_operand(c, K, b, xa, &X) || !pick_operand(c, K, b, 1 - xa, &W) || X.round != TINY_FP32 || W.round != TINY_FP32)
+    DECLINE("an operand is not a readable tensor, or is rounded on its way");
   if (X.node != (lhs_is_x ? con->lhs : con->rhs) || W.node != (lhs_is_x ? con->rhs : con->lhs)) DECLINE("an operand is read through a cast");
   if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
   /* a batch of 1 is the constant index 0 (isl fixes a variable of extent 1) */

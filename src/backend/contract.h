@@ -33,6 +33,10 @@ typedef struct ct_src {
    * the reference does; the C template keeps P in fp32, so it leaves fp16
    * chains of that kind to the generic loops) */
   bool att_cast_operands;
+  /* GEMM: A may be rounded (fp32 -> fp16/bf16) by a CAST on its way; it is
+   * then copied, rounding, into a dense scratch (ct_gemm.a_round; the CUDA
+   * backend's elementwise copy) */
+  bool round_operands;
 } ct_src;
 
 /* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */
@@ -80,6 +84,7 @@ typedef struct ct_gemm {
   int nrep;
   int64_t rep_size[POLY_MAX_VARS], rep_src[POLY_MAX_VARS];
   ct_tensor A0;
+  tiny_dtype a_round; /* FP32: none; FP16 / BF16: the copy rounds A to it (then nrep > 0) */
 } ct_gemm;
 
 /* 2-D convolution, NCHW input, OIHW weight, NCHW output, groups 1. */

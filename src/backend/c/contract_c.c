@@ -233,7 +233,7 @@ static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, co
 
 /* ---- GEMM ---------------------------------------------------------------------- */
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false};
+  ct_src src = {c->g, c->pv, c->f, false, false};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
   cgen_gemm_spec s;
@@ -295,7 +295,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
 
 /* ---- conv ------------------------------------------------------------------------ */
 static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false};
+  ct_src src = {c->g, c->pv, c->f, false, false};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
   cgen_conv_spec s;
@@ -342,7 +342,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
 
 /* ---- attention --------------------------------------------------------------------- */
 static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false};
+  ct_src src = {c->g, c->pv, c->f, false, false};
   ct_attn at;
   if (!ct_read_attn(&src, r, &at, why)) return HP_OK;
   cgen_attn_spec s;
@@ -402,7 +402,7 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
 static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   *handled = false;
   *why = NULL;
-  ct_src src = {c->g, c->pv, c->f, false};
+  ct_src src = {c->g, c->pv, c->f, false, false};
   switch (ct_kind(&src, r)) {
   case 'a': return try_attention(c, r, fn, out, handled, why);
   case 'c': return try_conv(c, r, fn, out, handled, why);

@@ -147,7 +147,7 @@ static void epi_args(const cuda_rctx *c, int r, const ct_epi *epi, int n, named_
 }
 
 static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, true};
+  ct_src src = {c->g, c->pv, c->f, true, true};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -173,13 +173,15 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     cp.ninstr = 1;
     cp.instr[0] = (cuda_ew_instr){.op = TINY_INPUT, .input = 0, .dtype = gm.A0.dtype};
     cp.out_dtype = gm.A0.dtype;
+    if (gm.a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
+      cp.out_dtype = gm.a_round;
     cp.tune.arch = c->mod->arch;
     if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
     bool ok;
     named_arg na[] = {{"in0", targ(c, r, &gm.A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
     hp_status st = launch_last(c, r, n0, na, 2, &ok, why);
     if (st || !ok) return st;
-    a_bytes = numel * tiny_dtype_size(gm.A0.dtype);
+    a_bytes = numel * tiny_dtype_size(cp.out_dtype);
   }
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
@@ -220,14 +222,16 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   cuda_meta_str(k, "schedule_plan", !has_plan ? "none: the template's defaults"
                                     : refused ? fmt_note(c, "%s; the template's defaults", refused)
                                               : "tiles, stages, warp tile, vector width from the Plan");
-  if (gm.nrep) cuda_meta_str(k, "A", "repacked into scratch (its reduced dimensions do not fold)");
+  if (gm.nrep)
+    cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
+                                                  : "repacked into scratch (its reduced dimensions do not fold)");
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HP_OK;
 }
 
 static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, true};
+  ct_src src = {c->g, c->pv, c->f, true, true};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
   cuda_conv_spec s;
@@ -253,7 +257,7 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
 }
 
 static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, true};
+  ct_src src = {c->g, c->pv, c->f, true, true};
   ct_attn at;
   if (!ct_read_attn(&src, r, &at, why)) return HP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -710,7 +714,7 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
 
 hp_status cuda_emit_region(cuda_rctx *c, int r) {
   const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
-  ct_src src = {c->g, c->pv, c->f, true};
+  ct_src src = {c->g, c->pv, c->f, true, true};
   bool done = false;
   const char *why = NULL;
   hp_status st = HP_OK;
