@@ -73,20 +73,39 @@ def dump(model, target, syms=(), outdir=None):
     return subprocess.run(args, capture_output=True, text=True, timeout=300), d
 
 
+def _sim_main(sim_dir, common):
+    """The simulator's launcher, compiled once (cached by the simulator's sources)."""
+    obj = os.path.join(CACHE, f"main-{common[:16]}.o")
+    if os.path.exists(obj):
+        return obj, None
+    tmp = f"{obj}.tmp{os.getpid()}"
+    p = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-DHK_SIM", "-include", os.path.join(sim_dir, "hk_sim.h"),
+                        "-x", "c++", os.path.join(sim_dir, "hk_sim_main.cc"), "-c", "-o", tmp],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode:
+        return None, p.stderr[-3000:]
+    os.replace(tmp, obj)
+    return obj, None
+
+
 def build(src_path):
     """The simulator program for one model.cu (cached by content)."""
     src = open(src_path, "rb").read()
     sim_dir = os.path.join(SRC, "tests", "cuda_sim")
-    h = hashlib.sha256(src + open(os.path.join(sim_dir, "hk_sim.h"), "rb").read()
-                       + open(os.path.join(sim_dir, "hk_sim_main.cc"), "rb").read()).hexdigest()[:24]
+    common = hashlib.sha256(open(os.path.join(sim_dir, "hk_sim.h"), "rb").read()
+                            + open(os.path.join(sim_dir, "hk_sim_main.cc"), "rb").read()).hexdigest()
+    h = hashlib.sha256(src + common.encode()).hexdigest()[:24]
     os.makedirs(CACHE, exist_ok=True)
     exe = os.path.join(CACHE, h)
     if os.path.exists(exe):
         return exe, None
+    main_o, err = _sim_main(sim_dir, common)
+    if not main_o:
+        return None, err
     tmp = f"{exe}.tmp{os.getpid()}"
     p = subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-DHK_SIM", "-include", os.path.join(sim_dir, "hk_sim.h"),
-                        "-x", "c++", src_path, "-x", "c++", os.path.join(sim_dir, "hk_sim_main.cc"), "-o", tmp,
-                        "-rdynamic", "-ldl"], capture_output=True, text=True, timeout=600)
+                        "-x", "c++", src_path, "-x", "none", main_o, "-o", tmp, "-rdynamic", "-ldl"],
+                       capture_output=True, text=True, timeout=600)
     if p.returncode:
         return None, p.stderr[-3000:]
     os.replace(tmp, exe)
