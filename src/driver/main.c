@@ -15,7 +15,7 @@ static const command commands[] = {
     {"run", cmd_run, "run a model and write its outputs as .npy files"},
     {"dump", cmd_dump, "write the intermediate representations of a model"},
     {"bench", cmd_bench, "time a model: compile once, median of repeated runs"},
-    {"compile", cmd_compile, "write a standalone package (C sources, weights, Makefile)"},
+    {"compile", cmd_compile, "write a standalone package (C, or CUDA C + a host loader; weights, Makefile)"},
     {"decompile", cmd_decompile, "print a .harp model back as harp DSL text"},
     {"viz", cmd_viz, "draw a model (frontend, tiny or region stage) as Graphviz DOT/SVG/PNG"},
     {"plan", cmd_plan, "check a Schedule Plan and convert it between JSON and DSL"},
