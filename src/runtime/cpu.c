@@ -103,11 +103,13 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
     }
   }
   if (!st) {
-    /* host-only code may use every instruction of this machine */
+    /* host-only code may use every instruction of this machine; 512-bit
+       vectors for the auto-vectorized loops too (GCC and clang default to
+       256 on AVX-512 parts; softmax/layernorm rows run ~20% faster) */
     const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
     char host_flags[256];
     if (!flags && !(o && o->portable)) {
-      snprintf(host_flags, sizeof host_flags, "-O3 -march=native -fopenmp-simd -fno-math-errno");
+      snprintf(host_flags, sizeof host_flags, "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno");
       flags = host_flags;
     }
     hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL};
