@@ -1,12 +1,10 @@
 /* test_cuda_gpu.c — the test models on a real GPU against the naive
  * references, rtol = atol = 1e-3; skips cleanly (cmocka skip) when there is
- * no GPU, no driver or no NVRTC.  With HARP_CUDA_BENCH=1 it also times the
- * fp16 GEMM 4096^3 and 8192^3 against cuBLAS (dlopen'd; skipped if absent).
+ * no GPU, no driver or no NVRTC.  The timing against cuBLAS is a benchmark:
+ * bench/cuda_gemm.c (make -C bench cuda-gemm).
  *
  * NOTE: written without access to a GPU; it has never run.  Its first run on
  * hardware is the first execution of harp's CUDA kernels. */
-#include <dlfcn.h>
-
 #include "cuda_models.h"
 #include "cuda_ref.h"
 #include "cuda_testutil.h"
@@ -237,108 +235,11 @@ static void test_model_memory(void **vs) {
   cuda_model_mem_free(st->rt, &mm);
 }
 
-/* ---- benchmark against cuBLAS (HARP_CUDA_BENCH=1) ---- */
-typedef struct blas {
-  void *lib, *h;
-  int (*create)(void **);
-  int (*set_stream)(void *, void *);
-  int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
-                 const void *, void *, int, int, int, int);
-  int64_t n;
-  cuda_devptr a, b, c;
-} blas;
-
-static int blas_call(void *ctx) {
-  blas *x = ctx;
-  float one = 1, zero = 0;
-  int n = (int)x->n;
-  /* row-major C = A B  <=>  column-major C^T = B^T A^T; CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68 */
-  return x->gemm_ex(x->h, 0, 0, n, n, n, &one, (void *)(uintptr_t)x->b, 2, n, (void *)(uintptr_t)x->a, 2, n, &zero,
-                    (void *)(uintptr_t)x->c, 2, n, 68, -1);
-}
-
-typedef struct ours {
-  state *st;
-  void *fn;
-  const cuda_kernel *k;
-  cuda_devptr args[4];
-} ours;
-
-static int ours_call(void *ctx) {
-  ours *o = ctx;
-  hp_error e = {0};
-  int64_t gx = o->k->params[0].kind == CUDA_P_TMAP ? cuda_rt_status_of(o->st->rt)->sm_count : 0;
-  return cuda_rt_launch_kernel(&e, o->st->rt, o->fn, o->k, o->args, gx) != HP_OK;
-}
-
-static void test_bench_vs_cublas(void **vs) {
-  state *st = *vs;
-  const char *on = getenv("HARP_CUDA_BENCH");
-  if (st->skip || !on || strcmp(on, "1")) skip();
-  blas x = {0};
-  const char *libs[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  for (int i = 0; i < 3 && !x.lib; i++) x.lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-  if (x.lib) {
-    *(void **)&x.create = dlsym(x.lib, "cublasCreate_v2");
-    *(void **)&x.set_stream = dlsym(x.lib, "cublasSetStream_v2");
-    *(void **)&x.gemm_ex = dlsym(x.lib, "cublasGemmEx");
-  }
-  bool have_blas = x.lib && x.create && x.set_stream && x.gemm_ex && !x.create(&x.h) &&
-                   !x.set_stream(x.h, cuda_rt_stream(st->rt));
-  hp_error e = {0};
-  int64_t sizes[2] = {4096, 8192};
-  for (int si = 0; si < 2; si++) {
-    int64_t n = sizes[si];
-    for (int arch = 0; arch < 2; arch++) {
-      if (arch == 1 && cuda_rt_status_of(st->rt)->cc_major != 9) continue;
-      cuda_module *m;
-      cu_ok(&e, cuda_module_new(&e, arch ? CUDA_SM90 : CUDA_SM80, &m));
-      cuda_gemm_spec g;
-      cuda_gemm_spec_init(&g, n, n, n, TINY_FP16);
-      g.tune.arch = arch ? CUDA_SM90 : CUDA_SM80;
-      g.tune.persistent = true;
-      cu_ok(&e, cuda_gen_gemm(&e, m, &g, "bench"));
-      char *src;
-      cu_ok(&e, cuda_print(&e, m, &src));
-      cuda_binary bin;
-      cu_ok(&e, cuda_rt_compile(&e, st->rt, src, "bench.cu", arch ? "sm_90a" : cuda_rt_arch(st->rt), NULL, 0, &bin));
-      cuda_rt_module *mod;
-      cu_ok(&e, cuda_rt_load(&e, st->rt, &bin, &mod));
-      ours o = {.st = st, .k = cuda_module_find(m, "bench")};
-      cu_ok(&e, cuda_rt_function(&e, st->rt, mod, "bench", &o.fn));
-      size_t bytes = (size_t)(n * n * 2);
-      for (int q = 0; q < 3; q++) {
-        cu_ok(&e, cuda_rt_alloc(&e, st->rt, bytes, &o.args[q]));
-        cu_ok(&e, cuda_rt_memset0(&e, st->rt, o.args[q], bytes));
-      }
-      o.args[3] = o.args[2];
-      double ms = 0, ms_blas = 0;
-      cu_ok(&e, cuda_rt_time_fn(&e, st->rt, ours_call, &o, 10, &ms));
-      if (have_blas) {
-        x.n = n, x.a = o.args[0], x.b = o.args[1], x.c = o.args[2];
-        cu_ok(&e, cuda_rt_time_fn(&e, st->rt, blas_call, &x, 10, &ms_blas));
-      }
-      double tf = 2.0 * (double)n * n * n / (ms * 1e-3) / 1e12;
-      fprintf(stderr, "fp16 GEMM %lld^3 (%s template): %.3f ms, %.1f TFLOP/s", (long long)n, arch ? "SM90" : "SM80", ms, tf);
-      if (have_blas)
-        fprintf(stderr, "; cuBLAS %.3f ms, %.1f TFLOP/s (%.0f%%)\n", ms_blas, 2.0 * (double)n * n * n / (ms_blas * 1e-3) / 1e12,
-                100.0 * ms_blas / ms);
-      else fprintf(stderr, "; cuBLAS not available\n");
-      for (int q = 0; q < 3; q++) cuda_rt_free(st->rt, o.args[q]);
-      cuda_rt_unload(st->rt, mod);
-      cuda_binary_free(&bin);
-      free(src);
-      cuda_module_free(m);
-    }
-  }
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_models_sm80_template),
       cmocka_unit_test(test_models_sm90_template),
       cmocka_unit_test(test_model_memory),
-      cmocka_unit_test(test_bench_vs_cublas),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,171 @@
+/* cuda_gemm.c — harp's MMA templates against cuBLAS on one GPU, same run.
+ *
+ *   make -C bench cuda-gemm                    (fp16 and bf16, 4096 and 8192)
+ *   build/cuda_gemm [fp16|bf16]... [N]...      one line per (dtype, N, template)
+ *
+ * Row-major C = A B, N x N x N, fp32 accumulation, C in the input dtype,
+ * inputs zero-filled (the timing does not depend on the values; correctness
+ * is the job of tests/unit/test_cuda_gpu.c).  The SM80 template (mma.sync)
+ * runs on any sm_80+ device, the SM90 one (TMA + wgmma, persistent grid of
+ * one CTA per SM) only on compute capability 9.x.  cuBLAS (cublasGemmEx,
+ * CUBLAS_COMPUTE_32F) is dlopen'd; without it only harp's figures print.
+ * Each time is the median of 10 launches after 3 warm-ups, device events.
+ * Without a GPU the kernels are still generated and compiled with NVRTC, and
+ * the program says why nothing was timed (exit 1). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_rt.h"
+
+typedef struct blas {
+  void *lib, *h;
+  int (*create)(void **);
+  int (*set_stream)(void *, void *);
+  int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
+                 const void *, void *, int, int, int, int);
+  int64_t n;
+  int dtype; /* cudaDataType: CUDA_R_16F = 2, CUDA_R_16BF = 14 */
+  cuda_devptr a, b, c;
+} blas;
+
+static int blas_call(void *ctx) {
+  blas *x = ctx;
+  float one = 1, zero = 0;
+  int n = (int)x->n;
+  /* row-major C = A B is column-major C^T = B^T A^T; CUBLAS_COMPUTE_32F = 68, default algo -1 */
+  return x->gemm_ex(x->h, 0, 0, n, n, n, &one, (void *)(uintptr_t)x->b, x->dtype, n, (void *)(uintptr_t)x->a,
+                    x->dtype, n, &zero, (void *)(uintptr_t)x->c, x->dtype, n, 68, -1);
+}
+
+static bool blas_open(blas *x, cuda_rt *rt) {
+  const char *libs[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  for (int i = 0; i < 3 && !x->lib; i++) x->lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+  if (!x->lib) return false;
+  *(void **)&x->create = dlsym(x->lib, "cublasCreate_v2");
+  *(void **)&x->set_stream = dlsym(x->lib, "cublasSetStream_v2");
+  *(void **)&x->gemm_ex = dlsym(x->lib, "cublasGemmEx");
+  return x->create && x->set_stream && x->gemm_ex && !x->create(&x->h) && !x->set_stream(x->h, cuda_rt_stream(rt));
+}
+
+typedef struct ours {
+  cuda_rt *rt;
+  void *fn;
+  const cuda_kernel *k;
+  cuda_devptr args[4];
+} ours;
+
+static int ours_call(void *ctx) {
+  ours *o = ctx;
+  hp_error e = {0};
+  /* persistent SM90 kernels: one CTA per SM */
+  int64_t gx = o->k->params[0].kind == CUDA_P_TMAP ? cuda_rt_status_of(o->rt)->sm_count : 0;
+  return cuda_rt_launch_kernel(&e, o->rt, o->fn, o->k, o->args, gx) != HP_OK;
+}
+
+static double tflops(int64_t n, double ms) { return 2.0 * (double)n * n * n / (ms * 1e-3) / 1e12; }
+
+/* One (dtype, N, arch) point; 0 on success, 1 when something failed (printed). */
+static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_t n, cuda_arch arch) {
+  hp_error e = {0};
+  const cuda_rt_status *s = cuda_rt_status_of(rt);
+  cuda_module *m = NULL;
+  char *src = NULL;
+  cuda_binary bin = {0};
+  cuda_rt_module *mod = NULL;
+  ours o = {.rt = rt};
+  int rc = 1;
+  cuda_gemm_spec g;
+  cuda_gemm_spec_init(&g, n, n, n, dt);
+  g.tune.arch = arch;
+  g.tune.persistent = true;
+  const char *dname = dt == TINY_BF16 ? "bf16" : "fp16";
+  const char *tname = arch == CUDA_SM90 ? "SM90" : "SM80";
+  const char *target = arch == CUDA_SM90 ? "sm_90a" : s->gpu ? cuda_rt_arch(rt) : "sm_80";
+  if (cuda_module_new(&e, arch, &m) || cuda_gen_gemm(&e, m, &g, "bench") || cuda_print(&e, m, &src) ||
+      cuda_rt_compile(&e, rt, src, "bench.cu", target, NULL, 0, &bin))
+    goto out;
+  if (!s->gpu) {
+    printf("%s GEMM %lld^3 %s template: compiled for %s (%zu bytes of PTX); not timed\n", dname, (long long)n, tname,
+           target, strlen(bin.ptx));
+    rc = 0;
+    goto out;
+  }
+  o.k = cuda_module_find(m, "bench");
+  if (cuda_rt_load(&e, rt, &bin, &mod) || cuda_rt_function(&e, rt, mod, "bench", &o.fn)) goto out;
+  size_t bytes = (size_t)(n * n * 2);
+  for (int q = 0; q < 3; q++)
+    if (cuda_rt_alloc(&e, rt, bytes, &o.args[q]) || cuda_rt_memset0(&e, rt, o.args[q], bytes)) goto out;
+  o.args[3] = o.args[2];
+  double ms = 0, ms_blas = 0;
+  if (cuda_rt_time_fn(&e, rt, ours_call, &o, 10, &ms)) goto out;
+  printf("%s GEMM %lld^3 %s template: %.3f ms, %.1f TFLOP/s", dname, (long long)n, tname, ms, tflops(n, ms));
+  if (have_blas) {
+    x->n = n, x->dtype = dt == TINY_BF16 ? 14 : 2, x->a = o.args[0], x->b = o.args[1], x->c = o.args[2];
+    if (cuda_rt_time_fn(&e, rt, blas_call, x, 10, &ms_blas)) goto out;
+    printf("; cuBLAS %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f\n", ms_blas, tflops(n, ms_blas), ms_blas / ms);
+  } else {
+    printf("; cuBLAS not available\n");
+  }
+  rc = 0;
+out:
+  if (rc) fprintf(stderr, "cuda_gemm: %s GEMM %lld^3 %s: %s\n", dname, (long long)n, tname, e.msg);
+  for (int q = 0; q < 3; q++)
+    if (o.args[q]) cuda_rt_free(rt, o.args[q]);
+  if (mod) cuda_rt_unload(rt, mod);
+  cuda_binary_free(&bin);
+  free(src);
+  cuda_module_free(m);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  tiny_dtype dts[4];
+  int64_t sizes[8];
+  int ndt = 0, nsz = 0;
+  for (int i = 1; i < argc; i++) {
+    char *end;
+    long long v = strtoll(argv[i], &end, 10);
+    if (!strcmp(argv[i], "fp16") && ndt < 4) dts[ndt++] = TINY_FP16;
+    else if (!strcmp(argv[i], "bf16") && ndt < 4) dts[ndt++] = TINY_BF16;
+    else if (*argv[i] && !*end && v >= 16 && v <= 32768 && nsz < 8) sizes[nsz++] = v;
+    else {
+      fprintf(stderr, "usage: cuda_gemm [fp16|bf16]... [N]...  (16 <= N <= 32768)\n");
+      return 2;
+    }
+  }
+  if (!ndt) dts[ndt++] = TINY_FP16, dts[ndt++] = TINY_BF16;
+  if (!nsz) sizes[nsz++] = 4096, sizes[nsz++] = 8192;
+  hp_error e = {0};
+  cuda_rt *rt;
+  if (cuda_rt_open(&e, NULL, &rt)) {
+    fprintf(stderr, "cuda_gemm: %s\n", e.msg);
+    return 1;
+  }
+  const cuda_rt_status *s = cuda_rt_status_of(rt);
+  if (!s->nvrtc) {
+    fprintf(stderr, "cuda_gemm: no NVRTC: %s\n", s->why_no_nvrtc);
+    cuda_rt_close(rt);
+    return 1;
+  }
+  if (s->gpu)
+    printf("# GPU: %s (sm_%d%d, %d SMs), NVRTC %d.%d\n", s->device_name, s->cc_major, s->cc_minor, s->sm_count,
+           s->nvrtc_major, s->nvrtc_minor);
+  else printf("# no GPU (%s): kernels are compiled, not timed\n", s->why_no_gpu);
+  blas x = {0};
+  bool have_blas = s->gpu && blas_open(&x, rt);
+  int rc = 0;
+  for (int d = 0; d < ndt; d++)
+    for (int i = 0; i < nsz; i++)
+      for (int a = 0; a < 2; a++) {
+        cuda_arch arch = a ? CUDA_SM90 : CUDA_SM80;
+        if (arch == CUDA_SM90 && s->gpu && s->cc_major != 9) continue; /* wgmma is sm_90a only */
+        rc |= bench_one(rt, &x, have_blas, dts[d], sizes[i], arch);
+      }
+  bool timed = s->gpu;
+  cuda_rt_close(rt); /* s points into rt */
+  return rc || !timed;
+}
