@@ -331,6 +331,19 @@ HK_DEV void hk_red_add_f32(float *p, float v) {
   *p += v; /* fibers never interleave inside a helper: atomic by construction */
 }
 
+/* Split-K serial flags.  CTAs run one after another in launch order, so a
+ * flag that is not yet set when a CTA waits would never be: a deadlock. */
+HK_DEV void hk_flag_wait(const int *p, int v) {
+  hks::check_gmem(p, 4, 4, "ld.acquire.gpu");
+  while (*(volatile const int *)p != v) hks::yield();
+}
+HK_DEV void hk_flag_set(int *p, int v) {
+  hks::check_gmem(p, 4, 4, "st.release.gpu");
+  *p = v;
+  hks::g->progress = true;
+}
+HK_DEV void hk_fence_gpu() {}
+
 HK_DEV void hk_sts_n(hk_saddr a, const void *v, int n, const char *what) {
   hks::check_smem(a, n, n, what);
   memcpy(&hks::g->smem[a], v, (size_t)n);

@@ -56,6 +56,7 @@ typedef struct cuda_rctx {
   cuda_launch *launch;
   int nlaunch, caplaunch;
   int64_t scratch_bytes; /* the most one launch uses */
+  const struct hp_plan_choice *plans; /* per region, or NULL: the regions' own plans */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -86,8 +87,12 @@ typedef struct cuda_model_tu {
 } cuda_model_tu;
 
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
+/* plans (nullable): per region of f's partition, the plan to read instead of
+ * the region's default (harp/tune.h hp_plans_choose: --plan overrides). */
+struct hp_plan_choice;
 hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
-                           const tiny_symtab *syms, cuda_arch arch, cuda_model_tu **out);
+                           const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
+                           cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* --dump gpu: {"gpu": {arch, kernels: [...], launches: [...], memory: {...}}}.  Malloc'd. */
 hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
