@@ -128,6 +128,7 @@ struct Buf {
 
 struct Sim {
   dim3s grid, block, bidx;
+  bool reverse_ctas; /* run the CTAs last to first (job line `reverse`): results must not depend on CTA order */
   std::vector<unsigned char> smem;
   std::vector<Fiber> f;
   std::vector<Warp> warps;
