@@ -433,6 +433,11 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
  * K tiles per slice; 1 otherwise.  The backends use the same function. */
 int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_machine *m,
                        const plan_resources *res);
+/* Persistent CTAs (seed 000 §5 "many tiles / small problems: fewer
+ * launches"): an SM90 matmul whose CTAs (tiles x split-K slices) fill more
+ * than two waves walks them with one wave of CTAs (the SM90 template's tile
+ * queue).  The backends use the same function. */
+bool plan_persistent(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res);
 
 /* Fusion Δtime (§4.1 step 4, §6), shared with region formation:
  *   Δtime = max(ΔFLOPs/(peak x occ x eff), ΔBytes/(BW x occ)) + Δocc_time

@@ -66,6 +66,12 @@ int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_ma
   return s;
 }
 
+bool plan_persistent(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res) {
+  if (m->arch != PLAN_ARCH_SM90 || r->pattern != PLAN_PAT_MATMUL) return false;
+  int64_t slots = (int64_t)m->sm_count * HP_MAX(res->cta_per_sm, 1);
+  return outer_tiles(p, r) * plan_splitk_factor(p, r, m, res) > 2 * slots;
+}
+
 hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
                        hp_error *e) {
   memset(out, 0, sizeof *out);

@@ -191,10 +191,21 @@ hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
   return HP_OK;
 }
 
+/* grid.x of a persistent kernel on this device: min(tiles, SMs x CTAs per SM). */
+int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
+  if (k->persistent_tiles <= 0) return 0;
+  int64_t slots = (int64_t)(sm_count > 0 ? sm_count : CUDA_DEFAULT_SMS) * (k->min_blocks > 0 ? k->min_blocks : 1);
+  return k->persistent_tiles < slots ? k->persistent_tiles : slots;
+}
+
 static hp_status launch_all(hp_error *e, hp_gpu_model *m) {
   const cuda_model_tu *t = m->tu;
-  for (int i = 0; i < t->nlaunch; i++)
-    if (cuda_rt_launch_kernel(e, m->rt, m->fn[i], t->launch[i].k, &m->args[i * CUDA_MAX_PARAMS], 0)) return e->code;
+  int sms = cuda_rt_status_of(m->rt)->sm_count;
+  for (int i = 0; i < t->nlaunch; i++) {
+    const cuda_kernel *k = t->launch[i].k;
+    if (cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], hp_gpu_persistent_grid(k, sms)))
+      return e->code;
+  }
   return HP_OK;
 }
 

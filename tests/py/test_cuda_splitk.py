@@ -1,4 +1,4 @@
-"""Split-K on the GPU without a GPU (issue 9): a skinny fp16 GEMM (M = N = 64,
+"""Split-K and persistent CTAs on the GPU without a GPU (issue 9): a skinny fp16 GEMM (M = N = 64,
 K = 4096) with a bias + GELU epilogue and an fp16 output, through every
 split-K form the Plan can choose — splitk_serial (slices add up in order
 behind per-tile flags), splitk_parallel (fp32 atomics into a zeroed
@@ -11,7 +11,10 @@ summed in slice order by the finishing pass) — for sm80 and sm90:
   * NVRTC for sm_80 / sm_90a, with red.global.add.f32 (parallel),
     ld.acquire.gpu / st.release.gpu (serial) in the GEMM's PTX;
   * the cost model's choice: split-K for the skinny GEMM, none for an
-    ordinary one (--dump plan, --dump gpu);
+    ordinary one (--dump plan, --dump gpu); persistent CTAs for an SM90 GEMM
+    of many tiles (grid 132 = CUDA_DEFAULT_SMS without a device), one CTA
+    per tile for a small one, which also runs right with fewer CTAs than
+    tiles (each walks several);
   * an invalid factor (0, more slices than K tiles, no split-K algorithm)
     is a located error, not a crash;
   * CTAs run last to first: splitk_reduce gives the same bits
@@ -149,6 +152,33 @@ def main():
             s.check(f"square default [{target}]: no split-K kernels",
                     not [k for k in g["kernels"] if k["kind"] in ("zero", "splitk_finish") or k["plan"].get("splitk", 1) > 1],
                     str([k["kind"] for k in g["kernels"]]))
+
+    # persistent CTAs (SM90): many tiles -> one wave of CTAs walking the tile queue
+    gemm = os.path.join(MODELS, "seed000_gemm_bias_relu.json")
+    p, d = dump(gemm, "sm90", "gpu", None, ("M=4096", "N=4096", "K=64"))
+    s.check("persistent: dump", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        k = [k for k in json.load(open(os.path.join(d, "gpu.json")))["gpu"]["kernels"] if k["kind"] == "wgmma_gemm"]
+        s.check("persistent: 1024 tiles on 132 CTAs (the default SM count)",
+                k and k[0].get("persistent_tiles") == 1024 and k[0]["grid"][0] == 132, str(k and k[0]["grid"]))
+    p, d = dump(gemm, "sm90", "gpu,cu", None, ("M=256", "N=384", "K=64"))
+    s.check("few tiles: dump", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+        k = [k for k in g["kernels"] if k["kind"] == "wgmma_gemm"]
+        s.check("few tiles: one CTA per tile", k and "persistent_tiles" not in k[0] and k[0]["grid"][0] == 6,
+                str(k and k[0]["grid"]))
+        if k:
+            feeds = cuda_sim.feeds_of(g, rng)
+            q, e = run(gemm, feeds, ("M=256", "N=384", "K=64"), backend="interp")
+            want = np.load(os.path.join(e, "C2.npy"))
+            for ctas in (1, 4):  # fewer CTAs than tiles: each walks several
+                def shrink(g, n=ctas):
+                    for x in g["kernels"]:
+                        if x["kind"] == "wgmma_gemm":
+                            x["grid"][0] = n
+                got, err = cuda_sim.run(d, feeds, edit=shrink)
+                s.check(f"{ctas} CTAs for 6 tiles: vs interpreter", err is None and close(got["C2"], want)[0], str(err))
 
     # invalid factors: located errors (file:line:col), exit 1, no crash
     bad = [("splitk 0", f"{TILES['sm80']}\nalgo_choice matmul splitk_parallel;\nsplitk 0;\n", "3:8"),

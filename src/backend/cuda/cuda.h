@@ -43,6 +43,7 @@
 #define CUDA_MAX_EW_IN 8
 #define CUDA_MAX_EW_INSTR 64
 #define CUDA_MAX_META 24
+#define CUDA_DEFAULT_SMS 132 /* an H100 SXM5: persistent grids when no device says otherwise */
 
 typedef struct cuda_module cuda_module;
 
@@ -404,6 +405,10 @@ typedef struct cuda_kernel {
   int block[3];
   int64_t smem_bytes;
   int min_blocks; /* __launch_bounds__ second argument (0: none) */
+  /* > 0: a persistent kernel walking this many tiles; the launch sets
+   * grid.x = min(tiles, SMs x min_blocks) from the device (grid[0] holds
+   * that for CUDA_DEFAULT_SMS, the figure without a device) */
+  int64_t persistent_tiles;
   cuda_stmt *body; /* a Block */
   int nmeta;
   cuda_meta meta[CUDA_MAX_META]; /* the plan as the template read it: tile, stages, ... */

@@ -184,8 +184,10 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
   if (!k) return e->code;
-  /* persistent: one CTA per SM of an H100 SXM5 (132); the tile loop is correct for any grid */
-  int64_t grid = t->persistent ? (ntiles < 132 ? ntiles : 132) : ntiles;
+  /* persistent: one CTA per SM (the launch reads the device's count; an
+   * H100 SXM5's 132 here); the tile loop is correct for any grid */
+  int64_t grid = t->persistent ? (ntiles < CUDA_DEFAULT_SMS ? ntiles : CUDA_DEFAULT_SMS) : ntiles;
+  if (t->persistent) k->persistent_tiles = ntiles;
   k->grid[0] = grid;
   k->block[0] = 384;
   k->min_blocks = 1;
@@ -241,7 +243,8 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_meta_int(k, "wgmma_trans_b", !bkm);
   cuda_meta_str(k, "wgmma_dtype", s->a_dtype == TINY_BF16 ? "bf16" : "f16");
   cuda_meta_str(k, "warp_specialization", "1 producer warpgroup (TMA, 40 regs) + 2 consumer warpgroups (wgmma, 232 regs)");
-  cuda_meta_str(k, "scheduler", cuda_fmt(b, "persistent, grouped raster group_m=%d", GM));
+  cuda_meta_str(k, "scheduler", t->persistent ? cuda_fmt(b, "persistent (grid.x = min(tiles, SMs)), grouped raster group_m=%d", GM)
+                                              : cuda_fmt(b, "one CTA per tile, grouped raster group_m=%d", GM));
   cuda_meta_int(k, "tiles", ntiles);
   cuda_meta_int(k, "splitk", splitk);
   if (splitk > 1) cuda_meta_str(k, "algo_choice.matmul", cuda_splitk_name(t->splitk_kind));

@@ -136,6 +136,7 @@ static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune 
   const plan_machine *pm = plan_machine_gpu(p->arch);
   plan_resources_of(p, pm, &info->plan_info, &res);
   if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) return false;
+  t->persistent = plan_persistent(p, &info->plan_info, pm, &res);
   plan_gemm_view gv;
   if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HP_OK) {
     t->bm = plan_tile(p, &info->plan_info, gv.m);
@@ -318,6 +319,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   }
   if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
     cuda_tune_default(&s.tune, CUDA_SM90);
+    s.tune.persistent = has_plan && pt.persistent; /* the Plan's scheduling holds for the template's tiles too */
     st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
   }
   if (st) {

@@ -101,6 +101,10 @@ hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
  * CUDA_ARG_NULL: -1. */
 int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_consts);
 
+/* grid.x of kernel k when persistent (k->persistent_tiles > 0) on a device
+ * with sm_count SMs (<= 0: CUDA_DEFAULT_SMS); 0 for other kernels. */
+int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count);
+
 /* The translation unit behind a model of harp/gpu.h (src/runtime/gpu.c). */
 struct hp_gpu_model;
 const cuda_model_tu *hp_gpu_tu(const struct hp_gpu_model *m);
