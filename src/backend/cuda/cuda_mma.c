@@ -383,6 +383,21 @@ static void emit_stores(mma_gen *g) {
   cuda_meta_str(g->k, "c_store", pair_ok ? "fragment_pairs" : "fragment_elements");
 }
 
+/* SMEM base, thread / warp indices and the CTA's first row and column. */
+static void emit_cta_indices(mma_gen *g) {
+  cuda_b *b = &g->b;
+  bool mx = g->p->tune.raster_m_x;
+  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
+  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
+  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
+  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
+  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
+  cuda_decl(b, "const int", "wm", NULL, cuda_fmt(b, "warp / %d", g->WARPS_N));
+  cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g->WARPS_N));
+  cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'x' : 'y', g->BM));
+  cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
+}
+
 /* Parameters C (with the alignment its stores need) and ep0.. */
 static void add_c_params(mma_gen *g) {
   const cuda_mma_prob *p = g->p;
@@ -580,15 +595,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_meta_str(k, "local_edges", "mainloop->epilogue: reg");
 
   /* ---- prologue: indices, batch bases, SMEM ---- */
-  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
-  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
-  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
-  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
-  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
-  cuda_decl(b, "const int", "wm", NULL, cuda_fmt(b, "warp / %d", g.WARPS_N));
-  cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g.WARPS_N));
-  cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'x' : 'y', g.BM));
-  cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'y' : 'x', g.BN));
+  emit_cta_indices(&g);
   if (g.splits > 1) {
     cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g.splits));
     cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g.splits));
@@ -691,15 +698,7 @@ static hp_status mma_emit_finish(hp_error *e, cuda_module *m, const cuda_mma_pro
   add_c_params(&g);
   cuda_meta_int(k, "partials", parts);
   cuda_meta_str(k, "order", "slice 0, 1, ... (fixed: deterministic)");
-  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
-  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
-  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
-  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
-  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
-  cuda_decl(b, "const int", "wm", NULL, "warp / 2");
-  cuda_decl(b, "const int", "wn", NULL, "warp % 2");
-  cuda_decl(b, "const int", "bm0", NULL, "blockIdx.y * 64");
-  cuda_decl(b, "const int", "bn0", NULL, "blockIdx.x * 64");
+  emit_cta_indices(&g);
   cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(q.c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", q.pname[2], q.c_base));
   cuda_call(b, "(void)hk_sb; (void)bz");
