@@ -25,6 +25,10 @@ typedef struct hp_gpu_opts {
   const char *target;    /* "sm80" | "sm90"; NULL: the device's (sm80 without one) */
   const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
   bool graphs;           /* capture the launches in a CUDA Graph on the first run, replay it after */
+  /* --plan: regions' plans by name (validated against their regions on the
+   * target's machine); the others keep the cost model's default */
+  const struct hp_plan_override *plan_overrides;
+  int nplan_overrides;
 } hp_gpu_opts;
 
 typedef struct hp_gpu_model hp_gpu_model;

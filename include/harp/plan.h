@@ -38,6 +38,7 @@
 #define PLAN_MAX_EPI 8
 #define PLAN_MAX_EDGES 16
 #define PLAN_MAX_SPLITS 8     /* splits beyond the tile and warp tile */
+#define PLAN_MAX_SPLITK 64     /* split-K slices a plan may ask for */
 #define PLAN_MAX_FUSE 4
 #define PLAN_MAX_UNROLL 8
 #define PLAN_MAX_FACTOR 65536 /* largest split / tile factor */
@@ -94,6 +95,7 @@ int plan_algo_key_parse(const char *s);
   X(IMPLICIT_GEMM, "implicit_gemm", 1 << 0 | 1 << 1)  \
   X(SPLITK_SERIAL, "splitk_serial", 1 << 0)           \
   X(SPLITK_PARALLEL, "splitk_parallel", 1 << 0)       \
+  X(SPLITK_REDUCE, "splitk_reduce", 1 << 0)           \
   X(WINOGRAD_3X3, "winograd_3x3", 1 << 1)             \
   X(FFT_CONV, "fft_conv", 1 << 1)                     \
   X(STREAMING_SOFTMAX_2PASS, "streaming_softmax_2pass", 1 << 2) \
@@ -105,6 +107,10 @@ typedef enum plan_algo {
   PLAN_ALGO_COUNT
 } plan_algo;
 const char *plan_algo_name(plan_algo a);
+/* splitk_serial | splitk_parallel | splitk_reduce (seed 000 §1.7 "splitk_*"). */
+static inline bool plan_algo_is_splitk(plan_algo a) {
+  return a == PLAN_ALGO_SPLITK_SERIAL || a == PLAN_ALGO_SPLITK_PARALLEL || a == PLAN_ALGO_SPLITK_REDUCE;
+}
 int plan_algo_parse(const char *s); /* -1 if unknown; never returns NONE */
 bool plan_algo_fits(plan_algo a, plan_algo_key k);
 
@@ -155,6 +161,7 @@ typedef struct plan_srcmap {
   plan_pos bind[PLAN_MAX_BIND], cache[PLAN_MAX_CACHE], pred[PLAN_MAX_AXLIST];
   plan_pos algo[PLAN_KEY_COUNT], edges[PLAN_MAX_EDGES], reorder[PLAN_MAX_AXLIST];
   plan_pos splits[PLAN_MAX_SPLITS], fuse[PLAN_MAX_FUSE], unroll[PLAN_MAX_UNROLL];
+  plan_pos splitk;
 } plan_srcmap;
 
 /* Invariants after plan_parse_* / plan_check succeed:
@@ -196,6 +203,7 @@ typedef struct plan_t {
   plan_fuse fuse[PLAN_MAX_FUSE];
   int nunroll;
   plan_unroll unroll[PLAN_MAX_UNROLL];
+  int splitk; /* K slices of a splitk_* plan: 0 = derived (plan_splitk_factor), else 1..PLAN_MAX_SPLITK */
   plan_srcmap pos;
 } plan_t;
 
@@ -420,11 +428,16 @@ typedef struct plan_cost {
 } plan_cost;
 hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
                        hp_error *e);
-/* Split-K slices a splitk_* plan uses: the smallest power of two filling one
- * wave of CTAs, at most 16, keeping >= 4 K tiles per slice; 1 otherwise.
- * The backends use the same function. */
+/* Split-K slices a splitk_* plan uses: its `splitk` field when set, else the
+ * smallest power of two filling one wave of CTAs, at most 16, keeping >= 4
+ * K tiles per slice; 1 otherwise.  The backends use the same function. */
 int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_machine *m,
                        const plan_resources *res);
+/* Persistent CTAs (seed 000 §5 "many tiles / small problems: fewer
+ * launches"): an SM90 matmul whose CTAs (tiles x split-K slices) fill more
+ * than two waves walks them with one wave of CTAs (the SM90 template's tile
+ * queue).  The backends use the same function. */
+bool plan_persistent(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res);
 
 /* Fusion Δtime (§4.1 step 4, §6), shared with region formation:
  *   Δtime = max(ΔFLOPs/(peak x occ x eff), ΔBytes/(BW x occ)) + Δocc_time

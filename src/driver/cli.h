@@ -76,7 +76,8 @@ hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, s
 struct hp_gpu_model;
 hp_status cli_gpu_target(hp_error *e, const cli_opts *o, const char *dflt, const char **target);
 hp_status cli_write_gpu_model_dumps(hp_error *e, const cli_opts *o, const struct hp_gpu_model *gm);
-hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+struct cli_plans;
+hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m, const struct cli_plans *pl);
 /* Write text to DIR/FILE atomically (DIR is created). */
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
 

@@ -134,7 +134,7 @@ int cmd_bench(int argc, char **argv) {
      * launches alone, timed on the device */
     const char *target;
     if (cli_gpu_target(&e, &o, NULL, &target)) goto fail;
-    hp_gpu_opts go = {.target = target, .graphs = graphs};
+    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n};
     if (hp_gpu_build(&e, m.g, &m.syms, &go, &gm) || hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs)) goto fail;
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
     compile_ms = hp_gpu_compile_ms(gm);

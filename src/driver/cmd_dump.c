@@ -49,7 +49,7 @@ int cmd_dump(int argc, char **argv) {
   cli_model m;
   cli_plans pl = {0};
   if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl) ||
-      cli_write_plan_dump(&e, &o, &m, &pl, NULL) || cli_write_gpu_dumps(&e, &o, &m))
+      cli_write_plan_dump(&e, &o, &m, &pl, NULL) || cli_write_gpu_dumps(&e, &o, &m, &pl))
     rc = cli_report(&e);
   cli_plans_free(&pl);
   cli_model_free(&m);

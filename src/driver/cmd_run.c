@@ -90,12 +90,12 @@ int cmd_run(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m)) goto fail;
+  if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m, &pl)) goto fail;
   if (!strcmp(backend, "cuda")) {
     const char *target;
     hp_gpu_model *gm = NULL;
     hp_status s = cli_gpu_target(&e, &o, NULL, &target);
-    hp_gpu_opts go = {.target = target, .graphs = graphs};
+    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n};
     if (!s) s = hp_gpu_build(&e, m.g, &m.syms, &go, &gm);
     if (!s) s = cli_write_gpu_model_dumps(&e, &o, gm);
     if (!s) s = hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs);

@@ -53,8 +53,8 @@ static int64_t k_tile(const plan_t *p, const plan_gemm_view *g, const plan_regio
 }
 
 int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res) {
-  plan_algo a = p->algo[PLAN_KEY_MATMUL];
-  if (r->pattern != PLAN_PAT_MATMUL || (a != PLAN_ALGO_SPLITK_SERIAL && a != PLAN_ALGO_SPLITK_PARALLEL)) return 1;
+  if (r->pattern != PLAN_PAT_MATMUL || !plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL])) return 1;
+  if (p->splitk) return p->splitk; /* the plan's own count (plan_validate bounds it by the K tiles) */
   plan_gemm_view g;
   if (plan_region_gemm_view(r, &g, NULL)) return 1;
   int64_t bk = k_tile(p, &g, r);
@@ -64,6 +64,12 @@ int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_ma
   int s = 1;
   while (tiles * s < slots && s * 2 <= 16 && ktiles / (s * 2) >= 4) s *= 2;
   return s;
+}
+
+bool plan_persistent(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res) {
+  if (m->arch != PLAN_ARCH_SM90 || r->pattern != PLAN_PAT_MATMUL) return false;
+  int64_t slots = (int64_t)m->sm_count * HP_MAX(res->cta_per_sm, 1);
+  return outer_tiles(p, r) * plan_splitk_factor(p, r, m, res) > 2 * slots;
 }
 
 hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
@@ -106,7 +112,11 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
     bytes += reread * miss;
     if (out->splitk > 1) {
       double part = M * N * B * 4; /* fp32 partial tiles */
-      bytes += p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_PARALLEL ? 2 * part * out->splitk : 2 * part * (out->splitk - 1);
+      /* parallel: every slice writes (or adds) its partial tile and the
+       * finishing pass reads them back; serial: slice s reads the running
+       * sum of slices < s and writes it, the last applies the epilogue */
+      bool serial = p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_SERIAL;
+      bytes += serial ? 2 * part * (out->splitk - 1) : 2 * part * out->splitk;
     }
     if (p->algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3) {
       flops /= WINOGRAD_FLOPS;

@@ -203,7 +203,7 @@ bool plan_equal(const plan_t *a, const plan_t *b) {
   if (!EQ(ntile) || !EQ(stages) || !SEQ(pipeline_axis) || !EQ(nbind) || !EQ(warp_m) || !EQ(warp_n) ||
       !EQ(ncache) || !EQ(vec_width) || !EQ(npred) || !EQ(nepi) || !EQ(arch) || !EQ(a_swizzle) ||
       !EQ(b_swizzle) || !EQ(c_col) || !EQ(nedges) || !EQ(nreorder) || !EQ(nsplits) || !EQ(nfuse) ||
-      !EQ(nunroll))
+      !EQ(nunroll) || !EQ(splitk))
     return false;
   for (int i = 0; i < a->ntile; i++)
     if (!SEQ(tile_axes[i]) || !EQ(tile[i])) return false;

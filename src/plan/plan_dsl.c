@@ -393,6 +393,16 @@ static hp_status st_algo(dsl *d) {
   return HP_OK;
 }
 
+/* splitk := 'splitk' int        (extension: K slices of a splitk_* plan) */
+static hp_status st_splitk(dsl *d, plan_pos kw) {
+  plan_t *p = d->p;
+  if (p->splitk) return fail(d, HP_E_INVALID_ARG, kw, "splitk is given twice");
+  int64_t v;
+  hp_status st = take_int(d, "the split-K slice count", 1, PLAN_MAX_SPLITK, &v, &p->pos.splitk);
+  if (!st) p->splitk = (int)v;
+  return st;
+}
+
 /* warp_tile := 'warp_tile' int 'x' int        (extension) */
 static hp_status st_warp(dsl *d, plan_pos kw) {
   plan_t *p = d->p;
@@ -495,11 +505,11 @@ static hp_status st_edge(dsl *d, plan_pos kw) {
 
 typedef enum stmt_kind {
   S_SPLIT, S_REORDER, S_FUSE, S_BIND, S_PIPELINE, S_CACHE, S_VECTORIZE, S_UNROLL, S_PRED, S_EPILOGUE,
-  S_ALGO, S_WARP, S_ARCH, S_LAYOUT, S_EDGE, S_COUNT
+  S_ALGO, S_WARP, S_ARCH, S_LAYOUT, S_EDGE, S_SPLITK, S_COUNT
 } stmt_kind;
 static const char *const stmt_names[S_COUNT] = {
     "split",     "reorder",        "fuse",     "bind",        "pipeline",  "cache_read", "vectorize",  "unroll",
-    "predicate_tail", "epilogue", "algo_choice", "warp_tile", "arch", "layout_hint", "local_edge"};
+    "predicate_tail", "epilogue", "algo_choice", "warp_tile", "arch", "layout_hint", "local_edge", "splitk"};
 
 static hp_status statement(dsl *d) {
   plan_pos kw = d->t.pos;
@@ -528,6 +538,7 @@ static hp_status statement(dsl *d) {
   case S_ARCH: st = st_arch(d, kw); break;
   case S_LAYOUT: st = st_layout(d); break;
   case S_EDGE: st = st_edge(d, kw); break;
+  case S_SPLITK: st = st_splitk(d, kw); break;
   default: st = hp_fail(d->e, HP_E_INTERNAL, NULL, "statement table out of sync"); break;
   }
   if (st) return st;

@@ -542,7 +542,7 @@ static hp_status rd_plan(jctx *c, json_t *root) {
   static const char *const keys[] = {"tile",        "stages",      "bind",        "warp_tile",   "cache",
                                      "vectorize",   "predicate_tail", "epilogue", "arch",        "layout_hints",
                                      "algo_choice", "local_edges", "tile_axes",   "pipeline_axis", "reorder",
-                                     "splits",      "fuse",        "unroll",      NULL};
+                                     "splits",      "fuse",        "unroll",      "splitk",      NULL};
   plan_t *p = c->p;
   hp_status st = only_keys(c, root, "", keys);
   if (st) return st;
@@ -585,6 +585,12 @@ static hp_status rd_plan(jctx *c, json_t *root) {
     return st;
   if ((v = json_object_get(root, "unroll")) && (st = rd_factors(c, v, "unroll", PLAN_MAX_UNROLL, 64, true))) return st;
   if ((v = json_object_get(root, "fuse")) && (st = rd_fuse(c, v))) return st;
+  if ((v = json_object_get(root, "splitk"))) { /* extension: explicit split-K slices */
+    int64_t s;
+    if ((st = get_int(c, v, "splitk", 1, PLAN_MAX_SPLITK, &s))) return st;
+    p->splitk = (int)s;
+    p->pos.splitk = at(c, "splitk");
+  }
   return HP_OK;
 }
 

@@ -95,6 +95,7 @@ static int plan_fields(const plan_t *p, jfield *f) {
       json_array_append_new(a, json_pack("{s:s, s:i}", "axis", p->unroll[i].axis, "factor", p->unroll[i].factor));
     f[n++] = (jfield){"unroll", a};
   }
+  if (p->splitk) f[n++] = (jfield){"splitk", json_integer(p->splitk)};
   return n;
 }
 
@@ -207,6 +208,7 @@ hp_status plan_to_dsl(const plan_t *p, char **out, hp_error *e) {
   for (int k = 0; k < PLAN_KEY_COUNT; k++)
     if (p->algo[k] != PLAN_ALGO_NONE)
       hp_str_printf(&s, "algo_choice %s %s;\n", plan_algo_key_name((plan_algo_key)k), plan_algo_name(p->algo[k]));
+  if (p->splitk) hp_str_printf(&s, "splitk %d;\n", p->splitk);
   hp_str_printf(&s, "arch %s;\n", plan_arch_name(p->arch));
   bool as, bs, cc;
   plan_default_layout(p->arch, &as, &bs, &cc);

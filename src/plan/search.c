@@ -27,7 +27,7 @@ typedef struct cand_space {
   int warps[2][2]; /* (WM, WN); WN <= 0 means BN / -WN */
   int nstages; /* stages 2 .. 1 + nstages */
   int nalgos;
-  plan_algo algos[3];
+  plan_algo algos[4];
 } cand_space;
 
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, cand_space *s) {
@@ -74,6 +74,7 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
       s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
@@ -275,7 +276,7 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
             plan_cost c;
             if (plan_cost_of(tmp, r, m, &c, &ve)) break;
             if (plan_smem_near_limit(&c.res, m)) break;
-            bool splitk = s.algos[ai] == PLAN_ALGO_SPLITK_SERIAL || s.algos[ai] == PLAN_ALGO_SPLITK_PARALLEL;
+            bool splitk = plan_algo_is_splitk(s.algos[ai]);
             if (splitk && c.splitk < 2) break;
             pool[np].plan = *tmp;
             pool[np].cost = c;

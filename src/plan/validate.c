@@ -254,7 +254,21 @@ static hp_status v_algo(vctx *v) {
                        "winograd_3x3 needs a 3x3 window; region '%s' has %dx%d", r->name ? r->name : "?", r->conv_kh,
                        r->conv_kw);
   }
-  bool splitk = p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_SERIAL || p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_PARALLEL;
+  bool splitk = plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]);
+  if (p->splitk && !splitk)
+    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.splitk, "splitk",
+                     "splitk %d needs algo_choice matmul splitk_serial, splitk_parallel or splitk_reduce", p->splitk);
+  if (p->splitk > 1 && v->g.k >= 0) { /* every slice needs at least one K tile */
+    char b[PLAN_NAME_MAX];
+    int64_t bk = 0, K = v->g.K;
+    for (int t = 0; t < p->ntile; t++)
+      if (!strcmp(p->tile_axes[t], plan_axis_base(r->axes[v->g.k].name, b))) bk = p->tile[t];
+    int64_t kt = bk > 0 ? (K + bk - 1) / bk : K;
+    if (p->splitk > kt)
+      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.splitk, "splitk",
+                       "splitk %d: K = %lld has only %lld K tiles of %lld; each slice needs one", p->splitk, (long long)K,
+                       (long long)kt, (long long)(bk > 0 ? bk : 1));
+  }
   for (int i = 0; i < p->nbind; i++)
     if (plan_target_is_block(p->bind[i].target) && base_is_reduce(v, p->bind[i].axis) && !splitk &&
         r->pattern != PLAN_PAT_ATTENTION)

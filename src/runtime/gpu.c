@@ -20,6 +20,7 @@
 #include "harp/gpu.h"
 #include "harp/plan.h"
 #include "harp/region.h"
+#include "harp/tune.h"
 #include "util/util.h"
 
 struct hp_gpu_model {
@@ -27,6 +28,7 @@ struct hp_gpu_model {
   rg_partition *part; /* owns the IndexBook and the Poly-View */
   hp_function *f;
   cuda_model_tu *tu;
+  hp_plans plans; /* --plan overrides chosen per region (n == 0 without) */
   cuda_arch arch;
   char *source;
   char *cache_dir;
@@ -63,6 +65,7 @@ void hp_gpu_free(hp_gpu_model *m) {
   cuda_model_free(m->tu);
   fn_free(m->f);
   rg_partition_free(m->part);
+  hp_plans_free(&m->plans);
   free(m->source);
   free(m->cache_dir);
   free(m);
@@ -112,7 +115,13 @@ hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) goto fail;
   fn_options fo = {.widen_half_temps = true};
   if ((st = fn_build_ex(e, m->part, "main", &fo, &m->f))) goto fail;
-  if ((st = cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, &m->tu))) goto fail;
+  if (o && o->nplan_overrides) { /* the overrides, validated; other regions keep their default plan */
+    hp_plan_opts po = {.overrides = o->plan_overrides, .noverrides = o->nplan_overrides, .no_cache = true,
+                       .cache_dir = o->cache_dir};
+    if ((st = hp_plans_choose(e, m->part, g, syms, &mach, &po, &m->plans))) goto fail;
+  }
+  if ((st = cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, m->plans.n ? m->plans.choice : NULL, &m->tu)))
+    goto fail;
   if ((st = cuda_print(e, m->tu->mod, &m->source))) goto fail;
   *out = m;
   return HP_OK;
@@ -182,10 +191,21 @@ hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
   return HP_OK;
 }
 
+/* grid.x of a persistent kernel on this device: min(tiles, SMs x CTAs per SM). */
+int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
+  if (k->persistent_tiles <= 0) return 0;
+  int64_t slots = (int64_t)(sm_count > 0 ? sm_count : CUDA_DEFAULT_SMS) * (k->min_blocks > 0 ? k->min_blocks : 1);
+  return k->persistent_tiles < slots ? k->persistent_tiles : slots;
+}
+
 static hp_status launch_all(hp_error *e, hp_gpu_model *m) {
   const cuda_model_tu *t = m->tu;
-  for (int i = 0; i < t->nlaunch; i++)
-    if (cuda_rt_launch_kernel(e, m->rt, m->fn[i], t->launch[i].k, &m->args[i * CUDA_MAX_PARAMS], 0)) return e->code;
+  int sms = cuda_rt_status_of(m->rt)->sm_count;
+  for (int i = 0; i < t->nlaunch; i++) {
+    const cuda_kernel *k = t->launch[i].k;
+    if (cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], hp_gpu_persistent_grid(k, sms)))
+      return e->code;
+  }
   return HP_OK;
 }
 

@@ -128,6 +128,7 @@ struct Buf {
 
 struct Sim {
   dim3s grid, block, bidx;
+  bool reverse_ctas; /* run the CTAs last to first (job line `reverse`): results must not depend on CTA order */
   std::vector<unsigned char> smem;
   std::vector<Fiber> f;
   std::vector<Warp> warps;
@@ -330,6 +331,19 @@ HK_DEV void hk_red_add_f32(float *p, float v) {
   hks::check_gmem(p, 4, 4, "red.global.add.f32");
   *p += v; /* fibers never interleave inside a helper: atomic by construction */
 }
+
+/* Split-K serial flags.  CTAs run one after another in launch order, so a
+ * flag that is not yet set when a CTA waits would never be: a deadlock. */
+HK_DEV void hk_flag_wait(const int *p, int v) {
+  hks::check_gmem(p, 4, 4, "ld.acquire.gpu");
+  while (*(volatile const int *)p != v) hks::yield();
+}
+HK_DEV void hk_flag_set(int *p, int v) {
+  hks::check_gmem(p, 4, 4, "st.release.gpu");
+  *p = v;
+  hks::g->progress = true;
+}
+HK_DEV void hk_fence_gpu() {}
 
 HK_DEV void hk_sts_n(hk_saddr a, const void *v, int n, const char *what) {
   hks::check_smem(a, n, n, what);

@@ -7,6 +7,7 @@
  *       P = bID (the buffer) | bID+OFF (OFF bytes into it) | mID (a tensor map
  *       blob, see hk_sim.h; its v[15] is a byte offset into its tensor) | 0 (NULL)
  *   out ID OUTFILE               after all launches, write the buffer
+ *   reverse                      run every launch's CTAs last to first
  * IDs are 0..MAX_BUFS-1.
  *
  * and prints "hk_sim_stats ldsm=.. conflicts=.. mma=.. cp_bytes=.. barriers=.."
@@ -61,7 +62,7 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
   for (unsigned bz = 0; bz < grid[2]; bz++)
     for (unsigned by = 0; by < grid[1]; by++)
       for (unsigned bx = 0; bx < grid[0]; bx++) {
-        s->bidx = {bx, by, bz};
+        s->bidx = s->reverse_ctas ? hks::dim3s{grid[0] - 1 - bx, grid[1] - 1 - by, grid[2] - 1 - bz} : hks::dim3s{bx, by, bz};
         s->smem.assign(smem, 0xFF);
         for (auto &w : s->warps) w = hks::Warp();
         s->bar_arrived = 0;
@@ -132,7 +133,9 @@ int main(int argc, char **argv) {
   while (fgets(line, sizeof line, jf)) {
     char cmd[32], a1[1024], a2[1024];
     if (sscanf(line, "%31s", cmd) != 1 || cmd[0] == '#') continue;
-    if (!strcmp(cmd, "buf")) {
+    if (!strcmp(cmd, "reverse")) {
+      sim.reverse_ctas = true;
+    } else if (!strcmp(cmd, "buf")) {
       int id;
       size_t n;
       if (sscanf(line, "%*s %d %zu %1023s", &id, &n, a1) != 3 || id < 0 || id >= MAX_BUFS) return bad_job("buf", line);

@@ -8,9 +8,11 @@ the PTX helpers emulated), lays out one simulator buffer per Function buffer
 shows as NaN; every access is bounds-checked against its own buffer), runs
 the launches in order, and returns the outputs.  Simulator programs are
 cached by a hash of the source (the ASan run of the suite reuses them)."""
+import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -130,9 +132,10 @@ def tmap_blob(tm, buf_id, offset):
     return struct.pack("<32Q", *v)
 
 
-def run(gpu_dir, inputs, seed=1, timeout=600, edit=None):
+def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     """Run the translation unit in gpu_dir on `inputs` (tensor name -> array).
-    edit(g) may change the loaded gpu.json first (tests that must fail).
+    edit(g) may change the loaded gpu.json first (tests that must fail);
+    reverse runs every launch's CTAs last to first.
     Returns (outputs: name -> array, error text or None)."""
     g = json.load(open(os.path.join(gpu_dir, "gpu.json")))["gpu"]
     if edit:
@@ -144,7 +147,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None):
     bufs = g["buffers"]
     nb = len(bufs)
     scratch, status = nb, nb + 1
-    lines, outs = [], {}
+    lines, outs = ["reverse"] if reverse else [], {}
     for b in bufs:
         path = "-"
         if b["space"] in ("input", "weights"):
@@ -197,3 +200,52 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None):
         res[b["name"]] = a.reshape(b["shape"])
     shutil.rmtree(work, ignore_errors=True)
     return res, None
+
+
+def nvrtc_ok(src, arch, want_ptx=False):
+    """Compile src with NVRTC (ctypes) for arch; cached by content.  Returns
+    (ok, log) — ok None without NVRTC — or, with want_ptx, (ok, log, ptx)."""
+    key = hashlib.sha256(src.encode() + arch.encode()).hexdigest()[:24]
+    cache = os.path.join(os.path.dirname(CACHE), "nvrtc-py")
+    os.makedirs(cache, exist_ok=True)
+    hit = os.path.join(cache, key)
+    if os.path.exists(hit) and (not want_ptx or os.path.getsize(hit) > 2):
+        ptx = open(hit).read()
+        return (True, "", ptx) if want_ptx else (True, "")
+    lib = None
+    for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            pass
+    if lib is None:
+        return (None, "no NVRTC", "") if want_ptx else (None, "no NVRTC")
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"model.cu", 0, None, None):
+        return (False, "nvrtcCreateProgram failed", "") if want_ptx else (False, "nvrtcCreateProgram failed")
+    opts = (ctypes.c_char_p * 1)(f"--gpu-architecture={arch}".encode())
+    rc = lib.nvrtcCompileProgram(prog, 1, opts)
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value + 1)
+    lib.nvrtcGetProgramLog(prog, log)
+    ptx = ""
+    if rc == 0:
+        lib.nvrtcGetPTXSize(prog, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        lib.nvrtcGetPTX(prog, buf)
+        ptx = buf.value.decode(errors="replace")
+        open(hit, "w").write(ptx)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    log = log.value.decode(errors="replace")[-2000:]
+    return (rc == 0, log, ptx) if want_ptx else (rc == 0, log)
+
+
+def ptx_entry(ptx, name):
+    """The PTX text of kernel `name` (up to the next .entry), or None."""
+    m = re.search(r"\.entry %s\(" % re.escape(name), ptx)
+    if not m:
+        return None
+    nxt = ptx.find(".entry ", m.end())
+    return ptx[m.start():nxt if nxt > 0 else len(ptx)]

@@ -8,11 +8,8 @@ mbarrier (at least one GEMM of the sm90 units must be on it); row kernels
 warp shuffles.  The package's host loader and main.c build with cc; without
 a GPU the program says why and exits non-zero, with one it must reproduce
 expected/.  PTX checks skip without NVRTC (the packages are still checked)."""
-import ctypes
-import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -37,43 +34,8 @@ TEMPLATE_PTX = {
 }
 
 
-def nvrtc_ok(src, arch):
-    """Compile src with NVRTC (ctypes) for arch; cached by content.  ok None: no NVRTC."""
-    key = hashlib.sha256(src.encode() + arch.encode()).hexdigest()[:24]
-    cache = os.path.join(os.path.dirname(cuda_sim.CACHE), "nvrtc-py")
-    os.makedirs(cache, exist_ok=True)
-    if os.path.exists(os.path.join(cache, key)):
-        return True, ""
-    lib = None
-    for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"):
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            pass
-    if lib is None:
-        return None, "no NVRTC"
-    prog = ctypes.c_void_p()
-    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"model.cu", 0, None, None):
-        return False, "nvrtcCreateProgram failed"
-    opts = (ctypes.c_char_p * 1)(f"--gpu-architecture={arch}".encode())
-    rc = lib.nvrtcCompileProgram(prog, 1, opts)
-    n = ctypes.c_size_t()
-    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-    log = ctypes.create_string_buffer(n.value + 1)
-    lib.nvrtcGetProgramLog(prog, log)
-    lib.nvrtcDestroyProgram(ctypes.byref(prog))
-    if rc == 0:
-        open(os.path.join(cache, key), "w").write("ok")
-    return rc == 0, log.value.decode(errors="replace")[-2000:]
-
-
-def entry(ptx, name):
-    m = re.search(r"\.entry %s\(" % re.escape(name), ptx)
-    if not m:
-        return None
-    nxt = ptx.find(".entry ", m.end())
-    return ptx[m.start():nxt if nxt > 0 else len(ptx)]
+nvrtc_ok = cuda_sim.nvrtc_ok
+entry = cuda_sim.ptx_entry
 
 
 def compile_pkg(model, target, syms, d):

@@ -205,7 +205,7 @@ static void test_sm90_template(void **vs) {
   cuda_gemm_spec_init(&g, 64, 64, 8192, TINY_FP16); /* skinny: split-K parallel */
   g.tune.arch = CUDA_SM90;
   g.c_dtype = TINY_FP32;
-  g.tune.splitk = 8, g.tune.splitk_parallel = true;
+  g.tune.splitk = 8, g.tune.splitk_kind = CUDA_SPLITK_ATOMIC;
   g.n_epi = 1;
   g.epi[0].kind = CUDA_EPI_BIAS_N, g.epi[0].dtype = TINY_FP32;
   cu_ok(&e, cuda_gen_gemm(&e, mod, &g, "gemm_splitk90"));

@@ -59,11 +59,22 @@ static void test_plan_variants(void **s) {
   assert_int_equal(t.arch, CUDA_SM90);
   assert_true(t.raster_m_x);
   assert_int_equal(t.splitk, 4);
-  assert_true(t.splitk_parallel);
+  assert_int_equal(t.splitk_kind, CUDA_SPLITK_ATOMIC);
   cu_ok(&e, plan_parse_dsl("split m 64; split n 64; split k 32; algo_choice matmul splitk_serial;\n", "p.plan",
                            PLAN_ARCH_SM80, &p, &e));
-  assert_int_equal(cuda_tune_from_plan(&e, &p, 4, &t), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  cu_ok(&e, cuda_tune_from_plan(&e, &p, 4, &t));
+  assert_int_equal(t.splitk, 4);
+  assert_int_equal(t.splitk_kind, CUDA_SPLITK_SERIAL);
+  cu_ok(&e, plan_parse_dsl("split m 64; split n 64; split k 32; algo_choice matmul splitk_reduce; splitk 3;\n", "p.plan",
+                           PLAN_ARCH_SM80, &p, &e));
+  assert_int_equal(p.splitk, 3);
+  cu_ok(&e, cuda_tune_from_plan(&e, &p, 3, &t));
+  assert_int_equal(t.splitk, 3);
+  assert_int_equal(t.splitk_kind, CUDA_SPLITK_REDUCE);
+  /* no split-K algorithm: no slices whatever the factor */
+  cu_ok(&e, plan_parse_dsl("split m 64; split n 64; split k 32;\n", "p.plan", PLAN_ARCH_SM80, &p, &e));
+  cu_ok(&e, cuda_tune_from_plan(&e, &p, 4, &t));
+  assert_true(t.splitk <= 1);
   cu_ok(&e, plan_parse_dsl("split m 64; algo_choice attention online_softmax;\n", "p.plan", PLAN_ARCH_SM80, &p, &e));
   assert_true(cuda_attn_online_from_plan(&p));
   cu_ok(&e, plan_parse_dsl("split m 64;\n", "p.plan", PLAN_ARCH_CPU, &p, &e));

@@ -74,7 +74,7 @@ static void make_specs(state *st) {
   /* 8: skinny GEMM, split-K parallel (4 slices) into a zeroed fp32 C, bias from slice 0 */
   cuda_gemm_spec_init(&g[8], 48, 40, 520, TINY_FP16);
   g[8].c_dtype = TINY_FP32;
-  g[8].tune.splitk = 4, g[8].tune.splitk_parallel = true;
+  g[8].tune.splitk = 4, g[8].tune.splitk_kind = CUDA_SPLITK_ATOMIC;
   g[8].n_epi = 1;
   epi_set(&g[8].epi[0], CUDA_EPI_BIAS_N, TINY_FP32);
 

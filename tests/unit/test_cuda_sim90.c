@@ -43,7 +43,7 @@ static void make_specs(cuda_gemm_spec *g) {
   /* 2: skinny, split-K parallel into a zeroed fp32 C, bias from slice 0 */
   cuda_gemm_spec_init(&g[2], 64, 64, 1024, TINY_FP16);
   g[2].tune.arch = CUDA_SM90;
-  g[2].tune.splitk = 4, g[2].tune.splitk_parallel = true;
+  g[2].tune.splitk = 4, g[2].tune.splitk_kind = CUDA_SPLITK_ATOMIC;
   g[2].c_dtype = TINY_FP32;
   g[2].n_epi = 1;
   g[2].epi[0].kind = CUDA_EPI_BIAS_N, g[2].epi[0].dtype = TINY_FP32;

@@ -43,6 +43,9 @@
 #define CUDA_MAX_EW_IN 8
 #define CUDA_MAX_EW_INSTR 64
 #define CUDA_MAX_META 24
+#define CUDA_DEFAULT_SMS 132 /* an H100 SXM5: persistent grids when no device says otherwise */
+
+typedef struct cuda_module cuda_module;
 
 /* ---- architecture and tuning (the Schedule Plan's fields) ---------------- */
 typedef enum cuda_arch { CUDA_SM80, CUDA_SM90, CUDA_ARCH_COUNT } cuda_arch;
@@ -51,6 +54,26 @@ const char *cuda_arch_nvrtc(cuda_arch a);     /* "sm_80" | "sm_90a" */
 /* A kernel for template arch t may be part of a module for arch m: the same
  * arch, or the SM80 template in an SM90 module (mma.sync runs on Hopper). */
 bool cuda_arch_runs_on(cuda_arch t, cuda_arch m);
+
+/* Split-K (algo_choice.matmul = splitk_*): slice ks of S runs K tiles
+ * [ks*ceil(KT/S), ...) of its output tile; grid.z = batch x S (SM80), or
+ * S tiles per output tile in the persistent queue (SM90). */
+typedef enum cuda_splitk {
+  /* splitk_parallel: raw fp32 partials added into C with red.global.add.f32
+   * (C fp32 and zeroed by the caller; only bias / residual, added by slice 0) */
+  CUDA_SPLITK_ATOMIC,
+  /* splitk_reduce: slice ks stores its raw fp32 partial at C + ks * c_ss (C =
+   * the fp32 workspace, no epilogue); cuda_gen_gemm_finish sums the slices in
+   * order (deterministic) and applies the epilogue */
+  CUDA_SPLITK_REDUCE,
+  /* splitk_serial: slice ks waits until flags[tile] == ks, adds the running
+   * sum of slices < ks from ws (fp32 [batch][M][N]) and, unless last, stores
+   * it back and sets the flag to ks + 1; the last slice applies the whole
+   * epilogue and stores C.  Extra parameters ws, flags (int, zeroed per run;
+   * one per CTA of the grid).  SM80 template only. */
+  CUDA_SPLITK_SERIAL
+} cuda_splitk;
+const char *cuda_splitk_name(cuda_splitk k); /* the plan's algorithm name */
 
 /* What a Schedule Plan decides for one kernel.  0 / false means "choose".
  * How plan_t (include/harp/plan.h) maps onto it:
@@ -75,8 +98,8 @@ typedef struct cuda_tune {
   int warp_m, warp_n; /* warp tile (multiples of 16 x 16) */
   int vec;            /* C store width in elements: 1, 2 (fragment pairs) or 16 bytes' worth (SMEM-staged) */
   bool no_swizzle;    /* plain SMEM rows (tests: shows the ldmatrix bank conflicts) */
-  int splitk;         /* >= 2: K split in slices (SM90 split-K), 0/1: none */
-  bool splitk_parallel; /* slices add into C with fp32 atomics (C must be fp32 and zeroed) */
+  int splitk;         /* >= 2: K split in slices (clamped to the K tiles), 0/1: none */
+  cuda_splitk splitk_kind; /* how the slices combine (below) */
   bool raster_m_x;    /* bind m.o -> block.x (default: n.o -> block.x, m.o -> block.y) */
   int group_m;        /* SM90 persistent scheduler: grouped raster width in M tiles (0: 8) */
   bool persistent;    /* SM90: persistent CTAs walking the tile queue */
@@ -124,6 +147,7 @@ typedef struct cuda_gemm_spec {
   int64_t a_sb[2], a_sm, a_sk;          /* element strides, >= 0 */
   int64_t b_sb[2], b_sk, b_sn;
   int64_t c_sb[2], c_sm, c_sn;          /* C must not alias A, B or an epilogue tensor */
+  int64_t c_ss;                         /* split-K REDUCE: element stride between the slices' partials */
   int n_epi;
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_tune tune;
@@ -131,6 +155,19 @@ typedef struct cuda_gemm_spec {
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
 void cuda_gemm_spec_init(cuda_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt);
+/* K slices the GEMM kernel of s runs: tune.splitk clamped to the K tiles of
+ * the template tune.arch selects; 1 without split-K. */
+int cuda_gemm_slices(const cuda_gemm_spec *s);
+/* The finishing pass of split-K ATOMIC / REDUCE: ws is the fp32 workspace
+ * [P][batch][M][N] (contiguous; P = cuda_gemm_slices(s) partials for REDUCE,
+ * 1 sum for ATOMIC); it sums the partials in slice order, applies s's whole
+ * epilogue and stores C with s's dtype and strides.  An SM80-style kernel
+ * (64x64 tiles, 4 warps, the template's Epilogue and stores).
+ * Parameters: (ws, C, ep0, ...). */
+hp_status cuda_gen_gemm_finish(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+/* Zero `words` 32-bit words at `out` (split-K workspaces and flags, inside
+ * the launch list so that a CUDA Graph replays it).  Parameters: (out). */
+hp_status cuda_gen_zero(hp_error *e, cuda_module *m, int64_t words, const char *name);
 
 /* 2-D convolution as implicit GEMM (algo_choice.conv = implicit_gemm):
  * x NCHW, w OIHW [oc][c/groups][kh][kw], y NCHW, all contiguous.
@@ -359,7 +396,8 @@ typedef struct cuda_meta {
  * dynamic shared memory the launch must request. */
 typedef struct cuda_kernel {
   const char *name;
-  const char *kind; /* "mma_gemm" | "mma_conv" | "attention" | "ewise" | "reduce" | "softmax" | "layernorm" | "wgmma_gemm" */
+  const char *kind; /* "mma_gemm" | "mma_conv" | "attention" | "ewise" | "reduce" | "softmax" | "layernorm" | "wgmma_gemm"
+                     | "splitk_finish" | "zero" */
   cuda_arch arch;
   int nparams;
   cuda_param params[CUDA_MAX_PARAMS];
@@ -367,6 +405,10 @@ typedef struct cuda_kernel {
   int block[3];
   int64_t smem_bytes;
   int min_blocks; /* __launch_bounds__ second argument (0: none) */
+  /* > 0: a persistent kernel walking this many tiles; the launch sets
+   * grid.x = min(tiles, SMs x min_blocks) from the device (grid[0] holds
+   * that for CUDA_DEFAULT_SMS, the figure without a device) */
+  int64_t persistent_tiles;
   cuda_stmt *body; /* a Block */
   int nmeta;
   cuda_meta meta[CUDA_MAX_META]; /* the plan as the template read it: tile, stages, ... */

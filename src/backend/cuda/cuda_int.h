@@ -30,6 +30,7 @@ typedef struct cuda_mma_prob {
   tiny_dtype ab_dtype, c_dtype;
   cuda_mma_opnd A, B;
   int64_t c_sm, c_sn;
+  int64_t c_ss;                       /* split-K REDUCE: elements between the slices' partials */
   int c_zmul;                         /* largest of 8/2/1 dividing every batch offset of C */
   const char *a_base, *b_base, *c_base; /* element offsets of batch bz (C text in bz) */
   int n_epi;
@@ -46,5 +47,7 @@ int cuda_chunk_elems(int64_t s_mn, const int64_t *sb, int nsb);
 const char *cuda_swz_off(cuda_b *b, int cols, bool no_swizzle, const char *r, const char *c);
 bool cuda_swz_cols_ok(int cols);
 int64_t cuda_smem_max(cuda_arch a);
+/* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
+hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *name);
 
 #endif

@@ -441,6 +441,7 @@ static json_t *kernel_json(const cuda_kernel *k) {
     json_array_append_new(bl, json_integer(k->block[i]));
   }
   json_object_set_new(o, "grid", g);
+  if (k->persistent_tiles > 0) json_object_set_new(o, "persistent_tiles", json_integer(k->persistent_tiles));
   json_object_set_new(o, "block", bl);
   json_object_set_new(o, "smem_bytes", json_integer(k->smem_bytes));
   json_t *ps = json_array();

@@ -80,7 +80,8 @@ typedef struct mma_gen {
   cuda_kernel *k;
   const cuda_mma_prob *p;
   int BM, BN, BK, S, WM, WN, WARPS_M, WARPS_N, T, MF, NF, KT;
-  int splits;     /* split-K parallel slices (1: none) */
+  int splits;     /* split-K slices (1: none) */
+  cuda_splitk sk; /* how they combine */
   const char *nkt; /* k tiles of this CTA (C text: a constant without split-K) */
   int a_rows, a_cols, b_rows, b_cols; /* SMEM tiles: rows x contiguous cols */
   int64_t a_bytes, b_bytes, stage_bytes;
@@ -382,6 +383,127 @@ static void emit_stores(mma_gen *g) {
   cuda_meta_str(g->k, "c_store", pair_ok ? "fragment_pairs" : "fragment_elements");
 }
 
+/* SMEM base, thread / warp indices and the CTA's first row and column. */
+static void emit_cta_indices(mma_gen *g) {
+  cuda_b *b = &g->b;
+  bool mx = g->p->tune.raster_m_x;
+  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
+  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
+  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
+  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
+  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
+  cuda_decl(b, "const int", "wm", NULL, cuda_fmt(b, "warp / %d", g->WARPS_N));
+  cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g->WARPS_N));
+  cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'x' : 'y', g->BM));
+  cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
+}
+
+/* Parameters C (with the alignment its stores need) and ep0.. */
+static void add_c_params(mma_gen *g) {
+  const cuda_mma_prob *p = g->p;
+  cuda_kernel *k = g->k;
+  cuda_param_add(k, p->pname[2], cuda_ctype(p->c_dtype), CUDA_P_PTR_OUT, p->c_dtype);
+  int cs = tiny_dtype_size(p->c_dtype), VE = 16 / cs;
+  bool staged = p->tune.vec * cs >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+  bool pairs = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+  bool partials = g->splits > 1 && g->sk != CUDA_SPLITK_SERIAL; /* element-wise fp32 */
+  cuda_param_align(k, partials ? 4 : staged ? 16 : pairs ? 2 * cs : cs);
+  for (int i = 0; i < p->n_epi; i++) {
+    bool has = p->epi[i].kind == CUDA_EPI_BIAS_M || p->epi[i].kind == CUDA_EPI_BIAS_N || p->epi[i].kind == CUDA_EPI_RESIDUAL;
+    cuda_param_add(k, cuda_fmt(&g->b, "ep%d", i), has ? cuda_ctype(p->epi[i].dtype) : "float", CUDA_P_PTR_IN,
+                   has ? p->epi[i].dtype : TINY_FP32);
+  }
+}
+
+/* The Epilogue statement over the warp's fragments (every op of the spec). */
+static void emit_epilogue(mma_gen *g, hp_arena *arena) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", cuda_fmt(b, "bm0 + wm * %d", g->WM), cuda_fmt(b, "bn0 + wn * %d", g->WN),
+                              cuda_fmt(b, "%lld", (long long)p->M));
+  ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
+  ep->i[0] = g->MF;
+  ep->i[1] = g->NF;
+  ep->dtype = p->c_dtype;
+  if (!p->n_epi) return;
+  ep->epi = hp_arena_alloc(arena, sizeof(cuda_epi_ir) * (size_t)p->n_epi);
+  if (!ep->epi) {
+    b->oom = true;
+    return;
+  }
+  ep->nepi = p->n_epi;
+  for (int i = 0; i < p->n_epi; i++) {
+    ep->epi[i].e = p->epi[i];
+    ep->epi[i].ptr = p->epi_ptr[i];
+  }
+}
+
+/* Open loops over the thread's accumulator elements acc[i][j][q] at
+ * (hk_r, hk_c) (the m16n8 C layout) and an If on the bounds; close with
+ * close_frag_elems. */
+static void open_frag_elems(mma_gen *g) {
+  cuda_b *b = &g->b;
+  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
+  cuda_for(b, "q", "0", "4", -1);
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8", g->WM));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1)", g->WN));
+  cuda_if(b, cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)g->p->M, (long long)g->p->N));
+}
+static void close_frag_elems(mma_gen *g) {
+  for (int i = 0; i < 4; i++) cuda_close(&g->b);
+}
+
+/* Split-K ATOMIC / REDUCE: the raw fp32 partial sums go to C (the workspace). */
+static void emit_partials(mma_gen *g) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  bool atomic = g->sk == CUDA_SPLITK_ATOMIC;
+  cuda_comment(b, atomic ? "split-K parallel: fp32 partial sums added into C (zeroed by the caller)"
+                         : "split-K reduce: this slice's fp32 partial sums, summed in slice order by the finishing pass");
+  open_frag_elems(g);
+  const char *ptr = cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn);
+  if (atomic) cuda_emit_s(b, CU_ATOMIC_ADD, ptr, "acc[i][j][q]", NULL, NULL);
+  else
+    cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + (hk_i64)ks * %lld", ptr, (long long)p->c_ss), "hk_f2u(acc[i][j][q])",
+                NULL, NULL)->i[0] = 4;
+  close_frag_elems(g);
+  cuda_meta_str(g->k, "c_store", atomic ? "red.global.add.f32" : "st.global.b32 partials");
+}
+
+/* Split-K SERIAL: wait for the slices before this one, add their running
+ * sum; all but the last slice store it back and release the next.  Leaves
+ * an If open whose body (the last slice) gets the epilogue and the stores. */
+static void emit_serial(mma_gen *g) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  const cuda_kernel *k = g->k;
+  cuda_comment(b, "split-K serial: slices of this tile add up in slice order through ws; flags[tile] = slices done");
+  cuda_decl(b, "float *", "Wb", NULL, cuda_fmt(b, "ws + (hk_i64)bz * %lld", (long long)(p->M * p->N)));
+  cuda_decl(b, "int *", "hk_flag", NULL,
+            cuda_fmt(b, "flags + ((hk_i64)bz * %lld + blockIdx.y) * %lld + blockIdx.x", (long long)k->grid[1], (long long)k->grid[0]));
+  const char *wp = cuda_fmt(b, "Wb + (hk_i64)hk_r * %lld + hk_c", (long long)p->N);
+  cuda_if(b, "ks > 0");
+  cuda_if(b, "tid == 0");
+  cuda_call(b, "hk_flag_wait(hk_flag, ks)"); /* acquire: slices 0..ks-1 are in ws */
+  cuda_close(b);
+  cuda_emit(b, CU_BARRIER);
+  open_frag_elems(g);
+  cuda_assign(b, "acc[i][j][q]", cuda_fmt(b, "hk_ldf_f32(%s) + acc[i][j][q]", wp));
+  close_frag_elems(g);
+  cuda_close(b);
+  cuda_if(b, cuda_fmt(b, "ks < %d", g->splits - 1));
+  open_frag_elems(g);
+  cuda_emit_s(b, CU_ST_GLOBAL_VEC, wp, "hk_f2u(acc[i][j][q])", NULL, NULL)->i[0] = 4;
+  close_frag_elems(g);
+  cuda_call(b, "hk_fence_gpu()");
+  cuda_emit(b, CU_BARRIER);
+  cuda_if(b, "tid == 0");
+  cuda_call(b, "hk_flag_set(hk_flag, ks + 1)"); /* release */
+  cuda_close(b);
+  cuda_else(b);
+}
+
 static hp_status check_tile(hp_error *e, const char *name, const cuda_tune *t, int64_t smem_max, int *T) {
   if (t->bm <= 0 || t->bn <= 0 || t->bk <= 0 || t->warp_m <= 0 || t->warp_n <= 0)
     return hp_fail(e, HP_E_INVALID_ARG, name, "tile sizes must be positive");
@@ -414,7 +536,8 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   g.BM = t->bm, g.BN = t->bn, g.BK = t->bk, g.S = t->stages, g.WM = t->warp_m, g.WN = t->warp_n;
   g.WARPS_M = g.BM / g.WM, g.WARPS_N = g.BN / g.WN, g.MF = g.WM / 16, g.NF = g.WN / 8;
   g.KT = (int)((p->K + g.BK - 1) / g.BK);
-  g.splits = t->splitk > 1 && t->splitk_parallel ? (t->splitk < g.KT ? t->splitk : g.KT) : 1;
+  g.splits = t->splitk > 1 ? (t->splitk < g.KT ? t->splitk : g.KT) : 1;
+  g.sk = t->splitk_kind;
   int kt_per = (g.KT + g.splits - 1) / g.splits;
   g.swz_off = t->no_swizzle;
   g.a_rows = p->A.kmajor ? g.BM : g.BK, g.a_cols = p->A.kmajor ? g.BK : g.BM;
@@ -451,17 +574,10 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_param_align(k, p->A.vec * 2);
   cuda_param_add(k, p->pname[1], "hk_u16", CUDA_P_PTR_IN, ab);
   cuda_param_align(k, p->B.vec * 2);
-  cuda_param_add(k, p->pname[2], cuda_ctype(p->c_dtype), CUDA_P_PTR_OUT, p->c_dtype);
-  {
-    int cs = tiny_dtype_size(p->c_dtype), VE = 16 / cs;
-    bool staged = t->vec * cs >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
-    bool pairs = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
-    cuda_param_align(k, g.splits > 1 ? 4 : staged ? 16 : pairs ? 2 * cs : cs);
-  }
-  for (int i = 0; i < p->n_epi; i++) {
-    bool has = p->epi[i].kind == CUDA_EPI_BIAS_M || p->epi[i].kind == CUDA_EPI_BIAS_N || p->epi[i].kind == CUDA_EPI_RESIDUAL;
-    cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(p->epi[i].dtype) : "float", CUDA_P_PTR_IN,
-                   has ? p->epi[i].dtype : TINY_FP32);
+  add_c_params(&g);
+  if (g.splits > 1 && g.sk == CUDA_SPLITK_SERIAL) {
+    cuda_param_add(k, "ws", "float", CUDA_P_PTR_OUT, TINY_FP32);
+    cuda_param_add(k, "flags", "int", CUDA_P_PTR_OUT, TINY_I32);
   }
   int64_t tl[3] = {g.BM, g.BN, g.BK};
   cuda_meta_str(k, "template", "sm80_mma");
@@ -479,15 +595,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_meta_str(k, "local_edges", "mainloop->epilogue: reg");
 
   /* ---- prologue: indices, batch bases, SMEM ---- */
-  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
-  cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
-  cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
-  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
-  cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
-  cuda_decl(b, "const int", "wm", NULL, cuda_fmt(b, "warp / %d", g.WARPS_N));
-  cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g.WARPS_N));
-  cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'x' : 'y', g.BM));
-  cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", t->raster_m_x ? 'y' : 'x', g.BN));
+  emit_cta_indices(&g);
   if (g.splits > 1) {
     cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g.splits));
     cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g.splits));
@@ -495,7 +603,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
     cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g.KT, kt_per, g.KT));
     g.nkt = "nkt";
     cuda_meta_int(k, "splitk", g.splits);
-    cuda_meta_str(k, "algo_choice.matmul", "splitk_parallel");
+    cuda_meta_str(k, "algo_choice.matmul", cuda_splitk_name(g.sk));
   } else {
     cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
     cuda_decl(b, "const int", "kt0", NULL, "0");
@@ -550,40 +658,59 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_emit(b, CU_BARRIER);
 
   /* ---- epilogue on the fragments, then the stores ---- */
-  if (g.splits > 1) cuda_if(b, "ks == 0"); /* split-K: one slice adds the (linear) epilogue */
-  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", cuda_fmt(b, "bm0 + wm * %d", g.WM), cuda_fmt(b, "bn0 + wn * %d", g.WN),
-                              cuda_fmt(b, "%lld", (long long)p->M));
-  ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
-  ep->i[0] = g.MF;
-  ep->i[1] = g.NF;
-  ep->dtype = p->c_dtype;
-  if (p->n_epi) {
-    ep->epi = hp_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)p->n_epi);
-    if (!ep->epi) b->oom = true;
-    else {
-      ep->nepi = p->n_epi;
-      for (int i = 0; i < p->n_epi; i++) {
-        ep->epi[i].e = p->epi[i];
-        ep->epi[i].ptr = p->epi_ptr[i];
-      }
+  if (g.splits > 1 && g.sk != CUDA_SPLITK_SERIAL) {
+    if (g.sk == CUDA_SPLITK_ATOMIC && p->n_epi) { /* one slice adds the (linear) epilogue */
+      cuda_if(b, "ks == 0");
+      emit_epilogue(&g, m->arena);
+      cuda_close(b);
     }
-  }
-  if (g.splits > 1) {
-    cuda_close(b);
-    cuda_comment(b, "split-K parallel: fp32 partial sums added into C (zeroed by the caller)");
-    cuda_for(b, "i", "0", cuda_fmt(b, "%d", g.MF), -1);
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", g.NF), -1);
-    cuda_for(b, "q", "0", "4", -1);
-    cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8", g.WM));
-    cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1)", g.WN));
-    cuda_emit_s(b, CU_ATOMIC_ADD, cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn),
-                "acc[i][j][q]", cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)p->M, (long long)p->N), NULL);
-    cuda_close(b);
-    cuda_close(b);
-    cuda_close(b);
-    cuda_meta_str(k, "c_store", "red.global.add.f32");
+    emit_partials(&g);
     return cuda_b_finish(b, k);
   }
+  if (g.splits > 1) emit_serial(&g);
+  emit_epilogue(&g, m->arena);
+  emit_stores(&g);
+  if (g.splits > 1) cuda_close(b);
+  return cuda_b_finish(b, k);
+}
+
+/* The finishing pass of split-K: 64x64 tiles, 4 warps of 32x32, the
+ * accumulators loaded from the workspace (partials summed in slice order),
+ * then the template's Epilogue and stores. */
+static hp_status mma_emit_finish(hp_error *e, cuda_module *m, const cuda_mma_prob *p, int parts, const char *name) {
+  mma_gen g;
+  memset(&g, 0, sizeof g);
+  cuda_mma_prob q = *p;
+  q.tune.bm = q.tune.bn = 64, q.tune.warp_m = q.tune.warp_n = 32, q.tune.raster_m_x = false;
+  g.p = &q;
+  g.BM = g.BN = 64, g.WM = g.WN = 32, g.WARPS_M = g.WARPS_N = 2, g.MF = 2, g.NF = 4, g.T = 128, g.splits = 1;
+  int osz = tiny_dtype_size(q.c_dtype);
+  int64_t gx = (q.N + 63) / 64, gy = (q.M + 63) / 64;
+  if (gy > 65535 || q.nz > 65535) return hp_fail(e, HP_E_LIMIT, name, "grid too large (%lld M tiles, %lld batches)", (long long)gy, (long long)q.nz);
+  cuda_b *b = &g.b;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "splitk_finish");
+  if (!k) return e->code;
+  g.k = k;
+  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = q.nz;
+  k->block[0] = g.T;
+  k->smem_bytes = q.tune.vec * osz >= 16 ? (int64_t)g.BM * (g.BN * osz + 16) : 0;
+  cuda_param_add(k, "ws", "float", CUDA_P_PTR_IN, TINY_FP32);
+  add_c_params(&g);
+  cuda_meta_int(k, "partials", parts);
+  cuda_meta_str(k, "order", "slice 0, 1, ... (fixed: deterministic)");
+  emit_cta_indices(&g);
+  cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
+  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(q.c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", q.pname[2], q.c_base));
+  cuda_call(b, "(void)hk_sb; (void)bz");
+  cuda_decl(b, "float", "acc", "[2][4][4]", "{}");
+  open_frag_elems(&g);
+  cuda_for(b, "hk_s", "0", cuda_fmt(b, "%d", parts), 1);
+  cuda_assign(b, "acc[i][j][q]",
+              cuda_fmt(b, "acc[i][j][q] + hk_ldf_f32(ws + (((hk_i64)hk_s * %lld + bz) * %lld + hk_r) * %lld + hk_c)",
+                       (long long)q.nz, (long long)q.M, (long long)q.N));
+  cuda_close(b);
+  close_frag_elems(&g);
+  emit_epilogue(&g, m->arena);
   emit_stores(&g);
   return cuda_b_finish(b, k);
 }
@@ -640,7 +767,18 @@ static hp_status check_ab_dtypes(hp_error *e, const char *name, tiny_dtype a, ti
 
 hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
 
-hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+const char *cuda_splitk_name(cuda_splitk k) {
+  return k == CUDA_SPLITK_SERIAL ? "splitk_serial" : k == CUDA_SPLITK_REDUCE ? "splitk_reduce" : "splitk_parallel";
+}
+
+int cuda_gemm_slices(const cuda_gemm_spec *s) {
+  if (s->tune.splitk <= 1) return 1;
+  int64_t bk = s->tune.arch == CUDA_SM90 ? 64 : s->tune.bk ? s->tune.bk : 32; /* cuda_tune_fill_mma, cuda_sm90.c */
+  int64_t kt = (s->K + bk - 1) / bk;
+  return (int)(s->tune.splitk < kt ? s->tune.splitk : kt);
+}
+
+static hp_status gemm_checks(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
@@ -653,17 +791,28 @@ hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, co
   for (int i = 0; i < HP_ARRAY_LEN(st); i++)
     if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative stride");
   if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype)) return e->code;
-  if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
-  if (s->tune.arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
-  if (s->tune.splitk > 1) {
-    if (!s->tune.splitk_parallel)
-      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K is the parallel form (fp32 atomics) here; splitk_serial is not implemented");
-    if (s->c_dtype != TINY_FP32) return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K adds into an fp32 C");
-    for (int i = 0; i < s->n_epi; i++)
-      if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
-        return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the non-linear epilogue %s (run it as a second pass)",
-                       cuda_epi_name(s->epi[i].kind));
-  }
+  return check_epi(e, name, s->epi, s->n_epi);
+}
+
+/* The split-K kinds' demands on C and the epilogue (both templates). */
+hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *name) {
+  if (s->tune.splitk <= 1) return HP_OK;
+  if ((unsigned)s->tune.splitk_kind > CUDA_SPLITK_SERIAL) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown split-K kind");
+  if (s->tune.splitk_kind == CUDA_SPLITK_SERIAL) return HP_OK;
+  if (s->c_dtype != TINY_FP32)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "%s writes fp32 partial sums: C must be the fp32 workspace",
+                   cuda_splitk_name(s->tune.splitk_kind));
+  if (s->tune.splitk_kind == CUDA_SPLITK_REDUCE && (s->n_epi || s->c_ss < 1))
+    return hp_fail(e, HP_E_INVALID_ARG, name, "splitk_reduce: no epilogue (the finishing pass applies it) and a slice stride c_ss >= 1");
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
+      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the non-linear epilogue %s (run it in the finishing pass)",
+                     cuda_epi_name(s->epi[i].kind));
+  return HP_OK;
+}
+
+/* The MMA problem of a GEMM spec (the batch bases as C text in bz). */
+static hp_status gemm_prob(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name, cuda_mma_prob *pp) {
   cuda_mma_prob p;
   memset(&p, 0, sizeof p);
   p.kind = "mma_gemm";
@@ -699,9 +848,31 @@ hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, co
       p.epi_ptr[i] = cuda_fmt(&tb, "(ep%d + %s * %lld + %s * %lld)", i, z, (long long)ep->s_b0, z1, (long long)ep->s_b1);
   }
   if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  p.c_ss = s->c_ss;
   p.tune = s->tune;
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype);
+  *pp = p;
+  return HP_OK;
+}
+
+hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+  if (gemm_checks(e, m, s, name) || cuda_splitk_check(e, s, name)) return e->code;
+  if (s->tune.arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
+  cuda_mma_prob p;
+  if (gemm_prob(e, m, s, name, &p)) return e->code;
   return cuda_mma_emit(e, m, &p, name);
+}
+
+hp_status cuda_gen_gemm_finish(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+  if (gemm_checks(e, m, s, name)) return e->code;
+  if (s->tune.splitk <= 1 || s->tune.splitk_kind == CUDA_SPLITK_SERIAL)
+    return hp_fail(e, HP_E_INVALID_ARG, name, "a finishing pass is for splitk_parallel / splitk_reduce");
+  cuda_gemm_spec f = *s;
+  f.tune.arch = CUDA_SM80;
+  f.tune.splitk = 0;
+  cuda_mma_prob p;
+  if (gemm_prob(e, m, &f, name, &p)) return e->code;
+  return mma_emit_finish(e, m, &p, s->tune.splitk_kind == CUDA_SPLITK_REDUCE ? cuda_gemm_slices(s) : 1, name);
 }
 
 void cuda_conv_spec_init(cuda_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t kh,

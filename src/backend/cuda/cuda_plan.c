@@ -27,14 +27,12 @@ hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, c
       if (!strcmp(p->bind[i].axis, mo)) out->raster_m_x = true;
     }
   switch (p->algo[PLAN_KEY_MATMUL]) {
-  case PLAN_ALGO_SPLITK_PARALLEL:
-    out->splitk = splitk_factor > 1 ? splitk_factor : 1;
-    out->splitk_parallel = true;
-    break;
-  case PLAN_ALGO_SPLITK_SERIAL:
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "splitk_serial is not implemented on the GPU (use splitk_parallel)");
+  case PLAN_ALGO_SPLITK_PARALLEL: out->splitk_kind = CUDA_SPLITK_ATOMIC; break;
+  case PLAN_ALGO_SPLITK_REDUCE: out->splitk_kind = CUDA_SPLITK_REDUCE; break;
+  case PLAN_ALGO_SPLITK_SERIAL: out->splitk_kind = CUDA_SPLITK_SERIAL; break;
   default: break;
   }
+  if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL])) out->splitk = splitk_factor > 1 ? splitk_factor : 1;
   if (p->algo[PLAN_KEY_CONV] != PLAN_ALGO_NONE && p->algo[PLAN_KEY_CONV] != PLAN_ALGO_IMPLICIT_GEMM)
     return hp_fail(e, HP_E_UNSUPPORTED, NULL, "conv algorithm %s on the GPU (implicit_gemm only)",
                    plan_algo_name(p->algo[PLAN_KEY_CONV]));

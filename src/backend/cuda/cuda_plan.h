@@ -6,9 +6,9 @@
 #include "harp/plan.h"
 
 /* Fill `out` from plan p (arch sm80 | sm90).  splitk_factor is the slice
- * count of plan_splitk_factor when p chooses splitk_*.  Unsupported for
- * algorithms the GPU templates lack (splitk_serial, winograd, fft);
- * splitk_parallel works on both templates (fp32 C, bias/residual epilogues). */
+ * count of plan_splitk_factor when p chooses splitk_* (splitk_parallel ->
+ * CUDA_SPLITK_ATOMIC, splitk_reduce -> REDUCE, splitk_serial -> SERIAL).
+ * Unsupported for algorithms the GPU templates lack (winograd, fft). */
 hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out);
 /* algo_choice.attention = online_softmax (else streaming_softmax_2pass). */
 bool cuda_attn_online_from_plan(const plan_t *p);

@@ -64,6 +64,11 @@ static const char prelude_common[] =
     "HK_DEV void hk_stg128(void *p, hk_v4 v) { asm volatile(\"st.global.v4.b32 [%0], {%1,%2,%3,%4};\" :: \"l\"(p), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
     "HK_DEV void hk_stg8(void *p, unsigned char v) { *(unsigned char *)p = v; }\n"
     "HK_DEV void hk_red_add_f32(float *p, float v) { asm volatile(\"red.global.add.f32 [%0], %1;\" :: \"l\"(p), \"f\"(v) : \"memory\"); }\n"
+    /* split-K serial: a per-tile flag, acquired by one thread before the CTA reads the running sum, released after it is written */
+    "HK_DEV void hk_flag_wait(const int *p, int v) { int x;\n"
+    "  do { asm volatile(\"ld.acquire.gpu.global.b32 %0, [%1];\" : \"=r\"(x) : \"l\"(p) : \"memory\"); } while (x != v); }\n"
+    "HK_DEV void hk_flag_set(int *p, int v) { asm volatile(\"st.release.gpu.global.b32 [%0], %1;\" :: \"l\"(p), \"r\"(v) : \"memory\"); }\n"
+    "HK_DEV void hk_fence_gpu() { asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); }\n"
     /* shared memory */
     "HK_DEV void hk_sts16(hk_saddr a, hk_u16 v) { asm volatile(\"st.shared.b16 [%0], %1;\" :: \"r\"(a), \"h\"(v) : \"memory\"); }\n"
     "HK_DEV void hk_sts32(hk_saddr a, hk_u32 v) { asm volatile(\"st.shared.b32 [%0], %1;\" :: \"r\"(a), \"r\"(v) : \"memory\"); }\n"

@@ -100,7 +100,8 @@ hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_k
 hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
 
 /* CUDA Graphs: capture the launches between begin and end on harp's stream
- * (one graph per ShapeSet), then replay them with one call. */
+ * (hp_gpu_run: one graph per built model, i.e. per shape binding), then
+ * replay them with one call. */
 typedef struct cuda_rt_graph cuda_rt_graph;
 hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt);
 hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, cuda_rt_graph **out);

@@ -1,7 +1,7 @@
 /* cuda_simple.c — the non-contraction kernels: elementwise chains, single
  * axis reductions, row softmax, row layernorm (Welford).
  * Needs: cuda.h.  Gives: cuda_gen_ewise, cuda_gen_reduce, cuda_gen_softmax,
- * cuda_gen_layernorm.
+ * cuda_gen_layernorm, cuda_gen_zero.
  *
  * All are coalesced (consecutive lanes touch consecutive elements) and
  * vectorised where the layout allows it (16-byte ld/st.global.v4 on
@@ -484,5 +484,27 @@ hp_status cuda_gen_layernorm(hp_error *e, cuda_module *m, const cuda_rownorm_spe
   row_loop_end(b, vec);
   cuda_close(b);
   if (grid_ok(e, name, k)) return e->code;
+  return cuda_b_finish(b, k);
+}
+
+/* Zero a run of 32-bit words: grid-stride, one word per thread and step.
+ * Split-K's workspace and flags are cleared by a launch of the model (not
+ * a host memset) so that a CUDA Graph of the launches replays it too. */
+hp_status cuda_gen_zero(hp_error *e, cuda_module *m, int64_t words, const char *name) {
+  if (words < 1 || words > ((int64_t)1 << 40)) return hp_fail(e, HP_E_INVALID_ARG, name, "zero: %lld words", (long long)words);
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "zero");
+  if (!k) return e->code;
+  int64_t blocks = (words + 255) / 256;
+  k->grid[0] = blocks < 1024 ? blocks : 1024;
+  k->block[0] = 256;
+  cuda_param_add(k, "out", "hk_u32", CUDA_P_PTR_OUT, TINY_I32);
+  cuda_meta_int(k, "words", words);
+  cuda_decl(b, "const hk_i64", "hk_step", NULL, cuda_fmt(b, "%lld", (long long)k->grid[0] * 256));
+  cuda_open(b, cuda_emit_s(b, CU_LOOP, "hk_w", "(hk_i64)blockIdx.x * 256 + threadIdx.x",
+                           cuda_fmt(b, "hk_w < %lld", (long long)words), "hk_step"));
+  cuda_stmt *st = cuda_emit_s(b, CU_ST_GLOBAL_VEC, "out + hk_w", "0u", NULL, NULL);
+  st->i[0] = 4;
+  cuda_close(b);
   return cuda_b_finish(b, k);
 }

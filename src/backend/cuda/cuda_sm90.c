@@ -40,10 +40,12 @@
  * elements); BM = 128; BK = 64; BN in {64, 128, 256}; 2..4 stages; C fp16,
  * bf16 or fp32 with c_sn == 1.
  *
- * Split-K (algo_choice.matmul = splitk_parallel): slices of K run in
- * separate CTAs and add their raw fp32 partial sums into C with
- * red.global.add.f32 (C must be fp32 and zeroed; epilogue ops other than
- * bias/residual are refused since they do not distribute over the sum).
+ * Split-K: slices of K are separate tiles of the queue.  splitk_parallel:
+ * they add their raw fp32 partial sums into C with red.global.add.f32 (C
+ * fp32 and zeroed; epilogue ops other than bias/residual are refused since
+ * they do not distribute over the sum); splitk_reduce: each stores its
+ * partial at C + ks * c_ss (cuda_gen_gemm_finish sums them and applies the
+ * epilogue).  splitk_serial is the SM80 template's.
  *
  * Status: compile-verified (NVRTC sm_90a; the PTX holds wgmma.mma_async,
  * cp.async.bulk.tensor, mbarrier, setmaxnreg).  Never run. */
@@ -158,13 +160,9 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   int splitk = t->splitk > 1 ? t->splitk : 1;
   bool bkm = s->b_sk == 1; /* B K-major */
   int osz = tiny_dtype_size(s->c_dtype);
-  if (splitk > 1) {
-    if (!t->splitk_parallel) return unsupported(e, name, "split-K on SM90 is the parallel (fp32 atomic) form");
-    if (s->c_dtype != TINY_FP32) return unsupported(e, name, "split-K adds into an fp32 C");
-    for (int i = 0; i < s->n_epi; i++)
-      if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
-        return unsupported(e, name, "split-K with a non-linear epilogue (run it as a second pass)");
-  }
+  bool reduce = splitk > 1 && t->splitk_kind == CUDA_SPLITK_REDUCE;
+  if (splitk > 1 && t->splitk_kind == CUDA_SPLITK_SERIAL)
+    return unsupported(e, name, "splitk_serial is on the SM80 template (it runs on sm_90)");
   int64_t KT = (s->K + BK - 1) / BK;
   if (splitk > KT) splitk = (int)KT;
   int64_t kt_per = (KT + splitk - 1) / splitk;
@@ -186,8 +184,10 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
   if (!k) return e->code;
-  /* persistent: one CTA per SM of an H100 SXM5 (132); the tile loop is correct for any grid */
-  int64_t grid = t->persistent ? (ntiles < 132 ? ntiles : 132) : ntiles;
+  /* persistent: one CTA per SM (the launch reads the device's count; an
+   * H100 SXM5's 132 here); the tile loop is correct for any grid */
+  int64_t grid = t->persistent ? (ntiles < CUDA_DEFAULT_SMS ? ntiles : CUDA_DEFAULT_SMS) : ntiles;
+  if (t->persistent) k->persistent_tiles = ntiles;
   k->grid[0] = grid;
   k->block[0] = 384;
   k->min_blocks = 1;
@@ -243,10 +243,12 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_meta_int(k, "wgmma_trans_b", !bkm);
   cuda_meta_str(k, "wgmma_dtype", s->a_dtype == TINY_BF16 ? "bf16" : "f16");
   cuda_meta_str(k, "warp_specialization", "1 producer warpgroup (TMA, 40 regs) + 2 consumer warpgroups (wgmma, 232 regs)");
-  cuda_meta_str(k, "scheduler", cuda_fmt(b, "persistent, grouped raster group_m=%d", GM));
+  cuda_meta_str(k, "scheduler", t->persistent ? cuda_fmt(b, "persistent (grid.x = min(tiles, SMs)), grouped raster group_m=%d", GM)
+                                              : cuda_fmt(b, "one CTA per tile, grouped raster group_m=%d", GM));
   cuda_meta_int(k, "tiles", ntiles);
   cuda_meta_int(k, "splitk", splitk);
-  cuda_meta_str(k, "c_store", splitk > 1 ? "red.global.add.f32" : "registers -> smem -> TMA store");
+  if (splitk > 1) cuda_meta_str(k, "algo_choice.matmul", cuda_splitk_name(t->splitk_kind));
+  cuda_meta_str(k, "c_store", splitk > 1 ? (reduce ? "st.global.b32 partials" : "red.global.add.f32") : "registers -> smem -> TMA store");
   cuda_meta_str(k, "arch_note", "build for sm_90a (wgmma, setmaxnreg)");
 
   const char *dt = s->a_dtype == TINY_BF16 ? "bf16" : "f16";
@@ -380,15 +382,19 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
     if (splitk > 1) cuda_close(b);
   }
   if (splitk > 1) {
-    /* raw partial sums: red.global.add.f32 per element (slice 0 adds the bias/residual) */
+    /* raw partial sums: red.global.add.f32 per element (slice 0 adds the
+     * bias/residual), or (reduce) stored in this slice's part of C */
     cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
     cuda_for(b, "q", "0", "4", -1);
     cuda_decl(b, "const int", "hk_r", NULL, "row0 + (lane >> 2) + (q >> 1) * 8");
     cuda_decl(b, "const int", "hk_c", NULL, "col0 + j * 8 + (lane & 3) * 2 + (q & 1)");
-    cuda_emit_s(b, CU_ATOMIC_ADD,
-                cuda_fmt(b, "C + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld + (hk_i64)hk_r * %lld + hk_c", (long long)s->c_sb[0],
-                         (long long)s->c_sb[1], (long long)s->c_sm),
-                "acc[0][j][q]", cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->M, (long long)s->N), NULL);
+    const char *ptr = cuda_fmt(b, "C + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld + (hk_i64)hk_r * %lld + hk_c", (long long)s->c_sb[0],
+                               (long long)s->c_sb[1], (long long)s->c_sm);
+    const char *ok = cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->M, (long long)s->N);
+    if (reduce)
+      cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + (hk_i64)ks * %lld", ptr, (long long)s->c_ss), "hk_f2u(acc[0][j][q])", ok,
+                  NULL)->i[0] = 4;
+    else cuda_emit_s(b, CU_ATOMIC_ADD, ptr, "acc[0][j][q]", ok, NULL);
     cuda_close(b);
     cuda_close(b);
   } else {

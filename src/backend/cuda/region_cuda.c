@@ -24,6 +24,7 @@
 #include "backend/cuda/region_cuda.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
+#include "harp/tune.h"
 
 #define DECLINE(msg)   \
   do {                 \
@@ -88,12 +89,17 @@ static hp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char *
 }
 
 static hp_status gen_gemm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
+static hp_status gen_finish(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
 static hp_status gen_conv(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
 static hp_status gen_attn(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
 static hp_status gen_ew(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
 static hp_status gen_red(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
 static hp_status gen_sm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
 static hp_status gen_ln(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
+
+static hp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
+  return try_gen(c, gen_finish, s, name, why);
+}
 
 /* Add the launch of the kernel just generated, or drop it when its
  * arguments break an alignment (*why). */
@@ -119,18 +125,24 @@ static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
 }
 
 /* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
- * view); false when there is none or it is not a GPU plan. */
-static bool plan_tune(const rg_info *info, cuda_tune *t) {
-  if (!info || !info->has_plan || !plan_arch_is_gpu(info->plan.arch)) return false;
+ * view; split-K slices as plan_splitk_factor counts them on the Plan's
+ * machine); false when there is none or it is not a GPU plan. */
+static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+  const hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  const plan_t *p = ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
+  if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
   hp_error e2 = {0};
-  if (cuda_tune_from_plan(&e2, &info->plan, 1, t)) return false;
+  plan_resources res;
+  const plan_machine *pm = plan_machine_gpu(p->arch);
+  plan_resources_of(p, pm, &info->plan_info, &res);
+  if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) return false;
+  t->persistent = plan_persistent(p, &info->plan_info, pm, &res);
   plan_gemm_view gv;
   if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HP_OK) {
-    t->bm = plan_tile(&info->plan, &info->plan_info, gv.m);
-    t->bn = plan_tile(&info->plan, &info->plan_info, gv.n);
-    t->bk = plan_tile(&info->plan, &info->plan_info, gv.k);
+    t->bm = plan_tile(p, &info->plan_info, gv.m);
+    t->bn = plan_tile(p, &info->plan_info, gv.n);
+    t->bk = plan_tile(p, &info->plan_info, gv.k);
   }
-  t->splitk = 0, t->splitk_parallel = false; /* split-K needs a zeroed fp32 C: not wired */
   return true;
 }
 
@@ -144,6 +156,92 @@ static void epi_args(const cuda_rctx *c, int r, const ct_epi *epi, int n, named_
     na[i] = (named_arg){names[i], epi[i].slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0}
                                                   : cuda_arg_slot(c, r, epi[i].slot, epi[i].off, epi[i].dtype)};
   }
+}
+
+static int64_t up256(int64_t x) { return (x + 255) / 256 * 256; }
+
+/* Launch of kernel k (already in the module) with arguments by name; false
+ * (and no launch) when an argument breaks its parameter's alignment. */
+static hp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const named_arg *na, int n, bool *ok) {
+  cuda_launch *l = cuda_launch_add(c, k, r);
+  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  *ok = bind(l, k, na, n);
+  if (!*ok) c->nlaunch--;
+  return HP_OK;
+}
+
+/* Split-K from the Plan (s->tune.splitk > 1).  In the scratch area after A's
+ * copy (ws_off), an fp32 workspace:
+ *   splitk_parallel  zero [batch][M][N]; GEMM adds partials (atomics); finish
+ *   splitk_reduce    GEMM writes [S][batch][M][N]; finish sums slice by slice
+ *   splitk_serial    zero the flags; GEMM slices add up in order through
+ *                    [batch][M][N], the last applies the epilogue
+ * The finishing pass applies the whole epilogue, so any epilogue fuses.
+ * *done false (module and launches as before) when a kernel refuses. */
+static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
+                             bool *done, const char **why) {
+  int n0 = c->mod->n, l0 = c->nlaunch;
+  *done = false;
+  cuda_splitk kind = s0->tune.splitk_kind;
+  int64_t nz = s0->batch[0] * s0->batch[1], MN = s0->M * s0->N;
+  cuda_gemm_spec g = *s0; /* the GEMM kernel's spec */
+  if (kind != CUDA_SPLITK_SERIAL) { /* C = the workspace, fp32, contiguous; no epilogue */
+    g.c_dtype = TINY_FP32;
+    g.c_sm = s0->N, g.c_sn = 1, g.c_sb[1] = MN, g.c_sb[0] = s0->batch[1] * MN, g.c_ss = nz * MN;
+    g.n_epi = 0;
+  }
+  int S = cuda_gemm_slices(&g);
+  int64_t ws_bytes = (kind == CUDA_SPLITK_REDUCE ? S : 1) * nz * MN * 4;
+  cuda_arg ws = {CUDA_ARG_SCRATCH, -1, ws_off}, flags = {CUDA_ARG_SCRATCH, -1, ws_off + up256(ws_bytes)};
+  if (try_gen(c, gen_gemm, &g, kname(c, r, "gemm"), why)) return HP_OK;
+  const cuda_kernel *gk = c->mod->k[c->mod->n - 1];
+  const cuda_kernel *fk = NULL, *zk = NULL;
+  int64_t zero_words = 0, end = ws_off + up256(ws_bytes);
+  if (kind != CUDA_SPLITK_SERIAL) {
+    cuda_gemm_spec f = *s0;
+    f.tune = g.tune;
+    if (!try_gen_finish(c, &f, kname(c, r, "splitk_finish"), why)) fk = c->mod->k[c->mod->n - 1];
+    if (kind == CUDA_SPLITK_ATOMIC) zero_words = nz * MN;
+  } else {
+    zero_words = gk->grid[0] * gk->grid[1] * (gk->grid[2] / S); /* a flag per output tile */
+    end = flags.offset + up256(zero_words * 4);
+  }
+  hp_error e2 = {0};
+  if (zero_words && cuda_gen_zero(&e2, c->mod, zero_words, kname(c, r, "splitk_zero")) == HP_OK) zk = c->mod->k[c->mod->n - 1];
+  if ((kind != CUDA_SPLITK_SERIAL && !fk) || (zero_words && !zk)) {
+    if (!*why) *why = e2.msg[0] ? fmt_note(c, "the zero kernel refused: %s", e2.msg) : "a split-K kernel refused";
+    c->mod->n = n0;
+    return HP_OK;
+  }
+  /* launches: zero, GEMM, finish */
+  named_arg na[3 + CT_MAX_EPI + 2];
+  int n = 0;
+  for (int i = 0; i < nio; i++) na[n++] = io[i];
+  if (kind != CUDA_SPLITK_SERIAL) na[2].arg = ws; /* "C" of the GEMM */
+  na[n++] = (named_arg){"ws", ws};
+  na[n++] = (named_arg){"flags", flags};
+  named_arg zo = {"out", kind == CUDA_SPLITK_SERIAL ? flags : ws};
+  bool ok = true;
+  hp_status st = HP_OK;
+  if (zk) st = add_launch(c, r, zk, &zo, 1, &ok);
+  if (!st && ok) st = add_launch(c, r, gk, na, n, &ok);
+  if (!st && ok && fk) {
+    named_arg fa[1 + 1 + CT_MAX_EPI];
+    int m = 0;
+    fa[m++] = (named_arg){"ws", ws};
+    for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* C, ep0.. */
+    st = add_launch(c, r, fk, fa, m, &ok);
+  }
+  if (st || !ok) {
+    c->mod->n = n0, c->nlaunch = l0;
+    if (!ok) *why = "an operand's element offset breaks the template's alignment";
+    return st;
+  }
+  if (end > c->scratch_bytes) c->scratch_bytes = end;
+  cuda_kernel *k = c->mod->k[n0];
+  cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);
+  *done = true;
+  return HP_OK;
 }
 
 static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
@@ -185,9 +283,35 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   }
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
-  bool has_plan = plan_tune(info, &pt);
+  bool has_plan = plan_tune(c, r, info, &pt);
   const char *refused = NULL;
   hp_status st = HP_E_UNSUPPORTED;
+  named_arg na[3 + CT_MAX_EPI];
+  na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
+  na[1] = (named_arg){"B", targ(c, r, &gm.B)};
+  na[2] = (named_arg){"C", targ(c, r, &gm.C)};
+  char epn[CT_MAX_EPI][16];
+  epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
+  if (has_plan && pt.splitk > 1) { /* the Plan's split-K: SM90 template first, then SM80 */
+    bool sdone = false;
+    for (int a = pt.arch == CUDA_SM90 && c->mod->arch == CUDA_SM90 ? 0 : 1; a < 2 && !sdone; a++) {
+      s.tune = pt;
+      s.tune.arch = a ? CUDA_SM80 : CUDA_SM90;
+      hp_status st2 = gemm_splitk(c, r, &s, na, 3 + gm.nepi, up256(a_bytes), &sdone, &refused);
+      if (st2) return st2;
+    }
+    if (sdone) {
+      cuda_kernel *k = c->mod->k[n0 + (gm.nrep ? 1 : 0)];
+      cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
+      cuda_meta_str(k, "schedule_plan", "tiles, stages, warp tile, vector width and split-K from the Plan");
+      if (gm.nrep) cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
+                                                                 : "repacked into scratch (its reduced dimensions do not fold)");
+      if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
+      *done = true;
+      return HP_OK;
+    }
+    pt.splitk = 0; /* refused: the same plan without split-K */
+  }
   if (has_plan) {
     s.tune = pt;
     if (pt.arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s.tune.arch = CUDA_SM80;
@@ -195,6 +319,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   }
   if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
     cuda_tune_default(&s.tune, CUDA_SM90);
+    s.tune.persistent = has_plan && pt.persistent; /* the Plan's scheduling holds for the template's tiles too */
     st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
   }
   if (st) {
@@ -205,12 +330,6 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     c->mod->n = n0, c->nlaunch = l0;
     return HP_OK;
   }
-  named_arg na[3 + CT_MAX_EPI];
-  na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
-  na[1] = (named_arg){"B", targ(c, r, &gm.B)};
-  na[2] = (named_arg){"C", targ(c, r, &gm.C)};
-  char epn[CT_MAX_EPI][16];
-  epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
   bool ok;
   if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {

@@ -56,6 +56,7 @@ typedef struct cuda_rctx {
   cuda_launch *launch;
   int nlaunch, caplaunch;
   int64_t scratch_bytes; /* the most one launch uses */
+  const struct hp_plan_choice *plans; /* per region, or NULL: the regions' own plans */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -86,8 +87,12 @@ typedef struct cuda_model_tu {
 } cuda_model_tu;
 
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
+/* plans (nullable): per region of f's partition, the plan to read instead of
+ * the region's default (harp/tune.h hp_plans_choose: --plan overrides). */
+struct hp_plan_choice;
 hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
-                           const tiny_symtab *syms, cuda_arch arch, cuda_model_tu **out);
+                           const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
+                           cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* --dump gpu: {"gpu": {arch, kernels: [...], launches: [...], memory: {...}}}.  Malloc'd. */
 hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
@@ -95,6 +100,10 @@ hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
  * I/O, scratch, status) or, for a weight, the ConstPool (*in_consts).
  * CUDA_ARG_NULL: -1. */
 int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_consts);
+
+/* grid.x of kernel k when persistent (k->persistent_tiles > 0) on a device
+ * with sm_count SMs (<= 0: CUDA_DEFAULT_SMS); 0 for other kernels. */
+int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count);
 
 /* The translation unit behind a model of harp/gpu.h (src/runtime/gpu.c). */
 struct hp_gpu_model;
