@@ -132,6 +132,9 @@ int poly_non_scop(const poly_view *pv, int k); /* node index */
  * edge's true dependences.  malloc'd; NULL on allocation failure. */
 char *poly_domain_str(const poly_view *pv, int block);
 char *poly_access_str(const poly_view *pv, int block, int access);
+/* Whether the access reads (writes) exactly the element at the block's own
+ * coordinates, with no padding: an elementwise, same-index access. */
+bool poly_access_identity(const poly_view *pv, int block, int access);
 char *poly_access_fill_str(const poly_view *pv, int block, int access, int k, double *value);
 char *poly_edge_str(const poly_view *pv, int edge);
 

@@ -309,6 +309,19 @@ char *poly_access_str(const poly_view *pv, int block, int access) {
   return dup_isl(isl_map_to_str(pv->blocks[block].acc[access].map));
 }
 
+bool poly_access_identity(const poly_view *pv, int block, int access) {
+  const poly_acc *a = &pv->blocks[block].acc[access];
+  if (a->nfill || isl_map_dim(a->map, isl_dim_in) != isl_map_dim(a->map, isl_dim_out)) return false;
+  /* the tuples name the block and the tensor: compare without them */
+  isl_map *m = isl_map_reset_tuple_id(isl_map_reset_tuple_id(isl_map_copy(a->map), isl_dim_in), isl_dim_out);
+  isl_set *dom = isl_map_domain(isl_map_copy(m));
+  isl_map *id = isl_map_intersect_domain(isl_map_identity(isl_space_map_from_set(isl_set_get_space(dom))), dom);
+  isl_bool eq = isl_map_is_equal(m, id);
+  isl_map_free(m);
+  isl_map_free(id);
+  return eq == isl_bool_true;
+}
+
 char *poly_access_fill_str(const poly_view *pv, int block, int access, int k, double *value) {
   const poly_acc *a = &pv->blocks[block].acc[access];
   if (k < 0 || k >= a->nfill) return NULL;
