@@ -112,6 +112,39 @@ if shutil.which("cc") and shutil.which("make"):
                         r.returncode == 1 and "cuInit failed" in r.stderr, r.stderr)
     shutil.rmtree(d, ignore_errors=True)
 
+# A model the interpreter cannot hold (a 4096^3 GEMM's broadcast product is
+# 2^36 elements): expected/ comes from the CPU backend, with a note; the
+# persistent SM90 GEMM's launch carries its tile count for the loader.
+if shutil.which("cc"):
+    big = {"uops": [
+        {"id": "A", "uop": "INPUT", "arg": {"tensor_id": "A", "dtype": "fp16", "shape": [4096, 4096]}},
+        {"id": "B", "uop": "INPUT", "arg": {"tensor_id": "B", "dtype": "fp16", "shape": [4096, 4096]}},
+        {"id": "a", "uop": "RESHAPE", "src": ["A"], "arg": {"result_shape": [4096, 4096, 1]}},
+        {"id": "b", "uop": "RESHAPE", "src": ["B"], "arg": {"result_shape": [1, 4096, 4096]}},
+        {"id": "p", "uop": "MUL", "src": ["a", "b"]},
+        {"id": "acc", "uop": "REDUCE", "src": ["p"], "arg": {"op": "SUM", "axes": [1], "dtype": "fp32"}},
+        {"id": "C", "uop": "CAST", "src": ["acc"], "arg": {"to": "fp16"}}]}
+    d = tempfile.mkdtemp(prefix="harp_cupkg_big_")
+    model = os.path.join(d, "gemm4096.json")
+    with open(model, "w") as f:
+        json.dump(big, f)
+    out = os.path.join(d, "pkg")
+    p = compile_pkg(model, "sm90", (), out)
+    s.check("4096^3 GEMM package: harp compile", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        s.check("4096^3 GEMM package: says expected/ comes from the CPU backend",
+                "expected/ comes from the CPU backend" in p.stderr, p.stderr)
+        A = np.load(os.path.join(out, "inputs", "A.npy")).astype(np.float32)
+        B = np.load(os.path.join(out, "inputs", "B.npy")).astype(np.float32)
+        C = np.load(os.path.join(out, "expected", "C.npy"))
+        rows = [0, 1, 2047, 4095]
+        s.check("4096^3 GEMM package: expected/ rows match numpy", *close(C[rows], A[rows] @ B))
+        host = open(os.path.join(out, "model_host.c")).read()
+        s.check("4096^3 GEMM package: the persistent launch carries 1024 tiles",
+                '{"k0_gemm", {132, 1, 1}, {384, 1, 1}, ' in host and ", 1024, 1, " in host and "m->sms" in host,
+                [ln for ln in host.splitlines() if "k0_gemm" in ln][:2])
+    shutil.rmtree(d, ignore_errors=True)
+
 if not nvrtc_seen:
     print("NVRTC not available: PTX checks skipped")
 s.close()

@@ -85,7 +85,8 @@ static const char host_head[] =
 static void tables(hp_str *o, const cuda_model_tu *t) {
   hp_str_puts(o, "/* where a kernel argument points: 0 NULL, 1 the arena, 2 the ConstPool; tmap >= 0: a tensor map of it */\n"
                  "typedef struct arg { int space; long long off; int tmap; } arg;\n"
-                 "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; int nargs; arg a[24]; } launch;\n"
+                 "/* tiles > 0: a persistent kernel, grid.x = min(tiles, SMs x minb) on the device at hand */\n"
+                 "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; long long tiles; int minb, nargs; arg a[24]; } launch;\n"
                  "/* cuTensorMapEncodeTiled operands (innermost first) */\n"
                  "typedef struct tmap_desc { int dtype, rank, swizzle; uint64_t dims[5], strides[4]; uint32_t box[5]; } tmap_desc;\n");
   int ntmap = 0;
@@ -95,9 +96,10 @@ static void tables(hp_str *o, const cuda_model_tu *t) {
   for (int i = 0; i < t->nlaunch; i++) {
     const cuda_launch *l = &t->launch[i];
     const cuda_kernel *k = l->k;
-    hp_str_printf(o, "  {\"%s\", {%lld, %lld, %lld}, {%d, %d, %d}, %lld, %d, {", k->name, (long long)k->grid[0],
+    hp_str_printf(o, "  {\"%s\", {%lld, %lld, %lld}, {%d, %d, %d}, %lld, %lld, %d, %d, {", k->name, (long long)k->grid[0],
                   (long long)k->grid[1], (long long)k->grid[2], k->block[0], k->block[1], k->block[2],
-                  (long long)k->smem_bytes, l->nargs);
+                  (long long)k->smem_bytes, (long long)k->persistent_tiles, k->min_blocks > 0 ? k->min_blocks : 1,
+                  l->nargs);
     for (int p = 0; p < l->nargs; p++) {
       bool in_consts;
       int64_t off = cuda_arg_offset(t, &l->args[p], &in_consts);
@@ -127,7 +129,7 @@ static void tables(hp_str *o, const cuda_model_tu *t) {
 static const char host_body[] =
     "typedef struct tmap_blob { _Alignas(64) unsigned char b[128]; } tmap_blob;\n"
     "struct model_t {\n"
-    "  CUdevice dev;\n  CUcontext ctx;\n  CUmodule mod;\n  CUfunction fn[NLAUNCH + 1];\n"
+    "  CUdevice dev;\n  int sms; /* multiprocessors, for persistent grids */\n  CUcontext ctx;\n  CUmodule mod;\n  CUfunction fn[NLAUNCH + 1];\n"
     "  CUdeviceptr arena, consts;\n  tmap_blob maps[NTMAP + 1];\n"
     "};\n\n"
     "static CUdeviceptr addr(const model_t *m, const arg *a) {\n"
@@ -147,6 +149,7 @@ static const char host_body[] =
     "  CK(cu.DeviceGet(&m->dev, dv ? atoi(dv) : 0), \"cuDeviceGet\");\n"
     "  CK(cu.DeviceGetAttribute(&cc[0], 75, m->dev), \"cuDeviceGetAttribute\");\n"
     "  CK(cu.DeviceGetAttribute(&cc[1], 76, m->dev), \"cuDeviceGetAttribute\");\n"
+    "  CK(cu.DeviceGetAttribute(&m->sms, 16, m->dev), \"cuDeviceGetAttribute\"); /* MULTIPROCESSOR_COUNT */\n"
     "  if (cc[0] < MIN_CC_MAJOR || (EXACT_CC && cc[0] != MIN_CC_MAJOR)) {\n"
     "    fprintf(stderr, \"model: compiled for %s; the device is sm_%d%d\\n\", TARGET, cc[0], cc[1]);\n    return 1;\n  }\n"
     "  CK(cu.PrimaryCtxRetain(&m->ctx, m->dev), \"cuDevicePrimaryCtxRetain\");\n"
@@ -187,7 +190,9 @@ static const char host_body[] =
     "    for (int p = 0; p < l->nargs; p++) {\n"
     "      v[p] = addr(m, &l->a[p]);\n"
     "      pp[p] = l->a[p].tmap >= 0 ? (void *)m->maps[l->a[p].tmap].b : (void *)&v[p];\n    }\n"
-    "    CK(cu.LaunchKernel(m->fn[i], l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, NULL,\n"
+    "    long long slots = (long long)m->sms * l->minb;\n"
+    "    unsigned gx = l->tiles > 0 ? (unsigned)(l->tiles < slots ? l->tiles : slots) : l->grid[0];\n"
+    "    CK(cu.LaunchKernel(m->fn[i], gx, l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, NULL,\n"
     "                       pp, NULL), l->name);\n  }\n"
     "  CK(cu.CtxSynchronize(), \"kernel execution\");\n"
     "  int status = 0;\n"
