@@ -312,7 +312,7 @@ typedef struct tiny_graph {
   bool explicit_outputs; /* "outputs" was given; else: nodes nothing consumes */
   hp_error err;          /* first builder error */
   int next_auto_id;
-  struct tiny_idmap *ids; /* id -> index */
+  struct hp_strmap *ids; /* id -> index (util/strmap.c) */
 } tiny_graph;
 
 /* ---- builder API -------------------------------------------------------- */

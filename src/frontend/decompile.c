@@ -277,9 +277,9 @@ static void expr(dctx *C, hp_val v, int ctx) {
 }
 
 /* ---- names -------------------------------------------------------------------- */
-typedef fe_names names;
+typedef hp_strmap names;
 
-static bool taken(const names *N, const char *s) { return fe_names_find(N, s) != NULL; }
+static bool taken(const names *N, const char *s) { return hp_strmap_find(N, s) != NULL; }
 
 static const char *claim(names *N, hp_arena *A, const char *want, int v) {
   const char *s = want && fe_is_ident(want) && !fe_is_reserved(want, (int)strlen(want)) && !taken(N, want) ? want : NULL;
@@ -289,7 +289,7 @@ static const char *claim(names *N, hp_arena *A, const char *want, int v) {
     if (!t) return NULL;
     if (!taken(N, t)) s = t;
   }
-  return fe_names_put(N, s, v) ? s : NULL;
+  return hp_strmap_put(N, s, v) ? s : NULL;
 }
 
 static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
@@ -366,7 +366,7 @@ static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
   hp_str_puts(s, "\n}\n");
   ok = !C.oom;
 done:
-  fe_names_free(&N);
+  hp_strmap_free(&N);
   free(name);
   free(uses);
   return ok;

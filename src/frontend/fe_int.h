@@ -178,15 +178,6 @@ hp_status fe_flatten(hp_error *e, const hp_program *p, hp_program **flat);
 hp_status fe_fail_node(hp_error *e, const hp_program *p, const fe_node *n, hp_status code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* names.c: string -> int (keys are not copied: they must outlive the map). */
-typedef struct fe_names {
-  const char **keys;
-  int *vals;
-  int n, cap;
-} fe_names;
-int *fe_names_find(const fe_names *m, const char *key); /* NULL if absent */
-bool fe_names_put(fe_names *m, const char *key, int val);  /* false on no memory */
-void fe_names_free(fe_names *m);
 
 /* dsl: lex.c / parse.c / sema.c share fe_dsl.h */
 

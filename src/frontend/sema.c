@@ -19,7 +19,7 @@ typedef struct sema {
   fe_diagctx *dc;
   hp_graph *g;
   const fe_ast_graph *ag;
-  fe_names env; /* name -> value; <= 0: poisoned (its definition failed) */
+  hp_strmap env; /* name -> value; <= 0: poisoned (its definition failed) */
   bool oom;
   hp_graph **gs; /* gs[i] was built from tree graph i (NULL if not) */
   bool *usable;  /* its signature is sound (calls to it are checked) */
@@ -54,10 +54,10 @@ static void at_ex(sema *S, const fe_ex *ex) {
 }
 
 /* ---- environment --------------------------------------------------------- */
-static int *lookup(sema *S, const char *name) { return fe_names_find(&S->env, name); }
+static int *lookup(sema *S, const char *name) { return hp_strmap_find(&S->env, name); }
 
 static void bind(sema *S, const char *name, hp_val v) {
-  if (!fe_names_put(&S->env, name, v)) S->oom = true;
+  if (!hp_strmap_put(&S->env, name, v)) S->oom = true;
 }
 
 /* ---- dimensions ------------------------------------------------------------ */
@@ -886,7 +886,7 @@ static bool signature(sema *S, const fe_ast_graph *ag) {
 }
 
 static void body(sema *S, const fe_ast_graph *ag) {
-  fe_names_free(&S->env);
+  hp_strmap_free(&S->env);
   hp_graph *g = S->g;
   for (int i = 0; i < g->nparams; i++) {
     fe_node *n = fe_node_of(g, g->params[i]);
@@ -938,5 +938,5 @@ void fe_sema(const fe_ast *ast, hp_program *p, fe_diagctx *dc) {
 done:
   free(usable);
   free(gs);
-  fe_names_free(&S.env);
+  hp_strmap_free(&S.env);
 }

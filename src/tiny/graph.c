@@ -7,60 +7,6 @@
 #include "harp/tiny.h"
 #include "util/util.h"
 
-/* Open-addressing map from id to node index. */
-struct tiny_idmap {
-  int cap; /* power of two */
-  int used;
-  const char **keys;
-  int *vals;
-};
-
-static uint64_t str_hash(const char *s) { return hp_hash64(s, strlen(s), 0); }
-
-static bool idmap_grow(struct tiny_idmap *m) {
-  int cap = m->cap ? m->cap * 2 : 64;
-  const char **keys = hp_xcalloc((size_t)cap, sizeof *keys);
-  int *vals = hp_xcalloc((size_t)cap, sizeof *vals);
-  if (!keys || !vals) {
-    free(keys);
-    free(vals);
-    return false;
-  }
-  for (int i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    uint64_t h = str_hash(m->keys[i]) & (uint64_t)(cap - 1);
-    while (keys[h]) h = (h + 1) & (uint64_t)(cap - 1);
-    keys[h] = m->keys[i];
-    vals[h] = m->vals[i];
-  }
-  free(m->keys);
-  free(m->vals);
-  m->keys = keys;
-  m->vals = vals;
-  m->cap = cap;
-  return true;
-}
-
-static int idmap_get(const struct tiny_idmap *m, const char *key) {
-  if (!m || !m->cap) return -1;
-  uint64_t h = str_hash(key) & (uint64_t)(m->cap - 1);
-  while (m->keys[h]) {
-    if (strcmp(m->keys[h], key) == 0) return m->vals[h];
-    h = (h + 1) & (uint64_t)(m->cap - 1);
-  }
-  return -1;
-}
-
-static bool idmap_put(struct tiny_idmap *m, const char *key, int val) {
-  if ((m->used + 1) * 2 > m->cap && !idmap_grow(m)) return false;
-  uint64_t h = str_hash(key) & (uint64_t)(m->cap - 1);
-  while (m->keys[h]) h = (h + 1) & (uint64_t)(m->cap - 1);
-  m->keys[h] = key;
-  m->vals[h] = val;
-  m->used++;
-  return true;
-}
-
 tiny_graph *tiny_graph_new(void) {
   tiny_graph *g = hp_xcalloc(1, sizeof *g);
   if (!g) return NULL;
@@ -76,8 +22,7 @@ tiny_graph *tiny_graph_new(void) {
 void tiny_graph_free(tiny_graph *g) {
   if (!g) return;
   if (g->ids) {
-    free(g->ids->keys);
-    free(g->ids->vals);
+    hp_strmap_free(g->ids);
     free(g->ids);
   }
   free(g->nodes);
@@ -86,7 +31,10 @@ void tiny_graph_free(tiny_graph *g) {
   free(g);
 }
 
-int tiny_find(const tiny_graph *g, const char *id) { return id ? idmap_get(g->ids, id) : -1; }
+int tiny_find(const tiny_graph *g, const char *id) {
+  const int *v = id ? hp_strmap_find(g->ids, id) : NULL;
+  return v ? *v : -1;
+}
 
 static int builder_fail(tiny_graph *g, hp_status code, const char *id, const char *msg) {
   hp_fail(&g->err, code, id, "%s", msg);
@@ -188,7 +136,7 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
     for (int i = 0; i < count && i < TINY_MAX_RANK; i++) COPY_STR(dims[k][i].sym);
 #undef COPY_STR
   if (oom) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
-  if (!idmap_put(g->ids, n->id, g->n)) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+  if (!hp_strmap_put(g->ids, n->id, g->n)) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
   return g->n++;
 }
 

@@ -84,4 +84,15 @@ void hp_sanitize_name(const char *s, char *out, size_t cap);
 /* FNV-1a 64-bit, for content hashes and tables. */
 uint64_t hp_hash64(const void *data, size_t n, uint64_t seed);
 
+/* ---- string -> int map (strmap.c) ---------------------------------------- */
+/* Keys are not copied: they must outlive the map.  Zero-initialised = empty. */
+typedef struct hp_strmap {
+  const char **keys;
+  int *vals;
+  int n, cap; /* cap: 0 or a power of two */
+} hp_strmap;
+int *hp_strmap_find(const hp_strmap *m, const char *key); /* NULL if absent (or m NULL) */
+bool hp_strmap_put(hp_strmap *m, const char *key, int val); /* replaces; false on no memory */
+void hp_strmap_free(hp_strmap *m);
+
 #endif

@@ -1,14 +1,14 @@
-/* names.c — a string -> int hash map for the DSL passes (the variables in
- * scope, the names decompile has handed out).
- * Needs: util (hashing, allocation).  Gives: fe_names_*. */
+/* strmap.c — a string -> int open-addressing hash map (node ids of a Tiny
+ * graph, the DSL's scopes, the names decompile hands out).
+ * Needs: util (hashing, allocation).  Gives: hp_strmap_*. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_int.h"
+#include "util/util.h"
 
-static uint64_t hash(const char *s) { return hp_hash64(s, strlen(s), 0x9e3779b97f4a7c15ull); }
+static uint64_t hash(const char *s) { return hp_hash64(s, strlen(s), 0); }
 
-static bool grow(fe_names *m) {
+static bool grow(hp_strmap *m) {
   int cap = m->cap ? m->cap * 2 : 64;
   const char **keys = hp_xcalloc((size_t)cap, sizeof *keys);
   int *vals = hp_xcalloc((size_t)cap, sizeof *vals);
@@ -32,15 +32,15 @@ static bool grow(fe_names *m) {
   return true;
 }
 
-int *fe_names_find(const fe_names *m, const char *key) {
-  if (!m->cap) return NULL;
+int *hp_strmap_find(const hp_strmap *m, const char *key) {
+  if (!m || !m->cap) return NULL;
   for (uint64_t h = hash(key) & (uint64_t)(m->cap - 1); m->keys[h]; h = (h + 1) & (uint64_t)(m->cap - 1))
     if (strcmp(m->keys[h], key) == 0) return &m->vals[h];
   return NULL;
 }
 
-bool fe_names_put(fe_names *m, const char *key, int val) {
-  int *v = fe_names_find(m, key);
+bool hp_strmap_put(hp_strmap *m, const char *key, int val) {
+  int *v = hp_strmap_find(m, key);
   if (v) {
     *v = val;
     return true;
@@ -54,7 +54,7 @@ bool fe_names_put(fe_names *m, const char *key, int val) {
   return true;
 }
 
-void fe_names_free(fe_names *m) {
+void hp_strmap_free(hp_strmap *m) {
   free(m->keys);
   free(m->vals);
   memset(m, 0, sizeof *m);
