@@ -204,6 +204,41 @@ static void plan_comment(hp_str *out, const plan_use *u, bool refused, const hp_
   free(one);
 }
 
+/* The generators behind one signature, for template_body. */
+typedef hp_status (*gen_fn)(hp_error *e, const void *spec, const char *fn, hp_str *out);
+static hp_status gen_gemm(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_gemm(e, s, fn, o); }
+static hp_status gen_conv(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_conv(e, s, fn, o); }
+static hp_status gen_attn(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_attn(e, s, fn, o); }
+
+/* The template's kernel `kfn` into out, under the plan's tuning (already in
+ * *tune, a member of spec); when the template refuses the plan, or there is
+ * none, under the built-in tuning (bm/bn, when given, back to the template's
+ * own choice), and the plan's comment says which.  False: the template
+ * refuses the shape itself (out untouched, the plan not applied). */
+static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
+                          const char *kfn, hp_str *out) {
+  hp_error pe = {0}, e2 = {0};
+  hp_str body;
+  hp_str_init(&body);
+  bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HP_OK;
+  if (refused || !pu->ch) { /* the built-in tuning */
+    hp_str_free(&body);
+    hp_str_init(&body);
+    cgen_tuning_default(tune);
+    if (bm) *bm = *bn = 0;
+    if (c->host_only) tune->isa_mask = host_isa_mask();
+    if (gen(&e2, spec, kfn, &body) != HP_OK) {
+      hp_str_free(&body);
+      if (pu->ch) pu->ch->applied = false;
+      return false;
+    }
+  }
+  plan_comment(out, pu, refused, &pe);
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  return true;
+}
+
 static void ep_array(hp_str *o, const ct_epi *epi, int n) {
   hp_str_puts(o, "  const void *ep[] = {");
   for (int i = 0; i < n; i++) {
@@ -256,24 +291,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   plan_tuning(c, r, 'g', false, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
-  hp_error e3 = {0}, pe = {0};
-  hp_str body;
-  hp_str_init(&body);
-  bool refused = pu.ch && cgen_gemm(&pe, &s, kfn, &body) != HP_OK;
-  if (refused || !pu.ch) { /* the built-in tuning */
-    hp_str_free(&body);
-    hp_str_init(&body);
-    cgen_tuning_default(&s.tune);
-    if (c->host_only) s.tune.isa_mask = host_isa_mask();
-    if (cgen_gemm(&e3, &s, kfn, &body) != HP_OK) { /* a shape the template refuses: generic code */
-      hp_str_free(&body);
-      if (pu.ch) pu.ch->applied = false;
-      DECLINE("the template refused the shape");
-    }
-  }
-  plan_comment(out, &pu, refused, &pe);
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   ep_array(out, gm.epi, gm.nepi);
   if (gm.nrep) {
@@ -314,24 +332,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
-  hp_error e2 = {0}, pe = {0};
-  hp_str body;
-  hp_str_init(&body);
-  bool refused = pu.ch && cgen_conv(&pe, &s, kfn, &body) != HP_OK;
-  if (refused || !pu.ch) {
-    hp_str_free(&body);
-    hp_str_init(&body);
-    cgen_tuning_default(&s.tune);
-    if (c->host_only) s.tune.isa_mask = host_isa_mask();
-    if (cgen_conv(&e2, &s, kfn, &body) != HP_OK) {
-      hp_str_free(&body);
-      if (pu.ch) pu.ch->applied = false;
-      DECLINE("the template refused the shape");
-    }
-  }
-  plan_comment(out, &pu, refused, &pe);
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   ep_array(out, cv.epi, cv.nepi);
   hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn, cv.W.slot, cv.X.slot,
@@ -365,25 +366,8 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   plan_tuning(c, r, 'a', false, &s.tune, &s.bm, &s.bn, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_attn", fn);
-  hp_error e2 = {0}, pe = {0};
-  hp_str body;
-  hp_str_init(&body);
-  bool refused = pu.ch && cgen_attn(&pe, &s, kfn, &body) != HP_OK;
-  if (refused || !pu.ch) {
-    hp_str_free(&body);
-    hp_str_init(&body);
-    cgen_tuning_default(&s.tune);
-    s.bm = s.bn = 0;
-    if (c->host_only) s.tune.isa_mask = host_isa_mask();
-    if (cgen_attn(&e2, &s, kfn, &body) != HP_OK) {
-      hp_str_free(&body);
-      if (pu.ch) pu.ch->applied = false;
-      DECLINE("the template refused the shape");
-    }
-  }
-  plan_comment(out, &pu, refused, &pe);
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  if (!template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
+    DECLINE("the template refused the shape");
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   if (at.has_mask)
     hp_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
