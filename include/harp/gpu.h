@@ -54,6 +54,41 @@ bool hp_gpu_cache_hit(const hp_gpu_model *m);
 const struct hp_function *hp_gpu_function(const hp_gpu_model *m);
 /* Launches by kind: on a template, on a simple row kernel, generic loops. */
 void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic);
+/* ---- sessions: one model, many shape bindings -------------------------------
+ * A session holds a model whose shapes name free symbols (B, T, ...).  Each
+ * run gives a binding; the model is built for it on first use (kernels are
+ * specialised to constant shapes; NVRTC's disk cache makes rebuilds cheap).
+ * With opts.graphs, runs go through ONE executable CUDA Graph per ShapeSet
+ * (the binding's cluster, plan_shapeset_key): instantiated for the first
+ * binding of the cluster, updated in place (cuGraphExecUpdate) when another
+ * binding of the same cluster runs, replayed untouched when the same binding
+ * runs again.  The session keeps the HP_GPU_SESSION_MODELS most recently
+ * used bindings built; the graph is a view of the given graph, re-read per
+ * binding, so g may be freed after hp_gpu_session_new.  opts' plan overrides
+ * are borrowed for the session's life. */
+#define HP_GPU_SESSION_MODELS 8
+typedef struct hp_gpu_session hp_gpu_session;
+typedef struct hp_gpu_session_stats {
+  int clusters;       /* ShapeSets seen */
+  int builds;         /* models built: one per binding, again after an eviction */
+  int captures;       /* graphs captured: one per built model that ran with graphs */
+  int instantiations; /* executable graphs created (one per cluster unless an update was refused) */
+  int updates;        /* in-place updates of a cluster's graph to another of its bindings */
+  int replays;        /* graph launches */
+  int evictions;      /* built models dropped to make room */
+} hp_gpu_session_stats;
+hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts *o, hp_gpu_session **out);
+/* One execution for this binding (inputs[] as for hp_gpu_run, at its shapes). */
+hp_status hp_gpu_session_run(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, const hp_tensor *inputs,
+                             int ninputs, hp_tensor *outputs);
+/* The launches alone for a binding that has run (its inputs stay uploaded);
+ * sync: wait for them.  Benchmarks of host overhead use this. */
+hp_status hp_gpu_session_launch(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool sync);
+/* The built model of a binding that has run (NULL otherwise); owned by s. */
+const hp_gpu_model *hp_gpu_session_model(hp_gpu_session *s, const tiny_symtab *binding);
+void hp_gpu_session_stats_get(const hp_gpu_session *s, hp_gpu_session_stats *out);
+void hp_gpu_session_free(hp_gpu_session *s);
+
 /* PTX of the translation unit (compiles it when NVRTC is there; no GPU needed). */
 hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx);
 

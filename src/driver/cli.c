@@ -173,7 +173,7 @@ static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state,
   return HP_OK;
 }
 
-static hp_status load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults) {
+hp_status cli_load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults) {
   const char *path = o->model, *ext = ext_of(path);
   if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
   if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
@@ -187,7 +187,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   for (int i = 0; i < o->syms.n; i++)
     if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
   tiny_symtab_init(&m->defaults);
-  if (load_graph(e, o, m, &m->defaults)) return e->code;
+  if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
   /* Every --input must name an input of the model. */
   for (int k = 0; k < o->ninputs; k++) {

@@ -58,6 +58,9 @@ void cli_opts_free(cli_opts *o);
  * need_inputs false (dump), unbound symbols are allowed and no tensor is read. */
 hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
 void cli_model_free(cli_model *m);
+/* The model file's graph alone, unbound and unprepared (m->g, m->program;
+ * a .harp model's graph<B=1> defaults into *defaults). */
+hp_status cli_load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults);
 
 /* Write the requested dumps that belong to the Tiny layer and earlier;
  * returns HP_OK.  Fails on an unknown dump name. */

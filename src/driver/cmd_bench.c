@@ -21,6 +21,11 @@ static const char bench_help[] =
     "                       timed with device events; inputs are uploaded once)\n"
     "  --target T           cuda: sm80 or sm90 (default: the device's)\n"
     "  --graphs             cuda: replay one CUDA Graph of the launches\n"
+    "  --bind SYM=INT[,SYM=INT...]\n"
+    "                       cuda: one shape binding of a session (repeatable);\n"
+    "                       each --repeat round runs every binding once, in\n"
+    "                       turn, and the median is per run.  With --graphs the\n"
+    "                       session keeps one CUDA Graph per ShapeSet\n"
     "  --repeat N           timed runs (default 20)\n"
     "  --warmup N           untimed runs first (default 3)\n"
     "  --json               print one JSON object (median_ms, gflops, ...)\n"
@@ -66,12 +71,93 @@ static long opt_int(const char *v, const char *what, bool *ok) {
   return x;
 }
 
+/* --bind: one GPU session over the unbound model; every binding runs once
+ * (uploads its inputs), then each round launches every binding in turn,
+ * waiting for each, so host overhead (graph updates included) is in the time. */
+static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmup, long repeat, bool graphs,
+                         bool json, const cli_plans *pl) {
+  hp_error e = {0};
+  cli_model base = {0}, *ms = calloc((size_t)nbinds, sizeof *ms);
+  tiny_symtab given = o->syms, *bs = calloc((size_t)nbinds, sizeof *bs);
+  double *times = calloc((size_t)repeat, sizeof *times);
+  hp_gpu_session *s = NULL;
+  int rc = 1;
+  tiny_symtab_init(&base.syms);
+  tiny_symtab_init(&base.defaults);
+  if (!ms || !bs || !times) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  const char *target;
+  if (cli_gpu_target(&e, o, NULL, &target) || cli_load_graph(&e, o, &base, &base.defaults)) goto fail;
+  hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl->ov, .nplan_overrides = pl->n};
+  if (hp_gpu_session_new(&e, base.g, &go, &s)) goto fail;
+  for (int i = 0; i < nbinds; i++) { /* --sym, then this binding's symbols, then the model's defaults */
+    tiny_symtab_init(&bs[i]);
+    for (int k = 0; k < given.n; k++)
+      if (tiny_symtab_set(&e, &bs[i], given.names[k], given.values[k])) goto fail;
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s", binds[i]);
+    for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
+      if (tiny_symtab_parse_assign(&e, &bs[i], tok)) goto fail;
+    o->syms = bs[i];
+    hp_status st = cli_load_model(&e, o, true, &ms[i]);
+    o->syms = given;
+    if (st) goto fail;
+    hp_tensor *outs = calloc((size_t)ms[i].g->noutputs + 1, sizeof *outs);
+    if (!outs) {
+      hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+      goto fail;
+    }
+    st = hp_gpu_session_run(&e, s, &ms[i].syms, ms[i].inputs, ms[i].ninputs, outs);
+    for (int k = 0; k < ms[i].g->noutputs; k++) hp_tensor_free(&outs[k]);
+    free(outs);
+    if (st) goto fail;
+  }
+  for (long r = -warmup; r < repeat; r++) {
+    double t0 = now_ms();
+    for (int i = 0; i < nbinds; i++)
+      if (hp_gpu_session_launch(&e, s, &ms[i].syms, true)) goto fail;
+    if (r >= 0) times[r] = (now_ms() - t0) / nbinds;
+  }
+  qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+  double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  hp_gpu_session_stats st;
+  hp_gpu_session_stats_get(s, &st);
+  if (json)
+    printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
+           "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
+           "\"builds\": %d, \"captures\": %d, \"instantiations\": %d, \"updates\": %d, \"replays\": %d, "
+           "\"evictions\": %d}}\n",
+           o->model, nbinds, graphs ? "true" : "false", repeat, warmup, median, times[0], times[repeat - 1], st.clusters,
+           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions);
+  else
+    printf("%s [cuda, %d bindings in turn%s]: median %.3f ms per run over %ld rounds (min %.3f, max %.3f); "
+           "%d ShapeSets, %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",
+           o->model, nbinds, graphs ? ", graphs" : "", median, repeat, times[0], times[repeat - 1], st.clusters,
+           st.builds, st.captures, st.instantiations, st.updates, st.replays);
+  rc = 0;
+fail:
+  if (rc) rc = cli_report(&e);
+  hp_gpu_session_free(s);
+  for (int i = 0; ms && bs && i < nbinds; i++) {
+    cli_model_free(&ms[i]);
+    tiny_symtab_free(&bs[i]);
+  }
+  free(ms);
+  free(bs);
+  free(times);
+  cli_model_free(&base);
+  return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
   long repeat = 20, warmup = 3;
   bool json = false, ok = true, graphs = false;
   /* bench's own flags first; the shared parser takes the rest */
   char **rest = calloc((size_t)argc + 1, sizeof *rest);
-  int nrest = 0;
+  const char *binds[CLI_MAX_LIST];
+  int nrest = 0, nbinds = 0;
   if (!rest) return 1;
   rest[nrest++] = argv[0];
   for (int i = 1; i < argc; i++) {
@@ -82,6 +168,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!strcmp(argv[i], "--json")) json = true;
     else if (!strcmp(argv[i], "--graphs")) graphs = true;
+    else if (!strcmp(argv[i], "--bind") && i + 1 < argc && nbinds < CLI_MAX_LIST) binds[nbinds++] = argv[++i];
     else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = opt_int(argv[++i], "repeat", &ok);
     else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = opt_int(argv[++i], "warmup", &ok);
     else rest[nrest++] = argv[i];
@@ -107,6 +194,19 @@ int cmd_bench(int argc, char **argv) {
   if (!o.model) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "no MODEL given");
+  }
+  if (nbinds && (strcmp(backend, "cuda") || o.ndumps)) {
+    cli_opts_free(&o);
+    return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump)");
+  }
+  if (nbinds) {
+    cli_plans bpl = {0};
+    hp_error pe = {0};
+    o.random_inputs = true;
+    rc = cli_plans_load(&pe, &o, &bpl) ? cli_report(&pe) : bench_session(&o, binds, nbinds, warmup, repeat, graphs, json, &bpl);
+    cli_plans_free(&bpl);
+    cli_opts_free(&o);
+    return rc;
   }
   o.random_inputs = true;
   cli_model m;

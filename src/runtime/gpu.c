@@ -13,37 +13,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/cuda/cuda_rt.h"
-#include "backend/cuda/region_cuda.h"
 #include "compile.h"
+#include "gpu_int.h"
 #include "harp/function.h"
-#include "harp/gpu.h"
 #include "harp/plan.h"
-#include "harp/region.h"
-#include "harp/tune.h"
 #include "util/util.h"
 
-struct hp_gpu_model {
-  const tiny_graph *g;
-  rg_partition *part; /* owns the IndexBook and the Poly-View */
-  hp_function *f;
-  cuda_model_tu *tu;
-  hp_plans plans; /* --plan overrides chosen per region (n == 0 without) */
-  cuda_arch arch;
-  char *source;
-  char *cache_dir;
-  bool graphs;
-  /* once loaded */
-  cuda_rt *rt;
-  cuda_binary bin;
-  bool compiled, loaded, consts_up;
-  double compile_ms;
-  cuda_rt_module *mod;
-  void **fn; /* per launch */
-  cuda_model_mem mem;
-  cuda_devptr *args; /* per launch, CUDA_MAX_PARAMS each */
-  cuda_rt_graph *graph;
-};
 
 static double now_ms(void) {
   struct timespec t;
@@ -57,7 +32,7 @@ void hp_gpu_free(hp_gpu_model *m) {
     cuda_rt_graph_free(m->rt, m->graph);
     cuda_model_mem_free(m->rt, &m->mem);
     cuda_rt_unload(m->rt, m->mod);
-    cuda_rt_close(m->rt);
+    if (!m->rt_borrowed) cuda_rt_close(m->rt);
   }
   cuda_binary_free(&m->bin);
   free(m->fn);
@@ -83,12 +58,14 @@ static hp_status open_rt(hp_error *e, hp_gpu_model *m, bool no_driver) {
   return cuda_rt_open(e, &ro, &m->rt);
 }
 
-hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o,
+hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
                        hp_gpu_model **out) {
   *out = NULL;
   hp_gpu_model *m = hp_xcalloc(1, sizeof *m);
   if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   m->g = g;
+  m->rt = rt;
+  m->rt_borrowed = rt != NULL;
   m->graphs = o && o->graphs;
   hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL};
   m->cache_dir = hp_cc_cache_dir(&cc);
@@ -130,6 +107,11 @@ fail:
   return st;
 }
 
+hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o,
+                       hp_gpu_model **out) {
+  return gpu_build_on(e, g, syms, o, NULL, out);
+}
+
 /* NVRTC for the target's architecture, or (on a device) for the device: an
  * sm80 translation unit runs on any sm_80+ GPU, but a cubin only on its own
  * major version. */
@@ -155,7 +137,7 @@ hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx) {
 
 hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
   if (m->loaded) return HP_OK;
-  if (m->rt && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only: again, for the device */
+  if (m->rt && !m->rt_borrowed && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only: again, for the device */
     cuda_rt_close(m->rt);
     m->rt = NULL;
     cuda_binary_free(&m->bin);
@@ -198,7 +180,7 @@ int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
   return k->persistent_tiles < slots ? k->persistent_tiles : slots;
 }
 
-static hp_status launch_all(hp_error *e, hp_gpu_model *m) {
+hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m) {
   const cuda_model_tu *t = m->tu;
   int sms = cuda_rt_status_of(m->rt)->sm_count;
   for (int i = 0; i < t->nlaunch; i++) {
@@ -211,13 +193,13 @@ static hp_status launch_all(hp_error *e, hp_gpu_model *m) {
 
 /* The launches once: directly, or through the graph (captured the first time). */
 static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
-  if (!m->graphs) return launch_all(e, m);
+  if (!m->graphs) return gpu_launch_all(e, m);
   if (!m->graph) {
     if (cuda_rt_graph_begin(e, m->rt)) return e->code;
-    hp_status st = launch_all(e, m);
+    hp_status st = gpu_launch_all(e, m);
     cuda_rt_graph *g = NULL;
     hp_error e2 = {0};
-    hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, &g); /* always end the capture */
+    hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, true, &g); /* always end the capture */
     if (st) return st;
     if (st2) return st2;
     m->graph = g;
@@ -225,7 +207,17 @@ static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
   return cuda_rt_graph_launch(e, m->rt, m->graph);
 }
 
+static hp_status own_launches(hp_error *e, hp_gpu_model *m, void *ctx) {
+  (void)ctx;
+  return run_launches(e, m);
+}
+
 hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+  return gpu_run_with(e, m, inputs, ninputs, outputs, own_launches, NULL);
+}
+
+hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
+                       gpu_launcher launch, void *ctx) {
   const hp_function *f = m->f;
   const tiny_graph *g = m->g;
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
@@ -260,7 +252,7 @@ hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int 
     if (b->kind == FN_INPUT) st = cuda_rt_htod(e, m->rt, m->mem.arena + t->io_offset[f->args[a]], inputs[a].data, b->size);
   }
   if (!st) st = cuda_rt_memset0(e, m->rt, m->mem.arena + t->status_off, 4);
-  if (!st) st = run_launches(e, m);
+  if (!st) st = launch(e, m, ctx);
   if (!st) st = cuda_rt_sync(e, m->rt);
   int status = 0;
   if (!st) st = cuda_rt_dtoh(e, m->rt, &status, m->mem.arena + t->status_off, sizeof status);

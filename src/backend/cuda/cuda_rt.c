@@ -22,6 +22,10 @@ typedef void *CUstream;
 typedef void *CUevent;
 typedef void *CUgraph;
 typedef void *CUgraphExec;
+typedef struct { /* CUgraphExecUpdateResultInfo */
+  int result;
+  void *error_node, *error_from_node;
+} CUgraphExecUpdateInfo;
 typedef int nvrtcResult;
 typedef void *nvrtcProgram;
 
@@ -76,6 +80,7 @@ typedef struct drv_api {
   CUresult (*GraphLaunch)(CUgraphExec, CUstream);
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, CUgraphExecUpdateInfo *);
 } drv_api;
 
 typedef struct nvrtc_api {
@@ -224,6 +229,7 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
   SYM(*a, l, GraphLaunch, "cuGraphLaunch", opt);
   SYM(*a, l, GraphExecDestroy, "cuGraphExecDestroy", opt);
   SYM(*a, l, GraphDestroy, "cuGraphDestroy", opt);
+  SYM(*a, l, GraphExecUpdate, "cuGraphExecUpdate_v2", opt);
   (void)opt;
   rt->st.driver = true;
   CUresult r = a->Init(0);
@@ -669,19 +675,48 @@ hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt) {
   return HP_OK;
 }
 
-hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, cuda_rt_graph **out) {
+hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, bool instantiate, cuda_rt_graph **out) {
   *out = NULL;
   if (need_graphs(e, rt)) return e->code;
   cuda_rt_graph *g = hp_xcalloc(1, sizeof *g);
   if (!g) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   CUresult r = rt->cu.StreamEndCapture(rt->stream, &g->g);
-  if (!r) r = rt->cu.GraphInstantiate(&g->x, g->g, 0);
+  if (!r && instantiate) r = rt->cu.GraphInstantiate(&g->x, g->g, 0);
   if (r) {
     if (g->g) rt->cu.GraphDestroy(g->g);
     free(g);
     return hp_fail(e, HP_E_INTERNAL, NULL, "graph capture failed: %s (%d)", cu_err(rt, r), r);
   }
   *out = g;
+  return HP_OK;
+}
+
+hp_status cuda_rt_graph_instantiate(hp_error *e, cuda_rt *rt, const cuda_rt_graph *src, cuda_rt_graph **out) {
+  *out = NULL;
+  if (need_graphs(e, rt)) return e->code;
+  if (!src || !src->g) return hp_fail(e, HP_E_INTERNAL, NULL, "no captured graph to instantiate");
+  cuda_rt_graph *x = hp_xcalloc(1, sizeof *x);
+  if (!x) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  CUresult r = rt->cu.GraphInstantiate(&x->x, src->g, 0);
+  if (r) {
+    free(x);
+    return hp_fail(e, HP_E_INTERNAL, NULL, "cuGraphInstantiate failed: %s (%d)", cu_err(rt, r), r);
+  }
+  *out = x;
+  return HP_OK;
+}
+
+/* In-place update of an executable graph (kernels, grids, arguments) from a
+ * graph of the same shape: far cheaper than instantiating a new one.  Any
+ * refusal (another topology, an old driver) leaves *updated false and the
+ * exec untouched in what matters: the caller re-instantiates. */
+hp_status cuda_rt_graph_update(hp_error *e, cuda_rt *rt, cuda_rt_graph *exec, const cuda_rt_graph *src, bool *updated) {
+  *updated = false;
+  if (need_graphs(e, rt)) return e->code;
+  if (!exec || !exec->x || !src || !src->g) return hp_fail(e, HP_E_INTERNAL, NULL, "graph update without graphs");
+  if (!rt->cu.GraphExecUpdate) return HP_OK;
+  CUgraphExecUpdateInfo info = {0};
+  *updated = rt->cu.GraphExecUpdate(exec->x, src->g, &info) == 0 && info.result == 0;
   return HP_OK;
 }
 

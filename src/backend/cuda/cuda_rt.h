@@ -99,12 +99,21 @@ hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_k
 /* cuTensorMapEncodeTiled for one descriptor at base: 128 bytes into out. */
 hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
 
-/* CUDA Graphs: capture the launches between begin and end on harp's stream
- * (hp_gpu_run: one graph per built model, i.e. per shape binding), then
- * replay them with one call. */
+/* CUDA Graphs: capture the launches between begin and end on harp's stream,
+ * then replay them with one call.  hp_gpu_run keeps one graph per built model
+ * (one shape binding); a GPU session (hp_gpu_session) keeps one executable
+ * graph per ShapeSet and updates it in place for each binding of the cluster.
+ * A cuda_rt_graph holds a captured graph, an executable one, or both. */
 typedef struct cuda_rt_graph cuda_rt_graph;
 hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt);
-hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, cuda_rt_graph **out);
+/* End the capture (always, also when the launches failed); instantiate too
+ * unless asked not to. */
+hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, bool instantiate, cuda_rt_graph **out);
+/* A new executable graph from a captured one. */
+hp_status cuda_rt_graph_instantiate(hp_error *e, cuda_rt *rt, const cuda_rt_graph *src, cuda_rt_graph **out);
+/* Update exec from src in place; *updated false when the driver refuses
+ * (another topology, no cuGraphExecUpdate): instantiate instead. */
+hp_status cuda_rt_graph_update(hp_error *e, cuda_rt *rt, cuda_rt_graph *exec, const cuda_rt_graph *src, bool *updated);
 hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g);
 void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g);
 

@@ -1,0 +1,50 @@
+/* gpu_int.h — the CUDA backend's model object, shared by gpu.c (one shape
+ * binding) and gpu_session.c (many bindings, one CUDA Graph per ShapeSet).
+ * Internal to src/runtime. */
+#ifndef HARP_GPU_INT_H
+#define HARP_GPU_INT_H
+
+#include "backend/cuda/cuda_rt.h"
+#include "backend/cuda/region_cuda.h"
+#include "harp/gpu.h"
+#include "harp/region.h"
+#include "harp/tune.h"
+
+struct hp_gpu_model {
+  const tiny_graph *g;
+  rg_partition *part; /* owns the IndexBook and the Poly-View */
+  hp_function *f;
+  cuda_model_tu *tu;
+  hp_plans plans; /* --plan overrides chosen per region (n == 0 without) */
+  cuda_arch arch;
+  char *source;
+  char *cache_dir;
+  bool graphs;
+  /* once loaded */
+  cuda_rt *rt;
+  bool rt_borrowed; /* a session's: not closed with the model */
+  cuda_binary bin;
+  bool compiled, loaded, consts_up;
+  double compile_ms;
+  cuda_rt_module *mod;
+  void **fn; /* per launch */
+  cuda_model_mem mem;
+  cuda_devptr *args; /* per launch, CUDA_MAX_PARAMS each */
+  cuda_rt_graph *graph;
+};
+
+/* hp_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
+ * target is taken from o or, without one, from rt's device). */
+hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
+                       hp_gpu_model **out);
+
+/* How a run issues its launches: directly, through the model's own graph, or
+ * through a session's graph for the binding's ShapeSet. */
+typedef hp_status (*gpu_launcher)(hp_error *e, hp_gpu_model *m, void *ctx);
+/* Every launch of m once, in order, on harp's stream. */
+hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m);
+/* hp_gpu_run with the launches issued by `launch`. */
+hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
+                       gpu_launcher launch, void *ctx);
+
+#endif

@@ -1,0 +1,250 @@
+/* gpu_session.c — one model, many shape bindings, one CUDA Graph per
+ * ShapeSet (seed 000 §8: "CUDA Graph: capture one per shape cluster and
+ * reuse it").
+ * Needs: gpu.c (models for one binding), plan (ShapeSet keys), cuda_rt
+ * (graph capture / instantiate / update).  Gives: hp_gpu_session_*.
+ *
+ * harp's kernels are specialised to constant shapes, so each binding gets its
+ * own built model (NVRTC's disk cache makes a rebuild cheap) and its own
+ * captured graph.  What is shared per ShapeSet is the executable graph: the
+ * first binding of a cluster instantiates it; a later binding of the same
+ * cluster updates it in place (cuGraphExecUpdate: new kernels, grids and
+ * arguments, same topology), which costs far less than instantiating; the
+ * same binding again replays it untouched.  When the driver refuses an
+ * update (another launch count, an old driver) the exec is instantiated
+ * anew.  Built models are kept for the HP_GPU_SESSION_MODELS most recently
+ * used bindings; dropping the model an exec points into drops that exec
+ * too, so a graph never outlives the arena its arguments address. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile.h"
+#include "gpu_int.h"
+#include "harp/plan.h"
+#include "util/util.h"
+
+typedef struct sess_model {
+  char binding[PLAN_SHAPESET_MAX]; /* "B=3;T=128" */
+  int cluster;                     /* index into clusters */
+  uint64_t id;                     /* unique over the session (0: free slot) */
+  uint64_t used;                   /* LRU tick */
+  tiny_graph *g;                   /* prepared for this binding */
+  tiny_symtab syms;
+  hp_gpu_model *m;
+  cuda_rt_graph *captured; /* its launches, captured on its first graph run */
+} sess_model;
+
+typedef struct sess_cluster {
+  char key[PLAN_SHAPESET_MAX]; /* plan_shapeset_key: "B:4;T:128" */
+  cuda_rt_graph *exec;         /* the cluster's executable graph (NULL: none yet) */
+  uint64_t current;            /* id of the model whose launches exec holds */
+} sess_cluster;
+
+struct hp_gpu_session {
+  char *json;      /* the unbound graph, re-read for each new binding */
+  tiny_graph *key_g; /* the unbound graph itself: which symbols a key names */
+  hp_gpu_opts opts;
+  char target[8];
+  cuda_rt *rt; /* shared by every model of the session */
+  sess_model models[HP_GPU_SESSION_MODELS];
+  sess_cluster *clusters;
+  int nclusters, capclusters;
+  uint64_t tick, next_id;
+  hp_gpu_session_stats st;
+};
+
+static void drop_model(hp_gpu_session *s, sess_model *sm) {
+  if (!sm->id) return;
+  sess_cluster *c = &s->clusters[sm->cluster];
+  if (c->current == sm->id) { /* the exec addresses this model's arena and kernels */
+    cuda_rt_graph_free(s->rt, c->exec);
+    c->exec = NULL;
+    c->current = 0;
+  }
+  cuda_rt_graph_free(s->rt, sm->captured);
+  hp_gpu_free(sm->m);
+  tiny_graph_free(sm->g);
+  tiny_symtab_free(&sm->syms);
+  memset(sm, 0, sizeof *sm);
+}
+
+void hp_gpu_session_free(hp_gpu_session *s) {
+  if (!s) return;
+  for (int i = 0; i < HP_GPU_SESSION_MODELS; i++) drop_model(s, &s->models[i]);
+  for (int i = 0; i < s->nclusters; i++) cuda_rt_graph_free(s->rt, s->clusters[i].exec);
+  free(s->clusters);
+  tiny_graph_free(s->key_g);
+  free(s->json);
+  cuda_rt_close(s->rt);
+  free(s);
+}
+
+hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts *o, hp_gpu_session **out) {
+  *out = NULL;
+  hp_gpu_session *s = hp_xcalloc(1, sizeof *s);
+  if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (o) s->opts = *o;
+  hp_status st = HP_OK;
+  if (!(s->json = tiny_write_json(g))) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
+  cuda_rt_opts ro = {.nvrtc_path = getenv("HARP_NVRTC"), .cuda_path = getenv("HARP_LIBCUDA")};
+  char dir[4200] = "";
+  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL};
+  char *cache = hp_cc_cache_dir(&cc);
+  if (cache) {
+    snprintf(dir, sizeof dir, "%s/cuda", cache);
+    hp_error e2 = {0};
+    if (hp_mkdirs(&e2, dir) == HP_OK) ro.cache_dir = dir;
+    free(cache);
+  }
+  if ((st = cuda_rt_open(e, &ro, &s->rt))) goto fail;
+  const cuda_rt_status *rs = cuda_rt_status_of(s->rt);
+  const char *target = o && o->target ? o->target : rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
+  if (strcmp(target, "sm80") && strcmp(target, "sm90")) {
+    st = hp_fail(e, HP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
+    goto fail;
+  }
+  snprintf(s->target, sizeof s->target, "%s", target);
+  s->opts.target = s->target;
+  s->opts.graphs = o && o->graphs;
+  *out = s;
+  return HP_OK;
+fail:
+  hp_gpu_session_free(s);
+  return st;
+}
+
+static int find_cluster(hp_error *e, hp_gpu_session *s, const char *key) {
+  for (int i = 0; i < s->nclusters; i++)
+    if (!strcmp(s->clusters[i].key, key)) return i;
+  if (s->nclusters == s->capclusters) {
+    int cap = s->capclusters ? 2 * s->capclusters : 8;
+    sess_cluster *c = realloc(s->clusters, (size_t)cap * sizeof *c);
+    if (!c) {
+      hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      return -1;
+    }
+    s->clusters = c, s->capclusters = cap;
+  }
+  sess_cluster *c = &s->clusters[s->nclusters];
+  memset(c, 0, sizeof *c);
+  snprintf(c->key, sizeof c->key, "%s", key);
+  s->st.clusters++;
+  return s->nclusters++;
+}
+
+/* The model of this binding: found, or built (evicting the least recently
+ * used when every slot is taken).  build false: only find. */
+static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool build, sess_model **out) {
+  *out = NULL;
+  char text[PLAN_SHAPESET_MAX], key[PLAN_SHAPESET_MAX];
+  plan_binding_text(binding, s->key_g, text, sizeof text);
+  plan_shapeset_key(binding, s->key_g, key, sizeof key);
+  sess_model *lru = NULL; /* a free slot, else the least recently used */
+  for (int i = 0; i < HP_GPU_SESSION_MODELS; i++) {
+    sess_model *sm = &s->models[i];
+    if (sm->id && !strcmp(sm->binding, text)) {
+      sm->used = ++s->tick;
+      *out = sm;
+      return HP_OK;
+    }
+    if (!lru || (lru->id && (!sm->id || sm->used < lru->used))) lru = sm;
+  }
+  if (!build) return hp_fail(e, HP_E_USAGE, NULL, "the binding %s has not run in this session", text);
+  if (lru->id) {
+    drop_model(s, lru);
+    s->st.evictions++;
+  }
+  int c = find_cluster(e, s, key);
+  if (c < 0) return e->code;
+  sess_model *sm = lru;
+  tiny_symtab_init(&sm->syms);
+  hp_status st = HP_OK;
+  for (int i = 0; !st && i < binding->n; i++) st = tiny_symtab_set(e, &sm->syms, binding->names[i], binding->values[i]);
+  if (!st) st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &sm->g);
+  if (!st) st = tiny_prepare(e, sm->g, &sm->syms, false);
+  hp_gpu_opts mo = s->opts;
+  mo.graphs = false; /* the session captures, not the model */
+  if (!st) st = gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m);
+  if (st) {
+    hp_gpu_free(sm->m);
+    tiny_graph_free(sm->g);
+    tiny_symtab_free(&sm->syms);
+    memset(sm, 0, sizeof *sm);
+    return st;
+  }
+  snprintf(sm->binding, sizeof sm->binding, "%s", text);
+  sm->cluster = c;
+  sm->id = ++s->next_id;
+  sm->used = ++s->tick;
+  s->st.builds++;
+  *out = sm;
+  return HP_OK;
+}
+
+/* The launches of one binding: direct, or through its cluster's graph
+ * (captured, then instantiated or updated as the cluster needs). */
+static hp_status session_launch(hp_error *e, hp_gpu_model *m, void *ctx) {
+  hp_gpu_session *s = ((void **)ctx)[0];
+  sess_model *sm = ((void **)ctx)[1];
+  if (!s->opts.graphs) return gpu_launch_all(e, m);
+  if (!sm->captured) {
+    if (cuda_rt_graph_begin(e, s->rt)) return e->code;
+    hp_status st = gpu_launch_all(e, m);
+    hp_error e2 = {0};
+    hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, s->rt, false, &sm->captured); /* always end the capture */
+    if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
+      cuda_rt_graph_free(s->rt, sm->captured);
+      sm->captured = NULL;
+      return st;
+    }
+    if (st2) return st2;
+    s->st.captures++;
+  }
+  sess_cluster *c = &s->clusters[sm->cluster];
+  if (c->current != sm->id) {
+    bool updated = false;
+    if (c->exec && cuda_rt_graph_update(e, s->rt, c->exec, sm->captured, &updated)) return e->code;
+    if (updated) {
+      s->st.updates++;
+    } else {
+      cuda_rt_graph_free(s->rt, c->exec);
+      c->exec = NULL;
+      c->current = 0;
+      if (cuda_rt_graph_instantiate(e, s->rt, sm->captured, &c->exec)) return e->code;
+      s->st.instantiations++;
+    }
+    c->current = sm->id;
+  }
+  s->st.replays++;
+  return cuda_rt_graph_launch(e, s->rt, c->exec);
+}
+
+hp_status hp_gpu_session_run(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, const hp_tensor *inputs,
+                             int ninputs, hp_tensor *outputs) {
+  sess_model *sm;
+  if (get_model(e, s, binding, true, &sm)) return e->code;
+  void *ctx[2] = {s, sm};
+  return gpu_run_with(e, sm->m, inputs, ninputs, outputs, session_launch, ctx);
+}
+
+hp_status hp_gpu_session_launch(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool sync) {
+  sess_model *sm;
+  if (get_model(e, s, binding, false, &sm)) return e->code;
+  if (!sm->m->loaded) return hp_fail(e, HP_E_USAGE, NULL, "the binding %s has not run in this session", sm->binding);
+  void *ctx[2] = {s, sm};
+  if (session_launch(e, sm->m, ctx)) return e->code;
+  return sync ? cuda_rt_sync(e, s->rt) : HP_OK;
+}
+
+const hp_gpu_model *hp_gpu_session_model(hp_gpu_session *s, const tiny_symtab *binding) {
+  hp_error e = {0};
+  sess_model *sm;
+  return get_model(&e, s, binding, false, &sm) ? NULL : sm->m;
+}
+
+void hp_gpu_session_stats_get(const hp_gpu_session *s, hp_gpu_session_stats *out) { *out = s->st; }
