@@ -230,7 +230,10 @@ static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
     cuda_rt_graph *g = NULL;
     hp_error e2 = {0};
     hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, &g); /* always end the capture */
-    if (st) return st;
+    if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
+      cuda_rt_graph_free(m->rt, g);
+      return st;
+    }
     if (st2) return st2;
     m->graph = g;
   }
