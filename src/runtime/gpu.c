@@ -155,12 +155,15 @@ hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
   cuda_model_tu *t = m->tu;
   m->fn = hp_xcalloc((size_t)t->nlaunch + 1, sizeof *m->fn);
   m->args = hp_xcalloc((size_t)t->nlaunch * CUDA_MAX_PARAMS + 1, sizeof *m->args);
-  if (!m->fn || !m->args) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m->fn || !m->args) {
+    hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
   for (int i = 0; i < t->nlaunch; i++)
-    if (cuda_rt_function(e, m->rt, m->mod, t->launch[i].k->name, &m->fn[i])) return e->code;
-  if (cuda_rt_alloc(e, m->rt, t->arena_bytes, &m->mem.arena)) return e->code;
+    if (cuda_rt_function(e, m->rt, m->mod, t->launch[i].k->name, &m->fn[i])) goto fail;
+  if (cuda_rt_alloc(e, m->rt, t->arena_bytes, &m->mem.arena)) goto fail;
   m->mem.arena_bytes = t->arena_bytes;
-  if (t->f->const_bytes && cuda_rt_alloc(e, m->rt, t->f->const_bytes, &m->mem.constpool)) return e->code;
+  if (t->f->const_bytes && cuda_rt_alloc(e, m->rt, t->f->const_bytes, &m->mem.constpool)) goto fail;
   m->mem.const_bytes = t->f->const_bytes;
   /* every argument's device address, once */
   for (int i = 0; i < t->nlaunch; i++)
@@ -171,6 +174,15 @@ hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
     }
   m->loaded = true;
   return HP_OK;
+fail: /* undo the module and the memory: a later call (a retry after a transient failure) loads from here again */
+  cuda_model_mem_free(m->rt, &m->mem);
+  cuda_rt_unload(m->rt, m->mod);
+  m->mod = NULL;
+  free(m->fn);
+  free(m->args);
+  m->fn = NULL;
+  m->args = NULL;
+  return e->code;
 }
 
 /* grid.x of a persistent kernel on this device: min(tiles, SMs x CTAs per SM). */
@@ -200,7 +212,10 @@ static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
     cuda_rt_graph *g = NULL;
     hp_error e2 = {0};
     hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, true, &g); /* always end the capture */
-    if (st) return st;
+    if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
+      cuda_rt_graph_free(m->rt, g);
+      return st;
+    }
     if (st2) return st2;
     m->graph = g;
   }

@@ -631,10 +631,12 @@ hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_k
   typedef struct {
     _Alignas(64) unsigned char b[128];
   } tmap_blob;
-  tmap_blob *maps = hp_xcalloc((size_t)k->nparams + 1, sizeof *maps);
+  /* cuTensorMapEncodeTiled needs a 64-byte aligned map; hp_xcalloc aligns to 16 */
+  unsigned char *raw = hp_xcalloc(1, ((size_t)k->nparams + 1) * sizeof(tmap_blob) + 63);
+  tmap_blob *maps = raw ? (tmap_blob *)(((uintptr_t)raw + 63) & ~(uintptr_t)63) : NULL;
   void **params = hp_xcalloc((size_t)k->nparams + 1, sizeof *params);
   if (!maps || !params) {
-    free(maps);
+    free(raw);
     free(params);
     return hp_fail(e, HP_E_NO_MEMORY, k->name, "out of memory");
   }
@@ -650,7 +652,7 @@ hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_k
   }
   int64_t grid[3] = {grid_x > 0 ? grid_x : k->grid[0], k->grid[1], k->grid[2]};
   if (!s) s = cuda_rt_launch(e, rt, fn, grid, k->block, k->smem_bytes, params);
-  free(maps);
+  free(raw);
   free(params);
   return s;
 }

@@ -1,0 +1,49 @@
+/* fake_cuda.h — the counters of the fake libcuda (fake_cuda.c), for tests
+ * that load it through HARP_LIBCUDA and dlopen the same path to read them.
+ *
+ * harp_fake_cuda_stats(out, n) writes the counters in the order of
+ * FAKE_CUDA_STATS below (out[FAKE_CUDA_<NAME>]); n < FAKE_CUDA_NSTATS
+ * writes the first n, n > FAKE_CUDA_NSTATS zero-fills the rest.
+ * harp_fake_cuda_reset() zeroes every counter except the live ones (what is
+ * allocated / retained / created now).  With HARP_FAKE_CUDA_LOG=FILE the
+ * counters are written to FILE at exit as one JSON object keyed by the
+ * lower-case names. */
+#ifndef HARP_FAKE_CUDA_H
+#define HARP_FAKE_CUDA_H
+
+/* X(NAME, "json key", live) — live counters survive harp_fake_cuda_reset. */
+#define FAKE_CUDA_STATS(X)                                                                                   \
+  X(DIRECT_LAUNCHES, "direct_launches", 0)         /* cuLaunchKernel outside a capture */                   \
+  X(CAPTURES_BEGUN, "captures_begun", 0)           /* cuStreamBeginCapture_v2 that succeeded */             \
+  X(CAPTURES_ENDED, "captures_ended", 0)           /* cuStreamEndCapture that returned a graph */           \
+  X(GRAPHS_INSTANTIATED, "graphs_instantiated", 0) /* cuGraphInstantiateWithFlags */                        \
+  X(GRAPH_LAUNCHES, "graph_launches", 0)           /* cuGraphLaunch */                                      \
+  X(GRAPH_KERNELS, "graph_kernels", 0)             /* kernel nodes run by those graph launches */           \
+  X(EXEC_UPDATES, "exec_updates", 0)               /* cuGraphExecUpdate_v2 that succeeded */                \
+  X(FAILED_UPDATES, "failed_updates", 0)           /* cuGraphExecUpdate_v2 that failed */                   \
+  X(MODULES_LOADED, "modules_loaded", 0)           /* cuModuleLoadData */                                   \
+  X(TENSOR_MAPS, "tensor_maps", 0)                 /* cuTensorMapEncodeTiled that succeeded */              \
+  X(LIVE_ALLOCS, "live_allocs", 1)                 /* cuMemAlloc_v2 not yet freed */                        \
+  X(LIVE_BYTES, "live_bytes", 1)                   /* their sizes */                                        \
+  X(HTOD_BYTES, "htod_bytes", 0)                   /* cuMemcpyHtoD_v2 */                                    \
+  X(DTOH_BYTES, "dtoh_bytes", 0)                   /* cuMemcpyDtoH_v2 */                                    \
+  X(LIVE_MODULES, "live_modules", 1)               /* loaded, not unloaded */                               \
+  X(LIVE_GRAPHS, "live_graphs", 1)                 /* CUgraph not destroyed */                              \
+  X(LIVE_EXECS, "live_execs", 1)                   /* CUgraphExec not destroyed */                          \
+  X(LIVE_STREAMS, "live_streams", 1)               /* cuStreamCreate not destroyed */                       \
+  X(LIVE_EVENTS, "live_events", 1)                 /* cuEventCreate not destroyed */                        \
+  X(CTX_REFS, "ctx_refs", 1)                       /* primary context retains minus releases */             \
+  X(CAPTURE_VIOLATIONS, "capture_violations", 0)   /* synchronous calls refused during a capture */         \
+  X(INJECTED_FAILURES, "injected_failures", 0)     /* calls failed by HARP_FAKE_CUDA_FAIL */
+
+enum {
+#define FAKE_CUDA_ENUM_(name, key, live) FAKE_CUDA_##name,
+  FAKE_CUDA_STATS(FAKE_CUDA_ENUM_)
+#undef FAKE_CUDA_ENUM_
+      FAKE_CUDA_NSTATS
+};
+
+void harp_fake_cuda_stats(long *out, int n);
+void harp_fake_cuda_reset(void);
+
+#endif

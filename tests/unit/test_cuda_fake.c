@@ -1,0 +1,507 @@
+/* test_cuda_fake.c — harp's CUDA host runtime (harp/gpu.h over cuda_rt.c)
+ * against the fake libcuda of tests/fake_cuda, so loading, argument setup,
+ * launches and CUDA Graph capture / replay run without a GPU: launch and
+ * graph counts, device memory released, injected driver failures reported
+ * as errors without a leak, an SM90 model's tensor maps, the counters the
+ * CLI leaves in HARP_FAKE_CUDA_LOG.  Kernels do not execute: values are not
+ * checked.  The model tests need NVRTC (they skip without it); the fake's
+ * own graph rules (cuGraphExecUpdate_v2, capture errors) do not.  The
+ * fake's path is compiled in (HARP_FAKE_CUDA, tests/CMakeLists.txt); the
+ * environment variable of that name overrides it. */
+#include <dlfcn.h>
+#include <jansson.h>
+
+#include "backend/cuda/cuda_rt.h"
+#include "fake_cuda.h"
+#include "harp/frontend.h"
+#include "harp/gpu.h"
+#include "testutil.h"
+#include "util/util.h"
+
+typedef struct model {
+  hp_program *p;
+  char *json;
+  tiny_graph *g;
+  tiny_symtab syms;
+  hp_tensor in[8];
+  int nin;
+} model;
+
+typedef struct state {
+  void *lib;
+  const char *path;
+  void (*stats)(long *, int);
+  void (*reset)(void);
+  char cache[64];
+  bool nvrtc;
+} state;
+
+static state *S;
+
+static long counter(int i) {
+  long v[FAKE_CUDA_NSTATS];
+  S->stats(v, FAKE_CUDA_NSTATS);
+  return v[i];
+}
+
+static int setup(void **vs) {
+  static state st;
+  S = &st;
+  *vs = S;
+  st.path = getenv("HARP_FAKE_CUDA") ? getenv("HARP_FAKE_CUDA") : HARP_FAKE_CUDA;
+  setenv("HARP_LIBCUDA", st.path, 1);
+  unsetenv("HARP_FAKE_CUDA_FAIL");
+  unsetenv("HARP_FAKE_CUDA_CC");
+  /* the runtime's dlopen of the same path gets this same copy of the fake */
+  st.lib = dlopen(st.path, RTLD_NOW);
+  if (!st.lib) return fprintf(stderr, "cannot load the fake libcuda: %s\n", dlerror()), -1;
+  *(void **)&st.stats = dlsym(st.lib, "harp_fake_cuda_stats");
+  *(void **)&st.reset = dlsym(st.lib, "harp_fake_cuda_reset");
+  if (!st.stats || !st.reset) return -1;
+  snprintf(st.cache, sizeof st.cache, "/tmp/harp_fake_cuda_XXXXXX");
+  if (!mkdtemp(st.cache)) return -1;
+  hp_error e = {0};
+  cuda_rt *rt = NULL;
+  cuda_rt_opts o = {.no_driver = true, .nvrtc_path = getenv("HARP_NVRTC")}; /* as hp_gpu_load opens it */
+  if (cuda_rt_open(&e, &o, &rt)) return -1;
+  st.nvrtc = cuda_rt_status_of(rt)->nvrtc;
+  if (!st.nvrtc)
+    fprintf(stderr, "NVRTC not available (%s): model tests skipped\n", cuda_rt_status_of(rt)->why_no_nvrtc);
+  cuda_rt_close(rt);
+  return 0;
+}
+
+static int teardown(void **vs) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", S->cache);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", S->cache);
+  return 0; /* the fake stays loaded, as cuda_rt leaves libcuda loaded */
+}
+
+static char *src_path(const char *rel) {
+  static char path[1024];
+  const char *src = getenv("HARP_SOURCE_DIR");
+  snprintf(path, sizeof path, "%s/%s", src ? src : HARP_SOURCE_DIR, rel);
+  return path;
+}
+
+/* A .harp or .json model, prepared, with zero-filled inputs. */
+static void load(model *m, const char *rel, const char *const *syms) {
+  hp_error e = {0};
+  memset(m, 0, sizeof *m);
+  tiny_symtab_init(&m->syms);
+  if (strstr(rel, ".harp")) {
+    assert_ok(&e, hp_harp_load_file(&e, src_path(rel), &m->p));
+    assert_ok(&e, hp_lower(&e, m->p, &m->g, NULL));
+    assert_ok(&e, tiny_prepare(&e, m->g, &m->syms, false));
+  } else {
+    size_t len;
+    hp_status st;
+    assert_ok(&e, hp_read_file(&e, src_path(rel), (size_t)1 << 24, &m->json, &len));
+    tiny_symtab_free(&m->syms);
+    m->g = tu_prepare(&e, m->json, syms, &m->syms, &st);
+    assert_ok(&e, st);
+  }
+  int *ins = NULL;
+  m->nin = tiny_inputs(m->g, &ins);
+  assert_true(m->nin <= 8);
+  for (int i = 0; i < m->nin; i++) {
+    const tiny_node *n = &m->g->nodes[ins[i]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+    assert_ok(&e, hp_tensor_alloc(&e, &m->in[i], n->dtype, n->shape.rank, shape));
+  }
+  free(ins);
+}
+
+static void unload(model *m) {
+  for (int i = 0; i < m->nin; i++) hp_tensor_free(&m->in[i]);
+  tiny_graph_free(m->g);
+  tiny_symtab_free(&m->syms);
+  hp_program_free(m->p);
+  free(m->json);
+}
+
+static hp_gpu_model *build(model *m, const char *target, bool graphs, int *nlaunch) {
+  hp_error e = {0};
+  hp_gpu_model *gm = NULL;
+  hp_gpu_opts o = {.target = target, .cache_dir = S->cache, .graphs = graphs};
+  assert_ok(&e, hp_gpu_build(&e, m->g, &m->syms, &o, &gm));
+  int t, s, g;
+  hp_gpu_counts(gm, &t, &s, &g);
+  *nlaunch = t + s + g;
+  assert_true(*nlaunch > 0);
+  return gm;
+}
+
+/* One run; the outputs have the model's shapes (their values are not computed). */
+static void run(model *m, hp_gpu_model *gm) {
+  hp_error e = {0};
+  hp_tensor out[8];
+  assert_true(m->g->noutputs <= 8);
+  assert_ok(&e, hp_gpu_run(&e, gm, m->in, m->nin, out));
+  for (int k = 0; k < m->g->noutputs; k++) {
+    const tiny_node *n = &m->g->nodes[m->g->outputs[k]];
+    assert_int_equal(out[k].dtype, n->dtype);
+    assert_int_equal(out[k].rank, n->shape.rank);
+    for (int d = 0; d < n->shape.rank; d++) assert_int_equal(out[k].shape[d], n->shape.d[d].n);
+    assert_non_null(out[k].data);
+    hp_tensor_free(&out[k]);
+  }
+}
+
+/* The live counters (allocations, modules, graphs, streams, ...) at one time. */
+typedef struct snap {
+  long v[FAKE_CUDA_NSTATS];
+} snap;
+static const char *const stat_names[] = {
+#define NAME_(name, key, live) key,
+    FAKE_CUDA_STATS(NAME_)
+#undef NAME_
+};
+static const int stat_live[] = {
+#define LIVE_(name, key, live) live,
+    FAKE_CUDA_STATS(LIVE_)
+#undef LIVE_
+};
+
+static snap snapshot(void) {
+  snap s;
+  S->stats(s.v, FAKE_CUDA_NSTATS);
+  return s;
+}
+static long delta(const snap *s0, int i) { return counter(i) - s0->v[i]; }
+
+/* Nothing the runtime took from the driver since s0 is still held, and no
+ * synchronous call was made during a capture. */
+static void assert_released(const snap *s0) {
+  snap s = snapshot();
+  for (int i = 0; i < FAKE_CUDA_NSTATS; i++)
+    if (stat_live[i] && s.v[i] != s0->v[i]) fail_msg("%s: %ld, was %ld", stat_names[i], s.v[i], s0->v[i]);
+  assert_int_equal(s.v[FAKE_CUDA_CAPTURE_VIOLATIONS], 0);
+}
+
+#define NEED_NVRTC()         \
+  do {                       \
+    if (!S->nvrtc) skip();   \
+  } while (0)
+
+static const char *const rows_model = "tests/models/gpu/rows_mixed.harp";
+
+/* Without graphs: every run is the model's launches, one by one. */
+static void test_direct_launches(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, rows_model, NULL);
+  S->reset();
+  snap s0 = snapshot();
+  int n;
+  hp_gpu_model *gm = build(&m, "sm80", false, &n);
+  run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), n);
+  assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 1);
+  assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 0);
+  assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 0);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_LAUNCHES), 0);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 0);
+  long in_bytes = 0;
+  for (int i = 0; i < m.nin; i++) in_bytes += (long)m.in[i].nbytes;
+  assert_int_equal(counter(FAKE_CUDA_HTOD_BYTES), in_bytes); /* no weights: inputs only */
+  assert_true(counter(FAKE_CUDA_DTOH_BYTES) > 4);            /* the status word and the outputs */
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 1);
+  run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 2 * n);
+  assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 1); /* loaded once */
+  hp_error e = {0};
+  double ms = 0;
+  assert_ok(&e, hp_gpu_time(&e, gm, 1, 5, &ms));
+  assert_true(ms > 0);
+  long d = counter(FAKE_CUDA_DIRECT_LAUNCHES) - 2 * n; /* whole runs: the warmup, the reps (and cuda_rt's own) */
+  assert_true(d >= (1 + 5) * n && d % n == 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EVENTS), 0);
+  hp_gpu_free(gm);
+  assert_released(&s0);
+  unload(&m);
+}
+
+/* With graphs: captured and instantiated once, then replayed. */
+static void test_graph_replay(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, rows_model, NULL);
+  S->reset();
+  snap s0 = snapshot();
+  int n;
+  hp_gpu_model *gm = build(&m, "sm80", true, &n);
+  run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 1);
+  assert_int_equal(counter(FAKE_CUDA_CAPTURES_ENDED), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_LAUNCHES), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), n);
+  for (int i = 0; i < 3; i++) run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_LAUNCHES), 4);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 4 * n);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_GRAPHS), 1);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 1);
+  hp_error e = {0};
+  double ms = 0;
+  assert_ok(&e, hp_gpu_time(&e, gm, 2, 3, &ms));
+  assert_true(ms > 0);
+  long runs = counter(FAKE_CUDA_GRAPH_LAUNCHES) - 4; /* one graph launch a run */
+  assert_true(runs >= 2 + 3);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), (4 + runs) * n);
+  assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
+  hp_gpu_free(gm);
+  assert_released(&s0);
+  unload(&m);
+}
+
+/* cuMemAlloc fails: a clear error, nothing half-made; once the driver
+ * recovers, the same model loads and runs, and nothing leaks. */
+static void test_alloc_failure(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, rows_model, NULL);
+  S->reset();
+  snap s0 = snapshot();
+  int n;
+  hp_gpu_model *gm = build(&m, "sm80", true, &n);
+  setenv("HARP_FAKE_CUDA_FAIL", "cuMemAlloc_v2", 1);
+  hp_error e = {0};
+  hp_tensor out[8];
+  hp_status st = hp_gpu_run(&e, gm, m.in, m.nin, out);
+  unsetenv("HARP_FAKE_CUDA_FAIL");
+  assert_int_equal(st, HP_E_NO_MEMORY);
+  assert_non_null(strstr(e.msg, "cuMemAlloc"));
+  assert_true(counter(FAKE_CUDA_INJECTED_FAILURES) >= 1);
+  for (int k = 0; k < m.g->noutputs; k++) assert_null(out[k].data);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_ALLOCS), 0);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES) + counter(FAKE_CUDA_CAPTURES_BEGUN), 0);
+  run(&m, gm); /* a retry loads again */
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), n);
+  hp_gpu_free(gm);
+  assert_released(&s0);
+  unload(&m);
+}
+
+/* A launch fails inside the capture: the capture is ended, its graph
+ * dropped, and the next run captures again. */
+static void test_launch_failure_in_capture(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, rows_model, NULL);
+  S->reset();
+  snap s0 = snapshot();
+  int n;
+  hp_gpu_model *gm = build(&m, "sm80", true, &n);
+  setenv("HARP_FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
+  hp_error e = {0};
+  hp_tensor out[8];
+  hp_status st = hp_gpu_run(&e, gm, m.in, m.nin, out);
+  unsetenv("HARP_FAKE_CUDA_FAIL");
+  assert_int_equal(st, HP_E_INTERNAL);
+  assert_non_null(strstr(e.msg, "cuLaunchKernel failed"));
+  assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 1);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_GRAPHS), 0); /* the half capture is not kept */
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 0);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_LAUNCHES), 0);
+  run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 2);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), n);
+  hp_gpu_free(gm);
+  assert_released(&s0);
+  unload(&m);
+}
+
+/* harp's own allocations failing at every point of a first run (open,
+ * compile-cache read, load, launches, capture): an error, never a crash,
+ * and nothing held once the model is freed (the ASan build: no leak). */
+static void test_host_alloc_failures(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, rows_model, NULL);
+  S->reset();
+  snap s0 = snapshot();
+  int failed = 0;
+  for (long nth = 1; nth < 5000; nth++) {
+    int n;
+    hp_gpu_model *gm = build(&m, "sm80", nth % 2 == 0, &n);
+    hp_error e = {0};
+    hp_tensor out[8];
+    hp_fault_fail_nth_alloc(nth);
+    hp_status st = hp_gpu_run(&e, gm, m.in, m.nin, out);
+    bool fired = hp_fault_remaining() == 0;
+    hp_fault_fail_nth_alloc(0);
+    if (st == HP_OK) {
+      for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&out[k]);
+    } else {
+      assert_true(e.msg[0] != 0);
+      for (int k = 0; k < m.g->noutputs; k++) assert_null(out[k].data);
+      failed++;
+    }
+    hp_gpu_free(gm);
+    assert_released(&s0);
+    if (!fired) break;
+  }
+  assert_true(failed > 5);
+  unload(&m);
+}
+
+/* SM90: the WGMMA GEMM's tensor maps are encoded when the graph is
+ * captured, not on replay; an sm90 model refuses an sm_80 device. */
+static void test_sm90_graphs(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, "tests/models/seed000_gemm_bias_relu.json", (const char *const[]){"M=80", "N=72", "K=48", NULL});
+  S->reset();
+  snap s0 = snapshot();
+  int n;
+  hp_gpu_model *gm = build(&m, "sm90", true, &n);
+  hp_error e = {0};
+  hp_tensor out[8];
+  assert_int_equal(hp_gpu_run(&e, gm, m.in, m.nin, out), HP_E_UNSUPPORTED); /* the fake is sm_80 by default */
+  assert_non_null(strstr(e.msg, "sm90"));
+  hp_gpu_free(gm);
+  assert_released(&s0);
+  setenv("HARP_FAKE_CUDA_CC", "9.0", 1);
+  gm = build(&m, "sm90", true, &n);
+  assert_string_equal(hp_gpu_nvrtc_arch(gm), "sm_90a");
+  run(&m, gm);
+  long maps = counter(FAKE_CUDA_TENSOR_MAPS);
+  assert_true(maps >= 3); /* A, B and C of the GEMM */
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), n);
+  run(&m, gm);
+  run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_TENSOR_MAPS), maps);
+  assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 3 * n);
+  hp_gpu_free(gm);
+  unsetenv("HARP_FAKE_CUDA_CC");
+  assert_released(&s0);
+  unload(&m);
+}
+
+/* The CLI with HARP_FAKE_CUDA_LOG: the counters at exit, as JSON. */
+static void test_cli_log(void **vs) {
+  NEED_NVRTC();
+  const char *bin = getenv("HARP_BIN");
+  if (!bin) skip();
+  char log[128], cmd[4096];
+  snprintf(log, sizeof log, "%s/log.json", S->cache);
+  snprintf(cmd, sizeof cmd,
+           "HARP_FAKE_CUDA_LOG='%s' HARP_CACHE_DIR='%s' '%s' run '%s' --backend cuda --target sm80 --graphs "
+           "--random-inputs --out '%s' >/dev/null",
+           log, S->cache, bin, src_path(rows_model), S->cache);
+  assert_int_equal(system(cmd), 0);
+  json_error_t je;
+  json_t *j = json_load_file(log, 0, &je);
+  assert_non_null(j);
+  assert_int_equal(json_integer_value(json_object_get(j, "captures_begun")), 1);
+  assert_int_equal(json_integer_value(json_object_get(j, "graph_launches")), 1);
+  assert_true(json_integer_value(json_object_get(j, "graph_kernels")) > 0);
+  assert_int_equal(json_integer_value(json_object_get(j, "direct_launches")), 0);
+  assert_int_equal(json_integer_value(json_object_get(j, "live_allocs")), 0);
+  assert_int_equal(json_integer_value(json_object_get(j, "ctx_refs")), 0);
+  assert_int_equal(json_object_size(j), FAKE_CUDA_NSTATS);
+  json_decref(j);
+}
+
+/* ---- the fake's own rules, called directly (no NVRTC needed) ---------------------------- */
+#define CU(name, ...) ((int (*)(__VA_ARGS__))dlsym(S->lib, #name))
+
+typedef struct { /* CUgraphExecUpdateResultInfo */
+  int result;
+  void *error_node, *error_from_node;
+} update_info;
+
+static int launch(void *fn, unsigned gx, void *stream) {
+  return CU(cuLaunchKernel, void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+            void **, void **)(fn, gx, 1, 1, 128, 1, 1, 0, stream, NULL, NULL);
+}
+
+static int update(void *exec, void *graph, update_info *info) {
+  return CU(cuGraphExecUpdate_v2, void *, void *, update_info *)(exec, graph, info);
+}
+
+static void *capture(void *stream, void *fn, int nlaunch, unsigned gx) {
+  void *g = NULL;
+  assert_int_equal(CU(cuStreamBeginCapture_v2, void *, int)(stream, 0), 0);
+  for (int i = 0; i < nlaunch; i++) assert_int_equal(launch(fn, gx, stream), 0);
+  assert_int_equal(CU(cuStreamEndCapture, void *, void **)(stream, &g), 0);
+  return g;
+}
+
+static void test_fake_graph_rules(void **vs) {
+  S->reset();
+  snap s0 = snapshot();
+  void *stream = NULL, *mod = NULL, *fn = NULL, *x = NULL, *g2 = NULL;
+  unsigned long long p = 0;
+  assert_int_equal(CU(cuInit, unsigned)(0), 0);
+  assert_int_equal(CU(cuStreamCreate, void **, unsigned)(&stream, 0), 0);
+  assert_int_equal(CU(cuModuleLoadData, void **, const void *)(&mod, "not a cubin"), 0);
+  assert_int_equal(CU(cuModuleGetFunction, void **, void *, const char *)(&fn, mod, "k"), 0);
+  void *g1 = capture(stream, fn, 2, 4);
+  assert_int_equal(CU(cuGraphInstantiateWithFlags, void **, void *, unsigned long long)(&x, g1, 0), 0);
+  /* same topology, new grids: updated in place */
+  g2 = capture(stream, fn, 2, 8);
+  update_info info = {-1, NULL, NULL};
+  assert_int_equal(update(x, g2, &info), 0);
+  assert_int_equal(info.result, 0);
+  assert_int_equal(counter(FAKE_CUDA_EXEC_UPDATES), 1);
+  /* another node count: topology changed */
+  void *g3 = capture(stream, fn, 3, 8);
+  assert_int_equal(update(x, g3, &info), 910);
+  assert_int_equal(info.result, 2);
+  setenv("HARP_FAKE_CUDA_FAIL", "cuMemAlloc_v2, cuGraphExecUpdate_v2", 1);
+  assert_int_equal(update(x, g2, &info), 910);
+  assert_int_equal(info.result, 1);
+  assert_int_equal(CU(cuMemAlloc_v2, unsigned long long *, size_t)(&p, 64), 2);
+  unsetenv("HARP_FAKE_CUDA_FAIL");
+  assert_int_equal(counter(FAKE_CUDA_FAILED_UPDATES), 2);
+  assert_int_equal(CU(cuGraphLaunch, void *, void *)(x, stream), 0);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 2);
+  /* misuse: ending no capture, beginning one twice, a zero grid, a copy inside a capture */
+  void *g = NULL;
+  assert_int_equal(CU(cuStreamEndCapture, void *, void **)(stream, &g), 401);
+  assert_int_equal(CU(cuMemAlloc_v2, unsigned long long *, size_t)(&p, 64), 0);
+  assert_int_equal(CU(cuStreamBeginCapture_v2, void *, int)(stream, 0), 0);
+  assert_int_equal(CU(cuStreamBeginCapture_v2, void *, int)(stream, 0), 401);
+  assert_int_equal(launch(fn, 0, stream), 1);
+  char host[64] = {0};
+  assert_int_equal(CU(cuMemcpyHtoD_v2, unsigned long long, const void *, size_t)(p, host, 64), 900);
+  assert_int_equal(CU(cuStreamEndCapture, void *, void **)(stream, &g), 901);
+  assert_null(g);
+  assert_int_equal(counter(FAKE_CUDA_CAPTURE_VIOLATIONS), 1);
+  assert_int_equal(CU(cuMemcpyHtoD_v2, unsigned long long, const void *, size_t)(p, host, 65), 1); /* past the end */
+  const char *s = NULL;
+  assert_int_equal(CU(cuGetErrorString, int, const char **)(910, &s), 0);
+  assert_string_equal(s, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE");
+  assert_int_equal(CU(cuMemFree_v2, unsigned long long)(p), 0);
+  assert_int_equal(CU(cuGraphExecDestroy, void *)(x), 0);
+  void *gs[3] = {g1, g2, g3};
+  for (int i = 0; i < 3; i++) assert_int_equal(CU(cuGraphDestroy, void *)(gs[i]), 0);
+  assert_int_equal(CU(cuModuleUnload, void *)(mod), 0);
+  assert_int_equal(CU(cuStreamDestroy_v2, void *)(stream), 0);
+  S->reset(); /* the violation above was on purpose */
+  assert_released(&s0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fake_graph_rules),
+      cmocka_unit_test(test_direct_launches),
+      cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_alloc_failure),
+      cmocka_unit_test(test_launch_failure_in_capture),
+      cmocka_unit_test(test_host_alloc_failures),
+      cmocka_unit_test(test_sm90_graphs),
+      cmocka_unit_test(test_cli_log),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
