@@ -159,8 +159,6 @@ static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *bi
     drop_model(s, lru);
     s->st.evictions++;
   }
-  int c = find_cluster(e, s, key);
-  if (c < 0) return e->code;
   sess_model *sm = lru;
   tiny_symtab_init(&sm->syms);
   hp_status st = HP_OK;
@@ -170,6 +168,8 @@ static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *bi
   hp_gpu_opts mo = s->opts;
   mo.graphs = false; /* the session captures, not the model */
   if (!st) st = gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m);
+  int c = st ? -1 : find_cluster(e, s, key); /* only a binding that builds opens a cluster */
+  if (!st && c < 0) st = e->code;
   if (st) {
     hp_gpu_free(sm->m);
     tiny_graph_free(sm->g);

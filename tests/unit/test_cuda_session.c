@@ -1,0 +1,327 @@
+/* test_cuda_session.c — GPU sessions (hp_gpu_session_*, one model over many
+ * shape bindings) on the fake libcuda: one executable CUDA Graph per
+ * ShapeSet, instantiated for the cluster's first binding, updated in place
+ * for its other bindings, replayed untouched for the same binding; a refused
+ * update falls back to a new instantiation; least-recently-used models are
+ * evicted, and evicting the model a graph points into drops the graph; the
+ * error paths; `harp bench --bind`.  The fake counts what the driver was
+ * asked to do, so every session counter is checked against the driver's
+ * own.  Needs NVRTC (the models are really compiled); skips without it. */
+#include "fake_testutil.h"
+
+/* mlp.harp: two GEMMs and a bias/ReLU; B is the batch. */
+static const char *const mlp_model = "examples/mlp.harp";
+/* one elementwise kernel: quick to compile, for the many-binding tests */
+static const char relu_src[] = "graph<B=4> main(x: f32[B, 8]) -> (y: f32[B, 8]) {\n"
+                               "    y = relu(x)\n"
+                               "    return y\n"
+                               "}\n";
+
+typedef struct sess {
+  hp_program *p;
+  tiny_graph *g; /* unbound */
+  hp_gpu_session *s;
+} sess;
+
+static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
+  hp_error e = {0};
+  memset(t, 0, sizeof *t);
+  if (rel) assert_ok(&e, hp_harp_load_file(&e, src_path(rel), &t->p));
+  else assert_ok(&e, hp_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
+  assert_ok(&e, hp_lower(&e, t->p, &t->g, NULL));
+  hp_gpu_opts o = {.target = "sm80", .cache_dir = S->cache, .graphs = graphs};
+  assert_ok(&e, hp_gpu_session_new(&e, t->g, &o, &t->s));
+  /* the session keeps its own copy of the graph */
+  tiny_graph_free(t->g);
+  t->g = NULL;
+}
+
+static void close_session(sess *t) {
+  hp_gpu_session_free(t->s);
+  hp_program_free(t->p);
+}
+
+static void bind(tiny_symtab *b, long B) {
+  hp_error e = {0};
+  tiny_symtab_init(b);
+  assert_ok(&e, tiny_symtab_set(&e, b, "B", B));
+}
+
+/* One run at batch B with zero inputs shaped from the bound graph; the
+ * output comes back as [B, ...].  Returns the status (outputs freed). */
+static hp_status run_at(sess *t, long B, const char *rel, const char *text, hp_error *e) {
+  tiny_symtab b;
+  bind(&b, B);
+  hp_program *p = NULL;
+  tiny_graph *g = NULL;
+  hp_error e2 = {0};
+  if (rel) assert_ok(&e2, hp_harp_load_file(&e2, src_path(rel), &p));
+  else assert_ok(&e2, hp_harp_load_text(&e2, text, strlen(text), "tiny.harp", &p));
+  assert_ok(&e2, hp_lower(&e2, p, &g, NULL));
+  assert_ok(&e2, tiny_prepare(&e2, g, &b, false));
+  int *ins = NULL, n = tiny_inputs(g, &ins);
+  hp_tensor in[8], out[8];
+  assert_true(n <= 8 && g->noutputs <= 8);
+  for (int i = 0; i < n; i++) {
+    const tiny_node *nd = &g->nodes[ins[i]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < nd->shape.rank; d++) shape[d] = nd->shape.d[d].n;
+    assert_ok(&e2, hp_tensor_alloc(&e2, &in[i], nd->dtype, nd->shape.rank, shape));
+  }
+  hp_status st = hp_gpu_session_run(e, t->s, &b, in, n, out);
+  if (!st) {
+    for (int k = 0; k < g->noutputs; k++) {
+      assert_int_equal(out[k].shape[0], B);
+      hp_tensor_free(&out[k]);
+    }
+  }
+  for (int i = 0; i < n; i++) hp_tensor_free(&in[i]);
+  free(ins);
+  tiny_graph_free(g);
+  hp_program_free(p);
+  tiny_symtab_free(&b);
+  return st;
+}
+
+static hp_gpu_session_stats stats(sess *t) {
+  hp_gpu_session_stats st;
+  hp_gpu_session_stats_get(t->s, &st);
+  return st;
+}
+
+/* The session's counters agree with what the driver saw since s0. */
+static void assert_driver_agrees(sess *t, const snap *s0) {
+  hp_gpu_session_stats st = stats(t);
+  assert_int_equal(delta(s0, FAKE_CUDA_GRAPHS_INSTANTIATED), st.instantiations);
+  assert_int_equal(delta(s0, FAKE_CUDA_EXEC_UPDATES), st.updates);
+  assert_int_equal(delta(s0, FAKE_CUDA_GRAPH_LAUNCHES), st.replays);
+  assert_int_equal(delta(s0, FAKE_CUDA_CAPTURES_ENDED), st.captures);
+  assert_int_equal(delta(s0, FAKE_CUDA_DIRECT_LAUNCHES), 0);
+}
+
+static void expect(sess *t, int clusters, int builds, int captures, int inst, int updates, int replays) {
+  hp_gpu_session_stats st = stats(t);
+  assert_int_equal(st.clusters, clusters);
+  assert_int_equal(st.builds, builds);
+  assert_int_equal(st.captures, captures);
+  assert_int_equal(st.instantiations, inst);
+  assert_int_equal(st.updates, updates);
+  assert_int_equal(st.replays, replays);
+}
+
+/* B=48 and B=64 share ShapeSet B:64, B=100 is B:128. */
+static void test_one_graph_per_shapeset(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  hp_error e = {0};
+  open_session(&t, mlp_model, NULL, true);
+  assert_ok(&e, run_at(&t, 48, mlp_model, NULL, &e));
+  expect(&t, 1, 1, 1, 1, 0, 1);
+  assert_ok(&e, run_at(&t, 48, mlp_model, NULL, &e)); /* the same binding: replayed as is */
+  expect(&t, 1, 1, 1, 1, 0, 2);
+  assert_ok(&e, run_at(&t, 64, mlp_model, NULL, &e)); /* same cluster: updated in place */
+  expect(&t, 1, 2, 2, 1, 1, 3);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 1);
+  assert_ok(&e, run_at(&t, 100, mlp_model, NULL, &e)); /* another cluster: its own graph */
+  expect(&t, 2, 3, 3, 2, 1, 4);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 2);
+  assert_ok(&e, run_at(&t, 48, mlp_model, NULL, &e)); /* back to B=48: an update, no build, no capture */
+  expect(&t, 2, 3, 3, 2, 2, 5);
+  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 3);
+  /* the launches alone, for a binding that ran; B=100's graph is current */
+  tiny_symtab b;
+  bind(&b, 100);
+  assert_ok(&e, hp_gpu_session_launch(&e, t.s, &b, true));
+  expect(&t, 2, 3, 3, 2, 2, 6);
+  assert_non_null(hp_gpu_session_model(t.s, &b));
+  tiny_symtab_free(&b);
+  assert_driver_agrees(&t, &s0);
+  close_session(&t);
+  assert_released(&s0);
+}
+
+/* Without graphs a session launches directly and captures nothing. */
+static void test_no_graphs(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  hp_error e = {0};
+  open_session(&t, NULL, relu_src, false);
+  assert_ok(&e, run_at(&t, 3, NULL, relu_src, &e));
+  assert_ok(&e, run_at(&t, 4, NULL, relu_src, &e));
+  expect(&t, 1, 2, 0, 0, 0, 0);
+  assert_true(delta(&s0, FAKE_CUDA_DIRECT_LAUNCHES) >= 2);
+  assert_int_equal(delta(&s0, FAKE_CUDA_CAPTURES_BEGUN), 0);
+  close_session(&t);
+  assert_released(&s0);
+}
+
+/* The driver refuses the update: the cluster's graph is instantiated anew,
+ * the old one destroyed. */
+static void test_update_refused(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  hp_error e = {0};
+  open_session(&t, NULL, relu_src, true);
+  assert_ok(&e, run_at(&t, 5, NULL, relu_src, &e));
+  setenv("HARP_FAKE_CUDA_FAIL", "cuGraphExecUpdate_v2", 1);
+  assert_ok(&e, run_at(&t, 7, NULL, relu_src, &e));
+  unsetenv("HARP_FAKE_CUDA_FAIL");
+  expect(&t, 1, 2, 2, 2, 0, 2);
+  assert_int_equal(delta(&s0, FAKE_CUDA_FAILED_UPDATES), 1);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 1);
+  assert_ok(&e, run_at(&t, 5, NULL, relu_src, &e)); /* updates work again */
+  expect(&t, 1, 2, 2, 2, 1, 3);
+  close_session(&t);
+  assert_released(&s0);
+}
+
+/* More bindings than the session keeps: the least recently used model goes;
+ * when it is the one its cluster's graph points into, the graph goes too. */
+static void test_eviction(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  hp_error e = {0};
+  open_session(&t, NULL, relu_src, true);
+  assert_ok(&e, run_at(&t, 33, NULL, relu_src, &e)); /* ShapeSet B:64, its graph at B=33 */
+  for (long B = 65; B < 65 + HP_GPU_SESSION_MODELS - 1; B++) assert_ok(&e, run_at(&t, B, NULL, relu_src, &e));
+  assert_int_equal(stats(&t).evictions, 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 2);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), HP_GPU_SESSION_MODELS);
+  /* one more binding: B=33 is the least recently used, and B:64's graph held it */
+  assert_ok(&e, run_at(&t, 72, NULL, relu_src, &e));
+  assert_int_equal(stats(&t).evictions, 1);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), HP_GPU_SESSION_MODELS);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 1);
+  tiny_symtab b;
+  bind(&b, 33);
+  assert_null(hp_gpu_session_model(t.s, &b));
+  assert_int_equal(hp_gpu_session_launch(&e, t.s, &b, true), HP_E_USAGE);
+  assert_non_null(strstr(e.msg, "B=33"));
+  hp_error_clear(&e); /* the first error stays in e until cleared */
+  tiny_symtab_free(&b);
+  /* B:64 again: built anew, and its graph instantiated anew (not updated) */
+  int inst = stats(&t).instantiations, builds = stats(&t).builds;
+  assert_ok(&e, run_at(&t, 40, NULL, relu_src, &e));
+  assert_int_equal(stats(&t).instantiations, inst + 1);
+  assert_int_equal(stats(&t).builds, builds + 1);
+  assert_int_equal(stats(&t).evictions, 2);
+  assert_driver_agrees(&t, &s0);
+  close_session(&t);
+  assert_released(&s0);
+}
+
+/* Errors: a binding that misses a symbol, inputs of another binding, a bad
+ * target, a run without a driver; the session stays usable after each. */
+static void test_errors(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  hp_error e = {0};
+  open_session(&t, NULL, relu_src, true);
+  tiny_symtab none;
+  tiny_symtab_init(&none);
+  hp_tensor out[1];
+  assert_int_not_equal(hp_gpu_session_run(&e, t.s, &none, NULL, 0, out), HP_OK);
+  assert_non_null(strstr(e.msg, "B"));
+  hp_error_clear(&e);
+  tiny_symtab_free(&none);
+  /* inputs for B=6 given to B=5 */
+  tiny_symtab b5;
+  bind(&b5, 5);
+  hp_tensor in;
+  int64_t shape[2] = {6, 8};
+  assert_ok(&e, hp_tensor_alloc(&e, &in, TINY_FP32, 2, shape));
+  assert_int_equal(hp_gpu_session_run(&e, t.s, &b5, &in, 1, out), HP_E_INPUT_MISMATCH);
+  hp_error_clear(&e);
+  hp_tensor_free(&in);
+  tiny_symtab_free(&b5);
+  assert_ok(&e, run_at(&t, 5, NULL, relu_src, &e)); /* still usable */
+  expect(&t, 1, 1, 1, 1, 0, 1);
+  close_session(&t);
+  /* a bad target */
+  hp_gpu_session *s = NULL;
+  hp_gpu_opts o = {.target = "sm70", .cache_dir = S->cache};
+  hp_program *p = NULL;
+  tiny_graph *g = NULL;
+  assert_ok(&e, hp_harp_load_text(&e, relu_src, strlen(relu_src), "tiny.harp", &p));
+  assert_ok(&e, hp_lower(&e, p, &g, NULL));
+  assert_int_equal(hp_gpu_session_new(&e, g, &o, &s), HP_E_USAGE);
+  assert_null(s);
+  hp_error_clear(&e);
+  /* no driver: the run says why */
+  setenv("HARP_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  o.target = "sm80";
+  assert_ok(&e, hp_gpu_session_new(&e, g, &o, &s));
+  setenv("HARP_LIBCUDA", S->path, 1);
+  tiny_symtab b;
+  bind(&b, 4);
+  hp_tensor x;
+  int64_t xs[2] = {4, 8};
+  assert_ok(&e, hp_tensor_alloc(&e, &x, TINY_FP32, 2, xs));
+  assert_int_equal(hp_gpu_session_run(&e, s, &b, &x, 1, out), HP_E_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "no GPU"));
+  hp_tensor_free(&x);
+  tiny_symtab_free(&b);
+  hp_gpu_session_free(s);
+  tiny_graph_free(g);
+  hp_program_free(p);
+  assert_released(&s0);
+}
+
+/* harp bench --bind: the JSON's session counters and the driver's log. */
+static void test_cli_bench_bind(void **vs) {
+  NEED_NVRTC();
+  const char *bin = getenv("HARP_BIN");
+  if (!bin) skip();
+  char log[128], cmd[4096], buf[4096] = "";
+  snprintf(log, sizeof log, "%s/bench_log.json", S->cache);
+  snprintf(cmd, sizeof cmd,
+           "HARP_FAKE_CUDA_LOG='%s' HARP_CACHE_DIR='%s' '%s' bench '%s' --backend cuda --target sm80 --graphs "
+           "--bind B=48 --bind B=64 --bind B=100 --repeat 3 --warmup 1 --json",
+           log, S->cache, bin, src_path(mlp_model));
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  assert_int_equal(pclose(f), 0);
+  json_error_t je;
+  json_t *j = json_loads(buf, 0, &je), *ss = json_object_get(j, "session");
+  assert_non_null(ss);
+  /* 3 bindings in 2 ShapeSets; every run (3 first runs + 4 rounds x 3) is a replay */
+  assert_int_equal(json_integer_value(json_object_get(ss, "clusters")), 2);
+  assert_int_equal(json_integer_value(json_object_get(ss, "builds")), 3);
+  assert_int_equal(json_integer_value(json_object_get(ss, "instantiations")), 2);
+  assert_int_equal(json_integer_value(json_object_get(ss, "replays")), 3 + 4 * 3);
+  json_t *l = json_load_file(log, 0, &je);
+  assert_non_null(l);
+  assert_int_equal(json_integer_value(json_object_get(l, "graphs_instantiated")), 2);
+  assert_int_equal(json_integer_value(json_object_get(l, "graph_launches")), 3 + 4 * 3);
+  assert_int_equal(json_integer_value(json_object_get(l, "exec_updates")),
+                   json_integer_value(json_object_get(ss, "updates")));
+  assert_int_equal(json_integer_value(json_object_get(l, "direct_launches")), 0);
+  assert_int_equal(json_integer_value(json_object_get(l, "live_allocs")), 0);
+  assert_int_equal(json_integer_value(json_object_get(l, "live_execs")), 0);
+  json_decref(l);
+  json_decref(j);
+  /* --bind without --backend cuda is a usage error */
+  snprintf(cmd, sizeof cmd, "'%s' bench '%s' --bind B=4 2>/dev/null", bin, src_path(mlp_model));
+  assert_int_not_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_one_graph_per_shapeset), cmocka_unit_test(test_no_graphs),
+      cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
+      cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
