@@ -127,6 +127,19 @@ void cuda_sm90_prelude(const cuda_module *m, hp_str *o) {
 }
 
 /* ---- the generator ---------------------------------------------------------------------- */
+
+/* A size-1 dimension (batch 1) has stride 0 in the region's view.  Only
+ * coordinate 0 is ever read there, so any stride addresses the same bytes;
+ * give it the packed one (the previous stride times the previous extent),
+ * as cuTensorMapEncodeTiled's documentation lays strides out, rather than
+ * rely on the driver accepting 0. */
+static void packed_unit_strides(cuda_tmap_desc *d) {
+  uint64_t prev = (uint64_t)tiny_dtype_size(d->dtype) * d->dims[0];
+  for (int i = 1; i < d->rank; i++) {
+    if (d->dims[i] == 1 && d->strides[i - 1] == 0) d->strides[i - 1] = (prev + 15) / 16 * 16;
+    prev = d->strides[i - 1] * d->dims[i];
+  }
+}
 static hp_status unsupported(hp_error *e, const char *name, const char *why) {
   return hp_fail(e, HP_E_UNSUPPORTED, name, "outside the SM90 TMA/WGMMA template: %s (use an sm80 plan)", why);
 }
@@ -221,6 +234,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   tm[2].strides[0] = (uint64_t)(s->c_sm * osz), tm[2].strides[1] = (uint64_t)(s->c_sb[1] * osz),
   tm[2].strides[2] = (uint64_t)(s->c_sb[0] * osz);
   tm[2].box[0] = (uint32_t)BN, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
+  for (int i = 0; i < 3; i++) packed_unit_strides(&tm[i]);
   cuda_param_add(k, "tmA", "hk_tmap", CUDA_P_TMAP, s->a_dtype);
   k->params[k->nparams - 1].tmap = &tm[0];
   cuda_param_add(k, "tmB", "hk_tmap", CUDA_P_TMAP, s->b_dtype);
