@@ -77,6 +77,10 @@ struct Fiber {
   bool done;
   std::vector<CpAsync> open;                /* not yet committed */
   std::vector<std::vector<CpAsync>> groups; /* committed, oldest first */
+  /* wgmma (tracked by each warpgroup's thread 0): the SMEM operand bytes an
+   * MMA read, to be re-checked when wgmma.wait_group retires its group */
+  std::vector<hk_u64> wg_open;                /* hashes, not yet committed */
+  std::vector<std::vector<hk_u64>> wg_groups; /* committed, oldest first */
 };
 
 /* Per-lane operands and results of a warp collective. */
@@ -638,13 +642,52 @@ HK_DEV void hk_tma_store_4d(const hk_tmap *m, hk_saddr src, int c0, int c1, int 
 HK_DEV void hk_bulk_commit() {}
 HK_DEV void hk_bulk_wait_read0() {}
 HK_DEV void hk_wgmma_fence() {}
-HK_DEV void hk_wgmma_commit() {}
+/* wgmma runs at issue here, but on hardware it reads its SMEM operands at any
+ * time until wgmma.wait_group retires it: a stage released (mbarrier arrive)
+ * before that may be refilled under the MMA.  Each group's operand bytes are
+ * hashed at issue and must be unchanged when the wait retires the group. */
+namespace hks {
+static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, bool tb);
+}
+HK_DEV void hk_wgmma_commit() {
+  hks::Fiber &f = hks::me();
+  if (f.tid % 128) return;
+  f.wg_groups.push_back(f.wg_open);
+  f.wg_open.clear();
+}
 template <int N>
-HK_DEV void hk_wgmma_wait() {}
+HK_DEV void hk_wgmma_wait() {
+  hks::Fiber &f = hks::me();
+  if (f.tid % 128) return;
+  while (f.wg_groups.size() > (size_t)N) {
+    const std::vector<hk_u64> &grp = f.wg_groups.front();
+    for (size_t i = 0; i + 5 <= grp.size(); i += 5)
+      if (hks::wgmma_operand_hash(grp[i + 1], grp[i + 2], (int)grp[i + 3], grp[i + 4] != 0) != grp[i])
+        hks::fail("warpgroup %u: a wgmma's SMEM operands changed before wgmma.wait_group retired it "
+                  "(stage released too early)", f.tid / 128);
+    f.wg_groups.erase(f.wg_groups.begin());
+  }
+}
 template <int R>
 HK_DEV void hk_setmaxnreg_inc() {}
 template <int R>
 HK_DEV void hk_setmaxnreg_dec() {}
+
+namespace hks {
+/* FNV-1a over the 2-byte elements an m64nNk16 reads through its descriptors. */
+static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, bool tb) {
+  hk_u64 h = 1469598103934665603ull;
+  auto mix = [&](hk_u32 a) {
+    check_smem(a, 2, 2, "wgmma operand");
+    for (int i = 0; i < 2; i++) h = (h ^ g->smem[a + i]) * 1099511628211ull;
+  };
+  for (int r = 0; r < 64; r++)
+    for (int k = 0; k < 16; k++) mix(desc_addr(da, false, r, k));
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < 16; k++) mix(desc_addr(db, tb, n, k));
+  return h;
+}
+} // namespace hks
 
 /* wgmma.mma_async m64nNk16 (f32 += f16/bf16 x f16/bf16), a warpgroup
  * collective: D row 16w + g + 8h, column 8j + 2t + e is d[4j + 2h + e]. */
@@ -662,6 +705,9 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
       if (W.s[q].op != W.s[0].op || W.s[q].da != W.s[0].da || W.s[q].db != W.s[0].db)
         hks::fail("warpgroup %u: wgmma operands differ between threads", wgi);
     hks::g->wgmma++;
+    hks::Fiber &f0 = hks::g->f[hks::me().tid - l]; /* the warpgroup's thread 0 keeps the record */
+    hk_u64 rec[5] = {hks::wgmma_operand_hash(da, db, N, tb), da, db, (hk_u64)N, (hk_u64)tb};
+    f0.wg_open.insert(f0.wg_open.end(), rec, rec + 5);
     static float A[64][16], B[16][256];
     for (int r = 0; r < 64; r++)
       for (int k = 0; k < 16; k++) {

@@ -221,7 +221,7 @@ static void test_sm90_template(void **vs) {
     char *t = ptx_entry(bin.ptx, names[i]);
     if (!t) fail_msg("no .entry %s", names[i]);
     const char *need[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
-                          "wgmma.wait_group.sync.aligned", "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                          "wgmma.wait_group.sync.aligned 1", "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes",
                           "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "setmaxnreg.inc.sync.aligned.u32 232",
                           "setmaxnreg.dec.sync.aligned.u32 40"};
     for (int j = 0; j < 9; j++)

@@ -10,8 +10,10 @@
  *   232): each owns 64 rows of the 128-row tile and runs
  *   wgmma.mma_async.m64nBNk16 straight from SMEM descriptors.
  *   full[s] (count 1 + tx bytes) says a stage has landed; empty[s] (count
- *   256, every consumer thread arrives after wgmma.wait_group 0) says it
- *   may be refilled.  Parities: iteration it uses stage it % S with phase
+ *   256) says it may be refilled: a consumer keeps one k tile's MMAs in
+ *   flight (wgmma.wait_group 1 after issuing the next tile's) and every
+ *   consumer thread arrives on the previous tile's stage once that wait has
+ *   retired it; after the k loop, wait_group 0 and the last stage.  Parities: iteration it uses stage it % S with phase
  *   (it / S) & 1; consumers wait full with that parity, the producer waits
  *   empty with the opposite one (a fresh barrier counts as "the previous
  *   phase completed", so the first S waits pass).
@@ -368,10 +370,19 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   wm->dtype = s->a_dtype;
   cuda_close(b); /* kk */
   cuda_emit(b, CU_WGMMA_COMMIT);
-  cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 0;
-  cuda_emit_s(b, CU_MBAR_ARRIVE, "empty0 + st * 8", NULL, NULL, NULL);
+  /* keep this k tile's MMAs in flight while the next one issues: wait for
+   * the previous tile's group only, then release its stage */
+  cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 1;
+  cuda_if(b, "kt > kt0");
+  cuda_emit_s(b, CU_MBAR_ARRIVE, cuda_fmt(b, "empty0 + ((it + %d) %% %d) * 8", S - 1, S), NULL, NULL, NULL);
+  cuda_close(b);
   cuda_assign(b, "it", "it + 1");
   cuda_close(b); /* kt */
+  /* the last tile's MMAs, then its stage */
+  cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 0;
+  cuda_if(b, "kt1 > kt0");
+  cuda_emit_s(b, CU_MBAR_ARRIVE, cuda_fmt(b, "empty0 + ((it + %d) %% %d) * 8", S - 1, S), NULL, NULL, NULL);
+  cuda_close(b);
   /* epilogue on the accumulator registers */
   cuda_decl(b, "const int", "row0", NULL, cuda_fmt(b, "tm * %d + cw * 64 + wiw * 16", BM));
   cuda_decl(b, "const int", "col0", NULL, cuda_fmt(b, "tn * %d", BN));
