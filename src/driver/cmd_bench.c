@@ -61,6 +61,12 @@ static double count_flops(const tiny_graph *g) {
   return f;
 }
 
+/* Sorts t[0..n) (so t[0] / t[n-1] are min / max) and returns the median. */
+static double sorted_median(double *t, long n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 static long opt_int(const char *v, const char *what, bool *ok) {
   char *end;
   long x = strtol(v, &end, 10);
@@ -120,8 +126,7 @@ static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmu
       if (hp_gpu_session_launch(&e, s, &ms[i].syms, true)) goto fail;
     if (r >= 0) times[r] = (now_ms() - t0) / nbinds;
   }
-  qsort(times, (size_t)repeat, sizeof *times, cmp_double);
-  double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  double median = sorted_median(times, repeat);
   hp_gpu_session_stats st;
   hp_gpu_session_stats_get(s, &st);
   if (json)
@@ -288,8 +293,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (r >= 0) times[r] = now_ms() - t0;
   }
-  qsort(times, (size_t)repeat, sizeof *times, cmp_double);
-  double median = repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+  double median = sorted_median(times, repeat);
   double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
   /* where the kernels' plans came from: how many regions per source */
   int nsrc[HP_PLAN_TUNING + 1] = {0};

@@ -46,16 +46,30 @@ void hp_gpu_free(hp_gpu_model *m) {
   free(m);
 }
 
-static hp_status open_rt(hp_error *e, hp_gpu_model *m, bool no_driver) {
-  if (m->rt) return HP_OK;
+hp_status gpu_rt_open(hp_error *e, const char *cache_dir, bool no_driver, cuda_rt **out) {
   cuda_rt_opts ro = {.nvrtc_path = getenv("HARP_NVRTC"), .cuda_path = getenv("HARP_LIBCUDA"), .no_driver = no_driver};
   char dir[4200];
-  if (m->cache_dir) {
-    snprintf(dir, sizeof dir, "%s/cuda", m->cache_dir);
+  if (cache_dir) {
+    snprintf(dir, sizeof dir, "%s/cuda", cache_dir);
     hp_error e2 = {0};
     if (hp_mkdirs(&e2, dir) == HP_OK) ro.cache_dir = dir;
   }
-  return cuda_rt_open(e, &ro, &m->rt);
+  return cuda_rt_open(e, &ro, out);
+}
+
+static hp_status open_rt(hp_error *e, hp_gpu_model *m, bool no_driver) {
+  return m->rt ? HP_OK : gpu_rt_open(e, m->cache_dir, no_driver, &m->rt);
+}
+
+hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch) {
+  if (!target) { /* the device's architecture, if there is one */
+    const cuda_rt_status *rs = cuda_rt_status_of(rt);
+    target = rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
+  }
+  if (strcmp(target, "sm80") && strcmp(target, "sm90"))
+    return hp_fail(e, HP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
+  *arch = !strcmp(target, "sm90") ? CUDA_SM90 : CUDA_SM80;
+  return HP_OK;
 }
 
 hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
@@ -71,16 +85,8 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   m->cache_dir = hp_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
   hp_status st = HP_OK;
-  if (!target) { /* the device's architecture, if there is one */
-    if ((st = open_rt(e, m, false))) goto fail;
-    const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
-    target = rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
-  }
-  if (strcmp(target, "sm80") && strcmp(target, "sm90")) {
-    st = hp_fail(e, HP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
-    goto fail;
-  }
-  m->arch = !strcmp(target, "sm90") ? CUDA_SM90 : CUDA_SM80;
+  if (!target && (st = open_rt(e, m, false))) goto fail; /* the device decides */
+  if ((st = gpu_target(e, target, m->rt, &m->arch))) goto fail;
   /* Regions formed on the GPU's description.  As on the CPU, a CAST of an
    * outside tensor in a row or epilogue region is a region of its own (the
    * generic loop nest converts contraction operands only). */
@@ -203,22 +209,26 @@ hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m) {
   return HP_OK;
 }
 
+hp_status gpu_capture(hp_error *e, hp_gpu_model *m, bool instantiate, cuda_rt_graph **out) {
+  *out = NULL;
+  if (cuda_rt_graph_begin(e, m->rt)) return e->code;
+  hp_status st = gpu_launch_all(e, m);
+  cuda_rt_graph *g = NULL;
+  hp_error e2 = {0};
+  hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, instantiate, &g); /* always end the capture */
+  if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
+    cuda_rt_graph_free(m->rt, g);
+    return st;
+  }
+  if (st2) return st2;
+  *out = g;
+  return HP_OK;
+}
+
 /* The launches once: directly, or through the graph (captured the first time). */
 static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
   if (!m->graphs) return gpu_launch_all(e, m);
-  if (!m->graph) {
-    if (cuda_rt_graph_begin(e, m->rt)) return e->code;
-    hp_status st = gpu_launch_all(e, m);
-    cuda_rt_graph *g = NULL;
-    hp_error e2 = {0};
-    hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, true, &g); /* always end the capture */
-    if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
-      cuda_rt_graph_free(m->rt, g);
-      return st;
-    }
-    if (st2) return st2;
-    m->graph = g;
-  }
+  if (!m->graph && gpu_capture(e, m, true, &m->graph)) return e->code;
   return cuda_rt_graph_launch(e, m->rt, m->graph);
 }
 

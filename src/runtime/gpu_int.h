@@ -38,6 +38,14 @@ struct hp_gpu_model {
 hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
                        hp_gpu_model **out);
 
+/* cuda_rt_open with NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
+hp_status gpu_rt_open(hp_error *e, const char *cache_dir, bool no_driver, cuda_rt **out);
+/* "sm80" | "sm90" -> *arch; NULL: rt's device (sm90 on Hopper, else sm80). */
+hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch);
+/* Capture m's launches on its stream into a new graph (instantiated on
+ * request).  A failed launch still ends the capture and keeps no graph. */
+hp_status gpu_capture(hp_error *e, hp_gpu_model *m, bool instantiate, cuda_rt_graph **out);
+
 /* How a run issues its launches: directly, through the model's own graph, or
  * through a session's graph for the binding's ShapeSet. */
 typedef hp_status (*gpu_launcher)(hp_error *e, hp_gpu_model *m, void *ctx);

@@ -45,7 +45,6 @@ struct hp_gpu_session {
   char *json;      /* the unbound graph, re-read for each new binding */
   tiny_graph *key_g; /* the unbound graph itself: which symbols a key names */
   hp_gpu_opts opts;
-  char target[8];
   cuda_rt *rt; /* shared by every model of the session */
   sess_model models[HP_GPU_SESSION_MODELS];
   sess_cluster *clusters;
@@ -91,25 +90,13 @@ hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts
     goto fail;
   }
   if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
-  cuda_rt_opts ro = {.nvrtc_path = getenv("HARP_NVRTC"), .cuda_path = getenv("HARP_LIBCUDA")};
-  char dir[4200] = "";
   hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL};
   char *cache = hp_cc_cache_dir(&cc);
-  if (cache) {
-    snprintf(dir, sizeof dir, "%s/cuda", cache);
-    hp_error e2 = {0};
-    if (hp_mkdirs(&e2, dir) == HP_OK) ro.cache_dir = dir;
-    free(cache);
-  }
-  if ((st = cuda_rt_open(e, &ro, &s->rt))) goto fail;
-  const cuda_rt_status *rs = cuda_rt_status_of(s->rt);
-  const char *target = o && o->target ? o->target : rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
-  if (strcmp(target, "sm80") && strcmp(target, "sm90")) {
-    st = hp_fail(e, HP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
-    goto fail;
-  }
-  snprintf(s->target, sizeof s->target, "%s", target);
-  s->opts.target = s->target;
+  st = gpu_rt_open(e, cache, false, &s->rt);
+  free(cache);
+  cuda_arch arch;
+  if (st || (st = gpu_target(e, o ? o->target : NULL, s->rt, &arch))) goto fail;
+  s->opts.target = cuda_arch_name(arch); /* every binding builds for the same branch */
   s->opts.graphs = o && o->graphs;
   *out = s;
   return HP_OK;
@@ -143,7 +130,6 @@ static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *bi
   *out = NULL;
   char text[PLAN_SHAPESET_MAX], key[PLAN_SHAPESET_MAX];
   plan_binding_text(binding, s->key_g, text, sizeof text);
-  plan_shapeset_key(binding, s->key_g, key, sizeof key);
   sess_model *lru = NULL; /* a free slot, else the least recently used */
   for (int i = 0; i < HP_GPU_SESSION_MODELS; i++) {
     sess_model *sm = &s->models[i];
@@ -168,6 +154,7 @@ static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *bi
   hp_gpu_opts mo = s->opts;
   mo.graphs = false; /* the session captures, not the model */
   if (!st) st = gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m);
+  if (!st) plan_shapeset_key(binding, s->key_g, key, sizeof key);
   int c = st ? -1 : find_cluster(e, s, key); /* only a binding that builds opens a cluster */
   if (!st && c < 0) st = e->code;
   if (st) {
@@ -193,16 +180,7 @@ static hp_status session_launch(hp_error *e, hp_gpu_model *m, void *ctx) {
   sess_model *sm = ((void **)ctx)[1];
   if (!s->opts.graphs) return gpu_launch_all(e, m);
   if (!sm->captured) {
-    if (cuda_rt_graph_begin(e, s->rt)) return e->code;
-    hp_status st = gpu_launch_all(e, m);
-    hp_error e2 = {0};
-    hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, s->rt, false, &sm->captured); /* always end the capture */
-    if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
-      cuda_rt_graph_free(s->rt, sm->captured);
-      sm->captured = NULL;
-      return st;
-    }
-    if (st2) return st2;
+    if (gpu_capture(e, m, false, &sm->captured)) return e->code;
     s->st.captures++;
   }
   sess_cluster *c = &s->clusters[sm->cluster];
