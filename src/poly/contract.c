@@ -162,6 +162,8 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
     if (ul[j] && ur[j]) con->batch[con->nbatch++] = j;
     else if (ul[j]) con->m[con->nm++] = j;
     else if (ur[j]) con->n[con->nn++] = j;
+    else if (rf->axes[j].size.n != 1) /* neither operand reads it (a broadcast output axis): A repeats along it */
+      con->m[con->nm++] = j;
   }
   if (!shared_red || con->nm + con->nn == 0) return HP_OK;
   for (int d = 0; d < con->lhs_rank; d++) window |= con->lhs_idx[d].kind == POLY_IDX_WINDOW;
