@@ -427,7 +427,7 @@ CUresult cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *addr,
   for (uint32_t i = 0; i < rank; i++) {
     if (!dims[i] || dims[i] > (1ull << 32) || !box[i] || box[i] > 256 || !estrides[i] || estrides[i] > 8)
       return INVALID_VALUE;
-    if (i + 1 < rank && (strides[i] % 16 || strides[i] >= (1ull << 40))) return INVALID_VALUE;
+    if (i + 1 < rank && (!strides[i] || strides[i] % 16 || strides[i] >= (1ull << 40))) return INVALID_VALUE;
     if (i > 0) extent += (dims[i] - 1) * strides[i - 1];
   }
   uint64_t inner = box[0] * es, span = swizzle >= 3 ? 128 : swizzle ? 16u << swizzle : 0;

@@ -33,6 +33,8 @@ GPU_MODELS = os.path.join(MODELS, "gpu")
 # runs every CUDA thread as a fiber.
 CASES = [
     ("gemm_tail", os.path.join(GPU_MODELS, "gemm_tail.harp"), (), {"template": 1}),
+    ("gemm_bcast", os.path.join(GPU_MODELS, "gemm_bcast.harp"), (), {"template": 1}),
+    ("gemm_rows_bcast", os.path.join(GPU_MODELS, "gemm_rows_bcast.harp"), (), {"template": 1}),
     ("gemm_bias_relu", os.path.join(MODELS, "seed000_gemm_bias_relu.json"), ("M=80", "N=72", "K=48"), {"template": 1}),
     ("conv3x3_s1", os.path.join(GPU_MODELS, "conv3x3_s1.harp"), (), {"template": 1}),
     ("conv3x3_s2", os.path.join(GPU_MODELS, "conv3x3_s2.harp"), (), {"template": 1}),
@@ -120,6 +122,11 @@ def tmap_blob(tm, buf_id, offset):
     v[0], v[1] = TMAP_MAGIC, buf_id
     v[2] = 2 if tm["dtype"] in ("fp16", "bf16") else 4
     dims, strides, box = tm["dims"], tm["strides_bytes"], tm["box"]
+    # cuTensorMapEncodeTiled documents strides as multiples of 16 laid out
+    # from the extents; a zero stride (a broadcast) is not promised to work
+    bad = [x for x in strides if x <= 0 or x % 16]
+    if bad:
+        raise ValueError(f"tensor map {tm['tensor']}: stride(s) {bad} not a positive multiple of 16")
     v[3] = len(dims)
     for i, x in enumerate(dims):
         v[4 + i] = x
@@ -175,7 +182,11 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
             off = a.get("byte_offset", 0)
             if prm["kind"] == "tensor_map":
                 path = os.path.join(work, f"m{nextid}.bin")
-                open(path, "wb").write(tmap_blob(prm["tensor_map"], bid, off))
+                try:
+                    blob = tmap_blob(prm["tensor_map"], bid, off)
+                except ValueError as ex:
+                    return None, str(ex)
+                open(path, "wb").write(blob)
                 lines.append(f"buf {nextid} 256 {path}")
                 ps.append(f"m{nextid}")
                 nextid += 1

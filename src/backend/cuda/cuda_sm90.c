@@ -142,6 +142,17 @@ static void packed_unit_strides(cuda_tmap_desc *d) {
     prev = d->strides[i - 1] * d->dims[i];
   }
 }
+/* A batch dimension that broadcasts (extent > 1, stride 0) is folded to
+ * extent 1 and the kernel loads it at coordinate 0: the driver documents no
+ * zero stride, and a map over one batch entry is all such an operand needs.
+ * Writes the coordinate expressions of the two batch dimensions. */
+static void fold_broadcast_batch(cuda_tmap_desc *d, const char *coord[2]) {
+  static const char *const name[2] = {"b1", "b0"};
+  for (int i = 2; i < 4; i++) {
+    coord[i - 2] = name[i - 2];
+    if (d->dims[i] > 1 && d->strides[i - 1] == 0) d->dims[i] = 1, coord[i - 2] = "0";
+  }
+}
 static hp_status unsupported(hp_error *e, const char *name, const char *why) {
   return hp_fail(e, HP_E_UNSUPPORTED, name, "outside the SM90 TMA/WGMMA template: %s (use an sm80 plan)", why);
 }
@@ -153,6 +164,8 @@ bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap) {
   if (s->a_sk != 1) w = "A must be K-major (a_sk == 1)";
   else if (s->b_sk != 1 && s->b_sn != 1) w = "B must be K-major or N-major";
   else if (s->c_sn != 1) w = "C must have unit column stride";
+  else if ((s->M > 1 && s->a_sm == 0) || (s->b_sk == 1 ? s->N > 1 && s->b_sn == 0 : s->K > 1 && s->b_sk == 0))
+    w = "an operand broadcast along its rows (stride 0) has no TMA map";
   else if (s->K % 8 || s->a_sm % 8 || s->a_sb[0] % 8 || s->a_sb[1] % 8) w = "A rows must be 16-byte aligned (K, strides multiples of 8)";
   else if ((s->b_sk == 1 ? s->b_sn : s->b_sk) % 8 || s->b_sb[0] % 8 || s->b_sb[1] % 8) w = "B rows must be 16-byte aligned";
   else if ((s->c_sm * tiny_dtype_size(s->c_dtype)) % 16 || (s->c_sb[0] * tiny_dtype_size(s->c_dtype)) % 16 ||
@@ -236,6 +249,9 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   tm[2].strides[0] = (uint64_t)(s->c_sm * osz), tm[2].strides[1] = (uint64_t)(s->c_sb[1] * osz),
   tm[2].strides[2] = (uint64_t)(s->c_sb[0] * osz);
   tm[2].box[0] = (uint32_t)BN, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
+  const char *ca[2], *cb[2];
+  fold_broadcast_batch(&tm[0], ca);
+  fold_broadcast_batch(&tm[1], cb);
   for (int i = 0; i < 3; i++) packed_unit_strides(&tm[i]);
   cuda_param_add(k, "tmA", "hk_tmap", CUDA_P_TMAP, s->a_dtype);
   k->params[k->nparams - 1].tmap = &tm[0];
@@ -316,16 +332,16 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_emit_s(b, CU_MBAR_WAIT, "empty0 + st * 8", "ph ^ 1", NULL, NULL);
   cuda_emit_s(b, CU_MBAR_EXPECT_TX, "full0 + st * 8", cuda_fmt(b, "%lld", (long long)stage), NULL, NULL);
   cuda_stmt *tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld", (long long)stage), "tmA",
-                              cuda_fmt(b, "kt * %d, tm * %d, b1, b0", BK, BM), "full0 + st * 8");
+                              cuda_fmt(b, "kt * %d, tm * %d, %s, %s", BK, BM, ca[0], ca[1]), "full0 + st * 8");
   tl->i[0] = 4;
   if (bkm) {
     tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld", (long long)stage, (long long)a_bytes), "tmB",
-                     cuda_fmt(b, "kt * %d, tn * %d, b1, b0", BK, BN), "full0 + st * 8");
+                     cuda_fmt(b, "kt * %d, tn * %d, %s, %s", BK, BN, cb[0], cb[1]), "full0 + st * 8");
     tl->i[0] = 4;
   } else {
     cuda_for(b, "p", "0", cuda_fmt(b, "%d", BN / 64), -1);
     tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld + p * 8192", (long long)stage, (long long)a_bytes),
-                     "tmB", cuda_fmt(b, "tn * %d + p * 64, kt * %d, b1, b0", BN, BK), "full0 + st * 8");
+                     "tmB", cuda_fmt(b, "tn * %d + p * 64, kt * %d, %s, %s", BN, BK, cb[0], cb[1]), "full0 + st * 8");
     tl->i[0] = 4;
     cuda_close(b);
   }
