@@ -16,6 +16,7 @@
 #ifndef HARP_H
 #define HARP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,13 +24,20 @@
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
-typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP } harp_backend;
+/* CUDA: NVRTC and libcuda are loaded with dlopen when the model is
+ * compiled; without them (or without a GPU) harp_compile_* fails with
+ * HP_E_UNSUPPORTED and the reason. */
+typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP, HARP_BACKEND_CUDA } harp_backend;
 
 typedef struct harp_options {
   harp_backend backend;
   const char *const *syms;   /* "NAME=INT" bindings, NULL-terminated (may be NULL) */
   const char *const *params; /* names of inputs that are weights, NULL-terminated (may be NULL) */
-  const char *cc, *cflags, *cache_dir; /* CPU backend: compiler, flags, cache (NULL: defaults) */
+  const char *cc, *cflags;   /* CPU backend: compiler, flags (NULL: defaults) */
+  const char *cache_dir;     /* compiled code (CPU: shared objects; CUDA: cubins); NULL: default */
+  const char *target;        /* CUDA: "sm80" | "sm90"; NULL: the device's */
+  bool graphs;               /* CUDA: each instance captures its launches in a CUDA Graph on its
+                                first run and replays it after */
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;
@@ -59,8 +67,11 @@ size_t harp_params_bytes(const harp_compiled *c);
 int64_t harp_param_offset(const harp_compiled *c, const char *name);
 
 /* seed 000 §8.  model_init copies the parameter block; NULL on a size
- * mismatch or allocation failure.  model_run returns 0, or a non-zero code
- * (e.g. a GATHER index out of range); model_error describes the last one. */
+ * mismatch or allocation failure (CUDA: also when the instance's device
+ * memory or module cannot be had).  model_run returns 0, or a non-zero code
+ * (e.g. a GATHER index out of range, a driver error); model_error describes
+ * the last one.  CUDA instances upload the weights on their first run and
+ * keep them on the device. */
 harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes);
 int model_run(harp_model *m, const void *const *inputs, void *const *outputs);
 const char *model_error(const harp_model *m);

@@ -1,6 +1,6 @@
 /* api.c — harp.h: compile a model file or graph, then model_init /
  * model_run / model_free over the compiled Function (the CPU backend's
- * generated code, or the reference interpreter).
+ * generated code, the CUDA backend's kernels, or the reference interpreter).
  * Needs: every layer.  Gives: harp.h. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include "harp/cpu.h"
 #include "harp/frontend.h"
 #include "harp/function.h"
+#include "harp/gpu.h"
 #include "harp/interp.h"
 #include "util/util.h"
 
@@ -18,6 +19,9 @@ struct harp_compiled {
   tiny_graph *g;
   tiny_symtab syms;
   hp_cpu_model *cpu;        /* CPU backend */
+  hp_gpu_model *gpu;        /* CUDA backend: built and loaded once, to fail early and lay out the Function */
+  hp_gpu_opts gopts;        /* CUDA: how each instance builds its own model */
+  char *cache_dir, *target; /* CUDA: gopts' strings, owned */
   hp_function *f;           /* the layout (CPU: the backend's; interp: baseline regions) */
   rg_partition *part;       /* interp only */
   int *inputs, ninputs;     /* INPUT nodes that are not weights */
@@ -29,13 +33,17 @@ struct harp_compiled {
 struct harp_model {
   const harp_compiled *c;
   void *inst;              /* CPU: the generated model's instance */
-  unsigned char *params;   /* interp: a copy of the parameter block */
+  hp_gpu_model *gpu;       /* CUDA: the instance's own device memory, module and graph */
+  unsigned char *params;   /* interp, CUDA: a copy of the parameter block */
   char error[1100];
 };
 
 void harp_compiled_free(harp_compiled *c) {
   if (!c) return;
   hp_cpu_free(c->cpu);
+  hp_gpu_free(c->gpu);
+  free(c->cache_dir);
+  free(c->target);
   if (c->backend == HARP_BACKEND_INTERP) {
     fn_free(c->f);
     rg_partition_free(c->part);
@@ -46,6 +54,11 @@ void harp_compiled_free(harp_compiled *c) {
   free(c->params);
   free(c->param_off);
   free(c);
+}
+
+static char *dup(const char *s) {
+  char *d = hp_xmalloc(strlen(s) + 1);
+  return d ? strcpy(d, s) : NULL;
 }
 
 static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
@@ -71,12 +84,22 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
       }
     if (!found) st = hp_fail(e, HP_E_USAGE, o->params[i], "no input of that name to make a weight");
   }
+  if (!st && c->backend != HARP_BACKEND_CPU && c->backend != HARP_BACKEND_INTERP && c->backend != HARP_BACKEND_CUDA)
+    st = hp_fail(e, HP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
   if (!st) st = tiny_prepare(e, g, &c->syms, false);
   if (!st && c->backend == HARP_BACKEND_CPU) {
     hp_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL};
     st = hp_cpu_compile(e, g, &c->syms, &co, &c->cpu);
     if (!st) c->f = (hp_function *)hp_cpu_function(c->cpu);
-  } else if (!st) {
+  } else if (!st && c->backend == HARP_BACKEND_CUDA) { /* o != NULL: the default backend is the CPU */
+    c->cache_dir = o->cache_dir ? dup(o->cache_dir) : NULL;
+    c->target = o->target ? dup(o->target) : NULL;
+    if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    c->gopts = (hp_gpu_opts){.target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
+    if (!st) st = hp_gpu_build(e, g, &c->syms, &c->gopts, &c->gpu);
+    if (!st) st = hp_gpu_load(e, c->gpu); /* NVRTC and the device now, not at the first run */
+    if (!st) c->f = (hp_function *)hp_gpu_function(c->gpu);
+  } else if (!st && c->backend == HARP_BACKEND_INTERP) {
     st = rg_partition_singletons(e, g, &c->part);
     if (!st) st = fn_build(e, c->part, "main", &c->f);
   }
@@ -197,13 +220,20 @@ harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes
       free(m);
       return NULL;
     }
-  } else {
-    m->params = hp_xmalloc(nbytes ? nbytes : 1);
-    if (!m->params) {
-      free(m);
+    return m;
+  }
+  m->params = hp_xmalloc(nbytes ? nbytes : 1);
+  if (!m->params) {
+    free(m);
+    return NULL;
+  }
+  if (nbytes) memcpy(m->params, params, nbytes);
+  if (c->backend == HARP_BACKEND_CUDA) { /* its own device memory, module and graph */
+    hp_error e = {0};
+    if (hp_gpu_build(&e, c->g, &c->syms, &c->gopts, &m->gpu) || hp_gpu_load(&e, m->gpu)) {
+      model_free(m);
       return NULL;
     }
-    if (nbytes) memcpy(m->params, params, nbytes);
   }
   return m;
 }
@@ -217,7 +247,9 @@ static hp_tensor header(const tiny_node *n, void *data) {
   return t;
 }
 
-static int run_interp(harp_model *m, const void *const *inputs, void *const *outputs) {
+/* The interpreter and the CUDA backend take every input, weights included,
+ * as tensors in tiny_inputs order, and return outputs they allocate. */
+static int run_tensors(harp_model *m, const void *const *inputs, void *const *outputs) {
   const harp_compiled *c = m->c;
   const tiny_graph *g = c->g;
   int *ins = NULL;
@@ -234,7 +266,7 @@ static int run_interp(harp_model *m, const void *const *inputs, void *const *out
     const tiny_node *x = &g->nodes[ins[i]];
     t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : (void *)inputs[ki++]);
   }
-  if (tiny_interp(&e, g, &c->syms, t, n, o)) {
+  if (m->gpu ? hp_gpu_run(&e, m->gpu, t, n, o) : tiny_interp(&e, g, &c->syms, t, n, o)) {
     char buf[1024];
     hp_error_format(&e, buf, sizeof buf);
     snprintf(m->error, sizeof m->error, "%s", buf);
@@ -255,7 +287,7 @@ done:
 int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
   if (!m) return -1;
   m->error[0] = 0;
-  if (m->c->backend == HARP_BACKEND_INTERP) return run_interp(m, inputs, outputs);
+  if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
   int rc = hp_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
   if (rc) {
     const char *k = hp_cpu_error_kernel(m->c->cpu, rc);
@@ -269,6 +301,7 @@ const char *model_error(const harp_model *m) { return m && m->error[0] ? m->erro
 void model_free(harp_model *m) {
   if (!m) return;
   if (m->c->backend == HARP_BACKEND_CPU) hp_cpu_instance_free(m->c->cpu, m->inst);
+  hp_gpu_free(m->gpu);
   free(m->params);
   free(m);
 }
