@@ -101,11 +101,11 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_
     if (cuda_rt_alloc(&e, rt, bytes, &o.args[q]) || cuda_rt_memset0(&e, rt, o.args[q], bytes)) goto out;
   o.args[3] = o.args[2];
   double ms = 0, ms_blas = 0;
-  if (cuda_rt_time_fn(&e, rt, ours_call, &o, 10, &ms)) goto out;
+  if (cuda_rt_time_fn(&e, rt, ours_call, &o, 3, 10, &ms)) goto out;
   printf("%s GEMM %lld^3 %s template: %.3f ms, %.1f TFLOP/s", dname, (long long)n, tname, ms, tflops(n, ms));
   if (have_blas) {
     x->n = n, x->dtype = dt == TINY_BF16 ? 14 : 2, x->a = o.args[0], x->b = o.args[1], x->c = o.args[2];
-    if (cuda_rt_time_fn(&e, rt, blas_call, x, 10, &ms_blas)) goto out;
+    if (cuda_rt_time_fn(&e, rt, blas_call, x, 3, 10, &ms_blas)) goto out;
     printf("; cuBLAS %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f\n", ms_blas, tflops(n, ms_blas), ms_blas / ms);
   } else {
     printf("; cuBLAS not available\n");

@@ -305,9 +305,7 @@ static int run_once(void *ctx) {
 hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms) {
   *ms = 0;
   if (hp_gpu_load(e, m)) return e->code;
-  for (int i = 0; i < warmup; i++)
-    if (run_launches(e, m)) return e->code;
-  return cuda_rt_time_fn(e, m->rt, run_once, m, reps, ms);
+  return cuda_rt_time_fn(e, m->rt, run_once, m, warmup, reps, ms);
 }
 
 const char *hp_gpu_source(const hp_gpu_model *m) { return m->source; }

@@ -545,16 +545,18 @@ hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_
 
 void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->stream : NULL; }
 
-hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int reps, double *ms_median) {
+hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
+                          double *ms_median) {
   *ms_median = 0;
   if (need_gpu(e, rt)) return e->code;
-  if (reps < 1 || reps > 10000) return hp_fail(e, HP_E_INVALID_ARG, NULL, "reps must be 1..10000");
+  if (reps < 1 || reps > 10000 || warmup < 0 || warmup > 10000)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "reps must be 1..10000, warmup 0..10000");
   double *t = hp_xcalloc((size_t)reps, sizeof *t);
   if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   CUevent a = NULL, b = NULL;
   hp_status s = HP_OK;
   if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventCreate failed");
-  for (int i = 0; i < 3 && !s; i++)
+  for (int i = 0; i < warmup && !s; i++)
     if (fn(ctx)) s = hp_fail(e, HP_E_INTERNAL, NULL, "timed function failed");
   for (int i = 0; i < reps && !s; i++) {
     float ms = 0;

@@ -117,15 +117,17 @@ hp_status cuda_rt_graph_update(hp_error *e, cuda_rt *rt, cuda_rt_graph *exec, co
 hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g);
 void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g);
 
-/* Milliseconds between two points of the stream (event pair); bench helper. */
+/* Median milliseconds of one kernel launched reps times (after 3 untimed
+ * launches), timed with an event pair each; bench helper. */
 hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                                 int64_t smem_bytes, void **params, int reps, double *ms_median);
 
 /* harp's CUstream (for libraries such as cuBLAS in benchmarks), NULL without a GPU. */
 void *cuda_rt_stream(const cuda_rt *rt);
-/* Median milliseconds of reps calls of fn(ctx) on harp's stream (after 3
- * warm-up calls), timed with events.  fn returns 0 on success. */
-hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int reps, double *ms_median);
+/* Median milliseconds of reps calls of fn(ctx) on harp's stream, after
+ * `warmup` untimed calls, timed with events.  fn returns 0 on success. */
+hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
+                          double *ms_median);
 
 /* The device memory of one model: the arena (temporaries at the Function's
  * offsets) and the ConstPool (weights, uploaded once). */
