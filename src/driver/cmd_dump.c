@@ -46,6 +46,11 @@ int cmd_dump(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("dump", "usage: harp dump MODEL --dump LIST");
   }
+  if (cli_wants_dump(&o, "c")) { /* the C exists once the CPU backend compiles: say where, write nothing */
+    cli_opts_free(&o);
+    return cli_usage_error("dump", "the generated C is written by `harp run MODEL --dump c` "
+                                   "(or `harp compile MODEL --target cpu -o DIR`), not by harp dump");
+  }
   cli_model m;
   cli_plans pl = {0};
   if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl) ||

@@ -75,6 +75,10 @@ expect_error("bad --sym", harp("run", gemm, "--sym", "M"), "UsageError")
 expect_error("bad --sym value", harp("run", gemm, "--sym", "M=-3"), "UsageError")
 expect_error("unknown dump", harp("run", gemm, "--random-inputs", "--sym", "M=2", "--sym", "K=2", "--sym", "N=2",
                                   "--dump", "bogus"), "UsageError")
+dd = tempfile.mkdtemp(prefix="harp_dumpc_")
+p = harp("dump", gemm, "--dump", "tiny,c", "--dump-dir", dd)
+expect_error("harp dump --dump c (the C comes from harp run)", p, "UsageError", "harp run MODEL --dump c")
+s.check("harp dump --dump c writes nothing", os.listdir(dd) == [], os.listdir(dd))
 expect_error("unbound symbol with random inputs", harp("run", gemm, "--random-inputs"), "UnboundSymbol")
 expect_error("unknown backend", harp("run", gemm, "--backend", "tpu"), "UsageError")
 expect_error("--outputs unknown node", harp("run", gemm, "--random-inputs", "--sym", "M=1", "--sym", "K=1", "--sym", "N=1",
