@@ -429,6 +429,23 @@ static void acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str
   }
 }
 
+/* An fp32 max/min into a scalar accumulator keeps NaN in a flag of its own
+ * (N<node>_...): the accumulator itself is then a plain max/min, which
+ * `omp simd reduction(max:...)` vectorizes to one vmaxps per vector instead
+ * of hp_fmax's compare-and-blend chain; FINAL gives NaN when the flag is up,
+ * as hp_fmax would.  CPU only (the GPU code has no NAN macro). */
+static bool nan_flag(const emit *m, const poly_block_info *b) {
+  const tiny_node *n = &m->c->g->nodes[b->node];
+  if (m->c->gpu || b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || n->a.reduce.op == TINY_RSUM) return false;
+  for (int d = m->prefix; d < b->nout; d++)
+    if (n->shape.d[d].n != 1) return false;
+  return true;
+}
+
+static void flag_name(hp_str *o, const emit *m, const poly_block_info *b) {
+  local_name(o, &m->c->g->nodes[b->node], "N", b->node);
+}
+
 static hp_status stmt_body(emit *m, const poly_ast *u) {
   const poly_stmt_spec *sp = &m->stmts[u->stmt];
   const poly_block_info *b = poly_block(m->c->pv, sp->block);
@@ -451,7 +468,13 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
       } else {
         hp_str_printf(o, "%s = ", acc.buf);
         float_const(o, ad, init);
-        hp_str_puts(o, ";\n");
+        hp_str_puts(o, ";");
+        if (nan_flag(m, b)) {
+          hp_str_putc(o, ' ');
+          flag_name(o, m, b);
+          hp_str_puts(o, " = 0;");
+        }
+        hp_str_putc(o, '\n');
       }
     } else if (sp->role == POLY_STMT_BODY) {
       char *v;
@@ -487,9 +510,25 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
         else hp_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
       } else {
         hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
-        if (rop == TINY_RSUM) hp_str_printf(o, "%s + v_); }\n", acc.buf);
-        else hp_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
+        if (rop == TINY_RSUM) {
+          hp_str_printf(o, "%s + v_); }\n", acc.buf);
+        } else if (nan_flag(m, b)) {
+          hp_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
+          flag_name(o, m, b);
+          hp_str_puts(o, " |= v_ != v_; }\n");
+        } else {
+          hp_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
+        }
       }
+    } else if (nan_flag(m, b)) { /* FINAL */
+      hp_str fin;
+      hp_str_init(&fin);
+      hp_str_putc(&fin, '(');
+      flag_name(&fin, m, b);
+      hp_str_printf(&fin, " ? NAN : %s)", acc.buf);
+      store_value(m, &u->access[w], b->node, fin.buf ? fin.buf : acc.buf);
+      if (fin.oom) acc.oom = true;
+      hp_str_free(&fin);
     } else { /* FINAL */
       store_value(m, &u->access[w], b->node, acc.buf);
     }
@@ -583,6 +622,14 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
       if (!has_token(name.buf ? name.buf : "", sc->iter)) sc->ok = false;
     } else if (sp->role == POLY_STMT_INIT) {
       simd_item(&sc->priv, name.buf);
+      if (nan_flag(m, b)) {
+        hp_str f;
+        hp_str_init(&f);
+        flag_name(&f, m, b);
+        simd_item(&sc->priv, f.buf ? f.buf : "");
+        if (f.oom) sc->ok = false;
+        hp_str_free(&f);
+      }
     } else {
       int init = -1;
       for (int k = 0; k < m->nstmts; k++)
@@ -593,9 +640,15 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
         tiny_reduce_op rop = n->a.reduce.op;
         tiny_dtype ad = n->a.reduce.dtype;
         const char *op = NULL;
-        if (ad == TINY_FP32) op = rop == TINY_RSUM ? "+" : rop == TINY_RMAX ? "hp_max" : "hp_min";
+        bool flag = nan_flag(m, b);
+        if (ad == TINY_FP32) op = rop == TINY_RSUM ? "+" : rop == TINY_RMAX ? (flag ? "max" : "hp_max") : (flag ? "min" : "hp_min");
         if (!op) sc->ok = false; /* fp16/bf16 accumulators round at each step; int sums wrap */
         else hp_str_printf(&sc->red, " reduction(%s:%s)", op, name.buf);
+        if (op && flag) {
+          hp_str_puts(&sc->red, " reduction(|:");
+          flag_name(&sc->red, m, b);
+          hp_str_putc(&sc->red, ')');
+        }
       }
     }
   } else if (m->val[b->node].kind == ST_LOCAL && m->val[b->node].lsize == 1) {
@@ -1160,6 +1213,11 @@ static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *sc
       if (size > 1 && scratch) hp_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
       else if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
       hp_str_puts(out, ";\n");
+      if (acc && nan_flag(m, b)) {
+        hp_str_printf(out, "%sint ", ind);
+        flag_name(out, m, b);
+        hp_str_puts(out, ";\n");
+      }
       local_bytes += 4 * size;
       if (size > 1) arrays += 4 * size;
     }
