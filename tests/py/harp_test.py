@@ -4,7 +4,9 @@ Each test is a script run by ctest with HARP_BIN (the CLI) and
 HARP_SOURCE_DIR in the environment.  A test prints one line per check and a
 closing 'N passed, M failed' line; it exits 1 on failure, 77 to skip.
 """
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,15 @@ class Suite:
 BACKENDS = os.environ.get("HARP_TEST_BACKENDS", "interp,cpu").split(",")
 # Compiled models go to a private cache, so tests never touch ~/.cache.
 os.environ.setdefault("HARP_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"harp-test-cache-{os.getuid()}"))
+# Every temporary file and directory a test makes from here on lands in one
+# directory of its own, removed when the test exits; HARP_KEEP_TMP=1 keeps it
+# (to look at a failure's files) and prints where it is.
+_TMP = tempfile.mkdtemp(prefix="harp_test_")
+tempfile.tempdir = _TMP
+if os.environ.get("HARP_KEEP_TMP"):
+    print(f"temporary files kept in {_TMP}", flush=True)
+else:
+    atexit.register(shutil.rmtree, _TMP, True)
 
 
 def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp"):
