@@ -2,6 +2,7 @@
  * harp commands.  Needs: the library.  Gives: cli.h. */
 #include <errno.h>
 #include <stdarg.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,4 +341,11 @@ hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *nam
     for (int k = 0; k < written; k++) unlink(partial[k]);
   free(partial);
   return st;
+}
+
+char *cli_json_quote(const char *s) {
+  json_t *j = json_string(s ? s : "");
+  char *out = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+  json_decref(j);
+  return out;
 }

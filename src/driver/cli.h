@@ -119,6 +119,9 @@ int cmd_dump(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_decompile(int argc, char **argv);
+/* s as a JSON string literal, quotes included (malloc'd; NULL: out of memory). */
+char *cli_json_quote(const char *s);
+
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_tune(int argc, char **argv);

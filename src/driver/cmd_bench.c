@@ -29,6 +29,9 @@ static const char bench_help[] =
     "  --repeat N           timed runs (default 20)\n"
     "  --warmup N           untimed runs first (default 3)\n"
     "  --json               print one JSON object (median_ms, gflops, ...)\n"
+    "  --profile            cpu: then time each kernel alone (--repeat runs each,\n"
+    "                       on the arena a full run left) and list them, slowest\n"
+    "                       first, with their kinds and share of the sum\n"
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
     "  --input NAME=FILE    use this tensor for input NAME\n"
     "  --param NAME=FILE    a weight (its transfer is not timed)\n"
@@ -156,9 +159,60 @@ fail:
   return rc;
 }
 
+/* Each kernel alone, repeat times, after the full runs above filled the
+ * arena: their medians, printed slowest first (or as JSON "kernels"). */
+static int profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+                           bool json) {
+  const hp_function *f = hp_cpu_function(cm);
+  const rg_partition *part = f->part;
+  int n = f->nkernels;
+  double *t = calloc((size_t)repeat, sizeof *t), *med = calloc((size_t)n + 1, sizeof *med), sum = 0;
+  int *order = calloc((size_t)n + 1, sizeof *order);
+  if (!t || !med || !order) {
+    free(t), free(med), free(order);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  hp_status st = HP_OK;
+  for (int k = 0; k < n && !st; k++) {
+    for (long r = 0; r < repeat && !st; r++) {
+      double t0 = now_ms();
+      int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
+      t[r] = now_ms() - t0;
+      if (code) st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
+    }
+    med[k] = st ? 0 : sorted_median(t, repeat);
+    sum += med[k];
+    order[k] = k;
+  }
+  for (int i = 1; i < n; i++) /* slowest first (insertion sort: a model has few kernels) */
+    for (int j = i; j > 0 && med[order[j]] > med[order[j - 1]]; j--) {
+      int x = order[j];
+      order[j] = order[j - 1], order[j - 1] = x;
+    }
+  for (int i = 0; i < n && !st; i++) {
+    const fn_kernel *K = &f->kernels[order[i]];
+    const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
+    const char *kind = !R ? "?" : R->pattern ? R->pattern : R->kind ? R->kind : "?";
+    double share = sum > 0 ? 100.0 * med[order[i]] / sum : 0;
+    if (json) {
+      char *kn = cli_json_quote(K->name), *rn = cli_json_quote(kind);
+      printf("%s{\"kernel\": %s, \"kind\": %s, \"median_ms\": %.6f, \"share\": %.4f}", i ? ", " : "\"kernels\": [",
+             kn ? kn : "\"\"", rn ? rn : "\"\"", med[order[i]], share / 100);
+      free(kn), free(rn);
+    } else {
+      if (i == 0) printf("%-32s %-12s %10s %7s\n", "kernel (region)", "kind", "median ms", "share");
+      printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", K->name, kind, med[order[i]], share);
+    }
+  }
+  if (!st && json) printf("%s\"kernels_sum_ms\": %.6f", n ? "], " : "", sum);
+  if (!st && !json) printf("%-45s %10.4f (%d kernels)\n", "sum", sum, n);
+  free(t), free(med), free(order);
+  return st;
+}
+
 int cmd_bench(int argc, char **argv) {
   long repeat = 20, warmup = 3;
-  bool json = false, ok = true, graphs = false;
+  bool json = false, ok = true, graphs = false, profile = false;
   /* bench's own flags first; the shared parser takes the rest */
   char **rest = calloc((size_t)argc + 1, sizeof *rest);
   const char *binds[CLI_MAX_LIST];
@@ -172,6 +226,7 @@ int cmd_bench(int argc, char **argv) {
       return 0;
     }
     if (!strcmp(argv[i], "--json")) json = true;
+    else if (!strcmp(argv[i], "--profile")) profile = true;
     else if (!strcmp(argv[i], "--graphs")) graphs = true;
     else if (!strcmp(argv[i], "--bind") && i + 1 < argc && nbinds < CLI_MAX_LIST) binds[nbinds++] = argv[++i];
     else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = opt_int(argv[++i], "repeat", &ok);
@@ -199,6 +254,10 @@ int cmd_bench(int argc, char **argv) {
   if (!o.model) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "no MODEL given");
+  }
+  if (profile && strcmp(backend, "cpu")) {
+    cli_opts_free(&o);
+    return cli_usage_error("bench", "--profile needs --backend cpu (the kernels of the generated C)");
   }
   if (nbinds && (strcmp(backend, "cuda") || o.ndumps)) {
     cli_opts_free(&o);
@@ -300,19 +359,27 @@ int cmd_bench(int argc, char **argv) {
   const hp_plans *ps = cm ? hp_cpu_plans(cm) : NULL;
   for (int i = 0; ps && i < ps->n; i++)
     if (ps->choice[i].applied && ps->choice[i].source <= HP_PLAN_TUNING) nsrc[ps->choice[i].source]++;
-  if (json)
-    printf("{\"model\": \"%s\", \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
+  if (json) {
+    char *mq = cli_json_quote(o.model);
+    printf("{\"model\": %s, \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
            "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
-           "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}}\n",
-           o.model, backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
+           "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}",
+           mq ? mq : "\"\"", backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
            hit ? "true" : "false", nsrc[HP_PLAN_DEFAULT], nsrc[HP_PLAN_OVERRIDE], nsrc[HP_PLAN_CACHED]);
-  else {
+    free(mq);
+    if (profile) {
+      printf(", ");
+      if (profile_kernels(&e, cm, inst, in, outp, repeat, true)) goto fail;
+    }
+    printf("}\n");
+  } else {
     char plans[64] = "";
     if (nsrc[HP_PLAN_CACHED] || nsrc[HP_PLAN_OVERRIDE])
       snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[HP_PLAN_CACHED], nsrc[HP_PLAN_OVERRIDE]);
     printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n",
            o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "",
            plans);
+    if (profile && profile_kernels(&e, cm, inst, in, outp, repeat, false)) goto fail;
   }
   rc = 0;
   goto done;

@@ -1,0 +1,37 @@
+"""`harp bench` on the CPU: the JSON summary, --profile's per-kernel table
+(every kernel timed alone, slowest first, shares summing to 1, kinds named),
+its text form, and the usage errors (--profile off the cpu backend,
+--repeat 0)."""
+import json
+import os
+import subprocess
+
+from harp_test import HARP, SRC, Suite
+
+s = Suite("bench_cli")
+MLP = os.path.join(SRC, "examples", "mlp.harp")
+
+
+def harp(*args):
+    return subprocess.run([HARP, *args], capture_output=True, text=True, timeout=300)
+
+
+p = harp("bench", MLP, "--repeat", "3", "--warmup", "1", "--json", "--profile")
+s.check("bench --json --profile runs", p.returncode == 0, p.stderr)
+if p.returncode == 0:
+    j = json.loads(p.stdout)
+    s.check("summary keys", all(k in j for k in ("model", "median_ms", "gflops", "compile_ms")), j.keys())
+    ks = j.get("kernels", [])
+    s.check("one entry per kernel (mlp: 2 GEMM regions at least)", len(ks) >= 2, ks)
+    s.check("slowest first", all(ks[i]["median_ms"] >= ks[i + 1]["median_ms"] for i in range(len(ks) - 1)), ks)
+    s.check("shares sum to 1", abs(sum(k["share"] for k in ks) - 1) < 1e-3, ks)
+    s.check("the GEMMs are named matmul", sum(k["kind"] == "matmul" for k in ks) >= 2, ks)
+    s.check("kernels_sum_ms is their sum", abs(j["kernels_sum_ms"] - sum(k["median_ms"] for k in ks)) < 1e-5, j)
+p = harp("bench", MLP, "--repeat", "2", "--warmup", "0", "--profile")
+s.check("bench --profile text table", p.returncode == 0 and "kernel (region)" in p.stdout and "sum" in p.stdout,
+        p.stdout + p.stderr)
+p = harp("bench", MLP, "--backend", "interp", "--profile")
+s.check("--profile off the cpu backend: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
+p = harp("bench", MLP, "--repeat", "0")
+s.check("--repeat 0: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
+s.close()
