@@ -44,4 +44,23 @@ graph main(x: f32[4]) -> (c: f32[4], e: f32[4]) {
 }
 """, {"x": x}, {"c": x * 2, "e": x + 1})
 
+# A read that meets two pad values: concat (a PAD with 0 of each piece) of a
+# tensor padded with -1.  The loop-nest generator refused it (Unsupported:
+# "an access reads two different pad values"); each further value now gets
+# its own guard.
+x, y = f32(3, 4), f32(2, 5)
+case("concat_of_pad", """graph main(x: f32[3, 4], y: f32[2, 5]) -> (c: f32[5, 5]) {
+    p = pad(x, [[0, 0], [1, 0]], value=-1.0)
+    c = concat([p, y], axis=0)
+    return c
+}
+""", {"x": x, "y": y}, {"c": np.concatenate([np.pad(x, [(0, 0), (1, 0)], constant_values=-1), y], 0)})
+x, y = f32(3, 4), f32(3, 2)
+case("concat_of_two_pads", """graph main(x: f32[3, 4], y: f32[3, 2]) -> (c: f32[3, 10]) {
+    c = concat([pad(x, [[0, 0], [1, 1]], value=0.5), pad(y, [[0, 0], [0, 2]], value=-2.0)], axis=1) * 2.0
+    return c
+}
+""", {"x": x, "y": y}, {"c": 2 * np.concatenate([np.pad(x, [(0, 0), (1, 1)], constant_values=0.5),
+                                                np.pad(y, [(0, 0), (0, 2)], constant_values=-2)], 1)})
+
 s.close()
