@@ -305,15 +305,27 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
     }
     isl_pw_multi_aff *acc = stmt_access(g, k, a, dom);
     acc = isl_pw_multi_aff_pullback_pw_multi_aff(acc, isl_pw_multi_aff_copy(it));
-    isl_ast_expr *ax = isl_ast_build_access_from_pw_multi_aff(build, acc);
-    if (!ax) {
-      gfail(g, "access");
-      break;
+    /* A read of padding only (a slice of a pad's margin) has no element to
+     * index, and isl builds no expression for it: index 0 under the guard,
+     * which is false everywhere. */
+    isl_set *reads = b->acc[a].nfill > 0 ? isl_pw_multi_aff_domain(isl_pw_multi_aff_copy(acc)) : NULL;
+    bool none = reads && isl_set_is_empty(reads) == isl_bool_true;
+    isl_set_free(reads);
+    if (none) {
+      u->access[a].rank = (int)isl_pw_multi_aff_dim(acc, isl_dim_out);
+      for (int i = 0; i < u->access[a].rank; i++) u->access[a].index[i] = "0";
+      isl_pw_multi_aff_free(acc);
+    } else {
+      isl_ast_expr *ax = isl_ast_build_access_from_pw_multi_aff(build, acc);
+      if (!ax) {
+        gfail(g, "access");
+        break;
+      }
+      isl_size n = isl_ast_expr_op_get_n_arg(ax);
+      u->access[a].rank = n - 1;
+      for (int i = 1; i < n && !g->st; i++) u->access[a].index[i - 1] = expr_text(g, isl_ast_expr_op_get_arg(ax, i));
+      isl_ast_expr_free(ax);
     }
-    isl_size n = isl_ast_expr_op_get_n_arg(ax);
-    u->access[a].rank = n - 1;
-    for (int i = 1; i < n && !g->st; i++) u->access[a].index[i - 1] = expr_text(g, isl_ast_expr_op_get_arg(ax, i));
-    isl_ast_expr_free(ax);
     const poly_acc *pa = &b->acc[a];
     if (pa->nfill > 0) {
       isl_set *rd = isl_set_preimage_pw_multi_aff(read_domain(g, k, a, dom), isl_pw_multi_aff_copy(it));

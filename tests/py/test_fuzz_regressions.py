@@ -89,4 +89,14 @@ case("conv_of_two_pads", """graph main(x: f32[1, 2, 6, 6], w: f32[3, 2, 3, 3]) -
 }
 """, {"x": x, "w": w}, {"y": conv2d(xp, w)})
 
+# A read of padding only: a slice of a pad's margin reads no element of x,
+# and isl builds no index expression for an empty access (InternalError:
+# "cannot handle void expression" on cpu).
+x = f32(3, 8)
+case("slice_of_pad_margin", """graph main(x: f32[3, 8]) -> (y: f32[2, 8]) {
+    y = slice(pad(x, [[1, 2], [0, 0]], value=0.5), [-2], [9], [0]) + 1.0
+    return y
+}
+""", {"x": x}, {"y": np.full((2, 8), 1.5)})
+
 s.close()
