@@ -520,6 +520,12 @@ class Gen:
 
     def op_conv(self):
         x = self.as_nchw()
+        if self.p(0.2):
+            # padding of the program's own under the conv's (zero) padding
+            pads = [[0, 0], [0, 0], [self.r(0, 2), self.r(0, 2)], [self.r(0, 2), self.r(0, 2)]]
+            v = self.choice([0.0, -1.0, 0.5])
+            shape = [d + lo + hi for d, (lo, hi) in zip(x.shape, pads)]
+            x = self.emit(f"pad({x.name}, {pads}, value={lit(v)})", shape, x.dtype, max(x.scale, 1.0)) or x
         N, C, H, W = x.shape
         if x.dtype == "f16" and x.scale > 2:
             x = self.bounded(x, 1.0)
