@@ -9,8 +9,9 @@ HARP_FUZZ_START instead); `python3 test_fuzz_backends.py --seeds N --start S`
 runs any range, and scripts/fuzz.py runs long campaigns in parallel and
 keeps the failing programs.
 
-Tolerances: the interpreter rounds after every op and sums in order; the
-compiled code fuses, reorders sums and keeps fp32 between fused fp16 ops.
+Tolerances: the interpreter stores (and so rounds) every node and sums in
+index order; the compiled code fuses, reorders sums and keeps fp32 between
+fused fp16 ops.
 So fp32 outputs are compared at rtol = 1e-3 with atol = 1e-3 relative to the
 output's largest magnitude (a sum or a softmax of cancelling terms), fp16
 outputs at 1e-2 (a few fp16 ulps after a chain of roundings), bool and i32
