@@ -22,11 +22,16 @@ compiled backends keep fp32 inside a fused region and round fp16 where they
 store it (docs/tiny-ir.md), so an f16 tie can legitimately compare the other
 way.
 
-Known and left alone (the generator still makes them; none is in CI_SEEDS):
-an f16 grouped conv (no bias) read by a later contraction is `Unsupported`
-on cpu ("operand ... is not readable in this region": the CAST to f16 sits
-after the RESHAPE of the groups, so the contraction cannot read the
-materialized CAST in place of the conv's fp32 accumulator)."""
+Known and left alone (the generator still makes them, about 1 program in
+400; none is in CI_SEEDS): a contraction whose operand is a CAST of a
+movement view that another region materializes (`cast(permute(x), f16) @ y`
+with the cast also an output, `cast(expand(x), f16)`, an f16 grouped conv
+without bias: its CAST sits after the RESHAPE of the groups) is
+`Unsupported` on cpu, "operand X is not readable in this region".  The
+operand's access is composed through the CAST to X, which is not a buffer
+of the region, and the region may only read the materialized CAST in its
+place when the CAST is applied to X itself (same index); otherwise the
+index would have to be rebuilt in the CAST's coordinates."""
 import os
 import sys
 import tempfile
