@@ -6,6 +6,7 @@ import tempfile
 
 import numpy as np
 
+import cuda_sim
 from harp_test import BACKENDS, Suite, close, run
 
 s = Suite("fuzz_regressions")
@@ -13,10 +14,21 @@ rng = np.random.default_rng(5)
 d = tempfile.mkdtemp(prefix="harp_fr_")
 
 
-def case(name, text, feeds, want, tol=1e-4):
+def case(name, text, feeds, want, tol=1e-4, cuda=False):
+    """On every backend; with cuda, also the sm80 translation unit on the
+    CPU SIMT simulator (needs g++)."""
     path = os.path.join(d, f"{name}.harp")
     with open(path, "w") as f:
         f.write(text)
+    if cuda and cuda_sim.have_gxx():
+        p, gd = cuda_sim.dump(path, "sm80")
+        s.check(f"{name} [sm80] dumps", p.returncode == 0, p.stderr)
+        got, err = cuda_sim.run(gd, feeds) if p.returncode == 0 else ({}, "no dump")
+        s.check(f"{name} [sm80] runs", err is None, err)
+        for k, w in want.items():
+            if k in (got or {}):
+                ok, detail = close(got[k], w, rtol=tol, atol=tol)
+                s.check(f"{name} [sm80] {k} vs numpy", ok, detail)
     for be in dict.fromkeys(BACKENDS + ["regions"]):
         p, out = run(path, feeds, backend=be)
         s.check(f"{name} [{be}] runs", p.returncode == 0, p.stderr)
@@ -47,14 +59,14 @@ graph main(x: f32[4]) -> (c: f32[4], e: f32[4]) {
 # A read that meets two pad values: concat (a PAD with 0 of each piece) of a
 # tensor padded with -1.  The loop-nest generator refused it (Unsupported:
 # "an access reads two different pad values"); each further value now gets
-# its own guard.
+# its own guard (in the CPU and the CUDA loop nests).
 x, y = f32(3, 4), f32(2, 5)
 case("concat_of_pad", """graph main(x: f32[3, 4], y: f32[2, 5]) -> (c: f32[5, 5]) {
     p = pad(x, [[0, 0], [1, 0]], value=-1.0)
     c = concat([p, y], axis=0)
     return c
 }
-""", {"x": x, "y": y}, {"c": np.concatenate([np.pad(x, [(0, 0), (1, 0)], constant_values=-1), y], 0)})
+""", {"x": x, "y": y}, {"c": np.concatenate([np.pad(x, [(0, 0), (1, 0)], constant_values=-1), y], 0)}, cuda=True)
 x, y = f32(3, 4), f32(3, 2)
 case("concat_of_two_pads", """graph main(x: f32[3, 4], y: f32[3, 2]) -> (c: f32[3, 10]) {
     c = concat([pad(x, [[0, 0], [1, 1]], value=0.5), pad(y, [[0, 0], [0, 2]], value=-2.0)], axis=1) * 2.0
@@ -97,6 +109,6 @@ case("slice_of_pad_margin", """graph main(x: f32[3, 8]) -> (y: f32[2, 8]) {
     y = slice(pad(x, [[1, 2], [0, 0]], value=0.5), [-2], [9], [0]) + 1.0
     return y
 }
-""", {"x": x}, {"y": np.full((2, 8), 1.5)})
+""", {"x": x}, {"y": np.full((2, 8), 1.5)}, cuda=True)
 
 s.close()
