@@ -23,9 +23,10 @@ store it (docs/tiny-ir.md), so an f16 tie can legitimately compare the other
 way.
 
 Known and left alone (the generator still makes them, about 1 program in
-400; none is in CI_SEEDS): a contraction whose operand is a CAST of a
-movement view that another region materializes (`cast(permute(x), f16) @ y`
-with the cast also an output, `cast(expand(x), f16)`, an f16 grouped conv
+300; none is in CI_SEEDS): a contraction whose operand reaches its source X
+through a CAST that another region materializes, where that CAST does not
+read X itself (`cast(permute(x), f16) @ y` with the cast also an output,
+`cast(expand(x), f16)`, `cast(conv_f16, f32) @ y`, an f16 grouped conv
 without bias: its CAST sits after the RESHAPE of the groups) is
 `Unsupported` on cpu, "operand X is not readable in this region".  The
 operand's access is composed through the CAST to X, which is not a buffer
