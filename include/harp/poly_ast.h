@@ -55,12 +55,18 @@ typedef struct poly_ast_opts {
 typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;
 
 #define POLY_AST_MAX_ACC POLY_MAX_ACC
+#define POLY_AST_MAX_ALT 7 /* POLY_MAX_FILLS - 1 */
 
 typedef struct poly_ast_access {
   int rank;
   const char *index[TINY_MAX_RANK]; /* C expression per tensor axis */
   const char *guard;                /* C condition for a real element; NULL: always */
   double fill;                      /* value where the guard fails (padding) */
+  /* Pads of other values on the way (a concat of a padded tensor): where
+   * alt_guard[q] holds, the read yields alt_fill[q] instead of fill. */
+  int nalt;
+  const char *alt_guard[POLY_AST_MAX_ALT];
+  double alt_fill[POLY_AST_MAX_ALT];
 } poly_ast_access;
 
 typedef struct poly_ast poly_ast;

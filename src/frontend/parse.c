@@ -251,15 +251,20 @@ static fe_ex *primary(parser *P) {
     e->b = t->k == T_TRUE;
     e->height = 1;
     return e;
-  case T_NAME:
+  case T_NAME: {
     next(P);
-    if (!(e = new_ex(P, at(P, T_LPAREN) ? E_CALL : E_NAME, t))) return NULL;
+    /* A '(' that opens a line outside brackets starts the next statement
+     * ('(a, b) = f(x)'), it does not call the name that ended this one. */
+    const fe_tok *lp = peek(P);
+    bool call = lp->k == T_LPAREN && !(lp->bol && lp->depth == 0);
+    if (!(e = new_ex(P, call ? E_CALL : E_NAME, t))) return NULL;
     e->name = tok_str(P, t);
     if (e->k == E_CALL) {
       next(P);
       if (!arg_list(P, T_RPAREN, true, e)) return NULL;
     }
     return grown(P, e, t);
+  }
   case T_LPAREN:
     next(P);
     e = expr(P);

@@ -248,6 +248,19 @@ static __isl_give isl_set *read_domain(gen *g, int k, int a, __isl_keep isl_set 
   return isl_pw_multi_aff_domain(p);
 }
 
+/* The points of statement k's domain where access a reads pad value q. */
+static __isl_give isl_set *fill_domain(gen *g, int k, int a, int q, __isl_keep isl_set *dom) {
+  const poly_stmt_spec *s = &g->stmts[k];
+  const poly_blk *b = &g->pv->blocks[s->block];
+  isl_set *f = isl_set_copy(b->acc[a].fill[q].set);
+  if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout)
+    f = isl_set_project_out(f, isl_dim_set, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
+  char name[32];
+  f = isl_set_set_tuple_name(f, stmt_name(k, name, sizeof name));
+  f = isl_set_align_params(f, isl_set_get_space(dom));
+  return isl_set_intersect(f, isl_set_copy(dom));
+}
+
 static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_keep isl_ast_build *build, void *user) {
   gen *g = user;
   if (g->st) return node;
@@ -292,23 +305,46 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
     }
     isl_pw_multi_aff *acc = stmt_access(g, k, a, dom);
     acc = isl_pw_multi_aff_pullback_pw_multi_aff(acc, isl_pw_multi_aff_copy(it));
-    isl_ast_expr *ax = isl_ast_build_access_from_pw_multi_aff(build, acc);
-    if (!ax) {
-      gfail(g, "access");
-      break;
+    /* A read of padding only (a slice of a pad's margin) has no element to
+     * index, and isl builds no expression for it: index 0 under the guard,
+     * which is false everywhere. */
+    isl_set *reads = b->acc[a].nfill > 0 ? isl_pw_multi_aff_domain(isl_pw_multi_aff_copy(acc)) : NULL;
+    bool none = reads && isl_set_is_empty(reads) == isl_bool_true;
+    isl_set_free(reads);
+    if (none) {
+      u->access[a].rank = (int)isl_pw_multi_aff_dim(acc, isl_dim_out);
+      for (int i = 0; i < u->access[a].rank; i++) u->access[a].index[i] = "0";
+      isl_pw_multi_aff_free(acc);
+    } else {
+      isl_ast_expr *ax = isl_ast_build_access_from_pw_multi_aff(build, acc);
+      if (!ax) {
+        gfail(g, "access");
+        break;
+      }
+      isl_size n = isl_ast_expr_op_get_n_arg(ax);
+      u->access[a].rank = n - 1;
+      for (int i = 1; i < n && !g->st; i++) u->access[a].index[i - 1] = expr_text(g, isl_ast_expr_op_get_arg(ax, i));
+      isl_ast_expr_free(ax);
     }
-    isl_size n = isl_ast_expr_op_get_n_arg(ax);
-    u->access[a].rank = n - 1;
-    for (int i = 1; i < n && !g->st; i++) u->access[a].index[i - 1] = expr_text(g, isl_ast_expr_op_get_arg(ax, i));
-    isl_ast_expr_free(ax);
     const poly_acc *pa = &b->acc[a];
     if (pa->nfill > 0) {
-      for (int q = 1; q < pa->nfill; q++)
-        if (pa->fill[q].value != pa->fill[0].value && !g->st)
-          g->st = hp_fail(g->e, HP_E_UNSUPPORTED, b->pub.name, "an access reads two different pad values");
       isl_set *rd = isl_set_preimage_pw_multi_aff(read_domain(g, k, a, dom), isl_pw_multi_aff_copy(it));
       u->access[a].guard = expr_text(g, isl_ast_build_expr_from_set(build, rd));
       u->access[a].fill = pa->fill[0].value;
+      /* The fill sets are disjoint; each further value gets its own guard
+       * and the first one is what is left. */
+      for (int q = 1; q < pa->nfill && !g->st; q++) {
+        if (q > POLY_AST_MAX_ALT) {
+          g->st = hp_fail(g->e, HP_E_UNSUPPORTED, b->pub.name, "an access reads more than %d pad values",
+                          POLY_AST_MAX_ALT + 1);
+          break;
+        }
+        isl_set *fs = fill_domain(g, k, a, q, dom);
+        fs = isl_set_preimage_pw_multi_aff(fs, isl_pw_multi_aff_copy(it));
+        u->access[a].alt_guard[q - 1] = expr_text(g, isl_ast_build_expr_from_set(build, fs));
+        u->access[a].alt_fill[q - 1] = pa->fill[q].value;
+        u->access[a].nalt = q;
+      }
     }
   }
   isl_set_free(dom);

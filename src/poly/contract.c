@@ -101,6 +101,10 @@ static bool operand(poly_view *pv, const ib_env *env, int nout, const char *cons
   *fill = false;
   for (int i = 0; i < a->npieces; i++) {
     if (a->pieces[i].fill) {
+      /* One pad value per operand is all a template knows (a conv's zero
+       * padding); pads of two values (a conv over pad(pad(x, 0), -1)) were
+       * taken for the first one alone. */
+      if (*fill && !(a->pieces[i].value == *fillv)) return false;
       if (!*fill) *fillv = a->pieces[i].value;
       *fill = true;
     } else if (read) {

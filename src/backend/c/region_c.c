@@ -284,6 +284,12 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
   }
   if (a->guard) {
     hp_str_puts(o, " : ");
+    for (int q = 0; q < a->nalt; q++) {
+      hp_str_printf(o, "(%s) ? ", a->alt_guard[q]);
+      if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->alt_fill[q]);
+      else float_const(o, n->dtype, a->alt_fill[q]);
+      hp_str_puts(o, " : ");
+    }
     if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->fill);
     else float_const(o, n->dtype, a->fill);
     hp_str_putc(o, ')');

@@ -1,0 +1,114 @@
+"""Minimal programs for the bugs the differential fuzzer found
+(test_fuzz_backends.py, scripts/fuzz.py), each checked against numpy on the
+interpreter and the compiled backends."""
+import os
+import tempfile
+
+import numpy as np
+
+import cuda_sim
+from harp_test import BACKENDS, Suite, close, run
+
+s = Suite("fuzz_regressions")
+rng = np.random.default_rng(5)
+d = tempfile.mkdtemp(prefix="harp_fr_")
+
+
+def case(name, text, feeds, want, tol=1e-4, cuda=False):
+    """On every backend; with cuda, also the sm80 translation unit on the
+    CPU SIMT simulator (needs g++)."""
+    path = os.path.join(d, f"{name}.harp")
+    with open(path, "w") as f:
+        f.write(text)
+    if cuda and cuda_sim.have_gxx():
+        p, gd = cuda_sim.dump(path, "sm80")
+        s.check(f"{name} [sm80] dumps", p.returncode == 0, p.stderr)
+        got, err = cuda_sim.run(gd, feeds) if p.returncode == 0 else ({}, "no dump")
+        s.check(f"{name} [sm80] runs", err is None, err)
+        for k, w in want.items():
+            if k in (got or {}):
+                ok, detail = close(got[k], w, rtol=tol, atol=tol)
+                s.check(f"{name} [sm80] {k} vs numpy", ok, detail)
+    for be in dict.fromkeys(BACKENDS + ["regions"]):
+        p, out = run(path, feeds, backend=be)
+        s.check(f"{name} [{be}] runs", p.returncode == 0, p.stderr)
+        if p.returncode == 0:
+            for k, w in want.items():
+                ok, detail = close(np.load(os.path.join(out, f"{k}.npy")), w, rtol=tol, atol=tol)
+                s.check(f"{name} [{be}] {k} vs numpy", ok, detail)
+
+
+def f32(*shape):
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+# A '(' opening a line is the next statement (a tuple assignment), not a
+# call of the name that ended the line before: `y = x` then `(a, b) = f(y)`
+# parsed as `y = x(a, b) ...` and failed with a ParseError.
+x = f32(4)
+case("tuple_after_name", """graph two(x: f32[4]) -> (a: f32[4], b: f32[4]) {
+    return x * 2.0, x + 1.0
+}
+graph main(x: f32[4]) -> (c: f32[4], e: f32[4]) {
+    y = x
+    (c, e) = two(y)
+    return c, e
+}
+""", {"x": x}, {"c": x * 2, "e": x + 1})
+
+# A read that meets two pad values: concat (a PAD with 0 of each piece) of a
+# tensor padded with -1.  The loop-nest generator refused it (Unsupported:
+# "an access reads two different pad values"); each further value now gets
+# its own guard (in the CPU and the CUDA loop nests).
+x, y = f32(3, 4), f32(2, 5)
+case("concat_of_pad", """graph main(x: f32[3, 4], y: f32[2, 5]) -> (c: f32[5, 5]) {
+    p = pad(x, [[0, 0], [1, 0]], value=-1.0)
+    c = concat([p, y], axis=0)
+    return c
+}
+""", {"x": x, "y": y}, {"c": np.concatenate([np.pad(x, [(0, 0), (1, 0)], constant_values=-1), y], 0)}, cuda=True)
+x, y = f32(3, 4), f32(3, 2)
+case("concat_of_two_pads", """graph main(x: f32[3, 4], y: f32[3, 2]) -> (c: f32[3, 10]) {
+    c = concat([pad(x, [[0, 0], [1, 1]], value=0.5), pad(y, [[0, 0], [0, 2]], value=-2.0)], axis=1) * 2.0
+    return c
+}
+""", {"x": x, "y": y}, {"c": 2 * np.concatenate([np.pad(x, [(0, 0), (1, 1)], constant_values=0.5),
+                                                np.pad(y, [(0, 0), (0, 2)], constant_values=-2)], 1)})
+
+
+def conv2d(x, w):
+    """Valid cross-correlation, NCHW / OIHW, stride 1."""
+    n, c, h, ww = x.shape
+    o, _, kh, kw = w.shape
+    y = np.zeros((n, o, h - kh + 1, ww - kw + 1))
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("nchw,oc->nohw", x[:, :, i:i + h - kh + 1, j:j + ww - kw + 1], w[:, :, i, j])
+    return y
+
+
+# A conv whose input meets two pad values (zero inside, -1 outside): the
+# contraction pattern kept the first pad value only, so the CPU conv
+# template took all of it for zero padding (max error ~3.5); an operand with
+# two pad values is no template operand now.
+x, w = f32(1, 2, 6, 6), f32(3, 2, 3, 3)
+xp = np.pad(np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)]), [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=-1)
+case("conv_of_two_pads", """graph main(x: f32[1, 2, 6, 6], w: f32[3, 2, 3, 3]) -> (y: f32[1, 3, 8, 8]) {
+    p = pad(x, [[0, 0], [0, 0], [1, 1], [1, 1]], value=0.0)
+    q = pad(p, [[0, 0], [0, 0], [1, 1], [1, 1]], value=-1.0)
+    y = conv2d(q, w)
+    return y
+}
+""", {"x": x, "w": w}, {"y": conv2d(xp, w)})
+
+# A read of padding only: a slice of a pad's margin reads no element of x,
+# and isl builds no index expression for an empty access (InternalError:
+# "cannot handle void expression" on cpu).
+x = f32(3, 8)
+case("slice_of_pad_margin", """graph main(x: f32[3, 8]) -> (y: f32[2, 8]) {
+    y = slice(pad(x, [[1, 2], [0, 0]], value=0.5), [-2], [9], [0]) + 1.0
+    return y
+}
+""", {"x": x}, {"y": np.full((2, 8), 1.5)}, cuda=True)
+
+s.close()
