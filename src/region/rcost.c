@@ -94,6 +94,13 @@ static bool silu_at(const rg_ctx *c, const int *set, int n, int mul, int *parts,
   return false;
 }
 
+/* The MUL by the RECIP that ends a spelled-out silu. */
+static bool silu_last(const rg_ctx *c, int b) {
+  const tiny_graph *g = c->g;
+  const tiny_node *m = &g->nodes[PB(c, b)->node];
+  return m->op == TINY_MUL && (g->nodes[m->src[0].node].op == TINY_RECIP || g->nodes[m->src[1].node].op == TINY_RECIP);
+}
+
 void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles) {
   for (int i = 0; i < n; i++) roles[i] = -1;
   for (int i = 0; i < n; i++) {
@@ -133,6 +140,7 @@ static void plan_epilogue(rg_ctx *c, const int *set, int n, int K, plan_region_i
   rg_epilogue_roles(c, set, n, K, roles);
   r->epilogue_known = true;
   r->nepi = 0;
+  bool in_silu = false; /* inside a spelled-out silu: its ops are one step */
   for (int i = 0; i < n; i++) {
     if (set[i] == K || OP(c, set[i]) == TINY_CAST) continue;
     if (roles[i] < 0) {
@@ -140,7 +148,9 @@ static void plan_epilogue(rg_ctx *c, const int *set, int n, int K, plan_region_i
       r->nepi = 0;
       return;
     }
-    if (r->nepi && r->epilogue[r->nepi - 1] == (plan_epi)roles[i]) continue; /* one op of several blocks (silu) */
+    bool same = in_silu && roles[i] == PLAN_EPI_SILU;
+    in_silu = roles[i] == PLAN_EPI_SILU && !silu_last(c, set[i]);
+    if (same) continue;
     for (int j = 0; j < r->nepi; j++)
       if (r->epilogue[j] == (plan_epi)roles[i]) {
         r->epilogue_known = false;
