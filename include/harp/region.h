@@ -69,6 +69,11 @@ typedef struct rg_epi {
   rg_operand extra[2]; /* strides in the contraction's variables (its output ones) */
 } rg_epi;
 
+/* Node is the op that ends a spelled-out silu (its MUL of x by RECIP(1 +
+ * exp(-x))): a silu's several epilogue ops are one step up to it, and
+ * silu(silu(x)) is two steps. */
+bool rg_silu_last(const tiny_graph *g, int node);
+
 typedef struct rg_local_edge {
   const char *from, *to; /* block names (a tensor name when from_block < 0), as in the plan */
   int from_block, to_block;

@@ -106,12 +106,6 @@ typedef struct epi_map {
   const rg_operand *x[CT_MAX_EPI]; /* the tensor added (bias or residual, classified by the caller) */
 } epi_map;
 
-/* The last op of a spelled-out silu: x * RECIP(1 + exp(-x)). */
-static bool silu_last(const tiny_graph *g, int node) {
-  const tiny_node *n = &g->nodes[node];
-  return n->op == TINY_MUL && (g->nodes[n->src[0].node].op == TINY_RECIP || g->nodes[n->src[1].node].op == TINY_RECIP);
-}
-
 /* The region's epilogue as template steps; additions of a tensor are left
  * as CT_EPI_RESIDUAL with x[] set, for the caller to place. */
 static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *info, epi_map *em) {
@@ -128,7 +122,7 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
      * RECIP that ends it (silu(silu(x)) is two steps, not one) */
     if (ep->role == PLAN_EPI_SILU) {
       int j = i;
-      while (j + 1 < info->nepi && info->epi[j + 1].role == PLAN_EPI_SILU && !silu_last(g, info->epi[j].node)) j++;
+      while (j + 1 < info->nepi && info->epi[j + 1].role == PLAN_EPI_SILU && !rg_silu_last(g, info->epi[j].node)) j++;
       out->kind = CT_EPI_SILU;
       em->n++;
       i = j;

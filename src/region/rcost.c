@@ -94,10 +94,8 @@ static bool silu_at(const rg_ctx *c, const int *set, int n, int mul, int *parts,
   return false;
 }
 
-/* The MUL by the RECIP that ends a spelled-out silu. */
-static bool silu_last(const rg_ctx *c, int b) {
-  const tiny_graph *g = c->g;
-  const tiny_node *m = &g->nodes[PB(c, b)->node];
+bool rg_silu_last(const tiny_graph *g, int node) {
+  const tiny_node *m = &g->nodes[node];
   return m->op == TINY_MUL && (g->nodes[m->src[0].node].op == TINY_RECIP || g->nodes[m->src[1].node].op == TINY_RECIP);
 }
 
@@ -149,7 +147,7 @@ static void plan_epilogue(rg_ctx *c, const int *set, int n, int K, plan_region_i
       return;
     }
     bool same = in_silu && roles[i] == PLAN_EPI_SILU;
-    in_silu = roles[i] == PLAN_EPI_SILU && !silu_last(c, set[i]);
+    in_silu = roles[i] == PLAN_EPI_SILU && !rg_silu_last(c->g, PB(c, set[i])->node);
     if (same) continue;
     for (int j = 0; j < r->nepi; j++)
       if (r->epilogue[j] == (plan_epi)roles[i]) {
