@@ -712,14 +712,21 @@ static char *canonical_cond(const poly_ast *a) {
 /* `#pragma omp simd` for an innermost loop when every dependence across its
  * iterations is a scalar reduction: without it GCC will not reorder a float
  * sum (softmax's, layernorm's) nor if-convert the transcendentals. */
+/* Loop a's clauses; true when they express every dependence across its
+ * iterations.  The caller frees sc->priv and sc->red. */
+static bool simd_scan_loop(emit *m, const poly_ast *a, simd_scan *sc) {
+  *sc = (simd_scan){a->iter, true, {0}, {0}};
+  hp_str_init(&sc->priv);
+  hp_str_init(&sc->red);
+  simd_walk(m, a, a->body, sc);
+  return sc->ok && !sc->priv.oom && !sc->red.oom;
+}
+
 static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
   *cond = NULL;
   if (m->c->gpu) return;
-  simd_scan sc = {a->iter, true, {0}, {0}};
-  hp_str_init(&sc.priv);
-  hp_str_init(&sc.red);
-  simd_walk(m, a, a->body, &sc);
-  if (sc.ok && !sc.priv.oom && !sc.red.oom && (*cond = canonical_cond(a))) {
+  simd_scan sc;
+  if (simd_scan_loop(m, a, &sc) && (*cond = canonical_cond(a))) {
     indent(m->o, d);
     hp_str_puts(m->o, "#pragma omp simd");
     if (sc.priv.len) hp_str_printf(m->o, " private(%s)", sc.priv.buf);
@@ -837,11 +844,8 @@ static void next_row_plan(emit *m, const poly_ast *a) {
       p.first = c;
       continue;
     }
-    simd_scan sc = {c->iter, true, {0}, {0}};
-    hp_str_init(&sc.priv);
-    hp_str_init(&sc.red);
-    simd_walk(m, c, c->body, &sc);
-    char *cond = sc.ok && !sc.red.len && unit_step(c) ? canonical_cond(c) : NULL;
+    simd_scan sc;
+    char *cond = simd_scan_loop(m, c, &sc) && !sc.red.len && unit_step(c) ? canonical_cond(c) : NULL;
     if (cond) p.target = c; /* the last such pass: the farthest from the next row's first pass */
     free(cond);
     hp_str_free(&sc.priv);
