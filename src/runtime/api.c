@@ -56,11 +56,6 @@ void harp_compiled_free(harp_compiled *c) {
   free(c);
 }
 
-static char *dup(const char *s) {
-  char *d = hp_xmalloc(strlen(s) + 1);
-  return d ? strcpy(d, s) : NULL;
-}
-
 static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
 
 hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
@@ -92,8 +87,8 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
     st = hp_cpu_compile(e, g, &c->syms, &co, &c->cpu);
     if (!st) c->f = (hp_function *)hp_cpu_function(c->cpu);
   } else if (!st && c->backend == HARP_BACKEND_CUDA) { /* o != NULL: the default backend is the CPU */
-    c->cache_dir = o->cache_dir ? dup(o->cache_dir) : NULL;
-    c->target = o->target ? dup(o->target) : NULL;
+    c->cache_dir = o->cache_dir ? strdup(o->cache_dir) : NULL;
+    c->target = o->target ? strdup(o->target) : NULL;
     if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     c->gopts = (hp_gpu_opts){.target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
     if (!st) st = hp_gpu_build(e, g, &c->syms, &c->gopts, &c->gpu);
