@@ -440,16 +440,6 @@ CUresult cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *addr,
 }
 
 /* ---- counters ----------------------------------------------------------------------- */
-static const char *const stat_names[] = {
-#define FAKE_CUDA_NAME_(name, key, live) key,
-    FAKE_CUDA_STATS(FAKE_CUDA_NAME_)
-#undef FAKE_CUDA_NAME_
-};
-static const int stat_live[] = {
-#define FAKE_CUDA_LIVE_(name, key, live) live,
-    FAKE_CUDA_STATS(FAKE_CUDA_LIVE_)
-#undef FAKE_CUDA_LIVE_
-};
 
 void harp_fake_cuda_stats(long *out, int n) {
   for (int i = 0; i < n; i++) out[i] = i < FAKE_CUDA_NSTATS ? fake.stat[i] : 0;
@@ -457,7 +447,7 @@ void harp_fake_cuda_stats(long *out, int n) {
 
 void harp_fake_cuda_reset(void) {
   for (int i = 0; i < FAKE_CUDA_NSTATS; i++)
-    if (!stat_live[i]) fake.stat[i] = 0;
+    if (!fake_cuda_stat_live[i]) fake.stat[i] = 0;
 }
 
 /* At exit: the counters for a test that drives the harp CLI (HARP_FAKE_CUDA_LOG). */
@@ -466,7 +456,7 @@ __attribute__((destructor)) static void write_log(void) {
   FILE *f = path && *path ? fopen(path, "w") : NULL;
   if (!f) return;
   fputc('{', f);
-  for (int i = 0; i < FAKE_CUDA_NSTATS; i++) fprintf(f, "%s\"%s\": %ld", i ? ", " : "", stat_names[i], fake.stat[i]);
+  for (int i = 0; i < FAKE_CUDA_NSTATS; i++) fprintf(f, "%s\"%s\": %ld", i ? ", " : "", fake_cuda_stat_names[i], fake.stat[i]);
   fputs("}\n", f);
   fclose(f);
 }

@@ -43,6 +43,18 @@ enum {
       FAKE_CUDA_NSTATS
 };
 
+/* Each counter's JSON key, and whether it is live, in FAKE_CUDA_STATS order. */
+static const char *const fake_cuda_stat_names[] = {
+#define FAKE_CUDA_NAME_(name, key, live) key,
+    FAKE_CUDA_STATS(FAKE_CUDA_NAME_)
+#undef FAKE_CUDA_NAME_
+};
+static const int fake_cuda_stat_live[] = {
+#define FAKE_CUDA_LIVE_(name, key, live) live,
+    FAKE_CUDA_STATS(FAKE_CUDA_LIVE_)
+#undef FAKE_CUDA_LIVE_
+};
+
 void harp_fake_cuda_stats(long *out, int n);
 void harp_fake_cuda_reset(void);
 

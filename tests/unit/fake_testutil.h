@@ -152,16 +152,6 @@ static inline void run(model *m, hp_gpu_model *gm) {
 typedef struct snap {
   long v[FAKE_CUDA_NSTATS];
 } snap;
-static const char *const stat_names[] = {
-#define NAME_(name, key, live) key,
-    FAKE_CUDA_STATS(NAME_)
-#undef NAME_
-};
-static const int stat_live[] = {
-#define LIVE_(name, key, live) live,
-    FAKE_CUDA_STATS(LIVE_)
-#undef LIVE_
-};
 
 static inline snap snapshot(void) {
   snap s;
@@ -175,7 +165,8 @@ static inline long delta(const snap *s0, int i) { return counter(i) - s0->v[i]; 
 static inline void assert_released(const snap *s0) {
   snap s = snapshot();
   for (int i = 0; i < FAKE_CUDA_NSTATS; i++)
-    if (stat_live[i] && s.v[i] != s0->v[i]) fail_msg("%s: %ld, was %ld", stat_names[i], s.v[i], s0->v[i]);
+    if (fake_cuda_stat_live[i] && s.v[i] != s0->v[i])
+      fail_msg("%s: %ld, was %ld", fake_cuda_stat_names[i], s.v[i], s0->v[i]);
   assert_int_equal(s.v[FAKE_CUDA_CAPTURE_VIOLATIONS], 0);
 }
 
