@@ -1,7 +1,8 @@
 /* region_c.c — C for one region from isl's loop nest (poly_ast_gen), the
  * statements' bodies from the Tiny ops.
  * Needs: a block-based region of a Function, its Poly-View.
- * Gives: rc_emit_region, rc_emit_prelude.
+ * Gives: rc_emit_region, rc_nest_* (the prelude: rc_prelude.c; the loops'
+ * printing: region_loops.c).
  *
  * Statements: an ewise or copy block is one BODY; a reduction (and the generic
  * contraction, used when no template takes it) is INIT / BODY / FINAL with an
@@ -25,39 +26,8 @@
 #include "harp/region.h"
 #include "cgen_int.h"
 #include "contract_c.h"
-#include "region_c.h"
+#include "region_c_int.h"
 
-typedef enum store_kind { ST_CONST, ST_BUF, ST_LOCAL } store_kind;
-
-typedef struct value {
-  store_kind kind;
-  int slot;       /* ST_BUF: index in bufs[] */
-  tiny_dtype storage; /* ST_BUF: the buffer's dtype (a widened temp is fp32) */
-  int64_t lsize;  /* ST_LOCAL: elements (1: a scalar) */
-} value;
-
-/* Prefetching the next row (next_row_prefetch): the loop over rows, the
- * pass that issues the prefetches, and what they fetch. */
-#define PF_MAX_READS 4
-typedef struct pf_plan {
-  const poly_ast *outer, *first, *target;
-  int nread;
-  const tiny_node *node[PF_MAX_READS];
-  const poly_ast_access *acc[PF_MAX_READS];
-  int slot[PF_MAX_READS];
-} pf_plan;
-
-typedef struct emit {
-  rc_ctx *c;
-  const rg_region *R;
-  const fn_kernel *K;
-  hp_str *o;
-  int prefix;
-  poly_stmt_spec stmts[3 * 64];
-  int nstmts;
-  value *val; /* per node */
-  pf_plan pf;
-} emit;
 
 static bool is_int(tiny_dtype t) { return !tiny_dtype_is_float(t); }
 static const char *ctype(tiny_dtype t) { return is_int(t) ? "int32_t" : "float"; }
@@ -70,147 +40,6 @@ static const char *storage_type(tiny_dtype t) {
   case TINY_I32: return "int32_t";
   default: return "uint8_t";
   }
-}
-
-/* ---- the prelude ---------------------------------------------------------- */
-void rc_emit_prelude(hp_str *o) {
-  cg_emit_runtime(o); /* the persistent thread pool (hprt_*) every kernel shares */
-  hp_str_puts(o,
-              "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n\n"
-              "/* a kernel's outermost shared loop split into tasks */\n"
-              "typedef struct hp_chunks { void *const *bufs; long len; int ntasks; int rc; } hp_chunks;\n"
-              "/* Region kernels are compiled for AVX-512, AVX2 and baseline x86-64; the\n"
-              " * CPU picks one when the object is loaded (GCC ifunc, dispatch by CPUID). */\n"
-              "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(HP_NO_CLONES)\n"
-              "#define HP_KERNEL __attribute__((target_clones(\"avx512f\", \"avx2\", \"default\")))\n"
-              "#else\n#define HP_KERNEL\n#endif\n"
-              "static inline long hp_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
-              "static inline long hp_min(long a, long b) { return a < b ? a : b; }\n"
-              "static inline long hp_max(long a, long b) { return a > b ? a : b; }\n"
-              "static inline float hp_fmax(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }\n"
-              "static inline float hp_fmin(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }\n"
-              "/* NaN-propagating max/min as reductions of `omp simd` loops */\n"
-              "#pragma omp declare reduction(hp_max : float : omp_out = hp_fmax(omp_out, omp_in)) initializer(omp_priv = -INFINITY)\n"
-              "#pragma omp declare reduction(hp_min : float : omp_out = hp_fmin(omp_out, omp_in)) initializer(omp_priv = INFINITY)\n"
-              "static inline int32_t hp_f2i(float v) {\n"
-              "  return v != v ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v;\n}\n"
-              "static inline float hp_h2f(uint16_t h) {\n"
-              "  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
-              "  if (e == 0) { float v = (float)m / 16777216.0f; return s ? -v : v; }\n"
-              "  u = e == 31 ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));\n"
-              "  float f; memcpy(&f, &u, 4); return f;\n}\n"
-              "static inline uint16_t hp_f2h(float f) {\n"
-              "  uint32_t x; memcpy(&x, &f, 4);\n"
-              "  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;\n"
-              "  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));\n"
-              "  int e = (int)exp - 112;\n"
-              "  if (e >= 31) return (uint16_t)(sign | 0x7c00u);\n"
-              "  if (e <= 0) {\n"
-              "    if (e < -10) return (uint16_t)sign;\n"
-              "    man |= 0x800000u; int sh = 14 - e; uint32_t half = 1u << (sh - 1), rest = man & ((1u << sh) - 1), r = man >> sh;\n"
-              "    if (rest > half || (rest == half && (r & 1))) r++;\n"
-              "    return (uint16_t)(sign | r);\n  }\n"
-              "  uint32_t r = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fffu;\n"
-              "  if (rest > 0x1000u || (rest == 0x1000u && (r & 1))) r++;\n"
-              "  return (uint16_t)(sign | r);\n}\n"
-              "static inline float hp_b2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
-              "static inline uint16_t hp_f2b(float f) {\n"
-              "  uint32_t x; memcpy(&x, &f, 4);\n"
-              "  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (uint16_t)((x >> 16) | 0x40u);\n"
-              "  x += 0x7fffu + ((x >> 16) & 1u); return (uint16_t)(x >> 16);\n}\n"
-              "static inline float hp_rh(float f) { return hp_h2f(hp_f2h(f)); }\n"
-              "static inline float hp_rb(float f) { return hp_b2f(hp_f2b(f)); }\n\n"
-              "/* Transcendentals as straight-line arithmetic, so the compiler vectorizes\n"
-              " * loops that call them (libm's calls do not vectorize).  Float selects go\n"
-              " * through bit masks: GCC turns a chain of float ?: into branches it then\n"
-              " * cannot if-convert.  Cephes-style range reduction and polynomials, about\n"
-              " * 1 ulp in fp32; NaN, infinities, zeros and subnormals as libm. */\n"
-              "static inline float hp_bits(int32_t i) { float f; memcpy(&f, &i, 4); return f; }\n"
-              "static inline int32_t hp_ibits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }\n"
-              "static inline float hp_sel(int c, float a, float b) { /* c ? a : b */\n"
-              "  int32_t m = -(int32_t)(c != 0);\n"
-              "  return hp_bits((hp_ibits(a) & m) | (hp_ibits(b) & ~m));\n"
-              "}\n"
-              "static inline float hp_clampf(float x, float lo, float hi) { /* NaN -> lo */\n"
-              "  x = hp_sel(x > lo, x, lo);\n"
-              "  return hp_sel(x < hi, x, hi);\n"
-              "}\n"
-              "/* nearest integer: one vrndscaleps / vroundps (halves to even) where the\n"
-              " * ISA rounds in vector registers; else a truncation and a fix-up (halves\n"
-              " * up), which vectorizes anywhere (rintf would be a libm call) */\n"
-              "#if defined(__SSE4_1__) || defined(__aarch64__)\n"
-              "static inline float hp_rint(float x) { return __builtin_rintf(x); }\n"
-              "#else\n"
-              "static inline float hp_rint(float x) { /* |x| < 2^22 */\n"
-              "  float y = x + 0.5f, t = (float)(int32_t)y;\n"
-              "  return t - (float)(t > y);\n"
-              "}\n"
-              "#endif\n"
-              "static inline float hp_scale2(float y, float n) { /* y 2^n, n integral in [-252, 252] */\n"
-              "  int32_t k = (int32_t)n, k1 = k >> 1, k2 = k - k1; /* two steps: 2^n alone may overflow */\n"
-              "  return y * hp_bits((k1 + 127) << 23) * hp_bits((k2 + 127) << 23);\n"
-              "}\n"
-              "static inline float hp_exp2f(float x) {\n"
-              "  float xc = hp_clampf(x, -151.0f, 129.0f), n = hp_rint(xc), f = xc - n;\n"
-              "  float p = 1.535336188319500e-4f;\n"
-              "  p = p * f + 1.339887440266574e-3f;\n"
-              "  p = p * f + 9.618437357674640e-3f;\n"
-              "  p = p * f + 5.550332471162809e-2f;\n"
-              "  p = p * f + 2.402264791363012e-1f;\n"
-              "  p = p * f + 6.931472028550421e-1f;\n"
-              "  return hp_sel(x != x, x, hp_scale2(1.0f + f * p, n));\n"
-              "}\n"
-              "static inline float hp_expf(float x) {\n"
-              "  float xc = hp_clampf(x, -104.0f, 89.0f), n = hp_rint(xc * 1.44269504088896341f);\n"
-              "  float r = xc - n * 0.693359375f + n * 2.12194440e-4f; /* Cody-Waite */\n"
-              "  float p = 1.9875691500e-4f;\n"
-              "  p = p * r + 1.3981999507e-3f;\n"
-              "  p = p * r + 8.3334519073e-3f;\n"
-              "  p = p * r + 4.1665795894e-2f;\n"
-              "  p = p * r + 1.6666665459e-1f;\n"
-              "  p = p * r + 5.0000001201e-1f;\n"
-              "  return hp_sel(x != x, x, hp_scale2(r * r * p + r + 1.0f, n));\n"
-              "}\n"
-              "static inline float hp_log2f(float x) {\n"
-              "  /* x = m 2^k, m in [sqrt(1/2), sqrt(2)); log(m) by the Cephes logf polynomial */\n"
-              "  int sub = x < 1.17549435e-38f; /* subnormals (and what is not positive) scaled up */\n"
-              "  int32_t i = hp_ibits(x * hp_sel(sub, 8388608.0f, 1.0f));\n"
-              "  int32_t k = ((i >> 23) & 0xff) - 126 - 23 * sub;\n"
-              "  float m = hp_bits((i & 0x007fffff) | 0x3f000000); /* [0.5, 1) */\n"
-              "  int lo = m < 0.70710678118654752f;\n"
-              "  k -= lo;\n"
-              "  m = m + (float)lo * m - 1.0f;\n"
-              "  float z = m * m, y = 7.0376836292e-2f;\n"
-              "  y = y * m - 1.1514610310e-1f;\n"
-              "  y = y * m + 1.1676998740e-1f;\n"
-              "  y = y * m - 1.2420140846e-1f;\n"
-              "  y = y * m + 1.4249322787e-1f;\n"
-              "  y = y * m - 1.6668057665e-1f;\n"
-              "  y = y * m + 2.0000714765e-1f;\n"
-              "  y = y * m - 2.4999993993e-1f;\n"
-              "  y = y * m + 3.3333331174e-1f;\n"
-              "  float ln = m + (m * z * y - 0.5f * z);\n"
-              "  float r = ln * 1.44269504088896341f + (float)k;\n"
-              "  r = hp_sel(x == INFINITY, INFINITY, r);\n"
-              "  r = hp_sel(x == 0.0f, -INFINITY, r);\n"
-              "  return hp_sel(x < 0.0f || x != x, NAN, r);\n"
-              "}\n"
-              "static inline float hp_erff(float x) {\n"
-              "  /* erf = 1 - erfc, erfc by Numerical Recipes' erfcc (rel. err < 1.2e-7) */\n"
-              "  float z = fabsf(x), t = 1.0f / (1.0f + 0.5f * z);\n"
-              "  float p = 0.17087277f;\n"
-              "  p = p * t - 0.82215223f;\n"
-              "  p = p * t + 1.48851587f;\n"
-              "  p = p * t - 1.13520398f;\n"
-              "  p = p * t + 0.27886807f;\n"
-              "  p = p * t - 0.18628806f;\n"
-              "  p = p * t + 0.09678418f;\n"
-              "  p = p * t + 0.37409196f;\n"
-              "  p = p * t + 1.00002368f;\n"
-              "  float c = t * hp_expf(t * p - 1.26551223f - z * z);\n"
-              "  return copysignf(1.0f - c, x);\n"
-              "}\n"
-              "\n");
 }
 
 /* ---- expressions ----------------------------------------------------------- */
@@ -239,7 +68,7 @@ static void load(hp_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
 }
 
 /* Row-major linear index of dims [from, rank) of `shape` from index texts. */
-static void linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from) {
+void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from) {
   int64_t stride = 1;
   bool any = false;
   hp_str_putc(o, '(');
@@ -254,7 +83,7 @@ static void linear(hp_str *o, const tiny_shape *shape, const char *const *index,
   hp_str_putc(o, ')');
 }
 
-static void local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) {
+void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) {
   char safe[160];
   hp_sanitize_name(n->id, safe, sizeof safe);
   hp_str_printf(o, "%s%d_%.40s", prefix, node, safe);
@@ -273,12 +102,12 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     if (is_int(n->dtype)) hp_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
-    linear(&idx, &n->shape, a->index, 0);
+    rc_linear(&idx, &n->shape, a->index, 0);
     load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
   } else {
-    local_name(o, n, "L", t);
+    rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
-      linear(&idx, &n->shape, a->index, m->prefix);
+      rc_linear(&idx, &n->shape, a->index, m->prefix);
       hp_str_printf(o, "[%s]", idx.buf);
     }
   }
@@ -305,7 +134,7 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   hp_str idx;
   hp_str_init(&idx);
   if (m->val[t].kind == ST_BUF) {
-    linear(&idx, &n->shape, a->index, 0);
+    rc_linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
     hp_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
     switch (m->val[t].storage) {
@@ -315,9 +144,9 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
     default: hp_str_printf(o, "%s;\n", expr); break;
     }
   } else {
-    local_name(o, n, "L", t);
+    rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
-      linear(&idx, &n->shape, a->index, m->prefix);
+      rc_linear(&idx, &n->shape, a->index, m->prefix);
       hp_str_printf(o, "[%s]", idx.buf);
     }
     hp_str_printf(o, " = %s;\n", expr);
@@ -430,14 +259,14 @@ static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_inf
   return x;
 }
 
-static void acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o) {
+void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o) {
   const tiny_node *n = &m->c->g->nodes[b->node];
-  local_name(o, n, "A", b->node);
+  rc_local_name(o, n, "A", b->node);
   int64_t size = 1;
   for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
   if (size > 1) {
     hp_str_putc(o, '[');
-    linear(o, &n->shape, u->vars, m->prefix);
+    rc_linear(o, &n->shape, u->vars, m->prefix);
     hp_str_putc(o, ']');
   }
 }
@@ -447,7 +276,7 @@ static void acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str
  * `omp simd reduction(max:...)` vectorizes to one vmaxps per vector instead
  * of hp_fmax's compare-and-blend chain; FINAL gives NaN when the flag is up,
  * as hp_fmax would.  CPU only (the GPU code has no NAN macro). */
-static bool nan_flag(const emit *m, const poly_block_info *b) {
+bool rc_nan_flag(const emit *m, const poly_block_info *b) {
   const tiny_node *n = &m->c->g->nodes[b->node];
   if (m->c->gpu || b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || n->a.reduce.op == TINY_RSUM) return false;
   for (int d = m->prefix; d < b->nout; d++)
@@ -455,11 +284,11 @@ static bool nan_flag(const emit *m, const poly_block_info *b) {
   return true;
 }
 
-static void flag_name(hp_str *o, const emit *m, const poly_block_info *b) {
-  local_name(o, &m->c->g->nodes[b->node], "N", b->node);
+void rc_flag_name(hp_str *o, const emit *m, const poly_block_info *b) {
+  rc_local_name(o, &m->c->g->nodes[b->node], "N", b->node);
 }
 
-static hp_status stmt_body(emit *m, const poly_ast *u) {
+hp_status rc_stmt_body(emit *m, const poly_ast *u) {
   const poly_stmt_spec *sp = &m->stmts[u->stmt];
   const poly_block_info *b = poly_block(m->c->pv, sp->block);
   const tiny_graph *g = m->c->g;
@@ -472,7 +301,7 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
   if (reduction) {
     tiny_reduce_op rop = n->a.reduce.op;
     tiny_dtype ad = n->a.reduce.dtype;
-    acc_ref(m, u, b, &acc);
+    rc_acc_ref(m, u, b, &acc);
     if (sp->role == POLY_STMT_INIT) {
       double init = n->a.reduce.has_init ? n->a.reduce.init : rop == TINY_RSUM ? 0.0 : rop == TINY_RMAX ? -INFINITY : INFINITY;
       if (is_int(ad)) {
@@ -482,9 +311,9 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
         hp_str_printf(o, "%s = ", acc.buf);
         float_const(o, ad, init);
         hp_str_puts(o, ";");
-        if (nan_flag(m, b)) {
+        if (rc_nan_flag(m, b)) {
           hp_str_putc(o, ' ');
-          flag_name(o, m, b);
+          rc_flag_name(o, m, b);
           hp_str_puts(o, " = 0;");
         }
         hp_str_putc(o, '\n');
@@ -525,19 +354,19 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
         hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
         if (rop == TINY_RSUM) {
           hp_str_printf(o, "%s + v_); }\n", acc.buf);
-        } else if (nan_flag(m, b)) {
+        } else if (rc_nan_flag(m, b)) {
           hp_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
-          flag_name(o, m, b);
+          rc_flag_name(o, m, b);
           hp_str_puts(o, " |= v_ != v_; }\n");
         } else {
           hp_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
         }
       }
-    } else if (nan_flag(m, b)) { /* FINAL */
+    } else if (rc_nan_flag(m, b)) { /* FINAL */
       hp_str fin;
       hp_str_init(&fin);
       hp_str_putc(&fin, '(');
-      flag_name(&fin, m, b);
+      rc_flag_name(&fin, m, b);
       hp_str_printf(&fin, " ? NAN : %s)", acc.buf);
       store_value(m, &u->access[w], b->node, fin.buf ? fin.buf : acc.buf);
       if (fin.oom) acc.oom = true;
@@ -568,396 +397,6 @@ static hp_status stmt_body(emit *m, const poly_ast *u) {
   return oom ? hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
 }
 
-static void indent(hp_str *o, int d) {
-  for (int i = 0; i < d; i++) hp_str_puts(o, "  ");
-}
-
-/* ---- innermost loops as `omp simd` ------------------------------------------ */
-typedef struct simd_scan {
-  const char *iter;
-  bool ok;
-  hp_str priv, red; /* private(...) and reduction(...) items */
-} simd_scan;
-
-static bool has_token(const char *text, const char *tok) {
-  size_t n = strlen(tok);
-  for (const char *p = strstr(text, tok); p; p = strstr(p + 1, tok)) {
-    bool l = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
-    bool r = !(isalnum((unsigned char)p[n]) || p[n] == '_');
-    if (l && r) return true;
-  }
-  return false;
-}
-
-static bool stmt_in(const poly_ast *a, int k) {
-  if (!a) return false;
-  switch (a->kind) {
-  case PA_USER: return a->stmt == k;
-  case PA_IF: return stmt_in(a->then_, k) || stmt_in(a->else_, k);
-  case PA_BLOCK:
-    for (int i = 0; i < a->nchildren; i++)
-      if (stmt_in(a->children[i], k)) return true;
-    return false;
-  default: return stmt_in(a->body, k);
-  }
-}
-
-static void simd_item(hp_str *list, const char *item) {
-  hp_str_printf(list, "%s%s", list->len ? ", " : "", item);
-}
-
-/* One statement of the loop body: which of its scalars are private per
- * iteration, which accumulate across iterations (a reduction clause), and
- * whether anything carries a dependence the clauses cannot express. */
-static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_scan *sc) {
-  const poly_stmt_spec *sp = &m->stmts[u->stmt];
-  const poly_block_info *b = poly_block(m->c->pv, sp->block);
-  const tiny_node *n = &m->c->g->nodes[b->node];
-  hp_str name;
-  hp_str_init(&name);
-  if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) {
-    acc_ref(m, u, b, &name);
-    bool scalar = !strchr(name.buf ? name.buf : "[", '[');
-    if (sp->role == POLY_STMT_FINAL) {
-      if (m->val[b->node].kind == ST_LOCAL && m->val[b->node].lsize == 1) {
-        hp_str_free(&name);
-        hp_str_init(&name);
-        local_name(&name, n, "L", b->node);
-        simd_item(&sc->priv, name.buf);
-      }
-      /* its accumulator must then be private (its INIT is here too) */
-      int init = -1;
-      for (int k = 0; k < m->nstmts; k++)
-        if (m->stmts[k].block == sp->block && m->stmts[k].role == POLY_STMT_INIT) init = k;
-      if (scalar && (init < 0 || !stmt_in(loop->body, init))) sc->ok = false;
-    } else if (!scalar) {
-      /* an accumulator array: each iteration must own its element */
-      if (!has_token(name.buf ? name.buf : "", sc->iter)) sc->ok = false;
-    } else if (sp->role == POLY_STMT_INIT) {
-      simd_item(&sc->priv, name.buf);
-      if (nan_flag(m, b)) {
-        hp_str f;
-        hp_str_init(&f);
-        flag_name(&f, m, b);
-        simd_item(&sc->priv, f.buf ? f.buf : "");
-        if (f.oom) sc->ok = false;
-        hp_str_free(&f);
-      }
-    } else {
-      int init = -1;
-      for (int k = 0; k < m->nstmts; k++)
-        if (m->stmts[k].block == sp->block && m->stmts[k].role == POLY_STMT_INIT) init = k;
-      if (init >= 0 && stmt_in(loop->body, init)) {
-        /* private, listed by its INIT */
-      } else {
-        tiny_reduce_op rop = n->a.reduce.op;
-        tiny_dtype ad = n->a.reduce.dtype;
-        const char *op = NULL;
-        bool flag = nan_flag(m, b);
-        if (ad == TINY_FP32) op = rop == TINY_RSUM ? "+" : rop == TINY_RMAX ? (flag ? "max" : "hp_max") : (flag ? "min" : "hp_min");
-        if (!op) sc->ok = false; /* fp16/bf16 accumulators round at each step; int sums wrap */
-        else hp_str_printf(&sc->red, " reduction(%s:%s)", op, name.buf);
-        if (op && flag) {
-          hp_str_puts(&sc->red, " reduction(|:");
-          flag_name(&sc->red, m, b);
-          hp_str_putc(&sc->red, ')');
-        }
-      }
-    }
-  } else if (m->val[b->node].kind == ST_LOCAL && m->val[b->node].lsize == 1) {
-    local_name(&name, n, "L", b->node);
-    simd_item(&sc->priv, name.buf);
-  }
-  if (name.oom) sc->ok = false;
-  hp_str_free(&name);
-}
-
-static void simd_walk(emit *m, const poly_ast *loop, const poly_ast *a, simd_scan *sc) {
-  if (!a || !sc->ok) return;
-  switch (a->kind) {
-  case PA_FOR: sc->ok = false; return; /* not innermost */
-  case PA_IF:
-    simd_walk(m, loop, a->then_, sc);
-    simd_walk(m, loop, a->else_, sc);
-    return;
-  case PA_BLOCK:
-    for (int i = 0; i < a->nchildren; i++) simd_walk(m, loop, a->children[i], sc);
-    return;
-  case PA_USER: simd_stmt(m, loop, a, sc); return;
-  }
-}
-
-/* The loop's condition without its outer parentheses, when it has OpenMP's
- * canonical form `iter <= bound` / `iter < bound`; else NULL. */
-static char *canonical_cond(const poly_ast *a) {
-  const char *c = a->cond;
-  size_t n = strlen(c);
-  if (n >= 2 && c[0] == '(' && c[n - 1] == ')') {
-    int depth = 0;
-    bool wraps = true;
-    for (size_t i = 0; i < n && wraps; i++) {
-      depth += c[i] == '(' ? 1 : c[i] == ')' ? -1 : 0;
-      if (depth == 0 && i < n - 1) wraps = false;
-    }
-    if (wraps) c++, n -= 2;
-  }
-  size_t l = strlen(a->iter);
-  if (strncmp(c, a->iter, l) || c[l] != ' ' || c[l + 1] != '<') return NULL;
-  if (memchr(c, '&', n) || memchr(c, '|', n)) return NULL;
-  char *r = malloc(n + 1);
-  if (r) memcpy(r, c, n), r[n] = 0;
-  return r;
-}
-
-/* `#pragma omp simd` for an innermost loop when every dependence across its
- * iterations is a scalar reduction: without it GCC will not reorder a float
- * sum (softmax's, layernorm's) nor if-convert the transcendentals. */
-/* Loop a's clauses; true when they express every dependence across its
- * iterations.  The caller frees sc->priv and sc->red. */
-static bool simd_scan_loop(emit *m, const poly_ast *a, simd_scan *sc) {
-  *sc = (simd_scan){a->iter, true, {0}, {0}};
-  hp_str_init(&sc->priv);
-  hp_str_init(&sc->red);
-  simd_walk(m, a, a->body, sc);
-  return sc->ok && !sc->priv.oom && !sc->red.oom;
-}
-
-static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
-  *cond = NULL;
-  if (m->c->gpu) return;
-  simd_scan sc;
-  if (simd_scan_loop(m, a, &sc) && (*cond = canonical_cond(a))) {
-    indent(m->o, d);
-    hp_str_puts(m->o, "#pragma omp simd");
-    if (sc.priv.len) hp_str_printf(m->o, " private(%s)", sc.priv.buf);
-    if (sc.red.len) hp_str_puts(m->o, sc.red.buf);
-    hp_str_putc(m->o, '\n');
-  }
-  hp_str_free(&sc.priv);
-  hp_str_free(&sc.red);
-}
-
-/* ---- prefetching the next row ------------------------------------------------------
- * A row kernel (softmax, layernorm) makes several passes over each row: the
- * first streams the row's inputs from memory, the later ones work on it in
- * L1.  Run as is, the core waits on memory in the first pass and on
- * arithmetic (exp, division) in the others, never both at once.  So a later
- * pass without reductions walks its row in steps of 16 elements and
- * prefetches, at each step, what the first pass will read of the next row:
- * the next row arrives while this one computes (softmax 4096x1024: -20%). */
-
-static hp_status print_ast(emit *m, const poly_ast *a, int d);
-
-/* text with every whole-token occurrence of from[i] replaced by to[i]. */
-static char *subst_tokens(const char *text, const char *const *from, const char *const *to, int n) {
-  hp_str o;
-  hp_str_init(&o);
-  for (const char *p = text; *p;) {
-    bool word = isalnum((unsigned char)*p) || *p == '_';
-    if (word && (p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_'))) {
-      size_t len = 0;
-      while (isalnum((unsigned char)p[len]) || p[len] == '_') len++;
-      int k = -1;
-      for (int i = 0; i < n && k < 0; i++)
-        if (strlen(from[i]) == len && !strncmp(p, from[i], len)) k = i;
-      if (k >= 0) hp_str_printf(&o, "(%s)", to[k]);
-      else hp_str_printf(&o, "%.*s", (int)len, p);
-      p += len;
-    } else {
-      hp_str_putc(&o, *p++);
-    }
-  }
-  return hp_str_take(&o);
-}
-
-static bool unit_step(const poly_ast *a) { return !strcmp(a->inc, "1") || !strcmp(a->inc, "1L"); }
-
-static bool innermost(const poly_ast *a) {
-  if (!a) return true;
-  switch (a->kind) {
-  case PA_FOR: return false;
-  case PA_IF: return innermost(a->then_) && innermost(a->else_);
-  case PA_BLOCK:
-    for (int i = 0; i < a->nchildren; i++)
-      if (!innermost(a->children[i])) return false;
-    return true;
-  default: return true;
-  }
-}
-
-/* The gmem reads of the first pass that move with the row and run along its
- * inner loop contiguously (the inner iterator in the last index only). */
-static void pf_reads(emit *m, const poly_ast *a, pf_plan *p) {
-  if (!a) return;
-  if (a->kind == PA_IF) {
-    pf_reads(m, a->then_, p);
-    pf_reads(m, a->else_, p);
-  } else if (a->kind == PA_BLOCK) {
-    for (int i = 0; i < a->nchildren; i++) pf_reads(m, a->children[i], p);
-  } else if (a->kind == PA_USER) {
-    const poly_stmt_spec *sp = &m->stmts[a->stmt];
-    const poly_block_info *b = poly_block(m->c->pv, sp->block);
-    if (b->kind == POLY_CONTRACTION || (b->kind == POLY_REDUCE && sp->role != POLY_STMT_BODY)) return;
-    for (int k = 0; k + 1 < b->naccess && k < a->naccess; k++) {
-      int t = b->access[k].tensor;
-      const poly_ast_access *ac = &a->access[k];
-      if (m->val[t].kind != ST_BUF || m->val[t].slot >= m->K->nreads || ac->guard || ac->rank < 1) continue;
-      bool ok = has_token(ac->index[ac->rank - 1], p->first->iter), moves = false;
-      for (int d = 0; d < ac->rank; d++) {
-        if (d < ac->rank - 1 && has_token(ac->index[d], p->first->iter)) ok = false;
-        moves |= has_token(ac->index[d], p->outer->iter);
-      }
-      bool seen = false;
-      for (int i = 0; i < p->nread; i++) seen |= p->slot[i] == m->val[t].slot;
-      if (!ok || !moves || seen || p->nread == PF_MAX_READS) continue;
-      p->node[p->nread] = &m->c->g->nodes[t];
-      p->acc[p->nread] = ac;
-      p->slot[p->nread++] = m->val[t].slot;
-    }
-  }
-}
-
-/* The statements and loops of a block in order, nested blocks opened (isl
- * nests the sequence of a loop body); at most cap, else n = cap + 1. */
-static void flatten(const poly_ast *a, const poly_ast **out, int *n, int cap) {
-  if (!a || *n > cap) return;
-  if (a->kind != PA_BLOCK) {
-    if (*n < cap) out[*n] = a;
-    ++*n;
-    return;
-  }
-  for (int i = 0; i < a->nchildren; i++) flatten(a->children[i], out, n, cap);
-}
-
-/* For loop `a` over rows whose body is a sequence of passes: the plan, or
- * none (target NULL). */
-static void next_row_plan(emit *m, const poly_ast *a) {
-  if (m->c->gpu || m->pf.target || !a->body || !unit_step(a)) return;
-  pf_plan p = {.outer = a};
-  const poly_ast *ch[64];
-  int n = 0;
-  flatten(a->body, ch, &n, 64);
-  for (int i = 0; i < n && n <= 64; i++) {
-    const poly_ast *c = ch[i];
-    if (c->kind != PA_FOR || !innermost(c->body)) continue;
-    if (!p.first) {
-      p.first = c;
-      continue;
-    }
-    simd_scan sc;
-    char *cond = simd_scan_loop(m, c, &sc) && !sc.red.len && unit_step(c) ? canonical_cond(c) : NULL;
-    if (cond) p.target = c; /* the last such pass: the farthest from the next row's first pass */
-    free(cond);
-    hp_str_free(&sc.priv);
-    hp_str_free(&sc.red);
-  }
-  if (!p.target) return;
-  pf_reads(m, p.first->body, &p);
-  if (p.nread) m->pf = p;
-}
-
-/* The target pass in steps of 16 with the prefetches, then its tail. */
-static hp_status print_prefetching(emit *m, const poly_ast *a, int d) {
-  hp_str *o = m->o;
-  const pf_plan *p = &m->pf;
-  char *cond = canonical_cond(a), *tmp = NULL;
-  if (!cond) return hp_fail(m->c->e, HP_E_INTERNAL, NULL, "prefetch target lost its canonical loop");
-  const char *c = cond + strlen(a->iter) + 1; /* "<= X" or "< X" */
-  bool le = c[1] == '=';
-  const char *bound = c + (le ? 2 : 1);
-  const char *from[2] = {p->outer->iter, p->first->iter}, *to[2] = {"hp_nx", "hp_pf"};
-  char next[64];
-  snprintf(next, sizeof next, "%s + 1", p->outer->iter);
-  const char *nf[1] = {p->outer->iter}, *nt[1] = {next};
-  char *more = subst_tokens(p->outer->cond, nf, nt, 1); /* is there a next row in this task? */
-  indent(o, d);
-  hp_str_puts(o, "{ /* prefetch the next row while this pass computes */\n");
-  indent(o, d + 1);
-  hp_str_printf(o, "const long hp_nx = (%s) ? %s + 1 : %s;\n", more ? more : "0", p->outer->iter, p->outer->iter);
-  free(more);
-  indent(o, d + 1);
-  hp_str_printf(o, "long hp_pf = %s;\n", a->init);
-  indent(o, d + 1);
-  hp_str_printf(o, "for (; hp_pf + 16 <= (%s)%s; hp_pf += 16) {\n", bound, le ? " + 1" : "");
-  for (int i = 0; i < p->nread; i++) {
-    const char *ix[TINY_MAX_RANK];
-    char *own[TINY_MAX_RANK] = {0};
-    for (int k = 0; k < p->acc[i]->rank; k++) ix[k] = own[k] = subst_tokens(p->acc[i]->index[k], from, to, 2);
-    hp_str idx;
-    hp_str_init(&idx);
-    bool ok = true;
-    for (int k = 0; k < p->acc[i]->rank; k++) ok = ok && own[k];
-    if (ok) linear(&idx, &p->node[i]->shape, ix, 0);
-    indent(o, d + 2);
-    if (ok && idx.buf) hp_str_printf(o, "__builtin_prefetch(&p%d[%s], 0, 3);\n", p->slot[i], idx.buf);
-    hp_str_free(&idx);
-    for (int k = 0; k < p->acc[i]->rank; k++) free(own[k]);
-    if (!ok) o->oom = true;
-  }
-  simd_pragma(m, a, d + 2, &tmp);
-  free(tmp);
-  indent(o, d + 2);
-  hp_str_printf(o, "for (long %s = hp_pf; %s < hp_pf + 16; %s += 1) {\n", a->iter, a->iter, a->iter);
-  if (print_ast(m, a->body, d + 3)) goto fail;
-  indent(o, d + 2);
-  hp_str_puts(o, "}\n");
-  indent(o, d + 1);
-  hp_str_puts(o, "}\n");
-  simd_pragma(m, a, d + 1, &tmp);
-  free(tmp);
-  indent(o, d + 1);
-  hp_str_printf(o, "for (long %s = hp_pf; %s; %s += 1) {\n", a->iter, cond, a->iter);
-  if (print_ast(m, a->body, d + 2)) goto fail;
-  indent(o, d + 1);
-  hp_str_puts(o, "}\n");
-  indent(o, d);
-  hp_str_puts(o, "}\n");
-  free(cond);
-  return HP_OK;
-fail:
-  free(cond);
-  return m->c->e->code;
-}
-
-static hp_status print_ast(emit *m, const poly_ast *a, int d) {
-  if (!a) return HP_OK;
-  hp_str *o = m->o;
-  switch (a->kind) {
-  case PA_FOR: {
-    if (a == m->pf.target) return print_prefetching(m, a, d);
-    next_row_plan(m, a);
-    char *cond;
-    simd_pragma(m, a, d, &cond);
-    indent(o, d);
-    hp_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, cond ? cond : a->cond, a->iter, a->inc);
-    free(cond);
-    if (print_ast(m, a->body, d + 1)) return m->c->e->code;
-    indent(o, d);
-    hp_str_puts(o, "}\n");
-    return HP_OK;
-  }
-  case PA_IF:
-    indent(o, d);
-    hp_str_printf(o, "if (%s) {\n", a->cond);
-    if (print_ast(m, a->then_, d + 1)) return m->c->e->code;
-    indent(o, d);
-    if (a->else_) {
-      hp_str_puts(o, "} else {\n");
-      if (print_ast(m, a->else_, d + 1)) return m->c->e->code;
-      indent(o, d);
-    }
-    hp_str_puts(o, "}\n");
-    return HP_OK;
-  case PA_BLOCK:
-    for (int i = 0; i < a->nchildren; i++)
-      if (print_ast(m, a->children[i], d)) return m->c->e->code;
-    return HP_OK;
-  case PA_USER:
-    indent(o, d);
-    return stmt_body(m, a);
-  }
-  return HP_OK;
-}
 
 /* ---- the region ---------------------------------------------------------------- */
 static int slot_of(const fn_kernel *K, const hp_function *f, int node) {
@@ -1226,13 +665,13 @@ static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *sc
       else size = m->val[b->node].lsize;
       const char *type = ctype(acc ? n->a.reduce.dtype : n->dtype);
       hp_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");
-      local_name(out, n, acc ? "A" : "L", b->node);
+      rc_local_name(out, n, acc ? "A" : "L", b->node);
       if (size > 1 && scratch) hp_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
       else if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
       hp_str_puts(out, ";\n");
-      if (acc && nan_flag(m, b)) {
+      if (acc && rc_nan_flag(m, b)) {
         hp_str_printf(out, "%sint ", ind);
-        flag_name(out, m, b);
+        rc_flag_name(out, m, b);
         hp_str_puts(out, ";\n");
       }
       local_bytes += 4 * size;
@@ -1285,7 +724,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
                  c->local_budget);
     goto done;
   }
-  if ((st = print_ast(&m, tree, 1))) goto done;
+  if ((st = rc_print_ast(&m, tree, 1))) goto done;
   hp_str_puts(out, "  return 0;\n}\n\n");
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
@@ -1365,7 +804,7 @@ void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out) {
 hp_status rc_nest_stmt(rc_nest *n, const poly_ast *u, hp_str *out) {
   nest_priv *p = n->priv;
   p->m.o = out;
-  hp_status st = stmt_body(&p->m, u);
+  hp_status st = rc_stmt_body(&p->m, u);
   p->m.o = NULL;
   if (!st && out->len && out->buf[out->len - 1] == '\n') out->buf[--out->len] = 0;
   return st;
