@@ -71,7 +71,7 @@ int64_t harp_param_offset(const harp_compiled *c, const char *name);
  * memory or module cannot be had).  model_run returns 0, or a non-zero code
  * (e.g. a GATHER index out of range, a driver error); model_error describes
  * the last one.  CUDA instances upload the weights on their first run and
- * keep them on the device. */
+ * keep them on the device.  Instances use c: free them before c. */
 harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes);
 int model_run(harp_model *m, const void *const *inputs, void *const *outputs);
 const char *model_error(const harp_model *m);

@@ -5,7 +5,9 @@
  *   hp_gpu_build     regions (formed for sm80 / sm90) -> Function -> kernels
  *                    (templates, simple row kernels, generic loop nests) ->
  *                    CUDA C; needs neither NVRTC nor a GPU
- *   hp_gpu_load      NVRTC -> cubin (disk cache), cuModuleLoadData; needs a GPU
+ *   hp_gpu_prepare   NVRTC -> cubin (disk cache) for the device; needs a GPU
+ *   hp_gpu_load      prepare, then cuModuleLoadData and the device memory
+ *   hp_gpu_instance  another loaded copy sharing a prepared model's build
  *   hp_gpu_run       one execution with host tensors
  *
  * NVRTC and libcuda are loaded with dlopen: without them every step that
@@ -35,11 +37,22 @@ typedef struct hp_gpu_model hp_gpu_model;
 
 hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o,
                        hp_gpu_model **out);
-/* Compile and load on the device (once; later calls return HP_OK at once). */
+/* Compile for the device (NVRTC or its disk cache) after checking there is
+ * one of the model's architecture; no module, no device memory yet. */
+hp_status hp_gpu_prepare(hp_error *e, hp_gpu_model *m);
+/* Prepare, then load on the device (once; later calls return HP_OK at once). */
 hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m);
 /* inputs[] follow tiny_inputs(g) (weights included, uploaded on the first
  * run); outputs[] follow g->outputs and are allocated here.  Loads first. */
 hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
+/* hp_gpu_run downloading straight into the caller's buffers: outputs[k]
+ * holds the k-th output's bytes (g->outputs order, its dtype and shape). */
+hp_status hp_gpu_run_into(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, void *const *outputs);
+/* Another instance of a prepared (or loaded) model: its own driver context,
+ * module, device memory and graph; the build (regions, kernels, CUDA C,
+ * cubin) shared with src, which must outlive it.  No rebuild, no NVRTC.
+ * Loads on the device now. */
+hp_status hp_gpu_instance(hp_error *e, const hp_gpu_model *src, hp_gpu_model **out);
 /* The launches alone, n times (inputs already uploaded by hp_gpu_run);
  * *ms receives the median milliseconds per run (device events). */
 hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms);

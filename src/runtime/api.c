@@ -19,8 +19,9 @@ struct harp_compiled {
   tiny_graph *g;
   tiny_symtab syms;
   hp_cpu_model *cpu;        /* CPU backend */
-  hp_gpu_model *gpu;        /* CUDA backend: built and loaded once, to fail early and lay out the Function */
-  hp_gpu_opts gopts;        /* CUDA: how each instance builds its own model */
+  hp_gpu_model *gpu;        /* CUDA backend: built and compiled for the device once (failing early); each
+                               instance loads it with its own module and memory, sharing the build */
+  hp_gpu_opts gopts;        /* CUDA: the build's options */
   char *cache_dir, *target; /* CUDA: gopts' strings, owned */
   hp_function *f;           /* the layout (CPU: the backend's; interp: baseline regions) */
   rg_partition *part;       /* interp only */
@@ -92,7 +93,7 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
     if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     c->gopts = (hp_gpu_opts){.target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
     if (!st) st = hp_gpu_build(e, g, &c->syms, &c->gopts, &c->gpu);
-    if (!st) st = hp_gpu_load(e, c->gpu); /* NVRTC and the device now, not at the first run */
+    if (!st) st = hp_gpu_prepare(e, c->gpu); /* the device and NVRTC now, not at the first run */
     if (!st) c->f = (hp_function *)hp_gpu_function(c->gpu);
   } else if (!st && c->backend == HARP_BACKEND_INTERP) {
     st = rg_partition_singletons(e, g, &c->part);
@@ -223,9 +224,9 @@ harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes
     return NULL;
   }
   if (nbytes) memcpy(m->params, params, nbytes);
-  if (c->backend == HARP_BACKEND_CUDA) { /* its own device memory, module and graph */
+  if (c->backend == HARP_BACKEND_CUDA) { /* its own context, module, device memory and graph; the build shared */
     hp_error e = {0};
-    if (hp_gpu_build(&e, c->g, &c->syms, &c->gopts, &m->gpu) || hp_gpu_load(&e, m->gpu)) {
+    if (hp_gpu_instance(&e, c->gpu, &m->gpu)) {
       model_free(m);
       return NULL;
     }
@@ -243,7 +244,8 @@ static hp_tensor header(const tiny_node *n, void *data) {
 }
 
 /* The interpreter and the CUDA backend take every input, weights included,
- * as tensors in tiny_inputs order, and return outputs they allocate. */
+ * as tensors in tiny_inputs order; the interpreter returns outputs it
+ * allocates, the CUDA backend downloads into the caller's buffers. */
 static int run_tensors(harp_model *m, const void *const *inputs, void *const *outputs) {
   const harp_compiled *c = m->c;
   const tiny_graph *g = c->g;
@@ -261,14 +263,14 @@ static int run_tensors(harp_model *m, const void *const *inputs, void *const *ou
     const tiny_node *x = &g->nodes[ins[i]];
     t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : (void *)inputs[ki++]);
   }
-  if (m->gpu ? hp_gpu_run(&e, m->gpu, t, n, o) : tiny_interp(&e, g, &c->syms, t, n, o)) {
+  if (m->gpu ? hp_gpu_run_into(&e, m->gpu, t, n, outputs) : tiny_interp(&e, g, &c->syms, t, n, o)) {
     char buf[1024];
     hp_error_format(&e, buf, sizeof buf);
     snprintf(m->error, sizeof m->error, "%s", buf);
     rc = 1;
     goto done;
   }
-  for (int k = 0; k < g->noutputs; k++) {
+  for (int k = 0; !m->gpu && k < g->noutputs; k++) {
     memcpy(outputs[k], o[k].data, o[k].nbytes);
     hp_tensor_free(&o[k]);
   }

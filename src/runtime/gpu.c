@@ -34,15 +34,17 @@ void hp_gpu_free(hp_gpu_model *m) {
     cuda_rt_unload(m->rt, m->mod);
     if (!m->rt_borrowed) cuda_rt_close(m->rt);
   }
-  cuda_binary_free(&m->bin);
   free(m->fn);
   free(m->args);
-  cuda_model_free(m->tu);
-  fn_free(m->f);
-  rg_partition_free(m->part);
-  hp_plans_free(&m->plans);
-  free(m->source);
   free(m->cache_dir);
+  if (!m->shares_build) {
+    cuda_binary_free(&m->bin);
+    cuda_model_free(m->tu);
+    fn_free(m->f);
+    rg_partition_free(m->part);
+    hp_plans_free(&m->plans);
+    free(m->source);
+  }
   free(m);
 }
 
@@ -118,6 +120,31 @@ hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   return gpu_build_on(e, g, syms, o, NULL, out);
 }
 
+hp_status hp_gpu_instance(hp_error *e, const hp_gpu_model *src, hp_gpu_model **out) {
+  *out = NULL;
+  if (!src || !src->compiled || !src->rt || !cuda_rt_status_of(src->rt)->gpu)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "hp_gpu_instance: the model is not prepared for the device");
+  hp_gpu_model *m = hp_xcalloc(1, sizeof *m);
+  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  /* the build, borrowed; everything a run writes is the instance's own */
+  m->g = src->g, m->part = src->part, m->f = src->f, m->tu = src->tu, m->plans = src->plans;
+  m->arch = src->arch, m->source = src->source, m->graphs = src->graphs, m->bin = src->bin;
+  m->compile_ms = src->compile_ms;
+  m->shares_build = m->compiled = true;
+  m->cache_dir = src->cache_dir ? strdup(src->cache_dir) : NULL;
+  if (src->cache_dir && !m->cache_dir) {
+    hp_gpu_free(m);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  hp_status st = hp_gpu_load(e, m);
+  if (st) {
+    hp_gpu_free(m);
+    return st;
+  }
+  *out = m;
+  return HP_OK;
+}
+
 /* NVRTC for the target's architecture, or (on a device) for the device: an
  * sm80 translation unit runs on any sm_80+ GPU, but a cubin only on its own
  * major version. */
@@ -141,8 +168,8 @@ hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx) {
   return HP_OK;
 }
 
-hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
-  if (m->loaded) return HP_OK;
+hp_status hp_gpu_prepare(hp_error *e, hp_gpu_model *m) {
+  if (m->compiled && m->rt && cuda_rt_status_of(m->rt)->gpu) return HP_OK;
   if (m->rt && !m->rt_borrowed && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only: again, for the device */
     cuda_rt_close(m->rt);
     m->rt = NULL;
@@ -156,7 +183,12 @@ hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
   if (m->arch == CUDA_SM90 && rs->cc_major != 9)
     return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the model is compiled for sm90 (sm_90a); the device %s is sm_%d%d",
                    rs->device_name, rs->cc_major, rs->cc_minor);
-  if (compile_tu(e, m, false)) return e->code;
+  return compile_tu(e, m, false);
+}
+
+hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
+  if (m->loaded) return HP_OK;
+  if (hp_gpu_prepare(e, m)) return e->code;
   if (cuda_rt_load(e, m->rt, &m->bin, &m->mod)) return e->code;
   cuda_model_tu *t = m->tu;
   m->fn = hp_xcalloc((size_t)t->nlaunch + 1, sizeof *m->fn);
@@ -238,14 +270,21 @@ static hp_status own_launches(hp_error *e, hp_gpu_model *m, void *ctx) {
 }
 
 hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
-  return gpu_run_with(e, m, inputs, ninputs, outputs, own_launches, NULL);
+  return gpu_run_with(e, m, inputs, ninputs, outputs, NULL, own_launches, NULL);
+}
+
+hp_status hp_gpu_run_into(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, void *const *outputs) {
+  if (!outputs) return hp_fail(e, HP_E_INVALID_ARG, NULL, "hp_gpu_run_into: no output buffers");
+  for (int k = 0; k < m->f->nret; k++)
+    if (!outputs[k]) return hp_fail(e, HP_E_INVALID_ARG, NULL, "output %d: no buffer given", k);
+  return gpu_run_with(e, m, inputs, ninputs, NULL, outputs, own_launches, NULL);
 }
 
 hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
-                       gpu_launcher launch, void *ctx) {
+                       void *const *dst, gpu_launcher launch, void *ctx) {
   const hp_function *f = m->f;
   const tiny_graph *g = m->g;
-  for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
+  for (int k = 0; !dst && k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
   if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
@@ -285,13 +324,18 @@ hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, in
     st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[status - 1].name, "kernel %s stopped: an index is out of range",
                  f->kernels[status - 1].name);
   for (int k = 0; k < f->nret && !st; k++) {
+    cuda_devptr from = m->mem.arena + t->io_offset[f->ret[k]];
     const tiny_node *n = &g->nodes[g->outputs[k]];
+    if (dst) { /* the caller's buffer, no staging copy */
+      st = cuda_rt_dtoh(e, m->rt, dst[k], from, (size_t)tiny_shape_numel(&n->shape) * (size_t)tiny_dtype_size(n->dtype));
+      continue;
+    }
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
     st = hp_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
-    if (!st) st = cuda_rt_dtoh(e, m->rt, outputs[k].data, m->mem.arena + t->io_offset[f->ret[k]], outputs[k].nbytes);
+    if (!st) st = cuda_rt_dtoh(e, m->rt, outputs[k].data, from, outputs[k].nbytes);
   }
-  if (st)
+  if (st && !dst)
     for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
   return st;
 }

@@ -20,6 +20,7 @@ struct hp_gpu_model {
   char *source;
   char *cache_dir;
   bool graphs;
+  bool shares_build; /* hp_gpu_instance: g .. bin belong to another model */
   /* once loaded */
   cuda_rt *rt;
   bool rt_borrowed; /* a session's: not closed with the model */
@@ -51,8 +52,9 @@ hp_status gpu_capture(hp_error *e, hp_gpu_model *m, bool instantiate, cuda_rt_gr
 typedef hp_status (*gpu_launcher)(hp_error *e, hp_gpu_model *m, void *ctx);
 /* Every launch of m once, in order, on harp's stream. */
 hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m);
-/* hp_gpu_run with the launches issued by `launch`. */
+/* hp_gpu_run with the launches issued by `launch`; dst != NULL: the outputs
+ * go into these caller buffers (hp_gpu_run_into) and `outputs` is unused. */
 hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
-                       gpu_launcher launch, void *ctx);
+                       void *const *dst, gpu_launcher launch, void *ctx);
 
 #endif

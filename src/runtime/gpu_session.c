@@ -207,7 +207,7 @@ hp_status hp_gpu_session_run(hp_error *e, hp_gpu_session *s, const tiny_symtab *
   sess_model *sm;
   if (get_model(e, s, binding, true, &sm)) return e->code;
   void *ctx[2] = {s, sm};
-  return gpu_run_with(e, sm->m, inputs, ninputs, outputs, session_launch, ctx);
+  return gpu_run_with(e, sm->m, inputs, ninputs, outputs, NULL, session_launch, ctx);
 }
 
 hp_status hp_gpu_session_launch(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool sync) {

@@ -1,6 +1,8 @@
 /* test_cuda_c_api.c — harp.h's CUDA backend (HARP_BACKEND_CUDA) on the fake
- * libcuda (tests/fake_cuda): compiling loads a module once; each instance
- * builds its own device memory, module and graph; weights go up on an
+ * libcuda (tests/fake_cuda): compiling builds and compiles for the device
+ * but loads nothing; each instance loads its own module, device memory and
+ * graph, sharing the compiled build; outputs come down into the caller's
+ * buffers; weights go up on an
  * instance's first run only; with graphs every run after the first replays
  * the captured graph; driver failures come back as NULL instances or non-zero
  * model_run codes with model_error's reason, and nothing stays held.  The
@@ -39,16 +41,21 @@ static void test_instances(void **vs) {
   S->reset();
   snap s0 = snapshot();
   harp_compiled *c = compile(false);
-  assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 1); /* NVRTC and the load happen at compile time */
+  assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 0); /* NVRTC at compile time; nothing on the device */
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_ALLOCS), 0);
   io x = {.params = calloc(1, harp_params_bytes(c))};
   size_t pb = harp_params_bytes(c);
   harp_model *m1 = model_init(c, x.params, pb), *m2 = model_init(c, x.params, pb);
   assert_non_null(m1);
   assert_non_null(m2);
   assert_null(model_init(c, x.params, pb - 2)); /* wrong block size */
-  assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 3);
-  long h0 = counter(FAKE_CUDA_HTOD_BYTES);
+  assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 2);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 2);
+  long h0 = counter(FAKE_CUDA_HTOD_BYTES), d0 = counter(FAKE_CUDA_DTOH_BYTES);
+  memset(x.C, 0xff, sizeof x.C); /* the fake runs no kernel: its zeroed arena must come down into C */
   assert_int_equal(run1(m1, &x), 0);
+  for (size_t i = 0; i < sizeof x.C / sizeof x.C[0]; i++) assert_int_equal(x.C[i], 0);
+  assert_int_equal(counter(FAKE_CUDA_DTOH_BYTES) - d0, (long)sizeof x.C + 4); /* the output and the status word */
   long first = counter(FAKE_CUDA_HTOD_BYTES) - h0;
   assert_int_equal(run1(m1, &x), 0);
   long later = counter(FAKE_CUDA_HTOD_BYTES) - h0 - first;
@@ -81,6 +88,38 @@ static void test_graphs(void **vs) {
   model_free(m);
   harp_compiled_free(c);
   free(x.params);
+  assert_released(&s0);
+}
+
+/* hp_gpu_instance wants a model compiled for the device; hp_gpu_run_into
+ * wants a buffer per output. */
+static void test_instance_needs_prepare(void **vs) {
+  NEED_NVRTC();
+  snap s0 = snapshot();
+  hp_error e = {0};
+  model md;
+  const char *syms[] = {"M=8", "K=16", "N=24", NULL};
+  load(&md, "tests/models/seed000_gemm_bias_relu.json", syms);
+  int nlaunch;
+  hp_gpu_model *gm = build(&md, "sm80", false, &nlaunch), *inst = (hp_gpu_model *)gm;
+  assert_int_equal(hp_gpu_instance(&e, gm, &inst), HP_E_INVALID_ARG);
+  assert_null(inst);
+  hp_error_clear(&e);
+  assert_int_equal(hp_gpu_instance(&e, NULL, &inst), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  assert_ok(&e, hp_gpu_prepare(&e, gm));
+  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 0);
+  assert_ok(&e, hp_gpu_instance(&e, gm, &inst));
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 1);
+  run(&md, inst); /* runs on its own: the build it borrows is gm's */
+  void *none[] = {NULL};
+  assert_int_equal(hp_gpu_run_into(&e, inst, md.in, md.nin, none), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  assert_int_equal(hp_gpu_run_into(&e, inst, md.in, md.nin, NULL), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  hp_gpu_free(inst);
+  hp_gpu_free(gm);
+  unload(&md);
   assert_released(&s0);
 }
 
@@ -133,6 +172,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_instances),
       cmocka_unit_test(test_graphs),
+      cmocka_unit_test(test_instance_needs_prepare),
       cmocka_unit_test(test_driver_failures),
       cmocka_unit_test(test_no_driver),
   };
