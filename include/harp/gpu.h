@@ -56,6 +56,13 @@ hp_status hp_gpu_instance(hp_error *e, const hp_gpu_model *src, hp_gpu_model **o
 /* The launches alone, n times (inputs already uploaded by hp_gpu_run);
  * *ms receives the median milliseconds per run (device events). */
 hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms);
+/* Each launch where it stands in a run (no graph), reps runs after warmup:
+ * ms[i] (hp_gpu_nlaunches(m) of them) the median milliseconds of launch i,
+ * device events between the launches.  For `harp bench --profile`. */
+hp_status hp_gpu_profile(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms);
+int hp_gpu_nlaunches(const hp_gpu_model *m);
+/* Launch i's kernel name and kind ("mma_gemm", "wgmma_gemm", "softmax", ...). */
+void hp_gpu_launch_info(const hp_gpu_model *m, int i, const char **kernel, const char **kind);
 void hp_gpu_free(hp_gpu_model *m);
 
 const char *hp_gpu_source(const hp_gpu_model *m);         /* the CUDA C */

@@ -29,9 +29,11 @@ static const char bench_help[] =
     "  --repeat N           timed runs (default 20)\n"
     "  --warmup N           untimed runs first (default 3)\n"
     "  --json               print one JSON object (median_ms, gflops, ...)\n"
-    "  --profile            cpu: then time each kernel alone (--repeat runs each,\n"
-    "                       on the arena a full run left) and list them, slowest\n"
-    "                       first, with their kinds and share of the sum\n"
+    "  --profile            then time each kernel and list them, slowest first,\n"
+    "                       with their kinds and share of the sum: cpu, each\n"
+    "                       kernel alone (--repeat runs each, on the arena a\n"
+    "                       full run left); cuda, each launch in its place in\n"
+    "                       --repeat runs (device events between launches)\n"
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
     "  --input NAME=FILE    use this tensor for input NAME\n"
     "  --param NAME=FILE    a weight (its transfer is not timed)\n"
@@ -159,55 +161,91 @@ fail:
   return rc;
 }
 
-/* Each kernel alone, repeat times, after the full runs above filled the
- * arena: their medians, printed slowest first (or as JSON "kernels"). */
-static int profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
-                           bool json) {
+/* --profile: per kernel (CPU) or launch (CUDA) its name, kind and median. */
+typedef struct kprofile {
+  int n;
+  const char **name, **kind;
+  double *med;
+} kprofile;
+
+static void profile_free(kprofile *p) {
+  free(p->name), free(p->kind), free(p->med);
+  memset(p, 0, sizeof *p);
+}
+
+static hp_status profile_alloc(hp_error *e, kprofile *p, int n) {
+  p->n = n;
+  p->name = calloc((size_t)n + 1, sizeof *p->name);
+  p->kind = calloc((size_t)n + 1, sizeof *p->kind);
+  p->med = calloc((size_t)n + 1, sizeof *p->med);
+  if (p->name && p->kind && p->med) return HP_OK;
+  profile_free(p);
+  return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+}
+
+/* CPU: each kernel alone, repeat times, after the full runs above filled the
+ * arena. */
+static hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+                                 kprofile *p) {
   const hp_function *f = hp_cpu_function(cm);
   const rg_partition *part = f->part;
-  int n = f->nkernels;
-  double *t = calloc((size_t)repeat, sizeof *t), *med = calloc((size_t)n + 1, sizeof *med), sum = 0;
-  int *order = calloc((size_t)n + 1, sizeof *order);
-  if (!t || !med || !order) {
-    free(t), free(med), free(order);
+  double *t = calloc((size_t)repeat, sizeof *t);
+  if (!t || profile_alloc(e, p, f->nkernels)) {
+    free(t);
     return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   hp_status st = HP_OK;
-  for (int k = 0; k < n && !st; k++) {
+  for (int k = 0; k < p->n && !st; k++) {
     for (long r = 0; r < repeat && !st; r++) {
       double t0 = now_ms();
       int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
       t[r] = now_ms() - t0;
       if (code) st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
     }
-    med[k] = st ? 0 : sorted_median(t, repeat);
-    sum += med[k];
-    order[k] = k;
+    const fn_kernel *K = &f->kernels[k];
+    const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
+    p->name[k] = K->name;
+    p->kind[k] = !R ? "?" : R->pattern ? R->pattern : R->kind ? R->kind : "?";
+    p->med[k] = st ? 0 : sorted_median(t, repeat);
   }
-  for (int i = 1; i < n; i++) /* slowest first (insertion sort: a model has few kernels) */
-    for (int j = i; j > 0 && med[order[j]] > med[order[j - 1]]; j--) {
+  free(t);
+  return st;
+}
+
+/* CUDA: each launch where it stands in a run, timed with device events. */
+static hp_status profile_launches(hp_error *e, hp_gpu_model *gm, long warmup, long repeat, kprofile *p) {
+  if (profile_alloc(e, p, hp_gpu_nlaunches(gm))) return e->code;
+  for (int i = 0; i < p->n; i++) hp_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
+  return hp_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
+}
+
+/* Slowest first, with each one's share of the sum (or as JSON "kernels"). */
+static void profile_print(const kprofile *p, bool json) {
+  int *order = calloc((size_t)p->n + 1, sizeof *order);
+  double sum = 0;
+  if (!order) return;
+  for (int i = 0; i < p->n; i++) order[i] = i, sum += p->med[i];
+  for (int i = 1; i < p->n; i++) /* insertion sort: a model has few kernels */
+    for (int j = i; j > 0 && p->med[order[j]] > p->med[order[j - 1]]; j--) {
       int x = order[j];
       order[j] = order[j - 1], order[j - 1] = x;
     }
-  for (int i = 0; i < n && !st; i++) {
-    const fn_kernel *K = &f->kernels[order[i]];
-    const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
-    const char *kind = !R ? "?" : R->pattern ? R->pattern : R->kind ? R->kind : "?";
-    double share = sum > 0 ? 100.0 * med[order[i]] / sum : 0;
+  for (int i = 0; i < p->n; i++) {
+    int k = order[i];
+    double share = sum > 0 ? 100.0 * p->med[k] / sum : 0;
     if (json) {
-      char *kn = cli_json_quote(K->name), *rn = cli_json_quote(kind);
+      char *kn = cli_json_quote(p->name[k]), *rn = cli_json_quote(p->kind[k]);
       printf("%s{\"kernel\": %s, \"kind\": %s, \"median_ms\": %.6f, \"share\": %.4f}", i ? ", " : "\"kernels\": [",
-             kn ? kn : "\"\"", rn ? rn : "\"\"", med[order[i]], share / 100);
+             kn ? kn : "\"\"", rn ? rn : "\"\"", p->med[k], share / 100);
       free(kn), free(rn);
     } else {
       if (i == 0) printf("%-32s %-12s %10s %7s\n", "kernel (region)", "kind", "median ms", "share");
-      printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", K->name, kind, med[order[i]], share);
+      printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", p->name[k], p->kind[k], p->med[k], share);
     }
   }
-  if (!st && json) printf("%s\"kernels_sum_ms\": %.6f", n ? "], " : "", sum);
-  if (!st && !json) printf("%-45s %10.4f (%d kernels)\n", "sum", sum, n);
-  free(t), free(med), free(order);
-  return st;
+  if (json) printf("%s\"kernels_sum_ms\": %.6f", p->n ? "], " : "", sum);
+  else printf("%-45s %10.4f (%d kernels)\n", "sum", sum, p->n);
+  free(order);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -255,9 +293,9 @@ int cmd_bench(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "no MODEL given");
   }
-  if (profile && strcmp(backend, "cpu")) {
+  if (profile && (!strcmp(backend, "interp") || nbinds)) {
     cli_opts_free(&o);
-    return cli_usage_error("bench", "--profile needs --backend cpu (the kernels of the generated C)");
+    return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
   }
   if (nbinds && (strcmp(backend, "cuda") || o.ndumps)) {
     cli_opts_free(&o);
@@ -284,6 +322,7 @@ int cmd_bench(int argc, char **argv) {
   double *times = calloc((size_t)repeat, sizeof *times), compile_ms = 0;
   bool hit = false;
   hp_constpool cp = {0};
+  kprofile prof = {0};
   if (!times) return 1;
   if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
@@ -299,13 +338,16 @@ int cmd_bench(int argc, char **argv) {
     const char *target;
     if (cli_gpu_target(&e, &o, NULL, &target)) goto fail;
     hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n};
-    if (hp_gpu_build(&e, m.g, &m.syms, &go, &gm) || hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs)) goto fail;
+    if (hp_gpu_build(&e, m.g, &m.syms, &go, &gm) || cli_write_gpu_model_dumps(&e, &o, gm) ||
+        hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs))
+      goto fail;
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
     compile_ms = hp_gpu_compile_ms(gm);
     hit = hp_gpu_cache_hit(gm);
     double med;
     if (hp_gpu_time(&e, gm, (int)warmup, (int)repeat, &med)) goto fail;
     for (long r = 0; r < repeat; r++) times[r] = med; /* device events give the median only */
+    if (profile && profile_launches(&e, gm, warmup, repeat, &prof)) goto fail;
   }
   if (!strcmp(backend, "cpu")) {
     hp_cpu_opts co = {.plan_overrides = pl.ov, .nplan_overrides = pl.n};
@@ -352,6 +394,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (r >= 0) times[r] = now_ms() - t0;
   }
+  if (cm && profile && profile_kernels(&e, cm, inst, in, outp, repeat, &prof)) goto fail;
   double median = sorted_median(times, repeat);
   double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
   /* where the kernels' plans came from: how many regions per source */
@@ -369,7 +412,7 @@ int cmd_bench(int argc, char **argv) {
     free(mq);
     if (profile) {
       printf(", ");
-      if (profile_kernels(&e, cm, inst, in, outp, repeat, true)) goto fail;
+      profile_print(&prof, true);
     }
     printf("}\n");
   } else {
@@ -379,7 +422,7 @@ int cmd_bench(int argc, char **argv) {
     printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n",
            o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "",
            plans);
-    if (profile && profile_kernels(&e, cm, inst, in, outp, repeat, false)) goto fail;
+    if (profile) profile_print(&prof, false);
   }
   rc = 0;
   goto done;
@@ -396,6 +439,7 @@ done:
   fn_constpool_free(&cp);
   hp_cpu_free(cm);
   hp_gpu_free(gm);
+  profile_free(&prof);
   cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);

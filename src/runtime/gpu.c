@@ -352,6 +352,39 @@ hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double
   return cuda_rt_time_fn(e, m->rt, run_once, m, warmup, reps, ms);
 }
 
+typedef struct launch_ctx {
+  hp_gpu_model *m;
+  hp_error *e;
+  int sms;
+} launch_ctx;
+
+static int launch_one(void *ctx, int i) {
+  launch_ctx *c = ctx;
+  const cuda_kernel *k = c->m->tu->launch[i].k;
+  return cuda_rt_launch_kernel(c->e, c->m->rt, c->m->fn[i], k, &c->m->args[i * CUDA_MAX_PARAMS],
+                               hp_gpu_persistent_grid(k, c->sms)) ? 1 : 0;
+}
+
+hp_status hp_gpu_profile(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms) {
+  if (hp_gpu_load(e, m)) return e->code;
+  hp_error e2 = {0}; /* a launch's own error, kept as the reason */
+  launch_ctx c = {m, &e2, cuda_rt_status_of(m->rt)->sm_count};
+  hp_status st = cuda_rt_time_seq(e, m->rt, m->tu->nlaunch, launch_one, &c, warmup, reps, ms);
+  if (st && e2.code) {
+    char why[512];
+    hp_error_format(&e2, why, sizeof why);
+    hp_error_clear(e);
+    return hp_fail(e, e2.code, NULL, "profiling: %s", why);
+  }
+  return st;
+}
+
+int hp_gpu_nlaunches(const hp_gpu_model *m) { return m->tu->nlaunch; }
+void hp_gpu_launch_info(const hp_gpu_model *m, int i, const char **kernel, const char **kind) {
+  const cuda_kernel *k = m->tu->launch[i].k;
+  *kernel = k->name, *kind = k->kind;
+}
+
 const char *hp_gpu_source(const hp_gpu_model *m) { return m->source; }
 const cuda_model_tu *hp_gpu_tu(const hp_gpu_model *m) { return m->tu; }
 hp_status hp_gpu_dump_json(hp_error *e, const hp_gpu_model *m, char **out) { return cuda_model_dump_json(e, m->tu, out); }

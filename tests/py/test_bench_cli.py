@@ -1,7 +1,7 @@
 """`harp bench` on the CPU: the JSON summary, --profile's per-kernel table
 (every kernel timed alone, slowest first, shares summing to 1, kinds named),
-its text form, and the usage errors (--profile off the cpu backend,
---repeat 0)."""
+its text form, and the usage errors (--profile on the interpreter,
+--repeat 0).  The CUDA form: test_cuda_session (on the fake libcuda)."""
 import json
 import os
 import subprocess
@@ -31,7 +31,7 @@ p = harp("bench", MLP, "--repeat", "2", "--warmup", "0", "--profile")
 s.check("bench --profile text table", p.returncode == 0 and "kernel (region)" in p.stdout and "sum" in p.stdout,
         p.stdout + p.stderr)
 p = harp("bench", MLP, "--backend", "interp", "--profile")
-s.check("--profile off the cpu backend: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
+s.check("--profile on the interpreter: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
 p = harp("bench", MLP, "--repeat", "0")
 s.check("--repeat 0: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
 s.close()

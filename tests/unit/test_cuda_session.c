@@ -7,6 +7,8 @@
  * error paths; `harp bench --bind`.  The fake counts what the driver was
  * asked to do, so every session counter is checked against the driver's
  * own.  Needs NVRTC (the models are really compiled); skips without it. */
+#include <math.h>
+
 #include "fake_testutil.h"
 
 /* mlp.harp: two GEMMs and a bias/ReLU; B is the batch. */
@@ -317,11 +319,57 @@ static void test_cli_bench_bind(void **vs) {
   assert_int_not_equal(system(cmd), 0);
 }
 
+/* harp bench --profile --backend cuda: one entry per launch of --dump gpu,
+ * each timed between its own pair of events (the fake's clock ticks once per
+ * launch and once per event record: 0.002 ms a launch); --dump gpu is
+ * written; --profile with --bind or interp: usage errors. */
+static void test_cli_bench_profile(void **vs) {
+  NEED_NVRTC();
+  const char *bin = getenv("HARP_BIN");
+  if (!bin) skip();
+  char cmd[4096], buf[16384] = "", dump[1200];
+  snprintf(cmd, sizeof cmd,
+           "HARP_CACHE_DIR='%s' '%s' bench '%s' --backend cuda --target sm80 --sym B=4 --profile --repeat 3 --warmup 1 "
+           "--json --dump gpu --dump-dir '%s'",
+           S->cache, bin, src_path(mlp_model), S->cache);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  assert_int_equal(pclose(f), 0);
+  json_error_t je;
+  json_t *j = json_loads(buf, 0, &je), *ks = json_object_get(j, "kernels");
+  snprintf(dump, sizeof dump, "%s/gpu.json", S->cache);
+  json_t *d = json_load_file(dump, 0, &je), *ls = json_object_get(json_object_get(d, "gpu"), "launches");
+  assert_non_null(ks);
+  assert_non_null(ls);
+  assert_true(json_array_size(ls) >= 2);
+  assert_int_equal(json_array_size(ks), json_array_size(ls));
+  for (size_t i = 0; i < json_array_size(ks); i++) {
+    json_t *k = json_array_get(ks, i);
+    const char *name = json_string_value(json_object_get(k, "kernel"));
+    bool found = false;
+    for (size_t l = 0; l < json_array_size(ls); l++)
+      found |= !strcmp(name, json_string_value(json_object_get(json_array_get(ls, l), "kernel")));
+    assert_true(found);
+    assert_non_null(json_string_value(json_object_get(k, "kind")));
+    assert_true(fabs(json_real_value(json_object_get(k, "median_ms")) - 0.002) < 1e-6);
+  }
+  assert_true(fabs(json_real_value(json_object_get(j, "kernels_sum_ms")) - 0.002 * (double)json_array_size(ls)) < 1e-6);
+  json_decref(d);
+  json_decref(j);
+  snprintf(cmd, sizeof cmd, "'%s' bench '%s' --backend cuda --bind B=4 --profile 2>/dev/null", bin, src_path(mlp_model));
+  assert_int_not_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "'%s' bench '%s' --backend interp --sym B=4 --profile 2>/dev/null", bin, src_path(mlp_model));
+  assert_int_not_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_graph_per_shapeset), cmocka_unit_test(test_no_graphs),
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
+      cmocka_unit_test(test_cli_bench_profile),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

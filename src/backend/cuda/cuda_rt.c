@@ -575,6 +575,43 @@ hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx
   return s;
 }
 
+hp_status cuda_rt_time_seq(hp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
+                           double *ms) {
+  if (need_gpu(e, rt)) return e->code;
+  if (n < 1 || n > 100000 || reps < 1 || reps > 10000 || warmup < 0 || warmup > 10000)
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "steps must be 1..100000, reps 1..10000, warmup 0..10000");
+  CUevent *ev = hp_xcalloc((size_t)n + 1, sizeof *ev);
+  double *t = hp_xcalloc((size_t)n * (size_t)reps, sizeof *t); /* [step][rep] */
+  hp_status s = ev && t ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i <= n && !s; i++)
+    if (rt->cu.EventCreate(&ev[i], 0)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventCreate failed");
+  for (int r = 0; r < warmup + reps && !s; r++) {
+    bool timed = r >= warmup;
+    if (timed && rt->cu.EventRecord(ev[0], rt->stream)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
+    for (int i = 0; i < n && !s; i++) {
+      if (step(ctx, i)) s = hp_fail(e, HP_E_INTERNAL, NULL, "step %d of the timed sequence failed", i);
+      else if (timed && rt->cu.EventRecord(ev[i + 1], rt->stream)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
+    }
+    if (!s && !timed && cuda_rt_sync(e, rt)) s = e->code;
+    if (!s && timed && rt->cu.EventSynchronize(ev[n])) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventSynchronize failed");
+    for (int i = 0; i < n && !s && timed; i++) {
+      float x = 0;
+      if (rt->cu.EventElapsedTime(&x, ev[i], ev[i + 1])) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventElapsedTime failed");
+      t[(size_t)i * (size_t)reps + (size_t)(r - warmup)] = x;
+    }
+  }
+  for (int i = 0; i < n && !s; i++) {
+    double *ti = t + (size_t)i * (size_t)reps;
+    qsort(ti, (size_t)reps, sizeof *ti, cmp_double);
+    ms[i] = ti[reps / 2];
+  }
+  for (int i = 0; ev && i <= n; i++)
+    if (ev[i]) rt->cu.EventDestroy(ev[i]);
+  free(ev);
+  free(t);
+  return s;
+}
+
 hp_status cuda_model_mem_init(hp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
                               cuda_model_mem *out) {
   memset(out, 0, sizeof *out);

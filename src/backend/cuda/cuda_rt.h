@@ -128,6 +128,12 @@ void *cuda_rt_stream(const cuda_rt *rt);
  * `warmup` untimed calls, timed with events.  fn returns 0 on success. */
 hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
                           double *ms_median);
+/* A sequence step(ctx, 0) .. step(ctx, n-1) on harp's stream, reps times
+ * after `warmup` untimed passes, with an event between steps: ms[i] the
+ * median milliseconds of step i where it stands in the sequence (a step that
+ * needs its predecessors, e.g. split-K's zeroing, keeps them). */
+hp_status cuda_rt_time_seq(hp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
+                           double *ms);
 
 /* The device memory of one model: the arena (temporaries at the Function's
  * offsets) and the ConstPool (weights, uploaded once). */
