@@ -40,7 +40,8 @@ static const char bench_help[] =
     "  --seed N             seed of the random inputs (default 1)\n"
     "  --plan REGION=FILE   run REGION with this Schedule Plan (JSON or DSL);\n"
     "                       --plan FILE reads a plan list.  Repeatable\n"
-    "  --dump plan          write DIR/plan.json: the plans in use (--dump-dir DIR)\n"
+    "  --dump LIST          as harp run (--dump-dir DIR): plan (the plans in use),\n"
+    "                       c (cpu: model.c), gpu, cu, and the IR stages\n"
     "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
 static double now_ms(void) {
@@ -297,6 +298,10 @@ int cmd_bench(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
   }
+  if (cli_wants_dump(&o, "c") && strcmp(backend, "cpu")) {
+    cli_opts_free(&o);
+    return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
+  }
   if (nbinds && (strcmp(backend, "cuda") || o.ndumps)) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump)");
@@ -332,6 +337,7 @@ int cmd_bench(int argc, char **argv) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
+  if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m, &pl)) goto fail;
   if (!strcmp(backend, "cuda")) {
     /* build, one full run (uploads the weights and inputs), then the
      * launches alone, timed on the device */
@@ -350,8 +356,9 @@ int cmd_bench(int argc, char **argv) {
     if (profile && profile_launches(&e, gm, warmup, repeat, &prof)) goto fail;
   }
   if (!strcmp(backend, "cpu")) {
-    hp_cpu_opts co = {.plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
     if (hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+    if (co.keep_source && cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm))) goto fail;
     cli_print_plan_notes(hp_cpu_plans(cm));
     if (cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm))) goto fail;
     compile_ms = hp_cpu_compile_ms(cm);

@@ -77,6 +77,10 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return r;
   }
+  if (cli_wants_dump(&o, "c") && strcmp(backend, "cpu")) {
+    cli_opts_free(&o);
+    return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
+  }
   cli_model m;
   cli_plans pl = {0};
   hp_tensor *outs = NULL;

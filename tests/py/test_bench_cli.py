@@ -1,10 +1,11 @@
 """`harp bench` on the CPU: the JSON summary, --profile's per-kernel table
 (every kernel timed alone, slowest first, shares summing to 1, kinds named),
-its text form, and the usage errors (--profile on the interpreter,
---repeat 0).  The CUDA form: test_cuda_session (on the fake libcuda)."""
+its text form, --dump (c, gpu, plan), and the usage errors (--profile on the
+interpreter, --dump c off the cpu backend, --repeat 0).  The CUDA form: test_cuda_session (on the fake libcuda)."""
 import json
 import os
 import subprocess
+import tempfile
 
 from harp_test import HARP, SRC, Suite
 
@@ -32,6 +33,16 @@ s.check("bench --profile text table", p.returncode == 0 and "kernel (region)" in
         p.stdout + p.stderr)
 p = harp("bench", MLP, "--backend", "interp", "--profile")
 s.check("--profile on the interpreter: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
+# --dump: what the command builds is written (the C on cpu; gpu.json for the GPU's view), or a usage error
+d = tempfile.mkdtemp(prefix="bench_dump_")
+p = harp("bench", MLP, "--repeat", "1", "--warmup", "0", "--dump", "c,gpu,plan", "--dump-dir", d)
+s.check("bench --dump c,gpu,plan runs", p.returncode == 0, p.stderr)
+for f in ("model.c", "gpu.json", "plan.json"):
+    s.check(f"... writes {f}", os.path.exists(os.path.join(d, f)) and os.path.getsize(os.path.join(d, f)) > 0, os.listdir(d))
+for cmd in (("bench", MLP, "--backend", "interp"), ("run", MLP, "--random-inputs", "--backend", "regions", "--out", d)):
+    p = harp(*cmd, "--dump", "c", "--dump-dir", d)
+    s.check(f"{cmd[0]} --dump c off the cpu backend: a usage error",
+            p.returncode == 1 and "--dump c needs --backend cpu" in p.stderr, p.stderr)
 p = harp("bench", MLP, "--repeat", "0")
 s.check("--repeat 0: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
 s.close()
