@@ -279,24 +279,33 @@ static void test_errors(void **vs) {
   assert_released(&s0);
 }
 
-/* harp bench --bind: the JSON's session counters and the driver's log. */
-static void test_cli_bench_bind(void **vs) {
-  NEED_NVRTC();
-  const char *bin = getenv("HARP_BIN");
-  if (!bin) skip();
-  char log[128], cmd[4096], buf[4096] = "";
-  snprintf(log, sizeof log, "%s/bench_log.json", S->cache);
-  snprintf(cmd, sizeof cmd,
-           "HARP_FAKE_CUDA_LOG='%s' HARP_CACHE_DIR='%s' '%s' bench '%s' --backend cuda --target sm80 --graphs "
-           "--bind B=48 --bind B=64 --bind B=100 --repeat 3 --warmup 1 --json",
-           log, S->cache, bin, src_path(mlp_model));
+/* The JSON a harp command prints (it must exit 0). */
+static json_t *run_json(const char *cmd) {
+  static char buf[65536];
   FILE *f = popen(cmd, "r");
   assert_non_null(f);
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   buf[n] = 0;
   assert_int_equal(pclose(f), 0);
   json_error_t je;
-  json_t *j = json_loads(buf, 0, &je), *ss = json_object_get(j, "session");
+  json_t *j = json_loads(buf, 0, &je);
+  assert_non_null(j);
+  return j;
+}
+
+/* harp bench --bind: the JSON's session counters and the driver's log. */
+static void test_cli_bench_bind(void **vs) {
+  NEED_NVRTC();
+  const char *bin = getenv("HARP_BIN");
+  if (!bin) skip();
+  char log[128], cmd[4096];
+  snprintf(log, sizeof log, "%s/bench_log.json", S->cache);
+  snprintf(cmd, sizeof cmd,
+           "HARP_FAKE_CUDA_LOG='%s' HARP_CACHE_DIR='%s' '%s' bench '%s' --backend cuda --target sm80 --graphs "
+           "--bind B=48 --bind B=64 --bind B=100 --repeat 3 --warmup 1 --json",
+           log, S->cache, bin, src_path(mlp_model));
+  json_error_t je;
+  json_t *j = run_json(cmd), *ss = json_object_get(j, "session");
   assert_non_null(ss);
   /* 3 bindings in 2 ShapeSets; every run (3 first runs + 4 rounds x 3) is a replay */
   assert_int_equal(json_integer_value(json_object_get(ss, "clusters")), 2);
@@ -327,18 +336,13 @@ static void test_cli_bench_profile(void **vs) {
   NEED_NVRTC();
   const char *bin = getenv("HARP_BIN");
   if (!bin) skip();
-  char cmd[4096], buf[16384] = "", dump[1200];
+  char cmd[4096], dump[1200];
   snprintf(cmd, sizeof cmd,
            "HARP_CACHE_DIR='%s' '%s' bench '%s' --backend cuda --target sm80 --sym B=4 --profile --repeat 3 --warmup 1 "
            "--json --dump gpu --dump-dir '%s'",
            S->cache, bin, src_path(mlp_model), S->cache);
-  FILE *f = popen(cmd, "r");
-  assert_non_null(f);
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  assert_int_equal(pclose(f), 0);
   json_error_t je;
-  json_t *j = json_loads(buf, 0, &je), *ks = json_object_get(j, "kernels");
+  json_t *j = run_json(cmd), *ks = json_object_get(j, "kernels");
   snprintf(dump, sizeof dump, "%s/gpu.json", S->cache);
   json_t *d = json_load_file(dump, 0, &je), *ls = json_object_get(json_object_get(d, "gpu"), "launches");
   assert_non_null(ks);
