@@ -18,7 +18,11 @@
  *   - the fiber order is shuffled at every synchronisation point (seeded),
  *     so a missing barrier shows as a wrong result;
  *   - ldmatrix bank conflicts are counted: per 8x8 matrix, the 8 row
- *     addresses should fall in 8 distinct 16-byte bank groups.
+ *     addresses should fall in 8 distinct 16-byte bank groups;
+ *   - the dynamic shared memory starts at a 128-byte but never 1024-byte
+ *     aligned address (below it: the reserved window, out of bounds), so a
+ *     kernel that needs 1024-byte alignment must round up itself.
+ * The SM90 part (mbarrier, TMA, wgmma, setmaxnreg) is described below.
  * Errors print "hk_sim: error: ..." and exit(3). */
 #ifndef HK_SIM_H
 #define HK_SIM_H
@@ -31,6 +35,7 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <vector>
 
 #define HK_TYPES /* the printed prelude's types are defined here */
@@ -81,6 +86,36 @@ struct Fiber {
    * MMA read, to be re-checked when wgmma.wait_group retires its group */
   std::vector<hk_u64> wg_open;                /* hashes, not yet committed */
   std::vector<std::vector<hk_u64>> wg_groups; /* committed, oldest first */
+  /* this thread's wgmma accumulators in flight: they land at the
+   * wgmma.wait_group that retires their group (NaN until then) */
+  struct AccPend {
+    float *d;
+    int n;
+    float v[128];
+  };
+  std::vector<AccPend> acc_open;
+  std::vector<std::vector<AccPend>> acc_groups;
+  bool wg_fenced; /* a wgmma.fence since the start or the last wgmma.wait_group */
+  /* TMA stores (bulk groups): the SMEM source must stay unchanged until
+   * cp.async.bulk.wait_group.read retires the group */
+  struct BulkRead {
+    hk_u32 s, n;
+    hk_u64 hash;
+  };
+  std::vector<BulkRead> bulk_open;
+  std::vector<std::vector<BulkRead>> bulk_groups;
+  hk_u32 fence_stamp; /* g->stamp at this thread's last fence.proxy.async */
+  const char *at;     /* what it waits for, while it waits */
+  void reset() {
+    done = false;
+    open.clear(), groups.clear();
+    wg_open.clear(), wg_groups.clear();
+    acc_open.clear(), acc_groups.clear();
+    wg_fenced = false;
+    bulk_open.clear(), bulk_groups.clear();
+    fence_stamp = 0;
+    at = nullptr;
+  }
 };
 
 /* Per-lane operands and results of a warp collective. */
@@ -105,6 +140,18 @@ struct Mbar {
   int count, pending;
   long long tx;
   unsigned phase; /* completed phases */
+  unsigned init_tid;
+  bool fenced; /* its initialising thread ran fence.mbarrier_init / fence.proxy.async since */
+};
+
+/* setmaxnreg state of one warp (PTX ISA: setmaxnreg). */
+struct WarpRegs {
+  int regs;      /* per-thread registers the warp owns */
+  int lanes;     /* lanes arrived at the current setmaxnreg */
+  int passed;    /* lanes through it */
+  int target;    /* its imm-reg-count, * 2 + (inc) */
+  bool granted;  /* the warp's registers were moved to / from the pool */
+  unsigned seq;  /* setmaxnreg instructions completed */
 };
 
 struct NamedBar {
@@ -140,6 +187,17 @@ struct Sim {
   std::vector<Mbar> mbars;
   NamedBar named[16];
   std::vector<Wg> wgs;
+  hk_u32 smem_base; /* the dynamic shared memory's address: 128-aligned, never 1024-aligned */
+  /* generic-proxy writes (st.shared) not yet behind a fence.proxy.async of
+   * their thread: per byte, writer tid + 1 (0: none) and the write's stamp */
+  std::vector<unsigned short> gw_tid;
+  std::vector<hk_u32> gw_stamp;
+  hk_u32 stamp;
+  /* setmaxnreg: the kernel's __launch_bounds__ (from the thunk), the CTA's
+   * register pool, each warp's registers, each warpgroup's sequence */
+  int lb_threads, lb_blocks, reg_pool;
+  std::vector<WarpRegs> wregs;
+  std::vector<std::vector<int>> wg_nreg;
   ucontext_t sched;
   int cur;
   int bar_arrived;
@@ -168,11 +226,18 @@ static inline void fail(const char *fmt, ...) {
 }
 
 static inline Fiber &me() { return g->f[g->cur]; }
-static inline void yield() { swapcontext(&g->f[g->cur].ctx, &g->sched); }
+/* give the scheduler back the CPU; `at` names what the thread waits for (a
+ * deadlock report lists it) */
+static inline void yield(const char *at = "?") {
+  g->f[g->cur].at = at;
+  swapcontext(&g->f[g->cur].ctx, &g->sched);
+  g->f[g->cur].at = nullptr;
+}
 
 /* ---- memory checks ---- */
 static inline void check_smem(hk_u32 a, int n, int align, const char *what) {
   if ((size_t)a + (size_t)n > g->smem.size()) fail("%s: shared address %u+%d beyond %zu bytes", what, a, n, g->smem.size());
+  if (a < g->smem_base) fail("%s: shared address %u below the dynamic shared memory (it starts at %u)", what, a, g->smem_base);
   if (a % (hk_u32)align) fail("%s: shared address %u not %d-byte aligned", what, a, align);
 }
 static inline void check_gmem(const void *p, size_t n, size_t align, const char *what) {
@@ -244,7 +309,7 @@ static inline void barrier() {
     return;
   }
   g->progress = true;
-  while (g->bar_gen == gen) yield();
+  while (g->bar_gen == gen) yield("bar.sync");
 }
 
 /* Arrive at a warp collective with this lane's slot; returns once all 32
@@ -264,7 +329,7 @@ static inline Slot &collective(int op, const Slot &in, F compute) {
     W.arrived = 0;
     W.gen++;
   } else {
-    while (W.gen == gen) yield();
+    while (W.gen == gen) yield("a warp collective");
   }
   return W.s[lane];
 }
@@ -276,10 +341,10 @@ static inline Slot &collective(int op, const Slot &in, F compute) {
 #define blockIdx (hks::g->bidx)
 #define blockDim (hks::g->block)
 #define gridDim (hks::g->grid)
-#define HK_SMEM_DECL(name) unsigned char *name = hks::g->smem.data()
+#define HK_SMEM_DECL(name) unsigned char *name = hks::g->smem.data() + hks::g->smem_base
 #define __syncthreads() hks::barrier()
 
-HK_DEV hk_saddr hk_smem_addr(const void *) { return 0; }
+HK_DEV hk_saddr hk_smem_addr(const void *p) { return (hk_saddr)((const unsigned char *)p - hks::g->smem.data()); }
 HK_DEV void hk_sync() { hks::barrier(); }
 HK_DEV float hk_u2f(hk_u32 u) { return hks::u2f(u); }
 HK_DEV hk_u32 hk_f2u(float f) { return hks::f2u(f); }
@@ -340,7 +405,7 @@ HK_DEV void hk_red_add_f32(float *p, float v) {
  * flag that is not yet set when a CTA waits would never be: a deadlock. */
 HK_DEV void hk_flag_wait(const int *p, int v) {
   hks::check_gmem(p, 4, 4, "ld.acquire.gpu");
-  while (*(volatile const int *)p != v) hks::yield();
+  while (*(volatile const int *)p != v) hks::yield("a split-K flag");
 }
 HK_DEV void hk_flag_set(int *p, int v) {
   hks::check_gmem(p, 4, 4, "st.release.gpu");
@@ -352,6 +417,9 @@ HK_DEV void hk_fence_gpu() {}
 HK_DEV void hk_sts_n(hk_saddr a, const void *v, int n, const char *what) {
   hks::check_smem(a, n, n, what);
   memcpy(&hks::g->smem[a], v, (size_t)n);
+  hks::Sim *s = hks::g;
+  s->stamp++;
+  for (int i = 0; i < n; i++) s->gw_tid[a + i] = (unsigned short)(hks::me().tid + 1), s->gw_stamp[a + i] = s->stamp;
 }
 HK_DEV void hk_sts16(hk_saddr a, hk_u16 v) { hk_sts_n(a, &v, 2, "st.shared.b16"); }
 HK_DEV void hk_sts32(hk_saddr a, hk_u32 v) { hk_sts_n(a, &v, 4, "st.shared.b32"); }
@@ -515,7 +583,32 @@ HK_DEV float hk_sqrt(float x) { return sqrtf(x); }
 HK_DEV float hk_erf(float x) { return erff(x); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
-/* ---- SM90: mbarrier, TMA, wgmma (PTX ISA 9.7.13.15, 9.7.9.27, 9.7.15) ---- */
+/* ---- SM90: mbarrier, TMA, wgmma, setmaxnreg (PTX ISA 9.7.13.15, 9.7.9.25-27, 9.7.15, setmaxnreg) ----
+ *
+ * What is checked beyond the data movement (each is a rule of the ISA or of
+ * cuTensorMapEncodeTiled, read independently of the generator):
+ *   - mbarrier: init count in 1..2^20-1, expect-tx bytes in 0..2^20-1; a TMA
+ *     completes on a barrier only once its initialising thread ran
+ *     fence.mbarrier_init or fence.proxy.async after the init;
+ *   - tensor maps: the driver's parameter rules (dims 1..2^32, byte strides
+ *     positive multiples of 16 below 2^40, box 1..256, inner box a multiple
+ *     of 16 bytes, 16-byte aligned base);
+ *   - TMA store: every source byte written with st.shared must be behind a
+ *     fence.proxy.async of its writer (generic -> async proxy); the source
+ *     must be unchanged when cp.async.bulk.wait_group.read retires the store's
+ *     bulk group, and no thread exits with a store it never waited for;
+ *   - wgmma: a wgmma.fence before the first wgmma after the start or a
+ *     wgmma.wait_group; the accumulators are NaN from issue until the
+ *     wait_group that retires their group (a chained wgmma on the same
+ *     registers sees the in-flight value, as the hardware orders them); no
+ *     thread exits with wgmma in flight; SMEM operands written with st.shared
+ *     need a fence.proxy.async as well;
+ *   - setmaxnreg: imm-reg-count a multiple of 8 in 24..256, the same
+ *     instruction in every warp of the warpgroup, .dec not above / .inc not
+ *     below the warp's count; every warp starts at the count ptxas gives the
+ *     kernel's __launch_bounds__ (65536 / (threads x min blocks), rounded down
+ *     to 8, at most 256), the CTA's pool starts empty, .dec puts registers in
+ *     it and .inc waits until it holds enough (never: a deadlock). */
 namespace hks {
 static inline Mbar &mbar(hk_u32 a) {
   for (Mbar &m : g->mbars)
@@ -528,6 +621,23 @@ static inline void mbar_progress(Mbar &m) {
     m.pending = m.count;
     g->progress = true;
   }
+}
+/* byte a of SMEM was written with st.shared and its writer has run no
+ * fence.proxy.async since: an async-proxy reader (TMA, wgmma) may not see it */
+static inline bool generic_unfenced(hk_u32 a) {
+  unsigned short t = g->gw_tid[a];
+  return t && g->f[t - 1].fence_stamp < g->gw_stamp[a];
+}
+static inline void async_read_check(hk_u32 a, int n, const char *what) {
+  for (int i = 0; i < n; i++)
+    if (generic_unfenced(a + (hk_u32)i))
+      fail("%s reads shared byte %u that thread %u wrote with st.shared without a fence.proxy.async after it", what,
+           a + (hk_u32)i, (unsigned)g->gw_tid[a + (hk_u32)i] - 1);
+}
+static inline hk_u64 smem_hash(hk_u32 a, hk_u32 n) {
+  hk_u64 h = 1469598103934665603ull;
+  for (hk_u32 i = 0; i < n; i++) h = (h ^ g->smem[a + i]) * 1099511628211ull;
+  return h;
 }
 /* The sim's CUtensorMap: v[0] magic, v[1] base pointer (patched at launch),
  * v[2] element bytes, v[3] rank, v[4..8] dims, v[9..12] byte strides of dims
@@ -544,9 +654,27 @@ static inline void tma(const hk_tmap *m, hk_saddr s, const int *c, bool store, h
   int box[4];
   for (int i = 0; i < 4; i++) box[i] = (int)((v[13] >> (16 * i)) & 0xffff);
   bool sw = v[14] == 3;
+  /* what cuTensorMapEncodeTiled would have refused */
+  if ((uintptr_t)base % 16) fail("tensor map: global address %p not 16-byte aligned", (void *)base);
+  for (int d = 0; d < 4; d++) {
+    if (dims[d] < 1 || dims[d] > (1ull << 32)) fail("tensor map: globalDim[%d] = %llu outside 1..2^32", d, (unsigned long long)dims[d]);
+    if (box[d] < 1 || box[d] > 256) fail("tensor map: boxDim[%d] = %d outside 1..256", d, box[d]);
+    if (d && (str[d] == 0 || str[d] % 16 || str[d] >= (1ull << 40)))
+      fail("tensor map: globalStrides[%d] = %llu is not a positive multiple of 16 below 2^40", d - 1, (unsigned long long)str[d]);
+  }
+  if (box[0] * es % 16) fail("tensor map: the inner box (%d bytes) is not a multiple of 16 bytes", box[0] * es);
   if (sw && box[0] * es != 128) fail("128B swizzle needs a 128-byte inner box");
   if (s % (sw ? 1024u : 128u)) fail("TMA smem address %u not %u-aligned", s, sw ? 1024u : 128u);
-  hk_u32 bytes = 0;
+  hk_u32 bytes = (hk_u32)(box[0] * box[1] * box[2] * box[3] * es);
+  check_smem(s, (int)bytes, 1, "TMA smem");
+  if (store) async_read_check(s, (int)bytes, "TMA store");
+  else {
+    Mbar &mb = mbar(bar);
+    if (!mb.fenced)
+      fail("TMA completes on mbarrier %u, whose mbarrier.init no fence.mbarrier_init / fence.proxy.async of thread %u "
+           "followed",
+           bar, mb.init_tid);
+  }
   for (int i3 = 0; i3 < box[3]; i3++)
     for (int i2 = 0; i2 < box[2]; i2++)
       for (int i1 = 0; i1 < box[1]; i1++)
@@ -568,11 +696,15 @@ static inline void tma(const hk_tmap *m, hk_saddr s, const int *c, bool store, h
             if (in) check_gmem(gp, (size_t)es, (size_t)es, "TMA load");
             if (in) memcpy(&g->smem[s + off], gp, (size_t)es);
             else memset(&g->smem[s + off], 0, (size_t)es); /* out of bounds: zeros */
+            for (int b = 0; b < es; b++) g->gw_tid[s + off + (hk_u32)b] = 0; /* now written by the async proxy */
           }
-          bytes += (hk_u32)es;
         }
   g->tma_bytes += bytes;
-  if (!store) {
+  if (store) {
+    /* the TMA unit reads the source any time until the bulk group's
+     * wait_group.read: it must not change before then */
+    me().bulk_open.push_back({s, bytes, smem_hash(s, bytes)});
+  } else {
     Mbar &mb = mbar(bar);
     mb.tx -= bytes;
     mbar_progress(mb);
@@ -594,31 +726,107 @@ static inline hk_u32 desc_addr(hk_u64 desc, bool mn_major, int mn, int k) {
   else off = (hk_u32)(mn % 64) * 2 + (hk_u32)(mn / 64) * lbo + (hk_u32)(k % 8) * 128 + (hk_u32)(k / 8) * sbo;
   return swz128(start + off);
 }
+
+/* setmaxnreg (see the comment above) */
+static inline void setmaxnreg(int R, bool inc) {
+  Sim *s = g;
+  unsigned tid = me().tid, w = tid / 32;
+  const char *what = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
+  if (!s->lb_threads) fail("%s in a kernel without __launch_bounds__: the ISA gives it no effect then", what);
+  if (s->f.size() % 128) fail("%s in a block that is not whole warpgroups", what);
+  WarpRegs &wr = s->wregs[w];
+  if (!wr.regs) /* at launch: what ptxas gives the kernel's launch bounds (168 for 384 x 1) */
+    wr.regs = std::min(256, (65536 / (s->lb_threads * s->lb_blocks)) & ~7);
+  int key = R * 2 + inc;
+  if (wr.lanes == 0) {
+    /* the first lane of the warp: the same instruction as the warpgroup's other warps */
+    std::vector<int> &h = s->wg_nreg[w / 4];
+    if (h.size() > wr.seq) {
+      if (h[wr.seq] != key)
+        fail("warp %u: %s %d, but another warp of warpgroup %u ran setmaxnreg.%s %d there", w, what, R, w / 4,
+             h[wr.seq] & 1 ? "inc" : "dec", h[wr.seq] / 2);
+    } else h.push_back(key);
+    if (inc ? R < wr.regs : R > wr.regs) fail("warp %u: %s %d from %d registers", w, what, R, wr.regs);
+    wr.target = key;
+  } else if (wr.target != key) fail("warp %u: lanes disagree at setmaxnreg (%d vs %d)", w, key, wr.target);
+  wr.lanes++;
+  if (!wr.granted) {
+    if (!inc) {
+      s->reg_pool += (wr.regs - R) * 32;
+      wr.granted = true;
+      s->progress = true;
+    } else {
+      int need = (R - wr.regs) * 32;
+      while (!wr.granted) {
+        if (s->reg_pool >= need) {
+          s->reg_pool -= need;
+          wr.granted = true;
+          s->progress = true;
+        } else yield("setmaxnreg.inc"); /* waits for a .dec (no progress: a deadlock if none comes) */
+      }
+    }
+  }
+  if (++wr.passed == 32) wr.regs = R, wr.lanes = wr.passed = 0, wr.granted = false, wr.seq++;
+}
+
+/* A thread ends: nothing asynchronous of its own may still be in flight. */
+static inline void thread_exit_checks() {
+  Fiber &f = me();
+  if (!f.acc_open.empty() || !f.acc_groups.empty())
+    fail("thread exited with wgmma results in flight (no wgmma.commit_group / wait_group 0 after them)");
+  if (!f.bulk_open.empty() || !f.bulk_groups.empty())
+    fail("thread exited with TMA stores whose shared-memory reads it never waited for "
+         "(cp.async.bulk.commit_group + wait_group.read)");
+}
+/* A CTA ends: every warp of a warpgroup ran the same setmaxnreg sequence. */
+static inline void cta_end_checks() {
+  for (size_t w = 0; w < g->wregs.size(); w++)
+    if (g->wregs[w].seq != g->wregs[w - w % 4].seq)
+      fail("warp %zu ran %u setmaxnreg, warp %zu of its warpgroup %u", w, g->wregs[w].seq, w - w % 4,
+           g->wregs[w - w % 4].seq);
+}
 }  // namespace hks
+
+/* the kernel's __launch_bounds__ (the thunk calls it first) */
+HK_DEV void hks_launch_bounds(int threads, int min_blocks) {
+  hks::g->lb_threads = threads;
+  hks::g->lb_blocks = min_blocks > 0 ? min_blocks : 1;
+}
 
 HK_DEV void hk_mbar_init(hk_saddr b, int n) {
   hks::check_smem(b, 8, 8, "mbarrier.init");
+  if (n < 1 || n > (1 << 20) - 1) hks::fail("mbarrier.init: count %d outside 1..2^20-1", n);
+  hks::Mbar nb = {b, n, n, 0, 0, hks::me().tid, false};
   for (hks::Mbar &m : hks::g->mbars)
     if (m.addr == b) {
-      m = {b, n, n, 0, 0};
+      m = nb;
       return;
     }
-  hks::g->mbars.push_back({b, n, n, 0, 0});
+  hks::g->mbars.push_back(nb);
 }
-HK_DEV void hk_mbar_init_fence() {}
-HK_DEV void hk_fence_proxy_async() {}
+HK_DEV void hks_fence_inits() {
+  for (hks::Mbar &m : hks::g->mbars)
+    if (m.init_tid == hks::me().tid) m.fenced = true;
+}
+HK_DEV void hk_mbar_init_fence() { hks_fence_inits(); }
+HK_DEV void hk_fence_proxy_async() {
+  hks::g->stamp++;
+  hks::me().fence_stamp = hks::g->stamp;
+  hks_fence_inits();
+}
 HK_DEV void hk_mbar_arrive(hk_saddr b) {
   hks::Mbar &m = hks::mbar(b);
   if (--m.pending < 0) hks::fail("mbarrier %u: more arrivals than its count", b);
   hks::mbar_progress(m);
 }
 HK_DEV void hk_mbar_arrive_expect_tx(hk_saddr b, int bytes) {
+  if (bytes < 0 || bytes > (1 << 20) - 1) hks::fail("mbarrier.expect_tx: %d bytes outside 0..2^20-1", bytes);
   hks::mbar(b).tx += bytes;
   hk_mbar_arrive(b);
 }
 HK_DEV int hk_mbar_try_wait(hk_saddr b, int parity) { return (int)(hks::mbar(b).phase & 1) != (parity & 1); }
 HK_DEV void hk_mbar_wait(hk_saddr b, int parity) {
-  while (!hk_mbar_try_wait(b, parity)) hks::yield();
+  while (!hk_mbar_try_wait(b, parity)) hks::yield("mbarrier.try_wait");
 }
 HK_DEV void hk_bar_named(int id, int n) {
   hks::NamedBar &nb = hks::g->named[id & 15];
@@ -629,7 +837,7 @@ HK_DEV void hk_bar_named(int id, int n) {
     nb.gen++;
     return;
   }
-  while (nb.gen == gen) hks::yield();
+  while (nb.gen == gen) hks::yield("a named barrier");
 }
 HK_DEV void hk_tma_load_4d(hk_saddr dst, const hk_tmap *m, int c0, int c1, int c2, int c3, hk_saddr bar) {
   int c[4] = {c0, c1, c2, c3};
@@ -639,9 +847,23 @@ HK_DEV void hk_tma_store_4d(const hk_tmap *m, hk_saddr src, int c0, int c1, int 
   int c[4] = {c0, c1, c2, c3};
   hks::tma(m, src, c, true, 0);
 }
-HK_DEV void hk_bulk_commit() {}
-HK_DEV void hk_bulk_wait_read0() {}
-HK_DEV void hk_wgmma_fence() {}
+HK_DEV void hk_bulk_commit() {
+  hks::Fiber &f = hks::me();
+  f.bulk_groups.push_back(f.bulk_open);
+  f.bulk_open.clear();
+}
+HK_DEV void hk_bulk_wait_read0() {
+  for (auto &grp : hks::me().bulk_groups)
+    for (auto &r : grp)
+      if (hks::smem_hash(r.s, r.n) != r.hash)
+        hks::fail("the shared-memory source of a TMA store (%u+%u) changed before cp.async.bulk.wait_group.read "
+                  "retired it",
+                  r.s, r.n);
+  hks::me().bulk_groups.clear();
+}
+HK_DEV void hk_wgmma_fence() { hks::me().wg_fenced = true; }
+template <int N>
+HK_DEV void hk_wgmma_fence_acc(float *) {} /* a compiler-ordering fence: nothing to do here */
 /* wgmma runs at issue here, but on hardware it reads its SMEM operands at any
  * time until wgmma.wait_group retires it: a stage released (mbarrier arrive)
  * before that may be refilled under the MMA.  Each group's operand bytes are
@@ -651,6 +873,8 @@ static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, bool tb);
 }
 HK_DEV void hk_wgmma_commit() {
   hks::Fiber &f = hks::me();
+  f.acc_groups.push_back(f.acc_open);
+  f.acc_open.clear();
   if (f.tid % 128) return;
   f.wg_groups.push_back(f.wg_open);
   f.wg_open.clear();
@@ -658,6 +882,17 @@ HK_DEV void hk_wgmma_commit() {
 template <int N>
 HK_DEV void hk_wgmma_wait() {
   hks::Fiber &f = hks::me();
+  f.wg_fenced = false; /* the thread may touch the accumulators now: the next wgmma needs a fence */
+  while (f.acc_groups.size() > (size_t)N) {
+    for (auto &p : f.acc_groups.front()) {
+      bool newer = false; /* a later wgmma on the same registers is still in flight: they stay undefined */
+      for (size_t gi = 1; gi < f.acc_groups.size(); gi++)
+        for (auto &q : f.acc_groups[gi]) newer = newer || q.d == p.d;
+      for (auto &q : f.acc_open) newer = newer || q.d == p.d;
+      if (!newer) memcpy(p.d, p.v, sizeof(float) * (size_t)p.n);
+    }
+    f.acc_groups.erase(f.acc_groups.begin());
+  }
   if (f.tid % 128) return;
   while (f.wg_groups.size() > (size_t)N) {
     const std::vector<hk_u64> &grp = f.wg_groups.front();
@@ -669,9 +904,15 @@ HK_DEV void hk_wgmma_wait() {
   }
 }
 template <int R>
-HK_DEV void hk_setmaxnreg_inc() {}
+HK_DEV void hk_setmaxnreg_inc() {
+  static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg: imm-reg-count must be a multiple of 8 in 24..256");
+  hks::setmaxnreg(R, true);
+}
 template <int R>
-HK_DEV void hk_setmaxnreg_dec() {}
+HK_DEV void hk_setmaxnreg_dec() {
+  static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg: imm-reg-count must be a multiple of 8 in 24..256");
+  hks::setmaxnreg(R, false);
+}
 
 namespace hks {
 /* FNV-1a over the 2-byte elements an m64nNk16 reads through its descriptors. */
@@ -694,10 +935,20 @@ static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, bool tb) {
 static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N, bool bf, bool tb) {
   hks::Fiber &f = hks::me();
   unsigned wgi = f.tid / 128, l = f.tid % 128;
+  if (!f.wg_fenced) hks::fail("wgmma.mma_async without a wgmma.fence since the start or the last wgmma.wait_group");
   if (hks::g->wgs.size() <= wgi) hks::g->wgs.resize(wgi + 1);
   hks::Wg &W = hks::g->wgs[wgi];
   W.s[l].da = da, W.s[l].db = db, W.s[l].scale_d = scale_d, W.s[l].op = N * 4 + bf * 2 + tb;
-  memcpy(W.s[l].d, d, sizeof(float) * (size_t)(N / 2));
+  /* the accumulators this wgmma reads: an earlier wgmma's still in flight on
+   * the same registers (the hardware chains them), else the registers */
+  const float *in = d;
+  for (auto &p : f.acc_open)
+    if (p.d == d) in = p.v;
+  if (in == d)
+    for (size_t gi = f.acc_groups.size(); gi-- > 0 && in == d;)
+      for (auto &p : f.acc_groups[gi])
+        if (p.d == d) in = p.v;
+  memcpy(W.s[l].d, in, sizeof(float) * (size_t)(N / 2));
   unsigned gen = W.gen;
   hks::g->progress = true;
   if (++W.arrived == 128) {
@@ -713,6 +964,7 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
       for (int k = 0; k < 16; k++) {
         hk_u32 a = hks::desc_addr(da, false, r, k);
         hks::check_smem(a, 2, 2, "wgmma A");
+        hks::async_read_check(a, 2, "wgmma A");
         hk_u16 v;
         memcpy(&v, &hks::g->smem[a], 2);
         A[r][k] = bf ? hks::bf2f(v) : hks::h2f(v);
@@ -721,6 +973,7 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
       for (int k = 0; k < 16; k++) {
         hk_u32 a = hks::desc_addr(db, tb, n, k);
         hks::check_smem(a, 2, 2, "wgmma B");
+        hks::async_read_check(a, 2, "wgmma B");
         hk_u16 v;
         memcpy(&v, &hks::g->smem[a], 2);
         B[k][n] = bf ? hks::bf2f(v) : hks::h2f(v);
@@ -738,10 +991,14 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
     W.arrived = 0;
     W.gen++;
   } else {
-    while (hks::g->wgs[wgi].gen == gen) hks::yield();
+    while (hks::g->wgs[wgi].gen == gen) hks::yield("wgmma (the warpgroup)");
   }
   /* (re-read: another warpgroup's first wgmma may have grown the vector meanwhile) */
-  memcpy(d, hks::g->wgs[wgi].s[l].d, sizeof(float) * (size_t)(N / 2));
+  hks::Fiber::AccPend p;
+  p.d = d, p.n = N / 2;
+  memcpy(p.v, hks::g->wgs[wgi].s[l].d, sizeof(float) * (size_t)(N / 2));
+  hks::me().acc_open.push_back(p);
+  for (int i = 0; i < N / 2; i++) d[i] = NAN; /* the registers are the wgmma's until wait_group retires it */
 }
 #define HKS_WGMMA(N)                                                                                                       \
   HK_DEV void hk_wgmma_m64n##N##k16_f16(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, false); } \

@@ -23,6 +23,7 @@ static void fiber_entry() {
   hks::Sim *s = hks::g;
   void (*thunk)(void **) = (void (*)(void **))s->thunk_fn;
   thunk(s->params);
+  hks::thread_exit_checks();
   s->f[s->cur].done = true;
   s->progress = true;
 }
@@ -45,6 +46,10 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
   s->thunk_fn = (void *)thunk;
   s->params = params;
   s->rng = seed * 2654435761ULL + 1;
+  /* the dynamic shared memory's address: 128-byte aligned (the kernels
+   * declare that much), never 1024-byte aligned */
+  s->smem_base = 128u * (1u + hks::rnd() % 7u);
+  s->lb_threads = s->lb_blocks = 0;
   unsigned nt = block[0] * block[1] * block[2];
   if (nt == 0 || nt % 32) {
     fprintf(stderr, "hk_sim: block of %u threads is not a whole number of warps\n", nt);
@@ -63,7 +68,13 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
     for (unsigned by = 0; by < grid[1]; by++)
       for (unsigned bx = 0; bx < grid[0]; bx++) {
         s->bidx = s->reverse_ctas ? hks::dim3s{grid[0] - 1 - bx, grid[1] - 1 - by, grid[2] - 1 - bz} : hks::dim3s{bx, by, bz};
-        s->smem.assign(smem, 0xFF);
+        s->smem.assign(s->smem_base + smem, 0xFF);
+        s->gw_tid.assign(s->smem.size(), 0);
+        s->gw_stamp.assign(s->smem.size(), 0);
+        s->stamp = 0;
+        s->reg_pool = 0;
+        s->wregs.assign(nt / 32, hks::WarpRegs{0, 0, 0, 0, false, 0});
+        s->wg_nreg.assign(nt / 128 + 1, std::vector<int>());
         for (auto &w : s->warps) w = hks::Warp();
         s->bar_arrived = 0;
         s->mbars.clear();
@@ -71,9 +82,7 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
         s->wgs.assign(4, hks::Wg()); /* sized up front: a waiting warpgroup holds a reference */
         for (unsigned i = 0; i < nt; i++) {
           hks::Fiber &f = s->f[i];
-          f.done = false;
-          f.open.clear();
-          f.groups.clear();
+          f.reset();
           getcontext(&f.ctx);
           f.ctx.uc_stack.ss_sp = f.stack;
           f.ctx.uc_stack.ss_size = stack_size;
@@ -93,12 +102,27 @@ extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const u
             swapcontext(&s->sched, &s->f[i].ctx);
           }
           s->cur = -1;
-          if (!alive) break;
+          if (!alive) {
+            hks::cta_end_checks();
+            break;
+          }
           if (!s->progress && ++idle > 2) {
             unsigned done = 0;
             for (auto &f : s->f) done += f.done;
             fprintf(stderr, "hk_sim: error: kernel %s block (%u,%u,%u): deadlock (%u threads exited, %d at a barrier)\n",
                     kernel, bx, by, bz, done, s->bar_arrived);
+            std::vector<std::pair<std::string, std::vector<unsigned>>> at; /* who waits where */
+            for (auto &f : s->f)
+              if (!f.done) {
+                std::string w = f.at ? f.at : "?";
+                size_t j = 0;
+                while (j < at.size() && at[j].first != w) j++;
+                if (j == at.size()) at.push_back({w, {}});
+                at[j].second.push_back(f.tid);
+              }
+            for (auto &a : at)
+              fprintf(stderr, "hk_sim:   %zu thread(s) waiting at %s (first: thread %u)\n", a.second.size(), a.first.c_str(),
+                      a.second[0]);
             return 3;
           }
           if (s->progress) idle = 0;

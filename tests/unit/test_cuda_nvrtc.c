@@ -4,6 +4,7 @@
  * and 16-byte vector accesses for the row kernels).  When cuobjdump is
  * installed (or $HARP_CUOBJDUMP names it) the SASS is checked too.
  * Skips when libnvrtc cannot be loaded.  No GPU is needed. */
+#include <ctype.h>
 #include "cuda_models.h"
 #include "cuda_testutil.h"
 
@@ -57,6 +58,42 @@ static int count(const char *s, const char *what) {
   int n = 0;
   for (const char *p = s; (p = strstr(p, what)); p++) n++;
   return n;
+}
+
+/* PTX ISA (wgmma): the accumulators belong to the wgmma from issue until the
+ * wgmma.wait_group that retires it, and a wgmma.fence must separate other
+ * accesses from the wgmmas.  In kernel t's PTX: no instruction between the
+ * last wgmma.mma_async and `wgmma.wait_group.sync.aligned 0` names one of its
+ * accumulator registers, nor any between a wgmma.fence and the wgmma after it.
+ * (The CUDA source pins them with hk_wgmma_fence_acc; without that the
+ * compiler would be free to move accumulator reads across the wait asm.) */
+static bool names_reg(const char *a, const char *b, const char *reg) {
+  size_t n = strlen(reg);
+  for (const char *p = a; (p = strstr(p, reg)) && p < b; p++)
+    if (!isdigit((unsigned char)p[n])) return true;
+  return false;
+}
+static void check_wgmma_acc_order(const char *name, const char *t) {
+  const char *w0 = strstr(t, "wgmma.wait_group.sync.aligned 0");
+  if (!w0) fail_msg("%s: no wgmma.wait_group 0", name);
+  const char *last = NULL;
+  for (const char *p = t; (p = strstr(p, "wgmma.mma_async")) && p < w0; p++) last = p;
+  if (!last) fail_msg("%s: no wgmma before wgmma.wait_group 0", name);
+  const char *lb = strchr(last, '{'), *rb = lb ? strchr(lb, '}') : NULL, *eol = strchr(last, '\n');
+  assert_non_null(rb);
+  const char *fence = strstr(t, "wgmma.fence.sync.aligned"), *first = fence ? strstr(fence, "wgmma.mma_async") : NULL;
+  assert_non_null(first);
+  const char *fence_eol = strchr(fence, '\n');
+  for (const char *r = lb + 1; r < rb;) {
+    char reg[16];
+    int len = 0;
+    while (r < rb && *r != '%') r++;
+    while (r < rb && *r != ',' && len < 15) reg[len++] = *r++;
+    reg[len] = 0;
+    if (!len) break;
+    if (names_reg(eol, w0, reg)) fail_msg("%s: accumulator %s touched before wgmma.wait_group 0", name, reg);
+    if (names_reg(fence_eol, first, reg)) fail_msg("%s: accumulator %s touched between wgmma.fence and wgmma", name, reg);
+  }
 }
 
 static void check_ptx(const cu_model *m, const char *ptx) {
@@ -215,6 +252,14 @@ static void test_sm90_template(void **vs) {
   hp_error_clear(&e);
   char *src;
   cu_ok(&e, cuda_print(&e, mod, &src));
+  /* the source pins the accumulators at every wgmma.fence / wait_group (one
+   * kernel's body: the fences before its wait_group 0 and after it) */
+  const char *body = strstr(src, "void __launch_bounds__(384, 1) gemm_bias_relu90(");
+  assert_non_null(body);
+  const char *f0 = strstr(body, "hk_wgmma_fence_acc<32>(&acc[0][0][0]);\n        hk_wgmma_fence();");
+  const char *f1 = strstr(body, "hk_wgmma_wait<1>();\n        hk_wgmma_fence_acc<32>(&acc[0][0][0]);");
+  const char *f2 = strstr(body, "hk_wgmma_wait<0>();\n      hk_wgmma_fence_acc<32>(&acc[0][0][0]);");
+  if (!f0 || !f1 || !f2) fail_msg("the accumulators are not pinned around wgmma.fence / wait_group (%d %d %d)", !!f0, !!f1, !!f2);
   cuda_binary bin;
   cu_ok(&e, cuda_rt_compile(&e, st->rt, src, "sm90.cu", "sm_90a", NULL, 0, &bin));
   for (int i = 0; i < n; i++) {
@@ -228,6 +273,7 @@ static void test_sm90_template(void **vs) {
       if (!count(t, need[j])) fail_msg("%s: no %s in the PTX", names[i], need[j]);
     if (strcmp(names[i], "gemm_splitk90") ? !count(t, "cp.async.bulk.tensor.4d.global.shared::cta") : !count(t, "red.global.add.f32"))
       fail_msg("%s: wrong C store", names[i]);
+    check_wgmma_acc_order(names[i], t);
     free(t);
   }
   fprintf(stderr, "%d SM90 kernels compiled for sm_90a\n", n);

@@ -8,15 +8,23 @@
  * layouts (9.7.15.5.1.2) — an independent reading of the same document the
  * generator's descriptor constants (LBO, SBO, k-step offsets) come from.
  * A pipeline with a wrong barrier parity must deadlock (and be reported).
- * CPU-simulated only: nothing here ran on Hopper.  Skips without g++. */
+ *
+ * Mutants (docs/sm90-review.md): kernel 0 with one hardware rule broken —
+ * the SMEM base not rounded to 1024, a fence or a wait dropped, a register
+ * budget the pool cannot give, the accumulators read before the last
+ * wgmma.wait_group — each must stop the simulator with the rule's message
+ * (a simulator that ran them to the right result was more lenient than
+ * Hopper).  CPU-simulated only: nothing here ran on Hopper.  Skips without
+ * g++. */
 #include "cuda_ref.h"
 #include "cuda_testutil.h"
 
+#define NMUT 8 /* kernels 4 .. 4 + NMUT - 1: the mutants of kernel 0 */
 typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec g[4];
+  cuda_gemm_spec g[4 + NMUT];
 } state;
 
 static void make_specs(cuda_gemm_spec *g) {
@@ -49,6 +57,7 @@ static void make_specs(cuda_gemm_spec *g) {
   g[2].epi[0].kind = CUDA_EPI_BIAS_N, g[2].epi[0].dtype = TINY_FP32;
   /* 3: = 0 with the producer waiting on the wrong parity (must deadlock) */
   g[3] = g[0];
+  for (int i = 4; i < 4 + NMUT; i++) g[i] = g[0];
 }
 
 static int break_parity(cuda_stmt *st) {
@@ -65,6 +74,71 @@ static int break_parity(cuda_stmt *st) {
   return n;
 }
 
+/* ---- mutants ---- */
+typedef bool (*stmt_pred)(const cuda_stmt *);
+/* Apply f to the n-th statement (pre-order, from 0) of the tree that p
+ * matches; returns 1 if it was found. */
+static int mutate_nth(cuda_stmt *st, stmt_pred p, int n, void (*f)(cuda_stmt *), int *seen) {
+  for (int pass = 0; pass < 2; pass++) {
+    int cnt = pass ? st->nels : st->nbody;
+    cuda_stmt **v = pass ? st->els : st->body;
+    for (int i = 0; i < cnt; i++) {
+      if (p(v[i]) && (*seen)++ == n) {
+        f(v[i]);
+        return 1;
+      }
+      if (mutate_nth(v[i], p, n, f, seen)) return 1;
+    }
+  }
+  return 0;
+}
+static void to_comment(cuda_stmt *st) {
+  st->kind = CU_COMMENT, st->s[0] = "(mutant: statement removed)", st->nbody = st->nels = 0;
+}
+static bool is_fence_proxy(const cuda_stmt *st) { return st->kind == CU_FENCE_PROXY_ASYNC; }
+static bool is_wgmma_fence(const cuda_stmt *st) { return st->kind == CU_WGMMA_FENCE; }
+static bool is_wgmma_wait0(const cuda_stmt *st) { return st->kind == CU_WGMMA_WAIT && st->i[0] == 0; }
+static bool is_setmaxnreg_inc(const cuda_stmt *st) { return st->kind == CU_SETMAXNREG && st->i[1] == 1; }
+static bool is_bulk_wait(const cuda_stmt *st) { return st->kind == CU_CALL && !strcmp(st->s[0], "hk_bulk_wait_read0()"); }
+static bool is_init_fence(const cuda_stmt *st) { return st->kind == CU_CALL && !strcmp(st->s[0], "hk_mbar_init_fence()"); }
+static bool is_smem_base(const cuda_stmt *st) { return st->kind == CU_DECL && !strcmp(st->s[1], "hk_sb"); }
+static void unrounded_base(cuda_stmt *st) { st->s[3] = "hk_smem_addr(hk_smem)"; }
+static void wait1(cuda_stmt *st) { st->i[0] = 1; }
+static void inc240(cuda_stmt *st) { st->i[0] = 240; }
+
+/* Mutant i of kernel 0 (kernel 4 + i) and the message the simulator must stop with. */
+static const char *const mutant_msg[NMUT] = {
+    "not 1024-aligned",                          /* 0: SMEM base not rounded up to 1024 */
+    "without a fence.proxy.async",               /* 1: st.shared -> TMA store without fence.proxy.async */
+    "changed before cp.async.bulk.wait_group.read", /* 2: staging rewritten before the previous store read it */
+    "never waited for",                          /* 3: exit without cp.async.bulk.wait_group.read */
+    "setmaxnreg.inc",                            /* 4: consumers ask 240 registers: 2 x 128 x 72 > the producer's 128 x 128 */
+    "wgmma results in flight",                   /* 5: the epilogue after wait_group 1 instead of 0 */
+    "without a wgmma.fence",                     /* 6: no wgmma.fence before the wgmmas */
+    "no fence.mbarrier_init / fence.proxy.async", /* 7: mbarrier.init not fenced before TMA completes on it */
+};
+static void make_mutant(cuda_kernel *k, int i) {
+  int seen = 0, n = 0;
+  switch (i) {
+  case 0: n = mutate_nth(k->body, is_smem_base, 0, unrounded_base, &seen); break;
+  case 1: n = mutate_nth(k->body, is_fence_proxy, 1, to_comment, &seen); break; /* [0] follows the mbarrier inits */
+  case 2:
+    n = mutate_nth(k->body, is_bulk_wait, 0, to_comment, &seen);
+    k->grid[0] = 1; /* one CTA walks every tile: the staging tile is reused */
+    break;
+  case 3: n = mutate_nth(k->body, is_bulk_wait, 1, to_comment, &seen); break;
+  case 4: n = mutate_nth(k->body, is_setmaxnreg_inc, 0, inc240, &seen); break;
+  case 5: n = mutate_nth(k->body, is_wgmma_wait0, 0, wait1, &seen); break;
+  case 6: n = mutate_nth(k->body, is_wgmma_fence, 0, to_comment, &seen); break;
+  case 7:
+    n = mutate_nth(k->body, is_init_fence, 0, to_comment, &seen);
+    seen = 0;
+    n &= mutate_nth(k->body, is_fence_proxy, 0, to_comment, &seen);
+    break;
+  }
+  assert_int_equal(n, 1);
+}
+
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
@@ -72,9 +146,10 @@ static int setup(void **vs) {
   make_specs(st->g);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &st->m));
   char nm[16];
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 4 + NMUT; i++) {
     snprintf(nm, sizeof nm, "h%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->g[i], nm));
+    if (i >= 4) make_mutant((cuda_kernel *)cuda_module_find(st->m, nm), i - 4);
   }
   assert_int_equal(break_parity(((cuda_kernel *)cuda_module_find(st->m, "h3"))->body), 1);
   char *src;
@@ -182,12 +257,58 @@ static void test_wrong_parity_deadlocks(void **vs) {
   assert_int_equal(run(st, 3, &bad, NULL), 3);
 }
 
+/* The simulator's stderr of the last run holds `what`. */
+static bool sim_said(const state *st, const char *what) {
+  char path[512], buf[4096] = {0};
+  snprintf(path, sizeof path, "%s/stderr.txt", st->sim.dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  return strstr(buf, what) != NULL;
+}
+
+static void test_mutants_stop(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  int missed = 0;
+  for (int i = 0; i < NMUT; i++) {
+    int64_t bad = -1;
+    int rc = run(st, 4 + i, &bad, NULL);
+    if (rc != 3 || !sim_said(st, mutant_msg[i])) {
+      print_message("mutant %d: the simulator returned %d (%lld elements off) without \"%s\"\n", i, rc, (long long)bad,
+                    mutant_msg[i]);
+      missed++;
+    }
+  }
+  assert_int_equal(missed, 0);
+}
+
+/* A tensor map the driver would refuse (a row stride not a multiple of 16
+ * bytes) is refused by the simulator's TMA too. */
+static void test_bad_tensor_map(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  cuda_kernel *k = (cuda_kernel *)cuda_module_find(st->m, "h0");
+  cuda_tmap_desc *a = (cuda_tmap_desc *)k->params[0].tmap, keep = *a;
+  a->strides[0] += 8;
+  a->dims[1] = 150; /* (the rows still fit in the buffer) */
+  int64_t bad = -1;
+  int rc = run(st, 0, &bad, NULL);
+  *a = keep;
+  assert_int_equal(rc, 3);
+  assert_true(sim_said(st, "globalStrides[0]"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wgmma_nmajor_bias_relu),
       cmocka_unit_test(test_wgmma_kmajor_batched_fp32),
       cmocka_unit_test(test_splitk_parallel),
       cmocka_unit_test(test_wrong_parity_deadlocks),
+      cmocka_unit_test(test_mutants_stop),
+      cmocka_unit_test(test_bad_tensor_map),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -351,7 +351,10 @@ static void print_kernel(hp_str *o, const cuda_kernel *k) {
   for (int i = 0; i < k->body->nbody; i++) print_stmt(&p, k->body->body[i]);
   hp_str_puts(o, "}\n");
   /* The simulator's entry: cuLaunchKernel-style parameters (pointers to the values). */
-  hp_str_printf(o, "#ifdef HK_SIM\nextern \"C\" void hk_thunk_%s(void **p) {\n  %s(", k->name, k->name);
+  /* (its launch bounds first: the simulator's setmaxnreg starts every warp at
+   * the register count ptxas gives such a kernel) */
+  hp_str_printf(o, "#ifdef HK_SIM\nextern \"C\" void hk_thunk_%s(void **p) {\n  hks_launch_bounds(%d, %d);\n  %s(", k->name,
+                k->block[0], k->min_blocks, k->name);
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *pa = &k->params[i];
     if (i) hp_str_puts(o, ", ");

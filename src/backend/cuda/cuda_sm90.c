@@ -84,6 +84,14 @@ static const char sm90_helpers[] =
     "template <int N> HK_DEV void hk_wgmma_wait() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: \"n\"(N) : \"memory\"); }\n"
     "template <int R> HK_DEV void hk_setmaxnreg_inc() { asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %0;\" :: \"n\"(R)); }\n"
     "template <int R> HK_DEV void hk_setmaxnreg_dec() { asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %0;\" :: \"n\"(R)); }\n"
+    /* the accumulators pinned in place: an empty volatile asm that reads and
+     * writes each register, so the compiler cannot move their zeroing past
+     * wgmma.fence or their reads above wgmma.wait_group (the asm statements'
+     * "memory" clobbers order memory, not registers; CUTLASS's
+     * warpgroup_fence_operand) */
+    "template <int N> HK_DEV void hk_wgmma_fence_acc(float *d) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < N; i++) asm volatile(\"\" : \"+f\"(d[i]) :: \"memory\"); }\n"
     "#endif /* HK_SIM */\n"
     /* matrix descriptor, 128-byte swizzle (PTX ISA 9.7.15.5.1.2.2) */
     "HK_DEV hk_u64 hk_gdesc(hk_saddr a, hk_u32 lbo, hk_u32 sbo) {\n"
@@ -370,6 +378,8 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", S));
   cuda_decl(b, "const int", "ph", NULL, cuda_fmt(b, "(it / %d) & 1", S));
   cuda_emit_s(b, CU_MBAR_WAIT, "full0 + st * 8", "ph", NULL, NULL);
+  const char *pin = cuda_fmt(b, "hk_wgmma_fence_acc<%d>(&acc[0][0][0])", BN / 2);
+  cuda_call(b, pin);
   cuda_emit(b, CU_WGMMA_FENCE);
   cuda_for(b, "kk", "0", "4", -1);
   cuda_decl(b, "const hk_u64", "da", NULL,
@@ -389,6 +399,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   /* keep this k tile's MMAs in flight while the next one issues: wait for
    * the previous tile's group only, then release its stage */
   cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 1;
+  cuda_call(b, pin);
   cuda_if(b, "kt > kt0");
   cuda_emit_s(b, CU_MBAR_ARRIVE, cuda_fmt(b, "empty0 + ((it + %d) %% %d) * 8", S - 1, S), NULL, NULL, NULL);
   cuda_close(b);
@@ -396,6 +407,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_close(b); /* kt */
   /* the last tile's MMAs, then its stage */
   cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 0;
+  cuda_call(b, cuda_fmt(b, "hk_wgmma_fence_acc<%d>(&acc[0][0][0])", BN / 2));
   cuda_if(b, "kt1 > kt0");
   cuda_emit_s(b, CU_MBAR_ARRIVE, cuda_fmt(b, "empty0 + ((it + %d) %% %d) * 8", S - 1, S), NULL, NULL, NULL);
   cuda_close(b);
