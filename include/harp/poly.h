@@ -16,6 +16,9 @@
  *
  * A contraction block absorbs its MUL (and a CAST between MUL and REDUCE);
  * its reads go through movement and CAST nodes to the two base tensors.
+ * Each CAST such a read passes is also a stage of it: the same read stopped
+ * at that CAST, in the CAST's own coordinates, for a region where the CAST
+ * is materialized and the base is not (poly_stmt_spec.stage).
  * Edges carry the dependence relations between blocks (true; a Tiny graph
  * is single-assignment, so anti and output dependences only appear inside
  * a reduction, as self edges).  GATHER (data-dependent) is no block: it is
@@ -47,6 +50,7 @@ const char *poly_pattern_name(poly_pattern p);
 #define POLY_MAX_VARS TINY_MAX_RANK
 #define POLY_MAX_ACC (TINY_MAX_SRC + 1)
 #define POLY_MAX_NODES 4
+#define POLY_MAX_STAGES 4 /* CASTs of one contraction operand a statement may read at */
 
 /* How one axis of a contraction operand is indexed by the block variables. */
 typedef enum poly_idx_kind {
@@ -88,6 +92,10 @@ typedef struct poly_access_info {
   const int *via;
   int npieces;        /* basic maps of the read relation after coalescing */
   int nfill;          /* fill pieces (padding) after coalescing */
+  /* A contraction operand: the CASTs on via it can be read at instead of
+   * the base (its stages), nearest the block first; stage[k] is stage k+1. */
+  int nstage;
+  int stage[POLY_MAX_STAGES];
 } poly_access_info;
 
 typedef struct poly_block_info {

@@ -42,6 +42,10 @@ typedef struct poly_stmt_spec {
    * guarantees a group's statements have the same rest extents and read each
    * other pointwise.  group < 0: a group of its own (k). */
   int group, pos;
+  /* stage[a] = k > 0: read contraction operand a at its stage k (the CAST
+   * poly_access_info.stage[k - 1], in its coordinates, where a region reads
+   * it materialized); 0: at the base tensor. */
+  int stage[POLY_MAX_ACC];
 } poly_stmt_spec;
 
 typedef struct poly_ast_opts {

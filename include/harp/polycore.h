@@ -130,6 +130,10 @@ hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, 
  * often 0): it never moves. */
 hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
                               int64_t *offset, bool *affine);
+/* The same for stage `stage` (>= 1) of contraction operand `access`: the
+ * read in the coordinates of the CAST poly_access_info.stage[stage - 1]. */
+hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int access, int stage, int64_t *strides,
+                             int64_t *offset, bool *affine);
 
 /* The same, for the read `access` of block path[n-1] seen from the output
  * variables of block path[0]: the dependences path[0] -> path[1] -> ...

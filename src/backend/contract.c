@@ -27,6 +27,7 @@
 
 typedef struct opnd {
   int node;          /* the tensor the kernel reads (base or a materialized CAST of it) */
+  int stage;         /* 0: the base; k > 0: the operand's stage k (poly_access_info.stage), node */
   int slot;          /* in bufs[] */
   tiny_dtype dtype;  /* its storage */
   tiny_dtype round;  /* the fp16/bf16 a CAST on the way rounds it to (ct_src.round_operands), else FP32 */
@@ -54,24 +55,27 @@ static bool lossless_to(tiny_dtype from, tiny_dtype to) {
 static ct_tensor tensor_of(const opnd *o) { return (ct_tensor){o->node, o->slot, o->dtype, o->offset}; }
 
 /* Pick what the kernel reads for contraction operand a: the base tensor if
- * it is a buffer here, else a materialized CAST applied to it directly; the
- * casts left between it and the MUL must not round. */
+ * it is a buffer here, else the stage nearest the base that is (a
+ * materialized CAST on the way, read at its own index); the casts left
+ * between it and the MUL must not round. */
 static bool pick_operand(const ct_src *c, const fn_kernel *K, const poly_block_info *b, int a, opnd *o) {
   const tiny_graph *g = c->g;
   const poly_access_info *ai = &b->access[a];
   int start = ai->nvia;
   o->node = ai->tensor;
+  o->stage = 0;
   o->slot = ct_slot_of(K, c->f, o->node);
-  if (o->slot < 0)
-    for (int v = ai->nvia - 1; v >= 0 && o->slot < 0; v--) {
-      const tiny_node *n = &g->nodes[ai->via[v]];
-      if (n->op == TINY_CAST && n->src[0].node == ai->tensor && ct_slot_of(K, c->f, ai->via[v]) >= 0) {
-        o->node = ai->via[v];
-        o->slot = ct_slot_of(K, c->f, o->node);
-        start = v;
-      }
+  for (int q = ai->nstage; q >= 1 && o->slot < 0; q--)
+    if (ct_slot_of(K, c->f, ai->stage[q - 1]) >= 0) {
+      o->node = ai->stage[q - 1];
+      o->stage = q;
+      o->slot = ct_slot_of(K, c->f, o->node);
     }
   if (o->slot < 0) return false;
+  if (o->stage) { /* a stage is on the path: the casts nearer the block remain */
+    for (start = ai->nvia - 1; start >= 0 && ai->via[start] != o->node; start--) {}
+    if (start < 0) return false;
+  }
   o->dtype = c->f->buffers[c->f->buffer_of[o->node]].dtype;
   o->round = TINY_FP32;
   tiny_dtype cur = o->dtype;
@@ -88,6 +92,13 @@ static bool pick_operand(const ct_src *c, const fn_kernel *K, const poly_block_i
     cur = to;
   }
   return o->dtype == TINY_FP32 || o->dtype == TINY_FP16 || o->dtype == TINY_BF16;
+}
+
+/* The operand as offset + strides over the block's variables, in the
+ * coordinates of the tensor picked. */
+static hp_status operand_strides(hp_error *e, const poly_view *pv, int block, int a, opnd *o, bool *affine) {
+  if (o->stage) return poly_stage_strides(e, pv, block, a, o->stage, o->stride, &o->offset, affine);
+  return poly_access_strides(e, pv, block, a, o->stride, &o->offset, affine);
 }
 
 void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size) {
@@ -289,8 +300,8 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
    * (any single-piece affine access: transposes, splits, broadcasts) */
   bool aff_a = false, aff_b = false;
   hp_error e2 = {0};
-  if (poly_access_strides(&e2, c->pv, info->anchor, 0, A.stride, &A.offset, &aff_a) ||
-      poly_access_strides(&e2, c->pv, info->anchor, 1, B.stride, &B.offset, &aff_b) || !aff_a || !aff_b)
+  if (operand_strides(&e2, c->pv, info->anchor, 0, &A, &aff_a) || operand_strides(&e2, c->pv, info->anchor, 1, &B, &aff_b) ||
+      !aff_a || !aff_b)
     DECLINE("an operand is not a strided view of its tensor");
   for (int v = 0; v < b->nvars; v++)
     if (A.stride[v] < 0 || B.stride[v] < 0) DECLINE("an operand walks a dimension backwards");

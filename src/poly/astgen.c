@@ -228,11 +228,18 @@ static __isl_give isl_set *fix_set(gen *g, int k, __isl_keep isl_set *dom) {
   return r;
 }
 
+/* What statement k reads for access a: the block's access, or a stage of it. */
+static const poly_acc *stmt_acc(gen *g, int k, int a) {
+  const poly_stmt_spec *s = &g->stmts[k];
+  const poly_blk *b = &g->pv->blocks[s->block];
+  return s->stage[a] ? &b->stage[a][s->stage[a] - 1] : &b->acc[a]; /* checked by poly_ast_gen */
+}
+
 /* The access of statement k as a function on its domain (S<k> space). */
 static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep isl_set *dom) {
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
-  isl_map *m = isl_map_copy(b->acc[a].map);
+  isl_map *m = isl_map_copy(stmt_acc(g, k, a)->map);
   if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout)
     m = isl_map_project_out(m, isl_dim_in, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
   char name[32];
@@ -252,7 +259,7 @@ static __isl_give isl_set *read_domain(gen *g, int k, int a, __isl_keep isl_set 
 static __isl_give isl_set *fill_domain(gen *g, int k, int a, int q, __isl_keep isl_set *dom) {
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
-  isl_set *f = isl_set_copy(b->acc[a].fill[q].set);
+  isl_set *f = isl_set_copy(stmt_acc(g, k, a)->fill[q].set);
   if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout)
     f = isl_set_project_out(f, isl_dim_set, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
   char name[32];
@@ -308,7 +315,8 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
     /* A read of padding only (a slice of a pad's margin) has no element to
      * index, and isl builds no expression for it: index 0 under the guard,
      * which is false everywhere. */
-    isl_set *reads = b->acc[a].nfill > 0 ? isl_pw_multi_aff_domain(isl_pw_multi_aff_copy(acc)) : NULL;
+    const poly_acc *pa = stmt_acc(g, k, a);
+    isl_set *reads = pa->nfill > 0 ? isl_pw_multi_aff_domain(isl_pw_multi_aff_copy(acc)) : NULL;
     bool none = reads && isl_set_is_empty(reads) == isl_bool_true;
     isl_set_free(reads);
     if (none) {
@@ -326,7 +334,6 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
       for (int i = 1; i < n && !g->st; i++) u->access[a].index[i - 1] = expr_text(g, isl_ast_expr_op_get_arg(ax, i));
       isl_ast_expr_free(ax);
     }
-    const poly_acc *pa = &b->acc[a];
     if (pa->nfill > 0) {
       isl_set *rd = isl_set_preimage_pw_multi_aff(read_domain(g, k, a, dom), isl_pw_multi_aff_copy(it));
       u->access[a].guard = expr_text(g, isl_ast_build_expr_from_set(build, rd));
@@ -432,6 +439,12 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
   int len = 0;
   for (int k = 0; k < nstmts; k++) {
     if (stmts[k].block < 0 || stmts[k].block >= pv->nblocks) return hp_fail(e, HP_E_INTERNAL, NULL, "bad block");
+    const poly_block_info *bi = &pv->blocks[stmts[k].block].pub;
+    for (int a = 0; a < POLY_MAX_ACC; a++) {
+      int q = stmts[k].stage[a];
+      if (q && (q < 0 || a >= 2 || bi->kind != POLY_CONTRACTION || q > bi->access[a].nstage))
+        return hp_fail(e, HP_E_INTERNAL, bi->name, "access %d has no stage %d", a, q);
+    }
     int n = stmt_vars(pv, &stmts[k]);
     if (opts->prefix > pv->blocks[stmts[k].block].pub.nout)
       return hp_fail(e, HP_E_INTERNAL, pv->blocks[stmts[k].block].pub.name, "prefix %d exceeds the block's outputs",

@@ -83,13 +83,33 @@ static bool classify(const ib_env *env, int nout, const ib_aff *e, const ib_size
   return true;
 }
 
-/* Follow an access through CAST nodes to the tensor the conversion reads. */
-static hp_status through_casts(poly_view *pv, ib_env *env, ib_access *a) {
+/* Follow an access through CAST nodes to the tensor the conversion reads;
+ * the read as it stood at each CAST is a stage of the operand.  Past
+ * POLY_MAX_STAGES CASTs the ones nearest the base are kept (the last one
+ * may be applied to the base itself). */
+static hp_status through_casts(poly_view *pv, ib_env *env, poly_operand *o) {
+  ib_access *a = &o->acc;
   while (!a->non_affine && pv->g->nodes[a->src].op == TINY_CAST) {
+    if (o->nstage == POLY_MAX_STAGES) {
+      o->nstage--;
+      memmove(o->stage, o->stage + 1, sizeof o->stage[0] * (size_t)o->nstage);
+    }
+    o->stage[o->nstage++] = *a;
     ib_access next;
     if (ib_compose(pv->ib, env, a, &ib_get(pv->ib, a->src)->acc[0], &next)) return pv->e->code;
     *a = next;
   }
+  return HP_OK;
+}
+
+/* The MUL (and CAST) are inside the block: not "passed". */
+static hp_status drop_inner(poly_view *pv, ib_access *a, int mul, int cast) {
+  int *v = hp_arena_alloc(pv->arena, sizeof *v * (size_t)(a->nvia + 1)), nv = 0;
+  if (!v) return hp_fail(pv->e, HP_E_NO_MEMORY, pv->g->nodes[mul].id, "out of memory");
+  for (int i = 0; i < a->nvia; i++)
+    if (a->via[i] != mul && a->via[i] != cast) v[nv++] = a->via[i];
+  a->via = v;
+  a->nvia = nv;
   return HP_OK;
 }
 
@@ -123,8 +143,8 @@ static bool operand(poly_view *pv, const ib_env *env, int nout, const char *cons
   return true;
 }
 
-hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, ib_access *lhs,
-                                  ib_access *rhs) {
+hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, poly_operand *lhs,
+                                  poly_operand *rhs) {
   const tiny_graph *g = pv->g;
   const tiny_node *R = &g->nodes[r];
   *found = false;
@@ -144,9 +164,9 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   ib_env_for(pv->ib, r, pv->e, &env);
   ib_access to_mul = rf->acc[0];
   if (cast >= 0 && ib_compose(pv->ib, &env, &to_mul, &ib_get(pv->ib, cast)->acc[0], &to_mul)) return pv->e->code;
-  ib_access ops[2];
+  poly_operand ops[2] = {0};
   for (int k = 0; k < 2; k++) {
-    if (ib_compose(pv->ib, &env, &to_mul, &ib_get(pv->ib, x)->acc[k], &ops[k])) return pv->e->code;
+    if (ib_compose(pv->ib, &env, &to_mul, &ib_get(pv->ib, x)->acc[k], &ops[k].acc)) return pv->e->code;
     if (through_casts(pv, &env, &ops[k])) return pv->e->code;
   }
   memset(con, 0, sizeof *con);
@@ -157,8 +177,8 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   const char *vn[IB_MAX_VARS];
   ib_var_names(rf, vn);
   bool ul[IB_MAX_VARS] = {0}, ur[IB_MAX_VARS] = {0};
-  if (!operand(pv, &env, rf->rank, vn, &ops[0], &con->lhs_rank, con->lhs_idx, &con->lhs_fill, &con->lhs_fill_value, ul) ||
-      !operand(pv, &env, rf->rank, vn, &ops[1], &con->rhs_rank, con->rhs_idx, &con->rhs_fill, &con->rhs_fill_value, ur))
+  if (!operand(pv, &env, rf->rank, vn, &ops[0].acc, &con->lhs_rank, con->lhs_idx, &con->lhs_fill, &con->lhs_fill_value, ul) ||
+      !operand(pv, &env, rf->rank, vn, &ops[1].acc, &con->rhs_rank, con->rhs_idx, &con->rhs_fill, &con->rhs_fill_value, ur))
     return HP_OK;
   bool shared_red = false, window = false;
   for (int j = rf->rank; j < rf->nvars; j++) shared_red |= ul[j] && ur[j];
@@ -173,15 +193,12 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   for (int d = 0; d < con->lhs_rank; d++) window |= con->lhs_idx[d].kind == POLY_IDX_WINDOW;
   for (int d = 0; d < con->rhs_rank; d++) window |= con->rhs_idx[d].kind == POLY_IDX_WINDOW;
   con->pattern = window ? POLY_PAT_CONV : POLY_PAT_MATMUL;
-  con->lhs = ops[0].src;
-  con->rhs = ops[1].src;
-  for (int k = 0; k < 2; k++) { /* the MUL (and CAST) are inside the block: not "passed" */
-    int *v = hp_arena_alloc(pv->arena, sizeof *v * (size_t)(ops[k].nvia + 1)), nv = 0;
-    if (!v) return hp_fail(pv->e, HP_E_NO_MEMORY, R->id, "out of memory");
-    for (int i = 0; i < ops[k].nvia; i++)
-      if (ops[k].via[i] != x && ops[k].via[i] != cast) v[nv++] = ops[k].via[i];
-    ops[k].via = v;
-    ops[k].nvia = nv;
+  con->lhs = ops[0].acc.src;
+  con->rhs = ops[1].acc.src;
+  for (int k = 0; k < 2; k++) {
+    if (drop_inner(pv, &ops[k].acc, x, cast)) return pv->e->code;
+    for (int q = 0; q < ops[k].nstage; q++)
+      if (drop_inner(pv, &ops[k].stage[q], x, cast)) return pv->e->code;
   }
   *lhs = ops[0];
   *rhs = ops[1];

@@ -2,8 +2,8 @@
  * the shared loop prefix of a set of blocks, and make_fusable_groups
  * (seed 000 §1.6, §4.1 step 3).
  * Needs: core_deps.c helpers, core_tile.c (can_compute_at).
- * Gives: poly_access_is_pointwise, poly_access_strides, poly_fusion_prefix,
- * poly_make_fusable_groups.
+ * Gives: poly_access_is_pointwise, poly_access_strides, poly_stage_strides,
+ * poly_fusion_prefix, poly_make_fusable_groups.
  *
  * Pointwise: with lin_T the row-major linear index of a tensor, a read
  * A: D -> T is pointwise when lin_T(A(x)) = lin_D(x) on the whole domain
@@ -79,16 +79,14 @@ hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, 
   return HP_OK;
 }
 
-hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
-                              int64_t *offset, bool *affine) {
+/* Read a of block b (tensor t) as offset + strides over b's variables. */
+static hp_status strides_of(hp_error *e, const poly_view *pv, const poly_blk *b, const poly_acc *a, int t,
+                            int64_t *strides, int64_t *offset, bool *affine) {
   *affine = false;
-  if (bad_access(pv, block, access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_strides: no such access");
-  const poly_blk *b = &pv->blocks[block];
   int64_t ts[TINY_MAX_RANK];
   int rank;
-  if (b->acc[access].nfill || !poly_core_shape_strides(pv, b->pub.access[access].tensor, ts, &rank) || !fits_int(ts, rank))
-    return HP_OK;
-  isl_multi_aff *ma = poly_core_single_piece(poly_access_pma(pv, block, access));
+  if (a->nfill || !poly_core_shape_strides(pv, t, ts, &rank) || !fits_int(ts, rank)) return HP_OK;
+  isl_multi_aff *ma = poly_core_single_piece(isl_pw_multi_aff_from_map(isl_map_copy(a->map)));
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
     return HP_OK;
@@ -102,6 +100,24 @@ hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int a
   isl_ctx_reset_error(pv->ctx);
   *affine = ok;
   return HP_OK;
+}
+
+hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
+                              int64_t *offset, bool *affine) {
+  *affine = false;
+  if (bad_access(pv, block, access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_strides: no such access");
+  const poly_blk *b = &pv->blocks[block];
+  return strides_of(e, pv, b, &b->acc[access], b->pub.access[access].tensor, strides, offset, affine);
+}
+
+hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int access, int stage, int64_t *strides,
+                             int64_t *offset, bool *affine) {
+  *affine = false;
+  if (bad_access(pv, block, access) || access >= 2 || stage < 1 || stage > pv->blocks[block].pub.access[access].nstage)
+    return hp_fail(e, HP_E_INTERNAL, NULL, "poly_stage_strides: no such stage");
+  const poly_blk *b = &pv->blocks[block];
+  const poly_access_info *ai = &b->pub.access[access];
+  return strides_of(e, pv, b, &b->stage[access][stage - 1], ai->stage[stage - 1], strides, offset, affine);
 }
 
 static __isl_keep isl_map *edge_map(const poly_view *pv, int from, int to) {

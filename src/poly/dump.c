@@ -159,6 +159,18 @@ static json_t *jaccess(jctx *j, const poly_view *pv, int bi, int k) {
     put(j, o, "via", via);
     put(j, o, "pieces", json_integer(a->npieces + a->nfill));
   }
+  if (a->nstage) {
+    json_t *st = json_array();
+    for (int q = 0; st && q < a->nstage; q++) {
+      json_t *s = json_object();
+      if (s) {
+        put(j, s, "node", json_string(pv->g->nodes[a->stage[q]].id));
+        put(j, s, "map", take(j, isl_map_to_str(b->stage[k][q].map)));
+      }
+      push(j, st, s);
+    }
+    put(j, o, "stages", st);
+  }
   if (b->acc[k].nfill) {
     json_t *fills = json_array();
     for (int q = 0; fills && q < b->acc[k].nfill; q++) {

@@ -40,6 +40,7 @@ typedef struct poly_blk {
   int var_node;    /* node whose IndexBook variables the block uses */
   isl_set *domain; /* owned */
   poly_acc acc[POLY_MAX_ACC];
+  poly_acc *stage[2]; /* a contraction operand's stages (pub.access[a].nstage; arena, maps owned) */
   poly_contraction con;
   int nparams;
   const char *params[POLY_MAX_PARAMS]; /* unbound symbols used, sorted */
@@ -89,10 +90,18 @@ hp_status poly_collect_params(poly_view *pv, poly_blk *b, const ib_aff *a);
 hp_status poly_isl_check(poly_view *pv, const char *node, const char *what);
 
 /* ---- contract.c: §3.5 --------------------------------------------------- */
+/* A contraction operand: the read of its base tensor and, for each CAST it
+ * passes (nearest the block first), the read stopped at that CAST. */
+typedef struct poly_operand {
+  ib_access acc;
+  int nstage;
+  ib_access stage[POLY_MAX_STAGES];
+} poly_operand;
+
 /* If REDUCE node r with its MUL is a contraction pattern, set *found, fill
  * con and the operand accesses (in r's iteration variables). */
-hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, ib_access *lhs,
-                                  ib_access *rhs);
+hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, poly_operand *lhs,
+                                  poly_operand *rhs);
 
 /* ---- deps.c ------------------------------------------------------------- */
 hp_status poly_build_edges(poly_view *pv);

@@ -164,8 +164,39 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
   return HP_OK;
 }
 
-static hp_status contraction_block(poly_view *pv, int r, const poly_contraction *con, const ib_access *lhs,
-                                   const ib_access *rhs) {
+static void free_acc(poly_acc *a) {
+  isl_map_free(a->map);
+  for (int q = 0; q < a->nfill; q++) isl_set_free(a->fill[q].set);
+  memset(a, 0, sizeof *a);
+}
+
+/* The relations of a contraction operand's stages.  A stage isl cannot
+ * build within the limits (too many pieces) is left out rather than failing
+ * the view: it is only needed where a region reads that CAST materialized. */
+static hp_status add_stages(poly_view *pv, poly_blk *b, const poly_operand *ops) {
+  for (int k = 0; k < 2; k++) {
+    poly_access_info *pub = &b->pub.access[k];
+    if (!ops[k].nstage) continue;
+    b->stage[k] = hp_arena_alloc(pv->arena, sizeof(poly_acc) * (size_t)ops[k].nstage);
+    if (!b->stage[k]) return hp_fail(pv->e, HP_E_NO_MEMORY, b->pub.name, "out of memory");
+    memset(b->stage[k], 0, sizeof(poly_acc) * (size_t)ops[k].nstage);
+    for (int q = 0; q < ops[k].nstage; q++) {
+      poly_acc *st = &b->stage[k][pub->nstage];
+      st->ib = ops[k].stage[q];
+      hp_error mine = {0}, *keep = pv->e;
+      pv->e = &mine;
+      hp_status s = poly_make_access(pv, b, st, st->ib.src);
+      pv->e = keep;
+      if (s) free_acc(st);
+      if (s == HP_E_NO_MEMORY) return hp_fail(pv->e, s, mine.node[0] ? mine.node : NULL, "%s", mine.msg);
+      if (!s) pub->stage[pub->nstage++] = ops[k].stage[q].src;
+    }
+  }
+  return HP_OK;
+}
+
+static hp_status contraction_block(poly_view *pv, int r, const poly_contraction *con, const poly_operand *lhs,
+                                   const poly_operand *rhs) {
   poly_blk *b = new_block(pv, POLY_CONTRACTION, r, r);
   if (!b) return pv->e->code;
   b->con = *con;
@@ -174,8 +205,13 @@ static hp_status contraction_block(poly_view *pv, int r, const poly_contraction 
   int cast = pv->g->nodes[r].src[0].node;
   if (cast != con->mul_node) add_node(pv, b, cast);
   add_node(pv, b, r);
-  if (add_read(pv, b, lhs) || add_read(pv, b, rhs)) return pv->e->code;
-  return finish_block(pv, b);
+  if (add_read(pv, b, &lhs->acc) || add_read(pv, b, &rhs->acc)) return pv->e->code;
+  const poly_operand ops[2] = {*lhs, *rhs};
+  for (int k = 0; k < 2; k++) /* the stages' symbols are parameters of the block too */
+    for (int q = 0; q < ops[k].nstage; q++)
+      if (collect_access_params(pv, b, &ops[k].stage[q])) return pv->e->code;
+  if (finish_block(pv, b)) return pv->e->code;
+  return add_stages(pv, b, ops);
 }
 
 static hp_status node_block(poly_view *pv, int i) {
@@ -208,7 +244,7 @@ static hp_status build(poly_view *pv, const poly_options *opt) {
   /* (1) patterns: absorbed MUL / CAST are skipped below */
   char *absorbed = hp_xcalloc((size_t)g->n + 1, 1);
   poly_contraction *cons = hp_xcalloc((size_t)g->n + 1, sizeof *cons);
-  ib_access *ops = hp_xcalloc(2 * (size_t)g->n + 2, sizeof *ops);
+  poly_operand *ops = hp_xcalloc(2 * (size_t)g->n + 2, sizeof *ops);
   char *found = hp_xcalloc((size_t)g->n + 1, 1);
   hp_status s = HP_OK;
   if (!absorbed || !cons || !ops || !found) s = hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -271,10 +307,9 @@ void poly_free(poly_view *pv) {
   for (int k = 0; k < pv->nblocks; k++) {
     poly_blk *b = &pv->blocks[k];
     isl_set_free(b->domain);
-    for (int a = 0; a < POLY_MAX_ACC; a++) {
-      isl_map_free(b->acc[a].map);
-      for (int q = 0; q < b->acc[a].nfill; q++) isl_set_free(b->acc[a].fill[q].set);
-    }
+    for (int a = 0; a < POLY_MAX_ACC; a++) free_acc(&b->acc[a]);
+    for (int a = 0; a < 2; a++)
+      for (int q = 0; b->stage[a] && q < b->pub.access[a].nstage; q++) free_acc(&b->stage[a][q]);
   }
   for (int k = 0; k < pv->nedges; k++) isl_map_free(pv->edges[k].dep);
   free(pv->blocks);

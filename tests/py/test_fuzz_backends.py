@@ -22,17 +22,15 @@ compiled backends keep fp32 inside a fused region and round fp16 where they
 store it (docs/tiny-ir.md), so an f16 tie can legitimately compare the other
 way.
 
-Known and left alone (the generator still makes them, about 1 program in
-300; none is in CI_SEEDS): a contraction whose operand reaches its source X
-through a CAST that another region materializes, where that CAST does not
-read X itself (`cast(permute(x), f16) @ y` with the cast also an output,
-`cast(expand(x), f16)`, `cast(conv_f16, f32) @ y`, an f16 grouped conv
-without bias: its CAST sits after the RESHAPE of the groups) is
-`Unsupported` on cpu, "operand X is not readable in this region".  The
-operand's access is composed through the CAST to X, which is not a buffer
-of the region, and the region may only read the materialized CAST in its
-place when the CAST is applied to X itself (same index); otherwise the
-index would have to be rebuilt in the CAST's coordinates."""
+Once known (about 1 program in 300): a contraction whose operand reaches
+its base through a CAST that another region materializes, with movement
+between that CAST and the base (`cast(permute(x), f16) @ y` with the cast
+also an output, `cast(expand(x), f16)` read elsewhere too, an f16 depthwise
+conv without bias read by a conv or a matmul: its CAST sits after the
+RESHAPE of the groups), was `Unsupported` on cpu and CUDA, "operand X is
+not readable in this region".  Such a read now stops at the materialized
+CAST, in its own coordinates (a stage of the operand, docs/poly-view.md);
+test_fuzz_regressions.py has the cases."""
 import os
 import sys
 import tempfile

@@ -134,4 +134,73 @@ for f1, f2 in (("gelu", "gelu"), ("silu", "silu"), ("gelu", "silu"), ("silu", "g
     return t, t @ w
 }}
 """, {"a": a, "b": b, "w": w}, {"t": t, "u": t @ w.astype(np.float64)}, cuda=True)
+
+# A contraction whose operand reaches its base through a CAST that another
+# region materializes, with movement between that CAST and the base: the
+# operand's read was composed through the CAST to the base, which this region
+# cannot read (a model input it does not take, a conv's sum inside its own
+# region), and the materialized CAST was only used when it is applied to the
+# base itself (same index).  Unsupported on cpu and CUDA: "operand X is not
+# readable in this region".  The read now stops at the CAST (a stage of the
+# operand) in its own coordinates.
+def h16(x):
+    return x.astype(np.float16).astype(np.float64)
+
+
+def dwconv(x, w):
+    """Depthwise (groups = channels) valid cross-correlation, stride 1."""
+    return np.concatenate([conv2d(x[:, c:c + 1], w[c:c + 1]) for c in range(x.shape[1])], axis=1)
+
+
+# the CAST is also a model output
+x, y = f32(4, 6), f32(4, 5).astype(np.float16)
+c = x.T.astype(np.float16)
+case("matmul_of_output_cast_of_permute", """graph main(x: f32[4, 6], y: f16[4, 5]) -> (c: f16[6, 4], z: f32[6, 5]) {
+    c = cast(permute(x, [1, 0]), f16)
+    z = cast(c @ y, f32)
+    return c, z
+}
+""", {"x": x, "y": y}, {"c": c, "z": h16(c.astype(np.float64) @ y)}, tol=1e-2, cuda=True)
+# the CAST read by an elementwise op too (not an output)
+x, y = f32(3, 1, 4), f32(4, 5)
+c = np.broadcast_to(x, (3, 6, 4)).astype(np.float16).astype(np.float64)
+case("matmul_of_shared_cast_of_expand", """graph main(x: f32[3, 1, 4], y: f32[4, 5]) -> (z: f32[3, 6, 5], e: f32[3, 6, 4]) {
+    c = cast(expand(x, [3, 6, 4]), f16)
+    z = cast(c, f32) @ y
+    e = cast(c, f32) * 2.0
+    return z, e
+}
+""", {"x": x, "y": y}, {"z": c @ y, "e": 2 * c}, tol=1e-3, cuda=True)
+# an f16 depthwise conv without bias: its CAST comes after the RESHAPE of the
+# groups and is materialized by the conv's region (an epilogue); the next
+# conv, or a matmul of it widened, reads it
+x, w = f32(1, 4, 6, 6).astype(np.float16), f32(4, 1, 3, 3).astype(np.float16)
+v, y = f32(3, 4, 3, 3).astype(np.float16), f32(4, 5)
+dw = h16(dwconv(x.astype(np.float64), w.astype(np.float64)))
+case("conv_of_f16_depthwise_conv", """graph main(x: f16[1, 4, 6, 6], w: f16[4, 1, 3, 3], v: f16[3, 4, 3, 3]) -> (z: f16[1, 3, 2, 2]) {
+    c = conv2d(x, w, groups=4)
+    z = conv2d(c, v)
+    return z
+}
+""", {"x": x, "w": w, "v": v}, {"z": conv2d(dw, v.astype(np.float64))}, tol=1e-2, cuda=True)
+case("matmul_of_f16_depthwise_conv", """graph main(x: f16[1, 4, 6, 6], w: f16[4, 1, 3, 3], y: f32[4, 5]) -> (z: f32[1, 4, 4, 5]) {
+    c = conv2d(x, w, groups=4)
+    z = cast(c, f32) @ y
+    return z
+}
+""", {"x": x, "w": w, "y": y}, {"z": dw @ y}, tol=1e-3, cuda=True)
+# a CAST read only by the matmul that region selection still left in a
+# region of its own (fuzz seed 90451): the base, a concat that is an output,
+# is no input of the matmul's region
+x, a, w = f32(1, 1, 12, 8), f32(3, 1, 6, 8), f32(1, 1, 8, 5).astype(np.float16)
+o = np.concatenate([np.pad(2 * x, [(1, 1), (0, 0), (0, 0), (0, 0)], constant_values=0.5), a], axis=2)
+t = h16(o[1:2, 0:1])
+case("matmul_of_unfused_cast_of_slice", """graph main(x: f32[1, 1, 12, 8], a: f32[3, 1, 6, 8], w: f16[1, 1, 8, 5]) -> (z: f16[1, 1, 18, 5], o: f32[3, 1, 18, 8]) {
+    p = pad(x * 2.0, [[1, 1], [0, 0], [0, 0], [0, 0]], value=0.5)
+    o = concat([p, a], axis=2)
+    t = cast(slice(o, [1, 0], [-1, 1], [0, 1]), f16)
+    z = t @ w
+    return z, o
+}
+""", {"x": x, "a": a, "w": w}, {"z": t @ w.astype(np.float64), "o": o}, tol=1e-2, cuda=True)
 s.close()

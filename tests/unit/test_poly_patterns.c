@@ -2,6 +2,7 @@
  * PolyBlock structure of the seed examples: GEMM (seed 001, seed 000 with
  * bias + ReLU), conv (stride 2; stride 2 + dilation 2), attention, a batched
  * matmul, reads through CASTs, and the negative cases. */
+#include "harp/polycore.h"
 #include "ibtest.h"
 
 static char *dq(const char *s) {
@@ -270,8 +271,49 @@ static void test_matmul_through_casts(void **state) {
   bool saw = false;
   for (int k = 0; k < b->access[0].nvia; k++) saw |= b->access[0].via[k] == ibt_node(&t, "ac");
   assert_true(saw);
+  /* each CAST passed is a stage of its operand */
+  assert_int_equal(b->access[0].nstage, 1);
+  assert_int_equal(b->access[0].stage[0], ibt_node(&t, "ac"));
+  assert_int_equal(b->access[1].nstage, 1);
+  assert_int_equal(b->access[1].stage[0], ibt_node(&t, "bc"));
   /* "ac" and "bc" feed only the contraction, but they stay blocks of their own */
   assert_int_equal(block_of(&t, "ac")->kind, POLY_EWISE);
+  ibt_free(&t);
+}
+
+/* A stage is the read in the CAST's own coordinates: cast(permute(x)) is
+ * read as c[i0, r0] where x is read as x[r0, i0]. */
+static void test_stage_of_cast_of_permute(void **state) {
+  (void)state;
+  ibt t;
+  load(&t,
+       "{'id':'x','uop':'INPUT','arg':{'tensor_id':'x','dtype':'fp32','shape':[4,6]}},"
+       "{'id':'y','uop':'INPUT','arg':{'tensor_id':'y','dtype':'fp16','shape':[4,5]}},"
+       "{'id':'xt','uop':'PERMUTE','src':['x'],'arg':{'perm':[1,0]}},"
+       "{'id':'c','uop':'CAST','src':['xt'],'arg':{'to':'fp16'}},"
+       "{'id':'c1','uop':'RESHAPE','src':['c'],'arg':{'result_shape':[6,4,1]}},"
+       "{'id':'c2','uop':'EXPAND','src':['c1'],'arg':{'result_shape':[6,4,5]}},"
+       "{'id':'y1','uop':'RESHAPE','src':['y'],'arg':{'result_shape':[1,4,5]}},"
+       "{'id':'y2','uop':'EXPAND','src':['y1'],'arg':{'result_shape':[6,4,5]}},"
+       "{'id':'p','uop':'MUL','src':['c2','y2']},"
+       "{'id':'z','uop':'REDUCE','src':['p'],'arg':{'op':'SUM','axes':[1],'dtype':'fp32'}}",
+       NULL);
+  int blk = poly_block_of(t.pv, ibt_node(&t, "z"));
+  const poly_block_info *b = poly_block(t.pv, blk);
+  assert_int_equal(b->kind, POLY_CONTRACTION);
+  assert_int_equal(b->con->lhs, ibt_node(&t, "x"));
+  assert_int_equal(b->access[0].nstage, 1);
+  assert_int_equal(b->access[0].stage[0], ibt_node(&t, "c"));
+  assert_int_equal(b->access[1].nstage, 0);
+  int64_t st[POLY_MAX_VARS], off = -1;
+  bool aff = false;
+  assert_ok(&t.e, poly_access_strides(&t.e, t.pv, blk, 0, st, &off, &aff)); /* x[r0, i0] */
+  assert_true(aff);
+  assert_true(st[0] == 1 && st[2] == 6 && off == 0);
+  assert_ok(&t.e, poly_stage_strides(&t.e, t.pv, blk, 0, 1, st, &off, &aff)); /* c[i0, r0] */
+  assert_true(aff);
+  assert_true(st[0] == 4 && st[2] == 1 && off == 0);
+  assert_int_equal(poly_stage_strides(&t.e, t.pv, blk, 1, 1, st, &off, &aff), HP_E_INTERNAL); /* y has none */
   ibt_free(&t);
 }
 
@@ -384,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_seed001_attention_reshape_d_ne_n),
       cmocka_unit_test(test_batched_matmul),
       cmocka_unit_test(test_matmul_through_casts),
+      cmocka_unit_test(test_stage_of_cast_of_permute),
       cmocka_unit_test(test_reduce_max_of_product),
       cmocka_unit_test(test_gather_operand),
       cmocka_unit_test(test_gather_behind_views),

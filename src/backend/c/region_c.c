@@ -221,28 +221,37 @@ static char *read_text(emit *m, const poly_ast *u, int a, int t) {
 
 /* A contraction operand: the base element with the CASTs on its path
  * applied, base side first (via lists them nearest the block first).  When
- * the base itself is not readable here (a value inside another region),
- * read a materialized CAST that is applied directly to the base: a CAST does
- * not move elements, so the index is the same. */
+ * the base is not readable here (a value inside another region), the
+ * statement reads a stage instead (nest_setup): a CAST on the path that is
+ * materialized, at its own index, with the CASTs nearer the block applied. */
 static bool readable(emit *m, int t) { return m->val[t].kind != ST_LOCAL || produced_here(m, t); }
+
+/* The stage contraction operand a is read at: 0 (the base) when it is
+ * readable, else the readable CAST nearest the base; -1: none is. */
+static int operand_stage(emit *m, const poly_block_info *b, int a) {
+  const poly_access_info *ai = &b->access[a];
+  if (readable(m, ai->tensor)) return 0;
+  for (int q = ai->nstage; q >= 1; q--)
+    if (readable(m, ai->stage[q - 1])) return q;
+  return -1;
+}
 
 static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_info *b, int a) {
   const tiny_graph *g = m->c->g;
   const poly_access_info *ai = &b->access[a];
+  int q = m->stmts[u->stmt].stage[a];
   int start = ai->nvia, src = ai->tensor; /* via[start..] are already applied to src */
-  if (!readable(m, src)) {
-    for (int v = ai->nvia - 1; v >= 0; v--) {
-      const tiny_node *c = &g->nodes[ai->via[v]];
-      if (c->op == TINY_CAST && c->src[0].node == ai->tensor && readable(m, ai->via[v])) {
-        start = v;
-        src = ai->via[v];
-        break;
-      }
-    }
-    if (src == ai->tensor) {
-      hp_fail(m->c->e, HP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region", g->nodes[ai->tensor].id);
+  if (q > 0) {
+    src = ai->stage[q - 1];
+    for (start = ai->nvia - 1; start >= 0 && ai->via[start] != src; start--) {}
+    if (start < 0) {
+      hp_fail(m->c->e, HP_E_INTERNAL, b->name, "stage %s is not on the operand's path", g->nodes[src].id);
       return NULL;
     }
+  } else if (!readable(m, src)) {
+    hp_fail(m->c->e, HP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region, nor any CAST on its path",
+            g->nodes[ai->tensor].id);
+    return NULL;
   }
   char *x = read_text(m, u, a, src);
   tiny_dtype cur = g->nodes[src].dtype;
@@ -617,13 +626,18 @@ static void nest_setup(rc_ctx *c, int r, emit *m) {
   for (int k = 0; k < R->nblocks && m->nstmts + 3 <= (int)(sizeof m->stmts / sizeof m->stmts[0]); k++) {
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION)
-      m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT, -1, 0};
+      m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT, -1, 0, {0}};
   }
   for (int k = 0; k < R->nblocks && m->nstmts + 2 <= (int)(sizeof m->stmts / sizeof m->stmts[0]); k++) {
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
-    m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY, -1, 0};
-    if (red) m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL, -1, 0};
+    poly_stmt_spec *body = &m->stmts[m->nstmts++];
+    *body = (poly_stmt_spec){R->blocks[k], POLY_STMT_BODY, -1, 0, {0}};
+    for (int a = 0; a < 2 && b->kind == POLY_CONTRACTION; a++) {
+      int q = operand_stage(m, b, a);
+      body->stage[a] = q > 0 ? q : 0; /* none: read_through_casts says so */
+    }
+    if (red) m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_FINAL, -1, 0, {0}};
   }
   group_statements(m);
   /* A value computed and consumed within one group lives in a register. */
