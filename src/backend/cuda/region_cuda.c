@@ -330,7 +330,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     c->mod->n = n0, c->nlaunch = l0;
     return HP_OK;
   }
-  bool ok;
+  bool ok = false;
   if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
     c->nlaunch = l0;
@@ -367,7 +367,7 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, cv.epi, cv.nepi, na + 3, epn);
-  bool ok;
+  bool ok = false;
   hp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
   if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
@@ -402,7 +402,7 @@ static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
   named_arg na[] = {{"q", targ(c, r, &at.q)}, {"k", targ(c, r, &at.k)}, {"v", targ(c, r, &at.v)},
                     {"mask", at.has_mask ? targ(c, r, &at.mask) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
                     {"out", targ(c, r, &at.out)}};
-  bool ok;
+  bool ok = false;
   hp_status st = launch_last(c, r, n0, na, 5, &ok, why);
   if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
