@@ -66,7 +66,9 @@ static unsigned host_isa_mask(void) {
  * cache_read (the templates always pack), predicate_tail (tails are always handled).
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
  * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
- * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel. */
+ * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel.
+ * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
+ * channels), that variant reads none of the tiles; the note says so. */
 typedef struct plan_use {
   hp_plan_choice *ch; /* NULL: the template's built-in tuning */
   char desc[320];     /* the plan and the tuning it became, for the generated C */
@@ -333,6 +335,14 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
+  /* the AVX-512 variant may be the direct kernel, which reads none of the
+   * plan's tiles (cgen_conv_direct has the rule) */
+  const char *dwhy = NULL;
+  if (pu.ch && cgen_conv_direct(&s, &dwhy)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
+    note_add(pu.ch, msg);
+  }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   ep_array(out, cv.epi, cv.nepi);
   hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn, cv.W.slot, cv.X.slot,
