@@ -9,12 +9,23 @@
  * Shapes: ResNet 1x64x56x56 k64 3x3 and 8x256x14x14 k256 3x3 (pad 1), or
  * CONV_SHAPES="N,C,H,OC N,C,H,OC ..." (square, 3x3, pad 1).
  *   conv_bench [reps]   (HARP_TASKS / HARP_MR / HARP_NR / HARP_KC / HARP_NC;
- *                        HARP_CONV_ALGO 1 gemm, 2 direct for the first two) */
+ *                        HARP_CONV_ALGO 1 gemm, 2 direct for the first two)
+ * With HARP_THREADS=1 (and OMP_NUM_THREADS=1) every contender runs on the
+ * calling thread and is timed in that thread's CPU time, which time slices
+ * given to other processes do not inflate (the machine is shared). */
 #include <oneapi/dnnl/dnnl.h>
 
 #include "common.h"
 
 typedef int (*conv_fn)(hprt_pool *, const void *, const void *, void *, const void *const *);
+
+static int cpu_clock; /* 1 thread: CPU time of the calling thread */
+static double tnow(void) {
+  if (!cpu_clock) return tnow();
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 #define CK(x)                                                 \
   do {                                                        \
@@ -101,7 +112,9 @@ int main(int argc, char **argv) {
   dnnl_stream_t strm;
   CK(dnnl_engine_create(&eng, dnnl_cpu, 0));
   CK(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags));
-  printf("conv 3x3 pad 1 + bias, %d threads, median of %d interleaved repeats (GFLOP/s)\n", nthreads, reps);
+  cpu_clock = nthreads == 1 && bn_env_int("OMP_NUM_THREADS", 0) == 1;
+  printf("conv 3x3 pad 1 + bias, %d threads, median of %d interleaved repeats (GFLOP/s%s)\n", nthreads, reps,
+         cpu_clock ? ", thread CPU time" : "");
   printf("%-22s %9s %9s %9s %10s %10s %8s %8s %8s %8s\n", "shape", "harp", "harp_pw", "gemm", "dnnl_nchw", "dnnl_any",
          "h/nchw", "h/any", "hpw/any", "h/gemm");
   for (int si = 0; si < nshape; si++) {
@@ -146,7 +159,7 @@ int main(int argc, char **argv) {
     conv_fn fn = (conv_fn)bn_sym(h, "bench_conv"), fnp = (conv_fn)bn_sym(h, "bench_conv_pw"),
             fng = (conv_fn)bn_sym(h, "bench_conv_gemm");
     long wbytes = ((long (*)(void))bn_sym(h, "bench_conv_pw_pack_a_bytes"))();
-    float *wp = malloc((size_t)wbytes);
+    float *wp = aligned_alloc(64, ((size_t)wbytes + 63) / 64 * 64); /* packed panels: whole cache lines */
     hprt_pool *pool = ((hprt_pool * (*)(int)) bn_sym(h, "hprt_pool_create"))(nthreads);
     dconv dp, da;
     dconv_make(&dp, eng, 1, N, C, H, W, OC, KH, x, w, b);
@@ -171,21 +184,21 @@ int main(int argc, char **argv) {
     printf("  harp: %s (%s)\n", direct ? "direct" : "implicit GEMM", why);
     double t[5][99];
     for (int r = -3; r < reps; r++) {
-      double t0 = bn_now();
+      double t0 = tnow();
       fn(pool, w, x, y, ep);
-      double d0 = bn_now() - t0;
-      t0 = bn_now();
+      double d0 = tnow() - t0;
+      t0 = tnow();
       fnp(pool, wp, x, y, ep);
-      double d3 = bn_now() - t0;
-      t0 = bn_now();
+      double d3 = tnow() - t0;
+      t0 = tnow();
       dconv_run(&dp, strm);
-      double d1 = bn_now() - t0;
-      t0 = bn_now();
+      double d1 = tnow() - t0;
+      t0 = tnow();
       dconv_run(&da, strm);
-      double d2 = bn_now() - t0;
-      t0 = bn_now();
+      double d2 = tnow() - t0;
+      t0 = tnow();
       fng(pool, w, x, y, ep);
-      double d4 = bn_now() - t0;
+      double d4 = tnow() - t0;
       if (r >= 0) t[0][r] = d0, t[1][r] = d1, t[2][r] = d2, t[3][r] = d3, t[4][r] = d4;
     }
     double fl = 2.0 * ny * C * KH * KH, g[5];

@@ -11,8 +11,9 @@
  * Shape of the emitted code:
  *   weights packed once per call (or once, prepack_w) to
  *     Wp[g][ocb][c][kh][kw][OB], OB = 16*NV output channels, zero-padded;
- *   tasks (n, g, ocb, block of rows), rows fastest (one block's weights stay
- *     in L2), dynamic over the pool; input channels in blocks of ~20 KiB of
+ *   tasks (n, g, ocb, block of rows), channel blocks fastest while all the
+ *     weights fit L2 (the input is read once), else rows (one block's weights
+ *     stay in L2), dynamic over the pool; input channels in blocks of ~20 KiB of
  *     weights when all of them would exceed 96 KiB (partial sums in a
  *     per-thread scratch between blocks); per row the valid kh range is
  *     computed (vertical padding = fewer rows), then the row is cut into
@@ -47,6 +48,7 @@ typedef struct dc {
   int nv, ob, nob, mr, nt;
   int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
   int rb;                   /* output rows per task */
+  bool ocb_fast;            /* task order: channel blocks fastest (else row blocks) */
   int nl, nr;               /* edge tiles on the left (0..nl-1) and right (nt-nr..nt-1) */
   int nsig, tsig[2 * DC_MAX_EDGE + 1]; /* edge tiles' signature index; last: interior */
   dc_sig sig[2 * DC_MAX_EDGE + 1];
@@ -135,6 +137,11 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
     d->rb = (int)((d->OH + nrb - 1) / nrb); /* even blocks: 14 -> 7 + 7 */
   }
   d->nrb = (d->OH + d->rb - 1) / d->rb;
+  /* Consecutive tasks share the input rows when the channel blocks are
+   * fastest, one block's weights when the rows are: the first while all of
+   * a group's weights stay in L2 (else they would come from L3 per row), so
+   * the input is read once, not once per channel block (56x56x64: +5%). */
+  d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
   dc_sig g;
   int nl = 0, nrt = 0;
   while (nl < d->nt) {
@@ -342,9 +349,12 @@ static void emit_task(cg_out *o, const dc *d) {
   int tw = d->mr * d->nv * 16; /* scratch floats per tile */
   cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
   cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
-  /* rows fastest: consecutive tasks share one block's weights (in L2) */
-  cg_emit(o, "  long rb = task %% %ldL, r = task / %ldL, ocb = r %% %dL; r /= %dL;\n", (long)d->nrb, (long)d->nrb, d->nob,
-          d->nob);
+  if (d->ocb_fast)
+    cg_emit(o, "  long ocb = task %% %dL, r = task / %dL, rb = r %% %ldL; r /= %ldL;\n", d->nob, d->nob, (long)d->nrb,
+            (long)d->nrb);
+  else
+    cg_emit(o, "  long rb = task %% %ldL, r = task / %ldL, ocb = r %% %dL; r /= %dL;\n", (long)d->nrb, (long)d->nrb, d->nob,
+            d->nob);
   cg_emit(o, "  long g = r %% %ldL, n = r / %ldL;\n", (long)d->G, (long)d->G);
   cg_emit(o, "  $P_dtt tt;\n");
   cg_emit(o, "  tt.y = (%s *)cx->C + (n * %ldL + g * %ldL) * %ldL;\n", cg_ctype(s->y_dtype), (long)s->oc, (long)d->OCG,
