@@ -223,10 +223,12 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
   hp_str body;
   hp_str_init(&body);
   bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HP_OK;
-  if (refused || !pu->ch) { /* the built-in tuning */
+  if (refused || !pu->ch) { /* the built-in tuning (the conv algorithm is not the plan's) */
     hp_str_free(&body);
     hp_str_init(&body);
+    int conv_algo = tune->conv_algo;
     cgen_tuning_default(tune);
+    tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
     if (c->host_only) tune->isa_mask = host_isa_mask();
     if (gen(&e2, spec, kfn, &body) != HP_OK) {
@@ -332,6 +334,10 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   plan_use pu;
   /* the plan's M is con->m: the pixels when X is the left operand */
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+  /* HARP_CONV=gemm|direct: an A/B switch for benchmarks (cgen_conv_direct
+   * decides otherwise) */
+  const char *ca = getenv("HARP_CONV");
+  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
