@@ -423,7 +423,8 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
              " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
-  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Wp; hprt_scratch sc; } $P_dctx;\n");
+  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
+             " int *packed; } $P_dctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_dtt;\n", CGEN_MAX_EPI);
   emit_tr16(o);
   emit_pack(o, &d);
@@ -432,6 +433,15 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   long wbytes = (long)(d.G * d.nob * d.K * d.ob * 4), npack = (long)(d.G * d.nob);
   long ntask = (long)(s->n * d.G * d.nrb * d.nob);
   long wsb = d.cb < d.ICG ? (long)d.rb * d.nt * d.mr * d.nv * 64 : 0; /* per thread */
+  /* packing and convolution in one pool run (one hand-over less per call):
+   * the pack tasks come first in the pool's order, so a convolution task
+   * only waits for pack tasks already running on other threads */
+  cg_emit(o, "static $T void $P_dall(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  cg_emit(o, "  if (task < %ld) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
+          npack);
+  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
+  cg_emit(o, "  $P_dtask(vc, task - %ld, tid);\n}\n", npack);
   if (s->prepack_w) {
     cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", wbytes);
     cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
@@ -443,10 +453,11 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : wbytes, wsb);
   if (s->prepack_w) {
     cg_emit(o, "  cx.Wp = (float *)A;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dtask, &cx);\n", ntask);
   } else {
-    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n", npack);
+    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  int packed = 0;\n  cx.packed = &packed;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dall, &cx);\n", npack + ntask);
   }
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dtask, &cx);\n", ntask);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   cg_emit(o, "#endif /* HPRT_X86 */\n");
   return HP_OK;
