@@ -10,6 +10,7 @@ best median over the rounds is kept.  Peers:
   numpy   numpy on OpenBLAS (OPENBLAS_CORETYPE=SkylakeX, 2 threads)
   ort     onnxruntime 1.x CPU, the same graph as ONNX, intra_op_num_threads=2
   unfused harp with HARP_NO_FUSION=1 (every op its own kernel)
+  gemm    harp with HARP_CONV=gemm (the conv as implicit GEMM, not the direct kernel)
 The ratio column is peer time / harp time (> 1: harp is faster).  Outputs are
 checked against the peer once (max relative error).  Needs
 scripts/install-deps.sh --bench (onnxruntime, onnx, libopenblas).
@@ -140,7 +141,7 @@ def case_gemm16(n):
 
 def case_conv():
     x, w, b = rand(1, 64, 56, 56), rand(64, 64, 3, 3, scale=0.1), rand(64)
-    peers = {"unfused": None}
+    peers = {"unfused": None, "gemm": {"HARP_CONV": "gemm"}}
     ref = None
     if ort:
         s = ort_session([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], [vi("x", x)],
@@ -305,8 +306,9 @@ def main():
         for _ in range(a.rounds):
             best["harp"] = min(best["harp"], harp.bench(c["model"], c["syms"], c["tensors"])["median_ms"])
             for peer, fn in c["peers"].items():
-                if fn is None:
-                    ms = harp.bench(c["model"], c["syms"], c["tensors"], env={"HARP_NO_FUSION": "1"})["median_ms"]
+                if fn is None or isinstance(fn, dict):  # harp itself, under other settings
+                    env = fn if fn is not None else {"HARP_NO_FUSION": "1"}
+                    ms = harp.bench(c["model"], c["syms"], c["tensors"], env=env)["median_ms"]
                 else:
                     ms = median_ms(fn, a.repeat)
                 best[peer] = min(best.get(peer, float("inf")), ms)

@@ -91,6 +91,26 @@ check("seed 000 gemm+bias+relu (roundings to fp16 mid-epilogue, in registers)",
 for ex, want in (("mlp.harp", {"gemm": 2}), ("conv_block.harp", {"conv": 1}), ("cnn.harp", {"conv": 1}),
                  ("transformer_block.harp", {"gemm": 6, "attn": 1})):
     check(ex, os.path.join(SRC, "examples", ex), None, (), want)
+# the direct conv kernel (AVX-512 hosts; elsewhere the implicit GEMM, same
+# values): batch 2, odd H, 13 input and 20 output channels (a block of 32 with
+# a tail), rows of 23 = tiles of 12 + 11, bias + relu; stride 2 with padding
+conv_dsl = os.path.join(tempfile.mkdtemp(), "conv_direct.harp")
+with open(conv_dsl, "w") as f:
+    f.write("graph<N=2, H=11, W=23> main(x: f32[N, 13, H, W], w: f32[20, 13, 3, 3], b: f32[20], w2: f32[7, 20, 3, 3])\n"
+            "    -> (y: f32[N, 20, H, W], z: f32[N, 7, 6, 12]) {\n"
+            "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n"
+            "    z = conv2d(y, w2, stride=2, pad=1)\n"
+            "    return y, z\n}\n")
+feeds = {"x": rng.standard_normal((2, 13, 11, 23)).astype(np.float32),
+         "w": rng.standard_normal((20, 13, 3, 3)).astype(np.float32) * 0.3,
+         "b": rng.standard_normal(20).astype(np.float32),
+         "w2": rng.standard_normal((7, 20, 3, 3)).astype(np.float32) * 0.3}
+check("conv, odd sizes (direct kernel on AVX-512)", conv_dsl, feeds, want={"conv": 2})
+if "avx512f" in open("/proc/cpuinfo").read():
+    d = tempfile.mkdtemp()
+    p, _ = run(conv_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+    src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
+    s.check("conv: the AVX-512 variant is the direct kernel", src.count("/* direct conv (") == 2, p.stderr)
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

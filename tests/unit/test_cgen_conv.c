@@ -1,7 +1,11 @@
-/* test_cgen_conv.c — implicit-GEMM convolution kernels against a direct
- * convolution: stride, dilation, asymmetric padding, groups (incl.
- * depthwise), 1x1 and 3x3 windows, bias/silu/relu/residual epilogues, half
- * storage, each ISA variant (fp32 gathers and the scalar path), errors. */
+/* test_cgen_conv.c — convolution kernels against a plain loop nest:
+ * stride, dilation, asymmetric padding, groups (incl. depthwise), 1x1, 3x3
+ * and 7x7 windows, bias/silu/relu/residual epilogues, half storage, each ISA
+ * variant (fp32 gathers and the scalar path), errors.  Every AVX-512 case
+ * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
+ * that applies; the direct cases add row tails (widths not a multiple of the
+ * tile or of 16), output channels not a multiple of the block, rows wholly
+ * in the padding, tiles of more than 16 pixels, prepacked weights. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,12 +24,15 @@ typedef struct ccase {
   int nepi;
   cgen_epi_kind ek[3];
   int prepack; /* weight packed once by cN_pack_a */
+  int algo;    /* tune.conv_algo of the AVX-512 variant */
+  int mr, nr;  /* direct: pixels x output channels per tile (0: choose) */
 } ccase;
 
 #define F32 TINY_FP32
 #define F16 TINY_FP16
 #define B16 TINY_BF16
 enum { SC = CGEN_ISA_SCALAR, A2 = CGEN_ISA_AVX2, A5 = CGEN_ISA_AVX512 };
+enum { GE = CGEN_CONV_GEMM, DI = CGEN_CONV_DIRECT };
 
 static const ccase CASES[] = {
     {1, 3, 9, 11, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5},
@@ -43,6 +50,30 @@ static const ccase CASES[] = {
     {1, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, -1, 0, 0, 1, {CGEN_EPI_SILU}},
     {2, 8, 9, 9, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, F32, F32, A5, 32, 0, 1, {CGEN_EPI_BIAS_M}, 1},
     {2, 8, 9, 9, 12, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, F32, F16, F32, A2, 0, 0, 0, {0}, 1},
+    /* direct: batch 2, odd H, C 13 in blocks of 4 (partial sums kept between
+     * blocks, a tail block of 1), OC 20 (a block of 16 and a tail), W 23 */
+    {2, 13, 11, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 4, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}, 0, DI},
+    /* the same with 32-channel tiles of 12 + 11 pixels */
+    {2, 13, 11, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}, 0, DI, 0, 32},
+    /* 7 output channels (a block of 16), W 37 = 19 + 18: two transposes per tile */
+    {1, 5, 6, 37, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}, 0, DI},
+    /* stride 2, dilation 2, asymmetric padding, groups, residual + silu */
+    {2, 8, 17, 30, 24, 3, 3, 2, 2, 2, 1, 3, 0, 2, 2, 2, F32, F32, F32, A5, 3, 3, 3,
+     {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL, CGEN_EPI_SILU}, 0, DI},
+    /* padding 3 on a 3x3 window: the first and last rows see no input at all */
+    {1, 4, 7, 9, 18, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}, 0, DI},
+    /* 7x7 stem-like stride 2 pad 3, C 3; 1x1 stride 2 */
+    {1, 3, 21, 40, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}, 0, DI},
+    {2, 12, 9, 19, 33, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, F32, F32, F32, A5, 0, 0, 0, {0}, 0, DI},
+    /* half weights and output, fp16 residual; bf16 output; prepacked weights */
+    {1, 8, 10, 14, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F16, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL}, 0, DI},
+    {1, 6, 9, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, B16, B16, A5, 0, 0, 1, {CGEN_EPI_GELU}, 0, DI},
+    {2, 16, 8, 29, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 8, 0, 1, {CGEN_EPI_BIAS_M}, 1, DI},
+    /* forced tiles: 5 pixels x 16 channels (W 23 = 5 x 4 + 3), and 3 x 32 */
+    {1, 9, 5, 23, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RELU}, 0, DI, 5, 16},
+    {1, 9, 5, 8, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 0, {0}, 0, DI, 3, 32},
+    /* the ResNet layer of the benchmarks, reduced: the automatic choice */
+    {1, 16, 5, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -57,16 +88,35 @@ static void make_spec(const ccase *c, cgen_conv_spec *s) {
   s->n_epi = c->nepi;
   for (int i = 0; i < c->nepi; i++) s->epi[i].kind = c->ek[i], s->epi[i].dtype = c->ydt;
   s->prepack_w = c->prepack;
+  s->tune.conv_algo = c->algo;
+  if (c->algo == DI) s->tune.mr = c->mr, s->tune.nr = c->nr;
 }
 
-static long run_case(void *h, int idx, hprt_pool *pool) {
+/* The kernels of case i: 'c' as listed; an AVX-512 case that leaves the
+ * choice to cgen_conv (the first NAUTO) also runs with the other algorithm
+ * forced: 'g' (implicit GEMM) when 'c' is direct, 'd' (direct) when 'c' is
+ * the GEMM and the direct kernel applies.  (Kernels are few on purpose: the
+ * compile of the one translation unit is most of this test's time.) */
+#define NAUTO 15
+static bool twin(int idx, char kind, cgen_conv_spec *s) {
+  const ccase *c = &CASES[idx];
+  make_spec(c, s);
+  if (kind == 'c') return true;
+  if (idx >= NAUTO || (c->isa != A5 && c->isa != -1)) return false;
+  const char *why;
+  bool direct = cgen_conv_direct(s, &why);
+  s->tune.conv_algo = kind == 'g' ? GE : DI;
+  return kind == 'g' ? direct : !direct && c->xdt == F32;
+}
+
+static long run_case(void *h, int idx, hprt_pool *pool, char kind) {
   const ccase *c = &CASES[idx];
   cgen_conv_spec s;
-  make_spec(c, &s);
+  if (!twin(idx, kind, &s)) return 0;
   int64_t OH, OW;
   if (!cgen_conv_out_hw(&s, &OH, &OW)) return -1;
   char name[32];
-  snprintf(name, sizeof name, "c%d", idx);
+  snprintf(name, sizeof name, "%c%d", kind, idx);
   conv_fn fn = (conv_fn)dlsym(h, name);
   if (!fn) return -1;
   long icg = c->c / c->g, ocg = c->oc / c->g, ny = c->n * c->oc * OH * OW;
@@ -83,8 +133,8 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
   void *Wp = NULL;
   if (c->prepack) {
     char pn[48], bn[48];
-    snprintf(pn, sizeof pn, "c%d_pack_a", idx);
-    snprintf(bn, sizeof bn, "c%d_pack_a_bytes", idx);
+    snprintf(pn, sizeof pn, "%c%d_pack_a", kind, idx);
+    snprintf(bn, sizeof bn, "%c%d_pack_a_bytes", kind, idx);
     int (*pack)(hprt_pool *, const void *, void *) = (int (*)(hprt_pool *, const void *, void *))dlsym(h, pn);
     long (*bytes)(void) = (long (*)(void))dlsym(h, bn);
     if (!pack || !bytes || bytes() <= 0) return -1;
@@ -114,13 +164,14 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
               case CGEN_EPI_RESIDUAL: acc += E[i].f[yi]; break;
               case CGEN_EPI_RELU: acc = acc > 0 ? acc : 0; break;
               case CGEN_EPI_SILU: acc = acc * ct_sigmoid(acc); break;
+              case CGEN_EPI_GELU: acc = ct_gelu(acc); break;
               default: break;
             }
           }
           ref[yi] = acc;
         }
   char what[64];
-  snprintf(what, sizeof what, "conv case %d", idx);
+  snprintf(what, sizeof what, "conv case %c%d (%s)", kind, idx, cgen_conv_direct(&s, &(const char *){0}) ? "direct" : "gemm");
   long bad = ct_check(&Y, ref, ny, what);
   free(ref);
   ct_free(&X), ct_free(&W), ct_free(&Y);
@@ -134,23 +185,29 @@ static void test_cases(void **st) {
   hp_str_init(&src);
   hp_error e;
   memset(&e, 0, sizeof e);
-  for (int i = 0; i < NCASE; i++) {
-    cgen_conv_spec s;
-    make_spec(&CASES[i], &s);
-    char name[32];
-    snprintf(name, sizeof name, "c%d", i);
-    assert_int_equal(cgen_conv(&e, &s, name, &src), HP_OK);
-  }
+  static const char kinds[] = "cgd";
+  for (int i = 0; i < NCASE; i++)
+    for (int k = 0; k < 3; k++) {
+      cgen_conv_spec s;
+      if (!twin(i, kinds[k], &s)) continue;
+      const char *why;
+      if (kinds[k] != 'c') assert_true(cgen_conv_direct(&s, &why) == (kinds[k] == 'd'));
+      if (kinds[k] == 'c' && CASES[i].algo == DI) assert_true(cgen_conv_direct(&s, &why));
+      char name[32];
+      snprintf(name, sizeof name, "%c%d", kinds[k], i);
+      assert_int_equal(cgen_conv(&e, &s, name, &src), HP_OK);
+    }
   void *h = ct_compile(src.buf);
   assert_non_null(h);
   hprt_pool *(*pc)(int) = (hprt_pool * (*)(int)) dlsym(h, "hprt_pool_create");
   void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
   hprt_pool *pool = pc(2);
   assert_non_null(pool);
-  for (int i = 0; i < NCASE; i++) {
-    assert_int_equal(run_case(h, i, pool), 0);
-    if (i % 4 == 0) assert_int_equal(run_case(h, i, NULL), 0);
-  }
+  for (int i = 0; i < NCASE; i++)
+    for (int k = 0; k < 3; k++) {
+      assert_int_equal(run_case(h, i, pool, kinds[k]), 0);
+      if (i % 4 == k) assert_int_equal(run_case(h, i, NULL, kinds[k]), 0);
+    }
   pd(pool);
   dlclose(h);
   hp_str_free(&src);
@@ -181,9 +238,39 @@ static void test_errors(void **st) {
   hp_str_free(&src);
 }
 
+/* Which kernel the AVX-512 variant gets without a choice made (cgen_conv_direct). */
+static void test_choice(void **st) {
+  (void)st;
+  cgen_conv_spec s;
+  const char *why;
+  cgen_conv_spec_init(&s, 1, 64, 56, 56, 64, 3, 3, F32);
+  s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
+  assert_true(cgen_conv_direct(&s, &why)); /* ResNet conv2_x: 64 output channels */
+  s.c = s.oc = 256, s.h = s.w = 14, s.n = 8;
+  assert_true(cgen_conv_direct(&s, &why));
+  s.stride[0] = s.stride[1] = 2;
+  assert_true(cgen_conv_direct(&s, &why)); /* 3 taps, stride 2: windows still overlap */
+  s.kh = s.kw = 1, s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 0;
+  assert_false(cgen_conv_direct(&s, &why)); /* 1x1: implicit GEMM */
+  s.stride[0] = s.stride[1] = 1;
+  assert_false(cgen_conv_direct(&s, &why));
+  s.kh = s.kw = 3, s.c = s.oc = 128, s.h = s.w = 28, s.n = 1, s.x_dtype = TINY_FP16;
+  assert_false(cgen_conv_direct(&s, &why)); /* half input */
+  s.x_dtype = F32, s.tune.isa_mask = 1u << CGEN_ISA_AVX2;
+  assert_false(cgen_conv_direct(&s, &why)); /* no AVX-512 variant */
+  s.tune.isa_mask = 0, s.tune.conv_algo = GE;
+  assert_false(cgen_conv_direct(&s, &why));
+  s.tune.conv_algo = DI, s.c = s.oc = 512, s.kh = s.kw = 1;
+  assert_true(cgen_conv_direct(&s, &why)); /* asked for: any fp32 shape that fits, 1x1 too */
+  s.kh = s.kw = 16;
+  assert_false(cgen_conv_direct(&s, &why)); /* 16 taps per row: wider than the direct kernel takes */
+  assert_non_null(why);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_choice),
       cmocka_unit_test(test_cases),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,9 @@
  *              FMA micro-kernel, the epilogue fused into the micro-kernel's store;
  *   cgen_conv  2-D convolution (NCHW input, OIHW weight) as implicit GEMM: the
  *              B panels are gathered straight from the input (zero for pad);
+ *              or, on AVX-512 with overlapping windows (3x3, not 1x1), a
+ *              direct convolution that broadcasts the input in place
+ *              (cgen_dconv.c);
  *   cgen_attn  attention with a fused streaming (online) softmax.
  * and a helper that compiles a source string into a shared object and dlopens it.
  *
@@ -98,7 +101,14 @@ typedef struct cgen_tuning {
   unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */
   int force_isa;     /* tests: -1 = dispatch by CPUID; else always run this variant */
   bool conv_gather;  /* conv: always pack B with gathers (tests/bench of that path) */
+  int conv_algo;     /* conv: CGEN_CONV_AUTO, CGEN_CONV_GEMM or CGEN_CONV_DIRECT (the
+                        AVX-512 variant; direct also reads mr = pixels per tile and
+                        nr = 16 or 32 output channels per tile) */
 } cgen_tuning;
+
+/* How the AVX-512 variant of a convolution computes (cgen_conv_direct says
+ * which AUTO picks and why; the other variants are always implicit GEMM). */
+enum { CGEN_CONV_AUTO, CGEN_CONV_GEMM, CGEN_CONV_DIRECT };
 
 void cgen_tuning_default(cgen_tuning *t);
 
@@ -143,6 +153,9 @@ void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int
 /* Output size; false if the window does not fit. */
 bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow);
 hp_status cgen_conv(hp_error *e, const cgen_conv_spec *spec, const char *fn_name, hp_str *out);
+/* True when cgen_conv's AVX-512 variant is the direct kernel (cgen_dconv.c)
+ * rather than the implicit GEMM; *why says the reason in a few words. */
+bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
 
 typedef struct cgen_attn_spec {
   int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv] */

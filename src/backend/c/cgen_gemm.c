@@ -31,6 +31,8 @@ typedef struct cg_mm {
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;
   bool conv, prepack_a;
+  const cgen_conv_spec *cs; /* conv: the spec; direct: its AVX-512 variant is cgen_dconv.c's */
+  bool direct;
   int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
 } cg_mm;
 
@@ -641,7 +643,11 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
-    emit_variant(&o, p, &tiles[i]);
+    if (p->direct && i == CGEN_ISA_AVX512) {
+      if (cg_dconv_variant(e, &o, p->cs)) return e->code;
+    } else {
+      emit_variant(&o, p, &tiles[i]);
+    }
   }
   cg_emit_dispatch(&o, set, p->tune.force_isa, "hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep",
                    "pool, A, B, C, ep");
@@ -668,6 +674,14 @@ hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *s, const char *fn, hp_str
   p.tune = s->tune;
   p.prepack_a = s->prepack_a;
   return gen_mm(e, &p, fn, out);
+}
+
+bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
+  if (!(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) {
+    *why = "no AVX-512 variant";
+    return false;
+  }
+  return cg_dconv_plan(s, why);
 }
 
 hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out) {
@@ -707,5 +721,8 @@ hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
   p.cv_c = s->c, p.cv_h = s->h, p.cv_w = s->w, p.cv_icg = icg, p.cv_kh = s->kh, p.cv_kw = s->kw;
   p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];
   p.cv_dh = s->dil[0], p.cv_dw = s->dil[1], p.cv_ow = ow;
+  p.cs = s;
+  const char *why;
+  p.direct = cgen_conv_direct(s, &why);
   return gen_mm(e, &p, fn, out);
 }

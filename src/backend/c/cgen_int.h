@@ -54,6 +54,11 @@ void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr
 /* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x);
 
+/* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
+ * (*why: the reason), and the AVX-512 variant of the kernel. */
+bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
+hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s);
+
 /* Which variants simd and isa_mask allow; never 0 (scalar is always kept). */
 unsigned cg_isa_set(const cgen_tuning *t);
 hp_status cg_check_name(hp_error *e, const char *fn);

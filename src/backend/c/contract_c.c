@@ -66,7 +66,9 @@ static unsigned host_isa_mask(void) {
  * cache_read (the templates always pack), predicate_tail (tails are always handled).
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
  * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
- * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel. */
+ * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel.
+ * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
+ * channels), that variant reads none of the tiles; the note says so. */
 typedef struct plan_use {
   hp_plan_choice *ch; /* NULL: the template's built-in tuning */
   char desc[320];     /* the plan and the tuning it became, for the generated C */
@@ -221,10 +223,12 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
   hp_str body;
   hp_str_init(&body);
   bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HP_OK;
-  if (refused || !pu->ch) { /* the built-in tuning */
+  if (refused || !pu->ch) { /* the built-in tuning (the conv algorithm is not the plan's) */
     hp_str_free(&body);
     hp_str_init(&body);
+    int conv_algo = tune->conv_algo;
     cgen_tuning_default(tune);
+    tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
     if (c->host_only) tune->isa_mask = host_isa_mask();
     if (gen(&e2, spec, kfn, &body) != HP_OK) {
@@ -330,9 +334,21 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   plan_use pu;
   /* the plan's M is con->m: the pixels when X is the left operand */
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+  /* HARP_CONV=gemm|direct: an A/B switch for benchmarks (cgen_conv_direct
+   * decides otherwise) */
+  const char *ca = getenv("HARP_CONV");
+  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
+  /* the AVX-512 variant may be the direct kernel, which reads none of the
+   * plan's tiles (cgen_conv_direct has the rule) */
+  const char *dwhy = NULL;
+  if (pu.ch && cgen_conv_direct(&s, &dwhy)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
+    note_add(pu.ch, msg);
+  }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   ep_array(out, cv.epi, cv.nepi);
   hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn, cv.W.slot, cv.X.slot,

@@ -1,0 +1,464 @@
+/* cgen_dconv.c — direct convolution kernel generator (AVX-512, fp32 input).
+ * Needs: cgen_int.h (templating, vector layer, runtime).  Gives: cg_dconv_plan,
+ * cg_dconv_variant (the AVX-512 variant of a cgen_conv kernel).
+ *
+ * Why: the implicit GEMM (cgen_gemm.c) packs an im2col panel that is reused
+ * only M = OC/groups times; with few output channels the packing and the
+ * L2 traffic of the streamed panel dominate.  Here nothing of the input is
+ * copied: the vectors run along output channels and the input is broadcast
+ * straight from NCHW, one scalar per (pixel, tap).
+ *
+ * Shape of the emitted code:
+ *   weights packed once per call (or once, prepack_w) to
+ *     Wp[g][ocb][c][kh][kw][OB], OB = 16*NV output channels, zero-padded;
+ *   tasks (n, g, ocb, block of rows), channel blocks fastest while all the
+ *     weights fit L2 (the input is read once), else rows (one block's weights
+ *     stay in L2), dynamic over the pool; input channels in blocks of ~20 KiB of
+ *     weights when all of them would exceed 96 KiB (partial sums in a
+ *     per-thread scratch between blocks); per row the valid kh range is
+ *     computed (vertical padding = fewer rows), then the row is cut into
+ *     tiles of MR pixels;
+ *   micro-kernel per tile: MR x NV zmm accumulators; per (c, kh) the KW x NV
+ *     weight vectors are loaded, then every input column j the tile touches
+ *     is broadcast once and feeds each (pixel, kw) with p*SW + kw*DW == j
+ *     ("row broadcast": KW*NV + MR*NV + 1 registers).  Taps that fall into
+ *     the left/right padding are left out at generation time: tiles with
+ *     the same pattern share one function, the interior tiles a loop;
+ *   store: 16x16 in-register transposes turn [pixel][oc] into output-channel
+ *     rows of MR contiguous pixels, the epilogue runs on those and they are
+ *     stored in the output dtype (NCHW).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+#define DC_MAX_KW 15   /* taps per row the signature tables hold */
+#define DC_MAX_EDGE 16 /* edge tiles per side; more (huge padding): implicit GEMM */
+#define DC_MAX_MR 28
+
+/* One tile pattern: np pixels, and per kw the valid pixel range [lo, hi). */
+typedef struct dc_sig {
+  int np, lo[DC_MAX_KW], hi[DC_MAX_KW];
+} dc_sig;
+
+typedef struct dc {
+  const cgen_conv_spec *s;
+  int64_t G, ICG, OCG, OH, OW, HW, OHW, K;
+  int nv, ob, nob, mr, nt;
+  int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
+  int rb;                   /* output rows per task */
+  bool ocb_fast;            /* task order: channel blocks fastest (else row blocks) */
+  int nl, nr;               /* edge tiles on the left (0..nl-1) and right (nt-nr..nt-1) */
+  int nsig, tsig[2 * DC_MAX_EDGE + 1]; /* edge tiles' signature index; last: interior */
+  dc_sig sig[2 * DC_MAX_EDGE + 1];
+} dc;
+
+static void tile_sig(const dc *d, int64_t t, dc_sig *g) {
+  const cgen_conv_spec *s = d->s;
+  int64_t ow0 = t * d->mr;
+  memset(g, 0, sizeof *g);
+  g->np = (int)(d->OW - ow0 < d->mr ? d->OW - ow0 : d->mr);
+  for (int kw = 0; kw < s->kw; kw++) {
+    int lo = g->np, hi = 0;
+    for (int p = 0; p < g->np; p++) {
+      int64_t iw = (ow0 + p) * s->stride[1] - s->pad[1] + kw * s->dil[1];
+      if (iw >= 0 && iw < s->w) {
+        if (p < lo) lo = p;
+        hi = p + 1;
+      }
+    }
+    g->lo[kw] = lo < hi ? lo : 0, g->hi[kw] = lo < hi ? hi : 0;
+  }
+}
+
+static bool sig_interior(const dc *d, const dc_sig *g) {
+  if (g->np != d->mr) return false;
+  for (int kw = 0; kw < d->s->kw; kw++)
+    if (g->lo[kw] != 0 || g->hi[kw] != g->np) return false;
+  return true;
+}
+
+static int sig_index(dc *d, const dc_sig *g) {
+  for (int i = 0; i < d->nsig; i++)
+    if (!memcmp(&d->sig[i], g, sizeof *g)) return i;
+  d->sig[d->nsig] = *g;
+  return d->nsig++;
+}
+
+/* Blocking and the tile patterns; false (with *why) when the direct kernel
+ * does not apply. */
+static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
+  memset(d, 0, sizeof *d);
+  d->s = s;
+  if (!cgen_conv_out_hw(s, &d->OH, &d->OW)) return *why = "window does not fit", false;
+  if (s->x_dtype != TINY_FP32) return *why = "half-precision input (the direct kernel broadcasts fp32)", false;
+  if (s->kw > DC_MAX_KW) return *why = "kernel wider than 15 taps", false;
+  d->G = s->groups, d->ICG = s->c / s->groups, d->OCG = s->oc / s->groups;
+  d->HW = s->h * s->w, d->OHW = d->OH * d->OW, d->K = d->ICG * s->kh * s->kw;
+  /* mr / nr are a GEMM micro-tile unless the direct kernel was asked for */
+  bool forced = s->tune.conv_algo == CGEN_CONV_DIRECT;
+  int nr = forced ? s->tune.nr : 0;
+  /* NV 1 or 2 vectors of output channels: the one whose tiles hold more
+   * useful accumulators (pixels per tile x channels not lost to the block
+   * tail); a tie goes to 1 (half the weights per channel block).  Measured:
+   * 16 x 28 beats 32 x 12 at 28x28, 16 x 14 beats 32 x 7 at 14x14. */
+  double best = -1;
+  for (int nv = 1; nv <= 2; nv++) {
+    int mx = (31 - (int)s->kw * nv) / nv; /* registers: MR*NV acc, KW*NV weights, a broadcast */
+    if (mx > DC_MAX_MR) mx = DC_MAX_MR;
+    if (forced && s->tune.mr > 0 && s->tune.mr < mx) mx = s->tune.mr;
+    if (mx < 1 || (nr && nr != 16 * nv)) continue;
+    int64_t nt = (d->OW + mx - 1) / mx, nob = (d->OCG + 16 * nv - 1) / (16 * nv);
+    double score = (double)d->OW / (double)nt * (double)d->OCG / (double)(nob * 16);
+    if (score > best + 1e-9) best = score, d->nv = nv, d->mr = (int)((d->OW + nt - 1) / nt); /* 14 -> 7 + 7 */
+  }
+  if (best < 0) return *why = "the kernel's weights do not fit the registers", false;
+  d->ob = 16 * d->nv;
+  d->nob = (int)((d->OCG + d->ob - 1) / d->ob);
+  if (s->n * d->G * d->OH * d->nob >= (1L << 30)) return *why = "too many row tasks", false;
+  d->nt = (int)((d->OW + d->mr - 1) / d->mr);
+  /* A block's weights (all channels up to 96 KiB, else ~20 KiB, an L1's
+   * worth) are reused by every tile of rb rows; partial sums wait in a
+   * per-thread scratch between channel blocks.  Measured: 147 KiB of weights
+   * streamed per tile (14x14, 256 channels) lose 30%; blocking 73 KiB costs
+   * nothing, blocking at 32 x 12 tiles loses 5-10%. */
+  int64_t wch = s->kh * s->kw * d->ob * 4; /* weight bytes per input channel */
+  d->cb = d->ICG * wch <= 96 * 1024 ? d->ICG : 20480 / wch >= 8 ? 20480 / wch / 8 * 8 : 20480 / wch;
+  if (forced && s->tune.kc > 0) d->cb = s->tune.kc;
+  if (d->cb < 1) d->cb = 1;
+  if (d->cb > d->ICG) d->cb = d->ICG;
+  d->rb = 1;
+  if (d->cb < d->ICG) {
+    int64_t row = (int64_t)d->nt * d->mr * d->ob * 4, ntask = s->n * d->G * d->nob, rb = 16384 / row;
+    rb = rb < 1 ? 1 : rb > d->OH ? d->OH : rb;
+    while (rb > 1 && ntask * ((d->OH + rb - 1) / rb) < 8) rb = (rb + 1) / 2; /* work for every thread */
+    int64_t nrb = (d->OH + rb - 1) / rb;
+    d->rb = (int)((d->OH + nrb - 1) / nrb); /* even blocks: 14 -> 7 + 7 */
+  }
+  d->nrb = (d->OH + d->rb - 1) / d->rb;
+  /* Consecutive tasks share the input rows when the channel blocks are
+   * fastest, one block's weights when the rows are: the first while all of
+   * a group's weights stay in L2 (else they would come from L3 per row), so
+   * the input is read once, not once per channel block (56x56x64: +5%). */
+  d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
+  dc_sig g;
+  int nl = 0, nrt = 0;
+  while (nl < d->nt) {
+    tile_sig(d, nl, &g);
+    if (sig_interior(d, &g)) break;
+    if (nl == DC_MAX_EDGE) return *why = "too many padded tiles", false;
+    d->tsig[nl++] = sig_index(d, &g);
+  }
+  while (nl + nrt < d->nt) {
+    tile_sig(d, d->nt - 1 - nrt, &g);
+    if (sig_interior(d, &g)) break;
+    if (nrt == DC_MAX_EDGE) return *why = "too many padded tiles", false;
+    d->tsig[DC_MAX_EDGE + nrt++] = sig_index(d, &g);
+  }
+  d->nl = nl, d->nr = nrt;
+  if (nl + nrt < d->nt) {
+    tile_sig(d, nl, &g);
+    d->tsig[2 * DC_MAX_EDGE] = sig_index(d, &g);
+  }
+  return true;
+}
+
+bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
+  dc d;
+  *why = NULL;
+  if (s->tune.conv_algo == CGEN_CONV_GEMM) return *why = "implicit GEMM asked for", false;
+  if (!plan_tiles(&d, s, why)) return false;
+  if (s->tune.conv_algo == CGEN_CONV_DIRECT) return *why = "direct asked for", true;
+  /* Measured (single thread, bench/RESULTS.md): with overlapping windows the
+   * direct kernel beats the implicit GEMM on every shape tried, 1.15-1.8x on
+   * 3x3 layers of 16 to 512 channels, stride 1 or 2, 1.6x on a 7x7 stem; a
+   * 1x1 window gives each broadcast a single tap: 0.64-1.03x, mostly a loss. */
+  if (s->kw <= s->stride[1]) return *why = "windows do not overlap along a row (1x1): implicit GEMM", false;
+  return *why = "overlapping windows: direct", true;
+}
+
+/* ---- emission ------------------------------------------------------------ */
+static void emit_tr16(cg_out *o) {
+  cg_emit(o, "$I void $P_tr16(__m512 *r) {\n  __m512 t[16];\n");
+  cg_emit(o, "  for (int i = 0; i < 8; i++) { t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);"
+             " t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]); }\n");
+  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
+             "    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);"
+             " r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);\n"
+             "    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);"
+             " r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);\n  }\n");
+  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
+             "    t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88); t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xDD);\n"
+             "    t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);"
+             " t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xDD);\n  }\n");
+  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
+             "    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88); r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);\n"
+             "    r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);"
+             " r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);\n  }\n}\n");
+}
+
+/* Weights OIHW (any dtype) -> Wp[g][ocb][k][OB] fp32, k = (c*KH + kh)*KW + kw:
+ * 16 output channels x 16 k loaded as rows, transposed, stored as k rows. */
+static void emit_pack(cg_out *o, const dc *d) {
+  const cgen_conv_spec *s = d->s;
+  const char *wt = cg_ctype(s->w_dtype), *sx = cg_vsuffix(s->w_dtype);
+  cg_emit(o, "static $T void $P_dpack(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  cg_emit(o, "  long ocb = task %% %dL, g = task / %dL;\n", d->nob, d->nob);
+  cg_emit(o, "  const %s *A = (const %s *)cx->A + (g * %ldL + ocb * %dL) * %ldL;\n", wt, wt, (long)d->OCG, d->ob,
+          (long)d->K);
+  cg_emit(o, "  float *dst = cx->Wp + (long)task * %ldL;\n", (long)(d->K * d->ob));
+  cg_emit(o, "  int nrow = %ldL - ocb * %dL < %d ? (int)(%ldL - ocb * %dL) : %d;\n", (long)d->OCG, d->ob, d->ob,
+          (long)d->OCG, d->ob, d->ob);
+  cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += 16) {\n", (long)d->K);
+  cg_emit(o, "    int kn = %ldL - k0 < 16 ? (int)(%ldL - k0) : 16;\n", (long)d->K, (long)d->K);
+  cg_emit(o, "    for (int v = 0; v < %d; v++) {\n      __m512 r[16];\n", d->nv);
+  cg_emit(o, "      for (int i = 0; i < 16; i++) r[i] = v * 16 + i < nrow ? $P_ldn%s(A + (v * 16 + i) * %ldL + k0, kn)"
+             " : _mm512_setzero_ps();\n", sx, (long)d->K);
+  cg_emit(o, "      $P_tr16(r);\n");
+  cg_emit(o, "      for (int i = 0; i < kn; i++) _mm512_storeu_ps(dst + (k0 + i) * %dL + v * 16, r[i]);\n", d->ob);
+  cg_emit(o, "    }\n  }\n}\n");
+}
+
+/* The epilogue on x (16 pixels q.. of output channel o of this group, cnt valid)
+ * and the store. */
+static void emit_store_row(cg_out *o, const dc *d, int cnt) {
+  const cgen_conv_spec *s = d->s;
+  char buf[256];
+  for (int i = 0; i < s->n_epi; i++) {
+    const cgen_epi *ep = &s->epi[i];
+    const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
+    switch (ep->kind) {
+      case CGEN_EPI_BIAS_M:
+        {
+          char pname[32];
+          snprintf(pname, sizeof pname, "tt->ep[%d]", i);
+          cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, "oc");
+        }
+        cg_emit(o, "      x = x + _mm512_set1_ps(%s);\n", buf);
+        break;
+      case CGEN_EPI_RESIDUAL:
+        cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %ldL + q;\n", et, et, i, (long)d->OHW);
+        if (cnt == 16) cg_emit(o, "        x = x + $P_ld%s(rp); }\n", sx);
+        else cg_emit(o, "        x = x + $P_ldn%s(rp, %d); }\n", sx, cnt);
+        break;
+      case CGEN_EPI_ROUND: cg_emit(o, "      x = $P_r%s(x);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
+      default: cg_emit_activation(o, ep->kind, ep->scale, "x"); break;
+    }
+  }
+  const char *yt = cg_ctype(s->y_dtype), *ys = cg_vsuffix(s->y_dtype);
+  cg_emit(o, "      %s *yq = (%s *)tt->y + oc * %ldL + q;\n", yt, yt, (long)d->OHW);
+  if (cnt == 16) cg_emit(o, "      $P_st%s(yq, x);\n", ys);
+  else cg_emit(o, "      $P_stn%s(yq, x, %d);\n", ys, cnt);
+}
+
+/* Is pixel p of pattern g fed by tap kw? */
+static bool valid(const dc_sig *g, int p, int kw) { return p >= g->lo[kw] && p < g->hi[kw]; }
+
+static void emit_kernel(cg_out *o, const dc *d, int si) {
+  const cgen_conv_spec *s = d->s;
+  const dc_sig *g = &d->sig[si];
+  int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
+  bool blocked = d->cb < d->ICG;
+  cg_emit(o, "static $T void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
+             " const float *restrict wt, int nkh, long o0, long q0%s) {\n", si,
+          blocked ? ", long ncb, float *restrict ws, int first, int last" : "");
+  for (int p = 0; p < np; p++)
+    for (int v = 0; v < nv; v++)
+      if (blocked)
+        cg_emit(o, "  __m512 a%d_%d = first ? _mm512_setzero_ps() : _mm512_load_ps(ws + %d);\n", p, v, (p * nv + v) * 16);
+      else
+        cg_emit(o, "  __m512 a%d_%d = _mm512_setzero_ps();\n", p, v);
+  /* the input columns this pattern reads, and the first/last for the prefetch */
+  int jmax = (np - 1) * sw + (kw_n - 1) * dw, jlo = -1, jhi = -1;
+  for (int j = 0; j <= jmax; j++)
+    for (int p = 0; p < np; p++)
+      for (int kw = 0; kw < kw_n; kw++)
+        if (p * sw + kw * dw == j && valid(g, p, kw)) {
+          if (jlo < 0) jlo = j;
+          jhi = j;
+        }
+  /* addresses as integers: the tile's column 0 may lie left of the row (only
+   * valid columns are loaded), and the prefetch runs one channel ahead */
+  cg_emit(o, "  uintptr_t xa = (uintptr_t)xr0 + (uintptr_t)col0 * 4u;\n");
+  if (blocked) cg_emit(o, "  for (long c = 0; c < ncb; c++, xa += %ldu) {\n", (long)d->HW * 4);
+  else cg_emit(o, "  for (long c = 0; c < %ldL; c++, xa += %ldu) {\n", (long)d->ICG, (long)d->HW * 4);
+  cg_emit(o, "    const float *wc = wt + c * %ldL;\n", (long)(s->kh * s->kw * d->ob));
+  if (jlo >= 0) {
+    /* the next channel's rows: their stride (H*W floats) is beyond what the
+     * hardware prefetchers follow */
+    cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
+    cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n",
+            (long)(d->HW + jlo) * 4, (long)(s->dil[0] * s->w) * 4);
+    if (jhi - jlo >= 8)
+      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n",
+              (long)(d->HW + jhi) * 4, (long)(s->dil[0] * s->w) * 4);
+    cg_emit(o, "    }\n");
+  }
+  cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
+  cg_emit(o, "      const float *xr = (const float *)(xa + (uintptr_t)r * %ldu);\n", (long)(s->dil[0] * s->w) * 4);
+  cg_emit(o, "      const float *wr = wc + r * %dL;\n", kw_n * d->ob);
+  for (int kw = 0; kw < kw_n; kw++)
+    for (int v = 0; v < nv; v++)
+      cg_emit(o, "      __m512 w%d_%d = _mm512_loadu_ps(wr + %d);\n", kw, v, kw * d->ob + v * 16);
+  for (int j = jlo; j >= 0 && j <= jhi; j++) {
+    bool any = false;
+    for (int p = 0; p < np; p++)
+      for (int kw = 0; kw < kw_n; kw++)
+        if (p * sw + kw * dw == j && valid(g, p, kw)) {
+          if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
+          any = true;
+          for (int v = 0; v < nv; v++) cg_emit(o, " a%d_%d = _mm512_fmadd_ps(b, w%d_%d, a%d_%d);", p, v, kw, v, p, v);
+        }
+    if (any) cg_emit(o, " }\n");
+  }
+  for (int kw = 0; kw < kw_n; kw++)
+    for (int v = 0; v < nv; v++) cg_emit(o, "      (void)w%d_%d;\n", kw, v);
+  cg_emit(o, "    }\n  }\n");
+  if (blocked) {
+    cg_emit(o, "  if (!last) {\n");
+    for (int p = 0; p < np; p++)
+      for (int v = 0; v < nv; v++) cg_emit(o, "    _mm512_store_ps(ws + %d, a%d_%d);\n", (p * nv + v) * 16, p, v);
+    cg_emit(o, "    return;\n  }\n");
+  }
+  /* [pixel][oc] -> oc rows of pixels, 16 x 16 at a time */
+  for (int p0 = 0; p0 < np; p0 += 16) {
+    int cnt = np - p0 < 16 ? np - p0 : 16;
+    for (int v = 0; v < nv; v++) {
+      cg_emit(o, "  {\n    __m512 r[16] = {");
+      for (int i = 0; i < 16; i++)
+        if (i < cnt) cg_emit(o, "a%d_%d%s", p0 + i, v, i < 15 ? ", " : "");
+        else cg_emit(o, "_mm512_setzero_ps()%s", i < 15 ? ", " : "");
+      cg_emit(o, "};\n    $P_tr16(r);\n");
+      cg_emit(o, "    long q = q0 + %d;\n", p0);
+      cg_emit(o, "#pragma GCC unroll 16\n    for (int k = 0; k < 16; k++) {\n");
+      cg_emit(o, "      long oc = o0 + %d + k;\n", v * 16);
+      if (d->OCG % d->ob) cg_emit(o, "      if (oc >= %ldL) break;\n", (long)d->OCG);
+      cg_emit(o, "      __m512 x = r[k];\n");
+      emit_store_row(o, d, cnt);
+      cg_emit(o, "    }\n  }\n");
+    }
+  }
+  cg_emit(o, "}\n");
+}
+
+static void emit_task(cg_out *o, const dc *d) {
+  const cgen_conv_spec *s = d->s;
+  bool blocked = d->cb < d->ICG;
+  int tw = d->mr * d->nv * 16; /* scratch floats per tile */
+  cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  if (d->ocb_fast)
+    cg_emit(o, "  long ocb = task %% %dL, r = task / %dL, rb = r %% %ldL; r /= %ldL;\n", d->nob, d->nob, (long)d->nrb,
+            (long)d->nrb);
+  else
+    cg_emit(o, "  long rb = task %% %ldL, r = task / %ldL, ocb = r %% %dL; r /= %dL;\n", (long)d->nrb, (long)d->nrb, d->nob,
+            d->nob);
+  cg_emit(o, "  long g = r %% %ldL, n = r / %ldL;\n", (long)d->G, (long)d->G);
+  cg_emit(o, "  $P_dtt tt;\n");
+  cg_emit(o, "  tt.y = (%s *)cx->C + (n * %ldL + g * %ldL) * %ldL;\n", cg_ctype(s->y_dtype), (long)s->oc, (long)d->OCG,
+          (long)d->OHW);
+  for (int i = 0; i < s->n_epi; i++) {
+    const cgen_epi *ep = &s->epi[i];
+    const char *et = cg_ctype(ep->dtype);
+    if (ep->kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + (n * %ldL + g * %ldL) * %ldL;\n", i, et, i, (long)s->oc,
+              (long)d->OCG, (long)d->OHW);
+    else if (ep->kind == CGEN_EPI_BIAS_M)
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + g * %ldL;\n", i, et, i, (long)d->OCG);
+    else cg_emit(o, "  tt.ep[%d] = 0;\n", i);
+  }
+  cg_emit(o, "  const float *x = (const float *)cx->B + (n * %ldL + g * %ldL) * %ldL;\n", (long)s->c, (long)d->ICG,
+          (long)d->HW);
+  cg_emit(o, "  const float *wb = cx->Wp + (g * %dL + ocb) * %ldL;\n", d->nob, (long)(d->K * d->ob));
+  cg_emit(o, "  long o0 = ocb * %dL, oh1 = rb * %dL + %dL < %ldL ? rb * %dL + %dL : %ldL;\n", d->ob, d->rb, d->rb,
+          (long)d->OH, d->rb, d->rb, (long)d->OH);
+  const char *bargs = "";
+  if (blocked) {
+    cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
+    cg_emit(o, "  for (long c0 = 0; c0 < %ldL; c0 += %ldL) {\n", (long)d->ICG, (long)d->cb);
+    cg_emit(o, "  long ncb = %ldL - c0 < %ldL ? %ldL - c0 : %ldL;\n", (long)d->ICG, (long)d->cb, (long)d->ICG, (long)d->cb);
+    cg_emit(o, "  int first = c0 == 0, last = c0 + ncb == %ldL;\n", (long)d->ICG);
+    bargs = ", ncb, ws + ((oh - rb * %dL) * %dL + %s) * %dL, first, last";
+  } else {
+    cg_emit(o, "  const long c0 = 0;\n");
+  }
+  cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
+  /* vertical padding: only the kernel rows that land inside the input */
+  cg_emit(o, "  long ih = oh * %ldL - %ldL;\n  int kh0 = 0, kh1 = %d;\n", (long)s->stride[0], (long)s->pad[0], (int)s->kh);
+  cg_emit(o, "  while (kh0 < %d && ih + kh0 * %ldL < 0) kh0++;\n", (int)s->kh, (long)s->dil[0]);
+  cg_emit(o, "  while (kh1 > kh0 && ih + (kh1 - 1) * %ldL >= %ldL) kh1--;\n", (long)s->dil[0], (long)s->h);
+  cg_emit(o, "  const float *xr0 = x + c0 * %ldL + (kh1 > kh0 ? (ih + kh0 * %ldL) * %ldL : 0);\n", (long)d->HW,
+          (long)s->dil[0], (long)s->w);
+  cg_emit(o, "  const float *wt = wb + c0 * %ldL + kh0 * %ldL;\n", (long)(s->kh * s->kw * d->ob), (long)(s->kw * d->ob));
+  cg_emit(o, "  int nkh = kh1 - kh0;\n  long q0 = oh * %ldL;\n", (long)d->OW);
+  long step = (long)d->mr * s->stride[1];
+  char ba[160], tix[32];
+  for (int t = 0; t < d->nt; t++) {
+    bool loop = t == d->nl && d->nl + d->nr < d->nt;
+    if (t >= d->nl && t < d->nt - d->nr && !loop) continue; /* interior: the loop below */
+    int si = t < d->nl ? d->tsig[t] : loop ? d->tsig[2 * DC_MAX_EDGE] : d->tsig[DC_MAX_EDGE + (d->nt - 1 - t)];
+    if (loop) snprintf(tix, sizeof tix, "t");
+    else snprintf(tix, sizeof tix, "%d", t);
+    ba[0] = 0;
+    if (blocked) snprintf(ba, sizeof ba, bargs, d->rb, d->nt, tix, tw);
+    if (loop)
+      cg_emit(o, "  for (long t = %d; t < %d; t++) $P_dk%d(&tt, xr0, t * %ldL - %ldL, wt, nkh, o0, q0 + t * %dL%s);\n",
+              d->nl, d->nt - d->nr, si, step, (long)s->pad[1], d->mr, ba);
+    else
+      cg_emit(o, "  $P_dk%d(&tt, xr0, %ldL, wt, nkh, o0, q0 + %ldL%s);\n", si, t * step - (long)s->pad[1], (long)t * d->mr,
+              ba);
+  }
+  cg_emit(o, "  }\n");
+  if (blocked) cg_emit(o, "  }\n");
+  cg_emit(o, "}\n");
+}
+
+hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
+  dc d;
+  const char *why = NULL;
+  if (!plan_tiles(&d, s, &why)) return hp_fail(e, HP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
+  cg_dconv_plan(s, &why);
+  cg_emit_isa_helpers(o);
+  cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
+             " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
+  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
+             " int *packed; } $P_dctx;\n");
+  cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_dtt;\n", CGEN_MAX_EPI);
+  emit_tr16(o);
+  emit_pack(o, &d);
+  for (int i = 0; i < d.nsig; i++) emit_kernel(o, &d, i);
+  emit_task(o, &d);
+  long wbytes = (long)(d.G * d.nob * d.K * d.ob * 4), npack = (long)(d.G * d.nob);
+  long ntask = (long)(s->n * d.G * d.nrb * d.nob);
+  long wsb = d.cb < d.ICG ? (long)d.rb * d.nt * d.mr * d.nv * 64 : 0; /* per thread */
+  /* packing and convolution in one pool run (one hand-over less per call):
+   * the pack tasks come first in the pool's order, so a convolution task
+   * only waits for pack tasks already running on other threads */
+  cg_emit(o, "static $T void $P_dall(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  cg_emit(o, "  if (task < %ld) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
+          npack);
+  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
+  cg_emit(o, "  $P_dtask(vc, task - %ld, tid);\n}\n", npack);
+  if (s->prepack_w) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", wbytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $P_dctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Wp = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n  return 0;\n}\n", npack);
+  }
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : wbytes, wsb);
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Wp = (float *)A;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dtask, &cx);\n", ntask);
+  } else {
+    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  int packed = 0;\n  cx.packed = &packed;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dall, &cx);\n", npack + ntask);
+  }
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  cg_emit(o, "#endif /* HPRT_X86 */\n");
+  return HP_OK;
+}
