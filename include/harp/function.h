@@ -56,11 +56,6 @@ typedef struct rg_partition {
 /* The no-fusion partition: one region per compute (non-movement, non-leaf)
  * node.  The baseline region formation starts from and the fallback. */
 hp_status rg_partition_singletons(hp_error *e, const tiny_graph *g, rg_partition **out);
-/* One region per Poly-View block (a contraction keeps its MUL, CAST and
- * REDUCE together) and one per GATHER: the baseline the code generators
- * accept.  rg_region.blocks lists the region's blocks. */
-struct poly_view;
-hp_status rg_partition_blocks(hp_error *e, const tiny_graph *g, const struct poly_view *pv, rg_partition **out);
 void rg_partition_free(rg_partition *p);
 /* Check the invariants above (tests and debug builds). */
 hp_status rg_partition_check(hp_error *e, const rg_partition *p);

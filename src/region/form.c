@@ -367,8 +367,7 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     if ((st = describe(c, I, A, members, nm, blocks, n, gather, ch->selection[r]))) break;
     R->info = I;
     /* rg_region.blocks: the blocks with loops, in order; operand casts are
-     * conversions done where their readers load (as rg_partition_blocks
-     * does for contraction operands) */
+     * conversions done where their readers load */
     R->blocks = hp_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
     if (!R->blocks) {
       st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
