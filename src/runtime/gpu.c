@@ -230,14 +230,16 @@ int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
   return k->persistent_tiles < slots ? k->persistent_tiles : slots;
 }
 
+/* Launch i of m on harp's stream (sms: the device's multiprocessors). */
+static hp_status launch_at(hp_error *e, hp_gpu_model *m, int i, int sms) {
+  const cuda_kernel *k = m->tu->launch[i].k;
+  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], hp_gpu_persistent_grid(k, sms));
+}
+
 hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m) {
-  const cuda_model_tu *t = m->tu;
   int sms = cuda_rt_status_of(m->rt)->sm_count;
-  for (int i = 0; i < t->nlaunch; i++) {
-    const cuda_kernel *k = t->launch[i].k;
-    if (cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], hp_gpu_persistent_grid(k, sms)))
-      return e->code;
-  }
+  for (int i = 0; i < m->tu->nlaunch; i++)
+    if (launch_at(e, m, i, sms)) return e->code;
   return HP_OK;
 }
 
@@ -360,9 +362,7 @@ typedef struct launch_ctx {
 
 static int launch_one(void *ctx, int i) {
   launch_ctx *c = ctx;
-  const cuda_kernel *k = c->m->tu->launch[i].k;
-  return cuda_rt_launch_kernel(c->e, c->m->rt, c->m->fn[i], k, &c->m->args[i * CUDA_MAX_PARAMS],
-                               hp_gpu_persistent_grid(k, c->sms)) ? 1 : 0;
+  return launch_at(c->e, c->m, i, c->sms) ? 1 : 0;
 }
 
 hp_status hp_gpu_profile(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms) {
