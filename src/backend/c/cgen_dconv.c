@@ -225,26 +225,17 @@ static void emit_pack(cg_out *o, const dc *d) {
  * and the store. */
 static void emit_store_row(cg_out *o, const dc *d, int cnt) {
   const cgen_conv_spec *s = d->s;
-  char buf[256];
   for (int i = 0; i < s->n_epi; i++) {
     const cgen_epi *ep = &s->epi[i];
     const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
+    if (cg_emit_epi_common(o, ep, i, "oc", "x")) continue;
     switch (ep->kind) {
-      case CGEN_EPI_BIAS_M:
-        {
-          char pname[32];
-          snprintf(pname, sizeof pname, "tt->ep[%d]", i);
-          cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, "oc");
-        }
-        cg_emit(o, "      x = x + _mm512_set1_ps(%s);\n", buf);
-        break;
       case CGEN_EPI_RESIDUAL:
         cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %ldL + q;\n", et, et, i, (long)d->OHW);
         if (cnt == 16) cg_emit(o, "        x = x + $P_ld%s(rp); }\n", sx);
         else cg_emit(o, "        x = x + $P_ldn%s(rp, %d); }\n", sx, cnt);
         break;
-      case CGEN_EPI_ROUND: cg_emit(o, "      x = $P_r%s(x);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
-      default: cg_emit_activation(o, ep->kind, ep->scale, "x"); break;
+      default: break; /* BIAS_N: no conv epilogue (cgen_conv refuses it) */
     }
   }
   const char *yt = cg_ctype(s->y_dtype), *ys = cg_vsuffix(s->y_dtype);

@@ -469,6 +469,23 @@ void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x) 
   }
 }
 
+bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_idx, const char *x) {
+  char buf[256];
+  switch (ep->kind) {
+    case CGEN_EPI_BIAS_M: {
+      char pname[32];
+      snprintf(pname, sizeof pname, "tt->ep[%d]", i);
+      cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, bias_idx);
+      cg_emit(o, "      %s = %s + $P_set1(%s);\n", x, x, buf);
+      return true;
+    }
+    case CGEN_EPI_BIAS_N:
+    case CGEN_EPI_RESIDUAL: return false;
+    case CGEN_EPI_ROUND: cg_emit(o, "      %s = $P_r%s(%s);\n", x, ep->dtype == TINY_FP16 ? "h" : "b", x); return true;
+    default: cg_emit_activation(o, ep->kind, ep->scale, x); return true;
+  }
+}
+
 void cg_emit_selector(cg_out *o, unsigned m, int force) {
   cg_set_isa(o, NULL);
   cg_emit(o, "/* the variant this process runs: 3 avx512, 2 avx2, 1 scalar (decided once) */\n");

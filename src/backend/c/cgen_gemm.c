@@ -162,15 +162,8 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
     for (int i = 0; i < p->n_epi; i++) {
       const cgen_epi *ep = &p->epi[i];
       const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
+      if (cg_emit_epi_common(o, ep, i, "m", "x")) continue;
       switch (ep->kind) {
-        case CGEN_EPI_BIAS_M:
-          {
-            char pname[32];
-            snprintf(pname, sizeof pname, "tt->ep[%d]", i);
-            cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, "m");
-          }
-          cg_emit(o, "      x = x + $P_set1(%s);\n", buf);
-          break;
         case CGEN_EPI_BIAS_N:
           cg_emit(o, "      { const %s *bp = (const %s *)tt->ep[%d] + n + %d;\n", et, et, i, j * w);
           cg_emit(o, "        x = x + (nj >= %d ? $P_ld%s(bp) : $P_ldn%s(bp, nj)); }\n", w, sx, sx);
@@ -190,8 +183,7 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
             cg_emit(o, "        x = x + $P_ld(tr); }\n");
           }
           break;
-        case CGEN_EPI_ROUND: cg_emit(o, "      x = $P_r%s(x);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
-        default: cg_emit_activation(o, ep->kind, ep->scale, "x"); break;
+        default: break;
       }
     }
     const char *ct = cg_ctype(p->cdt), *cs = cg_vsuffix(p->cdt);

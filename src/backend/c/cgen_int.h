@@ -53,6 +53,10 @@ void cg_scalar_ld(cg_out *o, char *buf, int cap, tiny_dtype t, const char *ptr, 
 void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr);
 /* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x);
+/* Epilogue step i on the vector x when its code does not depend on the
+ * template's tile: + bias[bias_idx] (BIAS_M; bias_idx is C text), a rounding,
+ * an activation.  False for BIAS_N and RESIDUAL, which the template writes. */
+bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_idx, const char *x);
 
 /* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
  * (*why: the reason), and the AVX-512 variant of the kernel. */
