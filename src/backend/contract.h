@@ -124,4 +124,52 @@ void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size
 /* The kernel's slot of the buffer holding node (-1: none). */
 int ct_slot_of(const fn_kernel *K, const hp_function *f, int node);
 
+/* ---- row regions (contract_row.c) ------------------------------------------
+ * Softmax and layernorm along the last axis, as the row kernels of both
+ * backends read them.  A widening CAST (fp16/bf16 -> fp32) of an outside
+ * tensor read point for point is "peeled": the kernels convert on load, so
+ * they read the CAST's source. */
+#define CT_MAX_PEEL 8
+typedef struct ct_row {
+  const ct_src *s;
+  int kernel;
+  const rg_region *R;
+  const fn_kernel *K;
+  int npeel, peel[CT_MAX_PEEL], peel_src[CT_MAX_PEEL];
+} ct_row;
+
+void ct_row_init(ct_row *w, const ct_src *s, int kernel);
+/* The region's block computing node (-1: none). */
+int ct_row_block_of(const ct_row *w, int node);
+/* The kernel's slot of node's buffer (-1: none) and its storage dtype. */
+int ct_row_slot_of(const ct_row *w, int node);
+tiny_dtype ct_row_storage(const ct_row *w, int node);
+/* The source of a peeled CAST, else node itself. */
+int ct_row_unpeel(const ct_row *w, int node);
+/* The region's compute nodes in block order, peeled CASTs left out; -1 beyond cap. */
+int ct_row_compute_nodes(const ct_row *w, int *out, int cap);
+/* Access a of block bi as strides over its variables (extent-1 ones 0); false
+ * unless affine with non-negative strides. */
+bool ct_row_strides(const ct_row *w, int bi, int a, int64_t *st, int64_t *off);
+
+/* y = exp(scale (x - max_row x)) / sum_row(...), x and y dense rows of cols. */
+typedef struct ct_softmax {
+  int64_t rows, cols;
+  ct_tensor x, y;     /* x: what the kernel reads (a peeled CAST's source); offsets 0 */
+  float scale;        /* 1: plain softmax; a program's exp2(c (x - max)) gives c / log2(e) */
+} ct_softmax;
+
+/* y = (x - mean) * rsqrt(var + eps) [* gamma] [+ beta] per row. */
+typedef struct ct_layernorm {
+  int64_t rows, cols;
+  ct_tensor x, y, gamma, beta; /* gamma / beta: vectors along the row; slot -1 when absent */
+  float eps;
+} ct_layernorm;
+
+/* Both return true when the region is that computation and fits the row
+ * kernels; false with *why NULL when it is not that computation, false with
+ * *why set when it is but is read in a way the kernels do not take. */
+bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why);
+bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why);
+
 #endif

@@ -411,246 +411,59 @@ static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
 }
 
 /* ---- row regions ---------------------------------------------------------------------- */
-#define MAX_PEEL 8
+/* A row region: the shared reading (contract_row.c) and where its kernels go. */
 typedef struct rowr {
   cuda_rctx *c;
   int r;
-  const rg_region *R;
-  const fn_kernel *K;
-  /* CASTs widening an outside tensor to fp32 inside the region: the row
-   * kernels convert on load, so they read the source instead */
-  int npeel, peel[MAX_PEEL], peel_src[MAX_PEEL];
+  ct_row row;
 } rowr;
 
-static int slot_of(const rowr *w, int node) { return ct_slot_of(w->K, w->c->f, node); }
-static tiny_dtype storage(const rowr *w, int node) { return w->c->f->buffers[w->c->f->buffer_of[node]].dtype; }
-
-/* The region's block computing node, or -1. */
-static int block_of(const rowr *w, int node) {
-  for (int k = 0; k < w->R->nblocks; k++)
-    if (poly_block(w->c->pv, w->R->blocks[k])->node == node) return w->R->blocks[k];
-  return -1;
-}
-
-
-/* Read `a` of block bi as strides over its variables (extent-1 ones 0). */
-static bool strides_of(const rowr *w, int bi, int a, int64_t *st, int64_t *off) {
-  const poly_block_info *b = poly_block(w->c->pv, bi);
-  hp_error e2 = {0};
-  bool aff = false;
-  if (poly_access_strides(&e2, w->c->pv, bi, a, st, off, &aff) || !aff) return false;
-  int64_t size[POLY_MAX_VARS];
-  ct_block_sizes(w->c->g, b, size);
-  for (int v = 0; v < b->nvars; v++) {
-    if (size[v] <= 1) st[v] = 0;
-    if (st[v] < 0) return false;
-  }
-  return true;
-}
-
-/* Does read a of block bi walk its variables row-major (the last `bcast`
- * variables not at all), from offset 0? */
-static bool reads_rowmajor(const rowr *w, int bi, int a, int bcast) {
-  const poly_block_info *b = poly_block(w->c->pv, bi);
-  int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS], want = 1;
-  if (!strides_of(w, bi, a, st, &off) || off != 0) return false;
-  ct_block_sizes(w->c->g, b, size);
-  for (int v = b->nvars - 1; v >= 0; v--) {
-    bool moves = v < b->nvars - bcast && size[v] > 1;
-    if (st[v] != (moves ? want : 0)) return false;
-    if (moves) want *= size[v];
-  }
-  return true;
-}
-
-/* The access of block bi that reads node t (-1: none). */
-static int access_of(const rowr *w, int bi, int t) {
-  const poly_block_info *b = poly_block(w->c->pv, bi);
-  for (int a = 0; a < b->naccess; a++)
-    if (!b->access[a].write && b->access[a].tensor == t) return a;
-  return -1;
-}
-
+static int slot_of(const rowr *w, int node) { return ct_row_slot_of(&w->row, node); }
+static tiny_dtype storage(const rowr *w, int node) { return ct_row_storage(&w->row, node); }
 static const tiny_node *node(const rowr *w, int n) { return &w->c->g->nodes[n]; }
-static int src(const rowr *w, int n, int k) { return node(w, n)->src[k].node; }
-/* The base of source k of n through views (its block's access). */
-static int base_src(const rowr *w, int n, int k) {
-  int bi = block_of(w, n);
-  return bi < 0 ? -1 : poly_block(w->c->pv, bi)->access[k].tensor;
-}
-static bool is_const(const rowr *w, int n, double *v) {
-  if (n < 0 || node(w, n)->op != TINY_CONST) return false;
-  if (v) *v = node(w, n)->a.cnst.value;
-  return true;
-}
-/* A REDUCE of op over the last axis of its input, fp32 accumulation, no init. */
-static bool last_axis_reduce(const rowr *w, int n, tiny_reduce_op op) {
-  const tiny_node *x = node(w, n);
-  if (x->op != TINY_REDUCE || x->a.reduce.op != op || x->a.reduce.dtype != TINY_FP32 || x->a.reduce.has_init) return false;
-  const tiny_node *in = node(w, src(w, n, 0));
-  return x->a.reduce.n == 1 && x->a.reduce.axis_idx[0] == in->shape.rank - 1;
-}
-/* The compute nodes of the region (views aside) in order; false beyond cap. */
-static int unpeel(const rowr *w, int n) {
-  for (int i = 0; i < w->npeel; i++)
-    if (w->peel[i] == n) return w->peel_src[i];
-  return n;
-}
 
-static int compute_nodes(const rowr *w, int *out, int cap) {
-  int n = 0;
-  for (int k = 0; k < w->R->nblocks; k++) {
-    int nd = poly_block(w->c->pv, w->R->blocks[k])->node;
-    if (unpeel(w, nd) != nd) continue;
-    if (n >= cap) return -1;
-    out[n++] = nd;
-  }
-  return n;
-}
-
-/* Find the widening CASTs of outside tensors read point for point. */
-static void find_peels(rowr *w) {
-  for (int k = 0; k < w->R->nblocks && w->npeel < MAX_PEEL; k++) {
-    int bi = w->R->blocks[k];
-    const poly_block_info *b = poly_block(w->c->pv, bi);
-    const tiny_node *n = &w->c->g->nodes[b->node];
-    if (b->kind != POLY_EWISE || n->op != TINY_CAST || n->a.cast.to != TINY_FP32) continue;
-    int src = b->access[0].tensor;
-    tiny_dtype from = w->c->g->nodes[src].dtype;
-    if ((from != TINY_FP16 && from != TINY_BF16 && from != TINY_FP32) || block_of(w, src) >= 0 || slot_of(w, src) < 0 ||
-        !tiny_shape_equal(&n->shape, &w->c->g->nodes[src].shape) || !reads_rowmajor(w, bi, 0, 0))
-      continue;
-    w->peel[w->npeel] = b->node;
-    w->peel_src[w->npeel++] = src;
-  }
-}
-
-/* x (as the readers see it: the tensor, or a peeled CAST of it), read
- * row-major by every reader: rows of cols. */
-static bool row_input(const rowr *w, int x, int64_t cols, const int *readers, int nreaders) {
-  if (slot_of(w, unpeel(w, x)) < 0) return false;
-  const tiny_shape *s = &node(w, x)->shape;
-  if (s->rank < 1 || s->d[s->rank - 1].n != cols) return false;
-  for (int i = 0; i < nreaders; i++) {
-    int bi = block_of(w, readers[i]), a = bi >= 0 ? access_of(w, bi, x) : -1;
-    if (a < 0 || !reads_rowmajor(w, bi, a, 0)) return false;
-  }
-  return true;
-}
-
-/* The rows of x (dense, read as the readers see it) into out. */
-static void rownorm_of(const rowr *w, int x, int out, int64_t cols, cuda_rownorm_spec *s) {
+/* The rows of a row kernel: in -> out, dense, cols per row. */
+static void rownorm_of(const rowr *w, int64_t rows, int64_t cols, const ct_tensor *in, const ct_tensor *out,
+                       cuda_rownorm_spec *s) {
   memset(s, 0, sizeof *s);
   s->cols = cols;
-  s->rows = tiny_shape_numel(&node(w, x)->shape) / cols;
+  s->rows = rows;
   s->row_stride = cols;
-  s->in_dtype = storage(w, unpeel(w, x));
-  s->out_dtype = storage(w, out);
+  s->in_dtype = in->dtype;
+  s->out_dtype = out->dtype;
   s->tune.arch = w->c->mod->arch;
 }
 
-/* softmax: y = e / bcast(SUM e), e = EXP2(MUL(SUB(x, bcast(MAX x)), c)) | EXP(SUB(..)), [CAST y] */
+static cuda_arg tensor_arg(const rowr *w, const ct_tensor *t) {
+  return t->slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0} : cuda_arg_slot(w->c, w->r, t->slot, t->offset, t->dtype);
+}
+
 static hp_status try_softmax(rowr *w, bool *done, const char **why) {
-  int ns[16], n = compute_nodes(w, ns, 16);
-  if (n < 5 || n > 6) return HP_OK;
-  int k = 0, mx = ns[k++], d = ns[k++], t = -1, ex;
-  double c = 1.4426950408889634;
-  if (node(w, ns[k])->op == TINY_MUL) t = ns[k++];
-  ex = ns[k++];
-  int z = ns[k++], y = ns[k++], out = k < n ? ns[k++] : y;
-  if (k != n) return HP_OK;
-  int x = base_src(w, mx, 0);
-  if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != x ||
-      base_src(w, d, 1) != mx)
-    return HP_OK;
-  if (t >= 0 && (base_src(w, t, 0) != d || !is_const(w, base_src(w, t, 1), &c) || !(c > 0))) return HP_OK;
-  if (!((t >= 0 && node(w, ex)->op == TINY_EXP2 && base_src(w, ex, 0) == t) ||
-        (t < 0 && node(w, ex)->op == TINY_EXP && base_src(w, ex, 0) == d)))
-    return HP_OK;
-  if (!last_axis_reduce(w, z, TINY_RSUM) || base_src(w, z, 0) != ex || node(w, y)->op != TINY_FDIV ||
-      base_src(w, y, 0) != ex || base_src(w, y, 1) != z)
-    return HP_OK;
-  if (out != y && (node(w, out)->op != TINY_CAST || base_src(w, out, 0) != y)) return HP_OK;
-  if (w->R->nout != 1 || w->R->out_values[0] != out || node(w, x)->dtype == TINY_I32) return HP_OK;
-  int64_t cols = node(w, x)->shape.d[node(w, x)->shape.rank - 1].n;
-  int rd[2] = {mx, d};
-  if (!row_input(w, x, cols, rd, 2)) DECLINE("softmax input is not read row by row");
-  int bd = block_of(w, d), by = block_of(w, y);
-  if (!reads_rowmajor(w, bd, access_of(w, bd, mx), 1) || !reads_rowmajor(w, by, access_of(w, by, z), 1) ||
-      !reads_rowmajor(w, by, access_of(w, by, ex), 0))
-    DECLINE("softmax reads its row statistics other than broadcast along the row");
+  ct_softmax sm;
+  if (!ct_read_softmax(&w->row, &sm, why)) return HP_OK;
   cuda_rownorm_spec s;
-  rownorm_of(w, x, out, cols, &s);
-  s.scale = (float)(c / 1.4426950408889634);
-  s.tune.arch = w->c->mod->arch;
+  rownorm_of(w, sm.rows, sm.cols, &sm.x, &sm.y, &s);
+  s.scale = sm.scale;
   int n0 = w->c->mod->n;
   if (try_gen(w->c, gen_sm, &s, kname(w->c, w->r, "softmax"), why)) return HP_OK;
-  named_arg na[] = {{"x", cuda_arg_slot(w->c, w->r, slot_of(w, unpeel(w, x)), 0, s.in_dtype)},
-                    {"y", cuda_arg_slot(w->c, w->r, slot_of(w, out), 0, s.out_dtype)}};
+  named_arg na[] = {{"x", tensor_arg(w, &sm.x)}, {"y", tensor_arg(w, &sm.y)}};
   return launch_last(w->c, w->r, n0, na, 2, done, why);
 }
 
-/* layernorm: mean = SUM x * 1/n; xc = x - mean; var = SUM xc*xc * 1/n;
- * y = xc * bcast(RSQRT(var + eps)) [* gamma] [+ beta] [CAST] */
 static hp_status try_layernorm(rowr *w, bool *done, const char **why) {
-  int ns[16], n = compute_nodes(w, ns, 16);
-  if (n < 9 || n > 12) return HP_OK;
-  if (n < 9) return HP_OK;
-  int s1 = ns[0], mean = ns[1], xc = ns[2], sq = ns[3], s2 = ns[4], var = ns[5], ve = ns[6], rs = ns[7], y = ns[8];
-  int x = base_src(w, s1, 0);
-  double inv = 0, inv2 = 0, eps = 0;
-  if (!last_axis_reduce(w, s1, TINY_RSUM) || node(w, mean)->op != TINY_MUL || base_src(w, mean, 0) != s1 ||
-      !is_const(w, base_src(w, mean, 1), &inv))
-    return HP_OK;
-  if (node(w, xc)->op != TINY_SUB || base_src(w, xc, 0) != x || base_src(w, xc, 1) != mean) return HP_OK;
-  if (node(w, sq)->op != TINY_MUL || base_src(w, sq, 0) != xc || base_src(w, sq, 1) != xc) return HP_OK;
-  if (!last_axis_reduce(w, s2, TINY_RSUM) || base_src(w, s2, 0) != sq || node(w, var)->op != TINY_MUL ||
-      base_src(w, var, 0) != s2 || !is_const(w, base_src(w, var, 1), &inv2))
-    return HP_OK;
-  if (node(w, ve)->op != TINY_ADD || base_src(w, ve, 0) != var || !is_const(w, base_src(w, ve, 1), &eps)) return HP_OK;
-  if (node(w, rs)->op != TINY_RSQRT || base_src(w, rs, 0) != ve) return HP_OK;
-  if (node(w, y)->op != TINY_MUL || base_src(w, y, 0) != xc || base_src(w, y, 1) != rs) return HP_OK;
-  int k = 9, gamma = -1, beta = -1, cur = y, pb[2] = {-1, -1};
-  if (k < n && node(w, ns[k])->op == TINY_MUL && base_src(w, ns[k], 0) == cur)
-    gamma = base_src(w, ns[k], 1), pb[0] = block_of(w, ns[k]), cur = ns[k++];
-  if (k < n && node(w, ns[k])->op == TINY_ADD && base_src(w, ns[k], 0) == cur)
-    beta = base_src(w, ns[k], 1), pb[1] = block_of(w, ns[k]), cur = ns[k++];
-  if (k < n && node(w, ns[k])->op == TINY_CAST && base_src(w, ns[k], 0) == cur) cur = ns[k++];
-  if (k != n || w->R->nout != 1 || w->R->out_values[0] != cur || node(w, x)->dtype == TINY_I32) return HP_OK;
-  int64_t cols = node(w, x)->shape.d[node(w, x)->shape.rank - 1].n;
-  if (fabs(inv * (double)cols - 1) > 1e-6 || fabs(inv2 * (double)cols - 1) > 1e-6) return HP_OK;
-  int rd[2] = {s1, xc};
-  if (!row_input(w, x, cols, rd, 2)) DECLINE("layernorm input is not read row by row");
-  int bxc = block_of(w, xc), by = block_of(w, y);
-  if (!reads_rowmajor(w, bxc, access_of(w, bxc, mean), 1) || !reads_rowmajor(w, by, access_of(w, by, rs), 1))
-    DECLINE("layernorm reads its row statistics other than broadcast along the row");
+  ct_layernorm ln;
+  if (!ct_read_layernorm(&w->row, &ln, why)) return HP_OK;
   cuda_rownorm_spec s;
-  rownorm_of(w, x, cur, cols, &s);
-  s.eps = (float)eps;
-  int pt[2] = {gamma, beta};
-  /* gamma / beta: vectors along the row (strides 0 .. 0 1), buffers of the kernel */
-  for (int i = 0; i < 2; i++) {
-    if (pt[i] < 0) continue;
-    int blk = pb[i];
-    int64_t st[POLY_MAX_VARS], off;
-    const poly_block_info *b = blk >= 0 ? poly_block(w->c->pv, blk) : NULL;
-    if (!b || slot_of(w, unpeel(w, pt[i])) < 0 || !strides_of(w, blk, 1, st, &off) || off != 0 || st[b->nvars - 1] != 1)
-      DECLINE("layernorm's gamma or beta is not a vector along the row");
-    for (int v = 0; v + 1 < b->nvars; v++)
-      if (st[v]) DECLINE("layernorm's gamma or beta varies across rows");
-  }
-  s.has_gamma = gamma >= 0, s.has_beta = beta >= 0;
-  gamma = gamma >= 0 ? unpeel(w, gamma) : -1, beta = beta >= 0 ? unpeel(w, beta) : -1;
-  s.gamma_dtype = gamma >= 0 ? storage(w, gamma) : TINY_FP32;
-  s.beta_dtype = beta >= 0 ? storage(w, beta) : TINY_FP32;
-  s.tune.arch = w->c->mod->arch;
+  rownorm_of(w, ln.rows, ln.cols, &ln.x, &ln.y, &s);
+  s.eps = ln.eps;
+  s.has_gamma = ln.gamma.slot >= 0, s.has_beta = ln.beta.slot >= 0;
+  s.gamma_dtype = ln.gamma.dtype, s.beta_dtype = ln.beta.dtype;
   int n0 = w->c->mod->n;
   if (try_gen(w->c, gen_ln, &s, kname(w->c, w->r, "layernorm"), why)) return HP_OK;
-  named_arg na[] = {
-      {"x", cuda_arg_slot(w->c, w->r, slot_of(w, unpeel(w, x)), 0, s.in_dtype)},
-      {"gamma", gamma >= 0 ? cuda_arg_slot(w->c, w->r, slot_of(w, gamma), 0, s.gamma_dtype) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
-      {"beta", beta >= 0 ? cuda_arg_slot(w->c, w->r, slot_of(w, beta), 0, s.beta_dtype) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
-      {"y", cuda_arg_slot(w->c, w->r, slot_of(w, cur), 0, s.out_dtype)}};
+  named_arg na[] = {{"x", tensor_arg(w, &ln.x)},
+                    {"gamma", tensor_arg(w, &ln.gamma)},
+                    {"beta", tensor_arg(w, &ln.beta)},
+                    {"y", tensor_arg(w, &ln.y)}};
   return launch_last(w->c, w->r, n0, na, 4, done, why);
 }
 
@@ -679,18 +492,18 @@ static bool fold_group(const int *vars, int n, const int64_t *st, const int64_t 
  * [outer][red][inner] */
 static hp_status try_reduce(rowr *w, bool *done, const char **why) {
   int one[2];
-  if (compute_nodes(w, one, 2) != 1 || w->R->nout != 1) return HP_OK;
-  int bi = block_of(w, one[0]);
+  if (ct_row_compute_nodes(&w->row, one, 2) != 1 || w->row.R->nout != 1) return HP_OK;
+  int bi = ct_row_block_of(&w->row, one[0]);
   const poly_block_info *b = poly_block(w->c->pv, bi);
   const tiny_node *n = node(w, b->node);
-  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->R->out_values[0] != b->node) return HP_OK;
-  int x = unpeel(w, b->access[0].tensor); /* a peeled CAST reads its source point for point */
+  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->row.R->out_values[0] != b->node) return HP_OK;
+  int x = ct_row_unpeel(&w->row, b->access[0].tensor); /* a peeled CAST reads its source point for point */
   if (slot_of(w, x) < 0 || storage(w, x) == TINY_I32 || storage(w, x) == TINY_BOOL)
     DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
   for (int v = 0; v < b->access[0].nvia; v++)
     if (node(w, b->access[0].via[v])->op == TINY_CAST) DECLINE("the reduction reads through a cast");
   int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS];
-  if (!strides_of(w, bi, 0, st, &off)) DECLINE("the reduction input is not a strided view");
+  if (!ct_row_strides(&w->row, bi, 0, st, &off)) DECLINE("the reduction input is not a strided view");
   ct_block_sizes(w->c->g, b, size);
   int red[POLY_MAX_VARS], nred = 0;
   for (int v = b->nout; v < b->nvars; v++) red[nred++] = v;
@@ -729,7 +542,7 @@ static bool ew_op_ok(tiny_op op) {
 
 /* an elementwise chain: every block over the output's points */
 static hp_status try_ewise(rowr *w, bool *done, const char **why) {
-  const rg_region *R = w->R;
+  const rg_region *R = w->row.R;
   if (R->nout != 1 || R->nblocks < 1 || R->nblocks > CUDA_MAX_EW_INSTR / 2) return HP_OK;
   int out = R->out_values[0];
   const tiny_shape *os = &node(w, out)->shape;
@@ -772,7 +585,7 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
         val[a] = s.ninstr++;
       } else {
         int64_t st[POLY_MAX_VARS], off;
-        if (slot_of(w, t) < 0 || storage(w, t) == TINY_I32 || !strides_of(w, R->blocks[k], a, st, &off)) {
+        if (slot_of(w, t) < 0 || storage(w, t) == TINY_I32 || !ct_row_strides(&w->row, R->blocks[k], a, st, &off)) {
           bad = "an input is not a strided fp/bool buffer";
           break;
         }
@@ -846,8 +659,8 @@ hp_status cuda_emit_region(cuda_rctx *c, int r) {
   if (st || done) return st;
   const char *note = why ? fmt_note(c, "the template declined (%s)", why) : NULL;
   if (R->nblocks > 0 && !why) {
-    rowr w = {c, r, R, &c->f->kernels[r], 0, {0}, {0}};
-    find_peels(&w);
+    rowr w = {c, r, {0}};
+    ct_row_init(&w.row, &src, r);
     hp_status (*row[])(rowr *, bool *, const char **) = {try_softmax, try_layernorm, try_reduce, try_ewise};
     for (int i = 0; i < 4 && !done && !st; i++) {
       const char *rwhy = NULL;
