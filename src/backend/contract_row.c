@@ -157,7 +157,7 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   *why = NULL;
   memset(out, 0, sizeof *out);
   int ns[16], n = ct_row_compute_nodes(w, ns, 16);
-  if (n < 5 || n > 6) return false;
+  if (n < 5 || n > 7) return false;
   int k = 0, mx = ns[k++], d = ns[k++], t = -1, ex;
   double c = 1.4426950408889634;
   if (node(w, ns[k])->op == TINY_MUL) t = ns[k++];

@@ -23,6 +23,17 @@ import numpy as np
 from harp_test import HARP, MODELS, SRC
 
 NP = {"fp16": np.float16, "fp32": np.float32, "i32": np.int32, "bool": np.bool_}
+
+
+def bf16_bits(a):
+    """float32 values -> bf16 storage (round to nearest even; no NaN inputs here)."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    """bf16 storage -> float32 values (bf16 tensors travel as float32 in .npy)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 CACHE = os.path.join(os.environ.get("HARP_CACHE_DIR", tempfile.gettempdir()), "cusim")
 TMAP_MAGIC = 0x484B544D41500001
 
@@ -44,6 +55,7 @@ CASES = [
      ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"), {"template": 1}),
     ("layernorm", os.path.join(MODELS, "layernorm_fp16.json"), ("R=24",), {"simple": 1}),
     ("softmax", os.path.join(MODELS, "softmax_rows.json"), ("R=24", "L=100"), {"simple": 1}),
+    ("softmax_half", os.path.join(GPU_MODELS, "softmax_half.harp"), (), {"simple": 2}),
     ("rows_mixed", os.path.join(GPU_MODELS, "rows_mixed.harp"), (), {"simple": 3, "generic": 1}),
     ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 6}),
     ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),
@@ -60,7 +72,8 @@ def feeds_of(g, rng):
             if b["dtype"] == "i32":
                 feeds[b["name"]] = rng.integers(0, 3, size=b["shape"]).astype(np.int32)
             else:
-                feeds[b["name"]] = rng.uniform(-0.3, 0.3, size=b["shape"]).astype(NP[b["dtype"]])
+                x = rng.uniform(-0.3, 0.3, size=b["shape"])
+                feeds[b["name"]] = bf16_values(bf16_bits(x)) if b["dtype"] == "bf16" else x.astype(NP[b["dtype"]])
     return feeds
 
 
@@ -158,7 +171,8 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     for b in bufs:
         path = "-"
         if b["space"] in ("input", "weights"):
-            a = np.ascontiguousarray(inputs[b["name"]]).astype(NP[b["dtype"]])
+            a = inputs[b["name"]]
+            a = bf16_bits(a) if b["dtype"] == "bf16" else np.ascontiguousarray(a).astype(NP[b["dtype"]])
             path = os.path.join(work, f"b{b['id']}.bin")
             a.tofile(path)
         lines.append(f"buf {b['id']} {max(b['bytes'], 1)} {path}")
@@ -207,7 +221,9 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
         return None, f"status word {st}: a kernel stopped on a bad index"
     res = {}
     for bid, b in outs.items():
-        a = np.fromfile(os.path.join(work, f"o{bid}.bin"), dtype=NP[b["dtype"]])
+        bf = b["dtype"] == "bf16"
+        a = np.fromfile(os.path.join(work, f"o{bid}.bin"), dtype=np.uint16 if bf else NP[b["dtype"]])
+        a = bf16_values(a) if bf else a
         res[b["name"]] = a.reshape(b["shape"])
     shutil.rmtree(work, ignore_errors=True)
     return res, None

@@ -16,7 +16,7 @@ rng = np.random.default_rng(11)
 def kernels(d):
     src = open(os.path.join(d, "model.c")).read()
     count = lambda kind: len(re.findall(rf"int model_k\d+_{kind}\(hprt_pool", src))
-    return {"gemm": count("gemm"), "conv": count("conv"), "attn": count("attn"),
+    return {"gemm": count("gemm"), "conv": count("conv"), "attn": count("attn"), "softmax": count("softmax"),
             "declined": re.findall(r"the template declined \(([^)]*)\)", src)}
 
 
@@ -111,6 +111,30 @@ if "avx512f" in open("/proc/cpuinfo").read():
     p, _ = run(conv_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
     src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
     s.check("conv: the AVX-512 variant is the direct kernel", src.count("/* direct conv (") == 2, p.stderr)
+# row softmax on the CPU row kernel (cgen_softmax): rows with a vector tail,
+# 3-D, fp16 and bf16 in and out (the widening casts read on load), NaN / inf
+# rows; along axis 0 it is not a row softmax and stays on the loops
+sm_dsl = os.path.join(tempfile.mkdtemp(), "softmax_rows.harp")
+with open(sm_dsl, "w") as f:
+    f.write("graph<R=37, D=77> main(x: f32[R, D], h: f16[3, 5, 40], b: bf16[6, 16], z: f32[9, 7])\n"
+            "    -> (y: f32[R, D], yh: f16[3, 5, 40], yb: bf16[6, 16], yz: f32[9, 7]) {\n"
+            "    y = softmax(x)\n    yh = softmax(h)\n    yb = softmax(b)\n    yz = softmax(z, axis=0)\n"
+            "    return y, yh, yb, yz\n}\n")
+x = (rng.standard_normal((37, 77)) * 4).astype(np.float32)
+x[3, 5], x[4, 76], x[5, :] = np.nan, np.inf, -np.inf
+feeds = {"x": x, "h": rng.standard_normal((3, 5, 40)).astype(np.float16),
+         "b": rng.standard_normal((6, 16)).astype(np.float32), "z": rng.standard_normal((9, 7)).astype(np.float32)}
+check("softmax rows (row kernel)", sm_dsl, feeds, want={"softmax": 3})
+d = tempfile.mkdtemp()
+p, out = run(sm_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+if p.returncode == 0:
+    s.check("softmax: exactly the three last-axis softmaxes on the row kernel", kernels(d)["softmax"] == 3, str(kernels(d)))
+    y = np.load(os.path.join(out, "y.npy"))
+    s.check("softmax: rows with NaN, +inf, only -inf are NaN, the others are not",
+            np.isnan(y[3:6]).all() and not np.isnan(np.delete(y, [3, 4, 5], 0)).any(), str(np.isnan(y).sum(1)))
+    ref = np.exp(x[6:].astype(np.float64) - x[6:].max(1, keepdims=True))
+    ref /= ref.sum(1, keepdims=True)
+    s.check("softmax: fp32 rows within 4e-6 of float64", np.abs(y[6:] - ref).max() <= 4e-6 * ref.max(), str(np.abs(y[6:] - ref).max()))
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

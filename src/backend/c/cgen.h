@@ -1,6 +1,6 @@
 /* cgen.h — CPU contraction kernel generators (internal API of the C backend).
  *
- * Gives C source text for three kernel families, each specialised to one
+ * Gives C source text for four kernel families, each specialised to one
  * shape binding (every size is a compile-time constant in the emitted code):
  *   cgen_gemm  batched GEMM, BLIS-style: packed A/B panels, a register-blocked
  *              FMA micro-kernel, the epilogue fused into the micro-kernel's store;
@@ -9,7 +9,8 @@
  *              or, on AVX-512 with overlapping windows (3x3, not 1x1), a
  *              direct convolution that broadcasts the input in place
  *              (cgen_dconv.c);
- *   cgen_attn  attention with a fused streaming (online) softmax.
+ *   cgen_attn  attention with a fused streaming (online) softmax;
+ *   cgen_softmax  row softmax along the last axis (three passes over a row).
  * and a helper that compiles a source string into a shared object and dlopens it.
  *
  * The emitted code is plain C (GNU C, any -std=gnu11/c11 compiler of the GCC
@@ -177,6 +178,19 @@ typedef struct cgen_attn_spec {
 void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,
                          tiny_dtype dt);
 hp_status cgen_attn(hp_error *e, const cgen_attn_spec *spec, const char *fn_name, hp_str *out);
+
+/* Row softmax y[r][:] = exp(scale (x[r][:] - max)) / sum over dense rows of
+ * cols (cgen_softmax.c).  Entry point: int fn(hprt_pool *pool, const void *x,
+ * void *y); y must not overlap x.  A row holding NaN or +-inf gives NaN. */
+typedef struct cgen_softmax_spec {
+  int64_t rows, cols;
+  tiny_dtype x_dtype, y_dtype; /* FP32, FP16 or BF16; computed in fp32 */
+  float scale;                 /* > 0 */
+  cgen_tuning tune;            /* simd, isa_mask, force_isa */
+} cgen_softmax_spec;
+
+void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, tiny_dtype dt);
+hp_status cgen_softmax(hp_error *e, const cgen_softmax_spec *spec, const char *fn_name, hp_str *out);
 
 /* ---- compile and load -------------------------------------------------- */
 typedef struct cgen_cc_opts {

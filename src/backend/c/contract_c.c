@@ -1,6 +1,7 @@
 /* contract_c.c — contraction and attention regions on the kernel templates
  * of cgen.h (BLIS-style GEMM, implicit-GEMM conv, streaming-softmax
- * attention).
+ * attention), and row-softmax regions (contract_row.c's reading) on
+ * cgen_softmax.
  * Needs: a region formed by rg_form (rg_info), its Poly-View, the Function;
  * the target-independent reading of src/backend/contract.c.
  * Gives: cc_emit_template.
@@ -399,6 +400,51 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   return HP_OK;
 }
 
+/* ---- row softmax ------------------------------------------------------------------ */
+static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  ct_src src = {c->g, c->pv, c->f, false, false};
+  ct_row w;
+  ct_row_init(&w, &src, r);
+  ct_softmax sm;
+  if (!ct_read_softmax(&w, &sm, why)) return HP_OK;
+  cgen_softmax_spec s;
+  cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
+  s.y_dtype = sm.y.dtype;
+  s.scale = sm.scale;
+  /* a plan reads as its vector width; rows always split over the pool */
+  hp_plan_choice *ch = choice_of(c, r);
+  if (ch) {
+    int vw = ch->plan.vec_width;
+    s.tune.simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
+    note_add(ch, "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used");
+  }
+  if (c->host_only) s.tune.isa_mask = ch ? isa_for_simd(s.tune.simd) : host_isa_mask();
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_softmax", fn);
+  hp_error e2 = {0};
+  hp_str body;
+  hp_str_init(&body);
+  if (cgen_softmax(&e2, &s, kfn, &body)) {
+    hp_str_free(&body);
+    if (e2.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    DECLINE("the softmax kernel refused the shape");
+  }
+  if (ch) {
+    ch->applied = true;
+    char *one = hp_plan_oneline(&ch->plan);
+    hp_str_printf(out, "/* plan: %s\n   -> softmax, simd %d */\n", one ? one : "?", s.tune.simd);
+    free(one);
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  hp_str_printf(out,
+                "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n",
+                fn, kfn, sm.x.slot, sm.y.slot);
+  *handled = true;
+  return HP_OK;
+}
+
 static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   *handled = false;
   *why = NULL;
@@ -407,7 +453,7 @@ static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   case 'a': return try_attention(c, r, fn, out, handled, why);
   case 'c': return try_conv(c, r, fn, out, handled, why);
   case 'g': return try_gemm(c, r, fn, out, handled, why);
-  default: return HP_OK;
+  default: return getenv("HARP_NO_TEMPLATES") ? HP_OK : try_softmax(c, r, fn, out, handled, why);
   }
 }
 

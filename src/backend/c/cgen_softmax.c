@@ -1,0 +1,144 @@
+/* cgen_softmax.c — row softmax on the CPU vector layer.
+ * Needs: cgen_int.h.  Gives: cgen_softmax, cgen_softmax_spec_init.
+ *
+ * y = exp(scale (x - max)) / sum, per dense row of `cols`, in three passes
+ * over the row (the second and third hit L1 for rows up to ~8K floats):
+ *   1. the row's max, four vector accumulators;
+ *   2. e = 2^t, t = (x - max) * scale * log2(e), stored in fp32 (into y
+ *      itself when y is fp32, else a per-thread row of scratch, so a half
+ *      output is rounded once), summed;
+ *   3. y = e * (1 / sum).
+ * 2^t: n = round(t), f = t - n (exact), 2^f by a degree-6 polynomial fitted
+ * on [-0.5, 0.5] (1.3 ulp), then scaled by 2^n (vscalefps on AVX-512).  t
+ * below -126 flushes to 0, which keeps denormals (and their microcode
+ * assists) out of the sums; NaN propagates, so a row holding NaN or inf
+ * (max - max = NaN) comes out NaN like the reference's division chain.
+ * Rows go to tasks in chunks; small problems stay on the calling thread. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, tiny_dtype dt) {
+  memset(s, 0, sizeof *s);
+  s->rows = rows, s->cols = cols;
+  s->x_dtype = s->y_dtype = dt;
+  s->scale = 1.0f;
+  cgen_tuning_default(&s->tune);
+}
+
+/* 2^f on [-0.5, 0.5], c0 = 1 (fitted for relative error). */
+static const char *const POLY[] = {"1.5353361959569156e-4f", "1.3398875016719103e-3f", "9.61843691766262e-3f",
+                                   "5.5503323674201965e-2f", "2.4022647738456726e-1f", "6.931471824645996e-1f"};
+
+static void emit_exp2(cg_out *o) {
+  switch (o->isa->id) {
+    case CGEN_ISA_AVX512:
+      cg_emit(o, "$I $P_v $P_e2($P_v t) {\n"
+                 "  __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
+                 "  __m512 f = _mm512_sub_ps(t, n), p = _mm512_set1_ps(%s);\n", POLY[0]);
+      for (int i = 1; i < 6; i++) cg_emit(o, "  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(%s));\n", POLY[i]);
+      cg_emit(o, "  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));\n"
+                 "  /* not less than -126, or NaN: kept; below: 0 */\n"
+                 "  return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), p, n);\n"
+                 "}\n");
+      break;
+    case CGEN_ISA_AVX2:
+      cg_emit(o, "$I $P_v $P_e2($P_v t) {\n"
+                 "  __m256 keep = _mm256_cmp_ps(t, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ);\n"
+                 "  t = _mm256_min_ps(_mm256_set1_ps(127.0f), t); /* NaN stays NaN (min returns its second operand) */\n"
+                 "  __m256 n = _mm256_round_ps(_mm256_max_ps(t, _mm256_set1_ps(-126.0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
+                 "  __m256 f = _mm256_sub_ps(t, n), p = _mm256_set1_ps(%s);\n", POLY[0]);
+      for (int i = 1; i < 6; i++) cg_emit(o, "  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(%s));\n", POLY[i]);
+      cg_emit(o, "  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));\n"
+                 "  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);\n"
+                 "  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);\n"
+                 "}\n");
+      break;
+    default: cg_emit(o, "$I $P_v $P_e2($P_v t) { return t < -126.0f ? 0.0f : exp2f(t); }\n"); break;
+  }
+}
+
+static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
+  int w = o->isa->w;
+  long C = (long)s->cols, full = C / w * w;
+  int tail = (int)(C - full);
+  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  const char *xs = cg_vsuffix(s->x_dtype), *ys = cg_vsuffix(s->y_dtype);
+  bool y32 = s->y_dtype == TINY_FP32;
+  cg_emit_isa_helpers(o);
+  emit_exp2(o);
+  /* one row; d is y itself when y is fp32, so neither is restrict */
+  cg_emit(o, "static $T void $P_row(const %s *restrict x, %s *y, float *d) {\n", xt, yt);
+  cg_emit(o, "  $P_v m0 = $P_set1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;\n  long j = 0;\n");
+  cg_emit(o, "  for (; j + %d <= %ldL; j += %d) {\n", 4 * w, C, 4 * w);
+  for (int u = 0; u < 4; u++) cg_emit(o, "    m%d = $P_max(m%d, $P_ld%s(x + j + %d));\n", u, u, xs, u * w);
+  cg_emit(o, "  }\n");
+  /* leftover loops only where they run: GCC warns about loops it proves empty */
+  if (C % (4 * w) >= w) cg_emit(o, "  for (; j + %d <= %ldL; j += %d) m0 = $P_max(m0, $P_ld%s(x + j));\n", w, C, w, xs);
+  if (tail) cg_emit(o, "  m1 = $P_max(m1, $P_keep($P_ldn%s(x + %ldL, %d), %d));\n", xs, full, tail, tail);
+  cg_emit(o, "  $P_v vm = $P_set1($P_hmax($P_max($P_max(m0, m1), $P_max(m2, m3))));\n");
+  cg_emit(o, "  $P_v vl = $P_set1(%.9gf), s0 = $P_zero(), s1 = s0;\n", (double)s->scale * 1.4426950408889634);
+  cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) {\n", 2 * w, C, 2 * w);
+  for (int u = 0; u < 2; u++)
+    cg_emit(o, "    { $P_v e = $P_e2(($P_ld%s(x + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", xs, u * w,
+            u * w, u, u);
+  cg_emit(o, "  }\n");
+  if (C % (2 * w) >= w)
+    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_e2(($P_ld%s(x + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
+            w, C, w, xs);
+  if (tail) /* the lanes past the row are not summed: read back what was stored */
+    cg_emit(o, "  $P_stn(d + %ldL, $P_e2(($P_ldn%s(x + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
+            full, xs, full, tail, tail, full, tail);
+  cg_emit(o, "  $P_v vi = $P_set1(1.0f / $P_hsum(s0 + s1));\n");
+  cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) $P_st%s(y + j, $P_ld(d + j) * vi);\n", w, C, w, ys);
+  if (tail) cg_emit(o, "  $P_stn%s(y + %ldL, $P_ldn(d + %ldL, %d) * vi, %d);\n", ys, full, full, tail, tail);
+  cg_emit(o, "}\n");
+  /* a task: a chunk of rows */
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long r0 = cx->rows * task / cx->ntasks, r1 = cx->rows * (task + 1) / cx->ntasks;\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->x;\n  %s *y = (%s *)cx->y;\n", xt, xt, yt, yt);
+  if (y32) cg_emit(o, "  (void)tid;\n  for (long r = r0; r < r1; r++) $P_row(x + r * %ldL, y + r * %ldL, y + r * %ldL);\n", C, C, C);
+  else cg_emit(o, "  float *d = (float *)cx->sc.thr[tid];\n  for (long r = r0; r < r1; r++) $P_row(x + r * %ldL, y + r * %ldL, d);\n", C, C);
+  cg_emit(o, "}\n");
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n  $F_ctx cx;\n");
+  cg_emit(o, "  cx.x = x; cx.y = y; cx.rows = %ldL;\n", (long)s->rows);
+  /* below ~64K elements a wake-up of the pool costs more than it saves */
+  if (s->rows * s->cols < 65536 || s->rows == 1) cg_emit(o, "  cx.ntasks = 1;\n");
+  else
+    cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) * 4;\n  if (cx.ntasks > %ld) cx.ntasks = %ld;\n",
+            (long)(s->rows < 1024 ? s->rows : 1024), (long)(s->rows < 1024 ? s->rows : 1024));
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", y32 ? 0L : C * 4);
+  cg_emit(o, "  hprt_pool_run(cx.ntasks > 1 ? pool : NULL, cx.ntasks, $P_task, &cx);\n");
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+}
+
+hp_status cgen_softmax(hp_error *e, const cgen_softmax_spec *s, const char *fn, hp_str *out) {
+  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_softmax: NULL argument");
+  if (cg_check_name(e, fn)) return e->code;
+  if (s->rows < 1 || s->cols < 1) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_softmax: sizes must be >= 1");
+  if (s->cols >= (1L << 24) || s->rows >= (1L << 40) / s->cols)
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_softmax: sizes beyond what the kernel handles");
+  if (!cg_dtype_ok(s->x_dtype) || !cg_dtype_ok(s->y_dtype))
+    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_softmax: dtypes must be fp32, fp16 or bf16");
+  if (!isfinite(s->scale) || !(s->scale > 0))
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_softmax: scale must be finite and > 0");
+  unsigned set = cg_isa_set(&s->tune);
+  cg_out o = {.s = out, .F = fn};
+  cg_set_isa(&o, NULL);
+  cg_emit_runtime(out);
+  cg_emit(&o, "/* ---- %s: softmax %ld rows x %ld, %s -> %s, scale %.9g ---- */\n", fn, (long)s->rows, (long)s->cols,
+          tiny_dtype_name(s->x_dtype), tiny_dtype_name(s->y_dtype), (double)s->scale);
+  cg_emit_scalar_conv(&o);
+  cg_emit(&o, "typedef struct { const void *x; void *y; long rows; int ntasks; hprt_scratch sc; } $F_ctx;\n");
+  for (int i = 0; i < CGEN_ISA_COUNT; i++) {
+    if (!(set >> i & 1u)) continue;
+    cg_set_isa(&o, cg_isa_get((cgen_isa)i));
+    emit_variant(&o, s);
+  }
+  cg_emit_dispatch(&o, set, s->tune.force_isa, "hprt_pool *pool, const void *x, void *y", "pool, x, y");
+  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HP_OK;
+}
