@@ -115,6 +115,30 @@ def case_gemm(n):
                 tensors={"A": ("input", A), "B": ("param", B)}, out="C", peers=peers, ref=lambda: A @ B)
 
 
+def case_gemv(m, n, k):
+    """Decode-time matmul: a few rows against a weight read once (x @ W)."""
+    A, B = rand(m, k), rand(k, n)
+    peers = {"numpy": lambda: A @ B}
+    if ort:
+        s = ort_session([helper.make_node("MatMul", ["A", "B"], ["C"])], [vi("A", A)], [vi("C", A[:, :1].repeat(n, 1))],
+                        [init("B", B)])
+        peers["ort"] = lambda: s.run(None, {"A": A})[0]
+    return dict(model="bench/models/gemm.json", syms=dict(M=m, N=n, K=k),
+                tensors={"A": ("input", A), "B": ("param", B)}, out="C", peers=peers, ref=lambda: A @ B)
+
+
+def case_linear_t(m, n, k):
+    """x W^T with W stored [N, K] (PyTorch's Linear)."""
+    x, w = rand(m, k), rand(n, k)
+    peers = {"numpy": lambda: x @ w.T}
+    if ort:
+        s = ort_session([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], [vi("x", x)],
+                        [vi("y", x[:, :1].repeat(n, 1))], [init("w", w)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+    return dict(model="bench/models/linear_t.harp", syms={}, tensors={"x": ("input", x), "w": ("param", w)}, out="y",
+                peers=peers, ref=lambda: x @ w.T)
+
+
 def case_gemm_bias_relu(n):
     A, B, bias = rand(n, n), rand(n, n), rand(n)
     ref = lambda: np.maximum(A @ B + bias, 0)
@@ -273,6 +297,8 @@ CASES = {
     "gemm 2048 fp32": lambda: case_gemm(2048),
     "gemm+bias+relu 1024": lambda: case_gemm_bias_relu(1024),
     "gemm 1024 fp16": lambda: case_gemm16(1024),
+    "gemv 1x4096x4096": lambda: case_gemv(1, 4096, 4096),
+    "linear W^T 4x4096x4096": lambda: case_linear_t(4, 4096, 4096),
     "conv3x3 1x64x56x56": case_conv,
     "attention b1 h8 s512 d64": case_attention,
     "layernorm 4096x1024": case_layernorm,

@@ -77,7 +77,9 @@ def gemm(m, k, n, dt="fp32", transpose_b=False, batch=None, epi=()):
 
 
 for args, name in [((37, 29, 53), "gemm odd"), ((64, 64, 64, "fp16"), "gemm fp16"),
-                   ((33, 17, 45, "fp32", True), "gemm B transposed"), ((19, 23, 31, "fp32", False, 3), "gemm batched")]:
+                   ((33, 17, 45, "fp32", True), "gemm B transposed"), ((19, 23, 31, "fp32", False, 3), "gemm batched"),
+                   ((1, 300, 77), "gemv (skinny: B streamed)"), ((2, 129, 45, "fp32", True), "skinny, B transposed"),
+                   ((3, 70, 33, "fp16", False, 2), "skinny fp16 batched")]:
     model, t = gemm(*args)
     check(name, model, t, want={"gemm": 1})
 for epi in (("bias", "RELU"), ("bias", "GELU"), ("residual",), ("bias", "residual", "RELU")):
