@@ -81,7 +81,7 @@ static const gcase CASES[] = {
     {33, 70, 29, 1, 1, F32, F32, B16, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, B16},
     {17, 20, 9, 1, 1, F32, F32, F16, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, F16},
     {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_BIAS_N}, B16},
-    /* skinny (M <= 4): B streamed, not packed. Unit stride along N: strips of
+    /* skinny (M <= 8): B streamed, not packed. Unit stride along N: strips of
      * columns, K in fours with a tail; along K (B^T): dot products, K and N tails */
     {1, 1000, 70, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5},
     {3, 37, 33, 1, 1, F32, F32, F32, 0, 1, 0, 0, A5},
@@ -92,6 +92,8 @@ static const gcase CASES[] = {
     {4, 65, 40, 1, 1, F32, F32, F16, 0, 1, 0, 0, A5, 0, 0, 0, 0, 0, 3, {CGEN_EPI_BIAS_M, CGEN_EPI_GELU, CGEN_EPI_RESIDUAL}, B16, 1},
     {1, 70, 5, 3, 1, F32, F32, F32, 0, 1, 0, 0, -1},
     {2, 48, 3, 1, 1, B16, F32, F32, 0, 0, 0, 0, A5, 0, 0, 7},
+    {8, 90, 50, 1, 1, F32, F16, F32, 0, 1, 0, 0, A5, 0, 0, 0, 0, 0, 1, {CGEN_EPI_BIAS_M}, F32},
+    {8, 77, 21, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2},
     {2, 40, 20, 1, 1, F32, F32, F32, 0, 0, 0, 1, A5}, /* C strided along N: the packed path */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))

@@ -14,7 +14,7 @@ static void test_cases_b(void **st) { (void)st; run_range(NCASE / 2, NCASE); }
  * half storage, broadcast batch) compiled that way. */
 static void test_cases_o3(void **st) {
   (void)st;
-  static const int pick[] = {3, 16, 28, 31, NCASE - 10, NCASE - 9, NCASE - 5};
+  static const int pick[] = {3, 16, 28, 31, NCASE - 12, NCASE - 11, NCASE - 7, NCASE - 3};
   run_list(pick, (int)(sizeof pick / sizeof pick[0]), "-O3");
 }
 

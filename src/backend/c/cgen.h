@@ -4,6 +4,8 @@
  * shape binding (every size is a compile-time constant in the emitted code):
  *   cgen_gemm  batched GEMM, BLIS-style: packed A/B panels, a register-blocked
  *              FMA micro-kernel, the epilogue fused into the micro-kernel's store;
+ *              with M <= 8 (and C unit-stride along N, B unit-stride along N
+ *              or K) the vector variants stream B without packing it;
  *   cgen_conv  2-D convolution (NCHW input, OIHW weight) as implicit GEMM: the
  *              B panels are gathered straight from the input (zero for pad);
  *              or, on AVX-512 with overlapping windows (3x3, not 1x1), a

@@ -14,6 +14,8 @@
  *       the epilogue in registers and stores in the output dtype.
  *   Partial sums across KC blocks live in C itself when C is fp32 with unit
  *   column stride, else in a per-thread fp32 buffer.
+ * With at most 8 rows (GEMV, decode-time matmuls) the vector variants stream
+ * B once instead of packing it (emit_skinny_variant).
  */
 #include <math.h>
 #include <stdio.h>
@@ -584,7 +586,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-/* ---- skinny GEMM: a few rows of A (GEMV, decode-time matmuls) ------------- */
+/* ---- skinny GEMM: up to 8 rows of A (GEMV, decode-time matmuls) ------------ */
 /* Packing B costs as much as the product when M is tiny, and a 6-row
  * micro-tile idles: stream B once instead.  B with unit stride along N: each
  * task keeps fp32 rows of C for a strip of columns in L1 and adds
@@ -593,7 +595,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
  * columns at a time sharing the loads of A.  A is first converted to dense
  * fp32 rows (M x K per batch, small).  The epilogue and the store are the
  * GEMM's (emit_row). */
-#define SKINNY_MAX_M 4
+#define SKINNY_MAX_M 8
 #define SKINNY_STRIP 1024
 
 static bool skinny_ok(const cg_mm *p, const cg_isa *isa) {
