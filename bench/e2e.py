@@ -135,7 +135,7 @@ def case_linear_t(m, n, k):
         s = ort_session([helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)], [vi("x", x)],
                         [vi("y", x[:, :1].repeat(n, 1))], [init("w", w)])
         peers["ort"] = lambda: s.run(None, {"x": x})[0]
-    return dict(model="bench/models/linear_t.harp", syms={}, tensors={"x": ("input", x), "w": ("param", w)}, out="y",
+    return dict(model="bench/models/linear_t.harp", syms=dict(M=m, N=n, K=k), tensors={"x": ("input", x), "w": ("param", w)}, out="y",
                 peers=peers, ref=lambda: x @ w.T)
 
 
@@ -299,6 +299,7 @@ CASES = {
     "gemm 1024 fp16": lambda: case_gemm16(1024),
     "gemv 1x4096x4096": lambda: case_gemv(1, 4096, 4096),
     "linear W^T 4x4096x4096": lambda: case_linear_t(4, 4096, 4096),
+    "linear W^T 256x4096x4096": lambda: case_linear_t(256, 4096, 4096),
     "conv3x3 1x64x56x56": case_conv,
     "attention b1 h8 s512 d64": case_attention,
     "layernorm 4096x1024": case_layernorm,

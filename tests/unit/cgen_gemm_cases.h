@@ -81,6 +81,9 @@ static const gcase CASES[] = {
     {33, 70, 29, 1, 1, F32, F32, B16, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, B16},
     {17, 20, 9, 1, 1, F32, F32, F16, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_RELU}, F16},
     {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_ROUND, CGEN_EPI_BIAS_N}, B16},
+    /* B^T with whole 64-column panels: packed through 16x16 transposes, k tails */
+    {33, 150, 70, 1, 1, F32, F32, F32, 0, 1, 0, 0, A5},
+    {20, 128, 40, 2, 1, F32, F16, F32, 0, 1, 0, 0, A5, 32},
     /* skinny (M <= 8): B streamed, not packed. Unit stride along N: strips of
      * columns, K in fours with a tail; along K (B^T): dot products, K and N tails */
     {1, 1000, 70, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5},

@@ -179,25 +179,6 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
 }
 
 /* ---- emission ------------------------------------------------------------ */
-static void emit_tr16(cg_out *o) {
-  cg_emit(o, "$I void $P_tr16(__m512 *r) {\n  __m512 t[16];\n");
-  cg_emit(o, "  for (int i = 0; i < 8; i++) { t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);"
-             " t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]); }\n");
-  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
-             "    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);"
-             " r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);\n"
-             "    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);"
-             " r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);\n  }\n");
-  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
-             "    t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88); t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xDD);\n"
-             "    t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);"
-             " t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xDD);\n  }\n");
-  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
-             "    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88); r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);\n"
-             "    r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);"
-             " r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);\n  }\n}\n");
-}
-
 /* Weights OIHW (any dtype) -> Wp[g][ocb][k][OB] fp32, k = (c*KH + kh)*KW + kw:
  * 16 output channels x 16 k loaded as rows, transposed, stored as k rows. */
 static void emit_pack(cg_out *o, const dc *d) {
@@ -417,7 +398,7 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
              " int *packed; } $P_dctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_dtt;\n", CGEN_MAX_EPI);
-  emit_tr16(o);
+  cg_emit_tr16(o);
   emit_pack(o, &d);
   for (int i = 0; i < d.nsig; i++) emit_kernel(o, &d, i);
   emit_task(o, &d);

@@ -458,6 +458,25 @@ void cg_emit_isa_helpers(cg_out *o) {
   cg_emit(o, "%s", HCOMMON);
 }
 
+void cg_emit_tr16(cg_out *o) {
+  cg_emit(o, "$I void $P_tr16(__m512 *r) {\n  __m512 t[16];\n");
+  cg_emit(o, "  for (int i = 0; i < 8; i++) { t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);"
+             " t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]); }\n");
+  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
+             "    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);"
+             " r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);\n"
+             "    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);"
+             " r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);\n  }\n");
+  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
+             "    t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88); t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xDD);\n"
+             "    t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);"
+             " t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xDD);\n  }\n");
+  cg_emit(o, "  for (int i = 0; i < 4; i++) {\n"
+             "    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88); r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);\n"
+             "    r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);"
+             " r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);\n  }\n}\n");
+}
+
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x) {
   switch (k) {
     case CGEN_EPI_RELU: cg_emit(o, "      %s = $P_max(%s, $P_zero());\n", x, x); break;

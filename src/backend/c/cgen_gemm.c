@@ -312,6 +312,11 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  }\n}\n");
 }
 
+/* Does the AVX-512 packer read B^T (unit stride along K) with 16x16 transposes? */
+static bool bt_transposes(const cg_mm *p, const cg_isa *isa, const cg_tile *t) {
+  return isa->id == CGEN_ISA_AVX512 && !p->conv && p->b_sk == 1 && p->b_sn != 1 && t->nr % 16 == 0;
+}
+
 static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *bt = cg_ctype(p->bdt), *sx = cg_vsuffix(p->bdt);
   int w = o->isa->w;
@@ -333,6 +338,23 @@ static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
     snprintf(ld, sizeof ld, "k * %ldL", (long)p->b_sk);
     char ldx[200];
     cg_scalar_ld(o, ldx, sizeof ldx, p->bdt, "s", ld);
+    if (bt_transposes(p, o->isa, t)) {
+      char ld2[160], ldx2[200];
+      snprintf(ld2, sizeof ld2, "k2 * %ldL", (long)p->b_sk);
+      cg_scalar_ld(o, ldx2, sizeof ldx2, p->bdt, "s", ld2);
+      /* B^T (unit stride along K): 16 columns x 16 k read as rows, transposed
+       * in registers, stored as k rows of the panel; the k tail by element */
+      cg_emit(o, "    if (nr == %d) {\n      long k = 0;\n      for (; k + 16 <= kc; k += 16)\n", t->nr);
+      cg_emit(o, "        for (int jb = 0; jb < %d; jb += 16) {\n          __m512 r[16];\n", t->nr);
+      cg_emit(o, "          for (int j = 0; j < 16; j++) r[j] = $P_ld%s(B + (n0 + jr + jb + j) * %ldL + k0 + k);\n", sx,
+              (long)p->b_sn);
+      cg_emit(o, "          $P_tr16(r);\n          for (int i = 0; i < 16; i++) $P_st(d + (k + i) * %d + jb, r[i]);\n"
+                 "        }\n", t->nr);
+      cg_emit(o, "      for (int j = 0; j < %d && k < kc; j++) {\n", t->nr);
+      cg_emit(o, "        const %s *s = B + (n0 + jr + j) * %ldL + k0 * %ldL;\n", bt, (long)p->b_sn, (long)p->b_sk);
+      cg_emit(o, "        for (long k2 = k; k2 < kc; k2++) d[k2 * %d + j] = %s;\n      }\n", t->nr, ldx2);
+      cg_emit(o, "      continue;\n    }\n");
+    }
     cg_emit(o, "    for (int j = 0; j < %d; j++) {\n", t->nr);
     cg_emit(o, "      if (j >= nr) { for (long k = 0; k < kc; k++) d[k * %d + j] = 0.0f; continue; }\n", t->nr);
     cg_emit(o, "      const %s *s = B + (n0 + jr + j) * %ldL + k0 * %ldL;\n", bt, (long)p->b_sn, (long)p->b_sk);
@@ -556,6 +578,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
   }
   emit_pack_a(o, p, t);
+  if (bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
   if (p->conv && p->cv_sw == 1 && p->bdt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && !p->tune.conv_gather)
     emit_pack_b_conv_rows(o, p, t);
   else if (p->conv) emit_pack_b_conv(o, p, t);

@@ -51,6 +51,8 @@ const char *cg_vsuffix(tiny_dtype t); /* "" / "h" / "b": $P_ld<sfx> */
 void cg_scalar_ld(cg_out *o, char *buf, int cap, tiny_dtype t, const char *ptr, const char *idx);
 /* Scalar conversion of float expression to storage of t. */
 void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr);
+/* AVX-512 only: $P_tr16(__m512 r[16]) transposes 16 rows of 16 floats in place. */
+void cg_emit_tr16(cg_out *o);
 /* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x);
 /* Epilogue step i on the vector x when its code does not depend on the
