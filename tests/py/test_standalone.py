@@ -36,6 +36,10 @@ def package(name, model, params, inputs, syms=()):
     s.check(f"{name}: make builds and runs", p.returncode == 0, p.stdout + p.stderr)
     if p.returncode:
         return
+    # the generated C is warning-free (GCC's loop analysis included, -O2)
+    w = subprocess.run(["make", "-s", "-B", "-C", d, "model_main",
+                        "CFLAGS=-O2 -fopenmp-simd -fno-math-errno -Wall -Wextra -Werror"], capture_output=True, text=True)
+    s.check(f"{name}: builds with -Wall -Wextra -Werror", w.returncode == 0, (w.stdout + w.stderr)[-3000:])
     for exp in sorted(glob.glob(os.path.join(d, "expected", "*.npy"))):
         out = os.path.join(d, "outputs", os.path.basename(exp))
         got, want = np.load(out), np.load(exp)
@@ -62,4 +66,9 @@ cb = rng.standard_normal(6).astype(np.float16)
 package("conv", os.path.join(MODELS, "seed001_conv.json"), {"W": W, "bias": cb}, {"X": X},
         ["pt=1", "pb=1", "pl=1", "pr=1", "Sh=2", "Sw=2", "Dh=1", "Dw=1", "G=1", "Rcout=6", "Oy=5", "Ox=5"])
 package("mlp", os.path.join(SRC, "examples", "mlp.harp"), {}, {})
+package("cnn", os.path.join(SRC, "examples", "cnn.harp"), {}, {})
+package("softmax", os.path.join(SRC, "bench", "models", "softmax.harp"), {}, {}, ["R=64", "D=100"])
+package("gemv", os.path.join(SRC, "bench", "models", "linear_t.harp"), {}, {}, ["M=3", "K=100", "N=70"])
+package("gemm_k2304", os.path.join(SRC, "bench", "models", "gemm.json"),
+        {"B": rng.standard_normal((2304, 48)).astype(np.float32)}, {"A": rng.standard_normal((40, 2304)).astype(np.float32)})
 s.close()

@@ -225,7 +225,7 @@ static const char RUNTIME[] =
     "}\n"
     "/* The scratch of one call: from the pool, or malloc'd when there is none. */\n"
     "typedef struct hprt_scratch { char *shared; char *thr[HPRT_MAXT]; void *own; } hprt_scratch;\n"
-    "static int hprt_scratch_get(hprt_pool *p, size_t shared, size_t per_thread, hprt_scratch *s) {\n"
+    "static __attribute__((unused)) int hprt_scratch_get(hprt_pool *p, size_t shared, size_t per_thread, hprt_scratch *s) {\n"
     "  memset(s, 0, sizeof *s);\n"
     "  shared = (shared + 63) & ~(size_t)63; per_thread = (per_thread + 63) & ~(size_t)63;\n"
     "  if (p) {\n"
@@ -239,7 +239,7 @@ static const char RUNTIME[] =
     "  s->shared = (char *)s->own; s->thr[0] = (char *)s->own + shared;\n"
     "  return 0;\n"
     "}\n"
-    "static void hprt_scratch_put(hprt_scratch *s) { free(s->own); s->own = NULL; }\n"
+    "static __attribute__((unused)) void hprt_scratch_put(hprt_scratch *s) { free(s->own); s->own = NULL; }\n"
     "#endif /* HPRT_RUNTIME */\n";
 
 void cg_emit_runtime(hp_str *s) { hp_str_puts(s, RUNTIME); }
