@@ -118,8 +118,10 @@ typedef struct epi_map {
 } epi_map;
 
 /* The region's epilogue as template steps; additions of a tensor are left
- * as CT_EPI_RESIDUAL with x[] set, for the caller to place. */
-static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *info, epi_map *em) {
+ * as CT_EPI_RESIDUAL with x[] set, for the caller to place.  reshape_ok: a
+ * RESHAPE is no step (the depthwise conv's [n, c, 1, oh, ow] -> [n, c, oh, ow]:
+ * the same elements in the same order, which the caller checks). */
+static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *info, bool reshape_ok, epi_map *em) {
   const tiny_graph *g = c->g;
   memset(em, 0, sizeof *em);
   for (int i = 0; i < info->nepi; i++) {
@@ -139,6 +141,7 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       i = j;
       continue;
     }
+    if (n->op == TINY_RESHAPE && reshape_ok) continue;
     switch (n->op) {
     case TINY_RELU: out->kind = CT_EPI_RELU; break;
     case TINY_GELU: out->kind = CT_EPI_GELU; break;
@@ -317,7 +320,7 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
   int64_t cst[TINY_MAX_RANK];
   rowmajor(&C->shape, cst);
   epi_map em;
-  if (!map_epilogue(c, K, info, &em)) DECLINE("the epilogue is not a sequence of template steps");
+  if (!map_epilogue(c, K, info, false, &em)) DECLINE("the epilogue is not a sequence of template steps");
   /* the dimensions by role, folded where contiguous in every tensor; when
    * A's reduced dimensions do not fold (heads merged back: [b][h][s][d] read
    * as [b][s][h*d]), a second try copies A into a dense scratch first */
@@ -404,9 +407,13 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   const poly_contraction *con = b->con;
   const tiny_node *red = &g->nodes[b->node];
   memset(out, 0, sizeof *out);
-  if (!con || con->pattern != POLY_PAT_CONV || b->nout != 4 || b->nvars != 7 || red->a.reduce.dtype != TINY_FP32 ||
-      R->nout != 1 || red->src[0].node != con->mul_node)
+  /* depthwise (groups == channels): out vars (n, g, rc, oh, ow) with rc of
+   * extent 1, reduced (c, kh, kw) with c of extent 1 */
+  bool dw = b->nout == 5 && b->nvars == 8;
+  if (!con || con->pattern != POLY_PAT_CONV || !((b->nout == 4 && b->nvars == 7) || dw) ||
+      red->a.reduce.dtype != TINY_FP32 || R->nout != 1 || red->src[0].node != con->mul_node)
     DECLINE("not a 2-D convolution with an fp32 accumulation");
+  const int vo = dw ? 1 : 0; /* where oh, ow (2 + vo, 3 + vo) and c, kh, kw (4 + vo ..) are */
   /* X[n, c, oh*s + kh*d - p, ow*s + kw*d - p] with out vars (n, oc, oh, ow) and reduced (c, kh, kw) */
   bool lhs_is_x = con->lhs_rank == 4 && con->lhs_idx[2].kind == POLY_IDX_WINDOW;
   const poly_idx *xi = lhs_is_x ? con->lhs_idx : con->rhs_idx, *wi = lhs_is_x ? con->rhs_idx : con->lhs_idx;
@@ -418,13 +425,14 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
   /* a batch of 1 is the constant index 0 (isl fixes a variable of extent 1) */
   bool n_ok = (xi[0].kind == POLY_IDX_VAR && xi[0].var == 0) || (xi[0].kind == POLY_IDX_CONST && xi[0].c == 0);
-  if (!n_ok || xi[1].kind != POLY_IDX_VAR || xi[1].var != 4 ||
-      xi[2].kind != POLY_IDX_WINDOW || xi[2].out_var != 2 || xi[2].win_var != 5 || xi[3].kind != POLY_IDX_WINDOW ||
-      xi[3].out_var != 3 || xi[3].win_var != 6)
+  if (!n_ok || xi[1].kind != POLY_IDX_VAR || xi[1].var != (dw ? 1 : 4) ||
+      xi[2].kind != POLY_IDX_WINDOW || xi[2].out_var != 2 + vo || xi[2].win_var != 5 + vo ||
+      xi[3].kind != POLY_IDX_WINDOW || xi[3].out_var != 3 + vo || xi[3].win_var != 6 + vo)
     DECLINE("the input is not read as X[n, c, oh*s + kh*d - p, ow*s + kw*d - p]");
-  if (wi[0].kind != POLY_IDX_VAR || wi[0].var != 1 || wi[1].kind != POLY_IDX_VAR || wi[1].var != 4 ||
-      wi[2].kind != POLY_IDX_VAR || wi[2].var != 5 || wi[3].kind != POLY_IDX_VAR || wi[3].var != 6)
-    DECLINE("the weight is not read as W[oc, c, kh, kw]");
+  bool w_c = dw ? wi[1].kind == POLY_IDX_CONST && wi[1].c == 0 : wi[1].kind == POLY_IDX_VAR && wi[1].var == 4;
+  if (wi[0].kind != POLY_IDX_VAR || wi[0].var != 1 || !w_c || wi[2].kind != POLY_IDX_VAR || wi[2].var != 5 + vo ||
+      wi[3].kind != POLY_IDX_VAR || wi[3].var != 6 + vo)
+    DECLINE(dw ? "the weight is not read as W[c, 0, kh, kw]" : "the weight is not read as W[oc, c, kh, kw]");
   if ((lhs_is_x ? con->lhs_fill : con->rhs_fill) && (lhs_is_x ? con->lhs_fill_value : con->rhs_fill_value) != 0)
     DECLINE("the padding is not zero");
   const tiny_shape *xs = &g->nodes[X.node].shape, *ws = &g->nodes[W.node].shape;
@@ -432,7 +440,11 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   ct_block_sizes(g, b, size);
   int cnode = R->out_values[0];
   const tiny_node *Y = &g->nodes[cnode];
-  if (!tiny_shape_equal(&Y->shape, &red->shape)) DECLINE("the epilogue changes the shape");
+  /* depthwise: y is [n, c, oh, ow] or the reduction's [n, c, 1, oh, ow], the same layout */
+  bool y_ok = tiny_shape_equal(&Y->shape, &red->shape) ||
+              (dw && Y->shape.rank == 4 && Y->shape.d[0].n == size[0] && Y->shape.d[1].n == size[1] &&
+               Y->shape.d[2].n == size[3] && Y->shape.d[3].n == size[4]);
+  if (!y_ok) DECLINE("the epilogue changes the shape");
   int yslot = ct_slot_of(K, f, cnode);
   tiny_dtype ydt = f->buffers[f->buffer_of[cnode]].dtype;
   if (yslot < 0 || (ydt != TINY_FP32 && ydt != TINY_FP16 && ydt != TINY_BF16)) DECLINE("the output is not an fp32/fp16/bf16 buffer");
@@ -440,7 +452,7 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   out->oc = ws->d[0].n, out->kh = ws->d[2].n, out->kw = ws->d[3].n;
   for (int q = 0; q < 2; q++) {
     const poly_idx *w = &xi[2 + q];
-    int64_t in = xs->d[2 + q].n, outn = size[2 + q], k = size[5 + q];
+    int64_t in = xs->d[2 + q].n, outn = size[2 + q + vo], k = size[5 + q + vo];
     out->stride[q] = w->stride;
     out->dil[q] = w->dilation;
     int64_t lo = -w->offset;
@@ -456,16 +468,26 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
     int64_t ew = out->w + out->pad[1] + out->pad[3] - out->dil[1] * (out->kw - 1) - 1;
     if (eh >= 0 && ew >= 0) oh = eh / out->stride[0] + 1, ow = ew / out->stride[1] + 1;
   }
-  if (oh < 0 || oh != size[2] || ow != size[3] || size[0] != xs->d[0].n || size[4] != xs->d[1].n ||
-      ws->d[1].n != xs->d[1].n)
+  if (oh < 0 || oh != size[2 + vo] || ow != size[3 + vo] || size[0] != xs->d[0].n)
     DECLINE("the output size does not match the window");
+  if (dw ? size[1] != xs->d[1].n || size[2] != 1 || size[5] != 1 || ws->d[0].n != xs->d[1].n || ws->d[1].n != 1
+         : size[4] != xs->d[1].n || ws->d[1].n != xs->d[1].n)
+    DECLINE(dw ? "a grouped convolution other than depthwise (one channel per group)" : "the channels do not match");
+  out->groups = dw ? xs->d[1].n : 1;
   epi_map em;
-  if (!map_epilogue(c, K, info, &em)) DECLINE("the epilogue is not a sequence of template steps");
+  if (!map_epilogue(c, K, info, dw, &em)) DECLINE("the epilogue is not a sequence of template steps");
   for (int q = 0; q < em.n; q++) { /* conv: a per-channel bias, or a residual laid out like y */
     if (!em.x[q]) continue;
-    const int64_t *st = em.x[q]->strides;
-    int64_t yst[4];
-    rowmajor(&Y->shape, yst);
+    /* strides over the out vars (n, oc, oh, ow), depthwise (n, c, 1, oh, ow):
+     * the extent-1 variable is left out */
+    int64_t st[4], yst[4], all[POLY_MAX_VARS];
+    for (int v = 0, k = 0; v < b->nout; v++)
+      if (!(dw && v == 2)) st[k++] = em.x[q]->strides[v];
+    tiny_shape ys = {.rank = 4};
+    for (int v = 0, k = 0; v < b->nout; v++)
+      if (!(dw && v == 2)) ys.d[k++].n = size[v];
+    rowmajor(&ys, all);
+    memcpy(yst, all, sizeof yst);
     bool bias = st[0] == 0 && st[1] == 1 && st[2] == 0 && st[3] == 0;
     bool resid = st[0] == yst[0] && st[1] == yst[1] && st[2] == yst[2] && st[3] == yst[3];
     if (bias) em.epi[q].kind = CT_EPI_BIAS_M;

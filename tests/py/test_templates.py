@@ -137,6 +137,23 @@ if p.returncode == 0:
     ref = np.exp(x[6:].astype(np.float64) - x[6:].max(1, keepdims=True))
     ref /= ref.sum(1, keepdims=True)
     s.check("softmax: fp32 rows within 4e-6 of float64", np.abs(y[6:] - ref).max() <= 4e-6 * ref.max(), str(np.abs(y[6:] - ref).max()))
+# depthwise convs (groups == channels) on the depthwise kernel: bias + relu,
+# stride 2 with a residual-free chain, and a residual added after
+dw_dsl = os.path.join(tempfile.mkdtemp(), "depthwise.harp")
+with open(dw_dsl, "w") as f:
+    f.write("graph<N=2> main(x: f32[N, 12, 15, 37], w: f32[12, 1, 3, 3], b: f32[12], w2: f32[12, 1, 5, 5])\n"
+            "    -> (y: f32[N, 12, 15, 37], z: f32[N, 12, 7, 19]) {\n"
+            "    y = relu(conv2d(x, w, bias=b, pad=1, groups=12)) + x\n"
+            "    z = conv2d(y, w2, stride=2, pad=[1, 2], groups=12)\n"
+            "    return y, z\n}\n")
+feeds = {"x": rng.standard_normal((2, 12, 15, 37)).astype(np.float32),
+         "w": rng.standard_normal((12, 1, 3, 3)).astype(np.float32), "b": rng.standard_normal(12).astype(np.float32),
+         "w2": rng.standard_normal((12, 1, 5, 5)).astype(np.float32)}
+check("depthwise convs (depthwise kernel)", dw_dsl, feeds, want={"conv": 2})
+d = tempfile.mkdtemp()
+p, _ = run(dw_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
+s.check("depthwise: both convs on the depthwise kernel", src.count(": depthwise conv n2 c12") == 2, p.stderr)
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

@@ -1,5 +1,5 @@
 /* test_cgen_conv.c — convolution kernels against a plain loop nest:
- * stride, dilation, asymmetric padding, groups (incl. depthwise), 1x1, 3x3
+ * stride, dilation, asymmetric padding, groups (incl. depthwise: its own kernel), 1x1, 3x3
  * and 7x7 windows, bias/silu/relu/residual epilogues, half storage, each ISA
  * variant (fp32 gathers and the scalar path), errors.  Every AVX-512 case
  * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
@@ -74,6 +74,17 @@ static const ccase CASES[] = {
     {1, 9, 5, 8, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 0, {0}, 0, DI, 3, 32},
     /* the ResNet layer of the benchmarks, reduced: the automatic choice */
     {1, 16, 5, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    /* depthwise (cgen_dwconv.c): rows of 4 vectors + a tail, stride and
+     * dilation with asymmetric padding, half types, 5x5, gathers on AVX2,
+     * prepacked weights, CPUID */
+    {2, 24, 19, 70, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 24, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    {1, 16, 21, 40, 16, 3, 3, 2, 2, 2, 1, 0, 3, 2, 2, 16, F16, F16, F16, A5, 0, 0, 3,
+     {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL, CGEN_EPI_SILU}},
+    {1, 8, 30, 33, 8, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 8, F32, B16, F32, A2, 0, 0, 1, {CGEN_EPI_GELU}},
+    {1, 8, 17, 35, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 8, F32, F32, B16, A2},
+    {2, 12, 14, 14, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 12, F32, F16, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}, 1},
+    {1, 6, 9, 9, 6, 3, 3, 1, 2, 0, 1, 2, 1, 1, 1, 6, B16, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    {1, 32, 56, 56, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, F32, F32, F32, -1, 0, 0, 1, {CGEN_EPI_BIAS_M}},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -103,6 +114,7 @@ static bool twin(int idx, char kind, cgen_conv_spec *s) {
   make_spec(c, s);
   if (kind == 'c') return true;
   if (idx >= NAUTO || (c->isa != A5 && c->isa != -1)) return false;
+  if (c->g > 1 && c->g == c->c && c->oc == c->c) return false; /* depthwise: one kernel, no algorithm to force */
   const char *why;
   bool direct = cgen_conv_direct(s, &why);
   s->tune.conv_algo = kind == 'g' ? GE : DI;

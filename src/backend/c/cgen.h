@@ -10,7 +10,8 @@
  *              B panels are gathered straight from the input (zero for pad);
  *              or, on AVX-512 with overlapping windows (3x3, not 1x1), a
  *              direct convolution that broadcasts the input in place
- *              (cgen_dconv.c);
+ *              (cgen_dconv.c); depthwise (groups == c == oc) has its own
+ *              kernel on every ISA (cgen_dwconv.c);
  *   cgen_attn  attention with a fused streaming (online) softmax;
  *   cgen_softmax  row softmax along the last axis (three passes over a row).
  * and a helper that compiles a source string into a shared object and dlopens it.

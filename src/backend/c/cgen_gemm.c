@@ -832,6 +832,10 @@ hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *s, const char *fn, hp_str
 }
 
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
+  if (cg_dw_applies(s)) {
+    *why = "depthwise: the depthwise kernel";
+    return false;
+  }
   if (!(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) {
     *why = "no AVX-512 variant";
     return false;
@@ -852,6 +856,7 @@ hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
   if (s->n * s->c * s->h * s->w >= (1L << 31) || s->h + s->pad[0] + s->pad[2] >= (1L << 20) ||
       s->w + s->pad[1] + s->pad[3] >= (1L << 20))
     return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: input too large for 32-bit gather indices");
+  if (cg_dw_applies(s)) return cg_dwconv(e, s, fn, out);
   cg_mm p;
   memset(&p, 0, sizeof p);
   int64_t g = s->groups, icg = s->c / g, ocg = s->oc / g, P = oh * ow, kd = icg * s->kh * s->kw;

@@ -65,6 +65,10 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
 hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s);
 
+/* Depthwise convolution (cgen_dwconv.c): groups == input == output channels. */
+bool cg_dw_applies(const cgen_conv_spec *s);
+hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out);
+
 /* Which variants simd and isa_mask allow; never 0 (scalar is always kept). */
 unsigned cg_isa_set(const cgen_tuning *t);
 hp_status cg_check_name(hp_error *e, const char *fn);

@@ -326,7 +326,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   s.x_dtype = cv.X.dtype;
   s.w_dtype = cv.W.dtype;
   s.y_dtype = cv.Y.dtype;
-  s.groups = 1;
+  s.groups = cv.groups;
   memcpy(s.stride, cv.stride, sizeof s.stride);
   memcpy(s.dil, cv.dil, sizeof s.dil);
   memcpy(s.pad, cv.pad, sizeof s.pad);
