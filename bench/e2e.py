@@ -176,6 +176,19 @@ def case_conv():
                 out="y", peers=peers, ref=ref)
 
 
+def case_dwconv():
+    x, w, b = rand(1, 128, 56, 56), rand(128, 1, 3, 3, scale=0.3), rand(128)
+    peers = {"unfused": None}
+    ref = None
+    if ort:
+        s = ort_session([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=128),
+                         helper.make_node("Relu", ["c"], ["y"])], [vi("x", x)], [vi("y", x)], [init("w", w), init("b", b)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/dwconv.harp", syms={}, tensors={"x": ("input", x), "w": ("param", w), "b": ("param", b)},
+                out="y", peers=peers, ref=ref)
+
+
 def attention_nodes(B, H, S, D, scale, causal, q="q", k="k", v="v", o="o", pre=""):
     nodes = [helper.make_node("Transpose", [k], [pre + "kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", [q, pre + "kt"], [pre + "s0"]),
@@ -301,6 +314,7 @@ CASES = {
     "linear W^T 4x4096x4096": lambda: case_linear_t(4, 4096, 4096),
     "linear W^T 256x4096x4096": lambda: case_linear_t(256, 4096, 4096),
     "conv3x3 1x64x56x56": case_conv,
+    "depthwise 3x3 1x128x56x56": case_dwconv,
     "attention b1 h8 s512 d64": case_attention,
     "layernorm 4096x1024": case_layernorm,
     "softmax 4096x1024": case_softmax,
