@@ -133,12 +133,27 @@ void ct_row_init(ct_row *w, const ct_src *s, int kernel) {
   }
 }
 
+/* The rows a row reduction `red` walks: its kept variables (rows) by its one
+ * reduced variable (cols).  The iteration space, not the shape of the
+ * tensor read: a reshape may regroup the base tensor's axes. */
+static bool row_space(const ct_row *w, int red, int64_t *rows, int64_t *cols) {
+  int bi = ct_row_block_of(w, red);
+  if (bi < 0) return false;
+  const poly_block_info *b = poly_block(w->s->pv, bi);
+  if (b->nvars != b->nout + 1) return false;
+  int64_t size[POLY_MAX_VARS];
+  ct_block_sizes(w->s->g, b, size);
+  *rows = 1;
+  for (int v = 0; v < b->nout; v++) *rows *= size[v];
+  *cols = size[b->nout];
+  return *cols >= 1;
+}
+
 /* x (as the readers see it: the tensor, or a peeled CAST of it), read
- * row-major by every reader: rows of cols. */
-static bool row_input(const ct_row *w, int x, int64_t cols, const int *readers, int nreaders) {
+ * row-major (dense from offset 0 in the readers' iteration order) by every
+ * reader. */
+static bool row_input(const ct_row *w, int x, const int *readers, int nreaders) {
   if (ct_row_slot_of(w, ct_row_unpeel(w, x)) < 0) return false;
-  const tiny_shape *s = &node(w, x)->shape;
-  if (s->rank < 1 || s->d[s->rank - 1].n != cols) return false;
   for (int i = 0; i < nreaders; i++) {
     int bi = ct_row_block_of(w, readers[i]);
     if (!reads_rowmajor(w, bi, access_of(w, bi, x), 0)) return false;
@@ -178,16 +193,16 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
     return false;
   if (o != y && (node(w, o)->op != TINY_CAST || base_src(w, o, 0) != y)) return false;
   if (w->R->nout != 1 || w->R->out_values[0] != o || node(w, x)->dtype == TINY_I32) return false;
-  int64_t cols = node(w, x)->shape.d[node(w, x)->shape.rank - 1].n;
+  int64_t rows, cols;
   int rd[2] = {mx, d};
-  if (!row_input(w, x, cols, rd, 2)) DECLINE("softmax input is not read row by row");
+  if (!row_space(w, mx, &rows, &cols) || !row_input(w, x, rd, 2)) DECLINE("softmax input is not read row by row");
   int bd = ct_row_block_of(w, d), by = ct_row_block_of(w, y);
   if (!reads_rowmajor(w, bd, access_of(w, bd, mx), 1) || !reads_rowmajor(w, by, access_of(w, by, z), 1) ||
       !reads_rowmajor(w, by, access_of(w, by, ex), 0))
     DECLINE("softmax reads its row statistics other than broadcast along the row");
   if (ct_row_slot_of(w, o) < 0) DECLINE("softmax output is not a buffer of the kernel");
   out->cols = cols;
-  out->rows = tiny_shape_numel(&node(w, x)->shape) / cols;
+  out->rows = rows;
   out->x = tensor_of(w, x);
   out->y = tensor_of(w, o);
   out->scale = (float)(c / 1.4426950408889634);
@@ -222,10 +237,11 @@ bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why) {
     beta = base_src(w, ns[k], 1), pb[1] = ct_row_block_of(w, ns[k]), cur = ns[k++];
   if (k < n && node(w, ns[k])->op == TINY_CAST && base_src(w, ns[k], 0) == cur) cur = ns[k++];
   if (k != n || w->R->nout != 1 || w->R->out_values[0] != cur || node(w, x)->dtype == TINY_I32) return false;
-  int64_t cols = node(w, x)->shape.d[node(w, x)->shape.rank - 1].n;
+  int64_t rows, cols;
+  if (!row_space(w, s1, &rows, &cols)) return false;
   if (fabs(inv * (double)cols - 1) > 1e-6 || fabs(inv2 * (double)cols - 1) > 1e-6) return false;
   int rd[2] = {s1, xc};
-  if (!row_input(w, x, cols, rd, 2)) DECLINE("layernorm input is not read row by row");
+  if (!row_input(w, x, rd, 2)) DECLINE("layernorm input is not read row by row");
   int bxc = ct_row_block_of(w, xc), by = ct_row_block_of(w, y);
   if (!reads_rowmajor(w, bxc, access_of(w, bxc, mean), 1) || !reads_rowmajor(w, by, access_of(w, by, rs), 1))
     DECLINE("layernorm reads its row statistics other than broadcast along the row");
@@ -243,7 +259,7 @@ bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why) {
       if (st[v]) DECLINE("layernorm's gamma or beta varies across rows");
   }
   out->cols = cols;
-  out->rows = tiny_shape_numel(&node(w, x)->shape) / cols;
+  out->rows = rows;
   out->x = tensor_of(w, x);
   out->y = tensor_of(w, cur);
   out->gamma = gamma >= 0 ? tensor_of(w, gamma) : (ct_tensor){-1, -1, TINY_FP32, 0};

@@ -203,4 +203,19 @@ case("matmul_of_unfused_cast_of_slice", """graph main(x: f32[1, 1, 12, 8], a: f3
     return z, o
 }
 """, {"x": x, "a": a, "w": w}, {"z": t @ w.astype(np.float64), "o": o}, tol=1e-2, cuda=True)
+# a row softmax / layernorm over a reshape that regroups the rows of its
+# input (fuzz seed 132105): the row length is the reduction's extent (4, 8),
+# not the last axis of the tensor read (6); the row kernels took 6
+x = f32(4, 6)
+r = x.reshape(6, 4).astype(np.float64)
+e = np.exp(r - r.max(-1, keepdims=True))
+q = x.reshape(3, 8).astype(np.float64)
+mu = q.mean(-1, keepdims=True)
+case("row_kernels_over_a_regrouping_reshape", """graph main(x: f32[4, 6]) -> (y: f32[6, 4], z: f32[3, 8]) {
+    y = softmax(reshape(x, [6, 4]))
+    z = layernorm(reshape(x, [3, 8]))
+    return y, z
+}
+""", {"x": x}, {"y": e / e.sum(-1, keepdims=True), "z": (q - mu) / np.sqrt(((q - mu) ** 2).mean(-1, keepdims=True) + 1e-5)},
+     cuda=True)
 s.close()
