@@ -74,6 +74,10 @@ static const ccase CASES[] = {
     {1, 9, 5, 8, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 0, {0}, 0, DI, 3, 32},
     /* the ResNet layer of the benchmarks, reduced: the automatic choice */
     {1, 16, 5, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    /* half inputs on the direct kernel, widened into scratch first (315 and
+     * 2x6x11x13 = 1716 elements: chunk tails) */
+    {1, 5, 7, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, B16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RELU}},
+    {2, 6, 11, 13, 20, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, F16, F16, B16, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}, 1},
     /* depthwise (cgen_dwconv.c): rows of 4 vectors + a tail, stride and
      * dilation with asymmetric padding, half types, 5x5, gathers on AVX2,
      * prepacked weights, CPUID */
@@ -267,13 +271,13 @@ static void test_choice(void **st) {
   s.stride[0] = s.stride[1] = 1;
   assert_false(cgen_conv_direct(&s, &why));
   s.kh = s.kw = 3, s.c = s.oc = 128, s.h = s.w = 28, s.n = 1, s.x_dtype = TINY_FP16;
-  assert_false(cgen_conv_direct(&s, &why)); /* half input */
+  assert_true(cgen_conv_direct(&s, &why)); /* half input: widened into scratch, then direct */
   s.x_dtype = F32, s.tune.isa_mask = 1u << CGEN_ISA_AVX2;
   assert_false(cgen_conv_direct(&s, &why)); /* no AVX-512 variant */
   s.tune.isa_mask = 0, s.tune.conv_algo = GE;
   assert_false(cgen_conv_direct(&s, &why));
   s.tune.conv_algo = DI, s.c = s.oc = 512, s.kh = s.kw = 1;
-  assert_true(cgen_conv_direct(&s, &why)); /* asked for: any fp32 shape that fits, 1x1 too */
+  assert_true(cgen_conv_direct(&s, &why)); /* asked for: any shape that fits, 1x1 too */
   s.kh = s.kw = 16;
   assert_false(cgen_conv_direct(&s, &why)); /* 16 taps per row: wider than the direct kernel takes */
   assert_non_null(why);

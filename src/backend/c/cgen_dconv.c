@@ -1,4 +1,4 @@
-/* cgen_dconv.c — direct convolution kernel generator (AVX-512, fp32 input).
+/* cgen_dconv.c — direct convolution kernel generator (AVX-512).
  * Needs: cgen_int.h (templating, vector layer, runtime).  Gives: cg_dconv_plan,
  * cg_dconv_variant (the AVX-512 variant of a cgen_conv kernel).
  *
@@ -9,6 +9,8 @@
  * straight from NCHW, one scalar per (pixel, tap).
  *
  * Shape of the emitted code:
+ *   a half-precision input is first widened into fp32 scratch by the pool
+ *     (one pass; 10x faster than the GEMM's converting gathers at 64 channels);
  *   weights packed once per call (or once, prepack_w) to
  *     Wp[g][ocb][c][kh][kw][OB], OB = 16*NV output channels, zero-padded;
  *   tasks (n, g, ocb, block of rows), channel blocks fastest while all the
@@ -92,7 +94,6 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
   memset(d, 0, sizeof *d);
   d->s = s;
   if (!cgen_conv_out_hw(s, &d->OH, &d->OW)) return *why = "window does not fit", false;
-  if (s->x_dtype != TINY_FP32) return *why = "half-precision input (the direct kernel broadcasts fp32)", false;
   if (s->kw > DC_MAX_KW) return *why = "kernel wider than 15 taps", false;
   d->G = s->groups, d->ICG = s->c / s->groups, d->OCG = s->oc / s->groups;
   d->HW = s->h * s->w, d->OHW = d->OH * d->OW, d->K = d->ICG * s->kh * s->kw;
@@ -395,7 +396,7 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
              " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
-  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
+  cg_emit(o, "typedef struct { const void *A, *B, *A2; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
              " int *packed; } $P_dctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_dtt;\n", CGEN_MAX_EPI);
   cg_emit_tr16(o);
@@ -420,9 +421,25 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
     cg_emit(o, "  $P_dctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Wp = (float *)Ap;\n");
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n  return 0;\n}\n", npack);
   }
+  /* a half-precision input is widened into scratch first (the kernel
+   * broadcasts fp32 straight from the input; one pass over it) */
+  long xn = s->x_dtype == TINY_FP32 ? 0 : (long)(s->n * s->c * s->h * s->w), xoff = s->prepack_w ? 0L : wbytes;
+  if (xn) {
+    long chunk = 16384;
+    cg_emit(o, "static $T void $P_dwiden(void *vc, int task, int tid) {\n  const $P_dctx *cx = (const $P_dctx *)vc;\n"
+               "  (void)tid;\n  long i0 = (long)task * %ldL, i1 = i0 + %ldL < %ldL ? i0 + %ldL : %ldL;\n", chunk, chunk, xn,
+            chunk, xn);
+    cg_emit(o, "  const uint16_t *src = (const uint16_t *)cx->A2;\n  float *dst = (float *)cx->B;\n  long i = i0;\n");
+    cg_emit(o, "  for (; i + 16 <= i1; i += 16) $P_st(dst + i, $P_ld%s(src + i));\n", cg_vsuffix(s->x_dtype));
+    cg_emit(o, "  if (i < i1) $P_stn(dst + i, $P_ldn%s(src + i, (int)(i1 - i)), (int)(i1 - i));\n}\n", cg_vsuffix(s->x_dtype));
+  }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : wbytes, wsb);
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + xn * 4, wsb);
+  if (xn) {
+    cg_emit(o, "  cx.A2 = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dwiden, &cx);\n", (xn + 16383) / 16384);
+  }
   if (s->prepack_w) {
     cg_emit(o, "  cx.Wp = (float *)A;\n");
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dtask, &cx);\n", ntask);
