@@ -271,6 +271,21 @@ static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, co
   hp_str_puts(o, "];\n  }\n");
 }
 
+/* Kernels below this many multiply-adds run on the calling thread: waking
+ * the pool's sleeping workers costs ~50-200 us on the 2-core VMs measured,
+ * more than a second thread saves (a 128^3 GEMM is ~40 us on one core). */
+#define SMALL_WORK (double)(1 << 21)
+
+static void small_on_caller(hp_str *out, double work) {
+  if (work < SMALL_WORK) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+}
+
+/* Output pixels of a conv spec. */
+static double conv_pixels(const cgen_conv_spec *s) {
+  int64_t oh = 0, ow = 0;
+  return cgen_conv_out_hw(s, &oh, &ow) ? (double)oh * (double)ow : 0;
+}
+
 /* ---- GEMM ---------------------------------------------------------------------- */
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   ct_src src = {c->g, c->pv, c->f, false, false};
@@ -298,6 +313,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
   if (gm.nrep) {
     emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
@@ -351,6 +367,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
     note_add(pu.ch, msg);
   }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  small_on_caller(out, (double)cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
   hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn, cv.W.slot, cv.X.slot,
                 cv.Y.slot);
@@ -386,6 +403,7 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   if (!template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
     DECLINE("the template refused the shape");
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  small_on_caller(out, (double)at.B * at.H * at.M * at.N * (at.D + at.DV));
   if (at.has_mask)
     hp_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
                   tiny_dtype_size(s.mask_dtype));
