@@ -76,7 +76,8 @@ static inline double ct_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.
 static inline double ct_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* Most kernels compile at -O0 (compile time dominates the suite; the emitted
- * code's meaning does not depend on the level); a selection runs at -O3 too. */
+ * code's meaning does not depend on the level); a selection runs at -O3 too.
+ * CT_FLAGS replaces -O0 (the sanitizer build sets it to sanitize the kernels). */
 static inline void *ct_compile_flags(const char *src, const char *flags) {
   hp_error e;
   memset(&e, 0, sizeof e);
@@ -89,5 +90,5 @@ static inline void *ct_compile_flags(const char *src, const char *flags) {
   }
   return h;
 }
-static inline void *ct_compile(const char *src) { return ct_compile_flags(src, "-O0"); }
+static inline void *ct_compile(const char *src) { return ct_compile_flags(src, getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0"); }
 #endif
