@@ -172,16 +172,35 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   *why = NULL;
   memset(out, 0, sizeof *out);
   int ns[16], n = ct_row_compute_nodes(w, ns, 16);
-  if (n < 5 || n > 7) return false;
-  int k = 0, mx = ns[k++], d = ns[k++], t = -1, ex;
+  if (n < 5 || n > 8) return false;
+  /* a positive constant scale first (softmax(x / T), softmax(x * s)): the
+   * max of c x is c times the max of x, so c folds into the kernel's scale
+   * (unless c x overflows where x does not) */
+  int k = 0, pre = -1;
+  double pc = 1;
+  const tiny_node *p0 = node(w, ns[0]);
+  if (n >= 6 && (p0->op == TINY_MUL || p0->op == TINY_FDIV)) {
+    int a = base_src(w, ns[0], 0), b = base_src(w, ns[0], 1);
+    bool cb = is_const(w, b, &pc), ca = p0->op == TINY_MUL && !cb && is_const(w, a, &pc);
+    if ((cb || ca) && pc > 0 && isfinite(pc)) {
+      pre = ns[k++];
+      if (p0->op == TINY_FDIV) pc = 1 / pc;
+    }
+  }
+  if (n - k < 5) return false;
+  int mx = ns[k++], d = ns[k++], t = -1, ex;
   double c = 1.4426950408889634;
   if (node(w, ns[k])->op == TINY_MUL) t = ns[k++];
   if (n - k < 3) return false;
   ex = ns[k++];
   int z = ns[k++], y = ns[k++], o = k < n ? ns[k++] : y;
   if (k != n) return false;
-  int x = base_src(w, mx, 0);
-  if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != x ||
+  int x = base_src(w, mx, 0), xin = x; /* xin: what MAX and SUB read (the scaled x, when scaled) */
+  if (pre >= 0) {
+    if (x != pre) return false;
+    x = base_src(w, pre, is_const(w, base_src(w, pre, 0), NULL) ? 1 : 0);
+  }
+  if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != xin ||
       base_src(w, d, 1) != mx)
     return false;
   if (t >= 0 && (base_src(w, t, 0) != d || !is_const(w, base_src(w, t, 1), &c) || !(c > 0))) return false;
@@ -194,8 +213,12 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   if (o != y && (node(w, o)->op != TINY_CAST || base_src(w, o, 0) != y)) return false;
   if (w->R->nout != 1 || w->R->out_values[0] != o || node(w, x)->dtype == TINY_I32) return false;
   int64_t rows, cols;
-  int rd[2] = {mx, d};
-  if (!row_space(w, mx, &rows, &cols) || !row_input(w, x, rd, 2)) DECLINE("softmax input is not read row by row");
+  int rd[2] = {mx, d}, bp = pre >= 0 ? ct_row_block_of(w, pre) : -1;
+  bool rows_ok = pre < 0 ? row_input(w, x, rd, 2)
+                         : row_input(w, x, &pre, 1) && reads_rowmajor(w, ct_row_block_of(w, mx), access_of(w, ct_row_block_of(w, mx), pre), 0) &&
+                               reads_rowmajor(w, ct_row_block_of(w, d), access_of(w, ct_row_block_of(w, d), pre), 0) &&
+                               bp >= 0;
+  if (!row_space(w, mx, &rows, &cols) || !rows_ok) DECLINE("softmax input is not read row by row");
   int bd = ct_row_block_of(w, d), by = ct_row_block_of(w, y);
   if (!reads_rowmajor(w, bd, access_of(w, bd, mx), 1) || !reads_rowmajor(w, by, access_of(w, by, z), 1) ||
       !reads_rowmajor(w, by, access_of(w, by, ex), 0))
@@ -205,7 +228,8 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   out->rows = rows;
   out->x = tensor_of(w, x);
   out->y = tensor_of(w, o);
-  out->scale = (float)(c / 1.4426950408889634);
+  out->scale = (float)(pc * c / 1.4426950408889634);
+  if (!(out->scale > 0) || !isfinite(out->scale)) DECLINE("softmax scale out of range");
   return true;
 }
 

@@ -55,7 +55,7 @@ CASES = [
      ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"), {"template": 1}),
     ("layernorm", os.path.join(MODELS, "layernorm_fp16.json"), ("R=24",), {"simple": 1}),
     ("softmax", os.path.join(MODELS, "softmax_rows.json"), ("R=24", "L=100"), {"simple": 1}),
-    ("softmax_half", os.path.join(GPU_MODELS, "softmax_half.harp"), (), {"simple": 2}),
+    ("softmax_half", os.path.join(GPU_MODELS, "softmax_half.harp"), (), {"simple": 3}),
     ("rows_mixed", os.path.join(GPU_MODELS, "rows_mixed.harp"), (), {"simple": 3, "generic": 1}),
     ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 6}),
     ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),

@@ -137,6 +137,18 @@ if p.returncode == 0:
     ref = np.exp(x[6:].astype(np.float64) - x[6:].max(1, keepdims=True))
     ref /= ref.sum(1, keepdims=True)
     s.check("softmax: fp32 rows within 4e-6 of float64", np.abs(y[6:] - ref).max() <= 4e-6 * ref.max(), str(np.abs(y[6:] - ref).max()))
+# a positive constant scale before the softmax folds into the kernel's scale
+# (x / T, x * s, s * x); a negative one does not (the max would be the min)
+sc_dsl = os.path.join(tempfile.mkdtemp(), "softmax_scaled.harp")
+with open(sc_dsl, "w") as f:
+    f.write("graph<R=37, D=77> main(x: f32[R, D]) -> (y: f32[R, D], z: f32[R, D], u: f32[R, D], v: f32[R, D]) {\n"
+            "    y = softmax(x / 0.7)\n    z = softmax(x * 2.5)\n    u = softmax(0.5 * x)\n    v = softmax(x * -1.5)\n"
+            "    return y, z, u, v\n}\n")
+feeds = {"x": (rng.standard_normal((37, 77)) * 3).astype(np.float32)}
+check("scaled softmaxes", sc_dsl, feeds, want={"softmax": 3})
+d = tempfile.mkdtemp()
+p, _ = run(sc_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+s.check("scaled softmax: the negative scale stays on the loops", p.returncode == 0 and kernels(d)["softmax"] == 3, str(p.stderr))
 # depthwise convs (groups == channels) on the depthwise kernel: bias + relu,
 # stride 2 with a residual-free chain, and a residual added after
 dw_dsl = os.path.join(tempfile.mkdtemp(), "depthwise.harp")
