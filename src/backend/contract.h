@@ -157,7 +157,8 @@ bool ct_row_strides(const ct_row *w, int bi, int a, int64_t *st, int64_t *off);
 typedef struct ct_softmax {
   int64_t rows, cols;
   ct_tensor x, y;     /* x: what the kernel reads (a peeled CAST's source); offsets 0 */
-  float scale;        /* 1: plain softmax; a program's exp2(c (x - max)) gives c / log2(e) */
+  float scale;        /* 1: plain softmax; a program's exp2(c (x - max)) gives c / log2(e), times
+                         a positive constant the program scales x by first */
 } ct_softmax;
 
 /* y = (x - mean) * rsqrt(var + eps) [* gamma] [+ beta] per row. */
