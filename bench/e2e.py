@@ -11,6 +11,8 @@ best median over the rounds is kept.  Peers:
   ort     onnxruntime 1.x CPU, the same graph as ONNX, intra_op_num_threads=2
   unfused harp with HARP_NO_FUSION=1 (every op its own kernel)
   gemm    harp with HARP_CONV=gemm (the conv as implicit GEMM, not the direct kernel)
+  packrun harp with HARP_NO_PREPACK=1 (the conv's weight packed on every run, not
+          once at model_init)
 The ratio column is peer time / harp time (> 1: harp is faster).  Outputs are
 checked against the peer once (max relative error).  Needs
 scripts/install-deps.sh --bench (onnxruntime, onnx, libopenblas).
@@ -163,16 +165,17 @@ def case_gemm16(n):
                 tensors={"A": ("input", A), "B": ("param", B)}, out="C", peers=peers, ref=ref)
 
 
-def case_conv():
-    x, w, b = rand(1, 64, 56, 56), rand(64, 64, 3, 3, scale=0.1), rand(64)
-    peers = {"unfused": None, "gemm": {"HARP_CONV": "gemm"}}
+def case_conv(c=64, hw=56):
+    x, w, b = rand(1, c, hw, hw), rand(c, c, 3, 3, scale=0.1), rand(c)
+    peers = {"unfused": None, "gemm": {"HARP_CONV": "gemm"}, "packrun": {"HARP_NO_PREPACK": "1"}}
     ref = None
     if ort:
         s = ort_session([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])], [vi("x", x)],
                         [vi("y", x)], [init("w", w), init("b", b)])
         peers["ort"] = lambda: s.run(None, {"x": x})[0]
         ref = peers["ort"]
-    return dict(model="bench/models/conv3x3.harp", syms={}, tensors={"x": ("input", x), "w": ("param", w), "b": ("param", b)},
+    return dict(model="bench/models/conv3x3.harp", syms=dict(C=c, K=c, H=hw, W=hw),
+                tensors={"x": ("input", x), "w": ("param", w), "b": ("param", b)},
                 out="y", peers=peers, ref=ref)
 
 
@@ -315,6 +318,7 @@ CASES = {
     "linear W^T 256x4096x4096": lambda: case_linear_t(256, 4096, 4096),
     "conv3x3 1x64x56x56": case_conv,
     "depthwise 3x3 1x128x56x56": case_dwconv,
+    "conv3x3 1x256x14x14": lambda: case_conv(256, 14),
     "attention b1 h8 s512 d64": case_attention,
     "layernorm 4096x1024": case_layernorm,
     "softmax 4096x1024": case_softmax,

@@ -71,4 +71,21 @@ package("softmax", os.path.join(SRC, "bench", "models", "softmax.harp"), {}, {},
 package("gemv", os.path.join(SRC, "bench", "models", "linear_t.harp"), {}, {}, ["M=3", "K=100", "N=70"])
 package("gemm_k2304", os.path.join(SRC, "bench", "models", "gemm.json"),
         {"B": rng.standard_normal((2304, 48)).astype(np.float32)}, {"A": rng.standard_normal((40, 2304)).astype(np.float32)})
+# weights as params: the package's model_init packs the conv's weight and the
+# GEMM's A once (every ISA variant in the file, the packed layout the one
+# CPUID picks), and its outputs are harp run's
+dsl = os.path.join(tmp, "params_packed.harp")
+with open(dsl, "w") as f:
+    f.write("graph main(x: f32[1, 12, 9, 10], w: f32[16, 12, 3, 3], b: f32[16], a: f32[21, 13], v: f32[13, 19])\n"
+            "    -> (y: f32[1, 16, 9, 10], c: f32[21, 19]) {\n"
+            "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    c = a @ v\n    return y, c\n}\n")
+pw = {"w": rng.standard_normal((16, 12, 3, 3)).astype(np.float32) * 0.3, "b": rng.standard_normal(16).astype(np.float32),
+      "a": rng.standard_normal((21, 13)).astype(np.float32)}
+package("params_packed", dsl, pw, {"x": rng.standard_normal((1, 12, 9, 10)).astype(np.float32),
+                                   "v": rng.standard_normal((13, 19)).astype(np.float32)})
+mc = os.path.join(tmp, "params_packed", "model.c")
+src = open(mc).read() if os.path.exists(mc) else ""
+init = src[src.find("model_t *model_init("):]
+init = init[:init.find("\n}\n")]
+s.check("params_packed: model_init packs the two weights", init.count("_wpack(m->pool, ") == 2, init[-600:])
 s.close()

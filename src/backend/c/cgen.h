@@ -131,7 +131,9 @@ typedef struct cgen_gemm_spec {
   bool prepack_a;                   /* A is constant (weights): also emit
                                        long fn_pack_a_bytes(void) and
                                        int fn_pack_a(pool, A, Ap) that packs it once;
-                                       fn then takes the packed Ap as its A */
+                                       fn then takes the packed Ap as its A (a
+                                       compiled model does so for its params:
+                                       contract_c.c, emit_model.c) */
 } cgen_gemm_spec;
 
 /* Fill a row-major contiguous spec: A[M][K], B[K][N], C[M][N], batch 1. */

@@ -10,7 +10,13 @@
  * folded dimensions, an epilogue of template steps) and says what the kernel
  * reads; this file fills the cgen specs from that and writes the call.  A
  * region that does not fit returns *handled = false and gets the generic
- * loop nest of region_c.c, which computes the same values. */
+ * loop nest of region_c.c, which computes the same values.
+ *
+ * Constant weights: when a conv's weight or a GEMM's A is a param buffer
+ * (FN_PARAM) read as it is — no repack copy, no rounding on the way — the
+ * template is generated with prepack_w / prepack_a, the kernel gets
+ * fn_wbytes / fn_wpack helpers, and model_init packs the weight once
+ * (emit_model.c); every run then reads the packed form. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -244,6 +250,30 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
   return true;
 }
 
+/* ---- weights packed once ------------------------------------------------------------- */
+/* The template may take the operand in `slot` packed at model_init: a weight
+ * (FN_PARAM, constant for the instance's life) that the kernel reads
+ * straight.  The callers check that nothing (a repack copy, a rounding) sits
+ * between the buffer and the template.  HARP_NO_PREPACK=1 packs on every run
+ * instead: an A/B switch for benchmarks. */
+static bool packs_once(const rc_ctx *c, int r, int slot) {
+  const fn_kernel *K = &c->f->kernels[r];
+  if (slot < 0 || slot >= K->nreads || c->f->buffers[K->reads[slot]].kind != FN_PARAM) return false;
+  const char *off = getenv("HARP_NO_PREPACK");
+  return !(off && *off && strcmp(off, "0"));
+}
+
+/* The helpers model_init calls for a kernel that takes its weight packed
+ * (contract_c.h): the packed form's size (the ISA variant's this process
+ * runs) and the packing of the weight buffer w, at element offset off. */
+static void emit_wpack(hp_str *o, const char *fn, const char *kfn, int64_t off, int esize) {
+  hp_str_printf(o, "static long %s_wbytes(void) { return %s_pack_a_bytes(); }\n", fn, kfn);
+  hp_str_printf(o,
+                "static int %s_wpack(hprt_pool *pool, const void *w, void *wp) {\n"
+                "  return %s_pack_a(pool, (const char *)w + %" PRId64 " * %d, wp);\n}\n",
+                fn, kfn, off, esize);
+}
+
 static void ep_array(hp_str *o, const ct_epi *epi, int n) {
   hp_str_puts(o, "  const void *ep[] = {");
   for (int i = 0; i < n; i++) {
@@ -287,7 +317,8 @@ static double conv_pixels(const cgen_conv_spec *s) {
 }
 
 /* ---- GEMM ---------------------------------------------------------------------- */
-static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+                          int *packed_slot) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
@@ -307,15 +338,25 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   }
   s.n_epi = gm.nepi;
   epi_to_cgen(gm.epi, gm.nepi, s.epi);
+  /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
+  s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
   plan_use pu;
   plan_tuning(c, r, 'g', false, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
+  const fn_kernel *K = &c->f->kernels[r];
+  if (s.prepack_a) emit_wpack(out, fn, kfn, gm.A.offset, tiny_dtype_size(gm.A.dtype));
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
-  if (gm.nrep) {
+  if (s.prepack_a) {
+    hp_str_printf(out,
+                  "  /* A packed by model_init */\n"
+                  "  return %s(pool, bufs[%d], (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
+                  kfn, K->nreads + K->nwrites, gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype), gm.C.slot);
+    *packed_slot = gm.A.slot;
+  } else if (gm.nrep) {
     emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
     hp_str_printf(out,
                   "  int rc = %s(pool, ap, (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n"
@@ -333,7 +374,8 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
-static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+                          int *packed_slot) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
@@ -348,6 +390,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   memcpy(s.pad, cv.pad, sizeof s.pad);
   s.n_epi = cv.nepi;
   epi_to_cgen(cv.epi, cv.nepi, s.epi);
+  s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
   /* the plan's M is con->m: the pixels when X is the left operand */
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
@@ -366,11 +409,17 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
     snprintf(msg, sizeof msg, "conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
     note_add(pu.ch, msg);
   }
+  const fn_kernel *K = &c->f->kernels[r];
+  if (s.prepack_w) {
+    emit_wpack(out, fn, kfn, cv.W.offset, tiny_dtype_size(cv.W.dtype));
+    *packed_slot = cv.W.slot;
+  }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn, cv.W.slot, cv.X.slot,
-                cv.Y.slot);
+  if (s.prepack_w) hp_str_puts(out, "  /* the weight packed by model_init */\n");
+  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
+                s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);
   *handled = true;
   return HP_OK;
 }
@@ -463,20 +512,23 @@ static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool
   return HP_OK;
 }
 
-static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+                               int *packed_slot) {
   *handled = false;
   *why = NULL;
+  *packed_slot = -1;
   ct_src src = {c->g, c->pv, c->f, false, false};
   switch (ct_kind(&src, r)) {
   case 'a': return try_attention(c, r, fn, out, handled, why);
-  case 'c': return try_conv(c, r, fn, out, handled, why);
-  case 'g': return try_gemm(c, r, fn, out, handled, why);
+  case 'c': return try_conv(c, r, fn, out, handled, why, packed_slot);
+  case 'g': return try_gemm(c, r, fn, out, handled, why, packed_slot);
   default: return getenv("HARP_NO_TEMPLATES") ? HP_OK : try_softmax(c, r, fn, out, handled, why);
   }
 }
 
-hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
-  hp_status st = emit_template(c, r, fn, out, handled, why);
+hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+                           int *packed_slot) {
+  hp_status st = emit_template(c, r, fn, out, handled, why, packed_slot);
   hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   if (!st && !*handled && ch && ch->has_plan) {
     char msg[200];

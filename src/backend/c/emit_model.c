@@ -15,7 +15,16 @@
  *   int P_run_kernel(P_t *m, int k, inputs, outputs);  kernel k alone, same codes
  *                                  (-1: no such kernel); its inputs are what an
  *                                  earlier P_run left in the arena (the tuner)
- *   int P_num_kernels(void); */
+ *   int P_num_kernels(void);
+ *
+ * An instance owns its arena, a copy of the weights (consts), the thread
+ * pool and, when some template kernels take a weight packed (contract_c.h:
+ * a conv's weight or a GEMM's A that is a param buffer), one block of packed
+ * weights.  P_init packs them once, on the pool; their sizes come from the
+ * kernels' _wbytes() at run time, because the packed layout is that of the
+ * ISA variant the process dispatches to.  P_run passes a kernel its packed
+ * weight (m->wp[j]) after its buffers and never writes it.  A failure in
+ * P_init frees everything it took and returns NULL. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +76,49 @@ void cgen_emit_metadata(hp_str *out, const char *P, const hp_function *f, const 
   }
 }
 
+/* P_free, then P_init: the copy of the weights, the pool, then the packed
+ * weights (packing runs on the pool).  Any failure frees what was taken. */
+static void emit_init_free(hp_str *out, const char *P, const hp_function *f, const int *wslot, int npk,
+                           const int *input_pos, const int *output_pos) {
+  hp_str_printf(out,
+                "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n"
+                "  free(m->consts);\n%s  free(m);\n}\n\n",
+                P, P, npk ? "  free(m->packed);\n" : "");
+  hp_str_printf(out,
+                "%s_t *%s_init(const void *params, size_t nbytes) {\n"
+                "  if (nbytes != %zuu || (nbytes && !params)) return NULL;\n"
+                "  %s_t *m = calloc(1, sizeof *m);\n"
+                "  if (!m) return NULL;\n"
+                "  m->arena = aligned_alloc(64, %zuu);\n"
+                "  m->consts = aligned_alloc(64, %zuu);\n"
+                "  if (!m->arena || !m->consts) { %s_free(m); return NULL; }\n"
+                "  if (nbytes) memcpy(m->consts, params, nbytes);\n"
+                "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
+                "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
+                "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
+                "  if (n > 64) n = 64;\n"
+                "  if (n > 1) m->pool = hprt_pool_create((int)n);\n",
+                P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64,
+                P);
+  if (npk) {
+    /* sizes at run time: the packed layout is the dispatched variant's */
+    hp_str_printf(out, "  /* weights packed once; P_run only reads them */\n  size_t at[%d], total = 0;\n", npk);
+    for (int k = 0, j = 0; k < f->nkernels; k++)
+      if (wslot[k] >= 0)
+        hp_str_printf(out, "  at[%d] = total;\n  total += ((size_t)%s_k%d_wbytes() + 63) / 64 * 64;\n", j++, P, k);
+    hp_str_printf(out, "  if (!(m->packed = aligned_alloc(64, total + 64))) { %s_free(m); return NULL; }\n", P);
+    for (int k = 0, j = 0; k < f->nkernels; k++) {
+      if (wslot[k] < 0) continue;
+      hp_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack(m->pool, ", j, j, k,
+                    f->kernels[k].name, P, k);
+      buffer_ptr(out, f, f->kernels[k].reads[wslot[k]], input_pos, output_pos);
+      hp_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
+      j++;
+    }
+  }
+  hp_str_puts(out, "  return m;\n}\n\n");
+}
+
 hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   const hp_function *f = c->f;
   hp_error *e = c->e;
@@ -74,10 +126,12 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   hp_sanitize_name(prefix ? prefix : "model", P, sizeof P);
   int *input_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int)), *output_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int));
   long *chunk = hp_xcalloc((size_t)f->nkernels + 1, sizeof(long));
-  if (!input_pos || !output_pos || !chunk) {
+  int *wslot = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int)); /* kernel -> slot of its packed weight, or -1 */
+  if (!input_pos || !output_pos || !chunk || !wslot) {
     free(input_pos);
     free(output_pos);
     free(chunk);
+    free(wslot);
     return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   int nin = 0;
@@ -97,41 +151,28 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
     char fn[96];
     snprintf(fn, sizeof fn, "%s_k%d", P, k);
     hp_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
-    st = rc_emit_region(c, k, fn, out, &chunk[k]);
+    st = rc_emit_region(c, k, fn, out, &chunk[k], &wslot[k]);
   }
   if (st) goto done;
+  int npk = 0; /* kernels that take a packed weight; m->wp[] in kernel order */
+  for (int k = 0; k < f->nkernels; k++) npk += wslot[k] >= 0;
+  hp_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);
+  if (npk) hp_str_printf(out, "  unsigned char *packed; /* the packed weights, one block */\n  void *wp[%d];\n", npk);
   hp_str_printf(out,
-                "typedef struct %s_t { unsigned char *arena; unsigned char *consts; hprt_pool *pool; } %s_t;\n"
+                "} %s_t;\n"
                 "size_t %s_required_memory(void) { return %zuu; }\n"
                 "size_t %s_params_bytes(void) { return %zuu; }\n"
                 "int %s_num_inputs(void) { return %d; }\n"
                 "int %s_num_outputs(void) { return %d; }\n\n",
-                P, P, P, f->required_memory, P, f->const_bytes, P, nin, P, f->nret);
+                P, P, f->required_memory, P, f->const_bytes, P, nin, P, f->nret);
   cgen_emit_metadata(out, P, f, c->g);
   hp_str_puts(out, "\n");
-  hp_str_printf(out,
-                "%s_t *%s_init(const void *params, size_t nbytes) {\n"
-                "  if (nbytes != %zuu || (nbytes && !params)) return NULL;\n"
-                "  %s_t *m = calloc(1, sizeof *m);\n"
-                "  if (!m) return NULL;\n"
-                "  m->arena = aligned_alloc(64, %zuu);\n"
-                "  m->consts = aligned_alloc(64, %zuu);\n"
-                "  if (!m->arena || !m->consts) { free(m->arena); free(m->consts); free(m); return NULL; }\n"
-                "  if (nbytes) memcpy(m->consts, params, nbytes);\n"
-                "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
-                "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
-                "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
-                "  if (n > 64) n = 64;\n"
-                "  if (n > 1) m->pool = hprt_pool_create((int)n);\n"
-                "  return m;\n}\n\n"
-                "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n  free(m->consts);\n  free(m);\n}\n\n",
-                P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64, P,
-                P);
+  emit_init_free(out, P, f, wslot, npk, input_pos, output_pos);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
    * kernels before it wrote in an earlier P_run */
   hp_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
   hp_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
-  for (int k = 0; k < f->nkernels; k++) {
+  for (int k = 0, j = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
     hp_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
     for (int i = 0; i < K->nreads; i++) {
@@ -142,6 +183,7 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
       buffer_ptr(out, f, K->writes[i], input_pos, output_pos);
       hp_str_puts(out, ", ");
     }
+    if (wslot[k] >= 0) hp_str_printf(out, "m->wp[%d], ", j++); /* after the buffers (contract_c.h) */
     hp_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, k, 100 + k);
   }
   hp_str_puts(out, "  default: return -1;\n  }\n}\n\n");
@@ -157,5 +199,6 @@ done:
   free(input_pos);
   free(output_pos);
   free(chunk);
+  free(wslot);
   return st;
 }

@@ -696,7 +696,7 @@ static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *sc
   return local_bytes;
 }
 
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len) {
+hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, int *packed_slot) {
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
@@ -704,6 +704,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   if (!m.val) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   hp_status st = HP_OK;
   *chunk_len = 0;
+  *packed_slot = -1;
   if (R->nblocks == 0) {
     st = emit_gather(&m, fn, chunk_len);
     free(m.val);
@@ -711,7 +712,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   }
   bool templated = false;
   const char *why = NULL;
-  if ((st = cc_emit_template(c, r, fn, out, &templated, &why)) || templated) {
+  if ((st = cc_emit_template(c, r, fn, out, &templated, &why, packed_slot)) || templated) {
     free(m.val);
     return st;
   }

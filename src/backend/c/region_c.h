@@ -28,13 +28,15 @@ typedef struct rc_ctx {
 } rc_ctx;
 
 /* Append
- *   static int <fn>(void *const *bufs, long hp_lo, long hp_hi)
+ *   static int <fn>(hprt_pool *pool, void *const *bufs)
  * computing region `r` of the Function, where bufs[i] is the data of
- * buffer i of the kernel's reads then writes (fn_kernel order), and
- * [hp_lo, hp_hi) is the range of the outermost shared loop this call runs
- * (the whole range when *chunk_len is 0).  *chunk_len receives the length of
- * that loop (0: not splittable).  Returns the C code's needs in *uses_pool. */
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len);
+ * buffer i of the kernel's reads then writes (fn_kernel order).  A generic
+ * loop nest is <fn>_body(bufs, hp_lo, hp_hi) over [hp_lo, hp_hi) of its
+ * outermost shared loop, which <fn> splits over the pool; *chunk_len
+ * receives that loop's length (0: not splittable).  *packed_slot: -1, or the
+ * slot of a weight the kernel takes packed once, from bufs[nreads + nwrites]
+ * (a template kernel; contract_c.h says what else is emitted then). */
+hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, int *packed_slot);
 
 /* The loop nest of a block-based region for a backend that prints the loops
  * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first
