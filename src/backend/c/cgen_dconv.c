@@ -409,12 +409,14 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   /* packing and convolution in one pool run (one hand-over less per call):
    * the pack tasks come first in the pool's order, so a convolution task
    * only waits for pack tasks already running on other threads */
-  cg_emit(o, "static $T void $P_dall(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
-  cg_emit(o, "  if (task < %ld) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
-          npack);
-  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
-  cg_emit(o, "  $P_dtask(vc, task - %ld, tid);\n}\n", npack);
+  if (!s->prepack_w) { /* prepacked: the convolution tasks alone */
+    cg_emit(o, "static $T void $P_dall(void *vc, int task, int tid) {\n");
+    cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+    cg_emit(o, "  if (task < %ld) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
+            npack);
+    cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
+    cg_emit(o, "  $P_dtask(vc, task - %ld, tid);\n}\n", npack);
+  }
   if (s->prepack_w) {
     cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", wbytes);
     cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
