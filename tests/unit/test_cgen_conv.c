@@ -240,6 +240,12 @@ static void test_errors(void **st) {
   s.groups = 3;
   assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_INVALID_ARG);
   hp_error_clear(&e);
+  /* a depthwise window beyond what the depthwise kernel unrolls */
+  cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 12, 12, F32);
+  s.groups = 4;
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
+  hp_error_clear(&e);
+  cgen_conv_spec_init(&s, 1, 4, 8, 8, 4, 3, 3, F32);
   s.groups = 1, s.kh = 9; /* window larger than the padded input */
   assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_INVALID_ARG);
   hp_error_clear(&e);

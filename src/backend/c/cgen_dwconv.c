@@ -145,6 +145,8 @@ hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
   if ((s->h + s->pad[0] + s->pad[2]) * (s->w + s->pad[1] + s->pad[3] + 64) > (1L << 26))
     return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise plane beyond 256 MiB of scratch");
+  if (s->kh * s->kw > 121) /* every tap is unrolled code and a register broadcast */
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise window beyond 11x11 taps");
   unsigned set = cg_isa_set(&s->tune);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
