@@ -149,6 +149,14 @@ check("scaled softmaxes", sc_dsl, feeds, want={"softmax": 3})
 d = tempfile.mkdtemp()
 p, _ = run(sc_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
 s.check("scaled softmax: the negative scale stays on the loops", p.returncode == 0 and kernels(d)["softmax"] == 3, str(p.stderr))
+# small kernels run on the calling thread (no pool wake-up), large ones on the pool
+for (m, k, n), small in (((16, 32, 24), True), ((256, 256, 256), False)):
+    model, t = gemm(m, k, n)
+    d = tempfile.mkdtemp()
+    p, _ = run(model, t, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+    src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
+    s.check(f"gemm {m}x{k}x{n}: {'on the calling thread' if small else 'on the pool'}",
+            p.returncode == 0 and ("pool = NULL; /* small" in src) == small, p.stderr)
 # depthwise convs (groups == channels) on the depthwise kernel: bias + relu,
 # stride 2 with a residual-free chain, and a residual added after
 dw_dsl = os.path.join(tempfile.mkdtemp(), "depthwise.harp")
