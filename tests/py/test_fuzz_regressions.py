@@ -218,4 +218,12 @@ case("row_kernels_over_a_regrouping_reshape", """graph main(x: f32[4, 6]) -> (y:
 }
 """, {"x": x}, {"y": e / e.sum(-1, keepdims=True), "z": (q - mu) / np.sqrt(((q - mu) ** 2).mean(-1, keepdims=True) + 1e-5)},
      cuda=True)
+# a template's epilogue scale of exactly 1 (the mean over one row, fuzz seed
+# 134247) was printed as the C literal `1f`, which does not compile
+a, b = f32(1, 2), f32(1, 1)
+case("epilogue_scale_of_one", """graph main(a: f32[1, 2], b: f32[1, 1]) -> (t: f32[2]) {
+    t = mean(a * expand(b, [1, 2]), [0])
+    return t
+}
+""", {"a": a, "b": b}, {"t": (a * b)[0]}, cuda=True)
 s.close()

@@ -221,7 +221,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      const %s *qr = q + (i0 + r) * %ldL;\n", qt, (long)qs[2]);
   cg_emit(o, "      for (long d = 0; d < %ldL; d += %d) {\n", (long)D, w);
   cg_emit(o, "        int nd = %ldL - d < %d ? (int)(%ldL - d) : %d;\n", (long)D, w, (long)D, w);
-  cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%.9gf);\n", w, qx, qx,
+  cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%#.9gf);\n", w, qx, qx,
           (double)scale);
   cg_emit(o, "        if (nd == %d) $P_st(Qs + r * %ldL + d, x); else $P_stn(Qs + r * %ldL + d, x, nd);\n      }\n", w,
           (long)D, (long)D);

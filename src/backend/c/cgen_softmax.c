@@ -81,7 +81,7 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   if (C % (4 * w) >= w) cg_emit(o, "  for (; j + %d <= %ldL; j += %d) m0 = $P_max(m0, $P_ld%s(x + j));\n", w, C, w, xs);
   if (tail) cg_emit(o, "  m1 = $P_max(m1, $P_keep($P_ldn%s(x + %ldL, %d), %d));\n", xs, full, tail, tail);
   cg_emit(o, "  $P_v vm = $P_set1($P_hmax($P_max($P_max(m0, m1), $P_max(m2, m3))));\n");
-  cg_emit(o, "  $P_v vl = $P_set1(%.9gf), s0 = $P_zero(), s1 = s0;\n", (double)s->scale * 1.4426950408889634);
+  cg_emit(o, "  $P_v vl = $P_set1(%#.9gf), s0 = $P_zero(), s1 = s0;\n", (double)s->scale * 1.4426950408889634);
   cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) {\n", 2 * w, C, 2 * w);
   /* the next row's input, a line at a time, while the exp pass computes
    * (one core alone does not keep enough loads in flight: ~15% here) */

@@ -122,7 +122,7 @@ static void emit_scores(attn_gen *a) {
   cuda_close(b); /* kk */
   /* scale, mask, causal, tails -> log2 domain */
   char sc[48];
-  snprintf(sc, sizeof sc, "%.9gf", (double)a->scale2);
+  snprintf(sc, sizeof sc, "%#.9gf", (double)a->scale2);
   cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
   cuda_for(b, "e", "0", "4", -1);
   cuda_decl(b, "const int", "hk_qi", NULL, "q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8");
