@@ -149,16 +149,20 @@ static bool row_space(const ct_row *w, int red, int64_t *rows, int64_t *cols) {
   return *cols >= 1;
 }
 
-/* x (as the readers see it: the tensor, or a peeled CAST of it), read
- * row-major (dense from offset 0 in the readers' iteration order) by every
- * reader. */
-static bool row_input(const ct_row *w, int x, const int *readers, int nreaders) {
-  if (ct_row_slot_of(w, ct_row_unpeel(w, x)) < 0) return false;
+/* t read row-major (dense from offset 0 in the readers' iteration order) by
+ * every reader. */
+static bool read_by_rows(const ct_row *w, int x, const int *readers, int nreaders) {
   for (int i = 0; i < nreaders; i++) {
     int bi = ct_row_block_of(w, readers[i]);
     if (!reads_rowmajor(w, bi, access_of(w, bi, x), 0)) return false;
   }
   return true;
+}
+
+/* x (as the readers see it: the tensor, or a peeled CAST of it) read so, and
+ * a buffer of the kernel. */
+static bool row_input(const ct_row *w, int x, const int *readers, int nreaders) {
+  return ct_row_slot_of(w, ct_row_unpeel(w, x)) >= 0 && read_by_rows(w, x, readers, nreaders);
 }
 
 /* The kernel's tensor for node (read through a peel), offset 0. */
@@ -176,7 +180,7 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   /* a positive constant scale first (softmax(x / T), softmax(x * s)): the
    * max of c x is c times the max of x, so c folds into the kernel's scale
    * (unless c x overflows where x does not) */
-  int k = 0, pre = -1;
+  int k = 0, pre = -1, pre_x = -1; /* the scaling node and the x it scales */
   double pc = 1;
   const tiny_node *p0 = node(w, ns[0]);
   if (n >= 6 && (p0->op == TINY_MUL || p0->op == TINY_FDIV)) {
@@ -184,6 +188,7 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
     bool cb = is_const(w, b, &pc), ca = p0->op == TINY_MUL && !cb && is_const(w, a, &pc);
     if ((cb || ca) && pc > 0 && isfinite(pc)) {
       pre = ns[k++];
+      pre_x = cb ? a : b;
       if (p0->op == TINY_FDIV) pc = 1 / pc;
     }
   }
@@ -195,11 +200,9 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   ex = ns[k++];
   int z = ns[k++], y = ns[k++], o = k < n ? ns[k++] : y;
   if (k != n) return false;
-  int x = base_src(w, mx, 0), xin = x; /* xin: what MAX and SUB read (the scaled x, when scaled) */
-  if (pre >= 0) {
-    if (x != pre) return false;
-    x = base_src(w, pre, is_const(w, base_src(w, pre, 0), NULL) ? 1 : 0);
-  }
+  int xin = base_src(w, mx, 0); /* what MAX and SUB read: x, or the scaled x */
+  if (pre >= 0 && xin != pre) return false;
+  int x = pre >= 0 ? pre_x : xin;
   if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != xin ||
       base_src(w, d, 1) != mx)
     return false;
@@ -213,11 +216,8 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   if (o != y && (node(w, o)->op != TINY_CAST || base_src(w, o, 0) != y)) return false;
   if (w->R->nout != 1 || w->R->out_values[0] != o || node(w, x)->dtype == TINY_I32) return false;
   int64_t rows, cols;
-  int rd[2] = {mx, d}, bp = pre >= 0 ? ct_row_block_of(w, pre) : -1;
-  bool rows_ok = pre < 0 ? row_input(w, x, rd, 2)
-                         : row_input(w, x, &pre, 1) && reads_rowmajor(w, ct_row_block_of(w, mx), access_of(w, ct_row_block_of(w, mx), pre), 0) &&
-                               reads_rowmajor(w, ct_row_block_of(w, d), access_of(w, ct_row_block_of(w, d), pre), 0) &&
-                               bp >= 0;
+  int rd[2] = {mx, d};
+  bool rows_ok = pre < 0 ? row_input(w, x, rd, 2) : row_input(w, x, &pre, 1) && read_by_rows(w, pre, rd, 2);
   if (!row_space(w, mx, &rows, &cols) || !rows_ok) DECLINE("softmax input is not read row by row");
   int bd = ct_row_block_of(w, d), by = ct_row_block_of(w, y);
   if (!reads_rowmajor(w, bd, access_of(w, bd, mx), 1) || !reads_rowmajor(w, by, access_of(w, by, z), 1) ||

@@ -639,8 +639,8 @@ static int64_t skinny_strip(const cg_mm *p, int w) {
   return tw > SKINNY_STRIP ? SKINNY_STRIP : tw;
 }
 
-/* y[m][v..] += sum over the nk rows r0.. of B of A[m][k + i] * B[k + i][v..] for
- * the vectors of one strip (nk = 4 or 1); `n` the vector's element count text. */
+/* y[m][v..] += sum over i < nk of A[m][k + i] * B[k + i][v..] for one vector
+ * of the strip (nk = 4 or 1); tail: the strip's last, partial vector. */
 static void emit_skinny_axpy(cg_out *o, const cg_mm *p, int nk, bool tail, int64_t tw) {
   const char *bs = cg_vsuffix(p->bdt);
   for (int i = 0; i < nk; i++) {
