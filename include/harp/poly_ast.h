@@ -54,6 +54,8 @@ typedef struct poly_ast_opts {
   int fix_outer;    /* fix the first fix_outer (<= p) shared variables to the parameters
                        hp_p0, hp_p1, ...: the nest of one point (a GPU thread's) */
   const int64_t *fix_extent; /* their extents: 0 <= hp_pi < fix_extent[i] (lets isl drop guards) */
+  int chunk_var;             /* which shared variable chunk_outer restricts (< prefix; the ones
+                                before it should have extent 1, so it is the outermost loop) */
 } poly_ast_opts;
 
 typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;

@@ -488,8 +488,13 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
       if (!(dw && v == 2)) ys.d[k++].n = size[v];
     rowmajor(&ys, all);
     memcpy(yst, all, sizeof yst);
-    bool bias = st[0] == 0 && st[1] == 1 && st[2] == 0 && st[3] == 0;
-    bool resid = st[0] == yst[0] && st[1] == yst[1] && st[2] == yst[2] && st[3] == yst[3];
+    /* an extent-1 dimension never moves the address, whatever its stride says */
+    bool bias = true, resid = true;
+    for (int k = 0; k < 4; k++) {
+      if (ys.d[k].n == 1) continue;
+      bias = bias && st[k] == (k == 1);
+      resid = resid && st[k] == yst[k];
+    }
     if (bias) em.epi[q].kind = CT_EPI_BIAS_M;
     else if (!resid) DECLINE("an epilogue tensor is neither a per-channel bias nor laid out like the output");
   }

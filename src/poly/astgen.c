@@ -208,9 +208,11 @@ static __isl_give isl_set *restrict_set(gen *g, int k, __isl_keep isl_set *dom, 
   return isl_set_intersect(d, c);
 }
 
-/* [hp_lo, hp_hi] -> { S<k>[v0, ..] : hp_lo <= v0 < hp_hi } */
+/* [hp_lo, hp_hi] -> { S<k>[v0, ..] : hp_lo <= v<chunk_var> < hp_hi } */
 static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
-  return restrict_set(g, k, dom, "hp_lo, hp_hi", "hp_lo <= v0 < hp_hi");
+  char cond[64];
+  snprintf(cond, sizeof cond, "hp_lo <= v%d < hp_hi", g->opts->chunk_var);
+  return restrict_set(g, k, dom, "hp_lo, hp_hi", cond);
 }
 
 /* [hp_p0, ..] -> { S<k>[v0, ..] : v0 = hp_p0 and .. } for the fixed variables */
@@ -452,7 +454,8 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
     int l = n + 2; /* the group and the position */
     if (l > len) len = l;
   }
-  if (opts->chunk_outer && opts->prefix < 1) return hp_fail(e, HP_E_INTERNAL, NULL, "chunking needs a shared loop");
+  if (opts->chunk_outer && (opts->chunk_var < 0 || opts->chunk_var >= opts->prefix))
+    return hp_fail(e, HP_E_INTERNAL, NULL, "chunking shared loop %d of %d", opts->chunk_var, opts->prefix);
   if (opts->fix_outer < 0 || opts->fix_outer > opts->prefix || (opts->fix_outer && (opts->chunk_outer || !opts->fix_extent)))
     return hp_fail(e, HP_E_INTERNAL, NULL, "fixing %d of %d shared loops", opts->fix_outer, opts->prefix);
   isl_union_map *sched = NULL;

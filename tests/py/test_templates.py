@@ -174,6 +174,33 @@ d = tempfile.mkdtemp()
 p, _ = run(dw_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
 src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
 s.check("depthwise: both convs on the depthwise kernel", src.count(": depthwise conv n2 c12") == 2, p.stderr)
+# a ResNet basic block at batch 1: the residual x reaches the conv template
+# (its batch stride is 0 where y's is C*H*W; an extent-1 axis must not count)
+rb_dsl = os.path.join(tempfile.mkdtemp(), "resblock.harp")
+with open(rb_dsl, "w") as f:
+    f.write("graph<N=1> main(x: f32[N, 16, 9, 11], w1: f32[16, 16, 3, 3], b1: f32[16], w2: f32[16, 16, 3, 3])\n"
+            "    -> (y: f32[N, 16, 9, 11]) {\n"
+            "    h = relu(conv2d(x, w1, bias=b1, pad=1))\n"
+            "    y = relu(x + conv2d(h, w2, pad=1))\n"
+            "    return y\n}\n")
+feeds = {"x": rng.standard_normal((1, 16, 9, 11)).astype(np.float32),
+         "w1": (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32),
+         "b1": rng.standard_normal(16).astype(np.float32), "w2": (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)}
+check("resnet block at batch 1", rb_dsl, feeds, want={"conv": 2})
+d = tempfile.mkdtemp()
+p, _ = run(rb_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+s.check("resnet block: no conv declined to the loops", p.returncode == 0 and not kernels(d)["declined"],
+        str(kernels(d)["declined"]) if p.returncode == 0 else p.stderr)
+# the same block on the generic loops: threads split the channel loop (the
+# batch loop has extent 1), and the result still matches the interpreter
+os.environ["HARP_NO_TEMPLATES"] = "1"
+check("resnet block on the loops", rb_dsl, feeds)
+d = tempfile.mkdtemp()
+p, _ = run(rb_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+del os.environ["HARP_NO_TEMPLATES"]
+src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
+s.check("resnet block on the loops: both kernels split the channels over the pool",
+        len(re.findall(r"long len = 16L;\n  int nt = 2 \* hprt_pool_size", src)) == 2, p.stderr)
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

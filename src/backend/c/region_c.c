@@ -719,8 +719,12 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   nest_setup(c, r, &m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
-  long outer = m.prefix >= 1 ? (long)g->nodes[b0->node].shape.d[0].n : 0;
-  poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1};
+  /* threads split the outermost shared loop that is not of extent 1 (a
+   * batch of 1 leads most CNN outputs) */
+  int cv = 0;
+  while (cv + 1 < m.prefix && g->nodes[b0->node].shape.d[cv].n == 1) cv++;
+  long outer = m.prefix >= 1 ? (long)g->nodes[b0->node].shape.d[cv].n : 0;
+  poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1, .chunk_var = cv};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
@@ -796,7 +800,7 @@ hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   out->fixed = p->m.prefix;
   for (int i = 0; i < out->fixed; i++) out->extent[i] = g->nodes[b0->node].shape.d[i].n;
-  poly_ast_opts opts = {p->m.prefix, false, out->fixed, out->extent};
+  poly_ast_opts opts = {.prefix = p->m.prefix, .fix_outer = out->fixed, .fix_extent = out->extent};
   poly_ast *tree;
   hp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
   if (st) {
