@@ -19,7 +19,7 @@ typedef struct gcase {
   cgen_epi_kind ek[4];
   tiny_dtype edt;
   int res_t;   /* residual stored transposed ([N][M]) */
-  int prepack; /* A packed once by gN_pack_a */
+  int prepack; /* 1: A packed once by gN_pack_a; 2: B by gN_pack_b (and shared by the batches) */
   int order, mc; /* loop order (tune.order) and its row block */
 } gcase;
 
@@ -98,6 +98,15 @@ static const gcase CASES[] = {
     {8, 90, 50, 1, 1, F32, F16, F32, 0, 1, 0, 0, A5, 0, 0, 0, 0, 0, 1, {CGEN_EPI_BIAS_M}, F32},
     {8, 77, 21, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2},
     {2, 40, 20, 1, 1, F32, F32, F32, 0, 0, 0, 1, A5}, /* C strided along N: the packed path */
+    /* prepacked (constant) B: K blocks with a tail, N tails, several NC blocks
+     * per task; B^T through the transposes, batched over one B; half B; C in
+     * a per-thread buffer; M under the skinny limit (packed path) */
+    {65, 150, 300, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 128, 64, 0, 0, 0, 1, {CGEN_EPI_BIAS_N}, F32, 0, 2},
+    {33, 150, 70, 2, 3, F32, F32, F32, 0, 1, 0, 0, A5, 32, 0, 0, 0, 0, 0, {0}, F32, 0, 2},
+    {40, 37, 50, 1, 1, F32, F16, F32, 0, 0, 0, 0, A2, 16, 0, 5, 0, 0, 1, {CGEN_EPI_RELU}, F32, 0, 2},
+    {17, 9, 20, 1, 1, F32, F32, F32, 0, 1, 0, 0, SC, 8, 0, 0, 0, 0, 0, {0}, F32, 0, 2},
+    {50, 70, 90, 1, 1, F32, F32, F16, 0, 0, 0, 0, -1, 32, 0, 0, 0, 0, 1, {CGEN_EPI_RESIDUAL}, F32, 0, 2, 2, 12},
+    {3, 40, 20, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 0, {0}, F32, 0, 2},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -111,11 +120,13 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
   if (c->tc) s->c_sm = 1, s->c_sn = M;
   s->a_sb[1] = M * K, s->a_sb[0] = c->bcast_a ? 0 : M * K * c->b1;
   s->b_sb[1] = K * N, s->b_sb[0] = K * N * c->b1;
+  if (c->prepack & 2) s->b_sb[0] = s->b_sb[1] = 0;
   s->c_sb[1] = M * N, s->c_sb[0] = M * N * c->b1;
   s->tune.force_isa = c->isa;
   if (c->isa >= 0) s->tune.isa_mask = 1u << c->isa;
   s->tune.kc = c->kc, s->tune.nc = c->nc, s->tune.tasks = c->tasks, s->tune.mr = c->mr, s->tune.nr = c->nr;
-  s->prepack_a = c->prepack;
+  s->prepack_a = c->prepack & 1;
+  s->prepack_b = (c->prepack & 2) != 0;
   s->tune.order = c->order, s->tune.mc = c->mc;
   s->n_epi = c->nepi;
   for (int i = 0; i < c->nepi; i++) {
@@ -153,15 +164,17 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
   void *Ap = NULL;
   if (c->prepack) {
     char pn[48], bn[48];
-    snprintf(pn, sizeof pn, "g%d_pack_a", idx);
-    snprintf(bn, sizeof bn, "g%d_pack_a_bytes", idx);
+    const char *which = c->prepack & 1 ? "a" : "b";
+    snprintf(pn, sizeof pn, "g%d_pack_%s", idx, which);
+    snprintf(bn, sizeof bn, "g%d_pack_%s_bytes", idx, which);
     int (*pack)(hprt_pool *, const void *, void *) = (int (*)(hprt_pool *, const void *, void *))dlsym(h, pn);
     long (*bytes)(void) = (long (*)(void))dlsym(h, bn);
     if (!pack || !bytes || bytes() <= 0) return -1;
     Ap = malloc((size_t)bytes());
-    if (pack(pool, A.p, Ap) != 0) return -1;
+    if (pack(pool, c->prepack & 1 ? A.p : B.p, Ap) != 0) return -1;
   }
-  if (fn(pool, Ap ? Ap : A.p, B.p, C.p, ep) != 0) return -1;
+  const void *a = c->prepack & 1 ? Ap : A.p, *b = c->prepack & 2 ? Ap : B.p;
+  if (fn(pool, a, b, C.p, ep) != 0) return -1;
   free(Ap);
   double *ref = calloc((size_t)(nb * M * N), sizeof(double));
   for (long b0 = 0; b0 < c->b0; b0++)

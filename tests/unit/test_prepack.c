@@ -1,5 +1,5 @@
 /* test_prepack.c — weights packed once at model_init (contract_c.c,
- * emit_model.c): a model whose convolutions' weights and a GEMM's A are
+ * emit_model.c): a model whose convolutions' weights, a GEMM's A and two GEMMs' B are
  * params gets kernels that take the packed form, model_init packs them, and
  * every model_run — the second, an interleaved second instance — gives the
  * interpreter's values; the same model with the weights as inputs (or with
@@ -15,20 +15,23 @@
 
 /* Two convs over odd sizes (3x3 pad 1 + bias + relu, 3x3 stride 2: the direct
  * kernel on AVX-512, else and with HARP_CONV=gemm the implicit GEMM) and
- * c = a @ v (a: the GEMM's A).  (A 1x1 conv is a GEMM whose B is the weight,
- * which is not packed.) */
+ * c = a @ v (a: the GEMM's A), d = u @ wb and e = u wt^T (the weight is B:
+ * packed as it is, and through the transposes). */
 static const char MODEL[] =
     "graph main(x: f32[2, 13, 11, 23], w: f32[20, 13, 3, 3], b: f32[20], w2: f32[7, 20, 3, 3],\n"
-    "           a: f32[37, 29], v: f32[29, 53])\n"
-    "    -> (y: f32[2, 20, 11, 23], z: f32[2, 7, 6, 12], c: f32[37, 53]) {\n"
+    "           a: f32[37, 29], v: f32[29, 53], u: f32[19, 31], wb: f32[31, 45], wt: f32[70, 31])\n"
+    "    -> (y: f32[2, 20, 11, 23], z: f32[2, 7, 6, 12], c: f32[37, 53], d: f32[19, 45], e: f32[19, 70]) {\n"
     "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n"
     "    z = conv2d(y, w2, stride=2, pad=1)\n"
     "    c = a @ v\n"
-    "    return y, z, c\n}\n";
-enum { NIN = 6, NOUT = 3, NPACKED = 3 };
-static const char *const NAMES[NIN] = {"x", "w", "b", "w2", "a", "v"};
-static const int64_t SHAPES[NIN][4] = {{2, 13, 11, 23}, {20, 13, 3, 3}, {20}, {7, 20, 3, 3}, {37, 29}, {29, 53}};
-static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2};
+    "    d = u @ wb\n"
+    "    e = u @ permute(wt, [1, 0])\n"
+    "    return y, z, c, d, e\n}\n";
+enum { NIN = 9, NOUT = 5, NPACKED = 5 };
+static const char *const NAMES[NIN] = {"x", "w", "b", "w2", "a", "v", "u", "wb", "wt"};
+static const int64_t SHAPES[NIN][4] = {{2, 13, 11, 23}, {20, 13, 3, 3}, {20}, {7, 20, 3, 3}, {37, 29}, {29, 53},
+                                       {19, 31}, {31, 45}, {70, 31}};
+static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2, 2, 2, 2};
 
 typedef struct compiled {
   tiny_graph *g;
@@ -133,7 +136,7 @@ static void run_and_check(const compiled *c, void *inst, const hp_tensor *t) {
   free_tensors(got, NOUT);
 }
 
-static const char *const WEIGHTS[] = {"w", "b", "w2", "a", NULL};
+static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", NULL};
 
 /* Params: every conv and the GEMM take their weight packed at init; runs
  * after the first (other inputs, and another instance in between) stay right.
@@ -161,7 +164,7 @@ static void params_packed_once(const char *conv_algo) {
   run_and_check(&c, m1, t1);
   void *m2 = instance(&c, t2); /* other weights, packed into its own block */
   for (int k = 0; k < NIN; k++)
-    if (!strcmp(NAMES[k], "x") || !strcmp(NAMES[k], "v")) { /* inputs: t2's, weights still t1's */
+    if (!strcmp(NAMES[k], "x") || !strcmp(NAMES[k], "v") || !strcmp(NAMES[k], "u")) { /* inputs: t2's, weights still t1's */
       hp_tensor tmp = t1[k];
       t1[k] = t2[k], t2[k] = tmp;
     }
@@ -193,6 +196,7 @@ static void test_inputs_not_packed(void **state) {
   const char *src = hp_cpu_source(c.cm);
   assert_int_equal(count(src, "_wpack("), 0);
   assert_int_equal(count(src, "_pack_a("), 0);
+  assert_int_equal(count(src, "_pack_b("), 0);
   assert_null(strstr(src, "m->packed"));
   hp_tensor t[NIN];
   make_inputs(3, t);

@@ -134,7 +134,15 @@ typedef struct cgen_gemm_spec {
                                        fn then takes the packed Ap as its A (a
                                        compiled model does so for its params:
                                        contract_c.c, emit_model.c) */
+  bool prepack_b;                   /* the same for B (fn_pack_b_bytes, fn_pack_b):
+                                       B shared by every batch (b_sb 0 where a
+                                       batch > 1), not with prepack_a; with
+                                       M <= CGEN_SKINNY_MAX_M the streaming
+                                       kernel, which packs nothing, is given up */
 } cgen_gemm_spec;
+
+/* At most this many rows of A: B is streamed, not packed (cgen_gemm.c). */
+#define CGEN_SKINNY_MAX_M 8
 
 /* Fill a row-major contiguous spec: A[M][K], B[K][N], C[M][N], batch 1. */
 void cgen_gemm_spec_init(cgen_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt);

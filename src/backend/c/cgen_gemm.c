@@ -16,6 +16,9 @@
  *   column stride, else in a per-thread fp32 buffer.
  * With at most 8 rows (GEMV, decode-time matmuls) the vector variants stream
  * B once instead of packing it (emit_skinny_variant).
+ * prepack_a / prepack_b: a constant operand is packed once, by F_pack_a /
+ * F_pack_b, in the layout the tasks read (B: per KC block pb, the NR-wide
+ * panels of all N, panel j at pb*KC*npan*NR + j*kc*NR); runs skip packing it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +35,7 @@ typedef struct cg_mm {
   int n_epi;
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;
-  bool conv, prepack_a;
+  bool conv, prepack_a, prepack_b;
   const cgen_conv_spec *cs; /* conv: the spec; direct: its AVX-512 variant is cgen_dconv.c's */
   bool direct;
   int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
@@ -138,6 +141,9 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   t->ppg = (npan + t->groups - 1) / t->groups;
   return HP_OK;
 }
+
+/* NR-wide panels across all of N (a prepacked B holds them all). */
+static int64_t cg_npanels(const cg_mm *p, const cg_tile *t) { return (p->N + t->nr - 1) / t->nr; }
 
 /* ---- micro-kernel store + epilogue (one row of nv vectors) ---------------- */
 static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
@@ -513,11 +519,12 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
           (long)t->tm, (long)p->M);
   cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
           (long)t->tn, (long)p->N);
-  cg_emit(o, "  float *Bp = (float *)cx->sc.thr[tid];\n");
+  if (p->prepack_b && !t->ws) cg_emit(o, "  (void)tid;\n");
+  else cg_emit(o, "  float *Bs = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * %ldL;\n",
           t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)(p->K * t->mp));
   emit_tt_setup(o, p);
-  if (t->ws) cg_emit(o, "  tt.ws = Bp + %ldL;\n  tt.wm0 = m0;\n", (long)t->kc * t->ncp);
+  if (t->ws) cg_emit(o, "  tt.ws = Bs + %ldL;\n  tt.wm0 = m0;\n", p->prepack_b ? 0L : (long)t->kc * t->ncp);
   cg_emit(o, "  for (long jc = n0; jc < n1; jc += %d) {\n", t->nc);
   cg_emit(o, "    long nc = n1 - jc < %d ? n1 - jc : %d;\n    tt.wn0 = jc;\n", t->nc, t->nc);
   /* order 2: an MC-row block of C stays in L2 across the whole K loop (B is
@@ -528,7 +535,10 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "      long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
           t->kc);
   cg_emit(o, "      int first = pb == 0, last = pb == %ldL;\n", (long)t->nkb - 1);
-  cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bp);\n");
+  if (p->prepack_b) /* the block's panels from jc on (packed by $P_pack_b) */
+    cg_emit(o, "      const float *Bp = (const float *)cx->B + pb * %ldL + jc / %d * kc * %d;\n",
+            (long)t->kc * cg_npanels(p, t) * t->nr, t->nr, t->nr);
+  else cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bs);\n      const float *Bp = Bs;\n");
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
   if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
   if (t->jr_outer) {
@@ -587,7 +597,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   else emit_pack_b_gemm(o, p, t);
   emit_task(o, p, t);
   int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
-  int64_t per_thread = ((int64_t)t->kc * t->ncp + (t->ws ? t->tm * t->ncp : 0)) * 4;
+  int64_t per_thread = ((p->prepack_b ? 0 : (int64_t)t->kc * t->ncp) + (t->ws ? t->tm * t->ncp : 0)) * 4;
   long npack = (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups), ntask = (long)(p->nb[0] * p->nb[1] * t->sm * t->sn);
   if (p->prepack_a) {
     /* A arrives packed (constant weights packed once by F_pack_a) */
@@ -596,6 +606,22 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n  return 0;\n}\n", npack);
     shared = 0;
+  }
+  if (p->prepack_b) {
+    /* B arrives packed: KC blocks x groups of panels, one task each */
+    int64_t npan = cg_npanels(p, t), ppt = (npan + 7) / 8, ng = (npan + ppt - 1) / ppt;
+    cg_emit(o, "static $T void $P_packBall_task(void *vc, int task, int tid) {\n  (void)tid;\n");
+    cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+    cg_emit(o, "  long pb = task / %ldL, j0 = task %% %ldL * %ldL, j1 = j0 + %ldL < %ldL ? j0 + %ldL : %ldL;\n", (long)ng,
+            (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
+    cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
+            t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
+    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n}\n", t->nr, t->nr,
+            (long)t->kc * npan * t->nr, t->nr);
+    cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
+    cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
+    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packBall_task, &cx);\n  return 0;\n}\n", (long)(t->nkb * ng));
   }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
@@ -620,11 +646,11 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
  * columns at a time sharing the loads of A.  A is first converted to dense
  * fp32 rows (M x K per batch, small).  The epilogue and the store are the
  * GEMM's (emit_row). */
-#define SKINNY_MAX_M 8
+#define SKINNY_MAX_M CGEN_SKINNY_MAX_M
 #define SKINNY_STRIP 1024
 
 static bool skinny_ok(const cg_mm *p, const cg_isa *isa) {
-  if (p->conv || p->prepack_a || p->M > SKINNY_MAX_M || isa->id == CGEN_ISA_SCALAR || p->c_sn != 1) return false;
+  if (p->conv || p->prepack_a || p->prepack_b || p->M > SKINNY_MAX_M || isa->id == CGEN_ISA_SCALAR || p->c_sn != 1) return false;
   if (p->b_sn != 1 && p->b_sk != 1) return false;
   return p->nb[0] * p->nb[1] * p->M * p->K <= (1L << 24); /* the fp32 copy of A: 64 MiB at most */
 }
@@ -772,6 +798,8 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
   for (int i = 0; i < HP_ARRAY_LEN(st); i++)
     if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen: negative stride");
   if (check_epi(e, p)) return e->code;
+  if (p->prepack_b && (p->prepack_a || p->conv || (p->nb[0] > 1 && p->b_sb[0]) || (p->nb[1] > 1 && p->b_sb[1])))
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: prepack_b needs a B shared by every batch, and not prepack_a");
   unsigned set = cg_isa_set(&p->tune);
   int primary = CGEN_ISA_SCALAR;
   for (int i = 0; i < CGEN_ISA_COUNT; i++)
@@ -810,6 +838,10 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
     cg_emit_entry(&o, set, "long", "_pack_a_bytes", "void", "");
     cg_emit_entry(&o, set, "int", "_pack_a", "hprt_pool *pool, const void *A, void *Ap", "pool, A, Ap");
   }
+  if (p->prepack_b) {
+    cg_emit_entry(&o, set, "long", "_pack_b_bytes", "void", "");
+    cg_emit_entry(&o, set, "int", "_pack_b", "hprt_pool *pool, const void *B, void *Bp", "pool, B, Bp");
+  }
   if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
   return HP_OK;
 }
@@ -828,6 +860,7 @@ hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *s, const char *fn, hp_str
   if (p.n_epi > 0 && p.n_epi <= CGEN_MAX_EPI) memcpy(p.epi, s->epi, sizeof(cgen_epi) * (size_t)p.n_epi);
   p.tune = s->tune;
   p.prepack_a = s->prepack_a;
+  p.prepack_b = s->prepack_b;
   return gen_mm(e, &p, fn, out);
 }
 

@@ -12,9 +12,9 @@
  * region that does not fit returns *handled = false and gets the generic
  * loop nest of region_c.c, which computes the same values.
  *
- * Constant weights: when a conv's weight or a GEMM's A is a param buffer
- * (FN_PARAM) read as it is — no repack copy, no rounding on the way — the
- * template is generated with prepack_w / prepack_a, the kernel gets
+ * Constant weights: when a conv's weight or a GEMM's A (else its B) is a
+ * param buffer (FN_PARAM) read as it is — no repack copy, no rounding on the
+ * way — the template is generated with prepack_w / prepack_a / prepack_b, the kernel gets
  * fn_wbytes / fn_wpack helpers, and model_init packs the weight once
  * (emit_model.c); every run then reads the packed form. */
 #include <inttypes.h>
@@ -266,12 +266,12 @@ static bool packs_once(const rc_ctx *c, int r, int slot) {
 /* The helpers model_init calls for a kernel that takes its weight packed
  * (contract_c.h): the packed form's size (the ISA variant's this process
  * runs) and the packing of the weight buffer w, at element offset off. */
-static void emit_wpack(hp_str *o, const char *fn, const char *kfn, int64_t off, int esize) {
-  hp_str_printf(o, "static long %s_wbytes(void) { return %s_pack_a_bytes(); }\n", fn, kfn);
+static void emit_wpack(hp_str *o, const char *fn, const char *kfn, char which, int64_t off, int esize) {
+  hp_str_printf(o, "static long %s_wbytes(void) { return %s_pack_%c_bytes(); }\n", fn, kfn, which);
   hp_str_printf(o,
                 "static int %s_wpack(hprt_pool *pool, const void *w, void *wp) {\n"
-                "  return %s_pack_a(pool, (const char *)w + %" PRId64 " * %d, wp);\n}\n",
-                fn, kfn, off, esize);
+                "  return %s_pack_%c(pool, (const char *)w + %" PRId64 " * %d, wp);\n}\n",
+                fn, kfn, which, off, esize);
 }
 
 static void ep_array(hp_str *o, const ct_epi *epi, int n) {
@@ -340,13 +340,18 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   epi_to_cgen(gm.epi, gm.nepi, s.epi);
   /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
   s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
+  /* else B a weight (x @ W, x W^T) shared by the batches; not where the
+   * skinny kernel streams B instead of packing it */
+  s.prepack_b = !s.prepack_a && gm.M > CGEN_SKINNY_MAX_M && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
+                (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot);
   plan_use pu;
   plan_tuning(c, r, 'g', false, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
   const fn_kernel *K = &c->f->kernels[r];
-  if (s.prepack_a) emit_wpack(out, fn, kfn, gm.A.offset, tiny_dtype_size(gm.A.dtype));
+  if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
+  if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
@@ -356,6 +361,12 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
                   "  return %s(pool, bufs[%d], (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
                   kfn, K->nreads + K->nwrites, gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype), gm.C.slot);
     *packed_slot = gm.A.slot;
+  } else if (s.prepack_b) {
+    hp_str_printf(out,
+                  "  /* B packed by model_init */\n"
+                  "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n",
+                  kfn, gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype), K->nreads + K->nwrites, gm.C.slot);
+    *packed_slot = gm.B.slot;
   } else if (gm.nrep) {
     emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
     hp_str_printf(out,
@@ -411,7 +422,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   }
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_w) {
-    emit_wpack(out, fn, kfn, cv.W.offset, tiny_dtype_size(cv.W.dtype));
+    emit_wpack(out, fn, kfn, 'a', cv.W.offset, tiny_dtype_size(cv.W.dtype));
     *packed_slot = cv.W.slot;
   }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
