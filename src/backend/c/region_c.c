@@ -127,6 +127,20 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
   hp_str_free(&idx);
 }
 
+/* expr without an outer call `fn(...)` when it is exactly one (the rounding
+ * hp_rh / hp_rb before a store that rounds the same way: once is enough). */
+static const char *strip_call(const char *expr, const char *fn, hp_str *tmp) {
+  size_t n = strlen(fn), len = strlen(expr);
+  if (strncmp(expr, fn, n) || expr[n] != '(' || len < n + 2 || expr[len - 1] != ')') return expr;
+  int depth = 0;
+  for (size_t i = n; i < len - 1; i++) {
+    depth += expr[i] == '(' ? 1 : expr[i] == ')' ? -1 : 0;
+    if (depth == 0) return expr; /* the call closes before the end: fn(a) + (b) */
+  }
+  hp_str_printf(tmp, "%.*s", (int)(len - n - 2), expr + n + 1);
+  return tmp->oom ? expr : tmp->buf;
+}
+
 /* Store `expr` (compute representation of node t) at the write access. */
 static void store_value(emit *m, const poly_ast_access *a, int t, const char *expr) {
   const tiny_node *n = &m->c->g->nodes[t];
@@ -137,12 +151,15 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
     rc_linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
     hp_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
+    hp_str tmp;
+    hp_str_init(&tmp);
     switch (m->val[t].storage) {
-    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", expr); break;
-    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", expr); break;
+    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", strip_call(expr, "hp_rh", &tmp)); break;
+    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", strip_call(expr, "hp_rb", &tmp)); break;
     case TINY_BOOL: hp_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
     default: hp_str_printf(o, "%s;\n", expr); break;
     }
+    hp_str_free(&tmp);
   } else {
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
