@@ -89,6 +89,18 @@ void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) 
   hp_str_printf(o, "%s%d_%.40s", prefix, node, safe);
 }
 
+/* A guard (comparisons joined by && and ||, each 0 or 1) with bitwise
+ * operators: the same value, without the branches of short-circuiting. */
+static char *branchless(const char *guard) {
+  hp_str o;
+  hp_str_init(&o);
+  for (const char *p = guard; *p; p++) {
+    hp_str_putc(&o, *p);
+    if ((p[0] == '&' || p[0] == '|') && p[1] == p[0]) p++;
+  }
+  return hp_str_take(&o);
+}
+
 /* The value a statement reads through access a (to node t), as C. */
 static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
   const tiny_graph *g = m->c->g;
@@ -96,14 +108,28 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
   hp_str *o = m->o;
   hp_str idx;
   hp_str_init(&idx);
-  if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
+  /* a padded read in an outer simd loop: loaded unconditionally (element 0
+   * in the padding), then selected; GCC gathers that, not a masked load */
+  bool sel = a->guard && m->simd_outer && m->val[t].kind == ST_BUF && !is_int(n->dtype) && a->nalt == 0;
+  char *guard = sel ? branchless(a->guard) : NULL; /* && would branch */
+  if (sel && !guard) sel = false;
+  if (sel) hp_str_puts(o, "({ float l_ = ");
+  else if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
   if (m->val[t].kind == ST_CONST) {
     double v = n->a.cnst.value;
     if (is_int(n->dtype)) hp_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
-    load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
+    if (sel && !idx.oom) {
+      hp_str gi;
+      hp_str_init(&gi);
+      hp_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
+      load(o, m->val[t].storage, m->val[t].slot, gi.oom ? idx.buf : gi.buf, m->c->gpu);
+      hp_str_free(&gi);
+    } else {
+      load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
+    }
   } else {
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
@@ -111,7 +137,11 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
       hp_str_printf(o, "[%s]", idx.buf);
     }
   }
-  if (a->guard) {
+  if (sel) { /* a bitwise select: a ?: here would be sunk into a masked load again */
+    hp_str_printf(o, "; hp_sel(%s, l_, ", guard);
+    float_const(o, n->dtype, a->fill);
+    hp_str_puts(o, "); })");
+  } else if (a->guard) {
     hp_str_puts(o, " : ");
     for (int q = 0; q < a->nalt; q++) {
       hp_str_printf(o, "(%s) ? ", a->alt_guard[q]);
@@ -123,6 +153,7 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     else float_const(o, n->dtype, a->fill);
     hp_str_putc(o, ')');
   }
+  free(guard);
   (void)want;
   hp_str_free(&idx);
 }
@@ -380,6 +411,11 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
         hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
         if (rop == TINY_RSUM) {
           hp_str_printf(o, "%s + v_); }\n", acc.buf);
+        } else if (rc_nan_flag(m, b) && m->simd_outer) {
+          /* each lane runs a whole reduction: NaN is kept in the accumulator
+           * (GCC's outer-loop vectorizer takes this select, not a flag) */
+          hp_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
+                        acc.buf, acc.buf);
         } else if (rc_nan_flag(m, b)) {
           hp_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
           rc_flag_name(o, m, b);
@@ -717,7 +753,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  emit m = {c, R, &f->kernels[r], out, 0, {{0}}, 0, hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}};
+  emit m = {c, R, &f->kernels[r], out, 0, {{0}}, 0, hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}, NULL};
   if (!m.val) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   hp_status st = HP_OK;
   *chunk_len = 0;
@@ -812,7 +848,7 @@ hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
     return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   out->priv = p;
-  p->m = (emit){c, R, &f->kernels[r], NULL, 0, {{0}}, 0, val, {0}};
+  p->m = (emit){c, R, &f->kernels[r], NULL, 0, {{0}}, 0, val, {0}, NULL};
   nest_setup(c, r, &p->m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   out->fixed = p->m.prefix;
