@@ -789,15 +789,26 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     tiny_dtype dt = f->buffers[b].dtype;
     hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
   }
-  /* locals: intermediates and accumulators */
-  int64_t local_bytes = emit_locals(&m, out, "  ", NULL, NULL);
-  if (local_bytes > c->local_budget) {
-    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of locals (budget %d)", local_bytes,
-                 c->local_budget);
+  /* locals: intermediates and accumulators.  Past the stack budget the
+   * arrays go to the heap, one block per call: blocks that share no loop (a
+   * grouped conv's [n, g, oc/g, oh, ow] sums reshaped to y) keep whole-output
+   * arrays, slow but never a reason a valid model fails to compile */
+  hp_str probe;
+  hp_str_init(&probe);
+  int64_t arrays = 0, local_bytes = emit_locals(&m, &probe, "  ", NULL, &arrays);
+  hp_str_free(&probe);
+  bool heap = local_bytes > c->local_budget;
+  if (heap && local_bytes - arrays > c->local_budget) {
+    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of scalar locals (budget %d)",
+                 local_bytes - arrays, c->local_budget);
     goto done;
   }
+  if (heap)
+    hp_str_printf(out, "  unsigned char *hp_heap = malloc(%" PRId64 "); /* %" PRId64 " bytes of locals: past the stack budget */\n"
+                       "  if (!hp_heap) return 1;\n", arrays, local_bytes);
+  emit_locals(&m, out, "  ", heap ? "hp_heap" : NULL, NULL);
   if ((st = rc_print_ast(&m, tree, 1))) goto done;
-  hp_str_puts(out, "  return 0;\n}\n\n");
+  hp_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
    * shared loops).  Small kernels stay on the calling thread. */

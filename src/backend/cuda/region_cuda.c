@@ -353,9 +353,11 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
-  if (cv.groups != 1) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
+  /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
+  if (cv.groups > 1 && cv.groups == cv.c) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
   cuda_conv_spec s;
   cuda_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP16);
+  s.groups = cv.groups; /* a GEMM per (image, group) */
   s.x_dtype = cv.X.dtype, s.w_dtype = cv.W.dtype, s.y_dtype = cv.Y.dtype;
   memcpy(s.stride, cv.stride, sizeof s.stride);
   memcpy(s.pad, cv.pad, sizeof s.pad);
