@@ -170,12 +170,12 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
         out->scale = (float)t->a.cnst.value;
         break;
       }
-      if (n->op != TINY_ADD) return false;
       int s = ct_slot_of(K, c->f, x->node);
       if (s < 0) return false;
       tiny_dtype dt = c->f->buffers[c->f->buffer_of[x->node]].dtype;
       if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return false;
       out->kind = CT_EPI_RESIDUAL;
+      out->mul = n->op == TINY_MUL;
       out->dtype = dt;
       out->slot = s;
       out->off = x->offset;

@@ -67,6 +67,8 @@ typedef struct ct_epi {
   int64_t s_b0, s_b1, s_m, s_n;
   int slot;                    /* the tensor of a bias / residual, else -1 */
   int64_t off;                 /* its element offset */
+  bool mul;                    /* BIAS_M / BIAS_N / RESIDUAL: times the tensor, not plus
+                                  (a per-channel scale: batch norm as x * s + t) */
 } ct_epi;
 
 /* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1] over folded dimensions. */

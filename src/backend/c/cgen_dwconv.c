@@ -114,7 +114,8 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
         const cgen_epi *ep = &s->epi[i];
         if (ep->kind == CGEN_EPI_RESIDUAL) {
           const char *sx = cg_vsuffix(ep->dtype);
-          cg_emit(o, "        %s = %s + (nj == %d ? $P_ld%s(res%d + at) : $P_ldn%s(res%d + at, nj));\n", x, x, w, sx, i, sx, i);
+          cg_emit(o, "        %s = %s %s (nj == %d ? $P_ld%s(res%d + at) : $P_ldn%s(res%d + at, nj));\n", x, x,
+                  ep->mul ? "*" : "+", w, sx, i, sx, i);
         } else {
           cg_emit_epi_common(o, ep, i, "c", x);
         }
