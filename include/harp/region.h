@@ -112,7 +112,7 @@ typedef struct rg_attention {
 typedef struct rg_stop {
   const char *candidate; /* the producer's name */
   const char *reason;    /* not_ucc | non_scop | compute_at_illegal | halo_too_large | unsupported_shape |
-                            buffer_too_large | no_plan | smem_over_80pct | cta_drops_to_1 | vector_width_shrinks |
+                            epilogue_not_template | buffer_too_large | no_plan | smem_over_80pct | cta_drops_to_1 | vector_width_shrinks |
                             sm90_tile_constraint | delta_time_nonneg | exact_selection | rolled_back */
   const char *detail;
   double dtime;          /* the Δtime of that fusion when it was computed, else 0 */

@@ -165,9 +165,10 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       const rg_operand *x = &ep->extra[0];
       const tiny_node *t = &g->nodes[x->node];
       if (t->op == TINY_CONST) {
-        if (n->op != TINY_MUL || !tiny_dtype_is_float(t->dtype)) return false;
+        if (!tiny_dtype_is_float(t->dtype)) return false;
         out->kind = CT_EPI_SCALE;
-        out->scale = (float)t->a.cnst.value;
+        out->scale = n->op == TINY_MUL ? (float)t->a.cnst.value : 1.0f;
+        out->shift = n->op == TINY_ADD ? (float)t->a.cnst.value : 0.0f;
         break;
       }
       int s = ct_slot_of(K, c->f, x->node);

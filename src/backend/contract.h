@@ -55,7 +55,7 @@ typedef enum ct_epi_kind {
   CT_EPI_GELU,
   CT_EPI_SILU,
   CT_EPI_SIGMOID,
-  CT_EPI_SCALE,    /* * scale */
+  CT_EPI_SCALE,    /* * scale + shift (shift: a constant added, CPU templates only) */
   CT_EPI_RESIDUAL, /* + R[b0][b1][m][n] at s_b0, s_b1, s_m, s_n; conv: R laid out like the output */
   CT_EPI_ROUND     /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
 } ct_epi_kind;
@@ -63,7 +63,7 @@ typedef enum ct_epi_kind {
 typedef struct ct_epi {
   ct_epi_kind kind;
   tiny_dtype dtype;            /* bias / residual storage; ROUND: the dtype rounded to */
-  float scale;
+  float scale, shift;
   int64_t s_b0, s_b1, s_m, s_n;
   int slot;                    /* the tensor of a bias / residual, else -1 */
   int64_t off;                 /* its element offset */

@@ -13,6 +13,7 @@
  *                       halo_max x its own footprint extra
  *   unsupported_shape   A: a block not fed by the contraction (a prologue)
  *                       or an epilogue reading a value not pointwise
+ *   epilogue_not_template  A: an epilogue op no contraction template applies
  *   buffer_too_large    B: an intermediate's footprint per shared-loop
  *                       point exceeds the local buffer budget */
 #include <stdarg.h>
@@ -232,6 +233,13 @@ static bool check_contraction(rg_ctx *c, const int *blocks, int n, int K, const 
   int loops[RG_MAX_SET], nl = 0;
   for (int i = 0; i < n; i++)
     if (!operand_cast(c, blocks, n, K, ed, ne, blocks[i])) loops[nl++] = blocks[i];
+  /* an op the contraction templates cannot apply would leave the whole
+   * contraction to the generic loop nest (~100x slower): two kernels are
+   * better, the op in its own region */
+  int bad;
+  if (!rg_epilogue_template(c, blocks, n, K, &bad))
+    return illegal(ev, "epilogue_not_template", "%s (%s) is not an epilogue step of the contraction templates",
+                   rg_block_name(c, bad), tiny_op_name(c->g->nodes[poly_block(c->pv, bad)->node].op));
   if (poly_fusion_prefix(c->e, c->pv, loops, nl, &ev->prefix)) return false;
   ev->shape = RG_SHAPE_CONTRACTION;
   ev->anchor = K;

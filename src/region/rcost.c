@@ -132,6 +132,43 @@ void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles) {
   }
 }
 
+bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
+  int roles[RG_MAX_SET];
+  rg_epilogue_roles(c, set, n, K, roles);
+  for (int i = 0; i < n; i++) {
+    int b = set[i];
+    if (b == K || roles[i] == PLAN_EPI_SILU || rg_operand_cast(c, set, n, K, b)) continue;
+    const tiny_node *x = &c->g->nodes[PB(c, b)->node];
+    bool ok = false;
+    switch (x->op) {
+    case TINY_RELU:
+    case TINY_GELU:
+    case TINY_RESHAPE: ok = true; break;
+    case TINY_CAST: ok = tiny_dtype_is_float(x->dtype) && tiny_dtype_is_float(c->g->nodes[x->src[0].node].dtype); break;
+    case TINY_ADD:
+    case TINY_MUL: {
+      int in[2];
+      for (int k = 0; k < 2; k++) {
+        in[k] = inner_src(c, set, n, b, k);
+        if (in[k] >= 0 && rg_operand_cast(c, set, n, K, in[k])) in[k] = -1; /* a converted operand: outside */
+      }
+      if ((in[0] < 0) == (in[1] < 0)) break; /* the chain on one side, an operand on the other */
+      double v;
+      bool cst = is_const(c, b, in[0] < 0 ? 0 : 1, &v);
+      /* + tensor, x constant; on the CPU also x tensor and + constant (the CUDA epilogues do not) */
+      ok = x->op == TINY_ADD ? !cst || c->m.arch == PLAN_ARCH_CPU : cst || c->m.arch == PLAN_ARCH_CPU;
+      break;
+    }
+    default: break;
+    }
+    if (!ok) {
+      *bad = b;
+      return false;
+    }
+  }
+  return true;
+}
+
 /* The plan's epilogue: roles in order, casts skipped; unknown on anything else or a repeat. */
 static void plan_epilogue(rg_ctx *c, const int *set, int n, int K, plan_region_info *r) {
   int roles[RG_MAX_SET];

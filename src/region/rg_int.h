@@ -135,6 +135,9 @@ const char *rg_stop_of(const plan_fusion_out *d);
 bool rg_is_base(const rg_eval *S, const rg_eval *part, bool part_has_anchor);
 /* roles[i] = the plan_epi block set[i] is part of (-1: none), K the contraction */
 void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles);
+/* Is every epilogue op of contraction K in the set a step of the contraction
+ * templates (src/backend/contract.c's reading)?  Else *bad: the first that is not. */
+bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad);
 
 /* select.c: evaluation with cache, greedy, exact windows */
 hp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out);

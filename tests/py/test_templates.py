@@ -225,6 +225,26 @@ d = tempfile.mkdtemp()
 p, _ = run(bn_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
 s.check("batch norm: nothing declined to the loops", p.returncode == 0 and not kernels(d)["declined"],
         str(kernels(d)["declined"]) if p.returncode == 0 else p.stderr)
+# epilogue ops no template applies (tanh, relu6, - tensor, / tensor) stay out
+# of the contraction's region: the conv / GEMM keeps its template, the op
+# runs as its own kernel; + constant is a CPU step
+ep_dsl = os.path.join(tempfile.mkdtemp(), "epilogues.harp")
+with open(ep_dsl, "w") as f:
+    f.write("graph main(x: f32[1, 8, 10, 12], w: f32[8, 8, 3, 3], t: f32[8, 1, 1], a: f32[33, 20], b: f32[20, 17], v: f32[17])\n"
+            "    -> (y1: f32[1, 8, 10, 12], y2: f32[1, 8, 10, 12], y3: f32[1, 8, 10, 12], g1: f32[33, 17], g2: f32[33, 17]) {\n"
+            "    y1 = tanh(conv2d(x, w, pad=1))\n"
+            "    y2 = min(max(conv2d(x, w, pad=1) - t, 0.0), 6.0)\n"
+            "    y3 = conv2d(x, w, pad=1) + 1.5\n"
+            "    g1 = (a @ b) / v\n"
+            "    g2 = sigmoid(a @ b + v) + 0.25\n"
+            "    return y1, y2, y3, g1, g2\n}\n")
+feeds = {"x": r32(1, 8, 10, 12), "w": r32(8, 8, 3, 3) * 0.3, "t": r32(8, 1, 1), "a": r32(33, 20), "b": r32(20, 17),
+         "v": np.abs(r32(17)) + 0.5}
+check("unsupported epilogue ops split off", ep_dsl, feeds, want={"conv": 3, "gemm": 2})
+d = tempfile.mkdtemp()
+p, _ = run(ep_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+s.check("unsupported epilogue ops: no contraction declined to the loops", p.returncode == 0 and not kernels(d)["declined"],
+        str(kernels(d)["declined"]) if p.returncode == 0 else p.stderr)
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

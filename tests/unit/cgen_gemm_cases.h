@@ -116,6 +116,10 @@ static const gcase CASES[] = {
     {33, 70, 29, 2, 1, F16, F16, F16, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_RESIDUAL, CGEN_EPI_SILU}, F16, 0, 0, 0, 0, 1},
     {4, 65, 40, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_N, CGEN_EPI_RESIDUAL}, F32, 0, 0, 0, 0, 3},
     {17, 20, 9, 1, 1, F32, F32, F32, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_SIGMOID}, F32, 0, 0, 0, 0, 1},
+    /* a constant added (SCALE with a shift: at odd positions), each ISA */
+    {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_RELU, CGEN_EPI_SCALE}, F32},
+    {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_N, CGEN_EPI_SCALE}, F32},
+    {17, 20, 9, 1, 1, F32, F32, F32, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_GELU, CGEN_EPI_SCALE}, F32},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -143,6 +147,7 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
     e->kind = c->ek[i];
     e->dtype = c->edt;
     e->scale = 0.75f;
+    e->shift = i % 2 ? 0.5f : 0.0f; /* x * scale + shift, and x * scale alone */
     e->mul = (c->mulm >> i) & 1;
     if (e->kind == CGEN_EPI_RESIDUAL) {
       e->s_b1 = M * N, e->s_b0 = M * N * c->b1;
@@ -204,7 +209,7 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
               case CGEN_EPI_GELU: acc = ct_gelu(acc); break;
               case CGEN_EPI_SILU: acc = acc * ct_sigmoid(acc); break;
               case CGEN_EPI_SIGMOID: acc = ct_sigmoid(acc); break;
-              case CGEN_EPI_SCALE: acc *= e->scale; break;
+              case CGEN_EPI_SCALE: acc = acc * e->scale + e->shift; break;
               case CGEN_EPI_RESIDUAL: {
                 double r = E[i].f[b0 * e->s_b0 + b1 * e->s_b1 + m * e->s_m + n * e->s_n];
                 acc = e->mul ? acc * r : acc + r;

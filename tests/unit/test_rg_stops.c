@@ -104,6 +104,51 @@ static void test_unsupported_prologue(void **state) {
   rgt_free(&t);
 }
 
+/* an epilogue op no contraction template applies: NEG after a GEMM stays
+ * out of the GEMM's region (which would otherwise run the generic loops); a
+ * product with a tensor is a step on the CPU templates, not on the CUDA ones */
+static void test_epilogue_not_template(void **state) {
+  (void)state;
+  rgt t;
+  rgt_load(&t,
+           "{\"uops\":[{\"id\":\"x\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"X\",\"dtype\":\"fp32\",\"shape\":[32,16]}},"
+           "{\"id\":\"w\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"W\",\"dtype\":\"fp32\",\"shape\":[16,24]}},"
+           "{\"id\":\"s\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"S\",\"dtype\":\"fp32\",\"shape\":[24]}},"
+           "{\"id\":\"a\",\"uop\":\"RESHAPE\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[32,16,1]}},"
+           "{\"id\":\"b\",\"uop\":\"RESHAPE\",\"src\":[\"w\"],\"arg\":{\"result_shape\":[1,16,24]}},"
+           "{\"id\":\"p\",\"uop\":\"MUL\",\"src\":[\"a\",\"b\"]},"
+           "{\"id\":\"c\",\"uop\":\"REDUCE\",\"src\":[\"p\"],\"arg\":{\"op\":\"SUM\",\"axes\":[1],\"dtype\":\"fp32\"}},"
+           "{\"id\":\"m\",\"uop\":\"MUL\",\"src\":[\"c\",\"s\"]},{\"id\":\"n\",\"uop\":\"NEG\",\"src\":[\"m\"]}]}",
+           NULL);
+  for (int a = 0; a < PLAN_ARCH_COUNT; a++) {
+    rgt_form(&t, (plan_arch)a);
+    expect(&t, "n", "c", "epilogue_not_template");
+    /* the first op no template takes: NEG on the CPU, already the product on a GPU */
+    assert_non_null(strstr(rgt_stop(rgt_region_of(&t, "n"), "c")->detail, a == PLAN_ARCH_CPU ? "n (NEG)" : "m (MUL)"));
+    assert_true(rgt_region_of(&t, "m") == rgt_region_of(&t, "n"));
+    rgt_playback(&t, true);
+  }
+  rgt_free(&t);
+  /* without the NEG: x s joins the GEMM on the CPU only */
+  rgt_load(&t,
+           "{\"uops\":[{\"id\":\"x\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"X\",\"dtype\":\"fp32\",\"shape\":[32,16]}},"
+           "{\"id\":\"w\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"W\",\"dtype\":\"fp32\",\"shape\":[16,24]}},"
+           "{\"id\":\"s\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"S\",\"dtype\":\"fp32\",\"shape\":[24]}},"
+           "{\"id\":\"a\",\"uop\":\"RESHAPE\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[32,16,1]}},"
+           "{\"id\":\"b\",\"uop\":\"RESHAPE\",\"src\":[\"w\"],\"arg\":{\"result_shape\":[1,16,24]}},"
+           "{\"id\":\"p\",\"uop\":\"MUL\",\"src\":[\"a\",\"b\"]},"
+           "{\"id\":\"c\",\"uop\":\"REDUCE\",\"src\":[\"p\"],\"arg\":{\"op\":\"SUM\",\"axes\":[1],\"dtype\":\"fp32\"}},"
+           "{\"id\":\"m\",\"uop\":\"MUL\",\"src\":[\"c\",\"s\"]}]}",
+           NULL);
+  rgt_form(&t, PLAN_ARCH_CPU);
+  assert_true(rgt_region_of(&t, "c") == rgt_region_of(&t, "m"));
+  rgt_playback(&t, true);
+  rgt_form(&t, PLAN_ARCH_SM80);
+  expect(&t, "m", "c", "epilogue_not_template");
+  rgt_playback(&t, true);
+  rgt_free(&t);
+}
+
 /* buffer too large: a transposed read needs the whole producer per row */
 static void test_buffer_too_large(void **state) {
   (void)state;
@@ -269,6 +314,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_not_ucc),           cmocka_unit_test(test_non_scop),
       cmocka_unit_test(test_halo_too_large),    cmocka_unit_test(test_unsupported_prologue),
+      cmocka_unit_test(test_epilogue_not_template),
       cmocka_unit_test(test_buffer_too_large),  cmocka_unit_test(test_delta_time_nonneg),
       cmocka_unit_test(test_smem_over_80pct),   cmocka_unit_test(test_cta_drops_to_1),
       cmocka_unit_test(test_vector_width_shrinks), cmocka_unit_test(test_sm90_tile_constraint),

@@ -65,7 +65,7 @@ typedef enum cgen_epi_kind {
   CGEN_EPI_GELU,     /* exact: 0.5 x erfc(-x/sqrt2), vectorised, ~1e-7 rel */
   CGEN_EPI_SILU,     /* x * sigmoid(x) */
   CGEN_EPI_SIGMOID,
-  CGEN_EPI_SCALE,    /* * scale */
+  CGEN_EPI_SCALE,    /* * scale + shift */
   CGEN_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
   CGEN_EPI_ROUND,    /* round to dtype (fp16 or bf16) and back: a cast in the middle of the chain */
   CGEN_EPI_COUNT
@@ -75,6 +75,7 @@ typedef struct cgen_epi {
   cgen_epi_kind kind;
   tiny_dtype dtype;              /* bias / residual storage: FP32, FP16 or BF16; ROUND: FP16 or BF16 */
   float scale;                   /* CGEN_EPI_SCALE */
+  float shift;                   /* CGEN_EPI_SCALE: added after the product (0: none) */
   int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
                                     the residual has the output's NCHW layout */
   bool mul;                      /* BIAS_M / BIAS_N / RESIDUAL: multiply by the tensor instead */

@@ -477,13 +477,16 @@ void cg_emit_tr16(cg_out *o) {
              " r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);\n  }\n}\n");
 }
 
-void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x) {
+void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x) {
   switch (k) {
     case CGEN_EPI_RELU: cg_emit(o, "      %s = $P_max(%s, $P_zero());\n", x, x); break;
     case CGEN_EPI_GELU: cg_emit(o, "      %s = $P_gelu(%s);\n", x, x); break;
     case CGEN_EPI_SILU: cg_emit(o, "      %s = $P_silu(%s);\n", x, x); break;
     case CGEN_EPI_SIGMOID: cg_emit(o, "      %s = $P_sigmoid(%s);\n", x, x); break;
-    case CGEN_EPI_SCALE: cg_emit(o, "      %s = %s * $P_set1(%#.9gf);\n", x, x, (double)scale); break;
+    case CGEN_EPI_SCALE:
+      if (scale != 1.0f) cg_emit(o, "      %s = %s * $P_set1(%#.9gf);\n", x, x, (double)scale);
+      if (shift != 0.0f) cg_emit(o, "      %s = %s + $P_set1(%#.9gf);\n", x, x, (double)shift);
+      break;
     default: break;
   }
 }
@@ -501,7 +504,7 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
     case CGEN_EPI_BIAS_N:
     case CGEN_EPI_RESIDUAL: return false;
     case CGEN_EPI_ROUND: cg_emit(o, "      %s = $P_r%s(%s);\n", x, ep->dtype == TINY_FP16 ? "h" : "b", x); return true;
-    default: cg_emit_activation(o, ep->kind, ep->scale, x); return true;
+    default: cg_emit_activation(o, ep->kind, ep->scale, ep->shift, x); return true;
   }
 }
 

@@ -54,7 +54,7 @@ void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr
 /* AVX-512 only: $P_tr16(__m512 r[16]) transposes 16 rows of 16 floats in place. */
 void cg_emit_tr16(cg_out *o);
 /* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
-void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, const char *x);
+void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x);
 /* Epilogue step i on the vector x when its code does not depend on the
  * template's tile: + bias[bias_idx] (BIAS_M; bias_idx is C text), a rounding,
  * an activation.  False for BIAS_N and RESIDUAL, which the template writes. */

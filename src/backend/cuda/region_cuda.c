@@ -56,12 +56,13 @@ static cuda_epi epi_of(const ct_epi *x) {
   return (cuda_epi){kinds[x->kind], x->dtype, x->scale, x->s_b0, x->s_b1, x->s_m, x->s_n};
 }
 
-/* The CUDA epilogues add tensors; a product with one (ct_epi.mul) is left
- * to the generic kernel. */
+/* The CUDA epilogues add tensors and scale; a product with a tensor
+ * (ct_epi.mul) or an added constant (ct_epi.shift) is left to the generic kernel. */
 static bool epi_adds_only(const ct_epi *e, int n, const char **why) {
   for (int i = 0; i < n; i++)
-    if (e[i].mul) {
-      *why = "the epilogue multiplies by a tensor (a CPU template step only)";
+    if (e[i].mul || (e[i].kind == CT_EPI_SCALE && e[i].shift != 0.0f)) {
+      *why = e[i].mul ? "the epilogue multiplies by a tensor (a CPU template step only)"
+                      : "the epilogue adds a constant (a CPU template step only)";
       return false;
     }
   return true;
