@@ -5,7 +5,11 @@
  * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
  * that applies; the direct cases add row tails (widths not a multiple of the
  * tile or of 16), output channels not a multiple of the block, rows wholly
- * in the padding, tiles of more than 16 pixels, prepacked weights. */
+ * in the padding, tiles of more than 16 pixels, prepacked weights.  The
+ * depthwise cases cover stride phases (strides 2 and 3, with dilation, even
+ * and odd left padding, half inputs split by vectors on AVX-512 and AVX2),
+ * output widths 56, 28, 29, 7, 130 and row remainders.  No kernel may write
+ * past the end of its output (poisoned slack). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -268,6 +272,11 @@ static void test_errors(void **st) {
   /* a depthwise window beyond what the depthwise kernel unrolls */
   cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 12, 12, F32);
   s.groups = 4;
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
+  hp_error_clear(&e);
+  /* a depthwise stride beyond its phase rows (17 columns) */
+  cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 3, 3, F32);
+  s.groups = 4, s.stride[1] = 17;
   assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
   hp_error_clear(&e);
   cgen_conv_spec_init(&s, 1, 4, 8, 8, 4, 3, 3, F32);

@@ -230,7 +230,11 @@ hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
   for (int i = 0; i < s->n_epi; i++)
     if (s->epi[i].kind == CGEN_EPI_BIAS_N)
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
-  if ((s->h + s->pad[0] + s->pad[2]) * (s->w + s->pad[1] + s->pad[3] + 64) > (1L << 26))
+  if (s->stride[1] > 16) /* a phase row per column of the stride, each with its own copy loops */
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise stride beyond 16 columns");
+  dw_geo g; /* the widest variant's plane (16 lanes) is the largest */
+  geometry(s, 16, 8, &g);
+  if (g.hp * g.rs > (1L << 26))
     return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise plane beyond 256 MiB of scratch");
   if (s->kh * s->kw > 121) /* every tap is unrolled code and a register broadcast */
     return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise window beyond 11x11 taps");
