@@ -69,6 +69,11 @@ typedef struct poly_idx {
   bool has_pad;            /* WINDOW with known sizes: the padding actually read */
   int64_t pad_lo, pad_hi;
   char text[96];           /* the expression, e.g. "2*i3 + r1 - 1" */
+  /* lin: the index is sum coef[v] * v + cst over the block variables (no
+   * symbolic size in it), whatever the kind; how an AFFINE axis (a grouped
+   * conv's channel g*C/G + c) is read */
+  bool lin;
+  int64_t coef[POLY_MAX_VARS], cst;
 } poly_idx;
 
 typedef struct poly_contraction {

@@ -119,8 +119,9 @@ typedef struct epi_map {
 
 /* The region's epilogue as template steps; additions of a tensor are left
  * as CT_EPI_RESIDUAL with x[] set, for the caller to place.  reshape_ok: a
- * RESHAPE is no step (the depthwise conv's [n, c, 1, oh, ow] -> [n, c, oh, ow]:
- * the same elements in the same order, which the caller checks). */
+ * RESHAPE is no step (the grouped conv's [n, g, oc/g, oh, ow] -> [n, oc, oh, ow]:
+ * the same elements in the same order, which the caller checks; the added
+ * tensors' strides are over the anchor's variables either way). */
 static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *info, bool reshape_ok, epi_map *em) {
   const tiny_graph *g = c->g;
   memset(em, 0, sizeof *em);
@@ -169,12 +170,12 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
         out->scale = (float)t->a.cnst.value;
         break;
       }
-      if (n->op != TINY_ADD) return false;
       int s = ct_slot_of(K, c->f, x->node);
       if (s < 0) return false;
       tiny_dtype dt = c->f->buffers[c->f->buffer_of[x->node]].dtype;
       if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return false;
       out->kind = CT_EPI_RESIDUAL;
+      out->mul = n->op == TINY_MUL;
       out->dtype = dt;
       out->slot = s;
       out->off = x->offset;
@@ -313,14 +314,17 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
   /* C: the region's output, the contraction's shape (a pointwise epilogue) */
   int cnode = R->out_values[0];
   const tiny_node *C = &g->nodes[cnode];
-  if (!tiny_shape_equal(&C->shape, &red->shape)) DECLINE("the epilogue changes the shape");
+  /* a RESHAPE on the way keeps the elements in order (a grouped 1x1 conv's
+   * [n, g, oc/g, h, w] -> [n, oc, h, w]): C is addressed in red's shape */
+  if (!tiny_shape_equal(&C->shape, &red->shape) && tiny_shape_numel(&C->shape) != tiny_shape_numel(&red->shape))
+    DECLINE("the epilogue changes the shape");
   int cslot = ct_slot_of(K, f, cnode);
   tiny_dtype cdt = f->buffers[f->buffer_of[cnode]].dtype;
   if (cslot < 0 || (cdt != TINY_FP32 && cdt != TINY_FP16 && cdt != TINY_BF16)) DECLINE("the output is not an fp32/fp16/bf16 buffer");
   int64_t cst[TINY_MAX_RANK];
-  rowmajor(&C->shape, cst);
+  rowmajor(&red->shape, cst);
   epi_map em;
-  if (!map_epilogue(c, K, info, false, &em)) DECLINE("the epilogue is not a sequence of template steps");
+  if (!map_epilogue(c, K, info, true, &em)) DECLINE("the epilogue is not a sequence of template steps");
   /* the dimensions by role, folded where contiguous in every tensor; when
    * A's reduced dimensions do not fold (heads merged back: [b][h][s][d] read
    * as [b][s][h*d]), a second try copies A into a dense scratch first */
@@ -397,6 +401,23 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
+/* The axis is read as sum want[v] * v + cst over the block's variables
+ * (a variable of extent 1 never moves the index, whatever its coefficient). */
+static bool idx_is(const poly_idx *ix, int nvars, const int64_t *size, const int64_t *want, int64_t cst) {
+  if (!ix->lin || ix->cst != cst) return false;
+  for (int v = 0; v < nvars; v++)
+    if (size[v] > 1 && ix->coef[v] != want[v]) return false;
+  return true;
+}
+
+/* idx_is with one or two variables: want a*va (+ b*vb). */
+static bool idx_of(const poly_idx *ix, int nvars, const int64_t *size, int va, int64_t a, int vb, int64_t b) {
+  int64_t want[POLY_MAX_VARS] = {0};
+  want[va] = a;
+  if (vb >= 0) want[vb] = b;
+  return idx_is(ix, nvars, size, want, 0);
+}
+
 bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   const hp_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
@@ -407,14 +428,20 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   const poly_contraction *con = b->con;
   const tiny_node *red = &g->nodes[b->node];
   memset(out, 0, sizeof *out);
-  /* depthwise (groups == channels): out vars (n, g, rc, oh, ow) with rc of
-   * extent 1, reduced (c, kh, kw) with c of extent 1 */
-  bool dw = b->nout == 5 && b->nvars == 8;
-  if (!con || con->pattern != POLY_PAT_CONV || !((b->nout == 4 && b->nvars == 7) || dw) ||
+  /* dense: out vars (n, oc, oh, ow), reduced (c, kh, kw).  grouped
+   * (frontend/lower_nn.c): out vars (n, g, o, oh, ow) with o the output
+   * channel within group g, reduced (c, kh, kw) with c the input channel
+   * within the group; depthwise is the case of one channel per group */
+  bool grp = b->nout == 5 && b->nvars == 8;
+  if (!con || con->pattern != POLY_PAT_CONV || !((b->nout == 4 && b->nvars == 7) || grp) ||
       red->a.reduce.dtype != TINY_FP32 || R->nout != 1 || red->src[0].node != con->mul_node)
     DECLINE("not a 2-D convolution with an fp32 accumulation");
-  const int vo = dw ? 1 : 0; /* where oh, ow (2 + vo, 3 + vo) and c, kh, kw (4 + vo ..) are */
-  /* X[n, c, oh*s + kh*d - p, ow*s + kw*d - p] with out vars (n, oc, oh, ow) and reduced (c, kh, kw) */
+  const int vo = grp ? 1 : 0; /* where oh, ow (2 + vo, 3 + vo) and c, kh, kw (4 + vo ..) are */
+  const int vg = grp ? 1 : -1, voc = 1 + vo, vc = 4 + vo; /* group, output channel (in the group), input channel */
+  int64_t size[POLY_MAX_VARS];
+  ct_block_sizes(g, b, size);
+  const int64_t G = grp ? size[1] : 1, OCG = size[voc], ICG = size[vc];
+  /* X[n, g*ICG + c, oh*s + kh*d - p, ow*s + kw*d - p], W[g*OCG + o, c, kh, kw] */
   bool lhs_is_x = con->lhs_rank == 4 && con->lhs_idx[2].kind == POLY_IDX_WINDOW;
   const poly_idx *xi = lhs_is_x ? con->lhs_idx : con->rhs_idx, *wi = lhs_is_x ? con->rhs_idx : con->lhs_idx;
   int xa = lhs_is_x ? 0 : 1;
@@ -423,26 +450,23 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
     DECLINE("an operand is not a readable tensor, or is rounded on its way");
   if (X.node != (lhs_is_x ? con->lhs : con->rhs) || W.node != (lhs_is_x ? con->rhs : con->lhs)) DECLINE("an operand is read through a cast");
   if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
-  /* a batch of 1 is the constant index 0 (isl fixes a variable of extent 1) */
-  bool n_ok = (xi[0].kind == POLY_IDX_VAR && xi[0].var == 0) || (xi[0].kind == POLY_IDX_CONST && xi[0].c == 0);
-  if (!n_ok || xi[1].kind != POLY_IDX_VAR || xi[1].var != (dw ? 1 : 4) ||
+  /* (a batch of 1 is the constant index 0: isl fixes a variable of extent 1) */
+  if (!idx_of(&xi[0], b->nvars, size, 0, 1, -1, 0) || !idx_of(&xi[1], b->nvars, size, vc, 1, vg, ICG) ||
       xi[2].kind != POLY_IDX_WINDOW || xi[2].out_var != 2 + vo || xi[2].win_var != 5 + vo ||
       xi[3].kind != POLY_IDX_WINDOW || xi[3].out_var != 3 + vo || xi[3].win_var != 6 + vo)
-    DECLINE("the input is not read as X[n, c, oh*s + kh*d - p, ow*s + kw*d - p]");
-  bool w_c = dw ? wi[1].kind == POLY_IDX_CONST && wi[1].c == 0 : wi[1].kind == POLY_IDX_VAR && wi[1].var == 4;
-  if (wi[0].kind != POLY_IDX_VAR || wi[0].var != 1 || !w_c || wi[2].kind != POLY_IDX_VAR || wi[2].var != 5 + vo ||
-      wi[3].kind != POLY_IDX_VAR || wi[3].var != 6 + vo)
-    DECLINE(dw ? "the weight is not read as W[c, 0, kh, kw]" : "the weight is not read as W[oc, c, kh, kw]");
+    DECLINE(grp ? "the input is not read as X[n, g*C/G + c, oh*s + kh*d - p, ow*s + kw*d - p]"
+                : "the input is not read as X[n, c, oh*s + kh*d - p, ow*s + kw*d - p]");
+  if (!idx_of(&wi[0], b->nvars, size, voc, 1, vg, OCG) || !idx_of(&wi[1], b->nvars, size, vc, 1, -1, 0) ||
+      !idx_of(&wi[2], b->nvars, size, 5 + vo, 1, -1, 0) || !idx_of(&wi[3], b->nvars, size, 6 + vo, 1, -1, 0))
+    DECLINE(grp ? "the weight is not read as W[g*OC/G + o, c, kh, kw]" : "the weight is not read as W[oc, c, kh, kw]");
   if ((lhs_is_x ? con->lhs_fill : con->rhs_fill) && (lhs_is_x ? con->lhs_fill_value : con->rhs_fill_value) != 0)
     DECLINE("the padding is not zero");
   const tiny_shape *xs = &g->nodes[X.node].shape, *ws = &g->nodes[W.node].shape;
-  int64_t size[POLY_MAX_VARS];
-  ct_block_sizes(g, b, size);
   int cnode = R->out_values[0];
   const tiny_node *Y = &g->nodes[cnode];
-  /* depthwise: y is [n, c, oh, ow] or the reduction's [n, c, 1, oh, ow], the same layout */
+  /* grouped: y is [n, oc, oh, ow] or the reduction's [n, g, o, oh, ow], the same layout */
   bool y_ok = tiny_shape_equal(&Y->shape, &red->shape) ||
-              (dw && Y->shape.rank == 4 && Y->shape.d[0].n == size[0] && Y->shape.d[1].n == size[1] &&
+              (grp && Y->shape.rank == 4 && Y->shape.d[0].n == size[0] && Y->shape.d[1].n == G * OCG &&
                Y->shape.d[2].n == size[3] && Y->shape.d[3].n == size[4]);
   if (!y_ok) DECLINE("the epilogue changes the shape");
   int yslot = ct_slot_of(K, f, cnode);
@@ -470,30 +494,25 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   }
   if (oh < 0 || oh != size[2 + vo] || ow != size[3 + vo] || size[0] != xs->d[0].n)
     DECLINE("the output size does not match the window");
-  if (dw ? size[1] != xs->d[1].n || size[2] != 1 || size[5] != 1 || ws->d[0].n != xs->d[1].n || ws->d[1].n != 1
-         : size[4] != xs->d[1].n || ws->d[1].n != xs->d[1].n)
-    DECLINE(dw ? "a grouped convolution other than depthwise (one channel per group)" : "the channels do not match");
-  out->groups = dw ? xs->d[1].n : 1;
+  if (G * ICG != xs->d[1].n || ws->d[1].n != ICG || ws->d[0].n != G * OCG) DECLINE("the channels do not match");
+  out->groups = G;
   epi_map em;
-  if (!map_epilogue(c, K, info, dw, &em)) DECLINE("the epilogue is not a sequence of template steps");
-  for (int q = 0; q < em.n; q++) { /* conv: a per-channel bias, or a residual laid out like y */
+  if (!map_epilogue(c, K, info, grp, &em)) DECLINE("the epilogue is not a sequence of template steps");
+  /* conv: a bias per output channel (g*OCG + o), or a residual laid out like y */
+  int64_t bst[POLY_MAX_VARS] = {0}, yst[POLY_MAX_VARS];
+  bst[voc] = 1;
+  if (grp) bst[vg] = OCG;
+  tiny_shape ys = {.rank = b->nout};
+  for (int v = 0; v < b->nout; v++) ys.d[v].n = size[v];
+  rowmajor(&ys, yst);
+  for (int q = 0; q < em.n; q++) {
     if (!em.x[q]) continue;
-    /* strides over the out vars (n, oc, oh, ow), depthwise (n, c, 1, oh, ow):
-     * the extent-1 variable is left out */
-    int64_t st[4], yst[4], all[POLY_MAX_VARS];
-    for (int v = 0, k = 0; v < b->nout; v++)
-      if (!(dw && v == 2)) st[k++] = em.x[q]->strides[v];
-    tiny_shape ys = {.rank = 4};
-    for (int v = 0, k = 0; v < b->nout; v++)
-      if (!(dw && v == 2)) ys.d[k++].n = size[v];
-    rowmajor(&ys, all);
-    memcpy(yst, all, sizeof yst);
-    /* an extent-1 dimension never moves the address, whatever its stride says */
     bool bias = true, resid = true;
-    for (int k = 0; k < 4; k++) {
-      if (ys.d[k].n == 1) continue;
-      bias = bias && st[k] == (k == 1);
-      resid = resid && st[k] == yst[k];
+    for (int v = 0; v < b->nout; v++) {
+      if (size[v] == 1) continue; /* an extent-1 dimension never moves the address */
+      int64_t st = v < em.x[q]->nvars ? em.x[q]->strides[v] : 0;
+      bias = bias && st == bst[v];
+      resid = resid && st == yst[v];
     }
     if (bias) em.epi[q].kind = CT_EPI_BIAS_M;
     else if (!resid) DECLINE("an epilogue tensor is neither a per-channel bias nor laid out like the output");

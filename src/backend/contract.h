@@ -67,6 +67,8 @@ typedef struct ct_epi {
   int64_t s_b0, s_b1, s_m, s_n;
   int slot;                    /* the tensor of a bias / residual, else -1 */
   int64_t off;                 /* its element offset */
+  bool mul;                    /* BIAS_M / BIAS_N / RESIDUAL: times the tensor, not plus
+                                  (a per-channel scale: batch norm as x * s + t) */
 } ct_epi;
 
 /* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1] over folded dimensions. */
@@ -87,8 +89,8 @@ typedef struct ct_gemm {
   tiny_dtype a_round; /* FP32: none; FP16 / BF16: the copy rounds A to it (then nrep > 0) */
 } ct_gemm;
 
-/* 2-D convolution, NCHW input, OIHW weight, NCHW output; groups 1, or
- * depthwise (groups == c == oc, weight [c][1][kh][kw]). */
+/* 2-D convolution, NCHW input, OIHW weight, NCHW output, groups >= 1
+ * (weight [oc][c/groups][kh][kw]; depthwise: groups == c). */
 typedef struct ct_conv {
   int64_t n, c, h, w, oc, kh, kw, groups;
   bool x_is_lhs;                     /* the input is the MUL's left operand (the plan's M: the pixels) */

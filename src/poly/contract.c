@@ -48,6 +48,9 @@ static bool classify(const ib_env *env, int nout, const ib_aff *e, const ib_size
   snprintf(o->text, sizeof o->text, "%s", t ? t : "?");
   free(t);
   if (e->ndiv) return false; /* floor division: not a plain index */
+  o->lin = !e->nsym && env->nvars <= POLY_MAX_VARS;
+  for (int j = 0; o->lin && j < env->nvars; j++) o->coef[j] = e->v[j];
+  o->cst = e->c;
   int outs[IB_MAX_VARS], reds[IB_MAX_VARS], no = 0, nr = 0;
   for (int j = 0; j < env->nvars; j++) {
     if (!e->v[j]) continue;

@@ -201,6 +201,30 @@ del os.environ["HARP_NO_TEMPLATES"]
 src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
 s.check("resnet block on the loops: both kernels split the channels over the pool",
         len(re.findall(r"long len = 16L;\n  int nt = 2 \* hprt_pool_size", src)) == 2, p.stderr)
+# batch norm left as a per-channel scale and shift (x * s + t): the product
+# with a tensor is a template step (cgen_epi.mul) on the conv, the depthwise
+# conv and the GEMM, per row and per column, fp32 and fp16
+bn_dsl = os.path.join(tempfile.mkdtemp(), "batchnorm.harp")
+with open(bn_dsl, "w") as f:
+    f.write("graph<N=2> main(x: f32[N, 16, 9, 11], w: f32[24, 16, 3, 3], s: f32[24, 1, 1], t: f32[24, 1, 1],\n"
+            "                dw: f32[24, 1, 3, 3], s2: f32[24, 1, 1], a: f32[37, 29], wl: f32[29, 45], sc: f32[45],\n"
+            "                sr: f32[37, 1], h: f16[19, 33], wh: f16[33, 40], sh: f16[40])\n"
+            "    -> (y: f32[N, 24, 9, 11], z: f32[N, 24, 9, 11], g: f32[37, 45], gh: f16[19, 40]) {\n"
+            "    y = relu(conv2d(x, w, pad=1) * s + t)\n"
+            "    z = conv2d(y, dw, pad=1, groups=24) * s2 + y\n"
+            "    g = sr * (a @ wl) * sc\n"
+            "    gh = relu(h @ wh * sh)\n"
+            "    return y, z, g, gh\n}\n")
+r32 = lambda *sh: rng.standard_normal(sh).astype(np.float32)
+feeds = {"x": r32(2, 16, 9, 11), "w": r32(24, 16, 3, 3) * 0.2, "s": r32(24, 1, 1), "t": r32(24, 1, 1),
+         "dw": r32(24, 1, 3, 3), "s2": r32(24, 1, 1), "a": r32(37, 29), "wl": r32(29, 45), "sc": r32(45),
+         "sr": r32(37, 1), "h": r32(19, 33).astype(np.float16), "wh": (r32(33, 40) * 0.3).astype(np.float16),
+         "sh": r32(40).astype(np.float16)}
+check("batch norm as scale and shift", bn_dsl, feeds, want={"conv": 2, "gemm": 2})
+d = tempfile.mkdtemp()
+p, _ = run(bn_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+s.check("batch norm: nothing declined to the loops", p.returncode == 0 and not kernels(d)["declined"],
+        str(kernels(d)["declined"]) if p.returncode == 0 else p.stderr)
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

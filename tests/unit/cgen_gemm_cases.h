@@ -21,6 +21,7 @@ typedef struct gcase {
   int res_t;   /* residual stored transposed ([N][M]) */
   int prepack; /* 1: A packed once by gN_pack_a; 2: B by gN_pack_b (and shared by the batches) */
   int order, mc; /* loop order (tune.order) and its row block */
+  int mulm;      /* bit i: tensor step i multiplies (cgen_epi.mul) */
 } gcase;
 
 #define F32 TINY_FP32
@@ -107,6 +108,14 @@ static const gcase CASES[] = {
     {17, 9, 20, 1, 1, F32, F32, F32, 0, 1, 0, 0, SC, 8, 0, 0, 0, 0, 0, {0}, F32, 0, 2},
     {50, 70, 90, 1, 1, F32, F32, F16, 0, 0, 0, 0, -1, 32, 0, 0, 0, 0, 1, {CGEN_EPI_RESIDUAL}, F32, 0, 2, 2, 12},
     {3, 40, 20, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 0, {0}, F32, 0, 2},
+    /* tensor steps that multiply (a per-channel scale: batch norm as x * s + t):
+     * per row and per column, a residual product (strided: the transposed
+     * path), the skinny kernel, scalar */
+    {63, 129, 65, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 4, {CGEN_EPI_BIAS_M, CGEN_EPI_BIAS_N, CGEN_EPI_BIAS_M, CGEN_EPI_RELU}, F32, 0, 0, 0, 0, 3},
+    {33, 40, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_RESIDUAL, CGEN_EPI_BIAS_N}, F16, 1, 0, 0, 0, 1},
+    {33, 70, 29, 2, 1, F16, F16, F16, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_RESIDUAL, CGEN_EPI_SILU}, F16, 0, 0, 0, 0, 1},
+    {4, 65, 40, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_N, CGEN_EPI_RESIDUAL}, F32, 0, 0, 0, 0, 3},
+    {17, 20, 9, 1, 1, F32, F32, F32, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_SIGMOID}, F32, 0, 0, 0, 0, 1},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -134,6 +143,7 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
     e->kind = c->ek[i];
     e->dtype = c->edt;
     e->scale = 0.75f;
+    e->mul = (c->mulm >> i) & 1;
     if (e->kind == CGEN_EPI_RESIDUAL) {
       e->s_b1 = M * N, e->s_b0 = M * N * c->b1;
       if (c->res_t) e->s_m = 1, e->s_n = M;
@@ -188,14 +198,18 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
           for (int i = 0; i < c->nepi; i++) {
             const cgen_epi *e = &s.epi[i];
             switch (e->kind) {
-              case CGEN_EPI_BIAS_M: acc += E[i].f[m]; break;
-              case CGEN_EPI_BIAS_N: acc += E[i].f[n]; break;
+              case CGEN_EPI_BIAS_M: acc = e->mul ? acc * E[i].f[m] : acc + E[i].f[m]; break;
+              case CGEN_EPI_BIAS_N: acc = e->mul ? acc * E[i].f[n] : acc + E[i].f[n]; break;
               case CGEN_EPI_RELU: acc = acc > 0 ? acc : 0; break;
               case CGEN_EPI_GELU: acc = ct_gelu(acc); break;
               case CGEN_EPI_SILU: acc = acc * ct_sigmoid(acc); break;
               case CGEN_EPI_SIGMOID: acc = ct_sigmoid(acc); break;
               case CGEN_EPI_SCALE: acc *= e->scale; break;
-              case CGEN_EPI_RESIDUAL: acc += E[i].f[b0 * e->s_b0 + b1 * e->s_b1 + m * e->s_m + n * e->s_n]; break;
+              case CGEN_EPI_RESIDUAL: {
+                double r = E[i].f[b0 * e->s_b0 + b1 * e->s_b1 + m * e->s_m + n * e->s_n];
+                acc = e->mul ? acc * r : acc + r;
+                break;
+              }
               case CGEN_EPI_ROUND: acc = ct_round(e->dtype, (float)acc); break;
               default: break;
             }

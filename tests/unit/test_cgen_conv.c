@@ -30,6 +30,7 @@ typedef struct ccase {
   int prepack; /* weight packed once by cN_pack_a */
   int algo;    /* tune.conv_algo of the AVX-512 variant */
   int mr, nr;  /* direct: pixels x output channels per tile (0: choose) */
+  int mulm;    /* bit i: tensor step i multiplies (cgen_epi.mul) */
 } ccase;
 
 #define F32 TINY_FP32
@@ -114,6 +115,9 @@ static const ccase CASES[] = {
     {1, 3, 9, 15, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, F32, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
     /* stride 1, ow 130: a loop of two 4-vector blocks, then 2 outputs */
     {1, 2, 5, 130, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    /* stride 2, ow 29: a residual and a bias that multiply, then a bias that adds */
+    {1, 4, 9, 57, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, F32, F32, F32, A5, 0, 0, 3,
+     {CGEN_EPI_RESIDUAL, CGEN_EPI_BIAS_M, CGEN_EPI_BIAS_M}, 0, 0, 0, 0, 3},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -126,7 +130,7 @@ static void make_spec(const ccase *c, cgen_conv_spec *s) {
   if (c->isa >= 0) s->tune.isa_mask = 1u << c->isa;
   s->tune.kc = c->kc, s->tune.tasks = c->tasks;
   s->n_epi = c->nepi;
-  for (int i = 0; i < c->nepi; i++) s->epi[i].kind = c->ek[i], s->epi[i].dtype = c->ydt;
+  for (int i = 0; i < c->nepi; i++) s->epi[i].kind = c->ek[i], s->epi[i].dtype = c->ydt, s->epi[i].mul = (c->mulm >> i) & 1;
   s->prepack_w = c->prepack;
   s->tune.conv_algo = c->algo;
   if (c->algo == DI) s->tune.mr = c->mr, s->tune.nr = c->nr;
@@ -201,8 +205,8 @@ static long run_case(void *h, int idx, hprt_pool *pool, char kind) {
               }
           for (int i = 0; i < c->nepi; i++) {
             switch (c->ek[i]) {
-              case CGEN_EPI_BIAS_M: acc += E[i].f[o]; break;
-              case CGEN_EPI_RESIDUAL: acc += E[i].f[yi]; break;
+              case CGEN_EPI_BIAS_M: acc = c->mulm >> i & 1 ? acc * E[i].f[o] : acc + E[i].f[o]; break;
+              case CGEN_EPI_RESIDUAL: acc = c->mulm >> i & 1 ? acc * E[i].f[yi] : acc + E[i].f[yi]; break;
               case CGEN_EPI_RELU: acc = acc > 0 ? acc : 0; break;
               case CGEN_EPI_SILU: acc = acc * ct_sigmoid(acc); break;
               case CGEN_EPI_GELU: acc = ct_gelu(acc); break;

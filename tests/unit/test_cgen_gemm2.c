@@ -14,8 +14,9 @@ static void test_cases_b(void **st) { (void)st; run_range(NCASE / 2, NCASE); }
  * half storage, broadcast batch) compiled that way. */
 static void test_cases_o3(void **st) {
   (void)st;
-  static const int pick[] = {3, 16, 28, 31, NCASE - 18, NCASE - 17, NCASE - 13, NCASE - 9, NCASE - 6, NCASE - 2};
-  /* skinny (4 from NCASE - 18), prepacked B (the last six) */
+  static const int pick[] = {3, 16, 28, 31, NCASE - 23, NCASE - 22, NCASE - 18, NCASE - 14, NCASE - 11, NCASE - 7,
+                             NCASE - 5, NCASE - 2};
+  /* skinny (4 from NCASE - 23), prepacked B (2), tensor products (the last five) */
   run_list(pick, (int)(sizeof pick / sizeof pick[0]), "-O3");
 }
 

@@ -13,25 +13,29 @@
 #include "harp/cpu.h"
 #include "harp/function.h"
 
-/* Two convs over odd sizes (3x3 pad 1 + bias + relu, 3x3 stride 2: the direct
- * kernel on AVX-512, else and with HARP_CONV=gemm the implicit GEMM) and
+/* Three convs over odd sizes (3x3 pad 1 + bias + relu, 3x3 stride 2, and a
+ * grouped 3x3 (4 groups of 5 input, 3 output channels) + bias + relu: the
+ * direct kernel on AVX-512, else and with HARP_CONV=gemm the implicit GEMM) and
  * c = a @ v (a: the GEMM's A), d = u @ wb and e = u wt^T (the weight is B:
  * packed as it is, and through the transposes). */
 static const char MODEL[] =
     "graph main(x: f32[2, 13, 11, 23], w: f32[20, 13, 3, 3], b: f32[20], w2: f32[7, 20, 3, 3],\n"
-    "           a: f32[37, 29], v: f32[29, 53], u: f32[19, 31], wb: f32[31, 45], wt: f32[70, 31])\n"
-    "    -> (y: f32[2, 20, 11, 23], z: f32[2, 7, 6, 12], c: f32[37, 53], d: f32[19, 45], e: f32[19, 70]) {\n"
+    "           a: f32[37, 29], v: f32[29, 53], u: f32[19, 31], wb: f32[31, 45], wt: f32[70, 31],\n"
+    "           wg: f32[12, 5, 3, 3], bg: f32[12])\n"
+    "    -> (y: f32[2, 20, 11, 23], z: f32[2, 7, 6, 12], c: f32[37, 53], d: f32[19, 45], e: f32[19, 70],\n"
+    "        q: f32[2, 12, 11, 23]) {\n"
     "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n"
     "    z = conv2d(y, w2, stride=2, pad=1)\n"
     "    c = a @ v\n"
     "    d = u @ wb\n"
     "    e = u @ permute(wt, [1, 0])\n"
-    "    return y, z, c, d, e\n}\n";
-enum { NIN = 9, NOUT = 5, NPACKED = 5 };
-static const char *const NAMES[NIN] = {"x", "w", "b", "w2", "a", "v", "u", "wb", "wt"};
+    "    q = relu(conv2d(y, wg, bias=bg, pad=1, groups=4))\n"
+    "    return y, z, c, d, e, q\n}\n";
+enum { NIN = 11, NOUT = 6, NPACKED = 6, NDIRECT = 3 };
+static const char *const NAMES[NIN] = {"x", "w", "b", "w2", "a", "v", "u", "wb", "wt", "wg", "bg"};
 static const int64_t SHAPES[NIN][4] = {{2, 13, 11, 23}, {20, 13, 3, 3}, {20}, {7, 20, 3, 3}, {37, 29}, {29, 53},
-                                       {19, 31}, {31, 45}, {70, 31}};
-static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2, 2, 2, 2};
+                                       {19, 31}, {31, 45}, {70, 31}, {12, 5, 3, 3}, {12}};
+static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2, 2, 2, 2, 4, 1};
 
 typedef struct compiled {
   tiny_graph *g;
@@ -136,7 +140,7 @@ static void run_and_check(const compiled *c, void *inst, const hp_tensor *t) {
   free_tensors(got, NOUT);
 }
 
-static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", NULL};
+static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", "wg", "bg", NULL};
 
 /* Params: every conv and the GEMM take their weight packed at init; runs
  * after the first (other inputs, and another instance in between) stay right.
@@ -154,7 +158,7 @@ static void params_packed_once(const char *conv_algo) {
   assert_int_equal(count(src, "m->wp["), 3 * NPACKED);  /* set and packed in init, passed by run_kernel */
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) /* the pack is the algorithm's */
-    assert_int_equal(count(src, "/* direct conv ("), conv_algo ? 0 : 2);
+    assert_int_equal(count(src, "/* direct conv ("), conv_algo ? 0 : NDIRECT);
   free(init);
   hp_tensor t1[NIN], t2[NIN];
   make_inputs(1, t1);

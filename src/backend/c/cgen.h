@@ -77,6 +77,7 @@ typedef struct cgen_epi {
   float scale;                   /* CGEN_EPI_SCALE */
   int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
                                     the residual has the output's NCHW layout */
+  bool mul;                      /* BIAS_M / BIAS_N / RESIDUAL: multiply by the tensor instead */
 } cgen_epi;
 
 /* What a Schedule Plan decides (design.md §2.8).  0 means "choose".

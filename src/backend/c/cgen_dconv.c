@@ -214,8 +214,8 @@ static void emit_store_row(cg_out *o, const dc *d, int cnt) {
     switch (ep->kind) {
       case CGEN_EPI_RESIDUAL:
         cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %ldL + q;\n", et, et, i, (long)d->OHW);
-        if (cnt == 16) cg_emit(o, "        x = x + $P_ld%s(rp); }\n", sx);
-        else cg_emit(o, "        x = x + $P_ldn%s(rp, %d); }\n", sx, cnt);
+        if (cnt == 16) cg_emit(o, "        x = x %s $P_ld%s(rp); }\n", ep->mul ? "*" : "+", sx);
+        else cg_emit(o, "        x = x %s $P_ldn%s(rp, %d); }\n", ep->mul ? "*" : "+", sx, cnt);
         break;
       default: break; /* BIAS_N: no conv epilogue (cgen_conv refuses it) */
     }

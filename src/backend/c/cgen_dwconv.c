@@ -89,8 +89,9 @@ static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int 
         const cgen_epi *ep = &s->epi[e];
         if (ep->kind == CGEN_EPI_RESIDUAL) {
           const char *sx = cg_vsuffix(ep->dtype);
-          if (nj == w) cg_emit(o, "          %s = %s + $P_ld%s(res%d + at);\n", x, x, sx, e);
-          else cg_emit(o, "          %s = %s + $P_ldn%s(res%d + at, %d);\n", x, x, sx, e, nj);
+          const char *op = ep->mul ? "*" : "+";
+          if (nj == w) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
+          else cg_emit(o, "          %s = %s %s $P_ldn%s(res%d + at, %d);\n", x, x, op, sx, e, nj);
         } else {
           cg_emit_epi_common(o, ep, e, "c", x);
         }

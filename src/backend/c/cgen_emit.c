@@ -495,7 +495,7 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
       char pname[32];
       snprintf(pname, sizeof pname, "tt->ep[%d]", i);
       cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, bias_idx);
-      cg_emit(o, "      %s = %s + $P_set1(%s);\n", x, x, buf);
+      cg_emit(o, "      %s = %s %s $P_set1(%s);\n", x, x, ep->mul ? "*" : "+", buf);
       return true;
     }
     case CGEN_EPI_BIAS_N:

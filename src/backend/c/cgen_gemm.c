@@ -169,18 +169,18 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
     }
     for (int i = 0; i < p->n_epi; i++) {
       const cgen_epi *ep = &p->epi[i];
-      const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
+      const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype), *op = ep->mul ? "*" : "+";
       if (cg_emit_epi_common(o, ep, i, "m", "x")) continue;
       switch (ep->kind) {
         case CGEN_EPI_BIAS_N:
           cg_emit(o, "      { const %s *bp = (const %s *)tt->ep[%d] + n + %d;\n", et, et, i, j * w);
-          cg_emit(o, "        x = x + (nj >= %d ? $P_ld%s(bp) : $P_ldn%s(bp, nj)); }\n", w, sx, sx);
+          cg_emit(o, "        x = x %s (nj >= %d ? $P_ld%s(bp) : $P_ldn%s(bp, nj)); }\n", op, w, sx, sx);
           break;
         case CGEN_EPI_RESIDUAL:
           if (ep->s_n == 1) {
             cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + m * %ldL + n + %d;\n", et, et, i, (long)ep->s_m,
                     j * w);
-            cg_emit(o, "        x = x + (nj >= %d ? $P_ld%s(rp) : $P_ldn%s(rp, nj)); }\n", w, sx, sx);
+            cg_emit(o, "        x = x %s (nj >= %d ? $P_ld%s(rp) : $P_ldn%s(rp, nj)); }\n", op, w, sx, sx);
           } else {
             char pname[32], idx[96];
             snprintf(pname, sizeof pname, "tt->ep[%d]", i);
@@ -188,7 +188,7 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
             cg_scalar_ld(o, buf, sizeof buf, ep->dtype, pname, idx);
             cg_emit(o, "      { float tr[%d];\n        for (int q = 0; q < %d; q++) tr[q] = q < nj ? %s : 0.0f;\n", w, w,
                     buf);
-            cg_emit(o, "        x = x + $P_ld(tr); }\n");
+            cg_emit(o, "        x = x %s $P_ld(tr); }\n", op);
           }
           break;
         default: break;

@@ -44,7 +44,8 @@ static void epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
       [CT_EPI_SCALE] = CGEN_EPI_SCALE,   [CT_EPI_RESIDUAL] = CGEN_EPI_RESIDUAL, [CT_EPI_ROUND] = CGEN_EPI_ROUND};
   memset(out, 0, sizeof(cgen_epi) * CGEN_MAX_EPI);
   for (int i = 0; i < n; i++)
-    out[i] = (cgen_epi){kinds[in[i].kind], in[i].dtype, in[i].scale, in[i].s_b0, in[i].s_b1, in[i].s_m, in[i].s_n};
+    out[i] = (cgen_epi){kinds[in[i].kind], in[i].dtype, in[i].scale, in[i].s_b0, in[i].s_b1, in[i].s_m, in[i].s_n,
+                        in[i].mul};
 }
 
 /* The one variant this machine runs best (the JIT compiles where it runs). */

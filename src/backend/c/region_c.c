@@ -89,6 +89,18 @@ void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) 
   hp_str_printf(o, "%s%d_%.40s", prefix, node, safe);
 }
 
+/* A guard (comparisons joined by && and ||, each 0 or 1) with bitwise
+ * operators: the same value, without the branches of short-circuiting. */
+static char *branchless(const char *guard) {
+  hp_str o;
+  hp_str_init(&o);
+  for (const char *p = guard; *p; p++) {
+    hp_str_putc(&o, *p);
+    if ((p[0] == '&' || p[0] == '|') && p[1] == p[0]) p++;
+  }
+  return hp_str_take(&o);
+}
+
 /* The value a statement reads through access a (to node t), as C. */
 static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
   const tiny_graph *g = m->c->g;
@@ -96,14 +108,28 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
   hp_str *o = m->o;
   hp_str idx;
   hp_str_init(&idx);
-  if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
+  /* a padded read in an outer simd loop: loaded unconditionally (element 0
+   * in the padding), then selected; GCC gathers that, not a masked load */
+  bool sel = a->guard && m->simd_outer && m->val[t].kind == ST_BUF && !is_int(n->dtype) && a->nalt == 0;
+  char *guard = sel ? branchless(a->guard) : NULL; /* && would branch */
+  if (sel && !guard) sel = false;
+  if (sel) hp_str_puts(o, "({ float l_ = ");
+  else if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
   if (m->val[t].kind == ST_CONST) {
     double v = n->a.cnst.value;
     if (is_int(n->dtype)) hp_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
-    load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
+    if (sel && !idx.oom) {
+      hp_str gi;
+      hp_str_init(&gi);
+      hp_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
+      load(o, m->val[t].storage, m->val[t].slot, gi.oom ? idx.buf : gi.buf, m->c->gpu);
+      hp_str_free(&gi);
+    } else {
+      load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
+    }
   } else {
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
@@ -111,7 +137,11 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
       hp_str_printf(o, "[%s]", idx.buf);
     }
   }
-  if (a->guard) {
+  if (sel) { /* a bitwise select: a ?: here would be sunk into a masked load again */
+    hp_str_printf(o, "; hp_sel(%s, l_, ", guard);
+    float_const(o, n->dtype, a->fill);
+    hp_str_puts(o, "); })");
+  } else if (a->guard) {
     hp_str_puts(o, " : ");
     for (int q = 0; q < a->nalt; q++) {
       hp_str_printf(o, "(%s) ? ", a->alt_guard[q]);
@@ -123,8 +153,23 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     else float_const(o, n->dtype, a->fill);
     hp_str_putc(o, ')');
   }
+  free(guard);
   (void)want;
   hp_str_free(&idx);
+}
+
+/* expr without an outer call `fn(...)` when it is exactly one (the rounding
+ * hp_rh / hp_rb before a store that rounds the same way: once is enough). */
+static const char *strip_call(const char *expr, const char *fn, hp_str *tmp) {
+  size_t n = strlen(fn), len = strlen(expr);
+  if (strncmp(expr, fn, n) || expr[n] != '(' || len < n + 2 || expr[len - 1] != ')') return expr;
+  int depth = 0;
+  for (size_t i = n; i < len - 1; i++) {
+    depth += expr[i] == '(' ? 1 : expr[i] == ')' ? -1 : 0;
+    if (depth == 0) return expr; /* the call closes before the end: fn(a) + (b) */
+  }
+  hp_str_printf(tmp, "%.*s", (int)(len - n - 2), expr + n + 1);
+  return tmp->oom ? expr : tmp->buf;
 }
 
 /* Store `expr` (compute representation of node t) at the write access. */
@@ -137,12 +182,15 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
     rc_linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
     hp_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
+    hp_str tmp;
+    hp_str_init(&tmp);
     switch (m->val[t].storage) {
-    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", expr); break;
-    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", expr); break;
+    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", strip_call(expr, "hp_rh", &tmp)); break;
+    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", strip_call(expr, "hp_rb", &tmp)); break;
     case TINY_BOOL: hp_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
     default: hp_str_printf(o, "%s;\n", expr); break;
     }
+    hp_str_free(&tmp);
   } else {
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
@@ -363,6 +411,11 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
         hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
         if (rop == TINY_RSUM) {
           hp_str_printf(o, "%s + v_); }\n", acc.buf);
+        } else if (rc_nan_flag(m, b) && m->simd_outer) {
+          /* each lane runs a whole reduction: NaN is kept in the accumulator
+           * (GCC's outer-loop vectorizer takes this select, not a flag) */
+          hp_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
+                        acc.buf, acc.buf);
         } else if (rc_nan_flag(m, b)) {
           hp_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
           rc_flag_name(o, m, b);
@@ -700,7 +753,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  emit m = {c, R, &f->kernels[r], out, 0, {{0}}, 0, hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}};
+  emit m = {c, R, &f->kernels[r], out, 0, {{0}}, 0, hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}, NULL};
   if (!m.val) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   hp_status st = HP_OK;
   *chunk_len = 0;
@@ -736,15 +789,26 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     tiny_dtype dt = f->buffers[b].dtype;
     hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
   }
-  /* locals: intermediates and accumulators */
-  int64_t local_bytes = emit_locals(&m, out, "  ", NULL, NULL);
-  if (local_bytes > c->local_budget) {
-    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of locals (budget %d)", local_bytes,
-                 c->local_budget);
+  /* locals: intermediates and accumulators.  Past the stack budget the
+   * arrays go to the heap, one block per call: blocks that share no loop (a
+   * grouped conv's [n, g, oc/g, oh, ow] sums reshaped to y) keep whole-output
+   * arrays, slow but never a reason a valid model fails to compile */
+  hp_str probe;
+  hp_str_init(&probe);
+  int64_t arrays = 0, local_bytes = emit_locals(&m, &probe, "  ", NULL, &arrays);
+  hp_str_free(&probe);
+  bool heap = local_bytes > c->local_budget;
+  if (heap && local_bytes - arrays > c->local_budget) {
+    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of scalar locals (budget %d)",
+                 local_bytes - arrays, c->local_budget);
     goto done;
   }
+  if (heap)
+    hp_str_printf(out, "  unsigned char *hp_heap = malloc(%" PRId64 "); /* %" PRId64 " bytes of locals: past the stack budget */\n"
+                       "  if (!hp_heap) return 1;\n", arrays, local_bytes);
+  emit_locals(&m, out, "  ", heap ? "hp_heap" : NULL, NULL);
   if ((st = rc_print_ast(&m, tree, 1))) goto done;
-  hp_str_puts(out, "  return 0;\n}\n\n");
+  hp_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
    * shared loops).  Small kernels stay on the calling thread. */
@@ -795,7 +859,7 @@ hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
     return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   out->priv = p;
-  p->m = (emit){c, R, &f->kernels[r], NULL, 0, {{0}}, 0, val, {0}};
+  p->m = (emit){c, R, &f->kernels[r], NULL, 0, {{0}}, 0, val, {0}, NULL};
   nest_setup(c, r, &p->m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   out->fixed = p->m.prefix;

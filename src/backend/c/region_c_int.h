@@ -38,6 +38,7 @@ typedef struct emit {
   int nstmts;
   value *val; /* per node */
   pf_plan pf;
+  const poly_ast *simd_outer; /* the loop carrying an outer `omp simd` being printed, or NULL */
 } emit;
 
 /* Names and references shared by both files (region_c.c): a local's C

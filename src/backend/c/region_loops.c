@@ -18,6 +18,7 @@ typedef struct simd_scan {
   const char *iter;
   bool ok;
   hp_str priv, red; /* private(...) and reduction(...) items */
+  bool outer;       /* the loop may hold loops (outer-loop simd: their iterations run in each lane) */
 } simd_scan;
 
 static bool has_token(const char *text, const char *tok) {
@@ -116,7 +117,10 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
 static void simd_walk(emit *m, const poly_ast *loop, const poly_ast *a, simd_scan *sc) {
   if (!a || !sc->ok) return;
   switch (a->kind) {
-  case PA_FOR: sc->ok = false; return; /* not innermost */
+  case PA_FOR:
+    if (sc->outer) simd_walk(m, loop, a->body, sc);
+    else sc->ok = false; /* not innermost */
+    return;
   case PA_IF:
     simd_walk(m, loop, a->then_, sc);
     simd_walk(m, loop, a->else_, sc);
@@ -155,19 +159,119 @@ static char *canonical_cond(const poly_ast *a) {
  * sum (softmax's, layernorm's) nor if-convert the transcendentals. */
 /* Loop a's clauses; true when they express every dependence across its
  * iterations.  The caller frees sc->priv and sc->red. */
-static bool simd_scan_loop(emit *m, const poly_ast *a, simd_scan *sc) {
-  *sc = (simd_scan){a->iter, true, {0}, {0}};
+static bool simd_scan_loop(emit *m, const poly_ast *a, simd_scan *sc, bool outer) {
+  *sc = (simd_scan){a->iter, true, {0}, {0}, outer};
   hp_str_init(&sc->priv);
   hp_str_init(&sc->red);
   simd_walk(m, a, a->body, sc);
   return sc->ok && !sc->priv.oom && !sc->red.oom;
 }
 
+static bool unit_step(const poly_ast *a) { return !strcmp(a->inc, "1") || !strcmp(a->inc, "1L"); }
+
+static bool innermost(const poly_ast *a) {
+  if (!a) return true;
+  switch (a->kind) {
+  case PA_FOR: return false;
+  case PA_IF: return innermost(a->then_) && innermost(a->else_);
+  case PA_BLOCK:
+    for (int i = 0; i < a->nchildren; i++)
+      if (!innermost(a->children[i])) return false;
+    return true;
+  default: return true;
+  }
+}
+
+/* ---- outer-loop simd --------------------------------------------------------
+ * A reduction whose loops sit inside an output loop is vectorized along its
+ * innermost loop, which is poor in two cases the output loop does better
+ * (each lane then runs the whole reduction of one output, in order):
+ *  - the reduction is a small constant window (a 3x3 pool: 9 taps, lanes of
+ *    3 with a NaN flag), which the compiler unrolls completely;
+ *  - its innermost loop strides across rows while the output loop runs
+ *    along them (a sum over axis 0: one cache line per element, vs whole
+ *    rows in each vector).  GCC vectorizes such outer loops directly. */
+typedef struct outer_scan {
+  const char *outer, *inner; /* the candidate loop's iterator; the innermost loop's */
+  long trips;                /* the product of the inner loops' constant trip counts; -1: not constant */
+  int depth, nupd;           /* inner loop depth; reduction updates seen inside the loops */
+  bool inner_strided, outer_strided, outer_last;
+} outer_scan;
+
+/* A loop `for (v = 0; v <= C; v += 1)` / `v < C`: its trip count, else -1. */
+static long const_trips(const poly_ast *a) {
+  char *end;
+  long lo = strtol(a->init, &end, 10);
+  if (end == a->init || (*end && strcmp(end, "L")) || !unit_step(a)) return -1;
+  char *c = canonical_cond(a);
+  if (!c) return -1;
+  const char *b = c + strlen(a->iter) + 1; /* "<= X" or "< X" */
+  bool le = b[1] == '=';
+  b += le ? 2 : 1;
+  while (*b == ' ') b++;
+  long hi = strtol(b, &end, 10);
+  bool ok = end != b && (!*end || !strcmp(end, "L"));
+  free(c);
+  return ok && hi + le > lo ? hi + le - lo : -1;
+}
+
+static void outer_walk(emit *m, const poly_ast *a, int depth, outer_scan *os) {
+  if (!a) return;
+  switch (a->kind) {
+  case PA_FOR: {
+    long t = const_trips(a);
+    os->trips = t < 0 || os->trips < 0 ? -1 : os->trips * t;
+    if (depth + 1 > os->depth) os->depth = depth + 1, os->inner = a->iter;
+    outer_walk(m, a->body, depth + 1, os);
+    return;
+  }
+  case PA_IF:
+    outer_walk(m, a->then_, depth, os);
+    outer_walk(m, a->else_, depth, os);
+    return;
+  case PA_BLOCK:
+    for (int i = 0; i < a->nchildren; i++) outer_walk(m, a->children[i], depth, os);
+    return;
+  case PA_USER: {
+    const poly_stmt_spec *sp = &m->stmts[a->stmt];
+    const poly_block_info *b = poly_block(m->c->pv, sp->block);
+    if (depth == 0 || sp->role != POLY_STMT_BODY || (b->kind != POLY_REDUCE && b->kind != POLY_CONTRACTION)) return;
+    os->nupd++;
+    for (int k = 0; k + 1 < a->naccess; k++) { /* the reads */
+      const poly_ast_access *ac = &a->access[k];
+      for (int d = 0; d < ac->rank; d++) {
+        bool last = d == ac->rank - 1;
+        if (os->inner && has_token(ac->index[d], os->inner) && !last) os->inner_strided = true;
+        if (has_token(ac->index[d], os->outer)) {
+          if (last) os->outer_last = true;
+          else os->outer_strided = true;
+        }
+      }
+    }
+    return;
+  }
+  }
+}
+
+/* Should loop a (not innermost) carry the simd pragma? */
+static bool outer_simd_pays(emit *m, const poly_ast *a) {
+  if (innermost(a->body)) return false;
+  outer_scan os = {.outer = a->iter, .trips = 1};
+  outer_walk(m, a->body, 0, &os);
+  if (os.nupd == 0) return false;
+  bool window = os.trips > 0 && os.trips <= 16;
+  bool rows = os.depth == 1 && os.inner_strided && os.outer_last && !os.outer_strided;
+  return window || rows;
+}
+
 static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
   *cond = NULL;
-  if (m->c->gpu) return;
+  if (m->c->gpu || m->simd_outer) return; /* inside an outer simd loop: its inner loops run per lane */
   simd_scan sc;
-  if (simd_scan_loop(m, a, &sc) && (*cond = canonical_cond(a))) {
+  bool outer = !innermost(a->body);
+  if (outer && !outer_simd_pays(m, a)) return;
+  if (simd_scan_loop(m, a, &sc, outer) && (*cond = canonical_cond(a))) {
+    if (outer) m->simd_outer = a;
     indent(m->o, d);
     hp_str_puts(m->o, "#pragma omp simd");
     if (sc.priv.len) hp_str_printf(m->o, " private(%s)", sc.priv.buf);
@@ -208,21 +312,6 @@ static char *subst_tokens(const char *text, const char *const *from, const char 
     }
   }
   return hp_str_take(&o);
-}
-
-static bool unit_step(const poly_ast *a) { return !strcmp(a->inc, "1") || !strcmp(a->inc, "1L"); }
-
-static bool innermost(const poly_ast *a) {
-  if (!a) return true;
-  switch (a->kind) {
-  case PA_FOR: return false;
-  case PA_IF: return innermost(a->then_) && innermost(a->else_);
-  case PA_BLOCK:
-    for (int i = 0; i < a->nchildren; i++)
-      if (!innermost(a->children[i])) return false;
-    return true;
-  default: return true;
-  }
 }
 
 /* The gmem reads of the first pass that move with the row and run along its
@@ -285,7 +374,7 @@ static void next_row_plan(emit *m, const poly_ast *a) {
       continue;
     }
     simd_scan sc;
-    char *cond = simd_scan_loop(m, c, &sc) && !sc.red.len && unit_step(c) ? canonical_cond(c) : NULL;
+    char *cond = simd_scan_loop(m, c, &sc, false) && !sc.red.len && unit_step(c) ? canonical_cond(c) : NULL;
     if (cond) p.target = c; /* the last such pass: the farthest from the next row's first pass */
     free(cond);
     hp_str_free(&sc.priv);
@@ -371,7 +460,9 @@ hp_status rc_print_ast(emit *m, const poly_ast *a, int d) {
     indent(o, d);
     hp_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, cond ? cond : a->cond, a->iter, a->inc);
     free(cond);
-    if (rc_print_ast(m, a->body, d + 1)) return m->c->e->code;
+    hp_status st = rc_print_ast(m, a->body, d + 1);
+    if (m->simd_outer == a) m->simd_outer = NULL;
+    if (st) return m->c->e->code;
     indent(o, d);
     hp_str_puts(o, "}\n");
     return HP_OK;

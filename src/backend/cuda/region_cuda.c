@@ -56,6 +56,17 @@ static cuda_epi epi_of(const ct_epi *x) {
   return (cuda_epi){kinds[x->kind], x->dtype, x->scale, x->s_b0, x->s_b1, x->s_m, x->s_n};
 }
 
+/* The CUDA epilogues add tensors; a product with one (ct_epi.mul) is left
+ * to the generic kernel. */
+static bool epi_adds_only(const ct_epi *e, int n, const char **why) {
+  for (int i = 0; i < n; i++)
+    if (e[i].mul) {
+      *why = "the epilogue multiplies by a tensor (a CPU template step only)";
+      return false;
+    }
+  return true;
+}
+
 /* A kernel's arguments by parameter name (a tensor map: the tensor it maps). */
 typedef struct named_arg {
   const char *name;
@@ -248,6 +259,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
+  if (!epi_adds_only(gm.epi, gm.nepi, why)) return HP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
   cuda_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP16);
@@ -353,9 +365,12 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
-  if (cv.groups != 1) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
+  if (!epi_adds_only(cv.epi, cv.nepi, why)) return HP_OK;
+  /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
+  if (cv.groups > 1 && cv.groups == cv.c) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
   cuda_conv_spec s;
   cuda_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP16);
+  s.groups = cv.groups; /* a GEMM per (image, group) */
   s.x_dtype = cv.X.dtype, s.w_dtype = cv.W.dtype, s.y_dtype = cv.Y.dtype;
   memcpy(s.stride, cv.stride, sizeof s.stride);
   memcpy(s.pad, cv.pad, sizeof s.pad);

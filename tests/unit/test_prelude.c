@@ -1,0 +1,122 @@
+/* test_prelude.c — the fp16/bf16 conversions of the generated code's prelude
+ * (rc_prelude.c), compiled the way models are (-O3 -march=native: the loops
+ * below vectorize, as loops over half data in a model do) and at -O0,
+ * against the library's reference conversions (tiny/dtype): every half to
+ * float; float to half and bf16 at every half's value, the midpoints between
+ * neighbours (ties to even), one ulp either side of them, NaN payloads,
+ * infinities, the overflow and subnormal edges, and random bit patterns. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "backend/c/region_c.h"
+#include "cgen_testutil.h"
+
+static const char LOOPS[] =
+    "void t_h2f(const uint16_t *in, float *out, long n) { for (long i = 0; i < n; i++) out[i] = hp_h2f(in[i]); }\n"
+    "void t_f2h(const float *in, uint16_t *out, long n) { for (long i = 0; i < n; i++) out[i] = hp_f2h(in[i]); }\n"
+    "void t_f2b(const float *in, uint16_t *out, long n) { for (long i = 0; i < n; i++) out[i] = hp_f2b(in[i]); }\n"
+    "void t_b2f(const uint16_t *in, float *out, long n) { for (long i = 0; i < n; i++) out[i] = hp_b2f(in[i]); }\n";
+
+typedef void (*h2f_fn)(const uint16_t *, float *, long);
+typedef void (*f2h_fn)(const float *, uint16_t *, long);
+
+static float bits_f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint32_t f_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* The float probes: around every half value and midpoint, edges, random bits. */
+static long probes(float *p) {
+  long n = 0;
+  for (uint32_t h = 0; h < 0x10000u; h++) {
+    float v = hp_f16_to_f32((uint16_t)h);
+    uint32_t b = f_bits(v);
+    p[n++] = v;
+    if ((h & 0x7c00u) == 0x7c00u) continue;
+    float w = hp_f16_to_f32((uint16_t)(h + 1)); /* the next half away from zero (or inf) */
+    if ((h & 0x7fffu) == 0x7bffu) w = (h & 0x8000u) ? -65536.0f : 65536.0f;
+    float mid = (float)(((double)v + (double)w) / 2);
+    uint32_t mb = f_bits(mid);
+    p[n++] = mid, p[n++] = bits_f(mb + 1), p[n++] = bits_f(mb - 1);
+    p[n++] = bits_f(b + 1), p[n++] = bits_f(b - 1 + (b == 0 || b == 0x80000000u)); /* no wrap at zeros */
+  }
+  static const uint32_t edge[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu,
+                                  0x7fffe000u, 0x477fe000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x7f7fffffu,
+                                  0x33000000u, 0x33000001u, 0x32ffffffu, 0x00000001u, 0x80000001u, 0x38800000u,
+                                  0x387fffffu, 0x387fe000u, 0x387ff000u};
+  for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) p[n++] = bits_f(edge[i]);
+  uint64_t s = 42;
+  for (int i = 0; i < 1 << 20; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    p[n++] = bits_f((uint32_t)(s >> 32));
+  }
+  return n;
+}
+
+static void check_flags(const char *flags) {
+  hp_str src;
+  hp_str_init(&src);
+  rc_emit_prelude(&src);
+  hp_str_puts(&src, LOOPS);
+  assert_false(src.oom);
+  void *h = ct_compile_flags(src.buf, flags);
+  assert_non_null(h);
+  h2f_fn h2f = (h2f_fn)dlsym(h, "t_h2f"), b2f = (h2f_fn)dlsym(h, "t_b2f");
+  f2h_fn f2h = (f2h_fn)dlsym(h, "t_f2h"), f2b = (f2h_fn)dlsym(h, "t_f2b");
+  assert_true(h2f && b2f && f2h && f2b);
+
+  uint16_t *all = malloc(sizeof(uint16_t) << 16);
+  float *out = malloc(sizeof(float) << 16);
+  for (uint32_t i = 0; i < 0x10000u; i++) all[i] = (uint16_t)i;
+  h2f(all, out, 0x10000);
+  for (uint32_t i = 0; i < 0x10000u; i++) {
+    float want = hp_f16_to_f32((uint16_t)i);
+    if (f_bits(out[i]) != f_bits(want)) fail_msg("%s: h2f(0x%04x) = 0x%08x, want 0x%08x", flags, i, f_bits(out[i]), f_bits(want));
+  }
+  b2f(all, out, 0x10000);
+  for (uint32_t i = 0; i < 0x10000u; i++)
+    if (f_bits(out[i]) != i << 16) fail_msg("%s: b2f(0x%04x) = 0x%08x", flags, i, f_bits(out[i]));
+
+  float *p = malloc(sizeof(float) * ((6L << 16) + 64 + (1L << 20)));
+  long n = probes(p);
+  uint16_t *r = malloc(sizeof(uint16_t) * (size_t)n);
+  f2h(p, r, n);
+  for (long i = 0; i < n; i++) {
+    uint16_t want = hp_f32_to_f16(p[i]);
+    if (r[i] != want) fail_msg("%s: f2h(0x%08x) = 0x%04x, want 0x%04x", flags, f_bits(p[i]), r[i], want);
+  }
+  f2b(p, r, n);
+  for (long i = 0; i < n; i++) {
+    uint16_t want = hp_f32_to_bf16(p[i]);
+    if (r[i] != want) fail_msg("%s: f2b(0x%08x) = 0x%04x, want 0x%04x", flags, f_bits(p[i]), r[i], want);
+  }
+  free(r), free(p), free(out), free(all);
+  dlclose(h);
+  hp_str_free(&src);
+}
+
+static void test_vectorized(void **st) {
+  (void)st;
+  check_flags("-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno");
+}
+
+static void test_plain(void **st) {
+  (void)st;
+  check_flags(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_vectorized),
+      cmocka_unit_test(test_plain),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
