@@ -5,7 +5,11 @@
  * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
  * that applies; the direct cases add row tails (widths not a multiple of the
  * tile or of 16), output channels not a multiple of the block, rows wholly
- * in the padding, tiles of more than 16 pixels, prepacked weights. */
+ * in the padding, tiles of more than 16 pixels, prepacked weights.  The
+ * depthwise cases cover stride phases (strides 2 and 3, with dilation, even
+ * and odd left padding, half inputs split by vectors on AVX-512 and AVX2),
+ * output widths 56, 28, 29, 7, 130 and row remainders.  No kernel may write
+ * past the end of its output (poisoned slack). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +30,7 @@ typedef struct ccase {
   int prepack; /* weight packed once by cN_pack_a */
   int algo;    /* tune.conv_algo of the AVX-512 variant */
   int mr, nr;  /* direct: pixels x output channels per tile (0: choose) */
+  int mulm;    /* bit i: tensor step i multiplies (cgen_epi.mul) */
 } ccase;
 
 #define F32 TINY_FP32
@@ -89,6 +94,30 @@ static const ccase CASES[] = {
     {2, 12, 14, 14, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 12, F32, F16, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}, 1},
     {1, 6, 9, 9, 6, 3, 3, 1, 2, 0, 1, 2, 1, 1, 1, 6, B16, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
     {1, 32, 56, 56, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, F32, F32, F32, -1, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    /* depthwise stride 2 (columns split into even/odd phase planes, blocks of
+     * rows x vectors): ow 56 = 3 vectors + 8 in blocks of 2 rows (oh 5: a
+     * block of 1 row left), prepacked */
+    {1, 4, 9, 112, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}, 1},
+    /* ow 28, left padding 0 (even: pairs start at column 0), right 1; residual */
+    {2, 3, 11, 56, 3, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1, 3, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    /* ow 7 x oh 7 (one block of 7 rows), fp16 in and out, fp16 residual */
+    {1, 5, 14, 14, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 5, F16, F32, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL}},
+    /* odd: W 57, padding 2 left, 1 right, 1 top, 0 bottom: ow 29; bf16 input split by vectors */
+    {1, 6, 13, 57, 6, 3, 3, 2, 2, 1, 2, 0, 1, 1, 1, 6, B16, B16, F32, A5, 0, 0, 1, {CGEN_EPI_SILU}},
+    /* AVX2 even/odd split of an fp16 input, ow 29 */
+    {1, 4, 10, 57, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, F16, F32, F32, A2, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    /* stride 3, dilation 2: taps in phases 0, 2, 1 */
+    {1, 3, 12, 50, 3, 3, 3, 3, 3, 2, 1, 1, 2, 2, 2, 3, F32, F32, F32, A5},
+    /* AVX2 stride 2 dilation 3 (taps at phase 0, 1, 1 +1), stride 1 along H */
+    {1, 4, 8, 40, 4, 3, 3, 1, 2, 1, 3, 1, 3, 1, 3, 4, F32, F32, F32, A2, 0, 0, 1, {CGEN_EPI_RELU}},
+    /* 5x5 stride 2 (fewer accumulators), scalar stride 2 */
+    {1, 4, 11, 60, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 4, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    {1, 3, 9, 15, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, F32, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    /* stride 1, ow 130: a loop of two 4-vector blocks, then 2 outputs */
+    {1, 2, 5, 130, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    /* stride 2, ow 29: a residual and a bias that multiply, then a bias that adds */
+    {1, 4, 9, 57, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, F32, F32, F32, A5, 0, 0, 3,
+     {CGEN_EPI_RESIDUAL, CGEN_EPI_BIAS_M, CGEN_EPI_BIAS_M}, 0, 0, 0, 0, 3},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -101,7 +130,7 @@ static void make_spec(const ccase *c, cgen_conv_spec *s) {
   if (c->isa >= 0) s->tune.isa_mask = 1u << c->isa;
   s->tune.kc = c->kc, s->tune.tasks = c->tasks;
   s->n_epi = c->nepi;
-  for (int i = 0; i < c->nepi; i++) s->epi[i].kind = c->ek[i], s->epi[i].dtype = c->ydt;
+  for (int i = 0; i < c->nepi; i++) s->epi[i].kind = c->ek[i], s->epi[i].dtype = c->ydt, s->epi[i].mul = (c->mulm >> i) & 1;
   s->prepack_w = c->prepack;
   s->tune.conv_algo = c->algo;
   if (c->algo == DI) s->tune.mr = c->mr, s->tune.nr = c->nr;
@@ -139,7 +168,7 @@ static long run_case(void *h, int idx, hprt_pool *pool, char kind) {
   ct_buf X, W, Y, E[3];
   ct_alloc(&X, c->xdt, c->n * c->c * c->h * c->w, true);
   ct_alloc(&W, c->wdt, c->oc * icg * c->kh * c->kw, true);
-  ct_alloc(&Y, c->ydt, ny, false);
+  ct_alloc(&Y, c->ydt, ny + 32, false); /* the poisoned slack past the end must stay so */
   const void *ep[CGEN_MAX_EPI] = {0};
   for (int i = 0; i < c->nepi; i++) {
     long n = c->ek[i] == CGEN_EPI_BIAS_M ? c->oc : c->ek[i] == CGEN_EPI_RESIDUAL ? ny : 0;
@@ -176,8 +205,8 @@ static long run_case(void *h, int idx, hprt_pool *pool, char kind) {
               }
           for (int i = 0; i < c->nepi; i++) {
             switch (c->ek[i]) {
-              case CGEN_EPI_BIAS_M: acc += E[i].f[o]; break;
-              case CGEN_EPI_RESIDUAL: acc += E[i].f[yi]; break;
+              case CGEN_EPI_BIAS_M: acc = c->mulm >> i & 1 ? acc * E[i].f[o] : acc + E[i].f[o]; break;
+              case CGEN_EPI_RESIDUAL: acc = c->mulm >> i & 1 ? acc * E[i].f[yi] : acc + E[i].f[yi]; break;
               case CGEN_EPI_RELU: acc = acc > 0 ? acc : 0; break;
               case CGEN_EPI_SILU: acc = acc * ct_sigmoid(acc); break;
               case CGEN_EPI_GELU: acc = ct_gelu(acc); break;
@@ -189,6 +218,10 @@ static long run_case(void *h, int idx, hprt_pool *pool, char kind) {
   char what[64];
   snprintf(what, sizeof what, "conv case %c%d (%s)", kind, idx, cgen_conv_direct(&s, &(const char *){0}) ? "direct" : "gemm");
   long bad = ct_check(&Y, ref, ny, what);
+  for (long i = ny; i < ny + 32; i++)
+    if (ct_load(&Y, i) != ct_round(c->ydt, 1234.5f)) {
+      if (bad++ < 4) fprintf(stderr, "%s: [%ld] written past the end\n", what, i);
+    }
   free(ref);
   ct_free(&X), ct_free(&W), ct_free(&Y);
   for (int i = 0; i < c->nepi; i++) ct_free(&E[i]);
@@ -243,6 +276,11 @@ static void test_errors(void **st) {
   /* a depthwise window beyond what the depthwise kernel unrolls */
   cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 12, 12, F32);
   s.groups = 4;
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
+  hp_error_clear(&e);
+  /* a depthwise stride beyond its phase rows (17 columns) */
+  cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 3, 3, F32);
+  s.groups = 4, s.stride[1] = 17;
   assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
   hp_error_clear(&e);
   cgen_conv_spec_init(&s, 1, 4, 8, 8, 4, 3, 3, F32);

@@ -7,10 +7,14 @@
  * arithmetic.  Here each task is one (image, channel) plane:
  *   the input plane is copied, converted to fp32 and zero-padded, into a
  *   per-thread scratch wide enough that every vector load stays inside it
- *   (no bounds checks in the loop);
- *   per output row, four vectors of outputs at a time (four independent FMA
- *   chains) accumulate kh*kw taps, each tap a weight broadcast times the
- *   input row at that offset (a gather when the stride is not 1);
+ *   (no bounds checks in the loop), its columns split into stride phases
+ *   (even and odd columns for stride 2, vector pairs split in registers)
+ *   so that every tap of every stride and dilation is a contiguous load;
+ *   the output is computed in blocks of up to 4 vectors of a row times as
+ *   many rows as make 8 accumulators (4 on AVX2, with wide windows, and on
+ *   the scalar variant), the last vector of a row masked: independent FMA
+ *   chains at ow = 56, 28, 14, 7 too.  Each tap is a weight broadcast times
+ *   the phase row at that offset;
  *   the epilogue (per-channel bias, activations, a residual laid out like
  *   the output, roundings) runs in registers before the store.
  * With prepack_w the weights are converted to fp32 once (fn_pack_a). */
@@ -21,61 +25,168 @@
 
 bool cg_dw_applies(const cgen_conv_spec *s) { return s->groups > 1 && s->groups == s->c && s->oc == s->c; }
 
+/* The scratch holds the padded plane with its columns split by phase: padded
+ * row r, phase f (0 <= f < stride), index i is padded column i*stride + f, at
+ * xp + r*rs + f*wq + i.  Output column ow of tap kw reads padded column
+ * ow*stride + kw*dil, i.e. phase (kw*dil) % stride at index ow + (kw*dil) /
+ * stride: every tap of every stride is a contiguous vector load.  With
+ * stride 1 this is the plain padded plane. */
 typedef struct dw_geo {
-  int64_t oh, ow, hp, wp; /* output size; the padded plane in the scratch */
+  int64_t oh, ow, hp; /* output size; padded rows */
+  int64_t wq, rs;     /* a phase row (a multiple of 16, covers every vector load); a padded row: stride phase rows */
+  int rows, vecs;     /* a block: output rows x vectors per row (rows * vecs accumulators) */
 } dw_geo;
 
-static void geometry(const cgen_conv_spec *s, int w, dw_geo *g) {
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void geometry(const cgen_conv_spec *s, int w, int nacc, dw_geo *g) {
   cgen_conv_out_hw(s, &g->oh, &g->ow);
+  int64_t st = s->stride[1];
   g->hp = s->h + s->pad[0] + s->pad[2];
-  int64_t need = (cg_rup(g->ow, w) - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1;
-  int64_t wp = s->w + s->pad[1] + s->pad[3];
-  g->wp = cg_rup(need > wp ? need : wp, 16);
+  g->wq = cg_rup(cg_rup(g->ow, w) + (s->kw - 1) * s->dil[1] / st, 16);
+  g->rs = st * g->wq;
+  /* up to 4 vectors of a row, then as many rows as the accumulators allow,
+   * the rows split evenly (14 rows, 8 at most -> 7 + 7) */
+  int64_t nv = cdiv(g->ow, w);
+  g->vecs = (int)(nv < 4 ? nv : 4);
+  int64_t rmax = nacc / g->vecs > 1 ? nacc / g->vecs : 1;
+  g->rows = (int)cdiv(g->oh, cdiv(g->oh, rmax));
 }
 
-/* acc += the U vectors of outputs at ow (+ j*W) for one tap at row pointer r. */
-static void emit_tap(cg_out *o, const cgen_conv_spec *s, int u, const char *wt) {
+/* Accumulators per block: enough independent FMA chains to cover the FMA
+ * latency, leaving registers for the broadcast taps (32 zmm, 16 ymm). */
+static int n_acc(const cgen_conv_spec *s, const cg_isa *isa) {
+  return isa->id != CGEN_ISA_SCALAR && s->kh * s->kw + 8 + 2 <= isa->nregs ? 8 : 4;
+}
+
+/* One block: `rows` output rows from C variable oh by `u` vectors from ow,
+ * the last vector holding `last` outputs (a masked store when < W). */
+static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int rows, int u, int last) {
   int w = o->isa->w;
-  for (int j = 0; j < u; j++) {
-    if (s->stride[1] == 1) cg_emit(o, "          a%d = $P_fma($P_ld(r + %d), %s, a%d);\n", j, j * w, wt, j);
-    else cg_emit(o, "          a%d = $P_fma($P_lds(r + %ld), %s, a%d);\n", j, (long)(j * w * s->stride[1]), wt, j);
+  int64_t SH = s->stride[0], SW = s->stride[1];
+  cg_emit(o, "      {\n");
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d = $P_zero();\n", i, j);
+  for (int kh = 0; kh < s->kh; kh++)
+    for (int kw = 0; kw < s->kw; kw++) {
+      int64_t cw = kw * s->dil[1];
+      cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
+              (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      for (int i = 0; i < rows; i++)
+        for (int j = 0; j < u; j++)
+          cg_emit(o, "          a%d_%d = $P_fma($P_ld(r + %ldL), w%d, a%d_%d);\n", i, j, (long)(i * SH * g->rs + j * w),
+                  (int)(kh * s->kw + kw), i, j);
+      cg_emit(o, "        }\n");
+    }
+  const char *ys = cg_vsuffix(s->y_dtype);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < u; j++) {
+      char x[32];
+      snprintf(x, sizeof x, "a%d_%d", i, j);
+      int nj = j == u - 1 ? last : w;
+      cg_emit(o, "        { long at = (oh + %d) * %ldL + ow + %d;\n", i, (long)g->ow, j * w);
+      for (int e = 0; e < s->n_epi; e++) {
+        const cgen_epi *ep = &s->epi[e];
+        if (ep->kind == CGEN_EPI_RESIDUAL) {
+          const char *sx = cg_vsuffix(ep->dtype);
+          const char *op = ep->mul ? "*" : "+";
+          if (nj == w) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
+          else cg_emit(o, "          %s = %s %s $P_ldn%s(res%d + at, %d);\n", x, x, op, sx, e, nj);
+        } else {
+          cg_emit_epi_common(o, ep, e, "c", x);
+        }
+      }
+      if (nj == w) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
+      else cg_emit(o, "          $P_stn%s(y + at, %s, %d); }\n", ys, x, nj);
+    }
+  cg_emit(o, "      }\n");
+}
+
+/* `rows` output rows from oh: blocks of g->vecs full vectors, then one block
+ * for the rest of the row (its last vector masked). */
+static void emit_row_blocks(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int rows) {
+  int w = o->isa->w;
+  int64_t step = (int64_t)g->vecs * w, nfull = g->ow / step, rem = g->ow - nfull * step;
+  if (nfull > 1) cg_emit(o, "    for (long ow = 0; ow < %ldL; ow += %ldL)\n", (long)(nfull * step), (long)step);
+  else if (nfull == 1) cg_emit(o, "    { const long ow = 0;\n");
+  if (nfull) emit_block(o, s, g, rows, g->vecs, w);
+  if (nfull == 1) cg_emit(o, "    }\n");
+  if (rem) {
+    int u = (int)cdiv(rem, w);
+    cg_emit(o, "    { const long ow = %ldL;\n", (long)(nfull * step));
+    emit_block(o, s, g, rows, u, (int)(rem - (int64_t)(u - 1) * w));
+    cg_emit(o, "    }\n");
+  }
+}
+
+/* Padded row r of phase f from the input row xr: zeros, then padded columns
+ * i*st + f for i in [lo, hi) (input column i*st + f - pad), then zeros; an
+ * AVX stride-2 row takes [v0, v1) of both phases as vector pairs split into
+ * even and odd lanes. */
+static void emit_plane_row(cg_out *o, const cgen_conv_spec *s, const dw_geo *g) {
+  int w = o->isa->w;
+  int64_t st = s->stride[1], pl = s->pad[1], W = s->w, v0 = 0, v1 = 0;
+  if (st == 2 && w > 1) {
+    int64_t end = (W + pl) / 2 < g->wq ? (W + pl) / 2 : g->wq; /* i + w <= end: loads inside the row */
+    v0 = cdiv(pl, 2);
+    v1 = end > v0 ? v0 + (end - v0) / w * w : v0;
+  }
+  for (int64_t f = 0; f < st; f++) {
+    int64_t lo = pl - f > 0 ? cdiv(pl - f, st) : 0, hi = cdiv(pl + W - f, st);
+    if (hi > g->wq) hi = g->wq;
+    if (hi < lo) hi = lo;
+    char idx[64], ldx[300];
+    int64_t k = pl - f; /* input column i*st - k */
+    if (k) snprintf(idx, sizeof idx, "i * %ldL %c %ldL", (long)st, k > 0 ? '-' : '+', (long)(k > 0 ? k : -k));
+    else snprintf(idx, sizeof idx, "i * %ldL", (long)st);
+    cg_scalar_ld(o, ldx, sizeof ldx, s->x_dtype, "xr", idx);
+    if (lo > 0) cg_emit(o, "    for (long i = 0; i < %ldL; i++) d[%ldL + i] = 0.0f;\n", (long)lo, (long)(f * g->wq));
+    if (v1 > v0) { /* [v0, v1) within [lo, hi) of both phases */
+      if (v0 > lo) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)lo, (long)v0, (long)(f * g->wq), ldx);
+      if (hi > v1) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)v1, (long)hi, (long)(f * g->wq), ldx);
+    } else if (hi > lo) {
+      cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)lo, (long)hi, (long)(f * g->wq), ldx);
+    }
+    if (hi < g->wq) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = 0.0f;\n", (long)hi, (long)g->wq, (long)(f * g->wq));
+  }
+  if (v1 > v0) {
+    const char *xs = cg_vsuffix(s->x_dtype);
+    cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)v0, (long)v1, w);
+    cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(s->x_dtype), (long)pl);
+    cg_emit(o, "      $P_v ev, od;\n      $P_dei2($P_ld%s(p), $P_ld%s(p + %d), &ev, &od);\n", xs, xs, w);
+    cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + %ldL + i, od);\n    }\n", (long)g->wq);
   }
 }
 
 static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   int w = o->isa->w;
   dw_geo g;
-  geometry(s, w, &g);
+  geometry(s, w, n_acc(s, o->isa), &g);
   int64_t C = s->c, H = s->h, W = s->w, KH = s->kh, KW = s->kw, plane = g.oh * g.ow;
-  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype), *ys = cg_vsuffix(s->y_dtype);
+  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
   tiny_dtype wdt = s->prepack_w ? TINY_FP32 : s->w_dtype;
-  char buf[256];
+  char buf[256], idx[96];
   cg_emit_isa_helpers(o);
-  if (s->stride[1] > 1) { /* lanes stride[1] apart */
-    if (o->isa->id == CGEN_ISA_AVX512) {
-      cg_emit(o, "$I $P_v $P_lds(const float *p) { return _mm512_i32gather_ps(_mm512_setr_epi32(");
-      for (int l = 0; l < 16; l++) cg_emit(o, "%ld%s", (long)(l * s->stride[1]), l < 15 ? ", " : "), p, 4); }\n");
-    } else if (o->isa->id == CGEN_ISA_AVX2) {
-      cg_emit(o, "$I $P_v $P_lds(const float *p) { return _mm256_i32gather_ps(p, _mm256_setr_epi32(");
-      for (int l = 0; l < 8; l++) cg_emit(o, "%ld%s", (long)(l * s->stride[1]), l < 7 ? ", " : "), 4); }\n");
-    } else {
-      cg_emit(o, "$I $P_v $P_lds(const float *p) { return *p; }\n");
-    }
+  if (s->stride[1] == 2 && o->isa->id == CGEN_ISA_AVX512) { /* (a, b) -> even lanes, odd lanes */
+    cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
+    cg_emit(o, "  *ev = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);\n");
+    cg_emit(o, "  *od = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);\n}\n");
+  } else if (s->stride[1] == 2 && o->isa->id == CGEN_ISA_AVX2) {
+    cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
+    cg_emit(o, "  *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));\n");
+    cg_emit(o, "  *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));\n}\n");
   }
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long n = task / %ldL, c = task %% %ldL;\n  (void)n;\n", (long)C, (long)C);
   cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const %s *x = (const %s *)cx->B + (n * %ldL + c) * %ldL;\n", xt, xt, (long)C, (long)(H * W));
-  /* the padded plane: zero rows above and below, zero margins, the row converted */
-  char idx[96], ldx[300];
-  snprintf(idx, sizeof idx, "ih * %ldL + iw", (long)W);
-  cg_scalar_ld(o, ldx, sizeof ldx, s->x_dtype, "x", idx);
+  /* the padded plane: zero rows above and below, each row split into its phases */
   cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n    float *d = xp + r * %ldL;\n    long ih = r - %ldL;\n", (long)g.hp,
-          (long)g.wp, (long)s->pad[0]);
-  cg_emit(o, "    if (ih < 0 || ih >= %ldL) { memset(d, 0, sizeof(float) * %ldL); continue; }\n", (long)H, (long)g.wp);
-  cg_emit(o, "    for (long q = 0; q < %ldL; q++) d[q] = 0.0f;\n", (long)s->pad[1]);
-  cg_emit(o, "    for (long iw = 0; iw < %ldL; iw++) d[%ldL + iw] = %s;\n", (long)W, (long)s->pad[1], ldx);
-  cg_emit(o, "    for (long q = %ldL; q < %ldL; q++) d[q] = 0.0f;\n  }\n", (long)(s->pad[1] + W), (long)g.wp);
+          (long)g.rs, (long)s->pad[0]);
+  cg_emit(o, "    if (ih < 0 || ih >= %ldL) { memset(d, 0, sizeof(float) * %ldL); continue; }\n", (long)H, (long)g.rs);
+  cg_emit(o, "    const %s *xr = x + ih * %ldL;\n", xt, (long)W);
+  emit_plane_row(o, s, &g);
+  cg_emit(o, "  }\n");
   /* the channel's taps, as broadcasts */
   for (int t = 0; t < KH * KW; t++) {
     snprintf(idx, sizeof idx, "c * %ldL + %d", (long)(KH * KW), t);
@@ -89,42 +200,18 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
     if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
       cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
               cg_ctype(s->epi[i].dtype), i, (long)C, (long)plane);
-  cg_emit(o, "  for (long oh = 0; oh < %ldL; oh++) {\n    long ow = 0;\n", (long)g.oh);
-  for (int pass = 0; pass < 2; pass++) {
-    int u = pass == 0 ? 4 : 1;
-    if (pass == 0) cg_emit(o, "    for (; ow + %d <= %ldL; ow += %d) {\n", u * w, (long)g.ow, u * w);
-    else cg_emit(o, "    for (; ow < %ldL; ow += %d) {\n", (long)g.ow, w);
-    for (int j = 0; j < u; j++) cg_emit(o, "      $P_v a%d = $P_zero();\n", j);
-    for (int kh = 0; kh < KH; kh++)
-      for (int kw = 0; kw < KW; kw++) {
-        cg_emit(o, "      { const float *r = xp + (oh * %ldL + %ld) * %ldL + ow * %ldL + %ld;\n", (long)s->stride[0],
-                (long)(kh * s->dil[0]), (long)g.wp, (long)s->stride[1], (long)(kw * s->dil[1]));
-        char wt[16];
-        snprintf(wt, sizeof wt, "w%d", (int)(kh * KW + kw));
-        emit_tap(o, s, u, wt);
-        cg_emit(o, "      }\n");
-      }
-    for (int j = 0; j < u; j++) {
-      char x[8];
-      snprintf(x, sizeof x, "a%d", j);
-      if (pass == 1) cg_emit(o, "      { int nj = %ldL - ow < %d ? (int)(%ldL - ow) : %d;\n", (long)g.ow, w, (long)g.ow, w);
-      else cg_emit(o, "      { int nj = %d; (void)nj;\n", w);
-      cg_emit(o, "        long at = oh * %ldL + ow + %d;\n", (long)g.ow, j * w);
-      for (int i = 0; i < s->n_epi; i++) {
-        const cgen_epi *ep = &s->epi[i];
-        if (ep->kind == CGEN_EPI_RESIDUAL) {
-          const char *sx = cg_vsuffix(ep->dtype);
-          cg_emit(o, "        %s = %s %s (nj == %d ? $P_ld%s(res%d + at) : $P_ldn%s(res%d + at, nj));\n", x, x,
-                  ep->mul ? "*" : "+", w, sx, i, sx, i);
-        } else {
-          cg_emit_epi_common(o, ep, i, "c", x);
-        }
-      }
-      cg_emit(o, "        if (nj == %d) $P_st%s(y + at, %s); else $P_stn%s(y + at, %s, nj);\n      }\n", w, ys, x, ys, x);
-    }
-    cg_emit(o, "    }\n");
+  /* blocks of g.rows output rows, then one block of the rows left */
+  int64_t nblk = g.oh / g.rows, rrem = g.oh - nblk * g.rows;
+  if (nblk > 1) cg_emit(o, "  for (long oh = 0; oh < %ldL; oh += %d) {\n", (long)(nblk * g.rows), g.rows);
+  else cg_emit(o, "  { const long oh = 0;\n");
+  emit_row_blocks(o, s, &g, g.rows);
+  cg_emit(o, "  }\n");
+  if (rrem) {
+    cg_emit(o, "  { const long oh = %ldL;\n", (long)(nblk * g.rows));
+    emit_row_blocks(o, s, &g, (int)rrem);
+    cg_emit(o, "  }\n");
   }
-  cg_emit(o, "  }\n}\n");
+  cg_emit(o, "}\n");
   if (s->prepack_w) {
     char ldw[200];
     cg_scalar_ld(o, ldw, sizeof ldw, s->w_dtype, "A", "i");
@@ -134,7 +221,7 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g.hp * g.wp * 4));
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g.hp * g.rs * 4));
   cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(s->n * C));
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
@@ -144,7 +231,11 @@ hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
   for (int i = 0; i < s->n_epi; i++)
     if (s->epi[i].kind == CGEN_EPI_BIAS_N)
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
-  if ((s->h + s->pad[0] + s->pad[2]) * (s->w + s->pad[1] + s->pad[3] + 64) > (1L << 26))
+  if (s->stride[1] > 16) /* a phase row per column of the stride, each with its own copy loops */
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise stride beyond 16 columns");
+  dw_geo g; /* the widest variant's plane (16 lanes) is the largest */
+  geometry(s, 16, 8, &g);
+  if (g.hp * g.rs > (1L << 26))
     return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise plane beyond 256 MiB of scratch");
   if (s->kh * s->kw > 121) /* every tap is unrolled code and a register broadcast */
     return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise window beyond 11x11 taps");
