@@ -104,6 +104,16 @@ static void test_unsupported_prologue(void **state) {
   rgt_free(&t);
 }
 
+/* c = x @ w (32x16 @ 16x24), and s[24]: the uops before a test's epilogue */
+#define GEMM_XS                                                                                                \
+  "{\"uops\":[{\"id\":\"x\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"X\",\"dtype\":\"fp32\",\"shape\":[32,16]}}," \
+  "{\"id\":\"w\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"W\",\"dtype\":\"fp32\",\"shape\":[16,24]}},"     \
+  "{\"id\":\"s\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"S\",\"dtype\":\"fp32\",\"shape\":[24]}},"        \
+  "{\"id\":\"a\",\"uop\":\"RESHAPE\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[32,16,1]}},"                   \
+  "{\"id\":\"b\",\"uop\":\"RESHAPE\",\"src\":[\"w\"],\"arg\":{\"result_shape\":[1,16,24]}},"                   \
+  "{\"id\":\"p\",\"uop\":\"MUL\",\"src\":[\"a\",\"b\"]},"                                                     \
+  "{\"id\":\"c\",\"uop\":\"REDUCE\",\"src\":[\"p\"],\"arg\":{\"op\":\"SUM\",\"axes\":[1],\"dtype\":\"fp32\"}},"
+
 /* an epilogue op no contraction template applies: NEG after a GEMM stays
  * out of the GEMM's region (which would otherwise run the generic loops); a
  * product with a tensor is a step on the CPU templates, not on the CUDA ones */
@@ -111,13 +121,7 @@ static void test_epilogue_not_template(void **state) {
   (void)state;
   rgt t;
   rgt_load(&t,
-           "{\"uops\":[{\"id\":\"x\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"X\",\"dtype\":\"fp32\",\"shape\":[32,16]}},"
-           "{\"id\":\"w\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"W\",\"dtype\":\"fp32\",\"shape\":[16,24]}},"
-           "{\"id\":\"s\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"S\",\"dtype\":\"fp32\",\"shape\":[24]}},"
-           "{\"id\":\"a\",\"uop\":\"RESHAPE\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[32,16,1]}},"
-           "{\"id\":\"b\",\"uop\":\"RESHAPE\",\"src\":[\"w\"],\"arg\":{\"result_shape\":[1,16,24]}},"
-           "{\"id\":\"p\",\"uop\":\"MUL\",\"src\":[\"a\",\"b\"]},"
-           "{\"id\":\"c\",\"uop\":\"REDUCE\",\"src\":[\"p\"],\"arg\":{\"op\":\"SUM\",\"axes\":[1],\"dtype\":\"fp32\"}},"
+           GEMM_XS
            "{\"id\":\"m\",\"uop\":\"MUL\",\"src\":[\"c\",\"s\"]},{\"id\":\"n\",\"uop\":\"NEG\",\"src\":[\"m\"]}]}",
            NULL);
   for (int a = 0; a < PLAN_ARCH_COUNT; a++) {
@@ -131,13 +135,7 @@ static void test_epilogue_not_template(void **state) {
   rgt_free(&t);
   /* without the NEG: x s joins the GEMM on the CPU only */
   rgt_load(&t,
-           "{\"uops\":[{\"id\":\"x\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"X\",\"dtype\":\"fp32\",\"shape\":[32,16]}},"
-           "{\"id\":\"w\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"W\",\"dtype\":\"fp32\",\"shape\":[16,24]}},"
-           "{\"id\":\"s\",\"uop\":\"INPUT\",\"arg\":{\"tensor_id\":\"S\",\"dtype\":\"fp32\",\"shape\":[24]}},"
-           "{\"id\":\"a\",\"uop\":\"RESHAPE\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[32,16,1]}},"
-           "{\"id\":\"b\",\"uop\":\"RESHAPE\",\"src\":[\"w\"],\"arg\":{\"result_shape\":[1,16,24]}},"
-           "{\"id\":\"p\",\"uop\":\"MUL\",\"src\":[\"a\",\"b\"]},"
-           "{\"id\":\"c\",\"uop\":\"REDUCE\",\"src\":[\"p\"],\"arg\":{\"op\":\"SUM\",\"axes\":[1],\"dtype\":\"fp32\"}},"
+           GEMM_XS
            "{\"id\":\"m\",\"uop\":\"MUL\",\"src\":[\"c\",\"s\"]}]}",
            NULL);
   rgt_form(&t, PLAN_ARCH_CPU);
