@@ -11,8 +11,8 @@ best median over the rounds is kept.  Peers:
   ort     onnxruntime 1.x CPU, the same graph as ONNX, intra_op_num_threads=2
   unfused harp with HARP_NO_FUSION=1 (every op its own kernel)
   gemm    harp with HARP_CONV=gemm (the conv as implicit GEMM, not the direct kernel)
-  packrun harp with HARP_NO_PREPACK=1 (the conv's weight packed on every run, not
-          once at model_init)
+  packrun harp with HARP_NO_PREPACK=1 (the weight packed on every run, not once at
+          model_init)
 The ratio column is peer time / harp time (> 1: harp is faster).  Outputs are
 checked against the peer once (max relative error).  Needs
 scripts/install-deps.sh --bench (onnxruntime, onnx, libopenblas).
@@ -192,6 +192,51 @@ def case_dwconv():
                 out="y", peers=peers, ref=ref)
 
 
+def case_resblock():
+    x, w1, b1, w2, b2 = rand(1, 64, 56, 56), rand(64, 64, 3, 3, scale=0.05), rand(64), rand(64, 64, 3, 3, scale=0.05), rand(64)
+    peers = {"unfused": None}
+    ref = None
+    if ort:
+        nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c1"], ["h"]),
+                 helper.make_node("Conv", ["h", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]), helper.make_node("Add", ["x", "c2"], ["a"]),
+                 helper.make_node("Relu", ["a"], ["y"])]
+        s = ort_session(nodes, [vi("x", x)], [vi("y", x)], [init("w1", w1), init("b1", b1), init("w2", w2), init("b2", b2)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/resblock.harp", syms={},
+                tensors={"x": ("input", x), "w1": ("param", w1), "b1": ("param", b1), "w2": ("param", w2), "b2": ("param", b2)},
+                out="y", peers=peers, ref=ref)
+
+
+def case_conv_bn():
+    x, w, sc, sh = rand(1, 64, 56, 56), rand(64, 64, 3, 3, scale=0.1), rand(64, 1, 1), rand(64, 1, 1)
+    peers = {"unfused": None}
+    ref = None
+    if ort:
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Mul", ["c", "s"], ["m"]),
+                 helper.make_node("Add", ["m", "t"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
+        s = ort_session(nodes, [vi("x", x)], [vi("y", x)], [init("w", w), init("s", sc), init("t", sh)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/conv_bn.harp", syms={},
+                tensors={"x": ("input", x), "w": ("param", w), "s": ("param", sc), "t": ("param", sh)},
+                out="y", peers=peers, ref=ref)
+
+
+def case_linear_gelu():
+    x, w, b = rand(128, 768), rand(768, 3072, scale=768 ** -0.5), rand(3072)
+    peers = {"packrun": {"HARP_NO_PREPACK": "1"}}
+    ref = None
+    if ort:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+                 helper.make_node("Gelu", ["a"], ["y"])]
+        s = ort_session(nodes, [vi("x", x)], [vi("y", rand(128, 3072))], [init("w", w), init("b", b)])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/linear_gelu.harp", syms={},
+                tensors={"x": ("input", x), "w": ("param", w), "b": ("param", b)}, out="y", peers=peers, ref=ref)
+
+
 def attention_nodes(B, H, S, D, scale, causal, q="q", k="k", v="v", o="o", pre=""):
     nodes = [helper.make_node("Transpose", [k], [pre + "kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", [q, pre + "kt"], [pre + "s0"]),
@@ -319,6 +364,9 @@ CASES = {
     "conv3x3 1x64x56x56": case_conv,
     "depthwise 3x3 1x128x56x56": case_dwconv,
     "conv3x3 1x256x14x14": lambda: case_conv(256, 14),
+    "resnet block 1x64x56x56": case_resblock,
+    "conv3x3+bn+relu 1x64x56x56": case_conv_bn,
+    "linear+gelu 128x768x3072": case_linear_gelu,
     "attention b1 h8 s512 d64": case_attention,
     "layernorm 4096x1024": case_layernorm,
     "softmax 4096x1024": case_softmax,
