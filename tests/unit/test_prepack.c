@@ -17,25 +17,27 @@
  * grouped 3x3 (4 groups of 5 input, 3 output channels) + bias + relu: the
  * direct kernel on AVX-512, else and with HARP_CONV=gemm the implicit GEMM) and
  * c = a @ v (a: the GEMM's A), d = u @ wb and e = u wt^T (the weight is B:
- * packed as it is, and through the transposes). */
+ * packed as it is, and through the transposes), o = heads merged @ wo (B
+ * packed, A copied to dense scratch first: the transformer's projection). */
 static const char MODEL[] =
     "graph main(x: f32[2, 13, 11, 23], w: f32[20, 13, 3, 3], b: f32[20], w2: f32[7, 20, 3, 3],\n"
     "           a: f32[37, 29], v: f32[29, 53], u: f32[19, 31], wb: f32[31, 45], wt: f32[70, 31],\n"
-    "           wg: f32[12, 5, 3, 3], bg: f32[12])\n"
+    "           wg: f32[12, 5, 3, 3], bg: f32[12], h: f32[2, 3, 10, 8], wo: f32[24, 7])\n"
     "    -> (y: f32[2, 20, 11, 23], z: f32[2, 7, 6, 12], c: f32[37, 53], d: f32[19, 45], e: f32[19, 70],\n"
-    "        q: f32[2, 12, 11, 23]) {\n"
+    "        q: f32[2, 12, 11, 23], o: f32[2, 10, 7]) {\n"
     "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n"
     "    z = conv2d(y, w2, stride=2, pad=1)\n"
     "    c = a @ v\n"
     "    d = u @ wb\n"
     "    e = u @ permute(wt, [1, 0])\n"
     "    q = relu(conv2d(y, wg, bias=bg, pad=1, groups=4))\n"
-    "    return y, z, c, d, e, q\n}\n";
-enum { NIN = 11, NOUT = 6, NPACKED = 6, NDIRECT = 3 };
-static const char *const NAMES[NIN] = {"x", "w", "b", "w2", "a", "v", "u", "wb", "wt", "wg", "bg"};
+    "    o = reshape(permute(h, [0, 2, 1, 3]), [2, 10, 24]) @ wo\n"
+    "    return y, z, c, d, e, q, o\n}\n";
+enum { NIN = 13, NOUT = 7, NPACKED = 7, NDIRECT = 3 };
+static const char *const NAMES[NIN] = {"x", "w", "b", "w2", "a", "v", "u", "wb", "wt", "wg", "bg", "h", "wo"};
 static const int64_t SHAPES[NIN][4] = {{2, 13, 11, 23}, {20, 13, 3, 3}, {20}, {7, 20, 3, 3}, {37, 29}, {29, 53},
-                                       {19, 31}, {31, 45}, {70, 31}, {12, 5, 3, 3}, {12}};
-static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2, 2, 2, 2, 4, 1};
+                                       {19, 31}, {31, 45}, {70, 31}, {12, 5, 3, 3}, {12}, {2, 3, 10, 8}, {24, 7}};
+static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2, 2, 2, 2, 4, 1, 4, 2};
 
 typedef struct compiled {
   tiny_graph *g;
@@ -140,7 +142,7 @@ static void run_and_check(const compiled *c, void *inst, const hp_tensor *t) {
   free_tensors(got, NOUT);
 }
 
-static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", "wg", "bg", NULL};
+static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", "wg", "bg", "wo", NULL};
 
 /* Params: every conv and the GEMM take their weight packed at init; runs
  * after the first (other inputs, and another instance in between) stay right.
@@ -168,7 +170,7 @@ static void params_packed_once(const char *conv_algo) {
   run_and_check(&c, m1, t1);
   void *m2 = instance(&c, t2); /* other weights, packed into its own block */
   for (int k = 0; k < NIN; k++)
-    if (!strcmp(NAMES[k], "x") || !strcmp(NAMES[k], "v") || !strcmp(NAMES[k], "u")) { /* inputs: t2's, weights still t1's */
+    if (!strcmp(NAMES[k], "x") || !strcmp(NAMES[k], "v") || !strcmp(NAMES[k], "u") || !strcmp(NAMES[k], "h")) { /* inputs: t2's, weights still t1's */
       hp_tensor tmp = t1[k];
       t1[k] = t2[k], t2[k] = tmp;
     }

@@ -356,31 +356,27 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
-  if (s.prepack_a) {
-    hp_str_printf(out,
-                  "  /* A packed by model_init */\n"
-                  "  return %s(pool, bufs[%d], (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
-                  kfn, K->nreads + K->nwrites, gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype), gm.C.slot);
-    *packed_slot = gm.A.slot;
-  } else if (s.prepack_b) {
-    hp_str_printf(out,
-                  "  /* B packed by model_init */\n"
-                  "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n",
-                  kfn, gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype), K->nreads + K->nwrites, gm.C.slot);
-    *packed_slot = gm.B.slot;
-  } else if (gm.nrep) {
-    emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
-    hp_str_printf(out,
-                  "  int rc = %s(pool, ap, (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n"
-                  "  free(ap);\n  return rc;\n}\n\n",
-                  kfn, gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype), gm.C.slot);
-  } else {
-    hp_str_printf(out,
-                  "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
-                  " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n",
-                  kfn, gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype), gm.B.slot, gm.B.offset,
-                  tiny_dtype_size(gm.B.dtype), gm.C.slot);
-  }
+  /* the operands: A packed by model_init, repacked into `ap` here, or as
+   * stored; B packed by model_init or as stored */
+  int packed = K->nreads + K->nwrites;
+  hp_str a, b;
+  hp_str_init(&a);
+  hp_str_init(&b);
+  if (s.prepack_a) hp_str_printf(&a, "bufs[%d]", packed);
+  else if (gm.nrep) hp_str_puts(&a, "ap");
+  else hp_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype));
+  if (s.prepack_b) hp_str_printf(&b, "bufs[%d]", packed);
+  else hp_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
+  if (s.prepack_a || s.prepack_b) hp_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
+  if (gm.nrep) emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
+  hp_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
+                gm.C.slot);
+  hp_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
+  if (a.oom || b.oom) out->oom = true;
+  hp_str_free(&a);
+  hp_str_free(&b);
+  if (s.prepack_a) *packed_slot = gm.A.slot;
+  if (s.prepack_b) *packed_slot = gm.B.slot;
   *handled = true;
   return HP_OK;
 }
