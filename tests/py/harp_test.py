@@ -49,14 +49,15 @@ else:
     atexit.register(shutil.rmtree, _TMP, True)
 
 
-def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp"):
-    """Run `harp run`; returns (completed process, outdir)."""
+def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp", params=()):
+    """Run `harp run`; returns (completed process, outdir).  Inputs named in
+    params go as --param (weights: constants the backend may pack once)."""
     outdir = outdir or tempfile.mkdtemp(prefix="harp_py_")
     args = [HARP, "run", model, "--out", outdir, "--backend", backend, *extra]
     for name, arr in (inputs or {}).items():
         path = os.path.join(outdir, f"in_{name}.npy")
         np.save(path, arr)
-        args += ["--input", f"{name}={path}"]
+        args += ["--param" if name in params else "--input", f"{name}={path}"]
     for s in syms:
         args += ["--sym", s]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
