@@ -151,8 +151,9 @@ check("scaled softmaxes", sc_dsl, feeds, want={"softmax": 3})
 d = tempfile.mkdtemp()
 p, _ = run(sc_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
 s.check("scaled softmax: the negative scale stays on the loops", p.returncode == 0 and kernels(d)["softmax"] == 3, str(p.stderr))
-# small kernels run on the calling thread (no pool wake-up), large ones on the pool
-for (m, k, n), small in (((16, 32, 24), True), ((256, 256, 256), False)):
+# small kernels run on the calling thread (no pool wake-up), large ones on the
+# pool, and so does a GEMV with little arithmetic but megabytes of B to stream
+for (m, k, n), small in (((16, 32, 24), True), ((256, 256, 256), False), ((1, 2048, 600), False)):
     model, t = gemm(m, k, n)
     d = tempfile.mkdtemp()
     p, _ = run(model, t, extra=["--dump", "c", "--dump-dir", d], backend="cpu")

@@ -306,6 +306,7 @@ static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, co
  * the pool's sleeping workers costs ~50-200 us on the 2-core VMs measured,
  * more than a second thread saves (a 128^3 GEMM is ~40 us on one core). */
 #define SMALL_WORK (double)(1 << 21)
+#define SMALL_BYTES (double)(1 << 20) /* nor when they stream this much (a GEMV's B) */
 
 static void small_on_caller(hp_str *out, double work) {
   if (work < SMALL_WORK) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
@@ -354,7 +355,11 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
+  /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
+   * read by one core take ~0.5 ms, two cores about half */
+  double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
+                   tiny_dtype_size(gm.B.dtype);
+  small_on_caller(out, b_bytes >= SMALL_BYTES ? SMALL_WORK : (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
    * stored; B packed by model_init or as stored */
