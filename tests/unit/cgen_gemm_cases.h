@@ -247,17 +247,14 @@ static void run_list(const int *idx, int n, const char *flags) {
   }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
-  hprt_pool *(*pc)(int) = (hprt_pool * (*)(int)) dlsym(h, "hprt_pool_create");
-  void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
-  assert_non_null(pc);
-  hprt_pool *pool = pc(2);
+  hprt_pool *pool = ct_pool_create(h, 2);
   assert_non_null(pool);
   for (int x = 0; x < n; x++) {
     int i = idx[x];
     assert_int_equal(run_case(h, i, pool), 0);
     if (i % 3 == 0) assert_int_equal(run_case(h, i, NULL), 0); /* no pool: serial path */
   }
-  pd(pool);
+  ct_pool_destroy(h, pool);
   dlclose(h);
   hp_str_free(&src);
 }

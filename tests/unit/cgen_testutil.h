@@ -90,5 +90,14 @@ static inline void *ct_compile_flags(const char *src, const char *flags) {
   }
   return h;
 }
+/* The thread pool of a compiled batch of kernels, and its end (NULL: none). */
+static inline hprt_pool *ct_pool_create(void *h, int n) {
+  hprt_pool *(*pc)(int) = (hprt_pool * (*)(int)) dlsym(h, "hprt_pool_create");
+  return pc ? pc(n) : NULL;
+}
+static inline void ct_pool_destroy(void *h, hprt_pool *pool) {
+  void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
+  if (pd) pd(pool);
+}
 static inline void *ct_compile(const char *src) { return ct_compile_flags(src, getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0"); }
 #endif

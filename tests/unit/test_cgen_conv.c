@@ -248,16 +248,14 @@ static void test_cases(void **st) {
     }
   void *h = ct_compile(src.buf);
   assert_non_null(h);
-  hprt_pool *(*pc)(int) = (hprt_pool * (*)(int)) dlsym(h, "hprt_pool_create");
-  void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
-  hprt_pool *pool = pc(2);
+  hprt_pool *pool = ct_pool_create(h, 2);
   assert_non_null(pool);
   for (int i = 0; i < NCASE; i++)
     for (int k = 0; k < 3; k++) {
       assert_int_equal(run_case(h, i, pool, kinds[k]), 0);
       if (i % 4 == k) assert_int_equal(run_case(h, i, NULL, kinds[k]), 0);
     }
-  pd(pool);
+  ct_pool_destroy(h, pool);
   dlclose(h);
   hp_str_free(&src);
 }

@@ -142,6 +142,16 @@ static void run_and_check(const compiled *c, void *inst, const hp_tensor *t) {
   free_tensors(got, NOUT);
 }
 
+/* One instance over inputs of this seed, one checked run, then freed. */
+static void run_one_instance(const compiled *c, uint64_t seed) {
+  hp_tensor t[NIN];
+  make_inputs(seed, t);
+  void *m = instance(c, t);
+  run_and_check(c, m, t);
+  hp_cpu_instance_free(c->cm, m);
+  free_tensors(t, NIN);
+}
+
 static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", "wg", "bg", "wo", NULL};
 
 /* Params: every conv and the GEMM take their weight packed at init; runs
@@ -204,12 +214,7 @@ static void test_inputs_not_packed(void **state) {
   assert_int_equal(count(src, "_pack_a("), 0);
   assert_int_equal(count(src, "_pack_b("), 0);
   assert_null(strstr(src, "m->packed"));
-  hp_tensor t[NIN];
-  make_inputs(3, t);
-  void *m = instance(&c, t);
-  run_and_check(&c, m, t);
-  hp_cpu_instance_free(c.cm, m);
-  free_tensors(t, NIN);
+  run_one_instance(&c, 3);
   compiled_free(&c);
 }
 
@@ -221,12 +226,7 @@ static void test_no_prepack_switch(void **state) {
   compile_model(WEIGHTS, &c);
   unsetenv("HARP_NO_PREPACK");
   assert_int_equal(count(hp_cpu_source(c.cm), "_wpack("), 0);
-  hp_tensor t[NIN];
-  make_inputs(4, t);
-  void *m = instance(&c, t);
-  run_and_check(&c, m, t);
-  hp_cpu_instance_free(c.cm, m);
-  free_tensors(t, NIN);
+  run_one_instance(&c, 4);
   compiled_free(&c);
 }
 
