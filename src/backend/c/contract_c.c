@@ -359,7 +359,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
                    tiny_dtype_size(gm.B.dtype);
-  small_on_caller(out, b_bytes >= SMALL_BYTES ? SMALL_WORK : (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
+  if (b_bytes < SMALL_BYTES) small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
    * stored; B packed by model_init or as stored */
