@@ -160,6 +160,30 @@ static void fill_cols(cg_out *o, const pl_geo *g, int64_t f, int64_t a, int64_t 
   if (b > a) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)a, (long)b, (long)(f * g->wq), fv);
 }
 
+/* Stride 2 from index i0 (>= the first whole pair, cdiv(pad, 2)) to the
+ * end of both phases: masked vector pairs (lanes past the row load 0 and
+ * are not stored). */
+static void emit_pair_tail(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int64_t i0, bool chk) {
+  int w = o->isa->w;
+  int64_t pl = s->pad[1], W = s->w, hi[2];
+  const char *xs = cg_vsuffix(s->x_dtype);
+  for (int f = 0; f < 2; f++) {
+    hi[f] = cdiv(pl + W - f, 2);
+    if (hi[f] > g->wq) hi[f] = g->wq;
+  }
+  for (int64_t i = i0; i < hi[0] || i < hi[1]; i += w) {
+    int64_t c0 = 2 * i - pl, n = W - c0; /* input columns from c0; n left in the row */
+    int na = (int)(n < w ? n : w), nb = (int)(n - w < 0 ? 0 : n - w < w ? n - w : w);
+    int ne = (int)(hi[0] - i < w ? hi[0] - i : w), no = (int)(hi[1] - i < w ? hi[1] - i : w);
+    cg_emit(o, "    { $P_v a = $P_ldn%s(xr + %ldL, %d), b = $P_ldn%s(xr + %ldL, %d), ev, od;\n", xs, (long)c0, na, xs,
+            (long)(c0 + w), nb);
+    cg_emit(o, "      $P_dei2(a, b, &ev, &od);\n");
+    if (ne > 0) cg_emit(o, "      $P_stn(d + %ldL, ev, %d);\n", (long)i, ne);
+    if (no > 0) cg_emit(o, "      $P_stn(d + %ldL, od, %d);\n", (long)(g->wq + i), no);
+    cg_emit(o, chk ? "      nm |= $P_unord(a, b); }\n" : "    }\n");
+  }
+}
+
 /* Padded row d from input row xr: per phase, the pad value, the input's
  * columns, the pad value to the end of the phase row.  Vector variants
  * copy stride 1 by vectors, stride 2 by vector pairs split into even and
@@ -190,19 +214,17 @@ static void emit_plane_row(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, 
       /* [v0, v1): i + w <= (W + pl) / 2 keeps both loads inside the row */
       int64_t end = (W + pl) / 2 < g->wq ? (W + pl) / 2 : g->wq, v0 = cdiv(pl, 2);
       int64_t v1 = end > v0 ? v0 + (end - v0) / w * w : v0;
-      if (v1 > v0) {
-        if (f == 0) { /* both phases at once */
+      if (f == 0) { /* both phases at once: whole vector pairs, then masked ones to the row's end */
+        if (v1 > v0) {
           cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)v0, (long)v1, w);
           cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(s->x_dtype), (long)pl);
           cg_emit(o, "      $P_v a = $P_ld%s(p), b = $P_ld%s(p + %d), ev, od;\n      $P_dei2(a, b, &ev, &od);\n", xs, xs, w);
           cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + %ldL + i, od);\n", (long)g->wq);
           cg_emit(o, chk ? "      nm |= $P_unord(a, b);\n    }\n" : "    }\n");
         }
-        copy_scalar(o, s, g, f, lo, v0, chk);
-        copy_scalar(o, s, g, f, v1, hi, chk);
-      } else {
-        copy_scalar(o, s, g, f, lo, hi, chk);
+        emit_pair_tail(o, s, g, v1, chk);
       }
+      copy_scalar(o, s, g, f, lo, v0 < hi ? v0 : hi, chk);
     } else {
       copy_scalar(o, s, g, f, lo, hi, chk);
     }
@@ -252,10 +274,9 @@ static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
   fconst(fv, sizeof fv, s->fill);
   cg_emit_isa_helpers(o);
   emit_helpers(o, s);
-  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n");
-  cg_emit(o, "  const %s *x = (const %s *)cx->x + (long)task * %ldL;\n", xt, xt, (long)(H * W));
-  cg_emit(o, "  %s *y = (%s *)cx->y + (long)task * %ldL;\n", yt, yt, (long)plane);
+  cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * %ldL;\n", xt, xt, (long)(H * W));
+  cg_emit(o, "  %s *y = (%s *)cx->y + pi * %ldL;\n", yt, yt, (long)plane);
   cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
   /* the padded plane: rows of the pad value above and below, each row split into its phases */
   cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n    float *d = xp + r * %ldL;\n    long ih = r - %ldL;\n", (long)g.hp,
@@ -275,10 +296,16 @@ static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
     cg_emit(o, "  }\n");
   }
   cg_emit(o, "}\n");
+  /* a task is a run of planes: a few per thread balance a noisy machine */
+  long np = (long)(s->n * C);
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  for (long pi = %ldL * task / cx->ntasks; pi < %ldL * (task + 1) / cx->ntasks; pi++)\n", np, np);
+  cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.x = x; cx.y = y;\n");
+  cg_emit(o, "  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > %ld) cx.ntasks = %ld;\n", np, np);
   cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g.hp * g.rs * 4));
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(s->n * C));
+  cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
@@ -315,7 +342,7 @@ hp_status cgen_pool(hp_error *e, const cgen_pool_spec *s, const char *fn, hp_str
           s->sum ? "sum" : "max", (long)s->n, (long)s->c, (long)s->h, (long)s->w, (long)s->kh, (long)s->kw,
           (long)s->stride[0], (long)s->stride[1], tiny_dtype_name(s->x_dtype), tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *x; void *y; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *x; void *y; int ntasks; hprt_scratch sc; } $F_ctx;\n");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
