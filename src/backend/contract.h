@@ -117,7 +117,7 @@ typedef struct ct_attn {
  * NCHW tensor padded with one constant, then steps with constants (an
  * average's 1/(kh*kw) is a SCALE), written NCHW (contract_pool.c). */
 typedef struct ct_pool {
-  int64_t n, c, h, w, kh, kw;
+  int64_t n, c, h, w, kh, kw, oh, ow;
   int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right (>= 0; unread last rows/columns: 0) */
   bool sum;                          /* SUM, else MAX */
   double fill;                       /* the padding's value (rounded to a half input's dtype) */

@@ -170,7 +170,7 @@ bool ct_read_pool(const ct_src *c, int r, ct_pool *out, const char **why) {
   if (!half_or_single(xdt)) DECLINE("the input is not fp32/fp16/bf16");
   const tiny_shape *xs = &g->nodes[ai->tensor].shape;
   out->n = xs->d[0].n, out->c = xs->d[1].n, out->h = xs->d[2].n, out->w = xs->d[3].n;
-  out->kh = size[4], out->kw = size[5];
+  out->kh = size[4], out->kw = size[5], out->oh = size[2], out->ow = size[3];
   if (size[0] != out->n || size[1] != out->c) DECLINE("the pool's batch or channels are not the input's");
   for (int q = 0; q < 2; q++) {
     int64_t in = xs->d[2 + q].n, outn = size[2 + q], k = size[4 + q];
