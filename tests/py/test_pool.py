@@ -5,8 +5,8 @@ and 2, kernels 1 to 3, odd sizes, a window that leaves the last column
 unread, batches, fp16 in and out, relu and casts after the pool, and inputs
 holding NaN (the window's max is NaN, as the reference's) and -inf.  The
 generated C must call the pool kernel and decline nothing, so a silent
-fallback to the loop nest fails here; a stride of 3 and a global pool must
-be declined to the loop nest (faster there) and still agree."""
+fallback to the loop nest fails here; a stride of 3, a global pool and an
+average over disjoint unpadded windows must be declined to the loop nest (faster there) and still agree."""
 import os
 import re
 import tempfile
@@ -122,11 +122,12 @@ case("max relu NaN (kept, as the reference)", specials(arr(1, 4, 14, 14)), "max"
 case("max fp16", arr(2, 3, 15, 21, dt=np.float16), "max", 3, 2, (1, 1, 1, 1))
 case("max fp16 NaN", specials(arr(1, 3, 10, 40, dt=np.float16)), "max", 3, 1, (1, 1, 1, 1))
 case("max fp32 -> fp16", arr(1, 3, 12, 12), "max", 2, 2, out_dt=np.float16)
-case("avg 2x2 s2", arr(1, 16, 28, 28), "avg", 2, 2)
+case("avg 2x2 s2 (loop nest: disjoint windows)", arr(1, 16, 28, 28), "avg", 2, 2, want_kernel=False)
+case("avg 2x2 s1", arr(1, 16, 28, 28), "avg", 2, 1)
 case("avg 3x3 s1 pad1 (pad counted)", arr(2, 3, 10, 23), "avg", 3, 1, (1, 1, 1, 1))
 case("avg 3x3 s2 pad1 odd", arr(1, 5, 15, 17), "avg", 3, 2, (1, 1, 1, 1))
-case("avg NaN and inf", specials(arr(1, 4, 10, 10)), "avg", 2, 2)
-case("avg fp16", arr(1, 4, 12, 30, dt=np.float16), "avg", 2, 2)
+case("avg NaN and inf", specials(arr(1, 4, 10, 10)), "avg", 3, 2, (1, 1, 1, 1))
+case("avg fp16", arr(1, 4, 12, 30, dt=np.float16), "avg", 2, 1, (0, 1, 0, 1))
 case("avg relu", arr(1, 4, 9, 9), "avg", 3, 2, (1, 1, 1, 1), relu=True)
 
 s.close()
