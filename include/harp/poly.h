@@ -148,6 +148,14 @@ char *poly_access_str(const poly_view *pv, int block, int access);
 /* Whether the access reads (writes) exactly the element at the block's own
  * coordinates, with no padding: an elementwise, same-index access. */
 bool poly_access_identity(const poly_view *pv, int block, int access);
+/* Read `access` of a block axis by axis of its base tensor, classified as
+ * a contraction operand's are (poly_idx: VAR, CONST, WINDOW, AFFINE):
+ * how a pooling (a MAX or SUM over a window) reads its input.  *fill: it
+ * reads padding, all of value *fill_value.  False when the read is no
+ * single affine piece (floor division, several read pieces, pads of two
+ * values, outside the SCoP) or no read. */
+bool poly_access_axes(const poly_view *pv, int block, int access, int *rank, poly_idx *idx, bool *fill,
+                      double *fill_value);
 char *poly_access_fill_str(const poly_view *pv, int block, int access, int k, double *value);
 char *poly_edge_str(const poly_view *pv, int edge);
 

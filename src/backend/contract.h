@@ -113,6 +113,19 @@ typedef struct ct_attn {
   int64_t mask_s[4];
 } ct_attn;
 
+/* 2-D pooling: a MAX (NaN propagates) or SUM over a kh x kw window of an
+ * NCHW tensor padded with one constant, then steps with constants (an
+ * average's 1/(kh*kw) is a SCALE), written NCHW (contract_pool.c). */
+typedef struct ct_pool {
+  int64_t n, c, h, w, kh, kw, oh, ow;
+  int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right (>= 0; unread last rows/columns: 0) */
+  bool sum;                          /* SUM, else MAX */
+  double fill;                       /* the padding's value (rounded to a half input's dtype) */
+  ct_tensor X, Y;                    /* X: the base tensor (dense NCHW), Y: dense NCHW; offsets 0 */
+  int nepi;
+  ct_epi epi[CT_MAX_EPI];            /* RELU, SCALE, ROUND only */
+} ct_pool;
+
 /* Which reader a region goes to: 'g' GEMM, 'c' conv, 'a' attention, 0 none
  * (not a contraction, or HARP_NO_TEMPLATES is set). */
 char ct_kind(const ct_src *s, int kernel);
@@ -120,6 +133,10 @@ char ct_kind(const ct_src *s, int kernel);
 bool ct_read_gemm(const ct_src *s, int kernel, ct_gemm *out, const char **why);
 bool ct_read_conv(const ct_src *s, int kernel, ct_conv *out, const char **why);
 bool ct_read_attn(const ct_src *s, int kernel, ct_attn *out, const char **why);
+/* True when the region is a pooling that fits the window kernel; false
+ * with *why NULL when it is no pooling, with *why set when it is one read
+ * in a way the kernel does not take. */
+bool ct_read_pool(const ct_src *s, int kernel, ct_pool *out, const char **why);
 
 /* Extents of a block's variables: its output axes, then the reduced ones. */
 void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size);

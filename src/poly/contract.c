@@ -19,7 +19,9 @@
  * operands share a reduced variable, and some output variable is missing
  * from one operand (reuse: otherwise it is a plain dot product per point).
  * pattern = "conv" when some axis is a WINDOW, else "matmul" (batched when
- * output variables are shared by both operands). */
+ * output variables are shared by both operands).
+ * Gives also poly_access_axes: any block's read classified the same way
+ * (how a pooling, a MAX or SUM over a window, reads its input). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,4 +209,20 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   *rhs = ops[1];
   *found = true;
   return HP_OK;
+}
+
+bool poly_access_axes(const poly_view *pv, int block, int access, int *rank, poly_idx *idx, bool *fill,
+                      double *fill_value) {
+  if (block < 0 || block >= pv->nblocks || access < 0 || access >= pv->blocks[block].pub.naccess) return false;
+  const poly_blk *b = &pv->blocks[block];
+  if (b->pub.access[access].write) return false;
+  hp_error e = {0};
+  ib_env env;
+  ib_env_for(pv->ib, b->var_node, &e, &env);
+  const ib_info *f = ib_get(pv->ib, b->var_node);
+  const char *vn[IB_MAX_VARS];
+  ib_var_names(f, vn);
+  bool used[IB_MAX_VARS] = {0};
+  /* operand() only reads the view; it takes it unqualified for its callers */
+  return operand((poly_view *)pv, &env, b->pub.nout, vn, &b->acc[access].ib, rank, idx, fill, fill_value, used);
 }

@@ -2,7 +2,10 @@
 output loop (region_loops.c, outer-loop simd) when the reduction is a small
 constant window (pools) or strides across rows (sums over axis 0); a row
 reduction keeps its innermost `omp simd reduction`.  Values match the
-interpreter and numpy, NaN and -inf included, padded windows included."""
+interpreter and numpy, NaN and -inf included, padded windows included.
+Pools run on the pool kernel (cgen_pool.c, tests/py/test_pool.py) when it
+takes them; HARP_NO_TEMPLATES keeps them on the loop nest here, the path of
+the pools it declines (strides past 2, a window or three per plane)."""
 import os
 import re
 import tempfile
@@ -12,6 +15,7 @@ import numpy as np
 from harp_test import Suite, close, run, write_model  # noqa: F401
 
 s = Suite("outer_simd")
+os.environ["HARP_NO_TEMPLATES"] = "1"
 rng = np.random.default_rng(5)
 # a simd pragma on a loop whose body opens with a statement, then a loop
 OUTER = re.compile(r"#pragma omp simd private\([^)]*\)\n\s*for \([^\n]*\{\n[^\n]*\n\s*for \(")

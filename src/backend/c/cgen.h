@@ -13,7 +13,8 @@
  *              (cgen_dconv.c); depthwise (groups == c == oc) has its own
  *              kernel on every ISA (cgen_dwconv.c);
  *   cgen_attn  attention with a fused streaming (online) softmax;
- *   cgen_softmax  row softmax along the last axis (three passes over a row).
+ *   cgen_softmax  row softmax along the last axis (three passes over a row);
+ *   cgen_pool  2-D max / sum pooling with padding (cgen_dwconv.c's plane layout).
  * and a helper that compiles a source string into a shared object and dlopens it.
  *
  * The emitted code is plain C (GNU C, any -std=gnu11/c11 compiler of the GCC
@@ -208,6 +209,30 @@ typedef struct cgen_softmax_spec {
 
 void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, tiny_dtype dt);
 hp_status cgen_softmax(hp_error *e, const cgen_softmax_spec *spec, const char *fn_name, hp_str *out);
+
+/* 2-D pooling of an NCHW tensor (cgen_pool.c): per output element the max
+ * (NaN when the window holds one, as the reference) or the sum of a
+ * kh x kw window over the input padded with `fill`, then the epilogue
+ * steps without a tensor (an average's SCALE, RELU, ROUND...).  Entry
+ * point: int fn(hprt_pool *pool, const void *x, void *y); y (dense NCHW)
+ * must not overlap x. */
+typedef struct cgen_pool_spec {
+  int64_t n, c, h, w;                /* input NCHW, dense */
+  int64_t kh, kw;
+  int64_t stride[2], pad[4], dil[2]; /* pad: top, left, bottom, right, >= 0 */
+  bool sum;                          /* sum of the window, else max */
+  float fill;                        /* the pad value (not NaN) */
+  tiny_dtype x_dtype, y_dtype;       /* FP32, FP16 or BF16; computed in fp32 */
+  int n_epi;
+  cgen_epi epi[CGEN_MAX_EPI];
+  cgen_tuning tune;                  /* simd, isa_mask, force_isa */
+} cgen_pool_spec;
+
+/* Defaults: stride and dilation 1, no padding, max with fill -inf, fp32. */
+void cgen_pool_spec_init(cgen_pool_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw);
+/* Output size (floor mode); false if the window does not fit. */
+bool cgen_pool_out_hw(const cgen_pool_spec *s, int64_t *oh, int64_t *ow);
+hp_status cgen_pool(hp_error *e, const cgen_pool_spec *spec, const char *fn_name, hp_str *out);
 
 /* ---- compile and load -------------------------------------------------- */
 typedef struct cgen_cc_opts {

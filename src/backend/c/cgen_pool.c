@@ -1,0 +1,358 @@
+/* cgen_pool.c — 2-D max / sum (average) pooling, NCHW, every ISA.
+ * Needs: cgen_int.h.  Gives: cgen_pool, cgen_pool_spec_init, cgen_pool_out_hw.
+ *
+ * The depthwise conv kernel's layout (cgen_dwconv.c) without weights: each
+ * task is one (image, channel) plane, copied, converted to fp32 and padded
+ * with the pad value (-inf for a max pool) into a per-thread scratch whose
+ * columns are split into stride phases, so that every tap of every stride
+ * is a contiguous vector load with no bounds check and no gather; the
+ * output is computed in blocks of up to 4 vectors of a row times as many
+ * rows as make 8 accumulators, the last vector of a row masked.  Each tap
+ * is a vmaxps (or vaddps) into the accumulator; the epilogue (an average's
+ * scale, relu, roundings) runs in registers before the store.
+ *
+ * NaN: the reference's max gives NaN when any element of the window is
+ * NaN, which vmaxps does not (it returns one operand).  The copy notes
+ * whether the plane holds a NaN (one unordered compare per vector copied);
+ * such a plane takes a second copy of the blocks whose max keeps NaN (two
+ * more instructions a tap), the others the plain one.  A sum needs
+ * neither. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+void cgen_pool_spec_init(cgen_pool_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw) {
+  memset(s, 0, sizeof *s);
+  s->n = n, s->c = c, s->h = h, s->w = w, s->kh = kh, s->kw = kw;
+  s->stride[0] = s->stride[1] = s->dil[0] = s->dil[1] = 1;
+  s->fill = -INFINITY;
+  s->x_dtype = s->y_dtype = TINY_FP32;
+  cgen_tuning_default(&s->tune);
+}
+
+bool cgen_pool_out_hw(const cgen_pool_spec *s, int64_t *oh, int64_t *ow) {
+  if (s->stride[0] < 1 || s->stride[1] < 1 || s->dil[0] < 1 || s->dil[1] < 1) return false;
+  int64_t eh = s->h + s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1;
+  int64_t ew = s->w + s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1;
+  if (eh < 0 || ew < 0) return false;
+  *oh = eh / s->stride[0] + 1;
+  *ow = ew / s->stride[1] + 1;
+  return true;
+}
+
+/* The scratch: padded row r, phase f (0 <= f < stride), index i is padded
+ * column i*stride + f, at xp + r*rs + f*wq + i (cgen_dwconv.c's layout).
+ * Only the rows the windows read are made (a floor-mode pool may leave
+ * the last ones unread). */
+typedef struct pl_geo {
+  int64_t oh, ow, hp; /* output size; padded rows read */
+  int64_t wq, rs;     /* a phase row (a multiple of 16, covers every vector load); a padded row */
+  int rows, vecs;     /* a block: output rows x vectors per row */
+} pl_geo;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void geometry(const cgen_pool_spec *s, int w, pl_geo *g) {
+  cgen_pool_out_hw(s, &g->oh, &g->ow);
+  int64_t st = s->stride[1];
+  g->hp = (g->oh - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1;
+  g->wq = cg_rup(cg_rup(g->ow, w) + (s->kw - 1) * s->dil[1] / st, 16);
+  g->rs = st * g->wq;
+  /* 8 accumulators cover vmaxps' latency at two a cycle; rows split evenly */
+  int64_t nv = cdiv(g->ow, w), nacc = 8;
+  g->vecs = (int)(nv < 4 ? nv : 4);
+  int64_t rmax = nacc / g->vecs > 1 ? nacc / g->vecs : 1;
+  g->rows = (int)cdiv(g->oh, cdiv(g->oh, rmax));
+}
+
+/* A float constant as C text (-inf included). */
+static void fconst(char *buf, size_t cap, double v) {
+  if (isinf(v)) snprintf(buf, cap, "%sINFINITY", v < 0 ? "-" : "");
+  else snprintf(buf, cap, "%#.9gf", v);
+}
+
+/* How a tap combines into accumulator a: 0 sum, 1 max, 2 max keeping NaN. */
+enum { OP_SUM, OP_MAX, OP_MAXN };
+
+static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int rows, int u, int last, int op) {
+  int w = o->isa->w;
+  int64_t SH = s->stride[0], SW = s->stride[1];
+  cg_emit(o, "      {\n");
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d;\n", i, j);
+  for (int kh = 0; kh < s->kh; kh++)
+    for (int kw = 0; kw < s->kw; kw++) {
+      int64_t cw = kw * s->dil[1];
+      bool first = kh == 0 && kw == 0;
+      cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
+              (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      for (int i = 0; i < rows; i++)
+        for (int j = 0; j < u; j++) {
+          long off = (long)(i * SH * g->rs + j * w);
+          if (first) cg_emit(o, "          a%d_%d = $P_ld(r + %ldL);\n", i, j, off);
+          else if (op == OP_SUM) cg_emit(o, "          a%d_%d = a%d_%d + $P_ld(r + %ldL);\n", i, j, i, j, off);
+          else if (op == OP_MAX) cg_emit(o, "          a%d_%d = $P_max($P_ld(r + %ldL), a%d_%d);\n", i, j, off, i, j);
+          else cg_emit(o, "          a%d_%d = $P_maxn(a%d_%d, $P_ld(r + %ldL));\n", i, j, i, j, off);
+        }
+      cg_emit(o, "        }\n");
+    }
+  const char *ys = cg_vsuffix(s->y_dtype);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < u; j++) {
+      char x[32];
+      snprintf(x, sizeof x, "a%d_%d", i, j);
+      int nj = j == u - 1 ? last : w;
+      cg_emit(o, "        { long at = (oh + %d) * %ldL + ow + %d;\n", i, (long)g->ow, j * w);
+      for (int e = 0; e < s->n_epi; e++) {
+        /* relu keeps NaN, as the reference's x < 0 ? 0 : x (vmaxps(0, x) gives x when x is NaN) */
+        if (s->epi[e].kind == CGEN_EPI_RELU) cg_emit(o, "          %s = $P_max($P_zero(), %s);\n", x, x);
+        else cg_emit_epi_common(o, &s->epi[e], e, "c", x);
+      }
+      if (nj == w) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
+      else cg_emit(o, "          $P_stn%s(y + at, %s, %d); }\n", ys, x, nj);
+    }
+  cg_emit(o, "      }\n");
+}
+
+/* `rows` output rows from oh: blocks of g->vecs full vectors, then one block
+ * for the rest of the row (its last vector masked). */
+static void emit_row_blocks(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int rows, int op) {
+  int w = o->isa->w;
+  int64_t step = (int64_t)g->vecs * w, nfull = g->ow / step, rem = g->ow - nfull * step;
+  if (nfull > 1) cg_emit(o, "    for (long ow = 0; ow < %ldL; ow += %ldL)\n", (long)(nfull * step), (long)step);
+  else if (nfull == 1) cg_emit(o, "    { const long ow = 0;\n");
+  if (nfull) emit_block(o, s, g, rows, g->vecs, w, op);
+  if (nfull == 1) cg_emit(o, "    }\n");
+  if (rem) {
+    int u = (int)cdiv(rem, w);
+    cg_emit(o, "    { const long ow = %ldL;\n", (long)(nfull * step));
+    emit_block(o, s, g, rows, u, (int)(rem - (int64_t)(u - 1) * w), op);
+    cg_emit(o, "    }\n");
+  }
+}
+
+/* The whole output plane: blocks of g->rows rows, then the rows left. */
+static void emit_plane(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
+  int64_t nblk = g->oh / g->rows, rrem = g->oh - nblk * g->rows;
+  if (nblk > 1) cg_emit(o, "  for (long oh = 0; oh < %ldL; oh += %d) {\n", (long)(nblk * g->rows), g->rows);
+  else cg_emit(o, "  { const long oh = 0;\n");
+  emit_row_blocks(o, s, g, g->rows, op);
+  cg_emit(o, "  }\n");
+  if (rrem) {
+    cg_emit(o, "  { const long oh = %ldL;\n", (long)(nblk * g->rows));
+    emit_row_blocks(o, s, g, (int)rrem, op);
+    cg_emit(o, "  }\n");
+  }
+}
+
+/* Scalar copies of padded columns i*st + f for i in [a, b) of phase f from
+ * input row xr, noting NaN in nm when chk. */
+static void copy_scalar(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int64_t f, int64_t a, int64_t b, bool chk) {
+  if (b <= a) return;
+  int64_t st = s->stride[1], k = s->pad[1] - f; /* input column i*st - k */
+  char idx[64], ldx[300];
+  if (k) snprintf(idx, sizeof idx, "i * %ldL %c %ldL", (long)st, k > 0 ? '-' : '+', (long)(k > 0 ? k : -k));
+  else snprintf(idx, sizeof idx, "i * %ldL", (long)st);
+  cg_scalar_ld(o, ldx, sizeof ldx, s->x_dtype, "xr", idx);
+  cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) { float v_ = %s; d[%ldL + i] = v_;%s }\n", (long)a, (long)b, ldx,
+          (long)(f * g->wq), chk ? " nm |= v_ != v_;" : "");
+}
+
+static void fill_cols(cg_out *o, const pl_geo *g, int64_t f, int64_t a, int64_t b, const char *fv) {
+  if (b > a) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)a, (long)b, (long)(f * g->wq), fv);
+}
+
+/* Stride 2 from index i0 (>= the first whole pair, cdiv(pad, 2)) to the
+ * end of both phases: masked vector pairs (lanes past the row load 0 and
+ * are not stored). */
+static void emit_pair_tail(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int64_t i0, bool chk) {
+  int w = o->isa->w;
+  int64_t pl = s->pad[1], W = s->w, hi[2];
+  const char *xs = cg_vsuffix(s->x_dtype);
+  for (int f = 0; f < 2; f++) {
+    hi[f] = cdiv(pl + W - f, 2);
+    if (hi[f] > g->wq) hi[f] = g->wq;
+  }
+  for (int64_t i = i0; i < hi[0] || i < hi[1]; i += w) {
+    int64_t c0 = 2 * i - pl, n = W - c0; /* input columns from c0; n left in the row */
+    int na = (int)(n < w ? n : w), nb = (int)(n - w < 0 ? 0 : n - w < w ? n - w : w);
+    int ne = (int)(hi[0] - i < w ? hi[0] - i : w), no = (int)(hi[1] - i < w ? hi[1] - i : w);
+    cg_emit(o, "    { $P_v a = $P_ldn%s(xr + %ldL, %d), b = $P_ldn%s(xr + %ldL, %d), ev, od;\n", xs, (long)c0, na, xs,
+            (long)(c0 + w), nb);
+    cg_emit(o, "      $P_dei2(a, b, &ev, &od);\n");
+    if (ne > 0) cg_emit(o, "      $P_stn(d + %ldL, ev, %d);\n", (long)i, ne);
+    if (no > 0) cg_emit(o, "      $P_stn(d + %ldL, od, %d);\n", (long)(g->wq + i), no);
+    cg_emit(o, chk ? "      nm |= $P_unord(a, b); }\n" : "    }\n");
+  }
+}
+
+/* Padded row d from input row xr: per phase, the pad value, the input's
+ * columns, the pad value to the end of the phase row.  Vector variants
+ * copy stride 1 by vectors, stride 2 by vector pairs split into even and
+ * odd lanes; the rest goes column by column. */
+static void emit_plane_row(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, const char *fv, bool chk) {
+  int w = o->isa->w;
+  int64_t st = s->stride[1], pl = s->pad[1], W = s->w;
+  const char *xs = cg_vsuffix(s->x_dtype);
+  for (int64_t f = 0; f < st; f++) {
+    int64_t lo = pl - f > 0 ? cdiv(pl - f, st) : 0, hi = cdiv(pl + W - f, st);
+    if (hi > g->wq) hi = g->wq;
+    if (lo > g->wq) lo = g->wq;
+    if (hi < lo) hi = lo;
+    fill_cols(o, g, f, 0, lo, fv);
+    if (w > 1 && st == 1 && hi > lo) { /* input column i - pl */
+      int64_t nfull = (hi - lo) / w * w, rem = hi - lo - nfull;
+      if (nfull) {
+        cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)lo, (long)(lo + nfull), w);
+        cg_emit(o, "      $P_v v = $P_ld%s(xr + i - %ldL);\n      $P_st(d + i, v);\n", xs, (long)pl);
+        cg_emit(o, chk ? "      nm |= $P_unord(v, v);\n    }\n" : "    }\n");
+      }
+      if (rem) {
+        int64_t i0 = lo + nfull;
+        cg_emit(o, "    { $P_v v = $P_ldn%s(xr + %ldL, %d);\n      $P_stn(d + %ldL, v, %d);%s }\n", xs, (long)(i0 - pl), (int)rem,
+                (long)i0, (int)rem, chk ? " nm |= $P_unord(v, v);" : "");
+      }
+    } else if (w > 1 && st == 2) {
+      /* [v0, v1): i + w <= (W + pl) / 2 keeps both loads inside the row */
+      int64_t end = (W + pl) / 2 < g->wq ? (W + pl) / 2 : g->wq, v0 = cdiv(pl, 2);
+      int64_t v1 = end > v0 ? v0 + (end - v0) / w * w : v0;
+      if (f == 0) { /* both phases at once: whole vector pairs, then masked ones to the row's end */
+        if (v1 > v0) {
+          cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)v0, (long)v1, w);
+          cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(s->x_dtype), (long)pl);
+          cg_emit(o, "      $P_v a = $P_ld%s(p), b = $P_ld%s(p + %d), ev, od;\n      $P_dei2(a, b, &ev, &od);\n", xs, xs, w);
+          cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + %ldL + i, od);\n", (long)g->wq);
+          cg_emit(o, chk ? "      nm |= $P_unord(a, b);\n    }\n" : "    }\n");
+        }
+        emit_pair_tail(o, s, g, v1, chk);
+      }
+      copy_scalar(o, s, g, f, lo, v0 < hi ? v0 : hi, chk);
+    } else {
+      copy_scalar(o, s, g, f, lo, hi, chk);
+    }
+    fill_cols(o, g, f, hi, g->wq, fv);
+  }
+}
+
+/* The vector helpers only this kernel uses: the stride-2 lane split, an
+ * unordered test, a max that keeps NaN. */
+static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
+  bool st2 = s->stride[1] == 2;
+  switch (o->isa->id) {
+  case CGEN_ISA_AVX512:
+    if (st2) {
+      cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
+      cg_emit(o, "  *ev = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);\n");
+      cg_emit(o, "  *od = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);\n}\n");
+    }
+    cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q); }\n");
+    /* vmaxps(acc, x) gives x when either is NaN: NaN in x is kept, NaN in acc restored */
+    cg_emit(o, "$I $P_v $P_maxn($P_v acc, $P_v x) {\n  return _mm512_mask_mov_ps(_mm512_max_ps(acc, x), "
+               "_mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q), acc);\n}\n");
+    break;
+  case CGEN_ISA_AVX2:
+    if (st2) {
+      cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
+      cg_emit(o, "  *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));\n");
+      cg_emit(o, "  *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));\n}\n");
+    }
+    cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }\n");
+    cg_emit(o, "$I $P_v $P_maxn($P_v acc, $P_v x) {\n  return _mm256_blendv_ps(_mm256_max_ps(acc, x), acc, "
+               "_mm256_cmp_ps(acc, acc, _CMP_UNORD_Q));\n}\n");
+    break;
+  default:
+    cg_emit(o, "$I $P_v $P_maxn($P_v acc, $P_v x) { return acc != acc ? acc : x != x ? x : x > acc ? x : acc; }\n");
+    break;
+  }
+}
+
+static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
+  pl_geo g;
+  geometry(s, o->isa->w, &g);
+  int64_t C = s->c, H = s->h, W = s->w, plane = g.oh * g.ow;
+  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  bool chk = !s->sum; /* a max notes NaN in the plane */
+  char fv[48];
+  fconst(fv, sizeof fv, s->fill);
+  cg_emit_isa_helpers(o);
+  emit_helpers(o, s);
+  cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * %ldL;\n", xt, xt, (long)(H * W));
+  cg_emit(o, "  %s *y = (%s *)cx->y + pi * %ldL;\n", yt, yt, (long)plane);
+  cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
+  /* the padded plane: rows of the pad value above and below, each row split into its phases */
+  cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n    float *d = xp + r * %ldL;\n    long ih = r - %ldL;\n", (long)g.hp,
+          (long)g.rs, (long)s->pad[0]);
+  cg_emit(o, "    if (ih < 0 || ih >= %ldL) {\n      for (long i = 0; i < %ldL; i++) d[i] = %s;\n      continue;\n    }\n",
+          (long)H, (long)g.rs, fv);
+  cg_emit(o, "    const %s *xr = x + ih * %ldL;\n", xt, (long)W);
+  emit_plane_row(o, s, &g, fv, chk);
+  cg_emit(o, "  }\n");
+  if (s->sum) {
+    emit_plane(o, s, &g, OP_SUM);
+  } else {
+    cg_emit(o, "  if (!nm) {\n");
+    emit_plane(o, s, &g, OP_MAX);
+    cg_emit(o, "  } else {\n");
+    emit_plane(o, s, &g, OP_MAXN);
+    cg_emit(o, "  }\n");
+  }
+  cg_emit(o, "}\n");
+  /* a task is a run of planes: a few per thread balance a noisy machine */
+  long np = (long)(s->n * C);
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  for (long pi = %ldL * task / cx->ntasks; pi < %ldL * (task + 1) / cx->ntasks; pi++)\n", np, np);
+  cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  cx.x = x; cx.y = y;\n");
+  cg_emit(o, "  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > %ld) cx.ntasks = %ld;\n", np, np);
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g.hp * g.rs * 4));
+  cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+}
+
+hp_status cgen_pool(hp_error *e, const cgen_pool_spec *s, const char *fn, hp_str *out) {
+  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_pool: NULL argument");
+  if (cg_check_name(e, fn)) return e->code;
+  int64_t oh, ow;
+  if (s->n < 1 || s->c < 1 || s->kh < 1 || s->kw < 1 || !cgen_pool_out_hw(s, &oh, &ow))
+    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_pool: the window does not fit the padded input");
+  for (int i = 0; i < 4; i++)
+    if (s->pad[i] < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_pool: negative padding");
+  if (!cg_dtype_ok(s->x_dtype) || !cg_dtype_ok(s->y_dtype))
+    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_pool: dtypes must be fp32, fp16 or bf16");
+  if (isnan(s->fill)) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_pool: a NaN pad value");
+  for (int i = 0; i < s->n_epi; i++) {
+    cgen_epi_kind k = s->epi[i].kind;
+    if (k == CGEN_EPI_BIAS_M || k == CGEN_EPI_BIAS_N || k == CGEN_EPI_RESIDUAL)
+      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_pool: only steps without a tensor follow a pool");
+  }
+  if (s->stride[1] > 16) /* a phase row per column of the stride, each with its own copy loops */
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: stride beyond 16 columns");
+  if (s->kh * s->kw > 121) /* every tap is unrolled code */
+    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: window beyond 11x11 taps");
+  if (s->n * s->c >= (1L << 31)) return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: more planes than tasks");
+  pl_geo g; /* the widest variant's plane (16 lanes) is the largest */
+  geometry(s, 16, &g);
+  if (g.hp * g.rs > (1L << 26)) return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: plane beyond 256 MiB of scratch");
+  unsigned set = cg_isa_set(&s->tune);
+  cg_out o = {.s = out, .F = fn};
+  cg_set_isa(&o, NULL);
+  cg_emit_runtime(out);
+  cg_emit(&o, "/* ---- %s: %s pool n%ld c%ld %ldx%ld, %ldx%ld window, stride %ldx%ld, %s->%s ---- */\n", fn,
+          s->sum ? "sum" : "max", (long)s->n, (long)s->c, (long)s->h, (long)s->w, (long)s->kh, (long)s->kw,
+          (long)s->stride[0], (long)s->stride[1], tiny_dtype_name(s->x_dtype), tiny_dtype_name(s->y_dtype));
+  cg_emit_scalar_conv(&o);
+  cg_emit(&o, "typedef struct { const void *x; void *y; int ntasks; hprt_scratch sc; } $F_ctx;\n");
+  for (int i = 0; i < CGEN_ISA_COUNT; i++) {
+    if (!(set >> i & 1u)) continue;
+    cg_set_isa(&o, cg_isa_get((cgen_isa)i));
+    emit_variant(&o, s);
+  }
+  cg_emit_dispatch(&o, set, s->tune.force_isa, "hprt_pool *pool, const void *x, void *y", "pool, x, y");
+  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HP_OK;
+}
