@@ -237,7 +237,7 @@ for target in ("sm80", "sm90"):
                 f"regions without a contraction: {loose}; {stops}")
 # epilogue ops no template applies (tanh, relu6, - tensor, / tensor) stay out
 # of the contraction's region: the conv / GEMM keeps its template, the op
-# runs as its own kernel; + constant is a CPU step
+# runs as its own kernel; + constant is a template step (CPU and CUDA)
 ep_dsl = os.path.join(tempfile.mkdtemp(), "epilogues.harp")
 with open(ep_dsl, "w") as f:
     f.write("graph main(x: f32[1, 8, 10, 12], w: f32[8, 8, 3, 3], t: f32[8, 1, 1], a: f32[33, 20], b: f32[20, 17], v: f32[17])\n"
