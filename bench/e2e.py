@@ -353,6 +353,95 @@ def case_transformer():
                 tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
 
 
+def resnet18_weights():
+    """Weights in the order of bench/models/resnet18.harp's main; He-scaled so activations stay O(1)."""
+    t = {"w0": rand(64, 3, 7, 7, scale=(2 / 147) ** 0.5), "b0": rand(64, scale=0.1)}
+    for st, (c, d) in enumerate(((64, 64), (64, 128), (128, 256), (256, 512)), 1):
+        for blk in "ab":
+            cin = c if blk == "a" else d
+            t[f"l{st}{blk}1"] = rand(d, cin, 3, 3, scale=(2 / (9 * cin)) ** 0.5)
+            t[f"c{st}{blk}1"] = rand(d, scale=0.1)
+            t[f"l{st}{blk}2"] = rand(d, d, 3, 3, scale=(1 / (9 * d)) ** 0.5)
+            t[f"c{st}{blk}2"] = rand(d, scale=0.1)
+            if st > 1 and blk == "a":
+                t[f"l{st}ad"] = rand(d, c, 1, 1, scale=(1 / c) ** 0.5)
+                t[f"c{st}ad"] = rand(d, scale=0.1)
+    t["wf"], t["bf"] = rand(512, 1000, scale=512 ** -0.5), rand(1000, scale=0.1)
+    return t
+
+
+def case_resnet18():
+    x, t = rand(1, 3, 224, 224), resnet18_weights()
+    peers = {}
+    ref = None
+    if ort:
+        conv = lambda i, w, b, o, k, s: helper.make_node("Conv", [i, w, b], [o], strides=[s, s], pads=[k // 2] * 4)
+        relu = lambda i, o: helper.make_node("Relu", [i], [o])
+        nodes = [conv("x", "w0", "b0", "s0", 7, 2), relu("s0", "s"),
+                 helper.make_node("MaxPool", ["s"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])]
+        last = "p"
+        for st in range(1, 5):
+            for blk in "ab":
+                pre, s = f"{st}{blk}", 2 if st > 1 and blk == "a" else 1
+                nodes += [conv(last, f"l{pre}1", f"c{pre}1", pre + "h0", 3, s), relu(pre + "h0", pre + "h"),
+                          conv(pre + "h", f"l{pre}2", f"c{pre}2", pre + "c", 3, 1)]
+                short = last
+                if s == 2:
+                    nodes.append(conv(last, f"l{st}ad", f"c{st}ad", pre + "sc", 1, 2))
+                    short = pre + "sc"
+                nodes += [helper.make_node("Add", [short, pre + "c"], [pre + "r"]), relu(pre + "r", pre + "y")]
+                last = pre + "y"
+        nodes += [helper.make_node("GlobalAveragePool", [last], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+                  helper.make_node("Gemm", ["f", "wf", "bf"], ["y"])]
+        s = ort_session(nodes, [vi("x", x)], [vi("y", rand(1, 1000))], [init(k, v) for k, v in t.items()])
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/resnet18.harp", syms={}, tensors={"x": ("input", x), **{k: ("param", v) for k, v in t.items()}},
+                out="y", peers=peers, ref=ref)
+
+
+def case_bert(layers=2, S=128, E=768, H=12, F=3072):
+    t = {"x": rand(1, S, E)}
+    for l in range(layers):
+        for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
+            t[f"{n}{l}"] = rand(*shape, scale=shape[0] ** -0.5)
+        for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
+            t[f"{n}{l}"] = rand(d, scale=0.1)
+        t[f"g1{l}"], t[f"g2{l}"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+    peers = {}
+    ref = None
+    if ort:
+        D = E // H
+        shp = lambda name, dims: init(name, np.array(dims, dtype=np.int64))
+        inits = [init(k, v) for k, v in t.items() if k != "x"] + [shp("heads", [1, S, H, D]), shp("merged", [1, S, E])]
+        lin = lambda i, w, b, o: [helper.make_node("MatMul", [i, w], [o + "m"]), helper.make_node("Add", [o + "m", b], [o])]
+        ln = lambda i, g, b, o: helper.make_node("LayerNormalization", [i, g, b], [o], axis=-1, epsilon=1e-12)
+        nodes, last = [], "x"
+        for l in range(layers):
+            p = f"L{l}_"
+            for n in "qkv":
+                nodes += lin(last, f"w{n}{l}", f"b{n}{l}", p + n + "0")
+                nodes += [helper.make_node("Reshape", [p + n + "0", "heads"], [p + n + "1"]),
+                          helper.make_node("Transpose", [p + n + "1"], [p + n], perm=[0, 2, 1, 3])]
+            an, ai = attention_nodes(1, H, S, D, 1 / np.sqrt(D), False, q=p + "q", k=p + "k", v=p + "v", o=p + "att", pre=p)
+            nodes += an
+            inits += ai
+            nodes += [helper.make_node("Transpose", [p + "att"], [p + "att1"], perm=[0, 2, 1, 3]),
+                      helper.make_node("Reshape", [p + "att1", "merged"], [p + "att2"])]
+            nodes += lin(p + "att2", f"wo{l}", f"bo{l}", p + "proj")
+            nodes += [helper.make_node("Add", [last, p + "proj"], [p + "r1"]), ln(p + "r1", f"g1{l}", f"lb1{l}", p + "h")]
+            nodes += lin(p + "h", f"w1{l}", f"b1{l}", p + "a1")
+            nodes += [helper.make_node("Gelu", [p + "a1"], [p + "u"])]
+            nodes += lin(p + "u", f"w2{l}", f"b2{l}", p + "a2")
+            nodes += [helper.make_node("Add", [p + "h", p + "a2"], [p + "r2"]), ln(p + "r2", f"g2{l}", f"lb2{l}", p + "y")]
+            last = p + "y"
+        s = ort_session(nodes, [vi("x", t["x"])], [vi(last, t["x"])], inits)
+        peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/bert_layers.harp", syms=dict(S=S),
+                tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
+
+
 CASES = {
     "gemm 1024 fp32": lambda: case_gemm(1024),
     "gemm 2048 fp32": lambda: case_gemm(2048),
@@ -372,6 +461,8 @@ CASES = {
     "softmax 4096x1024": case_softmax,
     "mlp block 2048x512x2048": case_mlp,
     "transformer block b4 s256": case_transformer,
+    "resnet18 1x3x224x224": case_resnet18,
+    "bert-base 2 layers s128": case_bert,
 }
 
 

@@ -482,9 +482,12 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
     out->dil[q] = w->dilation;
     int64_t lo = -w->offset;
     int64_t hi = (outn - 1) * w->stride + w->dilation * (k - 1) + 1 - in - lo;
-    if (lo < 0 || hi < 0) DECLINE("the window reads outside any padding");
-    out->pad[q] = lo;     /* top, left */
-    out->pad[2 + q] = hi; /* bottom, right */
+    if (lo < 0) DECLINE("the window starts inside the input");
+    /* hi < 0: the last rows are never read (a 1x1 stride-2 conv on an even
+     * size); the floor in the output size below skips them, and it declines
+     * when they are more than a stride */
+    out->pad[q] = lo;                 /* top, left */
+    out->pad[2 + q] = hi < 0 ? 0 : hi; /* bottom, right */
   }
   /* the output size the window gives (cgen_conv_out_hw / cuda_conv_out_hw) */
   int64_t oh = -1, ow = -1;

@@ -525,6 +525,63 @@ static hp_status total_time(rg_ctx *c, const int *rou, int nreg, double *t) {
   return st;
 }
 
+/* The exact search on one window (whole regions); marks its units exact when it wins. */
+static hp_status window_at(rg_ctx *c, const int *units, int m, int *rou, int *next_id, char *exact_unit, int *nwindows,
+                           int *nexact) {
+  double gw = 0, ew = 0;
+  bool won = false;
+  (*nwindows)++;
+  hp_status st = exact_window(c, units, m, rou, next_id, &won, &gw, &ew);
+  if (won) {
+    (*nexact)++;
+    for (int i = 0; i < m; i++) exact_unit[units[i]] = 1;
+  }
+  return st;
+}
+
+/* The units of a window across the boundary between first-pass windows k
+ * and k + 1: whole regions of either side, nearest the boundary first (by
+ * their sinks), alternately after and before it, while they fit in
+ * window_size units.  A region belongs to the last window of its units; one
+ * with a unit in no window is left out.  *m = 0 when one side is empty. */
+static hp_status straddle(rg_ctx *c, const int *rou, int nids, const int *win, int k, int window_size, int *units, int *m) {
+  int *owner = hp_xmalloc(sizeof(int) * ((size_t)nids + 1)), *sink = hp_xmalloc(sizeof(int) * ((size_t)nids + 1));
+  int *size = hp_xcalloc((size_t)nids + 1, sizeof(int));
+  char *take = hp_xcalloc((size_t)nids + 1, 1);
+  *m = 0;
+  if (!owner || !sink || !size || !take) {
+    free(owner), free(sink), free(size), free(take);
+    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  for (int r = 0; r < nids; r++) owner[r] = -2, sink[r] = -1;
+  for (int u = 0; u < c->nunits; u++) {
+    int r = rou[u];
+    if (owner[r] != -1) owner[r] = win[u] < 0 ? -1 : owner[r] > win[u] ? owner[r] : win[u];
+    sink[r] = u; /* units ascend: the last is the sink */
+    size[r]++;
+  }
+  int total = 0;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int side = 1; side >= 0; side--) { /* after the boundary, then before it */
+      int best = -1;
+      for (int r = 0; r < nids; r++)
+        if (size[r] && !take[r] && owner[r] == k + side && total + size[r] <= window_size &&
+            (best < 0 || (side ? sink[r] < sink[best] : sink[r] > sink[best])))
+          best = r;
+      if (best >= 0) take[best] = 1, total += size[best], grew = true;
+    }
+  }
+  bool sides[2] = {false, false};
+  for (int r = 0; r < nids; r++)
+    if (take[r]) sides[owner[r] - k] = true;
+  if (sides[0] && sides[1])
+    for (int u = 0; u < c->nunits; u++)
+      if (take[rou[u]]) units[(*m)++] = u;
+  free(owner), free(sink), free(size), free(take);
+  return HP_OK;
+}
+
 hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *final_total, int *nwindows, int *nexact,
                     int window_size) {
   int nreg = 0;
@@ -537,10 +594,16 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   if (!st) st = total_time(c, rou, nreg, greedy_total);
   /* windows: consecutive greedy regions (in sink order), at most window_size units */
   int *units = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)), *count = hp_xcalloc((size_t)nreg + 1, sizeof(int));
-  char *won_r = hp_xcalloc((size_t)c->nunits * 2 + 2, 1);
-  if (!st && (!units || !count || !won_r)) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-  for (int u = 0; u < c->nunits && !st; u++) count[rou[u]]++;
-  int next_id = nreg;
+  int *win = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)); /* per unit: its window, or -1 */
+  if (!st && (!units || !count || !win)) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) {
+    exact_region = hp_arena_alloc(c->arena, (size_t)c->nunits + 1); /* per unit: its region is the exact search's */
+    c->units_exact = exact_region;
+    if (!exact_region) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    else memset(exact_region, 0, (size_t)c->nunits + 1);
+  }
+  for (int u = 0; u < c->nunits && !st; u++) count[rou[u]]++, win[u] = -1;
+  int next_id = nreg, nwin = 0;
   for (int r0 = 0; r0 < nreg && !st;) {
     int r1 = r0, total = 0;
     while (r1 < nreg && total + count[r1] <= window_size) total += count[r1++];
@@ -550,27 +613,19 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
     }
     int m = 0;
     for (int u = 0; u < c->nunits; u++)
-      if (rou[u] >= r0 && rou[u] < r1) units[m++] = u;
-    double gw = 0, ew = 0;
-    bool won = false;
-    (*nwindows)++;
-    int before = next_id;
-    st = exact_window(c, units, m, rou, &next_id, &won, &gw, &ew);
-    if (won) {
-      (*nexact)++;
-      for (int id = before; id < next_id; id++)
-        if (id < c->nunits * 2 + 2) won_r[id] = 1;
-    }
-    (void)gw, (void)ew;
+      if (rou[u] >= r0 && rou[u] < r1) units[m++] = u, win[u] = nwin;
+    nwin++;
+    st = window_at(c, units, m, rou, &next_id, exact_region, nwindows, nexact);
     r0 = r1;
   }
-  /* which regions the exact search made, then number them all again */
-  if (!st) {
-    exact_region = hp_arena_alloc(c->arena, (size_t)c->nunits + 1);
-    c->units_exact = exact_region;
-    if (!exact_region) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  /* then one window across each boundary: a region that would join units on
+   * both sides (a GEMM closing one window, its bias and residual opening the
+   * next) is seen whole */
+  for (int k = 0; k + 1 < nwin && !st; k++) {
+    int m = 0;
+    if (!(st = straddle(c, rou, next_id, win, k, window_size, units, &m)) && m)
+      st = window_at(c, units, m, rou, &next_id, exact_region, nwindows, nexact);
   }
-  for (int u = 0; u < c->nunits && !st; u++) exact_region[u] = rou[u] < c->nunits * 2 + 2 && won_r[rou[u]];
   if (!st) st = renumber(c, rou, &next_id);
   if (!st) st = total_time(c, rou, next_id, final_total);
   if (!st) {
@@ -585,6 +640,6 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   }
   free(units);
   free(count);
-  free(won_r);
+  free(win);
   return st;
 }

@@ -155,6 +155,23 @@ for ex in ("mlp", "conv_block", "transformer_block", "cnn"):
             s.check(f"{ex} {target}: one attention region", len(att) == 1 and att[0]["attention"]["causal"],
                     [r["name"] for r in reg])
 
+# two BERT-base layers (region dump only): the exact search's windows end
+# between the second layer's output projection and its bias + residual; the
+# window across that boundary must give both layers the same regions (each
+# projection after attention takes its bias and residual)
+d = tempfile.mkdtemp()
+p = subprocess.run([HARP, "dump", os.path.join(MODELS, "bert_base_2layers.harp"), "--dump", "region", "--dump-dir", d],
+                   capture_output=True, text=True)
+s.check("bert 2 layers: region dump", p.returncode == 0, p.stderr)
+if p.returncode == 0:
+    regs = json.load(open(os.path.join(d, "region.json")))["regions"]
+    shape = [(r["shape"], tuple(r.get("plan_info", {}).get("epilogue") or ())) for r in regs]
+    half = len(shape) // 2
+    s.check("bert 2 layers: both layers have the same regions", len(shape) % 2 == 0 and shape[:half] == shape[half:],
+            str(shape))
+    s.check("bert 2 layers: the projections after attention take bias and residual",
+            sum(1 for i, r in enumerate(regs) if i and regs[i - 1]["shape"] == "attention" and
+                shape[i][1] == ("bias", "residual")) == 2, str(shape))
 # errors: unknown target, unbound sizes for a region dump, unknown backend
 p = subprocess.run([HARP, "run", os.path.join(MODELS, "softmax_rows.json"), "--random-inputs", "--sym", "R=2",
                     "--sym", "L=3", "--target", "sm70", "--backend", "regions"], capture_output=True, text=True)

@@ -105,6 +105,8 @@ typedef struct cgen_tuning {
   bool par_m, par_n; /* may split M (rows) / N (columns) across tasks; batch dims
                         are always parallel.  Both false = choose. */
   unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */
+  bool no_fallback;  /* the JIT: a vector variant of isa_mask runs on this host, so the
+                        scalar fallback is left out (it only cost compile time) */
   int force_isa;     /* tests: -1 = dispatch by CPUID; else always run this variant */
   bool conv_gather;  /* conv: always pack B with gathers (tests/bench of that path) */
   int conv_algo;     /* conv: CGEN_CONV_AUTO, CGEN_CONV_GEMM or CGEN_CONV_DIRECT (the

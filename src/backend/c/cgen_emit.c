@@ -86,6 +86,7 @@ unsigned cg_isa_set(const cgen_tuning *t) {
   if (t->simd == 0 || t->simd >= 8) m |= 1u << CGEN_ISA_AVX2;
   if (t->simd == 0 || t->simd >= 16) m |= 1u << CGEN_ISA_AVX512;
   if (t->isa_mask) m &= t->isa_mask | (1u << CGEN_ISA_SCALAR);
+  if (t->no_fallback && (m & ~(1u << CGEN_ISA_SCALAR))) m &= ~(1u << CGEN_ISA_SCALAR);
   return m;
 }
 
@@ -532,7 +533,9 @@ void cg_emit_entry(cg_out *o, unsigned m, const char *ret, const char *suffix, c
   cg_emit(o, "%s $F%s(%s) {\n  int s = $F_sel();\n  (void)s;\n#ifdef HPRT_X86\n", ret, suffix, params);
   if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512%s_run(%s);\n", suffix, args);
   if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2%s_run(%s);\n", suffix, args);
-  cg_emit(o, "#endif\n  return $F_scalar%s_run(%s);\n}\n", suffix, args);
+  /* no scalar variant: the JIT's host runs the widest one (cg_isa_set) */
+  const char *last = m >> CGEN_ISA_SCALAR & 1u ? "scalar" : m >> CGEN_ISA_AVX512 & 1u ? "avx512" : "avx2";
+  cg_emit(o, "#endif\n  return $F_%s%s_run(%s);\n}\n", last, suffix, args);
 }
 
 void cg_emit_dispatch(cg_out *o, unsigned m, int force, const char *params, const char *args) {

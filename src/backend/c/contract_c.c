@@ -148,7 +148,7 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   plan_gemm_view gv;
   if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
-    if (c->host_only) t->isa_mask = host_isa_mask();
+    if (c->host_only) t->isa_mask = host_isa_mask(), t->no_fallback = true;
     return NULL;
   }
   const plan_t *p = &ch->plan;
@@ -183,7 +183,7 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     int pn = gv.n >= 0 ? order_pos(p, ri->axes[gv.n].name, ".i.o") : -1;
     t->order = pm >= 0 && pn >= 0 && pn < pm ? 1 : 0;
   }
-  if (c->host_only) t->isa_mask = isa_for_simd(t->simd);
+  if (c->host_only) t->isa_mask = isa_for_simd(t->simd), t->no_fallback = true;
   if (p->nunroll || p->nsplits) note_add(ch, "unroll and further splits are not used on the CPU");
   if (p->ncache == 0 && kind != 'a') note_add(ch, "no cache_read: the template packs A and B anyway");
   u->ch = ch;
@@ -238,7 +238,7 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
     cgen_tuning_default(tune);
     tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
-    if (c->host_only) tune->isa_mask = host_isa_mask();
+    if (c->host_only) tune->isa_mask = host_isa_mask(), tune->no_fallback = true;
     if (gen(&e2, spec, kfn, &body) != HP_OK) {
       hp_str_free(&body);
       if (pu->ch) pu->ch->applied = false;
@@ -498,7 +498,7 @@ static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool
     s.tune.simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
     note_add(ch, "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used");
   }
-  if (c->host_only) s.tune.isa_mask = ch ? isa_for_simd(s.tune.simd) : host_isa_mask();
+  if (c->host_only) s.tune.isa_mask = ch ? isa_for_simd(s.tune.simd) : host_isa_mask(), s.tune.no_fallback = true;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_softmax", fn);
   hp_error e2 = {0};

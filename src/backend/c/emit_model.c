@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "emit_model.h"
+#include "kdedup.h"
 #include "region_c.h"
 
 static void buffer_ptr(hp_str *o, const hp_function *f, int b, const int *input_pos, const int *output_pos) {
@@ -41,6 +42,57 @@ static void buffer_ptr(hp_str *o, const hp_function *f, int b, const int *input_
   case FN_PARAM: hp_str_printf(o, "(void *)(m->consts + %zu)", B->offset); break;
   case FN_TEMP: hp_str_printf(o, "(void *)(m->arena + %zu)", B->offset); break;
   }
+}
+
+/* Argument i of kernel k's bufs[]: its reads, its writes, its packed weight. */
+static void kernel_arg(hp_str *o, const hp_function *f, int k, int i, int wp, const int *input_pos, const int *output_pos) {
+  const fn_kernel *K = &f->kernels[k];
+  if (i < K->nreads) buffer_ptr(o, f, K->reads[i], input_pos, output_pos);
+  else if (i < K->nreads + K->nwrites) buffer_ptr(o, f, K->writes[i - K->nreads], input_pos, output_pos);
+  else hp_str_printf(o, "m->wp[%d]", wp);
+}
+
+static int kernel_nargs(const hp_function *f, int k, const int *wslot) {
+  return f->kernels[k].nreads + f->kernels[k].nwrites + (wslot[k] >= 0);
+}
+
+/* The kernels' code, each once (kdedup.c): a kernel that is the same code
+ * as an earlier one gets #defines of its symbols to that one's, and
+ * copy_of[k] says which (-1: its own code).  HARP_NO_DEDUP=1: every kernel
+ * its own code. */
+static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk, int *wslot, int *copy_of,
+                              cg_kform *forms) {
+  const hp_function *f = c->f;
+  bool dedup = !getenv("HARP_NO_DEDUP");
+  hp_status st = HP_OK;
+  for (int k = 0; k < f->nkernels && !st; k++) {
+    char fn[96], to[96];
+    snprintf(fn, sizeof fn, "%s_k%d", P, k);
+    hp_str kt;
+    hp_str_init(&kt);
+    st = rc_emit_region(c, k, fn, &kt, &chunk[k], &wslot[k]);
+    if (!st && kt.oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!st) st = cg_kform_make(kt.buf ? kt.buf : "", fn, c->e, &forms[k]);
+    copy_of[k] = -1;
+    for (int j = 0; j < k && !st && dedup && copy_of[k] < 0; j++)
+      if (copy_of[j] < 0 && kernel_nargs(f, j, wslot) == kernel_nargs(f, k, wslot) && cg_kform_same(&forms[j], &forms[k]))
+        copy_of[k] = j;
+    if (!st) {
+      hp_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
+      if (copy_of[k] < 0) {
+        hp_str_puts(out, kt.buf ? kt.buf : "");
+      } else {
+        snprintf(to, sizeof to, "%s_k%d", P, copy_of[k]);
+        hp_str_printf(out, "/* the code of kernel %d */\n", copy_of[k]);
+        cg_kform_aliases(out, kt.buf ? kt.buf : "", fn, to);
+        hp_str_puts(out, "\n");
+        free(forms[k].norm); /* only the order is read from here on */
+        forms[k].norm = NULL;
+      }
+    }
+    hp_str_free(&kt);
+  }
+  return st;
 }
 
 /* Metadata for hosts that know nothing of harp (the standalone main.c):
@@ -127,12 +179,12 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   int *input_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int)), *output_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int));
   long *chunk = hp_xcalloc((size_t)f->nkernels + 1, sizeof(long));
   int *wslot = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int)); /* kernel -> slot of its packed weight, or -1 */
-  if (!input_pos || !output_pos || !chunk || !wslot) {
-    free(input_pos);
-    free(output_pos);
-    free(chunk);
-    free(wslot);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *copy_of = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int));
+  cg_kform *forms = hp_xcalloc((size_t)f->nkernels + 1, sizeof *forms);
+  hp_status st = HP_OK;
+  if (!input_pos || !output_pos || !chunk || !wslot || !copy_of || !forms) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
   }
   int nin = 0;
   for (int a = 0; a < f->nargs; a++)
@@ -146,13 +198,7 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                   __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
   }
   rc_emit_prelude(out);
-  hp_status st = HP_OK;
-  for (int k = 0; k < f->nkernels && !st; k++) {
-    char fn[96];
-    snprintf(fn, sizeof fn, "%s_k%d", P, k);
-    hp_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
-    st = rc_emit_region(c, k, fn, out, &chunk[k], &wslot[k]);
-  }
+  st = emit_kernels(c, P, out, chunk, wslot, copy_of, forms);
   if (st) goto done;
   int npk = 0; /* kernels that take a packed weight; m->wp[] in kernel order */
   for (int k = 0; k < f->nkernels; k++) npk += wslot[k] >= 0;
@@ -174,17 +220,23 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   hp_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
   for (int k = 0, j = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
+    int d = copy_of[k], n = kernel_nargs(f, k, wslot);
     hp_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
-    for (int i = 0; i < K->nreads; i++) {
-      buffer_ptr(out, f, K->reads[i], input_pos, output_pos);
+    for (int p = 0; p < n; p++) {
+      /* the packed weight goes after the buffers (contract_c.h); a copy
+       * takes them in the order of the kernel whose code it runs */
+      int i = p;
+      if (d >= 0) {
+        i = -1;
+        for (int q = 0; q < forms[d].norder && i < 0; q++)
+          if (forms[d].order[q] == p) i = forms[k].order[q];
+      }
+      if (i < 0) hp_str_puts(out, "NULL"); /* a buffer the code never reads */
+      else kernel_arg(out, f, k, i, j, input_pos, output_pos);
       hp_str_puts(out, ", ");
     }
-    for (int i = 0; i < K->nwrites; i++) {
-      buffer_ptr(out, f, K->writes[i], input_pos, output_pos);
-      hp_str_puts(out, ", ");
-    }
-    if (wslot[k] >= 0) hp_str_printf(out, "m->wp[%d], ", j++); /* after the buffers (contract_c.h) */
-    hp_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, k, 100 + k);
+    j += wslot[k] >= 0;
+    hp_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
   }
   hp_str_puts(out, "  default: return -1;\n  }\n}\n\n");
   hp_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
@@ -196,6 +248,9 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                 P, P, f->nkernels, P);
   if (out->oom) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
 done:
+  for (int k = 0; forms && k < f->nkernels; k++) cg_kform_free(&forms[k]);
+  free(forms);
+  free(copy_of);
   free(input_pos);
   free(output_pos);
   free(chunk);
