@@ -55,7 +55,7 @@ typedef enum ct_epi_kind {
   CT_EPI_GELU,
   CT_EPI_SILU,
   CT_EPI_SIGMOID,
-  CT_EPI_SCALE,    /* * scale + shift (shift: a constant added, CPU templates only) */
+  CT_EPI_SCALE,    /* * scale + shift (shift: a constant added) */
   CT_EPI_RESIDUAL, /* + R[b0][b1][m][n] at s_b0, s_b1, s_m, s_n; conv: R laid out like the output */
   CT_EPI_ROUND     /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
 } ct_epi_kind;

@@ -152,11 +152,9 @@ bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
         in[k] = inner_src(c, set, n, b, k);
         if (in[k] >= 0 && rg_operand_cast(c, set, n, K, in[k])) in[k] = -1; /* a converted operand: outside */
       }
-      if ((in[0] < 0) == (in[1] < 0)) break; /* the chain on one side, an operand on the other */
-      double v;
-      bool cst = is_const(c, b, in[0] < 0 ? 0 : 1, &v);
-      /* + tensor, x constant; on the CPU also x tensor and + constant (the CUDA epilogues do not) */
-      ok = x->op == TINY_ADD ? !cst || c->m.arch == PLAN_ARCH_CPU : cst || c->m.arch == PLAN_ARCH_CPU;
+      /* the chain on one side, an operand (a tensor or a constant) on the
+       * other: + or x, a step of the CPU and the CUDA epilogues alike */
+      ok = (in[0] < 0) != (in[1] < 0);
       break;
     }
     default: break;

@@ -50,6 +50,7 @@ CASES = [
     ("conv3x3_s1", os.path.join(GPU_MODELS, "conv3x3_s1.harp"), (), {"template": 1}),
     ("conv3x3_s2", os.path.join(GPU_MODELS, "conv3x3_s2.harp"), (), {"template": 1}),
     ("conv_grouped", os.path.join(GPU_MODELS, "conv_grouped.harp"), (), {"template": 2}),
+    ("epi_mul_shift", os.path.join(GPU_MODELS, "epi_mul_shift.harp"), (), {"template": 5}),
     ("conv_skip_tail", os.path.join(GPU_MODELS, "conv_skip_tail.harp"), (), {"template": 2}),
     ("attention", os.path.join(MODELS, "attention_full_fp16.json"), ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"),
      {"template": 1}),
@@ -87,6 +88,15 @@ def dump(model, target, syms=(), outdir=None):
     """harp dump --dump gpu,cu; returns (process, dir)."""
     d = outdir or tempfile.mkdtemp(prefix="harp_gpu_")
     args = [HARP, "dump", model, "--dump", "gpu,cu", "--target", target, "--dump-dir", d]
+    for s in syms:
+        args += ["--sym", s]
+    return subprocess.run(args, capture_output=True, text=True, timeout=300), d
+
+
+def dump_regions(model, target, syms=()):
+    """harp dump --dump region (the regions formed for target); returns (process, dir)."""
+    d = tempfile.mkdtemp(prefix="harp_rg_")
+    args = [HARP, "dump", model, "--dump", "region", "--target", target, "--dump-dir", d]
     for s in syms:
         args += ["--sym", s]
     return subprocess.run(args, capture_output=True, text=True, timeout=300), d

@@ -129,6 +129,40 @@ def main():
                         err is None and not close(bad["c"], want)[0], str(err))
             print(f"{what}: {launched}", flush=True)
 
+    # an epilogue that multiplies by a tensor and adds a constant, through every
+    # split-K form: it runs once on the whole sum (the serial form's last slice,
+    # the parallel forms' finishing pass), so the GEMM kernel of the parallel
+    # forms has no epilogue parameters
+    scaled = os.path.join(cuda_sim.GPU_MODELS, "gemm_skinny_scale.harp")
+    for target in ("sm80", "sm90"):
+        for algo in ("splitk_serial", "splitk_parallel", "splitk_reduce"):
+            what = f"x s + 0.5, {algo} [{target}]"
+            plan = plan_file(f"{TILES[target]}\nalgo_choice matmul {algo};\nsplitk 4;\n")
+            p, d = dump(scaled, target, "gpu,cu", f"c={plan}")
+            s.check(f"{what}: harp dump --plan", p.returncode == 0, p.stderr)
+            if p.returncode:
+                continue
+            g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+            kinds = {k["name"]: k for k in g["kernels"]}
+            gemm = [k for k in g["kernels"] if k["kind"] in ("mma_gemm", "wgmma_gemm")]
+            others = [k["kind"] for k in g["kernels"] if k["kind"] not in ("mma_gemm", "wgmma_gemm", "zero", "splitk_finish")]
+            s.check(f"{what}: one GEMM kernel, split 4 ways, the epilogue not split off",
+                    len(gemm) == 1 and gemm[0]["plan"].get("splitk") == 4 and not others,
+                    str([(k["kind"], k["plan"]) for k in g["kernels"]]))
+            if algo != "splitk_serial":
+                s.check(f"{what}: the finishing pass holds the epilogue",
+                        [k["kind"] for k in g["kernels"]].count("splitk_finish") == 1 and gemm and
+                        not [x for x in gemm[0]["params"] if x["name"].startswith("ep")], str(list(kinds)))
+            feeds = cuda_sim.feeds_of(g, rng)
+            got, err = cuda_sim.run(d, feeds)
+            s.check(f"{what}: runs on the simulator", err is None, err)
+            if err:
+                continue
+            q, e = run(scaled, feeds, backend="interp")
+            s.check(f"{what}: c vs interpreter", q.returncode == 0 and close(got["c"], np.load(os.path.join(e, "c.npy")))[0],
+                    q.stderr or close(got["c"], np.load(os.path.join(e, "c.npy")))[1])
+            print(f"{what}: {[k['kind'] for k in g['kernels']]}", flush=True)
+
     # the cost model's choice: split-K for the skinny GEMM, none for an ordinary one
     for target in ("sm80", "sm90"):
         p, d = dump(SKINNY, target, "plan,gpu")

@@ -1,13 +1,15 @@
 """The CPU backend puts contraction regions on its kernel templates (and says
 so in the generated C), and the templated kernels agree with the reference
 interpreter on odd sizes, batches, transposes, fp16 and epilogues."""
+import json
 import os
 import re
+import subprocess
 import tempfile
 
 import numpy as np
 
-from harp_test import MODELS, SRC, Suite, close, run, write_model
+from harp_test import HARP, MODELS, SRC, Suite, close, run, write_model
 
 s = Suite("templates")
 rng = np.random.default_rng(11)
@@ -222,9 +224,22 @@ feeds = {"x": r32(2, 16, 9, 11), "w": r32(24, 16, 3, 3) * 0.2, "s": r32(24, 1, 1
          "sr": r32(37, 1), "h": r32(19, 33).astype(np.float16), "wh": (r32(33, 40) * 0.3).astype(np.float16),
          "sh": r32(40).astype(np.float16)}
 check("batch norm as scale and shift", bn_dsl, feeds, want={"conv": 2, "gemm": 2}, no_decline=True)
+# the CUDA templates take the same steps: on GPU targets too every product and
+# sum stays in its conv's / GEMM's region (it split off when CUDA declined them)
+for target in ("sm80", "sm90"):
+    d = tempfile.mkdtemp()
+    p = subprocess.run([HARP, "dump", bn_dsl, "--dump", "region", "--target", target, "--dump-dir", d],
+                       capture_output=True, text=True, timeout=300)
+    s.check(f"batch norm [{target}]: regions", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        regions = json.load(open(os.path.join(d, "region.json")))["regions"]
+        loose = [r["name"] for r in regions if not any(b["node"].startswith(("conv2d_", "matmul_")) for b in r["blocks"])]
+        stops = [x for r in regions for x in r.get("stops", []) if x["reason"] == "epilogue_not_template"]
+        s.check(f"batch norm [{target}]: x s + t fused into the contractions", not loose and not stops,
+                f"regions without a contraction: {loose}; {stops}")
 # epilogue ops no template applies (tanh, relu6, - tensor, / tensor) stay out
 # of the contraction's region: the conv / GEMM keeps its template, the op
-# runs as its own kernel; + constant is a CPU step
+# runs as its own kernel; + constant is a template step (CPU and CUDA)
 ep_dsl = os.path.join(tempfile.mkdtemp(), "epilogues.harp")
 with open(ep_dsl, "w") as f:
     f.write("graph main(x: f32[1, 8, 10, 12], w: f32[8, 8, 3, 3], t: f32[8, 1, 1], a: f32[33, 20], b: f32[20, 17], v: f32[17])\n"

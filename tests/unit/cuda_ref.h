@@ -13,14 +13,18 @@ static inline float ref_epi(const cuda_epi *ep, int n_epi, cu_buf *const *eb, fl
   for (int i = 0; i < n_epi; i++) {
     const cuda_epi *x = &ep[i];
     switch (x->kind) {
-    case CUDA_EPI_BIAS_M: v += cu_get(eb[i], m); break;
-    case CUDA_EPI_BIAS_N: v += cu_get(eb[i], n); break;
+    case CUDA_EPI_BIAS_M: v = x->mul ? v * cu_get(eb[i], m) : v + cu_get(eb[i], m); break;
+    case CUDA_EPI_BIAS_N: v = x->mul ? v * cu_get(eb[i], n) : v + cu_get(eb[i], n); break;
     case CUDA_EPI_RELU: v = v < 0 ? 0 : v; break;
     case CUDA_EPI_GELU: v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
     case CUDA_EPI_SILU: v = v / (1.0f + expf(-v)); break;
     case CUDA_EPI_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
-    case CUDA_EPI_SCALE: v *= x->scale; break;
-    case CUDA_EPI_RESIDUAL: v += cu_get(eb[i], b0 * x->s_b0 + b1 * x->s_b1 + m * x->s_m + n * x->s_n); break;
+    case CUDA_EPI_SCALE: v = v * x->scale + x->shift; break;
+    case CUDA_EPI_RESIDUAL: {
+      float r = cu_get(eb[i], b0 * x->s_b0 + b1 * x->s_b1 + m * x->s_m + n * x->s_n);
+      v = x->mul ? v * r : v + r;
+      break;
+    }
     default: break;
     }
   }
@@ -63,8 +67,8 @@ static inline void ref_conv(const cuda_conv_spec *s, const cu_buf *x, const cu_b
           float v = (float)acc;
           for (int e = 0; e < s->n_epi; e++) {
             const cuda_epi *x2 = &s->epi[e];
-            if (x2->kind == CUDA_EPI_BIAS_M) v += cu_get(eb[e], o);
-            else if (x2->kind == CUDA_EPI_RESIDUAL) v += cu_get(eb[e], yo);
+            float t = x2->kind == CUDA_EPI_BIAS_M ? cu_get(eb[e], o) : x2->kind == CUDA_EPI_RESIDUAL ? cu_get(eb[e], yo) : 0;
+            if (x2->kind == CUDA_EPI_BIAS_M || x2->kind == CUDA_EPI_RESIDUAL) v = x2->mul ? v * t : v + t;
             else v = ref_epi(x2, 1, &eb[e], v, 0, 0, 0, 0);
           }
           y[yo] = v;

@@ -22,8 +22,8 @@ typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec gemm[9];
-  cuda_conv_spec conv[4];
+  cuda_gemm_spec gemm[11];
+  cuda_conv_spec conv[6];
   cuda_attn_spec attn[5];
 } state;
 
@@ -77,6 +77,27 @@ static void make_specs(state *st) {
   g[8].tune.splitk = 4, g[8].tune.splitk_kind = CUDA_SPLITK_ATOMIC;
   g[8].n_epi = 1;
   epi_set(&g[8].epi[0], CUDA_EPI_BIAS_N, TINY_FP32);
+  /* 9: bf16 with the multiplying steps: x s[m], + t[n], * 0.5 + 0.25, x R (strided), + 1 */
+  cuda_gemm_spec_init(&g[9], 72, 56, 40, TINY_BF16);
+  g[9].n_epi = 5;
+  epi_set(&g[9].epi[0], CUDA_EPI_BIAS_M, TINY_BF16);
+  g[9].epi[0].mul = true;
+  epi_set(&g[9].epi[1], CUDA_EPI_BIAS_N, TINY_FP32);
+  epi_set(&g[9].epi[2], CUDA_EPI_SCALE, TINY_FP32);
+  g[9].epi[2].scale = 0.5f, g[9].epi[2].shift = 0.25f;
+  epi_set(&g[9].epi[3], CUDA_EPI_RESIDUAL, TINY_FP16);
+  g[9].epi[3].mul = true, g[9].epi[3].s_m = 1, g[9].epi[3].s_n = 72; /* R transposed */
+  epi_set(&g[9].epi[4], CUDA_EPI_SCALE, TINY_FP32);
+  g[9].epi[4].scale = 1.0f, g[9].epi[4].shift = 1.0f;
+  g[9].tune.vec = 2;
+  /* 10: split-K serial (the last slice applies the epilogue): x s[n], + 1.5 */
+  cuda_gemm_spec_init(&g[10], 48, 40, 520, TINY_FP16);
+  g[10].tune.splitk = 4, g[10].tune.splitk_kind = CUDA_SPLITK_SERIAL;
+  g[10].n_epi = 2;
+  epi_set(&g[10].epi[0], CUDA_EPI_BIAS_N, TINY_FP16);
+  g[10].epi[0].mul = true;
+  epi_set(&g[10].epi[1], CUDA_EPI_SCALE, TINY_FP32);
+  g[10].epi[1].scale = 1.0f, g[10].epi[1].shift = 1.5f;
 
   cuda_conv_spec *c = st->conv;
   cuda_conv_spec_init(&c[0], 2, 16, 12, 10, 24, 3, 3, TINY_FP16); /* 3x3 stride 1 pad 1, bias + relu */
@@ -94,6 +115,22 @@ static void make_specs(state *st) {
   c[3].groups = 2;
   c[3].dil[0] = c[3].dil[1] = 2;
   c[3].pad[0] = 2, c[3].pad[1] = 1, c[3].pad[2] = 2, c[3].pad[3] = 3;
+  cuda_conv_spec_init(&c[4], 2, 16, 10, 9, 24, 3, 3, TINY_FP16); /* batch norm: x s[oc] + t[oc], relu, + 0.5 */
+  c[4].pad[0] = c[4].pad[1] = c[4].pad[2] = c[4].pad[3] = 1;
+  c[4].n_epi = 4;
+  epi_set(&c[4].epi[0], CUDA_EPI_BIAS_M, TINY_FP32);
+  c[4].epi[0].mul = true;
+  epi_set(&c[4].epi[1], CUDA_EPI_BIAS_M, TINY_FP16);
+  epi_set(&c[4].epi[2], CUDA_EPI_RELU, TINY_FP16);
+  epi_set(&c[4].epi[3], CUDA_EPI_SCALE, TINY_FP32);
+  c[4].epi[3].scale = 1.0f, c[4].epi[3].shift = 0.5f;
+  cuda_conv_spec_init(&c[5], 1, 8, 7, 7, 16, 1, 1, TINY_BF16); /* bf16 1x1: x R, x 2 - 1 */
+  c[5].y_dtype = TINY_FP32;
+  c[5].n_epi = 2;
+  epi_set(&c[5].epi[0], CUDA_EPI_RESIDUAL, TINY_BF16);
+  c[5].epi[0].mul = true;
+  epi_set(&c[5].epi[1], CUDA_EPI_SCALE, TINY_FP32);
+  c[5].epi[1].scale = 2.0f, c[5].epi[1].shift = -1.0f;
 
   cuda_attn_spec *a = st->attn;
   cuda_attn_spec_init(&a[0], 2, 2, 100, 90, 64, TINY_FP16);
@@ -138,11 +175,11 @@ static int setup(void **vs) {
   make_specs(st);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &st->m));
   char nm[32];
-  for (int i = 0; i < 9; i++) {
+  for (int i = 0; i < 11; i++) {
     snprintf(nm, sizeof nm, "gemm%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->gemm[i], nm));
   }
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 6; i++) {
     snprintf(nm, sizeof nm, "conv%d", i);
     cu_ok(&e, cuda_gen_conv(&e, st->m, &st->conv[i], nm));
   }
@@ -183,7 +220,7 @@ static int64_t run_gemm(state *st, int i, unsigned long long stats[7]) {
   if (s->tune.splitk <= 1) memset(C.p, 0xFF, C.bytes); /* NaN: every element must be written */
   cu_buf eb[CUDA_MAX_EPI];
   cu_buf *ebp[CUDA_MAX_EPI] = {0};
-  cu_buf *args[3 + CUDA_MAX_EPI] = {&A, &B, &C};
+  cu_buf *args[5 + CUDA_MAX_EPI] = {&A, &B, &C};
   for (int k = 0; k < s->n_epi; k++) {
     const cuda_epi *ep = &s->epi[k];
     int64_t n = ep->kind == CUDA_EPI_BIAS_M ? s->M : ep->kind == CUDA_EPI_BIAS_N ? s->N : ep->kind == CUDA_EPI_RESIDUAL ? nc : 0;
@@ -194,7 +231,16 @@ static int64_t run_gemm(state *st, int i, unsigned long long stats[7]) {
   char nm[32];
   snprintf(nm, sizeof nm, "gemm%d", i);
   const cuda_kernel *k = cuda_module_find(st->m, nm);
+  /* split-K serial: the running sums and a flag per output tile (zeroed) after ep.. */
+  bool serial = s->tune.splitk > 1 && s->tune.splitk_kind == CUDA_SPLITK_SERIAL;
+  cu_buf ws = {0}, flags = {0};
+  if (serial) {
+    ws = cu_buf_new(TINY_FP32, s->batch[0] * s->batch[1] * s->M * s->N);
+    flags = cu_buf_new(TINY_I32, k->grid[0] * k->grid[1] * k->grid[2]);
+    args[3 + s->n_epi] = &ws, args[4 + s->n_epi] = &flags;
+  }
   assert_int_equal(cu_sim_run(&st->sim, k, args, stats, 1 + (unsigned)i), 0);
+  if (serial) cu_buf_free(&ws), cu_buf_free(&flags);
   float *want = calloc((size_t)nc, sizeof(float));
   ref_gemm(s, &A, &B, ebp, want);
   int64_t bad = cu_compare(nm, &C, want, nc, 1e-3);
@@ -269,6 +315,23 @@ static void test_gemm_splitk_parallel(void **vs) {
   assert_int_equal(cuda_module_find(st->m, "gemm8")->grid[2], 4);
 }
 
+/* x tensor and + constant: in the registers of one kernel, after a serial split-K */
+static void test_gemm_mul_shift(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  assert_int_equal(run_gemm(st, 9, NULL), 0);
+  assert_int_equal(run_gemm(st, 10, NULL), 0);
+  /* split-K parallel applies the epilogue on slice 0's partial: a product is refused */
+  cuda_module *m;
+  hp_error e = {0};
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
+  cuda_gemm_spec s = st->gemm[8];
+  s.epi[0].mul = true;
+  assert_int_equal(cuda_gen_gemm(&e, m, &s, "refused"), HP_E_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "x bias_n"));
+  cuda_module_free(m);
+}
+
 static void test_broken_kernels_fail(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
@@ -280,7 +343,7 @@ static void test_broken_kernels_fail(void **vs) {
 static void test_conv(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 6; i++) {
     const cuda_conv_spec *s = &st->conv[i];
     cu_rng r = {(uint64_t)i + 100};
     int64_t oh, ow;
@@ -360,6 +423,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_big_tile),
       cmocka_unit_test(test_gemm_unswizzled_conflicts),
       cmocka_unit_test(test_gemm_splitk_parallel),
+      cmocka_unit_test(test_gemm_mul_shift),
       cmocka_unit_test(test_broken_kernels_fail),
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_attention),

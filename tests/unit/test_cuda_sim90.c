@@ -24,7 +24,7 @@ typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec g[4 + NMUT];
+  cuda_gemm_spec g[5 + NMUT]; /* 4 + NMUT: the multiplying epilogue */
 } state;
 
 static void make_specs(cuda_gemm_spec *g) {
@@ -58,6 +58,19 @@ static void make_specs(cuda_gemm_spec *g) {
   /* 3: = 0 with the producer waiting on the wrong parity (must deadlock) */
   g[3] = g[0];
   for (int i = 4; i < 4 + NMUT; i++) g[i] = g[0];
+  /* 4 + NMUT: bf16, batch norm and more: x s[m], + t[n], - 0.5, x R, relu, x 3 + 0.125 */
+  cuda_gemm_spec *h = &g[4 + NMUT];
+  cuda_gemm_spec_init(h, 136, 72, 64, TINY_BF16);
+  h->tune.arch = CUDA_SM90;
+  h->tune.bn = 64;
+  h->n_epi = 6;
+  h->epi[0].kind = CUDA_EPI_BIAS_M, h->epi[0].dtype = TINY_FP32, h->epi[0].mul = true;
+  h->epi[1].kind = CUDA_EPI_BIAS_N, h->epi[1].dtype = TINY_BF16;
+  h->epi[2].kind = CUDA_EPI_SCALE, h->epi[2].scale = 1.0f, h->epi[2].shift = -0.5f;
+  h->epi[3].kind = CUDA_EPI_RESIDUAL, h->epi[3].dtype = TINY_FP16, h->epi[3].mul = true;
+  h->epi[3].s_m = 72, h->epi[3].s_n = 1;
+  h->epi[4].kind = CUDA_EPI_RELU;
+  h->epi[5].kind = CUDA_EPI_SCALE, h->epi[5].scale = 3.0f, h->epi[5].shift = 0.125f;
 }
 
 static int break_parity(cuda_stmt *st) {
@@ -146,10 +159,10 @@ static int setup(void **vs) {
   make_specs(st->g);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &st->m));
   char nm[16];
-  for (int i = 0; i < 4 + NMUT; i++) {
+  for (int i = 0; i < 5 + NMUT; i++) {
     snprintf(nm, sizeof nm, "h%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->g[i], nm));
-    if (i >= 4) make_mutant((cuda_kernel *)cuda_module_find(st->m, nm), i - 4);
+    if (i >= 4 && i < 4 + NMUT) make_mutant((cuda_kernel *)cuda_module_find(st->m, nm), i - 4);
   }
   assert_int_equal(break_parity(((cuda_kernel *)cuda_module_find(st->m, "h3"))->body), 1);
   char *src;
@@ -195,7 +208,7 @@ static int run(state *st, int i, int64_t *bad, unsigned long long stats[7]) {
   args[3] = &C;
   for (int q = 0; q < s->n_epi; q++) {
     const cuda_epi *ep = &s->epi[q];
-    int64_t n = ep->kind == CUDA_EPI_BIAS_N ? s->N : ep->kind == CUDA_EPI_RESIDUAL ? nc : 0;
+    int64_t n = ep->kind == CUDA_EPI_BIAS_M ? s->M : ep->kind == CUDA_EPI_BIAS_N ? s->N : ep->kind == CUDA_EPI_RESIDUAL ? nc : 0;
     if (!n) continue;
     eb[q] = cu_random(ep->dtype, n, &r, 1);
     ebp[q] = args[4 + q] = &eb[q];
@@ -247,6 +260,15 @@ static void test_splitk_parallel(void **vs) {
   SKIP_IF_NO_SIM(st);
   int64_t bad = -1;
   assert_int_equal(run(st, 2, &bad, NULL), 0);
+  assert_int_equal(bad, 0);
+}
+
+/* x tensor and + constant steps on the wgmma accumulators */
+static void test_wgmma_mul_shift(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  int64_t bad = -1;
+  assert_int_equal(run(st, 4 + NMUT, &bad, NULL), 0);
   assert_int_equal(bad, 0);
 }
 
@@ -306,6 +328,7 @@ int main(void) {
       cmocka_unit_test(test_wgmma_nmajor_bias_relu),
       cmocka_unit_test(test_wgmma_kmajor_batched_fp32),
       cmocka_unit_test(test_splitk_parallel),
+      cmocka_unit_test(test_wgmma_mul_shift),
       cmocka_unit_test(test_wrong_parity_deadlocks),
       cmocka_unit_test(test_mutants_stop),
       cmocka_unit_test(test_bad_tensor_map),

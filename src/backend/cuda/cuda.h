@@ -112,14 +112,14 @@ void cuda_tune_default(cuda_tune *t, cuda_arch arch);
 /* Applied in list order to the fp32 accumulator fragments in registers, then
  * the cast to the output dtype and the store; never through global memory. */
 typedef enum cuda_epi_kind {
-  CUDA_EPI_BIAS_M,   /* + bias[m]; conv: per output channel */
-  CUDA_EPI_BIAS_N,   /* + bias[n] */
+  CUDA_EPI_BIAS_M,   /* + bias[m] (x with .mul); conv: per output channel */
+  CUDA_EPI_BIAS_N,   /* + bias[n] (x with .mul) */
   CUDA_EPI_RELU,
   CUDA_EPI_GELU,     /* exact: 0.5 x (1 + erf(x / sqrt 2)), like the interpreter */
   CUDA_EPI_SILU,     /* x * sigmoid(x) */
   CUDA_EPI_SIGMOID,
-  CUDA_EPI_SCALE,    /* * scale */
-  CUDA_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
+  CUDA_EPI_SCALE,    /* * scale + shift */
+  CUDA_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype; x with .mul) */
   CUDA_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
   CUDA_EPI_COUNT
 } cuda_epi_kind;
@@ -128,8 +128,10 @@ const char *cuda_epi_name(cuda_epi_kind k);
 typedef struct cuda_epi {
   cuda_epi_kind kind;
   tiny_dtype dtype;             /* bias / residual storage: FP32, FP16 or BF16; ROUND: FP16 or BF16 */
-  float scale;                  /* CUDA_EPI_SCALE */
+  float scale, shift;           /* CUDA_EPI_SCALE: v * scale + shift (a constant added: scale 1) */
   int64_t s_b0, s_b1, s_m, s_n; /* residual element strides (0 = broadcast); conv: NCHW like y */
+  bool mul;                     /* BIAS_M / BIAS_N / RESIDUAL: times the tensor, not plus
+                                   (batch norm as y * s + t); split-K parallel refuses it */
 } cuda_epi;
 
 /* ---- contraction specs (mirror cgen_*_spec) ------------------------------- */

@@ -413,6 +413,8 @@ static json_t *stmt_json(const cuda_stmt *st) {
         json_object_set_new(x, "dtype", json_string(tiny_dtype_name(ep->e.dtype)));
       }
       if (ep->e.kind == CUDA_EPI_SCALE) json_object_set_new(x, "scale", json_real(ep->e.scale));
+      if (ep->e.kind == CUDA_EPI_SCALE && ep->e.shift != 0.0f) json_object_set_new(x, "shift", json_real(ep->e.shift));
+      if (ep->ptr && ep->e.mul) json_object_set_new(x, "mul", json_true());
       if (ep->e.kind == CUDA_EPI_ROUND) json_object_set_new(x, "to", json_string(tiny_dtype_name(ep->e.dtype)));
       if (ep->e.kind == CUDA_EPI_RESIDUAL) {
         json_t *s = json_array();

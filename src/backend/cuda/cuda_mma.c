@@ -804,10 +804,12 @@ hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *na
                    cuda_splitk_name(s->tune.splitk_kind));
   if (s->tune.splitk_kind == CUDA_SPLITK_REDUCE && (s->n_epi || s->c_ss < 1))
     return hp_fail(e, HP_E_INVALID_ARG, name, "splitk_reduce: no epilogue (the finishing pass applies it) and a slice stride c_ss >= 1");
+  /* slice 0 alone applies the epilogue to its partial: only a sum distributes that way */
   for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL)
-      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the non-linear epilogue %s (run it in the finishing pass)",
-                     cuda_epi_name(s->epi[i].kind));
+    if ((s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL) ||
+        s->epi[i].mul)
+      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the epilogue %s%s, not an add (run it in the finishing pass)",
+                     s->epi[i].mul ? "x " : "", cuda_epi_name(s->epi[i].kind));
   return HP_OK;
 }
 

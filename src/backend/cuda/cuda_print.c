@@ -173,19 +173,22 @@ static void print_body(pr *p, cuda_stmt *const *list, int n) {
   p->ind--;
 }
 
-/* One epilogue op on hk_v0 / hk_v1 at (hk_r, hk_c), (hk_r, hk_c + 1). */
+/* One epilogue op on hk_v0 / hk_v1 at (hk_r, hk_c), (hk_r, hk_c + 1).  A
+ * tensor step adds, or multiplies (.mul); outside the bounds it applies its
+ * identity (the value is not stored there). */
 static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const char *n_lim) {
   const char *ld = ep->ptr ? cuda_ld_fn(ep->e.dtype) : NULL;
   const char *ct = ep->ptr ? cuda_ctype(ep->e.dtype) : NULL;
-  char f[64];
+  const char *op = ep->e.mul ? "*=" : "+=", *id = ep->e.mul ? "1.0f" : "0.0f";
+  char f[64], t[64];
   switch (ep->e.kind) {
   case CUDA_EPI_BIAS_M:
-    line(p, "{ const float hk_b = hk_r < (%s) ? %s((const %s *)(%s) + hk_r) : 0.0f; hk_v0 += hk_b; hk_v1 += hk_b; }",
-         m_lim, ld, ct, ep->ptr);
+    line(p, "{ const float hk_b = hk_r < (%s) ? %s((const %s *)(%s) + hk_r) : %s; hk_v0 %s hk_b; hk_v1 %s hk_b; }", m_lim,
+         ld, ct, ep->ptr, id, op, op);
     break;
   case CUDA_EPI_BIAS_N:
-    line(p, "hk_v0 += hk_c < (%s) ? %s((const %s *)(%s) + hk_c) : 0.0f;", n_lim, ld, ct, ep->ptr);
-    line(p, "hk_v1 += hk_c + 1 < (%s) ? %s((const %s *)(%s) + hk_c + 1) : 0.0f;", n_lim, ld, ct, ep->ptr);
+    line(p, "hk_v0 %s hk_c < (%s) ? %s((const %s *)(%s) + hk_c) : %s;", op, n_lim, ld, ct, ep->ptr, id);
+    line(p, "hk_v1 %s hk_c + 1 < (%s) ? %s((const %s *)(%s) + hk_c + 1) : %s;", op, n_lim, ld, ct, ep->ptr, id);
     break;
   case CUDA_EPI_RELU: line(p, "hk_v0 = hk_relu(hk_v0); hk_v1 = hk_relu(hk_v1);"); break;
   case CUDA_EPI_GELU: line(p, "hk_v0 = hk_gelu(hk_v0); hk_v1 = hk_gelu(hk_v1);"); break;
@@ -193,14 +196,17 @@ static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const 
   case CUDA_EPI_SIGMOID: line(p, "hk_v0 = hk_sigmoid(hk_v0); hk_v1 = hk_sigmoid(hk_v1);"); break;
   case CUDA_EPI_SCALE:
     flit(f, sizeof f, ep->e.scale);
-    line(p, "hk_v0 *= %s; hk_v1 *= %s;", f, f);
+    flit(t, sizeof t, ep->e.shift);
+    if (ep->e.shift == 0.0f) line(p, "hk_v0 *= %s; hk_v1 *= %s;", f, f);
+    else if (ep->e.scale == 1.0f) line(p, "hk_v0 += %s; hk_v1 += %s;", t, t);
+    else line(p, "hk_v0 = hk_v0 * %s + %s; hk_v1 = hk_v1 * %s + %s;", f, t, f, t);
     break;
   case CUDA_EPI_RESIDUAL:
-    line(p, "if (hk_r < (%s) && hk_c < (%s)) hk_v0 += %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld);",
-         m_lim, n_lim, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
+    line(p, "if (hk_r < (%s) && hk_c < (%s)) hk_v0 %s %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld);",
+         m_lim, n_lim, op, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
     line(p,
-         "if (hk_r < (%s) && hk_c + 1 < (%s)) hk_v1 += %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)(hk_c + 1) * %lld);",
-         m_lim, n_lim, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
+         "if (hk_r < (%s) && hk_c + 1 < (%s)) hk_v1 %s %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)(hk_c + 1) * %lld);",
+         m_lim, n_lim, op, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
     break;
   case CUDA_EPI_ROUND:
     if (ep->e.dtype == TINY_BF16) line(p, "hk_v0 = hk_bf2f(hk_f2bf(hk_v0)); hk_v1 = hk_bf2f(hk_f2bf(hk_v1));");

@@ -44,8 +44,8 @@
  *
  * Split-K: slices of K are separate tiles of the queue.  splitk_parallel:
  * they add their raw fp32 partial sums into C with red.global.add.f32 (C
- * fp32 and zeroed; epilogue ops other than bias/residual are refused since
- * they do not distribute over the sum); splitk_reduce: each stores its
+ * fp32 and zeroed; epilogue ops other than bias/residual adds are refused
+ * since they do not distribute over the sum); splitk_reduce: each stores its
  * partial at C + ks * c_ss (cuda_gen_gemm_finish sums them and applies the
  * epilogue).  splitk_serial is the SM80 template's.
  *

@@ -53,19 +53,8 @@ static cuda_epi epi_of(const ct_epi *x) {
       [CT_EPI_BIAS_M] = CUDA_EPI_BIAS_M, [CT_EPI_BIAS_N] = CUDA_EPI_BIAS_N,     [CT_EPI_RELU] = CUDA_EPI_RELU,
       [CT_EPI_GELU] = CUDA_EPI_GELU,     [CT_EPI_SILU] = CUDA_EPI_SILU,         [CT_EPI_SIGMOID] = CUDA_EPI_SIGMOID,
       [CT_EPI_SCALE] = CUDA_EPI_SCALE,   [CT_EPI_RESIDUAL] = CUDA_EPI_RESIDUAL, [CT_EPI_ROUND] = CUDA_EPI_ROUND};
-  return (cuda_epi){kinds[x->kind], x->dtype, x->scale, x->s_b0, x->s_b1, x->s_m, x->s_n};
-}
-
-/* The CUDA epilogues add tensors and scale; a product with a tensor
- * (ct_epi.mul) or an added constant (ct_epi.shift) is left to the generic kernel. */
-static bool epi_adds_only(const ct_epi *e, int n, const char **why) {
-  for (int i = 0; i < n; i++)
-    if (e[i].mul || (e[i].kind == CT_EPI_SCALE && e[i].shift != 0.0f)) {
-      *why = e[i].mul ? "the epilogue multiplies by a tensor (a CPU template step only)"
-                      : "the epilogue adds a constant (a CPU template step only)";
-      return false;
-    }
-  return true;
+  return (cuda_epi){.kind = kinds[x->kind], .dtype = x->dtype, .scale = x->scale, .shift = x->shift, .s_b0 = x->s_b0,
+                    .s_b1 = x->s_b1, .s_m = x->s_m, .s_n = x->s_n, .mul = x->mul};
 }
 
 /* A kernel's arguments by parameter name (a tensor map: the tensor it maps). */
@@ -260,7 +249,6 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
-  if (!epi_adds_only(gm.epi, gm.nepi, why)) return HP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
   cuda_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP16);
@@ -366,7 +354,6 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
-  if (!epi_adds_only(cv.epi, cv.nepi, why)) return HP_OK;
   /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
   if (cv.groups > 1 && cv.groups == cv.c) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
   cuda_conv_spec s;
