@@ -400,6 +400,27 @@ def case_resnet18():
                 out="y", peers=peers, ref=ref)
 
 
+def bert_model(layers, E, H, F):
+    """The harp DSL of `layers` BERT encoder layers (bench/models/bert_layers.harp's layer, repeated)."""
+    src = open(os.path.join(ROOT, "bench", "models", "bert_layers.harp")).read()
+    layer = src[src.index("graph<S=128> layer("):src.index("graph<S=128> main(")]
+    names = ["wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "g1", "lb1", "w1", "b1", "w2", "b2", "g2", "lb2"]
+    dims = {"wq": f"{E}, {E}", "wk": f"{E}, {E}", "wv": f"{E}, {E}", "wo": f"{E}, {E}", "w1": f"{E}, {F}", "w2": f"{F}, {E}",
+            "b1": f"{F}"}
+    args = ", ".join(f"{n}{l}: f32[{dims.get(n, str(E))}]" for l in range(layers) for n in names)
+    body, last = [], "x"
+    for l in range(layers):
+        out = "y" if l == layers - 1 else f"h{l}"
+        body.append(f"    {out} = layer({last}, " + ", ".join(f"{n}{l}" for n in names) + ")")
+        last = out
+    text = layer.replace("768", str(E)).replace("3072", str(F)).replace("heads=12", f"heads={H}")
+    text += f"graph<S=128> main(x: f32[1, S, {E}], {args}) -> (y: f32[1, S, {E}]) {{\n" + "\n".join(body) + "\n    return y\n}\n"
+    path = os.path.join(tempfile.gettempdir(), f"harp-e2e-bert{layers}.harp")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def case_bert(layers=2, S=128, E=768, H=12, F=3072):
     t = {"x": rand(1, S, E)}
     for l in range(layers):
@@ -438,7 +459,7 @@ def case_bert(layers=2, S=128, E=768, H=12, F=3072):
         s = ort_session(nodes, [vi("x", t["x"])], [vi(last, t["x"])], inits)
         peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
         ref = peers["ort"]
-    return dict(model="bench/models/bert_layers.harp", syms=dict(S=S),
+    return dict(model=bert_model(layers, E, H, F), syms=dict(S=S),
                 tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
 
 
@@ -463,6 +484,7 @@ CASES = {
     "transformer block b4 s256": case_transformer,
     "resnet18 1x3x224x224": case_resnet18,
     "bert-base 2 layers s128": case_bert,
+    "bert-base 12 layers s128": lambda: case_bert(12),
 }
 
 
