@@ -84,6 +84,14 @@ bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow) {
 }
 
 /* ---- blocking ------------------------------------------------------------ */
+static int64_t cg_gcd(int64_t a, int64_t b) {
+  while (b) {
+    int64_t r = a % b;
+    a = b, b = r;
+  }
+  return a;
+}
+
 static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t) {
   const cgen_tuning *u = &p->tune;
   memset(t, 0, sizeof *t);
@@ -118,7 +126,10 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   int threads = u->threads > 0 ? u->threads : 2;
   int64_t target = u->tasks > 0 ? u->tasks : threads;
   int64_t nbat = p->nb[0] * p->nb[1];
-  int64_t need = nbat >= target ? 1 : (target + nbat - 1) / nbat;
+  /* splits per batch: enough that the task count is a multiple of the
+   * threads (3 images on 2 threads: 6 halves, not 2 rounds for one thread
+   * and 1 for the other); from 4 rounds per thread on, whole batches */
+  int64_t need = nbat >= 4 * target ? 1 : target / cg_gcd(nbat, target);
   bool pm = u->par_m, pn = u->par_n;
   if (!pm && !pn) pm = pn = true;
   int64_t sm = 1, sn = 1;
