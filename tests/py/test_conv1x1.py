@@ -29,7 +29,7 @@ def conv1x1(x, w):
     return np.einsum("nchw,oc->nohw", x.astype(np.float64), w[:, :, 0, 0].astype(np.float64))
 
 
-def case(name, text, feeds, want, oc, hw, c, batch, params=("w",), tol=1e-3):
+def case(name, text, feeds, want, oc, hw, c, batch, params=("w",), tol=1e-3, kind="gemm"):
     path = os.path.join(tempfile.mkdtemp(), name.replace(" ", "_") + ".harp")
     with open(path, "w") as f:
         f.write(text)
@@ -41,12 +41,12 @@ def case(name, text, feeds, want, oc, hw, c, batch, params=("w",), tol=1e-3):
     src = open(os.path.join(dump, "model.c")).read()
     declined = re.findall(r"the template declined \(([^)]*)\)", src)
     s.check(f"{name}: no template declined", not declined, str(declined))
-    gemms = re.findall(r"/\* ---- model_k\d+_gemm: gemm (\d+)x(\d+)x(\d+) x batch (\d+)x(\d+),", src)
+    gemms = re.findall(r"/\* ---- model_k\d+_%s: %s (\d+)x(\d+)x(\d+) x batch (\d+)x(\d+)," % (kind, kind), src)
     want_g = (str(oc), str(hw), str(c))
-    s.check(f"{name}: a GEMM with M = output channels, N = pixels, batched over the images",
+    s.check(f"{name}: a {kind} with M = output channels, N = pixels, batched over the images",
             any(g[:3] == want_g and int(g[3]) * int(g[4]) == batch for g in gemms), f"{gemms} want {want_g} x {batch}")
     if "w" in params:
-        s.check(f"{name}: the weight packed by model_init", "A packed by model_init" in src)
+        s.check(f"{name}: the weight packed by model_init", "packed by model_init" in src)
     q, e = run(path, feeds, backend="interp", params=params)
     s.check(f"{name}: interpreter runs", q.returncode == 0, q.stderr.strip()[-400:])
     for out, ref in want.items():
@@ -96,4 +96,12 @@ case("fp16 batch 2 bias relu",
      "    y = relu(conv2d(x, w, bias=b))\n    return y\n}\n",
      {"x": x, "w": w, "b": b}, {"y": np.maximum(conv1x1(x, w) + b.astype(np.float64)[None, :, None, None], 0)},
      oc=18, hw=49, c=24, batch=2, tol=1e-2)
+# stride 2 (ResNet's downsample) keeps its window: the conv template, whose
+# 2 tasks split the 96 output channels (the 169 pixels make 3 panels of 64)
+x, w, b = arr(1, 40, 26, 26), arr(96, 40, 1, 1, scale=0.3), arr(96)
+case("stride 2 bias",
+     "graph main(x: f32[1, 40, 26, 26], w: f32[96, 40, 1, 1], b: f32[96]) -> (y: f32[1, 96, 13, 13]) {\n"
+     "    y = conv2d(x, w, bias=b, stride=2)\n    return y\n}\n",
+     {"x": x, "w": w, "b": b}, {"y": conv1x1(x[:, :, ::2, ::2], w) + b[None, :, None, None]},
+     oc=96, hw=169, c=40, batch=1, kind="conv")
 s.close()
