@@ -135,10 +135,10 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   int64_t sm = 1, sn = 1;
   if (need > 1) {
     int64_t ncol = (p->N + t->nr - 1) / t->nr, nrow = (p->M + t->mr - 1) / t->mr;
-    if (pn && pm && ncol >= 2 && nrow >= 2) {
-      /* the split whose slowest thread finishes first: N panels are coarse
-       * (784 columns in halves of 7 and 5.25 panels of 64), but each task of
-       * an M split packs all of B */
+    if (pn && pm && p->N >= p->M && ncol >= 2 && nrow >= 2) {
+      /* N, unless M lets the slowest thread finish first: N panels are
+       * coarse (784 columns in halves of 7 and 5.25 panels of 64), MR rows
+       * fine, but each task of an M split packs all of B */
       int64_t cn = need < ncol ? need : ncol, cm = need < nrow ? need : nrow;
       double pack = p->prepack_b ? 0 : 16; /* packing a B element ~ 16 multiply-adds */
       int64_t tn = cg_rup((p->N + cn - 1) / cn, t->nr), tm = cg_rup((p->M + cm - 1) / cm, t->mr);
