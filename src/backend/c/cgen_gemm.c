@@ -84,6 +84,14 @@ bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow) {
 }
 
 /* ---- blocking ------------------------------------------------------------ */
+static int64_t cg_gcd(int64_t a, int64_t b) {
+  while (b) {
+    int64_t r = a % b;
+    a = b, b = r;
+  }
+  return a;
+}
+
 static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t) {
   const cgen_tuning *u = &p->tune;
   memset(t, 0, sizeof *t);
@@ -118,13 +126,29 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   int threads = u->threads > 0 ? u->threads : 2;
   int64_t target = u->tasks > 0 ? u->tasks : threads;
   int64_t nbat = p->nb[0] * p->nb[1];
-  int64_t need = nbat >= target ? 1 : (target + nbat - 1) / nbat;
+  /* splits per batch: enough that the task count is a multiple of the
+   * threads (3 images on 2 threads: 6 halves, not 2 rounds for one thread
+   * and 1 for the other); from 4 rounds per thread on, whole batches */
+  int64_t need = nbat >= 4 * target ? 1 : target / cg_gcd(nbat, target);
   bool pm = u->par_m, pn = u->par_n;
   if (!pm && !pn) pm = pn = true;
   int64_t sm = 1, sn = 1;
   if (need > 1) {
     int64_t ncol = (p->N + t->nr - 1) / t->nr, nrow = (p->M + t->mr - 1) / t->mr;
-    if (pn && (!pm || p->N >= p->M) && ncol >= 2) sn = need < ncol ? need : ncol;
+    if (pn && pm && p->N >= p->M && ncol >= 2 && nrow >= 2) {
+      /* N, unless M lets the slowest thread finish first: N panels are
+       * coarse (784 columns in halves of 7 and 5.25 panels of 64), MR rows
+       * fine, but each task of an M split packs all of B */
+      int64_t cn = need < ncol ? need : ncol, cm = need < nrow ? need : nrow;
+      double pack = p->prepack_b ? 0 : 16; /* packing a B element ~ 16 multiply-adds */
+      int64_t tn = cg_rup((p->N + cn - 1) / cn, t->nr), tm = cg_rup((p->M + cm - 1) / cm, t->mr);
+      int64_t rn = (nbat * ((p->N + tn - 1) / tn) + threads - 1) / threads;
+      int64_t rm = (nbat * ((p->M + tm - 1) / tm) + threads - 1) / threads;
+      double wn = (double)rn * (double)(tn < p->N ? tn : p->N) * ((double)t->mp + pack);
+      double wm = (double)rm * (double)cg_rup(p->N, isa->w) * ((double)(tm < p->M ? tm : p->M) + pack);
+      if (wm < wn) sm = cm;
+      else sn = cn;
+    } else if (pn && (!pm || p->N >= p->M) && ncol >= 2) sn = need < ncol ? need : ncol;
     else if (pm && nrow >= 2) sm = need < nrow ? need : nrow;
     else if (pn) sn = need < ncol ? need : ncol;
   }

@@ -75,6 +75,8 @@ static unsigned host_isa_mask(void) {
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
  * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
  * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel.
+ * A GEMM with a column-major C runs transposed (gemm_transpose) and reads the plan
+ * the same way.
  * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
  * channels), that variant reads none of the tiles; the note says so. */
 typedef struct plan_use {
@@ -164,7 +166,8 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     /* the search space sizes BM/BN for a GEMM's rows/columns; read across
      * (pixels as columns) they would shrink the B panel: keep the template's */
     t->kc = tk;
-    note_add(ch, "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)");
+    note_add(ch, kind == 'c' ? "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)"
+                             : "GEMM run transposed (C^T = B^T A^T): tile M/N and warp tile not used (the template's)");
   } else {
     t->mc = tm, t->nc = tn, t->kc = tk;
     if (full && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
@@ -319,11 +322,41 @@ static double conv_pixels(const cgen_conv_spec *s) {
 }
 
 /* ---- GEMM ---------------------------------------------------------------------- */
+/* C = A B stored column-major (unit stride along M, not N) as C^T = B^T A^T:
+ * the template vectorizes along N and stores a C with a non-unit column
+ * stride one element at a time.  A 1x1 conv in NCHW reads this way (x as A,
+ * pixels along M; the weight as B, output channels along N), and so does
+ * y^T = W x^T in general.  Not with a repacked or rounded A, which only A may
+ * be.  True when it swapped. */
+static bool gemm_transpose(ct_gemm *g) {
+  if (g->c_sn == 1 || g->c_sm != 1 || g->nrep || g->a_round != TINY_FP32) return false;
+  int64_t t;
+#define SWAP(x, y) (t = (x), (x) = (y), (y) = t)
+  SWAP(g->M, g->N);
+  SWAP(g->a_sm, g->b_sn);
+  SWAP(g->a_sk, g->b_sk);
+  SWAP(g->c_sm, g->c_sn);
+  for (int i = 0; i < 2; i++) SWAP(g->a_sb[i], g->b_sb[i]);
+  for (int i = 0; i < g->nepi; i++) {
+    ct_epi *ep = &g->epi[i];
+    if (ep->kind == CT_EPI_BIAS_M) ep->kind = CT_EPI_BIAS_N;
+    else if (ep->kind == CT_EPI_BIAS_N) ep->kind = CT_EPI_BIAS_M;
+    else if (ep->kind == CT_EPI_RESIDUAL) SWAP(ep->s_m, ep->s_n);
+  }
+#undef SWAP
+  ct_tensor a = g->A;
+  g->A = g->B;
+  g->B = a;
+  g->A0 = g->A;
+  return true;
+}
+
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
                           int *packed_slot) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
+  bool swapped = gemm_transpose(&gm);
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.a_dtype = gm.A.dtype;
@@ -347,7 +380,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   s.prepack_b = !s.prepack_a && gm.M > CGEN_SKINNY_MAX_M && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
                 (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot);
   plan_use pu;
-  plan_tuning(c, r, 'g', false, &s.tune, NULL, NULL, &pu);
+  plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
