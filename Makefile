@@ -28,7 +28,7 @@ test-fast: all
 test-asan: deps $(ASAN_BUILD)/Makefile
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  LSAN_OPTIONS=use_tls=0:suppressions=$(CURDIR)/tests/lsan.supp \
+	  LSAN_OPTIONS=use_tls=0:print_suppressions=0:suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --output-on-failure -j $(JOBS)
 
 demo: all
