@@ -91,6 +91,12 @@ for args, name in [((37, 29, 53), "gemm odd"), ((64, 64, 64, "fp16"), "gemm fp16
 for epi in (("bias", "RELU"), ("bias", "GELU"), ("residual",), ("bias", "residual", "RELU")):
     model, t = gemm(48, 40, 56, "fp32", epi=epi)
     check("gemm + " + "+".join(epi), model, t, want={"gemm": 1})
+# relu keeps NaN (the reference is x < 0 ? 0 : x): NaN rows of A, and a skinny GEMM
+for m, name in ((48, "gemm"), (3, "skinny gemm")):
+    model, t = gemm(m, 40, 56, "fp32", epi=("bias", "RELU"))
+    t["A"][1, 5] = np.nan
+    t["bias"][7] = np.nan
+    check(f"{name} + bias + relu keeps NaN", model, t, want={"gemm": 1})
 model, t = gemm(32, 24, 40, "fp16", epi=("bias", "RELU"))
 check("gemm fp16 + bias + relu", model, t, want={"gemm": 1})
 A, B, bias = (rng.standard_normal(sh).astype(np.float16) for sh in ((20, 12), (12, 9), (9,)))

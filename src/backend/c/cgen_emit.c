@@ -480,7 +480,8 @@ void cg_emit_tr16(cg_out *o) {
 
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x) {
   switch (k) {
-    case CGEN_EPI_RELU: cg_emit(o, "      %s = $P_max(%s, $P_zero());\n", x, x); break;
+    /* max(0, x): NaN and -0 pass through, as the reference relu (x < 0 ? 0 : x) */
+    case CGEN_EPI_RELU: cg_emit(o, "      %s = $P_max($P_zero(), %s);\n", x, x); break;
     case CGEN_EPI_GELU: cg_emit(o, "      %s = $P_gelu(%s);\n", x, x); break;
     case CGEN_EPI_SILU: cg_emit(o, "      %s = $P_silu(%s);\n", x, x); break;
     case CGEN_EPI_SIGMOID: cg_emit(o, "      %s = $P_sigmoid(%s);\n", x, x); break;
