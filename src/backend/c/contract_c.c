@@ -113,6 +113,12 @@ static unsigned isa_for_simd(int simd) {
   return 1u << (want < h ? want : h);
 }
 
+/* The JIT's variant: the one ISA `mask` names, without the scalar fallback
+ * (harp run / bench compile for the host alone); packages keep every one. */
+static void jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask) {
+  if (c->host_only) t->isa_mask = mask, t->no_fallback = true;
+}
+
 static int tile_of(const plan_t *p, const plan_region_info *ri, int axis) {
   if (axis < 0) return 0;
   for (int i = 0; i < p->ntile; i++)
@@ -150,7 +156,7 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   plan_gemm_view gv;
   if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
-    if (c->host_only) t->isa_mask = host_isa_mask(), t->no_fallback = true;
+    jit_variant(c, t, host_isa_mask());
     return NULL;
   }
   const plan_t *p = &ch->plan;
@@ -186,7 +192,7 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     int pn = gv.n >= 0 ? order_pos(p, ri->axes[gv.n].name, ".i.o") : -1;
     t->order = pm >= 0 && pn >= 0 && pn < pm ? 1 : 0;
   }
-  if (c->host_only) t->isa_mask = isa_for_simd(t->simd), t->no_fallback = true;
+  jit_variant(c, t, isa_for_simd(t->simd));
   if (p->nunroll || p->nsplits) note_add(ch, "unroll and further splits are not used on the CPU");
   if (p->ncache == 0 && kind != 'a') note_add(ch, "no cache_read: the template packs A and B anyway");
   u->ch = ch;
@@ -222,6 +228,8 @@ typedef hp_status (*gen_fn)(hp_error *e, const void *spec, const char *fn, hp_st
 static hp_status gen_gemm(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_gemm(e, s, fn, o); }
 static hp_status gen_conv(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_conv(e, s, fn, o); }
 static hp_status gen_attn(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_attn(e, s, fn, o); }
+static hp_status gen_softmax(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_softmax(e, s, fn, o); }
+static hp_status gen_pool(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_pool(e, s, fn, o); }
 
 /* The template's kernel `kfn` into out, under the plan's tuning (already in
  * *tune, a member of spec); when the template refuses the plan, or there is
@@ -241,7 +249,7 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
     cgen_tuning_default(tune);
     tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
-    if (c->host_only) tune->isa_mask = host_isa_mask(), tune->no_fallback = true;
+    jit_variant(c, tune, host_isa_mask());
     if (gen(&e2, spec, kfn, &body) != HP_OK) {
       hp_str_free(&body);
       if (pu->ch) pu->ch->applied = false;
@@ -513,6 +521,40 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   return HP_OK;
 }
 
+/* ---- row kernels (softmax, pool) ------------------------------------------------------ */
+/* Kernel `kfn` of a row kernel (`what`) into out: a plan reads as its
+ * vector width (`note` says so in the plan's notes), and the C says which.
+ * *refused: the generator refused the shape (out untouched). */
+static hp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
+                            const char *note, const char *kfn, hp_str *out, bool *refused) {
+  *refused = false;
+  hp_plan_choice *ch = choice_of(c, r);
+  if (ch) {
+    int vw = ch->plan.vec_width;
+    tune->simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
+    note_add(ch, note);
+  }
+  jit_variant(c, tune, ch ? isa_for_simd(tune->simd) : host_isa_mask());
+  hp_error e2 = {0};
+  hp_str body;
+  hp_str_init(&body);
+  if (gen(&e2, spec, kfn, &body)) {
+    hp_str_free(&body);
+    if (e2.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    *refused = true;
+    return HP_OK;
+  }
+  if (ch) {
+    ch->applied = true;
+    char *one = hp_plan_oneline(&ch->plan);
+    hp_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
+    free(one);
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  return HP_OK;
+}
+
 /* ---- row softmax ------------------------------------------------------------------ */
 static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
   ct_src src = {c->g, c->pv, c->f, false, false};
@@ -524,32 +566,14 @@ static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool
   cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
   s.y_dtype = sm.y.dtype;
   s.scale = sm.scale;
-  /* a plan reads as its vector width; rows always split over the pool */
-  hp_plan_choice *ch = choice_of(c, r);
-  if (ch) {
-    int vw = ch->plan.vec_width;
-    s.tune.simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
-    note_add(ch, "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used");
-  }
-  if (c->host_only) s.tune.isa_mask = ch ? isa_for_simd(s.tune.simd) : host_isa_mask(), s.tune.no_fallback = true;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_softmax", fn);
-  hp_error e2 = {0};
-  hp_str body;
-  hp_str_init(&body);
-  if (cgen_softmax(&e2, &s, kfn, &body)) {
-    hp_str_free(&body);
-    if (e2.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-    DECLINE("the softmax kernel refused the shape");
-  }
-  if (ch) {
-    ch->applied = true;
-    char *one = hp_plan_oneline(&ch->plan);
-    hp_str_printf(out, "/* plan: %s\n   -> softmax, simd %d */\n", one ? one : "?", s.tune.simd);
-    free(one);
-  }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  bool refused;
+  hp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
+                            "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used",
+                            kfn, out, &refused);
+  if (st) return st;
+  if (refused) DECLINE("the softmax kernel refused the shape");
   hp_str_printf(out,
                 "static int %s(hprt_pool *pool, void *const *bufs) {\n"
                 "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n",
@@ -593,32 +617,14 @@ static hp_status try_pool(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   s.y_dtype = pl.Y.dtype;
   s.n_epi = pl.nepi;
   epi_to_cgen(pl.epi, pl.nepi, s.epi);
-  /* a plan reads as its vector width (as the row softmax); planes always split over the pool */
-  hp_plan_choice *ch = choice_of(c, r);
-  if (ch) {
-    int vw = ch->plan.vec_width;
-    s.tune.simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
-    note_add(ch, "pool: the window kernel reads the vector width; planes split over the pool, the rest not used");
-  }
-  if (c->host_only) s.tune.isa_mask = ch ? isa_for_simd(s.tune.simd) : host_isa_mask();
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_pool", fn);
-  hp_error e2 = {0};
-  hp_str body;
-  hp_str_init(&body);
-  if (cgen_pool(&e2, &s, kfn, &body)) {
-    hp_str_free(&body);
-    if (e2.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-    DECLINE("the pool kernel refused the shape");
-  }
-  if (ch) {
-    ch->applied = true;
-    char *one = hp_plan_oneline(&ch->plan);
-    hp_str_printf(out, "/* plan: %s\n   -> pool, simd %d */\n", one ? one : "?", s.tune.simd);
-    free(one);
-  }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  bool refused;
+  hp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
+                            "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
+                            kfn, out, &refused);
+  if (st) return st;
+  if (refused) DECLINE("the pool kernel refused the shape");
   double bytes = (double)pl.n * pl.c * ((double)pl.h * pl.w * tiny_dtype_size(pl.X.dtype) + (double)pl.oh * pl.ow * tiny_dtype_size(pl.Y.dtype));
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   if (bytes < POOL_SMALL_BYTES) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
