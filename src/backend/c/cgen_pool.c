@@ -105,11 +105,7 @@ static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int 
       snprintf(x, sizeof x, "a%d_%d", i, j);
       int nj = j == u - 1 ? last : w;
       cg_emit(o, "        { long at = (oh + %d) * %ldL + ow + %d;\n", i, (long)g->ow, j * w);
-      for (int e = 0; e < s->n_epi; e++) {
-        /* relu keeps NaN, as the reference's x < 0 ? 0 : x (vmaxps(0, x) gives x when x is NaN) */
-        if (s->epi[e].kind == CGEN_EPI_RELU) cg_emit(o, "          %s = $P_max($P_zero(), %s);\n", x, x);
-        else cg_emit_epi_common(o, &s->epi[e], e, "c", x);
-      }
+      for (int e = 0; e < s->n_epi; e++) cg_emit_epi_common(o, &s->epi[e], e, "c", x);
       if (nj == w) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
       else cg_emit(o, "          $P_stn%s(y + at, %s, %d); }\n", ys, x, nj);
     }
