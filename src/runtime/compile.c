@@ -87,20 +87,32 @@ hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **
   snprintf(so_tmp, pl, "%s/%016llx.%ld.so.tmp", dir, (unsigned long long)h, pid);
   snprintf(log, pl, "%s/%016llx.%ld.log", dir, (unsigned long long)h, pid);
   if ((st = hp_write_file_atomic(e, c_tmp, src, strlen(src)))) goto done;
-  char *argv[MAX_ARGS];
-  int n = 0;
-  argv[n++] = (char *)cc;
-  strcpy(fl, flags);
-  for (char *t = strtok(fl, " \t"); t && n < MAX_ARGS - 10; t = strtok(NULL, " \t")) argv[n++] = t;
-  argv[n++] = "-fPIC";
-  argv[n++] = "-shared";
-  argv[n++] = "-o";
-  argv[n++] = so_tmp;
-  argv[n++] = c_tmp;
-  argv[n++] = "-lm";
-  argv[n++] = "-lpthread";
-  argv[n] = NULL;
-  int rc = run_argv(argv, log);
+  /* -flto=N: GCC's partitions are optimised and assembled in N processes */
+  const char *jobs = getenv("HARP_CC_JOBS");
+  long nj = jobs && *jobs ? strtol(jobs, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  char lto[32] = "";
+  if (o && o->parallel && nj > 1 && strlen(src) >= HP_CC_PARALLEL_MIN)
+    snprintf(lto, sizeof lto, "-flto=%ld", nj < 16 ? nj : 16);
+  int rc;
+  for (;;) {
+    char *argv[MAX_ARGS];
+    int n = 0;
+    argv[n++] = (char *)cc;
+    strcpy(fl, flags);
+    for (char *t = strtok(fl, " \t"); t && n < MAX_ARGS - 10; t = strtok(NULL, " \t")) argv[n++] = t;
+    if (lto[0]) argv[n++] = lto;
+    argv[n++] = "-fPIC";
+    argv[n++] = "-shared";
+    argv[n++] = "-o";
+    argv[n++] = so_tmp;
+    argv[n++] = c_tmp;
+    argv[n++] = "-lm";
+    argv[n++] = "-lpthread";
+    argv[n] = NULL;
+    rc = run_argv(argv, log);
+    if (rc == 0 || !lto[0]) break;
+    lto[0] = 0; /* a compiler (or linker) without LTO: the plain command */
+  }
   if (rc != 0) {
     char *msg = NULL;
     size_t len;

@@ -10,13 +10,19 @@ typedef struct hp_cc_opts {
   const char *cc;        /* NULL: $CC, else "cc" */
   const char *cflags;    /* NULL: $HARP_CFLAGS, else "-O3" (-fPIC -shared always added) */
   const char *cache_dir; /* NULL: $HARP_CACHE_DIR, else $XDG_CACHE_HOME/harp, else ~/.cache/harp */
+  bool parallel;         /* a large source: optimise it on every CPU (GCC's LTO partitions) */
 } hp_cc_opts;
 
 /* Compile `src` (a whole translation unit) into a shared object cached under
  * a hash of the source, the compiler and its flags; a cache hit runs no
  * compiler.  Writes are atomic (temp file + rename), so concurrent processes
- * are safe.  *path receives the .so path (malloc'd); *hit whether it was
- * cached. */
+ * are safe.  With `parallel`, a source of HP_CC_PARALLEL_MIN bytes or more
+ * is compiled with -flto=N (N: $HARP_CC_JOBS, else the online CPUs; at most
+ * 16; 1 turns it off): GCC then optimises and assembles its partitions in N
+ * processes.  A compiler that refuses it gets the plain command again.  The
+ * cache key leaves it out.  *path receives the .so path (malloc'd); *hit
+ * whether it was cached. */
+#define HP_CC_PARALLEL_MIN (128 * 1024)
 hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **path, bool *hit);
 
 /* The cache directory in use (malloc'd). */

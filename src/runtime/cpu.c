@@ -131,7 +131,7 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
                jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
       flags = host_flags;
     }
-    hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL};
+    hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL, .parallel = true};
     st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
     if (st && jcc) { /* an assembler without the option (binutils < 2.34): without it */
       hp_error_clear(e);

@@ -83,7 +83,7 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   m->rt = rt;
   m->rt_borrowed = rt != NULL;
   m->graphs = o && o->graphs;
-  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL};
+  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL, false};
   m->cache_dir = hp_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
   hp_status st = HP_OK;

@@ -90,7 +90,7 @@ hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts
     goto fail;
   }
   if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
-  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL};
+  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL, false};
   char *cache = hp_cc_cache_dir(&cc);
   st = gpu_rt_open(e, cache, false, &s->rt);
   free(cache);
