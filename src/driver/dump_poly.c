@@ -11,13 +11,6 @@
 #include "index/indexbook.h"
 #include "util/util.h"
 
-static hp_status write_json(hp_error *e, const char *dir, const char *file, const char *text) {
-  char path[4096];
-  if (hp_mkdirs(e, dir)) return e->code;
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  return hp_write_file_atomic(e, path, text, strlen(text));
-}
-
 hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
   bool ibd = cli_wants_dump(o, "indexbook"), pvd = cli_wants_dump(o, "poly_view");
   if (!ibd && !pvd) return HP_OK;
@@ -30,8 +23,8 @@ hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *
   if (!s && pvd) s = poly_build(e, m->g, ib, NULL, &pv);
   if (!s && pvd) s = poly_dump_json(e, pv, &pv_json);
   /* all or nothing: write only once both are ready */
-  if (!s && ibd) s = write_json(e, o->dump_dir, "indexbook.json", ib_json);
-  if (!s && pvd) s = write_json(e, o->dump_dir, "poly_view.json", pv_json);
+  if (!s && ibd) s = cli_write_text(e, o->dump_dir, "indexbook.json", ib_json);
+  if (!s && pvd) s = cli_write_text(e, o->dump_dir, "poly_view.json", pv_json);
   free(ib_json);
   free(pv_json);
   poly_free(pv);

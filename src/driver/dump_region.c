@@ -22,13 +22,6 @@ hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, r
   return rg_form(e, m->g, &m->syms, &opt, out);
 }
 
-static hp_status write_json(hp_error *e, const char *dir, const char *file, const char *text) {
-  char path[4096];
-  if (hp_mkdirs(e, dir)) return e->code;
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  return hp_write_file_atomic(e, path, text, strlen(text));
-}
-
 hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
   bool rd = cli_wants_dump(o, "region"), fd = cli_wants_dump(o, "function");
   if (!rd && !fd) return HP_OK;
@@ -40,8 +33,8 @@ hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model
   if (!s && fd) s = fn_build(e, p, "main", &f);
   if (!s && fd && !(fj = fn_dump_json(f))) s = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   /* all or nothing */
-  if (!s && rd) s = write_json(e, o->dump_dir, "region.json", rj);
-  if (!s && fd) s = write_json(e, o->dump_dir, "function.json", fj);
+  if (!s && rd) s = cli_write_text(e, o->dump_dir, "region.json", rj);
+  if (!s && fd) s = cli_write_text(e, o->dump_dir, "function.json", fj);
   free(rj);
   free(fj);
   fn_free(f);

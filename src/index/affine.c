@@ -182,17 +182,6 @@ ib_range ib_aff_range(const ib_env *env, const ib_aff *a) {
 }
 
 /* ---- floor division ----------------------------------------------------- */
-static int64_t gcd64(int64_t a, int64_t b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* Split every coefficient c of x into q*floor(c/q) + mod(c, q). */
 static void split(const ib_aff *x, int64_t q, ib_aff *A, ib_aff *R) {
   ib_aff_zero(A);
@@ -222,9 +211,9 @@ static bool common_factor(const ib_env *env, const ib_aff *R, int64_t q, ib_aff 
   int64_t cand[IB_MAX_VARS + IB_MAX_SYMS + IB_MAX_DIVS];
   int nc = 0;
   for (int j = 0; j < IB_MAX_VARS; j++)
-    if (R->v[j]) cand[nc++] = gcd64(R->v[j], q);
-  for (int i = 0; i < R->nsym; i++) cand[nc++] = gcd64(R->sym[i].k, q);
-  for (int i = 0; i < R->ndiv; i++) cand[nc++] = gcd64(R->div[i].k, q);
+    if (R->v[j]) cand[nc++] = hp_gcd(R->v[j], q);
+  for (int i = 0; i < R->nsym; i++) cand[nc++] = hp_gcd(R->sym[i].k, q);
+  for (int i = 0; i < R->ndiv; i++) cand[nc++] = hp_gcd(R->div[i].k, q);
   for (;;) {
     int64_t g = 1;
     for (int i = 0; i < nc; i++)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "plan_int.h"
+#include "util/json_kind.h"
 #include "util/util.h"
 
 /* ---- locating a path in JSON text ----------------------------------------------- */
@@ -168,23 +169,10 @@ static hp_status jfail(jctx *c, hp_status code, const char *path, bool key, cons
   return plan_fail(c->e, code, &c->src, json_locate(c->text, path, key), path, "%s", msg);
 }
 
-static const char *kind(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT: return "an object";
-  case JSON_ARRAY: return "an array";
-  case JSON_STRING: return "a string";
-  case JSON_INTEGER: return "an integer";
-  case JSON_REAL: return "a real number";
-  case JSON_TRUE:
-  case JSON_FALSE: return "a boolean";
-  default: return "null";
-  }
-}
-
 static hp_status want(jctx *c, const json_t *v, json_type t, const char *path, const char *what) {
   bool ok = t == JSON_TRUE ? json_is_boolean(v) : json_typeof(v) == t;
   if (ok) return HP_OK;
-  return jfail(c, HP_E_PARSE, path, false, "\"%s\" must be %s, got %s", path, what, kind(v));
+  return jfail(c, HP_E_PARSE, path, false, "\"%s\" must be %s, got %s", path, what, hp_json_kind(v));
 }
 
 static hp_status get_int(jctx *c, const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out) {
@@ -607,7 +595,7 @@ hp_status plan_parse_json(const char *text, const char *file, plan_arch default_
   jctx c = {.text = text, .src = src, .e = e, .p = out};
   hp_status st;
   if (!json_is_object(root))
-    st = plan_fail(e, HP_E_PARSE, &src, json_locate(text, "", false), NULL, "a plan is a JSON object, got %s", kind(root));
+    st = plan_fail(e, HP_E_PARSE, &src, json_locate(text, "", false), NULL, "a plan is a JSON object, got %s", hp_json_kind(root));
   else
     st = rd_plan(&c, root);
   json_decref(root);

@@ -239,17 +239,6 @@ poly_barrier poly_barrier_hint(plan_buffer buffer, int depth, plan_arch arch) {
   return POLY_BARRIER_SYNC;
 }
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 hp_status poly_bank_conflict_hint(hp_error *e, const poly_view *pv, int block, int access, int var,
                                   int64_t row_elems, int elem_size, int *ways) {
   *ways = 1;
@@ -273,6 +262,6 @@ hp_status poly_bank_conflict_hint(hp_error *e, const poly_view *pv, int block, i
   int64_t bytes = stride * elem_size;
   if (bytes < 0) bytes = -bytes;
   if (bytes == 0 || bytes < 4) *ways = 1; /* one word for several threads: a broadcast */
-  else *ways = (int)gcd64(bytes / 4, 32);
+  else *ways = (int)hp_gcd(bytes / 4, 32);
   return HP_OK;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "load_int.h"
+#include "util/json_kind.h"
 #include "util/util.h"
 
 #define MAX_MODEL_BYTES ((size_t)256 << 20)
@@ -21,19 +22,6 @@ static bool lfail(lctx *c, hp_status code, const char *fmt, const char *a, const
   hp_fail(c->e, code, c->node, "%s", msg);
   if (c->file && !c->e->file[0]) snprintf(c->e->file, sizeof c->e->file, "%s", c->file);
   return false;
-}
-
-static const char *json_kind(json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT: return "an object";
-  case JSON_ARRAY: return "an array";
-  case JSON_STRING: return "a string";
-  case JSON_INTEGER: return "an integer";
-  case JSON_REAL: return "a real number";
-  case JSON_TRUE:
-  case JSON_FALSE: return "a boolean";
-  default: return "null";
-  }
 }
 
 static bool is_ident(const char *s) {
@@ -69,14 +57,14 @@ bool ld_dim(lctx *c, json_t *v, const char *what, tiny_dim *out) {
     return true;
   }
   char buf[128];
-  snprintf(buf, sizeof buf, "expected an integer or a symbol, got %s", json_kind(v));
+  snprintf(buf, sizeof buf, "expected an integer or a symbol, got %s", hp_json_kind(v));
   return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, buf);
 }
 
 static bool need_array(lctx *c, json_t *v, const char *what) {
   if (!json_is_array(v)) {
     char buf[128];
-    snprintf(buf, sizeof buf, "expected an array, got %s", v ? json_kind(v) : "nothing");
+    snprintf(buf, sizeof buf, "expected an array, got %s", v ? hp_json_kind(v) : "nothing");
     return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, buf);
   }
   if (json_array_size(v) > TINY_MAX_RANK) {
@@ -444,7 +432,7 @@ static hp_status load_uops(lctx *c, json_t *root) {
     json_t *u = json_array_get(uops, i);
     c->node = NULL;
     if (!json_is_object(u)) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "uops[%zu] is %s, not an object", i, json_kind(u));
+      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "uops[%zu] is %s, not an object", i, hp_json_kind(u));
       break;
     }
     json_t *id = json_object_get(u, "id");
@@ -505,7 +493,7 @@ static hp_status load_uops(lctx *c, json_t *root) {
         r->src_rec[k] = -1;
         r->imm[k] = json_number_value(s);
       } else {
-        st = hp_fail(c->e, HP_E_INVALID_ARG, r->id, "src[%zu] must be a node id or a number, got %s", k, json_kind(s));
+        st = hp_fail(c->e, HP_E_INVALID_ARG, r->id, "src[%zu] must be a node id or a number, got %s", k, hp_json_kind(s));
       }
     }
     if (st) break;
@@ -588,7 +576,7 @@ hp_status tiny_load_json(hp_error *e, const char *text, size_t len, const char *
   lctx c = {e, g, filename, NULL};
   hp_status st;
   if (!json_is_object(root))
-    st = hp_fail_at(e, HP_E_INVALID_ARG, filename, 0, 0, "a model is a JSON object, got %s", json_kind(root));
+    st = hp_fail_at(e, HP_E_INVALID_ARG, filename, 0, 0, "a model is a JSON object, got %s", hp_json_kind(root));
   else if (json_object_get(root, "uops"))
     st = load_uops(&c, root);
   else if (json_object_get(root, "ops"))

@@ -80,6 +80,16 @@ int64_t hp_floordiv(int64_t a, int64_t b) {
   return q;
 }
 int64_t hp_mod(int64_t a, int64_t b) { return a - hp_floordiv(a, b) * b; }
+int64_t hp_gcd(int64_t a, int64_t b) {
+  if (a < 0) a = -a;
+  if (b < 0) b = -b;
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
 
 /* ---- half floats -------------------------------------------------------- */
 static uint32_t f2u(float f) {

@@ -57,6 +57,7 @@ bool hp_mul_ok(int64_t a, int64_t b, int64_t *out);
 bool hp_add_ok(int64_t a, int64_t b, int64_t *out);
 int64_t hp_floordiv(int64_t a, int64_t b); /* b > 0 */
 int64_t hp_mod(int64_t a, int64_t b);      /* b > 0, result in [0, b) */
+int64_t hp_gcd(int64_t a, int64_t b);      /* >= 0; hp_gcd(0, 0) = 0 */
 
 /* ---- half precision ----------------------------------------------------- */
 uint16_t hp_f32_to_f16(float f); /* round to nearest even, inf/nan kept */
