@@ -52,9 +52,9 @@ static const char M512[] =
     "$I __m512 $P_mround(__m512 t) { return _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }\n"
     "$I __m512 $P_mrcp(__m512 x) {\n"
     "  __m512 r = _mm512_rcp14_ps(x);\n"
-    "  __m512 r1 = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(x, r, _mm512_set1_ps(1.0f)), r);\n"
-    "  /* 1/(+-0), 1/(+-inf), NaN: rcp14 is exact there, the step would give NaN */\n"
-    "  return _mm512_mask_mov_ps(r1, _mm512_fpclass_ps_mask(r, 0x1f), r);\n"
+    "  /* the step where r is finite and not 0: 1/(+-0), 1/(+-inf) and NaN are rcp14's own */\n"
+    "  __mmask16 ok = _knot_mask16(_mm512_fpclass_ps_mask(r, 0x1f));\n"
+    "  return _mm512_mask_fmadd_ps(r, ok, _mm512_fnmadd_ps(x, r, _mm512_set1_ps(1.0f)), r);\n"
     "}\n"
     "$I __m512 $P_mdiv(__m512 a, __m512 b) {\n"
     "  __m512 r = $P_mrcp(b), q = _mm512_mul_ps(a, r);\n"
@@ -103,9 +103,14 @@ static const char MSCALAR[] =
 
 /* 2^t and e^x on the vector ISAs, from $P_mround and $P_m2n. */
 static void emit_exps(cg_out *o) {
-  cg_emit(o, "$I $P_v $P_mexp2($P_v t) {\n"
-             "  t = $P_min($P_set1(129.0f), $P_max($P_set1(-152.0f), t)); /* NaN kept: the second operand */\n"
-             "  $P_v n = $P_mround(t), f = t - n, p = $P_set1(%s);\n", POLY2[0]);
+  if (o->isa->id == CGEN_ISA_AVX512) /* f = t - round(t) in one vreduceps (0 for +-inf, so 2^+-inf is scalef(1, +-inf)) */
+    cg_emit(o, "$I $P_v $P_mexp2($P_v t) {\n"
+               "  $P_v f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), n = t - f, p = $P_set1(%s);\n",
+            POLY2[0]);
+  else
+    cg_emit(o, "$I $P_v $P_mexp2($P_v t) {\n"
+               "  t = $P_min($P_set1(129.0f), $P_max($P_set1(-152.0f), t)); /* NaN kept: the second operand */\n"
+               "  $P_v n = $P_mround(t), f = t - n, p = $P_set1(%s);\n", POLY2[0]);
   for (int i = 1; i < 6; i++) cg_emit(o, "  p = $P_fma(p, f, $P_set1(%s));\n", POLY2[i]);
   cg_emit(o, "  return $P_m2n($P_fma(p, f, $P_set1(1.0f)), n);\n}\n");
   cg_emit(o, "$I $P_v $P_mexp($P_v x) {\n"
