@@ -211,7 +211,7 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   for (int k = 0; k < s->nin; k++) {
     if (!s->in[k].bcast) continue;
     char ld[128];
-    char px[8];
+    char px[16];
     snprintf(px, sizeof px, "x%d", k);
     cg_scalar_ld(o, ld, sizeof ld, s->in[k].dtype, px, "0");
     cg_emit(o, "  $P_v b%d = $P_set1(%s);\n", k, ld);
