@@ -193,4 +193,47 @@ typedef struct ct_layernorm {
 bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why);
 bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why);
 
+/* ---- elementwise maps (contract_map.c) --------------------------------------
+ * A region of elementwise blocks only, all over one domain, with one output
+ * written point for point: the CPU's map kernel (cgen_map) runs it as ops
+ * on vectors.  Its reads of outside tensors are split the same way for
+ * every input: outer dimensions (rows) x a contiguous inner run (cols);
+ * within a row an input moves with the output (stride 1) or stays put (one
+ * value per row, a broadcast bias or scale); across rows each has its own
+ * strides.  Values computed in the region are read point for point. */
+#define CT_MAP_MAX_IN 8
+#define CT_MAP_MAX_OPS 48
+#define CT_MAP_MAX_OUTER 4
+typedef struct ct_map_arg {
+  char kind; /* 'i' input idx, 'v' the value of op idx, 'c' the constant c (rounded to its dtype) */
+  int idx;
+  double c;
+} ct_map_arg;
+typedef struct ct_map_op {
+  tiny_op op; /* the Tiny op; a CAST between float types */
+  tiny_dtype to; /* CAST: its target (FP16 / BF16 round, FP32 keeps the value) */
+  ct_map_arg a, b;
+} ct_map_op;
+typedef struct ct_map_in {
+  ct_tensor t;
+  bool bcast; /* one element per row */
+  int64_t ostride[CT_MAP_MAX_OUTER];
+} ct_map_in;
+typedef struct ct_map {
+  int nouter;
+  int64_t outer[CT_MAP_MAX_OUTER], cols;
+  int nin;
+  ct_map_in in[CT_MAP_MAX_IN];
+  ct_tensor y; /* dense, offset 0 */
+  int nops;
+  ct_map_op ops[CT_MAP_MAX_OPS]; /* block order; y is the last */
+} ct_map;
+
+/* True when the region is such a map; false with *why NULL when it is no
+ * elementwise region, with *why set when it is one the map kernel does not
+ * take (an op without a vector form, a read that is neither point for point
+ * nor a row broadcast, several outputs, ...).  `ok(op)` says which Tiny ops
+ * the target covers. */
+bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map *out, const char **why);
+
 #endif

@@ -14,7 +14,9 @@
  *              kernel on every ISA (cgen_dwconv.c);
  *   cgen_attn  attention with a fused streaming (online) softmax;
  *   cgen_softmax  row softmax along the last axis (three passes over a row);
- *   cgen_pool  2-D max / sum pooling with padding (cgen_dwconv.c's plane layout).
+ *   cgen_pool  2-D max / sum pooling with padding (cgen_dwconv.c's plane layout);
+ *   cgen_map   elementwise chains (activations, arithmetic, roundings) over
+ *              dense or row-broadcast operands.
  * and a helper that compiles a source string into a shared object and dlopens it.
  *
  * The emitted code is plain C (GNU C, any -std=gnu11/c11 compiler of the GCC
@@ -233,6 +235,54 @@ void cgen_pool_spec_init(cgen_pool_spec *s, int64_t n, int64_t c, int64_t h, int
 /* Output size (floor mode); false if the window does not fit. */
 bool cgen_pool_out_hw(const cgen_pool_spec *s, int64_t *oh, int64_t *ow);
 hp_status cgen_pool(hp_error *e, const cgen_pool_spec *spec, const char *fn_name, hp_str *out);
+
+/* Elementwise map (cgen_map.c): y = f(inputs) point by point over a
+ * domain of outer[0] x .. x outer[nouter-1] rows of `cols`, y dense
+ * row-major.  An input reads one element per point (row-major within a row,
+ * at its own strides across rows) or, `bcast`, one element per row.  The
+ * ops run in list order on fp32 values, each reading inputs, constants or
+ * earlier ops; y is the last op, stored in y_dtype.  Entry point:
+ * int fn(hprt_pool *pool, const void *const *in, void *y); y must not
+ * overlap an input.  Numerics follow the reference interpreter (NaN in, NaN
+ * out; infinities; subnormal results kept) to within ~2 ulp. */
+#define CGEN_MAP_MAX_IN 8
+#define CGEN_MAP_MAX_OPS 48
+#define CGEN_MAP_MAX_OUTER 4
+typedef enum cgen_map_kind {
+  CGEN_MAP_COPY, CGEN_MAP_NEG, CGEN_MAP_EXP2, CGEN_MAP_EXP, CGEN_MAP_RECIP, CGEN_MAP_RELU, CGEN_MAP_GELU,
+  CGEN_MAP_SQRT, CGEN_MAP_RSQRT, CGEN_MAP_ROUND, /* unary; ROUND: to `dtype` (fp16/bf16) and back */
+  CGEN_MAP_ADD, CGEN_MAP_SUB, CGEN_MAP_MUL, CGEN_MAP_DIV, CGEN_MAP_MAX, CGEN_MAP_MIN /* binary; MAX/MIN: NaN wins */
+} cgen_map_kind;
+typedef struct cgen_map_arg {
+  char kind; /* 'i' input idx, 'v' the value of op idx (< this op), 'c' the constant c */
+  int idx;
+  float c;
+} cgen_map_arg;
+typedef struct cgen_map_op {
+  cgen_map_kind kind;
+  tiny_dtype dtype; /* ROUND */
+  cgen_map_arg a, b;
+} cgen_map_op;
+typedef struct cgen_map_in {
+  tiny_dtype dtype;                    /* FP32, FP16, BF16 */
+  bool bcast;                          /* one element per row (stride 0 along it) */
+  int64_t offset;                      /* elements */
+  int64_t ostride[CGEN_MAP_MAX_OUTER]; /* elements per step of each outer dimension */
+} cgen_map_in;
+typedef struct cgen_map_spec {
+  int nouter;
+  int64_t outer[CGEN_MAP_MAX_OUTER], cols;
+  int nin;
+  cgen_map_in in[CGEN_MAP_MAX_IN];
+  tiny_dtype y_dtype;
+  int nops;
+  cgen_map_op ops[CGEN_MAP_MAX_OPS];
+  cgen_tuning tune; /* simd, isa_mask, force_isa; tasks: 4 per thread of the pool */
+} cgen_map_spec;
+
+/* One row of `cols` elements, no inputs, no ops, fp32 out. */
+void cgen_map_spec_init(cgen_map_spec *s, int64_t cols);
+hp_status cgen_map(hp_error *e, const cgen_map_spec *spec, const char *fn_name, hp_str *out);
 
 /* ---- compile and load -------------------------------------------------- */
 typedef struct cgen_cc_opts {

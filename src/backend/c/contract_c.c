@@ -230,6 +230,7 @@ static hp_status gen_conv(hp_error *e, const void *s, const char *fn, hp_str *o)
 static hp_status gen_attn(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_attn(e, s, fn, o); }
 static hp_status gen_softmax(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_softmax(e, s, fn, o); }
 static hp_status gen_pool(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_pool(e, s, fn, o); }
+static hp_status gen_map(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_map(e, s, fn, o); }
 
 /* The template's kernel `kfn` into out, under the plan's tuning (already in
  * *tune, a member of spec); when the template refuses the plan, or there is
@@ -633,6 +634,83 @@ static hp_status try_pool(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   return HP_OK;
 }
 
+/* ---- elementwise maps --------------------------------------------------------------- */
+/* The Tiny ops cgen_map has a vector form of. */
+static bool map_op_ok(tiny_op op) {
+  switch (op) {
+  case TINY_NEG: case TINY_EXP2: case TINY_EXP: case TINY_RECIP: case TINY_RELU: case TINY_GELU: case TINY_SQRT:
+  case TINY_RSQRT: case TINY_CAST: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
+  case TINY_MIN: return true;
+  default: return false;
+  }
+}
+
+static cgen_map_kind map_kind(const ct_map_op *op) {
+  switch (op->op) {
+  case TINY_NEG: return CGEN_MAP_NEG;
+  case TINY_EXP2: return CGEN_MAP_EXP2;
+  case TINY_EXP: return CGEN_MAP_EXP;
+  case TINY_RECIP: return CGEN_MAP_RECIP;
+  case TINY_RELU: return CGEN_MAP_RELU;
+  case TINY_GELU: return CGEN_MAP_GELU;
+  case TINY_SQRT: return CGEN_MAP_SQRT;
+  case TINY_RSQRT: return CGEN_MAP_RSQRT;
+  case TINY_CAST: return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
+  case TINY_ADD: return CGEN_MAP_ADD;
+  case TINY_SUB: return CGEN_MAP_SUB;
+  case TINY_MUL: return CGEN_MAP_MUL;
+  case TINY_FDIV: return CGEN_MAP_DIV;
+  case TINY_MAX: return CGEN_MAP_MAX;
+  default: return CGEN_MAP_MIN;
+  }
+}
+
+static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind, a->idx, (float)a->c}; }
+
+/* Maps of fewer points run on the calling thread (a wake-up of the pool
+ * costs about what 32K points of arithmetic do). */
+#define MAP_SMALL_POINTS 32768.0
+
+static hp_status try_map(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  ct_src src = {c->g, c->pv, c->f, false, false};
+  ct_map mp;
+  if (!ct_read_map(&src, r, map_op_ok, &mp, why)) return HP_OK;
+  cgen_map_spec s;
+  cgen_map_spec_init(&s, mp.cols);
+  s.nouter = mp.nouter;
+  memcpy(s.outer, mp.outer, sizeof s.outer);
+  s.nin = mp.nin;
+  double points = (double)mp.cols;
+  for (int d = 0; d < mp.nouter; d++) points *= (double)mp.outer[d];
+  for (int k = 0; k < mp.nin; k++) {
+    s.in[k].dtype = mp.in[k].t.dtype;
+    s.in[k].bcast = mp.in[k].bcast;
+    s.in[k].offset = mp.in[k].t.offset;
+    memcpy(s.in[k].ostride, mp.in[k].ostride, sizeof s.in[k].ostride);
+  }
+  s.y_dtype = mp.y.dtype;
+  s.nops = mp.nops;
+  for (int j = 0; j < mp.nops; j++) {
+    const ct_map_op *op = &mp.ops[j];
+    s.ops[j] = (cgen_map_op){map_kind(op), op->to, map_arg(&op->a), map_arg(&op->b)};
+  }
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_map", fn);
+  bool refused;
+  hp_status st = row_kernel(c, r, gen_map, &s, &s.tune, "map",
+                            "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
+                            kfn, out, &refused);
+  if (st) return st;
+  if (refused) DECLINE("the map kernel refused the shape");
+  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (points < MAP_SMALL_POINTS) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  hp_str_puts(out, "  const void *in[] = {");
+  for (int k = 0; k < mp.nin; k++) hp_str_printf(out, "bufs[%d], ", mp.in[k].t.slot);
+  hp_str_printf(out, "NULL};\n  return %s(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", kfn, mp.y.slot);
+  *handled = true;
+  return HP_OK;
+}
+
 static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
                                int *packed_slot) {
   *handled = false;
@@ -647,7 +725,8 @@ static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bo
     if (getenv("HARP_NO_TEMPLATES")) return HP_OK;
     hp_status st = try_softmax(c, r, fn, out, handled, why);
     if (st || *handled || *why) return st;
-    return try_pool(c, r, fn, out, handled, why);
+    if ((st = try_pool(c, r, fn, out, handled, why)) || *handled || *why) return st;
+    return try_map(c, r, fn, out, handled, why);
   }
 }
 
