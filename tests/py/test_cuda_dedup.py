@@ -146,6 +146,8 @@ def main():
                 < len(g["launches"]), f"{len(defined)} of {len(g['launches'])}")
         s.check(f"package [{target}]: the launch table names defined kernels", named and named <= defined,
                 str(named - defined))
+        readme = open(os.path.join(d, "README.md")).read()
+        s.check(f"package [{target}]: README counts the distinct kernels", f"of {len(defined)} distinct kernels" in readme)
         if not nvcc:
             print(f"nvcc not found: package [{target}] not compiled")
             continue
