@@ -63,6 +63,9 @@ hp_status hp_gpu_profile(hp_error *e, hp_gpu_model *m, int warmup, int reps, dou
 int hp_gpu_nlaunches(const hp_gpu_model *m);
 /* Launch i's kernel name and kind ("mma_gemm", "wgmma_gemm", "softmax", ...). */
 void hp_gpu_launch_info(const hp_gpu_model *m, int i, const char **kernel, const char **kind);
+/* Launch i's region (its Function kernel's name): a kernel that is the same
+ * code for several regions (repeated layers) is launched for each. */
+const char *hp_gpu_launch_region(const hp_gpu_model *m, int i);
 void hp_gpu_free(hp_gpu_model *m);
 
 const char *hp_gpu_source(const hp_gpu_model *m);         /* the CUDA C */

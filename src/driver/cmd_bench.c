@@ -166,11 +166,12 @@ fail:
 typedef struct kprofile {
   int n;
   const char **name, **kind;
+  const char **region; /* CUDA: the launch's region (a kernel may run for several); CPU: NULL each */
   double *med;
 } kprofile;
 
 static void profile_free(kprofile *p) {
-  free(p->name), free(p->kind), free(p->med);
+  free(p->name), free(p->kind), free(p->region), free(p->med);
   memset(p, 0, sizeof *p);
 }
 
@@ -178,8 +179,9 @@ static hp_status profile_alloc(hp_error *e, kprofile *p, int n) {
   p->n = n;
   p->name = calloc((size_t)n + 1, sizeof *p->name);
   p->kind = calloc((size_t)n + 1, sizeof *p->kind);
+  p->region = calloc((size_t)n + 1, sizeof *p->region);
   p->med = calloc((size_t)n + 1, sizeof *p->med);
-  if (p->name && p->kind && p->med) return HP_OK;
+  if (p->name && p->kind && p->region && p->med) return HP_OK;
   profile_free(p);
   return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
 }
@@ -216,7 +218,10 @@ static hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, cons
 /* CUDA: each launch where it stands in a run, timed with device events. */
 static hp_status profile_launches(hp_error *e, hp_gpu_model *gm, long warmup, long repeat, kprofile *p) {
   if (profile_alloc(e, p, hp_gpu_nlaunches(gm))) return e->code;
-  for (int i = 0; i < p->n; i++) hp_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
+  for (int i = 0; i < p->n; i++) {
+    hp_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
+    p->region[i] = hp_gpu_launch_region(gm, i);
+  }
   return hp_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
 }
 
@@ -236,12 +241,17 @@ static void profile_print(const kprofile *p, bool json) {
     double share = sum > 0 ? 100.0 * p->med[k] / sum : 0;
     if (json) {
       char *kn = cli_json_quote(p->name[k]), *rn = cli_json_quote(p->kind[k]);
-      printf("%s{\"kernel\": %s, \"kind\": %s, \"median_ms\": %.6f, \"share\": %.4f}", i ? ", " : "\"kernels\": [",
-             kn ? kn : "\"\"", rn ? rn : "\"\"", p->med[k], share / 100);
-      free(kn), free(rn);
+      char *gn = p->region[k] ? cli_json_quote(p->region[k]) : NULL;
+      printf("%s{\"kernel\": %s, ", i ? ", " : "\"kernels\": [", kn ? kn : "\"\"");
+      if (gn) printf("\"region\": %s, ", gn);
+      printf("\"kind\": %s, \"median_ms\": %.6f, \"share\": %.4f}", rn ? rn : "\"\"", p->med[k], share / 100);
+      free(kn), free(rn), free(gn);
     } else {
+      char nm[160];
+      if (p->region[k]) snprintf(nm, sizeof nm, "%s (%s)", p->name[k], p->region[k]);
+      else snprintf(nm, sizeof nm, "%s", p->name[k]);
       if (i == 0) printf("%-32s %-12s %10s %7s\n", "kernel (region)", "kind", "median ms", "share");
-      printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", p->name[k], p->kind[k], p->med[k], share);
+      printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", nm, p->kind[k], p->med[k], share);
     }
   }
   if (json) printf("%s\"kernels_sum_ms\": %.6f", p->n ? "], " : "", sum);

@@ -385,6 +385,10 @@ void hp_gpu_launch_info(const hp_gpu_model *m, int i, const char **kernel, const
   *kernel = k->name, *kind = k->kind;
 }
 
+const char *hp_gpu_launch_region(const hp_gpu_model *m, int i) {
+  return m->tu->f->kernels[m->tu->launch[i].fn_kernel].name;
+}
+
 const char *hp_gpu_source(const hp_gpu_model *m) { return m->source; }
 const cuda_model_tu *hp_gpu_tu(const hp_gpu_model *m) { return m->tu; }
 hp_status hp_gpu_dump_json(hp_error *e, const hp_gpu_model *m, char **out) { return cuda_model_dump_json(e, m->tu, out); }

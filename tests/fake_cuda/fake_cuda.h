@@ -19,6 +19,7 @@
   X(GRAPHS_INSTANTIATED, "graphs_instantiated", 0) /* cuGraphInstantiateWithFlags */                        \
   X(GRAPH_LAUNCHES, "graph_launches", 0)           /* cuGraphLaunch */                                      \
   X(GRAPH_KERNELS, "graph_kernels", 0)             /* kernel nodes run by those graph launches */           \
+  X(GRAPH_FUNCTIONS, "graph_functions", 0)         /* distinct functions among an instantiated graph's nodes */ \
   X(EXEC_UPDATES, "exec_updates", 0)               /* cuGraphExecUpdate_v2 that succeeded */                \
   X(FAILED_UPDATES, "failed_updates", 0)           /* cuGraphExecUpdate_v2 that failed */                   \
   X(MODULES_LOADED, "modules_loaded", 0)           /* cuModuleLoadData */                                   \

@@ -121,6 +121,11 @@ CUresult cuGraphInstantiateWithFlags(void **out, void *hgraph, unsigned long lon
   if (r) return r;
   *out = x;
   ST(GRAPHS_INSTANTIATED)++;
+  for (int i = 0; i < g->k.n; i++) { /* nodes sharing a function (one kernel launched for several regions) count once */
+    int j = 0;
+    while (j < i && g->k.v[j].fn != g->k.v[i].fn) j++;
+    ST(GRAPH_FUNCTIONS) += j == i;
+  }
   return OK;
 }
 

@@ -21,7 +21,7 @@ typedef struct model {
   char *json;
   tiny_graph *g;
   tiny_symtab syms;
-  hp_tensor in[8];
+  hp_tensor in[32];
   int nin;
 } model;
 
@@ -102,7 +102,7 @@ static inline void load(model *m, const char *rel, const char *const *syms) {
   }
   int *ins = NULL;
   m->nin = tiny_inputs(m->g, &ins);
-  assert_true(m->nin <= 8);
+  assert_true(m->nin <= 32);
   for (int i = 0; i < m->nin; i++) {
     const tiny_node *n = &m->g->nodes[ins[i]];
     int64_t shape[TINY_MAX_RANK];

@@ -8,6 +8,7 @@
  * own graph rules (cuGraphExecUpdate_v2, capture errors) do not.  The
  * fake's path is compiled in (HARP_FAKE_CUDA, tests/CMakeLists.txt); the
  * environment variable of that name overrides it. */
+#include "backend/cuda/region_cuda.h"
 #include "fake_testutil.h"
 
 static const char *const rows_model = "tests/models/gpu/rows_mixed.harp";
@@ -82,6 +83,49 @@ static void test_graph_replay(void **vs) {
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
   hp_gpu_free(gm);
   assert_released(&s0);
+  unload(&m);
+}
+
+/* Kernels shared by repeated layers (cuda_dedup.c): the graph has a node
+ * per launch, and the nodes of the shared kernels use one function handle;
+ * with HARP_NO_DEDUP=1 every node has its own.  Run directly, the same
+ * launches. */
+static const char *const repeat_model = "tests/models/gpu/repeat_layers.harp";
+
+static void shared_graph(model *m, bool dedup, int *nlaunch, int *nkernels) {
+  if (!dedup) setenv("HARP_NO_DEDUP", "1", 1);
+  S->reset();
+  snap s0 = snapshot();
+  hp_gpu_model *gm = build(m, "sm80", true, nlaunch);
+  unsetenv("HARP_NO_DEDUP");
+  const cuda_model_tu *t = hp_gpu_tu(gm);
+  *nkernels = t->mod->n;
+  run(m, gm);
+  run(m, gm);
+  assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 2 * *nlaunch);
+  assert_int_equal(counter(FAKE_CUDA_GRAPH_FUNCTIONS), *nkernels);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
+  hp_gpu_free(gm);
+  assert_released(&s0);
+}
+
+static void test_shared_kernels_graph(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, repeat_model, NULL);
+  int n, k, n0, k0;
+  shared_graph(&m, true, &n, &k);
+  shared_graph(&m, false, &n0, &k0);
+  assert_int_equal(n, n0);     /* the same launches */
+  assert_int_equal(k0, n0);    /* without sharing: a kernel per launch */
+  assert_true(k > 0 && k < n); /* with it: graph nodes share functions */
+  /* direct launches of the shared kernels */
+  S->reset();
+  hp_gpu_model *gm = build(&m, "sm80", false, &n);
+  run(&m, gm);
+  assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), n);
+  hp_gpu_free(gm);
   unload(&m);
 }
 
@@ -321,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_fake_graph_rules),
       cmocka_unit_test(test_direct_launches),
       cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_shared_kernels_graph),
       cmocka_unit_test(test_alloc_failure),
       cmocka_unit_test(test_launch_failure_in_capture),
       cmocka_unit_test(test_host_alloc_failures),

@@ -328,8 +328,8 @@ static void test_cli_bench_bind(void **vs) {
   assert_int_not_equal(system(cmd), 0);
 }
 
-/* harp bench --profile --backend cuda: one entry per launch of --dump gpu,
- * each timed between its own pair of events (the fake's clock ticks once per
+/* harp bench --profile --backend cuda: one entry per launch of --dump gpu
+ * (its kernel and region), each timed between its own pair of events (the fake's clock ticks once per
  * launch and once per event record: 0.002 ms a launch); --dump gpu is
  * written; --profile with --bind or interp: usage errors. */
 static void test_cli_bench_profile(void **vs) {
@@ -352,9 +352,14 @@ static void test_cli_bench_profile(void **vs) {
   for (size_t i = 0; i < json_array_size(ks); i++) {
     json_t *k = json_array_get(ks, i);
     const char *name = json_string_value(json_object_get(k, "kernel"));
+    const char *region = json_string_value(json_object_get(k, "region")); /* a shared kernel runs for several */
+    assert_non_null(region);
     bool found = false;
-    for (size_t l = 0; l < json_array_size(ls); l++)
-      found |= !strcmp(name, json_string_value(json_object_get(json_array_get(ls, l), "kernel")));
+    for (size_t l = 0; l < json_array_size(ls); l++) {
+      json_t *L = json_array_get(ls, l);
+      found |= !strcmp(name, json_string_value(json_object_get(L, "kernel"))) &&
+               !strcmp(region, json_string_value(json_object_get(L, "region")));
+    }
     assert_true(found);
     assert_non_null(json_string_value(json_object_get(k, "kind")));
     assert_true(fabs(json_real_value(json_object_get(k, "median_ms")) - 0.002) < 1e-6);

@@ -72,7 +72,7 @@ static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk
     hp_str_init(&kt);
     st = rc_emit_region(c, k, fn, &kt, &chunk[k], &wslot[k]);
     if (!st && kt.oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-    if (!st && dedup) st = cg_kform_make(kt.buf ? kt.buf : "", fn, c->e, &forms[k]);
+    if (!st && dedup) st = cg_kform_make(kt.buf ? kt.buf : "", fn, NULL, 0, c->e, &forms[k]);
     copy_of[k] = -1;
     for (int j = 0; j < k && !st && dedup && copy_of[k] < 0; j++)
       if (copy_of[j] < 0 && kernel_nargs(f, j, wslot) == kernel_nargs(f, k, wslot) && cg_kform_same(&forms[j], &forms[k]))

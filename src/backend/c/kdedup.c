@@ -5,21 +5,25 @@
  * A model repeats its layers (BERT's twelve, a ResNet stage's blocks, the
  * q/k/v projections of one attention), and each layer's kernels come out of
  * the templates as the same text but for their names.  The C compiler's time
- * grows with the text, so the emitter keeps one copy and points the others
- * at it (emit_model.c).
+ * (NVRTC's for the GPU) grows with the text, so the emitter keeps one copy
+ * and points the others at it (emit_model.c for C, cuda_dedup.c for CUDA).
  *
  * Two kernel texts are the same code when they are equal after
  *   - comments are dropped (they name regions and tensors),
  *   - the kernel's own prefix (fn, fn_*) is replaced by one placeholder,
  *   - the loop nest's locals (L12_x, A12_x, N12_x: rc_local_name) are renamed
  *     in order of first appearance,
- *   - the buffer indices bufs[i] are renumbered in order of first
- *     appearance.
+ *   - the buffer indices bufs[i] (C) or the buffer parameters' names
+ *     (CUDA: a __global__ function's pointers, `params`) are renumbered in
+ *     order of first appearance.
  * The last makes the match a permutation of the kernel's buffers: `order`
  * lists, for the j-th buffer first read in the text, its index in the
- * kernel's own bufs[]; the caller passes kernel k's buffers to the copy in
- * the copy's order.  A text that uses `bufs` other than as bufs[<literal>]
- * or as a whole array is never matched. */
+ * kernel's own bufs[] (its parameter list); the caller passes kernel k's
+ * buffers to the copy in the copy's order.  A text that uses `bufs` other
+ * than as bufs[<literal>] or as a whole array is never matched.  With
+ * `params`, parameters the text never names follow in declared order (every
+ * parameter has a place), and a name after `.` or `->` is a member, never a
+ * parameter (v.x stays v.x when x is also a parameter). */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +52,8 @@ typedef struct norm_ctx {
   hp_str *o;
   hp_arena *a;
   hp_strmap locals;
+  const char *const *params; /* CUDA: the parameters' names, or NULL (bufs[i]) */
+  int nparams;
   int bufs_seen[MAX_BUFS]; /* original index -> canonical + 1, or 0 */
   int *order, norder;
   bool ok;
@@ -79,11 +85,34 @@ static const char *bufs_index(norm_ctx *x, const char *p) {
   return q + 1;
 }
 
-hp_status cg_kform_make(const char *text, const char *fn, hp_error *e, cg_kform *out) {
+/* parameter i by name (the first of equal names), or -1 */
+static int param_of(const norm_ctx *x, const char *s, size_t n) {
+  for (int i = 0; i < x->nparams; i++)
+    if (strlen(x->params[i]) == n && !memcmp(x->params[i], s, n)) return i;
+  return -1;
+}
+
+static void param_seen(norm_ctx *x, int i) {
+  if (!x->bufs_seen[i]) {
+    x->order[x->norder] = i;
+    x->bufs_seen[i] = ++x->norder;
+  }
+}
+
+/* the identifier at s is a member: after `.` or `->` (spaces between) */
+static bool is_member(const char *text, const char *s) {
+  while (s > text && (s[-1] == ' ' || s[-1] == '\t' || s[-1] == '\n')) s--;
+  return (s > text && s[-1] == '.') || (s - text >= 2 && s[-2] == '-' && s[-1] == '>');
+}
+
+hp_status cg_kform_make(const char *text, const char *fn, const char *const *params, int nparams, hp_error *e,
+                        cg_kform *out) {
   memset(out, 0, sizeof *out);
+  if (nparams > MAX_BUFS) nparams = MAX_BUFS, params = NULL; /* never matched (below) */
   hp_str o;
   hp_str_init(&o);
-  norm_ctx x = {.o = &o, .a = hp_arena_new(), .order = hp_xcalloc(MAX_BUFS, sizeof(int)), .ok = true};
+  norm_ctx x = {.o = &o, .a = hp_arena_new(), .params = params, .nparams = params ? nparams : 0,
+                .order = hp_xcalloc(MAX_BUFS, sizeof(int)), .ok = params || !nparams};
   size_t fl = strlen(fn);
   for (const char *p = text; *p && x.a && x.order;) {
     if (p[0] == '/' && p[1] == '*') { /* comments name regions: dropped */
@@ -106,7 +135,11 @@ hp_status cg_kform_make(const char *text, const char *fn, hp_error *e, cg_kform 
       const char *s = p;
       while (ident_char(*p)) p++;
       size_t n = (size_t)(p - s);
-      if (is_own(s, n, fn, fl)) {
+      int pi = x.params && !is_member(text, s) ? param_of(&x, s, n) : -1;
+      if (pi >= 0) {
+        param_seen(&x, pi);
+        hp_str_printf(&o, "P$%d", x.bufs_seen[pi] - 1);
+      } else if (is_own(s, n, fn, fl)) {
         hp_str_puts(&o, "K$");
         put_n(&o, s + fl, n - fl);
       } else if (is_local(s, n)) {
@@ -118,7 +151,7 @@ hp_status cg_kform_make(const char *text, const char *fn, hp_error *e, cg_kform 
           break;
         }
         hp_str_printf(&o, "V$%d", id);
-      } else if (n == 4 && !memcmp(s, "bufs", 4)) {
+      } else if (!x.params && n == 4 && !memcmp(s, "bufs", 4)) {
         const char *q = bufs_index(&x, p);
         if (q) p = q;
         else hp_str_puts(&o, "bufs");
@@ -129,6 +162,7 @@ hp_status cg_kform_make(const char *text, const char *fn, hp_error *e, cg_kform 
       hp_str_putc(&o, *p++);
     }
   }
+  for (int i = 0; x.order && i < x.nparams; i++) param_seen(&x, i); /* the unnamed ones: declared order */
   bool oom = !x.a || !x.order || o.oom;
   hp_strmap_free(&x.locals);
   hp_arena_free(x.a);

@@ -12,13 +12,16 @@ typedef struct cg_kform {
   char *norm; /* the normalized text */
   size_t len;
   uint64_t hash;
-  int *order; /* j-th buffer first indexed in the text -> its bufs[] index */
+  int *order; /* j-th buffer first indexed in the text -> its bufs[] (parameter) index */
   int norder;
   bool matchable; /* bufs only as bufs[<literal>] or the whole array */
 } cg_kform;
 
-/* The normal form of kernel `fn`'s text. */
-hp_status cg_kform_make(const char *text, const char *fn, hp_error *e, cg_kform *out);
+/* The normal form of kernel `fn`'s text.  params == NULL: the C kernels'
+ * buffers, bufs[<literal>]; else the names of the kernel's nparams buffer
+ * parameters (CUDA), every one of them in `order`. */
+hp_status cg_kform_make(const char *text, const char *fn, const char *const *params, int nparams, hp_error *e,
+                        cg_kform *out);
 void cg_kform_free(cg_kform *k);
 /* Same code, up to names and the order of the buffers. */
 bool cg_kform_same(const cg_kform *a, const cg_kform *b);

@@ -455,6 +455,9 @@ const cuda_kernel *cuda_module_find(const cuda_module *m, const char *name);
  * header: a prelude defines the hk_* helpers, guarded by #ifndef HK_SIM so
  * that the CPU simulator (tests/cuda_sim) can supply its own.  Malloc'd. */
 hp_status cuda_print(hp_error *e, const cuda_module *m, char **out);
+/* The statements of k's body as cuda_print prints them (the text
+ * cuda_dedup.c compares), appended to o. */
+void cuda_print_body(hp_str *o, const cuda_kernel *k);
 /* The dialect as JSON (--dump gpu): {"gpu":{"arch":..,"kernels":[...]}}. */
 hp_status cuda_dump_json(hp_error *e, const cuda_module *m, char **out);
 /* Structural check of a kernel: known statement kinds, operands present,

@@ -371,6 +371,13 @@ static void print_kernel(hp_str *o, const cuda_kernel *k) {
   hp_str_puts(o, ");\n}\n#endif\n");
 }
 
+/* The statements of k's body as printed in its function (no signature, no
+ * (void) of the parameters): what cuda_dedup.c compares. */
+void cuda_print_body(hp_str *o, const cuda_kernel *k) {
+  pr p = {o, 1};
+  for (int i = 0; i < k->body->nbody; i++) print_stmt(&p, k->body->body[i]);
+}
+
 /* The SM90 helpers (TMA, mbarrier, wgmma) live in cuda_sm90.c. */
 void cuda_sm90_prelude(const cuda_module *m, hp_str *o);
 

@@ -1,8 +1,12 @@
 /* model_cuda.c — the GPU translation unit of a compiled model: every region
  * of the Function as kernels of one cuda_module, the launch list, and the
  * layout of the model's device memory.
- * Needs: region_cuda.c.  Gives: cuda_model_build, cuda_model_dump_json,
- * cuda_arg_offset (region_cuda.h).
+ * Needs: region_cuda.c, cuda_dedup.c.  Gives: cuda_model_build,
+ * cuda_model_dump_json, cuda_arg_offset (region_cuda.h).
+ *
+ * Kernels that are the same code (a model's repeated layers) are compiled
+ * once: cuda_dedup.c keeps one and points the others' launches at it
+ * (HARP_NO_DEDUP=1: every region keeps its own kernels).
  *
  * Device memory: one arena [temporaries | inputs and outputs | scratch |
  * status] (every part 256-byte aligned; the temporaries keep the Function's
@@ -53,6 +57,8 @@ hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv
   for (int r = 0; r < f->nkernels && !st; r++) st = cuda_emit_region(&c, r);
   t->launch = c.launch;
   t->nlaunch = c.nlaunch;
+  t->nkernels_emitted = t->mod ? t->mod->n : 0;
+  if (!st && !getenv("HARP_NO_DEDUP")) st = cuda_model_dedup(e, t);
   if (st) {
     cuda_model_free(t);
     return st;
@@ -182,6 +188,10 @@ hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out) 
   json_object_set_new(cnt, "simple", json_integer(t->nsimple));
   json_object_set_new(cnt, "generic", json_integer(t->ngeneric));
   json_object_set_new(gpu, "launch_kinds", cnt);
+  json_t *sh = json_object(); /* cuda_dedup.c: kernels as the regions made them, and as compiled */
+  json_object_set_new(sh, "emitted", json_integer(t->nkernels_emitted));
+  json_object_set_new(sh, "compiled", json_integer(t->mod->n));
+  json_object_set_new(gpu, "kernel_sharing", sh);
   char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   json_decref(root);
   if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");

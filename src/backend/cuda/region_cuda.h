@@ -83,6 +83,7 @@ typedef struct cuda_model_tu {
   size_t status_off;
   size_t arena_bytes;
   int ntemplate, nsimple, ngeneric; /* launches by kind (counts for messages and tests) */
+  int nkernels_emitted;             /* kernels the regions made; mod->n: those left after sharing */
   hp_arena *arena;                  /* notes, names, loop trees */
 } cuda_model_tu;
 
@@ -94,6 +95,10 @@ hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv
                            const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
                            cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
+/* Kernels that are the same code and launch config compiled once: the
+ * repeats leave t->mod, their launches use the kept kernel with their
+ * arguments in its parameter order (cuda_dedup.c). */
+hp_status cuda_model_dedup(hp_error *e, cuda_model_tu *t);
 /* --dump gpu: {"gpu": {arch, kernels: [...], launches: [...], memory: {...}}}.  Malloc'd. */
 hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
 /* Byte offset of an argument's target in its space: the arena (temporaries,

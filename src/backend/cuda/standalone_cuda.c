@@ -276,10 +276,10 @@ void cuda_standalone_readme(hp_str *o, const cuda_model_tu *t, bool have_ptx) {
                 "Build and run: `make` (a C compiler%s).  Running needs an NVIDIA driver and a GPU\n"
                 "of compute capability %s; `HARP_CUDA_DEVICE=N` picks the device, `HARP_LIBCUDA=PATH`\n"
                 "the driver library.  Without them model_init prints why and returns NULL.\n\n"
-                "%d kernel launches (%d on the MMA templates, %d simple row kernels, %d generic loop nests);\n"
-                "device arena %zu bytes, weights %zu bytes.\n",
+                "%d kernel launches (%d on the MMA templates, %d simple row kernels, %d generic loop nests)\n"
+                "of %d distinct kernels (repeated layers share theirs); device arena %zu bytes, weights %zu bytes.\n",
                 cuda_arch_name(t->mod->arch), cuda_arch_nvrtc(t->mod->arch), cuda_arch_nvrtc(t->mod->arch),
                 have_ptx ? "" : " (not written: harp had no NVRTC; `make` runs nvcc)", have_ptx ? "" : " and nvcc",
                 t->mod->arch == CUDA_SM90 ? "9.0 (the PTX is sm_90a)" : "8.0 or newer", t->nlaunch, t->ntemplate,
-                t->nsimple, t->ngeneric, t->arena_bytes, t->f->const_bytes);
+                t->nsimple, t->ngeneric, t->mod->n, t->arena_bytes, t->f->const_bytes);
 }
