@@ -100,19 +100,30 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
   /* mr / nr are a GEMM micro-tile unless the direct kernel was asked for */
   bool forced = s->tune.conv_algo == CGEN_CONV_DIRECT;
   int nr = forced ? s->tune.nr : 0;
-  /* NV 1 or 2 vectors of output channels: the one whose tiles hold more
-   * useful accumulators (pixels per tile x channels not lost to the block
-   * tail); a tie goes to 1 (half the weights per channel block).  Measured:
-   * 16 x 28 beats 32 x 12 at 28x28, 16 x 14 beats 32 x 7 at 14x14. */
+  /* NV 1 or 2 vectors of output channels: the one that issues fewer
+   * instructions per output row and input channel.  Per (c, kh) a tile of np
+   * pixels issues np*KW*NV FMAs and loads KW*NV weight vectors plus one
+   * broadcast per input column it reads, (np-1)*SW + (KW-1)*DW + 1 of them;
+   * summed over a row's tiles and the channel blocks (FMAs on the padded
+   * channels of the last block count too).  NV 2 halves the broadcasts per
+   * FMA, which a stride-2 tile needs most (its 28 pixels read 57 columns):
+   * 10 x 32 runs 3x3 s2 128->128 56->28 in 0.93 ms where 28 x 16 took
+   * 1.12, and stride 1 gains too (128 @28 0.88 -> 0.81 ms, 64 @56 0.90 ->
+   * 0.82, 2 threads). */
   double best = -1;
   for (int nv = 1; nv <= 2; nv++) {
     int mx = (31 - (int)s->kw * nv) / nv; /* registers: MR*NV acc, KW*NV weights, a broadcast */
     if (mx > DC_MAX_MR) mx = DC_MAX_MR;
     if (forced && s->tune.mr > 0 && s->tune.mr < mx) mx = s->tune.mr;
     if (mx < 1 || (nr && nr != 16 * nv)) continue;
-    int64_t nt = (d->OW + mx - 1) / mx, nob = (d->OCG + 16 * nv - 1) / (16 * nv);
-    double score = (double)d->OW / (double)nt * (double)d->OCG / (double)(nob * 16);
-    if (score > best + 1e-9) best = score, d->nv = nv, d->mr = (int)((d->OW + nt - 1) / nt); /* 14 -> 7 + 7 */
+    int64_t nt = (d->OW + mx - 1) / mx, nob = (d->OCG + 16 * nv - 1) / (16 * nv), mr = (d->OW + nt - 1) / nt; /* 14 -> 7 + 7 */
+    double cost = 0;
+    for (int64_t q = 0; q < d->OW; q += mr) {
+      int64_t np = d->OW - q < mr ? d->OW - q : mr;
+      cost += (double)(np * s->kw * nv + s->kw * nv + (np - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
+    }
+    cost *= (double)nob;
+    if (best < 0 || cost < best - 1e-9) best = cost, d->nv = nv, d->mr = (int)mr;
   }
   if (best < 0) return *why = "the kernel's weights do not fit the registers", false;
   d->ob = 16 * d->nv;
@@ -260,13 +271,14 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   cg_emit(o, "    const float *wc = wt + c * %ldL;\n", (long)(s->kh * s->kw * d->ob));
   if (jlo >= 0) {
     /* the next channel's rows: their stride (H*W floats) is beyond what the
-     * hardware prefetchers follow */
+     * hardware prefetchers follow.  Every line the tile reads: a stride-2
+     * tile of 28 pixels spans 57 columns, and prefetching only its first
+     * and last column left two lines in the middle to miss (3x3 s2
+     * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
     cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
-    cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n",
-            (long)(d->HW + jlo) * 4, (long)(s->dil[0] * s->w) * 4);
-    if (jhi - jlo >= 8)
-      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n",
-              (long)(d->HW + jhi) * 4, (long)(s->dil[0] * s->w) * 4);
+    for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
+      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n", (long)(d->HW + j) * 4,
+              (long)(s->dil[0] * s->w) * 4);
     cg_emit(o, "    }\n");
   }
   cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
