@@ -1,11 +1,13 @@
 /* test_cgen_conv.c — convolution kernels against a plain loop nest:
  * stride, dilation, asymmetric padding, groups (incl. depthwise: its own kernel), 1x1, 3x3
  * and 7x7 windows, bias/silu/relu/residual epilogues, half storage, each ISA
- * variant (fp32 gathers and the scalar path), errors.  Every AVX-512 case
+ * variant (fp32 gathers and the scalar path; half inputs widened first on
+ * the vector variants), errors.  Every AVX-512 case
  * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
  * that applies; the direct cases add row tails (widths not a multiple of the
  * tile or of 16), output channels not a multiple of the block, rows wholly
- * in the padding, tiles of more than 16 pixels, prepacked weights.  The
+ * in the padding, tiles of more than 16 pixels, prepacked weights, and
+ * strided layers on the tiles cgen_conv chooses (test_strided_tiles).  The
  * depthwise cases cover stride phases (strides 2 and 3, with dilation, even
  * and odd left padding, half inputs split by vectors on AVX-512 and AVX2),
  * output widths 56, 28, 29, 7, 130 and row remainders.  No kernel may write
@@ -135,6 +137,16 @@ static const ccase CASES[] = {
     {2, 6, 19, 20, 80, 5, 5, 3, 3, 2, 2, 2, 2, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_RESIDUAL, CGEN_EPI_RELU}},
     {2, 6, 17, 22, 40, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
     {2, 6, 17, 22, 40, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, F16, F32, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL}, 0, DI, 0, 32},
+    /* half inputs on the implicit GEMM, widened into fp32 scratch first (then
+     * gathers, or row runs at stride 1): a 1x1 stride 2 in fp16; bf16 3x3
+     * stride 3 with 2 groups (the second group's channels further into the
+     * widened copy), prepacked weights (the copy at scratch offset 0) and
+     * 2x40x15x15 = 18000 elements (two chunks); the forced GEMM at stride 1
+     * (378 elements: a vector tail); AVX2's gathers */
+    {2, 12, 9, 19, 33, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, F16, F16, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    {2, 40, 15, 15, 12, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 2, B16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}, 1},
+    {1, 6, 7, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F16, F32, F32, A5, 0, 0, 0, {0}, 0, GE},
+    {2, 6, 10, 11, 10, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, F16, F16, F32, A2, 0, 0, 1, {CGEN_EPI_BIAS_M}},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 

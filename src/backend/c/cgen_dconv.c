@@ -116,7 +116,8 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
     if (mx > DC_MAX_MR) mx = DC_MAX_MR;
     if (forced && s->tune.mr > 0 && s->tune.mr < mx) mx = s->tune.mr;
     if (mx < 1 || (nr && nr != 16 * nv)) continue;
-    int64_t nt = (d->OW + mx - 1) / mx, nob = (d->OCG + 16 * nv - 1) / (16 * nv), mr = (d->OW + nt - 1) / nt; /* 14 -> 7 + 7 */
+    int64_t nt = (d->OW + mx - 1) / mx, nob = (d->OCG + 16 * nv - 1) / (16 * nv);
+    int64_t mr = (d->OW + nt - 1) / nt; /* even tiles: 14 -> 7 + 7 */
     double cost = 0;
     for (int64_t q = 0; q < d->OW; q += mr) {
       int64_t np = d->OW - q < mr ? d->OW - q : mr;
@@ -438,21 +439,13 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   /* a half-precision input is widened into scratch first (the kernel
    * broadcasts fp32 straight from the input; one pass over it) */
   long xn = s->x_dtype == TINY_FP32 ? 0 : (long)(s->n * s->c * s->h * s->w), xoff = s->prepack_w ? 0L : wbytes;
-  if (xn) {
-    long chunk = 16384;
-    cg_emit(o, "static $T void $P_dwiden(void *vc, int task, int tid) {\n  const $P_dctx *cx = (const $P_dctx *)vc;\n"
-               "  (void)tid;\n  long i0 = (long)task * %ldL, i1 = i0 + %ldL < %ldL ? i0 + %ldL : %ldL;\n", chunk, chunk, xn,
-            chunk, xn);
-    cg_emit(o, "  const uint16_t *src = (const uint16_t *)cx->A2;\n  float *dst = (float *)cx->B;\n  long i = i0;\n");
-    cg_emit(o, "  for (; i + 16 <= i1; i += 16) $P_st(dst + i, $P_ld%s(src + i));\n", cg_vsuffix(s->x_dtype));
-    cg_emit(o, "  if (i < i1) $P_stn(dst + i, $P_ldn%s(src + i, (int)(i1 - i)), (int)(i1 - i));\n}\n", cg_vsuffix(s->x_dtype));
-  }
+  if (xn) cg_emit_widen(o, "$P_dctx", "cx->A2", "cx->B", s->x_dtype, xn);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + xn * 4, wsb);
   if (xn) {
     cg_emit(o, "  cx.A2 = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dwiden, &cx);\n", (xn + 16383) / 16384);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_widen, &cx);\n", (xn + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK);
   }
   if (s->prepack_w) {
     cg_emit(o, "  cx.Wp = (float *)A;\n");
