@@ -242,6 +242,8 @@ CASES = [
     lambda: conv("conv1x1 1024->256 @14 +relu", 1, 1024, 14, 256, 1, act="relu"),
     lambda: conv("conv1x1 512->2048 @7 +res+relu", 1, 512, 7, 2048, 1, act="relu", residual=True),
     lambda: conv("conv3x3 s2 128->128 56->28", 1, 128, 56, 128, 3, stride=2, pad=1, act="relu"),
+    lambda: conv("conv3x3 s2 128->256 28->14", 1, 128, 28, 256, 3, stride=2, pad=1, act="relu"),
+    lambda: conv("conv3x3 s2 256->512 14->7", 1, 256, 14, 512, 3, stride=2, pad=1, act="relu"),
     lambda: conv("conv3x3 64 @56 +res+relu", 1, 64, 56, 64, 3, pad=1, act="relu", residual=True),
     lambda: conv("grouped conv3x3 g32 128 @56", 1, 128, 56, 128, 3, pad=1, groups=32, act="relu"),
     lambda: conv("grouped conv3x3 g32 256 @28", 1, 256, 28, 256, 3, pad=1, groups=32, act="relu"),

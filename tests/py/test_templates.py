@@ -24,9 +24,9 @@ def kernels(d):
             "declined": re.findall(r"the template declined \(([^)]*)\)", src)}
 
 
-def check(name, model, inputs, syms=(), want=None, no_decline=False):
+def check(name, model, inputs, syms=(), want=None, no_decline=False, params=()):
     extra = ["--dump", "c", "--dump-dir", tempfile.mkdtemp()] + ([] if inputs else ["--random-inputs"])
-    p, d = run(model, inputs, syms, extra=extra, backend="cpu")
+    p, d = run(model, inputs, syms, extra=extra, backend="cpu", params=params)
     dump = p.args[p.args.index("--dump-dir") + 1]
     s.check(f"{name} runs", p.returncode == 0, p.stderr)
     if p.returncode:
@@ -277,6 +277,40 @@ feeds = {"x": rng.standard_normal((2, 16, 12, 10)).astype(np.float32),
             for k, sh in (("w1", (32, 16, 3, 3)), ("w2", (32, 32, 3, 3)), ("wd", (32, 16, 1, 1)), ("bd", (32,)),
                           ("w3", (8, 16, 3, 3)), ("dw", (16, 1, 3, 3)))}}
 check("strided convs that skip the last rows", tr_dsl, feeds, want={"conv": 4, "gemm": 1}, no_decline=True)
+# strided convs on the direct kernel's 32-channel tiles (AVX-512; cgen_dconv.c
+# counts instructions per tile): stride 2 with pad 1 (odd H 23, W 30 -> 15 =
+# tiles of 8 + 7) + bias + relu, stride 2 without padding + residual + relu,
+# a 5x5 stride 3 pad 2; an fp16 stride-2 conv + bias + fp16 residual + relu;
+# an fp16 1x1 stride 2 (the implicit GEMM, its input widened to fp32 first);
+# batch 2, weights as params (packed once)
+st_dsl = os.path.join(tempfile.mkdtemp(), "strided.harp")
+with open(st_dsl, "w") as f:
+    f.write("graph<N=2> main(x: f32[N, 40, 23, 30], w1: f32[64, 40, 3, 3], b1: f32[64], w2: f32[64, 40, 3, 3],\n"
+            "                r: f32[N, 64, 11, 14], w3: f32[80, 40, 5, 5], b3: f32[80],\n"
+            "                xh: f16[N, 48, 17, 17], wh: f16[64, 48, 3, 3], bh: f16[64], rh: f16[N, 64, 9, 9],\n"
+            "                wd: f16[24, 48, 1, 1])\n"
+            "    -> (y1: f32[N, 64, 12, 15], y2: f32[N, 64, 11, 14], y3: f32[N, 80, 8, 10], yh: f16[N, 64, 9, 9],\n"
+            "        yd: f16[N, 24, 9, 9]) {\n"
+            "    y1 = relu(conv2d(x, w1, bias=b1, stride=2, pad=1))\n"
+            "    y2 = relu(conv2d(x, w2, stride=2) + r)\n"
+            "    y3 = conv2d(x, w3, bias=b3, stride=3, pad=2)\n"
+            "    yh = relu(conv2d(xh, wh, bias=bh, stride=2, pad=1) + rh)\n"
+            "    yd = conv2d(xh, wd, stride=2)\n"
+            "    return y1, y2, y3, yh, yd\n}\n")
+feeds = {k: (rng.standard_normal(sh) * sc).astype(dt) for k, sh, sc, dt in (
+    ("x", (2, 40, 23, 30), 1, np.float32), ("w1", (64, 40, 3, 3), 0.1, np.float32), ("b1", (64,), 1, np.float32),
+    ("w2", (64, 40, 3, 3), 0.1, np.float32), ("r", (2, 64, 11, 14), 1, np.float32),
+    ("w3", (80, 40, 5, 5), 0.05, np.float32), ("b3", (80,), 1, np.float32),
+    ("xh", (2, 48, 17, 17), 1, np.float16), ("wh", (64, 48, 3, 3), 0.1, np.float16), ("bh", (64,), 1, np.float16),
+    ("rh", (2, 64, 9, 9), 1, np.float16), ("wd", (24, 48, 1, 1), 0.2, np.float16))}
+check("strided convs (direct kernel, 32-channel tiles)", st_dsl, feeds, want={"conv": 5}, no_decline=True,
+      params=("w1", "b1", "w2", "w3", "b3", "wh", "bh", "wd"))
+if "avx512f" in open("/proc/cpuinfo").read():
+    d = tempfile.mkdtemp()
+    p, _ = run(st_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+    src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
+    s.check("strided convs: four direct kernels of 32-channel tiles",
+            len(re.findall(r"/\* direct conv \([^)]*\): \d+ x 32 tiles", src)) == 4, p.stderr)
 # heads merged back before a projection: [B, H, S, D] read as [B, S, H*D] (K does
 # not fold in A: A is copied to a dense scratch first)
 heads = [inp("X", "fp32", [2, 3, 10, 8]), inp("W", "fp32", [24, 7]),

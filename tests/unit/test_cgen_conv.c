@@ -1,11 +1,13 @@
 /* test_cgen_conv.c — convolution kernels against a plain loop nest:
  * stride, dilation, asymmetric padding, groups (incl. depthwise: its own kernel), 1x1, 3x3
  * and 7x7 windows, bias/silu/relu/residual epilogues, half storage, each ISA
- * variant (fp32 gathers and the scalar path), errors.  Every AVX-512 case
+ * variant (fp32 gathers and the scalar path; half inputs widened first on
+ * the vector variants), errors.  Every AVX-512 case
  * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
  * that applies; the direct cases add row tails (widths not a multiple of the
  * tile or of 16), output channels not a multiple of the block, rows wholly
- * in the padding, tiles of more than 16 pixels, prepacked weights.  The
+ * in the padding, tiles of more than 16 pixels, prepacked weights, and
+ * strided layers on the tiles cgen_conv chooses (test_strided_tiles).  The
  * depthwise cases cover stride phases (strides 2 and 3, with dilation, even
  * and odd left padding, half inputs split by vectors on AVX-512 and AVX2),
  * output widths 56, 28, 29, 7, 130 and row remainders.  No kernel may write
@@ -118,6 +120,33 @@ static const ccase CASES[] = {
     /* stride 2, ow 29: a residual and a bias that multiply, then a bias that adds */
     {1, 4, 9, 57, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, F32, F32, F32, A5, 0, 0, 3,
      {CGEN_EPI_RESIDUAL, CGEN_EPI_BIAS_M, CGEN_EPI_BIAS_M}, 0, 0, 0, 0, 3},
+    /* strided direct convs as cgen_conv chooses them (test_strided_tiles
+     * checks the tiles): 32-channel tiles, rows split 8 + 7 (W 30 -> ow 15,
+     * H 29 odd), pad 1, batch 2, bias + relu */
+    {2, 12, 29, 30, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    /* pad 0, odd W 31 -> ow 15, fp16 input, weight, output and residual, 90
+     * input channels in blocks of 16 (partial sums; a tail of 10), batch 2 */
+    {2, 90, 13, 31, 96, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, F16, F16, F16, A5, 0, 0, 3,
+     {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL, CGEN_EPI_RELU}},
+    /* the ResNet downsampling layer, reduced: ow 28 = 10 + 10 + 8, the left
+     * tile in the padding, 57 input columns a row */
+    {1, 8, 6, 56, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}, 1},
+    /* stride 3: a 5x5 window (pad 2, ow 7, 80 channels: a block of 32 and a
+     * tail of 16), and 3x3 with pad 1 (windows that do not overlap: the
+     * implicit GEMM) plus the same 3x3 forced onto 32-channel direct tiles */
+    {2, 6, 19, 20, 80, 5, 5, 3, 3, 2, 2, 2, 2, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_RESIDUAL, CGEN_EPI_RELU}},
+    {2, 6, 17, 22, 40, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    {2, 6, 17, 22, 40, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, F16, F32, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL}, 0, DI, 0, 32},
+    /* half inputs on the implicit GEMM, widened into fp32 scratch first (then
+     * gathers, or row runs at stride 1): a 1x1 stride 2 in fp16; bf16 3x3
+     * stride 3 with 2 groups (the second group's channels further into the
+     * widened copy), prepacked weights (the copy at scratch offset 0) and
+     * 2x40x15x15 = 18000 elements (two chunks); the forced GEMM at stride 1
+     * (378 elements: a vector tail); AVX2's gathers */
+    {2, 12, 9, 19, 33, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, F16, F16, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    {2, 40, 15, 15, 12, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 2, B16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}, 1},
+    {1, 6, 7, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F16, F32, F32, A5, 0, 0, 0, {0}, 0, GE},
+    {2, 6, 10, 11, 10, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, F16, F16, F32, A2, 0, 0, 1, {CGEN_EPI_BIAS_M}},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -325,10 +354,44 @@ static void test_choice(void **st) {
   assert_non_null(why);
 }
 
+/* The direct kernel's tile (its comment in the generated C) for a 3x3
+ * layer: C -> OC channels at H x H, stride st, pad 1. */
+static bool tile_is(long c, long oc, long h, long st, long k, const char *tile) {
+  cgen_conv_spec s;
+  cgen_conv_spec_init(&s, 1, c, h, h, oc, k, k, F32);
+  s.stride[0] = s.stride[1] = st;
+  s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = k / 2;
+  s.tune.isa_mask = 1u << CGEN_ISA_AVX512;
+  hp_str src;
+  hp_str_init(&src);
+  hp_error e;
+  memset(&e, 0, sizeof e);
+  bool ok = cgen_conv(&e, &s, "f", &src) == HP_OK && strstr(src.buf, tile) != NULL;
+  if (!ok) fprintf(stderr, "%ld->%ld @%ld s%ld %ldx%ld: not %s\n", c, oc, h, st, k, k, tile);
+  hp_str_free(&src);
+  return ok;
+}
+
+/* Strided layers get 32-channel tiles: a stride-2 tile of 28 x 16 reads 57
+ * input columns per 84 FMAs, 10 x 32 reads 21 per 60 (cg_dconv_plan's
+ * instruction count); 16 channels stay where 32 would be mostly padding. */
+static void test_strided_tiles(void **st) {
+  (void)st;
+  assert_true(tile_is(128, 128, 56, 2, 3, "10 x 32 tiles")); /* ResNet layer2 downsampling */
+  assert_true(tile_is(64, 128, 56, 2, 3, "10 x 32 tiles"));
+  assert_true(tile_is(128, 256, 28, 2, 3, "7 x 32 tiles"));
+  assert_true(tile_is(256, 512, 14, 2, 3, "7 x 32 tiles"));
+  assert_true(tile_is(3, 64, 224, 2, 7, "8 x 32 tiles")); /* the 7x7 stem */
+  assert_true(tile_is(64, 64, 56, 1, 3, "12 x 32 tiles"));
+  assert_true(tile_is(16, 16, 56, 2, 3, "28 x 16 tiles")); /* one block of 16 channels */
+  assert_true(tile_is(6, 80, 20, 3, 5, "7 x 32 tiles"));    /* stride 3, 5x5 */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_choice),
+      cmocka_unit_test(test_strided_tiles),
       cmocka_unit_test(test_cases),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

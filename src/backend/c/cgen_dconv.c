@@ -100,10 +100,16 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
   /* mr / nr are a GEMM micro-tile unless the direct kernel was asked for */
   bool forced = s->tune.conv_algo == CGEN_CONV_DIRECT;
   int nr = forced ? s->tune.nr : 0;
-  /* NV 1 or 2 vectors of output channels: the one whose tiles hold more
-   * useful accumulators (pixels per tile x channels not lost to the block
-   * tail); a tie goes to 1 (half the weights per channel block).  Measured:
-   * 16 x 28 beats 32 x 12 at 28x28, 16 x 14 beats 32 x 7 at 14x14. */
+  /* NV 1 or 2 vectors of output channels: the one that issues fewer
+   * instructions per output row and input channel.  Per (c, kh) a tile of np
+   * pixels issues np*KW*NV FMAs and loads KW*NV weight vectors plus one
+   * broadcast per input column it reads, (np-1)*SW + (KW-1)*DW + 1 of them;
+   * summed over a row's tiles and the channel blocks (FMAs on the padded
+   * channels of the last block count too).  NV 2 halves the broadcasts per
+   * FMA, which a stride-2 tile needs most (its 28 pixels read 57 columns):
+   * 10 x 32 runs 3x3 s2 128->128 56->28 in 0.93 ms where 28 x 16 took
+   * 1.12, and stride 1 gains too (128 @28 0.88 -> 0.81 ms, 64 @56 0.90 ->
+   * 0.82, 2 threads). */
   double best = -1;
   for (int nv = 1; nv <= 2; nv++) {
     int mx = (31 - (int)s->kw * nv) / nv; /* registers: MR*NV acc, KW*NV weights, a broadcast */
@@ -111,8 +117,14 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
     if (forced && s->tune.mr > 0 && s->tune.mr < mx) mx = s->tune.mr;
     if (mx < 1 || (nr && nr != 16 * nv)) continue;
     int64_t nt = (d->OW + mx - 1) / mx, nob = (d->OCG + 16 * nv - 1) / (16 * nv);
-    double score = (double)d->OW / (double)nt * (double)d->OCG / (double)(nob * 16);
-    if (score > best + 1e-9) best = score, d->nv = nv, d->mr = (int)((d->OW + nt - 1) / nt); /* 14 -> 7 + 7 */
+    int64_t mr = (d->OW + nt - 1) / nt; /* even tiles: 14 -> 7 + 7 */
+    double cost = 0;
+    for (int64_t q = 0; q < d->OW; q += mr) {
+      int64_t np = d->OW - q < mr ? d->OW - q : mr;
+      cost += (double)(np * s->kw * nv + s->kw * nv + (np - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
+    }
+    cost *= (double)nob;
+    if (best < 0 || cost < best - 1e-9) best = cost, d->nv = nv, d->mr = (int)mr;
   }
   if (best < 0) return *why = "the kernel's weights do not fit the registers", false;
   d->ob = 16 * d->nv;
@@ -260,13 +272,14 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   cg_emit(o, "    const float *wc = wt + c * %ldL;\n", (long)(s->kh * s->kw * d->ob));
   if (jlo >= 0) {
     /* the next channel's rows: their stride (H*W floats) is beyond what the
-     * hardware prefetchers follow */
+     * hardware prefetchers follow.  Every line the tile reads: a stride-2
+     * tile of 28 pixels spans 57 columns, and prefetching only its first
+     * and last column left two lines in the middle to miss (3x3 s2
+     * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
     cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
-    cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n",
-            (long)(d->HW + jlo) * 4, (long)(s->dil[0] * s->w) * 4);
-    if (jhi - jlo >= 8)
-      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n",
-              (long)(d->HW + jhi) * 4, (long)(s->dil[0] * s->w) * 4);
+    for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
+      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n", (long)(d->HW + j) * 4,
+              (long)(s->dil[0] * s->w) * 4);
     cg_emit(o, "    }\n");
   }
   cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
@@ -426,21 +439,13 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   /* a half-precision input is widened into scratch first (the kernel
    * broadcasts fp32 straight from the input; one pass over it) */
   long xn = s->x_dtype == TINY_FP32 ? 0 : (long)(s->n * s->c * s->h * s->w), xoff = s->prepack_w ? 0L : wbytes;
-  if (xn) {
-    long chunk = 16384;
-    cg_emit(o, "static $T void $P_dwiden(void *vc, int task, int tid) {\n  const $P_dctx *cx = (const $P_dctx *)vc;\n"
-               "  (void)tid;\n  long i0 = (long)task * %ldL, i1 = i0 + %ldL < %ldL ? i0 + %ldL : %ldL;\n", chunk, chunk, xn,
-            chunk, xn);
-    cg_emit(o, "  const uint16_t *src = (const uint16_t *)cx->A2;\n  float *dst = (float *)cx->B;\n  long i = i0;\n");
-    cg_emit(o, "  for (; i + 16 <= i1; i += 16) $P_st(dst + i, $P_ld%s(src + i));\n", cg_vsuffix(s->x_dtype));
-    cg_emit(o, "  if (i < i1) $P_stn(dst + i, $P_ldn%s(src + i, (int)(i1 - i)), (int)(i1 - i));\n}\n", cg_vsuffix(s->x_dtype));
-  }
+  if (xn) cg_emit_widen(o, "$P_dctx", "cx->A2", "cx->B", s->x_dtype, xn);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + xn * 4, wsb);
   if (xn) {
     cg_emit(o, "  cx.A2 = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dwiden, &cx);\n", (xn + 16383) / 16384);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_widen, &cx);\n", (xn + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK);
   }
   if (s->prepack_w) {
     cg_emit(o, "  cx.Wp = (float *)A;\n");

@@ -513,6 +513,17 @@ void cg_emit_tr16(cg_out *o) {
              " r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);\n  }\n}\n");
 }
 
+void cg_emit_widen(cg_out *o, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n) {
+  const char *sx = cg_vsuffix(t);
+  cg_emit(o, "static $T void $P_widen(void *vc, int task, int tid) {\n  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx,
+          ctx);
+  cg_emit(o, "  long i0 = (long)task * %ldL, i1 = i0 + %ldL < %ldL ? i0 + %ldL : %ldL;\n", CG_WIDEN_CHUNK, CG_WIDEN_CHUNK, n,
+          CG_WIDEN_CHUNK, n);
+  cg_emit(o, "  const uint16_t *s = (const uint16_t *)%s;\n  float *d = (float *)%s;\n  long i = i0;\n", src, dst);
+  cg_emit(o, "  for (; i + %d <= i1; i += %d) $P_st(d + i, $P_ld%s(s + i));\n", o->isa->w, o->isa->w, sx);
+  cg_emit(o, "  if (i < i1) $P_stn(d + i, $P_ldn%s(s + i, (int)(i1 - i)), (int)(i1 - i));\n}\n", sx);
+}
+
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x) {
   switch (k) {
     /* max(0, x): NaN and -0 pass through, as the reference relu (x < 0 ? 0 : x) */

@@ -3,6 +3,8 @@
  * cgen_conv and their spec helpers.
  *
  * Shape of the emitted code, per ISA variant (BLIS-style, vectors along N):
+ *   phase 0 (conv, fp16/bf16 input, vector variants): widen the input into
+ *           fp32 scratch (cg_emit_widen), which the B packer then reads.
  *   phase 1 (parallel): pack all of A into MR-row panels, [k][MR] inside a
  *           KC block, converted to fp32; shared by the compute tasks.
  *   phase 2 (parallel over batch x M-split x N-split tasks), per task:
@@ -615,11 +617,19 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   emit_pack_a(o, p, t);
   if (bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
-  if (p->conv && p->cv_sw == 1 && p->bdt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && !p->tune.conv_gather)
-    emit_pack_b_conv_rows(o, p, t);
-  else if (p->conv) emit_pack_b_conv(o, p, t);
+  /* a half-precision conv input is widened into fp32 scratch first (one
+   * vector pass), so that the packer takes the fp32 row runs or gathers:
+   * with a scalar load and conversion per element, fp16 1x1 s2 256->512
+   * 56->28 took 1.75 ms, now 1.21 (fp32 0.96) */
+  int64_t xn = p->conv && p->bdt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR ? p->nb[0] * p->cv_c * p->cv_h * p->cv_w : 0;
+  cg_mm pf = *p;
+  if (xn) pf.bdt = TINY_FP32;
+  if (p->conv && p->cv_sw == 1 && pf.bdt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && !p->tune.conv_gather)
+    emit_pack_b_conv_rows(o, &pf, t);
+  else if (p->conv) emit_pack_b_conv(o, &pf, t);
   else emit_pack_b_gemm(o, p, t);
   emit_task(o, p, t);
+  if (xn) cg_emit_widen(o, "$F_ctx", "cx->X", "cx->B", p->bdt, (long)xn);
   int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
   int64_t per_thread = ((p->prepack_b ? 0 : (int64_t)t->kc * t->ncp) + (t->ws ? t->tm * t->ncp : 0)) * 4;
   long npack = (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups), ntask = (long)(p->nb[0] * p->nb[1] * t->sm * t->sn);
@@ -649,7 +659,13 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)shared, (long)per_thread);
+  int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)(xn ? xoff + xn * 4 : shared),
+          (long)per_thread);
+  if (xn) {
+    cg_emit(o, "  cx.X = B; cx.B = cx.sc.shared + %ldL;\n", (long)xoff);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_widen, &cx);\n", (long)((xn + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK));
+  }
   if (p->prepack_a) {
     cg_emit(o, "  cx.Ap = (float *)A;\n");
   } else {
@@ -843,7 +859,7 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
           (long)p->M, (long)p->N, (long)p->K, (long)p->nb[0], (long)p->nb[1], tiny_dtype_name(p->adt),
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; float *Ap; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; } $F_ctx;\n");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;

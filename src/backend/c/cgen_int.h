@@ -53,6 +53,12 @@ void cg_scalar_ld(cg_out *o, char *buf, int cap, tiny_dtype t, const char *ptr, 
 void cg_scalar_cvt(cg_out *o, char *buf, int cap, tiny_dtype t, const char *expr);
 /* AVX-512 only: $P_tr16(__m512 r[16]) transposes 16 rows of 16 floats in place. */
 void cg_emit_tr16(cg_out *o);
+/* $P_widen(vc, task, tid): a pool task that converts chunk `task` of
+ * CG_WIDEN_CHUNK elements (n in all) of the fp16/bf16 tensor at `src` to
+ * fp32 at `dst` (C expressions over `const ctx *cx`), with o->isa's vectors;
+ * run it over (n + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK tasks. */
+#define CG_WIDEN_CHUNK 16384L
+void cg_emit_widen(cg_out *o, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n);
 /* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x);
 /* Epilogue step i on the vector x when its code does not depend on the
