@@ -463,6 +463,141 @@ def case_bert(layers=2, S=128, E=768, H=12, F=3072):
                 tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
 
 
+# MobileNetV2 1.0's inverted residual blocks: (expansion t, output channels c, repeats n, first stride s)
+MNV2_CFG = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def mobilenetv2_blocks():
+    """(in channels, expanded, out channels, stride) of each block, in bench/models/mobilenetv2.harp's order."""
+    out, c = [], 32
+    for t, d, n, s in MNV2_CFG:
+        for i in range(n):
+            out.append((c, c * t, d, s if i == 0 else 1))
+            c = d
+    return out
+
+
+def mobilenetv2_weights():
+    """Weights named as in bench/models/mobilenetv2.harp (batch norm already folded); He-scaled."""
+    t = {"w0": rand(32, 3, 3, 3, scale=(2 / 27) ** 0.5), "b0": rand(32, scale=0.1)}
+    for i, (c, e, d, _) in enumerate(mobilenetv2_blocks(), 1):
+        if e != c:
+            t[f"e{i}"], t[f"eb{i}"] = rand(e, c, 1, 1, scale=(2 / c) ** 0.5), rand(e, scale=0.1)
+        t[f"d{i}"], t[f"db{i}"] = rand(e, 1, 3, 3, scale=(2 / 9) ** 0.5), rand(e, scale=0.1)
+        t[f"p{i}"], t[f"pb{i}"] = rand(d, e, 1, 1, scale=(1 / e) ** 0.5), rand(d, scale=0.1)
+    t["wl"], t["bl"] = rand(1280, 320, 1, 1, scale=(2 / 320) ** 0.5), rand(1280, scale=0.1)
+    t["wf"], t["bf"] = rand(1280, 1000, scale=1280 ** -0.5), rand(1000, scale=0.1)
+    return t
+
+
+def case_mobilenetv2():
+    x, t = rand(1, 3, 224, 224), mobilenetv2_weights()
+    peers = {}
+    ref = None
+    if ort:
+        conv = lambda i, w, b, o, k, s, g=1: helper.make_node("Conv", [i, w, b], [o], strides=[s, s], pads=[k // 2] * 4, group=g)
+        relu6 = lambda i, o: helper.make_node("Clip", [i, "zero", "six"], [o])
+        nodes = [conv("x", "w0", "b0", "s0", 3, 2), relu6("s0", "a0")]
+        last = "a0"
+        for i, (c, e, d, s) in enumerate(mobilenetv2_blocks(), 1):
+            src = last
+            if e != c:
+                nodes += [conv(last, f"e{i}", f"eb{i}", f"x{i}_", 1, 1), relu6(f"x{i}_", f"x{i}")]
+                src = f"x{i}"
+            nodes += [conv(src, f"d{i}", f"db{i}", f"h{i}_", 3, s, e), relu6(f"h{i}_", f"h{i}"),
+                      conv(f"h{i}", f"p{i}", f"pb{i}", f"c{i}", 1, 1)]
+            if s == 1 and c == d:
+                nodes.append(helper.make_node("Add", [last, f"c{i}"], [f"a{i}"]))
+                last = f"a{i}"
+            else:
+                last = f"c{i}"
+        nodes += [conv(last, "wl", "bl", "z0", 1, 1), relu6("z0", "z"), helper.make_node("GlobalAveragePool", ["z"], ["g"]),
+                  helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("Gemm", ["f", "wf", "bf"], ["y"])]
+        inits = [init(k, v) for k, v in t.items()] + [init("zero", np.array(0, np.float32)), init("six", np.array(6, np.float32))]
+        s = ort_session(nodes, [vi("x", x)], [vi("y", rand(1, 1000))], inits)
+        peers["ort"] = lambda: s.run(None, {"x": x})[0]
+        ref = peers["ort"]
+    return dict(model="bench/models/mobilenetv2.harp", syms={},
+                tensors={"x": ("input", x), **{k: ("param", v) for k, v in t.items()}}, out="y", peers=peers, ref=ref)
+
+
+def rope_tables(S, E, base=10000.0):
+    """cos, sin [S, 1, E] of the rotate_half form (broadcast over the heads of [1, S, H, E]): angle
+    p * base^(-2i/E) for i < E/2, repeated for the second half."""
+    ang = np.arange(S)[:, None] * base ** (-np.arange(0, E, 2) / E)[None, :]
+    ang = np.concatenate([ang, ang], axis=1)[:, None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def llama_np(t, H, eps=1e-5):
+    """bench/models/llama_layer.harp in float64 numpy."""
+    f = {k: v.astype(np.float64) for k, v in t.items()}
+    x = f["x"]
+    S, D = x.shape[1], x.shape[2]
+    E = D // H
+    rms = lambda v, g: v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * g
+    heads = lambda v: v.reshape(1, S, H, E).transpose(0, 2, 1, 3)
+
+    def rope(v):  # v [1, H, S, E]; the tables [S, 1, E] -> [S, E]
+        r = np.concatenate([-v[..., E // 2:], v[..., :E // 2]], axis=-1)
+        return v * f["cos"][:, 0] + r * f["sin"][:, 0]
+    n = rms(x, f["g1"])
+    q, k, v = rope(heads(n @ f["wq"])), rope(heads(n @ f["wk"])), heads(n @ f["wv"])
+    sc = q @ k.transpose(0, 1, 3, 2) / np.sqrt(E) + np.triu(np.full((S, S), -np.inf), 1)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    a = ((p / p.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(1, S, D)
+    h = x + a @ f["wo"]
+    m = rms(h, f["g2"])
+    u = m @ f["w1"]
+    return h + (u / (1 + np.exp(-u)) * (m @ f["w3"])) @ f["w2"]
+
+
+def case_llama(S=128, D=2048, H=32, F=5632):
+    E = D // H
+    cos, sin = rope_tables(S, E)
+    t = dict(x=rand(1, S, D), g1=1 + rand(D, scale=0.1), wq=rand(D, D, scale=D ** -0.5), wk=rand(D, D, scale=D ** -0.5),
+             wv=rand(D, D, scale=D ** -0.5), wo=rand(D, D, scale=D ** -0.5), g2=1 + rand(D, scale=0.1),
+             w1=rand(D, F, scale=D ** -0.5), w3=rand(D, F, scale=D ** -0.5), w2=rand(F, D, scale=F ** -0.5), cos=cos, sin=sin)
+    peers = {}
+    if ort:
+        shp = lambda name, dims: init(name, np.array(dims, dtype=np.int64))
+        inits = [init(k, v) for k, v in t.items() if k not in ("x", "cos", "sin")]
+        inits += [init("cos", cos[:, 0]), init("sin", sin[:, 0])]  # [S, E]: after the transpose to [1, H, S, E]
+        inits += [shp("heads", [1, S, H, E]), shp("merged", [1, S, D]), shp("lo", [0]), shp("mid", [E // 2]), shp("hi", [E]),
+                  shp("ax", [3]), shp("red", [-1]), init("eps", np.array(1e-5, np.float32))]
+        mk = helper.make_node
+
+        def rms(i, g, o):
+            return [mk("Mul", [i, i], [o + "sq"]), mk("ReduceMean", [o + "sq", "red"], [o + "ms"], keepdims=1),
+                    mk("Add", [o + "ms", "eps"], [o + "me"]), mk("Sqrt", [o + "me"], [o + "rt"]),
+                    mk("Div", [i, o + "rt"], [o + "nr"]), mk("Mul", [o + "nr", g], [o])]
+
+        nodes = rms("x", "g1", "n")
+        for n in "qkv":
+            nodes += [mk("MatMul", ["n", "w" + n], [n + "0"]), mk("Reshape", [n + "0", "heads"], [n + "1"]),
+                      mk("Transpose", [n + "1"], [n + ("2" if n != "v" else "")], perm=[0, 2, 1, 3])]
+        for n in "qk":  # rotate_half: concat(-u[..., E/2:], u[..., :E/2])
+            nodes += [mk("Slice", [n + "2", "mid", "hi", "ax"], [n + "hi"]), mk("Neg", [n + "hi"], [n + "ng"]),
+                      mk("Slice", [n + "2", "lo", "mid", "ax"], [n + "lo"]),
+                      mk("Concat", [n + "ng", n + "lo"], [n + "rh"], axis=3),
+                      mk("Mul", [n + "2", "cos"], [n + "c"]), mk("Mul", [n + "rh", "sin"], [n + "s"]),
+                      mk("Add", [n + "c", n + "s"], [n])]
+        an, ai = attention_nodes(1, H, S, E, 1 / np.sqrt(E), True, o="att", pre="a_")
+        nodes += an
+        inits += ai
+        nodes += [mk("Transpose", ["att"], ["att1"], perm=[0, 2, 1, 3]), mk("Reshape", ["att1", "merged"], ["att2"]),
+                  mk("MatMul", ["att2", "wo"], ["proj"]), mk("Add", ["x", "proj"], ["h"])]
+        nodes += rms("h", "g2", "m")
+        nodes += [mk("MatMul", ["m", "w1"], ["u1"]), mk("Sigmoid", ["u1"], ["sg"]), mk("Mul", ["u1", "sg"], ["sl"]),
+                  mk("MatMul", ["m", "w3"], ["u3"]), mk("Mul", ["sl", "u3"], ["gu"]), mk("MatMul", ["gu", "w2"], ["dn"]),
+                  mk("Add", ["h", "dn"], ["y"])]
+        s = ort_session(nodes, [vi("x", t["x"])], [vi("y", t["x"])], inits)
+        peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
+    return dict(model="bench/models/llama_layer.harp", syms=dict(S=S),
+                tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers,
+                ref=lambda: llama_np(t, H))
+
+
 CASES = {
     "gemm 1024 fp32": lambda: case_gemm(1024),
     "gemm 2048 fp32": lambda: case_gemm(2048),
@@ -485,6 +620,8 @@ CASES = {
     "resnet18 1x3x224x224": case_resnet18,
     "bert-base 2 layers s128": case_bert,
     "bert-base 12 layers s128": lambda: case_bert(12),
+    "mobilenetv2 1x3x224x224": case_mobilenetv2,
+    "llama layer d2048 h32 s128": case_llama,
 }
 
 

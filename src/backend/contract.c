@@ -155,6 +155,24 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       out->dtype = to;
       break;
     }
+    case TINY_MAX:
+    case TINY_MIN: {
+      /* with a constant: a clamp (ReLU6 = min(max(x, 0), 6)); a max then a
+       * min are one step, min(max(x, lo), hi) in that order */
+      if (ep->nextra != 1 || ep->extra[0].cast >= 0) return false;
+      const tiny_node *t = &g->nodes[ep->extra[0].node];
+      if (t->op != TINY_CONST || !tiny_dtype_is_float(t->dtype) || isnan(t->a.cnst.value)) return false;
+      float v = (float)t->a.cnst.value;
+      ct_epi *prev = em->n ? &em->epi[em->n - 1] : NULL;
+      if (n->op == TINY_MIN && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {
+        prev->hi = v;
+        continue;
+      }
+      out->kind = CT_EPI_CLAMP;
+      out->lo = n->op == TINY_MAX ? v : -INFINITY;
+      out->hi = n->op == TINY_MIN ? v : INFINITY;
+      break;
+    }
     case TINY_ADD:
     case TINY_MUL: {
       if (ep->nextra != 1 || !ep->extra[0].affine) return false;

@@ -57,13 +57,15 @@ typedef enum ct_epi_kind {
   CT_EPI_SIGMOID,
   CT_EPI_SCALE,    /* * scale + shift (shift: a constant added) */
   CT_EPI_RESIDUAL, /* + R[b0][b1][m][n] at s_b0, s_b1, s_m, s_n; conv: R laid out like the output */
-  CT_EPI_ROUND     /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
+  CT_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
+  CT_EPI_CLAMP     /* min(max(x, lo), hi), NaN kept: max / min with a constant (ReLU6); lo / hi may be -inf / inf */
 } ct_epi_kind;
 
 typedef struct ct_epi {
   ct_epi_kind kind;
   tiny_dtype dtype;            /* bias / residual storage; ROUND: the dtype rounded to */
   float scale, shift;
+  float lo, hi;                /* CT_EPI_CLAMP's bounds */
   int64_t s_b0, s_b1, s_m, s_n;
   int slot;                    /* the tensor of a bias / residual, else -1 */
   int64_t off;                 /* its element offset */

@@ -86,7 +86,23 @@ static bool chain(const tiny_graph *g, const poly_view *pv, const rg_info *info,
       out->nepi++;
       break;
     }
-    default: DECLINE("a step after the pool is not relu, a cast, or x*c / x+c");
+    case TINY_MAX:
+    case TINY_MIN: { /* a clamp, min(max(x, lo), hi) (contract.c's map_epilogue) */
+      int k = n->src[0].node == prev ? 1 : n->src[1].node == prev ? 0 : -1;
+      if (k < 0 || !const_of(g, n->src[k].node, &v) || isnan(v)) DECLINE("a max / min after the pool is not with a constant");
+      ct_epi *last_ep = out->nepi ? &out->epi[out->nepi - 1] : NULL;
+      if (n->op == TINY_MIN && last_ep && last_ep->kind == CT_EPI_CLAMP && last_ep->hi == INFINITY && i > 1 &&
+          g->nodes[prev].op == TINY_MAX) {
+        last_ep->hi = (float)v;
+        break;
+      }
+      ep->kind = CT_EPI_CLAMP;
+      ep->lo = n->op == TINY_MAX ? (float)v : -INFINITY;
+      ep->hi = n->op == TINY_MIN ? (float)v : INFINITY;
+      out->nepi++;
+      break;
+    }
+    default: DECLINE("a step after the pool is not relu, a cast, x*c / x+c, or a max / min with a constant");
     }
     prev = nd;
   }

@@ -9,7 +9,8 @@
  *                    (the reduced variables together): the GEMM view the
  *                    backends tile; the epilogue mapped to plan ops when
  *                    every op maps (bias, relu, silu, gelu, residual; casts
- *                    are free)
+ *                    are free; a scale or a clamp by a constant has no plan
+ *                    op: the epilogue is unknown then)
  *   B / ewise, reduce  p0.. the shared loop dimensions, then k: the largest
  *                    amount of work one shared-loop point does (sequential
  *                    inside a CTA / core)
@@ -155,6 +156,15 @@ bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
       /* the chain on one side, an operand (a tensor or a constant) on the
        * other: + or x, a step of the CPU and the CUDA epilogues alike */
       ok = (in[0] < 0) != (in[1] < 0);
+      break;
+    }
+    case TINY_MAX:
+    case TINY_MIN: {
+      /* with a constant (not NaN) on the other side: a clamp step (ReLU6) */
+      int k = inner_src(c, set, n, b, 0) >= 0 ? 1 : 0;
+      double v;
+      ok = inner_src(c, set, n, b, 1 - k) >= 0 && is_const(c, b, k, &v) && !isnan(v) &&
+           tiny_dtype_is_float(c->g->nodes[PB(c, b)->access[k].tensor].dtype);
       break;
     }
     default: break;

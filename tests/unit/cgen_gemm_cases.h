@@ -120,6 +120,13 @@ static const gcase CASES[] = {
     {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_RELU, CGEN_EPI_SCALE}, F32},
     {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_N, CGEN_EPI_SCALE}, F32},
     {17, 20, 9, 1, 1, F32, F32, F32, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_GELU, CGEN_EPI_SCALE}, F32},
+    /* a clamp min(max(x, lo), hi) (ReLU6), at position 0 both bounds, 1 lo only, 2 hi only (make_spec):
+     * each ISA, the skinny kernel, a half output */
+    {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_CLAMP, CGEN_EPI_BIAS_N}, F32},
+    {33, 70, 29, 1, 1, F32, F32, F32, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 3, {CGEN_EPI_BIAS_M, CGEN_EPI_CLAMP, CGEN_EPI_CLAMP}, F32},
+    {17, 20, 9, 1, 1, F32, F32, F32, 0, 0, 0, 0, SC, 0, 0, 0, 0, 0, 2, {CGEN_EPI_CLAMP, CGEN_EPI_RELU}, F32},
+    {2, 129, 65, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_N, CGEN_EPI_CLAMP}, F32},
+    {33, 70, 29, 1, 1, F16, F16, F16, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 1, {CGEN_EPI_CLAMP}, F16},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -148,6 +155,7 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
     e->dtype = c->edt;
     e->scale = 0.75f;
     e->shift = i % 2 ? 0.5f : 0.0f; /* x * scale + shift, and x * scale alone */
+    e->lo = i == 2 ? -INFINITY : -0.25f, e->hi = i == 1 ? INFINITY : 0.5f;
     e->mul = (c->mulm >> i) & 1;
     if (e->kind == CGEN_EPI_RESIDUAL) {
       e->s_b1 = M * N, e->s_b0 = M * N * c->b1;
@@ -210,6 +218,7 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
               case CGEN_EPI_SILU: acc = acc * ct_sigmoid(acc); break;
               case CGEN_EPI_SIGMOID: acc = ct_sigmoid(acc); break;
               case CGEN_EPI_SCALE: acc = acc * e->scale + e->shift; break;
+              case CGEN_EPI_CLAMP: acc = acc < e->lo ? e->lo : acc > e->hi ? e->hi : acc; break;
               case CGEN_EPI_RESIDUAL: {
                 double r = E[i].f[b0 * e->s_b0 + b1 * e->s_b1 + m * e->s_m + n * e->s_n];
                 acc = e->mul ? acc * r : acc + r;

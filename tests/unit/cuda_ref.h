@@ -20,6 +20,7 @@ static inline float ref_epi(const cuda_epi *ep, int n_epi, cu_buf *const *eb, fl
     case CUDA_EPI_SILU: v = v / (1.0f + expf(-v)); break;
     case CUDA_EPI_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
     case CUDA_EPI_SCALE: v = v * x->scale + x->shift; break;
+    case CUDA_EPI_CLAMP: v = v < x->lo ? x->lo : v > x->hi ? x->hi : v; break;
     case CUDA_EPI_RESIDUAL: {
       float r = cu_get(eb[i], b0 * x->s_b0 + b1 * x->s_b1 + m * x->s_m + n * x->s_n);
       v = x->mul ? v * r : v + r;

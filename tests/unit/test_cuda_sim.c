@@ -22,7 +22,7 @@ typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec gemm[11];
+  cuda_gemm_spec gemm[12];
   cuda_conv_spec conv[6];
   cuda_attn_spec attn[5];
 } state;
@@ -98,6 +98,14 @@ static void make_specs(state *st) {
   g[10].epi[0].mul = true;
   epi_set(&g[10].epi[1], CUDA_EPI_SCALE, TINY_FP32);
   g[10].epi[1].scale = 1.0f, g[10].epi[1].shift = 1.5f;
+  /* 11: + bias, clamp to [-0.5, 0.5] (ReLU6's shape), then a second clamp open below */
+  cuda_gemm_spec_init(&g[11], 40, 48, 24, TINY_FP16);
+  g[11].n_epi = 3;
+  epi_set(&g[11].epi[0], CUDA_EPI_BIAS_N, TINY_FP16);
+  epi_set(&g[11].epi[1], CUDA_EPI_CLAMP, TINY_FP32);
+  g[11].epi[1].lo = -0.5f, g[11].epi[1].hi = 0.5f;
+  epi_set(&g[11].epi[2], CUDA_EPI_CLAMP, TINY_FP32);
+  g[11].epi[2].lo = -INFINITY, g[11].epi[2].hi = 0.25f;
 
   cuda_conv_spec *c = st->conv;
   cuda_conv_spec_init(&c[0], 2, 16, 12, 10, 24, 3, 3, TINY_FP16); /* 3x3 stride 1 pad 1, bias + relu */
@@ -175,7 +183,7 @@ static int setup(void **vs) {
   make_specs(st);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &st->m));
   char nm[32];
-  for (int i = 0; i < 11; i++) {
+  for (int i = 0; i < 12; i++) {
     snprintf(nm, sizeof nm, "gemm%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->gemm[i], nm));
   }
@@ -308,6 +316,13 @@ static void test_gemm_unswizzled_conflicts(void **vs) {
   assert_true(stats[1] > 0);                    /* ... but with bank conflicts */
 }
 
+/* a clamp: min(max(x, lo), hi) with both bounds, then with lo open */
+static void test_gemm_clamp(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  assert_int_equal(run_gemm(st, 11, NULL), 0);
+}
+
 static void test_gemm_splitk_parallel(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
@@ -423,6 +438,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_big_tile),
       cmocka_unit_test(test_gemm_unswizzled_conflicts),
       cmocka_unit_test(test_gemm_splitk_parallel),
+      cmocka_unit_test(test_gemm_clamp),
       cmocka_unit_test(test_gemm_mul_shift),
       cmocka_unit_test(test_broken_kernels_fail),
       cmocka_unit_test(test_conv),

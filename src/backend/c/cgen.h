@@ -71,6 +71,7 @@ typedef enum cgen_epi_kind {
   CGEN_EPI_SCALE,    /* * scale + shift */
   CGEN_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
   CGEN_EPI_ROUND,    /* round to dtype (fp16 or bf16) and back: a cast in the middle of the chain */
+  CGEN_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept (ReLU6: lo 0, hi 6; -inf / inf: that side open) */
   CGEN_EPI_COUNT
 } cgen_epi_kind;
 
@@ -82,6 +83,7 @@ typedef struct cgen_epi {
   int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
                                     the residual has the output's NCHW layout */
   bool mul;                      /* BIAS_M / BIAS_N / RESIDUAL: multiply by the tensor instead */
+  float lo, hi;                  /* CGEN_EPI_CLAMP's bounds (not NaN) */
 } cgen_epi;
 
 /* What a Schedule Plan decides (design.md §2.8).  0 means "choose".

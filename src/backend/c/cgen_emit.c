@@ -2,6 +2,7 @@
  * Needs: cgen_int.h.  Gives: "$P/$F" templating, the per-ISA vector helpers
  * (loads/stores in fp32/fp16/bf16, exp, gelu, sigmoid, reductions), the
  * hprt thread-pool runtime text and the CPUID dispatcher. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -552,6 +553,10 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
     case CGEN_EPI_BIAS_N:
     case CGEN_EPI_RESIDUAL: return false;
     case CGEN_EPI_ROUND: cg_emit(o, "      %s = $P_r%s(%s);\n", x, ep->dtype == TINY_FP16 ? "h" : "b", x); return true;
+    case CGEN_EPI_CLAMP: /* x second: vmaxps / vminps return it on NaN, as the reference's max / min */
+      if (ep->lo != -INFINITY) cg_emit(o, "      %s = $P_max($P_set1(%#.9gf), %s);\n", x, (double)ep->lo, x);
+      if (ep->hi != INFINITY) cg_emit(o, "      %s = $P_min($P_set1(%#.9gf), %s);\n", x, (double)ep->hi, x);
+      return true;
     default: cg_emit_activation(o, ep->kind, ep->scale, ep->shift, x); return true;
   }
 }

@@ -817,6 +817,8 @@ static hp_status check_epi(hp_error *e, const cg_mm *p) {
     if (ep->kind == CGEN_EPI_ROUND && ep->dtype != TINY_FP16 && ep->dtype != TINY_BF16)
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d rounds to %s (fp16 or bf16 only)", i,
                      tiny_dtype_name(ep->dtype));
+    if (ep->kind == CGEN_EPI_CLAMP && (isnan(ep->lo) || isnan(ep->hi)))
+      return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: a clamp bound is NaN");
     if (ep->kind == CGEN_EPI_SCALE && (!isfinite(ep->scale) || !isfinite(ep->shift)))
       return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
     if (ep->kind == CGEN_EPI_RESIDUAL && (ep->s_b0 < 0 || ep->s_b1 < 0 || ep->s_m < 0 || ep->s_n < 0))

@@ -121,6 +121,7 @@ typedef enum cuda_epi_kind {
   CUDA_EPI_SCALE,    /* * scale + shift */
   CUDA_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype; x with .mul) */
   CUDA_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
+  CUDA_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept (ReLU6); an infinite bound: that side open */
   CUDA_EPI_COUNT
 } cuda_epi_kind;
 const char *cuda_epi_name(cuda_epi_kind k);
@@ -132,6 +133,7 @@ typedef struct cuda_epi {
   int64_t s_b0, s_b1, s_m, s_n; /* residual element strides (0 = broadcast); conv: NCHW like y */
   bool mul;                     /* BIAS_M / BIAS_N / RESIDUAL: times the tensor, not plus
                                    (batch norm as y * s + t); split-K parallel refuses it */
+  float lo, hi;                 /* CUDA_EPI_CLAMP's bounds (not NaN) */
 } cuda_epi;
 
 /* ---- contraction specs (mirror cgen_*_spec) ------------------------------- */

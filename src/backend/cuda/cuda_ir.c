@@ -3,6 +3,7 @@
  * Needs: cuda.h, jansson.  Gives: cuda_module_*, cuda_b / cuda_emit*,
  * cuda_kernel_verify, cuda_dump_json, name tables. */
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ const char *cuda_arch_nvrtc(cuda_arch a) { return a == CUDA_SM90 ? "sm_90a" : "s
 bool cuda_arch_runs_on(cuda_arch t, cuda_arch m) { return t == m || (t == CUDA_SM80 && m == CUDA_SM90); }
 
 static const char *const epi_names[CUDA_EPI_COUNT] = {"bias_m", "bias_n", "relu",     "gelu",
-                                                      "silu",   "sigmoid", "scale", "residual", "round"};
+                                                      "silu",   "sigmoid", "scale", "residual", "round", "clamp"};
 const char *cuda_epi_name(cuda_epi_kind k) { return (unsigned)k < CUDA_EPI_COUNT ? epi_names[k] : "?"; }
 
 typedef struct stmt_info {
@@ -416,6 +417,8 @@ static json_t *stmt_json(const cuda_stmt *st) {
       if (ep->e.kind == CUDA_EPI_SCALE && ep->e.shift != 0.0f) json_object_set_new(x, "shift", json_real(ep->e.shift));
       if (ep->ptr && ep->e.mul) json_object_set_new(x, "mul", json_true());
       if (ep->e.kind == CUDA_EPI_ROUND) json_object_set_new(x, "to", json_string(tiny_dtype_name(ep->e.dtype)));
+      if (ep->e.kind == CUDA_EPI_CLAMP && isfinite(ep->e.lo)) json_object_set_new(x, "lo", json_real(ep->e.lo));
+      if (ep->e.kind == CUDA_EPI_CLAMP && isfinite(ep->e.hi)) json_object_set_new(x, "hi", json_real(ep->e.hi));
       if (ep->e.kind == CUDA_EPI_RESIDUAL) {
         json_t *s = json_array();
         json_array_append_new(s, json_integer(ep->e.s_m));

@@ -35,6 +35,7 @@
  *   B N-major  [BK][BN], ldmatrix.trans:  row k = kk*16 + (mat&1)*8 + rr, col n = base + (mat>>1)*8
  *   B K-major  [BN][BK], ldmatrix:        row n = base + (mat>>1)*8 + rr, col k = kk*16 + (mat&1)*8
  * giving a0..a3 of one m16 fragment, and b0,b1 of two n8 fragments. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -752,6 +753,8 @@ static hp_status check_epi(hp_error *e, const char *name, const cuda_epi *epi, i
                      tiny_dtype_name(epi[i].dtype));
     if (epi[i].kind == CUDA_EPI_ROUND && epi[i].dtype != TINY_FP16 && epi[i].dtype != TINY_BF16)
       return hp_fail(e, HP_E_INVALID_ARG, name, "epilogue round to %s (fp16 or bf16)", tiny_dtype_name(epi[i].dtype));
+    if (epi[i].kind == CUDA_EPI_CLAMP && (isnan(epi[i].lo) || isnan(epi[i].hi)))
+      return hp_fail(e, HP_E_INVALID_ARG, name, "a clamp bound is NaN");
   }
   return HP_OK;
 }

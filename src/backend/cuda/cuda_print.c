@@ -208,6 +208,12 @@ static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const 
          "if (hk_r < (%s) && hk_c + 1 < (%s)) hk_v1 %s %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)(hk_c + 1) * %lld);",
          m_lim, n_lim, op, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
     break;
+  case CUDA_EPI_CLAMP: /* compare-and-select: NaN fails both tests and stays, as the reference's max / min */
+    flit(f, sizeof f, ep->e.lo);
+    flit(t, sizeof t, ep->e.hi);
+    if (isfinite(ep->e.lo)) line(p, "hk_v0 = hk_v0 < %s ? %s : hk_v0; hk_v1 = hk_v1 < %s ? %s : hk_v1;", f, f, f, f);
+    if (isfinite(ep->e.hi)) line(p, "hk_v0 = hk_v0 > %s ? %s : hk_v0; hk_v1 = hk_v1 > %s ? %s : hk_v1;", t, t, t, t);
+    break;
   case CUDA_EPI_ROUND:
     if (ep->e.dtype == TINY_BF16) line(p, "hk_v0 = hk_bf2f(hk_f2bf(hk_v0)); hk_v1 = hk_bf2f(hk_f2bf(hk_v1));");
     else line(p, "hk_v0 = hk_h2f(hk_f2h(hk_v0)); hk_v1 = hk_h2f(hk_f2h(hk_v1));");
