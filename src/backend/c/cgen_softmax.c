@@ -9,11 +9,10 @@
  *      output is rounded once), summed;
  *   3. y = e * (1 / sum).
  * The exp pass prefetches the next row of the task.
- * 2^t: n = round(t), f = t - n (exact), 2^f by a degree-6 polynomial fitted
- * on [-0.5, 0.5] (1.3 ulp), then scaled by 2^n (vscalefps on AVX-512).  t
- * below -126 flushes to 0, which keeps denormals (and their microcode
- * assists) out of the sums; NaN propagates, so a row holding NaN or inf
- * (max - max = NaN) comes out NaN like the reference's division chain.
+ * 2^t is the vector layer's $P_exp2 (vreduceps + polynomial + vscalefps on
+ * AVX-512): subnormal terms are kept as the reference keeps them, NaN
+ * propagates, so a row holding NaN or inf (max - max = NaN) comes out NaN
+ * like the reference's division chain.
  * Rows go to tasks in chunks; small problems stay on the calling thread. */
 #include <math.h>
 #include <stdio.h>
