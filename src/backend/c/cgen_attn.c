@@ -12,7 +12,8 @@
  *   out = O / l in the output dtype.
  * The scores are kept in base 2 (Qs = scale log2(e) q, the mask times
  * log2 e), so each exp is the vector layer's 2^t (no ln 2 range reduction,
- * no clamp: 2^-inf is 0, NaN stays NaN).
+ * no clamp: 2^-inf is 0, NaN stays NaN), flushed to 0 below 2^-126: a
+ * large negative mask would otherwise underflow, a microcode assist a lane.
  * Fully masked rows give NaN, like the reference softmax. */
 #include <math.h>
 #include <stdio.h>
@@ -133,13 +134,13 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
   }
   for (int c = 0; c < rows; c += w) {
     int n = rows - c < w ? rows - c : w;
-    if (n == w) cg_emit(o, "  $P_st(alpha + %d, $P_exp2($P_ld(ta + %d)));\n", c, c);
-    else cg_emit(o, "  $P_stn(alpha + %d, $P_exp2($P_ldn(ta + %d, %d)), %d);\n", c, c, n, n);
+    if (n == w) cg_emit(o, "  $P_st(alpha + %d, $P_exp2z($P_ld(ta + %d)));\n", c, c);
+    else cg_emit(o, "  $P_stn(alpha + %d, $P_exp2z($P_ldn(ta + %d, %d)), %d);\n", c, c, n, n);
   }
   for (int r = 0; r < rows; r++) {
     cg_emit(o, "  { $P_v vms = $P_set1(ms[%d]), vs = $P_zero();\n", r);
     for (int v = 0; v < t->bnv; v++)
-      cg_emit(o, "    { $P_v pv = $P_exp2(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
+      cg_emit(o, "    { $P_v pv = $P_exp2z(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
     cg_emit(o, "    sm[%d] = $P_hsum(vs); }\n", r);
   }
   for (int r = 0; r < rows; r++) cg_emit(o, "  lrow[%d] = lrow[%d] * alpha[%d] + sm[%d];\n", r, r, r, r);

@@ -9,10 +9,10 @@
  *      output is rounded once), summed;
  *   3. y = e * (1 / sum).
  * The exp pass prefetches the next row of the task.
- * 2^t is the vector layer's $P_exp2 (vreduceps + polynomial + vscalefps on
- * AVX-512): subnormal terms are kept as the reference keeps them, NaN
- * propagates, so a row holding NaN or inf (max - max = NaN) comes out NaN
- * like the reference's division chain.
+ * 2^t is the vector layer's $P_exp2z (vreduceps + polynomial + vscalefps on
+ * AVX-512): terms below 2^-126 flush to 0, which keeps subnormals (and their
+ * microcode assists) out of the sums; NaN propagates, so a row holding NaN
+ * or inf (max - max = NaN) comes out NaN like the reference's division chain.
  * Rows go to tasks in chunks; small problems stay on the calling thread. */
 #include <math.h>
 #include <stdio.h>
@@ -55,14 +55,14 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   for (int b = 0; w > 1 && b < step; b += 64)
     cg_emit(o, "    __builtin_prefetch((const char *)(nx + j) + %d, 0, 3);\n", b);
   for (int u = 0; u < 2; u++)
-    cg_emit(o, "    { $P_v e = $P_exp2(($P_ld%s(x + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", xs, u * w,
+    cg_emit(o, "    { $P_v e = $P_exp2z(($P_ld%s(x + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", xs, u * w,
             u * w, u, u);
   cg_emit(o, "  }\n");
   if (C % (2 * w) >= w)
-    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_exp2(($P_ld%s(x + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
+    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_exp2z(($P_ld%s(x + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
             w, C, w, xs);
   if (tail) /* the lanes past the row are not summed: read back what was stored */
-    cg_emit(o, "  $P_stn(d + %ldL, $P_exp2(($P_ldn%s(x + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
+    cg_emit(o, "  $P_stn(d + %ldL, $P_exp2z(($P_ldn%s(x + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
             full, xs, full, tail, tail, full, tail);
   cg_emit(o, "  $P_v vi = $P_set1(1.0f / $P_hsum(s0 + s1));\n");
   cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) $P_st%s(y + j, $P_ld(d + j) * vi);\n", w, C, w, ys);
