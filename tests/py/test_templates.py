@@ -259,6 +259,20 @@ with open(ep_dsl, "w") as f:
 feeds = {"x": r32(1, 8, 10, 12), "w": r32(8, 8, 3, 3) * 0.3, "t": r32(8, 1, 1), "a": r32(33, 20), "b": r32(20, 17),
          "v": np.abs(r32(17)) + 0.5}
 check("unsupported epilogue ops split off", ep_dsl, feeds, want={"conv": 3, "gemm": 2}, no_decline=True)
+# NaN and infinities through the GEMM epilogue's gelu / silu (and a sigmoid,
+# which runs on the map template): as the interpreter gives them, gelu(+inf)
+# is +inf, gelu(-inf) and silu(-inf) NaN, NaN stays NaN; columns of the bias
+# are NaN, +-inf, and values where e^x over- or underflows
+act_dsl = os.path.join(tempfile.mkdtemp(), "activations_special.harp")
+with open(act_dsl, "w") as f:
+    f.write("graph main(a: f32[33, 20], b: f32[20, 40], v: f32[40])\n"
+            "    -> (g: f32[33, 40], u: f32[33, 40], z: f32[33, 40]) {\n"
+            "    g = gelu(a @ b + v)\n    u = silu(a @ b + v)\n    z = sigmoid(a @ b + v)\n"
+            "    return g, u, z\n}\n")
+v = r32(40)
+v[[3, 9, 14, 20, 25, 31, 36, 39]] = [np.nan, np.inf, -np.inf, 95.0, -95.0, 12.0, -12.0, -88.5]
+feeds = {"a": r32(33, 20), "b": r32(20, 40), "v": v}
+check("gelu / silu / sigmoid of NaN and +-inf", act_dsl, feeds, want={"gemm": 2})
 # strided convs that never read the input's last rows / columns (a 1x1 stride-2
 # downsample on an even size, 3x3 stride 2 / 3 without padding): the floor in
 # the output size skips them; they stay on the templates

@@ -52,6 +52,9 @@ static const chain CHAINS[] = {
     {"sqrt rsqrt copy", 4,
      {{CGEN_MAP_SQRT, F32, I(0)}, {CGEN_MAP_RSQRT, F32, I(1)}, {CGEN_MAP_MUL, F32, V(0), V(1)},
       {CGEN_MAP_COPY, F32, V(2)}}, 0},
+    /* constants that print with an exponent (layer norm's eps; "1e-05e0f" did not compile) */
+    {"tiny and huge constants", 3,
+     {{CGEN_MAP_ADD, F32, I(0), C(9.99999975e-06f)}, {CGEN_MAP_MUL, F32, V(0), C(3e-30f)}, {CGEN_MAP_MUL, F32, V(1), C(2e29f)}}, 0},
     {"round fp16 / bf16", 3,
      {{CGEN_MAP_ROUND, F16, I(0)}, {CGEN_MAP_ROUND, B16, I(1)}, {CGEN_MAP_SUB, F32, V(0), V(1)}}, 0},
 };

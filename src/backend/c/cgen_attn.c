@@ -10,12 +10,18 @@
  *   outside causal/N, running max m and sum l (flash-attention update:
  *   alpha = exp(m_old - m_new), O = alpha O + exp(S - m_new) v), then
  *   out = O / l in the output dtype.
+ * The scores are kept in base 2 (Qs = scale log2(e) q, the mask times
+ * log2 e), so each exp is the vector layer's 2^t (no ln 2 range reduction,
+ * no clamp: 2^-inf is 0, NaN stays NaN), flushed to 0 below 2^-126: a
+ * large negative mask would otherwise underflow, a microcode assist a lane.
  * Fully masked rows give NaN, like the reference softmax. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend/c/cgen_int.h"
+
+static const double LOG2E = 1.4426950408889634;
 
 typedef struct cg_at {
   int bm, bn, bnv, dp, nvd, rs, ro;
@@ -72,12 +78,13 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
 }
 
 /* One tile of scores for `rows` query rows, then the online-softmax update in
- * registers: P[r][:] = exp(S - m_new) (stored for the PV step), m, l, alpha. */
+ * registers: P[r][:] = 2^(S - m_new) (stored for the PV step), m, l, alpha. */
 static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int rows) {
   int w = o->isa->w;
   char ld[200];
   cg_emit(o, "static $T void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
              " long j0, const void *mk, float *mrow, float *lrow, float *alpha) {\n  (void)mk;\n", rows);
+  if (s->has_mask) cg_emit(o, "  $P_v vl2e = $P_set1(%#.9gf); /* the mask to base 2 */\n", LOG2E);
   for (int r = 0; r < rows; r++)
     for (int v = 0; v < t->bnv; v++) cg_emit(o, "  $P_v c%d_%d = $P_zero();\n", r, v);
   cg_emit(o, "#pragma GCC unroll 4\n  for (long d = 0; d < %ldL; d++) {\n", (long)s->d);
@@ -105,12 +112,12 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
         cg_emit(o, "      const %s *mp = (const %s *)mk + gi * %ldL + (j0 + %d) * %ldL;\n", mt, mt, (long)s->mask_s[2],
                 v * w, (long)s->mask_s[3]);
         if (s->mask_s[3] == 1) {
-          cg_emit(o, "      c%d_%d = c%d_%d + (n == %d ? $P_ld%s(mp) : $P_ldn%s(mp, n));\n", r, v, r, v, w, mx, mx);
+          cg_emit(o, "      c%d_%d = $P_fma(n == %d ? $P_ld%s(mp) : $P_ldn%s(mp, n), vl2e, c%d_%d);\n", r, v, w, mx, mx, r, v);
         } else {
           char idx[64];
           snprintf(idx, sizeof idx, "e * %ldL", (long)s->mask_s[3]);
           cg_scalar_ld(o, ld, sizeof ld, s->mask_dtype, "mp", idx);
-          cg_emit(o, "      { float tm[%d]; for (int e = 0; e < %d; e++) tm[e] = e < n ? %s : 0.0f; c%d_%d = c%d_%d + $P_ld(tm); }\n",
+          cg_emit(o, "      { float tm[%d]; for (int e = 0; e < %d; e++) tm[e] = e < n ? %s : 0.0f; c%d_%d = $P_fma($P_ld(tm), vl2e, c%d_%d); }\n",
                   w, w, ld, r, v, r, v);
         }
       }
@@ -127,13 +134,13 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
   }
   for (int c = 0; c < rows; c += w) {
     int n = rows - c < w ? rows - c : w;
-    if (n == w) cg_emit(o, "  $P_st(alpha + %d, $P_exp($P_ld(ta + %d)));\n", c, c);
-    else cg_emit(o, "  $P_stn(alpha + %d, $P_exp($P_ldn(ta + %d, %d)), %d);\n", c, c, n, n);
+    if (n == w) cg_emit(o, "  $P_st(alpha + %d, $P_exp2z($P_ld(ta + %d)));\n", c, c);
+    else cg_emit(o, "  $P_stn(alpha + %d, $P_exp2z($P_ldn(ta + %d, %d)), %d);\n", c, c, n, n);
   }
   for (int r = 0; r < rows; r++) {
     cg_emit(o, "  { $P_v vms = $P_set1(ms[%d]), vs = $P_zero();\n", r);
     for (int v = 0; v < t->bnv; v++)
-      cg_emit(o, "    { $P_v pv = $P_exp(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
+      cg_emit(o, "    { $P_v pv = $P_exp2z(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
     cg_emit(o, "    sm[%d] = $P_hsum(vs); }\n", r);
   }
   for (int r = 0; r < rows; r++) cg_emit(o, "  lrow[%d] = lrow[%d] * alpha[%d] + sm[%d];\n", r, r, r, r);
@@ -222,7 +229,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "      for (long d = 0; d < %ldL; d += %d) {\n", (long)D, w);
   cg_emit(o, "        int nd = %ldL - d < %d ? (int)(%ldL - d) : %d;\n", (long)D, w, (long)D, w);
   cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%#.9gf);\n", w, qx, qx,
-          (double)scale);
+          (double)scale * LOG2E);
   cg_emit(o, "        if (nd == %d) $P_st(Qs + r * %ldL + d, x); else $P_stn(Qs + r * %ldL + d, x, nd);\n      }\n", w,
           (long)D, (long)D);
   cg_emit(o, "      mrow[r] = -INFINITY; lrow[r] = 0.0f;\n");

@@ -8,24 +8,9 @@
  * masked tail.  An input with `bcast` is one scalar per row, broadcast once
  * per segment.
  *
- * The transcendentals are this file's own, built to keep the reference's
- * special values where the GEMM epilogues' forms need not (their inputs are
- * finite sums):
- *   2^t   n = round(t), 2^(t-n) by the softmax's degree-6 polynomial
- *         (1.3 ulp), scaled by vscalefps (AVX-512; subnormal results exact)
- *         or two exponent multiplies (AVX2); t clamped to [-152, 129]
- *         keeping NaN (vmaxps/vminps return their second operand on NaN);
- *   e^x   Cody-Waite reduction by ln 2, the same scaling;
- *   1/x   AVX-512: vrcp14ps and one Newton step (~1 ulp, no vdivps: 10
- *         cycles a vector on Skylake-SP), rcp14's own result where it is
- *         0, inf or NaN; a / b: a * (1/b) and one residual correction
- *         (nearly always correctly rounded), the plain product where an
- *         operand is 0, inf or NaN.  AVX2 divides;
- *   gelu  0.5 x erfc(-x/sqrt2) as the vector layer's $P_gelu (Numerical
- *         Recipes' erfcc), with the reciprocal above and x itself above 10
- *         (where erfc's underflow would make inf * 0);
- *   max / min  NaN when either operand is NaN (the reference's).
- * The scalar variant calls libm (exp2f, expf) and divides. */
+ * The math (2^t, e^x, 1/x, a / b, gelu, NaN-keeping max / min, sqrt) is
+ * the vector layer's (cgen_emit.c; its accuracy in src/backend/c/README.md),
+ * which keeps the reference's NaN, infinities and subnormal results. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,121 +24,30 @@ void cgen_map_spec_init(cgen_map_spec *s, int64_t cols) {
   cgen_tuning_default(&s->tune);
 }
 
-/* 2^f on [-0.5, 0.5], c0 = 1 (cgen_softmax.c's fit). */
-static const char *const POLY2[] = {"1.5353361959569156e-4f", "1.3398875016719103e-3f", "9.61843691766262e-3f",
-                                    "5.5503323674201965e-2f", "2.4022647738456726e-1f", "6.931471824645996e-1f"};
-
-/* e^r on [-ln2/2, ln2/2] beyond 1 + r (Cephes expf). */
-static const char *const POLYE[] = {"1.9875691500e-4f", "1.3981999507e-3f", "8.3334519073e-3f",
-                                    "4.1665795894e-2f", "1.6666665459e-1f", "5.0000001201e-1f"};
-
-static const char M512[] =
-    "$I __m512 $P_m2n(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }\n"
-    "$I __m512 $P_mround(__m512 t) { return _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }\n"
-    "$I __m512 $P_mrcp(__m512 x) {\n"
-    "  __m512 r = _mm512_rcp14_ps(x);\n"
-    "  /* the step where r is finite and not 0: 1/(+-0), 1/(+-inf) and NaN are rcp14's own */\n"
-    "  __mmask16 ok = _knot_mask16(_mm512_fpclass_ps_mask(r, 0x1f));\n"
-    "  return _mm512_mask_fmadd_ps(r, ok, _mm512_fnmadd_ps(x, r, _mm512_set1_ps(1.0f)), r);\n"
-    "}\n"
-    "$I __m512 $P_mdiv(__m512 a, __m512 b) {\n"
-    "  __m512 r = $P_mrcp(b), q = _mm512_mul_ps(a, r);\n"
-    "  __m512 q1 = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(b, q, a), q);\n"
-    "  /* q zero, inf or NaN, or 1/b zero or inf: q is the quotient (and its sign) already */\n"
-    "  __mmask16 k = _mm512_fpclass_ps_mask(q, 0x9f) | _mm512_fpclass_ps_mask(r, 0x1e);\n"
-    "  return _mm512_mask_mov_ps(q1, k, q);\n"
-    "}\n"
-    "$I __m512 $P_mmax(__m512 a, __m512 b) {\n"
-    "  return _mm512_mask_add_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), a, b);\n"
-    "}\n"
-    "$I __m512 $P_mmin(__m512 a, __m512 b) {\n"
-    "  return _mm512_mask_add_ps(_mm512_min_ps(a, b), _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), a, b);\n"
-    "}\n"
-    "$I __m512 $P_mbig(__m512 x, __m512 r) { return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(10.0f), _CMP_GT_OQ), x); }\n"
-    "$I __m512 $P_msqrt(__m512 x) { return _mm512_sqrt_ps(x); }\n";
-
-static const char M256[] =
-    "$I __m256 $P_m2n(__m256 p, __m256 n) { /* p 2^n, n integral in [-152, 129]: two steps keep subnormals */\n"
-    "  __m256i k = _mm256_cvtps_epi32(n), k1 = _mm256_srai_epi32(k, 1), k2 = _mm256_sub_epi32(k, k1);\n"
-    "  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, _mm256_set1_epi32(127)), 23));\n"
-    "  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, _mm256_set1_epi32(127)), 23));\n"
-    "  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);\n"
-    "}\n"
-    "$I __m256 $P_mround(__m256 t) { return _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }\n"
-    "$I __m256 $P_mrcp(__m256 x) { return _mm256_div_ps(_mm256_set1_ps(1.0f), x); }\n"
-    "$I __m256 $P_mdiv(__m256 a, __m256 b) { return _mm256_div_ps(a, b); }\n"
-    "$I __m256 $P_mmax(__m256 a, __m256 b) {\n"
-    "  return _mm256_blendv_ps(_mm256_max_ps(a, b), _mm256_add_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));\n"
-    "}\n"
-    "$I __m256 $P_mmin(__m256 a, __m256 b) {\n"
-    "  return _mm256_blendv_ps(_mm256_min_ps(a, b), _mm256_add_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));\n"
-    "}\n"
-    "$I __m256 $P_mbig(__m256 x, __m256 r) { return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, _mm256_set1_ps(10.0f), _CMP_GT_OQ)); }\n"
-    "$I __m256 $P_msqrt(__m256 x) { return _mm256_sqrt_ps(x); }\n";
-
-static const char MSCALAR[] =
-    "$I float $P_mexp2(float t) { return exp2f(t); }\n"
-    "$I float $P_mexp(float x) { return expf(x); }\n"
-    "$I float $P_mrcp(float x) { return 1.0f / x; }\n"
-    "$I float $P_mdiv(float a, float b) { return a / b; }\n"
-    "$I float $P_mmax(float a, float b) { return (a != a || b != b) ? a + b : a > b ? a : b; }\n"
-    "$I float $P_mmin(float a, float b) { return (a != a || b != b) ? a + b : a < b ? a : b; }\n"
-    "$I float $P_mbig(float x, float r) { return x > 10.0f ? x : r; }\n"
-    "$I float $P_msqrt(float x) { return sqrtf(x); }\n";
-
-/* 2^t and e^x on the vector ISAs, from $P_mround and $P_m2n. */
-static void emit_exps(cg_out *o) {
-  if (o->isa->id == CGEN_ISA_AVX512) /* f = t - round(t) in one vreduceps (0 for +-inf, so 2^+-inf is scalef(1, +-inf)) */
-    cg_emit(o, "$I $P_v $P_mexp2($P_v t) {\n"
-               "  $P_v f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), n = t - f, p = $P_set1(%s);\n",
-            POLY2[0]);
-  else
-    cg_emit(o, "$I $P_v $P_mexp2($P_v t) {\n"
-               "  t = $P_min($P_set1(129.0f), $P_max($P_set1(-152.0f), t)); /* NaN kept: the second operand */\n"
-               "  $P_v n = $P_mround(t), f = t - n, p = $P_set1(%s);\n", POLY2[0]);
-  for (int i = 1; i < 6; i++) cg_emit(o, "  p = $P_fma(p, f, $P_set1(%s));\n", POLY2[i]);
-  cg_emit(o, "  return $P_m2n($P_fma(p, f, $P_set1(1.0f)), n);\n}\n");
-  cg_emit(o, "$I $P_v $P_mexp($P_v x) {\n"
-             "  x = $P_min($P_set1(88.8f), $P_max($P_set1(-104.0f), x));\n"
-             "  $P_v n = $P_mround(x * $P_set1(1.44269504088896341f));\n"
-             "  $P_v r = $P_fma(n, $P_set1(-0.693359375f), x);\n"
-             "  r = $P_fma(n, $P_set1(2.12194440e-4f), r);\n"
-             "  $P_v p = $P_set1(%s);\n", POLYE[0]);
-  for (int i = 1; i < 6; i++) cg_emit(o, "  p = $P_fma(p, r, $P_set1(%s));\n", POLYE[i]);
-  cg_emit(o, "  return $P_m2n($P_fma(p, r * r, r + $P_set1(1.0f)), n);\n}\n");
-}
-
-/* gelu on the helpers above, every ISA. */
-static const char MGELU[] =
-    "$I $P_v $P_mgelu($P_v x) {\n"
-    "  $P_v z = $P_abs(x) * $P_set1(0.70710678118654752f);\n"
-    "  $P_v t = $P_mrcp($P_set1(1.0f) + $P_set1(0.5f) * z);\n"
-    "  $P_v p = $P_set1(0.17087277f);\n"
-    "  p = $P_fma(p, t, $P_set1(-0.82215223f));\n"
-    "  p = $P_fma(p, t, $P_set1(1.48851587f));\n"
-    "  p = $P_fma(p, t, $P_set1(-1.13520398f));\n"
-    "  p = $P_fma(p, t, $P_set1(0.27886807f));\n"
-    "  p = $P_fma(p, t, $P_set1(-0.18628806f));\n"
-    "  p = $P_fma(p, t, $P_set1(0.09678418f));\n"
-    "  p = $P_fma(p, t, $P_set1(0.37409196f));\n"
-    "  p = $P_fma(p, t, $P_set1(1.00002368f));\n"
-    "  $P_v ec = t * $P_mexp($P_fma(t, p, $P_set1(-1.26551223f)) - z * z);\n"
-    "  $P_v r = $P_set1(0.5f) * x * ec;\n"
-    "  return $P_mbig(x, $P_selneg(x, r, x - r));\n"
-    "}\n";
-
 /* The C text of argument a for vector slot u ("a<k>_<u>", "v<k>_<u>", a constant). */
 static void arg_text(char *buf, size_t cap, const cgen_map_arg *a, int u) {
   if (a->kind == 'i') snprintf(buf, cap, "a%d_%d", a->idx, u);
   else if (a->kind == 'v') snprintf(buf, cap, "v%d_%d", a->idx, u);
   else if (isnan(a->c)) snprintf(buf, cap, "$P_set1(NAN)");
   else if (isinf(a->c)) snprintf(buf, cap, "$P_set1(%sINFINITY)", a->c < 0 ? "-" : "");
-  else snprintf(buf, cap, "$P_set1(%.9ge0f)", (double)a->c);
+  else snprintf(buf, cap, "$P_set1(%#.9gf)", (double)a->c);
+}
+
+/* Whether the chain has a 2^t (exp, exp2, gelu): its polynomial keeps the FMA
+ * port busy, and a recip as vdivps, whose divider runs beside that port, then
+ * costs less than the layer's Newton reciprocal, which adds uops to it (a
+ * sigmoid 1 / (1 + 2^t): 5.0 against 6.5 ns a vector; a lone 1/x: 3.7
+ * against 1.9; silu 1x256x56x56 on 2 threads 0.195 -> 0.178 ms). */
+static bool fma_bound(const cgen_map_spec *s) {
+  for (int j = 0; j < s->nops; j++)
+    if (s->ops[j].kind == CGEN_MAP_EXP || s->ops[j].kind == CGEN_MAP_EXP2 || s->ops[j].kind == CGEN_MAP_GELU) return true;
+  return false;
 }
 
 /* One vector (slot u) of the body at y + i + off: loads, ops, store; n: the
  * masked lane count (NULL: full). */
 static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const char *n) {
+  bool divps = fma_bound(s);
   for (int k = 0; k < s->nin; k++) {
     if (s->in[k].bcast) {
       cg_emit(o, "    $P_v a%d_%d = b%d;\n", k, u, k);
@@ -172,20 +66,20 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
     switch (op->kind) {
       case CGEN_MAP_COPY: cg_emit(o, "%s;\n", a); break;
       case CGEN_MAP_NEG: cg_emit(o, "-%s;\n", a); break;
-      case CGEN_MAP_EXP2: cg_emit(o, "$P_mexp2(%s);\n", a); break;
-      case CGEN_MAP_EXP: cg_emit(o, "$P_mexp(%s);\n", a); break;
-      case CGEN_MAP_RECIP: cg_emit(o, "$P_mrcp(%s);\n", a); break;
+      case CGEN_MAP_EXP2: cg_emit(o, "$P_exp2(%s);\n", a); break;
+      case CGEN_MAP_EXP: cg_emit(o, "$P_exp(%s);\n", a); break;
+      case CGEN_MAP_RECIP: cg_emit(o, divps ? "$P_set1(1.0f) / %s;\n" : "$P_rcp(%s);\n", a); break;
       case CGEN_MAP_RELU: cg_emit(o, "$P_max($P_zero(), %s); /* NaN and -0 pass */\n", a); break;
-      case CGEN_MAP_GELU: cg_emit(o, "$P_mgelu(%s);\n", a); break;
-      case CGEN_MAP_SQRT: cg_emit(o, "$P_msqrt(%s);\n", a); break;
-      case CGEN_MAP_RSQRT: cg_emit(o, "$P_set1(1.0f) / $P_msqrt(%s);\n", a); break;
+      case CGEN_MAP_GELU: cg_emit(o, "$P_gelu(%s);\n", a); break;
+      case CGEN_MAP_SQRT: cg_emit(o, "$P_sqrt(%s);\n", a); break;
+      case CGEN_MAP_RSQRT: cg_emit(o, "$P_set1(1.0f) / $P_sqrt(%s);\n", a); break;
       case CGEN_MAP_ROUND: cg_emit(o, "$P_r%s(%s);\n", op->dtype == TINY_FP16 ? "h" : "b", a); break;
       case CGEN_MAP_ADD: cg_emit(o, "%s + %s;\n", a, b); break;
       case CGEN_MAP_SUB: cg_emit(o, "%s - %s;\n", a, b); break;
       case CGEN_MAP_MUL: cg_emit(o, "%s * %s;\n", a, b); break;
-      case CGEN_MAP_DIV: cg_emit(o, "$P_mdiv(%s, %s);\n", a, b); break;
-      case CGEN_MAP_MAX: cg_emit(o, "$P_mmax(%s, %s);\n", a, b); break;
-      case CGEN_MAP_MIN: cg_emit(o, "$P_mmin(%s, %s);\n", a, b); break;
+      case CGEN_MAP_DIV: cg_emit(o, "$P_div(%s, %s);\n", a, b); break;
+      case CGEN_MAP_MAX: cg_emit(o, "$P_maxn(%s, %s);\n", a, b); break;
+      case CGEN_MAP_MIN: cg_emit(o, "$P_minn(%s, %s);\n", a, b); break;
     }
   }
   const char *sy = cg_vsuffix(s->y_dtype);
@@ -197,13 +91,6 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   int w = o->isa->w;
   const char *yt = cg_ctype(s->y_dtype);
   cg_emit_isa_helpers(o);
-  switch (o->isa->id) {
-    case CGEN_ISA_AVX512: cg_emit(o, "%s", M512); break;
-    case CGEN_ISA_AVX2: cg_emit(o, "%s", M256); break;
-    default: cg_emit(o, "%s", MSCALAR); break;
-  }
-  if (o->isa->id != CGEN_ISA_SCALAR) emit_exps(o);
-  cg_emit(o, "%s", MGELU);
   /* one row segment of n points */
   cg_emit(o, "static $T void $P_seg(");
   for (int k = 0; k < s->nin; k++) cg_emit(o, "const %s *restrict x%d, ", cg_ctype(s->in[k].dtype), k);

@@ -233,7 +233,7 @@ static void emit_plane_row(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, 
 }
 
 /* The vector helpers only this kernel uses: the stride-2 lane split, an
- * unordered test, a max that keeps NaN. */
+ * unordered test (the max that keeps NaN is the layer's $P_maxn). */
 static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
   bool st2 = s->stride[1] == 2;
   switch (o->isa->id) {
@@ -244,9 +244,6 @@ static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
       cg_emit(o, "  *od = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);\n}\n");
     }
     cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q); }\n");
-    /* vmaxps(acc, x) gives x when either is NaN: NaN in x is kept, NaN in acc restored */
-    cg_emit(o, "$I $P_v $P_maxn($P_v acc, $P_v x) {\n  return _mm512_mask_mov_ps(_mm512_max_ps(acc, x), "
-               "_mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q), acc);\n}\n");
     break;
   case CGEN_ISA_AVX2:
     if (st2) {
@@ -255,12 +252,8 @@ static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
       cg_emit(o, "  *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));\n}\n");
     }
     cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }\n");
-    cg_emit(o, "$I $P_v $P_maxn($P_v acc, $P_v x) {\n  return _mm256_blendv_ps(_mm256_max_ps(acc, x), acc, "
-               "_mm256_cmp_ps(acc, acc, _CMP_UNORD_Q));\n}\n");
     break;
-  default:
-    cg_emit(o, "$I $P_v $P_maxn($P_v acc, $P_v x) { return acc != acc ? acc : x != x ? x : x > acc ? x : acc; }\n");
-    break;
+  default: break;
   }
 }
 

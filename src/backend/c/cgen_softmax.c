@@ -9,11 +9,10 @@
  *      output is rounded once), summed;
  *   3. y = e * (1 / sum).
  * The exp pass prefetches the next row of the task.
- * 2^t: n = round(t), f = t - n (exact), 2^f by a degree-6 polynomial fitted
- * on [-0.5, 0.5] (1.3 ulp), then scaled by 2^n (vscalefps on AVX-512).  t
- * below -126 flushes to 0, which keeps denormals (and their microcode
- * assists) out of the sums; NaN propagates, so a row holding NaN or inf
- * (max - max = NaN) comes out NaN like the reference's division chain.
+ * 2^t is the vector layer's $P_exp2z (vreduceps + polynomial + vscalefps on
+ * AVX-512): terms below 2^-126 flush to 0, which keeps subnormals (and their
+ * microcode assists) out of the sums; NaN propagates, so a row holding NaN
+ * or inf (max - max = NaN) comes out NaN like the reference's division chain.
  * Rows go to tasks in chunks; small problems stay on the calling thread. */
 #include <math.h>
 #include <stdio.h>
@@ -29,38 +28,6 @@ void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, ti
   cgen_tuning_default(&s->tune);
 }
 
-/* 2^f on [-0.5, 0.5], c0 = 1 (fitted for relative error). */
-static const char *const POLY[] = {"1.5353361959569156e-4f", "1.3398875016719103e-3f", "9.61843691766262e-3f",
-                                   "5.5503323674201965e-2f", "2.4022647738456726e-1f", "6.931471824645996e-1f"};
-
-static void emit_exp2(cg_out *o) {
-  switch (o->isa->id) {
-    case CGEN_ISA_AVX512:
-      cg_emit(o, "$I $P_v $P_e2($P_v t) {\n"
-                 "  __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
-                 "  __m512 f = _mm512_sub_ps(t, n), p = _mm512_set1_ps(%s);\n", POLY[0]);
-      for (int i = 1; i < 6; i++) cg_emit(o, "  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(%s));\n", POLY[i]);
-      cg_emit(o, "  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));\n"
-                 "  /* not less than -126, or NaN: kept; below: 0 */\n"
-                 "  return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), p, n);\n"
-                 "}\n");
-      break;
-    case CGEN_ISA_AVX2:
-      cg_emit(o, "$I $P_v $P_e2($P_v t) {\n"
-                 "  __m256 keep = _mm256_cmp_ps(t, _mm256_set1_ps(-126.0f), _CMP_NLT_UQ);\n"
-                 "  t = _mm256_min_ps(_mm256_set1_ps(127.0f), t); /* NaN stays NaN (min returns its second operand) */\n"
-                 "  __m256 n = _mm256_round_ps(_mm256_max_ps(t, _mm256_set1_ps(-126.0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
-                 "  __m256 f = _mm256_sub_ps(t, n), p = _mm256_set1_ps(%s);\n", POLY[0]);
-      for (int i = 1; i < 6; i++) cg_emit(o, "  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(%s));\n", POLY[i]);
-      cg_emit(o, "  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));\n"
-                 "  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);\n"
-                 "  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);\n"
-                 "}\n");
-      break;
-    default: cg_emit(o, "$I $P_v $P_e2($P_v t) { return t < -126.0f ? 0.0f : exp2f(t); }\n"); break;
-  }
-}
-
 static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   int w = o->isa->w;
   long C = (long)s->cols, full = C / w * w;
@@ -69,7 +36,6 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   const char *xs = cg_vsuffix(s->x_dtype), *ys = cg_vsuffix(s->y_dtype);
   bool y32 = s->y_dtype == TINY_FP32;
   cg_emit_isa_helpers(o);
-  emit_exp2(o);
   /* one row; d is y itself when y is fp32, so neither is restrict */
   cg_emit(o, "static $T void $P_row(const %s *restrict x, const %s *nx, %s *y, float *d) {\n", xt, xt, yt);
   cg_emit(o, "  (void)nx;\n");
@@ -89,14 +55,14 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   for (int b = 0; w > 1 && b < step; b += 64)
     cg_emit(o, "    __builtin_prefetch((const char *)(nx + j) + %d, 0, 3);\n", b);
   for (int u = 0; u < 2; u++)
-    cg_emit(o, "    { $P_v e = $P_e2(($P_ld%s(x + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", xs, u * w,
+    cg_emit(o, "    { $P_v e = $P_exp2z(($P_ld%s(x + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", xs, u * w,
             u * w, u, u);
   cg_emit(o, "  }\n");
   if (C % (2 * w) >= w)
-    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_e2(($P_ld%s(x + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
+    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_exp2z(($P_ld%s(x + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
             w, C, w, xs);
   if (tail) /* the lanes past the row are not summed: read back what was stored */
-    cg_emit(o, "  $P_stn(d + %ldL, $P_e2(($P_ldn%s(x + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
+    cg_emit(o, "  $P_stn(d + %ldL, $P_exp2z(($P_ldn%s(x + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
             full, xs, full, tail, tail, full, tail);
   cg_emit(o, "  $P_v vi = $P_set1(1.0f / $P_hsum(s0 + s1));\n");
   cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) $P_st%s(y + j, $P_ld(d + j) * vi);\n", w, C, w, ys);
