@@ -64,6 +64,24 @@ def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp", pa
     return p, outdir
 
 
+def run_cpu_and_interp(suite, name, text, tensors, params=(), tail=600):
+    """Write the DSL `text` to a file, run it on the cpu backend (keeping the
+    generated C) and on the interpreter, and check both ran.  Returns (the
+    generated C, cpu out dir, interpreter out dir), or None when a run failed."""
+    path = os.path.join(tempfile.mkdtemp(), "".join(c if c.isalnum() else "_" for c in name) + ".harp")
+    with open(path, "w") as f:
+        f.write(text)
+    dump = tempfile.mkdtemp()
+    p, d = run(path, tensors, params=set(params), backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
+    suite.check(f"{name}: compiles and runs on cpu", p.returncode == 0, p.stderr.strip()[-tail:])
+    q, e = run(path, tensors, params=set(params), backend="interp")
+    suite.check(f"{name}: the interpreter runs", q.returncode == 0, q.stderr.strip()[-tail:])
+    if p.returncode or q.returncode:
+        return None
+    with open(os.path.join(dump, "model.c")) as f:
+        return f.read(), d, e
+
+
 def close(got, want, rtol=1e-3, atol=1e-3):
     """Compare after rounding `want` to got's dtype (design.md §2.9)."""
     want = np.asarray(want, dtype=np.float64)

@@ -8,11 +8,10 @@ Checked against the interpreter, NaN inputs included (the reference's max /
 min give NaN when an operand is NaN)."""
 import os
 import re
-import tempfile
 
 import numpy as np
 
-from harp_test import Suite, run
+from harp_test import Suite, run_cpu_and_interp
 
 s = Suite("clamp_epilogue")
 rng = np.random.default_rng(3)
@@ -25,18 +24,10 @@ def rand(*shape, scale=1.0, dtype=np.float32):
 def check(name, text, feeds, weights, outs, nkernels, tol=1e-5):
     """nkernels: how many kernels the model must have (None: not checked; fp16 biases are widened by a kernel
     of their own)."""
-    path = os.path.join(tempfile.mkdtemp(), name.replace(" ", "_") + ".harp")
-    with open(path, "w") as f:
-        f.write(text)
-    dump = tempfile.mkdtemp()
-    tensors = {**feeds, **weights}
-    p, d = run(path, tensors, params=set(weights), backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
-    s.check(f"{name}: compiles and runs on cpu", p.returncode == 0, p.stderr.strip()[-600:])
-    q, e = run(path, tensors, params=set(weights), backend="interp")
-    s.check(f"{name}: the interpreter runs", q.returncode == 0, q.stderr.strip()[-600:])
-    if p.returncode or q.returncode:
+    r = run_cpu_and_interp(s, name, text, {**feeds, **weights}, params=weights)
+    if r is None:
         return
-    src = open(os.path.join(dump, "model.c")).read()
+    src, d, e = r
     kernels = re.findall(r"/\* kernel \d+: region (\S+) \*/", src)
     # a map of max / min, or generic loops (a region that ends in max / min: named after it)
     off = re.findall(r"/\* ---- model_k\d+_map: [^\n]*-> [^\n]*\bm(?:ax|in)\b[^\n]*", src)

@@ -11,11 +11,10 @@ or generic-loop kernel computes max / min.  LLaMA: the bench model's rmsnorm
 and rope subgraphs with d=64, 2 heads of 32, SwiGLU hidden 128, s=8."""
 import os
 import re
-import tempfile
 
 import numpy as np
 
-from harp_test import SRC, Suite, run
+from harp_test import SRC, Suite, run_cpu_and_interp
 
 s = Suite("models")
 rng = np.random.default_rng(11)
@@ -38,17 +37,10 @@ def rel_err(got, want):
 
 def check(name, text, feeds, weights, out, numpy_ref=None, tol=2e-5):
     """Run on the cpu backend (weights as --param) and the interpreter; compare."""
-    path = os.path.join(tempfile.mkdtemp(), name + ".harp")
-    with open(path, "w") as f:
-        f.write(text)
-    dump = tempfile.mkdtemp()
-    tensors = {**feeds, **weights}
-    p, d = run(path, tensors, params=set(weights), backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
-    s.check(f"{name}: compiles and runs on cpu", p.returncode == 0, p.stderr.strip()[-600:])
-    q, e = run(path, tensors, params=set(weights), backend="interp")
-    s.check(f"{name}: the interpreter runs", q.returncode == 0, q.stderr.strip()[-600:])
-    if p.returncode or q.returncode:
+    r = run_cpu_and_interp(s, name, text, {**feeds, **weights}, params=weights)
+    if r is None:
         return None
+    src, d, e = r
     got, want = np.load(os.path.join(d, f"{out}.npy")), np.load(os.path.join(e, f"{out}.npy"))
     s.check(f"{name}: shape", got.shape == want.shape, f"{got.shape} vs {want.shape}")
     err = rel_err(got, want)
@@ -57,7 +49,7 @@ def check(name, text, feeds, weights, out, numpy_ref=None, tol=2e-5):
         err = rel_err(want, numpy_ref)
         s.check(f"{name}: the interpreter matches numpy (max rel err {err:.1e})", err < tol, f"{err:.3g}")
     print(f"{name}: max rel err vs the interpreter {rel_err(got, want):.1e}")
-    return open(os.path.join(dump, "model.c")).read()
+    return src
 
 
 # ---- MobileNetV2, two-and-a-bit blocks at 32x32 --------------------------------
