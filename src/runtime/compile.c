@@ -1,22 +1,18 @@
 /* compile.c — compile generated C into a shared object, cached on disk by
  * content hash.  Needs: a C compiler.  Gives: hp_cc_build.
  *
- * The compiler runs with fork + execvp (no shell: nothing from a model ever
- * reaches a command line; the only arguments are the cache paths harp makes
- * and the configured flags, split on spaces). */
+ * The compiler runs through hp_run_cc (util/spawn.c: no shell; nothing from
+ * a model ever reaches a command line, the only arguments are the cache
+ * paths harp makes and the configured flags, split on blanks). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "compile.h"
 #include "util/util.h"
-
-#define MAX_ARGS 64
 
 char *hp_cc_cache_dir(const hp_cc_opts *o) {
   const char *d = o && o->cache_dir ? o->cache_dir : getenv("HARP_CACHE_DIR");
@@ -28,26 +24,6 @@ char *hp_cc_cache_dir(const hp_cc_opts *o) {
   char *r = hp_xmalloc(strlen(buf) + 1);
   if (r) strcpy(r, buf);
   return r;
-}
-
-/* Run argv, stderr captured into `log` (a file path); returns exit status. */
-static int run_argv(char *const *argv, const char *log) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 2);
-      dup2(fd, 1);
-      close(fd);
-    }
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **path, bool *hit) {
@@ -69,8 +45,7 @@ hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **
   h = hp_hash64(flags, strlen(flags), h);
   size_t pl = strlen(dir) + 64;
   char *so = hp_xmalloc(pl), *c_tmp = hp_xmalloc(pl), *so_tmp = hp_xmalloc(pl), *log = hp_xmalloc(pl);
-  char *fl = hp_xmalloc(strlen(flags) + 1);
-  if (!so || !c_tmp || !so_tmp || !log || !fl) {
+  if (!so || !c_tmp || !so_tmp || !log) {
     st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
@@ -94,24 +69,12 @@ hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **
   if (o && o->parallel && nj > 1 && strlen(src) >= HP_CC_PARALLEL_MIN)
     snprintf(lto, sizeof lto, "-flto=%ld", nj < 16 ? nj : 16);
   int rc;
-  for (;;) {
-    char *argv[MAX_ARGS];
-    int n = 0;
-    argv[n++] = (char *)cc;
-    strcpy(fl, flags);
-    for (char *t = strtok(fl, " \t"); t && n < MAX_ARGS - 10; t = strtok(NULL, " \t")) argv[n++] = t;
-    if (lto[0]) argv[n++] = lto;
-    argv[n++] = "-fPIC";
-    argv[n++] = "-shared";
-    argv[n++] = "-o";
-    argv[n++] = so_tmp;
-    argv[n++] = c_tmp;
-    argv[n++] = "-lm";
-    argv[n++] = "-lpthread";
-    argv[n] = NULL;
-    rc = run_argv(argv, log);
-    if (rc == 0 || !lto[0]) break;
+  while ((rc = hp_run_cc(cc, flags, lto, so_tmp, c_tmp, log)) != 0 && lto[0])
     lto[0] = 0; /* a compiler (or linker) without LTO: the plain command */
+  if (rc == -2) {
+    unlink(c_tmp);
+    st = hp_fail(e, HP_E_LIMIT, NULL, "too many compiler flags in \"%.200s\"", flags);
+    goto done;
   }
   if (rc != 0) {
     char *msg = NULL;
@@ -139,6 +102,5 @@ done:
   free(c_tmp);
   free(so_tmp);
   free(log);
-  free(fl);
   return st;
 }

@@ -72,6 +72,11 @@ static inline float hp_round_bf16(float f) { return hp_bf16_to_f32(hp_f32_to_bf1
 hp_status hp_read_file(hp_error *e, const char *path, size_t max_bytes, char **out, size_t *len);
 /* Write atomically: a temp file beside path, fsync'd, then rename. */
 hp_status hp_write_file_atomic(hp_error *e, const char *path, const void *data, size_t len);
+/* Run `cc FLAGS [extra] -fPIC -shared -o so c -lm -lpthread` (flags split on
+ * blanks, no shell; stdin /dev/null, stdout and stderr into the file `log`).
+ * Returns the compiler's exit status; 127: it could not be started; -1: it
+ * did not exit normally; -2: more than 54 flags (spawn.c). */
+int hp_run_cc(const char *cc, const char *flags, const char *extra, const char *so, const char *c, const char *log);
 /* mkdir -p */
 hp_status hp_mkdirs(hp_error *e, const char *path);
 

@@ -187,12 +187,39 @@ static void test_compile_error(void **state) {
   free(src);
 }
 
+/* A compiler that cannot be started is an I/O error naming it; more flags
+ * than the command line holds is a limit, not a silent truncation. */
+static void test_spawn_errors(void **state) {
+  fixture *fx = *state;
+  char *src = source(16, 1);
+  hp_error e = {0};
+  char *so = NULL;
+  bool hit = true;
+  hp_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false};
+  assert_int_equal(hp_cc_build(&e, src, &o, &so, &hit), HP_E_IO);
+  assert_non_null(strstr(e.msg, "/nonexistent/harp-cc"));
+  assert_null(so);
+  hp_error_clear(&e);
+  char many[60 * 4 + 1] = "";
+  for (int i = 0; i < 60; i++) strcat(many, "-O1 ");
+  hp_cc_opts m = {fx->cc, many, fx->dir, false};
+  assert_int_equal(hp_cc_build(&e, src, &m, &so, &hit), HP_E_LIMIT);
+  assert_non_null(strstr(e.msg, "too many compiler flags"));
+  assert_null(so);
+  char *r = runs(fx);
+  assert_string_equal(r, ""); /* the compiler never ran */
+  free(r);
+  hp_error_clear(&e);
+  free(src);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_large_parallel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_lto, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lto_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_compile_error, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_spawn_errors, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

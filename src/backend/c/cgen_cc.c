@@ -1,36 +1,19 @@
 /* cgen_cc.c — compile generated C into a shared object and dlopen it.
- * Needs: cgen.h, util (files).  Gives: cgen_compile_so.
+ * Needs: cgen.h, util (files, hp_run_cc).  Gives: cgen_compile_so.
  *
- * The compiler runs through posix_spawnp (no shell: flags are split on
- * blanks), with its output sent to a log file that becomes the error message
- * on failure.  The .c/.so/.log live in a fresh mkdtemp directory removed
+ * The compiler runs through hp_run_cc (util/spawn.c: no shell, flags split
+ * on blanks), with its output sent to a log file that becomes the error
+ * message on failure.  The .c/.so/.log live in a fresh mkdtemp directory removed
  * before returning; the loaded object stays mapped after unlink. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/c/cgen.h"
-
-extern char **environ;
-
-#define CC_MAX_ARGS 64
-
-static int split_flags(char *buf, char **argv, int at, int max) {
-  for (char *p = buf; *p;) {
-    while (*p == ' ' || *p == '\t' || *p == '\n') *p++ = 0;
-    if (!*p) break;
-    if (at >= max) return -1;
-    argv[at++] = p;
-    while (*p && *p != ' ' && *p != '\t' && *p != '\n') p++;
-  }
-  return at;
-}
+#include "util/util.h"
 
 hp_status cgen_compile_so(hp_error *e, const char *src, const cgen_cc_opts *opts, void **handle) {
   *handle = NULL;
@@ -48,50 +31,22 @@ hp_status cgen_compile_so(hp_error *e, const char *src, const cgen_cc_opts *opts
   snprintf(sopath, sizeof sopath, "%s/k.so", dir);
   snprintf(logpath, sizeof logpath, "%s/cc.log", dir);
   hp_status st = HP_OK;
-  char *fl = NULL;
   FILE *f = fopen(cpath, "w");
   if (!f || fputs(src, f) < 0 || fclose(f) != 0) {
     if (f) fclose(f);
     st = hp_fail(e, HP_E_IO, NULL, "cgen_compile_so: cannot write %s", cpath);
     goto out;
   }
-  fl = strdup(flags);
-  if (!fl) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen_compile_so: out of memory");
-    goto out;
-  }
-  char *argv[CC_MAX_ARGS];
-  int n = 0;
-  argv[n++] = (char *)cc;
-  n = split_flags(fl, argv, n, CC_MAX_ARGS - 10);
-  if (n < 0) {
+  int rc = hp_run_cc(cc, flags, NULL, sopath, cpath, logpath);
+  if (rc == -2) {
     st = hp_fail(e, HP_E_LIMIT, NULL, "cgen_compile_so: too many compiler flags");
     goto out;
   }
-  argv[n++] = "-fPIC";
-  argv[n++] = "-shared";
-  argv[n++] = "-o";
-  argv[n++] = sopath;
-  argv[n++] = cpath;
-  argv[n++] = "-lm";
-  argv[n++] = "-lpthread";
-  argv[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
+  if (rc == 127) {
     st = hp_fail(e, HP_E_IO, NULL, "cgen_compile_so: cannot run compiler '%s'", cc);
     goto out;
   }
-  int ws = 0;
-  while (waitpid(pid, &ws, 0) < 0) {
-  }
-  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+  if (rc != 0) {
     char log[700] = {0};
     FILE *lf = fopen(logpath, "r");
     if (lf) {
@@ -108,7 +63,6 @@ hp_status cgen_compile_so(hp_error *e, const char *src, const cgen_cc_opts *opts
     st = hp_fail(e, HP_E_IO, NULL, "cgen_compile_so: dlopen: %s", de ? de : "?");
   }
 out:
-  free(fl);
   unlink(cpath);
   unlink(sopath);
   unlink(logpath);
