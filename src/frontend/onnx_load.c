@@ -176,6 +176,10 @@ hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *w
       int64_t v = raw ? raw_int(raw, oty, i)
                       : oty == OX_INT64 ? tp->int64_data[i]
                       : (oty == OX_UINT32 || oty == OX_UINT64) ? (int64_t)tp->uint64_data[i] : tp->int32_data[i];
+      /* INT64_MAX ("to the end") and the like: far beyond any dim, and in
+       * the range dims compute in */
+      if (v > ((int64_t)1 << 50)) v = (int64_t)1 << 50;
+      if (v < -((int64_t)1 << 50)) v = -((int64_t)1 << 50);
       if (!(x->iv[i] = fe_dim_int(c->A, v))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     }
     return HP_OK;

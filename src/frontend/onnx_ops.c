@@ -1031,27 +1031,22 @@ OP(Gather) {
   if (idx < 0) return c->e->code;
   if (hp_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers");
   const fe_shape is = *shape_of(c, idx);
-  int q = is.rank, r = xs.rank;
-  if (r + q > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
-  /* out[pre, i.., post] = x[pre, idx[i..], post]: x as [pre, 1.., V, post]
-   * broadcast to [pre, I.., V, post], the index as [1.., I.., 1, 1..]
-   * broadcast to [pre, I.., 1, post], gathered along the V axis. */
-  const fe_dim *one = fe_dim_int(c->A, 1);
-  fe_shape xr = {0}, xe = {0}, ir = {0}, ie = {0}, out = {0};
-  for (int i = 0; i < axis; i++) xr.d[xr.rank++] = xs.d[i], ir.d[ir.rank++] = one;
-  for (int i = 0; i < q; i++) xr.d[xr.rank++] = one, ir.d[ir.rank++] = is.d[i];
-  xr.d[xr.rank++] = xs.d[axis], ir.d[ir.rank++] = one;
-  for (int i = axis + 1; i < r; i++) xr.d[xr.rank++] = xs.d[i], ir.d[ir.rank++] = one;
-  xe = xr, ie = ir;
-  for (int i = 0; i < q; i++) xe.d[axis + i] = is.d[i];
-  for (int i = 0; i < axis; i++) ie.d[i] = xs.d[i];
-  for (int i = axis + 1; i < r; i++) ie.d[q + i] = xs.d[i];
-  out = ie;
-  for (int i = axis + q; i + 1 < out.rank; i++) out.d[i] = out.d[i + 1];
-  out.rank--;
-  hp_val xb = fe_expand(c->g, fe_reshape(c->g, x, &xr), &xe);
-  hp_val ib = fe_expand(c->g, fe_reshape(c->g, idx, &ir), &ie);
-  hp_val gv = hp_gather(c->g, xb, ib, axis + q);
+  /* out[pre, i.., post] = x[pre, idx[i..], post]: the index flattened to
+   * [N] and broadcast to [pre, N, post] (computed, not a view: the gather
+   * kernel reads a buffer), gathered along the axis, then [pre, I.., post]. */
+  const fe_dim *N = fe_dim_int(c->A, 1), *one = N;
+  for (int i = 0; i < is.rank && N; i++) N = fe_dim_mul(c->A, N, is.d[i]);
+  if (!N) return ox_fail(c, HP_E_LIMIT, "the index count expression is too large");
+  if (xs.rank - 1 + is.rank > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+  fe_shape ir = xs, ie = xs, out = {0};
+  for (int i = 0; i < xs.rank; i++) ir.d[i] = i == axis ? N : one;
+  ie.d[axis] = N;
+  for (int i = 0; i < axis; i++) out.d[out.rank++] = xs.d[i];
+  for (int i = 0; i < is.rank; i++) out.d[out.rank++] = is.d[i];
+  for (int i = axis + 1; i < xs.rank; i++) out.d[out.rank++] = xs.d[i];
+  hp_val flat = fe_reshape(c->g, idx, &(fe_shape){.rank = 1, .d = {N}});
+  hp_val ib = hp_add(c->g, fe_expand(c->g, fe_reshape(c->g, flat, &ir), &ie), hp_const_typed(c->g, 0, TINY_I32));
+  hp_val gv = hp_gather(c->g, x, ib, axis);
   return ox_def(c, 0, fe_reshape(c->g, gv, &out));
 }
 
