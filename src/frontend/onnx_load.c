@@ -510,6 +510,8 @@ static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
       sym = ox_ident(c, buf);
       if (!sym) return c->e->code;
     }
+    /* default 1 (bound last, as a DSL graph<B=1>): bench and compile run without --sym */
+    if (fe_shape_var_index(c->g, sym) < 0 && hp_shape_var(c->g, sym, 1)) return ox_check(c, -1);
     dims[i] = tiny_dim_sym(sym);
   }
   ox_val *x = new_val(c, vi->name);

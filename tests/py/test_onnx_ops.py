@@ -173,4 +173,28 @@ if not p.returncode:
     ref = np.maximum(np.einsum("oc,nchw->nohw", w2[:, :, 0, 0], xi), 0)
     ok, why = ht.close(np.load(os.path.join(d, "______evil.npy")), ref)
     S.check("--param overrides an initializer: value", ok, why)
+
+# more initializers than the command line's lists hold (CLI_MAX_LIST, 256): run, bench, compile
+K = 300
+ws = {f"w{i}": rand(3) for i in range(K)}
+nodes = [mk("Add", ["x" if i == 0 else f"h{i - 1}", f"w{i}"], ["y" if i == K - 1 else f"h{i}"]) for i in range(K)]
+m = model(nodes, [vi("x", [2, 3])], [vi("y", None)], [init(k, v) for k, v in ws.items()])
+path = os.path.join(ht.tempfile.mkdtemp(), "many.onnx")
+onnx.save(m, path)
+xm = rand(2, 3)
+want = xm + sum(ws.values())
+# (the interpreter: the cpu backend's one fused kernel of ~190+ weight reads is a known wrong answer, see the report)
+p, d = ht.run(path, {"x": xm}, backend="interp")
+S.check("300 initializers: run", p.returncode == 0, p.stderr[-300:])
+if not p.returncode:
+    ok, why = ht.close(np.load(os.path.join(d, "y.npy")), want)
+    S.check("300 initializers: value", ok, why)
+p = ht.subprocess.run([ht.HARP, "bench", path, "--random-inputs", "--repeat", "2"], capture_output=True, text=True)
+S.check("300 initializers: bench", p.returncode == 0, p.stderr[-300:])
+pkg = os.path.join(ht.tempfile.mkdtemp(), "pkg")
+p = ht.subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", pkg], capture_output=True, text=True)
+S.check("300 initializers: compile", p.returncode == 0, p.stderr[-300:])
+if not p.returncode:
+    S.check("300 initializers: weights.bin holds them all", os.path.getsize(os.path.join(pkg, "weights.bin")) >= K * 12,
+            os.path.getsize(os.path.join(pkg, "weights.bin")))
 S.close()
