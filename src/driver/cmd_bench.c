@@ -14,6 +14,7 @@
 
 static const char bench_help[] =
     "usage: harp bench MODEL [options]\n\n"
+    "MODEL is chosen by extension: .json, .harp, .onnx.\n"
     "Compile MODEL, run it --warmup times, then time --repeat runs of one\n"
     "instance (inputs not given are random) and print the median.\n\n"
     "options:\n"

@@ -20,6 +20,8 @@
 
 static const char compile_help[] =
     "usage: harp compile MODEL --target cpu|sm80|sm90 -o DIR [options]\n\n"
+    "MODEL is chosen by extension: .json, .harp, .onnx (its initializers go to\n"
+    "weights.bin).\n"
     "Write a standalone package to DIR:\n"
     "  model.c      cpu: the generated C (kernels, thread pool, the model_* ABI)\n"
     "  model.cu     sm80/sm90: the CUDA C of every kernel (inline PTX)\n"
