@@ -194,43 +194,48 @@ static bool add_cut(cut_st *s, int64_t x) {
   return true;
 }
 
-/* set (over path[0]'s domain) must be empty or a slab lo <= x_v <= hi of
- * the domain along one variable v, the same for every set. */
-static bool slab(cut_st *s, __isl_keep isl_set *set) {
-  isl_bool empty = isl_set_is_empty(set);
-  if (empty != isl_bool_false) return empty == isl_bool_true;
+/* bset (over path[0]'s domain) must be a slab lo <= x_v <= hi of the
+ * domain along one variable v, the same for every set. */
+static isl_stat slab(__isl_take isl_basic_set *bset, void *user) {
+  cut_st *s = user;
+  isl_set *set = isl_set_from_basic_set(bset);
   int nv = s->pv->blocks[s->block].pub.nvars;
   int64_t mn[POLY_MAX_VARS], mx[POLY_MAX_VARS];
   isl_set *box = anon_set(isl_set_copy(s->pv->blocks[s->block].domain));
   box = isl_set_align_params(box, isl_set_get_space(set));
-  for (int v = 0; v < nv; v++) {
+  bool ok = true;
+  for (int v = 0; v < nv && ok; v++) {
     isl_aff *x = isl_aff_var_on_domain(isl_local_space_from_space(isl_set_get_space(set)), isl_dim_set, (unsigned)v);
-    bool ok = poly_core_val(isl_set_min_val(set, x), &mn[v]) && poly_core_val(isl_set_max_val(set, x), &mx[v]);
+    ok = poly_core_val(isl_set_min_val(set, x), &mn[v]) && poly_core_val(isl_set_max_val(set, x), &mx[v]);
     isl_aff_free(x);
-    if (!ok) {
-      isl_set_free(box);
-      return false;
-    }
     box = isl_set_lower_bound_si(box, isl_dim_set, (unsigned)v, (int)mn[v]);
     box = isl_set_upper_bound_si(box, isl_dim_set, (unsigned)v, (int)mx[v]);
   }
-  isl_bool eq = isl_set_is_equal(box, set);
+  ok = ok && isl_set_is_equal(box, set) == isl_bool_true;
   isl_set_free(box);
-  if (eq != isl_bool_true) return false;
-  for (int v = 0; v < nv; v++) {
+  isl_set_free(set);
+  for (int v = 0; v < nv && ok; v++) {
     if (mn[v] == s->lo[v] && mx[v] == s->hi[v]) continue;
-    if (s->var >= 0 && s->var != v) return false;
+    if (s->var >= 0 && s->var != v) ok = false;
     s->var = v;
-    if (!add_cut(s, mn[v]) || !add_cut(s, mx[v] + 1)) return false;
+    ok = ok && add_cut(s, mn[v]) && add_cut(s, mx[v] + 1);
   }
-  return true;
+  return ok ? isl_stat_ok : isl_stat_error;
+}
+
+/* set: empty, or a union of such slabs (a pad on both sides) */
+static bool slabs(cut_st *s, __isl_keep isl_set *set) {
+  isl_set *c = isl_set_coalesce(isl_set_copy(set));
+  isl_stat st = c ? isl_set_foreach_basic_set(c, slab, s) : isl_stat_error;
+  isl_set_free(c);
+  return st == isl_stat_ok;
 }
 
 static int cut_step(void *user, int step, __isl_keep isl_set *real, __isl_keep isl_set *const *fill, int nfill) {
   cut_st *s = user;
   (void)step;
-  bool ok = slab(s, real);
-  for (int q = 0; ok && q < nfill; q++) ok = slab(s, fill[q]);
+  bool ok = slabs(s, real);
+  for (int q = 0; ok && q < nfill; q++) ok = slabs(s, fill[q]);
   if (!ok) s->fail = true;
   return ok ? GO_ON : STOP_MIXED;
 }
