@@ -202,7 +202,10 @@ bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why);
  * every input: outer dimensions (rows) x a contiguous inner run (cols);
  * within a row an input moves with the output (stride 1) or stays put (one
  * value per row, a broadcast bias or scale); across rows each has its own
- * strides.  Values computed in the region are read point for point. */
+ * strides.  Values computed in the region are read point for point; a
+ * region with pads, slices or concats is cut into slabs of the output
+ * (ct_map_set), where each value is computed at the point its chain of
+ * reads reaches and a read of padding is its pad value. */
 #define CT_MAP_MAX_IN 8
 #define CT_MAP_MAX_OPS 48
 #define CT_MAP_MAX_OUTER 4

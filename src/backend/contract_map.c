@@ -1,5 +1,5 @@
 /* contract_map.c — elementwise regions read as a map kernel.
- * Needs: a region's blocks in the Poly-View, the Function.
+ * Needs: a region's blocks in the Poly-View (poly_chain_* for pieces), the Function.
  * Gives: ct_read_map (contract.h).
  *
  * The region's blocks become a list of ops in block order, each reading
@@ -10,7 +10,8 @@
  * every input either moves with the output (row-major, stride 1 over the
  * inner run) or stays put.  Outer dimensions that every read walks as one
  * are merged, so a dense chain is a single row and a per-channel bias over
- * NCHW is rows of H*W. */
+ * NCHW is rows of H*W.  Blocks over other domains or reads of padding
+ * (pads, slices, concats) take the pieces path at the end of the file. */
 #include <stdlib.h>
 #include <string.h>
 
