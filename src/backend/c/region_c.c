@@ -2,7 +2,7 @@
  * statements' bodies from the Tiny ops.
  * Needs: a block-based region of a Function, its Poly-View.
  * Gives: rc_emit_region, rc_nest_* (the prelude: rc_prelude.c; the loops'
- * printing: region_loops.c).
+ * printing: region_loops.c; merging contiguous loops: region_coalesce.c).
  *
  * Statements: an ewise or copy block is one BODY; a reduction (and the generic
  * contraction, used when no template takes it) is INIT / BODY / FINAL with an
@@ -780,6 +780,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1, .chunk_var = cv};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
+  if (!getenv("HARP_NO_COALESCE") && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
   hp_str_printf(out, "HP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
   if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
