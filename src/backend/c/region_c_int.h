@@ -35,7 +35,7 @@ typedef struct emit {
   const fn_kernel *K;
   hp_str *o;
   int prefix;
-  poly_stmt_spec stmts[3 * 64];
+  poly_stmt_spec *stmts; /* 3 per block at most (a reduction's INIT, BODY, FINAL) */
   int nstmts;
   value *val; /* per node */
   pf_plan pf;
