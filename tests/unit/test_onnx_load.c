@@ -1,8 +1,12 @@
 /* test_onnx_load.c — hp_onnx_load_buffer on models packed here with
  * protobuf-c: a good one (weights, name map, symbolic dims) and one broken
  * thing at a time, each a clear error and an empty result. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "harp.h"
 #include "harp/onnx.h"
 #include "onnx.pb-c.h"
 #include "testutil.h"
@@ -171,7 +175,62 @@ static void test_broken(void **state) {
   expect_error(&b, HP_E_UNSUPPORTED, "string");
 }
 
+/* harp.h on a .onnx file: the initializers come back as the parameter
+ * block (harp_embedded_params), so a C caller needs nothing else. */
+static void compile_run(harp_backend backend) {
+  mb b;
+  build(&b);
+  size_t n = onnx__model_proto__get_packed_size(&b.m);
+  uint8_t *buf = malloc(n);
+  assert_non_null(buf);
+  onnx__model_proto__pack(&b.m, buf);
+  char path[] = "/tmp/harp_capi_XXXXXX.onnx";
+  int fd = mkstemps(path, 5);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, buf, n), (ssize_t)n);
+  close(fd);
+  free(buf);
+  hp_error e = {0};
+  const char *syms[] = {"batch=2", NULL};
+  harp_options o = {.backend = backend, .syms = syms};
+  harp_compiled *c;
+  assert_ok(&e, harp_compile_file(&e, path, &o, &c));
+  unlink(path);
+  assert_int_equal(harp_num_inputs(c), 1); /* the weight is not an input */
+  assert_string_equal(harp_input_name(c, 0), "input_1");
+  assert_int_equal(harp_params_bytes(c) >= sizeof b.wdata, 1);
+  const unsigned char *params = harp_embedded_params(c);
+  assert_non_null(params);
+  assert_memory_equal(params + harp_param_offset(c, "onnx__MatMul_1"), b.wdata, sizeof b.wdata);
+  harp_model *m = model_init(c, params, harp_params_bytes(c));
+  assert_non_null(m);
+  float x[6] = {1, -2, 3, 0.5f, 0, -1}, y[4], want[4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) {
+      float acc = 0;
+      for (int k = 0; k < 3; k++) acc += x[i * 3 + k] * b.wdata[k * 2 + j];
+      want[i * 2 + j] = acc > 0 ? acc : 0;
+    }
+  const void *in[] = {x};
+  void *out[] = {y};
+  assert_int_equal(model_run(m, in, out), 0);
+  for (int i = 0; i < 4; i++) assert_true(fabsf(y[i] - want[i]) <= 1e-5f);
+  model_free(m);
+  harp_compiled_free(c);
+}
+
+static void test_c_api(void **state) {
+  (void)state;
+  compile_run(HARP_BACKEND_INTERP);
+  compile_run(HARP_BACKEND_CPU);
+  hp_error e = {0};
+  harp_compiled *c;
+  assert_int_equal(harp_compile_file(&e, "/nonexistent/m.onnx", NULL, &c), HP_E_IO);
+  assert_null(c);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bytes), cmocka_unit_test(test_broken)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bytes), cmocka_unit_test(test_broken),
+                                     cmocka_unit_test(test_c_api)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
