@@ -74,6 +74,8 @@ hp_status ox_def(ox_ctx *c, int i, hp_val v);
 ox_val *ox_def_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int64_t n);
 ox_val *ox_def_mark(ox_ctx *c, int i); /* an output with no value yet (GELU marks) */
 hp_status ox_def_tensor(ox_ctx *c, int i, hp_tensor *t, int oty); /* takes t */
+/* A new weight named after the current node's output 0 and `suffix`, holding t (taken). */
+hp_val ox_weight(ox_ctx *c, const char *suffix, hp_tensor *t);
 /* A harp identifier for an ONNX name (see harp/onnx.h), registered. */
 const char *ox_ident(ox_ctx *c, const char *onnx_name);
 /* Decode a TensorProto into x (has_t or has_i). */
@@ -93,5 +95,37 @@ hp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, 
 
 /* onnx_ops.c */
 hp_status ox_node(ox_ctx *c);
+/* Helpers the other op files share. */
+const fe_shape *ox_shape(ox_ctx *c, hp_val v);
+hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out);
+/* Input i as integers known at import (required). */
+hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n);
+/* Optional input i as integers, else attribute attr; *n = -1 when neither. */
+hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n);
+/* A one-element constant's value. */
+bool ox_const_scalar(ox_val *x, double *v);
+/* Operand i of an elementwise op (a one-element constant becomes a literal). */
+hp_val ox_operand(ox_ctx *c, int i, int other_rank);
+
+/* A reduction's axes (attribute, or input 1 from opset input_from on),
+ * keepdims, and whether it is a no-op (noop_with_empty_axes, no axes). */
+hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop);
+
+/* onnx_ops_more.c: Pad's edge / reflect / wrap modes; a negative Slice step
+ * as a positive one on the flipped axis (dim must be known); Gather's
+ * indices with negative ones counted from the end. */
+hp_status ox_pad_mode(ox_ctx *c, hp_val x, const char *mode, const int64_t *lo, const int64_t *hi);
+hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
+hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
+
+/* onnx_ops_act.c (activations, rounding, softmax family) and
+ * onnx_ops_more.c (the rest): the mapping of op type `op`, NULL if none. */
+typedef hp_status (*ox_op_fn)(ox_ctx *c);
+ox_op_fn ox_find_act(const char *op);
+ox_op_fn ox_find_more(const char *op);
+/* The softmax family along one axis (onnx_ops_act.c); opsets before 13
+ * flatten axes [axis, rank) into one. */
+typedef enum ox_smax { OX_SOFTMAX, OX_LOGSOFTMAX, OX_HARDMAX } ox_smax;
+hp_status ox_softmax(ox_ctx *c, ox_smax kind);
 
 #endif

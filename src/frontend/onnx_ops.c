@@ -578,16 +578,7 @@ static hp_status global_pool(ox_ctx *c, hp_op op) {
 OP(GlobalAveragePool) { return global_pool(c, HP_OP_MEAN); }
 OP(GlobalMaxPool) { return global_pool(c, HP_OP_RMAX); }
 
-OP(Softmax) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  int r = rank_of(c, x), axis;
-  int64_t a;
-  if (ox_attr_int(c, "axis", c->opset >= 13 ? -1 : 1, &a) || norm_axis(c, a, r, &axis)) return c->e->code;
-  if (c->opset < 13 && axis != r - 1)
-    return ox_fail(c, HP_E_UNSUPPORTED, "Softmax before opset 13 flattens axes %d.. (only the last axis is supported)", axis);
-  return ox_def(c, 0, hp_softmax(c->g, x, axis));
-}
+OP(Softmax) { return ox_softmax(c, OX_SOFTMAX); }
 
 OP(LayerNormalization) {
   hp_val x = ox_tensor(c, 0);
@@ -606,19 +597,26 @@ OP(LayerNormalization) {
   return ox_def(c, 0, hp_layernorm(c->g, x, g, b, axis, eps));
 }
 
+hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop) {
+  int64_t k, no, ax[TINY_MAX_RANK];
+  if (ox_attr_int(c, "keepdims", 1, &k) || ox_attr_int(c, "noop_with_empty_axes", 0, &no)) return c->e->code;
+  if (c->opset >= input_from ? ints_in_or_attr(c, 1, "axes", ax, TINY_MAX_RANK, n) : ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, n))
+    return c->e->code;
+  *keep = k != 0, *noop = *n <= 0 && no;
+  if (*n < 0) *n = 0;
+  for (int i = 0; i < *n; i++)
+    if (norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
+  return HP_OK;
+}
+
 static hp_status reduce(ox_ctx *c, hp_op op, int input_from) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  int64_t keep, noop, ax[TINY_MAX_RANK];
-  int n, r = rank_of(c, x), axes[TINY_MAX_RANK];
-  if (ox_attr_int(c, "keepdims", 1, &keep) || ox_attr_int(c, "noop_with_empty_axes", 0, &noop)) return c->e->code;
-  if (c->opset >= input_from ? ints_in_or_attr(c, 1, "axes", ax, TINY_MAX_RANK, &n) : ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &n))
-    return c->e->code;
-  if (n <= 0 && noop) return ox_def(c, 0, x);
-  if (n < 0) n = 0;
-  for (int i = 0; i < n; i++)
-    if (norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
-  return ox_def(c, 0, hp_reduce(c->g, op, x, axes, n, keep != 0));
+  int n, axes[TINY_MAX_RANK];
+  bool keep, noop;
+  if (ox_reduce_axes(c, rank_of(c, x), input_from, axes, &n, &keep, &noop)) return c->e->code;
+  if (noop) return ox_def(c, 0, x);
+  return ox_def(c, 0, hp_reduce(c->g, op, x, axes, n, keep));
 }
 OP(ReduceMean) { return reduce(c, HP_OP_MEAN, 18); }
 OP(ReduceSum) { return reduce(c, HP_OP_SUM, 13); }
@@ -928,17 +926,23 @@ OP(Slice) {
   for (int i = 0; i < ns; i++) {
     if (na < 0) ax[i] = i;
     if (np < 0) sp[i] = 1;
-    if (sp[i] < 1) return ox_fail(c, HP_E_UNSUPPORTED, "step %" PRId64 " (harp slices with steps >= 1)", sp[i]);
+    if (sp[i] == 0) return ox_fail(c, HP_E_INVALID_ARG, "step 0");
   }
   if (xv->v <= 0 && xv->has_i) {
     if (ns != 1) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Slice on %d axes", ns);
+    if (sp[0] < 0) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Slice with step %" PRId64, sp[0]);
     return fold_slice(c, xv, st[0], en[0], sp[0]);
   }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
-  int r = rank_of(c, x), axes[TINY_MAX_RANK];
+  int r = rank_of(c, x), axes[TINY_MAX_RANK], flip[TINY_MAX_RANK], nflip = 0;
   for (int i = 0; i < ns; i++) {
     if (norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
+    if (sp[i] < 0) { /* a reverse: the same elements, counted from the end of the flipped axis */
+      if (ox_slice_reverse(c, shape_of(c, x)->d[axes[i]], &st[i], &en[i], &sp[i])) return c->e->code;
+      flip[nflip++] = axes[i];
+      continue;
+    }
     /* ends past the dim (INT64_MAX, INT32_MAX...) mean "to the end" */
     int64_t d;
     if (en[i] >= OX_MAX_DIM || (fe_dim_is_int(shape_of(c, x)->d[axes[i]], &d) && en[i] > d)) en[i] = INT64_MAX;
@@ -946,6 +950,7 @@ OP(Slice) {
     if (st[i] <= -OX_MAX_DIM) st[i] = 0;
     if (fe_dim_is_int(shape_of(c, x)->d[axes[i]], &d) && st[i] > d) st[i] = d;
   }
+  if (nflip) x = hp_flip(c->g, x, flip, nflip);
   return ox_def(c, 0, hp_slice(c->g, x, ns, axes, st, en, sp));
 }
 
@@ -1030,6 +1035,7 @@ OP(Gather) {
   hp_val idx = ox_value(c, iv);
   if (idx < 0) return c->e->code;
   if (hp_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers");
+  if ((idx = ox_gather_index(c, iv, idx, xs.d[axis])) < 0) return c->e->code;
   const fe_shape is = *shape_of(c, idx);
   /* out[pre, i.., post] = x[pre, idx[i..], post]: the index flattened to
    * [N] and broadcast to [pre, N, post] (computed, not a view: the gather
@@ -1072,7 +1078,6 @@ OP(Pad) {
   if (x < 0) return c->e->code;
   char mode[16];
   if (ox_attr_str(c, "mode", "constant", mode, sizeof mode)) return c->e->code;
-  if (strcmp(mode, "constant") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with a constant)", mode);
   int r = rank_of(c, x), n;
   int64_t pads[2 * TINY_MAX_RANK];
   double value = 0;
@@ -1091,6 +1096,7 @@ OP(Pad) {
     if (lo[i] < 0 || hi[i] < 0) return ox_fail(c, HP_E_UNSUPPORTED, "negative pads (cropping)");
     if (lo[i] > OX_MAX_DIM || hi[i] > OX_MAX_DIM) return ox_fail(c, HP_E_LIMIT, "pads too large");
   }
+  if (strcmp(mode, "constant") != 0) return ox_pad_mode(c, x, mode, lo, hi);
   return ox_def(c, 0, hp_pad(c->g, x, lo, hi, r, value));
 }
 
@@ -1115,5 +1121,20 @@ hp_status ox_node(ox_ctx *c) {
   const char *op = c->node->op_type;
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return ops[i].fn(c);
+  ox_op_fn fn = ox_find_act(op);
+  if (!fn) fn = ox_find_more(op);
+  if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
 }
+
+/* ---- for the other op files ----------------------------------------------------------- */
+const fe_shape *ox_shape(ox_ctx *c, hp_val v) { return shape_of(c, v); }
+hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) { return norm_axis(c, axis, rank, out); }
+hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n) {
+  return const_ints(c, i, what, out, cap, n);
+}
+hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n) {
+  return ints_in_or_attr(c, i, attr, out, cap, n);
+}
+bool ox_const_scalar(ox_val *x, double *v) { return const_scalar(x, v); }
+hp_val ox_operand(ox_ctx *c, int i, int other_rank) { return operand(c, i, other_rank); }

@@ -1,0 +1,443 @@
+/* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
+ * reductions: Tile, Pad's non-constant modes, the derived reductions,
+ * InstanceNormalization, nearest Resize / Upsample, DepthToSpace,
+ * SpaceToDepth, ConvTranspose, ArgMax / ArgMin; and the negative-index
+ * parts of Slice and Gather.
+ * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
+ * Gives: ox_find_more, ox_pad_mode, ox_slice_reverse, ox_gather_index. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+#define OP(name) static hp_status op_##name(ox_ctx *c)
+
+static hp_val K(ox_ctx *c, double v) { return hp_const(c->g, v); }
+static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
+
+/* the dim's size, or a clear error naming what needs it */
+static hp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
+  if (fe_dim_is_int(d, out)) return HP_OK;
+  return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the size %s known at import", what, d->text);
+}
+
+/* Each axis i of x repeated rep[i] times, either whole (tile: [x x x]) or
+ * element by element (nearest upsampling: [x0 x0 x1 x1]): a unit dim
+ * inserted before (tile) or after (upsample) the axis, expanded, merged. */
+static hp_val repeat(ox_ctx *c, hp_val x, const int64_t *rep, bool whole) {
+  const fe_shape s = *ox_shape(c, x);
+  fe_shape u = {0}, e = {0}, m = {0};
+  for (int i = 0; i < s.rank; i++) {
+    if (rep[i] == 1) {
+      u.d[u.rank++] = e.d[e.rank++] = m.d[m.rank++] = s.d[i];
+      continue;
+    }
+    if (u.rank + 2 > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK), -1;
+    const fe_dim *r = I(c, rep[i]), *md = fe_dim_mul(c->A, s.d[i], r);
+    if (!md) return ox_fail(c, HP_E_LIMIT, "the repeated size expression is too large"), -1;
+    m.d[m.rank++] = md;
+    if (whole) u.d[u.rank++] = I(c, 1), e.d[e.rank++] = r;
+    u.d[u.rank++] = e.d[e.rank++] = s.d[i];
+    if (!whole) u.d[u.rank++] = I(c, 1), e.d[e.rank++] = r;
+  }
+  if (u.rank == s.rank) return x;
+  return fe_reshape(c->g, fe_expand(c->g, fe_reshape(c->g, x, &u), &e), &m);
+}
+
+/* ---- Tile ------------------------------------------------------------------------------ */
+OP(Tile) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t rep[TINY_MAX_RANK];
+  int n, r = hp_val_rank(c->g, x);
+  if (ox_const_ints(c, 1, "repeats", rep, TINY_MAX_RANK, &n)) return c->e->code;
+  if (n != r) return ox_fail(c, HP_E_INVALID_ARG, "repeats has %d values for rank %d", n, r);
+  for (int i = 0; i < n; i++)
+    if (rep[i] < 1 || rep[i] > OX_MAX_DIM)
+      return ox_fail(c, HP_E_UNSUPPORTED, "repeats[%d] = %" PRId64 " (harp tiles with repeats >= 1)", i, rep[i]);
+  hp_val y = repeat(c, x, rep, true);
+  return c->e->code ? c->e->code : ox_def(c, 0, y);
+}
+
+/* ---- Pad: edge, reflect, wrap ----------------------------------------------------------- */
+static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
+  int64_t one = 1;
+  return hp_slice(c->g, x, 1, &axis, &lo, &hi, &one);
+}
+
+/* The n values padded on one side of axis a (size d): lo side when `front`. */
+static hp_val pad_part(ox_ctx *c, hp_val x, int a, int64_t d, int64_t n, bool front, const char *mode) {
+  if (!strcmp(mode, "edge")) {
+    fe_shape to = *ox_shape(c, x);
+    to.d[a] = I(c, n);
+    return fe_expand(c->g, front ? slice1(c, x, a, 0, 1) : slice1(c, x, a, d - 1, d), &to);
+  }
+  if (!strcmp(mode, "wrap")) return front ? slice1(c, x, a, d - n, d) : slice1(c, x, a, 0, n);
+  /* reflect: the n values next to the edge, the edge itself left out, mirrored */
+  return hp_flip(c->g, front ? slice1(c, x, a, 1, n + 1) : slice1(c, x, a, d - 1 - n, d - 1), &a, 1);
+}
+
+hp_status ox_pad_mode(ox_ctx *c, hp_val x, const char *mode, const int64_t *lo, const int64_t *hi) {
+  if (strcmp(mode, "edge") && strcmp(mode, "reflect") && strcmp(mode, "wrap"))
+    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge, reflect or wrap)", mode);
+  int r = hp_val_rank(c->g, x);
+  for (int a = 0; a < r; a++) {
+    if (!lo[a] && !hi[a]) continue;
+    int64_t d;
+    if (known(c, ox_shape(c, x)->d[a], "Pad", &d)) return c->e->code;
+    int64_t most = !strcmp(mode, "reflect") ? d - 1 : d;
+    if (d == 0 || lo[a] > most || hi[a] > most)
+      return ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " on axis %d of size %" PRId64 " (at most %" PRId64 ")",
+                     mode, lo[a], hi[a], a, d, most);
+    hp_val parts[3];
+    int n = 0;
+    if (lo[a]) parts[n++] = pad_part(c, x, a, d, lo[a], true, mode);
+    parts[n++] = x;
+    if (hi[a]) parts[n++] = pad_part(c, x, a, d, hi[a], false, mode);
+    x = hp_concat(c->g, parts, n, a);
+    if (ox_check(c, x)) return c->e->code;
+  }
+  return ox_def(c, 0, x);
+}
+
+/* ---- Slice with a negative step --------------------------------------------------------- */
+hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step) {
+  int64_t d;
+  if (known(c, dim, "a Slice with a negative step", &d)) return c->e->code;
+  if (*step < -OX_MAX_DIM) *step = -OX_MAX_DIM;
+  int64_t s = *start, e = *end;
+  /* ONNX: start clamps to [0, d-1], end to [-1, d-1] (-1: through index 0) */
+  if (s < 0) s += d;
+  if (e < 0 && e > -OX_MAX_DIM) e += d;
+  s = s < 0 ? 0 : s > d - 1 ? d - 1 : s;
+  e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+  /* index i is d-1-i once flipped */
+  *start = d - 1 - s, *end = d - 1 - e, *step = -*step;
+  if (*end < *start) *end = *start;
+  return HP_OK;
+}
+
+/* ---- Gather: negative indices ----------------------------------------------------------- */
+hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim) {
+  if (iv->has_i && iv->v <= 0) { /* constant: a where only when one is negative */
+    bool neg = false;
+    for (int64_t k = 0; k < iv->in; k++) {
+      int64_t j;
+      if (fe_dim_is_int(iv->iv[k], &j) && j < 0) neg = true;
+    }
+    if (!neg) return idx;
+  }
+  int64_t d;
+  if (!fe_dim_is_int(dim, &d)) return idx; /* harp's gather reports a negative index at run time */
+  hp_val zero = hp_const_typed(c->g, 0, TINY_I32), n = hp_const_typed(c->g, (double)d, TINY_I32);
+  hp_val r = hp_where(c->g, hp_binary(c->g, HP_OP_LT, idx, zero), hp_add(c->g, idx, n), idx);
+  return ox_check(c, r) ? -1 : r;
+}
+
+/* ---- reductions ----------------------------------------------------------------------- */
+typedef enum { R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP } rkind;
+
+static hp_status reduce_more(ox_ctx *c, rkind k) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int n, axes[TINY_MAX_RANK];
+  bool keep, noop;
+  if (ox_reduce_axes(c, hp_val_rank(c->g, x), 18, axes, &n, &keep, &noop)) return c->e->code;
+  hp_graph *g = c->g;
+  hp_val y;
+  switch (k) {
+  case R_L1: y = noop ? hp_abs(g, x) : hp_reduce(g, HP_OP_SUM, hp_abs(g, x), axes, n, keep); break;
+  case R_SUMSQ: y = noop ? hp_mul(g, x, x) : hp_reduce(g, HP_OP_SUM, hp_mul(g, x, x), axes, n, keep); break;
+  case R_L2: y = noop ? hp_abs(g, x) : hp_sqrt(g, hp_reduce(g, HP_OP_SUM, hp_mul(g, x, x), axes, n, keep)); break;
+  case R_LOGSUM: y = hp_log(g, noop ? x : hp_reduce(g, HP_OP_SUM, x, axes, n, keep)); break;
+  default: {
+    if (noop) {
+      y = x;
+      break;
+    }
+    /* m + log(sum(exp(x - m))), m the max (0 where it is infinite, so that
+     * an all -inf slice gives -inf and an inf gives inf, not NaN) */
+    hp_val m = hp_reduce(g, HP_OP_RMAX, x, axes, n, true);
+    hp_val fin = hp_binary(g, HP_OP_LT, hp_abs(g, m), K(c, INFINITY));
+    m = hp_where(g, fin, m, K(c, 0));
+    hp_val l = hp_add(g, hp_log(g, hp_reduce(g, HP_OP_SUM, hp_exp(g, hp_sub(g, x, m)), axes, n, true)), m);
+    if (!keep) {
+      y = hp_reduce(g, HP_OP_SUM, l, axes, n, false); /* the axes have size 1 now */
+      break;
+    }
+    y = l;
+  }
+  }
+  return ox_def(c, 0, y);
+}
+
+OP(ReduceL1) { return reduce_more(c, R_L1); }
+OP(ReduceL2) { return reduce_more(c, R_L2); }
+OP(ReduceSumSquare) { return reduce_more(c, R_SUMSQ); }
+OP(ReduceLogSum) { return reduce_more(c, R_LOGSUM); }
+OP(ReduceLogSumExp) { return reduce_more(c, R_LOGSUMEXP); }
+
+OP(ReduceProd) {
+  return ox_fail(c, HP_E_UNSUPPORTED, "ReduceProd: harp's reductions are sum, max and min (no product)");
+}
+
+/* ---- ArgMax / ArgMin: the first (or last) position holding the max / min -------------- */
+static hp_status arg_reduce(ox_ctx *c, bool is_max) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t a, keep, last, n;
+  int axis;
+  const fe_shape s = *ox_shape(c, x);
+  if (ox_attr_int(c, "axis", 0, &a) || ox_attr_int(c, "keepdims", 1, &keep) || ox_attr_int(c, "select_last_index", 0, &last) ||
+      ox_norm_axis(c, a, s.rank, &axis) || known(c, s.d[axis], "the reduced axis", &n))
+    return c->e->code;
+  if (n < 1 || n > INT32_MAX) return ox_fail(c, HP_E_UNSUPPORTED, "an axis of size %" PRId64, n);
+  hp_tensor t;
+  int64_t shp[TINY_MAX_RANK];
+  for (int i = 0; i < s.rank; i++) shp[i] = i == axis ? n : 1;
+  if (hp_tensor_alloc(c->e, &t, TINY_I32, s.rank, shp)) return c->e->code;
+  for (int64_t i = 0; i < n; i++) ((int32_t *)t.data)[i] = (int32_t)i;
+  hp_val iota = ox_weight(c, "iota", &t);
+  if (iota < 0) return c->e->code;
+  hp_graph *g = c->g;
+  hp_val m = hp_reduce(g, is_max ? HP_OP_RMAX : HP_OP_RMIN, x, &axis, 1, true);
+  hp_val none = hp_const_typed(g, last ? -1 : (double)n, TINY_I32);
+  hp_val pos = hp_where(g, hp_binary(g, HP_OP_EQ, x, m), iota, none);
+  return ox_def(c, 0, hp_reduce(g, last ? HP_OP_RMAX : HP_OP_RMIN, pos, &axis, 1, keep != 0));
+}
+OP(ArgMax) { return arg_reduce(c, true); }
+OP(ArgMin) { return arg_reduce(c, false); }
+
+/* ---- InstanceNormalization: per (n, c) over the spatial axes --------------------------- */
+OP(InstanceNormalization) {
+  double eps;
+  if (ox_attr_float(c, "epsilon", 1e-5, &eps)) return c->e->code;
+  hp_val x = ox_tensor(c, 0), sc = x > 0 ? ox_tensor(c, 1) : -1, b = sc > 0 ? ox_tensor(c, 2) : -1;
+  if (b < 0) return c->e->code;
+  const fe_shape s = *ox_shape(c, x);
+  if (s.rank < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 3 (N, C, D1, ...), got %d", s.rank);
+  int axes[TINY_MAX_RANK], n = 0;
+  for (int i = 2; i < s.rank; i++) axes[n++] = i;
+  fe_shape pc = {.rank = s.rank - 1}; /* [C] -> [C, 1, ...] */
+  pc.d[0] = s.d[1];
+  for (int i = 1; i < pc.rank; i++) pc.d[i] = I(c, 1);
+  hp_graph *g = c->g;
+  hp_val xc = hp_sub(g, x, hp_reduce(g, HP_OP_MEAN, x, axes, n, true));
+  hp_val var = hp_reduce(g, HP_OP_MEAN, hp_mul(g, xc, xc), axes, n, true);
+  hp_val y = hp_mul(g, xc, hp_rsqrt(g, hp_add(g, var, K(c, eps))));
+  y = hp_add(g, hp_mul(g, y, fe_reshape(g, sc, &pc)), fe_reshape(g, b, &pc));
+  return ox_def(c, 0, y);
+}
+
+/* ---- Resize / Upsample: nearest, integer scales ---------------------------------------- */
+/* The integer factor of each axis from float scales or from output sizes. */
+static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
+  const fe_shape *s = ox_shape(c, x);
+  double f[TINY_MAX_RANK];
+  int n = -1;
+  ox_val *sv = scales_in >= 0 ? ox_in(c, scales_in, NULL) : NULL, *zv = sizes_in >= 0 ? ox_in(c, sizes_in, NULL) : NULL;
+  if (sv && sv->v <= 0 && sv->has_t && hp_tensor_numel(&sv->t) > 0) {
+    n = (int)(hp_tensor_numel(&sv->t) > s->rank ? -2 : hp_tensor_numel(&sv->t));
+    for (int i = 0; i < n; i++) f[i] = hp_tensor_get(&sv->t, i);
+  } else if (zv && zv->v <= 0 && zv->has_i) {
+    int64_t sz[TINY_MAX_RANK], d;
+    if (ox_const_ints(c, sizes_in, "sizes", sz, TINY_MAX_RANK, &n)) return c->e->code;
+    for (int i = 0; i < n && i < s->rank; i++) {
+      if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
+      if (d == 0 || sz[i] % d) return ox_fail(c, HP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, i, sz[i], d);
+      f[i] = (double)(sz[i] / d);
+    }
+  } else if (attr) {
+    const Onnx__AttributeProto *a = ox_attr(c, attr);
+    if (a) {
+      n = a->n_floats > (size_t)s->rank ? -2 : (int)a->n_floats;
+      for (int i = 0; i < n; i++) f[i] = a->floats[i];
+    }
+  } else if ((sv && (sv->v > 0 || !sv->has_t)) || (zv && (zv->v > 0 || !zv->has_i))) {
+    return ox_fail(c, HP_E_UNSUPPORTED, "scales and sizes must be constants");
+  }
+  if (n != s->rank) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", s->rank, n < 0 ? 0 : n);
+  for (int i = 0; i < n; i++) {
+    if (!(f[i] >= 1 && f[i] <= OX_MAX_DIM && f[i] == floor(f[i])))
+      return ox_fail(c, HP_E_UNSUPPORTED, "scale %g on axis %d (harp resizes by whole factors >= 1)", f[i], i);
+    rep[i] = (int64_t)f[i];
+  }
+  return HP_OK;
+}
+
+static hp_status nearest(ox_ctx *c, hp_val x, const int64_t *rep) {
+  hp_val y = repeat(c, x, rep, false);
+  return c->e->code ? c->e->code : ox_def(c, 0, y);
+}
+
+OP(Resize) {
+  char mode[32], ctm[32], nm[32];
+  if (ox_attr_str(c, "mode", "nearest", mode, sizeof mode) ||
+      ox_attr_str(c, "coordinate_transformation_mode", c->opset >= 11 ? "half_pixel" : "asymmetric", ctm, sizeof ctm) ||
+      ox_attr_str(c, "nearest_mode", c->opset >= 11 ? "round_prefer_floor" : "floor", nm, sizeof nm))
+    return c->e->code;
+  if (strcmp(mode, "nearest") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with mode nearest only)", mode);
+  if (ox_attr(c, "axes")) return ox_fail(c, HP_E_UNSUPPORTED, "the axes attribute of Resize");
+  /* With a whole factor s, output i = k s + j reads input k exactly when the
+   * mapped coordinate rounds to k: half-pixel centres round (not floor),
+   * the corner-aligned ones floor. */
+  bool centred = !strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel");
+  bool corner = !strcmp(ctm, "asymmetric") || !strcmp(ctm, "tf_half_pixel_for_nn");
+  bool rounds = !strcmp(nm, "round_prefer_floor") || !strcmp(nm, "round_prefer_ceil");
+  if (!((centred && rounds) || (corner && !strcmp(nm, "floor"))))
+    return ox_fail(c, HP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with nearest_mode \"%s\"", ctm, nm);
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t rep[TINY_MAX_RANK];
+  if (int_scales(c, x, c->opset >= 11 ? 2 : 1, c->opset >= 11 ? 3 : -1, NULL, rep)) return c->e->code;
+  return nearest(c, x, rep);
+}
+
+OP(Upsample) {
+  char mode[32];
+  if (ox_attr_str(c, "mode", "nearest", mode, sizeof mode)) return c->e->code;
+  if (strcmp(mode, "nearest") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp upsamples with mode nearest only)", mode);
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t rep[TINY_MAX_RANK];
+  if (int_scales(c, x, c->opset >= 9 ? 1 : -1, -1, c->opset >= 9 ? NULL : "scales", rep)) return c->e->code;
+  return nearest(c, x, rep);
+}
+
+/* ---- DepthToSpace / SpaceToDepth: reshape, permute, reshape ---------------------------- */
+static hp_status depth_space(ox_ctx *c, bool to_space) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t b, C;
+  char mode[8];
+  if (ox_attr_int(c, "blocksize", 0, &b) || ox_attr_str(c, "mode", "DCR", mode, sizeof mode)) return c->e->code;
+  const fe_shape s = *ox_shape(c, x);
+  if (s.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", s.rank);
+  if (b < 1 || b > 65536) return ox_fail(c, HP_E_INVALID_ARG, "blocksize %" PRId64, b);
+  bool crd = !strcmp(mode, "CRD");
+  if (!crd && strcmp(mode, "DCR") != 0) return ox_fail(c, HP_E_INVALID_ARG, "mode \"%s\"", mode);
+  const fe_dim *B = I(c, b), *N = s.d[0], *H = s.d[2], *W = s.d[3];
+  fe_shape u = {.rank = 6}, o = {.rank = 4};
+  int perm[6];
+  if (to_space) {
+    if (known(c, s.d[1], "DepthToSpace", &C)) return c->e->code;
+    if (C % (b * b)) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%" PRId64 " channels are not a multiple of %" PRId64 "^2", C, b);
+    const fe_dim *Cb = I(c, C / (b * b));
+    static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crdp[6] = {0, 1, 4, 2, 5, 3};
+    if (crd) u = (fe_shape){.rank = 6, .d = {N, Cb, B, B, H, W}};
+    else u = (fe_shape){.rank = 6, .d = {N, B, B, Cb, H, W}};
+    memcpy(perm, crd ? crdp : dcr, sizeof perm);
+    o = (fe_shape){.rank = 4, .d = {N, Cb, fe_dim_mul(c->A, H, B), fe_dim_mul(c->A, W, B)}};
+  } else {
+    if (crd) return ox_fail(c, HP_E_INVALID_ARG, "SpaceToDepth has no mode");
+    int64_t h, w;
+    if (known(c, H, "SpaceToDepth", &h) || known(c, W, "SpaceToDepth", &w)) return c->e->code;
+    if (h % b || w % b) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%" PRId64 "x%" PRId64 " is not a multiple of %" PRId64, h, w, b);
+    u = (fe_shape){.rank = 6, .d = {N, s.d[1], I(c, h / b), B, I(c, w / b), B}};
+    static const int s2d[6] = {0, 3, 5, 1, 2, 4};
+    memcpy(perm, s2d, sizeof perm);
+    o = (fe_shape){.rank = 4, .d = {N, fe_dim_mul(c->A, s.d[1], I(c, b * b)), I(c, h / b), I(c, w / b)}};
+  }
+  for (int i = 0; i < 4; i++)
+    if (!o.d[i]) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  return ox_def(c, 0, fe_reshape(c->g, hp_permute(c->g, fe_reshape(c->g, x, &u), perm, 6), &o));
+}
+OP(DepthToSpace) { return depth_space(c, true); }
+OP(SpaceToDepth) { return depth_space(c, false); }
+
+/* ---- ConvTranspose ---------------------------------------------------------------------- */
+/* A strided transposed convolution is a stride-1 convolution of the input
+ * with (stride - 1) zeros between its elements, padded by (k-1)d - pad (plus
+ * output_padding at the end), with the weight flipped and its two channel
+ * axes swapped per group: the conv template then runs it. */
+static hp_status flip_weight(ox_ctx *c, const hp_tensor *w, int64_t group, hp_tensor *out) {
+  int64_t ci = w->shape[0], cog = w->shape[1], kh = w->shape[2], kw = w->shape[3], cig = ci / group;
+  int64_t shp[4] = {cog * group, cig, kh, kw};
+  if (hp_tensor_alloc(c->e, out, TINY_FP32, 4, shp)) return c->e->code;
+  const float *src = w->data;
+  float *dst = out->data;
+  for (int64_t gi = 0; gi < group; gi++)
+    for (int64_t i = 0; i < cig; i++)
+      for (int64_t o = 0; o < cog; o++)
+        for (int64_t a = 0; a < kh; a++)
+          for (int64_t b = 0; b < kw; b++)
+            dst[(((gi * cog + o) * cig + i) * kh + a) * kw + b] = src[(((gi * cig + i) * cog + o) * kh + (kh - 1 - a)) * kw + (kw - 1 - b)];
+  return HP_OK;
+}
+
+OP(ConvTranspose) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  ox_val *wv = ox_in(c, 1, NULL);
+  if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
+    return ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
+  const fe_shape xs = *ox_shape(c, x);
+  if (xs.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", xs.rank);
+  char ap[16];
+  int64_t group, v[8], st[2] = {1, 1}, dl[2] = {1, 1}, pads[4] = {0}, op[2] = {0}, ks[8];
+  int n;
+  if (ox_attr_int(c, "group", 1, &group) || ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap)) return c->e->code;
+  if (strcmp(ap, "NOTSET") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "auto_pad=%s (give explicit pads)", ap);
+  if (ox_attr(c, "output_shape")) return ox_fail(c, HP_E_UNSUPPORTED, "the output_shape attribute (give pads and output_padding)");
+  const int64_t *k = wv->t.shape;
+  int64_t cin;
+  if (known(c, xs.d[1], "ConvTranspose", &cin)) return c->e->code;
+  if (group < 1 || k[0] != cin || cin % group)
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the weight's %" PRId64 " input channels do not match the input's %" PRId64 " in %" PRId64 " groups",
+                   k[0], cin, group);
+  if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
+  if (n >= 0 && (n != 2 || ks[0] != k[2] || ks[1] != k[3])) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight");
+  struct { const char *name; int64_t *to; int cnt; } at[] = {{"strides", st, 2}, {"dilations", dl, 2}, {"pads", pads, 4}, {"output_padding", op, 2}};
+  for (int i = 0; i < 4; i++) {
+    if (ox_attr_ints(c, at[i].name, v, 8, &n)) return c->e->code;
+    if (n < 0) continue;
+    if (n != at[i].cnt) return ox_fail(c, HP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
+    memcpy(at[i].to, v, sizeof *v * (size_t)n);
+  }
+  hp_conv2d_opts o = {.groups = group, .stride = {1, 1}, .dilation = {dl[0], dl[1]}};
+  for (int i = 0; i < 2; i++) {
+    if (st[i] < 1 || dl[i] < 1 || st[i] > 64 || dl[i] > 64) return ox_fail(c, HP_E_INVALID_ARG, "strides and dilations must be 1 to 64");
+    if (op[i] < 0 || (op[i] >= st[i] && op[i] >= dl[i])) return ox_fail(c, HP_E_INVALID_ARG, "output_padding %" PRId64 " is out of range", op[i]);
+    int64_t edge = (k[2 + i] - 1) * dl[i];
+    o.pad[2 * i] = edge - pads[i], o.pad[2 * i + 1] = edge - pads[2 + i] + op[i];
+    if (pads[i] < 0 || pads[2 + i] < 0 || o.pad[2 * i] < 0 || o.pad[2 * i + 1] < 0)
+      return ox_fail(c, HP_E_UNSUPPORTED, "pads beyond the kernel's reach ((kernel - 1) * dilation)");
+  }
+  if (st[0] > 1 || st[1] > 1) { /* zeros between the elements: [.., H, 1, W, 1] padded, merged, the tail cut */
+    const fe_dim *one = I(c, 1), *H = fe_dim_mul(c->A, xs.d[2], I(c, st[0])), *W = fe_dim_mul(c->A, xs.d[3], I(c, st[1]));
+    if (!H || !W) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+    hp_val u = fe_reshape(c->g, x, &(fe_shape){.rank = 6, .d = {xs.d[0], xs.d[1], xs.d[2], one, xs.d[3], one}});
+    int64_t lo[6] = {0}, hi[6] = {0, 0, 0, st[0] - 1, 0, st[1] - 1};
+    u = fe_reshape(c->g, hp_pad(c->g, u, lo, hi, 6, 0), &(fe_shape){.rank = 4, .d = {xs.d[0], xs.d[1], H, W}});
+    int ax[2] = {2, 3};
+    int64_t s0[2] = {0, 0}, e0[2] = {-(st[0] - 1), -(st[1] - 1)};
+    for (int i = 0; i < 2; i++)
+      if (st[i] == 1) e0[i] = INT64_MAX;
+    x = hp_slice(c->g, u, 2, ax, s0, e0, NULL);
+    if (ox_check(c, x)) return c->e->code;
+  }
+  hp_tensor wt;
+  if (flip_weight(c, &wv->t, group, &wt)) return c->e->code;
+  hp_val w = ox_weight(c, "weight", &wt);
+  if (w < 0) return c->e->code;
+  if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
+  return ox_def(c, 0, hp_conv2d(c->g, x, w, &o));
+}
+
+/* ---- dispatch ------------------------------------------------------------------------- */
+static const struct {
+  const char *name;
+  ox_op_fn fn;
+} ops[] = {
+#define E(n) {#n, op_##n}
+    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(InstanceNormalization), E(ReduceL1), E(ReduceL2),
+    E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Upsample),
+#undef E
+};
+
+ox_op_fn ox_find_more(const char *op) {
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(ops[i].name, op)) return ops[i].fn;
+  return NULL;
+}
