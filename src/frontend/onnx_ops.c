@@ -169,6 +169,70 @@ OP(Gelu) {
   return unary(c, HP_OP_GELU);
 }
 
+/* ---- activations made of where, exp and log ----------------------------------------- */
+/* where(x < 0 (x <= 0 with le), neg, x) */
+static hp_status negative_part(ox_ctx *c, hp_val x, hp_val neg, bool le) {
+  hp_val cond = hp_binary(c->g, le ? HP_OP_LE : HP_OP_LT, x, hp_const(c->g, 0));
+  return ox_def(c, 0, hp_where(c->g, cond, neg, x));
+}
+
+OP(LeakyRelu) {
+  double alpha;
+  hp_val x = ox_attr_float(c, "alpha", 0.01, &alpha) ? -1 : ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  return negative_part(c, x, hp_mul(c->g, x, hp_const(c->g, alpha)), false);
+}
+
+/* Elu and Selu: [gamma *] where(x <= 0, alpha * (exp(x) - 1), x) */
+static hp_status elu(ox_ctx *c, double alpha, double gamma) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_val neg = hp_mul(c->g, hp_sub(c->g, hp_exp(c->g, x), hp_const(c->g, 1)), hp_const(c->g, alpha));
+  if (gamma != 1) x = hp_mul(c->g, x, hp_const(c->g, gamma)), neg = hp_mul(c->g, neg, hp_const(c->g, gamma));
+  hp_val cond = hp_binary(c->g, HP_OP_LE, x, hp_const(c->g, 0));
+  return ox_def(c, 0, hp_where(c->g, cond, neg, x));
+}
+OP(Elu) {
+  double alpha;
+  return ox_attr_float(c, "alpha", 1.0, &alpha) ? c->e->code : elu(c, alpha, 1.0);
+}
+OP(Selu) {
+  double alpha, gamma;
+  if (ox_attr_float(c, "alpha", 1.67326319217681884765625, &alpha) || ox_attr_float(c, "gamma", 1.05070102214813232421875, &gamma))
+    return c->e->code;
+  return elu(c, alpha, gamma);
+}
+
+OP(PRelu) {
+  hp_val x = ox_tensor(c, 0), s = x > 0 ? ox_tensor(c, 1) : -1;
+  if (x < 0 || s < 0) return c->e->code;
+  int r = ox_rank_of(c, x);
+  if (c->opset < 7 && ox_rank_of(c, s) == 1 && r > 2) { /* a slope per channel (axis 1) */
+    fe_shape to = {.rank = r - 1};
+    to.d[0] = ox_shape_of(c, s)->d[0];
+    for (int i = 1; i < r - 1; i++) to.d[i] = fe_dim_int(c->A, 1);
+    s = fe_reshape(c->g, s, &to);
+  }
+  return negative_part(c, x, hp_mul(c->g, x, s), false);
+}
+
+/* log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow */
+OP(Softplus) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_val t = hp_log(c->g, hp_add(c->g, hp_exp(c->g, hp_neg(c->g, hp_abs(c->g, x))), hp_const(c->g, 1)));
+  return ox_def(c, 0, hp_add(c->g, hp_max(c->g, x, hp_const(c->g, 0)), t));
+}
+
+OP(Sign) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  hp_val z = hp_const_typed(c->g, 0, dt);
+  hp_val pos = hp_cast(c->g, hp_binary(c->g, HP_OP_GT, x, z), dt), neg = hp_cast(c->g, hp_binary(c->g, HP_OP_LT, x, z), dt);
+  return ox_def(c, 0, hp_sub(c->g, pos, neg));
+}
+
 OP(Identity) {
   bool failed = false;
   ox_val *x = ox_in(c, 0, &failed);
@@ -399,22 +463,34 @@ OP(Cast) {
   return ox_def(c, 0, hp_val_dtype(c->g, v) == dt ? v : hp_cast(c->g, v, dt));
 }
 
-OP(Softmax) {
+/* Softmax and LogSoftmax; before opset 13 over axes [axis, r) flattened into one */
+static hp_status softmax(ox_ctx *c, bool log) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int r = ox_rank_of(c, x), axis;
   int64_t a;
   if (ox_attr_int(c, "axis", c->opset >= 13 ? -1 : 1, &a) || ox_norm_axis(c, a, r, &axis)) return c->e->code;
-  if (c->opset >= 13 || axis == r - 1) return ox_def(c, 0, hp_softmax(c->g, x, axis));
-  /* before opset 13: over axes [axis, r) flattened into one */
   const fe_shape xs = *ox_shape_of(c, x);
-  fe_shape flat = {.rank = axis + 1};
-  for (int i = 0; i < axis; i++) flat.d[i] = xs.d[i];
-  flat.d[axis] = fe_dim_int(c->A, 1);
-  for (int i = axis; i < r && flat.d[axis]; i++) flat.d[axis] = fe_dim_mul(c->A, flat.d[axis], xs.d[i]);
-  if (!flat.d[axis]) return ox_fail(c, HP_E_LIMIT, "the flattened size expression is too large");
-  return ox_def(c, 0, fe_reshape(c->g, hp_softmax(c->g, fe_reshape(c->g, x, &flat), axis), &xs));
+  bool flatten = c->opset < 13 && axis != r - 1;
+  if (flatten) {
+    fe_shape flat = {.rank = axis + 1};
+    for (int i = 0; i < axis; i++) flat.d[i] = xs.d[i];
+    flat.d[axis] = fe_dim_int(c->A, 1);
+    for (int i = axis; i < r && flat.d[axis]; i++) flat.d[axis] = fe_dim_mul(c->A, flat.d[axis], xs.d[i]);
+    if (!flat.d[axis]) return ox_fail(c, HP_E_LIMIT, "the flattened size expression is too large");
+    x = fe_reshape(c->g, x, &flat);
+  }
+  hp_val y;
+  if (!log) {
+    y = hp_softmax(c->g, x, axis);
+  } else { /* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
+    hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
+    y = hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
+  }
+  return ox_def(c, 0, flatten ? fe_reshape(c->g, y, &xs) : y);
 }
+OP(Softmax) { return softmax(c, false); }
+OP(LogSoftmax) { return softmax(c, true); }
 
 OP(LayerNormalization) {
   hp_val x = ox_tensor(c, 0);
@@ -932,7 +1008,7 @@ static const op_entry ops[] = {
 #define N(n) {#n, ox_op_##n},
     OX_NN_OPS(N)
     E(Abs) E(Add) E(Cast) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
-    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log)
+    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Softplus) E(Sign)
     E(Max) E(Mean) E(Min) E(Mul) E(Neg) E(Not) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
     E(Relu) E(Reshape) E(Shape) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
     E(Unsqueeze) E(Where)
