@@ -13,6 +13,9 @@
 /* One dim of a model's input or initializer; the product of an input's. */
 #define OX_MAX_DIM ((int64_t)INT32_MAX)
 #define OX_MAX_NUMEL ((int64_t)1 << 34)
+/* ConstantOfShape's tensor (a weight: the backend test models build every
+ * weight so, VGG-19's fc6 has 2^26.6 elements). */
+#define OX_MAX_FILL ((int64_t)1 << 28)
 
 /* ONNX TensorProto.DataType values used here. */
 enum {
@@ -95,17 +98,26 @@ hp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, 
 
 /* onnx_ops.c */
 hp_status ox_node(ox_ctx *c);
-/* Helpers the other op files share. */
-const fe_shape *ox_shape(ox_ctx *c, hp_val v);
+/* helpers shared with onnx_nn.c */
+const fe_shape *ox_shape_of(ox_ctx *c, hp_val v);
+int ox_rank_of(ox_ctx *c, hp_val v);
+hp_status ox_need_rank(ox_ctx *c, hp_val v, int lo, int hi, const char *what);
 hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out);
+/* A float known at import: a one-element float or integer constant. */
+bool ox_const_scalar(ox_val *x, double *v);
+/* Operand i of an elementwise op: a one-element constant becomes a literal. */
+hp_val ox_operand(ox_ctx *c, int i, int other_rank);
 /* Input i as integers known at import (required). */
 hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n);
 /* Optional input i as integers, else attribute attr; *n = -1 when neither. */
 hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n);
-/* A one-element constant's value. */
-bool ox_const_scalar(ox_val *x, double *v);
-/* Operand i of an elementwise op (a one-element constant becomes a literal). */
-hp_val ox_operand(ox_ctx *c, int i, int other_rank);
+
+/* onnx_nn.c: the layer ops, named in onnx_ops.c's dispatch table */
+#define OX_NN_OPS(X) \
+  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(LRN) X(MatMul) X(MaxPool)
+#define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
+OX_NN_OPS(OX_DECLARE)
+#undef OX_DECLARE
 
 /* A reduction's axes (attribute, or input 1 from opset input_from on),
  * keepdims, and whether it is a no-op (noop_with_empty_axes, no axes). */
@@ -123,9 +135,7 @@ hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
 typedef hp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
-/* The softmax family along one axis (onnx_ops_act.c); opsets before 13
- * flatten axes [axis, rank) into one. */
-typedef enum ox_smax { OX_SOFTMAX, OX_LOGSOFTMAX, OX_HARDMAX } ox_smax;
-hp_status ox_softmax(ox_ctx *c, ox_smax kind);
+/* Hardmax of x along axis (onnx_ops_act.c), for onnx_ops.c's softmax family. */
+hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis);
 
 #endif

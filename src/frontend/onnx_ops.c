@@ -19,21 +19,21 @@
 
 #define OP(name) static hp_status op_##name(ox_ctx *c)
 
-static const fe_shape *shape_of(ox_ctx *c, hp_val v) {
+const fe_shape *ox_shape_of(ox_ctx *c, hp_val v) {
   const fe_node *n = fe_node_of(c->g, v);
   return n ? &n->shape : NULL;
 }
 
-static int rank_of(ox_ctx *c, hp_val v) { return hp_val_rank(c->g, v); }
+int ox_rank_of(ox_ctx *c, hp_val v) { return hp_val_rank(c->g, v); }
 
-static hp_status need_rank(ox_ctx *c, hp_val v, int lo, int hi, const char *what) {
-  int r = rank_of(c, v);
+hp_status ox_need_rank(ox_ctx *c, hp_val v, int lo, int hi, const char *what) {
+  int r = ox_rank_of(c, v);
   if (r >= lo && r <= hi) return HP_OK;
   if (lo == hi) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%s must have rank %d, got rank %d", what, lo, r);
   return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%s must have rank %d to %d, got rank %d", what, lo, hi, r);
 }
 
-static hp_status norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) {
+hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) {
   *out = 0;
   if (axis < -rank || axis >= (rank ? rank : 1))
     return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", axis, rank);
@@ -68,7 +68,7 @@ static hp_status ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *ou
 }
 
 /* A float known at import: a one-element float or integer constant. */
-static bool const_scalar(ox_val *x, double *v) {
+bool ox_const_scalar(ox_val *x, double *v) {
   if (x && x->has_t && hp_tensor_numel(&x->t) == 1) {
     *v = hp_tensor_get(&x->t, 0);
     return true;
@@ -85,12 +85,12 @@ static int const_rank(const ox_val *x) { return x->has_t ? x->t.rank : x->irank;
 
 /* Operand i of an elementwise op: a one-element constant that the other
  * operand's rank covers is a literal (so scales and epsilons stay constants). */
-static hp_val operand(ox_ctx *c, int i, int other_rank) {
+hp_val ox_operand(ox_ctx *c, int i, int other_rank) {
   bool failed = false;
   ox_val *x = ox_in(c, i, &failed);
   if (failed) return -1;
   double v;
-  if (x && x->v <= 0 && !x->has_i && const_scalar(x, &v) && const_rank(x) <= other_rank) {
+  if (x && x->v <= 0 && !x->has_i && ox_const_scalar(x, &v) && const_rank(x) <= other_rank) {
     hp_val r = hp_const(c->g, v);
     return ox_check(c, r) ? -1 : r;
   }
@@ -169,6 +169,70 @@ OP(Gelu) {
   return unary(c, HP_OP_GELU);
 }
 
+/* ---- activations made of where, exp and log ----------------------------------------- */
+/* where(x < 0 (x <= 0 with le), neg, x) */
+static hp_status negative_part(ox_ctx *c, hp_val x, hp_val neg, bool le) {
+  hp_val cond = hp_binary(c->g, le ? HP_OP_LE : HP_OP_LT, x, hp_const(c->g, 0));
+  return ox_def(c, 0, hp_where(c->g, cond, neg, x));
+}
+
+OP(LeakyRelu) {
+  double alpha;
+  hp_val x = ox_attr_float(c, "alpha", 0.01, &alpha) ? -1 : ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  return negative_part(c, x, hp_mul(c->g, x, hp_const(c->g, alpha)), false);
+}
+
+/* Elu and Selu: [gamma *] where(x <= 0, alpha * (exp(x) - 1), x) */
+static hp_status elu(ox_ctx *c, double alpha, double gamma) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_val neg = hp_mul(c->g, hp_sub(c->g, hp_exp(c->g, x), hp_const(c->g, 1)), hp_const(c->g, alpha));
+  if (gamma != 1) x = hp_mul(c->g, x, hp_const(c->g, gamma)), neg = hp_mul(c->g, neg, hp_const(c->g, gamma));
+  hp_val cond = hp_binary(c->g, HP_OP_LE, x, hp_const(c->g, 0));
+  return ox_def(c, 0, hp_where(c->g, cond, neg, x));
+}
+OP(Elu) {
+  double alpha;
+  return ox_attr_float(c, "alpha", 1.0, &alpha) ? c->e->code : elu(c, alpha, 1.0);
+}
+OP(Selu) {
+  double alpha, gamma;
+  if (ox_attr_float(c, "alpha", 1.67326319217681884765625, &alpha) || ox_attr_float(c, "gamma", 1.05070102214813232421875, &gamma))
+    return c->e->code;
+  return elu(c, alpha, gamma);
+}
+
+OP(PRelu) {
+  hp_val x = ox_tensor(c, 0), s = x > 0 ? ox_tensor(c, 1) : -1;
+  if (x < 0 || s < 0) return c->e->code;
+  int r = ox_rank_of(c, x);
+  if (c->opset < 7 && ox_rank_of(c, s) == 1 && r > 2) { /* a slope per channel (axis 1) */
+    fe_shape to = {.rank = r - 1};
+    to.d[0] = ox_shape_of(c, s)->d[0];
+    for (int i = 1; i < r - 1; i++) to.d[i] = fe_dim_int(c->A, 1);
+    s = fe_reshape(c->g, s, &to);
+  }
+  return negative_part(c, x, hp_mul(c->g, x, s), false);
+}
+
+/* log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow */
+OP(Softplus) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_val t = hp_log(c->g, hp_add(c->g, hp_exp(c->g, hp_neg(c->g, hp_abs(c->g, x))), hp_const(c->g, 1)));
+  return ox_def(c, 0, hp_add(c->g, hp_max(c->g, x, hp_const(c->g, 0)), t));
+}
+
+OP(Sign) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  hp_val z = hp_const_typed(c->g, 0, dt);
+  hp_val pos = hp_cast(c->g, hp_binary(c->g, HP_OP_GT, x, z), dt), neg = hp_cast(c->g, hp_binary(c->g, HP_OP_LT, x, z), dt);
+  return ox_def(c, 0, hp_sub(c->g, pos, neg));
+}
+
 OP(Identity) {
   bool failed = false;
   ox_val *x = ox_in(c, 0, &failed);
@@ -183,10 +247,18 @@ OP(Identity) {
   return ox_def(c, 0, ox_value(c, x));
 }
 
+/* Dropout at inference: the identity, and a mask of all true. */
 OP(Dropout) {
-  if (c->node->n_output > 1 && c->node->output[1][0])
-    return ox_fail(c, HP_E_UNSUPPORTED, "the mask output of Dropout is not supported (inference only)");
-  return op_Identity(c);
+  ox_val *tm = ox_in(c, 2, NULL);
+  double train = 0;
+  if (tm && (tm->v > 0 || !ox_const_scalar(tm, &train)))
+    return ox_fail(c, HP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
+  if (train != 0) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
+  if (op_Identity(c)) return c->e->code;
+  if (c->node->n_output < 2 || !c->node->output[1][0]) return HP_OK;
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  return ox_def(c, 1, fe_expand(c->g, hp_const_typed(c->g, 1, TINY_BOOL), ox_shape_of(c, x)));
 }
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-4 * fabs(b); }
@@ -214,7 +286,7 @@ static bool gelu_step(ox_ctx *c, const char *op, hp_status *st) {
   ox_val *m = a->gstage > 0 ? a : b->gstage > 0 ? b : NULL, *o = m == a ? b : a;
   if (!m || o->gstage > 0) return false;
   double k;
-  bool scalar = o->v <= 0 && const_scalar(o, &k);
+  bool scalar = o->v <= 0 && ox_const_scalar(o, &k);
   if (m->gstage == 1 && !strcmp(op, "Add") && scalar && near(k, 1.0)) {
     *st = set_mark(c, m->gx, 2, 1, false);
     return true;
@@ -231,6 +303,22 @@ static bool gelu_step(ox_ctx *c, const char *op, hp_status *st) {
   return true;
 }
 
+/* Before opset 7, broadcast=1 with an axis puts B's dims at A's dims
+ * axis, axis+1, ...: B gets trailing 1s so numpy broadcasting agrees. */
+static hp_status legacy_broadcast(ox_ctx *c, hp_val a, hp_val *b) {
+  int64_t bc, axis;
+  if (c->opset >= 7 || !ox_attr(c, "axis")) return HP_OK;
+  if (ox_attr_int(c, "broadcast", 0, &bc) || ox_attr_int(c, "axis", 0, &axis)) return c->e->code;
+  int ra = ox_rank_of(c, a), rb = ox_rank_of(c, *b), ax;
+  if (!bc || rb == 0) return HP_OK;
+  if (ox_norm_axis(c, axis, ra, &ax)) return c->e->code;
+  if (ax + rb > ra) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "B (rank %d) does not fit at axis %d of A (rank %d)", rb, ax, ra);
+  fe_shape s = *ox_shape_of(c, *b);
+  while (s.rank < ra - ax) s.d[s.rank++] = fe_dim_int(c->A, 1);
+  *b = fe_reshape(c->g, *b, &s);
+  return ox_check(c, *b);
+}
+
 static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
   if (all_ints(c)) return fold_binary(c, name);
   hp_status st = HP_OK;
@@ -238,10 +326,10 @@ static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
   ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
   if (!a || !b) return ox_fail(c, HP_E_ARITY, "needs two inputs");
   hp_val av = a->v, bv = b->v;
-  int ra = av > 0 ? rank_of(c, av) : const_rank(a), rb = bv > 0 ? rank_of(c, bv) : const_rank(b);
-  av = operand(c, 0, rb);
-  bv = av > 0 ? operand(c, 1, ra) : -1;
-  if (av < 0 || bv < 0) return c->e->code;
+  int ra = av > 0 ? ox_rank_of(c, av) : const_rank(a), rb = bv > 0 ? ox_rank_of(c, bv) : const_rank(b);
+  av = ox_operand(c, 0, rb);
+  bv = av > 0 ? ox_operand(c, 1, ra) : -1;
+  if (av < 0 || bv < 0 || legacy_broadcast(c, av, &bv)) return c->e->code;
   hp_val r = hp_binary(c->g, op, av, bv);
   if (ox_def(c, 0, r)) return c->e->code;
   /* x / √2, x * k: remembered for the GELU pattern */
@@ -249,8 +337,8 @@ static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
   int *yi = c->node->n_output && c->node->output[0][0] ? hp_strmap_find(&c->byname, c->node->output[0]) : NULL;
   if (yi && (!strcmp(name, "Div") || !strcmp(name, "Mul"))) {
     ox_val *s = NULL, *t = NULL;
-    if (b->v <= 0 && const_scalar(b, &k)) s = a, t = b;
-    else if (!strcmp(name, "Mul") && a->v <= 0 && const_scalar(a, &k)) s = b, t = a;
+    if (b->v <= 0 && ox_const_scalar(b, &k)) s = a, t = b;
+    else if (!strcmp(name, "Mul") && a->v <= 0 && ox_const_scalar(a, &k)) s = b, t = a;
     if (s && t && s->v > 0 && k != 0) {
       c->vals[*yi].gx = s->v;
       c->vals[*yi].gk = !strcmp(name, "Div") ? 1 / k : k;
@@ -269,25 +357,36 @@ OP(Greater) { return binary(c, HP_OP_GT, "Greater"); }
 OP(LessOrEqual) { return binary(c, HP_OP_LE, "LessOrEqual"); }
 OP(GreaterOrEqual) { return binary(c, HP_OP_GE, "GreaterOrEqual"); }
 
-/* Max, Min, Sum: variadic, pairwise */
-static hp_status variadic(ox_ctx *c, hp_op op, const char *name) {
-  if (c->node->n_input == 2) return binary(c, op, name);
-  if (c->node->n_input < 1) return ox_fail(c, HP_E_ARITY, "needs at least one input");
+/* Max, Min, Sum, Mean: variadic, pairwise */
+static hp_val chain(ox_ctx *c, hp_op op) {
+  if (c->node->n_input < 1) {
+    ox_fail(c, HP_E_ARITY, "needs at least one input");
+    return -1;
+  }
   hp_val acc = ox_tensor(c, 0);
   for (int i = 1; i < (int)c->node->n_input && acc > 0; i++) {
     hp_val v = ox_tensor(c, i);
     acc = v > 0 ? hp_binary(c->g, op, acc, v) : -1;
   }
-  return ox_def(c, 0, acc);
+  return acc;
+}
+static hp_status variadic(ox_ctx *c, hp_op op, const char *name) {
+  if (c->node->n_input == 2) return binary(c, op, name);
+  return ox_def(c, 0, chain(c, op));
 }
 OP(Max) { return variadic(c, HP_OP_MAX, "Max"); }
 OP(Min) { return variadic(c, HP_OP_MIN, "Min"); }
 OP(Sum) { return variadic(c, HP_OP_ADD, "Add"); }
+OP(Mean) {
+  hp_val s = chain(c, HP_OP_ADD);
+  if (s < 0 || c->node->n_input == 1) return ox_def(c, 0, s);
+  return ox_def(c, 0, hp_mul(c->g, s, hp_const(c->g, 1.0 / (double)c->node->n_input)));
+}
 
 OP(Pow) {
   ox_val *b = ox_in(c, 1, NULL);
   double k;
-  if (!b || b->v > 0 || !const_scalar(b, &k))
+  if (!b || b->v > 0 || !ox_const_scalar(b, &k))
     return ox_fail(c, HP_E_UNSUPPORTED, "the exponent must be a one-element constant");
   hp_val x = ox_tensor(c, 0), r;
   if (x < 0) return c->e->code;
@@ -304,7 +403,7 @@ OP(Pow) {
 OP(Where) {
   hp_val cond = ox_tensor(c, 0);
   if (cond < 0) return c->e->code;
-  hp_val a = operand(c, 1, rank_of(c, cond)), b = a > 0 ? operand(c, 2, rank_of(c, cond)) : -1;
+  hp_val a = ox_operand(c, 1, ox_rank_of(c, cond)), b = a > 0 ? ox_operand(c, 2, ox_rank_of(c, cond)) : -1;
   if (a < 0 || b < 0) return c->e->code;
   return ox_def(c, 0, hp_where(c->g, cond, a, b));
 }
@@ -325,9 +424,9 @@ OP(Clip) {
     if (isfinite(a)) lo = hp_const(c->g, a);
     if (isfinite(b)) hi = hp_const(c->g, b);
   } else {
-    int r = rank_of(c, x);
-    if (c->node->n_input > 1 && c->node->input[1][0] && (lo = operand(c, 1, r)) < 0) return c->e->code;
-    if (c->node->n_input > 2 && c->node->input[2][0] && (hi = operand(c, 2, r)) < 0) return c->e->code;
+    int r = ox_rank_of(c, x);
+    if (c->node->n_input > 1 && c->node->input[1][0] && (lo = ox_operand(c, 1, r)) < 0) return c->e->code;
+    if (c->node->n_input > 2 && c->node->input[2][0] && (hi = ox_operand(c, 2, r)) < 0) return c->e->code;
   }
   if (lo > 0) x = hp_max(c->g, x, lo);
   if (hi > 0) x = hp_min(c->g, x, hi);
@@ -364,221 +463,38 @@ OP(Cast) {
   return ox_def(c, 0, hp_val_dtype(c->g, v) == dt ? v : hp_cast(c->g, v, dt));
 }
 
-/* ---- contractions ---------------------------------------------------------------------- */
-OP(MatMul) {
-  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
-  if (a < 0 || b < 0) return c->e->code;
-  int ra = rank_of(c, a), rb = rank_of(c, b);
-  if (ra < 1 || rb < 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "MatMul of a scalar");
-  /* vectors: [K] -> [1, K] (a) or [K, 1] (b), the unit dim dropped after */
-  const fe_shape *sa = shape_of(c, a), *sb = shape_of(c, b);
-  if (ra == 1) a = fe_reshape(c->g, a, &(fe_shape){.rank = 2, .d = {fe_dim_int(c->A, 1), sa->d[0]}});
-  if (rb == 1) b = fe_reshape(c->g, b, &(fe_shape){.rank = 2, .d = {sb->d[0], fe_dim_int(c->A, 1)}});
-  hp_val r = hp_matmul(c->g, a, b);
-  if ((ra == 1 || rb == 1) && r > 0) {
-    fe_shape s = *shape_of(c, r);
-    if (ra == 1) s.d[s.rank - 2] = s.d[s.rank - 1];
-    s.rank--;
-    r = fe_reshape(c->g, r, &s);
-  }
-  return ox_def(c, 0, r);
-}
-
-OP(Gemm) {
-  int64_t ta, tb;
-  double alpha, beta;
-  if (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
-      ox_attr_float(c, "beta", 1, &beta))
-    return c->e->code;
-  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
-  if (a < 0 || b < 0) return c->e->code;
-  if (need_rank(c, a, 2, 2, "A") || need_rank(c, b, 2, 2, "B")) return c->e->code;
-  static const int t2[2] = {1, 0};
-  if (ta) a = hp_permute(c->g, a, t2, 2);
-  if (tb) b = hp_permute(c->g, b, t2, 2);
-  hp_val r = hp_matmul(c->g, a, b);
-  if (alpha != 1) r = hp_mul(c->g, r, hp_const(c->g, alpha));
-  if (c->node->n_input > 2 && c->node->input[2][0] && beta != 0) {
-    hp_val cv = operand(c, 2, 2);
-    if (cv < 0) return c->e->code;
-    if (beta != 1) cv = hp_mul(c->g, cv, hp_const(c->g, beta));
-    r = hp_add(c->g, r, cv);
-  }
-  return ox_def(c, 0, r);
-}
-
-/* kernel, strides, dilations and pads (top, bottom, left, right) of a 2-D
- * window op; auto_pad needs the input's spatial sizes known. */
-typedef struct win2d {
-  int64_t k[2], s[2], d[2], pad[4];
-} win2d;
-
-static hp_status window(ox_ctx *c, hp_val x, const int64_t *kernel, win2d *w) {
-  int64_t v[8];
-  int n;
-  for (int i = 0; i < 2; i++) w->k[i] = kernel[i], w->s[i] = 1, w->d[i] = 1;
-  memset(w->pad, 0, sizeof w->pad);
-  if (ox_attr_ints(c, "strides", v, 8, &n)) return c->e->code;
-  if (n >= 0 && n != 2) return ox_fail(c, HP_E_INVALID_ARG, "strides must have 2 values (2-D), got %d", n);
-  if (n == 2) w->s[0] = v[0], w->s[1] = v[1];
-  if (ox_attr_ints(c, "dilations", v, 8, &n)) return c->e->code;
-  if (n >= 0 && n != 2) return ox_fail(c, HP_E_INVALID_ARG, "dilations must have 2 values (2-D), got %d", n);
-  if (n == 2) w->d[0] = v[0], w->d[1] = v[1];
-  for (int i = 0; i < 2; i++)
-    if (w->s[i] < 1 || w->d[i] < 1 || w->k[i] < 1 || w->s[i] > OX_MAX_DIM || w->d[i] > OX_MAX_DIM || w->k[i] > OX_MAX_DIM)
-      return ox_fail(c, HP_E_INVALID_ARG, "kernel sizes, strides and dilations must be >= 1");
-  char ap[32];
-  if (ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap)) return c->e->code;
-  if (!strcmp(ap, "NOTSET")) {
-    if (ox_attr_ints(c, "pads", v, 8, &n)) return c->e->code;
-    if (n >= 0 && n != 4) return ox_fail(c, HP_E_INVALID_ARG, "pads must have 4 values (2-D), got %d", n);
-    if (n == 4) {
-      for (int i = 0; i < 4; i++)
-        if (v[i] < 0 || v[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "pads must be >= 0");
-      w->pad[0] = v[0], w->pad[1] = v[2], w->pad[2] = v[1], w->pad[3] = v[3]; /* ONNX: begins, then ends */
-    }
-  } else if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
-    const fe_shape *s = shape_of(c, x);
-    for (int i = 0; i < 2; i++) {
-      int64_t in;
-      if (!fe_dim_is_int(s->d[2 + i], &in))
-        return ox_fail(c, HP_E_UNSUPPORTED, "auto_pad=%s needs the spatial size known (it is %s)", ap, s->d[2 + i]->text);
-      int64_t out = (in + w->s[i] - 1) / w->s[i];
-      int64_t total = (out - 1) * w->s[i] + (w->k[i] - 1) * w->d[i] + 1 - in;
-      if (total < 0) total = 0;
-      int64_t small = total / 2, big = total - small;
-      bool upper = !strcmp(ap, "SAME_UPPER");
-      w->pad[2 * i] = upper ? small : big;
-      w->pad[2 * i + 1] = upper ? big : small;
-    }
-  } else if (strcmp(ap, "VALID") != 0) {
-    return ox_fail(c, HP_E_INVALID_ARG, "auto_pad \"%s\" (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
-  }
-  return HP_OK;
-}
-
-OP(Conv) {
-  hp_val x = ox_tensor(c, 0), w = x > 0 ? ox_tensor(c, 1) : -1;
-  if (x < 0 || w < 0) return c->e->code;
-  int r = rank_of(c, x);
-  if (r == 3) return ox_fail(c, HP_E_UNSUPPORTED, "1-D convolution (harp has conv2d only)");
-  if (need_rank(c, x, 4, 4, "the input (N, C, H, W)") || need_rank(c, w, 4, 4, "the weight")) return c->e->code;
-  const fe_shape *ws = shape_of(c, w);
-  int64_t kernel[2], ks[8];
-  int n;
-  for (int i = 0; i < 2; i++)
-    if (!fe_dim_is_int(ws->d[2 + i], &kernel[i])) return ox_fail(c, HP_E_UNSUPPORTED, "the kernel size must be known");
-  if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
-  if (n >= 0 && (n != 2 || ks[0] != kernel[0] || ks[1] != kernel[1]))
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight's %" PRId64 "x%" PRId64, kernel[0], kernel[1]);
-  win2d wd;
-  int64_t group;
-  if (window(c, x, kernel, &wd) || ox_attr_int(c, "group", 1, &group)) return c->e->code;
-  if (group < 1 || group > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "group must be >= 1");
-  hp_conv2d_opts o = {.groups = group};
-  memcpy(o.stride, wd.s, sizeof o.stride);
-  memcpy(o.dilation, wd.d, sizeof o.dilation);
-  memcpy(o.pad, wd.pad, sizeof o.pad);
-  if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
-  return ox_def(c, 0, hp_conv2d(c->g, x, w, &o));
-}
-
-/* BatchNormalization (inference): y = x * s + t per channel, s and t computed here. */
-OP(BatchNormalization) {
-  double eps;
-  int64_t training;
-  if (ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "training_mode", 0, &training)) return c->e->code;
-  if (training) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
-  for (size_t i = 1; i < c->node->n_output; i++)
-    if (c->node->output[i][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the running statistics outputs (training) are not supported");
+/* Softmax, LogSoftmax, Hardmax; before opset 13 over axes [axis, r) flattened into one */
+typedef enum { SOFTMAX, LOGSOFTMAX, HARDMAX } smax_kind;
+static hp_status softmax(ox_ctx *c, smax_kind kind) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  int r = rank_of(c, x);
-  if (r < 2) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 2 (N, C, ...)");
-  const hp_tensor *p[4];
-  for (int i = 0; i < 4; i++) {
-    ox_val *v = ox_in(c, i + 1, NULL);
-    if (!v || !v->has_t || v->v > 0 || v->t.dtype != TINY_FP32 || v->t.rank != 1)
-      return ox_fail(c, HP_E_UNSUPPORTED, "scale, B, mean and var must be float32 constants of rank 1");
-    p[i] = &v->t;
-    if (p[i]->shape[0] != p[0]->shape[0]) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "scale, B, mean and var differ in length");
+  int r = ox_rank_of(c, x), axis;
+  int64_t a;
+  if (ox_attr_int(c, "axis", c->opset >= 13 ? -1 : 1, &a) || ox_norm_axis(c, a, r, &axis)) return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x);
+  bool flatten = c->opset < 13 && axis != r - 1;
+  if (flatten) {
+    fe_shape flat = {.rank = axis + 1};
+    for (int i = 0; i < axis; i++) flat.d[i] = xs.d[i];
+    flat.d[axis] = fe_dim_int(c->A, 1);
+    for (int i = axis; i < r && flat.d[axis]; i++) flat.d[axis] = fe_dim_mul(c->A, flat.d[axis], xs.d[i]);
+    if (!flat.d[axis]) return ox_fail(c, HP_E_LIMIT, "the flattened size expression is too large");
+    x = fe_reshape(c->g, x, &flat);
   }
-  int64_t ch = p[0]->shape[0], shp[TINY_MAX_RANK];
-  shp[0] = ch;
-  for (int i = 1; i < r - 1; i++) shp[i] = 1;
-  hp_tensor s, t;
-  if (hp_tensor_alloc(c->e, &s, TINY_FP32, r - 1, shp)) return c->e->code;
-  if (hp_tensor_alloc(c->e, &t, TINY_FP32, r - 1, shp)) {
-    hp_tensor_free(&s);
-    return c->e->code;
+  hp_val y;
+  if (kind == SOFTMAX) {
+    y = hp_softmax(c->g, x, axis);
+  } else if (kind == HARDMAX) {
+    if ((y = ox_hardmax(c, x, axis)) < 0 && c->e->code) return c->e->code;
+  } else { /* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
+    hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
+    y = hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
   }
-  for (int64_t k = 0; k < ch; k++) {
-    const float *sc = p[0]->data, *b = p[1]->data, *mu = p[2]->data, *var = p[3]->data;
-    float f = sc[k] / sqrtf(var[k] + (float)eps);
-    ((float *)s.data)[k] = f;
-    ((float *)t.data)[k] = b[k] - mu[k] * f;
-  }
-  /* the scale and shift as weights named after the node's output */
-  ox_val sv = {.name = hp_arena_printf(c->A, "%s.bn_scale", c->node->output[0]), .has_t = true, .t = s};
-  ox_val tv = {.name = hp_arena_printf(c->A, "%s.bn_shift", c->node->output[0]), .has_t = true, .t = t};
-  hp_val svv = sv.name ? ox_value(c, &sv) : -1, tvv = svv > 0 && tv.name ? ox_value(c, &tv) : -1;
-  hp_tensor_free(&sv.t), hp_tensor_free(&tv.t);
-  if (svv < 0 || tvv < 0) return c->e->code ? c->e->code : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-  return ox_def(c, 0, hp_add(c->g, hp_mul(c->g, x, svv), tvv));
+  return ox_def(c, 0, flatten ? fe_reshape(c->g, y, &xs) : y);
 }
-
-static hp_status pool(ox_ctx *c, bool is_max) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  if (need_rank(c, x, 4, 4, "the input (N, C, H, W)")) return c->e->code;
-  int64_t ks[8], ceil_mode, cip = 0, order = 0;
-  int n;
-  if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
-  if (n != 2) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape must have 2 values (2-D pooling)");
-  win2d w;
-  if (window(c, x, ks, &w) || ox_attr_int(c, "ceil_mode", 0, &ceil_mode) ||
-      ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
-    return c->e->code;
-  if (w.d[0] != 1 || w.d[1] != 1) return ox_fail(c, HP_E_UNSUPPORTED, "dilated pooling");
-  if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
-  const fe_shape *s = shape_of(c, x);
-  if (ceil_mode) { /* more padding at the end where ceil gives one more window */
-    for (int i = 0; i < 2; i++) {
-      int64_t in;
-      if (!fe_dim_is_int(s->d[2 + i], &in)) return ox_fail(c, HP_E_UNSUPPORTED, "ceil_mode needs the spatial size known");
-      int64_t span = in + w.pad[2 * i] + w.pad[2 * i + 1] - w.k[i];
-      int64_t out = (span + w.s[i] - 1) / w.s[i] + 1;
-      if ((out - 1) * w.s[i] >= in + w.pad[2 * i]) out--;
-      int64_t extra = (out - 1) * w.s[i] + w.k[i] - (in + w.pad[2 * i] + w.pad[2 * i + 1]);
-      if (extra > 0 && !is_max) return ox_fail(c, HP_E_UNSUPPORTED, "ceil_mode=1 average pooling with a partial window");
-      if (extra > 0) w.pad[2 * i + 1] += extra;
-    }
-  }
-  bool padded = w.pad[0] || w.pad[1] || w.pad[2] || w.pad[3];
-  if (padded && !is_max && !cip)
-    return ox_fail(c, HP_E_UNSUPPORTED, "average pooling with padding and count_include_pad=0 (harp's pool divides by the window)");
-  if (padded) {
-    int64_t lo[4] = {0, 0, w.pad[0], w.pad[2]}, hi[4] = {0, 0, w.pad[1], w.pad[3]};
-    x = hp_pad(c->g, x, lo, hi, 4, is_max ? -INFINITY : 0.0);
-  }
-  hp_pool2d_opts o = {.kernel = {w.k[0], w.k[1]}, .stride = {w.s[0], w.s[1]}};
-  return ox_def(c, 0, is_max ? hp_max_pool2d(c->g, x, &o) : hp_avg_pool2d(c->g, x, &o));
-}
-OP(MaxPool) { return pool(c, true); }
-OP(AveragePool) { return pool(c, false); }
-
-static hp_status global_pool(ox_ctx *c, hp_op op) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  int r = rank_of(c, x), axes[TINY_MAX_RANK];
-  if (r < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 3 (N, C, spatial...)");
-  for (int i = 2; i < r; i++) axes[i - 2] = i;
-  return ox_def(c, 0, hp_reduce(c->g, op, x, axes, r - 2, true));
-}
-OP(GlobalAveragePool) { return global_pool(c, HP_OP_MEAN); }
-OP(GlobalMaxPool) { return global_pool(c, HP_OP_RMAX); }
-
-OP(Softmax) { return ox_softmax(c, OX_SOFTMAX); }
+OP(Softmax) { return softmax(c, SOFTMAX); }
+OP(LogSoftmax) { return softmax(c, LOGSOFTMAX); }
+OP(Hardmax) { return softmax(c, HARDMAX); }
 
 OP(LayerNormalization) {
   hp_val x = ox_tensor(c, 0);
@@ -587,7 +503,7 @@ OP(LayerNormalization) {
   double eps;
   int axis;
   if (ox_attr_int(c, "axis", -1, &a) || ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "stash_type", 1, &stash) ||
-      norm_axis(c, a, rank_of(c, x), &axis))
+      ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
     return c->e->code;
   for (size_t i = 1; i < c->node->n_output; i++)
     if (c->node->output[i][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Mean and InvStdDev outputs are not supported");
@@ -605,7 +521,7 @@ hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bo
   *keep = k != 0, *noop = *n <= 0 && no;
   if (*n < 0) *n = 0;
   for (int i = 0; i < *n; i++)
-    if (norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
+    if (ox_norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
   return HP_OK;
 }
 
@@ -614,7 +530,7 @@ static hp_status reduce(ox_ctx *c, hp_op op, int input_from) {
   if (x < 0) return c->e->code;
   int n, axes[TINY_MAX_RANK];
   bool keep, noop;
-  if (ox_reduce_axes(c, rank_of(c, x), input_from, axes, &n, &keep, &noop)) return c->e->code;
+  if (ox_reduce_axes(c, ox_rank_of(c, x), input_from, axes, &n, &keep, &noop)) return c->e->code;
   if (noop) return ox_def(c, 0, x);
   return ox_def(c, 0, hp_reduce(c->g, op, x, axes, n, keep));
 }
@@ -663,7 +579,7 @@ OP(Reshape) {
   }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
-  const fe_shape *s = shape_of(c, x);
+  const fe_shape *s = ox_shape_of(c, x);
   int infer = 0;
   for (int i = 0; i < to.rank; i++) {
     int64_t v;
@@ -684,7 +600,7 @@ OP(Reshape) {
 OP(Flatten) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  const fe_shape *s = shape_of(c, x);
+  const fe_shape *s = ox_shape_of(c, x);
   int64_t a;
   int axis;
   if (ox_attr_int(c, "axis", 1, &a)) return c->e->code;
@@ -702,7 +618,7 @@ OP(Flatten) {
 OP(Transpose) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  int r = rank_of(c, x), perm[TINY_MAX_RANK];
+  int r = ox_rank_of(c, x), perm[TINY_MAX_RANK];
   int64_t v[TINY_MAX_RANK];
   int n;
   if (ox_attr_ints(c, "perm", v, TINY_MAX_RANK, &n)) return c->e->code;
@@ -730,7 +646,7 @@ static hp_status squeeze_shape(ox_ctx *c, const fe_shape *in, int in_rank, bool 
   if (out_rank > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
   for (int i = 0; i < n; i++) {
     int a;
-    if (norm_axis(c, ax[i], un ? out_rank : in_rank, &a)) return c->e->code;
+    if (ox_norm_axis(c, ax[i], un ? out_rank : in_rank, &a)) return c->e->code;
     if (mark[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", a);
     mark[a] = true;
   }
@@ -766,7 +682,7 @@ static hp_status squeeze(ox_ctx *c, bool un) {
   }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
-  in = *shape_of(c, x);
+  in = *ox_shape_of(c, x);
   if (squeeze_shape(c, &in, in.rank, un, &out)) return c->e->code;
   return ox_def(c, 0, fe_reshape(c->g, x, &out));
 }
@@ -776,7 +692,7 @@ OP(Squeeze) { return squeeze(c, false); }
 OP(Shape) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  const fe_shape *s = shape_of(c, x);
+  const fe_shape *s = ox_shape_of(c, x);
   int64_t lo, hi;
   if (ox_attr_int(c, "start", 0, &lo) || ox_attr_int(c, "end", s->rank, &hi)) return c->e->code;
   if (lo < 0) lo += s->rank;
@@ -831,7 +747,7 @@ OP(ConstantOfShape) {
   for (int i = 0; i < n; i++) {
     if (shp[i] < 0 || shp[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] is %" PRId64, i, shp[i]);
     numel *= shp[i];
-    if (numel > ((int64_t)1 << 24)) return ox_fail(c, HP_E_LIMIT, "a constant of more than 2^24 elements");
+    if (numel > OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a constant of more than 2^28 elements");
   }
   const Onnx__AttributeProto *a = ox_attr(c, "value");
   ox_val v = {0};
@@ -839,7 +755,7 @@ OP(ConstantOfShape) {
   int oty = OX_FLOAT;
   if (a && a->t) {
     if (ox_decode_tensor(c, a->t, "value", &v)) return c->e->code;
-    if (!const_scalar(&v, &fill)) {
+    if (!ox_const_scalar(&v, &fill)) {
       hp_tensor_free(&v.t);
       return ox_fail(c, HP_E_INVALID_ARG, "value must have one element");
     }
@@ -886,7 +802,7 @@ OP(Concat) {
   for (int i = 0; i < n; i++)
     if ((xs[i] = ox_tensor(c, i)) < 0) return c->e->code;
   int axis;
-  if (norm_axis(c, a, rank_of(c, xs[0]), &axis)) return c->e->code;
+  if (ox_norm_axis(c, a, ox_rank_of(c, xs[0]), &axis)) return c->e->code;
   return ox_def(c, 0, n == 1 ? xs[0] : hp_concat(c->g, xs, n, axis));
 }
 
@@ -935,20 +851,20 @@ OP(Slice) {
   }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
-  int r = rank_of(c, x), axes[TINY_MAX_RANK], flip[TINY_MAX_RANK], nflip = 0;
+  int r = ox_rank_of(c, x), axes[TINY_MAX_RANK], flip[TINY_MAX_RANK], nflip = 0;
   for (int i = 0; i < ns; i++) {
-    if (norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
+    if (ox_norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
     if (sp[i] < 0) { /* a reverse: the same elements, counted from the end of the flipped axis */
-      if (ox_slice_reverse(c, shape_of(c, x)->d[axes[i]], &st[i], &en[i], &sp[i])) return c->e->code;
+      if (ox_slice_reverse(c, ox_shape_of(c, x)->d[axes[i]], &st[i], &en[i], &sp[i])) return c->e->code;
       flip[nflip++] = axes[i];
       continue;
     }
     /* ends past the dim (INT64_MAX, INT32_MAX...) mean "to the end" */
     int64_t d;
-    if (en[i] >= OX_MAX_DIM || (fe_dim_is_int(shape_of(c, x)->d[axes[i]], &d) && en[i] > d)) en[i] = INT64_MAX;
+    if (en[i] >= OX_MAX_DIM || (fe_dim_is_int(ox_shape_of(c, x)->d[axes[i]], &d) && en[i] > d)) en[i] = INT64_MAX;
     if (en[i] <= -OX_MAX_DIM) en[i] = 0;
     if (st[i] <= -OX_MAX_DIM) st[i] = 0;
-    if (fe_dim_is_int(shape_of(c, x)->d[axes[i]], &d) && st[i] > d) st[i] = d;
+    if (fe_dim_is_int(ox_shape_of(c, x)->d[axes[i]], &d) && st[i] > d) st[i] = d;
   }
   if (nflip) x = hp_flip(c->g, x, flip, nflip);
   return ox_def(c, 0, hp_slice(c->g, x, ns, axes, st, en, sp));
@@ -957,10 +873,10 @@ OP(Slice) {
 OP(Split) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  const fe_shape *s = shape_of(c, x);
+  const fe_shape *s = ox_shape_of(c, x);
   int64_t a, sz[64], num;
   int n, axis;
-  if (ox_attr_int(c, "axis", 0, &a) || norm_axis(c, a, s->rank, &axis)) return c->e->code;
+  if (ox_attr_int(c, "axis", 0, &a) || ox_norm_axis(c, a, s->rank, &axis)) return c->e->code;
   if (c->opset >= 13 ? ints_in_or_attr(c, 1, "split", sz, 64, &n) : ox_attr_ints(c, "split", sz, 64, &n)) return c->e->code;
   int nout = (int)c->node->n_output;
   if (nout > 64) return ox_fail(c, HP_E_LIMIT, "more than 64 outputs");
@@ -1008,9 +924,9 @@ OP(Gather) {
   }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
-  const fe_shape xs = *shape_of(c, x);
+  const fe_shape xs = *ox_shape_of(c, x);
   int axis;
-  if (norm_axis(c, a, xs.rank, &axis)) return c->e->code;
+  if (ox_norm_axis(c, a, xs.rank, &axis)) return c->e->code;
   int64_t j, dim;
   if (iv->has_i && iv->v <= 0 && iv->in == 1 && fe_dim_is_int(iv->iv[0], &j)) {
     if (j < 0 && fe_dim_is_int(xs.d[axis], &dim)) j += dim;
@@ -1036,7 +952,7 @@ OP(Gather) {
   if (idx < 0) return c->e->code;
   if (hp_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers");
   if ((idx = ox_gather_index(c, iv, idx, xs.d[axis])) < 0) return c->e->code;
-  const fe_shape is = *shape_of(c, idx);
+  const fe_shape is = *ox_shape_of(c, idx);
   /* out[pre, i.., post] = x[pre, idx[i..], post]: the index flattened to
    * [N] and broadcast to [pre, N, post] (computed, not a view: the gather
    * kernel reads a buffer), gathered along the axis, then [pre, I.., post]. */
@@ -1061,7 +977,7 @@ OP(Expand) {
   if (x < 0) return c->e->code;
   ox_val *sv = ox_in(c, 1, NULL);
   if (!sv || !sv->has_i || sv->v > 0) return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant");
-  const fe_shape *s = shape_of(c, x);
+  const fe_shape *s = ox_shape_of(c, x);
   int r = s->rank > sv->in ? s->rank : (int)sv->in;
   if (r > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
   fe_shape to = {.rank = r};
@@ -1078,7 +994,7 @@ OP(Pad) {
   if (x < 0) return c->e->code;
   char mode[16];
   if (ox_attr_str(c, "mode", "constant", mode, sizeof mode)) return c->e->code;
-  int r = rank_of(c, x), n;
+  int r = ox_rank_of(c, x), n;
   int64_t pads[2 * TINY_MAX_RANK];
   double value = 0;
   if (c->opset < 11) {
@@ -1086,7 +1002,7 @@ OP(Pad) {
   } else {
     if (const_ints(c, 1, "pads", pads, 2 * TINY_MAX_RANK, &n)) return c->e->code;
     ox_val *cv = ox_in(c, 2, NULL);
-    if (cv && !const_scalar(cv, &value)) return ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant");
+    if (cv && !ox_const_scalar(cv, &value)) return ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant");
     if (c->node->n_input > 3 && c->node->input[3][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the axes input of Pad");
   }
   if (n != 2 * r) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for rank %d", n, r);
@@ -1107,14 +1023,16 @@ typedef struct op_entry {
 } op_entry;
 
 static const op_entry ops[] = {
-#define E(n) {#n, op_##n}
-    E(Abs), E(Add), E(AveragePool), E(BatchNormalization), E(Cast), E(Clip), E(Concat), E(Constant), E(ConstantOfShape),
-    E(Conv), E(Div), E(Dropout), E(Equal), E(Erf), E(Exp), E(Expand), E(Flatten), E(Gather), E(Gelu), E(Gemm),
-    E(GlobalAveragePool), E(GlobalMaxPool), E(Greater), E(GreaterOrEqual), E(Identity), E(LayerNormalization), E(Less),
-    E(LessOrEqual), E(Log), E(MatMul), E(Max), E(MaxPool), E(Min), E(Mul), E(Neg), E(Not), E(Pad), E(Pow), E(Reciprocal),
-    E(ReduceMax), E(ReduceMean), E(ReduceMin), E(ReduceSum), E(Relu), E(Reshape), E(Shape), E(Sigmoid), E(Slice),
-    E(Softmax), E(Split), E(Sqrt), E(Squeeze), E(Sub), E(Sum), E(Tanh), E(Transpose), E(Unsqueeze), E(Where),
+#define E(n) {#n, op_##n},
+#define N(n) {#n, ox_op_##n},
+    OX_NN_OPS(N)
+    E(Abs) E(Add) E(Cast) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
+    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Softplus) E(Sign)
+    E(Max) E(Mean) E(Min) E(Mul) E(Neg) E(Not) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
+    E(Relu) E(Reshape) E(Shape) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
+    E(Unsqueeze) E(Where)
 #undef E
+#undef N
 };
 
 hp_status ox_node(ox_ctx *c) {
@@ -1128,13 +1046,9 @@ hp_status ox_node(ox_ctx *c) {
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */
-const fe_shape *ox_shape(ox_ctx *c, hp_val v) { return shape_of(c, v); }
-hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) { return norm_axis(c, axis, rank, out); }
 hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n) {
   return const_ints(c, i, what, out, cap, n);
 }
 hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n) {
   return ints_in_or_attr(c, i, attr, out, cap, n);
 }
-bool ox_const_scalar(ox_val *x, double *v) { return const_scalar(x, v); }
-hp_val ox_operand(ox_ctx *c, int i, int other_rank) { return operand(c, i, other_rank); }

@@ -26,7 +26,7 @@ static hp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *ou
  * element by element (nearest upsampling: [x0 x0 x1 x1]): a unit dim
  * inserted before (tile) or after (upsample) the axis, expanded, merged. */
 static hp_val repeat(ox_ctx *c, hp_val x, const int64_t *rep, bool whole) {
-  const fe_shape s = *ox_shape(c, x);
+  const fe_shape s = *ox_shape_of(c, x);
   fe_shape u = {0}, e = {0}, m = {0};
   for (int i = 0; i < s.rank; i++) {
     if (rep[i] == 1) {
@@ -69,7 +69,7 @@ static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
 /* The n values padded on one side of axis a (size d): lo side when `front`. */
 static hp_val pad_part(ox_ctx *c, hp_val x, int a, int64_t d, int64_t n, bool front, const char *mode) {
   if (!strcmp(mode, "edge")) {
-    fe_shape to = *ox_shape(c, x);
+    fe_shape to = *ox_shape_of(c, x);
     to.d[a] = I(c, n);
     return fe_expand(c->g, front ? slice1(c, x, a, 0, 1) : slice1(c, x, a, d - 1, d), &to);
   }
@@ -85,7 +85,7 @@ hp_status ox_pad_mode(ox_ctx *c, hp_val x, const char *mode, const int64_t *lo, 
   for (int a = 0; a < r; a++) {
     if (!lo[a] && !hi[a]) continue;
     int64_t d;
-    if (known(c, ox_shape(c, x)->d[a], "Pad", &d)) return c->e->code;
+    if (known(c, ox_shape_of(c, x)->d[a], "Pad", &d)) return c->e->code;
     int64_t most = !strcmp(mode, "reflect") ? d - 1 : d;
     if (d == 0 || lo[a] > most || hi[a] > most)
       return ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " on axis %d of size %" PRId64 " (at most %" PRId64 ")",
@@ -188,7 +188,7 @@ static hp_status arg_reduce(ox_ctx *c, bool is_max) {
   if (x < 0) return c->e->code;
   int64_t a, keep, last, n;
   int axis;
-  const fe_shape s = *ox_shape(c, x);
+  const fe_shape s = *ox_shape_of(c, x);
   if (ox_attr_int(c, "axis", 0, &a) || ox_attr_int(c, "keepdims", 1, &keep) || ox_attr_int(c, "select_last_index", 0, &last) ||
       ox_norm_axis(c, a, s.rank, &axis) || known(c, s.d[axis], "the reduced axis", &n))
     return c->e->code;
@@ -215,7 +215,7 @@ OP(InstanceNormalization) {
   if (ox_attr_float(c, "epsilon", 1e-5, &eps)) return c->e->code;
   hp_val x = ox_tensor(c, 0), sc = x > 0 ? ox_tensor(c, 1) : -1, b = sc > 0 ? ox_tensor(c, 2) : -1;
   if (b < 0) return c->e->code;
-  const fe_shape s = *ox_shape(c, x);
+  const fe_shape s = *ox_shape_of(c, x);
   if (s.rank < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 3 (N, C, D1, ...), got %d", s.rank);
   int axes[TINY_MAX_RANK], n = 0;
   for (int i = 2; i < s.rank; i++) axes[n++] = i;
@@ -233,7 +233,7 @@ OP(InstanceNormalization) {
 /* ---- Resize / Upsample: nearest, integer scales ---------------------------------------- */
 /* The integer factor of each axis from float scales or from output sizes. */
 static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
-  const fe_shape *s = ox_shape(c, x);
+  const fe_shape *s = ox_shape_of(c, x);
   double f[TINY_MAX_RANK];
   int n = -1;
   ox_val *sv = scales_in >= 0 ? ox_in(c, scales_in, NULL) : NULL, *zv = sizes_in >= 0 ? ox_in(c, sizes_in, NULL) : NULL;
@@ -312,7 +312,7 @@ static hp_status depth_space(ox_ctx *c, bool to_space) {
   int64_t b, C;
   char mode[8];
   if (ox_attr_int(c, "blocksize", 0, &b) || ox_attr_str(c, "mode", "DCR", mode, sizeof mode)) return c->e->code;
-  const fe_shape s = *ox_shape(c, x);
+  const fe_shape s = *ox_shape_of(c, x);
   if (s.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", s.rank);
   if (b < 1 || b > 65536) return ox_fail(c, HP_E_INVALID_ARG, "blocksize %" PRId64, b);
   bool crd = !strcmp(mode, "CRD");
@@ -372,7 +372,7 @@ OP(ConvTranspose) {
   ox_val *wv = ox_in(c, 1, NULL);
   if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
     return ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
-  const fe_shape xs = *ox_shape(c, x);
+  const fe_shape xs = *ox_shape_of(c, x);
   if (xs.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", xs.rank);
   char ap[16];
   int64_t group, v[8], st[2] = {1, 1}, dl[2] = {1, 1}, pads[4] = {0}, op[2] = {0}, ks[8];

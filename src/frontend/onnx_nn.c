@@ -1,0 +1,315 @@
+/* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
+ * BatchNormalization, the poolings and LRN.
+ * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
+ * the builder.
+ * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
+ *
+ * Average pooling divides by the window; where ONNX divides by fewer
+ * elements (count_include_pad=0 over padding, a ceil_mode window past the
+ * end) the result is scaled by a small [OH, OW] weight computed here. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+#define OP(name) hp_status ox_op_##name(ox_ctx *c)
+
+/* ---- contractions ---------------------------------------------------------------------- */
+OP(MatMul) {
+  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
+  if (a < 0 || b < 0) return c->e->code;
+  int ra = ox_rank_of(c, a), rb = ox_rank_of(c, b);
+  if (ra < 1 || rb < 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "MatMul of a scalar");
+  /* vectors: [K] -> [1, K] (a) or [K, 1] (b), the unit dim dropped after */
+  const fe_shape *sa = ox_shape_of(c, a), *sb = ox_shape_of(c, b);
+  if (ra == 1) a = fe_reshape(c->g, a, &(fe_shape){.rank = 2, .d = {fe_dim_int(c->A, 1), sa->d[0]}});
+  if (rb == 1) b = fe_reshape(c->g, b, &(fe_shape){.rank = 2, .d = {sb->d[0], fe_dim_int(c->A, 1)}});
+  hp_val r = hp_matmul(c->g, a, b);
+  if ((ra == 1 || rb == 1) && r > 0) {
+    fe_shape s = *ox_shape_of(c, r);
+    if (ra == 1) s.d[s.rank - 2] = s.d[s.rank - 1];
+    s.rank--;
+    r = fe_reshape(c->g, r, &s);
+  }
+  return ox_def(c, 0, r);
+}
+
+OP(Gemm) {
+  int64_t ta, tb;
+  double alpha, beta;
+  if (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
+      ox_attr_float(c, "beta", 1, &beta))
+    return c->e->code;
+  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
+  if (a < 0 || b < 0) return c->e->code;
+  if (ox_need_rank(c, a, 2, 2, "A") || ox_need_rank(c, b, 2, 2, "B")) return c->e->code;
+  static const int t2[2] = {1, 0};
+  if (ta) a = hp_permute(c->g, a, t2, 2);
+  if (tb) b = hp_permute(c->g, b, t2, 2);
+  hp_val r = hp_matmul(c->g, a, b);
+  if (alpha != 1) r = hp_mul(c->g, r, hp_const(c->g, alpha));
+  if (c->node->n_input > 2 && c->node->input[2][0] && beta != 0) {
+    hp_val cv = ox_operand(c, 2, 2);
+    if (cv < 0) return c->e->code;
+    if (beta != 1) cv = hp_mul(c->g, cv, hp_const(c->g, beta));
+    r = hp_add(c->g, r, cv);
+  }
+  return ox_def(c, 0, r);
+}
+
+/* kernel, strides, dilations and pads (top, bottom, left, right) of a 2-D
+ * window op; auto_pad needs the input's spatial sizes known. */
+typedef struct win2d {
+  int64_t k[2], s[2], d[2], pad[4];
+} win2d;
+
+/* 1-D windows run as 2-D ones over [N, C, 1, L]: *nsp is the number of
+ * spatial dims the node has (1 or 2), x is made rank 4. */
+static hp_status spatial(ox_ctx *c, hp_val *x, const char *what, int *nsp) {
+  int r = ox_rank_of(c, *x);
+  if (r > 4) return ox_fail(c, HP_E_UNSUPPORTED, "%d-D %s (harp has 1-D and 2-D)", r - 2, what);
+  if (ox_need_rank(c, *x, 3, 4, "the input (N, C, [H,] W)")) return c->e->code;
+  *nsp = r - 2;
+  if (r == 3) {
+    const fe_shape *s = ox_shape_of(c, *x);
+    *x = fe_reshape(c->g, *x, &(fe_shape){.rank = 4, .d = {s->d[0], s->d[1], fe_dim_int(c->A, 1), s->d[2]}});
+  }
+  return ox_check(c, *x);
+}
+
+/* y [N, C, 1, L] back to [N, C, L] for a 1-D op */
+static hp_val unspatial(ox_ctx *c, hp_val y, int nsp) {
+  if (nsp == 2 || y < 0) return y;
+  const fe_shape *s = ox_shape_of(c, y);
+  return fe_reshape(c->g, y, &(fe_shape){.rank = 3, .d = {s->d[0], s->d[1], s->d[3]}});
+}
+
+/* kernel (2 values, [0] = 1 for 1-D), strides, dilations and pads (top,
+ * bottom, left, right) of a window op over x [N, C, H, W] with nsp spatial
+ * dims in the node's attributes; auto_pad needs the spatial sizes known. */
+static hp_status window(ox_ctx *c, hp_val x, const int64_t *kernel, int nsp, win2d *w) {
+  int64_t v[8];
+  int n, off = 2 - nsp;
+  for (int i = 0; i < 2; i++) w->k[i] = kernel[i], w->s[i] = 1, w->d[i] = 1;
+  memset(w->pad, 0, sizeof w->pad);
+  if (ox_attr_ints(c, "strides", v, 8, &n)) return c->e->code;
+  if (n >= 0 && n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "strides must have %d values (%d-D), got %d", nsp, nsp, n);
+  for (int i = 0; i < n; i++) w->s[off + i] = v[i];
+  if (ox_attr_ints(c, "dilations", v, 8, &n)) return c->e->code;
+  if (n >= 0 && n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "dilations must have %d values (%d-D), got %d", nsp, nsp, n);
+  for (int i = 0; i < n; i++) w->d[off + i] = v[i];
+  for (int i = 0; i < 2; i++)
+    if (w->s[i] < 1 || w->d[i] < 1 || w->k[i] < 1 || w->s[i] > OX_MAX_DIM || w->d[i] > OX_MAX_DIM || w->k[i] > OX_MAX_DIM)
+      return ox_fail(c, HP_E_INVALID_ARG, "kernel sizes, strides and dilations must be >= 1");
+  char ap[32];
+  if (ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap)) return c->e->code;
+  if (!strcmp(ap, "NOTSET")) {
+    if (ox_attr_ints(c, "pads", v, 8, &n)) return c->e->code;
+    if (n >= 0 && n != 2 * nsp) return ox_fail(c, HP_E_INVALID_ARG, "pads must have %d values (%d-D), got %d", 2 * nsp, nsp, n);
+    for (int i = 0; i < n; i++)
+      if (v[i] < 0 || v[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "pads must be >= 0");
+    for (int i = 0; i < n / 2; i++) /* ONNX: begins, then ends */
+      w->pad[2 * (off + i)] = v[i], w->pad[2 * (off + i) + 1] = v[nsp + i];
+  } else if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+    const fe_shape *s = ox_shape_of(c, x);
+    for (int i = 0; i < 2; i++) {
+      int64_t in;
+      if (!fe_dim_is_int(s->d[2 + i], &in))
+        return ox_fail(c, HP_E_UNSUPPORTED, "auto_pad=%s needs the spatial size known (it is %s)", ap, s->d[2 + i]->text);
+      int64_t out = (in + w->s[i] - 1) / w->s[i];
+      int64_t total = (out - 1) * w->s[i] + (w->k[i] - 1) * w->d[i] + 1 - in;
+      if (total < 0) total = 0;
+      int64_t small = total / 2, big = total - small;
+      bool upper = !strcmp(ap, "SAME_UPPER");
+      w->pad[2 * i] = upper ? small : big;
+      w->pad[2 * i + 1] = upper ? big : small;
+    }
+  } else if (strcmp(ap, "VALID") != 0) {
+    return ox_fail(c, HP_E_INVALID_ARG, "auto_pad \"%s\" (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
+  }
+  return HP_OK;
+}
+
+OP(Conv) {
+  hp_val x = ox_tensor(c, 0), w = x > 0 ? ox_tensor(c, 1) : -1;
+  int nsp;
+  if (x < 0 || w < 0 || spatial(c, &x, "convolution", &nsp)) return c->e->code;
+  if (ox_need_rank(c, w, nsp + 2, nsp + 2, "the weight") || (nsp == 1 && spatial(c, &w, "convolution", &nsp))) return c->e->code;
+  const fe_shape *ws = ox_shape_of(c, w);
+  int64_t kernel[2], ks[8];
+  int n;
+  for (int i = 0; i < 2; i++)
+    if (!fe_dim_is_int(ws->d[2 + i], &kernel[i])) return ox_fail(c, HP_E_UNSUPPORTED, "the kernel size must be known");
+  if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
+  if (n >= 0 && (n != nsp || ks[0] != kernel[2 - nsp] || ks[nsp - 1] != kernel[1]))
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight's %" PRId64 "x%" PRId64, kernel[0], kernel[1]);
+  win2d wd;
+  int64_t group;
+  if (window(c, x, kernel, nsp, &wd) || ox_attr_int(c, "group", 1, &group)) return c->e->code;
+  if (group < 1 || group > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "group must be >= 1");
+  hp_conv2d_opts o = {.groups = group};
+  memcpy(o.stride, wd.s, sizeof o.stride);
+  memcpy(o.dilation, wd.d, sizeof o.dilation);
+  memcpy(o.pad, wd.pad, sizeof o.pad);
+  if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
+  return ox_def(c, 0, unspatial(c, hp_conv2d(c->g, x, w, &o), nsp));
+}
+
+/* A tensor computed here as a weight named "<node output>.<what>" (takes t). */
+static hp_val weight(ox_ctx *c, const char *what, hp_tensor *t) {
+  ox_val w = {.name = hp_arena_printf(c->A, "%s.%s", c->node->output[0], what), .has_t = true, .t = *t};
+  memset(t, 0, sizeof *t);
+  hp_val v = w.name ? ox_value(c, &w) : -1;
+  hp_tensor_free(&w.t);
+  if (v < 0 && !c->e->code) ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  return v;
+}
+
+/* BatchNormalization (inference): y = x * s + t per channel, s and t computed here. */
+OP(BatchNormalization) {
+  double eps;
+  int64_t training;
+  if (ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "training_mode", 0, &training)) return c->e->code;
+  if (training) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
+  for (size_t i = 1; i < c->node->n_output; i++)
+    if (c->node->output[i][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the running statistics outputs (training) are not supported");
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int r = ox_rank_of(c, x);
+  if (r < 2) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 2 (N, C, ...)");
+  const hp_tensor *p[4];
+  for (int i = 0; i < 4; i++) {
+    ox_val *v = ox_in(c, i + 1, NULL);
+    if (!v || !v->has_t || v->v > 0 || v->t.dtype != TINY_FP32 || v->t.rank != 1)
+      return ox_fail(c, HP_E_UNSUPPORTED, "scale, B, mean and var must be float32 constants of rank 1");
+    p[i] = &v->t;
+    if (p[i]->shape[0] != p[0]->shape[0]) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "scale, B, mean and var differ in length");
+  }
+  int64_t ch = p[0]->shape[0], shp[TINY_MAX_RANK];
+  shp[0] = ch;
+  for (int i = 1; i < r - 1; i++) shp[i] = 1;
+  hp_tensor s, t;
+  if (hp_tensor_alloc(c->e, &s, TINY_FP32, r - 1, shp)) return c->e->code;
+  if (hp_tensor_alloc(c->e, &t, TINY_FP32, r - 1, shp)) {
+    hp_tensor_free(&s);
+    return c->e->code;
+  }
+  for (int64_t k = 0; k < ch; k++) {
+    const float *sc = p[0]->data, *b = p[1]->data, *mu = p[2]->data, *var = p[3]->data;
+    float f = sc[k] / sqrtf(var[k] + (float)eps);
+    ((float *)s.data)[k] = f;
+    ((float *)t.data)[k] = b[k] - mu[k] * f;
+  }
+  hp_val sv = weight(c, "bn_scale", &s), tv = sv > 0 ? weight(c, "bn_shift", &t) : -1;
+  hp_tensor_free(&s), hp_tensor_free(&t);
+  if (sv < 0 || tv < 0) return c->e->code;
+  return ox_def(c, 0, hp_add(c->g, hp_mul(c->g, x, sv), tv));
+}
+
+/* How many of window o's k positions along one axis ONNX averages over:
+ * those inside [lo, hi) of the padded input's coordinates. */
+static int64_t window_count(int64_t o, const win2d *w, int i, int64_t lo, int64_t hi) {
+  int64_t a = o * w->s[i] - w->pad[2 * i], b = a + w->k[i];
+  return (b < hi ? b : hi) - (a > lo ? a : lo);
+}
+
+static hp_status pool(ox_ctx *c, bool is_max) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t ks[8], ceil_mode, cip = 0, order = 0;
+  int n, nsp;
+  if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
+  if (n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape must have %d values (%d-D pooling)", nsp, nsp);
+  if (nsp == 1) ks[1] = ks[0], ks[0] = 1;
+  win2d w;
+  if (window(c, x, ks, nsp, &w) || ox_attr_int(c, "ceil_mode", 0, &ceil_mode) ||
+      ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
+    return c->e->code;
+  if (w.d[0] != 1 || w.d[1] != 1) return ox_fail(c, HP_E_UNSUPPORTED, "dilated pooling");
+  if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
+  const fe_shape *s = ox_shape_of(c, x);
+  int64_t in[2] = {-1, -1}, out[2] = {0, 0}, pads[4];
+  memcpy(pads, w.pad, sizeof pads); /* as written, before the ceil_mode extension */
+  bool uneven = false; /* some average has fewer elements than the window */
+  for (int i = 0; i < 2; i++) {
+    bool known = fe_dim_is_int(s->d[2 + i], &in[i]);
+    if (!known && (ceil_mode || (!is_max && (w.pad[2 * i] || w.pad[2 * i + 1]) && !cip)))
+      return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the spatial size known", ceil_mode ? "ceil_mode" : "count_include_pad=0");
+    if (!known) continue;
+    int64_t span = in[i] + w.pad[2 * i] + w.pad[2 * i + 1] - w.k[i];
+    if (span < 0) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the window is larger than the padded input");
+    out[i] = span / w.s[i] + 1;
+    if (ceil_mode) { /* more padding at the end where ceil gives one more window */
+      out[i] = (span + w.s[i] - 1) / w.s[i] + 1;
+      if ((out[i] - 1) * w.s[i] >= in[i] + w.pad[2 * i]) out[i]--;
+      int64_t extra = (out[i] - 1) * w.s[i] + w.k[i] - (in[i] + w.pad[2 * i] + w.pad[2 * i + 1]);
+      if (extra > 0) w.pad[2 * i + 1] += extra, uneven = true;
+    }
+    if (!cip && (w.pad[2 * i] || w.pad[2 * i + 1])) uneven = true;
+  }
+  if (w.pad[0] || w.pad[1] || w.pad[2] || w.pad[3]) {
+    int64_t lo[4] = {0, 0, w.pad[0], w.pad[2]}, hi[4] = {0, 0, w.pad[1], w.pad[3]};
+    x = hp_pad(c->g, x, lo, hi, 4, is_max ? -INFINITY : 0.0);
+  }
+  hp_pool2d_opts o = {.kernel = {w.k[0], w.k[1]}, .stride = {w.s[0], w.s[1]}};
+  if (is_max) return ox_def(c, 0, unspatial(c, hp_max_pool2d(c->g, x, &o), nsp));
+  hp_val y = hp_avg_pool2d(c->g, x, &o);
+  if (!uneven || y < 0) return ox_def(c, 0, unspatial(c, y, nsp));
+  /* y * window / count, the count per output position */
+  if (out[0] * out[1] > ((int64_t)1 << 24)) return ox_fail(c, HP_E_LIMIT, "an output plane of more than 2^24 positions");
+  hp_tensor t;
+  if (hp_tensor_alloc(c->e, &t, TINY_FP32, 2, out)) return c->e->code;
+  for (int64_t a = 0; a < out[0]; a++)
+    for (int64_t b = 0; b < out[1]; b++) {
+      int64_t ch = cip ? window_count(a, &w, 0, -pads[0], in[0] + pads[1]) : window_count(a, &w, 0, 0, in[0]);
+      int64_t cw = cip ? window_count(b, &w, 1, -pads[2], in[1] + pads[3]) : window_count(b, &w, 1, 0, in[1]);
+      ((float *)t.data)[a * out[1] + b] = ch > 0 && cw > 0 ? (float)(w.k[0] * w.k[1]) / (float)(ch * cw) : 0.0f;
+    }
+  hp_val sc = weight(c, "pool_scale", &t);
+  if (sc < 0) return c->e->code;
+  return ox_def(c, 0, unspatial(c, hp_mul(c->g, y, sc), nsp));
+}
+OP(MaxPool) { return pool(c, true); }
+OP(AveragePool) { return pool(c, false); }
+
+static hp_status global_pool(ox_ctx *c, hp_op op) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int r = ox_rank_of(c, x), axes[TINY_MAX_RANK];
+  if (r < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 3 (N, C, spatial...)");
+  for (int i = 2; i < r; i++) axes[i - 2] = i;
+  return ox_def(c, 0, hp_reduce(c->g, op, x, axes, r - 2, true));
+}
+OP(GlobalAveragePool) { return global_pool(c, HP_OP_MEAN); }
+OP(GlobalMaxPool) { return global_pool(c, HP_OP_RMAX); }
+
+
+/* LRN: x / (bias + alpha/size * sum of x^2 over a window of channels)^beta.
+ * The channel window is an average pool of size x 1 over [N, 1, C, rest]
+ * with the channels padded by zeros; the power is exp(-beta * log(.)). */
+OP(LRN) {
+  int64_t size;
+  double alpha, beta, bias;
+  if (ox_attr_int(c, "size", 0, &size) || ox_attr_float(c, "alpha", 1e-4, &alpha) || ox_attr_float(c, "beta", 0.75, &beta) ||
+      ox_attr_float(c, "bias", 1.0, &bias))
+    return c->e->code;
+  if (size < 1 || size > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "size must be >= 1 (it is %" PRId64 ")", size);
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  if (ox_need_rank(c, x, 3, TINY_MAX_RANK, "the input (N, C, ...)")) return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x);
+  const fe_dim *rest = fe_dim_int(c->A, 1);
+  for (int i = 2; i < xs.rank && rest; i++) rest = fe_dim_mul(c->A, rest, xs.d[i]);
+  if (!rest) return ox_fail(c, HP_E_LIMIT, "the spatial size expression is too large");
+  fe_shape s4 = {.rank = 4, .d = {xs.d[0], fe_dim_int(c->A, 1), xs.d[1], rest}};
+  hp_val sq = fe_reshape(c->g, hp_mul(c->g, x, x), &s4);
+  int64_t lo[4] = {0, 0, (size - 1) / 2, 0}, hi[4] = {0, 0, size / 2, 0};
+  hp_pool2d_opts o = {.kernel = {size, 1}, .stride = {1, 1}};
+  hp_val avg = hp_avg_pool2d(c->g, hp_pad(c->g, sq, lo, hi, 4, 0.0), &o);
+  hp_val base = hp_add(c->g, hp_mul(c->g, fe_reshape(c->g, avg, &xs), hp_const(c->g, alpha)), hp_const(c->g, bias));
+  hp_val inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
+  return ox_def(c, 0, hp_mul(c->g, x, inv));
+}
