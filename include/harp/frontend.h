@@ -57,6 +57,9 @@ typedef int hp_val;
   X(RSQRT, rsqrt, "rsqrt", HP_C_UNARY)             \
   X(RECIP, recip, "recip", HP_C_UNARY)             \
   X(ABS, abs, "abs", HP_C_UNARY)                   \
+  X(FLOOR, floor, "floor", HP_C_UNARY)             \
+  X(CEIL, ceil, "ceil", HP_C_UNARY)                \
+  X(ROUND, round, "round", HP_C_UNARY)             \
   X(ADD, add, "add", HP_C_BINARY)                  \
   X(SUB, sub, "sub", HP_C_BINARY)                  \
   X(MUL, mul, "mul", HP_C_BINARY)                  \
@@ -159,7 +162,8 @@ bool hp_val_dim_text(const hp_graph *g, hp_val v, int i, char *buf, int cap);
 hp_val hp_name(hp_graph *g, hp_val v, const char *name);
 
 /* ---- elementwise -------------------------------------------------------- */
-/* relu gelu silu sigmoid tanh exp log neg sqrt rsqrt recip abs */
+/* relu gelu silu sigmoid tanh exp log neg sqrt rsqrt recip abs floor ceil
+ * round (to the nearest integer, halves to even) */
 hp_val hp_unary(hp_graph *g, hp_op op, hp_val x);
 /* add sub mul div max min, and the comparisons lt le gt ge eq ne (bool
  * result); operands broadcast like numpy (right-aligned, size 1 stretches). */
@@ -250,6 +254,9 @@ static inline hp_val hp_sqrt(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_S
 static inline hp_val hp_rsqrt(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_RSQRT, x); }
 static inline hp_val hp_recip(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_RECIP, x); }
 static inline hp_val hp_abs(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_ABS, x); }
+static inline hp_val hp_floor(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_FLOOR, x); }
+static inline hp_val hp_ceil(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_CEIL, x); }
+static inline hp_val hp_round(hp_graph *g, hp_val x) { return hp_unary(g, HP_OP_ROUND, x); }
 static inline hp_val hp_add(hp_graph *g, hp_val a, hp_val b) { return hp_binary(g, HP_OP_ADD, a, b); }
 static inline hp_val hp_sub(hp_graph *g, hp_val a, hp_val b) { return hp_binary(g, HP_OP_SUB, a, b); }
 static inline hp_val hp_mul(hp_graph *g, hp_val a, hp_val b) { return hp_binary(g, HP_OP_MUL, a, b); }

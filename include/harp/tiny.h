@@ -154,6 +154,9 @@ typedef enum tiny_argkind {
   X(RECIP, "RECIP", TC_UNARY, TA_NONE)      \
   X(RELU, "RELU", TC_UNARY, TA_NONE)        \
   X(GELU, "GELU", TC_UNARY, TA_NONE)        \
+  X(FLOOR, "FLOOR", TC_UNARY, TA_NONE)      \
+  X(CEIL, "CEIL", TC_UNARY, TA_NONE)        \
+  X(ROUND, "ROUND", TC_UNARY, TA_NONE)      \
   X(ADD, "ADD", TC_BINARY, TA_NONE)         \
   X(SUB, "SUB", TC_BINARY, TA_NONE)         \
   X(MUL, "MUL", TC_BINARY, TA_NONE)         \

@@ -274,6 +274,9 @@ static int lower_unary(lw *L, const fe_node *n) {
   case HP_OP_SQRT: return lw_un(L, TINY_SQRT, x);
   case HP_OP_RSQRT: return lw_un(L, TINY_RSQRT, x);
   case HP_OP_RECIP: return lw_un(L, TINY_RECIP, x);
+  case HP_OP_FLOOR: return lw_un(L, TINY_FLOOR, x);
+  case HP_OP_CEIL: return lw_un(L, TINY_CEIL, x);
+  case HP_OP_ROUND: return lw_un(L, TINY_ROUND, x);
   case HP_OP_LOG: return lw_bin_imm(L, TINY_MUL, lw_un(L, TINY_LOG2, x), LN2);
   case HP_OP_ABS: return lw_bin(L, TINY_MAX, x, lw_un(L, TINY_NEG, x));
   case HP_OP_SIGMOID:

@@ -1,5 +1,6 @@
 /* onnx_ops_act.c — more ONNX activations, composed from the builder's
- * elementwise ops, and Hardmax (the others are in onnx_ops.c).
+ * elementwise ops, the rounding ops, and Hardmax (the others are in
+ * onnx_ops.c).
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_act, ox_hardmax.
  *
@@ -83,6 +84,16 @@ OP(Mish) {
   return ox_def(c, 0, hp_mul(c->g, x, hp_tanh(c->g, softplus(c, x))));
 }
 
+/* Floor, Ceil, Round (halves to even): harp's own unary ops */
+static hp_status rounding(ox_ctx *c, hp_op op) {
+  hp_val x = input(c);
+  if (x < 0) return c->e->code;
+  return ox_def(c, 0, hp_unary(c->g, op, x));
+}
+OP(Floor) { return rounding(c, HP_OP_FLOOR); }
+OP(Ceil) { return rounding(c, HP_OP_CEIL); }
+OP(Round) { return rounding(c, HP_OP_ROUND); }
+
 /* 1 at the first maximum along axis, 0 elsewhere: the first index is the
  * min over where(x == max, i, n). */
 hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis) {
@@ -109,7 +120,7 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(Celu), E(HardSigmoid), E(HardSwish), E(Mish), E(Softsign), E(ThresholdedRelu),
+    E(Ceil), E(Celu), E(Floor), E(HardSigmoid), E(HardSwish), E(Mish), E(Round), E(Softsign), E(ThresholdedRelu),
 #undef E
 };
 

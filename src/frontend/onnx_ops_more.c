@@ -414,7 +414,10 @@ OP(ConvTranspose) {
     int64_t s0[2] = {0, 0}, e0[2] = {-(st[0] - 1), -(st[1] - 1)};
     for (int i = 0; i < 2; i++)
       if (st[i] == 1) e0[i] = INT64_MAX;
-    x = hp_slice(c->g, u, 2, ax, s0, e0, NULL);
+    /* + 0: a compute node, so the zero-inserted input is a region of its own
+     * and the conv reads a plain buffer (the conv template takes it; read
+     * through the views it would be generic loops with a modulo per load) */
+    x = hp_add(c->g, hp_slice(c->g, u, 2, ax, s0, e0, NULL), K(c, 0));
     if (ox_check(c, x)) return c->e->code;
   }
   hp_tensor wt;

@@ -647,6 +647,7 @@ static const struct builtin {
     {"log", HP_OP_LOG, h_unary},         {"neg", HP_OP_NEG, h_unary},
     {"sqrt", HP_OP_SQRT, h_unary},       {"rsqrt", HP_OP_RSQRT, h_unary},
     {"recip", HP_OP_RECIP, h_unary},     {"abs", HP_OP_ABS, h_unary},
+    {"floor", HP_OP_FLOOR, h_unary},     {"ceil", HP_OP_CEIL, h_unary},       {"round", HP_OP_ROUND, h_unary},
     {"add", HP_OP_ADD, h_binary},        {"sub", HP_OP_SUB, h_binary},
     {"mul", HP_OP_MUL, h_binary},        {"div", HP_OP_DIV, h_binary},
     {"max", HP_OP_MAX, h_maxmin},        {"min", HP_OP_MIN, h_maxmin},

@@ -285,7 +285,7 @@ static hp_status infer_elementwise(ictx *c, tiny_node *n) {
   }
   switch (n->op) {
   case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT:
-  case TINY_RECIP: case TINY_GELU: case TINY_FDIV:
+  case TINY_RECIP: case TINY_GELU: case TINY_FDIV: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND:
     if (!tiny_dtype_is_float(dt))
       return FAIL(HP_E_DTYPE_MISMATCH, "%s needs a floating-point operand, got %s", tiny_op_name(n->op),
                   tiny_dtype_name(dt));

@@ -165,6 +165,9 @@ static float f_unary(tiny_op op, float x) {
   case TINY_RECIP: return 1.0f / x;
   case TINY_RELU: return x < 0 ? 0.0f : x; /* NaN stays NaN */
   case TINY_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  case TINY_FLOOR: return floorf(x);
+  case TINY_CEIL: return ceilf(x);
+  case TINY_ROUND: return nearbyintf(x); /* halves to even (the default rounding mode) */
   default: return NAN;
   }
 }

@@ -23,6 +23,7 @@ typedef struct fnmap {
 static const fnmap unary_fns[] = {{"neg", TINY_NEG},   {"exp2", TINY_EXP2},   {"log2", TINY_LOG2},
                                   {"exp", TINY_EXP},   {"sqrt", TINY_SQRT},   {"rsqrt", TINY_RSQRT},
                                   {"recip", TINY_RECIP}, {"relu", TINY_RELU}, {"gelu", TINY_GELU},
+                                  {"floor", TINY_FLOOR}, {"ceil", TINY_CEIL}, {"round", TINY_ROUND},
                                   {NULL, 0}};
 static const fnmap binary_fns[] = {{"add", TINY_ADD},     {"sub", TINY_SUB},     {"mul", TINY_MUL},
                                    {"div", TINY_FDIV},    {"fdiv", TINY_FDIV},   {"max", TINY_MAX},

@@ -55,6 +55,10 @@ static const chain CHAINS[] = {
     /* constants that print with an exponent (layer norm's eps; "1e-05e0f" did not compile) */
     {"tiny and huge constants", 3,
      {{CGEN_MAP_ADD, F32, I(0), C(9.99999975e-06f)}, {CGEN_MAP_MUL, F32, V(0), C(3e-30f)}, {CGEN_MAP_MUL, F32, V(1), C(2e29f)}}, 0},
+    /* floor(x) + 0.5 is a half: rint takes it to the even neighbour */
+    {"floor ceil rint", 7,
+     {{CGEN_MAP_FLOOR, F32, I(0)}, {CGEN_MAP_ADD, F32, V(0), C(0.5f)}, {CGEN_MAP_RINT, F32, V(1)}, {CGEN_MAP_CEIL, F32, I(1)},
+      {CGEN_MAP_RINT, F32, I(0)}, {CGEN_MAP_SUB, F32, V(2), V(3)}, {CGEN_MAP_ADD, F32, V(5), V(4)}}, 0},
     {"round fp16 / bf16", 3,
      {{CGEN_MAP_ROUND, F16, I(0)}, {CGEN_MAP_ROUND, B16, I(1)}, {CGEN_MAP_SUB, F32, V(0), V(1)}}, 0},
 };
@@ -87,6 +91,9 @@ static double ref_op(const cgen_map_op *op, double a, double b) {
     case CGEN_MAP_SQRT: return sqrt(a);
     case CGEN_MAP_RSQRT: return 1.0 / sqrt(a);
     case CGEN_MAP_ROUND: return ct_round(op->dtype, (float)a);
+    case CGEN_MAP_FLOOR: return floor(a);
+    case CGEN_MAP_CEIL: return ceil(a);
+    case CGEN_MAP_RINT: return nearbyint(a);
     case CGEN_MAP_ADD: return a + b;
     case CGEN_MAP_SUB: return a - b;
     case CGEN_MAP_MUL: return a * b;

@@ -253,6 +253,7 @@ hp_status cgen_pool(hp_error *e, const cgen_pool_spec *spec, const char *fn_name
 typedef enum cgen_map_kind {
   CGEN_MAP_COPY, CGEN_MAP_NEG, CGEN_MAP_EXP2, CGEN_MAP_EXP, CGEN_MAP_RECIP, CGEN_MAP_RELU, CGEN_MAP_GELU,
   CGEN_MAP_SQRT, CGEN_MAP_RSQRT, CGEN_MAP_ROUND, /* unary; ROUND: to `dtype` (fp16/bf16) and back */
+  CGEN_MAP_FLOOR, CGEN_MAP_CEIL, CGEN_MAP_RINT,  /* unary; RINT: to the nearest integer, halves to even */
   CGEN_MAP_ADD, CGEN_MAP_SUB, CGEN_MAP_MUL, CGEN_MAP_DIV, CGEN_MAP_MAX, CGEN_MAP_MIN /* binary; MAX/MIN: NaN wins */
 } cgen_map_kind;
 typedef struct cgen_map_arg {

@@ -74,6 +74,9 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
       case CGEN_MAP_SQRT: cg_emit(o, "$P_sqrt(%s);\n", a); break;
       case CGEN_MAP_RSQRT: cg_emit(o, "$P_set1(1.0f) / $P_sqrt(%s);\n", a); break;
       case CGEN_MAP_ROUND: cg_emit(o, "$P_r%s(%s);\n", op->dtype == TINY_FP16 ? "h" : "b", a); break;
+      case CGEN_MAP_FLOOR: cg_emit(o, "$P_floor(%s);\n", a); break;
+      case CGEN_MAP_CEIL: cg_emit(o, "$P_ceil(%s);\n", a); break;
+      case CGEN_MAP_RINT: cg_emit(o, "$P_rint(%s);\n", a); break;
       case CGEN_MAP_ADD: cg_emit(o, "%s + %s;\n", a, b); break;
       case CGEN_MAP_SUB: cg_emit(o, "%s - %s;\n", a, b); break;
       case CGEN_MAP_MUL: cg_emit(o, "%s * %s;\n", a, b); break;
@@ -171,7 +174,7 @@ static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
 }
 
 static const char *const KIND_NAME[] = {"copy", "neg", "exp2", "exp", "recip", "relu", "gelu", "sqrt",
-                                        "rsqrt", "round", "add", "sub", "mul", "div", "max", "min"};
+                                        "rsqrt", "round", "floor", "ceil", "rint", "add", "sub", "mul", "div", "max", "min"};
 
 static hp_status check(hp_error *e, const cgen_map_spec *s, int64_t *total) {
   if (s->cols < 1 || s->nouter < 0 || s->nouter > CGEN_MAP_MAX_OUTER)

@@ -641,7 +641,7 @@ static bool map_op_ok(tiny_op op) {
   switch (op) {
   case TINY_NEG: case TINY_EXP2: case TINY_EXP: case TINY_RECIP: case TINY_RELU: case TINY_GELU: case TINY_SQRT:
   case TINY_RSQRT: case TINY_CAST: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
-  case TINY_MIN: return true;
+  case TINY_MIN: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND: return true;
   default: return false;
   }
 }
@@ -656,6 +656,9 @@ static cgen_map_kind map_kind(const ct_map_op *op) {
   case TINY_GELU: return CGEN_MAP_GELU;
   case TINY_SQRT: return CGEN_MAP_SQRT;
   case TINY_RSQRT: return CGEN_MAP_RSQRT;
+  case TINY_FLOOR: return CGEN_MAP_FLOOR;
+  case TINY_CEIL: return CGEN_MAP_CEIL;
+  case TINY_ROUND: return CGEN_MAP_RINT;
   case TINY_CAST: return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
   case TINY_ADD: return CGEN_MAP_ADD;
   case TINY_SUB: return CGEN_MAP_SUB;

@@ -216,6 +216,9 @@ static void unary(hp_str *o, tiny_op op, bool in_int, const char *x, bool gpu) {
   case TINY_SQRT: hp_str_printf(o, "sqrtf(%s)", x); break;
   case TINY_RSQRT: hp_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
   case TINY_RECIP: hp_str_printf(o, "(1.0f / (%s))", x); break;
+  case TINY_FLOOR: hp_str_printf(o, "floorf(%s)", x); break;
+  case TINY_CEIL: hp_str_printf(o, "ceilf(%s)", x); break;
+  case TINY_ROUND: hp_str_printf(o, "rintf(%s)", x); break;
   case TINY_RELU: hp_str_printf(o, gpu ? "hp_relu(%s)" : "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
   case TINY_GELU:
     hp_str_printf(o, gpu ? "hp_gelu(%s)" : "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x);

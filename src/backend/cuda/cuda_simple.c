@@ -62,6 +62,9 @@ static const char *ew_expr(cuda_b *b, const cuda_ew_instr *in, const char *const
   case TINY_RECIP: return cuda_fmt(b, "1.0f / %s", v[0]);
   case TINY_RELU: return cuda_fmt(b, "hk_relu(%s)", v[0]);
   case TINY_GELU: return cuda_fmt(b, "hk_gelu(%s)", v[0]);
+  case TINY_FLOOR: return cuda_fmt(b, "floorf(%s)", v[0]);
+  case TINY_CEIL: return cuda_fmt(b, "ceilf(%s)", v[0]);
+  case TINY_ROUND: return cuda_fmt(b, "rintf(%s)", v[0]);
   case TINY_ADD: return cuda_fmt(b, "%s + %s", v[0], v[1]);
   case TINY_SUB: return cuda_fmt(b, "%s - %s", v[0], v[1]);
   case TINY_MUL: return cuda_fmt(b, "%s * %s", v[0], v[1]);

@@ -539,7 +539,7 @@ static hp_status try_reduce(rowr *w, bool *done, const char **why) {
 static bool ew_op_ok(tiny_op op) {
   switch (op) {
   case TINY_NEG: case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT: case TINY_RECIP:
-  case TINY_RELU: case TINY_GELU: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
+  case TINY_RELU: case TINY_GELU: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
   case TINY_MIN: case TINY_CMPLT: case TINY_CMPEQ: case TINY_CMPNE: case TINY_WHERE: case TINY_CAST: return true;
   default: return false;
   }

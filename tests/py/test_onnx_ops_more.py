@@ -1,0 +1,215 @@
+"""The ONNX ops composed from the builder (onnx_ops_act.c, onnx_ops_more.c)
+and Floor / Ceil / Round, checked against onnxruntime on the interpreter
+and the cpu backend, edge values included (NaN, infinities, halves,
+negative indices, ties); and the variants harp refuses, each a clear error
+naming the node.  Several ops share a model (one output each) so that the
+cpu backend compiles a few models, not one per op."""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import init, mk, model, vi  # noqa: E402
+
+rng = np.random.default_rng(7)
+S = ht.Suite("onnx_ops_more")
+BACKENDS = [b for b in ("interp", "cpu") if b in ht.BACKENDS]
+
+
+def rand(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def ints(*v):
+    return np.array(v, np.int64)
+
+
+def save(m):
+    path = os.path.join(ht.tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def check(name, nodes, inputs, outs, inits=(), opset=17, out_types=None, rtol=1e-4, atol=1e-5, dump_c=False):
+    """outs: the output names; inputs: {name: array} (int64 ones go to harp as int32)."""
+    types = out_types or {}
+    m = model(nodes, [vi(k, v.shape, onnx.helper.np_dtype_to_tensor_dtype(v.dtype)) for k, v in inputs.items()],
+              [vi(o, None, types.get(o, TensorProto.FLOAT)) for o in outs], [init(k, v) for k, v in dict(inits).items()], opset)
+    path = save(m)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)
+    hin = {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in inputs.items()}
+    code = None
+    for be in BACKENDS:
+        extra = []
+        if dump_c and be == "cpu":
+            dump = ht.tempfile.mkdtemp()
+            extra = ["--dump", "c", "--dump-dir", dump]
+        p, d = ht.run(path, hin, backend=be, extra=extra)
+        S.check(f"{name} {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+        if p.returncode:
+            continue
+        for o, w in zip(outs, want):
+            got = np.load(os.path.join(d, f"{o}.npy"))
+            ok, why = ht.close(got, w, rtol=rtol, atol=atol)
+            S.check(f"{name} {be} {o}: matches onnxruntime", ok, why)
+        if dump_c and be == "cpu":
+            with open(os.path.join(dump, "model.c")) as f:
+                code = f.read()
+    return code
+
+
+# ---- activations and rounding: one model, edge values ------------------------------------
+edge = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, -3.0, 1e-7, -30.0, 30.0,
+                 100.0, -100.0, 0.6999, 0.7001], np.float32)
+xa = np.concatenate([edge, rand(44, scale=3)]).reshape(4, 16)
+acts = [("Celu", dict(alpha=1.5)), ("ThresholdedRelu", dict(alpha=0.7)), ("HardSigmoid", dict(alpha=0.3, beta=0.4)),
+        ("HardSwish", {}), ("Mish", {}), ("Floor", {}), ("Ceil", {}), ("Round", {})]
+check("activations and rounding", [mk(op, ["x"], [f"y_{op}"], **kw) for op, kw in acts], {"x": xa}, [f"y_{op}" for op, _ in acts],
+      opset=18)
+# Softsign: inf / inf is NaN in onnxruntime too, so finite values only
+check("Softsign", [mk("Softsign", ["x"], ["y"])], {"x": np.nan_to_num(xa, posinf=1e30, neginf=-1e30)}, ["y"])
+
+# ---- softmax family, ArgMax / ArgMin: ties pick the first (or last) ----------------------
+xt = np.round(rand(2, 3, 5) * 1.5)
+xt[0, 0, :] = 2.0  # all tied
+check("Hardmax before 13 (flattened), Hardmax 13, LogSoftmax before 13",
+      [mk("Hardmax", ["x"], ["h11"], axis=1), mk("LogSoftmax", ["x"], ["l11"], axis=1)], {"x": xt}, ["h11", "l11"], opset=11)
+I64 = TensorProto.INT64
+check("Hardmax 13, ArgMax / ArgMin (keepdims, select_last_index)",
+      [mk("Hardmax", ["x"], ["h13"], axis=1), mk("ArgMax", ["x"], ["amax"], axis=-1, keepdims=0),
+       mk("ArgMin", ["x"], ["amin"], axis=1, select_last_index=1), mk("ArgMax", ["x"], ["alast"], axis=2, select_last_index=1)],
+      {"x": xt}, ["h13", "amax", "amin", "alast"], opset=13, out_types={"amax": I64, "amin": I64, "alast": I64})
+
+# ---- Gather with negative indices: constant and at run time ------------------------------
+xg = rand(3, 5, 4)
+check("Gather negative indices", [mk("Gather", ["x", "ci"], ["yc"], axis=1), mk("Gather", ["x", "ri"], ["yr"], axis=-1),
+                                  mk("Gather", ["x", "si"], ["ys"], axis=0)],
+      {"x": xg, "ri": ints(-1, 0, -4, 3, 2, -2).reshape(2, 3)}, ["yc", "yr", "ys"],
+      inits={"ci": ints(-1, 0, -5, 2), "si": np.array(-2, np.int64)})
+
+# ---- Slice with negative steps ------------------------------------------------------------
+xs = rand(4, 6, 5)
+big = np.iinfo(np.int64)
+check("Slice negative steps",
+      [mk("Slice", ["x", "s1", "e1", "a1", "p1"], ["rev"]), mk("Slice", ["x", "s2", "e2", "a2", "p2"], ["mixed"]),
+       mk("Slice", ["x", "s3", "e3", "a3", "p3"], ["clamp"])],
+      {"x": xs}, ["rev", "mixed", "clamp"],
+      inits={"s1": ints(-1), "e1": ints(big.min), "a1": ints(1), "p1": ints(-1),
+             "s2": ints(0, 4, -2), "e2": ints(3, 0, -100), "a2": ints(0, 1, 2), "p2": ints(2, -2, -3),
+             "s3": ints(100, 2), "e3": ints(-100, big.max), "a3": ints(2, 0), "p3": ints(-2, 1)})
+
+# ---- Tile, Pad edge / reflect / wrap -------------------------------------------------------
+xp = rand(2, 3, 4)
+check("Tile and Pad modes",
+      [mk("Tile", ["x", "rep"], ["tile"]), mk("Pad", ["x", "pe"], ["edge"], mode="edge"),
+       mk("Pad", ["x", "pr"], ["reflect"], mode="reflect"), mk("Pad", ["x", "pw"], ["wrap"], mode="wrap")],
+      {"x": xp}, ["tile", "edge", "reflect", "wrap"], opset=19,
+      inits={"rep": ints(2, 1, 3), "pe": ints(1, 0, 2, 0, 2, 1), "pr": ints(0, 2, 3, 1, 0, 2), "pw": ints(1, 3, 0, 0, 2, 4)})
+
+# ---- reductions ----------------------------------------------------------------------------
+xr = rand(3, 4, 5)
+xr[0, 1, :] = [100, 200, -50, 150, 120]  # LogSumExp: exp alone would overflow
+xl = np.abs(xr) + 0.1
+rd = [("ReduceL1", [1], 1), ("ReduceL2", [2], 0), ("ReduceSumSquare", [0, 2], 1), ("ReduceLogSumExp", [2], 0),
+      ("ReduceLogSumExp", [1], 1)]
+check("reductions (axes attribute)", [mk(op, ["x"], [f"r{i}"], axes=ax, keepdims=k) for i, (op, ax, k) in enumerate(rd)] +
+      [mk("ReduceLogSum", ["p"], ["rls"], keepdims=0)], {"x": xr, "p": xl}, [f"r{i}" for i in range(len(rd))] + ["rls"], opset=13)
+check("reductions (axes input, opset 18)", [mk("ReduceL2", ["x", "ax"], ["l2"], keepdims=0), mk("ReduceLogSumExp", ["x"], ["all"])],
+      {"x": xr}, ["l2", "all"], opset=18, inits={"ax": ints(-1, 0)})
+
+# ---- InstanceNormalization, DepthToSpace / SpaceToDepth -------------------------------------
+check("InstanceNormalization", [mk("InstanceNormalization", ["x", "s", "b"], ["y4"], epsilon=1e-3),
+                                mk("InstanceNormalization", ["z", "s", "b"], ["y3"])],
+      {"x": rand(2, 3, 4, 5) * 3 + 1, "z": rand(2, 3, 7)}, ["y4", "y3"], inits={"s": rand(3), "b": rand(3)})
+xd = rand(2, 8, 3, 2)
+check("DepthToSpace / SpaceToDepth", [mk("DepthToSpace", ["x"], ["dcr"], blocksize=2), mk("DepthToSpace", ["x"], ["crd"], blocksize=2, mode="CRD"),
+                                      mk("SpaceToDepth", ["dcr"], ["back"], blocksize=2)], {"x": xd}, ["dcr", "crd", "back"], opset=13)
+
+# ---- Resize / Upsample nearest by whole factors ---------------------------------------------
+xu = rand(1, 2, 3, 4)
+check("Resize nearest (scales, sizes, asymmetric floor)",
+      [mk("Resize", ["x", "", "sc"], ["hp"], mode="nearest"),
+       mk("Resize", ["x", "", "", "sz"], ["sizes"], mode="nearest", nearest_mode="round_prefer_ceil"),
+       mk("Resize", ["x", "", "sc3"], ["asym"], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+      {"x": xu}, ["hp", "sizes", "asym"], opset=13,
+      inits={"sc": np.array([1, 1, 2, 3], np.float32), "sz": ints(1, 4, 9, 4), "sc3": np.array([1, 1, 3, 2], np.float32)})
+check("Resize opset 10", [mk("Resize", ["x", "sc"], ["y"], mode="nearest")], {"x": xu}, ["y"], opset=10,
+      inits={"sc": np.array([1, 1, 2, 2], np.float32)})
+check("Upsample opset 9", [mk("Upsample", ["x", "sc"], ["y"])], {"x": xu}, ["y"], opset=9,
+      inits={"sc": np.array([1, 1, 2, 3], np.float32)})
+check("Upsample opset 7", [mk("Upsample", ["x"], ["y"], scales=[1.0, 2.0, 1.0, 2.0])], {"x": xu}, ["y"], opset=7)
+
+# ---- ConvTranspose --------------------------------------------------------------------------
+code = check("ConvTranspose strides pads output_padding bias",
+             [mk("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 0, 1, 2], output_padding=[1, 0])],
+             {"x": rand(2, 4, 5, 6)}, ["y"], inits={"w": rand(4, 3, 3, 3), "b": rand(3)}, dump_c=True)
+if code is not None:
+    S.check("ConvTranspose: the conv template runs it", "_conv:" in code and "the template declined" not in code.split("_conv:")[0][-2000:],
+            "no conv template in the generated C")
+check("ConvTranspose groups dilations, stride 1", [mk("ConvTranspose", ["x", "w"], ["g"], strides=[2, 1], group=2, dilations=[1, 2]),
+                                                   mk("ConvTranspose", ["x", "w"], ["s1"], pads=[1, 1, 1, 1])],
+      {"x": rand(1, 4, 5, 5)}, ["g", "s1"], inits={"w": rand(4, 3, 3, 2)})
+
+# ---- refused variants: a clear error naming the node, no output ------------------------------
+E = ht.tempfile.mkdtemp()
+xe_path = os.path.join(E, "x.npy")
+np.save(xe_path, np.ones((1, 4, 4, 4), np.float32))
+
+
+def refused(name, nodes, *needles, inits=(), opset=17, x_shape=(1, 4, 4, 4)):
+    m = model(nodes, [vi("x", list(x_shape))], [vi("y", None)], [init(k, v) for k, v in dict(inits).items()], opset)
+    out = os.path.join(E, "out_" + "".join(ch if ch.isalnum() else "_" for ch in name))
+    p = ht.subprocess.run([ht.HARP, "run", save(m), "--out", out, "--input", f"x={xe_path}"], capture_output=True, text=True, timeout=120)
+    S.check(f"{name}: exit code 1", p.returncode == 1, f"rc={p.returncode} {p.stderr[-300:]}")
+    S.check(f"{name}: no crash", "Sanitizer" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-300:])
+    for nd in needles:
+        S.check(f"{name}: says {nd!r}", nd in p.stderr, p.stderr.strip()[-400:])
+    S.check(f"{name}: no output", not os.path.exists(out) or not os.listdir(out))
+
+
+refused("ReduceProd", [mk("ReduceProd", ["x"], ["y"], name="rp")], "Unsupported", 'node 0 "rp" (ReduceProd)', "no product")
+refused("Resize linear", [mk("Resize", ["x", "", "sc"], ["y"], mode="linear", name="rz")], 'node 0 "rz" (Resize)', "mode \"linear\"",
+        inits={"sc": np.array([1, 1, 2, 2], np.float32)})
+refused("Resize 1.5", [mk("Resize", ["x", "", "sc"], ["y"], name="rz")], "scale 1.5", inits={"sc": np.array([1, 1, 1.5, 2], np.float32)})
+refused("Resize align_corners", [mk("Resize", ["x", "", "sc"], ["y"], coordinate_transformation_mode="align_corners", name="rz")],
+        "align_corners", inits={"sc": np.array([1, 1, 2, 2], np.float32)})
+refused("Resize half_pixel floor", [mk("Resize", ["x", "", "sc"], ["y"], nearest_mode="floor", name="rz")], "nearest_mode \"floor\"",
+        inits={"sc": np.array([1, 1, 2, 2], np.float32)})
+refused("Resize runtime scales", [mk("Resize", ["x", "", "x"], ["y"], name="rz")], 'node 0 "rz" (Resize)', "constants")
+refused("Upsample bilinear", [mk("Upsample", ["x", "sc"], ["y"], mode="linear", name="up")], 'node 0 "up" (Upsample)', "linear",
+        inits={"sc": np.array([1, 1, 2, 2], np.float32)}, opset=9)
+refused("Pad reflect too wide", [mk("Pad", ["x", "p"], ["y"], mode="reflect", name="pd")], 'node 0 "pd" (Pad)', "at most 3",
+        inits={"p": ints(0, 0, 4, 0, 0, 0, 0, 0)})
+refused("Tile repeats 0", [mk("Tile", ["x", "r"], ["y"], name="tl")], 'node 0 "tl" (Tile)', "repeats[1] = 0", inits={"r": ints(1, 0, 1, 1)})
+refused("Slice step 0", [mk("Slice", ["x", "s", "e", "a", "p"], ["y"], name="sl")], 'node 0 "sl" (Slice)', "step 0",
+        inits={"s": ints(0), "e": ints(2), "a": ints(1), "p": ints(0)})
+refused("Slice negative step on a symbolic axis",
+        [mk("Slice", ["x", "s", "e", "a", "p"], ["y"], name="sl")], 'node 0 "sl" (Slice)', "negative step", "size N",
+        inits={"s": ints(-1), "e": ints(-100), "a": ints(0), "p": ints(-1)}, x_shape=("N", 4, 4, 4))
+refused("Hardmax on a symbolic axis", [mk("Hardmax", ["x"], ["y"], axis=0, name="hm")], 'node 0 "hm" (Hardmax)', "symbolic",
+        opset=13, x_shape=("N", 4, 4, 4))
+refused("ArgMax on a symbolic axis", [mk("ArgMax", ["x"], ["y"], axis=0, name="am")], 'node 0 "am" (ArgMax)', "size N",
+        x_shape=("N", 4, 4, 4))
+refused("DepthToSpace channels", [mk("DepthToSpace", ["x"], ["y"], blocksize=3, name="d2s")], 'node 0 "d2s" (DepthToSpace)',
+        "not a multiple")
+refused("ConvTranspose auto_pad", [mk("ConvTranspose", ["x", "w"], ["y"], auto_pad="SAME_UPPER", name="ct")],
+        'node 0 "ct" (ConvTranspose)', "auto_pad=SAME_UPPER", inits={"w": rand(4, 2, 3, 3)})
+refused("ConvTranspose output_shape", [mk("ConvTranspose", ["x", "w"], ["y"], output_shape=[9, 9], name="ct")], "output_shape",
+        inits={"w": rand(4, 2, 3, 3)})
+refused("ConvTranspose runtime weight", [mk("ConvTranspose", ["x", "x"], ["y"], name="ct")], 'node 0 "ct" (ConvTranspose)',
+        "float32 constant")
+refused("ConvTranspose pads past the kernel", [mk("ConvTranspose", ["x", "w"], ["y"], pads=[3, 0, 0, 0], name="ct")],
+        "beyond the kernel", inits={"w": rand(4, 2, 3, 3)})
+refused("Floor of an integer", [mk("Cast", ["x"], ["i"], to=TensorProto.INT32), mk("Floor", ["i"], ["y"], name="fl")],
+        'node 1 "fl" (Floor)')
+S.close()
