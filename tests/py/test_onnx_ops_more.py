@@ -6,6 +6,7 @@ naming the node.  Several ops share a model (one output each) so that the
 cpu backend compiles a few models, not one per op."""
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from onnx_models import init, mk, model, vi  # noqa: E402
 
 rng = np.random.default_rng(7)
 S = ht.Suite("onnx_ops_more")
+warnings.simplefilter("ignore", RuntimeWarning)  # NaN in the error measure of NaN-carrying outputs
 BACKENDS = [b for b in ("interp", "cpu") if b in ht.BACKENDS]
 
 
@@ -159,6 +161,24 @@ if code is not None:
 check("ConvTranspose groups dilations, stride 1", [mk("ConvTranspose", ["x", "w"], ["g"], strides=[2, 1], group=2, dilations=[1, 2]),
                                                    mk("ConvTranspose", ["x", "w"], ["s1"], pads=[1, 1, 1, 1])],
       {"x": rand(1, 4, 5, 5)}, ["g", "s1"], inits={"w": rand(4, 3, 3, 2)})
+
+# ---- FLOOR / CEIL / ROUND in the CUDA translation unit, on the CPU SIMT simulator -----------
+try:
+    import cuda_sim
+except ImportError:
+    cuda_sim = None
+if cuda_sim and cuda_sim.have_gxx():
+    harp = os.path.join(ht.tempfile.mkdtemp(), "round.harp")
+    with open(harp, "w") as f:
+        f.write("graph main(x: f32[4, 9]) -> (y: f32[4, 9]) {\n    y = floor(x) + ceil(x) * 10 + round(x) * 100\n    return y\n}\n")
+    xc = np.concatenate([edge[:13], np.linspace(-5, 5, 23, dtype=np.float32)]).reshape(4, 9)
+    p, d = cuda_sim.dump(harp, "sm90")
+    S.check("rounding on CUDA: harp dump --dump gpu,cu", p.returncode == 0, p.stderr[-400:])
+    if p.returncode == 0:
+        got, err = cuda_sim.run(d, {"x": xc})
+        S.check("rounding on CUDA: runs on the simulator", err is None, err)
+        if err is None:
+            S.check("rounding on CUDA: matches numpy", *ht.close(got["y"], np.floor(xc) + np.ceil(xc) * 10 + np.round(xc) * 100, atol=0))
 
 # ---- refused variants: a clear error naming the node, no output ------------------------------
 E = ht.tempfile.mkdtemp()

@@ -41,6 +41,11 @@ for dt, npdt in (("fp32", np.float32), ("fp16", np.float16)):
           "GELU": 0.5 * X * (1 + erf(X / np.sqrt(2)))}
     for op, want in un.items():
         check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x"]}], {"x": x}, want)
+    # rounding: halves (to even for ROUND), signed zeros, infinities, NaN
+    h = np.concatenate([np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -0.0, np.inf, -np.inf, np.nan]), X.reshape(-1)[:25]]).astype(npdt)
+    H = h.astype(np.float32)
+    for op, want in {"FLOOR": np.floor(H), "CEIL": np.ceil(H), "ROUND": np.round(H)}.items():
+        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["h"]}], {"h": h.reshape(5, 7)}, want.reshape(5, 7), atol=0)
     for op, want in {"LOG2": np.log2(P), "SQRT": np.sqrt(P), "RSQRT": 1 / np.sqrt(P), "RECIP": 1 / P}.items():
         check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["p"]}], {"p": pos}, want)
     bi = {"ADD": X + Y, "SUB": X - Y, "MUL": X * Y, "FDIV": X / P, "MAX": np.maximum(X, Y), "MIN": np.minimum(X, Y)}
