@@ -2,6 +2,7 @@
 """onnx_bench.py — one ONNX file through harp and onnxruntime, beside the .harp twin.
 
     python3 bench/onnx_bench.py [--harp build/harp] [--rounds 3] [--repeat 20] [--only resnet18,bert]
+    python3 bench/onnx_bench.py --light [--only light_resnet50,...]
 
 For each model (the graphs of tests/py/onnx_models.py with bench/e2e.py's
 weights) the same .onnx file is timed three ways in interleaved rounds:
@@ -10,6 +11,13 @@ weights) the same .onnx file is timed three ways in interleaved rounds:
   ort    onnxruntime on MODEL.onnx, intra_op_num_threads=2
 and each contender's best median is printed with the ratios onnx/harp and
 ort/onnx.  The outputs of harp run MODEL.onnx and of onnxruntime are compared.
+
+--light times the onnx package's backend test models (onnx/backend/test/data/
+light: ResNet-50, DenseNet-121, SqueezeNet, ShuffleNet, Inception v1, VGG-19)
+against onnxruntime alone.  Their weights are ConstantOfShape fills of 0.02;
+here each fill is replaced by a random initializer of its shape (He-scaled;
+rank-1 ones in [0.5, 1.5], so batch-norm variances stay positive), which
+keeps the graph and makes the output comparison mean something.
 """
 import argparse
 import os
@@ -39,6 +47,63 @@ def bert(layers=2, S=128, E=768, H=12, F=3072):
 
 
 MODELS = {"resnet18": resnet18, "bert": bert}
+LIGHT = ["light_resnet50", "light_densenet121", "light_squeezenet", "light_shufflenet", "light_inception_v1", "light_vgg19"]
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+def light(name, seed=0):
+    """The light model with random weights in place of its ConstantOfShape fills, and a random input."""
+    from onnx import numpy_helper
+    m = onnx.load(os.path.join(LIGHT_DIR, name + ".onnx"))
+    g, r = m.graph, np.random.default_rng(seed)
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    keep, made = [], []
+    for n in g.node:
+        if n.op_type == "ConstantOfShape" and n.input[0] in inits:
+            shape = [int(d) for d in inits[n.input[0]]]
+            if len(shape) == 1:
+                w = r.uniform(0.5, 1.5, shape)
+            else:
+                w = r.standard_normal(shape) * np.sqrt(2.0 / max(1, int(np.prod(shape[1:]))))
+            made.append(numpy_helper.from_array(w.astype(np.float32), n.output[0]))
+        else:
+            keep.append(n)
+    del g.node[:]
+    g.node.extend(keep)
+    g.initializer.extend(made)
+    x = [i for i in g.input if i.name not in inits][0]
+    shape = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
+    return m, x.name, r.random(shape, dtype=np.float32)
+
+
+def bench_light(a, h):
+    print(f"{'model':20} {'harp ms':>9} {'ort ms':>9} {'ort/harp':>9}  max rel err  (medians of {a.rounds} interleaved rounds)")
+    for name in a.only.split(","):
+        m, xname, x = light(name)
+        path = os.path.join(tempfile.mkdtemp(prefix="harp-onnx-"), name + ".onnx")
+        onnx.save(m, path)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = e2e.THREADS, 1
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        want = s.run(None, {xname: x})[0]
+        d = tempfile.mkdtemp(dir=h.dir)
+        np.save(os.path.join(d, "x.npy"), x)
+        p = subprocess.run([h.exe, "run", path, "--out", d, "--input", f"{xname}={os.path.join(d, 'x.npy')}"],
+                           capture_output=True, text=True)
+        if p.returncode:
+            print(f"{name:20} harp run failed: {p.stderr.strip()[-300:]}")
+            continue
+        got = np.load(os.path.join(d, [f for f in os.listdir(d) if f != "x.npy"][0]))
+        err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
+        ins = {xname: ("input", x)}
+        t = {"harp": [], "ort": []}
+        for _ in range(a.rounds):
+            t["harp"].append(h.bench(path, {}, ins)["median_ms"])
+            t["ort"].append(e2e.median_ms(lambda: s.run(None, {xname: x}), a.repeat))
+        med = {k: float(np.median(v)) for k, v in t.items()}
+        print(f"{name:20} {med['harp']:9.2f} {med['ort']:9.2f} {med['ort'] / med['harp']:9.3f}  {err:.2g}", flush=True)
+        for k, v in t.items():
+            print(f"  {k}: " + " ".join(f"{x:.2f}" for x in v))
 
 
 def main():
@@ -46,9 +111,14 @@ def main():
     ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--only", default=",".join(MODELS))
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--light", action="store_true", help="the onnx package's light models against onnxruntime")
     a = ap.parse_args()
     h = e2e.Harp(a.harp, a.repeat)
+    if a.light:
+        a.only = a.only or ",".join(LIGHT)
+        return bench_light(a, h)
+    a.only = a.only or ",".join(MODELS)
     print(f"{'model':10} {'onnx ms':>9} {'harp ms':>9} {'ort ms':>9} {'onnx/harp':>10} {'ort/onnx':>9}  max rel err")
     for name in a.only.split(","):
         m, twin, syms, inputs, weights = MODELS[name]()

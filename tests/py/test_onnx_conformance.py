@@ -8,8 +8,9 @@ and "error[UnknownOp]" or "error[Unsupported]" naming the node.  A crash, a
 hang, another error or a wrong answer fails the test.  The summary counts
 the passes and the refusals by reason.
 
-ctest runs the small cases on the interpreter and light_squeezenet and
-light_resnet50 on the cpu backend (about 2 minutes on 2 cores);
+ctest runs the small cases on the interpreter, light_squeezenet and
+light_resnet50 on the cpu backend and light_squeezenet on the interpreter
+too (about a minute on 2 cores);
 `python3 tests/py/test_onnx_conformance.py --all` also runs the other seven
 light models on the cpu backend (several minutes: each is a large C file to
 compile).  --backend cpu runs the small cases on the cpu backend too;
@@ -44,8 +45,8 @@ except ImportError:
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 SUITES = ("light", "pytorch-converted", "pytorch-operator", "simple")
-# Light models run in ctest (cpu backend); --all adds the rest.
-CI_LIGHT = ("light_squeezenet", "light_resnet50")
+# Light models run in ctest, on these backends; --all runs every one on the cpu backend.
+CI_LIGHT = {"light_squeezenet": ("cpu", "interp"), "light_resnet50": ("cpu",)}
 REFUSED = ("UnknownOp", "Unsupported")
 
 
@@ -92,7 +93,8 @@ def cases(args):
                     n = int(np.prod(shape))
                     ins.append((np.arange(n).reshape(shape) / n).astype(np.float32))
                 outs = [load_pb(p) for p in sorted(glob.glob(path[:-5] + "_output_*.pb"))]
-                found.append(Case(suite, name, path, ins, outs, backend="cpu"))
+                for be in CI_LIGHT.get(name, ("cpu",)):
+                    found.append(Case(suite, name, path, ins, outs, backend=be))
             continue
         for cdir in sorted(glob.glob(os.path.join(d, "*"))):
             model = os.path.join(cdir, "model.onnx")
