@@ -108,7 +108,7 @@ hp_val ox_operand(ox_ctx *c, int i, int other_rank);
 
 /* onnx_nn.c: the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
-  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(LRN) X(MatMul) X(MaxPool)
+  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(InstanceNormalization) X(LRN) X(MatMul) X(MaxPool)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
 #undef OX_DECLARE
