@@ -71,7 +71,7 @@ typedef struct win2d {
 static hp_status spatial(ox_ctx *c, hp_val *x, const char *what, int *nsp) {
   int r = ox_rank_of(c, *x);
   if (r > 4) return ox_fail(c, HP_E_UNSUPPORTED, "%d-D %s (harp has 1-D and 2-D)", r - 2, what);
-  if (ox_need_rank(c, *x, 3, 4, "the input (N, C, [H,] W)")) return c->e->code;
+  if (r < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W) or 3 (N, C, W), got rank %d", r);
   *nsp = r - 2;
   if (r == 3) {
     const fe_shape *s = ox_shape_of(c, *x);
