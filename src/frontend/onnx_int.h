@@ -114,7 +114,7 @@ hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, i
 
 /* onnx_nn.c: the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
-  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(LRN) X(MatMul) X(MaxPool)
+  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(InstanceNormalization) X(LRN) X(MatMul) X(MaxPool)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
 #undef OX_DECLARE
@@ -123,10 +123,9 @@ OX_NN_OPS(OX_DECLARE)
  * keepdims, and whether it is a no-op (noop_with_empty_axes, no axes). */
 hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop);
 
-/* onnx_ops_more.c: Pad's edge / reflect / wrap modes; a negative Slice step
- * as a positive one on the flipped axis (dim must be known); Gather's
- * indices with negative ones counted from the end. */
-hp_status ox_pad_mode(ox_ctx *c, hp_val x, const char *mode, const int64_t *lo, const int64_t *hi);
+/* onnx_ops_more.c: a negative Slice step as a positive one on the flipped
+ * axis (dim must be known); Gather's indices with negative ones counted
+ * from the end. */
 hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
 hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
 

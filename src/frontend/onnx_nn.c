@@ -1,5 +1,5 @@
 /* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
- * BatchNormalization, the poolings and LRN.
+ * BatchNormalization, InstanceNormalization, the poolings and LRN.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
  * the builder.
  * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
@@ -71,7 +71,7 @@ typedef struct win2d {
 static hp_status spatial(ox_ctx *c, hp_val *x, const char *what, int *nsp) {
   int r = ox_rank_of(c, *x);
   if (r > 4) return ox_fail(c, HP_E_UNSUPPORTED, "%d-D %s (harp has 1-D and 2-D)", r - 2, what);
-  if (ox_need_rank(c, *x, 3, 4, "the input (N, C, [H,] W)")) return c->e->code;
+  if (r < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W) or 3 (N, C, W), got rank %d", r);
   *nsp = r - 2;
   if (r == 3) {
     const fe_shape *s = ox_shape_of(c, *x);
@@ -312,4 +312,25 @@ OP(LRN) {
   hp_val base = hp_add(c->g, hp_mul(c->g, fe_reshape(c->g, avg, &xs), hp_const(c->g, alpha)), hp_const(c->g, bias));
   hp_val inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
   return ox_def(c, 0, hp_mul(c->g, x, inv));
+}
+
+/* InstanceNormalization: per sample and channel over the spatial axes,
+ * (x - mean) / sqrt(var + eps) * scale[c] + B[c]. */
+OP(InstanceNormalization) {
+  double eps;
+  hp_val x = ox_attr_float(c, "epsilon", 1e-5, &eps) ? -1 : ox_tensor(c, 0);
+  hp_val sc = x > 0 ? ox_tensor(c, 1) : -1, b = sc > 0 ? ox_tensor(c, 2) : -1;
+  if (x < 0 || sc < 0 || b < 0) return c->e->code;
+  if (ox_need_rank(c, x, 3, TINY_MAX_RANK, "the input (N, C, ...)") || ox_need_rank(c, sc, 1, 1, "scale") ||
+      ox_need_rank(c, b, 1, 1, "B"))
+    return c->e->code;
+  int r = ox_rank_of(c, x), axes[TINY_MAX_RANK];
+  for (int i = 2; i < r; i++) axes[i - 2] = i;
+  fe_shape cs = {.rank = r - 1};
+  cs.d[0] = ox_shape_of(c, x)->d[1];
+  for (int i = 1; i < r - 1; i++) cs.d[i] = fe_dim_int(c->A, 1);
+  hp_val d = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_MEAN, x, axes, r - 2, true));
+  hp_val var = hp_reduce(c->g, HP_OP_MEAN, hp_mul(c->g, d, d), axes, r - 2, true);
+  hp_val y = hp_mul(c->g, d, hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps))));
+  return ox_def(c, 0, hp_add(c->g, hp_mul(c->g, y, fe_reshape(c->g, sc, &cs)), fe_reshape(c->g, b, &cs)));
 }

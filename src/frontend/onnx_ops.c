@@ -989,11 +989,55 @@ OP(Expand) {
   return ox_def(c, 0, fe_expand(c->g, x, &to));
 }
 
+/* Pad's edge and reflect modes along one axis: [border lo | x | border hi],
+ * a border being the edge element repeated or the next elements mirrored. */
+static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
+  fe_shape s = *ox_shape_of(c, x);
+  int64_t n;
+  if (!fe_dim_is_int(s.d[axis], &n) || n < 1 || (reflect && (lo >= n || hi >= n))) {
+    ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %s", reflect ? "reflect" : "edge",
+            lo, hi, axis, s.d[axis]->text);
+    return -1;
+  }
+  hp_val parts[3];
+  int np = 0;
+  for (int side = 0; side < 2; side++) {
+    int64_t k = side ? hi : lo, one = 1;
+    if (!k) {
+      if (!side) parts[np++] = x;
+      continue;
+    }
+    int64_t a = reflect ? (side ? n - 1 - k : 1) : (side ? n - 1 : 0), b = reflect ? a + k : a + 1;
+    hp_val p = hp_slice(c->g, x, 1, &axis, &a, &b, &one);
+    if (reflect) {
+      p = hp_flip(c->g, p, &axis, 1);
+    } else {
+      s.d[axis] = fe_dim_int(c->A, k);
+      p = fe_expand(c->g, p, &s);
+    }
+    if (!side) parts[np++] = p, parts[np++] = x;
+    else parts[np++] = p;
+  }
+  return hp_concat(c->g, parts, np, axis);
+}
+
+OP(Shrink) {
+  double lambd, bias;
+  hp_val x = ox_attr_float(c, "lambd", 0.5, &lambd) || ox_attr_float(c, "bias", 0, &bias) ? -1 : ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_val lt = hp_binary(c->g, HP_OP_LT, x, hp_const(c->g, -lambd)), gt = hp_binary(c->g, HP_OP_GT, x, hp_const(c->g, lambd));
+  hp_val inner = hp_where(c->g, gt, hp_sub(c->g, x, hp_const(c->g, bias)), hp_const(c->g, 0));
+  return ox_def(c, 0, hp_where(c->g, lt, hp_add(c->g, x, hp_const(c->g, bias)), inner));
+}
+
 OP(Pad) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   char mode[16];
   if (ox_attr_str(c, "mode", "constant", mode, sizeof mode)) return c->e->code;
+  bool edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect");
+  if (strcmp(mode, "constant") != 0 && !edge && !reflect)
+    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge and reflect)", mode);
   int r = ox_rank_of(c, x), n;
   int64_t pads[2 * TINY_MAX_RANK];
   double value = 0;
@@ -1012,8 +1056,10 @@ OP(Pad) {
     if (lo[i] < 0 || hi[i] < 0) return ox_fail(c, HP_E_UNSUPPORTED, "negative pads (cropping)");
     if (lo[i] > OX_MAX_DIM || hi[i] > OX_MAX_DIM) return ox_fail(c, HP_E_LIMIT, "pads too large");
   }
-  if (strcmp(mode, "constant") != 0) return ox_pad_mode(c, x, mode, lo, hi);
-  return ox_def(c, 0, hp_pad(c->g, x, lo, hi, r, value));
+  if (!edge && !reflect) return ox_def(c, 0, hp_pad(c->g, x, lo, hi, r, value));
+  for (int i = 0; i < r && x > 0; i++)
+    if (lo[i] || hi[i]) x = pad_border(c, x, i, lo[i], hi[i], reflect);
+  return ox_def(c, 0, x);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------- */
@@ -1029,7 +1075,7 @@ static const op_entry ops[] = {
     E(Abs) E(Add) E(Cast) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
     E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Softplus) E(Sign)
     E(Max) E(Mean) E(Min) E(Mul) E(Neg) E(Not) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
-    E(Relu) E(Reshape) E(Shape) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
+    E(Relu) E(Reshape) E(Shape) E(Shrink) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
     E(Unsqueeze) E(Where)
 #undef E
 #undef N

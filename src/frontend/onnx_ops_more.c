@@ -1,10 +1,9 @@
 /* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
- * reductions: Tile, Pad's non-constant modes, the derived reductions,
- * InstanceNormalization, nearest Resize / Upsample, DepthToSpace,
+ * reductions: Tile, the derived reductions, nearest Resize / Upsample, DepthToSpace,
  * SpaceToDepth, ConvTranspose, ArgMax / ArgMin; and the negative-index
  * parts of Slice and Gather.
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
- * Gives: ox_find_more, ox_pad_mode, ox_slice_reverse, ox_gather_index. */
+ * Gives: ox_find_more, ox_slice_reverse, ox_gather_index. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -58,47 +57,6 @@ OP(Tile) {
       return ox_fail(c, HP_E_UNSUPPORTED, "repeats[%d] = %" PRId64 " (harp tiles with repeats >= 1)", i, rep[i]);
   hp_val y = repeat(c, x, rep, true);
   return c->e->code ? c->e->code : ox_def(c, 0, y);
-}
-
-/* ---- Pad: edge, reflect, wrap ----------------------------------------------------------- */
-static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
-  int64_t one = 1;
-  return hp_slice(c->g, x, 1, &axis, &lo, &hi, &one);
-}
-
-/* The n values padded on one side of axis a (size d): lo side when `front`. */
-static hp_val pad_part(ox_ctx *c, hp_val x, int a, int64_t d, int64_t n, bool front, const char *mode) {
-  if (!strcmp(mode, "edge")) {
-    fe_shape to = *ox_shape_of(c, x);
-    to.d[a] = I(c, n);
-    return fe_expand(c->g, front ? slice1(c, x, a, 0, 1) : slice1(c, x, a, d - 1, d), &to);
-  }
-  if (!strcmp(mode, "wrap")) return front ? slice1(c, x, a, d - n, d) : slice1(c, x, a, 0, n);
-  /* reflect: the n values next to the edge, the edge itself left out, mirrored */
-  return hp_flip(c->g, front ? slice1(c, x, a, 1, n + 1) : slice1(c, x, a, d - 1 - n, d - 1), &a, 1);
-}
-
-hp_status ox_pad_mode(ox_ctx *c, hp_val x, const char *mode, const int64_t *lo, const int64_t *hi) {
-  if (strcmp(mode, "edge") && strcmp(mode, "reflect") && strcmp(mode, "wrap"))
-    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge, reflect or wrap)", mode);
-  int r = hp_val_rank(c->g, x);
-  for (int a = 0; a < r; a++) {
-    if (!lo[a] && !hi[a]) continue;
-    int64_t d;
-    if (known(c, ox_shape_of(c, x)->d[a], "Pad", &d)) return c->e->code;
-    int64_t most = !strcmp(mode, "reflect") ? d - 1 : d;
-    if (d == 0 || lo[a] > most || hi[a] > most)
-      return ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " on axis %d of size %" PRId64 " (at most %" PRId64 ")",
-                     mode, lo[a], hi[a], a, d, most);
-    hp_val parts[3];
-    int n = 0;
-    if (lo[a]) parts[n++] = pad_part(c, x, a, d, lo[a], true, mode);
-    parts[n++] = x;
-    if (hi[a]) parts[n++] = pad_part(c, x, a, d, hi[a], false, mode);
-    x = hp_concat(c->g, parts, n, a);
-    if (ox_check(c, x)) return c->e->code;
-  }
-  return ox_def(c, 0, x);
 }
 
 /* ---- Slice with a negative step --------------------------------------------------------- */
@@ -208,27 +166,6 @@ static hp_status arg_reduce(ox_ctx *c, bool is_max) {
 }
 OP(ArgMax) { return arg_reduce(c, true); }
 OP(ArgMin) { return arg_reduce(c, false); }
-
-/* ---- InstanceNormalization: per (n, c) over the spatial axes --------------------------- */
-OP(InstanceNormalization) {
-  double eps;
-  if (ox_attr_float(c, "epsilon", 1e-5, &eps)) return c->e->code;
-  hp_val x = ox_tensor(c, 0), sc = x > 0 ? ox_tensor(c, 1) : -1, b = sc > 0 ? ox_tensor(c, 2) : -1;
-  if (b < 0) return c->e->code;
-  const fe_shape s = *ox_shape_of(c, x);
-  if (s.rank < 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 3 (N, C, D1, ...), got %d", s.rank);
-  int axes[TINY_MAX_RANK], n = 0;
-  for (int i = 2; i < s.rank; i++) axes[n++] = i;
-  fe_shape pc = {.rank = s.rank - 1}; /* [C] -> [C, 1, ...] */
-  pc.d[0] = s.d[1];
-  for (int i = 1; i < pc.rank; i++) pc.d[i] = I(c, 1);
-  hp_graph *g = c->g;
-  hp_val xc = hp_sub(g, x, hp_reduce(g, HP_OP_MEAN, x, axes, n, true));
-  hp_val var = hp_reduce(g, HP_OP_MEAN, hp_mul(g, xc, xc), axes, n, true);
-  hp_val y = hp_mul(g, xc, hp_rsqrt(g, hp_add(g, var, K(c, eps))));
-  y = hp_add(g, hp_mul(g, y, fe_reshape(g, sc, &pc)), fe_reshape(g, b, &pc));
-  return ox_def(c, 0, y);
-}
 
 /* ---- Resize / Upsample: nearest, integer scales ---------------------------------------- */
 /* The integer factor of each axis from float scales or from output sizes. */
@@ -434,7 +371,7 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(InstanceNormalization), E(ReduceL1), E(ReduceL2),
+    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(ReduceL1), E(ReduceL2),
     E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Upsample),
 #undef E
 };

@@ -75,6 +75,27 @@ expect("Erf alone", save(one([mk("Erf", ["x"], ["y"])]), "erf"), "(Erf)", "GELU"
 expect("absurd input dim", save(one([mk("Relu", ["x"], ["y"])], inputs=[vi("x", [1 << 40, 3])]), "dim"), "LimitExceeded", "2^31")
 expect("unsupported dtype input", save(one([mk("Relu", ["x"], ["y"])], inputs=[vi("x", [2, 3], TensorProto.STRING)]), "str"),
        "Unsupported", "string")
+# the layer ops of the backend test models, misused
+x4 = [vi("x", [1, 2, 3, 3])]
+expect("LRN size 0", save(one([mk("LRN", ["x"], ["y"], size=0)], inputs=x4), "lrn0"), "InvalidArgument", "(LRN)", "size")
+expect("LRN rank 2", save(one([mk("LRN", ["x"], ["y"], size=3)]), "lrn2"), "AxisSizeMismatch", "(LRN)", "rank")
+expect("3-D pooling", save(one([mk("MaxPool", ["x"], ["y"], kernel_shape=[1, 1, 1])], inputs=[vi("x", [1, 1, 2, 2, 2])]), "p3"),
+       "Unsupported", "(MaxPool)", "3-D pooling")
+expect("pool pads count", save(one([mk("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 1])], inputs=x4), "pp"),
+       "InvalidArgument", "(AveragePool)", "pads must have 4 values")
+expect("pool window too large", save(one([mk("AveragePool", ["x"], ["y"], kernel_shape=[5, 5], count_include_pad=0)], inputs=x4),
+                                      "pw"), "AxisSizeMismatch", "(AveragePool)", "larger than")
+expect("reflect too wide", save(one([mk("Pad", ["x", "p"], ["y"], mode="reflect")], {"p": np.array([0, 3, 0, 0], np.int64)}), "refl"),
+       "Unsupported", "(Pad)", "reflect")
+expect("Pad wrap", save(one([mk("Pad", ["x", "p"], ["y"], mode="wrap")], {"p": np.array([0, 1, 0, 0], np.int64)}, opset=19), "wrap"),
+       "Unsupported", "(Pad)", "wrap")
+expect("Dropout training", save(one([mk("Dropout", ["x", "r", "t"], ["y"])], {"r": np.array(0.5, np.float32),
+                                                                              "t": np.array(True)}), "drop"),
+       "Unsupported", "(Dropout)", "training_mode")
+expect("ConstantOfShape 2^29", save(one([mk("ConstantOfShape", ["s"], ["c"]), mk("Add", ["x", "c"], ["y"])],
+                                        {"s": np.array([1 << 29], np.int64)}), "cos"), "LimitExceeded", "(ConstantOfShape)")
+expect("opset 6 broadcast misfit", save(one([mk("Add", ["x", "b"], ["y"], broadcast=1, axis=1)], {"b": np.ones((3, 2), np.float32)},
+                                            opset=6), "bc6"), "AxisSizeMismatch", "(Add)", "axis 1")
 # an initializer whose raw data disagrees with its dims
 t = helper.make_tensor("w", TensorProto.FLOAT, [3, 4], np.ones(12, np.float32).tobytes(), raw=True)
 t.raw_data = t.raw_data[:20]

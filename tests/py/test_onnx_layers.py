@@ -84,6 +84,12 @@ for op, attrs in (("LeakyRelu", {"alpha": 0.2}), ("Elu", {"alpha": 1.5}), ("Selu
     case(op, [mk(op, ["x"], ["y"], **attrs)], {"x": np.concatenate([xa, np.zeros((1, 4, 5), np.float32), xa * 30])},
          backends=both)
 case("PRelu", [mk("PRelu", ["x", "s"], ["y"])], {"x": xa}, {"s": rand(4, 1)})
+for mode in ("edge", "reflect"):
+    case(f"Pad {mode}", [mk("Pad", ["x", "p"], ["y"], mode=mode)], {"x": rand(2, 3, 5, 6)},
+         {"p": np.array([0, 1, 2, 0, 0, 0, 3, 4], np.int64)}, backends=both)
+case("InstanceNormalization", [mk("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)], {"x": rand(2, 3, 5, 6)},
+     {"s": rand(3), "b": rand(3)}, backends=both)
+case("Shrink", [mk("Shrink", ["x"], ["y"], lambd=0.7, bias=0.2)], {"x": rand(4, 5)})
 # opset 6: a slope per channel, and Add's broadcast=1 axis=1 (B's dims at A's dims 1, 2, ...)
 x6, s6 = rand(2, 3, 4, 5), rand(3)
 case("PRelu opset 6", [mk("PRelu", ["x", "s"], ["y"])], {"x": x6}, {"s": s6}, opset=6,
