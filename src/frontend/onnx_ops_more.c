@@ -1,5 +1,5 @@
 /* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
- * reductions: Tile, the derived reductions, nearest Resize / Upsample, DepthToSpace,
+ * reductions: Tile, the derived reductions, Resize / Upsample by whole factors, DepthToSpace,
  * SpaceToDepth, ConvTranspose, ArgMax / ArgMin; and the negative-index
  * parts of Slice and Gather.
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
@@ -19,6 +19,11 @@ static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
 static hp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
   if (fe_dim_is_int(d, out)) return HP_OK;
   return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the size %s known at import", what, d->text);
+}
+
+static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
+  int64_t one = 1;
+  return hp_slice(c->g, x, 1, &axis, &lo, &hi, &one);
 }
 
 /* Each axis i of x repeated rep[i] times, either whole (tile: [x x x]) or
@@ -167,7 +172,7 @@ static hp_status arg_reduce(ox_ctx *c, bool is_max) {
 OP(ArgMax) { return arg_reduce(c, true); }
 OP(ArgMin) { return arg_reduce(c, false); }
 
-/* ---- Resize / Upsample: nearest, integer scales ---------------------------------------- */
+/* ---- Resize / Upsample: nearest or linear, whole factors -------------------------------- */
 /* The integer factor of each axis from float scales or from output sizes. */
 static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
   const fe_shape *s = ox_shape_of(c, x);
@@ -203,9 +208,45 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
   return HP_OK;
 }
 
-static hp_status nearest(ox_ctx *c, hp_val x, const int64_t *rep) {
-  hp_val y = repeat(c, x, rep, false);
-  return c->e->code ? c->e->code : ox_def(c, 0, y);
+/* Linear upsampling of axis a by the whole factor s: output k s + j lies at
+ * input coordinate k + t_j, t_j = (j + 0.5) / s - 0.5 (half-pixel) or j / s
+ * (asymmetric), and blends x[k] with its neighbour on t_j's side; past the
+ * ends the border element repeats (ONNX clamps the coordinate).  The s
+ * phases are stacked on a new axis after a and merged into it. */
+#define OX_MAX_LINEAR 64
+static hp_val linear_axis(ox_ctx *c, hp_val x, int a, int64_t s, bool centred) {
+  hp_graph *g = c->g;
+  const fe_shape sh = *ox_shape_of(c, x);
+  int64_t n;
+  if (known(c, sh.d[a], "linear resizing", &n)) return -1;
+  if (s > OX_MAX_LINEAR) return ox_fail(c, HP_E_UNSUPPORTED, "linear resizing by %" PRId64 " (at most %d)", s, OX_MAX_LINEAR), -1;
+  hp_val prev = x, next = x;
+  if (n > 1) {
+    hp_val p[2] = {slice1(c, x, a, 0, 1), slice1(c, x, a, 0, n - 1)}, q[2] = {slice1(c, x, a, 1, n), slice1(c, x, a, n - 1, n)};
+    prev = hp_concat(g, p, 2, a), next = hp_concat(g, q, 2, a);
+  }
+  fe_shape u = {.rank = sh.rank + 1}, m = sh;
+  for (int i = 0, k = 0; i < u.rank; i++) u.d[i] = i == a + 1 ? I(c, 1) : sh.d[k++];
+  m.d[a] = fe_dim_mul(c->A, sh.d[a], I(c, s));
+  hp_val ph[OX_MAX_LINEAR];
+  for (int64_t j = 0; j < s; j++) {
+    double t = centred ? (j + 0.5) / (double)s - 0.5 : (double)j / (double)s;
+    hp_val nb = t >= 0 ? next : prev;
+    double w = fabs(t);
+    hp_val v = w == 0 ? x : hp_add(g, hp_mul(g, x, K(c, 1 - w)), hp_mul(g, nb, K(c, w)));
+    ph[j] = fe_reshape(g, v, &u);
+  }
+  return fe_reshape(g, hp_concat(g, ph, (int)s, a + 1), &m);
+}
+
+static hp_status resize(ox_ctx *c, hp_val x, const int64_t *rep, bool linear, bool centred) {
+  if (!linear) {
+    hp_val y = repeat(c, x, rep, false);
+    return c->e->code ? c->e->code : ox_def(c, 0, y);
+  }
+  for (int a = 0; a < ox_rank_of(c, x) && x > 0; a++)
+    if (rep[a] > 1) x = linear_axis(c, x, a, rep[a], centred);
+  return c->e->code ? c->e->code : ox_def(c, 0, x);
 }
 
 OP(Resize) {
@@ -214,32 +255,39 @@ OP(Resize) {
       ox_attr_str(c, "coordinate_transformation_mode", c->opset >= 11 ? "half_pixel" : "asymmetric", ctm, sizeof ctm) ||
       ox_attr_str(c, "nearest_mode", c->opset >= 11 ? "round_prefer_floor" : "floor", nm, sizeof nm))
     return c->e->code;
-  if (strcmp(mode, "nearest") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with mode nearest only)", mode);
+  bool linear = !strcmp(mode, "linear");
+  if (!linear && strcmp(mode, "nearest") != 0)
+    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with modes nearest and linear)", mode);
   if (ox_attr(c, "axes")) return ox_fail(c, HP_E_UNSUPPORTED, "the axes attribute of Resize");
-  /* With a whole factor s, output i = k s + j reads input k exactly when the
-   * mapped coordinate rounds to k: half-pixel centres round (not floor),
-   * the corner-aligned ones floor. */
   bool centred = !strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel");
+  if (linear && !centred && strcmp(ctm, "asymmetric") != 0)
+    return ox_fail(c, HP_E_UNSUPPORTED, "linear resizing with coordinate_transformation_mode \"%s\"", ctm);
+  /* nearest with a whole factor s: output i = k s + j reads input k exactly
+   * when the mapped coordinate rounds to k: half-pixel centres round (not
+   * floor), the corner-aligned ones floor. */
   bool corner = !strcmp(ctm, "asymmetric") || !strcmp(ctm, "tf_half_pixel_for_nn");
   bool rounds = !strcmp(nm, "round_prefer_floor") || !strcmp(nm, "round_prefer_ceil");
-  if (!((centred && rounds) || (corner && !strcmp(nm, "floor"))))
+  if (!linear && !((centred && rounds) || (corner && !strcmp(nm, "floor"))))
     return ox_fail(c, HP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with nearest_mode \"%s\"", ctm, nm);
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t rep[TINY_MAX_RANK];
   if (int_scales(c, x, c->opset >= 11 ? 2 : 1, c->opset >= 11 ? 3 : -1, NULL, rep)) return c->e->code;
-  return nearest(c, x, rep);
+  return resize(c, x, rep, linear, centred);
 }
 
+/* opsets 7 to 9: nearest or linear, asymmetric coordinates */
 OP(Upsample) {
   char mode[32];
   if (ox_attr_str(c, "mode", "nearest", mode, sizeof mode)) return c->e->code;
-  if (strcmp(mode, "nearest") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp upsamples with mode nearest only)", mode);
+  bool linear = !strcmp(mode, "linear") || !strcmp(mode, "bilinear");
+  if (!linear && strcmp(mode, "nearest") != 0)
+    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp upsamples with modes nearest and linear)", mode);
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t rep[TINY_MAX_RANK];
   if (int_scales(c, x, c->opset >= 9 ? 1 : -1, -1, c->opset >= 9 ? NULL : "scales", rep)) return c->e->code;
-  return nearest(c, x, rep);
+  return resize(c, x, rep, linear, false);
 }
 
 /* ---- DepthToSpace / SpaceToDepth: reshape, permute, reshape ---------------------------- */

@@ -145,6 +145,14 @@ check("Resize nearest (scales, sizes, asymmetric floor)",
        mk("Resize", ["x", "", "sc3"], ["asym"], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
       {"x": xu}, ["hp", "sizes", "asym"], opset=13,
       inits={"sc": np.array([1, 1, 2, 3], np.float32), "sz": ints(1, 4, 9, 4), "sc3": np.array([1, 1, 3, 2], np.float32)})
+check("Resize linear (half_pixel, pytorch_half_pixel, asymmetric)",
+      [mk("Resize", ["x", "", "sc"], ["hp"], mode="linear"),
+       mk("Resize", ["x", "", "sc4"], ["pt"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+       mk("Resize", ["x", "", "", "sz"], ["asym"], mode="linear", coordinate_transformation_mode="asymmetric")],
+      {"x": xu}, ["hp", "pt", "asym"], opset=13,
+      inits={"sc": np.array([1, 1, 2, 3], np.float32), "sc4": np.array([1, 1, 4, 2], np.float32), "sz": ints(1, 2, 6, 8)})
+check("Upsample opset 9 linear", [mk("Upsample", ["x", "sc"], ["y"], mode="linear")], {"x": xu}, ["y"], opset=9,
+      inits={"sc": np.array([1, 1, 3, 2], np.float32)})
 check("Resize opset 10", [mk("Resize", ["x", "sc"], ["y"], mode="nearest")], {"x": xu}, ["y"], opset=10,
       inits={"sc": np.array([1, 1, 2, 2], np.float32)})
 check("Upsample opset 9", [mk("Upsample", ["x", "sc"], ["y"])], {"x": xu}, ["y"], opset=9,
@@ -198,15 +206,20 @@ def refused(name, nodes, *needles, inits=(), opset=17, x_shape=(1, 4, 4, 4)):
 
 
 refused("ReduceProd", [mk("ReduceProd", ["x"], ["y"], name="rp")], "Unsupported", 'node 0 "rp" (ReduceProd)', "no product")
-refused("Resize linear", [mk("Resize", ["x", "", "sc"], ["y"], mode="linear", name="rz")], 'node 0 "rz" (Resize)', "mode \"linear\"",
+refused("Resize cubic", [mk("Resize", ["x", "", "sc"], ["y"], mode="cubic", name="rz")], 'node 0 "rz" (Resize)', "mode \"cubic\"",
         inits={"sc": np.array([1, 1, 2, 2], np.float32)})
+refused("Resize linear by 100", [mk("Resize", ["x", "", "sc"], ["y"], mode="linear", name="rz")], "at most 64",
+        inits={"sc": np.array([1, 1, 1, 100], np.float32)})
 refused("Resize 1.5", [mk("Resize", ["x", "", "sc"], ["y"], name="rz")], "scale 1.5", inits={"sc": np.array([1, 1, 1.5, 2], np.float32)})
 refused("Resize align_corners", [mk("Resize", ["x", "", "sc"], ["y"], coordinate_transformation_mode="align_corners", name="rz")],
+        "align_corners", inits={"sc": np.array([1, 1, 2, 2], np.float32)})
+refused("Resize linear align_corners", [mk("Resize", ["x", "", "sc"], ["y"], mode="linear", coordinate_transformation_mode="align_corners",
+                                          name="rz")],
         "align_corners", inits={"sc": np.array([1, 1, 2, 2], np.float32)})
 refused("Resize half_pixel floor", [mk("Resize", ["x", "", "sc"], ["y"], nearest_mode="floor", name="rz")], "nearest_mode \"floor\"",
         inits={"sc": np.array([1, 1, 2, 2], np.float32)})
 refused("Resize runtime scales", [mk("Resize", ["x", "", "x"], ["y"], name="rz")], 'node 0 "rz" (Resize)', "constants")
-refused("Upsample bilinear", [mk("Upsample", ["x", "sc"], ["y"], mode="linear", name="up")], 'node 0 "up" (Upsample)', "linear",
+refused("Upsample cubic", [mk("Upsample", ["x", "sc"], ["y"], mode="cubic", name="up")], 'node 0 "up" (Upsample)', "cubic",
         inits={"sc": np.array([1, 1, 2, 2], np.float32)}, opset=9)
 refused("Pad reflect too wide", [mk("Pad", ["x", "p"], ["y"], mode="reflect", name="pd")], 'node 0 "pd" (Pad)', "reflect padding",
         inits={"p": ints(0, 0, 4, 0, 0, 0, 0, 0)})
