@@ -1,6 +1,6 @@
 /* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
  * reductions: Tile, the derived reductions, Resize / Upsample by whole factors, DepthToSpace,
- * SpaceToDepth, ConvTranspose, ArgMax / ArgMin; and the negative-index
+ * SpaceToDepth, ConvTranspose, ArgMax / ArgMin, Einsum; and the negative-index
  * parts of Slice and Gather.
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_more, ox_slice_reverse, ox_gather_index. */
@@ -413,13 +413,131 @@ OP(ConvTranspose) {
   return ox_def(c, 0, hp_conv2d(c->g, x, w, &o));
 }
 
+/* ---- Einsum: one or two operands, as sums, a permute and a matmul ------------------------ */
+/* A term's letters, at most TINY_MAX_RANK, each once (no "..." and no diagonals). */
+static hp_status einsum_term(ox_ctx *c, const char *t, int len, char *out, int *n) {
+  *n = 0;
+  for (int i = 0; i < len; i++) {
+    char ch = t[i];
+    if (ch == ' ') continue;
+    if (ch == '.') return ox_fail(c, HP_E_UNSUPPORTED, "an ellipsis (...) in the equation");
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) return ox_fail(c, HP_E_INVALID_ARG, "'%c' in the equation", ch);
+    if (memchr(out, ch, (size_t)*n)) return ox_fail(c, HP_E_UNSUPPORTED, "the repeated index '%c' (a diagonal) in one term", ch);
+    if (*n == TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "a term of more than %d indices", TINY_MAX_RANK);
+    out[(*n)++] = ch;
+  }
+  return HP_OK;
+}
+
+/* x (letters l, n of them) summed over the letters not in keep, kept in order */
+static hp_val einsum_sum(ox_ctx *c, hp_val x, char *l, int *n, const char *keep, int nk) {
+  int ax[TINY_MAX_RANK], na = 0, m = 0;
+  for (int i = 0; i < *n; i++) {
+    if (memchr(keep, l[i], (size_t)nk)) l[m++] = l[i];
+    else ax[na++] = i;
+  }
+  *n = m;
+  return na ? hp_reduce(c->g, HP_OP_SUM, x, ax, na, false) : x;
+}
+
+/* the permutation of x's letters `from` into `to` (same letters) */
+static hp_val einsum_perm(ox_ctx *c, hp_val x, const char *from, const char *to, int n) {
+  int perm[TINY_MAX_RANK];
+  bool id = true;
+  for (int i = 0; i < n; i++) {
+    perm[i] = (int)((const char *)memchr(from, to[i], (size_t)n) - from);
+    id &= perm[i] == i;
+  }
+  return id ? x : hp_permute(c->g, x, perm, n);
+}
+
+/* the product of x's dims [lo, hi) (1 when empty) */
+static const fe_dim *dims_prod(ox_ctx *c, hp_val x, int lo, int hi) {
+  const fe_shape *s = ox_shape_of(c, x);
+  const fe_dim *p = I(c, 1);
+  for (int i = lo; i < hi && p; i++) p = fe_dim_mul(c->A, p, s->d[i]);
+  return p;
+}
+
+OP(Einsum) {
+  char eq[256];
+  if (ox_attr_str(c, "equation", "", eq, sizeof eq)) return c->e->code;
+  const char *arrow = strstr(eq, "->"), *comma = strchr(eq, ',');
+  int nin = (int)c->node->n_input;
+  if (!arrow) return ox_fail(c, HP_E_UNSUPPORTED, "an equation without \"->\" (implicit output)");
+  if (nin < 1 || nin > 2 || (nin == 2) != (comma && comma < arrow))
+    return ox_fail(c, HP_E_UNSUPPORTED, "Einsum of %d operands (harp takes one or two)", nin);
+  char la[TINY_MAX_RANK], lb[TINY_MAX_RANK], lo[TINY_MAX_RANK];
+  int na, nb = 0, no;
+  const char *a_end = nin == 2 ? comma : arrow;
+  if (einsum_term(c, eq, (int)(a_end - eq), la, &na) ||
+      (nin == 2 && einsum_term(c, comma + 1, (int)(arrow - comma - 1), lb, &nb)) ||
+      einsum_term(c, arrow + 2, (int)strlen(arrow + 2), lo, &no))
+    return c->e->code;
+  hp_val a = ox_tensor(c, 0), b = nin == 2 && a > 0 ? ox_tensor(c, 1) : HP_NONE;
+  if (a < 0 || b < 0) return c->e->code;
+  if (ox_rank_of(c, a) != na || (nin == 2 && ox_rank_of(c, b) != nb))
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the equation's terms do not match the inputs' ranks");
+  for (int i = 0; i < no; i++)
+    if (!memchr(la, lo[i], (size_t)na) && !memchr(lb, lo[i], (size_t)nb))
+      return ox_fail(c, HP_E_INVALID_ARG, "the output index '%c' is in no input", lo[i]);
+  /* a letter only one operand has and the output lacks is summed there first */
+  char ka[2 * TINY_MAX_RANK], kb[2 * TINY_MAX_RANK];
+  memcpy(ka, lo, (size_t)no), memcpy(ka + no, lb, (size_t)nb);
+  memcpy(kb, lo, (size_t)no), memcpy(kb + no, la, (size_t)na);
+  int nka = no + nb, nkb = no + na;
+  a = einsum_sum(c, a, la, &na, ka, nka);
+  if (nin == 1) return ox_def(c, 0, a > 0 ? einsum_perm(c, a, la, lo, na) : a);
+  b = einsum_sum(c, b, lb, &nb, kb, nkb);
+  if (a < 0 || b < 0) return ox_check(c, -1);
+  /* batch: in both and the output; contracted: in both, not the output;
+   * free: in one and the output.  a -> [batch, free_a, contr] as [.., M, K],
+   * b -> [batch, contr, free_b] as [.., K, N], matmul, then the output order */
+  char bt[TINY_MAX_RANK], ct[TINY_MAX_RANK], fa[TINY_MAX_RANK], fb[TINY_MAX_RANK];
+  int nbt = 0, nct = 0, nfa = 0, nfb = 0;
+  for (int i = 0; i < na; i++) {
+    bool inb = memchr(lb, la[i], (size_t)nb), ino = memchr(lo, la[i], (size_t)no);
+    if (inb && ino) bt[nbt++] = la[i];
+    else if (inb) ct[nct++] = la[i];
+    else fa[nfa++] = la[i];
+  }
+  for (int i = 0; i < nb; i++)
+    if (!memchr(la, lb[i], (size_t)na)) fb[nfb++] = lb[i];
+  char pa[TINY_MAX_RANK], pb[TINY_MAX_RANK], pm[TINY_MAX_RANK];
+  memcpy(pa, bt, (size_t)nbt), memcpy(pa + nbt, fa, (size_t)nfa), memcpy(pa + nbt + nfa, ct, (size_t)nct);
+  memcpy(pb, bt, (size_t)nbt), memcpy(pb + nbt, ct, (size_t)nct), memcpy(pb + nbt + nct, fb, (size_t)nfb);
+  memcpy(pm, bt, (size_t)nbt), memcpy(pm + nbt, fa, (size_t)nfa), memcpy(pm + nbt + nfa, fb, (size_t)nfb);
+  a = einsum_perm(c, a, la, pa, na), b = einsum_perm(c, b, lb, pb, nb);
+  if (ox_check(c, a) || ox_check(c, b)) return c->e->code;
+  fe_shape sa = *ox_shape_of(c, a), sb = *ox_shape_of(c, b), mm = {.rank = nbt + 2}, ma, mb, out = {.rank = nbt + nfa + nfb};
+  for (int i = 0; i < nbt; i++)
+    if (fe_dim_cmp(sa.d[i], sb.d[i]) != FE_SAME)
+      return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "index '%c' is %s in one operand and %s in the other", bt[i], sa.d[i]->text,
+                     sb.d[i]->text);
+  for (int i = 0; i < nct; i++)
+    if (fe_dim_cmp(sa.d[nbt + nfa + i], sb.d[nbt + i]) != FE_SAME)
+      return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "index '%c' is %s in one operand and %s in the other", ct[i],
+                     sa.d[nbt + nfa + i]->text, sb.d[nbt + i]->text);
+  for (int i = 0; i < nbt; i++) mm.d[i] = sa.d[i];
+  ma = mm, mb = mm;
+  ma.d[nbt] = dims_prod(c, a, nbt, nbt + nfa), ma.d[nbt + 1] = dims_prod(c, a, nbt + nfa, na);
+  mb.d[nbt] = dims_prod(c, b, nbt, nbt + nct), mb.d[nbt + 1] = dims_prod(c, b, nbt + nct, nb);
+  if (!ma.d[nbt] || !ma.d[nbt + 1] || !mb.d[nbt] || !mb.d[nbt + 1]) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  for (int i = 0; i < nbt + nfa; i++) out.d[i] = sa.d[i];
+  for (int i = 0; i < nfb; i++) out.d[nbt + nfa + i] = sb.d[nbt + nct + i];
+  hp_val y = hp_matmul(c->g, fe_reshape(c->g, a, &ma), fe_reshape(c->g, b, &mb));
+  y = fe_reshape(c->g, y, &out);
+  if (ox_check(c, y)) return c->e->code;
+  return ox_def(c, 0, einsum_perm(c, y, pm, lo, out.rank));
+}
+
 /* ---- dispatch ------------------------------------------------------------------------- */
 static const struct {
   const char *name;
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(ReduceL1), E(ReduceL2),
+    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(Einsum), E(ReduceL1), E(ReduceL2),
     E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Upsample),
 #undef E
 };

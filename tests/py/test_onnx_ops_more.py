@@ -159,6 +159,14 @@ check("Upsample opset 9", [mk("Upsample", ["x", "sc"], ["y"])], {"x": xu}, ["y"]
       inits={"sc": np.array([1, 1, 2, 3], np.float32)})
 check("Upsample opset 7", [mk("Upsample", ["x"], ["y"], scales=[1.0, 2.0, 1.0, 2.0])], {"x": xu}, ["y"], opset=7)
 
+# ---- Einsum: one or two operands ------------------------------------------------------------
+q, k = rand(2, 3, 4, 5), rand(2, 3, 6, 5)
+ein = [("qk", "bhqd,bhkd->bhqk", ["q", "k"]), ("kq", "bhqd,bhkd->bkhq", ["q", "k"]), ("rows", "bhqd->bqd", ["q"]),
+       ("tr", "bhqd->dqhb", ["q"]), ("summed", "bhqd,bhkd->bk", ["q", "k"]), ("outer", "i,j->ij", ["u", "v"]),
+       ("dot", "i,i->", ["u", "u"]), ("lin", "bhqd,ed->bhqe", ["q", "w"])]
+check("Einsum", [mk("Einsum", ins, [o], equation=eq) for o, eq, ins in ein], {"q": q, "k": k, "u": rand(4), "v": rand(3)},
+      [o for o, _, _ in ein], opset=12, inits={"w": rand(7, 5)})
+
 # ---- ConvTranspose --------------------------------------------------------------------------
 code = check("ConvTranspose strides pads output_padding bias",
              [mk("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 0, 1, 2], output_padding=[1, 0])],
@@ -243,6 +251,13 @@ refused("ConvTranspose runtime weight", [mk("ConvTranspose", ["x", "x"], ["y"], 
         "float32 constant")
 refused("ConvTranspose pads past the kernel", [mk("ConvTranspose", ["x", "w"], ["y"], pads=[3, 0, 0, 0], name="ct")],
         "beyond the kernel", inits={"w": rand(4, 2, 3, 3)})
+refused("Einsum ellipsis", [mk("Einsum", ["x"], ["y"], equation="...ij->...ji", name="es")], 'node 0 "es" (Einsum)', "ellipsis")
+refused("Einsum diagonal", [mk("Einsum", ["x"], ["y"], equation="abii->abi", name="es")], "repeated index 'i'")
+refused("Einsum implicit output", [mk("Einsum", ["x"], ["y"], equation="abcd", name="es")], "implicit output")
+refused("Einsum three operands", [mk("Einsum", ["x", "x", "x"], ["y"], equation="abcd,abcd,abcd->a", name="es")], "3 operands")
+refused("Einsum sizes differ", [mk("Einsum", ["x", "w"], ["y"], equation="abcd,de->abce", name="es")], "index 'd' is 4",
+        inits={"w": rand(3, 2)})
+refused("Einsum rank", [mk("Einsum", ["x"], ["y"], equation="abc->a", name="es")], "ranks")
 refused("Floor of an integer", [mk("Cast", ["x"], ["i"], to=TensorProto.INT32), mk("Floor", ["i"], ["y"], name="fl")],
         'node 1 "fl" (Floor)')
 S.close()
