@@ -77,8 +77,6 @@ hp_status ox_def(ox_ctx *c, int i, hp_val v);
 ox_val *ox_def_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int64_t n);
 ox_val *ox_def_mark(ox_ctx *c, int i); /* an output with no value yet (GELU marks) */
 hp_status ox_def_tensor(ox_ctx *c, int i, hp_tensor *t, int oty); /* takes t */
-/* A new weight named after the current node's output 0 and `suffix`, holding t (taken). */
-hp_val ox_weight(ox_ctx *c, const char *suffix, hp_tensor *t);
 /* A harp identifier for an ONNX name (see harp/onnx.h), registered. */
 const char *ox_ident(ox_ctx *c, const char *onnx_name);
 /* Decode a TensorProto into x (has_t or has_i). */
@@ -112,6 +110,8 @@ hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int ca
 /* Optional input i as integers, else attribute attr; *n = -1 when neither. */
 hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n);
 
+/* onnx_nn.c: a weight named after the node's output 0 and `what`, holding t (taken) */
+hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
 /* onnx_nn.c: the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
   X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(InstanceNormalization) X(LRN) X(MatMul) X(MaxPool)

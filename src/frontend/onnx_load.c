@@ -274,30 +274,6 @@ static hp_status add_weight(ox_ctx *c, const char *id, hp_tensor *t) {
   return HP_OK;
 }
 
-/* A weight named onnx_name holding t (taken); -1 on failure. */
-static hp_val named_weight(ox_ctx *c, const char *onnx_name, hp_tensor *t) {
-  const char *id = ox_ident(c, onnx_name);
-  tiny_dim dims[TINY_MAX_RANK];
-  for (int i = 0; i < t->rank; i++) dims[i] = tiny_dim_int(t->shape[i]);
-  hp_val v = id ? hp_input(c->g, id, t->dtype, t->rank, dims) : -1;
-  if (ox_check(c, v) || add_name(c, onnx_name, id) || add_weight(c, id, t)) {
-    hp_tensor_free(t);
-    return -1;
-  }
-  return v;
-}
-
-hp_val ox_weight(ox_ctx *c, const char *suffix, hp_tensor *t) {
-  const char *base = c->node->n_output && c->node->output[0][0] ? c->node->output[0] : "w";
-  const char *name = hp_arena_printf(c->A, "%s_%s", base, suffix);
-  if (!name) {
-    hp_tensor_free(t);
-    ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-    return -1;
-  }
-  return named_weight(c, name, t);
-}
-
 /* A constant as a graph value: a scalar becomes a literal, anything else a
  * weight (integers as int32). */
 static hp_val const_value(ox_ctx *c, ox_val *x) {
@@ -333,7 +309,15 @@ static hp_val const_value(ox_ctx *c, ox_val *x) {
     memset(&x->t, 0, sizeof x->t);
     x->has_t = false;
   }
-  return x->v = named_weight(c, x->name, &t);
+  const char *id = ox_ident(c, x->name);
+  tiny_dim dims[TINY_MAX_RANK];
+  for (int i = 0; i < t.rank; i++) dims[i] = tiny_dim_int(t.shape[i]);
+  hp_val v = id ? hp_input(c->g, id, t.dtype, t.rank, dims) : -1;
+  if (ox_check(c, v) || add_name(c, x->name, id) || add_weight(c, id, &t)) {
+    hp_tensor_free(&t);
+    return -1;
+  }
+  return x->v = v;
 }
 
 hp_val ox_value(ox_ctx *c, ox_val *x) {

@@ -159,7 +159,7 @@ OP(Conv) {
 }
 
 /* A tensor computed here as a weight named "<node output>.<what>" (takes t). */
-static hp_val weight(ox_ctx *c, const char *what, hp_tensor *t) {
+hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t) {
   ox_val w = {.name = hp_arena_printf(c->A, "%s.%s", c->node->output[0], what), .has_t = true, .t = *t};
   memset(t, 0, sizeof *t);
   hp_val v = w.name ? ox_value(c, &w) : -1;
@@ -203,7 +203,7 @@ OP(BatchNormalization) {
     ((float *)s.data)[k] = f;
     ((float *)t.data)[k] = b[k] - mu[k] * f;
   }
-  hp_val sv = weight(c, "bn_scale", &s), tv = sv > 0 ? weight(c, "bn_shift", &t) : -1;
+  hp_val sv = ox_weight(c, "bn_scale", &s), tv = sv > 0 ? ox_weight(c, "bn_shift", &t) : -1;
   hp_tensor_free(&s), hp_tensor_free(&t);
   if (sv < 0 || tv < 0) return c->e->code;
   return ox_def(c, 0, hp_add(c->g, hp_mul(c->g, x, sv), tv));
@@ -268,7 +268,7 @@ static hp_status pool(ox_ctx *c, bool is_max) {
       int64_t cw = cip ? window_count(b, &w, 1, -pads[2], in[1] + pads[3]) : window_count(b, &w, 1, 0, in[1]);
       ((float *)t.data)[a * out[1] + b] = ch > 0 && cw > 0 ? (float)(w.k[0] * w.k[1]) / (float)(ch * cw) : 0.0f;
     }
-  hp_val sc = weight(c, "pool_scale", &t);
+  hp_val sc = ox_weight(c, "pool_scale", &t);
   if (sc < 0) return c->e->code;
   return ox_def(c, 0, unspatial(c, hp_mul(c->g, y, sc), nsp));
 }
