@@ -228,7 +228,9 @@ static hp_status pool(ox_ctx *c, bool is_max) {
   if (window(c, x, ks, nsp, &w) || ox_attr_int(c, "ceil_mode", 0, &ceil_mode) ||
       ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
     return c->e->code;
-  if (w.d[0] != 1 || w.d[1] != 1) return ox_fail(c, HP_E_UNSUPPORTED, "dilated pooling");
+  bool dilated = w.d[0] != 1 || w.d[1] != 1;
+  if (dilated && !is_max) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
+  int64_t ek[2] = {(w.k[0] - 1) * w.d[0] + 1, (w.k[1] - 1) * w.d[1] + 1}; /* the window's extent */
   if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
   const fe_shape *s = ox_shape_of(c, x);
   int64_t in[2] = {-1, -1}, out[2] = {0, 0}, pads[4];
@@ -236,16 +238,17 @@ static hp_status pool(ox_ctx *c, bool is_max) {
   bool uneven = false; /* some average has fewer elements than the window */
   for (int i = 0; i < 2; i++) {
     bool known = fe_dim_is_int(s->d[2 + i], &in[i]);
-    if (!known && (ceil_mode || (!is_max && (w.pad[2 * i] || w.pad[2 * i + 1]) && !cip)))
-      return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the spatial size known", ceil_mode ? "ceil_mode" : "count_include_pad=0");
+    if (!known && (ceil_mode || dilated || (!is_max && (w.pad[2 * i] || w.pad[2 * i + 1]) && !cip)))
+      return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the spatial size known",
+                     ceil_mode ? "ceil_mode" : dilated ? "dilated pooling" : "count_include_pad=0");
     if (!known) continue;
-    int64_t span = in[i] + w.pad[2 * i] + w.pad[2 * i + 1] - w.k[i];
+    int64_t span = in[i] + w.pad[2 * i] + w.pad[2 * i + 1] - ek[i];
     if (span < 0) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the window is larger than the padded input");
     out[i] = span / w.s[i] + 1;
     if (ceil_mode) { /* more padding at the end where ceil gives one more window */
       out[i] = (span + w.s[i] - 1) / w.s[i] + 1;
       if ((out[i] - 1) * w.s[i] >= in[i] + w.pad[2 * i]) out[i]--;
-      int64_t extra = (out[i] - 1) * w.s[i] + w.k[i] - (in[i] + w.pad[2 * i] + w.pad[2 * i + 1]);
+      int64_t extra = (out[i] - 1) * w.s[i] + ek[i] - (in[i] + w.pad[2 * i] + w.pad[2 * i + 1]);
       if (extra > 0) w.pad[2 * i + 1] += extra, uneven = true;
     }
     if (!cip && (w.pad[2 * i] || w.pad[2 * i + 1])) uneven = true;
@@ -255,6 +258,7 @@ static hp_status pool(ox_ctx *c, bool is_max) {
     x = hp_pad(c->g, x, lo, hi, 4, is_max ? -INFINITY : 0.0);
   }
   hp_pool2d_opts o = {.kernel = {w.k[0], w.k[1]}, .stride = {w.s[0], w.s[1]}};
+  if (dilated) return ox_def(c, 0, unspatial(c, ox_dilated_max_pool(c, x, w.k, w.s, w.d, out), nsp));
   if (is_max) return ox_def(c, 0, unspatial(c, hp_max_pool2d(c->g, x, &o), nsp));
   hp_val y = hp_avg_pool2d(c->g, x, &o);
   if (!uneven || y < 0) return ox_def(c, 0, unspatial(c, y, nsp));

@@ -98,6 +98,22 @@ hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim) {
   return ox_check(c, r) ? -1 : r;
 }
 
+/* ---- MaxPool with dilations: the max of the kernel's k[0] x k[1] strided slices ---------- */
+#define OX_MAX_DILATED_TAPS 64
+hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out) {
+  if (k[0] * k[1] > OX_MAX_DILATED_TAPS)
+    return ox_fail(c, HP_E_UNSUPPORTED, "a dilated %" PRId64 "x%" PRId64 " window (at most %d taps)", k[0], k[1], OX_MAX_DILATED_TAPS), -1;
+  hp_val y = HP_NONE;
+  int axes[2] = {2, 3};
+  for (int64_t a = 0; a < k[0]; a++)
+    for (int64_t b = 0; b < k[1]; b++) {
+      int64_t lo[2] = {a * d[0], b * d[1]}, hi[2] = {lo[0] + (out[0] - 1) * s[0] + 1, lo[1] + (out[1] - 1) * s[1] + 1};
+      hp_val t = hp_slice(c->g, x, 2, axes, lo, hi, s);
+      y = y == HP_NONE ? t : hp_max(c->g, y, t);
+    }
+  return y;
+}
+
 /* ---- reductions ----------------------------------------------------------------------- */
 typedef enum { R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP } rkind;
 

@@ -159,6 +159,14 @@ check("Upsample opset 9", [mk("Upsample", ["x", "sc"], ["y"])], {"x": xu}, ["y"]
       inits={"sc": np.array([1, 1, 2, 3], np.float32)})
 check("Upsample opset 7", [mk("Upsample", ["x"], ["y"], scales=[1.0, 2.0, 1.0, 2.0])], {"x": xu}, ["y"], opset=7)
 
+# ---- MaxPool with dilations -----------------------------------------------------------------
+check("MaxPool dilated (pads, strides, ceil_mode, 1-D)",
+      [mk("MaxPool", ["x"], ["d"], kernel_shape=[2, 3], dilations=[2, 2]),
+       mk("MaxPool", ["x"], ["ps"], kernel_shape=[3, 3], dilations=[2, 1], strides=[2, 2], pads=[2, 1, 1, 2]),
+       mk("MaxPool", ["x"], ["ceil"], kernel_shape=[2, 2], dilations=[3, 2], strides=[2, 3], ceil_mode=1),
+       mk("MaxPool", ["l"], ["one"], kernel_shape=[3], dilations=[3], pads=[1, 2])],
+      {"x": rand(2, 3, 11, 10), "l": rand(2, 3, 13)}, ["d", "ps", "ceil", "one"], opset=12)
+
 # ---- Einsum: one or two operands ------------------------------------------------------------
 q, k = rand(2, 3, 4, 5), rand(2, 3, 6, 5)
 ein = [("qk", "bhqd,bhkd->bhqk", ["q", "k"]), ("kq", "bhqd,bhkd->bkhq", ["q", "k"]), ("rows", "bhqd->bqd", ["q"]),
@@ -258,6 +266,10 @@ refused("Einsum three operands", [mk("Einsum", ["x", "x", "x"], ["y"], equation=
 refused("Einsum sizes differ", [mk("Einsum", ["x", "w"], ["y"], equation="abcd,de->abce", name="es")], "index 'd' is 4",
         inits={"w": rand(3, 2)})
 refused("Einsum rank", [mk("Einsum", ["x"], ["y"], equation="abc->a", name="es")], "ranks")
+refused("AveragePool dilated", [mk("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], name="ap")],
+        'node 0 "ap" (AveragePool)', "dilated average pooling", opset=19)
+refused("MaxPool dilated on a symbolic size", [mk("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], name="mp")],
+        'node 0 "mp" (MaxPool)', "dilated pooling needs the spatial size known", x_shape=(1, 4, "H", 4))
 refused("Floor of an integer", [mk("Cast", ["x"], ["i"], to=TensorProto.INT32), mk("Floor", ["i"], ["y"], name="fl")],
         'node 1 "fl" (Floor)')
 S.close()
