@@ -258,7 +258,10 @@ static hp_status pool(ox_ctx *c, bool is_max) {
     x = hp_pad(c->g, x, lo, hi, 4, is_max ? -INFINITY : 0.0);
   }
   hp_pool2d_opts o = {.kernel = {w.k[0], w.k[1]}, .stride = {w.s[0], w.s[1]}};
-  if (dilated) return ox_def(c, 0, unspatial(c, ox_dilated_max_pool(c, x, w.k, w.s, w.d, out), nsp));
+  if (dilated) {
+    hp_val y = ox_dilated_max_pool(c, x, w.k, w.s, w.d, out);
+    return c->e->code ? c->e->code : ox_def(c, 0, unspatial(c, y, nsp));
+  }
   if (is_max) return ox_def(c, 0, unspatial(c, hp_max_pool2d(c->g, x, &o), nsp));
   hp_val y = hp_avg_pool2d(c->g, x, &o);
   if (!uneven || y < 0) return ox_def(c, 0, unspatial(c, y, nsp));

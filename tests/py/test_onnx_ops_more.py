@@ -270,6 +270,8 @@ refused("AveragePool dilated", [mk("AveragePool", ["x"], ["y"], kernel_shape=[2,
         'node 0 "ap" (AveragePool)', "dilated average pooling", opset=19)
 refused("MaxPool dilated on a symbolic size", [mk("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], name="mp")],
         'node 0 "mp" (MaxPool)', "dilated pooling needs the spatial size known", x_shape=(1, 4, "H", 4))
+refused("MaxPool dilated, too many taps", [mk("MaxPool", ["x"], ["y"], kernel_shape=[1, 65], dilations=[1, 2], pads=[0, 70, 0, 70],
+                                             name="mp")], 'node 0 "mp" (MaxPool)', "at most 64 taps")
 refused("Floor of an integer", [mk("Cast", ["x"], ["i"], to=TensorProto.INT32), mk("Floor", ["i"], ["y"], name="fl")],
         'node 1 "fl" (Floor)')
 S.close()
