@@ -128,6 +128,10 @@ hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bo
  * from the end. */
 hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
 hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
+/* iota where x equals the reduced extreme m or is NaN, else none: the
+ * positions ArgMax / ArgMin / Hardmax pick from (a NaN counts as the
+ * extreme, as numpy's argmax has it, so the pick is always in range). */
+hp_val ox_extreme_pos(ox_ctx *c, hp_val x, hp_val m, hp_val iota, hp_val none);
 /* Max pooling of the padded x [N, C, H, W] with a dilated kernel k, strides
  * s and dilations d into out[0] x out[1] positions. */
 hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out);

@@ -94,8 +94,8 @@ OP(Floor) { return rounding(c, HP_OP_FLOOR); }
 OP(Ceil) { return rounding(c, HP_OP_CEIL); }
 OP(Round) { return rounding(c, HP_OP_ROUND); }
 
-/* 1 at the first maximum along axis, 0 elsewhere: the first index is the
- * min over where(x == max, i, n). */
+/* 1 at the first maximum (or NaN) along axis, 0 elsewhere: the first index
+ * is the min over where(x == max, i, n). */
 hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis) {
   hp_graph *g = c->g;
   const fe_shape *s = ox_shape_of(c, x);
@@ -109,7 +109,7 @@ hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis) {
   hp_val iota = ox_weight(c, "iota", &t);
   if (iota < 0) return -1;
   hp_val m = hp_reduce(g, HP_OP_RMAX, x, &axis, 1, true);
-  hp_val pos = hp_where(g, hp_binary(g, HP_OP_EQ, x, m), iota, K(c, (double)n));
+  hp_val pos = ox_extreme_pos(c, x, m, iota, K(c, (double)n));
   hp_val first = hp_reduce(g, HP_OP_RMIN, pos, &axis, 1, true);
   return hp_where(g, hp_binary(g, HP_OP_EQ, iota, first), K(c, 1), K(c, 0));
 }

@@ -162,6 +162,12 @@ OP(ReduceProd) {
 }
 
 /* ---- ArgMax / ArgMin: the first (or last) position holding the max / min -------------- */
+hp_val ox_extreme_pos(ox_ctx *c, hp_val x, hp_val m, hp_val iota, hp_val none) {
+  hp_graph *g = c->g;
+  hp_val nan = hp_binary(g, HP_OP_NE, x, x);
+  return hp_where(g, hp_binary(g, HP_OP_EQ, x, m), iota, hp_where(g, nan, iota, none));
+}
+
 static hp_status arg_reduce(ox_ctx *c, bool is_max) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
@@ -182,7 +188,7 @@ static hp_status arg_reduce(ox_ctx *c, bool is_max) {
   hp_graph *g = c->g;
   hp_val m = hp_reduce(g, is_max ? HP_OP_RMAX : HP_OP_RMIN, x, &axis, 1, true);
   hp_val none = hp_const_typed(g, last ? -1 : (double)n, TINY_I32);
-  hp_val pos = hp_where(g, hp_binary(g, HP_OP_EQ, x, m), iota, none);
+  hp_val pos = ox_extreme_pos(c, x, m, iota, none);
   return ox_def(c, 0, hp_reduce(g, last ? HP_OP_RMAX : HP_OP_RMIN, pos, &axis, 1, keep != 0));
 }
 OP(ArgMax) { return arg_reduce(c, true); }

@@ -92,6 +92,23 @@ check("Hardmax 13, ArgMax / ArgMin (keepdims, select_last_index)",
        mk("ArgMin", ["x"], ["amin"], axis=1, select_last_index=1), mk("ArgMax", ["x"], ["alast"], axis=2, select_last_index=1)],
       {"x": xt}, ["h13", "amax", "amin", "alast"], opset=13, out_types={"amax": I64, "amin": I64, "alast": I64})
 
+# NaN: onnxruntime's loop keeps the first element when it is NaN and skips a
+# later NaN; harp takes the first NaN, as numpy's argmax, so the index stays in range
+xn = np.array([[1, np.nan, 3, 2], [np.nan, 5, np.nan, -1], [0, 4, 4, 1]], np.float32)
+mn = model([mk("ArgMax", ["x"], ["am"], axis=1, keepdims=0), mk("ArgMin", ["x"], ["an"], axis=1, keepdims=0),
+            mk("Hardmax", ["x"], ["hm"], axis=1)], [vi("x", [3, 4])],
+           [vi("am", None, I64), vi("an", None, I64), vi("hm", None)], [], 13)
+pn = save(mn)
+for be in BACKENDS:
+    p, d = ht.run(pn, {"x": xn}, backend=be)
+    S.check(f"ArgMax / ArgMin / Hardmax with NaN {be}: runs", p.returncode == 0, p.stderr[-400:])
+    if p.returncode == 0:
+        first = np.array([1, 0, 1])
+        S.check(f"ArgMax with NaN {be}: the first NaN", np.array_equal(np.load(os.path.join(d, "am.npy")), first))
+        S.check(f"ArgMin with NaN {be}: the first NaN", np.array_equal(np.load(os.path.join(d, "an.npy")), [1, 0, 0]))
+        S.check(f"Hardmax with NaN {be}: one-hot at the first NaN",
+                np.array_equal(np.load(os.path.join(d, "hm.npy")), np.eye(4, dtype=np.float32)[first]))
+
 # ---- Gather with negative indices: constant and at run time ------------------------------
 xg = rand(3, 5, 4)
 check("Gather negative indices", [mk("Gather", ["x", "ci"], ["yc"], axis=1), mk("Gather", ["x", "ri"], ["yr"], axis=-1),
