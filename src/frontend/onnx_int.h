@@ -36,6 +36,7 @@ typedef struct ox_val {
   int64_t in;
   const fe_dim **iv;
   bool is_init;     /* an initializer (a weight when read as a tensor) */
+  bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
    * 1: erf(gx/√2), 2: 1 + erf(gx/√2), 3: gcoef * (1 + erf) [* gx if ghasx] */
@@ -55,6 +56,8 @@ typedef struct ox_ctx {
   hp_strmap byname; /* ONNX name -> index in vals (keys live in the proto) */
   hp_strmap ids;    /* harp identifiers taken (keys in the arena) */
   hp_strmap dimsyms; /* dim_param -> index in m->names */
+  hp_strmap uses;   /* ONNX name -> how many node inputs and graph outputs read it */
+  const Onnx__GraphProto *gp;
   int64_t opset;
   int node_index;   /* the node being imported, for messages */
   const Onnx__NodeProto *node;
@@ -67,6 +70,10 @@ typedef struct ox_ctx {
 hp_status ox_fail(ox_ctx *c, hp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The builder's error, if any, as the current node's. */
 hp_status ox_check(ox_ctx *c, hp_val v);
+/* The value of an ONNX name; NULL if none yet. */
+ox_val *ox_find(ox_ctx *c, const char *name);
+/* How many node inputs and graph outputs read name. */
+int ox_uses(const ox_ctx *c, const char *name);
 /* Node input i: NULL when absent (past the end or ""); an unknown name fails. */
 ox_val *ox_in(ox_ctx *c, int i, bool *failed);
 /* Node input i as a graph value (a weight, a literal or a computed value). */

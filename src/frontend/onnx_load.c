@@ -242,6 +242,18 @@ static ox_val *find_val(ox_ctx *c, const char *name) {
   int *i = hp_strmap_find(&c->byname, name);
   return i ? &c->vals[*i] : NULL;
 }
+ox_val *ox_find(ox_ctx *c, const char *name) { return find_val(c, name); }
+
+int ox_uses(const ox_ctx *c, const char *name) {
+  int *n = name && *name ? hp_strmap_find(&c->uses, name) : NULL;
+  return n ? *n : 0;
+}
+
+static hp_status count_use(ox_ctx *c, const char *name) {
+  if (!name || !*name) return HP_OK;
+  if (!hp_strmap_put(&c->uses, name, ox_uses(c, name) + 1)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  return HP_OK;
+}
 
 ox_val *ox_in(ox_ctx *c, int i, bool *failed) {
   if (i >= (int)c->node->n_input || !c->node->input[i][0]) return NULL;
@@ -550,6 +562,10 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
   }
   if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
+  c->gp = gp; /* the readers of each value, for the folds that look ahead */
+  for (size_t i = 0; i < gp->n_node && !st; i++)
+    for (size_t k = 0; k < gp->node[i]->n_input && !st; k++) st = count_use(c, gp->node[i]->input[k]);
+  for (size_t i = 0; i < gp->n_output && !st; i++) st = count_use(c, gp->output[i]->name);
   for (size_t i = 0; i < gp->n_node && !st; i++) {
     c->node = gp->node[i];
     c->node_index = (int)i;
@@ -627,6 +643,7 @@ hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const c
   hp_strmap_free(&c.byname);
   hp_strmap_free(&c.ids);
   hp_strmap_free(&c.dimsyms);
+  hp_strmap_free(&c.uses);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (st) model_free(out);
   return st;

@@ -133,8 +133,89 @@ static hp_status window(ox_ctx *c, hp_val x, const int64_t *kernel, int nsp, win
   return HP_OK;
 }
 
+/* A tensor computed here as a weight named "<node output>.<what>" (takes t). */
+hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t) {
+  ox_val w = {.name = hp_arena_printf(c->A, "%s.%s", c->node->output[0], what), .has_t = true, .t = *t};
+  memset(t, 0, sizeof *t);
+  hp_val v = w.name ? ox_value(c, &w) : -1;
+  hp_tensor_free(&w.t);
+  if (v < 0 && !c->e->code) ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  return v;
+}
+
+/* The BatchNormalization that alone reads this Conv's output, when it can
+ * be folded into the Conv: its parameters are float constants of Cout
+ * values, the Conv's weight (and bias) constants read by this Conv alone.
+ * Then w' = w * s and b' = (b - mean) * s + B with s = scale / sqrt(var +
+ * eps), so the conv template's epilogue sees a bias; the BatchNormalization
+ * becomes the identity.  NULL (no fold) otherwise. */
+static const Onnx__NodeProto *foldable_bn(ox_ctx *c, int64_t cout, const hp_tensor *p[4], double *eps) {
+  const Onnx__NodeProto *conv = c->node, *bn = NULL;
+  if (conv->n_output != 1 || ox_uses(c, conv->output[0]) != 1) return NULL;
+  for (size_t i = (size_t)c->node_index + 1; i < c->gp->n_node && !bn; i++)
+    for (size_t k = 0; k < c->gp->node[i]->n_input; k++)
+      if (!strcmp(c->gp->node[i]->input[k], conv->output[0])) {
+        bn = c->gp->node[i];
+        break;
+      }
+  if (!bn || strcmp(bn->op_type, "BatchNormalization") != 0 || bn->n_input != 5 || strcmp(bn->input[0], conv->output[0]) != 0 ||
+      (bn->domain && *bn->domain && strcmp(bn->domain, "ai.onnx") != 0))
+    return NULL;
+  for (size_t i = 1; i < bn->n_output; i++)
+    if (bn->output[i][0]) return NULL;
+  for (int i = 0; i < 4; i++) {
+    ox_val *v = ox_find(c, bn->input[i + 1]);
+    if (!v || !v->has_t || v->v > 0 || v->t.dtype != TINY_FP32 || v->t.rank != 1 || v->t.shape[0] != cout) return NULL;
+    p[i] = &v->t;
+  }
+  int64_t training = 0;
+  c->node = bn; /* its attributes */
+  bool ok = !ox_attr_float(c, "epsilon", 1e-5, eps) && !ox_attr_int(c, "training_mode", 0, &training) && !training;
+  c->node = conv;
+  return ok ? bn : NULL;
+}
+
+/* A constant input i of the Conv that only the Conv reads; NULL if not. */
+static ox_val *own_const(ox_ctx *c, int i) {
+  if (i >= (int)c->node->n_input || !c->node->input[i][0] || ox_uses(c, c->node->input[i]) != 1) return NULL;
+  ox_val *v = ox_find(c, c->node->input[i]);
+  return v && v->has_t && v->v <= 0 && v->t.dtype == TINY_FP32 ? v : NULL;
+}
+
+/* The folded weight and bias (see foldable_bn) as new weights; false if
+ * there is nothing to fold, an error code in c->e if it failed. */
+static bool fold_bn(ox_ctx *c, hp_val *w, hp_val *bias) {
+  ox_val *wv = own_const(c, 1), *bv = c->node->n_input > 2 && c->node->input[2][0] ? own_const(c, 2) : NULL;
+  if (!wv || wv->t.rank < 3 || (c->node->n_input > 2 && c->node->input[2][0] && !bv)) return false;
+  int64_t cout = wv->t.shape[0], per = hp_tensor_numel(&wv->t) / (cout ? cout : 1);
+  if (bv && (bv->t.rank != 1 || bv->t.shape[0] != cout)) return false;
+  const hp_tensor *p[4];
+  double eps;
+  if (!cout || !foldable_bn(c, cout, p, &eps)) return false;
+  hp_tensor tw, tb;
+  if (hp_tensor_alloc(c->e, &tw, TINY_FP32, wv->t.rank, wv->t.shape)) return false;
+  if (hp_tensor_alloc(c->e, &tb, TINY_FP32, 1, &cout)) {
+    hp_tensor_free(&tw);
+    return false;
+  }
+  const float *sc = p[0]->data, *b = p[1]->data, *mu = p[2]->data, *var = p[3]->data, *w0 = wv->t.data;
+  for (int64_t o = 0; o < cout; o++) {
+    float f = sc[o] / sqrtf(var[o] + (float)eps);
+    for (int64_t k = 0; k < per; k++) ((float *)tw.data)[o * per + k] = w0[o * per + k] * f;
+    ((float *)tb.data)[o] = ((bv ? ((const float *)bv->t.data)[o] : 0.0f) - mu[o]) * f + b[o];
+  }
+  *w = ox_weight(c, "bn_w", &tw);
+  *bias = *w > 0 ? ox_weight(c, "bn_b", &tb) : -1;
+  hp_tensor_free(&tw), hp_tensor_free(&tb);
+  return true;
+}
+
 OP(Conv) {
-  hp_val x = ox_tensor(c, 0), w = x > 0 ? ox_tensor(c, 1) : -1;
+  hp_val fw = 0, fb = 0;
+  bool folded = fold_bn(c, &fw, &fb);
+  if (c->e->code) return c->e->code;
+  if (folded && (fw < 0 || fb < 0)) return c->e->code ? c->e->code : ox_fail(c, HP_E_INTERNAL, "the batch norm fold failed");
+  hp_val x = ox_tensor(c, 0), w = x > 0 ? (folded ? fw : ox_tensor(c, 1)) : -1;
   int nsp;
   if (x < 0 || w < 0 || spatial(c, &x, "convolution", &nsp)) return c->e->code;
   if (ox_need_rank(c, w, nsp + 2, nsp + 2, "the weight") || (nsp == 1 && spatial(c, &w, "convolution", &nsp))) return c->e->code;
@@ -154,18 +235,11 @@ OP(Conv) {
   memcpy(o.stride, wd.s, sizeof o.stride);
   memcpy(o.dilation, wd.d, sizeof o.dilation);
   memcpy(o.pad, wd.pad, sizeof o.pad);
-  if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
-  return ox_def(c, 0, unspatial(c, hp_conv2d(c->g, x, w, &o), nsp));
-}
-
-/* A tensor computed here as a weight named "<node output>.<what>" (takes t). */
-hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t) {
-  ox_val w = {.name = hp_arena_printf(c->A, "%s.%s", c->node->output[0], what), .has_t = true, .t = *t};
-  memset(t, 0, sizeof *t);
-  hp_val v = w.name ? ox_value(c, &w) : -1;
-  hp_tensor_free(&w.t);
-  if (v < 0 && !c->e->code) ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-  return v;
+  if (folded) o.bias = fb;
+  else if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
+  if (ox_def(c, 0, unspatial(c, hp_conv2d(c->g, x, w, &o), nsp))) return c->e->code;
+  if (folded) ox_find(c, c->node->output[0])->bn_folded = true;
+  return HP_OK;
 }
 
 /* BatchNormalization (inference): y = x * s + t per channel, s and t computed here. */
@@ -174,6 +248,8 @@ OP(BatchNormalization) {
   int64_t training;
   if (ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "training_mode", 0, &training)) return c->e->code;
   if (training) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
+  ox_val *in = ox_in(c, 0, NULL);
+  if (in && in->bn_folded) return ox_def(c, 0, ox_value(c, in)); /* folded into the Conv before it */
   for (size_t i = 1; i < c->node->n_output; i++)
     if (c->node->output[i][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the running statistics outputs (training) are not supported");
   hp_val x = ox_tensor(c, 0);

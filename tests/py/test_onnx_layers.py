@@ -4,7 +4,8 @@ for opset 6, which onnxruntime no longer reads): LRN, AveragePool with
 count_include_pad=0 and ceil_mode windows, 1-D Conv and pooling, Mean,
 Dropout's mask, Softmax / LogSoftmax before opset 13 on a middle axis, the
 activations (LeakyRelu, Elu, Selu, PRelu, Softplus, Sign), a ConstantOfShape
-weight above 2^24 elements, and opset 6's broadcast attribute."""
+weight above 2^24 elements, opset 6's broadcast attribute, and the fold of
+a BatchNormalization into the Conv before it (and where it must not fold)."""
 import os
 import sys
 
@@ -96,6 +97,38 @@ case("PRelu opset 6", [mk("PRelu", ["x", "s"], ["y"])], {"x": x6}, {"s": s6}, op
      want=[np.where(x6 < 0, x6 * s6[:, None, None], x6)])
 case("Add opset 6 broadcast axis", [mk("Add", ["x", "b"], ["y"], broadcast=1, axis=1)], {"x": x6}, {"b": s6}, opset=6,
      want=[x6 + s6[:, None, None]])
+# BatchNormalization after a Conv folds into the Conv's weight and bias when
+# the Conv's output, weight and bias have no other reader; else it stays.
+def bn_params(C):
+    return {"s": rng.uniform(0.5, 1.5, C).astype(np.float32), "bb": rand(C), "mu": rand(C),
+            "var": rng.uniform(0.5, 1.5, C).astype(np.float32)}
+
+
+def frontend_names(nodes, inputs, inits):
+    m = model(nodes, [vi(k, v.shape) for k, v in inputs.items()], [vi("y", None)], [init(k, v) for k, v in inits.items()])
+    path, d = os.path.join(ht.tempfile.mkdtemp(), "m.onnx"), ht.tempfile.mkdtemp()
+    onnx.save(m, path)
+    ht.subprocess.run([ht.HARP, "dump", path, "--dump", "frontend", "--dump-dir", d], capture_output=True)
+    with open(os.path.join(d, "frontend.json")) as f:
+        return f.read()
+
+
+xb, bn = rand(1, 4, 6, 6), mk("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["n"], epsilon=1e-3)
+for bias in (True, False):
+    nodes = [mk("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["c"], pads=[1, 1, 1, 1]), bn, mk("Relu", ["n"], ["y"])]
+    inits = {"w": rand(5, 4, 3, 3), **({"b": rand(5)} if bias else {}), **bn_params(5)}
+    case(f"Conv BatchNormalization bias={bias}", nodes, {"x": xb}, inits, backends=both)
+    fe = frontend_names(nodes, {"x": xb}, inits)
+    S.check(f"Conv BatchNormalization bias={bias}: folded", "bn_w" in fe and "bn_b" in fe and "bn_scale" not in fe, fe[:300])
+# the Conv's output read twice: no fold
+nodes = [mk("Conv", ["x", "w"], ["c"]), bn, mk("Add", ["n", "c"], ["y"])]
+inits = {"w": rand(5, 4, 1, 1), **bn_params(5)}
+case("Conv BatchNormalization, conv read twice", nodes, {"x": xb}, inits)
+S.check("Conv read twice: not folded", "bn_scale" in frontend_names(nodes, {"x": xb}, inits), "")
+# the weight shared by two Convs: no fold
+nodes = [mk("Conv", ["x", "w"], ["c"]), bn, mk("Conv", ["x", "w"], ["c2"]), mk("Add", ["n", "c2"], ["y"])]
+case("Conv BatchNormalization, weight shared", nodes, {"x": xb}, inits)
+S.check("weight shared: not folded", "bn_scale" in frontend_names(nodes, {"x": xb}, inits), "")
 # a ConstantOfShape weight above the old 2^24-element limit, summed
 n = (1 << 24) + 3
 case("ConstantOfShape 2^24+3", [mk("ConstantOfShape", ["shp"], ["c"], value=onnx.helper.make_tensor("v", 1, [1], [0.5])),
