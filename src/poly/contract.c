@@ -118,6 +118,31 @@ static hp_status drop_inner(poly_view *pv, ib_access *a, int mul, int cast) {
   return HP_OK;
 }
 
+/* The templates pad where an index leaves its tensor (a conv's or a pool's
+ * zero border), so with padding the read piece must be bounded by the base
+ * tensor's extents alone: each of its constraints is implied by
+ * 0 <= map[d] <= size[d] - 1 for some axis d.  A pad of a slice (conv over
+ * pad(x[1:13])) pads inside the tensor: its read stops at 1 and 12, and a
+ * template would read x[0] and x[13] where the program reads zeros. */
+static bool fill_is_outside(const ib_env *env, const ib_piece *read, const ib_info *base) {
+  for (int i = 0; i < read->ncons; i++) {
+    const ib_aff *e = &read->cons[i].e;
+    bool implied = false;
+    for (int d = 0; d < read->nmap && !implied && !read->cons[i].eq && !e->nsym && !e->ndiv; d++) {
+      const ib_aff *m = &read->map[d];
+      if (m->nsym || m->ndiv || base->axes[d].size.n < 0) continue;
+      for (int sg = -1; sg <= 1 && !implied; sg += 2) { /* e = sg * map[d] + k */
+        bool same = true;
+        for (int j = 0; j < env->nvars && same; j++) same = e->v[j] == sg * m->v[j];
+        int64_t k = e->c - sg * m->c;
+        implied = same && (sg > 0 ? k >= 0 : k >= base->axes[d].size.n - 1);
+      }
+    }
+    if (!implied) return false;
+  }
+  return true;
+}
+
 /* Classify one operand; false when it is no pattern operand. */
 static bool operand(poly_view *pv, const ib_env *env, int nout, const char *const *vn, const ib_access *a, int *rank,
                     poly_idx *idx, bool *fill, double *fillv, bool used[IB_MAX_VARS]) {
@@ -140,6 +165,7 @@ static bool operand(poly_view *pv, const ib_env *env, int nout, const char *cons
   }
   if (!read) return false;
   const ib_info *base = ib_get(pv->ib, a->src);
+  if (*fill && !fill_is_outside(env, read, base)) return false;
   *rank = read->nmap;
   for (int d = 0; d < read->nmap; d++) {
     if (!classify(env, nout, &read->map[d], &base->axes[d].size, vn, &idx[d])) return false;
