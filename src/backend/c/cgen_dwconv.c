@@ -4,12 +4,15 @@
  *
  * A depthwise layer has K = kh*kw per output: as an implicit GEMM every
  * group is a 1-row GEMM with a 9-deep reduction, all packing and no
- * arithmetic.  Here each task is one (image, channel) plane:
- *   the input plane is copied, converted to fp32 and zero-padded, into a
- *   per-thread scratch wide enough that every vector load stays inside it
- *   (no bounds checks in the loop), its columns split into stride phases
- *   (even and odd columns for stride 2, vector pairs split in registers)
- *   so that every tap of every stride and dilation is a contiguous load;
+ * arithmetic.  Here each task is a run of (image, channel) planes, four
+ * tasks per thread; per plane:
+ *   the input plane is copied by vectors, converted to fp32 and
+ *   zero-padded, into a per-thread scratch wide enough that every vector
+ *   load stays inside it (no bounds checks in the loop), its columns split
+ *   into stride phases (even and odd columns for stride 2, vector pairs
+ *   split in registers) so that every tap of every stride and dilation is
+ *   a contiguous load; the zeros are the same in every plane, so the task
+ *   writes them once and each plane only its input's columns;
  *   the output is computed in blocks of up to 4 vectors of a row times as
  *   many rows as make 8 accumulators (4 on AVX2, with wide windows, and on
  *   the scalar variant), the last vector of a row masked: independent FMA
