@@ -38,6 +38,9 @@ except ImportError:  # the ORT columns are left out
     ort = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
+if ort:
+    import onnx_models as om  # noqa: E402  (the whole models' ONNX graphs, shared with the tests)
 THREADS = 2
 rng = np.random.default_rng(0)
 
@@ -91,6 +94,13 @@ def median_ms(fn, repeat):
 def ort_session(nodes, inputs, outputs, inits, opset=20):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = THREADS
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def ort_model_session(m):
     so = ort.SessionOptions()
     so.intra_op_num_threads = THREADS
     so.inter_op_num_threads = 1
@@ -238,17 +248,7 @@ def case_linear_gelu():
 
 
 def attention_nodes(B, H, S, D, scale, causal, q="q", k="k", v="v", o="o", pre=""):
-    nodes = [helper.make_node("Transpose", [k], [pre + "kt"], perm=[0, 1, 3, 2]),
-             helper.make_node("MatMul", [q, pre + "kt"], [pre + "s0"]),
-             helper.make_node("Mul", [pre + "s0", pre + "scale"], [pre + "s1"])]
-    inits = [init(pre + "scale", np.array(scale, dtype=np.float32))]
-    last = pre + "s1"
-    if causal:
-        inits.append(init(pre + "mask", np.triu(np.full((S, S), -np.inf, dtype=np.float32), 1)))
-        nodes.append(helper.make_node("Add", [last, pre + "mask"], [pre + "s2"]))
-        last = pre + "s2"
-    nodes += [helper.make_node("Softmax", [last], [pre + "p"], axis=-1), helper.make_node("MatMul", [pre + "p", v], [o])]
-    return nodes, inits
+    return om.attention_nodes(H, S, D, scale, causal, q=q, k=k, v=v, o=o, pre=pre)
 
 
 def case_attention():
@@ -375,25 +375,7 @@ def case_resnet18():
     peers = {}
     ref = None
     if ort:
-        conv = lambda i, w, b, o, k, s: helper.make_node("Conv", [i, w, b], [o], strides=[s, s], pads=[k // 2] * 4)
-        relu = lambda i, o: helper.make_node("Relu", [i], [o])
-        nodes = [conv("x", "w0", "b0", "s0", 7, 2), relu("s0", "s"),
-                 helper.make_node("MaxPool", ["s"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])]
-        last = "p"
-        for st in range(1, 5):
-            for blk in "ab":
-                pre, s = f"{st}{blk}", 2 if st > 1 and blk == "a" else 1
-                nodes += [conv(last, f"l{pre}1", f"c{pre}1", pre + "h0", 3, s), relu(pre + "h0", pre + "h"),
-                          conv(pre + "h", f"l{pre}2", f"c{pre}2", pre + "c", 3, 1)]
-                short = last
-                if s == 2:
-                    nodes.append(conv(last, f"l{st}ad", f"c{st}ad", pre + "sc", 1, 2))
-                    short = pre + "sc"
-                nodes += [helper.make_node("Add", [short, pre + "c"], [pre + "r"]), relu(pre + "r", pre + "y")]
-                last = pre + "y"
-        nodes += [helper.make_node("GlobalAveragePool", [last], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
-                  helper.make_node("Gemm", ["f", "wf", "bf"], ["y"])]
-        s = ort_session(nodes, [vi("x", x)], [vi("y", rand(1, 1000))], [init(k, v) for k, v in t.items()])
+        s = ort_model_session(om.resnet18(t))
         peers["ort"] = lambda: s.run(None, {"x": x})[0]
         ref = peers["ort"]
     return dict(model="bench/models/resnet18.harp", syms={}, tensors={"x": ("input", x), **{k: ("param", v) for k, v in t.items()}},
@@ -432,31 +414,7 @@ def case_bert(layers=2, S=128, E=768, H=12, F=3072):
     peers = {}
     ref = None
     if ort:
-        D = E // H
-        shp = lambda name, dims: init(name, np.array(dims, dtype=np.int64))
-        inits = [init(k, v) for k, v in t.items() if k != "x"] + [shp("heads", [1, S, H, D]), shp("merged", [1, S, E])]
-        lin = lambda i, w, b, o: [helper.make_node("MatMul", [i, w], [o + "m"]), helper.make_node("Add", [o + "m", b], [o])]
-        ln = lambda i, g, b, o: helper.make_node("LayerNormalization", [i, g, b], [o], axis=-1, epsilon=1e-12)
-        nodes, last = [], "x"
-        for l in range(layers):
-            p = f"L{l}_"
-            for n in "qkv":
-                nodes += lin(last, f"w{n}{l}", f"b{n}{l}", p + n + "0")
-                nodes += [helper.make_node("Reshape", [p + n + "0", "heads"], [p + n + "1"]),
-                          helper.make_node("Transpose", [p + n + "1"], [p + n], perm=[0, 2, 1, 3])]
-            an, ai = attention_nodes(1, H, S, D, 1 / np.sqrt(D), False, q=p + "q", k=p + "k", v=p + "v", o=p + "att", pre=p)
-            nodes += an
-            inits += ai
-            nodes += [helper.make_node("Transpose", [p + "att"], [p + "att1"], perm=[0, 2, 1, 3]),
-                      helper.make_node("Reshape", [p + "att1", "merged"], [p + "att2"])]
-            nodes += lin(p + "att2", f"wo{l}", f"bo{l}", p + "proj")
-            nodes += [helper.make_node("Add", [last, p + "proj"], [p + "r1"]), ln(p + "r1", f"g1{l}", f"lb1{l}", p + "h")]
-            nodes += lin(p + "h", f"w1{l}", f"b1{l}", p + "a1")
-            nodes += [helper.make_node("Gelu", [p + "a1"], [p + "u"])]
-            nodes += lin(p + "u", f"w2{l}", f"b2{l}", p + "a2")
-            nodes += [helper.make_node("Add", [p + "h", p + "a2"], [p + "r2"]), ln(p + "r2", f"g2{l}", f"lb2{l}", p + "y")]
-            last = p + "y"
-        s = ort_session(nodes, [vi("x", t["x"])], [vi(last, t["x"])], inits)
+        s = ort_model_session(om.bert({k: v for k, v in t.items() if k != "x"}, layers, S, E, H, F, gelu_op=True))
         peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
         ref = peers["ort"]
     return dict(model=bert_model(layers, E, H, F), syms=dict(S=S),
@@ -495,26 +453,7 @@ def case_mobilenetv2():
     peers = {}
     ref = None
     if ort:
-        conv = lambda i, w, b, o, k, s, g=1: helper.make_node("Conv", [i, w, b], [o], strides=[s, s], pads=[k // 2] * 4, group=g)
-        relu6 = lambda i, o: helper.make_node("Clip", [i, "zero", "six"], [o])
-        nodes = [conv("x", "w0", "b0", "s0", 3, 2), relu6("s0", "a0")]
-        last = "a0"
-        for i, (c, e, d, s) in enumerate(mobilenetv2_blocks(), 1):
-            src = last
-            if e != c:
-                nodes += [conv(last, f"e{i}", f"eb{i}", f"x{i}_", 1, 1), relu6(f"x{i}_", f"x{i}")]
-                src = f"x{i}"
-            nodes += [conv(src, f"d{i}", f"db{i}", f"h{i}_", 3, s, e), relu6(f"h{i}_", f"h{i}"),
-                      conv(f"h{i}", f"p{i}", f"pb{i}", f"c{i}", 1, 1)]
-            if s == 1 and c == d:
-                nodes.append(helper.make_node("Add", [last, f"c{i}"], [f"a{i}"]))
-                last = f"a{i}"
-            else:
-                last = f"c{i}"
-        nodes += [conv(last, "wl", "bl", "z0", 1, 1), relu6("z0", "z"), helper.make_node("GlobalAveragePool", ["z"], ["g"]),
-                  helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("Gemm", ["f", "wf", "bf"], ["y"])]
-        inits = [init(k, v) for k, v in t.items()] + [init("zero", np.array(0, np.float32)), init("six", np.array(6, np.float32))]
-        s = ort_session(nodes, [vi("x", x)], [vi("y", rand(1, 1000))], inits)
+        s = ort_model_session(om.mobilenetv2(t, mobilenetv2_blocks()))
         peers["ort"] = lambda: s.run(None, {"x": x})[0]
         ref = peers["ort"]
     return dict(model="bench/models/mobilenetv2.harp", syms={},
@@ -560,38 +499,7 @@ def case_llama(S=128, D=2048, H=32, F=5632):
              w1=rand(D, F, scale=D ** -0.5), w3=rand(D, F, scale=D ** -0.5), w2=rand(F, D, scale=F ** -0.5), cos=cos, sin=sin)
     peers = {}
     if ort:
-        shp = lambda name, dims: init(name, np.array(dims, dtype=np.int64))
-        inits = [init(k, v) for k, v in t.items() if k not in ("x", "cos", "sin")]
-        inits += [init("cos", cos[:, 0]), init("sin", sin[:, 0])]  # [S, E]: after the transpose to [1, H, S, E]
-        inits += [shp("heads", [1, S, H, E]), shp("merged", [1, S, D]), shp("lo", [0]), shp("mid", [E // 2]), shp("hi", [E]),
-                  shp("ax", [3]), shp("red", [-1]), init("eps", np.array(1e-5, np.float32))]
-        mk = helper.make_node
-
-        def rms(i, g, o):
-            return [mk("Mul", [i, i], [o + "sq"]), mk("ReduceMean", [o + "sq", "red"], [o + "ms"], keepdims=1),
-                    mk("Add", [o + "ms", "eps"], [o + "me"]), mk("Sqrt", [o + "me"], [o + "rt"]),
-                    mk("Div", [i, o + "rt"], [o + "nr"]), mk("Mul", [o + "nr", g], [o])]
-
-        nodes = rms("x", "g1", "n")
-        for n in "qkv":
-            nodes += [mk("MatMul", ["n", "w" + n], [n + "0"]), mk("Reshape", [n + "0", "heads"], [n + "1"]),
-                      mk("Transpose", [n + "1"], [n + ("2" if n != "v" else "")], perm=[0, 2, 1, 3])]
-        for n in "qk":  # rotate_half: concat(-u[..., E/2:], u[..., :E/2])
-            nodes += [mk("Slice", [n + "2", "mid", "hi", "ax"], [n + "hi"]), mk("Neg", [n + "hi"], [n + "ng"]),
-                      mk("Slice", [n + "2", "lo", "mid", "ax"], [n + "lo"]),
-                      mk("Concat", [n + "ng", n + "lo"], [n + "rh"], axis=3),
-                      mk("Mul", [n + "2", "cos"], [n + "c"]), mk("Mul", [n + "rh", "sin"], [n + "s"]),
-                      mk("Add", [n + "c", n + "s"], [n])]
-        an, ai = attention_nodes(1, H, S, E, 1 / np.sqrt(E), True, o="att", pre="a_")
-        nodes += an
-        inits += ai
-        nodes += [mk("Transpose", ["att"], ["att1"], perm=[0, 2, 1, 3]), mk("Reshape", ["att1", "merged"], ["att2"]),
-                  mk("MatMul", ["att2", "wo"], ["proj"]), mk("Add", ["x", "proj"], ["h"])]
-        nodes += rms("h", "g2", "m")
-        nodes += [mk("MatMul", ["m", "w1"], ["u1"]), mk("Sigmoid", ["u1"], ["sg"]), mk("Mul", ["u1", "sg"], ["sl"]),
-                  mk("MatMul", ["m", "w3"], ["u3"]), mk("Mul", ["sl", "u3"], ["gu"]), mk("MatMul", ["gu", "w2"], ["dn"]),
-                  mk("Add", ["h", "dn"], ["y"])]
-        s = ort_session(nodes, [vi("x", t["x"])], [vi("y", t["x"])], inits)
+        s = ort_model_session(om.llama({k: v for k, v in t.items() if k != "x"}, S, D, H))
         peers["ort"] = lambda: s.run(None, {"x": t["x"]})[0]
     return dict(model="bench/models/llama_layer.harp", syms=dict(S=S),
                 tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers,

@@ -43,8 +43,10 @@ typedef struct harp_options {
 typedef struct harp_compiled harp_compiled;
 typedef struct harp_model harp_model;
 
-/* Load MODEL (.json Tiny IR or .harp DSL), bind its shape symbols from
- * opts->syms (and the DSL's defaults), prepare and compile it. */
+/* Load MODEL (.json Tiny IR, .harp DSL or .onnx), bind its shape symbols
+ * from opts->syms (and the DSL's or ONNX file's defaults), prepare and
+ * compile it.  An ONNX model's initializers are its weights: they come back
+ * as the parameter block harp_embedded_params returns. */
 hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
 /* Compile a Tiny IR graph built with the builder API; harp takes the graph. */
 hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
@@ -65,6 +67,10 @@ size_t harp_arena_bytes(const harp_compiled *c);  /* required_memory of one inst
 /* The parameter block: its size, and where weight `name` goes (-1: no such weight). */
 size_t harp_params_bytes(const harp_compiled *c);
 int64_t harp_param_offset(const harp_compiled *c, const char *name);
+/* The parameter block filled with the weights the model file carries (an
+ * ONNX model's initializers; harp_params_bytes long), for model_init; NULL
+ * for a .json/.harp file or a graph, whose weights the caller supplies. */
+const void *harp_embedded_params(const harp_compiled *c);
 
 /* seed 000 §8.  model_init copies the parameter block; NULL on a size
  * mismatch or allocation failure (CUDA: also when the instance's device

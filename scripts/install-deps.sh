@@ -5,11 +5,15 @@
 #   scripts/install-deps.sh --bench      also the optional benchmark peers (below)
 set -euo pipefail
 
-DEB_PACKAGES="build-essential cmake pkg-config libisl-dev libjansson-dev libcmocka-dev python3 python3-pip"
-PY_PACKAGES="numpy"
+# libprotobuf-c-dev, protobuf-c-compiler: the ONNX frontend's parser, generated
+# at build time from the schema in libonnx-dev (/usr/include/onnx/onnx.proto).
+DEB_PACKAGES="build-essential cmake pkg-config libisl-dev libjansson-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3 python3-pip"
+# onnx, onnxruntime: the ONNX frontend's tests build models with onnx.helper
+# and compare harp with onnxruntime.
+PY_PACKAGES="numpy onnx onnxruntime"
 
-# Optional "bench" list: only bench/ needs these (OpenBLAS, oneDNN, onnxruntime
-# as peers of the generated CPU kernels).  Tests and CI never do.
+# Optional "bench" list: only bench/ needs these (OpenBLAS, oneDNN as peers of
+# the generated CPU kernels; onnxruntime is in the main list).  Tests and CI never do.
 BENCH_DEB_PACKAGES="libopenblas-dev libdnnl-dev"
 BENCH_PY_PACKAGES="onnxruntime onnx"
 
@@ -26,12 +30,14 @@ if [ "${1:-}" = "--bench" ]; then
 fi
 
 missing() {
-  for pc in isl jansson cmocka; do
+  for pc in isl jansson cmocka libprotobuf-c; do
     pkg-config --exists "$pc" 2>/dev/null || return 0
   done
   command -v cmake >/dev/null 2>&1 || return 0
   command -v cc >/dev/null 2>&1 || return 0
-  python3 -c 'import numpy' >/dev/null 2>&1 || return 0
+  command -v protoc-c >/dev/null 2>&1 || return 0
+  [ -f /usr/include/onnx/onnx.proto ] || return 0
+  python3 -c 'import numpy, onnx, onnxruntime' >/dev/null 2>&1 || return 0
   return 1
 }
 
@@ -53,7 +59,7 @@ $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq $DEB_PACKAGES >/dev/null
 
-if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+if ! python3 -c 'import numpy, onnx, onnxruntime' >/dev/null 2>&1; then
   echo "install-deps: installing Python packages: $PY_PACKAGES" >&2
   # shellcheck disable=SC2086
   python3 -m pip install -q $PY_PACKAGES 2>/dev/null || python3 -m pip install -q --break-system-packages $PY_PACKAGES

@@ -143,6 +143,36 @@ hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int ac
 hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *path, int n, int access,
                                   int64_t *strides, int64_t *offset, bool *affine);
 
+/* A chain of reads through values (core_chain.c): block[0] reads, through
+ * its access[0], the value block[1] computes (an elementwise block, whose
+ * domain is that value's index space), which reads access[1], ... up to
+ * the read access[n-1] of block[n-1]: how a consumer reaches a tensor
+ * through the PADs and slices of a concat in between. */
+#define POLY_CHAIN_MAX 48
+typedef struct poly_chain {
+  int n;
+  int block[POLY_CHAIN_MAX], access[POLY_CHAIN_MAX];
+} poly_chain;
+typedef enum poly_chain_kind {
+  POLY_CHAIN_MIXED, /* real elements on part of the box, or not one affine function */
+  POLY_CHAIN_READ,  /* real elements everywhere: offset + strides over block[0]'s variables */
+  POLY_CHAIN_FILL   /* one pad value everywhere */
+} poly_chain_kind;
+typedef struct poly_chain_result {
+  poly_chain_kind kind;
+  int64_t strides[POLY_MAX_VARS], offset; /* READ: the last tensor's row-major linear index */
+  double fill;                            /* FILL */
+} poly_chain_result;
+/* What chain c reads over lo <= x <= hi of block[0]'s domain (lo NULL: all). */
+hp_status poly_chain_read(hp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
+                          poly_chain_result *out);
+/* Cuts along one variable of block[0] (shared by the chains) so that over
+ * each slab cuts[i] <= x_var < cuts[i+1] (the rest of the domain whole) no
+ * chain reads MIXED: *ok with *var -1 when no chain pads at all; *ok false
+ * when the pads are no slabs along one variable or need more than cap cuts. */
+hp_status poly_chain_cuts(hp_error *e, const poly_view *pv, const poly_chain *chains, int nchains, int *var,
+                          int64_t *cuts, int *ncuts, int cap, bool *ok);
+
 /* The constant range [lo, hi] of every variable of a block; false when a
  * bound is not a constant (unbound symbols). */
 bool poly_block_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *hi);

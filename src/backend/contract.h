@@ -202,7 +202,10 @@ bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why);
  * every input: outer dimensions (rows) x a contiguous inner run (cols);
  * within a row an input moves with the output (stride 1) or stays put (one
  * value per row, a broadcast bias or scale); across rows each has its own
- * strides.  Values computed in the region are read point for point. */
+ * strides.  Values computed in the region are read point for point; a
+ * region with pads, slices or concats is cut into slabs of the output
+ * (ct_map_set), where each value is computed at the point its chain of
+ * reads reaches and a read of padding is its pad value. */
 #define CT_MAP_MAX_IN 8
 #define CT_MAP_MAX_OPS 48
 #define CT_MAP_MAX_OUTER 4
@@ -226,16 +229,25 @@ typedef struct ct_map {
   int64_t outer[CT_MAP_MAX_OUTER], cols;
   int nin;
   ct_map_in in[CT_MAP_MAX_IN];
-  ct_tensor y; /* dense, offset 0 */
+  ct_tensor y; /* dense with offset 0, unless ystrided */
+  bool ystrided; /* a piece: y at y.offset, yostride[] elements per step of each outer dimension */
+  int64_t yostride[CT_MAP_MAX_OUTER];
   int nops;
-  ct_map_op ops[CT_MAP_MAX_OPS]; /* block order; y is the last */
+  ct_map_op ops[CT_MAP_MAX_OPS]; /* operands first; y is the last */
 } ct_map;
+/* A region with pads, slices or concats (RoPE's rotate-half) is cut into
+ * slabs of the output along one axis, one map each. */
+#define CT_MAP_MAX_PIECES 4
+typedef struct ct_map_set {
+  int npiece;
+  ct_map piece[CT_MAP_MAX_PIECES];
+} ct_map_set;
 
 /* True when the region is such a map; false with *why NULL when it is no
  * elementwise region, with *why set when it is one the map kernel does not
  * take (an op without a vector form, a read that is neither point for point
  * nor a row broadcast, several outputs, ...).  `ok(op)` says which Tiny ops
  * the target covers. */
-bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map *out, const char **why);
+bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map_set *out, const char **why);
 
 #endif

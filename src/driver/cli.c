@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "harp/frontend.h"
 #include "harp/interp.h"
+#include "harp/onnx.h"
 #include "harp/plan.h"
 #include "util/util.h"
 
@@ -178,7 +179,32 @@ hp_status cli_load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symt
   const char *path = o->model, *ext = ext_of(path);
   if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
   if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
-  return hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json or .harp)", ext);
+  if (!strcmp(ext, ".onnx")) {
+    hp_status st = cli_onnx_load(e, o, &m->g, defaults, &m->onnx);
+    if (m->onnx) m->program = m->onnx->program; /* freed as the model's */
+    if (m->onnx) m->onnx->program = NULL;
+    return st;
+  }
+  return hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json, .harp or .onnx)", ext);
+}
+
+static int given_index(const cli_opts *o, const char *id) {
+  for (int k = 0; k < o->ninputs; k++)
+    if (!strcmp(o->input_names[k], id)) return k;
+  return -1;
+}
+
+static bool is_param_opt(const cli_opts *o, const char *id) {
+  for (int k = 0; k < o->nparams; k++)
+    if (!strcmp(o->params[k], id)) return true;
+  return false;
+}
+
+/* The initializer data of an ONNX model's input id, or NULL. */
+static const hp_tensor *onnx_weight(const cli_model *m, const char *id) {
+  for (int w = 0; m->onnx && w < m->onnx->nweights; w++)
+    if (!strcmp(m->onnx->weight_ids[w], id)) return &m->onnx->weights[w];
+  return NULL;
 }
 
 hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m) {
@@ -190,6 +216,18 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   tiny_symtab_init(&m->defaults);
   if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
+  /* ONNX names on the command line ("input.1") are the ids they map to */
+  for (int k = 0; m->onnx && k < o->ninputs; k++) {
+    const char *id = hp_onnx_id_of(m->onnx, o->input_names[k]);
+    if (!id || !strcmp(id, o->input_names[k])) continue;
+    char *copy = hp_xmalloc(strlen(id) + 1);
+    if (!copy) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    strcpy(copy, id);
+    for (int j = 0; j < o->nparams; j++)
+      if (o->params[j] == o->input_names[k]) o->params[j] = copy;
+    free((char *)o->input_names[k]);
+    o->input_names[k] = copy;
+  }
   /* Every --input must name an input of the model. */
   for (int k = 0; k < o->ninputs; k++) {
     bool found = false;
@@ -202,6 +240,13 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
     for (int i = 0; i < g->n; i++)
       if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->params[k]))
         g->nodes[i].a.input.storage = "param";
+  /* ONNX initializers: weights, unless --input makes one an input */
+  for (int w = 0; m->onnx && w < m->onnx->nweights; w++) {
+    if (given_index(o, m->onnx->weight_ids[w]) >= 0 && !is_param_opt(o, m->onnx->weight_ids[w])) continue;
+    for (int i = 0; i < g->n; i++)
+      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, m->onnx->weight_ids[w]))
+        g->nodes[i].a.input.storage = "param";
+  }
   for (int k = 0; k < o->noutputs; k++) {
     int idx = tiny_find(g, o->outputs[k]);
     if (idx < 0) return hp_fail(e, HP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");
@@ -221,8 +266,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   /* Every input needs a tensor unless random ones were asked for. */
   for (int i = 0; i < g->n && !st && need_inputs && !o->random_inputs; i++) {
     if (g->nodes[i].op != TINY_INPUT) continue;
-    bool given = false;
-    for (int k = 0; k < o->ninputs && !given; k++) given = !strcmp(o->input_names[k], g->nodes[i].a.input.tensor_id);
+    bool given = given_index(o, g->nodes[i].a.input.tensor_id) >= 0 || onnx_weight(m, g->nodes[i].a.input.tensor_id);
     if (!given)
       st = hp_fail(e, HP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
                    g->nodes[i].a.input.tensor_id);
@@ -246,6 +290,10 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
         /* shared by every INPUT node reading that tensor: copy */
         st = hp_tensor_alloc(e, &m->inputs[i], files[k].dtype, files[k].rank, files[k].shape);
         if (!st && files[k].nbytes) memcpy(m->inputs[i].data, files[k].data, files[k].nbytes);
+      } else if (onnx_weight(m, n->a.input.tensor_id)) {
+        const hp_tensor *w = onnx_weight(m, n->a.input.tensor_id);
+        st = hp_tensor_alloc(e, &m->inputs[i], w->dtype, w->rank, w->shape);
+        if (!st && w->nbytes) memcpy(m->inputs[i].data, w->data, w->nbytes);
       } else if (o->random_inputs) {
         st = random_tensor(e, n, &state, &m->inputs[i]);
       } else {
@@ -261,6 +309,8 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
 
 void cli_model_free(cli_model *m) {
   hp_program_free(m->program);
+  hp_onnx_model_free(m->onnx);
+  free(m->onnx);
   tiny_symtab_free(&m->defaults);
   for (int i = 0; i < m->ninputs; i++) hp_tensor_free(&m->inputs[i]);
   free(m->inputs);
@@ -289,7 +339,7 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
                      "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c)",
                      o->dumps[i]);
     if (!strcmp(o->dumps[i], "frontend")) {
-      if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp model");
+      if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp or .onnx model");
       char *json = hp_frontend_json(m->program);
       if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
       hp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);

@@ -37,6 +37,7 @@ typedef struct cli_opts {
 typedef struct cli_model {
   tiny_graph *g;
   struct hp_program *program; /* .harp models: the frontend program (else NULL) */
+  struct hp_onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
   tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
   hp_tensor *inputs;   /* one per INPUT node, graph order */
@@ -91,6 +92,11 @@ hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *nam
  * the graph<...> default bindings. */
 hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
                         struct hp_program **program);
+
+/* .onnx models (cmd_frontend.c): import, lower; *onnx holds the weights
+ * and the name map (its program is the model's). */
+struct hp_onnx_model;
+hp_status cli_onnx_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
 
 /* --plan and --dump plan (cli_plan.c). */
 struct hp_plan_override;

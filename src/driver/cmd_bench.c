@@ -14,6 +14,7 @@
 
 static const char bench_help[] =
     "usage: harp bench MODEL [options]\n\n"
+    "MODEL is chosen by extension: .json, .harp, .onnx.\n"
     "Compile MODEL, run it --warmup times, then time --repeat runs of one\n"
     "instance (inputs not given are random) and print the median.\n\n"
     "options:\n"
@@ -40,6 +41,8 @@ static const char bench_help[] =
     "  --input NAME=FILE    use this tensor for input NAME\n"
     "  --param NAME=FILE    a weight (its transfer is not timed)\n"
     "  --seed N             seed of the random inputs (default 1)\n"
+    "  --random-inputs      accepted as in harp run (inputs not given are random\n"
+    "                       anyway; an ONNX model's initializers are its weights)\n"
     "  --plan REGION=FILE   run REGION with this Schedule Plan (JSON or DSL);\n"
     "                       --plan FILE reads a plan list.  Repeatable\n"
     "  --dump LIST          as harp run (--dump-dir DIR): plan (the plans in use),\n"
@@ -315,7 +318,7 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param sym seed backend target plan dump dump-dir", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym seed backend target plan dump dump-dir", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
@@ -401,16 +404,19 @@ int cmd_bench(int argc, char **argv) {
     compile_ms = hp_cpu_compile_ms(cm);
     hit = hp_cpu_cache_hit(cm);
     const hp_function *f = hp_cpu_function(cm);
-    hp_tensor params[CLI_MAX_LIST];
+    hp_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+    if (!params) {
+      hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+      goto fail;
+    }
     int np = 0, ni = 0;
     for (int a = 0; a < f->nargs; a++) {
-      if (f->buffers[f->args[a]].kind == FN_PARAM) {
-        if (np < CLI_MAX_LIST) params[np++] = m.inputs[a];
-      } else {
-        in[ni++] = m.inputs[a].data;
-      }
+      if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
+      else in[ni++] = m.inputs[a].data;
     }
-    if (fn_constpool_from_tensors(&e, f, params, np, &cp)) goto fail;
+    hp_status cst = fn_constpool_from_tensors(&e, f, params, np, &cp);
+    free(params);
+    if (cst) goto fail;
     for (int k = 0; k < m.g->noutputs; k++) {
       const tiny_node *n = &m.g->nodes[m.g->outputs[k]];
       int64_t shape[TINY_MAX_RANK];

@@ -20,6 +20,8 @@
 
 static const char compile_help[] =
     "usage: harp compile MODEL --target cpu|sm80|sm90 -o DIR [options]\n\n"
+    "MODEL is chosen by extension: .json, .harp, .onnx (its initializers go to\n"
+    "weights.bin).\n"
     "Write a standalone package to DIR:\n"
     "  model.c      cpu: the generated C (kernels, thread pool, the model_* ABI)\n"
     "  model.cu     sm80/sm90: the CUDA C of every kernel (inline PTX)\n"
@@ -115,6 +117,19 @@ static char *names_buf(const char *dir, const char *name) {
 }
 
 /* The example inputs and what the model computes for them. */
+/* weights.bin: the ConstPool of the weights (--param, ONNX initializers),
+ * as many as the model has. */
+static hp_status constpool_of(hp_error *e, const hp_function *f, const cli_model *m, hp_constpool *cp, int *np) {
+  hp_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+  if (!params) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  *np = 0;
+  for (int a = 0; a < f->nargs; a++)
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[(*np)++] = m->inputs[a];
+  hp_status st = fn_constpool_from_tensors(e, f, params, *np, cp);
+  free(params);
+  return st;
+}
+
 static hp_status add_examples(hp_error *e, pkg *p, const cli_model *m, const hp_function *f, const hp_tensor *outs,
                               char **freeable, int *nfree) {
   for (int a = 0; a < f->nargs; a++) {
@@ -179,7 +194,7 @@ static int compile_gpu(cli_opts *o, const char *target) {
   snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o->out_dir, (long)getpid());
   hp_str text;
   hp_str_init(&text);
-  char *freeable[2 * CLI_MAX_LIST] = {0}, *json = NULL;
+  char **freeable = NULL, *json = NULL;
   int nfree = 0, rc;
   hp_gpu_opts go = {.target = target};
   if (cli_load_model(&e, o, true, &m) || hp_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
@@ -191,11 +206,8 @@ static int compile_gpu(cli_opts *o, const char *target) {
     goto fail;
   }
   if (expected_outputs(&e, &m, outs)) goto fail;
-  hp_tensor params[CLI_MAX_LIST];
   int np = 0;
-  for (int a = 0; a < f->nargs && np < CLI_MAX_LIST; a++)
-    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
-  if (fn_constpool_from_tensors(&e, f, params, np, &cp)) goto fail;
+  if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
   /* the PTX when NVRTC is there (a missing NVRTC is said, not an error) */
   const char *ptx = NULL;
   hp_error pe = {0};
@@ -223,6 +235,10 @@ static int compile_gpu(cli_opts *o, const char *target) {
   if (add_text(&e, &p, "README.md", &text)) goto fail;
   if (hp_gpu_dump_json(&e, gm, &json) || pkg_add(&e, &p, "gpu.json", json, strlen(json))) goto fail;
   if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
+  if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
   if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
   if (pkg_commit(&e, &p)) goto fail;
   pkg_cleanup(&p);
@@ -239,6 +255,7 @@ fail:
   rc = cli_report(&e);
 done:
   for (int k = 0; k < nfree; k++) free(freeable[k]);
+  free(freeable);
   if (outs && m.g)
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
   free(outs);
@@ -288,7 +305,7 @@ int cmd_compile(int argc, char **argv) {
   hp_str text;
   hp_str_init(&text);
   hp_constpool cp = {0};
-  char *freeable[2 * CLI_MAX_LIST] = {0};
+  char **freeable = NULL;
   int nfree = 0;
   hp_cpu_opts co = {.keep_source = true, .portable = true};
   if (cli_load_model(&e, &o, true, &m) || hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
@@ -300,11 +317,8 @@ int cmd_compile(int argc, char **argv) {
   }
   if (hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs)) goto fail;
   /* weights.bin: the ConstPool of the --param tensors */
-  hp_tensor params[CLI_MAX_LIST];
   int np = 0;
-  for (int a = 0; a < f->nargs && np < CLI_MAX_LIST; a++)
-    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
-  if (fn_constpool_from_tensors(&e, f, params, np, &cp)) goto fail;
+  if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
   if (hp_mkdirs(&e, p.tmp)) goto fail;
   const char *src = hp_cpu_source(cm);
   if (pkg_add(&e, &p, "model.c", src, strlen(src))) goto fail;
@@ -318,6 +332,10 @@ int cmd_compile(int argc, char **argv) {
   if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
   hp_str_free(&text);
   if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
+  if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
+    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
   if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
   if (pkg_commit(&e, &p)) goto fail;
   pkg_cleanup(&p);
@@ -330,6 +348,7 @@ fail:
   rc = cli_report(&e);
 done:
   for (int k = 0; k < nfree; k++) free(freeable[k]);
+  free(freeable);
   if (outs && m.g)
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
   free(outs);

@@ -7,6 +7,7 @@
 
 static const char dump_help[] =
     "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T] [--plan P]\n\n"
+    "MODEL is chosen by extension: .json, .harp, .onnx.\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
     "  frontend    the high-level graph of a .harp model (JSON)\n"
     "  tiny        the normalized Tiny IR (canonical JSON)\n"

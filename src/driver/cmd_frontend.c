@@ -12,16 +12,19 @@
 #include "cli.h"
 #include "harp/frontend.h"
 #include "harp/function.h"
+#include "harp/onnx.h"
 #include "util/util.h"
 
 extern char **environ;
 
-hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_program **program) {
-  if (hp_harp_load_file(e, o->model, program)) return e->code;
-  hp_status s = hp_lower(e, *program, g, defaults);
+/* Lower a frontend program; a dimension that is an expression of shape
+ * variables (a strided conv's output) is lowered again with the values the
+ * command line gives (--sym, the --input files' shapes, the defaults).
+ * onnx (may be NULL) maps ONNX input names to the program's. */
+static hp_status lower_program(hp_error *e, const cli_opts *o, const hp_program *program, const hp_onnx_model *onnx,
+                               tiny_graph **g, tiny_symtab *defaults) {
+  hp_status s = hp_lower(e, program, g, defaults);
   if (s != HP_E_UNSUPPORTED) return s;
-  /* A dimension is an expression of shape variables (a strided conv's
-   * output): lower again with the values the command line gives. */
   tiny_symtab bind;
   tiny_symtab_init(&bind);
   hp_error e2 = {0};
@@ -29,9 +32,10 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
   for (int i = 0; i < o->syms.n && !s2; i++) s2 = tiny_symtab_set(&e2, &bind, o->syms.names[i], o->syms.values[i]);
   for (int k = 0; k < o->ninputs && !s2; k++) {
     hp_tensor t;
+    const char *id = onnx ? hp_onnx_id_of(onnx, o->input_names[k]) : o->input_names[k];
     s2 = hp_npy_read(&e2, o->input_files[k], -1, &t);
     if (!s2) {
-      s2 = hp_program_bind_input(&e2, *program, o->input_names[k], t.rank, t.shape, &bind);
+      s2 = hp_program_bind_input(&e2, program, id ? id : o->input_names[k], t.rank, t.shape, &bind);
       hp_tensor_free(&t);
     }
   }
@@ -40,10 +44,22 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
       s2 = tiny_symtab_set(&e2, &bind, defaults->names[i], defaults->values[i]);
   if (!s2) {
     hp_error_clear(e);
-    s = hp_lower_bound(e, *program, &bind, g, NULL);
+    s = hp_lower_bound(e, program, &bind, g, NULL);
   }
   tiny_symtab_free(&bind);
   return s;
+}
+
+hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_program **program) {
+  if (hp_harp_load_file(e, o->model, program)) return e->code;
+  return lower_program(e, o, *program, NULL, g, defaults);
+}
+
+hp_status cli_onnx_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
+  *onnx = hp_xcalloc(1, sizeof **onnx);
+  if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (hp_onnx_load_file(e, o->model, *onnx)) return e->code;
+  return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }
 
 /* ---- harp decompile ------------------------------------------------------------ */

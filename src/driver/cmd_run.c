@@ -12,8 +12,11 @@
 
 static const char run_help[] =
     "usage: harp run MODEL [options]\n\n"
-    "Run MODEL (.json Tiny IR in either dialect, or .harp) and write each output\n"
-    "to DIR/<output-name>.npy (node id, or value name in the seed 000 dialect).\n\n"
+    "Run MODEL and write each output to DIR/<output-name>.npy (node id, or value\n"
+    "name in the seed 000 dialect; an ONNX output's name mapped to an identifier:\n"
+    "every character outside [A-Za-z0-9_] becomes '_').  MODEL is chosen by\n"
+    "extension: .json (Tiny IR, either dialect), .harp, .onnx (initializers are\n"
+    "weights; --input and --param take the ONNX names).\n\n"
     "options:\n"
     "  --input NAME=FILE.npy  tensor for the model input NAME (repeatable);\n"
     "                         dtypes: float16 '<f2', float32 '<f4' (also for bf16),\n"

@@ -29,8 +29,8 @@ static void usage(FILE *f) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(f,
-          "\nMODEL is chosen by extension: .json (Tiny IR, seed 001 or seed 000 dialect)"
-          " or .harp (the harp DSL).\n"
+          "\nMODEL is chosen by extension: .json (Tiny IR, seed 001 or seed 000 dialect),"
+          " .harp (the harp DSL) or .onnx\n(an ONNX model; its initializers are the weights).\n"
           "Run 'harp <command> --help' for a command's options.\n");
 }
 

@@ -803,7 +803,10 @@ static void stmt(sema *S, const fe_ast_stmt *s, bool *returned) {
       return;
     }
     hp_val outs[64];
-    if (s->nnames > HP_ARRAY_LEN(outs)) return;
+    if (s->nnames > HP_ARRAY_LEN(outs)) {
+      err(S, HP_E_LIMIT, s->line, s->col, "a call returns at most %d values", (int)HP_ARRAY_LEN(outs));
+      return;
+    }
     if (!call_graph(S, ex, callee, outs, s->nnames)) return;
     for (int i = 0; i < s->nnames; i++) {
       bind(S, s->names[i], outs[i]);

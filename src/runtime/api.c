@@ -12,6 +12,7 @@
 #include "harp/function.h"
 #include "harp/gpu.h"
 #include "harp/interp.h"
+#include "harp/onnx.h"
 #include "util/util.h"
 
 struct harp_compiled {
@@ -29,6 +30,7 @@ struct harp_compiled {
   int *params, nparams;     /* INPUT nodes that are weights */
   int64_t *param_off;       /* offset of each weight in the parameter block */
   size_t params_bytes;
+  unsigned char *embedded;  /* the parameter block filled from the file's own weights (ONNX), or NULL */
 };
 
 struct harp_model {
@@ -54,6 +56,7 @@ void harp_compiled_free(harp_compiled *c) {
   free(c->inputs);
   free(c->params);
   free(c->param_off);
+  free(c->embedded);
   free(c);
 }
 
@@ -123,37 +126,81 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
   return HP_OK;
 }
 
+/* Lower a frontend program (DSL or ONNX); a dimension that is an expression
+ * of shape variables is lowered again with the caller's bindings and the
+ * program's defaults. */
+static hp_status lower_program(hp_error *e, const hp_program *p, const harp_options *o, tiny_graph **g,
+                               tiny_symtab *defaults) {
+  hp_status st = hp_lower(e, p, g, defaults);
+  if (st != HP_E_UNSUPPORTED) return st;
+  tiny_symtab bind;
+  tiny_symtab_init(&bind);
+  hp_error_clear(e);
+  st = HP_OK;
+  for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &bind, o->syms[i]);
+  for (int i = 0; !st && i < defaults->n; i++)
+    if (!tiny_symtab_get(&bind, defaults->names[i], NULL)) st = tiny_symtab_set(e, &bind, defaults->names[i], defaults->values[i]);
+  if (!st) st = hp_lower_bound(e, p, &bind, g, NULL);
+  tiny_symtab_free(&bind);
+  return st;
+}
+
+/* ONNX: its initializers are weights; mark them so before compiling. */
+static void mark_weights(tiny_graph *g, const hp_onnx_model *om) {
+  for (int w = 0; w < om->nweights; w++)
+    for (int k = 0; k < g->n; k++)
+      if (g->nodes[k].op == TINY_INPUT && !strcmp(g->nodes[k].a.input.tensor_id, om->weight_ids[w]))
+        g->nodes[k].a.input.storage = "param";
+}
+
+/* The parameter block with every weight the file carried at its offset.  A
+ * weight the caller named in opts->params that the file lacks stays zero. */
+static hp_status fill_embedded(hp_error *e, harp_compiled *c, const hp_onnx_model *om) {
+  c->embedded = hp_xcalloc(c->params_bytes + 1, 1);
+  if (!c->embedded) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < c->nparams; k++) {
+    const tiny_node *n = &c->g->nodes[c->params[k]];
+    for (int w = 0; w < om->nweights; w++) {
+      if (strcmp(om->weight_ids[w], n->a.input.tensor_id)) continue;
+      const hp_tensor *t = &om->weights[w];
+      size_t want = (size_t)tiny_shape_numel(&n->shape) * tiny_dtype_size(n->dtype);
+      if (t->nbytes != want || (int)t->dtype != (int)n->dtype || c->param_off[k] < 0 ||
+          (size_t)c->param_off[k] + want > c->params_bytes)
+        return hp_fail(e, HP_E_INTERNAL, n->a.input.tensor_id, "the file's weight does not fit its parameter slot");
+      if (want) memcpy(c->embedded + c->param_off[k], t->data, want);
+      break;
+    }
+  }
+  return HP_OK;
+}
+
 hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
   *out = NULL;
   const char *dot = strrchr(path, '.');
   tiny_graph *g = NULL;
   tiny_symtab defaults;
   tiny_symtab_init(&defaults);
+  hp_onnx_model om = {0};
+  bool onnx = dot && !strcmp(dot, ".onnx");
   hp_status st;
   if (dot && !strcmp(dot, ".json")) {
     st = tiny_load_file(e, path, &g);
   } else if (dot && !strcmp(dot, ".harp")) {
     hp_program *p = NULL;
     st = hp_harp_load_file(e, path, &p);
-    if (!st) st = hp_lower(e, p, &g, &defaults);
-    if (st == HP_E_UNSUPPORTED) { /* an expression dimension: lower with the bindings */
-      tiny_symtab bind;
-      tiny_symtab_init(&bind);
-      hp_error_clear(e);
-      st = HP_OK;
-      for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &bind, o->syms[i]);
-      for (int i = 0; !st && i < defaults.n; i++)
-        if (!tiny_symtab_get(&bind, defaults.names[i], NULL)) st = tiny_symtab_set(e, &bind, defaults.names[i], defaults.values[i]);
-      if (!st) st = hp_lower_bound(e, p, &bind, &g, NULL);
-      tiny_symtab_free(&bind);
-    }
+    if (!st) st = lower_program(e, p, o, &g, &defaults);
     hp_program_free(p);
+  } else if (onnx) {
+    st = hp_onnx_load_file(e, path, &om);
+    if (!st) st = lower_program(e, om.program, o, &g, &defaults);
+    if (!st) mark_weights(g, &om);
   } else {
-    st = hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension (expected .json or .harp)");
+    st = hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension (expected .json, .harp or .onnx)");
   }
   if (st) {
     tiny_graph_free(g);
     tiny_symtab_free(&defaults);
+    hp_onnx_model_free(&om);
     return st;
   }
   /* the DSL's defaults come after the caller's bindings */
@@ -173,11 +220,18 @@ hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o
   oo.syms = syms;
   if (!st) st = harp_compile_graph(e, g, &oo, out);
   else tiny_graph_free(g);
+  if (!st && onnx && (st = fill_embedded(e, *out, &om))) {
+    harp_compiled_free(*out);
+    *out = NULL;
+  }
   free(syms);
   free(buf);
   tiny_symtab_free(&defaults);
+  hp_onnx_model_free(&om);
   return st;
 }
+
+const void *harp_embedded_params(const harp_compiled *c) { return c->embedded; }
 
 /* ---- metadata ---------------------------------------------------------------- */
 int harp_num_inputs(const harp_compiled *c) { return c->ninputs; }

@@ -52,10 +52,13 @@ def compare(name, got, want, rtol, atol):
             f"{int(bad.sum())} off; worst got {g[fin][worst]!r} want {w[fin][worst]!r}" if err.size else "")
 
 
-def case(name, decl, expr, inputs, out_dt="f32", want_kernel=True, rtol=6e-7, atol=1e-44, declined_why=None):
+def case(name, decl, expr, inputs, out_dt="f32", want_kernel=True, rtol=6e-7, atol=1e-44, declined_why=None,
+         kernels=1, shape=None):
     """Compile `y = expr` on the cpu backend; check the map kernel is used
-    (or declined), then y against the interpreter."""
-    shape = np.broadcast_shapes(*(v.shape for v in inputs.values()))
+    (or declined), then y against the interpreter.  kernels: how many map
+    kernels (a region cut into pieces has one per piece); shape: y's, when
+    not the inputs' broadcast."""
+    shape = shape or np.broadcast_shapes(*(v.shape for v in inputs.values()))
     text = (f"graph main({decl}) -> (y: {out_dt}[{', '.join(str(d) for d in shape)}]) {{\n"
             f"    y = {expr}\n    return y\n}}\n")
     path = os.path.join(tempfile.mkdtemp(), "m.harp")
@@ -69,10 +72,10 @@ def case(name, decl, expr, inputs, out_dt="f32", want_kernel=True, rtol=6e-7, at
     if p.returncode or q.returncode:
         return
     c = open(os.path.join(dump, "model.c")).read()
-    maps = re.findall(r"/\* ---- model_k\d+_map: map ", c)
+    maps = re.findall(r"/\* ---- model_k\d+_map\d*: map ", c)
     declined = re.findall(r"the template declined \(([^)]*)\)", c)
     if want_kernel:
-        s.check(f"{name}: on the map kernel", len(maps) == 1, str(maps))
+        s.check(f"{name}: on {kernels} map kernel(s)", len(maps) == kernels, str(maps))
         s.check(f"{name}: nothing declined", not declined, str(declined))
     else:
         s.check(f"{name}: declined to the loop nest", not maps and any(x.startswith(declined_why) for x in declined),
@@ -133,6 +136,32 @@ case("fp16 silu", "x: f16[64, 515]", "silu(x)", {"x": xh}, out_dt="f16", rtol=1e
 case("fp16 in, f32 out", "x: f16[64, 515]", "tanh(cast(x, f32))", {"x": xh}, atol=3e-7)
 case("f32 in, bf16 rounded in the chain, f32 out", "x: f32[64, 515]", "cast(cast(sigmoid(x), bf16), f32) * x",
      {"x": special(f32(64, 515))})
+
+# pads, slices and concats: the output cut into pieces, one kernel each.
+# RoPE's rotate-half (bench/models/llama_layer.harp), f32 and f16 storage
+ROPE = "t * c + concat([-slice(t, [32], [64], [3]), slice(t, [0], [32], [3])], axis=3) * sn"
+rdecl = "t: {0}[1, 24, 4, 64], c: {0}[24, 1, 64], sn: {0}[24, 1, 64]"
+rin = {"t": special(f32(1, 24, 4, 64)), "c": f32(24, 1, 64, scale=1.0), "sn": f32(24, 1, 64, scale=1.0)}
+# (t * c + r * sn may contract to an FMA: one rounding less than the reference)
+case("rope (rotate-half)", rdecl.format("f32"), ROPE, rin, kernels=2, rtol=1e-6, atol=2e-6)
+case("rope fp16", rdecl.format("f16"), ROPE, {k: v.astype(np.float16) for k, v in rin.items()}, out_dt="f16",
+     kernels=2, rtol=1e-3, atol=1e-4)
+# three pieces, each its own chain of ops
+xc = special(f32(5, 7, 96))
+case("concat of three along the last axis", "x: f32[5, 7, 96]",
+     "concat([slice(x, [0], [16], [2]) * 2.0, exp(slice(x, [16], [40], [2])), -slice(x, [40], [96], [2])], axis=2)",
+     {"x": xc}, kernels=3)
+# a pad with a value, both sides: pad pieces are constants through the chain
+case("silu of a pad with 1.5", "x: f32[6, 50]", "silu(pad(x, [[0, 0], [16, 20]], value=1.5)) * 3.0",
+     {"x": special(f32(6, 50))}, kernels=3, shape=(6, 86))
+# a concat along a middle axis: pieces of rows, y written with its row stride
+case("concat along axis 1", "x: f32[6, 20, 33]",
+     "sigmoid(concat([-slice(x, [10], [20], [1]), slice(x, [0], [10], [1])], axis=1)) * x",
+     {"x": special(f32(6, 20, 33))}, kernels=2)
+# a value of the region read shifted, no pad: one piece
+case("exp(x) read at two shifts", "x: f32[9, 130]",
+     "slice(exp(x), [1], [130], [1]) + slice(exp(x), [0], [129], [1])", {"x": special(f32(9, 130))},
+     shape=(9, 129))
 
 # declined to the loop nest, same values
 xp = np.abs(f32(9, 130)) + 0.5

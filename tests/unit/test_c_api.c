@@ -17,6 +17,7 @@ static void gemm_bias_relu(harp_backend backend, float *out) {
   snprintf(path, sizeof path, "%s/tests/models/seed000_gemm_bias_relu.json", HARP_SOURCE_DIR);
   assert_ok(&err, harp_compile_file(&err, path, &opts, &c));
   assert_int_equal(harp_num_inputs(c), 1); /* A; B and bias are weights */
+  assert_null(harp_embedded_params(c));   /* a .json file carries no weights */
   assert_string_equal(harp_input_name(c, 0), "A");
   assert_int_equal(harp_num_outputs(c), 1);
   assert_string_equal(harp_output_name(c, 0), "C2");
@@ -68,7 +69,7 @@ static void test_errors(void **state) {
   harp_compiled *c;
   assert_int_equal(harp_compile_file(&err, "/nonexistent.json", NULL, &c), HP_E_IO);
   hp_error_clear(&err);
-  assert_int_equal(harp_compile_file(&err, "model.onnx", NULL, &c), HP_E_USAGE);
+  assert_int_equal(harp_compile_file(&err, "model.tflite", NULL, &c), HP_E_USAGE);
   hp_error_clear(&err);
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/seed001_gemm.json", HARP_SOURCE_DIR);

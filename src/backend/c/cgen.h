@@ -277,6 +277,10 @@ typedef struct cgen_map_spec {
   int nin;
   cgen_map_in in[CGEN_MAP_MAX_IN];
   tiny_dtype y_dtype;
+  /* y: dense from element 0, or (y_strided, a piece of a larger output) the
+   * row at y_offset + sum of the outer coordinates times y_ostride[] */
+  bool y_strided;
+  int64_t y_offset, y_ostride[CGEN_MAP_MAX_OUTER];
   int nops;
   cgen_map_op ops[CGEN_MAP_MAX_OPS];
   cgen_tuning tune; /* simd, isa_mask, force_isa; tasks: 4 per thread of the pool */

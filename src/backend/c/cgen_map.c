@@ -127,7 +127,8 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   for (int k = 0; k < s->nin; k++)
     cg_emit(o, "  const %s *p%d = (const %s *)cx->in[%d] + %lldL;\n", cg_ctype(s->in[k].dtype), k,
             cg_ctype(s->in[k].dtype), k, (long long)s->in[k].offset);
-  cg_emit(o, "  %s *y = (%s *)cx->y;\n", yt, yt);
+  if (s->y_strided) cg_emit(o, "  %s *y = (%s *)cx->y + %lldL;\n", yt, yt, (long long)s->y_offset);
+  else cg_emit(o, "  %s *y = (%s *)cx->y;\n", yt, yt);
   if (s->nouter == 0) {
     cg_emit(o, "  $P_seg(");
     for (int k = 0; k < s->nin; k++) cg_emit(o, s->in[k].bcast ? "p%d, " : "p%d + a, ", k);
@@ -147,9 +148,15 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
       if (s->in[k].ostride[d]) cg_emit(o, " + i%d * %lldL", d, (long long)s->in[k].ostride[d]);
     cg_emit(o, ";\n");
   }
+  if (s->y_strided) { /* a piece of y: its rows apart */
+    cg_emit(o, "    long oy = j");
+    for (int d = 0; d < s->nouter; d++) cg_emit(o, " + i%d * %lldL", d, (long long)s->y_ostride[d]);
+    cg_emit(o, ";\n");
+  }
   cg_emit(o, "    $P_seg(");
   for (int k = 0; k < s->nin; k++) cg_emit(o, "p%d + o%d, ", k, k);
-  cg_emit(o, "y + a, n);\n    a += n; r++; j = 0;\n  }\n}\n");
+  cg_emit(o, s->y_strided ? "y + oy, n);\n" : "y + a, n);\n");
+  cg_emit(o, "    a += n; r++; j = 0;\n  }\n}\n");
 }
 
 static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
@@ -182,6 +189,7 @@ static hp_status check(hp_error *e, const cgen_map_spec *s, int64_t *total) {
     if (!cg_dtype_ok(s->in[k].dtype)) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_map: inputs must be fp32, fp16 or bf16");
     if (s->in[k].offset < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   }
+  if (s->y_strided && s->y_offset < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   for (int j = 0; j < s->nops; j++) {
     const cgen_map_op *op = &s->ops[j];
     if ((unsigned)op->kind > CGEN_MAP_MIN) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);

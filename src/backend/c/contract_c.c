@@ -678,42 +678,83 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
  * costs about what 32K points of arithmetic do). */
 #define MAP_SMALL_POINTS 32768.0
 
-static hp_status try_map(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_map mp;
-  if (!ct_read_map(&src, r, map_op_ok, &mp, why)) return HP_OK;
+/* One map kernel kfn for piece mp; *points grows by its points. */
+static hp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, hp_str *out, bool *refused,
+                            double *points) {
   cgen_map_spec s;
-  cgen_map_spec_init(&s, mp.cols);
-  s.nouter = mp.nouter;
-  memcpy(s.outer, mp.outer, sizeof s.outer);
-  s.nin = mp.nin;
-  double points = (double)mp.cols;
-  for (int d = 0; d < mp.nouter; d++) points *= (double)mp.outer[d];
-  for (int k = 0; k < mp.nin; k++) {
-    s.in[k].dtype = mp.in[k].t.dtype;
-    s.in[k].bcast = mp.in[k].bcast;
-    s.in[k].offset = mp.in[k].t.offset;
-    memcpy(s.in[k].ostride, mp.in[k].ostride, sizeof s.in[k].ostride);
+  cgen_map_spec_init(&s, mp->cols);
+  s.nouter = mp->nouter;
+  memcpy(s.outer, mp->outer, sizeof s.outer);
+  s.nin = mp->nin;
+  double pts = (double)mp->cols;
+  for (int d = 0; d < mp->nouter; d++) pts *= (double)mp->outer[d];
+  *points += pts;
+  for (int k = 0; k < mp->nin; k++) {
+    s.in[k].dtype = mp->in[k].t.dtype;
+    s.in[k].bcast = mp->in[k].bcast;
+    s.in[k].offset = mp->in[k].t.offset;
+    memcpy(s.in[k].ostride, mp->in[k].ostride, sizeof s.in[k].ostride);
   }
-  s.y_dtype = mp.y.dtype;
-  s.nops = mp.nops;
-  for (int j = 0; j < mp.nops; j++) {
-    const ct_map_op *op = &mp.ops[j];
+  s.y_dtype = mp->y.dtype;
+  s.y_strided = mp->ystrided;
+  s.y_offset = mp->y.offset;
+  memcpy(s.y_ostride, mp->yostride, sizeof s.y_ostride);
+  s.nops = mp->nops;
+  for (int j = 0; j < mp->nops; j++) {
+    const ct_map_op *op = &mp->ops[j];
     s.ops[j] = (cgen_map_op){map_kind(op), op->to, map_arg(&op->a), map_arg(&op->b)};
   }
-  char kfn[128];
-  snprintf(kfn, sizeof kfn, "%s_map", fn);
-  bool refused;
-  hp_status st = row_kernel(c, r, gen_map, &s, &s.tune, "map",
-                            "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
-                            kfn, out, &refused);
-  if (st) return st;
-  if (refused) DECLINE("the map kernel refused the shape");
+  return row_kernel(c, r, gen_map, &s, &s.tune, "map",
+                    "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
+                    kfn, out, refused);
+}
+
+/* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
+static hp_status try_map(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+  ct_src src = {c->g, c->pv, c->f, false, false};
+  ct_map_set *ms = malloc(sizeof *ms);
+  if (!ms) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!ct_read_map(&src, r, map_op_ok, ms, why)) {
+    free(ms);
+    return HP_OK;
+  }
+  hp_str body;
+  hp_str_init(&body);
+  double points = 0;
+  bool refused = false;
+  hp_status st = HP_OK;
+  for (int k = 0; k < ms->npiece && !st && !refused; k++) {
+    char kfn[128];
+    if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
+    else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
+    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points);
+  }
+  if (st || refused) {
+    hp_str_free(&body);
+    free(ms);
+    if (st) return st;
+    DECLINE("the map kernel refused the shape");
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   if (points < MAP_SMALL_POINTS) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
-  hp_str_puts(out, "  const void *in[] = {");
-  for (int k = 0; k < mp.nin; k++) hp_str_printf(out, "bufs[%d], ", mp.in[k].t.slot);
-  hp_str_printf(out, "NULL};\n  return %s(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", kfn, mp.y.slot);
+  for (int k = 0; k < ms->npiece; k++) {
+    const ct_map *mp = &ms->piece[k];
+    hp_str_puts(out, "  const void *in");
+    if (ms->npiece > 1) hp_str_printf(out, "%d", k);
+    hp_str_puts(out, "[] = {");
+    for (int i = 0; i < mp->nin; i++) hp_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
+    hp_str_puts(out, "NULL};\n");
+  }
+  if (ms->npiece == 1) {
+    hp_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
+  } else {
+    for (int k = 0; k < ms->npiece; k++)
+      hp_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
+    hp_str_puts(out, "  return 0;\n}\n\n");
+  }
+  free(ms);
   *handled = true;
   return HP_OK;
 }

@@ -2,7 +2,7 @@
  * statements' bodies from the Tiny ops.
  * Needs: a block-based region of a Function, its Poly-View.
  * Gives: rc_emit_region, rc_nest_* (the prelude: rc_prelude.c; the loops'
- * printing: region_loops.c).
+ * printing: region_loops.c; merging contiguous loops: region_coalesce.c).
  *
  * Statements: an ewise or copy block is one BODY; a reduction (and the generic
  * contraction, used when no template takes it) is INIT / BODY / FINAL with an
@@ -676,12 +676,12 @@ static void nest_setup(rc_ctx *c, int r, emit *m) {
   /* Statements in block order, reductions in three steps; every INIT first
    * (an accumulator's init depends on nothing), so that a reduction's BODY
    * can share the loop of the values it sums. */
-  for (int k = 0; k < R->nblocks && m->nstmts + 3 <= (int)(sizeof m->stmts / sizeof m->stmts[0]); k++) {
+  for (int k = 0; k < R->nblocks; k++) {
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION)
       m->stmts[m->nstmts++] = (poly_stmt_spec){R->blocks[k], POLY_STMT_INIT, -1, 0, {0}};
   }
-  for (int k = 0; k < R->nblocks && m->nstmts + 2 <= (int)(sizeof m->stmts / sizeof m->stmts[0]); k++) {
+  for (int k = 0; k < R->nblocks; k++) {
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     bool red = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
     poly_stmt_spec *body = &m->stmts[m->nstmts++];
@@ -753,20 +753,27 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  emit m = {c, R, &f->kernels[r], out, 0, {{0}}, 0, hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}, NULL};
-  if (!m.val) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  emit m = {c, R, &f->kernels[r], out, 0, hp_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
+            hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}, NULL};
+  if (!m.val || !m.stmts) {
+    free(m.val);
+    free(m.stmts);
+    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
   hp_status st = HP_OK;
   *chunk_len = 0;
   *packed_slot = -1;
   if (R->nblocks == 0) {
     st = emit_gather(&m, fn, chunk_len);
     free(m.val);
+    free(m.stmts);
     return st;
   }
   bool templated = false;
   const char *why = NULL;
   if ((st = cc_emit_template(c, r, fn, out, &templated, &why, packed_slot)) || templated) {
     free(m.val);
+    free(m.stmts);
     return st;
   }
   if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
@@ -780,6 +787,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1, .chunk_var = cv};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
+  if (!getenv("HARP_NO_COALESCE") && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
   hp_str_printf(out, "HP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
   if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
@@ -837,6 +845,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   if (out->oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
 done:
   free(m.val);
+  free(m.stmts);
   return st;
 }
 
@@ -853,13 +862,15 @@ hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
   if (R->nblocks == 0) return hp_fail(c->e, HP_E_INTERNAL, R->name, "a GATHER region has no loop nest");
   nest_priv *p = hp_xcalloc(1, sizeof *p);
   value *val = hp_xcalloc((size_t)g->n + 1, sizeof(value));
-  if (!p || !val) {
+  poly_stmt_spec *stmts = hp_xcalloc(3 * (size_t)R->nblocks + 1, sizeof *stmts);
+  if (!p || !val || !stmts) {
     free(p);
     free(val);
+    free(stmts);
     return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
   out->priv = p;
-  p->m = (emit){c, R, &f->kernels[r], NULL, 0, {{0}}, 0, val, {0}, NULL};
+  p->m = (emit){c, R, &f->kernels[r], NULL, 0, stmts, 0, val, {0}, NULL};
   nest_setup(c, r, &p->m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   out->fixed = p->m.prefix;
@@ -897,6 +908,7 @@ void rc_nest_free(rc_nest *n) {
   nest_priv *p = n->priv;
   if (p) {
     free(p->m.val);
+    free(p->m.stmts);
     free(p);
   }
   memset(n, 0, sizeof *n);

@@ -1,5 +1,6 @@
-/* region_c_int.h — what region_c.c (statements, the region) and region_loops.c
- * (printing the loop tree: simd pragmas, next-row prefetch) share. */
+/* region_c_int.h — what region_c.c (statements, the region), region_loops.c
+ * (printing the loop tree: simd pragmas, next-row prefetch) and
+ * region_coalesce.c (merging contiguous loops) share. */
 #ifndef HARP_REGION_C_INT_H
 #define HARP_REGION_C_INT_H
 
@@ -34,7 +35,7 @@ typedef struct emit {
   const fn_kernel *K;
   hp_str *o;
   int prefix;
-  poly_stmt_spec stmts[3 * 64];
+  poly_stmt_spec *stmts; /* 3 per block at most (a reduction's INIT, BODY, FINAL) */
   int nstmts;
   value *val; /* per node */
   pf_plan pf;
@@ -52,5 +53,15 @@ void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int
 hp_status rc_stmt_body(emit *m, const poly_ast *u);
 /* The loop tree from depth d (region_loops.c). */
 hp_status rc_print_ast(emit *m, const poly_ast *a, int d);
+/* Text helpers of region_loops.c: whether text holds tok as a whole
+ * identifier; text with each whole-identifier from[i] replaced by (to[i])
+ * (malloc'd, NULL when out of memory); the trips of a loop
+ * `for (v = A; v <= B; v += 1)` with constant A and B, else -1. */
+bool rc_has_token(const char *text, const char *tok);
+char *rc_subst_tokens(const char *text, const char *const *from, const char *const *to, int n);
+long rc_const_trips(const poly_ast *a);
+/* Merge nested loops that every access walks as one contiguous run
+ * (region_coalesce.c); CPU only. */
+hp_status rc_coalesce(emit *m, poly_ast *a);
 
 #endif

@@ -21,7 +21,7 @@ typedef struct simd_scan {
   bool outer;       /* the loop may hold loops (outer-loop simd: their iterations run in each lane) */
 } simd_scan;
 
-static bool has_token(const char *text, const char *tok) {
+bool rc_has_token(const char *text, const char *tok) {
   size_t n = strlen(tok);
   for (const char *p = strstr(text, tok); p; p = strstr(p + 1, tok)) {
     bool l = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
@@ -74,7 +74,7 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
       if (scalar && (init < 0 || !stmt_in(loop->body, init))) sc->ok = false;
     } else if (!scalar) {
       /* an accumulator array: each iteration must own its element */
-      if (!has_token(name.buf ? name.buf : "", sc->iter)) sc->ok = false;
+      if (!rc_has_token(name.buf ? name.buf : "", sc->iter)) sc->ok = false;
     } else if (sp->role == POLY_STMT_INIT) {
       simd_item(&sc->priv, name.buf);
       if (rc_nan_flag(m, b)) {
@@ -199,7 +199,7 @@ typedef struct outer_scan {
 } outer_scan;
 
 /* A loop `for (v = 0; v <= C; v += 1)` / `v < C`: its trip count, else -1. */
-static long const_trips(const poly_ast *a) {
+long rc_const_trips(const poly_ast *a) {
   char *end;
   long lo = strtol(a->init, &end, 10);
   if (end == a->init || (*end && strcmp(end, "L")) || !unit_step(a)) return -1;
@@ -219,7 +219,7 @@ static void outer_walk(emit *m, const poly_ast *a, int depth, outer_scan *os) {
   if (!a) return;
   switch (a->kind) {
   case PA_FOR: {
-    long t = const_trips(a);
+    long t = rc_const_trips(a);
     os->trips = t < 0 || os->trips < 0 ? -1 : os->trips * t;
     if (depth + 1 > os->depth) os->depth = depth + 1, os->inner = a->iter;
     outer_walk(m, a->body, depth + 1, os);
@@ -241,8 +241,8 @@ static void outer_walk(emit *m, const poly_ast *a, int depth, outer_scan *os) {
       const poly_ast_access *ac = &a->access[k];
       for (int d = 0; d < ac->rank; d++) {
         bool last = d == ac->rank - 1;
-        if (os->inner && has_token(ac->index[d], os->inner) && !last) os->inner_strided = true;
-        if (has_token(ac->index[d], os->outer)) {
+        if (os->inner && rc_has_token(ac->index[d], os->inner) && !last) os->inner_strided = true;
+        if (rc_has_token(ac->index[d], os->outer)) {
           if (last) os->outer_last = true;
           else os->outer_strided = true;
         }
@@ -293,7 +293,7 @@ static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
 
 
 /* text with every whole-token occurrence of from[i] replaced by to[i]. */
-static char *subst_tokens(const char *text, const char *const *from, const char *const *to, int n) {
+char *rc_subst_tokens(const char *text, const char *const *from, const char *const *to, int n) {
   hp_str o;
   hp_str_init(&o);
   for (const char *p = text; *p;) {
@@ -331,10 +331,10 @@ static void pf_reads(emit *m, const poly_ast *a, pf_plan *p) {
       int t = b->access[k].tensor;
       const poly_ast_access *ac = &a->access[k];
       if (m->val[t].kind != ST_BUF || m->val[t].slot >= m->K->nreads || ac->guard || ac->rank < 1) continue;
-      bool ok = has_token(ac->index[ac->rank - 1], p->first->iter), moves = false;
+      bool ok = rc_has_token(ac->index[ac->rank - 1], p->first->iter), moves = false;
       for (int d = 0; d < ac->rank; d++) {
-        if (d < ac->rank - 1 && has_token(ac->index[d], p->first->iter)) ok = false;
-        moves |= has_token(ac->index[d], p->outer->iter);
+        if (d < ac->rank - 1 && rc_has_token(ac->index[d], p->first->iter)) ok = false;
+        moves |= rc_has_token(ac->index[d], p->outer->iter);
       }
       bool seen = false;
       for (int i = 0; i < p->nread; i++) seen |= p->slot[i] == m->val[t].slot;
@@ -398,7 +398,7 @@ static hp_status print_prefetching(emit *m, const poly_ast *a, int d) {
   char next[64];
   snprintf(next, sizeof next, "%s + 1", p->outer->iter);
   const char *nf[1] = {p->outer->iter}, *nt[1] = {next};
-  char *more = subst_tokens(p->outer->cond, nf, nt, 1); /* is there a next row in this task? */
+  char *more = rc_subst_tokens(p->outer->cond, nf, nt, 1); /* is there a next row in this task? */
   indent(o, d);
   hp_str_puts(o, "{ /* prefetch the next row while this pass computes */\n");
   indent(o, d + 1);
@@ -411,7 +411,7 @@ static hp_status print_prefetching(emit *m, const poly_ast *a, int d) {
   for (int i = 0; i < p->nread; i++) {
     const char *ix[TINY_MAX_RANK];
     char *own[TINY_MAX_RANK] = {0};
-    for (int k = 0; k < p->acc[i]->rank; k++) ix[k] = own[k] = subst_tokens(p->acc[i]->index[k], from, to, 2);
+    for (int k = 0; k < p->acc[i]->rank; k++) ix[k] = own[k] = rc_subst_tokens(p->acc[i]->index[k], from, to, 2);
     hp_str idx;
     hp_str_init(&idx);
     bool ok = true;

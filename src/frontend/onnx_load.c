@@ -1,0 +1,643 @@
+/* onnx_load.c — the ONNX frontend's outer half: the protobuf (protobuf-c,
+ * code generated from Debian's onnx.proto at build time), the opset check,
+ * names mapped to identifiers, graph inputs, initializers decoded into
+ * weights or folded constants, the node loop (onnx_ops.c maps each node),
+ * and the outputs.
+ * Needs: the frontend builder.  Gives: hp_onnx_load_file/_buffer. */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+/* protobuf's own limit on a message */
+#define MAX_MODEL_BYTES ((size_t)2 << 30)
+
+/* A name as it may appear in a message: printable ASCII, shortened. */
+static void printable(const char *s, char *out, int cap) {
+  int k = 0;
+  for (; s && *s && k + 4 < cap; s++) out[k++] = (*s >= 32 && *s < 127 && *s != '"') ? *s : '?';
+  if (s && *s) out[k++] = '.', out[k++] = '.', out[k++] = '.';
+  out[k] = 0;
+}
+
+hp_status ox_fail(ox_ctx *c, hp_status code, const char *fmt, ...) {
+  if (c->e->code) return c->e->code;
+  char msg[768], nm[96] = "", op[64] = "";
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!c->node) return hp_fail_at(c->e, code, c->file, 0, 0, "%s", msg);
+  printable(c->node->name, nm, sizeof nm);
+  printable(c->node->op_type, op, sizeof op);
+  return hp_fail_at(c->e, code, c->file, 0, 0, "node %d \"%s\" (%s): %s", c->node_index, nm, op, msg);
+}
+
+hp_status ox_check(ox_ctx *c, hp_val v) {
+  const hp_error *ge = hp_graph_error(c->g);
+  if (v > 0 && !ge->code) return HP_OK;
+  if (!ge->code) return ox_fail(c, HP_E_INTERNAL, "the builder failed without an error");
+  return ox_fail(c, ge->code, "%s", ge->msg);
+}
+
+/* ---- names -------------------------------------------------------------------- */
+const char *ox_ident(ox_ctx *c, const char *onnx_name) {
+  char base[128];
+  int k = 0;
+  const char *s = onnx_name ? onnx_name : "";
+  if (!*s || (*s >= '0' && *s <= '9')) base[k++] = '_';
+  for (; *s && k < 100; s++) {
+    char ch = *s;
+    base[k++] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_') ? ch : '_';
+  }
+  base[k] = 0;
+  const char *id = hp_arena_strdup(c->A, base);
+  for (int n = 2; id && hp_strmap_find(&c->ids, id); n++) id = hp_arena_printf(c->A, "%s_%d", base, n);
+  if (!id || !hp_strmap_put(&c->ids, id, 1)) {
+    ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    return NULL;
+  }
+  return id;
+}
+
+static hp_status add_name(ox_ctx *c, const char *onnx, const char *id) {
+  hp_onnx_model *m = c->m;
+  if (m->nnames == c->ncap) {
+    int cap = c->ncap ? 2 * c->ncap : 16;
+    hp_onnx_name *p = hp_xrealloc(m->names, sizeof *p * (size_t)cap);
+    if (!p) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    m->names = p, c->ncap = cap;
+  }
+  char *a = hp_xmalloc(strlen(onnx) + 1), *b = hp_xmalloc(strlen(id) + 1);
+  if (!a || !b) {
+    free(a), free(b);
+    return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  }
+  strcpy(a, onnx), strcpy(b, id);
+  m->names[m->nnames++] = (hp_onnx_name){a, b};
+  return HP_OK;
+}
+
+/* ---- types and tensors ------------------------------------------------------------ */
+bool ox_dtype(int oty, tiny_dtype *out) {
+  switch (oty) {
+  case OX_FLOAT: *out = TINY_FP32; return true;
+  case OX_FLOAT16: *out = TINY_FP16; return true;
+  case OX_BFLOAT16: *out = TINY_BF16; return true;
+  case OX_INT32: case OX_INT64: *out = TINY_I32; return true;
+  case OX_BOOL: *out = TINY_BOOL; return true;
+  default: return false;
+  }
+}
+
+const char *ox_type_name(int oty) {
+  static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
+                                      "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16"};
+  return oty >= 0 && oty < (int)(sizeof names / sizeof *names) ? names[oty] : "an unknown type";
+}
+
+static int elem_bytes(int oty) {
+  switch (oty) {
+  case OX_BOOL: case OX_INT8: case OX_UINT8: return 1;
+  case OX_FLOAT16: case OX_BFLOAT16: case OX_INT16: case OX_UINT16: return 2;
+  case OX_FLOAT: case OX_INT32: case OX_UINT32: return 4;
+  case OX_INT64: case OX_UINT64: case OX_DOUBLE: return 8;
+  default: return 0;
+  }
+}
+
+static bool is_int_type(int oty) {
+  return oty == OX_INT8 || oty == OX_UINT8 || oty == OX_INT16 || oty == OX_UINT16 || oty == OX_INT32 || oty == OX_INT64 ||
+         oty == OX_UINT32 || oty == OX_UINT64;
+}
+
+/* Element i of raw little-endian data as an integer. */
+static int64_t raw_int(const uint8_t *p, int oty, int64_t i) {
+  switch (oty) {
+  case OX_INT8: return ((const int8_t *)p)[i];
+  case OX_UINT8: case OX_BOOL: return p[i];
+  case OX_INT16: { int16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+  case OX_UINT16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+  case OX_INT32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+  case OX_UINT32: { uint32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+  default: { int64_t v; memcpy(&v, p + 8 * i, 8); return v; }
+  }
+}
+
+hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x) {
+  char nm[96];
+  printable(tp->name ? tp->name : what, nm, sizeof nm);
+  if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) || tp->n_external_data)
+    return ox_fail(c, HP_E_UNSUPPORTED,
+                   "tensor \"%s\" keeps its data in an external file; harp reads only data stored inside the .onnx file "
+                   "(save the model with onnx.save(m, path, save_as_external_data=False))", nm);
+  if (tp->segment) return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" is segmented", nm);
+  int oty = tp->data_type;
+  if ((int)tp->n_dims > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "tensor \"%s\" has rank %zu (at most %d)", nm, tp->n_dims, TINY_MAX_RANK);
+  int64_t n = 1;
+  for (size_t i = 0; i < tp->n_dims; i++) {
+    if (tp->dims[i] < 0 || tp->dims[i] > OX_MAX_DIM)
+      return ox_fail(c, HP_E_LIMIT, "tensor \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, tp->dims[i]);
+    if (tp->dims[i] && n > OX_MAX_NUMEL / tp->dims[i])
+      return ox_fail(c, HP_E_LIMIT, "tensor \"%s\" has more than 2^34 elements", nm);
+    n *= tp->dims[i];
+  }
+  int eb = elem_bytes(oty);
+  if (!eb) return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" has element type %s, which harp does not have", nm, ox_type_name(oty));
+  /* Where the elements are: raw_data, or the typed field the type uses. */
+  size_t have;
+  const char *field;
+  if (tp->has_raw_data) have = tp->raw_data.len / (size_t)eb, field = "raw_data";
+  else if (oty == OX_FLOAT) have = tp->n_float_data, field = "float_data";
+  else if (oty == OX_DOUBLE) have = tp->n_double_data, field = "double_data";
+  else if (oty == OX_INT64) have = tp->n_int64_data, field = "int64_data";
+  else if (oty == OX_UINT32 || oty == OX_UINT64) have = tp->n_uint64_data, field = "uint64_data";
+  else have = tp->n_int32_data, field = "int32_data";
+  if ((tp->has_raw_data && tp->raw_data.len % (size_t)eb) || have != (size_t)n)
+    return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": %s holds %zu bytes for %" PRId64 " elements of %s (dims say %" PRId64 ")",
+                   nm, field, tp->has_raw_data ? tp->raw_data.len : have * (size_t)eb, (int64_t)have, ox_type_name(oty), n);
+  const uint8_t *raw = tp->has_raw_data ? tp->raw_data.data : NULL;
+  x->oty = oty;
+  x->irank = (int)tp->n_dims;
+  for (size_t i = 0; i < tp->n_dims; i++) x->ishape[i] = tp->dims[i];
+  if (is_int_type(oty)) {
+    if (n > OX_MAX_INT_CONST)
+      return ox_fail(c, HP_E_UNSUPPORTED, "integer tensor \"%s\" has %" PRId64 " elements (harp folds at most %d)", nm, n, OX_MAX_INT_CONST);
+    x->has_i = true;
+    x->in = n;
+    x->iv = hp_arena_alloc(c->A, sizeof *x->iv * (size_t)(n ? n : 1));
+    if (!x->iv) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = raw ? raw_int(raw, oty, i)
+                      : oty == OX_INT64 ? tp->int64_data[i]
+                      : (oty == OX_UINT32 || oty == OX_UINT64) ? (int64_t)tp->uint64_data[i] : tp->int32_data[i];
+      /* INT64_MAX ("to the end") and the like: far beyond any dim, and in
+       * the range dims compute in */
+      if (v > ((int64_t)1 << 50)) v = (int64_t)1 << 50;
+      if (v < -((int64_t)1 << 50)) v = -((int64_t)1 << 50);
+      if (!(x->iv[i] = fe_dim_int(c->A, v))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    }
+    return HP_OK;
+  }
+  tiny_dtype dt = oty == OX_DOUBLE ? TINY_FP32 : TINY_FP32;
+  if (oty != OX_DOUBLE && !ox_dtype(oty, &dt))
+    return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" has element type %s, which harp does not have", nm, ox_type_name(oty));
+  if (hp_tensor_alloc(c->e, &x->t, dt, (int)tp->n_dims, tp->dims)) return c->e->code;
+  x->has_t = true;
+  if (oty == OX_DOUBLE) {
+    x->oty = OX_FLOAT; /* harp computes it in fp32 */
+    for (int64_t i = 0; i < n; i++) {
+      double v;
+      if (raw) memcpy(&v, raw + 8 * i, 8);
+      else v = tp->double_data[i];
+      ((float *)x->t.data)[i] = (float)v;
+    }
+  } else if (raw) {
+    if (n) memcpy(x->t.data, raw, (size_t)n * (size_t)eb);
+  } else if (oty == OX_FLOAT) {
+    if (n) memcpy(x->t.data, tp->float_data, (size_t)n * 4);
+  } else {
+    for (int64_t i = 0; i < n; i++) { /* fp16, bf16 (low 16 bits), bool in int32_data */
+      if (eb == 2) ((uint16_t *)x->t.data)[i] = (uint16_t)tp->int32_data[i];
+      else ((uint8_t *)x->t.data)[i] = tp->int32_data[i] != 0;
+    }
+  }
+  if (oty == OX_BOOL)
+    for (int64_t i = 0; i < n; i++) ((uint8_t *)x->t.data)[i] = ((uint8_t *)x->t.data)[i] != 0;
+  return HP_OK;
+}
+
+/* ---- the value table --------------------------------------------------------------- */
+static ox_val *new_val(ox_ctx *c, const char *name) {
+  if (!name || !*name) {
+    ox_fail(c, HP_E_INVALID_ARG, "a value has an empty name");
+    return NULL;
+  }
+  if (hp_strmap_find(&c->byname, name)) {
+    char nm[96];
+    printable(name, nm, sizeof nm);
+    ox_fail(c, HP_E_DUPLICATE_ID, "value \"%s\" is defined twice", nm);
+    return NULL;
+  }
+  if (c->nvals == c->cap) { /* sized once in import_graph: pointers to values stay valid */
+    ox_fail(c, HP_E_INTERNAL, "more values than the graph declares");
+    return NULL;
+  }
+  if (!hp_strmap_put(&c->byname, name, c->nvals)) {
+    ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    return NULL;
+  }
+  ox_val *x = &c->vals[c->nvals++];
+  memset(x, 0, sizeof *x);
+  x->name = name;
+  return x;
+}
+
+static ox_val *find_val(ox_ctx *c, const char *name) {
+  int *i = hp_strmap_find(&c->byname, name);
+  return i ? &c->vals[*i] : NULL;
+}
+
+ox_val *ox_in(ox_ctx *c, int i, bool *failed) {
+  if (i >= (int)c->node->n_input || !c->node->input[i][0]) return NULL;
+  ox_val *x = find_val(c, c->node->input[i]);
+  if (!x) {
+    char nm[96];
+    printable(c->node->input[i], nm, sizeof nm);
+    ox_fail(c, HP_E_DANGLING, "input %d \"%s\" is not defined by an earlier node, an initializer or a graph input", i, nm);
+    if (failed) *failed = true;
+  }
+  return x;
+}
+
+static hp_status add_weight(ox_ctx *c, const char *id, hp_tensor *t) {
+  hp_onnx_model *m = c->m;
+  if (m->nweights == c->wcap) {
+    int cap = c->wcap ? 2 * c->wcap : 64;
+    char **ids = hp_xrealloc(m->weight_ids, sizeof *ids * (size_t)cap);
+    if (ids) m->weight_ids = ids;
+    hp_tensor *ts = ids ? hp_xrealloc(m->weights, sizeof *ts * (size_t)cap) : NULL;
+    if (!ts) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    m->weights = ts, c->wcap = cap;
+  }
+  char *s = hp_xmalloc(strlen(id) + 1);
+  if (!s) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  strcpy(s, id);
+  m->weight_ids[m->nweights] = s;
+  m->weights[m->nweights++] = *t; /* moved */
+  memset(t, 0, sizeof *t);
+  return HP_OK;
+}
+
+/* A constant as a graph value: a scalar becomes a literal, anything else a
+ * weight (integers as int32). */
+static hp_val const_value(ox_ctx *c, ox_val *x) {
+  if (x->has_t && x->t.rank == 0) {
+    x->v = hp_const_typed(c->g, hp_tensor_get(&x->t, 0), x->t.dtype);
+    return ox_check(c, x->v) ? -1 : x->v;
+  }
+  hp_tensor t = {0};
+  if (x->has_i) {
+    if (hp_tensor_alloc(c->e, &t, TINY_I32, x->irank, x->ishape)) return -1;
+    for (int64_t i = 0; i < x->in; i++) {
+      int64_t v;
+      if (!fe_dim_is_int(x->iv[i], &v)) {
+        hp_tensor_free(&t);
+        ox_fail(c, HP_E_UNSUPPORTED, "value \"%s\" is computed from a symbolic shape (%s) and cannot be used as a tensor",
+                x->name, x->iv[i]->text);
+        return -1;
+      }
+      if (v < INT32_MIN || v > INT32_MAX) {
+        hp_tensor_free(&t);
+        ox_fail(c, HP_E_LIMIT, "integer constant \"%s\" holds %" PRId64 ", outside int32", x->name, v);
+        return -1;
+      }
+      ((int32_t *)t.data)[i] = (int32_t)v;
+    }
+    if (x->irank == 0) {
+      x->v = hp_const_typed(c->g, ((int32_t *)t.data)[0], TINY_I32);
+      hp_tensor_free(&t);
+      return ox_check(c, x->v) ? -1 : x->v;
+    }
+  } else {
+    t = x->t;
+    memset(&x->t, 0, sizeof x->t);
+    x->has_t = false;
+  }
+  const char *id = ox_ident(c, x->name);
+  tiny_dim dims[TINY_MAX_RANK];
+  for (int i = 0; i < t.rank; i++) dims[i] = tiny_dim_int(t.shape[i]);
+  hp_val v = id ? hp_input(c->g, id, t.dtype, t.rank, dims) : -1;
+  if (ox_check(c, v) || add_name(c, x->name, id) || add_weight(c, id, &t)) {
+    hp_tensor_free(&t);
+    return -1;
+  }
+  return x->v = v;
+}
+
+hp_val ox_value(ox_ctx *c, ox_val *x) {
+  if (x->v > 0) return x->v;
+  if (x->gstage > 0) {
+    ox_fail(c, HP_E_UNSUPPORTED, "Erf is supported only inside GELU, 0.5 * x * (1 + erf(x / sqrt(2)))");
+    return -1;
+  }
+  if (x->has_t || x->has_i) return const_value(c, x);
+  ox_fail(c, HP_E_INTERNAL, "value \"%s\" has no definition", x->name);
+  return -1;
+}
+
+hp_val ox_tensor(ox_ctx *c, int i) {
+  bool failed = false;
+  ox_val *x = ox_in(c, i, &failed);
+  if (failed) return -1;
+  if (!x) {
+    ox_fail(c, HP_E_ARITY, "input %d is required", i);
+    return -1;
+  }
+  return ox_value(c, x);
+}
+
+static ox_val *out_val(ox_ctx *c, int i) {
+  if (i >= (int)c->node->n_output || !c->node->output[i][0]) return NULL; /* an unused optional output */
+  return new_val(c, c->node->output[i]);
+}
+
+hp_status ox_def(ox_ctx *c, int i, hp_val v) {
+  if (ox_check(c, v)) return c->e->code;
+  if (i >= (int)c->node->n_output || !c->node->output[i][0]) return HP_OK;
+  ox_val *x = out_val(c, i);
+  if (!x) return c->e->code;
+  x->v = v;
+  return HP_OK;
+}
+
+ox_val *ox_def_mark(ox_ctx *c, int i) {
+  ox_val *x = out_val(c, i);
+  if (!x && !c->e->code) ox_fail(c, HP_E_INVALID_ARG, "output %d has no name", i);
+  return x;
+}
+
+ox_val *ox_def_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int64_t n) {
+  if (n > OX_MAX_INT_CONST) {
+    ox_fail(c, HP_E_UNSUPPORTED, "an integer result of %" PRId64 " elements is too large to fold", n);
+    return NULL;
+  }
+  ox_val *x = out_val(c, i);
+  if (!x) {
+    if (!c->e->code) ox_fail(c, HP_E_INVALID_ARG, "output %d has no name", i);
+    return NULL;
+  }
+  x->has_i = true;
+  x->oty = OX_INT64;
+  x->irank = rank;
+  for (int k = 0; k < rank; k++) x->ishape[k] = shape[k];
+  x->in = n;
+  x->iv = hp_arena_alloc(c->A, sizeof *x->iv * (size_t)(n ? n : 1));
+  if (!x->iv) {
+    ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    return NULL;
+  }
+  return x;
+}
+
+hp_status ox_def_tensor(ox_ctx *c, int i, hp_tensor *t, int oty) {
+  ox_val *x = out_val(c, i);
+  if (!x) {
+    hp_tensor_free(t);
+    return c->e->code ? c->e->code : HP_OK;
+  }
+  x->has_t = true;
+  x->t = *t;
+  x->oty = oty;
+  memset(t, 0, sizeof *t);
+  return HP_OK;
+}
+
+/* ---- attributes ----------------------------------------------------------------------- */
+const Onnx__AttributeProto *ox_attr(const ox_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->node->n_attribute; i++)
+    if (c->node->attribute[i]->name && !strcmp(c->node->attribute[i]->name, name)) return c->node->attribute[i];
+  return NULL;
+}
+
+static hp_status bad_attr(ox_ctx *c, const char *name, const char *want) {
+  return ox_fail(c, HP_E_INVALID_ARG, "attribute %s must be %s", name, want);
+}
+
+hp_status ox_attr_int(ox_ctx *c, const char *name, int64_t dflt, int64_t *out) {
+  const Onnx__AttributeProto *a = ox_attr(c, name);
+  *out = dflt;
+  if (!a) return HP_OK;
+  if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) return bad_attr(c, name, "an int");
+  *out = a->i;
+  return HP_OK;
+}
+
+hp_status ox_attr_float(ox_ctx *c, const char *name, double dflt, double *out) {
+  const Onnx__AttributeProto *a = ox_attr(c, name);
+  *out = dflt;
+  if (!a) return HP_OK;
+  if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) return bad_attr(c, name, "a float");
+  *out = a->f;
+  return HP_OK;
+}
+
+hp_status ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int cap, int *n) {
+  const Onnx__AttributeProto *a = ox_attr(c, name);
+  *n = -1;
+  if (!a) return HP_OK;
+  if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) return bad_attr(c, name, "a list of ints");
+  if (a->n_ints > (size_t)cap) return ox_fail(c, HP_E_LIMIT, "attribute %s has %zu values (at most %d)", name, a->n_ints, cap);
+  for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+  *n = (int)a->n_ints;
+  return HP_OK;
+}
+
+hp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, int cap) {
+  const Onnx__AttributeProto *a = ox_attr(c, name);
+  snprintf(out, (size_t)cap, "%s", dflt);
+  if (!a) return HP_OK;
+  if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) return bad_attr(c, name, "a string");
+  if (a->s.len >= (size_t)cap || memchr(a->s.data, 0, a->s.len)) return bad_attr(c, name, "a short string");
+  memcpy(out, a->s.data, a->s.len);
+  out[a->s.len] = 0;
+  return HP_OK;
+}
+
+/* ---- the graph ------------------------------------------------------------------------------ */
+static hp_status check_opsets(ox_ctx *c, const Onnx__ModelProto *mp) {
+  c->opset = -1;
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+    if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) c->opset = o->version;
+  }
+  if (c->opset < 0) return ox_fail(c, HP_E_UNSUPPORTED, "the model imports no opset of the default ONNX domain");
+  if (c->opset < HP_ONNX_MIN_OPSET || c->opset > HP_ONNX_MAX_OPSET)
+    return ox_fail(c, HP_E_UNSUPPORTED, "opset %" PRId64 " of the default domain is not supported (harp reads opsets %d to %d)",
+                   c->opset, HP_ONNX_MIN_OPSET, HP_ONNX_MAX_OPSET);
+  return HP_OK;
+}
+
+static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
+  char nm[96];
+  printable(vi->name, nm, sizeof nm);
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+    return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  tiny_dtype dt;
+  if (!ox_dtype(tt->elem_type, &dt))
+    return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has element type %s, which harp does not have", nm,
+                   ox_type_name(tt->elem_type));
+  if (!tt->shape) return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has no shape (harp needs its rank)", nm);
+  if ((int)tt->shape->n_dim > TINY_MAX_RANK)
+    return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has rank %zu (at most %d)", nm, tt->shape->n_dim, TINY_MAX_RANK);
+  const char *id = ox_ident(c, vi->name);
+  if (!id) return c->e->code;
+  tiny_dim dims[TINY_MAX_RANK];
+  int64_t numel = 1;
+  for (size_t i = 0; i < tt->shape->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0 || d->dim_value > OX_MAX_DIM)
+        return ox_fail(c, HP_E_LIMIT, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, d->dim_value);
+      if (d->dim_value && numel > OX_MAX_NUMEL / d->dim_value)
+        return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has more than 2^34 elements", nm);
+      numel *= d->dim_value;
+      dims[i] = tiny_dim_int(d->dim_value);
+      continue;
+    }
+    /* a symbolic dim: one shape variable per distinct dim_param */
+    const char *sym;
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param) {
+      const char *key = d->dim_param;
+      int *have = key ? hp_strmap_find(&c->dimsyms, key) : NULL;
+      if (have) {
+        sym = c->m->names[*have].id;
+      } else {
+        sym = ox_ident(c, d->dim_param);
+        if (!sym || !key || add_name(c, d->dim_param, sym)) return c->e->code ? c->e->code : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+        if (!hp_strmap_put(&c->dimsyms, key, c->m->nnames - 1)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+      }
+    } else {
+      char buf[160];
+      snprintf(buf, sizeof buf, "%s_d%zu", id, i);
+      sym = ox_ident(c, buf);
+      if (!sym) return c->e->code;
+    }
+    /* default 1 (bound last, as a DSL graph<B=1>): bench and compile run without --sym */
+    if (fe_shape_var_index(c->g, sym) < 0 && hp_shape_var(c->g, sym, 1)) return ox_check(c, -1);
+    dims[i] = tiny_dim_sym(sym);
+  }
+  ox_val *x = new_val(c, vi->name);
+  if (!x) return c->e->code;
+  x->oty = tt->elem_type;
+  x->v = hp_input(c->g, id, dt, (int)tt->shape->n_dim, dims);
+  if (ox_check(c, x->v)) return c->e->code;
+  return add_name(c, vi->name, id);
+}
+
+static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
+  /* identifiers: graph inputs first, so that they keep their plain names */
+  hp_strmap inits = {0};
+  hp_status st = HP_OK;
+  size_t nv = gp->n_input + gp->n_initializer + 1;
+  for (size_t i = 0; i < gp->n_node; i++) nv += gp->node[i]->n_output;
+  if (nv > (size_t)INT32_MAX / 2) return ox_fail(c, HP_E_LIMIT, "too many values");
+  c->vals = hp_xcalloc(nv, sizeof *c->vals);
+  if (!c->vals) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  c->cap = (int)nv;
+  for (size_t i = 0; i < gp->n_initializer && !st; i++) {
+    const char *n = gp->initializer[i]->name;
+    if (!n || !*n) st = ox_fail(c, HP_E_INVALID_ARG, "initializer %zu has no name", i);
+    else if (!hp_strmap_put(&inits, n, (int)i)) st = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  }
+  for (size_t i = 0; i < gp->n_input && !st; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (!vi->name || !*vi->name) st = ox_fail(c, HP_E_INVALID_ARG, "graph input %zu has no name", i);
+    else if (!hp_strmap_find(&inits, vi->name)) st = graph_input(c, vi); /* else: an initializer's default */
+  }
+  hp_strmap_free(&inits);
+  for (size_t i = 0; i < gp->n_initializer && !st; i++) {
+    ox_val *x = new_val(c, gp->initializer[i]->name);
+    if (!x) return c->e->code;
+    x->is_init = true;
+    st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
+  }
+  if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
+  for (size_t i = 0; i < gp->n_node && !st; i++) {
+    c->node = gp->node[i];
+    c->node_index = (int)i;
+    const char *dom = c->node->domain;
+    if (!c->node->op_type || !*c->node->op_type) st = ox_fail(c, HP_E_INVALID_ARG, "the node has no op_type");
+    else if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
+      st = ox_fail(c, HP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
+    else st = ox_node(c);
+  }
+  c->node = NULL;
+  if (!st && gp->n_output == 0) st = ox_fail(c, HP_E_INVALID_ARG, "the graph has no outputs");
+  for (size_t i = 0; i < gp->n_output && !st; i++) {
+    const char *name = gp->output[i]->name;
+    char nm[96];
+    printable(name, nm, sizeof nm);
+    ox_val *x = name ? find_val(c, name) : NULL;
+    if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
+    hp_val v = ox_value(c, x);
+    const char *id = v > 0 ? ox_ident(c, name) : NULL;
+    if (!id) return c->e->code;
+    if (ox_check(c, hp_output(c->g, id, v))) return c->e->code;
+  }
+  return st;
+}
+
+static void model_free(hp_onnx_model *m) {
+  hp_program_free(m->program);
+  for (int i = 0; i < m->nweights; i++) {
+    free(m->weight_ids[i]);
+    hp_tensor_free(&m->weights[i]);
+  }
+  free(m->weight_ids);
+  free(m->weights);
+  for (int i = 0; i < m->nnames; i++) free(m->names[i].onnx), free(m->names[i].id);
+  free(m->names);
+  memset(m, 0, sizeof *m);
+}
+
+void hp_onnx_model_free(hp_onnx_model *m) {
+  if (m) model_free(m);
+}
+
+const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name) {
+  for (int i = 0; i < m->nnames; i++)
+    if (!strcmp(m->names[i].onnx, onnx_name)) return m->names[i].id;
+  for (int i = 0; i < m->nnames; i++)
+    if (!strcmp(m->names[i].id, onnx_name)) return m->names[i].id;
+  return NULL;
+}
+
+hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
+  memset(out, 0, sizeof *out);
+  const char *file = name ? name : "<onnx>";
+  if (len == 0) return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "empty file: not an ONNX model");
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
+  if (!mp) return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "not an ONNX model (the protobuf does not parse: truncated or another format)");
+  if (!mp->graph) {
+    onnx__model_proto__free_unpacked(mp, NULL);
+    return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "not an ONNX model (no graph)");
+  }
+  ox_ctx c = {.e = e, .file = file, .m = out};
+  hp_status st = HP_OK;
+  out->program = hp_program_new();
+  c.g = out->program ? hp_program_add_graph(out->program, "main") : NULL;
+  if (!c.g) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) {
+    c.A = out->program->arena;
+    st = check_opsets(&c, mp);
+  }
+  out->opset = c.opset;
+  if (!st) st = import_graph(&c, mp->graph);
+  if (!st) st = hp_program_check(e, out->program);
+  for (int i = 0; i < c.nvals; i++) hp_tensor_free(&c.vals[i].t);
+  free(c.vals);
+  hp_strmap_free(&c.byname);
+  hp_strmap_free(&c.ids);
+  hp_strmap_free(&c.dimsyms);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  if (st) model_free(out);
+  return st;
+}
+
+hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out) {
+  memset(out, 0, sizeof *out);
+  char *buf = NULL;
+  size_t len = 0;
+  if (hp_read_file(e, path, MAX_MODEL_BYTES, &buf, &len)) return e->code;
+  hp_status st = hp_onnx_load_buffer(e, buf, len, path, out);
+  free(buf);
+  return st;
+}

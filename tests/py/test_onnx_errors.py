@@ -1,0 +1,101 @@
+"""The ONNX frontend's error paths through the CLI: each bad file or bad
+node is a clear error (naming the node where there is one), exit code 1,
+and no output file."""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+    from onnx import TensorProto, helper
+except ImportError:
+    print("onnx not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import init, mk, model, vi  # noqa: E402
+
+S = ht.Suite("onnx_errors")
+D = ht.tempfile.mkdtemp()
+x = np.ones((2, 3), np.float32)
+np.save(os.path.join(D, "x.npy"), x)
+
+
+def expect(name, path, *needles, inputs=True, cmd="run"):
+    out = os.path.join(D, "out_" + "".join(ch if ch.isalnum() else "_" for ch in name))
+    args = [ht.HARP, cmd, path, "--out", out] + (["--input", f"x={os.path.join(D, 'x.npy')}"] if inputs and cmd == "run" else [])
+    if cmd == "bench":
+        args = [ht.HARP, "bench", path, "--random-inputs", "--repeat", "1"]
+    p = ht.subprocess.run(args, capture_output=True, text=True, timeout=120)
+    S.check(f"{name}: exit code 1", p.returncode == 1, f"rc={p.returncode} {p.stderr[-300:]}")
+    S.check(f"{name}: no crash", "Sanitizer" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-300:])
+    for nd in needles:
+        S.check(f"{name}: says {nd!r}", nd in p.stderr, p.stderr.strip()[-400:])
+    S.check(f"{name}: no output", not os.path.exists(out) or not os.listdir(out), os.listdir(out) if os.path.exists(out) else "")
+
+
+def save(m, name):
+    path = os.path.join(D, name + ".onnx")
+    with open(path, "wb") as f:
+        f.write(m if isinstance(m, bytes) else m.SerializeToString())
+    return path
+
+
+def one(nodes, inits=(), opset=17, inputs=None, outputs=None):
+    return model(nodes, inputs or [vi("x", [2, 3])], outputs or [vi("y", None)], [init(k, v) for k, v in dict(inits).items()], opset)
+
+
+good = one([mk("Relu", ["x"], ["y"])])
+raw = good.SerializeToString()
+expect("missing file", os.path.join(D, "nope.onnx"), "IoError")
+expect("empty file", save(b"", "empty"), "ParseError")
+expect("not protobuf", save(b"\xff\xff\xff\xff garbage " * 10, "garbage"), "ParseError", "not an ONNX model")
+expect("truncated", save(raw[: len(raw) // 2], "trunc"), "ParseError")
+expect("json renamed", save(b'{"uops": []}', "json"), "ParseError")
+expect("unknown op", save(one([mk("Relu", ["x"], ["r"], name="first"), mk("FancyOp", ["r"], ["y"], name="my/node")]), "unk"),
+       "UnknownOp", 'node 1 "my/node" (FancyOp)')
+expect("unknown domain", save(one([mk("Relu", ["x"], ["y"], domain="com.microsoft")]), "dom"), "Unsupported", "com.microsoft")
+expect("opset too new", save(one([mk("Relu", ["x"], ["y"])], opset=99), "opset"), "Unsupported", "opset 99")
+expect("no default opset", save(helper.make_model(helper.make_graph([mk("Relu", ["x"], ["y"])], "g", [vi("x", [2, 3])], [vi("y", None)]),
+                                                  opset_imports=[helper.make_opsetid("com.x", 1)], ir_version=8), "noopset"),
+       "Unsupported", "default ONNX domain")
+expect("bad attribute type", save(one([mk("Softmax", ["x"], ["y"], axis=1.5)]), "attr"), "InvalidArgument", "attribute axis",
+       "(Softmax)")
+expect("axis out of range", save(one([mk("Softmax", ["x"], ["y"], axis=5)]), "axis"), "InvalidArgument", "axis 5")
+expect("rank mismatch", save(one([mk("Conv", ["x", "w"], ["y"])], {"w": np.ones((1, 1, 1, 1), np.float32)}), "rank"),
+       "rank 4", "(Conv)")
+expect("shape mismatch", save(one([mk("MatMul", ["x", "w"], ["y"])], {"w": np.ones((4, 2), np.float32)}), "mm"), "(MatMul)",
+       "inner dimensions")
+expect("dangling input", save(one([mk("Add", ["x", "nowhere"], ["y"])]), "dangle"), "DanglingRef", "nowhere")
+expect("undefined output", save(one([mk("Relu", ["x"], ["r"])]), "noout"), "DanglingRef", '"y"')
+expect("runtime reshape shape", save(one([mk("Reshape", ["x", "x"], ["y"])]), "rshape"), "(Reshape)", "constant")
+expect("Erf alone", save(one([mk("Erf", ["x"], ["y"])]), "erf"), "(Erf)", "GELU")
+expect("absurd input dim", save(one([mk("Relu", ["x"], ["y"])], inputs=[vi("x", [1 << 40, 3])]), "dim"), "LimitExceeded", "2^31")
+expect("unsupported dtype input", save(one([mk("Relu", ["x"], ["y"])], inputs=[vi("x", [2, 3], TensorProto.STRING)]), "str"),
+       "Unsupported", "string")
+# an initializer whose raw data disagrees with its dims
+t = helper.make_tensor("w", TensorProto.FLOAT, [3, 4], np.ones(12, np.float32).tobytes(), raw=True)
+t.raw_data = t.raw_data[:20]
+expect("raw_data too short", save(helper.make_model(helper.make_graph([mk("MatMul", ["x", "w"], ["y"])], "g", [vi("x", [2, 3])], [vi("y", None)], [t]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8), "short"),
+       "InvalidArgument", '"w"', "20 bytes")
+t2 = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 40, 4])
+expect("absurd initializer dims", save(helper.make_model(helper.make_graph([mk("Add", ["x", "w"], ["y"])], "g", [vi("x", [2, 3])],
+                                                                          [vi("y", None)], [t2]),
+                                                         opset_imports=[helper.make_opsetid("", 17)], ir_version=8), "bigw"),
+       "LimitExceeded")
+# external data
+t3 = helper.make_tensor("w", TensorProto.FLOAT, [3], [1, 2, 3])
+t3.ClearField("float_data")
+t3.data_location = TensorProto.EXTERNAL
+e = t3.external_data.add()
+e.key, e.value = "location", "../../etc/passwd"
+expect("external data", save(helper.make_model(helper.make_graph([mk("Add", ["x", "w"], ["y"])], "g", [vi("x", [2, 3])],
+                                                                [vi("y", None)], [t3]),
+                                               opset_imports=[helper.make_opsetid("", 17)], ir_version=8), "ext"),
+       "Unsupported", "external")
+# bench and compile refuse the same file the same way
+expect("bench: unknown op", os.path.join(D, "unk.onnx"), "UnknownOp", cmd="bench")
+S.close()

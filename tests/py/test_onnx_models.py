@@ -1,0 +1,112 @@
+"""Whole models imported from ONNX (tests/py/onnx_models.py, the graphs of
+bench/e2e.py) at reduced sizes: `harp run model.onnx` (weights from the
+initializers, no --param) on the cpu backend and the interpreter, compared
+with onnxruntime."""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+import onnx_models as om  # noqa: E402
+
+rng = np.random.default_rng(0)
+S = ht.Suite("onnx_models")
+
+
+def rand(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def check(name, m, inputs, rtol=2e-3, atol=2e-3):
+    path = os.path.join(ht.tempfile.mkdtemp(), name + ".onnx")
+    onnx.save(m, path)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    for be in ht.BACKENDS:
+        p, d = ht.run(path, inputs, backend=be)
+        S.check(f"{name} {be}: runs", p.returncode == 0, p.stderr.strip()[-800:])
+        if p.returncode:
+            continue
+        ok, why = ht.close(np.load(os.path.join(d, "y.npy")), want, rtol, atol)
+        S.check(f"{name} {be}: matches onnxruntime", ok, why)
+
+
+def resnet_weights(widths=(8, 16, 32, 64), classes=10):
+    t = {"w0": rand(widths[0], 3, 7, 7, scale=(2 / 147) ** 0.5), "b0": rand(widths[0], scale=0.1)}
+    c = widths[0]
+    for st, d in enumerate(widths, 1):
+        for blk in "ab":
+            cin = c if blk == "a" else d
+            t[f"l{st}{blk}1"] = rand(d, cin, 3, 3, scale=(2 / (9 * cin)) ** 0.5)
+            t[f"c{st}{blk}1"] = rand(d, scale=0.1)
+            t[f"l{st}{blk}2"] = rand(d, d, 3, 3, scale=(1 / (9 * d)) ** 0.5)
+            t[f"c{st}{blk}2"] = rand(d, scale=0.1)
+            if st > 1 and blk == "a":
+                t[f"l{st}ad"], t[f"c{st}ad"] = rand(d, c, 1, 1, scale=c ** -0.5), rand(d, scale=0.1)
+        c = d
+    t["wf"], t["bf"] = rand(c, classes, scale=c ** -0.5).T.copy(), rand(classes, scale=0.1)
+    return t
+
+
+def resnet():
+    t = resnet_weights()
+    m = om.resnet18(t, hw=32)
+    # Gemm with transB: the classifier stored [classes, features] as torch's Linear
+    for n in m.graph.node:
+        if n.op_type == "Gemm":
+            n.attribute.append(om.helper.make_attribute("transB", 1))
+    check("resnet18_small", m, {"x": rand(1, 3, 32, 32)})
+
+
+def bert(gelu_op):
+    L, Sq, E, H, F = 1, 16, 64, 4, 128
+    t = {}
+    for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
+        t[f"{n}0"] = rand(*shape, scale=shape[0] ** -0.5)
+    for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
+        t[f"{n}0"] = rand(d, scale=0.1)
+    t["g10"], t["g20"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+    check("bert_layer_gelu_op" if gelu_op else "bert_layer_erf", om.bert(t, L, Sq, E, H, F, gelu_op=gelu_op),
+          {"x": rand(1, Sq, E)})
+
+
+def mobilenet():
+    cfg = [(1, 8, 1, 1), (6, 12, 2, 2), (6, 16, 2, 2)]
+    blocks = om.mobilenetv2_blocks(cfg, c=8)
+    t = {"w0": rand(8, 3, 3, 3, scale=(2 / 27) ** 0.5), "b0": rand(8, scale=0.1)}
+    for i, (c, e, d, _) in enumerate(blocks, 1):
+        if e != c:
+            t[f"e{i}"], t[f"eb{i}"] = rand(e, c, 1, 1, scale=(2 / c) ** 0.5), rand(e, scale=0.1)
+        t[f"d{i}"], t[f"db{i}"] = rand(e, 1, 3, 3, scale=(2 / 9) ** 0.5), rand(e, scale=0.1)
+        t[f"p{i}"], t[f"pb{i}"] = rand(d, e, 1, 1, scale=(1 / e) ** 0.5), rand(d, scale=0.1)
+    t["wl"], t["bl"] = rand(32, 16, 1, 1, scale=(2 / 16) ** 0.5), rand(32, scale=0.1)
+    t["wf"], t["bf"] = rand(32, 10, scale=32 ** -0.5), rand(10, scale=0.1)
+    check("mobilenetv2_small", om.mobilenetv2(t, blocks, hw=32), {"x": rand(1, 3, 32, 32)})
+
+
+def llama():
+    Sq, D, H, F = 16, 64, 4, 96
+    E = D // H
+    ang = np.arange(Sq)[:, None] * 10000.0 ** (-np.arange(0, E, 2) / E)[None, :]
+    ang = np.concatenate([ang, ang], axis=1)[:, None, :]
+    t = dict(g1=1 + rand(D, scale=0.1), wq=rand(D, D, scale=D ** -0.5), wk=rand(D, D, scale=D ** -0.5),
+             wv=rand(D, D, scale=D ** -0.5), wo=rand(D, D, scale=D ** -0.5), g2=1 + rand(D, scale=0.1),
+             w1=rand(D, F, scale=D ** -0.5), w3=rand(D, F, scale=D ** -0.5), w2=rand(F, D, scale=F ** -0.5),
+             cos=np.cos(ang).astype(np.float32), sin=np.sin(ang).astype(np.float32))
+    check("llama_layer_small", om.llama(t, Sq, D, H), {"x": rand(1, Sq, D)})
+
+
+resnet()
+bert(False)
+bert(True)
+mobilenet()
+llama()
+S.close()
