@@ -1,5 +1,5 @@
 """`harp bench` on the CPU: the JSON summary, --profile's per-kernel table
-(every kernel timed alone, slowest first, shares summing to 1, kinds named),
+(every kernel timed alone and in its place in whole runs, slowest first, shares summing to 1, kinds named),
 its text form, --dump (c, gpu, plan), and the usage errors (--profile on the
 interpreter, --dump c off the cpu backend, --repeat 0).  The CUDA form: test_cuda_session (on the fake libcuda)."""
 import json
@@ -28,9 +28,13 @@ if p.returncode == 0:
     s.check("shares sum to 1", abs(sum(k["share"] for k in ks) - 1) < 1e-3, ks)
     s.check("the GEMMs are named matmul", sum(k["kind"] == "matmul" for k in ks) >= 2, ks)
     s.check("kernels_sum_ms is their sum", abs(j["kernels_sum_ms"] - sum(k["median_ms"] for k in ks)) < 1e-5, j)
+    s.check("every kernel timed in its place in the runs too", all(k.get("in_run_ms", 0) > 0 for k in ks), ks)
+    s.check("kernels_in_run_sum_ms is their sum",
+            abs(j.get("kernels_in_run_sum_ms", -1) - sum(k.get("in_run_ms", 0) for k in ks)) < 1e-5, j)
 p = harp("bench", MLP, "--repeat", "2", "--warmup", "0", "--profile")
 s.check("bench --profile text table", p.returncode == 0 and "kernel (region)" in p.stdout and "sum" in p.stdout,
         p.stdout + p.stderr)
+s.check("... with both columns", "alone ms" in p.stdout and "in run ms" in p.stdout, p.stdout)
 p = harp("bench", MLP, "--backend", "interp", "--profile")
 s.check("--profile on the interpreter: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr, p.stderr)
 # --dump: what the command builds is written (the C on cpu; gpu.json for the GPU's view), or a usage error

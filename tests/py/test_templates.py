@@ -187,6 +187,30 @@ d = tempfile.mkdtemp()
 p, _ = run(dw_dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
 src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
 s.check("depthwise: both convs on the depthwise kernel", src.count(": depthwise conv n2 c12") == 2, p.stderr)
+# MobileNetV2's depthwise layers: run on the pool where a core takes tens of
+# microseconds (384 channels of 14x14; 576 of 14x14 at stride 2, whose copy
+# per output is 4x), on the calling thread when tiny; the rows of the padded
+# plane are copied by vectors (no column-by-column loop at stride 1 or 2 on
+# AVX-512), and the padding is written once per task, not per channel
+for (c, hw, st, small) in ((384, 14, 1, False), (576, 14, 2, False), (16, 7, 1, True)):
+    dsl = os.path.join(tempfile.mkdtemp(), "dw.harp")
+    with open(dsl, "w") as f:
+        f.write(f"graph<N=1> main(x: f32[N, {c}, {hw}, {hw}], w: f32[{c}, 1, 3, 3], b: f32[{c}]) -> (y: f32[N, {c}, {hw // st}, {hw // st}]) {{\n"
+                f"    return min(max(conv2d(x, w, bias=b, stride={st}, pad=1, groups={c}), 0.0), 6.0)\n}}\n")
+    feeds = {"x": rng.standard_normal((1, c, hw, hw)).astype(np.float32),
+             "w": rng.standard_normal((c, 1, 3, 3)).astype(np.float32), "b": rng.standard_normal(c).astype(np.float32)}
+    check(f"depthwise {c}x{hw}x{hw} stride {st}", dsl, feeds, want={"conv": 1})
+    d = tempfile.mkdtemp()
+    p, _ = run(dsl, feeds, extra=["--dump", "c", "--dump-dir", d], backend="cpu")
+    src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
+    s.check(f"depthwise {c}x{hw}x{hw} stride {st}: {'on the calling thread' if small else 'on the pool'}",
+            p.returncode == 0 and ("pool = NULL; /* small" in src) == small, p.stderr)
+    avx512 = src[src.find("void model_k0_conv_avx512_chan("):src.find("void model_k0_conv_avx512_task(")]
+    # column-by-column copies: at most the one column a stride-2 phase starts with before its vector pairs
+    cols = [int(b) - int(a) for a, b in re.findall(r"for \(long i = (\d+)L; i < (\d+)L; i\+\+\) \{ float v_ = ", avx512)]
+    s.check(f"depthwise {c}x{hw}x{hw} stride {st}: the input rows copied by vectors, the padding once per task",
+            avx512.count("_ldn(xr + ") >= 1 and all(n <= 1 for n in cols) and "= 0.0f" not in avx512 and "memset" not in avx512,
+            avx512[:3000])
 # a ResNet basic block at batch 1: the residual x reaches the conv template
 # (its batch stride is 0 where y's is C*H*W; an extent-1 axis must not count)
 rb_dsl = os.path.join(tempfile.mkdtemp(), "resblock.harp")

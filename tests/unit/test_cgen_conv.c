@@ -10,7 +10,8 @@
  * strided layers on the tiles cgen_conv chooses (test_strided_tiles).  The
  * depthwise cases cover stride phases (strides 2 and 3, with dilation, even
  * and odd left padding, half inputs split by vectors on AVX-512 and AVX2),
- * output widths 56, 28, 29, 7, 130 and row remainders.  No kernel may write
+ * output widths 56, 28, 29, 7, 130 and row remainders, stride-1 rows copied
+ * by vectors with a masked tail (half inputs, left padding 0 and 2).  No kernel may write
  * past the end of its output (poisoned slack). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,6 +116,11 @@ static const ccase CASES[] = {
     /* 5x5 stride 2 (fewer accumulators), scalar stride 2 */
     {1, 4, 11, 60, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 4, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
     {1, 3, 9, 15, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, F32, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    /* stride 1 rows copied by vectors, the last one masked: fp16 input W 21
+     * (16 + 5) with 2 columns of left padding on AVX-512, bf16 W 19 (8 + 8 +
+     * 3) on AVX2, pad 0 left and 3 right */
+    {1, 5, 7, 21, 5, 3, 3, 1, 1, 1, 2, 1, 2, 1, 1, 5, F16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    {1, 3, 6, 19, 3, 3, 3, 1, 1, 1, 0, 1, 3, 1, 1, 3, B16, F32, F16, A2, 0, 0, 1, {CGEN_EPI_RELU}},
     /* stride 1, ow 130: a loop of two 4-vector blocks, then 2 outputs */
     {1, 2, 5, 130, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
     /* stride 2, ow 29: a residual and a bias that multiply, then a bias that adds */

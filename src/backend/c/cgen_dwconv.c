@@ -1,15 +1,18 @@
 /* cgen_dwconv.c — depthwise convolution (groups == input == output channels).
- * Needs: cgen_int.h.  Gives: cg_dw_applies, cg_dwconv (cgen_conv's kernel
- * for that case).
+ * Needs: cgen_int.h (the plane copy: cg_emit_plane_row, cgen_pool.c).
+ * Gives: cg_dw_applies, cg_dwconv (cgen_conv's kernel for that case).
  *
  * A depthwise layer has K = kh*kw per output: as an implicit GEMM every
  * group is a 1-row GEMM with a 9-deep reduction, all packing and no
- * arithmetic.  Here each task is one (image, channel) plane:
- *   the input plane is copied, converted to fp32 and zero-padded, into a
- *   per-thread scratch wide enough that every vector load stays inside it
- *   (no bounds checks in the loop), its columns split into stride phases
- *   (even and odd columns for stride 2, vector pairs split in registers)
- *   so that every tap of every stride and dilation is a contiguous load;
+ * arithmetic.  Here each task is a run of (image, channel) planes, four
+ * tasks per thread; per plane:
+ *   the input plane is copied by vectors, converted to fp32 and
+ *   zero-padded, into a per-thread scratch wide enough that every vector
+ *   load stays inside it (no bounds checks in the loop), its columns split
+ *   into stride phases (even and odd columns for stride 2, vector pairs
+ *   split in registers) so that every tap of every stride and dilation is
+ *   a contiguous load; the zeros are the same in every plane, so the task
+ *   writes them once and each plane only its input's columns;
  *   the output is computed in blocks of up to 4 vectors of a row times as
  *   many rows as make 8 accumulators (4 on AVX2, with wide windows, and on
  *   the scalar variant), the last vector of a row masked: independent FMA
@@ -119,45 +122,6 @@ static void emit_row_blocks(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   }
 }
 
-/* Padded row r of phase f from the input row xr: zeros, then padded columns
- * i*st + f for i in [lo, hi) (input column i*st + f - pad), then zeros; an
- * AVX stride-2 row takes [v0, v1) of both phases as vector pairs split into
- * even and odd lanes. */
-static void emit_plane_row(cg_out *o, const cgen_conv_spec *s, const dw_geo *g) {
-  int w = o->isa->w;
-  int64_t st = s->stride[1], pl = s->pad[1], W = s->w, v0 = 0, v1 = 0;
-  if (st == 2 && w > 1) {
-    int64_t end = (W + pl) / 2 < g->wq ? (W + pl) / 2 : g->wq; /* i + w <= end: loads inside the row */
-    v0 = cdiv(pl, 2);
-    v1 = end > v0 ? v0 + (end - v0) / w * w : v0;
-  }
-  for (int64_t f = 0; f < st; f++) {
-    int64_t lo = pl - f > 0 ? cdiv(pl - f, st) : 0, hi = cdiv(pl + W - f, st);
-    if (hi > g->wq) hi = g->wq;
-    if (hi < lo) hi = lo;
-    char idx[64], ldx[300];
-    int64_t k = pl - f; /* input column i*st - k */
-    if (k) snprintf(idx, sizeof idx, "i * %ldL %c %ldL", (long)st, k > 0 ? '-' : '+', (long)(k > 0 ? k : -k));
-    else snprintf(idx, sizeof idx, "i * %ldL", (long)st);
-    cg_scalar_ld(o, ldx, sizeof ldx, s->x_dtype, "xr", idx);
-    if (lo > 0) cg_emit(o, "    for (long i = 0; i < %ldL; i++) d[%ldL + i] = 0.0f;\n", (long)lo, (long)(f * g->wq));
-    if (v1 > v0) { /* [v0, v1) within [lo, hi) of both phases */
-      if (v0 > lo) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)lo, (long)v0, (long)(f * g->wq), ldx);
-      if (hi > v1) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)v1, (long)hi, (long)(f * g->wq), ldx);
-    } else if (hi > lo) {
-      cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)lo, (long)hi, (long)(f * g->wq), ldx);
-    }
-    if (hi < g->wq) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = 0.0f;\n", (long)hi, (long)g->wq, (long)(f * g->wq));
-  }
-  if (v1 > v0) {
-    const char *xs = cg_vsuffix(s->x_dtype);
-    cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)v0, (long)v1, w);
-    cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(s->x_dtype), (long)pl);
-    cg_emit(o, "      $P_v ev, od;\n      $P_dei2($P_ld%s(p), $P_ld%s(p + %d), &ev, &od);\n", xs, xs, w);
-    cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + %ldL + i, od);\n    }\n", (long)g->wq);
-  }
-}
-
 static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   int w = o->isa->w;
   dw_geo g;
@@ -167,25 +131,16 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   tiny_dtype wdt = s->prepack_w ? TINY_FP32 : s->w_dtype;
   char buf[256], idx[96];
   cg_emit_isa_helpers(o);
-  if (s->stride[1] == 2 && o->isa->id == CGEN_ISA_AVX512) { /* (a, b) -> even lanes, odd lanes */
-    cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
-    cg_emit(o, "  *ev = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);\n");
-    cg_emit(o, "  *od = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);\n}\n");
-  } else if (s->stride[1] == 2 && o->isa->id == CGEN_ISA_AVX2) {
-    cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
-    cg_emit(o, "  *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));\n");
-    cg_emit(o, "  *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));\n}\n");
-  }
-  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  long n = task / %ldL, c = task %% %ldL;\n  (void)n;\n", (long)C, (long)C);
-  cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n");
+  if (s->stride[1] == 2) cg_emit_dei2(o);
+  /* one channel: its input rows over the padding the task wrote (only the
+   * rows and columns the input covers), then the output plane */
+  int64_t r0 = s->pad[0] < g.hp ? s->pad[0] : g.hp, r1 = s->pad[0] + H < g.hp ? s->pad[0] + H : g.hp;
+  cg_plane_row pr = {s->x_dtype, s->w, s->pad[1], s->stride[1], g.wq};
+  cg_emit(o, "static $T void $P_chan(const $F_ctx *cx, float *xp, long n, long c) {\n");
   cg_emit(o, "  const %s *x = (const %s *)cx->B + (n * %ldL + c) * %ldL;\n", xt, xt, (long)C, (long)(H * W));
-  /* the padded plane: zero rows above and below, each row split into its phases */
-  cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n    float *d = xp + r * %ldL;\n    long ih = r - %ldL;\n", (long)g.hp,
-          (long)g.rs, (long)s->pad[0]);
-  cg_emit(o, "    if (ih < 0 || ih >= %ldL) { memset(d, 0, sizeof(float) * %ldL); continue; }\n", (long)H, (long)g.rs);
-  cg_emit(o, "    const %s *xr = x + ih * %ldL;\n", xt, (long)W);
-  emit_plane_row(o, s, &g);
+  cg_emit(o, "  for (long r = %ldL; r < %ldL; r++) {\n    float *d = xp + r * %ldL;\n", (long)r0, (long)r1, (long)g.rs);
+  cg_emit(o, "    const %s *xr = x + (r - %ldL) * %ldL;\n", xt, (long)s->pad[0], (long)W);
+  cg_emit_plane_row(o, &pr, "0.0f", false, CG_ROW_DATA);
   cg_emit(o, "  }\n");
   /* the channel's taps, as broadcasts */
   for (int t = 0; t < KH * KW; t++) {
@@ -212,6 +167,19 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
     cg_emit(o, "  }\n");
   }
   cg_emit(o, "}\n");
+  /* a task is a run of channels (a few per thread): the padding of the
+   * scratch is written once for the run, zero rows above and below and the
+   * zero columns of each row, each row split into its phases */
+  long np = (long)(s->n * C);
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n");
+  cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n    float *d = xp + r * %ldL;\n", (long)g.hp, (long)g.rs);
+  cg_emit(o, "    if (r < %ldL || r >= %ldL) { memset(d, 0, sizeof(float) * %ldL); continue; }\n", (long)r0, (long)r1,
+          (long)g.rs);
+  cg_emit_plane_row(o, &pr, "0.0f", false, CG_ROW_FILL);
+  cg_emit(o, "  }\n");
+  cg_emit(o, "  for (long pi = %ldL * task / cx->ntasks; pi < %ldL * (task + 1) / cx->ntasks; pi++)\n", np, np);
+  cg_emit(o, "    $P_chan(cx, xp, pi / %ldL, pi %% %ldL);\n}\n", (long)C, (long)C);
   if (s->prepack_w) {
     char ldw[200];
     cg_scalar_ld(o, ldw, sizeof ldw, s->w_dtype, "A", "i");
@@ -221,8 +189,10 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1; /* one fill on a thread alone */\n");
+  cg_emit(o, "  if (cx.ntasks > %ld) cx.ntasks = %ld;\n", np, np);
   cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g.hp * g.rs * 4));
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(s->n * C));
+  cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
@@ -247,7 +217,7 @@ hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
           (long)s->c, (long)s->h, (long)s->w, (long)s->kh, (long)s->kw, tiny_dtype_name(s->x_dtype),
           tiny_dtype_name(s->w_dtype), tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; long ntasks; } $F_ctx;\n");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));

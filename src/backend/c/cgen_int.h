@@ -71,6 +71,26 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
 hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s);
 
+/* A padded input row split into its stride phases, the scratch layout of the
+ * depthwise conv and pooling kernels: padded column i*stride + f (phase f)
+ * at d + f*wq + i, for an input row of w columns and `pad` columns of fill
+ * before it.  cg_emit_plane_row (cgen_pool.c) emits the copy of input row
+ * `xr` into `d`: per phase, the fill value fv, the input's columns, fv to
+ * the end of the phase row; vector variants copy stride 1 by vectors,
+ * stride 2 by vector pairs split into even and odd lanes ($P_dei2 from
+ * cg_emit_dei2), the tails masked; the rest column by column.  With chk
+ * the copy ORs into `nm` whether it saw a NaN ($P_unord).  `parts` picks
+ * the fill (CG_ROW_FILL), the input's columns (CG_ROW_DATA) or both: the
+ * input's columns are the same ones in every plane, so a kernel that keeps
+ * its scratch over several planes fills once. */
+typedef struct cg_plane_row {
+  tiny_dtype x_dtype;
+  int64_t w, pad, stride, wq;
+} cg_plane_row;
+enum { CG_ROW_FILL = 1, CG_ROW_DATA = 2, CG_ROW_ALL = 3 };
+void cg_emit_plane_row(cg_out *o, const cg_plane_row *r, const char *fv, bool chk, int parts);
+void cg_emit_dei2(cg_out *o);
+
 /* Depthwise convolution (cgen_dwconv.c): groups == input == output channels. */
 bool cg_dw_applies(const cgen_conv_spec *s);
 hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out);

@@ -1,5 +1,7 @@
 /* cgen_pool.c — 2-D max / sum (average) pooling, NCHW, every ISA.
- * Needs: cgen_int.h.  Gives: cgen_pool, cgen_pool_spec_init, cgen_pool_out_hw.
+ * Needs: cgen_int.h.  Gives: cgen_pool, cgen_pool_spec_init, cgen_pool_out_hw,
+ * and the padded plane's row copy the depthwise conv shares (cg_emit_plane_row,
+ * cg_emit_dei2).
  *
  * The depthwise conv kernel's layout (cgen_dwconv.c) without weights: each
  * task is one (image, channel) plane, copied, converted to fp32 and padded
@@ -145,31 +147,31 @@ static void emit_plane(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int 
 
 /* Scalar copies of padded columns i*st + f for i in [a, b) of phase f from
  * input row xr, noting NaN in nm when chk. */
-static void copy_scalar(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int64_t f, int64_t a, int64_t b, bool chk) {
+static void copy_scalar(cg_out *o, const cg_plane_row *r, int64_t f, int64_t a, int64_t b, bool chk) {
   if (b <= a) return;
-  int64_t st = s->stride[1], k = s->pad[1] - f; /* input column i*st - k */
+  int64_t st = r->stride, k = r->pad - f; /* input column i*st - k */
   char idx[64], ldx[300];
   if (k) snprintf(idx, sizeof idx, "i * %ldL %c %ldL", (long)st, k > 0 ? '-' : '+', (long)(k > 0 ? k : -k));
   else snprintf(idx, sizeof idx, "i * %ldL", (long)st);
-  cg_scalar_ld(o, ldx, sizeof ldx, s->x_dtype, "xr", idx);
+  cg_scalar_ld(o, ldx, sizeof ldx, r->x_dtype, "xr", idx);
   cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) { float v_ = %s; d[%ldL + i] = v_;%s }\n", (long)a, (long)b, ldx,
-          (long)(f * g->wq), chk ? " nm |= v_ != v_;" : "");
+          (long)(f * r->wq), chk ? " nm |= v_ != v_;" : "");
 }
 
-static void fill_cols(cg_out *o, const pl_geo *g, int64_t f, int64_t a, int64_t b, const char *fv) {
-  if (b > a) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)a, (long)b, (long)(f * g->wq), fv);
+static void fill_cols(cg_out *o, const cg_plane_row *r, int64_t f, int64_t a, int64_t b, const char *fv) {
+  if (b > a) cg_emit(o, "    for (long i = %ldL; i < %ldL; i++) d[%ldL + i] = %s;\n", (long)a, (long)b, (long)(f * r->wq), fv);
 }
 
 /* Stride 2 from index i0 (>= the first whole pair, cdiv(pad, 2)) to the
  * end of both phases: masked vector pairs (lanes past the row load 0 and
  * are not stored). */
-static void emit_pair_tail(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int64_t i0, bool chk) {
+static void emit_pair_tail(cg_out *o, const cg_plane_row *r, int64_t i0, bool chk) {
   int w = o->isa->w;
-  int64_t pl = s->pad[1], W = s->w, hi[2];
-  const char *xs = cg_vsuffix(s->x_dtype);
+  int64_t pl = r->pad, W = r->w, hi[2];
+  const char *xs = cg_vsuffix(r->x_dtype);
   for (int f = 0; f < 2; f++) {
     hi[f] = cdiv(pl + W - f, 2);
-    if (hi[f] > g->wq) hi[f] = g->wq;
+    if (hi[f] > r->wq) hi[f] = r->wq;
   }
   for (int64_t i = i0; i < hi[0] || i < hi[1]; i += w) {
     int64_t c0 = 2 * i - pl, n = W - c0; /* input columns from c0; n left in the row */
@@ -179,26 +181,25 @@ static void emit_pair_tail(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, 
             (long)(c0 + w), nb);
     cg_emit(o, "      $P_dei2(a, b, &ev, &od);\n");
     if (ne > 0) cg_emit(o, "      $P_stn(d + %ldL, ev, %d);\n", (long)i, ne);
-    if (no > 0) cg_emit(o, "      $P_stn(d + %ldL, od, %d);\n", (long)(g->wq + i), no);
+    if (no > 0) cg_emit(o, "      $P_stn(d + %ldL, od, %d);\n", (long)(r->wq + i), no);
     cg_emit(o, chk ? "      nm |= $P_unord(a, b); }\n" : "    }\n");
   }
 }
 
-/* Padded row d from input row xr: per phase, the pad value, the input's
- * columns, the pad value to the end of the phase row.  Vector variants
- * copy stride 1 by vectors, stride 2 by vector pairs split into even and
- * odd lanes; the rest goes column by column. */
-static void emit_plane_row(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, const char *fv, bool chk) {
+void cg_emit_plane_row(cg_out *o, const cg_plane_row *r, const char *fv, bool chk, int parts) {
   int w = o->isa->w;
-  int64_t st = s->stride[1], pl = s->pad[1], W = s->w;
-  const char *xs = cg_vsuffix(s->x_dtype);
+  bool fill = parts & CG_ROW_FILL;
+  int64_t st = r->stride, pl = r->pad, W = r->w;
+  const char *xs = cg_vsuffix(r->x_dtype);
   for (int64_t f = 0; f < st; f++) {
     int64_t lo = pl - f > 0 ? cdiv(pl - f, st) : 0, hi = cdiv(pl + W - f, st);
-    if (hi > g->wq) hi = g->wq;
-    if (lo > g->wq) lo = g->wq;
+    if (hi > r->wq) hi = r->wq;
+    if (lo > r->wq) lo = r->wq;
     if (hi < lo) hi = lo;
-    fill_cols(o, g, f, 0, lo, fv);
-    if (w > 1 && st == 1 && hi > lo) { /* input column i - pl */
+    if (fill) fill_cols(o, r, f, 0, lo, fv);
+    if (!(parts & CG_ROW_DATA)) {
+      /* the fill alone */
+    } else if (w > 1 && st == 1 && hi > lo) { /* input column i - pl */
       int64_t nfull = (hi - lo) / w * w, rem = hi - lo - nfull;
       if (nfull) {
         cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)lo, (long)(lo + nfull), w);
@@ -212,45 +213,47 @@ static void emit_plane_row(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, 
       }
     } else if (w > 1 && st == 2) {
       /* [v0, v1): i + w <= (W + pl) / 2 keeps both loads inside the row */
-      int64_t end = (W + pl) / 2 < g->wq ? (W + pl) / 2 : g->wq, v0 = cdiv(pl, 2);
+      int64_t end = (W + pl) / 2 < r->wq ? (W + pl) / 2 : r->wq, v0 = cdiv(pl, 2);
       int64_t v1 = end > v0 ? v0 + (end - v0) / w * w : v0;
       if (f == 0) { /* both phases at once: whole vector pairs, then masked ones to the row's end */
         if (v1 > v0) {
           cg_emit(o, "    for (long i = %ldL; i < %ldL; i += %d) {\n", (long)v0, (long)v1, w);
-          cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(s->x_dtype), (long)pl);
+          cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(r->x_dtype), (long)pl);
           cg_emit(o, "      $P_v a = $P_ld%s(p), b = $P_ld%s(p + %d), ev, od;\n      $P_dei2(a, b, &ev, &od);\n", xs, xs, w);
-          cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + %ldL + i, od);\n", (long)g->wq);
+          cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + %ldL + i, od);\n", (long)r->wq);
           cg_emit(o, chk ? "      nm |= $P_unord(a, b);\n    }\n" : "    }\n");
         }
-        emit_pair_tail(o, s, g, v1, chk);
+        emit_pair_tail(o, r, v1, chk);
       }
-      copy_scalar(o, s, g, f, lo, v0 < hi ? v0 : hi, chk);
+      copy_scalar(o, r, f, lo, v0 < hi ? v0 : hi, chk);
     } else {
-      copy_scalar(o, s, g, f, lo, hi, chk);
+      copy_scalar(o, r, f, lo, hi, chk);
     }
-    fill_cols(o, g, f, hi, g->wq, fv);
+    if (fill) fill_cols(o, r, f, hi, r->wq, fv);
+  }
+}
+
+void cg_emit_dei2(cg_out *o) {
+  if (o->isa->id == CGEN_ISA_AVX512) { /* (a, b) -> even lanes, odd lanes */
+    cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
+    cg_emit(o, "  *ev = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);\n");
+    cg_emit(o, "  *od = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);\n}\n");
+  } else if (o->isa->id == CGEN_ISA_AVX2) {
+    cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
+    cg_emit(o, "  *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));\n");
+    cg_emit(o, "  *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));\n}\n");
   }
 }
 
 /* The vector helpers only this kernel uses: the stride-2 lane split, an
  * unordered test (the max that keeps NaN is the layer's $P_maxn). */
 static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
-  bool st2 = s->stride[1] == 2;
+  if (s->stride[1] == 2) cg_emit_dei2(o);
   switch (o->isa->id) {
   case CGEN_ISA_AVX512:
-    if (st2) {
-      cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
-      cg_emit(o, "  *ev = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);\n");
-      cg_emit(o, "  *od = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);\n}\n");
-    }
     cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q); }\n");
     break;
   case CGEN_ISA_AVX2:
-    if (st2) {
-      cg_emit(o, "$I void $P_dei2($P_v a, $P_v b, $P_v *ev, $P_v *od) {\n");
-      cg_emit(o, "  *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));\n");
-      cg_emit(o, "  *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));\n}\n");
-    }
     cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }\n");
     break;
   default: break;
@@ -277,7 +280,8 @@ static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
   cg_emit(o, "    if (ih < 0 || ih >= %ldL) {\n      for (long i = 0; i < %ldL; i++) d[i] = %s;\n      continue;\n    }\n",
           (long)H, (long)g.rs, fv);
   cg_emit(o, "    const %s *xr = x + ih * %ldL;\n", xt, (long)W);
-  emit_plane_row(o, s, &g, fv, chk);
+  cg_plane_row pr = {s->x_dtype, s->w, s->pad[1], s->stride[1], g.wq};
+  cg_emit_plane_row(o, &pr, fv, chk, CG_ROW_ALL);
   cg_emit(o, "  }\n");
   if (s->sum) {
     emit_plane(o, s, &g, OP_SUM);

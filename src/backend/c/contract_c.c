@@ -471,7 +471,13 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
     *packed_slot = cv.W.slot;
   }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  small_on_caller(out, (double)cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
+  /* a depthwise conv does one vector load per FMA and copies its input
+   * plane (cgen_dwconv.c), which a stride makes larger per output: ~8x a
+   * GEMM's time per multiply-add, times the stride's (384 channels of 14x14:
+   * 0.68 M multiply-adds, 33 us on one core; 576 of 14x14 at stride 2: 0.25 M,
+   * 45 us) */
+  double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
+  small_on_caller(out, dw_cost * cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) hp_str_puts(out, "  /* the weight packed by model_init */\n");
   hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
