@@ -689,16 +689,22 @@ static hp_status squeeze(ox_ctx *c, bool un) {
 OP(Unsqueeze) { return squeeze(c, true); }
 OP(Squeeze) { return squeeze(c, false); }
 
+/* [lo, hi) of an axis of n as numpy slices it: negatives count from the
+ * end, both clamped to [0, n], hi not below lo. */
+static void clamp_range(int64_t *lo, int64_t *hi, int64_t n) {
+  if (*lo < 0) *lo += n;
+  if (*hi < 0) *hi += n;
+  *lo = *lo < 0 ? 0 : *lo > n ? n : *lo;
+  *hi = *hi < *lo ? *lo : *hi > n ? n : *hi;
+}
+
 OP(Shape) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   int64_t lo, hi;
   if (ox_attr_int(c, "start", 0, &lo) || ox_attr_int(c, "end", s->rank, &hi)) return c->e->code;
-  if (lo < 0) lo += s->rank;
-  if (hi < 0) hi += s->rank;
-  lo = lo < 0 ? 0 : lo > s->rank ? s->rank : lo;
-  hi = hi < lo ? lo : hi > s->rank ? s->rank : hi;
+  clamp_range(&lo, &hi, s->rank);
   int64_t n = hi - lo;
   ox_val *y = ox_def_ints(c, 0, 1, &n, n);
   if (!y) return c->e->code;
@@ -810,10 +816,7 @@ OP(Concat) {
 static hp_status fold_slice(ox_ctx *c, ox_val *x, int64_t lo, int64_t hi, int64_t step) {
   if (x->irank != 1 || step != 1) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Slice of an integer tensor of rank %d", x->irank);
   int64_t n = x->in;
-  if (lo < 0) lo += n;
-  if (hi < 0) hi += n;
-  lo = lo < 0 ? 0 : lo > n ? n : lo;
-  hi = hi < lo ? lo : hi > n ? n : hi;
+  clamp_range(&lo, &hi, n);
   int64_t m = hi - lo;
   ox_val *y = ox_def_ints(c, 0, 1, &m, m);
   if (!y) return c->e->code;

@@ -640,7 +640,7 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
   int n0 = w->c->mod->n;
   if (try_gen(w->c, gen_ew, &s, kname(w->c, w->r, "ewise"), why)) return HP_OK;
   named_arg na[CUDA_MAX_EW_IN + 1];
-  char nm[CUDA_MAX_EW_IN][8];
+  char nm[CUDA_MAX_EW_IN][16]; /* "in" and any int: no truncation warning */
   for (int i = 0; i < s.ninputs; i++) {
     snprintf(nm[i], sizeof nm[i], "in%d", i);
     na[i] = (named_arg){nm[i], cuda_arg_slot(w->c, w->r, slot_of(w, inode[i]), ioff[i], s.in[i].dtype)};
