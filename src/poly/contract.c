@@ -127,8 +127,9 @@ static hp_status drop_inner(poly_view *pv, ib_access *a, int mul, int cast) {
 static bool fill_is_outside(const ib_env *env, const ib_piece *read, const ib_info *base) {
   for (int i = 0; i < read->ncons; i++) {
     const ib_aff *e = &read->cons[i].e;
+    if (read->cons[i].eq || e->nsym || e->ndiv) return false;
     bool implied = false;
-    for (int d = 0; d < read->nmap && !implied && !read->cons[i].eq && !e->nsym && !e->ndiv; d++) {
+    for (int d = 0; d < read->nmap && !implied; d++) {
       const ib_aff *m = &read->map[d];
       if (m->nsym || m->ndiv || base->axes[d].size.n < 0) continue;
       for (int sg = -1; sg <= 1 && !implied; sg += 2) { /* e = sg * map[d] + k */

@@ -768,17 +768,11 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   *packed_slot = -1;
   if (R->nblocks == 0) {
     st = emit_gather(&m, fn, chunk_len);
-    free(m.val);
-    free(m.stmts);
-    return st;
+    goto done;
   }
   bool templated = false;
   const char *why = NULL;
-  if ((st = cc_emit_template(c, r, fn, out, &templated, &why, packed_slot)) || templated) {
-    free(m.val);
-    free(m.stmts);
-    return st;
-  }
+  if ((st = cc_emit_template(c, r, fn, out, &templated, &why, packed_slot)) || templated) goto done;
   if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   nest_setup(c, r, &m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
