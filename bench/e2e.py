@@ -41,6 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 if ort:
     import onnx_models as om  # noqa: E402  (the whole models' ONNX graphs, shared with the tests)
+from model_weights import resnet18_weights  # noqa: E402  (numpy only)
+
 THREADS = 2
 rng = np.random.default_rng(0)
 
@@ -353,25 +355,8 @@ def case_transformer():
                 tensors={k: ("input" if k == "x" else "param", v) for k, v in t.items()}, out="y", peers=peers, ref=ref)
 
 
-def resnet18_weights():
-    """Weights in the order of bench/models/resnet18.harp's main; He-scaled so activations stay O(1)."""
-    t = {"w0": rand(64, 3, 7, 7, scale=(2 / 147) ** 0.5), "b0": rand(64, scale=0.1)}
-    for st, (c, d) in enumerate(((64, 64), (64, 128), (128, 256), (256, 512)), 1):
-        for blk in "ab":
-            cin = c if blk == "a" else d
-            t[f"l{st}{blk}1"] = rand(d, cin, 3, 3, scale=(2 / (9 * cin)) ** 0.5)
-            t[f"c{st}{blk}1"] = rand(d, scale=0.1)
-            t[f"l{st}{blk}2"] = rand(d, d, 3, 3, scale=(1 / (9 * d)) ** 0.5)
-            t[f"c{st}{blk}2"] = rand(d, scale=0.1)
-            if st > 1 and blk == "a":
-                t[f"l{st}ad"] = rand(d, c, 1, 1, scale=(1 / c) ** 0.5)
-                t[f"c{st}ad"] = rand(d, scale=0.1)
-    t["wf"], t["bf"] = rand(512, 1000, scale=512 ** -0.5), rand(1000, scale=0.1)
-    return t
-
-
 def case_resnet18():
-    x, t = rand(1, 3, 224, 224), resnet18_weights()
+    x, t = rand(1, 3, 224, 224), resnet18_weights(rand)
     peers = {}
     ref = None
     if ort:

@@ -37,7 +37,7 @@ import onnxruntime as ort  # noqa: E402
 
 
 def resnet18():
-    t = e2e.resnet18_weights()
+    t = e2e.resnet18_weights(e2e.rand)
     return om.resnet18(t), "bench/models/resnet18.harp", {}, {"x": e2e.rand(1, 3, 224, 224)}, t
 
 

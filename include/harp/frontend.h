@@ -332,6 +332,13 @@ hp_status hp_program_bind_input(hp_error *e, const hp_program *p, const char *pa
 hp_status hp_lower(hp_error *e, const hp_program *p, tiny_graph **out, tiny_symtab *defaults);
 hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bind, tiny_graph **out,
                          tiny_symtab *defaults);
+/* hp_lower, and where that needs values (HP_E_UNSUPPORTED) lower again
+ * with bindings: those `fill` puts into bind (the caller's --sym, input
+ * shapes; may be NULL), then main's defaults for the symbols still unbound.
+ * An error from fill is returned in place of the first one. */
+typedef hp_status (*hp_bind_fill)(hp_error *e, tiny_symtab *bind, void *ctx);
+hp_status hp_lower_or_bind(hp_error *e, const hp_program *p, hp_bind_fill fill, void *ctx, tiny_graph **out,
+                           tiny_symtab *defaults);
 
 /* ---- dumps -------------------------------------------------------------- */
 /* `--dump frontend`: stable JSON (malloc'd). */

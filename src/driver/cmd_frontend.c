@@ -17,37 +17,36 @@
 
 extern char **environ;
 
-/* Lower a frontend program; a dimension that is an expression of shape
- * variables (a strided conv's output) is lowered again with the values the
- * command line gives (--sym, the --input files' shapes, the defaults).
- * onnx (may be NULL) maps ONNX input names to the program's. */
-static hp_status lower_program(hp_error *e, const cli_opts *o, const hp_program *program, const hp_onnx_model *onnx,
-                               tiny_graph **g, tiny_symtab *defaults) {
-  hp_status s = hp_lower(e, program, g, defaults);
-  if (s != HP_E_UNSUPPORTED) return s;
-  tiny_symtab bind;
-  tiny_symtab_init(&bind);
-  hp_error e2 = {0};
-  hp_status s2 = HP_OK;
-  for (int i = 0; i < o->syms.n && !s2; i++) s2 = tiny_symtab_set(&e2, &bind, o->syms.names[i], o->syms.values[i]);
-  for (int k = 0; k < o->ninputs && !s2; k++) {
+/* The command line's bindings for hp_lower_or_bind (a strided conv's output
+ * size is an expression of shape variables): --sym, then the --input files'
+ * shapes.  onnx (may be NULL) maps ONNX input names to the program's. */
+typedef struct {
+  const cli_opts *o;
+  const hp_program *program;
+  const hp_onnx_model *onnx;
+} bind_ctx;
+
+static hp_status fill_cli(hp_error *e, tiny_symtab *bind, void *ctx) {
+  const bind_ctx *c = ctx;
+  const cli_opts *o = c->o;
+  hp_status s = HP_OK;
+  for (int i = 0; i < o->syms.n && !s; i++) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
+  for (int k = 0; k < o->ninputs && !s; k++) {
     hp_tensor t;
-    const char *id = onnx ? hp_onnx_id_of(onnx, o->input_names[k]) : o->input_names[k];
-    s2 = hp_npy_read(&e2, o->input_files[k], -1, &t);
-    if (!s2) {
-      s2 = hp_program_bind_input(&e2, program, id ? id : o->input_names[k], t.rank, t.shape, &bind);
+    const char *id = c->onnx ? hp_onnx_id_of(c->onnx, o->input_names[k]) : o->input_names[k];
+    s = hp_npy_read(e, o->input_files[k], -1, &t);
+    if (!s) {
+      s = hp_program_bind_input(e, c->program, id ? id : o->input_names[k], t.rank, t.shape, bind);
       hp_tensor_free(&t);
     }
   }
-  for (int i = 0; i < defaults->n && !s2; i++)
-    if (!tiny_symtab_get(&bind, defaults->names[i], NULL))
-      s2 = tiny_symtab_set(&e2, &bind, defaults->names[i], defaults->values[i]);
-  if (!s2) {
-    hp_error_clear(e);
-    s = hp_lower_bound(e, program, &bind, g, NULL);
-  }
-  tiny_symtab_free(&bind);
   return s;
+}
+
+static hp_status lower_program(hp_error *e, const cli_opts *o, const hp_program *program, const hp_onnx_model *onnx,
+                               tiny_graph **g, tiny_symtab *defaults) {
+  bind_ctx c = {o, program, onnx};
+  return hp_lower_or_bind(e, program, fill_cli, &c, g, defaults);
 }
 
 hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_program **program) {

@@ -665,3 +665,18 @@ done:
 hp_status hp_lower(hp_error *e, const hp_program *p, tiny_graph **out, tiny_symtab *defaults) {
   return hp_lower_bound(e, p, NULL, out, defaults);
 }
+
+hp_status hp_lower_or_bind(hp_error *e, const hp_program *p, hp_bind_fill fill, void *ctx, tiny_graph **out,
+                           tiny_symtab *defaults) {
+  hp_status s = hp_lower(e, p, out, defaults);
+  if (s != HP_E_UNSUPPORTED) return s;
+  tiny_symtab bind;
+  tiny_symtab_init(&bind);
+  hp_error_clear(e);
+  s = fill ? fill(e, &bind, ctx) : HP_OK;
+  for (int i = 0; !s && i < defaults->n; i++)
+    if (!tiny_symtab_get(&bind, defaults->names[i], NULL)) s = tiny_symtab_set(e, &bind, defaults->names[i], defaults->values[i]);
+  if (!s) s = hp_lower_bound(e, p, &bind, out, NULL);
+  tiny_symtab_free(&bind);
+  return s;
+}

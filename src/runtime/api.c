@@ -126,22 +126,11 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
   return HP_OK;
 }
 
-/* Lower a frontend program (DSL or ONNX); a dimension that is an expression
- * of shape variables is lowered again with the caller's bindings and the
- * program's defaults. */
-static hp_status lower_program(hp_error *e, const hp_program *p, const harp_options *o, tiny_graph **g,
-                               tiny_symtab *defaults) {
-  hp_status st = hp_lower(e, p, g, defaults);
-  if (st != HP_E_UNSUPPORTED) return st;
-  tiny_symtab bind;
-  tiny_symtab_init(&bind);
-  hp_error_clear(e);
-  st = HP_OK;
-  for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &bind, o->syms[i]);
-  for (int i = 0; !st && i < defaults->n; i++)
-    if (!tiny_symtab_get(&bind, defaults->names[i], NULL)) st = tiny_symtab_set(e, &bind, defaults->names[i], defaults->values[i]);
-  if (!st) st = hp_lower_bound(e, p, &bind, g, NULL);
-  tiny_symtab_free(&bind);
+/* The caller's --sym style bindings ("N=4"), for hp_lower_or_bind. */
+static hp_status fill_syms(hp_error *e, tiny_symtab *bind, void *ctx) {
+  const harp_options *o = ctx;
+  hp_status st = HP_OK;
+  for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, bind, o->syms[i]);
   return st;
 }
 
@@ -188,11 +177,11 @@ hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o
   } else if (dot && !strcmp(dot, ".harp")) {
     hp_program *p = NULL;
     st = hp_harp_load_file(e, path, &p);
-    if (!st) st = lower_program(e, p, o, &g, &defaults);
+    if (!st) st = hp_lower_or_bind(e, p, fill_syms, (void *)o, &g, &defaults);
     hp_program_free(p);
   } else if (onnx) {
     st = hp_onnx_load_file(e, path, &om);
-    if (!st) st = lower_program(e, om.program, o, &g, &defaults);
+    if (!st) st = hp_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
     if (!st) mark_weights(g, &om);
   } else {
     st = hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension (expected .json, .harp or .onnx)");

@@ -17,6 +17,7 @@ except ImportError:
     print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
     sys.exit(77)
 import onnx_models as om  # noqa: E402
+from model_weights import resnet18_weights  # noqa: E402
 
 rng = np.random.default_rng(0)
 S = ht.Suite("onnx_models")
@@ -39,25 +40,9 @@ def check(name, m, inputs, rtol=2e-3, atol=2e-3):
         S.check(f"{name} {be}: matches onnxruntime", ok, why)
 
 
-def resnet_weights(widths=(8, 16, 32, 64), classes=10):
-    t = {"w0": rand(widths[0], 3, 7, 7, scale=(2 / 147) ** 0.5), "b0": rand(widths[0], scale=0.1)}
-    c = widths[0]
-    for st, d in enumerate(widths, 1):
-        for blk in "ab":
-            cin = c if blk == "a" else d
-            t[f"l{st}{blk}1"] = rand(d, cin, 3, 3, scale=(2 / (9 * cin)) ** 0.5)
-            t[f"c{st}{blk}1"] = rand(d, scale=0.1)
-            t[f"l{st}{blk}2"] = rand(d, d, 3, 3, scale=(1 / (9 * d)) ** 0.5)
-            t[f"c{st}{blk}2"] = rand(d, scale=0.1)
-            if st > 1 and blk == "a":
-                t[f"l{st}ad"], t[f"c{st}ad"] = rand(d, c, 1, 1, scale=c ** -0.5), rand(d, scale=0.1)
-        c = d
-    t["wf"], t["bf"] = rand(c, classes, scale=c ** -0.5).T.copy(), rand(classes, scale=0.1)
-    return t
-
-
 def resnet():
-    t = resnet_weights()
+    t = resnet18_weights(rand, widths=(8, 16, 32, 64), classes=10)
+    t["wf"] = t["wf"].T.copy()
     m = om.resnet18(t, hw=32)
     # Gemm with transB: the classifier stored [classes, features] as torch's Linear
     for n in m.graph.node:

@@ -1,0 +1,24 @@
+"""Random weights for the whole-model tests and benchmarks (numpy only, so
+bench/e2e.py can use it without onnx).  Each generator takes the caller's
+rand(*shape, scale=...) so every script keeps its own seeded stream."""
+
+
+def resnet18_weights(rand, widths=(64, 128, 256, 512), classes=1000):
+    """Weights named like bench/models/resnet18.harp's parameters (batch norm
+    folded into the conv biases); He-scaled so activations stay O(1).  The
+    classifier wf is [features, classes]."""
+    t = {"w0": rand(widths[0], 3, 7, 7, scale=(2 / 147) ** 0.5), "b0": rand(widths[0], scale=0.1)}
+    c = widths[0]
+    for st, d in enumerate(widths, 1):
+        for blk in "ab":
+            cin = c if blk == "a" else d
+            t[f"l{st}{blk}1"] = rand(d, cin, 3, 3, scale=(2 / (9 * cin)) ** 0.5)
+            t[f"c{st}{blk}1"] = rand(d, scale=0.1)
+            t[f"l{st}{blk}2"] = rand(d, d, 3, 3, scale=(1 / (9 * d)) ** 0.5)
+            t[f"c{st}{blk}2"] = rand(d, scale=0.1)
+            if st > 1 and blk == "a":
+                t[f"l{st}ad"] = rand(d, c, 1, 1, scale=c ** -0.5)
+                t[f"c{st}ad"] = rand(d, scale=0.1)
+        c = d
+    t["wf"], t["bf"] = rand(c, classes, scale=c ** -0.5), rand(classes, scale=0.1)
+    return t
