@@ -123,7 +123,7 @@ void rc_emit_prelude(hp_str *o) {
               "  float r = ln * 1.44269504088896341f + (float)k;\n"
               "  r = hp_sel(x == INFINITY, INFINITY, r);\n"
               "  r = hp_sel(x == 0.0f, -INFINITY, r);\n"
-              "  return hp_sel(x < 0.0f || x != x, NAN, r);\n"
+              "  return hp_sel(!(x >= 0.0f), NAN, r); /* < 0 or NaN; not ||, which GCC makes a branch: no vector loop */\n"
               "}\n"
               "static inline float hp_erff(float x) {\n"
               "  /* erf = 1 - erfc, erfc by Numerical Recipes' erfcc (rel. err < 1.2e-7) */\n"
