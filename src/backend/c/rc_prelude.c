@@ -73,7 +73,7 @@ void rc_emit_prelude(hp_str *o) {
               "#else\n"
               "static inline float hp_rint(float x) { /* |x| < 2^22 */\n"
               "  float y = x + 0.5f, t = (float)(int32_t)y;\n"
-              "  return t - (float)(t > y);\n"
+              "  return t - hp_sel(t > y, 1.0f, 0.0f); /* (float)(t > y) is a branch to GCC */\n"
               "}\n"
               "#endif\n"
               "static inline float hp_scale2(float y, float n) { /* y 2^n, n integral in [-252, 252] */\n"
