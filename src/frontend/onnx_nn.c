@@ -388,13 +388,15 @@ OP(LRN) {
   for (int i = 2; i < xs.rank && rest; i++) rest = fe_dim_mul(c->A, rest, xs.d[i]);
   if (!rest) return ox_fail(c, HP_E_LIMIT, "the spatial size expression is too large");
   fe_shape s4 = {.rank = 4, .d = {xs.d[0], fe_dim_int(c->A, 1), xs.d[1], rest}};
-  hp_val sq = fe_reshape(c->g, hp_mul(c->g, x, x), &s4);
+  /* all of it on the [N, 1, C, rest] view: a view that splits rest back into
+   * the spatial axes costs a division and a remainder per load */
+  hp_val x4 = fe_reshape(c->g, x, &s4);
   int64_t lo[4] = {0, 0, (size - 1) / 2, 0}, hi[4] = {0, 0, size / 2, 0};
   hp_pool2d_opts o = {.kernel = {size, 1}, .stride = {1, 1}};
-  hp_val avg = hp_avg_pool2d(c->g, hp_pad(c->g, sq, lo, hi, 4, 0.0), &o);
-  hp_val base = hp_add(c->g, hp_mul(c->g, fe_reshape(c->g, avg, &xs), hp_const(c->g, alpha)), hp_const(c->g, bias));
+  hp_val avg = hp_avg_pool2d(c->g, hp_pad(c->g, hp_mul(c->g, x4, x4), lo, hi, 4, 0.0), &o);
+  hp_val base = hp_add(c->g, hp_mul(c->g, avg, hp_const(c->g, alpha)), hp_const(c->g, bias));
   hp_val inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
-  return ox_def(c, 0, hp_mul(c->g, x, inv));
+  return ox_def(c, 0, fe_reshape(c->g, hp_mul(c->g, x4, inv), &xs));
 }
 
 /* InstanceNormalization: per sample and channel over the spatial axes,

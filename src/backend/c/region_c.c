@@ -67,13 +67,39 @@ static void load(hp_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
   if (t == TINY_FP16 || t == TINY_BF16) hp_str_putc(o, ')');
 }
 
-/* Row-major linear index of dims [from, rank) of `shape` from index texts. */
+/* The length of X when rem is "(X % nL)" and quo is "(X / nL)" (isl's
+ * split of one index over two axes, as a reshape's view reads them), else 0.
+ * X's parentheses balanced: "(a % 3L) + (b % nL)" is no such pair. */
+static size_t split_pair(const char *rem, const char *quo, int64_t n) {
+  char tail[32];
+  int tl = snprintf(tail, sizeof tail, " %% %" PRId64 "L)", n);
+  size_t len = strlen(rem);
+  if (len < (size_t)tl + 2 || rem[0] != '(' || strcmp(rem + len - tl, tail)) return 0;
+  size_t x = len - tl - 1;
+  int depth = 0;
+  for (size_t i = 1; i <= x; i++) {
+    depth += rem[i] == '(' ? 1 : rem[i] == ')' ? -1 : 0;
+    if (depth < 0) return 0;
+  }
+  tail[1] = '/';
+  if (depth || strlen(quo) != len || strncmp(quo, rem, x + 1) || strcmp(quo + x + 1, tail)) return 0;
+  return x;
+}
+
+/* Row-major linear index of dims [from, rank) of `shape` from index texts.
+ * Two adjacent axes indexed (X / n, X % n), n the inner one's size, are X
+ * times the inner stride: C's / and % give (X / n) * n + X % n == X. */
 void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from) {
   int64_t stride = 1;
   bool any = false;
   hp_str_putc(o, '(');
   for (int d = shape->rank - 1; d >= from; d--) {
-    if (shape->d[d].n != 1) {
+    size_t x = d > from && shape->d[d].n > 1 ? split_pair(index[d], index[d - 1], shape->d[d].n) : 0;
+    if (x) {
+      hp_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
+      any = true;
+      stride *= shape->d[d--].n;
+    } else if (shape->d[d].n != 1) {
       hp_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
       any = true;
     }

@@ -1,0 +1,62 @@
+"""ONNX LRN on the cpu backend against numpy (the ONNX definition in float64),
+at sizes that leave vector tails (channels and planes not multiples of 16),
+even and odd windows, the betas models use (0.75, 0.5, 1) and others, and a
+window wider than the channels.  And the kernels' reads: the LRN works on an
+[N, 1, C, H*W] view of its input and the C backend puts a split index back
+together (rc_linear: X / n and X % n over adjacent axes are X), so no kernel
+divides per element; the same for a Reshape read by a Relu."""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+except ImportError:
+    print("onnx not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import mk, model, vi  # noqa: E402
+
+rng = np.random.default_rng(11)
+S = ht.Suite("lrn")
+
+
+def lrn(x, size, alpha, beta, bias):
+    """The ONNX definition: channels c - floor((size-1)/2) .. c + ceil((size-1)/2)."""
+    sq, C = x.astype(np.float64) ** 2, x.shape[1]
+    s = np.stack([sq[:, max(0, c - (size - 1) // 2):min(C, c + size // 2 + 1)].sum(1) for c in range(C)], 1)
+    return x / (bias + alpha / size * s) ** beta
+
+
+def run_cpu(name, nodes, x, want):
+    m = model(nodes, [vi("x", x.shape, onnx.TensorProto.FLOAT)], [vi("y", None)], [])
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    dump = tempfile.mkdtemp()
+    p, d = ht.run(path, {"x": x}, backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
+    S.check(f"{name}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode:
+        return
+    ok, why = ht.close(np.load(os.path.join(d, "y.npy")), want, rtol=2e-5, atol=1e-6)
+    S.check(f"{name}: matches numpy", ok, why)
+    src = open(os.path.join(dump, "model.c")).read()
+    body = [l for l in src.splitlines() if ("p0[" in l or "p1[" in l) and " % " in l]
+    S.check(f"{name}: no per-element division in the reads", not body, "\n".join(body[:3]))
+
+
+for shape, size, alpha, beta, bias in [((1, 19, 5, 7), 5, 1e-2, 0.75, 1.0), ((2, 33, 3, 11), 4, 0.3, 0.5, 2.0),
+                                       ((1, 17, 9, 1), 3, 0.5, 1.0, 1.5), ((1, 5, 6, 6), 7, 2.0, 0.6, 0.5),
+                                       ((1, 24, 13), 2, 1e-3, 1.25, 1.0)]:
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    run_cpu(f"LRN {shape} size {size} beta {beta}", [mk("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)],
+            x, lrn(x, size, alpha, beta, bias))
+
+x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+shape = onnx.helper.make_tensor("s", onnx.TensorProto.INT64, [3], [2, 3, 35])
+run_cpu("Reshape [2,3,5,7] -> [2,3,35], Relu", [mk("Constant", [], ["s"], value=shape), mk("Reshape", ["x", "s"], ["r"]),
+                                                 mk("Relu", ["r"], ["y"])], x, np.maximum(x, 0).reshape(2, 3, 35))
+S.close()
