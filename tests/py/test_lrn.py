@@ -4,7 +4,10 @@ even and odd windows, the betas models use (0.75, 0.5, 1) and others, and a
 window wider than the channels.  And the kernels' reads: the LRN works on an
 [N, 1, C, H*W] view of its input and the C backend puts a split index back
 together (rc_linear: X / n and X % n over adjacent axes are X), so no kernel
-divides per element; the same for a Reshape read by a Relu."""
+divides per element; the same for a Reshape read by a Relu.  The padded
+window read keeps the lanes' axis out of the guard's product (region_c.c,
+uniform_guard_index: contiguous lanes, not a gather)."""
+import re
 import os
 import sys
 import tempfile
@@ -46,6 +49,10 @@ def run_cpu(name, nodes, x, want):
     src = open(os.path.join(dump, "model.c")).read()
     body = [l for l in src.splitlines() if ("p0[" in l or "p1[" in l) and " % " in l]
     S.check(f"{name}: no per-element division in the reads", not body, "\n".join(body[:3]))
+    if nodes[0].op_type == "LRN" and x.ndim > 2 and x.shape[1] > 1:
+        win = [l for l in src.splitlines() if "l_ = p" in l]
+        S.check(f"{name}: the window's read is contiguous along the lanes",
+                win and all(re.search(r"l_ = p\d+\[\(\(c\d+\) \* 1L\) \+ \(", l) for l in win), "\n".join(win[:3]))
 
 
 for shape, size, alpha, beta, bias in [((1, 19, 5, 7), 5, 1e-2, 0.75, 1.0), ((2, 33, 3, 11), 4, 0.3, 0.5, 2.0),

@@ -99,7 +99,7 @@ void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int
       hp_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
       any = true;
       stride *= shape->d[d--].n;
-    } else if (shape->d[d].n != 1) {
+    } else if (shape->d[d].n != 1 && strcmp(index[d], "0")) { /* "0": an axis left out (uniform_guard_index) */
       hp_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
       any = true;
     }
@@ -127,6 +127,48 @@ static char *branchless(const char *guard) {
   return hp_str_take(&o);
 }
 
+/* Is every identifier of text tok (a number's suffix is no identifier)? */
+static bool only_token(const char *text, const char *tok) {
+  size_t tl = strlen(tok);
+  for (const char *p = text; *p;) {
+    const char *q = p;
+    if (isdigit((unsigned char)*p)) {
+      while (isalnum((unsigned char)*q)) q++;
+    } else if (isalpha((unsigned char)*p) || *p == '_') {
+      while (isalnum((unsigned char)*q) || *q == '_') q++;
+      if ((size_t)(q - p) != tl || strncmp(p, tok, tl)) return false;
+    } else {
+      q++;
+    }
+    p = q;
+  }
+  return true;
+}
+
+/* A padded read whose guard is the same for every lane of the outer simd
+ * loop (an LRN's window over channels, the lanes along a plane): the axes
+ * indexed by the simd variable alone keep their index in the padding and
+ * only the rest is multiplied by the guard, so the lanes read neighbours
+ * rather than a gather at a guard-scaled stride.  In bounds: those axes'
+ * indices do not depend on the guard's variables.  False when it does not
+ * apply (o untouched). */
+static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const poly_ast_access *a, const char *guard) {
+  const char *v = m->simd_outer->iter, *keep[TINY_MAX_RANK], *rest[TINY_MAX_RANK];
+  if (!v || rc_has_token(guard, v)) return false;
+  bool any = false;
+  for (int d = 0; d < n->shape.rank; d++) {
+    bool k = only_token(a->index[d], v);
+    any |= k && rc_has_token(a->index[d], v);
+    keep[d] = k ? a->index[d] : "0", rest[d] = k ? "0" : a->index[d];
+  }
+  if (!any) return false;
+  rc_linear(o, &n->shape, keep, 0);
+  hp_str_puts(o, " + ");
+  rc_linear(o, &n->shape, rest, 0);
+  hp_str_printf(o, " * (long)(%s)", guard);
+  return true;
+}
+
 /* The value a statement reads through access a (to node t), as C. */
 static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
   const tiny_graph *g = m->c->g;
@@ -150,7 +192,8 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     if (sel && !idx.oom) {
       hp_str gi;
       hp_str_init(&gi);
-      hp_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
+      if (!uniform_guard_index(&gi, m, n, a, guard))
+        hp_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
       load(o, m->val[t].storage, m->val[t].slot, gi.oom ? idx.buf : gi.buf, m->c->gpu);
       hp_str_free(&gi);
     } else {
