@@ -370,9 +370,40 @@ OP(GlobalAveragePool) { return global_pool(c, HP_OP_MEAN); }
 OP(GlobalMaxPool) { return global_pool(c, HP_OP_RMAX); }
 
 
+/* b^n by squaring and multiplying, n >= 1. */
+static hp_val int_power(hp_graph *g, hp_val b, int n) {
+  hp_val r = n & 1 ? b : -1;
+  for (n >>= 1; n; n >>= 1) {
+    b = hp_mul(g, b, b);
+    if (n & 1) r = r < 0 ? b : hp_mul(g, r, b);
+  }
+  return r;
+}
+
+/* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,
+ * square roots and a reciprocal (or rsqrt), else -1.  exp(k log x) costs a
+ * log and an exp per element: LRN's x^-0.75 ran 3x slower that way.  An
+ * integer k takes no root (right for x < 0 too). */
+static hp_val pow_quarters(hp_graph *g, hp_val x, double k) {
+  double q = fabs(k) * 4;
+  if (q == 0 || q > 16 || q != floor(q)) return -1;
+  int n = (int)q;
+  if (n % 4 == 0) {
+    hp_val p = int_power(g, x, n / 4);
+    return k < 0 ? hp_recip(g, p) : p;
+  }
+  /* powers of h = x^(+-1/2): |k| = (n/2) halves, the odd quarter a sqrt of h */
+  hp_val h = k < 0 ? hp_rsqrt(g, x) : hp_sqrt(g, x), p = n / 2 ? int_power(g, h, n / 2) : -1;
+  if (n % 2 == 0) return p;
+  hp_val r = hp_sqrt(g, h);
+  return p < 0 ? r : hp_mul(g, p, r);
+}
+
 /* LRN: x / (bias + alpha/size * sum of x^2 over a window of channels)^beta.
  * The channel window is an average pool of size x 1 over [N, 1, C, rest]
- * with the channels padded by zeros; the power is exp(-beta * log(.)). */
+ * with the channels padded by zeros; the power is from roots and products
+ * where beta is a multiple of 1/4 (0.75, 0.5, 1: the models' values), else
+ * exp(-beta * log(.)). */
 OP(LRN) {
   int64_t size;
   double alpha, beta, bias;
@@ -395,7 +426,8 @@ OP(LRN) {
   hp_pool2d_opts o = {.kernel = {size, 1}, .stride = {1, 1}};
   hp_val avg = hp_avg_pool2d(c->g, hp_pad(c->g, hp_mul(c->g, x4, x4), lo, hi, 4, 0.0), &o);
   hp_val base = hp_add(c->g, hp_mul(c->g, avg, hp_const(c->g, alpha)), hp_const(c->g, bias));
-  hp_val inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
+  hp_val inv = pow_quarters(c->g, base, -beta);
+  if (inv < 0) inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
   return ox_def(c, 0, fe_reshape(c->g, hp_mul(c->g, x4, inv), &xs));
 }
 

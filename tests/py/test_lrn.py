@@ -4,7 +4,8 @@ even and odd windows, the betas models use (0.75, 0.5, 1) and others, and a
 window wider than the channels.  And the kernels' reads: the LRN works on an
 [N, 1, C, H*W] view of its input and the C backend puts a split index back
 together (rc_linear: X / n and X % n over adjacent axes are X), so no kernel
-divides per element; the same for a Reshape read by a Relu.  The padded
+divides per element; the same for a Reshape read by a Relu.  A beta in
+quarters (0.75, 0.5, 1, 1.25, ...) takes roots and products, no log or exp.  The padded
 window read keeps the lanes' axis out of the guard's product (region_c.c,
 uniform_guard_index: contiguous lanes, not a gather)."""
 import re
@@ -49,18 +50,24 @@ def run_cpu(name, nodes, x, want):
     src = open(os.path.join(dump, "model.c")).read()
     body = [l for l in src.splitlines() if ("p0[" in l or "p1[" in l) and " % " in l]
     S.check(f"{name}: no per-element division in the reads", not body, "\n".join(body[:3]))
-    if nodes[0].op_type == "LRN" and x.ndim > 2 and x.shape[1] > 1:
+    size = {a.name: a.i for a in nodes[0].attribute}.get("size", 1)
+    if nodes[0].op_type == "LRN" and x.ndim > 2 and x.shape[1] > 1 and size > 1:  # a window, padded
         win = [l for l in src.splitlines() if "l_ = p" in l]
         S.check(f"{name}: the window's read is contiguous along the lanes",
                 win and all(re.search(r"l_ = p\d+\[\(\(c\d+\) \* 1L\) \+ \(", l) for l in win), "\n".join(win[:3]))
+    return src
 
 
 for shape, size, alpha, beta, bias in [((1, 19, 5, 7), 5, 1e-2, 0.75, 1.0), ((2, 33, 3, 11), 4, 0.3, 0.5, 2.0),
                                        ((1, 17, 9, 1), 3, 0.5, 1.0, 1.5), ((1, 5, 6, 6), 7, 2.0, 0.6, 0.5),
-                                       ((1, 24, 13), 2, 1e-3, 1.25, 1.0)]:
+                                       ((1, 24, 13), 2, 1e-3, 1.25, 1.0), ((1, 3, 4, 5), 1, 0.1, 0.25, 1.0),
+                                       ((1, 6, 3, 3), 3, 0.2, 2.0, 1.0), ((1, 6, 3, 3), 3, 0.2, -0.5, 1.0)]:
     x = (rng.standard_normal(shape) * 3).astype(np.float32)
-    run_cpu(f"LRN {shape} size {size} beta {beta}", [mk("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)],
-            x, lrn(x, size, alpha, beta, bias))
+    src = run_cpu(f"LRN {shape} size {size} beta {beta}",
+                  [mk("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)], x, lrn(x, size, alpha, beta, bias))
+    if src:  # a beta in quarters from roots and products (onnx_nn.c, pow_quarters), else a log and an exp
+        S.check(f"LRN beta {beta}: log and exp only where beta is no multiple of 1/4",
+                ("= hp_log2f(" in src) == (beta * 4 != round(beta * 4)))
 
 x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
 shape = onnx.helper.make_tensor("s", onnx.TensorProto.INT64, [3], [2, 3, 35])

@@ -150,11 +150,14 @@ static bool only_token(const char *text, const char *tok) {
  * indexed by the simd variable alone keep their index in the padding and
  * only the rest is multiplied by the guard, so the lanes read neighbours
  * rather than a gather at a guard-scaled stride.  In bounds: those axes'
- * indices do not depend on the guard's variables.  False when it does not
- * apply (o untouched). */
+ * indices and the simd loop's bounds do not depend on the guard's
+ * variables, so each lane reads where it does at a point inside.  False
+ * when it does not apply (o untouched). */
 static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const poly_ast_access *a, const char *guard) {
-  const char *v = m->simd_outer->iter, *keep[TINY_MAX_RANK], *rest[TINY_MAX_RANK];
-  if (!v || rc_has_token(guard, v)) return false;
+  const poly_ast *l = m->simd_outer;
+  const char *v = l->iter, *keep[TINY_MAX_RANK], *rest[TINY_MAX_RANK];
+  if (!v || rc_has_token(guard, v) || !l->init || !l->cond || !only_token(l->init, v) || !only_token(l->cond, v))
+    return false; /* the lanes' range the same at every point, as the guard's variables move */
   bool any = false;
   for (int d = 0; d < n->shape.rank; d++) {
     bool k = only_token(a->index[d], v);
