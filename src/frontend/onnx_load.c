@@ -295,7 +295,9 @@ static hp_val const_value(ox_ctx *c, ox_val *x) {
   }
   hp_tensor t = {0};
   if (x->has_i) {
-    if (hp_tensor_alloc(c->e, &t, TINY_I32, x->irank, x->ishape)) return -1;
+    /* a folded comparison (Equal of shapes) is a bool tensor, the rest int32 */
+    tiny_dtype dt = x->oty == OX_BOOL ? TINY_BOOL : TINY_I32;
+    if (hp_tensor_alloc(c->e, &t, dt, x->irank, x->ishape)) return -1;
     for (int64_t i = 0; i < x->in; i++) {
       int64_t v;
       if (!fe_dim_is_int(x->iv[i], &v)) {
@@ -309,10 +311,12 @@ static hp_val const_value(ox_ctx *c, ox_val *x) {
         ox_fail(c, HP_E_LIMIT, "integer constant \"%s\" holds %" PRId64 ", outside int32", x->name, v);
         return -1;
       }
-      ((int32_t *)t.data)[i] = (int32_t)v;
+      if (dt == TINY_BOOL) ((uint8_t *)t.data)[i] = v != 0;
+      else ((int32_t *)t.data)[i] = (int32_t)v;
     }
     if (x->irank == 0) {
-      x->v = hp_const_typed(c->g, ((int32_t *)t.data)[0], TINY_I32);
+      double v0 = dt == TINY_BOOL ? ((uint8_t *)t.data)[0] : ((int32_t *)t.data)[0];
+      x->v = hp_const_typed(c->g, v0, dt);
       hp_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;
     }

@@ -31,7 +31,7 @@ OP(MatMul) {
   if ((ra == 1 || rb == 1) && r > 0) {
     fe_shape s = *ox_shape_of(c, r);
     if (ra == 1) s.d[s.rank - 2] = s.d[s.rank - 1];
-    s.rank--;
+    s.rank -= ra == 1 && rb == 1 ? 2 : 1; /* [K] @ [K] is a scalar */
     r = fe_reshape(c->g, r, &s);
   }
   return ox_def(c, 0, r);

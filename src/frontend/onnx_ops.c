@@ -135,6 +135,7 @@ static hp_status fold_binary(ox_ctx *c, const char *op) {
     return ox_fail(c, HP_E_UNSUPPORTED, "folding integer %s of %" PRId64 " and %" PRId64 " values", op, a->in, b->in);
   ox_val *y = ox_def_ints(c, 0, big->irank, big->ishape, big->in);
   if (!y) return c->e->code;
+  if (!strcmp(op, "Equal")) y->oty = OX_BOOL;
   for (int64_t k = 0; k < big->in; k++) {
     const fe_dim *d = fold_bin(c, op, a->iv[a->in == 1 ? 0 : k], b->iv[b->in == 1 ? 0 : k]);
     if (!d) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->iv[a->in == 1 ? 0 : k]->text,
@@ -214,14 +215,6 @@ OP(PRelu) {
     s = fe_reshape(c->g, s, &to);
   }
   return negative_part(c, x, hp_mul(c->g, x, s), false);
-}
-
-/* log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow */
-OP(Softplus) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  hp_val t = hp_log(c->g, hp_add(c->g, hp_exp(c->g, hp_neg(c->g, hp_abs(c->g, x))), hp_const(c->g, 1)));
-  return ox_def(c, 0, hp_add(c->g, hp_max(c->g, x, hp_const(c->g, 0)), t));
 }
 
 OP(Sign) {
@@ -330,6 +323,8 @@ static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
   av = ox_operand(c, 0, rb);
   bv = av > 0 ? ox_operand(c, 1, ra) : -1;
   if (av < 0 || bv < 0 || legacy_broadcast(c, av, &bv)) return c->e->code;
+  if (op == HP_OP_DIV && (hp_val_dtype(c->g, av) == TINY_I32 || hp_val_dtype(c->g, bv) == TINY_I32))
+    return ox_fail(c, HP_E_UNSUPPORTED, "integer Div (harp divides floating-point values only)");
   hp_val r = hp_binary(c->g, op, av, bv);
   if (ox_def(c, 0, r)) return c->e->code;
   /* x / √2, x * k: remembered for the GELU pattern */
@@ -409,6 +404,18 @@ OP(Where) {
 }
 
 OP(Not) {
+  ox_val *xi = ox_in(c, 0, NULL);
+  if (xi && xi->v <= 0 && xi->has_i) { /* a folded comparison stays folded */
+    ox_val *y = ox_def_ints(c, 0, xi->irank, xi->ishape, xi->in);
+    if (!y) return c->e->code;
+    y->oty = OX_BOOL;
+    for (int64_t k = 0; k < xi->in; k++) {
+      int64_t v;
+      if (!fe_dim_is_int(xi->iv[k], &v)) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold Not of %s", xi->iv[k]->text);
+      y->iv[k] = fe_dim_int(c->A, !v);
+    }
+    return HP_OK;
+  }
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, x, hp_const_typed(c->g, 0, TINY_BOOL)));
@@ -1076,7 +1083,7 @@ static const op_entry ops[] = {
 #define N(n) {#n, ox_op_##n},
     OX_NN_OPS(N)
     E(Abs) E(Add) E(Cast) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
-    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Softplus) E(Sign)
+    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Sign)
     E(Max) E(Mean) E(Min) E(Mul) E(Neg) E(Not) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
     E(Relu) E(Reshape) E(Shape) E(Shrink) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
     E(Unsqueeze) E(Where)

@@ -78,10 +78,21 @@ OP(Softsign) {
   return ox_def(c, 0, hp_div(c->g, x, hp_add(c->g, hp_abs(c->g, x), K(c, 1))));
 }
 
+OP(Softplus) {
+  hp_val x = input(c);
+  if (x < 0) return c->e->code;
+  return ox_def(c, 0, softplus(c, x));
+}
+
 OP(Mish) {
   hp_val x = input(c);
   if (x < 0) return c->e->code;
-  return ox_def(c, 0, hp_mul(c->g, x, hp_tanh(c->g, softplus(c, x))));
+  /* tanh(log(1 + e^x)) = n / (n + 2) with n = e^x (e^x + 2): no cancellation
+   * for x << 0 (where x * tanh(softplus) would lose the relative precision
+   * of a tanh near 0); e^x is capped at e^20, where the ratio is 1 */
+  hp_graph *g = c->g;
+  hp_val u = hp_exp(g, hp_min(g, x, K(c, 20))), n = hp_mul(g, u, hp_add(g, u, K(c, 2)));
+  return ox_def(c, 0, hp_mul(g, x, hp_div(g, n, hp_add(g, n, K(c, 2)))));
 }
 
 /* Floor, Ceil, Round (halves to even): harp's own unary ops */
@@ -120,7 +131,7 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(Ceil), E(Celu), E(Floor), E(HardSigmoid), E(HardSwish), E(Mish), E(Round), E(Softsign), E(ThresholdedRelu),
+    E(Ceil), E(Celu), E(Floor), E(HardSigmoid), E(HardSwish), E(Mish), E(Round), E(Softplus), E(Softsign), E(ThresholdedRelu),
 #undef E
 };
 
