@@ -559,6 +559,12 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     else if (!hp_strmap_find(&inits, vi->name)) st = graph_input(c, vi); /* else: an initializer's default */
   }
   hp_strmap_free(&inits);
+  /* then the outputs: a constant (a folded Shape) that is an output must
+   * not take the output's name for its weight */
+  const char **outid = hp_arena_alloc(c->A, sizeof *outid * (gp->n_output + 1));
+  if (!outid && !st) st = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  for (size_t i = 0; i < gp->n_output && !st; i++)
+    if (!(outid[i] = ox_ident(c, gp->output[i]->name))) st = c->e->code;
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
     ox_val *x = new_val(c, gp->initializer[i]->name);
     if (!x) return c->e->code;
@@ -588,9 +594,8 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     ox_val *x = name ? find_val(c, name) : NULL;
     if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
     hp_val v = ox_value(c, x);
-    const char *id = v > 0 ? ox_ident(c, name) : NULL;
-    if (!id) return c->e->code;
-    if (ox_check(c, hp_output(c->g, id, v))) return c->e->code;
+    if (v < 0) return c->e->code;
+    if (ox_check(c, hp_output(c->g, outid[i], v))) return c->e->code;
   }
   return st;
 }

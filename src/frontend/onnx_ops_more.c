@@ -337,13 +337,13 @@ static hp_status depth_space(ox_ctx *c, bool to_space) {
     memcpy(perm, crd ? crdp : dcr, sizeof perm);
     o = (fe_shape){.rank = 4, .d = {N, Cb, fe_dim_mul(c->A, H, B), fe_dim_mul(c->A, W, B)}};
   } else {
-    if (crd) return ox_fail(c, HP_E_INVALID_ARG, "SpaceToDepth has no mode");
     int64_t h, w;
     if (known(c, H, "SpaceToDepth", &h) || known(c, W, "SpaceToDepth", &w)) return c->e->code;
     if (h % b || w % b) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%" PRId64 "x%" PRId64 " is not a multiple of %" PRId64, h, w, b);
     u = (fe_shape){.rank = 6, .d = {N, s.d[1], I(c, h / b), B, I(c, w / b), B}};
-    static const int s2d[6] = {0, 3, 5, 1, 2, 4};
-    memcpy(perm, s2d, sizeof perm);
+    /* DCR: channel (bh b + bw) C + c; CRD (opset 28): c b^2 + bh b + bw */
+    static const int s2d[6] = {0, 3, 5, 1, 2, 4}, s2d_crd[6] = {0, 1, 3, 5, 2, 4};
+    memcpy(perm, crd ? s2d_crd : s2d, sizeof perm);
     o = (fe_shape){.rank = 4, .d = {N, fe_dim_mul(c->A, s.d[1], I(c, b * b)), I(c, h / b), I(c, w / b)}};
   }
   for (int i = 0; i < 4; i++)
