@@ -97,7 +97,9 @@ bool ox_dtype(int oty, tiny_dtype *out) {
 
 const char *ox_type_name(int oty) {
   static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
-                                      "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16"};
+                                      "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16",
+                                      "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+                                      "float4e2m1", "float8e8m0", "uint2", "int2", "float6e2m3", "float6e3m2"};
   return oty >= 0 && oty < (int)(sizeof names / sizeof *names) ? names[oty] : "an unknown type";
 }
 

@@ -1,5 +1,6 @@
 /* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
- * BatchNormalization, InstanceNormalization, the poolings and LRN.
+ * BatchNormalization, InstanceNormalization, LayerNormalization,
+ * RMSNormalization, the poolings and LRN.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
  * the builder.
  * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
@@ -296,7 +297,7 @@ static hp_status pool(ox_ctx *c, bool is_max) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t ks[8], ceil_mode, cip = 0, order = 0;
-  int n, nsp;
+  int n, nsp = 0;
   if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
   if (n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape must have %d values (%d-D pooling)", nsp, nsp);
   if (nsp == 1) ks[1] = ks[0], ks[0] = 1;
@@ -417,3 +418,45 @@ OP(InstanceNormalization) {
   hp_val y = hp_mul(c->g, d, hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps))));
   return ox_def(c, 0, hp_add(c->g, hp_mul(c->g, y, fe_reshape(c->g, sc, &cs)), fe_reshape(c->g, b, &cs)));
 }
+
+/* LayerNormalization and RMSNormalization over axes [axis, r): y = (x - mean)
+ * * inv * scale + B with inv = 1 / sqrt(mean((x - mean)^2) + eps) (RMS: no
+ * mean, no B).  A LayerNormalization that asks only for Y is harp's
+ * layernorm; with its Mean / InvStdDev outputs, and RMSNormalization, it is
+ * composed, the statistics in the stash type (fp32 by default). */
+static hp_status normalization(ox_ctx *c, bool rms) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t a, stash;
+  double eps;
+  int axis, r = ox_rank_of(c, x);
+  if (ox_attr_int(c, "axis", -1, &a) || ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "stash_type", 1, &stash) ||
+      ox_norm_axis(c, a, r, &axis))
+    return c->e->code;
+  if (stash != 1 && stash != OX_FLOAT16 && stash != OX_BFLOAT16)
+    return ox_fail(c, HP_E_UNSUPPORTED, "stash_type %" PRId64 " (harp computes the statistics in float, float16 or bfloat16)", stash);
+  bool stats = false;
+  for (size_t i = 1; i < c->node->n_output; i++) stats |= c->node->output[i][0] != 0;
+  if (rms && stats) return ox_fail(c, HP_E_ARITY, "RMSNormalization has one output");
+  hp_val g = ox_tensor(c, 1), b = HP_NONE;
+  if (g < 0) return c->e->code;
+  if (!rms && c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x), st = stash == 1 ? TINY_FP32 : stash == OX_FLOAT16 ? TINY_FP16 : TINY_BF16;
+  if (!rms && !stats) return ox_def(c, 0, hp_layernorm(c->g, x, g, b, axis, eps));
+  int axes[TINY_MAX_RANK], n = r - axis;
+  for (int i = 0; i < n; i++) axes[i] = axis + i;
+  hp_val xs = dt == st ? x : hp_cast(c->g, x, st), d = xs, mean = HP_NONE;
+  if (!rms) d = hp_sub(c->g, xs, mean = hp_reduce(c->g, HP_OP_MEAN, xs, axes, n, true));
+  hp_val var = hp_reduce(c->g, HP_OP_MEAN, hp_mul(c->g, d, d), axes, n, true);
+  hp_val inv = hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps)));
+  hp_val y = hp_mul(c->g, d, inv);
+  if (st != dt) y = hp_cast(c->g, y, dt);
+  y = hp_mul(c->g, y, g);
+  if (b != HP_NONE) y = hp_add(c->g, y, b);
+  if (ox_def(c, 0, y)) return c->e->code;
+  if (!stats) return HP_OK;
+  return ox_def(c, 1, mean) ? c->e->code : ox_def(c, 2, inv);
+}
+
+OP(LayerNormalization) { return normalization(c, false); }
+OP(RMSNormalization) { return normalization(c, true); }

@@ -115,7 +115,7 @@ static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const 
   if (!strcmp(op, "Sub")) return fe_dim_sub(c->A, a, b);
   if (!strcmp(op, "Mul")) return fe_dim_mul(c->A, a, b);
   if (!strcmp(op, "Div")) {
-    if (ia && ib) return y ? fe_dim_int(c->A, x / y) : NULL; /* C truncation, like ONNX */
+    if (ia && ib) return y && (y != -1 || x != INT64_MIN) ? fe_dim_int(c->A, x / y) : NULL; /* C truncation, like ONNX */
     return ib && y > 0 ? fe_dim_div(c->A, a, y) : NULL;
   }
   if (!strcmp(op, "Max") || !strcmp(op, "Min")) {
@@ -123,23 +123,44 @@ static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const 
     return fe_dim_int(c->A, (!strcmp(op, "Max")) == (x > y) ? x : y);
   }
   if (!strcmp(op, "Equal")) return ia && ib ? fe_dim_int(c->A, x == y) : fe_dim_cmp(a, b) == FE_SAME ? fe_dim_int(c->A, 1) : NULL;
+  static const char *const cmp[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
+  for (int k = 0; k < 4; k++)
+    if (!strcmp(op, cmp[k]) && ia && ib) return fe_dim_int(c->A, k == 0 ? x < y : k == 1 ? x <= y : k == 2 ? x > y : x >= y);
+  if (!strcmp(op, "Mod") && ia && ib && y) { /* fmod 0: the sign of the divisor (Python's %); 1: C's */
+    int64_t fm = 0, r = y == -1 ? 0 : x % y;
+    if (ox_attr_int(c, "fmod", 0, &fm)) return NULL;
+    return fe_dim_int(c->A, !fm && r && (r < 0) != (y < 0) ? r + y : r);
+  }
   return NULL;
 }
 
-/* Elementwise integer op on constants (same shapes or a one-element side). */
+/* Elementwise integer op on constants, broadcast like numpy. */
 static hp_status fold_binary(ox_ctx *c, const char *op) {
   ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
   if (!a || !b) return ox_fail(c, HP_E_ARITY, "needs two inputs");
-  const ox_val *big = a->in >= b->in ? a : b;
-  if (a->in != b->in && a->in != 1 && b->in != 1)
-    return ox_fail(c, HP_E_UNSUPPORTED, "folding integer %s of %" PRId64 " and %" PRId64 " values", op, a->in, b->in);
-  ox_val *y = ox_def_ints(c, 0, big->irank, big->ishape, big->in);
+  int r = a->irank > b->irank ? a->irank : b->irank;
+  int64_t shape[TINY_MAX_RANK], n = 1, sa[TINY_MAX_RANK], sb[TINY_MAX_RANK]; /* element strides, 0 where broadcast */
+  for (int i = r - 1, ka = 1, kb = 1; i >= 0; i--) {
+    int ia = i - (r - a->irank), ib = i - (r - b->irank);
+    int64_t da = ia >= 0 ? a->ishape[ia] : 1, db = ib >= 0 ? b->ishape[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return ox_fail(c, HP_E_BROADCAST_MISMATCH, "integer %s of shapes that do not broadcast (%" PRId64 " and %" PRId64 ")", op, da,
+                     db);
+    shape[i] = da == 1 ? db : da;
+    sa[i] = da == 1 ? 0 : ka, sb[i] = db == 1 ? 0 : kb;
+    ka *= (int)da, kb *= (int)db, n *= shape[i];
+  }
+  ox_val *y = ox_def_ints(c, 0, r, shape, n);
   if (!y) return c->e->code;
-  if (!strcmp(op, "Equal")) y->oty = OX_BOOL;
-  for (int64_t k = 0; k < big->in; k++) {
-    const fe_dim *d = fold_bin(c, op, a->iv[a->in == 1 ? 0 : k], b->iv[b->in == 1 ? 0 : k]);
-    if (!d) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->iv[a->in == 1 ? 0 : k]->text,
-                           b->iv[b->in == 1 ? 0 : k]->text);
+  if (!strcmp(op, "Equal") || !strncmp(op, "Less", 4) || !strncmp(op, "Greater", 7)) y->oty = OX_BOOL;
+  for (int64_t k = 0; k < n; k++) {
+    int64_t ja = 0, jb = 0, rest = k;
+    for (int i = r - 1; i >= 0; i--) {
+      ja += rest % shape[i] * sa[i], jb += rest % shape[i] * sb[i];
+      rest /= shape[i];
+    }
+    const fe_dim *d = fold_bin(c, op, a->iv[ja], b->iv[jb]);
+    if (!d) return c->e->code ? c->e->code : ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->iv[ja]->text, b->iv[jb]->text);
     y->iv[k] = d;
   }
   return HP_OK;
@@ -347,6 +368,10 @@ OP(Sub) { return binary(c, HP_OP_SUB, "Sub"); }
 OP(Mul) { return binary(c, HP_OP_MUL, "Mul"); }
 OP(Div) { return binary(c, HP_OP_DIV, "Div"); }
 OP(Equal) { return binary(c, HP_OP_EQ, "Equal"); }
+OP(Mod) {
+  if (all_ints(c)) return fold_binary(c, "Mod");
+  return ox_fail(c, HP_E_UNSUPPORTED, "Mod of values computed at run time (harp folds Mod of integer constants only)");
+}
 OP(Less) { return binary(c, HP_OP_LT, "Less"); }
 OP(Greater) { return binary(c, HP_OP_GT, "Greater"); }
 OP(LessOrEqual) { return binary(c, HP_OP_LE, "LessOrEqual"); }
@@ -421,6 +446,22 @@ OP(Not) {
   return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, x, hp_const_typed(c->g, 0, TINY_BOOL)));
 }
 
+/* And, Or, Xor of bools: where(a, b, false), where(a, true, b), a != b */
+static hp_status logical(ox_ctx *c, char kind) {
+  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
+  if (a < 0 || b < 0) return c->e->code;
+  if (hp_val_dtype(c->g, a) != TINY_BOOL || hp_val_dtype(c->g, b) != TINY_BOOL)
+    return ox_fail(c, HP_E_DTYPE_MISMATCH, "the inputs must be bool");
+  hp_val r;
+  if (kind == '&') r = hp_where(c->g, a, b, hp_const_typed(c->g, 0, TINY_BOOL));
+  else if (kind == '|') r = hp_where(c->g, a, hp_const_typed(c->g, 1, TINY_BOOL), b);
+  else r = hp_binary(c->g, HP_OP_NE, a, b);
+  return ox_def(c, 0, r);
+}
+OP(And) { return logical(c, '&'); }
+OP(Or) { return logical(c, '|'); }
+OP(Xor) { return logical(c, '^'); }
+
 OP(Clip) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
@@ -440,14 +481,25 @@ OP(Clip) {
   return ox_def(c, 0, x);
 }
 
-OP(Cast) {
-  int64_t to;
-  if (ox_attr_int(c, "to", 0, &to)) return c->e->code;
+static hp_status cast_to(ox_ctx *c, int64_t to) {
   tiny_dtype dt;
   ox_val *x = ox_in(c, 0, NULL);
   if (!x) return ox_fail(c, HP_E_ARITY, "input 0 is required");
-  bool int_to = to == OX_INT32 || to == OX_INT64 || to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
-  if (x->v <= 0 && x->has_i && int_to) return op_Identity(c); /* integers stay folded */
+  bool narrow = to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
+  bool int_to = to == OX_INT32 || to == OX_INT64 || narrow;
+  if (x->v <= 0 && x->has_i && int_to) { /* integers stay folded (a folded bool becomes 0 / 1) */
+    ox_val *y = ox_def_ints(c, 0, x->irank, x->ishape, x->in);
+    if (!y) return c->e->code;
+    for (int64_t k = 0; k < x->in; k++) {
+      int64_t v;
+      if (narrow && (!fe_dim_is_int(x->iv[k], &v) || v < (to == OX_INT8 ? -128 : to == OX_INT16 ? -32768 : 0) ||
+                     v > (to == OX_INT8 ? 127 : to == OX_UINT8 ? 255 : to == OX_INT16 ? 32767 : 65535)))
+        return ox_fail(c, HP_E_UNSUPPORTED, "cast of %s to %s: harp keeps integers as int32 and would not wrap it", x->iv[k]->text,
+                       ox_type_name((int)to));
+      y->iv[k] = x->iv[k];
+    }
+    return HP_OK;
+  }
   if (x->v <= 0 && x->has_i && to == OX_FLOAT) {
     hp_tensor t;
     if (hp_tensor_alloc(c->e, &t, TINY_FP32, x->irank, x->ishape)) return c->e->code;
@@ -467,7 +519,33 @@ OP(Cast) {
   }
   hp_val v = ox_value(c, x);
   if (v < 0) return c->e->code;
+  if (narrow && hp_val_dtype(c->g, v) != TINY_BOOL) /* bools are 0 / 1 in any integer type */
+    return ox_fail(c, HP_E_UNSUPPORTED, "cast to %s: harp computes integers as int32 and does not wrap to %s's range",
+                   ox_type_name((int)to), ox_type_name((int)to));
   return ox_def(c, 0, hp_val_dtype(c->g, v) == dt ? v : hp_cast(c->g, v, dt));
+}
+
+OP(Cast) {
+  int64_t to;
+  if (ox_attr_int(c, "to", 0, &to)) return c->e->code;
+  return cast_to(c, to);
+}
+
+/* Cast to the element type of input 1 (its ONNX type when known, else its harp dtype's) */
+OP(CastLike) {
+  ox_val *t = ox_in(c, 1, NULL);
+  if (!t) return ox_fail(c, HP_E_ARITY, "input 1 (target_type) is required");
+  int oty = t->oty;
+  if (!oty) {
+    hp_val tv = ox_value(c, t);
+    if (tv < 0) return c->e->code;
+    static const int of[] = {[TINY_FP32] = OX_FLOAT, [TINY_FP16] = OX_FLOAT16, [TINY_BF16] = OX_BFLOAT16, [TINY_I32] = OX_INT32,
+                             [TINY_BOOL] = OX_BOOL};
+    tiny_dtype dt = hp_val_dtype(c->g, tv);
+    oty = (int)dt < (int)(sizeof of / sizeof *of) ? of[dt] : 0;
+    if (!oty) return ox_fail(c, HP_E_INTERNAL, "input 1 has a dtype with no ONNX type");
+  }
+  return cast_to(c, oty);
 }
 
 /* Softmax, LogSoftmax, Hardmax; before opset 13 over axes [axis, r) flattened into one */
@@ -502,23 +580,6 @@ static hp_status softmax(ox_ctx *c, smax_kind kind) {
 OP(Softmax) { return softmax(c, SOFTMAX); }
 OP(LogSoftmax) { return softmax(c, LOGSOFTMAX); }
 OP(Hardmax) { return softmax(c, HARDMAX); }
-
-OP(LayerNormalization) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  int64_t a, stash;
-  double eps;
-  int axis;
-  if (ox_attr_int(c, "axis", -1, &a) || ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "stash_type", 1, &stash) ||
-      ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
-    return c->e->code;
-  for (size_t i = 1; i < c->node->n_output; i++)
-    if (c->node->output[i][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Mean and InvStdDev outputs are not supported");
-  hp_val g = ox_tensor(c, 1), b = HP_NONE;
-  if (g < 0) return c->e->code;
-  if (c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;
-  return ox_def(c, 0, hp_layernorm(c->g, x, g, b, axis, eps));
-}
 
 hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop) {
   int64_t k, no, ax[TINY_MAX_RANK];
@@ -716,6 +777,20 @@ OP(Shape) {
   ox_val *y = ox_def_ints(c, 0, 1, &n, n);
   if (!y) return c->e->code;
   for (int64_t i = 0; i < n; i++) y->iv[i] = s->d[lo + i];
+  return HP_OK;
+}
+
+/* the element count, folded like Shape (a symbolic size stays symbolic) */
+OP(Size) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  const fe_shape *s = ox_shape_of(c, x);
+  const fe_dim *n = fe_dim_int(c->A, 1);
+  for (int i = 0; i < s->rank && n; i++) n = fe_dim_mul(c->A, n, s->d[i]);
+  if (!n) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  ox_val *y = ox_def_ints(c, 0, 0, NULL, 1);
+  if (!y) return c->e->code;
+  y->iv[0] = n;
   return HP_OK;
 }
 
@@ -1082,11 +1157,11 @@ static const op_entry ops[] = {
 #define E(n) {#n, op_##n},
 #define N(n) {#n, ox_op_##n},
     OX_NN_OPS(N)
-    E(Abs) E(Add) E(Cast) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
-    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Sign)
-    E(Max) E(Mean) E(Min) E(Mul) E(Neg) E(Not) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
-    E(Relu) E(Reshape) E(Shape) E(Shrink) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
-    E(Unsqueeze) E(Where)
+    E(Abs) E(Add) E(And) E(Cast) E(CastLike) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
+    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Sign)
+    E(Max) E(Mean) E(Min) E(Mod) E(Mul) E(Neg) E(Not) E(Or) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
+    E(Relu) E(Reshape) E(Shape) E(Shrink) E(Sigmoid) E(Size) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
+    E(Unsqueeze) E(Where) E(Xor)
 #undef E
 #undef N
 };
