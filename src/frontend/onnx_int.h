@@ -119,9 +119,9 @@ hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, i
 
 /* onnx_nn.c: a weight named after the node's output 0 and `what`, holding t (taken) */
 hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
-/* onnx_nn.c: the layer ops, named in onnx_ops.c's dispatch table */
+/* onnx_nn.c (onnx_attn.c: Attention): the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
-  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(InstanceNormalization) X(LRN) \
+  X(Attention) X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(InstanceNormalization) X(LRN) \
   X(LayerNormalization) X(MatMul) X(MaxPool) X(RMSNormalization)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)

@@ -123,9 +123,16 @@ static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const 
     return fe_dim_int(c->A, (!strcmp(op, "Max")) == (x > y) ? x : y);
   }
   if (!strcmp(op, "Equal")) return ia && ib ? fe_dim_int(c->A, x == y) : fe_dim_cmp(a, b) == FE_SAME ? fe_dim_int(c->A, 1) : NULL;
-  static const char *const cmp[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
-  for (int k = 0; k < 4; k++)
-    if (!strcmp(op, cmp[k]) && ia && ib) return fe_dim_int(c->A, k == 0 ? x < y : k == 1 ? x <= y : k == 2 ? x > y : x >= y);
+  static const char *const cmp[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
+  for (int k = 0; k < 7 && ia && ib; k++)
+    if (!strcmp(op, cmp[k]))
+      return fe_dim_int(c->A, k == 0   ? x < y
+                              : k == 1 ? x <= y
+                              : k == 2 ? x > y
+                              : k == 3 ? x >= y
+                              : k == 4 ? x && y
+                              : k == 5 ? x || y
+                                       : !x != !y);
   if (!strcmp(op, "Mod") && ia && ib && y) { /* fmod 0: the sign of the divisor (Python's %); 1: C's */
     int64_t fm = 0, r = y == -1 ? 0 : x % y;
     if (ox_attr_int(c, "fmod", 0, &fm)) return NULL;
@@ -134,34 +141,78 @@ static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const 
   return NULL;
 }
 
+/* Broadcasting of folded integers: the shape of n operands, and each
+ * operand's element strides in it (0 along a stretched axis). */
+static hp_status fold_shape(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_t *shape, int64_t (*st)[TINY_MAX_RANK]) {
+  int r = 0;
+  for (int k = 0; k < n; k++) r = x[k]->irank > r ? x[k]->irank : r;
+  for (int i = 0; i < r; i++) shape[i] = 1;
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < x[k]->irank; i++) {
+      int64_t d = x[k]->ishape[i], *o = &shape[i + r - x[k]->irank];
+      if (d != *o && d != 1 && *o != 1)
+        return ox_fail(c, HP_E_BROADCAST_MISMATCH, "folded integer shapes do not broadcast (%" PRId64 " and %" PRId64 ")", d, *o);
+      if (d != 1) *o = d;
+    }
+  for (int k = 0; k < n; k++)
+    for (int i = r - 1, stride = 1; i >= 0; i--) {
+      int j = i - (r - x[k]->irank);
+      int64_t d = j >= 0 ? x[k]->ishape[j] : 1;
+      st[k][i] = d == 1 ? 0 : stride;
+      stride *= (int)d;
+    }
+  *rank = r;
+  return HP_OK;
+}
+
+/* element k of the broadcast result's operand with strides st */
+static int64_t fold_at(int64_t k, int r, const int64_t *shape, const int64_t *st) {
+  int64_t j = 0;
+  for (int i = r - 1; i >= 0; i--) j += k % shape[i] * st[i], k /= shape[i];
+  return j;
+}
+
+static ox_val *fold_out(ox_ctx *c, int r, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < r; i++) n *= shape[i];
+  return ox_def_ints(c, 0, r, shape, n);
+}
+
 /* Elementwise integer op on constants, broadcast like numpy. */
 static hp_status fold_binary(ox_ctx *c, const char *op) {
-  ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
-  if (!a || !b) return ox_fail(c, HP_E_ARITY, "needs two inputs");
-  int r = a->irank > b->irank ? a->irank : b->irank;
-  int64_t shape[TINY_MAX_RANK], n = 1, sa[TINY_MAX_RANK], sb[TINY_MAX_RANK]; /* element strides, 0 where broadcast */
-  for (int i = r - 1, ka = 1, kb = 1; i >= 0; i--) {
-    int ia = i - (r - a->irank), ib = i - (r - b->irank);
-    int64_t da = ia >= 0 ? a->ishape[ia] : 1, db = ib >= 0 ? b->ishape[ib] : 1;
-    if (da != db && da != 1 && db != 1)
-      return ox_fail(c, HP_E_BROADCAST_MISMATCH, "integer %s of shapes that do not broadcast (%" PRId64 " and %" PRId64 ")", op, da,
-                     db);
-    shape[i] = da == 1 ? db : da;
-    sa[i] = da == 1 ? 0 : ka, sb[i] = db == 1 ? 0 : kb;
-    ka *= (int)da, kb *= (int)db, n *= shape[i];
-  }
-  ox_val *y = ox_def_ints(c, 0, r, shape, n);
+  ox_val *x[2] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL)};
+  if (!x[0] || !x[1]) return ox_fail(c, HP_E_ARITY, "needs two inputs");
+  int r = 0;
+  int64_t shape[TINY_MAX_RANK], st[2][TINY_MAX_RANK];
+  if (fold_shape(c, x, 2, &r, shape, st)) return c->e->code;
+  ox_val *y = fold_out(c, r, shape);
   if (!y) return c->e->code;
-  if (!strcmp(op, "Equal") || !strncmp(op, "Less", 4) || !strncmp(op, "Greater", 7)) y->oty = OX_BOOL;
-  for (int64_t k = 0; k < n; k++) {
-    int64_t ja = 0, jb = 0, rest = k;
-    for (int i = r - 1; i >= 0; i--) {
-      ja += rest % shape[i] * sa[i], jb += rest % shape[i] * sb[i];
-      rest /= shape[i];
-    }
-    const fe_dim *d = fold_bin(c, op, a->iv[ja], b->iv[jb]);
-    if (!d) return c->e->code ? c->e->code : ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->iv[ja]->text, b->iv[jb]->text);
+  static const char *const bools[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
+  for (size_t i = 0; i < sizeof bools / sizeof *bools; i++)
+    if (!strcmp(op, bools[i])) y->oty = OX_BOOL;
+  for (int64_t k = 0; k < y->in; k++) {
+    const fe_dim *a = x[0]->iv[fold_at(k, r, shape, st[0])], *b = x[1]->iv[fold_at(k, r, shape, st[1])];
+    const fe_dim *d = fold_bin(c, op, a, b);
+    if (!d) return c->e->code ? c->e->code : ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->text, b->text);
     y->iv[k] = d;
+  }
+  return HP_OK;
+}
+
+/* Where of folded integers */
+static hp_status fold_where(ox_ctx *c) {
+  ox_val *x[3] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL), ox_in(c, 2, NULL)};
+  if (!x[0] || !x[1] || !x[2]) return ox_fail(c, HP_E_ARITY, "needs three inputs");
+  int r = 0;
+  int64_t shape[TINY_MAX_RANK], st[3][TINY_MAX_RANK], cond;
+  if (fold_shape(c, x, 3, &r, shape, st)) return c->e->code;
+  ox_val *y = fold_out(c, r, shape);
+  if (!y) return c->e->code;
+  y->oty = x[1]->oty == OX_BOOL && x[2]->oty == OX_BOOL ? OX_BOOL : OX_INT64;
+  for (int64_t k = 0; k < y->in; k++) {
+    const fe_dim *t = x[0]->iv[fold_at(k, r, shape, st[0])];
+    if (!fe_dim_is_int(t, &cond)) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold Where of the symbolic condition %s", t->text);
+    y->iv[k] = x[cond ? 1 : 2]->iv[fold_at(k, r, shape, st[cond ? 1 : 2])];
   }
   return HP_OK;
 }
@@ -421,6 +472,7 @@ OP(Pow) {
 }
 
 OP(Where) {
+  if (all_ints(c)) return fold_where(c);
   hp_val cond = ox_tensor(c, 0);
   if (cond < 0) return c->e->code;
   hp_val a = ox_operand(c, 1, ox_rank_of(c, cond)), b = a > 0 ? ox_operand(c, 2, ox_rank_of(c, cond)) : -1;
@@ -448,6 +500,7 @@ OP(Not) {
 
 /* And, Or, Xor of bools: where(a, b, false), where(a, true, b), a != b */
 static hp_status logical(ox_ctx *c, char kind) {
+  if (all_ints(c)) return fold_binary(c, kind == '&' ? "And" : kind == '|' ? "Or" : "Xor");
   hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
   if (a < 0 || b < 0) return c->e->code;
   if (hp_val_dtype(c->g, a) != TINY_BOOL || hp_val_dtype(c->g, b) != TINY_BOOL)
