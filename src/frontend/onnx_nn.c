@@ -1,6 +1,6 @@
 /* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
  * BatchNormalization, InstanceNormalization, LayerNormalization,
- * RMSNormalization, the poolings and LRN.
+ * RMSNormalization, GroupNormalization, LpNormalization, the poolings and LRN.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
  * the builder.
  * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
@@ -460,3 +460,53 @@ static hp_status normalization(ox_ctx *c, bool rms) {
 
 OP(LayerNormalization) { return normalization(c, false); }
 OP(RMSNormalization) { return normalization(c, true); }
+
+/* GroupNormalization: x [N, C, ...] as [N, G, C/G * spatial], normalized
+ * over its last axis; scale and bias are per group (opset 18) or per
+ * channel (21).  The statistics in the stash type (fp32 by default). */
+OP(GroupNormalization) {
+  int64_t groups, stash, ch;
+  double eps;
+  hp_val x = ox_tensor(c, 0), sc = x > 0 ? ox_tensor(c, 1) : -1, b = sc > 0 ? ox_tensor(c, 2) : -1;
+  if (b < 0 || ox_attr_int(c, "num_groups", 0, &groups) || ox_attr_float(c, "epsilon", 1e-5, &eps) ||
+      ox_attr_int(c, "stash_type", 1, &stash) || ox_need_rank(c, x, 3, TINY_MAX_RANK, "the input (N, C, ...)"))
+    return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x);
+  if (!fe_dim_is_int(xs.d[1], &ch)) return ox_fail(c, HP_E_UNSUPPORTED, "the channel count %s must be known at import", xs.d[1]->text);
+  if (groups < 1 || ch % groups) return ox_fail(c, HP_E_INVALID_ARG, "%" PRId64 " channels in %" PRId64 " groups", ch, groups);
+  if (stash != 1) return ox_fail(c, HP_E_UNSUPPORTED, "stash_type %" PRId64 " (harp computes the statistics in float)", stash);
+  const fe_dim *G = fe_dim_int(c->A, groups), *one = fe_dim_int(c->A, 1), *rest = fe_dim_int(c->A, ch / groups);
+  for (int i = 2; i < xs.rank && rest; i++) rest = fe_dim_mul(c->A, rest, xs.d[i]);
+  if (!rest) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  hp_val xg = fe_reshape(c->g, x, &(fe_shape){.rank = 3, .d = {xs.d[0], G, rest}});
+  if (dt != TINY_FP32) xg = hp_cast(c->g, xg, TINY_FP32);
+  int ax = 2;
+  hp_val d = hp_sub(c->g, xg, hp_reduce(c->g, HP_OP_MEAN, xg, &ax, 1, true));
+  hp_val var = hp_reduce(c->g, HP_OP_MEAN, hp_mul(c->g, d, d), &ax, 1, true);
+  hp_val y = hp_mul(c->g, d, hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps))));
+  if (dt != TINY_FP32) y = hp_cast(c->g, y, dt);
+  fe_shape ps = {.rank = xs.rank - 1}; /* [C or G, 1, ...] against [.., C, spatial] or [.., G, rest] */
+  if (c->opset >= 21) {
+    y = fe_reshape(c->g, y, &xs);
+    ps.d[0] = xs.d[1];
+    for (int i = 1; i < ps.rank; i++) ps.d[i] = one;
+  } else {
+    ps = (fe_shape){.rank = 2, .d = {G, one}};
+  }
+  y = hp_add(c->g, hp_mul(c->g, y, fe_reshape(c->g, sc, &ps)), fe_reshape(c->g, b, &ps));
+  return ox_def(c, 0, c->opset >= 21 ? y : fe_reshape(c->g, y, &xs));
+}
+
+/* LpNormalization: x / ||x||_p along axis (p 1 or 2) */
+OP(LpNormalization) {
+  int64_t a, p;
+  int axis;
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0 || ox_attr_int(c, "axis", -1, &a) || ox_attr_int(c, "p", 2, &p) || ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
+    return c->e->code;
+  if (p != 1 && p != 2) return ox_fail(c, HP_E_INVALID_ARG, "p = %" PRId64 " (1 or 2)", p);
+  hp_val n = p == 1 ? hp_reduce(c->g, HP_OP_SUM, hp_abs(c->g, x), &axis, 1, true)
+                    : hp_sqrt(c->g, hp_reduce(c->g, HP_OP_SUM, hp_mul(c->g, x, x), &axis, 1, true));
+  return ox_def(c, 0, hp_div(c->g, x, n));
+}
