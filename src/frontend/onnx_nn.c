@@ -498,7 +498,7 @@ OP(GroupNormalization) {
   return ox_def(c, 0, c->opset >= 21 ? y : fe_reshape(c->g, y, &xs));
 }
 
-/* LpNormalization: x / ||x||_p along axis (p 1 or 2) */
+/* LpNormalization: x / ||x||_p along axis (p 1 or 2); 0 where the norm is 0 */
 OP(LpNormalization) {
   int64_t a, p;
   int axis;
@@ -508,5 +508,6 @@ OP(LpNormalization) {
   if (p != 1 && p != 2) return ox_fail(c, HP_E_INVALID_ARG, "p = %" PRId64 " (1 or 2)", p);
   hp_val n = p == 1 ? hp_reduce(c->g, HP_OP_SUM, hp_abs(c->g, x), &axis, 1, true)
                     : hp_sqrt(c->g, hp_reduce(c->g, HP_OP_SUM, hp_mul(c->g, x, x), &axis, 1, true));
-  return ox_def(c, 0, hp_div(c->g, x, n));
+  /* a zero norm divides by 1 (its x are all 0), as onnx's reference */
+  return ox_def(c, 0, hp_div(c->g, x, hp_where(c->g, hp_binary(c->g, HP_OP_EQ, n, hp_const(c->g, 0)), hp_const(c->g, 1), n)));
 }
