@@ -601,6 +601,12 @@ OP(CastLike) {
   return cast_to(c, oty);
 }
 
+/* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
+hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis) {
+  hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
+  return hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
+}
+
 /* Softmax, LogSoftmax, Hardmax; before opset 13 over axes [axis, r) flattened into one */
 typedef enum { SOFTMAX, LOGSOFTMAX, HARDMAX } smax_kind;
 static hp_status softmax(ox_ctx *c, smax_kind kind) {
@@ -624,9 +630,8 @@ static hp_status softmax(ox_ctx *c, smax_kind kind) {
     y = hp_softmax(c->g, x, axis);
   } else if (kind == HARDMAX) {
     if ((y = ox_hardmax(c, x, axis)) < 0 && c->e->code) return c->e->code;
-  } else { /* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
-    hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
-    y = hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
+  } else {
+    y = ox_log_softmax(c, x, axis);
   }
   return ox_def(c, 0, flatten ? fe_reshape(c->g, y, &xs) : y);
 }
