@@ -290,8 +290,11 @@ static hp_status add_weight(ox_ctx *c, const char *id, hp_tensor *t) {
 
 /* A constant as a graph value: a scalar becomes a literal, anything else a
  * weight (integers as int32). */
-static hp_val const_value(ox_ctx *c, ox_val *x) {
-  if (x->has_t && x->t.rank == 0) {
+/* A constant as a graph value: a weight, or a literal when it has rank 0
+ * and `literal` (a graph output is always a weight: the backends write
+ * outputs from regions, and a literal is none). */
+static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
+  if (literal && x->has_t && x->t.rank == 0) {
     x->v = hp_const_typed(c->g, hp_tensor_get(&x->t, 0), x->t.dtype);
     return ox_check(c, x->v) ? -1 : x->v;
   }
@@ -316,7 +319,7 @@ static hp_val const_value(ox_ctx *c, ox_val *x) {
       if (dt == TINY_BOOL) ((uint8_t *)t.data)[i] = v != 0;
       else ((int32_t *)t.data)[i] = (int32_t)v;
     }
-    if (x->irank == 0) {
+    if (literal && x->irank == 0) {
       double v0 = dt == TINY_BOOL ? ((uint8_t *)t.data)[0] : ((int32_t *)t.data)[0];
       x->v = hp_const_typed(c->g, v0, dt);
       hp_tensor_free(&t);
@@ -344,7 +347,7 @@ hp_val ox_value(ox_ctx *c, ox_val *x) {
     ox_fail(c, HP_E_UNSUPPORTED, "Erf is supported only inside GELU, 0.5 * x * (1 + erf(x / sqrt(2)))");
     return -1;
   }
-  if (x->has_t || x->has_i) return const_value(c, x);
+  if (x->has_t || x->has_i) return const_value(c, x, true);
   ox_fail(c, HP_E_INTERNAL, "value \"%s\" has no definition", x->name);
   return -1;
 }
@@ -595,7 +598,7 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     printable(name, nm, sizeof nm);
     ox_val *x = name ? find_val(c, name) : NULL;
     if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
-    hp_val v = ox_value(c, x);
+    hp_val v = x->v <= 0 && !x->gstage && (x->has_t || x->has_i) ? const_value(c, x, false) : ox_value(c, x);
     if (v < 0) return c->e->code;
     if (ox_check(c, hp_output(c->g, outid[i], v))) return c->e->code;
   }
