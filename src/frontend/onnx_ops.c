@@ -237,9 +237,14 @@ OP(Abs) { return unary(c, HP_OP_ABS); }
 OP(Gelu) {
   char approx[16];
   if (ox_attr_str(c, "approximate", "none", approx, sizeof approx)) return c->e->code;
-  if (strcmp(approx, "none") != 0)
-    return ox_fail(c, HP_E_UNSUPPORTED, "approximate=\"%s\": harp's gelu is the exact (erf) form", approx);
-  return unary(c, HP_OP_GELU);
+  if (!strcmp(approx, "none")) return unary(c, HP_OP_GELU);
+  if (strcmp(approx, "tanh") != 0) return ox_fail(c, HP_E_INVALID_ARG, "approximate=\"%s\" (none or tanh)", approx);
+  /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), GPT-2's gelu_new */
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_graph *g = c->g;
+  hp_val in = hp_mul(g, hp_add(g, x, hp_mul(g, hp_mul(g, hp_mul(g, x, x), x), hp_const(g, 0.044715))), hp_const(g, sqrt(2 / M_PI)));
+  return ox_def(c, 0, hp_mul(g, hp_mul(g, x, hp_const(g, 0.5)), hp_add(g, hp_tanh(g, in), hp_const(g, 1))));
 }
 
 /* ---- activations made of where, exp and log ----------------------------------------- */
@@ -565,6 +570,12 @@ static hp_status cast_to(ox_ctx *c, int64_t to) {
       ((float *)t.data)[k] = (float)v;
     }
     return ox_def_tensor(c, 0, &t, OX_FLOAT);
+  }
+  if (x->v <= 0 && x->has_t && (to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16) && ox_dtype((int)to, &dt)) {
+    hp_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
+    if (hp_tensor_alloc(c->e, &t, dt, x->t.rank, x->t.shape)) return c->e->code;
+    for (int64_t k = 0; k < hp_tensor_numel(&t); k++) hp_tensor_set(&t, k, hp_tensor_get(&x->t, k));
+    return ox_def_tensor(c, 0, &t, (int)to);
   }
   if (!ox_dtype((int)to, &dt)) {
     if (int_to) dt = TINY_I32;
