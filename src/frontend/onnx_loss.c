@@ -40,6 +40,7 @@ static hp_status nll(ox_ctx *c, hp_val x, int ti, int wi) {
   fe_shape is = {.rank = r};
   is.d[0] = ts.d[0], is.d[1] = fe_dim_int(c->A, 1);
   for (int i = 1; i < ts.rank; i++) is.d[i + 1] = ts.d[i];
+  if ((x = ox_buffer(c, x)) < 0 || (w != HP_NONE && (w = ox_buffer(c, w)) < 0)) return c->e->code;
   hp_val pick = hp_gather(g, x, hp_add(g, fe_reshape(g, safe, &is), i0), 1);
   hp_val loss = hp_neg(g, fe_reshape(g, pick, &ts)), gw = HP_NONE;
   if (w != HP_NONE) { /* w[t], flattened through a rank-1 gather */
