@@ -19,8 +19,8 @@ that list from the run.  The summary counts the verdicts, the refusals by
 reason and the cases by op.
 
 ctest runs every case on the interpreter and the CPU_CASES on the cpu
-backend too (~40 s on 2 cores with the cache; under the sanitizers,
-HARP_SANITIZE=1, every third case: ~80 s); --backend cpu runs all on the
+backend too (~25 s on 2 cores with the cache; under the sanitizers,
+HARP_SANITIZE=1, every third case and no cpu sample: ~30 s); --backend cpu runs all on the
 cpu backend (each passing case is a C file to compile: ~15 min).  --jobs N runs N cases at a time (default
 2); names on the command line (substrings) pick cases.
 
