@@ -288,11 +288,10 @@ static hp_status add_weight(ox_ctx *c, const char *id, hp_tensor *t) {
   return HP_OK;
 }
 
-/* A constant as a graph value: a scalar becomes a literal, anything else a
- * weight (integers as int32). */
-/* A constant as a graph value: a weight, or a literal when it has rank 0
- * and `literal` (a graph output is always a weight: the backends write
- * outputs from regions, and a literal is none). */
+/* A constant as a graph value: a weight (integers as int32, folded
+ * comparisons as bool), or a literal when it has rank 0 and `literal` (a
+ * graph output is always a weight: the backends write outputs from
+ * regions, and a literal is none). */
 static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
   if (literal && x->has_t && x->t.rank == 0) {
     x->v = hp_const_typed(c->g, hp_tensor_get(&x->t, 0), x->t.dtype);
