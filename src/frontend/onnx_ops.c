@@ -459,20 +459,50 @@ OP(Mean) {
   return ox_def(c, 0, hp_mul(c->g, s, hp_const(c->g, 1.0 / (double)c->node->n_input)));
 }
 
+/* x^y as exp(y log|x|) (relative error ~|y log x| ulps): a negative x
+ * takes the sign of its integer power; a finite negative x to a fractional
+ * power is NaN (-inf's is inf or 0, as exp(y log inf) has it); y = 0 gives
+ * 1.  y is a tensor, or the constant k when y is HP_NONE. */
+static hp_val pow_exp_log(ox_ctx *c, hp_val x, hp_val y, double k) {
+  hp_graph *g = c->g;
+  hp_val neg = hp_binary(g, HP_OP_LT, x, hp_const(g, 0));
+  if (y == HP_NONE && k == 0) { /* 1, NaN's too */
+    hp_val one = hp_const_typed(g, 1, hp_val_dtype(g, x));
+    return hp_where(g, neg, one, one);
+  }
+  hp_val r = hp_exp(g, hp_mul(g, y != HP_NONE ? y : hp_const(g, k), hp_log(g, hp_abs(g, x))));
+  if (y == HP_NONE && k == floor(k)) return fmod(k, 2) != 0 ? hp_where(g, neg, hp_neg(g, r), r) : r;
+  hp_val finite_neg = hp_where(g, neg, hp_binary(g, HP_OP_GT, x, hp_const(g, -INFINITY)), neg);
+  hp_val frac = hp_where(g, finite_neg, hp_const(g, NAN), r);
+  if (y == HP_NONE) return frac;
+  hp_val half = hp_mul(g, y, hp_const(g, 0.5));
+  hp_val isint = hp_binary(g, HP_OP_EQ, hp_floor(g, y), y), odd = hp_binary(g, HP_OP_NE, hp_floor(g, half), half);
+  r = hp_where(g, neg, hp_where(g, isint, hp_where(g, odd, hp_neg(g, r), r), frac), r);
+  return hp_where(g, hp_binary(g, HP_OP_EQ, y, hp_const(g, 0)), hp_const(g, 1), r);
+}
+
 OP(Pow) {
   ox_val *b = ox_in(c, 1, NULL);
   double k;
-  if (!b || b->v > 0 || !ox_const_scalar(b, &k))
-    return ox_fail(c, HP_E_UNSUPPORTED, "the exponent must be a one-element constant");
   hp_val x = ox_tensor(c, 0), r;
   if (x < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  bool by_mul = b && b->v <= 0 && ox_const_scalar(b, &k) && (k == 1 || k == 2 || k == 3);
+  if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16 && !by_mul)
+    return ox_fail(c, HP_E_UNSUPPORTED, "an integer base with an exponent other than 1, 2 or 3 (harp computes Pow of floats)");
+  if (!b || b->v > 0 || !ox_const_scalar(b, &k)) { /* a tensor exponent */
+    hp_val y = ox_tensor(c, 1);
+    if (y < 0) return c->e->code;
+    if (hp_val_dtype(c->g, y) != dt) y = hp_cast(c->g, y, dt);
+    return ox_def(c, 0, pow_exp_log(c, x, y, 0));
+  }
   if (k == 1) r = x;
   else if (k == 2) r = hp_mul(c->g, x, x);
   else if (k == 3) r = hp_mul(c->g, hp_mul(c->g, x, x), x);
   else if (k == 0.5) r = hp_sqrt(c->g, x);
   else if (k == -0.5) r = hp_rsqrt(c->g, x);
   else if (k == -1) r = hp_recip(c->g, x);
-  else return ox_fail(c, HP_E_UNSUPPORTED, "exponent %g (harp has x^1, x^2, x^3, x^0.5, x^-0.5 and x^-1)", k);
+  else r = pow_exp_log(c, x, HP_NONE, k);
   return ox_def(c, 0, r);
 }
 
