@@ -35,7 +35,7 @@
  *
  * Errors: a missing file (IoError), bytes that are not an ONNX model
  * (ParseError), external data, an unknown domain or an opset outside
- * [6, 23] (Unsupported), an op harp does not have (UnknownOp), a bad
+ * [6, 28] (Unsupported), an op harp does not have (UnknownOp), a bad
  * attribute (InvalidArgument), shapes that do not fit, absurd sizes
  * (LimitExceeded), initializer data whose length disagrees with its dims
  * (InvalidArgument).  A node's errors name it: "node 12 \"/conv1/Conv\"
@@ -74,6 +74,6 @@ void hp_onnx_model_free(hp_onnx_model *m);
 const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name);
 
 #define HP_ONNX_MIN_OPSET 6
-#define HP_ONNX_MAX_OPSET 23
+#define HP_ONNX_MAX_OPSET 28
 
 #endif

@@ -264,6 +264,24 @@ static tiny_src operand(lw *L, int i, const fe_shape *to, tiny_dtype dt) {
 }
 
 /* ---- elementwise ---------------------------------------------------------------------- */
+/* tanh(x) = (ta + tb) / (1 + ta tb) with x = a + b, a = clamp(x, -1/4, 1/4):
+ * ta = tanh(a) by its series (relative error ~1e-8), tb = tanh(b) as
+ * 1 - 2 / (2^(2b log2 e) + 1), which saturates to +-1 without inf/inf but
+ * is only absolutely accurate (1 - ... cancels near 0): b is 0 wherever
+ * |x| <= 1/4, so small x keep their relative precision (x * tanh(tiny) in
+ * Mish).  Elementwise ops only (no select), so the CPU map still runs it. */
+static int lower_tanh(lw *L, int x) {
+  int a = lw_bin_imm(L, TINY_MIN, lw_bin_imm(L, TINY_MAX, x, -0.25), 0.25), b = lw_bin(L, TINY_SUB, x, a);
+  /* a (1 + s (-1/3 + s (2/15 + s (-17/315 + s 62/2835)))), s = a^2 */
+  int s = lw_bin(L, TINY_MUL, a, a), p = lw_bin_imm(L, TINY_MUL, s, 62.0 / 2835);
+  static const double coef[] = {-17.0 / 315, 2.0 / 15, -1.0 / 3};
+  for (int i = 0; i < 3; i++) p = lw_bin(L, TINY_MUL, lw_bin_imm(L, TINY_ADD, p, coef[i]), s);
+  int ta = lw_bin(L, TINY_MUL, a, lw_bin_imm(L, TINY_ADD, p, 1.0));
+  int e = lw_bin_imm(L, TINY_ADD, lw_un(L, TINY_EXP2, lw_bin_imm(L, TINY_MUL, b, 2.0 * LOG2E)), 1.0);
+  int tb = lw_imm_bin(L, TINY_SUB, 1.0, lw_imm_bin(L, TINY_FDIV, 2.0, e));
+  return lw_bin(L, TINY_FDIV, lw_bin(L, TINY_ADD, ta, tb), lw_bin_imm(L, TINY_ADD, lw_bin(L, TINY_MUL, ta, tb), 1.0));
+}
+
 static int lower_unary(lw *L, const fe_node *n) {
   int x = lw_tin(L, 0, n->dtype), t;
   switch (n->op) {
@@ -284,10 +302,7 @@ static int lower_unary(lw *L, const fe_node *n) {
     /* 1 / (1 + 2^(-x log2 e)) */
     t = lw_un(L, TINY_RECIP, lw_bin_imm(L, TINY_ADD, lw_un(L, TINY_EXP2, lw_bin_imm(L, TINY_MUL, x, -LOG2E)), 1.0));
     return n->op == HP_OP_SILU ? lw_bin(L, TINY_MUL, x, t) : t;
-  case HP_OP_TANH:
-    /* 1 - 2 / (2^(2x log2 e) + 1): saturates to +-1 without inf/inf */
-    t = lw_bin_imm(L, TINY_ADD, lw_un(L, TINY_EXP2, lw_bin_imm(L, TINY_MUL, x, 2.0 * LOG2E)), 1.0);
-    return lw_imm_bin(L, TINY_SUB, 1.0, lw_imm_bin(L, TINY_FDIV, 2.0, t));
+  case HP_OP_TANH: return lower_tanh(L, x);
   default: return fe_fail_node(L->e, L->fp, n, HP_E_INTERNAL, "no lowering for %s", hp_op_name(n->op)), -1;
   }
 }

@@ -119,9 +119,11 @@ hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, i
 
 /* onnx_nn.c: a weight named after the node's output 0 and `what`, holding t (taken) */
 hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
-/* onnx_nn.c: the layer ops, named in onnx_ops.c's dispatch table */
+/* onnx_nn.c (onnx_attn.c: Attention; onnx_loss.c: the losses): the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
-  X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(InstanceNormalization) X(LRN) X(MatMul) X(MaxPool)
+  X(Attention) X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
+  X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(MatMul) X(MaxPool) \
+  X(NegativeLogLikelihoodLoss) X(RMSNormalization) X(SoftmaxCrossEntropyLoss)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
 #undef OX_DECLARE
@@ -135,6 +137,8 @@ hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bo
  * from the end. */
 hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
 hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
+/* x, or x + 0 when x is a view (a movement op): harp's gather reads a buffer */
+hp_val ox_buffer(ox_ctx *c, hp_val x);
 /* iota where x equals the reduced extreme m or is NaN, else none: the
  * positions ArgMax / ArgMin / Hardmax pick from (a NaN counts as the
  * extreme, as numpy's argmax has it, so the pick is always in range). */
@@ -148,6 +152,8 @@ hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t 
 typedef hp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
+/* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
+hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
 /* Hardmax of x along axis (onnx_ops_act.c), for onnx_ops.c's softmax family. */
 hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis);
 

@@ -97,7 +97,9 @@ bool ox_dtype(int oty, tiny_dtype *out) {
 
 const char *ox_type_name(int oty) {
   static const char *const names[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
-                                      "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16"};
+                                      "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16",
+                                      "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+                                      "float4e2m1", "float8e8m0", "uint2", "int2", "float6e2m3", "float6e3m2"};
   return oty >= 0 && oty < (int)(sizeof names / sizeof *names) ? names[oty] : "an unknown type";
 }
 
@@ -286,16 +288,20 @@ static hp_status add_weight(ox_ctx *c, const char *id, hp_tensor *t) {
   return HP_OK;
 }
 
-/* A constant as a graph value: a scalar becomes a literal, anything else a
- * weight (integers as int32). */
-static hp_val const_value(ox_ctx *c, ox_val *x) {
-  if (x->has_t && x->t.rank == 0) {
+/* A constant as a graph value: a weight (integers as int32, folded
+ * comparisons as bool), or a literal when it has rank 0 and `literal` (a
+ * graph output is always a weight: the backends write outputs from
+ * regions, and a literal is none). */
+static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
+  if (literal && x->has_t && x->t.rank == 0) {
     x->v = hp_const_typed(c->g, hp_tensor_get(&x->t, 0), x->t.dtype);
     return ox_check(c, x->v) ? -1 : x->v;
   }
   hp_tensor t = {0};
   if (x->has_i) {
-    if (hp_tensor_alloc(c->e, &t, TINY_I32, x->irank, x->ishape)) return -1;
+    /* a folded comparison (Equal of shapes) is a bool tensor, the rest int32 */
+    tiny_dtype dt = x->oty == OX_BOOL ? TINY_BOOL : TINY_I32;
+    if (hp_tensor_alloc(c->e, &t, dt, x->irank, x->ishape)) return -1;
     for (int64_t i = 0; i < x->in; i++) {
       int64_t v;
       if (!fe_dim_is_int(x->iv[i], &v)) {
@@ -309,10 +315,12 @@ static hp_val const_value(ox_ctx *c, ox_val *x) {
         ox_fail(c, HP_E_LIMIT, "integer constant \"%s\" holds %" PRId64 ", outside int32", x->name, v);
         return -1;
       }
-      ((int32_t *)t.data)[i] = (int32_t)v;
+      if (dt == TINY_BOOL) ((uint8_t *)t.data)[i] = v != 0;
+      else ((int32_t *)t.data)[i] = (int32_t)v;
     }
-    if (x->irank == 0) {
-      x->v = hp_const_typed(c->g, ((int32_t *)t.data)[0], TINY_I32);
+    if (literal && x->irank == 0) {
+      double v0 = dt == TINY_BOOL ? ((uint8_t *)t.data)[0] : ((int32_t *)t.data)[0];
+      x->v = hp_const_typed(c->g, v0, dt);
       hp_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;
     }
@@ -338,7 +346,7 @@ hp_val ox_value(ox_ctx *c, ox_val *x) {
     ox_fail(c, HP_E_UNSUPPORTED, "Erf is supported only inside GELU, 0.5 * x * (1 + erf(x / sqrt(2)))");
     return -1;
   }
-  if (x->has_t || x->has_i) return const_value(c, x);
+  if (x->has_t || x->has_i) return const_value(c, x, true);
   ox_fail(c, HP_E_INTERNAL, "value \"%s\" has no definition", x->name);
   return -1;
 }
@@ -555,6 +563,12 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     else if (!hp_strmap_find(&inits, vi->name)) st = graph_input(c, vi); /* else: an initializer's default */
   }
   hp_strmap_free(&inits);
+  /* then the outputs: a constant (a folded Shape) that is an output must
+   * not take the output's name for its weight */
+  const char **outid = hp_arena_alloc(c->A, sizeof *outid * (gp->n_output + 1));
+  if (!outid && !st) st = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  for (size_t i = 0; i < gp->n_output && !st; i++)
+    if (!(outid[i] = ox_ident(c, gp->output[i]->name))) st = c->e->code;
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
     ox_val *x = new_val(c, gp->initializer[i]->name);
     if (!x) return c->e->code;
@@ -583,10 +597,9 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     printable(name, nm, sizeof nm);
     ox_val *x = name ? find_val(c, name) : NULL;
     if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
-    hp_val v = ox_value(c, x);
-    const char *id = v > 0 ? ox_ident(c, name) : NULL;
-    if (!id) return c->e->code;
-    if (ox_check(c, hp_output(c->g, id, v))) return c->e->code;
+    hp_val v = x->v <= 0 && !x->gstage && (x->has_t || x->has_i) ? const_value(c, x, false) : ox_value(c, x);
+    if (v < 0) return c->e->code;
+    if (ox_check(c, hp_output(c->g, outid[i], v))) return c->e->code;
   }
   return st;
 }

@@ -1,5 +1,6 @@
 /* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
- * BatchNormalization, InstanceNormalization, the poolings and LRN.
+ * BatchNormalization, InstanceNormalization, LayerNormalization,
+ * RMSNormalization, GroupNormalization, LpNormalization, the poolings and LRN.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
  * the builder.
  * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
@@ -31,7 +32,7 @@ OP(MatMul) {
   if ((ra == 1 || rb == 1) && r > 0) {
     fe_shape s = *ox_shape_of(c, r);
     if (ra == 1) s.d[s.rank - 2] = s.d[s.rank - 1];
-    s.rank--;
+    s.rank -= ra == 1 && rb == 1 ? 2 : 1; /* [K] @ [K] is a scalar */
     r = fe_reshape(c->g, r, &s);
   }
   return ox_def(c, 0, r);
@@ -296,7 +297,7 @@ static hp_status pool(ox_ctx *c, bool is_max) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t ks[8], ceil_mode, cip = 0, order = 0;
-  int n, nsp;
+  int n, nsp = 0;
   if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
   if (n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape must have %d values (%d-D pooling)", nsp, nsp);
   if (nsp == 1) ks[1] = ks[0], ks[0] = 1;
@@ -450,4 +451,97 @@ OP(InstanceNormalization) {
   hp_val var = hp_reduce(c->g, HP_OP_MEAN, hp_mul(c->g, d, d), axes, r - 2, true);
   hp_val y = hp_mul(c->g, d, hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps))));
   return ox_def(c, 0, hp_add(c->g, hp_mul(c->g, y, fe_reshape(c->g, sc, &cs)), fe_reshape(c->g, b, &cs)));
+}
+
+/* LayerNormalization and RMSNormalization over axes [axis, r): y = (x - mean)
+ * * inv * scale + B with inv = 1 / sqrt(mean((x - mean)^2) + eps) (RMS: no
+ * mean, no B).  A LayerNormalization that asks only for Y is harp's
+ * layernorm; with its Mean / InvStdDev outputs, and RMSNormalization, it is
+ * composed, the statistics in the stash type (fp32 by default). */
+static hp_status normalization(ox_ctx *c, bool rms) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  int64_t a, stash;
+  double eps;
+  int axis, r = ox_rank_of(c, x);
+  if (ox_attr_int(c, "axis", -1, &a) || ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "stash_type", 1, &stash) ||
+      ox_norm_axis(c, a, r, &axis))
+    return c->e->code;
+  if (stash != 1 && stash != OX_FLOAT16 && stash != OX_BFLOAT16)
+    return ox_fail(c, HP_E_UNSUPPORTED, "stash_type %" PRId64 " (harp computes the statistics in float, float16 or bfloat16)", stash);
+  bool stats = false;
+  for (size_t i = 1; i < c->node->n_output; i++) stats |= c->node->output[i][0] != 0;
+  if (rms && stats) return ox_fail(c, HP_E_ARITY, "RMSNormalization has one output");
+  hp_val g = ox_tensor(c, 1), b = HP_NONE;
+  if (g < 0) return c->e->code;
+  if (!rms && c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x), st = stash == 1 ? TINY_FP32 : stash == OX_FLOAT16 ? TINY_FP16 : TINY_BF16;
+  if (!rms && !stats) return ox_def(c, 0, hp_layernorm(c->g, x, g, b, axis, eps));
+  int axes[TINY_MAX_RANK], n = r - axis;
+  for (int i = 0; i < n; i++) axes[i] = axis + i;
+  hp_val xs = dt == st ? x : hp_cast(c->g, x, st), d = xs, mean = HP_NONE;
+  if (!rms) d = hp_sub(c->g, xs, mean = hp_reduce(c->g, HP_OP_MEAN, xs, axes, n, true));
+  hp_val var = hp_reduce(c->g, HP_OP_MEAN, hp_mul(c->g, d, d), axes, n, true);
+  hp_val inv = hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps)));
+  hp_val y = hp_mul(c->g, d, inv);
+  if (st != dt) y = hp_cast(c->g, y, dt);
+  y = hp_mul(c->g, y, g);
+  if (b != HP_NONE) y = hp_add(c->g, y, b);
+  if (ox_def(c, 0, y)) return c->e->code;
+  if (!stats) return HP_OK;
+  return ox_def(c, 1, mean) ? c->e->code : ox_def(c, 2, inv);
+}
+
+OP(LayerNormalization) { return normalization(c, false); }
+OP(RMSNormalization) { return normalization(c, true); }
+
+/* GroupNormalization: x [N, C, ...] as [N, G, C/G * spatial], normalized
+ * over its last axis; scale and bias are per group (opset 18) or per
+ * channel (21).  The statistics in the stash type (fp32 by default). */
+OP(GroupNormalization) {
+  int64_t groups, stash, ch;
+  double eps;
+  hp_val x = ox_tensor(c, 0), sc = x > 0 ? ox_tensor(c, 1) : -1, b = sc > 0 ? ox_tensor(c, 2) : -1;
+  if (b < 0 || ox_attr_int(c, "num_groups", 0, &groups) || ox_attr_float(c, "epsilon", 1e-5, &eps) ||
+      ox_attr_int(c, "stash_type", 1, &stash) || ox_need_rank(c, x, 3, TINY_MAX_RANK, "the input (N, C, ...)"))
+    return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x);
+  if (!fe_dim_is_int(xs.d[1], &ch)) return ox_fail(c, HP_E_UNSUPPORTED, "the channel count %s must be known at import", xs.d[1]->text);
+  if (groups < 1 || ch % groups) return ox_fail(c, HP_E_INVALID_ARG, "%" PRId64 " channels in %" PRId64 " groups", ch, groups);
+  if (stash != 1) return ox_fail(c, HP_E_UNSUPPORTED, "stash_type %" PRId64 " (harp computes the statistics in float)", stash);
+  const fe_dim *G = fe_dim_int(c->A, groups), *one = fe_dim_int(c->A, 1), *rest = fe_dim_int(c->A, ch / groups);
+  for (int i = 2; i < xs.rank && rest; i++) rest = fe_dim_mul(c->A, rest, xs.d[i]);
+  if (!rest) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  hp_val xg = fe_reshape(c->g, x, &(fe_shape){.rank = 3, .d = {xs.d[0], G, rest}});
+  if (dt != TINY_FP32) xg = hp_cast(c->g, xg, TINY_FP32);
+  int ax = 2;
+  hp_val d = hp_sub(c->g, xg, hp_reduce(c->g, HP_OP_MEAN, xg, &ax, 1, true));
+  hp_val var = hp_reduce(c->g, HP_OP_MEAN, hp_mul(c->g, d, d), &ax, 1, true);
+  hp_val y = hp_mul(c->g, d, hp_rsqrt(c->g, hp_add(c->g, var, hp_const(c->g, eps))));
+  if (dt != TINY_FP32) y = hp_cast(c->g, y, dt);
+  fe_shape ps = {.rank = xs.rank - 1}; /* [C or G, 1, ...] against [.., C, spatial] or [.., G, rest] */
+  if (c->opset >= 21) {
+    y = fe_reshape(c->g, y, &xs);
+    ps.d[0] = xs.d[1];
+    for (int i = 1; i < ps.rank; i++) ps.d[i] = one;
+  } else {
+    ps = (fe_shape){.rank = 2, .d = {G, one}};
+  }
+  y = hp_add(c->g, hp_mul(c->g, y, fe_reshape(c->g, sc, &ps)), fe_reshape(c->g, b, &ps));
+  return ox_def(c, 0, c->opset >= 21 ? y : fe_reshape(c->g, y, &xs));
+}
+
+/* LpNormalization: x / ||x||_p along axis (p 1 or 2); 0 where the norm is 0 */
+OP(LpNormalization) {
+  int64_t a, p;
+  int axis;
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0 || ox_attr_int(c, "axis", -1, &a) || ox_attr_int(c, "p", 2, &p) || ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
+    return c->e->code;
+  if (p != 1 && p != 2) return ox_fail(c, HP_E_INVALID_ARG, "p = %" PRId64 " (1 or 2)", p);
+  hp_val n = p == 1 ? hp_reduce(c->g, HP_OP_SUM, hp_abs(c->g, x), &axis, 1, true)
+                    : hp_sqrt(c->g, hp_reduce(c->g, HP_OP_SUM, hp_mul(c->g, x, x), &axis, 1, true));
+  /* a zero norm divides by 1 (its x are all 0), as onnx's reference */
+  return ox_def(c, 0, hp_div(c->g, x, hp_where(c->g, hp_binary(c->g, HP_OP_EQ, n, hp_const(c->g, 0)), hp_const(c->g, 1), n)));
 }

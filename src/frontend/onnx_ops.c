@@ -115,7 +115,7 @@ static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const 
   if (!strcmp(op, "Sub")) return fe_dim_sub(c->A, a, b);
   if (!strcmp(op, "Mul")) return fe_dim_mul(c->A, a, b);
   if (!strcmp(op, "Div")) {
-    if (ia && ib) return y ? fe_dim_int(c->A, x / y) : NULL; /* C truncation, like ONNX */
+    if (ia && ib) return y && (y != -1 || x != INT64_MIN) ? fe_dim_int(c->A, x / y) : NULL; /* C truncation, like ONNX */
     return ib && y > 0 ? fe_dim_div(c->A, a, y) : NULL;
   }
   if (!strcmp(op, "Max") || !strcmp(op, "Min")) {
@@ -123,23 +123,96 @@ static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const 
     return fe_dim_int(c->A, (!strcmp(op, "Max")) == (x > y) ? x : y);
   }
   if (!strcmp(op, "Equal")) return ia && ib ? fe_dim_int(c->A, x == y) : fe_dim_cmp(a, b) == FE_SAME ? fe_dim_int(c->A, 1) : NULL;
+  static const char *const cmp[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
+  for (int k = 0; k < 7 && ia && ib; k++)
+    if (!strcmp(op, cmp[k]))
+      return fe_dim_int(c->A, k == 0   ? x < y
+                              : k == 1 ? x <= y
+                              : k == 2 ? x > y
+                              : k == 3 ? x >= y
+                              : k == 4 ? x && y
+                              : k == 5 ? x || y
+                                       : !x != !y);
+  if (!strcmp(op, "Mod") && ia && ib && y) { /* fmod 0: the sign of the divisor (Python's %); 1: C's */
+    int64_t fm = 0, r = y == -1 ? 0 : x % y;
+    if (ox_attr_int(c, "fmod", 0, &fm)) return NULL;
+    return fe_dim_int(c->A, !fm && r && (r < 0) != (y < 0) ? r + y : r);
+  }
   return NULL;
 }
 
-/* Elementwise integer op on constants (same shapes or a one-element side). */
+/* Broadcasting of folded integers: the shape of n operands, and each
+ * operand's element strides in it (0 along a stretched axis). */
+static hp_status fold_shape(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_t *shape, int64_t (*st)[TINY_MAX_RANK]) {
+  int r = 0;
+  for (int k = 0; k < n; k++) r = x[k]->irank > r ? x[k]->irank : r;
+  for (int i = 0; i < r; i++) shape[i] = 1;
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < x[k]->irank; i++) {
+      int64_t d = x[k]->ishape[i], *o = &shape[i + r - x[k]->irank];
+      if (d != *o && d != 1 && *o != 1)
+        return ox_fail(c, HP_E_BROADCAST_MISMATCH, "folded integer shapes do not broadcast (%" PRId64 " and %" PRId64 ")", d, *o);
+      if (d != 1) *o = d;
+    }
+  for (int k = 0; k < n; k++)
+    for (int i = r - 1, stride = 1; i >= 0; i--) {
+      int j = i - (r - x[k]->irank);
+      int64_t d = j >= 0 ? x[k]->ishape[j] : 1;
+      st[k][i] = d == 1 ? 0 : stride;
+      stride *= (int)d;
+    }
+  *rank = r;
+  return HP_OK;
+}
+
+/* element k of the broadcast result's operand with strides st */
+static int64_t fold_at(int64_t k, int r, const int64_t *shape, const int64_t *st) {
+  int64_t j = 0;
+  for (int i = r - 1; i >= 0; i--) j += k % shape[i] * st[i], k /= shape[i];
+  return j;
+}
+
+static ox_val *fold_out(ox_ctx *c, int r, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < r; i++) n *= shape[i];
+  return ox_def_ints(c, 0, r, shape, n);
+}
+
+/* Elementwise integer op on constants, broadcast like numpy. */
 static hp_status fold_binary(ox_ctx *c, const char *op) {
-  ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
-  if (!a || !b) return ox_fail(c, HP_E_ARITY, "needs two inputs");
-  const ox_val *big = a->in >= b->in ? a : b;
-  if (a->in != b->in && a->in != 1 && b->in != 1)
-    return ox_fail(c, HP_E_UNSUPPORTED, "folding integer %s of %" PRId64 " and %" PRId64 " values", op, a->in, b->in);
-  ox_val *y = ox_def_ints(c, 0, big->irank, big->ishape, big->in);
+  ox_val *x[2] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL)};
+  if (!x[0] || !x[1]) return ox_fail(c, HP_E_ARITY, "needs two inputs");
+  int r = 0;
+  int64_t shape[TINY_MAX_RANK], st[2][TINY_MAX_RANK];
+  if (fold_shape(c, x, 2, &r, shape, st)) return c->e->code;
+  ox_val *y = fold_out(c, r, shape);
   if (!y) return c->e->code;
-  for (int64_t k = 0; k < big->in; k++) {
-    const fe_dim *d = fold_bin(c, op, a->iv[a->in == 1 ? 0 : k], b->iv[b->in == 1 ? 0 : k]);
-    if (!d) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->iv[a->in == 1 ? 0 : k]->text,
-                           b->iv[b->in == 1 ? 0 : k]->text);
+  static const char *const bools[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
+  for (size_t i = 0; i < sizeof bools / sizeof *bools; i++)
+    if (!strcmp(op, bools[i])) y->oty = OX_BOOL;
+  for (int64_t k = 0; k < y->in; k++) {
+    const fe_dim *a = x[0]->iv[fold_at(k, r, shape, st[0])], *b = x[1]->iv[fold_at(k, r, shape, st[1])];
+    const fe_dim *d = fold_bin(c, op, a, b);
+    if (!d) return c->e->code ? c->e->code : ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->text, b->text);
     y->iv[k] = d;
+  }
+  return HP_OK;
+}
+
+/* Where of folded integers */
+static hp_status fold_where(ox_ctx *c) {
+  ox_val *x[3] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL), ox_in(c, 2, NULL)};
+  if (!x[0] || !x[1] || !x[2]) return ox_fail(c, HP_E_ARITY, "needs three inputs");
+  int r = 0;
+  int64_t shape[TINY_MAX_RANK], st[3][TINY_MAX_RANK], cond;
+  if (fold_shape(c, x, 3, &r, shape, st)) return c->e->code;
+  ox_val *y = fold_out(c, r, shape);
+  if (!y) return c->e->code;
+  y->oty = x[1]->oty == OX_BOOL && x[2]->oty == OX_BOOL ? OX_BOOL : OX_INT64;
+  for (int64_t k = 0; k < y->in; k++) {
+    const fe_dim *t = x[0]->iv[fold_at(k, r, shape, st[0])];
+    if (!fe_dim_is_int(t, &cond)) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold Where of the symbolic condition %s", t->text);
+    y->iv[k] = x[cond ? 1 : 2]->iv[fold_at(k, r, shape, st[cond ? 1 : 2])];
   }
   return HP_OK;
 }
@@ -164,9 +237,14 @@ OP(Abs) { return unary(c, HP_OP_ABS); }
 OP(Gelu) {
   char approx[16];
   if (ox_attr_str(c, "approximate", "none", approx, sizeof approx)) return c->e->code;
-  if (strcmp(approx, "none") != 0)
-    return ox_fail(c, HP_E_UNSUPPORTED, "approximate=\"%s\": harp's gelu is the exact (erf) form", approx);
-  return unary(c, HP_OP_GELU);
+  if (!strcmp(approx, "none")) return unary(c, HP_OP_GELU);
+  if (strcmp(approx, "tanh") != 0) return ox_fail(c, HP_E_INVALID_ARG, "approximate=\"%s\" (none or tanh)", approx);
+  /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), GPT-2's gelu_new */
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  hp_graph *g = c->g;
+  hp_val in = hp_mul(g, hp_add(g, x, hp_mul(g, hp_mul(g, hp_mul(g, x, x), x), hp_const(g, 0.044715))), hp_const(g, sqrt(2 / M_PI)));
+  return ox_def(c, 0, hp_mul(g, hp_mul(g, x, hp_const(g, 0.5)), hp_add(g, hp_tanh(g, in), hp_const(g, 1))));
 }
 
 /* ---- activations made of where, exp and log ----------------------------------------- */
@@ -214,14 +292,6 @@ OP(PRelu) {
     s = fe_reshape(c->g, s, &to);
   }
   return negative_part(c, x, hp_mul(c->g, x, s), false);
-}
-
-/* log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow */
-OP(Softplus) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  hp_val t = hp_log(c->g, hp_add(c->g, hp_exp(c->g, hp_neg(c->g, hp_abs(c->g, x))), hp_const(c->g, 1)));
-  return ox_def(c, 0, hp_add(c->g, hp_max(c->g, x, hp_const(c->g, 0)), t));
 }
 
 OP(Sign) {
@@ -330,6 +400,8 @@ static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
   av = ox_operand(c, 0, rb);
   bv = av > 0 ? ox_operand(c, 1, ra) : -1;
   if (av < 0 || bv < 0 || legacy_broadcast(c, av, &bv)) return c->e->code;
+  if (op == HP_OP_DIV && (hp_val_dtype(c->g, av) == TINY_I32 || hp_val_dtype(c->g, bv) == TINY_I32))
+    return ox_fail(c, HP_E_UNSUPPORTED, "integer Div (harp divides floating-point values only)");
   hp_val r = hp_binary(c->g, op, av, bv);
   if (ox_def(c, 0, r)) return c->e->code;
   /* x / √2, x * k: remembered for the GELU pattern */
@@ -352,6 +424,10 @@ OP(Sub) { return binary(c, HP_OP_SUB, "Sub"); }
 OP(Mul) { return binary(c, HP_OP_MUL, "Mul"); }
 OP(Div) { return binary(c, HP_OP_DIV, "Div"); }
 OP(Equal) { return binary(c, HP_OP_EQ, "Equal"); }
+OP(Mod) {
+  if (all_ints(c)) return fold_binary(c, "Mod");
+  return ox_fail(c, HP_E_UNSUPPORTED, "Mod of values computed at run time (harp folds Mod of integer constants only)");
+}
 OP(Less) { return binary(c, HP_OP_LT, "Less"); }
 OP(Greater) { return binary(c, HP_OP_GT, "Greater"); }
 OP(LessOrEqual) { return binary(c, HP_OP_LE, "LessOrEqual"); }
@@ -383,24 +459,55 @@ OP(Mean) {
   return ox_def(c, 0, hp_mul(c->g, s, hp_const(c->g, 1.0 / (double)c->node->n_input)));
 }
 
+/* x^y as exp(y log|x|) (relative error ~|y log x| ulps): a negative x
+ * takes the sign of its integer power; a finite negative x to a fractional
+ * power is NaN (-inf's is inf or 0, as exp(y log inf) has it); y = 0 gives
+ * 1.  y is a tensor, or the constant k when y is HP_NONE. */
+static hp_val pow_exp_log(ox_ctx *c, hp_val x, hp_val y, double k) {
+  hp_graph *g = c->g;
+  hp_val neg = hp_binary(g, HP_OP_LT, x, hp_const(g, 0));
+  if (y == HP_NONE && k == 0) { /* 1, NaN's too */
+    hp_val one = hp_const_typed(g, 1, hp_val_dtype(g, x));
+    return hp_where(g, neg, one, one);
+  }
+  hp_val r = hp_exp(g, hp_mul(g, y != HP_NONE ? y : hp_const(g, k), hp_log(g, hp_abs(g, x))));
+  if (y == HP_NONE && k == floor(k)) return fmod(k, 2) != 0 ? hp_where(g, neg, hp_neg(g, r), r) : r;
+  hp_val finite_neg = hp_where(g, neg, hp_binary(g, HP_OP_GT, x, hp_const(g, -INFINITY)), neg);
+  hp_val frac = hp_where(g, finite_neg, hp_const(g, NAN), r);
+  if (y == HP_NONE) return frac;
+  hp_val half = hp_mul(g, y, hp_const(g, 0.5));
+  hp_val isint = hp_binary(g, HP_OP_EQ, hp_floor(g, y), y), odd = hp_binary(g, HP_OP_NE, hp_floor(g, half), half);
+  r = hp_where(g, neg, hp_where(g, isint, hp_where(g, odd, hp_neg(g, r), r), frac), r);
+  return hp_where(g, hp_binary(g, HP_OP_EQ, y, hp_const(g, 0)), hp_const(g, 1), r);
+}
+
 OP(Pow) {
   ox_val *b = ox_in(c, 1, NULL);
   double k;
-  if (!b || b->v > 0 || !ox_const_scalar(b, &k))
-    return ox_fail(c, HP_E_UNSUPPORTED, "the exponent must be a one-element constant");
   hp_val x = ox_tensor(c, 0), r;
   if (x < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  bool by_mul = b && b->v <= 0 && ox_const_scalar(b, &k) && (k == 1 || k == 2 || k == 3);
+  if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16 && !by_mul)
+    return ox_fail(c, HP_E_UNSUPPORTED, "an integer base with an exponent other than 1, 2 or 3 (harp computes Pow of floats)");
+  if (!b || b->v > 0 || !ox_const_scalar(b, &k)) { /* a tensor exponent */
+    hp_val y = ox_tensor(c, 1);
+    if (y < 0) return c->e->code;
+    if (hp_val_dtype(c->g, y) != dt) y = hp_cast(c->g, y, dt);
+    return ox_def(c, 0, pow_exp_log(c, x, y, 0));
+  }
   if (k == 1) r = x;
   else if (k == 2) r = hp_mul(c->g, x, x);
   else if (k == 3) r = hp_mul(c->g, hp_mul(c->g, x, x), x);
   else if (k == 0.5) r = hp_sqrt(c->g, x);
   else if (k == -0.5) r = hp_rsqrt(c->g, x);
   else if (k == -1) r = hp_recip(c->g, x);
-  else return ox_fail(c, HP_E_UNSUPPORTED, "exponent %g (harp has x^1, x^2, x^3, x^0.5, x^-0.5 and x^-1)", k);
+  else r = pow_exp_log(c, x, HP_NONE, k);
   return ox_def(c, 0, r);
 }
 
 OP(Where) {
+  if (all_ints(c)) return fold_where(c);
   hp_val cond = ox_tensor(c, 0);
   if (cond < 0) return c->e->code;
   hp_val a = ox_operand(c, 1, ox_rank_of(c, cond)), b = a > 0 ? ox_operand(c, 2, ox_rank_of(c, cond)) : -1;
@@ -409,10 +516,39 @@ OP(Where) {
 }
 
 OP(Not) {
+  ox_val *xi = ox_in(c, 0, NULL);
+  if (xi && xi->v <= 0 && xi->has_i) { /* a folded comparison stays folded */
+    ox_val *y = ox_def_ints(c, 0, xi->irank, xi->ishape, xi->in);
+    if (!y) return c->e->code;
+    y->oty = OX_BOOL;
+    for (int64_t k = 0; k < xi->in; k++) {
+      int64_t v;
+      if (!fe_dim_is_int(xi->iv[k], &v)) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold Not of %s", xi->iv[k]->text);
+      y->iv[k] = fe_dim_int(c->A, !v);
+    }
+    return HP_OK;
+  }
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, x, hp_const_typed(c->g, 0, TINY_BOOL)));
 }
+
+/* And, Or, Xor of bools: where(a, b, false), where(a, true, b), a != b */
+static hp_status logical(ox_ctx *c, char kind) {
+  if (all_ints(c)) return fold_binary(c, kind == '&' ? "And" : kind == '|' ? "Or" : "Xor");
+  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
+  if (a < 0 || b < 0) return c->e->code;
+  if (hp_val_dtype(c->g, a) != TINY_BOOL || hp_val_dtype(c->g, b) != TINY_BOOL)
+    return ox_fail(c, HP_E_DTYPE_MISMATCH, "the inputs must be bool");
+  hp_val r;
+  if (kind == '&') r = hp_where(c->g, a, b, hp_const_typed(c->g, 0, TINY_BOOL));
+  else if (kind == '|') r = hp_where(c->g, a, hp_const_typed(c->g, 1, TINY_BOOL), b);
+  else r = hp_binary(c->g, HP_OP_NE, a, b);
+  return ox_def(c, 0, r);
+}
+OP(And) { return logical(c, '&'); }
+OP(Or) { return logical(c, '|'); }
+OP(Xor) { return logical(c, '^'); }
 
 OP(Clip) {
   hp_val x = ox_tensor(c, 0);
@@ -433,14 +569,25 @@ OP(Clip) {
   return ox_def(c, 0, x);
 }
 
-OP(Cast) {
-  int64_t to;
-  if (ox_attr_int(c, "to", 0, &to)) return c->e->code;
+static hp_status cast_to(ox_ctx *c, int64_t to) {
   tiny_dtype dt;
   ox_val *x = ox_in(c, 0, NULL);
   if (!x) return ox_fail(c, HP_E_ARITY, "input 0 is required");
-  bool int_to = to == OX_INT32 || to == OX_INT64 || to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
-  if (x->v <= 0 && x->has_i && int_to) return op_Identity(c); /* integers stay folded */
+  bool narrow = to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
+  bool int_to = to == OX_INT32 || to == OX_INT64 || narrow;
+  if (x->v <= 0 && x->has_i && int_to) { /* integers stay folded (a folded bool becomes 0 / 1) */
+    ox_val *y = ox_def_ints(c, 0, x->irank, x->ishape, x->in);
+    if (!y) return c->e->code;
+    for (int64_t k = 0; k < x->in; k++) {
+      int64_t v;
+      if (narrow && (!fe_dim_is_int(x->iv[k], &v) || v < (to == OX_INT8 ? -128 : to == OX_INT16 ? -32768 : 0) ||
+                     v > (to == OX_INT8 ? 127 : to == OX_UINT8 ? 255 : to == OX_INT16 ? 32767 : 65535)))
+        return ox_fail(c, HP_E_UNSUPPORTED, "cast of %s to %s: harp keeps integers as int32 and would not wrap it", x->iv[k]->text,
+                       ox_type_name((int)to));
+      y->iv[k] = x->iv[k];
+    }
+    return HP_OK;
+  }
   if (x->v <= 0 && x->has_i && to == OX_FLOAT) {
     hp_tensor t;
     if (hp_tensor_alloc(c->e, &t, TINY_FP32, x->irank, x->ishape)) return c->e->code;
@@ -454,13 +601,51 @@ OP(Cast) {
     }
     return ox_def_tensor(c, 0, &t, OX_FLOAT);
   }
+  if (x->v <= 0 && x->has_t && (to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16) && ox_dtype((int)to, &dt)) {
+    hp_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
+    if (hp_tensor_alloc(c->e, &t, dt, x->t.rank, x->t.shape)) return c->e->code;
+    for (int64_t k = 0; k < hp_tensor_numel(&t); k++) hp_tensor_set(&t, k, hp_tensor_get(&x->t, k));
+    return ox_def_tensor(c, 0, &t, (int)to);
+  }
   if (!ox_dtype((int)to, &dt)) {
     if (int_to) dt = TINY_I32;
     else return ox_fail(c, HP_E_UNSUPPORTED, "cast to %s: harp has no such type", ox_type_name((int)to));
   }
   hp_val v = ox_value(c, x);
   if (v < 0) return c->e->code;
+  if (narrow && hp_val_dtype(c->g, v) != TINY_BOOL) /* bools are 0 / 1 in any integer type */
+    return ox_fail(c, HP_E_UNSUPPORTED, "cast to %s: harp computes integers as int32 and does not wrap to %s's range",
+                   ox_type_name((int)to), ox_type_name((int)to));
   return ox_def(c, 0, hp_val_dtype(c->g, v) == dt ? v : hp_cast(c->g, v, dt));
+}
+
+OP(Cast) {
+  int64_t to;
+  if (ox_attr_int(c, "to", 0, &to)) return c->e->code;
+  return cast_to(c, to);
+}
+
+/* Cast to the element type of input 1 (its ONNX type when known, else its harp dtype's) */
+OP(CastLike) {
+  ox_val *t = ox_in(c, 1, NULL);
+  if (!t) return ox_fail(c, HP_E_ARITY, "input 1 (target_type) is required");
+  int oty = t->oty;
+  if (!oty) {
+    hp_val tv = ox_value(c, t);
+    if (tv < 0) return c->e->code;
+    static const int of[] = {[TINY_FP32] = OX_FLOAT, [TINY_FP16] = OX_FLOAT16, [TINY_BF16] = OX_BFLOAT16, [TINY_I32] = OX_INT32,
+                             [TINY_BOOL] = OX_BOOL};
+    tiny_dtype dt = hp_val_dtype(c->g, tv);
+    oty = (int)dt < (int)(sizeof of / sizeof *of) ? of[dt] : 0;
+    if (!oty) return ox_fail(c, HP_E_INTERNAL, "input 1 has a dtype with no ONNX type");
+  }
+  return cast_to(c, oty);
+}
+
+/* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
+hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis) {
+  hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
+  return hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
 }
 
 /* Softmax, LogSoftmax, Hardmax; before opset 13 over axes [axis, r) flattened into one */
@@ -486,32 +671,14 @@ static hp_status softmax(ox_ctx *c, smax_kind kind) {
     y = hp_softmax(c->g, x, axis);
   } else if (kind == HARDMAX) {
     if ((y = ox_hardmax(c, x, axis)) < 0 && c->e->code) return c->e->code;
-  } else { /* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
-    hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
-    y = hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
+  } else {
+    y = ox_log_softmax(c, x, axis);
   }
   return ox_def(c, 0, flatten ? fe_reshape(c->g, y, &xs) : y);
 }
 OP(Softmax) { return softmax(c, SOFTMAX); }
 OP(LogSoftmax) { return softmax(c, LOGSOFTMAX); }
 OP(Hardmax) { return softmax(c, HARDMAX); }
-
-OP(LayerNormalization) {
-  hp_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  int64_t a, stash;
-  double eps;
-  int axis;
-  if (ox_attr_int(c, "axis", -1, &a) || ox_attr_float(c, "epsilon", 1e-5, &eps) || ox_attr_int(c, "stash_type", 1, &stash) ||
-      ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
-    return c->e->code;
-  for (size_t i = 1; i < c->node->n_output; i++)
-    if (c->node->output[i][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Mean and InvStdDev outputs are not supported");
-  hp_val g = ox_tensor(c, 1), b = HP_NONE;
-  if (g < 0) return c->e->code;
-  if (c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;
-  return ox_def(c, 0, hp_layernorm(c->g, x, g, b, axis, eps));
-}
 
 hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop) {
   int64_t k, no, ax[TINY_MAX_RANK];
@@ -709,6 +876,20 @@ OP(Shape) {
   ox_val *y = ox_def_ints(c, 0, 1, &n, n);
   if (!y) return c->e->code;
   for (int64_t i = 0; i < n; i++) y->iv[i] = s->d[lo + i];
+  return HP_OK;
+}
+
+/* the element count, folded like Shape (a symbolic size stays symbolic) */
+OP(Size) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  const fe_shape *s = ox_shape_of(c, x);
+  const fe_dim *n = fe_dim_int(c->A, 1);
+  for (int i = 0; i < s->rank && n; i++) n = fe_dim_mul(c->A, n, s->d[i]);
+  if (!n) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  ox_val *y = ox_def_ints(c, 0, 0, NULL, 1);
+  if (!y) return c->e->code;
+  y->iv[0] = n;
   return HP_OK;
 }
 
@@ -971,6 +1152,7 @@ OP(Gather) {
   for (int i = axis + 1; i < xs.rank; i++) out.d[out.rank++] = xs.d[i];
   hp_val flat = fe_reshape(c->g, idx, &(fe_shape){.rank = 1, .d = {N}});
   hp_val ib = hp_add(c->g, fe_expand(c->g, fe_reshape(c->g, flat, &ir), &ie), hp_const_typed(c->g, 0, TINY_I32));
+  if ((x = ox_buffer(c, x)) < 0) return c->e->code;
   hp_val gv = hp_gather(c->g, x, ib, axis);
   return ox_def(c, 0, fe_reshape(c->g, gv, &out));
 }
@@ -1075,11 +1257,11 @@ static const op_entry ops[] = {
 #define E(n) {#n, op_##n},
 #define N(n) {#n, ox_op_##n},
     OX_NN_OPS(N)
-    E(Abs) E(Add) E(Cast) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
-    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(LayerNormalization) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Softplus) E(Sign)
-    E(Max) E(Mean) E(Min) E(Mul) E(Neg) E(Not) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
-    E(Relu) E(Reshape) E(Shape) E(Shrink) E(Sigmoid) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
-    E(Unsqueeze) E(Where)
+    E(Abs) E(Add) E(And) E(Cast) E(CastLike) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
+    E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Sign)
+    E(Max) E(Mean) E(Min) E(Mod) E(Mul) E(Neg) E(Not) E(Or) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)
+    E(Relu) E(Reshape) E(Shape) E(Shrink) E(Sigmoid) E(Size) E(Slice) E(Softmax) E(Split) E(Sqrt) E(Squeeze) E(Sub) E(Sum) E(Tanh) E(Transpose)
+    E(Unsqueeze) E(Where) E(Xor)
 #undef E
 #undef N
 };

@@ -72,16 +72,51 @@ OP(HardSwish) {
   return ox_def(c, 0, hp_mul(c->g, x, hard_sigmoid(c, x, 1.0 / 6, 0.5)));
 }
 
+/* x * sigmoid(alpha x) (opset 24) */
+OP(Swish) {
+  double a;
+  hp_val x = input(c);
+  if (x < 0 || attr2(c, "alpha", 1.0, &a, NULL, 0, NULL)) return c->e->code;
+  return ox_def(c, 0, a == 1 ? hp_silu(c->g, x) : hp_mul(c->g, x, hp_sigmoid(c->g, hp_mul(c->g, x, K(c, a)))));
+}
+
+/* NaN is the one value unequal to itself */
+OP(IsNaN) {
+  hp_val x = input(c);
+  if (x < 0) return c->e->code;
+  return ox_def(c, 0, hp_binary(c->g, HP_OP_NE, x, x));
+}
+
+OP(IsInf) {
+  int64_t pos, neg;
+  hp_val x = input(c);
+  if (x < 0 || ox_attr_int(c, "detect_positive", 1, &pos) || ox_attr_int(c, "detect_negative", 1, &neg)) return c->e->code;
+  if (pos && neg) return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, hp_abs(c->g, x), K(c, INFINITY)));
+  if (pos || neg) return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, x, K(c, pos ? INFINITY : -INFINITY)));
+  return ox_def(c, 0, hp_binary(c->g, HP_OP_LT, hp_abs(c->g, x), K(c, -1))); /* all false (NaN too) */
+}
+
 OP(Softsign) {
   hp_val x = input(c);
   if (x < 0) return c->e->code;
   return ox_def(c, 0, hp_div(c->g, x, hp_add(c->g, hp_abs(c->g, x), K(c, 1))));
 }
 
+OP(Softplus) {
+  hp_val x = input(c);
+  if (x < 0) return c->e->code;
+  return ox_def(c, 0, softplus(c, x));
+}
+
 OP(Mish) {
   hp_val x = input(c);
   if (x < 0) return c->e->code;
-  return ox_def(c, 0, hp_mul(c->g, x, hp_tanh(c->g, softplus(c, x))));
+  /* tanh(log(1 + e^x)) = n / (n + 2) with n = e^x (e^x + 2): no cancellation
+   * for x << 0 (where x * tanh(softplus) would lose the relative precision
+   * of a tanh near 0); e^x is capped at e^20, where the ratio is 1 */
+  hp_graph *g = c->g;
+  hp_val u = hp_exp(g, hp_min(g, x, K(c, 20))), n = hp_mul(g, u, hp_add(g, u, K(c, 2)));
+  return ox_def(c, 0, hp_mul(g, x, hp_div(g, n, hp_add(g, n, K(c, 2)))));
 }
 
 /* Floor, Ceil, Round (halves to even): harp's own unary ops */
@@ -120,7 +155,8 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(Ceil), E(Celu), E(Floor), E(HardSigmoid), E(HardSwish), E(Mish), E(Round), E(Softsign), E(ThresholdedRelu),
+    E(Ceil), E(Celu), E(Floor), E(HardSigmoid), E(HardSwish), E(IsInf), E(IsNaN), E(Mish), E(Round), E(Softplus), E(Softsign),
+    E(Swish), E(ThresholdedRelu),
 #undef E
 };
 

@@ -98,6 +98,84 @@ hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim) {
   return ox_check(c, r) ? -1 : r;
 }
 
+hp_val ox_buffer(ox_ctx *c, hp_val x) {
+  const fe_node *n = fe_node_of(c->g, x);
+  if (!n || hp_op_class_of(n->op) != HP_C_MOVE) return x;
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  hp_val r = dt == TINY_BOOL ? hp_binary(c->g, HP_OP_NE, x, hp_const_typed(c->g, 0, TINY_BOOL)) : hp_add(c->g, x, hp_const_typed(c->g, 0, dt));
+  return ox_check(c, r) ? -1 : r;
+}
+
+/* GatherElements: harp's gather (torch.gather), the indices made a buffer of their own */
+OP(GatherElements) {
+  bool failed = false;
+  ox_val *xv = ox_in(c, 0, &failed), *iv = xv ? ox_in(c, 1, &failed) : NULL;
+  if (failed) return c->e->code;
+  if (!xv || !iv) return ox_fail(c, HP_E_ARITY, "needs data and indices");
+  int64_t a;
+  int axis;
+  hp_val x = ox_attr_int(c, "axis", 0, &a) ? -1 : ox_value(c, xv), idx = x > 0 ? ox_value(c, iv) : -1;
+  if (idx < 0 || ox_norm_axis(c, a, ox_rank_of(c, x), &axis)) return c->e->code;
+  if (hp_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers");
+  if (ox_rank_of(c, idx) != ox_rank_of(c, x))
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "indices have rank %d, data %d", ox_rank_of(c, idx), ox_rank_of(c, x));
+  if ((idx = ox_gather_index(c, iv, idx, ox_shape_of(c, x)->d[axis])) < 0) return c->e->code;
+  if ((x = ox_buffer(c, x)) < 0) return c->e->code;
+  return ox_def(c, 0, hp_gather(c->g, x, hp_add(c->g, idx, hp_const_typed(c->g, 0, TINY_I32)), axis));
+}
+
+/* Trilu: a constant [M, N] mask of the kept triangle (j - i >= k, or <= k
+ * for the lower one) over the last two axes; k must be known at import. */
+OP(Trilu) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0 || ox_need_rank(c, x, 2, TINY_MAX_RANK, "the input")) return c->e->code;
+  int64_t upper, k = 0, m, n;
+  int nk = -1;
+  if (ox_attr_int(c, "upper", 1, &upper)) return c->e->code;
+  if (c->node->n_input > 1 && c->node->input[1][0] && ox_const_ints(c, 1, "k", &k, 1, &nk)) return c->e->code;
+  const fe_shape *s = ox_shape_of(c, x);
+  if (known(c, s->d[s->rank - 2], "Trilu", &m) || known(c, s->d[s->rank - 1], "Trilu", &n)) return c->e->code;
+  if (m * n > OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a %" PRId64 "x%" PRId64 " mask is too large", m, n);
+  hp_tensor t;
+  if (hp_tensor_alloc(c->e, &t, TINY_BOOL, 2, (int64_t[]){m, n})) return c->e->code;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) ((uint8_t *)t.data)[i * n + j] = upper ? j - i >= k : j - i <= k;
+  hp_val mask = ox_weight(c, "mask", &t);
+  if (mask < 0) return c->e->code;
+  return ox_def(c, 0, hp_where(c->g, mask, x, hp_const(c->g, 0)));
+}
+
+/* Range of constants (its length depends on the values): integers fold,
+ * floats become a weight; computed at run time it is refused. */
+OP(Range) {
+  double v[3];
+  int64_t iv[3];
+  bool ints = true;
+  for (int i = 0; i < 3; i++) {
+    bool failed = false;
+    ox_val *x = ox_in(c, i, &failed);
+    if (failed) return c->e->code;
+    if (!x || x->v > 0 || !ox_const_scalar(x, &v[i]))
+      return ox_fail(c, HP_E_UNSUPPORTED, "input %d must be a one-element constant (the output's length depends on the values)", i);
+    ints &= x->has_i && fe_dim_is_int(x->iv[0], &iv[i]) && iv[i] > -((int64_t)1 << 52) && iv[i] < ((int64_t)1 << 52);
+  }
+  if (v[2] == 0) return ox_fail(c, HP_E_INVALID_ARG, "delta is 0");
+  double len = ceil((v[1] - v[0]) / v[2]);
+  if (len > (double)OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a range of %g values", len);
+  int64_t n = ints ? (iv[1] - iv[0] + iv[2] + (iv[2] > 0 ? -1 : 1)) / iv[2] : len > 0 ? (int64_t)len : 0;
+  if (n < 0) n = 0;
+  if (ints) {
+    ox_val *y = ox_def_ints(c, 0, 1, &n, n);
+    if (!y) return c->e->code;
+    for (int64_t k = 0; k < n; k++) y->iv[k] = I(c, iv[0] + k * iv[2]);
+    return HP_OK;
+  }
+  hp_tensor t;
+  if (hp_tensor_alloc(c->e, &t, TINY_FP32, 1, &n)) return c->e->code;
+  for (int64_t k = 0; k < n; k++) ((float *)t.data)[k] = (float)(v[0] + (double)k * v[2]);
+  return ox_def_tensor(c, 0, &t, OX_FLOAT);
+}
+
 /* ---- MaxPool with dilations: the max of the kernel's k[0] x k[1] strided slices ---------- */
 #define OX_MAX_DILATED_TAPS 64
 hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out) {
@@ -337,13 +415,13 @@ static hp_status depth_space(ox_ctx *c, bool to_space) {
     memcpy(perm, crd ? crdp : dcr, sizeof perm);
     o = (fe_shape){.rank = 4, .d = {N, Cb, fe_dim_mul(c->A, H, B), fe_dim_mul(c->A, W, B)}};
   } else {
-    if (crd) return ox_fail(c, HP_E_INVALID_ARG, "SpaceToDepth has no mode");
     int64_t h, w;
     if (known(c, H, "SpaceToDepth", &h) || known(c, W, "SpaceToDepth", &w)) return c->e->code;
     if (h % b || w % b) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%" PRId64 "x%" PRId64 " is not a multiple of %" PRId64, h, w, b);
     u = (fe_shape){.rank = 6, .d = {N, s.d[1], I(c, h / b), B, I(c, w / b), B}};
-    static const int s2d[6] = {0, 3, 5, 1, 2, 4};
-    memcpy(perm, s2d, sizeof perm);
+    /* DCR: channel (bh b + bw) C + c; CRD (opset 28): c b^2 + bh b + bw */
+    static const int s2d[6] = {0, 3, 5, 1, 2, 4}, s2d_crd[6] = {0, 1, 3, 5, 2, 4};
+    memcpy(perm, crd ? s2d_crd : s2d, sizeof perm);
     o = (fe_shape){.rank = 4, .d = {N, fe_dim_mul(c->A, s.d[1], I(c, b * b)), I(c, h / b), I(c, w / b)}};
   }
   for (int i = 0; i < 4; i++)
@@ -559,8 +637,8 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(Einsum), E(ReduceL1), E(ReduceL2),
-    E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Upsample),
+    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(Einsum), E(GatherElements), E(Range), E(ReduceL1), E(ReduceL2),
+    E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Trilu), E(Upsample),
 #undef E
 };
 

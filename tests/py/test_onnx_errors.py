@@ -119,4 +119,15 @@ expect("external data", save(helper.make_model(helper.make_graph([mk("Add", ["x"
        "Unsupported", "external")
 # bench and compile refuse the same file the same way
 expect("bench: unknown op", os.path.join(D, "unk.onnx"), "UnknownOp", cmd="bench")
+# what harp would compute differently is refused, not approximated
+expect("cast to uint8", save(one([mk("Cast", ["x"], ["y"], to=TensorProto.UINT8, name="c8")]), "cast8"), "Unsupported",
+       'node 0 "c8" (Cast)', "does not wrap")
+xi = vi("x", [2, 3], TensorProto.INT32)
+expect("integer Div", save(one([mk("Div", ["x", "x"], ["y"], name="d")], inputs=[xi]), "idiv"), "Unsupported", "integer Div", inputs=False)
+expect("Mod at run time", save(one([mk("Mod", ["x", "x"], ["y"], name="m")], opset=13), "mod"), "Unsupported", "(Mod)")
+expect("Attention window", save(one([mk("Attention", ["x", "x", "x"], ["y"], left_window_size=2, name="a")], opset=24,
+                                    inputs=[vi("x", [1, 1, 2, 3])]), "attw"), "Unsupported", "sliding windows", inputs=False)
+expect("folded shapes that do not broadcast", save(one(
+    [mk("Shape", ["x"], ["s"]), mk("Slice", ["s", "z", "o"], ["a"]), mk("Concat", ["s", "a"], ["b"], axis=0), mk("Add", ["s", "b"], ["y"], name="add")],
+    inits={"z": np.array([0], np.int64), "o": np.array([1], np.int64)}), "fold"), "BroadcastMismatch", 'node 3 "add" (Add)')
 S.close()
