@@ -36,6 +36,9 @@ long hp_fault_remaining(void);
 void *hp_xmalloc(size_t n);
 void *hp_xcalloc(size_t n, size_t sz);
 void *hp_xrealloc(void *p, size_t n);
+/* Hand freed heap pages back to the system (glibc keeps them otherwise): after a
+ * large structure is freed, so the peak RSS does not carry it into later stages. */
+void hp_release_free_memory(void);
 
 /* ---- growable string ---------------------------------------------------- */
 typedef struct hp_str {
