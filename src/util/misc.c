@@ -40,11 +40,13 @@ void hp_str_putc(hp_str *s, char c) {
   s->buf[s->len] = 0;
 }
 
-void hp_str_puts(hp_str *s, const char *t) {
-  size_t n = strlen(t);
+void hp_str_puts(hp_str *s, const char *t) { hp_str_putn(s, t, strlen(t)); }
+
+void hp_str_putn(hp_str *s, const char *t, size_t n) {
   if (!str_reserve(s, n)) return;
-  memcpy(s->buf + s->len, t, n + 1);
+  memcpy(s->buf + s->len, t, n);
   s->len += n;
+  s->buf[s->len] = 0;
 }
 
 void hp_str_printf(hp_str *s, const char *fmt, ...) {

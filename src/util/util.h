@@ -50,6 +50,7 @@ void hp_str_init(hp_str *s);
 void hp_str_free(hp_str *s);
 void hp_str_putc(hp_str *s, char c);
 void hp_str_puts(hp_str *s, const char *t);
+void hp_str_putn(hp_str *s, const char *t, size_t n); /* n bytes of t (no NUL in them) */
 void hp_str_printf(hp_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Take ownership of the buffer (never NULL unless oom); the hp_str is reset. */
 char *hp_str_take(hp_str *s);
