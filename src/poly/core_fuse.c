@@ -257,11 +257,16 @@ hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks
       }
     if (!all) break;
   }
-  /* and on which the domains agree */
+  /* and on which the domains agree (two boxes: when their bounds do) */
   for (; q > 0; q--) {
     bool all = true;
     for (int i = 1; i < n && all; i++) {
-      isl_bool eq = same_prefix(pv->blocks[blocks[0]].domain, pv->blocks[blocks[i]].domain, q);
+      const poly_blk *x = &pv->blocks[blocks[0]], *y = &pv->blocks[blocks[i]];
+      if (x->is_box && y->is_box) {
+        for (int j = 0; j < q && all; j++) all = x->lo[j] == y->lo[j] && x->hi[j] == y->hi[j];
+        continue;
+      }
+      isl_bool eq = same_prefix(x->domain, y->domain, q);
       if (eq == isl_bool_error) return poly_core_isl_fail(pv, e, pv->blocks[blocks[i]].pub.name, "comparing domains");
       all = eq;
     }
