@@ -428,6 +428,8 @@ typedef struct plan_cost {
 } plan_cost;
 hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
                        hp_error *e);
+/* A node name a plan may hold (local_edges' from/to): word characters and dots. */
+bool plan_ident_ok(const char *s);
 /* Split-K slices a splitk_* plan uses: its `splitk` field when set, else the
  * smallest power of two filling one wave of CTAs, at most 16, keeping >= 4
  * K tiles per slice; 1 otherwise.  The backends use the same function. */

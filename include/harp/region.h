@@ -188,6 +188,10 @@ typedef struct rg_formed {
   int nwindows, nexact;             /* windows searched, and where the exact search won */
 } rg_formed;
 void rg_formed_free(rg_formed *f);
+/* Free the IndexBook and Poly-View (pv, ib become NULL) once no backend
+ * reads them: they are most of a large model's analysis memory, and the
+ * regions, their rg_info and the machine stay usable. */
+void rg_formed_drop_analysis(rg_formed *f);
 
 /* --dump region: {"regions": [§12.4 region, ...], ...} (docs/regions.md). */
 hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out);

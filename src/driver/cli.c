@@ -201,7 +201,7 @@ static bool is_param_opt(const cli_opts *o, const char *id) {
 }
 
 /* The initializer data of an ONNX model's input id, or NULL. */
-static const hp_tensor *onnx_weight(const cli_model *m, const char *id) {
+static hp_tensor *onnx_weight(const cli_model *m, const char *id) {
   for (int w = 0; m->onnx && w < m->onnx->nweights; w++)
     if (!strcmp(m->onnx->weight_ids[w], id)) return &m->onnx->weights[w];
   return NULL;
@@ -291,9 +291,17 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
         st = hp_tensor_alloc(e, &m->inputs[i], files[k].dtype, files[k].rank, files[k].shape);
         if (!st && files[k].nbytes) memcpy(m->inputs[i].data, files[k].data, files[k].nbytes);
       } else if (onnx_weight(m, n->a.input.tensor_id)) {
-        const hp_tensor *w = onnx_weight(m, n->a.input.tensor_id);
-        st = hp_tensor_alloc(e, &m->inputs[i], w->dtype, w->rank, w->shape);
-        if (!st && w->nbytes) memcpy(m->inputs[i].data, w->data, w->nbytes);
+        hp_tensor *w = onnx_weight(m, n->a.input.tensor_id);
+        bool later = false; /* another INPUT node reads it after this one */
+        for (int j = i + 1; j < m->ninputs && !later; j++)
+          later = !strcmp(g->nodes[ins[j]].a.input.tensor_id, n->a.input.tensor_id);
+        if (later) {
+          st = hp_tensor_alloc(e, &m->inputs[i], w->dtype, w->rank, w->shape);
+          if (!st && w->nbytes) memcpy(m->inputs[i].data, w->data, w->nbytes);
+        } else { /* its last reader takes the import's tensor: one copy of the weights, not two */
+          m->inputs[i] = *w;
+          memset(w, 0, sizeof *w);
+        }
       } else if (o->random_inputs) {
         st = random_tensor(e, n, &state, &m->inputs[i]);
       } else {
@@ -304,6 +312,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   }
   for (int k = 0; k < o->ninputs; k++) hp_tensor_free(&files[k]);
   free(files);
+  hp_release_free_memory(); /* the model file and its parse are gone: not into the peak */
   return st;
 }
 

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "util/util.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/gpu.h"
@@ -417,6 +418,11 @@ int cmd_bench(int argc, char **argv) {
     hp_status cst = fn_constpool_from_tensors(&e, f, params, np, &cp);
     free(params);
     if (cst) goto fail;
+    /* the ConstPool holds the weights now: drop the graph's copy before
+     * model_init makes its own and packs them */
+    for (int a = 0; a < f->nargs; a++)
+      if (f->buffers[f->args[a]].kind == FN_PARAM) hp_tensor_free(&m.inputs[a]);
+    hp_release_free_memory();
     for (int k = 0; k < m.g->noutputs; k++) {
       const tiny_node *n = &m.g->nodes[m.g->outputs[k]];
       int64_t shape[TINY_MAX_RANK];
@@ -428,6 +434,7 @@ int cmd_bench(int argc, char **argv) {
       hp_fail(&e, HP_E_NO_MEMORY, NULL, "model_init failed");
       goto fail;
     }
+    fn_constpool_free(&cp); /* model_init copied it */
   }
   if (!cm && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
   for (long r = -warmup; r < repeat && !gm; r++) {

@@ -31,6 +31,7 @@ typedef struct bctx {
   const tiny_node *n;
   ib_info *info;
   ib_env env; /* over info's iteration variables, valid once the axes exist */
+  int capcons, capmods; /* room in info->cons / info->mods */
 } bctx;
 
 bool ib_is_movement(const ib_book *b, int node) { return tiny_op_class(b->g->nodes[node].op) == TC_MOVE; }
@@ -138,15 +139,17 @@ static hp_status push_cons(bctx *c, ib_cons *list, int *n, int cap, const ib_aff
   return HP_OK;
 }
 
-/* The box 0 <= x_j <= size_j - 1 over every iteration variable, then room
- * for the mod guards (added by add_mod). */
+/* The box 0 <= x_j <= size_j - 1 over every iteration variable; add_mod
+ * makes room for the mod guards when a node has any (few do: an ib_cons is
+ * ~600 bytes, and room for 64 guards on every node was most of the book). */
 #define IB_MAX_MODS 64
 static hp_status make_domain(bctx *c) {
   ib_info *f = c->info;
-  int cap = 2 * f->nvars + 2 * IB_MAX_MODS;
-  f->cons = hp_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(cap + 1));
-  f->mods = hp_arena_alloc(c->b->arena, sizeof(ib_mod) * IB_MAX_MODS);
-  if (!f->cons || !f->mods) return FAIL(HP_E_NO_MEMORY, "out of memory");
+  c->capcons = 2 * f->nvars;
+  c->capmods = 0;
+  f->cons = hp_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(c->capcons + 1));
+  f->mods = NULL;
+  if (!f->cons) return FAIL(HP_E_NO_MEMORY, "out of memory");
   f->ncons = 0;
   for (int j = 0; j < f->nvars; j++) {
     ib_aff lo, hi;
@@ -154,10 +157,30 @@ static hp_status make_domain(bctx *c) {
     hi = var_axis(f, j)->size.e;
     hi.c -= 1;
     if (ib_aff_add(&c->env, &hi, &lo, -1)) return c->e->code;
-    if (push_cons(c, f->cons, &f->ncons, cap, &lo, false) || push_cons(c, f->cons, &f->ncons, cap, &hi, false))
+    if (push_cons(c, f->cons, &f->ncons, c->capcons, &lo, false) ||
+        push_cons(c, f->cons, &f->ncons, c->capcons, &hi, false))
       return c->e->code;
   }
   ib_env_for(c->b, (int)(c->n - c->g->nodes), c->e, &c->env);
+  return HP_OK;
+}
+
+/* Room for one more mod and its two guard constraints (arena: the old
+ * arrays stay behind, doubling keeps that small). */
+static hp_status grow_mods(bctx *c) {
+  ib_info *f = c->info;
+  if (f->nmods < c->capmods) return HP_OK;
+  int cap = c->capmods ? 2 * c->capmods : 4;
+  if (cap > IB_MAX_MODS) cap = IB_MAX_MODS;
+  ib_mod *m = hp_arena_alloc(c->b->arena, sizeof(ib_mod) * (size_t)cap);
+  ib_cons *k = hp_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(2 * f->nvars + 2 * cap + 1));
+  if (!m || !k) return FAIL(HP_E_NO_MEMORY, "out of memory");
+  if (f->nmods) memcpy(m, f->mods, sizeof(ib_mod) * (size_t)f->nmods);
+  memcpy(k, f->cons, sizeof(ib_cons) * (size_t)f->ncons);
+  f->mods = m;
+  f->cons = k;
+  c->capmods = cap;
+  c->capcons = 2 * f->nvars + 2 * cap;
   return HP_OK;
 }
 
@@ -165,12 +188,12 @@ static hp_status make_domain(bctx *c) {
 static hp_status add_mod(bctx *c, const ib_aff *e, int64_t q, const ib_aff *r) {
   ib_info *f = c->info;
   if (f->nmods >= IB_MAX_MODS) return FAIL(HP_E_EXCESSIVE_PIECEWISE, "more than %d guarded remainders", IB_MAX_MODS);
+  if (grow_mods(c)) return c->e->code;
   f->mods[f->nmods++] = (ib_mod){*e, q};
   ib_aff hi;
   ib_aff_const(&hi, q - 1);
   if (ib_aff_add(&c->env, &hi, r, -1)) return c->e->code;
-  int cap = 2 * f->nvars + 2 * IB_MAX_MODS;
-  if (push_cons(c, f->cons, &f->ncons, cap, r, false) || push_cons(c, f->cons, &f->ncons, cap, &hi, false))
+  if (push_cons(c, f->cons, &f->ncons, c->capcons, r, false) || push_cons(c, f->cons, &f->ncons, c->capcons, &hi, false))
     return c->e->code;
   return HP_OK;
 }
@@ -806,7 +829,7 @@ hp_status ib_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, co
   b->n = g->n;
   b->max_pieces_ib = opt && opt->max_pieces_ib > 0 ? opt->max_pieces_ib : 1024;
   for (int i = 0; i < g->n; i++) {
-    bctx c = {e, b, g, &g->nodes[i], &b->info[i], {0}};
+    bctx c = {e, b, g, &g->nodes[i], &b->info[i], {0}, 0, 0};
     c.info->node = i;
     c.env.arena = b->arena;
     c.env.e = e;

@@ -246,7 +246,10 @@ static bool ax_has(const axset *s, const char *a) {
   return false;
 }
 static void ax_add(axset *s, const char *a) {
-  if (s->n < HP_ARRAY_LEN(s->name) && !ax_has(s, a)) snprintf(s->name[s->n++], PLAN_NAME_MAX, "%s", a);
+  if (s->n >= HP_ARRAY_LEN(s->name) || ax_has(s, a)) return;
+  size_t l = strnlen(a, PLAN_NAME_MAX - 1); /* snprintf's truncation, without its cost (every candidate plan) */
+  memcpy(s->name[s->n], a, l);
+  s->name[s->n++][l] = 0;
 }
 static bool child_name(char *out, const char *parent, const char *suffix) {
   size_t a = strlen(parent), b = strlen(suffix);

@@ -21,7 +21,6 @@ bool plan_copy_name(char *dst, const char *src);
 /* Axis names: [A-Za-z_][A-Za-z0-9_]* ('.' [A-Za-z0-9_]+)*, shorter than PLAN_NAME_MAX. */
 bool plan_axis_name_ok(const char *s);
 /* Tensor / node names: [A-Za-z0-9_.]+, not starting with '.'. */
-bool plan_ident_ok(const char *s);
 /* The base of an axis name: "m" for "m.i.o".  buf has PLAN_NAME_MAX bytes. */
 const char *plan_axis_base(const char *axis, char *buf);
 /* Index of the tile axis whose subtree holds axis (base equal), or -1. */

@@ -244,7 +244,7 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
   space_for(r, m, &g, &s);
   static const int vecs[3] = {16, 8, 4}; /* widest first: only the widest legal one stays */
   int maxc = s.ntiles * s.nwarps * s.nstages * s.nalgos;
-  scored *pool = hp_xcalloc((size_t)maxc, sizeof *pool);
+  scored *pool = hp_xmalloc(sizeof *pool * (size_t)(maxc + 1)); /* entries below np are written whole: no zeroing (it was most of a default plan's time) */
   plan_t *tmp = hp_xmalloc(sizeof *tmp);
   if (!pool || !tmp) {
     free(pool);

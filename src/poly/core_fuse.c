@@ -40,9 +40,24 @@ static bool fits_int(const int64_t *s, int n) {
   return true;
 }
 
+static hp_status access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out);
+
+/* memoized per (block, access): the same reads are asked about for every
+ * candidate region holding them */
 hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out) {
   *out = false;
   if (bad_access(pv, block, access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_is_pointwise: no such access");
+  signed char *memo = &pv->pointwise[(size_t)block * POLY_MAX_ACC + (size_t)access];
+  if (*memo >= 0) {
+    *out = *memo;
+    return HP_OK;
+  }
+  hp_status st = access_is_pointwise(e, pv, block, access, out);
+  if (!st) *memo = *out;
+  return st;
+}
+
+static hp_status access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out) {
   const poly_blk *b = &pv->blocks[block];
   const poly_acc *a = &b->acc[access];
   if (a->nfill) return HP_OK;
@@ -121,8 +136,8 @@ hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int ac
 }
 
 static __isl_keep isl_map *edge_map(const poly_view *pv, int from, int to) {
-  for (int k = 0; k < pv->nedges; k++)
-    if (pv->edges[k].pub.from == from && pv->edges[k].pub.to == to) return pv->edges[k].dep;
+  for (int k = pv->edges_to[to]; k < pv->edges_to[to + 1]; k++)
+    if (pv->edges[k].pub.from == from) return poly_edge_dep(pv, k);
   return NULL;
 }
 
@@ -222,24 +237,36 @@ hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks
     if (blocks[i] < 0 || blocks[i] >= pv->nblocks) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_fusion_prefix: no such block");
     maxp = HP_MIN(maxp, pv->blocks[blocks[i]].pub.nout);
   }
-  /* the dimensions every internal dependence keeps equal, from the outside in */
+  /* the dimensions every internal dependence keeps equal, from the outside
+   * in; an edge's answer per dimension is memoized (the same edges come back
+   * in many candidate sets) */
   int q = 0;
   for (; q < maxp; q++) {
     bool all = true;
-    for (int k = 0; k < pv->nedges && all; k++) {
-      const poly_edge_int *ed = &pv->edges[k];
-      if (ed->pub.from == ed->pub.to || !in_set(blocks, n, ed->pub.from) || !in_set(blocks, n, ed->pub.to)) continue;
-      isl_bool eq = equal_along(ed->dep, q);
-      if (eq == isl_bool_error) return poly_core_isl_fail(pv, e, pv->blocks[ed->pub.to].pub.name, "comparing loops");
-      all = eq;
-    }
+    for (int i = 0; i < n && all; i++)
+      for (int k = pv->edges_to[blocks[i]]; k < pv->edges_to[blocks[i] + 1] && all; k++) {
+        const poly_edge_int *ed = &pv->edges[k];
+        if (ed->pub.from == ed->pub.to || !in_set(blocks, n, ed->pub.from)) continue;
+        signed char *memo = &pv->eq_along[(size_t)k * POLY_MAX_VARS + (size_t)q];
+        if (*memo < 0) {
+          isl_bool eq = equal_along(ed->dep, q);
+          if (eq == isl_bool_error) return poly_core_isl_fail(pv, e, pv->blocks[ed->pub.to].pub.name, "comparing loops");
+          *memo = eq == isl_bool_true;
+        }
+        all = *memo;
+      }
     if (!all) break;
   }
-  /* and on which the domains agree */
+  /* and on which the domains agree (two boxes: when their bounds do) */
   for (; q > 0; q--) {
     bool all = true;
     for (int i = 1; i < n && all; i++) {
-      isl_bool eq = same_prefix(pv->blocks[blocks[0]].domain, pv->blocks[blocks[i]].domain, q);
+      const poly_blk *x = &pv->blocks[blocks[0]], *y = &pv->blocks[blocks[i]];
+      if (x->is_box && y->is_box) {
+        for (int j = 0; j < q && all; j++) all = x->lo[j] == y->lo[j] && x->hi[j] == y->hi[j];
+        continue;
+      }
+      isl_bool eq = same_prefix(x->domain, y->domain, q);
       if (eq == isl_bool_error) return poly_core_isl_fail(pv, e, pv->blocks[blocks[i]].pub.name, "comparing domains");
       all = eq;
     }

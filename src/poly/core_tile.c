@@ -96,6 +96,8 @@ hp_status poly_tail_axes(hp_error *e, const poly_view *pv, int block, const int6
 typedef struct footprint {
   const poly_view *pv;
   isl_set *tile; /* the consumer tile (block space) */
+  bool box;      /* the tile is exactly the box tlo..thi (a box domain) */
+  int64_t tlo[POLY_MAX_VARS], thi[POLY_MAX_VARS];
   int nout, nvars, rank;
   int64_t nlo[TINY_MAX_RANK], nhi[TINY_MAX_RANK]; /* needed */
   int64_t clo[TINY_MAX_RANK], chi[TINY_MAX_RANK]; /* core */
@@ -103,8 +105,33 @@ typedef struct footprint {
   bool any, bad;
 } footprint;
 
-static bool range_of(__isl_keep isl_set *tile, __isl_keep isl_aff *a, int64_t *lo, int64_t *hi) {
-  return poly_core_val(isl_set_min_val(tile, a), lo) && poly_core_val(isl_set_max_val(tile, a), hi);
+/* An integer affine function of the variables alone over a box: each
+ * variable at the end of its range its coefficient's sign picks, the answer
+ * isl's ILP gives, without the ILP.  False: not of that form (divisions,
+ * parameters, a denominator, overflow). */
+static bool box_range(const footprint *f, __isl_keep isl_aff *a, int64_t *lo, int64_t *hi) {
+  if (isl_aff_dim(a, isl_dim_div) != 0 || isl_aff_dim(a, isl_dim_param) != 0 || isl_aff_dim(a, isl_dim_in) != f->nvars)
+    return false;
+  int64_t den, c;
+  if (!poly_core_val(isl_aff_get_denominator_val(a), &den) || den != 1 || !poly_core_val(isl_aff_get_constant_val(a), &c))
+    return false;
+  __int128 l = c, h = c;
+  for (int v = 0; v < f->nvars; v++) {
+    int64_t k;
+    if (!poly_core_val(isl_aff_get_coefficient_val(a, isl_dim_in, v), &k)) return false;
+    __int128 x = (__int128)k * f->tlo[v], y = (__int128)k * f->thi[v];
+    l += x < y ? x : y;
+    h += x < y ? y : x;
+  }
+  if (l < INT64_MIN || h > INT64_MAX) return false;
+  *lo = (int64_t)l;
+  *hi = (int64_t)h;
+  return true;
+}
+
+static bool range_of(const footprint *f, __isl_keep isl_aff *a, int64_t *lo, int64_t *hi) {
+  if (f->box && box_range(f, a, lo, hi)) return true;
+  return poly_core_val(isl_set_min_val(f->tile, a), lo) && poly_core_val(isl_set_max_val(f->tile, a), hi);
 }
 
 static void widen(int64_t *lo, int64_t *hi, int64_t l, int64_t h, bool first) {
@@ -118,7 +145,7 @@ static isl_stat on_piece(__isl_take isl_set *set, __isl_take isl_multi_aff *ma, 
   for (int d = 0; d < f->rank && !f->bad; d++) {
     isl_aff *a = isl_multi_aff_get_aff(ma, d);
     int64_t lo, hi;
-    if (!a || !range_of(f->tile, a, &lo, &hi)) {
+    if (!a || !range_of(f, a, &lo, &hi)) {
       f->bad = true;
       isl_aff_free(a);
       break;
@@ -130,7 +157,7 @@ static isl_stat on_piece(__isl_take isl_set *set, __isl_take isl_multi_aff *ma, 
     if (uses_out && isl_aff_dim(a, isl_dim_div) == 0) {
       isl_aff *c = isl_aff_set_constant_si(a, 0);
       for (int v = f->nout; v < f->nvars; v++) c = isl_aff_set_coefficient_si(c, isl_dim_in, v, 0);
-      if (!range_of(f->tile, c, &lo, &hi)) f->bad = true;
+      if (!range_of(f, c, &lo, &hi)) f->bad = true;
       else widen(&f->clo[d], &f->chi[d], lo, hi, !f->has_core[d]);
       f->has_core[d] = true;
       isl_aff_free(c);
@@ -167,7 +194,13 @@ hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, in
     if (s < 0 || s > n) s = n;
     t = isl_set_upper_bound_si(t, isl_dim_set, (unsigned)v, (int)HP_MIN(lo[v] + s - 1, INT32_MAX));
   }
-  footprint f = {pv, t, b->pub.nout, b->pub.nvars, pn->shape.rank, {0}, {0}, {0}, {0}, {false}, false, false};
+  footprint f = {.pv = pv, .tile = t, .box = b->is_box, .nout = b->pub.nout, .nvars = b->pub.nvars, .rank = pn->shape.rank};
+  for (int v = 0; v < b->pub.nvars; v++) {
+    int64_t n = hi[v] - lo[v] + 1, s = v < b->pub.nout && tile && tile[v] ? tile[v] : v < b->pub.nout ? 1 : n;
+    if (s < 0 || s > n) s = n;
+    f.tlo[v] = lo[v];
+    f.thi[v] = v < b->pub.nout ? HP_MIN(lo[v] + s - 1, INT32_MAX) : hi[v];
+  }
   for (int k = 0; k < nacc && !f.bad; k++) {
     isl_pw_multi_aff *pma = poly_access_pma(pv, consumer, acc[k]);
     if (!pma || isl_pw_multi_aff_foreach_piece(pma, &on_piece, &f) < 0) f.bad = true;

@@ -1,5 +1,5 @@
 /* deps.c — dependence edges between PolyBlocks (seed 000 §1.4 Edge).
- * Needs: blocks with their access relations.  Gives: poly_build_edges.
+ * Needs: blocks with their access relations.  Gives: poly_build_edges, poly_edge_dep.
  *
  * A Tiny graph is single-assignment: each tensor is written by one block, so
  * between blocks there are only true (flow) dependences:
@@ -8,15 +8,20 @@
  * name.  Inside a reduction every output element is written once per
  * reduced point: a self edge carries { S[i] -> S[i'] : write(i) = write(i'),
  * i <lex i' }, which is at once the true, anti and output dependence of the
- * accumulator. */
+ * accumulator.  Region formation and the backends never read a self edge
+ * (the dumps and the union views do), so it is computed when first asked
+ * for (poly_edge_dep): an isl product and coalesce per reduction, a tenth
+ * of a large model's Poly-View. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "poly/poly_int.h"
 #include "util/util.h"
 
+/* Edges are added consumer by consumer: a repeat of (from, to, tensor) is
+ * among the edges of `to`, the last ones. */
 static hp_status add_edge(poly_view *pv, int from, int to, int tensor, __isl_take isl_map *dep) {
-  for (int k = 0; k < pv->nedges; k++) {
+  for (int k = pv->nedges - 1; k >= 0 && pv->edges[k].pub.to == to; k--) {
     poly_edge_int *x = &pv->edges[k];
     if (x->pub.from == from && x->pub.to == to && x->pub.tensor == tensor) {
       x->dep = poly_simplify_map(isl_map_union(x->dep, dep));
@@ -60,14 +65,31 @@ hp_status poly_build_edges(poly_view *pv) {
       isl_map *dep = flow(b->acc[k].map, pb->acc[pb->pub.naccess - 1].map);
       if (!dep || add_edge(pv, p, c, t, dep)) break;
     }
-    if (b->pub.kind == POLY_REDUCE || b->pub.kind == POLY_CONTRACTION) {
-      isl_map *dep = self_dep(b->domain, b->acc[b->pub.naccess - 1].map);
-      if (dep && add_edge(pv, c, c, b->pub.node, dep)) return pv->e->code;
-    }
+    /* the self edge, its relation left for poly_edge_dep (a block never
+     * reads its own value: no read edge merges into it) */
+    if ((b->pub.kind == POLY_REDUCE || b->pub.kind == POLY_CONTRACTION) && add_edge(pv, c, c, b->pub.node, NULL))
+      return pv->e->code;
     if (pv->e->code) return pv->e->code;
     if (poly_isl_check(pv, pv->g->nodes[b->pub.node].id, "computing dependences")) return pv->e->code;
   }
   for (int k = 0; k < pv->nedges; k++)
-    if (!pv->edges[k].dep) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "isl ran out of memory");
+    if (!pv->edges[k].dep && pv->edges[k].pub.from != pv->edges[k].pub.to)
+      return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "isl ran out of memory");
+  /* the index of each block's incoming edges, and the empty memo */
+  pv->edges_to = hp_xcalloc((size_t)pv->nblocks + 2, sizeof(int));
+  pv->eq_along = hp_xmalloc((size_t)pv->nedges * POLY_MAX_VARS + 1);
+  if (!pv->edges_to || !pv->eq_along) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < pv->nedges; k++) pv->edges_to[pv->edges[k].pub.to + 1]++;
+  for (int b = 0; b < pv->nblocks; b++) pv->edges_to[b + 1] += pv->edges_to[b];
+  memset(pv->eq_along, -1, (size_t)pv->nedges * POLY_MAX_VARS + 1);
   return HP_OK;
+}
+
+__isl_keep isl_map *poly_edge_dep(const poly_view *pv, int k) {
+  poly_edge_int *x = &pv->edges[k];
+  if (!x->dep && x->pub.from == x->pub.to) {
+    const poly_blk *b = &pv->blocks[x->pub.from];
+    x->dep = self_dep(b->domain, b->acc[b->pub.naccess - 1].map);
+  }
+  return x->dep;
 }

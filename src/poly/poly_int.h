@@ -45,6 +45,7 @@ typedef struct poly_blk {
   int nparams;
   const char *params[POLY_MAX_PARAMS]; /* unbound symbols used, sorted */
   bool ranges_known; /* lo/hi: every variable's constant bounds (no unbound symbol) */
+  bool is_box;       /* the domain is exactly the box lo..hi (no guard, no parameter, not empty) */
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
 } poly_blk;
 
@@ -65,7 +66,10 @@ struct poly_view {
   int *block_of; /* per node: block index or -1 */
   int *uses;     /* per node: how many sources name it */
   int nedges, capedges;
-  poly_edge_int *edges;
+  poly_edge_int *edges;   /* grouped by consumer (pub.to ascending) */
+  int *edges_to;          /* per block b + 1: edges[edges_to[b] .. edges_to[b+1]) end at b */
+  signed char *eq_along;  /* per edge x POLY_MAX_VARS: equal_along memo, -1 unknown (core_fuse.c) */
+  signed char *pointwise; /* per block x POLY_MAX_ACC: poly_access_is_pointwise memo, -1 unknown */
   int nnon_scop;
   int *non_scop;
 };
@@ -105,6 +109,9 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
 
 /* ---- deps.c ------------------------------------------------------------- */
 hp_status poly_build_edges(poly_view *pv);
+/* Edge k's dependence relation (a self edge's computed on first use; NULL
+ * if isl fails). */
+__isl_keep isl_map *poly_edge_dep(const poly_view *pv, int k);
 
 /* ---- union.c: whole-program views for Poly Core ------------------------- */
 __isl_keep isl_set *poly_block_domain(const poly_view *pv, int block);

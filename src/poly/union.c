@@ -35,7 +35,7 @@ __isl_give isl_union_map *poly_union_writes(const poly_view *pv) { return access
 
 __isl_give isl_union_map *poly_union_deps(const poly_view *pv) {
   isl_union_map *u = isl_union_map_empty(isl_space_params_alloc(pv->ctx, 0));
-  for (int k = 0; k < pv->nedges; k++) u = isl_union_map_add_map(u, isl_map_copy(pv->edges[k].dep));
+  for (int k = 0; k < pv->nedges; k++) u = isl_union_map_add_map(u, isl_map_copy(poly_edge_dep(pv, k)));
   return u;
 }
 

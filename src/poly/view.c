@@ -145,9 +145,17 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
     if (pv->e->code == HP_OK) hp_fail(pv->e, HP_E_NO_MEMORY, who, "isl ran out of memory");
     return pv->e->code;
   }
-  /* constant variable bounds, once (Poly Core asks for them often) */
+  /* constant variable bounds, once (Poly Core asks for them often); a box
+   * of known sizes (the IndexBook's 0 <= x_j <= size_j - 1 and no guard)
+   * has them without isl */
+  b->is_box = f->ncons == 2 * f->nvars && f->nvars == b->pub.nvars && b->nparams == 0;
+  for (int v = 0; v < b->pub.nvars && b->is_box; v++) {
+    b->is_box = f->axes[v].size.n >= 1;
+    b->lo[v] = 0;
+    b->hi[v] = f->axes[v].size.n - 1;
+  }
   b->ranges_known = true;
-  for (int v = 0; v < b->pub.nvars && b->ranges_known; v++) {
+  for (int v = 0; v < b->pub.nvars && b->ranges_known && !b->is_box; v++) {
     isl_val *lo = isl_set_dim_min_val(isl_set_copy(b->domain), v), *hi = isl_set_dim_max_val(isl_set_copy(b->domain), v);
     b->ranges_known = lo && hi && isl_val_is_int(lo) && isl_val_is_int(hi);
     if (b->ranges_known) b->lo[v] = isl_val_get_num_si(lo), b->hi[v] = isl_val_get_num_si(hi);
@@ -268,6 +276,10 @@ static hp_status build(poly_view *pv, const poly_options *opt) {
   free(ops);
   free(found);
   if (s) return s;
+  /* Poly Core's memo of pointwise reads: region formation asks per candidate */
+  pv->pointwise = hp_xmalloc((size_t)pv->nblocks * POLY_MAX_ACC + 1);
+  if (!pv->pointwise) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  memset(pv->pointwise, -1, (size_t)pv->nblocks * POLY_MAX_ACC + 1);
   return poly_build_edges(pv);
 }
 
@@ -314,6 +326,9 @@ void poly_free(poly_view *pv) {
   for (int k = 0; k < pv->nedges; k++) isl_map_free(pv->edges[k].dep);
   free(pv->blocks);
   free(pv->edges);
+  free(pv->edges_to);
+  free(pv->eq_along);
+  free(pv->pointwise);
   free(pv->block_of);
   free(pv->non_scop);
   free(pv->uses);
@@ -364,4 +379,4 @@ char *poly_access_fill_str(const poly_view *pv, int block, int access, int k, do
   return dup_isl(isl_set_to_str(a->fill[k].set));
 }
 
-char *poly_edge_str(const poly_view *pv, int edge) { return dup_isl(isl_map_to_str(pv->edges[edge].dep)); }
+char *poly_edge_str(const poly_view *pv, int edge) { return dup_isl(isl_map_to_str(poly_edge_dep(pv, edge))); }

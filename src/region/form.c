@@ -32,10 +32,16 @@ const char *rg_shape_name(rg_shape s) {
   return (unsigned)s < 5 ? n[s] : "?";
 }
 
-void rg_formed_free(rg_formed *f) {
+void rg_formed_drop_analysis(rg_formed *f) {
   if (!f) return;
   poly_free(f->pv);
   ib_free(f->ib);
+  f->pv = NULL;
+  f->ib = NULL;
+}
+
+void rg_formed_free(rg_formed *f) {
+  rg_formed_drop_analysis(f);
   free(f);
 }
 
@@ -361,7 +367,11 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
       for (int k = 0; k < b->nnodes; k++) p->region_of[b->nodes[k]] = p->n;
     }
     if (gather >= 0) p->region_of[gather] = p->n;
-    R->name = c->units[members[nm - 1]].name;
+    R->name = dup(A, c->units[members[nm - 1]].name); /* block names live in the Poly-View, which may go first */
+    if (!R->name) {
+      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      break;
+    }
     for (int q = 0; q < p->n; q++)
       if (!strcmp(p->regions[q].name, R->name)) R->name = g->nodes[sink_node].id;
     if ((st = describe(c, I, A, members, nm, blocks, n, gather, ch->selection[r]))) break;

@@ -33,6 +33,8 @@
 
 #define LOG2E 1.4426950408889634
 
+static hp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost);
+
 static int64_t extent(const int64_t *lo, const int64_t *hi, int v) { return hi[v] - lo[v] + 1; }
 
 static int64_t numel(const tiny_graph *g, int n) {
@@ -382,10 +384,8 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
   if (r->flops < 1) r->flops = 1;
   if (r->bytes < 1) r->bytes = 1;
   /* the default plan and its cost */
-  hp_error pe = {0};
   plan_cost cost;
-  ev->has_plan = plan_default(r, &c->m, NULL, &ev->plan, &pe) == HP_OK && plan_cost_of(&ev->plan, r, &c->m, &cost, &pe) == HP_OK;
-  if (pe.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (default_plan(c, r, &ev->has_plan, &ev->plan, &cost)) return c->e->code;
   double peak = plan_pattern_is_contraction(r->pattern) ? plan_machine_peak(&c->m, r->in_dtype) : c->m.peak_fp32;
   if (ev->has_plan) {
     plan_resources *res = &ev->res;
@@ -410,6 +410,94 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
     ev->res.smem_per_cta = ev->local_smem;
     ev->time = plan_time_formula(ev->flops, ev->bytes, peak, c->m.mem_bw, 1, 0.5);
   }
+  return HP_OK;
+}
+
+/* ---- default plans, memoized ------------------------------------------------------------ */
+/* plan_default and plan_cost_of read the summary and the machine (fixed
+ * here).  Names enter them only as text: the region's (messages), its
+ * inputs' (a cache_read of another tensor than A or B, which a default plan
+ * never has) and the local edges' (checked to be identifiers, then copied
+ * into the plan).  So the answers are kept by the summary without those
+ * names, and a hit takes the edges of its own summary: candidate sets of
+ * repeated layers share one plan search. */
+#define PLAN_MEMO_BUCKETS 4096
+
+typedef struct rg_plan_memo {
+  uint64_t h;
+  size_t klen;
+  char *key;
+  bool has_plan;
+  plan_t plan;
+  plan_cost cost;
+  struct rg_plan_memo *next;
+} rg_plan_memo;
+
+static void key_int(hp_str *k, int64_t v) { hp_str_putn(k, (const char *)&v, sizeof v); }
+static void key_name(hp_str *k, const char *s) {
+  key_int(k, s ? (int64_t)strlen(s) : -1);
+  if (s) hp_str_putn(k, s, strlen(s));
+}
+
+/* every field the plan layer reads, without padding */
+static void summary_key(hp_str *k, const plan_region_info *r) {
+  key_int(k, r->pattern);
+  key_int(k, r->naxes);
+  for (int i = 0; i < r->naxes; i++) {
+    key_name(k, r->axes[i].name);
+    key_int(k, r->axes[i].size);
+    key_int(k, r->axes[i].reduce);
+    key_int(k, r->axes[i].role);
+  }
+  key_int(k, r->in_dtype), key_int(k, r->acc_dtype), key_int(k, r->out_dtype);
+  key_int(k, r->flops), key_int(k, r->bytes);
+  key_int(k, r->epilogue_known);
+  key_int(k, r->nepi);
+  for (int i = 0; i < PLAN_MAX_EPI; i++) key_int(k, r->epilogue[i]);
+  key_int(k, r->nedges);
+  for (int i = 0; i < r->nedges && i < PLAN_MAX_EDGES; i++) {
+    key_int(k, plan_ident_ok(r->edges[i].from) && plan_ident_ok(r->edges[i].to));
+    key_int(k, r->edges[i].buffer);
+    key_int(k, r->edges[i].depth);
+  }
+  key_int(k, r->ninputs);
+  key_int(k, r->conv_kh), key_int(k, r->conv_kw);
+}
+
+static hp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost) {
+  if (!c->plan_memo && !(c->plan_memo = hp_arena_alloc(c->arena, sizeof(rg_plan_memo *) * PLAN_MEMO_BUCKETS)))
+    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_str k;
+  hp_str_init(&k);
+  summary_key(&k, r);
+  if (k.oom) {
+    hp_str_free(&k);
+    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  uint64_t h = hp_hash64(k.buf, k.len, 0x706c616e6d656d6full);
+  rg_plan_memo **slot = &c->plan_memo[h % PLAN_MEMO_BUCKETS];
+  for (rg_plan_memo *x = *slot; x; x = x->next)
+    if (x->h == h && x->klen == k.len && !memcmp(x->key, k.buf, k.len)) {
+      hp_str_free(&k);
+      *has_plan = x->has_plan;
+      *plan = x->plan;
+      *cost = x->cost;
+      if (plan->nedges > 0) memcpy(plan->edges, r->edges, sizeof(plan_edge) * (size_t)plan->nedges); /* plan_fill_from_region's */
+      return HP_OK;
+    }
+  hp_error pe = {0};
+  memset(cost, 0, sizeof *cost);
+  *has_plan = plan_default(r, &c->m, NULL, plan, &pe) == HP_OK && plan_cost_of(plan, r, &c->m, cost, &pe) == HP_OK;
+  rg_plan_memo *x = pe.code == HP_E_NO_MEMORY ? NULL : hp_arena_alloc(c->arena, sizeof *x);
+  char *key = x ? hp_arena_alloc(c->arena, k.len + 1) : NULL;
+  if (!key) {
+    hp_str_free(&k);
+    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  memcpy(key, k.buf, k.len);
+  *x = (rg_plan_memo){h, k.len, key, *has_plan, *plan, *cost, *slot};
+  *slot = x;
+  hp_str_free(&k);
   return HP_OK;
 }
 

@@ -89,6 +89,7 @@ typedef struct rg_ctx {
   /* evaluation cache */
   int ncache, capcache;
   rg_cache_entry **cache;
+  struct rg_plan_memo **plan_memo; /* rcost.c: default plans by summary */
   long evals;
 } rg_ctx;
 

@@ -304,7 +304,7 @@ hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out) {
     json_object_set_new(j, "outputs", outs);
     json_object_set_new(j, "locals", locals);
     json_object_set_new(j, "body", body);
-    if (R->info && p->formed) json_object_update_missing_new(j, info_json(p, R, R->info, e));
+    if (R->info && p->formed && p->formed->pv) json_object_update_missing_new(j, info_json(p, R, R->info, e));
     json_array_append_new(regions, j);
   }
   json_object_set_new(root, "regions", regions);

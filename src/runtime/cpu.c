@@ -107,6 +107,10 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   if (!st) {
     rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false};
     st = cgen_emit_model(&rc, "model", &src);
+    /* the C is all the rest needs: give the analysis back before the
+     * compiler, the weights and the model's own memory come */
+    rg_formed_drop_analysis(m->part->formed);
+    hp_release_free_memory();
     m->plans.compiled = true;
     for (int i = 0; i < m->plans.n; i++) { /* gathers and other regions no template saw */
       hp_plan_choice *ch = &m->plans.choice[i];

@@ -1,9 +1,12 @@
 /* arena.c — bump allocator (one per compilation) and fault injection.
- * Needs: nothing.  Gives: hp_arena_*, hp_x*alloc, hp_fault_*. */
+ * Needs: nothing.  Gives: hp_arena_*, hp_x*alloc, hp_fault_*, hp_release_free_memory. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__ /* malloc_trim */
+#include <malloc.h>
+#endif
 
 #include "util.h"
 
@@ -32,6 +35,12 @@ long hp_fault_remaining(void) { return fault_countdown; }
 void *hp_xmalloc(size_t n) { return hp_fault_should_fail() ? NULL : malloc(n ? n : 1); }
 void *hp_xcalloc(size_t n, size_t sz) { return hp_fault_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }
 void *hp_xrealloc(void *p, size_t n) { return hp_fault_should_fail() ? NULL : realloc(p, n ? n : 1); }
+
+void hp_release_free_memory(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
 
 hp_arena *hp_arena_new(void) {
   hp_arena *a = hp_xcalloc(1, sizeof *a);

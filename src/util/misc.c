@@ -40,11 +40,13 @@ void hp_str_putc(hp_str *s, char c) {
   s->buf[s->len] = 0;
 }
 
-void hp_str_puts(hp_str *s, const char *t) {
-  size_t n = strlen(t);
+void hp_str_puts(hp_str *s, const char *t) { hp_str_putn(s, t, strlen(t)); }
+
+void hp_str_putn(hp_str *s, const char *t, size_t n) {
   if (!str_reserve(s, n)) return;
-  memcpy(s->buf + s->len, t, n + 1);
+  memcpy(s->buf + s->len, t, n);
   s->len += n;
+  s->buf[s->len] = 0;
 }
 
 void hp_str_printf(hp_str *s, const char *fmt, ...) {
@@ -156,12 +158,16 @@ hp_status hp_read_file(hp_error *e, const char *path, size_t max_bytes, char **o
   FILE *f = fopen(path, "rb");
   if (!f) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+  bool have_st = fstat(fileno(f), &st) == 0;
+  if (have_st && S_ISDIR(st.st_mode)) {
     fclose(f);
     return hp_fail_at(e, HP_E_IO, path, 0, 0, "is a directory");
   }
   hp_str s;
   hp_str_init(&s);
+  /* a regular file's size up front: one buffer, no doubling (model files
+   * run to hundreds of MB) */
+  if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= max_bytes) str_reserve(&s, (size_t)st.st_size);
   char buf[65536];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) {

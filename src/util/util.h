@@ -36,6 +36,9 @@ long hp_fault_remaining(void);
 void *hp_xmalloc(size_t n);
 void *hp_xcalloc(size_t n, size_t sz);
 void *hp_xrealloc(void *p, size_t n);
+/* Hand freed heap pages back to the system (glibc keeps them otherwise): after a
+ * large structure is freed, so the peak RSS does not carry it into later stages. */
+void hp_release_free_memory(void);
 
 /* ---- growable string ---------------------------------------------------- */
 typedef struct hp_str {
@@ -47,6 +50,7 @@ void hp_str_init(hp_str *s);
 void hp_str_free(hp_str *s);
 void hp_str_putc(hp_str *s, char c);
 void hp_str_puts(hp_str *s, const char *t);
+void hp_str_putn(hp_str *s, const char *t, size_t n); /* n bytes of t (no NUL in them) */
 void hp_str_printf(hp_str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Take ownership of the buffer (never NULL unless oom); the hp_str is reset. */
 char *hp_str_take(hp_str *s);

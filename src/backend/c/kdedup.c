@@ -59,8 +59,12 @@ typedef struct norm_ctx {
   bool ok;
 } norm_ctx;
 
-static void put_n(hp_str *o, const char *t, size_t n) {
-  for (size_t i = 0; i < n; i++) hp_str_putc(o, t[i]);
+static void put_n(hp_str *o, const char *t, size_t n) { hp_str_putn(o, t, n); }
+
+/* where one of cg_kform_make's cases starts; other text is copied as it is */
+static bool special(const char *p) {
+  return (p[0] == '/' && (p[1] == '*' || p[1] == '/')) || *p == '"' || *p == '\'' || isdigit((unsigned char)*p) ||
+         ident_start(*p);
 }
 
 /* bufs[<digits>] at p (just past "bufs"): renumbered; returns the end, or
@@ -158,8 +162,10 @@ hp_status cg_kform_make(const char *text, const char *fn, const char *const *par
       } else {
         put_n(&o, s, n);
       }
-    } else {
-      hp_str_putc(&o, *p++);
+    } else { /* punctuation and blanks, up to the next case */
+      const char *s = p++;
+      while (*p && !special(p)) p++;
+      put_n(&o, s, (size_t)(p - s));
     }
   }
   for (int i = 0; x.order && i < x.nparams; i++) param_seen(&x, i); /* the unnamed ones: declared order */
