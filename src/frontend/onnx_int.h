@@ -154,6 +154,9 @@ ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
+/* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,
+ * square roots and a reciprocal (or rsqrt), else -1 (onnx_nn.c). */
+hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k);
 /* Hardmax of x along axis (onnx_ops_act.c), for onnx_ops.c's softmax family. */
 hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis);
 

@@ -381,11 +381,10 @@ static hp_val int_power(hp_graph *g, hp_val b, int n) {
   return r;
 }
 
-/* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,
- * square roots and a reciprocal (or rsqrt), else -1.  exp(k log x) costs a
- * log and an exp per element: LRN's x^-0.75 ran 3x slower that way.  An
- * integer k takes no root (right for x < 0 too). */
-static hp_val pow_quarters(hp_graph *g, hp_val x, double k) {
+/* (onnx_int.h) exp(k log x) costs a log and an exp per element: LRN's
+ * x^-0.75 ran 3x slower that way.  An integer k takes no root (right for
+ * x < 0 too). */
+hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k) {
   double q = fabs(k) * 4;
   if (q == 0 || q > 16 || q != floor(q)) return -1;
   int n = (int)q;
@@ -427,7 +426,7 @@ OP(LRN) {
   hp_pool2d_opts o = {.kernel = {size, 1}, .stride = {1, 1}};
   hp_val avg = hp_avg_pool2d(c->g, hp_pad(c->g, hp_mul(c->g, x4, x4), lo, hi, 4, 0.0), &o);
   hp_val base = hp_add(c->g, hp_mul(c->g, avg, hp_const(c->g, alpha)), hp_const(c->g, bias));
-  hp_val inv = pow_quarters(c->g, base, -beta);
+  hp_val inv = ox_pow_quarters(c->g, base, -beta);
   if (inv < 0) inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
   return ox_def(c, 0, fe_reshape(c->g, hp_mul(c->g, x4, inv), &xs));
 }

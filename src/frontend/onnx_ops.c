@@ -496,13 +496,9 @@ OP(Pow) {
     if (hp_val_dtype(c->g, y) != dt) y = hp_cast(c->g, y, dt);
     return ox_def(c, 0, pow_exp_log(c, x, y, 0));
   }
-  if (k == 1) r = x;
-  else if (k == 2) r = hp_mul(c->g, x, x);
-  else if (k == 3) r = hp_mul(c->g, hp_mul(c->g, x, x), x);
-  else if (k == 0.5) r = hp_sqrt(c->g, x);
-  else if (k == -0.5) r = hp_rsqrt(c->g, x);
-  else if (k == -1) r = hp_recip(c->g, x);
-  else r = pow_exp_log(c, x, HP_NONE, k);
+  /* products, roots and a reciprocal where k is a multiple of 1/4 (x^2 in
+   * exported LayerNorms, x^1.5, x^-0.75), else exp(k log|x|) */
+  if ((r = ox_pow_quarters(c->g, x, k)) < 0) r = pow_exp_log(c, x, HP_NONE, k);
   return ox_def(c, 0, r);
 }
 

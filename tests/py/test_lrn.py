@@ -5,7 +5,8 @@ window wider than the channels.  And the kernels' reads: the LRN works on an
 [N, 1, C, H*W] view of its input and the C backend puts a split index back
 together (rc_linear: X / n and X % n over adjacent axes are X), so no kernel
 divides per element; the same for a Reshape read by a Relu.  A beta in
-quarters (0.75, 0.5, 1, 1.25, ...) takes roots and products, no log or exp.  The padded
+quarters (0.75, 0.5, 1, 1.25, ...) takes roots and products, no log or exp, and so
+does Pow with such a constant exponent.  The padded
 window read keeps the lanes' axis out of the guard's product (region_c.c,
 uniform_guard_index: contiguous lanes, not a gather)."""
 import re
@@ -68,6 +69,17 @@ for shape, size, alpha, beta, bias in [((1, 19, 5, 7), 5, 1e-2, 0.75, 1.0), ((2,
     if src:  # a beta in quarters from roots and products (onnx_nn.c, pow_quarters), else a log and an exp
         S.check(f"LRN beta {beta}: log and exp only where beta is no multiple of 1/4",
                 ("= hp_log2f(" in src) == (beta * 4 != round(beta * 4)))
+
+# ONNX Pow with a constant exponent shares the roots and products (onnx_ops.c)
+for k in (1.5, -0.75, 4.0, -2.0, 2.5, 0.6):
+    x = (rng.standard_normal((3, 37)) * 2).astype(np.float32)
+    if k != round(k):  # a fractional power of a negative base is NaN; those are Pow's own test's
+        x = np.abs(x) + 0.1
+    e = onnx.helper.make_tensor("e", onnx.TensorProto.FLOAT, [], [k])
+    src = run_cpu(f"Pow x^{k}", [mk("Constant", [], ["e"], value=e), mk("Pow", ["x", "e"], ["y"])], x,
+                  (x.astype(np.float64) ** k).astype(np.float32))
+    if src:
+        S.check(f"Pow x^{k}: log and exp only where k is no multiple of 1/4", ("= hp_log2f(" in src) == (k * 4 != round(k * 4)))
 
 x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
 shape = onnx.helper.make_tensor("s", onnx.TensorProto.INT64, [3], [2, 3, 35])
