@@ -9,7 +9,8 @@
  * the fp32 accumulator), movement the Tiny movement ops (concat as PAD +
  * ADD).  Shapes keep the DSL's symbols.  A final pass renames the nodes:
  * each output's node takes the output's name (or an identity CAST does,
- * when the value is a parameter or already an earlier output). */
+ * when the value is a parameter or already an earlier output; a literal
+ * output is always one). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -645,12 +646,13 @@ hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bi
     if (r < 0 && !e->code) fe_fail_node(e, fp, n, HP_E_INTERNAL, "lowering %s failed", hp_op_name(n->op));
     L.tn[v] = r;
   }
-  /* outputs that are bare literals */
+  /* outputs that are bare literals: an identity CAST of the constant, as
+   * for a parameter (no backend region writes a CONST: readers inline it) */
   for (int k = 0; k < g->nout && !e->code; k++) {
     hp_val v = g->outs[k].v;
     const fe_node *n = fe_node_of(g, v);
     L.cur = n;
-    if (L.tn[v] < 0) L.tn[v] = lw_const(&L, n->a.cnst.v, g->outs[k].dtype);
+    if (L.tn[v] < 0) L.tn[v] = lw_cast(&L, lw_const(&L, n->a.cnst.v, g->outs[k].dtype), g->outs[k].dtype);
   }
   s = e->code;
   if (!s) {

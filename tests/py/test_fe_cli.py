@@ -72,6 +72,16 @@ else:
             q.stderr)
     s.check("no temporary files left", [f for f in os.listdir(tmp) if "tmp" in f] == [], str(os.listdir(tmp)))
 
+# an output that is a bare literal: the cpu backend had no region writing it (InternalError, exit 2)
+prog = os.path.join(tmp, "literal_out.harp")
+with open(prog, "w") as f:
+    f.write("graph main(x: f32[4]) -> (y: f32[4], z: f32, h: f16) {\n  z = 2.5\n  h = 1.5\n  return x + 1, z, h\n}\n")
+for be in ("cpu", "interp"):
+    p, d = run(prog, {"x": np.arange(4, dtype=np.float32)}, backend=be)
+    ok = p.returncode == 0 and float(np.load(f"{d}/z.npy")) == 2.5 and np.load(f"{d}/h.npy").dtype == np.float16 and \
+        float(np.load(f"{d}/h.npy")) == 1.5 and np.array_equal(np.load(f"{d}/y.npy"), np.arange(1, 5, dtype=np.float32))
+    s.check(f"a literal output on {be}", ok, p.stderr)
+
 # --dump frontend
 p, d = run(ex("conv_block.harp"), extra=["--random-inputs", "--dump", "frontend,tiny"])
 s.check("--dump frontend", p.returncode == 0 and os.path.exists(f"{d}/frontend.json"), p.stderr)
