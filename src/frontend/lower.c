@@ -264,6 +264,14 @@ static tiny_src operand(lw *L, int i, const fe_shape *to, tiny_dtype dt) {
   return S(lw_fit(L, lw_tin(L, i, dt), &n->shape, to));
 }
 
+/* t (of dtype dt), or a copy of it (t + 0; != 0 for bool) when t is a view (a movement
+ * node): the backends' gather reads its operands from buffers of their own. */
+static int lw_buffer(lw *L, int t, tiny_dtype dt) {
+  if (t < 0 || tiny_op_class(L->t->nodes[t].op) != TC_MOVE) return t;
+  if (dt == TINY_BOOL) return lw_bin(L, TINY_CMPNE, t, lw_const(L, 0, TINY_BOOL));
+  return lw_bin_imm(L, TINY_ADD, t, 0.0);
+}
+
 /* ---- elementwise ---------------------------------------------------------------------- */
 /* tanh(x) = (ta + tb) / (1 + ta tb) with x = a + b, a = clamp(x, -1/4, 1/4):
  * ta = tanh(a) by its series (relative error ~1e-8), tb = tanh(b) as
@@ -457,7 +465,7 @@ static int lower_move(lw *L, const fe_node *n) {
   case HP_OP_CAST: return lw_cast(L, t, n->a.cast.to);
   case HP_OP_GATHER: {
     tiny_arg_gather a = {n->a.axis.axis};
-    tiny_src s[2] = {S(t), S(lw_tin(L, 1, TINY_I32))};
+    tiny_src s[2] = {S(lw_buffer(L, t, n->dtype)), S(lw_buffer(L, lw_tin(L, 1, TINY_I32), TINY_I32))};
     return lw_emit(L, TINY_GATHER, s, 2, &a);
   }
   default: return fe_fail_node(L->e, L->fp, n, HP_E_INTERNAL, "no lowering for %s", hp_op_name(n->op)), -1;

@@ -137,8 +137,6 @@ hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bo
  * from the end. */
 hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
 hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
-/* x, or x + 0 when x is a view (a movement op): harp's gather reads a buffer */
-hp_val ox_buffer(ox_ctx *c, hp_val x);
 /* iota where x equals the reduced extreme m or is NaN, else none: the
  * positions ArgMax / ArgMin / Hardmax pick from (a NaN counts as the
  * extreme, as numpy's argmax has it, so the pick is always in range). */

@@ -40,14 +40,13 @@ static hp_status nll(ox_ctx *c, hp_val x, int ti, int wi) {
   fe_shape is = {.rank = r};
   is.d[0] = ts.d[0], is.d[1] = fe_dim_int(c->A, 1);
   for (int i = 1; i < ts.rank; i++) is.d[i + 1] = ts.d[i];
-  if ((x = ox_buffer(c, x)) < 0 || (w != HP_NONE && (w = ox_buffer(c, w)) < 0)) return c->e->code;
-  hp_val pick = hp_gather(g, x, hp_add(g, fe_reshape(g, safe, &is), i0), 1);
+  hp_val pick = hp_gather(g, x, fe_reshape(g, safe, &is), 1);
   hp_val loss = hp_neg(g, fe_reshape(g, pick, &ts)), gw = HP_NONE;
   if (w != HP_NONE) { /* w[t], flattened through a rank-1 gather */
     const fe_dim *m = fe_dim_int(c->A, 1);
     for (int i = 0; i < ts.rank && m; i++) m = fe_dim_mul(c->A, m, ts.d[i]);
     if (!m) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
-    hp_val flat = hp_add(g, fe_reshape(g, safe, &(fe_shape){.rank = 1, .d = {m}}), i0);
+    hp_val flat = fe_reshape(g, safe, &(fe_shape){.rank = 1, .d = {m}});
     gw = fe_reshape(g, hp_gather(g, w, flat, 0), &ts);
     if (has_ii) gw = hp_where(g, valid, gw, hp_const(g, 0));
   } else if (has_ii) {

@@ -1147,8 +1147,7 @@ OP(Gather) {
   for (int i = 0; i < is.rank; i++) out.d[out.rank++] = is.d[i];
   for (int i = axis + 1; i < xs.rank; i++) out.d[out.rank++] = xs.d[i];
   hp_val flat = fe_reshape(c->g, idx, &(fe_shape){.rank = 1, .d = {N}});
-  hp_val ib = hp_add(c->g, fe_expand(c->g, fe_reshape(c->g, flat, &ir), &ie), hp_const_typed(c->g, 0, TINY_I32));
-  if ((x = ox_buffer(c, x)) < 0) return c->e->code;
+  hp_val ib = fe_expand(c->g, fe_reshape(c->g, flat, &ir), &ie);
   hp_val gv = hp_gather(c->g, x, ib, axis);
   return ox_def(c, 0, fe_reshape(c->g, gv, &out));
 }

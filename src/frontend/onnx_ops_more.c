@@ -98,15 +98,7 @@ hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim) {
   return ox_check(c, r) ? -1 : r;
 }
 
-hp_val ox_buffer(ox_ctx *c, hp_val x) {
-  const fe_node *n = fe_node_of(c->g, x);
-  if (!n || hp_op_class_of(n->op) != HP_C_MOVE) return x;
-  tiny_dtype dt = hp_val_dtype(c->g, x);
-  hp_val r = dt == TINY_BOOL ? hp_binary(c->g, HP_OP_NE, x, hp_const_typed(c->g, 0, TINY_BOOL)) : hp_add(c->g, x, hp_const_typed(c->g, 0, dt));
-  return ox_check(c, r) ? -1 : r;
-}
-
-/* GatherElements: harp's gather (torch.gather), the indices made a buffer of their own */
+/* GatherElements: harp's gather (torch.gather) */
 OP(GatherElements) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed), *iv = xv ? ox_in(c, 1, &failed) : NULL;
@@ -120,8 +112,7 @@ OP(GatherElements) {
   if (ox_rank_of(c, idx) != ox_rank_of(c, x))
     return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "indices have rank %d, data %d", ox_rank_of(c, idx), ox_rank_of(c, x));
   if ((idx = ox_gather_index(c, iv, idx, ox_shape_of(c, x)->d[axis])) < 0) return c->e->code;
-  if ((x = ox_buffer(c, x)) < 0) return c->e->code;
-  return ox_def(c, 0, hp_gather(c->g, x, hp_add(c->g, idx, hp_const_typed(c->g, 0, TINY_I32)), axis));
+  return ox_def(c, 0, hp_gather(c->g, x, idx, axis));
 }
 
 /* Trilu: a constant [M, N] mask of the kept triangle (j - i >= k, or <= k

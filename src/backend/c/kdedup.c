@@ -59,8 +59,6 @@ typedef struct norm_ctx {
   bool ok;
 } norm_ctx;
 
-static void put_n(hp_str *o, const char *t, size_t n) { hp_str_putn(o, t, n); }
-
 /* where one of cg_kform_make's cases starts; other text is copied as it is */
 static bool special(const char *p) {
   return (p[0] == '/' && (p[1] == '*' || p[1] == '/')) || *p == '"' || *p == '\'' || isdigit((unsigned char)*p) ||
@@ -130,11 +128,11 @@ hp_status cg_kform_make(const char *text, const char *fn, const char *const *par
       const char *s = p++;
       while (*p && *p != q) p += p[0] == '\\' && p[1] ? 2 : 1;
       if (*p) p++;
-      put_n(&o, s, (size_t)(p - s));
+      hp_str_putn(&o, s, (size_t)(p - s));
     } else if (isdigit((unsigned char)*p)) { /* 1e5f, 0x1fu: not identifiers */
       const char *s = p;
       while (ident_char(*p) || *p == '.') p++;
-      put_n(&o, s, (size_t)(p - s));
+      hp_str_putn(&o, s, (size_t)(p - s));
     } else if (ident_start(*p)) {
       const char *s = p;
       while (ident_char(*p)) p++;
@@ -145,7 +143,7 @@ hp_status cg_kform_make(const char *text, const char *fn, const char *const *par
         hp_str_printf(&o, "P$%d", x.bufs_seen[pi] - 1);
       } else if (is_own(s, n, fn, fl)) {
         hp_str_puts(&o, "K$");
-        put_n(&o, s + fl, n - fl);
+        hp_str_putn(&o, s + fl, n - fl);
       } else if (is_local(s, n)) {
         char *key = hp_arena_strndup(x.a, s, n);
         int *v = key ? hp_strmap_find(&x.locals, key) : NULL;
@@ -160,12 +158,12 @@ hp_status cg_kform_make(const char *text, const char *fn, const char *const *par
         if (q) p = q;
         else hp_str_puts(&o, "bufs");
       } else {
-        put_n(&o, s, n);
+        hp_str_putn(&o, s, n);
       }
     } else { /* punctuation and blanks, up to the next case */
       const char *s = p++;
       while (*p && !special(p)) p++;
-      put_n(&o, s, (size_t)(p - s));
+      hp_str_putn(&o, s, (size_t)(p - s));
     }
   }
   for (int i = 0; x.order && i < x.nparams; i++) param_seen(&x, i); /* the unnamed ones: declared order */
