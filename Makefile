@@ -13,10 +13,10 @@ all: deps $(BUILD)/Makefile
 deps:
 	@scripts/install-deps.sh --if-missing
 
-$(BUILD)/Makefile: CMakeLists.txt
+$(BUILD)/Makefile: CMakeLists.txt | deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 
-$(ASAN_BUILD)/Makefile: CMakeLists.txt
+$(ASAN_BUILD)/Makefile: CMakeLists.txt | deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DHARP_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 
 # The whole suite, then again under AddressSanitizer + UBSan.
