@@ -674,8 +674,13 @@ hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bi
   if (!s) { /* what we built must type-check symbolically; a failure is a lowering bug */
     hp_error ie;
     hp_error_clear(&ie);
-    if (tiny_infer(&ie, L.t, bind, true))
+    if (tiny_infer(&ie, L.t, bind, true) && !bind)
       s = hp_fail(e, HP_E_INTERNAL, ie.node, "the lowered Tiny graph does not type-check: %s", ie.msg);
+    else if (ie.code) /* a symbol the frontend took equal to a size (broadcast, concat) is bound otherwise */
+      s = hp_fail(e, ie.code == HP_E_INTERNAL ? HP_E_AXIS_SIZE_MISMATCH : ie.code, ie.node,
+                  "the model's shapes disagree under the symbol bindings: %s (a symbolic dimension that meets a fixed "
+                  "size in a broadcast or a concatenation is taken to equal it)",
+                  ie.msg);
   }
 done:
   free(L.tn);

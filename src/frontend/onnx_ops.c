@@ -965,6 +965,8 @@ OP(Concat) {
   if (ox_attr_int(c, "axis", 0, &a)) return c->e->code;
   int n = (int)c->node->n_input;
   if (n < 1) return ox_fail(c, HP_E_ARITY, "needs at least one input");
+  for (int i = 0; i < n; i++) /* no optional inputs: an empty name is a missing tensor */
+    if (!c->node->input[i][0]) return ox_fail(c, HP_E_ARITY, "input %d is empty (Concat has no optional inputs)", i);
   if (all_ints(c)) { /* shape pieces: rank 1 */
     int64_t total = 0;
     for (int i = 0; i < n; i++) {

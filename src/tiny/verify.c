@@ -31,8 +31,21 @@ static hp_status verify_node(hp_error *e, const tiny_graph *g, const tiny_node *
     }
     for (int k = 0; k < n->nsrc && !allow_unknown; k++) {
       const tiny_node *s = &g->nodes[n->src[k].node];
-      if (!tiny_shape_equal(&s->shape, &n->shape))
-        return hp_fail(e, HP_E_INTERNAL, n->id, "operand %d was not broadcast to the result shape", k);
+      if (!tiny_shape_equal(&s->shape, &n->shape)) {
+        /* a symbol met a fixed size in a frontend broadcast, which took them
+         * equal: a binding that breaks that is the user's, not a bug */
+        bool sym = false;
+        for (int d = 0; d < s->shape.rank && d < n->shape.rank; d++)
+          sym |= (s->shape.d[d].sym || n->shape.d[d].sym) && s->shape.d[d].n != n->shape.d[d].n;
+        if (!sym) return hp_fail(e, HP_E_INTERNAL, n->id, "operand %d was not broadcast to the result shape", k);
+        char a[256], b[256];
+        tiny_shape_format(&s->shape, a, sizeof a);
+        tiny_shape_format(&n->shape, b, sizeof b);
+        return hp_fail(e, HP_E_BROADCAST_MISMATCH, n->id,
+                       "operand %d is %s under the bindings, the result %s: a symbolic dimension broadcast against "
+                       "a fixed size is taken to equal it; bind it to that size",
+                       k, a, b);
+      }
     }
   }
   if (n->op == TINY_VIEW)

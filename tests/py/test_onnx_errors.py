@@ -23,9 +23,10 @@ x = np.ones((2, 3), np.float32)
 np.save(os.path.join(D, "x.npy"), x)
 
 
-def expect(name, path, *needles, inputs=True, cmd="run"):
+def expect(name, path, *needles, inputs=True, cmd="run", args=()):
     out = os.path.join(D, "out_" + "".join(ch if ch.isalnum() else "_" for ch in name))
-    args = [ht.HARP, cmd, path, "--out", out] + (["--input", f"x={os.path.join(D, 'x.npy')}"] if inputs and cmd == "run" else [])
+    more, args = args, [ht.HARP, cmd, path, "--out", out] + (["--input", f"x={os.path.join(D, 'x.npy')}"] if inputs and cmd == "run" else [])
+    args += list(more)
     if cmd == "bench":
         args = [ht.HARP, "bench", path, "--random-inputs", "--repeat", "1"]
     p = ht.subprocess.run(args, capture_output=True, text=True, timeout=120)
@@ -130,4 +131,16 @@ expect("Attention window", save(one([mk("Attention", ["x", "x", "x"], ["y"], lef
 expect("folded shapes that do not broadcast", save(one(
     [mk("Shape", ["x"], ["s"]), mk("Slice", ["s", "z", "o"], ["a"]), mk("Concat", ["s", "a"], ["b"], axis=0), mk("Add", ["s", "b"], ["y"], name="add")],
     inits={"z": np.array([0], np.int64), "o": np.array([1], np.int64)}), "fold"), "BroadcastMismatch", 'node 3 "add" (Add)')
+# found by mutating onnx's node tests (each failed before: a crash, or an InternalError with exit 2)
+expect("Concat of an absent input", save(one([mk("Concat", [""], ["y"], axis=0, name="cat")]), "cat0"), "ArityMismatch",
+       'node 0 "cat" (Concat)', "input 0 is empty")
+np.save(os.path.join(D, "x21.npy"), np.ones((2, 1), np.float32))
+expect("symbol bound to 1 against a fixed size", save(one([mk("Add", ["x", "w"], ["y"], name="add")], inits={"w": np.ones(4, np.float32)},
+                                                          inputs=[vi("x", [2, "n"])]), "symb"), "BroadcastMismatch",
+       "bind it to that size", inputs=False, args=["--input", f"x={os.path.join(D, 'x21.npy')}"])
+pkv = [vi("q", [1, 2, 16]), vi("k", [1, 3, 8]), vi("v", [1, 3, 8]), vi("pk", [1, 2, 3, 4]), vi("pv", [1, "h", 3, 4])]
+expect("Attention past_value heads a symbol bound otherwise",
+       save(one([mk("Attention", ["q", "k", "v", "", "pk", "pv"], ["y"], q_num_heads=4, kv_num_heads=2, name="a")], opset=23,
+                inputs=pkv), "attpv"), "AxisSizeMismatch", "symbol bindings", inputs=False,
+       args=["--random-inputs"])
 S.close()
