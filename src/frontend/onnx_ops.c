@@ -35,7 +35,8 @@ hp_status ox_need_rank(ox_ctx *c, hp_val v, int lo, int hi, const char *what) {
 
 hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) {
   *out = 0;
-  if (axis < -rank || axis >= (rank ? rank : 1))
+  if (rank < 1) return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " on a scalar (rank 0): the op needs rank >= 1", axis);
+  if (axis < -rank || axis >= rank)
     return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", axis, rank);
   *out = (int)(axis < 0 ? axis + rank : axis);
   return HP_OK;

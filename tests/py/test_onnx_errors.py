@@ -143,4 +143,7 @@ expect("Attention past_value heads a symbol bound otherwise",
        save(one([mk("Attention", ["q", "k", "v", "", "pk", "pv"], ["y"], q_num_heads=4, kv_num_heads=2, name="a")], opset=23,
                 inputs=pkv), "attpv"), "AxisSizeMismatch", "symbol bindings", inputs=False,
        args=["--random-inputs"])
+for op, at in (("Split", dict(axis=0, num_outputs=1)), ("Hardmax", {}), ("ArgMax", {}), ("ArgMin", dict(axis=-1))):
+    expect(f"{op} of a scalar", save(one([mk(op, ["s"], ["y"], name="n0", **at)], opset=18, inputs=[vi("s", [])]), "scal" + op),
+           "InvalidArgument", f'node 0 "n0" ({op})', "scalar", inputs=False, args=["--random-inputs"])
 S.close()
