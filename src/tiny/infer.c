@@ -396,7 +396,8 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
     for (int i = 0; i < r; i++) {
       const tiny_dim *s = &in->d[i], *t = &out.d[map[i]];
       if (s->n == 1) continue;
-      if (pair(s, t) == P_MISMATCH) {
+      /* pair() lets either side be 1 (broadcasting); EXPAND only grows a 1 */
+      if (pair(s, t) == P_MISMATCH || (s->n >= 0 && t->n >= 0 && s->n != t->n)) {
         char ob[256];
         tiny_shape_format(in, sbuf, sizeof sbuf);
         tiny_shape_format(&out, ob, sizeof ob);

@@ -1,0 +1,143 @@
+"""Structure-aware fuzzing of the ONNX importer: onnx's node-test models
+(the cases of tests/py/onnx_node_pass.txt, which harp runs) are mutated —
+an attribute set to an absurd value, a dimension changed or made symbolic,
+an input rewired or emptied, the op swapped for another, an element type
+or the opset changed, an initializer's dims broken — and run through
+`harp run --random-inputs`.  Every answer must be a result (exit 0) or a
+clear error (exit 1 with error[...] and no output file); a signal, another
+exit code (InternalError is 2), a sanitizer report or a hang is a bug, and
+the mutated model is kept for the report.
+
+    python3 tests/py/test_onnx_fuzz.py [--count N] [--seed S] [--backend cpu] [--keep DIR]
+
+ctest runs a fixed seed (the same mutations every time) on the
+interpreter; under the sanitizers (HARP_SANITIZE=1) a quarter of them.
+Bugs it found are regression cases in test_onnx_errors.py."""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+import test_onnx_node as tn  # noqa: E402  (exits 77 without onnx)
+
+import onnx  # noqa: E402
+from onnx import helper  # noqa: E402
+
+OPS = ["Add", "Relu", "Conv", "MatMul", "Reshape", "Gather", "Transpose", "Concat", "Slice", "ReduceSum", "Softmax", "MaxPool", "Resize",
+       "Pad", "Expand", "Where", "Cast", "Split", "Squeeze", "Unsqueeze", "Gemm", "BatchNormalization", "LRN", "Tile", "ArgMax", "Flatten"]
+WEIRD = [0, -1, -2, 1, 2, 3, 7, 1 << 20, 1 << 31, -(1 << 40), 1 << 62]
+
+
+def mutate(m, rnd):
+    """One random change to model m; returns what it did."""
+    g = m.graph
+    nodes = list(g.node)
+    n = rnd.choice(nodes) if nodes else None
+    k = rnd.randrange(9)
+    if k == 0 and n is not None and n.attribute:
+        a = rnd.choice(list(n.attribute))
+        if a.type == onnx.AttributeProto.INT:
+            a.i = rnd.choice(WEIRD)
+        elif a.type == onnx.AttributeProto.INTS and len(a.ints):
+            a.ints[rnd.randrange(len(a.ints))] = rnd.choice(WEIRD)
+        elif a.type == onnx.AttributeProto.FLOAT:
+            a.f = rnd.choice([float("nan"), float("inf"), -1.0, 0.0, 1e30])
+        elif a.type == onnx.AttributeProto.STRING:
+            a.s = rnd.choice([b"", b"bogus", b"\x00\xff", b"constant"])
+        return f"attribute {n.op_type}.{a.name}"
+    if k == 1:
+        v = rnd.choice(list(g.input) + list(g.output))
+        dims = v.type.tensor_type.shape.dim
+        if len(dims):
+            d = dims[rnd.randrange(len(dims))]
+            c = rnd.randrange(3)
+            if c == 0:
+                d.dim_value = rnd.choice([0, 1, 2, 5, 1 << 20, 1 << 40])
+            elif c == 1:
+                d.dim_param = rnd.choice(["N", "a b", "x;rm -rf", ""])
+            else:
+                d.Clear()
+        return f"a dim of {v.name}"
+    if k == 2 and n is not None and n.input:
+        names = [x.name for x in g.input] + [o for nn in nodes for o in nn.output] + ["", "missing"]
+        n.input[rnd.randrange(len(n.input))] = rnd.choice(names)
+        return f"an input of {n.op_type}"
+    if k == 3 and n is not None:
+        old, n.op_type = n.op_type, rnd.choice(OPS)
+        return f"op {old} -> {n.op_type}"
+    if k == 4:
+        v = rnd.choice(list(g.input) + list(g.output))
+        v.type.tensor_type.elem_type = rnd.choice([0, 1, 6, 7, 9, 10, 11, 16, 99])
+        return f"element type of {v.name}"
+    if k == 5 and g.initializer:
+        t = rnd.choice(list(g.initializer))
+        if len(t.dims):
+            t.dims[rnd.randrange(len(t.dims))] = rnd.choice(WEIRD[:8])
+        return f"dims of initializer {t.name}"
+    if k == 6 and n is not None:
+        name = rnd.choice(["axis", "axes", "perm", "pads", "kernel_shape", "strides", "to", "mode"])
+        n.attribute.append(helper.make_attribute(name, rnd.choice([0, -5, [1, 2], [0, 0, 0], 99, "x"])))
+        return f"extra attribute {n.op_type}.{name}"
+    if k == 7 and n is not None and n.output:
+        n.output[0] = rnd.choice([x.name for x in g.input] + ["y", n.output[0]])
+        return f"output of {n.op_type} renamed"
+    if k == 8 and m.opset_import:
+        m.opset_import[0].version = rnd.choice([1, 5, 7, 11, 13, 99, 0, -1])
+        return "opset"
+    return "nothing"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sanitize = os.environ.get("HARP_SANITIZE") == "1"
+    ap.add_argument("--count", type=int, default=300 if sanitize else 1500)
+    ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--backend", default="interp")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--keep", default=None, help="where the models that fail are kept (default: a temporary directory)")
+    a = ap.parse_args()
+    S = ht.Suite("onnx_fuzz")
+    root = os.path.join(os.environ.get("HARP_CACHE_DIR", tempfile.gettempdir()), f"onnx-node-{onnx.__version__}")
+    if not os.path.isdir(root):
+        tn.generate(root)
+    with open(tn.PASS_LIST) as f:
+        names = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+    names = [nm for nm in names if os.path.exists(os.path.join(root, nm, "model.onnx"))]
+    rnd = random.Random(a.seed)
+    work = tempfile.mkdtemp(prefix="harp-fuzz-")
+    keep = a.keep or work
+    os.makedirs(keep, exist_ok=True)
+    bad = 0
+    for it in range(a.count):
+        name = rnd.choice(names)
+        m = onnx.load(os.path.join(root, name, "model.onnx"))
+        what = [mutate(m, rnd) for _ in range(rnd.randint(1, 3))]
+        path, out = os.path.join(work, "m.onnx"), os.path.join(work, "out")
+        shutil.rmtree(out, True)
+        with open(path, "wb") as f:
+            f.write(m.SerializeToString())
+        try:
+            p = subprocess.run([ht.HARP, "run", path, "--backend", a.backend, "--random-inputs", "--out", out],
+                               capture_output=True, text=True, timeout=a.timeout)
+            rc, err = p.returncode, p.stderr
+        except subprocess.TimeoutExpired:
+            rc, err = "hang", ""
+        ok = (rc == 0 or (rc == 1 and "error[" in err and not (os.path.isdir(out) and os.listdir(out)))) and "Sanitizer" not in err
+        if not ok:
+            bad += 1
+            kept = os.path.join(keep, f"fuzz_{a.seed}_{it}.onnx")
+            shutil.copy(path, kept)
+            S.check(f"#{it} {name} ({'; '.join(what)}): a result or a clear error", False, f"rc={rc} {err.strip()[-300:]} -> {kept}")
+    S.check(f"{a.count} mutated models (seed {a.seed}, {a.backend}): {bad} bad", bad == 0)
+    if not a.keep and not bad:
+        shutil.rmtree(work, True)
+    S.close()
+
+
+if __name__ == "__main__":
+    main()
