@@ -732,10 +732,14 @@ OP(Reshape) {
     for (int i = 0; i < to.rank; i++) {
       if (!fe_dim_is_int(to.d[i], &shp[i])) return ox_fail(c, HP_E_UNSUPPORTED, "a symbolic reshape of a folded value");
       if (shp[i] == 0 && !allowzero) shp[i] = i < xv->irank ? xv->ishape[i] : 0;
+      if (shp[i] < -1 || (shp[i] == -1 && infer >= 0) || (shp[i] >= 0 && !hp_mul_ok(prod, shp[i], &prod)))
+        return ox_fail(c, HP_E_INVALID_ARG, "reshape of a folded value to an invalid shape (dim %d is %" PRId64 ")", i, shp[i]);
       if (shp[i] == -1) infer = i;
-      else prod *= shp[i];
     }
     if (infer >= 0) shp[infer] = prod ? xv->in / prod : 0;
+    if (infer >= 0 && shp[infer] >= 0) prod *= shp[infer];
+    if (prod != xv->in)
+      return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "reshape of a folded value of %" PRId64 " elements to %" PRId64, xv->in, prod);
     ox_val *y = ox_def_ints(c, 0, to.rank, shp, xv->in);
     if (!y) return c->e->code;
     memcpy(y->iv, xv->iv, sizeof *y->iv * (size_t)xv->in);

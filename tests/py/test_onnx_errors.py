@@ -146,4 +146,7 @@ expect("Attention past_value heads a symbol bound otherwise",
 for op, at in (("Split", dict(axis=0, num_outputs=1)), ("Hardmax", {}), ("ArgMax", {}), ("ArgMin", dict(axis=-1))):
     expect(f"{op} of a scalar", save(one([mk(op, ["s"], ["y"], name="n0", **at)], opset=18, inputs=[vi("s", [])]), "scal" + op),
            "InvalidArgument", f'node 0 "n0" ({op})', "scalar", inputs=False, args=["--random-inputs"])
+expect("Reshape of a folded shape to a wrong count", save(one(
+    [mk("Shape", ["x"], ["s"]), mk("Reshape", ["s", "to"], ["r"], name="rs"), mk("Equal", ["r", "r"], ["y"])],
+    inits={"to": np.array([3], np.int64)}), "foldrs"), "AxisSizeMismatch", 'node 1 "rs" (Reshape)', "2 elements to 3")
 S.close()
