@@ -23,7 +23,9 @@
 static hp_val K(ox_ctx *c, double v) { return hp_const(c->g, v); }
 
 static hp_status dim_of(ox_ctx *c, hp_val v, int i, const char *what, int64_t *out) {
-  const fe_dim *d = ox_shape_of(c, v)->d[i];
+  const fe_shape *s = ox_shape_of(c, v);
+  if (i >= s->rank) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "Attention: %s is axis %d of a rank-%d input", what, i, s->rank);
+  const fe_dim *d = s->d[i];
   if (fe_dim_is_int(d, out)) return HP_OK;
   return ox_fail(c, HP_E_UNSUPPORTED, "Attention needs %s (%s) known at import", what, d->text);
 }
@@ -93,6 +95,8 @@ hp_status ox_op_Attention(ox_ctx *c) {
   if (r != 3 && r != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "Q must have rank 3 or 4, got %d", r);
   if (ox_rank_of(c, k) != r || ox_rank_of(c, v) != r) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "Q, K and V must have the same rank");
   if ((pk == HP_NONE) != (pv == HP_NONE)) return ox_fail(c, HP_E_ARITY, "past_key and past_value go together");
+  if (pk != HP_NONE && (ox_rank_of(c, pk) != 4 || ox_rank_of(c, pv) != 4))
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "past_key and past_value must have rank 4 (batch, heads, length, head size)");
   tiny_dtype dt = hp_val_dtype(g, q);
   if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return ox_fail(c, HP_E_DTYPE_MISMATCH, "Q must be a float tensor");
   if (r == 3) {

@@ -149,4 +149,8 @@ for op, at in (("Split", dict(axis=0, num_outputs=1)), ("Hardmax", {}), ("ArgMax
 expect("Reshape of a folded shape to a wrong count", save(one(
     [mk("Shape", ["x"], ["s"]), mk("Reshape", ["s", "to"], ["r"], name="rs"), mk("Equal", ["r", "r"], ["y"])],
     inits={"to": np.array([3], np.int64)}), "foldrs"), "AxisSizeMismatch", 'node 1 "rs" (Reshape)', "2 elements to 3")
+pk2 = [vi("q", [1, 2, 16]), vi("k", [1, 3, 8]), vi("v", [1, 3, 8]), vi("pk", [4, 5]), vi("pv", [1, 2, 3, 4])]
+expect("Attention past_key of rank 2", save(one([mk("Attention", ["q", "k", "v", "", "pk", "pv"], ["y"], q_num_heads=4, kv_num_heads=2, name="a")],
+                                                opset=23, inputs=pk2), "attpk2"), "AxisSizeMismatch", "rank 4", inputs=False,
+       args=["--random-inputs"])
 S.close()
