@@ -542,7 +542,19 @@ static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   return add_name(c, vi->name, id);
 }
 
-static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
+/* The decoded initializer owns its elements now: the proto's copy goes, so
+ * that the weights are not held twice through the import (a model's size at
+ * the peak).  The proto is ours (unpacked by us); free_unpacked skips NULL. */
+static void drop_elements(Onnx__TensorProto *tp) {
+  free(tp->raw_data.data);
+  tp->raw_data.data = NULL;
+  tp->raw_data.len = 0;
+  free(tp->float_data);
+  tp->float_data = NULL;
+  tp->n_float_data = 0;
+}
+
+static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   /* identifiers: graph inputs first, so that they keep their plain names */
   hp_strmap inits = {0};
   hp_status st = HP_OK;
@@ -574,6 +586,7 @@ static hp_status import_graph(ox_ctx *c, const Onnx__GraphProto *gp) {
     if (!x) return c->e->code;
     x->is_init = true;
     st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
+    if (!st && x->has_t) drop_elements(gp->initializer[i]);
   }
   if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
   c->gp = gp; /* the readers of each value, for the folds that look ahead */
@@ -629,9 +642,8 @@ const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name) {
   return NULL;
 }
 
-hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
-  memset(out, 0, sizeof *out);
-  const char *file = name ? name : "<onnx>";
+static hp_status unpack(hp_error *e, const void *data, size_t len, const char *file, Onnx__ModelProto **out) {
+  *out = NULL;
   if (len == 0) return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "empty file: not an ONNX model");
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
   if (!mp) return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "not an ONNX model (the protobuf does not parse: truncated or another format)");
@@ -639,6 +651,12 @@ hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const c
     onnx__model_proto__free_unpacked(mp, NULL);
     return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "not an ONNX model (no graph)");
   }
+  *out = mp;
+  return HP_OK;
+}
+
+/* Imports mp and frees it. */
+static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, hp_onnx_model *out) {
   ox_ctx c = {.e = e, .file = file, .m = out};
   hp_status st = HP_OK;
   out->program = hp_program_new();
@@ -662,12 +680,21 @@ hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const c
   return st;
 }
 
+hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
+  memset(out, 0, sizeof *out);
+  const char *file = name ? name : "<onnx>";
+  Onnx__ModelProto *mp;
+  if (unpack(e, data, len, file, &mp)) return e->code;
+  return import_model(e, mp, file, out);
+}
+
 hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out) {
   memset(out, 0, sizeof *out);
   char *buf = NULL;
   size_t len = 0;
   if (hp_read_file(e, path, MAX_MODEL_BYTES, &buf, &len)) return e->code;
-  hp_status st = hp_onnx_load_buffer(e, buf, len, path, out);
-  free(buf);
-  return st;
+  Onnx__ModelProto *mp;
+  hp_status st = unpack(e, buf, len, path, &mp);
+  free(buf); /* the proto holds copies of its bytes: the file is not needed through the import */
+  return st ? st : import_model(e, mp, path, out);
 }

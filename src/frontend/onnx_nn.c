@@ -208,6 +208,10 @@ static bool fold_bn(ox_ctx *c, hp_val *w, hp_val *bias) {
   *w = ox_weight(c, "bn_w", &tw);
   *bias = *w > 0 ? ox_weight(c, "bn_b", &tb) : -1;
   hp_tensor_free(&tw), hp_tensor_free(&tb);
+  /* this conv was their one reader (own_const): the originals can go now,
+   * not at the end of the import (a model's conv weights twice at the peak) */
+  hp_tensor_free(&wv->t), wv->has_t = false;
+  if (bv) hp_tensor_free(&bv->t), bv->has_t = false;
   return true;
 }
 
