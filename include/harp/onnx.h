@@ -31,7 +31,8 @@
  * Inputs.  A graph input's static dims are kept; a dim_param ("batch")
  * becomes a shape variable of that (mapped) name, bound from the input's
  * tensor like a DSL shape variable, default 1 (as graph<B=1>); a dim with
- * neither is a fresh variable "<input>_d<i>".  int64 inputs are int32 in harp (feed '<i4' arrays).
+ * neither is a fresh variable "<input>_d<i>".  int64 inputs are int32 in harp (feed '<i4' or '<i8' arrays:
+ * hp_npy_read range-checks the latter).
  *
  * Errors: a missing file (IoError), bytes that are not an ONNX model
  * (ParseError), external data, an unknown domain or an opset outside

@@ -35,6 +35,7 @@ uint16_t hp_f32_to_bf16(float f);
 float hp_bf16_to_f32(uint16_t h);
 
 /* .npy read: accepts '<f2' (fp16), '<f4' (fp32), '<i4' (i32), '|b1' (bool),
+ * '<i8' (read as i32; a value outside int32 is LimitExceeded),
  * C order, format versions 1.0-3.0.  want_dtype >= 0 asks for that dtype:
  * bf16 is read from '<f4' and rounded; any other difference is InputMismatch.
  * Pass -1 to accept what the file holds. */

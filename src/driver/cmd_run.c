@@ -20,7 +20,7 @@ static const char run_help[] =
     "options:\n"
     "  --input NAME=FILE.npy  tensor for the model input NAME (repeatable);\n"
     "                         dtypes: float16 '<f2', float32 '<f4' (also for bf16),\n"
-    "                         int32 '<i4', bool '|b1'\n"
+    "                         int32 '<i4' (or '<i8', range-checked), bool '|b1'\n"
     "  --param NAME=FILE.npy  a weight: a constant of the compiled model (packed once\n"
     "                         where a kernel takes it packed); the file as for --input\n"
     "                         (bench and compile take the same flag)\n"

@@ -172,13 +172,15 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
     shape[rank++] = v;
   }
   tiny_dtype ft;
-  if (!strcmp(descr, "<f2")) ft = TINY_FP16;
+  bool i64 = false; /* numpy's default integer: read as int32, each value checked */
+  if (!strcmp(descr, "<i8")) ft = TINY_I32, i64 = true;
+  else if (!strcmp(descr, "<f2")) ft = TINY_FP16;
   else if (!strcmp(descr, "<f4")) ft = TINY_FP32;
   else if (!strcmp(descr, "<i4")) ft = TINY_I32;
   else if (!strcmp(descr, "|b1")) ft = TINY_BOOL;
   else {
     st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0,
-                    "dtype '%s' is not supported (use float16 '<f2', float32 '<f4', int32 '<i4' or bool '|b1')", descr);
+                    "dtype '%s' is not supported (use float16 '<f2', float32 '<f4', int32 '<i4' or '<i8', or bool '|b1')", descr);
     goto done;
   }
   tiny_dtype target = ft;
@@ -193,7 +195,7 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
     }
   }
   if ((st = hp_tensor_alloc(e, out, target, rank, shape))) goto done;
-  size_t need = (size_t)hp_tensor_numel(out) * (size_t)tiny_dtype_size(ft);
+  size_t need = (size_t)hp_tensor_numel(out) * (i64 ? 8u : (size_t)tiny_dtype_size(ft));
   size_t off = hstart + hlen;
   if (len - off < need) {
     hp_tensor_free(out);
@@ -205,7 +207,18 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
     st = bad(e, name, "trailing bytes after the data");
     goto done;
   }
-  if (target == ft) {
+  if (i64) {
+    for (int64_t i = 0; i < hp_tensor_numel(out); i++) {
+      int64_t v;
+      memcpy(&v, b + off + 8 * i, 8);
+      if (v < INT32_MIN || v > INT32_MAX) {
+        hp_tensor_free(out);
+        st = hp_fail_at(e, HP_E_LIMIT, name, 0, 0, "int64 element %" PRId64 " is %" PRId64 ", outside int32 (harp's integer type)", i, v);
+        goto done;
+      }
+      ((int32_t *)out->data)[i] = (int32_t)v;
+    }
+  } else if (target == ft) {
     memcpy(out->data, b + off, need);
     if (ft == TINY_BOOL)
       for (size_t i = 0; i < need; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;

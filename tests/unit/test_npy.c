@@ -106,11 +106,43 @@ static void test_malformed(void **state) {
   assert_int_equal(hp_npy_read(&e, "/nonexistent/x.npy", -1, &t), HP_E_IO);
 }
 
+/* numpy's default integer ('<i8') is read as int32, each value range-checked */
+static void test_int64(void **state) {
+  (void)state;
+  unsigned char buf[256] = {0};
+  const char *h = "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }";
+  size_t hl = strlen(h);
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (unsigned char)hl;
+  memcpy(buf + 10, h, hl);
+  int64_t v[3] = {-7, 2147483647, 5};
+  memcpy(buf + 10 + hl, v, sizeof v);
+  hp_error e = {0};
+  hp_tensor t;
+  assert_ok(&e, hp_npy_parse(&e, buf, 10 + hl + sizeof v, "i8", -1, &t));
+  assert_int_equal(t.dtype, TINY_I32);
+  assert_int_equal(((int32_t *)t.data)[0], -7);
+  assert_int_equal(((int32_t *)t.data)[1], 2147483647);
+  assert_int_equal(((int32_t *)t.data)[2], 5);
+  hp_tensor_free(&t);
+  assert_ok(&e, hp_npy_parse(&e, buf, 10 + hl + sizeof v, "i8", TINY_I32, &t));
+  hp_tensor_free(&t);
+  assert_int_equal(hp_npy_parse(&e, buf, 10 + hl + sizeof v, "i8", TINY_FP32, &t), HP_E_INPUT_MISMATCH);
+  hp_error_clear(&e);
+  v[1] = (int64_t)1 << 40;
+  memcpy(buf + 10 + hl, v, sizeof v);
+  assert_int_equal(hp_npy_parse(&e, buf, 10 + hl + sizeof v, "i8", -1, &t), HP_E_LIMIT);
+  assert_non_null(strstr(e.msg, "outside int32"));
+  hp_error_clear(&e);
+  assert_int_equal(hp_npy_parse(&e, buf, 10 + hl + 16, "i8 short", -1, &t), HP_E_INPUT_MISMATCH);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrips),
       cmocka_unit_test(test_scalar_and_empty),
       cmocka_unit_test(test_malformed),
+      cmocka_unit_test(test_int64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
