@@ -44,6 +44,7 @@
 #ifndef HARP_ONNX_H
 #define HARP_ONNX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,10 +67,29 @@ typedef struct hp_onnx_model {
   int64_t opset;       /* of the default domain */
 } hp_onnx_model;
 
+/* Graph inputs fixed at import: each named input becomes an initializer
+ * holding the given data, so the importer knows its values (a Reshape's
+ * shape, Slice's starts or a Pad's pads fed as graph inputs fold as if they
+ * were initializers; a float input is a weight).  The data must match the
+ * input's element type (int64 and int32 inputs take i32 tensors, float fp32,
+ * float16 fp16, bool bool) and its static dims.  A name that is not a graph
+ * input, or one an initializer already holds, is left alone: `used[i]` says
+ * which were taken (the caller may pass NULL). */
+typedef struct hp_onnx_opts {
+  int nfixed;
+  const char *const *fixed_names; /* ONNX names */
+  const hp_tensor *fixed;
+  bool *used;
+} hp_onnx_opts;
+
 /* Parse and import path.  On failure *out is empty (nothing to free). */
 hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out);
 /* The same from memory; name is used in messages. */
 hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out);
+/* The same with options (NULL: none). */
+hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out);
+hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, const char *name, const hp_onnx_opts *o,
+                                   hp_onnx_model *out);
 void hp_onnx_model_free(hp_onnx_model *m);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */
 const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name);

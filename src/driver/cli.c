@@ -175,7 +175,7 @@ static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state,
   return HP_OK;
 }
 
-hp_status cli_load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults) {
+hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {
   const char *path = o->model, *ext = ext_of(path);
   if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
   if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);

@@ -61,7 +61,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
 void cli_model_free(cli_model *m);
 /* The model file's graph alone, unbound and unprepared (m->g, m->program;
  * a .harp model's graph<B=1> defaults into *defaults). */
-hp_status cli_load_graph(hp_error *e, const cli_opts *o, cli_model *m, tiny_symtab *defaults);
+hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults);
 
 /* Write the requested dumps that belong to the Tiny layer and earlier;
  * returns HP_OK.  Fails on an unknown dump name. */
@@ -96,7 +96,7 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 /* .onnx models (cmd_frontend.c): import, lower; *onnx holds the weights
  * and the name map (its program is the model's). */
 struct hp_onnx_model;
-hp_status cli_onnx_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
+hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
 
 /* --plan and --dump plan (cli_plan.c). */
 struct hp_plan_override;

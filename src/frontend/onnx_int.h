@@ -63,6 +63,7 @@ typedef struct ox_ctx {
   const Onnx__NodeProto *node;
   hp_onnx_model *m;
   int wcap, ncap;
+  const hp_onnx_opts *opts; /* graph inputs fixed at import (NULL: none) */
 } ox_ctx;
 
 /* onnx_load.c */

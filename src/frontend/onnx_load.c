@@ -554,6 +554,69 @@ static void drop_elements(Onnx__TensorProto *tp) {
   tp->n_float_data = 0;
 }
 
+/* Graph input vi fixed at import to the data opts->fixed[k]: decoded as an
+ * initializer would be (a proto made over the tensor's bytes). */
+static hp_status fixed_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
+  const hp_tensor *t = &c->opts->fixed[k];
+  char nm[96];
+  printable(vi->name, nm, sizeof nm);
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+    return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  int ety = tt->elem_type;
+  bool ok = t->dtype == TINY_I32 ? ety == OX_INT64 || ety == OX_INT32
+            : t->dtype == TINY_FP32 ? ety == OX_FLOAT
+            : t->dtype == TINY_FP16 ? ety == OX_FLOAT16
+            : t->dtype == TINY_BOOL && ety == OX_BOOL;
+  if (!ok)
+    return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\" is %s; the data fixed for it is %s", nm, ox_type_name(ety),
+                   tiny_dtype_name(t->dtype));
+  if (tt->shape && (int)tt->shape->n_dim != t->rank)
+    return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\" has rank %zu; the data fixed for it has rank %d", nm,
+                   tt->shape->n_dim, t->rank);
+  for (int i = 0; tt->shape && i < t->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value != t->shape[i])
+      return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\": dim %d is %" PRId64 "; the data fixed for it has %" PRId64, nm,
+                     i, d->dim_value, t->shape[i]);
+  }
+  Onnx__TensorProto p = ONNX__TENSOR_PROTO__INIT;
+  p.name = vi->name;
+  p.data_type = ety;
+  p.n_dims = (size_t)t->rank;
+  int64_t dims[TINY_MAX_RANK];
+  memcpy(dims, t->shape, sizeof *dims * (size_t)t->rank);
+  p.dims = dims;
+  p.has_raw_data = 1;
+  int64_t n = hp_tensor_numel(t);
+  int64_t *wide = NULL; /* int64 inputs: the i32 data widened */
+  if (ety == OX_INT64) {
+    if (!(wide = hp_xmalloc(sizeof *wide * (size_t)(n ? n : 1)))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++) wide[i] = ((const int32_t *)t->data)[i];
+    p.raw_data.data = (uint8_t *)wide;
+    p.raw_data.len = sizeof *wide * (size_t)n;
+  } else {
+    p.raw_data.data = t->data;
+    p.raw_data.len = t->nbytes;
+  }
+  ox_val *x = new_val(c, vi->name);
+  hp_status st = x ? HP_OK : c->e->code;
+  if (!st) {
+    x->is_init = true;
+    st = ox_decode_tensor(c, &p, "fixed input", x);
+  }
+  free(wide);
+  if (!st && c->opts->used) c->opts->used[k] = true;
+  return st;
+}
+
+static int fixed_index(const ox_ctx *c, const char *name) {
+  for (int k = 0; c->opts && k < c->opts->nfixed; k++)
+    if (!strcmp(c->opts->fixed_names[k], name)) return k;
+  return -1;
+}
+
 static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   /* identifiers: graph inputs first, so that they keep their plain names */
   hp_strmap inits = {0};
@@ -572,7 +635,8 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_input && !st; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (!vi->name || !*vi->name) st = ox_fail(c, HP_E_INVALID_ARG, "graph input %zu has no name", i);
-    else if (!hp_strmap_find(&inits, vi->name)) st = graph_input(c, vi); /* else: an initializer's default */
+    else if (!hp_strmap_find(&inits, vi->name)) /* else: an initializer's default */
+      st = fixed_index(c, vi->name) >= 0 ? fixed_input(c, vi, fixed_index(c, vi->name)) : graph_input(c, vi);
   }
   hp_strmap_free(&inits);
   /* then the outputs: a constant (a folded Shape) that is an output must
@@ -656,8 +720,10 @@ static hp_status unpack(hp_error *e, const void *data, size_t len, const char *f
 }
 
 /* Imports mp and frees it. */
-static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, hp_onnx_model *out) {
-  ox_ctx c = {.e = e, .file = file, .m = out};
+static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const hp_onnx_opts *o,
+                              hp_onnx_model *out) {
+  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o};
+  for (int k = 0; o && o->used && k < o->nfixed; k++) o->used[k] = false;
   hp_status st = HP_OK;
   out->program = hp_program_new();
   c.g = out->program ? hp_program_add_graph(out->program, "main") : NULL;
@@ -680,15 +746,24 @@ static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *fil
   return st;
 }
 
-hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
+hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, const char *name, const hp_onnx_opts *o,
+                                   hp_onnx_model *out) {
   memset(out, 0, sizeof *out);
   const char *file = name ? name : "<onnx>";
   Onnx__ModelProto *mp;
   if (unpack(e, data, len, file, &mp)) return e->code;
-  return import_model(e, mp, file, out);
+  return import_model(e, mp, file, o, out);
+}
+
+hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
+  return hp_onnx_load_buffer_opts(e, data, len, name, NULL, out);
 }
 
 hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out) {
+  return hp_onnx_load_file_opts(e, path, NULL, out);
+}
+
+hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out) {
   memset(out, 0, sizeof *out);
   char *buf = NULL;
   size_t len = 0;
@@ -696,5 +771,5 @@ hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out) {
   Onnx__ModelProto *mp;
   hp_status st = unpack(e, buf, len, path, &mp);
   free(buf); /* the proto holds copies of its bytes: the file is not needed through the import */
-  return st ? st : import_model(e, mp, path, out);
+  return st ? st : import_model(e, mp, path, o, out);
 }

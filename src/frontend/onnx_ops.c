@@ -51,7 +51,7 @@ static hp_status const_ints(ox_ctx *c, int i, const char *what, int64_t *out, in
   if (!x) return ox_fail(c, HP_E_ARITY, "input %d (%s) is required", i, what);
   if (!x->has_i)
     return ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
-                   "computation); harp does not take it at run time", i, what);
+                   "computation); harp does not take it at run time (a graph input can be fixed at import: --param NAME=FILE)", i, what);
   if (x->in > cap) return ox_fail(c, HP_E_LIMIT, "input %d (%s) has %" PRId64 " values (at most %d)", i, what, x->in, cap);
   for (int64_t k = 0; k < x->in; k++)
     if (!fe_dim_is_int(x->iv[k], &out[k]))
@@ -720,7 +720,7 @@ OP(Reshape) {
     for (int i = 0; i < n; i++) to.d[i] = fe_dim_int(c->A, v[i]);
   } else {
     if (!sv || !sv->has_i || sv->v > 0)
-      return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant or a folded shape computation");
+      return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant or a folded shape computation (a graph input can be fixed at import: --param NAME=FILE)");
     if (sv->in > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "the shape has %" PRId64 " dims (at most %d)", sv->in, TINY_MAX_RANK);
     to.rank = (int)sv->in;
     for (int i = 0; i < to.rank; i++) to.d[i] = sv->iv[i];
