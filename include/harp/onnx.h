@@ -34,8 +34,14 @@
  * neither is a fresh variable "<input>_d<i>".  int64 inputs are int32 in harp (feed '<i4' or '<i8' arrays:
  * hp_npy_read range-checks the latter).
  *
+ * External data: an initializer stored outside the .onnx file is read from
+ * the file its "location" names, relative to the model's directory (from
+ * "offset" for "length" bytes); a location that leads outside that
+ * directory is InvalidArgument, a missing file IoError, a model loaded from
+ * memory with external data Unsupported.
+ *
  * Errors: a missing file (IoError), bytes that are not an ONNX model
- * (ParseError), external data, an unknown domain or an opset outside
+ * (ParseError), an unknown domain or an opset outside
  * [6, 28] (Unsupported), an op harp does not have (UnknownOp), a bad
  * attribute (InvalidArgument), shapes that do not fit, absurd sizes
  * (LimitExceeded), initializer data whose length disagrees with its dims

@@ -64,6 +64,7 @@ typedef struct ox_ctx {
   hp_onnx_model *m;
   int wcap, ncap;
   const hp_onnx_opts *opts; /* graph inputs fixed at import (NULL: none) */
+  const char *dir;          /* the model file's directory (external data); NULL from memory */
 } ox_ctx;
 
 /* onnx_load.c */
@@ -89,6 +90,8 @@ hp_status ox_def_tensor(ox_ctx *c, int i, hp_tensor *t, int oty); /* takes t */
 const char *ox_ident(ox_ctx *c, const char *onnx_name);
 /* Decode a TensorProto into x (has_t or has_i). */
 hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x);
+/* onnx_extdata.c: the bytes of an external tensor (malloc'd into *buf) */
+hp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *nm, uint8_t **buf, size_t *len);
 /* The harp dtype of an ONNX element type; false if harp has none. */
 bool ox_dtype(int oty, tiny_dtype *out);
 const char *ox_type_name(int oty);

@@ -3,7 +3,7 @@
  * names mapped to identifiers, graph inputs, initializers decoded into
  * weights or folded constants, the node loop (onnx_ops.c maps each node),
  * and the outputs.
- * Needs: the frontend builder.  Gives: hp_onnx_load_file/_buffer. */
+ * Needs: the frontend builder.  Gives: hp_onnx_load_file/_buffer (and _opts). */
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -134,10 +134,24 @@ static int64_t raw_int(const uint8_t *p, int oty, int64_t i) {
 hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x) {
   char nm[96];
   printable(tp->name ? tp->name : what, nm, sizeof nm);
-  if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) || tp->n_external_data)
-    return ox_fail(c, HP_E_UNSUPPORTED,
-                   "tensor \"%s\" keeps its data in an external file; harp reads only data stored inside the .onnx file "
-                   "(save the model with onnx.save(m, path, save_as_external_data=False))", nm);
+  if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) || tp->n_external_data) {
+    if (tp->has_raw_data && tp->raw_data.len)
+      return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\" is external but holds raw_data too", nm);
+    uint8_t *buf;
+    size_t len;
+    if (ox_read_external(c, tp, nm, &buf, &len)) return c->e->code;
+    Onnx__TensorProto in = *tp; /* the same tensor with the bytes inside */
+    in.has_data_location = 0;
+    in.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    in.n_external_data = 0;
+    in.external_data = NULL;
+    in.has_raw_data = 1;
+    in.raw_data.data = buf;
+    in.raw_data.len = len;
+    hp_status st = ox_decode_tensor(c, &in, what, x);
+    free(buf);
+    return st;
+  }
   if (tp->segment) return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" is segmented", nm);
   int oty = tp->data_type;
   if ((int)tp->n_dims > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "tensor \"%s\" has rank %zu (at most %d)", nm, tp->n_dims, TINY_MAX_RANK);
@@ -720,9 +734,9 @@ static hp_status unpack(hp_error *e, const void *data, size_t len, const char *f
 }
 
 /* Imports mp and frees it. */
-static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const hp_onnx_opts *o,
+static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
                               hp_onnx_model *out) {
-  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o};
+  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o, .dir = dir};
   for (int k = 0; o && o->used && k < o->nfixed; k++) o->used[k] = false;
   hp_status st = HP_OK;
   out->program = hp_program_new();
@@ -752,7 +766,7 @@ hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, co
   const char *file = name ? name : "<onnx>";
   Onnx__ModelProto *mp;
   if (unpack(e, data, len, file, &mp)) return e->code;
-  return import_model(e, mp, file, o, out);
+  return import_model(e, mp, file, NULL, o, out);
 }
 
 hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
@@ -771,5 +785,19 @@ hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_op
   Onnx__ModelProto *mp;
   hp_status st = unpack(e, buf, len, path, &mp);
   free(buf); /* the proto holds copies of its bytes: the file is not needed through the import */
-  return st ? st : import_model(e, mp, path, o, out);
+  if (st) return st;
+  /* external data is found beside the model */
+  const char *slash = strrchr(path, '/');
+  size_t dl = slash ? (size_t)(slash - path) : 1;
+  char *dir = hp_xmalloc(dl + 2); /* "." or "/" fit too */
+  if (!dir) {
+    onnx__model_proto__free_unpacked(mp, NULL);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  if (slash) memcpy(dir, path, dl), dir[dl] = 0;
+  else strcpy(dir, ".");
+  if (slash == path) strcpy(dir, "/");
+  st = import_model(e, mp, path, dir, o, out);
+  free(dir);
+  return st;
 }
