@@ -5,7 +5,8 @@
  * read from "offset" for "length" bytes (both optional).  A location must
  * stay inside that directory: absolute paths, ".." and symbolic links that
  * lead out are refused, so a model cannot make harp read /etc/passwd.
- * Needs: the model's directory in the context.  Gives: ox_read_external. */
+ * Needs: the model's directory in the context (the caller checks there is
+ * one).  Gives: ox_read_external. */
 #define _DEFAULT_SOURCE 1 /* realpath */
 #include <errno.h>
 #include <inttypes.h>
@@ -59,9 +60,6 @@ hp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *n
       return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data length \"%.40s\" is not a number", nm, kv->value ? kv->value : "");
   }
   if (!loc) return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\" is external but names no location", nm);
-  if (!c->dir)
-    return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" keeps its data in an external file; a model read from memory has no "
-                   "directory to find it in (load it from its file)", nm);
   if (!safe_location(loc))
     return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data location \"%.80s\" is outside the model's directory", nm, loc);
   size_t pl = strlen(c->dir) + strlen(loc) + 2;

@@ -135,6 +135,9 @@ hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *w
   char nm[96];
   printable(tp->name ? tp->name : what, nm, sizeof nm);
   if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) || tp->n_external_data) {
+    if (!c->dir)
+      return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" keeps its data in an external file; a model read from memory has "
+                     "no directory to find it in (load it from its file)", nm);
     if (tp->has_raw_data && tp->raw_data.len)
       return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\" is external but holds raw_data too", nm);
     uint8_t *buf;

@@ -116,6 +116,53 @@ static void test_good(void **state) {
   hp_onnx_model_free(&m);
 }
 
+/* hp_onnx_load_buffer_opts: the graph input fixed at import is a weight, not an input */
+static void test_fixed_input(void **state) {
+  (void)state;
+  mb b;
+  build(&b);
+  b.d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, b.d0.dim_value = 2;
+  size_t n = onnx__model_proto__get_packed_size(&b.m);
+  uint8_t *buf = malloc(n);
+  assert_non_null(buf);
+  onnx__model_proto__pack(&b.m, buf);
+  hp_error e = {0};
+  int64_t shape[2] = {2, 3};
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  hp_tensor x = tu_tensor(TINY_FP32, 2, shape, v);
+  const char *names[2] = {"input.1", "not_an_input"};
+  hp_tensor fixed[2] = {x, x};
+  bool used[2] = {false, true};
+  hp_onnx_opts o = {.nfixed = 2, .fixed_names = names, .fixed = fixed, .used = used};
+  hp_onnx_model m;
+  assert_ok(&e, hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m));
+  assert_true(used[0]);
+  assert_false(used[1]);
+  assert_int_equal(m.nweights, 2);
+  tiny_graph *g = NULL;
+  tiny_symtab defaults;
+  tiny_symtab_init(&defaults);
+  assert_ok(&e, hp_lower(&e, m.program, &g, &defaults));
+  int inputs = 0;
+  for (int i = 0; i < g->n; i++) inputs += g->nodes[i].op == TINY_INPUT;
+  assert_int_equal(inputs, 2); /* both weights; no run-time input left */
+  tiny_graph_free(g);
+  tiny_symtab_free(&defaults);
+  hp_onnx_model_free(&m);
+  /* data of another shape is refused */
+  shape[0] = 4;
+  double v4[12] = {0};
+  hp_tensor x4 = tu_tensor(TINY_FP32, 2, shape, v4);
+  fixed[0] = x4;
+  hp_error_clear(&e);
+  assert_int_equal(hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m), HP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "dim 0 is 2"));
+  assert_null(m.program);
+  hp_tensor_free(&x);
+  hp_tensor_free(&x4);
+  free(buf);
+}
+
 static void test_bytes(void **state) {
   (void)state;
   hp_error e = {0};
@@ -231,6 +278,7 @@ static void test_c_api(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bytes), cmocka_unit_test(test_broken),
+                                     cmocka_unit_test(test_fixed_input),
                                      cmocka_unit_test(test_c_api)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
