@@ -45,6 +45,11 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
 /* inputs[] follow tiny_inputs(g) (weights included); outputs[] follow
  * g->outputs and are allocated here. */
 hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
+/* The same for a caller done with the weights: each weight (storage "param")
+ * in inputs[] is freed once copied into the parameter block, so a run holds
+ * the weights about twice at its peak (the block, then the packed copies
+ * model_init makes), not three times.  The other inputs are left alone. */
+hp_status hp_cpu_run_taking_weights(hp_error *e, hp_cpu_model *m, hp_tensor *inputs, int ninputs, hp_tensor *outputs);
 void hp_cpu_free(hp_cpu_model *m);
 
 /* Instances of the compiled code (what hp_cpu_run does once): the generated

@@ -130,7 +130,7 @@ int cmd_run(int argc, char **argv) {
     if (!s) cli_print_plan_notes(hp_cpu_plans(cm));
     if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm));
     if (!s) s = cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm));
-    if (!s) s = hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs);
+    if (!s) s = hp_cpu_run_taking_weights(&e, cm, m.inputs, m.ninputs, outs); /* run once: the weights go once copied */
     hp_cpu_free(cm);
     if (s) goto fail;
   } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {

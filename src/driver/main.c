@@ -2,6 +2,9 @@
  * cmd_*.c file and returns the process exit code (0 ok, 1 user error, 2 bug). */
 #include <stdio.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "cli.h"
 
@@ -35,6 +38,13 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD)
+  /* blocks of 1 MiB and up straight from mmap, so a freed one goes back to
+   * the system: glibc raises its threshold after the first such free, and
+   * the model file, its parse and the weights' copies then stayed resident
+   * after their free (ResNet-50 `harp run` peak RSS 304 -> 218 MB) */
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   if (argc < 2) {
     usage(stderr);
     return 1;

@@ -105,7 +105,7 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
     st = hp_plans_choose(e, m->part, g, syms, &m->part->formed->machine, &po, &m->plans);
   }
   if (!st) {
-    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false};
+    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false, NULL};
     st = cgen_emit_model(&rc, "model", &src);
     /* the C is all the rest needs: give the analysis back before the
      * compiler, the weights and the model's own memory come */
@@ -165,7 +165,8 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   return HP_OK;
 }
 
-hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+static hp_status run_once(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, hp_tensor *taken, int ninputs,
+                          hp_tensor *outputs) {
   const hp_function *f = m->f;
   const tiny_graph *g = m->g;
   if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
@@ -192,6 +193,8 @@ hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int 
     else in[nin++] = t->data;
   }
   if (!st) st = fn_constpool_from_tensors(e, f, params, nparams, &cp);
+  for (int a = 0; a < f->nargs && !st && taken; a++) /* in the block now */
+    if (f->buffers[f->args[a]].kind == FN_PARAM) hp_tensor_free(&taken[a]);
   for (int k = 0; k < f->nret && !st; k++) {
     const tiny_node *n = &g->nodes[g->outputs[k]];
     int64_t shape[TINY_MAX_RANK];
@@ -200,6 +203,7 @@ hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int 
     if (!st) outp[k] = outputs[k].data;
   }
   if (!st && !(inst = m->init(cp.data, cp.size))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  fn_constpool_free(&cp); /* model_init copied or packed what it keeps: not held through the run */
   if (!st) {
     int rc = m->run(inst, in, outp);
     if (rc >= 100 && rc - 100 < f->nkernels)
@@ -217,6 +221,14 @@ done:
   free(outp);
   free(params);
   return st;
+}
+
+hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+  return run_once(e, m, inputs, NULL, ninputs, outputs);
+}
+
+hp_status hp_cpu_run_taking_weights(hp_error *e, hp_cpu_model *m, hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+  return run_once(e, m, inputs, inputs, ninputs, outputs);
 }
 
 const char *hp_cpu_source(const hp_cpu_model *m) { return m->source; }

@@ -104,4 +104,12 @@ case("stride 2 bias",
      "    y = conv2d(x, w, bias=b, stride=2)\n    return y\n}\n",
      {"x": x, "w": w, "b": b}, {"y": conv1x1(x[:, :, ::2, ::2], w) + b[None, :, None, None]},
      oc=96, hw=169, c=40, batch=1, kind="conv")
+# a weight another kernel reads too (its sum): model_init packs it for the
+# conv and keeps it as stored for the sum (only a weight read packed alone
+# is left out of m->consts)
+x, w = arr(1, 20, 9, 7), arr(12, 20, 1, 1, scale=0.3)
+case("weight also summed",
+     "graph main(x: f32[1, 20, 9, 7], w: f32[12, 20, 1, 1]) -> (y: f32[1, 12, 9, 7], t: f32[12]) {\n"
+     "    y = conv2d(x, w)\n    t = sum(w, [1, 2, 3])\n    return y, t\n}\n",
+     {"x": x, "w": w}, {"y": conv1x1(x, w), "t": w.astype(np.float64).sum(axis=(1, 2, 3))}, oc=12, hw=63, c=20, batch=1)
 s.close()

@@ -346,7 +346,7 @@ static void emit(rgt *t, hp_plans *ps, emitted *out) {
   assert_ok(&t->e, fn_build_ex(&t->e, t->p, "main", &fo, &out->f));
   out->arena = hp_arena_new();
   hp_str_init(&out->src);
-  rc_ctx rc = {&t->e, t->g, t->p->formed->pv, out->f, &t->syms, out->arena, 1 << 20, true, ps->choice, false};
+  rc_ctx rc = {&t->e, t->g, t->p->formed->pv, out->f, &t->syms, out->arena, 1 << 20, true, ps->choice, false, NULL};
   assert_ok(&t->e, cgen_emit_model(&rc, "model", &out->src));
 }
 

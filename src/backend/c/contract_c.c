@@ -277,6 +277,15 @@ static bool packs_once(const rc_ctx *c, int r, int slot) {
   return !(off && *off && strcmp(off, "0"));
 }
 
+/* Kernel r reads its packed slot only packed: no epilogue operand and no
+ * other operand (`other`) is that slot (see rc_ctx.packed_only). */
+static void note_packed_only(const rc_ctx *c, int r, int slot, int other, const ct_epi *epi, int nepi) {
+  if (!c->packed_only) return;
+  bool only = other != slot;
+  for (int i = 0; i < nepi; i++) only &= epi[i].slot != slot;
+  c->packed_only[r] = only;
+}
+
 /* The helpers model_init calls for a kernel that takes its weight packed
  * (contract_c.h): the packed form's size (the ISA variant's this process
  * runs) and the packing of the weight buffer w, at element offset off. */
@@ -423,8 +432,8 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   if (a.oom || b.oom) out->oom = true;
   hp_str_free(&a);
   hp_str_free(&b);
-  if (s.prepack_a) *packed_slot = gm.A.slot;
-  if (s.prepack_b) *packed_slot = gm.B.slot;
+  if (s.prepack_a) *packed_slot = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
+  if (s.prepack_b) *packed_slot = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
   *handled = true;
   return HP_OK;
 }
@@ -469,6 +478,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   if (s.prepack_w) {
     emit_wpack(out, fn, kfn, 'a', cv.W.offset, tiny_dtype_size(cv.W.dtype));
     *packed_slot = cv.W.slot;
+    note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a depthwise conv does one vector load per FMA and copies its input

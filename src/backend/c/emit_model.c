@@ -128,9 +128,61 @@ void cgen_emit_metadata(hp_str *out, const char *P, const hp_function *f, const 
   }
 }
 
+/* The weights model_init packs and never keeps as stored: read by one kernel
+ * alone, at its packed slot, and only packed there (rc_ctx.packed_only).
+ * They are packed straight from the caller's params and not copied into
+ * m->consts, whose pages for them stay untouched (not resident): the
+ * instance holds such a weight once, packed, not twice. */
+static bool *packed_only_buffers(const hp_function *f, const int *wslot, const bool *wonly) {
+  bool *skip = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *skip);
+  int *reads = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *reads);
+  if (!skip || !reads) {
+    free(reads);
+    free(skip);
+    return NULL;
+  }
+  for (int k = 0; k < f->nkernels; k++)
+    for (int i = 0; i < f->kernels[k].nreads; i++) reads[f->kernels[k].reads[i]]++;
+  for (int k = 0; k < f->nkernels; k++) {
+    if (wslot[k] < 0 || !wonly || !wonly[k]) continue;
+    int b = f->kernels[k].reads[wslot[k]];
+    skip[b] = f->buffers[b].kind == FN_PARAM && reads[b] == 1;
+  }
+  free(reads);
+  return skip;
+}
+
+/* memcpy of the weights into m->consts: all of them, or the ranges between
+ * the packed-only ones (skip) */
+static void emit_consts_copy(hp_str *out, const hp_function *f, const bool *skip) {
+  bool any = false;
+  for (int b = 0; skip && b < f->nbuffers; b++) any |= skip[b];
+  if (!any) {
+    hp_str_puts(out, "  if (nbytes) memcpy(m->consts, params, nbytes);\n");
+    return;
+  }
+  hp_str_puts(out, "  /* the weights kept as stored (the packed-only ones are packed from params) */\n");
+  size_t lo = 0, hi = 0; /* the range being gathered */
+  for (;;) { /* params in offset order: the next one past hi */
+    int next = -1;
+    for (int b = 0; b < f->nbuffers; b++)
+      if (f->buffers[b].kind == FN_PARAM && f->buffers[b].offset >= hi && f->buffers[b].size &&
+          (next < 0 || f->buffers[b].offset < f->buffers[next].offset))
+        next = b;
+    if (next < 0 || skip[next]) {
+      if (hi > lo) hp_str_printf(out, "  memcpy(m->consts + %zu, (const unsigned char *)params + %zu, %zu);\n", lo, lo, hi - lo);
+      if (next < 0) break;
+      lo = hi = f->buffers[next].offset + f->buffers[next].size;
+      continue;
+    }
+    if (hi == lo) lo = f->buffers[next].offset;
+    hi = f->buffers[next].offset + f->buffers[next].size;
+  }
+}
+
 /* P_free, then P_init: the copy of the weights, the pool, then the packed
  * weights (packing runs on the pool).  Any failure frees what was taken. */
-static void emit_init_free(hp_str *out, const char *P, const hp_function *f, const int *wslot, int npk,
+static void emit_init_free(hp_str *out, const char *P, const hp_function *f, const int *wslot, const bool *skip, int npk,
                            const int *input_pos, const int *output_pos) {
   hp_str_printf(out,
                 "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n"
@@ -143,15 +195,15 @@ static void emit_init_free(hp_str *out, const char *P, const hp_function *f, con
                 "  if (!m) return NULL;\n"
                 "  m->arena = aligned_alloc(64, %zuu);\n"
                 "  m->consts = aligned_alloc(64, %zuu);\n"
-                "  if (!m->arena || !m->consts) { %s_free(m); return NULL; }\n"
-                "  if (nbytes) memcpy(m->consts, params, nbytes);\n"
-                "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
-                "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
-                "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
-                "  if (n > 64) n = 64;\n"
-                "  if (n > 1) m->pool = hprt_pool_create((int)n);\n",
+                "  if (!m->arena || !m->consts) { %s_free(m); return NULL; }\n",
                 P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64,
                 P);
+  emit_consts_copy(out, f, skip);
+  hp_str_puts(out, "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
+                   "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
+                   "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
+                   "  if (n > 64) n = 64;\n"
+                   "  if (n > 1) m->pool = hprt_pool_create((int)n);\n");
   if (npk) {
     /* sizes at run time: the packed layout is the dispatched variant's */
     hp_str_printf(out, "  /* weights packed once; P_run only reads them */\n  size_t at[%d], total = 0;\n", npk);
@@ -163,7 +215,9 @@ static void emit_init_free(hp_str *out, const char *P, const hp_function *f, con
       if (wslot[k] < 0) continue;
       hp_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack(m->pool, ", j, j, k,
                     f->kernels[k].name, P, k);
-      buffer_ptr(out, f, f->kernels[k].reads[wslot[k]], input_pos, output_pos);
+      int wb = f->kernels[k].reads[wslot[k]];
+      if (skip && skip[wb]) hp_str_printf(out, "(const void *)((const unsigned char *)params + %zu)", f->buffers[wb].offset);
+      else buffer_ptr(out, f, wb, input_pos, output_pos);
       hp_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
       j++;
     }
@@ -181,8 +235,11 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   int *wslot = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int)); /* kernel -> slot of its packed weight, or -1 */
   int *copy_of = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int));
   cg_kform *forms = hp_xcalloc((size_t)f->nkernels + 1, sizeof *forms);
+  bool *wonly = hp_xcalloc((size_t)f->nkernels + 1, sizeof *wonly); /* set by the templates */
+  bool *const saved_wonly = c->packed_only;
+  c->packed_only = wonly;
   hp_status st = HP_OK;
-  if (!input_pos || !output_pos || !chunk || !wslot || !copy_of || !forms) {
+  if (!input_pos || !output_pos || !chunk || !wslot || !copy_of || !forms || !wonly) {
     st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
@@ -213,7 +270,13 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                 P, P, f->required_memory, P, f->const_bytes, P, nin, P, f->nret);
   cgen_emit_metadata(out, P, f, c->g);
   hp_str_puts(out, "\n");
-  emit_init_free(out, P, f, wslot, npk, input_pos, output_pos);
+  bool *skip = packed_only_buffers(f, wslot, wonly);
+  if (!skip) {
+    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    goto done;
+  }
+  emit_init_free(out, P, f, wslot, skip, npk, input_pos, output_pos);
+  free(skip);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
    * kernels before it wrote in an earlier P_run */
   hp_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
@@ -255,5 +318,7 @@ done:
   free(output_pos);
   free(chunk);
   free(wslot);
+  free(wonly);
+  c->packed_only = saved_wonly;
   return st;
 }

@@ -25,6 +25,9 @@ typedef struct rc_ctx {
                                    `applied` and `note` */
   bool gpu;         /* statement text for CUDA C (rc_nest_*): no GNU statement expressions, no
                        OpenMP pragmas, buffer elements through HP_AT(p, i) */
+  bool *packed_only; /* per kernel, or NULL: the template set a packed slot (rc_emit_region) and
+                        reads that slot only packed (no epilogue, no other operand on it), so
+                        model_init need not keep the weight as stored */
 } rc_ctx;
 
 /* Append
