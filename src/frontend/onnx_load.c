@@ -500,13 +500,22 @@ static hp_status check_opsets(ox_ctx *c, const Onnx__ModelProto *mp) {
   return HP_OK;
 }
 
+/* A graph input's tensor type (nm: its printable name); NULL, failed, if it
+ * is not a tensor. */
+static const Onnx__TypeProto__Tensor *input_type(ox_ctx *c, const Onnx__ValueInfoProto *vi, char nm[96]) {
+  printable(vi->name, nm, 96);
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) {
+    ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
+    return NULL;
+  }
+  return tp->tensor_type;
+}
+
 static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   char nm[96];
-  printable(vi->name, nm, sizeof nm);
-  const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-    return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  const Onnx__TypeProto__Tensor *tt = input_type(c, vi, nm);
+  if (!tt) return c->e->code;
   tiny_dtype dt;
   if (!ox_dtype(tt->elem_type, &dt))
     return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has element type %s, which harp does not have", nm,
@@ -576,11 +585,8 @@ static void drop_elements(Onnx__TensorProto *tp) {
 static hp_status fixed_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   const hp_tensor *t = &c->opts->fixed[k];
   char nm[96];
-  printable(vi->name, nm, sizeof nm);
-  const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-    return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  const Onnx__TypeProto__Tensor *tt = input_type(c, vi, nm);
+  if (!tt) return c->e->code;
   int ety = tt->elem_type;
   bool ok = t->dtype == TINY_I32 ? ety == OX_INT64 || ety == OX_INT32
             : t->dtype == TINY_FP32 ? ety == OX_FLOAT
