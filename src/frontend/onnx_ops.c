@@ -301,7 +301,9 @@ OP(Sign) {
   tiny_dtype dt = hp_val_dtype(c->g, x);
   hp_val z = hp_const_typed(c->g, 0, dt);
   hp_val pos = hp_cast(c->g, hp_binary(c->g, HP_OP_GT, x, z), dt), neg = hp_cast(c->g, hp_binary(c->g, HP_OP_LT, x, z), dt);
-  return ox_def(c, 0, hp_sub(c->g, pos, neg));
+  hp_val y = hp_sub(c->g, pos, neg);
+  if (tiny_dtype_is_float(dt)) y = hp_where(c->g, hp_binary(c->g, HP_OP_NE, x, x), x, y); /* NaN stays NaN, as numpy's */
+  return ox_def(c, 0, y);
 }
 
 OP(Identity) {

@@ -75,7 +75,7 @@ edge = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, 
                  100.0, -100.0, 0.6999, 0.7001], np.float32)
 xa = np.concatenate([edge, rand(44, scale=3)]).reshape(4, 16)
 acts = [("Celu", dict(alpha=1.5)), ("ThresholdedRelu", dict(alpha=0.7)), ("HardSigmoid", dict(alpha=0.3, beta=0.4)),
-        ("HardSwish", {}), ("Mish", {}), ("Floor", {}), ("Ceil", {}), ("Round", {})]
+        ("HardSwish", {}), ("Mish", {}), ("Floor", {}), ("Ceil", {}), ("Round", {}), ("Sign", {})]
 check("activations and rounding", [mk(op, ["x"], [f"y_{op}"], **kw) for op, kw in acts], {"x": xa}, [f"y_{op}" for op, _ in acts],
       opset=18)
 # Softsign: inf / inf is NaN in onnxruntime too, so finite values only
