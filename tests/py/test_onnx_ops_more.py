@@ -81,6 +81,12 @@ check("activations and rounding", [mk(op, ["x"], [f"y_{op}"], **kw) for op, kw i
 # Softsign: inf / inf is NaN in onnxruntime too, so finite values only
 check("Softsign", [mk("Softsign", ["x"], ["y"])], {"x": np.nan_to_num(xa, posinf=1e30, neginf=-1e30)}, ["y"])
 
+# Pow by constant roots (multiples of 1/4) on the edge values: -0 and -inf
+# as C's pow and onnxruntime take them (+0 / +inf, not sqrt's -0 and NaN)
+pows = [0.5, -0.5, 2.5, -0.75, 1.25]
+check("Pow by roots, edge values", [mk("Pow", ["x", f"e{i}"], [f"p{i}"]) for i in range(len(pows))], {"x": xa}, [f"p{i}" for i in range(len(pows))],
+      inits={f"e{i}": np.array(k, np.float32) for i, k in enumerate(pows)}, opset=15)
+
 # ---- softmax family, ArgMax / ArgMin: ties pick the first (or last) ----------------------
 xt = np.round(rand(2, 3, 5) * 1.5)
 xt[0, 0, :] = 2.0  # all tied
