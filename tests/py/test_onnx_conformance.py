@@ -143,12 +143,12 @@ def same_dtype(got, want):
     return got.dtype == want.dtype
 
 
-def run_model(model, m, inputs, outputs, rtol, atol, backend, timeout, outdir=None):
+def run_model(model, m, inputs, outputs, rtol, atol, backend, timeout, outdir=None, fixed=()):
     """Run `harp run` on the file model (m: its ModelProto) with the graph
     inputs' arrays `inputs` (None for one harp cannot be given: it is left
     out, and harp must refuse the model) and compare with `outputs` as
-    onnx's runner does.  Returns (verdict, detail, seconds), the verdict one
-    of VERDICTS."""
+    onnx's runner does; the inputs named in `fixed` go as --param (fixed at
+    import).  Returns (verdict, detail, seconds), the verdict one of VERDICTS."""
     outdir = outdir or tempfile.mkdtemp(prefix="conf_")
     args = [ht.HARP, "run", model, "--out", outdir, "--backend", backend]
     gin = graph_inputs(m)
@@ -160,7 +160,7 @@ def run_model(model, m, inputs, outputs, rtol, atol, backend, timeout, outdir=No
             continue
         path = os.path.join(outdir, f"in_{harp_id(vi.name)}.npy")
         np.save(path, arr)
-        args += ["--input", f"{vi.name}={path}"]
+        args += ["--param" if vi.name in fixed else "--input", f"{vi.name}={path}"]
     t0 = time.time()
     try:
         p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
