@@ -150,6 +150,8 @@ hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t 
 typedef hp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
+/* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike */
+ox_op_fn ox_find_math(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
 /* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,

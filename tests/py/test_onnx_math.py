@@ -1,0 +1,93 @@
+"""The trigonometric and hyperbolic ONNX ops (onnx_ops_math.c), measured in
+ulps against numpy in float64 over the whole float range on the
+interpreter and the cpu backend: random magnitudes from 2^-30 to 2^128
+(Sin / Cos / Tan reduce those exactly), dense ranges where each function
+bends, and the edge values (±0, ±inf, NaN, the largest floats, subnormals,
+a binary32 near a multiple of pi/2).  Every op is one output of one model,
+so the cpu backend compiles one C file.  Also: fp16 in and out, and a
+clear error for an integer input."""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+    from onnx import TensorProto
+except ImportError:
+    print("onnx not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import mk, model, vi  # noqa: E402
+
+S = ht.Suite("onnx_math")
+rng = np.random.default_rng(3)
+BACKENDS = [b for b in ("interp", "cpu") if b in ht.BACKENDS]
+# op: (numpy reference, the most ulps allowed; measured 1.3 to 3.6)
+OPS = {"Sin": (np.sin, 3), "Cos": (np.cos, 3), "Tan": (np.tan, 4), "Asin": (np.arcsin, 3), "Acos": (np.arccos, 3),
+       "Atan": (np.arctan, 3), "Sinh": (np.sinh, 3), "Cosh": (np.cosh, 3), "Asinh": (np.arcsinh, 4),
+       "Acosh": (np.arccosh, 4), "Atanh": (np.arctanh, 4)}
+ODD = {"Sin", "Tan", "Asin", "Atan", "Sinh", "Asinh", "Atanh"}
+
+
+def save(m):
+    path = os.path.join(ht.tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+n = 20000
+edge = [0.0, -0.0, np.inf, -np.inf, np.nan, 1, -1, 0.5, -0.5, 2, 3.4028235e38, -3.4028235e38, 1e-45, -1e-45, 1.2e-38,
+        16367173 * 2.0 ** 72, 2.0 ** 24, 2.0 ** 23 + 1, 88, 88.5, 89.4, 90, -89.4, 8192, 8193, np.pi / 4, 0.41421357, 2.4142137]
+x = np.concatenate([np.exp2(rng.uniform(-30, 128, n)) * rng.choice([-1, 1], n), rng.uniform(-10, 10, n),
+                    rng.uniform(-1.2, 1.2, n), rng.uniform(-100, 100, n), rng.uniform(0.9, 3, n), edge]).astype(np.float32)
+x = np.concatenate([x, np.zeros(-len(x) % 16, np.float32)]).reshape(-1, 16)
+m = model([mk(op, ["x"], ["y_" + op]) for op in OPS], [vi("x", list(x.shape))], [vi("y_" + op, None) for op in OPS], [], 22)
+path = save(m)
+x64 = x.astype(np.float64)
+for be in BACKENDS:
+    p, d = ht.run(path, {"x": x}, backend=be)
+    S.check(f"trig model {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode:
+        continue
+    for op, (f, lim) in OPS.items():
+        got = np.load(os.path.join(d, f"y_{op}.npy"))
+        with np.errstate(all="ignore"):
+            want = f(x64)
+            w32 = want.astype(np.float32)
+            fin = np.isfinite(w32)
+            err = np.where(fin, np.abs(got - want) / np.spacing(np.abs(w32)).astype(np.float64), 0)
+        worst = int(np.argmax(err))
+        S.check(f"{op} {be}: within {lim} ulp", err.max() <= lim,
+                f"{err.max():.2f} ulp at x={x.flat[worst]!r}: got {got.flat[worst]!r}, want {want.flat[worst]!r}")
+        S.check(f"{op} {be}: NaN exactly where numpy's", np.array_equal(np.isnan(got), np.isnan(w32)),
+                f"x={x[np.isnan(got) != np.isnan(w32)][:5]}")
+        S.check(f"{op} {be}: infinities where numpy's", np.array_equal(got[~fin & ~np.isnan(w32)], w32[~fin & ~np.isnan(w32)]))
+        if op in ODD:
+            z = x == 0
+            S.check(f"{op} {be}: the sign of ±0 kept", np.array_equal(np.signbit(got[z]), np.signbit(x[z])))
+
+# fp16 in and out (computed in fp32): within an fp16 ulp or so
+xh = rng.uniform(-20, 20, 64).astype(np.float16)
+mh = model([mk("Sin", ["x"], ["ys"]), mk("Atanh", ["t"], ["ya"])], [vi("x", [64], TensorProto.FLOAT16), vi("t", [64], TensorProto.FLOAT16)],
+           [vi("ys", None, TensorProto.FLOAT16), vi("ya", None, TensorProto.FLOAT16)], [], 22)
+th = rng.uniform(-0.99, 0.99, 64).astype(np.float16)
+ph = save(mh)
+for be in BACKENDS:
+    p, d = ht.run(ph, {"x": xh, "t": th}, backend=be)
+    S.check(f"fp16 Sin / Atanh {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode == 0:
+        for o, want in (("ys", np.sin(xh.astype(np.float64))), ("ya", np.arctanh(th.astype(np.float64)))):
+            got = np.load(os.path.join(d, f"{o}.npy"))
+            S.check(f"fp16 {o} {be}: fp16 out", got.dtype == np.float16, str(got.dtype))
+            err = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want.astype(np.float16))).astype(np.float64)
+            S.check(f"fp16 {o} {be}: within 1 fp16 ulp", err.max() <= 1, f"{err.max():.2f}")
+
+# an integer input is a clear error, not a crash
+mi = model([mk("Cos", ["x"], ["y"], name="c0")], [vi("x", [4], TensorProto.INT32)], [vi("y", None, TensorProto.INT32)], [], 22)
+p, _ = ht.run(save(mi), {"x": np.arange(4, dtype=np.int32)})
+S.check("Cos of int32: exit 1", p.returncode == 1, f"rc={p.returncode} {p.stderr[-300:]}")
+S.check("Cos of int32: names the node and says why", 'node 0 "c0" (Cos)' in p.stderr and "floating-point" in p.stderr, p.stderr[-300:])
+S.close()
