@@ -152,6 +152,8 @@ ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
 /* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike */
 ox_op_fn ox_find_math(const char *op);
+/* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK */
+ox_op_fn ox_find_index(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
 /* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,

@@ -1,0 +1,172 @@
+"""The ONNX ops of onnx_ops_index.c — GatherND, ScatterElements, ScatterND,
+CumSum, OneHot, TopK — against onnxruntime on the interpreter and the cpu
+backend: negative indices, duplicate indices under each reduction,
+indices smaller than the data off the scatter axis, batch_dims, every
+axis, exclusive / reverse sums, ties in TopK (the lower index first), and
+out-of-range one-hot indices.  Several ops share a model so that the cpu
+backend compiles a few C files.  Then the refusals: out-of-range constant
+indices, wrong ranks, k past the axis, a mask past the size limit — each a
+clear error naming the node."""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import init, mk, model, vi  # noqa: E402
+
+import warnings  # noqa: E402
+
+warnings.simplefilter("ignore", RuntimeWarning)  # NaN in the error measure of NaN-carrying outputs
+rng = np.random.default_rng(11)
+S = ht.Suite("onnx_index")
+BACKENDS = [b for b in ("interp", "cpu") if b in ht.BACKENDS]
+I64, F = TensorProto.INT64, TensorProto.FLOAT
+
+
+def ints(*v):
+    return np.array(v, np.int64)
+
+
+def save(m):
+    path = os.path.join(ht.tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def check(name, nodes, inputs, outs, inits=(), opset=18, out_types=None):
+    """inputs: {name: array} (int64 ones go to harp as int32); outs: output names."""
+    types = out_types or {}
+    m = model(nodes, [vi(k, v.shape, onnx.helper.np_dtype_to_tensor_dtype(v.dtype)) for k, v in inputs.items()],
+              [vi(o, None, types.get(o, F)) for o in outs], [init(k, v) for k, v in dict(inits).items()], opset)
+    path = save(m)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)
+    hin = {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in inputs.items()}
+    for be in BACKENDS:
+        p, d = ht.run(path, hin, backend=be)
+        S.check(f"{name} {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+        if p.returncode:
+            continue
+        for o, w in zip(outs, want):
+            got = np.load(os.path.join(d, f"{o}.npy"))
+            if w.dtype.kind in "iu":
+                ok = got.shape == w.shape and np.array_equal(got, w)
+                S.check(f"{name} {be} {o}: equals onnxruntime", ok, f"got {got.ravel()[:12]} want {w.ravel()[:12]}")
+            else:
+                ok, why = ht.close(got, w, rtol=1e-5, atol=1e-6)
+                S.check(f"{name} {be} {o}: matches onnxruntime", ok, why)
+
+
+# ---- TopK, CumSum, OneHot -------------------------------------------------------------------
+xt = np.round(rng.standard_normal((4, 7)) * 2).astype(np.float32)  # many ties
+xt[1, :] = 1.0
+xt[2, 3] = np.inf
+xt[3, 0] = -np.inf
+xc = rng.standard_normal((3, 5)).astype(np.float32)
+xi = rng.integers(-50, 50, (2, 6)).astype(np.int32)
+oh = ints(0, 3, -1, -4, 4, -5, 2).reshape(7)
+nodes = [mk("TopK", ["xt", "k3"], ["tv", "ti"], axis=-1), mk("TopK", ["xt", "k2"], ["sv", "si"], axis=0, largest=0),
+         mk("TopK", ["xi", "k2"], ["iv", "ii"], axis=1, largest=1),
+         mk("CumSum", ["xc", "a0"], ["c0"]), mk("CumSum", ["xc", "a1"], ["c1"], exclusive=1),
+         mk("CumSum", ["xc", "am1"], ["c2"], reverse=1), mk("CumSum", ["xc", "a0"], ["c3"], reverse=1, exclusive=1),
+         mk("CumSum", ["xi", "a1"], ["c4"]),
+         mk("OneHot", ["oh", "depth", "ohv"], ["o0"]), mk("OneHot", ["oh", "depth", "ohv"], ["o1"], axis=0),
+         mk("OneHot", ["ohf", "depthf", "ohv"], ["o2"], axis=-2)]
+check("TopK / CumSum / OneHot", nodes, {"xt": xt, "xc": xc, "xi": xi, "oh": oh, "ohf": np.array([[1.7, -1.2], [0.0, 3.9]], np.float32)},
+      ["tv", "ti", "sv", "si", "iv", "ii", "c0", "c1", "c2", "c3", "c4", "o0", "o1", "o2"],
+      inits={"k3": ints(3), "k2": ints(2), "a0": np.array(0, np.int64), "a1": np.array(1, np.int32), "am1": ints(-1),
+             "depth": np.array(4, np.int64), "depthf": np.array(4, np.float32), "ohv": np.array([-1.5, 2.5], np.float32)},
+      out_types={"ti": I64, "si": I64, "iv": TensorProto.INT32, "ii": I64, "c4": TensorProto.INT32})
+
+# NaN in TopK: harp takes NaN as the largest (numpy's sort order); checked without onnxruntime
+xn = np.array([[1, np.nan, 3, 2], [np.nan, 5, np.nan, -1]], np.float32)
+mn = model([mk("TopK", ["x", "k"], ["v", "i"], axis=1), mk("TopK", ["x", "k"], ["v2", "i2"], axis=1, largest=0)],
+           [vi("x", [2, 4])], [vi("v", None), vi("i", None, I64), vi("v2", None), vi("i2", None, I64)], [init("k", ints(2))], 18)
+pn = save(mn)
+for be in BACKENDS:
+    p, d = ht.run(pn, {"x": xn}, backend=be)
+    S.check(f"TopK with NaN {be}: runs", p.returncode == 0, p.stderr[-400:])
+    if p.returncode == 0:
+        ld = lambda o: np.load(os.path.join(d, f"{o}.npy"))  # noqa: E731
+        S.check(f"TopK with NaN {be}: NaN first when largest", np.array_equal(ld("i"), [[1, 2], [0, 2]]), str(ld("i")))
+        S.check(f"TopK with NaN {be}: NaN last when smallest", np.array_equal(ld("i2"), [[0, 3], [3, 1]]), str(ld("i2")))
+        S.check(f"TopK with NaN {be}: the values", np.array_equal(ld("v"), [[np.nan, 3], [np.nan, np.nan]], equal_nan=True), str(ld("v")))
+
+# ---- scatter and gather -----------------------------------------------------------------------
+data = rng.standard_normal((4, 5)).astype(np.float32)
+upd = rng.standard_normal((2, 3)).astype(np.float32)
+idx_dup = ints(1, -1, 1, 0, 0, 3).reshape(2, 3)  # duplicates in column 0... and negative
+idx_uni = ints(1, -1, 0, 3, 0, -2).reshape(2, 3)
+d3 = rng.standard_normal((4, 3, 2)).astype(np.float32)
+nd_idx = ints(0, -1, 0, 2).reshape(4, 1)  # row 0 twice
+nd_upd = rng.standard_normal((4, 3, 2)).astype(np.float32)
+nd_idx2 = ints(1, 2, -1, 0, 1, 2).reshape(3, 2)  # (1, 2) twice
+nd_upd2 = rng.standard_normal((3, 2)).astype(np.float32)
+nodes = [mk("ScatterElements", ["data", "iu", "upd"], ["s0"], axis=0),
+         mk("ScatterElements", ["data", "iu", "upd"], ["s1"], axis=1),
+         mk("ScatterElements", ["data", "idup", "upd"], ["s2"], axis=0, reduction="add"),
+         mk("ScatterElements", ["data", "idup", "upd"], ["s3"], axis=-2, reduction="mul"),
+         mk("ScatterElements", ["data", "idup", "upd"], ["s4"], axis=0, reduction="max"),
+         mk("ScatterElements", ["data", "idup", "upd"], ["s5"], axis=0, reduction="min"),
+         mk("ScatterND", ["d3", "ndi", "ndu"], ["n0"], reduction="add"),
+         mk("ScatterND", ["d3", "ndi", "ndu"], ["n1"], reduction="max"),
+         mk("ScatterND", ["d3", "ndi", "ndu"], ["n2"], reduction="mul"),
+         mk("ScatterND", ["d3", "ndi2", "ndu2"], ["n3"], reduction="min"),
+         mk("ScatterND", ["d3", "ndu_i", "ndu2"], ["n4"]),
+         mk("GatherND", ["d3", "ndi2"], ["g0"]), mk("GatherND", ["d3", "gb"], ["g1"], batch_dims=1),
+         mk("GatherND", ["d3", "g3"], ["g2"])]
+check("ScatterElements / ScatterND / GatherND", nodes,
+      {"data": data, "upd": upd, "d3": d3, "ndu": nd_upd, "ndu2": nd_upd2, "ndi2": nd_idx2},
+      ["s0", "s1", "s2", "s3", "s4", "s5", "n0", "n1", "n2", "n3", "n4", "g0", "g1", "g2"],
+      inits={"iu": idx_uni, "idup": idx_dup, "ndi": nd_idx, "ndu_i": ints(3, 1, 0, 0, -2, 1).reshape(3, 2),
+             "gb": ints(1, -1, 0, 2, 1, 0, 2, 0).reshape(4, 2, 1), "g3": ints(3, 2, 1, -4, 0, -1).reshape(2, 3)})
+
+# int32 data, scatter with indices at run time
+di = rng.integers(-9, 9, (3, 4)).astype(np.int32)
+check("ScatterElements int32, indices at run time", [mk("ScatterElements", ["di", "ri", "ru"], ["y"], axis=1, reduction="add")],
+      {"di": di, "ri": ints(3, -1, 0, 2, 2, 2).reshape(3, 2), "ru": rng.integers(-5, 5, (3, 2)).astype(np.int32)}, ["y"],
+      out_types={"y": TensorProto.INT32})
+
+# ---- refusals -----------------------------------------------------------------------------------
+E = ht.tempfile.mkdtemp()
+
+
+def refused(name, nodes, inits, needles, x_shape=(4, 5), opset=18):
+    m = model(nodes, [vi("x", list(x_shape))], [vi("y", None)], [init(k, v) for k, v in inits.items()], opset)
+    xp = os.path.join(E, "x.npy")
+    np.save(xp, np.zeros(x_shape, np.float32))
+    out = os.path.join(E, "out_" + "".join(ch if ch.isalnum() else "_" for ch in name))
+    p = ht.subprocess.run([ht.HARP, "run", save(m), "--out", out, "--input", f"x={xp}"], capture_output=True, text=True, timeout=120)
+    S.check(f"{name}: exit code 1", p.returncode == 1, f"rc={p.returncode} {p.stderr[-300:]}")
+    for nd in needles:
+        S.check(f"{name}: says {nd!r}", nd in p.stderr, p.stderr.strip()[-400:])
+    S.check(f"{name}: no output", not os.path.exists(out) or not os.listdir(out))
+
+
+refused("ScatterElements index out of range", [mk("ScatterElements", ["x", "i", "u"], ["y"], axis=1, name="se")],
+        {"i": ints(0, 5).reshape(1, 2), "u": np.ones((1, 2), np.float32)}, ['node 0 "se" (ScatterElements)', "index 5 is out of range"])
+refused("ScatterND index out of range", [mk("ScatterND", ["x", "i", "u"], ["y"], name="sn")],
+        {"i": ints(-5).reshape(1, 1), "u": np.ones((1, 5), np.float32)}, ['(ScatterND)', "index -5 is out of range"])
+refused("GatherND index out of range", [mk("GatherND", ["x", "i"], ["y"], name="gn")],
+        {"i": ints(1, 7).reshape(1, 2)}, ['(GatherND)', "index 7 is out of range"])
+refused("ScatterElements ranks", [mk("ScatterElements", ["x", "i", "u"], ["y"], name="se")],
+        {"i": ints(0, 1), "u": np.ones(2, np.float32)}, ["AxisSizeMismatch", "one rank"])
+refused("ScatterND updates shape", [mk("ScatterND", ["x", "i", "u"], ["y"], name="sn")],
+        {"i": ints(0, 1).reshape(2, 1), "u": np.ones((2, 4), np.float32)}, ["AxisSizeMismatch", "updates must have the shape"])
+refused("TopK k past the axis", [mk("TopK", ["x", "k"], ["y", "yi"], name="tk")], {"k": ints(6)}, ['(TopK)', "k = 6 along an axis of 5"])
+refused("CumSum past the mask limit", [mk("CumSum", ["x", "a"], ["y"], name="cs")], {"a": ints(1)},
+        ["LimitExceeded", "(CumSum)", "comparison mask"], x_shape=(4, 8192))
+refused("OneHot depth at run time", [mk("OneHot", ["x", "x", "v"], ["y"], name="oh")], {"v": np.array([0, 1], np.float32)},
+        ["Unsupported", "depth (input 1) must be a one-element constant"])
+refused("reduction name", [mk("ScatterND", ["x", "i", "u"], ["y"], reduction="avg", name="sn")],
+        {"i": ints(0).reshape(1, 1), "u": np.ones((1, 5), np.float32)}, ["InvalidArgument", 'reduction "avg"'])
+S.close()
