@@ -122,7 +122,7 @@ hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
 /* onnx_nn.c (onnx_attn.c: Attention; onnx_loss.c: the losses): the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
   X(Attention) X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
-  X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(MatMul) X(MaxPool) \
+  X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(LpPool) X(MatMul) X(MaxPool) \
   X(NegativeLogLikelihoodLoss) X(RMSNormalization) X(SoftmaxCrossEntropyLoss)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
@@ -152,7 +152,7 @@ ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
 /* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike */
 ox_op_fn ox_find_math(const char *op);
-/* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK */
+/* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK, ReverseSequence, CenterCropPad */
 ox_op_fn ox_find_index(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);

@@ -293,10 +293,28 @@ static int64_t window_count(int64_t o, const win2d *w, int i, int64_t lo, int64_
   return (b < hi ? b : hi) - (a > lo ? a : lo);
 }
 
-static hp_status pool(ox_ctx *c, bool is_max) {
+static hp_val int_power(hp_graph *g, hp_val b, int n);
+
+/* LpPool's window sums with dilations: the sum of the kernel's strided slices */
+static hp_val dilated_sum_pool(ox_ctx *c, hp_val x, const win2d *w, const int64_t *out) {
+  if (w->k[0] * w->k[1] > 64) return ox_fail(c, HP_E_UNSUPPORTED, "a dilated %" PRId64 "x%" PRId64 " window (at most 64 taps)", w->k[0], w->k[1]), -1;
+  hp_val y = HP_NONE;
+  int axes[2] = {2, 3};
+  for (int64_t a = 0; a < w->k[0]; a++)
+    for (int64_t b = 0; b < w->k[1]; b++) {
+      int64_t lo[2] = {a * w->d[0], b * w->d[1]}, hi[2] = {lo[0] + (out[0] - 1) * w->s[0] + 1, lo[1] + (out[1] - 1) * w->s[1] + 1};
+      hp_val t = hp_slice(c->g, x, 2, axes, lo, hi, w->s);
+      y = y == HP_NONE ? t : hp_add(c->g, y, t);
+    }
+  return y;
+}
+
+/* MaxPool, AveragePool, and LpPool when lp = p >= 1: (sum |x|^p)^(1/p), the
+ * zero padding adding nothing, so the sum is the average times the window */
+static hp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  int64_t ks[8], ceil_mode, cip = 0, order = 0;
+  int64_t ks[8], ceil_mode, cip = lp ? 1 : 0, order = 0;
   int n, nsp = 0;
   if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
   if (n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape must have %d values (%d-D pooling)", nsp, nsp);
@@ -306,7 +324,8 @@ static hp_status pool(ox_ctx *c, bool is_max) {
       ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
     return c->e->code;
   bool dilated = w.d[0] != 1 || w.d[1] != 1;
-  if (dilated && !is_max) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
+  if (dilated && !is_max && !lp) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
+  if (lp) x = int_power(c->g, hp_abs(c->g, x), (int)lp);
   int64_t ek[2] = {(w.k[0] - 1) * w.d[0] + 1, (w.k[1] - 1) * w.d[1] + 1}; /* the window's extent */
   if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
   const fe_shape *s = ox_shape_of(c, x);
@@ -335,6 +354,11 @@ static hp_status pool(ox_ctx *c, bool is_max) {
     x = hp_pad(c->g, x, lo, hi, 4, is_max ? -INFINITY : 0.0);
   }
   hp_pool2d_opts o = {.kernel = {w.k[0], w.k[1]}, .stride = {w.s[0], w.s[1]}};
+  if (lp) {
+    hp_val sum = dilated ? dilated_sum_pool(c, x, &w, out) : hp_mul(c->g, hp_avg_pool2d(c->g, x, &o), hp_const(c->g, (double)(w.k[0] * w.k[1])));
+    hp_val y = lp == 1 ? sum : lp == 2 ? hp_sqrt(c->g, sum) : hp_exp(c->g, hp_mul(c->g, hp_log(c->g, sum), hp_const(c->g, 1.0 / (double)lp)));
+    return c->e->code ? c->e->code : ox_def(c, 0, unspatial(c, y, nsp));
+  }
   if (dilated) {
     hp_val y = ox_dilated_max_pool(c, x, w.k, w.s, w.d, out);
     return c->e->code ? c->e->code : ox_def(c, 0, unspatial(c, y, nsp));
@@ -356,8 +380,14 @@ static hp_status pool(ox_ctx *c, bool is_max) {
   if (sc < 0) return c->e->code;
   return ox_def(c, 0, unspatial(c, hp_mul(c->g, y, sc), nsp));
 }
-OP(MaxPool) { return pool(c, true); }
-OP(AveragePool) { return pool(c, false); }
+OP(MaxPool) { return pool(c, true, 0); }
+OP(AveragePool) { return pool(c, false, 0); }
+OP(LpPool) {
+  int64_t p;
+  if (ox_attr_int(c, "p", 2, &p)) return c->e->code;
+  if (p < 1 || p > 64) return ox_fail(c, HP_E_UNSUPPORTED, "p = %" PRId64 " (harp takes 1 to 64)", p);
+  return pool(c, false, p);
+}
 
 static hp_status global_pool(ox_ctx *c, hp_op op) {
   hp_val x = ox_tensor(c, 0);

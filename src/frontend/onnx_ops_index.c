@@ -1,6 +1,6 @@
 /* onnx_ops_index.c — ONNX ops that move elements by index or by order:
  * GatherND, ScatterElements (and the old Scatter), ScatterND, CumSum,
- * OneHot, TopK.
+ * OneHot, TopK, ReverseSequence; and CenterCropPad (a slice or a pad).
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_index.
  *
@@ -417,13 +417,75 @@ OP(TopK) {
   return c->node->n_output > 1 ? ox_def(c, 1, idx) : HP_OK;
 }
 
+/* ---- ReverseSequence: a gather along the time axis --------------------------------------------- */
+/* out[b, t] = x[b, t < len[b] ? len[b] - 1 - t : t]; len may be computed at run time */
+OP(ReverseSequence) {
+  hp_graph *g = c->g;
+  ox_val *lv;
+  int64_t ba, ta, tn;
+  hp_val x = ox_tensor(c, 0), len = x > 0 ? indices(c, 1, &lv) : -1;
+  if (len < 0 || ox_attr_int(c, "batch_axis", 1, &ba) || ox_attr_int(c, "time_axis", 0, &ta)) return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x);
+  if (xs.rank < 2) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 2");
+  if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
+    return ox_fail(c, HP_E_INVALID_ARG, "batch_axis %" PRId64 " and time_axis %" PRId64 " (0 and 1, or 1 and 0)", ba, ta);
+  if (!fe_dim_is_int(xs.d[ta], &tn)) return ox_fail(c, HP_E_UNSUPPORTED, "ReverseSequence needs the time size known at import, got %s", xs.d[ta]->text);
+  const fe_shape *ls = ox_shape_of(c, len);
+  if (ls->rank != 1 || fe_dim_cmp(ls->d[0], xs.d[ba]) == FE_DIFF)
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "sequence_lens must be [batch] (%s)", xs.d[ba]->text);
+  for (int64_t k = 0; lv->has_i && k < lv->in; k++) {
+    int64_t v;
+    if (fe_dim_is_int(lv->iv[k], &v) && (v < 0 || v > tn))
+      return ox_fail(c, HP_E_INVALID_ARG, "sequence length %" PRId64 " is out of range for a time axis of %" PRId64, v, tn);
+  }
+  fe_shape lb = {.rank = xs.rank};
+  for (int i = 0; i < xs.rank; i++) lb.d[i] = i == ba ? xs.d[ba] : I(c, 1);
+  hp_val t = iota(c, tn, xs.rank, (int)ta, "iota");
+  if (t < 0) return c->e->code;
+  hp_val l = fe_reshape(g, len, &lb);
+  hp_val idx = hp_where(g, hp_binary(g, HP_OP_LT, t, l), hp_sub(g, hp_sub(g, l, KI(c, 1)), t), hp_add(g, t, KI(c, 0)));
+  return ox_def(c, 0, hp_gather(g, x, fe_expand(g, idx, &xs), (int)ta));
+}
+
+/* ---- CenterCropPad: a centred slice or zero padding per axis ------------------------------------- */
+OP(CenterCropPad) {
+  hp_graph *g = c->g;
+  hp_val x = ox_tensor(c, 0);
+  int64_t sh[TINY_MAX_RANK], ax[TINY_MAX_RANK], d;
+  int ns, na;
+  if (x < 0 || ox_const_ints(c, 1, "shape", sh, TINY_MAX_RANK, &ns) || ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x);
+  if (na < 0) {
+    na = xs.rank;
+    for (int i = 0; i < na; i++) ax[i] = i;
+  }
+  if (ns != na) return ox_fail(c, HP_E_INVALID_ARG, "shape has %d values for %d axes", ns, na);
+  int64_t lo[TINY_MAX_RANK] = {0}, hi[TINY_MAX_RANK] = {0};
+  bool seen[TINY_MAX_RANK] = {false}, pad = false;
+  for (int i = 0; i < na; i++) {
+    int a;
+    if (ox_norm_axis(c, ax[i], xs.rank, &a)) return c->e->code;
+    if (seen[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is named twice", a);
+    seen[a] = true;
+    if (!fe_dim_is_int(xs.d[a], &d)) return ox_fail(c, HP_E_UNSUPPORTED, "CenterCropPad needs dim %d known at import, got %s", a, xs.d[a]->text);
+    if (sh[i] < 0 || sh[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] = %" PRId64, i, sh[i]);
+    if (sh[i] < d) { /* crop: start (d - s) / 2 */
+      int64_t st = (d - sh[i]) / 2, en = st + sh[i];
+      x = hp_slice(g, x, 1, &a, &st, &en, NULL);
+    } else if (sh[i] > d) {
+      lo[a] = (sh[i] - d) / 2, hi[a] = sh[i] - d - lo[a], pad = true;
+    }
+  }
+  return ox_def(c, 0, pad ? hp_pad(g, x, lo, hi, xs.rank, 0) : x);
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------- */
 static const struct {
   const char *name;
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(CumSum), E(GatherND), E(OneHot), E(Scatter), E(ScatterElements), E(ScatterND), E(TopK),
+    E(CenterCropPad), E(CumSum), E(GatherND), E(OneHot), E(ReverseSequence), E(Scatter), E(ScatterElements), E(ScatterND), E(TopK),
 #undef E
 };
 

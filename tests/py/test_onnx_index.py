@@ -1,5 +1,5 @@
 """The ONNX ops of onnx_ops_index.c — GatherND, ScatterElements, ScatterND,
-CumSum, OneHot, TopK — against onnxruntime on the interpreter and the cpu
+CumSum, OneHot, TopK, ReverseSequence, CenterCropPad — and LpPool against onnxruntime on the interpreter and the cpu
 backend: negative indices, duplicate indices under each reduction,
 indices smaller than the data off the scatter axis, batch_dims, every
 axis, exclusive / reverse sums, ties in TopK (the lower index first), and
@@ -136,6 +136,21 @@ check("ScatterElements int32, indices at run time", [mk("ScatterElements", ["di"
       {"di": di, "ri": ints(3, -1, 0, 2, 2, 2).reshape(3, 2), "ru": rng.integers(-5, 5, (3, 2)).astype(np.int32)}, ["y"],
       out_types={"y": TensorProto.INT32})
 
+# ---- ReverseSequence (lengths at run time), CenterCropPad, and LpPool (onnx_nn.c) -------------------
+xr = rng.standard_normal((5, 3, 2)).astype(np.float32)
+xcc = rng.standard_normal((7, 6, 3)).astype(np.float32)
+check("ReverseSequence / CenterCropPad", [mk("ReverseSequence", ["xr", "lens"], ["r0"], batch_axis=1, time_axis=0),
+                                          mk("ReverseSequence", ["xr", "lens2"], ["r1"], batch_axis=0, time_axis=1),
+                                          mk("CenterCropPad", ["xcc", "cs"], ["cc0"]),
+                                          mk("CenterCropPad", ["xcc", "cs2"], ["cc1"], axes=[-1, 0])],
+      {"xr": xr, "lens": ints(5, 1, 3), "xcc": xcc}, ["r0", "r1", "cc0", "cc1"],
+      inits={"lens2": ints(2, 0, 3, 1, 3), "cs": ints(4, 9, 3), "cs2": ints(6, 2)})
+xp = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+check("LpPool", [mk("LpPool", ["xp"], ["p0"], kernel_shape=[3, 2], p=3, pads=[1, 0, 1, 1], strides=[2, 2]),
+                 mk("LpPool", ["xp"], ["p1"], kernel_shape=[2, 3], p=1, ceil_mode=1, strides=[2, 2]),
+                 mk("LpPool", ["xp"], ["p2"], kernel_shape=[2, 2], dilations=[2, 3], pads=[1, 1, 0, 1])],
+      {"xp": xp}, ["p0", "p1", "p2"], opset=22)
+
 # ---- refusals -----------------------------------------------------------------------------------
 E = ht.tempfile.mkdtemp()
 
@@ -167,6 +182,8 @@ refused("CumSum past the mask limit", [mk("CumSum", ["x", "a"], ["y"], name="cs"
         ["LimitExceeded", "(CumSum)", "comparison mask"], x_shape=(4, 8192))
 refused("OneHot depth at run time", [mk("OneHot", ["x", "x", "v"], ["y"], name="oh")], {"v": np.array([0, 1], np.float32)},
         ["Unsupported", "depth (input 1) must be a one-element constant"])
+refused("ReverseSequence length past the time axis", [mk("ReverseSequence", ["x", "l"], ["y"], batch_axis=0, time_axis=1, name="rs")],
+        {"l": ints(1, 2, 6, 0)}, ["InvalidArgument", "sequence length 6 is out of range"])
 refused("reduction name", [mk("ScatterND", ["x", "i", "u"], ["y"], reduction="avg", name="sn")],
         {"i": ints(0).reshape(1, 1), "u": np.ones((1, 5), np.float32)}, ["InvalidArgument", 'reduction "avg"'])
 S.close()
