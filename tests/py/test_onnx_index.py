@@ -6,7 +6,9 @@ axis, exclusive / reverse sums, ties in TopK (the lower index first), and
 out-of-range one-hot indices.  Several ops share a model so that the cpu
 backend compiles a few C files.  Then the refusals: out-of-range constant
 indices, wrong ranks, k past the axis, a mask past the size limit — each a
-clear error naming the node."""
+clear error naming the node.  Last, onnx's own node cases of these ops
+with the inputs harp needs at import (K, axis, depth, shape...) turned
+into initializers, against their expected outputs."""
 import os
 import sys
 
@@ -184,6 +186,45 @@ refused("OneHot depth at run time", [mk("OneHot", ["x", "x", "v"], ["y"], name="
         ["Unsupported", "depth (input 1) must be a one-element constant"])
 refused("ReverseSequence length past the time axis", [mk("ReverseSequence", ["x", "l"], ["y"], batch_axis=0, time_axis=1, name="rs")],
         {"l": ints(1, 2, 6, 0)}, ["InvalidArgument", "sequence length 6 is out of range"])
+refused("Col2Im input not [N, C * K, L]", [mk("Unsqueeze", ["x", "z"], ["x3"]), mk("Col2Im", ["x3", "im", "bl"], ["y"], name="ci")],
+        {"im": ints(3, 3), "bl": ints(2, 2), "z": ints(0)}, ["AxisSizeMismatch", "(Col2Im)", "is not [N, C * 4, 4]"])
 refused("reduction name", [mk("ScatterND", ["x", "i", "u"], ["y"], reduction="avg", name="sn")],
         {"i": ints(0).reshape(1, 1), "u": np.ones((1, 5), np.float32)}, ["InvalidArgument", 'reduction "avg"'])
+
+# ---- onnx's own node cases with the inputs harp needs at import made initializers --------------
+# (the node tests feed K, axis, depth, shape, image_shape and block_shape as
+# graph inputs, which harp refuses; as constants, the expected outputs must
+# match; double inputs and outputs are run as float32)
+import argparse  # noqa: E402
+
+import test_onnx_conformance as conf  # noqa: E402
+import test_onnx_node as tn  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+CONST = {"k", "axis", "depth", "shape", "image_shape", "block_shape"}
+_, found = tn.cases(argparse.Namespace(names=["test_col2im", "test_onehot", "test_top_k", "test_cumsum", "test_center_crop_pad"], sample=1))
+found = [cs for cs in found if not cs.name.endswith("_expanded") and "uint64" not in cs.name]
+S.check("node cases with constants found", len(found) == 32, str([cs.name for cs in found]))
+for cs in found:
+    m = onnx.load(cs.model)
+    ins, outs = cs.data()
+    keep, vals = [], []
+    for vinfo, arr in zip(list(m.graph.input), ins):
+        if vinfo.name in CONST:
+            m.graph.initializer.append(numpy_helper.from_array(np.asarray(arr), vinfo.name))
+            m.graph.input.remove(vinfo)
+        else:
+            if arr.dtype == np.float64:
+                arr = arr.astype(np.float32)
+                vinfo.type.tensor_type.elem_type = F
+            keep.append(arr)
+    for o in m.graph.output:
+        if o.type.tensor_type.elem_type == TensorProto.DOUBLE:
+            o.type.tensor_type.elem_type = F
+    outs = [o.astype(np.float32) if o.dtype == np.float64 else o for o in outs]
+    path = save(m)
+    for be in (["interp", "cpu"] if cs.name in ("test_col2im_5d", "test_top_k_same_values_2d") else ["interp"]):
+        if be in BACKENDS:
+            v, detail, _ = conf.run_model(path, m, keep, outs, 1e-5, 1e-6, be, 120)
+            S.check(f"{cs.name} with constants {be}: passes", v == "pass", f"{v}: {detail}")
 S.close()
