@@ -1,5 +1,6 @@
 /* onnx_ops_math.c — the trigonometric and hyperbolic functions composed
- * from harp's elementwise ops, SwiGLU, RotaryEmbedding and EyeLike.
+ * from harp's elementwise ops, SwiGLU, RotaryEmbedding, EyeLike, and
+ * BitShift / Bitwise* on int32 (exact).
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_math.
  *
@@ -465,13 +466,128 @@ OP(EyeLike) {
   return ox_def(c, 0, dt == TINY_BOOL ? mask : hp_cast(c->g, mask, dt));
 }
 
+/* ---- BitShift and the Bitwise ops on int32, exact ------------------------------------------------ */
+/* harp's int32 arithmetic wraps (ADD, SUB, MUL), which is a left shift by
+ * a multiplication; the rest goes through x = hi 2^16 + lo with lo in
+ * [0, 2^16) and hi in [-2^15, 2^15), both exact as floats: float(x) gives
+ * hi to within one, the wrapped x - hi 2^16 corrects it. */
+static hp_val I32(ox_ctx *c, double v) { return hp_const_typed(c->g, v, TINY_I32); }
+
+static void split16(ox_ctx *c, hp_val x, hp_val *hi, hp_val *lo) {
+  hp_graph *g = c->g;
+  hp_val h = hp_cast(g, hp_floor(g, mulk(c, hp_cast(g, x, TINY_FP32), 1.0 / 65536)), TINY_I32);
+  hp_val l = sub(c, x, mul(c, h, I32(c, 65536)));
+  hp_val neg = lt(c, l, I32(c, 0)), big = hp_binary(g, HP_OP_GE, l, I32(c, 65536));
+  h = sel(c, neg, sub(c, h, I32(c, 1)), sel(c, big, add(c, h, I32(c, 1)), h));
+  l = sel(c, neg, add(c, l, I32(c, 65536)), sel(c, big, sub(c, l, I32(c, 65536)), l));
+  *hi = hp_cast(g, h, TINY_FP32), *lo = hp_cast(g, l, TINY_FP32);
+}
+
+/* a and b (int32) as one broadcast shape, each */
+static hp_status int_pair(ox_ctx *c, hp_val *a, hp_val *b) {
+  *a = ox_tensor(c, 0), *b = *a > 0 ? ox_tensor(c, 1) : -1;
+  if (*b < 0) return c->e->code;
+  if (hp_val_dtype(c->g, *a) != TINY_I32 || hp_val_dtype(c->g, *b) != TINY_I32)
+    return ox_fail(c, HP_E_UNSUPPORTED, "%s of %s (harp computes it on int32)", c->node->op_type, tiny_dtype_name(hp_val_dtype(c->g, *a)));
+  hp_val z = sub(c, *a, *a), w = sub(c, *b, *b); /* zeros, to broadcast */
+  *a = add(c, *a, w), *b = add(c, *b, z);
+  return ox_check(c, *b);
+}
+
+OP(BitShift) {
+  hp_graph *g = c->g;
+  char dir[8];
+  hp_val x, y;
+  if (ox_attr_str(c, "direction", "", dir, sizeof dir) || int_pair(c, &x, &y)) return c->e->code;
+  bool left = !strcmp(dir, "LEFT");
+  if (!left && strcmp(dir, "RIGHT") != 0) return ox_fail(c, HP_E_INVALID_ARG, "direction \"%s\" (LEFT or RIGHT)", dir);
+  /* int64 values are int32 in harp: a right shift of one agrees with int64's, a left one would lose the bits past 32 */
+  ox_val *xv = ox_in(c, 0, NULL);
+  if (left && xv && xv->oty == OX_INT64) return ox_fail(c, HP_E_UNSUPPORTED, "a LEFT shift of int64 (harp computes int64 as int32)");
+  /* a shift past the width (or negative) leaves the sign fill alone */
+  hp_val oor = sel(c, lt(c, y, I32(c, 0)), lt(c, y, I32(c, 0)), hp_binary(g, HP_OP_GT, y, I32(c, 31)));
+  hp_val yc = hp_min(g, hp_max(g, y, I32(c, 0)), I32(c, 31)), r;
+  /* 2^y (left: as int32, 2^31 wrapping to INT32_MIN) or 2^(16 - y) (right: as float), gathered */
+  hp_tensor t;
+  int64_t n = 32;
+  if (hp_tensor_alloc(c->e, &t, left ? TINY_I32 : TINY_FP32, 1, &n)) return c->e->code;
+  for (int k = 0; k < 32; k++) {
+    if (left) ((int32_t *)t.data)[k] = (int32_t)(uint32_t)(1u << k);
+    else ((float *)t.data)[k] = ldexpf(1, 16 - k);
+  }
+  hp_val tab = ox_weight(c, "pow2", &t);
+  const fe_shape s = *ox_shape_of(c, yc);
+  const fe_dim *m = fe_dim_int(c->A, 1);
+  for (int i = 0; i < s.rank && m; i++) m = fe_dim_mul(c->A, m, s.d[i]);
+  if (tab < 0 || !m) return c->e->code ? c->e->code : ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  hp_val p = fe_reshape(g, hp_gather(g, tab, fe_reshape(g, yc, &(fe_shape){.rank = 1, .d = {m}}), 0), &s);
+  if (left) {
+    r = sel(c, oor, I32(c, 0), mul(c, x, p));
+  } else { /* floor(x / 2^y) = floor(hi 2^(16 - y)) + floor(lo 2^-y) */
+    hp_val hi, lo;
+    split16(c, x, &hi, &lo);
+    hp_val a = hp_floor(g, mul(c, hi, p)), b = hp_floor(g, mul(c, lo, mulk(c, p, 1.0 / 65536)));
+    r = add(c, hp_cast(g, a, TINY_I32), hp_cast(g, b, TINY_I32));
+    r = sel(c, oor, sel(c, lt(c, x, I32(c, 0)), I32(c, -1), I32(c, 0)), r);
+  }
+  return ox_def(c, 0, r);
+}
+
+/* the 16 bits of v (a float integer in [0, 2^16)), low first */
+static void bits16(ox_ctx *c, hp_val v, hp_val *bit) {
+  hp_val f = v;
+  for (int k = 0; k < 16; k++) {
+    hp_val next = hp_floor(c->g, mulk(c, f, 0.5));
+    bit[k] = sub(c, f, add(c, next, next));
+    f = next;
+  }
+}
+
+typedef enum { B_AND, B_OR, B_XOR } bit_kind;
+
+static hp_val bits_half(ox_ctx *c, hp_val u, hp_val v, bit_kind k) {
+  hp_val bu[16], bv[16], r = HP_NONE;
+  bits16(c, u, bu), bits16(c, v, bv);
+  for (int i = 15; i >= 0; i--) { /* r = 2 r + bit, exact */
+    hp_val ab = mul(c, bu[i], bv[i]);
+    hp_val b = k == B_AND ? ab : k == B_OR ? sub(c, add(c, bu[i], bv[i]), ab) : sub(c, add(c, bu[i], bv[i]), add(c, ab, ab));
+    r = r == HP_NONE ? b : add(c, add(c, r, r), b);
+  }
+  return r;
+}
+
+static hp_status bitwise(ox_ctx *c, bit_kind k) {
+  hp_graph *g = c->g;
+  hp_val a, b, ah, al, bh, bl;
+  if (int_pair(c, &a, &b)) return c->e->code;
+  split16(c, a, &ah, &al), split16(c, b, &bh, &bl);
+  /* hi as its 16-bit two's complement pattern, and back */
+  hp_val zero = K(c, 0), big = K(c, 65536);
+  ah = sel(c, lt(c, ah, zero), add(c, ah, big), ah), bh = sel(c, lt(c, bh, zero), add(c, bh, big), bh);
+  hp_val rh = bits_half(c, ah, bh, k), rl = bits_half(c, al, bl, k);
+  rh = sel(c, hp_binary(g, HP_OP_GE, rh, K(c, 32768)), sub(c, rh, big), rh);
+  return ox_def(c, 0, add(c, mul(c, hp_cast(g, rh, TINY_I32), I32(c, 65536)), hp_cast(g, rl, TINY_I32)));
+}
+OP(BitwiseAnd) { return bitwise(c, B_AND); }
+OP(BitwiseOr) { return bitwise(c, B_OR); }
+OP(BitwiseXor) { return bitwise(c, B_XOR); }
+
+/* ~x = -x - 1, wrapping */
+OP(BitwiseNot) {
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  if (hp_val_dtype(c->g, x) != TINY_I32) return ox_fail(c, HP_E_UNSUPPORTED, "BitwiseNot of %s (harp computes it on int32)", tiny_dtype_name(hp_val_dtype(c->g, x)));
+  return ox_def(c, 0, sub(c, hp_neg(c->g, x), I32(c, 1)));
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------------ */
 static const struct {
   const char *name;
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(Acos), E(Acosh), E(Asin), E(Asinh), E(Atan), E(Atanh), E(Cos), E(Cosh), E(EyeLike), E(RotaryEmbedding), E(Sin), E(Sinh), E(SwiGLU), E(Tan),
+    E(Acos), E(Acosh), E(Asin), E(Asinh), E(Atan), E(Atanh), E(BitShift), E(BitwiseAnd), E(BitwiseNot), E(BitwiseOr), E(BitwiseXor),
+    E(Cos), E(Cosh), E(EyeLike), E(RotaryEmbedding), E(Sin), E(Sinh), E(SwiGLU), E(Tan),
 #undef E
 };
 

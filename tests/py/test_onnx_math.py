@@ -4,8 +4,9 @@ interpreter and the cpu backend: random magnitudes from 2^-30 to 2^128
 (Sin / Cos / Tan reduce those exactly), dense ranges where each function
 bends, and the edge values (±0, ±inf, NaN, the largest floats, subnormals,
 a binary32 near a multiple of pi/2).  Every op is one output of one model,
-so the cpu backend compiles one C file.  Also: fp16 in and out, and a
-clear error for an integer input."""
+so the cpu backend compiles one C file.  Also: fp16 in and out, a clear
+error for an integer input, and BitShift / Bitwise* on int32 (exact, the
+extremes and out-of-width shifts included) against numpy."""
 import os
 import sys
 
@@ -84,6 +85,37 @@ for be in BACKENDS:
             S.check(f"fp16 {o} {be}: fp16 out", got.dtype == np.float16, str(got.dtype))
             err = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want.astype(np.float16))).astype(np.float64)
             S.check(f"fp16 {o} {be}: within 1 fp16 ulp", err.max() <= 1, f"{err.max():.2f}")
+
+# BitShift and Bitwise* on int32: exact, against numpy, the extremes included
+I32 = TensorProto.INT32
+ext = np.array([0, 1, -1, 2**31 - 1, -2**31, 65535, 65536, -65536, -65537, 2**24 + 1, -(2**24) - 1, 12345678], np.int32)
+ba = np.concatenate([ext, rng.integers(-2**31, 2**31, 500, dtype=np.int64).astype(np.int32)])
+bb = np.concatenate([ext[::-1], rng.integers(-2**31, 2**31, 500, dtype=np.int64).astype(np.int32)])
+sh = np.concatenate([np.array([0, 1, 15, 16, 17, 31, 32, 33, -1, -32, 100, 2**31 - 1], np.int32), rng.integers(-4, 40, 500).astype(np.int32)])
+mb = model([mk("BitShift", ["a", "s"], ["l"], direction="LEFT"), mk("BitShift", ["a", "s"], ["r"], direction="RIGHT"),
+            mk("BitwiseAnd", ["a", "b"], ["and"]), mk("BitwiseOr", ["a", "b"], ["or"]), mk("BitwiseXor", ["a", "b"], ["xor"]),
+            mk("BitwiseNot", ["a"], ["not"])], [vi("a", [len(ba)], I32), vi("b", [len(ba)], I32), vi("s", [len(ba)], I32)],
+           [vi(o, None, I32) for o in ("l", "r", "and", "or", "xor", "not")], [], 28)
+pb = save(mb)
+a64, s64 = ba.astype(np.int64), sh.astype(np.int64)
+inrange = (s64 >= 0) & (s64 < 32)
+want = {"l": np.where(inrange, (a64 << np.clip(s64, 0, 31)) & 0xFFFFFFFF, 0).astype(np.uint32).view(np.int32),
+        "r": np.where(inrange, a64 >> np.clip(s64, 0, 31), np.where(a64 < 0, -1, 0)).astype(np.int32),
+        "and": ba & bb, "or": ba | bb, "xor": ba ^ bb, "not": ~ba}
+for be in BACKENDS:
+    p, d = ht.run(pb, {"a": ba, "b": bb, "s": sh}, backend=be)
+    S.check(f"BitShift / Bitwise {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode == 0:
+        for o, w in want.items():
+            got = np.load(os.path.join(d, f"{o}.npy"))
+            bad = np.nonzero(got != w)[0]
+            S.check(f"{o} {be}: exact", got.dtype == np.int32 and not len(bad),
+                    f"{got.dtype}; at {bad[:3]}: a={ba[bad[:3]]} b={bb[bad[:3]]} s={sh[bad[:3]]} got {got[bad[:3]]} want {w[bad[:3]]}")
+ml = model([mk("BitShift", ["a", "s"], ["y"], direction="LEFT", name="bs")], [vi("a", [2], TensorProto.INT64), vi("s", [2], TensorProto.INT64)],
+           [vi("y", None, TensorProto.INT64)], [], 28)
+p, _ = ht.run(save(ml), {"a": np.array([1, 2], np.int32), "s": np.array([1, 40], np.int32)})
+S.check("BitShift LEFT of int64: a clear refusal", p.returncode == 1 and "Unsupported" in p.stderr and "LEFT shift of int64" in p.stderr,
+        p.stderr[-300:])
 
 # an integer input is a clear error, not a crash
 mi = model([mk("Cos", ["x"], ["y"], name="c0")], [vi("x", [4], TensorProto.INT32)], [vi("y", None, TensorProto.INT32)], [], 22)
