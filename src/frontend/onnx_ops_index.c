@@ -168,11 +168,11 @@ static hp_val combine(ox_ctx *c, hp_val data, hp_val mask, hp_val upd, int k, in
     if (n > OX_MAX_MUL_STEPS)
       return ox_fail(c, HP_E_UNSUPPORTED, "reduction mul over %" PRId64 " candidates (at most %d: harp has no product reduction)", n,
                      OX_MAX_MUL_STEPS), -1;
-    fe_shape s = *ox_shape_of(c, hp_where(g, mask, upd, zero)); /* S */
-    fe_shape d = s;
+    hp_val full = hp_where(g, mask, upd, hp_const_typed(g, 1, dt));
+    if (ox_check(c, full)) return -1;
+    fe_shape s = *ox_shape_of(c, full), d = s; /* S, and S without axis k */
     for (int i = k; i < rank - 1; i++) d.d[i] = s.d[i + 1];
     d.rank = rank - 1;
-    hp_val one = hp_const_typed(g, 1, dt), full = hp_where(g, mask, upd, one);
     for (int64_t j = 0; j < n; j++) {
       int64_t lo = j, hi = j + 1;
       data = hp_mul(g, data, fe_reshape(g, hp_slice(g, full, 1, &k, &lo, &hi, NULL), &d));
@@ -385,6 +385,7 @@ OP(TopK) {
   if (x < 0 || ox_attr_int(c, "axis", -1, &a) || ox_attr_int(c, "largest", 1, &largest) || ox_attr_int(c, "sorted", 1, &sorted) ||
       dims_of(c, x, "the input", d, &r))
     return c->e->code;
+  /* sorted = 0 leaves the order open: harp's is sorted either way */
   if (c->opset < 10) {
     if (ox_attr_int(c, "k", -1, &kk[0])) return c->e->code;
   } else if (ox_const_ints(c, 1, "K", kk, 1, &nk)) {
