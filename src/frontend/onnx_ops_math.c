@@ -92,19 +92,22 @@ static int bit_of_2_over_pi(int k) { /* bit 2^-k, k >= 1 */
 }
 
 static hp_status trig_table(ox_ctx *c, hp_tensor *t) {
-  if (hp_tensor_alloc(c->e, t, TINY_FP32, 2, (int64_t[]){TRIG_NE, TRIG_K})) return c->e->code;
+  if (hp_tensor_alloc(c->e, t, TINY_FP32, 2, (int64_t[]){TRIG_NE, TRIG_K + 1})) return c->e->code;
   float *d = t->data;
-  for (int e = 0; e < TRIG_NE; e++)
+  for (int e = 0; e < TRIG_NE; e++) {
     for (int i = 1; i <= TRIG_K; i++) {
       int v = 0;
       for (int s = 13 - 12 * i; s >= 2 - 12 * i; s--) v = 2 * v + bit_of_2_over_pi(e + TRIG_E0 - s);
-      d[e * TRIG_K + i - 1] = (float)v;
+      d[e * (TRIG_K + 1) + i - 1] = (float)v;
     }
+    d[e * (TRIG_K + 1) + TRIG_K] = ldexpf(1, -(e + TRIG_E0)); /* 2^-E */
+  }
   return HP_OK;
 }
 
-/* t[i] = chunk i + 1 of T[idx] for each element of idx (i32): one gather
- * from the [TRIG_NE, TRIG_K] table with the index flattened and broadcast */
+/* t[i] = chunk i + 1 of T[idx] for each element of idx (i32), and t[K] =
+ * 2^-E: one gather from the [TRIG_NE, TRIG_K + 1] table with the index
+ * flattened and broadcast */
 static hp_status trig_chunks(ox_ctx *c, hp_val idx, hp_val *t) {
   hp_graph *g = c->g;
   hp_tensor tab;
@@ -112,17 +115,17 @@ static hp_status trig_chunks(ox_ctx *c, hp_val idx, hp_val *t) {
   hp_val w = ox_weight(c, "two_over_pi", &tab);
   if (w < 0) return c->e->code;
   const fe_shape s = *ox_shape_of(c, idx);
-  const fe_dim *n = fe_dim_int(c->A, 1), *kd = fe_dim_int(c->A, TRIG_K);
+  const fe_dim *n = fe_dim_int(c->A, 1), *kd = fe_dim_int(c->A, TRIG_K + 1);
   for (int i = 0; i < s.rank && n; i++) n = fe_dim_mul(c->A, n, s.d[i]);
   if (!n) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
   hp_val ib = fe_expand(g, fe_reshape(g, idx, &(fe_shape){.rank = 2, .d = {n, fe_dim_int(c->A, 1)}}), &(fe_shape){.rank = 2, .d = {n, kd}});
   hp_val gv = hp_gather(g, w, ib, 0);
-  for (int i = 0; i < TRIG_K; i++) {
+  for (int i = 0; i <= TRIG_K; i++) {
     int ax = 1;
     int64_t lo = i, hi = i + 1;
     t[i] = fe_reshape(g, hp_slice(g, gv, 1, &ax, &lo, &hi, NULL), &s);
   }
-  return ox_check(c, t[TRIG_K - 1]);
+  return ox_check(c, t[TRIG_K]);
 }
 
 /* floor(v / 2^12) and v - that 2^12, both exact for an integer v < 2^24 */
@@ -147,9 +150,13 @@ static hp_status trig_reduce(ox_ctx *c, hp_val a, hp_val *r, hp_val *n) {
   }
   /* in range for any a (0, inf and NaN too: their result is replaced) */
   hp_val ef = hp_min(g, hp_max(g, addk(c, e, -TRIG_E0), K(c, 0)), K(c, TRIG_NE - 1));
-  hp_val t[TRIG_K];
+  hp_val t[TRIG_K + 1];
   if (trig_chunks(c, hp_cast(g, ef, TINY_I32), t)) return c->e->code;
-  hp_val mh = hi12(c, y), ml = lo12(c, y, mh);
+  /* M = a 2^-E (exact) from a, not from y: what follows the gather then
+   * reads a and the gathered row only, so the scaling chain stays in the
+   * kernel that computes the index (y's steps would each be a buffer) */
+  hp_val m = mul(c, a, t[TRIG_K]);
+  hp_val mh = hi12(c, m), ml = lo12(c, m, mh);
   /* p_j = Mh t_(j+1), q_j = Ml t_j at scale 2^(2 - 12 j), j = 1..K */
   hp_val ph[TRIG_K + 2], pl[TRIG_K + 2], qh[TRIG_K + 2], ql[TRIG_K + 2], limb[TRIG_K + 1];
   for (int j = 1; j <= TRIG_K + 1; j++) {
