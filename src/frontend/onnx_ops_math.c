@@ -14,6 +14,7 @@
  * a few ulp (tests/py/test_onnx_math.py). */
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "onnx_int.h"
@@ -91,39 +92,39 @@ static int bit_of_2_over_pi(int k) { /* bit 2^-k, k >= 1 */
   return (v >> (3 - (k - 1) % 4)) & 1;
 }
 
-static hp_status trig_table(ox_ctx *c, hp_tensor *t) {
-  if (hp_tensor_alloc(c->e, t, TINY_FP32, 2, (int64_t[]){TRIG_NE, TRIG_K + 1})) return c->e->code;
+/* column i of the table: chunk i + 1 of T[e] (i < TRIG_K) or 2^-E (i = TRIG_K) for each row e */
+static hp_status trig_column(ox_ctx *c, int i, hp_tensor *t) {
+  int64_t n = TRIG_NE;
+  if (hp_tensor_alloc(c->e, t, TINY_FP32, 1, &n)) return c->e->code;
   float *d = t->data;
   for (int e = 0; e < TRIG_NE; e++) {
-    for (int i = 1; i <= TRIG_K; i++) {
-      int v = 0;
-      for (int s = 13 - 12 * i; s >= 2 - 12 * i; s--) v = 2 * v + bit_of_2_over_pi(e + TRIG_E0 - s);
-      d[e * (TRIG_K + 1) + i - 1] = (float)v;
-    }
-    d[e * (TRIG_K + 1) + TRIG_K] = ldexpf(1, -(e + TRIG_E0)); /* 2^-E */
+    int v = 0;
+    for (int s = 13 - 12 * (i + 1); i < TRIG_K && s >= 2 - 12 * (i + 1); s--) v = 2 * v + bit_of_2_over_pi(e + TRIG_E0 - s);
+    d[e] = i < TRIG_K ? (float)v : ldexpf(1, -(e + TRIG_E0));
   }
   return HP_OK;
 }
 
-/* t[i] = chunk i + 1 of T[idx] for each element of idx (i32), and t[K] =
- * 2^-E: one gather from the [TRIG_NE, TRIG_K + 1] table with the index
- * flattened and broadcast */
-static hp_status trig_chunks(ox_ctx *c, hp_val idx, hp_val *t) {
+/* t[i] = chunk i + 1 of T[e] for each element of e (float row numbers), and
+ * t[K] = 2^-E: a gather from each column, all reading one index buffer
+ * (e flattened, then cast: a computed [N], which the gathers read as is;
+ * a view would be copied for each) */
+static hp_status trig_chunks(ox_ctx *c, hp_val e, hp_val *t) {
   hp_graph *g = c->g;
-  hp_tensor tab;
-  if (trig_table(c, &tab)) return c->e->code;
-  hp_val w = ox_weight(c, "two_over_pi", &tab);
-  if (w < 0) return c->e->code;
-  const fe_shape s = *ox_shape_of(c, idx);
-  const fe_dim *n = fe_dim_int(c->A, 1), *kd = fe_dim_int(c->A, TRIG_K + 1);
+  const fe_shape s = *ox_shape_of(c, e);
+  const fe_dim *n = fe_dim_int(c->A, 1);
   for (int i = 0; i < s.rank && n; i++) n = fe_dim_mul(c->A, n, s.d[i]);
   if (!n) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
-  hp_val ib = fe_expand(g, fe_reshape(g, idx, &(fe_shape){.rank = 2, .d = {n, fe_dim_int(c->A, 1)}}), &(fe_shape){.rank = 2, .d = {n, kd}});
-  hp_val gv = hp_gather(g, w, ib, 0);
+  hp_val idx = hp_cast(g, s.rank == 1 ? e : fe_reshape(g, e, &(fe_shape){.rank = 1, .d = {n}}), TINY_I32);
   for (int i = 0; i <= TRIG_K; i++) {
-    int ax = 1;
-    int64_t lo = i, hi = i + 1;
-    t[i] = fe_reshape(g, hp_slice(g, gv, 1, &ax, &lo, &hi, NULL), &s);
+    hp_tensor col;
+    char what[24];
+    snprintf(what, sizeof what, "two_over_pi%d", i);
+    if (trig_column(c, i, &col)) return c->e->code;
+    hp_val w = ox_weight(c, what, &col);
+    if (w < 0) return c->e->code;
+    t[i] = hp_gather(g, w, idx, 0);
+    if (s.rank != 1) t[i] = fe_reshape(g, t[i], &s);
   }
   return ox_check(c, t[TRIG_K]);
 }
@@ -151,7 +152,7 @@ static hp_status trig_reduce(ox_ctx *c, hp_val a, hp_val *r, hp_val *n) {
   /* in range for any a (0, inf and NaN too: their result is replaced) */
   hp_val ef = hp_min(g, hp_max(g, addk(c, e, -TRIG_E0), K(c, 0)), K(c, TRIG_NE - 1));
   hp_val t[TRIG_K + 1];
-  if (trig_chunks(c, hp_cast(g, ef, TINY_I32), t)) return c->e->code;
+  if (trig_chunks(c, ef, t)) return c->e->code;
   /* M = a 2^-E (exact) from a, not from y: what follows the gather then
    * reads a and the gathered row only, so the scaling chain stays in the
    * kernel that computes the index (y's steps would each be a buffer) */
