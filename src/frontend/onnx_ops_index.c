@@ -115,29 +115,36 @@ static hp_val row_index(ox_ctx *c, ox_val *iv, hp_val idx, const int64_t *dd, in
 OP(GatherND) {
   hp_graph *g = c->g;
   ox_val *iv;
-  int64_t bd, dd[TINY_MAX_RANK], id[TINY_MAX_RANK], m;
-  int r, q;
+  int64_t bd, dd[TINY_MAX_RANK], m;
   hp_val x = ox_tensor(c, 0), idx = x > 0 ? indices(c, 1, &iv) : -1;
-  if (idx < 0 || ox_attr_int(c, "batch_dims", 0, &bd) || dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q))
-    return c->e->code;
+  if (idx < 0 || ox_attr_int(c, "batch_dims", 0, &bd)) return c->e->code;
+  /* only the tuple length and the indexed dims must be known (the strides) */
+  const fe_shape xs = *ox_shape_of(c, x), is = *ox_shape_of(c, idx);
+  int r = xs.rank, q = is.rank;
   if (q < 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "indices must have rank >= 1");
-  m = id[q - 1];
+  if (!fe_dim_is_int(is.d[q - 1], &m)) return ox_fail(c, HP_E_UNSUPPORTED, "GatherND needs the tuple length known at import, got %s", is.d[q - 1]->text);
   if (bd < 0 || bd >= q || bd >= r) return ox_fail(c, HP_E_INVALID_ARG, "batch_dims %" PRId64 " for data of rank %d and indices of rank %d", bd, r, q);
   if (m < 1 || m > r - bd) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "index tuples of %" PRId64 " for data of rank %d past %" PRId64 " batch dims", m, r, bd);
-  int b = (int)bd;
+  int b = (int)bd, e = b + (int)m;
   for (int i = 0; i < b; i++)
-    if (dd[i] != id[i]) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "batch dim %d is %" PRId64 " in data and %" PRId64 " in indices", i, dd[i], id[i]);
-  int64_t B = prod(dd, 0, b), P = prod(dd, b, b + (int)m), T = prod(dd, b + (int)m, r), G = prod(id, b, q - 1);
+    if (fe_dim_cmp(xs.d[i], is.d[i]) == FE_DIFF) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "batch dim %d is %s in data and %s in indices", i, xs.d[i]->text, is.d[i]->text);
+  for (int i = b; i < e; i++)
+    if (!fe_dim_is_int(xs.d[i], &dd[i])) return ox_fail(c, HP_E_UNSUPPORTED, "GatherND needs the indexed dim %d known at import, got %s", i, xs.d[i]->text);
+  int64_t P = prod(dd, b, e);
   if (P > INT32_MAX) return ox_fail(c, HP_E_LIMIT, "%" PRId64 " indexed rows", P);
-  if (q - 1 + r - b - m > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+  if (q - 1 + r - e > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+  const fe_dim *B = I(c, 1), *G = B, *T = B, *one = B;
+  for (int i = 0; i < b && B; i++) B = fe_dim_mul(c->A, B, xs.d[i]);
+  for (int i = b; i < q - 1 && G; i++) G = fe_dim_mul(c->A, G, is.d[i]);
+  for (int i = e; i < r && T; i++) T = fe_dim_mul(c->A, T, xs.d[i]);
+  if (!B || !G || !T) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
   hp_val lin = row_index(c, iv, idx, dd, b, (int)m);
   if (ox_check(c, lin)) return c->e->code;
-  hp_val x3 = fe_reshape(g, x, &(fe_shape){.rank = 3, .d = {I(c, B), I(c, P), I(c, T)}});
-  hp_val l3 = fe_expand(g, fe_reshape(g, lin, &(fe_shape){.rank = 3, .d = {I(c, B), I(c, G), I(c, 1)}}),
-                        &(fe_shape){.rank = 3, .d = {I(c, B), I(c, G), I(c, T)}});
+  hp_val x3 = fe_reshape(g, x, &(fe_shape){.rank = 3, .d = {B, I(c, P), T}});
+  hp_val l3 = fe_expand(g, fe_reshape(g, lin, &(fe_shape){.rank = 3, .d = {B, G, one}}), &(fe_shape){.rank = 3, .d = {B, G, T}});
   fe_shape out = {0};
-  for (int i = 0; i < q - 1; i++) out.d[out.rank++] = I(c, id[i]);
-  for (int i = b + (int)m; i < r; i++) out.d[out.rank++] = I(c, dd[i]);
+  for (int i = 0; i < q - 1; i++) out.d[out.rank++] = is.d[i];
+  for (int i = e; i < r; i++) out.d[out.rank++] = xs.d[i];
   return ox_def(c, 0, fe_reshape(g, hp_gather(g, x3, l3, 1), &out));
 }
 

@@ -132,6 +132,19 @@ check("ScatterElements / ScatterND / GatherND", nodes,
       inits={"iu": idx_uni, "idup": idx_dup, "ndi": nd_idx, "ndu_i": ints(3, 1, 0, 0, -2, 1).reshape(3, 2),
              "gb": ints(1, -1, 0, 2, 1, 0, 2, 0).reshape(4, 2, 1), "g3": ints(3, 2, 1, -4, 0, -1).reshape(2, 3)})
 
+# GatherND with a symbolic batch (only the indexed dims must be known)
+dg = rng.standard_normal((4, 5, 3)).astype(np.float32)
+ig = rng.integers(-5, 5, (4, 2, 1)).astype(np.int64)
+mg = model([mk("GatherND", ["d", "i"], ["y"], batch_dims=1)], [vi("d", ["batch", 5, 3]), vi("i", ["batch", 2, 1], I64)],
+           [vi("y", None)], [], 13)
+pg = save(mg)
+wg = ort.InferenceSession(pg, providers=["CPUExecutionProvider"]).run(None, {"d": dg, "i": ig})[0]
+for be in BACKENDS:
+    p, d = ht.run(pg, {"d": dg, "i": ig.astype(np.int32)}, syms=["batch=4"], backend=be)
+    S.check(f"GatherND symbolic batch {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode == 0:
+        S.check(f"GatherND symbolic batch {be}: equals onnxruntime", np.array_equal(np.load(os.path.join(d, "y.npy")), wg))
+
 # int32 data, scatter with indices at run time
 di = rng.integers(-9, 9, (3, 4)).astype(np.int32)
 check("ScatterElements int32, indices at run time", [mk("ScatterElements", ["di", "ri", "ru"], ["y"], axis=1, reduction="add")],
