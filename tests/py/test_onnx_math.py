@@ -5,8 +5,9 @@ interpreter and the cpu backend: random magnitudes from 2^-30 to 2^128
 bends, and the edge values (±0, ±inf, NaN, the largest floats, subnormals,
 a binary32 near a multiple of pi/2).  Every op is one output of one model,
 so the cpu backend compiles one C file.  Also: fp16 in and out, a clear
-error for an integer input, and BitShift / Bitwise* on int32 (exact, the
-extremes and out-of-width shifts included) against numpy."""
+error for an integer input, BitShift / Bitwise* on int32 (exact, the
+extremes and out-of-width shifts included) against numpy, RotaryEmbedding
+on symbolic dims against onnx's reference, and SwiGLU's shape check."""
 import os
 import sys
 
@@ -116,6 +117,29 @@ ml = model([mk("BitShift", ["a", "s"], ["y"], direction="LEFT", name="bs")], [vi
 p, _ = ht.run(save(ml), {"a": np.array([1, 2], np.int32), "s": np.array([1, 40], np.int32)})
 S.check("BitShift LEFT of int64: a clear refusal", p.returncode == 1 and "Unsupported" in p.stderr and "LEFT shift of int64" in p.stderr,
         p.stderr[-300:])
+
+# RotaryEmbedding with symbolic batch and sequence (position_ids, partial rotary dim, interleaved)
+# against onnx's reference; SwiGLU of two shapes is a clear error
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+xr = rng.standard_normal((2, 4, 6, 8)).astype(np.float32)
+cc, sc = rng.standard_normal((20, 2)).astype(np.float32), rng.standard_normal((20, 2)).astype(np.float32)
+pos = rng.integers(0, 20, (2, 6)).astype(np.int64)
+for inter in (0, 1):
+    mr = model([mk("RotaryEmbedding", ["x", "cc", "sc", "pos"], ["y"], rotary_embedding_dim=4, interleaved=inter)],
+               [vi("x", ["b", 4, "s", 8]), vi("cc", [20, 2]), vi("sc", [20, 2]), vi("pos", ["b", "s"], TensorProto.INT64)],
+               [vi("y", None)], [], 23)
+    want = ReferenceEvaluator(mr).run(None, {"x": xr, "cc": cc, "sc": sc, "pos": pos})[0]
+    pr = save(mr)
+    for be in BACKENDS:
+        p, d = ht.run(pr, {"x": xr, "cc": cc, "sc": sc, "pos": pos.astype(np.int32)}, syms=["b=2", "s=6"], backend=be)
+        S.check(f"RotaryEmbedding interleaved={inter} symbolic {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+        if p.returncode == 0:
+            ok, why = ht.close(np.load(os.path.join(d, "y.npy")), want, rtol=1e-5, atol=1e-5)
+            S.check(f"RotaryEmbedding interleaved={inter} symbolic {be}: matches onnx's reference", ok, why)
+msw = model([mk("SwiGLU", ["a", "b"], ["y"], name="sw")], [vi("a", [2, 4]), vi("b", [1, 4])], [vi("y", None)], [], 28)
+p, _ = ht.run(save(msw), {"a": np.ones((2, 4), np.float32), "b": np.ones((1, 4), np.float32)})
+S.check("SwiGLU of two shapes: a clear error", p.returncode == 1 and "AxisSizeMismatch" in p.stderr and "one shape" in p.stderr, p.stderr[-300:])
 
 # an integer input is a clear error, not a crash
 mi = model([mk("Cos", ["x"], ["y"], name="c0")], [vi("x", [4], TensorProto.INT32)], [vi("y", None, TensorProto.INT32)], [], 22)
