@@ -152,7 +152,7 @@ ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
 /* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike, BitShift, Bitwise* */
 ox_op_fn ox_find_math(const char *op);
-/* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK, ReverseSequence, CenterCropPad */
+/* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK, ReverseSequence, TensorScatter, CenterCropPad */
 ox_op_fn ox_find_index(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);

@@ -1,6 +1,7 @@
 /* onnx_ops_index.c — ONNX ops that move elements by index or by order:
  * GatherND, ScatterElements (and the old Scatter), ScatterND, CumSum,
- * OneHot, TopK, ReverseSequence; and CenterCropPad (a slice or a pad).
+ * OneHot, TopK, ReverseSequence, TensorScatter; and CenterCropPad (a
+ * slice or a pad).
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_index.
  *
@@ -455,6 +456,56 @@ OP(ReverseSequence) {
   return ox_def(c, 0, hp_gather(g, x, fe_expand(g, idx, &xs), (int)ta));
 }
 
+/* ---- TensorScatter (opset 24, KV cache updates): a gather from the update ----------------------- */
+/* present[b, .., s, ..] = update[b, .., j, ..] where j = s - write_index[b]
+ * (modulo the cache length when circular) lies in [0, L), else past */
+OP(TensorScatter) {
+  hp_graph *g = c->g;
+  char mode[12];
+  int64_t a, M, L;
+  int axis;
+  hp_val past = ox_tensor(c, 0), upd = past > 0 ? ox_tensor(c, 1) : -1, wi = HP_NONE;
+  if (upd < 0 || ox_attr_int(c, "axis", -2, &a) || ox_attr_str(c, "mode", "linear", mode, sizeof mode)) return c->e->code;
+  bool circ = !strcmp(mode, "circular");
+  if (!circ && strcmp(mode, "linear") != 0) return ox_fail(c, HP_E_INVALID_ARG, "mode \"%s\" (linear or circular)", mode);
+  const fe_shape ps = *ox_shape_of(c, past), us = *ox_shape_of(c, upd);
+  if (ox_norm_axis(c, a, ps.rank, &axis)) return c->e->code;
+  if (axis == 0) return ox_fail(c, HP_E_INVALID_ARG, "axis 0 is the batch axis");
+  bool same = us.rank == ps.rank;
+  for (int i = 0; same && i < ps.rank; i++) same = i == axis || fe_dim_cmp(ps.d[i], us.d[i]) != FE_DIFF;
+  if (!same) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "update must have the cache's shape but along axis %d", axis);
+  if (!fe_dim_is_int(ps.d[axis], &M) || !fe_dim_is_int(us.d[axis], &L))
+    return ox_fail(c, HP_E_UNSUPPORTED, "TensorScatter needs the sequence sizes known at import (%s, %s)", ps.d[axis]->text, us.d[axis]->text);
+  if (L > M) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "an update of %" PRId64 " into a cache of %" PRId64, L, M);
+  if (hp_val_dtype(g, upd) != hp_val_dtype(g, past)) return ox_fail(c, HP_E_DTYPE_MISMATCH, "past_cache and update differ in element type");
+  hp_val s = iota(c, M, ps.rank, axis, "iota"), j = s;
+  if (s < 0) return c->e->code;
+  if (c->node->n_input > 2 && c->node->input[2][0]) {
+    ox_val *wv;
+    if ((wi = indices(c, 2, &wv)) < 0) return c->e->code;
+    const fe_shape *ws = ox_shape_of(c, wi);
+    if (ws->rank != 1 || fe_dim_cmp(ws->d[0], ps.d[0]) == FE_DIFF) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "write_indices must be [batch]");
+    for (int64_t k = 0; wv->has_i && k < wv->in; k++) {
+      int64_t v;
+      if (fe_dim_is_int(wv->iv[k], &v) && (v < 0 || (!circ && v + L > M)))
+        return ox_fail(c, HP_E_INVALID_ARG, "write index %" PRId64 " does not fit %" PRId64 " updates in a cache of %" PRId64, v, L, M);
+    }
+    fe_shape wb = {.rank = ps.rank};
+    for (int i = 0; i < ps.rank; i++) wb.d[i] = i == 0 ? ps.d[0] : I(c, 1);
+    j = hp_sub(g, s, fe_reshape(g, wi, &wb));
+    if (circ) { /* j mod M: the float quotient is within one of the true one (|j| < 2^24 assumed), then corrected */
+      hp_val q = hp_cast(g, hp_floor(g, hp_mul(g, hp_cast(g, j, TINY_FP32), K(c, 1.0 / (double)M))), TINY_I32);
+      j = hp_sub(g, j, hp_mul(g, q, KI(c, (double)M)));
+      j = hp_where(g, hp_binary(g, HP_OP_LT, j, KI(c, 0)), hp_add(g, j, KI(c, (double)M)), j);
+      j = hp_where(g, hp_binary(g, HP_OP_GE, j, KI(c, (double)M)), hp_sub(g, j, KI(c, (double)M)), j);
+    }
+  }
+  hp_val valid = hp_where(g, hp_binary(g, HP_OP_GE, j, KI(c, 0)), hp_binary(g, HP_OP_LT, j, KI(c, (double)L)), hp_const_typed(g, 0, TINY_BOOL));
+  hp_val jc = hp_min(g, hp_max(g, j, KI(c, 0)), KI(c, (double)(L - 1)));
+  hp_val pick = hp_gather(g, upd, fe_expand(g, jc, &ps), axis);
+  return ox_def(c, 0, hp_where(g, valid, pick, past));
+}
+
 /* ---- CenterCropPad: a centred slice or zero padding per axis ------------------------------------- */
 OP(CenterCropPad) {
   hp_graph *g = c->g;
@@ -493,7 +544,7 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(CenterCropPad), E(CumSum), E(GatherND), E(OneHot), E(ReverseSequence), E(Scatter), E(ScatterElements), E(ScatterND), E(TopK),
+    E(CenterCropPad), E(CumSum), E(GatherND), E(OneHot), E(ReverseSequence), E(Scatter), E(ScatterElements), E(ScatterND), E(TensorScatter), E(TopK),
 #undef E
 };
 

@@ -1,5 +1,5 @@
 """The ONNX ops of onnx_ops_index.c — GatherND, ScatterElements, ScatterND,
-CumSum, OneHot, TopK, ReverseSequence, CenterCropPad — and LpPool against onnxruntime on the interpreter and the cpu
+CumSum, OneHot, TopK, ReverseSequence, TensorScatter, CenterCropPad — and LpPool against onnxruntime on the interpreter and the cpu
 backend: negative indices, duplicate indices under each reduction,
 indices smaller than the data off the scatter axis, batch_dims, every
 axis, exclusive / reverse sums, ties in TopK (the lower index first), and
@@ -145,6 +145,22 @@ for be in BACKENDS:
     if p.returncode == 0:
         S.check(f"GatherND symbolic batch {be}: equals onnxruntime", np.array_equal(np.load(os.path.join(d, "y.npy")), wg))
 
+# TensorScatter (KV cache update): write indices at run time, linear and circular (wrapping), against onnx's reference
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+past = rng.standard_normal((3, 2, 6, 4)).astype(np.float32)
+upd_ts = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+for mode, wi in (("linear", ints(0, 3, 2)), ("circular", ints(4, 5, 13))):
+    mt = model([mk("TensorScatter", ["p", "u", "w"], ["y"], mode=mode, axis=2)],
+               [vi("p", [3, 2, 6, 4]), vi("u", [3, 2, 3, 4]), vi("w", [3], I64)], [vi("y", None)], [], 24)
+    want = ReferenceEvaluator(mt).run(None, {"p": past, "u": upd_ts, "w": wi})[0]
+    pt = save(mt)
+    for be in BACKENDS:
+        p, d = ht.run(pt, {"p": past, "u": upd_ts, "w": wi.astype(np.int32)}, backend=be)
+        S.check(f"TensorScatter {mode} {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+        if p.returncode == 0:
+            S.check(f"TensorScatter {mode} {be}: equals onnx's reference", np.array_equal(np.load(os.path.join(d, "y.npy")), want))
+
 # int32 data, scatter with indices at run time
 di = rng.integers(-9, 9, (3, 4)).astype(np.int32)
 check("ScatterElements int32, indices at run time", [mk("ScatterElements", ["di", "ri", "ru"], ["y"], axis=1, reduction="add")],
@@ -201,6 +217,9 @@ refused("ReverseSequence length past the time axis", [mk("ReverseSequence", ["x"
         {"l": ints(1, 2, 6, 0)}, ["InvalidArgument", "sequence length 6 is out of range"])
 refused("Col2Im input not [N, C * K, L]", [mk("Unsqueeze", ["x", "z"], ["x3"]), mk("Col2Im", ["x3", "im", "bl"], ["y"], name="ci")],
         {"im": ints(3, 3), "bl": ints(2, 2), "z": ints(0)}, ["AxisSizeMismatch", "(Col2Im)", "is not [N, C * 4, 4]"])
+refused("TensorScatter write index past the cache", [mk("TensorScatter", ["x", "u", "w"], ["y"], axis=1, name="ts")],
+        {"u": np.ones((4, 2), np.float32), "w": ints(0, 1, 4, 2)}, ["InvalidArgument", "write index 4 does not fit 2 updates in a cache of 5"],
+        opset=24)
 refused("reduction name", [mk("ScatterND", ["x", "i", "u"], ["y"], reduction="avg", name="sn")],
         {"i": ints(0).reshape(1, 1), "u": np.ones((1, 5), np.float32)}, ["InvalidArgument", 'reduction "avg"'])
 
