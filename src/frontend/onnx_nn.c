@@ -1,6 +1,7 @@
 /* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
  * BatchNormalization, InstanceNormalization, LayerNormalization,
- * RMSNormalization, GroupNormalization, LpNormalization, the poolings and LRN.
+ * RMSNormalization, GroupNormalization, LpNormalization,
+ * MeanVarianceNormalization, the poolings (LpPool too) and LRN.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
  * the builder.
  * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
@@ -573,4 +574,24 @@ OP(LpNormalization) {
                     : hp_sqrt(c->g, hp_reduce(c->g, HP_OP_SUM, hp_mul(c->g, x, x), &axis, 1, true));
   /* a zero norm divides by 1 (its x are all 0), as onnx's reference */
   return ox_def(c, 0, hp_div(c->g, x, hp_where(c->g, hp_binary(c->g, HP_OP_EQ, n, hp_const(c->g, 0)), hp_const(c->g, 1), n)));
+}
+
+/* MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over
+ * axes (default 0, 2, 3), as the op's function body computes it */
+OP(MeanVarianceNormalization) {
+  int64_t av[TINY_MAX_RANK];
+  int n, axes[TINY_MAX_RANK];
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0 || ox_attr_ints(c, "axes", av, TINY_MAX_RANK, &n)) return c->e->code;
+  int r = ox_rank_of(c, x);
+  if (n < 0) {
+    if (r < 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the default axes (0, 2, 3) need rank >= 4, got %d", r);
+    n = 3, av[0] = 0, av[1] = 2, av[2] = 3;
+  }
+  for (int i = 0; i < n; i++)
+    if (ox_norm_axis(c, av[i], r, &axes[i])) return c->e->code;
+  hp_graph *g = c->g;
+  hp_val m = hp_reduce(g, HP_OP_MEAN, x, axes, n, true), m2 = hp_reduce(g, HP_OP_MEAN, hp_mul(g, x, x), axes, n, true);
+  hp_val sd = hp_add(g, hp_sqrt(g, hp_sub(g, m2, hp_mul(g, m, m))), hp_const(g, 1e-9));
+  return ox_def(c, 0, hp_div(g, hp_sub(g, x, m), sd));
 }

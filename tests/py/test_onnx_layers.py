@@ -130,6 +130,9 @@ nodes = [mk("Conv", ["x", "w"], ["c"]), bn, mk("Conv", ["x", "w"], ["c2"]), mk("
 case("Conv BatchNormalization, weight shared", nodes, {"x": xb}, inits)
 S.check("weight shared: not folded", "bn_scale" in frontend_names(nodes, {"x": xb}, inits), "")
 # a ConstantOfShape weight above the old 2^24-element limit, summed
+# MeanVarianceNormalization: default axes (0, 2, 3) and explicit ones
+case("MeanVarianceNormalization", [mk("MeanVarianceNormalization", ["x"], ["y"])], {"x": x4}, opset=13, backends=both)
+case("MeanVarianceNormalization axes", [mk("MeanVarianceNormalization", ["x"], ["y"], axes=[1, -1])], {"x": x4}, opset=13)
 n = (1 << 24) + 3
 case("ConstantOfShape 2^24+3", [mk("ConstantOfShape", ["shp"], ["c"], value=onnx.helper.make_tensor("v", 1, [1], [0.5])),
                                 mk("ReduceSum", ["c"], ["s"], keepdims=0), mk("Add", ["x", "s"], ["y"])],
