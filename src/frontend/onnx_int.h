@@ -121,7 +121,7 @@ hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, i
 hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
 /* onnx_nn.c (onnx_attn.c: Attention; onnx_loss.c: the losses): the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
-  X(Attention) X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
+  X(Attention) X(AveragePool) X(BatchNormalization) X(CausalConvWithState) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
   X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(LpPool) X(MatMul) X(MaxPool) X(MeanVarianceNormalization) \
   X(NegativeLogLikelihoodLoss) X(RMSNormalization) X(SoftmaxCrossEntropyLoss)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);

@@ -595,3 +595,49 @@ OP(MeanVarianceNormalization) {
   hp_val sd = hp_add(g, hp_sqrt(g, hp_sub(g, m2, hp_mul(g, m, m))), hp_const(g, 1e-9));
   return ox_def(c, 0, hp_div(g, hp_sub(g, x, m), sd));
 }
+
+/* CausalConvWithState (opset 27; Mamba, Gated DeltaNet): a depthwise causal
+ * 1-D conv of x [B, C, T] with w [C, 1, k] over [past_state (or k - 1 zeros)
+ * | x], as the sum of k weighted slices; present_state is the last k - 1
+ * positions of that; optional bias and SiLU. */
+OP(CausalConvWithState) {
+  hp_graph *g = c->g;
+  char act[8];
+  int64_t k;
+  hp_val x = ox_tensor(c, 0), w = x > 0 ? ox_tensor(c, 1) : -1, b = HP_NONE, past = HP_NONE;
+  if (w < 0 || ox_attr_str(c, "activation", "none", act, sizeof act)) return c->e->code;
+  bool silu = !strcmp(act, "silu") || !strcmp(act, "swish");
+  if (!silu && strcmp(act, "none") != 0) return ox_fail(c, HP_E_INVALID_ARG, "activation \"%s\" (none, silu or swish)", act);
+  if (ox_need_rank(c, x, 3, 3, "the input") || ox_need_rank(c, w, 3, 3, "the weight")) return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x), ws = *ox_shape_of(c, w);
+  if (!fe_dim_is_int(ws.d[2], &k) || k < 1 || k > 64) return ox_fail(c, HP_E_UNSUPPORTED, "a kernel of %s taps (harp takes 1 to 64, known at import)", ws.d[2]->text);
+  if (fe_dim_cmp(ws.d[0], xs.d[1]) == FE_DIFF || !fe_dim_is_one(ws.d[1]))
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the weight must be [channels, 1, k] for %s channels", xs.d[1]->text);
+  if (c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;
+  if (c->node->n_input > 3 && c->node->input[3][0] && (past = ox_tensor(c, 3)) < 0) return c->e->code;
+  const fe_dim *one = fe_dim_int(c->A, 1);
+  hp_val xp = x;
+  if (past != HP_NONE) {
+    hp_val parts[2] = {past, x};
+    xp = hp_concat(g, parts, 2, 2);
+  } else if (k > 1) {
+    int64_t lo[3] = {0, 0, k - 1}, hi[3] = {0, 0, 0};
+    xp = hp_pad(g, x, lo, hi, 3, 0);
+  }
+  if (ox_check(c, xp)) return c->e->code;
+  hp_val y = HP_NONE;
+  int ax = 2;
+  for (int64_t j = 0; j < k; j++) {
+    int64_t lo = j, hi = j + 1, end = j == k - 1 ? INT64_MAX : -(k - 1 - j);
+    hp_val wj = fe_reshape(g, hp_slice(g, w, 1, &ax, &lo, &hi, NULL), &(fe_shape){.rank = 3, .d = {one, xs.d[1], one}});
+    hp_val t = hp_mul(g, hp_slice(g, xp, 1, &ax, &lo, &end, NULL), wj);
+    y = y == HP_NONE ? t : hp_add(g, y, t);
+  }
+  if (b != HP_NONE) y = hp_add(g, y, fe_reshape(g, b, &(fe_shape){.rank = 3, .d = {one, xs.d[1], one}}));
+  if (silu) y = hp_silu(g, y);
+  if (ox_def(c, 0, y)) return c->e->code;
+  if (c->node->n_output < 2 || !c->node->output[1][0]) return HP_OK;
+  if (k == 1) return ox_fail(c, HP_E_UNSUPPORTED, "present_state of a 1-tap kernel (an empty tensor)");
+  int64_t lo = -(k - 1), end = INT64_MAX;
+  return ox_def(c, 1, hp_slice(g, xp, 1, &ax, &lo, &end, NULL));
+}
