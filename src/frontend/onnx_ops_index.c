@@ -194,9 +194,11 @@ static hp_val combine(ox_ctx *c, hp_val data, hp_val mask, hp_val upd, int k, in
   hp_val any = hp_binary(g, HP_OP_GE, last, KI(c, 0));
   if (red == RED_NONE) { /* the last match: its position is the max of the matching ones */
     hp_val pick = hp_binary(g, HP_OP_EQ, pos, hp_reduce(g, HP_OP_RMAX, cand, &k, 1, true));
-    if (dt == TINY_BOOL) /* sum the picked one as i32 */
-      return hp_where(g, any, hp_binary(g, HP_OP_NE, hp_reduce(g, HP_OP_SUM, hp_where(g, pick, hp_cast(g, upd, TINY_I32), KI(c, 0)), &k, 1, false), KI(c, 0)), data);
-    return hp_where(g, any, hp_reduce(g, HP_OP_SUM, hp_where(g, pick, upd, zero), &k, 1, false), data);
+    /* the picked value exactly (-0 and NaN too): the max over it and the lowest value */
+    if (dt == TINY_BOOL)
+      return hp_where(g, any, hp_binary(g, HP_OP_NE, hp_reduce(g, HP_OP_RMAX, hp_where(g, pick, hp_cast(g, upd, TINY_I32), KI(c, 0)), &k, 1, false), KI(c, 0)), data);
+    hp_val low = isf ? K(c, -INFINITY) : KI(c, INT32_MIN);
+    return hp_where(g, any, hp_reduce(g, HP_OP_RMAX, hp_where(g, pick, upd, low), &k, 1, false), data);
   }
   bool mx = red == RED_MAX;
   hp_val fill = isf ? K(c, mx ? -INFINITY : INFINITY) : KI(c, mx ? INT32_MIN : INT32_MAX);

@@ -161,6 +161,18 @@ for mode, wi in (("linear", ints(0, 3, 2)), ("circular", ints(4, 5, 13))):
         if p.returncode == 0:
             S.check(f"TensorScatter {mode} {be}: equals onnx's reference", np.array_equal(np.load(os.path.join(d, "y.npy")), want))
 
+# reduction none writes the update itself: -0 keeps its sign, NaN stays NaN
+mz = model([mk("ScatterElements", ["d", "i", "u"], ["y"], axis=1)], [vi("d", [2, 3]), vi("u", [2, 2])], [vi("y", None)],
+           [init("i", ints(0, 2, 1, 0).reshape(2, 2))], 18)
+pz = save(mz)
+for be in BACKENDS:
+    p, d = ht.run(pz, {"d": np.ones((2, 3), np.float32), "u": np.array([[-0.0, np.nan], [-0.0, 2.0]], np.float32)}, backend=be)
+    S.check(f"ScatterElements -0 / NaN {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode == 0:
+        y = np.load(os.path.join(d, "y.npy"))
+        S.check(f"ScatterElements -0 / NaN {be}: the updates as they are",
+                np.signbit(y[0, 0]) and np.isnan(y[0, 2]) and np.signbit(y[1, 1]) and y[1, 0] == 2 and y[0, 1] == 1, str(y))
+
 # int32 data, scatter with indices at run time
 di = rng.integers(-9, 9, (3, 4)).astype(np.int32)
 check("ScatterElements int32, indices at run time", [mk("ScatterElements", ["di", "ri", "ru"], ["y"], axis=1, reduction="add")],
