@@ -478,7 +478,7 @@ OP(TensorScatter) {
   if (!same) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "update must have the cache's shape but along axis %d", axis);
   if (!fe_dim_is_int(ps.d[axis], &M) || !fe_dim_is_int(us.d[axis], &L))
     return ox_fail(c, HP_E_UNSUPPORTED, "TensorScatter needs the sequence sizes known at import (%s, %s)", ps.d[axis]->text, us.d[axis]->text);
-  if (L > M) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "an update of %" PRId64 " into a cache of %" PRId64, L, M);
+  if (L > M || L < 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "an update of %" PRId64 " into a cache of %" PRId64, L, M);
   if (hp_val_dtype(g, upd) != hp_val_dtype(g, past)) return ox_fail(c, HP_E_DTYPE_MISMATCH, "past_cache and update differ in element type");
   hp_val s = iota(c, M, ps.rank, axis, "iota"), j = s;
   if (s < 0) return c->e->code;

@@ -464,7 +464,7 @@ OP(EyeLike) {
   const fe_shape *s = ox_shape_of(c, x);
   if (!fe_dim_is_int(s->d[0], &m) || !fe_dim_is_int(s->d[1], &n))
     return ox_fail(c, HP_E_UNSUPPORTED, "EyeLike needs the shape known at import, got [%s, %s]", s->d[0]->text, s->d[1]->text);
-  if (m * n > OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a %" PRId64 "x%" PRId64 " matrix is too large", m, n);
+  if (n > 0 && m > OX_MAX_FILL / n) return ox_fail(c, HP_E_LIMIT, "a %" PRId64 "x%" PRId64 " matrix is too large", m, n);
   hp_tensor t;
   if (hp_tensor_alloc(c->e, &t, TINY_BOOL, 2, (int64_t[]){m, n})) return c->e->code;
   for (int64_t i = 0; i < m; i++)
