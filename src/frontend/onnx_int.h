@@ -125,8 +125,8 @@ hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, i
 hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
 /* onnx_nn.c (onnx_attn.c: Attention; onnx_loss.c: the losses): the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
-  X(Attention) X(AveragePool) X(BatchNormalization) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
-  X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(MatMul) X(MaxPool) \
+  X(Attention) X(AveragePool) X(BatchNormalization) X(CausalConvWithState) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
+  X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(LpPool) X(MatMul) X(MaxPool) X(MeanVarianceNormalization) \
   X(NegativeLogLikelihoodLoss) X(RMSNormalization) X(SoftmaxCrossEntropyLoss)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
@@ -154,6 +154,10 @@ hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t 
 typedef hp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
+/* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike, BitShift, Bitwise* */
+ox_op_fn ox_find_math(const char *op);
+/* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK, ReverseSequence, TensorScatter, CenterCropPad */
+ox_op_fn ox_find_index(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
 /* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,

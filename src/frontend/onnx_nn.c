@@ -1,6 +1,7 @@
 /* onnx_nn.c — the ONNX ops of the network layers: MatMul and Gemm, Conv,
  * BatchNormalization, InstanceNormalization, LayerNormalization,
- * RMSNormalization, GroupNormalization, LpNormalization, the poolings and LRN.
+ * RMSNormalization, GroupNormalization, LpNormalization,
+ * MeanVarianceNormalization, the poolings (LpPool too) and LRN.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c (helpers),
  * the builder.
  * Gives: ox_op_<Name> for the dispatch table in onnx_ops.c.
@@ -297,10 +298,28 @@ static int64_t window_count(int64_t o, const win2d *w, int i, int64_t lo, int64_
   return (b < hi ? b : hi) - (a > lo ? a : lo);
 }
 
-static hp_status pool(ox_ctx *c, bool is_max) {
+static hp_val int_power(hp_graph *g, hp_val b, int n);
+
+/* LpPool's window sums with dilations: the sum of the kernel's strided slices */
+static hp_val dilated_sum_pool(ox_ctx *c, hp_val x, const win2d *w, const int64_t *out) {
+  if (w->k[0] * w->k[1] > 64) return ox_fail(c, HP_E_UNSUPPORTED, "a dilated %" PRId64 "x%" PRId64 " window (at most 64 taps)", w->k[0], w->k[1]), -1;
+  hp_val y = HP_NONE;
+  int axes[2] = {2, 3};
+  for (int64_t a = 0; a < w->k[0]; a++)
+    for (int64_t b = 0; b < w->k[1]; b++) {
+      int64_t lo[2] = {a * w->d[0], b * w->d[1]}, hi[2] = {lo[0] + (out[0] - 1) * w->s[0] + 1, lo[1] + (out[1] - 1) * w->s[1] + 1};
+      hp_val t = hp_slice(c->g, x, 2, axes, lo, hi, w->s);
+      y = y == HP_NONE ? t : hp_add(c->g, y, t);
+    }
+  return y;
+}
+
+/* MaxPool, AveragePool, and LpPool when lp = p >= 1: (sum |x|^p)^(1/p), the
+ * zero padding adding nothing, so the sum is the average times the window */
+static hp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  int64_t ks[8], ceil_mode, cip = 0, order = 0;
+  int64_t ks[8], ceil_mode, cip = lp ? 1 : 0, order = 0;
   int n, nsp = 0;
   if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
   if (n != nsp) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape must have %d values (%d-D pooling)", nsp, nsp);
@@ -310,7 +329,8 @@ static hp_status pool(ox_ctx *c, bool is_max) {
       ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
     return c->e->code;
   bool dilated = w.d[0] != 1 || w.d[1] != 1;
-  if (dilated && !is_max) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
+  if (dilated && !is_max && !lp) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
+  if (lp) x = int_power(c->g, hp_abs(c->g, x), (int)lp);
   int64_t ek[2] = {(w.k[0] - 1) * w.d[0] + 1, (w.k[1] - 1) * w.d[1] + 1}; /* the window's extent */
   if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
   const fe_shape *s = ox_shape_of(c, x);
@@ -339,6 +359,11 @@ static hp_status pool(ox_ctx *c, bool is_max) {
     x = hp_pad(c->g, x, lo, hi, 4, is_max ? -INFINITY : 0.0);
   }
   hp_pool2d_opts o = {.kernel = {w.k[0], w.k[1]}, .stride = {w.s[0], w.s[1]}};
+  if (lp) {
+    hp_val sum = dilated ? dilated_sum_pool(c, x, &w, out) : hp_mul(c->g, hp_avg_pool2d(c->g, x, &o), hp_const(c->g, (double)(w.k[0] * w.k[1])));
+    hp_val y = lp == 1 ? sum : lp == 2 ? hp_sqrt(c->g, sum) : hp_exp(c->g, hp_mul(c->g, hp_log(c->g, sum), hp_const(c->g, 1.0 / (double)lp)));
+    return c->e->code ? c->e->code : ox_def(c, 0, unspatial(c, y, nsp));
+  }
   if (dilated) {
     hp_val y = ox_dilated_max_pool(c, x, w.k, w.s, w.d, out);
     return c->e->code ? c->e->code : ox_def(c, 0, unspatial(c, y, nsp));
@@ -360,8 +385,14 @@ static hp_status pool(ox_ctx *c, bool is_max) {
   if (sc < 0) return c->e->code;
   return ox_def(c, 0, unspatial(c, hp_mul(c->g, y, sc), nsp));
 }
-OP(MaxPool) { return pool(c, true); }
-OP(AveragePool) { return pool(c, false); }
+OP(MaxPool) { return pool(c, true, 0); }
+OP(AveragePool) { return pool(c, false, 0); }
+OP(LpPool) {
+  int64_t p;
+  if (ox_attr_int(c, "p", 2, &p)) return c->e->code;
+  if (p < 1 || p > 64) return ox_fail(c, HP_E_UNSUPPORTED, "p = %" PRId64 " (harp takes 1 to 64)", p);
+  return pool(c, false, p);
+}
 
 static hp_status global_pool(ox_ctx *c, hp_op op) {
   hp_val x = ox_tensor(c, 0);
@@ -547,4 +578,70 @@ OP(LpNormalization) {
                     : hp_sqrt(c->g, hp_reduce(c->g, HP_OP_SUM, hp_mul(c->g, x, x), &axis, 1, true));
   /* a zero norm divides by 1 (its x are all 0), as onnx's reference */
   return ox_def(c, 0, hp_div(c->g, x, hp_where(c->g, hp_binary(c->g, HP_OP_EQ, n, hp_const(c->g, 0)), hp_const(c->g, 1), n)));
+}
+
+/* MeanVarianceNormalization: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) over
+ * axes (default 0, 2, 3), as the op's function body computes it */
+OP(MeanVarianceNormalization) {
+  int64_t av[TINY_MAX_RANK];
+  int n, axes[TINY_MAX_RANK];
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0 || ox_attr_ints(c, "axes", av, TINY_MAX_RANK, &n)) return c->e->code;
+  int r = ox_rank_of(c, x);
+  if (n < 0) {
+    if (r < 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the default axes (0, 2, 3) need rank >= 4, got %d", r);
+    n = 3, av[0] = 0, av[1] = 2, av[2] = 3;
+  }
+  for (int i = 0; i < n; i++)
+    if (ox_norm_axis(c, av[i], r, &axes[i])) return c->e->code;
+  hp_graph *g = c->g;
+  hp_val m = hp_reduce(g, HP_OP_MEAN, x, axes, n, true), m2 = hp_reduce(g, HP_OP_MEAN, hp_mul(g, x, x), axes, n, true);
+  hp_val sd = hp_add(g, hp_sqrt(g, hp_sub(g, m2, hp_mul(g, m, m))), hp_const(g, 1e-9));
+  return ox_def(c, 0, hp_div(g, hp_sub(g, x, m), sd));
+}
+
+/* CausalConvWithState (opset 27; Mamba, Gated DeltaNet): a depthwise causal
+ * 1-D conv of x [B, C, T] with w [C, 1, k] over [past_state (or k - 1 zeros)
+ * | x], as the sum of k weighted slices; present_state is the last k - 1
+ * positions of that; optional bias and SiLU. */
+OP(CausalConvWithState) {
+  hp_graph *g = c->g;
+  char act[8];
+  int64_t k;
+  hp_val x = ox_tensor(c, 0), w = x > 0 ? ox_tensor(c, 1) : -1, b = HP_NONE, past = HP_NONE;
+  if (w < 0 || ox_attr_str(c, "activation", "none", act, sizeof act)) return c->e->code;
+  bool silu = !strcmp(act, "silu") || !strcmp(act, "swish");
+  if (!silu && strcmp(act, "none") != 0) return ox_fail(c, HP_E_INVALID_ARG, "activation \"%s\" (none, silu or swish)", act);
+  if (ox_need_rank(c, x, 3, 3, "the input") || ox_need_rank(c, w, 3, 3, "the weight")) return c->e->code;
+  const fe_shape xs = *ox_shape_of(c, x), ws = *ox_shape_of(c, w);
+  if (!fe_dim_is_int(ws.d[2], &k) || k < 1 || k > 64) return ox_fail(c, HP_E_UNSUPPORTED, "a kernel of %s taps (harp takes 1 to 64, known at import)", ws.d[2]->text);
+  if (fe_dim_cmp(ws.d[0], xs.d[1]) == FE_DIFF || !fe_dim_is_one(ws.d[1]))
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the weight must be [channels, 1, k] for %s channels", xs.d[1]->text);
+  if (c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;
+  if (c->node->n_input > 3 && c->node->input[3][0] && (past = ox_tensor(c, 3)) < 0) return c->e->code;
+  const fe_dim *one = fe_dim_int(c->A, 1);
+  hp_val xp = x;
+  if (past != HP_NONE) {
+    hp_val parts[2] = {past, x};
+    xp = hp_concat(g, parts, 2, 2);
+  } else if (k > 1) {
+    int64_t lo[3] = {0, 0, k - 1}, hi[3] = {0, 0, 0};
+    xp = hp_pad(g, x, lo, hi, 3, 0);
+  }
+  if (ox_check(c, xp)) return c->e->code;
+  hp_val y = HP_NONE;
+  int ax = 2;
+  for (int64_t j = 0; j < k; j++) {
+    int64_t lo = j, hi = j + 1, end = j == k - 1 ? INT64_MAX : -(k - 1 - j);
+    hp_val wj = fe_reshape(g, hp_slice(g, w, 1, &ax, &lo, &hi, NULL), &(fe_shape){.rank = 3, .d = {one, xs.d[1], one}});
+    hp_val t = hp_mul(g, hp_slice(g, xp, 1, &ax, &lo, &end, NULL), wj);
+    y = y == HP_NONE ? t : hp_add(g, y, t);
+  }
+  if (b != HP_NONE) y = hp_add(g, y, fe_reshape(g, b, &(fe_shape){.rank = 3, .d = {one, xs.d[1], one}}));
+  if (silu) y = hp_silu(g, y);
+  if (ox_def(c, 0, y)) return c->e->code;
+  if (c->node->n_output < 2 || !c->node->output[1][0]) return HP_OK;
+  if (k == 1) return ox_fail(c, HP_E_UNSUPPORTED, "present_state of a 1-tap kernel (an empty tensor)");
+  int64_t lo = -(k - 1), end = INT64_MAX;
+  return ox_def(c, 1, hp_slice(g, xp, 1, &ax, &lo, &end, NULL));
 }

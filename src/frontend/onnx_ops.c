@@ -1280,6 +1280,8 @@ hp_status ox_node(ox_ctx *c) {
     if (!strcmp(ops[i].name, op)) return ops[i].fn(c);
   ox_op_fn fn = ox_find_act(op);
   if (!fn) fn = ox_find_more(op);
+  if (!fn) fn = ox_find_math(op);
+  if (!fn) fn = ox_find_index(op);
   if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
 }

@@ -1,6 +1,6 @@
 /* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
  * reductions: Tile, the derived reductions, Resize / Upsample by whole factors, DepthToSpace,
- * SpaceToDepth, ConvTranspose, ArgMax / ArgMin, Einsum; and the negative-index
+ * SpaceToDepth, ConvTranspose, Col2Im, ArgMax / ArgMin, Einsum; and the negative-index
  * parts of Slice and Gather.
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_more, ox_slice_reverse, ox_gather_index. */
@@ -504,6 +504,85 @@ OP(ConvTranspose) {
   return ox_def(c, 0, hp_conv2d(c->g, x, w, &o));
 }
 
+/* ---- Col2Im: the sum over the kernel's taps of the blocks placed at their positions ---------- */
+/* input [N, C * K, L] (K = prod(block), L the block positions, row-major
+ * over out[d] = (image + pads - (block - 1) dilation - 1) / stride + 1):
+ * tap k's [N, C, out...] gets strides - 1 zeros between its elements, is
+ * padded to k's offset in the padded image, summed, and the pads cut. */
+#define OX_MAX_COL2IM_TAPS 256
+OP(Col2Im) {
+  hp_graph *g = c->g;
+  hp_val x = ox_tensor(c, 0);
+  int64_t img[6], blk[6], dil[6], st[6], pads[12], v[12], in[3];
+  int ni, nb, n;
+  if (x < 0 || ox_const_ints(c, 1, "image_shape", img, 6, &ni) || ox_const_ints(c, 2, "block_shape", blk, 6, &nb)) return c->e->code;
+  if (ni != nb || ni < 1 || ni > 5) return ox_fail(c, HP_E_UNSUPPORTED, "image_shape and block_shape of %d and %d values (harp takes 1 to 5 spatial dims)", ni, nb);
+  const fe_shape xs = *ox_shape_of(c, x);
+  if (xs.rank != 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must be [N, C * prod(block_shape), L], got rank %d", xs.rank);
+  for (int i = 1; i < 3; i++)
+    if (known(c, xs.d[i], "Col2Im", &in[i])) return c->e->code;
+  int sp = ni;
+  for (int i = 0; i < sp; i++) dil[i] = st[i] = 1, pads[i] = pads[sp + i] = 0;
+  struct { const char *name; int64_t *to; int cnt; } at[] = {{"dilations", dil, sp}, {"strides", st, sp}, {"pads", pads, 2 * sp}};
+  for (int i = 0; i < 3; i++) {
+    if (ox_attr_ints(c, at[i].name, v, 12, &n)) return c->e->code;
+    if (n < 0) continue;
+    if (n != at[i].cnt) return ox_fail(c, HP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
+    memcpy(at[i].to, v, sizeof *v * (size_t)n);
+  }
+  int64_t K = 1, L = 1, out[6], full[6];
+  for (int i = 0; i < sp; i++) {
+    if (img[i] < 1 || blk[i] < 1 || dil[i] < 1 || st[i] < 1 || pads[i] < 0 || pads[sp + i] < 0 || img[i] > OX_MAX_DIM || blk[i] > 4096 ||
+        dil[i] > 4096 || st[i] > 4096 || pads[i] > OX_MAX_DIM || pads[sp + i] > OX_MAX_DIM)
+      return ox_fail(c, HP_E_INVALID_ARG, "image_shape, block_shape, dilations and strides must be >= 1 and pads >= 0");
+    full[i] = img[i] + pads[i] + pads[sp + i];
+    int64_t span = full[i] - (blk[i] - 1) * dil[i] - 1;
+    if (span < 0) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the block is larger than the padded image along spatial dim %d", i);
+    out[i] = span / st[i] + 1, K *= blk[i], L *= out[i];
+  }
+  if (K > OX_MAX_COL2IM_TAPS) return ox_fail(c, HP_E_UNSUPPORTED, "a block of %" PRId64 " elements (at most %d taps)", K, OX_MAX_COL2IM_TAPS);
+  if (in[1] % K || in[2] != L)
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input [N, %" PRId64 ", %" PRId64 "] is not [N, C * %" PRId64 ", %" PRId64 "]", in[1], in[2], K, L);
+  const fe_dim *N = xs.d[0], *C = I(c, in[1] / K);
+  fe_shape s4 = {.rank = 3 + sp}; /* [N, C, K, out...] */
+  s4.d[0] = N, s4.d[1] = C, s4.d[2] = I(c, K);
+  for (int i = 0; i < sp; i++) s4.d[3 + i] = I(c, out[i]);
+  hp_val x4 = fe_reshape(g, x, &s4), y = HP_NONE;
+  bool strided = false;
+  for (int i = 0; i < sp; i++) strided |= st[i] > 1;
+  for (int64_t k = 0; k < K; k++) {
+    int ax = 2;
+    int64_t lo = k, hi = k + 1, off[6], rem = k;
+    for (int i = sp - 1; i >= 0; i--) off[i] = rem % blk[i] * dil[i], rem /= blk[i];
+    fe_shape t = {.rank = 2 + sp};
+    t.d[0] = N, t.d[1] = C;
+    for (int i = 0; i < sp; i++) t.d[2 + i] = I(c, out[i]);
+    hp_val tap = fe_reshape(g, hp_slice(g, x4, 1, &ax, &lo, &hi, NULL), &t);
+    int64_t ext[6];
+    for (int i = 0; i < sp; i++) ext[i] = (out[i] - 1) * st[i] + 1;
+    if (strided) { /* [N, C, o, 1, ...] padded to the strides, merged, the tail cut */
+      fe_shape u = {.rank = 2 + 2 * sp}, m = t;
+      int64_t plo[12] = {0}, phi[12] = {0}, z[6] = {0};
+      int axes[6];
+      u.d[0] = N, u.d[1] = C;
+      for (int i = 0; i < sp; i++) {
+        u.d[2 + 2 * i] = I(c, out[i]), u.d[3 + 2 * i] = I(c, 1), phi[3 + 2 * i] = st[i] - 1;
+        m.d[2 + i] = I(c, out[i] * st[i]), axes[i] = 2 + i;
+      }
+      tap = fe_reshape(g, hp_pad(g, fe_reshape(g, tap, &u), plo, phi, u.rank, 0), &m);
+      tap = hp_slice(g, tap, sp, axes, z, ext, NULL);
+    }
+    int64_t plo[8] = {0}, phi[8] = {0};
+    for (int i = 0; i < sp; i++) plo[2 + i] = off[i], phi[2 + i] = full[i] - off[i] - ext[i];
+    tap = hp_pad(g, tap, plo, phi, 2 + sp, 0);
+    y = y == HP_NONE ? tap : hp_add(g, y, tap);
+  }
+  int axes[6];
+  int64_t a[6], b[6];
+  for (int i = 0; i < sp; i++) axes[i] = 2 + i, a[i] = pads[i], b[i] = pads[i] + img[i];
+  return ox_def(c, 0, hp_slice(g, y, sp, axes, a, b, NULL));
+}
+
 /* ---- Einsum: one or two operands, as sums, a permute and a matmul ------------------------ */
 /* A term's letters, at most TINY_MAX_RANK, each once (no "..." and no diagonals). */
 static hp_status einsum_term(ox_ctx *c, const char *t, int len, char *out, int *n) {
@@ -628,7 +707,7 @@ static const struct {
   ox_op_fn fn;
 } ops[] = {
 #define E(n) {#n, op_##n}
-    E(ArgMax), E(ArgMin), E(ConvTranspose), E(DepthToSpace), E(Einsum), E(GatherElements), E(Range), E(ReduceL1), E(ReduceL2),
+    E(ArgMax), E(ArgMin), E(Col2Im), E(ConvTranspose), E(DepthToSpace), E(Einsum), E(GatherElements), E(Range), E(ReduceL1), E(ReduceL2),
     E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Trilu), E(Upsample),
 #undef E
 };

@@ -130,6 +130,19 @@ nodes = [mk("Conv", ["x", "w"], ["c"]), bn, mk("Conv", ["x", "w"], ["c2"]), mk("
 case("Conv BatchNormalization, weight shared", nodes, {"x": xb}, inits)
 S.check("weight shared: not folded", "bn_scale" in frontend_names(nodes, {"x": xb}, inits), "")
 # a ConstantOfShape weight above the old 2^24-element limit, summed
+# MeanVarianceNormalization: default axes (0, 2, 3) and explicit ones
+case("MeanVarianceNormalization", [mk("MeanVarianceNormalization", ["x"], ["y"])], {"x": x4}, opset=13, backends=both)
+case("MeanVarianceNormalization axes", [mk("MeanVarianceNormalization", ["x"], ["y"], axes=[1, -1])], {"x": x4}, opset=13)
+# CausalConvWithState (opset 27): past state, bias, SiLU, both outputs, against onnx's reference
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+cx, cw, cb, cp = rand(2, 5, 7), rand(5, 1, 4), rand(5), rand(2, 5, 3)
+for name, ins, kw in (("past, bias, silu", ["x", "w", "b", "p"], {"activation": "silu"}), ("no past", ["x", "w"], {})):
+    feeds = {k: v for k, v in {"x": cx, "w": cw, "b": cb, "p": cp}.items() if k in ins}
+    mc = model([mk("CausalConvWithState", ins, ["y", "st"], **kw)], [vi(k, v.shape) for k, v in feeds.items()],
+               [vi("y", None), vi("st", None)], [], opset=27)
+    case(f"CausalConvWithState {name}", [mk("CausalConvWithState", ins, ["y", "st"], **kw)], feeds, opset=27, backends=both,
+         want=ReferenceEvaluator(mc).run(None, feeds), outputs=("y", "st"))
 n = (1 << 24) + 3
 case("ConstantOfShape 2^24+3", [mk("ConstantOfShape", ["shp"], ["c"], value=onnx.helper.make_tensor("v", 1, [1], [0.5])),
                                 mk("ReduceSum", ["c"], ["s"], keepdims=0), mk("Add", ["x", "s"], ["y"])],
