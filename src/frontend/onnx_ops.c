@@ -702,6 +702,13 @@ static hp_status reduce(ox_ctx *c, hp_op op, int input_from) {
   bool keep, noop;
   if (ox_reduce_axes(c, ox_rank_of(c, x), input_from, axes, &n, &keep, &noop)) return c->e->code;
   if (noop) return ox_def(c, 0, x);
+  if (hp_val_dtype(c->g, x) == TINY_BOOL && (op == HP_OP_RMAX || op == HP_OP_RMIN)) {
+    /* any / all (opset 20): over 0/1 in int32, whose empty max / min are
+     * below 0 / above 1: an empty max is false, an empty min true */
+    hp_val y = hp_reduce(c->g, op, hp_cast(c->g, x, TINY_I32), axes, n, keep);
+    y = hp_binary(c->g, op == HP_OP_RMAX ? HP_OP_GT : HP_OP_GE, y, hp_const_typed(c->g, op == HP_OP_RMAX ? 0 : 1, TINY_I32));
+    return ox_def(c, 0, y);
+  }
   return ox_def(c, 0, hp_reduce(c->g, op, x, axes, n, keep));
 }
 OP(ReduceMean) { return reduce(c, HP_OP_MEAN, 18); }

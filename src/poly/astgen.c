@@ -161,8 +161,17 @@ static __isl_give isl_set *stmt_domain(gen *g, int k) {
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
   isl_set *d = isl_set_copy(b->domain);
-  if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout)
-    d = isl_set_project_out(d, isl_dim_set, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
+  if (s->role != POLY_STMT_BODY && b->pub.nvars > b->pub.nout) {
+    unsigned first = (unsigned)b->pub.nout, n = (unsigned)(b->pub.nvars - b->pub.nout);
+    /* an empty reduction (an axis of size 0) still initialises and stores
+     * every output, the identity: the projection of its empty domain would
+     * be empty */
+    if (b->out_domain) {
+      isl_set_free(d);
+      d = isl_set_copy(b->out_domain);
+    }
+    d = isl_set_project_out(d, isl_dim_set, first, n);
+  }
   char name[32];
   return isl_set_set_tuple_name(d, stmt_name(k, name, sizeof name));
 }

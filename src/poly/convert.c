@@ -183,7 +183,9 @@ hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) 
     if (k == a->nfill) a->fill[a->nfill++] = (poly_fill){p->value, isl_set_empty(isl_space_copy(dom))};
     a->fill[k].set = isl_set_union(a->fill[k].set, poly_cons_set(pv, dom, p->cons, p->ncons));
   }
-  a->map = poly_simplify_map(isl_map_intersect_domain(m, isl_set_copy(b->domain)));
+  /* the write of an empty reduction: on its outputs all the same (poly_blk.out_domain) */
+  bool write = b->out_domain && a == &b->acc[b->pub.naccess - 1];
+  a->map = poly_simplify_map(isl_map_intersect_domain(m, isl_set_copy(write ? b->out_domain : b->domain)));
   int pieces = a->map ? isl_map_n_basic_map(a->map) : 0;
   for (int k = 0; k < a->nfill; k++) {
     a->fill[k].set = poly_simplify_set(isl_set_intersect(a->fill[k].set, isl_set_copy(b->domain)));

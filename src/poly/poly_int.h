@@ -39,6 +39,9 @@ typedef struct poly_blk {
   poly_block_info pub;
   int var_node;    /* node whose IndexBook variables the block uses */
   isl_set *domain; /* owned */
+  isl_set *out_domain; /* owned; an empty reduction only (a reduced axis of size 0): the
+                          domain without the reduced variables' constraints, where its
+                          initialisation and store still run on every output */
   poly_acc acc[POLY_MAX_ACC];
   poly_acc *stage[2]; /* a contraction operand's stages (pub.access[a].nstage; arena, maps owned) */
   poly_contraction con;

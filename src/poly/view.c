@@ -140,6 +140,16 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
     if (collect_access_params(pv, b, &b->acc[k].ib)) return pv->e->code;
   isl_space *sp = poly_block_space(pv, b);
   b->domain = poly_simplify_set(poly_cons_set(pv, sp, f->cons, f->ncons));
+  if (b->domain && b->pub.nvars > b->pub.nout && isl_set_is_empty(b->domain) == isl_bool_true) {
+    ib_cons *oc = hp_arena_alloc(pv->arena, sizeof *oc * (size_t)(f->ncons + 1));
+    int n = 0;
+    for (int i = 0; oc && i < f->ncons; i++) {
+      bool outs = f->cons[i].e.ndiv == 0;
+      for (int v = b->pub.nout; v < b->pub.nvars && outs; v++) outs = f->cons[i].e.v[v] == 0;
+      if (outs) oc[n++] = f->cons[i];
+    }
+    if (oc) b->out_domain = poly_simplify_set(poly_cons_set(pv, sp, oc, n));
+  }
   isl_space_free(sp);
   if (!b->domain || poly_isl_check(pv, who, "building a domain")) {
     if (pv->e->code == HP_OK) hp_fail(pv->e, HP_E_NO_MEMORY, who, "isl ran out of memory");
@@ -319,6 +329,7 @@ void poly_free(poly_view *pv) {
   for (int k = 0; k < pv->nblocks; k++) {
     poly_blk *b = &pv->blocks[k];
     isl_set_free(b->domain);
+    isl_set_free(b->out_domain);
     for (int a = 0; a < POLY_MAX_ACC; a++) free_acc(&b->acc[a]);
     for (int a = 0; a < 2; a++)
       for (int q = 0; b->stage[a] && q < b->pub.access[a].nstage; q++) free_acc(&b->stage[a][q]);

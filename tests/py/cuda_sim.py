@@ -182,7 +182,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     lines, outs = ["reverse"] if reverse else [], {}
     for b in bufs:
         path = "-"
-        if b["space"] in ("input", "weights"):
+        if b["space"] in ("input", "weights") and b["bytes"]:  # an empty tensor: nothing to read
             a = inputs[b["name"]]
             a = bf16_bits(a) if b["dtype"] == "bf16" else np.ascontiguousarray(a).astype(NP[b["dtype"]])
             path = os.path.join(work, f"b{b['id']}.bin")

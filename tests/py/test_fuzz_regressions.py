@@ -226,4 +226,21 @@ case("epilogue_scale_of_one", """graph main(a: f32[1, 2], b: f32[1, 1]) -> (t: f
     return t
 }
 """, {"a": a, "b": b}, {"t": (a * b)[0]}, cuda=True)
+# reductions over an axis of size 0: the identity on every output (the max of
+# nothing -inf, a mean NaN, a product over K = 0 just its bias); the isl
+# domain of such a block is empty, so its initialisation and store vanished
+# with it and the cpu backend left the outputs as the arena held them
+x0, w0, b0 = np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), f32(4)
+with np.errstate(invalid="ignore"):
+    mean0 = x0.mean(axis=1)
+case("empty_reductions", """graph main(x: f32[3, 0], w: f32[0, 4], b: f32[4]) -> (m: f32[3], r: f32[3], g: f32[3, 4], h: f32[3, 4], l: f32[3]) {
+    m = mean(x, [1])
+    r = relu(max(x, [1])) + 1.0
+    g = x @ w
+    h = relu(x @ w + b)
+    l = min(x, [1])
+    return m, r, g, h, l
+}
+""", {"x": x0, "w": w0, "b": b0}, {"m": mean0, "r": np.ones(3), "g": np.zeros((3, 4)), "h": np.tile(np.maximum(b0, 0), (3, 1)),
+                                  "l": np.full(3, np.inf)}, cuda=True)
 s.close()
