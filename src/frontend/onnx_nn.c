@@ -330,7 +330,8 @@ static hp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
     return c->e->code;
   bool dilated = w.d[0] != 1 || w.d[1] != 1;
   if (dilated && !is_max && !lp) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
-  if (lp) x = int_power(c->g, hp_abs(c->g, x), (int)lp);
+  if (hp_val_dtype(c->g, x) == TINY_BOOL) return ox_fail(c, HP_E_DTYPE_MISMATCH, "pooling takes numbers, not bool");
+  if (lp && (x = int_power(c->g, hp_abs(c->g, x), (int)lp)) < 0) return c->e->code ? c->e->code : ox_fail(c, HP_E_INTERNAL, "|x|^p");
   int64_t ek[2] = {(w.k[0] - 1) * w.d[0] + 1, (w.k[1] - 1) * w.d[1] + 1}; /* the window's extent */
   if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
   const fe_shape *s = ox_shape_of(c, x);

@@ -153,4 +153,7 @@ pk2 = [vi("q", [1, 2, 16]), vi("k", [1, 3, 8]), vi("v", [1, 3, 8]), vi("pk", [4,
 expect("Attention past_key of rank 2", save(one([mk("Attention", ["q", "k", "v", "", "pk", "pv"], ["y"], q_num_heads=4, kv_num_heads=2, name="a")],
                                                 opset=23, inputs=pk2), "attpk2"), "AxisSizeMismatch", "rank 4", inputs=False,
        args=["--random-inputs"])
+for op in ("LpPool", "MaxPool", "AveragePool"):
+    expect(f"{op} of bool", save(one([mk(op, ["b"], ["y"], kernel_shape=[2], name="pl")], opset=18, inputs=[vi("b", [1, 3, 8], TensorProto.BOOL)]),
+                                 "boolpool" + op), "DtypeMismatch", 'node 0 "pl"', "not bool", inputs=False, args=["--random-inputs"])
 S.close()
