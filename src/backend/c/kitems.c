@@ -211,7 +211,7 @@ static char *item_key(item_ctx *x, const char *s, const char *end, const char *s
     p = q;
   }
   if (o.oom) x->oom = true;
-  char *key = ok && !o.oom ? hp_arena_strndup(x->t->a, o.buf ? o.buf : "", o.len) : NULL;
+  char *key = ok && !o.oom ? hp_arena_strndup(x->a, o.buf ? o.buf : "", o.len) : NULL; /* the table copies it */
   if (ok && !o.oom && !key) x->oom = true;
   hp_str_free(&o);
   return key;
@@ -249,7 +249,8 @@ static void item(item_ctx *x, const char *s, const char *end, const char *P, int
     x->t->shared++;
   } else {
     hp_str_putn(out, s, (size_t)(end - s));
-    if (key && !hp_strmap_put(&x->t->seen, key, k)) x->oom = true;
+    char *kept = key ? hp_arena_strdup(x->t->a, key) : NULL;
+    if (key && (!kept || !hp_strmap_put(&x->t->seen, kept, k))) x->oom = true;
   }
   if (name && !hp_strmap_put(&x->canon, name, j ? *j : k)) x->oom = true;
 }
