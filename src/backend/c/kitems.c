@@ -95,6 +95,7 @@ typedef struct item_ctx {
   const char *fn;   /* P_k<k> */
   size_t fl;
   hp_str cond;      /* the open #if lines */
+  hp_str key;       /* the current item's key */
   bool hprt;        /* inside #ifndef HPRT_RUNTIME */
   bool oom;
 } item_ctx;
@@ -178,56 +179,69 @@ static void directive(item_ctx *x, const char *s, const char *end) {
   }
 }
 
-/* The key of the item [s, end) defining sym: conditions, then the text with
- * comments dropped, sym as @suffix and other own symbols as K<j>$suffix;
- * NULL when it names an own symbol of unknown definition. */
-static char *item_key(item_ctx *x, const char *s, const char *end, const char *sym, size_t symn) {
-  hp_str o;
-  hp_str_init(&o);
-  hp_str_puts(&o, x->cond.buf ? x->cond.buf : "");
-  hp_str_putc(&o, '\n');
-  bool ok = true, blank = false; /* blanks and comments: one space, none at a line's end */
-  for (const char *p = s; p < end && ok;) {
-    const char *q = token_end(p);
-    size_t n = (size_t)(q - p);
-    if (is_comment(p) || *p == ' ' || *p == '\t') {
-      blank = true;
-      p = q;
-      continue;
-    }
-    if (blank && *p != '\n') hp_str_putc(&o, ' ');
-    blank = false;
-    if (ident_start(*p) && is_own(x, p, n)) {
-      if (n == symn && !memcmp(p, sym, n)) {
-        hp_str_putc(&o, '@');
-      } else {
-        char *name = hp_arena_strndup(x->a, p, n);
-        int *j = name ? hp_strmap_find(&x->canon, name) : NULL;
-        if (j) hp_str_printf(&o, "K%d$", *j);
-        else ok = false;
-      }
-      hp_str_putn(&o, p + x->fl, n - x->fl);
-    } else hp_str_putn(&o, p, n);
-    p = q;
-  }
-  if (o.oom) x->oom = true;
-  char *key = ok && !o.oom ? hp_arena_strndup(x->a, o.buf ? o.buf : "", o.len) : NULL; /* the table copies it */
-  if (ok && !o.oom && !key) x->oom = true;
-  hp_str_free(&o);
-  return key;
+/* the own symbol [p, p + n) in map m (NULL if absent; a name too long
+ * for the buffer counts as absent) */
+static int *name_find(const hp_strmap *m, const char *p, size_t n) {
+  char buf[256];
+  if (n >= sizeof buf) return NULL;
+  memcpy(buf, p, n);
+  buf[n] = 0;
+  return hp_strmap_find(m, buf);
 }
 
-/* own symbols the item names: from now on, a later definition of one of
- * them is not its first mention */
+/* own symbol [p, p + n) named: from now on, a later definition of it is not
+ * its first mention */
+static void note_name(item_ctx *x, const char *p, size_t n) {
+  if (n < 256 && name_find(&x->named, p, n)) return;
+  char *name = hp_arena_strndup(x->a, p, n);
+  if (!name || !hp_strmap_put(&x->named, name, 1)) x->oom = true;
+}
+
 static void note_named(item_ctx *x, const char *s, const char *end) {
   for (const char *p = s; p < end && !x->oom;) {
     const char *q = token_end(p);
-    if (ident_start(*p) && is_own(x, p, (size_t)(q - p))) {
-      char *name = hp_arena_strndup(x->a, p, (size_t)(q - p));
-      if (!name || (!hp_strmap_find(&x->named, name) && !hp_strmap_put(&x->named, name, 1))) x->oom = true;
-    }
+    if (ident_start(*p) && is_own(x, p, (size_t)(q - p))) note_name(x, p, (size_t)(q - p));
     p = q;
   }
+}
+
+/* The key of the item [s, end) defining sym, in x->key (until the next
+ * item): conditions, then the text with blanks and comments as one space
+ * (none at a line's end), sym as @suffix and other own symbols as
+ * K<j>$suffix; NULL when it names an own symbol of unknown definition.
+ * Notes the own symbols it names, as note_named. */
+static const char *item_key(item_ctx *x, const char *s, const char *end, const char *sym, size_t symn) {
+  hp_str *o = &x->key;
+  o->len = 0;
+  hp_str_puts(o, x->cond.buf ? x->cond.buf : "");
+  hp_str_putc(o, '\n');
+  bool ok = true, blank = false;
+  for (const char *p = s; p < end;) {
+    const char *q = token_end(p);
+    size_t n = (size_t)(q - p);
+    bool own = ident_start(*p) && is_own(x, p, n);
+    if (own) note_name(x, p, n);
+    if (!ok || is_comment(p) || *p == ' ' || *p == '\t') {
+      blank = blank || is_comment(p) || *p == ' ' || *p == '\t';
+      p = q;
+      continue;
+    }
+    if (blank && *p != '\n') hp_str_putc(o, ' ');
+    blank = false;
+    if (own) {
+      if (n == symn && !memcmp(p, sym, n)) {
+        hp_str_putc(o, '@');
+      } else {
+        int *j = name_find(&x->canon, p, n);
+        if (j) hp_str_printf(o, "K%d$", *j);
+        else ok = false;
+      }
+      hp_str_putn(o, p + x->fl, n - x->fl);
+    } else hp_str_putn(o, p, n);
+    p = q;
+  }
+  if (o->oom) x->oom = true;
+  return ok && !o->oom ? o->buf : NULL;
 }
 
 static void item(item_ctx *x, const char *s, const char *end, const char *P, int k, hp_str *out) {
@@ -239,20 +253,21 @@ static void item(item_ctx *x, const char *s, const char *end, const char *P, int
   }
   size_t symn = 0;
   const char *sym = x->t->off ? NULL : defined(x, s, end, &symn);
-  char *name = sym ? hp_arena_strndup(x->a, sym, symn) : NULL;
-  if (sym && !name) x->oom = true;
-  char *key = name && !hp_strmap_find(&x->named, name) ? item_key(x, s, end, sym, symn) : NULL;
+  const char *key = NULL;
+  if (sym && symn < 256 && !name_find(&x->named, sym, symn)) key = item_key(x, s, end, sym, symn);
+  else note_named(x, s, end);
   int *j = key ? hp_strmap_find(&x->t->seen, key) : NULL;
-  note_named(x, s, end);
-  if (j && *j != k) {
-    hp_str_printf(out, "#define %s %s_k%d%s\n", name, P, *j, name + x->fl);
+  int def = j ? *j : k; /* the kernel whose definition sym stands for */
+  if (def != k) {
+    hp_str_printf(out, "#define %.*s %s_k%d%.*s\n", (int)symn, sym, P, def, (int)(symn - x->fl), sym + x->fl);
     x->t->shared++;
   } else {
     hp_str_putn(out, s, (size_t)(end - s));
     char *kept = key ? hp_arena_strdup(x->t->a, key) : NULL;
     if (key && (!kept || !hp_strmap_put(&x->t->seen, kept, k))) x->oom = true;
   }
-  if (name && !hp_strmap_put(&x->canon, name, j ? *j : k)) x->oom = true;
+  char *name = sym ? hp_arena_strndup(x->a, sym, symn) : NULL;
+  if (sym && (!name || !hp_strmap_put(&x->canon, name, def))) x->oom = true;
 }
 
 hp_status cg_kitems_emit(cg_kitems *t, hp_error *e, const char *text, const char *P, int k, hp_str *out) {
@@ -260,6 +275,7 @@ hp_status cg_kitems_emit(cg_kitems *t, hp_error *e, const char *text, const char
   snprintf(fn, sizeof fn, "%s_k%d", P, k);
   item_ctx x = {.t = t, .a = hp_arena_new(), .fn = fn, .fl = strlen(fn)};
   hp_str_init(&x.cond);
+  hp_str_init(&x.key);
   if (!t->a || !x.a) x.oom = true;
   for (const char *p = text; *p && !x.oom;) {
     const char *end = item_end(p);
@@ -268,6 +284,7 @@ hp_status cg_kitems_emit(cg_kitems *t, hp_error *e, const char *text, const char
   }
   bool oom = x.oom || x.cond.oom || out->oom;
   hp_str_free(&x.cond);
+  hp_str_free(&x.key);
   hp_strmap_free(&x.canon);
   hp_strmap_free(&x.named);
   hp_arena_free(x.a);
