@@ -271,13 +271,12 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   char ld[160];
   cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n  (void)tid;\n");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% %ldL, ba = r / %ldL;\n", (long)t->groups,
-          (long)t->groups, (long)t->nkb, (long)t->nkb);
+  cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)t->groups,
+          (long)t->groups);
   cg_emit(o, "  long b0 = ba / %ldL, b1 = ba %% %ldL;\n", (long)t->nba[1], (long)t->nba[1]);
   cg_emit(o, "  const %s *A = (const %s *)cx->A + b0 * %ldL + b1 * %ldL;\n", at, at, (long)p->a_sb[0], (long)p->a_sb[1]);
-  cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
-          t->kc);
-  cg_emit(o, "  float *Ap = cx->Ap + ba * %ldL + pc * %ldL;\n", (long)(p->K * t->mp), (long)t->mp);
+  cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
+  cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)t->mp, (long)t->mp);
   cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)(t->ppg * t->mr), (long)t->mp,
           (long)(t->ppg * t->mr), (long)t->mp);
   cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) {\n", (long)(t->ppg * t->mr), t->mr);
@@ -305,7 +304,7 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
       }
     cg_emit(o, "      for (; k + 16 <= kc; k += 16) {\n");
     for (int i = 0; i < mr; i++)
-      cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * %ldL + pc + k);\n", i, i, (long)p->a_sm);
+      cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k);\n", i, i);
     if (mr % 2) cg_emit(o, "        __m512 r%d = r%d;\n", mr, mr - 1);
     for (int j = 0; j < mr; j++) {
       cg_emit(o, "        { __m512 v = _mm512_permutex2var_ps(r0, ix%d_0, r1);\n", j);
@@ -317,8 +316,8 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      }\n");
     /* the k tail, only where a block depth leaves one (GCC warns about a loop it proves empty) */
     if (t->kc % 16 || (p->K % t->kc) % 16)
-      cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = A[(ir + i) * %ldL + pc + kk];\n",
-              mr, mr, (long)p->a_sm);
+      cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = A[(ir + i) * cx->lda + pc + kk];\n",
+              mr, mr);
     cg_emit(o, "      continue;\n    }\n");
   }
   if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
@@ -326,14 +325,14 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     int w = o->isa->w;
     const char *sx = cg_vsuffix(p->adt);
     cg_emit(o, "    float tv[%d];\n", w);
-    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * %ldL + pc;\n", at, (long)p->a_sm);
+    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * cx->lda + pc;\n", at);
     cg_emit(o, "      for (long k = 0; k < kc; k += %d) {\n", w);
     cg_emit(o, "        int n = kc - k < %d ? (int)(kc - k) : %d;\n", w, w);
     cg_emit(o, "        $P_st(tv, n == %d ? $P_ld%s(s + k) : $P_ldn%s(s + k, n));\n", w, sx, sx);
     cg_emit(o, "        for (int q = 0; q < n; q++) d[(k + q) * %d + i] = tv[q];\n      }\n    }\n", t->mr);
   } else if (p->a_sk == 1) {
     cg_scalar_ld(o, ld, sizeof ld, p->adt, "s", "k");
-    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * %ldL + pc;\n", at, (long)p->a_sm);
+    cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const %s *s = A + (ir + i) * cx->lda + pc;\n", at);
     cg_emit(o, "      for (long k = 0; k < kc; k++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
   } else {
     char idx[64];
@@ -547,8 +546,8 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
           (long)t->tn, (long)p->N);
   if (p->prepack_b && !t->ws) cg_emit(o, "  (void)tid;\n");
   else cg_emit(o, "  float *Bs = (float *)cx->sc.thr[tid];\n");
-  cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * %ldL;\n",
-          t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)(p->K * t->mp));
+  cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * cx->K * %ldL;\n",
+          t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)t->mp);
   emit_tt_setup(o, p);
   if (t->ws) cg_emit(o, "  tt.ws = Bs + %ldL;\n  tt.wm0 = m0;\n", p->prepack_b ? 0L : (long)t->kc * t->ncp);
   cg_emit(o, "  for (long jc = n0; jc < n1; jc += %d) {\n", t->nc);
@@ -557,10 +556,9 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
    * packed once per block); orders 0/1: B packed once per (jc, pc) */
   const char *icl = "      for (long ic = m0; ic < m1; ic += %ldL) {\n      long ie = ic + %ldL < m1 ? ic + %ldL : m1;\n";
   if (t->order == 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
-  cg_emit(o, "    for (long pb = 0; pb < %ldL; pb++) {\n", (long)t->nkb);
-  cg_emit(o, "      long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL;\n", t->kc, (long)p->K, t->kc, (long)p->K,
-          t->kc);
-  cg_emit(o, "      int first = pb == 0, last = pb == %ldL;\n", (long)t->nkb - 1);
+  cg_emit(o, "    for (long pb = 0; pb < cx->nkb; pb++) {\n");
+  cg_emit(o, "      long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
+  cg_emit(o, "      int first = pb == 0, last = pb == cx->nkb - 1;\n");
   if (p->prepack_b) /* the block's panels from jc on (packed by $P_pack_b) */
     cg_emit(o, "      const float *Bp = (const float *)cx->B + pb * %ldL + jc / %d * kc * %d;\n",
             (long)t->kc * cg_npanels(p, t) * t->nr, t->nr, t->nr);
@@ -598,6 +596,15 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     if (mt) cg_emit(o, "          }\n");
   }
   cg_emit(o, "        }\n      }\n      }\n    }\n  }\n}\n");
+}
+
+/* The depth K, its block KC, A's row stride and the number of blocks
+ * travel in the context rather than as constants of packA and the task:
+ * kernels that differ only in K (DenseNet's 1x1 convs) then have the same
+ * text there, which the model's emitter compiles once (kitems.c); they are
+ * loop bounds and a stride, read once a task. */
+static void emit_depth(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  cg_emit(o, "  cx.K = %ldL; cx.kc = %dL; cx.lda = %ldL; cx.nkb = %ldL;\n", (long)p->K, t->kc, (long)p->a_sm, (long)t->nkb);
 }
 
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
@@ -638,6 +645,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)shared);
     cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
     cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
+    emit_depth(o, p, t);
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n  return 0;\n}\n", npack);
     shared = 0;
   }
@@ -659,6 +667,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  emit_depth(o, p, t);
   int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)(xn ? xoff + xn * 4 : shared),
           (long)per_thread);
@@ -861,7 +870,8 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
           (long)p->M, (long)p->N, (long)p->K, (long)p->nb[0], (long)p->nb[1], tiny_dtype_name(p->adt),
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb; } "
+             "$F_ctx;\n");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;

@@ -32,6 +32,7 @@
 
 #include "emit_model.h"
 #include "kdedup.h"
+#include "kitems.h"
 #include "region_c.h"
 
 static void buffer_ptr(hp_str *o, const hp_function *f, int b, const int *input_pos, const int *output_pos) {
@@ -58,12 +59,15 @@ static int kernel_nargs(const hp_function *f, int k, const int *wslot) {
 
 /* The kernels' code, each once (kdedup.c): a kernel that is the same code
  * as an earlier one gets #defines of its symbols to that one's, and
- * copy_of[k] says which (-1: its own code).  HARP_NO_DEDUP=1: every kernel
- * its own code. */
+ * copy_of[k] says which (-1: its own code).  Of the others, functions and
+ * types an earlier kernel defines alike are #defined to that one's too
+ * (kitems.c).  HARP_NO_DEDUP=1: every kernel its own code. */
 static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk, int *wslot, int *copy_of,
                               cg_kform *forms) {
   const hp_function *f = c->f;
   bool dedup = !getenv("HARP_NO_DEDUP");
+  cg_kitems items;
+  cg_kitems_init(&items);
   hp_status st = HP_OK;
   for (int k = 0; k < f->nkernels && !st; k++) {
     char fn[96], to[96];
@@ -79,7 +83,9 @@ static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk
         copy_of[k] = j;
     if (!st) {
       hp_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
-      if (copy_of[k] < 0) {
+      if (copy_of[k] < 0 && dedup) {
+        st = cg_kitems_emit(&items, c->e, kt.buf ? kt.buf : "", P, k, out);
+      } else if (copy_of[k] < 0) {
         hp_str_puts(out, kt.buf ? kt.buf : "");
       } else {
         snprintf(to, sizeof to, "%s_k%d", P, copy_of[k]);
@@ -92,6 +98,7 @@ static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk
     }
     hp_str_free(&kt);
   }
+  cg_kitems_free(&items);
   return st;
 }
 
