@@ -103,6 +103,10 @@ def conv(name, n, c, hw, k, kh, stride=1, pad=0, groups=1, bias=True, act="", re
     if act == "relu":
         expr = f"relu({expr})"
         nodes.append(helper.make_node("Relu", [last], ["y"]))
+    elif act == "relu6":
+        expr = f"min(max({expr}, 0.0), 6.0)"
+        nodes.append(helper.make_node("Clip", [last, "zero", "six"], ["y"]))
+        return Case(name, f"y = {expr}", ins, p, nodes, [init("zero", np.array(0, dtype)), init("six", np.array(6, dtype))])
     else:
         nodes.append(helper.make_node("Identity", [last], ["y"]))
     return Case(name, f"y = {expr}", ins, p, nodes)
@@ -241,6 +245,11 @@ CASES = [
     lambda: conv("conv1x1 s2 256->512 56->28", 1, 256, 56, 512, 1, stride=2),
     lambda: conv("conv1x1 1024->256 @14 +relu", 1, 1024, 14, 256, 1, act="relu"),
     lambda: conv("conv1x1 512->2048 @7 +res+relu", 1, 512, 7, 2048, 1, act="relu", residual=True),
+    lambda: conv("conv1x1 2048->512 @7 +relu", 1, 2048, 7, 512, 1, act="relu"),
+    lambda: conv("conv1x1 s2 512->1024 28->14 +res+relu", 1, 512, 28, 1024, 1, stride=2, act="relu", residual=True),
+    lambda: conv("conv1x1 s2 1024->2048 14->7 +res+relu", 1, 1024, 14, 2048, 1, stride=2, act="relu", residual=True),
+    lambda: conv("conv1x1 320->1280 @7 +relu", 1, 320, 7, 1280, 1, act="relu"),
+    lambda: conv("conv3x3 512 @7 +relu", 1, 512, 7, 512, 3, pad=1, act="relu"),
     lambda: conv("conv3x3 s2 128->128 56->28", 1, 128, 56, 128, 3, stride=2, pad=1, act="relu"),
     lambda: conv("conv3x3 s2 128->256 28->14", 1, 128, 28, 256, 3, stride=2, pad=1, act="relu"),
     lambda: conv("conv3x3 s2 256->512 14->7", 1, 256, 14, 512, 3, stride=2, pad=1, act="relu"),
@@ -249,6 +258,21 @@ CASES = [
     lambda: conv("grouped conv3x3 g32 256 @28", 1, 256, 28, 256, 3, pad=1, groups=32, act="relu"),
     lambda: conv("depthwise3x3 s2 96 112->56", 1, 96, 112, 96, 3, stride=2, pad=1, groups=96, act="relu"),
     lambda: conv("depthwise3x3 s1 144 @56", 1, 144, 56, 144, 3, pad=1, groups=144, act="relu"),
+    lambda: conv("mbv2 conv1x1 16->96 @112 +relu6", 1, 16, 112, 96, 1, act="relu6"),
+    lambda: conv("mbv2 conv1x1 96->24 @56", 1, 96, 56, 24, 1),
+    lambda: conv("mbv2 conv1x1 24->144 @56 +relu6", 1, 24, 56, 144, 1, act="relu6"),
+    lambda: conv("mbv2 conv1x1 144->24 @56 +res", 1, 144, 56, 24, 1, residual=True),
+    lambda: conv("mbv2 conv1x1 32->192 @28 +relu6", 1, 32, 28, 192, 1, act="relu6"),
+    lambda: conv("mbv2 conv1x1 192->32 @28 +res", 1, 192, 28, 32, 1, residual=True),
+    lambda: conv("mbv2 conv1x1 64->384 @14 +relu6", 1, 64, 14, 384, 1, act="relu6"),
+    lambda: conv("mbv2 conv1x1 384->64 @14 +res", 1, 384, 14, 64, 1, residual=True),
+    lambda: conv("mbv2 conv1x1 96->576 @14 +relu6", 1, 96, 14, 576, 1, act="relu6"),
+    lambda: conv("mbv2 conv1x1 160->960 @7 +relu6", 1, 160, 7, 960, 1, act="relu6"),
+    lambda: conv("mbv2 conv1x1 960->160 @7 +res", 1, 960, 7, 160, 1, residual=True),
+    lambda: conv("mbv2 depthwise3x3 960 @7 +relu6", 1, 960, 7, 960, 3, pad=1, groups=960, act="relu6"),
+    lambda: conv("mbv2 depthwise3x3 s2 144 56->28 +relu6", 1, 144, 56, 144, 3, stride=2, pad=1, groups=144, act="relu6"),
+    lambda: conv("mbv2 depthwise3x3 576 @14 +relu6", 1, 576, 14, 576, 3, pad=1, groups=576, act="relu6"),
+    lambda: conv("mbv2 conv3x3 s2 3->32 224 +relu6", 1, 3, 224, 32, 3, stride=2, pad=1, act="relu6"),
     lambda: pool("max_pool 3x3 s2 pad1 64 @112", "max", 1, 64, 112, 3, 2, pad=1),
     lambda: pool("max_pool 3x3 s2 64 @112", "max", 1, 64, 112, 3, 2),
     lambda: pool("avg_pool 2x2 256 @56", "avg", 1, 256, 56, 2, 2),

@@ -29,7 +29,7 @@ def conv1x1(x, w):
     return np.einsum("nchw,oc->nohw", x.astype(np.float64), w[:, :, 0, 0].astype(np.float64))
 
 
-def case(name, text, feeds, want, oc, hw, c, batch, params=("w",), tol=1e-3, kind="gemm"):
+def case(name, text, feeds, want, oc, hw, c, batch, params=("w",), tol=1e-3, kind="gemm", direct=None):
     path = os.path.join(tempfile.mkdtemp(), name.replace(" ", "_") + ".harp")
     with open(path, "w") as f:
         f.write(text)
@@ -45,6 +45,10 @@ def case(name, text, feeds, want, oc, hw, c, batch, params=("w",), tol=1e-3, kin
     want_g = (str(oc), str(hw), str(c))
     s.check(f"{name}: a {kind} with M = output channels, N = pixels, batched over the images",
             any(g[:3] == want_g and int(g[3]) * int(g[4]) == batch for g in gemms), f"{gemms} want {want_g} x {batch}")
+    if direct is not None:
+        got_d = re.findall(r"/\* direct conv \(([^)]*)", src)
+        s.check(f"{name}: the AVX-512 variant is {'the direct kernel' if direct else 'no direct kernel'}",
+                bool(got_d) == direct or "avx512" not in src, str(got_d))
     if "w" in params:
         s.check(f"{name}: the weight packed by model_init", "packed by model_init" in src)
     q, e = run(path, feeds, backend="interp", params=params)
@@ -112,4 +116,51 @@ case("weight also summed",
      "graph main(x: f32[1, 20, 9, 7], w: f32[12, 20, 1, 1]) -> (y: f32[1, 12, 9, 7], t: f32[12]) {\n"
      "    y = conv2d(x, w)\n    t = sum(w, [1, 2, 3])\n    return y, t\n}\n",
      {"x": x, "w": w}, {"y": conv1x1(x, w), "t": w.astype(np.float64).sum(axis=(1, 2, 3))}, oc=12, hw=63, c=20, batch=1)
+
+# 7x7 pixels (ResNet's last stage, MobileNetV2's): the GEMM's vectors along
+# the 49 pixels would be a quarter padding, so the AVX-512 variant is the
+# direct conv (vectors along the output channels) over one row of H*W pixels
+x, w, b, r = arr(2, 48, 7, 7), arr(64, 48, 1, 1, scale=0.2), arr(64), arr(2, 64, 7, 7)
+case("7x7 direct, batch 2 bias residual relu",
+     "graph main(x: f32[2, 48, 7, 7], w: f32[64, 48, 1, 1], b: f32[64], r: f32[2, 64, 7, 7]) -> (y: f32[2, 64, 7, 7]) {\n"
+     "    y = relu(conv2d(x, w, bias=b) + r)\n    return y\n}\n",
+     {"x": x, "w": w, "b": b, "r": r}, {"y": np.maximum(conv1x1(x, w) + b[None, :, None, None] + r, 0)},
+     oc=64, hw=49, c=48, batch=2, kind="conv", direct=True)
+# the weight an input (packed on every run), ReLU6 as a clamp, 5x5 pixels
+x, w, b = arr(1, 40, 5, 5), arr(32, 40, 1, 1, scale=0.3), arr(32)
+case("5x5 direct, weight as input, relu6",
+     "graph main(x: f32[1, 40, 5, 5], w: f32[32, 40, 1, 1], b: f32[32]) -> (y: f32[1, 32, 5, 5]) {\n"
+     "    y = min(max(conv2d(x, w, bias=b), 0.0), 6.0)\n    return y\n}\n",
+     {"x": x, "w": w, "b": b}, {"y": np.clip(conv1x1(x, w) + b[None, :, None, None], 0, 6)},
+     oc=32, hw=25, c=40, batch=1, params=("b",), kind="conv", direct=True)
+# 1024 channels in: the weights in channel blocks (partial sums in scratch),
+# 1.2 MB of them (the next block's prefetched while one computes)
+x, w, b = arr(1, 1024, 7, 7, scale=0.5), arr(288, 1024, 1, 1, scale=0.05), arr(288)
+case("7x7 direct, channel blocks",
+     "graph main(x: f32[1, 1024, 7, 7], w: f32[288, 1024, 1, 1], b: f32[288]) -> (y: f32[1, 288, 7, 7]) {\n"
+     "    y = relu(conv2d(x, w, bias=b))\n    return y\n}\n",
+     {"x": x, "w": w, "b": b}, {"y": np.maximum(conv1x1(x, w) + b[None, :, None, None], 0)},
+     oc=288, hw=49, c=1024, batch=1, kind="conv", direct=True)
+# 512 channels in (one block of 64 KiB a tile), 1.3 MB of weights: the next
+# output channel block's weights prefetched
+x, w = arr(1, 512, 7, 7, scale=0.5), arr(640, 512, 1, 1, scale=0.05)
+case("7x7 direct, next block prefetched",
+     "graph main(x: f32[1, 512, 7, 7], w: f32[640, 512, 1, 1]) -> (y: f32[1, 640, 7, 7]) {\n"
+     "    y = conv2d(x, w)\n    return y\n}\n",
+     {"x": x, "w": w}, {"y": conv1x1(x, w)}, oc=640, hw=49, c=512, batch=1, kind="conv", direct=True)
+# fp16 storage through the direct kernel (the input widened first)
+x, w, b = arr(2, 24, 7, 7, dt=np.float16), arr(32, 24, 1, 1, scale=0.3, dt=np.float16), arr(32, dt=np.float16)
+case("fp16 7x7 direct, batch 2 bias relu",
+     "graph main(x: f16[2, 24, 7, 7], w: f16[32, 24, 1, 1], b: f16[32]) -> (y: f16[2, 32, 7, 7]) {\n"
+     "    y = relu(conv2d(x, w, bias=b))\n    return y\n}\n",
+     {"x": x, "w": w, "b": b}, {"y": np.maximum(conv1x1(x, w) + b.astype(np.float64)[None, :, None, None], 0)},
+     oc=32, hw=49, c=24, batch=2, tol=1e-2, kind="conv", direct=True)
+# stride 2 onto 7x7 (the downsample of ResNet's last stage): the conv
+# template's direct kernel, its window kept
+x, w, b, r = arr(1, 64, 14, 14), arr(96, 64, 1, 1, scale=0.2), arr(96), arr(1, 96, 7, 7)
+case("stride 2 onto 7x7 direct, bias residual relu",
+     "graph main(x: f32[1, 64, 14, 14], w: f32[96, 64, 1, 1], b: f32[96], r: f32[1, 96, 7, 7]) -> (y: f32[1, 96, 7, 7]) {\n"
+     "    y = relu(conv2d(x, w, bias=b, stride=2) + r)\n    return y\n}\n",
+     {"x": x, "w": w, "b": b, "r": r}, {"y": np.maximum(conv1x1(x[:, :, ::2, ::2], w) + b[None, :, None, None] + r, 0)},
+     oc=96, hw=49, c=64, batch=1, kind="conv", direct=True)
 s.close()

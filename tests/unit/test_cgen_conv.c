@@ -1,6 +1,8 @@
 /* test_cgen_conv.c — convolution kernels against a plain loop nest:
  * stride, dilation, asymmetric padding, groups (incl. depthwise: its own kernel), 1x1, 3x3
- * and 7x7 windows, bias/silu/relu/residual epilogues, half storage, each ISA
+ * and 7x7 windows (a 1x1 direct from 256 input channels or over pixels short
+ * of whole vectors, else its input rows copied as the GEMM's B panel),
+ * bias/silu/relu/residual epilogues, half storage, each ISA
  * variant (fp32 gathers and the scalar path; half inputs widened first on
  * the vector variants), errors.  Every AVX-512 case
  * runs as the implicit GEMM and as the direct kernel (cgen_dconv.c) where
@@ -153,6 +155,16 @@ static const ccase CASES[] = {
     {2, 40, 15, 15, 12, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 2, B16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}, 1},
     {1, 6, 7, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, F16, F32, F32, A5, 0, 0, 0, {0}, 0, GE},
     {2, 6, 10, 11, 10, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, F16, F16, F32, A2, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    /* 1x1, stride 1, no padding (contract_c.c's 1x1 convs over rows of
+     * pixels): the implicit GEMM copies input rows as its B panel (AVX2;
+     * scalar with an fp16 input; AVX2 with 2 groups and a widened bf16
+     * input), and the direct kernel takes 256 input channels (the automatic
+     * choice, rows of 14 = one tile) and 7x5 pixels (35: a padded GEMM) */
+    {1, 40, 5, 12, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, F32, F32, F32, A2, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    {2, 24, 3, 7, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, F16, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    {2, 20, 4, 7, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2, B16, F32, F32, A2, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    {1, 256, 3, 14, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, F32, F32, F32, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RESIDUAL}, 1},
+    {2, 24, 7, 5, 64, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, F32, F32, F16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -344,9 +356,18 @@ static void test_choice(void **st) {
   s.stride[0] = s.stride[1] = 2;
   assert_true(cgen_conv_direct(&s, &why)); /* 3 taps, stride 2: windows still overlap */
   s.kh = s.kw = 1, s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 0;
-  assert_false(cgen_conv_direct(&s, &why)); /* 1x1: implicit GEMM */
+  assert_true(cgen_conv_direct(&s, &why)); /* 1x1 with 256 input channels: direct */
   s.stride[0] = s.stride[1] = 1;
-  assert_false(cgen_conv_direct(&s, &why));
+  assert_true(cgen_conv_direct(&s, &why));
+  s.c = 128;
+  assert_false(cgen_conv_direct(&s, &why)); /* 128 in, 196 pixels (13 whole vectors): implicit GEMM */
+  s.h = s.w = 7;
+  assert_true(cgen_conv_direct(&s, &why)); /* 49 pixels: the GEMM would pad 15 of 64 lanes */
+  s.oc = 200;
+  assert_false(cgen_conv_direct(&s, &why)); /* output channels not in whole vectors */
+  s.c = s.oc = 256, s.h = s.w = 14, s.groups = 2;
+  assert_false(cgen_conv_direct(&s, &why)); /* grouped: the GEMM per group */
+  s.groups = 1;
   s.kh = s.kw = 3, s.c = s.oc = 128, s.h = s.w = 28, s.n = 1, s.x_dtype = TINY_FP16;
   assert_true(cgen_conv_direct(&s, &why)); /* half input: widened into scratch, then direct */
   s.x_dtype = F32, s.tune.isa_mask = 1u << CGEN_ISA_AVX2;

@@ -50,6 +50,8 @@ typedef struct dc {
   int nv, ob, nob, mr, nt;
   int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
   int rb;                   /* output rows per task */
+  int npf;                  /* lines of the next block's weights prefetched per channel step (0: none) */
+  int pfd;                  /* input rows prefetched this many channels ahead */
   bool ocb_fast;            /* task order: channel blocks fastest (else row blocks) */
   int nl, nr;               /* edge tiles on the left (0..nl-1) and right (nt-nr..nt-1) */
   int nsig, tsig[2 * DC_MAX_EDGE + 1]; /* edge tiles' signature index; last: interior */
@@ -150,6 +152,30 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
     d->rb = (int)((d->OH + nrb - 1) / nrb); /* even blocks: 14 -> 7 + 7 */
   }
   d->nrb = (d->OH + d->rb - 1) / d->rb;
+  /* A block's weights (cb channels of one output channel block) are read
+   * from memory by its first tile and from L1 by the others: a burst that
+   * the hardware prefetchers do not run ahead of (a 3x3 512 @7 layer has
+   * 9.4 MB of weights, read from DRAM in a whole model's run).  The calls
+   * of a block (rows x tiles, cb channel steps each) prefetch the weights
+   * that follow it in memory (the next channels', or the next output
+   * channel block's), npf lines a channel step, so they stream while the
+   * block computes.  Blocked channels always (the next block is the next
+   * use); whole blocks when the weights exceed L2 and a task is all of the
+   * block's rows (the next task's block is the next in memory). */
+  int64_t wall = d->G * d->nob * d->K * d->ob * 4;
+  if (d->cb < d->ICG || (wall > 1024 * 1024 && d->nrb == 1)) {
+    int64_t lines = (d->cb * wch + 63) / 64, steps = (int64_t)d->rb * d->nt * d->cb;
+    d->npf = (int)((lines + steps - 1) / steps);
+  }
+  /* The input rows of a channel step are prefetched pfd channels ahead,
+   * ~128 cycles of FMAs (a step of a tile issues MR x KW x NV per kernel
+   * row, two a cycle): one channel for 3x3 tiles of 10 to 14 pixels, ~10
+   * for a 1x1's, whose steps are short. */
+  {
+    int64_t cyc = (int64_t)d->mr * s->kh * s->kw * d->nv / 2;
+    int64_t pfd = cyc > 0 ? 128 / cyc : 16;
+    d->pfd = (int)(pfd < 1 ? 1 : pfd > 16 ? 16 : pfd);
+  }
   /* Consecutive tasks share the input rows when the channel blocks are
    * fastest, one block's weights when the rows are: the first while all of
    * a group's weights stay in L2 (else they would come from L3 per row), so
@@ -187,7 +213,24 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
    * direct kernel beats the implicit GEMM on every shape tried, 1.15-1.8x on
    * 3x3 layers of 16 to 512 channels, stride 1 or 2, 1.6x on a 7x7 stem; a
    * 1x1 window gives each broadcast a single tap: 0.64-1.03x, mostly a loss. */
-  if (s->kw <= s->stride[1]) return *why = "windows do not overlap along a row (1x1): implicit GEMM", false;
+  if (s->kw <= s->stride[1]) {
+    /* A 1x1 window (groups 1, whole vectors of output channels): the
+     * implicit GEMM's vectors run along the pixels, so a count short of a
+     * multiple of 16 pads lanes (7x7: 64 for 49), and it packs the input
+     * as its B panel, each element of which serves the output channels of
+     * a task.  The direct kernel pads nothing here and reads the input as
+     * it is.  Measured in ResNet-50 (2 threads, in a whole run): direct
+     * wins at 7x7 (2048->512: 0.30 -> 0.24 ms) and from 256 input channels
+     * on at every size (256->64 @56 0.25 -> 0.22, 1024->256 @14 0.25 ->
+     * 0.22, the s2 downsamples 0.57 -> 0.49); with 64 input channels into
+     * 256 @56 it loses (0.24 -> 0.29: per tile few channel steps to spread
+     * its transposes and 14-pixel stores over), at 128 it is even. */
+    int64_t P = d.OH * d.OW, padded = (P + 15) / 16 * 16;
+    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || d.ICG >= 256))
+      return *why = padded * 10 > P * 11 ? "1x1 over few pixels (the GEMM's pixel vectors would be padded)"
+                                         : "1x1 with 256 or more input channels", true;
+    return *why = "windows do not overlap along a row (1x1): implicit GEMM", false;
+  }
   return *why = "overlapping windows: direct", true;
 }
 
@@ -247,8 +290,8 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
   bool blocked = d->cb < d->ICG;
   cg_emit(o, "static $T void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
-             " const float *restrict wt, int nkh, long o0, long q0%s) {\n", si,
-          blocked ? ", long ncb, float *restrict ws, int first, int last" : "");
+             " const float *restrict wt, int nkh, long o0, long q0%s%s) {\n", si,
+          blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "");
   for (int p = 0; p < np; p++)
     for (int v = 0; v < nv; v++)
       if (blocked)
@@ -270,15 +313,18 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   if (blocked) cg_emit(o, "  for (long c = 0; c < ncb; c++, xa += %ldu) {\n", (long)d->HW * 4);
   else cg_emit(o, "  for (long c = 0; c < %ldL; c++, xa += %ldu) {\n", (long)d->ICG, (long)d->HW * 4);
   cg_emit(o, "    const float *wc = wt + c * %ldL;\n", (long)(s->kh * s->kw * d->ob));
+  /* the next block's weights, npf lines a channel step (prefetches never fault) */
+  for (int l = 0; l < d->npf; l++)
+    cg_emit(o, "    __builtin_prefetch((const void *)(pf + (uintptr_t)c * %du + %du));\n", d->npf * 64, l * 64);
   if (jlo >= 0) {
-    /* the next channel's rows: their stride (H*W floats) is beyond what the
-     * hardware prefetchers follow.  Every line the tile reads: a stride-2
+    /* the rows of the channel pfd ahead: their stride (H*W floats) is beyond
+     * what the hardware prefetchers follow.  Every line the tile reads: a stride-2
      * tile of 28 pixels spans 57 columns, and prefetching only its first
      * and last column left two lines in the middle to miss (3x3 s2
      * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
     cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
     for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
-      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n", (long)(d->HW + j) * 4,
+      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n", (long)(d->pfd * d->HW + j) * 4,
               (long)(s->dil[0] * s->w) * 4);
     cg_emit(o, "    }\n");
   }
@@ -368,8 +414,12 @@ static void emit_task(cg_out *o, const dc *d) {
     cg_emit(o, "  int first = c0 == 0, last = c0 + ncb == %ldL;\n", (long)d->ICG);
     bargs = ", ncb, ws + ((oh - rb * %dL) * %dL + %s) * %dL, first, last";
   } else {
-    cg_emit(o, "  const long c0 = 0;\n");
+    cg_emit(o, "  const long c0 = 0, ncb = %ldL;\n  (void)ncb;\n", (long)d->ICG);
   }
+  /* the weights after this block in memory (the next channels', or the next
+   * output channel block's): this call's share of them */
+  if (d->npf)
+    cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", (long)(s->kh * s->kw * d->ob) * 4);
   cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
   /* vertical padding: only the kernel rows that land inside the input */
   cg_emit(o, "  long ih = oh * %ldL - %ldL;\n  int kh0 = 0, kh1 = %d;\n", (long)s->stride[0], (long)s->pad[0], (int)s->kh);
@@ -380,7 +430,7 @@ static void emit_task(cg_out *o, const dc *d) {
   cg_emit(o, "  const float *wt = wb + c0 * %ldL + kh0 * %ldL;\n", (long)(s->kh * s->kw * d->ob), (long)(s->kw * d->ob));
   cg_emit(o, "  int nkh = kh1 - kh0;\n  long q0 = oh * %ldL;\n", (long)d->OW);
   long step = (long)d->mr * s->stride[1];
-  char ba[160], tix[32];
+  char ba[320], tix[32];
   for (int t = 0; t < d->nt; t++) {
     bool loop = t == d->nl && d->nl + d->nr < d->nt;
     if (t >= d->nl && t < d->nt - d->nr && !loop) continue; /* interior: the loop below */
@@ -389,6 +439,11 @@ static void emit_task(cg_out *o, const dc *d) {
     else snprintf(tix, sizeof tix, "%d", t);
     ba[0] = 0;
     if (blocked) snprintf(ba, sizeof ba, bargs, d->rb, d->nt, tix, tw);
+    if (d->npf) {
+      size_t l = strlen(ba);
+      snprintf(ba + l, sizeof ba - l, ", pfb + (uintptr_t)(((oh - rb * %dL) * %dL + %s) * ncb) * %du", d->rb, d->nt, tix,
+               d->npf * 64);
+    }
     if (loop)
       cg_emit(o, "  for (long t = %d; t < %d; t++) $P_dk%d(&tt, xr0, t * %ldL - %ldL, wt, nkh, o0, q0 + t * %dL%s);\n",
               d->nl, d->nt - d->nr, si, step, (long)s->pad[1], d->mr, ba);

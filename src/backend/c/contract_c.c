@@ -370,12 +370,106 @@ static bool gemm_transpose(ct_gemm *g) {
   return true;
 }
 
+/* A GEMM that is a dense 1x1 conv in NCHW once transposed (gemm_transpose:
+ * C[n][oc][p] = W[oc][c] x[n][c][p], W shared by the images, the pixels
+ * contiguous): the conv spec of it over rows of the H*W pixels (a 1x1
+ * window without padding or stride reads pixel p for output p).  The
+ * epilogue must be a conv's: a bias per output channel, a residual laid
+ * out like y. */
+static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
+  int64_t M = g->M, N = g->N, K = g->K, nb = g->batch[0];
+  if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32) return false;
+  if (g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->a_sb[1]) return false;
+  if (g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N)) return false;
+  if (g->c_sn != 1 || g->c_sm != N || (nb > 1 && g->c_sb[0] != M * N)) return false;
+  for (int i = 0; i < g->nepi; i++) {
+    const ct_epi *ep = &g->epi[i];
+    if (ep->kind == CT_EPI_BIAS_N) return false;
+    if (ep->kind == CT_EPI_RESIDUAL && (ep->s_n != 1 || ep->s_m != N || (nb > 1 && ep->s_b0 != M * N))) return false;
+  }
+  /* rows of L pixels (the window reads pixel p for output p, so any
+   * split of the H*W run into rows is the same conv): whole 14-pixel
+   * tiles where a multiple of 14 up to 56 divides it (56x56, 28x28, 14x14:
+   * rows of 56, 56, 28), else the largest divisor up to 56 (7x7: 49, one
+   * row), else one row; rows make tasks for the threads */
+  int64_t L = N;
+  if (N > 56) {
+    int64_t best = 0, best14 = 0;
+    for (int64_t l = 56; l >= 8; l--)
+      if (N % l == 0) {
+        if (!best) best = l;
+        if (!best14 && l % 14 == 0) best14 = l;
+      }
+    L = best14 ? best14 : best ? best : N;
+  }
+  cgen_conv_spec_init(s, nb, K, N / L, L, M, 1, 1, TINY_FP32);
+  s->x_dtype = g->B.dtype;
+  s->w_dtype = g->A.dtype;
+  s->y_dtype = g->C.dtype;
+  s->n_epi = g->nepi;
+  epi_to_cgen(g->epi, g->nepi, s->epi);
+  return true;
+}
+
+/* The GEMM as that conv, when cgen_conv's AVX-512 variant is the direct
+ * kernel for it (cg_dconv_plan: 256 or more input channels, or a pixel count
+ * that the GEMM's vectors along the pixels would pad by a tenth or more);
+ * the other variants are its implicit GEMM, which copies input rows as its
+ * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too. */
+static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_gemm *gm, bool swapped,
+                             int *packed_slot) {
+  cgen_conv_spec s;
+  /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
+   * W x with the weight a param; not a matmul of activations */
+  if (!(swapped || packs_once(c, r, gm->A.slot)) || !gemm_as_conv1x1(gm, &s)) return false;
+  plan_use pu;
+  plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
+  const char *ca = getenv("HARP_CONV"), *dwhy = NULL;
+  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
+  if (!cgen_conv_direct(&s, &dwhy)) return false;
+  s.prepack_w = packs_once(c, r, gm->A.slot);
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_conv", fn);
+  hp_str body;
+  hp_str_init(&body);
+  if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, &body)) {
+    hp_str_free(&body);
+    return false;
+  }
+  if (pu.ch) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "1x1 conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
+    note_add(pu.ch, msg);
+  }
+  hp_str_puts(out, body.buf);
+  hp_str_free(&body);
+  const fn_kernel *K = &c->f->kernels[r];
+  if (s.prepack_w) {
+    emit_wpack(out, fn, kfn, 'a', gm->A.offset, tiny_dtype_size(gm->A.dtype));
+    *packed_slot = gm->A.slot;
+    note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
+  }
+  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  small_on_caller(out, (double)gm->batch[0] * gm->M * gm->N * gm->K);
+  ep_array(out, gm->epi, gm->nepi);
+  if (s.prepack_w) hp_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
+  else hp_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
+                     tiny_dtype_size(gm->A.dtype));
+  hp_str_printf(out, ", (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n", gm->B.slot, gm->B.offset,
+                tiny_dtype_size(gm->B.dtype), gm->C.slot);
+  return true;
+}
+
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
                           int *packed_slot) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
   bool swapped = gemm_transpose(&gm);
+  if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, packed_slot)) {
+    *handled = true;
+    return HP_OK;
+  }
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.a_dtype = gm.A.dtype;
