@@ -172,6 +172,16 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
     isl_val_free(lo);
     isl_val_free(hi);
   }
+  /* an empty domain (an axis of size 0) has no min or max: its ranges are
+   * the axes' sizes, 0 for the empty one, so extents multiply to 0 */
+  if (!b->ranges_known && b->out_domain && f->nvars == b->pub.nvars) {
+    b->ranges_known = true;
+    for (int v = 0; v < b->pub.nvars && b->ranges_known; v++) {
+      b->ranges_known = f->axes[v].size.n >= 0;
+      b->lo[v] = 0;
+      b->hi[v] = f->axes[v].size.n - 1;
+    }
+  }
   isl_ctx_reset_error(pv->ctx);
   for (int k = 0; k < b->pub.naccess; k++) {
     poly_acc *a = &b->acc[k];
