@@ -37,6 +37,13 @@ static hp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_pl
 
 static int64_t extent(const int64_t *lo, const int64_t *hi, int v) { return hi[v] - lo[v] + 1; }
 
+/* A block's variable ranges for the estimates; unknown ones (none should
+ * be, every symbol bound) count as extent 1 rather than stack garbage. */
+static void ranges(const rg_ctx *c, int b, int64_t *lo, int64_t *hi) {
+  if (poly_block_ranges(c->pv, b, lo, hi)) return;
+  for (int v = 0; v < POLY_MAX_VARS; v++) lo[v] = hi[v] = 0;
+}
+
 static int64_t numel(const tiny_graph *g, int n) {
   int64_t k = tiny_shape_numel(&g->nodes[n].shape);
   return k > 0 ? k : 0;
@@ -227,7 +234,7 @@ static plan_axis_info *axis(rg_eval *ev, const char *name, int64_t size, bool re
 static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
   const poly_contraction *k = PB(c, K)->con;
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
-  poly_block_ranges(c->pv, K, lo, hi);
+  ranges(c, K, lo, hi);
   char nm[16];
   for (int i = 0; i < k->nbatch; i++) {
     snprintf(nm, sizeof nm, "b%d", i);
@@ -261,7 +268,7 @@ static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
 
 static void row_axes(rg_ctx *c, const int *set, int n, rg_eval *ev) {
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS], inner = 1;
-  poly_block_ranges(c->pv, set[0], lo, hi);
+  ranges(c, set[0], lo, hi);
   char nm[16];
   for (int v = 0; v < ev->prefix; v++) {
     snprintf(nm, sizeof nm, "p%d", v);
@@ -271,7 +278,7 @@ static void row_axes(rg_ctx *c, const int *set, int n, rg_eval *ev) {
   for (int i = 0; i < n; i++) {
     const poly_block_info *b = PB(c, set[i]);
     int64_t l2[POLY_MAX_VARS], h2[POLY_MAX_VARS], w = 1;
-    poly_block_ranges(c->pv, set[i], l2, h2);
+    ranges(c, set[i], l2, h2);
     for (int v = ev->prefix; v < b->nvars; v++) w *= extent(l2, h2, v);
     inner = HP_MAX(inner, w);
     red |= b->kind == POLY_REDUCE;
@@ -283,8 +290,8 @@ static void row_axes(rg_ctx *c, const int *set, int n, rg_eval *ev) {
 
 static void attention_axes(rg_ctx *c, const rg_attention *a, rg_eval *ev) {
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS], l2[POLY_MAX_VARS], h2[POLY_MAX_VARS];
-  poly_block_ranges(c->pv, a->qk, lo, hi);
-  poly_block_ranges(c->pv, a->pv, l2, h2);
+  ranges(c, a->qk, lo, hi);
+  ranges(c, a->pv, l2, h2);
   const poly_contraction *k = PB(c, a->qk)->con;
   char nm[16];
   double B = 1;
@@ -374,7 +381,7 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
     if (blocks[i] == K) continue;
     int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
     double w = 1;
-    poly_block_ranges(c->pv, blocks[i], lo, hi);
+    ranges(c, blocks[i], lo, hi);
     for (int v = 0; v < PB(c, blocks[i])->nvars; v++) w *= (double)extent(lo, hi, v);
     ev->flops += w;
   }
