@@ -161,8 +161,9 @@ ox_op_fn ox_find_index(const char *op);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
 /* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,
- * square roots and a reciprocal (or rsqrt), else -1 (onnx_nn.c). */
-hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k);
+ * square roots and a reciprocal (or rsqrt), else -1 (onnx_nn.c); with
+ * ieee_edges, a root takes -0 and -inf as C's pow does. */
+hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k, bool ieee_edges);
 /* Hardmax of x along axis (onnx_ops_act.c), for onnx_ops.c's softmax family. */
 hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis);
 

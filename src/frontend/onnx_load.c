@@ -658,8 +658,10 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_input && !st; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (!vi->name || !*vi->name) st = ox_fail(c, HP_E_INVALID_ARG, "graph input %zu has no name", i);
-    else if (!hp_strmap_find(&inits, vi->name)) /* else: an initializer's default */
-      st = fixed_index(c, vi->name) >= 0 ? fixed_input(c, vi, fixed_index(c, vi->name)) : graph_input(c, vi);
+    else if (!hp_strmap_find(&inits, vi->name)) { /* else: an initializer's default */
+      int k = fixed_index(c, vi->name);
+      st = k >= 0 ? fixed_input(c, vi, k) : graph_input(c, vi);
+    }
   }
   hp_strmap_free(&inits);
   /* then the outputs: a constant (a folded Shape) that is an output must

@@ -420,7 +420,7 @@ static hp_val int_power(hp_graph *g, hp_val b, int n) {
 /* (onnx_int.h) exp(k log x) costs a log and an exp per element: LRN's
  * x^-0.75 ran 3x slower that way.  An integer k takes no root (right for
  * x < 0 too). */
-hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k) {
+hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k, bool ieee_edges) {
   double q = fabs(k) * 4;
   if (q == 0 || q > 16 || q != floor(q)) return -1;
   int n = (int)q;
@@ -428,6 +428,10 @@ hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k) {
     hp_val p = int_power(g, x, n / 4);
     return k < 0 ? hp_recip(g, p) : p;
   }
+  /* a root: C's pow takes -0 to +0 / +inf and -inf to +inf / +0, where
+   * sqrt gives -0 and NaN */
+  if (ieee_edges)
+    x = hp_where(g, hp_binary(g, HP_OP_EQ, x, hp_const(g, -INFINITY)), hp_const(g, INFINITY), hp_add(g, x, hp_const(g, 0)));
   /* powers of h = x^(+-1/2): |k| = (n/2) halves, the odd quarter a sqrt of h */
   hp_val h = k < 0 ? hp_rsqrt(g, x) : hp_sqrt(g, x), p = n / 2 ? int_power(g, h, n / 2) : -1;
   if (n % 2 == 0) return p;
@@ -462,7 +466,7 @@ OP(LRN) {
   hp_pool2d_opts o = {.kernel = {size, 1}, .stride = {1, 1}};
   hp_val avg = hp_avg_pool2d(c->g, hp_pad(c->g, hp_mul(c->g, x4, x4), lo, hi, 4, 0.0), &o);
   hp_val base = hp_add(c->g, hp_mul(c->g, avg, hp_const(c->g, alpha)), hp_const(c->g, bias));
-  hp_val inv = ox_pow_quarters(c->g, base, -beta);
+  hp_val inv = ox_pow_quarters(c->g, base, -beta, false); /* base >= bias > 0 */
   if (inv < 0) inv = hp_exp(c->g, hp_mul(c->g, hp_log(c->g, base), hp_const(c->g, -beta)));
   return ox_def(c, 0, fe_reshape(c->g, hp_mul(c->g, x4, inv), &xs));
 }

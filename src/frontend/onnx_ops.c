@@ -501,11 +501,7 @@ OP(Pow) {
   }
   /* products, roots and a reciprocal where k is a multiple of 1/4 (x^2 in
    * exported LayerNorms, x^1.5, x^-0.75), else exp(k log|x|) */
-  hp_val base = x;
-  if (k != floor(k)) /* a root: pow(-0, k) is +0 or +inf, pow(-inf, k) +inf or +0 (sqrt gives -0 and NaN) */
-    base = hp_where(c->g, hp_binary(c->g, HP_OP_EQ, x, hp_const(c->g, -INFINITY)), hp_const(c->g, INFINITY),
-                    hp_add(c->g, x, hp_const(c->g, 0)));
-  if ((r = ox_pow_quarters(c->g, base, k)) < 0) r = pow_exp_log(c, x, HP_NONE, k);
+  if ((r = ox_pow_quarters(c->g, x, k, true)) < 0) r = pow_exp_log(c, x, HP_NONE, k);
   return ox_def(c, 0, r);
 }
 
