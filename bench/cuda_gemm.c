@@ -1,11 +1,15 @@
 /* cuda_gemm.c — harp's MMA templates against cuBLAS on one GPU, same run.
  *
  *   make -C bench cuda-gemm                    (fp16 and bf16, 4096 and 8192)
- *   build/cuda_gemm [fp16|bf16]... [N]...      one line per (dtype, N, template)
+ *   build/cuda_gemm [fp16|bf16]... [N]... [sm80|sm90] [bn=64|128|256] [bm=..] [stages=S] [group=G]
+ *                                              one line per (dtype, N, template)
  *
- * Row-major C = A B, N x N x N, fp32 accumulation, C in the input dtype,
- * inputs zero-filled (the timing does not depend on the values; correctness
- * is the job of tests/unit/test_cuda_gpu.c).  The SM80 template (mma.sync)
+ * Row-major C = A B, N x N x N, fp32 accumulation, C in the input dtype.
+ * Inputs are random in [-1, 1) (zeros run faster than real data and hide
+ * unwritten outputs); each point's C is checked against cuBLAS's on the same
+ * inputs, ||C - C_blas|| / ||C_blas||, and a point over 1e-2 fails.  The
+ * tile options override the plan's defaults (a sweep runs one process per
+ * tile, so that a faulting kernel does not poison the others).  The SM80 template (mma.sync)
  * runs on any sm_80+ device, the SM90 one (TMA + wgmma, persistent grid of
  * one CTA per SM) only on compute capability 9.x.  cuBLAS (cublasGemmEx,
  * CUBLAS_COMPUTE_32F) is dlopen'd; without it only harp's figures print.
@@ -13,6 +17,7 @@
  * Without a GPU the kernels are still generated and compiled with NVRTC, and
  * the program says why nothing was timed (exit 1). */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +25,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_rt.h"
+#include "util/util.h"
 
 typedef struct blas {
   void *lib, *h;
@@ -31,6 +37,39 @@ typedef struct blas {
   int dtype; /* cudaDataType: CUDA_R_16F = 2, CUDA_R_16BF = 14 */
   cuda_devptr a, b, c;
 } blas;
+
+typedef struct tile_opts {
+  int bm, bn, stages, group;
+  bool only80, only90;
+} tile_opts;
+
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+
+/* n random fp16 / bf16 values in [-1, 1) */
+static uint16_t *random_half(tiny_dtype dt, size_t n, uint64_t seed) {
+  uint16_t *h = malloc(n * 2);
+  if (!h) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    float v = (float)(rng_next(&seed) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+    h[i] = dt == TINY_BF16 ? hp_f32_to_bf16(v) : hp_f32_to_f16(v);
+  }
+  return h;
+}
+
+/* ||got - want|| / ||want|| over n fp16 / bf16 values; NaN when either holds one */
+static double rel_err(tiny_dtype dt, const uint16_t *got, const uint16_t *want, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double g = dt == TINY_BF16 ? hp_bf16_to_f32(got[i]) : hp_f16_to_f32(got[i]);
+    double w = dt == TINY_BF16 ? hp_bf16_to_f32(want[i]) : hp_f16_to_f32(want[i]);
+    if (g != g || w != w) return 0.0 / 0.0;
+    num += (g - w) * (g - w), den += w * w;
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
 
 static int blas_call(void *ctx) {
   blas *x = ctx;
@@ -69,7 +108,8 @@ static int ours_call(void *ctx) {
 static double tflops(int64_t n, double ms) { return 2.0 * (double)n * n * n / (ms * 1e-3) / 1e12; }
 
 /* One (dtype, N, arch) point; 0 on success, 1 when something failed (printed). */
-static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_t n, cuda_arch arch) {
+static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_t n, cuda_arch arch,
+                     const tile_opts *to) {
   hp_error e = {0};
   const cuda_rt_status *s = cuda_rt_status_of(rt);
   cuda_module *m = NULL;
@@ -82,12 +122,23 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_
   cuda_gemm_spec_init(&g, n, n, n, dt);
   g.tune.arch = arch;
   g.tune.persistent = true;
+  if (to->bm) g.tune.bm = to->bm;
+  if (to->bn) g.tune.bn = to->bn;
+  if (to->stages) g.tune.stages = to->stages;
+  if (to->group) g.tune.group_m = to->group;
+  uint16_t *ha = NULL, *hb = NULL, *hc = NULL, *hr = NULL;
+  cuda_devptr cref = 0;
   const char *dname = dt == TINY_BF16 ? "bf16" : "fp16";
   const char *tname = arch == CUDA_SM90 ? "SM90" : "SM80";
   const char *target = arch == CUDA_SM90 ? "sm_90a" : s->gpu ? cuda_rt_arch(rt) : "sm_80";
   if (cuda_module_new(&e, arch, &m) || cuda_gen_gemm(&e, m, &g, "bench") || cuda_print(&e, m, &src) ||
       cuda_rt_compile(&e, rt, src, "bench.cu", target, NULL, 0, &bin))
     goto out;
+  const char *dump = getenv("CUDA_GEMM_PTX"); /* write the PTX there (ptxas -v, cuobjdump) */
+  if (dump) {
+    FILE *f = fopen(dump, "w");
+    if (f) fputs(bin.ptx, f), fclose(f);
+  }
   if (!s->gpu) {
     printf("%s GEMM %lld^3 %s template: compiled for %s (%zu bytes of PTX); not timed\n", dname, (long long)n, tname,
            target, strlen(bin.ptx));
@@ -96,25 +147,44 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_
   }
   o.k = cuda_module_find(m, "bench");
   if (cuda_rt_load(&e, rt, &bin, &mod) || cuda_rt_function(&e, rt, mod, "bench", &o.fn)) goto out;
-  size_t bytes = (size_t)(n * n * 2);
+  size_t elems = (size_t)(n * n), bytes = elems * 2;
+  ha = random_half(dt, elems, 0x9E3779B97F4A7C15ull + (uint64_t)n);
+  hb = random_half(dt, elems, 0xD1B54A32D192ED03ull + (uint64_t)n);
+  hc = malloc(bytes), hr = malloc(bytes);
+  if (!ha || !hb || !hc || !hr) {
+    hp_fail(&e, HP_E_NO_MEMORY, "cuda_gemm", "host buffers");
+    goto out;
+  }
   for (int q = 0; q < 3; q++)
-    if (cuda_rt_alloc(&e, rt, bytes, &o.args[q]) || cuda_rt_memset0(&e, rt, o.args[q], bytes)) goto out;
+    if (cuda_rt_alloc(&e, rt, bytes, &o.args[q])) goto out;
+  if (cuda_rt_htod(&e, rt, o.args[0], ha, bytes) || cuda_rt_htod(&e, rt, o.args[1], hb, bytes) ||
+      cuda_rt_memset0(&e, rt, o.args[2], bytes))
+    goto out;
   o.args[3] = o.args[2];
   double ms = 0, ms_blas = 0;
   if (cuda_rt_time_fn(&e, rt, ours_call, &o, 3, 10, &ms)) goto out;
-  printf("%s GEMM %lld^3 %s template: %.3f ms, %.1f TFLOP/s", dname, (long long)n, tname, ms, tflops(n, ms));
+  printf("%s GEMM %lld^3 %s template (bm %d bn %d stages %d): %.3f ms, %.1f TFLOP/s", dname, (long long)n, tname,
+         g.tune.bm, g.tune.bn, g.tune.stages, ms, tflops(n, ms));
   if (have_blas) {
-    x->n = n, x->dtype = dt == TINY_BF16 ? 14 : 2, x->a = o.args[0], x->b = o.args[1], x->c = o.args[2];
+    if (cuda_rt_alloc(&e, rt, bytes, &cref)) goto out;
+    x->n = n, x->dtype = dt == TINY_BF16 ? 14 : 2, x->a = o.args[0], x->b = o.args[1], x->c = cref;
     if (cuda_rt_time_fn(&e, rt, blas_call, x, 3, 10, &ms_blas)) goto out;
-    printf("; cuBLAS %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f\n", ms_blas, tflops(n, ms_blas), ms_blas / ms);
+    if (cuda_rt_dtoh(&e, rt, hc, o.args[2], bytes) || cuda_rt_dtoh(&e, rt, hr, cref, bytes)) goto out;
+    double err = rel_err(dt, hc, hr, elems);
+    printf("; cuBLAS %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f; rel err vs cuBLAS %.2e%s\n", ms_blas, tflops(n, ms_blas),
+           ms_blas / ms, err, err <= 1e-2 ? "" : " WRONG");
+    fflush(stdout);
+    if (!(err <= 1e-2)) goto out;
   } else {
-    printf("; cuBLAS not available\n");
+    printf("; cuBLAS not available (not checked)\n");
   }
   rc = 0;
 out:
   if (rc) fprintf(stderr, "cuda_gemm: %s GEMM %lld^3 %s: %s\n", dname, (long long)n, tname, e.msg);
   for (int q = 0; q < 3; q++)
     if (o.args[q]) cuda_rt_free(rt, o.args[q]);
+  if (cref) cuda_rt_free(rt, cref);
+  free(ha), free(hb), free(hc), free(hr);
   if (mod) cuda_rt_unload(rt, mod);
   cuda_binary_free(&bin);
   free(src);
@@ -126,14 +196,23 @@ int main(int argc, char **argv) {
   tiny_dtype dts[4];
   int64_t sizes[8];
   int ndt = 0, nsz = 0;
+  tile_opts to = {0};
   for (int i = 1; i < argc; i++) {
     char *end;
     long long v = strtoll(argv[i], &end, 10);
-    if (!strcmp(argv[i], "fp16") && ndt < 4) dts[ndt++] = TINY_FP16;
+    int t;
+    if (sscanf(argv[i], "bm=%d", &t) == 1 && t > 0 && t <= 256) to.bm = t;
+    else if (sscanf(argv[i], "bn=%d", &t) == 1 && t > 0 && t <= 256) to.bn = t;
+    else if (sscanf(argv[i], "stages=%d", &t) == 1 && t > 0 && t <= 8) to.stages = t;
+    else if (sscanf(argv[i], "group=%d", &t) == 1 && t > 0 && t <= 64) to.group = t;
+    else if (!strcmp(argv[i], "sm80")) to.only80 = true;
+    else if (!strcmp(argv[i], "sm90")) to.only90 = true;
+    else if (!strcmp(argv[i], "fp16") && ndt < 4) dts[ndt++] = TINY_FP16;
     else if (!strcmp(argv[i], "bf16") && ndt < 4) dts[ndt++] = TINY_BF16;
     else if (*argv[i] && !*end && v >= 16 && v <= 32768 && nsz < 8) sizes[nsz++] = v;
     else {
-      fprintf(stderr, "usage: cuda_gemm [fp16|bf16]... [N]...  (16 <= N <= 32768)\n");
+      fprintf(stderr, "usage: cuda_gemm [fp16|bf16]... [N]... [sm80|sm90] [bm=B] [bn=B] [stages=S] [group=G]"
+                      "  (16 <= N <= 32768)\n");
       return 2;
     }
   }
@@ -163,7 +242,8 @@ int main(int argc, char **argv) {
       for (int a = 0; a < 2; a++) {
         cuda_arch arch = a ? CUDA_SM90 : CUDA_SM80;
         if (arch == CUDA_SM90 && s->gpu && s->cc_major != 9) continue; /* wgmma is sm_90a only */
-        rc |= bench_one(rt, &x, have_blas, dts[d], sizes[i], arch);
+        if ((to.only80 && arch != CUDA_SM80) || (to.only90 && arch != CUDA_SM90)) continue;
+        rc |= bench_one(rt, &x, have_blas, dts[d], sizes[i], arch, &to);
       }
   bool timed = s->gpu;
   cuda_rt_close(rt); /* s points into rt */

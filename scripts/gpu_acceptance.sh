@@ -3,18 +3,28 @@
 # machine with an NVIDIA GPU, CUDA (NVRTC, cuBLAS), CMake, gcc and Python
 # with numpy:
 #
-#   scripts/gpu_acceptance.sh [STEP...]       STEP: build tests gemm graphs (default: all four)
+#   scripts/gpu_acceptance.sh [STEP...]
+#        STEP: build gputests models tests gemm sweep graphs
+#        (default: build gputests models gemm graphs)
 #
-# build   Release build in build-gpu/ (16 jobs)
-# tests   every ctest test, the GPU ones included (they skip without a GPU);
-#         the interpreter is the reference (seed 000 §9: rtol = atol = 1e-3)
-# gemm    fp16 and bf16 GEMM 4096³ and 8192³, SM80 and SM90 templates vs cuBLAS
-#         in the same run (bench/cuda_gemm.c)
-# graphs  host overhead: launches one by one vs one CUDA Graph replay, and a
-#         session over four batch sizes (bench/cuda_graphs.sh)
+# build     Release build in build-gpu/ (16 jobs)
+# gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli'); the
+#           interpreter is the reference (seed 000 §9: rtol = atol = 1e-3)
+# tests     every ctest test
+# models    test_cuda_gpu once per test model (HARP_GPU_MODEL), each in its
+#           own process, so that a faulting kernel shows which model it is;
+#           a failing one again under compute-sanitizer (memcheck)
+# gemm      fp16 and bf16 GEMM 4096³ and 8192³, SM80 and SM90 templates vs
+#           cuBLAS in the same run, checked against cuBLAS (bench/cuda_gemm.c),
+#           one process per point
+# sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³, one process each
+# graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
+#           session over four batch sizes (bench/cuda_graphs.sh)
 #
-# Logs go to $OUT (the device tool's) or ./gpu-logs: env.txt, build.log,
-# tests.log, gemm.log, graphs.log.  Where the Debian packages cannot be
+# Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
+# rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
+# env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
+# graphs.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -24,7 +34,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
-steps=${*:-build tests gemm graphs}
+steps=${*:-build gputests models gemm graphs}
 jobs=${JOBS:-16}
 
 if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka 2>/dev/null; }; then
@@ -62,19 +72,54 @@ for s in $steps; do
     { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$jobs"; } >"$out/build.log" 2>&1 ||
       { echo "build failed: see build.log"; tail -30 "$out/build.log"; exit 1; }
     ;;
-  tests)
-    (cd build-gpu && ctest -j"$jobs" --output-on-failure --timeout 300) >"$out/tests.log" 2>&1 || rc=1
-    grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/tests.log" | tail -20
+  tests | gputests)
+    sel=; [ "$s" = gputests ] && sel="-R cuda|gpu|bench_cli"
+    # shellcheck disable=SC2086
+    (cd build-gpu && ctest -j8 $sel --output-on-failure --timeout 240) >"$out/$s.log" 2>&1 || rc=1
+    grep -E "tests passed|Skipped|Failed|\*\*\*|Timeout" "$out/$s.log" | tail -25
+    ;;
+  models)
+    : >"$out/models.log"
+    for m in gemm_tail gemm_bias_relu gemm_1024 conv3x3_s1 conv3x3_s2 attention attention_causal layernorm softmax \
+      ewise_bias_gelu reduce_sum_rows; do
+      if HARP_GPU_MODEL=$m timeout 60 build-gpu/tests/test_cuda_gpu >>"$out/models.log" 2>&1; then
+        echo "$m: ok"
+      else
+        rc=1
+        echo "$m: FAILED"
+        { echo "== compute-sanitizer: $m"; HARP_GPU_MODEL=$m timeout 180 compute-sanitizer --tool memcheck \
+          --print-limit 20 build-gpu/tests/test_cuda_gpu 2>&1 | head -80; } >>"$out/models.log"
+      fi
+    done
+    grep -E "\[sm[89]0\]|element|off \(|error|Error" "$out/models.log" | head -60
     ;;
   gemm)
-    make -C bench BUILD="$root/build-gpu" cuda-gemm >"$out/gemm.log" 2>&1 || rc=1
-    tail -20 "$out/gemm.log"
+    make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >"$out/gemm.log" 2>&1 || { rc=1; tail "$out/gemm.log"; }
+    for dt in fp16 bf16; do
+      for n in 4096 8192; do
+        for a in sm80 sm90; do
+          timeout 60 build-gpu/cuda_gemm $dt $n $a >>"$out/gemm.log" 2>&1 || { rc=1; echo "cuda_gemm $dt $n $a: exit $?" >>"$out/gemm.log"; }
+        done
+      done
+    done
+    grep -v "^#" "$out/gemm.log" | tail -20
+    ;;
+  sweep)
+    [ -x build-gpu/cuda_gemm ] || make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >/dev/null 2>&1
+    : >"$out/sweep.log"
+    for dt in fp16 bf16; do
+      for t in "bn=128 stages=3" "bn=128 stages=4" "bn=256 stages=2" "bn=256 stages=3" "bn=256 stages=3 group=16"; do
+        # shellcheck disable=SC2086
+        timeout 45 build-gpu/cuda_gemm $dt 8192 sm90 $t 2>&1 | grep -v "^#" >>"$out/sweep.log"
+      done
+    done
+    cat "$out/sweep.log"
     ;;
   graphs)
-    make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
+    timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build tests gemm graphs)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm sweep graphs)" >&2; exit 2 ;;
   esac
 done
 exit $rc
