@@ -67,6 +67,7 @@ fi
 
 rc=0
 for s in $steps; do
+  echo "== $s ($(date -u +%T))"
   case $s in
   build)
     { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$jobs"; } >"$out/build.log" 2>&1 ||
@@ -80,6 +81,7 @@ for s in $steps; do
     ;;
   models)
     : >"$out/models.log"
+    nsan=0
     for m in gemm_tail gemm_bias_relu gemm_1024 conv3x3_s1 conv3x3_s2 attention attention_causal layernorm softmax \
       ewise_bias_gelu reduce_sum_rows; do
       if HARP_GPU_MODEL=$m timeout 60 build-gpu/tests/test_cuda_gpu >>"$out/models.log" 2>&1; then
@@ -87,7 +89,8 @@ for s in $steps; do
       else
         rc=1
         echo "$m: FAILED"
-        { echo "== compute-sanitizer: $m"; HARP_GPU_MODEL=$m timeout 180 compute-sanitizer --tool memcheck \
+        nsan=$((nsan + 1))
+        [ $nsan -le 2 ] && { echo "== compute-sanitizer: $m"; HARP_GPU_MODEL=$m timeout 90 compute-sanitizer --tool memcheck \
           --print-limit 20 build-gpu/tests/test_cuda_gpu 2>&1 | head -80; } >>"$out/models.log"
       fi
     done
