@@ -37,7 +37,7 @@ mkdir -p "$out"
 steps=${*:-build gputests models gemm graphs}
 jobs=${JOBS:-16}
 
-if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka 2>/dev/null; }; then
+if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka libprotobuf-c 2>/dev/null; }; then
   deps=/tmp/harp-deps
   mkdir -p "$deps"
   for f in .debs/*.deb; do dpkg -x "$f" "$deps" || exit 1; done
@@ -47,6 +47,7 @@ if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl ja
   done
   export PKG_CONFIG_PATH=$lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
   command -v pkg-config >/dev/null || export PKG_CONFIG=$deps/usr/bin/pkgconf
+  export PATH=$PATH:$deps/usr/bin # protoc-c
   export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export LIBRARY_PATH=$lib${LIBRARY_PATH:+:$LIBRARY_PATH}
   export CPATH=$deps/usr/include${CPATH:+:$CPATH}
