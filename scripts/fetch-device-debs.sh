@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .debs
 cd .debs
 pkgs="libisl23 libisl-dev libgmp10 libjansson4 libjansson-dev libcmocka0 libcmocka-dev pkgconf pkgconf-bin libpkgconf3
-  libprotobuf-c1 libprotobuf-c-dev protobuf-c-compiler libprotoc32 libprotobuf32 libonnx-dev"
+  libprotobuf-c1 libprotobuf-c-dev protobuf-c-compiler libprotoc32 libprotobuf32 libonnx-dev libgmp-dev"
 # apt-get download writes as _apt where it can; a root-owned folder just warns
 apt-get download $pkgs 2>&1 | grep -v "^W: Download is performed unsandboxed" || true
 for p in $pkgs; do
