@@ -4,7 +4,7 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm sweep graphs
+#        STEP: build gputests models tests gemm sweep splitk graphs
 #        (default: build gputests models gemm graphs)
 #
 # build     Release build in build-gpu/ (16 jobs)
@@ -18,13 +18,15 @@
 #           cuBLAS in the same run, checked against cuBLAS (bench/cuda_gemm.c),
 #           one process per point
 # sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³, one process each
+# splitk    skinny GEMMs: the cost model's split-K plan, no split-K and each
+#           form forced, vs cuBLAS through PyTorch (bench/cuda_splitk.py)
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
 #           session over four batch sizes (bench/cuda_graphs.sh)
 #
 # Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
 # rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
 # env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
-# graphs.log.  Where the Debian packages cannot be
+# splitk.log, graphs.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -119,11 +121,15 @@ for s in $steps; do
     done
     cat "$out/sweep.log"
     ;;
+  splitk)
+    timeout 400 python3 bench/cuda_splitk.py --harp build-gpu/harp --target "${SPLITK_TARGET:-sm90}" >"$out/splitk.log" 2>&1 || rc=1
+    cat "$out/splitk.log"
+    ;;
   graphs)
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm sweep graphs)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm sweep splitk graphs)" >&2; exit 2 ;;
   esac
 done
 exit $rc

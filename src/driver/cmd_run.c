@@ -45,6 +45,7 @@ static const char run_help[] =
     "  --plan REGION=FILE     run region REGION with the Schedule Plan in FILE (JSON\n"
     "                         or DSL); --plan FILE reads a plan list (what --dump\n"
     "                         plan writes).  Repeatable.  Used by --backend cpu\n"
+    "                         and cuda\n"
     "  --dump LIST            comma-separated IR dumps: frontend, tiny, indexbook,\n"
     "                         poly_view, region, function, c (the generated C), plan\n"
     "                         (every region's plan and where it came from: default,\n"
@@ -92,8 +93,8 @@ int cmd_run(int argc, char **argv) {
   hp_tensor *outs = NULL;
   const char **names = NULL;
   if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
-  if (pl.n && strcmp(backend, "cpu") && !cli_wants_dump(&o, "plan"))
-    fprintf(stderr, "harp: note: --plan changes the code of --backend cpu only\n");
+  if (pl.n && strcmp(backend, "cpu") && strcmp(backend, "cuda") && !cli_wants_dump(&o, "plan"))
+    fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   names = calloc((size_t)m.g->noutputs + 1, sizeof *names);
   if (!outs || !names) {

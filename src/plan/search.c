@@ -225,12 +225,16 @@ typedef struct scored {
   plan_t plan;
   plan_cost cost;
   int order;
+  int depth; /* SM90 GEMMs: the ring depth, which breaks ties (below) */
 } scored;
 
 static int by_time(const void *a, const void *b) {
   const scored *x = a, *y = b;
   if (x->cost.time_est < y->cost.time_est) return -1;
   if (x->cost.time_est > y->cost.time_est) return 1;
+  /* equal estimates (a memory-bound model does not see the ring): the
+   * deeper one, which the wgmma template needs to hide TMA latency */
+  if (x->depth != y->depth) return y->depth - x->depth;
   return x->order - y->order;
 }
 
@@ -281,6 +285,7 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
             pool[np].plan = *tmp;
             pool[np].cost = c;
             pool[np].order = order;
+            pool[np].depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;
             np++;
             break; /* the widest legal vector; narrower ones would be a §4.2 shrink */
           }

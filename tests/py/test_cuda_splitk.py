@@ -23,7 +23,8 @@ summed in slice order by the finishing pass) — for sm80 and sm90:
     the deadlock);
   * the checks can fail: without its zero launch the parallel form reads
     poison.
-Skips (77) without g++."""
+On a GPU every form also runs there (sm90 on Hopper) against the
+interpreter.  Skips (77) without g++."""
 import json
 import os
 import subprocess
@@ -68,6 +69,14 @@ def main():
         sys.exit(77)
     rng = np.random.default_rng(9)
     want = None
+    # on a GPU each form also runs for real (sm90 on Hopper only)
+    gpu_targets = []
+    for target in ("sm80", "sm90"):
+        p = subprocess.run([HARP, "run", SKINNY, "--random-inputs", "--backend", "cuda", "--target", target, "--out",
+                            tempfile.mkdtemp()], capture_output=True, text=True, timeout=300)
+        if p.returncode == 0:
+            gpu_targets.append(target)
+    print(f"GPU targets: {gpu_targets or 'none (no GPU)'}", flush=True)
     for target in ("sm80", "sm90"):
         for algo, slices in (("splitk_serial", 4), ("splitk_parallel", 4), ("splitk_reduce", 8)):
             what = f"{algo} x{slices} [{target}]"
@@ -101,6 +110,11 @@ def main():
             s.check(f"{what}: interpreter", q.returncode == 0, q.stderr)
             want = np.load(os.path.join(e, "c.npy"))
             s.check(f"{what}: c vs interpreter", *close(got["c"], want))
+            if target in gpu_targets:
+                r, o = run(SKINNY, feeds, backend="cuda", extra=["--target", target, "--plan", f"c={plan}"])
+                s.check(f"{what}: runs on the GPU", r.returncode == 0, r.stderr)
+                if r.returncode == 0:
+                    s.check(f"{what}: GPU c vs interpreter", *close(np.load(os.path.join(o, "c.npy")), want))
             ok, log, ptx = cuda_sim.nvrtc_ok(open(os.path.join(d, "model.cu")).read(),
                                              "sm_90a" if target == "sm90" else "sm_80", want_ptx=True)
             if ok is not None:
@@ -161,6 +175,12 @@ def main():
             q, e = run(scaled, feeds, backend="interp")
             s.check(f"{what}: c vs interpreter", q.returncode == 0 and close(got["c"], np.load(os.path.join(e, "c.npy")))[0],
                     q.stderr or close(got["c"], np.load(os.path.join(e, "c.npy")))[1])
+            if target in gpu_targets and q.returncode == 0:
+                r, o = run(scaled, feeds, backend="cuda", extra=["--target", target, "--plan", f"c={plan}"])
+                s.check(f"{what}: runs on the GPU", r.returncode == 0, r.stderr)
+                if r.returncode == 0:
+                    s.check(f"{what}: GPU c vs interpreter",
+                            *close(np.load(os.path.join(o, "c.npy")), np.load(os.path.join(e, "c.npy"))))
             print(f"{what}: {[k['kind'] for k in g['kernels']]}", flush=True)
 
     # the cost model's choice: split-K for the skinny GEMM, none for an ordinary one
