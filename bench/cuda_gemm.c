@@ -13,7 +13,7 @@
  * runs on any sm_80+ device, the SM90 one (TMA + wgmma, persistent grid of
  * one CTA per SM) only on compute capability 9.x.  cuBLAS (cublasGemmEx,
  * CUBLAS_COMPUTE_32F) is dlopen'd; without it only harp's figures print.
- * Each time is the median of 10 launches after 3 warm-ups, device events.
+ * Each time is the median of 30 launches after 5 warm-ups, device events.
  * Without a GPU the kernels are still generated and compiled with NVRTC, and
  * the program says why nothing was timed (exit 1). */
 #include <dlfcn.h>
@@ -162,13 +162,13 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_
     goto out;
   o.args[3] = o.args[2];
   double ms = 0, ms_blas = 0;
-  if (cuda_rt_time_fn(&e, rt, ours_call, &o, 3, 10, &ms)) goto out;
+  if (cuda_rt_time_fn(&e, rt, ours_call, &o, 5, 30, &ms)) goto out;
   printf("%s GEMM %lld^3 %s template (bm %d bn %d stages %d): %.3f ms, %.1f TFLOP/s", dname, (long long)n, tname,
          g.tune.bm, g.tune.bn, g.tune.stages, ms, tflops(n, ms));
   if (have_blas) {
     if (cuda_rt_alloc(&e, rt, bytes, &cref)) goto out;
     x->n = n, x->dtype = dt == TINY_BF16 ? 14 : 2, x->a = o.args[0], x->b = o.args[1], x->c = cref;
-    if (cuda_rt_time_fn(&e, rt, blas_call, x, 3, 10, &ms_blas)) goto out;
+    if (cuda_rt_time_fn(&e, rt, blas_call, x, 5, 30, &ms_blas)) goto out;
     if (cuda_rt_dtoh(&e, rt, hc, o.args[2], bytes) || cuda_rt_dtoh(&e, rt, hr, cref, bytes)) goto out;
     double err = rel_err(dt, hc, hr, elems);
     printf("; cuBLAS %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f; rel err vs cuBLAS %.2e%s\n", ms_blas, tflops(n, ms_blas),

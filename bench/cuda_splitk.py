@@ -28,7 +28,7 @@ def harp_bench(harp, shape, target, repeat, plan=None, dump=None):
     if plan:
         args += ["--plan", plan]
     if dump:
-        args += ["--dump", "plan", "--dump-dir", dump]
+        args += ["--dump", "plan,gpu", "--dump-dir", dump]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if p.returncode:
         return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
@@ -87,7 +87,9 @@ def main():
             continue
         entry = json.load(open(os.path.join(d, "plan.json")))["plans"][0]
         pl = entry["plan"]
-        chosen = f"{pl.get('algo_choice', {}).get('matmul', '?')} x{pl.get('splitk', 1)} tile {pl.get('tile')}"
+        ks = [k for k in json.load(open(os.path.join(d, "gpu.json")))["gpu"]["kernels"] if k["kind"].endswith("_gemm")]
+        sk = ks[0]["plan"].get("splitk", 1) if ks else "?"
+        chosen = f"{pl.get('algo_choice', {}).get('matmul', '?')} x{sk} tile {pl.get('tile')}"
         rows = [("cost model: " + chosen, auto)]
         for algo, sk in (("implicit_gemm", 1), ("splitk_serial", 8), ("splitk_parallel", 8), ("splitk_reduce", 8),
                          ("splitk_parallel", 16), ("splitk_reduce", 16)):

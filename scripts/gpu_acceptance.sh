@@ -17,7 +17,7 @@
 # gemm      fp16 and bf16 GEMM 4096³ and 8192³, SM80 and SM90 templates vs
 #           cuBLAS in the same run, checked against cuBLAS (bench/cuda_gemm.c),
 #           one process per point
-# sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³, one process each
+# sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³ ($SWEEP_N), one process each
 # splitk    skinny GEMMs: the cost model's split-K plan, no split-K and each
 #           form forced, vs cuBLAS through PyTorch (bench/cuda_splitk.py)
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
@@ -116,7 +116,7 @@ for s in $steps; do
     for dt in fp16 bf16; do
       for t in "bn=128 stages=3" "bn=128 stages=4" "bn=256 stages=2" "bn=256 stages=3" "bn=256 stages=3 group=16"; do
         # shellcheck disable=SC2086
-        timeout 45 build-gpu/cuda_gemm $dt 8192 sm90 $t 2>&1 | grep -v "^#" >>"$out/sweep.log"
+        timeout 45 build-gpu/cuda_gemm $dt "${SWEEP_N:-8192}" sm90 $t 2>&1 | grep -v "^#" >>"$out/sweep.log"
       done
     done
     cat "$out/sweep.log"

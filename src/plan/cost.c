@@ -23,6 +23,10 @@
 /* Winograd F(2x2, 3x3) does 2.25x fewer multiplies and moves ~30% more. */
 #define WINOGRAD_FLOPS 2.25
 #define WINOGRAD_BYTES 1.3
+/* Split-K on GPUs: an fp32 atomic add costs about 4 plain bytes' worth of
+ * bandwidth per byte; each extra launch (zeroing, finishing pass) ~3 us. */
+#define SPLITK_ATOMIC_COST 4.0
+#define GPU_LAUNCH_S 3e-6
 
 double plan_time_formula(double flops, double bytes, double peak, double bw, double occ, double pipeline_eff) {
   if (occ <= 0 || pipeline_eff <= 0 || peak <= 0 || bw <= 0) return INFINITY;
@@ -96,6 +100,7 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
 
   out->splitk = plan_splitk_factor(p, r, m, res);
   out->ctas = outer_tiles(p, r) * out->splitk;
+  int extra_launches = 0;
   if (contraction && g.m >= 0 && g.n >= 0 && g.k >= 0) {
     /* A is read once per column of tiles, B once per row of tiles; the
      * re-reads hit in L2 (GPU) or the shared LLC (CPU) while the operands
@@ -116,7 +121,13 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
        * finishing pass reads them back; serial: slice s reads the running
        * sum of slices < s and writes it, the last applies the epilogue */
       bool serial = p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_SERIAL;
-      bytes += serial ? 2 * part * (out->splitk - 1) : 2 * part * out->splitk;
+      bool atomics = p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_PARALLEL && plan_arch_is_gpu(m->arch);
+      /* fp32 atomics into L2 move about as slowly as SPLITK_ATOMIC_COST
+       * times their bytes (H100: 1024x1024x4096 ran 2.4x slower split 8
+       * ways than not at all, 512x512x8192 1.5x faster) */
+      bytes += serial ? 2 * part * (out->splitk - 1) : atomics ? part * out->splitk * SPLITK_ATOMIC_COST + 2 * part
+                                                               : 2 * part * out->splitk;
+      extra_launches = serial ? 1 : atomics ? 2 : 1; /* the zeroing of the workspace / flags, the finishing pass */
     }
     if (p->algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3) {
       flops /= WINOGRAD_FLOPS;
@@ -135,6 +146,7 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
   out->t_compute = occ > 0 && eff > 0 ? flops / (out->peak * occ * eff) : INFINITY;
   out->t_memory = occ > 0 ? bytes / (out->bw * occ) : INFINITY;
   out->time_est = plan_time_formula(flops, bytes, out->peak, out->bw, occ, eff);
+  if (plan_arch_is_gpu(m->arch)) out->time_est += extra_launches * GPU_LAUNCH_S;
   return HP_OK;
 }
 

@@ -6,7 +6,8 @@
  *   contractions: tile (4 per arch) × stages {2,3} × warp_tile (2 per arch; on
  *                 the CPU the first two micro-tiles that fit the registers)
  *                 × vec {4,8,16} × algo_choice (matmul: implicit_gemm,
- *                 splitk_serial, splitk_parallel; conv: implicit_gemm,
+ *                 splitk_parallel, and on the CPU splitk_serial and
+ *                 splitk_reduce; conv: implicit_gemm,
  *                 winograd_3x3 for 3x3 windows; attention: both softmaxes)
  *   ewise / reduce: tile (3) × warp_tile (2) × vec {4,8,16}, stages 2
  * Pruning: plan_validate (shapes, resources), smem above 80% of the CTA
@@ -72,9 +73,15 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
     s->nstages = 2;
     if (r->pattern == PLAN_PAT_MATMUL) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
-      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
       s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
-      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
+      /* H100 (bench/cuda_splitk.py): the serial form's in-order hand-offs
+       * and the reduce form's partials pass ran 1.4-3.5x slower than the
+       * atomics of the parallel one at every skinny shape, so on GPUs they
+       * are a Plan's explicit choice, not the default search's */
+      if (!plan_arch_is_gpu(m->arch)) {
+        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
+        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
+      }
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;

@@ -61,6 +61,21 @@ def dump(model, target, what, plan=None, syms=()):
     return subprocess.run(args, capture_output=True, text=True, timeout=300), d
 
 
+def gpu_check(s, what, model, plan, feeds, target):
+    """The form on the GPU vs the interpreter.  K = 4096 sums of the
+    simulator's feeds reach |c| ~ 4, where a one-ulp flip of the fp16 product
+    (split-K adds in another order) grows to two ulps through GELU, over
+    rtol = 1e-3: a is scaled down to keep the chain O(1), the policy of
+    cuda_sim.feeds_of."""
+    gf = dict(feeds)
+    gf["a"] = (feeds["a"] * 0.25).astype(feeds["a"].dtype)
+    q, e = run(model, gf, backend="interp")
+    r, o = run(model, gf, backend="cuda", extra=["--target", target, "--plan", f"c={plan}"])
+    s.check(f"{what}: runs on the GPU", r.returncode == 0 and q.returncode == 0, r.stderr + q.stderr)
+    if r.returncode == 0 and q.returncode == 0:
+        s.check(f"{what}: GPU c vs interpreter", *close(np.load(os.path.join(o, "c.npy")), np.load(os.path.join(e, "c.npy"))))
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_splitk")
@@ -111,10 +126,7 @@ def main():
             want = np.load(os.path.join(e, "c.npy"))
             s.check(f"{what}: c vs interpreter", *close(got["c"], want))
             if target in gpu_targets:
-                r, o = run(SKINNY, feeds, backend="cuda", extra=["--target", target, "--plan", f"c={plan}"])
-                s.check(f"{what}: runs on the GPU", r.returncode == 0, r.stderr)
-                if r.returncode == 0:
-                    s.check(f"{what}: GPU c vs interpreter", *close(np.load(os.path.join(o, "c.npy")), want))
+                gpu_check(s, what, SKINNY, plan, feeds, target)
             ok, log, ptx = cuda_sim.nvrtc_ok(open(os.path.join(d, "model.cu")).read(),
                                              "sm_90a" if target == "sm90" else "sm_80", want_ptx=True)
             if ok is not None:
@@ -175,12 +187,8 @@ def main():
             q, e = run(scaled, feeds, backend="interp")
             s.check(f"{what}: c vs interpreter", q.returncode == 0 and close(got["c"], np.load(os.path.join(e, "c.npy")))[0],
                     q.stderr or close(got["c"], np.load(os.path.join(e, "c.npy")))[1])
-            if target in gpu_targets and q.returncode == 0:
-                r, o = run(scaled, feeds, backend="cuda", extra=["--target", target, "--plan", f"c={plan}"])
-                s.check(f"{what}: runs on the GPU", r.returncode == 0, r.stderr)
-                if r.returncode == 0:
-                    s.check(f"{what}: GPU c vs interpreter",
-                            *close(np.load(os.path.join(o, "c.npy")), np.load(os.path.join(e, "c.npy"))))
+            if target in gpu_targets:
+                gpu_check(s, what, scaled, plan, feeds, target)
             print(f"{what}: {[k['kind'] for k in g['kernels']]}", flush=True)
 
     # the cost model's choice: split-K for the skinny GEMM, none for an ordinary one
