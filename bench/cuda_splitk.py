@@ -92,7 +92,7 @@ def main():
         chosen = f"{pl.get('algo_choice', {}).get('matmul', '?')} x{sk} tile {pl.get('tile')}"
         rows = [("cost model: " + chosen, auto)]
         for algo, sk in (("implicit_gemm", 1), ("splitk_serial", 8), ("splitk_parallel", 8), ("splitk_reduce", 8),
-                         ("splitk_parallel", 16), ("splitk_reduce", 16)):
+                         ("splitk_parallel", 16), ("splitk_reduce", 16), ("splitk_parallel", 32), ("splitk_parallel", 64)):
             ms, err = harp_bench(a.harp, shape, a.target, a.repeat, plan=plan_file(entry, algo, sk))
             rows.append((f"{algo} x{sk}", ms if ms is not None else err))
         blas = torch_ms(shape, a.repeat)

@@ -23,9 +23,9 @@
 /* Winograd F(2x2, 3x3) does 2.25x fewer multiplies and moves ~30% more. */
 #define WINOGRAD_FLOPS 2.25
 #define WINOGRAD_BYTES 1.3
-/* Split-K on GPUs: an fp32 atomic add costs about 4 plain bytes' worth of
+/* Split-K on GPUs: an fp32 atomic add costs about 8 plain bytes' worth of
  * bandwidth per byte; each extra launch (zeroing, finishing pass) ~3 us. */
-#define SPLITK_ATOMIC_COST 4.0
+#define SPLITK_ATOMIC_COST 8.0
 #define GPU_LAUNCH_S 3e-6
 
 double plan_time_formula(double flops, double bytes, double peak, double bw, double occ, double pipeline_eff) {
@@ -66,7 +66,7 @@ int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_ma
   int64_t ktiles = cdiv(g.K, bk), tiles = outer_tiles(p, r);
   int64_t slots = (int64_t)m->sm_count * HP_MAX(res->cta_per_sm, 1);
   int s = 1;
-  while (tiles * s < slots && s * 2 <= 16 && ktiles / (s * 2) >= 4) s *= 2;
+  while (tiles * s < slots && s * 2 <= 64 && ktiles / (s * 2) >= 4) s *= 2;
   return s;
 }
 
@@ -124,7 +124,8 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
       bool atomics = p->algo[PLAN_KEY_MATMUL] == PLAN_ALGO_SPLITK_PARALLEL && plan_arch_is_gpu(m->arch);
       /* fp32 atomics into L2 move about as slowly as SPLITK_ATOMIC_COST
        * times their bytes (H100: 1024x1024x4096 ran 2.4x slower split 8
-       * ways than not at all, 512x512x8192 1.5x faster) */
+       * ways than not at all; 512x512x8192 1.5x faster split 8 ways, and
+       * 16 ways cost 18 us more for 8 MB more of atomics) */
       bytes += serial ? 2 * part * (out->splitk - 1) : atomics ? part * out->splitk * SPLITK_ATOMIC_COST + 2 * part
                                                                : 2 * part * out->splitk;
       extra_launches = serial ? 1 : atomics ? 2 : 1; /* the zeroing of the workspace / flags, the finishing pass */
