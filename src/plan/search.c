@@ -254,7 +254,10 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
   cand_space s;
   space_for(r, m, &g, &s);
   static const int vecs[3] = {16, 8, 4}; /* widest first: only the widest legal one stays */
-  int maxc = s.ntiles * s.nwarps * s.nstages * s.nalgos;
+  /* GPU split-K: the slice count is searched too (2..64, written into the
+   * Plan); the CPU keeps the count plan_splitk_factor derives */
+  enum { NFACTORS = 6 };
+  int maxc = s.ntiles * s.nwarps * s.nstages * s.nalgos * NFACTORS;
   scored *pool = hp_xmalloc(sizeof *pool * (size_t)(maxc + 1)); /* entries below np are written whole: no zeroing (it was most of a default plan's time) */
   plan_t *tmp = hp_xmalloc(sizeof *tmp);
   if (!pool || !tmp) {
@@ -289,10 +292,26 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
             if (plan_smem_near_limit(&c.res, m)) break;
             bool splitk = plan_algo_is_splitk(s.algos[ai]);
             if (splitk && c.splitk < 2) break;
+            int depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;
+            if (splitk && plan_arch_is_gpu(m->arch)) {
+              /* every count up to the one that fills the machine: more
+               * slices fill more SMs but add atomics (H100: 256x256x16384
+               * ran best split 16 ways, 128x128x32768 64 ways) */
+              int most = c.splitk;
+              for (int f = 2; f <= most && np < maxc; f *= 2) {
+                tmp->splitk = f;
+                hp_error fe = {0};
+                plan_cost fc;
+                if (plan_validate(tmp, r, m, NULL, &fe) || plan_cost_of(tmp, r, m, &fc, &fe)) break;
+                pool[np] = (scored){.plan = *tmp, .cost = fc, .order = order, .depth = depth};
+                np++;
+              }
+              break;
+            }
             pool[np].plan = *tmp;
             pool[np].cost = c;
             pool[np].order = order;
-            pool[np].depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;
+            pool[np].depth = depth;
             np++;
             break; /* the widest legal vector; narrower ones would be a §4.2 shrink */
           }

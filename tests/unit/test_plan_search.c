@@ -156,6 +156,39 @@ static void test_default_gemm(void **state) {
   }
 }
 
+/* GPU split-K: the default plan names its slice count, chosen among the
+ * powers of two by the cost model (atomics against filled SMs): the skinny
+ * shapes measured on an H100 split (128x128x32768 best 64 ways, 512x512x8192
+ * 8 ways), 1024x1024x4096 and a square 2048 GEMM do not; never serial or
+ * reduce by default on a GPU. */
+static void test_default_splitk(void **state) {
+  (void)state;
+  const plan_machine *m = plan_machine_gpu(PLAN_ARCH_SM90);
+  static const struct {
+    int64_t M, N, K;
+    int want;
+  } cases[] = {{128, 128, 32768, 64}, {512, 512, 8192, 8}, {1024, 1024, 4096, 0}, {2048, 2048, 2048, 0}};
+  for (int i = 0; i < 4; i++) {
+    plan_region_info r = gemm_region(cases[i].M, cases[i].N, cases[i].K);
+    plan_t p;
+    check_default(&r, m, &p);
+    if (cases[i].want) {
+      assert_int_equal(p.algo[PLAN_KEY_MATMUL], PLAN_ALGO_SPLITK_PARALLEL);
+      assert_int_equal(p.splitk, cases[i].want);
+    } else {
+      assert_false(plan_algo_is_splitk(p.algo[PLAN_KEY_MATMUL]));
+    }
+  }
+  /* the slice count survives the JSON round trip (check_default) and bounds
+   * the factor the generator reads */
+  plan_region_info r = gemm_region(128, 128, 32768);
+  plan_t p;
+  check_default(&r, m, &p);
+  plan_resources res;
+  plan_resources_of(&p, m, &r, &res);
+  assert_int_equal(plan_splitk_factor(&p, &r, m, &res), 64);
+}
+
 /* Ragged sizes get predicate_tail on exactly the axes that need it. */
 static void test_default_tails(void **state) {
   (void)state;
@@ -369,6 +402,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_machines),   cmocka_unit_test(test_cpu_detection),
       cmocka_unit_test(test_gemm_view),      cmocka_unit_test(test_default_gemm),
       cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm),
+      cmocka_unit_test(test_default_splitk),
       cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_for_region),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
