@@ -4,7 +4,7 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm sweep splitk graphs
+#        STEP: build gputests models tests gemm sweep splitk graphs e2e
 #        (default: build gputests models gemm graphs)
 #
 # build     Release build in build-gpu/ (16 jobs)
@@ -20,13 +20,16 @@
 # sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³ ($SWEEP_N), one process each
 # splitk    skinny GEMMs: the cost model's split-K plan, no split-K and each
 #           form forced, vs cuBLAS through PyTorch (bench/cuda_splitk.py)
+# e2e       whole models (ResNet-18, a BERT layer, a gated MLP; fp32 and
+#           fp16) exported from PyTorch to ONNX, harp vs PyTorch eager
+#           (bench/cuda_e2e.py)
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
 #           session over four batch sizes (bench/cuda_graphs.sh)
 #
 # Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
 # rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
 # env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
-# splitk.log, graphs.log.  Where the Debian packages cannot be
+# splitk.log, graphs.log, e2e.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -121,6 +124,10 @@ for s in $steps; do
     done
     cat "$out/sweep.log"
     ;;
+  e2e)
+    timeout 480 python3 bench/cuda_e2e.py --harp build-gpu/harp >"$out/e2e.log" 2>&1 || rc=1
+    cat "$out/e2e.log"
+    ;;
   splitk)
     timeout 400 python3 bench/cuda_splitk.py --harp build-gpu/harp --target "${SPLITK_TARGET:-sm90}" >"$out/splitk.log" 2>&1 || rc=1
     cat "$out/splitk.log"
@@ -129,7 +136,7 @@ for s in $steps; do
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm sweep splitk graphs)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm sweep splitk graphs e2e)" >&2; exit 2 ;;
   esac
 done
 exit $rc
