@@ -95,6 +95,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--only", default="")
     ap.add_argument("--dtypes", default="fp32,fp16")
+    ap.add_argument("--profile", action="store_true", help="also print harp's per-kernel profile (harp bench --profile)")
     a = ap.parse_args()
     import torch
     torch.manual_seed(0)
@@ -126,6 +127,10 @@ def main():
                     continue
                 got = np.load(os.path.join(out, "y.npy")).astype(np.float32)
                 err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+                if a.profile:
+                    q = subprocess.run([a.harp, "bench", path, "--backend", "cuda", "--repeat", "20", "--profile"],
+                                       capture_output=True, text=True, timeout=600)
+                    print(f"--- {what}: harp bench --profile\n" + "\n".join((q.stdout + q.stderr).splitlines()[:40]), flush=True)
                 plain, e1 = harp_bench(a.harp, path, a.repeat, False)
                 graph, e2 = harp_bench(a.harp, path, a.repeat, True)
                 hp = plain["median_ms"] if plain else None
