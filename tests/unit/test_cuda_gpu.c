@@ -3,8 +3,9 @@
  * no GPU, no driver or no NVRTC.  The timing against cuBLAS is a benchmark:
  * bench/cuda_gemm.c (make -C bench cuda-gemm).
  *
- * NOTE: written without access to a GPU; it has never run.  Its first run on
- * hardware is the first execution of harp's CUDA kernels. */
+ * First run on an H100 on 2026-11-22: every model right on both templates.
+ * HARP_GPU_MODEL=name runs one model alone (a faulting kernel poisons the
+ * context; scripts/gpu_acceptance.sh `models` runs each in turn). */
 #include "cuda_models.h"
 #include "cuda_ref.h"
 #include "cuda_testutil.h"

@@ -26,7 +26,8 @@
  *
  * Status: compile-verified (NVRTC, sm_80 and sm_90a) and executed on a CPU
  * SIMT simulator (tests/cuda_sim) that emulates cp.async / ldmatrix /
- * mma.sync from the PTX ISA's fragment tables.  Never run on a GPU. */
+ * mma.sync from the PTX ISA's fragment tables; run on an H100 (2026-11-22,
+ * docs/cuda.md "On a GPU"). */
 #ifndef HARP_CUDA_H
 #define HARP_CUDA_H
 

@@ -49,8 +49,9 @@
  * partial at C + ks * c_ss (cuda_gen_gemm_finish sums them and applies the
  * epilogue).  splitk_serial is the SM80 template's.
  *
- * Status: compile-verified (NVRTC sm_90a; the PTX holds wgmma.mma_async,
- * cp.async.bulk.tensor, mbarrier, setmaxnreg).  Never run. */
+ * Status: runs right on an H100 (test_cuda_gpu, every test model, split-K;
+ * compute-sanitizer clean) and at 0.97-1.01x cuBLAS with 128x256 tiles and
+ * 3 stages (bench/cuda_gemm.c, docs/cuda.md "On a GPU"). */
 #include <stdio.h>
 #include <string.h>
 
