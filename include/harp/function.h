@@ -119,6 +119,11 @@ typedef struct fn_options {
    * that stored an elementwise result in half precision would round where
    * the program does not (docs/tiny-ir.md, "The reference interpreter"). */
   bool widen_half_temps;
+  /* ... except a temp that a contraction block (GEMM, convolution,
+   * attention) reads as an operand: the GPU's MMA templates load half
+   * operands, so it is stored, rounded once, in its own dtype — what a
+   * framework that rounds every half op (ONNX, PyTorch) holds there too. */
+  bool half_mma_operands;
 } fn_options;
 
 /* Kernels, buffers and the arena layout (best fit over lifetime intervals). */

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "harp/function.h"
+#include "harp/poly.h"
+#include "harp/region.h"
 #include "util/util.h"
 
 static size_t align_up(size_t x) { return (x + FN_ALIGN - 1) / FN_ALIGN * FN_ALIGN; }
@@ -99,6 +101,26 @@ static int add_buffer(hp_function *f, const tiny_graph *g, int node, fn_buf_kind
 
 static int *ints(hp_arena *a, int n) { return hp_arena_alloc(a, sizeof(int) * (size_t)(n + 1)); }
 
+/* Per node: read as an operand of a contraction block (fn_options.half_mma_operands);
+ * NULL without a Poly-View or memory. */
+static bool *mma_operands(hp_arena *a, const rg_partition *p, int nnodes) {
+  const poly_view *pv = p->formed ? p->formed->pv : NULL;
+  bool *op = pv ? hp_arena_alloc(a, sizeof(bool) * (size_t)(nnodes + 1)) : NULL;
+  if (!op) return NULL;
+  memset(op, 0, sizeof(bool) * (size_t)(nnodes + 1));
+  for (int r = 0; r < p->n; r++) {
+    const rg_info *info = p->regions[r].info;
+    if (!info || (info->shape != RG_SHAPE_CONTRACTION && info->shape != RG_SHAPE_ATTENTION)) continue;
+    for (int i = 0; i < info->nblocks; i++) {
+      const poly_block_info *b = poly_block(pv, info->blocks[i]);
+      if (!b->con) continue;
+      for (int q = 0; q < 2 && q < b->naccess; q++)
+        if (b->access[q].tensor >= 0 && b->access[q].tensor < nnodes) op[b->access[q].tensor] = true;
+    }
+  }
+  return op;
+}
+
 hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_function **out) {
   return fn_build_ex(e, p, name, NULL, out);
 }
@@ -140,11 +162,12 @@ hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, cons
       f->buffers[b].first = r;
     }
   for (int k = 0; k < g->noutputs; k++) f->ret[f->nret++] = f->buffer_of[g->outputs[k]];
+  bool *operand = o && o->widen_half_temps && o->half_mma_operands ? mma_operands(A, p, g->n) : NULL;
   if (o && o->widen_half_temps)
     for (int b = 0; b < f->nbuffers; b++) {
       fn_buffer *B = &f->buffers[b];
       bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16;
-      if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST) {
+      if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST && !(operand && operand[B->node])) {
         B->dtype = TINY_FP32;
         B->size = (size_t)B->numel * 4;
       }

@@ -98,7 +98,7 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   const char *nf = getenv("HARP_NO_FUSION");
   ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
   if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) goto fail;
-  fn_options fo = {.widen_half_temps = true};
+  fn_options fo = {.widen_half_temps = true, .half_mma_operands = true};
   if ((st = fn_build_ex(e, m->part, "main", &fo, &m->f))) goto fail;
   if (o && o->nplan_overrides) { /* the overrides, validated; other regions keep their default plan */
     hp_plan_opts po = {.overrides = o->plan_overrides, .noverrides = o->nplan_overrides, .no_cache = true,

@@ -52,6 +52,7 @@ CASES = [
     ("conv_grouped", os.path.join(GPU_MODELS, "conv_grouped.harp"), (), {"template": 2}),
     ("epi_mul_shift", os.path.join(GPU_MODELS, "epi_mul_shift.harp"), (), {"template": 5}),
     ("conv_skip_tail", os.path.join(GPU_MODELS, "conv_skip_tail.harp"), (), {"template": 2}),
+    ("conv_chain", os.path.join(GPU_MODELS, "conv_chain.harp"), (), {"template": 3}),
     ("attention", os.path.join(MODELS, "attention_full_fp16.json"), ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"),
      {"template": 1}),
     ("attention_causal", os.path.join(MODELS, "attention_full_causal_fp16.json"),
