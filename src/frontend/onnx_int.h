@@ -39,7 +39,8 @@ typedef struct ox_val {
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
-   * 1: erf(gx/√2), 2: 1 + erf(gx/√2), 3: gcoef * (1 + erf) [* gx if ghasx] */
+   * 1: erf(gk gx), 2: 1 + erf(gk gx), 3: gcoef * (1 + erf) [* gx if ghasx]
+   * (gk ~ 1/√2), built as it stands (ox_value) where the pattern breaks */
   hp_val gx;
   double gk, gcoef;
   int gstage;
@@ -81,6 +82,10 @@ ox_val *ox_in(ox_ctx *c, int i, bool *failed);
 /* Node input i as a graph value (a weight, a literal or a computed value). */
 hp_val ox_tensor(ox_ctx *c, int i);
 hp_val ox_value(ox_ctx *c, ox_val *x);
+/* erf of an fp32 value (onnx_ops_math.c) */
+hp_val ox_erf32(ox_ctx *c, hp_val x);
+/* the value of a partial GELU mark (onnx_ops.c) */
+hp_val ox_gelu_partial(ox_ctx *c, const ox_val *m);
 /* Define node output i. */
 hp_status ox_def(ox_ctx *c, int i, hp_val v);
 ox_val *ox_def_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int64_t n);

@@ -359,9 +359,10 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
 
 hp_val ox_value(ox_ctx *c, ox_val *x) {
   if (x->v > 0) return x->v;
-  if (x->gstage > 0) {
-    ox_fail(c, HP_E_UNSUPPORTED, "Erf is supported only inside GELU, 0.5 * x * (1 + erf(x / sqrt(2)))");
-    return -1;
+  if (x->gstage > 0) { /* a GELU pattern that broke off: what it holds so far */
+    hp_val v = ox_gelu_partial(c, x);
+    if (ox_check(c, v)) return -1;
+    return x->v = v;
   }
   if (x->has_t || x->has_i) return const_value(c, x, true);
   ox_fail(c, HP_E_INTERNAL, "value \"%s\" has no definition", x->name);

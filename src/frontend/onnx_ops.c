@@ -334,22 +334,42 @@ OP(Dropout) {
   return ox_def(c, 1, fe_expand(c->g, hp_const_typed(c->g, 1, TINY_BOOL), ox_shape_of(c, x)));
 }
 
-static bool near(double a, double b) { return fabs(a - b) <= 1e-4 * fabs(b); }
+/* 1e-3: a constant stored in fp16 (PyTorch's half export: 1.4140625 for √2) */
+static bool near(double a, double b) { return fabs(a - b) <= 1e-3 * fabs(b); }
 
-static hp_status set_mark(ox_ctx *c, hp_val x, int stage, double coef, bool has_x) {
+static hp_status set_mark(ox_ctx *c, hp_val x, double k, int stage, double coef, bool has_x) {
   ox_val *y = ox_def_mark(c, 0);
   if (!y) return c->e->code;
-  y->gx = x, y->gstage = stage, y->gcoef = coef, y->ghasx = has_x;
+  y->gx = x, y->gk = k, y->gstage = stage, y->gcoef = coef, y->ghasx = has_x;
   return HP_OK;
 }
 
+/* erf(x / √2) starts the GELU pattern (kept as a mark: ox_value builds what
+ * is left of it should the pattern break); any other Erf is computed */
 OP(Erf) {
   bool failed = false;
   ox_val *in = ox_in(c, 0, &failed);
   if (failed) return c->e->code;
-  if (!in || in->v <= 0 || in->gx <= 0 || !near(in->gk, M_SQRT1_2))
-    return ox_fail(c, HP_E_UNSUPPORTED, "Erf is supported only inside GELU, 0.5 * x * (1 + erf(x / sqrt(2)))");
-  return set_mark(c, in->gx, 1, 1, false);
+  if (in && in->v > 0 && in->gx > 0 && near(in->gk, M_SQRT1_2)) return set_mark(c, in->gx, in->gk, 1, 1, false);
+  hp_val x = ox_tensor(c, 0);
+  if (x < 0) return c->e->code;
+  tiny_dtype dt = hp_val_dtype(c->g, x);
+  if (!tiny_dtype_is_float(dt)) return ox_fail(c, HP_E_DTYPE_MISMATCH, "Erf takes floating-point values");
+  hp_val y = ox_erf32(c, dt == TINY_FP32 ? x : hp_cast(c->g, x, TINY_FP32));
+  return ox_def(c, 0, dt == TINY_FP32 || y < 0 ? y : hp_cast(c->g, y, dt));
+}
+
+hp_val ox_gelu_partial(ox_ctx *c, const ox_val *m) {
+  hp_graph *g = c->g;
+  tiny_dtype dt = hp_val_dtype(g, m->gx);
+  hp_val x = dt == TINY_FP32 ? m->gx : hp_cast(g, m->gx, TINY_FP32);
+  hp_val y = ox_erf32(c, hp_mul(g, x, hp_const(g, m->gk)));
+  if (m->gstage >= 2) y = hp_add(g, y, hp_const(g, 1));
+  if (m->gstage >= 3) {
+    y = hp_mul(g, y, hp_const(g, m->gcoef));
+    if (m->ghasx) y = hp_mul(g, y, x);
+  }
+  return dt == TINY_FP32 || y < 0 ? y : hp_cast(g, y, dt);
 }
 
 /* The GELU pattern's Add and Muls; true when it took the node. */
@@ -361,7 +381,7 @@ static bool gelu_step(ox_ctx *c, const char *op, hp_status *st) {
   double k;
   bool scalar = o->v <= 0 && ox_const_scalar(o, &k);
   if (m->gstage == 1 && !strcmp(op, "Add") && scalar && near(k, 1.0)) {
-    *st = set_mark(c, m->gx, 2, 1, false);
+    *st = set_mark(c, m->gx, m->gk, 2, 1, false);
     return true;
   }
   if (m->gstage < 2 || strcmp(op, "Mul") != 0) return false;
@@ -372,7 +392,7 @@ static bool gelu_step(ox_ctx *c, const char *op, hp_status *st) {
   else if (!has_x && o->v > 0 && o->gx == m->gx) has_x = true, coef *= o->gk;
   else return false;
   if (has_x && near(coef, 0.5)) *st = ox_def(c, 0, hp_gelu(c->g, m->gx));
-  else *st = set_mark(c, m->gx, 3, coef, has_x);
+  else *st = set_mark(c, m->gx, m->gk, 3, coef, has_x);
   return true;
 }
 

@@ -72,7 +72,8 @@ expect("shape mismatch", save(one([mk("MatMul", ["x", "w"], ["y"])], {"w": np.on
 expect("dangling input", save(one([mk("Add", ["x", "nowhere"], ["y"])]), "dangle"), "DanglingRef", "nowhere")
 expect("undefined output", save(one([mk("Relu", ["x"], ["r"])]), "noout"), "DanglingRef", '"y"')
 expect("runtime reshape shape", save(one([mk("Reshape", ["x", "x"], ["y"])]), "rshape"), "(Reshape)", "constant")
-expect("Erf alone", save(one([mk("Erf", ["x"], ["y"])]), "erf"), "(Erf)", "GELU")
+expect("Erf of integers", save(one([mk("Erf", ["x"], ["y"])], inputs=[vi("x", [2, 3], TensorProto.INT32)]), "erfi"), "(Erf)",
+       "floating-point")
 expect("absurd input dim", save(one([mk("Relu", ["x"], ["y"])], inputs=[vi("x", [1 << 40, 3])]), "dim"), "LimitExceeded", "2^31")
 expect("unsupported dtype input", save(one([mk("Relu", ["x"], ["y"])], inputs=[vi("x", [2, 3], TensorProto.STRING)]), "str"),
        "Unsupported", "string")

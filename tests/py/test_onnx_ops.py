@@ -31,10 +31,11 @@ def ints(*v):
     return np.array(v, np.int64)
 
 
-def case(name, nodes, inputs, inits=(), opset=17, backends=("interp",), out_shape=None, harp_inputs=None, extra=()):
+def case(name, nodes, inputs, inits=(), opset=17, backends=("interp",), out_shape=None, harp_inputs=None, extra=(),
+         out_type=onnx.TensorProto.FLOAT):
     """inputs: {name: array}; the single output is 'y'."""
     m = model(nodes, [vi(k, v.shape, onnx.helper.np_dtype_to_tensor_dtype(v.dtype)) for k, v in inputs.items()],
-              [vi("y", out_shape)], [init(k, v) for k, v in dict(inits).items()], opset=opset)
+              [vi("y", out_shape, out_type)], [init(k, v) for k, v in dict(inits).items()], opset=opset)
     path = os.path.join(ht.tempfile.mkdtemp(), "m.onnx")
     onnx.save(m, path)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
@@ -69,6 +70,39 @@ case("Gelu", [mk("Gelu", ["x"], ["y"])], {"x": x2}, opset=20)
 case("Erf GELU", [mk("Mul", ["x", "h"], ["xh"]), mk("Div", ["x", "r2"], ["d"]), mk("Erf", ["d"], ["e"]), mk("Add", ["e", "one"], ["a"]),
                   mk("Mul", ["xh", "a"], ["y"])], {"x": x2},
      {"h": np.array(0.5, np.float32), "r2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32)})
+# Erf on its own (a composite: Taylor below 1/2, Abramowitz-Stegun 7.1.26 above),
+# wide range with the edges; fp16 GELU with the constants stored in fp16 (PyTorch's
+# half export: 1.4140625 for sqrt 2) still folds to one GELU; a GELU whose partial
+# values are also outputs (the pattern breaks: what it holds is computed)
+xe = np.concatenate([np.linspace(-7, 7, 57), [0, 1e-7, -3e-5, 0.4999, 0.5, 0.5001, 3.9, np.inf, -np.inf]]).astype(np.float32)
+case("Erf", [mk("Erf", ["x"], ["y"])], {"x": xe.reshape(6, 11)}, backends=("interp", "cpu"))
+case("Erf fp16", [mk("Erf", ["x"], ["y"])], {"x": xe.reshape(6, 11).astype(np.float16)}, backends=("interp", "cpu"),
+     out_type=onnx.TensorProto.FLOAT16)
+h16 = {"h": np.array(0.5, np.float16), "r2": np.array(np.sqrt(2), np.float16), "one": np.array(1, np.float16)}
+gelu16 = [mk("Mul", ["x", "h"], ["xh"]), mk("Div", ["x", "r2"], ["d"]), mk("Erf", ["d"], ["e"]), mk("Add", ["e", "one"], ["a"]),
+          mk("Mul", ["xh", "a"], ["y"])]
+case("Erf GELU fp16 constants", gelu16, {"x": x2.astype(np.float16)}, h16, backends=("interp", "cpu"),
+     out_type=onnx.TensorProto.FLOAT16)
+gp = os.path.join(ht.tempfile.mkdtemp(), "g16.onnx")
+onnx.save(model(gelu16, [vi("x", x2.shape, onnx.TensorProto.FLOAT16)], [vi("y", None, onnx.TensorProto.FLOAT16)],
+                [init(k, v) for k, v in h16.items()]), gp)
+td = ht.tempfile.mkdtemp()
+p, d = ht.run(gp, {"x": x2.astype(np.float16)}, extra=["--dump", "tiny", "--dump-dir", td])
+uops = [u["uop"] for u in __import__("json").load(open(os.path.join(td, "tiny.json")))["uops"]] if p.returncode == 0 else []
+S.check("Erf GELU fp16 constants: one GELU uop", p.returncode == 0 and uops.count("GELU") == 1 and "EXP" not in uops,
+        p.stderr[-300:] + str(uops))
+broken = [mk("Div", ["x", "r2"], ["d"]), mk("Erf", ["d"], ["e"]), mk("Add", ["e", "one"], ["a"]), mk("Mul", ["x", "a"], ["m"]),
+          mk("Mul", ["m", "h"], ["y"]), mk("Identity", ["e"], ["e_out"]), mk("Identity", ["a"], ["a_out"])]
+bp = os.path.join(ht.tempfile.mkdtemp(), "broken.onnx")
+onnx.save(model(broken, [vi("x", x2.shape)], [vi("y", None), vi("e_out", None), vi("a_out", None)],
+                [init(k, v.astype(np.float32)) for k, v in h16.items()]), bp)
+bw = ort.InferenceSession(bp, providers=["CPUExecutionProvider"]).run(None, {"x": x2})
+for be in ("interp", "cpu"):
+    p, d = ht.run(bp, {"x": x2}, backend=be)
+    S.check(f"GELU pattern broken off {be}: runs", p.returncode == 0, p.stderr[-400:])
+    for name, w in zip(("y", "e_out", "a_out"), bw):
+        if p.returncode == 0:
+            S.check(f"GELU pattern broken off {be}: {name} matches onnxruntime", *ht.close(np.load(os.path.join(d, f"{name}.npy")), w))
 case("Where Greater", [mk("Greater", ["x", "z"], ["c"]), mk("Where", ["c", "x", "z"], ["y"])], {"x": x2}, {"z": np.array(0, np.float32)})
 case("Identity Dropout", [mk("Identity", ["x"], ["i"]), mk("Dropout", ["i"], ["y"])], {"x": x2})
 case("Cast", [mk("Cast", ["x"], ["h"], to=onnx.TensorProto.FLOAT16), mk("Cast", ["h"], ["y"], to=onnx.TensorProto.FLOAT)], {"x": x2})
