@@ -425,6 +425,8 @@ typedef struct plan_cost {
   double wave_eff;      /* ctas / (waves x SMs x cta_per_SM): last-wave quantisation */
   double occ_eff;       /* res.occ x wave_eff: the `occ` used in time_est */
   double t_compute, t_memory, time_est; /* seconds */
+  double rank_time;     /* what the search ranks by: time_est, but an SM90 GEMM (the persistent
+                           wgmma template) at occupancy 1 */
 } plan_cost;
 hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
                        hp_error *e);

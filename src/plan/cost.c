@@ -148,6 +148,20 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
   out->t_memory = occ > 0 ? bytes / (out->bw * occ) : INFINITY;
   out->time_est = plan_time_formula(flops, bytes, out->peak, out->bw, occ, eff);
   if (plan_arch_is_gpu(m->arch)) out->time_est += extra_launches * GPU_LAUNCH_S;
+  /* SM90 GEMMs run on the persistent, warp-specialised wgmma template: one
+   * CTA per SM keeps the tensor cores fed, so a second resident CTA buys
+   * nothing and the ring depth is what counts (H100: 128x256 tiles with 3
+   * stages 1.01x cuBLAS, with 2 stages 0.67x; split-K choices measured in
+   * bench/cuda_splitk.py).  The search ranks their plans at occupancy 1,
+   * waves over the SMs (rank_time).  time_est keeps §5's occupancy, which
+   * the region former's fusion estimates compare, and GEMMs of fewer than
+   * four 128x128 tiles keep §5's ranking (no measurement says otherwise). */
+  out->rank_time = out->time_est;
+  if (m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL && res->cta_per_sm >= 1 &&
+      M * N * B >= 4.0 * 128 * 128) {
+    double w = ceil((double)out->ctas / m->sm_count), weff = w > 0 ? (double)out->ctas / (w * m->sm_count) : 0;
+    out->rank_time = plan_time_formula(flops, bytes, out->peak, out->bw, weff, eff) + extra_launches * GPU_LAUNCH_S;
+  }
   return HP_OK;
 }
 

@@ -111,11 +111,6 @@ void plan_resources_of(const plan_t *p, const plan_machine *m, const plan_region
   out->cta_per_sm = (int)(cta < 0 ? 0 : cta);
   double occ = (double)out->cta_per_sm * out->warps_per_cta / m->max_warps_per_sm;
   out->occ = occ > 1.0 ? 1.0 : occ;
-  /* SM90 GEMMs run on the persistent, warp-specialised wgmma template: one
-   * CTA per SM keeps the tensor cores fed, so a second resident CTA buys
-   * nothing and the ring depth is what counts (H100: 128x256 tiles with 3
-   * stages 1.01x cuBLAS, with 2 stages 0.67x) */
-  if (m->arch == PLAN_ARCH_SM90 && r && r->pattern == PLAN_PAT_MATMUL && out->cta_per_sm >= 1) out->occ = 1.0;
   out->pipeline_eff = 1.0 - 1.0 / p->stages;
 }
 

@@ -237,8 +237,8 @@ typedef struct scored {
 
 static int by_time(const void *a, const void *b) {
   const scored *x = a, *y = b;
-  if (x->cost.time_est < y->cost.time_est) return -1;
-  if (x->cost.time_est > y->cost.time_est) return 1;
+  if (x->cost.rank_time < y->cost.rank_time) return -1;
+  if (x->cost.rank_time > y->cost.rank_time) return 1;
   /* equal estimates (a memory-bound model does not see the ring): the
    * deeper one, which the wgmma template needs to hide TMA latency */
   if (x->depth != y->depth) return y->depth - x->depth;

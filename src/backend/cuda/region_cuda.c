@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend/contract.h"
+#include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_plan.h"
 #include "backend/cuda/region_cuda.h"
 #include "harp/polycore.h"
@@ -351,6 +352,8 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   return HP_OK;
 }
 
+enum { CONV_FEW_CTAS = 32, CONV_LONG_K = 1024 };
+
 static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_conv cv;
@@ -367,6 +370,19 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   s.n_epi = cv.nepi;
   for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
   cuda_tune_default(&s.tune, CUDA_SM80); /* implicit GEMM lives on the SM80 template (it runs on sm_90) */
+  /* A few output tiles over a long reduction leave most SMs idle and there
+   * is no split-K for convolutions yet: the generic kernel, a thread per
+   * output, is faster there (H100, ResNet-18 batch 1 in fp16: a 3x3 512->512
+   * conv on 7x7 took 0.23 ms as 8 template CTAs, about 0.06 ms generic) */
+  int64_t coh, cow;
+  if (cuda_conv_out_hw(&s, &coh, &cow)) {
+    cuda_tune t = s.tune;
+    int64_t ocg = cv.oc / (cv.groups > 0 ? cv.groups : 1), kk = cv.c / (cv.groups > 0 ? cv.groups : 1) * cv.kh * cv.kw;
+    cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype);
+    int64_t ctas = (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv.n * cv.groups;
+    if (ctas < CONV_FEW_CTAS && kk >= CONV_LONG_K)
+      DECLINE("few output tiles over a long reduction (no split-K for convolutions): the generic kernel");
+  }
   int n0 = c->mod->n;
   if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HP_OK;
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
