@@ -481,8 +481,8 @@ hp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, 
   snprintf(out, (size_t)cap, "%s", dflt);
   if (!a) return HP_OK;
   if (a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING) return bad_attr(c, name, "a string");
-  if (a->s.len >= (size_t)cap || memchr(a->s.data, 0, a->s.len)) return bad_attr(c, name, "a short string");
-  memcpy(out, a->s.data, a->s.len);
+  if (a->s.len >= (size_t)cap || (a->s.len && memchr(a->s.data, 0, a->s.len))) return bad_attr(c, name, "a short string");
+  if (a->s.len) memcpy(out, a->s.data, a->s.len); /* an empty string may have no data at all */
   out[a->s.len] = 0;
   return HP_OK;
 }
