@@ -77,4 +77,21 @@ for cmd, words in (("run", ["cuda", "--graphs", "gpu", "cu"]), ("bench", ["cuda"
                    ("compile", ["sm80", "sm90", "model.cu", "model_host.c"]), ("dump", ["gpu", "cu"])):
     p = harp(cmd, "--help")
     s.check(f"harp {cmd} --help names {words}", p.returncode == 0 and all(w in p.stdout for w in words), p.stdout[-400:])
+# a convolution of few output tiles over a long reduction (K = 128 * 9 >= 1024) goes to the
+# generic kernel, saying why (no split-K for convolutions: 1 template CTA would do all of it);
+# the same conv over 32 images fills 32 CTAs and stays on the template
+for n, want in ((1, "generic"), (32, "template")):
+    f = os.path.join(tempfile.mkdtemp(), "late_conv.harp")
+    with open(f, "w") as fh:
+        fh.write(f"graph main(x: f16[{n}, 128, 7, 7], w: f16[64, 128, 3, 3]) -> (y: f16[{n}, 64, 7, 7]) {{\n"
+                 "    y = conv2d(x, w, pad=1)\n    return y\n}\n")
+    dd = tempfile.mkdtemp()
+    p = harp("dump", f, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd)
+    s.check(f"late conv n={n}: dump gpu", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+        notes = [l.get("declined", "") for l in g["launches"]]
+        s.check(f"late conv n={n}: on the {want} kernel", g["launch_kinds"].get(want, 0) == 1 and
+                (want == "template" or any("few output tiles" in x for x in notes)), f"{g['launch_kinds']} {notes}")
+
 s.close()
