@@ -171,6 +171,8 @@ typedef struct rg_options {
   bool no_rollback;            /* greedy without its one-step rollback (tests) */
   bool no_operand_casts;       /* only contraction operands convert on load: an epilogue's or a row
                                   region's CAST of an outside tensor stays a region of its own */
+  bool half_attention_only;    /* attention regions only over fp16/bf16 q, k, v (the GPU's fused
+                                  template); others stay two matmuls and a softmax */
 } rg_options;
 
 /* Form the regions of a prepared graph with every size bound.  The

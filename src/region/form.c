@@ -407,7 +407,15 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
 }
 
 /* ---- rg_form ------------------------------------------------------------------------------ */
-static hp_status match_attentions(rg_ctx *c, rg_attention **att, int **att_blocks, int *att_n, int *natt) {
+static bool half(tiny_dtype d) { return d == TINY_FP16 || d == TINY_BF16; }
+
+/* half_only (rg_options.half_attention_only): an attention that does not
+ * compute in half precision (P not rounded to fp16/bf16 before P V, so q, k
+ * and v are fp32 too) is not one, so its matmuls and softmax form regions
+ * of their own (on an H100 a BERT layer's fp32 attention as one generic
+ * kernel, a thread per query row, took 2.0 ms) */
+static hp_status match_attentions(rg_ctx *c, bool half_only, rg_attention **att, int **att_blocks, int *att_n,
+                                  int *natt) {
   int nb = poly_nblocks(c->pv);
   char *claimed = hp_arena_alloc(c->arena, (size_t)nb + 1);
   if (!claimed) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -423,6 +431,7 @@ static hp_status match_attentions(rg_ctx *c, rg_attention **att, int **att_block
     bool overlap = false;
     for (int i = 0; found && i < n; i++) overlap |= claimed[bl[i]];
     if (!found || overlap) continue;
+    if (half_only && !half(a->p_dtype)) continue;
     for (int i = 0; i < n; i++) claimed[bl[i]] = 1;
     qsort(bl, (size_t)n, sizeof(int), cmp_int);
     att[*natt] = a;
@@ -446,7 +455,8 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
   /* 2. attentions, kept when forming them pays */
   rg_attention *att[MAX_ATT];
   int *att_blocks[MAX_ATT], att_n[MAX_ATT], natt = 0;
-  if (!opt->no_fusion && match_attentions(c, att, att_blocks, att_n, &natt)) return c->e->code;
+  if (!opt->no_fusion && match_attentions(c, opt->half_attention_only, att, att_blocks, att_n, &natt))
+    return c->e->code;
   if (rg_units_build(c, att, att_blocks, att_n, natt)) return c->e->code;
   int keep = 0;
   for (int a = 0; a < natt; a++) {

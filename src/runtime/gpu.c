@@ -94,7 +94,7 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
    * generic loop nest converts contraction operands only). */
   plan_machine mach;
   plan_machine_get(m->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &mach);
-  rg_options ro = {.machine = &mach, .no_operand_casts = true};
+  rg_options ro = {.machine = &mach, .no_operand_casts = true, .half_attention_only = true};
   const char *nf = getenv("HARP_NO_FUSION");
   ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
   if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) goto fail;

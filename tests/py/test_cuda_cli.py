@@ -7,7 +7,7 @@ import os
 import subprocess
 import tempfile
 
-from harp_test import HARP, MODELS, Suite, write_model
+from harp_test import HARP, MODELS, SRC, Suite, write_model
 
 s = Suite("cuda_cli")
 GEMM = os.path.join(MODELS, "gpu", "gemm_tail.harp")
@@ -93,5 +93,22 @@ for n, want in ((1, "generic"), (32, "template")):
         notes = [l.get("declined", "") for l in g["launches"]]
         s.check(f"late conv n={n}: on the {want} kernel", g["launch_kinds"].get(want, 0) == 1 and
                 (want == "template" or any("few output tiles" in x for x in notes)), f"{g['launch_kinds']} {notes}")
+
+# an fp32 attention (no fused template takes it) is two matmuls and a softmax on the GPU, not
+# one generic kernel of the whole attention; an fp16 one stays the attention template
+for model, syms, fused in ((os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], False),
+                          (os.path.join(MODELS, "gpu", "transformer_block_fp16.harp"), [], True)):
+    dd = tempfile.mkdtemp()
+    p = harp("dump", model, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd, *[a for x in syms for a in ("--sym", x)])
+    s.check(f"{os.path.basename(model)}: dump gpu", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+        kinds = [k["kind"] for k in g["kernels"]]
+        declined = [l.get("declined", "") for l in g["launches"]]
+        if fused:
+            s.check("fp16 attention: the attention template", "attention" in kinds, str(kinds))
+        else:
+            s.check("fp32 attention: no attention region declined to a generic kernel",
+                    "attention" not in kinds and not any("attention takes" in x for x in declined), str(declined))
 
 s.close()
