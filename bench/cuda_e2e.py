@@ -97,7 +97,14 @@ def main():
     ap.add_argument("--dtypes", default="fp32,fp16")
     ap.add_argument("--profile", action="store_true", help="also print harp's per-kernel profile (harp bench --profile)")
     a = ap.parse_args()
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("cuda_e2e: PyTorch is not installed (the peer, and the source of the models)", file=sys.stderr)
+        return 1
+    if not torch.cuda.is_available():
+        print("cuda_e2e: no GPU (torch.cuda.is_available() is false)", file=sys.stderr)
+        return 1
     torch.manual_seed(0)
     d = tempfile.mkdtemp(prefix="harp-cuda-e2e-")
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}")

@@ -78,6 +78,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=50)
     a = ap.parse_args()
     rc = 0
+    probe = subprocess.run([a.harp, "bench", MODEL, "--backend", "cuda", "--repeat", "1", "--sym", "M=64", "--sym", "N=64",
+                            "--sym", "K=64"], capture_output=True, text=True, timeout=300)
+    if probe.returncode:
+        print(f"cuda_splitk: {probe.stderr.strip() or 'harp bench failed'}", file=sys.stderr)
+        return 1
     for shape in SHAPES:
         d = tempfile.mkdtemp()
         auto, err = harp_bench(a.harp, shape, a.target, a.repeat, dump=d)
