@@ -32,7 +32,7 @@ hp_status hp_cc_build(hp_error *e, const char *src, const hp_cc_opts *o, char **
   const char *cc = o && o->cc ? o->cc : getenv("CC");
   if (!cc || !*cc) cc = "cc";
   const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
-  if (!flags) flags = "-O3 -fopenmp-simd -fno-math-errno";
+  if (!flags) flags = HP_CFLAGS_PORTABLE;
   char *dir = hp_cc_cache_dir(o);
   if (!dir) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   hp_status st = hp_mkdirs(e, dir);

@@ -6,9 +6,16 @@
 
 #include "harp/error.h"
 
+/* The generated C's flags.  -fno-trapping-math: harp's arithmetic is IEEE
+ * non-stop (no FP exception is ever unmasked or read), and with traps
+ * assumed GCC would not vectorize a floorf it had predicated under a select
+ * (Sin of 1024x4096 on Zen 5: 94 -> 20 ms); results are unchanged. */
+#define HP_CFLAGS_PORTABLE "-O3 -fopenmp-simd -fno-math-errno -fno-trapping-math"
+#define HP_CFLAGS_HOST "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno -fno-trapping-math"
+
 typedef struct hp_cc_opts {
   const char *cc;        /* NULL: $CC, else "cc" */
-  const char *cflags;    /* NULL: $HARP_CFLAGS, else "-O3" (-fPIC -shared always added) */
+  const char *cflags;    /* NULL: $HARP_CFLAGS, else HP_CFLAGS_PORTABLE (-fPIC -shared always added) */
   const char *cache_dir; /* NULL: $HARP_CACHE_DIR, else $XDG_CACHE_HOME/harp, else ~/.cache/harp */
   bool parallel;         /* a large source: optimise it on every CPU (GCC's LTO partitions) */
 } hp_cc_opts;

@@ -131,8 +131,7 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
        * branch lands is luck, 25% on a 3x3 conv at 256 channels.  The
        * assembler can keep branches inside 32-byte blocks. */
       jcc = jcc_erratum_host();
-      snprintf(host_flags, sizeof host_flags, "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno%s",
-               jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
+      snprintf(host_flags, sizeof host_flags, "%s%s", HP_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
       flags = host_flags;
     }
     hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL, .parallel = true};
