@@ -122,6 +122,29 @@ static void test_plain(void **st) {
  * log and exp ran at 40 ns an element). */
 static const char *const MATH[] = {"hp_exp2f", "hp_expf", "hp_log2f", "hp_erff"};
 
+#if defined(__x86_64__)
+/* `src` compiled with `flags -S`: the assembly (malloc'd) */
+static char *to_asm(const char *src, const char *flags) {
+  char dir[] = "/tmp/harp-prelude-XXXXXX", cpath[64], spath[64], lpath[64], all[256];
+  assert_non_null(mkdtemp(dir));
+  snprintf(cpath, sizeof cpath, "%s/k.c", dir), snprintf(spath, sizeof spath, "%s/k.s", dir);
+  snprintf(lpath, sizeof lpath, "%s/cc.log", dir), snprintf(all, sizeof all, "%s -S", flags);
+  FILE *fp = fopen(cpath, "w");
+  assert_non_null(fp);
+  fputs(src, fp);
+  fclose(fp);
+  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+  assert_int_equal(hp_run_cc(cc, all, NULL, spath, cpath, lpath), 0);
+  size_t n = 0;
+  char *as = NULL;
+  hp_error e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(hp_read_file(&e, spath, (size_t)1 << 26, &as, &n), HP_OK);
+  remove(cpath), remove(spath), remove(lpath), remove(dir);
+  return as;
+}
+#endif
+
 static void check_vectorizes(const char *flags) {
 #if defined(__x86_64__)
   hp_str src;
@@ -133,21 +156,7 @@ static void check_vectorizes(const char *flags) {
                   "  _Pragma(\"omp simd\") for (long i = 0; i < n; i++) out[i] = %s(in[i]);\n}\n",
                   MATH[f], MATH[f]);
   assert_false(src.oom);
-  char dir[] = "/tmp/harp-prelude-XXXXXX", cpath[64], spath[64], lpath[64], all[256];
-  assert_non_null(mkdtemp(dir));
-  snprintf(cpath, sizeof cpath, "%s/k.c", dir), snprintf(spath, sizeof spath, "%s/k.s", dir);
-  snprintf(lpath, sizeof lpath, "%s/cc.log", dir), snprintf(all, sizeof all, "%s -S", flags);
-  FILE *fp = fopen(cpath, "w");
-  assert_non_null(fp);
-  fputs(src.buf, fp);
-  fclose(fp);
-  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  assert_int_equal(hp_run_cc(cc, all, NULL, spath, cpath, lpath), 0);
-  size_t n = 0;
-  char *as = NULL;
-  hp_error e;
-  memset(&e, 0, sizeof e);
-  assert_int_equal(hp_read_file(&e, spath, (size_t)1 << 26, &as, &n), HP_OK);
+  char *as = to_asm(src.buf, flags);
   for (size_t f = 0; f < sizeof MATH / sizeof *MATH; f++) {
     char label[64];
     snprintf(label, sizeof label, "\nt_%s:", MATH[f]);
@@ -158,7 +167,6 @@ static void check_vectorizes(const char *flags) {
     if (!packed) fail_msg("%s: the loop over %s did not vectorize (no packed multiply)", flags, MATH[f]);
   }
   free(as);
-  remove(cpath), remove(spath), remove(lpath), remove(dir);
   hp_str_free(&src);
 #else
   (void)flags;
@@ -184,24 +192,9 @@ static void test_predicated_floor_vectorizes(void **st) {
       "  _Pragma(\"omp simd\") for (long i = 0; i < n; i++) {\n"
       "    float x = in[i], a = x * 0.637f, f = floorf(a), r = (a - f) * 1.57f;\n"
       "    out[i] = fabsf(x) < 0.785f ? x : r * r * 0.5f - f * 3.0e-8f;\n  }\n}\n";
-  char dir[] = "/tmp/harp-predfloor-XXXXXX", cpath[64], spath[64], lpath[64], all[256];
-  assert_non_null(mkdtemp(dir));
-  snprintf(cpath, sizeof cpath, "%s/k.c", dir), snprintf(spath, sizeof spath, "%s/k.s", dir);
-  snprintf(lpath, sizeof lpath, "%s/cc.log", dir), snprintf(all, sizeof all, "%s -S", HP_CFLAGS_HOST);
-  FILE *fp = fopen(cpath, "w");
-  assert_non_null(fp);
-  fputs(src, fp);
-  fclose(fp);
-  const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  assert_int_equal(hp_run_cc(cc, all, NULL, spath, cpath, lpath), 0);
-  size_t n = 0;
-  char *as = NULL;
-  hp_error e;
-  memset(&e, 0, sizeof e);
-  assert_int_equal(hp_read_file(&e, spath, (size_t)1 << 26, &as, &n), HP_OK);
+  char *as = to_asm(src, HP_CFLAGS_HOST);
   if (!strstr(as, "mulps")) fail_msg("%s: the predicated floorf loop did not vectorize", HP_CFLAGS_HOST);
   free(as);
-  remove(cpath), remove(spath), remove(lpath), remove(dir);
 #endif
 }
 
