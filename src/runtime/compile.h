@@ -6,12 +6,10 @@
 
 #include "harp/error.h"
 
-/* The generated C's flags.  -fno-trapping-math: harp's arithmetic is IEEE
- * non-stop (no FP exception is ever unmasked or read), and with traps
- * assumed GCC would not vectorize a floorf it had predicated under a select
- * (Sin of 1024x4096 on Zen 5: 94 -> 20 ms); results are unchanged. */
-#define HP_CFLAGS_PORTABLE "-O3 -fopenmp-simd -fno-math-errno -fno-trapping-math"
-#define HP_CFLAGS_HOST "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno -fno-trapping-math"
+/* The generated C's flags (a kernel that needs -fno-trapping-math says so
+ * itself: HP_NOTRAP, rc_prelude.c). */
+#define HP_CFLAGS_PORTABLE "-O3 -fopenmp-simd -fno-math-errno"
+#define HP_CFLAGS_HOST "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno"
 
 typedef struct hp_cc_opts {
   const char *cc;        /* NULL: $CC, else "cc" */

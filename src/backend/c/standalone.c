@@ -34,7 +34,7 @@ void cgen_standalone_header(hp_str *o) {
 void cgen_standalone_makefile(hp_str *o) {
   hp_str_puts(o,
               "# Builds and runs the model without harp: make (or make run).\n"
-              "CC ?= cc\nCFLAGS ?= -O3 -fopenmp-simd -fno-math-errno -fno-trapping-math\n"
+              "CC ?= cc\nCFLAGS ?= -O3 -fopenmp-simd -fno-math-errno\n"
               "# Skylake-derived cores slow down on jumps across 32-byte boundaries (the\n"
               "# JCC erratum); where the assembler can avoid them, it does (padding only).\n"
               "JCC := $(shell $(CC) -Wa,-mbranches-within-32B-boundaries -x c -c /dev/null -o /dev/null 2>/dev/null"
