@@ -858,8 +858,10 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   if (!getenv("HARP_NO_COALESCE") && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
-  size_t head = out->len; /* where the kernel starts: HP_NOTRAP goes there when it floors */
-  hp_str_printf(out, "HP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", fn);
+  bool floors = false; /* HP_NOTRAP (rc_prelude.c) for a kernel that calls floorf */
+  for (int k = 0; k < R->nblocks && !floors; k++) floors = g->nodes[poly_block(c->pv, R->blocks[k])->node].op == TINY_FLOOR;
+  hp_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
+                fn);
   if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
   /* one typed restrict pointer per buffer: live buffers never overlap */
   for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
@@ -887,16 +889,6 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   emit_locals(&m, out, "  ", heap ? "hp_heap" : NULL, NULL);
   if ((st = rc_print_ast(&m, tree, 1))) goto done;
   hp_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
-  if (!out->oom && strstr(out->buf + head, "floorf(")) { /* HP_NOTRAP in front (rc_prelude.c) */
-    hp_str body;
-    hp_str_init(&body);
-    hp_str_puts(&body, out->buf + head);
-    out->len = head, out->buf[head] = 0;
-    hp_str_puts(out, "HP_NOTRAP ");
-    hp_str_putn(out, body.buf ? body.buf : "", body.len);
-    if (body.oom) out->oom = true;
-    hp_str_free(&body);
-  }
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
    * shared loops).  Small kernels stay on the calling thread. */
