@@ -36,6 +36,12 @@ double plan_time_formula(double flops, double bytes, double peak, double bw, dou
 
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
+/* ctas over `slots` resident CTAs: the share of the waves' slots they fill */
+static double wave_eff(int64_t ctas, double slots) {
+  double waves = ceil((double)ctas / slots);
+  return waves > 0 ? (double)ctas / (waves * slots) : 0;
+}
+
 /* Outer tiles = CTAs before split-K: every parallel axis, tiled or not. */
 static int64_t outer_tiles(const plan_t *p, const plan_region_info *r) {
   double n = 1;
@@ -139,15 +145,13 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
   out->bytes = bytes;
   out->peak = contraction ? plan_machine_peak(m, r->in_dtype) : m->peak_fp32;
   out->bw = m->mem_bw;
-  double slots = (double)m->sm_count * res->cta_per_sm;
-  double waves = ceil((double)out->ctas / slots);
-  out->wave_eff = waves > 0 ? (double)out->ctas / (waves * slots) : 0;
+  out->wave_eff = wave_eff(out->ctas, (double)m->sm_count * res->cta_per_sm);
   out->occ_eff = res->occ * out->wave_eff;
   double occ = out->occ_eff, eff = res->pipeline_eff;
+  double launches = plan_arch_is_gpu(m->arch) ? extra_launches * GPU_LAUNCH_S : 0;
   out->t_compute = occ > 0 && eff > 0 ? flops / (out->peak * occ * eff) : INFINITY;
   out->t_memory = occ > 0 ? bytes / (out->bw * occ) : INFINITY;
-  out->time_est = plan_time_formula(flops, bytes, out->peak, out->bw, occ, eff);
-  if (plan_arch_is_gpu(m->arch)) out->time_est += extra_launches * GPU_LAUNCH_S;
+  out->time_est = plan_time_formula(flops, bytes, out->peak, out->bw, occ, eff) + launches;
   /* SM90 GEMMs run on the persistent, warp-specialised wgmma template: one
    * CTA per SM keeps the tensor cores fed, so a second resident CTA buys
    * nothing and the ring depth is what counts (H100: 128x256 tiles with 3
@@ -158,10 +162,8 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
    * four 128x128 tiles keep §5's ranking (no measurement says otherwise). */
   out->rank_time = out->time_est;
   if (m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL && res->cta_per_sm >= 1 &&
-      M * N * B >= 4.0 * 128 * 128) {
-    double w = ceil((double)out->ctas / m->sm_count), weff = w > 0 ? (double)out->ctas / (w * m->sm_count) : 0;
-    out->rank_time = plan_time_formula(flops, bytes, out->peak, out->bw, weff, eff) + extra_launches * GPU_LAUNCH_S;
-  }
+      M * N * B >= 4.0 * 128 * 128)
+    out->rank_time = plan_time_formula(flops, bytes, out->peak, out->bw, wave_eff(out->ctas, m->sm_count), eff) + launches;
   return HP_OK;
 }
 
