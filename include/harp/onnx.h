@@ -80,11 +80,15 @@ typedef struct hp_onnx_model {
  * input's element type (int64 and int32 inputs take i32 tensors, float fp32,
  * float16 fp16, bool bool) and its static dims.  A name that is not a graph
  * input, or one an initializer already holds, is left alone: `used[i]` says
- * which were taken (the caller may pass NULL). */
+ * which were taken (the caller may pass NULL).  The data is `fixed[i]`, or,
+ * with `fixed` NULL, what read(e, read_ctx, i, &t) gives, asked only for a
+ * name that is a graph input (the importer frees t). */
 typedef struct hp_onnx_opts {
   int nfixed;
   const char *const *fixed_names; /* ONNX names */
   const hp_tensor *fixed;
+  hp_status (*read)(hp_error *e, void *read_ctx, int i, hp_tensor *out);
+  void *read_ctx;
   bool *used;
 } hp_onnx_opts;
 

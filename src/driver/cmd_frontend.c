@@ -54,6 +54,15 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
   return lower_program(e, o, *program, NULL, g, defaults);
 }
 
+/* --param k's file, read only when the importer finds a graph input of
+ * that name (an initializer's --param is read once, as a weight, later) */
+static hp_status read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
+  const cli_opts *o = ctx;
+  for (int i = 0; i < o->ninputs; i++)
+    if (o->input_names[i] == o->params[k]) return hp_npy_read(e, o->input_files[i], -1, out);
+  return hp_fail(e, HP_E_INTERNAL, o->params[k], "--param without its file");
+}
+
 /* --param NAME=FILE naming a graph input (not an initializer): fixed at
  * import, so an integer input (a shape, axes, pads) folds as an initializer
  * would; it leaves o's --input list, since the model no longer has it. */
@@ -61,13 +70,9 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
   *onnx = hp_xcalloc(1, sizeof **onnx);
   if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   int n = o->nparams;
-  hp_tensor *t = hp_xcalloc((size_t)n + 1, sizeof *t);
   bool *used = hp_xcalloc((size_t)n + 1, sizeof *used);
-  hp_status st = t && used ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  for (int k = 0; k < n && !st; k++)
-    for (int i = 0; i < o->ninputs && !st; i++)
-      if (o->input_names[i] == o->params[k]) st = hp_npy_read(e, o->input_files[i], -1, &t[k]);
-  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .fixed = t, .used = used};
+  hp_status st = used ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used};
   if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, *onnx);
   for (int k = n - 1; k >= 0 && !st; k--) {
     if (!used[k]) continue;
@@ -82,8 +87,6 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
     memmove(&o->params[k], &o->params[k + 1], sizeof *o->params * (size_t)(o->nparams - k - 1));
     o->nparams--;
   }
-  for (int k = 0; t && k < n; k++) hp_tensor_free(&t[k]);
-  free(t);
   free(used);
   if (st) return st;
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);

@@ -581,10 +581,10 @@ static void drop_elements(Onnx__TensorProto *tp) {
   tp->n_float_data = 0;
 }
 
-/* Graph input vi fixed at import to the data opts->fixed[k]: decoded as an
- * initializer would be (a proto made over the tensor's bytes). */
-static hp_status fixed_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
-  const hp_tensor *t = &c->opts->fixed[k];
+/* Graph input vi fixed at import to the data opts->fixed[k] (or what
+ * opts->read gives): decoded as an initializer would be (a proto made over
+ * the tensor's bytes). */
+static hp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k, const hp_tensor *t) {
   char nm[96];
   const Onnx__TypeProto__Tensor *tt = input_type(c, vi, nm);
   if (!tt) return c->e->code;
@@ -632,6 +632,17 @@ static hp_status fixed_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   }
   free(wide);
   if (!st && c->opts->used) c->opts->used[k] = true;
+  return st;
+}
+
+static hp_status fixed_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
+  const hp_onnx_opts *o = c->opts;
+  if (o->fixed) return fixed_input_data(c, vi, k, &o->fixed[k]);
+  if (!o->read) return ox_fail(c, HP_E_INVALID_ARG, "fixed input %d has neither data nor a reader", k);
+  hp_tensor t = {0};
+  hp_status st = o->read(c->e, o->read_ctx, k, &t);
+  if (!st) st = fixed_input_data(c, vi, k, &t);
+  hp_tensor_free(&t);
   return st;
 }
 

@@ -117,6 +117,21 @@ static void test_good(void **state) {
 }
 
 /* hp_onnx_load_buffer_opts: the graph input fixed at import is a weight, not an input */
+typedef struct reader {
+  hp_tensor t;
+  int calls, last;
+  bool fail;
+} reader;
+
+static hp_status read_one(hp_error *e, void *ctx, int i, hp_tensor *out) {
+  reader *r = ctx;
+  r->calls++, r->last = i;
+  if (r->fail) return hp_fail(e, HP_E_IO, "x.npy", "cannot read");
+  if (hp_tensor_alloc(e, out, r->t.dtype, r->t.rank, r->t.shape)) return e->code;
+  memcpy(out->data, r->t.data, r->t.nbytes);
+  return HP_OK;
+}
+
 static void test_fixed_input(void **state) {
   (void)state;
   mb b;
@@ -157,6 +172,23 @@ static void test_fixed_input(void **state) {
   hp_error_clear(&e);
   assert_int_equal(hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m), HP_E_INPUT_MISMATCH);
   assert_non_null(strstr(e.msg, "dim 0 is 2"));
+  assert_null(m.program);
+  /* without `fixed`, the reader is asked for the graph input alone */
+  shape[0] = 2;
+  reader r = {.t = x};
+  hp_onnx_opts lazy = {.nfixed = 2, .fixed_names = names, .read = read_one, .read_ctx = &r, .used = used};
+  hp_error_clear(&e);
+  assert_ok(&e, hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &lazy, &m));
+  assert_int_equal(r.calls, 1);
+  assert_int_equal(r.last, 0);
+  assert_true(used[0]);
+  assert_false(used[1]);
+  assert_int_equal(m.nweights, 2);
+  hp_onnx_model_free(&m);
+  /* its failure is the import's */
+  r.fail = true;
+  hp_error_clear(&e);
+  assert_int_equal(hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &lazy, &m), HP_E_IO);
   assert_null(m.program);
   hp_tensor_free(&x);
   hp_tensor_free(&x4);
