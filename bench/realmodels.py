@@ -36,7 +36,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "py"))
+from e2e import median_ms  # noqa: E402
 import test_realmodels as trm  # noqa: E402  (also fetch, harp_test, onnxruntime)
 
 import onnx  # noqa: E402
@@ -44,17 +46,6 @@ import onnxruntime as ort  # noqa: E402
 
 THREADS = 2
 PEERS = ("ort", "ov", "ov_f32")
-
-
-def median_ms(fn, repeat, warmup=3):
-    for _ in range(warmup):
-        fn()
-    t = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(t))
 
 
 def ort_session(path):
@@ -139,6 +130,19 @@ def ratio(r, k):
     return f"{r['ms'][k] / r['ms']['harp']:.2f}" if k in r["ms"] else "-"
 
 
+def markdown(results, prec):
+    """The figures as a markdown table: a row per model that harp runs."""
+    print(f"\n| model | inputs | harp ms | onnxruntime ms | OpenVINO {prec} ms | OpenVINO f32 ms | ort / harp | "
+          f"OV {prec} / harp | OV f32 / harp | OV {prec} error |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in results.items():
+        if "ms" not in r:
+            continue
+        ms, nan = r["ms"], float("nan")
+        print(f"| {name} | `{r['inputs']}` | {ms['harp']:.2f} | {ms['ort']:.2f} | {ms.get('ov', nan):.2f} | {ms.get('ov_f32', nan):.2f} | "
+              f"{ratio(r, 'ort')} | {ratio(r, 'ov')} | {ratio(r, 'ov_f32')} | {r.get('ov_err', nan):.1g} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
@@ -149,8 +153,13 @@ def main():
     ap.add_argument("--size", choices=("small", "medium", "large"), default="large", help="the largest size class (default large: all)")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("--from-json", help="print the markdown table of an earlier --json and exit")
     ap.add_argument("names", nargs="*", help="only these models")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            doc = json.load(f)
+        return markdown(doc["models"], doc["openvino_precision"])
     a.all, a.sanitize = a.size == "large", False
     models = trm.pick(trm.fetch.load_manifest(), a)
     try:
@@ -174,13 +183,7 @@ def main():
         print(f"{e['name']:22} {ms['harp']:9.3f} {ms['ort']:9.3f} {ms.get('ov', float('nan')):9.3f} {ms.get('ov_f32', float('nan')):9.3f} "
               f"{ratio(r, 'ort'):>6} {ratio(r, 'ov'):>6} {ratio(r, 'ov_f32'):>7}  {r.get('ov_err', float('nan')):.1g}  {r['inputs']}", flush=True)
     if a.markdown:
-        print(f"\n| model | inputs | harp ms | onnxruntime ms | OpenVINO {prec} ms | OpenVINO f32 ms | ort/harp | ov {prec}/harp | ov f32/harp |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        for name, r in results.items():
-            if "ms" in r:
-                ms = r["ms"]
-                print(f"| {name} | `{r['inputs']}` | {ms['harp']:.2f} | {ms['ort']:.2f} | {ms.get('ov', float('nan')):.2f} | "
-                      f"{ms.get('ov_f32', float('nan')):.2f} | {ratio(r, 'ort')} | {ratio(r, 'ov')} | {ratio(r, 'ov_f32')} |")
+        markdown(results, prec)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d"), "openvino_precision": prec, "models": results}, f, indent=1)

@@ -70,11 +70,6 @@ VERDICTS = ("pass", "refused", "WRONG", "crash", "hang", "error", "skipped")
 WORST = ("WRONG", "crash", "hang", "error", "refused", "skipped", "pass")  # a model's verdict: its worst case's
 
 
-def graph_inputs(m):
-    inits = {i.name for i in m.graph.initializer}
-    return [i for i in m.graph.input if i.name not in inits]
-
-
 def text_image(h, w, rng):
     """A grey-level page of h x w pixels in [0, 255]: lines of dark
     glyphs (a few strokes each) on a light, slightly noisy background."""
@@ -133,7 +128,7 @@ def make_inputs(entry, m, k):
     sset = entry["shapes"][k]
     rng = np.random.default_rng(zlib.crc32(entry["name"].encode()) + k)
     feeds = {}
-    for vi in graph_inputs(m):
+    for vi in conf.graph_inputs(m):
         t = vi.type.tensor_type
         if vi.name in sset:
             shape = list(sset[vi.name])
@@ -300,7 +295,7 @@ def source_text(e):
         return f"`{s['pip']}` {os.path.basename(s['path'])}"
     if "onnx" in s:
         return f"onnx {onnx.__version__} `{s['onnx']}` (random weights)"
-    return f"`{s['recipe']} {' '.join(s.get('args', []))}` ({', '.join(s.get('needs', [])[:3])})"
+    return f"recipe `{s['recipe']} {' '.join(s.get('args', []))}` ({s.get('needs', ['?'])[0]})"
 
 
 def markdown(models, results, before):
@@ -309,7 +304,7 @@ def markdown(models, results, before):
     ins = collections.defaultdict(list)
     for cid, _v, _d, _dt, txt in results:
         ins[cid.split("/")[0]].append(txt)
-    cols = ["model", "category", "source", "inputs (one set per line)"] + (["before"] if before else []) + ["harp", "reason"]
+    cols = ["model", "category", "source", "inputs (one set per line)"] + (["before", "now"] if before else ["harp"]) + ["reason"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for e in models:
@@ -319,7 +314,7 @@ def markdown(models, results, before):
         row = [e["name"], e["category"], source_text(e), "<br>".join(f"`{t}`" for t in ins[e["name"]] if t)]
         if before:
             row.append(before.get(e["name"], ["-"])[0])
-        row += [v, detail.replace("|", "\\|")]
+        row += [v, f"`{detail}`" if detail else ""]
         print("| " + " | ".join(row) + " |")
 
 
@@ -330,7 +325,8 @@ def summary(results, models):
     print(f"corpus: {n['pass']} of {len(mv)} models pass on every shape set ("
           + ", ".join(f"{k} {n[k]}" for k in VERDICTS if n[k]) + "); cases: "
           + ", ".join(f"{k} {c[k]}" for k in VERDICTS if c[k]))
-    reasons = collections.Counter(re.sub(r'"[^"]*"', '"..."', d)[:90] for _c, v, d, _t, _i in results if v == "refused")
+    reasons = collections.Counter(re.sub(r'"[^"]*"', '"..."', d.split("; peers:")[0])[:100]
+                                  for _c, v, d, _t, _i in results if v == "refused")
     if reasons:
         print("refused:")
         for r, k in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):

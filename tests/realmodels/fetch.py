@@ -119,6 +119,7 @@ def download(spec, sdist=False, root=None):
             err = (p.stderr or p.stdout).strip()
             kind = "network" if any(s in err for s in NETWORK_SIGNS) else "error"
             raise FetchError(kind, f"pip download {spec} failed: {err.splitlines()[-1] if err else p.returncode}")
+        os.chmod(tmp, 0o755)
         os.rename(tmp, final)
     return final
 
@@ -254,6 +255,7 @@ def fetch(entry, python=None, root=None):
                 _make_recipe(entry, tmp, python or os.environ.get("HARP_REALMODELS_PYTHON") or sys.executable)
                 if entry.get("reproducible"):
                     _check(entry, tmp)
+            os.chmod(tmp, 0o644)
             os.rename(tmp, final)
         finally:
             if os.path.exists(tmp):
