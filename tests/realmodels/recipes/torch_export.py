@@ -6,14 +6,17 @@ by torch.onnx.export.
 
     PY tests/realmodels/recipes/torch_export.py OUT.onnx NAME
 
-Needs: torch==2.9.1, torchvision==0.24.1, transformers==4.57.1 and onnxscript
-(for the dynamo exporter) in PY; exits 3 when one is missing (fetch.py then
+Needs: torch==2.9.1, torchvision==0.24.1, transformers==4.57.1, onnxscript
+(for the dynamo exporter) and, for mobilenet_v3_fp16, onnxconverter-common==1.16.0
+in PY; exits 3 when one is missing (fetch.py then
 reports the model unavailable).  Gives: OUT.onnx.  NAME is one of MODELS.
 
-Each export uses the TorchScript exporter (dynamo=False, opset 17) with the
+The torchvision models' batch norms hold the statistics of random batches
+(calibrated).  Each export uses the TorchScript exporter (dynamo=False, opset 17) with the
 dims a user would mark dynamic, except resnet18_dynamo, which uses the
 torch.export-based exporter (dynamo=True, opset 18) that torch 2.9 makes the
-default.  The bytes are reproducible at these versions (fetch.py checks
+default.  mobilenet_v3_fp16 is the same export halved by onnxconverter-common
+(float16 weights, activations, inputs and outputs).  The bytes are reproducible at these versions (fetch.py checks
 their sha256).
 """
 import os
@@ -37,8 +40,24 @@ def export(model, args, out, names_in, names_out, dynamic):
                           dynamic_axes=dynamic, opset_version=OPSET, dynamo=False, do_constant_folding=True)
 
 
+def calibrated(m, shape):
+    """m with its batch norms' running statistics set to the batch
+    statistics of a few random batches of `shape`, as training leaves them:
+    torchvision's fresh statistics (mean 0, variance 1) let the activations
+    of a random MobileNet fade to 1e-10 by the logits."""
+    for b in m.modules():
+        if isinstance(b, torch.nn.BatchNorm2d):
+            b.reset_running_stats()
+            b.momentum = None  # a cumulative average
+    m.train()
+    with torch.no_grad():
+        for _ in range(4):
+            m(torch.randn(*shape))
+    return m.eval()
+
+
 def mobilenet_v3(out):
-    m = torchvision.models.mobilenet_v3_large(weights=None)
+    m = calibrated(torchvision.models.mobilenet_v3_large(weights=None), (8, 3, 224, 224))
     export(m, (torch.randn(1, 3, 224, 224),), out, ["input"], ["logits"], {"input": {0: "batch"}, "logits": {0: "batch"}})
 
 
@@ -55,12 +74,13 @@ class SegOut(torch.nn.Module):
 
 def lraspp(out):
     m = torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=21)
+    m = calibrated(m, (4, 3, 224, 224))
     dyn = {"input": {0: "batch", 2: "height", 3: "width"}, "out": {0: "batch", 2: "height", 3: "width"}}
     export(SegOut(m), (torch.randn(1, 3, 224, 224),), out, ["input"], ["out"], dyn)
 
 
 def resnet18_dynamo(out):
-    m = torchvision.models.resnet18(weights=None).eval()
+    m = calibrated(torchvision.models.resnet18(weights=None), (8, 3, 224, 224))
     batch = torch.export.Dim("batch", min=1, max=64)
     with torch.no_grad():
         prog = torch.onnx.export(m, (torch.randn(2, 3, 224, 224),), None, input_names=["input"], output_names=["logits"],
@@ -155,7 +175,27 @@ def wav2vec2(out):
     export(Hidden(), (torch.randn(1, 16000),), out, ["input_values"], ["last_hidden_state"], dyn)
 
 
-MODELS = {f.__name__: f for f in (mobilenet_v3, lraspp, resnet18_dynamo, bert, gpt2_past, llama_past, wav2vec2)}
+def fp16(out, make):
+    """The model `make` exports, converted to float16 throughout, inputs and
+    outputs too, by onnxconverter-common (as users halve exported models)."""
+    import onnx
+    try:
+        from onnxconverter_common import float16
+    except ImportError as e:
+        print(f"converter missing: {e}", file=sys.stderr)
+        sys.exit(3)
+    make(out + ".fp32")
+    m = float16.convert_float_to_float16(onnx.load(out + ".fp32"), keep_io_types=False)
+    os.unlink(out + ".fp32")
+    onnx.save(m, out)
+
+
+def mobilenet_v3_fp16(out):
+    fp16(out, mobilenet_v3)
+
+
+MODELS = {f.__name__: f for f in (mobilenet_v3, lraspp, resnet18_dynamo, bert, gpt2_past, llama_past, wav2vec2,
+                                  mobilenet_v3_fp16)}
 
 
 def main():
