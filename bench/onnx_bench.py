@@ -18,7 +18,8 @@ against onnxruntime alone.  Their weights are ConstantOfShape fills of 0.02;
 here each fill is replaced by a random initializer of its shape (He-scaled;
 rank-1 ones in [0.5, 1.5], so batch-norm variances stay positive), which
 keeps the graph and makes the output comparison mean something; a final
-Softmax is dropped (the logits are compared, and timed).
+Softmax is dropped (the logits are compared, and timed): tests/realmodels/
+fetch.py's light_random, which makes the corpus's light_* models.
 """
 import argparse
 import os
@@ -33,6 +34,8 @@ import e2e  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnx_models as om  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "realmodels"))
+import fetch as realmodels_fetch  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 
@@ -53,41 +56,18 @@ LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "dat
 
 
 def light(name, seed=0):
-    """The light model with random weights in place of its ConstantOfShape fills, and a random input."""
-    from onnx import numpy_helper
-    m = onnx.load(os.path.join(LIGHT_DIR, name + ".onnx"))
-    g, r = m.graph, np.random.default_rng(seed)
-    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
-    keep, made = [], []
-    for n in g.node:
-        if n.op_type == "ConstantOfShape" and n.input[0] in inits:
-            shape = [int(d) for d in inits[n.input[0]]]
-            if len(shape) == 1:
-                w = r.uniform(0.5, 1.5, shape)
-            else:
-                w = r.standard_normal(shape) * np.sqrt(2.0 / max(1, int(np.prod(shape[1:]))))
-            made.append(numpy_helper.from_array(w.astype(np.float32), n.output[0]))
-        else:
-            keep.append(n)
-    if keep[-1].op_type == "Softmax":  # compare the logits: a saturated softmax hides errors
-        g.output[0].name = keep[-1].input[0]
-        keep.pop()
+    """The light model with random weights in place of its ConstantOfShape
+    fills and its final Softmax dropped (tests/realmodels/fetch.py's
+    light_random), its input renamed "data", and a random input."""
+    m = realmodels_fetch.light_random(onnx.load(os.path.join(LIGHT_DIR, name + ".onnx")), seed)
+    g = m.graph
+    inits = {i.name for i in g.initializer}
     x = [i for i in g.input if i.name not in inits][0]
-    for n in keep:  # the input as "data": harp bench's --input files are named after it
+    for n in g.node:  # the input as "data": harp bench's --input files are named after it
         n.input[:] = ["data" if i == x.name else i for i in n.input]
     x.name = "data"
-    used = {i for n in keep for i in n.input}
-    del g.node[:]
-    g.node.extend(keep)
-    left = [i for i in g.initializer if i.name in used]  # not the fills' shapes
-    del g.initializer[:]
-    g.initializer.extend(left + made)
-    ins = [i for i in g.input if i.name == "data" or i.name in used]  # IR 3: every initializer is an input too
-    ins += [onnx.helper.make_tensor_value_info(t.name, onnx.TensorProto.FLOAT, list(t.dims)) for t in made]
-    del g.input[:]
-    g.input.extend(ins)
     shape = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
-    return m, x.name, r.random(shape, dtype=np.float32)
+    return m, x.name, np.random.default_rng(seed + 1).random(shape, dtype=np.float32)
 
 
 def bench_light(a, h):

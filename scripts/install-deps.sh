@@ -13,9 +13,10 @@ DEB_PACKAGES="build-essential cmake pkg-config libisl-dev libjansson-dev libcmoc
 PY_PACKAGES="numpy onnx onnxruntime"
 
 # Optional "bench" list: only bench/ needs these (OpenBLAS, oneDNN as peers of
-# the generated CPU kernels; onnxruntime is in the main list).  Tests and CI never do.
+# the generated CPU kernels; OpenVINO as a peer of whole models, bench/realmodels.py;
+# onnxruntime is in the main list).  Tests and CI never do.
 BENCH_DEB_PACKAGES="libopenblas-dev libdnnl-dev"
-BENCH_PY_PACKAGES="onnxruntime onnx"
+BENCH_PY_PACKAGES="onnxruntime onnx openvino"
 
 if [ "${1:-}" = "--bench" ]; then
   SUDO=""
