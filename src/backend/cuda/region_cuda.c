@@ -378,7 +378,7 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   if (cuda_conv_out_hw(&s, &coh, &cow)) {
     cuda_tune t = s.tune;
     int64_t G = cv.groups > 0 ? cv.groups : 1, ocg = cv.oc / G, kk = cv.c / G * cv.kh * cv.kw;
-    cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype);
+    cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype, CUDA_MM_MMA16);
     int64_t ctas = (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv.n * G;
     if (ctas < CONV_FEW_CTAS && kk >= CONV_LONG_K)
       DECLINE("few output tiles over a long reduction (no split-K for convolutions): the generic kernel");
