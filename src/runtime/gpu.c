@@ -87,6 +87,11 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   m->cache_dir = hp_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
   hp_status st = HP_OK;
+  cuda_math math = CUDA_MATH_TF32;
+  if (o && o->precision && !cuda_math_parse(o->precision, &math)) {
+    st = hp_fail(e, HP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", o->precision);
+    goto fail;
+  }
   if (!target && (st = open_rt(e, m, false))) goto fail; /* the device decides */
   if ((st = gpu_target(e, target, m->rt, &m->arch))) goto fail;
   /* Regions formed on the GPU's description.  As on the CPU, a CAST of an
@@ -94,7 +99,9 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
    * generic loop nest converts contraction operands only). */
   plan_machine mach;
   plan_machine_get(m->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &mach);
-  rg_options ro = {.machine = &mach, .no_operand_casts = true, .half_attention_only = true};
+  /* an fp32 attention is one region (the fused template) as TF32 only;
+   * strict fp32 and half rounding split it into matmuls and a softmax */
+  rg_options ro = {.machine = &mach, .no_operand_casts = true, .half_attention_only = math != CUDA_MATH_TF32};
   const char *nf = getenv("HARP_NO_FUSION");
   ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
   if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) goto fail;
@@ -105,7 +112,8 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
                        .cache_dir = o->cache_dir};
     if ((st = hp_plans_choose(e, m->part, g, syms, &mach, &po, &m->plans))) goto fail;
   }
-  if ((st = cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, m->plans.n ? m->plans.choice : NULL, &m->tu)))
+  if ((st = cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, m->plans.n ? m->plans.choice : NULL, math,
+                             &m->tu)))
     goto fail;
   if ((st = cuda_print(e, m->tu->mod, &m->source))) goto fail;
   *out = m;

@@ -85,10 +85,10 @@ def have_gxx():
     return shutil.which("g++") is not None
 
 
-def dump(model, target, syms=(), outdir=None):
-    """harp dump --dump gpu,cu; returns (process, dir)."""
+def dump(model, target, syms=(), outdir=None, extra=()):
+    """harp dump --dump gpu,cu (+ extra options); returns (process, dir)."""
     d = outdir or tempfile.mkdtemp(prefix="harp_gpu_")
-    args = [HARP, "dump", model, "--dump", "gpu,cu", "--target", target, "--dump-dir", d]
+    args = [HARP, "dump", model, "--dump", "gpu,cu", "--target", target, "--dump-dir", d, *extra]
     for s in syms:
         args += ["--sym", s]
     return subprocess.run(args, capture_output=True, text=True, timeout=300), d

@@ -94,21 +94,39 @@ for n, want in ((1, "generic"), (32, "template")):
         s.check(f"late conv n={n}: on the {want} kernel", g["launch_kinds"].get(want, 0) == 1 and
                 (want == "template" or any("few output tiles" in x for x in notes)), f"{g['launch_kinds']} {notes}")
 
-# an fp32 attention (no fused template takes it) is two matmuls and a softmax on the GPU, not
-# one generic kernel of the whole attention; an fp16 one stays the attention template
-for model, syms, fused in ((os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], False),
-                          (os.path.join(MODELS, "gpu", "transformer_block_fp16.harp"), [], True)):
+# an fp32 attention is the fused template as TF32 (the default precision); with --precision
+# fp32 (strict) or fp16 no fused template takes it: two matmuls and a softmax, not one generic
+# kernel of the whole attention; an fp16 one stays the attention template at any precision
+for model, syms, prec, fused in ((os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], None, True),
+                                 (os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], "fp32", False),
+                                 (os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], "fp16", False),
+                                 (os.path.join(MODELS, "gpu", "transformer_block_fp16.harp"), [], "fp32", True)):
+    what = f"{os.path.basename(model)} --precision {prec}"
     dd = tempfile.mkdtemp()
-    p = harp("dump", model, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd, *[a for x in syms for a in ("--sym", x)])
-    s.check(f"{os.path.basename(model)}: dump gpu", p.returncode == 0, p.stderr)
+    p = harp("dump", model, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd, *[a for x in syms for a in ("--sym", x)],
+             *(["--precision", prec] if prec else []))
+    s.check(f"{what}: dump gpu", p.returncode == 0, p.stderr)
     if p.returncode == 0:
         g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+        s.check(f"{what}: gpu.json says the precision", g.get("precision") == (prec or "tf32"), str(g.get("precision")))
         kinds = [k["kind"] for k in g["kernels"]]
         declined = [l.get("declined", "") for l in g["launches"]]
         if fused:
-            s.check("fp16 attention: the attention template", "attention" in kinds, str(kinds))
+            s.check(f"{what}: the attention template", "attention" in kinds, str(kinds))
         else:
-            s.check("fp32 attention: no attention region declined to a generic kernel",
+            s.check(f"{what}: no attention region declined to a generic kernel",
                     "attention" not in kinds and not any("attention takes" in x for x in declined), str(declined))
+        if prec is None:
+            att = [k for k in g["kernels"] if k["kind"] == "attention"]
+            s.check(f"{what}: the attention computes as TF32", att and "tf32" in att[0]["plan"].get("math", ""), str(att[:1]))
+
+# --precision: a bad value is a usage error naming the choices
+p = harp("dump", os.path.join(SRC, "examples", "transformer_block.harp"), "--dump", "gpu", "--target", "sm80",
+         "--precision", "fp8", "--dump-dir", tempfile.mkdtemp())
+s.check("--precision fp8: a usage error naming the choices", p.returncode == 1 and "UsageError" in p.stderr and "tf32, fp32, fp16 or bf16" in p.stderr,
+        p.stderr)
+for cmd in ("run", "bench", "compile", "dump"):
+    p = harp(cmd, "--help")
+    s.check(f"harp {cmd} --help names --precision", "--precision" in p.stdout and "tf32" in p.stdout, p.stdout[-300:])
 
 s.close()

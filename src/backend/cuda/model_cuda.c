@@ -43,7 +43,7 @@ static bool is_template(const char *kind) {
 
 hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
                            const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
-                           cuda_model_tu **out) {
+                           cuda_math math, cuda_model_tu **out) {
   *out = NULL;
   cuda_model_tu *t = hp_xcalloc(1, sizeof *t);
   if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -53,7 +53,8 @@ hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv
   t->arena = hp_arena_new();
   hp_status st = !t->io_offset || !t->arena ? hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory")
                                             : cuda_module_new(e, arch, &t->mod);
-  cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0, plans};
+  t->math = math;
+  cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0, plans, math};
   for (int r = 0; r < f->nkernels && !st; r++) st = cuda_emit_region(&c, r);
   t->launch = c.launch;
   t->nlaunch = c.nlaunch;
@@ -127,6 +128,7 @@ hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out) 
     json_decref(root);
     return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
   }
+  json_object_set_new(gpu, "precision", json_string(cuda_math_name(t->math)));
   json_t *ls = json_array();
   for (int i = 0; i < t->nlaunch; i++) {
     const cuda_launch *l = &t->launch[i];
