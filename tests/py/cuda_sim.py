@@ -63,6 +63,7 @@ CASES = [
     ("rows_mixed", os.path.join(GPU_MODELS, "rows_mixed.harp"), (), {"simple": 3, "generic": 1}),
     ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 6}),
     ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),
+    ("fp32_block", os.path.join(GPU_MODELS, "fp32_block.harp"), (), {"template": 3}),
 ]
 
 

@@ -105,6 +105,8 @@ typedef struct cuda_tune {
   int group_m;        /* SM90 persistent scheduler: grouped raster width in M tiles (0: 8) */
   bool persistent;    /* SM90: persistent CTAs walking the tile queue */
   int threads;        /* simple kernels: threads per CTA (0: 256) */
+  int min_blocks;     /* SM80 template: CTAs per SM the registers must allow (__launch_bounds__;
+                         0: the template's choice, 2 for SIMT, none otherwise) */
 } cuda_tune;
 
 void cuda_tune_default(cuda_tune *t, cuda_arch arch);

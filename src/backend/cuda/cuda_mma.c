@@ -528,6 +528,9 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   if (k->grid[2] > 65535) return hp_fail(e, HP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
+  /* SIMT: two CTAs per SM (ptxas gives 128 registers, a few bytes spilled, where
+   * it would take 183-230 and leave one CTA of 8 warps to hide the latencies) */
+  k->min_blocks = t->min_blocks ? t->min_blocks : p->mode == CUDA_MM_SIMT ? 2 : 0;
   tiny_dtype ab = p->ab_dtype;
   const char *et = cuda_ctype(ab);
   cuda_param_add(k, p->pname[0], et, CUDA_P_PTR_IN, ab);

@@ -84,9 +84,9 @@ const char *cuda_mm_col(mma_gen *g, const char *j) {
 void cuda_mm_decls(mma_gen *g) {
   cuda_b *b = &g->b;
   cuda_decl(b, "float", "acc", cuda_fmt(b, "[%d][%d][4]", g->MF, g->NF), "{}");
-  if (g->p->mode == CUDA_MM_SIMT) {
-    cuda_decl(b, "float", "av", "[8][4]", NULL);
-    cuda_decl(b, "float", "bv", "[8][4]", NULL);
+  if (g->p->mode == CUDA_MM_SIMT) { /* K-major: 4 k per 128-bit load; M/N-major: one k at a time */
+    cuda_decl(b, "float", "av", g->p->A.kmajor ? "[8][4]" : "[8][1]", NULL);
+    cuda_decl(b, "float", "bv", g->p->B.kmajor ? "[8][4]" : "[8][1]", NULL);
     cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
     return;
   }
@@ -230,44 +230,51 @@ static void inner_cvt16(mma_gen *g) {
   cuda_close(b);
 }
 
-/* SIMT: vals[x][0..3] <- 128-bit loads of the thread's 8 rows (A) or
- * columns (B) at k kq..kq+3 of the tile. */
-static void simt_load(mma_gen *g, bool is_a) {
+/* SIMT, a K-major tile: vals[x][0..3] <- the thread's 8 rows (A) or
+ * columns (B) at k kq..kq+3, one 128-bit load each. */
+static void simt_load_k4(mma_gen *g, bool is_a) {
   cuda_b *b = &g->b;
   const char *v = is_a ? "av" : "bv";
-  if (tile_kmajor(g, is_a)) { /* one row of the tile per load, 4 k */
-    cuda_for(b, "x", "0", "8", -1);
-    const char *r = is_a ? "wm * 32 + (lane >> 3) + x * 4" : "wn * 64 + (lane & 7) * 2 + (x >> 1) * 16 + (x & 1)";
-    lds(g, is_a, "hk_v", r, "kq", 16);
-    cuda_assign(b, cuda_fmt(b, "%s[x][0]", v), "hk_u2f(hk_v.x)");
-    cuda_assign(b, cuda_fmt(b, "%s[x][1]", v), "hk_u2f(hk_v.y)");
-    cuda_assign(b, cuda_fmt(b, "%s[x][2]", v), "hk_u2f(hk_v.z)");
-    cuda_assign(b, cuda_fmt(b, "%s[x][3]", v), "hk_u2f(hk_v.w)");
-    cuda_close(b);
-    return;
-  }
-  cuda_for(b, "kx", "0", "4", -1); /* per k, 4 consecutive rows / columns per load, two loads */
+  cuda_for(b, "x", "0", "8", -1);
+  const char *r = is_a ? "wm * 32 + (lane >> 3) + x * 4" : "wn * 64 + (lane & 7) * 2 + (x >> 1) * 16 + (x & 1)";
+  lds(g, is_a, "hk_v", r, "kq", 16);
+  cuda_assign(b, cuda_fmt(b, "%s[x][0]", v), "hk_u2f(hk_v.x)");
+  cuda_assign(b, cuda_fmt(b, "%s[x][1]", v), "hk_u2f(hk_v.y)");
+  cuda_assign(b, cuda_fmt(b, "%s[x][2]", v), "hk_u2f(hk_v.z)");
+  cuda_assign(b, cuda_fmt(b, "%s[x][3]", v), "hk_u2f(hk_v.w)");
+  cuda_close(b);
+}
+
+/* SIMT, an M/N-major tile: vals[x][0] <- the thread's 8 rows / columns at
+ * k kq + kx, two 128-bit loads of 4 consecutive ones (registers stay few:
+ * a K-major operand holds 32, this one 8). */
+static void simt_load_k1(mma_gen *g, bool is_a) {
+  cuda_b *b = &g->b;
+  const char *v = is_a ? "av" : "bv";
   cuda_for(b, "hb", "0", "2", -1);
   const char *c = is_a ? "wm * 32 + hb * 16 + (lane >> 3) * 4" : "wn * 64 + hb * 32 + (lane & 7) * 4";
   lds(g, is_a, "hk_v", "kq + kx", c, 16);
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 0][kx]", v), "hk_u2f(hk_v.x)");
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 1][kx]", v), "hk_u2f(hk_v.y)");
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 2][kx]", v), "hk_u2f(hk_v.z)");
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 3][kx]", v), "hk_u2f(hk_v.w)");
-  cuda_close(b);
+  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 0][0]", v), "hk_u2f(hk_v.x)");
+  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 1][0]", v), "hk_u2f(hk_v.y)");
+  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 2][0]", v), "hk_u2f(hk_v.z)");
+  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 3][0]", v), "hk_u2f(hk_v.w)");
   cuda_close(b);
 }
 
 static void inner_simt(mma_gen *g) {
   cuda_b *b = &g->b;
+  bool ak = g->p->A.kmajor, bk = g->p->B.kmajor;
   cuda_for_step(b, "kq", "0", cuda_fmt(b, "%d", g->BK), "4", -1);
-  simt_load(g, true);
-  simt_load(g, false);
+  if (ak) simt_load_k4(g, true);
+  if (bk) simt_load_k4(g, false);
   cuda_for(b, "kx", "0", "4", -1);
+  if (!ak) simt_load_k1(g, true);
+  if (!bk) simt_load_k1(g, false);
   cuda_for(b, "x", "0", "8", -1);
   cuda_for(b, "y", "0", "8", -1);
   cuda_assign(b, "acc[x >> 1][y >> 1][(x & 1) * 2 + (y & 1)]",
-              "hk_fma(av[x][kx], bv[y][kx], acc[x >> 1][y >> 1][(x & 1) * 2 + (y & 1)])");
+              cuda_fmt(b, "hk_fma(av[x][%s], bv[y][%s], acc[x >> 1][y >> 1][(x & 1) * 2 + (y & 1)])", ak ? "kx" : "0",
+                       bk ? "kx" : "0"));
   cuda_close(b);
   cuda_close(b);
   cuda_close(b);
