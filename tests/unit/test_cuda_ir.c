@@ -48,10 +48,15 @@ static void test_dump_json(void **s) {
     char seen[1024] = "";
     collect_ops(json_object_get(k, "body"), seen, sizeof seen);
     if (ms[i].contraction) {
-      const char *need[] = {"|CpAsync|", "|CommitGroup|", "|WaitGroup|", "|Barrier|", "|LdMatrix|", "|MmaSync|",
-                            "|Epilogue|", "|StGlobalVec|"};
+      /* strict fp32 (SIMT): shared loads and FFMA, no ldmatrix / mma */
+      bool simt = ms[i].kind == CU_M_GEMM && ms[i].g.a_dtype == TINY_FP32 && ms[i].g.math == CUDA_MATH_FP32;
+      /* fp32 operands rounded to fp16: their fragments read with ld.shared and packed */
+      bool lds = simt || (ms[i].kind == CU_M_GEMM && ms[i].g.a_dtype == TINY_FP32 && ms[i].g.math == CUDA_MATH_FP16);
+      const char *need[] = {"|CpAsync|", "|CommitGroup|", "|WaitGroup|", "|Barrier|", lds ? "|LdShared|" : "|LdMatrix|",
+                            simt ? "|Assign|" : "|MmaSync|", "|Epilogue|", "|StGlobalVec|"};
       for (int j = 0; j < 8; j++)
         if (!strstr(seen, need[j])) fail_msg("%s: no %s in the dialect (%s)", ms[i].name, need[j], seen);
+      if (simt && strstr(seen, "|MmaSync|")) fail_msg("%s: SIMT with an MmaSync", ms[i].name);
       json_t *plan = json_object_get(k, "plan");
       assert_non_null(json_object_get(plan, "BM"));
       assert_non_null(json_object_get(plan, "stages"));
