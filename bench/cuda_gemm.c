@@ -48,7 +48,7 @@ typedef struct blas {
 } blas;
 
 typedef struct tile_opts {
-  int bm, bn, stages, group, occ;
+  int bm, bn, bk, wm, wn, stages, group, occ;
   bool only80, only90, tn;
 } tile_opts;
 
@@ -171,6 +171,9 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   if (to->stages) g.tune.stages = to->stages;
   if (to->group) g.tune.group_m = to->group;
   if (to->occ) g.tune.min_blocks = to->occ;
+  if (to->bk) g.tune.bk = to->bk;
+  if (to->wm) g.tune.warp_m = to->wm;
+  if (to->wn) g.tune.warp_n = to->wn;
   void *ha = NULL, *hb = NULL, *hc = NULL, *hr = NULL, *hs = NULL;
   const char *dname = md->name, *lay = to->tn ? "tn" : "nn";
   const char *tname = arch == CUDA_SM90 ? "SM90" : md->math == CUDA_MATH_FP32 && dt == TINY_FP32 ? "SIMT" : "SM80";
@@ -213,8 +216,17 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   o.args[3] = o.args[2];
   double ms = 0, ms_blas = 0, ms_sgemm = 0;
   if (cuda_rt_time_fn(&e, rt, ours_call, &o, 5, 30, &ms)) goto out;
-  printf("%s GEMM %lld^3 %s %s template (bm %d bn %d stages %d): %.3f ms, %.1f TFLOP/s", dname, (long long)n, lay, tname,
-         g.tune.bm, g.tune.bn, g.tune.stages, ms, tflops(n, ms));
+  const cuda_kernel *kk = o.k;
+  const char *tile = "";
+  for (int q = 0; q < kk->nmeta; q++)
+    if (!strcmp(kk->meta[q].key, "warp_tile")) tile = kk->meta[q].str;
+  long long mv[4] = {0, 0, 0, 0}; /* the tile the template used: BM BN BK stages */
+  const char *mk[4] = {"BM", "BN", "BK", "stages"};
+  for (int q = 0; q < kk->nmeta; q++)
+    for (int r = 0; r < 4; r++)
+      if (!strcmp(kk->meta[q].key, mk[r])) mv[r] = kk->meta[q].num;
+  printf("%s GEMM %lld^3 %s %s template (%lldx%lldx%lld, %lld stages, warps %s, %d CTA/SM bound): %.3f ms, %.1f TFLOP/s", dname,
+         (long long)n, lay, tname, mv[0], mv[1], mv[2], mv[3], tile, kk->min_blocks, ms, tflops(n, ms));
   if (have_blas) {
     x->n = n, x->dtype = md->blas_dtype, x->compute = md->blas_compute, x->tn = to->tn;
     if (blas_point(&e, rt, x, o.args[0], o.args[1], bytes, hr, &ms_blas)) goto out;
@@ -260,6 +272,9 @@ int main(int argc, char **argv) {
     else if (sscanf(argv[i], "stages=%d", &t) == 1 && t > 0 && t <= 8) to.stages = t;
     else if (sscanf(argv[i], "group=%d", &t) == 1 && t > 0 && t <= 64) to.group = t;
     else if (sscanf(argv[i], "occ=%d", &t) == 1 && t > 0 && t <= 4) to.occ = t;
+    else if (sscanf(argv[i], "bk=%d", &t) == 1 && t > 0 && t <= 128) to.bk = t;
+    else if (sscanf(argv[i], "wm=%d", &t) == 1 && t > 0 && t <= 128) to.wm = t;
+    else if (sscanf(argv[i], "wn=%d", &t) == 1 && t > 0 && t <= 128) to.wn = t;
     else if (!strcmp(argv[i], "sm80")) to.only80 = true;
     else if (!strcmp(argv[i], "sm90")) to.only90 = true;
     else if (!strcmp(argv[i], "tn")) to.tn = true;
@@ -271,7 +286,7 @@ int main(int argc, char **argv) {
       }
     else if (*argv[i] && !*end && v >= 16 && v <= 32768 && nsz < 8) sizes[nsz++] = v;
     else {
-      fprintf(stderr, "usage: cuda_gemm [fp16|bf16|tf32|fp32]... [N]... [sm80|sm90] [nn|tn] [bm=B] [bn=B] [stages=S] [group=G] [occ=1..4]"
+      fprintf(stderr, "usage: cuda_gemm [fp16|bf16|tf32|fp32]... [N]... [sm80|sm90] [nn|tn] [bm=B] [bn=B] [bk=B] [wm=W] [wn=W] [stages=S] [group=G] [occ=1..4]"
                       "  (16 <= N <= 32768)\n");
       return 2;
     }

@@ -26,6 +26,7 @@
 # sanitize  compute-sanitizer memcheck over test_cuda_gpu's fp32 kernels
 #           (TF32 GEMM / conv / attention, SIMT, fp16-rounded, wgmma .tf32)
 # sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³ ($SWEEP_N), one process each
+# sweep32   fp32: SM80 TF32 tiles (warp tile, BK), SM90 TF32, SIMT at 4096³ ($SWEEP_N)
 # splitk    skinny GEMMs: the cost model's split-K plan, no split-K and each
 #           form forced, vs cuBLAS through PyTorch (bench/cuda_splitk.py)
 # e2e       whole models (ResNet-18/50, a BERT layer and BERT-base, a LLaMA
@@ -148,6 +149,26 @@ for s in $steps; do
         >>"$out/sanitize.log" 2>&1 || rc=1
       echo "$m: $(grep -E "ERROR SUMMARY" "$out/sanitize.log" | tail -1)"
     done
+    ;;
+  sweep32)
+    [ -x build-gpu/cuda_gemm ] || make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >/dev/null 2>&1
+    : >"$out/sweep32.log"
+    n=${SWEEP_N:-4096}
+    for t in "" "wm=64 wn=32" "wm=32 wn=64" "bk=16" "bk=16 wm=64 wn=32" "bn=256" "stages=4 wm=64 wn=32" "bk=16 stages=4 wm=64 wn=32"; do
+      for lay in nn tn; do
+        # shellcheck disable=SC2086
+        timeout 45 build-gpu/cuda_gemm tf32 "$n" sm80 $lay $t 2>&1 | grep -v "^#" >>"$out/sweep32.log"
+      done
+    done
+    for t in "" "bn=128" "bn=256 stages=3"; do
+      # shellcheck disable=SC2086
+      timeout 45 build-gpu/cuda_gemm tf32 "$n" 8192 sm90 tn $t 2>&1 | grep -v "^#" >>"$out/sweep32.log"
+    done
+    for t in "" "bk=8" "bk=32" "stages=4"; do
+      # shellcheck disable=SC2086
+      timeout 45 build-gpu/cuda_gemm fp32 "$n" sm80 nn $t 2>&1 | grep -v "^#" >>"$out/sweep32.log"
+    done
+    cat "$out/sweep32.log"
     ;;
   sweep)
     [ -x build-gpu/cuda_gemm ] || make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >/dev/null 2>&1

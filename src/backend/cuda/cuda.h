@@ -106,7 +106,7 @@ typedef struct cuda_tune {
   bool persistent;    /* SM90: persistent CTAs walking the tile queue */
   int threads;        /* simple kernels: threads per CTA (0: 256) */
   int min_blocks;     /* SM80 template: CTAs per SM the registers must allow (__launch_bounds__;
-                         0: the template's choice, 2 for SIMT, none otherwise) */
+                         0: no bound) */
 } cuda_tune;
 
 void cuda_tune_default(cuda_tune *t, cuda_arch arch);

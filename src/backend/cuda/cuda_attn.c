@@ -302,7 +302,7 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   a.k_off = (int64_t)a.BM * a.D * a.esz;
   a.k_stage = (int64_t)a.BN * a.D * a.esz;
   a.v_off = a.k_off + 2 * a.k_stage;
-  a.v_stage = (int64_t)a.BN * a.DV * a.esz;
+  a.v_stage = a.tf32 ? (int64_t)a.BN * cuda_pitch32(a.DV, false, false) : (int64_t)a.BN * a.DV * a.esz;
   int64_t smem = a.v_off + 2 * a.v_stage;
   if (smem > cuda_smem_max(m->arch))
     return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)smem);

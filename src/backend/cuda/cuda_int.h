@@ -71,6 +71,8 @@ typedef struct mma_gen {
 /* Byte offset, inside one stage's A or B tile, of tile element (r, c)
  * (row r, contiguous column c; C text): the tile's swizzle. */
 const char *cuda_mm_tile_off(mma_gen *g, bool is_a, const char *r, const char *c);
+/* Bytes of one stage's A or B tile (fp32 M/N-major rows are padded). */
+int64_t cuda_mm_tile_bytes(const mma_gen *g, bool is_a);
 /* false when the tiles' rows do not suit their swizzle. */
 bool cuda_mm_tiles_ok(const mma_gen *g);
 /* Declarations of the fragment / operand registers of the inner loop. */
@@ -91,8 +93,10 @@ const char *cuda_swz_off(cuda_b *b, int cols, bool no_swizzle, const char *r, co
 bool cuda_swz_cols_ok(int cols);
 /* The same for a tile of `cols` fp32 columns: a K-major one read as twice
  * as many 16-bit columns; an M/N-major one (read per element by the TF32
- * fragments, 4 rows x 8 columns a load) with chunk ^ ((r & 3) << 1). */
+ * fragments, 4 rows x 8 columns a load) with rows padded by 32 bytes. */
 const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, const char *r, const char *c);
+/* Bytes per row of such an fp32 tile. */
+int cuda_pitch32(int cols, bool kmajor, bool no_swizzle);
 int64_t cuda_smem_max(cuda_arch a);
 /* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
 hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *name);

@@ -504,7 +504,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
     return hp_fail(e, HP_E_UNSUPPORTED, name,
                    "SMEM tile rows of %d / %d %s elements: the swizzle needs %s", g.a_cols, g.b_cols, g.esz == 2 ? "16-bit" : "fp32",
                    g.esz == 2 ? "8, 16, 32 or a multiple of 64" : "4, 8, 16 or a multiple of 32 (K-major), a multiple of 4 (M/N-major)");
-  g.a_bytes = (int64_t)g.BM * g.BK * g.esz, g.b_bytes = (int64_t)g.BN * g.BK * g.esz, g.stage_bytes = g.a_bytes + g.b_bytes;
+  g.a_bytes = cuda_mm_tile_bytes(&g, true), g.b_bytes = cuda_mm_tile_bytes(&g, false), g.stage_bytes = g.a_bytes + g.b_bytes;
   int osz = tiny_dtype_size(p->c_dtype);
   int64_t smem = g.stage_bytes * g.S;
   int64_t stage_c = (int64_t)g.BM * (g.BN * osz + 16);
@@ -528,9 +528,10 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   if (k->grid[2] > 65535) return hp_fail(e, HP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
-  /* SIMT: two CTAs per SM (ptxas gives 128 registers, a few bytes spilled, where
-   * it would take 183-230 and leave one CTA of 8 warps to hide the latencies) */
-  k->min_blocks = t->min_blocks ? t->min_blocks : p->mode == CUDA_MM_SIMT ? 2 : 0;
+  /* the plan's CTAs per SM as a register bound (none by default: SIMT at two
+   * CTAs per SM, 128 registers and a few bytes spilled, ran 0.74-0.75x cuBLAS
+   * SGEMM on an H200 where one CTA of 183 registers ran 0.79x) */
+  k->min_blocks = t->min_blocks;
   tiny_dtype ab = p->ab_dtype;
   const char *et = cuda_ctype(ab);
   cuda_param_add(k, p->pname[0], et, CUDA_P_PTR_IN, ab);

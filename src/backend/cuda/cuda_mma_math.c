@@ -29,10 +29,13 @@
  *   16-bit tiles and fp32 K-major tiles: 16-byte chunks XOR-swizzled per row
  *     (cuda_swz_off, the fp32 row read as twice as many 16-bit columns), so
  *     the 8 rows of each ldmatrix phase / 128-bit load hit distinct chunks.
- *   fp32 M/N-major tiles: chunk ^ ((r & 3) << 1) (8+ chunks per row) or
- *     chunk ^ ((r & 1) << 1) (4): the TF32 fragment loads read rows t (4 of
- *     them) x 8 consecutive columns (2 chunks), which this spreads over all
- *     32 banks; 128-bit loads of one row stay conflict-free. */
+ *   fp32 M/N-major tiles: rows padded by 32 bytes (cuda_pitch32): the TF32
+ *     fragment loads read rows t (4 of them) x 8 consecutive columns, which
+ *     the padding spreads over all 32 banks, and every address is the
+ *     thread's base plus a constant (an XOR swizzle of the chunk, the first
+ *     version, cost 4 integer instructions per load: the j and k offsets
+ *     cannot be folded through it); 128-bit loads of one row stay
+ *     conflict-free. */
 #include <stdio.h>
 #include <string.h>
 
@@ -41,11 +44,17 @@
 
 static bool tile_kmajor(const mma_gen *g, bool is_a) { return is_a ? g->p->A.kmajor : g->p->B.kmajor; }
 
+int cuda_pitch32(int cols, bool kmajor, bool no_swizzle) { return cols * 4 + (kmajor || no_swizzle ? 0 : 32); }
+
 const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, const char *r, const char *c) {
   if (kmajor) return cuda_swz_off(b, 2 * cols, no_swizzle, r, cuda_fmt(b, "((%s) * 2)", c));
-  int cpr = cols / 4;
-  const char *f = no_swizzle || cpr < 4 ? "0" : cpr >= 8 ? cuda_fmt(b, "(((%s) & 3) << 1)", r) : cuda_fmt(b, "(((%s) & 1) << 1)", r);
-  return cuda_fmt(b, "((%s) * %d + ((((%s) >> 2) ^ %s) << 4) + ((%s) & 3) * 4)", r, cols * 4, c, f, c);
+  return cuda_fmt(b, "((%s) * %d + (%s) * 4)", r, cuda_pitch32(cols, false, no_swizzle), c);
+}
+
+int64_t cuda_mm_tile_bytes(const mma_gen *g, bool is_a) {
+  int rows = is_a ? g->a_rows : g->b_rows, cols = is_a ? g->a_cols : g->b_cols;
+  if (g->esz == 2) return (int64_t)rows * cols * 2;
+  return (int64_t)rows * cuda_pitch32(cols, tile_kmajor(g, is_a), g->swz_off);
 }
 
 const char *cuda_mm_tile_off(mma_gen *g, bool is_a, const char *r, const char *c) {

@@ -123,7 +123,7 @@ static const char prelude_common[] =
     "HK_DEV float hk_fmin(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n"
     /* fp32 -> TF32, to nearest with ties away from zero (CUTLASS's round_half_ulp_truncate): half a TF32
      * ulp added to the bits the tensor core drops; Inf and NaN as they are */
-    "HK_DEV hk_u32 hk_tf32(hk_u32 u) { return (u & 0x7f800000u) == 0x7f800000u ? u : u + 0x1000u; }\n";
+    "HK_DEV hk_u32 hk_tf32(hk_u32 u) { return fabsf(hk_u2f(u)) < HK_INF ? u + 0x1000u : u; } /* FSETP + IADD */\n";
 
 /* ---- printing helpers -------------------------------------------------------- */
 typedef struct pr {

@@ -232,10 +232,15 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   int64_t ntiles = TM * TN * NB * splitk;
   if (ntiles > INT32_MAX) return hp_fail(e, HP_E_LIMIT, name, "too many tiles");
   int64_t a_bytes = (int64_t)BM * 128, b_bytes = (int64_t)BN * 128, stage = a_bytes + b_bytes;
+  /* C is staged and stored CW columns at a time: fp32 C of 128 x 256 would
+   * take 128 KB and leave room for 2 stages (0.62-0.74x cuBLAS TF32 on an
+   * H200); 64-column chunks (32 KB) leave room for 4 */
+  int CW = osz == 4 && BN > 64 ? 64 : BN;
+  int64_t c_bytes = (int64_t)BM * CW * osz;
   if (!S) /* the deepest ring that fits next to the C staging tile */
-    for (S = 4; S > 2 && stage * S + (int64_t)BM * BN * osz + 16 * S + 1024 > cuda_smem_max(CUDA_SM90); S--) {
+    for (S = 4; S > 2 && stage * S + c_bytes + 16 * S + 1024 > cuda_smem_max(CUDA_SM90); S--) {
     }
-  int64_t c_off = stage * S, c_bytes = (int64_t)BM * BN * osz;
+  int64_t c_off = stage * S;
   int64_t bar_off = c_off + c_bytes;
   int64_t smem = bar_off + 16 * S + 1024; /* + slack to align the base to 1024 */
   if (smem > cuda_smem_max(CUDA_SM90))
@@ -282,7 +287,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   tm[2].dims[3] = (uint64_t)s->batch[0];
   tm[2].strides[0] = (uint64_t)(s->c_sm * osz), tm[2].strides[1] = (uint64_t)(s->c_sb[1] * osz),
   tm[2].strides[2] = (uint64_t)(s->c_sb[0] * osz);
-  tm[2].box[0] = (uint32_t)BN, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
+  tm[2].box[0] = (uint32_t)CW, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
   const char *ca[2], *cb[2];
   fold_broadcast_batch(&tm[0], ca);
   fold_broadcast_batch(&tm[1], cb);
@@ -304,6 +309,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_meta_int(k, "BN", BN);
   cuda_meta_int(k, "BK", BK);
   cuda_meta_int(k, "stages", S);
+  cuda_meta_int(k, "c_store_columns", CW);
   cuda_meta_str(k, "warp_tile", cuda_fmt(b, "64x%d per consumer warpgroup", BN));
   cuda_meta_int(k, "wgmma_n", BN);
   cuda_meta_int(k, "wgmma_trans_b", !bkm);
@@ -478,23 +484,25 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
     cuda_close(b);
     cuda_close(b);
   } else {
-    cuda_comment(b, "registers -> SMEM staging (after the previous tile's TMA store has read it) -> TMA store");
+    cuda_comment(b, cuda_fmt(b, "registers -> SMEM staging (after the previous TMA store has read it) -> TMA store, %d columns at a time", CW));
+    cuda_for(b, "cq", "0", cuda_fmt(b, "%d", BN / CW), -1);
     cuda_if(b, "tid == 128");
     cuda_call(b, "hk_bulk_wait_read0()");
     cuda_close(b);
     cuda_call(b, "hk_bar_named(1, 256)");
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", CW / 8), -1);
     cuda_for(b, "h", "0", "2", -1);
     cuda_decl(b, "const int", "rl", NULL, "cw * 64 + wiw * 16 + (lane >> 2) + h * 8");
     cuda_decl(b, "const int", "cl", NULL, "j * 8 + (lane & 3) * 2");
-    const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)c_off, BN, osz);
+    cuda_decl(b, "const int", "ja", NULL, cuda_fmt(b, "cq * %d + j", CW / 8));
+    const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)c_off, CW, osz);
     cuda_stmt *ss;
     if (osz == 2)
       ss = cuda_emit_s(b, CU_ST_SHARED, dst,
-                       cuda_fmt(b, "%s(acc[0][j][2 * h], acc[0][j][2 * h + 1])",
+                       cuda_fmt(b, "%s(acc[0][ja][2 * h], acc[0][ja][2 * h + 1])",
                                 s->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
                        NULL, NULL);
-    else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][j][2 * h]), hk_f2u(acc[0][j][2 * h + 1])}", NULL, NULL);
+    else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][ja][2 * h]), hk_f2u(acc[0][ja][2 * h + 1])}", NULL, NULL);
     ss->i[0] = 2 * osz;
     cuda_close(b);
     cuda_close(b);
@@ -502,10 +510,11 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
     cuda_call(b, "hk_bar_named(1, 256)");
     cuda_if(b, "tid == 128");
     cuda_stmt *ts = cuda_emit_s(b, CU_TMA_STORE, "tmC", cuda_fmt(b, "hk_sb + %lld", (long long)c_off),
-                                cuda_fmt(b, "tn * %d, tm * %d, b1, b0", BN, BM), NULL);
+                                cuda_fmt(b, "tn * %d + cq * %d, tm * %d, b1, b0", BN, CW, BM), NULL);
     ts->i[0] = 4;
     cuda_call(b, "hk_bulk_commit()");
     cuda_close(b);
+    cuda_close(b); /* cq */
   }
   cuda_close(b); /* tile */
   cuda_if(b, "tid == 128");
