@@ -8,7 +8,7 @@
 #        (default: build gputests models gemm gemm32 graphs)
 #
 # build     Release build in build-gpu/ (16 jobs; BUILD_TARGETS: only those)
-# gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli'); the
+# gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli', or $GPU_TESTS); the
 #           interpreter is the reference (seed 000 §9: rtol = atol = 1e-3)
 # tests     every ctest test
 # models    test_cuda_gpu once per test model (HARP_GPU_MODEL), each in its
@@ -91,7 +91,7 @@ for s in $steps; do
       { echo "build failed: see build.log"; tail -30 "$out/build.log"; exit 1; }
     ;;
   tests | gputests)
-    sel=; [ "$s" = gputests ] && sel="-R cuda|gpu|bench_cli"
+    sel=; [ "$s" = gputests ] && sel="-R ${GPU_TESTS:-cuda|gpu|bench_cli}"
     # shellcheck disable=SC2086
     (cd build-gpu && ctest -j8 $sel --output-on-failure --timeout 240) >"$out/$s.log" 2>&1 || rc=1
     grep -E "tests passed|Skipped|Failed|\*\*\*|Timeout" "$out/$s.log" | tail -25
@@ -144,7 +144,7 @@ for s in $steps; do
     ;;
   sanitize)
     : >"$out/sanitize.log"
-    for m in gemm_tf32 gemm_tf32_tn gemm_fp32 gemm_fp16r conv3x3_tf32 attention_tf32; do
+    for m in ${SANITIZE_MODELS:-gemm_tf32 gemm_tf32_tn gemm_fp32 gemm_fp16r conv3x3_tf32 attention_tf32}; do
       HARP_GPU_MODEL=$m timeout 120 compute-sanitizer --tool memcheck --print-limit 20 build-gpu/tests/test_cuda_gpu \
         >>"$out/sanitize.log" 2>&1 || rc=1
       echo "$m: $(grep -E "ERROR SUMMARY" "$out/sanitize.log" | tail -1)"

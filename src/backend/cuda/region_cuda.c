@@ -679,7 +679,10 @@ hp_status cuda_emit_region(cuda_rctx *c, int r) {
   switch (ct_kind(&src, r)) {
   case 'g': st = try_gemm(c, r, &done, &why); break;
   case 'c': st = try_conv(c, r, &done, &why); break;
-  case 'a': st = try_attn(c, r, &done, &why); break;
+  case 'a':
+    st = try_attn(c, r, &done, &why);
+    if (!st && !done) c->nattn_generic++;
+    break;
   default: break;
   }
   if (st || done) return st;

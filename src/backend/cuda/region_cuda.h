@@ -58,6 +58,7 @@ typedef struct cuda_rctx {
   int64_t scratch_bytes; /* the most one launch uses */
   const struct hp_plan_choice *plans; /* per region, or NULL: the regions' own plans */
   cuda_math math;         /* how fp32 contractions compute (hp_gpu_opts.precision) */
+  int nattn_generic;      /* attention regions no template took (generic kernels) */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -85,6 +86,8 @@ typedef struct cuda_model_tu {
   size_t arena_bytes;
   int ntemplate, nsimple, ngeneric; /* launches by kind (counts for messages and tests) */
   cuda_math math;                   /* how its fp32 contractions compute */
+  int nattn_generic;                /* attention regions on generic kernels (the template declined) */
+  int ndead;                        /* regions dropped: nothing reads what they write */
   int nkernels_emitted;             /* kernels the regions made; mod->n: those left after sharing */
   hp_arena *arena;                  /* notes, names, loop trees */
 } cuda_model_tu;
