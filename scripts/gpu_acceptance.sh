@@ -116,8 +116,8 @@ for s in $steps; do
   gemm)
     make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >"$out/gemm.log" 2>&1 || { rc=1; tail "$out/gemm.log"; }
     for dt in fp16 bf16; do
-      for n in 4096 8192; do
-        for a in sm80 sm90; do
+      for n in ${GEMM_N:-4096 8192}; do
+        for a in ${GEMM_ARCHS:-sm80 sm90}; do
           timeout 60 build-gpu/cuda_gemm $dt $n $a >>"$out/gemm.log" 2>&1 || { rc=1; echo "cuda_gemm $dt $n $a: exit $?" >>"$out/gemm.log"; }
         done
       done
