@@ -239,6 +239,13 @@ static void inner_cvt16(mma_gen *g) {
   cuda_close(b);
 }
 
+/* The four words of hk_v (a 128-bit shared load) as floats into dst(0..3):
+ * fmt names the destination with one %d for the word. */
+static void unpack_v4(cuda_b *b, const char *fmt) {
+  static const char *const w[4] = {"hk_u2f(hk_v.x)", "hk_u2f(hk_v.y)", "hk_u2f(hk_v.z)", "hk_u2f(hk_v.w)"};
+  for (int i = 0; i < 4; i++) cuda_assign(b, cuda_fmt(b, fmt, i), w[i]);
+}
+
 /* SIMT, a K-major tile: vals[x][0..3] <- the thread's 8 rows (A) or
  * columns (B) at k kq..kq+3, one 128-bit load each. */
 static void simt_load_k4(mma_gen *g, bool is_a) {
@@ -247,10 +254,7 @@ static void simt_load_k4(mma_gen *g, bool is_a) {
   cuda_for(b, "x", "0", "8", -1);
   const char *r = is_a ? "wm * 32 + (lane >> 3) + x * 4" : "wn * 64 + (lane & 7) * 2 + (x >> 1) * 16 + (x & 1)";
   lds(g, is_a, "hk_v", r, "kq", 16);
-  cuda_assign(b, cuda_fmt(b, "%s[x][0]", v), "hk_u2f(hk_v.x)");
-  cuda_assign(b, cuda_fmt(b, "%s[x][1]", v), "hk_u2f(hk_v.y)");
-  cuda_assign(b, cuda_fmt(b, "%s[x][2]", v), "hk_u2f(hk_v.z)");
-  cuda_assign(b, cuda_fmt(b, "%s[x][3]", v), "hk_u2f(hk_v.w)");
+  unpack_v4(b, cuda_fmt(b, "%s[x][%%d]", v));
   cuda_close(b);
 }
 
@@ -263,10 +267,7 @@ static void simt_load_k1(mma_gen *g, bool is_a) {
   cuda_for(b, "hb", "0", "2", -1);
   const char *c = is_a ? "wm * 32 + hb * 16 + (lane >> 3) * 4" : "wn * 64 + hb * 32 + (lane & 7) * 4";
   lds(g, is_a, "hk_v", "kq + kx", c, 16);
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 0][0]", v), "hk_u2f(hk_v.x)");
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 1][0]", v), "hk_u2f(hk_v.y)");
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 2][0]", v), "hk_u2f(hk_v.z)");
-  cuda_assign(b, cuda_fmt(b, "%s[hb * 4 + 3][0]", v), "hk_u2f(hk_v.w)");
+  unpack_v4(b, cuda_fmt(b, "%s[hb * 4 + %%d][0]", v));
   cuda_close(b);
 }
 
