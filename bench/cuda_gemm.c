@@ -1,10 +1,17 @@
 /* cuda_gemm.c — harp's MMA templates against cuBLAS on one GPU, same run.
  *
  *   make -C bench cuda-gemm                    (fp16 and bf16, 4096 and 8192)
- *   build/cuda_gemm [fp16|bf16]... [N]... [sm80|sm90] [bn=64|128|256] [bm=..] [stages=S] [group=G]
+ *   build/cuda_gemm [fp16|bf16|tf32|fp32]... [N]... [sm80|sm90] [nn|tn] [bn=64|128|256] [bm=..] [stages=S] [group=G] [occ=N]
  *                                              one line per (dtype, N, template)
  *
  * Row-major C = A B, N x N x N, fp32 accumulation, C in the input dtype.
+ * tf32 and fp32 are fp32 data: harp --precision tf32 (mma.sync m16n8k8
+ * .tf32 / wgmma .tf32) against cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32 (what
+ * torch.backends.cuda.matmul.allow_tf32 selects), and harp's strict-fp32
+ * SIMT template against cuBLAS SGEMM (CUBLAS_COMPUTE_32F); both also report
+ * their error against cuBLAS SGEMM.  Layout nn (default): B row-major [K][N];
+ * tn: B stored [N][K] (K-major: torch's Linear weight, and what TF32 wgmma
+ * reads, which has no transpose).
  * Inputs are random in [-1, 1) (zeros run faster than real data and hide
  * unwritten outputs); each point's C is checked against cuBLAS's on the same
  * inputs, ||C - C_blas|| / ||C_blas||, and a point over 1e-2 fails.  The
@@ -34,37 +41,57 @@ typedef struct blas {
   int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
                  const void *, void *, int, int, int, int);
   int64_t n;
-  int dtype; /* cudaDataType: CUDA_R_16F = 2, CUDA_R_16BF = 14 */
+  int dtype;   /* cudaDataType: CUDA_R_16F = 2, CUDA_R_16BF = 14, CUDA_R_32F = 0 */
+  int compute; /* CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 */
+  bool tn;     /* B stored [N][K] */
   cuda_devptr a, b, c;
 } blas;
 
 typedef struct tile_opts {
-  int bm, bn, stages, group;
-  bool only80, only90;
+  int bm, bn, bk, wm, wn, stages, group, occ;
+  bool only80, only90, tn;
 } tile_opts;
+
+/* A benchmark dtype: storage, harp's math, cuBLAS's types. */
+typedef struct mode {
+  const char *name;
+  tiny_dtype dt;
+  cuda_math math;
+  int blas_dtype, blas_compute;
+} mode;
+static const mode MODES[] = {{"fp16", TINY_FP16, CUDA_MATH_TF32, 2, 68},
+                             {"bf16", TINY_BF16, CUDA_MATH_TF32, 14, 68},
+                             {"tf32", TINY_FP32, CUDA_MATH_TF32, 0, 77},
+                             {"fp32", TINY_FP32, CUDA_MATH_FP32, 0, 68}};
 
 static uint64_t rng_next(uint64_t *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;
 }
 
-/* n random fp16 / bf16 values in [-1, 1) */
-static uint16_t *random_half(tiny_dtype dt, size_t n, uint64_t seed) {
-  uint16_t *h = malloc(n * 2);
+/* n random fp16 / bf16 / fp32 values in [-1, 1) */
+static void *random_elems(tiny_dtype dt, size_t n, uint64_t seed) {
+  void *h = malloc(n * (size_t)tiny_dtype_size(dt));
   if (!h) return NULL;
   for (size_t i = 0; i < n; i++) {
     float v = (float)(rng_next(&seed) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-    h[i] = dt == TINY_BF16 ? hp_f32_to_bf16(v) : hp_f32_to_f16(v);
+    if (dt == TINY_FP32) ((float *)h)[i] = v;
+    else ((uint16_t *)h)[i] = dt == TINY_BF16 ? hp_f32_to_bf16(v) : hp_f32_to_f16(v);
   }
   return h;
 }
 
-/* ||got - want|| / ||want|| over n fp16 / bf16 values; NaN when either holds one */
-static double rel_err(tiny_dtype dt, const uint16_t *got, const uint16_t *want, size_t n) {
+static double elem(tiny_dtype dt, const void *p, size_t i) {
+  if (dt == TINY_FP32) return ((const float *)p)[i];
+  uint16_t u = ((const uint16_t *)p)[i];
+  return dt == TINY_BF16 ? hp_bf16_to_f32(u) : hp_f16_to_f32(u);
+}
+
+/* ||got - want|| / ||want|| over n values; NaN when either holds one */
+static double rel_err(tiny_dtype dt, const void *got, const void *want, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; i++) {
-    double g = dt == TINY_BF16 ? hp_bf16_to_f32(got[i]) : hp_f16_to_f32(got[i]);
-    double w = dt == TINY_BF16 ? hp_bf16_to_f32(want[i]) : hp_f16_to_f32(want[i]);
+    double g = elem(dt, got, i), w = elem(dt, want, i);
     if (g != g || w != w) return 0.0 / 0.0;
     num += (g - w) * (g - w), den += w * w;
   }
@@ -75,9 +102,10 @@ static int blas_call(void *ctx) {
   blas *x = ctx;
   float one = 1, zero = 0;
   int n = (int)x->n;
-  /* row-major C = A B is column-major C^T = B^T A^T; CUBLAS_COMPUTE_32F = 68, default algo -1 */
-  return x->gemm_ex(x->h, 0, 0, n, n, n, &one, (void *)(uintptr_t)x->b, x->dtype, n, (void *)(uintptr_t)x->a,
-                    x->dtype, n, &zero, (void *)(uintptr_t)x->c, x->dtype, n, 68, -1);
+  /* row-major C = A B is column-major C^T = B^T A^T: B's memory as the first operand (a K-major B,
+   * [N][K], is a column-major K x N matrix: op T), A's as the second; default algo -1 */
+  return x->gemm_ex(x->h, x->tn ? 1 : 0, 0, n, n, n, &one, (void *)(uintptr_t)x->b, x->dtype, n, (void *)(uintptr_t)x->a,
+                    x->dtype, n, &zero, (void *)(uintptr_t)x->c, x->dtype, n, x->compute, -1);
 }
 
 static bool blas_open(blas *x, cuda_rt *rt) {
@@ -107,9 +135,22 @@ static int ours_call(void *ctx) {
 
 static double tflops(int64_t n, double ms) { return 2.0 * (double)n * n * n / (ms * 1e-3) / 1e12; }
 
-/* One (dtype, N, arch) point; 0 on success, 1 when something failed (printed). */
-static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_t n, cuda_arch arch,
-                     const tile_opts *to) {
+/* Time cuBLAS on the harp run's inputs into a fresh C (its compute type
+ * from x); copies its C into host buffer out.  0 on success. */
+static int blas_point(hp_error *e, cuda_rt *rt, blas *x, cuda_devptr a, cuda_devptr b, size_t bytes, void *out, double *ms) {
+  cuda_devptr c = 0;
+  x->a = a, x->b = b;
+  int rc = cuda_rt_alloc(e, rt, bytes, &c) != HP_OK;
+  x->c = c;
+  if (!rc) rc = cuda_rt_time_fn(e, rt, blas_call, x, 5, 30, ms) != HP_OK;
+  if (!rc) rc = cuda_rt_dtoh(e, rt, out, c, bytes) != HP_OK;
+  if (c) cuda_rt_free(rt, c);
+  return rc;
+}
+
+/* One (mode, N, arch) point; 0 on success (or a template that refuses the
+ * layout: said), 1 when something failed (printed). */
+static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64_t n, cuda_arch arch, const tile_opts *to) {
   hp_error e = {0};
   const cuda_rt_status *s = cuda_rt_status_of(rt);
   cuda_module *m = NULL;
@@ -118,40 +159,52 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_
   cuda_rt_module *mod = NULL;
   ours o = {.rt = rt};
   int rc = 1;
+  tiny_dtype dt = md->dt;
   cuda_gemm_spec g;
   cuda_gemm_spec_init(&g, n, n, n, dt);
+  g.math = md->math;
+  if (to->tn) g.b_sk = 1, g.b_sn = n; /* B stored [N][K] */
   g.tune.arch = arch;
   g.tune.persistent = true;
   if (to->bm) g.tune.bm = to->bm;
   if (to->bn) g.tune.bn = to->bn;
   if (to->stages) g.tune.stages = to->stages;
   if (to->group) g.tune.group_m = to->group;
-  uint16_t *ha = NULL, *hb = NULL, *hc = NULL, *hr = NULL;
-  cuda_devptr cref = 0;
-  const char *dname = dt == TINY_BF16 ? "bf16" : "fp16";
-  const char *tname = arch == CUDA_SM90 ? "SM90" : "SM80";
+  if (to->occ) g.tune.min_blocks = to->occ;
+  if (to->bk) g.tune.bk = to->bk;
+  if (to->wm) g.tune.warp_m = to->wm;
+  if (to->wn) g.tune.warp_n = to->wn;
+  void *ha = NULL, *hb = NULL, *hc = NULL, *hr = NULL, *hs = NULL;
+  const char *dname = md->name, *lay = to->tn ? "tn" : "nn";
+  const char *tname = arch == CUDA_SM90 ? "SM90" : md->math == CUDA_MATH_FP32 && dt == TINY_FP32 ? "SIMT" : "SM80";
   const char *target = arch == CUDA_SM90 ? "sm_90a" : s->gpu ? cuda_rt_arch(rt) : "sm_80";
-  if (cuda_module_new(&e, arch, &m) || cuda_gen_gemm(&e, m, &g, "bench") || cuda_print(&e, m, &src) ||
-      cuda_rt_compile(&e, rt, src, "bench.cu", target, NULL, 0, &bin))
+  if (cuda_module_new(&e, arch, &m)) goto out;
+  if (cuda_gen_gemm(&e, m, &g, "bench")) {
+    if (e.code == HP_E_UNSUPPORTED) { /* e.g. TF32 wgmma and an N-major B */
+      printf("%s GEMM %lld^3 %s %s template: refused (%s)\n", dname, (long long)n, lay, tname, e.msg);
+      rc = 0;
+    }
     goto out;
+  }
+  if (cuda_print(&e, m, &src) || cuda_rt_compile(&e, rt, src, "bench.cu", target, NULL, 0, &bin)) goto out;
   const char *dump = getenv("CUDA_GEMM_PTX"); /* write the PTX there (ptxas -v, cuobjdump) */
   if (dump) {
     FILE *f = fopen(dump, "w");
     if (f) fputs(bin.ptx, f), fclose(f);
   }
   if (!s->gpu) {
-    printf("%s GEMM %lld^3 %s template: compiled for %s (%zu bytes of PTX); not timed\n", dname, (long long)n, tname,
+    printf("%s GEMM %lld^3 %s %s template: compiled for %s (%zu bytes of PTX); not timed\n", dname, (long long)n, lay, tname,
            target, strlen(bin.ptx));
     rc = 0;
     goto out;
   }
   o.k = cuda_module_find(m, "bench");
   if (cuda_rt_load(&e, rt, &bin, &mod) || cuda_rt_function(&e, rt, mod, "bench", &o.fn)) goto out;
-  size_t elems = (size_t)(n * n), bytes = elems * 2;
-  ha = random_half(dt, elems, 0x9E3779B97F4A7C15ull + (uint64_t)n);
-  hb = random_half(dt, elems, 0xD1B54A32D192ED03ull + (uint64_t)n);
-  hc = malloc(bytes), hr = malloc(bytes);
-  if (!ha || !hb || !hc || !hr) {
+  size_t elems = (size_t)(n * n), bytes = elems * (size_t)tiny_dtype_size(dt);
+  ha = random_elems(dt, elems, 0x9E3779B97F4A7C15ull + (uint64_t)n);
+  hb = random_elems(dt, elems, 0xD1B54A32D192ED03ull + (uint64_t)n);
+  hc = malloc(bytes), hr = malloc(bytes), hs = malloc(bytes);
+  if (!ha || !hb || !hc || !hr || !hs) {
     hp_fail(&e, HP_E_NO_MEMORY, "cuda_gemm", "host buffers");
     goto out;
   }
@@ -161,18 +214,32 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, tiny_dtype dt, int64_
       cuda_rt_memset0(&e, rt, o.args[2], bytes))
     goto out;
   o.args[3] = o.args[2];
-  double ms = 0, ms_blas = 0;
+  double ms = 0, ms_blas = 0, ms_sgemm = 0;
   if (cuda_rt_time_fn(&e, rt, ours_call, &o, 5, 30, &ms)) goto out;
-  printf("%s GEMM %lld^3 %s template (bm %d bn %d stages %d): %.3f ms, %.1f TFLOP/s", dname, (long long)n, tname,
-         g.tune.bm, g.tune.bn, g.tune.stages, ms, tflops(n, ms));
+  const cuda_kernel *kk = o.k;
+  const char *tile = "";
+  for (int q = 0; q < kk->nmeta; q++)
+    if (!strcmp(kk->meta[q].key, "warp_tile")) tile = kk->meta[q].str;
+  long long mv[4] = {0, 0, 0, 0}; /* the tile the template used: BM BN BK stages */
+  const char *mk[4] = {"BM", "BN", "BK", "stages"};
+  for (int q = 0; q < kk->nmeta; q++)
+    for (int r = 0; r < 4; r++)
+      if (!strcmp(kk->meta[q].key, mk[r])) mv[r] = kk->meta[q].num;
+  printf("%s GEMM %lld^3 %s %s template (%lldx%lldx%lld, %lld stages, warps %s, %d CTA/SM bound): %.3f ms, %.1f TFLOP/s", dname,
+         (long long)n, lay, tname, mv[0], mv[1], mv[2], mv[3], tile, kk->min_blocks, ms, tflops(n, ms));
   if (have_blas) {
-    if (cuda_rt_alloc(&e, rt, bytes, &cref)) goto out;
-    x->n = n, x->dtype = dt == TINY_BF16 ? 14 : 2, x->a = o.args[0], x->b = o.args[1], x->c = cref;
-    if (cuda_rt_time_fn(&e, rt, blas_call, x, 5, 30, &ms_blas)) goto out;
-    if (cuda_rt_dtoh(&e, rt, hc, o.args[2], bytes) || cuda_rt_dtoh(&e, rt, hr, cref, bytes)) goto out;
+    x->n = n, x->dtype = md->blas_dtype, x->compute = md->blas_compute, x->tn = to->tn;
+    if (blas_point(&e, rt, x, o.args[0], o.args[1], bytes, hr, &ms_blas)) goto out;
+    if (cuda_rt_dtoh(&e, rt, hc, o.args[2], bytes)) goto out;
     double err = rel_err(dt, hc, hr, elems);
-    printf("; cuBLAS %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f; rel err vs cuBLAS %.2e%s\n", ms_blas, tflops(n, ms_blas),
-           ms_blas / ms, err, err <= 1e-2 ? "" : " WRONG");
+    printf("; cuBLAS%s %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f; rel err vs cuBLAS %.2e%s", md->blas_compute == 77 ? " TF32" : "",
+           ms_blas, tflops(n, ms_blas), ms_blas / ms, err, err <= 1e-2 ? "" : " WRONG");
+    if (dt == TINY_FP32) { /* both against strict SGEMM: what TF32 costs in accuracy */
+      x->compute = 68;
+      if (blas_point(&e, rt, x, o.args[0], o.args[1], bytes, hs, &ms_sgemm)) goto out;
+      printf("; vs SGEMM: harp %.2e, cuBLAS %.2e", rel_err(dt, hc, hs, elems), rel_err(dt, hr, hs, elems));
+    }
+    printf("\n");
     fflush(stdout);
     if (!(err <= 1e-2)) goto out;
   } else {
@@ -183,8 +250,7 @@ out:
   if (rc) fprintf(stderr, "cuda_gemm: %s GEMM %lld^3 %s: %s\n", dname, (long long)n, tname, e.msg);
   for (int q = 0; q < 3; q++)
     if (o.args[q]) cuda_rt_free(rt, o.args[q]);
-  if (cref) cuda_rt_free(rt, cref);
-  free(ha), free(hb), free(hc), free(hr);
+  free(ha), free(hb), free(hc), free(hr), free(hs);
   if (mod) cuda_rt_unload(rt, mod);
   cuda_binary_free(&bin);
   free(src);
@@ -193,7 +259,7 @@ out:
 }
 
 int main(int argc, char **argv) {
-  tiny_dtype dts[4];
+  const mode *dts[8];
   int64_t sizes[8];
   int ndt = 0, nsz = 0;
   tile_opts to = {0};
@@ -205,18 +271,27 @@ int main(int argc, char **argv) {
     else if (sscanf(argv[i], "bn=%d", &t) == 1 && t > 0 && t <= 256) to.bn = t;
     else if (sscanf(argv[i], "stages=%d", &t) == 1 && t > 0 && t <= 8) to.stages = t;
     else if (sscanf(argv[i], "group=%d", &t) == 1 && t > 0 && t <= 64) to.group = t;
+    else if (sscanf(argv[i], "occ=%d", &t) == 1 && t > 0 && t <= 4) to.occ = t;
+    else if (sscanf(argv[i], "bk=%d", &t) == 1 && t > 0 && t <= 128) to.bk = t;
+    else if (sscanf(argv[i], "wm=%d", &t) == 1 && t > 0 && t <= 128) to.wm = t;
+    else if (sscanf(argv[i], "wn=%d", &t) == 1 && t > 0 && t <= 128) to.wn = t;
     else if (!strcmp(argv[i], "sm80")) to.only80 = true;
     else if (!strcmp(argv[i], "sm90")) to.only90 = true;
-    else if (!strcmp(argv[i], "fp16") && ndt < 4) dts[ndt++] = TINY_FP16;
-    else if (!strcmp(argv[i], "bf16") && ndt < 4) dts[ndt++] = TINY_BF16;
+    else if (!strcmp(argv[i], "tn")) to.tn = true;
+    else if (!strcmp(argv[i], "nn")) to.tn = false;
+    else if (ndt < 8 && (!strcmp(argv[i], "fp16") || !strcmp(argv[i], "bf16") || !strcmp(argv[i], "tf32") ||
+                         !strcmp(argv[i], "fp32")))
+      for (int q = 0; q < 4; q++) {
+        if (!strcmp(argv[i], MODES[q].name)) dts[ndt++] = &MODES[q];
+      }
     else if (*argv[i] && !*end && v >= 16 && v <= 32768 && nsz < 8) sizes[nsz++] = v;
     else {
-      fprintf(stderr, "usage: cuda_gemm [fp16|bf16]... [N]... [sm80|sm90] [bm=B] [bn=B] [stages=S] [group=G]"
+      fprintf(stderr, "usage: cuda_gemm [fp16|bf16|tf32|fp32]... [N]... [sm80|sm90] [nn|tn] [bm=B] [bn=B] [bk=B] [wm=W] [wn=W] [stages=S] [group=G] [occ=1..4]"
                       "  (16 <= N <= 32768)\n");
       return 2;
     }
   }
-  if (!ndt) dts[ndt++] = TINY_FP16, dts[ndt++] = TINY_BF16;
+  if (!ndt) dts[ndt++] = &MODES[0], dts[ndt++] = &MODES[1];
   if (!nsz) sizes[nsz++] = 4096, sizes[nsz++] = 8192;
   hp_error e = {0};
   cuda_rt *rt;

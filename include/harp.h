@@ -38,6 +38,12 @@ typedef struct harp_options {
   const char *target;        /* CUDA: "sm80" | "sm90"; NULL: the device's */
   bool graphs;               /* CUDA: each instance captures its launches in a CUDA Graph on its
                                 first run and replays it after */
+  /* CUDA: how fp32 contractions compute (docs/cuda.md "Precision"): "tf32"
+   * (NULL: the default, tensor cores with fp32 accumulation, as cuDNN and
+   * onnxruntime do), "fp32" (strict, no tensor cores), "fp16" / "bf16"
+   * (operands rounded to half precision, fp32 accumulation).  Other values
+   * fail with HP_E_USAGE.  The CPU and interpreter backends compute fp32. */
+  const char *precision;
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;

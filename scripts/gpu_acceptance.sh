@@ -4,11 +4,11 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm sweep splitk graphs e2e
-#        (default: build gputests models gemm graphs)
+#        STEP: build gputests models tests gemm gemm32 sweep splitk graphs attn sanitize e2e
+#        (default: build gputests models gemm gemm32 graphs)
 #
-# build     Release build in build-gpu/ (16 jobs)
-# gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli'); the
+# build     Release build in build-gpu/ (16 jobs; BUILD_TARGETS: only those)
+# gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli', or $GPU_TESTS); the
 #           interpreter is the reference (seed 000 §9: rtol = atol = 1e-3)
 # tests     every ctest test
 # models    test_cuda_gpu once per test model (HARP_GPU_MODEL), each in its
@@ -17,12 +17,22 @@
 # gemm      fp16 and bf16 GEMM 4096³ and 8192³, SM80 and SM90 templates vs
 #           cuBLAS in the same run, checked against cuBLAS (bench/cuda_gemm.c),
 #           one process per point
+# gemm32    fp32 GEMMs 4096³ and 8192³, B row-major (nn) and K-major (tn):
+#           harp TF32 (SM80 mma.sync, SM90 wgmma) vs cuBLAS TF32, harp's
+#           strict-fp32 SIMT template vs cuBLAS SGEMM (GEMM32_N: the sizes)
+# attn      attention, harp vs PyTorch SDPA (flash, cuDNN, efficient, math)
+#           at sequence 1k-16k, head dim 64 and 128, causal and not, fp16
+#           and fp32 (bench/cuda_attn.py; ATTN_ARGS)
+# sanitize  compute-sanitizer memcheck over test_cuda_gpu's fp32 kernels
+#           (TF32 GEMM / conv / attention, SIMT, fp16-rounded, wgmma .tf32)
 # sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³ ($SWEEP_N), one process each
+# sweep32   fp32: SM80 TF32 tiles (warp tile, BK), SM90 TF32, SIMT at 4096³ ($SWEEP_N)
 # splitk    skinny GEMMs: the cost model's split-K plan, no split-K and each
 #           form forced, vs cuBLAS through PyTorch (bench/cuda_splitk.py)
-# e2e       whole models (ResNet-18, a BERT layer, a gated MLP; fp32 and
-#           fp16) exported from PyTorch to ONNX, harp vs PyTorch eager
-#           (bench/cuda_e2e.py)
+# e2e       whole models (ResNet-18/50, a BERT layer and BERT-base, a LLaMA
+#           decoder layer prefill and decode, a gated MLP; fp32 and fp16)
+#           exported from PyTorch to ONNX, harp vs PyTorch eager and
+#           torch.compile (bench/cuda_e2e.py; E2E_ARGS, e.g. "--only ...")
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
 #           session over four batch sizes (bench/cuda_graphs.sh)
 #
@@ -39,7 +49,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
-steps=${*:-build gputests models gemm graphs}
+steps=${*:-build gputests models gemm gemm32 graphs}
 jobs=${JOBS:-16}
 
 if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka libprotobuf-c 2>/dev/null; }; then
@@ -76,11 +86,12 @@ for s in $steps; do
   echo "== $s ($(date -u +%T))"
   case $s in
   build)
-    { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$jobs"; } >"$out/build.log" 2>&1 ||
+    # shellcheck disable=SC2086
+    { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS}; } >"$out/build.log" 2>&1 ||
       { echo "build failed: see build.log"; tail -30 "$out/build.log"; exit 1; }
     ;;
   tests | gputests)
-    sel=; [ "$s" = gputests ] && sel="-R cuda|gpu|bench_cli"
+    sel=; [ "$s" = gputests ] && sel="-R ${GPU_TESTS:-cuda|gpu|bench_cli}"
     # shellcheck disable=SC2086
     (cd build-gpu && ctest -j8 $sel --output-on-failure --timeout 240) >"$out/$s.log" 2>&1 || rc=1
     grep -E "tests passed|Skipped|Failed|\*\*\*|Timeout" "$out/$s.log" | tail -25
@@ -89,7 +100,7 @@ for s in $steps; do
     : >"$out/models.log"
     nsan=0
     for m in gemm_tail gemm_bias_relu gemm_1024 conv3x3_s1 conv3x3_s2 attention attention_causal layernorm softmax \
-      ewise_bias_gelu reduce_sum_rows; do
+      ewise_bias_gelu reduce_sum_rows gemm_tf32 gemm_tf32_tn gemm_fp32 gemm_fp16r conv3x3_tf32 attention_tf32; do
       if HARP_GPU_MODEL=$m timeout 60 build-gpu/tests/test_cuda_gpu >>"$out/models.log" 2>&1; then
         echo "$m: ok"
       else
@@ -105,13 +116,59 @@ for s in $steps; do
   gemm)
     make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >"$out/gemm.log" 2>&1 || { rc=1; tail "$out/gemm.log"; }
     for dt in fp16 bf16; do
-      for n in 4096 8192; do
-        for a in sm80 sm90; do
+      for n in ${GEMM_N:-4096 8192}; do
+        for a in ${GEMM_ARCHS:-sm80 sm90}; do
           timeout 60 build-gpu/cuda_gemm $dt $n $a >>"$out/gemm.log" 2>&1 || { rc=1; echo "cuda_gemm $dt $n $a: exit $?" >>"$out/gemm.log"; }
         done
       done
     done
     grep -v "^#" "$out/gemm.log" | tail -20
+    ;;
+  gemm32)
+    [ -x build-gpu/cuda_gemm ] || make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >/dev/null 2>&1
+    : >"$out/gemm32.log"
+    for n in ${GEMM32_N:-4096 8192}; do
+      for lay in nn tn; do
+        for dt in tf32 fp32; do
+          timeout 90 build-gpu/cuda_gemm $dt "$n" $lay >>"$out/gemm32.log" 2>&1 || { rc=1; echo "cuda_gemm $dt $n $lay: exit $?" >>"$out/gemm32.log"; }
+        done
+      done
+      timeout 60 build-gpu/cuda_gemm fp32 "$n" sm80 occ=1 >>"$out/gemm32.log" 2>&1 # SIMT at one CTA per SM (183+ registers)
+    done
+    grep -v "^#" "$out/gemm32.log"
+    ;;
+  attn)
+    # shellcheck disable=SC2086
+    timeout 400 python3 bench/cuda_attn.py --harp build-gpu/harp ${ATTN_ARGS:-} >"$out/attn.log" 2>&1 || rc=1
+    cat "$out/attn.log"
+    ;;
+  sanitize)
+    : >"$out/sanitize.log"
+    for m in ${SANITIZE_MODELS:-gemm_tf32 gemm_tf32_tn gemm_fp32 gemm_fp16r conv3x3_tf32 attention_tf32}; do
+      HARP_GPU_MODEL=$m timeout 120 compute-sanitizer --tool memcheck --print-limit 20 build-gpu/tests/test_cuda_gpu \
+        >>"$out/sanitize.log" 2>&1 || rc=1
+      echo "$m: $(grep -E "ERROR SUMMARY" "$out/sanitize.log" | tail -1)"
+    done
+    ;;
+  sweep32)
+    [ -x build-gpu/cuda_gemm ] || make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >/dev/null 2>&1
+    : >"$out/sweep32.log"
+    n=${SWEEP_N:-4096}
+    for t in "" "wm=64 wn=32" "wm=32 wn=64" "bk=16" "bk=16 wm=64 wn=32" "bn=256" "stages=4 wm=64 wn=32" "bk=16 stages=4 wm=64 wn=32"; do
+      for lay in nn tn; do
+        # shellcheck disable=SC2086
+        timeout 45 build-gpu/cuda_gemm tf32 "$n" sm80 $lay $t 2>&1 | grep -v "^#" >>"$out/sweep32.log"
+      done
+    done
+    for t in "" "bn=128" "bn=256 stages=3"; do
+      # shellcheck disable=SC2086
+      timeout 45 build-gpu/cuda_gemm tf32 "$n" 8192 sm90 tn $t 2>&1 | grep -v "^#" >>"$out/sweep32.log"
+    done
+    for t in "" "bk=8" "bk=32" "stages=4"; do
+      # shellcheck disable=SC2086
+      timeout 45 build-gpu/cuda_gemm fp32 "$n" sm80 nn $t 2>&1 | grep -v "^#" >>"$out/sweep32.log"
+    done
+    cat "$out/sweep32.log"
     ;;
   sweep)
     [ -x build-gpu/cuda_gemm ] || make -C bench BUILD="$root/build-gpu" "$root/build-gpu/cuda_gemm" >/dev/null 2>&1
@@ -125,7 +182,8 @@ for s in $steps; do
     cat "$out/sweep.log"
     ;;
   e2e)
-    timeout 480 python3 bench/cuda_e2e.py --harp build-gpu/harp >"$out/e2e.log" 2>&1 || rc=1
+    # shellcheck disable=SC2086
+    timeout "${E2E_TIMEOUT:-480}" python3 bench/cuda_e2e.py --harp build-gpu/harp ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=1
     cat "$out/e2e.log"
     ;;
   splitk)
@@ -136,7 +194,7 @@ for s in $steps; do
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm sweep splitk graphs e2e)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk graphs attn sanitize e2e)" >&2; exit 2 ;;
   esac
 done
 exit $rc

@@ -27,6 +27,12 @@ typedef struct hp_gpu_opts {
   const char *target;    /* "sm80" | "sm90"; NULL: the device's (sm80 without one) */
   const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
   bool graphs;           /* capture the launches in a CUDA Graph on the first run, replay it after */
+  /* how fp32 contractions (matmul, conv, attention) compute: "tf32" (NULL:
+   * the default, as cuBLAS / cuDNN / onnxruntime do: tensor cores, 10-bit
+   * mantissa operands, fp32 accumulation), "fp32" (strict: a SIMT template,
+   * no tensor cores), "fp16" / "bf16" (operands rounded to half precision,
+   * fp32 accumulation); fp16/bf16 contractions are not affected */
+  const char *precision;
   /* --plan: regions' plans by name (validated against their regions on the
    * target's machine); the others keep the cost model's default */
   const struct hp_plan_override *plan_overrides;
@@ -88,7 +94,7 @@ void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic)
  * runs again.  The session keeps the HP_GPU_SESSION_MODELS most recently
  * used bindings built; the graph is a view of the given graph, re-read per
  * binding, so g may be freed after hp_gpu_session_new.  opts' plan overrides
- * are borrowed for the session's life. */
+ * and precision string are borrowed for the session's life. */
 #define HP_GPU_SESSION_MODELS 8
 typedef struct hp_gpu_session hp_gpu_session;
 typedef struct hp_gpu_session_stats {

@@ -105,6 +105,10 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       o->plans[o->nplans++] = v;
     } else if (!strcmp(name, "target")) {
       o->target = v;
+    } else if (!strcmp(name, "precision")) {
+      if (strcmp(v, "tf32") && strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
+        return cli_usage_error(cmd, "--precision '%s': expected tf32, fp32, fp16 or bf16", v);
+      o->precision = v;
     } else if (!strcmp(name, "backend")) {
       o->backend = v;
     } else if (!strcmp(name, "seed")) {

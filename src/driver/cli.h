@@ -26,6 +26,7 @@ typedef struct cli_opts {
   const char *params[CLI_MAX_LIST]; /* --param NAME=FILE: inputs that are weights */
   int nparams;
   const char *target; /* --target: cpu|sm80|sm90 (compile; the machine regions are formed for) */
+  const char *precision; /* --precision: tf32|fp32|fp16|bf16, how fp32 contractions compute on the GPU */
   const char *plans[CLI_MAX_LIST]; /* --plan REGION=FILE | FILE (borrowed from argv) */
   int nplans;
   bool random_inputs;

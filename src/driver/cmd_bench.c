@@ -23,6 +23,8 @@ static const char bench_help[] =
     "                       timed with device events; inputs are uploaded once)\n"
     "  --target T           cuda: sm80 or sm90 (default: the device's)\n"
     "  --graphs             cuda: replay one CUDA Graph of the launches\n"
+    "  --precision P        cuda: how fp32 contractions compute: tf32 (default),\n"
+    "                       fp32 (strict, no tensor cores), fp16, bf16\n"
     "  --bind SYM=INT[,SYM=INT...]\n"
     "                       cuda: one shape binding of a session (repeatable);\n"
     "                       each --repeat round runs every binding once, in\n"
@@ -108,7 +110,8 @@ static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmu
   }
   const char *target;
   if (cli_gpu_target(&e, o, NULL, &target) || cli_load_graph(&e, o, &base, &base.defaults)) goto fail;
-  hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl->ov, .nplan_overrides = pl->n};
+  hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+                    .precision = o->precision};
   if (hp_gpu_session_new(&e, base.g, &go, &s)) goto fail;
   for (int i = 0; i < nbinds; i++) { /* --sym, then this binding's symbols, then the model's defaults */
     tiny_symtab_init(&bs[i]);
@@ -319,7 +322,7 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym seed backend target plan dump dump-dir", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym seed backend target precision plan dump dump-dir", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
@@ -335,6 +338,7 @@ int cmd_bench(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "no MODEL given");
   }
+  if (o.precision && strcmp(backend, "cuda")) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
   if (profile && (!strcmp(backend, "interp") || nbinds)) {
     cli_opts_free(&o);
     return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
@@ -384,7 +388,8 @@ int cmd_bench(int argc, char **argv) {
      * launches alone, timed on the device */
     const char *target;
     if (cli_gpu_target(&e, &o, NULL, &target)) goto fail;
-    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
+                      .precision = o.precision};
     if (hp_gpu_build(&e, m.g, &m.syms, &go, &gm) || cli_write_gpu_model_dumps(&e, &o, gm) ||
         hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs))
       goto fail;

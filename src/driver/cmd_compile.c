@@ -40,6 +40,8 @@ static const char compile_help[] =
     "  README.md    sm80/sm90: what is where, how to build and run\n\n"
     "options:\n"
     "  --target T             cpu, sm80 (any sm_80+ GPU) or sm90 (Hopper: TMA + wgmma)\n"
+    "  --precision P          sm80/sm90: how fp32 contractions compute: tf32 (default),\n"
+    "                         fp32 (strict, no tensor cores), fp16, bf16\n"
     "  --param NAME=FILE.npy  a weight: baked into weights.bin (repeatable)\n"
     "  --input NAME=FILE.npy  an example input (binds its shape symbols)\n"
     "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
@@ -196,7 +198,7 @@ static int compile_gpu(cli_opts *o, const char *target) {
   hp_str_init(&text);
   char **freeable = NULL, *json = NULL;
   int nfree = 0, rc;
-  hp_gpu_opts go = {.target = target};
+  hp_gpu_opts go = {.target = target, .precision = o->precision};
   if (cli_load_model(&e, o, true, &m) || hp_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
   const hp_function *f = hp_gpu_function(gm);
   const cuda_model_tu *tu = hp_gpu_tu(gm);
@@ -275,7 +277,7 @@ int cmd_compile(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "compile", "target out sym input param seed", &o, &e);
+  int rc = cli_parse(argc, argv, "compile", "target precision out sym input param seed", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -290,6 +292,8 @@ int cmd_compile(int argc, char **argv) {
     cli_opts_free(&o);
     return r;
   }
+  if (o.precision && !strcmp(target, "cpu"))
+    fprintf(stderr, "harp: note: --precision changes --target sm80 and sm90 only (the CPU computes fp32)\n");
   if (strcmp(target, "cpu") != 0) {
     rc = compile_gpu(&o, target);
     cli_opts_free(&o);

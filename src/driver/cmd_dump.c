@@ -26,7 +26,8 @@ static const char dump_help[] =
     "(the generated C: harp run MODEL --dump c)\n"
     "--plan REGION=FILE | FILE overrides a region's plan (docs/plan.md §14).\n"
     "--target cpu|sm80|sm90 picks the machine regions are formed for; gpu and cu\n"
-    "take sm80 (the default for them) or sm90.  Neither needs a GPU or NVRTC.\n"
+    "take sm80 (the default for them) or sm90, and --precision tf32|fp32|fp16|bf16\n"
+    "(how fp32 contractions compute; default tf32).  Neither needs a GPU or NVRTC.\n"
     "Symbols without a value stay symbolic where the layer allows it.\n"
     "DIR defaults to the current directory.\n";
 
@@ -38,7 +39,7 @@ int cmd_dump(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target plan", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target precision plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

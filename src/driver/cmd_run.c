@@ -42,6 +42,11 @@ static const char run_help[] =
     "                         formed for (cost model, thresholds); with --backend\n"
     "                         cuda, the template branch (default: the device's)\n"
     "  --graphs               cuda: launch through a CUDA Graph captured once\n"
+    "  --precision P          cuda: how fp32 matmuls, convolutions and attention\n"
+    "                         compute: tf32 (default: tensor cores, fp32\n"
+    "                         accumulation, as cuDNN and onnxruntime do), fp32\n"
+    "                         (strict, no tensor cores), fp16 or bf16 (operands\n"
+    "                         rounded, fp32 accumulation); docs/cuda.md, \"Precision\"\n"
     "  --plan REGION=FILE     run region REGION with the Schedule Plan in FILE (JSON\n"
     "                         or DSL); --plan FILE reads a plan list (what --dump\n"
     "                         plan writes).  Repeatable.  Used by --backend cpu\n"
@@ -68,7 +73,7 @@ int cmd_run(int argc, char **argv) {
       for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
       argc--, i--;
     }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target dump dump-dir plan", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target precision dump dump-dir plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -95,6 +100,7 @@ int cmd_run(int argc, char **argv) {
   if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   if (pl.n && strcmp(backend, "cpu") && strcmp(backend, "cuda") && !cli_wants_dump(&o, "plan"))
     fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
+  if (o.precision && strcmp(backend, "cuda")) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   names = calloc((size_t)m.g->noutputs + 1, sizeof *names);
   if (!outs || !names) {
@@ -106,7 +112,8 @@ int cmd_run(int argc, char **argv) {
     const char *target;
     hp_gpu_model *gm = NULL;
     hp_status s = cli_gpu_target(&e, &o, NULL, &target);
-    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
+                      .precision = o.precision};
     if (!s) s = hp_gpu_build(&e, m.g, &m.syms, &go, &gm);
     if (!s) s = cli_write_gpu_model_dumps(&e, &o, gm);
     if (!s) s = hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs);

@@ -31,7 +31,8 @@ hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m
   if (!cli_wants_dump(o, "gpu") && !cli_wants_dump(o, "cu")) return HP_OK;
   const char *target;
   if (cli_gpu_target(e, o, "sm80", &target)) return e->code;
-  hp_gpu_opts go = {.target = target, .plan_overrides = pl ? pl->ov : NULL, .nplan_overrides = pl ? pl->n : 0};
+  hp_gpu_opts go = {.target = target, .plan_overrides = pl ? pl->ov : NULL, .nplan_overrides = pl ? pl->n : 0,
+                    .precision = o->precision};
   hp_gpu_model *gm = NULL;
   hp_status s = hp_gpu_build(e, m->g, &m->syms, &go, &gm);
   if (!s) s = cli_write_gpu_model_dumps(e, o, gm);

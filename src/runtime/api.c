@@ -95,7 +95,9 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
     c->target = o->target ? strdup(o->target) : NULL;
     if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     c->gopts = (hp_gpu_opts){.target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
-    if (!st) st = hp_gpu_build(e, g, &c->syms, &c->gopts, &c->gpu);
+    hp_gpu_opts bo = c->gopts; /* the precision is read by the build alone */
+    bo.precision = o->precision;
+    if (!st) st = hp_gpu_build(e, g, &c->syms, &bo, &c->gpu);
     if (!st) st = hp_gpu_prepare(e, c->gpu); /* the device and NVRTC now, not at the first run */
     if (!st) c->f = (hp_function *)hp_gpu_function(c->gpu);
   } else if (!st && c->backend == HARP_BACKEND_INTERP) {

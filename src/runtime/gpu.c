@@ -74,6 +74,36 @@ hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_ar
   return HP_OK;
 }
 
+/* Regions formed on the GPU's description, the Function, the plans and the
+ * kernels into m (what an earlier call left there freed first); split_attn:
+ * fp32 attentions stay matmuls and a softmax (rg_options.half_attention_only).
+ * As on the CPU, a CAST of an outside tensor in a row or epilogue region is
+ * a region of its own (the generic loop nest converts contraction operands
+ * only). */
+static hp_status form_and_emit(hp_error *e, hp_gpu_model *m, const tiny_graph *g, const tiny_symtab *syms,
+                               const hp_gpu_opts *o, cuda_math math, bool split_attn) {
+  cuda_model_free(m->tu);
+  fn_free(m->f);
+  rg_partition_free(m->part);
+  hp_plans_free(&m->plans);
+  m->tu = NULL, m->f = NULL, m->part = NULL;
+  plan_machine mach;
+  plan_machine_get(m->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &mach);
+  rg_options ro = {.machine = &mach, .no_operand_casts = true, .half_attention_only = split_attn};
+  const char *nf = getenv("HARP_NO_FUSION");
+  ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
+  hp_status st;
+  if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) return st;
+  fn_options fo = {.widen_half_temps = true, .half_mma_operands = true};
+  if ((st = fn_build_ex(e, m->part, "main", &fo, &m->f))) return st;
+  if (o && o->nplan_overrides) { /* the overrides, validated; other regions keep their default plan */
+    hp_plan_opts po = {.overrides = o->plan_overrides, .noverrides = o->nplan_overrides, .no_cache = true,
+                       .cache_dir = o->cache_dir};
+    if ((st = hp_plans_choose(e, m->part, g, syms, &mach, &po, &m->plans))) return st;
+  }
+  return cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, m->plans.n ? m->plans.choice : NULL, math, &m->tu);
+}
+
 hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
                        hp_gpu_model **out) {
   *out = NULL;
@@ -87,26 +117,22 @@ hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms
   m->cache_dir = hp_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
   hp_status st = HP_OK;
+  cuda_math math = CUDA_MATH_TF32;
+  if (o && o->precision && !cuda_math_parse(o->precision, &math)) {
+    st = hp_fail(e, HP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", o->precision);
+    goto fail;
+  }
   if (!target && (st = open_rt(e, m, false))) goto fail; /* the device decides */
   if ((st = gpu_target(e, target, m->rt, &m->arch))) goto fail;
-  /* Regions formed on the GPU's description.  As on the CPU, a CAST of an
-   * outside tensor in a row or epilogue region is a region of its own (the
-   * generic loop nest converts contraction operands only). */
-  plan_machine mach;
-  plan_machine_get(m->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &mach);
-  rg_options ro = {.machine = &mach, .no_operand_casts = true, .half_attention_only = true};
-  const char *nf = getenv("HARP_NO_FUSION");
-  ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
-  if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) goto fail;
-  fn_options fo = {.widen_half_temps = true, .half_mma_operands = true};
-  if ((st = fn_build_ex(e, m->part, "main", &fo, &m->f))) goto fail;
-  if (o && o->nplan_overrides) { /* the overrides, validated; other regions keep their default plan */
-    hp_plan_opts po = {.overrides = o->plan_overrides, .noverrides = o->nplan_overrides, .no_cache = true,
-                       .cache_dir = o->cache_dir};
-    if ((st = hp_plans_choose(e, m->part, g, syms, &mach, &po, &m->plans))) goto fail;
-  }
-  if ((st = cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, m->plans.n ? m->plans.choice : NULL, &m->tu)))
-    goto fail;
+  /* An fp32 attention is one region (the fused template) as TF32; when the
+   * template cannot read one (an operand's layout: a key read transposed,
+   * as PyTorch's ONNX export of scaled_dot_product_attention scales K^T)
+   * the whole attention would be one generic kernel (2 ms of a BERT-base
+   * layer on an H200): form again with fp32 attentions split into matmuls
+   * and a softmax.  Strict fp32 and half rounding split them always. */
+  bool split = math != CUDA_MATH_TF32;
+  if ((st = form_and_emit(e, m, g, syms, o, math, split))) goto fail;
+  if (!split && m->tu->nattn_generic > 0 && (st = form_and_emit(e, m, g, syms, o, math, true))) goto fail;
   if ((st = cuda_print(e, m->tu->mod, &m->source))) goto fail;
   *out = m;
   return HP_OK;

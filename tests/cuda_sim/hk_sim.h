@@ -478,7 +478,7 @@ HK_DEV void hk_cp_wait() {
 /* ldmatrix .m8n8 .b16: lanes 8i..8i+7 give the row addresses of matrix i;
  * lane t receives row t/4, columns 2(t%4), 2(t%4)+1 of each matrix (.trans:
  * rows 2(t%4), 2(t%4)+1 of column t/4), the lower column/row in the low half. */
-enum { HKS_OP_LDSM = 1, HKS_OP_MMA_F16, HKS_OP_MMA_BF16, HKS_OP_SHFL };
+enum { HKS_OP_LDSM = 1, HKS_OP_MMA_F16, HKS_OP_MMA_BF16, HKS_OP_SHFL, HKS_OP_MMA_TF32 };
 static inline void hks_ldsm(hk_u32 *d, hk_saddr a, int num, bool trans) {
   hks::Slot in = {};
   in.addr = a;
@@ -558,6 +558,41 @@ static inline void hks_mma(float *c, const hk_u32 *a, const hk_u32 *b, bool bf) 
   });
   memcpy(c, out.c, 16);
 }
+/* mma.m16n8k8.row.col f32 += tf32 x tf32 (PTX ISA 9.7.14.5.7): each register
+ * one element, of which the tensor core reads the top 19 bits (sign, 8-bit
+ * exponent, 10-bit mantissa: the low 13 bits dropped):
+ *   A: a{0,1,2,3} = rows g, g+8, g, g+8; cols t, t, t+4, t+4
+ *   B: b{0,1}     = rows (k) t, t+4; col (n) g
+ *   C: as m16n8k16. */
+static inline float hks_tf32(hk_u32 u) { return hks::u2f(u & 0xffffe000u); }
+HK_DEV void hk_mma1688_tf32(float *c, const hk_u32 *a, const hk_u32 *b) {
+  hks::Slot in = {};
+  memcpy(in.a, a, 16);
+  memcpy(in.b, b, 8);
+  memcpy(in.c, c, 16);
+  hks::Slot &out = hks::collective(HKS_OP_MMA_TF32, in, [&](hks::Slot *s) {
+    hks::g->mma++;
+    float A[16][8], B[8][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+      int gq = l >> 2, t = l & 3;
+      for (int r = 0; r < 4; r++) A[gq + ((r & 1) ? 8 : 0)][t + ((r & 2) ? 4 : 0)] = hks_tf32(s[l].a[r]);
+      for (int r = 0; r < 2; r++) B[t + 4 * r][gq] = hks_tf32(s[l].b[r]);
+      for (int r = 0; r < 4; r++) C[gq + ((r & 2) ? 8 : 0)][2 * t + (r & 1)] = s[l].c[r];
+    }
+    for (int i = 0; i < 16; i++)
+      for (int j = 0; j < 8; j++) {
+        float acc = C[i][j];
+        for (int k = 0; k < 8; k++) acc += A[i][k] * B[k][j];
+        C[i][j] = acc;
+      }
+    for (int l = 0; l < 32; l++) {
+      int gq = l >> 2, t = l & 3;
+      for (int r = 0; r < 4; r++) s[l].c[r] = C[gq + ((r & 2) ? 8 : 0)][2 * t + (r & 1)];
+    }
+  });
+  memcpy(c, out.c, 16);
+}
+HK_DEV float hk_fma(float a, float b, float c) { return fmaf(a, b, c); }
 HK_DEV void hk_mma16816_f16(float *c, const hk_u32 *a, const hk_u32 *b) { hks_mma(c, a, b, false); }
 HK_DEV void hk_mma16816_bf16(float *c, const hk_u32 *a, const hk_u32 *b) { hks_mma(c, a, b, true); }
 
@@ -573,6 +608,21 @@ static inline hk_u32 hks_shfl(hk_u32 v, int m) {
   });
   return out.r[0];
 }
+/* shfl.sync.idx.b32 with c = 0x1f, full mask: lane l reads lane src_l. */
+enum { HKS_OP_SHFL_IDX = 100 };
+static inline hk_u32 hks_shfl_idx(hk_u32 v, int src) {
+  hks::Slot in = {};
+  in.a[0] = v;
+  in.i = src;
+  hks::Slot &out = hks::collective(HKS_OP_SHFL_IDX, in, [&](hks::Slot *s) {
+    for (int l = 0; l < 32; l++) {
+      if (s[l].i < 0 || s[l].i > 31) hks::fail("shfl.idx from lane %d", s[l].i);
+      s[l].r[0] = s[s[l].i].a[0];
+    }
+  });
+  return out.r[0];
+}
+HK_DEV float hk_shfl_idx(float v, int src) { return hk_u2f(hks_shfl_idx(hk_f2u(v), src)); }
 HK_DEV float hk_shfl_xor(float v, int m) { return hk_u2f(hks_shfl(hk_f2u(v), m)); }
 HK_DEV int hk_shfl_xor(int v, int m) { return (int)hks_shfl((hk_u32)v, m); }
 
@@ -716,13 +766,13 @@ static inline void tma(const hk_tmap *m, hk_saddr s, const int *c, bool store, h
  *   K-major:  ((8,m),(T,2k)):((8T,SBO),(1,T))   row r, column k
  *   MN-major: ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))  mn index, k index
  * then Swizzle<3,4,3> on the byte address. */
-static inline hk_u32 desc_addr(hk_u64 desc, bool mn_major, int mn, int k) {
+static inline hk_u32 desc_addr(hk_u64 desc, bool mn_major, int mn, int k, int esz = 2) {
   hk_u32 start = (hk_u32)(desc & 0x3FFF) << 4, lbo = (hk_u32)((desc >> 16) & 0x3FFF) << 4,
          sbo = (hk_u32)((desc >> 32) & 0x3FFF) << 4;
   if ((desc >> 62) != 1) fail("wgmma descriptor: only 128-byte swizzle is emulated");
   if ((desc >> 49) & 7) fail("wgmma descriptor: non-zero base offset");
   hk_u32 off;
-  if (!mn_major) off = (hk_u32)(mn % 8) * 128 + (hk_u32)(mn / 8) * sbo + (hk_u32)k * 2;
+  if (!mn_major) off = (hk_u32)(mn % 8) * 128 + (hk_u32)(mn / 8) * sbo + (hk_u32)(k * esz);
   else off = (hk_u32)(mn % 64) * 2 + (hk_u32)(mn / 64) * lbo + (hk_u32)(k % 8) * 128 + (hk_u32)(k / 8) * sbo;
   return swz128(start + off);
 }
@@ -869,7 +919,7 @@ HK_DEV void hk_wgmma_fence_acc(float *) {} /* a compiler-ordering fence: nothing
  * before that may be refilled under the MMA.  Each group's operand bytes are
  * hashed at issue and must be unchanged when the wait retires the group. */
 namespace hks {
-static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, bool tb);
+static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, int tb);
 }
 HK_DEV void hk_wgmma_commit() {
   hks::Fiber &f = hks::me();
@@ -897,7 +947,7 @@ HK_DEV void hk_wgmma_wait() {
   while (f.wg_groups.size() > (size_t)N) {
     const std::vector<hk_u64> &grp = f.wg_groups.front();
     for (size_t i = 0; i + 5 <= grp.size(); i += 5)
-      if (hks::wgmma_operand_hash(grp[i + 1], grp[i + 2], (int)grp[i + 3], grp[i + 4] != 0) != grp[i])
+      if (hks::wgmma_operand_hash(grp[i + 1], grp[i + 2], (int)grp[i + 3], (int)(long long)grp[i + 4]) != grp[i])
         hks::fail("warpgroup %u: a wgmma's SMEM operands changed before wgmma.wait_group retired it "
                   "(stage released too early)", f.tid / 128);
     f.wg_groups.erase(f.wg_groups.begin());
@@ -915,30 +965,33 @@ HK_DEV void hk_setmaxnreg_dec() {
 }
 
 namespace hks {
-/* FNV-1a over the 2-byte elements an m64nNk16 reads through its descriptors. */
-static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, bool tb) {
+/* FNV-1a over the elements an m64nNk16 (2-byte) or m64nNk8 .tf32 (4-byte,
+ * tb < 0 in the record) reads through its descriptors. */
+static hk_u64 wgmma_operand_hash(hk_u64 da, hk_u64 db, int N, int tb) {
   hk_u64 h = 1469598103934665603ull;
+  int es = tb < 0 ? 4 : 2, K = 32 / es;
   auto mix = [&](hk_u32 a) {
-    check_smem(a, 2, 2, "wgmma operand");
-    for (int i = 0; i < 2; i++) h = (h ^ g->smem[a + i]) * 1099511628211ull;
+    check_smem(a, es, es, "wgmma operand");
+    for (int i = 0; i < es; i++) h = (h ^ g->smem[a + i]) * 1099511628211ull;
   };
   for (int r = 0; r < 64; r++)
-    for (int k = 0; k < 16; k++) mix(desc_addr(da, false, r, k));
+    for (int k = 0; k < K; k++) mix(desc_addr(da, false, r, k, es));
   for (int n = 0; n < N; n++)
-    for (int k = 0; k < 16; k++) mix(desc_addr(db, tb, n, k));
+    for (int k = 0; k < K; k++) mix(desc_addr(db, tb > 0, n, k, es));
   return h;
 }
 } // namespace hks
 
-/* wgmma.mma_async m64nNk16 (f32 += f16/bf16 x f16/bf16), a warpgroup
- * collective: D row 16w + g + 8h, column 8j + 2t + e is d[4j + 2h + e]. */
-static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N, bool bf, bool tb) {
+/* wgmma.mma_async m64nNk16 (f32 += f16/bf16 x f16/bf16) or m64nNk8 .tf32
+ * (tf: 4-byte elements, K-major only, the top 19 bits of each read), a
+ * warpgroup collective: D row 16w + g + 8h, column 8j + 2t + e is d[4j + 2h + e]. */
+static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N, bool bf, bool tb, bool tf = false) {
   hks::Fiber &f = hks::me();
   unsigned wgi = f.tid / 128, l = f.tid % 128;
   if (!f.wg_fenced) hks::fail("wgmma.mma_async without a wgmma.fence since the start or the last wgmma.wait_group");
   if (hks::g->wgs.size() <= wgi) hks::g->wgs.resize(wgi + 1);
   hks::Wg &W = hks::g->wgs[wgi];
-  W.s[l].da = da, W.s[l].db = db, W.s[l].scale_d = scale_d, W.s[l].op = N * 4 + bf * 2 + tb;
+  W.s[l].da = da, W.s[l].db = db, W.s[l].scale_d = scale_d, W.s[l].op = N * 8 + tf * 4 + bf * 2 + tb;
   /* the accumulators this wgmma reads: an earlier wgmma's still in flight on
    * the same registers (the hardware chains them), else the registers */
   const float *in = d;
@@ -957,34 +1010,33 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
         hks::fail("warpgroup %u: wgmma operands differ between threads", wgi);
     hks::g->wgmma++;
     hks::Fiber &f0 = hks::g->f[hks::me().tid - l]; /* the warpgroup's thread 0 keeps the record */
-    hk_u64 rec[5] = {hks::wgmma_operand_hash(da, db, N, tb), da, db, (hk_u64)N, (hk_u64)tb};
+    int tbr = tf ? -1 : tb ? 1 : 0, es = tf ? 4 : 2, K = 32 / es;
+    hk_u64 rec[5] = {hks::wgmma_operand_hash(da, db, N, tbr), da, db, (hk_u64)N, (hk_u64)(long long)tbr};
     f0.wg_open.insert(f0.wg_open.end(), rec, rec + 5);
     static float A[64][16], B[16][256];
+    auto elem = [&](hk_u32 a, const char *what) {
+      hks::check_smem(a, es, es, what);
+      hks::async_read_check(a, es, what);
+      if (tf) {
+        hk_u32 u;
+        memcpy(&u, &hks::g->smem[a], 4);
+        return hks::u2f(u & 0xffffe000u);
+      }
+      hk_u16 v;
+      memcpy(&v, &hks::g->smem[a], 2);
+      return bf ? hks::bf2f(v) : hks::h2f(v);
+    };
     for (int r = 0; r < 64; r++)
-      for (int k = 0; k < 16; k++) {
-        hk_u32 a = hks::desc_addr(da, false, r, k);
-        hks::check_smem(a, 2, 2, "wgmma A");
-        hks::async_read_check(a, 2, "wgmma A");
-        hk_u16 v;
-        memcpy(&v, &hks::g->smem[a], 2);
-        A[r][k] = bf ? hks::bf2f(v) : hks::h2f(v);
-      }
+      for (int k = 0; k < K; k++) A[r][k] = elem(hks::desc_addr(da, false, r, k, es), "wgmma A");
     for (int n = 0; n < N; n++)
-      for (int k = 0; k < 16; k++) {
-        hk_u32 a = hks::desc_addr(db, tb, n, k);
-        hks::check_smem(a, 2, 2, "wgmma B");
-        hks::async_read_check(a, 2, "wgmma B");
-        hk_u16 v;
-        memcpy(&v, &hks::g->smem[a], 2);
-        B[k][n] = bf ? hks::bf2f(v) : hks::h2f(v);
-      }
+      for (int k = 0; k < K; k++) B[k][n] = elem(hks::desc_addr(db, tb, n, k, es), "wgmma B");
     for (int q = 0; q < 128; q++) {
       int w = q / 32, lane = q % 32, gq = lane >> 2, t = lane & 3;
       for (int i = 0; i < N / 2; i++) {
         int j = i / 4, h = (i / 2) & 1, e = i & 1;
         int r = 16 * w + gq + 8 * h, c = 8 * j + 2 * t + e;
         float acc = W.s[q].scale_d ? W.s[q].d[i] : 0.0f;
-        for (int k = 0; k < 16; k++) acc += A[r][k] * B[k][c];
+        for (int k = 0; k < K; k++) acc += A[r][k] * B[k][c];
         W.s[q].d[i] = acc;
       }
     }
@@ -1008,6 +1060,11 @@ static inline void hks_wgmma(float *d, hk_u64 da, hk_u64 db, int scale_d, int N,
 HKS_WGMMA(64)
 HKS_WGMMA(128)
 HKS_WGMMA(256)
+#define HKS_WGMMA_TF32(N) \
+  HK_DEV void hk_wgmma_m64n##N##k8_tf32(float *d, hk_u64 a, hk_u64 b, int s) { hks_wgmma(d, a, b, s, N, false, false, true); }
+HKS_WGMMA_TF32(64)
+HKS_WGMMA_TF32(128)
+HKS_WGMMA_TF32(256)
 
 /* ---- launching ---- */
 extern "C" int hk_sim_launch(const char *kernel, void (*thunk)(void **), const unsigned grid[3], const unsigned block[3],

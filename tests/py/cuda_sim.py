@@ -63,6 +63,7 @@ CASES = [
     ("rows_mixed", os.path.join(GPU_MODELS, "rows_mixed.harp"), (), {"simple": 3, "generic": 1}),
     ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 6}),
     ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),
+    ("fp32_block", os.path.join(GPU_MODELS, "fp32_block.harp"), (), {"template": 3}),
 ]
 
 
@@ -85,10 +86,10 @@ def have_gxx():
     return shutil.which("g++") is not None
 
 
-def dump(model, target, syms=(), outdir=None):
-    """harp dump --dump gpu,cu; returns (process, dir)."""
+def dump(model, target, syms=(), outdir=None, extra=()):
+    """harp dump --dump gpu,cu (+ extra options); returns (process, dir)."""
     d = outdir or tempfile.mkdtemp(prefix="harp_gpu_")
-    args = [HARP, "dump", model, "--dump", "gpu,cu", "--target", target, "--dump-dir", d]
+    args = [HARP, "dump", model, "--dump", "gpu,cu", "--target", target, "--dump-dir", d, *extra]
     for s in syms:
         args += ["--sym", s]
     return subprocess.run(args, capture_output=True, text=True, timeout=300), d

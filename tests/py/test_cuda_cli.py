@@ -94,21 +94,91 @@ for n, want in ((1, "generic"), (32, "template")):
         s.check(f"late conv n={n}: on the {want} kernel", g["launch_kinds"].get(want, 0) == 1 and
                 (want == "template" or any("few output tiles" in x for x in notes)), f"{g['launch_kinds']} {notes}")
 
-# an fp32 attention (no fused template takes it) is two matmuls and a softmax on the GPU, not
-# one generic kernel of the whole attention; an fp16 one stays the attention template
-for model, syms, fused in ((os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], False),
-                          (os.path.join(MODELS, "gpu", "transformer_block_fp16.harp"), [], True)):
+# an fp32 attention is the fused template as TF32 (the default precision); with --precision
+# fp32 (strict) or fp16 no fused template takes it: two matmuls and a softmax, not one generic
+# kernel of the whole attention; an fp16 one stays the attention template at any precision
+for model, syms, prec, fused in ((os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], None, True),
+                                 (os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], "fp32", False),
+                                 (os.path.join(SRC, "examples", "transformer_block.harp"), ["B=1", "S=8"], "fp16", False),
+                                 (os.path.join(MODELS, "gpu", "transformer_block_fp16.harp"), [], "fp32", True)):
+    what = f"{os.path.basename(model)} --precision {prec}"
     dd = tempfile.mkdtemp()
-    p = harp("dump", model, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd, *[a for x in syms for a in ("--sym", x)])
-    s.check(f"{os.path.basename(model)}: dump gpu", p.returncode == 0, p.stderr)
+    p = harp("dump", model, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd, *[a for x in syms for a in ("--sym", x)],
+             *(["--precision", prec] if prec else []))
+    s.check(f"{what}: dump gpu", p.returncode == 0, p.stderr)
     if p.returncode == 0:
         g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+        s.check(f"{what}: gpu.json says the precision", g.get("precision") == (prec or "tf32"), str(g.get("precision")))
         kinds = [k["kind"] for k in g["kernels"]]
         declined = [l.get("declined", "") for l in g["launches"]]
         if fused:
-            s.check("fp16 attention: the attention template", "attention" in kinds, str(kinds))
+            s.check(f"{what}: the attention template", "attention" in kinds, str(kinds))
         else:
-            s.check("fp32 attention: no attention region declined to a generic kernel",
+            s.check(f"{what}: no attention region declined to a generic kernel",
                     "attention" not in kinds and not any("attention takes" in x for x in declined), str(declined))
+        if prec is None:
+            att = [k for k in g["kernels"] if k["kind"] == "attention"]
+            s.check(f"{what}: the attention computes as TF32", att and "tf32" in att[0]["plan"].get("math", ""), str(att[:1]))
+
+# a causal attention's mask, built by the program, is dead once the template reads the causal
+# pattern: its regions (a one-thread index kernel and an S x S compare) are dropped
+f = os.path.join(tempfile.mkdtemp(), "causal.harp")
+with open(f, "w") as fh:
+    fh.write("graph main(q: f16[1, 4, 256, 64], k: f16[1, 4, 256, 64], v: f16[1, 4, 256, 64]) -> (o: f16[1, 4, 256, 64]) {\n"
+             "    o = attention(q, k, v, causal=true)\n    return o\n}\n")
+dd = tempfile.mkdtemp()
+p = harp("dump", f, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd)
+s.check("causal attention: dump gpu", p.returncode == 0, p.stderr)
+if p.returncode == 0:
+    g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+    s.check("causal attention: one launch, the template; the mask's regions dropped",
+            [l["kernel"] for l in g["launches"]] == ["k2_attn"] and g["dead_regions"] >= 2 and len(g["kernels"]) == 1,
+            f"{[l['kernel'] for l in g['launches']]} dead {g.get('dead_regions')}")
+
+# an fp32 attention the fused template cannot read (PyTorch's ONNX export of
+# scaled_dot_product_attention scales K^T: K is read transposed) is not one generic kernel
+# of the whole attention: the model is formed again with it split into matmuls and a softmax
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T, helper as oh, numpy_helper as nh
+except ImportError:
+    onnx = None
+if onnx is not None:
+    r = np.random.default_rng(0)
+    b_, s_, h_, dh = 1, 64, 4, 16
+    inits = [nh.from_array(r.standard_normal((64, 192)).astype(np.float32) * 0.05, "W"),
+             nh.from_array(np.array([b_, s_, 3, h_, dh], np.int64), "shp5"), nh.from_array(np.array([b_, s_, 64], np.int64), "shp3"),
+             nh.from_array(np.array(0.5, np.float32), "sc")] + [nh.from_array(np.array(i, np.int64), f"i{i}") for i in range(3)]
+    nodes = [oh.make_node("MatMul", ["x", "W"], ["t"]), oh.make_node("Reshape", ["t", "shp5"], ["t2"]),
+             oh.make_node("Transpose", ["t2"], ["t3"], perm=[2, 0, 3, 1, 4])] + \
+        [oh.make_node("Gather", ["t3", f"i{i}"], [n], axis=0) for i, n in enumerate("qkv")] + \
+        [oh.make_node("Mul", ["q", "sc"], ["qs"]), oh.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+         oh.make_node("Mul", ["kt", "sc"], ["ks"]), oh.make_node("MatMul", ["qs", "ks"], ["qk"]),
+         oh.make_node("Softmax", ["qk"], ["p"], axis=-1), oh.make_node("MatMul", ["p", "v"], ["o"]),
+         oh.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), oh.make_node("Reshape", ["ot", "shp3"], ["y"])]
+    gr = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", T.FLOAT, [b_, s_, 64])],
+                       [oh.make_tensor_value_info("y", T.FLOAT, [b_, s_, 64])], inits)
+    f = os.path.join(tempfile.mkdtemp(), "sdpa_kt.onnx")
+    onnx.save(oh.make_model(gr, opset_imports=[oh.make_opsetid("", 17)]), f)
+    dd = tempfile.mkdtemp()
+    p = harp("dump", f, "--dump", "gpu", "--target", "sm90", "--dump-dir", dd)
+    s.check("ONNX attention with K^T scaled: dump gpu", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+        kinds = [k["kind"] for k in g["kernels"]]
+        notes = [l.get("declined", "") for l in g["launches"]]
+        s.check("ONNX attention with K^T scaled: split into matmuls and a softmax, no generic attention",
+                "softmax" in kinds and kinds.count("mma_gemm") + kinds.count("wgmma_gemm") >= 3 and
+                not any("unit stride along d" in x for x in notes), f"{kinds} {notes}")
+
+# --precision: a bad value is a usage error naming the choices
+p = harp("dump", os.path.join(SRC, "examples", "transformer_block.harp"), "--dump", "gpu", "--target", "sm80",
+         "--precision", "fp8", "--dump-dir", tempfile.mkdtemp())
+s.check("--precision fp8: a usage error naming the choices", p.returncode == 1 and "UsageError" in p.stderr and "tf32, fp32, fp16 or bf16" in p.stderr,
+        p.stderr)
+for cmd in ("run", "bench", "compile", "dump"):
+    p = harp(cmd, "--help")
+    s.check(f"harp {cmd} --help names --precision", "--precision" in p.stdout and "tf32" in p.stdout, p.stdout[-300:])
 
 s.close()

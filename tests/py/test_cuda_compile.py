@@ -34,6 +34,23 @@ TEMPLATE_PTX = {
 }
 
 
+MMA_TF32 = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+
+
+def ptx_needs(k):
+    """What the PTX of kernel k must hold: its kind's instructions, for the
+    way it computes (its plan's "math": TF32, SIMT FFMA, or 16-bit MMA)."""
+    math = k.get("plan", {}).get("math", "")
+    need = list(TEMPLATE_PTX.get(k["kind"], []))
+    if "tf32" in math and k["kind"] != "wgmma_gemm":  # m16n8k8; ldmatrix only for K-major fp32 tiles
+        need = [MMA_TF32 if n.startswith("mma.sync") else n for n in need if not n.startswith("ldmatrix")]
+    elif "tf32" in math:
+        need.append("k8.f32.tf32.tf32")
+    elif "SIMT" in math:  # FFMA and 128-bit shared loads, no tensor cores
+        need = ["fma.rn.f32", "ld.shared.v4", "cp.async.", "cp.async.wait_group"]
+    return need
+
+
 nvrtc_ok = cuda_sim.nvrtc_ok
 entry = cuda_sim.ptx_entry
 
@@ -78,8 +95,10 @@ for name, model, syms, want in cuda_sim.CASES:
             s.check(f"{what}: {k['name']} is in the PTX", t is not None)
             if t is None:
                 continue
-            for need in TEMPLATE_PTX.get(k["kind"], []):
+            for need in ptx_needs(k):
                 s.check(f"{what}: {k['name']} ({k['kind']}) has {need}", need in t)
+            if "SIMT" in k.get("plan", {}).get("math", ""):
+                s.check(f"{what}: {k['name']} (SIMT) has no mma", "mma.sync" not in t)
             wgmma += k["kind"] == "wgmma_gemm"
         shutil.rmtree(d, ignore_errors=True)
     if name == "gemm_bias_relu" and nvrtc_seen:

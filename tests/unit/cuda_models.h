@@ -23,7 +23,7 @@ typedef struct cu_model {
   cuda_reduce_spec red;
 } cu_model;
 
-#define CU_NMODELS 11
+#define CU_NMODELS 17
 
 static inline void cu_models(cu_model *m, cuda_arch arch) {
   memset(m, 0, sizeof(cu_model) * CU_NMODELS);
@@ -90,6 +90,43 @@ static inline void cu_models(cu_model *m, cuda_arch arch) {
   m[i].name = "reduce_sum_rows", m[i].kind = CU_M_REDUCE;
   m[i].red = (cuda_reduce_spec){.outer = 512, .red = 768, .inner = 1, .s_outer = 768, .s_red = 1, .s_inner = 1,
                                 .op = TINY_RSUM, .in_dtype = TINY_FP16, .out_dtype = TINY_FP32};
+  i++;
+  /* fp32 contractions (--precision): TF32 with tails (B N-major: ld.shared.b32 fragments) */
+  m[i].name = "gemm_tf32", m[i].kind = CU_M_GEMM, m[i].contraction = true;
+  cuda_gemm_spec_init(&m[i].g, 333, 250, 190, TINY_FP32);
+  m[i].g.tune.arch = arch;
+  i++;
+  /* TF32, B K-major (torch's Linear weight): wgmma .tf32 on the SM90 template */
+  m[i].name = "gemm_tf32_tn", m[i].kind = CU_M_GEMM, m[i].contraction = true;
+  cuda_gemm_spec_init(&m[i].g, 1024, 1024, 512, TINY_FP32);
+  m[i].g.b_sk = 1, m[i].g.b_sn = 512;
+  m[i].g.tune.arch = arch;
+  i++;
+  /* strict fp32: the SIMT template */
+  m[i].name = "gemm_fp32", m[i].kind = CU_M_GEMM, m[i].contraction = true;
+  cuda_gemm_spec_init(&m[i].g, 333, 250, 190, TINY_FP32);
+  m[i].g.math = CUDA_MATH_FP32;
+  m[i].g.tune.arch = arch;
+  i++;
+  /* fp32 operands rounded to fp16 into m16n8k16, + bias, ReLU */
+  m[i].name = "gemm_fp16r", m[i].kind = CU_M_GEMM, m[i].contraction = true;
+  cuda_gemm_spec_init(&m[i].g, 256, 512, 128, TINY_FP32);
+  m[i].g.math = CUDA_MATH_FP16;
+  m[i].g.tune.arch = arch;
+  m[i].g.n_epi = 2;
+  m[i].g.epi[0].kind = CUDA_EPI_BIAS_N, m[i].g.epi[0].dtype = TINY_FP32;
+  m[i].g.epi[1].kind = CUDA_EPI_RELU;
+  i++;
+  m[i].name = "conv3x3_tf32", m[i].kind = CU_M_CONV, m[i].contraction = true;
+  cuda_conv_spec_init(&m[i].c, 2, 64, 28, 28, 64, 3, 3, TINY_FP32);
+  m[i].c.pad[0] = m[i].c.pad[1] = m[i].c.pad[2] = m[i].c.pad[3] = 1;
+  m[i].c.n_epi = 2;
+  m[i].c.epi[0].kind = CUDA_EPI_BIAS_M, m[i].c.epi[0].dtype = TINY_FP32;
+  m[i].c.epi[1].kind = CUDA_EPI_RELU;
+  i++;
+  m[i].name = "attention_tf32", m[i].kind = CU_M_ATTN, m[i].contraction = true;
+  cuda_attn_spec_init(&m[i].a, 2, 4, 256, 256, 64, TINY_FP32);
+  m[i].a.causal = true;
   i++;
   for (int j = 0; j < i; j++) {
     m[j].c.tune.arch = m[j].a.tune.arch = m[j].r.tune.arch = m[j].ew.tune.arch = m[j].red.tune.arch = arch;

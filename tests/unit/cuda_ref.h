@@ -8,6 +8,36 @@
 #include "cuda_testutil.h"
 
 /* ---- references ---------------------------------------------------------------------- */
+/* fp32 -> TF32 as the SM80 template rounds (hk_tf32: to nearest, ties away
+ * from zero; Inf and NaN kept), written independently of it. */
+static inline float cu_tf32(float v) {
+  if (!isfinite(v)) return v;
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&v, &u, 4);
+  return v;
+}
+/* fp32 -> TF32 as the SM90 template's wgmma reads it: the top 19 bits. */
+static inline float cu_tf32_trunc(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u &= 0xffffe000u;
+  memcpy(&v, &u, 4);
+  return v;
+}
+/* An operand value as the contraction of `math` multiplies it: fp32 operands
+ * rounded to TF32 (the SM90 template truncates) / fp16 / bf16, or kept
+ * (strict fp32); 16-bit ones as stored. */
+static inline float ref_opnd(cuda_math math, bool sm90, tiny_dtype t, float v) {
+  if (t != TINY_FP32) return v;
+  switch (math) {
+  case CUDA_MATH_TF32: return sm90 ? cu_tf32_trunc(v) : cu_tf32(v);
+  case CUDA_MATH_FP16: return hp_round_f16(v);
+  case CUDA_MATH_BF16: return hp_round_bf16(v);
+  default: return v;
+  }
+}
 static inline float ref_epi(const cuda_epi *ep, int n_epi, cu_buf *const *eb, float v, int64_t b0, int64_t b1, int64_t m,
                      int64_t n) {
   for (int i = 0; i < n_epi; i++) {
@@ -33,14 +63,15 @@ static inline float ref_epi(const cuda_epi *ep, int n_epi, cu_buf *const *eb, fl
 }
 
 static inline void ref_gemm(const cuda_gemm_spec *s, const cu_buf *A, const cu_buf *B, cu_buf *const *eb, float *C) {
+  bool sm90 = s->tune.arch == CUDA_SM90;
   for (int64_t b0 = 0; b0 < s->batch[0]; b0++)
     for (int64_t b1 = 0; b1 < s->batch[1]; b1++)
       for (int64_t m = 0; m < s->M; m++)
         for (int64_t n = 0; n < s->N; n++) {
           double acc = 0;
           for (int64_t k = 0; k < s->K; k++)
-            acc += (double)cu_get(A, b0 * s->a_sb[0] + b1 * s->a_sb[1] + m * s->a_sm + k * s->a_sk) *
-                   cu_get(B, b0 * s->b_sb[0] + b1 * s->b_sb[1] + k * s->b_sk + n * s->b_sn);
+            acc += (double)ref_opnd(s->math, sm90, A->t, cu_get(A, b0 * s->a_sb[0] + b1 * s->a_sb[1] + m * s->a_sm + k * s->a_sk)) *
+                   ref_opnd(s->math, sm90, B->t, cu_get(B, b0 * s->b_sb[0] + b1 * s->b_sb[1] + k * s->b_sk + n * s->b_sn));
           C[b0 * s->c_sb[0] + b1 * s->c_sb[1] + m * s->c_sm + n * s->c_sn] =
               ref_epi(s->epi, s->n_epi, eb, (float)acc, b0, b1, m, n);
         }
@@ -61,8 +92,8 @@ static inline void ref_conv(const cuda_conv_spec *s, const cu_buf *x, const cu_b
               for (int64_t bb = 0; bb < s->kw; bb++) {
                 int64_t ih = i * s->stride[0] - s->pad[0] + a * s->dil[0], iw = j * s->stride[1] - s->pad[1] + bb * s->dil[1];
                 if (ih < 0 || ih >= s->h || iw < 0 || iw >= s->w) continue;
-                acc += (double)cu_get(x, ((n * s->c + g * cg + c) * s->h + ih) * s->w + iw) *
-                       cu_get(w, ((o * cg + c) * s->kh + a) * s->kw + bb);
+                acc += (double)ref_opnd(s->math, false, x->t, cu_get(x, ((n * s->c + g * cg + c) * s->h + ih) * s->w + iw)) *
+                       ref_opnd(s->math, false, w->t, cu_get(w, ((o * cg + c) * s->kh + a) * s->kw + bb));
               }
           int64_t yo = ((n * s->oc + o) * oh + i) * ow + j;
           float v = (float)acc;

@@ -48,10 +48,15 @@ static void test_dump_json(void **s) {
     char seen[1024] = "";
     collect_ops(json_object_get(k, "body"), seen, sizeof seen);
     if (ms[i].contraction) {
-      const char *need[] = {"|CpAsync|", "|CommitGroup|", "|WaitGroup|", "|Barrier|", "|LdMatrix|", "|MmaSync|",
-                            "|Epilogue|", "|StGlobalVec|"};
+      /* strict fp32 (SIMT): shared loads and FFMA, no ldmatrix / mma */
+      bool simt = ms[i].kind == CU_M_GEMM && ms[i].g.a_dtype == TINY_FP32 && ms[i].g.math == CUDA_MATH_FP32;
+      /* fp32 operands rounded to fp16: their fragments read with ld.shared and packed */
+      bool lds = simt || (ms[i].kind == CU_M_GEMM && ms[i].g.a_dtype == TINY_FP32 && ms[i].g.math == CUDA_MATH_FP16);
+      const char *need[] = {"|CpAsync|", "|CommitGroup|", "|WaitGroup|", "|Barrier|", lds ? "|LdShared|" : "|LdMatrix|",
+                            simt ? "|Assign|" : "|MmaSync|", "|Epilogue|", "|StGlobalVec|"};
       for (int j = 0; j < 8; j++)
         if (!strstr(seen, need[j])) fail_msg("%s: no %s in the dialect (%s)", ms[i].name, need[j], seen);
+      if (simt && strstr(seen, "|MmaSync|")) fail_msg("%s: SIMT with an MmaSync", ms[i].name);
       json_t *plan = json_object_get(k, "plan");
       assert_non_null(json_object_get(plan, "BM"));
       assert_non_null(json_object_get(plan, "stages"));
@@ -93,8 +98,17 @@ static void test_spec_errors(void **s) {
     hp_status st_ = (call);                                                      \
     if (st_ != (code)) fail_msg("%s: got %s (%s), want %s", #call, hp_status_name(st_), e.msg, hp_status_name(code)); \
   } while (0)
+  cuda_gemm_spec_init(&g, 64, 64, 64, TINY_I32);
+  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_i32"));
+  cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP32); /* fp32: TF32 by default, or as math says */
+  EXPECT(HP_OK, cuda_gen_gemm(&e, m, &g, "g_fp32"));
+  g.math = (cuda_math)7;
+  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_math"));
+  g.math = CUDA_MATH_FP32, g.tune.bm = 64, g.tune.bn = 96; /* SIMT: BN a multiple of the 64-wide warp tile */
+  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_simt_tile"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP32);
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_fp32"));
+  g.b_dtype = TINY_FP16;
+  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_mixed32"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.b_dtype = TINY_BF16;
   EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_mixed"));
@@ -138,8 +152,12 @@ static void test_spec_errors(void **s) {
   cuda_attn_spec a;
   cuda_attn_spec_init(&a, 1, 1, 16, 16, 12, TINY_FP16);
   EXPECT(HP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_d12"));
-  cuda_attn_spec_init(&a, 1, 1, 16, 16, 64, TINY_FP32);
+  cuda_attn_spec_init(&a, 1, 1, 16, 16, 64, TINY_FP32); /* fp32: TF32 only */
+  EXPECT(HP_OK, cuda_gen_attn(&e, m, &a, "a_tf32"));
+  a.math = CUDA_MATH_FP16;
   EXPECT(HP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_fp32"));
+  cuda_attn_spec_init(&a, 1, 1, 16, 16, 64, TINY_I32);
+  EXPECT(HP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_i32"));
   cuda_attn_spec_init(&a, 1, 1, 16, 16, 256, TINY_FP16);
   a.bn = 128;
   EXPECT(HP_E_REG_OVERFLOW, cuda_gen_attn(&e, m, &a, "a_regs"));

@@ -96,12 +96,24 @@ static void check_wgmma_acc_order(const char *name, const char *t) {
   }
 }
 
+/* How a test model's contraction computes: 't' TF32, 's' SIMT, 'h' 16-bit MMA. */
+static char model_math(const cu_model *m) {
+  tiny_dtype dt = m->kind == CU_M_GEMM ? m->g.a_dtype : m->kind == CU_M_CONV ? m->c.w_dtype : m->a.q_dtype;
+  cuda_math math = m->kind == CU_M_GEMM ? m->g.math : m->kind == CU_M_CONV ? m->c.math : m->a.math;
+  return dt != TINY_FP32 || math == CUDA_MATH_FP16 || math == CUDA_MATH_BF16 ? 'h' : math == CUDA_MATH_FP32 ? 's' : 't';
+}
+
 static void check_ptx(const cu_model *m, const char *ptx) {
   char *t = ptx_entry(ptx, m->name);
   if (!t) fail_msg("no .entry %s in the PTX", m->name);
+  char math = m->contraction ? model_math(m) : 0;
+  if (math == 't' && !count(t, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")) fail_msg("%s: no mma.sync m16n8k8 .tf32", m->name);
+  if (math == 's' && (!count(t, "fma.rn.f32") || !count(t, "ld.shared.v4") || count(t, "mma.sync")))
+    fail_msg("%s: not FFMA + 128-bit shared loads only", m->name);
   if (m->contraction) {
-    if (!count(t, "mma.sync.aligned.m16n8k16.row.col.f32.")) fail_msg("%s: no mma.sync m16n8k16", m->name);
-    if (!count(t, "ldmatrix.sync.aligned.m8n8.x4")) fail_msg("%s: no ldmatrix.x4", m->name);
+    if (math == 'h' && !count(t, "mma.sync.aligned.m16n8k16.row.col.f32.")) fail_msg("%s: no mma.sync m16n8k16", m->name);
+    if (math != 's' && !count(t, "ldmatrix.sync.aligned.m8n8.x4") && (m->kind != CU_M_GEMM || m->g.a_dtype != TINY_FP32))
+      fail_msg("%s: no ldmatrix.x4", m->name);
     if (!count(t, "cp.async.") || !count(t, "cp.async.commit_group") || !count(t, "cp.async.wait_group"))
       fail_msg("%s: no cp.async pipeline", m->name);
   }
@@ -150,7 +162,10 @@ static void check_sass(const cu_model *ms, int n, const cuda_binary *bin, const 
     char *sec = malloc(nsec + 1);
     memcpy(sec, a, nsec);
     sec[nsec] = 0;
-    const char *ops[] = {"HMMA.16816.F32", "LDSM.16.", "LDGSTS.E", "DEPBAR"};
+    char math = model_math(&ms[i]);
+    const char *ops[] = {math == 't' ? "HMMA.1688.F32.TF32" : math == 's' ? "FFMA" : "HMMA.16816.F32",
+                         math == 's' ? "LDS.128" : ms[i].kind == CU_M_GEMM && ms[i].g.a_dtype == TINY_FP32 ? "LDS" : "LDSM.16.",
+                         "LDGSTS.E", "DEPBAR"};
     for (int j = 0; j < 4; j++)
       if (!strstr(sec, ops[j])) fail_msg("%s (%s): no %s in the SASS", ms[i].name, arch, ops[j]);
     free(sec);
@@ -250,6 +265,9 @@ static void test_sm90_template(void **vs) {
   g.epi[0].kind = CUDA_EPI_RELU;
   assert_int_equal(cuda_gen_gemm(&e, mod, &g, "gemm_splitk_relu90"), HP_E_UNSUPPORTED);
   hp_error_clear(&e);
+  assert_string_equal(ms[12].name, "gemm_tf32_tn");
+  cu_ok(&e, cuda_gen_gemm(&e, mod, &ms[12].g, "gemm_tf32_tn90")); /* fp32, B K-major: wgmma .tf32 */
+  names[n++] = "gemm_tf32_tn90";
   char *src;
   cu_ok(&e, cuda_print(&e, mod, &src));
   /* the source pins the accumulators at every wgmma.fence / wait_group (one
@@ -273,6 +291,7 @@ static void test_sm90_template(void **vs) {
       if (!count(t, need[j])) fail_msg("%s: no %s in the PTX", names[i], need[j]);
     if (strcmp(names[i], "gemm_splitk90") ? !count(t, "cp.async.bulk.tensor.4d.global.shared::cta") : !count(t, "red.global.add.f32"))
       fail_msg("%s: wrong C store", names[i]);
+    if (strstr(names[i], "tf32") && !count(t, "k8.f32.tf32.tf32")) fail_msg("%s: no wgmma .tf32", names[i]);
     check_wgmma_acc_order(names[i], t);
     free(t);
   }

@@ -13,8 +13,7 @@
  * Skips when g++ is not installed. */
 #include <math.h>
 
-#include "cuda_ref.h"
-#include "cuda_testutil.h"
+#include "cuda_simrun.h"
 
 /* ---- the module: every kernel of this test ------------------------------------------- */
 enum { MAXK = 48 };
@@ -213,52 +212,11 @@ static int teardown(void **vs) {
 }
 
 /* ---- GEMM ------------------------------------------------------------------------------ */
-static int64_t gemm_numel(int64_t sb0, int64_t sb1, int64_t n0, int64_t n1, int64_t last) {
-  return (n0 - 1) * sb0 + (n1 - 1) * sb1 + last + 1;
-}
-
 /* Run gemm kernel i; returns mismatches; stats out. */
 static int64_t run_gemm(state *st, int i, unsigned long long stats[7]) {
-  const cuda_gemm_spec *s = &st->gemm[i];
-  cu_rng r = {(uint64_t)i * 7919 + 1};
-  int64_t na = gemm_numel(s->a_sb[0], s->a_sb[1], s->batch[0], s->batch[1], (s->M - 1) * s->a_sm + (s->K - 1) * s->a_sk);
-  int64_t nb = gemm_numel(s->b_sb[0], s->b_sb[1], s->batch[0], s->batch[1], (s->K - 1) * s->b_sk + (s->N - 1) * s->b_sn);
-  int64_t nc = gemm_numel(s->c_sb[0], s->c_sb[1], s->batch[0], s->batch[1], (s->M - 1) * s->c_sm + (s->N - 1) * s->c_sn);
-  cu_buf A = cu_random(s->a_dtype, na, &r, 1), B = cu_random(s->b_dtype, nb, &r, 1), C = cu_buf_new(s->c_dtype, nc);
-  if (s->tune.splitk <= 1) memset(C.p, 0xFF, C.bytes); /* NaN: every element must be written */
-  cu_buf eb[CUDA_MAX_EPI];
-  cu_buf *ebp[CUDA_MAX_EPI] = {0};
-  cu_buf *args[5 + CUDA_MAX_EPI] = {&A, &B, &C};
-  for (int k = 0; k < s->n_epi; k++) {
-    const cuda_epi *ep = &s->epi[k];
-    int64_t n = ep->kind == CUDA_EPI_BIAS_M ? s->M : ep->kind == CUDA_EPI_BIAS_N ? s->N : ep->kind == CUDA_EPI_RESIDUAL ? nc : 0;
-    if (!n) continue;
-    eb[k] = cu_random(ep->dtype, n, &r, 1);
-    ebp[k] = args[3 + k] = &eb[k];
-  }
   char nm[32];
   snprintf(nm, sizeof nm, "gemm%d", i);
-  const cuda_kernel *k = cuda_module_find(st->m, nm);
-  /* split-K serial: the running sums and a flag per output tile (zeroed) after ep.. */
-  bool serial = s->tune.splitk > 1 && s->tune.splitk_kind == CUDA_SPLITK_SERIAL;
-  cu_buf ws = {0}, flags = {0};
-  if (serial) {
-    ws = cu_buf_new(TINY_FP32, s->batch[0] * s->batch[1] * s->M * s->N);
-    flags = cu_buf_new(TINY_I32, k->grid[0] * k->grid[1] * k->grid[2]);
-    args[3 + s->n_epi] = &ws, args[4 + s->n_epi] = &flags;
-  }
-  assert_int_equal(cu_sim_run(&st->sim, k, args, stats, 1 + (unsigned)i), 0);
-  if (serial) cu_buf_free(&ws), cu_buf_free(&flags);
-  float *want = calloc((size_t)nc, sizeof(float));
-  ref_gemm(s, &A, &B, ebp, want);
-  int64_t bad = cu_compare(nm, &C, want, nc, 1e-3);
-  free(want);
-  cu_buf_free(&A);
-  cu_buf_free(&B);
-  cu_buf_free(&C);
-  for (int q = 0; q < s->n_epi; q++)
-    if (ebp[q]) cu_buf_free(ebp[q]);
-  return bad;
+  return cu_run_gemm(&st->sim, st->m, &st->gemm[i], nm, (uint64_t)i * 7919 + 1, 1e-3, stats);
 }
 
 #define SKIP_IF_NO_SIM(st)                                    \
@@ -359,36 +317,11 @@ static void test_conv(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
   for (int i = 0; i < 6; i++) {
-    const cuda_conv_spec *s = &st->conv[i];
-    cu_rng r = {(uint64_t)i + 100};
-    int64_t oh, ow;
-    assert_true(cuda_conv_out_hw(s, &oh, &ow));
-    int64_t nx = s->n * s->c * s->h * s->w, nw = s->oc * (s->c / s->groups) * s->kh * s->kw, ny = s->n * s->oc * oh * ow;
-    cu_buf x = cu_random(s->x_dtype, nx, &r, 1), w = cu_random(s->w_dtype, nw, &r, 1), y = cu_buf_new(s->y_dtype, ny);
-    memset(y.p, 0xFF, y.bytes);
-    cu_buf eb[CUDA_MAX_EPI];
-    cu_buf *ebp[CUDA_MAX_EPI] = {0};
-    cu_buf *args[3 + CUDA_MAX_EPI] = {&w, &x, &y};
-    for (int k = 0; k < s->n_epi; k++) {
-      int64_t n = s->epi[k].kind == CUDA_EPI_BIAS_M ? s->oc : s->epi[k].kind == CUDA_EPI_RESIDUAL ? ny : 0;
-      if (!n) continue;
-      eb[k] = cu_random(s->epi[k].dtype, n, &r, 1);
-      ebp[k] = args[3 + k] = &eb[k];
-    }
     char nm[32];
     snprintf(nm, sizeof nm, "conv%d", i);
     unsigned long long stats[7];
-    assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), args, stats, 7), 0);
+    assert_int_equal(cu_run_conv(&st->sim, st->m, &st->conv[i], nm, (uint64_t)i + 100, 1e-3, stats), 0);
     assert_int_equal(stats[1], 0);
-    float *want = calloc((size_t)ny, sizeof(float));
-    ref_conv(s, &x, &w, ebp, want);
-    assert_int_equal(cu_compare(nm, &y, want, ny, 1e-3), 0);
-    free(want);
-    cu_buf_free(&x);
-    cu_buf_free(&w);
-    cu_buf_free(&y);
-    for (int k = 0; k < s->n_epi; k++)
-      if (ebp[k]) cu_buf_free(ebp[k]);
   }
 }
 

@@ -24,7 +24,7 @@ typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec g[5 + NMUT]; /* 4 + NMUT: the multiplying epilogue */
+  cuda_gemm_spec g[8 + NMUT]; /* 4 + NMUT: the multiplying epilogue; 5..7 + NMUT: TF32 */
 } state;
 
 static void make_specs(cuda_gemm_spec *g) {
@@ -71,6 +71,30 @@ static void make_specs(cuda_gemm_spec *g) {
   h->epi[3].s_m = 72, h->epi[3].s_n = 1;
   h->epi[4].kind = CUDA_EPI_RELU;
   h->epi[5].kind = CUDA_EPI_SCALE, h->epi[5].scale = 3.0f, h->epi[5].shift = 0.125f;
+  /* 5 + NMUT: fp32 as TF32 (wgmma k8, truncating), B K-major, tails, persistent, bias + ReLU */
+  h = &g[5 + NMUT];
+  cuda_gemm_spec_init(h, 200, 136, 100, TINY_FP32);
+  h->tune.arch = CUDA_SM90;
+  h->tune.persistent = true;
+  h->b_sk = 1, h->b_sn = 100;
+  h->n_epi = 2;
+  h->epi[0].kind = CUDA_EPI_BIAS_N, h->epi[0].dtype = TINY_FP32;
+  h->epi[1].kind = CUDA_EPI_RELU;
+  /* 6 + NMUT: TF32, BN 256, batch 2, fp16 out */
+  h = &g[6 + NMUT];
+  cuda_gemm_spec_init(h, 130, 264, 64, TINY_FP32);
+  h->tune.arch = CUDA_SM90;
+  h->tune.bn = 256;
+  h->batch[0] = 2;
+  h->b_sk = 1, h->b_sn = 64;
+  h->a_sb[0] = 130 * 64, h->b_sb[0] = 264 * 64;
+  h->c_dtype = TINY_FP16, h->c_sb[0] = 130 * 264;
+  /* 7 + NMUT: TF32 split-K parallel */
+  h = &g[7 + NMUT];
+  cuda_gemm_spec_init(h, 64, 64, 1024, TINY_FP32);
+  h->tune.arch = CUDA_SM90;
+  h->b_sk = 1, h->b_sn = 1024;
+  h->tune.splitk = 4, h->tune.splitk_kind = CUDA_SPLITK_ATOMIC;
 }
 
 static int break_parity(cuda_stmt *st) {
@@ -159,7 +183,7 @@ static int setup(void **vs) {
   make_specs(st->g);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &st->m));
   char nm[16];
-  for (int i = 0; i < 5 + NMUT; i++) {
+  for (int i = 0; i < 8 + NMUT; i++) {
     snprintf(nm, sizeof nm, "h%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->g[i], nm));
     if (i >= 4 && i < 4 + NMUT) make_mutant((cuda_kernel *)cuda_module_find(st->m, nm), i - 4);
@@ -218,7 +242,9 @@ static int run(state *st, int i, int64_t *bad, unsigned long long stats[7]) {
   if (rc == 0) {
     float *want = calloc((size_t)nc, sizeof(float));
     ref_gemm(s, &A, &B, ebp, want);
-    *bad = cu_compare(nm, splitk ? &C : &Cx, want, nc, s->a_dtype == TINY_BF16 ? 2e-3 : 1e-3);
+    /* fp32 operands: the reference truncates them to TF32 as wgmma does; fp32 accumulation is what is left */
+    double tol = s->a_dtype == TINY_BF16 ? 2e-3 : s->a_dtype == TINY_FP32 && s->c_dtype == TINY_FP32 ? 1e-4 : 1e-3;
+    *bad = cu_compare(nm, splitk ? &C : &Cx, want, nc, tol);
     free(want);
   }
   cu_buf_free(&A);
@@ -270,6 +296,31 @@ static void test_wgmma_mul_shift(void **vs) {
   int64_t bad = -1;
   assert_int_equal(run(st, 4 + NMUT, &bad, NULL), 0);
   assert_int_equal(bad, 0);
+}
+
+/* fp32 operands on wgmma .tf32: K-major B, BN 128 and 256, batch, split-K */
+static void test_wgmma_tf32(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  for (int i = 5; i < 8; i++) {
+    int64_t bad = -1;
+    unsigned long long stats[7];
+    assert_int_equal(run(st, i + NMUT, &bad, stats), 0);
+    assert_int_equal(bad, 0);
+    assert_true(stats[5] > 0);
+  }
+  /* TF32 wgmma has no transpose: an N-major B is refused (the SM80 template takes it) */
+  cuda_module *m;
+  hp_error e = {0};
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &m));
+  cuda_gemm_spec s;
+  cuda_gemm_spec_init(&s, 128, 128, 64, TINY_FP32);
+  s.tune.arch = CUDA_SM90;
+  assert_int_equal(cuda_gen_gemm(&e, m, &s, "nmajor"), HP_E_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "K-major"));
+  s.b_sk = 1, s.b_sn = 64, s.math = CUDA_MATH_FP32;
+  assert_int_equal(cuda_gen_gemm(&e, m, &s, "strict"), HP_E_UNSUPPORTED);
+  cuda_module_free(m);
 }
 
 static void test_wrong_parity_deadlocks(void **vs) {
@@ -329,6 +380,7 @@ int main(void) {
       cmocka_unit_test(test_wgmma_kmajor_batched_fp32),
       cmocka_unit_test(test_splitk_parallel),
       cmocka_unit_test(test_wgmma_mul_shift),
+      cmocka_unit_test(test_wgmma_tf32),
       cmocka_unit_test(test_wrong_parity_deadlocks),
       cmocka_unit_test(test_mutants_stop),
       cmocka_unit_test(test_bad_tensor_map),

@@ -105,9 +105,35 @@ typedef struct cuda_tune {
   int group_m;        /* SM90 persistent scheduler: grouped raster width in M tiles (0: 8) */
   bool persistent;    /* SM90: persistent CTAs walking the tile queue */
   int threads;        /* simple kernels: threads per CTA (0: 256) */
+  int min_blocks;     /* SM80 template: CTAs per SM the registers must allow (__launch_bounds__;
+                         0: no bound) */
 } cuda_tune;
 
 void cuda_tune_default(cuda_tune *t, cuda_arch arch);
+
+/* How a contraction computes (hp_gpu_opts.precision, `--precision`).  It
+ * matters for fp32 operands only: fp16/bf16 operands always run their own
+ * MMA (m16n8k16 / wgmma k16) with fp32 accumulation.
+ *   TF32: fp32 operands on the tensor cores as TF32 (10-bit mantissa, fp32
+ *         range), fp32 accumulation: mma.sync m16n8k8 .tf32 on the SM80
+ *         template (operands rounded to nearest, ties away), wgmma k8 .tf32
+ *         on the SM90 one (the hardware reads the top 19 bits: truncation);
+ *         what cuBLAS, cuDNN and onnxruntime do for fp32 by default.
+ *   FP32: strict fp32: a register-blocked SIMT template (FFMA, 8x8
+ *         outputs per thread, operands staged in SMEM by cp.async,
+ *         128-bit shared loads); never the tensor cores.
+ *   FP16 / BF16: fp32 operands rounded to fp16 / bf16 as they enter the
+ *         MMA (m16n8k16), fp32 accumulation; the output keeps its dtype. */
+typedef enum cuda_math {
+  CUDA_MATH_TF32, /* the default (0) */
+  CUDA_MATH_FP32,
+  CUDA_MATH_FP16,
+  CUDA_MATH_BF16,
+  CUDA_MATH_COUNT
+} cuda_math;
+const char *cuda_math_name(cuda_math m); /* "tf32" | "fp32" | "fp16" | "bf16" */
+/* "tf32" | "fp32" | "fp16" | "bf16" -> *out; false for anything else. */
+bool cuda_math_parse(const char *s, cuda_math *out);
 
 /* ---- epilogues (mirror cgen_epi) ----------------------------------------- */
 /* Applied in list order to the fp32 accumulator fragments in registers, then
@@ -141,10 +167,11 @@ typedef struct cuda_epi {
 /* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1], fp32 accumulation.
  * Kernel parameters: (A, B, C, ep0, ..., ep{n_epi-1}); ep[i] is the tensor of
  * epilogue i (bias or residual), pass NULL for the others.
- * Requirements (else Unsupported): A and B FP16 or BF16 (the same), C FP16,
- * BF16 or FP32; A has a_sk == 1 or a_sm == 1, B has b_sn == 1 or b_sk == 1
- * (the contiguous dimension is staged with cp.async; the chunk size is the
- * largest of 16/8/4 bytes the strides allow, else a register gather). */
+ * Requirements (else Unsupported): A and B FP16, BF16 or FP32 (the same;
+ * fp32 computes as `math` says), C FP16, BF16 or FP32; A has a_sk == 1 or
+ * a_sm == 1, B has b_sn == 1 or b_sk == 1 (the contiguous dimension is
+ * staged with cp.async; the chunk size is the largest of 16/8/4 bytes the
+ * strides allow, else a register gather). */
 typedef struct cuda_gemm_spec {
   int64_t batch[2];                     /* >= 1 each, e.g. [B, H] */
   int64_t M, N, K;                      /* >= 1 */
@@ -155,6 +182,7 @@ typedef struct cuda_gemm_spec {
   int64_t c_ss;                         /* split-K REDUCE: element stride between the slices' partials */
   int n_epi;
   cuda_epi epi[CUDA_MAX_EPI];
+  cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
 } cuda_gemm_spec;
 
@@ -188,6 +216,7 @@ typedef struct cuda_conv_spec {
   tiny_dtype x_dtype, w_dtype, y_dtype;
   int n_epi;
   cuda_epi epi[CUDA_MAX_EPI];
+  cuda_math math; /* fp32 x and w: as cuda_gemm_spec.math */
   cuda_tune tune;
 } cuda_conv_spec;
 
@@ -219,6 +248,7 @@ typedef struct cuda_attn_spec {
   int64_t mask_s[4];
   bool online;          /* algo_choice.attention = online_softmax */
   int bm, bn;           /* query rows / keys per tile (0: 64 / 64) */
+  cuda_math math;       /* fp32 q, k, v: TF32 only (both matmuls m16n8k8 .tf32, P rounded to TF32) */
   cuda_tune tune;
 } cuda_attn_spec;
 
@@ -311,7 +341,7 @@ typedef struct cuda_rownorm_spec {
   X(LD_SHARED, "LdShared", "dst,src_smem", "bytes")                                     \
   X(LDMATRIX, "LdMatrix", "dst_frag,src_smem", "num,trans")                             \
   X(MMA_SYNC, "MmaSync", "acc,a_frag,b_frag", "m,n,k")                                  \
-  X(EPILOGUE, "Epilogue", "acc,row0,col0,m_lim,n_lim", "mf,nf")                         \
+  X(EPILOGUE, "Epilogue", "acc,row0,col0,m_lim,n_lim,rows,cols", "mf,nf")               \
   X(ST_GLOBAL_VEC, "StGlobalVec", "ptr,val,pred", "bytes")                              \
   X(SHFL_XOR, "ShflXor", "var,lanemask,combine", "")                                            \
   X(ATOMIC_ADD, "AtomicAdd", "ptr,val,pred", "")                                        \
@@ -339,7 +369,7 @@ typedef enum cuda_stmt_kind {
 
 const char *cuda_stmt_name(cuda_stmt_kind k);
 
-#define CUDA_STMT_NS 5 /* string operands */
+#define CUDA_STMT_NS 7 /* string operands */
 #define CUDA_STMT_NI 4 /* integer attributes */
 
 /* One epilogue op inside an Epilogue statement: what to apply and, for bias

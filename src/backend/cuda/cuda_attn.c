@@ -48,31 +48,41 @@ static int pad_dim(int64_t d) {
 typedef struct attn_gen {
   cuda_b b;
   const cuda_attn_spec *s;
+  bool tf32;                          /* fp32 q, k, v: m16n8k8 .tf32, fp32 tiles */
+  int esz;                            /* bytes per SMEM element */
   int64_t qs[3], ks[3], vs[3], os[3]; /* element strides over (b, h, row) */
   int BM, BN, D, DV, T, NFS, NFO;
   int64_t q_off, k_off, v_off, k_stage, v_stage; /* SMEM byte offsets */
   float scale2;                                  /* scale * log2(e) */
 } attn_gen;
 
+/* Byte offset of element (r, c) of a tile of `cols` columns: rows read by
+ * ldmatrix (Q, K; and V in 16 bits, .trans), or per element (fp32 V). */
+static const char *tile_off(attn_gen *a, int cols, bool rows_read, const char *r, const char *c) {
+  if (a->esz == 2) return cuda_swz_off(&a->b, cols, false, r, c);
+  return cuda_swz_off32(&a->b, cols, rows_read, false, r, c);
+}
+
 /* cp.async of a rows x cols tile from `g` (row stride `stride`, `valid_cols`
  * real columns) at global row `row0`; rows >= row_lim and columns >= valid_cols
  * are zero-filled. */
 static void emit_tile(attn_gen *a, const char *tag, const char *sdst, const char *gbase, const char *row0,
-                      int64_t row_lim, int rows, int cols, int64_t valid_cols, int64_t stride) {
+                      int64_t row_lim, int rows, int cols, int64_t valid_cols, int64_t stride, bool rows_read) {
   cuda_b *b = &a->b;
-  int cpr = cols / 8, total = rows * cpr, iters = (total + a->T - 1) / a->T;
+  int ce = 16 / a->esz, cpr = cols / ce, total = rows * cpr, iters = (total + a->T - 1) / a->T;
   cuda_for(b, cuda_fmt(b, "hk_it%s", tag), "0", cuda_fmt(b, "%d", iters), -1);
   cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it%s * %d", tag, a->T));
   if (total % a->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
   cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "hk_q / %d", cpr));
-  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "(hk_q %% %d) * 8", cpr));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "(hk_q %% %d) * %d", cpr, ce));
   cuda_decl(b, "const int", "hk_gr", NULL, cuda_fmt(b, "(%s) + hk_r", row0));
   cuda_decl(b, "const int", "hk_left", NULL, cuda_fmt(b, "%lld - hk_c", (long long)valid_cols));
   cuda_decl(b, "const int", "hk_n", NULL,
-            cuda_fmt(b, "(hk_gr < %lld && hk_left > 0) ? (hk_left < 8 ? hk_left : 8) * 2 : 0", (long long)row_lim));
-  cuda_decl(b, "const hk_u16 *", "hk_src", NULL,
+            cuda_fmt(b, "(hk_gr < %lld && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * %d : 0", (long long)row_lim, ce, ce,
+                     a->esz));
+  cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(a->s->q_dtype)), "hk_src", NULL,
             cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_gr * %lld + hk_c : %s", gbase, (long long)stride, gbase));
-  cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sdst, cuda_swz_off(b, cols, false, "hk_r", "hk_c")),
+  cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sdst, tile_off(a, cols, rows_read, "hk_r", "hk_c")),
                               "hk_src", "hk_n", NULL);
   cp->i[0] = 16;
   if (total % a->T) cuda_close(b);
@@ -86,10 +96,10 @@ static void emit_kv_load(attn_gen *a, const char *jb, bool with_v) {
   const char *st = cuda_fmt(b, "((%s) & 1)", jb);
   const char *row0 = cuda_fmt(b, "(%s) * %d", jb, a->BN);
   emit_tile(a, "k", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->k_off, st, (long long)a->k_stage), "Kb", row0,
-            s->n, a->BN, a->D, s->d, a->ks[2]);
+            s->n, a->BN, a->D, s->d, a->ks[2], true);
   if (with_v)
     emit_tile(a, "v", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->v_off, st, (long long)a->v_stage), "Vb", row0,
-              s->n, a->BN, a->DV, s->dv, a->vs[2]);
+              s->n, a->BN, a->DV, s->dv, a->vs[2], !a->tf32);
   cuda_emit(b, CU_COMMIT_GROUP);
 }
 
@@ -104,19 +114,25 @@ static void emit_scores(attn_gen *a) {
   cuda_assign(b, "sacc[jj][2]", "0.0f");
   cuda_assign(b, "sacc[jj][3]", "0.0f");
   cuda_close(b);
-  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->D / 16), -1);
+  int ks = a->tf32 ? 8 : 16; /* k per mma: 32 bytes of a row either way */
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->D / ks), -1);
   cuda_for(b, "jp", "0", cuda_fmt(b, "%d", a->NFS / 2), -1);
   cuda_stmt *lm = cuda_emit_s(
       b, CU_LDMATRIX, "&kf[2 * jp][0]",
       cuda_fmt(b, "hk_sb + %lld + (jb & 1) * %lld + %s", (long long)a->k_off, (long long)a->k_stage,
-               cuda_swz_off(b, a->D, false, "jp * 16 + (lane >> 4) * 8 + (lane & 7)", "kk * 16 + ((lane >> 3) & 1) * 8")),
+               tile_off(a, a->D, true, "jp * 16 + (lane >> 4) * 8 + (lane & 7)",
+                        a->tf32 ? "kk * 8 + ((lane >> 3) & 1) * 4" : "kk * 16 + ((lane >> 3) & 1) * 8")),
       NULL, NULL);
   lm->i[0] = 4;
   lm->i[1] = 0;
   cuda_close(b);
   cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  if (a->tf32) {
+    cuda_assign(b, "kf[jj][0]", "hk_tf32(kf[jj][0])");
+    cuda_assign(b, "kf[jj][1]", "hk_tf32(kf[jj][1])");
+  }
   cuda_stmt *mma = cuda_emit_s(b, CU_MMA_SYNC, "sacc[jj]", "qf[kk]", "kf[jj]", NULL);
-  mma->i[0] = 16, mma->i[1] = 8, mma->i[2] = 16;
+  mma->i[0] = 16, mma->i[1] = 8, mma->i[2] = ks;
   mma->dtype = s->q_dtype;
   cuda_close(b);
   cuda_close(b); /* kk */
@@ -152,9 +168,47 @@ static void emit_row_max(attn_gen *a) {
   cuda_close(b);
 }
 
+/* TF32: P's accumulator layout (row g: columns 2t, 2t+1) is not the A
+ * layout of m16n8k8 (row g: columns t, t+4): the quad's lanes trade values
+ * (shfl.idx from lanes 4g + t/2 and 4g + 2 + t/2); P and V rounded to TF32. */
+static void emit_pv_tf32(attn_gen *a) {
+  cuda_b *b = &a->b;
+  cuda_comment(b, "P (registers, traded across the quad into the m16n8k8 A layout) x V (ld.shared per element)");
+  cuda_decl(b, "const int", "hk_s1", NULL, "(lane & ~3) | ((lane & 3) >> 1)");
+  cuda_decl(b, "const bool", "hk_odd", NULL, "(lane & 1) != 0");
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->BN / 8), -1);
+  cuda_decl(b, "float", "hk_x", "[4]", NULL);
+  cuda_decl(b, "float", "hk_y", "[4]", NULL);
+  cuda_for(b, "e", "0", "4", -1);
+  cuda_assign(b, "hk_x[e]", "hk_shfl_idx(sacc[kk][e], hk_s1)");
+  cuda_assign(b, "hk_y[e]", "hk_shfl_idx(sacc[kk][e], hk_s1 + 2)");
+  cuda_close(b);
+  cuda_decl(b, "hk_u32", "pf", "[4]", NULL);
+  cuda_assign(b, "pf[0]", "hk_tf32(hk_f2u(hk_odd ? hk_x[1] : hk_x[0]))");
+  cuda_assign(b, "pf[1]", "hk_tf32(hk_f2u(hk_odd ? hk_x[3] : hk_x[2]))");
+  cuda_assign(b, "pf[2]", "hk_tf32(hk_f2u(hk_odd ? hk_y[1] : hk_y[0]))");
+  cuda_assign(b, "pf[3]", "hk_tf32(hk_f2u(hk_odd ? hk_y[3] : hk_y[2]))");
+  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a->NFO), -1);
+  for (int q = 0; q < 2; q++) {
+    const char *addr = cuda_fmt(b, "hk_sb + %lld + (jb & 1) * %lld + %s", (long long)a->v_off, (long long)a->v_stage,
+                                tile_off(a, a->DV, false, cuda_fmt(b, "kk * 8 + (lane & 3) + %d", 4 * q), "jo * 8 + (lane >> 2)"));
+    cuda_emit_s(b, CU_LD_SHARED, cuda_fmt(b, "vf[jo][%d]", q), addr, NULL, NULL)->i[0] = 4;
+    cuda_assign(b, cuda_fmt(b, "vf[jo][%d]", q), cuda_fmt(b, "hk_tf32(vf[jo][%d])", q));
+  }
+  cuda_stmt *mma = cuda_emit_s(b, CU_MMA_SYNC, "o[0][jo]", "pf", "vf[jo]", NULL);
+  mma->i[0] = 16, mma->i[1] = 8, mma->i[2] = 8;
+  mma->dtype = TINY_FP32;
+  cuda_close(b);
+  cuda_close(b);
+}
+
 static void emit_pv(attn_gen *a) {
   cuda_b *b = &a->b;
   const cuda_attn_spec *s = a->s;
+  if (a->tf32) {
+    emit_pv_tf32(a);
+    return;
+  }
   const char *pack = s->kv_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2";
   cuda_comment(b, "P (registers, the accumulator layout = the A fragment layout) x V");
   cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->BN / 16), -1);
@@ -198,8 +252,11 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
                    cuda_arch_name(m->arch));
   if (s->b < 1 || s->h < 1 || s->m < 1 || s->n < 1 || s->d < 1 || s->dv < 1)
     return hp_fail(e, HP_E_INVALID_ARG, name, "attention sizes must be >= 1");
-  if ((s->q_dtype != TINY_FP16 && s->q_dtype != TINY_BF16) || s->kv_dtype != s->q_dtype)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "attention takes fp16 or bf16 q, k, v of one dtype");
+  if ((s->q_dtype != TINY_FP16 && s->q_dtype != TINY_BF16 && s->q_dtype != TINY_FP32) || s->kv_dtype != s->q_dtype)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "attention takes fp16, bf16 or fp32 q, k, v of one dtype");
+  if (s->q_dtype == TINY_FP32 && s->math != CUDA_MATH_TF32)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "fp32 attention computes as TF32 only (math %s: two matmuls and a softmax)",
+                   cuda_math_name(s->math));
   if (s->o_dtype != TINY_FP16 && s->o_dtype != TINY_BF16 && s->o_dtype != TINY_FP32)
     return hp_fail(e, HP_E_UNSUPPORTED, name, "attention output dtype %s", tiny_dtype_name(s->o_dtype));
   if (s->has_mask && s->mask_dtype != TINY_FP16 && s->mask_dtype != TINY_BF16 && s->mask_dtype != TINY_FP32)
@@ -212,6 +269,9 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   attn_gen a;
   memset(&a, 0, sizeof a);
   a.s = s;
+  a.tf32 = s->q_dtype == TINY_FP32;
+  a.esz = a.tf32 ? 4 : 2;
+  int al = 16 / a.esz; /* elements per 16-byte cp.async chunk */
   if (s->strided) {
     memcpy(a.qs, s->q_s, sizeof a.qs), memcpy(a.ks, s->k_s, sizeof a.ks);
     memcpy(a.vs, s->v_s, sizeof a.vs), memcpy(a.os, s->o_s, sizeof a.os);
@@ -219,8 +279,8 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
       if (a.qs[i] < 0 || a.ks[i] < 0 || a.vs[i] < 0 || a.os[i] < 0)
         return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative attention stride");
       /* rows go through 16-byte cp.async, the output through element pairs */
-      if (a.qs[i] % 8 || a.ks[i] % 8 || a.vs[i] % 8 || a.os[i] % 2)
-        return hp_fail(e, HP_E_UNSUPPORTED, name, "q/k/v strides must be multiples of 8 elements, out's of 2");
+      if (a.qs[i] % al || a.ks[i] % al || a.vs[i] % al || a.os[i] % 2)
+        return hp_fail(e, HP_E_UNSUPPORTED, name, "q/k/v strides must be multiples of %d elements, out's of 2", al);
     }
   } else {
     int64_t q[3] = {s->h * s->m * s->d, s->m * s->d, s->d}, k[3] = {s->h * s->n * s->d, s->n * s->d, s->d};
@@ -234,15 +294,15 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   a.D = pad_dim(s->d), a.DV = pad_dim(s->dv);
   a.T = 128;
   a.NFS = a.BN / 8, a.NFO = a.DV / 8;
-  int regs = a.D / 16 * 4 + a.NFS * 4 + a.NFO * 4 + a.NFS * 2 + 48;
+  int regs = a.D / (a.tf32 ? 8 : 16) * 4 + a.NFS * 4 + a.NFO * 4 + a.NFS * 2 + 48;
   if (regs > 255)
     return hp_fail(e, HP_E_REG_OVERFLOW, name, "head dims %d/%d with %d keys per tile need about %d registers", a.D, a.DV,
                    a.BN, regs);
   a.q_off = 0;
-  a.k_off = (int64_t)a.BM * a.D * 2;
-  a.k_stage = (int64_t)a.BN * a.D * 2;
+  a.k_off = (int64_t)a.BM * a.D * a.esz;
+  a.k_stage = (int64_t)a.BN * a.D * a.esz;
   a.v_off = a.k_off + 2 * a.k_stage;
-  a.v_stage = (int64_t)a.BN * a.DV * 2;
+  a.v_stage = a.tf32 ? (int64_t)a.BN * cuda_pitch32(a.DV, false, false) : (int64_t)a.BN * a.DV * a.esz;
   int64_t smem = a.v_off + 2 * a.v_stage;
   if (smem > cuda_smem_max(m->arch))
     return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)smem);
@@ -256,11 +316,12 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   k->grid[1] = s->b * s->h;
   k->block[0] = a.T;
   k->smem_bytes = smem;
-  cuda_param_add(k, "q", "hk_u16", CUDA_P_PTR_IN, s->q_dtype);
+  const char *et = cuda_ctype(s->q_dtype);
+  cuda_param_add(k, "q", et, CUDA_P_PTR_IN, s->q_dtype);
   cuda_param_align(k, 16);
-  cuda_param_add(k, "k", "hk_u16", CUDA_P_PTR_IN, s->kv_dtype);
+  cuda_param_add(k, "k", et, CUDA_P_PTR_IN, s->kv_dtype);
   cuda_param_align(k, 16);
-  cuda_param_add(k, "v", "hk_u16", CUDA_P_PTR_IN, s->kv_dtype);
+  cuda_param_add(k, "v", et, CUDA_P_PTR_IN, s->kv_dtype);
   cuda_param_align(k, 16);
   cuda_param_add(k, "mask", cuda_ctype(s->mask_dtype), CUDA_P_PTR_IN, s->mask_dtype);
   cuda_param_add(k, "out", cuda_ctype(s->o_dtype), CUDA_P_PTR_OUT, s->o_dtype);
@@ -275,6 +336,7 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   cuda_meta_str(k, "warp_tile", cuda_fmt(b, "16x%d", a.DV));
   cuda_meta_str(k, "local_edges", "S->P: reg, O: reg");
   cuda_meta_int(k, "causal", s->causal);
+  if (a.tf32) cuda_meta_str(k, "math", "mma.sync m16n8k8 .tf32 (q, k, P, v rounded to TF32)");
 
   cuda_call(b, "HK_SMEM_DECL(hk_smem)");
   cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
@@ -285,11 +347,11 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
   /* (b, h) = (bh / H, bh % H) through the strides */
   const char *bb = cuda_fmt(b, "(hk_i64)(bh / %lld)", (long long)s->h), *hh = cuda_fmt(b, "(hk_i64)(bh %% %lld)", (long long)s->h);
-  cuda_decl(b, "const hk_u16 *", "Qb", NULL,
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Qb", NULL,
             cuda_fmt(b, "q + %s * %lld + %s * %lld", bb, (long long)a.qs[0], hh, (long long)a.qs[1]));
-  cuda_decl(b, "const hk_u16 *", "Kb", NULL,
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Kb", NULL,
             cuda_fmt(b, "k + %s * %lld + %s * %lld", bb, (long long)a.ks[0], hh, (long long)a.ks[1]));
-  cuda_decl(b, "const hk_u16 *", "Vb", NULL,
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Vb", NULL,
             cuda_fmt(b, "v + %s * %lld + %s * %lld", bb, (long long)a.vs[0], hh, (long long)a.vs[1]));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)), "Ob", NULL,
             cuda_fmt(b, "out + %s * %lld + %s * %lld", bb, (long long)a.os[0], hh, (long long)a.os[1]));
@@ -302,7 +364,7 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
     cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %lld ? q0 + %d : %lld", a.BM, (long long)s->n, a.BM, (long long)s->n));
   else cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "%lld", (long long)kend));
   cuda_decl(b, "const int", "nblk", NULL, cuda_fmt(b, "(kend + %d) / %d", a.BN - 1, a.BN));
-  cuda_decl(b, "hk_u32", "qf", cuda_fmt(b, "[%d][4]", a.D / 16), NULL);
+  cuda_decl(b, "hk_u32", "qf", cuda_fmt(b, "[%d][4]", a.D / (a.tf32 ? 8 : 16)), NULL);
   cuda_decl(b, "hk_u32", "kf", cuda_fmt(b, "[%d][2]", a.NFS), NULL);
   cuda_decl(b, "hk_u32", "vf", cuda_fmt(b, "[%d][2]", a.NFO), NULL);
   cuda_decl(b, "float", "sacc", cuda_fmt(b, "[%d][4]", a.NFS), NULL);
@@ -312,17 +374,22 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
 
   /* Q tile + first key block, then Q fragments into registers */
   cuda_comment(b, "Q tile (once) and the first key block");
-  emit_tile(&a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a.q_off), "Qb", "q0", s->m, a.BM, a.D, s->d, a.qs[2]);
+  emit_tile(&a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a.q_off), "Qb", "q0", s->m, a.BM, a.D, s->d, a.qs[2], true);
   emit_kv_load(&a, "0", s->online);
   cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
   cuda_emit(b, CU_BARRIER);
-  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a.D / 16), -1);
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a.D / (a.tf32 ? 8 : 16)), -1);
   cuda_stmt *lm = cuda_emit_s(b, CU_LDMATRIX, "qf[kk]",
                               cuda_fmt(b, "hk_sb + %lld + %s", (long long)a.q_off,
-                                       cuda_swz_off(b, a.D, false, "warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8",
-                                                    "kk * 16 + (lane >> 4) * 8")),
+                                       tile_off(&a, a.D, true, "warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8",
+                                                a.tf32 ? "kk * 8 + (lane >> 4) * 4" : "kk * 16 + (lane >> 4) * 8")),
                               NULL, NULL);
   lm->i[0] = 4;
+  if (a.tf32) {
+    cuda_for(b, "e", "0", "4", -1);
+    cuda_assign(b, "qf[kk][e]", "hk_tf32(qf[kk][e])");
+    cuda_close(b);
+  }
   cuda_close(b);
 
   if (!s->online) {

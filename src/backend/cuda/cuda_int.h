@@ -23,11 +23,22 @@ typedef struct cuda_mma_opnd {
   cuda_conv_geom cv;
 } cuda_mma_opnd;
 
+/* How the MMA template computes (from the operands' dtype and cuda_math).
+ * The SMEM tiles hold the operands' storage: 16-bit for MMA16, fp32 else. */
+typedef enum cuda_mmode {
+  CUDA_MM_MMA16, /* fp16/bf16 tiles: ldmatrix [.trans] + mma m16n8k16 */
+  CUDA_MM_TF32,  /* fp32 tiles: ldmatrix (K-major) or ld.shared.b32 (M/N-major), rounded to TF32, mma m16n8k8 .tf32 */
+  CUDA_MM_CVT16, /* fp32 tiles: ld.shared, rounded to fp16/bf16 pairs (cvt), mma m16n8k16 */
+  CUDA_MM_SIMT   /* fp32 tiles: 128-bit ld.shared + FFMA, 8x8 outputs per thread, warp tile 32x64 */
+} cuda_mmode;
+
 typedef struct cuda_mma_prob {
   const char *kind;
   const char *pname[3]; /* parameter names of A, B, C */
   int64_t M, N, K, nz;  /* nz = grid.z (batch) */
   tiny_dtype ab_dtype, c_dtype;
+  cuda_mmode mode;      /* how it computes */
+  tiny_dtype mma_dtype; /* MMA16 / CVT16: fp16 or bf16 (the instruction's) */
   cuda_mma_opnd A, B;
   int64_t c_sm, c_sn;
   int64_t c_ss;                       /* split-K REDUCE: elements between the slices' partials */
@@ -40,12 +51,52 @@ typedef struct cuda_mma_prob {
 } cuda_mma_prob;
 
 hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);
-void cuda_tune_fill_mma(cuda_tune *t, int64_t M, int64_t N, tiny_dtype c_dtype);
+
+/* The template's generator state (cuda_mma.c; the inner loops of each
+ * cuda_mmode are in cuda_mma_math.c). */
+typedef struct mma_gen {
+  cuda_b b;
+  cuda_kernel *k;
+  const cuda_mma_prob *p;
+  int BM, BN, BK, S, WM, WN, WARPS_M, WARPS_N, T, MF, NF, KT;
+  int esz;        /* bytes per SMEM operand element: 2 (MMA16) or 4 */
+  int splits;     /* split-K slices (1: none) */
+  cuda_splitk sk; /* how they combine */
+  const char *nkt; /* k tiles of this CTA (C text: a constant without split-K) */
+  int a_rows, a_cols, b_rows, b_cols; /* SMEM tiles: rows x contiguous cols */
+  int64_t a_bytes, b_bytes, stage_bytes;
+  bool swz_off;
+} mma_gen;
+
+/* Byte offset, inside one stage's A or B tile, of tile element (r, c)
+ * (row r, contiguous column c; C text): the tile's swizzle. */
+const char *cuda_mm_tile_off(mma_gen *g, bool is_a, const char *r, const char *c);
+/* Bytes of one stage's A or B tile (fp32 M/N-major rows are padded). */
+int64_t cuda_mm_tile_bytes(const mma_gen *g, bool is_a);
+/* false when the tiles' rows do not suit their swizzle. */
+bool cuda_mm_tiles_ok(const mma_gen *g);
+/* Declarations of the fragment / operand registers of the inner loop. */
+void cuda_mm_decls(mma_gen *g);
+/* The MMAs (or FFMAs) of one k tile on stage hk_st into acc[MF][NF][4]. */
+void cuda_mm_inner(mma_gen *g);
+/* Row (in the CTA tile) of accumulator element acc[i][j][2h + e] and the
+ * column of its e = 0 element (e = 1: the next column); i, j, h: C text. */
+const char *cuda_mm_row(mma_gen *g, const char *i, const char *h);
+const char *cuda_mm_col(mma_gen *g, const char *j);
+void cuda_tune_fill_mma(cuda_tune *t, int64_t M, int64_t N, tiny_dtype c_dtype, cuda_mmode mode);
 /* Largest chunk (8, 4 or 2 elements) all the strides are multiples of; 0 if none. */
 int cuda_chunk_elems(int64_t s_mn, const int64_t *sb, int nsb);
+/* The same for esz-byte elements: the widest of 16/8/4 bytes, in elements; 0 if none. */
+int cuda_chunk_elems_esz(int64_t s_mn, const int64_t *sb, int nsb, int esz);
 /* Byte offset of element (r, c) in a swizzled SMEM tile with `cols` contiguous 16-bit columns. */
 const char *cuda_swz_off(cuda_b *b, int cols, bool no_swizzle, const char *r, const char *c);
 bool cuda_swz_cols_ok(int cols);
+/* The same for a tile of `cols` fp32 columns: a K-major one read as twice
+ * as many 16-bit columns; an M/N-major one (read per element by the TF32
+ * fragments, 4 rows x 8 columns a load) with rows padded by 32 bytes. */
+const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, const char *r, const char *c);
+/* Bytes per row of such an fp32 tile. */
+int cuda_pitch32(int cols, bool kmajor, bool no_swizzle);
 int64_t cuda_smem_max(cuda_arch a);
 /* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
 hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *name);

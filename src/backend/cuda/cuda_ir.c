@@ -95,6 +95,17 @@ const char *cuda_cvt_fn(tiny_dtype t) {
   }
 }
 
+static const char *const math_names[CUDA_MATH_COUNT] = {"tf32", "fp32", "fp16", "bf16"};
+const char *cuda_math_name(cuda_math m) { return (unsigned)m < CUDA_MATH_COUNT ? math_names[m] : "?"; }
+bool cuda_math_parse(const char *s, cuda_math *out) {
+  for (int i = 0; s && i < CUDA_MATH_COUNT; i++)
+    if (!strcmp(s, math_names[i])) {
+      *out = (cuda_math)i;
+      return true;
+    }
+  return false;
+}
+
 void cuda_tune_default(cuda_tune *t, cuda_arch arch) {
   memset(t, 0, sizeof *t);
   t->arch = arch;
@@ -325,7 +336,7 @@ static hp_status verify_stmt(hp_error *e, const cuda_kernel *k, const cuda_stmt 
     char nm[32];
     list_item(si->sops, i, nm, sizeof nm);
     bool optional = !strcmp(nm, "pred") || !strcmp(nm, "init") || !strcmp(nm, "dims") || !strcmp(nm, "step") ||
-                    !strcmp(nm, "src_bytes");
+                    !strcmp(nm, "src_bytes") || !strcmp(nm, "rows") || !strcmp(nm, "cols");
     if (!st->s[i] && !optional)
       return hp_fail(e, HP_E_INTERNAL, k->name, "%s lacks operand '%s'", si->name, nm);
   }
@@ -337,6 +348,12 @@ static hp_status verify_stmt(hp_error *e, const cuda_kernel *k, const cuda_stmt 
   case CU_LDMATRIX:
     if (st->i[0] != 1 && st->i[0] != 2 && st->i[0] != 4)
       return hp_fail(e, HP_E_INTERNAL, k->name, "LdMatrix .x%lld", (long long)st->i[0]);
+    break;
+  case CU_MMA_SYNC: /* m16n8k16 .f16/.bf16, or m16n8k8 .tf32 (dtype FP32) */
+  case CU_WGMMA:    /* m64nNk16 .f16/.bf16, or m64nNk8 .tf32 */
+    if (st->i[2] != (st->dtype == TINY_FP32 ? 8 : 16) ||
+        (st->dtype != TINY_FP32 && st->dtype != TINY_FP16 && st->dtype != TINY_BF16))
+      return hp_fail(e, HP_E_INTERNAL, k->name, "%s k%lld of %s", si->name, (long long)st->i[2], tiny_dtype_name(st->dtype));
     break;
   case CU_ST_GLOBAL_VEC:
   case CU_LD_GLOBAL:

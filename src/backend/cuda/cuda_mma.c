@@ -55,6 +55,18 @@ int cuda_chunk_elems(int64_t s_mn, const int64_t *sb, int nsb) {
   return w >= 2 ? w : 0;
 }
 
+int cuda_chunk_elems_esz(int64_t s_mn, const int64_t *sb, int nsb, int esz) {
+  if (esz == 2) return cuda_chunk_elems(s_mn, sb, nsb);
+  int w = 16 / esz;
+  while (w > 1) {
+    bool ok = s_mn % w == 0;
+    for (int i = 0; i < nsb; i++) ok = ok && sb[i] % w == 0;
+    if (ok) break;
+    w /= 2;
+  }
+  return w * esz >= 4 ? w : 0;
+}
+
 /* Swizzle selector g(row) as C text, for CPR 16-byte chunks per row. */
 static const char *swz_g(cuda_b *b, int cpr, bool off, const char *r) {
   if (off || cpr <= 1) return "0";
@@ -75,19 +87,7 @@ bool cuda_swz_cols_ok(int cols) {
   return cpr == 1 || cpr == 2 || cpr == 4 || cpr % 8 == 0;
 }
 
-/* ---- the template --------------------------------------------------------------- */
-typedef struct mma_gen {
-  cuda_b b;
-  cuda_kernel *k;
-  const cuda_mma_prob *p;
-  int BM, BN, BK, S, WM, WN, WARPS_M, WARPS_N, T, MF, NF, KT;
-  int splits;     /* split-K slices (1: none) */
-  cuda_splitk sk; /* how they combine */
-  const char *nkt; /* k tiles of this CTA (C text: a constant without split-K) */
-  int a_rows, a_cols, b_rows, b_cols; /* SMEM tiles: rows x contiguous cols */
-  int64_t a_bytes, b_bytes, stage_bytes;
-  bool swz_off;
-} mma_gen;
+/* ---- the template (mma_gen: cuda_int.h) ------------------------------------------ */
 
 /* GEMM coordinates of tile element (r, c) of operand `op` as C text. */
 static void opnd_coords(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *r, const char *c,
@@ -140,12 +140,12 @@ static int opnd_cols(const mma_gen *g, bool is_a) { return is_a ? g->a_cols : g-
 /* cp.async of operand tile kt (k0 in scope) into stage `stage` (C text). */
 static void emit_async_load(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *stage) {
   cuda_b *b = &g->b;
-  int R = opnd_rows(g, is_a), C = opnd_cols(g, is_a), w = op->vec;
+  int R = opnd_rows(g, is_a), C = opnd_cols(g, is_a), w = op->vec, es = g->esz;
   int per_row = C / w, total = R * per_row, iters = (total + g->T - 1) / g->T;
   const char *tag = is_a ? "a" : "b";
   const char *sbase = cuda_fmt(b, "(hk_sb + (%s) * %lld + %lld)", stage, (long long)g->stage_bytes,
                                (long long)(is_a ? 0 : g->a_bytes));
-  cuda_comment(b, cuda_fmt(b, "%s tile: %d x %d, cp.async %d B chunks", is_a ? "A" : "B", R, C, w * 2));
+  cuda_comment(b, cuda_fmt(b, "%s tile: %d x %d, cp.async %d B chunks", is_a ? "A" : "B", R, C, w * es));
   cuda_for(b, cuda_fmt(b, "hk_it%s", tag), "0", cuda_fmt(b, "%d", iters), -1);
   cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it%s * %d", tag, g->T));
   if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
@@ -168,13 +168,13 @@ static void emit_async_load(mma_gen *g, const cuda_mma_opnd *op, bool is_a, cons
   }
   cuda_decl(b, "const int", "hk_left", NULL, inner_left);
   cuda_decl(b, "const int", "hk_n", NULL,
-            cuda_fmt(b, "(%s && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * 2 : 0", outer_ok, w, w));
-  cuda_decl(b, "const hk_u16 *", "hk_src", NULL,
+            cuda_fmt(b, "(%s && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * %d : 0", outer_ok, w, w, es));
+  cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(g->p->ab_dtype)), "hk_src", NULL,
             cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_mn * %lld + (hk_i64)hk_k * %lld : %s", base, (long long)op->s_mn,
                      (long long)op->s_k, base));
-  cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sbase, cuda_swz_off(b, C, g->swz_off, "hk_r", "hk_c")),
+  cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sbase, cuda_mm_tile_off(g, is_a, "hk_r", "hk_c")),
                               "hk_src", "hk_n", NULL);
-  cp->i[0] = w * 2;
+  cp->i[0] = w * es;
   if (total % g->T) cuda_close(b);
   cuda_close(b);
 }
@@ -200,13 +200,13 @@ static void emit_gather(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const ch
     cuda_decl(b, "const int", "hk_k", NULL, k);
     opnd_elem(g, op, is_a, "hk_mn", "hk_k", &ptr, &ok);
     cuda_stmt *ld = cuda_emit_s(b, CU_LD_GLOBAL, reg, ptr, ok, NULL);
-    ld->i[0] = 2;
+    ld->i[0] = g->esz;
   }
   if (store) {
     const char *dst = cuda_fmt(b, "hk_sb + (%s) * %lld + %lld + %s", stage, (long long)g->stage_bytes,
-                               (long long)(is_a ? 0 : g->a_bytes), cuda_swz_off(b, C, g->swz_off, "hk_r", "hk_c"));
+                               (long long)(is_a ? 0 : g->a_bytes), cuda_mm_tile_off(g, is_a, "hk_r", "hk_c"));
     cuda_stmt *st = cuda_emit_s(b, CU_ST_SHARED, dst, reg, NULL, NULL);
-    st->i[0] = 2;
+    st->i[0] = g->esz;
   }
   if (total % g->T) cuda_close(b);
   cuda_close(b);
@@ -222,58 +222,6 @@ static void emit_tile_loads(mma_gen *g, const char *kt, const char *stage, bool 
     if (op->vec) emit_async_load(g, op, i == 0, stage);
     else emit_gather(g, op, i == 0, stage, true, prologue);
   }
-}
-
-static void emit_fragments_and_mma(mma_gen *g) {
-  cuda_b *b = &g->b;
-  const cuda_mma_prob *p = g->p;
-  const char *sA = "(hk_sb + hk_st * %lld)", *sB = "(hk_sb + hk_st * %lld + %lld)";
-  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", g->BK / 16), -1);
-  /* A fragments */
-  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
-  const char *ar, *ac;
-  if (p->A.kmajor) {
-    ar = cuda_fmt(b, "wm * %d + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8", g->WM);
-    ac = "kk * 16 + (lane >> 4) * 8";
-  } else {
-    ar = "kk * 16 + (lane & 7) + (lane >> 4) * 8";
-    ac = cuda_fmt(b, "wm * %d + i * 16 + ((lane >> 3) & 1) * 8", g->WM);
-  }
-  cuda_stmt *lm = cuda_emit_s(b, CU_LDMATRIX, "af[i]",
-                              cuda_fmt(b, "%s + %s", cuda_fmt(b, sA, (long long)g->stage_bytes),
-                                       cuda_swz_off(b, g->a_cols, g->swz_off, ar, ac)),
-                              NULL, NULL);
-  lm->i[0] = 4;
-  lm->i[1] = !p->A.kmajor;
-  cuda_close(b);
-  /* B fragments, two n8 fragments per ldmatrix.x4 */
-  cuda_for(b, "jp", "0", cuda_fmt(b, "%d", g->NF / 2), -1);
-  const char *br, *bc;
-  if (p->B.kmajor) {
-    br = cuda_fmt(b, "wn * %d + jp * 16 + (lane >> 4) * 8 + (lane & 7)", g->WN);
-    bc = "kk * 16 + ((lane >> 3) & 1) * 8";
-  } else {
-    br = "kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)";
-    bc = cuda_fmt(b, "wn * %d + jp * 16 + (lane >> 4) * 8", g->WN);
-  }
-  lm = cuda_emit_s(b, CU_LDMATRIX, "&bf[2 * jp][0]",
-                   cuda_fmt(b, "%s + %s", cuda_fmt(b, sB, (long long)g->stage_bytes, (long long)g->a_bytes),
-                            cuda_swz_off(b, g->b_cols, g->swz_off, br, bc)),
-                   NULL, NULL);
-  lm->i[0] = 4;
-  lm->i[1] = !p->B.kmajor;
-  cuda_close(b);
-  /* the MMAs */
-  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
-  cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
-  cuda_stmt *mma = cuda_emit_s(b, CU_MMA_SYNC, "acc[i][j]", "af[i]", "bf[j]", NULL);
-  mma->i[0] = 16;
-  mma->i[1] = 8;
-  mma->i[2] = 16;
-  mma->dtype = p->ab_dtype;
-  cuda_close(b);
-  cuda_close(b);
-  cuda_close(b); /* kk */
 }
 
 /* Stores of the accumulators after the Epilogue. */
@@ -292,8 +240,8 @@ static void emit_stores(mma_gen *g) {
     cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
     cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
     cuda_for(b, "h", "0", "2", -1);
-    cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "wm * %d + i * 16 + (lane >> 2) + h * 8", g->WM));
-    cuda_decl(b, "const int", "hk_cl", NULL, cuda_fmt(b, "wn * %d + j * 8 + (lane & 3) * 2", g->WN));
+    cuda_decl(b, "const int", "hk_rl", NULL, cuda_mm_row(g, "i", "h"));
+    cuda_decl(b, "const int", "hk_cl", NULL, cuda_mm_col(g, "j"));
     const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
     cuda_stmt *st;
     if (osz == 2)
@@ -351,8 +299,8 @@ static void emit_stores(mma_gen *g) {
   cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
   cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
   cuda_for(b, "h", "0", "2", -1);
-  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + h * 8", g->WM));
-  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2", g->WN));
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + %s", cuda_mm_row(g, "i", "h")));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + %s", cuda_mm_col(g, "j")));
   const char *rp = cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn);
   const char *mok = cuda_fmt(b, "hk_r < %lld", (long long)p->M);
   if (pair_ok) {
@@ -420,9 +368,14 @@ static void add_c_params(mma_gen *g) {
 static void emit_epilogue(mma_gen *g, hp_arena *arena) {
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
-  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", cuda_fmt(b, "bm0 + wm * %d", g->WM), cuda_fmt(b, "bn0 + wn * %d", g->WN),
-                              cuda_fmt(b, "%lld", (long long)p->M));
+  bool simt = p->mode == CUDA_MM_SIMT;
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", simt ? "bm0" : cuda_fmt(b, "bm0 + wm * %d", g->WM),
+                              simt ? "bn0" : cuda_fmt(b, "bn0 + wn * %d", g->WN), cuda_fmt(b, "%lld", (long long)p->M));
   ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
+  if (simt) { /* the SIMT layout: element [hk_i][hk_j][2 hk_h + e] at row(i, h), column col(j) + e */
+    ep->s[5] = cuda_mm_row(g, "hk_i", "hk_h");
+    ep->s[6] = cuda_mm_col(g, "hk_j");
+  }
   ep->i[0] = g->MF;
   ep->i[1] = g->NF;
   ep->dtype = p->c_dtype;
@@ -447,8 +400,8 @@ static void open_frag_elems(mma_gen *g) {
   cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
   cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
   cuda_for(b, "q", "0", "4", -1);
-  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + wm * %d + i * 16 + (lane >> 2) + (q >> 1) * 8", g->WM));
-  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + wn * %d + j * 8 + (lane & 3) * 2 + (q & 1)", g->WN));
+  cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + %s", cuda_mm_row(g, "i", "(q >> 1)")));
+  cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + %s + (q & 1)", cuda_mm_col(g, "j")));
   cuda_if(b, cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)g->p->M, (long long)g->p->N));
 }
 static void close_frag_elems(mma_gen *g) {
@@ -505,10 +458,13 @@ static void emit_serial(mma_gen *g) {
   cuda_else(b);
 }
 
-static hp_status check_tile(hp_error *e, const char *name, const cuda_tune *t, int64_t smem_max, int *T) {
+static hp_status check_tile(hp_error *e, const char *name, const cuda_tune *t, cuda_mmode mode, int *T) {
   if (t->bm <= 0 || t->bn <= 0 || t->bk <= 0 || t->warp_m <= 0 || t->warp_n <= 0)
     return hp_fail(e, HP_E_INVALID_ARG, name, "tile sizes must be positive");
-  if (t->bk % 16 || t->warp_m % 16 || t->warp_n % 16)
+  if (mode == CUDA_MM_SIMT && (t->warp_m != 32 || t->warp_n != 64 || t->bk % 4))
+    return hp_fail(e, HP_E_INVALID_ARG, name, "the SIMT template takes warp tiles of 32x64 and BK a multiple of 4, got %dx%d, BK=%d",
+                   t->warp_m, t->warp_n, t->bk);
+  if (mode != CUDA_MM_SIMT && (t->bk % 16 || t->warp_m % 16 || t->warp_n % 16))
     return hp_fail(e, HP_E_INVALID_ARG, name, "BK and the warp tile must be multiples of 16 (mma m16n8k16), got BK=%d warp %dx%d",
                    t->bk, t->warp_m, t->warp_n);
   if (t->bm % t->warp_m || t->bn % t->warp_n)
@@ -518,11 +474,10 @@ static hp_status check_tile(hp_error *e, const char *name, const cuda_tune *t, i
   *T = 32 * (t->bm / t->warp_m) * (t->bn / t->warp_n);
   if (*T > 1024) return hp_fail(e, HP_E_LIMIT, name, "%d threads per CTA (at most 1024)", *T);
   int acc = t->warp_m / 16 * t->warp_n / 8 * 4;
-  int regs = acc + t->warp_m / 16 * 4 + t->warp_n / 8 * 2 + 40;
+  int regs = mode == CUDA_MM_SIMT ? 64 + 64 + 40 : acc + t->warp_m / 16 * 4 + t->warp_n / 8 * 2 + 40;
   if (regs > 255)
     return hp_fail(e, HP_E_REG_OVERFLOW, name, "warp tile %dx%d needs about %d registers per thread (255 at most)",
                    t->warp_m, t->warp_n, regs);
-  (void)smem_max;
   return HP_OK;
 }
 
@@ -533,9 +488,11 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   memset(&g, 0, sizeof g);
   g.p = p;
   const cuda_tune *t = &p->tune;
-  if (check_tile(e, name, t, cuda_smem_max(m->arch), &g.T)) return e->code;
+  if (check_tile(e, name, t, p->mode, &g.T)) return e->code;
   g.BM = t->bm, g.BN = t->bn, g.BK = t->bk, g.S = t->stages, g.WM = t->warp_m, g.WN = t->warp_n;
   g.WARPS_M = g.BM / g.WM, g.WARPS_N = g.BN / g.WN, g.MF = g.WM / 16, g.NF = g.WN / 8;
+  if (p->mode == CUDA_MM_SIMT) g.MF = g.NF = 4; /* acc[4][4][4]: 8 x 8 outputs per thread */
+  g.esz = p->mode == CUDA_MM_MMA16 ? 2 : 4;
   g.KT = (int)((p->K + g.BK - 1) / g.BK);
   g.splits = t->splitk > 1 ? (t->splitk < g.KT ? t->splitk : g.KT) : 1;
   g.sk = t->splitk_kind;
@@ -543,10 +500,11 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   g.swz_off = t->no_swizzle;
   g.a_rows = p->A.kmajor ? g.BM : g.BK, g.a_cols = p->A.kmajor ? g.BK : g.BM;
   g.b_rows = p->B.kmajor ? g.BN : g.BK, g.b_cols = p->B.kmajor ? g.BK : g.BN;
-  if (!cuda_swz_cols_ok(g.a_cols) || !cuda_swz_cols_ok(g.b_cols))
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "SMEM tile rows of %d / %d elements: the swizzle needs 8, 16, 32 or a multiple of 64",
-                   g.a_cols, g.b_cols);
-  g.a_bytes = (int64_t)g.BM * g.BK * 2, g.b_bytes = (int64_t)g.BN * g.BK * 2, g.stage_bytes = g.a_bytes + g.b_bytes;
+  if (!cuda_mm_tiles_ok(&g))
+    return hp_fail(e, HP_E_UNSUPPORTED, name,
+                   "SMEM tile rows of %d / %d %s elements: the swizzle needs %s", g.a_cols, g.b_cols, g.esz == 2 ? "16-bit" : "fp32",
+                   g.esz == 2 ? "8, 16, 32 or a multiple of 64" : "4, 8, 16 or a multiple of 32 (K-major), a multiple of 4 (M/N-major)");
+  g.a_bytes = cuda_mm_tile_bytes(&g, true), g.b_bytes = cuda_mm_tile_bytes(&g, false), g.stage_bytes = g.a_bytes + g.b_bytes;
   int osz = tiny_dtype_size(p->c_dtype);
   int64_t smem = g.stage_bytes * g.S;
   int64_t stage_c = (int64_t)g.BM * (g.BN * osz + 16);
@@ -570,11 +528,16 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   if (k->grid[2] > 65535) return hp_fail(e, HP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
+  /* the plan's CTAs per SM as a register bound (none by default: SIMT at two
+   * CTAs per SM, 128 registers and a few bytes spilled, ran 0.74-0.75x cuBLAS
+   * SGEMM on an H200 where one CTA of 183 registers ran 0.79x) */
+  k->min_blocks = t->min_blocks;
   tiny_dtype ab = p->ab_dtype;
-  cuda_param_add(k, p->pname[0], "hk_u16", CUDA_P_PTR_IN, ab);
-  cuda_param_align(k, p->A.vec * 2);
-  cuda_param_add(k, p->pname[1], "hk_u16", CUDA_P_PTR_IN, ab);
-  cuda_param_align(k, p->B.vec * 2);
+  const char *et = cuda_ctype(ab);
+  cuda_param_add(k, p->pname[0], et, CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->A.vec * g.esz);
+  cuda_param_add(k, p->pname[1], et, CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->B.vec * g.esz);
   add_c_params(&g);
   if (g.splits > 1 && g.sk == CUDA_SPLITK_SERIAL) {
     cuda_param_add(k, "ws", "float", CUDA_P_PTR_OUT, TINY_FP32);
@@ -589,8 +552,11 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_meta_str(k, "warp_tile", cuda_fmt(b, "%dx%d", g.WM, g.WN));
   cuda_meta_str(k, "A_smem", p->A.kmajor ? "k_major" : "m_major");
   cuda_meta_str(k, "B_smem", p->B.kmajor ? "k_major" : "n_major");
-  cuda_meta_int(k, "A_cp_async_bytes", p->A.vec * 2);
-  cuda_meta_int(k, "B_cp_async_bytes", p->B.vec * 2);
+  cuda_meta_int(k, "A_cp_async_bytes", p->A.vec * g.esz);
+  cuda_meta_int(k, "B_cp_async_bytes", p->B.vec * g.esz);
+  static const char *const mnames[] = {"mma.sync m16n8k16", "mma.sync m16n8k8 .tf32 (operands rounded to TF32)",
+                                       "mma.sync m16n8k16 (fp32 operands rounded to %s)", "SIMT FFMA, 8x8 outputs per thread"};
+  cuda_meta_str(k, "math", cuda_fmt(b, mnames[p->mode], tiny_dtype_name(p->mma_dtype)));
   cuda_meta_str(k, "swizzle", g.swz_off ? "none" : "xor16B");
   cuda_meta_str(k, "bind", t->raster_m_x ? "m.o->block.x n.o->block.y batch->block.z" : "n.o->block.x m.o->block.y batch->block.z");
   cuda_meta_str(k, "local_edges", "mainloop->epilogue: reg");
@@ -610,17 +576,16 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
     cuda_decl(b, "const int", "kt0", NULL, "0");
     g.nkt = cuda_fmt(b, "%d", g.KT);
   }
-  cuda_decl(b, "const hk_u16 *", "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
-  cuda_decl(b, "const hk_u16 *", "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(p->c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", p->pname[2], p->c_base));
   cuda_call(b, "(void)bz; (void)Ab; (void)Bb");
-  cuda_decl(b, "float", "acc", cuda_fmt(b, "[%d][%d][4]", g.MF, g.NF), "{}");
-  cuda_decl(b, "hk_u32", "af", cuda_fmt(b, "[%d][4]", g.MF), NULL);
-  cuda_decl(b, "hk_u32", "bf", cuda_fmt(b, "[%d][2]", g.NF), NULL);
+  cuda_mm_decls(&g);
   int ga = p->A.vec ? 0 : (g.a_rows * g.a_cols + g.T - 1) / g.T;
   int gb = p->B.vec ? 0 : (g.b_rows * g.b_cols + g.T - 1) / g.T;
-  if (ga) cuda_decl(b, "hk_u16", "hk_ga", cuda_fmt(b, "[%d]", ga), NULL);
-  if (gb) cuda_decl(b, "hk_u16", "hk_gb", cuda_fmt(b, "[%d]", gb), NULL);
+  const char *gt = g.esz == 2 ? "hk_u16" : "hk_u32";
+  if (ga) cuda_decl(b, gt, "hk_ga", cuda_fmt(b, "[%d]", ga), NULL);
+  if (gb) cuda_decl(b, gt, "hk_gb", cuda_fmt(b, "[%d]", gb), NULL);
 
   /* ---- pipeline prologue: tiles 0 .. S-2 ---- */
   cuda_comment(b, cuda_fmt(b, "pipeline prologue: %d of %d stages in flight", g.S - 1, g.S));
@@ -643,7 +608,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   cuda_close(b);
   cuda_emit(b, CU_COMMIT_GROUP);
   cuda_decl(b, "const int", "hk_st", NULL, cuda_fmt(b, "kt %% %d", g.S));
-  emit_fragments_and_mma(&g);
+  cuda_mm_inner(&g);
   if (ga || gb) {
     cuda_comment(b, "gathered operands: registers -> the stage of tile nk (read by nobody since the barrier above)");
     cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
@@ -683,6 +648,7 @@ static hp_status mma_emit_finish(hp_error *e, cuda_module *m, const cuda_mma_pro
   memset(&g, 0, sizeof g);
   cuda_mma_prob q = *p;
   q.tune.bm = q.tune.bn = 64, q.tune.warp_m = q.tune.warp_n = 32, q.tune.raster_m_x = false;
+  q.mode = CUDA_MM_MMA16; /* the m16n8 accumulator layout (no operands) */
   g.p = &q;
   g.BM = g.BN = 64, g.WM = g.WN = 32, g.WARPS_M = g.WARPS_N = 2, g.MF = 2, g.NF = 4, g.T = 128, g.splits = 1;
   int osz = tiny_dtype_size(q.c_dtype);
@@ -731,16 +697,32 @@ void cuda_gemm_spec_init(cuda_gemm_spec *s, int64_t M, int64_t N, int64_t K, tin
   cuda_tune_default(&s->tune, CUDA_SM80);
 }
 
-/* Fill the tile fields left at 0 from the problem size. */
-void cuda_tune_fill_mma(cuda_tune *t, int64_t M, int64_t N, tiny_dtype c_dtype) {
+/* Fill the tile fields left at 0 from the problem size.  SIMT: warp tiles
+ * are 32x64 (the plan's are not), BK 32; fp32 on the tensor cores: BK 16
+ * (64-byte rows, 48 KB for 128x128 and 3 stages).  H200, 4096^3: TF32
+ * 128x128 with 64x64 warps ran 140 TFLOP/s at BK 16 (0.37x cuBLAS TF32), 105
+ * at BK 32; SIMT 0.80x cuBLAS SGEMM at BK 32, 0.78 at 16, 0.71 at 8. */
+void cuda_tune_fill_mma(cuda_tune *t, int64_t M, int64_t N, tiny_dtype c_dtype, cuda_mmode mode) {
   bool big = M >= 128 && N >= 128;
   if (!t->bm) t->bm = big ? 128 : 64;
   if (!t->bn) t->bn = big ? 128 : 64;
-  if (!t->bk) t->bk = 32;
+  if (!t->bk) t->bk = mode == CUDA_MM_SIMT ? 32 : mode == CUDA_MM_MMA16 ? 32 : 16;
   if (!t->stages) t->stages = 3;
+  if (mode == CUDA_MM_SIMT) t->warp_m = 32, t->warp_n = 64;
   if (!t->warp_m) t->warp_m = t->bm >= 128 ? 64 : 32;
   if (!t->warp_n) t->warp_n = t->bn >= 128 ? 64 : 32;
   if (!t->vec) t->vec = 16 / tiny_dtype_size(c_dtype);
+}
+
+/* How fp32 operands compute under `math` (16-bit operands: their MMA). */
+static void mma_mode(tiny_dtype ab, cuda_math math, cuda_mmode *mode, tiny_dtype *mma_dt) {
+  *mma_dt = ab;
+  if (ab != TINY_FP32) *mode = CUDA_MM_MMA16;
+  else if (math == CUDA_MATH_FP32) *mode = CUDA_MM_SIMT;
+  else if (math == CUDA_MATH_FP16 || math == CUDA_MATH_BF16) {
+    *mode = CUDA_MM_CVT16;
+    *mma_dt = math == CUDA_MATH_BF16 ? TINY_BF16 : TINY_FP16;
+  } else *mode = CUDA_MM_TF32;
 }
 
 static hp_status check_epi(hp_error *e, const char *name, const cuda_epi *epi, int n) {
@@ -759,10 +741,11 @@ static hp_status check_epi(hp_error *e, const char *name, const cuda_epi *epi, i
   return HP_OK;
 }
 
-static hp_status check_ab_dtypes(hp_error *e, const char *name, tiny_dtype a, tiny_dtype b2, tiny_dtype c) {
-  if ((a != TINY_FP16 && a != TINY_BF16) || a != b2)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "the MMA template takes fp16 or bf16 operands of one dtype, got %s x %s",
+static hp_status check_ab_dtypes(hp_error *e, const char *name, tiny_dtype a, tiny_dtype b2, tiny_dtype c, cuda_math math) {
+  if ((a != TINY_FP16 && a != TINY_BF16 && a != TINY_FP32) || a != b2)
+    return hp_fail(e, HP_E_UNSUPPORTED, name, "the MMA template takes fp16, bf16 or fp32 operands of one dtype, got %s x %s",
                    tiny_dtype_name(a), tiny_dtype_name(b2));
+  if ((unsigned)math >= CUDA_MATH_COUNT) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown math %d", (int)math);
   if (c != TINY_FP16 && c != TINY_BF16 && c != TINY_FP32)
     return hp_fail(e, HP_E_UNSUPPORTED, name, "output dtype %s (fp16, bf16 or fp32)", tiny_dtype_name(c));
   return HP_OK;
@@ -776,7 +759,9 @@ const char *cuda_splitk_name(cuda_splitk k) {
 
 int cuda_gemm_slices(const cuda_gemm_spec *s) {
   if (s->tune.splitk <= 1) return 1;
-  int64_t bk = s->tune.arch == CUDA_SM90 ? 64 : s->tune.bk ? s->tune.bk : 32; /* cuda_tune_fill_mma, cuda_sm90.c */
+  bool simt = s->a_dtype == TINY_FP32 && s->math == CUDA_MATH_FP32;
+  int64_t bk = s->tune.arch == CUDA_SM90 ? 128 / tiny_dtype_size(s->a_dtype) /* cuda_sm90.c: 128-byte rows */
+               : s->tune.bk ? s->tune.bk : simt || s->a_dtype != TINY_FP32 ? 32 : 16; /* cuda_tune_fill_mma */
   int64_t kt = (s->K + bk - 1) / bk;
   return (int)(s->tune.splitk < kt ? s->tune.splitk : kt);
 }
@@ -793,7 +778,7 @@ static hp_status gemm_checks(hp_error *e, cuda_module *m, const cuda_gemm_spec *
                   s->c_sb[0], s->c_sb[1], s->c_sm, s->c_sn};
   for (int i = 0; i < HP_ARRAY_LEN(st); i++)
     if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative stride");
-  if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype)) return e->code;
+  if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype, s->math)) return e->code;
   return check_epi(e, name, s->epi, s->n_epi);
 }
 
@@ -823,6 +808,8 @@ static hp_status gemm_prob(hp_error *e, cuda_module *m, const cuda_gemm_spec *s,
   p.kind = "mma_gemm";
   p.M = s->M, p.N = s->N, p.K = s->K, p.nz = s->batch[0] * s->batch[1];
   p.ab_dtype = s->a_dtype, p.c_dtype = s->c_dtype;
+  mma_mode(s->a_dtype, s->math, &p.mode, &p.mma_dtype);
+  int esz = tiny_dtype_size(s->a_dtype);
   p.pname[0] = "A", p.pname[1] = "B", p.pname[2] = "C";
   /* A: K-major when k is contiguous, else M-major (m contiguous). */
   if (s->a_sk == 1) p.A = (cuda_mma_opnd){.kmajor = true, .s_mn = s->a_sm, .s_k = 1};
@@ -834,8 +821,8 @@ static hp_status gemm_prob(hp_error *e, cuda_module *m, const cuda_gemm_spec *s,
   bool a_contig = p.A.kmajor ? p.A.s_k == 1 : p.A.s_mn == 1;
   bool b_contig = p.B.kmajor ? p.B.s_k == 1 : p.B.s_mn == 1;
   /* chunk size: the other stride and the batch strides must keep chunks 2^n-aligned */
-  p.A.vec = a_contig ? cuda_chunk_elems(p.A.kmajor ? s->a_sm : s->a_sk, s->a_sb, 2) : 0;
-  p.B.vec = b_contig ? cuda_chunk_elems(p.B.kmajor ? s->b_sn : s->b_sk, s->b_sb, 2) : 0;
+  p.A.vec = a_contig ? cuda_chunk_elems_esz(p.A.kmajor ? s->a_sm : s->a_sk, s->a_sb, 2, esz) : 0;
+  p.B.vec = b_contig ? cuda_chunk_elems_esz(p.B.kmajor ? s->b_sn : s->b_sk, s->b_sb, 2, esz) : 0;
   p.c_sm = s->c_sm, p.c_sn = s->c_sn;
   p.c_zmul = s->c_sb[0] % 2 == 0 && s->c_sb[1] % 2 == 0 ? (s->c_sb[0] % 8 == 0 && s->c_sb[1] % 8 == 0 ? 8 : 2) : 1;
   cuda_b tb = {.a = m->arena};
@@ -855,7 +842,7 @@ static hp_status gemm_prob(hp_error *e, cuda_module *m, const cuda_gemm_spec *s,
   if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
-  cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype);
+  cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;
   return HP_OK;
 }
@@ -916,7 +903,7 @@ hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, co
                    (long long)s->c, (long long)s->oc);
   int64_t oh, ow;
   if (!cuda_conv_out_hw(s, &oh, &ow)) return hp_fail(e, HP_E_INVALID_ARG, name, "the conv window does not fit the input");
-  if (check_ab_dtypes(e, name, s->w_dtype, s->x_dtype, s->y_dtype)) return e->code;
+  if (check_ab_dtypes(e, name, s->w_dtype, s->x_dtype, s->y_dtype, s->math)) return e->code;
   if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
   int64_t cg = s->c / s->groups, ocg = s->oc / s->groups, K = cg * s->kh * s->kw, N = oh * ow;
   if (s->n * s->c * s->h * s->w > ((int64_t)1 << 40) || K > INT32_MAX / 2 || N > INT32_MAX / 2)
@@ -926,16 +913,18 @@ hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, co
   p.kind = "mma_conv";
   p.M = ocg, p.N = N, p.K = K, p.nz = s->n * s->groups;
   p.ab_dtype = s->w_dtype, p.c_dtype = s->y_dtype;
+  mma_mode(s->w_dtype, s->math, &p.mode, &p.mma_dtype);
+  int esz = tiny_dtype_size(s->w_dtype);
   p.pname[0] = "w", p.pname[1] = "x", p.pname[2] = "y";
   int64_t gsb[1] = {ocg * K};
   p.A = (cuda_mma_opnd){.kmajor = true, .s_mn = K, .s_k = 1};
-  p.A.vec = cuda_chunk_elems(K, gsb, 1);
+  p.A.vec = cuda_chunk_elems_esz(K, gsb, 1, esz);
   bool pointwise = s->kh == 1 && s->kw == 1 && s->stride[0] == 1 && s->stride[1] == 1 && !s->pad[0] && !s->pad[1] &&
                    !s->pad[2] && !s->pad[3];
   if (pointwise) { /* 1x1: B is the input itself, [c][h*w] */
     int64_t xsb[2] = {s->c * s->h * s->w, cg * s->h * s->w};
     p.B = (cuda_mma_opnd){.kmajor = false, .s_mn = 1, .s_k = s->h * s->w};
-    p.B.vec = cuda_chunk_elems(s->h * s->w, xsb, 2);
+    p.B.vec = cuda_chunk_elems_esz(s->h * s->w, xsb, 2, esz);
   } else {
     p.B = (cuda_mma_opnd){.kmajor = false, .conv = true};
     p.B.cv = (cuda_conv_geom){.h = s->h, .w = s->w, .kh = s->kh, .kw = s->kw, .oh = oh, .ow = ow, .sh = s->stride[0],
@@ -966,7 +955,7 @@ hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, co
   }
   if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
   p.tune = s->tune;
-  cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype);
+  cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype, p.mode);
   hp_status st = cuda_mma_emit(e, m, &p, name);
   if (st == HP_OK) {
     cuda_kernel *k = m->k[m->n - 1];

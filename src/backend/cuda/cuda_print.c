@@ -95,8 +95,15 @@ static const char prelude_common[] =
     "HK_DEV void hk_mma16816_bf16(float *c, const hk_u32 *a, const hk_u32 *b) {\n"
     "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
     "    : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    /* mma.sync m16n8k8 .tf32: a{0..3} = A rows g, g+8, g, g+8 at k t, t, t+4, t+4; b{0,1} = B k t, t+4 at n g
+     * (PTX ISA 9.7.14.5.7); each register one fp32 pattern, of which the tensor core reads the top 19 bits */
+    "HK_DEV void hk_mma1688_tf32(float *c, const hk_u32 *a, const hk_u32 *b) {\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n"
+    "    : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "HK_DEV float hk_fma(float a, float b, float c) { return fmaf(a, b, c); }\n"
     /* warp shuffles */
     "HK_DEV float hk_shfl_xor(float v, int m) { float r; asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(r) : \"f\"(v), \"r\"(m)); return r; }\n"
+    "HK_DEV float hk_shfl_idx(float v, int src) { float r; asm volatile(\"shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(r) : \"f\"(v), \"r\"(src)); return r; }\n"
     "HK_DEV int hk_shfl_xor(int v, int m) { int r; asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=r\"(r) : \"r\"(v), \"r\"(m)); return r; }\n"
     /* math: exp through ex2.approx (rel. error ~2^-22), the rest from libdevice */
     "HK_DEV float hk_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x)); return y; }\n"
@@ -113,7 +120,10 @@ static const char prelude_common[] =
     "HK_DEV float hk_silu(float x) { return x / (1.0f + hk_exp(-x)); }\n"
     "HK_DEV float hk_fmax(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }\n"
     "HK_DEV float hk_fadd(float a, float b) { return a + b; }\n"
-    "HK_DEV float hk_fmin(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n";
+    "HK_DEV float hk_fmin(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }\n"
+    /* fp32 -> TF32, to nearest with ties away from zero (CUTLASS's round_half_ulp_truncate): half a TF32
+     * ulp added to the bits the tensor core drops; Inf and NaN as they are */
+    "HK_DEV hk_u32 hk_tf32(hk_u32 u) { return fabsf(hk_u2f(u)) < HK_INF ? u + 0x1000u : u; } /* FSETP + IADD */\n";
 
 /* ---- printing helpers -------------------------------------------------------- */
 typedef struct pr {
@@ -222,10 +232,13 @@ static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const 
   }
 }
 
-/* Epilogue(acc, row0, col0, m_lim, n_lim; mf, nf): acc[mf][nf][4] holds the
- * m16n8 accumulator fragments of a warp tile whose first row/column are
- * row0/col0.  Fragment element c{2h}, c{2h+1} of lane l sits at row
- * (l >> 2) + 8h, columns 2(l & 3) + {0, 1} (PTX ISA, m16n8k16 C/D layout). */
+/* Epilogue(acc, row0, col0, m_lim, n_lim[, rows, cols]; mf, nf): acc[mf][nf][4]
+ * holds the m16n8 accumulator fragments of a warp tile whose first
+ * row/column are row0/col0.  Fragment element c{2h}, c{2h+1} of lane l sits
+ * at row (l >> 2) + 8h, columns 2(l & 3) + {0, 1} (PTX ISA, m16n8k16 C/D
+ * layout).  Another layout (the SIMT template's) gives `rows` and `cols`:
+ * the offsets from row0 / col0 of element [hk_i][hk_j][2 hk_h] as C text
+ * (element 2 hk_h + 1 is the next column). */
 static void print_epilogue(pr *p, const cuda_stmt *st) {
   line(p, "{ /* Epilogue on the accumulator fragments */");
   p->ind++;
@@ -237,8 +250,11 @@ static void print_epilogue(pr *p, const cuda_stmt *st) {
   line(p, "#pragma unroll");
   line(p, "for (int hk_h = 0; hk_h < 2; ++hk_h) {");
   p->ind++;
-  line(p, "const int hk_r = (%s) + hk_i * 16 + hk_g + hk_h * 8;", st->s[1]);
-  line(p, "const int hk_c = (%s) + hk_j * 8 + hk_t * 2;", st->s[2]);
+  if (st->s[5]) line(p, "const int hk_r = (%s) + (%s);", st->s[1], st->s[5]); /* another layout (SIMT) */
+  else line(p, "const int hk_r = (%s) + hk_i * 16 + hk_g + hk_h * 8;", st->s[1]);
+  if (st->s[6]) line(p, "const int hk_c = (%s) + (%s);", st->s[2], st->s[6]);
+  else line(p, "const int hk_c = (%s) + hk_j * 8 + hk_t * 2;", st->s[2]);
+  line(p, "(void)hk_g; (void)hk_t;");
   line(p, "float hk_v0 = %s[hk_i][hk_j][hk_h * 2], hk_v1 = %s[hk_i][hk_j][hk_h * 2 + 1];", st->s[0], st->s[0]);
   for (int i = 0; i < st->nepi; i++) print_epi_op(p, &st->epi[i], st->s[3], st->s[4]);
   line(p, "%s[hk_i][hk_j][hk_h * 2] = hk_v0; %s[hk_i][hk_j][hk_h * 2 + 1] = hk_v1;", st->s[0], st->s[0]);
@@ -299,7 +315,8 @@ static void print_stmt(pr *p, const cuda_stmt *st) {
   case CU_LD_SHARED: line(p, "%s = hk_lds%d(%s);", s[0], bits_of(st->i[0]), s[1]); break;
   case CU_LDMATRIX: line(p, "hk_ldsm_x%lld%s(%s, %s);", (long long)st->i[0], st->i[1] ? "_t" : "", s[0], s[1]); break;
   case CU_MMA_SYNC:
-    line(p, "hk_mma16816_%s(%s, %s, %s);", st->dtype == TINY_BF16 ? "bf16" : "f16", s[0], s[1], s[2]);
+    if (st->dtype == TINY_FP32) line(p, "hk_mma1688_tf32(%s, %s, %s);", s[0], s[1], s[2]);
+    else line(p, "hk_mma16816_%s(%s, %s, %s);", st->dtype == TINY_BF16 ? "bf16" : "f16", s[0], s[1], s[2]);
     break;
   case CU_EPILOGUE: print_epilogue(p, st); break;
   case CU_ST_GLOBAL_VEC:
@@ -318,8 +335,9 @@ static void print_stmt(pr *p, const cuda_stmt *st) {
   case CU_MBAR_ARRIVE: line(p, "hk_mbar_arrive(%s);", s[0]); break;
   case CU_MBAR_WAIT: line(p, "hk_mbar_wait(%s, %s);", s[0], s[1]); break;
   case CU_WGMMA:
-    line(p, "hk_wgmma_m64n%lldk16_%s%s(%s, %s, %s, %s);", (long long)st->i[1], st->dtype == TINY_BF16 ? "bf16" : "f16",
-         st->i[3] ? "_tb" : "", s[0], s[1], s[2], s[3]);
+    line(p, "hk_wgmma_m64n%lldk%lld_%s%s(%s, %s, %s, %s);", (long long)st->i[1], (long long)st->i[2],
+         st->dtype == TINY_BF16 ? "bf16" : st->dtype == TINY_FP32 ? "tf32" : "f16", st->i[3] ? "_tb" : "", s[0], s[1], s[2],
+         s[3]);
     break;
   case CU_WGMMA_FENCE: line(p, "hk_wgmma_fence();"); break;
   case CU_WGMMA_COMMIT: line(p, "hk_wgmma_commit();"); break;

@@ -36,10 +36,16 @@
  * d[4j + 2h + e] is row g + 8h, column 8j + 2t + e — the m16n8 C layout per
  * 8 columns, so the SM80 Epilogue statement applies as is.
  *
+ * fp32 operands (cuda_math TF32): wgmma m64nNk8 .tf32 over the same bytes:
+ * a 128-byte row is 32 fp32 elements (BK 32, TMA box {32, rows}), a k step
+ * of 8 still 32 bytes, so descriptors, swizzle and stages are unchanged; the
+ * tensor core reads the top 19 bits of each operand (truncation, where the
+ * SM80 template rounds).  TF32 wgmma has no transpose: B must be K-major.
+ *
  * Constraints (else Unsupported; the resource model rejects such plans):
- * fp16/bf16 operands; A K-major (a_sk == 1); B K- or N-major; every TMA
+ * fp16/bf16 operands, or fp32 as TF32 with B K-major; A K-major (a_sk == 1); B K- or N-major; every TMA
  * stride a multiple of 16 bytes (K, and N for N-major B / C, multiples of 8
- * elements); BM = 128; BK = 64; BN in {64, 128, 256}; 2..4 stages; C fp16,
+ * 16-bit or 4 fp32 elements); BM = 128; BK = 128 bytes; BN in {64, 128, 256}; 2..4 stages; C fp16,
  * bf16 or fp32 with c_sn == 1.
  *
  * Split-K: slices of K are separate tiles of the queue.  splitk_parallel:
@@ -98,14 +104,17 @@ static const char sm90_helpers[] =
     "HK_DEV hk_u64 hk_gdesc(hk_saddr a, hk_u32 lbo, hk_u32 sbo) {\n"
     "  return (hk_u64)((a & 0x3FFFFu) >> 4) | ((hk_u64)((lbo & 0x3FFFFu) >> 4) << 16) | ((hk_u64)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62); }\n";
 
-/* wgmma.mma_async m64nNk16, fp32 accumulators d[N/2], A and B from SMEM. */
+/* wgmma.mma_async m64nNk16 (f16/bf16) or m64nNk8 (tf32: no transpose
+ * operands, K-major A and B only), fp32 accumulators d[N/2], A and B from SMEM. */
 static void wgmma_helper(hp_str *o, int n, tiny_dtype dt, bool trans_b) {
-  const char *ty = dt == TINY_BF16 ? "bf16" : "f16";
-  hp_str_printf(o, "HK_DEV void hk_wgmma_m64n%dk16_%s%s(float *d, hk_u64 da, hk_u64 db, int scale_d) {\n", n, ty,
+  const char *ty = dt == TINY_BF16 ? "bf16" : dt == TINY_FP32 ? "tf32" : "f16";
+  int kk = dt == TINY_FP32 ? 8 : 16;
+  hp_str_printf(o, "HK_DEV void hk_wgmma_m64n%dk%d_%s%s(float *d, hk_u64 da, hk_u64 db, int scale_d) {\n", n, kk, ty,
                 trans_b ? "_tb" : "");
-  hp_str_printf(o, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n / 2 + 2, n, ty, ty);
+  hp_str_printf(o, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {", n / 2 + 2, n, kk, ty, ty);
   for (int i = 0; i < n / 2; i++) hp_str_printf(o, "%s%%%d", i ? "," : "", i);
-  hp_str_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, %d; }\"\n    : ", n / 2, n / 2 + 1, trans_b ? 1 : 0);
+  if (dt == TINY_FP32) hp_str_printf(o, "}, %%%d, %%%d, p, 1, 1; }\"\n    : ", n / 2, n / 2 + 1);
+  else hp_str_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, %d; }\"\n    : ", n / 2, n / 2 + 1, trans_b ? 1 : 0);
   for (int i = 0; i < n / 2; i++) hp_str_printf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
   hp_str_puts(o, "\n    : \"l\"(da), \"l\"(db), \"r\"(scale_d) : \"memory\"); }\n");
 }
@@ -132,7 +141,7 @@ void cuda_sm90_prelude(const cuda_module *m, hp_str *o) {
     for (int j = 0; j < nd; j++) seen = seen || !strcmp(done[j], key);
     if (seen || nd >= 64) continue;
     snprintf(done[nd++], sizeof done[0], "%s", key);
-    wgmma_helper(o, n, !strcmp(dt, "bf16") ? TINY_BF16 : TINY_FP16, tb);
+    wgmma_helper(o, n, !strcmp(dt, "bf16") ? TINY_BF16 : !strcmp(dt, "tf32") ? TINY_FP32 : TINY_FP16, tb);
   }
   hp_str_puts(o, "#endif /* HK_SIM */\n");
 }
@@ -179,19 +188,24 @@ static int default_bn(const cuda_gemm_spec *s) {
 bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap) {
   const cuda_tune *t = &s->tune;
   int bn = t->bn ? t->bn : default_bn(s);
+  int al = 16 / tiny_dtype_size(s->a_dtype); /* elements per 16 bytes */
   const char *w = NULL;
-  if (s->a_sk != 1) w = "A must be K-major (a_sk == 1)";
+  bool f32 = s->a_dtype == TINY_FP32;
+  if (f32 && s->math != CUDA_MATH_TF32) w = "fp32 operands compute as TF32 only here (strict fp32 and fp16/bf16 rounding: SM80)";
+  else if (f32 && s->b_sk != 1) w = "TF32 wgmma reads K-major operands only (B is N-major)";
+  else if (s->a_sk != 1) w = "A must be K-major (a_sk == 1)";
   else if (s->b_sk != 1 && s->b_sn != 1) w = "B must be K-major or N-major";
   else if (s->c_sn != 1) w = "C must have unit column stride";
   else if ((s->M > 1 && s->a_sm == 0) || (s->b_sk == 1 ? s->N > 1 && s->b_sn == 0 : s->K > 1 && s->b_sk == 0))
     w = "an operand broadcast along its rows (stride 0) has no TMA map";
-  else if (s->K % 8 || s->a_sm % 8 || s->a_sb[0] % 8 || s->a_sb[1] % 8) w = "A rows must be 16-byte aligned (K, strides multiples of 8)";
-  else if ((s->b_sk == 1 ? s->b_sn : s->b_sk) % 8 || s->b_sb[0] % 8 || s->b_sb[1] % 8) w = "B rows must be 16-byte aligned";
+  else if (s->K % al || s->a_sm % al || s->a_sb[0] % al || s->a_sb[1] % al)
+    w = "A rows must be 16-byte aligned (K, strides multiples of 16 bytes)";
+  else if ((s->b_sk == 1 ? s->b_sn : s->b_sk) % al || s->b_sb[0] % al || s->b_sb[1] % al) w = "B rows must be 16-byte aligned";
   else if ((s->c_sm * tiny_dtype_size(s->c_dtype)) % 16 || (s->c_sb[0] * tiny_dtype_size(s->c_dtype)) % 16 ||
            (s->c_sb[1] * tiny_dtype_size(s->c_dtype)) % 16)
     w = "C rows must be 16-byte aligned";
   else if (t->bm && t->bm != 128) w = "BM must be 128 (two consumer warpgroups x m64)";
-  else if (t->bk && t->bk != 64) w = "BK must be 64 (one 128-byte swizzle atom of K)";
+  else if (t->bk && t->bk != 128 / tiny_dtype_size(s->a_dtype)) w = "BK must be one 128-byte swizzle atom of K (64 fp16/bf16, 32 fp32)";
   else if (bn != 64 && bn != 128 && bn != 256) w = "BN must be 64, 128 or 256 (wgmma n)";
   else if (t->stages && (t->stages < 2 || t->stages > 4)) w = "stages must be 2..4";
   if (w && why) snprintf(why, (size_t)cap, "%s", w);
@@ -202,7 +216,8 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   char why[160];
   if (!cuda_sm90_gemm_ok(s, why, sizeof why)) return unsupported(e, name, why);
   const cuda_tune *t = &s->tune;
-  int BM = 128, BK = 64, BN = t->bn ? t->bn : default_bn(s);
+  int esz = tiny_dtype_size(s->a_dtype), BM = 128, BK = 128 / esz, BN = t->bn ? t->bn : default_bn(s);
+  bool tf32 = s->a_dtype == TINY_FP32;
   int S = t->stages, GM = t->group_m ? t->group_m : 8;
   int splitk = t->splitk > 1 ? t->splitk : 1;
   bool bkm = s->b_sk == 1; /* B K-major */
@@ -217,10 +232,15 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   int64_t ntiles = TM * TN * NB * splitk;
   if (ntiles > INT32_MAX) return hp_fail(e, HP_E_LIMIT, name, "too many tiles");
   int64_t a_bytes = (int64_t)BM * 128, b_bytes = (int64_t)BN * 128, stage = a_bytes + b_bytes;
+  /* C is staged and stored CW columns at a time: fp32 C of 128 x 256 would
+   * take 128 KB and leave room for 2 stages (0.62-0.74x cuBLAS TF32 on an
+   * H200); 64-column chunks (32 KB) leave room for 4 */
+  int CW = osz == 4 && BN > 64 ? 64 : BN;
+  int64_t c_bytes = (int64_t)BM * CW * osz;
   if (!S) /* the deepest ring that fits next to the C staging tile */
-    for (S = 4; S > 2 && stage * S + (int64_t)BM * BN * osz + 16 * S + 1024 > cuda_smem_max(CUDA_SM90); S--) {
+    for (S = 4; S > 2 && stage * S + c_bytes + 16 * S + 1024 > cuda_smem_max(CUDA_SM90); S--) {
     }
-  int64_t c_off = stage * S, c_bytes = (int64_t)BM * BN * osz;
+  int64_t c_off = stage * S;
   int64_t bar_off = c_off + c_bytes;
   int64_t smem = bar_off + 16 * S + 1024; /* + slack to align the base to 1024 */
   if (smem > cuda_smem_max(CUDA_SM90))
@@ -248,12 +268,12 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   tm[0].dims[3] = (uint64_t)s->batch[0];
   tm[0].strides[0] = (uint64_t)(s->a_sm * abs), tm[0].strides[1] = (uint64_t)(s->a_sb[1] * abs),
   tm[0].strides[2] = (uint64_t)(s->a_sb[0] * abs);
-  tm[0].box[0] = 64, tm[0].box[1] = (uint32_t)BM, tm[0].box[2] = tm[0].box[3] = 1;
+  tm[0].box[0] = (uint32_t)BK, tm[0].box[1] = (uint32_t)BM, tm[0].box[2] = tm[0].box[3] = 1;
   tm[1] = (cuda_tmap_desc){.tensor = "B", .dtype = s->b_dtype, .rank = 4, .swizzle = 3};
   if (bkm) {
     tm[1].dims[0] = (uint64_t)s->K, tm[1].dims[1] = (uint64_t)s->N;
     tm[1].strides[0] = (uint64_t)(s->b_sn * abs);
-    tm[1].box[0] = 64, tm[1].box[1] = (uint32_t)BN;
+    tm[1].box[0] = (uint32_t)BK, tm[1].box[1] = (uint32_t)BN;
   } else {
     tm[1].dims[0] = (uint64_t)s->N, tm[1].dims[1] = (uint64_t)s->K;
     tm[1].strides[0] = (uint64_t)(s->b_sk * abs);
@@ -267,7 +287,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   tm[2].dims[3] = (uint64_t)s->batch[0];
   tm[2].strides[0] = (uint64_t)(s->c_sm * osz), tm[2].strides[1] = (uint64_t)(s->c_sb[1] * osz),
   tm[2].strides[2] = (uint64_t)(s->c_sb[0] * osz);
-  tm[2].box[0] = (uint32_t)BN, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
+  tm[2].box[0] = (uint32_t)CW, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
   const char *ca[2], *cb[2];
   fold_broadcast_batch(&tm[0], ca);
   fold_broadcast_batch(&tm[1], cb);
@@ -289,10 +309,12 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_meta_int(k, "BN", BN);
   cuda_meta_int(k, "BK", BK);
   cuda_meta_int(k, "stages", S);
+  cuda_meta_int(k, "c_store_columns", CW);
   cuda_meta_str(k, "warp_tile", cuda_fmt(b, "64x%d per consumer warpgroup", BN));
   cuda_meta_int(k, "wgmma_n", BN);
   cuda_meta_int(k, "wgmma_trans_b", !bkm);
-  cuda_meta_str(k, "wgmma_dtype", s->a_dtype == TINY_BF16 ? "bf16" : "f16");
+  cuda_meta_str(k, "wgmma_dtype", tf32 ? "tf32" : s->a_dtype == TINY_BF16 ? "bf16" : "f16");
+  if (tf32) cuda_meta_str(k, "math", "wgmma m64nNk8 .tf32 (the hardware reads the top 19 bits of each fp32 operand)");
   cuda_meta_str(k, "warp_specialization", "1 producer warpgroup (TMA, 40 regs) + 2 consumer warpgroups (wgmma, 232 regs)");
   cuda_meta_str(k, "scheduler", t->persistent ? cuda_fmt(b, "persistent (grid.x = min(tiles, SMs)), grouped raster group_m=%d", GM)
                                               : cuda_fmt(b, "one CTA per tile, grouped raster group_m=%d", GM));
@@ -302,7 +324,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_meta_str(k, "c_store", splitk > 1 ? (reduce ? "st.global.b32 partials" : "red.global.add.f32") : "registers -> smem -> TMA store");
   cuda_meta_str(k, "arch_note", "build for sm_90a (wgmma, setmaxnreg)");
 
-  const char *dt = s->a_dtype == TINY_BF16 ? "bf16" : "f16";
+  const char *dt = tf32 ? "tf32" : s->a_dtype == TINY_BF16 ? "bf16" : "f16";
   cuda_call(b, "HK_SMEM_DECL(hk_smem)");
   cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "(hk_smem_addr(hk_smem) + 1023u) & ~1023u");
   cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
@@ -403,7 +425,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
               cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 2048, 8192, 1024)", (long long)stage,
                        (long long)a_bytes));
   cuda_stmt *wm = cuda_emit_s(b, CU_WGMMA, "&acc[0][0][0]", "da", "db", "1");
-  wm->i[0] = 64, wm->i[1] = BN, wm->i[2] = 16, wm->i[3] = !bkm;
+  wm->i[0] = 64, wm->i[1] = BN, wm->i[2] = tf32 ? 8 : 16, wm->i[3] = !bkm;
   wm->dtype = s->a_dtype;
   cuda_close(b); /* kk */
   cuda_emit(b, CU_WGMMA_COMMIT);
@@ -462,23 +484,25 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
     cuda_close(b);
     cuda_close(b);
   } else {
-    cuda_comment(b, "registers -> SMEM staging (after the previous tile's TMA store has read it) -> TMA store");
+    cuda_comment(b, cuda_fmt(b, "registers -> SMEM staging (after the previous TMA store has read it) -> TMA store, %d columns at a time", CW));
+    cuda_for(b, "cq", "0", cuda_fmt(b, "%d", BN / CW), -1);
     cuda_if(b, "tid == 128");
     cuda_call(b, "hk_bulk_wait_read0()");
     cuda_close(b);
     cuda_call(b, "hk_bar_named(1, 256)");
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
+    cuda_for(b, "j", "0", cuda_fmt(b, "%d", CW / 8), -1);
     cuda_for(b, "h", "0", "2", -1);
     cuda_decl(b, "const int", "rl", NULL, "cw * 64 + wiw * 16 + (lane >> 2) + h * 8");
     cuda_decl(b, "const int", "cl", NULL, "j * 8 + (lane & 3) * 2");
-    const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)c_off, BN, osz);
+    cuda_decl(b, "const int", "ja", NULL, cuda_fmt(b, "cq * %d + j", CW / 8));
+    const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)c_off, CW, osz);
     cuda_stmt *ss;
     if (osz == 2)
       ss = cuda_emit_s(b, CU_ST_SHARED, dst,
-                       cuda_fmt(b, "%s(acc[0][j][2 * h], acc[0][j][2 * h + 1])",
+                       cuda_fmt(b, "%s(acc[0][ja][2 * h], acc[0][ja][2 * h + 1])",
                                 s->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
                        NULL, NULL);
-    else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][j][2 * h]), hk_f2u(acc[0][j][2 * h + 1])}", NULL, NULL);
+    else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][ja][2 * h]), hk_f2u(acc[0][ja][2 * h + 1])}", NULL, NULL);
     ss->i[0] = 2 * osz;
     cuda_close(b);
     cuda_close(b);
@@ -486,10 +510,11 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
     cuda_call(b, "hk_bar_named(1, 256)");
     cuda_if(b, "tid == 128");
     cuda_stmt *ts = cuda_emit_s(b, CU_TMA_STORE, "tmC", cuda_fmt(b, "hk_sb + %lld", (long long)c_off),
-                                cuda_fmt(b, "tn * %d, tm * %d, b1, b0", BN, BM), NULL);
+                                cuda_fmt(b, "tn * %d + cq * %d, tm * %d, b1, b0", BN, CW, BM), NULL);
     ts->i[0] = 4;
     cuda_call(b, "hk_bulk_commit()");
     cuda_close(b);
+    cuda_close(b); /* cq */
   }
   cuda_close(b); /* tile */
   cuda_if(b, "tid == 128");

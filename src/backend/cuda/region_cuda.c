@@ -260,6 +260,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     s.batch[i] = gm.batch[i], s.a_sb[i] = gm.a_sb[i], s.b_sb[i] = gm.b_sb[i], s.c_sb[i] = gm.c_sb[i];
   s.n_epi = gm.nepi;
   for (int i = 0; i < gm.nepi; i++) s.epi[i] = epi_of(&gm.epi[i]);
+  s.math = c->math;
   int n0 = c->mod->n, l0 = c->nlaunch;
   int64_t a_bytes = 0;
   if (gm.nrep) { /* A into scratch first: an elementwise copy over A's moving variables */
@@ -287,6 +288,8 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
   bool has_plan = plan_tune(c, r, info, &pt);
+  if (has_plan && s.a_dtype == TINY_FP32 && pt.arch == CUDA_SM90)
+    pt.bk = 0; /* the plan counts BK in 16-bit elements of the 128-byte TMA atom: the template's own for fp32 */
   const char *refused = NULL;
   hp_status st = HP_E_UNSUPPORTED;
   named_arg na[3 + CT_MAX_EPI];
@@ -369,6 +372,7 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   memcpy(s.dil, cv.dil, sizeof s.dil);
   s.n_epi = cv.nepi;
   for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
+  s.math = c->math;
   cuda_tune_default(&s.tune, CUDA_SM80); /* implicit GEMM lives on the SM80 template (it runs on sm_90) */
   /* A few output tiles over a long reduction leave most SMs idle and there
    * is no split-K for convolutions yet: the generic kernel, a thread per
@@ -378,7 +382,7 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   if (cuda_conv_out_hw(&s, &coh, &cow)) {
     cuda_tune t = s.tune;
     int64_t G = cv.groups > 0 ? cv.groups : 1, ocg = cv.oc / G, kk = cv.c / G * cv.kh * cv.kw;
-    cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype);
+    cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype, CUDA_MM_MMA16);
     int64_t ctas = (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv.n * G;
     if (ctas < CONV_FEW_CTAS && kk >= CONV_LONG_K)
       DECLINE("few output tiles over a long reduction (no split-K for convolutions): the generic kernel");
@@ -417,6 +421,7 @@ static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
     memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
   }
   s.online = info && info->has_plan && cuda_attn_online_from_plan(&info->plan);
+  s.math = c->math;
   cuda_tune_default(&s.tune, c->mod->arch);
   int n0 = c->mod->n;
   if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HP_OK;
@@ -674,7 +679,10 @@ hp_status cuda_emit_region(cuda_rctx *c, int r) {
   switch (ct_kind(&src, r)) {
   case 'g': st = try_gemm(c, r, &done, &why); break;
   case 'c': st = try_conv(c, r, &done, &why); break;
-  case 'a': st = try_attn(c, r, &done, &why); break;
+  case 'a':
+    st = try_attn(c, r, &done, &why);
+    if (!st && !done) c->nattn_generic++;
+    break;
   default: break;
   }
   if (st || done) return st;

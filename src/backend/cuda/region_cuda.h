@@ -57,6 +57,8 @@ typedef struct cuda_rctx {
   int nlaunch, caplaunch;
   int64_t scratch_bytes; /* the most one launch uses */
   const struct hp_plan_choice *plans; /* per region, or NULL: the regions' own plans */
+  cuda_math math;         /* how fp32 contractions compute (hp_gpu_opts.precision) */
+  int nattn_generic;      /* attention regions no template took (generic kernels) */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -83,17 +85,21 @@ typedef struct cuda_model_tu {
   size_t status_off;
   size_t arena_bytes;
   int ntemplate, nsimple, ngeneric; /* launches by kind (counts for messages and tests) */
+  cuda_math math;                   /* how its fp32 contractions compute */
+  int nattn_generic;                /* attention regions on generic kernels (the template declined) */
+  int ndead;                        /* regions dropped: nothing reads what they write */
   int nkernels_emitted;             /* kernels the regions made; mod->n: those left after sharing */
   hp_arena *arena;                  /* notes, names, loop trees */
 } cuda_model_tu;
 
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
 /* plans (nullable): per region of f's partition, the plan to read instead of
- * the region's default (harp/tune.h hp_plans_choose: --plan overrides). */
+ * the region's default (harp/tune.h hp_plans_choose: --plan overrides);
+ * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16). */
 struct hp_plan_choice;
 hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
                            const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
-                           cuda_model_tu **out);
+                           cuda_math math, cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* Kernels that are the same code and launch config compiled once: the
  * repeats leave t->mod, their launches use the kept kernel with their
