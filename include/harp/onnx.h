@@ -28,11 +28,21 @@
  * Shape -> Gather -> Unsqueeze -> Concat chains (also on symbolic dims);
  * scalar float constants become literals.
  *
- * Inputs.  A graph input's static dims are kept; a dim_param ("batch")
- * becomes a shape variable of that (mapped) name, bound from the input's
- * tensor like a DSL shape variable, default 1 (as graph<B=1>); a dim with
- * neither is a fresh variable "<input>_d<i>".  int64 inputs are int32 in harp (feed '<i4' or '<i8' arrays:
- * hp_npy_read range-checks the latter).
+ * Inputs and shapes (docs/onnx.md, "Dynamic shapes").  A graph input's
+ * static dims are kept.  A dynamic dim — a dim_param ("batch"), or a dim
+ * written -1, "?", "" or not at all — is a shape variable: a dim_param's
+ * (mapped) name, shared by every dim that names it, else "<input>_d<i>".
+ * The options give them values at import (shapes, syms): the importer then
+ * specialises, and every shape computation folds to constants (Shape, Size,
+ * Gather / Slice / Concat of shapes, their arithmetic, Cast, Range,
+ * ConstantOfShape, Expand, comparisons, Where ...: any node whose inputs
+ * are all known is evaluated at import, onnx_fold.c).  A dim left dynamic
+ * stays a symbol as far as the arithmetic is affine with floor division; a
+ * node that needs its value as a number fails with UnboundSymbol, naming
+ * the graph input and the option to give ("--shape x=1x3x<height>x<width>").
+ * There is no default: `dyn` lists the dims left dynamic, which the caller
+ * must bind before it runs the model.  int64 inputs are int32 in harp (feed
+ * '<i4' or '<i8' arrays: hp_npy_read range-checks the latter).
  *
  * External data: an initializer stored outside the .onnx file is read from
  * the file its "location" names, relative to the model's directory (from
@@ -63,6 +73,14 @@ typedef struct hp_onnx_name {
   char *id;   /* the harp identifier it maps to */
 } hp_onnx_name;
 
+/* A dynamic dim left in an imported model (no shape or symbol given). */
+typedef struct hp_onnx_dyn {
+  char *input; /* the graph input's ONNX name */
+  int dim;     /* which of its dims */
+  char *sym;   /* the shape variable (a harp identifier) */
+  char *hint;  /* the option that would fix it: "--shape x=1x3x<height>x<width>" */
+} hp_onnx_dyn;
+
 typedef struct hp_onnx_model {
   hp_program *program; /* "main" */
   int nweights;
@@ -71,7 +89,21 @@ typedef struct hp_onnx_model {
   int nnames;
   hp_onnx_name *names; /* graph inputs and weights: ONNX name -> harp id */
   int64_t opset;       /* of the default domain */
+  int ndyn;
+  hp_onnx_dyn *dyn;    /* the dynamic dims of the graph inputs, in input order */
 } hp_onnx_model;
+
+/* A graph input's concrete shape, given at import. */
+#define HP_ONNX_NAME_MAX 256
+typedef struct hp_onnx_shape {
+  char name[HP_ONNX_NAME_MAX]; /* the ONNX name, or the harp identifier it maps to */
+  int rank;
+  int64_t dims[TINY_MAX_RANK];
+} hp_onnx_shape;
+
+/* "NAME=1x3x224x224" (',' may separate the dims too; "NAME=" is a scalar):
+ * the name is split at the last '='.  UsageError when malformed. */
+hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out);
 
 /* Graph inputs fixed at import: each named input becomes an initializer
  * holding the given data, so the importer knows its values (a Reshape's
@@ -83,6 +115,15 @@ typedef struct hp_onnx_model {
  * which were taken (the caller may pass NULL).  The data is `fixed[i]`, or,
  * with `fixed` NULL, what read(e, read_ctx, i, &t) gives, asked only for a
  * name that is a graph input (the importer frees t). */
+/*
+ * Shapes and symbols given at import: shapes[i] is graph input
+ * shapes[i].name's shape (ONNX name or harp id): it replaces the input's
+ * dims (a static dim that disagrees, or another rank, is InputMismatch),
+ * and binds the dim_params it covers for every input that shares them.
+ * syms binds shape variables by their harp names ("batch",
+ * "p2o_DynamicDimension_0", "x_d2").  A shape naming no graph input is left
+ * alone: `shape_used[i]` says which were taken (may be NULL).
+ * shape_option is how messages spell the option ("--shape" when NULL). */
 typedef struct hp_onnx_opts {
   int nfixed;
   const char *const *fixed_names; /* ONNX names */
@@ -90,6 +131,11 @@ typedef struct hp_onnx_opts {
   hp_status (*read)(hp_error *e, void *read_ctx, int i, hp_tensor *out);
   void *read_ctx;
   bool *used;
+  int nshapes;
+  const hp_onnx_shape *shapes;
+  bool *shape_used;
+  const tiny_symtab *syms;
+  const char *shape_option;
 } hp_onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */

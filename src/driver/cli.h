@@ -31,6 +31,9 @@ typedef struct cli_opts {
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
+  struct hp_onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
+  int nshapes;
+  bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -53,6 +56,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * string of the option names the command accepts, e.g. "input sym out dump". */
 int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e);
 void cli_opts_free(cli_opts *o);
+/* --shape NAME=1x3x224x224: one more given shape. */
+hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e);
 
 /* Load MODEL by extension, bind symbols (--sym, then input files, then model
  * defaults), read or generate inputs, and prepare the graph.  With

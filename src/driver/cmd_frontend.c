@@ -63,17 +63,64 @@ static hp_status read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
   return hp_fail(e, HP_E_INTERNAL, o->params[k], "--param without its file");
 }
 
+/* The graph inputs left with dynamic dims (no --shape, --input or --sym
+ * for them): UnboundSymbol naming each one and the option that gives it. */
+static hp_status dyn_error(hp_error *e, const hp_onnx_model *m) {
+  char msg[900];
+  int k = snprintf(msg, sizeof msg, "the model has dynamic dims that no option gives a size:");
+  for (int i = 0; i < m->ndyn && k > 0 && (size_t)k < sizeof msg; i++) {
+    if (i && !strcmp(m->dyn[i].input, m->dyn[i - 1].input)) continue; /* one line per input */
+    char nm[96];
+    hp_sanitize_name(m->dyn[i].input, nm, sizeof nm);
+    k += snprintf(msg + k, sizeof msg - (size_t)k, " graph input \"%s\" (dim %d", nm, m->dyn[i].dim);
+    for (int j = i + 1; j < m->ndyn && !strcmp(m->dyn[j].input, m->dyn[i].input) && (size_t)k < sizeof msg; j++)
+      k += snprintf(msg + k, sizeof msg - (size_t)k, ", %d", m->dyn[j].dim);
+    if ((size_t)k < sizeof msg)
+      k += snprintf(msg + k, sizeof msg - (size_t)k, "): give %s or --input %s=FILE.npy;", m->dyn[i].hint, nm);
+  }
+  (void)k;
+  return hp_fail(e, HP_E_UNBOUND_SYMBOL, NULL, "%s", msg);
+}
+
+/* The shapes known before the import: --shape, then the --input files'
+ * (a --param file is data fixed at import instead).  shapes[0..*n). */
+static hp_status given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **shapes, int *n) {
+  *n = 0;
+  if (!(*shapes = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < o->nshapes; k++) (*shapes)[(*n)++] = o->shapes[k];
+  for (int k = 0; k < o->ninputs; k++) {
+    bool param = false;
+    for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
+    if (param) continue;
+    hp_tensor t;
+    if (hp_npy_read(e, o->input_files[k], -1, &t)) return e->code;
+    hp_onnx_shape *s = &(*shapes)[(*n)++];
+    snprintf(s->name, sizeof s->name, "%s", o->input_names[k]);
+    s->rank = t.rank;
+    memcpy(s->dims, t.shape, sizeof *s->dims * (size_t)t.rank);
+    hp_tensor_free(&t);
+  }
+  return HP_OK;
+}
+
 /* --param NAME=FILE naming a graph input (not an initializer): fixed at
  * import, so an integer input (a shape, axes, pads) folds as an initializer
- * would; it leaves o's --input list, since the model no longer has it. */
+ * would; it leaves o's --input list, since the model no longer has it.
+ * --shape, the --input files' shapes and --sym are given at import too:
+ * the importer specialises on them (docs/onnx.md). */
 hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
   *onnx = hp_xcalloc(1, sizeof **onnx);
   if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  int n = o->nparams;
-  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used);
-  hp_status st = used ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used};
+  int n = o->nparams, ns = 0;
+  hp_onnx_shape *shapes = NULL;
+  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used), *sused = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
+  hp_status st = used && sused ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) st = given_shapes(e, o, &shapes, &ns);
+  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used,
+                     .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms};
   if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, *onnx);
+  for (int k = 0; k < o->nshapes && !st; k++)
+    if (!sused[k]) st = hp_fail(e, HP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
   for (int k = n - 1; k >= 0 && !st; k--) {
     if (!used[k]) continue;
     for (int i = 0; i < o->ninputs; i++)
@@ -88,6 +135,9 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
     o->nparams--;
   }
   free(used);
+  free(sused);
+  free(shapes);
+  if (!st && o->need_shapes && (*onnx)->ndyn) st = dyn_error(e, *onnx);
   if (st) return st;
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }
@@ -135,7 +185,7 @@ int cmd_decompile(int argc, char **argv) {
 
 /* ---- harp viz ---------------------------------------------------------------------- */
 static const char viz_help[] =
-    "usage: harp viz MODEL --stage frontend|tiny|region -o FILE.{dot,svg,png} [--sym NAME=INT]...\n\n"
+    "usage: harp viz MODEL --stage frontend|tiny|region -o FILE.{dot,svg,png} [--sym NAME=INT]... [--shape NAME=DIMS]...\n\n"
     "Draw a stage of MODEL as a Graphviz graph:\n"
     "  frontend  the high-level graph (.harp models), one cluster per graph\n"
     "  tiny      the normalized Tiny IR\n"
@@ -239,7 +289,7 @@ int cmd_viz(int argc, char **argv) {
       cli_opts_free(&o);
       return 0;
     }
-    if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--stage") || !strcmp(a, "--sym")) {
+    if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--stage") || !strcmp(a, "--sym") || !strcmp(a, "--shape")) {
       if (i + 1 >= argc) {
         rc = cli_usage_error("viz", "%s needs a value", a);
         break;
@@ -248,6 +298,8 @@ int cmd_viz(int argc, char **argv) {
       if (!strcmp(a, "--stage")) stage = v;
       else if (!strcmp(a, "--sym")) {
         if (tiny_symtab_parse_assign(&e, &o.syms, v)) rc = cli_report(&e);
+      } else if (!strcmp(a, "--shape")) {
+        if (cli_add_shape(&o, v, &e)) rc = cli_report(&e);
       } else out = v;
     } else if (a[0] == '-') {
       rc = cli_usage_error("viz", "unknown option '%s'", a);

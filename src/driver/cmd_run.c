@@ -29,6 +29,10 @@ static const char run_help[] =
     "  --random-inputs        fill inputs not given with --input from a seeded RNG\n"
     "  --seed N               seed for --random-inputs (default 1)\n"
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
+    "  --shape NAME=DIMS      an ONNX graph input's shape, e.g. x=1x3x640x640\n"
+    "                         (repeatable): the import specialises on it, as on\n"
+    "                         the --input files' shapes and --sym; a dynamic dim\n"
+    "                         must be given one of these ways (docs/onnx.md)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
     "  --backend B            cpu (default: generated C, compiled with the system\n"
@@ -68,7 +72,7 @@ int cmd_run(int argc, char **argv) {
       for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
       argc--, i--;
     }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target dump dump-dir plan", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target dump dump-dir plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

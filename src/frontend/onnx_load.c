@@ -18,7 +18,7 @@
 #define MAX_MODEL_BYTES ((size_t)2 << 30)
 
 /* A name as it may appear in a message: printable ASCII, shortened. */
-static void printable(const char *s, char *out, int cap) {
+void ox_printable(const char *s, char *out, int cap) {
   int k = 0;
   for (; s && *s && k + 4 < cap; s++) out[k++] = (*s >= 32 && *s < 127 && *s != '"') ? *s : '?';
   if (s && *s) out[k++] = '.', out[k++] = '.', out[k++] = '.';
@@ -33,8 +33,8 @@ hp_status ox_fail(ox_ctx *c, hp_status code, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (!c->node) return hp_fail_at(c->e, code, c->file, 0, 0, "%s", msg);
-  printable(c->node->name, nm, sizeof nm);
-  printable(c->node->op_type, op, sizeof op);
+  ox_printable(c->node->name, nm, sizeof nm);
+  ox_printable(c->node->op_type, op, sizeof op);
   return hp_fail_at(c->e, code, c->file, 0, 0, "node %d \"%s\" (%s): %s", c->node_index, nm, op, msg);
 }
 
@@ -46,8 +46,7 @@ hp_status ox_check(ox_ctx *c, hp_val v) {
 }
 
 /* ---- names -------------------------------------------------------------------- */
-const char *ox_ident(ox_ctx *c, const char *onnx_name) {
-  char base[128];
+void ox_sanitize(const char *onnx_name, char base[128]) {
   int k = 0;
   const char *s = onnx_name ? onnx_name : "";
   if (!*s || (*s >= '0' && *s <= '9')) base[k++] = '_';
@@ -56,6 +55,11 @@ const char *ox_ident(ox_ctx *c, const char *onnx_name) {
     base[k++] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_') ? ch : '_';
   }
   base[k] = 0;
+}
+
+const char *ox_ident(ox_ctx *c, const char *onnx_name) {
+  char base[128];
+  ox_sanitize(onnx_name, base);
   const char *id = hp_arena_strdup(c->A, base);
   for (int n = 2; id && hp_strmap_find(&c->ids, id); n++) id = hp_arena_printf(c->A, "%s_%d", base, n);
   if (!id || !hp_strmap_put(&c->ids, id, 1)) {
@@ -65,7 +69,7 @@ const char *ox_ident(ox_ctx *c, const char *onnx_name) {
   return id;
 }
 
-static hp_status add_name(ox_ctx *c, const char *onnx, const char *id) {
+hp_status ox_add_name(ox_ctx *c, const char *onnx, const char *id) {
   hp_onnx_model *m = c->m;
   if (m->nnames == c->ncap) {
     int cap = c->ncap ? 2 * c->ncap : 16;
@@ -133,7 +137,7 @@ static int64_t raw_int(const uint8_t *p, int oty, int64_t i) {
 
 hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x) {
   char nm[96];
-  printable(tp->name ? tp->name : what, nm, sizeof nm);
+  ox_printable(tp->name ? tp->name : what, nm, sizeof nm);
   if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) || tp->n_external_data) {
     if (!c->dir)
       return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" keeps its data in an external file; a model read from memory has "
@@ -239,7 +243,7 @@ static ox_val *new_val(ox_ctx *c, const char *name) {
   }
   if (hp_strmap_find(&c->byname, name)) {
     char nm[96];
-    printable(name, nm, sizeof nm);
+    ox_printable(name, nm, sizeof nm);
     ox_fail(c, HP_E_DUPLICATE_ID, "value \"%s\" is defined twice", nm);
     return NULL;
   }
@@ -279,7 +283,7 @@ ox_val *ox_in(ox_ctx *c, int i, bool *failed) {
   ox_val *x = find_val(c, c->node->input[i]);
   if (!x) {
     char nm[96];
-    printable(c->node->input[i], nm, sizeof nm);
+    ox_printable(c->node->input[i], nm, sizeof nm);
     ox_fail(c, HP_E_DANGLING, "input %d \"%s\" is not defined by an earlier node, an initializer or a graph input", i, nm);
     if (failed) *failed = true;
   }
@@ -321,10 +325,12 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
     if (hp_tensor_alloc(c->e, &t, dt, x->irank, x->ishape)) return -1;
     for (int64_t i = 0; i < x->in; i++) {
       int64_t v;
-      if (!fe_dim_is_int(x->iv[i], &v)) {
+      if (!fe_dim_is_int(x->iv[i], &v)) { /* a size read from a dynamic dim, used as data */
+        char nm[96], what[160];
         hp_tensor_free(&t);
-        ox_fail(c, HP_E_UNSUPPORTED, "value \"%s\" is computed from a symbolic shape (%s) and cannot be used as a tensor",
-                x->name, x->iv[i]->text);
+        ox_printable(x->name, nm, sizeof nm);
+        snprintf(what, sizeof what, "value \"%s\" (used as a tensor)", nm);
+        ox_need_value(c, x->iv[i], what);
         return -1;
       }
       if (v < INT32_MIN || v > INT32_MAX) {
@@ -341,7 +347,10 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
       hp_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;
     }
-  } else {
+  } else if (x->derived || hp_tensor_numel(&x->t) <= OX_FOLD_SMALL) { /* still folded on (onnx_fold.c): a copy */
+    if (hp_tensor_alloc(c->e, &t, x->t.dtype, x->t.rank, x->t.shape)) return -1;
+    if (t.nbytes) memcpy(t.data, x->t.data, t.nbytes);
+  } else { /* a weight: moved, not held twice */
     t = x->t;
     memset(&x->t, 0, sizeof x->t);
     x->has_t = false;
@@ -350,7 +359,7 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
   tiny_dim dims[TINY_MAX_RANK];
   for (int i = 0; i < t.rank; i++) dims[i] = tiny_dim_int(t.shape[i]);
   hp_val v = id ? hp_input(c->g, id, t.dtype, t.rank, dims) : -1;
-  if (ox_check(c, v) || add_name(c, x->name, id) || add_weight(c, id, &t)) {
+  if (ox_check(c, v) || ox_add_name(c, x->name, id) || add_weight(c, id, &t)) {
     hp_tensor_free(&t);
     return -1;
   }
@@ -504,7 +513,7 @@ static hp_status check_opsets(ox_ctx *c, const Onnx__ModelProto *mp) {
 /* A graph input's tensor type (nm: its printable name); NULL, failed, if it
  * is not a tensor. */
 static const Onnx__TypeProto__Tensor *input_type(ox_ctx *c, const Onnx__ValueInfoProto *vi, char nm[96]) {
-  printable(vi->name, nm, 96);
+  ox_printable(vi->name, nm, 96);
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) {
     ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
@@ -513,6 +522,8 @@ static const Onnx__TypeProto__Tensor *input_type(ox_ctx *c, const Onnx__ValueInf
   return tp->tensor_type;
 }
 
+/* Graph input vi as a harp input: its dims are those given at import, or
+ * its own (dynamic ones as shape variables: onnx_shapes.c). */
 static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   char nm[96];
   const Onnx__TypeProto__Tensor *tt = input_type(c, vi, nm);
@@ -521,52 +532,17 @@ static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   if (!ox_dtype(tt->elem_type, &dt))
     return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has element type %s, which harp does not have", nm,
                    ox_type_name(tt->elem_type));
-  if (!tt->shape) return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has no shape (harp needs its rank)", nm);
-  if ((int)tt->shape->n_dim > TINY_MAX_RANK)
-    return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has rank %zu (at most %d)", nm, tt->shape->n_dim, TINY_MAX_RANK);
   const char *id = ox_ident(c, vi->name);
   if (!id) return c->e->code;
   tiny_dim dims[TINY_MAX_RANK];
-  int64_t numel = 1;
-  for (size_t i = 0; i < tt->shape->n_dim; i++) {
-    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-      if (d->dim_value < 0 || d->dim_value > OX_MAX_DIM)
-        return ox_fail(c, HP_E_LIMIT, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, d->dim_value);
-      if (d->dim_value && numel > OX_MAX_NUMEL / d->dim_value)
-        return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has more than 2^34 elements", nm);
-      numel *= d->dim_value;
-      dims[i] = tiny_dim_int(d->dim_value);
-      continue;
-    }
-    /* a symbolic dim: one shape variable per distinct dim_param */
-    const char *sym;
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param) {
-      const char *key = d->dim_param;
-      int *have = key ? hp_strmap_find(&c->dimsyms, key) : NULL;
-      if (have) {
-        sym = c->m->names[*have].id;
-      } else {
-        sym = ox_ident(c, d->dim_param);
-        if (!sym || !key || add_name(c, d->dim_param, sym)) return c->e->code ? c->e->code : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-        if (!hp_strmap_put(&c->dimsyms, key, c->m->nnames - 1)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-      }
-    } else {
-      char buf[160];
-      snprintf(buf, sizeof buf, "%s_d%zu", id, i);
-      sym = ox_ident(c, buf);
-      if (!sym) return c->e->code;
-    }
-    /* default 1 (bound last, as a DSL graph<B=1>): bench and compile run without --sym */
-    if (fe_shape_var_index(c->g, sym) < 0 && hp_shape_var(c->g, sym, 1)) return ox_check(c, -1);
-    dims[i] = tiny_dim_sym(sym);
-  }
+  int rank;
+  if (ox_input_dims(c, vi, id, &rank, dims)) return c->e->code;
   ox_val *x = new_val(c, vi->name);
   if (!x) return c->e->code;
   x->oty = tt->elem_type;
-  x->v = hp_input(c->g, id, dt, (int)tt->shape->n_dim, dims);
+  x->v = hp_input(c->g, id, dt, rank, dims);
   if (ox_check(c, x->v)) return c->e->code;
-  return add_name(c, vi->name, id);
+  return ox_add_name(c, vi->name, id);
 }
 
 /* The decoded initializer owns its elements now: the proto's copy goes, so
@@ -655,12 +631,12 @@ static int fixed_index(const ox_ctx *c, const char *name) {
 static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   /* identifiers: graph inputs first, so that they keep their plain names */
   hp_strmap inits = {0};
-  hp_status st = HP_OK;
+  hp_status st = ox_bind_given(c, gp); /* the shapes and symbols given, before any input */
   size_t nv = gp->n_input + gp->n_initializer + 1;
   for (size_t i = 0; i < gp->n_node; i++) nv += gp->node[i]->n_output;
   if (nv > (size_t)INT32_MAX / 2) return ox_fail(c, HP_E_LIMIT, "too many values");
   c->vals = hp_xcalloc(nv, sizeof *c->vals);
-  if (!c->vals) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  if (!c->vals) return st ? st : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   c->cap = (int)nv;
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
     const char *n = gp->initializer[i]->name;
@@ -708,14 +684,14 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_output && !st; i++) {
     const char *name = gp->output[i]->name;
     char nm[96];
-    printable(name, nm, sizeof nm);
+    ox_printable(name, nm, sizeof nm);
     ox_val *x = name ? find_val(c, name) : NULL;
     if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
     hp_val v = x->v <= 0 && !x->gstage && (x->has_t || x->has_i) ? const_value(c, x, false) : ox_value(c, x);
     if (v < 0) return c->e->code;
     if (ox_check(c, hp_output(c->g, outid[i], v))) return c->e->code;
   }
-  return st;
+  return st ? st : ox_dyn_list(c); /* the dims left dynamic, for the caller to bind */
 }
 
 static void model_free(hp_onnx_model *m) {
@@ -728,6 +704,8 @@ static void model_free(hp_onnx_model *m) {
   free(m->weights);
   for (int i = 0; i < m->nnames; i++) free(m->names[i].onnx), free(m->names[i].id);
   free(m->names);
+  for (int i = 0; i < m->ndyn; i++) free(m->dyn[i].input), free(m->dyn[i].sym), free(m->dyn[i].hint);
+  free(m->dyn);
   memset(m, 0, sizeof *m);
 }
 
@@ -778,6 +756,8 @@ static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *fil
   hp_strmap_free(&c.ids);
   hp_strmap_free(&c.dimsyms);
   hp_strmap_free(&c.uses);
+  hp_strmap_free(&c.bound);
+  free(c.gins);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (st) model_free(out);
   return st;
