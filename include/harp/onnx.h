@@ -99,6 +99,8 @@ typedef struct hp_onnx_shape {
   char name[HP_ONNX_NAME_MAX]; /* the ONNX name, or the harp identifier it maps to */
   int rank;
   int64_t dims[TINY_MAX_RANK];
+  bool loose; /* a data file's shape: where it disagrees with the model or with another shape it is left out
+                 (the data's binding reports it), rather than an error at import */
 } hp_onnx_shape;
 
 /* "NAME=1x3x224x224" (',' may separate the dims too; "NAME=" is a scalar):

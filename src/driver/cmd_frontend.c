@@ -83,7 +83,8 @@ static hp_status dyn_error(hp_error *e, const hp_onnx_model *m) {
 }
 
 /* The shapes known before the import: --shape, then the --input files'
- * (a --param file is data fixed at import instead).  shapes[0..*n). */
+ * (a --param file is data fixed at import instead; an unreadable file is
+ * left to the data's reading).  shapes[0..*n). */
 static hp_status given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **shapes, int *n) {
   *n = 0;
   if (!(*shapes = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -92,13 +93,14 @@ static hp_status given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **sh
     bool param = false;
     for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
     if (param) continue;
-    hp_tensor t;
-    if (hp_npy_read(e, o->input_files[k], -1, &t)) return e->code;
-    hp_onnx_shape *s = &(*shapes)[(*n)++];
+    hp_onnx_shape *s = &(*shapes)[*n];
+    if (hp_npy_read_shape(e, o->input_files[k], &s->rank, s->dims)) { /* reported when the data is read */
+      hp_error_clear(e);
+      continue;
+    }
     snprintf(s->name, sizeof s->name, "%s", o->input_names[k]);
-    s->rank = t.rank;
-    memcpy(s->dims, t.shape, sizeof *s->dims * (size_t)t.rank);
-    hp_tensor_free(&t);
+    s->loose = true; /* a misfit is the data's error, found when it is bound */
+    (*n)++;
   }
   return HP_OK;
 }

@@ -421,10 +421,10 @@ static int f_where(ox_ctx *c, ox_val *const *x, int n) {
   for (int64_t i = 0; rr == FOLD_DONE && i < cnt; i++) {
     int64_t cond;
     if (ox_known(c, fv_dim(c, x[0], at(i, r, shape, st[0])), "the condition", &cond)) rr = FOLD_FAIL;
-    which[i] = cond ? 1 : 2;
-    src[i] = at(i, r, shape, st[which[i]]);
+    which[i] = cond ? 0 : 1; /* of x + 1: the picks */
+    src[i] = at(i, r, shape, st[which[i] + 1]);
   }
-  if (rr == FOLD_DONE) rr = fv_pick(c, 0, x, which, src, r, shape);
+  if (rr == FOLD_DONE) rr = fv_pick(c, 0, x + 1, which, src, r, shape);
   free(src);
   free(which);
   return rr;

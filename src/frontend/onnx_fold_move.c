@@ -75,7 +75,7 @@ static int f_reshape(ox_ctx *c, ox_val *const *x, int n) {
   int64_t cnt = fv_count(x[0]);
   if (infer >= 0) to[infer] = prod ? cnt / prod : 0, prod *= to[infer];
   if (prod != cnt)
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "reshape of %" PRId64 " elements to a shape of %" PRId64, cnt, prod), FOLD_FAIL;
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "reshape of %" PRId64 " elements to %" PRId64, cnt, prod), FOLD_FAIL;
   return fv_same(c, 0, x[0], r, to);
 }
 

@@ -86,6 +86,7 @@ typedef struct ox_ctx {
   ox_gin *gins;
   int ngins, gincap;
   hp_strmap bound;          /* dim_param -> value, from opts' shapes and syms */
+  bool *taken;              /* opts->shapes[k] is substituted for its graph input */
 } ox_ctx;
 
 /* onnx_load.c */

@@ -758,6 +758,7 @@ static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *fil
   hp_strmap_free(&c.uses);
   hp_strmap_free(&c.bound);
   free(c.gins);
+  free(c.taken);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (st) model_free(out);
   return st;

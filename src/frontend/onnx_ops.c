@@ -866,7 +866,7 @@ OP(Split) {
   if (nout > 64) return ox_fail(c, HP_E_LIMIT, "more than 64 outputs");
   int64_t dim;
   if (n < 0) {
-    if (!fe_dim_is_int(s->d[axis], &dim)) return ox_fail(c, HP_E_UNSUPPORTED, "an even split of the symbolic size %s", s->d[axis]->text);
+    if (ox_known(c, s->d[axis], "the size split evenly", &dim)) return c->e->code;
     if (ox_attr_int(c, "num_outputs", nout, &num)) return c->e->code;
     if (num != nout || nout < 1) return ox_fail(c, HP_E_INVALID_ARG, "num_outputs does not match the outputs");
     int64_t each = (dim + nout - 1) / nout;
@@ -901,7 +901,7 @@ OP(Gather) {
   int64_t j, dim;
   if (iv->has_i && iv->v <= 0 && iv->in == 1 && fe_dim_is_int(iv->iv[0], &j)) {
     if (j < 0 && fe_dim_is_int(xs.d[axis], &dim)) j += dim;
-    if (j < 0) return ox_fail(c, HP_E_UNSUPPORTED, "a negative index on a symbolic axis");
+    if (j < 0) return ox_need_value(c, xs.d[axis], "the axis a negative index counts back on");
     int64_t hi = j + 1, one = 1;
     hp_val s = hp_slice(c->g, x, 1, &axis, &j, &hi, &one);
     if (s < 0) return ox_check(c, s);

@@ -5,6 +5,7 @@
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_more, ox_slice_reverse, ox_gather_index. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -15,10 +16,11 @@
 static hp_val K(ox_ctx *c, double v) { return hp_const(c->g, v); }
 static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
 
-/* the dim's size, or a clear error naming what needs it */
+/* the dim's size, or a clear error naming what needs it and the graph input it depends on */
 static hp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
-  if (fe_dim_is_int(d, out)) return HP_OK;
-  return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the size %s known at import", what, d->text);
+  char w[128];
+  snprintf(w, sizeof w, "the size %s needs", what);
+  return ox_known(c, d, w, out);
 }
 
 static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {

@@ -44,16 +44,14 @@ static const Onnx__TensorShapeProto *declared_shape(const Onnx__ValueInfoProto *
   return tp->tensor_type->shape;
 }
 
-/* The given shape for graph input `name` (by its ONNX name or its harp
- * identifier): its index in opts->shapes, or -1. */
+/* The shape given for graph input `name` (by its ONNX name or its harp
+ * identifier) and taken by ox_bind_given: its index in opts->shapes, or -1. */
 static int given_shape(const ox_ctx *c, const char *name) {
-  if (!c->opts) return -1;
+  if (!c->opts || !c->taken) return -1;
   char id[128];
   ox_sanitize(name, id);
   for (int k = 0; k < c->opts->nshapes; k++)
-    if (!strcmp(c->opts->shapes[k].name, name)) return k;
-  for (int k = 0; k < c->opts->nshapes; k++)
-    if (!strcmp(c->opts->shapes[k].name, id)) return k;
+    if (c->taken[k] && (!strcmp(c->opts->shapes[k].name, name) || !strcmp(c->opts->shapes[k].name, id))) return k;
   return -1;
 }
 
@@ -77,27 +75,84 @@ static hp_status bind_param(ox_ctx *c, const char *param, int64_t v, const char 
   return HP_OK;
 }
 
-/* Check the shape given for graph input vi against its declared dims and
- * bind the dim_params it covers. */
-static hp_status check_given(ox_ctx *c, const Onnx__ValueInfoProto *vi, const hp_onnx_shape *gs) {
+/* Why shape gs does not fit graph input vi's declared dims (rank, static
+ * dims, dim_params bound before), in msg with its code; HP_OK when it fits. */
+static hp_status misfit(ox_ctx *c, const Onnx__ValueInfoProto *vi, const hp_onnx_shape *gs, char *msg, size_t cap) {
   char nm[96];
   ox_printable(vi->name, nm, sizeof nm);
   const Onnx__TensorShapeProto *sp = declared_shape(vi);
   if (gs->rank < 0 || gs->rank > TINY_MAX_RANK)
-    return ox_fail(c, HP_E_LIMIT, "the shape given for graph input \"%s\" has rank %d (at most %d)", nm, gs->rank, TINY_MAX_RANK);
+    return snprintf(msg, cap, "the shape given for graph input \"%s\" has rank %d (at most %d)", nm, gs->rank, TINY_MAX_RANK), HP_E_LIMIT;
   if (!sp) return HP_OK; /* no declared shape: the given one is the shape */
+  for (size_t i = 0; i < sp->n_dim; i++) {
+    int64_t v;
+    const char *param;
+    if (kind_of(sp->dim[i], &v, &param) == D_FIXED && v > OX_MAX_DIM)
+      return snprintf(msg, cap, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, v), HP_E_LIMIT;
+  }
   if ((int)sp->n_dim != gs->rank)
-    return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\" has rank %zu; the shape given for it has rank %d", nm, sp->n_dim, gs->rank);
+    return snprintf(msg, cap, "graph input \"%s\" has rank %zu; the shape given for it has rank %d", nm, sp->n_dim, gs->rank),
+           HP_E_INPUT_MISMATCH;
   for (int i = 0; i < gs->rank; i++) {
     int64_t v;
     const char *param;
     dim_kind k = kind_of(sp->dim[i], &v, &param);
+    int *b = k == D_PARAM ? hp_strmap_find(&c->bound, param) : NULL;
     if (k == D_FIXED && v != 0 && v != gs->dims[i])
-      return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\": dim %d is %" PRId64 " in the model; the shape given for it has %" PRId64,
-                     nm, i, v, gs->dims[i]);
-    char from[160];
-    snprintf(from, sizeof from, "the shape of graph input \"%s\"", nm);
-    if (k == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
+      return snprintf(msg, cap, "graph input \"%s\": dim %d is %" PRId64 " in the model; the shape given for it has %" PRId64, nm, i, v,
+                      gs->dims[i]), HP_E_INPUT_MISMATCH;
+    if (b && *b != gs->dims[i]) {
+      char pn[96];
+      ox_printable(param, pn, sizeof pn);
+      return snprintf(msg, cap, "the shapes given disagree on dim \"%s\": %d, and %" PRId64 " for graph input \"%s\"", pn, *b,
+                      gs->dims[i], nm), HP_E_INPUT_MISMATCH;
+    }
+  }
+  return HP_OK;
+}
+
+/* Take shape k for graph input vi: check it, bind the dim_params it covers. */
+static hp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
+  const hp_onnx_shape *gs = &c->opts->shapes[k];
+  char msg[400];
+  hp_status code = misfit(c, vi, gs, msg, sizeof msg);
+  if (code) return ox_fail(c, code, "%s", msg);
+  c->taken[k] = true;
+  if (c->opts->shape_used) c->opts->shape_used[k] = true;
+  const Onnx__TensorShapeProto *sp = declared_shape(vi);
+  char nm[96], from[160];
+  ox_printable(vi->name, nm, sizeof nm);
+  snprintf(from, sizeof from, "the shape of graph input \"%s\"", nm);
+  for (int i = 0; sp && i < gs->rank; i++) {
+    int64_t v;
+    const char *param;
+    if (kind_of(sp->dim[i], &v, &param) == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
+  }
+  return HP_OK;
+}
+
+/* The shapes given for graph input vi: the first that fits is taken (a
+ * loose one that does not fit is left out); another one must agree. */
+static hp_status given_for(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
+  const hp_onnx_opts *o = c->opts;
+  char id[128];
+  ox_sanitize(vi->name, id);
+  int first = -1;
+  for (int k = 0; k < o->nshapes; k++) {
+    const hp_onnx_shape *gs = &o->shapes[k];
+    if (strcmp(gs->name, vi->name) != 0 && strcmp(gs->name, id) != 0) continue;
+    bool same = first >= 0 && gs->rank == o->shapes[first].rank &&
+                !memcmp(gs->dims, o->shapes[first].dims, sizeof *gs->dims * (size_t)(gs->rank > 0 ? gs->rank : 0));
+    if (first >= 0 && !same && !gs->loose) {
+      char nm[96];
+      ox_printable(vi->name, nm, sizeof nm);
+      return ox_fail(c, HP_E_INPUT_MISMATCH, "two different shapes are given for graph input \"%s\"", nm);
+    }
+    if (same && o->shape_used) o->shape_used[k] = true;
+    char msg[400];
+    if (first >= 0 || (gs->loose && misfit(c, vi, gs, msg, sizeof msg))) continue;
+    if (take(c, vi, k)) return c->e->code;
+    first = k;
   }
   return HP_OK;
 }
@@ -106,6 +161,7 @@ hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
   const hp_onnx_opts *o = c->opts;
   for (int k = 0; o && o->shape_used && k < o->nshapes; k++) o->shape_used[k] = false;
   if (!o || (!o->nshapes && !o->syms)) return HP_OK;
+  if (!(c->taken = hp_xcalloc((size_t)o->nshapes + 1, sizeof *c->taken))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   hp_strmap inits = {0};
   hp_status st = HP_OK;
   for (size_t i = 0; i < gp->n_initializer && !st; i++)
@@ -113,23 +169,7 @@ hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_input && !st; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     if (!vi->name || !*vi->name || hp_strmap_find(&inits, vi->name)) continue;
-    int first = -1;
-    char id[128];
-    ox_sanitize(vi->name, id);
-    for (int k = 0; k < o->nshapes && !st; k++) {
-      const hp_onnx_shape *gs = &o->shapes[k];
-      if (strcmp(gs->name, vi->name) != 0 && strcmp(gs->name, id) != 0) continue;
-      if (o->shape_used) o->shape_used[k] = true;
-      if (first < 0) {
-        first = k;
-        st = check_given(c, vi, gs);
-      } else if (gs->rank != o->shapes[first].rank ||
-                 memcmp(gs->dims, o->shapes[first].dims, sizeof *gs->dims * (size_t)(gs->rank > 0 ? gs->rank : 0)) != 0) {
-        char nm[96];
-        ox_printable(vi->name, nm, sizeof nm);
-        st = ox_fail(c, HP_E_INPUT_MISMATCH, "two different shapes are given for graph input \"%s\"", nm);
-      }
-    }
+    st = given_for(c, vi);
     /* symbols given by name: the dim_params of this input's dims */
     const Onnx__TensorShapeProto *sp = declared_shape(vi);
     for (size_t d = 0; sp && d < sp->n_dim && !st && o->syms; d++) {
