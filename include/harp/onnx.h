@@ -125,7 +125,8 @@ hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out)
  * syms binds shape variables by their harp names ("batch",
  * "p2o_DynamicDimension_0", "x_d2").  A shape naming no graph input is left
  * alone: `shape_used[i]` says which were taken (may be NULL).
- * shape_option is how messages spell the option ("--shape" when NULL). */
+ * shape_option is how messages spell the option ("--shape" when NULL).
+ * needs_data: see below; `harp run` retries with those inputs fixed. */
 typedef struct hp_onnx_opts {
   int nfixed;
   const char *const *fixed_names; /* ONNX names */
@@ -138,6 +139,11 @@ typedef struct hp_onnx_opts {
   bool *shape_used;
   const tiny_symtab *syms;
   const char *shape_option;
+  /* Called (may be NULL) before the import fails because a node needs, as
+   * constants, values computed from graph input onnx_name (a shape, axes or
+   * pads fed as a graph input): fixing that input would let it fold. */
+  void (*needs_data)(void *needs_ctx, const char *onnx_name);
+  void *needs_ctx;
 } hp_onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */
@@ -149,6 +155,8 @@ hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_op
 hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, const char *name, const hp_onnx_opts *o,
                                    hp_onnx_model *out);
 void hp_onnx_model_free(hp_onnx_model *m);
+/* The identifier an ONNX name maps to, before "_2"-style renaming (above). */
+void hp_onnx_ident(const char *onnx_name, char out[128]);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */
 const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name);
 

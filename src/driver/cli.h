@@ -34,6 +34,7 @@ typedef struct cli_opts {
   struct hp_onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
   int nshapes;
   bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
+  bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */

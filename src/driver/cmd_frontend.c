@@ -105,22 +105,41 @@ static hp_status given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **sh
   return HP_OK;
 }
 
-/* --param NAME=FILE naming a graph input (not an initializer): fixed at
- * import, so an integer input (a shape, axes, pads) folds as an initializer
- * would; it leaves o's --input list, since the model no longer has it.
- * --shape, the --input files' shapes and --sym are given at import too:
- * the importer specialises on them (docs/onnx.md). */
-hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
-  *onnx = hp_xcalloc(1, sizeof **onnx);
-  if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+/* needs_data (harp run): a graph input given by --input whose values a
+ * node needs at import becomes a --param, fixed at import on the retry. */
+typedef struct {
+  cli_opts *o;
+  bool added;
+} needs_ctx;
+
+static void on_needs(void *ctx, const char *name) {
+  needs_ctx *nc = ctx;
+  cli_opts *o = nc->o;
+  char id[128];
+  hp_onnx_ident(name, id);
+  for (int k = 0; k < o->ninputs && o->nparams < CLI_MAX_LIST; k++) {
+    if (strcmp(o->input_names[k], name) != 0 && strcmp(o->input_names[k], id) != 0) continue;
+    bool param = false;
+    for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
+    if (!param) o->params[o->nparams++] = o->input_names[k], nc->added = true;
+  }
+}
+
+/* One import: --param NAME=FILE naming a graph input (not an initializer)
+ * is fixed at import, so an integer input (a shape, axes, pads) folds as an
+ * initializer would, and it leaves o's --input list, since the model no
+ * longer has it; --shape, the --input files' shapes and --sym are given at
+ * import too: the importer specialises on them (docs/onnx.md). */
+static hp_status import_once(hp_error *e, cli_opts *o, hp_onnx_model *onnx, needs_ctx *nc) {
   int n = o->nparams, ns = 0;
   hp_onnx_shape *shapes = NULL;
   bool *used = hp_xcalloc((size_t)n + 1, sizeof *used), *sused = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
   hp_status st = used && sused ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = given_shapes(e, o, &shapes, &ns);
   hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used,
-                     .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms};
-  if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, *onnx);
+                     .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
+                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc};
+  if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)
     if (!sused[k]) st = hp_fail(e, HP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
   for (int k = n - 1; k >= 0 && !st; k--) {
@@ -139,6 +158,20 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
   free(used);
   free(sused);
   free(shapes);
+  return st;
+}
+
+/* Import (harp run: again, with the --input data a node needed fixed, as
+ * often as that adds an input), then lower. */
+hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
+  *onnx = hp_xcalloc(1, sizeof **onnx);
+  if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  needs_ctx nc = {o, false};
+  hp_status st;
+  while ((st = import_once(e, o, *onnx, o->fix_needed ? &nc : NULL)) && nc.added) {
+    hp_error_clear(e);
+    nc.added = false;
+  }
   if (!st && o->need_shapes && (*onnx)->ndyn) st = dyn_error(e, *onnx);
   if (st) return st;
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);

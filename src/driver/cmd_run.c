@@ -25,7 +25,9 @@ static const char run_help[] =
     "                         where a kernel takes it packed); the file as for --input\n"
     "                         (bench and compile take the same flag); on an ONNX\n"
     "                         graph input: fixed at import (a shape or axes input\n"
-    "                         then folds like an initializer)\n"
+    "                         then folds like an initializer); an integer --input\n"
+    "                         whose values a node needs at import (a shape, axes,\n"
+    "                         pads fed at run time) is fixed so for this run\n"
     "  --random-inputs        fill inputs not given with --input from a seeded RNG\n"
     "  --seed N               seed for --random-inputs (default 1)\n"
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
@@ -81,6 +83,7 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("run", "no MODEL given");
   }
+  o.fix_needed = true; /* one run: an integer --input a node needs at import is fixed there */
   const char *backend = o.backend ? o.backend : "cpu";
   if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0 &&
       strcmp(backend, "cuda") != 0) {

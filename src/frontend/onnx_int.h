@@ -150,6 +150,9 @@ hp_status ox_dyn_list(ox_ctx *c);
  * as a number: `what` says what it is ("the size of axis 2"); the message
  * names the graph inputs d depends on and the option giving their shapes. */
 hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what);
+/* Tell opts->needs_data which graph inputs x is computed from (a node
+ * needs x's values at import and x is not known). */
+void ox_needs_data(ox_ctx *c, const ox_val *x);
 /* d's value, or ox_need_value's failure. */
 hp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out);
 

@@ -57,6 +57,8 @@ void ox_sanitize(const char *onnx_name, char base[128]) {
   base[k] = 0;
 }
 
+void hp_onnx_ident(const char *onnx_name, char out[128]) { ox_sanitize(onnx_name, out); }
+
 const char *ox_ident(ox_ctx *c, const char *onnx_name) {
   char base[128];
   ox_sanitize(onnx_name, base);
@@ -566,8 +568,9 @@ static hp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, int
   if (!tt) return c->e->code;
   int ety = tt->elem_type;
   bool ok = t->dtype == TINY_I32 ? ety == OX_INT64 || ety == OX_INT32
-            : t->dtype == TINY_FP32 ? ety == OX_FLOAT
+            : t->dtype == TINY_FP32 ? ety == OX_FLOAT || ety == OX_BFLOAT16 /* bf16 data comes as fp32 (.npy) */
             : t->dtype == TINY_FP16 ? ety == OX_FLOAT16
+            : t->dtype == TINY_BF16 ? ety == OX_BFLOAT16
             : t->dtype == TINY_BOOL && ety == OX_BOOL;
   if (!ok)
     return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\" is %s; the data fixed for it is %s", nm, ox_type_name(ety),
@@ -590,12 +593,17 @@ static hp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, int
   p.dims = dims;
   p.has_raw_data = 1;
   int64_t n = hp_tensor_numel(t);
-  int64_t *wide = NULL; /* int64 inputs: the i32 data widened */
+  int64_t *wide = NULL; /* int64 inputs: the i32 data widened; bf16 ones from fp32 data: rounded */
   if (ety == OX_INT64) {
     if (!(wide = hp_xmalloc(sizeof *wide * (size_t)(n ? n : 1)))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < n; i++) wide[i] = ((const int32_t *)t->data)[i];
     p.raw_data.data = (uint8_t *)wide;
     p.raw_data.len = sizeof *wide * (size_t)n;
+  } else if (ety == OX_BFLOAT16 && t->dtype == TINY_FP32) {
+    if (!(wide = hp_xmalloc(sizeof(uint16_t) * (size_t)(n ? n : 1)))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)wide)[i] = hp_f32_to_bf16(((const float *)t->data)[i]);
+    p.raw_data.data = (uint8_t *)wide;
+    p.raw_data.len = sizeof(uint16_t) * (size_t)n;
   } else {
     p.raw_data.data = t->data;
     p.raw_data.len = t->nbytes;

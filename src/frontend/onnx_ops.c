@@ -50,7 +50,7 @@ static hp_status const_ints(ox_ctx *c, int i, const char *what, int64_t *out, in
   if (failed) return c->e->code;
   if (!x) return ox_fail(c, HP_E_ARITY, "input %d (%s) is required", i, what);
   if (!x->has_i)
-    return ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
+    return ox_needs_data(c, x), ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
                    "computation); harp does not take it at run time (a graph input can be fixed at import: --param NAME=FILE)", i, what);
   if (x->in > cap) return ox_fail(c, HP_E_LIMIT, "input %d (%s) has %" PRId64 " values (at most %d)", i, what, x->in, cap);
   char w[96];
@@ -580,8 +580,10 @@ OP(Reshape) {
     to.rank = n;
     for (int i = 0; i < n; i++) to.d[i] = fe_dim_int(c->A, v[i]);
   } else {
-    if (!sv || !sv->has_i || sv->v > 0)
+    if (!sv || !sv->has_i) {
+      if (sv) ox_needs_data(c, sv);
       return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant or a folded shape computation (a graph input can be fixed at import: --param NAME=FILE)");
+    }
     if (sv->in > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "the shape has %" PRId64 " dims (at most %d)", sv->in, TINY_MAX_RANK);
     to.rank = (int)sv->in;
     for (int i = 0; i < to.rank; i++) to.d[i] = sv->iv[i];
@@ -947,7 +949,10 @@ OP(Expand) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *sv = ox_in(c, 1, NULL);
-  if (!sv || !sv->has_i || sv->v > 0) return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant");
+  if (!sv || !sv->has_i) {
+    if (sv) ox_needs_data(c, sv);
+    return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant (a graph input can be fixed at import: --param NAME=FILE)");
+  }
   const fe_shape *s = ox_shape_of(c, x);
   int r = s->rank > sv->in ? s->rank : (int)sv->in;
   if (r > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
@@ -1001,6 +1006,26 @@ OP(Shrink) {
   return ox_def(c, 0, hp_where(c->g, lt, hp_add(c->g, x, hp_const(c->g, bias)), inner));
 }
 
+/* Pad's axes input (opset 18): pads[0..*n) name the listed axes (begins,
+ * then ends); rewritten in place for all r axes. */
+static hp_status pad_axes(ox_ctx *c, int r, int64_t *pads, int *n) {
+  int64_t ax[TINY_MAX_RANK], lo[TINY_MAX_RANK] = {0}, hi[TINY_MAX_RANK] = {0};
+  int na;
+  bool seen[TINY_MAX_RANK] = {0};
+  if (const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
+  if (*n != 2 * na) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for %d axes", *n, na);
+  for (int i = 0; i < na; i++) {
+    int a;
+    if (ox_norm_axis(c, ax[i], r, &a)) return c->e->code;
+    if (seen[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", a);
+    seen[a] = true;
+    lo[a] = pads[i], hi[a] = pads[na + i];
+  }
+  for (int i = 0; i < r; i++) pads[i] = lo[i], pads[r + i] = hi[i];
+  *n = 2 * r;
+  return HP_OK;
+}
+
 OP(Pad) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
@@ -1017,8 +1042,9 @@ OP(Pad) {
   } else {
     if (const_ints(c, 1, "pads", pads, 2 * TINY_MAX_RANK, &n)) return c->e->code;
     ox_val *cv = ox_in(c, 2, NULL);
-    if (cv && !ox_const_scalar(cv, &value)) return ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant");
-    if (c->node->n_input > 3 && c->node->input[3][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the axes input of Pad");
+    if (cv && !ox_const_scalar(cv, &value))
+      return ox_needs_data(c, cv), ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant (a graph input can be fixed at import: --param NAME=FILE)");
+    if (c->node->n_input > 3 && c->node->input[3][0] && pad_axes(c, r, pads, &n)) return c->e->code;
   }
   if (n != 2 * r) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for rank %d", n, r);
   int64_t lo[TINY_MAX_RANK], hi[TINY_MAX_RANK];

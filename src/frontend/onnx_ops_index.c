@@ -361,7 +361,7 @@ OP(OneHot) {
   hp_val idx = failed ? -1 : ox_tensor(c, 0), vals = idx > 0 ? ox_tensor(c, 2) : -1;
   if (vals < 0 || ox_attr_int(c, "axis", -1, &a)) return c->e->code;
   if (!dv || dv->v > 0 || !ox_const_scalar(dv, &depth))
-    return ox_fail(c, HP_E_UNSUPPORTED, "depth (input 1) must be a one-element constant (the output's shape depends on it)");
+    return ox_needs_data(c, ox_in(c, 1, NULL)), ox_fail(c, HP_E_UNSUPPORTED, "depth (input 1) must be a one-element constant (the output's shape depends on it)");
   if (!(depth >= 1 && depth <= INT32_MAX)) return ox_fail(c, HP_E_INVALID_ARG, "depth %g", depth);
   int64_t n = (int64_t)depth;
   int r = ox_rank_of(c, idx), axis;

@@ -148,8 +148,10 @@ OP(Range) {
     bool failed = false;
     ox_val *x = ox_in(c, i, &failed);
     if (failed) return c->e->code;
-    if (!x || x->v > 0 || !ox_const_scalar(x, &v[i]))
+    if (!x || !ox_const_scalar(x, &v[i])) {
+      if (x) ox_needs_data(c, x);
       return ox_fail(c, HP_E_UNSUPPORTED, "input %d must be a one-element constant (the output's length depends on the values)", i);
+    }
     ints &= x->has_i && fe_dim_is_int(x->iv[0], &iv[i]) && iv[i] > -((int64_t)1 << 52) && iv[i] < ((int64_t)1 << 52);
   }
   if (v[2] == 0) return ox_fail(c, HP_E_INVALID_ARG, "delta is 0");
@@ -290,6 +292,7 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
       for (int i = 0; i < n; i++) f[i] = a->floats[i];
     }
   } else if ((sv && (sv->v > 0 || !sv->has_t)) || (zv && (zv->v > 0 || !zv->has_i))) {
+    ox_needs_data(c, sv && !sv->has_t ? sv : zv);
     return ox_fail(c, HP_E_UNSUPPORTED, "scales and sizes must be constants");
   }
   if (n != s->rank) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", s->rank, n < 0 ? 0 : n);

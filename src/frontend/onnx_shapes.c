@@ -337,6 +337,35 @@ hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what) {
                  what, d->text, deps, nseen > 1 ? "their shapes" : "its shape", hints);
 }
 
+/* The graph input (not an initializer or a constant) whose value is v, or NULL. */
+static const ox_val *input_of(const ox_ctx *c, hp_val v) {
+  for (int i = 0; i < c->nvals; i++) {
+    const ox_val *x = &c->vals[i];
+    if (x->v == v && !x->is_init && !x->has_i && !x->has_t) return x;
+  }
+  return NULL;
+}
+
+void ox_needs_data(ox_ctx *c, const ox_val *x) {
+  if (!x || x->v <= 0 || !c->opts || !c->opts->needs_data) return;
+  int n = c->g->n;
+  bool *seen = hp_xcalloc((size_t)n + 2, sizeof *seen);
+  hp_val *stack = hp_xmalloc(sizeof *stack * ((size_t)n + 2));
+  int top = 0;
+  if (seen && stack) stack[top++] = x->v, seen[x->v] = true;
+  while (top > 0) { /* the INPUT leaves x is computed from */
+    hp_val v = stack[--top];
+    const fe_node *nd = fe_node_of(c->g, v);
+    if (!nd) continue;
+    const ox_val *in = nd->op == HP_OP_INPUT ? input_of(c, v) : NULL;
+    if (in) c->opts->needs_data(c->opts->needs_ctx, in->name);
+    for (int k = 0; k < nd->nin; k++)
+      if (nd->in[k] > 0 && nd->in[k] <= n && !seen[nd->in[k]]) seen[nd->in[k]] = true, stack[top++] = nd->in[k];
+  }
+  free(seen);
+  free(stack);
+}
+
 hp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
   if (fe_dim_is_int(d, out)) return HP_OK;
   return ox_need_value(c, d, what);
