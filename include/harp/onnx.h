@@ -155,6 +155,35 @@ hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_op
 hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, const char *name, const hp_onnx_opts *o,
                                    hp_onnx_model *out);
 void hp_onnx_model_free(hp_onnx_model *m);
+
+/* What harp will and will not do with a model (harp check), found in one
+ * go: each list holds lines of text.  The import runs on to the end: a node
+ * that fails is recorded and the nodes reading its outputs are skipped. */
+typedef struct hp_onnx_report {
+  int64_t opset;
+  int nnodes, ngraphs;   /* nodes and graphs, nested ones included */
+  char **ops;            /* "Conv 64": every op type, in first-use order */
+  int nops;
+  char **unknown_ops;    /* "LSTM: 1 node, first node 79 \"LSTM_79\"" (nested graphs too) */
+  int nunknown;
+  char **types;          /* element types harp does not have: graph inputs, initializers */
+  int ntypes;
+  char **inputs;         /* each graph input: type, dims, its dynamic dims and how they are given */
+  int ninputs;
+  char **needs;          /* nodes that need a dynamic dim's value: the --shape to give */
+  int nneeds;
+  char **refused;        /* the other failures, each naming its node */
+  int nrefused;
+  int skipped;           /* nodes not tried: an input came from a failed one */
+  int ndynamic;          /* dynamic dims left without a value */
+  bool imports;          /* the import succeeded (and the lowering, every dim known) */
+} hp_onnx_report;
+
+/* Check path with the options (NULL: none) into *r (free it with
+ * hp_onnx_report_free).  Fails only when the file cannot be read or is
+ * not an ONNX model; the model's own problems are r's. */
+hp_status hp_onnx_check_file(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_report *r);
+void hp_onnx_report_free(hp_onnx_report *r);
 /* The identifier an ONNX name maps to, before "_2"-style renaming (above). */
 void hp_onnx_ident(const char *onnx_name, char out[128]);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */

@@ -102,6 +102,11 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 /* .onnx models (cmd_frontend.c): import, lower; *onnx holds the weights
  * and the name map (its program is the model's). */
 struct hp_onnx_model;
+struct hp_onnx_shape;
+/* The shapes known before an import: --shape, then the --input files'
+ * (loose); *shapes malloc'd.  The reader of --param k's file (ctx: o). */
+hp_status cli_given_shapes(hp_error *e, const cli_opts *o, struct hp_onnx_shape **shapes, int *n);
+hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out);
 hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
 
 /* --plan and --dump plan (cli_plan.c). */
@@ -137,5 +142,6 @@ char *cli_json_quote(const char *s);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

@@ -56,7 +56,7 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 
 /* --param k's file, read only when the importer finds a graph input of
  * that name (an initializer's --param is read once, as a weight, later) */
-static hp_status read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
+hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
   const cli_opts *o = ctx;
   for (int i = 0; i < o->ninputs; i++)
     if (o->input_names[i] == o->params[k]) return hp_npy_read(e, o->input_files[i], -1, out);
@@ -85,7 +85,7 @@ static hp_status dyn_error(hp_error *e, const hp_onnx_model *m) {
 /* The shapes known before the import: --shape, then the --input files'
  * (a --param file is data fixed at import instead; an unreadable file is
  * left to the data's reading).  shapes[0..*n). */
-static hp_status given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **shapes, int *n) {
+hp_status cli_given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **shapes, int *n) {
   *n = 0;
   if (!(*shapes = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < o->nshapes; k++) (*shapes)[(*n)++] = o->shapes[k];
@@ -135,8 +135,8 @@ static hp_status import_once(hp_error *e, cli_opts *o, hp_onnx_model *onnx, need
   hp_onnx_shape *shapes = NULL;
   bool *used = hp_xcalloc((size_t)n + 1, sizeof *used), *sused = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
   hp_status st = used && sused ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  if (!st) st = given_shapes(e, o, &shapes, &ns);
-  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used,
+  if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
+  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
                      .needs_data = nc ? on_needs : NULL, .needs_ctx = nc};
   if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, onnx);

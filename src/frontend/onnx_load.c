@@ -137,6 +137,14 @@ static int64_t raw_int(const uint8_t *p, int oty, int64_t i) {
   }
 }
 
+/* Element i of integer tensor tp (raw: its raw_data, or NULL). */
+static int64_t int_at(const Onnx__TensorProto *tp, const uint8_t *raw, int oty, int64_t i) {
+  if (raw) return raw_int(raw, oty, i);
+  if (oty == OX_INT64) return tp->int64_data[i];
+  if (oty == OX_UINT32 || oty == OX_UINT64) return (int64_t)tp->uint64_data[i];
+  return tp->int32_data[i];
+}
+
 hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x) {
   char nm[96];
   ox_printable(tp->name ? tp->name : what, nm, sizeof nm);
@@ -190,17 +198,27 @@ hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *w
   x->oty = oty;
   x->irank = (int)tp->n_dims;
   for (size_t i = 0; i < tp->n_dims; i++) x->ishape[i] = tp->dims[i];
+  if (is_int_type(oty) && n > OX_MAX_INT_CONST) { /* too many to fold: an int32 weight (a table, quantized data) */
+    if (hp_tensor_alloc(c->e, &x->t, TINY_I32, (int)tp->n_dims, tp->dims)) return c->e->code;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = int_at(tp, raw, oty, i);
+      if (v < INT32_MIN || v > INT32_MAX) {
+        hp_tensor_free(&x->t);
+        return ox_fail(c, HP_E_LIMIT, "integer tensor \"%s\" holds %" PRId64 " at %" PRId64 ", outside int32 (harp keeps an integer tensor of more "
+                       "than %d elements as an int32 weight)", nm, v, i, OX_MAX_INT_CONST);
+      }
+      ((int32_t *)x->t.data)[i] = (int32_t)v;
+    }
+    x->has_t = true;
+    return HP_OK;
+  }
   if (is_int_type(oty)) {
-    if (n > OX_MAX_INT_CONST)
-      return ox_fail(c, HP_E_UNSUPPORTED, "integer tensor \"%s\" has %" PRId64 " elements (harp folds at most %d)", nm, n, OX_MAX_INT_CONST);
     x->has_i = true;
     x->in = n;
     x->iv = hp_arena_alloc(c->A, sizeof *x->iv * (size_t)(n ? n : 1));
     if (!x->iv) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < n; i++) {
-      int64_t v = raw ? raw_int(raw, oty, i)
-                      : oty == OX_INT64 ? tp->int64_data[i]
-                      : (oty == OX_UINT32 || oty == OX_UINT64) ? (int64_t)tp->uint64_data[i] : tp->int32_data[i];
+      int64_t v = int_at(tp, raw, oty, i);
       /* INT64_MAX ("to the end") and the like: far beyond any dim, and in
        * the range dims compute in */
       if (v > ((int64_t)1 << 50)) v = (int64_t)1 << 50;
@@ -238,7 +256,7 @@ hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *w
 }
 
 /* ---- the value table --------------------------------------------------------------- */
-static ox_val *new_val(ox_ctx *c, const char *name) {
+ox_val *ox_new_val(ox_ctx *c, const char *name) {
   if (!name || !*name) {
     ox_fail(c, HP_E_INVALID_ARG, "a value has an empty name");
     return NULL;
@@ -393,7 +411,7 @@ hp_val ox_tensor(ox_ctx *c, int i) {
 
 static ox_val *out_val(ox_ctx *c, int i) {
   if (i >= (int)c->node->n_output || !c->node->output[i][0]) return NULL; /* an unused optional output */
-  return new_val(c, c->node->output[i]);
+  return ox_new_val(c, c->node->output[i]);
 }
 
 hp_status ox_def(ox_ctx *c, int i, hp_val v) {
@@ -539,7 +557,7 @@ static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   tiny_dim dims[TINY_MAX_RANK];
   int rank;
   if (ox_input_dims(c, vi, id, &rank, dims)) return c->e->code;
-  ox_val *x = new_val(c, vi->name);
+  ox_val *x = ox_new_val(c, vi->name);
   if (!x) return c->e->code;
   x->oty = tt->elem_type;
   x->v = hp_input(c->g, id, dt, rank, dims);
@@ -608,7 +626,7 @@ static hp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, int
     p.raw_data.data = t->data;
     p.raw_data.len = t->nbytes;
   }
-  ox_val *x = new_val(c, vi->name);
+  ox_val *x = ox_new_val(c, vi->name);
   hp_status st = x ? HP_OK : c->e->code;
   if (!st) {
     x->is_init = true;
@@ -636,6 +654,14 @@ static int fixed_index(const ox_ctx *c, const char *name) {
   return -1;
 }
 
+hp_status ox_import_node(ox_ctx *c) {
+  const char *dom = c->node->domain;
+  if (!c->node->op_type || !*c->node->op_type) return ox_fail(c, HP_E_INVALID_ARG, "the node has no op_type");
+  if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
+    return ox_fail(c, HP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
+  return ox_node(c);
+}
+
 static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   /* identifiers: graph inputs first, so that they keep their plain names */
   hp_strmap inits = {0};
@@ -657,6 +683,7 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
     else if (!hp_strmap_find(&inits, vi->name)) { /* else: an initializer's default */
       int k = fixed_index(c, vi->name);
       st = k >= 0 ? fixed_input(c, vi, k) : graph_input(c, vi);
+      if (st && c->report) st = ox_check_value_failed(c, vi->name, vi->type && vi->type->tensor_type ? vi->type->tensor_type->elem_type : 0);
     }
   }
   hp_strmap_free(&inits);
@@ -667,11 +694,12 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_output && !st; i++)
     if (!(outid[i] = ox_ident(c, gp->output[i]->name))) st = c->e->code;
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
-    ox_val *x = new_val(c, gp->initializer[i]->name);
+    ox_val *x = ox_new_val(c, gp->initializer[i]->name);
     if (!x) return c->e->code;
     x->is_init = true;
     st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
     if (!st && x->has_t) drop_elements(gp->initializer[i]);
+    if (st && c->report) st = ox_check_value_failed(c, x->name, gp->initializer[i]->data_type); /* harp check: on */
   }
   if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
   c->gp = gp; /* the readers of each value, for the folds that look ahead */
@@ -681,11 +709,7 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_node && !st; i++) {
     c->node = gp->node[i];
     c->node_index = (int)i;
-    const char *dom = c->node->domain;
-    if (!c->node->op_type || !*c->node->op_type) st = ox_fail(c, HP_E_INVALID_ARG, "the node has no op_type");
-    else if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
-      st = ox_fail(c, HP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
-    else st = ox_node(c);
+    st = c->report ? ox_check_node(c) : ox_import_node(c);
   }
   c->node = NULL;
   if (!st && gp->n_output == 0) st = ox_fail(c, HP_E_INVALID_ARG, "the graph has no outputs");
@@ -695,6 +719,7 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
     ox_printable(name, nm, sizeof nm);
     ox_val *x = name ? find_val(c, name) : NULL;
     if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
+    if (x->bad) continue; /* harp check: its node failed (recorded) */
     hp_val v = x->v <= 0 && !x->gstage && (x->has_t || x->has_i) ? const_value(c, x, false) : ox_value(c, x);
     if (v < 0) return c->e->code;
     if (ox_check(c, hp_output(c->g, outid[i], v))) return c->e->code;
@@ -742,10 +767,9 @@ static hp_status unpack(hp_error *e, const void *data, size_t len, const char *f
   return HP_OK;
 }
 
-/* Imports mp and frees it. */
-static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
-                              hp_onnx_model *out) {
-  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o, .dir = dir};
+hp_status ox_import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
+                          hp_onnx_report *report, hp_onnx_model *out) {
+  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o, .dir = dir, .report = report};
   for (int k = 0; o && o->used && k < o->nfixed; k++) o->used[k] = false;
   hp_status st = HP_OK;
   out->program = hp_program_new();
@@ -757,7 +781,9 @@ static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *fil
   }
   out->opset = c.opset;
   if (!st) st = import_graph(&c, mp->graph);
-  if (!st) st = hp_program_check(e, out->program);
+  bool failed = report && (report->nrefused || report->nneeds || report->skipped); /* harp check: no whole graph */
+  if (!st && !failed) st = hp_program_check(e, out->program);
+  if (!st && failed) st = hp_fail(e, HP_E_UNSUPPORTED, NULL, "the import failed (the report lists why)");
   for (int i = 0; i < c.nvals; i++) hp_tensor_free(&c.vals[i].t);
   free(c.vals);
   hp_strmap_free(&c.byname);
@@ -778,7 +804,7 @@ hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, co
   const char *file = name ? name : "<onnx>";
   Onnx__ModelProto *mp;
   if (unpack(e, data, len, file, &mp)) return e->code;
-  return import_model(e, mp, file, NULL, o, out);
+  return ox_import_model(e, mp, file, NULL, o, NULL, out);
 }
 
 hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
@@ -789,27 +815,35 @@ hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out) {
   return hp_onnx_load_file_opts(e, path, NULL, out);
 }
 
-hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out) {
-  memset(out, 0, sizeof *out);
+hp_status ox_read_model(hp_error *e, const char *path, Onnx__ModelProto **mp, char **dir) {
+  *mp = NULL, *dir = NULL;
   char *buf = NULL;
   size_t len = 0;
   if (hp_read_file(e, path, MAX_MODEL_BYTES, &buf, &len)) return e->code;
-  Onnx__ModelProto *mp;
-  hp_status st = unpack(e, buf, len, path, &mp);
+  hp_status st = unpack(e, buf, len, path, mp);
   free(buf); /* the proto holds copies of its bytes: the file is not needed through the import */
   if (st) return st;
   /* external data is found beside the model */
   const char *slash = strrchr(path, '/');
   size_t dl = slash ? (size_t)(slash - path) : 1;
-  char *dir = hp_xmalloc(dl + 2); /* "." or "/" fit too */
-  if (!dir) {
-    onnx__model_proto__free_unpacked(mp, NULL);
+  *dir = hp_xmalloc(dl + 2); /* "." or "/" fit too */
+  if (!*dir) {
+    onnx__model_proto__free_unpacked(*mp, NULL);
+    *mp = NULL;
     return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
-  if (slash) memcpy(dir, path, dl), dir[dl] = 0;
-  else strcpy(dir, ".");
-  if (slash == path) strcpy(dir, "/");
-  st = import_model(e, mp, path, dir, o, out);
+  if (slash) memcpy(*dir, path, dl), (*dir)[dl] = 0;
+  else strcpy(*dir, ".");
+  if (slash == path) strcpy(*dir, "/");
+  return HP_OK;
+}
+
+hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out) {
+  memset(out, 0, sizeof *out);
+  Onnx__ModelProto *mp;
+  char *dir;
+  if (ox_read_model(e, path, &mp, &dir)) return e->code;
+  hp_status st = ox_import_model(e, mp, path, dir, o, NULL, out);
   free(dir);
   return st;
 }

@@ -970,9 +970,10 @@ OP(Expand) {
 static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
   fe_shape s = *ox_shape_of(c, x);
   int64_t n;
-  if (!fe_dim_is_int(s.d[axis], &n) || n < 1 || (reflect && (lo >= n || hi >= n))) {
-    ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %s", reflect ? "reflect" : "edge",
-            lo, hi, axis, s.d[axis]->text);
+  if (ox_known(c, s.d[axis], reflect ? "the size reflect padding mirrors" : "the size edge padding repeats", &n)) return -1;
+  if (n < 1 || (reflect && (lo >= n || hi >= n))) {
+    ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %" PRId64, reflect ? "reflect" : "edge", lo,
+            hi, axis, n);
     return -1;
   }
   hp_val parts[3];
@@ -1090,6 +1091,12 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_index(op);
   if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
+}
+
+bool ox_op_known(const char *op) {
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(ops[i].name, op)) return true;
+  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */

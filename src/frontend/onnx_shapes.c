@@ -20,11 +20,9 @@
 
 #include "onnx_int.h"
 
-typedef enum { D_FIXED, D_PARAM, D_ANON } dim_kind;
-
 /* What dim d of a declared shape is: a value (D_FIXED, *v), a dim_param
  * (D_PARAM, *param), or anonymous (-1, "?", "", no value). */
-static dim_kind kind_of(const Onnx__TensorShapeProto__Dimension *d, int64_t *v, const char **param) {
+ox_dim_kind ox_kind_of(const Onnx__TensorShapeProto__Dimension *d, int64_t *v, const char **param) {
   *v = -1, *param = NULL;
   if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
     *v = d->dim_value;
@@ -37,7 +35,6 @@ static dim_kind kind_of(const Onnx__TensorShapeProto__Dimension *d, int64_t *v, 
   }
   return D_ANON;
 }
-
 static const Onnx__TensorShapeProto *declared_shape(const Onnx__ValueInfoProto *vi) {
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return NULL;
@@ -87,7 +84,7 @@ static hp_status misfit(ox_ctx *c, const Onnx__ValueInfoProto *vi, const hp_onnx
   for (size_t i = 0; i < sp->n_dim; i++) {
     int64_t v;
     const char *param;
-    if (kind_of(sp->dim[i], &v, &param) == D_FIXED && v > OX_MAX_DIM)
+    if (ox_kind_of(sp->dim[i], &v, &param) == D_FIXED && v > OX_MAX_DIM)
       return snprintf(msg, cap, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, v), HP_E_LIMIT;
   }
   if ((int)sp->n_dim != gs->rank)
@@ -96,7 +93,7 @@ static hp_status misfit(ox_ctx *c, const Onnx__ValueInfoProto *vi, const hp_onnx
   for (int i = 0; i < gs->rank; i++) {
     int64_t v;
     const char *param;
-    dim_kind k = kind_of(sp->dim[i], &v, &param);
+    ox_dim_kind k = ox_kind_of(sp->dim[i], &v, &param);
     int *b = k == D_PARAM ? hp_strmap_find(&c->bound, param) : NULL;
     if (k == D_FIXED && v != 0 && v != gs->dims[i])
       return snprintf(msg, cap, "graph input \"%s\": dim %d is %" PRId64 " in the model; the shape given for it has %" PRId64, nm, i, v,
@@ -126,7 +123,7 @@ static hp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   for (int i = 0; sp && i < gs->rank; i++) {
     int64_t v;
     const char *param;
-    if (kind_of(sp->dim[i], &v, &param) == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
+    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
   }
   return HP_OK;
 }
@@ -175,7 +172,7 @@ hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
     for (size_t d = 0; sp && d < sp->n_dim && !st && o->syms; d++) {
       int64_t v, sv;
       const char *param;
-      if (kind_of(sp->dim[d], &v, &param) == D_PARAM && given_sym(c, param, &sv)) st = bind_param(c, param, sv, "--sym");
+      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && given_sym(c, param, &sv)) st = bind_param(c, param, sv, "--sym");
     }
   }
   hp_strmap_free(&inits);
@@ -202,7 +199,7 @@ static const char *param_sym(ox_ctx *c, const char *param) {
 static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const char *id, int i, int64_t *v, const char **sym,
                     const char **param) {
   *sym = NULL;
-  dim_kind k = kind_of(d, v, param);
+  ox_dim_kind k = ox_kind_of(d, v, param);
   if (k == D_FIXED) return true;
   int *b = k == D_PARAM ? hp_strmap_find(&c->bound, *param) : NULL;
   if (b) {
@@ -269,19 +266,24 @@ hp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *i
   return HP_OK;
 }
 
-/* "--shape x=<batch>x3x<?>x<?>": the option that gives graph input g's
- * shape, its static dims filled in. */
-static void hint_of(const ox_ctx *c, const ox_gin *g, char *buf, size_t cap) {
+void ox_shape_hint(const char *option, const char *name, int rank, const int64_t *dims, const char *const *params, char *buf, size_t cap) {
   char nm[96];
-  ox_printable(g->name, nm, sizeof nm);
-  int k = snprintf(buf, cap, "%s %s=", c->opts && c->opts->shape_option ? c->opts->shape_option : "--shape", nm);
-  for (int i = 0; i < g->rank && k > 0 && (size_t)k < cap; i++) {
-    int64_t v;
+  ox_printable(name, nm, sizeof nm);
+  int k = snprintf(buf, cap, "%s %s=", option ? option : "--shape", nm);
+  for (int i = 0; i < rank && k > 0 && (size_t)k < cap; i++) {
     char pn[64];
-    if (g->param[i]) ox_printable(g->param[i], pn, sizeof pn);
-    if (fe_dim_is_int(g->d[i], &v)) k += snprintf(buf + k, cap - (size_t)k, "%s%" PRId64, i ? "x" : "", v);
-    else k += snprintf(buf + k, cap - (size_t)k, "%s<%s>", i ? "x" : "", g->param[i] ? pn : "?");
+    if (params[i]) ox_printable(params[i], pn, sizeof pn);
+    if (dims[i] >= 0) k += snprintf(buf + k, cap - (size_t)k, "%s%" PRId64, i ? "x" : "", dims[i]);
+    else k += snprintf(buf + k, cap - (size_t)k, "%s<%s>", i ? "x" : "", params[i] ? pn : "?");
   }
+}
+
+/* The option that gives graph input g's shape, its static dims filled in. */
+static void hint_of(const ox_ctx *c, const ox_gin *g, char *buf, size_t cap) {
+  int64_t dims[TINY_MAX_RANK];
+  for (int i = 0; i < g->rank; i++)
+    if (!fe_dim_is_int(g->d[i], &dims[i])) dims[i] = -1;
+  ox_shape_hint(c->opts ? c->opts->shape_option : NULL, g->name, g->rank, dims, g->param, buf, cap);
 }
 
 /* The graph input and dim that shape variable sym stands for; NULL if none. */
