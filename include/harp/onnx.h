@@ -184,6 +184,9 @@ typedef struct hp_onnx_report {
  * not an ONNX model; the model's own problems are r's. */
 hp_status hp_onnx_check_file(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_report *r);
 void hp_onnx_report_free(hp_onnx_report *r);
+/* UnboundSymbol naming every graph input of m left with dynamic dims and
+ * the option that gives its shape (m->dyn's hints); HP_OK when none. */
+hp_status hp_onnx_require_shapes(hp_error *e, const hp_onnx_model *m);
 /* The identifier an ONNX name maps to, before "_2"-style renaming (above). */
 void hp_onnx_ident(const char *onnx_name, char out[128]);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */

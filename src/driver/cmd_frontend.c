@@ -63,25 +63,6 @@ hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
   return hp_fail(e, HP_E_INTERNAL, o->params[k], "--param without its file");
 }
 
-/* The graph inputs left with dynamic dims (no --shape, --input or --sym
- * for them): UnboundSymbol naming each one and the option that gives it. */
-static hp_status dyn_error(hp_error *e, const hp_onnx_model *m) {
-  char msg[900];
-  int k = snprintf(msg, sizeof msg, "the model has dynamic dims that no option gives a size:");
-  for (int i = 0; i < m->ndyn && k > 0 && (size_t)k < sizeof msg; i++) {
-    if (i && !strcmp(m->dyn[i].input, m->dyn[i - 1].input)) continue; /* one line per input */
-    char nm[96];
-    hp_sanitize_name(m->dyn[i].input, nm, sizeof nm);
-    k += snprintf(msg + k, sizeof msg - (size_t)k, " graph input \"%s\" (dim %d", nm, m->dyn[i].dim);
-    for (int j = i + 1; j < m->ndyn && !strcmp(m->dyn[j].input, m->dyn[i].input) && (size_t)k < sizeof msg; j++)
-      k += snprintf(msg + k, sizeof msg - (size_t)k, ", %d", m->dyn[j].dim);
-    if ((size_t)k < sizeof msg)
-      k += snprintf(msg + k, sizeof msg - (size_t)k, "): give %s or --input %s=FILE.npy;", m->dyn[i].hint, nm);
-  }
-  (void)k;
-  return hp_fail(e, HP_E_UNBOUND_SYMBOL, NULL, "%s", msg);
-}
-
 /* The shapes known before the import: --shape, then the --input files'
  * (a --param file is data fixed at import instead; an unreadable file is
  * left to the data's reading).  shapes[0..*n). */
@@ -172,7 +153,7 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
     hp_error_clear(e);
     nc.added = false;
   }
-  if (!st && o->need_shapes && (*onnx)->ndyn) st = dyn_error(e, *onnx);
+  if (!st && o->need_shapes) st = hp_onnx_require_shapes(e, *onnx); /* no silent default */
   if (st) return st;
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }

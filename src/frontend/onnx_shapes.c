@@ -402,6 +402,22 @@ hp_status ox_dyn_list(ox_ctx *c) {
   return HP_OK;
 }
 
+hp_status hp_onnx_require_shapes(hp_error *e, const hp_onnx_model *m) {
+  if (!m->ndyn) return HP_OK;
+  char msg[900];
+  int k = snprintf(msg, sizeof msg, "the model has dynamic dims that no shape or symbol given binds (harp needs every size):");
+  for (int i = 0; i < m->ndyn && k > 0 && (size_t)k < sizeof msg; i++) {
+    if (i && !strcmp(m->dyn[i].input, m->dyn[i - 1].input)) continue; /* one entry per input */
+    char nm[96];
+    ox_printable(m->dyn[i].input, nm, sizeof nm);
+    k += snprintf(msg + k, sizeof msg - (size_t)k, "%s graph input \"%s\" (dim %d", i ? ";" : "", nm, m->dyn[i].dim);
+    for (int j = i + 1; j < m->ndyn && !strcmp(m->dyn[j].input, m->dyn[i].input) && (size_t)k < sizeof msg; j++)
+      k += snprintf(msg + k, sizeof msg - (size_t)k, ", %d", m->dyn[j].dim);
+    if ((size_t)k < sizeof msg) k += snprintf(msg + k, sizeof msg - (size_t)k, "): give %s", m->dyn[i].hint);
+  }
+  return hp_fail(e, HP_E_UNBOUND_SYMBOL, NULL, "%s", msg);
+}
+
 hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out) {
   memset(out, 0, sizeof *out);
   const char *eq = spec ? strrchr(spec, '=') : NULL;
