@@ -138,8 +138,9 @@ OP(Trilu) {
   return ox_def(c, 0, hp_where(c->g, mask, x, hp_const(c->g, 0)));
 }
 
-/* Range of constants (its length depends on the values): integers fold,
- * floats become a weight; computed at run time it is refused. */
+/* Range of constants too long to fold (onnx_fold.c evaluates the rest): a
+ * weight, int32 or float as the evaluator computes it; computed at run
+ * time it is refused. */
 OP(Range) {
   double v[3];
   int64_t iv[3];
@@ -159,16 +160,22 @@ OP(Range) {
   if (len > (double)OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a range of %g values", len);
   int64_t n = ints ? (iv[1] - iv[0] + iv[2] + (iv[2] > 0 ? -1 : 1)) / iv[2] : len > 0 ? (int64_t)len : 0;
   if (n < 0) n = 0;
-  if (ints) {
-    ox_val *y = ox_def_ints(c, 0, 1, &n, n);
-    if (!y) return c->e->code;
-    for (int64_t k = 0; k < n; k++) y->iv[k] = I(c, iv[0] + k * iv[2]);
-    return HP_OK;
-  }
   hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, TINY_FP32, 1, &n)) return c->e->code;
-  for (int64_t k = 0; k < n; k++) ((float *)t.data)[k] = (float)(v[0] + (double)k * v[2]);
-  return ox_def_tensor(c, 0, &t, OX_FLOAT);
+  if (hp_tensor_alloc(c->e, &t, ints ? TINY_I32 : TINY_FP32, 1, &n)) return c->e->code;
+  for (int64_t k = 0; k < n; k++) {
+    if (!ints) { /* in float, as onnxruntime's kernel */
+      float step = (float)k * (float)v[2];
+      ((float *)t.data)[k] = (float)v[0] + step;
+      continue;
+    }
+    int64_t e = iv[0] + k * iv[2];
+    if (e < INT32_MIN || e > INT32_MAX) {
+      hp_tensor_free(&t);
+      return ox_fail(c, HP_E_LIMIT, "a range through %" PRId64 ", outside int32 (harp's integers)", e);
+    }
+    ((int32_t *)t.data)[k] = (int32_t)e;
+  }
+  return ox_def_tensor(c, 0, &t, ints ? OX_INT64 : OX_FLOAT);
 }
 
 /* ---- MaxPool with dilations: the max of the kernel's k[0] x k[1] strided slices ---------- */

@@ -108,6 +108,17 @@ static hp_status misfit(ox_ctx *c, const Onnx__ValueInfoProto *vi, const hp_onnx
   return HP_OK;
 }
 
+/* Whether graph input vi declares a dynamic dim (or no shape). */
+static bool has_dynamic(const Onnx__ValueInfoProto *vi) {
+  const Onnx__TensorShapeProto *sp = declared_shape(vi);
+  for (size_t i = 0; sp && i < sp->n_dim; i++) {
+    int64_t v;
+    const char *param;
+    if (ox_kind_of(sp->dim[i], &v, &param) != D_FIXED) return true;
+  }
+  return !sp;
+}
+
 /* Take shape k for graph input vi: check it, bind the dim_params it covers. */
 static hp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   const hp_onnx_shape *gs = &c->opts->shapes[k];
@@ -129,7 +140,8 @@ static hp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
 }
 
 /* The shapes given for graph input vi: the first that fits is taken (a
- * loose one that does not fit is left out); another one must agree. */
+ * loose one that does not fit a fully static input is left out, for the
+ * data's binding to report); another one must agree. */
 static hp_status given_for(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   const hp_onnx_opts *o = c->opts;
   char id[128];
@@ -147,7 +159,7 @@ static hp_status given_for(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
     }
     if (same && o->shape_used) o->shape_used[k] = true;
     char msg[400];
-    if (first >= 0 || (gs->loose && misfit(c, vi, gs, msg, sizeof msg))) continue;
+    if (first >= 0 || (gs->loose && misfit(c, vi, gs, msg, sizeof msg) && !has_dynamic(vi))) continue;
     if (take(c, vi, k)) return c->e->code;
     first = k;
   }
