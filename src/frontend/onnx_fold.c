@@ -13,7 +13,9 @@
  * are rounded to the tensor's type after each op, as an fp32 kernel's
  * result would be.  A result of more than OX_MAX_INT_CONST integers or
  * OX_MAX_FOLD floats, or of a symbolic shape, is declined: the op's
- * mapping builds it as graph ops.  A node that needs a symbolic value as a
+ * mapping builds it as graph ops.  Float tensors fold only in shape
+ * arithmetic (a node with an input computed from Shape or Size): a weight
+ * reshaped or transposed stays the op mapping's, as before.  A node that needs a symbolic value as a
  * number fails (UnboundSymbol) naming the graph input (ox_need_value).
  *
  * This file: the framework, elementwise ops, Where, Cast, reductions,
@@ -690,17 +692,24 @@ hp_status ox_fold(ox_ctx *c, bool *done) {
   ox_fold_fn fn = find_fold(c->node->op_type, &bk, &uk);
   if (!fn && bk < 0 && uk < 0) return HP_OK;
   ox_val *x[MAX_IN];
-  bool any = false;
+  bool any = false, dyn = false, ints = true;
   for (int i = 0; i < nin; i++) {
     bool failed = false;
     x[i] = ox_in(c, i, &failed);
     if (failed) return c->e->code;
     if (x[i] && !known_val(x[i])) return HP_OK;
     any |= x[i] != NULL;
+    dyn |= x[i] && x[i]->dyn;
+    ints &= !x[i] || x[i]->has_i;
   }
-  if (!any || !x[0]) return HP_OK; /* every fold reads input 0 */
+  /* shape arithmetic, or integers alone; float weights stay the op mappings' */
+  if (!any || !x[0] || (!dyn && !ints)) return HP_OK; /* every fold reads input 0 */
   int r = bk >= 0 ? fold_binary(c, bins[bk].k, x, nin) : uk >= 0 ? fold_unary(c, uns[uk].k, x, nin) : fn(c, x, nin);
   if (r == FOLD_FAIL) return c->e->code ? c->e->code : ox_fail(c, HP_E_INTERNAL, "folding failed without an error");
   *done = r == FOLD_DONE;
+  for (size_t k = 0; *done && dyn && k < c->node->n_output; k++) { /* the outputs are shape arithmetic too */
+    ox_val *y = c->node->output[k][0] ? ox_find(c, c->node->output[k]) : NULL;
+    if (y) y->dyn = true;
+  }
   return HP_OK;
 }

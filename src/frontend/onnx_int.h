@@ -44,6 +44,7 @@ typedef struct ox_val {
   const fe_dim **iv;
   bool is_init;     /* an initializer (a weight when read as a tensor) */
   bool derived;     /* has_t computed at import (onnx_fold.c): folded further, whatever its size */
+  bool dyn;         /* computed from the graph inputs' shapes (Shape, Size and what folds from them) */
   bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is

@@ -367,10 +367,10 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
       hp_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;
     }
-  } else if (x->derived || hp_tensor_numel(&x->t) <= OX_FOLD_SMALL) { /* still folded on (onnx_fold.c): a copy */
+  } else if (hp_tensor_numel(&x->t) <= OX_FOLD_SMALL) { /* a scalar or a scale, still folded on (onnx_fold.c): a copy */
     if (hp_tensor_alloc(c->e, &t, x->t.dtype, x->t.rank, x->t.shape)) return -1;
     if (t.nbytes) memcpy(t.data, x->t.data, t.nbytes);
-  } else { /* a weight: moved, not held twice */
+  } else { /* a weight (a larger computed one too): moved, not held twice; no longer folded */
     t = x->t;
     memset(&x->t, 0, sizeof x->t);
     x->has_t = false;

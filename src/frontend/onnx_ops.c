@@ -707,6 +707,7 @@ OP(Shape) {
   int64_t n = hi - lo;
   ox_val *y = ox_def_ints(c, 0, 1, &n, n);
   if (!y) return c->e->code;
+  y->dyn = true; /* what folds from it is shape arithmetic */
   for (int64_t i = 0; i < n; i++) y->iv[i] = s->d[lo + i];
   return HP_OK;
 }
@@ -722,6 +723,7 @@ OP(Size) {
   ox_val *y = ox_def_ints(c, 0, 0, NULL, 1);
   if (!y) return c->e->code;
   y->iv[0] = n;
+  y->dyn = true;
   return HP_OK;
 }
 
