@@ -267,7 +267,7 @@ OP(BatchNormalization) {
   for (int i = 0; i < 4; i++) {
     ox_val *v = ox_in(c, i + 1, NULL);
     if (!v || !v->has_t || v->v > 0 || v->t.dtype != TINY_FP32 || v->t.rank != 1)
-      return ox_fail(c, HP_E_UNSUPPORTED, "scale, B, mean and var must be float32 constants of rank 1");
+      return ox_needs_data(c, v), ox_fail(c, HP_E_UNSUPPORTED, "scale, B, mean and var must be float32 constants of rank 1");
     p[i] = &v->t;
     if (p[i]->shape[0] != p[0]->shape[0]) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "scale, B, mean and var differ in length");
   }

@@ -199,7 +199,7 @@ OP(Dropout) {
   ox_val *tm = ox_in(c, 2, NULL);
   double train = 0;
   if (tm && (tm->v > 0 || !ox_const_scalar(tm, &train)))
-    return ox_fail(c, HP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
+    return ox_needs_data(c, tm), ox_fail(c, HP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
   if (train != 0) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
   if (op_Identity(c)) return c->e->code;
   if (c->node->n_output < 2 || !c->node->output[1][0]) return HP_OK;

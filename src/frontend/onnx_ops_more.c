@@ -145,9 +145,12 @@ OP(Range) {
   double v[3];
   int64_t iv[3];
   bool ints = true;
+  tiny_dtype dt = TINY_FP32; /* the floats' type (fp16 in, fp16 out) */
+  int oty = OX_FLOAT;
   for (int i = 0; i < 3; i++) {
     bool failed = false;
     ox_val *x = ox_in(c, i, &failed);
+    if (x && x->has_t && tiny_dtype_is_float(x->t.dtype)) dt = x->t.dtype, oty = x->oty ? x->oty : OX_FLOAT;
     if (failed) return c->e->code;
     if (!x || !ox_const_scalar(x, &v[i])) {
       if (x) ox_needs_data(c, x);
@@ -161,11 +164,11 @@ OP(Range) {
   int64_t n = ints ? (iv[1] - iv[0] + iv[2] + (iv[2] > 0 ? -1 : 1)) / iv[2] : len > 0 ? (int64_t)len : 0;
   if (n < 0) n = 0;
   hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, ints ? TINY_I32 : TINY_FP32, 1, &n)) return c->e->code;
+  if (hp_tensor_alloc(c->e, &t, ints ? TINY_I32 : dt, 1, &n)) return c->e->code;
   for (int64_t k = 0; k < n; k++) {
     if (!ints) { /* in float, as onnxruntime's kernel */
       float step = (float)k * (float)v[2];
-      ((float *)t.data)[k] = (float)v[0] + step;
+      hp_tensor_set(&t, k, (float)v[0] + step);
       continue;
     }
     int64_t e = iv[0] + k * iv[2];
@@ -175,7 +178,7 @@ OP(Range) {
     }
     ((int32_t *)t.data)[k] = (int32_t)e;
   }
-  return ox_def_tensor(c, 0, &t, ints ? OX_INT64 : OX_FLOAT);
+  return ox_def_tensor(c, 0, &t, ints ? OX_INT64 : oty);
 }
 
 /* ---- MaxPool with dilations: the max of the kernel's k[0] x k[1] strided slices ---------- */
@@ -459,7 +462,7 @@ OP(ConvTranspose) {
   if (x < 0) return c->e->code;
   ox_val *wv = ox_in(c, 1, NULL);
   if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
-    return ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
+    return ox_needs_data(c, wv), ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
   const fe_shape xs = *ox_shape_of(c, x);
   if (xs.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", xs.rank);
   char ap[16];
