@@ -278,35 +278,52 @@ OP(ArgMax) { return arg_reduce(c, true); }
 OP(ArgMin) { return arg_reduce(c, false); }
 
 /* ---- Resize / Upsample: nearest or linear, whole factors -------------------------------- */
-/* The integer factor of each axis from float scales or from output sizes. */
+/* The integer factor of each axis from float scales or from output sizes,
+ * given for every axis or, with attribute axes (opset 18), for those alone
+ * (the others keep their size). */
 static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
   const fe_shape *s = ox_shape_of(c, x);
-  double f[TINY_MAX_RANK];
-  int n = -1;
+  double f[TINY_MAX_RANK], v[TINY_MAX_RANK];
+  int64_t ax[TINY_MAX_RANK], sz[TINY_MAX_RANK];
+  int n = -1, na, axis_of[TINY_MAX_RANK];
+  bool by_size = false, seen[TINY_MAX_RANK] = {0};
+  if (ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
+  for (int i = 0; i < (na >= 0 ? na : s->rank); i++) {
+    if (na >= 0 && ox_norm_axis(c, ax[i], s->rank, &axis_of[i])) return c->e->code;
+    if (na < 0) axis_of[i] = i;
+    if (seen[axis_of[i]]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
+    seen[axis_of[i]] = true;
+  }
   ox_val *sv = scales_in >= 0 ? ox_in(c, scales_in, NULL) : NULL, *zv = sizes_in >= 0 ? ox_in(c, sizes_in, NULL) : NULL;
-  if (sv && sv->v <= 0 && sv->has_t && hp_tensor_numel(&sv->t) > 0) {
-    n = (int)(hp_tensor_numel(&sv->t) > s->rank ? -2 : hp_tensor_numel(&sv->t));
-    for (int i = 0; i < n; i++) f[i] = hp_tensor_get(&sv->t, i);
-  } else if (zv && zv->v <= 0 && zv->has_i) {
-    int64_t sz[TINY_MAX_RANK], d;
+  if (sv && sv->has_t && hp_tensor_numel(&sv->t) > 0) {
+    n = (int)(hp_tensor_numel(&sv->t) > TINY_MAX_RANK ? -2 : hp_tensor_numel(&sv->t));
+    for (int i = 0; i < n; i++) v[i] = hp_tensor_get(&sv->t, i);
+  } else if (zv && zv->has_i) {
     if (ox_const_ints(c, sizes_in, "sizes", sz, TINY_MAX_RANK, &n)) return c->e->code;
-    for (int i = 0; i < n && i < s->rank; i++) {
-      if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
-      if (d == 0 || sz[i] % d) return ox_fail(c, HP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, i, sz[i], d);
-      f[i] = (double)(sz[i] / d);
-    }
+    by_size = true;
   } else if (attr) {
     const Onnx__AttributeProto *a = ox_attr(c, attr);
     if (a) {
       n = a->n_floats > (size_t)s->rank ? -2 : (int)a->n_floats;
-      for (int i = 0; i < n; i++) f[i] = a->floats[i];
+      for (int i = 0; i < n; i++) v[i] = a->floats[i];
     }
-  } else if ((sv && (sv->v > 0 || !sv->has_t)) || (zv && (zv->v > 0 || !zv->has_i))) {
+  } else if ((sv && !sv->has_t) || (zv && !zv->has_i)) {
     ox_needs_data(c, sv && !sv->has_t ? sv : zv);
     return ox_fail(c, HP_E_UNSUPPORTED, "scales and sizes must be constants");
   }
-  if (n != s->rank) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", s->rank, n < 0 ? 0 : n);
-  for (int i = 0; i < n; i++) {
+  int want = na >= 0 ? na : s->rank;
+  if (n != want) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", want, n < 0 ? 0 : n);
+  for (int i = 0; i < s->rank; i++) f[i] = 1;
+  for (int k = 0; k < n; k++) {
+    int i = axis_of[k];
+    int64_t d;
+    f[i] = v[k];
+    if (!by_size) continue;
+    if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
+    if (d == 0 || sz[k] % d) return ox_fail(c, HP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, k, sz[k], d);
+    f[i] = (double)(sz[k] / d);
+  }
+  for (int i = 0; i < s->rank; i++) {
     if (!(f[i] >= 1 && f[i] <= OX_MAX_DIM && f[i] == floor(f[i])))
       return ox_fail(c, HP_E_UNSUPPORTED, "scale %g on axis %d (harp resizes by whole factors >= 1)", f[i], i);
     rep[i] = (int64_t)f[i];
@@ -364,7 +381,9 @@ OP(Resize) {
   bool linear = !strcmp(mode, "linear");
   if (!linear && strcmp(mode, "nearest") != 0)
     return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with modes nearest and linear)", mode);
-  if (ox_attr(c, "axes")) return ox_fail(c, HP_E_UNSUPPORTED, "the axes attribute of Resize");
+  char kar[32];
+  if (ox_attr_str(c, "keep_aspect_ratio_policy", "stretch", kar, sizeof kar)) return c->e->code;
+  if (strcmp(kar, "stretch") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "keep_aspect_ratio_policy \"%s\" (harp stretches)", kar);
   bool centred = !strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel");
   if (linear && !centred && strcmp(ctm, "asymmetric") != 0)
     return ox_fail(c, HP_E_UNSUPPORTED, "linear resizing with coordinate_transformation_mode \"%s\"", ctm);
