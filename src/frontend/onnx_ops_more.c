@@ -312,6 +312,7 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
     return ox_fail(c, HP_E_UNSUPPORTED, "scales and sizes must be constants");
   }
   int want = na >= 0 ? na : s->rank;
+  if (n == -2) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got more than %d", want, TINY_MAX_RANK);
   if (n != want) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", want, n < 0 ? 0 : n);
   for (int i = 0; i < s->rank; i++) f[i] = 1;
   for (int k = 0; k < n; k++) {

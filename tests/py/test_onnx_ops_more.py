@@ -257,7 +257,12 @@ refused("Resize linear align_corners", [mk("Resize", ["x", "", "sc"], ["y"], mod
         "align_corners", inits={"sc": np.array([1, 1, 2, 2], np.float32)})
 refused("Resize half_pixel floor", [mk("Resize", ["x", "", "sc"], ["y"], nearest_mode="floor", name="rz")], "nearest_mode \"floor\"",
         inits={"sc": np.array([1, 1, 2, 2], np.float32)})
-refused("Resize runtime scales", [mk("Resize", ["x", "", "x"], ["y"], name="rz")], 'node 0 "rz" (Resize)', "constants")
+# scales fed at run time (an input harp run is not given: were it, harp run would fix it at import)
+rts = model([mk("Resize", ["x", "", "sc"], ["y"], name="rz")], [vi("x", [1, 4, 4, 4]), vi("sc", [4])], [vi("y", None)], [], 13)
+p = ht.subprocess.run([ht.HARP, "run", save(rts), "--out", os.path.join(E, "out_rts"), "--input", f"x={xe_path}"], capture_output=True,
+                      text=True, timeout=120)
+S.check("Resize runtime scales: refused", p.returncode == 1 and 'node 0 "rz" (Resize)' in p.stderr and "constants" in p.stderr,
+        p.stderr[-300:])
 refused("Upsample cubic", [mk("Upsample", ["x", "sc"], ["y"], mode="cubic", name="up")], 'node 0 "up" (Upsample)', "cubic",
         inits={"sc": np.array([1, 1, 2, 2], np.float32)}, opset=9)
 refused("Pad reflect too wide", [mk("Pad", ["x", "p"], ["y"], mode="reflect", name="pd")], 'node 0 "pd" (Pad)', "reflect padding",
