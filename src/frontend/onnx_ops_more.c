@@ -477,6 +477,33 @@ static hp_status flip_weight(ox_ctx *c, const hp_tensor *w, int64_t group, hp_te
   return HP_OK;
 }
 
+/* ConvTranspose's pads from auto_pad SAME_UPPER / SAME_LOWER (output =
+ * input * stride) or VALID, or from attribute output_shape, as onnxruntime
+ * splits them: the odd one at the end for SAME_UPPER, at the start
+ * otherwise.  xs: the input's shape, k: the weight's. */
+static hp_status transpose_pads(ox_ctx *c, const fe_shape *xs, const int64_t *k, const int64_t *st, const int64_t *dl, const int64_t *op,
+                                const char *ap, int64_t *pads) {
+  int64_t os[8];
+  int nos;
+  if (ox_attr_ints(c, "output_shape", os, 8, &nos)) return c->e->code;
+  if (nos >= 0 && nos != 2 && nos != 4) return ox_fail(c, HP_E_INVALID_ARG, "output_shape has %d values (2, or 4 with N and C)", nos);
+  bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+  if (!strcmp(ap, "VALID")) memset(pads, 0, sizeof *pads * 4);
+  if (nos < 0 && !same) return HP_OK;
+  for (int i = 0; i < 2; i++) {
+    int64_t in;
+    if (ox_known(c, xs->d[2 + i], nos >= 0 ? "the spatial size output_shape pads" : "the spatial size auto_pad pads", &in)) return c->e->code;
+    int64_t full = (in - 1) * st[i] + op[i] + (k[2 + i] - 1) * dl[i] + 1, out = nos >= 0 ? os[nos - 2 + i] : in * st[i];
+    int64_t tot = full - out;
+    if (tot < 0 && !same)
+      return ox_fail(c, HP_E_UNSUPPORTED, "output_shape %" PRId64 " beyond the %" PRId64 " the kernel reaches (give output_padding)", out, full);
+    if (tot < 0) tot = 0;
+    pads[i] = !strcmp(ap, "SAME_UPPER") ? tot / 2 : tot - tot / 2;
+    pads[2 + i] = tot - pads[i];
+  }
+  return HP_OK;
+}
+
 OP(ConvTranspose) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
@@ -489,8 +516,8 @@ OP(ConvTranspose) {
   int64_t group, v[8], st[2] = {1, 1}, dl[2] = {1, 1}, pads[4] = {0}, op[2] = {0}, ks[8];
   int n;
   if (ox_attr_int(c, "group", 1, &group) || ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap)) return c->e->code;
-  if (strcmp(ap, "NOTSET") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "auto_pad=%s (give explicit pads)", ap);
-  if (ox_attr(c, "output_shape")) return ox_fail(c, HP_E_UNSUPPORTED, "the output_shape attribute (give pads and output_padding)");
+  if (strcmp(ap, "NOTSET") && strcmp(ap, "SAME_UPPER") && strcmp(ap, "SAME_LOWER") && strcmp(ap, "VALID"))
+    return ox_fail(c, HP_E_INVALID_ARG, "auto_pad \"%s\" (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
   const int64_t *k = wv->t.shape;
   int64_t cin;
   if (known(c, xs.d[1], "ConvTranspose", &cin)) return c->e->code;
@@ -506,6 +533,7 @@ OP(ConvTranspose) {
     if (n != at[i].cnt) return ox_fail(c, HP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
     memcpy(at[i].to, v, sizeof *v * (size_t)n);
   }
+  if (transpose_pads(c, &xs, k, st, dl, op, ap, pads)) return c->e->code;
   hp_conv2d_opts o = {.groups = group, .stride = {1, 1}, .dilation = {dl[0], dl[1]}};
   for (int i = 0; i < 2; i++) {
     if (st[i] < 1 || dl[i] < 1 || st[i] > 64 || dl[i] > 64) return ox_fail(c, HP_E_INVALID_ARG, "strides and dilations must be 1 to 64");

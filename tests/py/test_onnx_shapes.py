@@ -169,6 +169,11 @@ for ap in ("SAME_UPPER", "SAME_LOWER", "VALID"):
          [("y", F)], TWO, inits={"cw": rng.standard_normal((3, 4, 3, 3)).astype(np.float32)}, rtol=1e-4)
     case(f"MaxPool auto_pad={ap}, stride 2, on dynamic sizes", [mk("MaxPool", ["x"], ["y"], auto_pad=ap, strides=[2, 2], kernel_shape=[3, 2])],
          [("y", F)], TWO)
+for name, at in (("auto_pad=SAME_UPPER", dict(auto_pad="SAME_UPPER")), ("auto_pad=SAME_LOWER", dict(auto_pad="SAME_LOWER")),
+                 ("auto_pad=VALID", dict(auto_pad="VALID")), ("output_shape", dict(output_shape=[13, 17]))):
+    case(f"ConvTranspose {name}, stride 2, on dynamic sizes", [mk("ConvTranspose", ["x", "tw"], ["y"], strides=[2, 2], **at)], [("y", F)],
+         [{"x": (1, 4, 6, 8)}, {"x": (2, 4, 7, 9)}] if name != "output_shape" else [{"x": (1, 4, 6, 8)}, {"x": (2, 4, 6, 8)}],
+         inits={"tw": rng.standard_normal((4, 3, 3, 3)).astype(np.float32)}, rtol=1e-4)
 squeeze = case("Squeeze of an axis that is 1 at the size given",
                [mk("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]), mk("AveragePool", ["p"], ["q"], kernel_shape=[3, 1], strides=[3, 1]),
                 mk("Squeeze", ["q", "two"], ["y"])], [("y", F)], [{"x": (1, 4, 6, 10)}, {"x": (2, 4, 6, 16)}], inits={"two": ints(2)})
