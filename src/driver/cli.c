@@ -191,6 +191,8 @@ static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state,
 
 hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {
   const char *path = o->model, *ext = ext_of(path);
+  if (o->nshapes && strcmp(ext, ".onnx") != 0)
+    return hp_fail(e, HP_E_USAGE, NULL, "--shape gives an ONNX graph input's shape; a %s model binds its symbols with --sym", ext);
   if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
   if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
   if (!strcmp(ext, ".onnx")) {

@@ -283,4 +283,6 @@ with open(os.path.join(D, "junk.onnx"), "wb") as f:
 refused("check of a file that is not ONNX", harp("check", os.path.join(D, "junk.onnx")), "ParseError")
 refused("check of a model of another kind", harp("check", os.path.join(ht.MODELS, "seed001_gemm.json")), "UsageError", ".onnx")
 S.check("harp --help lists check", "check" in harp("--help").stdout)
+refused("--shape on a Tiny IR model", harp("dump", os.path.join(ht.MODELS, "seed001_gemm.json"), "--dump", "tiny", "--shape", "A=4x3"),
+        "UsageError", "--sym")
 S.close()
