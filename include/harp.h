@@ -33,6 +33,8 @@ typedef struct harp_options {
   harp_backend backend;
   const char *const *syms;   /* "NAME=INT" bindings, NULL-terminated (may be NULL) */
   const char *const *params; /* names of inputs that are weights, NULL-terminated (may be NULL) */
+  const char *const *shapes; /* ONNX graph inputs' shapes, "NAME=1x3x224x224", NULL-terminated (may be NULL):
+                                the import specialises on them and on syms (docs/onnx.md) */
   const char *cc, *cflags;   /* CPU backend: compiler, flags (NULL: defaults) */
   const char *cache_dir;     /* compiled code (CPU: shared objects; CUDA: cubins); NULL: default */
   const char *target;        /* CUDA: "sm80" | "sm90"; NULL: the device's */
@@ -50,9 +52,11 @@ typedef struct harp_compiled harp_compiled;
 typedef struct harp_model harp_model;
 
 /* Load MODEL (.json Tiny IR, .harp DSL or .onnx), bind its shape symbols
- * from opts->syms (and the DSL's or ONNX file's defaults), prepare and
- * compile it.  An ONNX model's initializers are its weights: they come back
- * as the parameter block harp_embedded_params returns. */
+ * from opts->syms (and the DSL's defaults), prepare and compile it.  An
+ * ONNX model is imported with opts->shapes and opts->syms, and every
+ * dynamic dim must get a value from them (else HP_E_UNBOUND_SYMBOL naming
+ * the input and the shape to give); its initializers are its weights: they
+ * come back as the parameter block harp_embedded_params returns. */
 hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
 /* Compile a Tiny IR graph built with the builder API; harp takes the graph. */
 hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);

@@ -28,11 +28,21 @@
  * Shape -> Gather -> Unsqueeze -> Concat chains (also on symbolic dims);
  * scalar float constants become literals.
  *
- * Inputs.  A graph input's static dims are kept; a dim_param ("batch")
- * becomes a shape variable of that (mapped) name, bound from the input's
- * tensor like a DSL shape variable, default 1 (as graph<B=1>); a dim with
- * neither is a fresh variable "<input>_d<i>".  int64 inputs are int32 in harp (feed '<i4' or '<i8' arrays:
- * hp_npy_read range-checks the latter).
+ * Inputs and shapes (docs/onnx.md, "Dynamic shapes").  A graph input's
+ * static dims are kept.  A dynamic dim — a dim_param ("batch"), or a dim
+ * written -1, "?", "" or not at all — is a shape variable: a dim_param's
+ * (mapped) name, shared by every dim that names it, else "<input>_d<i>".
+ * The options give them values at import (shapes, syms): the importer then
+ * specialises, and every shape computation folds to constants (Shape, Size,
+ * Gather / Slice / Concat of shapes, their arithmetic, Cast, Range,
+ * ConstantOfShape, Expand, comparisons, Where ...: any node whose inputs
+ * are all known is evaluated at import, onnx_fold.c).  A dim left dynamic
+ * stays a symbol as far as the arithmetic is affine with floor division; a
+ * node that needs its value as a number fails with UnboundSymbol, naming
+ * the graph input and the option to give ("--shape x=1x3x<height>x<width>").
+ * There is no default: `dyn` lists the dims left dynamic, which the caller
+ * must bind before it runs the model.  int64 inputs are int32 in harp (feed
+ * '<i4' or '<i8' arrays: hp_npy_read range-checks the latter).
  *
  * External data: an initializer stored outside the .onnx file is read from
  * the file its "location" names, relative to the model's directory (from
@@ -63,6 +73,14 @@ typedef struct hp_onnx_name {
   char *id;   /* the harp identifier it maps to */
 } hp_onnx_name;
 
+/* A dynamic dim left in an imported model (no shape or symbol given). */
+typedef struct hp_onnx_dyn {
+  char *input; /* the graph input's ONNX name */
+  int dim;     /* which of its dims */
+  char *sym;   /* the shape variable (a harp identifier) */
+  char *hint;  /* the option that would fix it: "--shape x=1x3x<height>x<width>" */
+} hp_onnx_dyn;
+
 typedef struct hp_onnx_model {
   hp_program *program; /* "main" */
   int nweights;
@@ -71,7 +89,23 @@ typedef struct hp_onnx_model {
   int nnames;
   hp_onnx_name *names; /* graph inputs and weights: ONNX name -> harp id */
   int64_t opset;       /* of the default domain */
+  int ndyn;
+  hp_onnx_dyn *dyn;    /* the dynamic dims of the graph inputs, in input order */
 } hp_onnx_model;
+
+/* A graph input's concrete shape, given at import. */
+#define HP_ONNX_NAME_MAX 256
+typedef struct hp_onnx_shape {
+  char name[HP_ONNX_NAME_MAX]; /* the ONNX name, or the harp identifier it maps to */
+  int rank;
+  int64_t dims[TINY_MAX_RANK];
+  bool loose; /* a data file's shape: where it disagrees with the model or with another shape it is left out
+                 (the data's binding reports it), rather than an error at import */
+} hp_onnx_shape;
+
+/* "NAME=1x3x224x224" (',' may separate the dims too; "NAME=" is a scalar):
+ * the name is split at the last '='.  UsageError when malformed. */
+hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out);
 
 /* Graph inputs fixed at import: each named input becomes an initializer
  * holding the given data, so the importer knows its values (a Reshape's
@@ -83,6 +117,16 @@ typedef struct hp_onnx_model {
  * which were taken (the caller may pass NULL).  The data is `fixed[i]`, or,
  * with `fixed` NULL, what read(e, read_ctx, i, &t) gives, asked only for a
  * name that is a graph input (the importer frees t). */
+/*
+ * Shapes and symbols given at import: shapes[i] is graph input
+ * shapes[i].name's shape (ONNX name or harp id): it replaces the input's
+ * dims (a static dim that disagrees, or another rank, is InputMismatch),
+ * and binds the dim_params it covers for every input that shares them.
+ * syms binds shape variables by their harp names ("batch",
+ * "p2o_DynamicDimension_0", "x_d2").  A shape naming no graph input is left
+ * alone: `shape_used[i]` says which were taken (may be NULL).
+ * shape_option is how messages spell the option ("--shape" when NULL).
+ * needs_data: see below; `harp run` retries with those inputs fixed. */
 typedef struct hp_onnx_opts {
   int nfixed;
   const char *const *fixed_names; /* ONNX names */
@@ -90,6 +134,16 @@ typedef struct hp_onnx_opts {
   hp_status (*read)(hp_error *e, void *read_ctx, int i, hp_tensor *out);
   void *read_ctx;
   bool *used;
+  int nshapes;
+  const hp_onnx_shape *shapes;
+  bool *shape_used;
+  const tiny_symtab *syms;
+  const char *shape_option;
+  /* Called (may be NULL) before the import fails because a node needs, as
+   * constants, values computed from graph input onnx_name (a shape, axes or
+   * pads fed as a graph input): fixing that input would let it fold. */
+  void (*needs_data)(void *needs_ctx, const char *onnx_name);
+  void *needs_ctx;
 } hp_onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */
@@ -101,6 +155,40 @@ hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_op
 hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, const char *name, const hp_onnx_opts *o,
                                    hp_onnx_model *out);
 void hp_onnx_model_free(hp_onnx_model *m);
+
+/* What harp will and will not do with a model (harp check), found in one
+ * go: each list holds lines of text.  The import runs on to the end: a node
+ * that fails is recorded and the nodes reading its outputs are skipped. */
+typedef struct hp_onnx_report {
+  int64_t opset;
+  int nnodes, ngraphs;   /* nodes and graphs, nested ones included */
+  char **ops;            /* "Conv 64": every op type, in first-use order */
+  int nops;
+  char **unknown_ops;    /* "LSTM: 1 node, first node 79 \"LSTM_79\"" (nested graphs too) */
+  int nunknown;
+  char **types;          /* element types harp does not have: graph inputs, initializers */
+  int ntypes;
+  char **inputs;         /* each graph input: type, dims, its dynamic dims and how they are given */
+  int ninputs;
+  char **needs;          /* nodes that need a dynamic dim's value: the --shape to give */
+  int nneeds;
+  char **refused;        /* the other failures, each naming its node */
+  int nrefused;
+  int skipped;           /* nodes not tried: an input came from a failed one */
+  int ndynamic;          /* dynamic dims left without a value */
+  bool imports;          /* the import succeeded (and the lowering, every dim known) */
+} hp_onnx_report;
+
+/* Check path with the options (NULL: none) into *r (free it with
+ * hp_onnx_report_free).  Fails only when the file cannot be read or is
+ * not an ONNX model; the model's own problems are r's. */
+hp_status hp_onnx_check_file(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_report *r);
+void hp_onnx_report_free(hp_onnx_report *r);
+/* UnboundSymbol naming every graph input of m left with dynamic dims and
+ * the option that gives its shape (m->dyn's hints); HP_OK when none. */
+hp_status hp_onnx_require_shapes(hp_error *e, const hp_onnx_model *m);
+/* The identifier an ONNX name maps to, before "_2"-style renaming (above). */
+void hp_onnx_ident(const char *onnx_name, char out[128]);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */
 const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name);
 

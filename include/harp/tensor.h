@@ -40,6 +40,8 @@ float hp_bf16_to_f32(uint16_t h);
  * bf16 is read from '<f4' and rounded; any other difference is InputMismatch.
  * Pass -1 to accept what the file holds. */
 hp_status hp_npy_read(hp_error *e, const char *path, int want_dtype, hp_tensor *out);
+/* Only the rank and shape of a .npy file (its header; any dtype). */
+hp_status hp_npy_read_shape(hp_error *e, const char *path, int *rank, int64_t *shape);
 /* Parse from memory (name is used in messages). */
 hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out);
 /* .npy write, atomically (temp file + rename).  bf16 is written as '<f4'. */

@@ -96,6 +96,8 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       if (!strcmp(name, "param")) o->params[o->nparams++] = nm;
     } else if (!strcmp(name, "sym")) {
       if (tiny_symtab_parse_assign(e, &o->syms, v)) return cli_report(e);
+    } else if (!strcmp(name, "shape")) {
+      if (cli_add_shape(o, v, e)) return cli_report(e);
     } else if (!strcmp(name, "out")) {
       o->out_dir = v;
     } else if (!strcmp(name, "dump-dir")) {
@@ -138,7 +140,19 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
   return 0;
 }
 
+hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e) {
+  if (o->nshapes >= CLI_MAX_LIST) return hp_fail(e, HP_E_USAGE, NULL, "too many --shape options");
+  if (!o->shapes && !(o->shapes = hp_xcalloc(CLI_MAX_LIST, sizeof *o->shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (hp_onnx_parse_shape(e, spec, &o->shapes[o->nshapes])) return e->code;
+  for (int k = 0; k < o->nshapes; k++)
+    if (!strcmp(o->shapes[k].name, o->shapes[o->nshapes].name))
+      return hp_fail(e, HP_E_USAGE, NULL, "--shape %s is given twice", o->shapes[k].name);
+  o->nshapes++;
+  return HP_OK;
+}
+
 void cli_opts_free(cli_opts *o) {
+  free(o->shapes);
   for (int i = 0; i < o->ninputs; i++) free((char *)o->input_names[i]);
   for (int i = 0; i < o->ndumps; i++) free((char *)o->dumps[i]);
   for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i]);
@@ -181,6 +195,8 @@ static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state,
 
 hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {
   const char *path = o->model, *ext = ext_of(path);
+  if (o->nshapes && strcmp(ext, ".onnx") != 0)
+    return hp_fail(e, HP_E_USAGE, NULL, "--shape gives an ONNX graph input's shape; a %s model binds its symbols with --sym", ext);
   if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
   if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
   if (!strcmp(ext, ".onnx")) {
@@ -218,6 +234,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   for (int i = 0; i < o->syms.n; i++)
     if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
   tiny_symtab_init(&m->defaults);
+  o->need_shapes = need_inputs; /* run, bench, compile, tune: every dim concrete */
   if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
   /* ONNX names on the command line ("input.1") are the ids they map to */

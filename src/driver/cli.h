@@ -32,6 +32,10 @@ typedef struct cli_opts {
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
+  struct hp_onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
+  int nshapes;
+  bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
+  bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -54,6 +58,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * string of the option names the command accepts, e.g. "input sym out dump". */
 int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e);
 void cli_opts_free(cli_opts *o);
+/* --shape NAME=1x3x224x224: one more given shape. */
+hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e);
 
 /* Load MODEL by extension, bind symbols (--sym, then input files, then model
  * defaults), read or generate inputs, and prepare the graph.  With
@@ -97,6 +103,11 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 /* .onnx models (cmd_frontend.c): import, lower; *onnx holds the weights
  * and the name map (its program is the model's). */
 struct hp_onnx_model;
+struct hp_onnx_shape;
+/* The shapes known before an import: --shape, then the --input files'
+ * (loose); *shapes malloc'd.  The reader of --param k's file (ctx: o). */
+hp_status cli_given_shapes(hp_error *e, const cli_opts *o, struct hp_onnx_shape **shapes, int *n);
+hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out);
 hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
 
 /* --plan and --dump plan (cli_plan.c). */
@@ -132,5 +143,6 @@ char *cli_json_quote(const char *s);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

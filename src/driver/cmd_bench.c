@@ -41,6 +41,8 @@ static const char bench_help[] =
     "                       left them); cuda, each launch in its place in\n"
     "                       --repeat runs (device events between launches)\n"
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
+    "  --shape NAME=DIMS    an ONNX graph input's shape (x=1x3x640x640; repeatable):\n"
+    "                       a dynamic dim needs it, an --input file or --sym\n"
     "  --input NAME=FILE    use this tensor for input NAME\n"
     "  --param NAME=FILE    a weight (its transfer is not timed)\n"
     "  --seed N             seed of the random inputs (default 1)\n"
@@ -322,7 +324,7 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym seed backend target precision plan dump dump-dir", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym shape seed backend target precision plan dump dump-dir", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);

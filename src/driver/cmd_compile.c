@@ -45,6 +45,8 @@ static const char compile_help[] =
     "  --param NAME=FILE.npy  a weight: baked into weights.bin (repeatable)\n"
     "  --input NAME=FILE.npy  an example input (binds its shape symbols)\n"
     "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
+    "  --shape NAME=DIMS      an ONNX graph input's shape (x=1x3x640x640; repeatable):\n"
+    "                         a dynamic dim needs it, an --input file or --sym\n"
     "  --seed N               seed of the random example inputs (default 1)\n";
 
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
@@ -277,7 +279,7 @@ int cmd_compile(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "compile", "target precision out sym input param seed", &o, &e);
+  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

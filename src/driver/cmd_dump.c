@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char dump_help[] =
-    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--target T] [--plan P]\n\n"
+    "usage: harp dump MODEL --dump LIST [--dump-dir DIR] [--sym NAME=INT]... [--shape NAME=DIMS]... [--target T] [--plan P]\n\n"
     "MODEL is chosen by extension: .json, .harp, .onnx.\n"
     "Write the intermediate representations named in LIST (comma-separated):\n"
     "  frontend    the high-level graph of a .harp model (JSON)\n"
@@ -28,7 +28,8 @@ static const char dump_help[] =
     "--target cpu|sm80|sm90 picks the machine regions are formed for; gpu and cu\n"
     "take sm80 (the default for them) or sm90, and --precision tf32|fp32|fp16|bf16\n"
     "(how fp32 contractions compute; default tf32).  Neither needs a GPU or NVRTC.\n"
-    "Symbols without a value stay symbolic where the layer allows it.\n"
+    "Symbols without a value stay symbolic where the layer allows it; --shape\n"
+    "gives an ONNX graph input's shape at import (docs/onnx.md).\n"
     "DIR defaults to the current directory.\n";
 
 int cmd_dump(int argc, char **argv) {
@@ -39,7 +40,7 @@ int cmd_dump(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym dump dump-dir target precision plan", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym shape dump dump-dir target precision plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

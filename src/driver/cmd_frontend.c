@@ -56,24 +56,73 @@ hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_sym
 
 /* --param k's file, read only when the importer finds a graph input of
  * that name (an initializer's --param is read once, as a weight, later) */
-static hp_status read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
+hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
   const cli_opts *o = ctx;
   for (int i = 0; i < o->ninputs; i++)
     if (o->input_names[i] == o->params[k]) return hp_npy_read(e, o->input_files[i], -1, out);
   return hp_fail(e, HP_E_INTERNAL, o->params[k], "--param without its file");
 }
 
-/* --param NAME=FILE naming a graph input (not an initializer): fixed at
- * import, so an integer input (a shape, axes, pads) folds as an initializer
- * would; it leaves o's --input list, since the model no longer has it. */
-hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
-  *onnx = hp_xcalloc(1, sizeof **onnx);
-  if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  int n = o->nparams;
-  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used);
-  hp_status st = used ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used};
-  if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, *onnx);
+/* The shapes known before the import: --shape, then the --input files'
+ * (a --param file is data fixed at import instead; an unreadable file is
+ * left to the data's reading).  shapes[0..*n). */
+hp_status cli_given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **shapes, int *n) {
+  *n = 0;
+  if (!(*shapes = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < o->nshapes; k++) (*shapes)[(*n)++] = o->shapes[k];
+  for (int k = 0; k < o->ninputs; k++) {
+    bool param = false;
+    for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
+    if (param) continue;
+    hp_onnx_shape *s = &(*shapes)[*n];
+    if (hp_npy_read_shape(e, o->input_files[k], &s->rank, s->dims)) { /* reported when the data is read */
+      hp_error_clear(e);
+      continue;
+    }
+    snprintf(s->name, sizeof s->name, "%s", o->input_names[k]);
+    s->loose = true; /* a misfit is the data's error, found when it is bound */
+    (*n)++;
+  }
+  return HP_OK;
+}
+
+/* needs_data (harp run): a graph input given by --input whose values a
+ * node needs at import becomes a --param, fixed at import on the retry. */
+typedef struct {
+  cli_opts *o;
+  bool added;
+} needs_ctx;
+
+static void on_needs(void *ctx, const char *name) {
+  needs_ctx *nc = ctx;
+  cli_opts *o = nc->o;
+  char id[128];
+  hp_onnx_ident(name, id);
+  for (int k = 0; k < o->ninputs && o->nparams < CLI_MAX_LIST; k++) {
+    if (strcmp(o->input_names[k], name) != 0 && strcmp(o->input_names[k], id) != 0) continue;
+    bool param = false;
+    for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
+    if (!param) o->params[o->nparams++] = o->input_names[k], nc->added = true;
+  }
+}
+
+/* One import: --param NAME=FILE naming a graph input (not an initializer)
+ * is fixed at import, so an integer input (a shape, axes, pads) folds as an
+ * initializer would, and it leaves o's --input list, since the model no
+ * longer has it; --shape, the --input files' shapes and --sym are given at
+ * import too: the importer specialises on them (docs/onnx.md). */
+static hp_status import_once(hp_error *e, cli_opts *o, hp_onnx_model *onnx, needs_ctx *nc) {
+  int n = o->nparams, ns = 0;
+  hp_onnx_shape *shapes = NULL;
+  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used), *sused = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
+  hp_status st = used && sused ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
+  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
+                     .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
+                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc};
+  if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, onnx);
+  for (int k = 0; k < o->nshapes && !st; k++)
+    if (!sused[k]) st = hp_fail(e, HP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
   for (int k = n - 1; k >= 0 && !st; k--) {
     if (!used[k]) continue;
     for (int i = 0; i < o->ninputs; i++)
@@ -88,6 +137,23 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
     o->nparams--;
   }
   free(used);
+  free(sused);
+  free(shapes);
+  return st;
+}
+
+/* Import (harp run: again, with the --input data a node needed fixed, as
+ * often as that adds an input), then lower. */
+hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
+  *onnx = hp_xcalloc(1, sizeof **onnx);
+  if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  needs_ctx nc = {o, false};
+  hp_status st;
+  while ((st = import_once(e, o, *onnx, o->fix_needed ? &nc : NULL)) && nc.added) {
+    hp_error_clear(e);
+    nc.added = false;
+  }
+  if (!st && o->need_shapes) st = hp_onnx_require_shapes(e, *onnx); /* no silent default */
   if (st) return st;
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }
@@ -135,7 +201,7 @@ int cmd_decompile(int argc, char **argv) {
 
 /* ---- harp viz ---------------------------------------------------------------------- */
 static const char viz_help[] =
-    "usage: harp viz MODEL --stage frontend|tiny|region -o FILE.{dot,svg,png} [--sym NAME=INT]...\n\n"
+    "usage: harp viz MODEL --stage frontend|tiny|region -o FILE.{dot,svg,png} [--sym NAME=INT]... [--shape NAME=DIMS]...\n\n"
     "Draw a stage of MODEL as a Graphviz graph:\n"
     "  frontend  the high-level graph (.harp models), one cluster per graph\n"
     "  tiny      the normalized Tiny IR\n"
@@ -239,7 +305,7 @@ int cmd_viz(int argc, char **argv) {
       cli_opts_free(&o);
       return 0;
     }
-    if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--stage") || !strcmp(a, "--sym")) {
+    if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--stage") || !strcmp(a, "--sym") || !strcmp(a, "--shape")) {
       if (i + 1 >= argc) {
         rc = cli_usage_error("viz", "%s needs a value", a);
         break;
@@ -248,6 +314,8 @@ int cmd_viz(int argc, char **argv) {
       if (!strcmp(a, "--stage")) stage = v;
       else if (!strcmp(a, "--sym")) {
         if (tiny_symtab_parse_assign(&e, &o.syms, v)) rc = cli_report(&e);
+      } else if (!strcmp(a, "--shape")) {
+        if (cli_add_shape(&o, v, &e)) rc = cli_report(&e);
       } else out = v;
     } else if (a[0] == '-') {
       rc = cli_usage_error("viz", "unknown option '%s'", a);

@@ -25,10 +25,16 @@ static const char run_help[] =
     "                         where a kernel takes it packed); the file as for --input\n"
     "                         (bench and compile take the same flag); on an ONNX\n"
     "                         graph input: fixed at import (a shape or axes input\n"
-    "                         then folds like an initializer)\n"
+    "                         then folds like an initializer); an integer --input\n"
+    "                         whose values a node needs at import (a shape, axes,\n"
+    "                         pads fed at run time) is fixed so for this run\n"
     "  --random-inputs        fill inputs not given with --input from a seeded RNG\n"
     "  --seed N               seed for --random-inputs (default 1)\n"
     "  --sym NAME=INT         bind a shape symbol no input fixes (repeatable)\n"
+    "  --shape NAME=DIMS      an ONNX graph input's shape, e.g. x=1x3x640x640\n"
+    "                         (repeatable): the import specialises on it, as on\n"
+    "                         the --input files' shapes and --sym; a dynamic dim\n"
+    "                         must be given one of these ways (docs/onnx.md)\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
     "  --backend B            cpu (default: generated C, compiled with the system\n"
@@ -73,7 +79,7 @@ int cmd_run(int argc, char **argv) {
       for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
       argc--, i--;
     }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym out outputs backend target precision dump dump-dir plan", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -82,6 +88,7 @@ int cmd_run(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("run", "no MODEL given");
   }
+  o.fix_needed = true; /* one run: an integer --input a node needs at import is fixed there */
   const char *backend = o.backend ? o.backend : "cpu";
   if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0 &&
       strcmp(backend, "cuda") != 0) {

@@ -26,6 +26,7 @@ static const char tune_help[] =
     "options:\n"
     "  --backend B          cpu (the only one that tunes)\n"
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
+    "  --shape NAME=DIMS    an ONNX graph input's shape (x=1x3x640x640; repeatable)\n"
     "  --input NAME=FILE    use this tensor for input NAME; --param NAME=FILE a weight\n"
     "  --seed N             seed of the random inputs (default 1)\n"
     "  --budget N           points per region (default 12, at most 20)\n"
@@ -109,7 +110,7 @@ int cmd_tune(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "tune", "input param sym seed backend", &o, &e);
+  int rc = cli_parse(nrest, rest, "tune", "input param sym shape seed backend", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);

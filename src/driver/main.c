@@ -23,6 +23,7 @@ static const command commands[] = {
     {"viz", cmd_viz, "draw a model (frontend, tiny or region stage) as Graphviz DOT/SVG/PNG"},
     {"plan", cmd_plan, "check a Schedule Plan and convert it between JSON and DSL"},
     {"tune", cmd_tune, "measure the plan search space, cache the best plan per region"},
+    {"check", cmd_check, "say what harp will and will not do with an ONNX model, in one go"},
 };
 
 static void usage(FILE *f) {

@@ -15,6 +15,7 @@
  * multiple of H_kv) repeat each K / V head.  nonpad_kv_seqlen and the
  * sliding windows are refused. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -26,8 +27,9 @@ static hp_status dim_of(ox_ctx *c, hp_val v, int i, const char *what, int64_t *o
   const fe_shape *s = ox_shape_of(c, v);
   if (i >= s->rank) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "Attention: %s is axis %d of a rank-%d input", what, i, s->rank);
   const fe_dim *d = s->d[i];
-  if (fe_dim_is_int(d, out)) return HP_OK;
-  return ox_fail(c, HP_E_UNSUPPORTED, "Attention needs %s (%s) known at import", what, d->text);
+  char w[96];
+  snprintf(w, sizeof w, "Attention's %s", what);
+  return ox_known(c, d, w, out);
 }
 
 /* [B, S, H*D] -> [B, H, S, D] */

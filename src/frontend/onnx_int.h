@@ -8,8 +8,15 @@
 #include "onnx.pb-c.h"
 
 /* Integer constants are kept as dims (fe_dim: an integer, or an expression
- * of shape variables once Shape has read a symbolic dim) up to this count. */
+ * of shape variables once Shape has read a symbolic dim) up to this count;
+ * a larger integer initializer is an int32 weight. */
 #define OX_MAX_INT_CONST 65536
+/* Float tensors computed at import (onnx_fold.c: an anchor grid, a
+ * positional table) up to this count; a larger result is built as graph
+ * ops instead.  Float constants of at most OX_FOLD_SMALL elements (scalars,
+ * scales) take part in folding too; larger ones are weights. */
+#define OX_MAX_FOLD ((int64_t)1 << 20)
+#define OX_FOLD_SMALL 64
 /* One dim of a model's input or initializer; the product of an input's. */
 #define OX_MAX_DIM ((int64_t)INT32_MAX)
 #define OX_MAX_NUMEL ((int64_t)1 << 34)
@@ -36,6 +43,9 @@ typedef struct ox_val {
   int64_t in;
   const fe_dim **iv;
   bool is_init;     /* an initializer (a weight when read as a tensor) */
+  bool derived;     /* has_t computed at import (onnx_fold.c): folded further, whatever its size */
+  bool dyn;         /* computed from the graph inputs' shapes (Shape, Size and what folds from them) */
+  bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
@@ -46,6 +56,14 @@ typedef struct ox_val {
   int gstage;
   bool ghasx;
 } ox_val;
+
+/* A graph input as the model declares it, for messages (onnx_shapes.c). */
+typedef struct ox_gin {
+  const char *name;               /* ONNX name */
+  int rank;
+  const fe_dim *d[TINY_MAX_RANK]; /* as imported: an integer, or a dynamic dim's shape variable */
+  const char *param[TINY_MAX_RANK]; /* a dynamic dim's dim_param (NULL: none) */
+} ox_gin;
 
 typedef struct ox_ctx {
   hp_error *e;
@@ -66,6 +84,12 @@ typedef struct ox_ctx {
   int wcap, ncap;
   const hp_onnx_opts *opts; /* graph inputs fixed at import (NULL: none) */
   const char *dir;          /* the model file's directory (external data); NULL from memory */
+  /* graph inputs and their shapes (onnx_shapes.c) */
+  ox_gin *gins;
+  int ngins, gincap;
+  hp_strmap bound;          /* dim_param -> value, from opts' shapes and syms */
+  bool *taken;              /* opts->shapes[k] is substituted for its graph input */
+  hp_onnx_report *report;   /* harp check: record a failure and go on (onnx_check.c) */
 } ox_ctx;
 
 /* onnx_load.c */
@@ -110,8 +134,64 @@ hp_status ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int cap, int *
 /* string: dflt when absent */
 hp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, int cap);
 
+/* An ONNX name as a harp identifier, not registered (see ox_ident). */
+void ox_sanitize(const char *onnx_name, char out[128]);
+/* A name as it may appear in a message: printable ASCII, shortened. */
+void ox_printable(const char *s, char *out, int cap);
+/* Record that ONNX name onnx maps to harp identifier id (m->names). */
+hp_status ox_add_name(ox_ctx *c, const char *onnx, const char *id);
+
+/* onnx_shapes.c: graph inputs' shapes.  ox_bind_given checks opts' shapes
+ * and syms against the graph's inputs and records the dim_params they bind
+ * (before any input is imported); ox_input_dims gives input vi's dims (id:
+ * its harp name), concrete where given, shape variables where dynamic;
+ * ox_dyn_list fills m->dyn with the dims left dynamic. */
+hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp);
+/* A declared dim: a value (*v), a dim_param (*param), or anonymous (-1, "?", "", none). */
+typedef enum { D_FIXED, D_PARAM, D_ANON } ox_dim_kind;
+ox_dim_kind ox_kind_of(const Onnx__TensorShapeProto__Dimension *d, int64_t *v, const char **param);
+hp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *id, int *rank, tiny_dim *dims);
+hp_status ox_dyn_list(ox_ctx *c);
+/* Fail (UnboundSymbol) because the current node needs d, which is symbolic,
+ * as a number: `what` says what it is ("the size of axis 2"); the message
+ * names the graph inputs d depends on and the option giving their shapes. */
+hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what);
+/* Tell opts->needs_data which graph inputs x is computed from (a node
+ * needs x's values at import and x is not known). */
+void ox_needs_data(ox_ctx *c, const ox_val *x);
+/* "--shape x=<batch>x3x<?>x<?>": option, the input's name, its dims (-1:
+ * dynamic, named params[i] or "?") into buf. */
+void ox_shape_hint(const char *option, const char *name, int rank, const int64_t *dims, const char *const *params, char *buf, size_t cap);
+/* d's value, or ox_need_value's failure. */
+hp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out);
+
+/* onnx_fold.c: evaluate the current node at import when every input is
+ * known (integers, maybe symbolic, and small or computed float tensors);
+ * *done says whether it took the node (else the op's mapping builds it). */
+hp_status ox_fold(ox_ctx *c, bool *done);
+/* Unsqueeze (un) / Squeeze of the dims `in`: the new dims (onnx_ops.c). */
+hp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out);
+
+/* onnx_load.c: the model file parsed (*dir: its directory, malloc'd);
+ * imported (mp freed), with report: go on past failures (harp check);
+ * one node: its domain, then its op's mapping. */
+hp_status ox_read_model(hp_error *e, const char *path, Onnx__ModelProto **mp, char **dir);
+hp_status ox_import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
+                          hp_onnx_report *report, hp_onnx_model *out);
+hp_status ox_import_node(ox_ctx *c);
+ox_val *ox_new_val(ox_ctx *c, const char *name);
+
+/* onnx_check.c (harp check, c->report set): import the current node,
+ * recording a failure and marking its outputs bad (a node reading a bad
+ * value is skipped); ox_check_value_failed: a graph input or initializer
+ * that failed (name: its ONNX name). */
+hp_status ox_check_node(ox_ctx *c);
+hp_status ox_check_value_failed(ox_ctx *c, const char *name, int oty);
+
 /* onnx_ops.c */
 hp_status ox_node(ox_ctx *c);
+/* Whether harp maps op type `op` (of the default domain). */
+bool ox_op_known(const char *op);
 /* helpers shared with onnx_nn.c */
 const fe_shape *ox_shape_of(ox_ctx *c, hp_val v);
 int ox_rank_of(ox_ctx *c, hp_val v);

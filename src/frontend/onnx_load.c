@@ -18,7 +18,7 @@
 #define MAX_MODEL_BYTES ((size_t)2 << 30)
 
 /* A name as it may appear in a message: printable ASCII, shortened. */
-static void printable(const char *s, char *out, int cap) {
+void ox_printable(const char *s, char *out, int cap) {
   int k = 0;
   for (; s && *s && k + 4 < cap; s++) out[k++] = (*s >= 32 && *s < 127 && *s != '"') ? *s : '?';
   if (s && *s) out[k++] = '.', out[k++] = '.', out[k++] = '.';
@@ -33,8 +33,8 @@ hp_status ox_fail(ox_ctx *c, hp_status code, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (!c->node) return hp_fail_at(c->e, code, c->file, 0, 0, "%s", msg);
-  printable(c->node->name, nm, sizeof nm);
-  printable(c->node->op_type, op, sizeof op);
+  ox_printable(c->node->name, nm, sizeof nm);
+  ox_printable(c->node->op_type, op, sizeof op);
   return hp_fail_at(c->e, code, c->file, 0, 0, "node %d \"%s\" (%s): %s", c->node_index, nm, op, msg);
 }
 
@@ -46,8 +46,7 @@ hp_status ox_check(ox_ctx *c, hp_val v) {
 }
 
 /* ---- names -------------------------------------------------------------------- */
-const char *ox_ident(ox_ctx *c, const char *onnx_name) {
-  char base[128];
+void ox_sanitize(const char *onnx_name, char base[128]) {
   int k = 0;
   const char *s = onnx_name ? onnx_name : "";
   if (!*s || (*s >= '0' && *s <= '9')) base[k++] = '_';
@@ -56,6 +55,13 @@ const char *ox_ident(ox_ctx *c, const char *onnx_name) {
     base[k++] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_') ? ch : '_';
   }
   base[k] = 0;
+}
+
+void hp_onnx_ident(const char *onnx_name, char out[128]) { ox_sanitize(onnx_name, out); }
+
+const char *ox_ident(ox_ctx *c, const char *onnx_name) {
+  char base[128];
+  ox_sanitize(onnx_name, base);
   const char *id = hp_arena_strdup(c->A, base);
   for (int n = 2; id && hp_strmap_find(&c->ids, id); n++) id = hp_arena_printf(c->A, "%s_%d", base, n);
   if (!id || !hp_strmap_put(&c->ids, id, 1)) {
@@ -65,7 +71,7 @@ const char *ox_ident(ox_ctx *c, const char *onnx_name) {
   return id;
 }
 
-static hp_status add_name(ox_ctx *c, const char *onnx, const char *id) {
+hp_status ox_add_name(ox_ctx *c, const char *onnx, const char *id) {
   hp_onnx_model *m = c->m;
   if (m->nnames == c->ncap) {
     int cap = c->ncap ? 2 * c->ncap : 16;
@@ -131,9 +137,17 @@ static int64_t raw_int(const uint8_t *p, int oty, int64_t i) {
   }
 }
 
+/* Element i of integer tensor tp (raw: its raw_data, or NULL). */
+static int64_t int_at(const Onnx__TensorProto *tp, const uint8_t *raw, int oty, int64_t i) {
+  if (raw) return raw_int(raw, oty, i);
+  if (oty == OX_INT64) return tp->int64_data[i];
+  if (oty == OX_UINT32 || oty == OX_UINT64) return (int64_t)tp->uint64_data[i];
+  return tp->int32_data[i];
+}
+
 hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x) {
   char nm[96];
-  printable(tp->name ? tp->name : what, nm, sizeof nm);
+  ox_printable(tp->name ? tp->name : what, nm, sizeof nm);
   if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) || tp->n_external_data) {
     if (!c->dir)
       return ox_fail(c, HP_E_UNSUPPORTED, "tensor \"%s\" keeps its data in an external file; a model read from memory has "
@@ -184,17 +198,27 @@ hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *w
   x->oty = oty;
   x->irank = (int)tp->n_dims;
   for (size_t i = 0; i < tp->n_dims; i++) x->ishape[i] = tp->dims[i];
+  if (is_int_type(oty) && n > OX_MAX_INT_CONST) { /* too many to fold: an int32 weight (a table, quantized data) */
+    if (hp_tensor_alloc(c->e, &x->t, TINY_I32, (int)tp->n_dims, tp->dims)) return c->e->code;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = int_at(tp, raw, oty, i);
+      if (v < INT32_MIN || v > INT32_MAX) {
+        hp_tensor_free(&x->t);
+        return ox_fail(c, HP_E_LIMIT, "integer tensor \"%s\" holds %" PRId64 " at %" PRId64 ", outside int32 (harp keeps an integer tensor of more "
+                       "than %d elements as an int32 weight)", nm, v, i, OX_MAX_INT_CONST);
+      }
+      ((int32_t *)x->t.data)[i] = (int32_t)v;
+    }
+    x->has_t = true;
+    return HP_OK;
+  }
   if (is_int_type(oty)) {
-    if (n > OX_MAX_INT_CONST)
-      return ox_fail(c, HP_E_UNSUPPORTED, "integer tensor \"%s\" has %" PRId64 " elements (harp folds at most %d)", nm, n, OX_MAX_INT_CONST);
     x->has_i = true;
     x->in = n;
     x->iv = hp_arena_alloc(c->A, sizeof *x->iv * (size_t)(n ? n : 1));
     if (!x->iv) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < n; i++) {
-      int64_t v = raw ? raw_int(raw, oty, i)
-                      : oty == OX_INT64 ? tp->int64_data[i]
-                      : (oty == OX_UINT32 || oty == OX_UINT64) ? (int64_t)tp->uint64_data[i] : tp->int32_data[i];
+      int64_t v = int_at(tp, raw, oty, i);
       /* INT64_MAX ("to the end") and the like: far beyond any dim, and in
        * the range dims compute in */
       if (v > ((int64_t)1 << 50)) v = (int64_t)1 << 50;
@@ -232,14 +256,14 @@ hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *w
 }
 
 /* ---- the value table --------------------------------------------------------------- */
-static ox_val *new_val(ox_ctx *c, const char *name) {
+ox_val *ox_new_val(ox_ctx *c, const char *name) {
   if (!name || !*name) {
     ox_fail(c, HP_E_INVALID_ARG, "a value has an empty name");
     return NULL;
   }
   if (hp_strmap_find(&c->byname, name)) {
     char nm[96];
-    printable(name, nm, sizeof nm);
+    ox_printable(name, nm, sizeof nm);
     ox_fail(c, HP_E_DUPLICATE_ID, "value \"%s\" is defined twice", nm);
     return NULL;
   }
@@ -279,7 +303,7 @@ ox_val *ox_in(ox_ctx *c, int i, bool *failed) {
   ox_val *x = find_val(c, c->node->input[i]);
   if (!x) {
     char nm[96];
-    printable(c->node->input[i], nm, sizeof nm);
+    ox_printable(c->node->input[i], nm, sizeof nm);
     ox_fail(c, HP_E_DANGLING, "input %d \"%s\" is not defined by an earlier node, an initializer or a graph input", i, nm);
     if (failed) *failed = true;
   }
@@ -321,10 +345,12 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
     if (hp_tensor_alloc(c->e, &t, dt, x->irank, x->ishape)) return -1;
     for (int64_t i = 0; i < x->in; i++) {
       int64_t v;
-      if (!fe_dim_is_int(x->iv[i], &v)) {
+      if (!fe_dim_is_int(x->iv[i], &v)) { /* a size read from a dynamic dim, used as data */
+        char nm[96], what[160];
         hp_tensor_free(&t);
-        ox_fail(c, HP_E_UNSUPPORTED, "value \"%s\" is computed from a symbolic shape (%s) and cannot be used as a tensor",
-                x->name, x->iv[i]->text);
+        ox_printable(x->name, nm, sizeof nm);
+        snprintf(what, sizeof what, "value \"%s\" (used as a tensor)", nm);
+        ox_need_value(c, x->iv[i], what);
         return -1;
       }
       if (v < INT32_MIN || v > INT32_MAX) {
@@ -341,7 +367,10 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
       hp_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;
     }
-  } else {
+  } else if (hp_tensor_numel(&x->t) <= OX_FOLD_SMALL) { /* a scalar or a scale, still folded on (onnx_fold.c): a copy */
+    if (hp_tensor_alloc(c->e, &t, x->t.dtype, x->t.rank, x->t.shape)) return -1;
+    if (t.nbytes) memcpy(t.data, x->t.data, t.nbytes);
+  } else { /* a weight (a larger computed one too): moved, not held twice; no longer folded */
     t = x->t;
     memset(&x->t, 0, sizeof x->t);
     x->has_t = false;
@@ -350,7 +379,7 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
   tiny_dim dims[TINY_MAX_RANK];
   for (int i = 0; i < t.rank; i++) dims[i] = tiny_dim_int(t.shape[i]);
   hp_val v = id ? hp_input(c->g, id, t.dtype, t.rank, dims) : -1;
-  if (ox_check(c, v) || add_name(c, x->name, id) || add_weight(c, id, &t)) {
+  if (ox_check(c, v) || ox_add_name(c, x->name, id) || add_weight(c, id, &t)) {
     hp_tensor_free(&t);
     return -1;
   }
@@ -382,7 +411,7 @@ hp_val ox_tensor(ox_ctx *c, int i) {
 
 static ox_val *out_val(ox_ctx *c, int i) {
   if (i >= (int)c->node->n_output || !c->node->output[i][0]) return NULL; /* an unused optional output */
-  return new_val(c, c->node->output[i]);
+  return ox_new_val(c, c->node->output[i]);
 }
 
 hp_status ox_def(ox_ctx *c, int i, hp_val v) {
@@ -504,7 +533,7 @@ static hp_status check_opsets(ox_ctx *c, const Onnx__ModelProto *mp) {
 /* A graph input's tensor type (nm: its printable name); NULL, failed, if it
  * is not a tensor. */
 static const Onnx__TypeProto__Tensor *input_type(ox_ctx *c, const Onnx__ValueInfoProto *vi, char nm[96]) {
-  printable(vi->name, nm, 96);
+  ox_printable(vi->name, nm, 96);
   const Onnx__TypeProto *tp = vi->type;
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) {
     ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" is not a tensor", nm);
@@ -513,6 +542,8 @@ static const Onnx__TypeProto__Tensor *input_type(ox_ctx *c, const Onnx__ValueInf
   return tp->tensor_type;
 }
 
+/* Graph input vi as a harp input: its dims are those given at import, or
+ * its own (dynamic ones as shape variables: onnx_shapes.c). */
 static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   char nm[96];
   const Onnx__TypeProto__Tensor *tt = input_type(c, vi, nm);
@@ -521,52 +552,17 @@ static hp_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
   if (!ox_dtype(tt->elem_type, &dt))
     return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has element type %s, which harp does not have", nm,
                    ox_type_name(tt->elem_type));
-  if (!tt->shape) return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" has no shape (harp needs its rank)", nm);
-  if ((int)tt->shape->n_dim > TINY_MAX_RANK)
-    return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has rank %zu (at most %d)", nm, tt->shape->n_dim, TINY_MAX_RANK);
   const char *id = ox_ident(c, vi->name);
   if (!id) return c->e->code;
   tiny_dim dims[TINY_MAX_RANK];
-  int64_t numel = 1;
-  for (size_t i = 0; i < tt->shape->n_dim; i++) {
-    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-      if (d->dim_value < 0 || d->dim_value > OX_MAX_DIM)
-        return ox_fail(c, HP_E_LIMIT, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, d->dim_value);
-      if (d->dim_value && numel > OX_MAX_NUMEL / d->dim_value)
-        return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has more than 2^34 elements", nm);
-      numel *= d->dim_value;
-      dims[i] = tiny_dim_int(d->dim_value);
-      continue;
-    }
-    /* a symbolic dim: one shape variable per distinct dim_param */
-    const char *sym;
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param && *d->dim_param) {
-      const char *key = d->dim_param;
-      int *have = key ? hp_strmap_find(&c->dimsyms, key) : NULL;
-      if (have) {
-        sym = c->m->names[*have].id;
-      } else {
-        sym = ox_ident(c, d->dim_param);
-        if (!sym || !key || add_name(c, d->dim_param, sym)) return c->e->code ? c->e->code : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-        if (!hp_strmap_put(&c->dimsyms, key, c->m->nnames - 1)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-      }
-    } else {
-      char buf[160];
-      snprintf(buf, sizeof buf, "%s_d%zu", id, i);
-      sym = ox_ident(c, buf);
-      if (!sym) return c->e->code;
-    }
-    /* default 1 (bound last, as a DSL graph<B=1>): bench and compile run without --sym */
-    if (fe_shape_var_index(c->g, sym) < 0 && hp_shape_var(c->g, sym, 1)) return ox_check(c, -1);
-    dims[i] = tiny_dim_sym(sym);
-  }
-  ox_val *x = new_val(c, vi->name);
+  int rank;
+  if (ox_input_dims(c, vi, id, &rank, dims)) return c->e->code;
+  ox_val *x = ox_new_val(c, vi->name);
   if (!x) return c->e->code;
   x->oty = tt->elem_type;
-  x->v = hp_input(c->g, id, dt, (int)tt->shape->n_dim, dims);
+  x->v = hp_input(c->g, id, dt, rank, dims);
   if (ox_check(c, x->v)) return c->e->code;
-  return add_name(c, vi->name, id);
+  return ox_add_name(c, vi->name, id);
 }
 
 /* The decoded initializer owns its elements now: the proto's copy goes, so
@@ -590,8 +586,9 @@ static hp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, int
   if (!tt) return c->e->code;
   int ety = tt->elem_type;
   bool ok = t->dtype == TINY_I32 ? ety == OX_INT64 || ety == OX_INT32
-            : t->dtype == TINY_FP32 ? ety == OX_FLOAT
+            : t->dtype == TINY_FP32 ? ety == OX_FLOAT || ety == OX_BFLOAT16 /* bf16 data comes as fp32 (.npy) */
             : t->dtype == TINY_FP16 ? ety == OX_FLOAT16
+            : t->dtype == TINY_BF16 ? ety == OX_BFLOAT16
             : t->dtype == TINY_BOOL && ety == OX_BOOL;
   if (!ok)
     return ox_fail(c, HP_E_INPUT_MISMATCH, "graph input \"%s\" is %s; the data fixed for it is %s", nm, ox_type_name(ety),
@@ -614,17 +611,22 @@ static hp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, int
   p.dims = dims;
   p.has_raw_data = 1;
   int64_t n = hp_tensor_numel(t);
-  int64_t *wide = NULL; /* int64 inputs: the i32 data widened */
+  int64_t *wide = NULL; /* int64 inputs: the i32 data widened; bf16 ones from fp32 data: rounded */
   if (ety == OX_INT64) {
     if (!(wide = hp_xmalloc(sizeof *wide * (size_t)(n ? n : 1)))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < n; i++) wide[i] = ((const int32_t *)t->data)[i];
     p.raw_data.data = (uint8_t *)wide;
     p.raw_data.len = sizeof *wide * (size_t)n;
+  } else if (ety == OX_BFLOAT16 && t->dtype == TINY_FP32) {
+    if (!(wide = hp_xmalloc(sizeof(uint16_t) * (size_t)(n ? n : 1)))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)wide)[i] = hp_f32_to_bf16(((const float *)t->data)[i]);
+    p.raw_data.data = (uint8_t *)wide;
+    p.raw_data.len = sizeof(uint16_t) * (size_t)n;
   } else {
     p.raw_data.data = t->data;
     p.raw_data.len = t->nbytes;
   }
-  ox_val *x = new_val(c, vi->name);
+  ox_val *x = ox_new_val(c, vi->name);
   hp_status st = x ? HP_OK : c->e->code;
   if (!st) {
     x->is_init = true;
@@ -652,15 +654,23 @@ static int fixed_index(const ox_ctx *c, const char *name) {
   return -1;
 }
 
+hp_status ox_import_node(ox_ctx *c) {
+  const char *dom = c->node->domain;
+  if (!c->node->op_type || !*c->node->op_type) return ox_fail(c, HP_E_INVALID_ARG, "the node has no op_type");
+  if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
+    return ox_fail(c, HP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
+  return ox_node(c);
+}
+
 static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   /* identifiers: graph inputs first, so that they keep their plain names */
   hp_strmap inits = {0};
-  hp_status st = HP_OK;
+  hp_status st = ox_bind_given(c, gp); /* the shapes and symbols given, before any input */
   size_t nv = gp->n_input + gp->n_initializer + 1;
   for (size_t i = 0; i < gp->n_node; i++) nv += gp->node[i]->n_output;
   if (nv > (size_t)INT32_MAX / 2) return ox_fail(c, HP_E_LIMIT, "too many values");
   c->vals = hp_xcalloc(nv, sizeof *c->vals);
-  if (!c->vals) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  if (!c->vals) return st ? st : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   c->cap = (int)nv;
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
     const char *n = gp->initializer[i]->name;
@@ -673,6 +683,7 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
     else if (!hp_strmap_find(&inits, vi->name)) { /* else: an initializer's default */
       int k = fixed_index(c, vi->name);
       st = k >= 0 ? fixed_input(c, vi, k) : graph_input(c, vi);
+      if (st && c->report) st = ox_check_value_failed(c, vi->name, vi->type && vi->type->tensor_type ? vi->type->tensor_type->elem_type : 0);
     }
   }
   hp_strmap_free(&inits);
@@ -683,11 +694,12 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_output && !st; i++)
     if (!(outid[i] = ox_ident(c, gp->output[i]->name))) st = c->e->code;
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
-    ox_val *x = new_val(c, gp->initializer[i]->name);
+    ox_val *x = ox_new_val(c, gp->initializer[i]->name);
     if (!x) return c->e->code;
     x->is_init = true;
     st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
     if (!st && x->has_t) drop_elements(gp->initializer[i]);
+    if (st && c->report) st = ox_check_value_failed(c, x->name, gp->initializer[i]->data_type); /* harp check: on */
   }
   if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
   c->gp = gp; /* the readers of each value, for the folds that look ahead */
@@ -697,25 +709,22 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   for (size_t i = 0; i < gp->n_node && !st; i++) {
     c->node = gp->node[i];
     c->node_index = (int)i;
-    const char *dom = c->node->domain;
-    if (!c->node->op_type || !*c->node->op_type) st = ox_fail(c, HP_E_INVALID_ARG, "the node has no op_type");
-    else if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
-      st = ox_fail(c, HP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
-    else st = ox_node(c);
+    st = c->report ? ox_check_node(c) : ox_import_node(c);
   }
   c->node = NULL;
   if (!st && gp->n_output == 0) st = ox_fail(c, HP_E_INVALID_ARG, "the graph has no outputs");
   for (size_t i = 0; i < gp->n_output && !st; i++) {
     const char *name = gp->output[i]->name;
     char nm[96];
-    printable(name, nm, sizeof nm);
+    ox_printable(name, nm, sizeof nm);
     ox_val *x = name ? find_val(c, name) : NULL;
     if (!x) return ox_fail(c, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
+    if (x->bad) continue; /* harp check: its node failed (recorded) */
     hp_val v = x->v <= 0 && !x->gstage && (x->has_t || x->has_i) ? const_value(c, x, false) : ox_value(c, x);
     if (v < 0) return c->e->code;
     if (ox_check(c, hp_output(c->g, outid[i], v))) return c->e->code;
   }
-  return st;
+  return st ? st : ox_dyn_list(c); /* the dims left dynamic, for the caller to bind */
 }
 
 static void model_free(hp_onnx_model *m) {
@@ -728,6 +737,8 @@ static void model_free(hp_onnx_model *m) {
   free(m->weights);
   for (int i = 0; i < m->nnames; i++) free(m->names[i].onnx), free(m->names[i].id);
   free(m->names);
+  for (int i = 0; i < m->ndyn; i++) free(m->dyn[i].input), free(m->dyn[i].sym), free(m->dyn[i].hint);
+  free(m->dyn);
   memset(m, 0, sizeof *m);
 }
 
@@ -756,10 +767,9 @@ static hp_status unpack(hp_error *e, const void *data, size_t len, const char *f
   return HP_OK;
 }
 
-/* Imports mp and frees it. */
-static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
-                              hp_onnx_model *out) {
-  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o, .dir = dir};
+hp_status ox_import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
+                          hp_onnx_report *report, hp_onnx_model *out) {
+  ox_ctx c = {.e = e, .file = file, .m = out, .opts = o, .dir = dir, .report = report};
   for (int k = 0; o && o->used && k < o->nfixed; k++) o->used[k] = false;
   hp_status st = HP_OK;
   out->program = hp_program_new();
@@ -771,13 +781,18 @@ static hp_status import_model(hp_error *e, Onnx__ModelProto *mp, const char *fil
   }
   out->opset = c.opset;
   if (!st) st = import_graph(&c, mp->graph);
-  if (!st) st = hp_program_check(e, out->program);
+  bool failed = report && (report->nrefused || report->nneeds || report->skipped); /* harp check: no whole graph */
+  if (!st && !failed) st = hp_program_check(e, out->program);
+  if (!st && failed) st = hp_fail(e, HP_E_UNSUPPORTED, NULL, "the import failed (the report lists why)");
   for (int i = 0; i < c.nvals; i++) hp_tensor_free(&c.vals[i].t);
   free(c.vals);
   hp_strmap_free(&c.byname);
   hp_strmap_free(&c.ids);
   hp_strmap_free(&c.dimsyms);
   hp_strmap_free(&c.uses);
+  hp_strmap_free(&c.bound);
+  free(c.gins);
+  free(c.taken);
   onnx__model_proto__free_unpacked(mp, NULL);
   if (st) model_free(out);
   return st;
@@ -789,7 +804,7 @@ hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, co
   const char *file = name ? name : "<onnx>";
   Onnx__ModelProto *mp;
   if (unpack(e, data, len, file, &mp)) return e->code;
-  return import_model(e, mp, file, NULL, o, out);
+  return ox_import_model(e, mp, file, NULL, o, NULL, out);
 }
 
 hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out) {
@@ -800,27 +815,35 @@ hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out) {
   return hp_onnx_load_file_opts(e, path, NULL, out);
 }
 
-hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out) {
-  memset(out, 0, sizeof *out);
+hp_status ox_read_model(hp_error *e, const char *path, Onnx__ModelProto **mp, char **dir) {
+  *mp = NULL, *dir = NULL;
   char *buf = NULL;
   size_t len = 0;
   if (hp_read_file(e, path, MAX_MODEL_BYTES, &buf, &len)) return e->code;
-  Onnx__ModelProto *mp;
-  hp_status st = unpack(e, buf, len, path, &mp);
+  hp_status st = unpack(e, buf, len, path, mp);
   free(buf); /* the proto holds copies of its bytes: the file is not needed through the import */
   if (st) return st;
   /* external data is found beside the model */
   const char *slash = strrchr(path, '/');
   size_t dl = slash ? (size_t)(slash - path) : 1;
-  char *dir = hp_xmalloc(dl + 2); /* "." or "/" fit too */
-  if (!dir) {
-    onnx__model_proto__free_unpacked(mp, NULL);
+  *dir = hp_xmalloc(dl + 2); /* "." or "/" fit too */
+  if (!*dir) {
+    onnx__model_proto__free_unpacked(*mp, NULL);
+    *mp = NULL;
     return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
-  if (slash) memcpy(dir, path, dl), dir[dl] = 0;
-  else strcpy(dir, ".");
-  if (slash == path) strcpy(dir, "/");
-  st = import_model(e, mp, path, dir, o, out);
+  if (slash) memcpy(*dir, path, dl), (*dir)[dl] = 0;
+  else strcpy(*dir, ".");
+  if (slash == path) strcpy(*dir, "/");
+  return HP_OK;
+}
+
+hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out) {
+  memset(out, 0, sizeof *out);
+  Onnx__ModelProto *mp;
+  char *dir;
+  if (ox_read_model(e, path, &mp, &dir)) return e->code;
+  hp_status st = ox_import_model(e, mp, path, dir, o, NULL, out);
   free(dir);
   return st;
 }

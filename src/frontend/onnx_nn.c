@@ -119,8 +119,9 @@ static hp_status window(ox_ctx *c, hp_val x, const int64_t *kernel, int nsp, win
     const fe_shape *s = ox_shape_of(c, x);
     for (int i = 0; i < 2; i++) {
       int64_t in;
-      if (!fe_dim_is_int(s->d[2 + i], &in))
-        return ox_fail(c, HP_E_UNSUPPORTED, "auto_pad=%s needs the spatial size known (it is %s)", ap, s->d[2 + i]->text);
+      char what[64];
+      snprintf(what, sizeof what, "the spatial size auto_pad=%s pads", ap);
+      if (ox_known(c, s->d[2 + i], what, &in)) return c->e->code;
       int64_t out = (in + w->s[i] - 1) / w->s[i];
       int64_t total = (out - 1) * w->s[i] + (w->k[i] - 1) * w->d[i] + 1 - in;
       if (total < 0) total = 0;
@@ -229,7 +230,7 @@ OP(Conv) {
   int64_t kernel[2], ks[8];
   int n;
   for (int i = 0; i < 2; i++)
-    if (!fe_dim_is_int(ws->d[2 + i], &kernel[i])) return ox_fail(c, HP_E_UNSUPPORTED, "the kernel size must be known");
+    if (ox_known(c, ws->d[2 + i], "the kernel size", &kernel[i])) return c->e->code;
   if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
   if (n >= 0 && (n != nsp || ks[0] != kernel[2 - nsp] || ks[nsp - 1] != kernel[1]))
     return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight's %" PRId64 "x%" PRId64, kernel[0], kernel[1]);
@@ -266,7 +267,7 @@ OP(BatchNormalization) {
   for (int i = 0; i < 4; i++) {
     ox_val *v = ox_in(c, i + 1, NULL);
     if (!v || !v->has_t || v->v > 0 || v->t.dtype != TINY_FP32 || v->t.rank != 1)
-      return ox_fail(c, HP_E_UNSUPPORTED, "scale, B, mean and var must be float32 constants of rank 1");
+      return ox_needs_data(c, v), ox_fail(c, HP_E_UNSUPPORTED, "scale, B, mean and var must be float32 constants of rank 1");
     p[i] = &v->t;
     if (p[i]->shape[0] != p[0]->shape[0]) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "scale, B, mean and var differ in length");
   }
@@ -341,8 +342,8 @@ static hp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
   for (int i = 0; i < 2; i++) {
     bool known = fe_dim_is_int(s->d[2 + i], &in[i]);
     if (!known && (ceil_mode || dilated || (!is_max && (w.pad[2 * i] || w.pad[2 * i + 1]) && !cip)))
-      return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the spatial size known",
-                     ceil_mode ? "ceil_mode" : dilated ? "dilated pooling" : "count_include_pad=0");
+      return ox_need_value(c, s->d[2 + i], ceil_mode ? "the spatial size (for ceil_mode)" : dilated ? "the spatial size (for dilated pooling)"
+                                                                                                    : "the spatial size (for count_include_pad=0)");
     if (!known) continue;
     int64_t span = in[i] + w.pad[2 * i] + w.pad[2 * i + 1] - ek[i];
     if (span < 0) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the window is larger than the padded input");
@@ -545,7 +546,7 @@ OP(GroupNormalization) {
       ox_attr_int(c, "stash_type", 1, &stash) || ox_need_rank(c, x, 3, TINY_MAX_RANK, "the input (N, C, ...)"))
     return c->e->code;
   const fe_shape xs = *ox_shape_of(c, x);
-  if (!fe_dim_is_int(xs.d[1], &ch)) return ox_fail(c, HP_E_UNSUPPORTED, "the channel count %s must be known at import", xs.d[1]->text);
+  if (ox_known(c, xs.d[1], "the channel count", &ch)) return c->e->code;
   if (groups < 1 || ch % groups) return ox_fail(c, HP_E_INVALID_ARG, "%" PRId64 " channels in %" PRId64 " groups", ch, groups);
   if (stash != 1) return ox_fail(c, HP_E_UNSUPPORTED, "stash_type %" PRId64 " (harp computes the statistics in float)", stash);
   const fe_dim *G = fe_dim_int(c->A, groups), *one = fe_dim_int(c->A, 1), *rest = fe_dim_int(c->A, ch / groups);
@@ -619,7 +620,8 @@ OP(CausalConvWithState) {
   if (!silu && strcmp(act, "none") != 0) return ox_fail(c, HP_E_INVALID_ARG, "activation \"%s\" (none, silu or swish)", act);
   if (ox_need_rank(c, x, 3, 3, "the input") || ox_need_rank(c, w, 3, 3, "the weight")) return c->e->code;
   const fe_shape xs = *ox_shape_of(c, x), ws = *ox_shape_of(c, w);
-  if (!fe_dim_is_int(ws.d[2], &k) || k < 1 || k > 64) return ox_fail(c, HP_E_UNSUPPORTED, "a kernel of %s taps (harp takes 1 to 64, known at import)", ws.d[2]->text);
+  if (ox_known(c, ws.d[2], "the kernel's tap count", &k)) return c->e->code;
+  if (k < 1 || k > 64) return ox_fail(c, HP_E_UNSUPPORTED, "a kernel of %" PRId64 " taps (harp takes 1 to 64)", k);
   if (fe_dim_cmp(ws.d[0], xs.d[1]) == FE_DIFF || !fe_dim_is_one(ws.d[1]))
     return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the weight must be [channels, 1, k] for %s channels", xs.d[1]->text);
   if (c->node->n_input > 2 && c->node->input[2][0] && (b = ox_tensor(c, 2)) < 0) return c->e->code;

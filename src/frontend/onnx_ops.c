@@ -50,13 +50,13 @@ static hp_status const_ints(ox_ctx *c, int i, const char *what, int64_t *out, in
   if (failed) return c->e->code;
   if (!x) return ox_fail(c, HP_E_ARITY, "input %d (%s) is required", i, what);
   if (!x->has_i)
-    return ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
+    return ox_needs_data(c, x), ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
                    "computation); harp does not take it at run time (a graph input can be fixed at import: --param NAME=FILE)", i, what);
   if (x->in > cap) return ox_fail(c, HP_E_LIMIT, "input %d (%s) has %" PRId64 " values (at most %d)", i, what, x->in, cap);
+  char w[96];
+  snprintf(w, sizeof w, "input %d (%s)", i, what);
   for (int64_t k = 0; k < x->in; k++)
-    if (!fe_dim_is_int(x->iv[k], &out[k]))
-      return ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) depends on the symbolic size %s; harp needs it known at import", i, what,
-                     x->iv[k]->text);
+    if (ox_known(c, x->iv[k], w, &out[k])) return c->e->code;
   *n = (int)x->in;
   return HP_OK;
 }
@@ -96,126 +96,6 @@ hp_val ox_operand(ox_ctx *c, int i, int other_rank) {
     return ox_check(c, r) ? -1 : r;
   }
   return ox_tensor(c, i);
-}
-
-/* ---- integer folding -------------------------------------------------------------- */
-static bool all_ints(ox_ctx *c) {
-  if (c->node->n_input == 0) return false;
-  for (size_t i = 0; i < c->node->n_input; i++) {
-    if (!c->node->input[i][0]) continue;
-    ox_val *x = ox_in(c, (int)i, NULL);
-    if (!x || !x->has_i || x->v > 0) return false;
-  }
-  return true;
-}
-
-static const fe_dim *fold_bin(ox_ctx *c, const char *op, const fe_dim *a, const fe_dim *b) {
-  int64_t x, y;
-  bool ia = fe_dim_is_int(a, &x), ib = fe_dim_is_int(b, &y);
-  if (!strcmp(op, "Add")) return fe_dim_add(c->A, a, b);
-  if (!strcmp(op, "Sub")) return fe_dim_sub(c->A, a, b);
-  if (!strcmp(op, "Mul")) return fe_dim_mul(c->A, a, b);
-  if (!strcmp(op, "Div")) {
-    if (ia && ib) return y && (y != -1 || x != INT64_MIN) ? fe_dim_int(c->A, x / y) : NULL; /* C truncation, like ONNX */
-    return ib && y > 0 ? fe_dim_div(c->A, a, y) : NULL;
-  }
-  if (!strcmp(op, "Max") || !strcmp(op, "Min")) {
-    if (!ia || !ib) return NULL;
-    return fe_dim_int(c->A, (!strcmp(op, "Max")) == (x > y) ? x : y);
-  }
-  if (!strcmp(op, "Equal")) return ia && ib ? fe_dim_int(c->A, x == y) : fe_dim_cmp(a, b) == FE_SAME ? fe_dim_int(c->A, 1) : NULL;
-  static const char *const cmp[] = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
-  for (int k = 0; k < 7 && ia && ib; k++)
-    if (!strcmp(op, cmp[k]))
-      return fe_dim_int(c->A, k == 0   ? x < y
-                              : k == 1 ? x <= y
-                              : k == 2 ? x > y
-                              : k == 3 ? x >= y
-                              : k == 4 ? x && y
-                              : k == 5 ? x || y
-                                       : !x != !y);
-  if (!strcmp(op, "Mod") && ia && ib && y) { /* fmod 0: the sign of the divisor (Python's %); 1: C's */
-    int64_t fm = 0, r = y == -1 ? 0 : x % y;
-    if (ox_attr_int(c, "fmod", 0, &fm)) return NULL;
-    return fe_dim_int(c->A, !fm && r && (r < 0) != (y < 0) ? r + y : r);
-  }
-  return NULL;
-}
-
-/* Broadcasting of folded integers: the shape of n operands, and each
- * operand's element strides in it (0 along a stretched axis). */
-static hp_status fold_shape(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_t *shape, int64_t (*st)[TINY_MAX_RANK]) {
-  int r = 0;
-  for (int k = 0; k < n; k++) r = x[k]->irank > r ? x[k]->irank : r;
-  for (int i = 0; i < r; i++) shape[i] = 1;
-  for (int k = 0; k < n; k++)
-    for (int i = 0; i < x[k]->irank; i++) {
-      int64_t d = x[k]->ishape[i], *o = &shape[i + r - x[k]->irank];
-      if (d != *o && d != 1 && *o != 1)
-        return ox_fail(c, HP_E_BROADCAST_MISMATCH, "folded integer shapes do not broadcast (%" PRId64 " and %" PRId64 ")", d, *o);
-      if (d != 1) *o = d;
-    }
-  for (int k = 0; k < n; k++)
-    for (int i = r - 1, stride = 1; i >= 0; i--) {
-      int j = i - (r - x[k]->irank);
-      int64_t d = j >= 0 ? x[k]->ishape[j] : 1;
-      st[k][i] = d == 1 ? 0 : stride;
-      stride *= (int)d;
-    }
-  *rank = r;
-  return HP_OK;
-}
-
-/* element k of the broadcast result's operand with strides st */
-static int64_t fold_at(int64_t k, int r, const int64_t *shape, const int64_t *st) {
-  int64_t j = 0;
-  for (int i = r - 1; i >= 0; i--) j += k % shape[i] * st[i], k /= shape[i];
-  return j;
-}
-
-static ox_val *fold_out(ox_ctx *c, int r, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < r; i++) n *= shape[i];
-  return ox_def_ints(c, 0, r, shape, n);
-}
-
-/* Elementwise integer op on constants, broadcast like numpy. */
-static hp_status fold_binary(ox_ctx *c, const char *op) {
-  ox_val *x[2] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL)};
-  if (!x[0] || !x[1]) return ox_fail(c, HP_E_ARITY, "needs two inputs");
-  int r = 0;
-  int64_t shape[TINY_MAX_RANK], st[2][TINY_MAX_RANK];
-  if (fold_shape(c, x, 2, &r, shape, st)) return c->e->code;
-  ox_val *y = fold_out(c, r, shape);
-  if (!y) return c->e->code;
-  static const char *const bools[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor"};
-  for (size_t i = 0; i < sizeof bools / sizeof *bools; i++)
-    if (!strcmp(op, bools[i])) y->oty = OX_BOOL;
-  for (int64_t k = 0; k < y->in; k++) {
-    const fe_dim *a = x[0]->iv[fold_at(k, r, shape, st[0])], *b = x[1]->iv[fold_at(k, r, shape, st[1])];
-    const fe_dim *d = fold_bin(c, op, a, b);
-    if (!d) return c->e->code ? c->e->code : ox_fail(c, HP_E_UNSUPPORTED, "cannot fold integer %s of %s and %s", op, a->text, b->text);
-    y->iv[k] = d;
-  }
-  return HP_OK;
-}
-
-/* Where of folded integers */
-static hp_status fold_where(ox_ctx *c) {
-  ox_val *x[3] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL), ox_in(c, 2, NULL)};
-  if (!x[0] || !x[1] || !x[2]) return ox_fail(c, HP_E_ARITY, "needs three inputs");
-  int r = 0;
-  int64_t shape[TINY_MAX_RANK], st[3][TINY_MAX_RANK], cond;
-  if (fold_shape(c, x, 3, &r, shape, st)) return c->e->code;
-  ox_val *y = fold_out(c, r, shape);
-  if (!y) return c->e->code;
-  y->oty = x[1]->oty == OX_BOOL && x[2]->oty == OX_BOOL ? OX_BOOL : OX_INT64;
-  for (int64_t k = 0; k < y->in; k++) {
-    const fe_dim *t = x[0]->iv[fold_at(k, r, shape, st[0])];
-    if (!fe_dim_is_int(t, &cond)) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold Where of the symbolic condition %s", t->text);
-    y->iv[k] = x[cond ? 1 : 2]->iv[fold_at(k, r, shape, st[cond ? 1 : 2])];
-  }
-  return HP_OK;
 }
 
 /* ---- elementwise --------------------------------------------------------------------- */
@@ -311,12 +191,6 @@ OP(Identity) {
   ox_val *x = ox_in(c, 0, &failed);
   if (failed) return c->e->code;
   if (!x) return ox_fail(c, HP_E_ARITY, "input 0 is required");
-  if (x->v <= 0 && x->has_i) { /* keep a folded integer value folded */
-    ox_val *y = ox_def_ints(c, 0, x->irank, x->ishape, x->in);
-    if (!y) return c->e->code;
-    memcpy(y->iv, x->iv, sizeof *y->iv * (size_t)x->in);
-    return HP_OK;
-  }
   return ox_def(c, 0, ox_value(c, x));
 }
 
@@ -325,7 +199,7 @@ OP(Dropout) {
   ox_val *tm = ox_in(c, 2, NULL);
   double train = 0;
   if (tm && (tm->v > 0 || !ox_const_scalar(tm, &train)))
-    return ox_fail(c, HP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
+    return ox_needs_data(c, tm), ox_fail(c, HP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
   if (train != 0) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
   if (op_Identity(c)) return c->e->code;
   if (c->node->n_output < 2 || !c->node->output[1][0]) return HP_OK;
@@ -413,7 +287,6 @@ static hp_status legacy_broadcast(ox_ctx *c, hp_val a, hp_val *b) {
 }
 
 static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
-  if (all_ints(c)) return fold_binary(c, name);
   hp_status st = HP_OK;
   if ((!strcmp(name, "Add") || !strcmp(name, "Mul")) && gelu_step(c, name, &st)) return st;
   ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
@@ -447,8 +320,7 @@ OP(Sub) { return binary(c, HP_OP_SUB, "Sub"); }
 OP(Mul) { return binary(c, HP_OP_MUL, "Mul"); }
 OP(Div) { return binary(c, HP_OP_DIV, "Div"); }
 OP(Equal) { return binary(c, HP_OP_EQ, "Equal"); }
-OP(Mod) {
-  if (all_ints(c)) return fold_binary(c, "Mod");
+OP(Mod) { /* integer constants fold (onnx_fold.c) */
   return ox_fail(c, HP_E_UNSUPPORTED, "Mod of values computed at run time (harp folds Mod of integer constants only)");
 }
 OP(Less) { return binary(c, HP_OP_LT, "Less"); }
@@ -526,7 +398,6 @@ OP(Pow) {
 }
 
 OP(Where) {
-  if (all_ints(c)) return fold_where(c);
   hp_val cond = ox_tensor(c, 0);
   if (cond < 0) return c->e->code;
   hp_val a = ox_operand(c, 1, ox_rank_of(c, cond)), b = a > 0 ? ox_operand(c, 2, ox_rank_of(c, cond)) : -1;
@@ -535,18 +406,6 @@ OP(Where) {
 }
 
 OP(Not) {
-  ox_val *xi = ox_in(c, 0, NULL);
-  if (xi && xi->v <= 0 && xi->has_i) { /* a folded comparison stays folded */
-    ox_val *y = ox_def_ints(c, 0, xi->irank, xi->ishape, xi->in);
-    if (!y) return c->e->code;
-    y->oty = OX_BOOL;
-    for (int64_t k = 0; k < xi->in; k++) {
-      int64_t v;
-      if (!fe_dim_is_int(xi->iv[k], &v)) return ox_fail(c, HP_E_UNSUPPORTED, "cannot fold Not of %s", xi->iv[k]->text);
-      y->iv[k] = fe_dim_int(c->A, !v);
-    }
-    return HP_OK;
-  }
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, x, hp_const_typed(c->g, 0, TINY_BOOL)));
@@ -554,7 +413,6 @@ OP(Not) {
 
 /* And, Or, Xor of bools: where(a, b, false), where(a, true, b), a != b */
 static hp_status logical(ox_ctx *c, char kind) {
-  if (all_ints(c)) return fold_binary(c, kind == '&' ? "And" : kind == '|' ? "Or" : "Xor");
   hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
   if (a < 0 || b < 0) return c->e->code;
   if (hp_val_dtype(c->g, a) != TINY_BOOL || hp_val_dtype(c->g, b) != TINY_BOOL)
@@ -594,32 +452,6 @@ static hp_status cast_to(ox_ctx *c, int64_t to) {
   if (!x) return ox_fail(c, HP_E_ARITY, "input 0 is required");
   bool narrow = to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
   bool int_to = to == OX_INT32 || to == OX_INT64 || narrow;
-  if (x->v <= 0 && x->has_i && int_to) { /* integers stay folded (a folded bool becomes 0 / 1) */
-    ox_val *y = ox_def_ints(c, 0, x->irank, x->ishape, x->in);
-    if (!y) return c->e->code;
-    for (int64_t k = 0; k < x->in; k++) {
-      int64_t v;
-      if (narrow && (!fe_dim_is_int(x->iv[k], &v) || v < (to == OX_INT8 ? -128 : to == OX_INT16 ? -32768 : 0) ||
-                     v > (to == OX_INT8 ? 127 : to == OX_UINT8 ? 255 : to == OX_INT16 ? 32767 : 65535)))
-        return ox_fail(c, HP_E_UNSUPPORTED, "cast of %s to %s: harp keeps integers as int32 and would not wrap it", x->iv[k]->text,
-                       ox_type_name((int)to));
-      y->iv[k] = x->iv[k];
-    }
-    return HP_OK;
-  }
-  if (x->v <= 0 && x->has_i && to == OX_FLOAT) {
-    hp_tensor t;
-    if (hp_tensor_alloc(c->e, &t, TINY_FP32, x->irank, x->ishape)) return c->e->code;
-    for (int64_t k = 0; k < x->in; k++) {
-      int64_t v;
-      if (!fe_dim_is_int(x->iv[k], &v)) {
-        hp_tensor_free(&t);
-        return ox_fail(c, HP_E_UNSUPPORTED, "cannot cast the symbolic size %s to float", x->iv[k]->text);
-      }
-      ((float *)t.data)[k] = (float)v;
-    }
-    return ox_def_tensor(c, 0, &t, OX_FLOAT);
-  }
   if (x->v <= 0 && x->has_t && (to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16) && ox_dtype((int)to, &dt)) {
     hp_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
     if (hp_tensor_alloc(c->e, &t, dt, x->t.rank, x->t.shape)) return c->e->code;
@@ -748,32 +580,15 @@ OP(Reshape) {
     to.rank = n;
     for (int i = 0; i < n; i++) to.d[i] = fe_dim_int(c->A, v[i]);
   } else {
-    if (!sv || !sv->has_i || sv->v > 0)
+    if (!sv || !sv->has_i) {
+      if (sv) ox_needs_data(c, sv);
       return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant or a folded shape computation (a graph input can be fixed at import: --param NAME=FILE)");
+    }
     if (sv->in > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "the shape has %" PRId64 " dims (at most %d)", sv->in, TINY_MAX_RANK);
     to.rank = (int)sv->in;
     for (int i = 0; i < to.rank; i++) to.d[i] = sv->iv[i];
   }
   if (ox_attr_int(c, "allowzero", 0, &allowzero)) return c->e->code;
-  if (xv->v <= 0 && xv->has_i) { /* a folded integer value: only its shape changes */
-    int64_t shp[TINY_MAX_RANK], prod = 1;
-    int infer = -1;
-    for (int i = 0; i < to.rank; i++) {
-      if (!fe_dim_is_int(to.d[i], &shp[i])) return ox_fail(c, HP_E_UNSUPPORTED, "a symbolic reshape of a folded value");
-      if (shp[i] == 0 && !allowzero) shp[i] = i < xv->irank ? xv->ishape[i] : 0;
-      if (shp[i] < -1 || (shp[i] == -1 && infer >= 0) || (shp[i] >= 0 && !hp_mul_ok(prod, shp[i], &prod)))
-        return ox_fail(c, HP_E_INVALID_ARG, "reshape of a folded value to an invalid shape (dim %d is %" PRId64 ")", i, shp[i]);
-      if (shp[i] == -1) infer = i;
-    }
-    if (infer >= 0) shp[infer] = prod ? xv->in / prod : 0;
-    if (infer >= 0 && shp[infer] >= 0) prod *= shp[infer];
-    if (prod != xv->in)
-      return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "reshape of a folded value of %" PRId64 " elements to %" PRId64, xv->in, prod);
-    ox_val *y = ox_def_ints(c, 0, to.rank, shp, xv->in);
-    if (!y) return c->e->code;
-    memcpy(y->iv, xv->iv, sizeof *y->iv * (size_t)xv->in);
-    return HP_OK;
-  }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
@@ -831,10 +646,9 @@ OP(Transpose) {
   return ox_def(c, 0, hp_permute(c->g, x, perm, r));
 }
 
-/* Unsqueeze / Squeeze of a shape: the new dims */
-static hp_status squeeze_shape(ox_ctx *c, const fe_shape *in, int in_rank, bool un, fe_shape *out) {
+hp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out) {
   int64_t ax[TINY_MAX_RANK];
-  int n;
+  int n, in_rank = in->rank;
   if (c->opset >= 13 ? ints_in_or_attr(c, 1, "axes", ax, TINY_MAX_RANK, &n) : ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &n))
     return c->e->code;
   bool mark[TINY_MAX_RANK] = {0};
@@ -850,37 +664,25 @@ static hp_status squeeze_shape(ox_ctx *c, const fe_shape *in, int in_rank, bool 
   out->rank = 0;
   if (un) {
     for (int i = 0, k = 0; i < out_rank; i++) out->d[out->rank++] = mark[i] ? fe_dim_int(c->A, 1) : in->d[k++];
-  } else {
-    for (int i = 0; i < in_rank; i++) {
-      bool drop = n < 0 ? fe_dim_is_one(in->d[i]) : mark[i];
-      if (drop && !fe_dim_is_one(in->d[i])) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "axis %d has size %s, not 1", i, in->d[i]->text);
-      if (!drop) out->d[out->rank++] = in->d[i];
-    }
+    return HP_OK;
+  }
+  for (int i = 0; i < in_rank; i++) {
+    bool drop = n < 0 ? fe_dim_is_one(in->d[i]) : mark[i];
+    int64_t v = 1;
+    char what[48];
+    snprintf(what, sizeof what, "the size of axis %d (squeezed)", i);
+    if (drop && !fe_dim_is_one(in->d[i]) && ox_known(c, in->d[i], what, &v)) return c->e->code;
+    if (drop && v != 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "axis %d has size %" PRId64 ", not 1", i, v);
+    if (!drop) out->d[out->rank++] = in->d[i];
   }
   return HP_OK;
 }
 
 static hp_status squeeze(ox_ctx *c, bool un) {
-  bool failed = false;
-  ox_val *xv = ox_in(c, 0, &failed);
-  if (failed) return c->e->code;
-  if (!xv) return ox_fail(c, HP_E_ARITY, "input 0 is required");
-  fe_shape in = {0}, out;
-  if (xv->v <= 0 && xv->has_i) {
-    in.rank = xv->irank;
-    for (int i = 0; i < in.rank; i++) in.d[i] = fe_dim_int(c->A, xv->ishape[i]);
-    if (squeeze_shape(c, &in, in.rank, un, &out)) return c->e->code;
-    int64_t shp[TINY_MAX_RANK];
-    for (int i = 0; i < out.rank; i++) fe_dim_is_int(out.d[i], &shp[i]);
-    ox_val *y = ox_def_ints(c, 0, out.rank, shp, xv->in);
-    if (!y) return c->e->code;
-    memcpy(y->iv, xv->iv, sizeof *y->iv * (size_t)xv->in);
-    return HP_OK;
-  }
-  hp_val x = ox_value(c, xv);
+  hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  in = *ox_shape_of(c, x);
-  if (squeeze_shape(c, &in, in.rank, un, &out)) return c->e->code;
+  fe_shape out;
+  if (ox_squeeze_shape(c, ox_shape_of(c, x), un, &out)) return c->e->code;
   return ox_def(c, 0, fe_reshape(c->g, x, &out));
 }
 OP(Unsqueeze) { return squeeze(c, true); }
@@ -905,6 +707,7 @@ OP(Shape) {
   int64_t n = hi - lo;
   ox_val *y = ox_def_ints(c, 0, 1, &n, n);
   if (!y) return c->e->code;
+  y->dyn = true; /* what folds from it is shape arithmetic */
   for (int64_t i = 0; i < n; i++) y->iv[i] = s->d[lo + i];
   return HP_OK;
 }
@@ -920,6 +723,7 @@ OP(Size) {
   ox_val *y = ox_def_ints(c, 0, 0, NULL, 1);
   if (!y) return c->e->code;
   y->iv[0] = n;
+  y->dyn = true;
   return HP_OK;
 }
 
@@ -1001,21 +805,6 @@ OP(Concat) {
   if (n < 1) return ox_fail(c, HP_E_ARITY, "needs at least one input");
   for (int i = 0; i < n; i++) /* no optional inputs: an empty name is a missing tensor */
     if (!c->node->input[i][0]) return ox_fail(c, HP_E_ARITY, "input %d is empty (Concat has no optional inputs)", i);
-  if (all_ints(c)) { /* shape pieces: rank 1 */
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-      ox_val *x = ox_in(c, i, NULL);
-      if (x->irank != 1) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Concat of integer tensors of rank %d", x->irank);
-      total += x->in;
-    }
-    ox_val *y = ox_def_ints(c, 0, 1, &total, total);
-    if (!y) return c->e->code;
-    for (int i = 0, k = 0; i < n; i++) {
-      ox_val *x = ox_in(c, i, NULL);
-      for (int64_t j = 0; j < x->in; j++) y->iv[k++] = x->iv[j];
-    }
-    return HP_OK;
-  }
   hp_val *xs = hp_arena_alloc(c->A, sizeof *xs * (size_t)n);
   if (!xs) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   for (int i = 0; i < n; i++)
@@ -1023,18 +812,6 @@ OP(Concat) {
   int axis;
   if (ox_norm_axis(c, a, ox_rank_of(c, xs[0]), &axis)) return c->e->code;
   return ox_def(c, 0, n == 1 ? xs[0] : hp_concat(c->g, xs, n, axis));
-}
-
-/* Slice of a folded integer vector */
-static hp_status fold_slice(ox_ctx *c, ox_val *x, int64_t lo, int64_t hi, int64_t step) {
-  if (x->irank != 1 || step != 1) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Slice of an integer tensor of rank %d", x->irank);
-  int64_t n = x->in;
-  clamp_range(&lo, &hi, n);
-  int64_t m = hi - lo;
-  ox_val *y = ox_def_ints(c, 0, 1, &m, m);
-  if (!y) return c->e->code;
-  for (int64_t i = 0; i < m; i++) y->iv[i] = x->iv[lo + i];
-  return HP_OK;
 }
 
 OP(Slice) {
@@ -1059,11 +836,6 @@ OP(Slice) {
     if (na < 0) ax[i] = i;
     if (np < 0) sp[i] = 1;
     if (sp[i] == 0) return ox_fail(c, HP_E_INVALID_ARG, "step 0");
-  }
-  if (xv->v <= 0 && xv->has_i) {
-    if (ns != 1) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Slice on %d axes", ns);
-    if (sp[0] < 0) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Slice with step %" PRId64, sp[0]);
-    return fold_slice(c, xv, st[0], en[0], sp[0]);
   }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
@@ -1098,7 +870,7 @@ OP(Split) {
   if (nout > 64) return ox_fail(c, HP_E_LIMIT, "more than 64 outputs");
   int64_t dim;
   if (n < 0) {
-    if (!fe_dim_is_int(s->d[axis], &dim)) return ox_fail(c, HP_E_UNSUPPORTED, "an even split of the symbolic size %s", s->d[axis]->text);
+    if (ox_known(c, s->d[axis], "the size split evenly", &dim)) return c->e->code;
     if (ox_attr_int(c, "num_outputs", nout, &num)) return c->e->code;
     if (num != nout || nout < 1) return ox_fail(c, HP_E_INVALID_ARG, "num_outputs does not match the outputs");
     int64_t each = (dim + nout - 1) / nout;
@@ -1125,19 +897,6 @@ OP(Gather) {
   if (!xv || !iv) return ox_fail(c, HP_E_ARITY, "needs data and indices");
   int64_t a;
   if (ox_attr_int(c, "axis", 0, &a)) return c->e->code;
-  if (xv->v <= 0 && xv->has_i && iv->has_i && iv->v <= 0) {
-    if (xv->irank != 1) return ox_fail(c, HP_E_UNSUPPORTED, "folding a Gather of an integer tensor of rank %d", xv->irank);
-    ox_val *y = ox_def_ints(c, 0, iv->irank, iv->ishape, iv->in);
-    if (!y) return c->e->code;
-    for (int64_t k = 0; k < iv->in; k++) {
-      int64_t j;
-      if (!fe_dim_is_int(iv->iv[k], &j)) return ox_fail(c, HP_E_UNSUPPORTED, "a symbolic index");
-      if (j < 0) j += xv->in;
-      if (j < 0 || j >= xv->in) return ox_fail(c, HP_E_INVALID_ARG, "index %" PRId64 " is out of range", j);
-      y->iv[k] = xv->iv[j];
-    }
-    return HP_OK;
-  }
   hp_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
   const fe_shape xs = *ox_shape_of(c, x);
@@ -1146,7 +905,7 @@ OP(Gather) {
   int64_t j, dim;
   if (iv->has_i && iv->v <= 0 && iv->in == 1 && fe_dim_is_int(iv->iv[0], &j)) {
     if (j < 0 && fe_dim_is_int(xs.d[axis], &dim)) j += dim;
-    if (j < 0) return ox_fail(c, HP_E_UNSUPPORTED, "a negative index on a symbolic axis");
+    if (j < 0) return ox_need_value(c, xs.d[axis], "the axis a negative index counts back on");
     int64_t hi = j + 1, one = 1;
     hp_val s = hp_slice(c->g, x, 1, &axis, &j, &hi, &one);
     if (s < 0) return ox_check(c, s);
@@ -1192,7 +951,10 @@ OP(Expand) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *sv = ox_in(c, 1, NULL);
-  if (!sv || !sv->has_i || sv->v > 0) return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant");
+  if (!sv || !sv->has_i) {
+    if (sv) ox_needs_data(c, sv);
+    return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant (a graph input can be fixed at import: --param NAME=FILE)");
+  }
   const fe_shape *s = ox_shape_of(c, x);
   int r = s->rank > sv->in ? s->rank : (int)sv->in;
   if (r > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
@@ -1210,9 +972,10 @@ OP(Expand) {
 static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
   fe_shape s = *ox_shape_of(c, x);
   int64_t n;
-  if (!fe_dim_is_int(s.d[axis], &n) || n < 1 || (reflect && (lo >= n || hi >= n))) {
-    ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %s", reflect ? "reflect" : "edge",
-            lo, hi, axis, s.d[axis]->text);
+  if (ox_known(c, s.d[axis], reflect ? "the size reflect padding mirrors" : "the size edge padding repeats", &n)) return -1;
+  if (n < 1 || (reflect && (lo >= n || hi >= n))) {
+    ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %" PRId64, reflect ? "reflect" : "edge", lo,
+            hi, axis, n);
     return -1;
   }
   hp_val parts[3];
@@ -1246,6 +1009,26 @@ OP(Shrink) {
   return ox_def(c, 0, hp_where(c->g, lt, hp_add(c->g, x, hp_const(c->g, bias)), inner));
 }
 
+/* Pad's axes input (opset 18): pads[0..*n) name the listed axes (begins,
+ * then ends); rewritten in place for all r axes. */
+static hp_status pad_axes(ox_ctx *c, int r, int64_t *pads, int *n) {
+  int64_t ax[TINY_MAX_RANK], lo[TINY_MAX_RANK] = {0}, hi[TINY_MAX_RANK] = {0};
+  int na;
+  bool seen[TINY_MAX_RANK] = {0};
+  if (const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
+  if (*n != 2 * na) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for %d axes", *n, na);
+  for (int i = 0; i < na; i++) {
+    int a;
+    if (ox_norm_axis(c, ax[i], r, &a)) return c->e->code;
+    if (seen[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", a);
+    seen[a] = true;
+    lo[a] = pads[i], hi[a] = pads[na + i];
+  }
+  for (int i = 0; i < r; i++) pads[i] = lo[i], pads[r + i] = hi[i];
+  *n = 2 * r;
+  return HP_OK;
+}
+
 OP(Pad) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
@@ -1262,8 +1045,9 @@ OP(Pad) {
   } else {
     if (const_ints(c, 1, "pads", pads, 2 * TINY_MAX_RANK, &n)) return c->e->code;
     ox_val *cv = ox_in(c, 2, NULL);
-    if (cv && !ox_const_scalar(cv, &value)) return ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant");
-    if (c->node->n_input > 3 && c->node->input[3][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the axes input of Pad");
+    if (cv && !ox_const_scalar(cv, &value))
+      return ox_needs_data(c, cv), ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant (a graph input can be fixed at import: --param NAME=FILE)");
+    if (c->node->n_input > 3 && c->node->input[3][0] && pad_axes(c, r, pads, &n)) return c->e->code;
   }
   if (n != 2 * r) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for rank %d", n, r);
   int64_t lo[TINY_MAX_RANK], hi[TINY_MAX_RANK];
@@ -1298,6 +1082,8 @@ static const op_entry ops[] = {
 };
 
 hp_status ox_node(ox_ctx *c) {
+  bool folded = false; /* every input known: evaluated here (onnx_fold.c) */
+  if (ox_fold(c, &folded) || folded) return c->e->code;
   const char *op = c->node->op_type;
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return ops[i].fn(c);
@@ -1307,6 +1093,12 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_index(op);
   if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
+}
+
+bool ox_op_known(const char *op) {
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(ops[i].name, op)) return true;
+  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */

@@ -135,7 +135,7 @@ hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis) {
   hp_graph *g = c->g;
   const fe_shape *s = ox_shape_of(c, x);
   int64_t n;
-  if (!fe_dim_is_int(s->d[axis], &n)) return ox_fail(c, HP_E_UNSUPPORTED, "Hardmax along the symbolic size %s", s->d[axis]->text), -1;
+  if (ox_known(c, s->d[axis], "the size Hardmax runs along", &n)) return -1;
   hp_tensor t;
   int64_t shp[TINY_MAX_RANK];
   for (int i = 0; i < s->rank; i++) shp[i] = i == axis ? n : 1;

@@ -13,6 +13,7 @@
  * outputs and m candidates, so each is refused above OX_MAX_MASK elements
  * of mask, and the sizes they need must be known at import. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -32,10 +33,11 @@ static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
 static hp_status dims_of(ox_ctx *c, hp_val v, const char *what, int64_t *d, int *rank) {
   const fe_shape *s = ox_shape_of(c, v);
   *rank = s->rank;
-  for (int i = 0; i < s->rank; i++)
-    if (!fe_dim_is_int(s->d[i], &d[i]))
-      return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the shape of %s known at import (dim %d is %s)", c->node->op_type, what, i,
-                     s->d[i]->text);
+  for (int i = 0; i < s->rank; i++) {
+    char w[128];
+    snprintf(w, sizeof w, "dim %d of %s", i, what);
+    if (ox_known(c, s->d[i], w, &d[i])) return c->e->code;
+  }
   return HP_OK;
 }
 
@@ -123,14 +125,14 @@ OP(GatherND) {
   const fe_shape xs = *ox_shape_of(c, x), is = *ox_shape_of(c, idx);
   int r = xs.rank, q = is.rank;
   if (q < 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "indices must have rank >= 1");
-  if (!fe_dim_is_int(is.d[q - 1], &m)) return ox_fail(c, HP_E_UNSUPPORTED, "GatherND needs the tuple length known at import, got %s", is.d[q - 1]->text);
+  if (ox_known(c, is.d[q - 1], "the index tuple length", &m)) return c->e->code;
   if (bd < 0 || bd >= q || bd >= r) return ox_fail(c, HP_E_INVALID_ARG, "batch_dims %" PRId64 " for data of rank %d and indices of rank %d", bd, r, q);
   if (m < 1 || m > r - bd) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "index tuples of %" PRId64 " for data of rank %d past %" PRId64 " batch dims", m, r, bd);
   int b = (int)bd, e = b + (int)m;
   for (int i = 0; i < b; i++)
     if (fe_dim_cmp(xs.d[i], is.d[i]) == FE_DIFF) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "batch dim %d is %s in data and %s in indices", i, xs.d[i]->text, is.d[i]->text);
   for (int i = b; i < e; i++)
-    if (!fe_dim_is_int(xs.d[i], &dd[i])) return ox_fail(c, HP_E_UNSUPPORTED, "GatherND needs the indexed dim %d known at import, got %s", i, xs.d[i]->text);
+    if (ox_known(c, xs.d[i], "an indexed dim", &dd[i])) return c->e->code;
   int64_t P = prod(dd, b, e);
   if (P > INT32_MAX) return ox_fail(c, HP_E_LIMIT, "%" PRId64 " indexed rows", P);
   if (q - 1 + r - e > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
@@ -359,7 +361,7 @@ OP(OneHot) {
   hp_val idx = failed ? -1 : ox_tensor(c, 0), vals = idx > 0 ? ox_tensor(c, 2) : -1;
   if (vals < 0 || ox_attr_int(c, "axis", -1, &a)) return c->e->code;
   if (!dv || dv->v > 0 || !ox_const_scalar(dv, &depth))
-    return ox_fail(c, HP_E_UNSUPPORTED, "depth (input 1) must be a one-element constant (the output's shape depends on it)");
+    return ox_needs_data(c, ox_in(c, 1, NULL)), ox_fail(c, HP_E_UNSUPPORTED, "depth (input 1) must be a one-element constant (the output's shape depends on it)");
   if (!(depth >= 1 && depth <= INT32_MAX)) return ox_fail(c, HP_E_INVALID_ARG, "depth %g", depth);
   int64_t n = (int64_t)depth;
   int r = ox_rank_of(c, idx), axis;
@@ -440,7 +442,7 @@ OP(ReverseSequence) {
   if (xs.rank < 2) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank >= 2");
   if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
     return ox_fail(c, HP_E_INVALID_ARG, "batch_axis %" PRId64 " and time_axis %" PRId64 " (0 and 1, or 1 and 0)", ba, ta);
-  if (!fe_dim_is_int(xs.d[ta], &tn)) return ox_fail(c, HP_E_UNSUPPORTED, "ReverseSequence needs the time size known at import, got %s", xs.d[ta]->text);
+  if (ox_known(c, xs.d[ta], "the time size", &tn)) return c->e->code;
   const fe_shape *ls = ox_shape_of(c, len);
   if (ls->rank != 1 || fe_dim_cmp(ls->d[0], xs.d[ba]) == FE_DIFF)
     return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "sequence_lens must be [batch] (%s)", xs.d[ba]->text);
@@ -476,8 +478,7 @@ OP(TensorScatter) {
   bool same = us.rank == ps.rank;
   for (int i = 0; same && i < ps.rank; i++) same = i == axis || fe_dim_cmp(ps.d[i], us.d[i]) != FE_DIFF;
   if (!same) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "update must have the cache's shape but along axis %d", axis);
-  if (!fe_dim_is_int(ps.d[axis], &M) || !fe_dim_is_int(us.d[axis], &L))
-    return ox_fail(c, HP_E_UNSUPPORTED, "TensorScatter needs the sequence sizes known at import (%s, %s)", ps.d[axis]->text, us.d[axis]->text);
+  if (ox_known(c, ps.d[axis], "the cache's sequence size", &M) || ox_known(c, us.d[axis], "the update's sequence size", &L)) return c->e->code;
   if (L > M || L < 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "an update of %" PRId64 " into a cache of %" PRId64, L, M);
   if (hp_val_dtype(g, upd) != hp_val_dtype(g, past)) return ox_fail(c, HP_E_DTYPE_MISMATCH, "past_cache and update differ in element type");
   hp_val s = iota(c, M, ps.rank, axis, "iota"), j = s;
@@ -528,7 +529,7 @@ OP(CenterCropPad) {
     if (ox_norm_axis(c, ax[i], xs.rank, &a)) return c->e->code;
     if (seen[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is named twice", a);
     seen[a] = true;
-    if (!fe_dim_is_int(xs.d[a], &d)) return ox_fail(c, HP_E_UNSUPPORTED, "CenterCropPad needs dim %d known at import, got %s", a, xs.d[a]->text);
+    if (ox_known(c, xs.d[a], "a cropped or padded dim", &d)) return c->e->code;
     if (sh[i] < 0 || sh[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] = %" PRId64, i, sh[i]);
     if (sh[i] < d) { /* crop: start (d - s) / 2 */
       int64_t st = (d - sh[i]) / 2, en = st + sh[i];

@@ -429,12 +429,12 @@ OP(RotaryEmbedding) {
   } else {
     int64_t hidden;
     if (nh < 1) return ox_fail(c, HP_E_INVALID_ARG, "a 3-D input needs num_heads >= 1");
-    if (!fe_dim_is_int(xs.d[2], &hidden)) return ox_fail(c, HP_E_UNSUPPORTED, "the hidden size %s must be known at import", xs.d[2]->text);
+    if (ox_known(c, xs.d[2], "the hidden size", &hidden)) return c->e->code;
     if (hidden % nh) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "hidden size %" PRId64 " is not a multiple of num_heads %" PRId64, hidden, nh);
     bs = (fe_shape){.rank = 4, .d = {xs.d[0], xs.d[1], fe_dim_int(c->A, nh), fe_dim_int(c->A, hidden / nh)}};
     x = fe_reshape(g, x, &bs);
   }
-  if (!fe_dim_is_int(bs.d[3], &d)) return ox_fail(c, HP_E_UNSUPPORTED, "the head size %s must be known at import", bs.d[3]->text);
+  if (ox_known(c, bs.d[3], "the head size", &d)) return c->e->code;
   if (rdim == 0) rdim = d;
   if (rdim < 2 || rdim > d || rdim % 2) return ox_fail(c, HP_E_INVALID_ARG, "rotary_embedding_dim %" PRId64 " for head size %" PRId64, rdim, d);
   half = rdim / 2;
@@ -478,8 +478,7 @@ OP(EyeLike) {
     if (!ox_dtype((int)oty, &dt)) return ox_fail(c, HP_E_UNSUPPORTED, "dtype %s, which harp does not have", ox_type_name((int)oty));
   }
   const fe_shape *s = ox_shape_of(c, x);
-  if (!fe_dim_is_int(s->d[0], &m) || !fe_dim_is_int(s->d[1], &n))
-    return ox_fail(c, HP_E_UNSUPPORTED, "EyeLike needs the shape known at import, got [%s, %s]", s->d[0]->text, s->d[1]->text);
+  if (ox_known(c, s->d[0], "EyeLike's row count", &m) || ox_known(c, s->d[1], "EyeLike's column count", &n)) return c->e->code;
   if (n > 0 && m > OX_MAX_FILL / n) return ox_fail(c, HP_E_LIMIT, "a %" PRId64 "x%" PRId64 " matrix is too large", m, n);
   hp_tensor t;
   if (hp_tensor_alloc(c->e, &t, TINY_BOOL, 2, (int64_t[]){m, n})) return c->e->code;

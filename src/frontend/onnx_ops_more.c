@@ -5,6 +5,7 @@
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
  * Gives: ox_find_more, ox_slice_reverse, ox_gather_index. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -15,10 +16,11 @@
 static hp_val K(ox_ctx *c, double v) { return hp_const(c->g, v); }
 static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
 
-/* the dim's size, or a clear error naming what needs it */
+/* the dim's size, or a clear error naming what needs it and the graph input it depends on */
 static hp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
-  if (fe_dim_is_int(d, out)) return HP_OK;
-  return ox_fail(c, HP_E_UNSUPPORTED, "%s needs the size %s known at import", what, d->text);
+  char w[128];
+  snprintf(w, sizeof w, "the size %s needs", what);
+  return ox_known(c, d, w, out);
 }
 
 static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
@@ -136,18 +138,24 @@ OP(Trilu) {
   return ox_def(c, 0, hp_where(c->g, mask, x, hp_const(c->g, 0)));
 }
 
-/* Range of constants (its length depends on the values): integers fold,
- * floats become a weight; computed at run time it is refused. */
+/* Range of constants too long to fold (onnx_fold.c evaluates the rest): a
+ * weight, int32 or float as the evaluator computes it; computed at run
+ * time it is refused. */
 OP(Range) {
   double v[3];
   int64_t iv[3];
   bool ints = true;
+  tiny_dtype dt = TINY_FP32; /* the floats' type (fp16 in, fp16 out) */
+  int oty = OX_FLOAT;
   for (int i = 0; i < 3; i++) {
     bool failed = false;
     ox_val *x = ox_in(c, i, &failed);
+    if (x && x->has_t && tiny_dtype_is_float(x->t.dtype)) dt = x->t.dtype, oty = x->oty ? x->oty : OX_FLOAT;
     if (failed) return c->e->code;
-    if (!x || x->v > 0 || !ox_const_scalar(x, &v[i]))
+    if (!x || !ox_const_scalar(x, &v[i])) {
+      if (x) ox_needs_data(c, x);
       return ox_fail(c, HP_E_UNSUPPORTED, "input %d must be a one-element constant (the output's length depends on the values)", i);
+    }
     ints &= x->has_i && fe_dim_is_int(x->iv[0], &iv[i]) && iv[i] > -((int64_t)1 << 52) && iv[i] < ((int64_t)1 << 52);
   }
   if (v[2] == 0) return ox_fail(c, HP_E_INVALID_ARG, "delta is 0");
@@ -155,16 +163,22 @@ OP(Range) {
   if (len > (double)OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a range of %g values", len);
   int64_t n = ints ? (iv[1] - iv[0] + iv[2] + (iv[2] > 0 ? -1 : 1)) / iv[2] : len > 0 ? (int64_t)len : 0;
   if (n < 0) n = 0;
-  if (ints) {
-    ox_val *y = ox_def_ints(c, 0, 1, &n, n);
-    if (!y) return c->e->code;
-    for (int64_t k = 0; k < n; k++) y->iv[k] = I(c, iv[0] + k * iv[2]);
-    return HP_OK;
-  }
   hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, TINY_FP32, 1, &n)) return c->e->code;
-  for (int64_t k = 0; k < n; k++) ((float *)t.data)[k] = (float)(v[0] + (double)k * v[2]);
-  return ox_def_tensor(c, 0, &t, OX_FLOAT);
+  if (hp_tensor_alloc(c->e, &t, ints ? TINY_I32 : dt, 1, &n)) return c->e->code;
+  for (int64_t k = 0; k < n; k++) {
+    if (!ints) { /* in float, as onnxruntime's kernel */
+      float step = (float)k * (float)v[2];
+      hp_tensor_set(&t, k, (float)v[0] + step);
+      continue;
+    }
+    int64_t e = iv[0] + k * iv[2];
+    if (e < INT32_MIN || e > INT32_MAX) {
+      hp_tensor_free(&t);
+      return ox_fail(c, HP_E_LIMIT, "a range through %" PRId64 ", outside int32 (harp's integers)", e);
+    }
+    ((int32_t *)t.data)[k] = (int32_t)e;
+  }
+  return ox_def_tensor(c, 0, &t, ints ? OX_INT64 : oty);
 }
 
 /* ---- MaxPool with dilations: the max of the kernel's k[0] x k[1] strided slices ---------- */
@@ -264,34 +278,53 @@ OP(ArgMax) { return arg_reduce(c, true); }
 OP(ArgMin) { return arg_reduce(c, false); }
 
 /* ---- Resize / Upsample: nearest or linear, whole factors -------------------------------- */
-/* The integer factor of each axis from float scales or from output sizes. */
+/* The integer factor of each axis from float scales or from output sizes,
+ * given for every axis or, with attribute axes (opset 18), for those alone
+ * (the others keep their size). */
 static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
   const fe_shape *s = ox_shape_of(c, x);
-  double f[TINY_MAX_RANK];
-  int n = -1;
+  double f[TINY_MAX_RANK], v[TINY_MAX_RANK];
+  int64_t ax[TINY_MAX_RANK], sz[TINY_MAX_RANK];
+  int n = -1, na, axis_of[TINY_MAX_RANK];
+  bool by_size = false, seen[TINY_MAX_RANK] = {0};
+  if (ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
+  for (int i = 0; i < (na >= 0 ? na : s->rank); i++) {
+    if (na >= 0 && ox_norm_axis(c, ax[i], s->rank, &axis_of[i])) return c->e->code;
+    if (na < 0) axis_of[i] = i;
+    if (seen[axis_of[i]]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
+    seen[axis_of[i]] = true;
+  }
   ox_val *sv = scales_in >= 0 ? ox_in(c, scales_in, NULL) : NULL, *zv = sizes_in >= 0 ? ox_in(c, sizes_in, NULL) : NULL;
-  if (sv && sv->v <= 0 && sv->has_t && hp_tensor_numel(&sv->t) > 0) {
-    n = (int)(hp_tensor_numel(&sv->t) > s->rank ? -2 : hp_tensor_numel(&sv->t));
-    for (int i = 0; i < n; i++) f[i] = hp_tensor_get(&sv->t, i);
-  } else if (zv && zv->v <= 0 && zv->has_i) {
-    int64_t sz[TINY_MAX_RANK], d;
+  if (sv && sv->has_t && hp_tensor_numel(&sv->t) > 0) {
+    n = (int)(hp_tensor_numel(&sv->t) > TINY_MAX_RANK ? -2 : hp_tensor_numel(&sv->t));
+    for (int i = 0; i < n; i++) v[i] = hp_tensor_get(&sv->t, i);
+  } else if (zv && zv->has_i) {
     if (ox_const_ints(c, sizes_in, "sizes", sz, TINY_MAX_RANK, &n)) return c->e->code;
-    for (int i = 0; i < n && i < s->rank; i++) {
-      if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
-      if (d == 0 || sz[i] % d) return ox_fail(c, HP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, i, sz[i], d);
-      f[i] = (double)(sz[i] / d);
-    }
+    by_size = true;
   } else if (attr) {
     const Onnx__AttributeProto *a = ox_attr(c, attr);
     if (a) {
       n = a->n_floats > (size_t)s->rank ? -2 : (int)a->n_floats;
-      for (int i = 0; i < n; i++) f[i] = a->floats[i];
+      for (int i = 0; i < n; i++) v[i] = a->floats[i];
     }
-  } else if ((sv && (sv->v > 0 || !sv->has_t)) || (zv && (zv->v > 0 || !zv->has_i))) {
+  } else if ((sv && !sv->has_t) || (zv && !zv->has_i)) {
+    ox_needs_data(c, sv && !sv->has_t ? sv : zv);
     return ox_fail(c, HP_E_UNSUPPORTED, "scales and sizes must be constants");
   }
-  if (n != s->rank) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", s->rank, n < 0 ? 0 : n);
-  for (int i = 0; i < n; i++) {
+  int want = na >= 0 ? na : s->rank;
+  if (n == -2) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got more than %d", want, TINY_MAX_RANK);
+  if (n != want) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", want, n < 0 ? 0 : n);
+  for (int i = 0; i < s->rank; i++) f[i] = 1;
+  for (int k = 0; k < n; k++) {
+    int i = axis_of[k];
+    int64_t d;
+    f[i] = v[k];
+    if (!by_size) continue;
+    if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
+    if (d == 0 || sz[k] % d) return ox_fail(c, HP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, k, sz[k], d);
+    f[i] = (double)(sz[k] / d);
+  }
+  for (int i = 0; i < s->rank; i++) {
     if (!(f[i] >= 1 && f[i] <= OX_MAX_DIM && f[i] == floor(f[i])))
       return ox_fail(c, HP_E_UNSUPPORTED, "scale %g on axis %d (harp resizes by whole factors >= 1)", f[i], i);
     rep[i] = (int64_t)f[i];
@@ -349,7 +382,9 @@ OP(Resize) {
   bool linear = !strcmp(mode, "linear");
   if (!linear && strcmp(mode, "nearest") != 0)
     return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with modes nearest and linear)", mode);
-  if (ox_attr(c, "axes")) return ox_fail(c, HP_E_UNSUPPORTED, "the axes attribute of Resize");
+  char kar[32];
+  if (ox_attr_str(c, "keep_aspect_ratio_policy", "stretch", kar, sizeof kar)) return c->e->code;
+  if (strcmp(kar, "stretch") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "keep_aspect_ratio_policy \"%s\" (harp stretches)", kar);
   bool centred = !strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel");
   if (linear && !centred && strcmp(ctm, "asymmetric") != 0)
     return ox_fail(c, HP_E_UNSUPPORTED, "linear resizing with coordinate_transformation_mode \"%s\"", ctm);
@@ -442,20 +477,47 @@ static hp_status flip_weight(ox_ctx *c, const hp_tensor *w, int64_t group, hp_te
   return HP_OK;
 }
 
+/* ConvTranspose's pads from auto_pad SAME_UPPER / SAME_LOWER (output =
+ * input * stride) or VALID, or from attribute output_shape, as onnxruntime
+ * splits them: the odd one at the end for SAME_UPPER, at the start
+ * otherwise.  xs: the input's shape, k: the weight's. */
+static hp_status transpose_pads(ox_ctx *c, const fe_shape *xs, const int64_t *k, const int64_t *st, const int64_t *dl, const int64_t *op,
+                                const char *ap, int64_t *pads) {
+  int64_t os[8];
+  int nos;
+  if (ox_attr_ints(c, "output_shape", os, 8, &nos)) return c->e->code;
+  if (nos >= 0 && nos != 2 && nos != 4) return ox_fail(c, HP_E_INVALID_ARG, "output_shape has %d values (2, or 4 with N and C)", nos);
+  bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+  if (!strcmp(ap, "VALID")) memset(pads, 0, sizeof *pads * 4);
+  if (nos < 0 && !same) return HP_OK;
+  for (int i = 0; i < 2; i++) {
+    int64_t in;
+    if (ox_known(c, xs->d[2 + i], nos >= 0 ? "the spatial size output_shape pads" : "the spatial size auto_pad pads", &in)) return c->e->code;
+    int64_t full = (in - 1) * st[i] + op[i] + (k[2 + i] - 1) * dl[i] + 1, out = nos >= 0 ? os[nos - 2 + i] : in * st[i];
+    int64_t tot = full - out;
+    if (tot < 0 && !same)
+      return ox_fail(c, HP_E_UNSUPPORTED, "output_shape %" PRId64 " beyond the %" PRId64 " the kernel reaches (give output_padding)", out, full);
+    if (tot < 0) tot = 0;
+    pads[i] = !strcmp(ap, "SAME_UPPER") ? tot / 2 : tot - tot / 2;
+    pads[2 + i] = tot - pads[i];
+  }
+  return HP_OK;
+}
+
 OP(ConvTranspose) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *wv = ox_in(c, 1, NULL);
   if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
-    return ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
+    return ox_needs_data(c, wv), ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
   const fe_shape xs = *ox_shape_of(c, x);
   if (xs.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", xs.rank);
   char ap[16];
   int64_t group, v[8], st[2] = {1, 1}, dl[2] = {1, 1}, pads[4] = {0}, op[2] = {0}, ks[8];
   int n;
   if (ox_attr_int(c, "group", 1, &group) || ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap)) return c->e->code;
-  if (strcmp(ap, "NOTSET") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "auto_pad=%s (give explicit pads)", ap);
-  if (ox_attr(c, "output_shape")) return ox_fail(c, HP_E_UNSUPPORTED, "the output_shape attribute (give pads and output_padding)");
+  if (strcmp(ap, "NOTSET") && strcmp(ap, "SAME_UPPER") && strcmp(ap, "SAME_LOWER") && strcmp(ap, "VALID"))
+    return ox_fail(c, HP_E_INVALID_ARG, "auto_pad \"%s\" (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
   const int64_t *k = wv->t.shape;
   int64_t cin;
   if (known(c, xs.d[1], "ConvTranspose", &cin)) return c->e->code;
@@ -471,6 +533,7 @@ OP(ConvTranspose) {
     if (n != at[i].cnt) return ox_fail(c, HP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
     memcpy(at[i].to, v, sizeof *v * (size_t)n);
   }
+  if (transpose_pads(c, &xs, k, st, dl, op, ap, pads)) return c->e->code;
   hp_conv2d_opts o = {.groups = group, .stride = {1, 1}, .dilation = {dl[0], dl[1]}};
   for (int i = 0; i < 2; i++) {
     if (st[i] < 1 || dl[i] < 1 || st[i] > 64 || dl[i] > 64) return ox_fail(c, HP_E_INVALID_ARG, "strides and dilations must be 1 to 64");

@@ -136,6 +136,29 @@ static hp_status fill_syms(hp_error *e, tiny_symtab *bind, void *ctx) {
   return st;
 }
 
+/* Import an ONNX file with o's shapes and symbols given at import; a
+ * dynamic dim neither gives is UnboundSymbol (no default). */
+static hp_status load_onnx(hp_error *e, const char *path, const harp_options *o, hp_onnx_model *om) {
+  int n = 0;
+  for (; o && o->shapes && o->shapes[n]; n++) {}
+  hp_onnx_shape *shapes = hp_xcalloc((size_t)n + 1, sizeof *shapes);
+  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used);
+  tiny_symtab syms;
+  tiny_symtab_init(&syms);
+  hp_status st = shapes && used ? fill_syms(e, &syms, (void *)o) : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < n && !st; k++) st = hp_onnx_parse_shape(e, o->shapes[k], &shapes[k]);
+  hp_onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes"};
+  if (!st) st = hp_onnx_load_file_opts(e, path, &oo, om);
+  for (int k = 0; k < n && !st; k++)
+    if (!used[k]) st = hp_fail(e, HP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
+  if (!st) st = hp_onnx_require_shapes(e, om);
+  if (st) hp_onnx_model_free(om);
+  tiny_symtab_free(&syms);
+  free(shapes);
+  free(used);
+  return st;
+}
+
 /* ONNX: its initializers are weights; mark them so before compiling. */
 static void mark_weights(tiny_graph *g, const hp_onnx_model *om) {
   for (int w = 0; w < om->nweights; w++)
@@ -182,7 +205,7 @@ hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o
     if (!st) st = hp_lower_or_bind(e, p, fill_syms, (void *)o, &g, &defaults);
     hp_program_free(p);
   } else if (onnx) {
-    st = hp_onnx_load_file(e, path, &om);
+    st = load_onnx(e, path, o, &om);
     if (!st) st = hp_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
     if (!st) mark_weights(g, &om);
   } else {

@@ -1,6 +1,7 @@
 /* npy.c — host tensors and the NumPy .npy format (versions 1.0 to 3.0).
  * Needs: util.h.  Gives: harp/tensor.h. */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,9 +100,10 @@ static hp_status bad(hp_error *e, const char *name, const char *what) {
   return hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "not a valid .npy file: %s", what);
 }
 
-hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out) {
-  const unsigned char *b = buf;
-  memset(out, 0, sizeof *out);
+/* The header of the .npy bytes b[0..len): descr, rank and shape, and
+ * where the data starts (*off). */
+static hp_status header(hp_error *e, const unsigned char *b, size_t len, const char *name, char descr[16], int *rank, int64_t *shape,
+                        size_t *off) {
   if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return bad(e, name, "missing the \\x93NUMPY magic");
   int major = b[6];
   size_t hlen, hstart;
@@ -116,6 +118,7 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
     return bad(e, name, "unsupported format version");
   }
   if (hlen > 1 << 20 || hstart + hlen > len) return bad(e, name, "truncated header");
+  *off = hstart + hlen;
   char *h = hp_xmalloc(hlen + 1);
   if (!h) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(h, b + hstart, hlen);
@@ -126,9 +129,8 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
   }
   hp_status st = HP_OK;
   const char *d = find_key(h, "descr"), *f = find_key(h, "fortran_order"), *s = find_key(h, "shape");
-  char descr[16] = {0};
-  int64_t shape[TINY_MAX_RANK];
-  int rank = 0;
+  memset(descr, 0, 16);
+  *rank = 0;
   if (!d || !f || !s || (*d != '\'' && *d != '"')) {
     st = bad(e, name, "header lacks descr, fortran_order or shape");
     goto done;
@@ -157,8 +159,8 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
   for (s++;;) {
     while (*s == ' ' || *s == ',') s++;
     if (*s == ')') break;
-    if (!isdigit((unsigned char)*s) || rank >= TINY_MAX_RANK) {
-      st = bad(e, name, rank >= TINY_MAX_RANK ? "too many dimensions" : "malformed shape");
+    if (!isdigit((unsigned char)*s) || *rank >= TINY_MAX_RANK) {
+      st = bad(e, name, *rank >= TINY_MAX_RANK ? "too many dimensions" : "malformed shape");
       goto done;
     }
     int64_t v = 0;
@@ -169,8 +171,22 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
       }
       s++;
     }
-    shape[rank++] = v;
+    shape[(*rank)++] = v;
   }
+done:
+  free(h);
+  return st;
+}
+
+hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out) {
+  const unsigned char *b = buf;
+  memset(out, 0, sizeof *out);
+  char descr[16];
+  int64_t shape[TINY_MAX_RANK];
+  int rank = 0;
+  size_t off;
+  hp_status st = header(e, b, len, name, descr, &rank, shape, &off);
+  if (st) return st;
   tiny_dtype ft;
   bool i64 = false; /* numpy's default integer: read as int32, each value checked */
   if (!strcmp(descr, "<i8")) ft = TINY_I32, i64 = true;
@@ -196,7 +212,6 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
   }
   if ((st = hp_tensor_alloc(e, out, target, rank, shape))) goto done;
   size_t need = (size_t)hp_tensor_numel(out) * (i64 ? 8u : (size_t)tiny_dtype_size(ft));
-  size_t off = hstart + hlen;
   if (len - off < need) {
     hp_tensor_free(out);
     st = bad(e, name, "data shorter than the shape says");
@@ -231,7 +246,28 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
     }
   }
 done:
-  free(h);
+  return st;
+}
+
+hp_status hp_npy_read_shape(hp_error *e, const char *path, int *rank, int64_t *shape) {
+  *rank = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+  unsigned char head[12];
+  size_t got = fread(head, 1, sizeof head, f), end = 0; /* where the header ends */
+  if (got == 12) end = head[6] == 1 ? ((size_t)head[8] | ((size_t)head[9] << 8)) + 10
+                      : ((size_t)head[8] | ((size_t)head[9] << 8) | ((size_t)head[10] << 16) | ((size_t)head[11] << 24)) + 12;
+  unsigned char *b = hp_xmalloc(end > 12 && end <= (1 << 20) + 12 ? end : 12);
+  char descr[16];
+  size_t off;
+  hp_status st = b ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (b) {
+    memcpy(b, head, got);
+    if (end > 12 && end <= (1 << 20) + 12) got += fread(b + 12, 1, end - 12, f);
+    st = header(e, b, got, path, descr, rank, shape, &off); /* a short or bad header fails here */
+  }
+  free(b);
+  fclose(f);
   return st;
 }
 

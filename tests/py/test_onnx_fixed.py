@@ -1,8 +1,10 @@
 """ONNX graph inputs fixed at import with --param NAME=FILE: an integer
 input that harp needs at import (a Reshape's shape, Slice's starts/ends,
 Pad's pads) folds as an initializer would, and a float input becomes a
-weight; the data must match the input's type and static dims.  Without
---param the same models are refused (Unsupported), naming the way out."""
+weight; the data must match the input's type and static dims.  harp run
+does it by itself for an --input a node needs (one run, that data); bench
+and compile, which run the model on other data, refuse it (Unsupported),
+naming the way out."""
 import os
 import sys
 
@@ -68,11 +70,20 @@ for backend in ("interp", "cpu"):
             got = np.load(os.path.join(out, "y.npy"))
             S.check(f"{name} ({backend}): matches numpy", got.shape == want.shape and np.allclose(got, want), f"{got.shape} {want.shape}")
 
-# refused without --param, saying how to fix it
-p, out = run(reshape, X + ["--input", f"shape={npy('shape', np.array([4, -1]))}"], "interp")
-S.check("Reshape shape as a run-time input: refused", p.returncode == 1 and "error[Unsupported]" in p.stderr, p.stderr[-300:])
-S.check("Reshape shape as a run-time input: names --param", "--param NAME=FILE" in p.stderr, p.stderr[-300:])
-S.check("Reshape shape as a run-time input: no output", not os.path.exists(out))
+# harp run fixes an --input a node needs at import (one run: that data)
+shape_in = ["--input", f"shape={npy('shape', np.array([4, -1]))}"]
+for backend in ("interp", "cpu"):
+    p, out = run(reshape, X + shape_in, backend)
+    S.check(f"Reshape shape as an --input ({backend}): harp run fixes it", p.returncode == 0, p.stderr[-300:])
+    if p.returncode == 0:
+        S.check(f"Reshape shape as an --input ({backend}): matches numpy",
+                np.array_equal(np.load(os.path.join(out, "y.npy")), np.maximum(x.reshape(4, 6), 0)))
+# bench and compile run the model on other data: refused, saying how to fix it
+for cmd, extra in (("bench", ["--repeat", "1"]), ("compile", ["--target", "cpu", "-o", os.path.join(D, "pkg")])):
+    p = ht.subprocess.run([ht.HARP, cmd, reshape] + X + shape_in + extra, capture_output=True, text=True, timeout=300)
+    S.check(f"Reshape shape as a run-time input ({cmd}): refused", p.returncode == 1 and "error[Unsupported]" in p.stderr, p.stderr[-300:])
+    S.check(f"Reshape shape as a run-time input ({cmd}): names --param", "--param NAME=FILE" in p.stderr, p.stderr[-300:])
+S.check("Reshape shape as a run-time input (compile): no package", not os.path.exists(os.path.join(D, "pkg")))
 # data that does not fit the input
 for what, arr, needle in (("rank", np.array([[4, -1]]), "rank 2"), ("dim", np.array([4, -1, 1]), "dim 0 is 2"),
                           ("type", np.array([4.0, -1.0], np.float32), "is int64; the data fixed for it is fp32")):

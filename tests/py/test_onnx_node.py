@@ -24,19 +24,23 @@ HARP_SANITIZE=1, every third case and no cpu sample: ~30 s); --backend cpu runs 
 cpu backend (each passing case is a C file to compile: ~15 min).  --jobs N runs N cases at a time (default
 2); names on the command line (substrings) pick cases.
 
-With onnx 1.23.2, on the interpreter: 875 of 1,884 pass, 1,009 refused,
-0 WRONG, 0 crash, 0 hang, 0 error (before this test: 294 passed, 2 were
-wrong, 62 failed with unclear errors).  The refusals: element types harp
-does not have (double, 8/16-bit and unsigned integers, float8/6/4, int4/2,
-strings) 403; ops harp does not have 157; shape / axes / pads / k / depth
-inputs fed at run time (harp needs them at import) 264; sequences and
-optionals 35; other domains and opset 1: 28; variants (Resize cubic or axes,
-3-D pooling, ReduceProd, integer Div, Mod and Pow, Attention windows, ...)
-122.  A case refused for an integer input given at run time is run again
-with its integer inputs fixed at import (--param): 181 of the 264 then pass
-("fixed"), 0 wrong; onnx_node_pass.txt lists both kinds (1,056).  The whole
-set on the cpu backend: the same 875 pass, 0 wrong (8.5 min with --jobs 2).
-README.md ("Conformance") has the same.
+With onnx 1.23.2, on the interpreter: 1,145 of 1,884 pass, 739 refused,
+0 WRONG, 0 crash, 0 hang, 0 error.  The refusals: element types harp does
+not have (double, 8/16-bit and unsigned integers, float8/6/4, int4/2,
+strings) 406; ops harp does not have 168; sequences and optionals 24; other
+domains and opset 1: 28; variants (Resize cubic / fractional scales,
+3-D pooling, ReduceProd, integer Div, Mod and Pow at run time, Attention
+windows, training mode, ...) 113.  The shape / axes / pads / k / depth
+inputs the node tests feed as graph inputs are fixed at import by harp run
+itself (the --input data a node needs as constants: docs/onnx.md), so the
+cases that needed --param pass as given; a case still refused for one is
+run again with its integer inputs fixed at import (--param), "fixed" (none
+now).  Before harp run fixed them and before the importer's constant
+evaluator: 878 passed as given (re-measured on the same onnx; 875 was written here) and 181 more with --param.  Before
+this test: 294 passed, 2 were wrong, 62 failed with unclear errors.
+The whole set on the cpu backend: the same 1,145 pass, 0 wrong (14 min with --jobs
+2).  onnx_node_pass.txt lists the passing cases.  README.md and docs/onnx.md
+("Conformance") have the same.
 """
 import argparse
 import collections

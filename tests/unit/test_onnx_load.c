@@ -270,9 +270,21 @@ static void compile_run(harp_backend backend) {
   close(fd);
   free(buf);
   hp_error e = {0};
-  const char *syms[] = {"batch=2", NULL};
-  harp_options o = {.backend = backend, .syms = syms};
   harp_compiled *c;
+  harp_options none = {.backend = backend}; /* batch is dynamic: no default */
+  assert_int_equal(harp_compile_file(&e, path, &none, &c), HP_E_UNBOUND_SYMBOL);
+  assert_true(strstr(e.msg, "harp_options.shapes input.1=<batch>x3") != NULL);
+  assert_null(c);
+  hp_error_clear(&e);
+  const char *bad[] = {"nope=2x3", NULL};
+  harp_options ob = {.backend = backend, .shapes = bad};
+  assert_int_equal(harp_compile_file(&e, path, &ob, &c), HP_E_USAGE);
+  hp_error_clear(&e);
+  const char *syms[] = {"batch=2", NULL}, *shapes[] = {"input.1=2x3", NULL};
+  harp_options o = {.backend = backend, .syms = syms}, os = {.backend = backend, .shapes = shapes};
+  assert_ok(&e, harp_compile_file(&e, path, &os, &c)); /* the same by its shape */
+  assert_int_equal(harp_input_shape(c, 0, (int64_t[TINY_MAX_RANK]){0}), 2);
+  harp_compiled_free(c);
   assert_ok(&e, harp_compile_file(&e, path, &o, &c));
   unlink(path);
   assert_int_equal(harp_num_inputs(c), 1); /* the weight is not an input */
@@ -298,6 +310,91 @@ static void compile_run(harp_backend backend) {
   harp_compiled_free(c);
 }
 
+/* hp_onnx_parse_shape: NAME=DIMS split at the last '=', 'x' or ',' between dims. */
+static void test_parse_shape(void **state) {
+  (void)state;
+  hp_error e = {0};
+  hp_onnx_shape s;
+  assert_ok(&e, hp_onnx_parse_shape(&e, "input.1=1x3x224x224", &s));
+  assert_string_equal(s.name, "input.1");
+  assert_int_equal(s.rank, 4);
+  assert_int_equal(s.dims[0], 1), assert_int_equal(s.dims[3], 224);
+  assert_ok(&e, hp_onnx_parse_shape(&e, "a=b=2,0", &s));
+  assert_string_equal(s.name, "a=b");
+  assert_int_equal(s.rank, 2), assert_int_equal(s.dims[1], 0);
+  assert_ok(&e, hp_onnx_parse_shape(&e, "sr=", &s));
+  assert_int_equal(s.rank, 0);
+  static const char *const bad[] = {"x", "=1x2", "x=1x", "x=ax2", "x=1xx2", "x=-1", "x=2147483648", "x=1x1x1x1x1x1x1x1x1x1x1x1x1", NULL}; /* 13 > TINY_MAX_RANK */
+  for (int i = 0; bad[i]; i++) {
+    hp_error_clear(&e);
+    if (hp_onnx_parse_shape(&e, bad[i], &s) != HP_E_USAGE) fail_msg("'%s' parsed", bad[i]);
+    assert_true(strstr(e.msg, "--shape") != NULL);
+  }
+}
+
+/* Pack b and load it with options. */
+static hp_status load_opts(mb *b, hp_error *e, const hp_onnx_opts *o, hp_onnx_model *out) {
+  size_t n = onnx__model_proto__get_packed_size(&b->m);
+  uint8_t *buf = malloc(n + 1);
+  assert_non_null(buf);
+  onnx__model_proto__pack(&b->m, buf);
+  hp_status st = hp_onnx_load_buffer_opts(e, buf, n, "t.onnx", o, out);
+  free(buf);
+  return st;
+}
+
+/* Shapes and symbols given at import: "batch" becomes a number; without
+ * them it is a dynamic dim the model lists, with the option to give. */
+static void test_shapes(void **state) {
+  (void)state;
+  mb b;
+  build(&b);
+  hp_error e = {0};
+  hp_onnx_model m;
+  assert_ok(&e, load(&b, &e, &m)); /* no shapes: dynamic, no default */
+  assert_int_equal(m.ndyn, 1);
+  assert_string_equal(m.dyn[0].input, "input.1");
+  assert_int_equal(m.dyn[0].dim, 0);
+  assert_string_equal(m.dyn[0].sym, "batch");
+  assert_string_equal(m.dyn[0].hint, "--shape input.1=<batch>x3");
+  assert_int_equal(hp_onnx_require_shapes(&e, &m), HP_E_UNBOUND_SYMBOL);
+  assert_true(strstr(e.msg, "graph input \"input.1\" (dim 0): give --shape input.1=<batch>x3") != NULL);
+  hp_onnx_model_free(&m);
+  hp_error_clear(&e);
+  hp_onnx_shape s[2];
+  bool used[2];
+  assert_ok(&e, hp_onnx_parse_shape(&e, "input_1=4x3", &s[0])); /* by its harp id */
+  assert_ok(&e, hp_onnx_parse_shape(&e, "other=1", &s[1]));
+  hp_onnx_opts o = {.nshapes = 2, .shapes = s, .shape_used = used};
+  assert_ok(&e, load_opts(&b, &e, &o, &m));
+  assert_true(used[0]), assert_false(used[1]);
+  assert_int_equal(m.ndyn, 0);
+  assert_ok(&e, hp_onnx_require_shapes(&e, &m));
+  tiny_graph *g = NULL;
+  tiny_symtab defaults;
+  tiny_symtab_init(&defaults);
+  assert_ok(&e, hp_lower(&e, m.program, &g, &defaults)); /* every dim a number: no binding needed */
+  int x = tiny_find(g, "input_1");
+  assert_true(x >= 0);
+  assert_int_equal(g->nodes[x].shape.d[0].n, 4);
+  tiny_graph_free(g);
+  tiny_symtab_free(&defaults);
+  hp_onnx_model_free(&m);
+  s[0].dims[1] = 5; /* against the static 3 */
+  assert_int_equal(load_opts(&b, &e, &o, &m), HP_E_INPUT_MISMATCH);
+  assert_true(strstr(e.msg, "dim 1 is 3 in the model") != NULL);
+  assert_null(m.program);
+  hp_error_clear(&e);
+  tiny_symtab syms;
+  tiny_symtab_init(&syms);
+  assert_ok(&e, tiny_symtab_set(&e, &syms, "batch", 6));
+  hp_onnx_opts os = {.syms = &syms};
+  assert_ok(&e, load_opts(&b, &e, &os, &m));
+  assert_int_equal(m.ndyn, 0);
+  hp_onnx_model_free(&m);
+  tiny_symtab_free(&syms);
+}
+
 static void test_c_api(void **state) {
   (void)state;
   compile_run(HARP_BACKEND_INTERP);
@@ -310,7 +407,7 @@ static void test_c_api(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_good), cmocka_unit_test(test_bytes), cmocka_unit_test(test_broken),
-                                     cmocka_unit_test(test_fixed_input),
+                                     cmocka_unit_test(test_fixed_input), cmocka_unit_test(test_parse_shape), cmocka_unit_test(test_shapes),
                                      cmocka_unit_test(test_c_api)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
