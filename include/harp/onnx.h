@@ -71,6 +71,11 @@ typedef struct hp_onnx_model {
   int nnames;
   hp_onnx_name *names; /* graph inputs and weights: ONNX name -> harp id */
   int64_t opset;       /* of the default domain */
+  /* Run-time control flow (only with hp_onnx_opts.host_flow): the model as
+   * a host program of segments and If / Loop / Scan steps (harp/flow.h);
+   * program is then NULL (the segments hold the graphs).  NULL when every
+   * If, Loop and Scan folded or unrolled at import. */
+  struct hp_flow *flow;
 } hp_onnx_model;
 
 /* Graph inputs fixed at import: each named input becomes an initializer
@@ -90,6 +95,11 @@ typedef struct hp_onnx_opts {
   hp_status (*read)(hp_error *e, void *read_ctx, int i, hp_tensor *out);
   void *read_ctx;
   bool *used;
+  /* Accept run-time control flow (an If whose condition, a Loop whose trip
+   * count or condition, a Scan whose length is known only at run time): the
+   * result is then a host program (hp_onnx_model.flow).  Without it such a
+   * node is Unsupported, naming the node. */
+  bool host_flow;
 } hp_onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */

@@ -31,6 +31,8 @@ typedef struct cli_opts {
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
+  bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
+  long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -40,8 +42,9 @@ typedef struct cli_model {
   struct hp_onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
   tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
-  hp_tensor *inputs;   /* one per INPUT node, graph order */
+  hp_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
   int ninputs;
+  const struct hp_flow *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
 } cli_model;
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
@@ -84,6 +87,15 @@ struct cli_plans;
 hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m, const struct cli_plans *pl);
 /* Write text to DIR/FILE atomically (DIR is created). */
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
+
+/* Random inputs as --random-inputs makes them (state: the seeded RNG). */
+hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t);
+
+/* Models with run-time control flow (cli_flow.c): the inputs of the host
+ * program (cli_load_model's part for them), and run / bench over it. */
+hp_status cli_flow_inputs(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs);
+int cli_flow_bench(cli_opts *o, cli_model *m, const char *backend, bool graphs, long warmup, long repeat, bool json);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);

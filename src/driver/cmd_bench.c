@@ -48,6 +48,9 @@ static const char bench_help[] =
     "                       --plan FILE reads a plan list.  Repeatable\n"
     "  --dump LIST          as harp run (--dump-dir DIR): plan (the plans in use),\n"
     "                       c (cpu: model.c), gpu, cu, and the IR stages\n"
+    "  --loop-limit N       a model with run-time control flow: a Loop's iterations\n"
+    "                       at most (default 1000000); such a model is timed whole,\n"
+    "                       its first run (which compiles its segments) untimed\n"
     "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
 static double now_ms(void) {
@@ -319,7 +322,8 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym seed backend target plan dump dump-dir", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym seed backend target plan dump dump-dir loop-limit", &o,
+                     &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
@@ -370,7 +374,14 @@ int cmd_bench(int argc, char **argv) {
   hp_constpool cp = {0};
   kprofile prof = {0};
   if (!times) return 1;
-  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
+  o.host_flow = true;
+  if (cli_load_model(&e, &o, true, &m)) goto fail;
+  if (m.flow) { /* run-time control flow: the host program, timed whole (cli_flow.c) */
+    rc = profile ? cli_usage_error("bench", "--profile needs a model without run-time control flow")
+                 : cli_flow_bench(&o, &m, backend, graphs, warmup, repeat, json);
+    goto done;
+  }
+  if (cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   in = calloc((size_t)m.ninputs + 1, sizeof *in);
   outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
@@ -487,7 +498,7 @@ fail:
   rc = cli_report(&e);
 done:
   if (cm) hp_cpu_instance_free(cm, inst);
-  if (outs && m.g)
+  if (outs && m.g && !m.flow)
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
   free(outs);
   free(in);

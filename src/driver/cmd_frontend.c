@@ -72,7 +72,8 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
   int n = o->nparams;
   bool *used = hp_xcalloc((size_t)n + 1, sizeof *used);
   hp_status st = used ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used};
+  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = read_param, .read_ctx = o, .used = used,
+                     .host_flow = o->host_flow};
   if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, *onnx);
   for (int k = n - 1; k >= 0 && !st; k--) {
     if (!used[k]) continue;
@@ -88,7 +89,7 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
     o->nparams--;
   }
   free(used);
-  if (st) return st;
+  if (st || (*onnx)->flow) return st; /* a host program: its segments are compiled when run (cli_flow.c) */
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }
 
