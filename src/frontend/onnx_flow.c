@@ -571,15 +571,15 @@ static hp_status if_inline(ox_ctx *c, Onnx__GraphProto *gb, const char *label) {
 
 /* Output k of a host If: a slot whose dims are the branches' where they
  * agree, known at run time where they do not. */
-static int if_out_slot(ox_ctx *c, int k, int ts, int es) {
+static int if_out_slot(ox_ctx *c, int k, int ts, int es, const char *const label[2]) {
   hp_flow *f = c->fl->f;
   const hp_flow_slot *a = &f->slots[ts], *b = &f->slots[es];
   if (a->dtype != b->dtype)
-    return ox_fail(c, HP_E_DTYPE_MISMATCH, "the branches disagree: output %d is %s in then_branch, %s in else_branch", k,
-                   tiny_dtype_name(a->dtype), tiny_dtype_name(b->dtype)), -1;
+    return ox_fail(c, HP_E_DTYPE_MISMATCH, "the branches disagree: output %d is %s in %s, %s in %s", k,
+                   tiny_dtype_name(a->dtype), label[0], tiny_dtype_name(b->dtype), label[1]), -1;
   if (a->rank != b->rank)
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the branches disagree: output %d has rank %d in then_branch, %d in else_branch", k,
-                   a->rank, b->rank), -1;
+    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the branches disagree: output %d has rank %d in %s, %d in %s", k, a->rank,
+                   label[0], b->rank, label[1]), -1;
   fe_shape s = c->fl->shape[ts];
   const char *name = k < (int)c->node->n_output && c->node->output[k][0] ? c->node->output[k] : "if_out";
   for (int i = 0; i < s.rank; i++)
@@ -587,12 +587,11 @@ static int if_out_slot(ox_ctx *c, int k, int ts, int es) {
   return oxf_new_slot(c, name, a->dtype, &s);
 }
 
-/* Both branches compiled; the host runs the one the condition picks. */
-static hp_status if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2]) {
-  static const char *const label[2] = {"then_branch", "else_branch"};
-  char where[200], nm[96];
+hp_status oxf_if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2], const char *const label[2]) {
+  char where[200], nm[96], op[64];
   printable(c->node->name, nm, sizeof nm);
-  snprintf(where, sizeof where, "node %d \"%s\" (If)", c->node_index, nm);
+  printable(c->node->op_type, op, sizeof op);
+  snprintf(where, sizeof where, "node %d \"%s\" (%s)", c->node_index, nm, op);
   if (oxf_ensure(c, "the condition is known only at run time") || oxf_export(c, (size_t)c->node_index)) return c->e->code;
   int cs = oxf_host_in(c, cond), st = cs < 0 ? -1 : oxf_add_step(c, HP_FLOW_IF, where);
   if (st < 0) return c->e->code;
@@ -610,10 +609,11 @@ static hp_status if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2]) {
   }
   const hp_flow_block *tb = &fl->f->blocks[fl->f->steps[st].body[0]], *eb = &fl->f->blocks[fl->f->steps[st].body[1]];
   if (tb->nout != eb->nout || tb->nout != (int)c->node->n_output)
-    return ox_fail(c, HP_E_ARITY, "the branches disagree: then_branch has %d outputs, else_branch %d, the If %zu", tb->nout,
+    return ox_fail(c, HP_E_ARITY, "the branches disagree: %s has %d outputs, %s %d, the node %zu", label[0], tb->nout, label[1],
                    eb->nout, c->node->n_output);
   for (int k = 0; k < tb->nout; k++) {
-    int s = if_out_slot(c, k, fl->f->blocks[fl->f->steps[st].body[0]].out[k], fl->f->blocks[fl->f->steps[st].body[1]].out[k]);
+    int s = if_out_slot(c, k, fl->f->blocks[fl->f->steps[st].body[0]].out[k], fl->f->blocks[fl->f->steps[st].body[1]].out[k],
+                        label);
     if (s < 0) return c->e->code;
     if (!flow_push(&fl->f->steps[st].out, &fl->f->steps[st].nout, s)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     if (!c->node->output[k][0]) continue;
@@ -634,7 +634,8 @@ static hp_status op_if(ox_ctx *c) {
   if (!g[1] || oxf_prepare(c)) return c->e->code;
   if (oxf_const_truth(c, cond, &truth, &failed)) return if_inline(c, truth ? g[0] : g[1], truth ? "then_branch" : "else_branch");
   if (failed) return c->e->code;
-  return if_host(c, cond, g);
+  static const char *const label[2] = {"then_branch", "else_branch"};
+  return oxf_if_host(c, cond, g, label);
 }
 
 ox_op_fn ox_find_flow(const char *op) {

@@ -83,6 +83,12 @@ hp_status oxf_host_block(ox_ctx *c, Onnx__GraphProto *gp, const char *label, con
  * an unrolled body, its condition). */
 hp_status oxf_def_scalar(ox_ctx *s, const char *name, int oty, int64_t v);
 
+/* Both branches g[] (label[]: their names in messages) compiled as blocks
+ * of a host If step on cond; the node's outputs are the step's. */
+hp_status oxf_if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2], const char *const label[2]);
+
+/* onnx_flow_loop.c: x := a scalar constant (a holder outside any scope). */
+hp_status oxf_def_scalar_holder(ox_ctx *c, ox_val *x, int oty, int64_t v);
 /* onnx_flow_loop.c */
 hp_status oxf_op_loop(ox_ctx *c);
 hp_status oxf_op_scan(ox_ctx *c);

@@ -107,7 +107,7 @@ static void holders_free(ox_val *h, int n) {
 }
 
 /* A scalar holder (an iteration number, a condition). */
-static hp_status scalar(ox_ctx *c, ox_val *x, int oty, int64_t v) {
+hp_status oxf_def_scalar_holder(ox_ctx *c, ox_val *x, int oty, int64_t v) {
   memset(x, 0, sizeof *x);
   x->has_i = true, x->oty = oty, x->in = 1;
   x->iv = hp_arena_alloc(c->A, sizeof *x->iv);
@@ -116,31 +116,64 @@ static hp_status scalar(ox_ctx *c, ox_val *x, int oty, int64_t v) {
 }
 
 /* ---- Loop ----------------------------------------------------------------------------------- */
-/* Whether the body's condition output stays what it was given or a
- * constant (an Identity of its condition input, the input itself, a Constant). */
-static bool cond_static(const Onnx__GraphProto *body) {
+/* Whether the body's condition output is what it was given (the input
+ * itself, an Identity of it) or, with `constant`, a Constant. */
+static bool cond_static(const Onnx__GraphProto *body, bool constant) {
   const char *out = body->output[0]->name, *in = body->input[1]->name;
   if (!out || !in) return false;
   if (!strcmp(out, in)) return true;
   for (size_t i = 0; i < body->n_node; i++) {
     const Onnx__NodeProto *n = body->node[i];
     if (n->n_output < 1 || !n->output[0] || strcmp(n->output[0], out)) continue;
-    if (!strcmp(n->op_type, "Constant")) return true;
-    return !strcmp(n->op_type, "Identity") && n->n_input == 1 && !strcmp(n->input[0], in);
+    if (!strcmp(n->op_type, "Constant")) return constant;
+    return !strcmp(n->op_type, "Identity") && n->n_input == 1 && n->input[0] && !strcmp(n->input[0], in);
   }
   return false;
 }
 
-/* The trip count of a Loop unrolled at import, or -1 for a host loop. */
-static int64_t unroll_trips(ox_ctx *c, const Onnx__GraphProto *body, ox_val *M, ox_val *cond) {
+/* The trip count of a Loop unrolled at import, or -1 for a host loop;
+ * *wrap: the condition is known at run time only, but the body passes it
+ * on (all trips or none: an If between the unrolled Loop and no loop). */
+static int64_t unroll_trips(ox_ctx *c, const Onnx__GraphProto *body, ox_val *M, ox_val *cond, bool *wrap) {
   int64_t m;
   bool t = true, bad = false;
+  *wrap = false;
   if (!M || !M->has_i || M->in != 1 || !fe_dim_is_int(M->iv[0], &m)) return -1;
   if (m < 0) m = 0;
   if (m > OXF_UNROLL_MAX || m * (int64_t)(body->n_node ? body->n_node : 1) > OXF_UNROLL_NODES) return -1;
   if (!cond) return m; /* the body's condition is not read */
-  if (!oxf_const_truth(c, cond, &t, &bad)) return -1;
-  return !t ? 0 : cond_static(body) ? m : -1;
+  if (!oxf_const_truth(c, cond, &t, &bad)) {
+    *wrap = !bad && cond_static(body, false);
+    return *wrap ? m : -1;
+  }
+  return !t ? 0 : cond_static(body, true) ? m : -1;
+}
+
+/* With no iteration, the scan outputs are empty: the body imported once,
+ * its results dropped, for their element shapes (known at import). */
+static hp_status no_trips(ox_ctx *c, Onnx__GraphProto *body, ox_val *in, ox_val *h, ox_val *out, int n, int k) {
+  hp_status st = HP_OK;
+  if (!(st = oxf_def_scalar_holder(c, &in[0], OX_INT64, 0)) && !(st = oxf_def_scalar_holder(c, &in[1], OX_BOOL, 1)))
+    for (int j = 0; j < n && !st; j++) st = oxf_copy(c, &in[2 + j], &h[j]);
+  if (!st) st = iterate(c, body, in, n + 2, out, n + k + 1);
+  for (int j = 0; j < k && !st; j++) {
+    const ox_val *x = &out[1 + n + j];
+    const fe_shape *sh = x->v > 0 ? ox_shape_of(c, x->v) : NULL;
+    int rank = sh ? sh->rank : x->has_t ? x->t.rank : x->irank;
+    int64_t shape[TINY_MAX_RANK] = {0};
+    if (rank + 1 > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "scan output %d has rank %d", j, rank + 1);
+    for (int d = 0; d < rank; d++) {
+      int64_t v = sh ? -1 : x->has_t ? x->t.shape[d] : x->ishape[d];
+      if (sh && !fe_dim_is_int(sh->d[d], &v))
+        return ox_fail(c, HP_E_UNSUPPORTED, "a Loop of no iteration whose scan output %d has the symbolic size %s", j,
+                       sh->d[d]->text);
+      shape[d + 1] = v;
+    }
+    tiny_dtype dt = x->v > 0 ? hp_val_dtype(c->g, x->v) : x->has_t ? x->t.dtype : x->oty == OX_BOOL ? TINY_BOOL : TINY_I32;
+    hp_tensor t;
+    if (hp_tensor_alloc(c->e, &t, dt, rank + 1, shape) || ox_def_tensor(c, n + j, &t, x->oty ? x->oty : OX_FLOAT)) return c->e->code;
+  }
+  return st;
 }
 
 /* The Loop unrolled: h[0..n) carried values, then the scan elements
@@ -159,7 +192,7 @@ static hp_status loop_unroll(ox_ctx *c, Onnx__GraphProto *body, bool has_cond, i
   bool pinned = !st && !(st = oxf_pin(c, h, nh));
   int64_t done = 0;
   for (int64_t i = 0; i < trips && !st; i++) {
-    if (!(st = scalar(c, &in[0], OX_INT64, i)) && !(st = scalar(c, &in[1], OX_BOOL, 1)))
+    if (!(st = oxf_def_scalar_holder(c, &in[0], OX_INT64, i)) && !(st = oxf_def_scalar_holder(c, &in[1], OX_BOOL, 1)))
       for (int j = 0; j < n && !st; j++) st = oxf_copy(c, &in[2 + j], &h[j]);
     if (!st) st = iterate(c, body, in, n + 2, out, n + k + 1);
     for (int j = 0; j < n && !st; j++) st = oxf_copy(c, &h[j], &out[1 + j]);
@@ -171,11 +204,10 @@ static hp_status loop_unroll(ox_ctx *c, Onnx__GraphProto *body, bool has_cond, i
     if (!t) break;
   }
   for (int j = 0; j < n && !st; j++) st = oxf_def_alias(c, j, &h[j]);
-  if (!st && k && !done)
-    st = ox_fail(c, HP_E_UNSUPPORTED, "a Loop of 0 iterations with scan outputs (their element shape is unknown)");
+  if (!st && k && !done) st = no_trips(c, body, in, h, out, n, k);
   hp_val *v = st ? NULL : hp_xcalloc((size_t)done + 1, sizeof *v);
   if (!st && !v) st = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-  for (int j = 0; j < k && !st; j++) {
+  for (int j = 0; j < k && !st && done; j++) {
     for (int64_t i = 0; i < done && !st; i++)
       if ((v[i] = ox_value(c, &h[n + j * trips + i])) < 0) st = c->e->code;
     if (!st) st = ox_def(c, n + j, stack(c, v, (int)done, 0, false));
@@ -185,6 +217,43 @@ static hp_status loop_unroll(ox_ctx *c, Onnx__GraphProto *body, bool has_cond, i
   holders_free(h, nh);
   holders_free(in, n + 2);
   holders_free(out, n + k + 1);
+  return st;
+}
+
+/* A Loop of a constant trip count whose condition, known at run time, the
+ * body passes on: a host If on the condition between the node without its
+ * condition (unrolled) and the node with no trip (its initial values). */
+static hp_status loop_wrap(ox_ctx *c, ox_val *cond) {
+  const Onnx__NodeProto *n = c->node;
+  Onnx__NodeProto node[2] = {*n, *n};
+  Onnx__GraphProto g[2] = {ONNX__GRAPH_PROTO__INIT, ONNX__GRAPH_PROTO__INIT}, *gp[2] = {&g[0], &g[1]};
+  Onnx__NodeProto *np[2] = {&node[0], &node[1]};
+  Onnx__TensorProto zero = ONNX__TENSOR_PROTO__INIT, *zp = &zero;
+  int64_t zv = 0;
+  char zname[64], (*unused)[32] = hp_xcalloc(n->n_output + 1, sizeof *unused);
+  char **in = hp_xcalloc(2 * (n->n_input + 1), sizeof *in), **out = hp_xcalloc(n->n_output + 1, sizeof *out);
+  Onnx__ValueInfoProto *vi = hp_xcalloc(n->n_output + 1, sizeof *vi), **vp = hp_xcalloc(n->n_output + 1, sizeof *vp);
+  hp_status st = unused && in && out && vi && vp ? HP_OK : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  snprintf(zname, sizeof zname, "harp.no_trips.%d", c->node_index);
+  for (size_t i = 0; !st && i < n->n_input; i++) in[i] = in[n->n_input + i] = n->input[i];
+  for (size_t k = 0; !st && k < n->n_output; k++) { /* an unused output still has a name here */
+    snprintf(unused[k], sizeof unused[k], "harp.unused.%zu", k);
+    out[k] = n->output[k][0] ? n->output[k] : unused[k];
+    onnx__value_info_proto__init(&vi[k]);
+    vi[k].name = out[k], vp[k] = &vi[k];
+  }
+  if (!st) {
+    in[1] = in[n->n_input + 1] = "", in[n->n_input] = zname;
+    zero.name = zname, zero.has_data_type = 1, zero.data_type = OX_INT64, zero.n_int64_data = 1, zero.int64_data = &zv;
+    for (int b = 0; b < 2; b++) {
+      node[b].input = in + b * n->n_input, node[b].output = out;
+      g[b].n_node = 1, g[b].node = &np[b], g[b].n_output = n->n_output, g[b].output = vp;
+    }
+    g[1].n_initializer = 1, g[1].initializer = &zp;
+    static const char *const label[2] = {"(all trips)", "(no trip)"};
+    st = oxf_if_host(c, cond, gp, label);
+  }
+  free(unused), free(in), free(out), free(vi), free(vp);
   return st;
 }
 
@@ -363,8 +432,10 @@ hp_status oxf_op_loop(ox_ctx *c) {
   bool failed = false;
   ox_val *M = ox_in(c, 0, &failed), *cond = failed ? NULL : ox_in(c, 1, &failed);
   if (failed) return c->e->code;
-  int64_t trips = unroll_trips(c, body, M, cond);
+  bool wrap;
+  int64_t trips = unroll_trips(c, body, M, cond, &wrap);
   if (c->e->code) return c->e->code;
+  if (wrap) return loop_wrap(c, cond);
   if (trips >= 0) return loop_unroll(c, body, cond != NULL, trips, n, k);
   return loop_host(c, body, M, cond, n, k);
 }

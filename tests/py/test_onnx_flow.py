@@ -173,6 +173,13 @@ loop_u = graph([mk("Loop", ["M", "", "a0"], ["acc", "scan"], body=ubody)], [vi("
                [vi("acc", [1, 3]), vr("scan", 3)], [init("M", np.array(5, np.int64))])
 check("loop_unrolled", model(loop_u), {"xs": xs40[:6], "a0": x3[None]}, host=False)
 
+# a constant trip count, the condition at run time and passed on by the body: all trips or none (an If
+# between the Loop unrolled and no loop; with none, the scan output is empty)
+loop_c = graph([mk("Loop", ["M", "c", "a0"], ["acc", "scan"], body=ubody)], [vi("c", [], B), vi("xs", [6, 3]), vi("a0", [1, 3])],
+               [vi("acc", [1, 3]), vr("scan", 3)], [init("M", np.array(4, np.int64))])
+for cv in (True, False):
+    check(f"loop_cond_{cv}", model(loop_c), {"c": np.array(cv), "xs": xs40[:6], "a0": x3[None]})
+
 # a while loop: M absent, the body computes the condition (x < limit)
 wbody = graph([mk("Mul", ["v", "k"], ["v2"]), mk("ReduceSum", ["v2"], ["s"], keepdims=0), mk("Less", ["s", "lim"], ["cout"])],
               [vi("i", [], I64), vi("cin", [], B), vi("v", [3])], [vi("cout", [], B), vi("v2", [3])])
