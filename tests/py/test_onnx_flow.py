@@ -78,7 +78,7 @@ def harp(path, feeds, backend, params=(), extra=()):
     return ht.subprocess.run(args, capture_output=True, text=True, timeout=600), out
 
 
-def check(name, m, feeds, params=(), host=True, backends=("interp", "cpu"), extra=()):
+def check(name, m, feeds, params=(), host=True, backends=tuple(ht.BACKENDS), extra=()):
     """harp's outputs on each backend against onnxruntime's; `host`: whether
     the model must run as a host program (--dump flow says which)."""
     path = save(m, name)
