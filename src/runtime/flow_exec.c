@@ -40,6 +40,7 @@ struct hp_flow_exec {
   segx *segs;
   hp_tensor *val; /* per slot: this run's tensor */
   bool *set;
+  tiny_symtab msyms; /* the model inputs' shape variables this run (a folded shape after a cut may name one) */
   unsigned long long clock;
   hp_flow_stats stats;
 };
@@ -110,13 +111,14 @@ static void variant_free(variant *v) {
   memset(v, 0, sizeof *v);
 }
 
-/* The shapes of a segment's inputs as one key. */
-static int64_t *key_of(const hp_flow_seg *sg, const hp_tensor *const *in, int *n) {
-  int k = 0;
+/* The shapes of a segment's inputs and the model's shape variables as one key. */
+static int64_t *key_of(const hp_flow_exec *x, const hp_flow_seg *sg, const hp_tensor *const *in, int *n) {
+  int k = x->msyms.n;
   for (int i = 0; i < sg->nin; i++) k += 1 + in[i]->rank;
   int64_t *key = hp_xcalloc((size_t)k + 1, sizeof *key);
   if (!key) return NULL;
   k = 0;
+  for (int i = 0; i < x->msyms.n; i++) key[k++] = x->msyms.values[i];
   for (int i = 0; i < sg->nin; i++) {
     key[k++] = in[i]->rank;
     for (int d = 0; d < in[i]->rank; d++) key[k++] = in[i]->shape[d];
@@ -146,12 +148,14 @@ static hp_status params_block(hp_error *e, hp_flow_exec *x, const harp_compiled 
   return HP_OK;
 }
 
-/* The segment lowered and compiled for the shapes of in[]. */
+/* The segment lowered and compiled for the shapes of in[] (and the model's
+ * shape variables, which a shape folded before a cut may name). */
 static hp_status compile_graph(hp_error *e, hp_flow_exec *x, const hp_flow_seg *sg, const hp_tensor *const *in,
                                harp_compiled **hc) {
   tiny_symtab syms;
   tiny_symtab_init(&syms);
   hp_status st = HP_OK;
+  for (int i = 0; i < x->msyms.n && !st; i++) st = tiny_symtab_set(e, &syms, x->msyms.names[i], x->msyms.values[i]);
   for (int i = 0; i < sg->nin && !st; i++)
     st = hp_program_bind_input(e, sg->program, sg->in_id[i], in[i]->rank, in[i]->shape, &syms);
   tiny_graph *g = NULL;
@@ -188,7 +192,7 @@ static hp_status compile_variant(hp_error *e, hp_flow_exec *x, const hp_flow_seg
     if (harp_input_dtype(v->hc, k) != in[v->in_of[k]]->dtype)
       st = hp_fail(e, HP_E_INTERNAL, harp_input_name(v->hc, k), "a segment input of dtype %s gets %s",
                    tiny_dtype_name(harp_input_dtype(v->hc, k)), tiny_dtype_name(in[v->in_of[k]]->dtype));
-  if (!st && !(v->key = key_of(sg, in, &v->nkey))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st && !(v->key = key_of(x, sg, in, &v->nkey))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   if (st) variant_free(v);
   x->stats.compiles += !st;
   x->stats.compile_ms += now_ms() - t0;
@@ -201,7 +205,7 @@ static hp_status variant_for(hp_error *e, hp_flow_exec *x, int si, const hp_tens
   segx *sx = &x->segs[si];
   const hp_flow_seg *sg = &x->f->segs[si];
   int nk;
-  int64_t *key = key_of(sg, in, &nk);
+  int64_t *key = key_of(x, sg, in, &nk);
   if (!key) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   variant *v = NULL;
   for (int i = 0; i < sx->nv && !v; i++)
@@ -464,6 +468,8 @@ hp_status hp_flow_exec_new(hp_error *e, const hp_flow *f, int nweights, char *co
   x->f = f, x->nw = nweights, x->wid = weight_ids, x->w = weights;
   if (o) x->o = *o;
   x->limit = o && o->loop_limit > 0 ? o->loop_limit : HP_FLOW_LOOP_LIMIT;
+  if (x->limit > INT32_MAX) x->limit = INT32_MAX; /* iteration numbers are int32 */
+  tiny_symtab_init(&x->msyms);
   x->segs = hp_xcalloc((size_t)f->nsegs + 1, sizeof *x->segs);
   x->val = hp_xcalloc((size_t)f->nslots + 1, sizeof *x->val);
   x->set = hp_xcalloc((size_t)f->nslots + 1, sizeof *x->set);
@@ -480,8 +486,9 @@ static void clear_slots(hp_flow_exec *x) {
   for (int s = 0; s < x->f->nslots; s++) hp_tensor_free(&x->val[s]), x->set[s] = false;
 }
 
-/* Input k against main's slot: its dtype, rank and the dims known at import. */
-static hp_status check_input(hp_error *e, const hp_flow *f, int k, const hp_tensor *t) {
+/* Input k against main's slot: its dtype, rank and the dims known at
+ * import; its shape variables bound into syms. */
+static hp_status check_input(hp_error *e, const hp_flow *f, int k, const hp_tensor *t, tiny_symtab *syms) {
   const hp_flow_block *mb = &f->blocks[f->main];
   const hp_flow_slot *s = &f->slots[mb->in[k]];
   const char *name = mb->in_name ? mb->in_name[k] : s->name;
@@ -490,10 +497,17 @@ static hp_status check_input(hp_error *e, const hp_flow *f, int k, const hp_tens
                    tiny_dtype_name(s->dtype));
   if (t->rank != s->rank)
     return hp_fail(e, HP_E_INPUT_MISMATCH, name, "input %s has rank %d, the model declares rank %d", name, t->rank, s->rank);
-  for (int d = 0; d < t->rank; d++)
+  for (int d = 0; d < t->rank; d++) {
+    int64_t v;
     if (s->dims[d] >= 0 && s->dims[d] != t->shape[d])
       return hp_fail(e, HP_E_INPUT_MISMATCH, name, "input %s: dim %d is %" PRId64 ", the model declares %" PRId64, name, d,
                      t->shape[d], s->dims[d]);
+    if (!s->sym[d]) continue;
+    if (tiny_symtab_get(syms, s->sym[d], &v) && v != t->shape[d])
+      return hp_fail(e, HP_E_INPUT_MISMATCH, name, "input %s: dim %d is %" PRId64 ", but %s is %" PRId64, name, d, t->shape[d],
+                     s->sym[d], v);
+    if (tiny_symtab_set(e, syms, s->sym[d], t->shape[d])) return e->code;
+  }
   return HP_OK;
 }
 
@@ -502,8 +516,10 @@ hp_status hp_flow_exec_run(hp_error *e, hp_flow_exec *x, const hp_tensor *in, in
   const hp_flow_block *mb = &f->blocks[f->main];
   if (nin != mb->nin) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given; the model has %d", nin, mb->nin);
   hp_status st = HP_OK;
+  tiny_symtab_free(&x->msyms);
+  tiny_symtab_init(&x->msyms);
   for (int k = 0; k < nin && !st; k++)
-    if (!(st = check_input(e, f, k, &in[k]))) st = copy_to(e, x, mb->in[k], &in[k]);
+    if (!(st = check_input(e, f, k, &in[k], &x->msyms))) st = copy_to(e, x, mb->in[k], &in[k]);
   if (!st) st = run_block(e, x, f->main);
   int done = 0;
   for (; done < mb->nout && !st; done++) {
@@ -522,6 +538,7 @@ void hp_flow_exec_free(hp_flow_exec *x) {
   for (int s = 0; x->segs && s < x->f->nsegs; s++)
     for (int i = 0; i < x->segs[s].nv; i++) variant_free(&x->segs[s].v[i]);
   if (x->val) clear_slots(x);
+  tiny_symtab_free(&x->msyms);
   free(x->segs), free(x->val), free(x->set);
   free(x);
 }

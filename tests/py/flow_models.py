@@ -50,14 +50,22 @@ inner = graph([mk("If", ["d"], ["i"], then_branch=graph([mk("Exp", ["x"], ["a"])
 if_nested = model(graph([mk("If", ["c"], ["y"], then_branch=inner, else_branch=graph([mk("Abs", ["x"], ["z"])], [], [vi("z", [3])]))],
                         [vi("c", [], B), vi("d", [], B), vi("x", [3])], [vi("y", [3])]))
 
+# a shape folded before the If (Shape of x [N, 3]) used after it, where nothing read has that dim
+red = lambda op, o: graph([mk(op, ["x"], [o + "0"]), mk("ReduceSum", [o + "0"], [o], keepdims=0)], [], [vr(o, 0)])  # noqa: E731
+if_symbolic = model(graph([mk("Shape", ["x"], ["s"]), mk("If", ["c"], ["y"], then_branch=red("Neg", "a"), else_branch=red("Abs", "b")),
+                           mk("Expand", ["y", "s"], ["t"]), mk("Mul", ["t", "t"], ["z"])],
+                          [vi("c", [], B), helper.make_tensor_value_info("x", F, ["N", 3])], [vr("z", 2)]))
+
 # ---- Loop ------------------------------------------------------------------------------------------
 # for i < M: acc = acc * 0.5 + xs[i] (a Gather by the iteration number); scan output acc
+# scan outputs acc2 and acc as it came in (the body's own input: read before the next iteration's)
 gbody = graph([mk("Identity", ["cin"], ["cout"]), mk("Gather", ["xs", "i"], ["xi"], axis=0), mk("Mul", ["acc", "half"], ["m0"]),
-               mk("Add", ["m0", "xi"], ["acc2"]), mk("Identity", ["acc2"], ["sc"])],
-              [vi("i", [], I64), vi("cin", [], B), vi("acc", [3])], [vi("cout", [], B), vi("acc2", [3]), vi("sc", [3])],
-              [init("half", np.float32(0.5))])
-loop_trip = model(graph([mk("Loop", ["M", "T", "a0"], ["acc", "scan"], body=gbody)], [vi("M", [], I64), vi("xs", [40, 3]), vi("a0", [3])],
-                        [vi("acc", [3]), vr("scan", 2)], [init("T", np.array(True))]))
+               mk("Add", ["m0", "xi"], ["acc2"]), mk("Identity", ["acc2"], ["sc"]), mk("Identity", ["acc"], ["prev"])],
+              [vi("i", [], I64), vi("cin", [], B), vi("acc", [3])],
+              [vi("cout", [], B), vi("acc2", [3]), vi("sc", [3]), vi("prev", [3])], [init("half", np.float32(0.5))])
+loop_trip = model(graph([mk("Loop", ["M", "T", "a0"], ["acc", "scan", "prevs"], body=gbody)],
+                        [vi("M", [], I64), vi("xs", [40, 3]), vi("a0", [3])], [vi("acc", [3]), vr("scan", 2), vr("prevs", 2)],
+                        [init("T", np.array(True))]))
 # the iteration number slices: a constant only when unrolled
 ubody = graph([mk("Identity", ["cin"], ["cout"]), mk("Unsqueeze", ["i", "ax0"], ["st"]), mk("Add", ["st", "one"], ["en"]),
                mk("Slice", ["xs", "st", "en"], ["row"]), mk("Add", ["acc", "row"], ["acc2"]), mk("Mul", ["acc2", "acc2"], ["sq"])],
@@ -108,7 +116,7 @@ def feeds():
     xs40 = rng.standard_normal((40, 3)).astype(np.float32)
     t, M = np.array(True), np.array(5, np.int64)
     return {"if_outer": (if_outer, {"c": t, "x": x23}), "if_const": (if_const, {"x": x23}),
-            "if_shapes": (if_shapes, {"c": t, "x": x3}), "if_nested": (if_nested, {"c": t, "d": t, "x": x3}),
+            "if_shapes": (if_shapes, {"c": t, "x": x3}), "if_symbolic": (if_symbolic, {"c": t, "x": x23}), "if_nested": (if_nested, {"c": t, "d": t, "x": x3}),
             "loop_trip": (loop_trip, {"M": M, "xs": xs40, "a0": x3}), "loop_unrolled": (loop_unrolled, {"xs": xs40[:6], "a0": x3[None]}),
             "loop_cond": (loop_cond, {"c": t, "xs": xs40[:6], "a0": x3[None]}),
             "loop_while": (loop_while, {"c0": t, "v0": np.abs(x3) + 0.1, "k": np.array(1.5, np.float32), "lim": np.array(40, np.float32)}),

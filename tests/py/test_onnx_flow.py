@@ -115,6 +115,9 @@ check("if_const_cond", fm.if_const, {"x": x23}, host=False)
 # branches of different shapes: the following segment is compiled for the shape the host meets
 for cv in (True, False):
     check(f"if_shapes_{cv}", fm.if_shapes, {"c": np.array(cv), "x": x3})
+# a shape folded before the If, read after it by a segment that has no input of that dim
+for cv in (True, False):
+    check(f"if_symbolic_{cv}", fm.if_symbolic, {"c": np.array(cv), "x": xs40[:7]})
 # an If in a branch, both on graph inputs
 for cv, dv in ((True, True), (True, False), (False, True)):
     check(f"if_nested_{cv}_{dv}", fm.if_nested, {"c": np.array(cv), "d": np.array(dv), "x": x3})
