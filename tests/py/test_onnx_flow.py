@@ -181,6 +181,10 @@ forever = graph([mk("Loop", ["", "", "v0"], ["v"], body=graph([mk("Identity", ["
                 [vi("v0", [3])], [vi("v", [3])])
 refused("loop_forever", model(forever), {"v0": x3}, "LimitExceeded", ['"spin" (Loop)', "100 iterations", "--loop-limit"],
         extra=["--loop-limit", "100"])
+# the limit exactly: 40 iterations run under --loop-limit 40, not under 39
+trip40 = {"M": np.array(40, np.int64), "xs": xs40, "a0": x3}
+check("loop_limit_40", fm.loop_trip, trip40, extra=["--loop-limit", "40"])
+refused("loop_limit_39", fm.loop_trip, trip40, "LimitExceeded", ["(Loop)", "39 iterations"], extra=["--loop-limit", "39"])
 ghost_body = graph([mk("Identity", ["cin"], ["cout"]), mk("Add", ["v", "ghost"], ["v2"], name="body_add")],
                    [vi("i", [], I64), vi("cin", [], B), vi("v", [3])], [vi("cout", [], B), vi("v2", [3])])
 refused("loop_dangling", raw_model(graph([mk("Loop", ["M", "", "v0"], ["v"], name="lp", body=ghost_body)],
