@@ -41,7 +41,7 @@ typedef struct hp_flow_slot {
   tiny_dtype dtype;
   int rank;
   int64_t dims[TINY_MAX_RANK]; /* -1: known at run time */
-  char *sym[TINY_MAX_RANK];    /* main's inputs: the shape variable a dim is (NULL: none) */
+  char *sym[TINY_MAX_RANK];    /* main's inputs and outputs: the shape variable a dim is (NULL: none) */
   bool has_konst;
   hp_tensor konst;             /* a constant fixed at import */
   int weight;                  /* >= 0: the model's weight of that index */

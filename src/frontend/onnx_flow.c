@@ -437,20 +437,22 @@ static void printable(const char *s, char *out, int cap) {
 }
 
 hp_status oxf_scope_open(ox_ctx *c, Onnx__GraphProto *gp, bool inl, const char *label, ox_ctx *s) {
+  hp_status st = oxf_prepare(c);
   *s = *c;
   s->vals = NULL, s->nvals = s->cap = 0;
   memset(&s->byname, 0, sizeof s->byname);
   memset(&s->uses, 0, sizeof s->uses);
   s->gp = gp, s->node = NULL, s->node_index = 0;
   s->parent = c, s->inline_scope = inl;
+  if (st) return st;
+  s->fl->depth++; /* oxf_scope_close undoes it, whatever happens here */
   char nm[96], op[64];
   printable(c->node->name, nm, sizeof nm);
   printable(c->node->op_type, op, sizeof op);
   s->where = hp_arena_printf(c->A, "%s%snode %d \"%s\" (%s) %s", c->where ? c->where : "", c->where ? ": " : "",
                              c->node_index, nm, op, label);
   if (!s->where) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-  if (oxf_prepare(s)) return s->e->code;
-  if (++s->fl->depth > OXF_MAX_NESTING)
+  if (s->fl->depth > OXF_MAX_NESTING)
     return ox_fail(c, HP_E_LIMIT, "subgraphs nest more than %d deep", OXF_MAX_NESTING);
   return ox_scope_alloc(s, gp);
 }
@@ -653,6 +655,10 @@ hp_status ox_flow_outputs(ox_ctx *c, const Onnx__GraphProto *gp, const char *con
     int s = x ? oxf_slot_of(c, x) : -1;
     hp_flow_block *mb = &f->blocks[f->main];
     if (s < 0) return c->e->code;
+    for (int d = 0; d < f->slots[s].rank; d++) { /* a dim that is a shape variable: known once the inputs bind it */
+      const char *sym = fe_dim_is_sym(c->fl->shape[s].d[d]);
+      if (sym && !f->slots[s].sym[d] && !(f->slots[s].sym[d] = strdup(sym))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    }
     if (!flow_push(&mb->out, &mb->nout, s) || !flow_push_str(&mb->out_name, mb->nout - 1, outid[i]))
       return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   }

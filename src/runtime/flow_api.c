@@ -69,6 +69,11 @@ static hp_status signature(hp_error *e, flow_sig *s, const harp_options *o) {
   s->nin = mb->nin, s->nout = mb->nout;
   s->in = hp_xcalloc((size_t)s->nin + 1, sizeof *s->in), s->out = hp_xcalloc((size_t)s->nout + 1, sizeof *s->out);
   if (!st && (!s->in || !s->out)) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; !st && k < s->nin; k++) { /* a shape variable no binding gives is 1 */
+    const hp_flow_slot *sl = &f->slots[mb->in[k]];
+    for (int d = 0; d < sl->rank && !st; d++)
+      if (sl->dims[d] < 0 && sl->sym[d] && !tiny_symtab_get(&syms, sl->sym[d], NULL)) st = tiny_symtab_set(e, &syms, sl->sym[d], 1);
+  }
   for (int k = 0; !st && k < s->nin + s->nout; k++) {
     bool out = k >= s->nin;
     int j = out ? k - s->nin : k;
@@ -76,9 +81,9 @@ static hp_status signature(hp_error *e, flow_sig *s, const harp_options *o) {
     sig_io *io = out ? &s->out[j] : &s->in[j];
     io->name = out ? mb->out_name[j] : mb->in_name[j];
     io->dtype = sl->dtype, io->rank = sl->rank;
-    for (int d = 0; d < sl->rank; d++) {
+    for (int d = 0; d < sl->rank; d++) { /* an output's dim of another shape variable: known at run time only (-1) */
       int64_t v = sl->dims[d];
-      if (!out && v < 0 && !(sl->sym[d] && tiny_symtab_get(&syms, sl->sym[d], &v))) v = 1;
+      if (v < 0 && sl->sym[d]) tiny_symtab_get(&syms, sl->sym[d], &v);
       io->shape[d] = v;
     }
   }

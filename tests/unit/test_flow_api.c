@@ -8,8 +8,10 @@
  * output is read with model_output (model_run takes NULL for it, and fails
  * cleanly with a buffer); the weight comes in the parameter block; both
  * branches run on the interpreter and the cpu backend against values
- * computed here.  The importer without host_flow refuses the model, naming
- * the node. */
+ * computed here.  With then (x + x) * 2, else Neg(x) and x of dim "N"
+ * bound by harp_options' syms, the output's shape is known (N) and
+ * model_run writes it into a buffer.  The importer without host_flow refuses the model, naming the
+ * node. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ typedef struct vinfo {
   Onnx__TensorShapeProto__Dimension d, *dp[1];
 } vinfo;
 
-/* A value of element type ety, rank 0 or [n] (n < 0: no dim value). */
+/* A value of element type ety, rank 0 or [n] (n < 0: no dim value; -2: the dim "N"). */
 static void vinfo_init(vinfo *a, const char *name, int ety, int rank, int64_t n) {
   onnx__value_info_proto__init(&a->v);
   onnx__type_proto__init(&a->t);
@@ -37,6 +39,7 @@ static void vinfo_init(vinfo *a, const char *name, int ety, int rank, int64_t n)
   onnx__tensor_shape_proto__init(&a->sh);
   onnx__tensor_shape_proto__dimension__init(&a->d);
   if (n >= 0) a->d.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, a->d.dim_value = n;
+  if (n == -2) a->d.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, a->d.dim_param = "N";
   a->dp[0] = &a->d;
   a->sh.n_dim = (size_t)rank, a->sh.dim = a->dp;
   a->tt.has_elem_type = 1, a->tt.elem_type = ety, a->tt.shape = &a->sh;
@@ -63,7 +66,8 @@ static void node(Onnx__NodeProto *n, const char *op, char **in, int nin, char **
   n->op_type = (char *)op, n->name = (char *)op, n->n_input = (size_t)nin, n->input = in, n->n_output = 1, n->output = out;
 }
 
-static void build(mb *b) {
+/* same: else is Neg(x), x is ["N"] */
+static void build(mb *b, bool same) {
   memset(b, 0, sizeof *b);
   onnx__model_proto__init(&b->m);
   onnx__operator_set_id_proto__init(&b->op);
@@ -88,6 +92,7 @@ static void build(mb *b) {
   b->conattrs[0] = &b->aaxis;
   b->econ.n_attribute = 1, b->econ.attribute = b->conattrs;
   b->enodes[0] = &b->econ;
+  if (same) b->econ.op_type = "Neg", b->econ.n_input = 1, b->econ.n_attribute = 0, b->addin[1] = "x"; /* then (x + x) * 2 */
   onnx__graph_proto__init(&b->eg);
   vinfo_init(&b->eo, "u", 1, 1, -1);
   b->eout[0] = &b->eo.v;
@@ -114,7 +119,7 @@ static void build(mb *b) {
   b->inits[0] = &b->w, b->inits[1] = &b->two;
   onnx__graph_proto__init(&b->g);
   vinfo_init(&b->c, "c", 9, 0, -1);
-  vinfo_init(&b->x, "x", 1, 1, 3);
+  vinfo_init(&b->x, "x", 1, 1, same ? -2 : 3);
   vinfo_init(&b->z, "z", 1, 1, -1);
   b->gin[0] = &b->c.v, b->gin[1] = &b->x.v, b->gout[0] = &b->z.v;
   b->g.name = "main", b->g.n_node = 2, b->g.node = b->nodes, b->g.n_initializer = 2, b->g.initializer = b->inits;
@@ -137,7 +142,7 @@ static void write_model(mb *b, char *path) {
 
 static void compile_run(harp_backend backend) {
   mb b;
-  build(&b);
+  build(&b, false);
   char path[] = "/tmp/harp_flow_XXXXXX.onnx";
   write_model(&b, path);
   hp_error e = {0};
@@ -184,17 +189,53 @@ static void compile_run(harp_backend backend) {
   harp_compiled_free(c);
 }
 
+/* The branches agree on [N]: the output's shape is known from the binding. */
+static void known_shape(harp_backend backend) {
+  mb b;
+  build(&b, true);
+  char path[] = "/tmp/harp_flow_XXXXXX.onnx";
+  write_model(&b, path);
+  hp_error e = {0};
+  const char *syms[] = {"N=3", NULL};
+  harp_options o = {.backend = backend, .syms = syms};
+  harp_compiled *c;
+  assert_ok(&e, harp_compile_file(&e, path, &o, &c));
+  unlink(path);
+  int64_t shape[TINY_MAX_RANK];
+  assert_int_equal(harp_input_shape(c, 1, shape), 1);
+  assert_int_equal(shape[0], 3);
+  assert_int_equal(harp_output_shape(c, 0, shape), 1);
+  assert_int_equal(shape[0], 3);
+  harp_model *m = model_init(c, harp_embedded_params(c), harp_params_bytes(c));
+  assert_non_null(m);
+  float x[3] = {-1.0f, 2.0f, 0.5f}, y[3];
+  for (int cv = 0; cv < 2; cv++) {
+    unsigned char cond = (unsigned char)cv;
+    const void *in[] = {&cond, x};
+    void *out[] = {y};
+    assert_int_equal(model_run(m, in, out), 0);
+    for (int i = 0; i < 3; i++) {
+      float want = cv ? (x[i] + x[i]) * 2.0f : -x[i];
+      assert_true(fabsf(y[i] - (want > 0 ? want : 0)) <= 1e-6f);
+    }
+  }
+  model_free(m);
+  harp_compiled_free(c);
+}
+
 static void test_c_api(void **state) {
   (void)state;
   compile_run(HARP_BACKEND_INTERP);
   compile_run(HARP_BACKEND_CPU);
+  known_shape(HARP_BACKEND_INTERP);
+  known_shape(HARP_BACKEND_CPU);
 }
 
 /* hp_onnx_load without host_flow: one static graph is not possible. */
 static void test_static_refused(void **state) {
   (void)state;
   mb b;
-  build(&b);
+  build(&b, false);
   size_t n = onnx__model_proto__get_packed_size(&b.m);
   uint8_t *buf = malloc(n);
   assert_non_null(buf);
