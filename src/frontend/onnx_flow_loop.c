@@ -171,7 +171,9 @@ static hp_status no_trips(ox_ctx *c, Onnx__GraphProto *body, ox_val *in, ox_val 
     }
     tiny_dtype dt = x->v > 0 ? hp_val_dtype(c->g, x->v) : x->has_t ? x->t.dtype : x->oty == OX_BOOL ? TINY_BOOL : TINY_I32;
     hp_tensor t;
-    if (hp_tensor_alloc(c->e, &t, dt, rank + 1, shape) || ox_def_tensor(c, n + j, &t, x->oty ? x->oty : OX_FLOAT)) return c->e->code;
+    int oty = x->oty ? x->oty : dt == TINY_FP16 ? OX_FLOAT16 : dt == TINY_BF16 ? OX_BFLOAT16 : dt == TINY_I32 ? OX_INT64
+                                : dt == TINY_BOOL ? OX_BOOL : OX_FLOAT;
+    if (hp_tensor_alloc(c->e, &t, dt, rank + 1, shape) || ox_def_tensor(c, n + j, &t, oty)) return c->e->code;
   }
   return st;
 }
@@ -294,6 +296,16 @@ static hp_status widen(ox_ctx *c, const int *init, const int *out, fe_shape *sh,
   return HP_OK;
 }
 
+/* Slots from ns on are gone (a body imported again): values outside the
+ * body that took one while it was imported (a constant the host read) lose it. */
+static void forget_slots(ox_ctx *c, int ns) {
+  for (ox_ctx *s = c; s; s = s->parent)
+    for (int i = 0; i < s->nvals; i++)
+      if (s->vals[i].slot > ns) s->vals[i].slot = 0;
+  for (int i = 0; i < c->fl->npins; i++)
+    if (c->fl->pins[i]->slot > ns) c->fl->pins[i]->slot = 0;
+}
+
 /* The body of host loop step `st` as a block, imported until the carried
  * shapes settle.  in[0..nin) are the body inputs' slots: the carried ones,
  * in[cfirst..cfirst + n), are made here (their initial slots are
@@ -310,6 +322,7 @@ static hp_status host_body(ox_ctx *c, Onnx__GraphProto *body, int st, int *in, i
   int outer = fl->block, ns = fl->f->nslots, ng = fl->f->nsegs, nt = fl->f->nsteps, nb = fl->f->nblocks;
   for (bool again = true; again && !s;) {
     flow_truncate(fl->f, ns, ng, nt, nb); /* the last import, when the shapes changed */
+    forget_slots(c, ns);
     int blk = flow_add_block(fl->f);
     if (blk < 0) s = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     if (!s) s = body_slots(c, cfirst, init, sh, n, in);
