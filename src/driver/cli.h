@@ -88,6 +88,10 @@ hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m
 /* Write text to DIR/FILE atomically (DIR is created). */
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
 
+/* Wall-clock milliseconds; t[0..n) sorted (t[0] / t[n-1] are min / max) and its median (cmd_bench.c). */
+double cli_now_ms(void);
+double cli_sorted_median(double *t, long n);
+
 /* Random inputs as --random-inputs makes them (state: the seeded RNG). */
 hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t);
 

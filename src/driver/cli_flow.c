@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "harp.h"
@@ -117,87 +116,86 @@ static hp_status write_flow_dump(hp_error *e, const cli_opts *o, const hp_flow *
   return st;
 }
 
-int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs) {
+/* The executor of m's host program for --backend B and the outputs' array;
+ * 0, or the exit code of a failure (reported). */
+static int flow_start(cli_opts *o, cli_model *m, const char *backend, bool graphs, hp_flow_exec **x, hp_tensor **outs) {
   hp_error e = {0};
   harp_options ho;
   int rc = exec_options(o, backend, graphs, &ho, &e);
   if (rc) return rc;
   const hp_flow *f = m->flow;
-  const hp_flow_block *mb = &f->blocks[f->main];
-  hp_flow_exec *x = NULL;
-  hp_tensor *outs = hp_xcalloc((size_t)mb->nout + 1, sizeof *outs);
-  hp_status st = outs ? write_flow_dump(&e, o, f) : hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
-  if (!st) st = hp_flow_exec_new(&e, f, m->onnx->nweights, m->onnx->weight_ids, m->onnx->weights, &ho, &x);
-  if (!st) st = hp_flow_exec_run(&e, x, m->inputs, m->ninputs, outs);
-  if (!st) st = cli_write_outputs(&e, o->out_dir, (const char *const *)mb->out_name, outs, mb->nout);
-  if (!st) {
-    hp_flow_stats fs;
-    hp_flow_exec_stats(x, &fs);
-    for (int k = 0; k < mb->nout; k++) {
-      char shape[256];
-      int n = snprintf(shape, sizeof shape, "[");
-      for (int d = 0; d < outs[k].rank && n < 200; d++) n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%lld", d ? ", " : "", (long long)outs[k].shape[d]);
-      snprintf(shape + n, sizeof shape - (size_t)n, "]");
-      printf("%s: %s %s -> %s/%s.npy\n", mb->out_name[k], tiny_dtype_name(outs[k].dtype), shape, o->out_dir, mb->out_name[k]);
-    }
-    fprintf(stderr, "harp: host program: %d segment variants compiled, %ld segment runs, %ld loop iterations\n", fs.compiles,
-            fs.seg_runs, fs.iterations);
-  }
-  for (int k = 0; outs && k < mb->nout; k++) hp_tensor_free(&outs[k]);
-  free(outs);
-  hp_flow_exec_free(x);
+  *outs = hp_xcalloc((size_t)f->blocks[f->main].nout + 1, sizeof **outs);
+  hp_status st = *outs ? write_flow_dump(&e, o, f) : hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) st = hp_flow_exec_new(&e, f, m->onnx->nweights, m->onnx->weight_ids, m->onnx->weights, &ho, x);
   return st ? cli_report(&e) : 0;
 }
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+static void print_outputs(const cli_opts *o, const hp_flow_block *mb, const hp_tensor *outs, const hp_flow_exec *x) {
+  hp_flow_stats fs;
+  hp_flow_exec_stats(x, &fs);
+  for (int k = 0; k < mb->nout; k++) {
+    char shape[256];
+    int n = snprintf(shape, sizeof shape, "[");
+    for (int d = 0; d < outs[k].rank && n < 200; d++)
+      n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%lld", d ? ", " : "", (long long)outs[k].shape[d]);
+    snprintf(shape + n, sizeof shape - (size_t)n, "]");
+    printf("%s: %s %s -> %s/%s.npy\n", mb->out_name[k], tiny_dtype_name(outs[k].dtype), shape, o->out_dir, mb->out_name[k]);
+  }
+  fprintf(stderr, "harp: host program: %d segment variants compiled, %ld segment runs, %ld loop iterations\n", fs.compiles,
+          fs.seg_runs, fs.iterations);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
+int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs) {
+  hp_flow_exec *x = NULL;
+  hp_tensor *outs = NULL;
+  int rc = flow_start(o, m, backend, graphs, &x, &outs);
+  const hp_flow_block *mb = &m->flow->blocks[m->flow->main];
+  hp_error e = {0};
+  if (!rc && (hp_flow_exec_run(&e, x, m->inputs, m->ninputs, outs) ||
+              cli_write_outputs(&e, o->out_dir, (const char *const *)mb->out_name, outs, mb->nout)))
+    rc = cli_report(&e);
+  if (!rc) print_outputs(o, mb, outs, x);
+  for (int k = 0; outs && k < mb->nout; k++) hp_tensor_free(&outs[k]);
+  free(outs);
+  hp_flow_exec_free(x);
+  return rc;
 }
 
 int cli_flow_bench(cli_opts *o, cli_model *m, const char *backend, bool graphs, long warmup, long repeat, bool json) {
-  hp_error e = {0};
-  harp_options ho;
-  int rc = exec_options(o, backend, graphs, &ho, &e);
-  if (rc) return rc;
-  const hp_flow *f = m->flow;
-  const hp_flow_block *mb = &f->blocks[f->main];
   hp_flow_exec *x = NULL;
-  hp_tensor *outs = hp_xcalloc((size_t)mb->nout + 1, sizeof *outs);
-  double *t = hp_xcalloc((size_t)repeat + 1, sizeof *t);
-  hp_status st = outs && t ? write_flow_dump(&e, o, f) : hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
-  if (!st) st = hp_flow_exec_new(&e, f, m->onnx->nweights, m->onnx->weight_ids, m->onnx->weights, &ho, &x);
-  double t0 = now_ms(), first = 0;
-  for (long r = -warmup - 1; r < repeat && !st; r++) { /* the first run compiles: it is not timed */
-    double s = now_ms();
+  hp_tensor *outs = NULL;
+  int rc = flow_start(o, m, backend, graphs, &x, &outs);
+  const hp_flow_block *mb = &m->flow->blocks[m->flow->main];
+  double *t = hp_xcalloc((size_t)repeat + 1, sizeof *t), t0 = cli_now_ms(), first = 0;
+  hp_error e = {0};
+  hp_status st = rc || t ? HP_OK : hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (long r = -warmup - 1; r < repeat && !st && !rc; r++) { /* the first run compiles: it is not timed */
+    double s = cli_now_ms();
     st = hp_flow_exec_run(&e, x, m->inputs, m->ninputs, outs);
     for (int k = 0; k < mb->nout; k++) hp_tensor_free(&outs[k]);
-    if (r == -warmup - 1) first = now_ms() - t0;
-    if (r >= 0) t[r] = now_ms() - s;
+    if (r == -warmup - 1) first = cli_now_ms() - t0;
+    if (r >= 0) t[r] = cli_now_ms() - s;
   }
-  if (!st) {
+  if (st) rc = cli_report(&e);
+  if (!rc) {
     hp_flow_stats fs;
     hp_flow_exec_stats(x, &fs);
-    qsort(t, (size_t)repeat, sizeof *t, cmp_double);
-    double med = repeat % 2 ? t[repeat / 2] : 0.5 * (t[repeat / 2 - 1] + t[repeat / 2]);
+    double med = cli_sorted_median(t, repeat);
+    char *mq = cli_json_quote(o->model);
     if (json)
-      printf("{\"model\": \"%s\", \"backend\": \"%s\", \"host_program\": true, \"repeat\": %ld, \"warmup\": %ld, "
+      printf("{\"model\": %s, \"backend\": \"%s\", \"host_program\": true, \"repeat\": %ld, \"warmup\": %ld, "
              "\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"first_run_ms\": %.3f, \"compiles\": %d, "
              "\"compile_ms\": %.3f, \"segment_runs\": %ld, \"iterations\": %ld}\n",
-             o->model, backend, repeat, warmup, med, t[0], t[repeat - 1], first, fs.compiles, fs.compile_ms, fs.seg_runs,
+             mq ? mq : "\"\"", backend, repeat, warmup, med, t[0], t[repeat - 1], first, fs.compiles, fs.compile_ms, fs.seg_runs,
              fs.iterations);
     else
       printf("%s [%s, host program]: median %.3f ms over %ld runs (min %.3f, max %.3f); first run %.1f ms, %d segment "
              "variants compiled in %.1f ms\n",
              o->model, backend, med, repeat, t[0], t[repeat - 1], first, fs.compiles, fs.compile_ms);
+    free(mq);
   }
   free(outs);
   free(t);
   hp_flow_exec_free(x);
-  return st ? cli_report(&e) : 0;
+  return rc;
 }

@@ -446,11 +446,9 @@ hp_status oxf_scope_open(ox_ctx *c, Onnx__GraphProto *gp, bool inl, const char *
   s->parent = c, s->inline_scope = inl;
   if (st) return st;
   s->fl->depth++; /* oxf_scope_close undoes it, whatever happens here */
-  char nm[96], op[64];
-  printable(c->node->name, nm, sizeof nm);
-  printable(c->node->op_type, op, sizeof op);
-  s->where = hp_arena_printf(c->A, "%s%snode %d \"%s\" (%s) %s", c->where ? c->where : "", c->where ? ": " : "",
-                             c->node_index, nm, op, label);
+  char where[200];
+  oxf_node_where(c, where, sizeof where);
+  s->where = hp_arena_printf(c->A, "%s%s%s %s", c->where ? c->where : "", c->where ? ": " : "", where, label);
   if (!s->where) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   if (s->fl->depth > OXF_MAX_NESTING)
     return ox_fail(c, HP_E_LIMIT, "subgraphs nest more than %d deep", OXF_MAX_NESTING);
@@ -469,6 +467,13 @@ void oxf_scope_close(ox_ctx *c, ox_ctx *s) {
   c->byname = own.byname, c->uses = own.uses;
   c->gp = own.gp, c->node = own.node, c->node_index = own.node_index;
   c->parent = own.parent, c->inline_scope = own.inline_scope, c->where = own.where;
+}
+
+void oxf_node_where(const ox_ctx *c, char *out, int cap) {
+  char nm[96], op[64];
+  printable(c->node->name, nm, sizeof nm);
+  printable(c->node->op_type, op, sizeof op);
+  snprintf(out, (size_t)cap, "node %d \"%s\" (%s)", c->node_index, nm, op);
 }
 
 Onnx__GraphProto *oxf_graph_attr(ox_ctx *c, const char *name) {
@@ -590,10 +595,8 @@ static int if_out_slot(ox_ctx *c, int k, int ts, int es, const char *const label
 }
 
 hp_status oxf_if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2], const char *const label[2]) {
-  char where[200], nm[96], op[64];
-  printable(c->node->name, nm, sizeof nm);
-  printable(c->node->op_type, op, sizeof op);
-  snprintf(where, sizeof where, "node %d \"%s\" (%s)", c->node_index, nm, op);
+  char where[200];
+  oxf_node_where(c, where, sizeof where);
   if (oxf_ensure(c, "the condition is known only at run time") || oxf_export(c, (size_t)c->node_index)) return c->e->code;
   int cs = oxf_host_in(c, cond), st = cs < 0 ? -1 : oxf_add_step(c, HP_FLOW_IF, where);
   if (st < 0) return c->e->code;

@@ -63,6 +63,8 @@ void oxf_unpin(ox_ctx *c, int n);
  * back to c and frees the scope's values. */
 hp_status oxf_scope_open(ox_ctx *c, Onnx__GraphProto *gp, bool inl, const char *label, ox_ctx *s);
 void oxf_scope_close(ox_ctx *c, ox_ctx *s);
+/* The current node for messages: node 3 "name" (Loop). */
+void oxf_node_where(const ox_ctx *c, char *out, int cap);
 /* Attribute `name` of the current node as a graph (required). */
 Onnx__GraphProto *oxf_graph_attr(ox_ctx *c, const char *name);
 /* y := x (constants stay constants; y keeps its name). */

@@ -15,19 +15,6 @@
 #include "onnx_flow_int.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-static void printable(const char *s, char *out, int cap) {
-  int k = 0;
-  for (; s && *s && k + 4 < cap; s++) out[k++] = (*s >= 32 && *s < 127 && *s != '"') ? *s : '?';
-  if (s && *s) out[k++] = '.', out[k++] = '.', out[k++] = '.';
-  out[k] = 0;
-}
-
-static void node_where(const ox_ctx *c, char *out, int cap) {
-  char nm[96];
-  printable(c->node->name, nm, sizeof nm);
-  snprintf(out, (size_t)cap, "node %d \"%s\" (%s)", c->node_index, nm, c->node->op_type);
-}
-
 /* x with axis removed: element i along it. */
 static hp_val take(ox_ctx *c, hp_val x, int axis, int64_t i) {
   int64_t end = i + 1;
@@ -378,7 +365,7 @@ static hp_status loop_outputs(ox_ctx *c, int st, const int *in, int n, const int
 static hp_status loop_host(ox_ctx *c, Onnx__GraphProto *body, ox_val *M, ox_val *cond, int n, int k) {
   char where[200], why[200];
   int64_t m = -1;
-  node_where(c, where, sizeof where);
+  oxf_node_where(c, where, sizeof where);
   if (M && M->has_i && M->in == 1 && fe_dim_is_int(M->iv[0], &m) && !cond)
     snprintf(why, sizeof why, "a Loop of %" PRId64 " iterations (more than harp unrolls at import, %d) runs as a host loop", m,
              OXF_UNROLL_MAX);
@@ -580,7 +567,7 @@ static hp_status scan8_unroll(ox_ctx *c, Onnx__GraphProto *body, const scan_spec
 static hp_status scan_host(ox_ctx *c, Onnx__GraphProto *body, scan_spec *p, const fe_dim *len) {
   char where[200];
   int64_t L;
-  node_where(c, where, sizeof where);
+  oxf_node_where(c, where, sizeof where);
   int n = p->n, m = p->m, k = p->k;
   if (oxf_ensure(c, fe_dim_is_int(len, &L) ? "a Scan longer than harp unrolls at import runs as a host loop"
                                            : "the length of the Scan is known only at run time") ||
