@@ -219,7 +219,7 @@ static hp_status loop_wrap(ox_ctx *c, ox_val *cond) {
   Onnx__NodeProto *np[2] = {&node[0], &node[1]};
   Onnx__TensorProto zero = ONNX__TENSOR_PROTO__INIT, *zp = &zero;
   int64_t zv = 0;
-  char zname[64], (*unused)[32] = hp_xcalloc(n->n_output + 1, sizeof *unused);
+  char zname[64], (*unused)[48] = hp_xcalloc(n->n_output + 1, sizeof *unused);
   char **in = hp_xcalloc(2 * (n->n_input + 1), sizeof *in), **out = hp_xcalloc(n->n_output + 1, sizeof *out);
   Onnx__ValueInfoProto *vi = hp_xcalloc(n->n_output + 1, sizeof *vi), **vp = hp_xcalloc(n->n_output + 1, sizeof *vp);
   hp_status st = unused && in && out && vi && vp ? HP_OK : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
