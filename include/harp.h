@@ -46,6 +46,8 @@ typedef struct harp_options {
    * (operands rounded to half precision, fp32 accumulation).  Other values
    * fail with HP_E_USAGE.  The CPU and interpreter backends compute fp32. */
   const char *precision;
+  int64_t loop_limit;        /* a model with run-time control flow: the iterations a Loop may run
+                                (0: HP_FLOW_LOOP_LIMIT, one million) before it fails */
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;
@@ -92,5 +94,16 @@ harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes
 int model_run(harp_model *m, const void *const *inputs, void *const *outputs);
 const char *model_error(const harp_model *m);
 void model_free(harp_model *m);
+
+/* A model with run-time control flow (an ONNX If, Loop or Scan decided at
+ * run time: a host program of compiled segments, docs/onnx.md).  Its
+ * segments are compiled by each instance when first run, for the shapes
+ * they meet.  harp_output_shape gives -1 for a dim known only at run time;
+ * such an output is read here after model_run, which then takes NULL in
+ * its outputs[k] (any output may be read so).  Output k of the last
+ * model_run as the instance holds it (valid until the next run or
+ * model_free), its shape into shape[] and its rank into *rank; NULL for
+ * another model, before a run, or after a failed one. */
+const void *model_output(const harp_model *m, int k, int64_t *shape, int *rank);
 
 #endif

@@ -91,6 +91,11 @@ typedef struct hp_onnx_model {
   int64_t opset;       /* of the default domain */
   int ndyn;
   hp_onnx_dyn *dyn;    /* the dynamic dims of the graph inputs, in input order */
+  /* Run-time control flow (only with hp_onnx_opts.host_flow): the model as
+   * a host program of segments and If / Loop / Scan steps (harp/flow.h);
+   * program is then NULL (the segments hold the graphs).  NULL when every
+   * If, Loop and Scan folded or unrolled at import. */
+  struct hp_flow *flow;
 } hp_onnx_model;
 
 /* A graph input's concrete shape, given at import. */
@@ -144,6 +149,11 @@ typedef struct hp_onnx_opts {
    * pads fed as a graph input): fixing that input would let it fold. */
   void (*needs_data)(void *needs_ctx, const char *onnx_name);
   void *needs_ctx;
+  /* Accept run-time control flow (an If whose condition, a Loop whose trip
+   * count or condition, a Scan whose length is known only at run time): the
+   * result is then a host program (hp_onnx_model.flow).  Without it such a
+   * node is Unsupported, naming the node. */
+  bool host_flow;
 } hp_onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */

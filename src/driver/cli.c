@@ -113,6 +113,10 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       o->precision = v;
     } else if (!strcmp(name, "backend")) {
       o->backend = v;
+    } else if (!strcmp(name, "loop-limit")) {
+      char *end;
+      o->loop_limit = strtoll(v, &end, 10);
+      if (*end || end == v || o->loop_limit < 1) return cli_usage_error(cmd, "--loop-limit expects a positive count");
     } else if (!strcmp(name, "seed")) {
       char *end;
       o->seed = strtoull(v, &end, 10);
@@ -179,18 +183,22 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state, hp_tensor *t) {
-  int64_t shape[TINY_MAX_RANK];
-  for (int i = 0; i < n->shape.rank; i++) shape[i] = n->shape.d[i].n;
-  if (hp_tensor_alloc(e, t, n->dtype, n->shape.rank, shape)) return e->code;
+hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t) {
+  if (hp_tensor_alloc(e, t, dt, rank, shape)) return e->code;
   int64_t cnt = hp_tensor_numel(t);
   for (int64_t i = 0; i < cnt; i++) {
     uint64_t r = splitmix(state);
-    if (n->dtype == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
-    else if (n->dtype == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
+    if (dt == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
+    else if (dt == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
     else hp_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
   }
   return HP_OK;
+}
+
+static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state, hp_tensor *t) {
+  int64_t shape[TINY_MAX_RANK];
+  for (int i = 0; i < n->shape.rank; i++) shape[i] = n->shape.d[i].n;
+  return cli_random_tensor(e, n->dtype, n->shape.rank, shape, state, t);
 }
 
 hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {
@@ -237,6 +245,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   o->need_shapes = need_inputs; /* run, bench, compile, tune: every dim concrete */
   if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
+  m->flow = m->onnx ? m->onnx->flow : NULL;
   /* ONNX names on the command line ("input.1") are the ids they map to */
   for (int k = 0; m->onnx && k < o->ninputs; k++) {
     const char *id = hp_onnx_id_of(m->onnx, o->input_names[k]);
@@ -249,6 +258,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
     free((char *)o->input_names[k]);
     o->input_names[k] = copy;
   }
+  if (m->flow) return cli_flow_inputs(e, o, need_inputs, m); /* run-time control flow: a host program, no graph */
   /* Every --input must name an input of the model. */
   for (int k = 0; k < o->ninputs; k++) {
     bool found = false;
@@ -351,7 +361,7 @@ void cli_model_free(cli_model *m) {
 
 /* ---- output ---------------------------------------------------------------- */
 static const char *const known_dumps[] = {"frontend", "tiny", "indexbook", "poly_view", "region", "plan",
-                                          "function", "gpu", "cu", "c", NULL};
+                                          "function", "gpu", "cu", "c", "flow", NULL};
 
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text) {
   char path[4096];
@@ -366,7 +376,7 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
     for (int k = 0; known_dumps[k] && !known; k++) known = !strcmp(known_dumps[k], o->dumps[i]);
     if (!known)
       return hp_fail(e, HP_E_USAGE, NULL,
-                     "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c)",
+                     "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c, flow)",
                      o->dumps[i]);
     if (!strcmp(o->dumps[i], "frontend")) {
       if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp or .onnx model");
@@ -384,6 +394,9 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
     } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
                !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
       continue; /* dump_poly.c and dump_region.c, below */
+    } else if (!strcmp(o->dumps[i], "flow")) { /* a model with run-time control flow writes its host program (cli_flow.c) */
+      hp_status st = cli_write_text(e, o->dump_dir, "flow.txt", "no host program: the model is one static graph\n");
+      if (st) return st;
     } else if (!strcmp(o->dumps[i], "c") || !strcmp(o->dumps[i], "plan") || !strcmp(o->dumps[i], "gpu") ||
                !strcmp(o->dumps[i], "cu")) {
       continue; /* written by the command (the cpu backend's model, cli_write_plan_dump; gpu, cu: dump_gpu.c) */

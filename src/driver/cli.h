@@ -36,6 +36,8 @@ typedef struct cli_opts {
   int nshapes;
   bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
+  bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
+  long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -45,8 +47,9 @@ typedef struct cli_model {
   struct hp_onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
   tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
-  hp_tensor *inputs;   /* one per INPUT node, graph order */
+  hp_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
   int ninputs;
+  const struct hp_flow *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
 } cli_model;
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
@@ -91,6 +94,19 @@ struct cli_plans;
 hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m, const struct cli_plans *pl);
 /* Write text to DIR/FILE atomically (DIR is created). */
 hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
+
+/* Wall-clock milliseconds; t[0..n) sorted (t[0] / t[n-1] are min / max) and its median (cmd_bench.c). */
+double cli_now_ms(void);
+double cli_sorted_median(double *t, long n);
+
+/* Random inputs as --random-inputs makes them (state: the seeded RNG). */
+hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t);
+
+/* Models with run-time control flow (cli_flow.c): the inputs of the host
+ * program (cli_load_model's part for them), and run / bench over it. */
+hp_status cli_flow_inputs(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs);
+int cli_flow_bench(cli_opts *o, cli_model *m, const char *backend, bool graphs, long warmup, long repeat, bool json);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);

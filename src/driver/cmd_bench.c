@@ -52,9 +52,12 @@ static const char bench_help[] =
     "                       --plan FILE reads a plan list.  Repeatable\n"
     "  --dump LIST          as harp run (--dump-dir DIR): plan (the plans in use),\n"
     "                       c (cpu: model.c), gpu, cu, and the IR stages\n"
+    "  --loop-limit N       a model with run-time control flow: a Loop's iterations\n"
+    "                       at most (default 1000000); such a model is timed whole,\n"
+    "                       its first run (which compiles its segments) untimed\n"
     "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
-static double now_ms(void) {
+double cli_now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
@@ -77,8 +80,7 @@ static double count_flops(const tiny_graph *g) {
   return f;
 }
 
-/* Sorts t[0..n) (so t[0] / t[n-1] are min / max) and returns the median. */
-static double sorted_median(double *t, long n) {
+double cli_sorted_median(double *t, long n) {
   qsort(t, (size_t)n, sizeof *t, cmp_double);
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
@@ -138,12 +140,12 @@ static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmu
     if (st) goto fail;
   }
   for (long r = -warmup; r < repeat; r++) {
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     for (int i = 0; i < nbinds; i++)
       if (hp_gpu_session_launch(&e, s, &ms[i].syms, true)) goto fail;
-    if (r >= 0) times[r] = (now_ms() - t0) / nbinds;
+    if (r >= 0) times[r] = (cli_now_ms() - t0) / nbinds;
   }
-  double median = sorted_median(times, repeat);
+  double median = cli_sorted_median(times, repeat);
   hp_gpu_session_stats st;
   hp_gpu_session_stats_get(s, &st);
   if (json)
@@ -216,25 +218,25 @@ static hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, cons
   hp_status st = HP_OK;
   for (long r = 0; r < repeat && !st; r++)
     for (int k = 0; k < nk && !st; k++) {
-      double t0 = now_ms();
+      double t0 = cli_now_ms();
       int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
-      run[(size_t)k * (size_t)repeat + (size_t)r] = now_ms() - t0;
+      run[(size_t)k * (size_t)repeat + (size_t)r] = cli_now_ms() - t0;
       if (code) st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
     }
-  for (int k = 0; k < nk && !st; k++) p->inrun[k] = sorted_median(run + (size_t)k * (size_t)repeat, repeat);
+  for (int k = 0; k < nk && !st; k++) p->inrun[k] = cli_sorted_median(run + (size_t)k * (size_t)repeat, repeat);
   free(run);
   for (int k = 0; k < p->n && !st; k++) {
     for (long r = 0; r < repeat && !st; r++) {
-      double t0 = now_ms();
+      double t0 = cli_now_ms();
       int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
-      t[r] = now_ms() - t0;
+      t[r] = cli_now_ms() - t0;
       if (code) st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
     }
     const fn_kernel *K = &f->kernels[k];
     const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
     p->name[k] = K->name;
     p->kind[k] = !R ? "?" : R->pattern ? R->pattern : R->kind ? R->kind : "?";
-    p->med[k] = st ? 0 : sorted_median(t, repeat);
+    p->med[k] = st ? 0 : cli_sorted_median(t, repeat);
   }
   free(t);
   return st;
@@ -324,7 +326,7 @@ int cmd_bench(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym shape seed backend target precision plan dump dump-dir", &o, &e);
+  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym shape seed backend target precision plan dump dump-dir loop-limit", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
@@ -376,7 +378,14 @@ int cmd_bench(int argc, char **argv) {
   hp_constpool cp = {0};
   kprofile prof = {0};
   if (!times) return 1;
-  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
+  o.host_flow = true;
+  if (cli_load_model(&e, &o, true, &m)) goto fail;
+  if (m.flow) { /* run-time control flow: the host program, timed whole (cli_flow.c) */
+    rc = profile ? cli_usage_error("bench", "--profile needs a model without run-time control flow")
+                 : cli_flow_bench(&o, &m, backend, graphs, warmup, repeat, json);
+    goto done;
+  }
+  if (cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   in = calloc((size_t)m.ninputs + 1, sizeof *in);
   outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
@@ -445,7 +454,7 @@ int cmd_bench(int argc, char **argv) {
   }
   if (!cm && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
   for (long r = -warmup; r < repeat && !gm; r++) {
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     if (cm) {
       int code = hp_cpu_instance_run(cm, inst, in, outp);
       if (code) {
@@ -456,10 +465,10 @@ int cmd_bench(int argc, char **argv) {
       if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
       for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
     }
-    if (r >= 0) times[r] = now_ms() - t0;
+    if (r >= 0) times[r] = cli_now_ms() - t0;
   }
   if (cm && profile && profile_kernels(&e, cm, inst, in, outp, repeat, &prof)) goto fail;
-  double median = sorted_median(times, repeat);
+  double median = cli_sorted_median(times, repeat);
   double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
   /* where the kernels' plans came from: how many regions per source */
   int nsrc[HP_PLAN_TUNING + 1] = {0};
@@ -494,7 +503,7 @@ fail:
   rc = cli_report(&e);
 done:
   if (cm) hp_cpu_instance_free(cm, inst);
-  if (outs && m.g)
+  if (outs && m.g && !m.flow)
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
   free(outs);
   free(in);

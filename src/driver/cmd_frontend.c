@@ -119,7 +119,7 @@ static hp_status import_once(hp_error *e, cli_opts *o, hp_onnx_model *onnx, need
   if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
   hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
-                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc};
+                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow};
   if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)
     if (!sused[k]) st = hp_fail(e, HP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
@@ -154,7 +154,7 @@ hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *d
     nc.added = false;
   }
   if (!st && o->need_shapes) st = hp_onnx_require_shapes(e, *onnx); /* no silent default */
-  if (st) return st;
+  if (st || (*onnx)->flow) return st; /* a host program: its segments are compiled when run (cli_flow.c) */
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }
 

@@ -62,7 +62,12 @@ static const char run_help[] =
     "                         (every region's plan and where it came from: default,\n"
     "                         override, cache), gpu (GPU dialect + launches,\n"
     "                         gpu.json), cu (model.cu)\n"
-    "  --dump-dir DIR         where dumps go (default: the --out DIR)\n";
+    "  --dump-dir DIR         where dumps go (default: the --out DIR)\n"
+    "  --loop-limit N         a model with run-time control flow (an If, Loop or Scan\n"
+    "                         decided at run time: a host program of compiled\n"
+    "                         segments, docs/onnx.md): the iterations a Loop may run\n"
+    "                         before it fails (default 1000000); --dump flow writes\n"
+    "                         the host program (flow.txt)\n";
 
 int cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
@@ -79,7 +84,7 @@ int cmd_run(int argc, char **argv) {
       for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
       argc--, i--;
     }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan loop-limit", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -104,7 +109,13 @@ int cmd_run(int argc, char **argv) {
   cli_plans pl = {0};
   hp_tensor *outs = NULL;
   const char **names = NULL;
-  if (cli_load_model(&e, &o, true, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
+  o.host_flow = true;
+  if (cli_load_model(&e, &o, true, &m)) goto fail;
+  if (m.flow) { /* run-time control flow: the host program (cli_flow.c) */
+    rc = cli_flow_run(&o, &m, backend, graphs);
+    goto done;
+  }
+  if (cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
   if (pl.n && strcmp(backend, "cpu") && strcmp(backend, "cuda") && !cli_wants_dump(&o, "plan"))
     fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
   if (o.precision && strcmp(backend, "cuda")) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
@@ -164,7 +175,7 @@ int cmd_run(int argc, char **argv) {
 fail:
   rc = cli_report(&e);
 done:
-  if (outs && m.g)
+  if (outs && m.g && !m.flow)
     for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
   free(outs);
   free(names);

@@ -55,6 +55,11 @@ typedef struct ox_val {
   double gk, gcoef;
   int gstage;
   bool ghasx;
+  /* control flow (onnx_flow.c): the host slot holding the value + 1 (0:
+   * none), and the weight id a materialized initializer took (a later
+   * segment reads the weight again by that id) */
+  int slot;
+  const char *wid;
 } ox_val;
 
 /* A graph input as the model declares it, for messages (onnx_shapes.c). */
@@ -64,6 +69,7 @@ typedef struct ox_gin {
   const fe_dim *d[TINY_MAX_RANK]; /* as imported: an integer, or a dynamic dim's shape variable */
   const char *param[TINY_MAX_RANK]; /* a dynamic dim's dim_param (NULL: none) */
 } ox_gin;
+struct ox_flowst; /* onnx_flow.c: the host program being built */
 
 typedef struct ox_ctx {
   hp_error *e;
@@ -90,6 +96,15 @@ typedef struct ox_ctx {
   hp_strmap bound;          /* dim_param -> value, from opts' shapes and syms */
   bool *taken;              /* opts->shapes[k] is substituted for its graph input */
   hp_onnx_report *report;   /* harp check: record a failure and go on (onnx_check.c) */
+  /* Nested graphs (onnx_flow.c).  A subgraph is imported in a scope of its
+   * own (vals, byname, uses, gp, node) whose names fall back to the parent's;
+   * every other field is shared and handed back when the scope closes.
+   * inline_scope: the scope continues its parent's segment (a folded If's
+   * branch, an unrolled body); where: the enclosing nodes, for messages. */
+  struct ox_ctx *parent;
+  bool inline_scope;
+  const char *where;
+  struct ox_flowst *fl;
 } ox_ctx;
 
 /* onnx_load.c */
@@ -121,6 +136,14 @@ const char *ox_ident(ox_ctx *c, const char *onnx_name);
 hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x);
 /* onnx_extdata.c: the bytes of an external tensor (malloc'd into *buf) */
 hp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *nm, uint8_t **buf, size_t *len);
+/* Subgraph scopes (onnx_flow.c uses them): the value table sized for gp;
+ * a new value of the scope (a subgraph's input); gp's initializers, the
+ * uses of every name (captured ones too) and its nodes, in order. */
+hp_status ox_scope_alloc(ox_ctx *c, const Onnx__GraphProto *gp);
+ox_val *ox_new_val(ox_ctx *c, const char *name);
+hp_status ox_scope_run(ox_ctx *c, Onnx__GraphProto *gp);
+/* A constant's value in graph c->g (a weight, or a literal when `literal`). */
+hp_val ox_const_value(ox_ctx *c, ox_val *x, bool literal);
 /* The harp dtype of an ONNX element type; false if harp has none. */
 bool ox_dtype(int oty, tiny_dtype *out);
 const char *ox_type_name(int oty);
@@ -243,6 +266,20 @@ ox_op_fn ox_find_more(const char *op);
 ox_op_fn ox_find_math(const char *op);
 /* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK, ReverseSequence, TensorScatter, CenterCropPad */
 ox_op_fn ox_find_index(const char *op);
+/* onnx_flow.c: If, Loop and Scan */
+ox_op_fn ox_find_flow(const char *op);
+/* Calls put(ctx, name) for each name nodes [from, n) of gp read, and for
+ * each their subgraphs read from outside them (captured values). */
+hp_status ox_graph_reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, bool (*put)(void *ctx, const char *name),
+                         void *ctx);
+/* Once the model has a host program, main's outputs are slots (outid[i]
+ * names output i) instead of graph outputs. */
+bool ox_flow_active(const ox_ctx *c);
+hp_status ox_flow_outputs(ox_ctx *c, const Onnx__GraphProto *gp, const char *const *outid);
+/* The end of an import whose status is st: a host program, if one was
+ * made, becomes out->flow (it takes out->program, its first segment);
+ * the state is freed either way.  Returns st or the failure. */
+hp_status ox_flow_finish(ox_ctx *c, hp_status st, hp_onnx_model *out);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
 hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
 /* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harp/flow.h"
 #include "onnx_int.h"
 
 /* protobuf's own limit on a message */
@@ -32,10 +33,11 @@ hp_status ox_fail(ox_ctx *c, hp_status code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (!c->node) return hp_fail_at(c->e, code, c->file, 0, 0, "%s", msg);
+  const char *in = c->where ? c->where : "", *sep = c->where ? ": " : ""; /* a subgraph's node: the nodes around it first */
+  if (!c->node) return hp_fail_at(c->e, code, c->file, 0, 0, "%s%s%s", in, sep, msg);
   ox_printable(c->node->name, nm, sizeof nm);
   ox_printable(c->node->op_type, op, sizeof op);
-  return hp_fail_at(c->e, code, c->file, 0, 0, "node %d \"%s\" (%s): %s", c->node_index, nm, op, msg);
+  return hp_fail_at(c->e, code, c->file, 0, 0, "%s%snode %d \"%s\" (%s): %s", in, sep, c->node_index, nm, op, msg);
 }
 
 hp_status ox_check(ox_ctx *c, hp_val v) {
@@ -281,11 +283,16 @@ ox_val *ox_new_val(ox_ctx *c, const char *name) {
   return x;
 }
 
+/* A subgraph's scope falls back to the scopes around it (outer values). */
 static ox_val *find_val(ox_ctx *c, const char *name) {
-  int *i = hp_strmap_find(&c->byname, name);
-  return i ? &c->vals[*i] : NULL;
+  for (; c; c = c->parent) {
+    int *i = hp_strmap_find(&c->byname, name);
+    if (i) return &c->vals[*i];
+  }
+  return NULL;
 }
 ox_val *ox_find(ox_ctx *c, const char *name) { return find_val(c, name); }
+ox_val *ox_new_val(ox_ctx *c, const char *name) { return new_val(c, name); }
 
 int ox_uses(const ox_ctx *c, const char *name) {
   int *n = name && *name ? hp_strmap_find(&c->uses, name) : NULL;
@@ -383,8 +390,10 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
     hp_tensor_free(&t);
     return -1;
   }
+  x->wid = id; /* a later segment reads the weight by its id (onnx_flow.c) */
   return x->v = v;
 }
+hp_val ox_const_value(ox_ctx *c, ox_val *x, bool literal) { return const_value(c, x, literal); }
 
 hp_val ox_value(ox_ctx *c, ox_val *x) {
   if (x->v > 0) return x->v;
@@ -662,16 +671,59 @@ hp_status ox_import_node(ox_ctx *c) {
   return ox_node(c);
 }
 
-static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
-  /* identifiers: graph inputs first, so that they keep their plain names */
-  hp_strmap inits = {0};
-  hp_status st = ox_bind_given(c, gp); /* the shapes and symbols given, before any input */
+/* The value table of a graph's scope, sized once: pointers to values stay
+ * valid while its nodes are imported. */
+hp_status ox_scope_alloc(ox_ctx *c, const Onnx__GraphProto *gp) {
   size_t nv = gp->n_input + gp->n_initializer + 1;
   for (size_t i = 0; i < gp->n_node; i++) nv += gp->node[i]->n_output;
   if (nv > (size_t)INT32_MAX / 2) return ox_fail(c, HP_E_LIMIT, "too many values");
   c->vals = hp_xcalloc(nv, sizeof *c->vals);
-  if (!c->vals) return st ? st : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  if (!c->vals) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   c->cap = (int)nv;
+  return HP_OK;
+}
+
+static hp_status decode_initializers(ox_ctx *c, Onnx__GraphProto *gp) {
+  hp_status st = HP_OK;
+  for (size_t i = 0; i < gp->n_initializer && !st; i++) {
+    ox_val *x = ox_new_val(c, gp->initializer[i]->name);
+    if (!x) return c->e->code;
+    x->is_init = true;
+    st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
+    if (!st && x->has_t) drop_elements(gp->initializer[i]);
+    if (st && c->report) st = ox_check_value_failed(c, x->name, gp->initializer[i]->data_type); /* harp check: on */
+  }
+  if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
+  return st;
+}
+
+static bool put_use(void *ctx, const char *name) { return count_use(ctx, name) == HP_OK; }
+
+/* gp's nodes in order (c->gp: the readers of each value, for the folds
+ * that look ahead; values read inside subgraphs count too). */
+static hp_status run_nodes(ox_ctx *c, Onnx__GraphProto *gp) {
+  hp_status st = ox_graph_reads(c, gp, 0, put_use, c);
+  c->gp = gp;
+  for (size_t i = 0; i < gp->n_output && !st; i++) st = count_use(c, gp->output[i]->name);
+  for (size_t i = 0; i < gp->n_node && !st; i++) {
+    c->node = gp->node[i];
+    c->node_index = (int)i;
+    st = c->report ? ox_check_node(c) : ox_import_node(c); /* harp check: records a failure and goes on */
+  }
+  c->node = NULL;
+  return st;
+}
+
+hp_status ox_scope_run(ox_ctx *c, Onnx__GraphProto *gp) {
+  if (decode_initializers(c, gp)) return c->e->code;
+  return run_nodes(c, gp);
+}
+
+static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
+  /* identifiers: graph inputs first, so that they keep their plain names */
+  hp_strmap inits = {0};
+  hp_status st = ox_bind_given(c, gp); /* the shapes and symbols given, before any input */
+  if (!st) st = ox_scope_alloc(c, gp);
   for (size_t i = 0; i < gp->n_initializer && !st; i++) {
     const char *n = gp->initializer[i]->name;
     if (!n || !*n) st = ox_fail(c, HP_E_INVALID_ARG, "initializer %zu has no name", i);
@@ -693,26 +745,13 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   if (!outid && !st) st = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
   for (size_t i = 0; i < gp->n_output && !st; i++)
     if (!(outid[i] = ox_ident(c, gp->output[i]->name))) st = c->e->code;
-  for (size_t i = 0; i < gp->n_initializer && !st; i++) {
-    ox_val *x = ox_new_val(c, gp->initializer[i]->name);
-    if (!x) return c->e->code;
-    x->is_init = true;
-    st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
-    if (!st && x->has_t) drop_elements(gp->initializer[i]);
-    if (st && c->report) st = ox_check_value_failed(c, x->name, gp->initializer[i]->data_type); /* harp check: on */
-  }
-  if (gp->n_sparse_initializer && !st) st = ox_fail(c, HP_E_UNSUPPORTED, "sparse initializers are not supported");
-  c->gp = gp; /* the readers of each value, for the folds that look ahead */
-  for (size_t i = 0; i < gp->n_node && !st; i++)
-    for (size_t k = 0; k < gp->node[i]->n_input && !st; k++) st = count_use(c, gp->node[i]->input[k]);
-  for (size_t i = 0; i < gp->n_output && !st; i++) st = count_use(c, gp->output[i]->name);
-  for (size_t i = 0; i < gp->n_node && !st; i++) {
-    c->node = gp->node[i];
-    c->node_index = (int)i;
-    st = c->report ? ox_check_node(c) : ox_import_node(c);
-  }
-  c->node = NULL;
+  if (!st) st = decode_initializers(c, gp);
+  if (!st) st = run_nodes(c, gp);
   if (!st && gp->n_output == 0) st = ox_fail(c, HP_E_INVALID_ARG, "the graph has no outputs");
+  if (!st && ox_flow_active(c)) { /* main's outputs are slots of the host program */
+    st = ox_flow_outputs(c, gp, outid);
+    return st ? st : ox_dyn_list(c);
+  }
   for (size_t i = 0; i < gp->n_output && !st; i++) {
     const char *name = gp->output[i]->name;
     char nm[96];
@@ -729,6 +768,7 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
 
 static void model_free(hp_onnx_model *m) {
   hp_program_free(m->program);
+  hp_flow_free(m->flow);
   for (int i = 0; i < m->nweights; i++) {
     free(m->weight_ids[i]);
     hp_tensor_free(&m->weights[i]);
@@ -781,8 +821,9 @@ hp_status ox_import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, c
   }
   out->opset = c.opset;
   if (!st) st = import_graph(&c, mp->graph);
+  st = ox_flow_finish(&c, st, out); /* run-time control flow: out->flow, its segments checked */
   bool failed = report && (report->nrefused || report->nneeds || report->skipped); /* harp check: no whole graph */
-  if (!st && !failed) st = hp_program_check(e, out->program);
+  if (!st && !failed && !out->flow) st = hp_program_check(e, out->program);
   if (!st && failed) st = hp_fail(e, HP_E_UNSUPPORTED, NULL, "the import failed (the report lists why)");
   for (int i = 0; i < c.nvals; i++) hp_tensor_free(&c.vals[i].t);
   free(c.vals);

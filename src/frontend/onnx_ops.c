@@ -1091,6 +1091,7 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_more(op);
   if (!fn) fn = ox_find_math(op);
   if (!fn) fn = ox_find_index(op);
+  if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
   if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_int.h"
 #include "harp.h"
 #include "harp/cpu.h"
 #include "harp/frontend.h"
@@ -31,12 +32,14 @@ struct harp_compiled {
   int64_t *param_off;       /* offset of each weight in the parameter block */
   size_t params_bytes;
   unsigned char *embedded;  /* the parameter block filled from the file's own weights (ONNX), or NULL */
+  flow_sig *flow;           /* a model with run-time control flow: the host program behind every call (flow_api.c) */
 };
 
 struct harp_model {
   const harp_compiled *c;
   void *inst;              /* CPU: the generated model's instance */
   hp_gpu_model *gpu;       /* CUDA: the instance's own device memory, module and graph */
+  flow_inst *flow;         /* run-time control flow: the instance's executor */
   unsigned char *params;   /* interp, CUDA: a copy of the parameter block */
   char error[1100];
 };
@@ -57,12 +60,28 @@ void harp_compiled_free(harp_compiled *c) {
   free(c->params);
   free(c->param_off);
   free(c->embedded);
+  flow_sig_free(c->flow);
   free(c);
 }
 
 static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
 
 hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
+  tiny_symtab syms;
+  tiny_symtab_init(&syms);
+  hp_status st = HP_OK;
+  for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &syms, o->syms[i]);
+  if (st) {
+    *out = NULL;
+    tiny_graph_free(g);
+  } else {
+    st = harp_compile_bound(e, g, &syms, o, out);
+  }
+  tiny_symtab_free(&syms);
+  return st;
+}
+
+hp_status harp_compile_bound(hp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out) {
   *out = NULL;
   harp_compiled *c = hp_xcalloc(1, sizeof *c);
   if (!c) {
@@ -73,7 +92,7 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
   c->backend = o ? o->backend : HARP_BACKEND_CPU;
   tiny_symtab_init(&c->syms);
   hp_status st = g->err.code ? hp_fail(e, g->err.code, g->err.node, "%s", g->err.msg) : HP_OK;
-  for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &c->syms, o->syms[i]);
+  for (int i = 0; !st && i < syms->n; i++) st = tiny_symtab_set(e, &c->syms, syms->names[i], syms->values[i]);
   for (int i = 0; !st && o && o->params && o->params[i]; i++) {
     bool found = false;
     for (int k = 0; k < g->n; k++)
@@ -147,7 +166,8 @@ static hp_status load_onnx(hp_error *e, const char *path, const harp_options *o,
   tiny_symtab_init(&syms);
   hp_status st = shapes && used ? fill_syms(e, &syms, (void *)o) : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < n && !st; k++) st = hp_onnx_parse_shape(e, o->shapes[k], &shapes[k]);
-  hp_onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes"};
+  hp_onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
+                     .host_flow = true};
   if (!st) st = hp_onnx_load_file_opts(e, path, &oo, om);
   for (int k = 0; k < n && !st; k++)
     if (!used[k]) st = hp_fail(e, HP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
@@ -188,6 +208,24 @@ static hp_status fill_embedded(hp_error *e, harp_compiled *c, const hp_onnx_mode
   return HP_OK;
 }
 
+/* A model with run-time control flow: every call goes to its host program. */
+static hp_status compile_flow(hp_error *e, hp_onnx_model *om, const harp_options *o, harp_compiled **out) {
+  harp_compiled *c = hp_xcalloc(1, sizeof *c);
+  if (!c) {
+    hp_onnx_model_free(om);
+    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  c->backend = o ? o->backend : HARP_BACKEND_CPU;
+  tiny_symtab_init(&c->syms);
+  hp_status st = flow_sig_new(e, om, o, &c->flow);
+  if (st) {
+    harp_compiled_free(c);
+    return st;
+  }
+  *out = c;
+  return HP_OK;
+}
+
 hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
   *out = NULL;
   const char *dot = strrchr(path, '.');
@@ -206,6 +244,10 @@ hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o
     hp_program_free(p);
   } else if (onnx) {
     st = load_onnx(e, path, o, &om);
+    if (!st && om.flow) { /* run-time control flow: a host program */
+      tiny_symtab_free(&defaults);
+      return compile_flow(e, &om, o, out);
+    }
     if (!st) st = hp_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
     if (!st) mark_weights(g, &om);
   } else {
@@ -245,28 +287,39 @@ hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o
   return st;
 }
 
-const void *harp_embedded_params(const harp_compiled *c) { return c->embedded; }
+const void *harp_embedded_params(const harp_compiled *c) { return c->flow ? flow_sig_embedded(c->flow) : c->embedded; }
 
-/* ---- metadata ---------------------------------------------------------------- */
-int harp_num_inputs(const harp_compiled *c) { return c->ninputs; }
-int harp_num_outputs(const harp_compiled *c) { return c->g->noutputs; }
-const char *harp_input_name(const harp_compiled *c, int k) { return c->g->nodes[c->inputs[k]].a.input.tensor_id; }
-const char *harp_output_name(const harp_compiled *c, int k) { return tiny_output_name(c->g, c->g->outputs[k]); }
-tiny_dtype harp_input_dtype(const harp_compiled *c, int k) { return c->g->nodes[c->inputs[k]].dtype; }
-tiny_dtype harp_output_dtype(const harp_compiled *c, int k) { return c->g->nodes[c->g->outputs[k]].dtype; }
+/* ---- metadata (a host program answers for a model with run-time control flow) ---- */
+int harp_num_inputs(const harp_compiled *c) { return c->flow ? flow_sig_count(c->flow, false) : c->ninputs; }
+int harp_num_outputs(const harp_compiled *c) { return c->flow ? flow_sig_count(c->flow, true) : c->g->noutputs; }
+const char *harp_input_name(const harp_compiled *c, int k) {
+  return c->flow ? flow_sig_name(c->flow, false, k) : c->g->nodes[c->inputs[k]].a.input.tensor_id;
+}
+const char *harp_output_name(const harp_compiled *c, int k) {
+  return c->flow ? flow_sig_name(c->flow, true, k) : tiny_output_name(c->g, c->g->outputs[k]);
+}
+tiny_dtype harp_input_dtype(const harp_compiled *c, int k) {
+  return c->flow ? flow_sig_dtype(c->flow, false, k) : c->g->nodes[c->inputs[k]].dtype;
+}
+tiny_dtype harp_output_dtype(const harp_compiled *c, int k) {
+  return c->flow ? flow_sig_dtype(c->flow, true, k) : c->g->nodes[c->g->outputs[k]].dtype;
+}
 
 static int shape_of(const tiny_node *n, int64_t *shape) {
   for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
   return n->shape.rank;
 }
-int harp_input_shape(const harp_compiled *c, int k, int64_t *shape) { return shape_of(&c->g->nodes[c->inputs[k]], shape); }
-int harp_output_shape(const harp_compiled *c, int k, int64_t *shape) {
-  return shape_of(&c->g->nodes[c->g->outputs[k]], shape);
+int harp_input_shape(const harp_compiled *c, int k, int64_t *shape) {
+  return c->flow ? flow_sig_shape(c->flow, false, k, shape) : shape_of(&c->g->nodes[c->inputs[k]], shape);
 }
-size_t harp_arena_bytes(const harp_compiled *c) { return c->f->required_memory; }
-size_t harp_params_bytes(const harp_compiled *c) { return c->params_bytes; }
+int harp_output_shape(const harp_compiled *c, int k, int64_t *shape) {
+  return c->flow ? flow_sig_shape(c->flow, true, k, shape) : shape_of(&c->g->nodes[c->g->outputs[k]], shape);
+}
+size_t harp_arena_bytes(const harp_compiled *c) { return c->flow ? 0 : c->f->required_memory; }
+size_t harp_params_bytes(const harp_compiled *c) { return c->flow ? flow_sig_params_bytes(c->flow) : c->params_bytes; }
 
 int64_t harp_param_offset(const harp_compiled *c, const char *name) {
+  if (c->flow) return flow_sig_param_offset(c->flow, name);
   for (int k = 0; k < c->nparams; k++)
     if (!strcmp(c->g->nodes[c->params[k]].a.input.tensor_id, name)) return c->param_off[k];
   return -1;
@@ -274,10 +327,17 @@ int64_t harp_param_offset(const harp_compiled *c, const char *name) {
 
 /* ---- instances ------------------------------------------------------------------- */
 harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes) {
-  if (!c || nbytes != c->params_bytes || (nbytes && !params)) return NULL;
+  if (!c || nbytes != harp_params_bytes(c) || (nbytes && !params)) return NULL;
   harp_model *m = hp_xcalloc(1, sizeof *m);
   if (!m) return NULL;
   m->c = c;
+  if (c->flow) { /* its own executor: segments compiled when first run */
+    if (!(m->flow = flow_inst_new(c->flow, params, nbytes))) {
+      free(m);
+      return NULL;
+    }
+    return m;
+  }
   if (c->backend == HARP_BACKEND_CPU) {
     m->inst = hp_cpu_instance_new(c->cpu, params, nbytes);
     if (!m->inst) {
@@ -352,6 +412,7 @@ done:
 int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
   if (!m) return -1;
   m->error[0] = 0;
+  if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
   if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
   int rc = hp_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
   if (rc) {
@@ -363,9 +424,14 @@ int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
 
 const char *model_error(const harp_model *m) { return m && m->error[0] ? m->error : NULL; }
 
+const void *model_output(const harp_model *m, int k, int64_t *shape, int *rank) {
+  return m && m->flow ? flow_inst_output(m->flow, k, shape, rank) : NULL;
+}
+
 void model_free(harp_model *m) {
   if (!m) return;
-  if (m->c->backend == HARP_BACKEND_CPU) hp_cpu_instance_free(m->c->cpu, m->inst);
+  flow_inst_free(m->flow);
+  if (m->c->backend == HARP_BACKEND_CPU && !m->flow) hp_cpu_instance_free(m->c->cpu, m->inst);
   hp_gpu_free(m->gpu);
   free(m->params);
   free(m);

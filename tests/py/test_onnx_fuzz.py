@@ -1,5 +1,7 @@
 """Structure-aware fuzzing of the ONNX importer: onnx's node-test models
-(the cases of tests/py/onnx_node_pass.txt, which harp runs) are mutated —
+(the cases of tests/py/onnx_node_pass.txt, which harp runs) and the If /
+Loop / Scan models of tests/py/flow_models.py are mutated, in the main
+graph or in any subgraph —
 an attribute set to an absurd value, a dimension changed or made symbolic,
 an input rewired or emptied, the op swapped for another, an element type
 or the opset changed, an initializer's dims broken — and run through
@@ -24,6 +26,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 import test_onnx_node as tn  # noqa: E402  (exits 77 without onnx)
+import flow_models  # noqa: E402
 
 import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
@@ -33,9 +36,19 @@ OPS = ["Add", "Relu", "Conv", "MatMul", "Reshape", "Gather", "Transpose", "Conca
 WEIRD = [0, -1, -2, 1, 2, 3, 7, 1 << 20, 1 << 31, -(1 << 40), 1 << 62]
 
 
+def graphs(g):
+    """g and every subgraph in it, depth first."""
+    out = [g]
+    for n in g.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                out += graphs(sub)
+    return out
+
+
 def mutate(m, rnd):
-    """One random change to model m; returns what it did."""
-    g = m.graph
+    """One random change to model m (its main graph or a subgraph); returns what it did."""
+    g = rnd.choice(graphs(m.graph))
     nodes = list(g.node)
     n = rnd.choice(nodes) if nodes else None
     k = rnd.randrange(9)
@@ -108,6 +121,8 @@ def main():
     with open(tn.PASS_LIST) as f:
         names = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
     names = [nm for nm in names if os.path.exists(os.path.join(root, nm, "model.onnx"))]
+    flows = flow_models.feeds()
+    names += sorted(f"flow:{k}" for k in flows)
     rnd = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="harp-fuzz-")
     keep = a.keep or work
@@ -115,14 +130,18 @@ def main():
     bad = 0
     for it in range(a.count):
         name = rnd.choice(names)
-        m = onnx.load(os.path.join(root, name, "model.onnx"))
+        if name.startswith("flow:"):
+            m = onnx.ModelProto()
+            m.CopyFrom(flows[name[5:]][0])
+        else:
+            m = onnx.load(os.path.join(root, name, "model.onnx"))
         what = [mutate(m, rnd) for _ in range(rnd.randint(1, 3))]
         path, out = os.path.join(work, "m.onnx"), os.path.join(work, "out")
         shutil.rmtree(out, True)
         with open(path, "wb") as f:
             f.write(m.SerializeToString())
         try:
-            p = subprocess.run([ht.HARP, "run", path, "--backend", a.backend, "--random-inputs", "--out", out],
+            p = subprocess.run([ht.HARP, "run", path, "--backend", a.backend, "--random-inputs", "--out", out, "--loop-limit", "1000"],
                                capture_output=True, text=True, timeout=a.timeout)
             rc, err = p.returncode, p.stderr
         except subprocess.TimeoutExpired:

@@ -1,0 +1,34 @@
+/* api_int.h — what api.c (harp.h) and flow_api.c (harp.h over a host
+ * program) share.  Not public. */
+#ifndef HARP_API_INT_H
+#define HARP_API_INT_H
+
+#include "harp.h"
+#include "harp/onnx.h"
+
+/* harp_compile_graph with the symbols already bound (any names). */
+hp_status harp_compile_bound(hp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out);
+
+/* flow_api.c: a model with run-time control flow behind harp.h.  The
+ * signature: inputs (the shapes bound from o->syms, else 1), outputs
+ * (-1 where known only at run time), the parameter block (the model's
+ * weights, each at a 64-byte aligned offset). */
+typedef struct flow_sig flow_sig;
+hp_status flow_sig_new(hp_error *e, hp_onnx_model *om, const harp_options *o, flow_sig **out); /* takes *om */
+void flow_sig_free(flow_sig *s);
+int flow_sig_count(const flow_sig *s, bool out);
+const char *flow_sig_name(const flow_sig *s, bool out, int k);
+tiny_dtype flow_sig_dtype(const flow_sig *s, bool out, int k);
+int flow_sig_shape(const flow_sig *s, bool out, int k, int64_t *shape);
+size_t flow_sig_params_bytes(const flow_sig *s);
+int64_t flow_sig_param_offset(const flow_sig *s, const char *name);
+const void *flow_sig_embedded(const flow_sig *s);
+
+/* An instance: its own executor (compiled segments) and weights. */
+typedef struct flow_inst flow_inst;
+flow_inst *flow_inst_new(const flow_sig *s, const void *params, size_t nbytes);
+int flow_inst_run(flow_inst *m, const void *const *in, void *const *out, char *err, size_t cap);
+const void *flow_inst_output(const flow_inst *m, int k, int64_t *shape, int *rank);
+void flow_inst_free(flow_inst *m);
+
+#endif
