@@ -429,13 +429,6 @@ hp_status oxf_pin(ox_ctx *c, ox_val *x, int n) {
 void oxf_unpin(ox_ctx *c, int n) { c->fl->npins -= n; }
 
 /* ---- scopes ---------------------------------------------------------------------------- */
-static void printable(const char *s, char *out, int cap) {
-  int k = 0;
-  for (; s && *s && k + 4 < cap; s++) out[k++] = (*s >= 32 && *s < 127 && *s != '"') ? *s : '?';
-  if (s && *s) out[k++] = '.', out[k++] = '.', out[k++] = '.';
-  out[k] = 0;
-}
-
 hp_status oxf_scope_open(ox_ctx *c, Onnx__GraphProto *gp, bool inl, const char *label, ox_ctx *s) {
   hp_status st = oxf_prepare(c);
   *s = *c;
@@ -471,8 +464,8 @@ void oxf_scope_close(ox_ctx *c, ox_ctx *s) {
 
 void oxf_node_where(const ox_ctx *c, char *out, int cap) {
   char nm[96], op[64];
-  printable(c->node->name, nm, sizeof nm);
-  printable(c->node->op_type, op, sizeof op);
+  ox_printable(c->node->name, nm, sizeof nm);
+  ox_printable(c->node->op_type, op, sizeof op);
   snprintf(out, (size_t)cap, "node %d \"%s\" (%s)", c->node_index, nm, op);
 }
 
@@ -507,7 +500,7 @@ ox_val *oxf_graph_out(ox_ctx *s, const Onnx__GraphProto *gp, int k) {
   const char *name = gp->output[k]->name;
   ox_val *x = name && *name ? ox_find(s, name) : NULL;
   if (!x) {
-    printable(name, nm, sizeof nm);
+    ox_printable(name, nm, sizeof nm);
     ox_fail(s, HP_E_DANGLING, "graph output \"%s\" is not computed by any node", nm);
   }
   return x;

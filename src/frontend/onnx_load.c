@@ -292,7 +292,6 @@ static ox_val *find_val(ox_ctx *c, const char *name) {
   return NULL;
 }
 ox_val *ox_find(ox_ctx *c, const char *name) { return find_val(c, name); }
-ox_val *ox_new_val(ox_ctx *c, const char *name) { return new_val(c, name); }
 
 int ox_uses(const ox_ctx *c, const char *name) {
   int *n = name && *name ? hp_strmap_find(&c->uses, name) : NULL;
