@@ -19,6 +19,7 @@
 
 #include "harp/poly.h"
 #include "index/indexbook.h"
+#include "util/util.h"
 
 #define POLY_MAX_FILLS 8   /* distinct pad values one read can meet */
 #define POLY_MAX_PARAMS 64 /* distinct unbound symbols in one block */
@@ -75,6 +76,7 @@ struct poly_view {
   signed char *pointwise; /* per block x POLY_MAX_ACC: poly_access_is_pointwise memo, -1 unknown */
   int nnon_scop;
   int *non_scop;
+  hp_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
 };
 
 /* ---- convert.c: IndexBook -> isl ---------------------------------------- */

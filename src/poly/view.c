@@ -32,9 +32,7 @@ static bool is_output(const tiny_graph *g, int node) {
 
 /* ---- naming ------------------------------------------------------------- */
 static bool name_taken(const poly_view *pv, const char *name, bool isl) {
-  for (int k = 0; k < pv->nblocks; k++)
-    if (strcmp(isl ? pv->blocks[k].pub.isl_name : pv->blocks[k].pub.name, name) == 0) return true;
-  return false;
+  return hp_strmap_find(isl ? &pv->isl_names : &pv->names, name) != NULL;
 }
 
 /* The tag when no earlier block uses it, else the node id (made unique). */
@@ -50,7 +48,9 @@ static hp_status name_block(poly_view *pv, poly_blk *b) {
   for (int k = 2; name_taken(pv, ib2, true); k++) snprintf(ib2, sizeof ib2, "%.150s_%d", ibuf, k);
   b->pub.name = hp_arena_strdup(pv->arena, buf);
   b->pub.isl_name = hp_arena_strdup(pv->arena, ib2);
-  if (!b->pub.name || !b->pub.isl_name) return hp_fail(pv->e, HP_E_NO_MEMORY, n->id, "out of memory");
+  if (!b->pub.name || !b->pub.isl_name || !hp_strmap_put(&pv->names, b->pub.name, 1) ||
+      !hp_strmap_put(&pv->isl_names, b->pub.isl_name, 1))
+    return hp_fail(pv->e, HP_E_NO_MEMORY, n->id, "out of memory");
   return HP_OK;
 }
 
@@ -353,6 +353,8 @@ void poly_free(poly_view *pv) {
   free(pv->block_of);
   free(pv->non_scop);
   free(pv->uses);
+  hp_strmap_free(&pv->names);
+  hp_strmap_free(&pv->isl_names);
   hp_arena_free(pv->arena);
   if (pv->ctx) isl_ctx_free(pv->ctx);
   free(pv);

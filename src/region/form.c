@@ -317,14 +317,15 @@ static void reset_units(rg_ctx *c) {
 }
 
 /* ---- the partition -------------------------------------------------------------------- */
-static int *ints_of(hp_arena *a, const char *mark, int n, char want, int *count) {
+/* The nodes of list[0 .. n) (ascending) whose mark is want. */
+static int *ints_of(hp_arena *a, const char *mark, const int *list, int n, char want, int *count) {
   int k = 0;
-  for (int i = 0; i < n; i++) k += mark[i] == want;
+  for (int i = 0; i < n; i++) k += mark[list[i]] == want;
   int *out = hp_arena_alloc(a, sizeof(int) * (size_t)(k + 1));
   if (!out) return NULL;
   k = 0;
   for (int i = 0; i < n; i++)
-    if (mark[i] == want) out[k++] = i;
+    if (mark[list[i]] == want) out[k++] = list[i];
   *count = k;
   return out;
 }
@@ -352,8 +353,8 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     rg_region_nodes(c, blocks, n, gather, &nn, &nin, c->outs, &nout);
     int sink_node = c->units[members[nm - 1]].node;
     if (nout == 0) c->outs[nout++] = sink_node; /* dead code still writes its value */
-    R->nodes = ints_of(A, c->mark, g->n, 1, &R->nnodes);
-    R->in_values = ints_of(A, c->mark, g->n, 2, &R->nin);
+    R->nodes = ints_of(A, c->rn_mark, c->rn_list, c->rn_n, 1, &R->nnodes);
+    R->in_values = ints_of(A, c->rn_mark, c->rn_list, c->rn_n, 2, &R->nin);
     R->out_values = hp_arena_alloc(A, sizeof(int) * (size_t)(nout + 1));
     if (!R->nodes || !R->in_values || !R->out_values) {
       st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -507,6 +508,8 @@ hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, con
   if (!F || !p || !c.arena || !(p->arena = hp_arena_new()) || !(p->region_of = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
       !(c.unit_of_node = hp_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.is_output = hp_arena_alloc(c.arena, sz)) ||
       !(c.mark = hp_arena_alloc(c.arena, sz)) || !(c.mark2 = hp_arena_alloc(c.arena, sz)) ||
+      !(c.rn_mark = hp_arena_alloc(c.arena, sz)) || !(c.rn_val = hp_arena_alloc(c.arena, sz)) ||
+      !(c.rn_list = hp_arena_alloc(c.arena, sizeof(int) * sz)) ||
       !(c.stack = hp_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.outs = hp_arena_alloc(c.arena, sizeof(int) * sz))) {
     if (p && !p->formed) free(F);
     rg_partition_free(p);

@@ -63,7 +63,7 @@ void rg_natural_tile(const rg_ctx *c, int block, int64_t *tile) {
 /* ---- memoized Poly Core answers ------------------------------------------------ */
 static rg_memo *memo_of(rg_ctx *c, int block, int access) {
   if (!c->memo) {
-    c->memo = hp_arena_alloc(c->arena, sizeof(rg_memo) * (size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1);
+    c->memo = hp_arena_alloc(c->arena, sizeof(rg_memo *) * ((size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1));
     if (!c->memo) return NULL;
   }
   /* key on the first access reading the same tensor: MUL(x, x) is one edge */
@@ -71,7 +71,9 @@ static rg_memo *memo_of(rg_ctx *c, int block, int access) {
   int a = access;
   for (int k = 0; k < access; k++)
     if (!b->access[k].write && b->access[k].tensor == b->access[access].tensor) a = k, k = access;
-  return &c->memo[(size_t)block * POLY_MAX_ACC + (size_t)a];
+  rg_memo **m = &c->memo[(size_t)block * POLY_MAX_ACC + (size_t)a];
+  if (!*m) *m = hp_arena_alloc(c->arena, sizeof(rg_memo));
+  return *m;
 }
 
 static hp_status memo_halo(rg_ctx *c, int tensor, int block, int access, const poly_halo **out) {

@@ -82,10 +82,12 @@ typedef struct rg_ctx {
   int *consumers;     /* per node: readers (compute nodes, through views), counted */
   /* scratch, g->n each */
   char *mark, *mark2;
+  char *rn_mark, *rn_val; /* rg_region_nodes' marks, g->n each, cleared through rn_list */
+  int *rn_list, rn_n;
   int *stack, *outs;
   /* Poly Core answers per (consumer block, first access reading the tensor),
    * computed once: the same edges come back in many candidate sets */
-  struct rg_memo *memo;
+  struct rg_memo **memo; /* per (block, access): allocated when first asked */
   /* evaluation cache */
   int ncache, capcache;
   rg_cache_entry **cache;
@@ -96,8 +98,9 @@ typedef struct rg_ctx {
 /* units.c */
 hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_blocks, const int *att_n, int natt);
 /* node sets of a region made of blocks (+ gather node): nodes, inputs, outputs
- * as marks in c->mark (1 = in the region, 2 = an input value), returned as
- * counts; out values go to outs (cap g->n). */
+ * as marks in c->rn_mark (1 = in the region, 2 = an input value; the marked
+ * nodes listed ascending in c->rn_list[0 .. c->rn_n), valid until the next
+ * call), returned as counts; out values go to outs (cap g->n). */
 void rg_region_nodes(rg_ctx *c, const int *blocks, int n, int gather, int *nnodes, int *nin, int *outs, int *nout);
 /* the producer block of tensor node t, or -1 (an input, a constant, a GATHER) */
 int rg_producer_block(const rg_ctx *c, int t);
