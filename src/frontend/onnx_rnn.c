@@ -347,6 +347,8 @@ typedef struct rnn_dir {
   hp_val rbh;        /* GRU with linear_before_reset: Rbh [H], or -1 */
   hp_val p[3];       /* peepholes i, o, f [H], or -1 */
   hp_val h, c;       /* the state; -1 while it is known to be 0 */
+  bool flat;         /* XW is [T·B, G·H] (else [T, B, G·H]) */
+  hp_val xb;         /* [G·H]: the bias the steps add (one step), or -1 (in XW) */
   const rnn_act *act;
 } rnn_dir;
 
@@ -356,10 +358,18 @@ static hp_val gate_cols(ox_ctx *c, const rnn_spec *s, hp_val v, int k) {
   return hp_slice(c->g, v, 1, &ax, (int64_t[]){k * s->H}, (int64_t[]){(k + 1) * s->H}, NULL);
 }
 
-/* x [B, G·H] plus (S when there is one), gate k */
-static hp_val pre_gate(ox_ctx *c, const rnn_spec *s, hp_val xw, hp_val S, int k) {
+/* v plus gate k of the bias the step adds (one step: then the cell takes
+ * the GEMV x Wᵀ in, whose output only the gate math reads), or v. */
+static hp_val add_xb(ox_ctx *c, const rnn_spec *s, const rnn_dir *r, hp_val v, int k) {
+  if (r->xb < 0) return v;
+  int ax = 0;
+  return hp_add(c->g, v, hp_slice(c->g, r->xb, 1, &ax, (int64_t[]){k * s->H}, (int64_t[]){(k + 1) * s->H}, NULL));
+}
+
+/* Gate k's input: S's (when there is one) plus xw's, plus the bias. */
+static hp_val pre_gate(ox_ctx *c, const rnn_spec *s, const rnn_dir *r, hp_val xw, hp_val S, int k) {
   hp_val x = gate_cols(c, s, xw, k);
-  return S > 0 ? hp_add(c->g, gate_cols(c, s, S, k), x) : x;
+  return add_xb(c, s, r, S > 0 ? hp_add(c->g, gate_cols(c, s, S, k), x) : x, k);
 }
 
 /* a + p ⊙ v, with p or v absent (0): a */
@@ -369,12 +379,12 @@ static hp_val peep(ox_ctx *c, hp_val a, hp_val p, hp_val v) { return p > 0 && v 
 static void lstm_step(ox_ctx *c, const rnn_spec *s, const rnn_dir *r, hp_val xw, hp_val *h, hp_val *cs) {
   hp_graph *g = c->g;
   hp_val S = r->h > 0 ? hp_matmul(g, r->h, r->RT) : -1;
-  hp_val i = gate_act(c, s, &r->act[0], peep(c, pre_gate(c, s, xw, S, 0), r->p[0], r->c));
-  hp_val f = s->input_forget ? hp_sub(g, K(c, 1), i) : gate_act(c, s, &r->act[0], peep(c, pre_gate(c, s, xw, S, 2), r->p[2], r->c));
-  hp_val cand = gate_act(c, s, &r->act[1], pre_gate(c, s, xw, S, 3));
+  hp_val i = gate_act(c, s, &r->act[0], peep(c, pre_gate(c, s, r, xw, S, 0), r->p[0], r->c));
+  hp_val f = s->input_forget ? hp_sub(g, K(c, 1), i) : gate_act(c, s, &r->act[0], peep(c, pre_gate(c, s, r, xw, S, 2), r->p[2], r->c));
+  hp_val cand = gate_act(c, s, &r->act[1], pre_gate(c, s, r, xw, S, 3));
   hp_val cn = hp_mul(g, i, cand);
   if (r->c > 0) cn = hp_add(g, hp_mul(g, f, r->c), cn);
-  hp_val o = gate_act(c, s, &r->act[0], peep(c, pre_gate(c, s, xw, S, 1), r->p[1], cn));
+  hp_val o = gate_act(c, s, &r->act[0], peep(c, pre_gate(c, s, r, xw, S, 1), r->p[1], cn));
   *h = hp_mul(g, o, activation(c, &r->act[2], cn));
   *cs = cn;
 }
@@ -383,8 +393,8 @@ static void lstm_step(ox_ctx *c, const rnn_spec *s, const rnn_dir *r, hp_val xw,
 static hp_val gru_step(ox_ctx *c, const rnn_spec *s, const rnn_dir *r, hp_val xw) {
   hp_graph *g = c->g;
   hp_val S = r->h > 0 ? hp_matmul(g, r->h, r->RT) : -1;
-  hp_val z = gate_act(c, s, &r->act[0], pre_gate(c, s, xw, S, 0));
-  hp_val rg = gate_act(c, s, &r->act[0], pre_gate(c, s, xw, S, 1));
+  hp_val z = gate_act(c, s, &r->act[0], pre_gate(c, s, r, xw, S, 0));
+  hp_val rg = gate_act(c, s, &r->act[0], pre_gate(c, s, r, xw, S, 1));
   hp_val hh = gate_cols(c, s, xw, 2);
   if (s->lbr) {
     hp_val lin = S > 0 ? gate_cols(c, s, S, 2) : -1;
@@ -393,7 +403,7 @@ static hp_val gru_step(ox_ctx *c, const rnn_spec *s, const rnn_dir *r, hp_val xw
   } else if (r->h > 0) {
     hh = hp_add(g, hh, hp_matmul(g, hp_mul(g, rg, r->h), r->RhT));
   }
-  hh = gate_act(c, s, &r->act[1], hh);
+  hh = gate_act(c, s, &r->act[1], add_xb(c, s, r, hh, 2));
   hp_val nz = hp_sub(g, K(c, 1), z), hn = hp_mul(g, nz, hh);
   return r->h > 0 ? hp_add(g, hn, hp_mul(g, z, r->h)) : hn;
 }
@@ -408,12 +418,18 @@ static hp_val keep(ox_ctx *c, hp_val valid, hp_val v, hp_val old) {
  * valid: [B, 1] bool (which entries are within their length), or -1. */
 static hp_val step(ox_ctx *c, const rnn_spec *s, rnn_dir *r, int64_t t, hp_val valid) {
   int ax = 0;
-  hp_val xw = hp_slice(c->g, r->XW, 1, &ax, (int64_t[]){t}, (int64_t[]){t + 1}, NULL);
-  xw = fe_reshape(c->g, xw, &(fe_shape){.rank = 2, .d = {s->B, fe_dim_int(c->A, s->G * s->H)}});
+  hp_val xw;
+  if (r->flat) {
+    const fe_dim *st[2] = {fe_dim_scale(c->A, s->B, t), NULL}, *en[2] = {fe_dim_scale(c->A, s->B, t + 1), NULL};
+    xw = fe_slice(c->g, r->XW, st, en, (int64_t[]){1, 1});
+  } else {
+    xw = hp_slice(c->g, r->XW, 1, &ax, (int64_t[]){t}, (int64_t[]){t + 1}, NULL);
+    xw = fe_reshape(c->g, xw, &(fe_shape){.rank = 2, .d = {s->B, fe_dim_int(c->A, s->G * s->H)}});
+  }
   hp_val h, cs = -1;
   if (s->kind == RK_LSTM) lstm_step(c, s, r, xw, &h, &cs);
   else if (s->kind == RK_GRU) h = gru_step(c, s, r, xw);
-  else h = gate_act(c, s, &r->act[0], pre_gate(c, s, xw, r->h > 0 ? hp_matmul(c->g, r->h, r->RT) : -1, 0));
+  else h = gate_act(c, s, &r->act[0], pre_gate(c, s, r, xw, r->h > 0 ? hp_matmul(c->g, r->h, r->RT) : -1, 0));
   hp_val y = keep(c, valid, h, -1);
   r->h = r->h > 0 ? keep(c, valid, h, r->h) : y;
   if (cs > 0) r->c = keep(c, valid, cs, r->c);
@@ -461,8 +477,16 @@ static hp_status setup_direction(ox_ctx *c, const rnn_spec *s, const rnn_in *in,
   hp_val xb, rbh;
   if (biases(c, s, in, d, &xb, &rbh)) return c->e->code;
   hp_val Wd = take(c, in->W, d), Rd = take(c, in->R, d);
+  /* one GEMM [T·B, I] x [I, G·H] when the rows are contiguous (a step's
+   * rows are then a [B, G·H] block: with T = 1, a GEMV the cell takes in) */
+  r->flat = !s->layout || s->T == 1 || fe_dim_is_one(s->B);
+  if (r->flat)
+    X3 = fe_reshape(c->g, X3, &(fe_shape){.rank = 2, .d = {fe_dim_scale(c->A, s->B, s->T), fe_dim_int(c->A, s->I)}});
   r->XW = hp_matmul(c->g, X3, rows_t(c, Wd, 0, GH));
-  if (xb > 0) r->XW = hp_add(c->g, r->XW, xb);
+  /* the bias in the GEMM's epilogue; with one step, in the step's gate math
+   * instead, so the cell takes the GEMV x Wᵀ in (read by it alone) */
+  if (xb > 0 && s->T > 1) r->XW = hp_add(c->g, r->XW, xb);
+  r->xb = s->T > 1 ? -1 : xb;
   bool two = s->kind == RK_GRU && !s->lbr; /* (r ⊙ h) Rhᵀ: the hidden gate's rows apart */
   r->RT = rows_t(c, Rd, 0, two ? 2 * H : GH);
   r->RhT = two ? rows_t(c, Rd, 2 * H, 3 * H) : -1;

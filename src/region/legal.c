@@ -296,6 +296,18 @@ hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval 
     illegal(ev, "unsupported_shape", "more than %d blocks in one region", RG_MAX_SET);
     return HP_OK;
   }
+  /* a recurrent cell (cell.c): a unit with several outputs, a region alone */
+  for (int i = 0; i < n; i++) {
+    const rg_unit *u = &c->units[c->unit_of_block[blocks[i]]];
+    if (u->kind != RG_U_CELL) continue;
+    if (u->nblocks != n) {
+      illegal(ev, "unsupported_shape", "a recurrent cell (%s) takes nothing in", u->name);
+      return HP_OK;
+    }
+    ev->shape = RG_SHAPE_CELL;
+    ev->anchor = c->cells[u->cell].con[0];
+    return HP_OK;
+  }
   if (!check_ucc(c, blocks, n, ev)) return HP_OK;
   /* an attention unit alone */
   int u0 = c->unit_of_block[blocks[0]];

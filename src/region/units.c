@@ -1,5 +1,5 @@
 /* units.c — the units region selection moves (blocks, GATHER nodes,
- * recognized attentions), their producer / consumer graph, and the Tiny
+ * recognized attentions, recurrent cells), their producer / consumer graph, and the Tiny
  * nodes, inputs and outputs of a candidate region.
  * Needs: a Poly-View.  Gives: rg_units_build, rg_region_nodes,
  * rg_producer_block, rg_block_name.
@@ -80,6 +80,13 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
   for (int b = 0; b < nb; b++) claim[b] = -1;
   for (int a = 0; a < natt; a++)
     for (int i = 0; i < att_n[a]; i++) claim[att_blocks[a][i]] = a;
+  /* recurrent cells (cell.c): claim natt + k, a unit at the node of their last block */
+  int *cell_last = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)c->ncells + 1));
+  if (!cell_last) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < c->ncells; k++) {
+    cell_last[k] = rg_cell_node(c, k);
+    for (int i = 0; i < c->cell_n[k]; i++) claim[c->cell_blocks[k][i]] = natt + k;
+  }
   /* units in the order of the value they produce (a topological order) */
   for (int i = 0; i < g->n; i++) {
     rg_unit *u = &c->units[c->nunits];
@@ -97,7 +104,15 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
       u->blocks[0] = b;
       u->node = i;
       u->name = rg_block_name(c, b);
-    } else if (b >= 0 && poly_block(c->pv, b)->node == i && att[claim[b]]->out == i) {
+    } else if (b >= 0 && claim[b] >= natt && cell_last[claim[b] - natt] == i) {
+      int k = claim[b] - natt; /* a cell's blocks are sorted */
+      u->kind = RG_U_CELL;
+      u->nblocks = c->cell_n[k];
+      u->blocks = c->cell_blocks[k];
+      u->node = i;
+      u->cell = k;
+      u->name = rg_block_name(c, b);
+    } else if (b >= 0 && poly_block(c->pv, b)->node == i && claim[b] < natt && att[claim[b]]->out == i) {
       int a = claim[b];
       u->kind = RG_U_ATTENTION;
       u->nblocks = att_n[a];
