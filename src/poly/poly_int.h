@@ -45,7 +45,7 @@ typedef struct poly_blk {
                           initialisation and store still run on every output */
   poly_acc acc[POLY_MAX_ACC];
   poly_acc *stage[2]; /* a contraction operand's stages (pub.access[a].nstage; arena, maps owned) */
-  poly_contraction con;
+  poly_contraction *con; /* contraction_pattern only (arena) */
   int nparams;
   const char *params[POLY_MAX_PARAMS]; /* unbound symbols used, sorted */
   bool ranges_known; /* lo/hi: every variable's constant bounds (no unbound symbol) */

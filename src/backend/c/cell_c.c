@@ -357,7 +357,7 @@ static hp_status emit_cell(rc_ctx *c, int r, const cell_spec *s, const char *fn,
   int64_t nm = (s->M + CELL_MT - 1) / CELL_MT, ntasks = nm * njb(s);
   hp_str_printf(o, "/* recurrent cell: %d GEMV%s of %" PRId64 " x %" PRId64 " and %d ops of gate math on [%" PRId64 ", %" PRId64 "] */\n",
                 s->ngemv, s->ngemv > 1 ? "s" : "", s->M, s->gemv[0].K, s->nops, s->M, s->H);
-  hp_str_printf(o, "typedef float %s_v16 __attribute__((vector_size(64)));\n", fn);
+  hp_str_printf(o, "typedef float __attribute__((vector_size(64))) %s_v16;\n", fn);
   hp_str_printf(o, "typedef struct %s_ctx { const float *a[%d]; const void *w[%d]; const void *t[%d]; void *o[%d]; } %s_ctx;\n", fn,
                 RG_CELL_MAX_CON, RG_CELL_MAX_CON, CELL_MAX_TENSORS, CELL_MAX_STORES, fn);
   for (int i = 0; i < s->ngemv; i++) emit_pack(o, s, fn, i);
