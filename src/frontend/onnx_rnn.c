@@ -504,7 +504,7 @@ static hp_status setup_direction(ox_ctx *c, const rnn_spec *s, const rnn_in *in,
   return ox_check(c, r->XW) || ox_check(c, r->RT) ? c->e->code : HP_OK;
 }
 
-/* Direction d: y [T, B, H] in time order (when need_y), the final h and c.
+/* Direction d: y [T, 1, B, H] in time order (when need_y), the final h and c.
  * valid_all [T, B] bool or -1; ridx [T, B] the per-entry reversal or -1. */
 static hp_status run_direction(ox_ctx *c, const rnn_spec *s, const rnn_in *in, int d, hp_val valid_all, hp_val ridx, bool need_y,
                                hp_val *Y, hp_val *hf, hp_val *cf) {
@@ -524,11 +524,14 @@ static hp_status run_direction(ox_ctx *c, const rnn_spec *s, const rnn_in *in, i
     }
     hp_val y = step(c, s, &r, t, valid);
     st = ox_check(c, y);
-    if (!st && need_y) ys[t] = fe_reshape(c->g, y, &(fe_shape){.rank = 3, .d = {one, s->B, Hd}});
+    if (!st && need_y) ys[t] = fe_reshape(c->g, y, &(fe_shape){.rank = 4, .d = {one, one, s->B, Hd}});
   }
-  if (!st && need_y) {
+  if (!st && need_y) { /* [T, 1, B, H]: Y's own shape, so the concatenation is Y (no copy after it) */
     *Y = hp_concat(c->g, ys, (int)s->T, 0);
-    if (reordered) *Y = reorder(c, s, *Y, ridx, s->H);
+    if (reordered) {
+      fe_shape tbh = {.rank = 3, .d = {fe_dim_int(c->A, s->T), s->B, Hd}}, t1bh = {.rank = 4, .d = {fe_dim_int(c->A, s->T), one, s->B, Hd}};
+      *Y = fe_reshape(c->g, reorder(c, s, fe_reshape(c->g, *Y, &tbh), ridx, s->H), &t1bh);
+    }
     st = ox_check(c, *Y);
   }
   free(ys);
@@ -536,11 +539,16 @@ static hp_status run_direction(ox_ctx *c, const rnn_spec *s, const rnn_in *in, i
   return st;
 }
 
-/* Per-direction values [lead..., B, H] stacked along axis ax ([D, B, H] or [T, D, B, H]), zeroed where keep is false. */
+/* Per-direction values stacked along axis ax: [B, H] ones into [D, B, H]
+ * (ax 0), [T, 1, B, H] ones into [T, D, B, H] (ax 1); zeroed where keep is false. */
 static hp_val stack_dirs(ox_ctx *c, const rnn_spec *s, const hp_val *v, int ax, hp_val keep_mask) {
   hp_val parts[2];
   for (int d = 0; d < s->D; d++) {
     const fe_shape *sh = ox_shape_of(c, v[d]);
+    if (ax == 1) {
+      parts[d] = v[d];
+      continue;
+    }
     fe_shape to = {.rank = sh->rank + 1};
     for (int k = 0, j = 0; k < to.rank; k++) to.d[k] = k == ax ? fe_dim_int(c->A, 1) : sh->d[j++];
     parts[d] = fe_reshape(c->g, v[d], &to);

@@ -34,7 +34,7 @@
 #define CELL_MAX_TENSORS 16   /* other tensors it reads */
 #define CELL_MAX_STORES 8     /* values it writes (one may go to several buffers) */
 #define CELL_MAX_OPS 240
-#define CELL_POOL_BYTES (192 * 1024)
+#define CELL_POOL_BYTES (1024 * 1024) /* an L2: below, one core streams the weights fast enough */
 
 #define DECLINE(msg) \
   do {               \

@@ -884,6 +884,8 @@ static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bo
     hp_status st = try_softmax(c, r, fn, out, handled, why);
     if (st || *handled || *why) return st;
     if ((st = try_pool(c, r, fn, out, handled, why)) || *handled || *why) return st;
+    if ((st = cc_try_concat(c, r, fn, out, handled, why)) || *handled) return st;
+    *why = NULL;
     return try_map(c, r, fn, out, handled, why);
   }
 }
