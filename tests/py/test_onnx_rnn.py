@@ -10,6 +10,7 @@ transposed tensors.  Then the bad attributes, each a clear error naming the
 node, and a sequence length harp cannot unroll (symbolic, or past the limit).
 
 HARP_RNN_CASES=N changes the sample size (default 40)."""
+import json
 import os
 import sys
 
@@ -228,7 +229,62 @@ def threshold_edge():
         S.check(f"ThresholdedRelu at alpha on {be}", got is not None and list(got) == [0.0, 0.0, 1.0], p.stderr[-300:] + str(got))
 
 
+def structure():
+    """Each time step is one kernel (the cell template: the recurrent GEMV with
+    the gate math in its epilogue), two for a GRU without linear_before_reset
+    (its (r * h) Rh^T needs all of r) and one per direction; one kernel in
+    all for a streaming step (T = 1: the GEMV x W^T joins the cell, and the
+    output copies); Y of many steps is one copy kernel.  The values match
+    onnxruntime (H = 20: a partial 16-column block)."""
+    if "cpu" not in BACKENDS:
+        return
+    rng = np.random.default_rng(5)
+    T, B, I, H = 6, 3, 5, 20
+    for op, extra, want_cells, want_kernels in [
+            ("LSTM", {}, T, T + 2), ("GRU", {"linear_before_reset": 1}, T, T + 2), ("RNN", {}, T, T + 2),
+            ("GRU", {}, 2 * T, None), ("LSTM", {"direction": "bidirectional"}, 2 * T, None),
+            ("LSTM", {"T": 1}, 1, 1), ("GRU", {"T": 1, "linear_before_reset": 1}, 1, 1)]:
+        extra = dict(extra)
+        t = extra.pop("T", T)
+        D = 2 if extra.get("direction") == "bidirectional" else 1
+        G = GATES[op]
+        ins = {"X": rng.standard_normal((t, B, I)).astype(np.float32), "W": (rng.standard_normal((D, G * H, I)) * 0.5).astype(np.float32),
+               "R": (rng.standard_normal((D, G * H, H)) * 0.5).astype(np.float32), "B": rng.standard_normal((D, 2 * G * H)).astype(np.float32),
+               "initial_h": rng.standard_normal((D, B, H)).astype(np.float32)}
+        if op == "LSTM":
+            ins["initial_c"] = rng.standard_normal((D, B, H)).astype(np.float32)
+        case = dict(op=op, attrs=dict(hidden_size=H, **extra), ins=ins, outs=[True] * (3 if op == "LSTM" else 2), lens_const=False, layout=0)
+        inputs, feeds, inits = [], {}, []
+        node, outs = node_of(case, 0, inputs, feeds, inits)
+        inits.append(onnx.numpy_helper.from_array(ins["B"], "B_0"))  # W, R and B initializers: the cell packs W and R
+        inputs = [vi for vi in inputs if vi.name != "B_0"]
+        feeds.pop("B_0", None)
+        g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+        path = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]))
+        dump = ht.tempfile.mkdtemp()
+        p, d = ht.run(path, feeds, backend="cpu", extra=["--dump", "region,c", "--dump-dir", dump])
+        name = f"{op} {extra} T={t}"
+        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-500:])
+        if p.returncode:
+            continue
+        regions = json.load(open(os.path.join(dump, "region.json")))["regions"]
+        cells = sum(r.get("shape") == "cell" for r in regions)
+        ccode = open(os.path.join(dump, "model.c")).read()
+        S.check(f"{name}: {want_cells} cell regions", cells == want_cells, f"{cells} of {len(regions)} regions")
+        S.check(f"{name}: every cell on the cell template", ccode.count("/* recurrent cell:") == cells, ccode[:0])
+        if want_kernels is not None:
+            S.check(f"{name}: {want_kernels} kernels", len(regions) == want_kernels, [r.get("name") for r in regions])
+        if t > 4:
+            S.check(f"{name}: Y is one copy kernel", "/* concatenation of" in ccode, "")
+        want = ort_reference(case)
+        for j, o in enumerate(outs):
+            got = np.load(os.path.join(d, o + ".npy"))
+            S.check(f"{name}: {o} matches onnxruntime", got.shape == want[j].shape and np.allclose(got, want[j], rtol=1e-4, atol=1e-5),
+                    f"{np.abs(got - want[j]).max() if got.shape == want[j].shape else got.shape}")
+
+
 sample()
 threshold_edge()
+structure()
 bad_attributes()
 S.close()
