@@ -26,8 +26,8 @@
  * hold its state at its last step (0 for a length of 0, as onnxruntime);
  * the reverse direction runs each entry from its own last step (the input
  * and output reordered by a gather).  The sequence length must be known at
- * import (the steps are unrolled): at most OX_RNN_MAX_STEPS steps per
- * direction. */
+ * import (the steps are unrolled): at most OX_RNN_MAX_STEPS steps in all
+ * directions. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -234,8 +234,9 @@ static hp_status read_inputs(ox_ctx *c, rnn_spec *s, rnn_in *in) {
   if (fe_dim_cmp(ox_shape_of(c, R)->d[0], fe_dim_int(c->A, s->D)) == FE_DIFF)
     return ox_fail(c, HP_E_INVALID_ARG, "R has %s directions; direction needs %d", ox_shape_of(c, R)->d[0]->text, s->D);
   if (s->T < 1) return ox_fail(c, HP_E_INVALID_ARG, "the sequence length is 0");
-  if (s->T > OX_RNN_MAX_STEPS)
-    return ox_fail(c, HP_E_LIMIT, "the sequence length %" PRId64 " exceeds the %d steps harp unrolls per direction", s->T, OX_RNN_MAX_STEPS);
+  if (s->T * s->D > OX_RNN_MAX_STEPS)
+    return ox_fail(c, HP_E_LIMIT, "%" PRId64 " time steps x %d direction%s exceed the %d steps harp unrolls in one node", s->T, s->D,
+                   s->D > 1 ? "s" : "", OX_RNN_MAX_STEPS);
   s->B = xs->d[s->layout ? 0 : 1];
   static const int p[3] = {1, 0, 2};
   in->X = s->layout ? hp_permute(c->g, X, p, 3) : X;
