@@ -283,8 +283,38 @@ def structure():
                     f"{np.abs(got - want[j]).max() if got.shape == want[j].shape else got.shape}")
 
 
+def long_sequence():
+    """300 steps: Y's concatenation is split over regions (at most 256 blocks
+    each), each a copy kernel reading the partial sum before it; the values
+    match onnxruntime."""
+    if "cpu" not in BACKENDS:
+        return
+    rng = np.random.default_rng(9)
+    T, B, I, H = 300, 1, 3, 4
+    ins = {"X": rng.standard_normal((T, B, I)).astype(np.float32), "W": (rng.standard_normal((1, H, I)) * 0.5).astype(np.float32),
+           "R": (rng.standard_normal((1, H, H)) * 0.5).astype(np.float32)}
+    case = dict(op="RNN", attrs={"hidden_size": H}, ins=ins, outs=[True, True], lens_const=False, layout=0)
+    inputs, feeds, inits = [], {}, []
+    node, outs = node_of(case, 0, inputs, feeds, inits)
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+    path = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]))
+    dump = ht.tempfile.mkdtemp()
+    p, d = ht.run(path, feeds, backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
+    S.check("300 steps: run", p.returncode == 0, p.stderr[-400:])
+    if p.returncode:
+        return
+    ccode = open(os.path.join(dump, "model.c")).read()
+    S.check("300 steps: Y is copy kernels, no generic loops", ccode.count("/* concatenation of") >= 2 and "generic loops" not in ccode,
+            ccode.count("/* concatenation of"))
+    want = ort_reference(case)
+    for j, o in enumerate(outs):
+        got = np.load(os.path.join(d, o + ".npy"))
+        S.check(f"300 steps: {o} matches onnxruntime", got.shape == want[j].shape and np.allclose(got, want[j], rtol=1e-4, atol=1e-5), "")
+
+
 sample()
 threshold_edge()
 structure()
+long_sequence()
 bad_attributes()
 S.close()
