@@ -239,13 +239,13 @@ def structure():
     if "cpu" not in BACKENDS:
         return
     rng = np.random.default_rng(5)
-    T, B, I, H = 6, 3, 5, 20
+    T, I, H = 6, 5, 20
     for op, extra, want_cells, want_kernels in [
             ("LSTM", {}, T, T + 2), ("GRU", {"linear_before_reset": 1}, T, T + 2), ("RNN", {}, T, T + 2),
             ("GRU", {}, 2 * T, None), ("LSTM", {"direction": "bidirectional"}, 2 * T, None),
-            ("LSTM", {"T": 1}, 1, 1), ("GRU", {"T": 1, "linear_before_reset": 1}, 1, 1)]:
+            ("LSTM", {"T": 1}, 1, 1), ("GRU", {"T": 1, "linear_before_reset": 1}, 1, 1), ("LSTM", {"B": 6}, T, T + 2)]:
         extra = dict(extra)
-        t = extra.pop("T", T)
+        t, B = extra.pop("T", T), extra.pop("B", 3)  # B = 6: two tiles of rows, one partial
         D = 2 if extra.get("direction") == "bidirectional" else 1
         G = GATES[op]
         ins = {"X": rng.standard_normal((t, B, I)).astype(np.float32), "W": (rng.standard_normal((D, G * H, I)) * 0.5).astype(np.float32),
@@ -263,7 +263,7 @@ def structure():
         path = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]))
         dump = ht.tempfile.mkdtemp()
         p, d = ht.run(path, feeds, backend="cpu", extra=["--dump", "region,c", "--dump-dir", dump])
-        name = f"{op} {extra} T={t}"
+        name = f"{op} {extra} T={t} B={B}"
         S.check(f"{name}: runs", p.returncode == 0, p.stderr[-500:])
         if p.returncode:
             continue
