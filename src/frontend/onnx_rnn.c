@@ -149,12 +149,45 @@ static hp_status parse_attrs(ox_ctx *c, int kind, rnn_spec *s) {
 }
 
 /* ---- inputs ----------------------------------------------------------------------------- */
+/* The graph inputs whose shapes hold a symbol of d, as "x, y" in buf. */
+typedef struct sym_hunt {
+  const fe_dim *d;
+  bool hit;
+} sym_hunt;
+static void note_sym(void *ctx, const char *sym) {
+  sym_hunt *h = ctx;
+  const char *want = fe_dim_is_sym(h->d);
+  h->hit |= want && !strcmp(want, sym);
+}
+static void inputs_with(ox_ctx *c, const fe_dim *d, char *buf, size_t cap) {
+  buf[0] = 0;
+  for (size_t i = 0; i < c->gp->n_input; i++) {
+    ox_val *x = ox_find(c, c->gp->input[i]->name);
+    const fe_shape *sh = x && x->v > 0 ? ox_shape_of(c, x->v) : NULL;
+    bool hit = false;
+    for (int k = 0; sh && k < sh->rank && !hit; k++) {
+      sym_hunt h = {sh->d[k], false};
+      fe_dim_syms(d, note_sym, &h); /* a symbol of d that is this dim */
+      hit = h.hit;
+    }
+    if (hit && strlen(buf) + strlen(c->gp->input[i]->name) + 5 < cap) {
+      if (buf[0]) strcat(buf, ", ");
+      strcat(buf, "\"");
+      strcat(buf, c->gp->input[i]->name);
+      strcat(buf, "\"");
+    }
+  }
+}
+
 /* An integer dim of input v's axis ax, named `what` in the error. */
 static hp_status int_dim(ox_ctx *c, hp_val v, int ax, const char *what, int64_t *out) {
   const fe_dim *d = ox_shape_of(c, v)->d[ax];
   if (fe_dim_is_int(d, out)) return HP_OK;
-  return ox_fail(c, HP_E_UNSUPPORTED, "%s is the symbolic size %s; %s unrolls its time steps, so harp needs the sizes known at import "
-                 "(give the input's shape: --sym / --shape)", what, d->text, c->node->op_type);
+  char from[160];
+  inputs_with(c, d, from, sizeof from);
+  return ox_fail(c, HP_E_UNSUPPORTED, "%s is the symbolic size %s%s%s; %s unrolls its time steps, so harp needs it known at import: "
+                 "give the shape of %s (--shape NAME=DIMS)", what, d->text, from[0] ? " of graph input " : "", from,
+                 c->node->op_type, from[0] ? from : "the graph inputs it comes from");
 }
 
 /* Optional input i: its value (rank checked against dims, which may hold NULL = any), or 0 when absent. */

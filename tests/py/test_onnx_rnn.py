@@ -207,8 +207,9 @@ def bad_attributes():
                 and "error[" in err, err.strip()[-400:])
     # the time axis symbolic: refused with the option to give
     p, _ = ht.run(one_node("RNN", {}, {"X": [3, 1, 2], "W": [1, 3, 2], "R": [1, 3, 3]}, x_dims=["T", 1, 2]))
-    S.check("a symbolic sequence length: refused naming the node and the size", p.returncode == 1 and "the_rnn" in p.stderr
-            and "unrolls" in p.stderr and "Unsupported" in p.stderr, p.stderr.strip()[-400:])
+    S.check("a symbolic sequence length: refused naming the node, the size, the input and the option", p.returncode == 1
+            and "the_rnn" in p.stderr and "unrolls" in p.stderr and "Unsupported" in p.stderr and 'graph input "X"' in p.stderr
+            and "--shape" in p.stderr, p.stderr.strip()[-400:])
     p, _ = ht.run(one_node("RNN", {"direction": "bidirectional"}, {"X": [513, 1, 2], "W": [2, 3, 2], "R": [2, 3, 3]}))
     S.check("a sequence past the limit: LimitExceeded naming the node", p.returncode == 1 and "the_rnn" in p.stderr
             and "LimitExceeded" in p.stderr and "1024" in p.stderr, p.stderr.strip()[-400:])
