@@ -21,6 +21,11 @@
  *      (poly_fusion_prefix); intermediates in registers or a local buffer.
  *   C  attention                kind "contraction", pattern "attention":
  *      Q K^T -> row softmax -> P V, run as one streaming kernel.
+ *   D  cell                     kind "contraction", pattern "cell": a GEMV of
+ *      at most RG_CELL_MAX_M rows (the recurrent one, plus one read only by
+ *      the gate math) and the elementwise gate math on [M, H] reading its
+ *      output a column block at a time: one time step of an RNN
+ *      (src/region/cell.c).  Several outputs (h, c).  CPU only.
  *   GATHER                      kind "gather": a non-SCoP node, alone.
  * A region with one block is a singleton of its block's kind. */
 #ifndef HARP_REGION_H
@@ -41,9 +46,21 @@ typedef enum rg_shape {
   RG_SHAPE_CONTRACTION, /* A */
   RG_SHAPE_ROW,         /* B */
   RG_SHAPE_ATTENTION,   /* C */
-  RG_SHAPE_GATHER
+  RG_SHAPE_GATHER,
+  RG_SHAPE_CELL         /* D */
 } rg_shape;
-const char *rg_shape_name(rg_shape s); /* "single" | "contraction_epilogue" | "row_fused" | "attention" | "gather" */
+const char *rg_shape_name(rg_shape s); /* "single" | "contraction_epilogue" | "row_fused" | "attention" | "gather" | "cell" */
+
+/* Shape D: the contractions of a recurrent cell, con[0] the one it was
+ * found from (h Rᵀ), con[1] one read only by its gate math (x Wᵀ); the
+ * gate math's domain [M, H].  Its other blocks are the gate math. */
+#define RG_CELL_MAX_CON 2
+#define RG_CELL_MAX_M 16
+typedef struct rg_cell {
+  int ncon;
+  int con[RG_CELL_MAX_CON];
+  int64_t M, H;
+} rg_cell;
 
 /* A tensor a region reads, as a linear element offset in the variables of
  * one of its blocks (`block`): offset + sum strides[v] * var_v.  affine is
@@ -153,6 +170,7 @@ typedef struct rg_info {
   rg_halo *halos;     /* windowed operands (A with a conv) */
   plan_region_info plan_info; /* what plan_default / plan_validate read */
   rg_attention att;   /* C */
+  rg_cell cell;       /* D */
   const char *selection; /* "singleton" | "greedy" | "exact" */
   int nstops;
   rg_stop *stops;
@@ -173,6 +191,7 @@ typedef struct rg_options {
                                   region's CAST of an outside tensor stays a region of its own */
   bool half_attention_only;    /* attention regions only over fp16/bf16 q, k, v (the GPU's fused
                                   template); others stay two matmuls and a softmax */
+  bool no_cells;               /* no recurrent cell regions (shape D; never on a GPU machine) */
 } rg_options;
 
 /* Form the regions of a prepared graph with every size bound.  The

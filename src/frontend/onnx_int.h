@@ -238,6 +238,12 @@ hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
   X(NegativeLogLikelihoodLoss) X(RMSNormalization) X(SoftmaxCrossEntropyLoss)
 #define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
+/* onnx_rnn.c: the recurrent layers, unrolled over their time steps (at most
+ * OX_RNN_MAX_STEPS per node, the directions counted: each step costs the
+ * compiler ~25 ms and ~2 MB of analysis, an LSTM of H = 128) */
+#define OX_RNN_OPS(X) X(GRU) X(LSTM) X(RNN)
+#define OX_RNN_MAX_STEPS 1024
+OX_RNN_OPS(OX_DECLARE)
 #undef OX_DECLARE
 
 /* A reduction's axes (attribute, or input 1 from opset input_from on),
@@ -286,6 +292,8 @@ hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
  * square roots and a reciprocal (or rsqrt), else -1 (onnx_nn.c); with
  * ieee_edges, a root takes -0 and -inf as C's pow does. */
 hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k, bool ieee_edges);
+/* log(1 + exp(x)), stable at both ends (onnx_ops_act.c), for Softplus and the RNN activations. */
+hp_val ox_softplus(ox_ctx *c, hp_val x);
 /* Hardmax of x along axis (onnx_ops_act.c), for onnx_ops.c's softmax family. */
 hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis);
 

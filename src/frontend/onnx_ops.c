@@ -1072,6 +1072,7 @@ static const op_entry ops[] = {
 #define E(n) {#n, op_##n},
 #define N(n) {#n, ox_op_##n},
     OX_NN_OPS(N)
+    OX_RNN_OPS(N)
     E(Abs) E(Add) E(And) E(Cast) E(CastLike) E(Clip) E(Concat) E(Constant) E(ConstantOfShape) E(Div) E(Dropout) E(Equal) E(Erf) E(Exp) E(Expand)
     E(Flatten) E(Gather) E(Gelu) E(Greater) E(GreaterOrEqual) E(Hardmax) E(Identity) E(Less) E(LessOrEqual) E(Log) E(LogSoftmax) E(LeakyRelu) E(Elu) E(Selu) E(PRelu) E(Sign)
     E(Max) E(Mean) E(Min) E(Mod) E(Mul) E(Neg) E(Not) E(Or) E(Pad) E(Pow) E(Reciprocal) E(ReduceMax) E(ReduceMean) E(ReduceMin) E(ReduceSum)

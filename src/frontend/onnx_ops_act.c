@@ -36,6 +36,8 @@ static hp_val softplus(ox_ctx *c, hp_val x) {
   return hp_add(g, hp_where(g, hp_binary(g, HP_OP_GT, x, K(c, 0)), x, K(c, 0)), l);
 }
 
+hp_val ox_softplus(ox_ctx *c, hp_val x) { return softplus(c, x); }
+
 static hp_val input(ox_ctx *c) { return ox_tensor(c, 0); }
 
 static hp_status attr2(ox_ctx *c, const char *n1, double d1, double *v1, const char *n2, double d2, double *v2) {

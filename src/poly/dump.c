@@ -104,7 +104,7 @@ static void offsets(jctx *j, const poly_blk *b, json_t *o, const char *side, con
 }
 
 static json_t *jcontraction(jctx *j, const poly_view *pv, const poly_blk *b) {
-  const poly_contraction *c = &b->con;
+  const poly_contraction *c = b->con;
   json_t *o = json_object();
   if (!o) return NULL;
   int out[POLY_MAX_VARS], red[POLY_MAX_VARS];

@@ -19,6 +19,7 @@
 
 #include "harp/poly.h"
 #include "index/indexbook.h"
+#include "util/util.h"
 
 #define POLY_MAX_FILLS 8   /* distinct pad values one read can meet */
 #define POLY_MAX_PARAMS 64 /* distinct unbound symbols in one block */
@@ -44,7 +45,7 @@ typedef struct poly_blk {
                           initialisation and store still run on every output */
   poly_acc acc[POLY_MAX_ACC];
   poly_acc *stage[2]; /* a contraction operand's stages (pub.access[a].nstage; arena, maps owned) */
-  poly_contraction con;
+  poly_contraction *con; /* contraction_pattern only (arena) */
   int nparams;
   const char *params[POLY_MAX_PARAMS]; /* unbound symbols used, sorted */
   bool ranges_known; /* lo/hi: every variable's constant bounds (no unbound symbol) */
@@ -75,6 +76,7 @@ struct poly_view {
   signed char *pointwise; /* per block x POLY_MAX_ACC: poly_access_is_pointwise memo, -1 unknown */
   int nnon_scop;
   int *non_scop;
+  hp_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
 };
 
 /* ---- convert.c: IndexBook -> isl ---------------------------------------- */

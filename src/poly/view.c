@@ -32,9 +32,7 @@ static bool is_output(const tiny_graph *g, int node) {
 
 /* ---- naming ------------------------------------------------------------- */
 static bool name_taken(const poly_view *pv, const char *name, bool isl) {
-  for (int k = 0; k < pv->nblocks; k++)
-    if (strcmp(isl ? pv->blocks[k].pub.isl_name : pv->blocks[k].pub.name, name) == 0) return true;
-  return false;
+  return hp_strmap_find(isl ? &pv->isl_names : &pv->names, name) != NULL;
 }
 
 /* The tag when no earlier block uses it, else the node id (made unique). */
@@ -50,7 +48,9 @@ static hp_status name_block(poly_view *pv, poly_blk *b) {
   for (int k = 2; name_taken(pv, ib2, true); k++) snprintf(ib2, sizeof ib2, "%.150s_%d", ibuf, k);
   b->pub.name = hp_arena_strdup(pv->arena, buf);
   b->pub.isl_name = hp_arena_strdup(pv->arena, ib2);
-  if (!b->pub.name || !b->pub.isl_name) return hp_fail(pv->e, HP_E_NO_MEMORY, n->id, "out of memory");
+  if (!b->pub.name || !b->pub.isl_name || !hp_strmap_put(&pv->names, b->pub.name, 1) ||
+      !hp_strmap_put(&pv->isl_names, b->pub.isl_name, 1))
+    return hp_fail(pv->e, HP_E_NO_MEMORY, n->id, "out of memory");
   return HP_OK;
 }
 
@@ -70,9 +70,6 @@ static poly_blk *new_block(poly_view *pv, poly_kind kind, int node, int var_node
     }
     pv->blocks = nb;
     pv->capblocks = cap;
-    /* the public info points into the block: re-point after moving */
-    for (int i = 0; i < pv->nblocks; i++)
-      if (pv->blocks[i].pub.con) pv->blocks[i].pub.con = &pv->blocks[i].con;
   }
   poly_blk *b = &pv->blocks[pv->nblocks];
   memset(b, 0, sizeof *b);
@@ -227,8 +224,10 @@ static hp_status contraction_block(poly_view *pv, int r, const poly_contraction 
                                    const poly_operand *rhs) {
   poly_blk *b = new_block(pv, POLY_CONTRACTION, r, r);
   if (!b) return pv->e->code;
-  b->con = *con;
-  b->pub.con = &b->con;
+  b->con = hp_arena_alloc(pv->arena, sizeof *b->con); /* contractions only: the struct is large */
+  if (!b->con) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  *b->con = *con;
+  b->pub.con = b->con;
   add_node(pv, b, con->mul_node);
   int cast = pv->g->nodes[r].src[0].node;
   if (cast != con->mul_node) add_node(pv, b, cast);
@@ -271,24 +270,28 @@ static hp_status build(poly_view *pv, const poly_options *opt) {
   for (int i = 0; i < g->n; i++) pv->block_of[i] = -1;
   /* (1) patterns: absorbed MUL / CAST are skipped below */
   char *absorbed = hp_xcalloc((size_t)g->n + 1, 1);
-  poly_contraction *cons = hp_xcalloc((size_t)g->n + 1, sizeof *cons);
-  poly_operand *ops = hp_xcalloc(2 * (size_t)g->n + 2, sizeof *ops);
-  char *found = hp_xcalloc((size_t)g->n + 1, 1);
+  int *found = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1)); /* per REDUCE node: its contraction's index, or -1 */
+  int nred = 0;
+  for (int i = 0; i < g->n; i++) nred += g->nodes[i].op == TINY_REDUCE;
+  poly_contraction *cons = hp_xcalloc((size_t)nred + 1, sizeof *cons); /* one per REDUCE (large structs) */
+  poly_operand *ops = hp_xcalloc(2 * (size_t)nred + 2, sizeof *ops);
   hp_status s = HP_OK;
   if (!absorbed || !cons || !ops || !found) s = hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
-  for (int i = 0; !s && i < g->n; i++) {
+  for (int i = 0, k = 0; !s && i < g->n; i++) {
+    found[i] = -1;
     if (ib_get(pv->ib, i)->non_scop && opt && opt->require_scop)
       s = hp_fail(pv->e, HP_E_NON_SCOP, g->nodes[i].id, "%s", ib_get(pv->ib, i)->non_scop);
     bool f = false;
-    if (!s && g->nodes[i].op == TINY_REDUCE) s = poly_detect_contraction(pv, i, &f, &cons[i], &ops[2 * i], &ops[2 * i + 1]);
+    if (!s && g->nodes[i].op == TINY_REDUCE) s = poly_detect_contraction(pv, i, &f, &cons[k], &ops[2 * k], &ops[2 * k + 1]);
     if (s || !f) continue;
-    found[i] = 1;
-    absorbed[cons[i].mul_node] = 1;
+    found[i] = k++;
+    absorbed[cons[found[i]].mul_node] = 1;
     absorbed[g->nodes[i].src[0].node] = 1;
   }
   /* (2)-(3) blocks in graph order (a contraction sits where its REDUCE is) */
   for (int i = 0; !s && i < g->n; i++) {
-    if (found[i]) s = contraction_block(pv, i, &cons[i], &ops[2 * i], &ops[2 * i + 1]);
+    int k = found[i];
+    if (k >= 0) s = contraction_block(pv, i, &cons[k], &ops[2 * k], &ops[2 * k + 1]);
     else if (!absorbed[i]) s = node_block(pv, i);
   }
   free(absorbed);
@@ -353,6 +356,8 @@ void poly_free(poly_view *pv) {
   free(pv->block_of);
   free(pv->non_scop);
   free(pv->uses);
+  hp_strmap_free(&pv->names);
+  hp_strmap_free(&pv->isl_names);
   hp_arena_free(pv->arena);
   if (pv->ctx) isl_ctx_free(pv->ctx);
   free(pv);

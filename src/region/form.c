@@ -28,8 +28,8 @@ const char *rg_role_name(rg_role r) {
 }
 
 const char *rg_shape_name(rg_shape s) {
-  static const char *const n[] = {"single", "contraction_epilogue", "row_fused", "attention", "gather"};
-  return (unsigned)s < 5 ? n[s] : "?";
+  static const char *const n[] = {"single", "contraction_epilogue", "row_fused", "attention", "gather", "cell"};
+  return (unsigned)s < 6 ? n[s] : "?";
 }
 
 void rg_formed_drop_analysis(rg_formed *f) {
@@ -276,13 +276,16 @@ static hp_status describe(rg_ctx *c, rg_info *I, hp_arena *A, const int *members
   memcpy(I->blocks, blocks, sizeof(int) * (size_t)n);
   I->anchor = ev->anchor;
   I->prefix = ev->prefix;
-  I->selection = nm == 1 && c->units[members[0]].kind != RG_U_ATTENTION ? "singleton" : selection;
+  rg_ukind k0 = c->units[members[0]].kind;
+  I->selection = nm == 1 && k0 == RG_U_CELL ? "cell" : nm == 1 && k0 != RG_U_ATTENTION ? "singleton" : selection;
   I->time_est = ev->time;
   I->has_plan = ev->has_plan;
   I->plan = ev->plan;
   hp_status st = HP_OK;
   bool contraction = I->anchor >= 0 && poly_block(c->pv, I->anchor)->kind == POLY_CONTRACTION;
+  int cell = ev->shape == RG_SHAPE_CELL ? c->units[members[0]].cell : -1;
   if (ev->shape == RG_SHAPE_ATTENTION) st = describe_attention(c, I, A, c->units[members[0]].att, blocks, n);
+  else if (cell >= 0) I->cell = c->cells[cell];
   else if (gather < 0 && contraction) st = describe_contraction(c, I, A, blocks, n);
   else if (gather < 0) st = describe_rows(c, I, A, blocks, n);
   I->roles = hp_arena_alloc(A, sizeof(rg_role) * (size_t)(n + 1));
@@ -290,7 +293,9 @@ static hp_status describe(rg_ctx *c, rg_info *I, hp_arena *A, const int *members
   for (int i = 0; i < n && !st; i++) {
     int b = blocks[i];
     rg_role r = RG_ROLE_BODY;
-    if (ev->shape == RG_SHAPE_ATTENTION) {
+    if (cell >= 0) {
+      r = b == I->cell.con[0] ? RG_ROLE_ANCHOR : rg_in(I->cell.con, I->cell.ncon, b) ? RG_ROLE_MATMUL : RG_ROLE_EPILOGUE;
+    } else if (ev->shape == RG_SHAPE_ATTENTION) {
       r = b == I->att.qk || b == I->att.pv ? RG_ROLE_MATMUL : b > I->att.pv ? RG_ROLE_EPILOGUE : RG_ROLE_SOFTMAX;
       if (b < I->att.pv && c->g->nodes[poly_block(c->pv, b)->node].op == TINY_CAST && b > I->att.qk) r = RG_ROLE_SOFTMAX;
     } else if (gather < 0 && contraction) {
@@ -317,14 +322,15 @@ static void reset_units(rg_ctx *c) {
 }
 
 /* ---- the partition -------------------------------------------------------------------- */
-static int *ints_of(hp_arena *a, const char *mark, int n, char want, int *count) {
+/* The nodes of list[0 .. n) (ascending) whose mark is want. */
+static int *ints_of(hp_arena *a, const char *mark, const int *list, int n, char want, int *count) {
   int k = 0;
-  for (int i = 0; i < n; i++) k += mark[i] == want;
+  for (int i = 0; i < n; i++) k += mark[list[i]] == want;
   int *out = hp_arena_alloc(a, sizeof(int) * (size_t)(k + 1));
   if (!out) return NULL;
   k = 0;
   for (int i = 0; i < n; i++)
-    if (mark[i] == want) out[k++] = i;
+    if (mark[list[i]] == want) out[k++] = list[i];
   *count = k;
   return out;
 }
@@ -352,8 +358,8 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     rg_region_nodes(c, blocks, n, gather, &nn, &nin, c->outs, &nout);
     int sink_node = c->units[members[nm - 1]].node;
     if (nout == 0) c->outs[nout++] = sink_node; /* dead code still writes its value */
-    R->nodes = ints_of(A, c->mark, g->n, 1, &R->nnodes);
-    R->in_values = ints_of(A, c->mark, g->n, 2, &R->nin);
+    R->nodes = ints_of(A, c->rn_mark, c->rn_list, c->rn_n, 1, &R->nnodes);
+    R->in_values = ints_of(A, c->rn_mark, c->rn_list, c->rn_n, 2, &R->nin);
     R->out_values = hp_arena_alloc(A, sizeof(int) * (size_t)(nout + 1));
     if (!R->nodes || !R->in_values || !R->out_values) {
       st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
@@ -388,6 +394,7 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     switch (I->shape) {
     case RG_SHAPE_GATHER: R->kind = "gather"; break;
     case RG_SHAPE_ATTENTION: R->kind = "contraction", R->pattern = "attention"; break;
+    case RG_SHAPE_CELL: R->kind = "contraction", R->pattern = "cell"; break;
     default:
       if (I->anchor >= 0 && poly_block(c->pv, I->anchor)->kind == POLY_CONTRACTION) {
         R->kind = "contraction";
@@ -457,6 +464,14 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
   int *att_blocks[MAX_ATT], att_n[MAX_ATT], natt = 0;
   if (!opt->no_fusion && match_attentions(c, opt->half_attention_only, att, att_blocks, att_n, &natt))
     return c->e->code;
+  /* 2b. recurrent cells (CPU): each step's GEMV with its gate math, a unit and a region */
+  if (!opt->no_fusion && !opt->no_cells && !plan_arch_is_gpu(c->m.arch)) {
+    char *claimed = hp_arena_alloc(c->arena, (size_t)nb + 1);
+    if (!claimed) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    for (int a = 0; a < natt; a++)
+      for (int i = 0; i < att_n[a]; i++) claimed[att_blocks[a][i]] = 1;
+    if (rg_find_cells(c, claimed)) return c->e->code;
+  }
   if (rg_units_build(c, att, att_blocks, att_n, natt)) return c->e->code;
   int keep = 0;
   for (int a = 0; a < natt; a++) {
@@ -507,6 +522,8 @@ hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, con
   if (!F || !p || !c.arena || !(p->arena = hp_arena_new()) || !(p->region_of = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
       !(c.unit_of_node = hp_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.is_output = hp_arena_alloc(c.arena, sz)) ||
       !(c.mark = hp_arena_alloc(c.arena, sz)) || !(c.mark2 = hp_arena_alloc(c.arena, sz)) ||
+      !(c.rn_mark = hp_arena_alloc(c.arena, sz)) || !(c.rn_val = hp_arena_alloc(c.arena, sz)) ||
+      !(c.rn_list = hp_arena_alloc(c.arena, sizeof(int) * sz)) ||
       !(c.stack = hp_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.outs = hp_arena_alloc(c.arena, sizeof(int) * sz))) {
     if (p && !p->formed) free(F);
     rg_partition_free(p);

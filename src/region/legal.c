@@ -63,7 +63,7 @@ void rg_natural_tile(const rg_ctx *c, int block, int64_t *tile) {
 /* ---- memoized Poly Core answers ------------------------------------------------ */
 static rg_memo *memo_of(rg_ctx *c, int block, int access) {
   if (!c->memo) {
-    c->memo = hp_arena_alloc(c->arena, sizeof(rg_memo) * (size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1);
+    c->memo = hp_arena_alloc(c->arena, sizeof(rg_memo *) * ((size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1));
     if (!c->memo) return NULL;
   }
   /* key on the first access reading the same tensor: MUL(x, x) is one edge */
@@ -71,7 +71,9 @@ static rg_memo *memo_of(rg_ctx *c, int block, int access) {
   int a = access;
   for (int k = 0; k < access; k++)
     if (!b->access[k].write && b->access[k].tensor == b->access[access].tensor) a = k, k = access;
-  return &c->memo[(size_t)block * POLY_MAX_ACC + (size_t)a];
+  rg_memo **m = &c->memo[(size_t)block * POLY_MAX_ACC + (size_t)a];
+  if (!*m) *m = hp_arena_alloc(c->arena, sizeof(rg_memo));
+  return *m;
 }
 
 static hp_status memo_halo(rg_ctx *c, int tensor, int block, int access, const poly_halo **out) {
@@ -292,6 +294,18 @@ hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval 
   if (n == 0) return hp_fail(c->e, HP_E_INTERNAL, NULL, "an empty region");
   if (n > RG_MAX_SET) {
     illegal(ev, "unsupported_shape", "more than %d blocks in one region", RG_MAX_SET);
+    return HP_OK;
+  }
+  /* a recurrent cell (cell.c): a unit with several outputs, a region alone */
+  for (int i = 0; i < n; i++) {
+    const rg_unit *u = &c->units[c->unit_of_block[blocks[i]]];
+    if (u->kind != RG_U_CELL) continue;
+    if (u->nblocks != n) {
+      illegal(ev, "unsupported_shape", "a recurrent cell (%s) takes nothing in", u->name);
+      return HP_OK;
+    }
+    ev->shape = RG_SHAPE_CELL;
+    ev->anchor = c->cells[u->cell].con[0];
     return HP_OK;
   }
   if (!check_ucc(c, blocks, n, ev)) return HP_OK;

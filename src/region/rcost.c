@@ -337,8 +337,9 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
   ev->tma_ok = true;
   r->in_dtype = g->nodes[last].dtype;
   const rg_attention *att = ev->shape == RG_SHAPE_ATTENTION ? c->units[c->unit_of_block[blocks[0]]].att : NULL;
-  for (int i = 0; i < g->n; i++) {
-    if (c->mark[i] != 2) continue;
+  for (int k = 0; k < c->rn_n; k++) {
+    int i = c->rn_list[k];
+    if (c->rn_mark[i] != 2) continue;
     if (att && att->causal && att->where_mask == i) continue; /* the kernel computes the causal mask itself */
     bytes += nbytes(g, i);
     ev->tma_ok &= rows_aligned(g, i);

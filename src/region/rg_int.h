@@ -3,7 +3,8 @@
  *
  * Vocabulary:
  *   unit      what selection moves as a whole: one Poly-View block, one
- *             GATHER node, or a recognized attention (several blocks)
+ *             GATHER node, a recognized attention (several blocks) or a
+ *             recurrent cell (several blocks and outputs, a region alone)
  *   set       a candidate region: sorted block indices (+ a GATHER node)
  *   sink      the one unit of a set whose value leaves it; every other
  *             member's consumers are inside (UCC), which also makes every
@@ -21,7 +22,7 @@
 
 #define RG_MAX_SET 256 /* blocks in one candidate region */
 
-typedef enum rg_ukind { RG_U_BLOCK, RG_U_GATHER, RG_U_ATTENTION } rg_ukind;
+typedef enum rg_ukind { RG_U_BLOCK, RG_U_GATHER, RG_U_ATTENTION, RG_U_CELL } rg_ukind;
 
 typedef struct rg_unit {
   rg_ukind kind;
@@ -32,6 +33,7 @@ typedef struct rg_unit {
   int *prod, *cons; /* producer / consumer units, ascending */
   bool escapes;  /* a model output */
   rg_attention *att; /* RG_U_ATTENTION */
+  int cell;          /* RG_U_CELL: index in the context's cells */
   const char *name;
 } rg_unit;
 
@@ -82,22 +84,29 @@ typedef struct rg_ctx {
   int *consumers;     /* per node: readers (compute nodes, through views), counted */
   /* scratch, g->n each */
   char *mark, *mark2;
+  char *rn_mark, *rn_val; /* rg_region_nodes' marks, g->n each, cleared through rn_list */
+  int *rn_list, rn_n;
   int *stack, *outs;
   /* Poly Core answers per (consumer block, first access reading the tensor),
    * computed once: the same edges come back in many candidate sets */
-  struct rg_memo *memo;
+  struct rg_memo **memo; /* per (block, access): allocated when first asked */
   /* evaluation cache */
   int ncache, capcache;
   rg_cache_entry **cache;
   struct rg_plan_memo **plan_memo; /* rcost.c: default plans by summary */
   long evals;
+  /* recurrent cells (cell.c): their sorted blocks and descriptions */
+  int ncells, capcells;
+  int **cell_blocks, *cell_n;
+  rg_cell *cells;
 } rg_ctx;
 
 /* units.c */
 hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_blocks, const int *att_n, int natt);
 /* node sets of a region made of blocks (+ gather node): nodes, inputs, outputs
- * as marks in c->mark (1 = in the region, 2 = an input value), returned as
- * counts; out values go to outs (cap g->n). */
+ * as marks in c->rn_mark (1 = in the region, 2 = an input value; the marked
+ * nodes listed ascending in c->rn_list[0 .. c->rn_n), valid until the next
+ * call), returned as counts; out values go to outs (cap g->n). */
 void rg_region_nodes(rg_ctx *c, const int *blocks, int n, int gather, int *nnodes, int *nin, int *outs, int *nout);
 /* the producer block of tensor node t, or -1 (an input, a constant, a GATHER) */
 int rg_producer_block(const rg_ctx *c, int t);
@@ -142,6 +151,8 @@ bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad);
 
 /* select.c: evaluation with cache, greedy, exact windows */
 hp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out);
+/* Drop the set's cached evaluation (its legality changed: a cell was found). */
+void rg_eval_forget(rg_ctx *c, const int *blocks, int n, int gather);
 /* A partition of the units: region[u] = id of the region unit u is in, sink[r] = its sink unit. */
 typedef struct rg_choice {
   int *region_of_unit;
@@ -164,5 +175,12 @@ hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out);
 /* Δtime of forming a set from its units alone. */
 hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime, const char **stop, char *detail,
                              int cap);
+
+/* cell.c: the recurrent cells (shape D) among the blocks not claimed (by
+ * an attention), registered in c before the units are built: each is one
+ * unit, a region of its own */
+hp_status rg_find_cells(rg_ctx *c, const char *claimed);
+/* the node cell k's unit sits at (its last block's, copies aside) */
+int rg_cell_node(const rg_ctx *c, int k);
 
 #endif

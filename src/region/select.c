@@ -76,6 +76,18 @@ hp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_
   return HP_OK;
 }
 
+void rg_eval_forget(rg_ctx *c, const int *blocks, int n, int gather) {
+  if (!c->capcache) return;
+  uint64_t h = set_hash(blocks, n, gather);
+  for (rg_cache_entry **p = &c->cache[h % (uint64_t)c->capcache]; *p; p = &(*p)->next) {
+    rg_cache_entry *x = *p;
+    if (x->h == h && x->n == n && x->gather == gather && !memcmp(x->blocks, blocks, sizeof(int) * (size_t)n)) {
+      *p = x->next;
+      return;
+    }
+  }
+}
+
 int rg_units_blocks(const rg_ctx *c, const int *members, int n, int *out, int cap, int *gather) {
   int k = 0;
   *gather = -1;

@@ -170,6 +170,14 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
     }
     json_object_set_new(j, "halo", hs);
   }
+  if (I->shape == RG_SHAPE_CELL) {
+    json_t *o = json_object(), *cons = json_array();
+    for (int k = 0; k < I->cell.ncon; k++) json_array_append_new(cons, json_string(poly_block(pv, I->cell.con[k])->name));
+    json_object_set_new(o, "contractions", cons);
+    json_object_set_new(o, "rows", json_integer(I->cell.M));
+    json_object_set_new(o, "columns", json_integer(I->cell.H));
+    json_object_set_new(j, "cell", o);
+  }
   if (I->shape == RG_SHAPE_ATTENTION) {
     const rg_attention *a = &I->att;
     json_t *o = json_object();

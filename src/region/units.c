@@ -1,5 +1,5 @@
 /* units.c — the units region selection moves (blocks, GATHER nodes,
- * recognized attentions), their producer / consumer graph, and the Tiny
+ * recognized attentions, recurrent cells), their producer / consumer graph, and the Tiny
  * nodes, inputs and outputs of a candidate region.
  * Needs: a Poly-View.  Gives: rg_units_build, rg_region_nodes,
  * rg_producer_block, rg_block_name.
@@ -80,6 +80,13 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
   for (int b = 0; b < nb; b++) claim[b] = -1;
   for (int a = 0; a < natt; a++)
     for (int i = 0; i < att_n[a]; i++) claim[att_blocks[a][i]] = a;
+  /* recurrent cells (cell.c): claim natt + k, a unit at the node of their last block */
+  int *cell_last = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)c->ncells + 1));
+  if (!cell_last) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < c->ncells; k++) {
+    cell_last[k] = rg_cell_node(c, k);
+    for (int i = 0; i < c->cell_n[k]; i++) claim[c->cell_blocks[k][i]] = natt + k;
+  }
   /* units in the order of the value they produce (a topological order) */
   for (int i = 0; i < g->n; i++) {
     rg_unit *u = &c->units[c->nunits];
@@ -97,7 +104,15 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
       u->blocks[0] = b;
       u->node = i;
       u->name = rg_block_name(c, b);
-    } else if (b >= 0 && poly_block(c->pv, b)->node == i && att[claim[b]]->out == i) {
+    } else if (b >= 0 && claim[b] >= natt && cell_last[claim[b] - natt] == i) {
+      int k = claim[b] - natt; /* a cell's blocks are sorted */
+      u->kind = RG_U_CELL;
+      u->nblocks = c->cell_n[k];
+      u->blocks = c->cell_blocks[k];
+      u->node = i;
+      u->cell = k;
+      u->name = rg_block_name(c, b);
+    } else if (b >= 0 && poly_block(c->pv, b)->node == i && claim[b] < natt && att[claim[b]]->out == i) {
       int a = claim[b];
       u->kind = RG_U_ATTENTION;
       u->nblocks = att_n[a];
@@ -137,14 +152,20 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
     U->prod = list_of(c->arena, c->mark, c->nunits, &U->nprod);
     if (!U->prod) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
   }
+  /* consumers: the producer lists inverted, ascending (v runs in order) */
+  for (int u = 0; u < c->nunits; u++) c->units[u].ncons = 0;
+  for (int v = 0; v < c->nunits; v++)
+    for (int j = 0; j < c->units[v].nprod; j++) c->units[c->units[v].prod[j]].ncons++;
   for (int u = 0; u < c->nunits; u++) {
-    memset(c->mark, 0, (size_t)c->nunits + 1);
-    for (int v = u + 1; v < c->nunits; v++)
-      for (int j = 0; j < c->units[v].nprod; j++)
-        if (c->units[v].prod[j] == u) c->mark[v] = 1;
-    c->units[u].cons = list_of(c->arena, c->mark, c->nunits, &c->units[u].ncons);
+    c->units[u].cons = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)c->units[u].ncons + 1));
     if (!c->units[u].cons) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    c->units[u].ncons = 0;
   }
+  for (int v = 0; v < c->nunits; v++)
+    for (int j = 0; j < c->units[v].nprod; j++) {
+      rg_unit *P = &c->units[c->units[v].prod[j]];
+      P->cons[P->ncons++] = v;
+    }
   return HP_OK;
 }
 
@@ -171,24 +192,29 @@ static bool unit_reads(const rg_ctx *c, const rg_unit *U, int t) {
   return false;
 }
 
+/* Mark node x with v (1: in the region, 2: an input value) and list it. */
+static void rn_mark(rg_ctx *c, int x, char v) {
+  if (!c->rn_mark[x]) c->rn_list[c->rn_n++] = x;
+  c->rn_mark[x] = v;
+}
+
 void rg_region_nodes(rg_ctx *c, const int *blocks, int n, int gather, int *nnodes, int *nin, int *outs, int *nout) {
   const tiny_graph *g = c->g;
-  char *m = c->mark;
-  memset(m, 0, (size_t)g->n + 1);
+  /* clear the last call's marks: the work follows the region's size, not the graph's */
+  for (int i = 0; i < c->rn_n; i++) c->rn_mark[c->rn_list[i]] = 0, c->rn_val[c->rn_list[i]] = 0;
+  c->rn_n = 0;
+  char *m = c->rn_mark, *val = c->rn_val; /* val: the values the region's blocks write */
   int sp = 0;
-  /* the values the region's blocks write */
-  char *val = c->mark2;
-  memset(val, 0, (size_t)g->n + 1);
   for (int i = 0; i < n; i++) {
     const poly_block_info *b = poly_block(c->pv, blocks[i]);
     for (int k = 0; k < b->nnodes; k++) {
-      m[b->nodes[k]] = 1;
+      rn_mark(c, b->nodes[k], 1);
       c->stack[sp++] = b->nodes[k];
     }
     val[b->node] = 1;
   }
   if (gather >= 0) {
-    m[gather] = 1;
+    rn_mark(c, gather, 1);
     val[gather] = 1;
     c->stack[sp++] = gather;
   }
@@ -199,30 +225,30 @@ void rg_region_nodes(rg_ctx *c, const int *blocks, int n, int gather, int *nnode
       int s = nd->src[k].node;
       if (s < 0 || m[s]) continue;
       if (is_view(g, s) || g->nodes[s].op == TINY_CONST) {
-        m[s] = 1;
+        rn_mark(c, s, 1);
         c->stack[sp++] = s;
       } else {
-        m[s] = 2;
+        rn_mark(c, s, 2);
       }
     }
   }
+  qsort(c->rn_list, (size_t)c->rn_n, sizeof(int), cmp_int);
   int nn = 0, ni = 0;
-  for (int i = 0; i < g->n; i++) nn += m[i] == 1, ni += m[i] == 2;
+  for (int k = 0; k < c->rn_n; k++) nn += m[c->rn_list[k]] == 1, ni += m[c->rn_list[k]] == 2;
   /* values read from outside the region's nodes, or model outputs */
   int no = 0;
-  for (int i = 0; i < g->n; i++) {
+  for (int k = 0; k < c->rn_n; k++) {
+    int i = c->rn_list[k];
     if (!val[i]) continue;
     bool out = c->is_output[i];
-    for (int u = 0; u < c->nunits && !out; u++) {
-      /* a reader outside: a unit with a node not in the region that reads i */
-      const rg_unit *U = &c->units[u];
-      if (c->unit_of_node[i] == u) continue;
+    int ui = c->unit_of_node[i];
+    for (int q = 0; ui >= 0 && q < c->units[ui].ncons && !out; q++) {
+      /* a reader outside: a unit (one that reads i's unit at all) with a node not in the region that reads i */
+      const rg_unit *U = &c->units[c->units[ui].cons[q]];
       bool inside = false;
       for (int j = 0; j < U->nblocks && !inside; j++) inside = rg_in(blocks, n, U->blocks[j]);
       if (inside || (U->kind == RG_U_GATHER && U->node == gather)) continue;
-      bool depends = false; /* cheap test first: U reads i's unit at all */
-      for (int j = 0; j < U->nprod && !depends; j++) depends = U->prod[j] == c->unit_of_node[i];
-      out = depends && unit_reads(c, U, i);
+      out = unit_reads(c, U, i);
     }
     if (out) outs[no++] = i;
   }

@@ -2,12 +2,15 @@
  * Needs: tiny_infer done on g.  Gives: a graph where
  *   - every elementwise op's operands have the op's exact shape: implicit
  *     broadcasting became RESHAPE (+ EXPAND), right-aligned or by name;
- *   - scalar immediates became CONST + RESHAPE + EXPAND;
+ *   - scalar immediates became CONST + RESHAPE + EXPAND, one for each
+ *     value, dtype and shape (a graph of many alike ops, such as an
+ *     unrolled RNN, reads each constant's views over and over);
  *   - fp16/bf16 operands meeting fp32 got an explicit widening CAST (the one
  *     implicit conversion harp allows, needed by seed 001's conv bias add);
  *   - EXPAND has equal input and output rank;
  *   - POOL became the equivalent VIEW (once its sizes are known).
  * Re-runs tiny_infer at the end. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,7 @@ typedef struct nctx {
   int *remap;     /* old index -> new index */
   bool allow_unknown;
   bool changed;
+  hp_strmap imm;  /* an immediate broadcast to a shape (value, dtype, shape) -> its new node: one CONST + views per kind */
 } nctx;
 
 /* A dim as it should appear in an arg: its symbol if it has one, else its size. */
@@ -64,6 +68,21 @@ static int fit_operand(nctx *c, const tiny_node *n, int k, const tiny_shape *in,
                        const tiny_shape *out, tiny_dtype in_dt, tiny_dtype want_dt) {
   char suffix[32];
   int cur;
+  const char *key = NULL;
+  if (n->src[k].node < 0) { /* the same immediate at the same shape before: its nodes */
+    hp_str ks;
+    hp_str_init(&ks);
+    hp_str_printf(&ks, "%a/%d/", n->src[k].imm, (int)want_dt);
+    for (int a = 0; a < out->rank; a++) {
+      if (out->d[a].sym) hp_str_printf(&ks, "%s,", out->d[a].sym);
+      else hp_str_printf(&ks, "%" PRId64 ",", out->d[a].n);
+    }
+    key = ks.oom ? NULL : hp_arena_strdup(c->g->arena, ks.buf);
+    hp_str_free(&ks);
+    if (!key) return hp_fail(c->e, HP_E_NO_MEMORY, n->id, "out of memory"), -1;
+    int *hit = hp_strmap_find(&c->imm, key);
+    if (hit) return *hit;
+  }
   if (n->src[k].node < 0) {
     tiny_arg_const a = {n->src[k].imm, want_dt};
     snprintf(suffix, sizeof suffix, "imm%d", k);
@@ -106,6 +125,7 @@ static int fit_operand(nctx *c, const tiny_node *n, int k, const tiny_shape *in,
     snprintf(suffix, sizeof suffix, "bc%d.expand", k);
     if ((cur = add(c, n->id, suffix, TINY_EXPAND, cur, &ea)) < 0) return -1;
   }
+  if (key && !hp_strmap_put(&c->imm, key, cur)) return hp_fail(c->e, HP_E_NO_MEMORY, n->id, "out of memory"), -1;
   return cur;
 }
 
@@ -250,7 +270,7 @@ static hp_status normalize_once(nctx *c) {
 }
 
 hp_status tiny_normalize(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
-  nctx c = {e, g, tiny_graph_new_sharing(g), hp_xcalloc((size_t)g->n + 1, sizeof(int)), allow_unknown, false};
+  nctx c = {e, g, tiny_graph_new_sharing(g), hp_xcalloc((size_t)g->n + 1, sizeof(int)), allow_unknown, false, {0}};
   if (!c.ng || !c.remap) {
     tiny_graph_discard_sharing(c.ng);
     free(c.remap);
@@ -258,6 +278,7 @@ hp_status tiny_normalize(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bo
   }
   hp_status s = normalize_once(&c);
   free(c.remap);
+  hp_strmap_free(&c.imm);
   if (s != HP_OK) {
     tiny_graph_discard_sharing(c.ng);
     return s;

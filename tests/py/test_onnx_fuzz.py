@@ -14,6 +14,11 @@ the mutated model is kept for the report.
 
 ctest runs a fixed seed (the same mutations every time) on the
 interpreter; under the sanitizers (HARP_SANITIZE=1) a quarter of them.
+Then the recurrent layers: small LSTM, GRU and RNN models with their
+weights as initializers, every option once (directions, sequence_lens,
+peepholes, initial states, activations, clip, linear_before_reset), are
+mutated the same way (--rnn-count more; a tenth of them on the cpu
+backend, where a step is a cell kernel).
 Bugs it found are regression cases in test_onnx_errors.py."""
 import argparse
 import os
@@ -32,7 +37,8 @@ import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 
 OPS = ["Add", "Relu", "Conv", "MatMul", "Reshape", "Gather", "Transpose", "Concat", "Slice", "ReduceSum", "Softmax", "MaxPool", "Resize",
-       "Pad", "Expand", "Where", "Cast", "Split", "Squeeze", "Unsqueeze", "Gemm", "BatchNormalization", "LRN", "Tile", "ArgMax", "Flatten"]
+       "Pad", "Expand", "Where", "Cast", "Split", "Squeeze", "Unsqueeze", "Gemm", "BatchNormalization", "LRN", "Tile", "ArgMax", "Flatten",
+       "LSTM", "GRU", "RNN"]
 WEIRD = [0, -1, -2, 1, 2, 3, 7, 1 << 20, 1 << 31, -(1 << 40), 1 << 62]
 
 
@@ -105,11 +111,66 @@ def mutate(m, rnd):
     return "nothing"
 
 
+def rnn_seeds():
+    """Small recurrent models, weights as initializers: one of each option."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+    rng = np.random.default_rng(7)
+    out = []
+    for op, attrs, T, lens, peep in [("LSTM", {}, 3, False, True), ("LSTM", {"direction": "bidirectional", "clip": 2.0}, 4, True, False),
+                                     ("GRU", {"linear_before_reset": 1}, 1, False, False), ("GRU", {"direction": "reverse"}, 5, True, False),
+                                     ("RNN", {"activations": ["Relu"]}, 2, False, False), ("RNN", {"layout": 1}, 3, True, False)]:
+        G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+        D = 2 if attrs.get("direction") == "bidirectional" else 1
+        B, I, H = 2, 3, 4
+        inits = [numpy_helper.from_array(rng.standard_normal((D, G * H, I)).astype(np.float32), "W"),
+                 numpy_helper.from_array(rng.standard_normal((D, G * H, H)).astype(np.float32), "R"),
+                 numpy_helper.from_array(rng.standard_normal((D, 2 * G * H)).astype(np.float32), "B")]
+        xs = [B, T, I] if attrs.get("layout") else [T, B, I]
+        inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xs),
+                  helper.make_tensor_value_info("h0", TensorProto.FLOAT, [B, D, H] if attrs.get("layout") else [D, B, H])]
+        names = ["X", "W", "R", "B", "", "h0"]
+        if lens:
+            inputs.append(helper.make_tensor_value_info("L", TensorProto.INT32, [B]))
+            names[4] = "L"
+        if op == "LSTM":
+            names += ["", "P" if peep else ""]
+            if peep:
+                inits.append(numpy_helper.from_array(rng.standard_normal((D, 3 * H)).astype(np.float32), "P"))
+        outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+        g = helper.make_graph([helper.make_node(op, names, outs, hidden_size=H, **attrs)], op.lower(), inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+        out.append(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]))
+    return out
+
+
+def fuzz_one(S, m, rnd, name, it, work, keep, backend, timeout, seed):
+    """Mutate m and run it; False when the answer was neither a result nor a clear error."""
+    what = [mutate(m, rnd) for _ in range(rnd.randint(1, 3))]
+    path, out = os.path.join(work, "m.onnx"), os.path.join(work, "out")
+    shutil.rmtree(out, True)
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    try:
+        p = subprocess.run([ht.HARP, "run", path, "--backend", backend, "--random-inputs", "--out", out, "--loop-limit", "1000"],
+                           capture_output=True, text=True, timeout=timeout)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = "hang", ""
+    ok = (rc == 0 or (rc == 1 and "error[" in err and not (os.path.isdir(out) and os.listdir(out)))) and "Sanitizer" not in err
+    if not ok:
+        kept = os.path.join(keep, f"fuzz_{seed}_{it}.onnx")
+        shutil.copy(path, kept)
+        S.check(f"#{it} {name} ({'; '.join(what)}): a result or a clear error", False, f"rc={rc} {err.strip()[-300:]} -> {kept}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sanitize = os.environ.get("HARP_SANITIZE") == "1"
     ap.add_argument("--count", type=int, default=300 if sanitize else 1500)
     ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--rnn-count", type=int, default=40 if sanitize else 150)
     ap.add_argument("--backend", default="interp")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--keep", default=None, help="where the models that fail are kept (default: a temporary directory)")
@@ -135,24 +196,16 @@ def main():
             m.CopyFrom(flows[name[5:]][0])
         else:
             m = onnx.load(os.path.join(root, name, "model.onnx"))
-        what = [mutate(m, rnd) for _ in range(rnd.randint(1, 3))]
-        path, out = os.path.join(work, "m.onnx"), os.path.join(work, "out")
-        shutil.rmtree(out, True)
-        with open(path, "wb") as f:
-            f.write(m.SerializeToString())
-        try:
-            p = subprocess.run([ht.HARP, "run", path, "--backend", a.backend, "--random-inputs", "--out", out, "--loop-limit", "1000"],
-                               capture_output=True, text=True, timeout=a.timeout)
-            rc, err = p.returncode, p.stderr
-        except subprocess.TimeoutExpired:
-            rc, err = "hang", ""
-        ok = (rc == 0 or (rc == 1 and "error[" in err and not (os.path.isdir(out) and os.listdir(out)))) and "Sanitizer" not in err
-        if not ok:
-            bad += 1
-            kept = os.path.join(keep, f"fuzz_{a.seed}_{it}.onnx")
-            shutil.copy(path, kept)
-            S.check(f"#{it} {name} ({'; '.join(what)}): a result or a clear error", False, f"rc={rc} {err.strip()[-300:]} -> {kept}")
+        bad += not fuzz_one(S, m, rnd, name, it, work, keep, a.backend, a.timeout, a.seed)
     S.check(f"{a.count} mutated models (seed {a.seed}, {a.backend}): {bad} bad", bad == 0)
+    seeds, rbad, rrnd = rnn_seeds(), 0, random.Random(a.seed + 1)
+    for it in range(a.rnn_count):
+        m = onnx.ModelProto()
+        m.CopyFrom(rrnd.choice(seeds))
+        be = "cpu" if it % 10 == 9 else a.backend
+        rbad += not fuzz_one(S, m, rrnd, f"{m.graph.name} ({be})", a.count + it, work, keep, be, a.timeout, a.seed)
+    S.check(f"{a.rnn_count} mutated recurrent models (seed {a.seed + 1}): {rbad} bad", rbad == 0)
+    bad += rbad
     if not a.keep and not bad:
         shutil.rmtree(work, True)
     S.close()

@@ -25,6 +25,7 @@
 
 #include "backend/contract.h"
 #include "cgen.h"
+#include "cell_c.h"
 #include "contract_c.h"
 #include "harp/region.h"
 #include "harp/tune.h"
@@ -417,7 +418,7 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
  * the other variants are its implicit GEMM, which copies input rows as its
  * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too. */
 static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_gemm *gm, bool swapped,
-                             int *packed_slot) {
+                             rc_packed *pk) {
   cgen_conv_spec s;
   /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
    * W x with the weight a param; not a matmul of activations */
@@ -446,7 +447,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, cons
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_w) {
     emit_wpack(out, fn, kfn, 'a', gm->A.offset, tiny_dtype_size(gm->A.dtype));
-    *packed_slot = gm->A.slot;
+    pk->n = 1, pk->slot[0] = gm->A.slot;
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
@@ -461,12 +462,12 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, cons
 }
 
 static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
-                          int *packed_slot) {
+                          rc_packed *pk) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_gemm gm;
   if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
   bool swapped = gemm_transpose(&gm);
-  if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, packed_slot)) {
+  if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, pk)) {
     *handled = true;
     return HP_OK;
   }
@@ -526,15 +527,15 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   if (a.oom || b.oom) out->oom = true;
   hp_str_free(&a);
   hp_str_free(&b);
-  if (s.prepack_a) *packed_slot = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
-  if (s.prepack_b) *packed_slot = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
+  if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
+  if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
   *handled = true;
   return HP_OK;
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
 static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
-                          int *packed_slot) {
+                          rc_packed *pk) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_conv cv;
   if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
@@ -571,7 +572,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_w) {
     emit_wpack(out, fn, kfn, 'a', cv.W.offset, tiny_dtype_size(cv.W.dtype));
-    *packed_slot = cv.W.slot;
+    pk->n = 1, pk->slot[0] = cv.W.slot;
     note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
   hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
@@ -867,27 +868,31 @@ static hp_status try_map(rc_ctx *c, int r, const char *fn, hp_str *out, bool *ha
 }
 
 static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
-                               int *packed_slot) {
+                               rc_packed *pk) {
   *handled = false;
   *why = NULL;
-  *packed_slot = -1;
+  memset(pk, 0, sizeof *pk);
   ct_src src = {c->g, c->pv, c->f, false, false};
+  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
+  if (info && info->shape == RG_SHAPE_CELL) return cc_try_cell(c, r, fn, out, handled, why, pk);
   switch (ct_kind(&src, r)) {
   case 'a': return try_attention(c, r, fn, out, handled, why);
-  case 'c': return try_conv(c, r, fn, out, handled, why, packed_slot);
-  case 'g': return try_gemm(c, r, fn, out, handled, why, packed_slot);
+  case 'c': return try_conv(c, r, fn, out, handled, why, pk);
+  case 'g': return try_gemm(c, r, fn, out, handled, why, pk);
   default:
     if (getenv("HARP_NO_TEMPLATES")) return HP_OK;
     hp_status st = try_softmax(c, r, fn, out, handled, why);
     if (st || *handled || *why) return st;
     if ((st = try_pool(c, r, fn, out, handled, why)) || *handled || *why) return st;
+    if ((st = cc_try_concat(c, r, fn, out, handled, why)) || *handled) return st;
+    *why = NULL;
     return try_map(c, r, fn, out, handled, why);
   }
 }
 
 hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
-                           int *packed_slot) {
-  hp_status st = emit_template(c, r, fn, out, handled, why, packed_slot);
+                           rc_packed *pk) {
+  hp_status st = emit_template(c, r, fn, out, handled, why, pk);
   hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   if (!st && !*handled && ch && ch->has_plan) {
     char msg[200];

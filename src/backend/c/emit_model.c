@@ -45,16 +45,37 @@ static void buffer_ptr(hp_str *o, const hp_function *f, int b, const int *input_
   }
 }
 
-/* Argument i of kernel k's bufs[]: its reads, its writes, its packed weight. */
-static void kernel_arg(hp_str *o, const hp_function *f, int k, int i, int wp, const int *input_pos, const int *output_pos) {
+/* Argument i of kernel k's bufs[]: its reads, its writes, its packed
+ * weights (wpj: per kernel and packed form, the m->wp[] block it reads). */
+static void kernel_arg(hp_str *o, const hp_function *f, int k, int i, const int *wpj, const int *input_pos, const int *output_pos) {
   const fn_kernel *K = &f->kernels[k];
   if (i < K->nreads) buffer_ptr(o, f, K->reads[i], input_pos, output_pos);
   else if (i < K->nreads + K->nwrites) buffer_ptr(o, f, K->writes[i - K->nreads], input_pos, output_pos);
-  else hp_str_printf(o, "m->wp[%d]", wp);
+  else hp_str_printf(o, "m->wp[%d]", wpj[k * RC_MAX_PACKED + i - K->nreads - K->nwrites]);
 }
 
-static int kernel_nargs(const hp_function *f, int k, const int *wslot) {
-  return f->kernels[k].nreads + f->kernels[k].nwrites + (wslot[k] >= 0);
+static int kernel_nargs(const hp_function *f, int k, const rc_packed *pk) {
+  return f->kernels[k].nreads + f->kernels[k].nwrites + pk[k].n;
+}
+
+/* The packed blocks m->wp[]: one per kernel and packed form, except that a
+ * form with a key shares the block of the first kernel that packs the same
+ * buffer under the same key.  wpj[k * RC_MAX_PACKED + i]: kernel k's form
+ * i's block; first[j] = kernel * RC_MAX_PACKED + form that packs block j.
+ * Returns the number of blocks. */
+static int packed_blocks(const hp_function *f, const rc_packed *pk, int *wpj, int *first) {
+  int n = 0;
+  for (int k = 0; k < f->nkernels; k++)
+    for (int i = 0; i < pk[k].n; i++) {
+      int b = f->kernels[k].reads[pk[k].slot[i]], j = -1;
+      for (int q = 0; q < n && j < 0 && pk[k].key[i][0]; q++) {
+        int k2 = first[q] / RC_MAX_PACKED, i2 = first[q] % RC_MAX_PACKED;
+        if (f->kernels[k2].reads[pk[k2].slot[i2]] == b && !strcmp(pk[k2].key[i2], pk[k].key[i])) j = q;
+      }
+      if (j < 0) first[n] = k * RC_MAX_PACKED + i, j = n++;
+      wpj[k * RC_MAX_PACKED + i] = j;
+    }
+  return n;
 }
 
 /* The kernels' code, each once (kdedup.c): a kernel that is the same code
@@ -62,7 +83,7 @@ static int kernel_nargs(const hp_function *f, int k, const int *wslot) {
  * copy_of[k] says which (-1: its own code).  Of the others, functions and
  * types an earlier kernel defines alike are #defined to that one's too
  * (kitems.c).  HARP_NO_DEDUP=1: every kernel its own code. */
-static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk, int *wslot, int *copy_of,
+static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk, rc_packed *pk, int *copy_of,
                               cg_kform *forms) {
   const hp_function *f = c->f;
   bool dedup = !getenv("HARP_NO_DEDUP");
@@ -74,12 +95,12 @@ static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk
     snprintf(fn, sizeof fn, "%s_k%d", P, k);
     hp_str kt;
     hp_str_init(&kt);
-    st = rc_emit_region(c, k, fn, &kt, &chunk[k], &wslot[k]);
+    st = rc_emit_region(c, k, fn, &kt, &chunk[k], &pk[k]);
     if (!st && kt.oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
     if (!st && dedup) st = cg_kform_make(kt.buf ? kt.buf : "", fn, NULL, 0, c->e, &forms[k]);
     copy_of[k] = -1;
     for (int j = 0; j < k && !st && dedup && copy_of[k] < 0; j++)
-      if (copy_of[j] < 0 && kernel_nargs(f, j, wslot) == kernel_nargs(f, k, wslot) && cg_kform_same(&forms[j], &forms[k]))
+      if (copy_of[j] < 0 && kernel_nargs(f, j, pk) == kernel_nargs(f, k, pk) && cg_kform_same(&forms[j], &forms[k]))
         copy_of[k] = j;
     if (!st) {
       hp_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
@@ -135,12 +156,13 @@ void cgen_emit_metadata(hp_str *out, const char *P, const hp_function *f, const 
   }
 }
 
-/* The weights model_init packs and never keeps as stored: read by one kernel
- * alone, at its packed slot, and only packed there (rc_ctx.packed_only).
- * They are packed straight from the caller's params and not copied into
- * m->consts, whose pages for them stay untouched (not resident): the
- * instance holds such a weight once, packed, not twice. */
-static bool *packed_only_buffers(const hp_function *f, const int *wslot, const bool *wonly) {
+/* The weights model_init packs and never keeps as stored: every kernel that
+ * reads one takes it packed, and only packed (rc_ctx.packed_only), and all
+ * of them share one packed block.  They are packed straight from the
+ * caller's params and not copied into m->consts, whose pages for them stay
+ * untouched (not resident): the instance holds such a weight once, packed,
+ * not twice. */
+static bool *packed_only_buffers(const hp_function *f, const rc_packed *pk, const int *wpj, const bool *wonly) {
   bool *skip = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *skip);
   int *reads = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *reads);
   if (!skip || !reads) {
@@ -148,13 +170,23 @@ static bool *packed_only_buffers(const hp_function *f, const int *wslot, const b
     free(skip);
     return NULL;
   }
+  int *block = hp_xmalloc(sizeof(int) * ((size_t)f->nbuffers + 1)); /* the one packed block of b, or -1 */
+  if (!block) {
+    free(reads);
+    free(skip);
+    return NULL;
+  }
+  for (int b = 0; b < f->nbuffers; b++) block[b] = -2;
   for (int k = 0; k < f->nkernels; k++)
     for (int i = 0; i < f->kernels[k].nreads; i++) reads[f->kernels[k].reads[i]]++;
-  for (int k = 0; k < f->nkernels; k++) {
-    if (wslot[k] < 0 || !wonly || !wonly[k]) continue;
-    int b = f->kernels[k].reads[wslot[k]];
-    skip[b] = f->buffers[b].kind == FN_PARAM && reads[b] == 1;
-  }
+  for (int k = 0; k < f->nkernels; k++) /* reads taken packed-only count down */
+    for (int i = 0; i < pk[k].n && wonly && wonly[k]; i++) {
+      int b = f->kernels[k].reads[pk[k].slot[i]], j = wpj[k * RC_MAX_PACKED + i];
+      reads[b]--;
+      block[b] = block[b] == -2 || block[b] == j ? j : -1;
+    }
+  for (int b = 0; b < f->nbuffers; b++) skip[b] = f->buffers[b].kind == FN_PARAM && reads[b] == 0 && block[b] >= 0;
+  free(block);
   free(reads);
   return skip;
 }
@@ -189,8 +221,8 @@ static void emit_consts_copy(hp_str *out, const hp_function *f, const bool *skip
 
 /* P_free, then P_init: the copy of the weights, the pool, then the packed
  * weights (packing runs on the pool).  Any failure frees what was taken. */
-static void emit_init_free(hp_str *out, const char *P, const hp_function *f, const int *wslot, const bool *skip, int npk,
-                           const int *input_pos, const int *output_pos) {
+static void emit_init_free(hp_str *out, const char *P, const hp_function *f, const rc_packed *pk, const int *first,
+                           const bool *skip, int npk, const int *input_pos, const int *output_pos) {
   hp_str_printf(out,
                 "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n"
                 "  free(m->consts);\n%s  free(m);\n}\n\n",
@@ -214,19 +246,19 @@ static void emit_init_free(hp_str *out, const char *P, const hp_function *f, con
   if (npk) {
     /* sizes at run time: the packed layout is the dispatched variant's */
     hp_str_printf(out, "  /* weights packed once; P_run only reads them */\n  size_t at[%d], total = 0;\n", npk);
-    for (int k = 0, j = 0; k < f->nkernels; k++)
-      if (wslot[k] >= 0)
-        hp_str_printf(out, "  at[%d] = total;\n  total += ((size_t)%s_k%d_wbytes() + 63) / 64 * 64;\n", j++, P, k);
+    for (int j = 0; j < npk; j++) {
+      int k = first[j] / RC_MAX_PACKED, i = first[j] % RC_MAX_PACKED;
+      hp_str_printf(out, "  at[%d] = total;\n  total += ((size_t)%s_k%d_wbytes%.0d() + 63) / 64 * 64;\n", j, P, k, i);
+    }
     hp_str_printf(out, "  if (!(m->packed = aligned_alloc(64, total + 64))) { %s_free(m); return NULL; }\n", P);
-    for (int k = 0, j = 0; k < f->nkernels; k++) {
-      if (wslot[k] < 0) continue;
-      hp_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack(m->pool, ", j, j, k,
-                    f->kernels[k].name, P, k);
-      int wb = f->kernels[k].reads[wslot[k]];
+    for (int j = 0; j < npk; j++) {
+      int k = first[j] / RC_MAX_PACKED, i = first[j] % RC_MAX_PACKED;
+      hp_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack%.0d(m->pool, ", j, j, k,
+                    f->kernels[k].name, P, k, i);
+      int wb = f->kernels[k].reads[pk[k].slot[i]];
       if (skip && skip[wb]) hp_str_printf(out, "(const void *)((const unsigned char *)params + %zu)", f->buffers[wb].offset);
       else buffer_ptr(out, f, wb, input_pos, output_pos);
       hp_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
-      j++;
     }
   }
   hp_str_puts(out, "  return m;\n}\n\n");
@@ -239,14 +271,16 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
   hp_sanitize_name(prefix ? prefix : "model", P, sizeof P);
   int *input_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int)), *output_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int));
   long *chunk = hp_xcalloc((size_t)f->nkernels + 1, sizeof(long));
-  int *wslot = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int)); /* kernel -> slot of its packed weight, or -1 */
+  rc_packed *pk = hp_xcalloc((size_t)f->nkernels + 1, sizeof *pk); /* per kernel: the weights it takes packed */
+  int *wpj = hp_xcalloc((size_t)f->nkernels * RC_MAX_PACKED + 1, sizeof(int)); /* the m->wp[] block of each */
+  int *first = hp_xcalloc((size_t)f->nkernels * RC_MAX_PACKED + 1, sizeof(int)); /* the kernel and form packing block j */
   int *copy_of = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int));
   cg_kform *forms = hp_xcalloc((size_t)f->nkernels + 1, sizeof *forms);
   bool *wonly = hp_xcalloc((size_t)f->nkernels + 1, sizeof *wonly); /* set by the templates */
   bool *const saved_wonly = c->packed_only;
   c->packed_only = wonly;
   hp_status st = HP_OK;
-  if (!input_pos || !output_pos || !chunk || !wslot || !copy_of || !forms || !wonly) {
+  if (!input_pos || !output_pos || !chunk || !pk || !wpj || !first || !copy_of || !forms || !wonly) {
     st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
@@ -262,10 +296,9 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                   __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
   }
   rc_emit_prelude(out);
-  st = emit_kernels(c, P, out, chunk, wslot, copy_of, forms);
+  st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
   if (st) goto done;
-  int npk = 0; /* kernels that take a packed weight; m->wp[] in kernel order */
-  for (int k = 0; k < f->nkernels; k++) npk += wslot[k] >= 0;
+  int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
   hp_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);
   if (npk) hp_str_printf(out, "  unsigned char *packed; /* the packed weights, one block */\n  void *wp[%d];\n", npk);
   hp_str_printf(out,
@@ -277,20 +310,20 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                 P, P, f->required_memory, P, f->const_bytes, P, nin, P, f->nret);
   cgen_emit_metadata(out, P, f, c->g);
   hp_str_puts(out, "\n");
-  bool *skip = packed_only_buffers(f, wslot, wonly);
+  bool *skip = packed_only_buffers(f, pk, wpj, wonly);
   if (!skip) {
     st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
-  emit_init_free(out, P, f, wslot, skip, npk, input_pos, output_pos);
+  emit_init_free(out, P, f, pk, first, skip, npk, input_pos, output_pos);
   free(skip);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
    * kernels before it wrote in an earlier P_run */
   hp_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
   hp_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
-  for (int k = 0, j = 0; k < f->nkernels; k++) {
+  for (int k = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
-    int d = copy_of[k], n = kernel_nargs(f, k, wslot);
+    int d = copy_of[k], n = kernel_nargs(f, k, pk);
     hp_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
     for (int p = 0; p < n; p++) {
       /* the packed weight goes after the buffers (contract_c.h); a copy
@@ -302,10 +335,9 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
           if (forms[d].order[q] == p) i = forms[k].order[q];
       }
       if (i < 0) hp_str_puts(out, "NULL"); /* a buffer the code never reads */
-      else kernel_arg(out, f, k, i, j, input_pos, output_pos);
+      else kernel_arg(out, f, k, i, wpj, input_pos, output_pos);
       hp_str_puts(out, ", ");
     }
-    j += wslot[k] >= 0;
     hp_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
   }
   hp_str_puts(out, "  default: return -1;\n  }\n}\n\n");
@@ -324,7 +356,9 @@ done:
   free(input_pos);
   free(output_pos);
   free(chunk);
-  free(wslot);
+  free(pk);
+  free(wpj);
+  free(first);
   free(wonly);
   c->packed_only = saved_wonly;
   return st;

@@ -322,6 +322,18 @@ static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
   else hp_str_printf(o, "%s((float)(%s))", round_fn(to), x);
 }
 
+void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu) {
+  tiny_class cls = tiny_op_class(n->op);
+  const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
+  bool in_int = is_int(ref->dtype);
+  if (n->op == TINY_CAST) cast(o, ref->dtype, n->a.cast.to, x[0]);
+  else if (cls == TC_UNARY) unary(o, n->op, in_int, x[0], gpu);
+  else if (cls == TC_BINARY) binary(o, n->op, in_int, x[0], x[1], gpu);
+  else hp_str_printf(o, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
+}
+
+void rc_float_const(hp_str *o, tiny_dtype t, double v) { float_const(o, t, v); }
+
 /* ---- statements -------------------------------------------------------------- */
 static bool produced_here(emit *m, int t) {
   for (int k = 0; k < m->R->nblocks; k++) {
@@ -518,13 +530,7 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
   } else { /* ewise: the node's op on its sources (access k = source k) */
     char *x[TINY_MAX_SRC] = {0};
     for (int k = 0; k < n->nsrc; k++) x[k] = read_text(m, u, k, b->access[k].tensor); /* the base, through views */
-    tiny_class cls = tiny_op_class(n->op);
-    const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
-    bool in_int = is_int(ref->dtype);
-    if (n->op == TINY_CAST) cast(&ex, ref->dtype, n->a.cast.to, x[0]);
-    else if (cls == TC_UNARY) unary(&ex, n->op, in_int, x[0], m->c->gpu);
-    else if (cls == TC_BINARY) binary(&ex, n->op, in_int, x[0], x[1], m->c->gpu);
-    else hp_str_printf(&ex, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
+    rc_ewise_expr(&ex, g, n, (const char *const *)x, m->c->gpu);
     store_value(m, &u->access[w], b->node, ex.buf);
     for (int k = 0; k < n->nsrc; k++) free(x[k]);
   }
@@ -824,7 +830,7 @@ static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *sc
   return local_bytes;
 }
 
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, int *packed_slot) {
+hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk) {
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
@@ -837,14 +843,14 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   }
   hp_status st = HP_OK;
   *chunk_len = 0;
-  *packed_slot = -1;
+  memset(pk, 0, sizeof *pk);
   if (R->nblocks == 0) {
     st = emit_gather(&m, fn, chunk_len);
     goto done;
   }
   bool templated = false;
   const char *why = NULL;
-  if ((st = cc_emit_template(c, r, fn, out, &templated, &why, packed_slot)) || templated) goto done;
+  if ((st = cc_emit_template(c, r, fn, out, &templated, &why, pk)) || templated) goto done;
   if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   nest_setup(c, r, &m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);

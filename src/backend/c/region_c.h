@@ -25,10 +25,24 @@ typedef struct rc_ctx {
                                    `applied` and `note` */
   bool gpu;         /* statement text for CUDA C (rc_nest_*): no GNU statement expressions, no
                        OpenMP pragmas, buffer elements through HP_AT(p, i) */
-  bool *packed_only; /* per kernel, or NULL: the template set a packed slot (rc_emit_region) and
-                        reads that slot only packed (no epilogue, no other operand on it), so
+  bool *packed_only; /* per kernel, or NULL: the template set packed slots (rc_emit_region) and
+                        reads them only packed (no epilogue, no other operand on it), so
                         model_init need not keep the weight as stored */
 } rc_ctx;
+
+/* The weights a template kernel takes packed (contract_c.h): slot[i] of its
+ * reads, the packed form i read from bufs[nreads + nwrites + i], made by
+ * <fn>_wbytes / <fn>_wpack (i = 0) and <fn>_wbytes<i> / <fn>_wpack<i>.
+ * key[i], when not empty, names the packed form: kernels that pack the same
+ * buffer under the same key share one packed copy (every step of an RNN
+ * reads its recurrent weight packed alike). */
+#define RC_MAX_PACKED 2
+#define RC_PACK_KEY 128
+typedef struct rc_packed {
+  int n;
+  int slot[RC_MAX_PACKED];
+  char key[RC_MAX_PACKED][RC_PACK_KEY];
+} rc_packed;
 
 /* Append
  *   static int <fn>(hprt_pool *pool, void *const *bufs)
@@ -36,10 +50,9 @@ typedef struct rc_ctx {
  * buffer i of the kernel's reads then writes (fn_kernel order).  A generic
  * loop nest is <fn>_body(bufs, hp_lo, hp_hi) over [hp_lo, hp_hi) of its
  * outermost shared loop, which <fn> splits over the pool; *chunk_len
- * receives that loop's length (0: not splittable).  *packed_slot: -1, or the
- * slot of a weight the kernel takes packed once, from bufs[nreads + nwrites]
- * (a template kernel; contract_c.h says what else is emitted then). */
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, int *packed_slot);
+ * receives that loop's length (0: not splittable).  *pk: the weights the
+ * kernel takes packed once (a template kernel; pk->n = 0: none). */
+hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk);
 
 /* The loop nest of a block-based region for a backend that prints the loops
  * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first
@@ -64,6 +77,13 @@ void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out);
 /* The C statement of one PA_USER node (one line, no newline). */
 hp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, hp_str *out);
 void rc_nest_free(rc_nest *n);
+
+/* One elementwise node (unary, binary, WHERE or CAST) on the C texts x[]
+ * of its sources, in compute representation (float or int32_t): the op
+ * spellings every C kernel shares. */
+void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu);
+/* A constant of float dtype t as the interpreter rounds it. */
+void rc_float_const(hp_str *o, tiny_dtype t, double v);
 
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */
