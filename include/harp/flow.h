@@ -16,6 +16,10 @@
  *                                          body.out = [cond, carried..., scan elements...]
  *           | SCAN init inputs body        body.in = [states..., one slice per scan input],
  *                                          body.out = [states..., scan elements...]
+ *           | FAIL code message            a run-time If's branch that does not import for the
+ *                                          shapes given (an untaken 8 kHz path fed 16 kHz
+ *                                          frames): the run fails with the import's error
+ *                                          only if the host takes it
  *
  * Slots hold one tensor each: a value some segment computes, a model input,
  * a constant fixed at import (konst), or a model weight (weight >= 0).
@@ -34,7 +38,7 @@
 #include "harp/frontend.h"
 #include "harp/tensor.h"
 
-typedef enum hp_flow_kind { HP_FLOW_SEG, HP_FLOW_IF, HP_FLOW_LOOP, HP_FLOW_SCAN } hp_flow_kind;
+typedef enum hp_flow_kind { HP_FLOW_SEG, HP_FLOW_IF, HP_FLOW_LOOP, HP_FLOW_SCAN, HP_FLOW_FAIL } hp_flow_kind;
 
 typedef struct hp_flow_slot {
   char *name;                  /* the ONNX value (main's inputs and outputs: the harp id) */
@@ -67,7 +71,8 @@ typedef struct hp_flow_block {
 
 typedef struct hp_flow_step {
   hp_flow_kind kind;
-  char *where;          /* the node, for messages: node 3 "loop" (Loop) */
+  char *where;          /* the node, for messages: node 3 "loop" (Loop); FAIL: the whole message */
+  hp_status code;       /* FAIL: the import's error code */
   int seg;              /* SEG */
   int body[2];          /* IF: the then and else blocks; LOOP, SCAN: body[0] */
   int nin, *in;         /* IF: cond; LOOP: M, cond (-1: absent), initial values; SCAN: states, scan inputs */

@@ -587,6 +587,39 @@ static int if_out_slot(ox_ctx *c, int k, int ts, int es, const char *const label
   return oxf_new_slot(c, name, a->dtype, &s);
 }
 
+/* Whether an import error can come of the shapes given rather than of a
+ * malformed branch (a dangling name, a bad attribute, an unknown op, a
+ * dtype clash are errors at import whichever branch runs). */
+static bool shape_error(hp_status s) {
+  return s == HP_E_AXIS_SIZE_MISMATCH || s == HP_E_BROADCAST_MISMATCH || s == HP_E_INPUT_MISMATCH || s == HP_E_LIMIT ||
+         s == HP_E_UNBOUND_SYMBOL || s == HP_E_INVALID_PERMUTATION || s == HP_E_UNSUPPORTED;
+}
+
+/* Branch b of host If step st as a block of its own.  A branch that does
+ * not import for the shapes given (an 8 kHz path fed 16 kHz frames) becomes
+ * one FAIL step holding the error, raised only if the host takes that
+ * branch, as ONNX runs the branch taken alone; *failed says so.  Only
+ * errors that can come of the shapes are deferred (shape_error). */
+static hp_status if_branch(ox_ctx *c, int st, int b, Onnx__GraphProto *gb, const char *label, bool *failed) {
+  ox_flowst *fl = c->fl;
+  int blk = flow_add_block(fl->f), npins = fl->npins;
+  if (blk < 0) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  fl->f->steps[st].body[b] = fl->block = blk;
+  hp_status s = oxf_host_block(c, gb, label, NULL, NULL, 0);
+  *failed = shape_error(s);
+  if (!*failed) return s;
+  char msg[sizeof c->e->msg + 80];
+  snprintf(msg, sizeof msg, "the If's %s, taken at run time, does not import for the shapes given: %s", label, c->e->msg);
+  hp_error_clear(c->e);
+  fl->npins = npins; /* what the failed import pinned */
+  hp_flow_block *bl = &fl->f->blocks[blk];
+  bl->nsteps = bl->nout = 0; /* its partial segments are never run nor checked */
+  int k = oxf_add_step(c, HP_FLOW_FAIL, msg);
+  if (k < 0) return c->e->code;
+  fl->f->steps[k].code = s;
+  return HP_OK;
+}
+
 hp_status oxf_if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2], const char *const label[2]) {
   char where[200];
   oxf_node_where(c, where, sizeof where);
@@ -596,22 +629,24 @@ hp_status oxf_if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2], const cha
   ox_flowst *fl = c->fl;
   int outer = fl->block;
   if (!flow_push(&fl->f->steps[st].in, &fl->f->steps[st].nin, cs)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  bool failed[2] = {false, false};
   for (int b = 0; b < 2; b++) {
     if (g[b]->n_input) return ox_fail(c, HP_E_ARITY, "%s has %zu inputs (a branch has none)", label[b], g[b]->n_input);
-    int blk = flow_add_block(fl->f);
-    if (blk < 0) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-    fl->f->steps[st].body[b] = fl->block = blk;
-    hp_status s = oxf_host_block(c, g[b], label[b], NULL, NULL, 0);
+    hp_status s = if_branch(c, st, b, g[b], label[b], &failed[b]);
     fl->block = outer;
     if (s) return s;
   }
-  const hp_flow_block *tb = &fl->f->blocks[fl->f->steps[st].body[0]], *eb = &fl->f->blocks[fl->f->steps[st].body[1]];
+  if (failed[0] && failed[1]) /* neither can run: the then branch's error now */
+    return ox_fail(c, fl->f->steps[fl->f->blocks[fl->f->steps[st].body[0]].steps[0]].code, "neither branch imports: %s",
+                   fl->f->steps[fl->f->blocks[fl->f->steps[st].body[0]].steps[0]].where);
+  /* a branch that failed takes the other's outputs' shapes (it never gives any) */
+  const hp_flow_block *tb = &fl->f->blocks[fl->f->steps[st].body[failed[0]]],
+                      *eb = &fl->f->blocks[fl->f->steps[st].body[!failed[1]]];
   if (tb->nout != eb->nout || tb->nout != (int)c->node->n_output)
     return ox_fail(c, HP_E_ARITY, "the branches disagree: %s has %d outputs, %s %d, the node %zu", label[0], tb->nout, label[1],
                    eb->nout, c->node->n_output);
   for (int k = 0; k < tb->nout; k++) {
-    int s = if_out_slot(c, k, fl->f->blocks[fl->f->steps[st].body[0]].out[k], fl->f->blocks[fl->f->steps[st].body[1]].out[k],
-                        label);
+    int s = if_out_slot(c, k, tb->out[k], eb->out[k], label);
     if (s < 0) return c->e->code;
     if (!flow_push(&fl->f->steps[st].out, &fl->f->steps[st].nout, s)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
     if (!c->node->output[k][0]) continue;

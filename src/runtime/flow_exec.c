@@ -453,7 +453,8 @@ static hp_status run_block(hp_error *e, hp_flow_exec *x, int b) {
     hp_status st = sp->kind == HP_FLOW_SEG    ? run_seg(e, x, sp->seg)
                    : sp->kind == HP_FLOW_IF   ? run_if(e, x, sp)
                    : sp->kind == HP_FLOW_LOOP ? run_loop(e, x, sp)
-                                              : run_scan(e, x, sp);
+                   : sp->kind == HP_FLOW_SCAN ? run_scan(e, x, sp)
+                                              : hp_fail(e, sp->code, NULL, "%s", sp->where); /* a branch that did not import */
     if (st) return st;
   }
   return HP_OK;

@@ -50,6 +50,12 @@ inner = graph([mk("If", ["d"], ["i"], then_branch=graph([mk("Exp", ["x"], ["a"])
 if_nested = model(graph([mk("If", ["c"], ["y"], then_branch=inner, else_branch=graph([mk("Abs", ["x"], ["z"])], [], [vi("z", [3])]))],
                         [vi("c", [], B), vi("d", [], B), vi("x", [3])], [vi("y", [3])]))
 
+# an else branch that cannot take x [3] (a Reshape to 2x2): only an error if the host takes it
+bad_else = graph([mk("Reshape", ["x", "s22"], ["r"], name="bad_reshape"), mk("ReduceSum", ["r", "ax0"], ["e"], keepdims=0)], [],
+                 [vr("e", 1)], [init("s22", np.array([2, 2], np.int64)), init("ax0", np.array([0], np.int64))])
+if_bad_branch = model(graph([mk("If", ["c"], ["y"], name="bad_if", then_branch=graph([mk("Neg", ["x"], ["t"])], [], [vr("t", 1)]),
+                                 else_branch=bad_else)], [vi("c", [], B), vi("x", [3])], [vr("y", 1)]))
+
 # a shape folded before the If (Shape of x [N, 3]) used after it, where nothing read has that dim
 red = lambda op, o: graph([mk(op, ["x"], [o + "0"]), mk("ReduceSum", [o + "0"], [o], keepdims=0)], [], [vr(o, 0)])  # noqa: E731
 if_symbolic = model(graph([mk("Shape", ["x"], ["s"]), mk("If", ["c"], ["y"], then_branch=red("Neg", "a"), else_branch=red("Abs", "b")),

@@ -118,6 +118,15 @@ for cv in (True, False):
 # a shape folded before the If, read after it by a segment that has no input of that dim
 for cv in (True, False):
     check(f"if_symbolic_{cv}", fm.if_symbolic, {"c": np.array(cv), "x": xs40[:7]})
+# a branch that does not import for the shapes given (a Reshape of 3 elements to 2x2 in the else branch):
+# deferred, the then branch runs; taking the else branch is the import's error, at run time, nothing written
+for cv in (True, False):
+    m = fm.if_bad_branch
+    if cv:
+        check("if_bad_branch_true", m, {"c": np.array(True), "x": x3})
+    else:
+        refused("if_bad_branch_false", m, {"c": np.array(False), "x": x3}, "AxisSizeMismatch",
+                ['"bad_if" (If) else_branch', "taken at run time", '"bad_reshape"'])
 # an If in a branch, both on graph inputs
 for cv, dv in ((True, True), (True, False), (False, True)):
     check(f"if_nested_{cv}_{dv}", fm.if_nested, {"c": np.array(cv), "d": np.array(dv), "x": x3})
