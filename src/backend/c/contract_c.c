@@ -3,7 +3,7 @@
  * attention), row-softmax regions (contract_row.c's reading) on
  * cgen_softmax, and pooling regions (contract_pool.c's) on cgen_pool.
  * Needs: a region formed by rg_form (rg_info), its Poly-View, the Function;
- * the target-independent reading of src/backend/contract.c.
+ * the target-independent reading of src/kernel/contract.c.
  * Gives: cc_emit_template.
  *
  * contract.c decides whether a region fits a template (strided operands,
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "cgen.h"
 #include "cell_c.h"
 #include "contract_c.h"

@@ -20,7 +20,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "harp/poly_ast.h"
 #include "harp/polycore.h"
 #include "harp/region.h"

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_plan.h"
 #include "backend/cuda/region_cuda.h"

@@ -12,8 +12,8 @@
  * specs need (cgen_*_spec, cuda_*_spec mirror each other field for field).
  * Tensors are named by their slot in the kernel's buffer list (fn_kernel
  * reads, then writes) plus an element offset. */
-#ifndef HARP_BACKEND_CONTRACT_H
-#define HARP_BACKEND_CONTRACT_H
+#ifndef HARP_KERNEL_CONTRACT_H
+#define HARP_KERNEL_CONTRACT_H
 
 #include <stdbool.h>
 #include <stdint.h>
