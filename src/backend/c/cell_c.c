@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/common/nest.h"
 #include "kernel/contract.h"
 #include "cell_c.h"
 #include "harp/polycore.h"
