@@ -16,7 +16,6 @@
 #include "harp/polycore.h"
 #include "harp/region.h"
 #include "cgen_int.h"
-#include "contract_c.h"
 #include "region_c_int.h"
 
 static const char *storage_type(tiny_dtype t) {
@@ -74,7 +73,16 @@ static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   return HP_OK;
 }
 
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk) {
+hp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len) {
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu};
+  emit m;
+  if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
+  hp_status st = emit_gather(&m, fn, chunk_len);
+  rc_emit_free(&m);
+  return st;
+}
+
+hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_str *out, long *chunk_len) {
   const hp_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
@@ -83,14 +91,6 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   hp_status st = HP_OK;
   *chunk_len = 0;
-  memset(pk, 0, sizeof *pk);
-  if (R->nblocks == 0) {
-    st = emit_gather(&m, fn, chunk_len);
-    goto done;
-  }
-  bool templated = false;
-  const char *why = NULL;
-  if ((st = cc_emit_template(c, r, fn, out, &templated, &why, pk)) || templated) goto done;
   if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   rc_nest_setup(&m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);

@@ -47,12 +47,18 @@ typedef struct rc_packed {
 /* Append
  *   static int <fn>(hprt_pool *pool, void *const *bufs)
  * computing region `r` of the Function, where bufs[i] is the data of
- * buffer i of the kernel's reads then writes (fn_kernel order).  A generic
- * loop nest is <fn>_body(bufs, hp_lo, hp_hi) over [hp_lo, hp_hi) of its
- * outermost shared loop, which <fn> splits over the pool; *chunk_len
- * receives that loop's length (0: not splittable).  *pk: the weights the
- * kernel takes packed once (a template kernel; pk->n = 0: none). */
+ * buffer i of the kernel's reads then writes (fn_kernel order), on the
+ * kernel the kernel layer chooses (kernel_c.c).  A generic loop nest is
+ * <fn>_body(bufs, hp_lo, hp_hi) over [hp_lo, hp_hi) of its outermost shared
+ * loop, which <fn> splits over the pool; *chunk_len receives that loop's
+ * length (0: not splittable).  *pk: the weights the kernel takes packed
+ * once (a template kernel; pk->n = 0: none). */
 hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk);
+
+/* The generic loop nest of region r (region_c.c), why (or NULL) the
+ * templates declined it in a comment first; a GATHER region's loop. */
+hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_str *out, long *chunk_len);
+hp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len);
 
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */
