@@ -245,6 +245,32 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   return HP_OK;
 }
 
+/* A into scratch before the GEMM: an elementwise copy over A's moving
+ * variables (rounding as the program's CAST does, when it does); *ok and
+ * its bytes, or *why the copy kernel or its launch refused (n0: the
+ * module's kernels before this region's). */
+static hp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_t *a_bytes, bool *ok, const char **why) {
+  cuda_ew_spec cp;
+  memset(&cp, 0, sizeof cp);
+  *ok = false;
+  cp.rank = gm->nrep;
+  int64_t numel = 1;
+  for (int i = 0; i < gm->nrep; i++) cp.shape[i] = gm->rep_size[i], cp.in[0].strides[i] = gm->rep_src[i], numel *= gm->rep_size[i];
+  cp.ninputs = 1;
+  cp.in[0].dtype = gm->A0.dtype;
+  cp.ninstr = 1;
+  cp.instr[0] = (cuda_ew_instr){.op = TINY_INPUT, .input = 0, .dtype = gm->A0.dtype};
+  cp.out_dtype = gm->A0.dtype;
+  if (gm->a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
+    cp.out_dtype = gm->a_round;
+  cp.tune.arch = c->mod->arch;
+  if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
+  named_arg na[] = {{"in0", targ(c, r, &gm->A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
+  hp_status st = launch_last(c, r, n0, na, 2, ok, why);
+  if (!st && *ok) *a_bytes = numel * tiny_dtype_size(cp.out_dtype);
+  return st;
+}
+
 static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -259,26 +285,10 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
   s.math = c->math;
   int n0 = c->mod->n, l0 = c->nlaunch;
   int64_t a_bytes = 0;
-  if (gm.nrep) { /* A into scratch first: an elementwise copy over A's moving variables */
-    cuda_ew_spec cp;
-    memset(&cp, 0, sizeof cp);
-    cp.rank = gm.nrep;
-    int64_t numel = 1;
-    for (int i = 0; i < gm.nrep; i++) cp.shape[i] = gm.rep_size[i], cp.in[0].strides[i] = gm.rep_src[i], numel *= gm.rep_size[i];
-    cp.ninputs = 1;
-    cp.in[0].dtype = gm.A0.dtype;
-    cp.ninstr = 1;
-    cp.instr[0] = (cuda_ew_instr){.op = TINY_INPUT, .input = 0, .dtype = gm.A0.dtype};
-    cp.out_dtype = gm.A0.dtype;
-    if (gm.a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
-      cp.out_dtype = gm.a_round;
-    cp.tune.arch = c->mod->arch;
-    if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
+  if (gm.nrep) {
     bool ok;
-    named_arg na[] = {{"in0", targ(c, r, &gm.A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
-    hp_status st = launch_last(c, r, n0, na, 2, &ok, why);
+    hp_status st = repack_a(c, r, &gm, n0, &a_bytes, &ok, why);
     if (st || !ok) return st;
-    a_bytes = numel * tiny_dtype_size(cp.out_dtype);
   }
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
