@@ -1,7 +1,7 @@
 /* cuda_ir.c — the GPU dialect IR: modules, the statement builder the
  * generators use, the structural verifier and the JSON dump (--dump gpu).
  * Needs: cuda.h, jansson.  Gives: cuda_module_*, cuda_b / cuda_emit*,
- * cuda_kernel_verify, cuda_dump_json, name tables. */
+ * cuda_kernel_verify, cuda_dump_json, name tables, cuda_smem_max. */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -518,4 +518,10 @@ hp_status cuda_dump_json(hp_error *e, const cuda_module *m, char **out) {
   if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU dialect");
   *out = s; /* malloc'd by jansson: the caller free()s it */
   return HP_OK;
+}
+
+int64_t cuda_smem_max(cuda_arch a) { return a == CUDA_SM90 ? 232448 : 166912; }
+
+const char *cuda_splitk_name(cuda_splitk k) {
+  return k == CUDA_SPLITK_SERIAL ? "splitk_serial" : k == CUDA_SPLITK_REDUCE ? "splitk_reduce" : "splitk_parallel";
 }

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
 
