@@ -36,9 +36,10 @@ How it decides, so that it can run again on a tree others have added to:
     src/**/README.md) in text.
     bench/RESULTS.md is a record of the past and is left alone; so are
     files marked "@generated" or "DO NOT EDIT".
-  * Renaming is by whole identifier.  Two names meeting in one new name,
-    or a new name that already exists, stop the script before it writes
-    anything.  A second run finds nothing to do.
+  * Renaming is by whole identifier; where a line pads before a trailing
+    backslash or comment, the padding keeps that column.  Two names
+    meeting in one new name, or a new name that already exists, stop the
+    script before it writes anything.  A second run finds nothing to do.
 
 Usage:
     scripts/rename_prefixes.py            rewrite the tree (the git work tree)
@@ -302,6 +303,24 @@ def rewrite_c(text, mapping, plain, gen_only):
     return "".join(out)
 
 
+PAD = re.compile(r"(?<=\S)( {2,})(\\$|/[*/])")
+
+
+def realign(old, new):
+    """Keep columns: where a renamed line pads before a trailing backslash or
+    comment (a macro's continuation, a field's note), pad it to the column
+    it had (one space at least)."""
+    out = []
+    for a, b in zip(old.split("\n"), new.split("\n")):
+        ma, mb = list(PAD.finditer(a)), list(PAD.finditer(b))
+        if a != b and ma and mb and ma[-1].group(2) == mb[-1].group(2) and ma[-1].start(2) != mb[-1].start(2):
+            m = mb[-1]
+            pad = max(1, ma[-1].start(2) - m.start(1))
+            b = b[: m.start(1)] + " " * pad + b[m.start(2):]
+        out.append(b)
+    return "\n".join(out)
+
+
 def rewrite_md(text, mapping, plain, gen_only):
     return "".join(sub_prose(p, mapping, plain, gen_only) for p in re.split(r"(\n\s*\n)", text))
 
@@ -323,8 +342,10 @@ def main():
     changed = {}
     for f in c_files + md_files:
         text = read(root, f)
-        rewrite = rewrite_c if f.endswith(C_EXT) else rewrite_md
-        new = rewrite(text, mapping, plain, gen_only)
+        if f.endswith(C_EXT):
+            new = realign(text, rewrite_c(text, mapping, plain, gen_only))
+        else:
+            new = rewrite_md(text, mapping, plain, gen_only)
         if new != text:
             changed[f] = new
     if a.dry_run:
