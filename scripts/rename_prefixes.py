@@ -264,6 +264,9 @@ def prose_name(name, mapping, gen_only):
         if len(news) == 1 and members and all(mapping[n].endswith(n[len(name):]) for n in members):
             return news.pop()
         return None
+    family = prose_name(name + "_", mapping, gen_only)  # hp_onnx_load: the family hp_onnx_load_*
+    if family:
+        return family[:-1]
     stems = [p for p in mapping if p.endswith("_") and name.startswith(p)]  # pasting prefixes (HP_E_)
     return mapping[max(stems, key=len)] + name[len(max(stems, key=len)):] if stems else None
 
