@@ -765,7 +765,8 @@ static hp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   return st ? st : ox_dyn_list(c); /* the dims left dynamic, for the caller to bind */
 }
 
-static void model_free(hp_onnx_model *m) {
+/* Free what m holds and empty it (m itself is the caller's). */
+static void clear_model(hp_onnx_model *m) {
   hp_program_free(m->program);
   hp_flow_free(m->flow);
   for (int i = 0; i < m->nweights; i++) {
@@ -782,7 +783,7 @@ static void model_free(hp_onnx_model *m) {
 }
 
 void hp_onnx_model_free(hp_onnx_model *m) {
-  if (m) model_free(m);
+  if (m) clear_model(m);
 }
 
 const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name) {
@@ -834,7 +835,7 @@ hp_status ox_import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, c
   free(c.gins);
   free(c.taken);
   onnx__model_proto__free_unpacked(mp, NULL);
-  if (st) model_free(out);
+  if (st) clear_model(out);
   return st;
 }
 

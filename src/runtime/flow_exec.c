@@ -105,7 +105,7 @@ static hp_status scalar_of(hp_error *e, const hp_tensor *t, const char *where, c
 
 /* ---- segments ------------------------------------------------------------------------------- */
 static void variant_free(variant *v) {
-  model_free(v->m);
+  harp_model_free(v->m);
   harp_compiled_free(v->hc);
   free(v->key), free(v->in_of), free(v->out_of), free(v->inp), free(v->outp);
   memset(v, 0, sizeof *v);
@@ -176,7 +176,7 @@ static hp_status compile_variant(hp_error *e, hp_flow_exec *x, const hp_flow_seg
   unsigned char *params = NULL;
   size_t nb = 0;
   if (!st) st = params_block(e, x, v->hc, &params, &nb);
-  if (!st && !(v->m = model_init(v->hc, params, nb))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st && !(v->m = harp_model_init(v->hc, params, nb))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "harp_model_init failed");
   free(params);
   int ni = st ? 0 : harp_num_inputs(v->hc), no = st ? 0 : harp_num_outputs(v->hc);
   v->in_of = hp_xcalloc((size_t)ni + 1, sizeof *v->in_of), v->out_of = hp_xcalloc((size_t)no + 1, sizeof *v->out_of);
@@ -189,9 +189,9 @@ static hp_status compile_variant(hp_error *e, hp_flow_exec *x, const hp_flow_seg
     if ((v->out_of[k] = find_name(sg->out_id, sg->nout, harp_output_name(v->hc, k))) < 0)
       st = hp_fail(e, HP_E_INTERNAL, harp_output_name(v->hc, k), "a segment output that is no slot");
   for (int k = 0; k < ni && !st; k++)
-    if (harp_input_dtype(v->hc, k) != in[v->in_of[k]]->dtype)
+    if ((tiny_dtype)harp_input_dtype(v->hc, k) != in[v->in_of[k]]->dtype)
       st = hp_fail(e, HP_E_INTERNAL, harp_input_name(v->hc, k), "a segment input of dtype %s gets %s",
-                   tiny_dtype_name(harp_input_dtype(v->hc, k)), tiny_dtype_name(in[v->in_of[k]]->dtype));
+                   tiny_dtype_name((tiny_dtype)harp_input_dtype(v->hc, k)), tiny_dtype_name(in[v->in_of[k]]->dtype));
   if (!st && !(v->key = key_of(x, sg, in, &v->nkey))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   if (st) variant_free(v);
   x->stats.compiles += !st;
@@ -243,10 +243,10 @@ static hp_status run_seg(hp_error *e, hp_flow_exec *x, int si) {
   for (int k = 0; k < no && !st; k++) {
     int64_t shape[TINY_MAX_RANK];
     int r = harp_output_shape(v->hc, k, shape);
-    if (!(st = hp_tensor_alloc(e, &out[v->out_of[k]], harp_output_dtype(v->hc, k), r, shape))) v->outp[k] = out[v->out_of[k]].data;
+    if (!(st = hp_tensor_alloc(e, &out[v->out_of[k]], (tiny_dtype)harp_output_dtype(v->hc, k), r, shape))) v->outp[k] = out[v->out_of[k]].data;
   }
-  if (!st && model_run(v->m, v->inp, v->outp))
-    st = hp_fail(e, HP_E_INVALID_ARG, NULL, "segment %d: %s", si, model_error(v->m) ? model_error(v->m) : "model_run failed");
+  if (!st && harp_model_run(v->m, v->inp, v->outp))
+    st = hp_fail(e, HP_E_INVALID_ARG, NULL, "segment %d: %s", si, harp_model_error(v->m) ? harp_model_error(v->m) : "harp_model_run failed");
   for (int k = 0; k < sg->nout && !st; k++) put(x, sg->out[k], &out[k]);
   for (int k = 0; out && k < sg->nout; k++) hp_tensor_free(&out[k]);
   free(in);
