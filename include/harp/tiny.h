@@ -121,6 +121,8 @@ bool tiny_op_is_elementwise(tiny_op op); /* unary, binary or ternary */
 unsigned tiny_op_dtype_rule(tiny_op op); /* TD_* flags */
 bool tiny_op_is_compare(tiny_op op);     /* TD_BOOL: result dtype bool */
 tiny_epi tiny_op_epi(tiny_op op);
+const char *tiny_class_name(tiny_class c); /* "unary", "movement", ... */
+const char *tiny_epi_name(tiny_epi k);     /* "relu", "shift", ... */
 /* The renderers' text of an op: src/tiny/tiny_spell.h. */
 
 typedef enum tiny_reduce_op { TINY_RSUM, TINY_RMAX, TINY_RMIN } tiny_reduce_op;

@@ -78,10 +78,12 @@ typedef enum tiny_dtype_rule {
 /* The epilogue step of a GEMM / conv / pool template an op can be. */
 typedef enum tiny_epi {
   TE_NONE,
-  TE_RELU,   /* max(x, 0) */
-  TE_GELU,   /* x Phi(x) */
-  TE_AFFINE, /* x + t or x * t: t a constant (scale, shift), a bias or a residual */
-  TE_CLAMP   /* max / min with a constant: one side of a clamp (ReLU6) */
+  TE_RELU,  /* max(x, 0) */
+  TE_GELU,  /* x Phi(x) */
+  TE_SHIFT, /* x + t: t a constant, a bias or a residual */
+  TE_SCALE, /* x * t: t a constant, or a tensor (a residual product) */
+  TE_LOWER, /* max(x, c), c a constant: a clamp's lower bound */
+  TE_UPPER  /* min(x, c): a clamp's upper bound (ReLU6 = min(max(x, 0), 6)) */
 } tiny_epi;
 
 /* clang-format off */
@@ -137,24 +139,24 @@ typedef enum tiny_epi {
   X(ROUND, TC_UNARY, TA_NONE, TD_FLOAT, TE_NONE,                                                                       \
     nearbyintf(a), 0,                                                                                                  \
     "rintf(%s)", 0, 0, 0, 0, "$P_rint(%s)")                                                                            \
-  X(ADD, TC_BINARY, TA_NONE, TD_NUM, TE_AFFINE,                                                                        \
+  X(ADD, TC_BINARY, TA_NONE, TD_NUM, TE_SHIFT,                                                                         \
     a + b, (int32_t)((uint32_t)a + (uint32_t)b),                                                                       \
     "((%s) + (%s))", "(int32_t)((uint32_t)(%s) + (uint32_t)(%s))", 0, 0, "%s + %s", "%s + %s")                        \
   X(SUB, TC_BINARY, TA_NONE, TD_NUM, TE_NONE,                                                                          \
     a - b, (int32_t)((uint32_t)a - (uint32_t)b),                                                                       \
     "((%s) - (%s))", "(int32_t)((uint32_t)(%s) - (uint32_t)(%s))", 0, 0, "%s - %s", "%s - %s")                        \
-  X(MUL, TC_BINARY, TA_NONE, TD_ANY, TE_AFFINE,                                                                        \
+  X(MUL, TC_BINARY, TA_NONE, TD_ANY, TE_SCALE,                                                                         \
     a * b, (int32_t)((uint32_t)a * (uint32_t)b),                                                                       \
     "((%s) * (%s))", "(int32_t)((uint32_t)(%s) * (uint32_t)(%s))", 0, 0, "%s * %s", "%s * %s")                        \
   X(FDIV, TC_BINARY, TA_NONE, TD_FLOAT, TE_NONE,                                                                       \
     a / b, 0,                                                                                                          \
     "((%s) / (%s))", 0, 0, 0, "%s / %s", "$P_div(%s, %s)")                                                            \
   /* MAX, MIN: NaN wins */                                                                                             \
-  X(MAX, TC_BINARY, TA_NONE, TD_ANY, TE_CLAMP,                                                                         \
+  X(MAX, TC_BINARY, TA_NONE, TD_ANY, TE_LOWER,                                                                         \
     (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b), a > b ? a : b,                                                     \
     "hp_fmax(%s, %s)", "({ int32_t a_ = %s, b_ = %s; a_ > b_ ? a_ : b_; })", 0, "hp_imax(%s, %s)",                    \
     "hk_fmax(%s, %s)", "$P_maxn(%s, %s)")                                                                              \
-  X(MIN, TC_BINARY, TA_NONE, TD_ANY, TE_CLAMP,                                                                         \
+  X(MIN, TC_BINARY, TA_NONE, TD_ANY, TE_UPPER,                                                                         \
     (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b), a < b ? a : b,                                                     \
     "hp_fmin(%s, %s)", "({ int32_t a_ = %s, b_ = %s; a_ < b_ ? a_ : b_; })", 0, "hp_imin(%s, %s)",                    \
     "hk_fmin(%s, %s)", "$P_minn(%s, %s)")                                                                              \

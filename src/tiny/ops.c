@@ -86,3 +86,13 @@ void tiny_op_spell(hp_str *o, const char *tmpl, const char *const *x, int n) {
     }
   }
 }
+
+const char *tiny_class_name(tiny_class c) {
+  static const char *const n[] = {"leaf", "movement", "unary", "binary", "ternary", "reduce", "cast", "gather"};
+  return (unsigned)c < sizeof n / sizeof n[0] ? n[c] : "?";
+}
+
+const char *tiny_epi_name(tiny_epi k) {
+  static const char *const n[] = {"none", "relu", "gelu", "shift", "scale", "lower", "upper"};
+  return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
+}

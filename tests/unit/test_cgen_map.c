@@ -1,7 +1,8 @@
 /* test_cgen_map.c — the elementwise map kernel against a double-precision
  * evaluation of the same op list, on every ISA variant (the JIT runs only
  * the host's, so the AVX2 and scalar variants of a package are tested
- * here): every op kind, one row with a masked tail, rows over two outer
+ * here): every op kind (each Tiny op the op table gives a vector form must
+ * be in a chain: the coverage test), one row with a masked tail, rows over two outer
  * dimensions with a dense, a per-row (bcast) and a per-column input, fp16
  * and bf16 storage, a rounding in the chain, and inputs holding NaN, +-inf,
  * +-0 and values whose exp is subnormal; with and without a pool, -O0 and
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cgen_testutil.h"
+#include "tiny/tiny_spell.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -262,8 +264,37 @@ static void test_errors(void **st) {
   hp_str_free(&src);
 }
 
+/* Every op with a vector form (harp/tiny_ops.h's vec column) is in a chain,
+ * with a reference; an op without one is refused. */
+static void test_coverage(void **st) {
+  (void)st;
+  for (int op = 0; op < TINY_OP_COUNT; op++) {
+    if (!tiny_op_vec((tiny_op)op)) continue;
+    bool seen = false;
+    for (int c = 0; c < NCHAIN && !seen; c++)
+      for (int j = 0; j < CHAINS[c].nops; j++) seen |= CHAINS[c].ops[j].kind == op;
+    if (!seen) fail_msg("%s has a vector form but no chain of this test runs it", tiny_op_name((tiny_op)op));
+    cgen_map_op o = {op, F32, C(1.0f), C(2.0f)};
+    if (isnan(ref_op(&o, 1.0, 2.0))) fail_msg("%s: no reference in ref_op", tiny_op_name((tiny_op)op));
+  }
+  hp_str src;
+  hp_str_init(&src);
+  hp_error e;
+  memset(&e, 0, sizeof e);
+  cgen_map_spec s;
+  cgen_map_spec_init(&s, 8);
+  s.nin = 1, s.nops = 1, s.ops[0] = (cgen_map_op){TINY_LOG2, F32, I(0)}; /* no vector form */
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  s.ops[0] = (cgen_map_op){TINY_WHERE, F32, I(0), I(0)};
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG);
+  hp_error_clear(&e);
+  assert_int_equal(src.len, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_coverage),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),
