@@ -139,6 +139,11 @@ typedef enum tiny_epi {
   X(ROUND, TC_UNARY, TA_NONE, TD_FLOAT, TE_NONE,                                                                       \
     nearbyintf(a), 0,                                                                                                  \
     "rintf(%s)", 0, 0, 0, 0, "$P_rint(%s)")                                                                            \
+  /* SIGN: -1, 0 or 1 (NaN stays NaN, -0 gives 0); vec: x * 1e38 * 1e38 is +-inf for every x != 0, clamped */   \
+  X(SIGN, TC_UNARY, TA_NONE, TD_NUM, TE_NONE,                                                                          \
+    a > 0 ? 1.0f : a < 0 ? -1.0f : a == 0 ? 0.0f : a, (a > 0) - (a < 0),                                              \
+    "((%s) > 0.0f ? 1.0f : (%s) < 0.0f ? -1.0f : (%s) == 0.0f ? 0.0f : (%s))", "(((%s) > 0) - ((%s) < 0))", 0, 0, 0,  \
+    "$P_minn($P_maxn(%s * $P_set1(1e38f) * $P_set1(1e38f), $P_set1(-1.0f)), $P_set1(1.0f)) + $P_zero()")             \
   X(ADD, TC_BINARY, TA_NONE, TD_NUM, TE_SHIFT,                                                                         \
     a + b, (int32_t)((uint32_t)a + (uint32_t)b),                                                                       \
     "((%s) + (%s))", "(int32_t)((uint32_t)(%s) + (uint32_t)(%s))", 0, 0, "%s + %s", "%s + %s")                        \

@@ -66,6 +66,7 @@ REF = {
     "LOG2": (np.log2, "p", False), "SQRT": (np.sqrt, "p", False), "RSQRT": (lambda a: 1 / np.sqrt(a), "p", False),
     "RECIP": (lambda a: 1 / a, "p", False),
     "FLOOR": (np.floor, "h", True), "CEIL": (np.ceil, "h", True), "ROUND": (np.round, "h", True),  # halves to even
+    "SIGN": (np.sign, "h", True),
     "ADD": (np.add, "xy", False), "SUB": (np.subtract, "xy", False), "MUL": (np.multiply, "xy", False),
     "FDIV": (np.divide, "xp", False), "MAX": (np.maximum, "xy", False), "MIN": (np.minimum, "xy", False),
     "CMPLT": (np.less, "xe", True), "CMPEQ": (np.equal, "xe", True), "CMPNE": (np.not_equal, "xe", True),

@@ -61,6 +61,8 @@ static const chain CHAINS[] = {
     {"floor ceil rint", 7,
      {{TINY_FLOOR, F32, I(0)}, {TINY_ADD, F32, V(0), C(0.5f)}, {TINY_ROUND, F32, V(1)}, {TINY_CEIL, F32, I(1)},
       {TINY_ROUND, F32, I(0)}, {TINY_SUB, F32, V(2), V(3)}, {TINY_ADD, F32, V(5), V(4)}}, 0},
+    /* sign: +-1 of every x != 0, subnormals and infinities too; NaN and 0 kept (-0 gives 0) */
+    {"sign", 3, {{TINY_SIGN, F32, I(0)}, {TINY_SIGN, F32, I(1)}, {TINY_ADD, F32, V(0), V(1)}}, 0},
     {"round fp16 / bf16", 3,
      {{CGEN_MAP_ROUND, F16, I(0)}, {CGEN_MAP_ROUND, B16, I(1)}, {TINY_SUB, F32, V(0), V(1)}}, 0},
 };
@@ -96,6 +98,7 @@ static double ref_op(const cgen_map_op *op, double a, double b) {
     case TINY_FLOOR: return floor(a);
     case TINY_CEIL: return ceil(a);
     case TINY_ROUND: return nearbyint(a);
+    case TINY_SIGN: return a > 0 ? 1.0 : a < 0 ? -1.0 : a == 0 ? 0.0 : a;
     case TINY_ADD: return a + b;
     case TINY_SUB: return a - b;
     case TINY_MUL: return a * b;
