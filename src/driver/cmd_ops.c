@@ -49,17 +49,18 @@ static int print_json(void) {
   return 0;
 }
 
+/* One line per op; the last column: the renderers the row gives text for
+ * (an op that is not elementwise has rules of its own in each pass). */
 static void print_table(void) {
-  printf("%-8s %-9s %-5s %-16s %-8s %s\n", "OP", "CLASS", "ARITY", "DTYPES", "EPILOGUE", "SPELT FOR");
+  printf("%-8s %-9s %-5s %-16s %-8s %s\n", "OP", "CLASS", "ARITY", "DTYPES", "EPILOGUE", "TEXT FOR");
   for (int i = 0; i < TINY_OP_COUNT; i++) {
     tiny_op op = (tiny_op)i;
     char rule[32] = "-";
     bool ew = tiny_op_is_elementwise(op);
     if (ew) rule_text(op, rule, sizeof rule);
     tiny_epi k = tiny_op_epi(op);
-    printf("%-8s %-9s %-5d %-16s %-8s %s%s%s\n", tiny_op_name(op), tiny_class_name(tiny_op_class(op)), tiny_op_arity(op), rule,
-           k == TE_NONE ? "-" : tiny_epi_name(k), ew ? "interp c cuda" : "interp", tiny_op_vec(op) ? " vector" : "",
-           ew ? "" : " (own rules)");
+    printf("%-8s %-9s %-5d %-16s %-8s %s%s\n", tiny_op_name(op), tiny_class_name(tiny_op_class(op)), tiny_op_arity(op), rule,
+           k == TE_NONE ? "-" : tiny_epi_name(k), ew ? "c cuda" : "-", tiny_op_vec(op) ? " vector" : "");
   }
 }
 
