@@ -29,16 +29,20 @@
 #define TINY_VERIFY_MAX_PIECES 4096           /* ExcessivePiecewise guard before simplification (tiny_verify) */
 
 /* ---- dtypes ------------------------------------------------------------- */
-/* X(ENUM, "json name", bytes, is_float) */
-#define TINY_DTYPES(X)     \
-  X(FP16, "fp16", 2, 1)    \
-  X(BF16, "bf16", 2, 1)    \
-  X(FP32, "fp32", 4, 1)    \
-  X(I32, "i32", 4, 0)      \
-  X(BOOL, "bool", 1, 0)
+/* The dtype table, one row per dtype:
+ * X(ENUM, "json name", bytes, is_float, C storage type, CUDA storage type,
+ *   CUDA load-as-float helper, CUDA float-to-storage helper, .npy descr)
+ * The C and CUDA columns are the backends' (tiny_dtype_c, ... in
+ * src/tiny/tiny_spell.h); bf16 travels in .npy files as fp32. */
+#define TINY_DTYPES(X)                                                                        \
+  X(FP16, "fp16", 2, 1, "uint16_t", "hk_u16", "hk_ldf_f16", "hk_f2h", "<f2")                  \
+  X(BF16, "bf16", 2, 1, "uint16_t", "hk_u16", "hk_ldf_bf16", "hk_f2bf", "<f4")                \
+  X(FP32, "fp32", 4, 1, "float", "float", "hk_ldf_f32", "hk_f2f", "<f4")                      \
+  X(I32, "i32", 4, 0, "int32_t", "int", "hk_ldf_i32", "hk_f2i", "<i4")                        \
+  X(BOOL, "bool", 1, 0, "uint8_t", "unsigned char", "hk_ldf_u8", "hk_f2u8", "|b1")
 
 typedef enum tiny_dtype {
-#define TINY_X_DT(e, n, b, f) TINY_##e,
+#define TINY_X_DT(e, ...) TINY_##e,
   TINY_DTYPES(TINY_X_DT)
 #undef TINY_X_DT
   TINY_DTYPE_COUNT
@@ -47,6 +51,7 @@ typedef enum tiny_dtype {
 const char *tiny_dtype_name(tiny_dtype t);
 int tiny_dtype_size(tiny_dtype t);
 bool tiny_dtype_is_float(tiny_dtype t);
+const char *tiny_dtype_npy(tiny_dtype t); /* the .npy descr: "<f4", ...; "?" if unknown */
 /* Accepts the canonical names and the DSL aliases f16/f32. -1 if unknown. */
 int tiny_dtype_parse(const char *s);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harp/tiny.h"
+#include "tiny_spell.h"
 #include "util/util.h"
 
 /* ---- dtypes ------------------------------------------------------------- */
@@ -13,15 +14,22 @@ static const struct {
   const char *name;
   int size;
   bool is_float;
+  const char *c, *cuda, *cuda_ld, *cuda_cvt, *npy;
 } dtypes[] = {
-#define TINY_X_DT(e, n, b, f) {n, b, f},
+#define TINY_X_DT(e, n, b, f, c, cu, ld, cvt, npy) {n, b, f, c, cu, ld, cvt, npy},
     TINY_DTYPES(TINY_X_DT)
 #undef TINY_X_DT
 };
 
-const char *tiny_dtype_name(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT ? dtypes[t].name : "?"; }
-int tiny_dtype_size(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT ? dtypes[t].size : 0; }
-bool tiny_dtype_is_float(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT && dtypes[t].is_float; }
+static bool dt_ok(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT; }
+const char *tiny_dtype_name(tiny_dtype t) { return dt_ok(t) ? dtypes[t].name : "?"; }
+int tiny_dtype_size(tiny_dtype t) { return dt_ok(t) ? dtypes[t].size : 0; }
+bool tiny_dtype_is_float(tiny_dtype t) { return dt_ok(t) && dtypes[t].is_float; }
+const char *tiny_dtype_npy(tiny_dtype t) { return dt_ok(t) ? dtypes[t].npy : "?"; }
+const char *tiny_dtype_c(tiny_dtype t) { return dt_ok(t) ? dtypes[t].c : "?"; }
+const char *tiny_dtype_cuda(tiny_dtype t) { return dt_ok(t) ? dtypes[t].cuda : "?"; }
+const char *tiny_dtype_cuda_ld(tiny_dtype t) { return dt_ok(t) ? dtypes[t].cuda_ld : "?"; }
+const char *tiny_dtype_cuda_cvt(tiny_dtype t) { return dt_ok(t) ? dtypes[t].cuda_cvt : "?"; }
 
 int tiny_dtype_parse(const char *s) {
   if (!s) return -1;

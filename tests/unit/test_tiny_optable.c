@@ -10,7 +10,8 @@
  *    column uses CUDA's own functions only (no hp_* helper, no statement
  *    expression), as does any GPU text;
  *  - dtype rules, epilogue steps and vector forms fit the class;
- *  - names parse back; tiny_op_spell fills text in. */
+ *  - names parse back; tiny_op_spell fills text in;
+ *  - the dtype table's backend columns are filled in and fit the size. */
 #include <string.h>
 
 #include "testutil.h"
@@ -117,6 +118,28 @@ static void test_rules_fit_class(void **st) {
   assert_int_equal(tiny_op_arity(TINY_WHERE), 3);
 }
 
+/* The dtype table: every row names its C and CUDA types and helpers, and its
+ * C storage type has the row's size. */
+static void test_dtype_columns(void **st) {
+  (void)st;
+  static const struct {
+    const char *c;
+    int size;
+  } C_SIZE[] = {{"uint16_t", 2}, {"float", 4}, {"int32_t", 4}, {"uint8_t", 1}};
+  for (int i = 0; i < TINY_DTYPE_COUNT; i++) {
+    tiny_dtype t = (tiny_dtype)i;
+    assert_int_equal(tiny_dtype_parse(tiny_dtype_name(t)), i);
+    const char *cols[] = {tiny_dtype_c(t), tiny_dtype_cuda(t), tiny_dtype_cuda_ld(t), tiny_dtype_cuda_cvt(t), tiny_dtype_npy(t)};
+    for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++)
+      if (!cols[k] || !*cols[k] || !strcmp(cols[k], "?")) fail_msg("dtype %s: column %zu is empty", tiny_dtype_name(t), k);
+    int size = 0;
+    for (size_t k = 0; k < sizeof C_SIZE / sizeof C_SIZE[0]; k++)
+      if (!strcmp(C_SIZE[k].c, tiny_dtype_c(t))) size = C_SIZE[k].size;
+    if (size != tiny_dtype_size(t)) fail_msg("dtype %s: C type %s for %d bytes", tiny_dtype_name(t), tiny_dtype_c(t), tiny_dtype_size(t));
+  }
+  assert_string_equal(tiny_dtype_c(TINY_DTYPE_COUNT), "?");
+}
+
 static void test_spell(void **st) {
   (void)st;
   hp_str o;
@@ -141,6 +164,7 @@ int main(void) {
       cmocka_unit_test(test_reference_columns),
       cmocka_unit_test(test_spelling_columns),
       cmocka_unit_test(test_rules_fit_class),
+      cmocka_unit_test(test_dtype_columns),
       cmocka_unit_test(test_spell),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

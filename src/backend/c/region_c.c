@@ -33,15 +33,7 @@
 static bool is_int(tiny_dtype t) { return !tiny_dtype_is_float(t); }
 static const char *ctype(tiny_dtype t) { return is_int(t) ? "int32_t" : "float"; }
 
-static const char *storage_type(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16:
-  case TINY_BF16: return "uint16_t";
-  case TINY_FP32: return "float";
-  case TINY_I32: return "int32_t";
-  default: return "uint8_t";
-  }
-}
+static const char *storage_type(tiny_dtype t) { return tiny_dtype_c(t); } /* the dtype table's */
 
 /* ---- expressions ----------------------------------------------------------- */
 static const char *round_fn(tiny_dtype t) { return t == TINY_FP16 ? "hp_rh" : t == TINY_BF16 ? "hp_rb" : ""; }
