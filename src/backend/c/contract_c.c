@@ -31,6 +31,7 @@
 #include "contract_c.h"
 #include "harp/region.h"
 #include "harp/tune.h"
+#include "tiny/tiny_spell.h"
 
 /* Declining a template: say why (it lands in a comment of the generated C). */
 #define DECLINE(msg)    \
@@ -727,36 +728,13 @@ hp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_p
 }
 
 /* ---- elementwise maps --------------------------------------------------------------- */
-bool cc_map_op_ok(tiny_op op) {
-  switch (op) {
-  case TINY_NEG: case TINY_EXP2: case TINY_EXP: case TINY_RECIP: case TINY_RELU: case TINY_GELU: case TINY_SQRT:
-  case TINY_RSQRT: case TINY_CAST: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
-  case TINY_MIN: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND: return true;
-  default: return false;
-  }
-}
+/* The Tiny ops cgen_map has a vector form of: the op table's vec column, and CAST (cpu_target's op filter). */
+bool cc_map_op_ok(tiny_op op) { return op == TINY_CAST || tiny_op_vec(op) != NULL; }
 
-static cgen_map_kind map_kind(const ct_map_op *op) {
-  switch (op->op) {
-  case TINY_NEG: return CGEN_MAP_NEG;
-  case TINY_EXP2: return CGEN_MAP_EXP2;
-  case TINY_EXP: return CGEN_MAP_EXP;
-  case TINY_RECIP: return CGEN_MAP_RECIP;
-  case TINY_RELU: return CGEN_MAP_RELU;
-  case TINY_GELU: return CGEN_MAP_GELU;
-  case TINY_SQRT: return CGEN_MAP_SQRT;
-  case TINY_RSQRT: return CGEN_MAP_RSQRT;
-  case TINY_FLOOR: return CGEN_MAP_FLOOR;
-  case TINY_CEIL: return CGEN_MAP_CEIL;
-  case TINY_ROUND: return CGEN_MAP_RINT;
-  case TINY_CAST: return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
-  case TINY_ADD: return CGEN_MAP_ADD;
-  case TINY_SUB: return CGEN_MAP_SUB;
-  case TINY_MUL: return CGEN_MAP_MUL;
-  case TINY_FDIV: return CGEN_MAP_DIV;
-  case TINY_MAX: return CGEN_MAP_MAX;
-  default: return CGEN_MAP_MIN;
-  }
+/* The map op of a Tiny op: itself; a CAST copies, or rounds to a half. */
+static int map_kind(const ct_map_op *op) {
+  if (op->op != TINY_CAST) return (int)op->op;
+  return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
 }
 
 static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind, a->idx, (float)a->c}; }

@@ -15,18 +15,11 @@
 #include "harp/poly_ast.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
+#include "tiny/tiny_spell.h"
 #include "cgen_int.h"
 #include "region_c_int.h"
 
-static const char *storage_type(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16:
-  case TINY_BF16: return "uint16_t";
-  case TINY_FP32: return "float";
-  case TINY_I32: return "int32_t";
-  default: return "uint8_t";
-  }
-}
+static const char *storage_type(tiny_dtype t) { return tiny_dtype_c(t); } /* the dtype table's */
 
 static tiny_dtype xs_dt_of(emit *m, int node) { return m->c->f->buffers[m->c->f->buffer_of[node]].dtype; }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend/common/nest_int.h"
+#include "tiny/tiny_spell.h"
 
 static bool is_int(tiny_dtype t) { return !tiny_dtype_is_float(t); }
 const char *rc_ctype(tiny_dtype t) { return is_int(t) ? "int32_t" : "float"; }
@@ -262,48 +263,6 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   hp_str_free(&idx);
 }
 
-static void unary(hp_str *o, tiny_op op, bool in_int, const char *x, bool gpu) {
-  if (in_int) {
-    if (op == TINY_NEG) hp_str_printf(o, "(int32_t)(0u - (uint32_t)(%s))", x);
-    else hp_str_printf(o, "(%s < 0 ? 0 : %s)", x, x); /* RELU */
-    return;
-  }
-  switch (op) {
-  case TINY_NEG: hp_str_printf(o, "(-(%s))", x); break;
-  case TINY_EXP2: hp_str_printf(o, "hp_exp2f(%s)", x); break;
-  case TINY_LOG2: hp_str_printf(o, "hp_log2f(%s)", x); break;
-  case TINY_EXP: hp_str_printf(o, "hp_expf(%s)", x); break;
-  case TINY_SQRT: hp_str_printf(o, "sqrtf(%s)", x); break;
-  case TINY_RSQRT: hp_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
-  case TINY_RECIP: hp_str_printf(o, "(1.0f / (%s))", x); break;
-  case TINY_FLOOR: hp_str_printf(o, "floorf(%s)", x); break;
-  case TINY_CEIL: hp_str_printf(o, "ceilf(%s)", x); break;
-  case TINY_ROUND: hp_str_printf(o, "rintf(%s)", x); break;
-  case TINY_RELU: hp_str_printf(o, gpu ? "hp_relu(%s)" : "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
-  case TINY_GELU:
-    hp_str_printf(o, gpu ? "hp_gelu(%s)" : "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x);
-    break;
-  default: hp_str_puts(o, "0");
-  }
-}
-
-static void binary(hp_str *o, tiny_op op, bool in_int, const char *a, const char *b, bool gpu) {
-  const char *w = NULL;
-  switch (op) {
-  case TINY_ADD: w = in_int ? "(int32_t)((uint32_t)(%s) + (uint32_t)(%s))" : "((%s) + (%s))"; break;
-  case TINY_SUB: w = in_int ? "(int32_t)((uint32_t)(%s) - (uint32_t)(%s))" : "((%s) - (%s))"; break;
-  case TINY_MUL: w = in_int ? "(int32_t)((uint32_t)(%s) * (uint32_t)(%s))" : "((%s) * (%s))"; break;
-  case TINY_FDIV: w = "((%s) / (%s))"; break;
-  case TINY_MAX: w = in_int ? (gpu ? "hp_imax(%s, %s)" : "({ int32_t a_ = %s, b_ = %s; a_ > b_ ? a_ : b_; })") : "hp_fmax(%s, %s)"; break;
-  case TINY_MIN: w = in_int ? (gpu ? "hp_imin(%s, %s)" : "({ int32_t a_ = %s, b_ = %s; a_ < b_ ? a_ : b_; })") : "hp_fmin(%s, %s)"; break;
-  case TINY_CMPLT: w = "(int32_t)((%s) < (%s))"; break;
-  case TINY_CMPEQ: w = "(int32_t)((%s) == (%s))"; break;
-  case TINY_CMPNE: w = "(int32_t)((%s) != (%s))"; break;
-  default: w = "0"; break;
-  }
-  hp_str_printf(o, w, a, b);
-}
-
 static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
   if (to == TINY_BOOL) hp_str_printf(o, "(int32_t)((%s) != 0)", x);
   else if (to == TINY_I32) hp_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
@@ -311,13 +270,12 @@ static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
 }
 
 void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu) {
-  tiny_class cls = tiny_op_class(n->op);
   const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
   bool in_int = is_int(ref->dtype);
+  const char *text = tiny_op_c(n->op, in_int, gpu); /* the op table's C */
   if (n->op == TINY_CAST) cast(o, ref->dtype, n->a.cast.to, x[0]);
-  else if (cls == TC_UNARY) unary(o, n->op, in_int, x[0], gpu);
-  else if (cls == TC_BINARY) binary(o, n->op, in_int, x[0], x[1], gpu);
-  else hp_str_printf(o, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
+  else if (text) tiny_op_spell(o, text, x, tiny_op_arity(n->op));
+  else hp_str_puts(o, "0");
 }
 
 void rc_float_const(hp_str *o, tiny_dtype t, double v) { float_const(o, t, v); }
@@ -464,7 +422,8 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
         bool mi = is_int(mul->dtype);
         hp_str prod;
         hp_str_init(&prod);
-        binary(&prod, TINY_MUL, mi, l, r, m->c->gpu);
+        const char *lr[2] = {l, r};
+        tiny_op_spell(&prod, tiny_op_c(TINY_MUL, mi, m->c->gpu), lr, 2);
         int cast_node = n->src[0].node;
         if (cast_node != b->con->mul_node) cast(&ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
         else hp_str_puts(&ex, prod.buf);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "tiny/tiny_spell.h"
 
 /* ---- names ------------------------------------------------------------------ */
 const char *cuda_arch_name(cuda_arch a) { return a == CUDA_SM90 ? "sm90" : "sm80"; }
@@ -62,38 +63,10 @@ bool cuda_is_cname(const char *s) {
   return true;
 }
 
-const char *cuda_ctype(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16:
-  case TINY_BF16: return "hk_u16";
-  case TINY_FP32: return "float";
-  case TINY_I32: return "int";
-  case TINY_BOOL: return "unsigned char";
-  default: return "?";
-  }
-}
-
-const char *cuda_ld_fn(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16: return "hk_ldf_f16";
-  case TINY_BF16: return "hk_ldf_bf16";
-  case TINY_FP32: return "hk_ldf_f32";
-  case TINY_I32: return "hk_ldf_i32";
-  case TINY_BOOL: return "hk_ldf_u8";
-  default: return "?";
-  }
-}
-
-const char *cuda_cvt_fn(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16: return "hk_f2h";
-  case TINY_BF16: return "hk_f2bf";
-  case TINY_FP32: return "hk_f2f";
-  case TINY_I32: return "hk_f2i";
-  case TINY_BOOL: return "hk_f2u8";
-  default: return "?";
-  }
-}
+/* The dtype table's CUDA columns (harp/tiny.h). */
+const char *cuda_ctype(tiny_dtype t) { return tiny_dtype_cuda(t); }
+const char *cuda_ld_fn(tiny_dtype t) { return tiny_dtype_cuda_ld(t); }
+const char *cuda_cvt_fn(tiny_dtype t) { return tiny_dtype_cuda_cvt(t); }
 
 static const char *const math_names[CUDA_MATH_COUNT] = {"tf32", "fp32", "fp16", "bf16"};
 const char *cuda_math_name(cuda_math m) { return (unsigned)m < CUDA_MATH_COUNT ? math_names[m] : "?"; }

@@ -504,15 +504,8 @@ static hp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *do
   return launch_last(c, r, n0, na, 2, done, why);
 }
 
-/* The Tiny ops the elementwise kernel computes (gpu_target). */
-static bool ew_op_ok(tiny_op op) {
-  switch (op) {
-  case TINY_NEG: case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT: case TINY_RECIP:
-  case TINY_RELU: case TINY_GELU: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
-  case TINY_MIN: case TINY_CMPLT: case TINY_CMPEQ: case TINY_CMPNE: case TINY_WHERE: case TINY_CAST: return true;
-  default: return false;
-  }
-}
+/* The ops the elementwise kernel spells (gpu_target's op filter): every elementwise row of the op table, and CAST. */
+static bool ew_op_ok(tiny_op op) { return tiny_op_is_elementwise(op) || op == TINY_CAST; }
 
 /* an elementwise chain: every block over the output's points */
 static hp_status print_ewise(cuda_rctx *c, int r, const ct_ewise *ew, bool *done, const char **why) {
