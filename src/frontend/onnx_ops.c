@@ -1092,6 +1092,7 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_more(op);
   if (!fn) fn = ox_find_math(op);
   if (!fn) fn = ox_find_index(op);
+  if (!fn) fn = ox_find_resize(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
   if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
@@ -1100,7 +1101,7 @@ hp_status ox_node(ox_ctx *c) {
 bool ox_op_known(const char *op) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return true;
-  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op);
+  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */
