@@ -47,6 +47,7 @@ typedef struct ox_val {
   bool dyn;         /* computed from the graph inputs' shapes (Shape, Size and what folds from them) */
   bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
+  bool vacant;      /* defined by a fold that was abandoned: the op's mapping defines it again (onnx_fold.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
    * 1: erf(gk gx), 2: 1 + erf(gk gx), 3: gcoef * (1 + erf) [* gx if ghasx]
@@ -276,6 +277,26 @@ ox_op_fn ox_find_math(const char *op);
 ox_op_fn ox_find_index(const char *op);
 /* onnx_flow.c: If, Loop and Scan */
 ox_op_fn ox_find_flow(const char *op);
+/* onnx_flow_ops.c: ops whose output's shape depends on the values, as host
+ * steps: NonMaxSuppression, NonZero, Unique, Compress (ox_find_host); and
+ * TopK, Range and Slice where their graph form cannot be built.
+ * oxf_runtime_inputs: whether the importer may build host steps and one of
+ * the current node's inputs [from, to) is known only at run time. */
+ox_op_fn ox_find_host(const char *op);
+/* Sizes known at run time only (a host op's output's dims): whether d is
+ * one, whether x holds one (and no size that is not so), and x's integers
+ * computed as an int32 tensor of the current segment (x->v). */
+bool oxf_dim_runtime(const ox_ctx *c, const fe_dim *d);
+bool oxf_val_runtime(const ox_ctx *c, const ox_val *x);
+hp_val oxf_ints_value(ox_ctx *c, ox_val *x);
+bool oxf_runtime_inputs(ox_ctx *c, int from, int to);
+hp_status oxf_host_topk(ox_ctx *c, int axis, bool largest, bool sorted);
+hp_status oxf_host_range(ox_ctx *c);
+hp_status oxf_host_slice(ox_ctx *c);
+/* Whether the importer may build host steps and an input in [from, to)
+ * has a size known only at run time; a scatter on the host. */
+bool oxf_runtime_shape(ox_ctx *c, int from, int to);
+hp_status oxf_host_scatter(ox_ctx *c, bool nd, int axis, int red);
 /* Calls put(ctx, name) for each name nodes [from, n) of gp read, and for
  * each their subgraphs read from outside them (captured values). */
 hp_status ox_graph_reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, bool (*put)(void *ctx, const char *name),

@@ -760,9 +760,39 @@ OP(Constant) {
   return ox_def_tensor(c, 0, &tmp.t, tmp.oty ? tmp.oty : OX_FLOAT);
 }
 
+/* A fill of a shape known at run time only (sizes a host op gave): the
+ * value expanded in the graph. */
+static hp_status fill_runtime(ox_ctx *c, ox_val *sv, double fill, int oty) {
+  tiny_dtype dt;
+  if (sv->irank != 1 || sv->in > TINY_MAX_RANK) return ox_fail(c, HP_E_INVALID_ARG, "the shape must be 1-D (at most %d values)", TINY_MAX_RANK);
+  if (!ox_dtype(oty, &dt)) return ox_fail(c, HP_E_UNSUPPORTED, "value of type %s", ox_type_name(oty));
+  fe_shape s = {.rank = (int)sv->in};
+  for (int i = 0; i < s.rank; i++) s.d[i] = sv->iv[i];
+  hp_val v = fe_expand(c->g, fe_reshape(c->g, hp_const_typed(c->g, fill, dt), &(fe_shape){.rank = 0}), &s);
+  if (ox_def(c, 0, v)) return c->e->code;
+  ox_val *y = ox_find(c, c->node->output[0]);
+  if (y) y->oty = oty;
+  return HP_OK;
+}
+
 OP(ConstantOfShape) {
   int64_t shp[TINY_MAX_RANK];
   int n;
+  ox_val *sv = ox_in(c, 0, NULL);
+  if (sv && oxf_val_runtime(c, sv)) {
+    double fill = 0;
+    int oty = OX_FLOAT;
+    const Onnx__AttributeProto *a = ox_attr(c, "value");
+    ox_val v = {0};
+    if (a && a->t) {
+      if (ox_decode_tensor(c, a->t, "value", &v)) return c->e->code;
+      bool one = ox_const_scalar(&v, &fill);
+      oty = v.oty;
+      hp_tensor_free(&v.t);
+      if (!one) return ox_fail(c, HP_E_INVALID_ARG, "value must have one element");
+    }
+    return fill_runtime(c, sv, fill, oty);
+  }
   if (const_ints(c, 0, "shape", shp, TINY_MAX_RANK, &n)) return c->e->code;
   int64_t numel = 1;
   for (int i = 0; i < n; i++) {
@@ -826,6 +856,7 @@ OP(Slice) {
         ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &na))
       return c->e->code;
   } else {
+    if (oxf_runtime_inputs(c, 1, 5)) return oxf_host_slice(c); /* bounds known at run time: on the host */
     if (const_ints(c, 1, "starts", st, TINY_MAX_RANK, &ns) || const_ints(c, 2, "ends", en, TINY_MAX_RANK, &ne)) return c->e->code;
     if (c->node->n_input > 3 && c->node->input[3][0] && const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
     if (c->node->n_input > 4 && c->node->input[4][0] && const_ints(c, 4, "steps", sp, TINY_MAX_RANK, &np)) return c->e->code;
@@ -1093,6 +1124,7 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_math(op);
   if (!fn) fn = ox_find_index(op);
   if (!fn) fn = ox_find_resize(op);
+  if (!fn) fn = ox_find_host(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
   if (fn) return fn(c);
   return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
@@ -1101,7 +1133,8 @@ hp_status ox_node(ox_ctx *c) {
 bool ox_op_known(const char *op) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return true;
-  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op);
+  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op) || ox_find_host(op) ||
+         ox_find_flow(op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */

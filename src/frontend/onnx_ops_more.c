@@ -137,6 +137,7 @@ OP(Trilu) {
  * weight, int32 or float as the evaluator computes it; computed at run
  * time it is refused. */
 OP(Range) {
+  if (oxf_runtime_inputs(c, 0, 3)) return oxf_host_range(c); /* bounds known at run time: on the host */
   double v[3];
   int64_t iv[3];
   bool ints = true;
