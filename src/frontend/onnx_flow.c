@@ -50,6 +50,7 @@ static void state_free(ox_flowst *fl) {
   free(fl->pins);
   free(fl->symdims);
   hp_strmap_free(&fl->rtsyms);
+  hp_strmap_free(&fl->wanted);
   free(fl->shape);
   hp_flow_free(fl->f);
   free(fl);
@@ -740,8 +741,16 @@ static void drop_empty(hp_flow *f) {
   }
 }
 
+static void put_wanted(void *ctx, const char *name) { hp_strmap_put(ctx, name, 1); }
+
+void oxf_wanted(ox_ctx *c, const ox_val *x) {
+  if (!oxf_prepare(c)) ox_needs_data_cb(c, x, put_wanted, &c->fl->wanted);
+}
+
 hp_status ox_flow_finish(ox_ctx *c, hp_status st, hp_onnx_model *out) {
   ox_flowst *fl = c->fl;
+  for (int i = 0; st && fl && c->opts && c->opts->needs_data && i < fl->wanted.cap; i++) /* the import failed: fixed, they may help */
+    if (fl->wanted.keys[i]) c->opts->needs_data(c->opts->needs_ctx, fl->wanted.keys[i]);
   c->fl = NULL;
   if (!fl || !fl->f || st) {
     state_free(fl);

@@ -31,6 +31,8 @@ struct ox_flowst {
   ox_val **pins;      /* values outside any scope that cuts must carry (an unrolled loop's results so far) */
   int npins;
   hp_strmap rtsyms;   /* the shape variables of dims known at run time only (a host op's outputs, ...) */
+  hp_strmap wanted;   /* graph inputs that, fixed at import, would spare a host step: told
+                         (hp_onnx_opts.needs_data) only if the import fails */
 };
 typedef struct ox_flowst ox_flowst;
 
@@ -46,6 +48,11 @@ int oxf_new_slot(ox_ctx *c, const char *name, tiny_dtype dt, const fe_shape *s);
 int oxf_slot_of(ox_ctx *c, ox_val *x);
 int oxf_konst_slot(ox_ctx *c, ox_val *x);
 int oxf_host_in(ox_ctx *c, ox_val *x);
+/* x is known only at run time where a constant would spare a host step
+ * (a Loop's trip count, TopK's K): the graph inputs it is computed from
+ * are named to hp_onnx_opts.needs_data if the import fails (harp run then
+ * retries with them fixed), not otherwise. */
+void oxf_wanted(ox_ctx *c, const ox_val *x);
 /* Run-time shape variables: whether sym is one; oxf_need_sym imports into
  * the current segment a slot whose shape binds it. */
 bool oxf_sym_runtime(const ox_ctx *c, const char *sym);

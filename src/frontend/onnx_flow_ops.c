@@ -183,9 +183,20 @@ static hp_val input(ox_ctx *c, int i, const fe_shape **s) {
   return v;
 }
 
+/* Input i's ONNX element type: its own, else its graph value's (int32 is
+ * harp's int64). */
 static int oty_of(ox_ctx *c, int i) {
   ox_val *x = ox_find(c, c->node->input[i]);
-  return x && x->oty ? x->oty : OX_FLOAT;
+  if (!x) return OX_FLOAT;
+  if (x->oty) return x->oty;
+  if (x->has_i) return OX_INT64;
+  switch (x->has_t ? x->t.dtype : x->v > 0 ? hp_val_dtype(c->g, x->v) : TINY_FP32) {
+  case TINY_FP16: return OX_FLOAT16;
+  case TINY_BF16: return OX_BFLOAT16;
+  case TINY_I32: return OX_INT64;
+  case TINY_BOOL: return OX_BOOL;
+  default: return OX_FLOAT;
+  }
 }
 
 /* boxes [B, N, 4], scores [B, C, N] -> [selected, 3] */
@@ -320,6 +331,16 @@ ox_op_fn ox_find_host(const char *op) {
 }
 
 /* ---- the fallbacks of ops with a graph form --------------------------------------------- */
+/* Inputs [from, to) known only at run time would let the graph form be
+ * built were they fixed at import: harp run retries so if the import fails
+ * further on (oxf_wanted), as it did before host steps. */
+static void wanted(ox_ctx *c, int from, int to) {
+  for (int i = from; i < to && i < (int)c->node->n_input; i++) {
+    ox_val *x = c->node->input[i][0] ? ox_find(c, c->node->input[i]) : NULL;
+    if (x && !x->has_i && !x->has_t) oxf_wanted(c, x);
+  }
+}
+
 bool oxf_runtime_shape(ox_ctx *c, int from, int to) {
   if (!c->opts || !c->opts->host_flow || !c->fl) return false;
   for (int i = from; i < to && i < (int)c->node->n_input; i++) {
@@ -352,11 +373,13 @@ hp_status oxf_host_topk(ox_ctx *c, int axis, bool largest, bool sorted) {
   if (kv && kv->has_i && kv->in == 1 && fe_dim_is_int(kv->iv[0], &k)) o.d[axis] = fe_dim_int(c->A, k);
   int64_t attr[3] = {axis, largest, sorted};
   fe_shape os[2] = {o, o};
+  wanted(c, 1, 2);
   return oxf_host_op(c, HP_FOP_TOPK, "TopK's K is known only at run time", attr, 3, 2, (int[]){oty_of(c, 0), OX_INT64}, os);
 }
 
 hp_status oxf_host_range(ox_ctx *c) {
   fe_shape o = {.rank = 1, .d = {NULL}};
+  wanted(c, 0, 3);
   return oxf_host_op(c, HP_FOP_RANGE, "Range's length depends on values known only at run time", NULL, 0, 1,
                      (int[]){oty_of(c, 0)}, &o);
 }
@@ -386,5 +409,6 @@ hp_status oxf_host_slice(ox_ctx *c) {
   } else {
     for (int i = 0; i < xs->rank; i++) o.d[i] = NULL;
   }
+  wanted(c, 1, 5);
   return oxf_host_op(c, HP_FOP_SLICE, "Slice's bounds are known only at run time", NULL, 0, 1, (int[]){oty_of(c, 0)}, &o);
 }

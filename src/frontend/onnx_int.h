@@ -183,6 +183,8 @@ hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what);
 /* Tell opts->needs_data which graph inputs x is computed from (a node
  * needs x's values at import and x is not known). */
 void ox_needs_data(ox_ctx *c, const ox_val *x);
+/* The same, each graph input's ONNX name to cb(cb_ctx, name). */
+void ox_needs_data_cb(ox_ctx *c, const ox_val *x, void (*cb)(void *ctx, const char *name), void *cb_ctx);
 /* "--shape x=<batch>x3x<?>x<?>": option, the input's name, its dims (-1:
  * dynamic, named params[i] or "?") into buf. */
 void ox_shape_hint(const char *option, const char *name, int rank, const int64_t *dims, const char *const *params, char *buf, size_t cap);
