@@ -253,6 +253,13 @@ OX_RNN_OPS(OX_DECLARE)
  * keepdims, and whether it is a no-op (noop_with_empty_axes, no axes). */
 hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop);
 
+/* onnx_conv3d.c: 3-D Conv (x, w graph values, bias or 0), ConvTranspose
+ * (its constant weight; nsp 3, or 1 as 3-D) and pooling of 5-D inputs, the
+ * current node's attributes read there. */
+hp_status ox_conv3d(ox_ctx *c, hp_val x, hp_val w, hp_val bias);
+hp_status ox_conv_transpose3d(ox_ctx *c, hp_val x, ox_val *wv, int nsp);
+hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp);
+
 /* onnx_ops_more.c: a negative Slice step as a positive one on the flipped
  * axis (dim must be known); Gather's indices with negative ones counted
  * from the end. */

@@ -365,6 +365,8 @@ OP(ConvTranspose) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *wv = ox_in(c, 1, NULL);
+  int xr = ox_rank_of(c, x);
+  if (xr == 5 || xr == 3) return ox_conv_transpose3d(c, x, wv, xr - 2); /* 3-D, and 1-D as 3-D (onnx_conv3d.c) */
   if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
     return ox_needs_data(c, wv), ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
   const fe_shape xs = *ox_shape_of(c, x);
