@@ -278,6 +278,8 @@ hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t 
 typedef hp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
+/* onnx_ops_signal.c: DFT, STFT, the windows, MelWeightMatrix, AffineGrid */
+ox_op_fn ox_find_signal(const char *op);
 /* onnx_resize.c: Resize and Upsample */
 ox_op_fn ox_find_resize(const char *op);
 /* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike, BitShift, Bitwise* */

@@ -1124,6 +1124,7 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_math(op);
   if (!fn) fn = ox_find_index(op);
   if (!fn) fn = ox_find_resize(op);
+  if (!fn) fn = ox_find_signal(op);
   if (!fn) fn = ox_find_host(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
   if (fn) return fn(c);
@@ -1133,7 +1134,7 @@ hp_status ox_node(ox_ctx *c) {
 bool ox_op_known(const char *op) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return true;
-  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op) || ox_find_host(op) ||
+  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op) || ox_find_signal(op) || ox_find_host(op) ||
          ox_find_flow(op);
 }
 

@@ -166,6 +166,15 @@ def cases(args):
     return names, [Case(n, os.path.join(root, n)) for n in picked[:: args.sample]]
 
 
+# Cases whose expected outputs are themselves further from the exact result
+# than onnx's atol: they were computed in float32 by the reference, the
+# exact value being 0.  test_dft_inverse(_opset19): the expected output's
+# zeros are 1.9e-7 (the float64 inverse DFT's are 1e-15; harp gives
+# -1.5e-15, onnxruntime misses by 1.9e-5); compared at the expected
+# output's own error, 1.5e-6, at 2e-6.
+ATOL = {"test_dft_inverse": 2e-6, "test_dft_inverse_opset19": 2e-6}
+
+
 def run_case(c, backend, timeout):
     """(verdict, detail, seconds).  A case refused because an integer input
     (a shape, axes, k...) comes at run time is run again with its integer
@@ -175,12 +184,13 @@ def run_case(c, backend, timeout):
     if any(o is None for o in outs):
         # an output harp could not write (a sequence, a string): the run must be refused
         outs = [o if o is not None else np.zeros(0) for o in outs]
-    v, detail, dt = conf.run_model(c.model, c.m, ins, outs, 1e-3, 1e-7, backend, timeout)
+    atol = ATOL.get(c.name, 1e-7)
+    v, detail, dt = conf.run_model(c.model, c.m, ins, outs, 1e-3, atol, backend, timeout)
     if v != "refused" or "fixed at import" not in detail:
         return v, detail, dt
     fixed = {vi.name for vi, a in zip(conf.graph_inputs(c.m), ins)
              if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.integer)}
-    v2, detail2, dt2 = conf.run_model(c.model, c.m, ins, outs, 1e-3, 1e-7, backend, timeout, fixed=fixed)
+    v2, detail2, dt2 = conf.run_model(c.model, c.m, ins, outs, 1e-3, atol, backend, timeout, fixed=fixed)
     if v2 == "refused":
         return v, detail, dt + dt2
     return ("fixed" if v2 == "pass" else v2), detail2, dt + dt2
