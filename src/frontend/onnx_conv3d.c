@@ -18,7 +18,8 @@
  *
  * Needs: onnx_load.c / onnx_ops.c (values, attributes), the builder.
  * Gives: ox_conv3d, ox_conv_transpose3d (3-D, and 1-D as 3-D), ox_pool3d
- * (called by onnx_nn.c and onnx_ops_more.c). */
+ * (3-D, and 2-D dilated averages as 3-D; called by onnx_nn.c and
+ * onnx_ops_more.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,10 +54,10 @@ static hp_status ints3(ox_ctx *c, const char *name, int64_t dflt, int64_t *out, 
 
 /* kernel k, strides, dilations and pads (or auto_pad, the spatial sizes in[]
  * known) of a 3-D window op. */
-static hp_status window3(ox_ctx *c, const int64_t *k, const int64_t *in, win3 *w) {
+static hp_status window3(ox_ctx *c, const int64_t *k, const int64_t *in, int nsp, win3 *w) {
   int64_t p[6];
   memcpy(w->k, k, sizeof w->k);
-  if (ints3(c, "strides", 1, w->s, 3) || ints3(c, "dilations", 1, w->d, 3) || ints3(c, "pads", 0, p, 6)) return c->e->code;
+  if (intsn(c, "strides", 1, w->s, 1, nsp) || intsn(c, "dilations", 1, w->d, 1, nsp) || intsn(c, "pads", 0, p, 2, nsp)) return c->e->code;
   for (int i = 0; i < 3; i++) {
     if (w->s[i] < 1 || w->d[i] < 1 || w->k[i] < 1 || w->s[i] > OX_MAX_DIM || w->d[i] > OX_MAX_DIM || w->k[i] > OX_MAX_DIM)
       return ox_fail(c, HP_E_INVALID_ARG, "kernel sizes, strides and dilations must be >= 1");
@@ -172,7 +173,7 @@ hp_status ox_conv3d(ox_ctx *c, hp_val x, hp_val w, hp_val bias) {
   if (ox_attr(c, "kernel_shape") && (ks[0] != k[0] || ks[1] != k[1] || ks[2] != k[2]))
     return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight's %" PRId64 "x%" PRId64 "x%" PRId64, k[0], k[1], k[2]);
   win3 wn;
-  if (sizes3(c, x, "the spatial size a 3-D convolution needs", in) || window3(c, k, in, &wn) || ox_attr_int(c, "group", 1, &G))
+  if (sizes3(c, x, "the spatial size a 3-D convolution needs", in) || window3(c, k, in, 3, &wn) || ox_attr_int(c, "group", 1, &G))
     return c->e->code;
   if (G < 1 || G > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "group must be >= 1");
   hp_val xp = pad_axes(c, x, (int64_t[]){wn.lo[0], 0, 0}, (int64_t[]){wn.hi[0], 0, 0}, 0);
@@ -298,17 +299,26 @@ static hp_val depth_reduce(ox_ctx *c, hp_val y, const win3 *w, int64_t Do, bool 
   return r;
 }
 
-hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp) {
+/* A 2-D op's result [N, C, 1, H, W] back to [N, C, H, W]. */
+static hp_val flat2(ox_ctx *c, hp_val y, int nsp) {
+  if (nsp != 2 || y < 0) return y;
+  const fe_shape *s = ox_shape_of(c, y);
+  return fe_reshape(c->g, y, &(fe_shape){.rank = 4, .d = {s->d[0], s->d[1], s->d[3], s->d[4]}});
+}
+
+hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp, int nsp) {
   hp_graph *g = c->g;
   int64_t ks[3], in[3], ceil_mode, cip = lp ? 1 : 0, out[3];
-  if (ints3(c, "kernel_shape", 0, ks, 3) || sizes3(c, x, "the spatial size 3-D pooling needs", in) || ox_attr_int(c, "ceil_mode", 0, &ceil_mode) ||
+  const fe_shape xs0 = *ox_shape_of(c, x);
+  if (nsp == 2) x = fe_reshape(g, x, &(fe_shape){.rank = 5, .d = {xs0.d[0], xs0.d[1], I(c, 1), xs0.d[2], xs0.d[3]}});
+  if (intsn(c, "kernel_shape", 1, ks, 1, nsp) || sizes3(c, x, "the spatial size pooling needs", in) || ox_attr_int(c, "ceil_mode", 0, &ceil_mode) ||
       ox_attr_int(c, "count_include_pad", 0, &cip))
     return c->e->code;
   if (!ox_attr(c, "kernel_shape")) return ox_fail(c, HP_E_INVALID_ARG, "kernel_shape is required");
   if (c->node->n_output > 1 && c->node->output[1][0]) return ox_fail(c, HP_E_UNSUPPORTED, "the Indices output of MaxPool");
   if (hp_val_dtype(g, x) == TINY_BOOL) return ox_fail(c, HP_E_DTYPE_MISMATCH, "pooling takes numbers, not bool");
   win3 w;
-  if (window3(c, ks, in, &w)) return c->e->code;
+  if (window3(c, ks, in, nsp, &w)) return c->e->code;
   int64_t written_hi[3];
   memcpy(written_hi, w.hi, sizeof written_hi);
   for (int i = 0; i < 3; i++) {
@@ -350,10 +360,10 @@ hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp) {
   }
   y = fe_reshape(g, y, &(fe_shape){.rank = 5, .d = {xs.d[0], xs.d[1], I(c, Dp), I(c, out[1]), I(c, out[2])}});
   y = depth_reduce(c, y, &w, out[0], is_max);
-  if (is_max || ox_check(c, y)) return c->e->code ? c->e->code : ox_def(c, 0, y);
+  if (is_max || ox_check(c, y)) return c->e->code ? c->e->code : ox_def(c, 0, flat2(c, y, nsp));
   if (lp) { /* (sum |x|^p)^(1/p) */
     y = lp == 1 ? y : lp == 2 ? hp_sqrt(g, y) : hp_exp(g, hp_mul(g, hp_log(g, y), hp_const(g, 1.0 / (double)lp)));
-    return ox_def(c, 0, y);
+    return ox_def(c, 0, flat2(c, y, nsp));
   }
   /* the average: the sum over the count of its window (padding counted or
    * not; ceil_mode's extension never), one count per output position */
@@ -369,5 +379,5 @@ hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp) {
         ((float *)t.data)[(a * out[1] + b) * out[2] + d] = m > 0 ? 1.0f / (float)m : 0.0f;
       }
   hp_val sc = ox_weight(c, "pool_scale", &t);
-  return sc < 0 ? c->e->code : ox_def(c, 0, hp_mul(g, y, sc));
+  return sc < 0 ? c->e->code : ox_def(c, 0, flat2(c, hp_mul(g, y, sc), nsp));
 }

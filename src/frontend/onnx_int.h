@@ -258,7 +258,7 @@ hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bo
  * current node's attributes read there. */
 hp_status ox_conv3d(ox_ctx *c, hp_val x, hp_val w, hp_val bias);
 hp_status ox_conv_transpose3d(ox_ctx *c, hp_val x, ox_val *wv, int nsp);
-hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp);
+hp_status ox_pool3d(ox_ctx *c, hp_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
 
 /* onnx_ops_more.c: a negative Slice step as a positive one on the flipped
  * axis (dim must be known); Gather's indices with negative ones counted

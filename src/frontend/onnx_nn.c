@@ -327,7 +327,7 @@ static hp_val dilated_sum_pool(ox_ctx *c, hp_val x, const win2d *w, const int64_
 static hp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
   hp_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  if (ox_rank_of(c, x) == 5) return ox_pool3d(c, x, is_max, lp); /* separable (onnx_conv3d.c) */
+  if (ox_rank_of(c, x) == 5) return ox_pool3d(c, x, is_max, lp, 3); /* separable (onnx_conv3d.c) */
   int64_t ks[8], ceil_mode, cip = lp ? 1 : 0, order = 0;
   int n, nsp = 0;
   if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
@@ -338,7 +338,8 @@ static hp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
       ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
     return c->e->code;
   bool dilated = w.d[0] != 1 || w.d[1] != 1;
-  if (dilated && !is_max && !lp) return ox_fail(c, HP_E_UNSUPPORTED, "dilated average pooling");
+  if (dilated && !is_max && !lp && nsp == 2) return ox_pool3d(c, ox_tensor(c, 0), false, 0, 2); /* as 3-D (onnx_conv3d.c) */
+  if (dilated && !is_max && !lp) return ox_fail(c, HP_E_UNSUPPORTED, "dilated 1-D average pooling");
   if (hp_val_dtype(c->g, x) == TINY_BOOL) return ox_fail(c, HP_E_DTYPE_MISMATCH, "pooling takes numbers, not bool");
   if (lp && (x = int_power(c->g, hp_abs(c->g, x), (int)lp)) < 0) return c->e->code ? c->e->code : ox_fail(c, HP_E_INTERNAL, "|x|^p");
   int64_t ek[2] = {(w.k[0] - 1) * w.d[0] + 1, (w.k[1] - 1) * w.d[1] + 1}; /* the window's extent */

@@ -998,6 +998,22 @@ OP(Expand) {
   return ox_def(c, 0, fe_expand(c->g, x, &to));
 }
 
+/* Pad's wrap mode along one axis: output i reads x[(i - lo) mod n], the
+ * input's copies side by side, cut. */
+static hp_val pad_wrap(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
+  fe_shape s = *ox_shape_of(c, x);
+  int64_t n;
+  if (ox_known(c, s.d[axis], "the size wrap padding repeats", &n)) return -1;
+  if (n < 1) return ox_fail(c, HP_E_UNSUPPORTED, "wrap padding of an empty axis %d", axis), -1;
+  int64_t before = (lo + n - 1) / n, copies = before + 1 + (hi + n - 1) / n;
+  if (copies > 64) return ox_fail(c, HP_E_UNSUPPORTED, "wrap padding of %" PRId64 "/%" PRId64 " along an axis of %" PRId64, lo, hi, n), -1;
+  hp_val parts[64];
+  for (int64_t k = 0; k < copies; k++) parts[k] = x;
+  hp_val t = copies == 1 ? x : hp_concat(c->g, parts, (int)copies, axis);
+  int64_t a = before * n - lo, b = a + lo + n + hi, one = 1;
+  return hp_slice(c->g, t, 1, &axis, &a, &b, &one);
+}
+
 /* Pad's edge and reflect modes along one axis: [border lo | x | border hi],
  * a border being the edge element repeated or the next elements mirrored. */
 static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
@@ -1065,9 +1081,9 @@ OP(Pad) {
   if (x < 0) return c->e->code;
   char mode[16];
   if (ox_attr_str(c, "mode", "constant", mode, sizeof mode)) return c->e->code;
-  bool edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect");
-  if (strcmp(mode, "constant") != 0 && !edge && !reflect)
-    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge and reflect)", mode);
+  bool edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect"), wrap = !strcmp(mode, "wrap");
+  if (strcmp(mode, "constant") != 0 && !edge && !reflect && !wrap)
+    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge, reflect and wrap)", mode);
   int r = ox_rank_of(c, x), n;
   int64_t pads[2 * TINY_MAX_RANK];
   double value = 0;
@@ -1087,9 +1103,9 @@ OP(Pad) {
     if (lo[i] < 0 || hi[i] < 0) return ox_fail(c, HP_E_UNSUPPORTED, "negative pads (cropping)");
     if (lo[i] > OX_MAX_DIM || hi[i] > OX_MAX_DIM) return ox_fail(c, HP_E_LIMIT, "pads too large");
   }
-  if (!edge && !reflect) return ox_def(c, 0, hp_pad(c->g, x, lo, hi, r, value));
+  if (!edge && !reflect && !wrap) return ox_def(c, 0, hp_pad(c->g, x, lo, hi, r, value));
   for (int i = 0; i < r && x > 0; i++)
-    if (lo[i] || hi[i]) x = pad_border(c, x, i, lo[i], hi[i], reflect);
+    if (lo[i] || hi[i]) x = wrap ? pad_wrap(c, x, i, lo[i], hi[i]) : pad_border(c, x, i, lo[i], hi[i], reflect);
   return ox_def(c, 0, x);
 }
 

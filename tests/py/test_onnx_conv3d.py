@@ -109,6 +109,11 @@ check("AveragePool 3-D dilated", [mk("AveragePool", ["x"], ["a"], kernel_shape=[
                                      pads=[1, 1, 1, 1, 1, 1], ceil_mode=1, strides=[2, 2, 2])], xd, ["a", "b"], opset=19)
 
 
+x2 = rand(2, 3, 11, 13)
+check("AveragePool 2-D dilated (as 3-D)", [mk("AveragePool", ["x"], ["a"], kernel_shape=[2, 3], dilations=[2, 2], pads=[1, 0, 1, 1]),
+                                          mk("AveragePool", ["x"], ["b"], kernel_shape=[3, 2], dilations=[2, 3], strides=[2, 1],
+                                             count_include_pad=1, ceil_mode=1, pads=[1, 1, 0, 1])], x2, ["a", "b"], opset=19)
+
 # ---- refusals -------------------------------------------------------------------------------------
 def refused(label, m, x, kind, text):
     path = os.path.join(ht.tempfile.mkdtemp(), "m.onnx")
