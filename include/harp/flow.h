@@ -20,6 +20,14 @@
  *                                          shapes given (an untaken 8 kHz path fed 16 kHz
  *                                          frames): the run fails with the import's error
  *                                          only if the host takes it
+ *           | OP op attrs in out           an op whose output's shape depends on the values
+ *                                          (NonMaxSuppression, NonZero, TopK with a K known
+ *                                          at run time, Unique, Compress, Range, Slice by
+ *                                          run-time bounds), or one that samples at places
+ *                                          the values give (RoiAlign, GridSample),
+ *                                          computed by the host on the
+ *                                          tensors the segments before it left; the segments
+ *                                          after it are compiled for the shapes it gives
  *
  * Slots hold one tensor each: a value some segment computes, a model input,
  * a constant fixed at import (konst), or a model weight (weight >= 0).
@@ -38,7 +46,32 @@
 #include "harp/frontend.h"
 #include "harp/tensor.h"
 
-typedef enum hp_flow_kind { HP_FLOW_SEG, HP_FLOW_IF, HP_FLOW_LOOP, HP_FLOW_SCAN, HP_FLOW_FAIL } hp_flow_kind;
+typedef enum hp_flow_kind { HP_FLOW_SEG, HP_FLOW_IF, HP_FLOW_LOOP, HP_FLOW_SCAN, HP_FLOW_FAIL, HP_FLOW_OP } hp_flow_kind;
+
+/* The ops an OP step computes on the host (src/runtime/flow_ops.c), as
+ * ONNX defines them and onnxruntime's CPU kernels compute them; int64
+ * results are int32, as everywhere in harp.  X(ENUM, "ONNX name"). */
+#define HP_FLOW_OPS(X)                   \
+  X(NMS, "NonMaxSuppression")            \
+  X(NONZERO, "NonZero")                  \
+  X(TOPK, "TopK")                        \
+  X(UNIQUE, "Unique")                    \
+  X(COMPRESS, "Compress")                \
+  X(RANGE, "Range")                      \
+  X(SLICE, "Slice")                      \
+  X(ROIALIGN, "RoiAlign")                \
+  X(GRIDSAMPLE, "GridSample")            \
+  X(SCATTER_ELEMENTS, "ScatterElements") \
+  X(SCATTER_ND, "ScatterND")
+typedef enum hp_flow_op {
+#define HP_X_FOP(e, n) HP_FOP_##e,
+  HP_FLOW_OPS(HP_X_FOP)
+#undef HP_X_FOP
+  HP_FOP_COUNT
+} hp_flow_op;
+const char *hp_flow_op_name(hp_flow_op op);
+/* An OP step's integer and float attributes, at most (of each). */
+#define HP_FLOW_MAX_ATTR 6
 
 typedef struct hp_flow_slot {
   char *name;                  /* the ONNX value (main's inputs and outputs: the harp id) */
@@ -82,6 +115,9 @@ typedef struct hp_flow_step {
   bool *in_rev;         /* SCAN: per scan input, iterated backwards */
   int64_t *out_axis;    /* LOOP, SCAN: per scan output, the axis the elements stack along */
   bool *out_rev;        /* per scan output: the last iteration's element first */
+  hp_flow_op op;        /* OP: the op; in: its inputs (-1: absent), out: its outputs (-1: unused) */
+  int64_t attr[HP_FLOW_MAX_ATTR]; /* OP: its attributes (flow_ops.c says which) */
+  double fattr[HP_FLOW_MAX_ATTR];
 } hp_flow_step;
 
 typedef struct hp_flow {

@@ -139,8 +139,9 @@ static void describe_block(hp_str *s, const hp_flow *f, int b, int depth);
 
 static void describe_step(hp_str *s, const hp_flow *f, int k, int depth) {
   const hp_flow_step *st = &f->steps[k];
-  static const char *const kind[] = {"seg", "If", "Loop", "Scan", "fail"};
+  static const char *const kind[] = {"seg", "If", "Loop", "Scan", "fail", "op"};
   hp_str_printf(s, "%*s%s", 2 * depth, "", kind[st->kind]);
+  if (st->kind == HP_FLOW_OP) hp_str_printf(s, " %s", hp_flow_op_name(st->op));
   if (st->kind == HP_FLOW_FAIL) {
     hp_str_printf(s, " [%s] %s\n", hp_status_name(st->code), st->where);
     return;

@@ -263,7 +263,15 @@ ox_val *ox_new_val(ox_ctx *c, const char *name) {
     ox_fail(c, HP_E_INVALID_ARG, "a value has an empty name");
     return NULL;
   }
-  if (hp_strmap_find(&c->byname, name)) {
+  int *had = hp_strmap_find(&c->byname, name);
+  if (had && c->vals[*had].vacant) { /* an abandoned fold's: defined again */
+    ox_val *x = &c->vals[*had];
+    hp_tensor_free(&x->t);
+    memset(x, 0, sizeof *x);
+    x->name = name;
+    return x;
+  }
+  if (had) {
     char nm[96];
     ox_printable(name, nm, sizeof nm);
     ox_fail(c, HP_E_DUPLICATE_ID, "value \"%s\" is defined twice", nm);
@@ -354,6 +362,7 @@ static hp_val const_value(ox_ctx *c, ox_val *x, bool literal) {
       if (!fe_dim_is_int(x->iv[i], &v)) { /* a size read from a dynamic dim, used as data */
         char nm[96], what[160];
         hp_tensor_free(&t);
+        if (oxf_val_runtime(c, x)) return oxf_ints_value(c, x); /* sizes a host op gave: computed in the segment */
         ox_printable(x->name, nm, sizeof nm);
         snprintf(what, sizeof what, "value \"%s\" (used as a tensor)", nm);
         ox_need_value(c, x->iv[i], what);

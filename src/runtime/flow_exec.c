@@ -1,7 +1,7 @@
 /* flow_exec.c — runs a host program (harp/flow.h): segments compiled by
  * any backend of harp.h when first met, for the shapes they meet (kept per
  * shape, least recently used dropped past HP_FLOW_MAX_VARIANTS), and the
- * If / Loop / Scan steps on the host between them.
+ * If / Loop / Scan steps and the host ops (flow_ops.c) between them.
  * Needs: harp.h (each segment variant is a harp_compiled + harp_model), the
  * frontend (lowering a segment).  Gives: hp_flow_exec_*. */
 #include <inttypes.h>
@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "api_int.h"
+#include "flow_ops.h"
 #include "harp/flow.h"
 #include "util/util.h"
 
@@ -446,6 +447,21 @@ static hp_status run_scan(hp_error *e, hp_flow_exec *x, const hp_flow_step *sp) 
   return st;
 }
 
+/* A host op: its inputs' tensors (an absent one NULL) in, its outputs into their slots. */
+static hp_status run_op(hp_error *e, hp_flow_exec *x, const hp_flow_step *sp) {
+  const hp_tensor **in = hp_xcalloc((size_t)sp->nin + 1, sizeof *in);
+  hp_tensor *out = hp_xcalloc((size_t)sp->nout + 1, sizeof *out);
+  hp_status st = in && out ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < sp->nin && !st; k++)
+    if (sp->in[k] >= 0 && !(in[k] = get(e, x, sp->in[k]))) st = e->code;
+  if (!st) st = hp_flow_op_run(e, sp, in, out);
+  for (int k = 0; k < sp->nout && !st; k++)
+    if (sp->out[k] >= 0) put(x, sp->out[k], &out[k]);
+  for (int k = 0; out && k < sp->nout; k++) hp_tensor_free(&out[k]);
+  free(in), free(out);
+  return st;
+}
+
 static hp_status run_block(hp_error *e, hp_flow_exec *x, int b) {
   const hp_flow_block *bl = &x->f->blocks[b];
   for (int i = 0; i < bl->nsteps; i++) {
@@ -454,6 +470,7 @@ static hp_status run_block(hp_error *e, hp_flow_exec *x, int b) {
                    : sp->kind == HP_FLOW_IF   ? run_if(e, x, sp)
                    : sp->kind == HP_FLOW_LOOP ? run_loop(e, x, sp)
                    : sp->kind == HP_FLOW_SCAN ? run_scan(e, x, sp)
+                   : sp->kind == HP_FLOW_OP   ? run_op(e, x, sp)
                                               : hp_fail(e, sp->code, NULL, "%s", sp->where); /* a branch that did not import */
     if (st) return st;
   }
