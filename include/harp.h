@@ -12,7 +12,7 @@
  * model's inputs that are not weights, in model order; the weights (inputs
  * declared with storage "param", or named in harp_options.params) come as one
  * parameter block laid out by harp_param_offset.  Errors are values: an
- * hp_status plus the hp_error you pass in (harp/status.h); nothing prints or
+ * harp_status plus the harp_error you pass in (harp/status.h); nothing prints or
  * exits.  Everything here is harp_-prefixed and the handles are opaque; the
  * entry points that take the layers' objects (a Tiny IR graph) are in
  * harp/advanced.h.
@@ -40,7 +40,7 @@ typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL }
 
 /* CUDA: NVRTC and libcuda are loaded with dlopen when the model is
  * compiled; without them (or without a GPU) harp_compile_* fails with
- * HP_E_UNSUPPORTED and the reason. */
+ * HARP_E_UNSUPPORTED and the reason. */
 typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP, HARP_BACKEND_CUDA } harp_backend;
 
 typedef struct harp_options {
@@ -58,7 +58,7 @@ typedef struct harp_options {
    * (NULL: the default, tensor cores with fp32 accumulation, as cuDNN and
    * onnxruntime do), "fp32" (strict, no tensor cores), "fp16" / "bf16"
    * (operands rounded to half precision, fp32 accumulation).  Other values
-   * fail with HP_E_USAGE.  The CPU and interpreter backends compute fp32. */
+   * fail with HARP_E_USAGE.  The CPU and interpreter backends compute fp32. */
   const char *precision;
   int64_t loop_limit;        /* a model with run-time control flow: the iterations a Loop may run
                                 (0: one million) before it fails */
@@ -70,10 +70,10 @@ typedef struct harp_model harp_model;
 /* Load MODEL (.json Tiny IR, .harp DSL or .onnx), bind its shape symbols
  * from opts->syms (and the DSL's defaults), prepare and compile it.  An
  * ONNX model is imported with opts->shapes and opts->syms, and every
- * dynamic dim must get a value from them (else HP_E_UNBOUND_SYMBOL naming
+ * dynamic dim must get a value from them (else HARP_E_UNBOUND_SYMBOL naming
  * the input and the shape to give); its initializers are its weights: they
  * come back as the parameter block harp_embedded_params returns. */
-hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
+harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
 void harp_compiled_free(harp_compiled *c);
 
 /* What the compiled model expects.  k counts inputs (weights excluded) and

@@ -15,6 +15,6 @@
 /* Compile a Tiny IR graph built with harp/tiny.h's builder, binding its
  * shape symbols from opts->syms; harp takes the graph (freed on failure
  * too). */
-hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
+harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
 
 #endif

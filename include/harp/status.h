@@ -1,11 +1,11 @@
 /* harp/status.h — the error vocabulary of the public API: a status code
  * and the details that come with it.
  *
- * Every library function that can fail returns an hp_status (HP_OK == 0)
- * and records the details in the hp_error it was given.  Nothing in the
+ * Every library function that can fail returns a harp_status (HARP_OK == 0)
+ * and records the details in the harp_error it was given.  Nothing in the
  * library prints or exits; the CLI turns an error into
  *   harp: error[<Name>]: <message> (node "<id>")
- * and exit code 1 (2 for HP_E_INTERNAL).  harp.h includes this header and
+ * and exit code 1 (2 for HARP_E_INTERNAL).  harp.h includes this header and
  * no other of harp's. */
 #ifndef HARP_STATUS_H
 #define HARP_STATUS_H
@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* X(ENUM, "Name", "what it means") — the names come from the specification. */
-#define HP_ERRORS(X)                                                               \
+#define HARP_ERRORS(X)                                                             \
   X(OK, "OK", "no error")                                                          \
   X(PARSE, "ParseError", "syntax error in a model, plan or DSL file")              \
   X(IO, "IoError", "a file could not be read or written")                          \
@@ -45,31 +45,31 @@ extern "C" {
   X(USAGE, "UsageError", "the command line is wrong")                              \
   X(INTERNAL, "InternalError", "a bug in harp")
 
-typedef enum hp_status {
-#define HP_X_ENUM(e, name, doc) HP_E_##e,
-  HP_ERRORS(HP_X_ENUM)
-#undef HP_X_ENUM
-  HP_E_COUNT_
-} hp_status;
+typedef enum harp_status {
+#define HARP_X_ENUM(e, name, doc) HARP_E_##e,
+  HARP_ERRORS(HARP_X_ENUM)
+#undef HARP_X_ENUM
+  HARP_E_COUNT_
+} harp_status;
 
-#define HP_OK HP_E_OK
+#define HARP_OK HARP_E_OK
 
 /* Details of the last failure.  Fields that do not apply are empty / 0. */
-typedef struct hp_error {
-  hp_status code;
+typedef struct harp_error {
+  harp_status code;
   char node[128]; /* id of the node (or region, plan axis...) at fault */
   char file[256]; /* source file, for parse errors */
   int line, col;  /* 1-based; 0 when unknown */
   char msg[1024];
   char snippet[512]; /* source line + caret, for parse errors; may be empty */
-} hp_error;
+} harp_error;
 
 /* The specification's name of s ("ParseError", "OutOfMemory", ...). */
-const char *hp_status_name(hp_status s);
+const char *harp_status_name(harp_status s);
 /* Clear e, so the next failure is recorded (the first error wins). */
-void hp_error_clear(hp_error *e);
+void harp_error_clear(harp_error *e);
 /* Format "error[<Name>]: [file:line:col: ]msg[ (node "id")][\nsnippet]". */
-void hp_error_format(const hp_error *e, char *buf, int cap);
+void harp_error_format(const harp_error *e, char *buf, int cap);
 
 #ifdef __cplusplus
 }

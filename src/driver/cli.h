@@ -32,7 +32,7 @@ typedef struct cli_opts {
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
-  struct hp_onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
+  struct onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
   int nshapes;
   bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
@@ -43,109 +43,109 @@ typedef struct cli_opts {
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
 typedef struct cli_model {
   tiny_graph *g;
-  struct hp_program *program; /* .harp models: the frontend program (else NULL) */
-  struct hp_onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
+  struct hg_program *program; /* .harp models: the frontend program (else NULL) */
+  struct onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
   tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
-  hp_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
+  ut_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
   int ninputs;
-  const struct hp_flow *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
+  const struct flow_program *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
 } cli_model;
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */
-int cli_report(const hp_error *e);
+int cli_report(const harp_error *e);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parse the shared options.  Unknown options are an error.  `allowed` is a
  * string of the option names the command accepts, e.g. "input sym out dump". */
-int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e);
+int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, harp_error *e);
 void cli_opts_free(cli_opts *o);
 /* --shape NAME=1x3x224x224: one more given shape. */
-hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e);
+harp_status cli_add_shape(cli_opts *o, const char *spec, harp_error *e);
 
 /* Load MODEL by extension, bind symbols (--sym, then input files, then model
  * defaults), read or generate inputs, and prepare the graph.  With
  * need_inputs false (dump), unbound symbols are allowed and no tensor is read. */
-hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
 void cli_model_free(cli_model *m);
 /* The model file's graph alone, unbound and unprepared (m->g, m->program;
  * a .harp model's graph<B=1> defaults into *defaults). */
-hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults);
+harp_status cli_load_graph(harp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults);
 
 /* Write the requested dumps that belong to the Tiny layer and earlier;
- * returns HP_OK.  Fails on an unknown dump name. */
-hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+ * returns HARP_OK.  Fails on an unknown dump name. */
+harp_status cli_write_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
 bool cli_wants_dump(const cli_opts *o, const char *name);
 /* indexbook.json / poly_view.json when asked for (dump_poly.c). */
-hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+harp_status cli_write_poly_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
 
 /* region.json / function.json when asked for (dump_region.c). */
-hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+harp_status cli_write_region_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
 /* Form the regions of a loaded model for --target (dump_region.c). */
 struct rg_partition;
-hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
+harp_status cli_form_regions(harp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
 /* GPU dumps (dump_gpu.c): gpu.json and model.cu.  cli_gpu_target checks
  * --target (sm80 | sm90), dflt when absent (NULL: the device's). */
-struct hp_gpu_model;
-hp_status cli_gpu_target(hp_error *e, const cli_opts *o, const char *dflt, const char **target);
-hp_status cli_write_gpu_model_dumps(hp_error *e, const cli_opts *o, const struct hp_gpu_model *gm);
+struct rt_gpu_model;
+harp_status cli_gpu_target(harp_error *e, const cli_opts *o, const char *dflt, const char **target);
+harp_status cli_write_gpu_model_dumps(harp_error *e, const cli_opts *o, const struct rt_gpu_model *gm);
 struct cli_plans;
-hp_status cli_write_gpu_dumps(hp_error *e, const cli_opts *o, const cli_model *m, const struct cli_plans *pl);
+harp_status cli_write_gpu_dumps(harp_error *e, const cli_opts *o, const cli_model *m, const struct cli_plans *pl);
 /* Write text to DIR/FILE atomically (DIR is created). */
-hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
+harp_status cli_write_text(harp_error *e, const char *dir, const char *file, const char *text);
 
 /* Wall-clock milliseconds; t[0..n) sorted (t[0] / t[n-1] are min / max) and its median (cmd_bench.c). */
 double cli_now_ms(void);
 double cli_sorted_median(double *t, long n);
 
 /* Random inputs as --random-inputs makes them (state: the seeded RNG). */
-hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t);
+harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t);
 
 /* Models with run-time control flow (cli_flow.c): the inputs of the host
  * program (cli_load_model's part for them), and run / bench over it. */
-hp_status cli_flow_inputs(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+harp_status cli_flow_inputs(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
 int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs);
 int cli_flow_bench(cli_opts *o, cli_model *m, const char *backend, bool graphs, long warmup, long repeat, bool json);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
-hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
+harp_status cli_write_outputs(harp_error *e, const char *dir, const char *const *names, const ut_tensor *t, int n);
 
 /* .harp models (cmd_frontend.c): load, lower to Tiny IR; defaults receives
  * the graph<...> default bindings. */
-hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
-                        struct hp_program **program);
+harp_status cli_harp_load(harp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
+                        struct hg_program **program);
 
 /* .onnx models (cmd_frontend.c): import, lower; *onnx holds the weights
  * and the name map (its program is the model's). */
-struct hp_onnx_model;
-struct hp_onnx_shape;
+struct onnx_model;
+struct onnx_shape;
 /* The shapes known before an import: --shape, then the --input files'
  * (loose); *shapes malloc'd.  The reader of --param k's file (ctx: o). */
-hp_status cli_given_shapes(hp_error *e, const cli_opts *o, struct hp_onnx_shape **shapes, int *n);
-hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out);
-hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
+harp_status cli_given_shapes(harp_error *e, const cli_opts *o, struct onnx_shape **shapes, int *n);
+harp_status cli_read_param(harp_error *e, void *ctx, int k, ut_tensor *out);
+harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct onnx_model **onnx);
 
 /* --plan and --dump plan (cli_plan.c). */
-struct hp_plan_override;
-struct hp_plans;
+struct rt_plan_override;
+struct rt_plans;
 typedef struct cli_plans {
-  struct hp_plan_override *ov; /* the overrides of every --plan, in order */
+  struct rt_plan_override *ov; /* the overrides of every --plan, in order */
   int n;
   char **keep; /* the texts they came from */
   int nkeep;
 } cli_plans;
 /* Read every --plan (for the machine of --target, default cpu). */
-hp_status cli_plans_load(hp_error *e, const cli_opts *o, cli_plans *out);
+harp_status cli_plans_load(harp_error *e, const cli_opts *o, cli_plans *out);
 void cli_plans_free(cli_plans *p);
 /* DIR/plan.json: the plans of a compiled model (compiled != NULL), else the
  * plans the cpu backend (or --target's machine) would choose: regions formed,
  * overrides, plan cache, defaults.  Only when --dump plan was asked for. */
-hp_status cli_write_plan_dump(hp_error *e, const cli_opts *o, const cli_model *m, const cli_plans *pl,
-                              const struct hp_plans *compiled);
+harp_status cli_write_plan_dump(harp_error *e, const cli_opts *o, const cli_model *m, const cli_plans *pl,
+                              const struct rt_plans *compiled);
 /* One line per region saying where its plan came from, to stderr, for
  * notes worth seeing (ignored cache entries, refused plans). */
-void cli_print_plan_notes(const struct hp_plans *ps);
+void cli_print_plan_notes(const struct rt_plans *ps);
 
 /* Commands. */
 int cmd_run(int argc, char **argv);

@@ -17,13 +17,13 @@ static plan_arch target_arch(const cli_opts *o) {
   return a < 0 ? PLAN_ARCH_CPU : (plan_arch)a;
 }
 
-hp_status cli_plans_load(hp_error *e, const cli_opts *o, cli_plans *out) {
+harp_status cli_plans_load(harp_error *e, const cli_opts *o, cli_plans *out) {
   memset(out, 0, sizeof *out);
   for (int i = 0; i < o->nplans; i++) {
-    hp_status st = hp_plan_overrides_load(e, o->plans[i], target_arch(o), &out->ov, &out->n, &out->keep, &out->nkeep);
+    harp_status st = rt_plan_overrides_load(e, o->plans[i], target_arch(o), &out->ov, &out->n, &out->keep, &out->nkeep);
     if (st) return st;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cli_plans_free(cli_plans *p) {
@@ -33,33 +33,33 @@ void cli_plans_free(cli_plans *p) {
   memset(p, 0, sizeof *p);
 }
 
-hp_status cli_write_plan_dump(hp_error *e, const cli_opts *o, const cli_model *m, const cli_plans *pl,
-                              const hp_plans *compiled) {
-  if (!cli_wants_dump(o, "plan")) return HP_OK;
-  hp_plans mine = {0};
+harp_status cli_write_plan_dump(harp_error *e, const cli_opts *o, const cli_model *m, const cli_plans *pl,
+                              const rt_plans *compiled) {
+  if (!cli_wants_dump(o, "plan")) return HARP_OK;
+  rt_plans mine = {0};
   rg_partition *p = NULL;
-  hp_status st = HP_OK;
-  const hp_plans *ps = compiled;
+  harp_status st = HARP_OK;
+  const rt_plans *ps = compiled;
   if (!ps) {
     st = cli_form_regions(e, o, m, &p);
     if (!st) {
       plan_arch arch = target_arch(o);
-      hp_plan_opts po = {.overrides = pl ? pl->ov : NULL, .noverrides = pl ? pl->n : 0};
-      po.search.algo_mask = arch == PLAN_ARCH_CPU ? hp_cpu_algo_mask() : 0;
-      st = hp_plans_choose(e, p, m->g, &m->syms, &p->formed->machine, &po, &mine);
+      rt_plan_opts po = {.overrides = pl ? pl->ov : NULL, .noverrides = pl ? pl->n : 0};
+      po.search.algo_mask = arch == PLAN_ARCH_CPU ? rt_cpu_algo_mask() : 0;
+      st = rt_plans_choose(e, p, m->g, &m->syms, &p->formed->machine, &po, &mine);
       ps = &mine;
     }
   }
   char *text = NULL;
-  if (!st) st = hp_plans_dump_json(e, ps, &text);
+  if (!st) st = rt_plans_dump_json(e, ps, &text);
   if (!st) st = cli_write_text(e, o->dump_dir, "plan.json", text);
   free(text);
-  hp_plans_free(&mine);
+  rt_plans_free(&mine);
   rg_partition_free(p);
   return st;
 }
 
-void cli_print_plan_notes(const hp_plans *ps) {
+void cli_print_plan_notes(const rt_plans *ps) {
   for (int i = 0; ps && i < ps->n; i++)
     if (ps->choice[i].fallback) fprintf(stderr, "harp: note: region %s: %s\n", ps->choice[i].region, ps->choice[i].note);
 }

@@ -100,23 +100,23 @@ static long opt_int(const char *v, const char *what, bool *ok) {
  * waiting for each, so host overhead (graph updates included) is in the time. */
 static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmup, long repeat, bool graphs,
                          bool json, const cli_plans *pl) {
-  hp_error e = {0};
+  harp_error e = {0};
   cli_model base = {0}, *ms = calloc((size_t)nbinds, sizeof *ms);
   tiny_symtab given = o->syms, *bs = calloc((size_t)nbinds, sizeof *bs);
   double *times = calloc((size_t)repeat, sizeof *times);
-  hp_gpu_session *s = NULL;
+  rt_gpu_session *s = NULL;
   int rc = 1;
   tiny_symtab_init(&base.syms);
   tiny_symtab_init(&base.defaults);
   if (!ms || !bs || !times) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   const char *target;
   if (cli_gpu_target(&e, o, NULL, &target) || cli_load_graph(&e, o, &base, &base.defaults)) goto fail;
-  hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+  rt_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
                     .precision = o->precision};
-  if (hp_gpu_session_new(&e, base.g, &go, &s)) goto fail;
+  if (rt_gpu_session_new(&e, base.g, &go, &s)) goto fail;
   for (int i = 0; i < nbinds; i++) { /* --sym, then this binding's symbols, then the model's defaults */
     tiny_symtab_init(&bs[i]);
     for (int k = 0; k < given.n; k++)
@@ -126,28 +126,28 @@ static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmu
     for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
       if (tiny_symtab_parse_assign(&e, &bs[i], tok)) goto fail;
     o->syms = bs[i];
-    hp_status st = cli_load_model(&e, o, true, &ms[i]);
+    harp_status st = cli_load_model(&e, o, true, &ms[i]);
     o->syms = given;
     if (st) goto fail;
-    hp_tensor *outs = calloc((size_t)ms[i].g->noutputs + 1, sizeof *outs);
+    ut_tensor *outs = calloc((size_t)ms[i].g->noutputs + 1, sizeof *outs);
     if (!outs) {
-      hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
       goto fail;
     }
-    st = hp_gpu_session_run(&e, s, &ms[i].syms, ms[i].inputs, ms[i].ninputs, outs);
-    for (int k = 0; k < ms[i].g->noutputs; k++) hp_tensor_free(&outs[k]);
+    st = rt_gpu_session_run(&e, s, &ms[i].syms, ms[i].inputs, ms[i].ninputs, outs);
+    for (int k = 0; k < ms[i].g->noutputs; k++) ut_tensor_free(&outs[k]);
     free(outs);
     if (st) goto fail;
   }
   for (long r = -warmup; r < repeat; r++) {
     double t0 = cli_now_ms();
     for (int i = 0; i < nbinds; i++)
-      if (hp_gpu_session_launch(&e, s, &ms[i].syms, true)) goto fail;
+      if (rt_gpu_session_launch(&e, s, &ms[i].syms, true)) goto fail;
     if (r >= 0) times[r] = (cli_now_ms() - t0) / nbinds;
   }
   double median = cli_sorted_median(times, repeat);
-  hp_gpu_session_stats st;
-  hp_gpu_session_stats_get(s, &st);
+  rt_gpu_session_stats st;
+  rt_gpu_session_stats_get(s, &st);
   if (json)
     printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
            "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
@@ -163,7 +163,7 @@ static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmu
   rc = 0;
 fail:
   if (rc) rc = cli_report(&e);
-  hp_gpu_session_free(s);
+  rt_gpu_session_free(s);
   for (int i = 0; ms && bs && i < nbinds; i++) {
     cli_model_free(&ms[i]);
     tiny_symtab_free(&bs[i]);
@@ -189,48 +189,48 @@ static void profile_free(kprofile *p) {
   memset(p, 0, sizeof *p);
 }
 
-static hp_status profile_alloc(hp_error *e, kprofile *p, int n) {
+static harp_status profile_alloc(harp_error *e, kprofile *p, int n) {
   p->n = n;
   p->name = calloc((size_t)n + 1, sizeof *p->name);
   p->kind = calloc((size_t)n + 1, sizeof *p->kind);
   p->region = calloc((size_t)n + 1, sizeof *p->region);
   p->med = calloc((size_t)n + 1, sizeof *p->med);
-  if (p->name && p->kind && p->region && p->med) return HP_OK;
+  if (p->name && p->kind && p->region && p->med) return HARP_OK;
   profile_free(p);
-  return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
 /* CPU: each kernel in its place in repeat whole runs (the kernels one after
  * the other, as model_run calls them: its inputs and weights where the run
  * left them in the caches), then each kernel alone, repeat times on end (warm
  * caches).  The two differ where a run streams more than the caches hold. */
-static hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+static harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
                                  kprofile *p) {
-  const hp_function *f = hp_cpu_function(cm);
+  const fn_function *f = rt_cpu_function(cm);
   const rg_partition *part = f->part;
   int nk = f->nkernels;
   double *t = calloc((size_t)repeat, sizeof *t);
   double *run = calloc((size_t)repeat * (size_t)nk + 1, sizeof *run);
   if (!t || !run || profile_alloc(e, p, nk) || !(p->inrun = calloc((size_t)nk + 1, sizeof *p->inrun))) {
     free(t), free(run);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (long r = 0; r < repeat && !st; r++)
     for (int k = 0; k < nk && !st; k++) {
       double t0 = cli_now_ms();
-      int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
+      int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
       run[(size_t)k * (size_t)repeat + (size_t)r] = cli_now_ms() - t0;
-      if (code) st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
+      if (code) st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
     }
   for (int k = 0; k < nk && !st; k++) p->inrun[k] = cli_sorted_median(run + (size_t)k * (size_t)repeat, repeat);
   free(run);
   for (int k = 0; k < p->n && !st; k++) {
     for (long r = 0; r < repeat && !st; r++) {
       double t0 = cli_now_ms();
-      int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
+      int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
       t[r] = cli_now_ms() - t0;
-      if (code) st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
+      if (code) st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
     }
     const fn_kernel *K = &f->kernels[k];
     const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
@@ -243,13 +243,13 @@ static hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, cons
 }
 
 /* CUDA: each launch where it stands in a run, timed with device events. */
-static hp_status profile_launches(hp_error *e, hp_gpu_model *gm, long warmup, long repeat, kprofile *p) {
-  if (profile_alloc(e, p, hp_gpu_nlaunches(gm))) return e->code;
+static harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long repeat, kprofile *p) {
+  if (profile_alloc(e, p, rt_gpu_nlaunches(gm))) return e->code;
   for (int i = 0; i < p->n; i++) {
-    hp_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
-    p->region[i] = hp_gpu_launch_region(gm, i);
+    rt_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
+    p->region[i] = rt_gpu_launch_region(gm, i);
   }
-  return hp_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
+  return rt_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
 }
 
 /* Slowest first, with each one's share of the sum (or as JSON "kernels").  On
@@ -324,7 +324,7 @@ int cmd_bench(int argc, char **argv) {
     free(rest);
     return cli_usage_error("bench", "--repeat needs at least 1");
   }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym shape seed backend target precision plan dump dump-dir loop-limit", &o, &e);
   free(rest);
@@ -357,7 +357,7 @@ int cmd_bench(int argc, char **argv) {
   }
   if (nbinds) {
     cli_plans bpl = {0};
-    hp_error pe = {0};
+    harp_error pe = {0};
     o.random_inputs = true;
     rc = cli_plans_load(&pe, &o, &bpl) ? cli_report(&pe) : bench_session(&o, binds, nbinds, warmup, repeat, graphs, json, &bpl);
     cli_plans_free(&bpl);
@@ -367,15 +367,15 @@ int cmd_bench(int argc, char **argv) {
   o.random_inputs = true;
   cli_model m;
   cli_plans pl = {0};
-  hp_cpu_model *cm = NULL;
-  hp_gpu_model *gm = NULL;
+  rt_cpu_model *cm = NULL;
+  rt_gpu_model *gm = NULL;
   void *inst = NULL;
-  hp_tensor *outs = NULL;
+  ut_tensor *outs = NULL;
   const void **in = NULL;
   void **outp = NULL;
   double *times = calloc((size_t)repeat, sizeof *times), compile_ms = 0;
   bool hit = false;
-  hp_constpool cp = {0};
+  fn_constpool cp = {0};
   kprofile prof = {0};
   if (!times) return 1;
   o.host_flow = true;
@@ -390,7 +390,7 @@ int cmd_bench(int argc, char **argv) {
   in = calloc((size_t)m.ninputs + 1, sizeof *in);
   outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
   if (!outs || !in || !outp) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m, &pl)) goto fail;
@@ -399,31 +399,31 @@ int cmd_bench(int argc, char **argv) {
      * launches alone, timed on the device */
     const char *target;
     if (cli_gpu_target(&e, &o, NULL, &target)) goto fail;
-    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
+    rt_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
                       .precision = o.precision};
-    if (hp_gpu_build(&e, m.g, &m.syms, &go, &gm) || cli_write_gpu_model_dumps(&e, &o, gm) ||
-        hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs))
+    if (rt_gpu_build(&e, m.g, &m.syms, &go, &gm) || cli_write_gpu_model_dumps(&e, &o, gm) ||
+        rt_gpu_run(&e, gm, m.inputs, m.ninputs, outs))
       goto fail;
-    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
-    compile_ms = hp_gpu_compile_ms(gm);
-    hit = hp_gpu_cache_hit(gm);
+    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
+    compile_ms = rt_gpu_compile_ms(gm);
+    hit = rt_gpu_cache_hit(gm);
     double med;
-    if (hp_gpu_time(&e, gm, (int)warmup, (int)repeat, &med)) goto fail;
+    if (rt_gpu_time(&e, gm, (int)warmup, (int)repeat, &med)) goto fail;
     for (long r = 0; r < repeat; r++) times[r] = med; /* device events give the median only */
     if (profile && profile_launches(&e, gm, warmup, repeat, &prof)) goto fail;
   }
   if (!strcmp(backend, "cpu")) {
-    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
-    if (hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
-    if (co.keep_source && cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm))) goto fail;
-    cli_print_plan_notes(hp_cpu_plans(cm));
-    if (cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm))) goto fail;
-    compile_ms = hp_cpu_compile_ms(cm);
-    hit = hp_cpu_cache_hit(cm);
-    const hp_function *f = hp_cpu_function(cm);
-    hp_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+    rt_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    if (rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+    if (co.keep_source && cli_write_text(&e, o.dump_dir, "model.c", rt_cpu_source(cm))) goto fail;
+    cli_print_plan_notes(rt_cpu_plans(cm));
+    if (cli_write_plan_dump(&e, &o, &m, &pl, rt_cpu_plans(cm))) goto fail;
+    compile_ms = rt_cpu_compile_ms(cm);
+    hit = rt_cpu_cache_hit(cm);
+    const fn_function *f = rt_cpu_function(cm);
+    ut_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
     if (!params) {
-      hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
       goto fail;
     }
     int np = 0, ni = 0;
@@ -431,23 +431,23 @@ int cmd_bench(int argc, char **argv) {
       if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
       else in[ni++] = m.inputs[a].data;
     }
-    hp_status cst = fn_constpool_from_tensors(&e, f, params, np, &cp);
+    harp_status cst = fn_constpool_from_tensors(&e, f, params, np, &cp);
     free(params);
     if (cst) goto fail;
     /* the ConstPool holds the weights now: drop the graph's copy before
      * model_init makes its own and packs them */
     for (int a = 0; a < f->nargs; a++)
-      if (f->buffers[f->args[a]].kind == FN_PARAM) hp_tensor_free(&m.inputs[a]);
-    hp_release_free_memory();
+      if (f->buffers[f->args[a]].kind == FN_PARAM) ut_tensor_free(&m.inputs[a]);
+    ut_release_free_memory();
     for (int k = 0; k < m.g->noutputs; k++) {
       const tiny_node *n = &m.g->nodes[m.g->outputs[k]];
       int64_t shape[TINY_MAX_RANK];
       for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-      if (hp_tensor_alloc(&e, &outs[k], n->dtype, n->shape.rank, shape)) goto fail;
+      if (ut_tensor_alloc(&e, &outs[k], n->dtype, n->shape.rank, shape)) goto fail;
       outp[k] = outs[k].data;
     }
-    if (!(inst = hp_cpu_instance_new(cm, cp.data, cp.size))) {
-      hp_fail(&e, HP_E_NO_MEMORY, NULL, "model_init failed");
+    if (!(inst = rt_cpu_instance_new(cm, cp.data, cp.size))) {
+      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "model_init failed");
       goto fail;
     }
     fn_constpool_free(&cp); /* model_init copied it */
@@ -456,14 +456,14 @@ int cmd_bench(int argc, char **argv) {
   for (long r = -warmup; r < repeat && !gm; r++) {
     double t0 = cli_now_ms();
     if (cm) {
-      int code = hp_cpu_instance_run(cm, inst, in, outp);
+      int code = rt_cpu_instance_run(cm, inst, in, outp);
       if (code) {
-        hp_fail(&e, HP_E_INVALID_ARG, hp_cpu_error_kernel(cm, code), "model_run failed with %d", code);
+        ut_fail(&e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(cm, code), "model_run failed with %d", code);
         goto fail;
       }
     } else {
       if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
-      for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+      for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
     }
     if (r >= 0) times[r] = cli_now_ms() - t0;
   }
@@ -471,17 +471,17 @@ int cmd_bench(int argc, char **argv) {
   double median = cli_sorted_median(times, repeat);
   double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
   /* where the kernels' plans came from: how many regions per source */
-  int nsrc[HP_PLAN_TUNING + 1] = {0};
-  const hp_plans *ps = cm ? hp_cpu_plans(cm) : NULL;
+  int nsrc[RT_PLAN_TUNING + 1] = {0};
+  const rt_plans *ps = cm ? rt_cpu_plans(cm) : NULL;
   for (int i = 0; ps && i < ps->n; i++)
-    if (ps->choice[i].applied && ps->choice[i].source <= HP_PLAN_TUNING) nsrc[ps->choice[i].source]++;
+    if (ps->choice[i].applied && ps->choice[i].source <= RT_PLAN_TUNING) nsrc[ps->choice[i].source]++;
   if (json) {
     char *mq = cli_json_quote(o.model);
     printf("{\"model\": %s, \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
            "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
            "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}",
            mq ? mq : "\"\"", backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
-           hit ? "true" : "false", nsrc[HP_PLAN_DEFAULT], nsrc[HP_PLAN_OVERRIDE], nsrc[HP_PLAN_CACHED]);
+           hit ? "true" : "false", nsrc[RT_PLAN_DEFAULT], nsrc[RT_PLAN_OVERRIDE], nsrc[RT_PLAN_CACHED]);
     free(mq);
     if (profile) {
       printf(", ");
@@ -490,8 +490,8 @@ int cmd_bench(int argc, char **argv) {
     printf("}\n");
   } else {
     char plans[64] = "";
-    if (nsrc[HP_PLAN_CACHED] || nsrc[HP_PLAN_OVERRIDE])
-      snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[HP_PLAN_CACHED], nsrc[HP_PLAN_OVERRIDE]);
+    if (nsrc[RT_PLAN_CACHED] || nsrc[RT_PLAN_OVERRIDE])
+      snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[RT_PLAN_CACHED], nsrc[RT_PLAN_OVERRIDE]);
     printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n",
            o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "",
            plans);
@@ -502,16 +502,16 @@ int cmd_bench(int argc, char **argv) {
 fail:
   rc = cli_report(&e);
 done:
-  if (cm) hp_cpu_instance_free(cm, inst);
+  if (cm) rt_cpu_instance_free(cm, inst);
   if (outs && m.g && !m.flow)
-    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   free(in);
   free(outp);
   free(times);
   fn_constpool_free(&cp);
-  hp_cpu_free(cm);
-  hp_gpu_free(gm);
+  rt_cpu_free(cm);
+  rt_gpu_free(gm);
   profile_free(&prof);
   cli_plans_free(&pl);
   cli_model_free(&m);

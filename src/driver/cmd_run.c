@@ -75,7 +75,7 @@ int cmd_run(int argc, char **argv) {
       fputs(run_help, stdout);
       return 0;
     }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   bool graphs = false;
   for (int i = 1; i < argc; i++)
@@ -107,7 +107,7 @@ int cmd_run(int argc, char **argv) {
   }
   cli_model m;
   cli_plans pl = {0};
-  hp_tensor *outs = NULL;
+  ut_tensor *outs = NULL;
   const char **names = NULL;
   o.host_flow = true;
   if (cli_load_model(&e, &o, true, &m)) goto fail;
@@ -122,25 +122,25 @@ int cmd_run(int argc, char **argv) {
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   names = calloc((size_t)m.g->noutputs + 1, sizeof *names);
   if (!outs || !names) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m, &pl)) goto fail;
   if (!strcmp(backend, "cuda")) {
     const char *target;
-    hp_gpu_model *gm = NULL;
-    hp_status s = cli_gpu_target(&e, &o, NULL, &target);
-    hp_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
+    rt_gpu_model *gm = NULL;
+    harp_status s = cli_gpu_target(&e, &o, NULL, &target);
+    rt_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
                       .precision = o.precision};
-    if (!s) s = hp_gpu_build(&e, m.g, &m.syms, &go, &gm);
+    if (!s) s = rt_gpu_build(&e, m.g, &m.syms, &go, &gm);
     if (!s) s = cli_write_gpu_model_dumps(&e, &o, gm);
-    if (!s) s = hp_gpu_run(&e, gm, m.inputs, m.ninputs, outs);
-    hp_gpu_free(gm);
+    if (!s) s = rt_gpu_run(&e, gm, m.inputs, m.ninputs, outs);
+    rt_gpu_free(gm);
     if (s) goto fail;
   } else if (!strcmp(backend, "regions")) {
     rg_partition *p = NULL;
-    hp_function *f = NULL;
-    hp_status st = cli_form_regions(&e, &o, &m, &p);
+    fn_function *f = NULL;
+    harp_status st = cli_form_regions(&e, &o, &m, &p);
     if (!st) st = fn_build(&e, p, "main", &f);
     if (!st) st = fn_playback(&e, f, &m.syms, m.inputs, m.ninputs, outs);
     if (!st)
@@ -150,14 +150,14 @@ int cmd_run(int argc, char **argv) {
     rg_partition_free(p);
     if (st) goto fail;
   } else if (!strcmp(backend, "cpu")) {
-    hp_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
-    hp_cpu_model *cm = NULL;
-    hp_status s = hp_cpu_compile(&e, m.g, &m.syms, &co, &cm);
-    if (!s) cli_print_plan_notes(hp_cpu_plans(cm));
-    if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", hp_cpu_source(cm));
-    if (!s) s = cli_write_plan_dump(&e, &o, &m, &pl, hp_cpu_plans(cm));
-    if (!s) s = hp_cpu_run_taking_weights(&e, cm, m.inputs, m.ninputs, outs); /* run once: the weights go once copied */
-    hp_cpu_free(cm);
+    rt_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    rt_cpu_model *cm = NULL;
+    harp_status s = rt_cpu_compile(&e, m.g, &m.syms, &co, &cm);
+    if (!s) cli_print_plan_notes(rt_cpu_plans(cm));
+    if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", rt_cpu_source(cm));
+    if (!s) s = cli_write_plan_dump(&e, &o, &m, &pl, rt_cpu_plans(cm));
+    if (!s) s = rt_cpu_run_taking_weights(&e, cm, m.inputs, m.ninputs, outs); /* run once: the weights go once copied */
+    rt_cpu_free(cm);
     if (s) goto fail;
   } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
     goto fail;
@@ -176,7 +176,7 @@ fail:
   rc = cli_report(&e);
 done:
   if (outs && m.g && !m.flow)
-    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   free(names);
   cli_plans_free(&pl);

@@ -11,13 +11,13 @@
 #include "index/indexbook.h"
 #include "util/util.h"
 
-hp_status cli_write_poly_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
+harp_status cli_write_poly_dumps(harp_error *e, const cli_opts *o, const cli_model *m) {
   bool ibd = cli_wants_dump(o, "indexbook"), pvd = cli_wants_dump(o, "poly_view");
-  if (!ibd && !pvd) return HP_OK;
+  if (!ibd && !pvd) return HARP_OK;
   ib_book *ib = NULL;
   poly_view *pv = NULL;
   char *ib_json = NULL, *pv_json = NULL;
-  hp_status s = ib_build(e, m->g, &m->syms, NULL, &ib);
+  harp_status s = ib_build(e, m->g, &m->syms, NULL, &ib);
   if (!s) s = ib_validate(e, ib);
   if (!s && ibd) s = ib_dump_json(e, ib, &ib_json);
   if (!s && pvd) s = poly_build(e, m->g, ib, NULL, &pv);

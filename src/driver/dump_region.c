@@ -12,9 +12,9 @@
 #include "harp/region.h"
 #include "util/util.h"
 
-hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, rg_partition **out) {
+harp_status cli_form_regions(harp_error *e, const cli_opts *o, const cli_model *m, rg_partition **out) {
   int arch = o->target ? plan_arch_parse(o->target) : PLAN_ARCH_CPU;
-  if (arch < 0) return hp_fail(e, HP_E_USAGE, NULL, "--target expects cpu, sm80 or sm90, got '%s'", o->target);
+  if (arch < 0) return ut_fail(e, HARP_E_USAGE, NULL, "--target expects cpu, sm80 or sm90, got '%s'", o->target);
   plan_machine mach;
   plan_machine_get((plan_arch)arch, &mach);
   rg_options opt = {0};
@@ -22,16 +22,16 @@ hp_status cli_form_regions(hp_error *e, const cli_opts *o, const cli_model *m, r
   return rg_form(e, m->g, &m->syms, &opt, out);
 }
 
-hp_status cli_write_region_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
+harp_status cli_write_region_dumps(harp_error *e, const cli_opts *o, const cli_model *m) {
   bool rd = cli_wants_dump(o, "region"), fd = cli_wants_dump(o, "function");
-  if (!rd && !fd) return HP_OK;
+  if (!rd && !fd) return HARP_OK;
   rg_partition *p = NULL;
-  hp_function *f = NULL;
+  fn_function *f = NULL;
   char *rj = NULL, *fj = NULL;
-  hp_status s = cli_form_regions(e, o, m, &p);
+  harp_status s = cli_form_regions(e, o, m, &p);
   if (!s && rd) s = rg_dump_json(e, p, &rj);
   if (!s && fd) s = fn_build(e, p, "main", &f);
-  if (!s && fd && !(fj = fn_dump_json(f))) s = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!s && fd && !(fj = fn_dump_json(f))) s = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   /* all or nothing */
   if (!s && rd) s = cli_write_text(e, o->dump_dir, "region.json", rj);
   if (!s && fd) s = cli_write_text(e, o->dump_dir, "function.json", fj);

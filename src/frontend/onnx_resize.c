@@ -64,7 +64,7 @@ static void table_free(rs_table *t) {
   memset(t, 0, sizeof *t);
 }
 
-static hp_val K(ox_ctx *c, double v) { return hp_const(c->g, v); }
+static hg_val K(ox_ctx *c, double v) { return hg_const(c->g, v); }
 static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
 
 /* ---- onnxruntime's arithmetic ------------------------------------------------------------ */
@@ -193,7 +193,7 @@ static void aa_row(const rs_opts *p, const rs_axis *a, int64_t o, float support,
   }
 }
 
-static hp_status table_build(ox_ctx *c, const rs_opts *p, const rs_axis *a, rs_table *t) {
+static harp_status table_build(ox_ctx *c, const rs_opts *p, const rs_axis *a, rs_table *t) {
   memset(t, 0, sizeof *t);
   t->in = a->in, t->out = a->out;
   float support = 0;
@@ -205,16 +205,16 @@ static hp_status table_build(ox_ctx *c, const rs_opts *p, const rs_axis *a, rs_t
     t->T = p->mode == RS_NEAREST ? 1 : p->mode == RS_LINEAR ? 2 : 4;
   }
   if (t->T > 4096 || (int64_t)t->T * a->out > RS_MAX_TABLE)
-    return ox_fail(c, HP_E_LIMIT, "a resize table of %d taps x %" PRId64 " outputs (at most %" PRId64 ")", t->T, a->out,
+    return ox_fail(c, HARP_E_LIMIT, "a resize table of %d taps x %" PRId64 " outputs (at most %" PRId64 ")", t->T, a->out,
                    RS_MAX_TABLE);
   size_t n = (size_t)(t->T * a->out) + 1;
-  t->idx = hp_xmalloc(sizeof *t->idx * n), t->w = hp_xmalloc(sizeof *t->w * n);
-  t->oob = p->extrap ? hp_xcalloc((size_t)a->out + 1, sizeof *t->oob) : NULL;
-  float *buf = p->antialias ? hp_xmalloc(sizeof *buf * (size_t)t->T) : NULL;
+  t->idx = ut_xmalloc(sizeof *t->idx * n), t->w = ut_xmalloc(sizeof *t->w * n);
+  t->oob = p->extrap ? ut_xcalloc((size_t)a->out + 1, sizeof *t->oob) : NULL;
+  float *buf = p->antialias ? ut_xmalloc(sizeof *buf * (size_t)t->T) : NULL;
   if (!t->idx || !t->w || (p->extrap && !t->oob) || (p->antialias && !buf)) {
     free(buf);
     table_free(t);
-    return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   }
   for (int64_t o = 0; o < a->out; o++) {
     if (p->antialias) aa_row(p, a, o, support, t->T, buf, t);
@@ -223,7 +223,7 @@ static hp_status table_build(ox_ctx *c, const rs_opts *p, const rs_axis *a, rs_t
     else cubic_row(p, a, o, t);
   }
   free(buf);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- the map of a table: per output, its distinct inputs and summed weights ---------------- */
@@ -262,8 +262,8 @@ static int merge(int32_t *i, float *v, int n) {
 static bool map_build(const rs_table *t, rs_map *m) {
   size_t n = (size_t)(t->T * t->out) + 1;
   m->T = t->T;
-  m->n = hp_xmalloc(sizeof *m->n * (size_t)(t->out + 1));
-  m->idx = hp_xmalloc(sizeof *m->idx * n), m->w = hp_xmalloc(sizeof *m->w * n);
+  m->n = ut_xmalloc(sizeof *m->n * (size_t)(t->out + 1));
+  m->idx = ut_xmalloc(sizeof *m->idx * n), m->w = ut_xmalloc(sizeof *m->w * n);
   if (!m->n || !m->idx || !m->w) return map_free(m), false;
   memcpy(m->idx, t->idx, sizeof *m->idx * (size_t)(t->T * t->out));
   memcpy(m->w, t->w, sizeof *m->w * (size_t)(t->T * t->out));
@@ -308,56 +308,56 @@ static bool periodic(const rs_map *m, int64_t in, int64_t f, int *nd, int (*d)[8
 }
 
 /* ---- the graphs ------------------------------------------------------------------------------- */
-static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, int64_t step) {
-  return hp_slice(c->g, x, 1, &axis, &lo, &hi, &step);
+static hg_val slice1(ox_ctx *c, hg_val x, int axis, int64_t lo, int64_t hi, int64_t step) {
+  return hg_slice(c->g, x, 1, &axis, &lo, &hi, &step);
 }
 
 /* x[..., clamp(k + d, 0, n - 1), ...] along axis a of size n: the edge
  * element repeated where k + d falls outside */
-static hp_val shifted(ox_ctx *c, hp_val x, int a, int64_t n, int64_t d) {
+static hg_val shifted(ox_ctx *c, hg_val x, int a, int64_t n, int64_t d) {
   if (d == 0) return x;
   int64_t lo = clampi(-d, 0, n), hi = clampi(n - d, lo, n);
-  hp_val part[3];
+  hg_val part[3];
   int np = 0;
   fe_shape s = *ox_shape_of(c, x);
   if (lo > 0) s.d[a] = I(c, lo), part[np++] = fe_expand(c->g, slice1(c, x, a, 0, 1, 1), &s);
   if (hi > lo) part[np++] = slice1(c, x, a, lo + d, hi + d, 1);
   if (n > hi) s.d[a] = I(c, n - hi), part[np++] = fe_expand(c->g, slice1(c, x, a, n - 1, n, 1), &s);
-  return np == 1 ? part[0] : hp_concat(c->g, part, np, a);
+  return np == 1 ? part[0] : hg_concat(c->g, part, np, a);
 }
 
 /* A periodic map of whole factor f along axis a: the f phases stacked on a
  * new axis after a, merged into it. */
-static hp_val phases(ox_ctx *c, hp_val x, int a, int64_t n, int64_t f, const int *nd, int (*d)[8], float (*wt)[8]) {
-  hp_graph *g = c->g;
+static hg_val phases(ox_ctx *c, hg_val x, int a, int64_t n, int64_t f, const int *nd, int (*d)[8], float (*wt)[8]) {
+  hg_graph *g = c->g;
   const fe_shape sh = *ox_shape_of(c, x);
-  if (sh.rank + 1 > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1), -1;
+  if (sh.rank + 1 > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1), -1;
   fe_shape u = {.rank = sh.rank + 1}, m = sh;
   for (int i = 0, k = 0; i < u.rank; i++) u.d[i] = i == a + 1 ? I(c, 1) : sh.d[k++];
   m.d[a] = I(c, n * f);
-  hp_val sv[2 * RS_MAX_SHIFT + 1] = {0}, ph[RS_MAX_PHASES];
+  hg_val sv[2 * RS_MAX_SHIFT + 1] = {0}, ph[RS_MAX_PHASES];
   for (int64_t j = 0; j < f; j++) {
-    hp_val v = 0;
+    hg_val v = 0;
     for (int t = 0; t < nd[j]; t++) {
       int k = d[j][t] + RS_MAX_SHIFT;
       if (!sv[k]) sv[k] = shifted(c, x, a, n, d[j][t]);
-      hp_val term = wt[j][t] == 1 ? sv[k] : hp_mul(g, sv[k], K(c, wt[j][t]));
-      v = v ? hp_add(g, v, term) : term;
+      hg_val term = wt[j][t] == 1 ? sv[k] : hg_mul(g, sv[k], K(c, wt[j][t]));
+      v = v ? hg_add(g, v, term) : term;
     }
-    if (!v) v = hp_mul(g, x, K(c, 0)); /* no term: weights that sum to nothing */
+    if (!v) v = hg_mul(g, x, K(c, 0)); /* no term: weights that sum to nothing */
     ph[j] = fe_reshape(g, v, &u);
   }
-  return f == 1 ? fe_reshape(g, ph[0], &m) : fe_reshape(g, hp_concat(g, ph, (int)f, a + 1), &m);
+  return f == 1 ? fe_reshape(g, ph[0], &m) : fe_reshape(g, hg_concat(g, ph, (int)f, a + 1), &m);
 }
 
 /* A constant of n values of dtype dt (from i32 or f32 or bool arrays),
  * shaped [1.., n at axis a, 1..] of rank r (n2 > 0: [.., n, n2, ..]). */
-static hp_val table_const(ox_ctx *c, const char *what, tiny_dtype dt, const void *src, int64_t n, int64_t n2, int r, int a) {
+static hg_val table_const(ox_ctx *c, const char *what, tiny_dtype dt, const void *src, int64_t n, int64_t n2, int r, int a) {
   int64_t cnt = n * (n2 > 0 ? n2 : 1);
-  hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, dt, 1, &cnt)) return -1;
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, dt, 1, &cnt)) return -1;
   if (cnt) memcpy(t.data, src, t.nbytes);
-  hp_val v = ox_weight(c, what, &t);
+  hg_val v = ox_weight(c, what, &t);
   if (v < 0) return -1;
   fe_shape s = {.rank = r + (n2 > 0)};
   for (int i = 0; i < s.rank; i++) s.d[i] = I(c, i == a ? n : i == a + 1 && n2 > 0 ? n2 : 1);
@@ -366,17 +366,17 @@ static hp_val table_const(ox_ctx *c, const char *what, tiny_dtype dt, const void
 
 /* The general map along axis a: one gather of the T taps of every output,
  * then their weighted sum (none for a single tap of weight 1). */
-static hp_val gathered(ox_ctx *c, hp_val x, int a, const rs_map *m, int64_t out) {
-  hp_graph *g = c->g;
+static hg_val gathered(ox_ctx *c, hg_val x, int a, const rs_map *m, int64_t out) {
+  hg_graph *g = c->g;
   int T = 1;
   bool ones = true;
   for (int64_t o = 0; o < out; o++) {
     if (m->n[o] > T) T = m->n[o];
     ones &= m->n[o] == 1 && m->w[o * m->T] == 1;
   }
-  int32_t *idx = hp_xmalloc(sizeof *idx * (size_t)(T * out + 1));
-  float *w = hp_xmalloc(sizeof *w * (size_t)(T * out + 1));
-  if (!idx || !w) return free(idx), free(w), ox_fail(c, HP_E_NO_MEMORY, "out of memory"), -1;
+  int32_t *idx = ut_xmalloc(sizeof *idx * (size_t)(T * out + 1));
+  float *w = ut_xmalloc(sizeof *w * (size_t)(T * out + 1));
+  if (!idx || !w) return free(idx), free(w), ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), -1;
   for (int64_t o = 0; o < out; o++)
     for (int t = 0; t < T; t++) {
       bool have = t < m->n[o];
@@ -387,20 +387,20 @@ static hp_val gathered(ox_ctx *c, hp_val x, int a, const rs_map *m, int64_t out)
   int r = sh.rank;
   char nm[32];
   snprintf(nm, sizeof nm, "resize_idx%d", a);
-  hp_val ic = table_const(c, nm, TINY_I32, idx, out * T, 0, r, a), y = -1;
+  hg_val ic = table_const(c, nm, TINY_I32, idx, out * T, 0, r, a), y = -1;
   if (ic > 0) {
     fe_shape e = sh;
     e.d[a] = I(c, out * T);
-    y = hp_gather(g, x, fe_expand(g, ic, &e), a);
+    y = hg_gather(g, x, fe_expand(g, ic, &e), a);
   }
   if (y > 0 && !ones) {
-    if (r + 1 > TINY_MAX_RANK) return free(idx), free(w), ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1), -1;
+    if (r + 1 > TINY_MAX_RANK) return free(idx), free(w), ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1), -1;
     fe_shape s2 = {.rank = r + 1};
     for (int i = 0; i < s2.rank; i++) s2.d[i] = i == a ? I(c, out) : i == a + 1 ? I(c, T) : sh.d[i < a ? i : i - 1];
     snprintf(nm, sizeof nm, "resize_w%d", a);
-    hp_val wc = table_const(c, nm, TINY_FP32, w, out, T, r, a);
+    hg_val wc = table_const(c, nm, TINY_FP32, w, out, T, r, a);
     int ax = a + 1;
-    y = wc < 0 ? -1 : hp_reduce(g, HP_OP_SUM, hp_mul(g, fe_reshape(g, y, &s2), wc), &ax, 1, false);
+    y = wc < 0 ? -1 : hg_reduce(g, HG_OP_SUM, hg_mul(g, fe_reshape(g, y, &s2), wc), &ax, 1, false);
   }
   free(idx), free(w);
   return y;
@@ -411,38 +411,38 @@ static hp_val gathered(ox_ctx *c, hp_val x, int a, const rs_map *m, int64_t out)
  * gather of T taps while in is small (align_corners, fractional factors).
  * A non-finite element then reaches every output of its row (0 x inf), as
  * it reaches its neighbours' in onnxruntime. */
-static hp_val contracted(ox_ctx *c, hp_val x, int a, const rs_map *m, int64_t in, int64_t out) {
-  hp_graph *g = c->g;
+static hg_val contracted(ox_ctx *c, hg_val x, int a, const rs_map *m, int64_t in, int64_t out) {
+  hg_graph *g = c->g;
   const fe_shape sh = *ox_shape_of(c, x);
   int r = sh.rank, to[TINY_MAX_RANK], from[TINY_MAX_RANK];
   int64_t dims[2] = {in, out};
-  hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, TINY_FP32, 2, dims)) return -1;
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, TINY_FP32, 2, dims)) return -1;
   float *mat = t.data;
   memset(mat, 0, t.nbytes);
   for (int64_t o = 0; o < out; o++)
     for (int k = 0; k < m->n[o]; k++) mat[m->idx[o * m->T + k] * out + o] += m->w[o * m->T + k];
   char nm[32];
   snprintf(nm, sizeof nm, "resize_mat%d", a);
-  hp_val mv = ox_weight(c, nm, &t);
+  hg_val mv = ox_weight(c, nm, &t);
   if (mv < 0) return -1;
   for (int i = 0, k = 0; i < r; i++) /* to: the permutation moving a last; from: its inverse */
     if (i != a) to[k] = i, from[i] = k++;
   to[r - 1] = a, from[a] = r - 1;
   /* the matmul reads a dense operand (a permuted view would keep it off
    * the GEMM template): the permute is materialized by a product with 1 */
-  hp_val xm = a == r - 1 ? x : hp_mul(g, hp_permute(g, x, to, r), K(c, 1));
+  hg_val xm = a == r - 1 ? x : hg_mul(g, hg_permute(g, x, to, r), K(c, 1));
   if (r == 1) xm = fe_reshape(g, xm, &(fe_shape){.rank = 2, .d = {I(c, 1), I(c, in)}});
-  hp_val y = hp_matmul(g, xm, mv);
+  hg_val y = hg_matmul(g, xm, mv);
   if (r == 1) y = fe_reshape(g, y, &(fe_shape){.rank = 1, .d = {I(c, out)}});
-  return a == r - 1 ? y : hp_permute(g, y, from, r);
+  return a == r - 1 ? y : hg_permute(g, y, from, r);
 }
 
 /* Axis a of x resized by table t, by the cheapest graph giving its map;
  * outputs outside the input (tf_crop_and_resize) take the extrapolation value. */
-static hp_val rs_apply(ox_ctx *c, hp_val x, int a, const rs_table *t, const rs_opts *p) {
+static hg_val rs_apply(ox_ctx *c, hg_val x, int a, const rs_table *t, const rs_opts *p) {
   rs_map m = {0};
-  if (!map_build(t, &m)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), -1;
+  if (!map_build(t, &m)) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), -1;
   int64_t in = t->in, out = t->out, s0 = out ? single(&m, 0) : -1, step = out > 1 ? single(&m, 1) - s0 : 1;
   bool sel = true, prog = s0 >= 0 && step >= 0, rep = in > 0 && out % in == 0 && out > 0;
   for (int64_t o = 0; o < out; o++) {
@@ -451,7 +451,7 @@ static hp_val rs_apply(ox_ctx *c, hp_val x, int a, const rs_table *t, const rs_o
     prog &= s == s0 + step * o;
     rep &= rep && s == o / (out / in);
   }
-  hp_val y;
+  hg_val y;
   int nd[RS_MAX_PHASES], d[RS_MAX_PHASES][8];
   float wt[RS_MAX_PHASES][8];
   if (sel && prog && out == in && step == 1) {
@@ -465,7 +465,7 @@ static hp_val rs_apply(ox_ctx *c, hp_val x, int a, const rs_table *t, const rs_o
   } else if (sel && rep) {
     const fe_shape sh = *ox_shape_of(c, x);
     fe_shape u = sh, e;
-    if (sh.rank + 1 > TINY_MAX_RANK) return map_free(&m), ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1), -1;
+    if (sh.rank + 1 > TINY_MAX_RANK) return map_free(&m), ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1), -1;
     u.rank = sh.rank + 1;
     for (int i = 0, k = 0; i < u.rank; i++) u.d[i] = i == a + 1 ? I(c, 1) : sh.d[k++];
     e = u, e.d[a + 1] = I(c, out / in);
@@ -474,7 +474,7 @@ static hp_val rs_apply(ox_ctx *c, hp_val x, int a, const rs_table *t, const rs_o
     y = fe_reshape(c->g, fe_expand(c->g, fe_reshape(c->g, x, &u), &e), &mm);
   } else if (!sel && in >= 2 && out % in == 0 && out / in <= RS_MAX_PHASES && periodic(&m, in, out / in, nd, d, wt)) {
     y = phases(c, x, a, in, out / in, nd, d, wt);
-  } else if (!sel && in <= RS_MAX_DENSE_IN && in * out <= RS_MAX_DENSE && hp_val_dtype(c->g, x) == TINY_FP32) {
+  } else if (!sel && in <= RS_MAX_DENSE_IN && in * out <= RS_MAX_DENSE && hg_val_dtype(c->g, x) == TINY_FP32) {
     y = contracted(c, x, a, &m, in, out);
   } else {
     y = gathered(c, x, a, &m, out);
@@ -486,8 +486,8 @@ static hp_val rs_apply(ox_ctx *c, hp_val x, int a, const rs_table *t, const rs_o
   if (!any) return y;
   char nm[32];
   snprintf(nm, sizeof nm, "resize_oob%d", a);
-  hp_val mk = table_const(c, nm, TINY_BOOL, t->oob, out, 0, ox_rank_of(c, y), a);
-  return mk < 0 ? -1 : hp_where(c->g, mk, hp_const_typed(c->g, p->ev, hp_val_dtype(c->g, y)), y);
+  hg_val mk = table_const(c, nm, TINY_BOOL, t->oob, out, 0, ox_rank_of(c, y), a);
+  return mk < 0 ? -1 : hg_where(c->g, mk, hg_const_typed(c->g, p->ev, hg_val_dtype(c->g, y)), y);
 }
 
 /* ---- the attributes ------------------------------------------------------------------------------ */
@@ -497,7 +497,7 @@ static int pick(const char *s, const char *const *names, int n) {
   return -1;
 }
 
-static hp_status parse_opts(ox_ctx *c, bool upsample, rs_opts *p) {
+static harp_status parse_opts(ox_ctx *c, bool upsample, rs_opts *p) {
   static const char *const modes[] = {"nearest", "linear", "cubic"};
   static const char *const ctms[] = {"half_pixel", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn", "align_corners",
                                      "tf_crop_and_resize", "half_pixel_symmetric"};
@@ -515,17 +515,17 @@ static hp_status parse_opts(ox_ctx *c, bool upsample, rs_opts *p) {
   if (upsample && !strcmp(mode, "bilinear")) strcpy(mode, "linear");
   p->mode = pick(mode, modes, 3), p->ctm = v11 ? pick(ctm, ctms, 7) : CT_ASYMMETRIC;
   p->nearest = v11 ? pick(nm, nms, 5) : NM_SIMPLE;
-  if (p->mode < 0 || (upsample && p->mode == RS_CUBIC)) return ox_fail(c, HP_E_INVALID_ARG, "mode \"%s\"", mode);
-  if (p->ctm < 0) return ox_fail(c, HP_E_INVALID_ARG, "coordinate_transformation_mode \"%s\"", ctm);
-  if (p->nearest < 0) return ox_fail(c, HP_E_INVALID_ARG, "nearest_mode \"%s\"", nm);
+  if (p->mode < 0 || (upsample && p->mode == RS_CUBIC)) return ox_fail(c, HARP_E_INVALID_ARG, "mode \"%s\"", mode);
+  if (p->ctm < 0) return ox_fail(c, HARP_E_INVALID_ARG, "coordinate_transformation_mode \"%s\"", ctm);
+  if (p->nearest < 0) return ox_fail(c, HARP_E_INVALID_ARG, "nearest_mode \"%s\"", nm);
   p->cubic_a = (float)a, p->exclude = ex != 0, p->antialias = aa != 0 && c->opset >= 18;
   p->extrap = p->ctm == CT_TF_CROP_AND_RESIZE;
-  if (p->antialias && p->mode == RS_NEAREST) return ox_fail(c, HP_E_INVALID_ARG, "antialias with mode nearest");
-  return HP_OK;
+  if (p->antialias && p->mode == RS_NEAREST) return ox_fail(c, HARP_E_INVALID_ARG, "antialias with mode nearest");
+  return HARP_OK;
 }
 
 /* The resized axes, from the axes attribute (opset 18) or all of them. */
-static hp_status axes_of(ox_ctx *c, int r, int *axis_of, int *n) {
+static harp_status axes_of(ox_ctx *c, int r, int *axis_of, int *n) {
   int64_t ax[TINY_MAX_RANK];
   int na;
   bool seen[TINY_MAX_RANK] = {0};
@@ -534,37 +534,37 @@ static hp_status axes_of(ox_ctx *c, int r, int *axis_of, int *n) {
   for (int i = 0; i < *n; i++) {
     if (na >= 0 && ox_norm_axis(c, ax[i], r, &axis_of[i])) return c->e->code;
     if (na < 0) axis_of[i] = i;
-    if (seen[axis_of[i]]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
+    if (seen[axis_of[i]]) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
     seen[axis_of[i]] = true;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Up to cap floats of input i (a constant) or attribute attr; *n = -1 when
  * neither is given or the tensor is empty. */
-static hp_status floats_of(ox_ctx *c, int i, const char *attr, double *out, int cap, int *n) {
+static harp_status floats_of(ox_ctx *c, int i, const char *attr, double *out, int cap, int *n) {
   *n = -1;
   ox_val *v = i >= 0 ? ox_in(c, i, NULL) : NULL;
   if (v) {
-    int64_t k = v->has_t ? hp_tensor_numel(&v->t) : v->has_i ? v->in : -1;
+    int64_t k = v->has_t ? ut_tensor_numel(&v->t) : v->has_i ? v->in : -1;
     if (k < 0) {
       ox_needs_data(c, v);
-      return ox_fail(c, HP_E_UNSUPPORTED, "input %d must be a constant (a graph input can be fixed at import: --param NAME=FILE)", i);
+      return ox_fail(c, HARP_E_UNSUPPORTED, "input %d must be a constant (a graph input can be fixed at import: --param NAME=FILE)", i);
     }
-    if (k > cap) return ox_fail(c, HP_E_INVALID_ARG, "input %d has %" PRId64 " values (at most %d)", i, k, cap);
+    if (k > cap) return ox_fail(c, HARP_E_INVALID_ARG, "input %d has %" PRId64 " values (at most %d)", i, k, cap);
     for (int64_t j = 0; j < k; j++) {
       int64_t iv = 0;
       if (v->has_i && !fe_dim_is_int(v->iv[j], &iv)) return ox_need_value(c, v->iv[j], "a resize scale");
-      out[j] = v->has_t ? hp_tensor_get(&v->t, j) : (double)iv;
+      out[j] = v->has_t ? ut_tensor_get(&v->t, j) : (double)iv;
     }
     if (k > 0) *n = (int)k;
   } else if (attr) {
     const Onnx__AttributeProto *a = ox_attr(c, attr);
-    if (a && a->n_floats > (size_t)cap) return ox_fail(c, HP_E_INVALID_ARG, "%s has %zu values", attr, a->n_floats);
+    if (a && a->n_floats > (size_t)cap) return ox_fail(c, HARP_E_INVALID_ARG, "%s has %zu values", attr, a->n_floats);
     for (size_t j = 0; a && j < a->n_floats; j++) out[j] = a->floats[j];
     if (a && a->n_floats) *n = (int)a->n_floats;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Each axis's sizes and scale from scales or sizes (and the policy). */
@@ -578,7 +578,7 @@ static bool ambiguous(const rs_opts *p, const rs_axis *a) {
   return p->ctm == CT_ALIGN_CORNERS || p->ctm == CT_TF_CROP_AND_RESIZE;
 }
 
-static hp_status axes_sizes(ox_ctx *c, const rs_opts *p, bool upsample, const fe_shape *sh, const int64_t *din, int r, rs_axis *ax) {
+static harp_status axes_sizes(ox_ctx *c, const rs_opts *p, bool upsample, const fe_shape *sh, const int64_t *din, int r, rs_axis *ax) {
   int axis_of[TINY_MAX_RANK], na, ns, nz = -1;
   double sc[TINY_MAX_RANK];
   int64_t sz[TINY_MAX_RANK];
@@ -587,32 +587,32 @@ static hp_status axes_sizes(ox_ctx *c, const rs_opts *p, bool upsample, const fe
   if (floats_of(c, si, upsample && c->opset < 9 ? "scales" : NULL, sc, TINY_MAX_RANK, &ns)) return c->e->code;
   if (ns < 0 && !upsample && c->opset >= 11) {
     ox_val *zv = ox_in(c, 3, NULL);
-    if (zv && !zv->has_i) return ox_needs_data(c, zv), ox_fail(c, HP_E_UNSUPPORTED, "sizes (input 3) must be a constant");
+    if (zv && !zv->has_i) return ox_needs_data(c, zv), ox_fail(c, HARP_E_UNSUPPORTED, "sizes (input 3) must be a constant");
     if (zv && ox_const_ints(c, 3, "sizes", sz, TINY_MAX_RANK, &nz)) return c->e->code;
   }
   int n = ns >= 0 ? ns : nz;
-  if (n != na) return ox_fail(c, HP_E_INVALID_ARG, "need a scale or size per resized axis (%d), got %d", na, n < 0 ? 0 : n);
+  if (n != na) return ox_fail(c, HARP_E_INVALID_ARG, "need a scale or size per resized axis (%d), got %d", na, n < 0 ? 0 : n);
   for (int i = 0; i < r; i++) ax[i] = (rs_axis){din[i], din[i], 1, 0, 1};
   char pol[32];
   if (ox_attr_str(c, "keep_aspect_ratio_policy", "stretch", pol, sizeof pol)) return c->e->code;
   int policy = c->opset >= 18 && ns < 0 ? pick(pol, (const char *const[]){"stretch", "not_larger", "not_smaller"}, 3) : 0;
-  if (policy < 0) return ox_fail(c, HP_E_INVALID_ARG, "keep_aspect_ratio_policy \"%s\"", pol);
+  if (policy < 0) return ox_fail(c, HARP_E_INVALID_ARG, "keep_aspect_ratio_policy \"%s\"", pol);
   float ext = policy == 1 ? INFINITY : 0;
   for (int k = 0; k < na; k++) {
     rs_axis *a = &ax[axis_of[k]];
     if (ns >= 0) {
       if (!(sc[k] > 0 && sc[k] < 1e9) || (upsample && sc[k] < 1))
-        return ox_fail(c, HP_E_INVALID_ARG, "scale %g on axis %d", sc[k], axis_of[k]);
+        return ox_fail(c, HARP_E_INVALID_ARG, "scale %g on axis %d", sc[k], axis_of[k]);
       a->scale = (float)sc[k], a->out = (int64_t)(a->scale * (float)a->in);
       if (ambiguous(p, a))
-        return ox_fail(c, HP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with scale %g on axis %d of size %" PRId64
+        return ox_fail(c, HARP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with scale %g on axis %d of size %" PRId64
                        ": the resized length is %g, not whole (onnxruntime takes %" PRId64 ", the ONNX reference %g; give sizes)",
                        p->ctm == CT_ALIGN_CORNERS ? "align_corners" : p->ctm == CT_TF_CROP_AND_RESIZE ? "tf_crop_and_resize" : "pytorch_half_pixel",
                        sc[k], axis_of[k], a->in, (double)(a->scale * (float)a->in), a->out, (double)(a->scale * (float)a->in));
     } else {
-      if (sz[k] < 0 || sz[k] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "sizes[%d] = %" PRId64, k, sz[k]);
+      if (sz[k] < 0 || sz[k] > OX_MAX_DIM) return ox_fail(c, HARP_E_INVALID_ARG, "sizes[%d] = %" PRId64, k, sz[k]);
       if (!fe_dim_is_int(sh->d[axis_of[k]], &(int64_t){0})) return ox_need_value(c, sh->d[axis_of[k]], "the size a resize to sizes maps");
-      if (a->in == 0 && sz[k] != 0) return ox_fail(c, HP_E_INVALID_ARG, "axis %d has size 0; sizes gives %" PRId64, axis_of[k], sz[k]);
+      if (a->in == 0 && sz[k] != 0) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d has size 0; sizes gives %" PRId64, axis_of[k], sz[k]);
       a->out = sz[k], a->scale = a->in ? (float)sz[k] / (float)a->in : 1.0f;
     }
     if (policy == 1 && a->scale < ext) ext = a->scale;
@@ -624,18 +624,18 @@ static hp_status axes_sizes(ox_ctx *c, const rs_opts *p, bool upsample, const fe
   }
   for (int i = 0; i < r; i++)
     if (ax[i].out < 0 || ax[i].out > OX_MAX_DIM || (ax[i].out == 0 && ax[i].in > 0 && ns >= 0))
-      return ox_fail(c, HP_E_INVALID_ARG, "axis %d: %" PRId64 " resized to %" PRId64, i, ax[i].in, ax[i].out);
-  return HP_OK;
+      return ox_fail(c, HARP_E_INVALID_ARG, "axis %d: %" PRId64 " resized to %" PRId64, i, ax[i].in, ax[i].out);
+  return HARP_OK;
 }
 
 /* tf_crop_and_resize's roi: starts then ends, per resized axis. */
-static hp_status roi_of(ox_ctx *c, int r, rs_axis *ax) {
+static harp_status roi_of(ox_ctx *c, int r, rs_axis *ax) {
   int axis_of[TINY_MAX_RANK], na, n;
   double v[2 * TINY_MAX_RANK];
   if (axes_of(c, r, axis_of, &na) || floats_of(c, 1, NULL, v, 2 * TINY_MAX_RANK, &n)) return c->e->code;
-  if (n != 2 * na) return ox_fail(c, HP_E_INVALID_ARG, "tf_crop_and_resize needs a roi of %d values, got %d", 2 * na, n < 0 ? 0 : n);
+  if (n != 2 * na) return ox_fail(c, HARP_E_INVALID_ARG, "tf_crop_and_resize needs a roi of %d values, got %d", 2 * na, n < 0 ? 0 : n);
   for (int k = 0; k < na; k++) ax[axis_of[k]].r0 = (float)v[k], ax[axis_of[k]].r1 = (float)v[na + k];
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- the op -------------------------------------------------------------------------------------- */
@@ -651,57 +651,57 @@ static int64_t rep_factor(const rs_table *t) {
 
 /* A resized axis of symbolic size: only a nearest upscale by a whole factor
  * that repeats each element (checked on two sizes) can be built. */
-static hp_status symbolic_axis(ox_ctx *c, const rs_opts *p, double scale, bool *rep) {
+static harp_status symbolic_axis(ox_ctx *c, const rs_opts *p, double scale, bool *rep) {
   *rep = false;
-  if (p->mode != RS_NEAREST || p->extrap || !(scale >= 1 && scale <= 64 && scale == floor(scale))) return HP_OK;
+  if (p->mode != RS_NEAREST || p->extrap || !(scale >= 1 && scale <= 64 && scale == floor(scale))) return HARP_OK;
   for (int64_t n = 7; n <= 64; n += 57) {
     rs_axis a = {n, n * (int64_t)scale, (float)scale, 0, 1};
     rs_table t;
     if (table_build(c, p, &a, &t)) return c->e->code;
     bool ok = rep_factor(&t) == (int64_t)scale;
     table_free(&t);
-    if (!ok) return HP_OK;
+    if (!ok) return HARP_OK;
   }
   *rep = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Each axis i of x with its elements repeated rep[i] times ([x0 x0 x1 x1]):
  * a unit dim after each, expanded, merged. */
-static hp_val repeat_each(ox_ctx *c, hp_val x, const int64_t *rep) {
+static hg_val repeat_each(ox_ctx *c, hg_val x, const int64_t *rep) {
   const fe_shape s = *ox_shape_of(c, x);
   fe_shape u = {0}, e = {0}, m = {0};
   for (int i = 0; i < s.rank; i++) {
     u.d[u.rank++] = e.d[e.rank++] = s.d[i];
     m.d[m.rank++] = rep[i] == 1 ? s.d[i] : fe_dim_mul(c->A, s.d[i], I(c, rep[i]));
-    if (!m.d[m.rank - 1]) return ox_fail(c, HP_E_LIMIT, "a size expression too large"), -1;
+    if (!m.d[m.rank - 1]) return ox_fail(c, HARP_E_LIMIT, "a size expression too large"), -1;
     if (rep[i] == 1) continue;
-    if (u.rank + 1 > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK), -1;
+    if (u.rank + 1 > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK), -1;
     u.d[u.rank++] = I(c, 1), e.d[e.rank++] = I(c, rep[i]);
   }
   return fe_reshape(c->g, fe_expand(c->g, fe_reshape(c->g, x, &u), &e), &m);
 }
 
-static hp_status resize(ox_ctx *c, bool upsample) {
+static harp_status resize(ox_ctx *c, bool upsample) {
   rs_opts p = {0};
-  hp_val x = parse_opts(c, upsample, &p) ? -1 : ox_tensor(c, 0);
+  hg_val x = parse_opts(c, upsample, &p) ? -1 : ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   const fe_shape sh = *ox_shape_of(c, x);
   int r = sh.rank;
-  if (r < 1) return ox_fail(c, HP_E_INVALID_ARG, "the input must have rank 1 or more");
+  if (r < 1) return ox_fail(c, HARP_E_INVALID_ARG, "the input must have rank 1 or more");
   int64_t din[TINY_MAX_RANK];
   bool sym[TINY_MAX_RANK];
   for (int i = 0; i < r; i++) sym[i] = !fe_dim_is_int(sh.d[i], &din[i]), din[i] = sym[i] ? 8 : din[i];
   rs_axis ax[TINY_MAX_RANK];
   if (axes_sizes(c, &p, upsample, &sh, din, r, ax) || (p.extrap && roi_of(c, r, ax))) return c->e->code;
-  tiny_dtype dt = hp_val_dtype(c->g, x);
+  tiny_dtype dt = hg_val_dtype(c->g, x);
   if (p.mode != RS_NEAREST && !tiny_dtype_is_float(dt))
-    return ox_fail(c, HP_E_UNSUPPORTED, "%s resizing of %s values (harp interpolates floating-point values)",
+    return ox_fail(c, HARP_E_UNSUPPORTED, "%s resizing of %s values (harp interpolates floating-point values)",
                    p.mode == RS_LINEAR ? "linear" : "cubic", tiny_dtype_name(dt));
   bool same = true;
   for (int i = 0; i < r; i++) same &= ax[i].out == ax[i].in && !sym[i];
   if (same) return ox_def(c, 0, x); /* onnxruntime copies when no size changes */
-  if (p.mode != RS_NEAREST && dt != TINY_FP32) x = hp_cast(c->g, x, TINY_FP32);
+  if (p.mode != RS_NEAREST && dt != TINY_FP32) x = hg_cast(c->g, x, TINY_FP32);
   /* axes that shrink most first: the later ones work on less */
   int order[TINY_MAX_RANK];
   for (int i = 0; i < r; i++) order[i] = i;
@@ -732,12 +732,12 @@ static hp_status resize(ox_ctx *c, bool upsample) {
     table_free(&t);
   }
   if (any_rep && x > 0) x = repeat_each(c, x, rep);
-  if (x > 0 && hp_val_dtype(c->g, x) != dt) x = hp_cast(c->g, x, dt);
+  if (x > 0 && hg_val_dtype(c->g, x) != dt) x = hg_cast(c->g, x, dt);
   return c->e->code ? c->e->code : ox_def(c, 0, x);
 }
 
-static hp_status op_Resize(ox_ctx *c) { return resize(c, false); }
-static hp_status op_Upsample(ox_ctx *c) { return resize(c, true); }
+static harp_status op_Resize(ox_ctx *c) { return resize(c, false); }
+static harp_status op_Upsample(ox_ctx *c) { return resize(c, true); }
 
 ox_op_fn ox_find_resize(const char *op) {
   if (!strcmp(op, "Resize")) return op_Resize;

@@ -27,7 +27,7 @@
 typedef struct ct_src {
   const tiny_graph *g;
   const poly_view *pv;
-  const hp_function *f;
+  const fn_function *f;
   /* attention: read q/k/v from a materialized rounding CAST the program
    * applies to them (the CUDA template rounds P to the operands' dtype as
    * the reference does; the C template keeps P in fp32, so it leaves fp16
@@ -144,7 +144,7 @@ bool ct_read_pool(const ct_src *s, int kernel, ct_pool *out, const char **why);
 void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size);
 
 /* The kernel's slot of the buffer holding node (-1: none). */
-int ct_slot_of(const fn_kernel *K, const hp_function *f, int node);
+int ct_slot_of(const fn_kernel *K, const fn_function *f, int node);
 
 /* ---- row regions (contract_row.c) ------------------------------------------
  * Softmax and layernorm along the last axis, as the row kernels of both
@@ -310,6 +310,6 @@ typedef struct ct_ew_caps {
  * over the output's points, that the kernel takes; else *why NULL when it
  * is no such chain, set when it is one the kernel does not take.  An error
  * only when out of memory. */
-hp_status ct_read_ewise(const ct_row *w, const ct_ew_caps *caps, hp_error *e, ct_ewise *out, bool *ok, const char **why);
+harp_status ct_read_ewise(const ct_row *w, const ct_ew_caps *caps, harp_error *e, ct_ewise *out, bool *ok, const char **why);
 
 #endif

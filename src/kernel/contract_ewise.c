@@ -106,8 +106,8 @@ static int ew_const(ew_read *r, const tiny_node *tn) {
   ct_ewise *s = r->s;
   if (s->ninstr >= r->caps->max_instr - 1 || tn->dtype == TINY_I32) return r->bad = "", -1;
   double v = tn->a.cnst.value;
-  if (tn->dtype == TINY_FP16) v = hp_round_f16((float)v);
-  else if (tn->dtype == TINY_BF16) v = hp_round_bf16((float)v);
+  if (tn->dtype == TINY_FP16) v = ut_round_f16((float)v);
+  else if (tn->dtype == TINY_BF16) v = ut_round_bf16((float)v);
   else if (tn->dtype == TINY_BOOL) v = v != 0;
   s->instr[s->ninstr] = (ct_ew_instr){.op = TINY_CONST, .imm = v, .dtype = tn->dtype};
   return s->ninstr++;
@@ -149,7 +149,7 @@ static void ew_block(ew_read *r, int k, const tiny_shape *os) {
     int t = b->access[a].tensor;
     if (r->vof[t]) { /* a value of the region: at the same point */
       bool pw = false;
-      hp_error e2 = {0};
+      harp_error e2 = {0};
       if (poly_access_is_pointwise(&e2, w->s->pv, w->R->blocks[k], a, &pw) || !pw)
         r->bad = "reads a value of the region at another point";
       val[a] = r->vof[t] - 1;
@@ -168,30 +168,30 @@ static void ew_block(ew_read *r, int k, const tiny_shape *os) {
   r->vof[b->node] = s->ninstr;
 }
 
-hp_status ct_read_ewise(const ct_row *w, const ct_ew_caps *caps, hp_error *e, ct_ewise *s, bool *ok, const char **why) {
+harp_status ct_read_ewise(const ct_row *w, const ct_ew_caps *caps, harp_error *e, ct_ewise *s, bool *ok, const char **why) {
   const rg_region *R = w->R;
   *ok = false;
   memset(s, 0, sizeof *s);
-  if (R->nout != 1 || R->nblocks < 1 || R->nblocks > caps->max_instr / 2) return HP_OK;
+  if (R->nout != 1 || R->nblocks < 1 || R->nblocks > caps->max_instr / 2) return HARP_OK;
   int out = R->out_values[0];
   const tiny_shape *os = &node(w, out)->shape;
-  if (os->rank > caps->max_rank) return HP_OK;
+  if (os->rank > caps->max_rank) return HARP_OK;
   s->rank = os->rank;
   for (int d = 0; d < os->rank; d++) s->shape[d] = os->d[d].n;
-  ew_read r = {w, caps, s, hp_xcalloc((size_t)w->s->g->n + 1, sizeof(int)), NULL};
-  if (!r.vof) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  ew_read r = {w, caps, s, ut_xcalloc((size_t)w->s->g->n + 1, sizeof(int)), NULL};
+  if (!r.vof) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < R->nblocks && !r.bad; k++) ew_block(&r, k, os);
   int last = r.vof[out] - 1;
   free(r.vof);
   if (r.bad) {
     if (*r.bad) *why = r.bad;
-    return HP_OK;
+    return HARP_OK;
   }
   if (last != s->ninstr - 1) { /* the output is a copy of an earlier value: repeat it */
-    if (last < 0 || s->ninstr >= caps->max_instr) return HP_OK;
+    if (last < 0 || s->ninstr >= caps->max_instr) return HARP_OK;
     s->instr[s->ninstr++] = (ct_ew_instr){.op = TINY_CAST, .a = last, .dtype = TINY_FP32};
   }
   s->out = tensor(w, out, 0);
   *ok = true;
-  return HP_OK;
+  return HARP_OK;
 }

@@ -11,7 +11,7 @@
  * next candidate or to the generic loop nest with the reason recorded:
  *
  *   kn_sel s;
- *   hp_status st = kn_select(&s, &target, &src, r, 0, e);
+ *   harp_status st = kn_select(&s, &target, &src, r, 0, e);
  *   while (!st && s.kind != KN_GENERIC) {
  *     const char *why = NULL;
  *     bool done = false;
@@ -112,7 +112,7 @@ typedef struct kn_sel {
   ct_src src;
   int kernel;
   unsigned flags;
-  hp_error *e;
+  harp_error *e;
   kn_kind kind;     /* the candidate to print; KN_GENERIC: the loop nest (final) */
   kn_kind first;    /* the first candidate (KN_GENERIC: none) */
   int step;         /* the row step of `kind` (-1: not a row template) */
@@ -136,10 +136,10 @@ typedef struct kn_sel {
 /* The first kernel kernel r of src->f may run on target t: s->kind and its
  * reading in s->u (or s->map).  s must stay where it is until
  * kn_sel_free (s->row points into it).  Errors only for memory. */
-hp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, unsigned flags, hp_error *e);
+harp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, unsigned flags, harp_error *e);
 /* The printer of s->kind refused it, saying why (NULL: no reason): the next
  * candidate, or KN_GENERIC. */
-hp_status kn_decline(kn_sel *s, const char *why);
+harp_status kn_decline(kn_sel *s, const char *why);
 void kn_sel_free(kn_sel *s);
 
 #endif

@@ -29,11 +29,11 @@ const char *kn_kind_name(kn_kind k) { return k >= 0 && k < KN_KIND_COUNT ? kind_
 bool kn_is_contraction(kn_kind k) { return k == KN_GEMM || k == KN_CONV || k == KN_ATTENTION; }
 
 /* The loop nest, with the reason kind k gave (if any). */
-static hp_status generic(kn_sel *s, kn_kind k, const char *why) {
+static harp_status generic(kn_sel *s, kn_kind k, const char *why) {
   if (why) s->why = why, s->why_kind = k;
   s->kind = KN_GENERIC;
   s->step = -1;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- contractions ------------------------------------------------------------- */
@@ -57,7 +57,7 @@ static const char *conv_limits(kn_sel *s) {
 }
 
 /* Contraction template k for the region: read, then held to the limits. */
-static hp_status contraction(kn_sel *s, kn_kind k) {
+static harp_status contraction(kn_sel *s, kn_kind k) {
   const char *why = NULL;
   bool ok = false;
   s->first = k;
@@ -77,7 +77,7 @@ static hp_status contraction(kn_sel *s, kn_kind k) {
   }
   if (!ok) return generic(s, k, why);
   s->kind = k;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- row templates -------------------------------------------------------------- */
@@ -108,20 +108,20 @@ static const char *pool_limits(kn_sel *s) {
 /* Read row template k: *ok when the region is one it takes, else *why
  * NULL (not that computation) or why it does not take it.  The cell and
  * concatenation templates read the region themselves (their printers). */
-static hp_status read_row(kn_sel *s, kn_kind k, bool *ok, const char **why) {
+static harp_status read_row(kn_sel *s, kn_kind k, bool *ok, const char **why) {
   switch (k) {
-  case KN_SOFTMAX: *ok = ct_read_softmax(&s->row, &s->u.softmax, why); return HP_OK;
-  case KN_LAYERNORM: *ok = ct_read_layernorm(&s->row, &s->u.layernorm, why); return HP_OK;
-  case KN_REDUCE: *ok = ct_read_reduce(&s->row, &s->u.reduce, why); return HP_OK;
+  case KN_SOFTMAX: *ok = ct_read_softmax(&s->row, &s->u.softmax, why); return HARP_OK;
+  case KN_LAYERNORM: *ok = ct_read_layernorm(&s->row, &s->u.layernorm, why); return HARP_OK;
+  case KN_REDUCE: *ok = ct_read_reduce(&s->row, &s->u.reduce, why); return HARP_OK;
   case KN_EWISE: return ct_read_ewise(&s->row, &s->t->ewise, s->e, &s->u.ewise, ok, why);
   case KN_POOL:
     if ((*ok = ct_read_pool(&s->src, s->kernel, &s->u.pool, why)) && (*why = pool_limits(s))) *ok = false;
-    return HP_OK;
+    return HARP_OK;
   case KN_MAP:
-    if (!s->map && !(s->map = malloc(sizeof *s->map))) return hp_fail(s->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!s->map && !(s->map = malloc(sizeof *s->map))) return ut_fail(s->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     *ok = ct_read_map(&s->src, s->kernel, s->t->map_op, s->map, why);
-    return HP_OK;
-  default: *ok = true; return HP_OK;
+    return HARP_OK;
+  default: *ok = true; return HARP_OK;
   }
 }
 
@@ -135,17 +135,17 @@ static bool row_declined(kn_sel *s, int i, const char *why) {
 }
 
 /* The first row template from step `from` on that takes the region. */
-static hp_status next_row(kn_sel *s, int from) {
+static harp_status next_row(kn_sel *s, int from) {
   for (int i = from; i < s->t->nrows; i++) {
     const char *why = NULL;
     bool ok = false;
-    hp_status st = read_row(s, s->t->rows[i].kind, &ok, &why);
+    harp_status st = read_row(s, s->t->rows[i].kind, &ok, &why);
     if (st) return st;
     if (ok) {
       s->kind = s->t->rows[i].kind;
       s->step = i;
       if (s->first == KN_GENERIC) s->first = s->kind;
-      return HP_OK;
+      return HARP_OK;
     }
     if (row_declined(s, i, why)) break;
   }
@@ -153,7 +153,7 @@ static hp_status next_row(kn_sel *s, int from) {
 }
 
 /* ---- the choice ------------------------------------------------------------------ */
-hp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, unsigned flags, hp_error *e) {
+harp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, unsigned flags, harp_error *e) {
   memset(s, 0, sizeof *s);
   s->t = t;
   s->src = *src;
@@ -167,11 +167,11 @@ hp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, uns
   const rg_region *R = &src->f->part->regions[src->f->kernels[r].region];
   if (R->nblocks == 0) {
     s->kind = s->first = KN_GATHER;
-    return HP_OK;
+    return HARP_OK;
   }
   if (t->cell && R->info && R->info->shape == RG_SHAPE_CELL) {
     s->kind = s->first = KN_CELL;
-    return HP_OK;
+    return HARP_OK;
   }
   switch (ct_kind(&s->src, r)) {
   case 'g': return contraction(s, KN_GEMM);
@@ -179,12 +179,12 @@ hp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, uns
   case 'a': return contraction(s, KN_ATTENTION);
   default: break;
   }
-  if (flags & KN_NO_ROW_TEMPLATES) return HP_OK;
+  if (flags & KN_NO_ROW_TEMPLATES) return HARP_OK;
   ct_row_init(&s->row, &s->src, r);
   return next_row(s, 0);
 }
 
-hp_status kn_decline(kn_sel *s, const char *why) {
+harp_status kn_decline(kn_sel *s, const char *why) {
   if (s->step >= 0) {
     int i = s->step;
     if (row_declined(s, i, why)) return generic(s, s->kind, NULL);

@@ -22,11 +22,11 @@ typedef int (*run_fn)(void *, const void *const *, void *const *);
 typedef void (*free_fn)(void *);
 typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
 
-struct hp_cpu_model {
+struct rt_cpu_model {
   const tiny_graph *g;
   rg_partition *part; /* owns the IndexBook and the Poly-View */
-  hp_function *f;
-  hp_arena *arena;
+  fn_function *f;
+  ut_arena *arena;
   char *source;
   char *so_path;
   bool cache_hit;
@@ -36,10 +36,10 @@ struct hp_cpu_model {
   run_fn run;
   free_fn free_;
   kernel_fn run_kernel;
-  hp_plans plans;
+  rt_plans plans;
 };
 
-unsigned hp_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
+unsigned rt_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
 
 
 /* Intel cores with the JCC erratum (Skylake, Cascade Lake and their client
@@ -59,30 +59,30 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-void hp_cpu_free(hp_cpu_model *m) {
+void rt_cpu_free(rt_cpu_model *m) {
   if (!m) return;
   if (m->dl) dlclose(m->dl);
   fn_free(m->f);
-  hp_plans_free(&m->plans);
+  rt_plans_free(&m->plans);
   rg_partition_free(m->part);
-  hp_arena_free(m->arena);
+  ut_arena_free(m->arena);
   free(m->source);
   free(m->so_path);
   free(m);
 }
 
-hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
-                         hp_cpu_model **out) {
+harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                         rt_cpu_model **out) {
   *out = NULL;
   double t0 = now_ms();
-  hp_cpu_model *m = hp_xcalloc(1, sizeof *m);
-  if (!m || !(m->arena = hp_arena_new())) {
+  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  if (!m || !(m->arena = ut_arena_new())) {
     free(m);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   m->g = g;
-  hp_str src;
-  hp_str_init(&src);
+  ut_str src;
+  ut_str_init(&src);
   /* Region formation on the CPU's description; the partition owns the
    * IndexBook and Poly-View.  CASTs of outside tensors inside row and
    * epilogue regions get regions of their own (the C generator converts
@@ -91,18 +91,18 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
   /* HARP_NO_FUSION=1: every block its own kernel (benchmarks compare fused with unfused) */
   const char *nf = getenv("HARP_NO_FUSION");
   ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
-  hp_status st = rg_form(e, g, syms, &ro, &m->part);
+  harp_status st = rg_form(e, g, syms, &ro, &m->part);
   if (!st) st = rg_partition_check(e, m->part);
   const poly_view *pv = st ? NULL : m->part->formed->pv;
   fn_options fo = {.widen_half_temps = true};
   if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
   if (!st) {
-    hp_plan_opts po = {.overrides = o ? o->plan_overrides : NULL,
+    rt_plan_opts po = {.overrides = o ? o->plan_overrides : NULL,
                        .noverrides = o ? o->nplan_overrides : 0,
                        .no_cache = o && o->no_plan_cache,
                        .cache_dir = o ? o->cache_dir : NULL,
-                       .search = {hp_cpu_algo_mask()}};
-    st = hp_plans_choose(e, m->part, g, syms, &m->part->formed->machine, &po, &m->plans);
+                       .search = {rt_cpu_algo_mask()}};
+    st = rt_plans_choose(e, m->part, g, syms, &m->part->formed->machine, &po, &m->plans);
   }
   if (!st) {
     rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false, NULL};
@@ -110,10 +110,10 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
     /* the C is all the rest needs: give the analysis back before the
      * compiler, the weights and the model's own memory come */
     rg_formed_drop_analysis(m->part->formed);
-    hp_release_free_memory();
+    ut_release_free_memory();
     m->plans.compiled = true;
     for (int i = 0; i < m->plans.n; i++) { /* gathers and other regions no template saw */
-      hp_plan_choice *ch = &m->plans.choice[i];
+      rt_plan_choice *ch = &m->plans.choice[i];
       if (ch->has_plan && !ch->applied && !ch->note[0])
         snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
     }
@@ -131,90 +131,90 @@ hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *sy
        * branch lands is luck, 25% on a 3x3 conv at 256 channels.  The
        * assembler can keep branches inside 32-byte blocks. */
       jcc = jcc_erratum_host();
-      snprintf(host_flags, sizeof host_flags, "%s%s", HP_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
+      snprintf(host_flags, sizeof host_flags, "%s%s", RT_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
       flags = host_flags;
     }
-    hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL, .parallel = true};
-    st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
+    rt_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL, .parallel = true};
+    st = rt_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
     if (st && jcc) { /* an assembler without the option (binutils < 2.34): without it */
-      hp_error_clear(e);
+      harp_error_clear(e);
       *strstr(host_flags, " -Wa,") = 0;
-      st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
+      st = rt_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
     }
   }
   if (!st) {
     m->dl = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
-    if (!m->dl) st = hp_fail_at(e, HP_E_IO, m->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
+    if (!m->dl) st = ut_fail_at(e, HARP_E_IO, m->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
   }
   if (!st) {
     m->init = (init_fn)dlsym(m->dl, "model_init");
     m->run = (run_fn)dlsym(m->dl, "model_run");
     m->free_ = (free_fn)dlsym(m->dl, "model_free");
     m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
-    if (!m->init || !m->run || !m->free_) st = hp_fail(e, HP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
+    if (!m->init || !m->run || !m->free_) st = ut_fail(e, HARP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
   }
-  if (!st && o && o->keep_source) m->source = hp_str_take(&src);
-  hp_str_free(&src);
+  if (!st && o && o->keep_source) m->source = ut_str_take(&src);
+  ut_str_free(&src);
   if (st) {
-    hp_cpu_free(m);
+    rt_cpu_free(m);
     return st;
   }
   m->compile_ms = now_ms() - t0;
   *out = m;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status run_once(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, hp_tensor *taken, int ninputs,
-                          hp_tensor *outputs) {
-  const hp_function *f = m->f;
+static harp_status run_once(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, ut_tensor *taken, int ninputs,
+                          ut_tensor *outputs) {
+  const fn_function *f = m->f;
   const tiny_graph *g = m->g;
-  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
-  const void **in = hp_xcalloc((size_t)ninputs + 1, sizeof *in);
-  void **outp = hp_xcalloc((size_t)f->nret + 1, sizeof *outp);
-  hp_tensor *params = hp_xcalloc((size_t)ninputs + 1, sizeof *params);
-  hp_constpool cp = {0};
+  const void **in = ut_xcalloc((size_t)ninputs + 1, sizeof *in);
+  void **outp = ut_xcalloc((size_t)f->nret + 1, sizeof *outp);
+  ut_tensor *params = ut_xcalloc((size_t)ninputs + 1, sizeof *params);
+  fn_constpool cp = {0};
   void *inst = NULL;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   int nin = 0, nparams = 0;
   if (!in || !outp || !params) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int a = 0; a < f->nargs && !st; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     const tiny_node *n = &g->nodes[b->node];
-    const hp_tensor *t = &inputs[a];
+    const ut_tensor *t = &inputs[a];
     bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
     for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
-    if (!ok) st = hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
+    if (!ok) st = ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
     else if (b->kind == FN_PARAM) params[nparams++] = *t;
     else in[nin++] = t->data;
   }
   if (!st) st = fn_constpool_from_tensors(e, f, params, nparams, &cp);
   for (int a = 0; a < f->nargs && !st && taken; a++) /* in the block now */
-    if (f->buffers[f->args[a]].kind == FN_PARAM) hp_tensor_free(&taken[a]);
+    if (f->buffers[f->args[a]].kind == FN_PARAM) ut_tensor_free(&taken[a]);
   for (int k = 0; k < f->nret && !st; k++) {
     const tiny_node *n = &g->nodes[g->outputs[k]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-    st = hp_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
+    st = ut_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
     if (!st) outp[k] = outputs[k].data;
   }
-  if (!st && !(inst = m->init(cp.data, cp.size))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st && !(inst = m->init(cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
   fn_constpool_free(&cp); /* model_init copied or packed what it keeps: not held through the run */
   if (!st) {
     int rc = m->run(inst, in, outp);
     if (rc >= 100 && rc - 100 < f->nkernels)
-      st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
+      st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
                    f->kernels[rc - 100].name);
     else if (rc)
-      st = hp_fail(e, HP_E_INTERNAL, NULL, "model_run returned %d", rc);
+      st = ut_fail(e, HARP_E_INTERNAL, NULL, "model_run returned %d", rc);
   }
   if (inst) m->free_(inst);
 done:
   if (st)
-    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+    for (int k = 0; k < f->nret; k++) ut_tensor_free(&outputs[k]);
   fn_constpool_free(&cp);
   free(in);
   free(outp);
@@ -222,36 +222,36 @@ done:
   return st;
 }
 
-hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   return run_once(e, m, inputs, NULL, ninputs, outputs);
 }
 
-hp_status hp_cpu_run_taking_weights(hp_error *e, hp_cpu_model *m, hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   return run_once(e, m, inputs, inputs, ninputs, outputs);
 }
 
-const char *hp_cpu_source(const hp_cpu_model *m) { return m->source; }
-bool hp_cpu_cache_hit(const hp_cpu_model *m) { return m->cache_hit; }
-double hp_cpu_compile_ms(const hp_cpu_model *m) { return m->compile_ms; }
-const struct hp_function *hp_cpu_function(const hp_cpu_model *m) { return m->f; }
+const char *rt_cpu_source(const rt_cpu_model *m) { return m->source; }
+bool rt_cpu_cache_hit(const rt_cpu_model *m) { return m->cache_hit; }
+double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
+const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->f; }
 
-void *hp_cpu_instance_new(const hp_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
-int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
+void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
+int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
   return m->run(inst, inputs, outputs);
 }
-void hp_cpu_instance_free(const hp_cpu_model *m, void *inst) {
+void rt_cpu_instance_free(const rt_cpu_model *m, void *inst) {
   if (inst) m->free_(inst);
 }
-int hp_cpu_instance_run_kernel(const hp_cpu_model *m, void *inst, int k, const void *const *inputs,
+int rt_cpu_instance_run_kernel(const rt_cpu_model *m, void *inst, int k, const void *const *inputs,
                                void *const *outputs) {
   return m->run_kernel ? m->run_kernel(inst, k, inputs, outputs) : -1;
 }
-int hp_cpu_kernel_of(const hp_cpu_model *m, const char *region) {
+int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region) {
   for (int k = 0; k < m->f->nkernels; k++)
     if (!strcmp(m->f->kernels[k].name, region)) return k;
   return -1;
 }
-const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m) { return &m->plans; }
-const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc) {
+const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m) { return &m->plans; }
+const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc) {
   return rc >= 100 && rc - 100 < m->f->nkernels ? m->f->kernels[rc - 100].name : NULL;
 }

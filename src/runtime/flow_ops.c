@@ -10,7 +10,7 @@
  * comparison masks.
  * int64 results are int32 (harp's integers); a value past int32 is an
  * error.
- * Needs: tensors.  Gives: hp_flow_op_run (flow_ops.h), hp_flow_op_name. */
+ * Needs: tensors.  Gives: flow_op_run (flow_ops.h), flow_op_name. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -19,35 +19,35 @@
 #include "flow_ops.h"
 #include "util/util.h"
 
-const char *hp_flow_op_name(hp_flow_op op) {
+const char *flow_op_name(flow_op op) {
   static const char *const names[] = {
-#define HP_X_FOP(e, n) n,
-      HP_FLOW_OPS(HP_X_FOP)
-#undef HP_X_FOP
+#define FLOW_X_FOP(e, n) n,
+      FLOW_OPS(FLOW_X_FOP)
+#undef FLOW_X_FOP
   };
-  return op >= 0 && op < HP_FOP_COUNT ? names[op] : "?";
+  return op >= 0 && op < FLOW_FOP_COUNT ? names[op] : "?";
 }
 
 /* ---- elements ----------------------------------------------------------------------- */
-static double num(const hp_tensor *t, int64_t i) {
+static double num(const ut_tensor *t, int64_t i) {
   switch (t->dtype) {
   case TINY_I32: return ((const int32_t *)t->data)[i];
   case TINY_BOOL: return ((const uint8_t *)t->data)[i] != 0;
-  default: return hp_tensor_get(t, i);
+  default: return ut_tensor_get(t, i);
   }
 }
 
-static hp_status new_i32(hp_error *e, hp_tensor *t, int rank, const int64_t *shape) {
-  return hp_tensor_alloc(e, t, TINY_I32, rank, shape);
+static harp_status new_i32(harp_error *e, ut_tensor *t, int rank, const int64_t *shape) {
+  return ut_tensor_alloc(e, t, TINY_I32, rank, shape);
 }
 
 /* A one-element input as a number (absent: dflt). */
-static hp_status scalar(hp_error *e, const hp_tensor *t, const char *where, const char *what, double dflt, double *v) {
-  if (!t) return *v = dflt, HP_OK;
-  if (hp_tensor_numel(t) != 1)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: %s has %" PRId64 " elements (it must have one)", where, what, hp_tensor_numel(t));
+static harp_status scalar(harp_error *e, const ut_tensor *t, const char *where, const char *what, double dflt, double *v) {
+  if (!t) return *v = dflt, HARP_OK;
+  if (ut_tensor_numel(t) != 1)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: %s has %" PRId64 " elements (it must have one)", where, what, ut_tensor_numel(t));
   *v = num(t, 0);
-  return HP_OK;
+  return HARP_OK;
 }
 
 static int64_t prod(const int64_t *d, int from, int to) {
@@ -107,24 +107,24 @@ static bool suppress(const float *b, int64_t i, int64_t j, int64_t centre, float
 /* in: boxes [B, N, 4], scores [B, C, N], max_output_boxes_per_class,
  * iou_threshold, score_threshold (each optional); attr[0]:
  * center_point_box.  out: [selected, 3] (batch, class, box). */
-static hp_status op_nms(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *bx = in[0], *sc = in[1];
+static harp_status op_nms(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *bx = in[0], *sc = in[1];
   double maxd, iou, sthr;
   if (!bx || !sc || bx->dtype != TINY_FP32 || sc->dtype != TINY_FP32)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: boxes and scores must be float tensors", sp->where);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: boxes and scores must be float tensors", sp->where);
   if (bx->rank != 3 || sc->rank != 3 || bx->shape[2] != 4 || bx->shape[0] != sc->shape[0] || bx->shape[1] != sc->shape[2])
-    return hp_fail(e, HP_E_AXIS_SIZE_MISMATCH, NULL, "%s: boxes must be [batch, boxes, 4] and scores [batch, classes, boxes]",
+    return ut_fail(e, HARP_E_AXIS_SIZE_MISMATCH, NULL, "%s: boxes must be [batch, boxes, 4] and scores [batch, classes, boxes]",
                    sp->where);
   if (scalar(e, sp->nin > 2 ? in[2] : NULL, sp->where, "max_output_boxes_per_class", 0, &maxd) ||
       scalar(e, sp->nin > 3 ? in[3] : NULL, sp->where, "iou_threshold", 0, &iou) ||
       scalar(e, sp->nin > 4 ? in[4] : NULL, sp->where, "score_threshold", 0, &sthr))
     return e->code;
-  if (!(iou >= 0 && iou <= 1)) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: iou_threshold %g must be in [0, 1]", sp->where, iou);
+  if (!(iou >= 0 && iou <= 1)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: iou_threshold %g must be in [0, 1]", sp->where, iou);
   bool has_thr = sp->nin > 4 && in[4];
   int64_t B = bx->shape[0], C = sc->shape[1], N = bx->shape[1], maxo = maxd > 0 ? (int64_t)maxd : 0, nsel = 0;
-  int64_t *sel = NULL, *mine = hp_xmalloc(sizeof *mine * (size_t)(N + 1)), cap = 0;
-  int64_t *cand = hp_xmalloc(sizeof *cand * 2 * (size_t)(N + 1));
-  hp_status st = mine && cand ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int64_t *sel = NULL, *mine = ut_xmalloc(sizeof *mine * (size_t)(N + 1)), cap = 0;
+  int64_t *cand = ut_xmalloc(sizeof *cand * 2 * (size_t)(N + 1));
+  harp_status st = mine && cand ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int64_t b = 0; b < B && !st && maxo > 0; b++)
     for (int64_t c = 0; c < C && !st; c++) {
       const float *s = (const float *)sc->data + (b * C + c) * N, *boxes = (const float *)bx->data + b * N * 4;
@@ -140,9 +140,9 @@ static hp_status op_nms(hp_error *e, const hp_flow_step *sp, const hp_tensor *co
         if (nm >= maxo) break;
         mine[nm++] = t;
         if (nsel == cap) {
-          int64_t *p = hp_xrealloc(sel, sizeof *p * 3 * (size_t)(cap = cap ? 2 * cap : 64));
+          int64_t *p = ut_xrealloc(sel, sizeof *p * 3 * (size_t)(cap = cap ? 2 * cap : 64));
           if (!p) {
-            st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+            st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
             break;
           }
           sel = p;
@@ -158,10 +158,10 @@ static hp_status op_nms(hp_error *e, const hp_flow_step *sp, const hp_tensor *co
 }
 
 /* ---- NonZero -------------------------------------------------------------------------- */
-static hp_status op_nonzero(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
+static harp_status op_nonzero(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
   (void)sp;
-  const hp_tensor *x = in[0];
-  int64_t n = hp_tensor_numel(x), nz = 0;
+  const ut_tensor *x = in[0];
+  int64_t n = ut_tensor_numel(x), nz = 0;
   int r = x->rank ? x->rank : 1;
   for (int64_t i = 0; i < n; i++) nz += num(x, i) != 0;
   int64_t shape[2] = {r, nz};
@@ -173,7 +173,7 @@ static hp_status op_nonzero(hp_error *e, const hp_flow_step *sp, const hp_tensor
     if (!x->rank) y[j] = 0;
     j++;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- TopK ------------------------------------------------------------------------------ */
@@ -198,21 +198,21 @@ static bool ahead(const topk_ctx *k, int64_t a, int64_t b) {
 static bool topk_before(const void *k, int64_t a, int64_t b) { return ahead(k, a, b); }
 
 /* in: x, K; attr: axis (normalised), largest.  out: values, indices. */
-static hp_status op_topk(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0];
+static harp_status op_topk(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0];
   double kd;
   int axis = (int)sp->attr[0];
   if (scalar(e, in[1], sp->where, "K", 0, &kd)) return e->code;
-  if (axis < 0 || axis >= x->rank) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: axis %d of rank %d", sp->where, axis, x->rank);
+  if (axis < 0 || axis >= x->rank) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: axis %d of rank %d", sp->where, axis, x->rank);
   int64_t n = x->shape[axis], k = (int64_t)kd, outer = prod(x->shape, 0, axis), inner = prod(x->shape, axis + 1, x->rank);
-  if (kd < 0 || k > n) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: k = %g along an axis of %" PRId64, sp->where, kd, n);
+  if (kd < 0 || k > n) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: k = %g along an axis of %" PRId64, sp->where, kd, n);
   int64_t shape[TINY_MAX_RANK];
   memcpy(shape, x->shape, sizeof *shape * (size_t)x->rank);
   shape[axis] = k;
-  double *v = hp_xmalloc(sizeof *v * (size_t)(n + 1));
-  int64_t *idx = hp_xmalloc(sizeof *idx * (size_t)(2 * n + 1));
-  hp_status st = v && idx ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  if (!st) st = hp_tensor_alloc(e, &out[0], x->dtype, x->rank, shape);
+  double *v = ut_xmalloc(sizeof *v * (size_t)(n + 1));
+  int64_t *idx = ut_xmalloc(sizeof *idx * (size_t)(2 * n + 1));
+  harp_status st = v && idx ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) st = ut_tensor_alloc(e, &out[0], x->dtype, x->rank, shape);
   if (!st) st = new_i32(e, &out[1], x->rank, shape);
   topk_ctx kc = {v, sp->attr[1] != 0};
   size_t es = (size_t)tiny_dtype_size(x->dtype);
@@ -234,7 +234,7 @@ static hp_status op_topk(hp_error *e, const hp_flow_step *sp, const hp_tensor *c
 /* Slices of x along an axis (all of x flattened when there is none), compared as byte rows
  * of their values. */
 typedef struct slices {
-  const hp_tensor *x;
+  const ut_tensor *x;
   int64_t n, outer, inner; /* slice i: x[o, i, q] for o < outer, q < inner */
 } slices;
 
@@ -258,15 +258,15 @@ static bool first_before(const void *g, int64_t a, int64_t b) { return ((const g
  * Y, indices (first occurrences), inverse_indices, counts.  The slices
  * sorted stably, then grouped: a group's first member is its first
  * occurrence; unsorted, the groups in the order of their first occurrences. */
-static hp_status op_unique(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0];
+static harp_status op_unique(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0];
   int axis = sp->attr[0] ? (int)sp->attr[1] : -1;
-  slices s = {x, hp_tensor_numel(x), 1, 1};
+  slices s = {x, ut_tensor_numel(x), 1, 1};
   if (axis >= 0) s.n = x->shape[axis], s.outer = prod(x->shape, 0, axis), s.inner = prod(x->shape, axis + 1, x->rank);
   size_t n1 = (size_t)s.n + 1;
-  int64_t *idx = hp_xmalloc(sizeof *idx * 2 * n1), *first = hp_xmalloc(sizeof *first * n1), *cnt = hp_xcalloc(n1, sizeof *cnt);
-  int64_t *inv = hp_xmalloc(sizeof *inv * n1), *order = hp_xmalloc(sizeof *order * 2 * n1), *pos = hp_xmalloc(sizeof *pos * n1), m = 0;
-  hp_status st = idx && first && cnt && inv && order && pos ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int64_t *idx = ut_xmalloc(sizeof *idx * 2 * n1), *first = ut_xmalloc(sizeof *first * n1), *cnt = ut_xcalloc(n1, sizeof *cnt);
+  int64_t *inv = ut_xmalloc(sizeof *inv * n1), *order = ut_xmalloc(sizeof *order * 2 * n1), *pos = ut_xmalloc(sizeof *pos * n1), m = 0;
+  harp_status st = idx && first && cnt && inv && order && pos ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int64_t i = 0; i < s.n && !st; i++) idx[i] = i;
   if (!st) sort_idx(idx, idx + s.n, s.n, slice_before, &s);
   for (int64_t i = 0; i < s.n && !st; i++) {
@@ -281,7 +281,7 @@ static hp_status op_unique(hp_error *e, const hp_flow_step *sp, const hp_tensor 
   if (axis >= 0) memcpy(shape, x->shape, sizeof *shape * (size_t)x->rank), shape[axis] = m;
   else shape[0] = m;
   size_t es = (size_t)tiny_dtype_size(x->dtype);
-  if (!st) st = hp_tensor_alloc(e, &out[0], x->dtype, r, shape);
+  if (!st) st = ut_tensor_alloc(e, &out[0], x->dtype, r, shape);
   for (int64_t o = 0; o < s.outer && !st; o++)
     for (int64_t j = 0; j < m; j++)
       memcpy((char *)out[0].data + (size_t)((o * m + j) * s.inner) * es,
@@ -299,75 +299,75 @@ static hp_status op_unique(hp_error *e, const hp_flow_step *sp, const hp_tensor 
 
 /* ---- Compress ----------------------------------------------------------------------------- */
 /* in: x, condition; attr[0]: has an axis, attr[1]: the axis. */
-static hp_status op_compress(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0], *cond = in[1];
+static harp_status op_compress(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0], *cond = in[1];
   int axis = sp->attr[0] ? (int)sp->attr[1] : -1;
-  int64_t n = axis >= 0 ? x->shape[axis] : hp_tensor_numel(x), outer = axis >= 0 ? prod(x->shape, 0, axis) : 1;
-  int64_t inner = axis >= 0 ? prod(x->shape, axis + 1, x->rank) : 1, nc = hp_tensor_numel(cond), m = 0;
-  if (cond->rank != 1) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: the condition must be 1-D", sp->where);
-  if (nc > n) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: a condition of %" PRId64 " along %" PRId64, sp->where, nc, n);
+  int64_t n = axis >= 0 ? x->shape[axis] : ut_tensor_numel(x), outer = axis >= 0 ? prod(x->shape, 0, axis) : 1;
+  int64_t inner = axis >= 0 ? prod(x->shape, axis + 1, x->rank) : 1, nc = ut_tensor_numel(cond), m = 0;
+  if (cond->rank != 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: the condition must be 1-D", sp->where);
+  if (nc > n) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: a condition of %" PRId64 " along %" PRId64, sp->where, nc, n);
   for (int64_t i = 0; i < nc; i++) m += num(cond, i) != 0;
   int64_t shape[TINY_MAX_RANK];
   if (axis >= 0) memcpy(shape, x->shape, sizeof *shape * (size_t)x->rank), shape[axis] = m;
   else shape[0] = m;
-  if (hp_tensor_alloc(e, &out[0], x->dtype, axis >= 0 ? x->rank : 1, shape)) return e->code;
+  if (ut_tensor_alloc(e, &out[0], x->dtype, axis >= 0 ? x->rank : 1, shape)) return e->code;
   size_t es = (size_t)tiny_dtype_size(x->dtype), row = (size_t)inner * es;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0, j = 0; i < nc; i++)
       if (num(cond, i) != 0)
         memcpy((char *)out[0].data + (size_t)(o * m + j++) * row, (const char *)x->data + (size_t)(o * n + i) * row, row);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- Range ---------------------------------------------------------------------------------- */
 /* int32: the count exactly; float: in fp32 as onnxruntime's kernel,
  * start + k * delta. */
-static hp_status op_range(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
+static harp_status op_range(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
   double a, b, d;
   if (scalar(e, in[0], sp->where, "start", 0, &a) || scalar(e, in[1], sp->where, "limit", 0, &b) ||
       scalar(e, in[2], sp->where, "delta", 0, &d))
     return e->code;
-  if (d == 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: delta is 0", sp->where);
+  if (d == 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: delta is 0", sp->where);
   bool ints = in[0]->dtype == TINY_I32;
   float fs = (float)a, fl = (float)b, fd = (float)d;
   double len = ints ? ceil((b - a) / d) : ceil((double)(float)(fl - fs) / (double)fd);
   if (isnan(len) || len >= (double)((int64_t)1 << 31))
-    return hp_fail(e, HP_E_LIMIT, NULL, "%s: a range of %g elements", sp->where, len);
+    return ut_fail(e, HARP_E_LIMIT, NULL, "%s: a range of %g elements", sp->where, len);
   int64_t n = len > 0 ? (int64_t)len : 0;
-  if (hp_tensor_alloc(e, &out[0], in[0]->dtype, 1, &n)) return e->code;
+  if (ut_tensor_alloc(e, &out[0], in[0]->dtype, 1, &n)) return e->code;
   for (int64_t i = 0; i < n; i++)
     if (ints) ((int32_t *)out[0].data)[i] = (int32_t)((int64_t)a + i * (int64_t)d);
-    else hp_tensor_set(&out[0], i, fs + (float)i * fd);
-  return HP_OK;
+    else ut_tensor_set(&out[0], i, fs + (float)i * fd);
+  return HARP_OK;
 }
 
 /* ---- Slice ------------------------------------------------------------------------------------ */
 /* in: x, starts, ends, axes, steps (the last two optional), clamped as
  * onnxruntime clamps them. */
-static hp_status op_slice(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0], *ax = sp->nin > 3 ? in[3] : NULL, *stp = sp->nin > 4 ? in[4] : NULL;
+static harp_status op_slice(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0], *ax = sp->nin > 3 ? in[3] : NULL, *stp = sp->nin > 4 ? in[4] : NULL;
   int r = x->rank;
-  int64_t n = hp_tensor_numel(in[1]), lo[TINY_MAX_RANK], step[TINY_MAX_RANK], shape[TINY_MAX_RANK];
+  int64_t n = ut_tensor_numel(in[1]), lo[TINY_MAX_RANK], step[TINY_MAX_RANK], shape[TINY_MAX_RANK];
   bool seen[TINY_MAX_RANK] = {0};
-  if (hp_tensor_numel(in[2]) != n || (ax && hp_tensor_numel(ax) != n) || (stp && hp_tensor_numel(stp) != n) || n > r)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: starts, ends, axes and steps differ in length", sp->where);
+  if (ut_tensor_numel(in[2]) != n || (ax && ut_tensor_numel(ax) != n) || (stp && ut_tensor_numel(stp) != n) || n > r)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: starts, ends, axes and steps differ in length", sp->where);
   for (int i = 0; i < r; i++) lo[i] = 0, step[i] = 1, shape[i] = x->shape[i];
   for (int64_t k = 0; k < n; k++) {
     int64_t a = ax ? (int64_t)num(ax, k) : k, d;
     if (a < 0) a += r;
-    if (a < 0 || a >= r || seen[a]) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: axis %g", sp->where, ax ? num(ax, k) : (double)k);
+    if (a < 0 || a >= r || seen[a]) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: axis %g", sp->where, ax ? num(ax, k) : (double)k);
     seen[a] = true, d = x->shape[a];
     double s = num(in[1], k), en = num(in[2], k), st = stp ? num(stp, k) : 1;
-    if (st == 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: step 0", sp->where);
+    if (st == 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: step 0", sp->where);
     s = s < 0 ? s + (double)d : s, en = en < 0 ? en + (double)d : en;
     if (st > 0) s = s < 0 ? 0 : s > d ? (double)d : s, en = en < 0 ? 0 : en > d ? (double)d : en;
     else s = s < 0 ? 0 : s > d - 1 ? (double)(d - 1) : s, en = en < -1 ? -1 : en > d - 1 ? (double)(d - 1) : en;
     double cnt = st > 0 ? ceil((en - s) / st) : ceil((s - en) / -st);
     lo[a] = (int64_t)s, step[a] = (int64_t)st, shape[a] = cnt > 0 ? (int64_t)cnt : 0;
   }
-  if (hp_tensor_alloc(e, &out[0], x->dtype, r, shape)) return e->code;
+  if (ut_tensor_alloc(e, &out[0], x->dtype, r, shape)) return e->code;
   size_t es = (size_t)tiny_dtype_size(x->dtype);
-  int64_t total = hp_tensor_numel(&out[0]);
+  int64_t total = ut_tensor_numel(&out[0]);
   for (int64_t i = 0; i < total; i++) {
     int64_t off = 0, rest = i;
     for (int d = r - 1; d >= 0; d--) {
@@ -377,7 +377,7 @@ static hp_status op_slice(hp_error *e, const hp_flow_step *sp, const hp_tensor *
     }
     memcpy((char *)out[0].data + (size_t)i * es, (const char *)x->data + (size_t)off * es, es);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- RoiAlign ------------------------------------------------------------------------------- */
@@ -404,7 +404,7 @@ static void roi_taps(int64_t h, int64_t w, float y, float x, int64_t *t, float *
 /* One roi's [C, oh, ow] from plane set xb [C, h, w]: every bin averages (or
  * takes the max of, onnxruntime's way: the largest weighted tap) its
  * grid of samples. */
-static hp_status roi_one(hp_error *e, const hp_flow_step *sp, const float *xb, int64_t C, int64_t h, int64_t w, const float *roi,
+static harp_status roi_one(harp_error *e, const flow_step *sp, const float *xb, int64_t C, int64_t h, int64_t w, const float *roi,
                          float *y) {
   int64_t oh = sp->attr[1], ow = sp->attr[2], sr = sp->attr[3];
   bool maxm = sp->attr[0] != 0, half = sp->attr[4] != 0;
@@ -414,7 +414,7 @@ static hp_status roi_one(hp_error *e, const hp_flow_step *sp, const float *xb, i
   if (!half) rw = rw > 1.0f ? rw : 1.0f, rh = rh > 1.0f ? rh : 1.0f;
   float bh = rh / (float)oh, bw = rw / (float)ow;
   if (sr <= 0 && !(bh < 4096 && bw < 4096)) /* the samples a bin averages: no endless loop on an absurd roi */
-    return hp_fail(e, HP_E_LIMIT, NULL, "%s: a roi of %g x %g with sampling_ratio 0 (bins of more than 4096 samples a side)",
+    return ut_fail(e, HARP_E_LIMIT, NULL, "%s: a roi of %g x %g with sampling_ratio 0 (bins of more than 4096 samples a side)",
                    sp->where, (double)rh, (double)rw);
   int64_t gh = sr > 0 ? sr : (int64_t)ceilf(rh / (float)oh), gw = sr > 0 ? sr : (int64_t)ceilf(rw / (float)ow);
   int64_t cnt = gh * gw > 1 ? gh * gw : 1;
@@ -440,28 +440,28 @@ static hp_status roi_one(hp_error *e, const hp_flow_step *sp, const float *xb, i
         }
         y[(c * oh + ph) * ow + pw] = maxm ? acc : acc / (float)cnt;
       }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* in: X [N, C, H, W], rois [R, 4], batch_indices [R]; attr: max mode,
  * output_height, output_width, sampling_ratio, half_pixel; fattr[0]:
  * spatial_scale.  out: [R, C, oh, ow]. */
-static hp_status op_roialign(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0], *rois = in[1], *bi = in[2];
+static harp_status op_roialign(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0], *rois = in[1], *bi = in[2];
   if (x->dtype != TINY_FP32 || rois->dtype != TINY_FP32 || x->rank != 4 || rois->rank != 2 || rois->shape[1] != 4 || bi->rank != 1 ||
       bi->shape[0] != rois->shape[0])
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: X must be float [N, C, H, W], rois [R, 4] and batch_indices [R]", sp->where);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: X must be float [N, C, H, W], rois [R, 4] and batch_indices [R]", sp->where);
   int64_t R = rois->shape[0], N = x->shape[0], C = x->shape[1], h = x->shape[2], w = x->shape[3];
   int64_t shape[4] = {R, C, sp->attr[1], sp->attr[2]}, per = C * sp->attr[1] * sp->attr[2];
-  if (h < 1 || w < 1) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: an empty feature map", sp->where);
-  if (hp_tensor_alloc(e, &out[0], TINY_FP32, 4, shape)) return e->code;
+  if (h < 1 || w < 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: an empty feature map", sp->where);
+  if (ut_tensor_alloc(e, &out[0], TINY_FP32, 4, shape)) return e->code;
   for (int64_t r = 0; r < R; r++) {
     int64_t b = (int64_t)num(bi, r);
-    if (b < 0 || b >= N) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: batch index %" PRId64 " of %" PRId64, sp->where, b, N);
+    if (b < 0 || b >= N) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: batch index %" PRId64 " of %" PRId64, sp->where, b, N);
     if (roi_one(e, sp, (const float *)x->data + b * C * h * w, C, h, w, (const float *)rois->data + 4 * r, (float *)out[0].data + r * per))
       return e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- GridSample ------------------------------------------------------------------------------ */
@@ -569,12 +569,12 @@ static float gs_sample3(const gs_vol *v, int mode, bool ac, const float *n) {
   return dz2 * a + dz1 * b;
 }
 
-static hp_status gridsample3(hp_error *e, const hp_flow_step *sp, const hp_tensor *x, const hp_tensor *gr, hp_tensor *out) {
+static harp_status gridsample3(harp_error *e, const flow_step *sp, const ut_tensor *x, const ut_tensor *gr, ut_tensor *out) {
   if (gr->rank != 5 || gr->shape[4] != 3 || gr->shape[0] != x->shape[0] || sp->attr[0] == GS_CUBIC)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: a 5-D X takes a grid [N, D_out, H_out, W_out, 3] and mode linear or nearest", sp->where);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: a 5-D X takes a grid [N, D_out, H_out, W_out, 3] and mode linear or nearest", sp->where);
   int64_t N = x->shape[0], C = x->shape[1], D = x->shape[2], H = x->shape[3], W = x->shape[4];
   int64_t Do = gr->shape[1], Ho = gr->shape[2], Wo = gr->shape[3], shape[5] = {N, C, Do, Ho, Wo}, m = Do * Ho * Wo;
-  if (hp_tensor_alloc(e, out, TINY_FP32, 5, shape)) return e->code;
+  if (ut_tensor_alloc(e, out, TINY_FP32, 5, shape)) return e->code;
   bool ac = sp->attr[2] != 0;
   gs_vol v = {{NULL, H, W, (int)sp->attr[1], {-0.5f, -0.5f, (float)W - 0.5f, (float)H - 0.5f}}, D, -0.5f, (float)D - 0.5f};
   if (ac) v.g.border[0] = v.g.border[1] = v.zlo = 0, v.g.border[2] = (float)W - 1.f, v.g.border[3] = (float)H - 1.f, v.zhi = (float)D - 1.f;
@@ -585,20 +585,20 @@ static hp_status gridsample3(hp_error *e, const hp_flow_step *sp, const hp_tenso
       float *y = (float *)out->data + (n * C + c) * m;
       for (int64_t i = 0; i < m; i++) y[i] = gs_sample3(&v, (int)sp->attr[0], ac, gp + 3 * i);
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* in: X [N, C, H, W] (or [N, C, D, H, W]), grid [N, Ho, Wo, 2] (or [N, Do,
  * Ho, Wo, 3]); attr: mode, padding, align_corners.  out: [N, C, Ho, Wo]
  * (or [N, C, Do, Ho, Wo]). */
-static hp_status op_gridsample(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0], *gr = in[1];
+static harp_status op_gridsample(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0], *gr = in[1];
   if (x->dtype == TINY_FP32 && gr->dtype == TINY_FP32 && x->rank == 5) return gridsample3(e, sp, x, gr, &out[0]);
   if (x->dtype != TINY_FP32 || gr->dtype != TINY_FP32 || x->rank != 4 || gr->rank != 4 || gr->shape[3] != 2 || gr->shape[0] != x->shape[0])
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: X must be float [N, C, H, W] and grid [N, H_out, W_out, 2]", sp->where);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: X must be float [N, C, H, W] and grid [N, H_out, W_out, 2]", sp->where);
   int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], Ho = gr->shape[1], Wo = gr->shape[2];
   int64_t shape[4] = {N, C, Ho, Wo};
-  if (hp_tensor_alloc(e, &out[0], TINY_FP32, 4, shape)) return e->code;
+  if (ut_tensor_alloc(e, &out[0], TINY_FP32, 4, shape)) return e->code;
   bool ac = sp->attr[2] != 0;
   gs_plane g = {NULL, H, W, (int)sp->attr[1], {-0.5f, -0.5f, (float)W - 0.5f, (float)H - 0.5f}};
   if (ac) g.border[0] = g.border[1] = 0, g.border[2] = (float)W - 1.f, g.border[3] = (float)H - 1.f;
@@ -609,13 +609,13 @@ static hp_status op_gridsample(hp_error *e, const hp_flow_step *sp, const hp_ten
       float *y = (float *)out[0].data + (n * C + c) * Ho * Wo;
       for (int64_t i = 0; i < Ho * Wo; i++) y[i] = gs_sample(&g, (int)sp->attr[0], ac, gp[2 * i], gp[2 * i + 1]);
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- ScatterElements, ScatterND ------------------------------------------------------------- */
 /* out[at] combined with update element u by reduction red (0 none, 1 add,
  * 2 mul, 3 max, 4 min), in the tensor's type. */
-static void scatter_one(hp_tensor *out, int64_t at, const hp_tensor *u, int64_t ui, int64_t red) {
+static void scatter_one(ut_tensor *out, int64_t at, const ut_tensor *u, int64_t ui, int64_t red) {
   size_t es = (size_t)tiny_dtype_size(out->dtype);
   if (red == 0) {
     memcpy((char *)out->data + (size_t)at * es, (const char *)u->data + (size_t)ui * es, es);
@@ -625,33 +625,33 @@ static void scatter_one(hp_tensor *out, int64_t at, const hp_tensor *u, int64_t 
   if (red >= 3 && (isnan(a) || isnan(b))) r = NAN;
   if (out->dtype == TINY_I32) ((int32_t *)out->data)[at] = (int32_t)(int64_t)r;
   else if (out->dtype == TINY_BOOL) ((uint8_t *)out->data)[at] = r != 0;
-  else hp_tensor_set(out, at, (float)r);
+  else ut_tensor_set(out, at, (float)r);
 }
 
-static hp_status copy_of(hp_error *e, const hp_tensor *x, hp_tensor *out) {
-  if (hp_tensor_alloc(e, out, x->dtype, x->rank, x->shape)) return e->code;
+static harp_status copy_of(harp_error *e, const ut_tensor *x, ut_tensor *out) {
+  if (ut_tensor_alloc(e, out, x->dtype, x->rank, x->shape)) return e->code;
   if (x->nbytes) memcpy(out->data, x->data, x->nbytes);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* in: data, indices, updates; attr[0]: axis (normalised), attr[1]: reduction.
  * The updates in index order (a repeated index: the last one wins, or all
  * combine), negative indices counted from the end. */
-static hp_status op_scatter_el(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0], *idx = in[1], *u = in[2];
+static harp_status op_scatter_el(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0], *idx = in[1], *u = in[2];
   int r = x->rank, axis = (int)sp->attr[0];
   if (idx->rank != r || u->rank != r || axis < 0 || axis >= r || u->dtype != x->dtype)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: data, indices and updates must have one rank and type", sp->where);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: data, indices and updates must have one rank and type", sp->where);
   for (int d = 0; d < r; d++)
     if (idx->shape[d] != u->shape[d] || (d != axis && idx->shape[d] > x->shape[d]))
-      return hp_fail(e, HP_E_AXIS_SIZE_MISMATCH, NULL, "%s: indices and updates differ, or exceed data, in dim %d", sp->where, d);
+      return ut_fail(e, HARP_E_AXIS_SIZE_MISMATCH, NULL, "%s: indices and updates differ, or exceed data, in dim %d", sp->where, d);
   if (copy_of(e, x, &out[0])) return e->code;
-  int64_t n = hp_tensor_numel(idx);
+  int64_t n = ut_tensor_numel(idx);
   for (int64_t j = 0; j < n; j++) {
     int64_t at = 0, rest = j, k = (int64_t)num(idx, j);
     if (k < 0) k += x->shape[axis];
     if (k < 0 || k >= x->shape[axis])
-      return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: index %g outside [%" PRId64 ", %" PRId64 ")", sp->where, num(idx, j),
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: index %g outside [%" PRId64 ", %" PRId64 ")", sp->where, num(idx, j),
                      -x->shape[axis], x->shape[axis]);
     for (int d = r - 1, stride = 1; d >= 0; d--) {
       int64_t cd = rest % idx->shape[d];
@@ -661,50 +661,50 @@ static hp_status op_scatter_el(hp_error *e, const hp_flow_step *sp, const hp_ten
     }
     scatter_one(&out[0], at, u, j, sp->attr[1]);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* in: data, indices [.., m], updates; attr[1]: reduction. */
-static hp_status op_scatter_nd(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  const hp_tensor *x = in[0], *idx = in[1], *u = in[2];
+static harp_status op_scatter_nd(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  const ut_tensor *x = in[0], *idx = in[1], *u = in[2];
   int q = idx->rank;
   int64_t m = q ? idx->shape[q - 1] : 0;
   if (q < 1 || m < 1 || m > x->rank || u->dtype != x->dtype)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: index tuples of %" PRId64 " for data of rank %d", sp->where, m, x->rank);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: index tuples of %" PRId64 " for data of rank %d", sp->where, m, x->rank);
   int64_t J = prod(idx->shape, 0, q - 1), T = prod(x->shape, (int)m, x->rank);
-  if (hp_tensor_numel(u) != J * T) return hp_fail(e, HP_E_AXIS_SIZE_MISMATCH, NULL, "%s: updates must have %" PRId64 " elements", sp->where, J * T);
+  if (ut_tensor_numel(u) != J * T) return ut_fail(e, HARP_E_AXIS_SIZE_MISMATCH, NULL, "%s: updates must have %" PRId64 " elements", sp->where, J * T);
   if (copy_of(e, x, &out[0])) return e->code;
   for (int64_t j = 0; j < J; j++) {
     int64_t row = 0;
     for (int64_t d = 0; d < m; d++) {
       int64_t k = (int64_t)num(idx, j * m + d);
       if (k < 0) k += x->shape[d];
-      if (k < 0 || k >= x->shape[d]) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: index %g outside dim %" PRId64, sp->where, num(idx, j * m + d), d);
+      if (k < 0 || k >= x->shape[d]) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: index %g outside dim %" PRId64, sp->where, num(idx, j * m + d), d);
       row = row * x->shape[d] + k;
     }
     for (int64_t t = 0; t < T; t++) scatter_one(&out[0], row * T + t, u, j * T + t, sp->attr[1]);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- dispatch ----------------------------------------------------------------------------------- */
-hp_status hp_flow_op_run(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out) {
-  static const int need[HP_FOP_COUNT] = {2, 1, 2, 1, 2, 3, 3, 3, 2, 3, 3}; /* the inputs each op requires */
-  if (sp->op < 0 || sp->op >= HP_FOP_COUNT) return hp_fail(e, HP_E_INTERNAL, NULL, "%s: host op %d", sp->where, (int)sp->op);
+harp_status flow_op_run(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out) {
+  static const int need[FLOW_FOP_COUNT] = {2, 1, 2, 1, 2, 3, 3, 3, 2, 3, 3}; /* the inputs each op requires */
+  if (sp->op < 0 || sp->op >= FLOW_FOP_COUNT) return ut_fail(e, HARP_E_INTERNAL, NULL, "%s: host op %d", sp->where, (int)sp->op);
   for (int k = 0; k < need[sp->op]; k++)
-    if (k >= sp->nin || !in[k]) return hp_fail(e, HP_E_INVALID_ARG, NULL, "%s: input %d is required", sp->where, k);
+    if (k >= sp->nin || !in[k]) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: input %d is required", sp->where, k);
   switch (sp->op) {
-  case HP_FOP_NMS: return op_nms(e, sp, in, out);
-  case HP_FOP_NONZERO: return op_nonzero(e, sp, in, out);
-  case HP_FOP_TOPK: return op_topk(e, sp, in, out);
-  case HP_FOP_UNIQUE: return op_unique(e, sp, in, out);
-  case HP_FOP_COMPRESS: return op_compress(e, sp, in, out);
-  case HP_FOP_RANGE: return op_range(e, sp, in, out);
-  case HP_FOP_SLICE: return op_slice(e, sp, in, out);
-  case HP_FOP_ROIALIGN: return op_roialign(e, sp, in, out);
-  case HP_FOP_GRIDSAMPLE: return op_gridsample(e, sp, in, out);
-  case HP_FOP_SCATTER_ELEMENTS: return op_scatter_el(e, sp, in, out);
-  case HP_FOP_SCATTER_ND: return op_scatter_nd(e, sp, in, out);
-  default: return hp_fail(e, HP_E_INTERNAL, NULL, "%s: host op %d", sp->where, (int)sp->op);
+  case FLOW_FOP_NMS: return op_nms(e, sp, in, out);
+  case FLOW_FOP_NONZERO: return op_nonzero(e, sp, in, out);
+  case FLOW_FOP_TOPK: return op_topk(e, sp, in, out);
+  case FLOW_FOP_UNIQUE: return op_unique(e, sp, in, out);
+  case FLOW_FOP_COMPRESS: return op_compress(e, sp, in, out);
+  case FLOW_FOP_RANGE: return op_range(e, sp, in, out);
+  case FLOW_FOP_SLICE: return op_slice(e, sp, in, out);
+  case FLOW_FOP_ROIALIGN: return op_roialign(e, sp, in, out);
+  case FLOW_FOP_GRIDSAMPLE: return op_gridsample(e, sp, in, out);
+  case FLOW_FOP_SCATTER_ELEMENTS: return op_scatter_el(e, sp, in, out);
+  case FLOW_FOP_SCATTER_ND: return op_scatter_nd(e, sp, in, out);
+  default: return ut_fail(e, HARP_E_INTERNAL, NULL, "%s: host op %d", sp->where, (int)sp->op);
   }
 }

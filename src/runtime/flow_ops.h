@@ -9,6 +9,6 @@
  * out[0..sp->nout) (allocated here; an output whose slot is -1 may be left
  * empty).  Bad values (a condition longer than its axis, a step of 0, ...)
  * are errors naming the step's node. */
-hp_status hp_flow_op_run(hp_error *e, const hp_flow_step *sp, const hp_tensor *const *in, hp_tensor *out);
+harp_status flow_op_run(harp_error *e, const flow_step *sp, const ut_tensor *const *in, ut_tensor *out);
 
 #endif

@@ -10,17 +10,17 @@
 #include "harp/region.h"
 #include "harp/tune.h"
 
-struct hp_gpu_model {
+struct rt_gpu_model {
   const tiny_graph *g;
   rg_partition *part; /* owns the IndexBook and the Poly-View */
-  hp_function *f;
+  fn_function *f;
   cuda_model_tu *tu;
-  hp_plans plans; /* --plan overrides chosen per region (n == 0 without) */
+  rt_plans plans; /* --plan overrides chosen per region (n == 0 without) */
   cuda_arch arch;
   char *source;
   char *cache_dir;
   bool graphs;
-  bool shares_build; /* hp_gpu_instance: g .. bin belong to another model */
+  bool shares_build; /* rt_gpu_instance: g .. bin belong to another model */
   /* once loaded */
   cuda_rt *rt;
   bool rt_borrowed; /* a session's: not closed with the model */
@@ -34,27 +34,27 @@ struct hp_gpu_model {
   cuda_rt_graph *graph;
 };
 
-/* hp_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
+/* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
  * target is taken from o or, without one, from rt's device). */
-hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
-                       hp_gpu_model **out);
+harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
+                       rt_gpu_model **out);
 
 /* cuda_rt_open with NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
-hp_status gpu_rt_open(hp_error *e, const char *cache_dir, bool no_driver, cuda_rt **out);
+harp_status gpu_rt_open(harp_error *e, const char *cache_dir, bool no_driver, cuda_rt **out);
 /* "sm80" | "sm90" -> *arch; NULL: rt's device (sm90 on Hopper, else sm80). */
-hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch);
+harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch);
 /* Capture m's launches on its stream into a new graph (instantiated on
  * request).  A failed launch still ends the capture and keeps no graph. */
-hp_status gpu_capture(hp_error *e, hp_gpu_model *m, bool instantiate, cuda_rt_graph **out);
+harp_status gpu_capture(harp_error *e, rt_gpu_model *m, bool instantiate, cuda_rt_graph **out);
 
 /* How a run issues its launches: directly, through the model's own graph, or
  * through a session's graph for the binding's ShapeSet. */
-typedef hp_status (*gpu_launcher)(hp_error *e, hp_gpu_model *m, void *ctx);
+typedef harp_status (*gpu_launcher)(harp_error *e, rt_gpu_model *m, void *ctx);
 /* Every launch of m once, in order, on harp's stream. */
-hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m);
-/* hp_gpu_run with the launches issued by `launch`; dst != NULL: the outputs
- * go into these caller buffers (hp_gpu_run_into) and `outputs` is unused. */
-hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
+harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m);
+/* rt_gpu_run with the launches issued by `launch`; dst != NULL: the outputs
+ * go into these caller buffers (rt_gpu_run_into) and `outputs` is unused. */
+harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                        void *const *dst, gpu_launcher launch, void *ctx);
 
 #endif

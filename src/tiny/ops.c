@@ -66,22 +66,22 @@ const char *tiny_op_c(tiny_op op, bool in_int, bool gpu) {
 const char *tiny_op_cuda(tiny_op op) { return row(op)->cuda ? row(op)->cuda : row(op)->c; }
 const char *tiny_op_vec(tiny_op op) { return row(op)->vec; }
 
-void tiny_op_spell(hp_str *o, const char *tmpl, const char *const *x, int n) {
+void tiny_op_spell(ut_str *o, const char *tmpl, const char *const *x, int n) {
   int k = 0;
   const char *p = tmpl;
   while (*p) {
     const char *pc = strchr(p, '%');
     if (!pc) {
-      hp_str_puts(o, p);
+      ut_str_puts(o, p);
       return;
     }
-    hp_str_putn(o, p, (size_t)(pc - p));
+    ut_str_putn(o, p, (size_t)(pc - p));
     if (pc[1] == 's') {
-      hp_str_puts(o, n > 0 ? x[k < n ? k : n - 1] : "");
+      ut_str_puts(o, n > 0 ? x[k < n ? k : n - 1] : "");
       k++;
       p = pc + 2;
     } else {
-      hp_str_putc(o, '%');
+      ut_str_putc(o, '%');
       p = pc + (pc[1] == '%' ? 2 : 1);
     }
   }

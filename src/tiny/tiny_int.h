@@ -12,27 +12,27 @@ typedef struct tiny_bcast {
   int map[TINY_MAX_SRC][TINY_MAX_RANK];
 } tiny_bcast;
 
-hp_status tiny_broadcast(hp_error *e, const char *id, const tiny_shape *const *ops, int nops, tiny_bcast *out);
+harp_status tiny_broadcast(harp_error *e, const char *id, const tiny_shape *const *ops, int nops, tiny_bcast *out);
 
 /* Resolve an arg dim against the symbol table: n >= 0 when known, else -1
  * (sym kept).  Returns false if unknown and !allow_unknown (error set). */
-bool tiny_resolve_dim(hp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
+bool tiny_resolve_dim(harp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
                       tiny_dim *out);
 
 /* The arg shape `arg` of node n resolved (sizes checked against the limits). */
-hp_status tiny_resolve_shape(hp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
+harp_status tiny_resolve_shape(harp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
                              bool allow_unknown, tiny_shape *out);
 /* Two known sizes that differ, neither of them 1 (broadcasting allows a 1). */
 bool tiny_dim_mismatch(const tiny_dim *a, const tiny_dim *b);
 
 /* One run of shape inference (infer.c); its movement rules (infer_move.c). */
 typedef struct tiny_ictx {
-  hp_error *e;
+  harp_error *e;
   tiny_graph *g;
   const tiny_symtab *syms;
   bool allow_unknown;
 } tiny_ictx;
-hp_status tiny_infer_move(tiny_ictx *c, tiny_node *n);
+harp_status tiny_infer_move(tiny_ictx *c, tiny_node *n);
 
 /* Reduce a "symbol or int" arg that must be a plain non-negative integer once
  * bound (pads, steps, kernel sizes). */

@@ -1,6 +1,6 @@
 /* tiny_spell.h — the renderers' text of an elementwise op: the spelling
  * columns of the op table (harp/tiny_ops.h), for the C and CUDA backends.
- * Needs: harp/tiny.h, util/util.h (hp_str).  Gives: the lookups (and the
+ * Needs: harp/tiny.h, util/util.h (ut_str).  Gives: the lookups (and the
  * dtype table's backend columns) and tiny_op_spell, which fills a text in. */
 #ifndef HARP_TINY_SPELL_H
 #define HARP_TINY_SPELL_H
@@ -27,6 +27,6 @@ const char *tiny_dtype_cuda_cvt(tiny_dtype t);
 
 /* Append tmpl to o with its k-th "%s" replaced by x[k] (by x[n - 1] past
  * the end: a unary op's text may name its operand twice); "%%" is '%'. */
-void tiny_op_spell(hp_str *o, const char *tmpl, const char *const *x, int n);
+void tiny_op_spell(ut_str *o, const char *tmpl, const char *const *x, int n);
 
 #endif

@@ -20,12 +20,12 @@ static size_t numel(const long *shape) {
 
 int main(int argc, char **argv) {
   if (argc != 2) return 1;
-  hp_error err = {0};
+  harp_error err = {0};
   harp_options opts = {.backend = HARP_BACKEND_CPU};
   harp_compiled *c = NULL;
   if (harp_compile_file(&err, argv[1], &opts, &c)) {
     char buf[2048];
-    hp_error_format(&err, buf, sizeof buf);
+    harp_error_format(&err, buf, sizeof buf);
     fprintf(stderr, "%s\n", buf);
     return 1;
   }

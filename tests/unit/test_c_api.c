@@ -9,7 +9,7 @@
 #include "util/util.h"
 
 static void gemm_bias_relu(harp_backend backend, float *out) {
-  hp_error err = {0};
+  harp_error err = {0};
   const char *syms[] = {"M=3", "K=4", "N=5", NULL};
   const char *weights[] = {"B", "bias", NULL};
   harp_options opts = {.backend = backend, .syms = syms, .params = weights};
@@ -47,9 +47,9 @@ static void gemm_bias_relu(harp_backend backend, float *out) {
   for (int r = 0; r < 3; r++)
     for (int j = 0; j < 5; j++) {
       float acc = 0;
-      for (int k = 0; k < 4; k++) acc += hp_f16_to_f32(A[r * 4 + k]) * hp_f16_to_f32(B[k * 5 + j]);
-      float want = fmaxf(hp_round_f16(acc) + hp_f16_to_f32(bias[j]), 0);
-      assert_true(fabsf(out[r * 5 + j] - hp_round_f16(want)) <= 1e-3f + 1e-3f * fabsf(want));
+      for (int k = 0; k < 4; k++) acc += ut_f16_to_f32(A[r * 4 + k]) * ut_f16_to_f32(B[k * 5 + j]);
+      float want = fmaxf(ut_round_f16(acc) + ut_f16_to_f32(bias[j]), 0);
+      assert_true(fabsf(out[r * 5 + j] - ut_round_f16(want)) <= 1e-3f + 1e-3f * fabsf(want));
     }
   harp_model_free(m);
   free(params);
@@ -66,22 +66,22 @@ static void test_both_backends(void **state) {
 
 static void test_errors(void **state) {
   (void)state;
-  hp_error err = {0};
+  harp_error err = {0};
   harp_compiled *c;
-  assert_int_equal(harp_compile_file(&err, "/nonexistent.json", NULL, &c), HP_E_IO);
-  hp_error_clear(&err);
-  assert_int_equal(harp_compile_file(&err, "model.tflite", NULL, &c), HP_E_USAGE);
-  hp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, "/nonexistent.json", NULL, &c), HARP_E_IO);
+  harp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, "model.tflite", NULL, &c), HARP_E_USAGE);
+  harp_error_clear(&err);
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/seed001_gemm.json", HARP_SOURCE_DIR);
   harp_options opts = {.backend = HARP_BACKEND_INTERP};
-  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HP_E_UNBOUND_SYMBOL); /* M, K, N unbound */
-  hp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HARP_E_UNBOUND_SYMBOL); /* M, K, N unbound */
+  harp_error_clear(&err);
   const char *weights[] = {"Z", NULL};
   const char *syms[] = {"M=1", "K=1", "N=1", NULL};
   opts.syms = syms;
   opts.params = weights;
-  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HP_E_USAGE); /* no input Z */
+  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HARP_E_USAGE); /* no input Z */
   assert_null(harp_model_init(NULL, NULL, 0));
   assert_int_equal(harp_model_run(NULL, NULL, NULL), -1);
   harp_model_free(NULL);
@@ -97,7 +97,7 @@ static void test_builder_graph(void **state) {
   int x = tiny_b_input(g, "x", TINY_FP32, &s);
   int y = tiny_b_unary(g, TINY_EXP, x);
   tiny_mark_output(g, tiny_b_binary_imm(g, TINY_MUL, y, 2.0));
-  hp_error err = {0};
+  harp_error err = {0};
   harp_compiled *c;
   harp_options opts = {.backend = HARP_BACKEND_CPU};
   assert_ok(&err, harp_compile_graph(&err, g, &opts, &c));

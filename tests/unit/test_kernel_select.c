@@ -9,7 +9,7 @@
 /* A model formed for the CPU and its Function. */
 typedef struct ks {
   rgt t;
-  hp_function *f;
+  fn_function *f;
   ct_src src;
 } ks;
 

@@ -142,20 +142,20 @@ static void test_dtype_columns(void **st) {
 
 static void test_spell(void **st) {
   (void)st;
-  hp_str o;
-  hp_str_init(&o);
+  ut_str o;
+  ut_str_init(&o);
   const char *x[2] = {"p", "q"};
   tiny_op_spell(&o, "(%s < 0 ? 0 : %s)", x, 1);
   assert_string_equal(o.buf, "(p < 0 ? 0 : p)");
-  hp_str_free(&o);
-  hp_str_init(&o);
+  ut_str_free(&o);
+  ut_str_init(&o);
   tiny_op_spell(&o, "f(%s, %s) %% 2%", x, 2);
   assert_string_equal(o.buf, "f(p, q) % 2%");
-  hp_str_free(&o);
-  hp_str_init(&o);
+  ut_str_free(&o);
+  ut_str_init(&o);
   tiny_op_spell(&o, tiny_op_c(TINY_MAX, true, true), x, 2);
   assert_string_equal(o.buf, "hp_imax(p, q)");
-  hp_str_free(&o);
+  ut_str_free(&o);
 }
 
 int main(void) {

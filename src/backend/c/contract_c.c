@@ -37,7 +37,7 @@
 #define DECLINE(msg)    \
   do {                  \
     *why = (msg);       \
-    return HP_OK;       \
+    return HARP_OK;     \
   } while (0)
 
 /* The template steps of the shared reading as the C templates' epilogue. */
@@ -85,11 +85,11 @@ static unsigned host_isa_mask(void) {
  * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
  * channels), that variant reads none of the tiles; the note says so. */
 typedef struct plan_use {
-  hp_plan_choice *ch; /* NULL: the template's built-in tuning */
+  rt_plan_choice *ch; /* NULL: the template's built-in tuning */
   char desc[320];     /* the plan and the tuning it became, for the generated C */
 } plan_use;
 
-static void note_add(hp_plan_choice *ch, const char *what) {
+static void note_add(rt_plan_choice *ch, const char *what) {
   size_t n = strlen(ch->note);
   if (strstr(ch->note, what)) return;
   snprintf(ch->note + n, sizeof ch->note - n, "%s%s", n ? "; " : "", what);
@@ -97,9 +97,9 @@ static void note_add(hp_plan_choice *ch, const char *what) {
 
 /* The region's plan, or NULL for the built-in tuning (no plan, or
  * HARP_NO_PLANS=1, an A/B switch for benchmarks). */
-static hp_plan_choice *choice_of(const rc_ctx *c, int r) {
+static rt_plan_choice *choice_of(const rc_ctx *c, int r) {
   if (!c->plans) return NULL;
-  hp_plan_choice *ch = &c->plans[c->f->kernels[r].region];
+  rt_plan_choice *ch = &c->plans[c->f->kernels[r].region];
   if (!ch->has_plan) return NULL;
   const char *off = getenv("HARP_NO_PLANS");
   if (off && *off && strcmp(off, "0")) {
@@ -152,12 +152,12 @@ static int order_pos(const plan_t *p, const char *base, const char *suffix) {
 /* Fill t from the region's plan (kind: 'g' GEMM, 'c' conv with the plan's
  * roles swapped when swap, 'a' attention; bm/bn for attention).  Returns the
  * choice, or NULL for the built-in tuning. */
-static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
+static rt_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
                                    plan_use *u) {
   cgen_tuning_default(t);
   u->ch = NULL;
   u->desc[0] = 0;
-  hp_plan_choice *ch = choice_of(c, r);
+  rt_plan_choice *ch = choice_of(c, r);
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   plan_gemm_view gv;
   if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
@@ -211,31 +211,31 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
 }
 
 /* After the generator ran: say in the C what the kernel follows. */
-static void plan_comment(hp_str *out, const plan_use *u, bool refused, const hp_error *why) {
+static void plan_comment(ut_str *out, const plan_use *u, bool refused, const harp_error *why) {
   if (!u->ch) return;
-  char *one = hp_plan_oneline(&u->ch->plan);
+  char *one = rt_plan_oneline(&u->ch->plan);
   if (refused) {
     char msg[200];
     snprintf(msg, sizeof msg, "the template refused the plan (%.150s): built-in tuning", why->msg);
     note_add(u->ch, msg);
     u->ch->applied = false;
     u->ch->fallback = true;
-    hp_str_printf(out, "/* plan: %s\n   NOT applied: %s */\n", one ? one : "?", msg);
+    ut_str_printf(out, "/* plan: %s\n   NOT applied: %s */\n", one ? one : "?", msg);
   } else {
     u->ch->applied = true;
-    hp_str_printf(out, "/* plan: %s\n   -> %s */\n", one ? one : "?", u->desc);
+    ut_str_printf(out, "/* plan: %s\n   -> %s */\n", one ? one : "?", u->desc);
   }
   free(one);
 }
 
 /* The generators behind one signature, for template_body. */
-typedef hp_status (*gen_fn)(hp_error *e, const void *spec, const char *fn, hp_str *out);
-static hp_status gen_gemm(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_gemm(e, s, fn, o); }
-static hp_status gen_conv(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_conv(e, s, fn, o); }
-static hp_status gen_attn(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_attn(e, s, fn, o); }
-static hp_status gen_softmax(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_softmax(e, s, fn, o); }
-static hp_status gen_pool(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_pool(e, s, fn, o); }
-static hp_status gen_map(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_map(e, s, fn, o); }
+typedef harp_status (*gen_fn)(harp_error *e, const void *spec, const char *fn, ut_str *out);
+static harp_status gen_gemm(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_gemm(e, s, fn, o); }
+static harp_status gen_conv(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_conv(e, s, fn, o); }
+static harp_status gen_attn(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_attn(e, s, fn, o); }
+static harp_status gen_softmax(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_softmax(e, s, fn, o); }
+static harp_status gen_pool(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_pool(e, s, fn, o); }
+static harp_status gen_map(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_map(e, s, fn, o); }
 
 /* The template's kernel `kfn` into out, under the plan's tuning (already in
  * *tune, a member of spec); when the template refuses the plan, or there is
@@ -243,28 +243,28 @@ static hp_status gen_map(hp_error *e, const void *s, const char *fn, hp_str *o) 
  * own choice), and the plan's comment says which.  False: the template
  * refuses the shape itself (out untouched, the plan not applied). */
 static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
-                          const char *kfn, hp_str *out) {
-  hp_error pe = {0}, e2 = {0};
-  hp_str body;
-  hp_str_init(&body);
-  bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HP_OK;
+                          const char *kfn, ut_str *out) {
+  harp_error pe = {0}, e2 = {0};
+  ut_str body;
+  ut_str_init(&body);
+  bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HARP_OK;
   if (refused || !pu->ch) { /* the built-in tuning (the conv algorithm is not the plan's) */
-    hp_str_free(&body);
-    hp_str_init(&body);
+    ut_str_free(&body);
+    ut_str_init(&body);
     int conv_algo = tune->conv_algo;
     cgen_tuning_default(tune);
     tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
     jit_variant(c, tune, host_isa_mask());
-    if (gen(&e2, spec, kfn, &body) != HP_OK) {
-      hp_str_free(&body);
+    if (gen(&e2, spec, kfn, &body) != HARP_OK) {
+      ut_str_free(&body);
       if (pu->ch) pu->ch->applied = false;
       return false;
     }
   }
   plan_comment(out, pu, refused, &pe);
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
   return true;
 }
 
@@ -293,39 +293,39 @@ static void note_packed_only(const rc_ctx *c, int r, int slot, int other, const 
 /* The helpers model_init calls for a kernel that takes its weight packed
  * (contract_c.h): the packed form's size (the ISA variant's this process
  * runs) and the packing of the weight buffer w, at element offset off. */
-static void emit_wpack(hp_str *o, const char *fn, const char *kfn, char which, int64_t off, int esize) {
-  hp_str_printf(o, "static long %s_wbytes(void) { return %s_pack_%c_bytes(); }\n", fn, kfn, which);
-  hp_str_printf(o,
+static void emit_wpack(ut_str *o, const char *fn, const char *kfn, char which, int64_t off, int esize) {
+  ut_str_printf(o, "static long %s_wbytes(void) { return %s_pack_%c_bytes(); }\n", fn, kfn, which);
+  ut_str_printf(o,
                 "static int %s_wpack(hprt_pool *pool, const void *w, void *wp) {\n"
                 "  return %s_pack_%c(pool, (const char *)w + %" PRId64 " * %d, wp);\n}\n",
                 fn, kfn, which, off, esize);
 }
 
-static void ep_array(hp_str *o, const ct_epi *epi, int n) {
-  hp_str_puts(o, "  const void *ep[] = {");
+static void ep_array(ut_str *o, const ct_epi *epi, int n) {
+  ut_str_puts(o, "  const void *ep[] = {");
   for (int i = 0; i < n; i++) {
-    if (epi[i].slot < 0) hp_str_puts(o, "NULL, ");
-    else hp_str_printf(o, "(const void *)((const char *)bufs[%d] + %" PRId64 " * %d), ", epi[i].slot, epi[i].off,
+    if (epi[i].slot < 0) ut_str_puts(o, "NULL, ");
+    else ut_str_printf(o, "(const void *)((const char *)bufs[%d] + %" PRId64 " * %d), ", epi[i].slot, epi[i].off,
                        tiny_dtype_size(epi[i].dtype));
   }
-  hp_str_puts(o, "NULL};\n");
+  ut_str_puts(o, "NULL};\n");
 }
 
 /* The copy into the scratch `ap` (nested loops, the destination's innermost
  * dimension innermost), in the tensor's storage type. */
-static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
+static void emit_repack(ut_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
   const char *t = A0->dtype == TINY_FP32 ? "float" : "uint16_t";
   int64_t total = 1;
   for (int i = 0; i < n; i++) total *= vsize[i];
-  hp_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
+  ut_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
                 (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64);
-  hp_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
+  ut_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
                 A0->offset);
   for (int i = 0; i < n; i++)
-    hp_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
-  hp_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
-  for (int i = 0; i < n; i++) hp_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
-  hp_str_puts(o, "];\n  }\n");
+    ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
+  ut_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
+  for (int i = 0; i < n; i++) ut_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
+  ut_str_puts(o, "];\n  }\n");
 }
 
 /* Kernels below this many multiply-adds run on the calling thread: waking
@@ -334,8 +334,8 @@ static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, co
 #define SMALL_WORK (double)(1 << 21)
 #define SMALL_BYTES (double)(1 << 20) /* nor when they stream this much (a GEMV's B) */
 
-static void small_on_caller(hp_str *out, double work) {
-  if (work < SMALL_WORK) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+static void small_on_caller(ut_str *out, double work) {
+  if (work < SMALL_WORK) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
 }
 
 /* Output pixels of a conv spec. */
@@ -420,7 +420,7 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
  * the other variants are its implicit GEMM, which copies input rows as its
  * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too. */
-static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_gemm *gm, bool swapped,
+static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *gm, bool swapped,
                              rc_packed *pk) {
   cgen_conv_spec s;
   /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
@@ -434,10 +434,10 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, cons
   s.prepack_w = packs_once(c, r, gm->A.slot);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
-  hp_str body;
-  hp_str_init(&body);
+  ut_str body;
+  ut_str_init(&body);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, &body)) {
-    hp_str_free(&body);
+    ut_str_free(&body);
     return false;
   }
   if (pu.ch) {
@@ -445,32 +445,32 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, cons
     snprintf(msg, sizeof msg, "1x1 conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
     note_add(pu.ch, msg);
   }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_w) {
     emit_wpack(out, fn, kfn, 'a', gm->A.offset, tiny_dtype_size(gm->A.dtype));
     pk->n = 1, pk->slot[0] = gm->A.slot;
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)gm->batch[0] * gm->M * gm->N * gm->K);
   ep_array(out, gm->epi, gm->nepi);
-  if (s.prepack_w) hp_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
-  else hp_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
+  if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
+  else ut_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
                      tiny_dtype_size(gm->A.dtype));
-  hp_str_printf(out, ", (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n", gm->B.slot, gm->B.offset,
+  ut_str_printf(out, ", (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n", gm->B.slot, gm->B.offset,
                 tiny_dtype_size(gm->B.dtype), gm->C.slot);
   return true;
 }
 
-hp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_gemm *read, bool *handled,
+harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
   bool swapped = gemm_transpose(&gm);
   if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, pk)) {
     *handled = true;
-    return HP_OK;
+    return HARP_OK;
   }
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
@@ -502,7 +502,7 @@ hp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_g
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
@@ -512,30 +512,30 @@ hp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_g
   /* the operands: A packed by model_init, repacked into `ap` here, or as
    * stored; B packed by model_init or as stored */
   int packed = K->nreads + K->nwrites;
-  hp_str a, b;
-  hp_str_init(&a);
-  hp_str_init(&b);
-  if (s.prepack_a) hp_str_printf(&a, "bufs[%d]", packed);
-  else if (gm.nrep) hp_str_puts(&a, "ap");
-  else hp_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype));
-  if (s.prepack_b) hp_str_printf(&b, "bufs[%d]", packed);
-  else hp_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
-  if (s.prepack_a || s.prepack_b) hp_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
+  ut_str a, b;
+  ut_str_init(&a);
+  ut_str_init(&b);
+  if (s.prepack_a) ut_str_printf(&a, "bufs[%d]", packed);
+  else if (gm.nrep) ut_str_puts(&a, "ap");
+  else ut_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype));
+  if (s.prepack_b) ut_str_printf(&b, "bufs[%d]", packed);
+  else ut_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
+  if (s.prepack_a || s.prepack_b) ut_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
   if (gm.nrep) emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
-  hp_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
+  ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
                 gm.C.slot);
-  hp_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
+  ut_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
   if (a.oom || b.oom) out->oom = true;
-  hp_str_free(&a);
-  hp_str_free(&b);
+  ut_str_free(&a);
+  ut_str_free(&b);
   if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
   if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
-hp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_conv *read, bool *handled,
+harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
   cgen_conv_spec s;
@@ -574,7 +574,7 @@ hp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_c
     pk->n = 1, pk->slot[0] = cv.W.slot;
     note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a depthwise conv does one vector load per FMA and copies its input
    * plane (cgen_dwconv.c), which a stride makes larger per output: ~8x a
    * GEMM's time per multiply-add, times the stride's (384 channels of 14x14:
@@ -583,15 +583,15 @@ hp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_c
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
   small_on_caller(out, dw_cost * cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
-  if (s.prepack_w) hp_str_puts(out, "  /* the weight packed by model_init */\n");
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
+  if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
+  ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
                 s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- attention --------------------------------------------------------------------- */
-hp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_attn *read, bool *handled,
+harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *read, bool *handled,
                             const char **why) {
   const ct_attn at = *read;
   cgen_attn_spec s;
@@ -616,58 +616,58 @@ hp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, hp_str *out, const
   snprintf(kfn, sizeof kfn, "%s_attn", fn);
   if (!template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
     DECLINE("the template refused the shape");
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)at.B * at.H * at.M * at.N * (at.D + at.DV));
   if (at.has_mask)
-    hp_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
+    ut_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
                   tiny_dtype_size(s.mask_dtype));
   else
-    hp_str_puts(out, "  const void *mask = NULL;\n");
-  hp_str_printf(out,
+    ut_str_puts(out, "  const void *mask = NULL;\n");
+  ut_str_printf(out,
                 "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
                 " * %d,\n           (const char *)bufs[%d] + %" PRId64 " * %d, mask, bufs[%d]) ? 2 : 0;\n}\n\n",
                 kfn, at.q.slot, at.q.offset, tiny_dtype_size(at.q.dtype), at.k.slot, at.k.offset,
                 tiny_dtype_size(at.k.dtype), at.v.slot, at.v.offset, tiny_dtype_size(at.v.dtype), at.out.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- row kernels (softmax, pool) ------------------------------------------------------ */
 /* Kernel `kfn` of a row kernel (`what`) into out: a plan reads as its
  * vector width (`note` says so in the plan's notes), and the C says which.
  * *refused: the generator refused the shape (out untouched). */
-static hp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
-                            const char *note, const char *kfn, hp_str *out, bool *refused) {
+static harp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
+                            const char *note, const char *kfn, ut_str *out, bool *refused) {
   *refused = false;
-  hp_plan_choice *ch = choice_of(c, r);
+  rt_plan_choice *ch = choice_of(c, r);
   if (ch) {
     int vw = ch->plan.vec_width;
     tune->simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
     note_add(ch, note);
   }
   jit_variant(c, tune, ch ? isa_for_simd(tune->simd) : host_isa_mask());
-  hp_error e2 = {0};
-  hp_str body;
-  hp_str_init(&body);
+  harp_error e2 = {0};
+  ut_str body;
+  ut_str_init(&body);
   if (gen(&e2, spec, kfn, &body)) {
-    hp_str_free(&body);
-    if (e2.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_str_free(&body);
+    if (e2.code == HARP_E_NO_MEMORY) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     *refused = true;
-    return HP_OK;
+    return HARP_OK;
   }
   if (ch) {
     ch->applied = true;
-    char *one = hp_plan_oneline(&ch->plan);
-    hp_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
+    char *one = rt_plan_oneline(&ch->plan);
+    ut_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
     free(one);
   }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
-  return HP_OK;
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
+  return HARP_OK;
 }
 
 /* ---- row softmax ------------------------------------------------------------------ */
-hp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_softmax *read, bool *handled,
+harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *read, bool *handled,
                           const char **why) {
   const ct_softmax sm = *read;
   cgen_softmax_spec s;
@@ -677,17 +677,17 @@ hp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, const c
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_softmax", fn);
   bool refused;
-  hp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
+  harp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
                             "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used",
                             kfn, out, &refused);
   if (st) return st;
   if (refused) DECLINE("the softmax kernel refused the shape");
-  hp_str_printf(out,
+  ut_str_printf(out,
                 "static int %s(hprt_pool *pool, void *const *bufs) {\n"
                 "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n",
                 fn, kfn, sm.x.slot, sm.y.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- pooling ---------------------------------------------------------------------- */
@@ -697,7 +697,7 @@ hp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, const c
 
 /* The pools the kernel layer sends here (kernel_c.c's limits: stride, windows
  * a plane, sums over disjoint windows go to the loop nest). */
-hp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_pool *read, bool *handled,
+harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *read, bool *handled,
                        const char **why) {
   const ct_pool pl = *read;
   cgen_pool_spec s;
@@ -714,17 +714,17 @@ hp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_p
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_pool", fn);
   bool refused;
-  hp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
+  harp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
                             "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
                             kfn, out, &refused);
   if (st) return st;
   if (refused) DECLINE("the pool kernel refused the shape");
   double bytes = (double)pl.n * pl.c * ((double)pl.h * pl.w * tiny_dtype_size(pl.X.dtype) + (double)pl.oh * pl.ow * tiny_dtype_size(pl.Y.dtype));
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (bytes < POOL_SMALL_BYTES) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- elementwise maps --------------------------------------------------------------- */
@@ -744,7 +744,7 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
 #define MAP_SMALL_POINTS 32768.0
 
 /* One map kernel kfn for piece mp; *points grows by its points. */
-static hp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, hp_str *out, bool *refused,
+static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
                             double *points) {
   cgen_map_spec s;
   cgen_map_spec_init(&s, mp->cols);
@@ -775,13 +775,13 @@ static hp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn,
 }
 
 /* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
-hp_status cc_emit_map(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_map_set *ms, bool *handled,
+harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled,
                       const char **why) {
-  hp_str body;
-  hp_str_init(&body);
+  ut_str body;
+  ut_str_init(&body);
   double points = 0;
   bool refused = false;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int k = 0; k < ms->npiece && !st && !refused; k++) {
     char kfn[128];
     if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
@@ -789,35 +789,35 @@ hp_status cc_emit_map(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_ma
     st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points);
   }
   if (st || refused) {
-    hp_str_free(&body);
+    ut_str_free(&body);
     if (st) return st;
     DECLINE("the map kernel refused the shape");
   }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (points < MAP_SMALL_POINTS) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   for (int k = 0; k < ms->npiece; k++) {
     const ct_map *mp = &ms->piece[k];
-    hp_str_puts(out, "  const void *in");
-    if (ms->npiece > 1) hp_str_printf(out, "%d", k);
-    hp_str_puts(out, "[] = {");
-    for (int i = 0; i < mp->nin; i++) hp_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
-    hp_str_puts(out, "NULL};\n");
+    ut_str_puts(out, "  const void *in");
+    if (ms->npiece > 1) ut_str_printf(out, "%d", k);
+    ut_str_puts(out, "[] = {");
+    for (int i = 0; i < mp->nin; i++) ut_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
+    ut_str_puts(out, "NULL};\n");
   }
   if (ms->npiece == 1) {
-    hp_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
+    ut_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
   } else {
     for (int k = 0; k < ms->npiece; k++)
-      hp_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
-    hp_str_puts(out, "  return 0;\n}\n\n");
+      ut_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
+    ut_str_puts(out, "  return 0;\n}\n\n");
   }
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cc_note_generic(rc_ctx *c, int r, const char *why) {
-  hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   if (!ch || !ch->has_plan) return;
   char msg[200];
   snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", why ? why : "no template for this region");

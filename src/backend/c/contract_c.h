@@ -19,17 +19,17 @@
  *                                   pack weight buffer w into wp (64-byte aligned); 0 = ok
  * and fn reads the packed form i from bufs[nreads + nwrites + i], which the
  * caller (emit_model.c's model_init) packed once and never writes again. */
-hp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_gemm *g, bool *handled, const char **why,
+harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool *handled, const char **why,
                        rc_packed *pk);
-hp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_conv *cv, bool *handled, const char **why,
+harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool *handled, const char **why,
                        rc_packed *pk);
-hp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_attn *at, bool *handled,
+harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *at, bool *handled,
                             const char **why);
-hp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_softmax *sm, bool *handled,
+harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *sm, bool *handled,
                           const char **why);
-hp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_pool *pl, bool *handled, const char **why);
+harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *pl, bool *handled, const char **why);
 /* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
-hp_status cc_emit_map(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_map_set *ms, bool *handled, const char **why);
+harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled, const char **why);
 /* The Tiny ops cgen_map has a vector form of (the CPU target's map_op). */
 bool cc_map_op_ok(tiny_op op);
 /* Kernel r runs the generic loop nest (why: the last template's reason, or

@@ -5,6 +5,6 @@
 #include "region_c.h"
 
 /* Append the whole translation unit (prelude, kernels, the P_* ABI). */
-hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out);
+harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out);
 
 #endif

@@ -44,7 +44,7 @@ static const kn_target cpu_target = {
 
 /* Print the kernel s chose for region r: *done, or *why the printer
  * refused it. */
-static hp_status print_kernel(rc_ctx *c, int r, const char *fn, hp_str *out, const kn_sel *s, bool *done, const char **why,
+static harp_status print_kernel(rc_ctx *c, int r, const char *fn, ut_str *out, const kn_sel *s, bool *done, const char **why,
                               rc_packed *pk, long *chunk_len) {
   switch (s->kind) {
   case KN_GATHER: *done = true; return rc_emit_gather(c, r, fn, out, chunk_len);
@@ -56,17 +56,17 @@ static hp_status print_kernel(rc_ctx *c, int r, const char *fn, hp_str *out, con
   case KN_POOL: return cc_emit_pool(c, r, fn, out, &s->u.pool, done, why);
   case KN_CONCAT: return cc_try_concat(c, r, fn, out, done, why);
   case KN_MAP: return cc_emit_map(c, r, fn, out, s->map, done, why);
-  default: return HP_OK; /* no CPU template of that kind */
+  default: return HARP_OK; /* no CPU template of that kind */
   }
 }
 
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk) {
+harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len, rc_packed *pk) {
   *chunk_len = 0;
   memset(pk, 0, sizeof *pk);
   ct_src src = {c->g, c->pv, c->f, false, false};
   kn_sel s;
   unsigned flags = getenv("HARP_NO_TEMPLATES") ? KN_NO_ROW_TEMPLATES : 0;
-  hp_status st = kn_select(&s, &cpu_target, &src, r, flags, c->e);
+  harp_status st = kn_select(&s, &cpu_target, &src, r, flags, c->e);
   bool done = false;
   while (!st && !done && s.kind != KN_GENERIC) {
     const char *why = NULL;

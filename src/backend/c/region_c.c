@@ -23,68 +23,68 @@ static const char *storage_type(tiny_dtype t) { return tiny_dtype_c(t); } /* the
 
 static tiny_dtype xs_dt_of(emit *m, int node) { return m->c->f->buffers[m->c->f->buffer_of[node]].dtype; }
 
-static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
+static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   const tiny_graph *g = m->c->g;
   int node = m->R->out_values[0];
   const tiny_node *n = &g->nodes[node], *x = &g->nodes[n->src[0].node], *ix = &g->nodes[n->src[1].node];
   int sx = ct_slot_of(m->K, m->c->f, n->src[0].node), si = ct_slot_of(m->K, m->c->f, n->src[1].node),
       so = ct_slot_of(m->K, m->c->f, node);
   if (sx < 0 || si < 0 || so < 0)
-    return hp_fail(m->c->e, HP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
-  hp_str *o = m->o;
+    return ut_fail(m->c->e, HARP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
+  ut_str *o = m->o;
   int axis = n->a.gather.axis, r = n->shape.rank;
-  hp_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  hp_str_printf(o, "  (void)pool;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
-  hp_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
+  ut_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(o, "  (void)pool;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
+  ut_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
   int64_t xs[TINY_MAX_RANK], st = 1;
   for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
   for (int d = r - 1; d >= 0; d--) {
-    hp_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
-    if (d != axis) hp_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
+    ut_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
+    if (d != axis) ut_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
   }
-  hp_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
-  hp_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
-  hp_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
-  hp_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
+  ut_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
+  ut_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
+  ut_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
+  ut_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
   /* through the compute representation: either buffer may be a widened temp */
   tiny_dtype xs_dt = m->c->f->buffers[m->c->f->buffer_of[n->src[0].node]].dtype;
   tiny_dtype os_dt = m->c->f->buffers[m->c->f->buffer_of[node]].dtype;
-  hp_str v;
-  hp_str_init(&v);
+  ut_str v;
+  ut_str_init(&v);
   rc_load(&v, xs_dt, sx, "off", false);
-  hp_str_printf(o, "    %s g_ = %s;\n", rc_ctype(n->dtype), v.buf ? v.buf : "0");
-  hp_str_free(&v);
+  ut_str_printf(o, "    %s g_ = %s;\n", rc_ctype(n->dtype), v.buf ? v.buf : "0");
+  ut_str_free(&v);
   switch (os_dt) {
-  case TINY_FP16: hp_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2h(g_);\n", so); break;
-  case TINY_BF16: hp_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2b(g_);\n", so); break;
-  case TINY_BOOL: hp_str_printf(o, "    ((uint8_t *)bufs[%d])[i] = (uint8_t)(g_ != 0);\n", so); break;
-  default: hp_str_printf(o, "    ((%s *)bufs[%d])[i] = g_;\n", storage_type(os_dt), so); break;
+  case TINY_FP16: ut_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2h(g_);\n", so); break;
+  case TINY_BF16: ut_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2b(g_);\n", so); break;
+  case TINY_BOOL: ut_str_printf(o, "    ((uint8_t *)bufs[%d])[i] = (uint8_t)(g_ != 0);\n", so); break;
+  default: ut_str_printf(o, "    ((%s *)bufs[%d])[i] = g_;\n", storage_type(os_dt), so); break;
   }
-  hp_str_puts(o, "  }\n  return 0;\n}\n\n");
+  ut_str_puts(o, "  }\n  return 0;\n}\n\n");
   (void)ix;
   *chunk_len = 0;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len) {
+harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len) {
   rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
-  hp_status st = emit_gather(&m, fn, chunk_len);
+  harp_status st = emit_gather(&m, fn, chunk_len);
   rc_emit_free(&m);
   return st;
 }
 
-hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_str *out, long *chunk_len) {
-  const hp_function *f = c->f;
+harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_str *out, long *chunk_len) {
+  const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
   rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   *chunk_len = 0;
-  if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
+  if (why) ut_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   rc_nest_setup(&m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   /* threads split the outermost shared loop that is not of extent 1 (a
@@ -99,35 +99,35 @@ hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_st
   *chunk_len = opts.chunk_outer ? outer : 0;
   bool floors = false; /* HP_NOTRAP (rc_prelude.c) for a kernel that calls floorf */
   for (int k = 0; k < R->nblocks && !floors; k++) floors = g->nodes[poly_block(c->pv, R->blocks[k])->node].op == TINY_FLOOR;
-  hp_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
+  ut_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
                 fn);
-  if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
+  if (!opts.chunk_outer) ut_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
   /* one typed restrict pointer per buffer: live buffers never overlap */
   for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
     int b = k < m.K->nreads ? m.K->reads[k] : m.K->writes[k - m.K->nreads];
     tiny_dtype dt = f->buffers[b].dtype;
-    hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
+    ut_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
   }
   /* locals: intermediates and accumulators.  Past the stack budget the
    * arrays go to the heap, one block per call: blocks that share no loop (a
    * grouped conv's [n, g, oc/g, oh, ow] sums reshaped to y) keep whole-output
    * arrays, slow but never a reason a valid model fails to compile */
-  hp_str probe;
-  hp_str_init(&probe);
+  ut_str probe;
+  ut_str_init(&probe);
   int64_t arrays = 0, local_bytes = rc_emit_locals(&m, &probe, "  ", NULL, &arrays);
-  hp_str_free(&probe);
+  ut_str_free(&probe);
   bool heap = local_bytes > c->local_budget;
   if (heap && local_bytes - arrays > c->local_budget) {
-    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of scalar locals (budget %d)",
+    st = ut_fail(c->e, HARP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of scalar locals (budget %d)",
                  local_bytes - arrays, c->local_budget);
     goto done;
   }
   if (heap)
-    hp_str_printf(out, "  unsigned char *hp_heap = malloc(%" PRId64 "); /* %" PRId64 " bytes of locals: past the stack budget */\n"
+    ut_str_printf(out, "  unsigned char *hp_heap = malloc(%" PRId64 "); /* %" PRId64 " bytes of locals: past the stack budget */\n"
                        "  if (!hp_heap) return 1;\n", arrays, local_bytes);
   rc_emit_locals(&m, out, "  ", heap ? "hp_heap" : NULL, NULL);
   if ((st = rc_print_ast(&m, tree, 1))) goto done;
-  hp_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
+  ut_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
    * shared loops).  Small kernels stay on the calling thread. */
@@ -140,7 +140,7 @@ hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_st
     work += w;
   }
   if (*chunk_len > 1 && work >= 32768.0) {
-    hp_str_printf(out,
+    ut_str_printf(out,
                   "static void %s_task(void *ctx, int t, int tid) {\n"
                   "  hp_chunks *c = ctx;\n  (void)tid;\n"
                   "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
@@ -150,10 +150,10 @@ hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_st
                   "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
                   fn, fn, fn, *chunk_len, fn);
   } else {
-    hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
+    ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
                   fn, fn, *chunk_len > 0 ? *chunk_len : 0L);
   }
-  if (out->oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (out->oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
   rc_emit_free(&m);
   return st;

@@ -7,20 +7,20 @@
 #include "harp/poly.h"
 #include "util/util.h"
 
-struct hp_plan_choice;
+struct rt_plan_choice;
 
 /* What the region emitter needs about the model. */
 typedef struct rc_ctx {
-  hp_error *e;
+  harp_error *e;
   const tiny_graph *g;
   const poly_view *pv;
-  const hp_function *f;
+  const fn_function *f;
   const tiny_symtab *syms;
-  hp_arena *arena;  /* scratch for the loop trees */
+  ut_arena *arena;  /* scratch for the loop trees */
   int local_budget; /* bytes of stack a region may use for intermediates */
   bool host_only;   /* JIT: code for this machine's ISA only (compiles faster); else every
                        variant with run-time CPUID dispatch (standalone packages) */
-  struct hp_plan_choice *plans; /* per region of the partition (harp/tune.h), or NULL: the
+  struct rt_plan_choice *plans; /* per region of the partition (harp/tune.h), or NULL: the
                                    templates' built-in tuning; the template emitters set
                                    `applied` and `note` */
   bool gpu;         /* false: the CPU's statement text (the nest's flag, rc_nest_ctx, is
@@ -53,15 +53,15 @@ typedef struct rc_packed {
  * loop, which <fn> splits over the pool; *chunk_len receives that loop's
  * length (0: not splittable).  *pk: the weights the kernel takes packed
  * once (a template kernel; pk->n = 0: none). */
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk);
+harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len, rc_packed *pk);
 
 /* The generic loop nest of region r (region_c.c), why (or NULL) the
  * templates declined it in a comment first; a GATHER region's loop. */
-hp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, hp_str *out, long *chunk_len);
-hp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len);
+harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_str *out, long *chunk_len);
+harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len);
 
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */
-void rc_emit_prelude(hp_str *out);
+void rc_emit_prelude(ut_str *out);
 
 #endif

@@ -9,7 +9,7 @@
 #include "region_c.h"
 
 /* The loop tree from depth d (region_loops.c). */
-hp_status rc_print_ast(emit *m, const poly_ast *a, int d);
+harp_status rc_print_ast(emit *m, const poly_ast *a, int d);
 /* Text helpers of region_loops.c: text with each whole-identifier from[i]
  * replaced by (to[i]) (malloc'd, NULL when out of memory); the trips of a
  * loop `for (v = A; v <= B; v += 1)` with constant A and B, else -1. */
@@ -17,6 +17,6 @@ char *rc_subst_tokens(const char *text, const char *const *from, const char *con
 long rc_const_trips(const poly_ast *a);
 /* Merge nested loops that every access walks as one contiguous run
  * (region_coalesce.c); CPU only. */
-hp_status rc_coalesce(emit *m, poly_ast *a);
+harp_status rc_coalesce(emit *m, poly_ast *a);
 
 #endif

@@ -8,6 +8,6 @@
 
 /* P_input_names / _dtypes / _shapes and the same for the outputs, as C
  * definitions (prefix P); names sanitized. */
-void cgen_emit_metadata(hp_str *out, const char *P, const hp_function *f, const tiny_graph *g);
+void cgen_emit_metadata(ut_str *out, const char *P, const fn_function *f, const tiny_graph *g);
 
 #endif

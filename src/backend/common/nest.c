@@ -19,14 +19,14 @@
 #include "backend/common/nest_int.h"
 #include "kernel/contract.h"
 
-hp_status rc_emit_init(emit *m, const rc_nest_ctx *c, int r, hp_str *out) {
-  const hp_function *f = c->f;
+harp_status rc_emit_init(emit *m, const rc_nest_ctx *c, int r, ut_str *out) {
+  const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
-  *m = (emit){c, R, &f->kernels[r], out, 0, hp_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
-              hp_xcalloc((size_t)c->g->n + 1, sizeof(value)), {0}, NULL};
-  if (m->val && m->stmts) return HP_OK;
+  *m = (emit){c, R, &f->kernels[r], out, 0, ut_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
+              ut_xcalloc((size_t)c->g->n + 1, sizeof(value)), {0}, NULL};
+  if (m->val && m->stmts) return HARP_OK;
   rc_emit_free(m);
-  return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
 void rc_emit_free(emit *m) {
@@ -42,7 +42,7 @@ static bool reads_pointwise(const rc_nest_ctx *c, const poly_block_info *b, int 
   const tiny_shape *ts = &c->g->nodes[t].shape;
   int64_t size[POLY_MAX_VARS], st[POLY_MAX_VARS], off = 0, want = 1;
   bool affine = false;
-  hp_error e = {0};
+  harp_error e = {0};
   if (b->nvars != ts->rank || poly_access_strides(&e, c->pv, bi, a, st, &off, &affine) || !affine || off != 0) return false;
   ct_block_sizes(c->g, b, size);
   for (int v = b->nvars - 1; v >= 0; v--) {
@@ -150,8 +150,8 @@ static int row_home(emit *m, int t, const bool *taken, bool *need, int *stack) {
 static void home_rows(emit *m) {
   const tiny_graph *g = m->c->g;
   const rg_region *R = m->R;
-  bool *taken = hp_xcalloc((size_t)g->n + 1, sizeof *taken), *need = hp_xcalloc((size_t)g->n + 1, sizeof *need);
-  int *stack = hp_xcalloc((size_t)g->n + 1, sizeof *stack);
+  bool *taken = ut_xcalloc((size_t)g->n + 1, sizeof *taken), *need = ut_xcalloc((size_t)g->n + 1, sizeof *need);
+  int *stack = ut_xcalloc((size_t)g->n + 1, sizeof *stack);
   for (int k = 0; taken && need && stack && k < R->nblocks; k++) {
     const poly_block_info *b = poly_block(m->c->pv, R->blocks[k]);
     int t = b->node;
@@ -172,7 +172,7 @@ static void home_rows(emit *m) {
 
 void rc_nest_setup(emit *m) {
   const rc_nest_ctx *c = m->c;
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const rg_region *R = m->R;
   const tiny_graph *g = c->g;
   int prefix = 1 << 30;
@@ -231,7 +231,7 @@ void rc_nest_setup(emit *m) {
   if (!c->gpu) home_rows(m);
 }
 
-int64_t rc_emit_locals(emit *m, hp_str *out, const char *ind, const char *scratch, int64_t *array_bytes) {
+int64_t rc_emit_locals(emit *m, ut_str *out, const char *ind, const char *scratch, int64_t *array_bytes) {
   const tiny_graph *g = m->c->g;
   const rg_region *R = m->R;
   int64_t local_bytes = 0, arrays = 0;
@@ -246,15 +246,15 @@ int64_t rc_emit_locals(emit *m, hp_str *out, const char *ind, const char *scratc
         for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
       else size = m->val[b->node].lsize;
       const char *type = rc_ctype(acc ? n->a.reduce.dtype : n->dtype);
-      hp_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");
+      ut_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");
       rc_local_name(out, n, acc ? "A" : "L", b->node);
-      if (size > 1 && scratch) hp_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
-      else if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
-      hp_str_puts(out, ";\n");
+      if (size > 1 && scratch) ut_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
+      else if (size > 1) ut_str_printf(out, "[%" PRId64 "]", size);
+      ut_str_puts(out, ";\n");
       if (acc && rc_nan_flag(m, b)) {
-        hp_str_printf(out, "%sint ", ind);
+        ut_str_printf(out, "%sint ", ind);
         rc_flag_name(out, m, b);
-        hp_str_puts(out, ";\n");
+        ut_str_puts(out, ";\n");
       }
       local_bytes += 4 * size;
       if (size > 1) arrays += 4 * size;
@@ -269,14 +269,14 @@ typedef struct nest_priv {
   emit m;
 } nest_priv;
 
-hp_status rc_nest_build(const rc_nest_ctx *c, int r, rc_nest *out) {
-  const hp_function *f = c->f;
+harp_status rc_nest_build(const rc_nest_ctx *c, int r, rc_nest *out) {
+  const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
   memset(out, 0, sizeof *out);
-  if (R->nblocks == 0) return hp_fail(c->e, HP_E_INTERNAL, R->name, "a GATHER region has no loop nest");
-  nest_priv *p = hp_xcalloc(1, sizeof *p);
-  if (!p) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (R->nblocks == 0) return ut_fail(c->e, HARP_E_INTERNAL, R->name, "a GATHER region has no loop nest");
+  nest_priv *p = ut_xcalloc(1, sizeof *p);
+  if (!p) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (rc_emit_init(&p->m, c, r, NULL)) {
     free(p);
     return c->e->code;
@@ -288,28 +288,28 @@ hp_status rc_nest_build(const rc_nest_ctx *c, int r, rc_nest *out) {
   for (int i = 0; i < out->fixed; i++) out->extent[i] = g->nodes[b0->node].shape.d[i].n;
   poly_ast_opts opts = {.prefix = p->m.prefix, .fix_outer = out->fixed, .fix_extent = out->extent};
   poly_ast *tree;
-  hp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
+  harp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
   if (st) {
     rc_nest_free(out);
     return st;
   }
   out->tree = tree;
-  hp_str tmp;
-  hp_str_init(&tmp);
+  ut_str tmp;
+  ut_str_init(&tmp);
   out->local_bytes = rc_emit_locals(&p->m, &tmp, "", NULL, &out->array_bytes);
-  hp_str_free(&tmp);
-  return HP_OK;
+  ut_str_free(&tmp);
+  return HARP_OK;
 }
 
-void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out) {
+void rc_nest_locals(rc_nest *n, const char *scratch, ut_str *out) {
   nest_priv *p = n->priv;
   rc_emit_locals(&p->m, out, "", scratch, NULL);
 }
 
-hp_status rc_nest_stmt(rc_nest *n, const poly_ast *u, hp_str *out) {
+harp_status rc_nest_stmt(rc_nest *n, const poly_ast *u, ut_str *out) {
   nest_priv *p = n->priv;
   p->m.o = out;
-  hp_status st = rc_stmt_body(&p->m, u);
+  harp_status st = rc_stmt_body(&p->m, u);
   p->m.o = NULL;
   if (!st && out->len && out->buf[out->len - 1] == '\n') out->buf[--out->len] = 0;
   return st;

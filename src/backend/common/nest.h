@@ -16,11 +16,11 @@
 
 /* What the statements need of the model. */
 typedef struct rc_nest_ctx {
-  hp_error *e;
+  harp_error *e;
   const tiny_graph *g;
   const poly_view *pv;
-  const hp_function *f;
-  hp_arena *arena; /* scratch for the loop trees */
+  const fn_function *f;
+  ut_arena *arena; /* scratch for the loop trees */
   bool gpu;        /* statement text for CUDA C: no GNU statement expressions, no
                       OpenMP pragmas, buffer elements through HP_AT(p, i) */
 } rc_nest_ctx;
@@ -40,20 +40,20 @@ typedef struct rc_nest {
 } rc_nest;
 
 /* The nest of kernel r (c->gpu set).  Fails for GATHER regions (no blocks). */
-hp_status rc_nest_build(const rc_nest_ctx *c, int r, rc_nest *out);
+harp_status rc_nest_build(const rc_nest_ctx *c, int r, rc_nest *out);
 /* Declarations of the locals, one per line; scratch (C text of an
  * unsigned char * to array_bytes of memory for this point) or NULL: arrays
  * on the stack. */
-void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out);
+void rc_nest_locals(rc_nest *n, const char *scratch, ut_str *out);
 /* The C statement of one PA_USER node (one line, no newline). */
-hp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, hp_str *out);
+harp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, ut_str *out);
 void rc_nest_free(rc_nest *n);
 
 /* One elementwise node (unary, binary, WHERE or CAST) on the C texts x[]
  * of its sources, in compute representation (float or int32_t): the op
  * spellings every C kernel shares. */
-void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu);
+void rc_ewise_expr(ut_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu);
 /* A constant of float dtype t as the interpreter rounds it. */
-void rc_float_const(hp_str *o, tiny_dtype t, double v);
+void rc_float_const(ut_str *o, tiny_dtype t, double v);
 
 #endif

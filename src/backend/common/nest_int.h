@@ -33,7 +33,7 @@ typedef struct emit {
   const rc_nest_ctx *c;
   const rg_region *R;
   const fn_kernel *K;
-  hp_str *o;
+  ut_str *o;
   int prefix;
   poly_stmt_spec *stmts; /* 3 per block at most (a reduction's INIT, BODY, FINAL) */
   int nstmts;
@@ -44,27 +44,27 @@ typedef struct emit {
 
 /* Names and references the loop printers share (nest_stmt.c): a local's
  * C name, a reduction's accumulator and NaN flag, a row-major offset. */
-void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o);
-void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node);
+void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o);
+void rc_local_name(ut_str *o, const tiny_node *n, const char *prefix, int node);
 bool rc_nan_flag(const emit *m, const poly_block_info *b);
-void rc_flag_name(hp_str *o, const emit *m, const poly_block_info *b);
-void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from);
+void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b);
+void rc_linear(ut_str *o, const tiny_shape *shape, const char *const *index, int from);
 /* One PA_USER node as C. */
-hp_status rc_stmt_body(emit *m, const poly_ast *u);
+harp_status rc_stmt_body(emit *m, const poly_ast *u);
 /* Whether text holds tok as a whole identifier. */
 bool rc_has_token(const char *text, const char *tok);
 /* The C type of a value of dtype t in compute representation. */
 const char *rc_ctype(tiny_dtype t);
 /* Load element `idx` of buffer p<slot> of storage dtype t, in compute
  * representation (GPU: through HP_AT). */
-void rc_load(hp_str *o, tiny_dtype t, int slot, const char *idx, bool gpu);
+void rc_load(ut_str *o, tiny_dtype t, int slot, const char *idx, bool gpu);
 /* The stage contraction operand a of block b is read at: 0 (the base) when
  * it is readable, else the readable CAST nearest the base; -1: none is. */
 int rc_operand_stage(emit *m, const poly_block_info *b, int a);
 
 /* m for kernel r of c->f, printing into out: its per-node values and room
  * for its statements (an error only when out of memory). */
-hp_status rc_emit_init(emit *m, const rc_nest_ctx *c, int r, hp_str *out);
+harp_status rc_emit_init(emit *m, const rc_nest_ctx *c, int r, ut_str *out);
 void rc_emit_free(emit *m);
 /* Storage of every value the region touches, its statements (reductions in
  * three steps), their groups, and which values live in registers. */
@@ -73,6 +73,6 @@ void rc_nest_setup(emit *m);
  * each.  scratch (GPU, NULL: arrays): arrays become pointers into the
  * per-point slice `scratch` (an unsigned char *), each at the next offset.
  * Returns the bytes of all locals and, in *array_bytes, those of the arrays. */
-int64_t rc_emit_locals(emit *m, hp_str *out, const char *ind, const char *scratch, int64_t *array_bytes);
+int64_t rc_emit_locals(emit *m, ut_str *out, const char *ind, const char *scratch, int64_t *array_bytes);
 
 #endif

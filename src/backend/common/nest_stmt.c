@@ -36,24 +36,24 @@ static const char *round_fn(tiny_dtype t) { return t == TINY_FP16 ? "hp_rh" : t 
 
 /* A constant of float dtype t, rounded as the interpreter does: (float)v,
  * then to t. */
-static void float_const(hp_str *o, tiny_dtype t, double v) {
-  if (isnan(v)) hp_str_puts(o, "NAN");
-  else if (isinf(v)) hp_str_puts(o, v > 0 ? "INFINITY" : "(-INFINITY)");
-  else hp_str_printf(o, "%s((float)(%.17g))", round_fn(t), v);
+static void float_const(ut_str *o, tiny_dtype t, double v) {
+  if (isnan(v)) ut_str_puts(o, "NAN");
+  else if (isinf(v)) ut_str_puts(o, v > 0 ? "INFINITY" : "(-INFINITY)");
+  else ut_str_printf(o, "%s((float)(%.17g))", round_fn(t), v);
 }
 
 /* Load element `idx` of a buffer of dtype t, in compute representation. */
-void rc_load(hp_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
+void rc_load(ut_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
   /* GPU code reaches buffers through HP_AT (the simulator checks every access) */
   const char *at = gpu ? "HP_AT(p%d, %s)" : "p%d[%s]";
   switch (t) {
-  case TINY_FP16: hp_str_puts(o, "hp_h2f("); break;
-  case TINY_BF16: hp_str_puts(o, "hp_b2f("); break;
-  case TINY_BOOL: hp_str_puts(o, "(int32_t)"); break;
+  case TINY_FP16: ut_str_puts(o, "hp_h2f("); break;
+  case TINY_BF16: ut_str_puts(o, "hp_b2f("); break;
+  case TINY_BOOL: ut_str_puts(o, "(int32_t)"); break;
   default: break;
   }
-  hp_str_printf(o, at, slot, idx);
-  if (t == TINY_FP16 || t == TINY_BF16) hp_str_putc(o, ')');
+  ut_str_printf(o, at, slot, idx);
+  if (t == TINY_FP16 || t == TINY_BF16) ut_str_putc(o, ')');
 }
 
 /* The length of X when rem is "(X % nL)" and quo is "(X / nL)" (isl's
@@ -78,42 +78,42 @@ static size_t split_pair(const char *rem, const char *quo, int64_t n) {
 /* Row-major linear index of dims [from, rank) of `shape` from index texts.
  * Two adjacent axes indexed (X / n, X % n), n the inner one's size, are X
  * times the inner stride: C's / and % give (X / n) * n + X % n == X. */
-void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from) {
+void rc_linear(ut_str *o, const tiny_shape *shape, const char *const *index, int from) {
   int64_t stride = 1;
   bool any = false;
-  hp_str_putc(o, '(');
+  ut_str_putc(o, '(');
   for (int d = shape->rank - 1; d >= from; d--) {
     size_t x = d > from && shape->d[d].n > 1 ? split_pair(index[d], index[d - 1], shape->d[d].n) : 0;
     if (x) {
-      hp_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
+      ut_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
       any = true;
       stride *= shape->d[d--].n;
     } else if (shape->d[d].n != 1 && strcmp(index[d], "0")) { /* "0": an axis left out (uniform_guard_index) */
-      hp_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
+      ut_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
       any = true;
     }
     stride *= shape->d[d].n;
   }
-  if (!any) hp_str_putc(o, '0');
-  hp_str_putc(o, ')');
+  if (!any) ut_str_putc(o, '0');
+  ut_str_putc(o, ')');
 }
 
-void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) {
+void rc_local_name(ut_str *o, const tiny_node *n, const char *prefix, int node) {
   char safe[160];
-  hp_sanitize_name(n->id, safe, sizeof safe);
-  hp_str_printf(o, "%s%d_%.40s", prefix, node, safe);
+  ut_sanitize_name(n->id, safe, sizeof safe);
+  ut_str_printf(o, "%s%d_%.40s", prefix, node, safe);
 }
 
 /* A guard (comparisons joined by && and ||, each 0 or 1) with bitwise
  * operators: the same value, without the branches of short-circuiting. */
 static char *branchless(const char *guard) {
-  hp_str o;
-  hp_str_init(&o);
+  ut_str o;
+  ut_str_init(&o);
   for (const char *p = guard; *p; p++) {
-    hp_str_putc(&o, *p);
+    ut_str_putc(&o, *p);
     if ((p[0] == '&' || p[0] == '|') && p[1] == p[0]) p++;
   }
-  return hp_str_take(&o);
+  return ut_str_take(&o);
 }
 
 /* Is every identifier of text tok (a number's suffix is no identifier)? */
@@ -142,7 +142,7 @@ static bool only_token(const char *text, const char *tok) {
  * indices and the simd loop's bounds do not depend on the guard's
  * variables, so each lane reads where it does at a point inside.  False
  * when it does not apply (o untouched). */
-static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const poly_ast_access *a, const char *guard) {
+static bool uniform_guard_index(ut_str *o, emit *m, const tiny_node *n, const poly_ast_access *a, const char *guard) {
   const poly_ast *l = m->simd_outer;
   const char *v = l->iter, *keep[TINY_MAX_RANK], *rest[TINY_MAX_RANK];
   if (!v || rc_has_token(guard, v) || !l->init || !l->cond || !only_token(l->init, v) || !only_token(l->cond, v))
@@ -155,9 +155,9 @@ static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const po
   }
   if (!any) return false;
   rc_linear(o, &n->shape, keep, 0);
-  hp_str_puts(o, " + ");
+  ut_str_puts(o, " + ");
   rc_linear(o, &n->shape, rest, 0);
-  hp_str_printf(o, " * (long)(%s)", guard);
+  ut_str_printf(o, " * (long)(%s)", guard);
   return true;
 }
 
@@ -165,29 +165,29 @@ static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const po
 static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
   const tiny_graph *g = m->c->g;
   const tiny_node *n = &g->nodes[t];
-  hp_str *o = m->o;
-  hp_str idx;
-  hp_str_init(&idx);
+  ut_str *o = m->o;
+  ut_str idx;
+  ut_str_init(&idx);
   /* a padded read in an outer simd loop: loaded unconditionally (element 0
    * in the padding), then selected; GCC gathers that, not a masked load */
   bool sel = a->guard && m->simd_outer && m->val[t].kind == ST_BUF && !is_int(n->dtype) && a->nalt == 0;
   char *guard = sel ? branchless(a->guard) : NULL; /* && would branch */
   if (sel && !guard) sel = false;
-  if (sel) hp_str_puts(o, "({ float l_ = ");
-  else if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
+  if (sel) ut_str_puts(o, "({ float l_ = ");
+  else if (a->guard) ut_str_printf(o, "((%s) ? ", a->guard);
   if (m->val[t].kind == ST_CONST) {
     double v = n->a.cnst.value;
-    if (is_int(n->dtype)) hp_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
+    if (is_int(n->dtype)) ut_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
     if (sel && !idx.oom) {
-      hp_str gi;
-      hp_str_init(&gi);
+      ut_str gi;
+      ut_str_init(&gi);
       if (!uniform_guard_index(&gi, m, n, a, guard))
-        hp_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
+        ut_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
       rc_load(o, m->val[t].storage, m->val[t].slot, gi.oom ? idx.buf : gi.buf, m->c->gpu);
-      hp_str_free(&gi);
+      ut_str_free(&gi);
     } else {
       rc_load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
     }
@@ -195,33 +195,33 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
       rc_linear(&idx, &n->shape, a->index, m->prefix);
-      hp_str_printf(o, "[%s]", idx.buf);
+      ut_str_printf(o, "[%s]", idx.buf);
     }
   }
   if (sel) { /* a bitwise select: a ?: here would be sunk into a masked load again */
-    hp_str_printf(o, "; hp_sel(%s, l_, ", guard);
+    ut_str_printf(o, "; hp_sel(%s, l_, ", guard);
     float_const(o, n->dtype, a->fill);
-    hp_str_puts(o, "); })");
+    ut_str_puts(o, "); })");
   } else if (a->guard) {
-    hp_str_puts(o, " : ");
+    ut_str_puts(o, " : ");
     for (int q = 0; q < a->nalt; q++) {
-      hp_str_printf(o, "(%s) ? ", a->alt_guard[q]);
-      if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->alt_fill[q]);
+      ut_str_printf(o, "(%s) ? ", a->alt_guard[q]);
+      if (is_int(n->dtype)) ut_str_printf(o, "(int32_t)%d", (int)a->alt_fill[q]);
       else float_const(o, n->dtype, a->alt_fill[q]);
-      hp_str_puts(o, " : ");
+      ut_str_puts(o, " : ");
     }
-    if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->fill);
+    if (is_int(n->dtype)) ut_str_printf(o, "(int32_t)%d", (int)a->fill);
     else float_const(o, n->dtype, a->fill);
-    hp_str_putc(o, ')');
+    ut_str_putc(o, ')');
   }
   free(guard);
   (void)want;
-  hp_str_free(&idx);
+  ut_str_free(&idx);
 }
 
 /* expr without an outer call `fn(...)` when it is exactly one (the rounding
  * hp_rh / hp_rb before a store that rounds the same way: once is enough). */
-static const char *strip_call(const char *expr, const char *fn, hp_str *tmp) {
+static const char *strip_call(const char *expr, const char *fn, ut_str *tmp) {
   size_t n = strlen(fn), len = strlen(expr);
   if (strncmp(expr, fn, n) || expr[n] != '(' || len < n + 2 || expr[len - 1] != ')') return expr;
   int depth = 0;
@@ -229,56 +229,56 @@ static const char *strip_call(const char *expr, const char *fn, hp_str *tmp) {
     depth += expr[i] == '(' ? 1 : expr[i] == ')' ? -1 : 0;
     if (depth == 0) return expr; /* the call closes before the end: fn(a) + (b) */
   }
-  hp_str_printf(tmp, "%.*s", (int)(len - n - 2), expr + n + 1);
+  ut_str_printf(tmp, "%.*s", (int)(len - n - 2), expr + n + 1);
   return tmp->oom ? expr : tmp->buf;
 }
 
 /* Store `expr` (compute representation of node t) at the write access. */
 static void store_value(emit *m, const poly_ast_access *a, int t, const char *expr) {
   const tiny_node *n = &m->c->g->nodes[t];
-  hp_str *o = m->o;
-  hp_str idx;
-  hp_str_init(&idx);
+  ut_str *o = m->o;
+  ut_str idx;
+  ut_str_init(&idx);
   if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
-    hp_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
-    hp_str tmp;
-    hp_str_init(&tmp);
+    ut_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
+    ut_str tmp;
+    ut_str_init(&tmp);
     switch (m->val[t].storage) {
-    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", strip_call(expr, "hp_rh", &tmp)); break;
-    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", strip_call(expr, "hp_rb", &tmp)); break;
-    case TINY_BOOL: hp_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
-    default: hp_str_printf(o, "%s;\n", expr); break;
+    case TINY_FP16: ut_str_printf(o, "hp_f2h(%s);\n", strip_call(expr, "hp_rh", &tmp)); break;
+    case TINY_BF16: ut_str_printf(o, "hp_f2b(%s);\n", strip_call(expr, "hp_rb", &tmp)); break;
+    case TINY_BOOL: ut_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
+    default: ut_str_printf(o, "%s;\n", expr); break;
     }
-    hp_str_free(&tmp);
+    ut_str_free(&tmp);
   } else {
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
       rc_linear(&idx, &n->shape, a->index, m->prefix);
-      hp_str_printf(o, "[%s]", idx.buf);
+      ut_str_printf(o, "[%s]", idx.buf);
     }
-    hp_str_printf(o, " = %s;\n", expr);
+    ut_str_printf(o, " = %s;\n", expr);
   }
-  hp_str_free(&idx);
+  ut_str_free(&idx);
 }
 
-static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
-  if (to == TINY_BOOL) hp_str_printf(o, "(int32_t)((%s) != 0)", x);
-  else if (to == TINY_I32) hp_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
-  else hp_str_printf(o, "%s((float)(%s))", round_fn(to), x);
+static void cast(ut_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
+  if (to == TINY_BOOL) ut_str_printf(o, "(int32_t)((%s) != 0)", x);
+  else if (to == TINY_I32) ut_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
+  else ut_str_printf(o, "%s((float)(%s))", round_fn(to), x);
 }
 
-void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu) {
+void rc_ewise_expr(ut_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu) {
   const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
   bool in_int = is_int(ref->dtype);
   const char *text = tiny_op_c(n->op, in_int, gpu); /* the op table's C */
   if (n->op == TINY_CAST) cast(o, ref->dtype, n->a.cast.to, x[0]);
   else if (text) tiny_op_spell(o, text, x, tiny_op_arity(n->op));
-  else hp_str_puts(o, "0");
+  else ut_str_puts(o, "0");
 }
 
-void rc_float_const(hp_str *o, tiny_dtype t, double v) { float_const(o, t, v); }
+void rc_float_const(ut_str *o, tiny_dtype t, double v) { float_const(o, t, v); }
 
 /* ---- statements -------------------------------------------------------------- */
 static bool produced_here(emit *m, int t) {
@@ -292,12 +292,12 @@ static bool produced_here(emit *m, int t) {
 
 /* C text of one read of block b's access a. */
 static char *read_text(emit *m, const poly_ast *u, int a, int t) {
-  hp_str *save = m->o, s;
-  hp_str_init(&s);
+  ut_str *save = m->o, s;
+  ut_str_init(&s);
   m->o = &s;
   read_value(m, &u->access[a], t, m->c->g->nodes[t].dtype);
   m->o = save;
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }
 
 /* A contraction operand: the base element with the CASTs on its path
@@ -324,11 +324,11 @@ static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_inf
     src = ai->stage[q - 1];
     for (start = ai->nvia - 1; start >= 0 && ai->via[start] != src; start--) {}
     if (start < 0) {
-      hp_fail(m->c->e, HP_E_INTERNAL, b->name, "stage %s is not on the operand's path", g->nodes[src].id);
+      ut_fail(m->c->e, HARP_E_INTERNAL, b->name, "stage %s is not on the operand's path", g->nodes[src].id);
       return NULL;
     }
   } else if (!readable(m, src)) {
-    hp_fail(m->c->e, HP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region, nor any CAST on its path",
+    ut_fail(m->c->e, HARP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region, nor any CAST on its path",
             g->nodes[ai->tensor].id);
     return NULL;
   }
@@ -337,25 +337,25 @@ static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_inf
   for (int v = start - 1; v >= 0 && x; v--) {
     const tiny_node *c = &g->nodes[ai->via[v]];
     if (c->op != TINY_CAST) continue;
-    hp_str s;
-    hp_str_init(&s);
+    ut_str s;
+    ut_str_init(&s);
     cast(&s, cur, c->a.cast.to, x);
     free(x);
-    x = hp_str_take(&s);
+    x = ut_str_take(&s);
     cur = c->a.cast.to;
   }
   return x;
 }
 
-void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o) {
+void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o) {
   const tiny_node *n = &m->c->g->nodes[b->node];
   rc_local_name(o, n, "A", b->node);
   int64_t size = 1;
   for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
   if (size > 1) {
-    hp_str_putc(o, '[');
+    ut_str_putc(o, '[');
     rc_linear(o, &n->shape, u->vars, m->prefix);
-    hp_str_putc(o, ']');
+    ut_str_putc(o, ']');
   }
 }
 
@@ -372,18 +372,18 @@ bool rc_nan_flag(const emit *m, const poly_block_info *b) {
   return true;
 }
 
-void rc_flag_name(hp_str *o, const emit *m, const poly_block_info *b) {
+void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b) {
   rc_local_name(o, &m->c->g->nodes[b->node], "N", b->node);
 }
 
-hp_status rc_stmt_body(emit *m, const poly_ast *u) {
+harp_status rc_stmt_body(emit *m, const poly_ast *u) {
   const poly_stmt_spec *sp = &m->stmts[u->stmt];
   const poly_block_info *b = poly_block(m->c->pv, sp->block);
   const tiny_graph *g = m->c->g;
   const tiny_node *n = &g->nodes[b->node];
-  hp_str *o = m->o, ex, acc;
-  hp_str_init(&ex);
-  hp_str_init(&acc);
+  ut_str *o = m->o, ex, acc;
+  ut_str_init(&ex);
+  ut_str_init(&acc);
   int w = b->naccess - 1; /* the write */
   bool reduction = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
   if (reduction) {
@@ -393,18 +393,18 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
     if (sp->role == POLY_STMT_INIT) {
       double init = n->a.reduce.has_init ? n->a.reduce.init : rop == TINY_RSUM ? 0.0 : rop == TINY_RMAX ? -INFINITY : INFINITY;
       if (is_int(ad)) {
-        if (n->a.reduce.has_init) hp_str_printf(o, "%s = (int32_t)%.0f;\n", acc.buf, init);
-        else hp_str_printf(o, "%s = %s;\n", acc.buf, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
+        if (n->a.reduce.has_init) ut_str_printf(o, "%s = (int32_t)%.0f;\n", acc.buf, init);
+        else ut_str_printf(o, "%s = %s;\n", acc.buf, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
       } else {
-        hp_str_printf(o, "%s = ", acc.buf);
+        ut_str_printf(o, "%s = ", acc.buf);
         float_const(o, ad, init);
-        hp_str_puts(o, ";");
+        ut_str_puts(o, ";");
         if (rc_nan_flag(m, b)) {
-          hp_str_putc(o, ' ');
+          ut_str_putc(o, ' ');
           rc_flag_name(o, m, b);
-          hp_str_puts(o, " = 0;");
+          ut_str_puts(o, " = 0;");
         }
-        hp_str_putc(o, '\n');
+        ut_str_putc(o, '\n');
       }
     } else if (sp->role == POLY_STMT_BODY) {
       char *v;
@@ -413,58 +413,58 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
         if (!l || !r) {
           free(l);
           free(r);
-          hp_str_free(&ex);
-          hp_str_free(&acc);
-          return m->c->e->code ? m->c->e->code : hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+          ut_str_free(&ex);
+          ut_str_free(&acc);
+          return m->c->e->code ? m->c->e->code : ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
         }
         /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
         const tiny_node *mul = &g->nodes[b->con->mul_node];
         bool mi = is_int(mul->dtype);
-        hp_str prod;
-        hp_str_init(&prod);
+        ut_str prod;
+        ut_str_init(&prod);
         const char *lr[2] = {l, r};
         tiny_op_spell(&prod, tiny_op_c(TINY_MUL, mi, m->c->gpu), lr, 2);
         int cast_node = n->src[0].node;
         if (cast_node != b->con->mul_node) cast(&ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
-        else hp_str_puts(&ex, prod.buf);
-        hp_str_free(&prod);
+        else ut_str_puts(&ex, prod.buf);
+        ut_str_free(&prod);
         free(l);
         free(r);
       } else {
         v = read_text(m, u, 0, b->access[0].tensor);
-        hp_str_puts(&ex, v);
+        ut_str_puts(&ex, v);
         free(v);
       }
       if (is_int(ad)) {
-        hp_str_printf(o, "{ int32_t v_ = %s; %s = ", ex.buf, acc.buf);
-        if (rop == TINY_RSUM) hp_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc.buf);
-        else hp_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
+        ut_str_printf(o, "{ int32_t v_ = %s; %s = ", ex.buf, acc.buf);
+        if (rop == TINY_RSUM) ut_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc.buf);
+        else ut_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
       } else {
-        hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
+        ut_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
         if (rop == TINY_RSUM) {
-          hp_str_printf(o, "%s + v_); }\n", acc.buf);
+          ut_str_printf(o, "%s + v_); }\n", acc.buf);
         } else if (rc_nan_flag(m, b) && m->simd_outer) {
           /* each lane runs a whole reduction: NaN is kept in the accumulator
            * (GCC's outer-loop vectorizer takes this select, not a flag) */
-          hp_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
+          ut_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
                         acc.buf, acc.buf);
         } else if (rc_nan_flag(m, b)) {
-          hp_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
+          ut_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
           rc_flag_name(o, m, b);
-          hp_str_puts(o, " |= v_ != v_; }\n");
+          ut_str_puts(o, " |= v_ != v_; }\n");
         } else {
-          hp_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
+          ut_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
         }
       }
     } else if (rc_nan_flag(m, b)) { /* FINAL */
-      hp_str fin;
-      hp_str_init(&fin);
-      hp_str_putc(&fin, '(');
+      ut_str fin;
+      ut_str_init(&fin);
+      ut_str_putc(&fin, '(');
       rc_flag_name(&fin, m, b);
-      hp_str_printf(&fin, " ? NAN : %s)", acc.buf);
+      ut_str_printf(&fin, " ? NAN : %s)", acc.buf);
       store_value(m, &u->access[w], b->node, fin.buf ? fin.buf : acc.buf);
       if (fin.oom) acc.oom = true;
-      hp_str_free(&fin);
+      ut_str_free(&fin);
     } else { /* FINAL */
       store_value(m, &u->access[w], b->node, acc.buf);
     }
@@ -480,7 +480,7 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
     for (int k = 0; k < n->nsrc; k++) free(x[k]);
   }
   bool oom = ex.oom || acc.oom;
-  hp_str_free(&ex);
-  hp_str_free(&acc);
-  return oom ? hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
+  ut_str_free(&ex);
+  ut_str_free(&acc);
+  return oom ? ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
 }

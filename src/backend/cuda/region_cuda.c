@@ -34,16 +34,16 @@
 static const char *kname(cuda_rctx *c, int r, const char *what) {
   char buf[64];
   snprintf(buf, sizeof buf, "k%d_%s", r, what);
-  return hp_arena_strdup(c->arena, buf);
+  return ut_arena_strdup(c->arena, buf);
 }
 
 /* fmt has one %s (a reason); the result lives in the context's arena. */
 static const char *fmt_note(cuda_rctx *c, const char *fmt, const char *a) {
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_printf(&s, fmt, a);
-  const char *r = s.buf ? hp_arena_strdup(c->arena, s.buf) : "?";
-  hp_str_free(&s);
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_printf(&s, fmt, a);
+  const char *r = s.buf ? ut_arena_strdup(c->arena, s.buf) : "?";
+  ut_str_free(&s);
   return r;
 }
 
@@ -79,42 +79,42 @@ static bool bind(cuda_launch *l, const cuda_kernel *k, const named_arg *na, int 
 }
 
 /* Run a generator; on a refusal drop what it added to the module. */
-typedef hp_status (*gen_fn)(hp_error *, cuda_module *, const void *, const char *);
-static hp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char *name, const char **why) {
+typedef harp_status (*gen_fn)(harp_error *, cuda_module *, const void *, const char *);
+static harp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char *name, const char **why) {
   int n0 = c->mod->n;
-  hp_error e2 = {0};
-  if (fn(&e2, c->mod, spec, name) == HP_OK) return HP_OK;
+  harp_error e2 = {0};
+  if (fn(&e2, c->mod, spec, name) == HARP_OK) return HARP_OK;
   c->mod->n = n0;
   *why = fmt_note(c, "the template refused: %s", e2.msg);
   return e2.code;
 }
 
-static hp_status gen_gemm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
-static hp_status gen_finish(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
-static hp_status gen_conv(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
-static hp_status gen_attn(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
-static hp_status gen_ew(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
-static hp_status gen_red(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
-static hp_status gen_sm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
-static hp_status gen_ln(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
+static harp_status gen_gemm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
+static harp_status gen_finish(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
+static harp_status gen_conv(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
+static harp_status gen_attn(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
+static harp_status gen_ew(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
+static harp_status gen_red(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
+static harp_status gen_sm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
+static harp_status gen_ln(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
 
-static hp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
+static harp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
   return try_gen(c, gen_finish, s, name, why);
 }
 
 /* Add the launch of the kernel just generated, or drop it when its
  * arguments break an alignment (*why). */
-static hp_status launch_last(cuda_rctx *c, int r, int n0, const named_arg *na, int n, bool *ok, const char **why) {
+static harp_status launch_last(cuda_rctx *c, int r, int n0, const named_arg *na, int n, bool *ok, const char **why) {
   const cuda_kernel *k = c->mod->k[c->mod->n - 1];
   cuda_launch *l = cuda_launch_add(c, k, r);
-  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *ok = bind(l, k, na, n);
   if (!*ok) {
     c->nlaunch--;
     c->mod->n = n0;
     *why = "an operand's element offset breaks the template's alignment";
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- the Plan -------------------------------------------------------------------- */
@@ -129,17 +129,17 @@ static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
  * view; split-K slices as plan_splitk_factor counts them on the Plan's
  * machine); false when there is none or it is not a GPU plan. */
 static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
-  const hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  const rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   const plan_t *p = ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
   if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
-  hp_error e2 = {0};
+  harp_error e2 = {0};
   plan_resources res;
   const plan_machine *pm = plan_machine_gpu(p->arch);
   plan_resources_of(p, pm, &info->plan_info, &res);
   if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) return false;
   t->persistent = plan_persistent(p, &info->plan_info, pm, &res);
   plan_gemm_view gv;
-  if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HP_OK) {
+  if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HARP_OK) {
     t->bm = plan_tile(p, &info->plan_info, gv.m);
     t->bn = plan_tile(p, &info->plan_info, gv.n);
     t->bk = plan_tile(p, &info->plan_info, gv.k);
@@ -163,12 +163,12 @@ static int64_t up256(int64_t x) { return (x + 255) / 256 * 256; }
 
 /* Launch of kernel k (already in the module) with arguments by name; false
  * (and no launch) when an argument breaks its parameter's alignment. */
-static hp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const named_arg *na, int n, bool *ok) {
+static harp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const named_arg *na, int n, bool *ok) {
   cuda_launch *l = cuda_launch_add(c, k, r);
-  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *ok = bind(l, k, na, n);
   if (!*ok) c->nlaunch--;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Split-K from the Plan (s->tune.splitk > 1).  In the scratch area after A's
@@ -179,7 +179,7 @@ static hp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const nam
  *                    [batch][M][N], the last applies the epilogue
  * The finishing pass applies the whole epilogue, so any epilogue fuses.
  * *done false (module and launches as before) when a kernel refuses. */
-static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
+static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
                              bool *done, const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
   *done = false;
@@ -194,7 +194,7 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   int S = cuda_gemm_slices(&g);
   int64_t ws_bytes = (kind == CUDA_SPLITK_REDUCE ? S : 1) * nz * MN * 4;
   cuda_arg ws = {CUDA_ARG_SCRATCH, -1, ws_off}, flags = {CUDA_ARG_SCRATCH, -1, ws_off + up256(ws_bytes)};
-  if (try_gen(c, gen_gemm, &g, kname(c, r, "gemm"), why)) return HP_OK;
+  if (try_gen(c, gen_gemm, &g, kname(c, r, "gemm"), why)) return HARP_OK;
   const cuda_kernel *gk = c->mod->k[c->mod->n - 1];
   const cuda_kernel *fk = NULL, *zk = NULL;
   int64_t zero_words = 0, end = ws_off + up256(ws_bytes);
@@ -207,12 +207,12 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
     zero_words = gk->grid[0] * gk->grid[1] * (gk->grid[2] / S); /* a flag per output tile */
     end = flags.offset + up256(zero_words * 4);
   }
-  hp_error e2 = {0};
-  if (zero_words && cuda_gen_zero(&e2, c->mod, zero_words, kname(c, r, "splitk_zero")) == HP_OK) zk = c->mod->k[c->mod->n - 1];
+  harp_error e2 = {0};
+  if (zero_words && cuda_gen_zero(&e2, c->mod, zero_words, kname(c, r, "splitk_zero")) == HARP_OK) zk = c->mod->k[c->mod->n - 1];
   if ((kind != CUDA_SPLITK_SERIAL && !fk) || (zero_words && !zk)) {
     if (!*why) *why = e2.msg[0] ? fmt_note(c, "the zero kernel refused: %s", e2.msg) : "a split-K kernel refused";
     c->mod->n = n0;
-    return HP_OK;
+    return HARP_OK;
   }
   /* launches: zero, GEMM, finish */
   named_arg na[3 + CT_MAX_EPI + 2];
@@ -223,7 +223,7 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   na[n++] = (named_arg){"flags", flags};
   named_arg zo = {"out", kind == CUDA_SPLITK_SERIAL ? flags : ws};
   bool ok = true;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (zk) st = add_launch(c, r, zk, &zo, 1, &ok);
   if (!st && ok) st = add_launch(c, r, gk, na, n, &ok);
   if (!st && ok && fk) {
@@ -242,14 +242,14 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   cuda_kernel *k = c->mod->k[n0];
   cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);
   *done = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* A into scratch before the GEMM: an elementwise copy over A's moving
  * variables (rounding as the program's CAST does, when it does); *ok and
  * its bytes, or *why the copy kernel or its launch refused (n0: the
  * module's kernels before this region's). */
-static hp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_t *a_bytes, bool *ok, const char **why) {
+static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_t *a_bytes, bool *ok, const char **why) {
   cuda_ew_spec cp;
   memset(&cp, 0, sizeof cp);
   *ok = false;
@@ -264,14 +264,14 @@ static hp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_
   if (gm->a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
     cp.out_dtype = gm->a_round;
   cp.tune.arch = c->mod->arch;
-  if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
+  if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HARP_OK;
   named_arg na[] = {{"in0", targ(c, r, &gm->A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
-  hp_status st = launch_last(c, r, n0, na, 2, ok, why);
+  harp_status st = launch_last(c, r, n0, na, 2, ok, why);
   if (!st && *ok) *a_bytes = numel * tiny_dtype_size(cp.out_dtype);
   return st;
 }
 
-static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
+static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
@@ -287,7 +287,7 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
   int64_t a_bytes = 0;
   if (gm.nrep) {
     bool ok;
-    hp_status st = repack_a(c, r, &gm, n0, &a_bytes, &ok, why);
+    harp_status st = repack_a(c, r, &gm, n0, &a_bytes, &ok, why);
     if (st || !ok) return st;
   }
   /* the Plan's tiles first, then the template's own choice */
@@ -296,7 +296,7 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
   if (has_plan && s.a_dtype == TINY_FP32 && pt.arch == CUDA_SM90)
     pt.bk = 0; /* the plan counts BK in 16-bit elements of the 128-byte TMA atom: the template's own for fp32 */
   const char *refused = NULL;
-  hp_status st = HP_E_UNSUPPORTED;
+  harp_status st = HARP_E_UNSUPPORTED;
   named_arg na[3 + CT_MAX_EPI];
   na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
   na[1] = (named_arg){"B", targ(c, r, &gm.B)};
@@ -308,7 +308,7 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
     for (int a = pt.arch == CUDA_SM90 && c->mod->arch == CUDA_SM90 ? 0 : 1; a < 2 && !sdone; a++) {
       s.tune = pt;
       s.tune.arch = a ? CUDA_SM80 : CUDA_SM90;
-      hp_status st2 = gemm_splitk(c, r, &s, na, 3 + gm.nepi, up256(a_bytes), &sdone, &refused);
+      harp_status st2 = gemm_splitk(c, r, &s, na, 3 + gm.nepi, up256(a_bytes), &sdone, &refused);
       if (st2) return st2;
     }
     if (sdone) {
@@ -319,7 +319,7 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
                                                                  : "repacked into scratch (its reduced dimensions do not fold)");
       if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
       *done = true;
-      return HP_OK;
+      return HARP_OK;
     }
     pt.splitk = 0; /* refused: the same plan without split-K */
   }
@@ -339,13 +339,13 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
   }
   if (st) {
     c->mod->n = n0, c->nlaunch = l0;
-    return HP_OK;
+    return HARP_OK;
   }
   bool ok = false;
   if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
     c->nlaunch = l0;
-    return HP_OK;
+    return HARP_OK;
   }
   cuda_kernel *k = c->mod->k[c->mod->n - 1];
   cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
@@ -357,7 +357,7 @@ static hp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done
                                                   : "repacked into scratch (its reduced dimensions do not fold)");
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The conv spec of cv (its epilogue aside) on the SM80 template: implicit
@@ -389,7 +389,7 @@ static int64_t conv_tiles(const ct_conv *cv) {
   return (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv->n * G;
 }
 
-static hp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, const char **why) {
+static harp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, const char **why) {
   const ct_conv cv = *read;
   cuda_conv_spec s;
   conv_spec(&cv, &s);
@@ -397,19 +397,19 @@ static hp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done
   for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
   s.math = c->math;
   int n0 = c->mod->n;
-  if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HP_OK;
+  if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HARP_OK;
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, cv.epi, cv.nepi, na + 3, epn);
   bool ok = false;
-  hp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
+  harp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
   if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done, const char **why) {
+static harp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done, const char **why) {
   const ct_attn at = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_attn_spec s;
@@ -430,16 +430,16 @@ static hp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done
   s.math = c->math;
   cuda_tune_default(&s.tune, c->mod->arch);
   int n0 = c->mod->n;
-  if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HP_OK;
+  if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HARP_OK;
   named_arg na[] = {{"q", targ(c, r, &at.q)}, {"k", targ(c, r, &at.k)}, {"v", targ(c, r, &at.v)},
                     {"mask", at.has_mask ? targ(c, r, &at.mask) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
                     {"out", targ(c, r, &at.out)}};
   bool ok = false;
-  hp_status st = launch_last(c, r, n0, na, 5, &ok, why);
+  harp_status st = launch_last(c, r, n0, na, 5, &ok, why);
   if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- row regions ---------------------------------------------------------------------- */
@@ -459,24 +459,24 @@ static void rownorm_of(const cuda_rctx *c, int64_t rows, int64_t cols, const ct_
   s->tune.arch = c->mod->arch;
 }
 
-static hp_status print_softmax(cuda_rctx *c, int r, const ct_softmax *sm, bool *done, const char **why) {
+static harp_status print_softmax(cuda_rctx *c, int r, const ct_softmax *sm, bool *done, const char **why) {
   cuda_rownorm_spec s;
   rownorm_of(c, sm->rows, sm->cols, &sm->x, &sm->y, &s);
   s.scale = sm->scale;
   int n0 = c->mod->n;
-  if (try_gen(c, gen_sm, &s, kname(c, r, "softmax"), why)) return HP_OK;
+  if (try_gen(c, gen_sm, &s, kname(c, r, "softmax"), why)) return HARP_OK;
   named_arg na[] = {{"x", tensor_arg(c, r, &sm->x)}, {"y", tensor_arg(c, r, &sm->y)}};
   return launch_last(c, r, n0, na, 2, done, why);
 }
 
-static hp_status print_layernorm(cuda_rctx *c, int r, const ct_layernorm *ln, bool *done, const char **why) {
+static harp_status print_layernorm(cuda_rctx *c, int r, const ct_layernorm *ln, bool *done, const char **why) {
   cuda_rownorm_spec s;
   rownorm_of(c, ln->rows, ln->cols, &ln->x, &ln->y, &s);
   s.eps = ln->eps;
   s.has_gamma = ln->gamma.slot >= 0, s.has_beta = ln->beta.slot >= 0;
   s.gamma_dtype = ln->gamma.dtype, s.beta_dtype = ln->beta.dtype;
   int n0 = c->mod->n;
-  if (try_gen(c, gen_ln, &s, kname(c, r, "layernorm"), why)) return HP_OK;
+  if (try_gen(c, gen_ln, &s, kname(c, r, "layernorm"), why)) return HARP_OK;
   named_arg na[] = {{"x", tensor_arg(c, r, &ln->x)},
                     {"gamma", tensor_arg(c, r, &ln->gamma)},
                     {"beta", tensor_arg(c, r, &ln->beta)},
@@ -486,7 +486,7 @@ static hp_status print_layernorm(cuda_rctx *c, int r, const ct_layernorm *ln, bo
 
 /* a single REDUCE (sum/max/min, fp32 accumulation) of a strided buffer:
  * [outer][red][inner] */
-static hp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *done, const char **why) {
+static harp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *done, const char **why) {
   cuda_reduce_spec s;
   memset(&s, 0, sizeof s);
   s.outer = rd->outer, s.red = rd->red, s.inner = rd->inner;
@@ -498,7 +498,7 @@ static hp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *do
   s.out_dtype = rd->out.dtype;
   s.tune.arch = c->mod->arch;
   int n0 = c->mod->n;
-  if (try_gen(c, gen_red, &s, kname(c, r, "reduce"), why)) return HP_OK;
+  if (try_gen(c, gen_red, &s, kname(c, r, "reduce"), why)) return HARP_OK;
   named_arg na[] = {{"in", cuda_arg_slot(c, r, rd->in.slot, rd->in.offset, s.in_dtype)},
                     {"out", cuda_arg_slot(c, r, rd->out.slot, 0, s.out_dtype)}};
   return launch_last(c, r, n0, na, 2, done, why);
@@ -508,7 +508,7 @@ static hp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *do
 static bool ew_op_ok(tiny_op op) { return tiny_op_is_elementwise(op) || op == TINY_CAST; }
 
 /* an elementwise chain: every block over the output's points */
-static hp_status print_ewise(cuda_rctx *c, int r, const ct_ewise *ew, bool *done, const char **why) {
+static harp_status print_ewise(cuda_rctx *c, int r, const ct_ewise *ew, bool *done, const char **why) {
   cuda_ew_spec s;
   memset(&s, 0, sizeof s);
   s.rank = ew->rank;
@@ -526,7 +526,7 @@ static hp_status print_ewise(cuda_rctx *c, int r, const ct_ewise *ew, bool *done
   s.out_dtype = ew->out.dtype;
   s.tune.arch = c->mod->arch;
   int n0 = c->mod->n;
-  if (try_gen(c, gen_ew, &s, kname(c, r, "ewise"), why)) return HP_OK;
+  if (try_gen(c, gen_ew, &s, kname(c, r, "ewise"), why)) return HARP_OK;
   named_arg na[CUDA_MAX_EW_IN + 1];
   char nm[CUDA_MAX_EW_IN][16]; /* "in" and any int: no truncation warning */
   for (int i = 0; i < s.ninputs; i++) {
@@ -564,7 +564,7 @@ static const kn_target gpu_target = {
 
 /* Print the template kernel s chose for region r: *done, or *why it
  * refused. */
-static hp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done, const char **why) {
+static harp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done, const char **why) {
   switch (s->kind) {
   case KN_GEMM: return print_gemm(c, r, &s->u.gemm, done, why);
   case KN_CONV: return print_conv(c, r, &s->u.conv, done, why);
@@ -573,14 +573,14 @@ static hp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done, 
   case KN_LAYERNORM: return print_layernorm(c, r, &s->u.layernorm, done, why);
   case KN_REDUCE: return print_reduce(c, r, &s->u.reduce, done, why);
   case KN_EWISE: return print_ewise(c, r, &s->u.ewise, done, why);
-  default: return HP_OK; /* no GPU template of that kind */
+  default: return HARP_OK; /* no GPU template of that kind */
   }
 }
 
-hp_status cuda_emit_region(cuda_rctx *c, int r) {
+harp_status cuda_emit_region(cuda_rctx *c, int r) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   kn_sel s;
-  hp_status st = kn_select(&s, &gpu_target, &src, r, 0, c->e);
+  harp_status st = kn_select(&s, &gpu_target, &src, r, 0, c->e);
   bool done = false;
   while (!st && !done && s.kind != KN_GENERIC && s.kind != KN_GATHER) {
     const char *why = NULL;
