@@ -47,6 +47,20 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, con
   return argv[++*i];
 }
 
+/* A byte count with an optional K, M or G (powers of 1024) suffix into *out. */
+static bool cli_parse_bytes(const char *v, unsigned long long *out) {
+  char *end;
+  if (!*v || *v == '-') return false;
+  unsigned long long n = strtoull(v, &end, 10);
+  int shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10, end++;
+  else if (*end == 'M' || *end == 'm') shift = 20, end++;
+  else if (*end == 'G' || *end == 'g') shift = 30, end++;
+  if (*end || end == v || n > (~0ull >> shift)) return false;
+  *out = n << shift;
+  return true;
+}
+
 int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, harp_error *e) {
   memset(o, 0, sizeof *o);
   tiny_symtab_init(&o->syms);
@@ -117,6 +131,9 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       char *end;
       o->loop_limit = strtoll(v, &end, 10);
       if (*end || end == v || o->loop_limit < 1) return cli_usage_error(cmd, "--loop-limit expects a positive count");
+    } else if (!strcmp(name, "max-memory")) {
+      if (!cli_parse_bytes(v, &o->max_memory) || !o->max_memory)
+        return cli_usage_error(cmd, "--max-memory expects a size in bytes (a K, M or G suffix allowed), not '%s'", v);
     } else if (!strcmp(name, "seed")) {
       char *end;
       o->seed = strtoull(v, &end, 10);

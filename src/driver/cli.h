@@ -38,6 +38,7 @@ typedef struct cli_opts {
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
   bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
   long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
+  unsigned long long max_memory; /* --max-memory: one instance's arena plus weights at most (0: the machine's) */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */

@@ -63,6 +63,9 @@ static const char run_help[] =
     "                         override, cache), gpu (GPU dialect + launches,\n"
     "                         gpu.json), cu (model.cu)\n"
     "  --dump-dir DIR         where dumps go (default: the --out DIR)\n"
+    "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
+    "                         weights) needs more (K, M, G suffixes; default: this\n"
+    "                         machine's memory), with LimitExceeded before compiling\n"
     "  --loop-limit N         a model with run-time control flow (an If, Loop or Scan\n"
     "                         decided at run time: a host program of compiled\n"
     "                         segments, docs/onnx.md): the iterations a Loop may run\n"
@@ -84,7 +87,7 @@ int cmd_run(int argc, char **argv) {
       for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
       argc--, i--;
     }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan loop-limit", &o, &e);
+  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan loop-limit max-memory", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -150,9 +153,11 @@ int cmd_run(int argc, char **argv) {
     rg_partition_free(p);
     if (st) goto fail;
   } else if (!strcmp(backend, "cpu")) {
-    rt_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
+    rt_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n,
+                      .max_memory = o.max_memory};
     rt_cpu_model *cm = NULL;
     harp_status s = rt_cpu_compile(&e, m.g, &m.syms, &co, &cm);
+    if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
     if (!s) cli_print_plan_notes(rt_cpu_plans(cm));
     if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", rt_cpu_source(cm));
     if (!s) s = cli_write_plan_dump(&e, &o, &m, &pl, rt_cpu_plans(cm));

@@ -71,6 +71,8 @@ void harp_compiled_free(harp_compiled *c) {
   free(c);
 }
 
+const char *harp_compiled_warning(const harp_compiled *c) { return c && c->cpu ? rt_cpu_warning(c->cpu) : NULL; }
+
 static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
 
 harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
@@ -113,8 +115,10 @@ harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *
     st = ut_fail(e, HARP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
   if (!st) st = tiny_prepare(e, g, &c->syms, false);
   if (!st && c->backend == HARP_BACKEND_CPU) {
-    rt_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL};
-    st = rt_cpu_compile(e, g, &c->syms, &co, &c->cpu);
+    rt_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
+                      .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
+    if (o && o->max_memory < 0) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
+    if (!st) st = rt_cpu_compile(e, g, &c->syms, &co, &c->cpu);
     if (!st) c->f = (fn_function *)rt_cpu_function(c->cpu);
   } else if (!st && c->backend == HARP_BACKEND_CUDA) { /* o != NULL: the default backend is the CPU */
     c->cache_dir = o->cache_dir ? strdup(o->cache_dir) : NULL;

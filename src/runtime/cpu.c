@@ -8,7 +8,9 @@
 #include <time.h>
 
 #include "backend/c/emit_model.h"
+#include "cache.h"
 #include "compile.h"
+#include "memlimit.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/poly.h"
@@ -30,6 +32,7 @@ struct rt_cpu_model {
   char *source;
   char *so_path;
   bool cache_hit;
+  char warning[512]; /* the compile cache was not usable (rt_cc_result.warning) */
   double compile_ms;
   void *dl;
   init_fn init;
@@ -96,6 +99,8 @@ harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab
   const poly_view *pv = st ? NULL : m->part->formed->pv;
   fn_options fo = {.widen_half_temps = true};
   if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
+  if (!st) st = rt_check_memory(e, m->f, o ? o->max_memory : 0); /* before the code, the compiler, an instance */
+  if (!st) st = rt_check_source(e, 0, m->f->nkernels);
   if (!st) {
     rt_plan_opts po = {.overrides = o ? o->plan_overrides : NULL,
                        .noverrides = o ? o->nplan_overrides : 0,
@@ -107,6 +112,8 @@ harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab
   if (!st) {
     rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false, NULL};
     st = cgen_emit_model(&rc, "model", &src);
+    if (!st && src.oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory writing the generated C");
+    if (!st) st = rt_check_source(e, src.len, m->f->nkernels);
     /* the C is all the rest needs: give the analysis back before the
      * compiler, the weights and the model's own memory come */
     rg_formed_drop_analysis(m->part->formed);
@@ -135,16 +142,21 @@ harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab
       flags = host_flags;
     }
     rt_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL, .parallel = true};
-    st = rt_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
-    if (st && jcc) { /* an assembler without the option (binutils < 2.34): without it */
+    rt_cc_result r;
+    st = rt_cc_build_ex(e, src.buf, &cc, &r);
+    if (st == HARP_E_INTERNAL && jcc) { /* the compiler ran and failed: perhaps an assembler without the option (binutils < 2.34) */
       harp_error_clear(e);
       *strstr(host_flags, " -Wa,") = 0;
-      st = rt_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
+      st = rt_cc_build_ex(e, src.buf, &cc, &r);
     }
-  }
-  if (!st) {
-    m->dl = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
-    if (!m->dl) st = ut_fail_at(e, HARP_E_IO, m->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
+    m->so_path = r.path;
+    m->cache_hit = r.hit;
+    snprintf(m->warning, sizeof m->warning, "%s", r.warning);
+    if (!st) {
+      m->dl = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
+      if (!m->dl) st = ut_fail_at(e, HARP_E_IO, m->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
+    }
+    if (r.temp) rt_cache_discard(r.path); /* loaded (or not): the temporary copy goes */
   }
   if (!st) {
     m->init = (init_fn)dlsym(m->dl, "model_init");
@@ -232,6 +244,7 @@ harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor 
 
 const char *rt_cpu_source(const rt_cpu_model *m) { return m->source; }
 bool rt_cpu_cache_hit(const rt_cpu_model *m) { return m->cache_hit; }
+const char *rt_cpu_warning(const rt_cpu_model *m) { return m->warning[0] ? m->warning : NULL; }
 double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->f; }
 

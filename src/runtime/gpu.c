@@ -113,7 +113,7 @@ harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *
   m->rt = rt;
   m->rt_borrowed = rt != NULL;
   m->graphs = o && o->graphs;
-  rt_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL, false};
+  rt_cc_opts cc = {.cache_dir = o ? o->cache_dir : NULL};
   m->cache_dir = rt_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
   harp_status st = HARP_OK;

@@ -90,7 +90,7 @@ harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_
     goto fail;
   }
   if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
-  rt_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL, false};
+  rt_cc_opts cc = {.cache_dir = o ? o->cache_dir : NULL};
   char *cache = rt_cc_cache_dir(&cc);
   st = gpu_rt_open(e, cache, false, &s->rt);
   free(cache);

@@ -1,0 +1,84 @@
+/* runmodel.h — for the reliability tests: compile a model file through the
+ * public API, feed it fixed pseudo-random inputs, run it and keep its first
+ * output; compare two outputs.  Header-only (each test is one executable). */
+#ifndef HARP_TEST_RUNMODEL_H
+#define HARP_TEST_RUNMODEL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp.h"
+
+typedef struct rm_out {
+  float *y; /* output 0 (fp32) */
+  size_t n;
+} rm_out;
+
+/* Element count of input/output k. */
+static size_t rm_numel(const harp_compiled *c, int k, bool out) {
+  int64_t sh[HARP_MAX_RANK];
+  int r = out ? harp_output_shape(c, k, sh) : harp_input_shape(c, k, sh);
+  size_t n = 1;
+  for (int d = 0; d < r; d++) n *= (size_t)sh[d];
+  return n;
+}
+
+/* Fixed inputs for c (fp32 only: the models here are fp32), seed-free. */
+static float **rm_inputs(const harp_compiled *c) {
+  int ni = harp_num_inputs(c);
+  float **in = calloc((size_t)ni + 1, sizeof *in);
+  for (int k = 0; in && k < ni; k++) {
+    size_t n = rm_numel(c, k, false);
+    in[k] = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; in[k] && i < n; i++) in[k][i] = (float)((i * 7919 + (size_t)k * 104729) % 2001) / 1000.0f - 1.0f;
+  }
+  return in;
+}
+
+static void rm_free_inputs(const harp_compiled *c, float **in) {
+  for (int k = 0; in && k < harp_num_inputs(c); k++) free(in[k]);
+  free(in);
+}
+
+/* One instance of c run once on in; output 0 into *out (malloc'd).  The
+ * parameter block is the file's own weights (ONNX); the .harp models here
+ * take their weights as inputs.  Returns 0, or -1 when the instance could
+ * not be made, or harp_model_run's code (err says why). */
+static int rm_run(const harp_compiled *c, float **in, rm_out *out, char *err, size_t errcap) {
+  size_t pb = harp_params_bytes(c);
+  const void *params = harp_embedded_params(c);
+  void *zeros = NULL;
+  if (!params && pb) params = zeros = calloc(1, pb);
+  harp_model *m = harp_model_init(c, params, pb);
+  free(zeros);
+  if (!m) {
+    snprintf(err, errcap, "harp_model_init failed");
+    return -1;
+  }
+  int no = harp_num_outputs(c);
+  void **outs = calloc((size_t)no + 1, sizeof *outs);
+  for (int k = 0; k < no; k++) outs[k] = calloc(rm_numel(c, k, true) + 1, sizeof(float));
+  int rc = harp_model_run(m, (const void *const *)in, outs);
+  if (rc) snprintf(err, errcap, "%s", harp_model_error(m) ? harp_model_error(m) : "run failed");
+  out->n = rm_numel(c, 0, true);
+  out->y = rc ? NULL : outs[0];
+  for (int k = rc ? 0 : 1; k < no; k++) free(outs[k]);
+  free(outs);
+  harp_model_free(m);
+  return rc;
+}
+
+/* Largest |a-b| / (1 + |b|). */
+static double rm_diff(const rm_out *a, const rm_out *b) {
+  if (!a->y || !b->y || a->n != b->n) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a->n; i++) {
+    double d = fabs((double)a->y[i] - (double)b->y[i]) / (1 + fabs((double)b->y[i]));
+    if (!(d <= worst)) worst = d; /* NaN counts as worst */
+  }
+  return worst;
+}
+
+#endif
