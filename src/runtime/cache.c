@@ -59,7 +59,7 @@ static bool make_private(const char *dir, char *why, size_t cap) {
   if (slash && slash != parent) {
     *slash = 0;
     if (ut_mkdirs(&e, parent)) {
-      snprintf(why, cap, "%s", e.msg);
+      snprintf(why, cap, "%.500s", e.msg);
       harp_error_clear(&e);
       return false;
     }
@@ -96,11 +96,15 @@ harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b) {
     if (strlen(dir) + 16 < sizeof b->work && mkdtemp(b->work)) return HARP_OK;
     snprintf(why, sizeof why, "cannot write in %s: %s", dir, strerror(errno));
   }
+  return rt_cache_begin_temp(e, dir, why, b);
+}
+
+harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *why, rt_cache_build *b) {
   if (!temp_dir(b->work, sizeof b->work))
     return ut_fail_at(e, HARP_E_IO, dir, 0, 0, "the compile cache is unusable (%s) and no temporary directory can be made: %s",
                       why, strerror(errno));
   b->temp = true;
-  snprintf(b->warning, sizeof b->warning, "compile cache not used: %.400s; compiling in %s", why, b->work);
+  snprintf(b->warning, sizeof b->warning, "compile cache not used: %.300s; compiling in %.100s", why, b->work);
   return HARP_OK;
 }
 

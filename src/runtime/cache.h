@@ -23,6 +23,9 @@ void rt_cache_cpu_id(char *buf, size_t cap);
  * others) and a build directory in it; else a temporary one, b->temp set
  * and b->warning saying why.  Fails only when neither can be had. */
 harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b);
+/* A build directory under $TMPDIR instead (the cache refused a file: full,
+ * read-only), b->warning naming `why`. */
+harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *why, rt_cache_build *b);
 /* Remove the build directory and its files (unless keep: a failed compile's
  * source and log, named in its error). */
 void rt_cache_end(rt_cache_build *b, bool keep);

@@ -65,6 +65,21 @@ static harp_status run_compiler(harp_error *e, const char *cc, const char *flags
   return st;
 }
 
+/* In build directory b: the source, the compiler, the seal.  p[] receives
+ * the paths of the .c, the object and the log (cap bytes each); *disk is set
+ * when writing a file failed (not the compiler). */
+static harp_status build_in(harp_error *e, const rt_cache_build *b, uint64_t h, const char *src, const char *cc,
+                            const char *flags, const rt_cc_opts *o, char *p[3], size_t cap, bool *keep, bool *disk) {
+  snprintf(p[0], cap, "%s/%016llx.c", b->work, (unsigned long long)h);
+  snprintf(p[1], cap, "%s/%016llx.so", b->work, (unsigned long long)h);
+  snprintf(p[2], cap, "%s/%016llx.log", b->work, (unsigned long long)h);
+  harp_status st = ut_write_file_atomic(e, p[0], src, strlen(src));
+  if (!st) st = run_compiler(e, cc, flags, o, strlen(src), p[1], p[0], p[2], keep);
+  else *disk = st == HARP_E_IO;
+  if (!st) *disk = (st = rt_cache_seal(e, p[1])) == HARP_E_IO;
+  return st;
+}
+
 harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, rt_cc_result *r) {
   memset(r, 0, sizeof *r);
   const char *cc = o && o->cc ? o->cc : getenv("CC");
@@ -91,11 +106,16 @@ harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, 
     goto done;
   }
   if ((st = rt_cache_begin(e, dir, &b))) goto done;
-  snprintf(c, pl, "%s/%016llx.c", b.work, (unsigned long long)h);
-  snprintf(built, pl, "%s/%016llx.so", b.work, (unsigned long long)h);
-  snprintf(log, pl, "%s/%016llx.log", b.work, (unsigned long long)h);
-  if (!(st = ut_write_file_atomic(e, c, src, strlen(src))) && !(st = run_compiler(e, cc, flags, o, strlen(src), built, c, log, &keep)))
-    st = rt_cache_seal(e, built);
+  bool disk = false;
+  st = build_in(e, &b, h, src, cc, flags, o, (char *[]){c, built, log}, pl, &keep, &disk);
+  if (st && disk && !b.temp) { /* the cache refused a file (full, read-only): a temporary directory */
+    char why[600];
+    snprintf(why, sizeof why, "%.500s", e->msg);
+    harp_error_clear(e);
+    rt_cache_end(&b, false);
+    if (!(st = rt_cache_begin_temp(e, dir, why, &b)))
+      st = build_in(e, &b, h, src, cc, flags, o, (char *[]){c, built, log}, pl, &keep, &disk);
+  }
   if (!st && b.temp) { /* the object stays in the temporary directory until loaded */
     unlink(c);
     unlink(log);
