@@ -9,7 +9,8 @@
  * and its FNV-1a hash).  It is built in a private directory
  * (<cache>/build.XXXXXX, mkdtemp), sealed there and renamed into place, so
  * a reader sees a whole entry or none; one killed at any point leaves at
- * most a build.* directory that nothing loads.  An entry that is not a
+ * most a build directory that nothing loads (build.<host>.<pid>.XXXXXX: the
+ * next build on that host removes those of processes that are gone).  An entry that is not a
  * regular file of ours, is truncated, or whose hash does not match is
  * removed and rebuilt.  The dynamic loader maps the object by its program
  * headers and ignores the trailer. */
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,12 +90,41 @@ static bool temp_dir(char *out, size_t cap) {
   return mkdtemp(out) != NULL;
 }
 
+/* This host's name as it goes into build directory names. */
+static void host_name(char *buf, size_t cap) {
+  if (gethostname(buf, cap) != 0) snprintf(buf, cap, "host");
+  buf[cap - 1] = 0;
+  for (char *p = buf; *p; p++)
+    if (*p == '.' || *p == '/') *p = '_';
+}
+
+/* Remove the build directories of processes of this host that are gone (a
+ * compile killed mid-way): build.<host>.<pid>.XXXXXX with no such pid. */
+void rt_cache_sweep(const char *dir) {
+  char host[64], pre[80];
+  host_name(host, sizeof host);
+  int pl = snprintf(pre, sizeof pre, "build.%s.", host);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strncmp(de->d_name, pre, (size_t)pl)) continue;
+    long pid = strtol(de->d_name + pl, NULL, 10);
+    if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    rt_cache_build old = {0};
+    snprintf(old.work, sizeof old.work, "%.3000s/%.255s", dir, de->d_name);
+    rt_cache_end(&old, false);
+  }
+  closedir(d);
+}
+
 harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b) {
   memset(b, 0, sizeof *b);
-  char why[600] = "";
+  char why[600] = "", host[64];
   if (make_private(dir, why, sizeof why)) {
-    snprintf(b->work, sizeof b->work, "%s/build.XXXXXX", dir);
-    if (strlen(dir) + 16 < sizeof b->work && mkdtemp(b->work)) return HARP_OK;
+    rt_cache_sweep(dir);
+    host_name(host, sizeof host);
+    int n = snprintf(b->work, sizeof b->work, "%s/build.%s.%ld.XXXXXX", dir, host, (long)getpid());
+    if (n > 0 && (size_t)n < sizeof b->work && mkdtemp(b->work)) return HARP_OK;
     snprintf(why, sizeof why, "cannot write in %s: %s", dir, strerror(errno));
   }
   return rt_cache_begin_temp(e, dir, why, b);

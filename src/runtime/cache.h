@@ -26,6 +26,9 @@ harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b);
 /* A build directory under $TMPDIR instead (the cache refused a file: full,
  * read-only), b->warning naming `why`. */
 harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *why, rt_cache_build *b);
+/* Remove the build directories in the cache `dir` of this host's processes
+ * that are gone (killed mid-compile). */
+void rt_cache_sweep(const char *dir);
 /* Remove the build directory and its files (unless keep: a failed compile's
  * source and log, named in its error). */
 void rt_cache_end(rt_cache_build *b, bool keep);

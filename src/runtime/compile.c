@@ -99,7 +99,8 @@ harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, 
     goto done;
   }
   snprintf(so, pl, "%s/%016llx.so", dir, (unsigned long long)h);
-  if (rt_cache_verify(so)) { /* cache hit: no compiler */
+  if (rt_cache_verify(so)) { /* cache hit: no compiler (what killed compiles left is removed) */
+    rt_cache_sweep(dir);
     r->hit = true;
     r->path = so;
     so = NULL;
