@@ -17,7 +17,7 @@ typedef struct rm_out {
 } rm_out;
 
 /* Element count of input/output k. */
-static size_t rm_numel(const harp_compiled *c, int k, bool out) {
+static inline size_t rm_numel(const harp_compiled *c, int k, bool out) {
   int64_t sh[HARP_MAX_RANK];
   int r = out ? harp_output_shape(c, k, sh) : harp_input_shape(c, k, sh);
   size_t n = 1;
@@ -26,7 +26,7 @@ static size_t rm_numel(const harp_compiled *c, int k, bool out) {
 }
 
 /* Fixed inputs for c (fp32 only: the models here are fp32), seed-free. */
-static float **rm_inputs(const harp_compiled *c) {
+static inline float **rm_inputs(const harp_compiled *c) {
   int ni = harp_num_inputs(c);
   float **in = calloc((size_t)ni + 1, sizeof *in);
   for (int k = 0; in && k < ni; k++) {
@@ -37,18 +37,18 @@ static float **rm_inputs(const harp_compiled *c) {
   return in;
 }
 
-static void rm_free_inputs(const harp_compiled *c, float **in) {
+static inline void rm_free_inputs(const harp_compiled *c, float **in) {
   for (int k = 0; in && k < harp_num_inputs(c); k++) free(in[k]);
   free(in);
 }
 
 /* One instance of c run once on in; output 0 into *out (malloc'd).  The
- * parameter block is the file's own weights (ONNX); the .harp models here
- * take their weights as inputs.  Returns 0, or -1 when the instance could
+ * parameter block is `params`, else the file's own weights (ONNX), else
+ * zeros (the .harp models of the fault test take their weights as inputs).  Returns 0, or -1 when the instance could
  * not be made, or harp_model_run's code (err says why). */
-static int rm_run(const harp_compiled *c, float **in, rm_out *out, char *err, size_t errcap) {
+static inline int rm_run_with(const harp_compiled *c, const void *params, float **in, rm_out *out, char *err, size_t errcap) {
   size_t pb = harp_params_bytes(c);
-  const void *params = harp_embedded_params(c);
+  if (!params) params = harp_embedded_params(c);
   void *zeros = NULL;
   if (!params && pb) params = zeros = calloc(1, pb);
   harp_model *m = harp_model_init(c, params, pb);
@@ -70,8 +70,23 @@ static int rm_run(const harp_compiled *c, float **in, rm_out *out, char *err, si
   return rc;
 }
 
+static inline int rm_run(const harp_compiled *c, float **in, rm_out *out, char *err, size_t errcap) {
+  return rm_run_with(c, NULL, in, out, err, errcap);
+}
+
+/* A parameter block for c with weight `names[i]` (counts[i] floats) filled
+ * with a fixed pattern, the same whatever c's layout (malloc'd). */
+static inline void *rm_params(const harp_compiled *c, const char *const *names, const size_t *counts) {
+  unsigned char *b = calloc(1, harp_params_bytes(c) + 1);
+  for (int w = 0; names[w]; w++) {
+    float *p = (float *)(b + harp_param_offset(c, names[w]));
+    for (size_t i = 0; i < counts[w]; i++) p[i] = (float)((i * 31 + (size_t)w * 17) % 97) / 97.0f - 0.5f;
+  }
+  return b;
+}
+
 /* Largest |a-b| / (1 + |b|). */
-static double rm_diff(const rm_out *a, const rm_out *b) {
+static inline double rm_diff(const rm_out *a, const rm_out *b) {
   if (!a->y || !b->y || a->n != b->n) return INFINITY;
   double worst = 0;
   for (size_t i = 0; i < a->n; i++) {
