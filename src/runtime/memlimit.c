@@ -30,12 +30,12 @@ harp_status rt_check_memory(harp_error *e, const fn_function *f, uint64_t max_me
   uint64_t cap = rt_memory_cap(max_memory), need = (uint64_t)f->required_memory + (uint64_t)f->const_bytes;
   if (need < f->required_memory) need = UINT64_MAX; /* overflow */
   if (need <= cap) return HARP_OK;
-  char a[32], w[32], c[32];
+  char a[32], w[32], c[32], k[32];
   return ut_fail(e, HARP_E_LIMIT, NULL,
                  "an instance of this model needs %s (arena %s, weights %s), more than the memory cap of %s "
                  "(%s): raise --max-memory (harp_options.max_memory) or bind smaller shapes (--sym, --shape)",
                  human(need, a, sizeof a), human(f->required_memory, c, sizeof c), human(f->const_bytes, w, sizeof w),
-                 human(cap, c, sizeof c), max_memory ? "as set" : "this machine's memory");
+                 human(cap, k, sizeof k), max_memory ? "as set" : "this machine's memory");
 }
 
 harp_status rt_check_source(harp_error *e, size_t bytes, int nkernels) {
