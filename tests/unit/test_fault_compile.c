@@ -188,6 +188,7 @@ static void run_model(const char *path) {
   long before = full_run() ? 10 : 3, after = full_run() ? 6 : 2;
   long nc = cold_faults(&m, UT_FAULT_ALLOC, cc_at > before ? cc_at - before : 1, cc_at + after, cache);
   long nw = cold_faults(&m, UT_FAULT_WRITE, 1, 0, cache), ns = cold_faults(&m, UT_FAULT_SPAWN, 1, 0, cache);
+  assert_true(na > 1 && nc > 1 && nw > 1 && ns > 1); /* each kind fired at least once */
   printf("%s: allocations %ld warm, %ld cold (%ld before the compiler): %ld N tried warm, %ld cold around the "
          "compiler; writes: %ld N; child processes: %ld N\n",
          path, total, cold_total, cc_at, na, nc, nw, ns);
