@@ -173,6 +173,23 @@ static long allocs_before_cc(fmodel *m, const char *cache) {
   return n;
 }
 
+/* Allocation faults that once crashed (the warm cache's numbering at the
+ * time; tried in every run, whatever the stride). */
+static const struct {
+  const char *path;
+  long n[4];
+} regressions[] = {
+    {"examples/transformer_block.harp", {892, 6886, 6923, 0}}, /* lower.c NULL dim; "(null)" index in the C */
+};
+
+static void try_regressions(fmodel *m, const char *cache) {
+  for (size_t i = 0; i < sizeof regressions / sizeof *regressions; i++)
+    for (int k = 0; !strcmp(regressions[i].path, m->path) && k < 4 && regressions[i].n[k]; k++) {
+      try_fault(m, UT_FAULT_ALLOC, regressions[i].n[k], cache, NULL);
+      check_cache_sound(cache);
+    }
+}
+
 static void run_model(const char *path) {
   fmodel m = {.path = path};
   for (int k = 0; k < UT_FAULT_KINDS; k++) ut_fault_fail_nth((ut_fault_kind)k, 0); /* after a failed test */
@@ -183,6 +200,7 @@ static void run_model(const char *path) {
   if (compile_run(m.file, HARP_BACKEND_INTERP, NULL, &m.ref, err, sizeof err)) fail_msg("%s: reference: %s", path, err);
   long cold_total = 0;
   try_fault(&m, UT_FAULT_ALLOC, 1L << 40, cache, &cold_total); /* warms the cache */
+  try_regressions(&m, cache);
   long total = 0, na = alloc_faults(&m, cache, &total);
   long cc_at = allocs_before_cc(&m, cache);
   long before = full_run() ? 10 : 3, after = full_run() ? 6 : 2;
