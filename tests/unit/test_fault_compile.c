@@ -200,6 +200,11 @@ static void run_model(const char *path) {
   if (compile_run(m.file, HARP_BACKEND_INTERP, NULL, &m.ref, err, sizeof err)) fail_msg("%s: reference: %s", path, err);
   long cold_total = 0;
   try_fault(&m, UT_FAULT_ALLOC, 1L << 40, cache, &cold_total); /* warms the cache */
+  if (getenv("HARP_FAULT_N")) { /* one allocation fault, to debug it */
+    try_fault(&m, UT_FAULT_ALLOC, atol(getenv("HARP_FAULT_N")), cache, NULL);
+    free(m.ref.y);
+    return;
+  }
   try_regressions(&m, cache);
   long total = 0, na = alloc_faults(&m, cache, &total);
   long cc_at = allocs_before_cc(&m, cache);
