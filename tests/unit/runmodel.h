@@ -5,6 +5,8 @@
 #define HARP_TEST_RUNMODEL_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,22 @@ static inline void *rm_params(const harp_compiled *c, const char *const *names, 
     for (size_t i = 0; i < counts[w]; i++) p[i] = (float)((i * 31 + (size_t)w * 17) % 97) / 97.0f - 0.5f;
   }
   return b;
+}
+
+/* The test's scratch directory: made from `tmpl` (mkdtemp), removed
+ * whole; as cmocka group setup/teardown through rm_setup/rm_teardown. */
+static char rm_dir[96];
+static const char *rm_dir_template = "/tmp/harp-test-XXXXXX";
+static inline int rm_setup(void **state) {
+  (void)state;
+  snprintf(rm_dir, sizeof rm_dir, "%s", rm_dir_template);
+  return mkdtemp(rm_dir) ? 0 : -1;
+}
+static inline int rm_teardown(void **state) {
+  (void)state;
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", rm_dir);
+  return system(cmd) == 0 ? 0 : -1;
 }
 
 /* Largest |a-b| / (1 + |b|). */

@@ -36,7 +36,6 @@ typedef struct fmodel {
   char file[1024];
 } fmodel;
 
-static char cache_root[64];
 
 static void wipe(const char *dir) {
   char cmd[1200];
@@ -195,7 +194,7 @@ static void run_model(const char *path) {
   for (int k = 0; k < UT_FAULT_KINDS; k++) ut_fault_fail_nth((ut_fault_kind)k, 0); /* after a failed test */
   snprintf(m.file, sizeof m.file, "%s/%s", getenv("HARP_SOURCE_DIR") ? getenv("HARP_SOURCE_DIR") : HARP_SOURCE_DIR, path);
   char err[1200] = "", cache[160];
-  snprintf(cache, sizeof cache, "%s/cache", cache_root);
+  snprintf(cache, sizeof cache, "%s/cache", rm_dir);
   wipe(cache);
   if (compile_run(m.file, HARP_BACKEND_INTERP, NULL, &m.ref, err, sizeof err)) fail_msg("%s: reference: %s", path, err);
   long cold_total = 0;
@@ -231,22 +230,9 @@ static void test_onnx(void **state) {
   run_model("tests/models/small_cnn.onnx");
 }
 
-static int setup(void **state) {
-  (void)state;
-  strcpy(cache_root, "/tmp/harp-fault-XXXXXX");
-  return mkdtemp(cache_root) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", cache_root);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_cnn), cmocka_unit_test(test_transformer),
                                      cmocka_unit_test(test_onnx)};
   if (getenv("HARP_FAULT_ONLY")) cmocka_set_test_filter(getenv("HARP_FAULT_ONLY"));
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return (rm_dir_template = "/tmp/harp-fault-XXXXXX", cmocka_run_group_tests(tests, rm_setup, rm_teardown));
 }

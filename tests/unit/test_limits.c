@@ -13,15 +13,15 @@
 #include <cmocka.h>
 
 #include "harp.h"
+#include "runmodel.h"
 #include "runtime/memlimit.h"
 
-static char cache[64];
 
 static harp_status compile_mlp(int64_t max_memory, const char *batch, harp_error *e, harp_compiled **c) {
   char p[1024];
   snprintf(p, sizeof p, "%s/examples/mlp.harp", getenv("HARP_SOURCE_DIR") ? getenv("HARP_SOURCE_DIR") : HARP_SOURCE_DIR);
   const char *syms[] = {batch, NULL};
-  harp_options o = {.cache_dir = cache, .max_memory = max_memory, .syms = syms};
+  harp_options o = {.cache_dir = rm_dir, .max_memory = max_memory, .syms = syms};
   return harp_compile_file(e, p, &o, c);
 }
 
@@ -62,20 +62,7 @@ static void test_source_limits(void **state) {
   harp_error_clear(&e);
 }
 
-static int setup(void **state) {
-  (void)state;
-  strcpy(cache, "/tmp/harp-limits-XXXXXX");
-  return mkdtemp(cache) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_max_memory), cmocka_unit_test(test_source_limits)};
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return (rm_dir_template = "/tmp/harp-limits-XXXXXX", cmocka_run_group_tests(tests, rm_setup, rm_teardown));
 }

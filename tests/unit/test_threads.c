@@ -33,7 +33,6 @@ typedef struct job {
   int t;
 } job;
 
-static char cache[64];
 static const char *model(void) {
   static char p[1024];
   snprintf(p, sizeof p, "%s/examples/mlp.harp", getenv("HARP_SOURCE_DIR") ? getenv("HARP_SOURCE_DIR") : HARP_SOURCE_DIR);
@@ -91,7 +90,7 @@ static void prepare(shared *s) {
   s->runs = getenv("HARP_THREAD_RUNS") ? atoi(getenv("HARP_THREAD_RUNS")) : 1000;
   static const char *const w[] = {"w1", "b1", "w2", "b2", NULL};
   static const size_t counts[] = {64 * 128, 128, 128 * 10, 10};
-  harp_options o = {.backend = HARP_BACKEND_CPU, .cache_dir = cache, .params = w};
+  harp_options o = {.backend = HARP_BACKEND_CPU, .cache_dir = rm_dir, .params = w};
   harp_error e = {0};
   if (harp_compile_file(&e, model(), &o, &s->c)) fail_msg("compile: %s", e.msg);
   assert_int_equal(harp_num_inputs(s->c), 1); /* x; the rest are weights */
@@ -154,20 +153,7 @@ static void test_one_instance_in_turn(void **state) {
   release(&s);
 }
 
-static int setup(void **state) {
-  (void)state;
-  strcpy(cache, "/tmp/harp-threads-XXXXXX");
-  return mkdtemp(cache) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_separate_instances), cmocka_unit_test(test_one_instance_in_turn)};
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return (rm_dir_template = "/tmp/harp-threads-XXXXXX", cmocka_run_group_tests(tests, rm_setup, rm_teardown));
 }
