@@ -13,7 +13,8 @@
  * about 150 more are tried), with a warm cache (the compiler does not run;
  * the allocations of a cold compile's cache path are tried apart: the 6
  * around the compiler's start).  HARP_FAULT_FULL=1 tries every N, and 17
- * around the compiler.  Writes and child
+ * around the compiler; the ASan/UBSan build (HARP_FAULT_LIGHT) every N up
+ * to 60 and ~40 more.  Writes and child
  * processes: every N, each from an empty cache. */
 #include <dirent.h>
 #include <setjmp.h>
@@ -116,6 +117,14 @@ static bool try_fault(fmodel *m, ut_fault_kind k, long n, const char *cache, lon
 }
 
 static bool full_run(void) { return getenv("HARP_FAULT_FULL") && atoi(getenv("HARP_FAULT_FULL")); }
+/* The sanitizer build (a few times slower): every N up to 60, ~40 more. */
+static bool light_run(void) {
+#ifdef HARP_FAULT_LIGHT
+  return !full_run();
+#else
+  return false;
+#endif
+}
 
 static long next_prime(long n) {
   for (;; n++) {
@@ -130,8 +139,9 @@ static long next_prime(long n) {
 static long alloc_faults(fmodel *m, const char *cache, long *total) {
   bool full = full_run();
   try_fault(m, UT_FAULT_ALLOC, 1L << 40, cache, total);
-  long stride = full ? 1 : next_prime(*total / 150 + 1), tried = 0;
-  for (long n = 1;; n += n < 200 ? 1 : stride) {
+  long every = light_run() ? 60 : 200, more = light_run() ? 40 : 150;
+  long stride = full ? 1 : next_prime(*total / more + 1), tried = 0;
+  for (long n = 1;; n += n < every ? 1 : stride) {
     tried++;
     bool fired = try_fault(m, UT_FAULT_ALLOC, n, cache, NULL);
     check_cache_sound(cache);
