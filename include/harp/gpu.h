@@ -2,9 +2,10 @@
  * into one CUDA C translation unit plus a launch list, compile it with NVRTC
  * (cached on disk), load it with the driver API and run it.
  *
- *   hp_gpu_build     regions (formed for sm80 / sm90) -> Function -> kernels
- *                    (templates, simple row kernels, generic loop nests) ->
- *                    CUDA C; needs neither NVRTC nor a GPU
+ *   hp_gpu_build     the compile pipeline's CUDA target (harp/pipeline.h):
+ *                    regions (formed for sm80 / sm90) -> Function -> plans ->
+ *                    kernels (templates, simple row kernels, generic loop
+ *                    nests) -> CUDA C; needs neither NVRTC nor a GPU
  *   hp_gpu_prepare   NVRTC -> cubin (disk cache) for the device; needs a GPU
  *   hp_gpu_load      prepare, then cuModuleLoadData and the device memory
  *   hp_gpu_instance  another loaded copy sharing a prepared model's build
@@ -20,12 +21,15 @@
 #include <stddef.h>
 
 #include "harp/error.h"
+#include "harp/pipeline.h"
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
 typedef struct hp_gpu_opts {
+  const struct hp_knobs *knobs; /* the configuration (harp/knobs.h: nvrtc, libcuda, cache_dir, the
+                                   A/B switches); NULL: the table's defaults */
   const char *target;    /* "sm80" | "sm90"; NULL: the device's (sm80 without one) */
-  const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
+  const char *cache_dir; /* NULL: the knob cache_dir */
   bool graphs;           /* capture the launches in a CUDA Graph on the first run, replay it after */
   /* how fp32 contractions (matmul, conv, attention) compute: "tf32" (NULL:
    * the default, as cuBLAS / cuDNN / onnxruntime do: tensor cores, 10-bit
@@ -37,6 +41,10 @@ typedef struct hp_gpu_opts {
    * target's machine); the others keep the cost model's default */
   const struct hp_plan_override *plan_overrides;
   int nplan_overrides;
+  bool keep_analysis;    /* keep the IndexBook and Poly-View (their dumps) */
+  /* called after each stage of the compile (harp/pipeline.h hp_stage_hook: the CLI's dumps) */
+  hp_stage_hook after_stage;
+  void *hook_ctx;
 } hp_gpu_opts;
 
 typedef struct hp_gpu_model hp_gpu_model;
@@ -81,6 +89,8 @@ const char *hp_gpu_nvrtc_arch(const hp_gpu_model *m);     /* "sm_80" | "sm_90a" 
 double hp_gpu_compile_ms(const hp_gpu_model *m);          /* NVRTC (0 before hp_gpu_load) */
 bool hp_gpu_cache_hit(const hp_gpu_model *m);
 const struct hp_function *hp_gpu_function(const hp_gpu_model *m);
+/* What every stage of its compile made (harp/pipeline.h). */
+const struct hp_compile *hp_gpu_stages(const hp_gpu_model *m);
 /* Launches by kind: on a template, on a simple row kernel, generic loops. */
 void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic);
 /* ---- sessions: one model, many shape bindings -------------------------------
@@ -93,8 +103,8 @@ void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic)
  * binding of the same cluster runs, replayed untouched when the same binding
  * runs again.  The session keeps the HP_GPU_SESSION_MODELS most recently
  * used bindings built; the graph is a view of the given graph, re-read per
- * binding, so g may be freed after hp_gpu_session_new.  opts' plan overrides
- * and precision string are borrowed for the session's life. */
+ * binding, so g may be freed after hp_gpu_session_new.  opts' plan overrides,
+ * precision string and knobs are borrowed for the session's life. */
 #define HP_GPU_SESSION_MODELS 8
 typedef struct hp_gpu_session hp_gpu_session;
 typedef struct hp_gpu_session_stats {

@@ -181,6 +181,7 @@ typedef struct hp_tune_opts {
   int nregions;
   bool no_store;             /* measure and log, but do not write the plan cache */
   const char *cc, *cflags;   /* as hp_cpu_opts */
+  const struct hp_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
   void (*progress)(void *ctx, const hp_tune_progress *p);
   void *progress_ctx;
 } hp_tune_opts;

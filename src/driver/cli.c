@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "harp.h"
 #include "harp/frontend.h"
 #include "harp/interp.h"
 #include "harp/onnx.h"
@@ -72,8 +73,8 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
     memcpy(name, a + 2, nl);
     name[nl] = 0;
     if (!allowed_opt(allowed, name)) return cli_usage_error(cmd, "unknown option '--%s'", name);
-    if (!strcmp(name, "random-inputs")) {
-      o->random_inputs = true;
+    if (!strcmp(name, "random-inputs") || !strcmp(name, "time-stages")) {
+      *(name[0] == 'r' ? &o->random_inputs : &o->time_stages) = true;
       continue;
     }
     const char *v = opt_value(argc, argv, &i, a, eq);
@@ -113,6 +114,9 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       o->precision = v;
     } else if (!strcmp(name, "backend")) {
       o->backend = v;
+    } else if (!strcmp(name, "knob")) {
+      if (o->nknobs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --knob options");
+      o->knob_args[o->nknobs++] = v;
     } else if (!strcmp(name, "loop-limit")) {
       char *end;
       o->loop_limit = strtoll(v, &end, 10);
@@ -141,7 +145,39 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
     }
   }
   if (!o->dump_dir) o->dump_dir = o->out_dir;
-  return 0;
+  return cli_knobs(e, o) ? cli_report(e) : 0;
+}
+
+hp_status cli_knobs(hp_error *e, cli_opts *o) {
+  hp_knobs_init(&o->knobs);
+  if (hp_knobs_from_env(e, &o->knobs)) return e->code;
+  for (int i = 0; i < o->nknobs; i++)
+    if (hp_knob_assign(e, &o->knobs, o->knob_args[i])) {
+      char why[sizeof e->msg];
+      snprintf(why, sizeof why, "%s", e->msg);
+      return hp_fail(e, e->code, NULL, "--knob %s", why);
+    }
+  return HP_OK;
+}
+
+/* ---- backends ---------------------------------------------------------------- */
+static const cli_backend backends[] = {
+    {"cpu", &hp_target_cpu, HARP_BACKEND_CPU, false},
+    {"interp", NULL, HARP_BACKEND_INTERP, false},
+    {"regions", &hp_target_cpu, -1, true},
+    {"cuda", &hp_target_cuda, HARP_BACKEND_CUDA, false},
+};
+
+const cli_backend *cli_backend_get(const char *cmd, const char *name, const char *allowed, int *rc) {
+  if (!name) name = "cpu";
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (!strcmp(backends[i].name, name) && allowed_opt(allowed, name)) return &backends[i];
+  char list[128] = "";
+  for (size_t i = 0, k = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (allowed_opt(allowed, backends[i].name))
+      k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", backends[i].name);
+  *rc = cli_usage_error(cmd, "unknown or unavailable backend '%s' (available: %s)", name, list);
+  return NULL;
 }
 
 hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e) {
@@ -243,6 +279,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
     if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
   tiny_symtab_init(&m->defaults);
   o->need_shapes = need_inputs; /* run, bench, compile, tune: every dim concrete */
+  double t0 = hp_now_ms();
   if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
   m->flow = m->onnx ? m->onnx->flow : NULL;
@@ -305,7 +342,9 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   for (int i = 0; i < m->defaults.n && !st; i++) /* graph<B=1>: where nothing else binds */
     if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL))
       st = tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]);
+  double t1 = hp_now_ms();
   if (!st) st = tiny_prepare(e, g, &m->syms, !need_inputs);
+  m->load_ms = t1 - t0, m->normalize_ms = hp_now_ms() - t1;
   if (!st && need_inputs) {
     int *ins = NULL;
     m->ninputs = tiny_inputs(g, &ins);
@@ -391,21 +430,16 @@ hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
       hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
-    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
-               !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
-      continue; /* dump_poly.c and dump_region.c, below */
+    } else if (hp_stage_of_dump(o->dumps[i]) >= HP_STAGE_INDEXBOOK) {
+      continue; /* the compile's stages (cli_stages.c) */
     } else if (!strcmp(o->dumps[i], "flow")) { /* a model with run-time control flow writes its host program (cli_flow.c) */
       hp_status st = cli_write_text(e, o->dump_dir, "flow.txt", "no host program: the model is one static graph\n");
       if (st) return st;
-    } else if (!strcmp(o->dumps[i], "c") || !strcmp(o->dumps[i], "plan") || !strcmp(o->dumps[i], "gpu") ||
-               !strcmp(o->dumps[i], "cu")) {
-      continue; /* written by the command (the cpu backend's model, cli_write_plan_dump; gpu, cu: dump_gpu.c) */
     } else {
       return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  if (cli_write_poly_dumps(e, o, m)) return e->code;
-  return cli_write_region_dumps(e, o, m);
+  return HP_OK;
 }
 
 hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {

@@ -154,7 +154,7 @@ static hp_status add_examples(hp_error *e, pkg *p, const cli_model *m, const hp_
 /* expected/ of a GPU package: the reference interpreter's outputs; where it
  * cannot hold the model's intermediates (a 4096^3 GEMM's broadcast product),
  * the CPU backend's, which computes the same values without materialising them. */
-static hp_status expected_outputs(hp_error *e, const cli_model *m, hp_tensor *outs) {
+static hp_status expected_outputs(hp_error *e, const cli_opts *o, const cli_model *m, hp_tensor *outs) {
   /* a value over 2^28 elements (1 GiB in fp32) is not tried: calloc may
    * overcommit, and touching it would swap or be killed */
   int64_t big = 0;
@@ -170,7 +170,7 @@ static hp_status expected_outputs(hp_error *e, const cli_model *m, hp_tensor *ou
   fprintf(stderr, "harp: note: the interpreter would hold %lld elements at once; expected/ comes from the CPU backend\n",
           (long long)big);
   hp_cpu_model *cm = NULL;
-  hp_cpu_opts co = {0};
+  hp_cpu_opts co = {.knobs = &o->knobs};
   hp_status st = hp_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!st) st = hp_cpu_run(e, cm, m->inputs, m->ninputs, outs);
   hp_cpu_free(cm);
@@ -200,8 +200,9 @@ static int compile_gpu(cli_opts *o, const char *target) {
   hp_str_init(&text);
   char **freeable = NULL, *json = NULL;
   int nfree = 0, rc;
-  hp_gpu_opts go = {.target = target, .precision = o->precision};
+  hp_gpu_opts go = {.knobs = &o->knobs, .target = target, .precision = o->precision};
   if (cli_load_model(&e, o, true, &m) || hp_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
+  cli_print_stage_times(o, &m, hp_gpu_stages(gm));
   const hp_function *f = hp_gpu_function(gm);
   const cuda_model_tu *tu = hp_gpu_tu(gm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
@@ -209,7 +210,7 @@ static int compile_gpu(cli_opts *o, const char *target) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (expected_outputs(&e, &m, outs)) goto fail;
+  if (expected_outputs(&e, o, &m, outs)) goto fail;
   int np = 0;
   if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
   /* the PTX when NVRTC is there (a missing NVRTC is said, not an error) */
@@ -279,7 +280,7 @@ int cmd_compile(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed", &o, &e);
+  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -313,8 +314,9 @@ int cmd_compile(int argc, char **argv) {
   hp_constpool cp = {0};
   char **freeable = NULL;
   int nfree = 0;
-  hp_cpu_opts co = {.keep_source = true, .portable = true};
+  hp_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true};
   if (cli_load_model(&e, &o, true, &m) || hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+  cli_print_stage_times(&o, &m, hp_cpu_stages(cm));
   const hp_function *f = hp_cpu_function(cm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   if (!outs) {

@@ -110,14 +110,16 @@ int cmd_tune(int argc, char **argv) {
   }
   hp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "tune", "input param sym shape seed backend", &o, &e);
+  int rc = cli_parse(nrest, rest, "tune", "input param sym shape seed backend knob", &o, &e);
   free(rest);
   if (rc) {
     cli_opts_free(&o);
     return rc;
   }
-  if (o.backend && strcmp(o.backend, "cpu")) {
-    rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu)", o.backend);
+  const cli_backend *be = cli_backend_get("tune", o.backend, "interp cpu regions cuda", &rc);
+  if (be && (be->target != &hp_target_cpu || be->playback))
+    rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu)", be->name);
+  if (rc) {
     cli_opts_free(&o);
     return rc;
   }
@@ -128,6 +130,7 @@ int cmd_tune(int argc, char **argv) {
   o.random_inputs = true;
   to.regions = nregions ? regions : NULL;
   to.nregions = nregions;
+  to.knobs = &o.knobs;
   if (isatty(2)) to.progress = on_progress;
   cli_model m;
   hp_tune_result res = {0};
@@ -137,7 +140,7 @@ int cmd_tune(int argc, char **argv) {
     log_path = hp_xmalloc(strlen(log) + 1);
     if (log_path) strcpy(log_path, log);
   } else {
-    log_path = hp_tune_default_log(NULL);
+    log_path = hp_tune_default_log(o.knobs.cache_dir);
   }
   if (!log_path) {
     hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");

@@ -45,15 +45,36 @@ static hp_status region_graph(hp_error *e, const tiny_graph *g, const rg_region 
   return HP_OK;
 }
 
-/* A tensor header over existing storage (not owned). */
-static hp_tensor view_of(const tiny_node *n, void *data, size_t nbytes) {
+/* A tensor header over existing storage (not owned), in dtype dt (a buffer
+ * may store its node's fp16/bf16 values widened to fp32: fn_options). */
+static hp_tensor view_of(const tiny_node *n, tiny_dtype dt, void *data, size_t nbytes) {
   hp_tensor t = {0};
-  t.dtype = n->dtype;
+  t.dtype = dt;
   t.rank = n->shape.rank;
   for (int d = 0; d < t.rank; d++) t.shape[d] = n->shape.d[d].n;
   t.data = data;
   t.nbytes = nbytes;
   return t;
+}
+
+/* src's elements into dst (the same shape, another dtype: exact between a
+ * half dtype and fp32 for half values). */
+static void convert(const hp_tensor *src, hp_tensor *dst) {
+  int64_t n = hp_tensor_numel(src);
+  for (int64_t i = 0; i < n; i++) hp_tensor_set(dst, i, hp_tensor_get(src, i));
+}
+
+/* Region input: the buffer's tensor t as the node dtype the region reads
+ * (a copy into *tmp when the buffer stores it widened). */
+static hp_status as_read(hp_error *e, const hp_tensor *t, tiny_dtype want, hp_tensor *tmp, hp_tensor *out) {
+  if (t->dtype == want) {
+    *out = *t;
+    return HP_OK;
+  }
+  if (hp_tensor_alloc(e, tmp, want, t->rank, t->shape)) return e->code;
+  convert(t, tmp);
+  *out = *tmp;
+  return HP_OK;
 }
 
 hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms, const hp_tensor *inputs,
@@ -72,22 +93,28 @@ hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms
   for (int a = 0; a < f->nargs; a++) storage[f->args[a]] = inputs[a];
   for (int b = 0; b < f->nbuffers; b++) {
     const fn_buffer *B = &f->buffers[b];
-    if (B->kind == FN_TEMP) storage[b] = view_of(&g->nodes[B->node], arena + B->offset, B->size);
+    if (B->kind == FN_TEMP) storage[b] = view_of(&g->nodes[B->node], B->dtype, arena + B->offset, B->size);
   }
   for (int r = 0; r < f->nkernels && !st; r++) {
     const fn_kernel *K = &f->kernels[r];
     const rg_region *R = &p->regions[K->region];
     tiny_graph *s = NULL;
     hp_tensor *in = hp_xcalloc((size_t)K->nreads + 1, sizeof *in), *res = hp_xcalloc((size_t)K->nwrites + 1, sizeof *res);
-    if (!in || !res) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    hp_tensor *tmp = hp_xcalloc((size_t)K->nreads + 1, sizeof *tmp);
+    if (!in || !res || !tmp) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
     if (!st) st = region_graph(e, g, R, &s);
     if (!st) st = tiny_infer(e, s, syms, false);
-    for (int k = 0; k < K->nreads && !st; k++) in[k] = storage[K->reads[k]];
+    for (int k = 0; k < K->nreads && !st; k++)
+      st = as_read(e, &storage[K->reads[k]], g->nodes[f->buffers[K->reads[k]].node].dtype, &tmp[k], &in[k]);
     if (!st) st = tiny_interp(e, s, syms, in, K->nreads, res);
     for (int k = 0; k < K->nwrites && !st; k++) {
       const fn_buffer *B = &f->buffers[K->writes[k]];
-      if (res[k].nbytes != B->size) {
+      bool widened = B->kind == FN_TEMP && res[k].dtype != B->dtype;
+      if (widened ? res[k].nbytes / tiny_dtype_size(res[k].dtype) != B->size / tiny_dtype_size(B->dtype)
+                  : res[k].nbytes != B->size) {
         st = hp_fail(e, HP_E_INTERNAL, R->name, "region result has %zu bytes, its buffer %zu", res[k].nbytes, B->size);
+      } else if (widened) { /* stored as the backends store it: fp32 */
+        convert(&res[k], &storage[B->id]);
       } else if (B->kind == FN_TEMP) {
         memcpy(arena + B->offset, res[k].data, B->size);
       } else { /* a model output: hand the tensor over */
@@ -100,6 +127,8 @@ hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms
       }
     }
     for (int k = 0; k < K->nwrites; k++) hp_tensor_free(&res[k]);
+    for (int k = 0; tmp && k < K->nreads; k++) hp_tensor_free(&tmp[k]);
+    free(tmp);
     free(in);
     free(res);
     tiny_graph_free(s);

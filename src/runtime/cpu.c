@@ -1,20 +1,15 @@
-/* cpu.c — the CPU backend end to end: analysis, regions, the Function, C
- * generation, compilation (cached) and loading; then runs.
- * Needs: every layer.  Gives: harp/cpu.h. */
+/* cpu.c — the CPU backend: the compile pipeline on the CPU target (regions,
+ * the Function, plans, C, cc; target_cpu.c), the shared object loaded;
+ * then runs.
+ * Needs: pipeline.c, target_cpu.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "backend/c/emit_model.h"
-#include "compile.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
-#include "harp/poly.h"
-#include "harp/region.h"
-#include "harp/tune.h"
-#include "index/indexbook.h"
+#include "harp/pipeline.h"
 #include "util/util.h"
 
 typedef void *(*init_fn)(const void *, size_t);
@@ -23,151 +18,88 @@ typedef void (*free_fn)(void *);
 typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
 
 struct hp_cpu_model {
-  const tiny_graph *g;
-  rg_partition *part; /* owns the IndexBook and the Poly-View */
-  hp_function *f;
-  hp_arena *arena;
-  char *source;
-  char *so_path;
-  bool cache_hit;
+  hp_compile *c; /* the stages' results: g, the partition, the Function, plans, source */
   double compile_ms;
   void *dl;
   init_fn init;
   run_fn run;
   free_fn free_;
   kernel_fn run_kernel;
-  hp_plans plans;
 };
-
-unsigned hp_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
-
-
-/* Intel cores with the JCC erratum (Skylake, Cascade Lake and their client
- * siblings, which GCC reports as skylake). */
-static bool jcc_erratum_host(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("skylake") || __builtin_cpu_is("skylake-avx512") || __builtin_cpu_is("cascadelake");
-#else
-  return false;
-#endif
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 void hp_cpu_free(hp_cpu_model *m) {
   if (!m) return;
   if (m->dl) dlclose(m->dl);
-  fn_free(m->f);
-  hp_plans_free(&m->plans);
-  rg_partition_free(m->part);
-  hp_arena_free(m->arena);
-  free(m->source);
-  free(m->so_path);
+  hp_compile_free(m->c);
   free(m);
 }
 
-hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
-                         hp_cpu_model **out) {
+/* The compile's options from o: its knobs (o->knobs, else the defaults) with
+ * o's compiler, flags and cache over them, into *k. */
+static hp_compile_opts compile_opts(const hp_cpu_opts *o, hp_knobs *k) {
+  *k = *hp_knobs_or_default(o ? o->knobs : NULL);
+  if (o && o->cc) snprintf(k->cc, sizeof k->cc, "%s", o->cc);
+  if (o && o->cflags) snprintf(k->cflags, sizeof k->cflags, "%s", o->cflags);
+  if (o && o->cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", o->cache_dir);
+  hp_compile_opts co = {.knobs = k};
+  if (!o) return co;
+  co.keep_source = o->keep_source;
+  co.portable = o->portable;
+  co.keep_analysis = o->keep_analysis;
+  co.plan_overrides = o->plan_overrides;
+  co.nplan_overrides = o->nplan_overrides;
+  co.no_plan_cache = o->no_plan_cache;
+  co.after_stage = o->after_stage;
+  co.hook_ctx = o->hook_ctx;
+  return co;
+}
+
+/* dlopen the compiled object and find its entry points. */
+static hp_status load_so(hp_error *e, hp_cpu_model *m) {
+  m->dl = dlopen(m->c->so_path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->dl) return hp_fail_at(e, HP_E_IO, m->c->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
+  m->init = (init_fn)dlsym(m->dl, "model_init");
+  m->run = (run_fn)dlsym(m->dl, "model_run");
+  m->free_ = (free_fn)dlsym(m->dl, "model_free");
+  m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
+  if (!m->init || !m->run || !m->free_) return hp_fail(e, HP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
+  return HP_OK;
+}
+
+/* A model from base's stages (NULL: g's own compile), loaded. */
+static hp_status compile_and_load(hp_error *e, const hp_cpu_model *base, const tiny_graph *g, const tiny_symtab *syms,
+                                  const hp_cpu_opts *o, hp_cpu_model **out) {
   *out = NULL;
-  double t0 = now_ms();
+  double t0 = hp_now_ms();
   hp_cpu_model *m = hp_xcalloc(1, sizeof *m);
-  if (!m || !(m->arena = hp_arena_new())) {
-    free(m);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  }
-  m->g = g;
-  hp_str src;
-  hp_str_init(&src);
-  /* Region formation on the CPU's description; the partition owns the
-   * IndexBook and Poly-View.  CASTs of outside tensors inside row and
-   * epilogue regions get regions of their own (the C generator converts
-   * only contraction operands on load). */
-  rg_options ro = {.no_operand_casts = true};
-  /* HARP_NO_FUSION=1: every block its own kernel (benchmarks compare fused with unfused) */
-  const char *nf = getenv("HARP_NO_FUSION");
-  ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
-  hp_status st = rg_form(e, g, syms, &ro, &m->part);
-  if (!st) st = rg_partition_check(e, m->part);
-  const poly_view *pv = st ? NULL : m->part->formed->pv;
-  fn_options fo = {.widen_half_temps = true};
-  if (!st) st = fn_build_ex(e, m->part, "main", &fo, &m->f);
-  if (!st) {
-    hp_plan_opts po = {.overrides = o ? o->plan_overrides : NULL,
-                       .noverrides = o ? o->nplan_overrides : 0,
-                       .no_cache = o && o->no_plan_cache,
-                       .cache_dir = o ? o->cache_dir : NULL,
-                       .search = {hp_cpu_algo_mask()}};
-    st = hp_plans_choose(e, m->part, g, syms, &m->part->formed->machine, &po, &m->plans);
-  }
-  if (!st) {
-    rc_ctx rc = {e, g, pv, m->f, syms, m->arena, 1 << 20, !(o && o->portable), m->plans.choice, false, NULL};
-    st = cgen_emit_model(&rc, "model", &src);
-    /* the C is all the rest needs: give the analysis back before the
-     * compiler, the weights and the model's own memory come */
-    rg_formed_drop_analysis(m->part->formed);
-    hp_release_free_memory();
-    m->plans.compiled = true;
-    for (int i = 0; i < m->plans.n; i++) { /* gathers and other regions no template saw */
-      hp_plan_choice *ch = &m->plans.choice[i];
-      if (ch->has_plan && !ch->applied && !ch->note[0])
-        snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
-    }
-  }
-  if (!st) {
-    /* host-only code may use every instruction of this machine; 512-bit
-       vectors for the auto-vectorized loops too (GCC and clang default to
-       256 on AVX-512 parts; softmax/layernorm rows run ~20% faster) */
-    const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
-    char host_flags[256];
-    bool jcc = false;
-    if (!flags && !(o && o->portable)) {
-      /* Skylake-derived cores take a penalty on jumps that cross or end on a
-       * 32-byte boundary (the JCC-erratum microcode): where a hot loop's
-       * branch lands is luck, 25% on a 3x3 conv at 256 channels.  The
-       * assembler can keep branches inside 32-byte blocks. */
-      jcc = jcc_erratum_host();
-      snprintf(host_flags, sizeof host_flags, "%s%s", HP_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
-      flags = host_flags;
-    }
-    hp_cc_opts cc = {o ? o->cc : NULL, flags, o ? o->cache_dir : NULL, .parallel = true};
-    st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
-    if (st && jcc) { /* an assembler without the option (binutils < 2.34): without it */
-      hp_error_clear(e);
-      *strstr(host_flags, " -Wa,") = 0;
-      st = hp_cc_build(e, src.buf, &cc, &m->so_path, &m->cache_hit);
-    }
-  }
-  if (!st) {
-    m->dl = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
-    if (!m->dl) st = hp_fail_at(e, HP_E_IO, m->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
-  }
-  if (!st) {
-    m->init = (init_fn)dlsym(m->dl, "model_init");
-    m->run = (run_fn)dlsym(m->dl, "model_run");
-    m->free_ = (free_fn)dlsym(m->dl, "model_free");
-    m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
-    if (!m->init || !m->run || !m->free_) st = hp_fail(e, HP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
-  }
-  if (!st && o && o->keep_source) m->source = hp_str_take(&src);
-  hp_str_free(&src);
+  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  hp_knobs k;
+  hp_compile_opts co = compile_opts(o, &k);
+  hp_status st = base ? hp_compile_variant(e, base->c, &co, &m->c)
+                      : hp_compile_run(e, &hp_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
+  if (!st) st = load_so(e, m);
   if (st) {
     hp_cpu_free(m);
     return st;
   }
-  m->compile_ms = now_ms() - t0;
+  m->compile_ms = hp_now_ms() - t0;
   *out = m;
   return HP_OK;
 }
 
+hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
+                         hp_cpu_model **out) {
+  return compile_and_load(e, NULL, g, syms, o, out);
+}
+
+hp_status hp_cpu_compile_variant(hp_error *e, const hp_cpu_model *base, const hp_cpu_opts *o, hp_cpu_model **out) {
+  return compile_and_load(e, base, NULL, NULL, o, out);
+}
+
 static hp_status run_once(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, hp_tensor *taken, int ninputs,
                           hp_tensor *outputs) {
-  const hp_function *f = m->f;
-  const tiny_graph *g = m->g;
+  const hp_function *f = m->c->f;
+  const tiny_graph *g = m->c->g;
   if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
   const void **in = hp_xcalloc((size_t)ninputs + 1, sizeof *in);
@@ -230,10 +162,11 @@ hp_status hp_cpu_run_taking_weights(hp_error *e, hp_cpu_model *m, hp_tensor *inp
   return run_once(e, m, inputs, inputs, ninputs, outputs);
 }
 
-const char *hp_cpu_source(const hp_cpu_model *m) { return m->source; }
-bool hp_cpu_cache_hit(const hp_cpu_model *m) { return m->cache_hit; }
+const char *hp_cpu_source(const hp_cpu_model *m) { return m->c->source; }
+bool hp_cpu_cache_hit(const hp_cpu_model *m) { return m->c->cache_hit; }
 double hp_cpu_compile_ms(const hp_cpu_model *m) { return m->compile_ms; }
-const struct hp_function *hp_cpu_function(const hp_cpu_model *m) { return m->f; }
+const struct hp_function *hp_cpu_function(const hp_cpu_model *m) { return m->c->f; }
+const struct hp_compile *hp_cpu_stages(const hp_cpu_model *m) { return m->c; }
 
 void *hp_cpu_instance_new(const hp_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
 int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
@@ -247,11 +180,13 @@ int hp_cpu_instance_run_kernel(const hp_cpu_model *m, void *inst, int k, const v
   return m->run_kernel ? m->run_kernel(inst, k, inputs, outputs) : -1;
 }
 int hp_cpu_kernel_of(const hp_cpu_model *m, const char *region) {
-  for (int k = 0; k < m->f->nkernels; k++)
-    if (!strcmp(m->f->kernels[k].name, region)) return k;
+  const hp_function *f = m->c->f;
+  for (int k = 0; k < f->nkernels; k++)
+    if (!strcmp(f->kernels[k].name, region)) return k;
   return -1;
 }
-const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m) { return &m->plans; }
+const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m) { return &m->c->plans; }
 const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc) {
-  return rc >= 100 && rc - 100 < m->f->nkernels ? m->f->kernels[rc - 100].name : NULL;
+  const hp_function *f = m->c->f;
+  return rc >= 100 && rc - 100 < f->nkernels ? f->kernels[rc - 100].name : NULL;
 }

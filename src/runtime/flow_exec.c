@@ -45,12 +45,6 @@ struct hp_flow_exec {
   hp_flow_stats stats;
 };
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 /* ---- slots ------------------------------------------------------------------------------ */
 static const hp_tensor *get(hp_error *e, hp_flow_exec *x, int s) {
   const hp_flow_slot *sl = &x->f->slots[s];
@@ -171,7 +165,7 @@ static hp_status compile_graph(hp_error *e, hp_flow_exec *x, const hp_flow_seg *
 }
 
 static hp_status compile_variant(hp_error *e, hp_flow_exec *x, const hp_flow_seg *sg, const hp_tensor *const *in, variant *v) {
-  double t0 = now_ms();
+  double t0 = hp_now_ms();
   hp_status st = compile_graph(e, x, sg, in, &v->hc);
   unsigned char *params = NULL;
   size_t nb = 0;
@@ -195,7 +189,7 @@ static hp_status compile_variant(hp_error *e, hp_flow_exec *x, const hp_flow_seg
   if (!st && !(v->key = key_of(x, sg, in, &v->nkey))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
   if (st) variant_free(v);
   x->stats.compiles += !st;
-  x->stats.compile_ms += now_ms() - t0;
+  x->stats.compile_ms += hp_now_ms() - t0;
   return st;
 }
 

@@ -90,9 +90,11 @@ hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts
     goto fail;
   }
   if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
-  hp_cc_opts cc = {NULL, NULL, o ? o->cache_dir : NULL, false};
+  hp_knobs k;
+  gpu_knobs(o, &k);
+  hp_cc_opts cc = {.cache_dir = k.cache_dir};
   char *cache = hp_cc_cache_dir(&cc);
-  st = gpu_rt_open(e, cache, false, &s->rt);
+  st = gpu_rt_open(e, &k, cache, false, &s->rt);
   free(cache);
   cuda_arch arch;
   if (st || (st = gpu_target(e, o ? o->target : NULL, s->rt, &arch))) goto fail;

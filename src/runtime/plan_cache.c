@@ -62,7 +62,7 @@ static uint64_t key_hash(const hp_plan_key *k) {
 }
 
 char *hp_plan_cache_path(const char *cache_dir, const hp_plan_key *k) {
-  hp_cc_opts co = {NULL, NULL, cache_dir, false};
+  hp_cc_opts co = {.cache_dir = cache_dir};
   char *dir = hp_cc_cache_dir(&co);
   if (!dir) return NULL;
   size_t n = strlen(dir) + 40;

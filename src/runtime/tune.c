@@ -7,7 +7,9 @@
  * Per region: the best `budget` points of plan_enumerate (restricted to the
  * CPU's algorithms; the first is the default plan), one compiled model per
  * point with that point as the region's plan (the other regions keep their
- * defaults; the compile cache makes repeated points free).  Points whose
+ * defaults; the compile cache makes repeated points free).  Every point is
+ * a variant of the base model's compile (hp_cpu_compile_variant): its
+ * regions and Function are formed once, plans, C and objects per point.  Points whose
  * generated C is identical (plan comments aside) share one measurement.  Timing is per kernel:
  * after one full model_run fills the arena, model_run_kernel(k) runs the
  * region's kernel alone.  All points of a region are measured interleaved,
@@ -27,6 +29,8 @@
 
 #include "harp/cpu.h"
 #include "harp/function.h"
+#include "harp/knobs.h"
+#include "harp/pipeline.h"
 #include "harp/region.h"
 #include "harp/tune.h"
 #include "util/util.h"
@@ -42,12 +46,6 @@ typedef struct runner {
   int nout;
   double *times;
 } runner;
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -106,12 +104,12 @@ static hp_status runner_init(hp_error *e, runner *r, const tiny_graph *g, const 
 
 /* Kernel k `times` times back to back; *ms (nullable): the time per call. */
 static hp_status run_kernel(hp_error *e, runner *r, int k, int times, double *ms) {
-  double t0 = now_ms();
+  double t0 = hp_now_ms();
   for (int i = 0; i < times; i++) {
     int rc = hp_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
     if (rc) return hp_fail(e, HP_E_INTERNAL, hp_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
   }
-  double t1 = now_ms();
+  double t1 = hp_now_ms();
   if (ms) *ms = (t1 - t0) / times;
   return HP_OK;
 }
@@ -157,10 +155,21 @@ static bool same_code(const char *a, const char *b) {
   }
 }
 
-/* Compile and measure the points of one region. */
-static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs,
-                             int ninputs, const hp_tune_opts *o, const plan_machine *mach, const rg_info *info,
-                             hp_tune_region *tr, int ri, int nr, int repeat, int warmup) {
+/* The knobs of a tuning run (o->knobs, else the defaults) with o's
+ * compiler, flags and cache over them, into *k; the options of its compiles. */
+static hp_cpu_opts tune_cpu_opts(const hp_tune_opts *o, hp_knobs *k) {
+  *k = *hp_knobs_or_default(o ? o->knobs : NULL);
+  if (o && o->cc) snprintf(k->cc, sizeof k->cc, "%s", o->cc);
+  if (o && o->cflags) snprintf(k->cflags, sizeof k->cflags, "%s", o->cflags);
+  if (o && o->cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", o->cache_dir);
+  return (hp_cpu_opts){.knobs = k, .no_plan_cache = true};
+}
+
+/* Compile (variants of base) and measure the points of one region. */
+static hp_status tune_region(hp_error *e, const hp_cpu_model *base, const hp_tensor *inputs, int ninputs,
+                             const hp_tune_opts *o, const plan_machine *mach, const rg_info *info, hp_tune_region *tr,
+                             int ri, int nr, int repeat, int warmup) {
+  const tiny_graph *g = hp_cpu_stages(base)->g;
   int budget = o && o->budget > 0 ? o->budget : 12;
   if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
   plan_search_opts so = {hp_cpu_algo_mask()};
@@ -188,9 +197,10 @@ static hp_status tune_region(hp_error *e, const tiny_graph *g, const tiny_symtab
     pt->same_as = -1;
     plan_fill_from_region(&pt->plan, &info->plan_info);
     hp_plan_override ov = {tr->region, pt->plan, NULL, NULL, HP_PLAN_TUNING};
-    hp_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
-                      .keep_source = true, .plan_overrides = &ov, .nplan_overrides = 1, .no_plan_cache = true};
-    if ((st = hp_cpu_compile(e, g, syms, &co, &rs[i].m))) break;
+    hp_knobs k;
+    hp_cpu_opts co = tune_cpu_opts(o, &k);
+    co.keep_source = true, co.plan_overrides = &ov, co.nplan_overrides = 1;
+    if ((st = hp_cpu_compile_variant(e, base, &co, &rs[i].m))) break;
     const hp_plans *ps = hp_cpu_plans(rs[i].m);
     for (int q = 0; q < ps->n; q++)
       if (!strcmp(ps->choice[q].region, tr->region)) pt->applied = ps->choice[q].applied;
@@ -299,9 +309,11 @@ hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   int repeat = o && o->repeat > 0 ? o->repeat : 20;
   int warmup = o && o->warmup < 0 ? 0 : o && o->warmup > 0 ? o->warmup : 3;
   out->repeat = repeat, out->warmup = warmup;
-  /* the model with its default plans: regions, kernels, which plans a template follows */
-  hp_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
-                    .no_plan_cache = true};
+  /* the model with its default plans: regions, kernels, which plans a
+   * template follows; its analysis kept for the points' variants */
+  hp_knobs kn;
+  hp_cpu_opts co = tune_cpu_opts(o, &kn);
+  co.keep_analysis = true;
   hp_status st = hp_cpu_compile(e, g, syms, &co, &out->base);
   if (st) return st;
   const hp_plans *ps = hp_cpu_plans(out->base);
@@ -328,7 +340,7 @@ hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms,
     tr->kernel = hp_cpu_kernel_of(out->base, ch->region);
     tr->spearman = NAN;
     const rg_info *info = f->part->regions[i].info;
-    st = tune_region(e, g, syms, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
+    st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
     progress(o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints, tr->pts[tr->best].median_ms);
     if (o && o->no_store) continue;
@@ -342,7 +354,7 @@ hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms,
     ent.points = tr->npoints;
     ent.repeat = repeat;
     utc_now(ent.tuned_at, sizeof ent.tuned_at);
-    st = hp_plan_cache_store(e, o ? o->cache_dir : NULL, &key, &ent, &tr->cache_path);
+    st = hp_plan_cache_store(e, kn.cache_dir, &key, &ent, &tr->cache_path);
   }
   return st;
 }

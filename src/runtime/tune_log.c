@@ -29,7 +29,7 @@ static const char HEADER[] =
 const char *hp_tune_csv_header(void) { return HEADER; }
 
 char *hp_tune_default_log(const char *cache_dir) {
-  hp_cc_opts co = {NULL, NULL, cache_dir, false};
+  hp_cc_opts co = {.cache_dir = cache_dir};
   char *dir = hp_cc_cache_dir(&co);
   size_t n = dir ? strlen(dir) + 16 : 0;
   char *p = dir ? hp_xmalloc(n) : NULL;

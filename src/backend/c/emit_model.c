@@ -86,7 +86,7 @@ static int packed_blocks(const hp_function *f, const rc_packed *pk, int *wpj, in
 static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk, rc_packed *pk, int *copy_of,
                               cg_kform *forms) {
   const hp_function *f = c->f;
-  bool dedup = !getenv("HARP_NO_DEDUP");
+  bool dedup = !hp_knobs_or_default(c->knobs)->no_dedup;
   cg_kitems items;
   cg_kitems_init(&items);
   hp_status st = HP_OK;

@@ -676,7 +676,7 @@ hp_status cuda_emit_region(cuda_rctx *c, int r) {
   bool done = false;
   const char *why = NULL;
   hp_status st = HP_OK;
-  switch (ct_kind(&src, r)) {
+  switch (hp_knobs_or_default(c->knobs)->no_templates ? 0 : ct_kind(&src, r)) {
   case 'g': st = try_gemm(c, r, &done, &why); break;
   case 'c': st = try_conv(c, r, &done, &why); break;
   case 'a':
