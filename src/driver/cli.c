@@ -152,11 +152,7 @@ hp_status cli_knobs(hp_error *e, cli_opts *o) {
   hp_knobs_init(&o->knobs);
   if (hp_knobs_from_env(e, &o->knobs)) return e->code;
   for (int i = 0; i < o->nknobs; i++)
-    if (hp_knob_assign(e, &o->knobs, o->knob_args[i])) {
-      char why[sizeof e->msg];
-      snprintf(why, sizeof why, "%s", e->msg);
-      return hp_fail(e, e->code, NULL, "--knob %s", why);
-    }
+    if (hp_knob_assign(e, &o->knobs, o->knob_args[i])) return e->code;
   return HP_OK;
 }
 

@@ -156,8 +156,18 @@ void hp_compile_times(const hp_compile *c, char *buf, size_t cap) {
 /* ---- the stages every target shares ------------------------------------------------ */
 hp_status hp_stage_normalize(hp_compile *c) { return tiny_prepare(c->e, c->g, c->syms, false); }
 
+/* A compile that goes on to regions needs every size bound: said before
+ * the analysis, which would otherwise fail on the first unbound use. */
+static hp_status sizes_bound(hp_compile *c) {
+  if (c->opts.until && c->opts.until < HP_STAGE_REGIONS) return HP_OK;
+  for (int i = 0; i < c->g->n; i++)
+    if (!tiny_shape_known(&c->g->nodes[i].shape))
+      return hp_fail(c->e, HP_E_UNBOUND_SYMBOL, c->g->nodes[i].id, "region formation needs every size bound (--sym)");
+  return HP_OK;
+}
+
 hp_status hp_stage_indexbook(hp_compile *c) {
-  if (ib_build(c->e, c->g, c->syms, NULL, &c->ib)) return c->e->code;
+  if (sizes_bound(c) || ib_build(c->e, c->g, c->syms, NULL, &c->ib)) return c->e->code;
   return ib_validate(c->e, c->ib);
 }
 
