@@ -84,6 +84,10 @@ void hp_knob_format(const hp_knobs *k, const hp_knob *row, char *buf, size_t cap
  * UsageError naming the variable. */
 hp_status hp_knobs_from_env(hp_error *e, hp_knobs *k);
 
+/* The compiler, its flags and the cache directory that are not NULL, over
+ * k's (the per-call fields of hp_cpu_opts, harp_options, ...). */
+void hp_knobs_set_build(hp_knobs *k, const char *cc, const char *cflags, const char *cache_dir);
+
 /* k, or the defaults when k is NULL (a static copy). */
 const hp_knobs *hp_knobs_or_default(const hp_knobs *k);
 

@@ -180,6 +180,20 @@ static bool take_graphs(int *argc, char **argv) {
   return graphs;
 }
 
+/* The shared options and the backend; 0, or the exit code of a usage error. */
+static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b) {
+  hp_error e = {0};
+  int rc = cli_parse(argc, argv, "run",
+                     "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
+                     "loop-limit knob time-stages",
+                     o, &e);
+  if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
+  if (!o->model) return cli_usage_error("run", "no MODEL given");
+  if (cli_wants_dump(o, "c") && ((*b)->target != &hp_target_cpu || (*b)->playback))
+    return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
+  return 0;
+}
+
 int cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -188,15 +202,9 @@ int cmd_run(int argc, char **argv) {
     }
   hp_error e = {0};
   cli_opts o;
+  const cli_backend *b = NULL;
   bool graphs = take_graphs(&argc, argv);
-  int rc = cli_parse(argc, argv, "run",
-                     "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
-                     "loop-limit knob time-stages",
-                     &o, &e);
-  const cli_backend *b = rc ? NULL : cli_backend_get("run", o.backend, "interp cpu regions cuda", &rc);
-  if (!rc && !o.model) rc = cli_usage_error("run", "no MODEL given");
-  if (!rc && cli_wants_dump(&o, "c") && (b->target != &hp_target_cpu || b->playback))
-    rc = cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
+  int rc = run_options(argc, argv, &o, &b);
   if (rc) {
     cli_opts_free(&o);
     return rc;

@@ -91,9 +91,7 @@ static hp_status api_knobs(hp_error *e, const harp_options *o, hp_knobs *k) {
   if (!(o && o->no_env) && hp_knobs_from_env(e, k)) return e->code;
   for (int i = 0; o && o->knobs && o->knobs[i]; i++)
     if (hp_knob_assign(e, k, o->knobs[i])) return e->code;
-  if (o && o->cc) snprintf(k->cc, sizeof k->cc, "%s", o->cc);
-  if (o && o->cflags) snprintf(k->cflags, sizeof k->cflags, "%s", o->cflags);
-  if (o && o->cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", o->cache_dir);
+  if (o) hp_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
   return HP_OK;
 }
 

@@ -38,11 +38,9 @@ void hp_cpu_free(hp_cpu_model *m) {
  * o's compiler, flags and cache over them, into *k. */
 static hp_compile_opts compile_opts(const hp_cpu_opts *o, hp_knobs *k) {
   *k = *hp_knobs_or_default(o ? o->knobs : NULL);
-  if (o && o->cc) snprintf(k->cc, sizeof k->cc, "%s", o->cc);
-  if (o && o->cflags) snprintf(k->cflags, sizeof k->cflags, "%s", o->cflags);
-  if (o && o->cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", o->cache_dir);
   hp_compile_opts co = {.knobs = k};
   if (!o) return co;
+  hp_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
   co.keep_source = o->keep_source;
   co.portable = o->portable;
   co.keep_analysis = o->keep_analysis;

@@ -66,7 +66,7 @@ hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_ar
 
 void gpu_knobs(const hp_gpu_opts *o, hp_knobs *k) {
   *k = *hp_knobs_or_default(o ? o->knobs : NULL);
-  if (o && o->cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", o->cache_dir);
+  if (o) hp_knobs_set_build(k, NULL, NULL, o->cache_dir);
 }
 
 hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,

@@ -123,6 +123,12 @@ static const hp_knobs defaults = {.cc = "cc", .tmpdir = "/tmp"};
 
 const hp_knobs *hp_knobs_or_default(const hp_knobs *k) { return k ? k : &defaults; }
 
+void hp_knobs_set_build(hp_knobs *k, const char *cc, const char *cflags, const char *cache_dir) {
+  if (cc) snprintf(k->cc, sizeof k->cc, "%s", cc);
+  if (cflags) snprintf(k->cflags, sizeof k->cflags, "%s", cflags);
+  if (cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", cache_dir);
+}
+
 hp_status hp_knob_set(hp_error *e, hp_knobs *k, const char *name, const char *value) {
   const hp_knob *r = hp_knob_find(name);
   if (!r) return hp_fail(e, HP_E_USAGE, NULL, "unknown knob '%.100s' (harp --help-options lists them)", name ? name : "");

@@ -159,9 +159,7 @@ static bool same_code(const char *a, const char *b) {
  * compiler, flags and cache over them, into *k; the options of its compiles. */
 static hp_cpu_opts tune_cpu_opts(const hp_tune_opts *o, hp_knobs *k) {
   *k = *hp_knobs_or_default(o ? o->knobs : NULL);
-  if (o && o->cc) snprintf(k->cc, sizeof k->cc, "%s", o->cc);
-  if (o && o->cflags) snprintf(k->cflags, sizeof k->cflags, "%s", o->cflags);
-  if (o && o->cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", o->cache_dir);
+  if (o) hp_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
   return (hp_cpu_opts){.knobs = k, .no_plan_cache = true};
 }
 
