@@ -8,9 +8,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: attn_gen OUT.c B H S D\n");
     return 2;
   }
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   for (int causal = 0; causal < 2; causal++) {
     cgen_attn_spec s;
@@ -28,6 +28,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot write %s\n", argv[1]);
     return 1;
   }
-  hp_str_free(&src);
+  ut_str_free(&src);
   return 0;
 }

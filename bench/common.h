@@ -29,7 +29,7 @@ static inline double bn_median(double *v, int n) {
 
 /* Compile src and return its handle; dies on error (benchmarks may exit). */
 static inline void *bn_build(const char *src) {
-  hp_error e;
+  harp_error e;
   memset(&e, 0, sizeof e);
   void *h = NULL;
   if (cgen_compile_so(&e, src, NULL, &h)) {

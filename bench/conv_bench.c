@@ -135,9 +135,9 @@ int main(int argc, char **argv) {
     s.tune.conv_algo = bn_env_int("HARP_CONV_ALGO", 0);
     const char *why = "";
     bool direct = cgen_conv_direct(&s, &why);
-    hp_str src;
-    hp_str_init(&src);
-    hp_error e;
+    ut_str src;
+    ut_str_init(&src);
+    harp_error e;
     memset(&e, 0, sizeof e);
     if (cgen_conv(&e, &s, "bench_conv", &src)) {
       fprintf(stderr, "cgen_conv: %s\n", e.msg);
@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     void *h = bn_build(src.buf);
-    hp_str_free(&src);
+    ut_str_free(&src);
     conv_fn fn = (conv_fn)bn_sym(h, "bench_conv"), fnp = (conv_fn)bn_sym(h, "bench_conv_pw"),
             fng = (conv_fn)bn_sym(h, "bench_conv_gemm");
     long wbytes = ((long (*)(void))bn_sym(h, "bench_conv_pw_pack_a_bytes"))();

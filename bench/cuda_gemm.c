@@ -76,7 +76,7 @@ static void *random_elems(tiny_dtype dt, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; i++) {
     float v = (float)(rng_next(&seed) >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
     if (dt == TINY_FP32) ((float *)h)[i] = v;
-    else ((uint16_t *)h)[i] = dt == TINY_BF16 ? hp_f32_to_bf16(v) : hp_f32_to_f16(v);
+    else ((uint16_t *)h)[i] = dt == TINY_BF16 ? ut_f32_to_bf16(v) : ut_f32_to_f16(v);
   }
   return h;
 }
@@ -84,7 +84,7 @@ static void *random_elems(tiny_dtype dt, size_t n, uint64_t seed) {
 static double elem(tiny_dtype dt, const void *p, size_t i) {
   if (dt == TINY_FP32) return ((const float *)p)[i];
   uint16_t u = ((const uint16_t *)p)[i];
-  return dt == TINY_BF16 ? hp_bf16_to_f32(u) : hp_f16_to_f32(u);
+  return dt == TINY_BF16 ? ut_bf16_to_f32(u) : ut_f16_to_f32(u);
 }
 
 /* ||got - want|| / ||want|| over n values; NaN when either holds one */
@@ -127,23 +127,23 @@ typedef struct ours {
 
 static int ours_call(void *ctx) {
   ours *o = ctx;
-  hp_error e = {0};
+  harp_error e = {0};
   /* persistent SM90 kernels: one CTA per SM */
   int64_t gx = o->k->params[0].kind == CUDA_P_TMAP ? cuda_rt_status_of(o->rt)->sm_count : 0;
-  return cuda_rt_launch_kernel(&e, o->rt, o->fn, o->k, o->args, gx) != HP_OK;
+  return cuda_rt_launch_kernel(&e, o->rt, o->fn, o->k, o->args, gx) != HARP_OK;
 }
 
 static double tflops(int64_t n, double ms) { return 2.0 * (double)n * n * n / (ms * 1e-3) / 1e12; }
 
 /* Time cuBLAS on the harp run's inputs into a fresh C (its compute type
  * from x); copies its C into host buffer out.  0 on success. */
-static int blas_point(hp_error *e, cuda_rt *rt, blas *x, cuda_devptr a, cuda_devptr b, size_t bytes, void *out, double *ms) {
+static int blas_point(harp_error *e, cuda_rt *rt, blas *x, cuda_devptr a, cuda_devptr b, size_t bytes, void *out, double *ms) {
   cuda_devptr c = 0;
   x->a = a, x->b = b;
-  int rc = cuda_rt_alloc(e, rt, bytes, &c) != HP_OK;
+  int rc = cuda_rt_alloc(e, rt, bytes, &c) != HARP_OK;
   x->c = c;
-  if (!rc) rc = cuda_rt_time_fn(e, rt, blas_call, x, 5, 30, ms) != HP_OK;
-  if (!rc) rc = cuda_rt_dtoh(e, rt, out, c, bytes) != HP_OK;
+  if (!rc) rc = cuda_rt_time_fn(e, rt, blas_call, x, 5, 30, ms) != HARP_OK;
+  if (!rc) rc = cuda_rt_dtoh(e, rt, out, c, bytes) != HARP_OK;
   if (c) cuda_rt_free(rt, c);
   return rc;
 }
@@ -151,7 +151,7 @@ static int blas_point(hp_error *e, cuda_rt *rt, blas *x, cuda_devptr a, cuda_dev
 /* One (mode, N, arch) point; 0 on success (or a template that refuses the
  * layout: said), 1 when something failed (printed). */
 static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64_t n, cuda_arch arch, const tile_opts *to) {
-  hp_error e = {0};
+  harp_error e = {0};
   const cuda_rt_status *s = cuda_rt_status_of(rt);
   cuda_module *m = NULL;
   char *src = NULL;
@@ -180,7 +180,7 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   const char *target = arch == CUDA_SM90 ? "sm_90a" : s->gpu ? cuda_rt_arch(rt) : "sm_80";
   if (cuda_module_new(&e, arch, &m)) goto out;
   if (cuda_gen_gemm(&e, m, &g, "bench")) {
-    if (e.code == HP_E_UNSUPPORTED) { /* e.g. TF32 wgmma and an N-major B */
+    if (e.code == HARP_E_UNSUPPORTED) { /* e.g. TF32 wgmma and an N-major B */
       printf("%s GEMM %lld^3 %s %s template: refused (%s)\n", dname, (long long)n, lay, tname, e.msg);
       rc = 0;
     }
@@ -205,7 +205,7 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   hb = random_elems(dt, elems, 0xD1B54A32D192ED03ull + (uint64_t)n);
   hc = malloc(bytes), hr = malloc(bytes), hs = malloc(bytes);
   if (!ha || !hb || !hc || !hr || !hs) {
-    hp_fail(&e, HP_E_NO_MEMORY, "cuda_gemm", "host buffers");
+    ut_fail(&e, HARP_E_NO_MEMORY, "cuda_gemm", "host buffers");
     goto out;
   }
   for (int q = 0; q < 3; q++)
@@ -293,7 +293,7 @@ int main(int argc, char **argv) {
   }
   if (!ndt) dts[ndt++] = &MODES[0], dts[ndt++] = &MODES[1];
   if (!nsz) sizes[nsz++] = 4096, sizes[nsz++] = 8192;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_rt *rt;
   if (cuda_rt_open(&e, NULL, &rt)) {
     fprintf(stderr, "cuda_gemm: %s\n", e.msg);

@@ -32,21 +32,21 @@ static gemm_fn build_gemm(long n, tiny_dtype dt, int epi, void **h) {
     s.epi[0].dtype = TINY_FP32;
     s.epi[1].kind = CGEN_EPI_RELU;
   }
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   if (cgen_gemm(&e, &s, "bench_gemm", &src)) {
     fprintf(stderr, "cgen_gemm: %s\n", e.msg);
     exit(1);
   }
   *h = bn_build(src.buf);
-  hp_str_free(&src);
+  ut_str_free(&src);
   return (gemm_fn)bn_sym(*h, "bench_gemm");
 }
 
 static void to_half(const float *x, uint16_t *y, long n, int bf) {
-  for (long i = 0; i < n; i++) y[i] = bf ? hp_f32_to_bf16(x[i]) : hp_f32_to_f16(x[i]);
+  for (long i = 0; i < n; i++) y[i] = bf ? ut_f32_to_bf16(x[i]) : ut_f32_to_f16(x[i]);
 }
 
 int main(int argc, char **argv) {

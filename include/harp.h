@@ -12,7 +12,7 @@
  * model's inputs that are not weights, in model order; the weights (inputs
  * declared with storage "param", or named in harp_options.params) come as one
  * parameter block laid out by harp_param_offset.  Errors are values: an
- * hp_status plus the hp_error you pass in; nothing prints or exits. */
+ * harp_status plus the harp_error you pass in; nothing prints or exits. */
 #ifndef HARP_H
 #define HARP_H
 
@@ -26,7 +26,7 @@
 
 /* CUDA: NVRTC and libcuda are loaded with dlopen when the model is
  * compiled; without them (or without a GPU) harp_compile_* fails with
- * HP_E_UNSUPPORTED and the reason. */
+ * HARP_E_UNSUPPORTED and the reason. */
 typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP, HARP_BACKEND_CUDA } harp_backend;
 
 typedef struct harp_options {
@@ -44,16 +44,16 @@ typedef struct harp_options {
    * (NULL: the default, tensor cores with fp32 accumulation, as cuDNN and
    * onnxruntime do), "fp32" (strict, no tensor cores), "fp16" / "bf16"
    * (operands rounded to half precision, fp32 accumulation).  Other values
-   * fail with HP_E_USAGE.  The CPU and interpreter backends compute fp32. */
+   * fail with HARP_E_USAGE.  The CPU and interpreter backends compute fp32. */
   const char *precision;
   int64_t loop_limit;        /* a model with run-time control flow: the iterations a Loop may run
-                                (0: HP_FLOW_LOOP_LIMIT, one million) before it fails */
+                                (0: FLOW_LOOP_LIMIT, one million) before it fails */
   /* The library's knobs (docs/options.md, `harp --help-options`): the table's
    * defaults, then the environment (HARP_NO_DEDUP=1, CC, ...; read once per
    * compile, and not at all with no_env), then these "NAME=VALUE" settings
    * in order ("no_dedup=1", "cc_jobs=4"; NULL-terminated, may be NULL), then
    * cc, cflags and cache_dir above.  An unknown knob or a bad value fails the
-   * compile with HP_E_USAGE. */
+   * compile with HARP_E_USAGE. */
   const char *const *knobs;
   bool no_env;
 } harp_options;
@@ -64,12 +64,12 @@ typedef struct harp_model harp_model;
 /* Load MODEL (.json Tiny IR, .harp DSL or .onnx), bind its shape symbols
  * from opts->syms (and the DSL's defaults), prepare and compile it.  An
  * ONNX model is imported with opts->shapes and opts->syms, and every
- * dynamic dim must get a value from them (else HP_E_UNBOUND_SYMBOL naming
+ * dynamic dim must get a value from them (else HARP_E_UNBOUND_SYMBOL naming
  * the input and the shape to give); its initializers are its weights: they
  * come back as the parameter block harp_embedded_params returns. */
-hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
+harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
 /* Compile a Tiny IR graph built with the builder API; harp takes the graph. */
-hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
+harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
 void harp_compiled_free(harp_compiled *c);
 
 /* What the compiled model expects.  k counts inputs (weights excluded) and

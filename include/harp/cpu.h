@@ -1,10 +1,10 @@
 /* harp/cpu.h — the CPU backend: compile a prepared Tiny graph into a shared
  * object of generated C, load it, run it.
  *
- *   hp_cpu_compile  the compile pipeline's CPU target (harp/pipeline.h):
+ *   rt_cpu_compile  the compile pipeline's CPU target (harp/pipeline.h):
  *                   IndexBook -> Poly-View -> regions -> Function -> plans ->
  *                   C -> cc (cached on disk by content hash); then dlopen
- *   hp_cpu_run      one execution with host tensors
+ *   rt_cpu_run      one execution with host tensors
  *
  * Every contraction and attention kernel follows its region's Schedule Plan
  * (harp/tune.h chooses it; src/backend/c/contract_c.c maps it onto the
@@ -22,8 +22,8 @@
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
-typedef struct hp_cpu_opts {
-  const struct hp_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
+typedef struct rt_cpu_opts {
+  const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
   const char *cc;        /* NULL: the knob cc */
   const char *cflags;    /* NULL: the knob cflags */
   const char *cache_dir; /* NULL: the knob cache_dir */
@@ -32,62 +32,62 @@ typedef struct hp_cpu_opts {
                             standalone packages need; else this machine's ISA only (faster to compile) */
   /* Schedule Plans (harp/tune.h): each region runs with an override, else the
    * plan cache's entry, else its default plan. */
-  const struct hp_plan_override *plan_overrides; /* --plan; validated against their regions */
+  const struct rt_plan_override *plan_overrides; /* --plan; validated against their regions */
   int nplan_overrides;
   bool no_plan_cache;    /* do not read the plan cache */
-  bool keep_analysis;    /* keep the IndexBook and Poly-View (dumps; hp_cpu_compile_variant) */
-  /* called after each stage of the compile (harp/pipeline.h hp_stage_hook: the CLI's dumps) */
-  hp_stage_hook after_stage;
+  bool keep_analysis;    /* keep the IndexBook and Poly-View (dumps; rt_cpu_compile_variant) */
+  /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
+  rt_stage_hook after_stage;
   void *hook_ctx;
-} hp_cpu_opts;
+} rt_cpu_opts;
 
 /* The algorithms the CPU templates have (plan_search_opts.algo_mask):
  * implicit GEMM (matmul, conv) and the online softmax (attention). */
-unsigned hp_cpu_algo_mask(void);
+unsigned rt_cpu_algo_mask(void);
 
-typedef struct hp_cpu_model hp_cpu_model;
+typedef struct rt_cpu_model rt_cpu_model;
 
-hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
-                         hp_cpu_model **out);
+harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                         rt_cpu_model **out);
 /* Another model of base's regions and Function (base compiled with
  * keep_analysis, and outliving it): plans, C and the object again with o's
  * plan overrides (its knobs and compiler too).  The tuner's points. */
-hp_status hp_cpu_compile_variant(hp_error *e, const hp_cpu_model *base, const hp_cpu_opts *o, hp_cpu_model **out);
+harp_status rt_cpu_compile_variant(harp_error *e, const rt_cpu_model *base, const rt_cpu_opts *o, rt_cpu_model **out);
 /* inputs[] follow tiny_inputs(g) (weights included); outputs[] follow
  * g->outputs and are allocated here. */
-hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
+harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
 /* The same for a caller done with the weights: each weight (storage "param")
  * in inputs[] is freed once copied into the parameter block, so a run holds
  * the weights about twice at its peak (the block, then the packed copies
  * model_init makes), not three times.  The other inputs are left alone. */
-hp_status hp_cpu_run_taking_weights(hp_error *e, hp_cpu_model *m, hp_tensor *inputs, int ninputs, hp_tensor *outputs);
-void hp_cpu_free(hp_cpu_model *m);
+harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+void rt_cpu_free(rt_cpu_model *m);
 
-/* Instances of the compiled code (what hp_cpu_run does once): the generated
+/* Instances of the compiled code (what rt_cpu_run does once): the generated
  * model_init / model_run / model_free.  inputs[] are the non-weight inputs. */
-void *hp_cpu_instance_new(const hp_cpu_model *m, const void *params, size_t nbytes);
-int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs);
-void hp_cpu_instance_free(const hp_cpu_model *m, void *inst);
+void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes);
+int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs);
+void rt_cpu_instance_free(const rt_cpu_model *m, void *inst);
 /* Name of the kernel behind a non-zero model_run code, or NULL. */
-const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc);
+const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc);
 
-/* Kernel k alone, after one hp_cpu_instance_run (the tuner): 0, 100 + k for
+/* Kernel k alone, after one rt_cpu_instance_run (the tuner): 0, 100 + k for
  * a kernel error, -1 when there is no kernel k. */
-int hp_cpu_instance_run_kernel(const hp_cpu_model *m, void *inst, int k, const void *const *inputs,
+int rt_cpu_instance_run_kernel(const rt_cpu_model *m, void *inst, int k, const void *const *inputs,
                                void *const *outputs);
 /* The kernel that runs region `name`, or -1. */
-int hp_cpu_kernel_of(const hp_cpu_model *m, const char *region);
+int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region);
 
 /* The plans the kernels were generated from (applied / note filled). */
-const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m);
+const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m);
 
 /* Facts about the compiled model. */
-const char *hp_cpu_source(const hp_cpu_model *m); /* the generated C, if kept */
-bool hp_cpu_cache_hit(const hp_cpu_model *m);
-double hp_cpu_compile_ms(const hp_cpu_model *m);
-const struct hp_function *hp_cpu_function(const hp_cpu_model *m);
+const char *rt_cpu_source(const rt_cpu_model *m); /* the generated C, if kept */
+bool rt_cpu_cache_hit(const rt_cpu_model *m);
+double rt_cpu_compile_ms(const rt_cpu_model *m);
+const struct fn_function *rt_cpu_function(const rt_cpu_model *m);
 /* What every stage of its compile made (harp/pipeline.h): the partition,
  * plans, stage times, and the analysis when kept. */
-const struct hp_compile *hp_cpu_stages(const hp_cpu_model *m);
+const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m);
 
 #endif

@@ -1,10 +1,10 @@
 /* harp/error.h — errors as values.
  *
- * Every library function that can fail returns an hp_status (HP_OK == 0) and
- * records the details in the hp_error of the context it was given.  Nothing in
+ * Every library function that can fail returns a harp_status (HARP_OK == 0) and
+ * records the details in the harp_error of the context it was given.  Nothing in
  * the library prints or exits; the CLI turns an error into
  *   harp: error[<Name>]: <message> (node "<id>")
- * and exit code 1 (2 for HP_E_INTERNAL).
+ * and exit code 1 (2 for HARP_E_INTERNAL).
  */
 #ifndef HARP_ERROR_H
 #define HARP_ERROR_H
@@ -12,7 +12,7 @@
 #include <stdarg.h>
 
 /* X(ENUM, "Name", "what it means") — the names come from the specification. */
-#define HP_ERRORS(X)                                                               \
+#define HARP_ERRORS(X)                                                             \
   X(OK, "OK", "no error")                                                          \
   X(PARSE, "ParseError", "syntax error in a model, plan or DSL file")              \
   X(IO, "IoError", "a file could not be read or written")                          \
@@ -42,39 +42,39 @@
   X(USAGE, "UsageError", "the command line is wrong")                              \
   X(INTERNAL, "InternalError", "a bug in harp")
 
-typedef enum hp_status {
-#define HP_X_ENUM(e, name, doc) HP_E_##e,
-  HP_ERRORS(HP_X_ENUM)
-#undef HP_X_ENUM
-  HP_E_COUNT_
-} hp_status;
+typedef enum harp_status {
+#define HARP_X_ENUM(e, name, doc) HARP_E_##e,
+  HARP_ERRORS(HARP_X_ENUM)
+#undef HARP_X_ENUM
+  HARP_E_COUNT_
+} harp_status;
 
-#define HP_OK HP_E_OK
+#define HARP_OK HARP_E_OK
 
 /* Details of the last failure.  Fields that do not apply are empty / 0. */
-typedef struct hp_error {
-  hp_status code;
+typedef struct harp_error {
+  harp_status code;
   char node[128]; /* id of the node (or region, plan axis...) at fault */
   char file[256]; /* source file, for parse errors */
   int line, col;  /* 1-based; 0 when unknown */
   char msg[1024];
   char snippet[512]; /* source line + caret, for parse errors; may be empty */
-} hp_error;
+} harp_error;
 
-const char *hp_status_name(hp_status s);
+const char *harp_status_name(harp_status s);
 
-/* Record an error and return its code, so callers write `return hp_fail(...)`.
- * node may be NULL.  The first error wins until hp_error_clear(). */
-hp_status hp_fail(hp_error *e, hp_status code, const char *node, const char *fmt, ...)
+/* Record an error and return its code, so callers write `return ut_fail(...)`.
+ * node may be NULL.  The first error wins until harp_error_clear(). */
+harp_status ut_fail(harp_error *e, harp_status code, const char *node, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-hp_status hp_vfail(hp_error *e, hp_status code, const char *node, const char *fmt, va_list ap);
+harp_status ut_vfail(harp_error *e, harp_status code, const char *node, const char *fmt, va_list ap);
 /* Same, with a source position. */
-hp_status hp_fail_at(hp_error *e, hp_status code, const char *file, int line, int col,
+harp_status ut_fail_at(harp_error *e, harp_status code, const char *file, int line, int col,
                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-void hp_error_clear(hp_error *e);
+void harp_error_clear(harp_error *e);
 /* Fill e->snippet with the given source line and a caret under col. */
-void hp_error_set_snippet(hp_error *e, const char *src, int line, int col);
+void ut_error_set_snippet(harp_error *e, const char *src, int line, int col);
 /* Format "error[<Name>]: [file:line:col: ]msg[ (node "id")][\nsnippet]". */
-void hp_error_format(const hp_error *e, char *buf, int cap);
+void harp_error_format(const harp_error *e, char *buf, int cap);
 
 #endif

@@ -6,7 +6,7 @@
  * then cuts the model into segments — ordinary harp graphs, each compiled
  * by the chosen backend — and host steps (If, Loop, Scan) that move
  * tensors between them through a table of slots.  A model without run-time
- * control flow has no host program (hp_onnx_model.flow is NULL) and
+ * control flow has no host program (onnx_model.flow is NULL) and
  * compiles exactly as before.
  *
  *   block  := step*                       (in: slots it reads first; out: slots it leaves)
@@ -28,7 +28,7 @@
  *
  * The executor (src/runtime/flow_exec.c) runs a host program over any
  * backend of harp.h; `harp run`, `harp bench` and harp_compile_file use it.
- * Needs: the frontend (segments are programs).  Gives: hp_flow (built by the ONNX importer), the executor. */
+ * Needs: the frontend (segments are programs).  Gives: flow_program (built by the ONNX importer), the executor. */
 #ifndef HARP_FLOW_H
 #define HARP_FLOW_H
 
@@ -38,41 +38,41 @@
 #include "harp/frontend.h"
 #include "harp/tensor.h"
 
-typedef enum hp_flow_kind { HP_FLOW_SEG, HP_FLOW_IF, HP_FLOW_LOOP, HP_FLOW_SCAN, HP_FLOW_FAIL } hp_flow_kind;
+typedef enum flow_kind { FLOW_SEG, FLOW_IF, FLOW_LOOP, FLOW_SCAN, FLOW_FAIL } flow_kind;
 
-typedef struct hp_flow_slot {
+typedef struct flow_slot {
   char *name;                  /* the ONNX value (main's inputs and outputs: the harp id) */
   tiny_dtype dtype;
   int rank;
   int64_t dims[TINY_MAX_RANK]; /* -1: known at run time */
   char *sym[TINY_MAX_RANK];    /* main's inputs and outputs: the shape variable a dim is (NULL: none) */
   bool has_konst;
-  hp_tensor konst;             /* a constant fixed at import */
+  ut_tensor konst;             /* a constant fixed at import */
   int weight;                  /* >= 0: the model's weight of that index */
-} hp_flow_slot;
+} flow_slot;
 
 /* A segment: a program whose "main" graph has one INPUT per slot it reads
  * (in_id[k] reads in[k]; the model's weights are INPUTs named by their ids)
  * and one output per slot it writes (out_id[k] -> out[k]). */
-typedef struct hp_flow_seg {
-  hp_program *program;
+typedef struct flow_seg {
+  hg_program *program;
   int nin, *in;
   char **in_id;
   int nout, *out;
   char **out_id;
-} hp_flow_seg;
+} flow_seg;
 
-typedef struct hp_flow_block {
-  int nsteps, *steps; /* indices into hp_flow.steps, in order */
+typedef struct flow_block {
+  int nsteps, *steps; /* indices into flow_program.steps, in order */
   int nin, *in;       /* LOOP / SCAN bodies: the slots of the body's inputs */
   int nout, *out;     /* the slots of the block's outputs */
   char **in_name, **out_name; /* main: the harp ids of the model's inputs and outputs (else NULL) */
-} hp_flow_block;
+} flow_block;
 
-typedef struct hp_flow_step {
-  hp_flow_kind kind;
+typedef struct flow_step {
+  flow_kind kind;
   char *where;          /* the node, for messages: node 3 "loop" (Loop); FAIL: the whole message */
-  hp_status code;       /* FAIL: the import's error code */
+  harp_status code;     /* FAIL: the import's error code */
   int seg;              /* SEG */
   int body[2];          /* IF: the then and else blocks; LOOP, SCAN: body[0] */
   int nin, *in;         /* IF: cond; LOOP: M, cond (-1: absent), initial values; SCAN: states, scan inputs */
@@ -82,52 +82,52 @@ typedef struct hp_flow_step {
   bool *in_rev;         /* SCAN: per scan input, iterated backwards */
   int64_t *out_axis;    /* LOOP, SCAN: per scan output, the axis the elements stack along */
   bool *out_rev;        /* per scan output: the last iteration's element first */
-} hp_flow_step;
+} flow_step;
 
-typedef struct hp_flow {
+typedef struct flow_program {
   int nslots, nsegs, nsteps, nblocks;
-  hp_flow_slot *slots;
-  hp_flow_seg *segs;
-  hp_flow_step *steps;
-  hp_flow_block *blocks;
+  flow_slot *slots;
+  flow_seg *segs;
+  flow_step *steps;
+  flow_block *blocks;
   int main; /* the model's block: in = its inputs, out = its outputs */
   int slotcap, segcap, stepcap, blockcap;
-} hp_flow;
+} flow_program;
 
-void hp_flow_free(hp_flow *f);
+void flow_free(flow_program *f);
 /* One line per step, nested ("seg 0: 3 in, 2 out", "If node 2 ..."): `--dump flow`. */
-char *hp_flow_describe(const hp_flow *f);
+char *flow_describe(const flow_program *f);
 
 /* ---- the executor -------------------------------------------------------------------- */
 /* A Loop that has run this many iterations without its condition turning
  * false stops with LimitExceeded (harp_options.loop_limit, --loop-limit). */
-#define HP_FLOW_LOOP_LIMIT 1000000
+#define FLOW_LOOP_LIMIT 1000000
 /* Compiled shapes kept per segment (least recently used dropped first). */
-#define HP_FLOW_MAX_VARIANTS 16
+#define FLOW_MAX_VARIANTS 16
 /* The elements a Loop's scan outputs may gather, all together. */
-#define HP_FLOW_MAX_SCAN_BYTES ((int64_t)1 << 33)
+#define FLOW_MAX_SCAN_BYTES ((int64_t)1 << 33)
 
-typedef struct hp_flow_exec hp_flow_exec;
+typedef struct flow_exec flow_exec;
 struct harp_options; /* harp.h */
 
 /* An executor of f over the backend and options of o (NULL: the CPU
  * backend), with the model's weights (borrowed: they must outlive it).
  * Nothing is compiled until the first run. */
-hp_status hp_flow_exec_new(hp_error *e, const hp_flow *f, int nweights, char *const *weight_ids, const hp_tensor *weights,
-                           const struct harp_options *o, hp_flow_exec **out);
+harp_status flow_exec_new(harp_error *e, const flow_program *f, int nweights, char *const *weight_ids, const ut_tensor *weights,
+                           const struct harp_options *o, flow_exec **out);
 /* One run: in[] are the model's inputs in main's order (f->blocks[f->main].in);
  * out[] receives its outputs, allocated here (the caller frees them).  On
  * failure out[] is left empty. */
-hp_status hp_flow_exec_run(hp_error *e, hp_flow_exec *x, const hp_tensor *in, int nin, hp_tensor *out);
-void hp_flow_exec_free(hp_flow_exec *x);
+harp_status flow_exec_run(harp_error *e, flow_exec *x, const ut_tensor *in, int nin, ut_tensor *out);
+void flow_exec_free(flow_exec *x);
 
-typedef struct hp_flow_stats {
+typedef struct flow_stats {
   int compiles;      /* segment variants compiled */
   int evictions;     /* variants dropped for a newer shape */
   long seg_runs;     /* segment runs */
   long iterations;   /* Loop and Scan iterations */
   double compile_ms; /* time spent compiling */
-} hp_flow_stats;
-void hp_flow_exec_stats(const hp_flow_exec *x, hp_flow_stats *s);
+} flow_stats;
+void flow_exec_stats(const flow_exec *x, flow_stats *s);
 
 #endif

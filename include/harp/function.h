@@ -4,7 +4,7 @@
  * ConstPool for weights.
  *
  * Region formation (rg_form, harp/region.h) fills an rg_partition; fn_build turns
- * a partition into an hp_function; fn_playback runs it region by region on
+ * a partition into an fn_function; fn_playback runs it region by region on
  * the reference interpreter against arena-backed buffers. */
 #ifndef HARP_FUNCTION_H
 #define HARP_FUNCTION_H
@@ -49,16 +49,16 @@ typedef struct rg_partition {
   rg_region *regions; /* in execution order */
   int n;
   int *region_of; /* compute node -> region index that produces it; -1 for views/leaves */
-  struct hp_arena *arena;
+  struct ut_arena *arena;
   struct rg_formed *formed; /* owned: what rg_form built (IndexBook, Poly-View, machine); NULL otherwise */
 } rg_partition;
 
 /* The no-fusion partition: one region per compute (non-movement, non-leaf)
  * node.  The baseline region formation starts from and the fallback. */
-hp_status rg_partition_singletons(hp_error *e, const tiny_graph *g, rg_partition **out);
+harp_status rg_partition_singletons(harp_error *e, const tiny_graph *g, rg_partition **out);
 void rg_partition_free(rg_partition *p);
 /* Check the invariants above (tests and debug builds). */
-hp_status rg_partition_check(hp_error *e, const rg_partition *p);
+harp_status rg_partition_check(harp_error *e, const rg_partition *p);
 
 /* ---- the Function --------------------------------------------------------- */
 typedef enum fn_buf_kind {
@@ -94,7 +94,7 @@ typedef struct fn_kernel {
   size_t launch_dims[3]; /* set by a backend; 0 until then */
 } fn_kernel;
 
-typedef struct hp_function {
+typedef struct fn_function {
   const char *name;
   fn_kernel *kernels; /* execution order */
   int nkernels;
@@ -108,8 +108,8 @@ typedef struct hp_function {
   int nret;
   int *buffer_of; /* tiny node -> buffer id, -1 if not materialized */
   const rg_partition *part;
-  struct hp_arena *arena;
-} hp_function;
+  struct ut_arena *arena;
+} fn_function;
 
 #define FN_ALIGN 64 /* every buffer offset is a multiple of this */
 
@@ -127,28 +127,28 @@ typedef struct fn_options {
 } fn_options;
 
 /* Kernels, buffers and the arena layout (best fit over lifetime intervals). */
-hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_function **out);
-hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, const fn_options *o, hp_function **out);
-void fn_free(hp_function *f);
+harp_status fn_build(harp_error *e, const rg_partition *p, const char *name, fn_function **out);
+harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, const fn_options *o, fn_function **out);
+void fn_free(fn_function *f);
 /* Peak bytes of TEMP buffers simultaneously live (a lower bound on the arena). */
-size_t fn_peak_live_bytes(const hp_function *f);
+size_t fn_peak_live_bytes(const fn_function *f);
 /* Largest number of TEMP buffers live at once. */
-int fn_max_live_temps(const hp_function *f);
+int fn_max_live_temps(const fn_function *f);
 /* Check the arena: live buffers never overlap, offsets aligned. */
-hp_status fn_check(hp_error *e, const hp_function *f);
+harp_status fn_check(harp_error *e, const fn_function *f);
 
 /* ---- ConstPool ------------------------------------------------------------ */
 /* Weights, contiguous and FN_ALIGN-aligned, at the offsets fn_build gave the
  * FN_PARAM buffers. */
-typedef struct hp_constpool {
+typedef struct fn_constpool {
   unsigned char *data;
   size_t size;
-} hp_constpool;
+} fn_constpool;
 
 /* Fill from tensors given per param buffer (in f->args order, params only). */
-hp_status fn_constpool_from_tensors(hp_error *e, const hp_function *f, const hp_tensor *params, int nparams,
-                                    hp_constpool *out);
-void fn_constpool_free(hp_constpool *cp);
+harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
+                                    fn_constpool *out);
+void fn_constpool_free(fn_constpool *cp);
 
 /* ---- playback ------------------------------------------------------------- */
 /* Run the Function region by region on the reference interpreter: each
@@ -156,10 +156,10 @@ void fn_constpool_free(hp_constpool *cp);
  * the caller's tensors / the ConstPool) and whose outputs are stored back.
  * inputs[] follows tiny_inputs() order (params included); outputs[] follows
  * g->outputs. */
-hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms, const hp_tensor *inputs,
-                      int ninputs, hp_tensor *outputs);
+harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
+                      int ninputs, ut_tensor *outputs);
 
 /* JSON of the Function (--dump function): kernels, buffers, layout. */
-char *fn_dump_json(const hp_function *f);
+char *fn_dump_json(const fn_function *f);
 
 #endif

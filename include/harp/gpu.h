@@ -2,14 +2,14 @@
  * into one CUDA C translation unit plus a launch list, compile it with NVRTC
  * (cached on disk), load it with the driver API and run it.
  *
- *   hp_gpu_build     the compile pipeline's CUDA target (harp/pipeline.h):
+ *   rt_gpu_build     the compile pipeline's CUDA target (harp/pipeline.h):
  *                    regions (formed for sm80 / sm90) -> Function -> plans ->
  *                    kernels (templates, simple row kernels, generic loop
  *                    nests) -> CUDA C; needs neither NVRTC nor a GPU
- *   hp_gpu_prepare   NVRTC -> cubin (disk cache) for the device; needs a GPU
- *   hp_gpu_load      prepare, then cuModuleLoadData and the device memory
- *   hp_gpu_instance  another loaded copy sharing a prepared model's build
- *   hp_gpu_run       one execution with host tensors
+ *   rt_gpu_prepare   NVRTC -> cubin (disk cache) for the device; needs a GPU
+ *   rt_gpu_load      prepare, then cuModuleLoadData and the device memory
+ *   rt_gpu_instance  another loaded copy sharing a prepared model's build
+ *   rt_gpu_run       one execution with host tensors
  *
  * NVRTC and libcuda are loaded with dlopen: without them every step that
  * needs them fails with Unsupported and a reason ("no GPU: ..."), never a
@@ -25,8 +25,8 @@
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
-typedef struct hp_gpu_opts {
-  const struct hp_knobs *knobs; /* the configuration (harp/knobs.h: nvrtc, libcuda, cache_dir, the
+typedef struct rt_gpu_opts {
+  const struct rt_knobs *knobs; /* the configuration (harp/knobs.h: nvrtc, libcuda, cache_dir, the
                                    A/B switches); NULL: the table's defaults */
   const char *target;    /* "sm80" | "sm90"; NULL: the device's (sm80 without one) */
   const char *cache_dir; /* NULL: the knob cache_dir */
@@ -39,60 +39,60 @@ typedef struct hp_gpu_opts {
   const char *precision;
   /* --plan: regions' plans by name (validated against their regions on the
    * target's machine); the others keep the cost model's default */
-  const struct hp_plan_override *plan_overrides;
+  const struct rt_plan_override *plan_overrides;
   int nplan_overrides;
   bool keep_analysis;    /* keep the IndexBook and Poly-View (their dumps) */
-  /* called after each stage of the compile (harp/pipeline.h hp_stage_hook: the CLI's dumps) */
-  hp_stage_hook after_stage;
+  /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
+  rt_stage_hook after_stage;
   void *hook_ctx;
-} hp_gpu_opts;
+} rt_gpu_opts;
 
-typedef struct hp_gpu_model hp_gpu_model;
+typedef struct rt_gpu_model rt_gpu_model;
 
-hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o,
-                       hp_gpu_model **out);
+harp_status rt_gpu_build(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o,
+                       rt_gpu_model **out);
 /* Compile for the device (NVRTC or its disk cache) after checking there is
  * one of the model's architecture; no module, no device memory yet. */
-hp_status hp_gpu_prepare(hp_error *e, hp_gpu_model *m);
-/* Prepare, then load on the device (once; later calls return HP_OK at once). */
-hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m);
+harp_status rt_gpu_prepare(harp_error *e, rt_gpu_model *m);
+/* Prepare, then load on the device (once; later calls return HARP_OK at once). */
+harp_status rt_gpu_load(harp_error *e, rt_gpu_model *m);
 /* inputs[] follow tiny_inputs(g) (weights included, uploaded on the first
  * run); outputs[] follow g->outputs and are allocated here.  Loads first. */
-hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs);
-/* hp_gpu_run downloading straight into the caller's buffers: outputs[k]
+harp_status rt_gpu_run(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+/* rt_gpu_run downloading straight into the caller's buffers: outputs[k]
  * holds the k-th output's bytes (g->outputs order, its dtype and shape). */
-hp_status hp_gpu_run_into(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, void *const *outputs);
+harp_status rt_gpu_run_into(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, void *const *outputs);
 /* Another instance of a prepared (or loaded) model: its own driver context,
  * module, device memory and graph; the build (regions, kernels, CUDA C,
  * cubin) shared with src, which must outlive it.  No rebuild, no NVRTC.
  * Loads on the device now. */
-hp_status hp_gpu_instance(hp_error *e, const hp_gpu_model *src, hp_gpu_model **out);
-/* The launches alone, n times (inputs already uploaded by hp_gpu_run);
+harp_status rt_gpu_instance(harp_error *e, const rt_gpu_model *src, rt_gpu_model **out);
+/* The launches alone, n times (inputs already uploaded by rt_gpu_run);
  * *ms receives the median milliseconds per run (device events). */
-hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms);
+harp_status rt_gpu_time(harp_error *e, rt_gpu_model *m, int warmup, int reps, double *ms);
 /* Each launch where it stands in a run (no graph), reps runs after warmup:
- * ms[i] (hp_gpu_nlaunches(m) of them) the median milliseconds of launch i,
+ * ms[i] (rt_gpu_nlaunches(m) of them) the median milliseconds of launch i,
  * device events between the launches.  For `harp bench --profile`. */
-hp_status hp_gpu_profile(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms);
-int hp_gpu_nlaunches(const hp_gpu_model *m);
+harp_status rt_gpu_profile(harp_error *e, rt_gpu_model *m, int warmup, int reps, double *ms);
+int rt_gpu_nlaunches(const rt_gpu_model *m);
 /* Launch i's kernel name and kind ("mma_gemm", "wgmma_gemm", "softmax", ...). */
-void hp_gpu_launch_info(const hp_gpu_model *m, int i, const char **kernel, const char **kind);
+void rt_gpu_launch_info(const rt_gpu_model *m, int i, const char **kernel, const char **kind);
 /* Launch i's region (its Function kernel's name): a kernel that is the same
  * code for several regions (repeated layers) is launched for each. */
-const char *hp_gpu_launch_region(const hp_gpu_model *m, int i);
-void hp_gpu_free(hp_gpu_model *m);
+const char *rt_gpu_launch_region(const rt_gpu_model *m, int i);
+void rt_gpu_free(rt_gpu_model *m);
 
-const char *hp_gpu_source(const hp_gpu_model *m);         /* the CUDA C */
-hp_status hp_gpu_dump_json(hp_error *e, const hp_gpu_model *m, char **out); /* --dump gpu, malloc'd */
-const char *hp_gpu_arch(const hp_gpu_model *m);           /* "sm80" | "sm90" */
-const char *hp_gpu_nvrtc_arch(const hp_gpu_model *m);     /* "sm_80" | "sm_90a" */
-double hp_gpu_compile_ms(const hp_gpu_model *m);          /* NVRTC (0 before hp_gpu_load) */
-bool hp_gpu_cache_hit(const hp_gpu_model *m);
-const struct hp_function *hp_gpu_function(const hp_gpu_model *m);
+const char *rt_gpu_source(const rt_gpu_model *m);         /* the CUDA C */
+harp_status rt_gpu_dump_json(harp_error *e, const rt_gpu_model *m, char **out); /* --dump gpu, malloc'd */
+const char *rt_gpu_arch(const rt_gpu_model *m);           /* "sm80" | "sm90" */
+const char *rt_gpu_nvrtc_arch(const rt_gpu_model *m);     /* "sm_80" | "sm_90a" */
+double rt_gpu_compile_ms(const rt_gpu_model *m);          /* NVRTC (0 before rt_gpu_load) */
+bool rt_gpu_cache_hit(const rt_gpu_model *m);
+const struct fn_function *rt_gpu_function(const rt_gpu_model *m);
 /* What every stage of its compile made (harp/pipeline.h). */
-const struct hp_compile *hp_gpu_stages(const hp_gpu_model *m);
+const struct rt_compile *rt_gpu_stages(const rt_gpu_model *m);
 /* Launches by kind: on a template, on a simple row kernel, generic loops. */
-void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic);
+void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic);
 /* ---- sessions: one model, many shape bindings -------------------------------
  * A session holds a model whose shapes name free symbols (B, T, ...).  Each
  * run gives a binding; the model is built for it on first use (kernels are
@@ -101,13 +101,13 @@ void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic)
  * (the binding's cluster, plan_shapeset_key): instantiated for the first
  * binding of the cluster, updated in place (cuGraphExecUpdate) when another
  * binding of the same cluster runs, replayed untouched when the same binding
- * runs again.  The session keeps the HP_GPU_SESSION_MODELS most recently
+ * runs again.  The session keeps the RT_GPU_SESSION_MODELS most recently
  * used bindings built; the graph is a view of the given graph, re-read per
- * binding, so g may be freed after hp_gpu_session_new.  opts' plan overrides,
+ * binding, so g may be freed after rt_gpu_session_new.  opts' plan overrides,
  * precision string and knobs are borrowed for the session's life. */
-#define HP_GPU_SESSION_MODELS 8
-typedef struct hp_gpu_session hp_gpu_session;
-typedef struct hp_gpu_session_stats {
+#define RT_GPU_SESSION_MODELS 8
+typedef struct rt_gpu_session rt_gpu_session;
+typedef struct rt_gpu_session_stats {
   int clusters;       /* ShapeSets seen */
   int builds;         /* models built: one per binding, again after an eviction */
   int captures;       /* graphs captured: one per built model that ran with graphs */
@@ -115,20 +115,20 @@ typedef struct hp_gpu_session_stats {
   int updates;        /* in-place updates of a cluster's graph to another of its bindings */
   int replays;        /* graph launches */
   int evictions;      /* built models dropped to make room */
-} hp_gpu_session_stats;
-hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts *o, hp_gpu_session **out);
-/* One execution for this binding (inputs[] as for hp_gpu_run, at its shapes). */
-hp_status hp_gpu_session_run(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, const hp_tensor *inputs,
-                             int ninputs, hp_tensor *outputs);
+} rt_gpu_session_stats;
+harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_opts *o, rt_gpu_session **out);
+/* One execution for this binding (inputs[] as for rt_gpu_run, at its shapes). */
+harp_status rt_gpu_session_run(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, const ut_tensor *inputs,
+                             int ninputs, ut_tensor *outputs);
 /* The launches alone for a binding that has run (its inputs stay uploaded);
  * sync: wait for them.  Benchmarks of host overhead use this. */
-hp_status hp_gpu_session_launch(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool sync);
+harp_status rt_gpu_session_launch(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, bool sync);
 /* The built model of a binding that has run (NULL otherwise); owned by s. */
-const hp_gpu_model *hp_gpu_session_model(hp_gpu_session *s, const tiny_symtab *binding);
-void hp_gpu_session_stats_get(const hp_gpu_session *s, hp_gpu_session_stats *out);
-void hp_gpu_session_free(hp_gpu_session *s);
+const rt_gpu_model *rt_gpu_session_model(rt_gpu_session *s, const tiny_symtab *binding);
+void rt_gpu_session_stats_get(const rt_gpu_session *s, rt_gpu_session_stats *out);
+void rt_gpu_session_free(rt_gpu_session *s);
 
 /* PTX of the translation unit (compiles it when NVRTC is there; no GPU needed). */
-hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx);
+harp_status rt_gpu_ptx(harp_error *e, rt_gpu_model *m, const char **ptx);
 
 #endif

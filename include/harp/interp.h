@@ -12,15 +12,15 @@
 
 /* inputs[k] feeds the k-th INPUT node in graph order (see tiny_inputs);
  * outputs[k] receives g->outputs[k] (allocated here; free with
- * hp_tensor_free).  Inputs must match the INPUT nodes' dtype and shape.
+ * ut_tensor_free).  Inputs must match the INPUT nodes' dtype and shape.
  * syms is the binding the graph was prepared with (symbolic pads, strides
  * and steps are read from it). */
-hp_status tiny_interp(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs, int ninputs,
-                      hp_tensor *outputs);
+harp_status tiny_interp(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                      ut_tensor *outputs);
 
 /* Evaluate and return the value of every node in `want` (node indices), for
  * tests and region playback.  values[k] receives node want[k]. */
-hp_status tiny_interp_nodes(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs,
-                            int ninputs, const int *want, int nwant, hp_tensor *values);
+harp_status tiny_interp_nodes(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs,
+                            int ninputs, const int *want, int nwant, ut_tensor *values);
 
 #endif

@@ -1,11 +1,11 @@
 /* harp/onnx.h — the ONNX frontend: a .onnx file (protobuf) as a frontend
  * program plus the weights its initializers hold.
  *
- *   hp_onnx_model m;
- *   if (hp_onnx_load_file(&e, "resnet18.onnx", &m)) ...   // e says why
- *   hp_lower(&e, m.program, &g, &defaults);                 // as for the DSL
+ *   onnx_model m;
+ *   if (onnx_load_file(&e, "resnet18.onnx", &m)) ...      // e says why
+ *   hg_lower(&e, m.program, &g, &defaults);                 // as for the DSL
  *   ... m.weights[i] is the data of the INPUT whose tensor_id is m.weight_ids[i]
- *   hp_onnx_model_free(&m);
+ *   onnx_model_free(&m);
  *
  * The graph is built with the frontend builder (harp/frontend.h), so an ONNX
  * model reaches the same lowering and kernels as its harp DSL twin.
@@ -42,7 +42,7 @@
  * the graph input and the option to give ("--shape x=1x3x<height>x<width>").
  * There is no default: `dyn` lists the dims left dynamic, which the caller
  * must bind before it runs the model.  int64 inputs are int32 in harp (feed
- * '<i4' or '<i8' arrays: hp_npy_read range-checks the latter).
+ * '<i4' or '<i8' arrays: ut_npy_read range-checks the latter).
  *
  * External data: an initializer stored outside the .onnx file is read from
  * the file its "location" names, relative to the model's directory (from
@@ -68,49 +68,49 @@
 #include "harp/frontend.h"
 #include "harp/tensor.h"
 
-typedef struct hp_onnx_name {
+typedef struct onnx_name_entry {
   char *onnx; /* the name in the file */
   char *id;   /* the harp identifier it maps to */
-} hp_onnx_name;
+} onnx_name_entry;
 
 /* A dynamic dim left in an imported model (no shape or symbol given). */
-typedef struct hp_onnx_dyn {
+typedef struct onnx_dyn {
   char *input; /* the graph input's ONNX name */
   int dim;     /* which of its dims */
   char *sym;   /* the shape variable (a harp identifier) */
   char *hint;  /* the option that would fix it: "--shape x=1x3x<height>x<width>" */
-} hp_onnx_dyn;
+} onnx_dyn;
 
-typedef struct hp_onnx_model {
-  hp_program *program; /* "main" */
+typedef struct onnx_model {
+  hg_program *program; /* "main" */
   int nweights;
   char **weight_ids;   /* the INPUT tensor_ids that are weights */
-  hp_tensor *weights;  /* their data, same order */
+  ut_tensor *weights;  /* their data, same order */
   int nnames;
-  hp_onnx_name *names; /* graph inputs and weights: ONNX name -> harp id */
+  onnx_name_entry *names; /* graph inputs and weights: ONNX name -> harp id */
   int64_t opset;       /* of the default domain */
   int ndyn;
-  hp_onnx_dyn *dyn;    /* the dynamic dims of the graph inputs, in input order */
-  /* Run-time control flow (only with hp_onnx_opts.host_flow): the model as
+  onnx_dyn *dyn;       /* the dynamic dims of the graph inputs, in input order */
+  /* Run-time control flow (only with onnx_opts.host_flow): the model as
    * a host program of segments and If / Loop / Scan steps (harp/flow.h);
    * program is then NULL (the segments hold the graphs).  NULL when every
    * If, Loop and Scan folded or unrolled at import. */
-  struct hp_flow *flow;
-} hp_onnx_model;
+  struct flow_program *flow;
+} onnx_model;
 
 /* A graph input's concrete shape, given at import. */
-#define HP_ONNX_NAME_MAX 256
-typedef struct hp_onnx_shape {
-  char name[HP_ONNX_NAME_MAX]; /* the ONNX name, or the harp identifier it maps to */
+#define ONNX_NAME_MAX 256
+typedef struct onnx_shape {
+  char name[ONNX_NAME_MAX]; /* the ONNX name, or the harp identifier it maps to */
   int rank;
   int64_t dims[TINY_MAX_RANK];
   bool loose; /* a data file's shape: where it disagrees with the model or with another shape it is left out
                  (the data's binding reports it), rather than an error at import */
-} hp_onnx_shape;
+} onnx_shape;
 
 /* "NAME=1x3x224x224" (',' may separate the dims too; "NAME=" is a scalar):
  * the name is split at the last '='.  UsageError when malformed. */
-hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out);
+harp_status onnx_parse_shape(harp_error *e, const char *spec, onnx_shape *out);
 
 /* Graph inputs fixed at import: each named input becomes an initializer
  * holding the given data, so the importer knows its values (a Reshape's
@@ -132,15 +132,15 @@ hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out)
  * alone: `shape_used[i]` says which were taken (may be NULL).
  * shape_option is how messages spell the option ("--shape" when NULL).
  * needs_data: see below; `harp run` retries with those inputs fixed. */
-typedef struct hp_onnx_opts {
+typedef struct onnx_opts {
   int nfixed;
   const char *const *fixed_names; /* ONNX names */
-  const hp_tensor *fixed;
-  hp_status (*read)(hp_error *e, void *read_ctx, int i, hp_tensor *out);
+  const ut_tensor *fixed;
+  harp_status (*read)(harp_error *e, void *read_ctx, int i, ut_tensor *out);
   void *read_ctx;
   bool *used;
   int nshapes;
-  const hp_onnx_shape *shapes;
+  const onnx_shape *shapes;
   bool *shape_used;
   const tiny_symtab *syms;
   const char *shape_option;
@@ -151,25 +151,25 @@ typedef struct hp_onnx_opts {
   void *needs_ctx;
   /* Accept run-time control flow (an If whose condition, a Loop whose trip
    * count or condition, a Scan whose length is known only at run time): the
-   * result is then a host program (hp_onnx_model.flow).  Without it such a
+   * result is then a host program (onnx_model.flow).  Without it such a
    * node is Unsupported, naming the node. */
   bool host_flow;
-} hp_onnx_opts;
+} onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */
-hp_status hp_onnx_load_file(hp_error *e, const char *path, hp_onnx_model *out);
+harp_status onnx_load_file(harp_error *e, const char *path, onnx_model *out);
 /* The same from memory; name is used in messages. */
-hp_status hp_onnx_load_buffer(hp_error *e, const void *data, size_t len, const char *name, hp_onnx_model *out);
+harp_status onnx_load_buffer(harp_error *e, const void *data, size_t len, const char *name, onnx_model *out);
 /* The same with options (NULL: none). */
-hp_status hp_onnx_load_file_opts(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_model *out);
-hp_status hp_onnx_load_buffer_opts(hp_error *e, const void *data, size_t len, const char *name, const hp_onnx_opts *o,
-                                   hp_onnx_model *out);
-void hp_onnx_model_free(hp_onnx_model *m);
+harp_status onnx_load_file_opts(harp_error *e, const char *path, const onnx_opts *o, onnx_model *out);
+harp_status onnx_load_buffer_opts(harp_error *e, const void *data, size_t len, const char *name, const onnx_opts *o,
+                                   onnx_model *out);
+void onnx_model_free(onnx_model *m);
 
 /* What harp will and will not do with a model (harp check), found in one
  * go: each list holds lines of text.  The import runs on to the end: a node
  * that fails is recorded and the nodes reading its outputs are skipped. */
-typedef struct hp_onnx_report {
+typedef struct onnx_report {
   int64_t opset;
   int nnodes, ngraphs;   /* nodes and graphs, nested ones included */
   char **ops;            /* "Conv 64": every op type, in first-use order */
@@ -187,22 +187,22 @@ typedef struct hp_onnx_report {
   int skipped;           /* nodes not tried: an input came from a failed one */
   int ndynamic;          /* dynamic dims left without a value */
   bool imports;          /* the import succeeded (and the lowering, every dim known) */
-} hp_onnx_report;
+} onnx_report;
 
 /* Check path with the options (NULL: none) into *r (free it with
- * hp_onnx_report_free).  Fails only when the file cannot be read or is
+ * onnx_report_free).  Fails only when the file cannot be read or is
  * not an ONNX model; the model's own problems are r's. */
-hp_status hp_onnx_check_file(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_report *r);
-void hp_onnx_report_free(hp_onnx_report *r);
+harp_status onnx_check_file(harp_error *e, const char *path, const onnx_opts *o, onnx_report *r);
+void onnx_report_free(onnx_report *r);
 /* UnboundSymbol naming every graph input of m left with dynamic dims and
- * the option that gives its shape (m->dyn's hints); HP_OK when none. */
-hp_status hp_onnx_require_shapes(hp_error *e, const hp_onnx_model *m);
+ * the option that gives its shape (m->dyn's hints); HARP_OK when none. */
+harp_status onnx_require_shapes(harp_error *e, const onnx_model *m);
 /* The identifier an ONNX name maps to, before "_2"-style renaming (above). */
-void hp_onnx_ident(const char *onnx_name, char out[128]);
+void onnx_ident(const char *onnx_name, char out[128]);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */
-const char *hp_onnx_id_of(const hp_onnx_model *m, const char *onnx_name);
+const char *onnx_id_of(const onnx_model *m, const char *onnx_name);
 
-#define HP_ONNX_MIN_OPSET 6
-#define HP_ONNX_MAX_OPSET 28
+#define ONNX_MIN_OPSET 6
+#define ONNX_MAX_OPSET 28
 
 #endif

@@ -18,10 +18,10 @@
  *   code       the translation unit              c | cu
  *   build      the shared object (CPU; CUDA: NVRTC, in gpu.c)
  *
- *   hp_compile *c;
- *   hp_compile_run(&e, &hp_target_cpu, g, syms, &opts, &c);   the target's stages
+ *   rt_compile *c;
+ *   rt_compile_run(&e, &rt_target_cpu, g, syms, &opts, &c);   the target's stages
  *   c->part, c->f, c->plans, c->source ...                    read the results
- *   hp_compile_free(c);
+ *   rt_compile_free(c);
  *
  * A compile stops after opts.until; a failing stage stops it with the
  * stage's error.  opts.after_stage runs after each stage that ran (a test's
@@ -40,51 +40,51 @@
 #include "harp/tiny.h"
 #include "harp/tune.h"
 
-typedef enum hp_stage {
-  HP_STAGE_LOAD,
-  HP_STAGE_NORMALIZE,
-  HP_STAGE_INDEXBOOK,
-  HP_STAGE_POLY_VIEW,
-  HP_STAGE_REGIONS,
-  HP_STAGE_FUNCTION,
-  HP_STAGE_PLANS,
-  HP_STAGE_KERNELS,
-  HP_STAGE_CODE,
-  HP_STAGE_BUILD,
-  HP_NSTAGES
-} hp_stage;
+typedef enum rt_stage {
+  RT_STAGE_LOAD,
+  RT_STAGE_NORMALIZE,
+  RT_STAGE_INDEXBOOK,
+  RT_STAGE_POLY_VIEW,
+  RT_STAGE_REGIONS,
+  RT_STAGE_FUNCTION,
+  RT_STAGE_PLANS,
+  RT_STAGE_KERNELS,
+  RT_STAGE_CODE,
+  RT_STAGE_BUILD,
+  RT_NSTAGES
+} rt_stage;
 
-typedef struct hp_target hp_target;
-typedef struct hp_compile hp_compile;
+typedef struct rt_target rt_target;
+typedef struct rt_compile rt_compile;
 
 /* "load", "normalize", "indexbook", ... */
-const char *hp_stage_name(hp_stage s);
+const char *rt_stage_name(rt_stage s);
 /* The --dump that shows stage s's result on target t ("region", "c", "gpu",
  * ...), or NULL when it has none there. */
-const char *hp_stage_dump(hp_stage s, const hp_target *t);
+const char *rt_stage_dump(rt_stage s, const rt_target *t);
 /* The stage a --dump name belongs to (on any target), or -1. */
-int hp_stage_of_dump(const char *dump);
+int rt_stage_of_dump(const char *dump);
 
 /* A target: what its stages need to know about it, and its driver. */
-struct hp_target {
+struct rt_target {
   const char *name;          /* "interp" | "cpu" | "cuda" */
   const char *kernels_dump;  /* --dump of its kernels stage, or NULL */
   const char *code_dump;     /* --dump of its code stage, or NULL */
-  hp_stage regions_final;    /* the partition is final once this stage ran (CUDA forms
+  rt_stage regions_final;    /* the partition is final once this stage ran (CUDA forms
                                 again after kernels when a template declined an attention) */
-  hp_status (*drive)(hp_compile *c);  /* its stages, in order (hp_stage_run) */
-  void (*release)(hp_compile *c);     /* what its own stages made (c->tu ...) */
+  harp_status (*drive)(rt_compile *c); /* its stages, in order (rt_stage_run) */
+  void (*release)(rt_compile *c);     /* what its own stages made (c->tu ...) */
 };
-extern const hp_target hp_target_interp, hp_target_cpu, hp_target_cuda;
+extern const rt_target rt_target_interp, rt_target_cpu, rt_target_cuda;
 /* The target named `name`, or NULL. */
-const hp_target *hp_target_find(const char *name);
+const rt_target *rt_target_find(const char *name);
 
 /* Called after each stage that ran; an error stops the compile. */
-typedef hp_status (*hp_stage_hook)(void *ctx, hp_error *e, const hp_compile *c, hp_stage s);
+typedef harp_status (*rt_stage_hook)(void *ctx, harp_error *e, const rt_compile *c, rt_stage s);
 
-typedef struct hp_compile_opts {
-  const hp_knobs *knobs;  /* NULL: the table's defaults (copied into the compile) */
-  hp_stage until;         /* the last stage to run; HP_STAGE_LOAD (0): every stage */
+typedef struct rt_compile_opts {
+  const rt_knobs *knobs;  /* NULL: the table's defaults (copied into the compile) */
+  rt_stage until;         /* the last stage to run; RT_STAGE_LOAD (0): every stage */
   bool normalize;         /* the graph is not prepared yet: normalize (tiny_prepare) runs first */
   bool keep_analysis;     /* keep the IndexBook and Poly-View after code (dumps, variants) */
   /* CPU */
@@ -94,72 +94,72 @@ typedef struct hp_compile_opts {
   const char *arch;       /* "sm80" | "sm90" (NULL: sm80) */
   const char *precision;  /* how fp32 contractions compute: "tf32" (NULL), "fp32", "fp16", "bf16" */
   /* plans (harp/tune.h): overrides, else the plan cache (CPU), else the default */
-  const struct hp_plan_override *plan_overrides;
+  const struct rt_plan_override *plan_overrides;
   int nplan_overrides;
   bool no_plan_cache;
-  hp_stage_hook after_stage;
+  rt_stage_hook after_stage;
   void *hook_ctx;
-} hp_compile_opts;
+} rt_compile_opts;
 
 /* What the stages made, for reading (the compile owns it all). */
-struct hp_compile {
-  const hp_target *target;
-  hp_knobs knobs;
-  hp_compile_opts opts;          /* pointers in it are the caller's */
+struct rt_compile {
+  const rt_target *target;
+  rt_knobs knobs;
+  rt_compile_opts opts;          /* pointers in it are the caller's */
   tiny_graph *g;                 /* normalize prepares it in place; otherwise read only */
   const tiny_symtab *syms;
   plan_machine machine;          /* the machine regions are formed for */
   struct ib_book *ib;            /* indexbook (NULL once dropped) */
   poly_view *pv;                 /* poly_view (NULL once dropped) */
   rg_partition *part;            /* regions */
-  hp_function *f;                /* function */
-  hp_plans plans;                /* plans (n == 0 when not run) */
+  fn_function *f;                /* function */
+  rt_plans plans;                /* plans (n == 0 when not run) */
   struct cuda_model_tu *tu;      /* kernels (CUDA) */
   char *source;                  /* code: C or CUDA C */
   char *so_path;                 /* build (CPU): the shared object */
   bool cache_hit;                /* build: the object came from the disk cache */
   int arch, math;                /* CUDA: cuda_arch, cuda_math */
   bool split_attention;          /* CUDA: fp32 attentions formed as matmuls + softmax */
-  bool ran[HP_NSTAGES];          /* which stages ran */
-  double ms[HP_NSTAGES];         /* their wall time, milliseconds */
+  bool ran[RT_NSTAGES];          /* which stages ran */
+  double ms[RT_NSTAGES];         /* their wall time, milliseconds */
   /* private */
-  const hp_compile *base;        /* a variant's: results before plans are borrowed from it */
-  hp_error *e;
-  hp_status status;
+  const rt_compile *base;        /* a variant's: results before plans are borrowed from it */
+  harp_error *e;
+  harp_status status;
   bool stopped;
-  struct hp_arena *arena;        /* scratch of the code stage */
+  struct ut_arena *arena;        /* scratch of the code stage */
 };
 
 /* Run target t's stages on g (prepared, unless opts->normalize) bound by
  * syms; both must outlive the compile.  On failure *out is NULL. */
-hp_status hp_compile_run(hp_error *e, const hp_target *t, tiny_graph *g, const tiny_symtab *syms,
-                         const hp_compile_opts *o, hp_compile **out);
+harp_status rt_compile_run(harp_error *e, const rt_target *t, tiny_graph *g, const tiny_symtab *syms,
+                         const rt_compile_opts *o, rt_compile **out);
 /* A variant of a finished compile: plans, code and build again on base's
  * regions and Function (base compiled with keep_analysis and outlives the
  * variant); o's plan options and knobs are the variant's.  The tuner's
  * points. */
-hp_status hp_compile_variant(hp_error *e, const hp_compile *base, const hp_compile_opts *o, hp_compile **out);
-void hp_compile_free(hp_compile *c);
+harp_status rt_compile_variant(harp_error *e, const rt_compile *base, const rt_compile_opts *o, rt_compile **out);
+void rt_compile_free(rt_compile *c);
 
 /* For target drivers: run stage s with fn unless the compile failed or is
  * past opts.until; times it, records it, calls the hook. */
-typedef hp_status (*hp_stage_fn)(hp_compile *c);
-void hp_stage_run(hp_compile *c, hp_stage s, hp_stage_fn fn);
+typedef harp_status (*rt_stage_fn)(rt_compile *c);
+void rt_stage_run(rt_compile *c, rt_stage s, rt_stage_fn fn);
 /* The stages every target shares. */
-hp_status hp_stage_normalize(hp_compile *c);
-hp_status hp_stage_indexbook(hp_compile *c);
-hp_status hp_stage_poly_view(hp_compile *c);
+harp_status rt_stage_normalize(rt_compile *c);
+harp_status rt_stage_indexbook(rt_compile *c);
+harp_status rt_stage_poly_view(rt_compile *c);
 /* Regions with the target's options (machine, analysis and no_fusion
  * filled in here); the Function with its options; the plans with its
  * algorithms.  A stage run again replaces what it made before. */
 struct rg_options;
-hp_status hp_form_regions(hp_compile *c, struct rg_options *ro);
-hp_status hp_build_function(hp_compile *c, const fn_options *fo);
-hp_status hp_choose_plans(hp_compile *c, unsigned algo_mask, bool no_cache);
+harp_status rt_form_regions(rt_compile *c, struct rg_options *ro);
+harp_status rt_build_function(rt_compile *c, const fn_options *fo);
+harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache);
 /* Give back the IndexBook and Poly-View (unless opts.keep_analysis). */
-void hp_compile_drop_analysis(hp_compile *c);
+void rt_compile_drop_analysis(rt_compile *c);
 
 /* One line per stage that ran: "regions 12.3 ms" (for --time-stages). */
-void hp_compile_times(const hp_compile *c, char *buf, size_t cap);
+void rt_compile_times(const rt_compile *c, char *buf, size_t cap);
 
 #endif

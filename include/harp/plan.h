@@ -222,21 +222,21 @@ bool plan_equal(const plan_t *a, const plan_t *b);
 /* The canonical loop order: X.o..., X.i.o..., X.i.i... over the tile axes. */
 int plan_canonical_order(const plan_t *p, char out[][PLAN_NAME_MAX], int cap);
 /* Self-consistency (the invariants above).  Loaders call it. */
-hp_status plan_check(const plan_t *p, const plan_src *src, hp_error *e);
+harp_status plan_check(const plan_t *p, const plan_src *src, harp_error *e);
 
 /* ---- the two forms --------------------------------------------------------------- */
 /* Parse the DSL of §12.6 (+ extensions).  Statements end at ';' or a newline;
  * '#' starts a comment.  Fields the text does not set get the documented
  * defaults, arch = default_arch.  Errors carry file:line:col and a caret. */
-hp_status plan_parse_dsl(const char *text, const char *file, plan_arch default_arch, plan_t *out,
-                         hp_error *e);
+harp_status plan_parse_dsl(const char *text, const char *file, plan_arch default_arch, plan_t *out,
+                         harp_error *e);
 /* Parse the JSON of §12.5 (+ extension keys).  Unknown keys are errors. */
-hp_status plan_parse_json(const char *text, const char *file, plan_arch default_arch, plan_t *out,
-                          hp_error *e);
+harp_status plan_parse_json(const char *text, const char *file, plan_arch default_arch, plan_t *out,
+                          harp_error *e);
 /* Either form: JSON when the first non-blank character is '{'. */
-hp_status plan_parse(const char *text, const char *file, plan_arch default_arch, plan_t *out,
-                     hp_error *e);
-hp_status plan_load_file(const char *path, plan_arch default_arch, plan_t *out, hp_error *e);
+harp_status plan_parse(const char *text, const char *file, plan_arch default_arch, plan_t *out,
+                     harp_error *e);
+harp_status plan_load_file(const char *path, plan_arch default_arch, plan_t *out, harp_error *e);
 bool plan_text_is_json(const char *text);
 
 /* ---- plan lists: several regions' plans in one file (docs/plan.md §14) -------------- */
@@ -256,20 +256,20 @@ typedef struct plan_list_entry {
 /* A JSON object with a "plans" member. */
 bool plan_text_is_list(const char *text);
 /* *out is malloc'd (*n entries); region names are unique. */
-hp_status plan_list_parse(const char *text, const char *file, plan_arch default_arch, plan_list_entry **out, int *n,
-                          hp_error *e);
+harp_status plan_list_parse(const char *text, const char *file, plan_arch default_arch, plan_list_entry **out, int *n,
+                          harp_error *e);
 
 /* Canonical JSON: the 12 keys of §12.5 in that order (one per line), then
  * the extension keys that differ from their defaults.  *out is malloc'd. */
-hp_status plan_to_json(const plan_t *p, char **out, hp_error *e);
+harp_status plan_to_json(const plan_t *p, char **out, harp_error *e);
 /* Canonical DSL, one statement per line.  *out is malloc'd. */
-hp_status plan_to_dsl(const plan_t *p, char **out, hp_error *e);
+harp_status plan_to_dsl(const plan_t *p, char **out, harp_error *e);
 /* `harp plan FILE --to json|dsl`: parse either form, check, print in `to`
  * ("json", "dsl", or NULL for the other form). */
-hp_status plan_convert(const char *text, const char *file, const char *to, char **out, hp_error *e);
+harp_status plan_convert(const char *text, const char *file, const char *to, char **out, harp_error *e);
 /* `--dump plan`: {"plans":[{"region":NAME,"plan":{...}},...]}, malloc'd. */
-hp_status plan_dump_json(const char *const *region_names, const plan_t *plans, int n, char **out,
-                         hp_error *e);
+harp_status plan_dump_json(const char *const *region_names, const plan_t *plans, int n, char **out,
+                         harp_error *e);
 
 /* ---- machine descriptions --------------------------------------------------------- */
 /* One machine.  GPU figures are per device; on the CPU an "SM" is a core, a
@@ -365,14 +365,14 @@ typedef struct plan_gemm_view {
   int m, n, k;
   int64_t M, N, K, batch;
 } plan_gemm_view;
-hp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *out, hp_error *e);
+harp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *out, harp_error *e);
 
 /* Check p against region r on machine m: arch, axes, tails (a tile that does
  * not divide needs predicate_tail), algo_choice vs the pattern, epilogue,
  * SM80 mma / SM90 wgmma + TMA shapes, vector widths, and resources
  * (SmemOverflow, RegOverflow).  src (nullable) locates the errors. */
-hp_status plan_validate(const plan_t *p, const plan_region_info *r, const plan_machine *m,
-                        const plan_src *src, hp_error *e);
+harp_status plan_validate(const plan_t *p, const plan_region_info *r, const plan_machine *m,
+                        const plan_src *src, harp_error *e);
 /* Fill what the plan leaves open from the region: algo_choice of its
  * pattern, epilogue (when the region knows it) and local_edges. */
 void plan_fill_from_region(plan_t *p, const plan_region_info *r);
@@ -395,8 +395,8 @@ typedef struct plan_resources {
 void plan_resources_of(const plan_t *p, const plan_machine *m, const plan_region_info *r,
                        plan_resources *out);
 /* SmemOverflow, RegOverflow or LimitExceeded (threads per CTA). */
-hp_status plan_resources_check(const plan_t *p, const plan_resources *res, const plan_machine *m,
-                               const plan_src *src, hp_error *e);
+harp_status plan_resources_check(const plan_t *p, const plan_resources *res, const plan_machine *m,
+                               const plan_src *src, harp_error *e);
 
 /* §4.2 thresholds, as predicates region formation and the tuner can ask. */
 bool plan_smem_near_limit(const plan_resources *res, const plan_machine *m); /* > 80% of the CTA max */
@@ -430,8 +430,8 @@ typedef struct plan_cost {
   double rank_time;     /* what the search ranks by: time_est, but an SM90 GEMM (the persistent
                            wgmma template) at occupancy 1 */
 } plan_cost;
-hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
-                       hp_error *e);
+harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
+                       harp_error *e);
 /* A node name a plan may hold (local_edges' from/to): word characters and dots. */
 bool plan_ident_ok(const char *s);
 /* Split-K slices a splitk_* plan uses: its `splitk` field when set, else the
@@ -481,17 +481,17 @@ typedef struct plan_search_opts {
  * shapes) and the §4.2 thresholds (no smem above 80%, widest legal vector),
  * ranked by time_est (ties: enumeration order).  Writes at most cap plans
  * (and their costs, when costs != NULL) to out; *n = how many. */
-hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
-                         plan_t *out, plan_cost *costs, int cap, int *n, hp_error *e);
+harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                         plan_t *out, plan_cost *costs, int cap, int *n, harp_error *e);
 /* The best point of plan_enumerate, filled from the region: the plan a
  * region gets when no --plan overrides it. */
-hp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
-                       hp_error *e);
+harp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                       harp_error *e);
 /* The plan for a region: override (nullable; filled from the region, then
  * validated, errors located in src; an algorithm outside opts->algo_mask is
  * Unsupported) or plan_default.  opts may be NULL. */
-hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
-                          const plan_t *override, const plan_src *src, plan_t *out, hp_error *e);
+harp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                          const plan_t *override, const plan_src *src, plan_t *out, harp_error *e);
 
 /* Re-derive the predicate_tail entries of a plan's tiled axes for region r
  * (a tile or vector width that does not divide its axis needs one): a plan

@@ -127,7 +127,7 @@ typedef struct poly_options {
   bool require_scop; /* NonScop error at the first data-dependent index instead of a mark */
 } poly_options;
 
-hp_status poly_build(hp_error *e, const tiny_graph *g, const struct ib_book *ib, const poly_options *opt,
+harp_status poly_build(harp_error *e, const tiny_graph *g, const struct ib_book *ib, const poly_options *opt,
                      poly_view **out);
 /* Frees every isl object and the isl_ctx. */
 void poly_free(poly_view *pv);
@@ -164,9 +164,9 @@ char *poly_edge_str(const poly_view *pv, int edge);
  * the pad value.  cb returns non-zero to stop.  For tests and playback. */
 typedef int (*poly_point_fn)(void *user, const int64_t *point, int nvars, const int64_t *elem, int rank, bool fill,
                              double value);
-hp_status poly_access_scan(hp_error *e, const poly_view *pv, int block, int access, poly_point_fn cb, void *user);
+harp_status poly_access_scan(harp_error *e, const poly_view *pv, int block, int access, poly_point_fn cb, void *user);
 
 /* The view as JSON (seed 000 §12.3, docs/poly-view.md); malloc'd. */
-hp_status poly_dump_json(hp_error *e, const poly_view *pv, char **out);
+harp_status poly_dump_json(harp_error *e, const poly_view *pv, char **out);
 
 #endif

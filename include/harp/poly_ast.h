@@ -96,7 +96,7 @@ struct poly_ast {
 };
 
 /* Build the loop nest.  The tree and its strings live in `arena`. */
-hp_status poly_ast_gen(hp_error *e, const poly_view *pv, const poly_stmt_spec *stmts, int nstmts,
-                       const poly_ast_opts *opts, struct hp_arena *arena, poly_ast **out);
+harp_status poly_ast_gen(harp_error *e, const poly_view *pv, const poly_stmt_spec *stmts, int nstmts,
+                       const poly_ast_opts *opts, struct ut_arena *arena, poly_ast **out);
 
 #endif

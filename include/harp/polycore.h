@@ -41,24 +41,24 @@ const char *poly_dep_kind_name(poly_dep_kind k); /* "true" | "anti" | "output" *
  * may be NULL) and whether they exist.  A REDUCE or contraction accumulates
  * into its output: that is a read and a write of the output at every reduced
  * point, which is where anti and output dependences come from. */
-hp_status poly_dependence(hp_error *e, const poly_view *pv, int from, int to, poly_dep_kind k, bool *exists,
+harp_status poly_dependence(harp_error *e, const poly_view *pv, int from, int to, poly_dep_kind k, bool *exists,
                           char **text);
 
 typedef enum poly_axis_kind { POLY_AXIS_PARALLEL, POLY_AXIS_REDUCTION } poly_axis_kind;
 /* kinds[v] for every variable of the block: a variable is a reduction when
  * some self-dependence of the block has a non-zero distance along it. */
-hp_status poly_axis_kinds(hp_error *e, const poly_view *pv, int block, poly_axis_kind *kinds);
+harp_status poly_axis_kinds(harp_error *e, const poly_view *pv, int block, poly_axis_kind *kinds);
 
 /* The access is a function of the block's variables (single-valued), quasi-
  * affine after composition (isl can write it as a piecewise multi-affine
  * expression), and its read and fill pieces cover the domain exactly. */
-hp_status poly_access_affine(hp_error *e, const poly_view *pv, int block, int access, bool *closed);
+harp_status poly_access_affine(harp_error *e, const poly_view *pv, int block, int access, bool *closed);
 
 /* ---- tiles --------------------------------------------------------------------- */
 /* tail[v] for every variable of the block: a tile of tile[v] (> 0) leaves a
  * partial tile along it.  tail_set (nullable, malloc'd) receives isl's text
  * of the domain points in partial tiles (empty when none). */
-hp_status poly_tail_axes(hp_error *e, const poly_view *pv, int block, const int64_t *tile, bool *tail,
+harp_status poly_tail_axes(harp_error *e, const poly_view *pv, int block, const int64_t *tile, bool *tail,
                          char **tail_set);
 
 #define POLY_HALO_WHY 160
@@ -84,7 +84,7 @@ typedef struct poly_halo {
  * (Th+2) x (Tw+2), lo = hi = 1 with pad 1.  Not ok when the consumer does
  * not read the producer, the producer is outside the SCoP, or a size is
  * unknown. */
-hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
+harp_status poly_can_compute_at(harp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
                               poly_halo *out);
 
 typedef struct poly_min_buffer {
@@ -97,7 +97,7 @@ typedef struct poly_min_buffer {
 /* min_buffer_for_edge(producer, consumer, tile): reg when the consumer reads
  * the producer pointwise or one element per tile (a broadcast scalar),
  * smem_ring when the tile's footprint fits `budget` bytes, else gmem. */
-hp_status poly_min_buffer_for_edge(hp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
+harp_status poly_min_buffer_for_edge(harp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
                                    int64_t budget, poly_min_buffer *out);
 
 /* ---- fusion ------------------------------------------------------------------------ */
@@ -105,7 +105,7 @@ hp_status poly_min_buffer_for_edge(hp_error *e, const poly_view *pv, int produce
  * blocks share a group when a dependence edge joins them that a region may
  * keep inside: the producer can be computed at the consumer (can_compute_at),
  * its value is no model output and no non-SCoP node reads it. */
-hp_status poly_make_fusable_groups(hp_error *e, const poly_view *pv, int *group, int *ngroups);
+harp_status poly_make_fusable_groups(harp_error *e, const poly_view *pv, int *group, int *ngroups);
 
 /* The largest p such that the blocks can share their first p loop
  * dimensions: every block has at least p output variables, their domains
@@ -114,25 +114,25 @@ hp_status poly_make_fusable_groups(hp_error *e, const poly_view *pv, int *group,
  * prefix x reads only producer instances at prefix x).  The lead's codegen
  * builds the schedule from it: the outer p loops shared, then the blocks in
  * sequence. */
-hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks, int n, int *p);
+harp_status poly_fusion_prefix(harp_error *e, const poly_view *pv, const int *blocks, int n, int *p);
 
 /* The access reads the producer pointwise: the element read at a domain
  * point has that point's own row-major position, counting the domain's
  * variables (reduced ones included) in order — identity, reshapes that keep
  * the order, a reduction over the innermost axes streaming its input; one
  * piece, no fill, as many points as elements. */
-hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out);
+harp_status poly_access_is_pointwise(harp_error *e, const poly_view *pv, int block, int access, bool *out);
 
 /* The access as a linear element offset into its (row-major) tensor:
  * offset + sum strides[v] * var_v over the block's variables.  *affine is
  * false (strides unset) when it has several pieces, fill pieces or floor
  * divisions.  A variable whose extent is 1 gets some stride (isl's choice,
  * often 0): it never moves. */
-hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
+harp_status poly_access_strides(harp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
                               int64_t *offset, bool *affine);
 /* The same for stage `stage` (>= 1) of contraction operand `access`: the
  * read in the coordinates of the CAST poly_access_info.stage[stage - 1]. */
-hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int access, int stage, int64_t *strides,
+harp_status poly_stage_strides(harp_error *e, const poly_view *pv, int block, int access, int stage, int64_t *strides,
                              int64_t *offset, bool *affine);
 
 /* The same, for the read `access` of block path[n-1] seen from the output
@@ -140,7 +140,7 @@ hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int ac
  * (Poly-View edges, path[0]'s reduced variables projected out) composed
  * with the read.  This is how an epilogue's bias or residual is addressed
  * from the accumulator of the contraction it follows. */
-hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *path, int n, int access,
+harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const int *path, int n, int access,
                                   int64_t *strides, int64_t *offset, bool *affine);
 
 /* A chain of reads through values (core_chain.c): block[0] reads, through
@@ -164,13 +164,13 @@ typedef struct poly_chain_result {
   double fill;                            /* FILL */
 } poly_chain_result;
 /* What chain c reads over lo <= x <= hi of block[0]'s domain (lo NULL: all). */
-hp_status poly_chain_read(hp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
+harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
                           poly_chain_result *out);
 /* Cuts along one variable of block[0] (shared by the chains) so that over
  * each slab cuts[i] <= x_var < cuts[i+1] (the rest of the domain whole) no
  * chain reads MIXED: *ok with *var -1 when no chain pads at all; *ok false
  * when the pads are no slabs along one variable or need more than cap cuts. */
-hp_status poly_chain_cuts(hp_error *e, const poly_view *pv, const poly_chain *chains, int nchains, int *var,
+harp_status poly_chain_cuts(harp_error *e, const poly_view *pv, const poly_chain *chains, int nchains, int *var,
                           int64_t *cuts, int *ncuts, int cap, bool *ok);
 
 /* The constant range [lo, hi] of every variable of a block; false when a
@@ -192,7 +192,7 @@ poly_barrier poly_barrier_hint(plan_buffer buffer, int depth, plan_arch arch);
  * `row_elems` elements of elem_size bytes, when consecutive threads take
  * consecutive values of variable `var`: *ways is how many threads of a warp
  * hit one bank (1 = conflict-free), from the access's stride along var. */
-hp_status poly_bank_conflict_hint(hp_error *e, const poly_view *pv, int block, int access, int var,
+harp_status poly_bank_conflict_hint(harp_error *e, const poly_view *pv, int block, int access, int var,
                                   int64_t row_elems, int elem_size, int *ways);
 
 #endif

@@ -201,7 +201,7 @@ typedef struct rg_options {
 
 /* Form the regions of a prepared graph with every size bound.  The
  * partition owns the IndexBook and Poly-View it built (rg_partition_free). */
-hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rg_options *opt,
+harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rg_options *opt,
                   rg_partition **out);
 
 /* What rg_form keeps alive with the partition. */
@@ -222,6 +222,6 @@ void rg_formed_free(rg_formed *f);
 void rg_formed_drop_analysis(rg_formed *f);
 
 /* --dump region: {"regions": [§12.4 region, ...], ...} (docs/regions.md). */
-hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out);
+harp_status rg_dump_json(harp_error *e, const rg_partition *p, char **out);
 
 #endif

@@ -12,39 +12,39 @@
 #include "harp/error.h"
 #include "harp/tiny.h"
 
-typedef struct hp_tensor {
+typedef struct ut_tensor {
   tiny_dtype dtype;
   int rank;
   int64_t shape[TINY_MAX_RANK];
   void *data; /* owned; NULL when numel == 0 is allowed */
   size_t nbytes;
-} hp_tensor;
+} ut_tensor;
 
 /* Zero-filled. */
-hp_status hp_tensor_alloc(hp_error *e, hp_tensor *t, tiny_dtype dt, int rank, const int64_t *shape);
-void hp_tensor_free(hp_tensor *t);
-int64_t hp_tensor_numel(const hp_tensor *t);
+harp_status ut_tensor_alloc(harp_error *e, ut_tensor *t, tiny_dtype dt, int rank, const int64_t *shape);
+void ut_tensor_free(ut_tensor *t);
+int64_t ut_tensor_numel(const ut_tensor *t);
 /* Element i (flat index) as float / stored from float (rounding to dtype). */
-float hp_tensor_get(const hp_tensor *t, int64_t i);
-void hp_tensor_set(hp_tensor *t, int64_t i, float v);
+float ut_tensor_get(const ut_tensor *t, int64_t i);
+void ut_tensor_set(ut_tensor *t, int64_t i, float v);
 
 /* Half-precision conversions (round to nearest even). */
-uint16_t hp_f32_to_f16(float f);
-float hp_f16_to_f32(uint16_t h);
-uint16_t hp_f32_to_bf16(float f);
-float hp_bf16_to_f32(uint16_t h);
+uint16_t ut_f32_to_f16(float f);
+float ut_f16_to_f32(uint16_t h);
+uint16_t ut_f32_to_bf16(float f);
+float ut_bf16_to_f32(uint16_t h);
 
 /* .npy read: accepts '<f2' (fp16), '<f4' (fp32), '<i4' (i32), '|b1' (bool),
  * '<i8' (read as i32; a value outside int32 is LimitExceeded),
  * C order, format versions 1.0-3.0.  want_dtype >= 0 asks for that dtype:
  * bf16 is read from '<f4' and rounded; any other difference is InputMismatch.
  * Pass -1 to accept what the file holds. */
-hp_status hp_npy_read(hp_error *e, const char *path, int want_dtype, hp_tensor *out);
+harp_status ut_npy_read(harp_error *e, const char *path, int want_dtype, ut_tensor *out);
 /* Only the rank and shape of a .npy file (its header; any dtype). */
-hp_status hp_npy_read_shape(hp_error *e, const char *path, int *rank, int64_t *shape);
+harp_status ut_npy_read_shape(harp_error *e, const char *path, int *rank, int64_t *shape);
 /* Parse from memory (name is used in messages). */
-hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out);
+harp_status ut_npy_parse(harp_error *e, const void *buf, size_t len, const char *name, int want_dtype, ut_tensor *out);
 /* .npy write, atomically (temp file + rename).  bf16 is written as '<f4'. */
-hp_status hp_npy_write(hp_error *e, const char *path, const hp_tensor *t);
+harp_status ut_npy_write(harp_error *e, const char *path, const ut_tensor *t);
 
 #endif

@@ -83,11 +83,11 @@ typedef struct tiny_symtab {
 } tiny_symtab;
 void tiny_symtab_init(tiny_symtab *t);
 void tiny_symtab_free(tiny_symtab *t);
-/* HP_OK, or HP_E_AXIS_SIZE_MISMATCH when name already holds another value. */
-hp_status tiny_symtab_set(hp_error *e, tiny_symtab *t, const char *name, int64_t v);
+/* HARP_OK, or HARP_E_AXIS_SIZE_MISMATCH when name already holds another value. */
+harp_status tiny_symtab_set(harp_error *e, tiny_symtab *t, const char *name, int64_t v);
 bool tiny_symtab_get(const tiny_symtab *t, const char *name, int64_t *v);
 /* Parse "NAME=INT" (for --sym). */
-hp_status tiny_symtab_parse_assign(hp_error *e, tiny_symtab *t, const char *s);
+harp_status tiny_symtab_parse_assign(harp_error *e, tiny_symtab *t, const char *s);
 
 /* ---- index expressions (VIEW index_map) --------------------------------- */
 /* Affine + floordiv (+ mod, which later layers expand into div + guard).
@@ -307,15 +307,15 @@ typedef struct tiny_node {
 } tiny_node;
 
 typedef struct tiny_graph {
-  struct hp_arena *arena; /* owns ids, tags, expressions */
+  struct ut_arena *arena; /* owns ids, tags, expressions */
   tiny_node *nodes;
   int n, cap;
   int *outputs; /* node indices of model outputs, in order */
   int noutputs;
   bool explicit_outputs; /* "outputs" was given; else: nodes nothing consumes */
-  hp_error err;          /* first builder error */
+  harp_error err;        /* first builder error */
   int next_auto_id;
-  struct hp_strmap *ids; /* id -> index (util/strmap.c) */
+  struct ut_strmap *ids; /* id -> index (util/strmap.c) */
 } tiny_graph;
 
 /* ---- builder API -------------------------------------------------------- */
@@ -358,7 +358,7 @@ const tiny_expr *tiny_x_var(tiny_graph *g, int i);
 const tiny_expr *tiny_x_sym(tiny_graph *g, const char *s);
 const tiny_expr *tiny_x_bin(tiny_graph *g, tiny_expr_kind k, const tiny_expr *a, const tiny_expr *b);
 /* Parse "2*i0 + i3 floordiv 4" ('//' and '%' also accepted). */
-hp_status tiny_expr_parse(hp_error *e, tiny_graph *g, const char *text, int nvars, const tiny_expr **out);
+harp_status tiny_expr_parse(harp_error *e, tiny_graph *g, const char *text, int nvars, const tiny_expr **out);
 /* Print in the canonical text form (round-trips through tiny_expr_parse). */
 void tiny_expr_print(const tiny_expr *x, char *buf, int cap);
 /* Evaluate with vars[] and symbols; false if a symbol is unbound or a divisor <= 0. */
@@ -367,38 +367,38 @@ bool tiny_expr_eval(const tiny_expr *x, const int64_t *vars, const tiny_symtab *
 /* ---- passes ------------------------------------------------------------- */
 /* Load a model from JSON text in either dialect (seed 001 uops, or seed 000
  * ops/values).  filename is used in error messages only. */
-hp_status tiny_load_json(hp_error *e, const char *text, size_t len, const char *filename, tiny_graph **out);
-hp_status tiny_load_file(hp_error *e, const char *path, tiny_graph **out);
+harp_status tiny_load_json(harp_error *e, const char *text, size_t len, const char *filename, tiny_graph **out);
+harp_status tiny_load_file(harp_error *e, const char *path, tiny_graph **out);
 /* Canonical (seed 001) JSON; malloc'd.  NULL on allocation failure. */
 char *tiny_write_json(const tiny_graph *g);
 
 /* Shape and dtype inference in topological order.  With allow_unknown, sizes
  * depending on unbound symbols stay unknown (n < 0); otherwise such a symbol is
  * UnboundSymbol.  Checks every shape rule it can decide. */
-hp_status tiny_infer(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+harp_status tiny_infer(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 /* Normalization (design.md §2.2–2.4): immediates -> CONST + RESHAPE/EXPAND,
  * implicit broadcasting -> explicit RESHAPE/EXPAND (right-aligned, else by
  * symbol name), POOL -> VIEW.  Needs a successful tiny_infer; re-infers. */
-hp_status tiny_normalize(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+harp_status tiny_normalize(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 /* Structural and semantic checks of a normalized graph (see docs/tiny-ir.md). */
-hp_status tiny_verify(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+harp_status tiny_verify(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 /* Rank-0 values computed from constants only become CONSTs (evaluated by the
  * interpreter, so bit-identical), and nodes no output needs are dropped.
  * Fixes the outputs (explicit_outputs).  Shapes may stay symbolic when
  * allow_unknown (the folded values are scalars, which no symbol sizes). */
-hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+harp_status tiny_fold_constants(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 /* infer, normalize, fold and verify, in order. */
-hp_status tiny_prepare(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
+harp_status tiny_prepare(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown);
 
 /* Bind symbols from the declared INPUT shapes against actual shapes.
  * shapes[k] is the actual shape of input node inputs[k]. */
-hp_status tiny_bind_input(hp_error *e, const tiny_graph *g, int node, int rank, const int64_t *dims,
+harp_status tiny_bind_input(harp_error *e, const tiny_graph *g, int node, int rank, const int64_t *dims,
                           tiny_symtab *syms);
 
 /* Model inputs: indices of INPUT nodes in graph order (malloc'd array). */
 int tiny_inputs(const tiny_graph *g, int **out);
 /* Recompute g->outputs if not explicit: every node nothing consumes. */
-hp_status tiny_compute_outputs(hp_error *e, tiny_graph *g);
+harp_status tiny_compute_outputs(harp_error *e, tiny_graph *g);
 /* The name an output is written under: the node id (INPUT: its tensor_id). */
 const char *tiny_output_name(const tiny_graph *g, int node);
 

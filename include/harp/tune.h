@@ -12,7 +12,7 @@
  * for the CPU) and records whether it did (`applied`) and what it changed or
  * ignored (`note`).  `--dump plan` writes all of it as a plan list.
  *
- * The plan cache lives under the compile cache directory (hp_cc_cache_dir):
+ * The plan cache lives under the compile cache directory (rt_cc_cache_dir):
  * one small JSON file per key, written atomically (temp file + rename), so
  * concurrent processes are safe. */
 #ifndef HARP_TUNE_H
@@ -27,118 +27,118 @@
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
-#define HP_MACHINE_ID_MAX 160
-#define HP_PLAN_NOTE_MAX 320
+#define RT_MACHINE_ID_MAX 160
+#define RT_PLAN_NOTE_MAX 320
 
 /* Where a region's plan came from. */
-typedef enum hp_plan_source {
-  HP_PLAN_NONE,     /* the region has no plan (no search space, e.g. a gather) */
-  HP_PLAN_DEFAULT,  /* plan_default: the cost model's best point */
-  HP_PLAN_OVERRIDE, /* --plan */
-  HP_PLAN_CACHED,   /* the plan cache (harp tune) */
-  HP_PLAN_TUNING    /* a point harp tune is measuring */
-} hp_plan_source;
-const char *hp_plan_source_name(hp_plan_source s); /* "none" "default" "override" "cache" "tuning" */
+typedef enum rt_plan_source {
+  RT_PLAN_NONE,     /* the region has no plan (no search space, e.g. a gather) */
+  RT_PLAN_DEFAULT,  /* plan_default: the cost model's best point */
+  RT_PLAN_OVERRIDE, /* --plan */
+  RT_PLAN_CACHED,   /* the plan cache (harp tune) */
+  RT_PLAN_TUNING    /* a point harp tune is measuring */
+} rt_plan_source;
+const char *rt_plan_source_name(rt_plan_source s); /* "none" "default" "override" "cache" "tuning" */
 
 /* A plan given for one region by name.  file/text (nullable) locate errors;
  * they must outlive the compilation. */
-typedef struct hp_plan_override {
+typedef struct rt_plan_override {
   const char *region;
   plan_t plan;
   const char *file, *text;
-  hp_plan_source source; /* HP_PLAN_OVERRIDE, or HP_PLAN_TUNING for the tuner's points */
-} hp_plan_override;
+  rt_plan_source source; /* RT_PLAN_OVERRIDE, or RT_PLAN_TUNING for the tuner's points */
+} rt_plan_override;
 
 /* What a region runs with. */
-typedef struct hp_plan_choice {
+typedef struct rt_plan_choice {
   const char *region;    /* borrowed from the partition */
-  hp_plan_source source;
+  rt_plan_source source;
   bool has_plan;
   plan_t plan;           /* filled from the region and validated */
   bool has_cost;
   plan_cost cost;        /* plan_cost_of on the region */
   bool applied;          /* set by the backend: its kernel follows this plan */
-  char note[HP_PLAN_NOTE_MAX]; /* what was ignored, or why a fallback happened; may be empty */
+  char note[RT_PLAN_NOTE_MAX]; /* what was ignored, or why a fallback happened; may be empty */
   bool fallback;         /* a plan could not be used: a cache entry ignored, or the template
                             refused the plan (note says which) */
-} hp_plan_choice;
+} rt_plan_choice;
 
 /* The choices for one partition. */
-typedef struct hp_plans {
-  char model[17];                     /* hp_model_hash as 16 hex digits */
+typedef struct rt_plans {
+  char model[17];                     /* rt_model_hash as 16 hex digits */
   char shapeset[PLAN_SHAPESET_MAX];   /* plan_shapeset_key of the binding */
   char binding[PLAN_SHAPESET_MAX];    /* the binding itself, "M=1000;N=64" */
-  char machine[HP_MACHINE_ID_MAX];    /* hp_machine_id */
+  char machine[RT_MACHINE_ID_MAX];    /* rt_machine_id */
   plan_machine mach;
   bool compiled;                      /* a backend generated code from them (applied/note are its) */
   int n;                              /* = the partition's regions */
-  hp_plan_choice *choice;             /* malloc'd, per region in partition order */
-} hp_plans;
+  rt_plan_choice *choice;             /* malloc'd, per region in partition order */
+} rt_plans;
 
-typedef struct hp_plan_opts {
-  const hp_plan_override *overrides;
+typedef struct rt_plan_opts {
+  const rt_plan_override *overrides;
   int noverrides;
   bool no_cache;            /* do not read the plan cache */
-  const char *cache_dir;    /* NULL: hp_cc_cache_dir's default */
+  const char *cache_dir;    /* NULL: rt_cc_cache_dir's default */
   plan_search_opts search;  /* the algorithms the backend has (algo_mask 0: all) */
-} hp_plan_opts;
+} rt_plan_opts;
 
 /* Hash of the prepared graph's canonical Tiny IR (symbolic shapes: one hash
  * for every binding of a model). */
-uint64_t hp_model_hash(const tiny_graph *g);
+uint64_t rt_model_hash(const tiny_graph *g);
 /* "cpu:<model name>:<isa>:<cores>c" or "sm80:<name>", sanitised. */
-void hp_machine_id(const plan_machine *m, char *out, size_t cap);
+void rt_machine_id(const plan_machine *m, char *out, size_t cap);
 
 /* Choose every region's plan (order above).  An override that names no
  * region of p, or does not fit its region, is an error (located in its
  * text).  p must come from rg_form (regions carry rg_info). */
-hp_status hp_plans_choose(hp_error *e, const rg_partition *p, const tiny_graph *g, const tiny_symtab *syms,
-                          const plan_machine *m, const hp_plan_opts *o, hp_plans *out);
-void hp_plans_free(hp_plans *ps);
+harp_status rt_plans_choose(harp_error *e, const rg_partition *p, const tiny_graph *g, const tiny_symtab *syms,
+                          const plan_machine *m, const rt_plan_opts *o, rt_plans *out);
+void rt_plans_free(rt_plans *ps);
 /* The plan list of `--dump plan` (docs/plan.md §14), malloc'd. */
-hp_status hp_plans_dump_json(hp_error *e, const hp_plans *ps, char **out);
+harp_status rt_plans_dump_json(harp_error *e, const rt_plans *ps, char **out);
 /* Overrides from a `--plan` argument: "REGION=FILE" (one plan, JSON or DSL,
  * or REGION's entry of a plan list; split at the first '=') or "FILE" (a plan
  * list; also when the whole argument names an existing file).  Appends to *ov (realloc'd); texts and names are
  * kept in *keep (one malloc'd block per file; free with free()). */
-hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, hp_plan_override **ov, int *n,
+harp_status rt_plan_overrides_load(harp_error *e, const char *arg, plan_arch arch, rt_plan_override **ov, int *n,
                                  char ***keep, int *nkeep);
 
 /* ---- the plan cache ---------------------------------------------------------------- */
-typedef struct hp_plan_key {
+typedef struct rt_plan_key {
   const char *model, *region, *shapeset, *machine;
-} hp_plan_key;
+} rt_plan_key;
 
-typedef struct hp_plan_entry {
+typedef struct rt_plan_entry {
   plan_t plan;
   char binding[PLAN_SHAPESET_MAX]; /* the binding it was measured at */
   double median_ms;                /* its measured median */
   double default_ms;               /* the default plan's median in the same run */
   int points, repeat;              /* points measured, repeats per point */
   char tuned_at[32];               /* UTC, ISO 8601 */
-} hp_plan_entry;
+} rt_plan_entry;
 
 /* DIR/plans/<16 hex of the key>.json (malloc'd). */
-char *hp_plan_cache_path(const char *cache_dir, const hp_plan_key *k);
+char *rt_plan_cache_path(const char *cache_dir, const rt_plan_key *k);
 /* *found = false when there is no entry.  An entry that cannot be read, is
  * not valid JSON, is for another key (hash collision) or holds a bad plan is
  * ignored: *found = false and note says why.  Errors only for out of memory. */
-hp_status hp_plan_cache_load(hp_error *e, const char *cache_dir, const hp_plan_key *k, plan_arch arch,
-                             hp_plan_entry *out, bool *found, char *note, size_t cap);
+harp_status rt_plan_cache_load(harp_error *e, const char *cache_dir, const rt_plan_key *k, plan_arch arch,
+                             rt_plan_entry *out, bool *found, char *note, size_t cap);
 /* Write the entry atomically; *path (nullable) receives the file (malloc'd). */
-hp_status hp_plan_cache_store(hp_error *e, const char *cache_dir, const hp_plan_key *k, const hp_plan_entry *in,
+harp_status rt_plan_cache_store(harp_error *e, const char *cache_dir, const rt_plan_key *k, const rt_plan_entry *in,
                               char **path);
 
 /* ---- the tuner's figures ------------------------------------------------------------ */
 /* Spearman's rank correlation of x and y (average ranks for ties); NaN when
  * n < 2 or one side is constant. */
-double hp_spearman(const double *x, const double *y, int n);
+double rt_spearman(const double *x, const double *y, int n);
 /* One plan on one line: its DSL statements joined by "; ". malloc'd. */
-char *hp_plan_oneline(const plan_t *p);
+char *rt_plan_oneline(const plan_t *p);
 
 /* One row of the tuning log (seed 000 §9: FLOPs, Bytes, occ, estimate,
  * actual, plan; plus when, where and for which ShapeSet). */
-typedef struct hp_tune_row {
+typedef struct rt_tune_row {
   const char *timestamp, *machine, *model, *shapeset, *binding, *region;
   int point;          /* 0-based, in estimate order */
   bool is_default, is_best;
@@ -147,15 +147,15 @@ typedef struct hp_tune_row {
   double actual_ms;   /* the measured median */
   int repeat;
   const plan_t *plan;
-} hp_tune_row;
+} rt_tune_row;
 /* <cache dir>/tune.csv, the default log (malloc'd); cache_dir NULL: the default. */
-char *hp_tune_default_log(const char *cache_dir);
+char *rt_tune_default_log(const char *cache_dir);
 /* The header line, without the newline. */
-const char *hp_tune_csv_header(void);
+const char *rt_tune_csv_header(void);
 /* Append rows to a CSV file (created with the header when missing or empty),
  * each row with one write(2) on an O_APPEND descriptor so that concurrent
  * tuners interleave whole lines. */
-hp_status hp_tune_log_append(hp_error *e, const char *path, const hp_tune_row *rows, int n);
+harp_status rt_tune_log_append(harp_error *e, const char *path, const rt_tune_row *rows, int n);
 
 /* ---- the tuner (harp tune, docs/plan.md §16) --------------------------------------------- */
 /* For each region whose kernel follows its plan (a CPU template), measure
@@ -165,59 +165,59 @@ hp_status hp_tune_log_append(hp_error *e, const char *path, const hp_tune_row *r
  * every round runs each point once untimed (pool and caches warm) and once
  * timed, after `warmup` untimed rounds; the median of `repeat` rounds.  The
  * best median goes to the plan cache; every point to the CSV log. */
-typedef struct hp_tune_progress {
+typedef struct rt_tune_progress {
   const char *region;
   const char *phase; /* "compile" | "measure" | "done" */
   int region_index, nregions;
   int done, total;   /* points compiled, or rounds measured */
   double best_ms;    /* best median so far (measure, done), else 0 */
-} hp_tune_progress;
+} rt_tune_progress;
 
-typedef struct hp_tune_opts {
+typedef struct rt_tune_opts {
   int budget;                /* points per region; 0: 12; at most PLAN_TUNE_POINTS */
   int repeat, warmup;        /* timed rounds (0: 20) and untimed ones first (0: 3; < 0: none) */
   const char *cache_dir;     /* compile and plan cache; NULL: the default */
   const char *const *regions; /* tune only these (NULL: every region with a plan a template follows) */
   int nregions;
   bool no_store;             /* measure and log, but do not write the plan cache */
-  const char *cc, *cflags;   /* as hp_cpu_opts */
-  const struct hp_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
-  void (*progress)(void *ctx, const hp_tune_progress *p);
+  const char *cc, *cflags;   /* as rt_cpu_opts */
+  const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
+  void (*progress)(void *ctx, const rt_tune_progress *p);
   void *progress_ctx;
-} hp_tune_opts;
+} rt_tune_opts;
 
-typedef struct hp_tune_point {
+typedef struct rt_tune_point {
   plan_t plan;
   plan_cost cost;           /* plan_cost_of: the estimate */
   bool applied;             /* the template followed it (else its built-in tuning ran) */
   int same_as;              /* index of an earlier point with the same generated code, or -1 */
   double median_ms, min_ms; /* measured */
-} hp_tune_point;
+} rt_tune_point;
 
-typedef struct hp_tune_region {
+typedef struct rt_tune_region {
   const char *region;       /* borrowed from the result's model */
   int kernel;
   int npoints;
   int calls;                /* kernel calls per timed sample (short kernels: several) */
-  hp_tune_point *pts;       /* in estimate order; pts[0] is the default plan */
+  rt_tune_point *pts;       /* in estimate order; pts[0] is the default plan */
   int best;                 /* index of the smallest median */
   double spearman;          /* estimates vs medians (NaN when undefined) */
   char *cache_path;         /* where the best plan was stored (NULL with no_store) */
-} hp_tune_region;
+} rt_tune_region;
 
-typedef struct hp_tune_result {
-  char model[17], shapeset[PLAN_SHAPESET_MAX], binding[PLAN_SHAPESET_MAX], machine[HP_MACHINE_ID_MAX];
+typedef struct rt_tune_result {
+  char model[17], shapeset[PLAN_SHAPESET_MAX], binding[PLAN_SHAPESET_MAX], machine[RT_MACHINE_ID_MAX];
   int repeat, warmup;
   int nregions;
-  hp_tune_region *r;
-  struct hp_cpu_model *base; /* the model with default plans (owns the region names) */
-} hp_tune_result;
+  rt_tune_region *r;
+  struct rt_cpu_model *base; /* the model with default plans (owns the region names) */
+} rt_tune_result;
 
-/* inputs[] as hp_cpu_run takes them (tiny_inputs order, weights included). */
-hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs, int ninputs,
-                      const hp_tune_opts *o, hp_tune_result *out);
-void hp_tune_result_free(hp_tune_result *r);
+/* inputs[] as rt_cpu_run takes them (tiny_inputs order, weights included). */
+harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                      const rt_tune_opts *o, rt_tune_result *out);
+void rt_tune_result_free(rt_tune_result *r);
 /* Log rows for one tuned region (timestamp: UTC ISO 8601, caller's). */
-hp_status hp_tune_log_region(hp_error *e, const char *path, const hp_tune_result *res, int region, const char *timestamp);
+harp_status rt_tune_log_region(harp_error *e, const char *path, const rt_tune_result *res, int region, const char *timestamp);
 
 #endif

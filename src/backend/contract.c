@@ -35,7 +35,7 @@ typedef struct opnd {
   int64_t stride[POLY_MAX_VARS];
 } opnd;
 
-int ct_slot_of(const fn_kernel *K, const hp_function *f, int node) {
+int ct_slot_of(const fn_kernel *K, const fn_function *f, int node) {
   for (int k = 0; k < K->nreads; k++)
     if (f->buffers[K->reads[k]].node == node) return k;
   for (int k = 0; k < K->nwrites; k++)
@@ -96,7 +96,7 @@ static bool pick_operand(const ct_src *c, const fn_kernel *K, const poly_block_i
 
 /* The operand as offset + strides over the block's variables, in the
  * coordinates of the tensor picked. */
-static hp_status operand_strides(hp_error *e, const poly_view *pv, int block, int a, opnd *o, bool *affine) {
+static harp_status operand_strides(harp_error *e, const poly_view *pv, int block, int a, opnd *o, bool *affine) {
   if (o->stage) return poly_stage_strides(e, pv, block, a, o->stage, o->stride, &o->offset, affine);
   return poly_access_strides(e, pv, block, a, o->stride, &o->offset, affine);
 }
@@ -287,7 +287,7 @@ static bool repack_a(const poly_contraction *con, const poly_block_info *b, cons
 }
 
 char ct_kind(const ct_src *c, int r) {
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const rg_info *info = R->info;
   if (!info) return 0;
@@ -301,7 +301,7 @@ char ct_kind(const ct_src *c, int r) {
 }
 
 bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
   const rg_region *R = &f->part->regions[K->region];
   const rg_info *info = R->info;
@@ -322,7 +322,7 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
   /* each operand as offset + sum stride[v] * v over the block's variables
    * (any single-piece affine access: transposes, splits, broadcasts) */
   bool aff_a = false, aff_b = false;
-  hp_error e2 = {0};
+  harp_error e2 = {0};
   if (operand_strides(&e2, c->pv, info->anchor, 0, &A, &aff_a) || operand_strides(&e2, c->pv, info->anchor, 1, &B, &aff_b) ||
       !aff_a || !aff_b)
     DECLINE("an operand is not a strided view of its tensor");
@@ -438,7 +438,7 @@ static bool idx_of(const poly_idx *ix, int nvars, const int64_t *size, int va, i
 }
 
 bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
   const rg_region *R = &f->part->regions[K->region];
   const rg_info *info = R->info;
@@ -603,7 +603,7 @@ static bool att_operand(const ct_src *c, const fn_kernel *K, int block, const rg
 }
 
 bool ct_read_attn(const ct_src *c, int r, ct_attn *out, const char **why) {
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
   const rg_region *R = &f->part->regions[K->region];
   const rg_info *info = R->info;

@@ -27,7 +27,7 @@
 typedef struct ct_src {
   const tiny_graph *g;
   const poly_view *pv;
-  const hp_function *f;
+  const fn_function *f;
   /* attention: read q/k/v from a materialized rounding CAST the program
    * applies to them (the CUDA template rounds P to the operands' dtype as
    * the reference does; the C template keeps P in fp32, so it leaves fp16
@@ -144,7 +144,7 @@ bool ct_read_pool(const ct_src *s, int kernel, ct_pool *out, const char **why);
 void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size);
 
 /* The kernel's slot of the buffer holding node (-1: none). */
-int ct_slot_of(const fn_kernel *K, const hp_function *f, int node);
+int ct_slot_of(const fn_kernel *K, const fn_function *f, int node);
 
 /* ---- row regions (contract_row.c) ------------------------------------------
  * Softmax and layernorm along the last axis, as the row kernels of both

@@ -36,7 +36,7 @@ static bool float_dt(tiny_dtype t) { return t == TINY_FP32 || t == TINY_FP16 || 
  * negative stride. */
 static bool read_strides(const ct_src *s, int bi, int a, const int64_t *size, int64_t *st, int64_t *off) {
   const poly_block_info *b = poly_block(s->pv, bi);
-  hp_error e = {0};
+  harp_error e = {0};
   bool aff = false;
   if (b->access[a].nfill || poly_access_strides(&e, s->pv, bi, a, st, off, &aff) || !aff || *off < 0) return false;
   for (int v = 0; v < b->nvars; v++) {
@@ -180,8 +180,8 @@ static bool read_flat(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_ma
         *arg = (ct_map_arg){'v', j, 0};
       } else if (tn->op == TINY_CONST) {
         float v = (float)tn->a.cnst.value;
-        if (tn->dtype == TINY_FP16) v = hp_round_f16(v);
-        else if (tn->dtype == TINY_BF16) v = hp_round_bf16(v);
+        if (tn->dtype == TINY_FP16) v = ut_round_f16(v);
+        else if (tn->dtype == TINY_BF16) v = ut_round_bf16(v);
         else if (tn->dtype != TINY_FP32) DECLINE("map: an integer constant");
         *arg = (ct_map_arg){'c', 0, v};
       } else {
@@ -249,7 +249,7 @@ static int region_block(const ct_src *s, const rg_region *R, int node) {
 
 static float rounded(tiny_dtype t, double v) {
   float f = (float)v;
-  return t == TINY_FP16 ? hp_round_f16(f) : t == TINY_BF16 ? hp_round_bf16(f) : f;
+  return t == TINY_FP16 ? ut_round_f16(f) : t == TINY_BF16 ? ut_round_bf16(f) : f;
 }
 
 /* The op computing block bi at the point the current chain reaches
@@ -267,7 +267,7 @@ static int piece_op(piece_ctx *p, int bi) {
     p->ch.block[p->ch.n] = bi;
     p->ch.access[p->ch.n++] = q;
     poly_chain_result r;
-    hp_error e = {0};
+    harp_error e = {0};
     int j = region_block(p->s, p->R, t);
     if (poly_chain_read(&e, p->s->pv, &p->ch, p->lo, p->hi, &r)) {
       p->err = true;
@@ -357,12 +357,12 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
   int64_t cut[CT_MAP_MAX_PIECES + 1];
   bool ok = false;
   if (!chains) DECLINE("map: out of memory");
-  hp_error e = {0};
+  harp_error e = {0};
   if (!chains_of(s, R, lb, &cur, chains, &nch)) {
     free(chains);
     DECLINE("map: too many paths through the region");
   }
-  hp_status st = nch ? poly_chain_cuts(&e, s->pv, chains, nch, &var, cut, &ncut, CT_MAP_MAX_PIECES + 1, &ok) : HP_OK;
+  harp_status st = nch ? poly_chain_cuts(&e, s->pv, chains, nch, &var, cut, &ncut, CT_MAP_MAX_PIECES + 1, &ok) : HARP_OK;
   free(chains);
   if (st || !ok) DECLINE("map: pads that do not cut the output into at most 4 slabs along one axis");
   int nv = last->nvars;

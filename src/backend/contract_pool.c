@@ -136,7 +136,7 @@ static bool window_axis(const poly_idx *ix, int nvars, const int64_t *size, int 
 }
 
 bool ct_read_pool(const ct_src *c, int r, ct_pool *out, const char **why) {
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const fn_kernel *K = &f->kernels[r];
   const rg_region *R = &f->part->regions[K->region];
   const rg_info *info = R->info;
@@ -173,8 +173,8 @@ bool ct_read_pool(const ct_src *c, int r, ct_pool *out, const char **why) {
   for (int i = 0; i < ai->nvia; i++) {
     const tiny_node *v = &g->nodes[ai->via[i]];
     /* a half tensor holds its pad value rounded (the interpreter's PAD) */
-    if (v->op == TINY_PAD && v->dtype == TINY_FP16) fv = hp_round_f16((float)fv);
-    if (v->op == TINY_PAD && v->dtype == TINY_BF16) fv = hp_round_bf16((float)fv);
+    if (v->op == TINY_PAD && v->dtype == TINY_FP16) fv = ut_round_f16((float)fv);
+    if (v->op == TINY_PAD && v->dtype == TINY_BF16) fv = ut_round_bf16((float)fv);
     if (v->op != TINY_CAST) continue;
     tiny_dtype from = g->nodes[v->src[0].node].dtype, to = v->a.cast.to;
     if (!(from == to || (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16))))

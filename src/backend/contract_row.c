@@ -36,7 +36,7 @@ int ct_row_block_of(const ct_row *w, int n) {
 
 bool ct_row_strides(const ct_row *w, int bi, int a, int64_t *st, int64_t *off) {
   const poly_block_info *b = poly_block(w->s->pv, bi);
-  hp_error e2 = {0};
+  harp_error e2 = {0};
   bool aff = false;
   if (poly_access_strides(&e2, w->s->pv, bi, a, st, off, &aff) || !aff) return false;
   int64_t size[POLY_MAX_VARS];

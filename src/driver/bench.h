@@ -26,10 +26,10 @@ typedef struct kprofile {
 void profile_free(kprofile *p);
 /* CPU: each kernel in its place in `repeat` whole runs, then each alone
  * `repeat` times (instance inst, its inputs in[] and outputs outp[]). */
-hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
                           kprofile *p);
 /* CUDA: each launch where it stands in a run, timed with device events. */
-hp_status profile_launches(hp_error *e, hp_gpu_model *gm, long warmup, long repeat, kprofile *p);
+harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long repeat, kprofile *p);
 /* Slowest first with each one's share of the sum, as text or as JSON members. */
 void profile_print(const kprofile *p, bool json);
 

@@ -15,39 +15,39 @@ void profile_free(kprofile *p) {
   memset(p, 0, sizeof *p);
 }
 
-static hp_status profile_alloc(hp_error *e, kprofile *p, int n) {
+static harp_status profile_alloc(harp_error *e, kprofile *p, int n) {
   p->n = n;
   p->name = calloc((size_t)n + 1, sizeof *p->name);
   p->kind = calloc((size_t)n + 1, sizeof *p->kind);
   p->region = calloc((size_t)n + 1, sizeof *p->region);
   p->med = calloc((size_t)n + 1, sizeof *p->med);
-  if (p->name && p->kind && p->region && p->med) return HP_OK;
+  if (p->name && p->kind && p->region && p->med) return HARP_OK;
   profile_free(p);
-  return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
 /* Kernel k of cm once into *ms; its failure as an error naming it. */
-static hp_status time_kernel(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, int k, double *ms) {
+static harp_status time_kernel(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, int k, double *ms) {
   double t0 = cli_now_ms();
-  int code = hp_cpu_instance_run_kernel(cm, inst, k, in, outp);
+  int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
   *ms = cli_now_ms() - t0;
-  if (!code) return HP_OK;
-  const char *name = hp_cpu_function(cm)->kernels[k].name;
-  return hp_fail(e, HP_E_INVALID_ARG, name, "kernel %s failed with %d", name, code);
+  if (!code) return HARP_OK;
+  const char *name = rt_cpu_function(cm)->kernels[k].name;
+  return ut_fail(e, HARP_E_INVALID_ARG, name, "kernel %s failed with %d", name, code);
 }
 
 /* Each kernel in its place in `repeat` whole runs (the kernels one after
  * the other, as model_run calls them: its inputs and weights where the run
  * left them in the caches): p->inrun. */
-static hp_status kernels_in_run(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+static harp_status kernels_in_run(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
                                 kprofile *p) {
   int nk = p->n;
   double *run = calloc((size_t)repeat * (size_t)nk + 1, sizeof *run);
   if (!run || !(p->inrun = calloc((size_t)nk + 1, sizeof *p->inrun))) {
     free(run);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (long r = 0; r < repeat && !st; r++)
     for (int k = 0; k < nk && !st; k++) st = time_kernel(e, cm, inst, in, outp, k, &run[(size_t)k * (size_t)repeat + (size_t)r]);
   for (int k = 0; k < nk && !st; k++) p->inrun[k] = cli_sorted_median(run + (size_t)k * (size_t)repeat, repeat);
@@ -58,16 +58,16 @@ static hp_status kernels_in_run(hp_error *e, hp_cpu_model *cm, void *inst, const
 /* CPU: each kernel in its place in repeat whole runs, then each kernel
  * alone, repeat times on end (warm caches).  The two differ where a run
  * streams more than the caches hold. */
-hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
                           kprofile *p) {
-  const hp_function *f = hp_cpu_function(cm);
+  const fn_function *f = rt_cpu_function(cm);
   const rg_partition *part = f->part;
   double *t = calloc((size_t)repeat, sizeof *t);
   if (!t || profile_alloc(e, p, f->nkernels)) {
     free(t);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_status st = kernels_in_run(e, cm, inst, in, outp, repeat, p);
+  harp_status st = kernels_in_run(e, cm, inst, in, outp, repeat, p);
   for (int k = 0; k < p->n && !st; k++) {
     for (long r = 0; r < repeat && !st; r++) st = time_kernel(e, cm, inst, in, outp, k, &t[r]);
     const fn_kernel *K = &f->kernels[k];
@@ -80,13 +80,13 @@ hp_status profile_kernels(hp_error *e, hp_cpu_model *cm, void *inst, const void 
   return st;
 }
 
-hp_status profile_launches(hp_error *e, hp_gpu_model *gm, long warmup, long repeat, kprofile *p) {
-  if (profile_alloc(e, p, hp_gpu_nlaunches(gm))) return e->code;
+harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long repeat, kprofile *p) {
+  if (profile_alloc(e, p, rt_gpu_nlaunches(gm))) return e->code;
   for (int i = 0; i < p->n; i++) {
-    hp_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
-    p->region[i] = hp_gpu_launch_region(gm, i);
+    rt_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
+    p->region[i] = rt_gpu_launch_region(gm, i);
   }
-  return hp_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
+  return rt_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
 }
 
 /* Row i (kernel k, share in %) as a JSON object of the "kernels" array. */
@@ -146,12 +146,12 @@ typedef struct session {
   cli_model base, *ms;
   tiny_symtab *bs;
   int n;
-  hp_gpu_session *s;
+  rt_gpu_session *s;
   double *times;
 } session;
 
 static void session_free(session *x) {
-  hp_gpu_session_free(x->s);
+  rt_gpu_session_free(x->s);
   for (int i = 0; x->ms && x->bs && i < x->n; i++) {
     cli_model_free(&x->ms[i]);
     tiny_symtab_free(&x->bs[i]);
@@ -164,7 +164,7 @@ static void session_free(session *x) {
 
 /* Binding i: --sym, then its own symbols, then the model's defaults; the
  * model loaded for it (random inputs) and run once (its inputs uploaded). */
-static hp_status session_bind(hp_error *e, cli_opts *o, const char *spec_in, session *x, int i) {
+static harp_status session_bind(harp_error *e, cli_opts *o, const char *spec_in, session *x, int i) {
   tiny_symtab given = o->syms;
   tiny_symtab_init(&x->bs[i]);
   for (int k = 0; k < given.n; k++)
@@ -174,41 +174,41 @@ static hp_status session_bind(hp_error *e, cli_opts *o, const char *spec_in, ses
   for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
     if (tiny_symtab_parse_assign(e, &x->bs[i], tok)) return e->code;
   o->syms = x->bs[i];
-  hp_status st = cli_load_model(e, o, true, &x->ms[i]);
+  harp_status st = cli_load_model(e, o, true, &x->ms[i]);
   o->syms = given;
   if (st) return st;
-  hp_tensor *outs = calloc((size_t)x->ms[i].g->noutputs + 1, sizeof *outs);
-  if (!outs) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  st = hp_gpu_session_run(e, x->s, &x->ms[i].syms, x->ms[i].inputs, x->ms[i].ninputs, outs);
-  for (int k = 0; k < x->ms[i].g->noutputs; k++) hp_tensor_free(&outs[k]);
+  ut_tensor *outs = calloc((size_t)x->ms[i].g->noutputs + 1, sizeof *outs);
+  if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  st = rt_gpu_session_run(e, x->s, &x->ms[i].syms, x->ms[i].inputs, x->ms[i].ninputs, outs);
+  for (int k = 0; k < x->ms[i].g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   return st;
 }
 
 /* The session over the unbound model, every binding run once. */
-static hp_status session_open(hp_error *e, cli_opts *o, const bench_args *a, const cli_plans *pl, session *x) {
+static harp_status session_open(harp_error *e, cli_opts *o, const bench_args *a, const cli_plans *pl, session *x) {
   x->n = a->nbinds;
   x->ms = calloc((size_t)x->n, sizeof *x->ms);
   x->bs = calloc((size_t)x->n, sizeof *x->bs);
   x->times = calloc((size_t)a->repeat, sizeof *x->times);
   tiny_symtab_init(&x->base.syms);
   tiny_symtab_init(&x->base.defaults);
-  if (!x->ms || !x->bs || !x->times) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!x->ms || !x->bs || !x->times) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   const char *target;
   if (cli_gpu_target(e, o, NULL, &target) || cli_load_graph(e, o, &x->base, &x->base.defaults)) return e->code;
-  hp_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
                     .nplan_overrides = pl->n, .precision = o->precision};
-  if (hp_gpu_session_new(e, x->base.g, &go, &x->s)) return e->code;
+  if (rt_gpu_session_new(e, x->base.g, &go, &x->s)) return e->code;
   for (int i = 0; i < x->n; i++)
     if (session_bind(e, o, a->binds[i], x, i)) return e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
 static void session_print(const cli_opts *o, const bench_args *a, const session *x) {
   double median = cli_sorted_median(x->times, a->repeat), *t = x->times;
   long repeat = a->repeat;
-  hp_gpu_session_stats st;
-  hp_gpu_session_stats_get(x->s, &st);
+  rt_gpu_session_stats st;
+  rt_gpu_session_stats_get(x->s, &st);
   if (a->json)
     printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
            "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
@@ -227,13 +227,13 @@ static void session_print(const cli_opts *o, const bench_args *a, const session 
  * every binding in turn, waiting for each, so host overhead (graph updates
  * included) is in the time. */
 int bench_session(cli_opts *o, const bench_args *a, const cli_plans *pl) {
-  hp_error e = {0};
+  harp_error e = {0};
   session x;
   memset(&x, 0, sizeof x);
-  hp_status st = session_open(&e, o, a, pl, &x);
+  harp_status st = session_open(&e, o, a, pl, &x);
   for (long r = -a->warmup; r < a->repeat && !st; r++) {
     double t0 = cli_now_ms();
-    for (int i = 0; i < x.n && !st; i++) st = hp_gpu_session_launch(&e, x.s, &x.ms[i].syms, true);
+    for (int i = 0; i < x.n && !st; i++) st = rt_gpu_session_launch(&e, x.s, &x.ms[i].syms, true);
     if (r >= 0) x.times[r] = (cli_now_ms() - t0) / x.n;
   }
   if (!st) session_print(o, a, &x);

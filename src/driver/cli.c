@@ -16,11 +16,11 @@
 #include "harp/plan.h"
 #include "util/util.h"
 
-int cli_report(const hp_error *e) {
+int cli_report(const harp_error *e) {
   char buf[4096];
-  hp_error_format(e, buf, sizeof buf);
+  harp_error_format(e, buf, sizeof buf);
   fprintf(stderr, "harp: %s\n", buf);
-  return e->code == HP_E_INTERNAL ? 2 : 1;
+  return e->code == HARP_E_INTERNAL ? 2 : 1;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -48,7 +48,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, con
   return argv[++*i];
 }
 
-int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e) {
+int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, harp_error *e) {
   memset(o, 0, sizeof *o);
   tiny_symtab_init(&o->syms);
   o->out_dir = ".";
@@ -83,8 +83,8 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       const char *sep = strchr(v, '=');
       if (!sep || sep == v || !sep[1]) return cli_usage_error(cmd, "--input expects NAME=FILE.npy, got '%s'", v);
       if (o->ninputs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --input options");
-      char *nm = hp_xmalloc((size_t)(sep - v) + 1);
-      if (!nm) return cli_report(&(hp_error){.code = HP_E_NO_MEMORY, .msg = "out of memory"});
+      char *nm = ut_xmalloc((size_t)(sep - v) + 1);
+      if (!nm) return cli_report(&(harp_error){.code = HARP_E_NO_MEMORY, .msg = "out of memory"});
       memcpy(nm, v, (size_t)(sep - v));
       nm[sep - v] = 0;
       for (int k = 0; k < o->ninputs; k++)
@@ -129,12 +129,12 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       bool dump = !strcmp(name, "dump");
       const char **list = dump ? o->dumps : o->outputs;
       int *count = dump ? &o->ndumps : &o->noutputs;
-      char *copy = hp_xmalloc(strlen(v) + 1);
+      char *copy = ut_xmalloc(strlen(v) + 1);
       if (!copy) return 1;
       strcpy(copy, v);
       for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
         if (*count >= CLI_MAX_LIST) break;
-        char *t = hp_xmalloc(strlen(tok) + 1);
+        char *t = ut_xmalloc(strlen(tok) + 1);
         if (!t) break;
         strcpy(t, tok);
         list[(*count)++] = t;
@@ -148,20 +148,20 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
   return cli_knobs(e, o) ? cli_report(e) : 0;
 }
 
-hp_status cli_knobs(hp_error *e, cli_opts *o) {
-  hp_knobs_init(&o->knobs);
-  if (hp_knobs_from_env(e, &o->knobs)) return e->code;
+harp_status cli_knobs(harp_error *e, cli_opts *o) {
+  rt_knobs_init(&o->knobs);
+  if (rt_knobs_from_env(e, &o->knobs)) return e->code;
   for (int i = 0; i < o->nknobs; i++)
-    if (hp_knob_assign(e, &o->knobs, o->knob_args[i])) return e->code;
-  return HP_OK;
+    if (rt_knob_assign(e, &o->knobs, o->knob_args[i])) return e->code;
+  return HARP_OK;
 }
 
 /* ---- backends ---------------------------------------------------------------- */
 static const cli_backend backends[] = {
-    {"cpu", &hp_target_cpu, HARP_BACKEND_CPU, false},
+    {"cpu", &rt_target_cpu, HARP_BACKEND_CPU, false},
     {"interp", NULL, HARP_BACKEND_INTERP, false},
-    {"regions", &hp_target_cpu, -1, true},
-    {"cuda", &hp_target_cuda, HARP_BACKEND_CUDA, false},
+    {"regions", &rt_target_cpu, -1, true},
+    {"cuda", &rt_target_cuda, HARP_BACKEND_CUDA, false},
 };
 
 const cli_backend *cli_backend_get(const char *cmd, const char *name, const char *allowed, int *rc) {
@@ -176,15 +176,15 @@ const cli_backend *cli_backend_get(const char *cmd, const char *name, const char
   return NULL;
 }
 
-hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e) {
-  if (o->nshapes >= CLI_MAX_LIST) return hp_fail(e, HP_E_USAGE, NULL, "too many --shape options");
-  if (!o->shapes && !(o->shapes = hp_xcalloc(CLI_MAX_LIST, sizeof *o->shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  if (hp_onnx_parse_shape(e, spec, &o->shapes[o->nshapes])) return e->code;
+harp_status cli_add_shape(cli_opts *o, const char *spec, harp_error *e) {
+  if (o->nshapes >= CLI_MAX_LIST) return ut_fail(e, HARP_E_USAGE, NULL, "too many --shape options");
+  if (!o->shapes && !(o->shapes = ut_xcalloc(CLI_MAX_LIST, sizeof *o->shapes))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (onnx_parse_shape(e, spec, &o->shapes[o->nshapes])) return e->code;
   for (int k = 0; k < o->nshapes; k++)
     if (!strcmp(o->shapes[k].name, o->shapes[o->nshapes].name))
-      return hp_fail(e, HP_E_USAGE, NULL, "--shape %s is given twice", o->shapes[k].name);
+      return ut_fail(e, HARP_E_USAGE, NULL, "--shape %s is given twice", o->shapes[k].name);
   o->nshapes++;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cli_opts_free(cli_opts *o) {
@@ -215,37 +215,37 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t) {
-  if (hp_tensor_alloc(e, t, dt, rank, shape)) return e->code;
-  int64_t cnt = hp_tensor_numel(t);
+harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t) {
+  if (ut_tensor_alloc(e, t, dt, rank, shape)) return e->code;
+  int64_t cnt = ut_tensor_numel(t);
   for (int64_t i = 0; i < cnt; i++) {
     uint64_t r = splitmix(state);
     if (dt == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
     else if (dt == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
-    else hp_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
+    else ut_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status random_tensor(hp_error *e, const tiny_node *n, uint64_t *state, hp_tensor *t) {
+static harp_status random_tensor(harp_error *e, const tiny_node *n, uint64_t *state, ut_tensor *t) {
   int64_t shape[TINY_MAX_RANK];
   for (int i = 0; i < n->shape.rank; i++) shape[i] = n->shape.d[i].n;
   return cli_random_tensor(e, n->dtype, n->shape.rank, shape, state, t);
 }
 
-hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {
+harp_status cli_load_graph(harp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {
   const char *path = o->model, *ext = ext_of(path);
   if (o->nshapes && strcmp(ext, ".onnx") != 0)
-    return hp_fail(e, HP_E_USAGE, NULL, "--shape gives an ONNX graph input's shape; a %s model binds its symbols with --sym", ext);
+    return ut_fail(e, HARP_E_USAGE, NULL, "--shape gives an ONNX graph input's shape; a %s model binds its symbols with --sym", ext);
   if (!strcmp(ext, ".json")) return tiny_load_file(e, path, &m->g);
   if (!strcmp(ext, ".harp")) return cli_harp_load(e, o, &m->g, defaults, &m->program);
   if (!strcmp(ext, ".onnx")) {
-    hp_status st = cli_onnx_load(e, o, &m->g, defaults, &m->onnx);
+    harp_status st = cli_onnx_load(e, o, &m->g, defaults, &m->onnx);
     if (m->onnx) m->program = m->onnx->program; /* freed as the model's */
     if (m->onnx) m->onnx->program = NULL;
     return st;
   }
-  return hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json, .harp or .onnx)", ext);
+  return ut_fail_at(e, HARP_E_USAGE, path, 0, 0, "unknown model extension '%s' (expected .json, .harp or .onnx)", ext);
 }
 
 static int given_index(const cli_opts *o, const char *id) {
@@ -261,30 +261,30 @@ static bool is_param_opt(const cli_opts *o, const char *id) {
 }
 
 /* The initializer data of an ONNX model's input id, or NULL. */
-static hp_tensor *onnx_weight(const cli_model *m, const char *id) {
+static ut_tensor *onnx_weight(const cli_model *m, const char *id) {
   for (int w = 0; m->onnx && w < m->onnx->nweights; w++)
     if (!strcmp(m->onnx->weight_ids[w], id)) return &m->onnx->weights[w];
   return NULL;
 }
 
-hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m) {
+harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m) {
   memset(m, 0, sizeof *m);
   tiny_symtab_init(&m->syms);
-  if (!o->model) return hp_fail(e, HP_E_USAGE, NULL, "no MODEL given");
+  if (!o->model) return ut_fail(e, HARP_E_USAGE, NULL, "no MODEL given");
   for (int i = 0; i < o->syms.n; i++)
     if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
   tiny_symtab_init(&m->defaults);
   o->need_shapes = need_inputs; /* run, bench, compile, tune: every dim concrete */
-  double t0 = hp_now_ms();
+  double t0 = ut_now_ms();
   if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
   tiny_graph *g = m->g;
   m->flow = m->onnx ? m->onnx->flow : NULL;
   /* ONNX names on the command line ("input.1") are the ids they map to */
   for (int k = 0; m->onnx && k < o->ninputs; k++) {
-    const char *id = hp_onnx_id_of(m->onnx, o->input_names[k]);
+    const char *id = onnx_id_of(m->onnx, o->input_names[k]);
     if (!id || !strcmp(id, o->input_names[k])) continue;
-    char *copy = hp_xmalloc(strlen(id) + 1);
-    if (!copy) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    char *copy = ut_xmalloc(strlen(id) + 1);
+    if (!copy) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     strcpy(copy, id);
     for (int j = 0; j < o->nparams; j++)
       if (o->params[j] == o->input_names[k]) o->params[j] = copy;
@@ -297,7 +297,7 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
     bool found = false;
     for (int i = 0; i < g->n && !found; i++)
       found = g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k]);
-    if (!found) return hp_fail(e, HP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
+    if (!found) return ut_fail(e, HARP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
   }
   /* --param NAME: that input is a weight (ConstPool / weights.bin) */
   for (int k = 0; k < o->nparams; k++)
@@ -313,18 +313,18 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
   }
   for (int k = 0; k < o->noutputs; k++) {
     int idx = tiny_find(g, o->outputs[k]);
-    if (idx < 0) return hp_fail(e, HP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");
-    if (tiny_mark_output(g, idx) < 0) return hp_fail(e, g->err.code, NULL, "%s", g->err.msg);
+    if (idx < 0) return ut_fail(e, HARP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");
+    if (tiny_mark_output(g, idx) < 0) return ut_fail(e, g->err.code, NULL, "%s", g->err.msg);
   }
   /* Read the given tensors, binding symbols from their shapes. */
-  hp_tensor *files = hp_xcalloc((size_t)o->ninputs + 1, sizeof *files);
-  if (!files) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = HP_OK;
+  ut_tensor *files = ut_xcalloc((size_t)o->ninputs + 1, sizeof *files);
+  if (!files) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
   for (int k = 0; k < o->ninputs && need_inputs && !st; k++) {
     int node = -1;
     for (int i = 0; i < g->n && node < 0; i++)
       if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k])) node = i;
-    st = hp_npy_read(e, o->input_files[k], (int)g->nodes[node].a.input.dtype, &files[k]);
+    st = ut_npy_read(e, o->input_files[k], (int)g->nodes[node].a.input.dtype, &files[k]);
     if (!st) st = tiny_bind_input(e, g, node, files[k].rank, files[k].shape, &m->syms);
   }
   /* Every input needs a tensor unless random ones were asked for. */
@@ -332,20 +332,20 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
     if (g->nodes[i].op != TINY_INPUT) continue;
     bool given = given_index(o, g->nodes[i].a.input.tensor_id) >= 0 || onnx_weight(m, g->nodes[i].a.input.tensor_id);
     if (!given)
-      st = hp_fail(e, HP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
+      st = ut_fail(e, HARP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
                    g->nodes[i].a.input.tensor_id);
   }
   for (int i = 0; i < m->defaults.n && !st; i++) /* graph<B=1>: where nothing else binds */
     if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL))
       st = tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]);
-  double t1 = hp_now_ms();
+  double t1 = ut_now_ms();
   if (!st) st = tiny_prepare(e, g, &m->syms, !need_inputs);
-  m->load_ms = t1 - t0, m->normalize_ms = hp_now_ms() - t1;
+  m->load_ms = t1 - t0, m->normalize_ms = ut_now_ms() - t1;
   if (!st && need_inputs) {
     int *ins = NULL;
     m->ninputs = tiny_inputs(g, &ins);
-    m->inputs = ins ? hp_xcalloc((size_t)m->ninputs + 1, sizeof *m->inputs) : NULL;
-    if (!ins || !m->inputs) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    m->inputs = ins ? ut_xcalloc((size_t)m->ninputs + 1, sizeof *m->inputs) : NULL;
+    if (!ins || !m->inputs) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     uint64_t state = o->seed;
     for (int i = 0; i < m->ninputs && !st; i++) {
       const tiny_node *n = &g->nodes[ins[i]];
@@ -354,15 +354,15 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
         if (!strcmp(o->input_names[j], n->a.input.tensor_id)) k = j;
       if (k >= 0) {
         /* shared by every INPUT node reading that tensor: copy */
-        st = hp_tensor_alloc(e, &m->inputs[i], files[k].dtype, files[k].rank, files[k].shape);
+        st = ut_tensor_alloc(e, &m->inputs[i], files[k].dtype, files[k].rank, files[k].shape);
         if (!st && files[k].nbytes) memcpy(m->inputs[i].data, files[k].data, files[k].nbytes);
       } else if (onnx_weight(m, n->a.input.tensor_id)) {
-        hp_tensor *w = onnx_weight(m, n->a.input.tensor_id);
+        ut_tensor *w = onnx_weight(m, n->a.input.tensor_id);
         bool later = false; /* another INPUT node reads it after this one */
         for (int j = i + 1; j < m->ninputs && !later; j++)
           later = !strcmp(g->nodes[ins[j]].a.input.tensor_id, n->a.input.tensor_id);
         if (later) {
-          st = hp_tensor_alloc(e, &m->inputs[i], w->dtype, w->rank, w->shape);
+          st = ut_tensor_alloc(e, &m->inputs[i], w->dtype, w->rank, w->shape);
           if (!st && w->nbytes) memcpy(m->inputs[i].data, w->data, w->nbytes);
         } else { /* its last reader takes the import's tensor: one copy of the weights, not two */
           m->inputs[i] = *w;
@@ -371,23 +371,23 @@ hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *
       } else if (o->random_inputs) {
         st = random_tensor(e, n, &state, &m->inputs[i]);
       } else {
-        st = hp_fail(e, HP_E_USAGE, n->id, "no --input %s=FILE.npy given (or use --random-inputs)", n->a.input.tensor_id);
+        st = ut_fail(e, HARP_E_USAGE, n->id, "no --input %s=FILE.npy given (or use --random-inputs)", n->a.input.tensor_id);
       }
     }
     free(ins);
   }
-  for (int k = 0; k < o->ninputs; k++) hp_tensor_free(&files[k]);
+  for (int k = 0; k < o->ninputs; k++) ut_tensor_free(&files[k]);
   free(files);
-  hp_release_free_memory(); /* the model file and its parse are gone: not into the peak */
+  ut_release_free_memory(); /* the model file and its parse are gone: not into the peak */
   return st;
 }
 
 void cli_model_free(cli_model *m) {
-  hp_program_free(m->program);
-  hp_onnx_model_free(m->onnx);
+  hg_program_free(m->program);
+  onnx_model_free(m->onnx);
   free(m->onnx);
   tiny_symtab_free(&m->defaults);
-  for (int i = 0; i < m->ninputs; i++) hp_tensor_free(&m->inputs[i]);
+  for (int i = 0; i < m->ninputs; i++) ut_tensor_free(&m->inputs[i]);
   free(m->inputs);
   tiny_graph_free(m->g);
   tiny_symtab_free(&m->syms);
@@ -398,67 +398,67 @@ void cli_model_free(cli_model *m) {
 static const char *const known_dumps[] = {"frontend", "tiny", "indexbook", "poly_view", "region", "plan",
                                           "function", "gpu", "cu", "c", "flow", NULL};
 
-hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text) {
+harp_status cli_write_text(harp_error *e, const char *dir, const char *file, const char *text) {
   char path[4096];
-  if (hp_mkdirs(e, dir)) return e->code;
+  if (ut_mkdirs(e, dir)) return e->code;
   snprintf(path, sizeof path, "%s/%s", dir, file);
-  return hp_write_file_atomic(e, path, text, strlen(text));
+  return ut_write_file_atomic(e, path, text, strlen(text));
 }
 
-hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m) {
+harp_status cli_write_dumps(harp_error *e, const cli_opts *o, const cli_model *m) {
   for (int i = 0; i < o->ndumps; i++) {
     bool known = false;
     for (int k = 0; known_dumps[k] && !known; k++) known = !strcmp(known_dumps[k], o->dumps[i]);
     if (!known)
-      return hp_fail(e, HP_E_USAGE, NULL,
+      return ut_fail(e, HARP_E_USAGE, NULL,
                      "unknown dump '%s' (one of frontend, tiny, indexbook, poly_view, region, plan, function, gpu, cu, c, flow)",
                      o->dumps[i]);
     if (!strcmp(o->dumps[i], "frontend")) {
-      if (!m->program) return hp_fail(e, HP_E_USAGE, NULL, "dump 'frontend' needs a .harp or .onnx model");
-      char *json = hp_frontend_json(m->program);
-      if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-      hp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);
+      if (!m->program) return ut_fail(e, HARP_E_USAGE, NULL, "dump 'frontend' needs a .harp or .onnx model");
+      char *json = hg_frontend_json(m->program);
+      if (!json) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+      harp_status st = cli_write_text(e, o->dump_dir, "frontend.json", json);
       free(json);
       if (st) return st;
     } else if (!strcmp(o->dumps[i], "tiny")) {
       char *json = tiny_write_json(m->g);
-      if (!json) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-      hp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
+      if (!json) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+      harp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
-    } else if (hp_stage_of_dump(o->dumps[i]) >= HP_STAGE_INDEXBOOK) {
+    } else if (rt_stage_of_dump(o->dumps[i]) >= RT_STAGE_INDEXBOOK) {
       continue; /* the compile's stages (cli_stages.c) */
     } else if (!strcmp(o->dumps[i], "flow")) { /* a model with run-time control flow writes its host program (cli_flow.c) */
-      hp_status st = cli_write_text(e, o->dump_dir, "flow.txt", "no host program: the model is one static graph\n");
+      harp_status st = cli_write_text(e, o->dump_dir, "flow.txt", "no host program: the model is one static graph\n");
       if (st) return st;
     } else {
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n) {
-  if (hp_mkdirs(e, dir)) return e->code;
-  char(*partial)[4096] = hp_xcalloc((size_t)n + 1, sizeof *partial);
-  if (!partial) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = HP_OK;
+harp_status cli_write_outputs(harp_error *e, const char *dir, const char *const *names, const ut_tensor *t, int n) {
+  if (ut_mkdirs(e, dir)) return e->code;
+  char(*partial)[4096] = ut_xcalloc((size_t)n + 1, sizeof *partial);
+  if (!partial) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
   int written = 0;
   /* Write every output beside its final name first, then rename them all:
    * a failure leaves no output behind. */
   for (int k = 0; k < n && !st; k++) {
     char safe[200];
-    hp_sanitize_name(names[k], safe, sizeof safe);
+    ut_sanitize_name(names[k], safe, sizeof safe);
     snprintf(partial[k], sizeof partial[k], "%s/.%s.npy.partial-%ld", dir, safe, (long)getpid());
-    st = hp_npy_write(e, partial[k], &t[k]);
+    st = ut_npy_write(e, partial[k], &t[k]);
     if (!st) written++;
   }
   for (int k = 0; k < n && !st; k++) {
     char final[4200], safe[200];
-    hp_sanitize_name(names[k], safe, sizeof safe);
+    ut_sanitize_name(names[k], safe, sizeof safe);
     snprintf(final, sizeof final, "%s/%s.npy", dir, safe);
     if (rename(partial[k], final) != 0)
-      st = hp_fail_at(e, HP_E_IO, final, 0, 0, "cannot write: %s", strerror(errno));
+      st = ut_fail_at(e, HARP_E_IO, final, 0, 0, "cannot write: %s", strerror(errno));
   }
   if (st)
     for (int k = 0; k < written; k++) unlink(partial[k]);

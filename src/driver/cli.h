@@ -34,13 +34,13 @@ typedef struct cli_opts {
   bool random_inputs;
   unsigned long long seed;
   tiny_symtab syms; /* --sym */
-  struct hp_onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
+  struct onnx_shape *shapes; /* --shape NAME=1x3x224x224 (ONNX models) */
   int nshapes;
   bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
   bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
   long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
-  hp_knobs knobs;        /* the environment's knobs, then --knob's (cli_parse) */
+  rt_knobs knobs;        /* the environment's knobs, then --knob's (cli_parse) */
   const char *knob_args[CLI_MAX_LIST + 1]; /* --knob NAME=VALUE, as given (NULL-terminated) */
   int nknobs;
   bool time_stages;      /* --time-stages: each compile's stage times to stderr */
@@ -49,50 +49,50 @@ typedef struct cli_opts {
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
 typedef struct cli_model {
   tiny_graph *g;
-  struct hp_program *program; /* .harp models: the frontend program (else NULL) */
-  struct hp_onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
+  struct hg_program *program; /* .harp models: the frontend program (else NULL) */
+  struct onnx_model *onnx; /* .onnx models: the import (weights, names); its program is `program` */
   tiny_symtab defaults;       /* .harp models: graph<B=1> defaults, bound last */
   tiny_symtab syms;    /* final binding */
-  hp_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
+  ut_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
   int ninputs;
   double load_ms, normalize_ms; /* the pipeline's first two stages, run by cli_load_model */
-  const struct hp_flow *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
+  const struct flow_program *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
 } cli_model;
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */
-int cli_report(const hp_error *e);
+int cli_report(const harp_error *e);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parse the shared options.  Unknown options are an error.  `allowed` is a
  * string of the option names the command accepts, e.g. "input sym out dump". */
-int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, hp_error *e);
+int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, harp_error *e);
 /* o->knobs from the environment (the library's one reader) and --knob
  * NAME=VALUE (o->knob_args); cli_parse calls it. */
-hp_status cli_knobs(hp_error *e, cli_opts *o);
+harp_status cli_knobs(harp_error *e, cli_opts *o);
 void cli_opts_free(cli_opts *o);
 /* --shape NAME=1x3x224x224: one more given shape. */
-hp_status cli_add_shape(cli_opts *o, const char *spec, hp_error *e);
+harp_status cli_add_shape(cli_opts *o, const char *spec, harp_error *e);
 
 /* Load MODEL by extension, bind symbols (--sym, then input files, then model
  * defaults), read or generate inputs, and prepare the graph.  With
  * need_inputs false (dump), unbound symbols are allowed and no tensor is read. */
-hp_status cli_load_model(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
 void cli_model_free(cli_model *m);
 /* The model file's graph alone, unbound and unprepared (m->g, m->program;
  * a .harp model's graph<B=1> defaults into *defaults). */
-hp_status cli_load_graph(hp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults);
+harp_status cli_load_graph(harp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults);
 
 /* Write the requested dumps that belong to the Tiny layer and earlier;
- * returns HP_OK.  Fails on an unknown dump name. */
-hp_status cli_write_dumps(hp_error *e, const cli_opts *o, const cli_model *m);
+ * returns HARP_OK.  Fails on an unknown dump name. */
+harp_status cli_write_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
 bool cli_wants_dump(const cli_opts *o, const char *name);
 /* --backend: one table (cli.c).  A backend compiles for a target (the
  * interpreter compiles nothing) and runs it; `regions` plays the Function
  * of the target of --target back on the interpreter. */
 typedef struct cli_backend {
   const char *name;
-  const hp_target *target; /* NULL: the interpreter runs the graph */
+  const rt_target *target; /* NULL: the interpreter runs the graph */
   int harp_backend;               /* harp.h's harp_backend (host programs), or -1 */
   bool playback;                  /* regions */
 } cli_backend;
@@ -116,7 +116,7 @@ typedef struct cli_dumps {
   const char *name[8];
   char *text[8];
   int stage[8];
-  const hp_target *own; /* the command's own compile (NULL: none) */
+  const rt_target *own; /* the command's own compile (NULL: none) */
   const char *own_arch; /* its architecture (CUDA; NULL: the device's, until it runs) */
   bool describing;      /* compiles of cli_dumps_finish run now */
 } cli_dumps;
@@ -124,78 +124,78 @@ void cli_dumps_init(cli_dumps *d, const cli_opts *o);
 void cli_dumps_free(cli_dumps *d);
 /* The command's own compile is for t (arch: CUDA's or NULL); whether the
  * dumps it makes need its analysis kept (indexbook, poly_view). */
-bool cli_dumps_own(cli_dumps *d, const hp_target *t, const char *arch);
-/* The hook of every compile the CLI runs (hp_compile_opts.after_stage, ctx: the cli_dumps). */
-hp_status cli_dumps_hook(void *ctx, hp_error *e, const hp_compile *c, hp_stage stage);
+bool cli_dumps_own(cli_dumps *d, const rt_target *t, const char *arch);
+/* The hook of every compile the CLI runs (rt_compile_opts.after_stage, ctx: the cli_dumps). */
+harp_status cli_dumps_hook(void *ctx, harp_error *e, const rt_compile *c, rt_stage stage);
 /* The dumps not made yet, from compiles of their own; then every dump
  * written (all or nothing). */
-hp_status cli_dumps_finish(hp_error *e, cli_dumps *d, cli_model *m, const struct cli_plans *pl);
+harp_status cli_dumps_finish(harp_error *e, cli_dumps *d, cli_model *m, const struct cli_plans *pl);
 /* What was rendered, written whatever failed (errors ignored): a failed
  * compile's earlier stages. */
 void cli_dumps_salvage(cli_dumps *d);
 /* Compile m for target t (arch: CUDA's) up to stage until (0: all), with
  * o's knobs, precision and pl's plans; the stage times on stderr with
  * --time-stages. */
-hp_status cli_compile(hp_error *e, const cli_opts *o, cli_model *m, const struct cli_plans *pl, const hp_target *t,
-                      const char *arch, hp_stage until, cli_dumps *d, hp_compile **out);
+harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const struct cli_plans *pl, const rt_target *t,
+                      const char *arch, rt_stage until, cli_dumps *d, rt_compile **out);
 /* The stage times of c (and m's load) on stderr, when --time-stages. */
-void cli_print_stage_times(const cli_opts *o, const cli_model *m, const hp_compile *c);
+void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compile *c);
 /* --target as a target: cpu (absent) or cuda with *arch sm80 / sm90. */
-hp_status cli_target_of(hp_error *e, const cli_opts *o, const hp_target **t, const char **arch);
+harp_status cli_target_of(harp_error *e, const cli_opts *o, const rt_target **t, const char **arch);
 
 /* cli_gpu_target checks --target (sm80 | sm90), dflt when absent (NULL: the
  * device's); dump_gpu.c. */
-hp_status cli_gpu_target(hp_error *e, const cli_opts *o, const char *dflt, const char **target);
+harp_status cli_gpu_target(harp_error *e, const cli_opts *o, const char *dflt, const char **target);
 /* Write text to DIR/FILE atomically (DIR is created). */
-hp_status cli_write_text(hp_error *e, const char *dir, const char *file, const char *text);
+harp_status cli_write_text(harp_error *e, const char *dir, const char *file, const char *text);
 
 /* Wall-clock milliseconds; t[0..n) sorted (t[0] / t[n-1] are min / max) and its median (cmd_bench.c). */
 double cli_now_ms(void);
 double cli_sorted_median(double *t, long n);
 
 /* Random inputs as --random-inputs makes them (state: the seeded RNG). */
-hp_status cli_random_tensor(hp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, hp_tensor *t);
+harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t);
 
 /* Models with run-time control flow (cli_flow.c): the inputs of the host
  * program (cli_load_model's part for them), and run / bench over it. */
-hp_status cli_flow_inputs(hp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+harp_status cli_flow_inputs(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
 struct cli_backend;
 int cli_flow_run(cli_opts *o, cli_model *m, const struct cli_backend *b, bool graphs);
 int cli_flow_bench(cli_opts *o, cli_model *m, const struct cli_backend *b, bool graphs, long warmup, long repeat, bool json);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
-hp_status cli_write_outputs(hp_error *e, const char *dir, const char *const *names, const hp_tensor *t, int n);
+harp_status cli_write_outputs(harp_error *e, const char *dir, const char *const *names, const ut_tensor *t, int n);
 
 /* .harp models (cmd_frontend.c): load, lower to Tiny IR; defaults receives
  * the graph<...> default bindings. */
-hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
-                        struct hp_program **program);
+harp_status cli_harp_load(harp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults,
+                        struct hg_program **program);
 
 /* .onnx models (cmd_frontend.c): import, lower; *onnx holds the weights
  * and the name map (its program is the model's). */
-struct hp_onnx_model;
-struct hp_onnx_shape;
+struct onnx_model;
+struct onnx_shape;
 /* The shapes known before an import: --shape, then the --input files'
  * (loose); *shapes malloc'd.  The reader of --param k's file (ctx: o). */
-hp_status cli_given_shapes(hp_error *e, const cli_opts *o, struct hp_onnx_shape **shapes, int *n);
-hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out);
-hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct hp_onnx_model **onnx);
+harp_status cli_given_shapes(harp_error *e, const cli_opts *o, struct onnx_shape **shapes, int *n);
+harp_status cli_read_param(harp_error *e, void *ctx, int k, ut_tensor *out);
+harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, struct onnx_model **onnx);
 
 /* --plan and --dump plan (cli_plan.c). */
-struct hp_plan_override;
-struct hp_plans;
+struct rt_plan_override;
+struct rt_plans;
 typedef struct cli_plans {
-  struct hp_plan_override *ov; /* the overrides of every --plan, in order */
+  struct rt_plan_override *ov; /* the overrides of every --plan, in order */
   int n;
   char **keep; /* the texts they came from */
   int nkeep;
 } cli_plans;
 /* Read every --plan (for the machine of --target, default cpu). */
-hp_status cli_plans_load(hp_error *e, const cli_opts *o, cli_plans *out);
+harp_status cli_plans_load(harp_error *e, const cli_opts *o, cli_plans *out);
 void cli_plans_free(cli_plans *p);
 /* One line per region saying where its plan came from, to stderr, for
  * notes worth seeing (ignored cache entries, refused plans). */
-void cli_print_plan_notes(const struct hp_plans *ps);
+void cli_print_plan_notes(const struct rt_plans *ps);
 
 /* Commands. */
 int cmd_run(int argc, char **argv);

@@ -15,13 +15,13 @@ static plan_arch target_arch(const cli_opts *o) {
   return a < 0 ? PLAN_ARCH_CPU : (plan_arch)a;
 }
 
-hp_status cli_plans_load(hp_error *e, const cli_opts *o, cli_plans *out) {
+harp_status cli_plans_load(harp_error *e, const cli_opts *o, cli_plans *out) {
   memset(out, 0, sizeof *out);
   for (int i = 0; i < o->nplans; i++) {
-    hp_status st = hp_plan_overrides_load(e, o->plans[i], target_arch(o), &out->ov, &out->n, &out->keep, &out->nkeep);
+    harp_status st = rt_plan_overrides_load(e, o->plans[i], target_arch(o), &out->ov, &out->n, &out->keep, &out->nkeep);
     if (st) return st;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cli_plans_free(cli_plans *p) {
@@ -31,7 +31,7 @@ void cli_plans_free(cli_plans *p) {
   memset(p, 0, sizeof *p);
 }
 
-void cli_print_plan_notes(const hp_plans *ps) {
+void cli_print_plan_notes(const rt_plans *ps) {
   for (int i = 0; ps && i < ps->n; i++)
     if (ps->choice[i].fallback) fprintf(stderr, "harp: note: region %s: %s\n", ps->choice[i].region, ps->choice[i].note);
 }

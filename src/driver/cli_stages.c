@@ -25,10 +25,10 @@ void cli_dumps_init(cli_dumps *d, const cli_opts *o) {
   memset(d, 0, sizeof *d);
   d->o = o;
   for (int i = 0; i < o->ndumps && d->n < MAX_DUMPS; i++) {
-    int s = hp_stage_of_dump(o->dumps[i]);
+    int s = rt_stage_of_dump(o->dumps[i]);
     bool seen = false;
     for (int k = 0; k < d->n; k++) seen |= !strcmp(d->name[k], o->dumps[i]);
-    if (s < HP_STAGE_INDEXBOOK || seen) continue; /* frontend, tiny: cli_write_dumps */
+    if (s < RT_STAGE_INDEXBOOK || seen) continue; /* frontend, tiny: cli_write_dumps */
     d->name[d->n] = o->dumps[i];
     d->stage[d->n++] = s;
   }
@@ -39,31 +39,31 @@ void cli_dumps_free(cli_dumps *d) {
   memset(d, 0, sizeof *d);
 }
 
-hp_status cli_target_of(hp_error *e, const cli_opts *o, const hp_target **t, const char **arch) {
-  *t = &hp_target_cpu;
+harp_status cli_target_of(harp_error *e, const cli_opts *o, const rt_target **t, const char **arch) {
+  *t = &rt_target_cpu;
   *arch = NULL;
-  if (!o->target || !strcmp(o->target, "cpu")) return HP_OK;
+  if (!o->target || !strcmp(o->target, "cpu")) return HARP_OK;
   if (strcmp(o->target, "sm80") && strcmp(o->target, "sm90"))
-    return hp_fail(e, HP_E_USAGE, NULL, "--target expects cpu, sm80 or sm90, got '%s'", o->target);
-  *t = &hp_target_cuda;
+    return ut_fail(e, HARP_E_USAGE, NULL, "--target expects cpu, sm80 or sm90, got '%s'", o->target);
+  *t = &rt_target_cuda;
   *arch = o->target;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The target and architecture dump i is made on. */
-static hp_status dump_target(hp_error *e, const cli_dumps *d, int i, const hp_target **t, const char **arch) {
+static harp_status dump_target(harp_error *e, const cli_dumps *d, int i, const rt_target **t, const char **arch) {
   const char *n = d->name[i];
   if (!strcmp(n, "c")) {
-    *t = &hp_target_cpu, *arch = NULL;
-    return HP_OK;
+    *t = &rt_target_cpu, *arch = NULL;
+    return HARP_OK;
   }
   if (!strcmp(n, "gpu") || !strcmp(n, "cu")) {
-    *t = &hp_target_cuda;
-    return cli_gpu_target(e, d->o, d->own == &hp_target_cuda && d->own_arch ? d->own_arch : "sm80", arch);
+    *t = &rt_target_cuda;
+    return cli_gpu_target(e, d->o, d->own == &rt_target_cuda && d->own_arch ? d->own_arch : "sm80", arch);
   }
   if (!d->o->target && d->own) {
     *t = d->own, *arch = d->own_arch;
-    return HP_OK;
+    return HARP_OK;
   }
   return cli_target_of(e, d->o, t, arch);
 }
@@ -71,53 +71,53 @@ static hp_status dump_target(hp_error *e, const cli_dumps *d, int i, const hp_ta
 static bool same_arch(const char *a, const char *b) { return !a || !b || !strcmp(a, b); }
 
 /* The dumps a compile for t (arch) makes, as a bit set. */
-static unsigned served(const cli_dumps *d, const hp_target *t, const char *arch) {
+static unsigned served(const cli_dumps *d, const rt_target *t, const char *arch) {
   unsigned set = 0;
   for (int i = 0; i < d->n; i++) {
-    const hp_target *dt;
+    const rt_target *dt;
     const char *da;
-    hp_error e = {0}; /* a bad --target: said by cli_dumps_finish */
-    if (!dump_target(&e, d, i, &dt, &da) && dt == t && (t != &hp_target_cuda || same_arch(da, arch))) set |= 1u << i;
+    harp_error e = {0}; /* a bad --target: said by cli_dumps_finish */
+    if (!dump_target(&e, d, i, &dt, &da) && dt == t && (t != &rt_target_cuda || same_arch(da, arch))) set |= 1u << i;
   }
   return set;
 }
 
-bool cli_dumps_own(cli_dumps *d, const hp_target *t, const char *arch) {
+bool cli_dumps_own(cli_dumps *d, const rt_target *t, const char *arch) {
   d->own = t, d->own_arch = arch;
   unsigned set = served(d, t, arch);
   for (int i = 0; i < d->n; i++)
-    if (set >> i & 1 && d->stage[i] <= HP_STAGE_POLY_VIEW) return true;
+    if (set >> i & 1 && d->stage[i] <= RT_STAGE_POLY_VIEW) return true;
   return false;
 }
 
 /* Dump i of compile c as text (malloc'd). */
-static hp_status render(hp_error *e, const hp_compile *c, const char *name, char **text) {
+static harp_status render(harp_error *e, const rt_compile *c, const char *name, char **text) {
   *text = NULL;
   if (!strcmp(name, "indexbook")) return ib_dump_json(e, c->ib, text);
   if (!strcmp(name, "poly_view")) return poly_dump_json(e, c->pv, text);
   if (!strcmp(name, "region")) return rg_dump_json(e, c->part, text);
-  if (!strcmp(name, "plan")) return hp_plans_dump_json(e, &c->plans, text);
+  if (!strcmp(name, "plan")) return rt_plans_dump_json(e, &c->plans, text);
   if (!strcmp(name, "gpu")) return cuda_model_dump_json(e, c->tu, text);
   const char *src = !strcmp(name, "function") ? NULL : c->source;
   *text = !strcmp(name, "function") ? fn_dump_json(c->f) : src ? strdup(src) : NULL;
-  return *text ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return *text ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
 /* After stage s of c: the served dumps of s, rendered again if s ran
  * again; the plan list again after code, which records the plans it applied. */
-hp_status cli_dumps_hook(void *ctx, hp_error *e, const hp_compile *c, hp_stage s) {
+harp_status cli_dumps_hook(void *ctx, harp_error *e, const rt_compile *c, rt_stage s) {
   cli_dumps *d = ctx;
-  const char *arch = c->target == &hp_target_cuda ? cuda_arch_name((cuda_arch)c->arch) : NULL;
-  if (!d->describing && c->target == &hp_target_cuda) d->own_arch = arch; /* the device's, now known */
+  const char *arch = c->target == &rt_target_cuda ? cuda_arch_name((cuda_arch)c->arch) : NULL;
+  if (!d->describing && c->target == &rt_target_cuda) d->own_arch = arch; /* the device's, now known */
   unsigned set = served(d, c->target, arch);
   for (int i = 0; i < d->n; i++) {
-    if (!(set >> i & 1) || !(d->stage[i] == (int)s || (s == HP_STAGE_CODE && d->stage[i] == HP_STAGE_PLANS)))
+    if (!(set >> i & 1) || !(d->stage[i] == (int)s || (s == RT_STAGE_CODE && d->stage[i] == RT_STAGE_PLANS)))
       continue;
     free(d->text[i]);
     d->text[i] = NULL;
     if (render(e, c, d->name[i], &d->text[i])) return e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 static const char *file_of(const char *name) {
@@ -130,67 +130,67 @@ static const char *file_of(const char *name) {
   return "dump.txt";
 }
 
-void cli_print_stage_times(const cli_opts *o, const cli_model *m, const hp_compile *c) {
+void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compile *c) {
   if (!o->time_stages || !c) return;
   char buf[1024];
-  hp_compile_times(c, buf, sizeof buf);
+  rt_compile_times(c, buf, sizeof buf);
   if (m && c->g == m->g && !c->opts.normalize)
     fprintf(stderr, "harp: stages (%s): load %.1f ms, normalize %.1f ms, %s\n", c->target->name, m->load_ms, m->normalize_ms, buf);
   else
     fprintf(stderr, "harp: stages (%s): %s\n", c->target->name, buf);
 }
 
-hp_status cli_compile(hp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, const hp_target *t,
-                      const char *arch, hp_stage until, cli_dumps *d, hp_compile **out) {
+harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, const rt_target *t,
+                      const char *arch, rt_stage until, cli_dumps *d, rt_compile **out) {
   *out = NULL;
-  if (until >= HP_STAGE_REGIONS && until < t->regions_final) until = t->regions_final; /* the partition compiled */
-  hp_compile_opts co = {.knobs = &o->knobs, .until = until, .arch = arch, .precision = o->precision,
+  if (until >= RT_STAGE_REGIONS && until < t->regions_final) until = t->regions_final; /* the partition compiled */
+  rt_compile_opts co = {.knobs = &o->knobs, .until = until, .arch = arch, .precision = o->precision,
                         .plan_overrides = pl ? pl->ov : NULL, .nplan_overrides = pl ? pl->n : 0};
   if (d) {
     unsigned set = served(d, t, arch);
-    for (int i = 0; i < d->n; i++) co.keep_analysis |= (set >> i & 1) && d->stage[i] <= HP_STAGE_POLY_VIEW;
+    for (int i = 0; i < d->n; i++) co.keep_analysis |= (set >> i & 1) && d->stage[i] <= RT_STAGE_POLY_VIEW;
     co.after_stage = cli_dumps_hook, co.hook_ctx = d;
   }
-  hp_status st = hp_compile_run(e, t, m->g, &m->syms, &co, out);
+  harp_status st = rt_compile_run(e, t, m->g, &m->syms, &co, out);
   if (!st) cli_print_stage_times(o, m, *out);
   return st;
 }
 
 /* The dumps no compile made yet, from a compile for their target up to the
  * last stage they need (one compile per target). */
-static hp_status describe(hp_error *e, cli_dumps *d, cli_model *m, const cli_plans *pl) {
+static harp_status describe(harp_error *e, cli_dumps *d, cli_model *m, const cli_plans *pl) {
   bool done[8] = {false};
   d->describing = true;
   for (int i = 0; i < d->n; i++) {
     if (d->text[i] || done[i]) continue;
-    const hp_target *t;
+    const rt_target *t;
     const char *arch;
     if (dump_target(e, d, i, &t, &arch)) return e->code;
     unsigned set = served(d, t, arch);
-    hp_stage until = HP_STAGE_INDEXBOOK;
+    rt_stage until = RT_STAGE_INDEXBOOK;
     for (int k = 0; k < d->n; k++)
-      if (set >> k & 1 && !d->text[k] && d->stage[k] > (int)until) until = (hp_stage)d->stage[k];
+      if (set >> k & 1 && !d->text[k] && d->stage[k] > (int)until) until = (rt_stage)d->stage[k];
     for (int k = 0; k < d->n; k++) done[k] |= set >> k & 1;
-    hp_compile *c = NULL;
-    hp_status st = cli_compile(e, d->o, m, pl, t, arch, until, d, &c);
-    hp_compile_free(c);
+    rt_compile *c = NULL;
+    harp_status st = cli_compile(e, d->o, m, pl, t, arch, until, d, &c);
+    rt_compile_free(c);
     if (st) return st;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cli_dumps_finish(hp_error *e, cli_dumps *d, cli_model *m, const cli_plans *pl) {
+harp_status cli_dumps_finish(harp_error *e, cli_dumps *d, cli_model *m, const cli_plans *pl) {
   if (describe(e, d, m, pl)) return e->code;
   for (int i = 0; i < d->n; i++)
-    if (!d->text[i]) return hp_fail(e, HP_E_INTERNAL, NULL, "dump '%s' was not made", d->name[i]);
+    if (!d->text[i]) return ut_fail(e, HARP_E_INTERNAL, NULL, "dump '%s' was not made", d->name[i]);
   for (int i = 0; i < d->n; i++)
     if (cli_write_text(e, d->o->dump_dir, file_of(d->name[i]), d->text[i])) return e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cli_dumps_salvage(cli_dumps *d) {
   for (int i = 0; i < d->n; i++) {
-    hp_error e = {0};
+    harp_error e = {0};
     if (d->text[i]) cli_write_text(&e, d->o->dump_dir, file_of(d->name[i]), d->text[i]);
   }
 }

@@ -58,7 +58,7 @@ static const char bench_help[] =
     "                       its first run (which compiles its segments) untimed\n"
     "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
-double cli_now_ms(void) { return hp_now_ms(); }
+double cli_now_ms(void) { return ut_now_ms(); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -119,11 +119,11 @@ static int bench_flags(int argc, char **argv, bench_args *a, char **rest, int *n
 /* The combinations bench refuses; 0 when none. */
 static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args *a) {
   if (!o->model) return cli_usage_error("bench", "no MODEL given");
-  if (o->precision && b->target != &hp_target_cuda) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
+  if (o->precision && b->target != &rt_target_cuda) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
   if (a->profile && (!b->target || a->nbinds)) return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
-  if (cli_wants_dump(o, "c") && b->target != &hp_target_cpu)
+  if (cli_wants_dump(o, "c") && b->target != &rt_target_cpu)
     return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
-  if (a->nbinds && (b->target != &hp_target_cuda || o->ndumps))
+  if (a->nbinds && (b->target != &rt_target_cuda || o->ndumps))
     return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump)");
   return 0;
 }
@@ -133,125 +133,125 @@ typedef struct bench_res {
   double *times; /* repeat of them, sorted once printed */
   double compile_ms;
   bool hit;
-  const hp_plans *plans;       /* the CPU's, else NULL */
-  const hp_compile *stages;    /* the compile's stages (NULL: the interpreter) */
+  const rt_plans *plans;       /* the CPU's, else NULL */
+  const rt_compile *stages;    /* the compile's stages (NULL: the interpreter) */
   kprofile prof;
 } bench_res;
 
 /* A CPU instance ready to run: the weights in its ConstPool (the graph's
  * copies dropped), the output buffers. */
 typedef struct cpu_inst {
-  hp_cpu_model *cm;
+  rt_cpu_model *cm;
   void *inst;
   const void **in;
   void **outp;
-  hp_tensor *outs;
+  ut_tensor *outs;
   int nout;
 } cpu_inst;
 
 static void cpu_inst_free(cpu_inst *ci) {
-  if (ci->cm) hp_cpu_instance_free(ci->cm, ci->inst);
-  for (int k = 0; ci->outs && k < ci->nout; k++) hp_tensor_free(&ci->outs[k]);
+  if (ci->cm) rt_cpu_instance_free(ci->cm, ci->inst);
+  for (int k = 0; ci->outs && k < ci->nout; k++) ut_tensor_free(&ci->outs[k]);
   free(ci->outs);
   free(ci->in);
   free(ci->outp);
-  hp_cpu_free(ci->cm);
+  rt_cpu_free(ci->cm);
   memset(ci, 0, sizeof *ci);
 }
 
 /* The ConstPool of m's weights (the graph's copies freed: model_init makes
  * its own and packs them) and the non-weight inputs into ci->in. */
-static hp_status cpu_params(hp_error *e, cli_model *m, cpu_inst *ci, hp_constpool *cp) {
-  const hp_function *f = hp_cpu_function(ci->cm);
-  hp_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
-  if (!params) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status cpu_params(harp_error *e, cli_model *m, cpu_inst *ci, fn_constpool *cp) {
+  const fn_function *f = rt_cpu_function(ci->cm);
+  ut_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+  if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int np = 0, ni = 0;
   for (int a = 0; a < f->nargs; a++) {
     if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m->inputs[a];
     else ci->in[ni++] = m->inputs[a].data;
   }
-  hp_status st = fn_constpool_from_tensors(e, f, params, np, cp);
+  harp_status st = fn_constpool_from_tensors(e, f, params, np, cp);
   free(params);
   for (int a = 0; a < f->nargs && !st; a++)
-    if (f->buffers[f->args[a]].kind == FN_PARAM) hp_tensor_free(&m->inputs[a]);
-  hp_release_free_memory();
+    if (f->buffers[f->args[a]].kind == FN_PARAM) ut_tensor_free(&m->inputs[a]);
+  ut_release_free_memory();
   return st;
 }
 
 /* Inputs, outputs and an instance of ci->cm. */
-static hp_status cpu_instance(hp_error *e, cli_model *m, cpu_inst *ci) {
+static harp_status cpu_instance(harp_error *e, cli_model *m, cpu_inst *ci) {
   ci->nout = m->g->noutputs;
   ci->outs = calloc((size_t)ci->nout + 1, sizeof *ci->outs);
   ci->in = calloc((size_t)m->ninputs + 1, sizeof *ci->in);
   ci->outp = calloc((size_t)ci->nout + 1, sizeof *ci->outp);
-  if (!ci->outs || !ci->in || !ci->outp) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_constpool cp = {0};
-  hp_status st = cpu_params(e, m, ci, &cp);
+  if (!ci->outs || !ci->in || !ci->outp) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  fn_constpool cp = {0};
+  harp_status st = cpu_params(e, m, ci, &cp);
   for (int k = 0; k < ci->nout && !st; k++) {
     const tiny_node *n = &m->g->nodes[m->g->outputs[k]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-    st = hp_tensor_alloc(e, &ci->outs[k], n->dtype, n->shape.rank, shape);
+    st = ut_tensor_alloc(e, &ci->outs[k], n->dtype, n->shape.rank, shape);
     if (!st) ci->outp[k] = ci->outs[k].data;
   }
-  if (!st && !(ci->inst = hp_cpu_instance_new(ci->cm, cp.data, cp.size))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st && !(ci->inst = rt_cpu_instance_new(ci->cm, cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
   fn_constpool_free(&cp); /* model_init copied it */
   return st;
 }
 
 /* --backend cpu: compile (the dumps from its stages), one instance, warmup
  * then repeat timed runs; then the kernels one by one with --profile. */
-static hp_status bench_cpu(hp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+static harp_status bench_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
                            const bench_args *a, cpu_inst *ci, bench_res *r) {
-  hp_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+  rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
                     .after_stage = cli_dumps_hook, .hook_ctx = d};
-  co.keep_analysis = cli_dumps_own(d, &hp_target_cpu, NULL);
-  if (hp_cpu_compile(e, m->g, &m->syms, &co, &ci->cm)) return e->code;
-  cli_print_plan_notes(hp_cpu_plans(ci->cm));
-  r->compile_ms = hp_cpu_compile_ms(ci->cm), r->hit = hp_cpu_cache_hit(ci->cm);
-  r->plans = hp_cpu_plans(ci->cm), r->stages = hp_cpu_stages(ci->cm);
+  co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
+  if (rt_cpu_compile(e, m->g, &m->syms, &co, &ci->cm)) return e->code;
+  cli_print_plan_notes(rt_cpu_plans(ci->cm));
+  r->compile_ms = rt_cpu_compile_ms(ci->cm), r->hit = rt_cpu_cache_hit(ci->cm);
+  r->plans = rt_cpu_plans(ci->cm), r->stages = rt_cpu_stages(ci->cm);
   if (cpu_instance(e, m, ci)) return e->code;
   for (long i = -a->warmup; i < a->repeat; i++) {
     double t0 = cli_now_ms();
-    int code = hp_cpu_instance_run(ci->cm, ci->inst, ci->in, ci->outp);
-    if (code) return hp_fail(e, HP_E_INVALID_ARG, hp_cpu_error_kernel(ci->cm, code), "model_run failed with %d", code);
+    int code = rt_cpu_instance_run(ci->cm, ci->inst, ci->in, ci->outp);
+    if (code) return ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(ci->cm, code), "model_run failed with %d", code);
     if (i >= 0) r->times[i] = cli_now_ms() - t0;
   }
-  return a->profile ? profile_kernels(e, ci->cm, ci->inst, ci->in, ci->outp, a->repeat, &r->prof) : HP_OK;
+  return a->profile ? profile_kernels(e, ci->cm, ci->inst, ci->in, ci->outp, a->repeat, &r->prof) : HARP_OK;
 }
 
 /* --backend cuda: build, one full run (uploads the weights and inputs), then
  * the launches alone, timed on the device (which gives the median only). */
-static hp_status bench_cuda(hp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
-                            const bench_args *a, hp_gpu_model **gm, bench_res *r) {
+static harp_status bench_cuda(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                            const bench_args *a, rt_gpu_model **gm, bench_res *r) {
   const char *target;
   if (cli_gpu_target(e, o, NULL, &target)) return e->code;
-  hp_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
                     .nplan_overrides = pl->n, .precision = o->precision, .after_stage = cli_dumps_hook, .hook_ctx = d};
-  go.keep_analysis = cli_dumps_own(d, &hp_target_cuda, target);
-  hp_tensor *outs = calloc((size_t)m->g->noutputs + 1, sizeof *outs);
-  if (!outs) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = hp_gpu_build(e, m->g, &m->syms, &go, gm);
-  if (!st) st = hp_gpu_run(e, *gm, m->inputs, m->ninputs, outs);
-  for (int k = 0; k < m->g->noutputs; k++) hp_tensor_free(&outs[k]);
+  go.keep_analysis = cli_dumps_own(d, &rt_target_cuda, target);
+  ut_tensor *outs = calloc((size_t)m->g->noutputs + 1, sizeof *outs);
+  if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = rt_gpu_build(e, m->g, &m->syms, &go, gm);
+  if (!st) st = rt_gpu_run(e, *gm, m->inputs, m->ninputs, outs);
+  for (int k = 0; k < m->g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   double med = 0;
-  if (!st) st = hp_gpu_time(e, *gm, (int)a->warmup, (int)a->repeat, &med);
+  if (!st) st = rt_gpu_time(e, *gm, (int)a->warmup, (int)a->repeat, &med);
   if (st) return st;
   for (long i = 0; i < a->repeat; i++) r->times[i] = med;
-  r->compile_ms = hp_gpu_compile_ms(*gm), r->hit = hp_gpu_cache_hit(*gm), r->stages = hp_gpu_stages(*gm);
-  return a->profile ? profile_launches(e, *gm, a->warmup, a->repeat, &r->prof) : HP_OK;
+  r->compile_ms = rt_gpu_compile_ms(*gm), r->hit = rt_gpu_cache_hit(*gm), r->stages = rt_gpu_stages(*gm);
+  return a->profile ? profile_launches(e, *gm, a->warmup, a->repeat, &r->prof) : HARP_OK;
 }
 
 /* --backend interp: the reference interpreter, each run allocating its outputs. */
-static hp_status bench_interp(hp_error *e, cli_model *m, const bench_args *a, bench_res *r) {
-  hp_tensor *outs = calloc((size_t)m->g->noutputs + 1, sizeof *outs);
-  if (!outs) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = HP_OK;
+static harp_status bench_interp(harp_error *e, cli_model *m, const bench_args *a, bench_res *r) {
+  ut_tensor *outs = calloc((size_t)m->g->noutputs + 1, sizeof *outs);
+  if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
   for (long i = -a->warmup; i < a->repeat && !st; i++) {
     double t0 = cli_now_ms();
     st = tiny_interp(e, m->g, &m->syms, m->inputs, m->ninputs, outs);
-    for (int k = 0; k < m->g->noutputs && !st; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < m->g->noutputs && !st; k++) ut_tensor_free(&outs[k]);
     if (i >= 0) r->times[i] = cli_now_ms() - t0;
   }
   free(outs);
@@ -259,17 +259,17 @@ static hp_status bench_interp(hp_error *e, cli_model *m, const bench_args *a, be
 }
 
 /* The stages' times as JSON members ("stages": {"regions": ms, ...}) or a line. */
-static void print_stages(const cli_model *m, const hp_compile *c, bool json) {
+static void print_stages(const cli_model *m, const rt_compile *c, bool json) {
   if (!c) return;
   if (!json) {
     char buf[1024];
-    hp_compile_times(c, buf, sizeof buf);
+    rt_compile_times(c, buf, sizeof buf);
     printf("stages (%s): load %.1f ms, normalize %.1f ms, %s\n", c->target->name, m->load_ms, m->normalize_ms, buf);
     return;
   }
   printf(", \"stages\": {\"load\": %.3f, \"normalize\": %.3f", m->load_ms, m->normalize_ms);
-  for (int s = HP_STAGE_INDEXBOOK; s < HP_NSTAGES; s++)
-    if (c->ran[s]) printf(", \"%s\": %.3f", hp_stage_name((hp_stage)s), c->ms[s]);
+  for (int s = RT_STAGE_INDEXBOOK; s < RT_NSTAGES; s++)
+    if (c->ran[s]) printf(", \"%s\": %.3f", rt_stage_name((rt_stage)s), c->ms[s]);
   printf("}");
 }
 
@@ -278,16 +278,16 @@ static void bench_print(const cli_opts *o, const cli_model *m, const cli_backend
   long n = a->repeat;
   double median = cli_sorted_median(r->times, n), *t = r->times;
   double flops = count_flops(m->g), gflops = median > 0 ? flops / (median * 1e6) : 0;
-  int nsrc[HP_PLAN_TUNING + 1] = {0}; /* regions per plan source */
+  int nsrc[RT_PLAN_TUNING + 1] = {0}; /* regions per plan source */
   for (int i = 0; r->plans && i < r->plans->n; i++)
-    if (r->plans->choice[i].applied && r->plans->choice[i].source <= HP_PLAN_TUNING) nsrc[r->plans->choice[i].source]++;
+    if (r->plans->choice[i].applied && r->plans->choice[i].source <= RT_PLAN_TUNING) nsrc[r->plans->choice[i].source]++;
   if (a->json) {
     char *mq = cli_json_quote(o->model);
     printf("{\"model\": %s, \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
            "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
            "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}",
            mq ? mq : "\"\"", b->name, n, a->warmup, median, t[0], t[n - 1], flops, gflops, r->compile_ms,
-           r->hit ? "true" : "false", nsrc[HP_PLAN_DEFAULT], nsrc[HP_PLAN_OVERRIDE], nsrc[HP_PLAN_CACHED]);
+           r->hit ? "true" : "false", nsrc[RT_PLAN_DEFAULT], nsrc[RT_PLAN_OVERRIDE], nsrc[RT_PLAN_CACHED]);
     free(mq);
     if (a->profile) {
       printf(", ");
@@ -298,8 +298,8 @@ static void bench_print(const cli_opts *o, const cli_model *m, const cli_backend
     return;
   }
   char plans[64] = "";
-  if (nsrc[HP_PLAN_CACHED] || nsrc[HP_PLAN_OVERRIDE])
-    snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[HP_PLAN_CACHED], nsrc[HP_PLAN_OVERRIDE]);
+  if (nsrc[RT_PLAN_CACHED] || nsrc[RT_PLAN_OVERRIDE])
+    snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[RT_PLAN_CACHED], nsrc[RT_PLAN_OVERRIDE]);
   printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n", o->model,
          b->name, median, n, t[0], t[n - 1], gflops, r->compile_ms, r->hit ? " (cache hit)" : "", plans);
   if (a->profile) {
@@ -309,16 +309,16 @@ static void bench_print(const cli_opts *o, const cli_model *m, const cli_backend
 }
 
 /* A model without run-time control flow: compile, time, print. */
-static hp_status bench_model(hp_error *e, const cli_opts *o, cli_model *m, const cli_backend *b, const bench_args *a) {
+static harp_status bench_model(harp_error *e, const cli_opts *o, cli_model *m, const cli_backend *b, const bench_args *a) {
   cli_plans pl = {0};
   cli_dumps d;
   cli_dumps_init(&d, o);
   cpu_inst ci = {0};
-  hp_gpu_model *gm = NULL;
+  rt_gpu_model *gm = NULL;
   bench_res r = {.times = calloc((size_t)a->repeat, sizeof(double))};
-  hp_status st = r.times ? cli_plans_load(e, o, &pl) : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  if (!st && b->target == &hp_target_cuda) st = bench_cuda(e, o, m, &pl, &d, a, &gm, &r);
-  else if (!st && b->target == &hp_target_cpu) st = bench_cpu(e, o, m, &pl, &d, a, &ci, &r);
+  harp_status st = r.times ? cli_plans_load(e, o, &pl) : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st && b->target == &rt_target_cuda) st = bench_cuda(e, o, m, &pl, &d, a, &gm, &r);
+  else if (!st && b->target == &rt_target_cpu) st = bench_cpu(e, o, m, &pl, &d, a, &ci, &r);
   else if (!st) st = bench_interp(e, m, a, &r);
   cli_print_stage_times(o, m, r.stages);
   if (!st) st = cli_dumps_finish(e, &d, m, &pl);
@@ -327,7 +327,7 @@ static hp_status bench_model(hp_error *e, const cli_opts *o, cli_model *m, const
   profile_free(&r.prof);
   free(r.times);
   cpu_inst_free(&ci);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   cli_dumps_free(&d);
   cli_plans_free(&pl);
   return st;
@@ -336,7 +336,7 @@ static hp_status bench_model(hp_error *e, const cli_opts *o, cli_model *m, const
 /* --bind: every binding of one GPU session (bench_profile.c). */
 static int bench_bindings(cli_opts *o, const bench_args *a) {
   cli_plans pl = {0};
-  hp_error e = {0};
+  harp_error e = {0};
   o->random_inputs = true;
   int rc = cli_plans_load(&e, o, &pl) ? cli_report(&e) : bench_session(o, a, &pl);
   cli_plans_free(&pl);
@@ -353,7 +353,7 @@ int cmd_bench(int argc, char **argv) {
     free(rest);
     return rc;
   }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   rc = cli_parse(nrest, rest, "bench",
                  "input param random-inputs sym shape seed backend target precision plan dump dump-dir loop-limit knob "
@@ -370,7 +370,7 @@ int cmd_bench(int argc, char **argv) {
   o.random_inputs = true;
   o.host_flow = true;
   cli_model m;
-  hp_status st = cli_load_model(&e, &o, true, &m);
+  harp_status st = cli_load_model(&e, &o, true, &m);
   if (!st && m.flow) /* run-time control flow: the host program, timed whole (cli_flow.c) */
     rc = a.profile ? cli_usage_error("bench", "--profile needs a model without run-time control flow")
                    : cli_flow_bench(&o, &m, b, a.graphs, a.warmup, a.repeat, a.json);

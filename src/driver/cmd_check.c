@@ -1,5 +1,5 @@
 /* cmd_check.c — `harp check MODEL.onnx [--shape NAME=DIMS]...`: what harp
- * will and will not do with an ONNX model, in one go (hp_onnx_check_file):
+ * will and will not do with an ONNX model, in one go (onnx_check_file):
  * the ops it does not map (nested graphs too), the element types it does
  * not have, the graph inputs' dynamic dims and the shapes they need, and
  * every node the import refuses.  Exit 0 when the model would import. */
@@ -28,7 +28,7 @@ static void section(const char *title, char **lines, int n, const char *none) {
   for (int i = 0; i < n; i++) printf("  %s\n", lines[i]);
 }
 
-static void print_report(const char *model, const hp_onnx_report *r) {
+static void print_report(const char *model, const onnx_report *r) {
   printf("%s: opset %lld, %d node%s in %d graph%s\n", model, (long long)r->opset, r->nnodes, r->nnodes == 1 ? "" : "s", r->ngraphs,
          r->ngraphs == 1 ? "" : "s");
   printf("ops (%d types):", r->nops);
@@ -55,7 +55,7 @@ int cmd_check(int argc, char **argv) {
       fputs(check_help, stdout);
       return 0;
     }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   int rc = cli_parse(argc, argv, "check", "shape sym input param", &o, &e);
   if (rc) {
@@ -67,21 +67,21 @@ int cmd_check(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("check", "harp check takes an .onnx model");
   }
-  hp_onnx_shape *shapes = NULL;
+  onnx_shape *shapes = NULL;
   int ns = 0;
-  hp_onnx_report r;
+  onnx_report r;
   memset(&r, 0, sizeof r);
-  hp_status st = cli_given_shapes(&e, &o, &shapes, &ns);
-  hp_onnx_opts oo = {.nfixed = o.nparams, .fixed_names = o.params, .read = cli_read_param, .read_ctx = &o,
+  harp_status st = cli_given_shapes(&e, &o, &shapes, &ns);
+  onnx_opts oo = {.nfixed = o.nparams, .fixed_names = o.params, .read = cli_read_param, .read_ctx = &o,
                      .nshapes = ns, .shapes = shapes, .syms = &o.syms};
-  if (!st) st = hp_onnx_check_file(&e, o.model, &oo, &r);
+  if (!st) st = onnx_check_file(&e, o.model, &oo, &r);
   if (st) {
     rc = cli_report(&e);
   } else {
     print_report(o.model, &r);
     rc = r.imports ? 0 : 1;
   }
-  hp_onnx_report_free(&r);
+  onnx_report_free(&r);
   free(shapes);
   cli_opts_free(&o);
   return rc;

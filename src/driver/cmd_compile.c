@@ -56,32 +56,32 @@ typedef struct pkg {
   int n;
 } pkg;
 
-static hp_status pkg_add(hp_error *e, pkg *p, const char *rel, const void *data, size_t len) {
+static harp_status pkg_add(harp_error *e, pkg *p, const char *rel, const void *data, size_t len) {
   char path[4300];
   if (p->n >= (int)(sizeof p->names / sizeof p->names[0]))
-    return hp_fail(e, HP_E_LIMIT, rel, "a package holds at most %d files", (int)(sizeof p->names / sizeof p->names[0]));
+    return ut_fail(e, HARP_E_LIMIT, rel, "a package holds at most %d files", (int)(sizeof p->names / sizeof p->names[0]));
   snprintf(path, sizeof path, "%s/%s", p->tmp, rel);
   char *slash = strrchr(path, '/');
   *slash = 0;
-  if (hp_mkdirs(e, path)) return e->code;
+  if (ut_mkdirs(e, path)) return e->code;
   *slash = '/';
-  if (hp_write_file_atomic(e, path, data, len)) return e->code;
+  if (ut_write_file_atomic(e, path, data, len)) return e->code;
   p->names[p->n++] = rel;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status pkg_add_tensor(hp_error *e, pkg *p, const char *rel, const hp_tensor *t) {
+static harp_status pkg_add_tensor(harp_error *e, pkg *p, const char *rel, const ut_tensor *t) {
   char path[4300];
   if (p->n >= (int)(sizeof p->names / sizeof p->names[0]))
-    return hp_fail(e, HP_E_LIMIT, rel, "a package holds at most %d files", (int)(sizeof p->names / sizeof p->names[0]));
+    return ut_fail(e, HARP_E_LIMIT, rel, "a package holds at most %d files", (int)(sizeof p->names / sizeof p->names[0]));
   snprintf(path, sizeof path, "%s/%s", p->tmp, rel);
   char *slash = strrchr(path, '/');
   *slash = 0;
-  if (hp_mkdirs(e, path)) return e->code;
+  if (ut_mkdirs(e, path)) return e->code;
   *slash = '/';
-  if (hp_npy_write(e, path, t)) return e->code;
+  if (ut_npy_write(e, path, t)) return e->code;
   p->names[p->n++] = rel;
-  return HP_OK;
+  return HARP_OK;
 }
 
 static void pkg_cleanup(pkg *p) {
@@ -98,23 +98,23 @@ static void pkg_cleanup(pkg *p) {
   rmdir(p->tmp);
 }
 
-static hp_status pkg_commit(hp_error *e, pkg *p) {
+static harp_status pkg_commit(harp_error *e, pkg *p) {
   for (int k = 0; k < p->n; k++) {
     char from[4300], to[4300];
     snprintf(from, sizeof from, "%s/%s", p->tmp, p->names[k]);
     snprintf(to, sizeof to, "%s/%s", p->dir, p->names[k]);
     char *slash = strrchr(to, '/');
     *slash = 0;
-    if (hp_mkdirs(e, to)) return e->code;
+    if (ut_mkdirs(e, to)) return e->code;
     *slash = '/';
-    if (rename(from, to) != 0) return hp_fail_at(e, HP_E_IO, to, 0, 0, "cannot write: %s", strerror(errno));
+    if (rename(from, to) != 0) return ut_fail_at(e, HARP_E_IO, to, 0, 0, "cannot write: %s", strerror(errno));
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 static char *names_buf(const char *dir, const char *name) {
   char safe[160];
-  hp_sanitize_name(name, safe, sizeof safe);
+  ut_sanitize_name(name, safe, sizeof safe);
   char *s = malloc(strlen(dir) + strlen(safe) + 8);
   if (s) sprintf(s, "%s/%s.npy", dir, safe);
   return s;
@@ -123,38 +123,38 @@ static char *names_buf(const char *dir, const char *name) {
 /* The example inputs and what the model computes for them. */
 /* weights.bin: the ConstPool of the weights (--param, ONNX initializers),
  * as many as the model has. */
-static hp_status constpool_of(hp_error *e, const hp_function *f, const cli_model *m, hp_constpool *cp, int *np) {
-  hp_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
-  if (!params) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status constpool_of(harp_error *e, const fn_function *f, const cli_model *m, fn_constpool *cp, int *np) {
+  ut_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+  if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *np = 0;
   for (int a = 0; a < f->nargs; a++)
     if (f->buffers[f->args[a]].kind == FN_PARAM) params[(*np)++] = m->inputs[a];
-  hp_status st = fn_constpool_from_tensors(e, f, params, *np, cp);
+  harp_status st = fn_constpool_from_tensors(e, f, params, *np, cp);
   free(params);
   return st;
 }
 
-static hp_status add_examples(hp_error *e, pkg *p, const cli_model *m, const hp_function *f, const hp_tensor *outs,
+static harp_status add_examples(harp_error *e, pkg *p, const cli_model *m, const fn_function *f, const ut_tensor *outs,
                               char **freeable, int *nfree) {
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     if (b->kind != FN_INPUT) continue;
     char *rel = freeable[(*nfree)++] = names_buf("inputs", tiny_output_name(m->g, b->node));
-    if (!rel) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!rel) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (pkg_add_tensor(e, p, rel, &m->inputs[a])) return e->code;
   }
   for (int k = 0; k < m->g->noutputs; k++) {
     char *rel = freeable[(*nfree)++] = names_buf("expected", tiny_output_name(m->g, m->g->outputs[k]));
-    if (!rel) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!rel) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (pkg_add_tensor(e, p, rel, &outs[k])) return e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* expected/ of a GPU package: the reference interpreter's outputs; where it
  * cannot hold the model's intermediates (a 4096^3 GEMM's broadcast product),
  * the CPU backend's, which computes the same values without materialising them. */
-static hp_status expected_outputs(hp_error *e, const cli_opts *o, const cli_model *m, hp_tensor *outs) {
+static harp_status expected_outputs(harp_error *e, const cli_opts *o, const cli_model *m, ut_tensor *outs) {
   /* a value over 2^28 elements (1 GiB in fp32) is not tried: calloc may
    * overcommit, and touching it would swap or be killed */
   int64_t big = 0;
@@ -163,51 +163,51 @@ static hp_status expected_outputs(hp_error *e, const cli_opts *o, const cli_mode
     if (n > big) big = n;
   }
   if (big <= ((int64_t)1 << 28)) {
-    if (!tiny_interp(e, m->g, &m->syms, m->inputs, m->ninputs, outs)) return HP_OK;
-    if (e->code != HP_E_NO_MEMORY) return e->code;
-    *e = (hp_error){0};
+    if (!tiny_interp(e, m->g, &m->syms, m->inputs, m->ninputs, outs)) return HARP_OK;
+    if (e->code != HARP_E_NO_MEMORY) return e->code;
+    *e = (harp_error){0};
   }
   fprintf(stderr, "harp: note: the interpreter would hold %lld elements at once; expected/ comes from the CPU backend\n",
           (long long)big);
-  hp_cpu_model *cm = NULL;
-  hp_cpu_opts co = {.knobs = &o->knobs};
-  hp_status st = hp_cpu_compile(e, m->g, &m->syms, &co, &cm);
-  if (!st) st = hp_cpu_run(e, cm, m->inputs, m->ninputs, outs);
-  hp_cpu_free(cm);
+  rt_cpu_model *cm = NULL;
+  rt_cpu_opts co = {.knobs = &o->knobs};
+  harp_status st = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  if (!st) st = rt_cpu_run(e, cm, m->inputs, m->ninputs, outs);
+  rt_cpu_free(cm);
   return st;
 }
 
-static hp_status add_text(hp_error *e, pkg *p, const char *rel, hp_str *text) {
-  if (text->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = pkg_add(e, p, rel, text->buf ? text->buf : "", text->len);
-  hp_str_free(text);
+static harp_status add_text(harp_error *e, pkg *p, const char *rel, ut_str *text) {
+  if (text->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = pkg_add(e, p, rel, text->buf ? text->buf : "", text->len);
+  ut_str_free(text);
   return st;
 }
 
 /* sm80 / sm90: model.cu (+ its PTX), the host loader, and what the CPU
  * package has besides model.c.  Needs no GPU; NVRTC is optional. */
 static int compile_gpu(cli_opts *o, const char *target) {
-  hp_error e = {0};
+  harp_error e = {0};
   o->random_inputs = true;
   cli_model m;
-  hp_gpu_model *gm = NULL;
-  hp_tensor *outs = NULL;
-  hp_constpool cp = {0};
+  rt_gpu_model *gm = NULL;
+  ut_tensor *outs = NULL;
+  fn_constpool cp = {0};
   pkg p = {0};
   snprintf(p.dir, sizeof p.dir, "%s", o->out_dir);
   snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o->out_dir, (long)getpid());
-  hp_str text;
-  hp_str_init(&text);
+  ut_str text;
+  ut_str_init(&text);
   char **freeable = NULL, *json = NULL;
   int nfree = 0, rc;
-  hp_gpu_opts go = {.knobs = &o->knobs, .target = target, .precision = o->precision};
-  if (cli_load_model(&e, o, true, &m) || hp_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
-  cli_print_stage_times(o, &m, hp_gpu_stages(gm));
-  const hp_function *f = hp_gpu_function(gm);
-  const cuda_model_tu *tu = hp_gpu_tu(gm);
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .precision = o->precision};
+  if (cli_load_model(&e, o, true, &m) || rt_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
+  cli_print_stage_times(o, &m, rt_gpu_stages(gm));
+  const fn_function *f = rt_gpu_function(gm);
+  const cuda_model_tu *tu = rt_gpu_tu(gm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   if (!outs) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   if (expected_outputs(&e, o, &m, outs)) goto fail;
@@ -215,13 +215,13 @@ static int compile_gpu(cli_opts *o, const char *target) {
   if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
   /* the PTX when NVRTC is there (a missing NVRTC is said, not an error) */
   const char *ptx = NULL;
-  hp_error pe = {0};
-  if (hp_gpu_ptx(&pe, gm, &ptx) != HP_OK && pe.code != HP_E_UNSUPPORTED) {
+  harp_error pe = {0};
+  if (rt_gpu_ptx(&pe, gm, &ptx) != HARP_OK && pe.code != HARP_E_UNSUPPORTED) {
     e = pe;
     goto fail;
   }
-  if (hp_mkdirs(&e, p.tmp)) goto fail;
-  const char *src = hp_gpu_source(gm);
+  if (ut_mkdirs(&e, p.tmp)) goto fail;
+  const char *src = rt_gpu_source(gm);
   if (pkg_add(&e, &p, "model.cu", src, strlen(src))) goto fail;
   if (ptx) {
     if (pkg_add(&e, &p, "model.ptx", ptx, strlen(ptx))) goto fail;
@@ -238,20 +238,20 @@ static int compile_gpu(cli_opts *o, const char *target) {
   if (add_text(&e, &p, "Makefile", &text)) goto fail;
   cuda_standalone_readme(&text, tu, ptx != NULL);
   if (add_text(&e, &p, "README.md", &text)) goto fail;
-  if (hp_gpu_dump_json(&e, gm, &json) || pkg_add(&e, &p, "gpu.json", json, strlen(json))) goto fail;
+  if (rt_gpu_dump_json(&e, gm, &json) || pkg_add(&e, &p, "gpu.json", json, strlen(json))) goto fail;
   if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
   if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
   if (pkg_commit(&e, &p)) goto fail;
   pkg_cleanup(&p);
   int t, sk, gk;
-  hp_gpu_counts(gm, &t, &sk, &gk);
+  rt_gpu_counts(gm, &t, &sk, &gk);
   printf("wrote %s: model.cu%s model_host.c model.h main.c Makefile README.md gpu.json weights.bin (%zu bytes); "
          "%s, %d launches (%d template, %d simple, %d generic); build: make -C %s\n",
-         p.dir, ptx ? " model.ptx model_ptx.c" : "", cp.size, hp_gpu_nvrtc_arch(gm), t + sk + gk, t, sk, gk, p.dir);
+         p.dir, ptx ? " model.ptx model_ptx.c" : "", cp.size, rt_gpu_nvrtc_arch(gm), t + sk + gk, t, sk, gk, p.dir);
   if (!ptx) printf("no PTX: %s (make builds it with nvcc)\n", pe.msg);
   rc = 0;
   goto done;
@@ -262,12 +262,12 @@ done:
   for (int k = 0; k < nfree; k++) free(freeable[k]);
   free(freeable);
   if (outs && m.g)
-    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   free(json);
   fn_constpool_free(&cp);
-  hp_str_free(&text);
-  hp_gpu_free(gm);
+  ut_str_free(&text);
+  rt_gpu_free(gm);
   cli_model_free(&m);
   return rc;
 }
@@ -278,7 +278,7 @@ int cmd_compile(int argc, char **argv) {
       fputs(compile_help, stdout);
       return 0;
     }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages", &o, &e);
   if (rc) {
@@ -304,44 +304,44 @@ int cmd_compile(int argc, char **argv) {
   }
   o.random_inputs = true; /* example inputs for what --input does not give */
   cli_model m;
-  hp_cpu_model *cm = NULL;
-  hp_tensor *outs = NULL;
+  rt_cpu_model *cm = NULL;
+  ut_tensor *outs = NULL;
   pkg p = {0};
   snprintf(p.dir, sizeof p.dir, "%s", o.out_dir);
   snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o.out_dir, (long)getpid());
-  hp_str text;
-  hp_str_init(&text);
-  hp_constpool cp = {0};
+  ut_str text;
+  ut_str_init(&text);
+  fn_constpool cp = {0};
   char **freeable = NULL;
   int nfree = 0;
-  hp_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true};
-  if (cli_load_model(&e, &o, true, &m) || hp_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
-  cli_print_stage_times(&o, &m, hp_cpu_stages(cm));
-  const hp_function *f = hp_cpu_function(cm);
+  rt_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true};
+  if (cli_load_model(&e, &o, true, &m) || rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+  cli_print_stage_times(&o, &m, rt_cpu_stages(cm));
+  const fn_function *f = rt_cpu_function(cm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   if (!outs) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (hp_cpu_run(&e, cm, m.inputs, m.ninputs, outs)) goto fail;
+  if (rt_cpu_run(&e, cm, m.inputs, m.ninputs, outs)) goto fail;
   /* weights.bin: the ConstPool of the --param tensors */
   int np = 0;
   if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
-  if (hp_mkdirs(&e, p.tmp)) goto fail;
-  const char *src = hp_cpu_source(cm);
+  if (ut_mkdirs(&e, p.tmp)) goto fail;
+  const char *src = rt_cpu_source(cm);
   if (pkg_add(&e, &p, "model.c", src, strlen(src))) goto fail;
   cgen_standalone_header(&text);
   if (pkg_add(&e, &p, "model.h", text.buf, text.len)) goto fail;
-  hp_str_free(&text);
+  ut_str_free(&text);
   cgen_standalone_main(&text);
   if (pkg_add(&e, &p, "main.c", text.buf, text.len)) goto fail;
-  hp_str_free(&text);
+  ut_str_free(&text);
   cgen_standalone_makefile(&text);
   if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
-  hp_str_free(&text);
+  ut_str_free(&text);
   if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
   if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
@@ -358,11 +358,11 @@ done:
   for (int k = 0; k < nfree; k++) free(freeable[k]);
   free(freeable);
   if (outs && m.g)
-    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   fn_constpool_free(&cp);
-  hp_str_free(&text);
-  hp_cpu_free(cm);
+  ut_str_free(&text);
+  rt_cpu_free(cm);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

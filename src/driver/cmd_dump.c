@@ -43,7 +43,7 @@ int cmd_dump(int argc, char **argv) {
       fputs(dump_help, stdout);
       return 0;
     }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   int rc = cli_parse(argc, argv, "dump", "sym shape dump dump-dir target precision plan knob time-stages", &o, &e);
   if (rc) {

@@ -17,73 +17,73 @@
 
 extern char **environ;
 
-/* The command line's bindings for hp_lower_or_bind (a strided conv's output
+/* The command line's bindings for hg_lower_or_bind (a strided conv's output
  * size is an expression of shape variables): --sym, then the --input files'
  * shapes.  onnx (may be NULL) maps ONNX input names to the program's. */
 typedef struct {
   const cli_opts *o;
-  const hp_program *program;
-  const hp_onnx_model *onnx;
+  const hg_program *program;
+  const onnx_model *onnx;
 } bind_ctx;
 
-static hp_status fill_cli(hp_error *e, tiny_symtab *bind, void *ctx) {
+static harp_status fill_cli(harp_error *e, tiny_symtab *bind, void *ctx) {
   const bind_ctx *c = ctx;
   const cli_opts *o = c->o;
-  hp_status s = HP_OK;
+  harp_status s = HARP_OK;
   for (int i = 0; i < o->syms.n && !s; i++) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
   for (int k = 0; k < o->ninputs && !s; k++) {
-    hp_tensor t;
-    const char *id = c->onnx ? hp_onnx_id_of(c->onnx, o->input_names[k]) : o->input_names[k];
-    s = hp_npy_read(e, o->input_files[k], -1, &t);
+    ut_tensor t;
+    const char *id = c->onnx ? onnx_id_of(c->onnx, o->input_names[k]) : o->input_names[k];
+    s = ut_npy_read(e, o->input_files[k], -1, &t);
     if (!s) {
-      s = hp_program_bind_input(e, c->program, id ? id : o->input_names[k], t.rank, t.shape, bind);
-      hp_tensor_free(&t);
+      s = hg_program_bind_input(e, c->program, id ? id : o->input_names[k], t.rank, t.shape, bind);
+      ut_tensor_free(&t);
     }
   }
   return s;
 }
 
-static hp_status lower_program(hp_error *e, const cli_opts *o, const hp_program *program, const hp_onnx_model *onnx,
+static harp_status lower_program(harp_error *e, const cli_opts *o, const hg_program *program, const onnx_model *onnx,
                                tiny_graph **g, tiny_symtab *defaults) {
   bind_ctx c = {o, program, onnx};
-  return hp_lower_or_bind(e, program, fill_cli, &c, g, defaults);
+  return hg_lower_or_bind(e, program, fill_cli, &c, g, defaults);
 }
 
-hp_status cli_harp_load(hp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_program **program) {
-  if (hp_harp_load_file(e, o->model, program)) return e->code;
+harp_status cli_harp_load(harp_error *e, const cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hg_program **program) {
+  if (hg_harp_load_file(e, o->model, program)) return e->code;
   return lower_program(e, o, *program, NULL, g, defaults);
 }
 
 /* --param k's file, read only when the importer finds a graph input of
  * that name (an initializer's --param is read once, as a weight, later) */
-hp_status cli_read_param(hp_error *e, void *ctx, int k, hp_tensor *out) {
+harp_status cli_read_param(harp_error *e, void *ctx, int k, ut_tensor *out) {
   const cli_opts *o = ctx;
   for (int i = 0; i < o->ninputs; i++)
-    if (o->input_names[i] == o->params[k]) return hp_npy_read(e, o->input_files[i], -1, out);
-  return hp_fail(e, HP_E_INTERNAL, o->params[k], "--param without its file");
+    if (o->input_names[i] == o->params[k]) return ut_npy_read(e, o->input_files[i], -1, out);
+  return ut_fail(e, HARP_E_INTERNAL, o->params[k], "--param without its file");
 }
 
 /* The shapes known before the import: --shape, then the --input files'
  * (a --param file is data fixed at import instead; an unreadable file is
  * left to the data's reading).  shapes[0..*n). */
-hp_status cli_given_shapes(hp_error *e, const cli_opts *o, hp_onnx_shape **shapes, int *n) {
+harp_status cli_given_shapes(harp_error *e, const cli_opts *o, onnx_shape **shapes, int *n) {
   *n = 0;
-  if (!(*shapes = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!(*shapes = ut_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < o->nshapes; k++) (*shapes)[(*n)++] = o->shapes[k];
   for (int k = 0; k < o->ninputs; k++) {
     bool param = false;
     for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
     if (param) continue;
-    hp_onnx_shape *s = &(*shapes)[*n];
-    if (hp_npy_read_shape(e, o->input_files[k], &s->rank, s->dims)) { /* reported when the data is read */
-      hp_error_clear(e);
+    onnx_shape *s = &(*shapes)[*n];
+    if (ut_npy_read_shape(e, o->input_files[k], &s->rank, s->dims)) { /* reported when the data is read */
+      harp_error_clear(e);
       continue;
     }
     snprintf(s->name, sizeof s->name, "%s", o->input_names[k]);
     s->loose = true; /* a misfit is the data's error, found when it is bound */
     (*n)++;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* needs_data (harp run): a graph input given by --input whose values a
@@ -97,7 +97,7 @@ static void on_needs(void *ctx, const char *name) {
   needs_ctx *nc = ctx;
   cli_opts *o = nc->o;
   char id[128];
-  hp_onnx_ident(name, id);
+  onnx_ident(name, id);
   for (int k = 0; k < o->ninputs && o->nparams < CLI_MAX_LIST; k++) {
     if (strcmp(o->input_names[k], name) != 0 && strcmp(o->input_names[k], id) != 0) continue;
     bool param = false;
@@ -111,18 +111,18 @@ static void on_needs(void *ctx, const char *name) {
  * initializer would, and it leaves o's --input list, since the model no
  * longer has it; --shape, the --input files' shapes and --sym are given at
  * import too: the importer specialises on them (docs/onnx.md). */
-static hp_status import_once(hp_error *e, cli_opts *o, hp_onnx_model *onnx, needs_ctx *nc) {
+static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, needs_ctx *nc) {
   int n = o->nparams, ns = 0;
-  hp_onnx_shape *shapes = NULL;
-  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used), *sused = hp_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
-  hp_status st = used && sused ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  onnx_shape *shapes = NULL;
+  bool *used = ut_xcalloc((size_t)n + 1, sizeof *used), *sused = ut_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
+  harp_status st = used && sused ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
-  hp_onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
+  onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
                      .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow};
-  if (!st) st = hp_onnx_load_file_opts(e, o->model, &oo, onnx);
+  if (!st) st = onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)
-    if (!sused[k]) st = hp_fail(e, HP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
+    if (!sused[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
   for (int k = n - 1; k >= 0 && !st; k--) {
     if (!used[k]) continue;
     for (int i = 0; i < o->ninputs; i++)
@@ -144,16 +144,16 @@ static hp_status import_once(hp_error *e, cli_opts *o, hp_onnx_model *onnx, need
 
 /* Import (harp run: again, with the --input data a node needed fixed, as
  * often as that adds an input), then lower. */
-hp_status cli_onnx_load(hp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, hp_onnx_model **onnx) {
-  *onnx = hp_xcalloc(1, sizeof **onnx);
-  if (!*onnx) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, onnx_model **onnx) {
+  *onnx = ut_xcalloc(1, sizeof **onnx);
+  if (!*onnx) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   needs_ctx nc = {o, false};
-  hp_status st;
+  harp_status st;
   while ((st = import_once(e, o, *onnx, o->fix_needed ? &nc : NULL)) && nc.added) {
-    hp_error_clear(e);
+    harp_error_clear(e);
     nc.added = false;
   }
-  if (!st && o->need_shapes) st = hp_onnx_require_shapes(e, *onnx); /* no silent default */
+  if (!st && o->need_shapes) st = onnx_require_shapes(e, *onnx); /* no silent default */
   if (st || (*onnx)->flow) return st; /* a host program: its segments are compiled when run (cli_flow.c) */
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }
@@ -183,15 +183,15 @@ int cmd_decompile(int argc, char **argv) {
     }
   }
   if (!model) return cli_usage_error("decompile", "no MODEL given");
-  hp_error e = {0};
-  hp_program *p = NULL;
-  if (hp_harp_load_file(&e, model, &p)) return cli_report(&e);
-  char *text = hp_decompile(p);
-  hp_program_free(p);
-  if (!text) return cli_report(&(hp_error){.code = HP_E_NO_MEMORY, .msg = "out of memory"});
+  harp_error e = {0};
+  hg_program *p = NULL;
+  if (hg_harp_load_file(&e, model, &p)) return cli_report(&e);
+  char *text = hg_decompile(p);
+  hg_program_free(p);
+  if (!text) return cli_report(&(harp_error){.code = HARP_E_NO_MEMORY, .msg = "out of memory"});
   int rc = 0;
   if (out) {
-    if (hp_write_file_atomic(&e, out, text, strlen(text))) rc = cli_report(&e);
+    if (ut_write_file_atomic(&e, out, text, strlen(text))) rc = cli_report(&e);
   } else {
     fputs(text, stdout);
   }
@@ -209,32 +209,32 @@ static const char viz_help[] =
     "            = one kernel; every size must be bound: graph defaults or --sym)\n"
     "A .svg or .png FILE is rendered with Graphviz's dot, which must be installed.\n";
 
-static void dot_label(hp_str *s, const char *t) {
+static void dot_label(ut_str *s, const char *t) {
   for (; *t; t++) {
     unsigned char c = (unsigned char)*t;
-    if (c == '"' || c == '\\') hp_str_putc(s, '\\');
-    hp_str_putc(s, c < 32 || c == 127 ? '?' : (char)c);
+    if (c == '"' || c == '\\') ut_str_putc(s, '\\');
+    ut_str_putc(s, c < 32 || c == 127 ? '?' : (char)c);
   }
 }
 
 static char *region_dot(const rg_partition *p) {
   const tiny_graph *g = p->g;
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "digraph harp_regions {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, "
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "digraph harp_regions {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, "
                   "fontname=\"Helvetica\", fontsize=10];\n");
   for (int r = 0; r < p->n; r++) {
     const rg_region *rg = &p->regions[r];
-    hp_str_printf(&s, "  subgraph cluster_r%d {\n    style=filled; fillcolor=\"#f3f3f3\"; label=\"", r);
+    ut_str_printf(&s, "  subgraph cluster_r%d {\n    style=filled; fillcolor=\"#f3f3f3\"; label=\"", r);
     dot_label(&s, rg->name);
-    hp_str_printf(&s, " (%s%s%s)\";\n", rg->kind ? rg->kind : "", rg->pattern ? " " : "", rg->pattern ? rg->pattern : "");
+    ut_str_printf(&s, " (%s%s%s)\";\n", rg->kind ? rg->kind : "", rg->pattern ? " " : "", rg->pattern ? rg->pattern : "");
     for (int i = 0; i < rg->nnodes; i++) {
       const tiny_node *n = &g->nodes[rg->nodes[i]];
-      hp_str_printf(&s, "    r%d_n%d [label=\"", r, rg->nodes[i]);
+      ut_str_printf(&s, "    r%d_n%d [label=\"", r, rg->nodes[i]);
       dot_label(&s, n->id);
-      hp_str_printf(&s, "\\n%s\"];\n", tiny_op_name(n->op));
+      ut_str_printf(&s, "\\n%s\"];\n", tiny_op_name(n->op));
     }
-    hp_str_puts(&s, "  }\n");
+    ut_str_puts(&s, "  }\n");
   }
   /* edges between regions through the values they pass */
   for (int r = 0; r < p->n; r++) {
@@ -244,22 +244,22 @@ static char *region_dot(const rg_partition *p) {
       int v = rg->in_values[i], from = p->region_of[v];
       if (from >= 0) {
         const rg_region *src = &p->regions[from];
-        hp_str_printf(&s, "  r%d_n%d -> r%d_n%d [label=\"", from, src->nodes[src->nnodes - 1], r, rg->nodes[0]);
+        ut_str_printf(&s, "  r%d_n%d -> r%d_n%d [label=\"", from, src->nodes[src->nnodes - 1], r, rg->nodes[0]);
       } else {
-        hp_str_printf(&s, "  in%d [shape=oval, label=\"", v);
+        ut_str_printf(&s, "  in%d [shape=oval, label=\"", v);
         dot_label(&s, g->nodes[v].id);
-        hp_str_printf(&s, "\"];\n  in%d -> r%d_n%d [label=\"", v, r, rg->nodes[0]);
+        ut_str_printf(&s, "\"];\n  in%d -> r%d_n%d [label=\"", v, r, rg->nodes[0]);
       }
       dot_label(&s, g->nodes[v].id);
-      hp_str_puts(&s, "\"];\n");
+      ut_str_puts(&s, "\"];\n");
     }
   }
-  hp_str_puts(&s, "}\n");
+  ut_str_puts(&s, "}\n");
   if (s.oom) {
-    hp_str_free(&s);
+    ut_str_free(&s);
     return NULL;
   }
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }
 
 static const char *ext_of(const char *path) {
@@ -268,23 +268,23 @@ static const char *ext_of(const char *path) {
 }
 
 /* Render DOT text with Graphviz into out (atomically); no shell involved. */
-static hp_status render(hp_error *e, const char *dot_text, const char *fmt, const char *out) {
+static harp_status render(harp_error *e, const char *dot_text, const char *fmt, const char *out) {
   char tmp_dot[4200], tmp_out[4200];
   snprintf(tmp_dot, sizeof tmp_dot, "%s.%ld.dot.tmp", out, (long)getpid());
   snprintf(tmp_out, sizeof tmp_out, "%s.%ld.tmp", out, (long)getpid());
-  if (hp_write_file_atomic(e, tmp_dot, dot_text, strlen(dot_text))) return e->code;
+  if (ut_write_file_atomic(e, tmp_dot, dot_text, strlen(dot_text))) return e->code;
   char tflag[16];
   snprintf(tflag, sizeof tflag, "-T%s", fmt);
   char *args[] = {"dot", tflag, "-o", tmp_out, tmp_dot, NULL};
   pid_t pid;
   int rc = posix_spawnp(&pid, "dot", NULL, NULL, args, environ), status = 0;
-  hp_status s = HP_OK;
+  harp_status s = HARP_OK;
   if (rc != 0) {
-    s = hp_fail(e, HP_E_UNSUPPORTED, NULL, "cannot run Graphviz's dot (%s); install graphviz or write a .dot file", strerror(rc));
+    s = ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cannot run Graphviz's dot (%s); install graphviz or write a .dot file", strerror(rc));
   } else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    s = hp_fail(e, HP_E_IO, NULL, "Graphviz's dot failed to render %s", out);
+    s = ut_fail(e, HARP_E_IO, NULL, "Graphviz's dot failed to render %s", out);
   } else if (rename(tmp_out, out) != 0) {
-    s = hp_fail_at(e, HP_E_IO, out, 0, 0, "cannot write: %s", strerror(errno));
+    s = ut_fail_at(e, HARP_E_IO, out, 0, 0, "cannot write: %s", strerror(errno));
   }
   unlink(tmp_dot);
   if (s) unlink(tmp_out);
@@ -293,7 +293,7 @@ static hp_status render(hp_error *e, const char *dot_text, const char *fmt, cons
 
 int cmd_viz(int argc, char **argv) {
   const char *stage = NULL, *out = NULL;
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   memset(&o, 0, sizeof o);
   tiny_symtab_init(&o.syms);
@@ -339,23 +339,23 @@ int cmd_viz(int argc, char **argv) {
   cli_model m;
   memset(&m, 0, sizeof m);
   char *text = NULL;
-  hp_compile *c = NULL;
-  hp_status s = cli_load_model(&e, &o, false, &m);
+  rt_compile *c = NULL;
+  harp_status s = cli_load_model(&e, &o, false, &m);
   if (!s && !strcmp(stage, "frontend")) {
-    if (!m.program) s = hp_fail(&e, HP_E_USAGE, NULL, "--stage frontend needs a .harp model");
-    else if (!(text = hp_frontend_dot(m.program))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!m.program) s = ut_fail(&e, HARP_E_USAGE, NULL, "--stage frontend needs a .harp model");
+    else if (!(text = hg_frontend_dot(m.program))) s = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!s && !strcmp(stage, "tiny")) {
-    if (!(text = hp_tiny_dot(m.g))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!(text = hg_tiny_dot(m.g))) s = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!s) {
     /* the regions `harp run` compiles: the CPU compile, up to its regions */
-    s = cli_compile(&e, &o, &m, NULL, &hp_target_cpu, NULL, HP_STAGE_REGIONS, NULL, &c);
-    if (!s && !(text = region_dot(c->part))) s = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    s = cli_compile(&e, &o, &m, NULL, &rt_target_cpu, NULL, RT_STAGE_REGIONS, NULL, &c);
+    if (!s && !(text = region_dot(c->part))) s = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  if (!s) s = !strcmp(fmt, "dot") ? hp_write_file_atomic(&e, out, text, strlen(text)) : render(&e, text, fmt, out);
+  if (!s) s = !strcmp(fmt, "dot") ? ut_write_file_atomic(&e, out, text, strlen(text)) : render(&e, text, fmt, out);
   if (!s) printf("%s stage -> %s\n", stage, out);
   rc = s ? cli_report(&e) : 0;
   free(text);
-  hp_compile_free(c);
+  rt_compile_free(c);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

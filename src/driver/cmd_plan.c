@@ -20,17 +20,17 @@ static const char plan_help[] =
 
 /* A plan list (what --dump plan writes): every plan checked, then each in
  * DSL under a "# region NAME" line, or the list as {"plans": [...]} JSON. */
-static hp_status convert_list(hp_error *e, const char *text, const char *file, const char *to, char **out) {
+static harp_status convert_list(harp_error *e, const char *text, const char *file, const char *to, char **out) {
   plan_list_entry *ents = NULL;
   int n = 0;
-  hp_status st = plan_list_parse(text, file, PLAN_ARCH_SM80, &ents, &n, e);
+  harp_status st = plan_list_parse(text, file, PLAN_ARCH_SM80, &ents, &n, e);
   if (st) return st;
   const char **names = calloc((size_t)n + 1, sizeof *names);
   plan_t *plans = calloc((size_t)n + 1, sizeof *plans);
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   int k = 0;
-  if (!names || !plans) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!names || !plans) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n && !st; i++) {
     if (!ents[i].has_plan) continue;
     names[k] = ents[i].region;
@@ -41,13 +41,13 @@ static hp_status convert_list(hp_error *e, const char *text, const char *file, c
   } else {
     for (int i = 0; i < k && !st; i++) {
       char *dsl = NULL;
-      if (!(st = plan_to_dsl(&plans[i], &dsl, e))) hp_str_printf(&s, "%s# region %s\n%s", i ? "\n" : "", names[i], dsl);
+      if (!(st = plan_to_dsl(&plans[i], &dsl, e))) ut_str_printf(&s, "%s# region %s\n%s", i ? "\n" : "", names[i], dsl);
       free(dsl);
     }
-    if (!st) *out = hp_str_take(&s);
-    if (!st && !*out) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!st) *out = ut_str_take(&s);
+    if (!st && !*out) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_str_free(&s);
+  ut_str_free(&s);
   free(names);
   free(plans);
   free(ents);
@@ -80,15 +80,15 @@ int cmd_plan(int argc, char **argv) {
   }
   if (!file) return cli_usage_error("plan", "usage: harp plan FILE [--to json|dsl] [-o OUT]");
   if (to && strcmp(to, "json") && strcmp(to, "dsl")) return cli_usage_error("plan", "--to takes json or dsl, not '%s'", to);
-  hp_error e = {0};
+  harp_error e = {0};
   char *text = NULL, *result = NULL;
   size_t len = 0;
   int rc = 0;
-  if (hp_read_file(&e, file, PLAN_MAX_TEXT, &text, &len) ||
+  if (ut_read_file(&e, file, PLAN_MAX_TEXT, &text, &len) ||
       (plan_text_is_list(text) ? convert_list(&e, text, file, to, &result) : plan_convert(text, file, to, &result, &e))) {
     rc = cli_report(&e);
   } else if (out) {
-    if (hp_write_file_atomic(&e, out, result, strlen(result))) rc = cli_report(&e);
+    if (ut_write_file_atomic(&e, out, result, strlen(result))) rc = cli_report(&e);
   } else {
     fputs(result, stdout);
   }

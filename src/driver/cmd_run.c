@@ -78,71 +78,71 @@ static const char run_help[] =
 
 /* --backend cpu: compile (the dumps from its stages), run once; the
  * weights go once copied into the parameter block. */
-static hp_status run_cpu(hp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
-                         hp_tensor *outs) {
-  hp_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                         ut_tensor *outs) {
+  rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
                     .after_stage = cli_dumps_hook, .hook_ctx = d};
-  co.keep_analysis = cli_dumps_own(d, &hp_target_cpu, NULL);
-  hp_cpu_model *cm = NULL;
-  hp_status s = hp_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
+  rt_cpu_model *cm = NULL;
+  harp_status s = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!s) {
-    cli_print_plan_notes(hp_cpu_plans(cm));
-    cli_print_stage_times(o, m, hp_cpu_stages(cm));
-    s = hp_cpu_run_taking_weights(e, cm, m->inputs, m->ninputs, outs);
+    cli_print_plan_notes(rt_cpu_plans(cm));
+    cli_print_stage_times(o, m, rt_cpu_stages(cm));
+    s = rt_cpu_run_taking_weights(e, cm, m->inputs, m->ninputs, outs);
   }
-  hp_cpu_free(cm);
+  rt_cpu_free(cm);
   return s;
 }
 
 /* --backend cuda: build for --target (else the device's), run once. */
-static hp_status run_cuda(hp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d, bool graphs,
-                          hp_tensor *outs) {
+static harp_status run_cuda(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d, bool graphs,
+                          ut_tensor *outs) {
   const char *target;
   if (cli_gpu_target(e, o, NULL, &target)) return e->code;
-  hp_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = graphs, .plan_overrides = pl->ov,
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = graphs, .plan_overrides = pl->ov,
                     .nplan_overrides = pl->n, .precision = o->precision, .after_stage = cli_dumps_hook, .hook_ctx = d};
-  go.keep_analysis = cli_dumps_own(d, &hp_target_cuda, target);
-  hp_gpu_model *gm = NULL;
-  hp_status s = hp_gpu_build(e, m->g, &m->syms, &go, &gm);
-  if (!s) s = hp_gpu_run(e, gm, m->inputs, m->ninputs, outs);
-  if (!s) cli_print_stage_times(o, m, hp_gpu_stages(gm));
-  hp_gpu_free(gm);
+  go.keep_analysis = cli_dumps_own(d, &rt_target_cuda, target);
+  rt_gpu_model *gm = NULL;
+  harp_status s = rt_gpu_build(e, m->g, &m->syms, &go, &gm);
+  if (!s) s = rt_gpu_run(e, gm, m->inputs, m->ninputs, outs);
+  if (!s) cli_print_stage_times(o, m, rt_gpu_stages(gm));
+  rt_gpu_free(gm);
   return s;
 }
 
 /* --backend regions: the compile of --target's backend up to its Function
  * (its final partition), played back region by region on the interpreter. */
-static hp_status run_regions(hp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
-                             hp_tensor *outs) {
-  const hp_target *t;
+static harp_status run_regions(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                             ut_tensor *outs) {
+  const rt_target *t;
   const char *arch;
-  hp_compile *c = NULL;
+  rt_compile *c = NULL;
   if (cli_target_of(e, o, &t, &arch)) return e->code;
   cli_dumps_own(d, t, arch);
-  hp_status st = cli_compile(e, o, m, pl, t, arch, HP_STAGE_FUNCTION, d, &c);
+  harp_status st = cli_compile(e, o, m, pl, t, arch, RT_STAGE_FUNCTION, d, &c);
   if (!st) st = fn_playback(e, c->f, &m->syms, m->inputs, m->ninputs, outs);
   if (!st)
     fprintf(stderr, "harp: %d regions, arena %zu bytes (%d live at most)\n", c->part->n, c->f->required_memory,
             fn_max_live_temps(c->f));
-  hp_compile_free(c);
+  rt_compile_free(c);
   return st;
 }
 
 /* Compile with backend b and run once into outs. */
-static hp_status run_backend(hp_error *e, const cli_opts *o, cli_model *m, const cli_backend *b, bool graphs,
-                             cli_dumps *d, hp_tensor *outs) {
+static harp_status run_backend(harp_error *e, const cli_opts *o, cli_model *m, const cli_backend *b, bool graphs,
+                             cli_dumps *d, ut_tensor *outs) {
   cli_plans pl = {0};
-  hp_status st = cli_plans_load(e, o, &pl);
+  harp_status st = cli_plans_load(e, o, &pl);
   if (!st && pl.n && (!b->target || b->playback) && !cli_wants_dump(o, "plan"))
     fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
-  if (!st && o->precision && b->target != &hp_target_cuda)
+  if (!st && o->precision && b->target != &rt_target_cuda)
     fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
   if (st) {
   } else if (b->playback) {
     st = run_regions(e, o, m, &pl, d, outs);
-  } else if (b->target == &hp_target_cuda) {
+  } else if (b->target == &rt_target_cuda) {
     st = run_cuda(e, o, m, &pl, d, graphs, outs);
-  } else if (b->target == &hp_target_cpu) {
+  } else if (b->target == &rt_target_cpu) {
     st = run_cpu(e, o, m, &pl, d, outs);
   } else {
     st = tiny_interp(e, m->g, &m->syms, m->inputs, m->ninputs, outs);
@@ -154,11 +154,11 @@ static hp_status run_backend(hp_error *e, const cli_opts *o, cli_model *m, const
 }
 
 /* The outputs to DIR/<name>.npy, and a line per output. */
-static hp_status write_outputs(hp_error *e, const cli_opts *o, const cli_model *m, hp_tensor *outs) {
+static harp_status write_outputs(harp_error *e, const cli_opts *o, const cli_model *m, ut_tensor *outs) {
   const char **names = calloc((size_t)m->g->noutputs + 1, sizeof *names);
-  if (!names) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!names) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < m->g->noutputs; k++) names[k] = tiny_output_name(m->g, m->g->outputs[k]);
-  hp_status st = cli_write_outputs(e, o->out_dir, names, outs, m->g->noutputs);
+  harp_status st = cli_write_outputs(e, o->out_dir, names, outs, m->g->noutputs);
   for (int k = 0; k < m->g->noutputs && !st; k++) {
     char shape[256];
     tiny_shape_format(&m->g->nodes[m->g->outputs[k]].shape, shape, sizeof shape);
@@ -182,14 +182,14 @@ static bool take_graphs(int *argc, char **argv) {
 
 /* The shared options and the backend; 0, or the exit code of a usage error. */
 static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b) {
-  hp_error e = {0};
+  harp_error e = {0};
   int rc = cli_parse(argc, argv, "run",
                      "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
                      "loop-limit knob time-stages",
                      o, &e);
   if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
   if (!o->model) return cli_usage_error("run", "no MODEL given");
-  if (cli_wants_dump(o, "c") && ((*b)->target != &hp_target_cpu || (*b)->playback))
+  if (cli_wants_dump(o, "c") && ((*b)->target != &rt_target_cpu || (*b)->playback))
     return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
   return 0;
 }
@@ -200,7 +200,7 @@ int cmd_run(int argc, char **argv) {
       fputs(run_help, stdout);
       return 0;
     }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   const cli_backend *b = NULL;
   bool graphs = take_graphs(&argc, argv);
@@ -214,19 +214,19 @@ int cmd_run(int argc, char **argv) {
   cli_model m;
   cli_dumps d;
   cli_dumps_init(&d, &o);
-  hp_tensor *outs = NULL;
-  hp_status st = cli_load_model(&e, &o, true, &m);
+  ut_tensor *outs = NULL;
+  harp_status st = cli_load_model(&e, &o, true, &m);
   if (!st && m.flow) { /* run-time control flow: the host program (cli_flow.c) */
     rc = cli_flow_run(&o, &m, b, graphs);
   } else {
     if (!st) st = cli_write_dumps(&e, &o, &m);
-    if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs);
     if (!st) st = write_outputs(&e, &o, &m, outs);
     rc = st ? cli_report(&e) : 0;
   }
   if (outs && m.g)
-    for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
   cli_dumps_free(&d);
   cli_model_free(&m);

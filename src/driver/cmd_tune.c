@@ -1,5 +1,5 @@
 /* cmd_tune.c — `harp tune MODEL`: measure each region's plan search space on
- * this machine (hp_tune_cpu), store the best plan per (model, region,
+ * this machine (rt_tune_cpu), store the best plan per (model, region,
  * ShapeSet, machine) in the plan cache, append every point to the CSV log,
  * and print a summary with the rank correlation between the cost model's
  * estimates and the measured times. */
@@ -48,7 +48,7 @@ static long opt_count(const char *v, const char *what, long lo, long hi, bool *o
   return x;
 }
 
-static void on_progress(void *ctx, const hp_tune_progress *p) {
+static void on_progress(void *ctx, const rt_tune_progress *p) {
   (void)ctx;
   if (!strcmp(p->phase, "done")) {
     fprintf(stderr, "\r\033[K");
@@ -73,7 +73,7 @@ static void short_plan(const plan_t *p, char *buf, size_t cap) {
 }
 
 int cmd_tune(int argc, char **argv) {
-  hp_tune_opts to = {0};
+  rt_tune_opts to = {0};
   const char *log = NULL;
   const char *regions[CLI_MAX_LIST];
   int nregions = 0;
@@ -108,7 +108,7 @@ int cmd_tune(int argc, char **argv) {
     free(rest);
     return 1;
   }
-  hp_error e = {0};
+  harp_error e = {0};
   cli_opts o;
   int rc = cli_parse(nrest, rest, "tune", "input param sym shape seed backend knob", &o, &e);
   free(rest);
@@ -117,7 +117,7 @@ int cmd_tune(int argc, char **argv) {
     return rc;
   }
   const cli_backend *be = cli_backend_get("tune", o.backend, "interp cpu regions cuda", &rc);
-  if (be && (be->target != &hp_target_cpu || be->playback))
+  if (be && (be->target != &rt_target_cpu || be->playback))
     rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu)", be->name);
   if (rc) {
     cli_opts_free(&o);
@@ -133,17 +133,17 @@ int cmd_tune(int argc, char **argv) {
   to.knobs = &o.knobs;
   if (isatty(2)) to.progress = on_progress;
   cli_model m;
-  hp_tune_result res = {0};
+  rt_tune_result res = {0};
   char *log_path = NULL;
-  if (cli_load_model(&e, &o, true, &m) || hp_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res)) goto fail;
+  if (cli_load_model(&e, &o, true, &m) || rt_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res)) goto fail;
   if (log) {
-    log_path = hp_xmalloc(strlen(log) + 1);
+    log_path = ut_xmalloc(strlen(log) + 1);
     if (log_path) strcpy(log_path, log);
   } else {
-    log_path = hp_tune_default_log(o.knobs.cache_dir);
+    log_path = rt_tune_default_log(o.knobs.cache_dir);
   }
   if (!log_path) {
-    hp_fail(&e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   char stamp[32];
@@ -153,19 +153,19 @@ int cmd_tune(int argc, char **argv) {
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
   int rows = 0;
   for (int i = 0; i < res.nregions; i++) {
-    if (hp_tune_log_region(&e, log_path, &res, i, stamp)) goto fail;
+    if (rt_tune_log_region(&e, log_path, &res, i, stamp)) goto fail;
     rows += res.r[i].npoints;
   }
   printf("harp tune: model %s, ShapeSet %s (%s)\n  machine %s\n", res.model, res.shapeset, res.binding, res.machine);
   if (res.nregions == 0) printf("no region follows a plan (no contraction or attention kernel): nothing to tune\n");
   for (int i = 0; i < res.nregions; i++) {
-    const hp_tune_region *tr = &res.r[i];
+    const rt_tune_region *tr = &res.r[i];
     printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n",
            tr->region, tr->kernel, tr->npoints, res.repeat, res.warmup);
     if (tr->calls > 1) printf("  (a short kernel: each sample is %d calls back to back, the time per call)\n", tr->calls);
     printf("  %3s %-8s %12s %10s %10s  %s\n", "#", "", "estimate_ms", "median_ms", "min_ms", "plan");
     for (int j = 0; j < tr->npoints; j++) {
-      const hp_tune_point *pt = &tr->pts[j];
+      const rt_tune_point *pt = &tr->pts[j];
       char sp[160], tag[16] = "";
       short_plan(&pt->plan, sp, sizeof sp);
       if (j == 0) snprintf(tag, sizeof tag, "default");
@@ -175,7 +175,7 @@ int cmd_tune(int argc, char **argv) {
       if (pt->same_as >= 0) printf(" (same kernel as #%d)", pt->same_as);
       printf("\n");
     }
-    const hp_tune_point *d = &tr->pts[0], *b = &tr->pts[tr->best];
+    const rt_tune_point *d = &tr->pts[0], *b = &tr->pts[tr->best];
     printf("  default %.4f ms, best %.4f ms (#%d): %.3fx the default\n", d->median_ms, b->median_ms, tr->best,
            b->median_ms > 0 ? d->median_ms / b->median_ms : 0.0);
     if (isnan(tr->spearman))
@@ -192,7 +192,7 @@ fail:
   rc = cli_report(&e);
 done:
   free(log_path);
-  hp_tune_result_free(&res);
+  rt_tune_result_free(&res);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

@@ -5,9 +5,9 @@
 
 #include "cli.h"
 
-hp_status cli_gpu_target(hp_error *e, const cli_opts *o, const char *dflt, const char **target) {
+harp_status cli_gpu_target(harp_error *e, const cli_opts *o, const char *dflt, const char **target) {
   *target = o->target ? o->target : dflt;
   if (*target && strcmp(*target, "sm80") && strcmp(*target, "sm90"))
-    return hp_fail(e, HP_E_USAGE, NULL, "--target %s: the GPU backend takes sm80 or sm90", *target);
-  return HP_OK;
+    return ut_fail(e, HARP_E_USAGE, NULL, "--target %s: the GPU backend takes sm80 or sm90", *target);
+  return HARP_OK;
 }

@@ -44,21 +44,21 @@ static void usage(FILE *f) {
  * (the environment read), and what it does. */
 static int help_options(void) {
   static const char *const types[] = {"bool", "int", "number", "string", "choice"};
-  hp_error e = {0};
-  hp_knobs k;
-  hp_knobs_init(&k);
-  if (hp_knobs_from_env(&e, &k)) {
+  harp_error e = {0};
+  rt_knobs k;
+  rt_knobs_init(&k);
+  if (rt_knobs_from_env(&e, &k)) {
     fprintf(stderr, "harp: %s\n", e.msg);
     return 1;
   }
   printf("harp's knobs (docs/options.md): each is set by its environment variable, or by\n"
          "--knob NAME=VALUE (run, bench, dump, compile, tune); harp.h takes harp_options.knobs.\n\n");
   printf("%-13s %-18s %-16s %-8s %s\n", "knob", "variable", "type", "default", "now");
-  for (int i = 0; i < hp_knob_count(); i++) {
-    const hp_knob *r = hp_knob_at(i);
-    char now[HP_KNOB_PATH];
-    hp_knob_format(&k, r, now, sizeof now);
-    const char *ty = r->type == HP_KNOB_CHOICE ? r->choices : types[r->type];
+  for (int i = 0; i < rt_knob_count(); i++) {
+    const rt_knob *r = rt_knob_at(i);
+    char now[RT_KNOB_PATH];
+    rt_knob_format(&k, r, now, sizeof now);
+    const char *ty = r->type == RT_KNOB_CHOICE ? r->choices : types[r->type];
     printf("%-13s %-18s %-16s %-8s %s\n  %s\n", r->name, r->env, ty, *r->dflt ? r->dflt : "\"\"", *now ? now : "\"\"",
            r->doc);
   }

@@ -1,12 +1,12 @@
 /* decompile.c — a program back to DSL text.
- * Needs: the graph model.  Gives: hp_decompile.
+ * Needs: the graph model.  Gives: hg_decompile.
  *
  * Subgraphs come first (in definition order), main last.  Every named
  * value and every value used more than once gets a statement; an unnamed
  * value used once is written inside its user's expression, and unnamed
  * number literals are always written in place.  Names that are not usable
  * DSL identifiers (or are taken) are replaced by fresh ones.  Parsing the
- * text gives a program hp_program_equal to the original. */
+ * text gives a program hg_program_equal to the original. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@
 #include "fe_dsl.h"
 
 typedef struct dctx {
-  hp_str *s;
-  const hp_graph *g;
+  ut_str *s;
+  const hg_graph *g;
   const char **name; /* per node: its statement name, NULL when written in place */
   int *uses;
   bool oom;
@@ -28,13 +28,13 @@ static const char *dtype_dsl(tiny_dtype t) {
   return (unsigned)t < TINY_DTYPE_COUNT ? n[t] : "f32";
 }
 
-static void put_num(hp_str *s, double v) {
+static void put_num(ut_str *s, double v) {
   if (isnan(v)) {
-    hp_str_puts(s, "nan");
+    ut_str_puts(s, "nan");
     return;
   }
   if (isinf(v)) {
-    hp_str_puts(s, v < 0 ? "-inf" : "inf");
+    ut_str_puts(s, v < 0 ? "-inf" : "inf");
     return;
   }
   char buf[64];
@@ -48,254 +48,254 @@ static void put_num(hp_str *s, double v) {
       break;
     }
   }
-  hp_str_puts(s, buf);
-  if (!strpbrk(buf, ".eE")) hp_str_puts(s, ".0");
+  ut_str_puts(s, buf);
+  if (!strpbrk(buf, ".eE")) ut_str_puts(s, ".0");
 }
 
-static void put_type(hp_str *s, tiny_dtype dt, const fe_shape *sh) {
-  hp_str_printf(s, "%s[", dtype_dsl(dt));
-  for (int i = 0; i < sh->rank; i++) hp_str_printf(s, "%s%s", i ? ", " : "", sh->d[i]->text);
-  hp_str_puts(s, "]");
+static void put_type(ut_str *s, tiny_dtype dt, const fe_shape *sh) {
+  ut_str_printf(s, "%s[", dtype_dsl(dt));
+  for (int i = 0; i < sh->rank; i++) ut_str_printf(s, "%s%s", i ? ", " : "", sh->d[i]->text);
+  ut_str_puts(s, "]");
 }
 
-static void put_ints(hp_str *s, const int64_t *v, int n) {
-  hp_str_puts(s, "[");
-  for (int i = 0; i < n; i++) hp_str_printf(s, "%s%" PRId64, i ? ", " : "", v[i]);
-  hp_str_puts(s, "]");
+static void put_ints(ut_str *s, const int64_t *v, int n) {
+  ut_str_puts(s, "[");
+  for (int i = 0; i < n; i++) ut_str_printf(s, "%s%" PRId64, i ? ", " : "", v[i]);
+  ut_str_puts(s, "]");
 }
 
-static void put_int_list(hp_str *s, const int *v, int n) {
-  hp_str_puts(s, "[");
-  for (int i = 0; i < n; i++) hp_str_printf(s, "%s%d", i ? ", " : "", v[i]);
-  hp_str_puts(s, "]");
+static void put_int_list(ut_str *s, const int *v, int n) {
+  ut_str_puts(s, "[");
+  for (int i = 0; i < n; i++) ut_str_printf(s, "%s%d", i ? ", " : "", v[i]);
+  ut_str_puts(s, "]");
 }
 
-static void put_dims(hp_str *s, const fe_dim *const *d, int n) {
-  hp_str_puts(s, "[");
-  for (int i = 0; i < n; i++) hp_str_printf(s, "%s%s", i ? ", " : "", d[i]->text);
-  hp_str_puts(s, "]");
+static void put_dims(ut_str *s, const fe_dim *const *d, int n) {
+  ut_str_puts(s, "[");
+  for (int i = 0; i < n; i++) ut_str_printf(s, "%s%s", i ? ", " : "", d[i]->text);
+  ut_str_puts(s, "]");
 }
 
 /* ---- expressions ---------------------------------------------------------- */
 enum { P_CMP = 1, P_SUM = 2, P_TERM = 3, P_ATOM = 4 };
 
-static void expr(dctx *C, hp_val v, int ctx);
+static void expr(dctx *C, hg_val v, int ctx);
 
-static const char *infix(hp_op op, int *prec) {
+static const char *infix(hg_op op, int *prec) {
   switch (op) {
-  case HP_OP_ADD: *prec = P_SUM; return " + ";
-  case HP_OP_SUB: *prec = P_SUM; return " - ";
-  case HP_OP_MUL: *prec = P_TERM; return " * ";
-  case HP_OP_DIV: *prec = P_TERM; return " / ";
-  case HP_OP_MATMUL: *prec = P_TERM; return " @ ";
-  case HP_OP_LT: *prec = P_CMP; return " < ";
-  case HP_OP_LE: *prec = P_CMP; return " <= ";
-  case HP_OP_GT: *prec = P_CMP; return " > ";
-  case HP_OP_GE: *prec = P_CMP; return " >= ";
-  case HP_OP_EQ: *prec = P_CMP; return " == ";
-  case HP_OP_NE: *prec = P_CMP; return " != ";
+  case HG_OP_ADD: *prec = P_SUM; return " + ";
+  case HG_OP_SUB: *prec = P_SUM; return " - ";
+  case HG_OP_MUL: *prec = P_TERM; return " * ";
+  case HG_OP_DIV: *prec = P_TERM; return " / ";
+  case HG_OP_MATMUL: *prec = P_TERM; return " @ ";
+  case HG_OP_LT: *prec = P_CMP; return " < ";
+  case HG_OP_LE: *prec = P_CMP; return " <= ";
+  case HG_OP_GT: *prec = P_CMP; return " > ";
+  case HG_OP_GE: *prec = P_CMP; return " >= ";
+  case HG_OP_EQ: *prec = P_CMP; return " == ";
+  case HG_OP_NE: *prec = P_CMP; return " != ";
   default: return NULL;
   }
 }
 
 static void args_then(dctx *C, const fe_node *n, int from, int to) {
   for (int i = from; i < to; i++) {
-    if (i > from) hp_str_puts(C->s, ", ");
+    if (i > from) ut_str_puts(C->s, ", ");
     expr(C, n->in[i], 0);
   }
 }
 
 /* The right-hand side of node n. */
 static void rhs(dctx *C, const fe_node *n, int ctx) {
-  hp_str *s = C->s;
+  ut_str *s = C->s;
   int prec;
   const char *op = infix(n->op, &prec);
   if (op) {
     bool paren = prec < ctx;
-    if (paren) hp_str_putc(s, '(');
+    if (paren) ut_str_putc(s, '(');
     expr(C, n->in[0], prec == P_CMP ? P_SUM : prec);
-    hp_str_puts(s, op);
+    ut_str_puts(s, op);
     expr(C, n->in[1], prec == P_CMP ? P_SUM : prec + 1);
-    if (paren) hp_str_putc(s, ')');
+    if (paren) ut_str_putc(s, ')');
     return;
   }
   switch (n->op) {
-  case HP_OP_CONST:
+  case HG_OP_CONST:
     if (n->weak) {
       bool paren = n->a.cnst.v < 0 && ctx > P_SUM; /* -2.0 reads as a literal anyway; keep it clear */
-      if (paren) hp_str_putc(s, '(');
+      if (paren) ut_str_putc(s, '(');
       put_num(s, n->a.cnst.v);
-      if (paren) hp_str_putc(s, ')');
+      if (paren) ut_str_putc(s, ')');
     } else {
-      hp_str_puts(s, "constant(");
+      ut_str_puts(s, "constant(");
       put_num(s, n->a.cnst.v);
-      hp_str_printf(s, ", %s)", dtype_dsl(n->dtype));
+      ut_str_printf(s, ", %s)", dtype_dsl(n->dtype));
     }
     return;
-  case HP_OP_SUM:
-  case HP_OP_RMAX:
-  case HP_OP_RMIN:
-  case HP_OP_MEAN:
-    hp_str_printf(s, "%s(", hp_op_name(n->op));
+  case HG_OP_SUM:
+  case HG_OP_RMAX:
+  case HG_OP_RMIN:
+  case HG_OP_MEAN:
+    ut_str_printf(s, "%s(", hg_op_name(n->op));
     expr(C, n->in[0], 0);
-    hp_str_puts(s, ", axes=");
+    ut_str_puts(s, ", axes=");
     put_int_list(s, n->a.reduce.axes, n->a.reduce.n);
-    if (n->a.reduce.keepdim) hp_str_puts(s, ", keepdim=true");
-    hp_str_puts(s, ")");
+    if (n->a.reduce.keepdim) ut_str_puts(s, ", keepdim=true");
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_CONV2D: {
-    hp_str_puts(s, "conv2d(");
+  case HG_OP_CONV2D: {
+    ut_str_puts(s, "conv2d(");
     args_then(C, n, 0, 2);
     if (n->nin > 2 && n->in[2] > 0) {
-      hp_str_puts(s, ", bias=");
+      ut_str_puts(s, ", bias=");
       expr(C, n->in[2], 0);
     }
     const int64_t *st = n->a.conv.stride, *p = n->a.conv.pad, *d = n->a.conv.dilation;
-    if (st[0] != 1 || st[1] != 1) hp_str_puts(s, ", stride="), put_ints(s, st, 2);
-    if (p[0] || p[1] || p[2] || p[3]) hp_str_puts(s, ", pad="), put_ints(s, p, 4);
-    if (d[0] != 1 || d[1] != 1) hp_str_puts(s, ", dilation="), put_ints(s, d, 2);
-    if (n->a.conv.groups != 1) hp_str_printf(s, ", groups=%" PRId64, n->a.conv.groups);
-    hp_str_puts(s, ")");
+    if (st[0] != 1 || st[1] != 1) ut_str_puts(s, ", stride="), put_ints(s, st, 2);
+    if (p[0] || p[1] || p[2] || p[3]) ut_str_puts(s, ", pad="), put_ints(s, p, 4);
+    if (d[0] != 1 || d[1] != 1) ut_str_puts(s, ", dilation="), put_ints(s, d, 2);
+    if (n->a.conv.groups != 1) ut_str_printf(s, ", groups=%" PRId64, n->a.conv.groups);
+    ut_str_puts(s, ")");
     return;
   }
-  case HP_OP_ATTENTION:
-    hp_str_puts(s, "attention(");
+  case HG_OP_ATTENTION:
+    ut_str_puts(s, "attention(");
     args_then(C, n, 0, 3);
-    if (n->a.attn.heads != 1) hp_str_printf(s, ", heads=%d", n->a.attn.heads);
-    if (n->a.attn.causal) hp_str_puts(s, ", causal=true");
+    if (n->a.attn.heads != 1) ut_str_printf(s, ", heads=%d", n->a.attn.heads);
+    if (n->a.attn.causal) ut_str_puts(s, ", causal=true");
     if (n->nin > 3 && n->in[3] > 0) {
-      hp_str_puts(s, ", mask=");
+      ut_str_puts(s, ", mask=");
       expr(C, n->in[3], 0);
     }
-    if (n->a.attn.scale != 0) hp_str_puts(s, ", scale="), put_num(s, n->a.attn.scale);
-    hp_str_puts(s, ")");
+    if (n->a.attn.scale != 0) ut_str_puts(s, ", scale="), put_num(s, n->a.attn.scale);
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_LAYERNORM: {
-    hp_str_puts(s, "layernorm(");
+  case HG_OP_LAYERNORM: {
+    ut_str_puts(s, "layernorm(");
     expr(C, n->in[0], 0);
     const char *names[3] = {NULL, "gamma", "beta"};
     for (int i = 1; i <= 2; i++)
       if (n->in[i] > 0) {
-        hp_str_printf(s, ", %s=", names[i]);
+        ut_str_printf(s, ", %s=", names[i]);
         expr(C, n->in[i], 0);
       }
-    if (n->a.ln.axis != n->shape.rank - 1) hp_str_printf(s, ", axis=%d", n->a.ln.axis);
-    if (n->a.ln.eps != 1e-5) hp_str_puts(s, ", eps="), put_num(s, n->a.ln.eps);
-    hp_str_puts(s, ")");
+    if (n->a.ln.axis != n->shape.rank - 1) ut_str_printf(s, ", axis=%d", n->a.ln.axis);
+    if (n->a.ln.eps != 1e-5) ut_str_puts(s, ", eps="), put_num(s, n->a.ln.eps);
+    ut_str_puts(s, ")");
     return;
   }
-  case HP_OP_SOFTMAX:
-    hp_str_puts(s, "softmax(");
+  case HG_OP_SOFTMAX:
+    ut_str_puts(s, "softmax(");
     expr(C, n->in[0], 0);
-    if (n->a.axis.axis != n->shape.rank - 1) hp_str_printf(s, ", axis=%d", n->a.axis.axis);
-    hp_str_puts(s, ")");
+    if (n->a.axis.axis != n->shape.rank - 1) ut_str_printf(s, ", axis=%d", n->a.axis.axis);
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_MAX_POOL2D:
-  case HP_OP_AVG_POOL2D:
-    hp_str_printf(s, "%s(", hp_op_name(n->op));
+  case HG_OP_MAX_POOL2D:
+  case HG_OP_AVG_POOL2D:
+    ut_str_printf(s, "%s(", hg_op_name(n->op));
     expr(C, n->in[0], 0);
-    hp_str_puts(s, ", kernel=");
+    ut_str_puts(s, ", kernel=");
     put_ints(s, n->a.pool.kernel, 2);
-    hp_str_puts(s, ", stride=");
+    ut_str_puts(s, ", stride=");
     put_ints(s, n->a.pool.stride, 2);
-    hp_str_puts(s, ")");
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_RESHAPE:
-  case HP_OP_EXPAND:
-    hp_str_printf(s, "%s(", hp_op_name(n->op));
+  case HG_OP_RESHAPE:
+  case HG_OP_EXPAND:
+    ut_str_printf(s, "%s(", hg_op_name(n->op));
     expr(C, n->in[0], 0);
-    hp_str_puts(s, ", ");
+    ut_str_puts(s, ", ");
     put_dims(s, n->a.shape.to.d, n->a.shape.to.rank);
-    hp_str_puts(s, ")");
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_PERMUTE:
-  case HP_OP_FLIP:
-    hp_str_printf(s, "%s(", hp_op_name(n->op));
+  case HG_OP_PERMUTE:
+  case HG_OP_FLIP:
+    ut_str_printf(s, "%s(", hg_op_name(n->op));
     expr(C, n->in[0], 0);
-    hp_str_puts(s, ", ");
+    ut_str_puts(s, ", ");
     put_int_list(s, n->a.perm.v, n->a.perm.n);
-    hp_str_puts(s, ")");
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_PAD:
-    hp_str_puts(s, "pad(");
+  case HG_OP_PAD:
+    ut_str_puts(s, "pad(");
     expr(C, n->in[0], 0);
-    hp_str_puts(s, ", [");
-    for (int i = 0; i < n->a.pad.n; i++) hp_str_printf(s, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "", n->a.pad.lo[i], n->a.pad.hi[i]);
-    hp_str_puts(s, "]");
-    if (n->a.pad.value != 0 || signbit(n->a.pad.value)) hp_str_puts(s, ", value="), put_num(s, n->a.pad.value);
-    hp_str_puts(s, ")");
+    ut_str_puts(s, ", [");
+    for (int i = 0; i < n->a.pad.n; i++) ut_str_printf(s, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "", n->a.pad.lo[i], n->a.pad.hi[i]);
+    ut_str_puts(s, "]");
+    if (n->a.pad.value != 0 || signbit(n->a.pad.value)) ut_str_puts(s, ", value="), put_num(s, n->a.pad.value);
+    ut_str_puts(s, ")");
     return;
-  case HP_OP_SLICE: {
-    hp_str_puts(s, "slice(");
+  case HG_OP_SLICE: {
+    ut_str_puts(s, "slice(");
     expr(C, n->in[0], 0);
-    hp_str_puts(s, ", ");
+    ut_str_puts(s, ", ");
     put_dims(s, n->a.slice.start, n->a.slice.n);
-    hp_str_puts(s, ", ");
+    ut_str_puts(s, ", ");
     put_dims(s, n->a.slice.end, n->a.slice.n);
     bool steps = false;
     for (int i = 0; i < n->a.slice.n; i++) steps |= n->a.slice.step[i] != 1;
-    if (steps) hp_str_puts(s, ", steps="), put_ints(s, n->a.slice.step, n->a.slice.n);
-    hp_str_puts(s, ")");
+    if (steps) ut_str_puts(s, ", steps="), put_ints(s, n->a.slice.step, n->a.slice.n);
+    ut_str_puts(s, ")");
     return;
   }
-  case HP_OP_CONCAT:
-    hp_str_puts(s, "concat([");
+  case HG_OP_CONCAT:
+    ut_str_puts(s, "concat([");
     args_then(C, n, 0, n->nin);
-    hp_str_printf(s, "], axis=%d)", n->a.axis.axis);
+    ut_str_printf(s, "], axis=%d)", n->a.axis.axis);
     return;
-  case HP_OP_CAST:
-    hp_str_puts(s, "cast(");
+  case HG_OP_CAST:
+    ut_str_puts(s, "cast(");
     expr(C, n->in[0], 0);
-    hp_str_printf(s, ", %s)", dtype_dsl(n->a.cast.to));
+    ut_str_printf(s, ", %s)", dtype_dsl(n->a.cast.to));
     return;
-  case HP_OP_GATHER:
-    hp_str_puts(s, "gather(");
+  case HG_OP_GATHER:
+    ut_str_puts(s, "gather(");
     args_then(C, n, 0, 2);
-    hp_str_printf(s, ", axis=%d)", n->a.axis.axis);
+    ut_str_printf(s, ", axis=%d)", n->a.axis.axis);
     return;
-  case HP_OP_CALL:
-    hp_str_printf(s, "%s(", n->a.call.callee->name);
+  case HG_OP_CALL:
+    ut_str_printf(s, "%s(", n->a.call.callee->name);
     args_then(C, n, 0, n->nin);
-    hp_str_puts(s, ")");
+    ut_str_puts(s, ")");
     return;
   default: break;
   }
   /* unary functions, where, max/min */
-  hp_str_printf(s, "%s(", hp_op_name(n->op));
+  ut_str_printf(s, "%s(", hg_op_name(n->op));
   args_then(C, n, 0, n->nin);
-  hp_str_puts(s, ")");
+  ut_str_puts(s, ")");
 }
 
-static void expr(dctx *C, hp_val v, int ctx) {
+static void expr(dctx *C, hg_val v, int ctx) {
   const fe_node *n = fe_node_of(C->g, v);
   if (!n) {
     C->oom = true;
     return;
   }
-  if (C->name[v]) hp_str_puts(C->s, C->name[v]);
+  if (C->name[v]) ut_str_puts(C->s, C->name[v]);
   else rhs(C, n, ctx);
 }
 
 /* ---- names -------------------------------------------------------------------- */
-typedef hp_strmap names;
+typedef ut_strmap names;
 
-static bool taken(const names *N, const char *s) { return hp_strmap_find(N, s) != NULL; }
+static bool taken(const names *N, const char *s) { return ut_strmap_find(N, s) != NULL; }
 
-static const char *claim(names *N, hp_arena *A, const char *want, int v) {
+static const char *claim(names *N, ut_arena *A, const char *want, int v) {
   const char *s = want && fe_is_ident(want) && !fe_is_reserved(want, (int)strlen(want)) && !taken(N, want) ? want : NULL;
   for (int k = 1; !s; k++) {
-    const char *t = want && fe_is_ident(want) && !fe_is_reserved(want, (int)strlen(want)) ? hp_arena_printf(A, "%s_%d", want, k)
-                                                                                          : hp_arena_printf(A, "t%d", v + k - 1);
+    const char *t = want && fe_is_ident(want) && !fe_is_reserved(want, (int)strlen(want)) ? ut_arena_printf(A, "%s_%d", want, k)
+                                                                                          : ut_arena_printf(A, "t%d", v + k - 1);
     if (!t) return NULL;
     if (!taken(N, t)) s = t;
   }
-  return hp_strmap_put(N, s, v) ? s : NULL;
+  return ut_strmap_put(N, s, v) ? s : NULL;
 }
 
-static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
+static bool decompile_graph(ut_str *s, const hg_graph *g, ut_arena *A) {
   names N = {0};
-  const char **name = hp_xcalloc((size_t)g->n + 2, sizeof *name);
-  int *uses = hp_xcalloc((size_t)g->n + 2, sizeof *uses);
+  const char **name = ut_xcalloc((size_t)g->n + 2, sizeof *name);
+  int *uses = ut_xcalloc((size_t)g->n + 2, sizeof *uses);
   bool ok = name && uses;
   for (int i = 0; i < g->nsv && ok; i++) ok = claim(&N, A, g->sv[i].name, 0) != NULL;
   for (int i = 0; i < g->n && ok; i++)
@@ -305,89 +305,89 @@ static bool decompile_graph(hp_str *s, const hp_graph *g, hp_arena *A) {
     if (g->outs[k].v > 0) uses[g->outs[k].v]++;
   /* height[v]: how deep v's expression nests when written in place; a
    * statement starts afresh (the printer and the parser recurse) */
-  int *height = hp_xcalloc((size_t)g->n + 2, sizeof *height);
+  int *height = ut_xcalloc((size_t)g->n + 2, sizeof *height);
   ok = ok && height;
   for (int v = 1; v <= g->n && ok; v++) {
     const fe_node *n = fe_node_of(g, v);
-    bool in_place = !n->name && n->op != HP_OP_INPUT && n->op != HP_OP_CALL && n->op != HP_OP_PROJ &&
-                    ((n->op == HP_OP_CONST && n->weak) || uses[v] == 1);
+    bool in_place = !n->name && n->op != HG_OP_INPUT && n->op != HG_OP_CALL && n->op != HG_OP_PROJ &&
+                    ((n->op == HG_OP_CONST && n->weak) || uses[v] == 1);
     int h = 1;
     for (int j = 0; j < n->nin; j++)
       if (n->in[j] > 0 && height[n->in[j]] + 1 > h) h = height[n->in[j]] + 1;
-    if (in_place && h > 32 && !(n->op == HP_OP_CONST && n->weak)) in_place = false;
+    if (in_place && h > 32 && !(n->op == HG_OP_CONST && n->weak)) in_place = false;
     height[v] = in_place ? h : 0;
-    if (n->op == HP_OP_CALL) continue; /* written through its PROJ nodes */
+    if (n->op == HG_OP_CALL) continue; /* written through its PROJ nodes */
     if (!in_place && !(name[v] = claim(&N, A, n->name, v))) ok = false;
   }
   free(height);
   if (!ok) goto done;
-  hp_str_puts(s, "graph");
+  ut_str_puts(s, "graph");
   if (g->nsv) {
-    hp_str_puts(s, "<");
+    ut_str_puts(s, "<");
     for (int i = 0; i < g->nsv; i++) {
-      hp_str_printf(s, "%s%s", i ? ", " : "", g->sv[i].name);
-      if (g->sv[i].dflt >= 0) hp_str_printf(s, "=%" PRId64, g->sv[i].dflt);
+      ut_str_printf(s, "%s%s", i ? ", " : "", g->sv[i].name);
+      if (g->sv[i].dflt >= 0) ut_str_printf(s, "=%" PRId64, g->sv[i].dflt);
     }
-    hp_str_puts(s, ">");
+    ut_str_puts(s, ">");
   }
-  hp_str_printf(s, " %s(", g->name);
+  ut_str_printf(s, " %s(", g->name);
   for (int i = 0; i < g->nparams; i++) {
     const fe_node *p = fe_node_of(g, g->params[i]);
-    hp_str_printf(s, "%s%s: ", i ? ", " : "", name[g->params[i]]);
+    ut_str_printf(s, "%s%s: ", i ? ", " : "", name[g->params[i]]);
     put_type(s, p->dtype, &p->shape);
   }
-  hp_str_puts(s, ") -> (");
+  ut_str_puts(s, ") -> (");
   for (int k = 0; k < g->nout; k++) {
-    hp_str_printf(s, "%s%s: ", k ? ", " : "", g->outs[k].name);
+    ut_str_printf(s, "%s%s: ", k ? ", " : "", g->outs[k].name);
     put_type(s, g->outs[k].dtype, &g->outs[k].shape);
   }
-  hp_str_puts(s, ") {\n");
+  ut_str_puts(s, ") {\n");
   dctx C = {s, g, name, uses, false};
   for (int v = 1; v <= g->n; v++) {
     const fe_node *n = fe_node_of(g, v);
-    if (n->op == HP_OP_INPUT || n->op == HP_OP_PROJ || (!name[v] && n->op != HP_OP_CALL)) continue;
-    hp_str_puts(s, "    ");
-    if (n->op == HP_OP_CALL) {
+    if (n->op == HG_OP_INPUT || n->op == HG_OP_PROJ || (!name[v] && n->op != HG_OP_CALL)) continue;
+    ut_str_puts(s, "    ");
+    if (n->op == HG_OP_CALL) {
       int k0 = v + 1, nout = n->a.call.nout; /* its PROJ nodes follow it */
-      if (nout > 1) hp_str_puts(s, "(");
-      for (int k = 0; k < nout; k++) hp_str_printf(s, "%s%s", k ? ", " : "", name[k0 + k] ? name[k0 + k] : "_");
-      hp_str_puts(s, nout > 1 ? ") = " : " = ");
+      if (nout > 1) ut_str_puts(s, "(");
+      for (int k = 0; k < nout; k++) ut_str_printf(s, "%s%s", k ? ", " : "", name[k0 + k] ? name[k0 + k] : "_");
+      ut_str_puts(s, nout > 1 ? ") = " : " = ");
     } else {
-      hp_str_printf(s, "%s = ", name[v]);
+      ut_str_printf(s, "%s = ", name[v]);
     }
     rhs(&C, n, 0);
-    hp_str_puts(s, "\n");
+    ut_str_puts(s, "\n");
   }
-  hp_str_puts(s, "    return ");
+  ut_str_puts(s, "    return ");
   for (int k = 0; k < g->nout; k++) {
-    if (k) hp_str_puts(s, ", ");
+    if (k) ut_str_puts(s, ", ");
     expr(&C, g->outs[k].v, 0);
   }
-  hp_str_puts(s, "\n}\n");
+  ut_str_puts(s, "\n}\n");
   ok = !C.oom;
 done:
-  hp_strmap_free(&N);
+  ut_strmap_free(&N);
   free(name);
   free(uses);
   return ok;
 }
 
-char *hp_decompile(const hp_program *p) {
-  hp_str s;
-  hp_str_init(&s);
-  hp_arena *A = hp_arena_new();
+char *hg_decompile(const hg_program *p) {
+  ut_str s;
+  ut_str_init(&s);
+  ut_arena *A = ut_arena_new();
   bool ok = A != NULL;
-  const hp_graph *main = hp_program_find(p, "main");
+  const hg_graph *main = hg_program_find(p, "main");
   for (int i = 0; i < p->n && ok; i++)
     if (p->graphs[i] != main) {
       ok = decompile_graph(&s, p->graphs[i], A);
-      hp_str_puts(&s, "\n");
+      ut_str_puts(&s, "\n");
     }
   if (ok && main) ok = decompile_graph(&s, main, A);
-  hp_arena_free(A);
+  ut_arena_free(A);
   if (!ok || s.oom) {
-    hp_str_free(&s);
+    ut_str_free(&s);
     return NULL;
   }
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }

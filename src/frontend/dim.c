@@ -72,19 +72,19 @@ static bool factor_text(const fe_dim *f, char *buf, int *k) {
 }
 
 /* ---- construction -------------------------------------------------------- */
-static fe_dim *new_dim(hp_arena *a, int nt) {
+static fe_dim *new_dim(ut_arena *a, int nt) {
   if (nt > FE_MAX_TERMS) return NULL;
-  return hp_arena_alloc(a, sizeof(fe_dim) + sizeof(fe_term) * (size_t)(nt > 0 ? nt : 1));
+  return ut_arena_alloc(a, sizeof(fe_dim) + sizeof(fe_term) * (size_t)(nt > 0 ? nt : 1));
 }
 
-static const fe_dim *finish(hp_arena *a, fe_dim *d) {
+static const fe_dim *finish(ut_arena *a, fe_dim *d) {
   char buf[TEXT_CAP];
   if (!d || !dim_text(d, buf)) return NULL;
-  d->text = hp_arena_strdup(a, buf);
+  d->text = ut_arena_strdup(a, buf);
   return d->text ? d : NULL;
 }
 
-const fe_dim *fe_dim_int(hp_arena *a, int64_t n) {
+const fe_dim *fe_dim_int(ut_arena *a, int64_t n) {
   if (!small(n)) return NULL;
   fe_dim *d = new_dim(a, 0);
   if (!d) return NULL;
@@ -92,7 +92,7 @@ const fe_dim *fe_dim_int(hp_arena *a, int64_t n) {
   return finish(a, d);
 }
 
-static const fe_dim *atom_dim(hp_arena *a, const fe_atom *at, int64_t k) {
+static const fe_dim *atom_dim(ut_arena *a, const fe_atom *at, int64_t k) {
   fe_dim *d = new_dim(a, 1);
   if (!d) return NULL;
   d->nt = 1;
@@ -101,13 +101,13 @@ static const fe_dim *atom_dim(hp_arena *a, const fe_atom *at, int64_t k) {
   return finish(a, d);
 }
 
-const fe_dim *fe_dim_atom(hp_arena *a, const fe_atom *at) { return atom_dim(a, at, 1); }
+const fe_dim *fe_dim_atom(ut_arena *a, const fe_atom *at) { return atom_dim(a, at, 1); }
 
-const fe_dim *fe_dim_sym(hp_arena *a, const char *name) {
-  fe_atom *at = hp_arena_alloc(a, sizeof *at);
+const fe_dim *fe_dim_sym(ut_arena *a, const char *name) {
+  fe_atom *at = ut_arena_alloc(a, sizeof *at);
   if (!at) return NULL;
   at->kind = FE_A_SYM;
-  at->sym = hp_arena_strdup(a, name);
+  at->sym = ut_arena_strdup(a, name);
   at->text = at->sym;
   return at->sym ? atom_dim(a, at, 1) : NULL;
 }
@@ -126,27 +126,27 @@ const char *fe_dim_is_sym(const fe_dim *d) {
 bool fe_dim_is_one(const fe_dim *d) { return d && d->nt == 0 && d->c == 1; }
 
 /* Linear combination x*kx + y*ky, merged in atom-text order. */
-static const fe_dim *lincomb(hp_arena *a, const fe_dim *x, int64_t kx, const fe_dim *y, int64_t ky) {
+static const fe_dim *lincomb(ut_arena *a, const fe_dim *x, int64_t kx, const fe_dim *y, int64_t ky) {
   fe_term t[2 * FE_MAX_TERMS];
   int n = 0, i = 0, j = 0;
   int64_t c, cx, cy;
-  if (!hp_mul_ok(x->c, kx, &cx) || !hp_mul_ok(y->c, ky, &cy) || !hp_add_ok(cx, cy, &c) || !small(c)) return NULL;
+  if (!ut_mul_ok(x->c, kx, &cx) || !ut_mul_ok(y->c, ky, &cy) || !ut_add_ok(cx, cy, &c) || !small(c)) return NULL;
   while (i < x->nt || j < y->nt) {
     int cmp = i == x->nt ? 1 : j == y->nt ? -1 : strcmp(x->t[i].atom->text, y->t[j].atom->text);
     int64_t k, k1 = 0, k2 = 0;
     const fe_atom *at;
     if (cmp <= 0) {
-      if (!hp_mul_ok(x->t[i].k, kx, &k1)) return NULL;
+      if (!ut_mul_ok(x->t[i].k, kx, &k1)) return NULL;
       at = x->t[i++].atom;
     } else {
       at = y->t[j].atom;
     }
     if (cmp >= 0) {
-      if (!hp_mul_ok(y->t[j].k, ky, &k2)) return NULL;
+      if (!ut_mul_ok(y->t[j].k, ky, &k2)) return NULL;
       if (cmp > 0) at = y->t[j].atom;
       j++;
     }
-    if (!hp_add_ok(k1, k2, &k) || !small(k)) return NULL;
+    if (!ut_add_ok(k1, k2, &k) || !small(k)) return NULL;
     if (k != 0) t[n++] = (fe_term){k, at};
   }
   fe_dim *d = new_dim(a, n);
@@ -157,13 +157,13 @@ static const fe_dim *lincomb(hp_arena *a, const fe_dim *x, int64_t kx, const fe_
   return finish(a, d);
 }
 
-const fe_dim *fe_dim_add(hp_arena *a, const fe_dim *x, const fe_dim *y) {
+const fe_dim *fe_dim_add(ut_arena *a, const fe_dim *x, const fe_dim *y) {
   return x && y ? lincomb(a, x, 1, y, 1) : NULL;
 }
-const fe_dim *fe_dim_sub(hp_arena *a, const fe_dim *x, const fe_dim *y) {
+const fe_dim *fe_dim_sub(ut_arena *a, const fe_dim *x, const fe_dim *y) {
   return x && y ? lincomb(a, x, 1, y, -1) : NULL;
 }
-const fe_dim *fe_dim_scale(hp_arena *a, const fe_dim *x, int64_t k) {
+const fe_dim *fe_dim_scale(ut_arena *a, const fe_dim *x, int64_t k) {
   if (!x) return NULL;
   if (k == 0) return fe_dim_int(a, 0);
   static const fe_dim zero = {0, 0, "0"};
@@ -180,7 +180,7 @@ static int cmp_factor(const void *p, const void *q) {
 }
 
 /* x = k * (product of factors). */
-static int split_product(hp_arena *a, const fe_dim *x, int64_t *k, const fe_dim **f, int cap) {
+static int split_product(ut_arena *a, const fe_dim *x, int64_t *k, const fe_dim **f, int cap) {
   if (x->nt == 1 && x->c == 0) {
     const fe_atom *at = x->t[0].atom;
     *k = x->t[0].k;
@@ -197,7 +197,7 @@ static int split_product(hp_arena *a, const fe_dim *x, int64_t *k, const fe_dim 
   return 1;
 }
 
-const fe_dim *fe_dim_mul(hp_arena *a, const fe_dim *x, const fe_dim *y) {
+const fe_dim *fe_dim_mul(ut_arena *a, const fe_dim *x, const fe_dim *y) {
   if (!x || !y) return NULL;
   int64_t n;
   if (fe_dim_is_int(x, &n)) return fe_dim_scale(a, y, n);
@@ -207,11 +207,11 @@ const fe_dim *fe_dim_mul(hp_arena *a, const fe_dim *x, const fe_dim *y) {
   int nx = split_product(a, x, &kx, f, FE_MAX_TERMS);
   if (nx < 0) return NULL;
   int ny = split_product(a, y, &ky, f + nx, FE_MAX_TERMS);
-  if (ny < 0 || !hp_mul_ok(kx, ky, &k) || !small(k)) return NULL;
+  if (ny < 0 || !ut_mul_ok(kx, ky, &k) || !small(k)) return NULL;
   int nf = nx + ny;
   qsort(f, (size_t)nf, sizeof f[0], cmp_factor);
-  fe_atom *at = hp_arena_alloc(a, sizeof *at);
-  const fe_dim **fs = hp_arena_alloc(a, sizeof *fs * (size_t)nf);
+  fe_atom *at = ut_arena_alloc(a, sizeof *at);
+  const fe_dim **fs = ut_arena_alloc(a, sizeof *fs * (size_t)nf);
   if (!at || !fs) return NULL;
   char buf[TEXT_CAP];
   int len = 0;
@@ -222,34 +222,34 @@ const fe_dim *fe_dim_mul(hp_arena *a, const fe_dim *x, const fe_dim *y) {
   at->kind = FE_A_PROD;
   at->nf = nf;
   at->f = fs;
-  at->text = hp_arena_strdup(a, buf);
+  at->text = ut_arena_strdup(a, buf);
   return at->text ? atom_dim(a, at, k) : NULL;
 }
 
-const fe_dim *fe_dim_div(hp_arena *a, const fe_dim *x, int64_t q) {
+const fe_dim *fe_dim_div(ut_arena *a, const fe_dim *x, int64_t q) {
   if (!x || q < 1) return NULL;
   if (q == 1) return x;
   /* x = q*A + R with every coefficient of R in [0, q): floor(x/q) = A +
    * floor(R/q), and floor(R/q) is a constant when R is. */
   fe_dim *A = new_dim(a, x->nt), *R = new_dim(a, x->nt);
   if (!A || !R) return NULL;
-  A->c = hp_floordiv(x->c, q);
-  R->c = hp_mod(x->c, q);
+  A->c = ut_floordiv(x->c, q);
+  R->c = ut_mod(x->c, q);
   for (int i = 0; i < x->nt; i++) {
-    int64_t hi = hp_floordiv(x->t[i].k, q), lo = hp_mod(x->t[i].k, q);
+    int64_t hi = ut_floordiv(x->t[i].k, q), lo = ut_mod(x->t[i].k, q);
     if (hi) A->t[A->nt++] = (fe_term){hi, x->t[i].atom};
     if (lo) R->t[R->nt++] = (fe_term){lo, x->t[i].atom};
   }
   if (!finish(a, A)) return NULL;
   if (R->nt == 0) return A; /* R is a constant in [0, q) */
   if (!finish(a, R)) return NULL;
-  fe_atom *at = hp_arena_alloc(a, sizeof *at);
+  fe_atom *at = ut_arena_alloc(a, sizeof *at);
   if (!at) return NULL;
   at->kind = FE_A_DIV;
   at->num = R;
   at->q = q;
   const char *sym = fe_dim_is_sym(R);
-  at->text = sym ? hp_arena_printf(a, "%s/%" PRId64, sym, q) : hp_arena_printf(a, "(%s)/%" PRId64, R->text, q);
+  at->text = sym ? ut_arena_printf(a, "%s/%" PRId64, sym, q) : ut_arena_printf(a, "(%s)/%" PRId64, R->text, q);
   if (!at->text) return NULL;
   const fe_dim *t = atom_dim(a, at, 1);
   return t ? fe_dim_add(a, A, t) : NULL;
@@ -269,7 +269,7 @@ fe_cmp fe_dim_cmp(const fe_dim *x, const fe_dim *y) {
 }
 
 /* ---- substitution and evaluation ------------------------------------------- */
-static const fe_dim *subst_atom(hp_arena *a, const fe_atom *at, fe_sym_lookup look, void *ctx) {
+static const fe_dim *subst_atom(ut_arena *a, const fe_atom *at, fe_sym_lookup look, void *ctx) {
   switch (at->kind) {
   case FE_A_SYM: {
     const fe_dim *r = look ? look(ctx, at->sym) : NULL;
@@ -285,7 +285,7 @@ static const fe_dim *subst_atom(hp_arena *a, const fe_atom *at, fe_sym_lookup lo
   return NULL;
 }
 
-const fe_dim *fe_dim_subst(hp_arena *a, const fe_dim *d, fe_sym_lookup look, void *ctx) {
+const fe_dim *fe_dim_subst(ut_arena *a, const fe_dim *d, fe_sym_lookup look, void *ctx) {
   if (!d) return NULL;
   const fe_dim *r = fe_dim_int(a, d->c);
   for (int i = 0; i < d->nt && r; i++) r = fe_dim_add(a, r, fe_dim_scale(a, subst_atom(a, d->t[i].atom, look, ctx), d->t[i].k));
@@ -299,12 +299,12 @@ static bool eval_atom(const fe_atom *at, const tiny_symtab *syms, int64_t *out) 
   case FE_A_PROD:
     v = 1;
     for (int i = 0; i < at->nf; i++)
-      if (!fe_dim_eval(at->f[i], syms, &f) || !hp_mul_ok(v, f, &v)) return false;
+      if (!fe_dim_eval(at->f[i], syms, &f) || !ut_mul_ok(v, f, &v)) return false;
     *out = v;
     return true;
   case FE_A_DIV:
     if (!fe_dim_eval(at->num, syms, &v)) return false;
-    *out = hp_floordiv(v, at->q);
+    *out = ut_floordiv(v, at->q);
     return true;
   }
   return false;
@@ -313,7 +313,7 @@ static bool eval_atom(const fe_atom *at, const tiny_symtab *syms, int64_t *out) 
 bool fe_dim_eval(const fe_dim *d, const tiny_symtab *syms, int64_t *out) {
   int64_t v = d->c, t;
   for (int i = 0; i < d->nt; i++)
-    if (!eval_atom(d->t[i].atom, syms, &t) || !hp_mul_ok(t, d->t[i].k, &t) || !hp_add_ok(v, t, &v)) return false;
+    if (!eval_atom(d->t[i].atom, syms, &t) || !ut_mul_ok(t, d->t[i].k, &t) || !ut_add_ok(v, t, &v)) return false;
   *out = v;
   return true;
 }

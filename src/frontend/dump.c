@@ -1,7 +1,7 @@
 /* dump.c — the frontend's dumps: JSON for `--dump frontend`, Graphviz DOT
  * for `harp viz` (the frontend program and a Tiny graph).
- * Needs: the graph model, jansson.  Gives: hp_frontend_json,
- * hp_frontend_dot, hp_tiny_dot.
+ * Needs: the graph model, jansson.  Gives: hg_frontend_json,
+ * hg_frontend_dot, hg_tiny_dot.
  *
  * JSON shape (stable, keys sorted):
  *   {"entry": "main", "graphs": [{"name", "shape_vars": [{"name", "default"?}],
@@ -52,41 +52,41 @@ static json_t *attrs_json(const fe_node *n) {
   json_t *a = json_object();
   if (!a) return NULL;
   switch (n->op) {
-  case HP_OP_CONST:
+  case HG_OP_CONST:
     json_object_set_new(a, "value", num_json(n->a.cnst.v));
     if (n->weak) json_object_set_new(a, "weak", json_true());
     break;
-  case HP_OP_SUM: case HP_OP_RMAX: case HP_OP_RMIN: case HP_OP_MEAN:
+  case HG_OP_SUM: case HG_OP_RMAX: case HG_OP_RMIN: case HG_OP_MEAN:
     json_object_set_new(a, "axes", iints_json(n->a.reduce.axes, n->a.reduce.n));
     json_object_set_new(a, "keepdim", json_boolean(n->a.reduce.keepdim));
     break;
-  case HP_OP_CONV2D:
+  case HG_OP_CONV2D:
     json_object_set_new(a, "stride", ints_json(n->a.conv.stride, 2));
     json_object_set_new(a, "pad", ints_json(n->a.conv.pad, 4));
     json_object_set_new(a, "dilation", ints_json(n->a.conv.dilation, 2));
     json_object_set_new(a, "groups", json_integer(n->a.conv.groups));
     json_object_set_new(a, "layout", json_string("NCHW"));
     break;
-  case HP_OP_ATTENTION:
+  case HG_OP_ATTENTION:
     json_object_set_new(a, "heads", json_integer(n->a.attn.heads));
     json_object_set_new(a, "causal", json_boolean(n->a.attn.causal));
     if (n->a.attn.scale != 0) json_object_set_new(a, "scale", num_json(n->a.attn.scale));
     break;
-  case HP_OP_LAYERNORM:
+  case HG_OP_LAYERNORM:
     json_object_set_new(a, "axis", json_integer(n->a.ln.axis));
     json_object_set_new(a, "eps", num_json(n->a.ln.eps));
     break;
-  case HP_OP_SOFTMAX: case HP_OP_CONCAT: case HP_OP_GATHER:
+  case HG_OP_SOFTMAX: case HG_OP_CONCAT: case HG_OP_GATHER:
     json_object_set_new(a, "axis", json_integer(n->a.axis.axis));
     break;
-  case HP_OP_MAX_POOL2D: case HP_OP_AVG_POOL2D:
+  case HG_OP_MAX_POOL2D: case HG_OP_AVG_POOL2D:
     json_object_set_new(a, "kernel", ints_json(n->a.pool.kernel, 2));
     json_object_set_new(a, "stride", ints_json(n->a.pool.stride, 2));
     break;
-  case HP_OP_RESHAPE: case HP_OP_EXPAND: json_object_set_new(a, "shape", shape_json(&n->a.shape.to)); break;
-  case HP_OP_PERMUTE: json_object_set_new(a, "perm", iints_json(n->a.perm.v, n->a.perm.n)); break;
-  case HP_OP_FLIP: json_object_set_new(a, "axes", iints_json(n->a.perm.v, n->a.perm.n)); break;
-  case HP_OP_PAD: {
+  case HG_OP_RESHAPE: case HG_OP_EXPAND: json_object_set_new(a, "shape", shape_json(&n->a.shape.to)); break;
+  case HG_OP_PERMUTE: json_object_set_new(a, "perm", iints_json(n->a.perm.v, n->a.perm.n)); break;
+  case HG_OP_FLIP: json_object_set_new(a, "axes", iints_json(n->a.perm.v, n->a.perm.n)); break;
+  case HG_OP_PAD: {
     json_t *p = json_array();
     for (int i = 0; p && i < n->a.pad.n; i++) {
       int64_t lh[2] = {n->a.pad.lo[i], n->a.pad.hi[i]};
@@ -96,7 +96,7 @@ static json_t *attrs_json(const fe_node *n) {
     json_object_set_new(a, "value", num_json(n->a.pad.value));
     break;
   }
-  case HP_OP_SLICE: {
+  case HG_OP_SLICE: {
     json_t *st = json_array(), *en = json_array();
     for (int i = 0; st && en && i < n->a.slice.n; i++) {
       json_array_append_new(st, dim_json(n->a.slice.start[i]));
@@ -107,12 +107,12 @@ static json_t *attrs_json(const fe_node *n) {
     json_object_set_new(a, "steps", ints_json(n->a.slice.step, n->a.slice.n));
     break;
   }
-  case HP_OP_CAST: json_object_set_new(a, "to", json_string(tiny_dtype_name(n->a.cast.to))); break;
-  case HP_OP_CALL:
+  case HG_OP_CAST: json_object_set_new(a, "to", json_string(tiny_dtype_name(n->a.cast.to))); break;
+  case HG_OP_CALL:
     json_object_set_new(a, "graph", json_string(n->a.call.callee->name));
     json_object_set_new(a, "outputs", json_integer(n->a.call.nout));
     break;
-  case HP_OP_PROJ: json_object_set_new(a, "index", json_integer(n->a.proj.k)); break;
+  case HG_OP_PROJ: json_object_set_new(a, "index", json_integer(n->a.proj.k)); break;
   default: break;
   }
   if (json_object_size(a) == 0) {
@@ -122,7 +122,7 @@ static json_t *attrs_json(const fe_node *n) {
   return a;
 }
 
-static json_t *graph_json(const hp_graph *g) {
+static json_t *graph_json(const hg_graph *g) {
   json_t *o = json_object(), *sv = json_array(), *ps = json_array(), *os = json_array(), *ns = json_array();
   if (!o || !sv || !ps || !os || !ns) {
     json_decref(o), json_decref(sv), json_decref(ps), json_decref(os), json_decref(ns);
@@ -157,10 +157,10 @@ static json_t *graph_json(const hp_graph *g) {
     json_t *j = json_object(), *in = json_array();
     json_object_set_new(j, "id", json_integer(v));
     if (n->name) json_object_set_new(j, "name", json_string(n->name));
-    json_object_set_new(j, "op", json_string(n->op == HP_OP_RMAX ? "reduce_max" : n->op == HP_OP_RMIN ? "reduce_min" : hp_op_name(n->op)));
+    json_object_set_new(j, "op", json_string(n->op == HG_OP_RMAX ? "reduce_max" : n->op == HG_OP_RMIN ? "reduce_min" : hg_op_name(n->op)));
     for (int i = 0; in && i < n->nin; i++) json_array_append_new(in, n->in[i] > 0 ? json_integer(n->in[i]) : json_null());
     json_object_set_new(j, "inputs", in);
-    if (n->op != HP_OP_CALL) {
+    if (n->op != HG_OP_CALL) {
       json_object_set_new(j, "dtype", json_string(n->weak ? "literal" : tiny_dtype_name(n->dtype)));
       json_object_set_new(j, "shape", shape_json(&n->shape));
     }
@@ -176,7 +176,7 @@ static json_t *graph_json(const hp_graph *g) {
   return o;
 }
 
-char *hp_frontend_json(const hp_program *p) {
+char *hg_frontend_json(const hg_program *p) {
   json_t *root = json_object(), *gs = json_array();
   if (!root || !gs) {
     json_decref(root);
@@ -201,112 +201,112 @@ char *hp_frontend_json(const hp_program *p) {
 
 /* ---- DOT ------------------------------------------------------------------------ */
 /* A DOT string body: quotes, backslashes and control characters escaped. */
-static void dot_str(hp_str *s, const char *t) {
+static void dot_str(ut_str *s, const char *t) {
   for (; *t; t++) {
     unsigned char c = (unsigned char)*t;
-    if (c == '"' || c == '\\') hp_str_putc(s, '\\'), hp_str_putc(s, (char)c);
-    else if (c == '\n') hp_str_puts(s, "\\n");
-    else if (c < 32 || c == 127) hp_str_putc(s, '?');
-    else hp_str_putc(s, (char)c);
+    if (c == '"' || c == '\\') ut_str_putc(s, '\\'), ut_str_putc(s, (char)c);
+    else if (c == '\n') ut_str_puts(s, "\\n");
+    else if (c < 32 || c == 127) ut_str_putc(s, '?');
+    else ut_str_putc(s, (char)c);
   }
 }
 
-static const char *fill_of(hp_op_class c) {
+static const char *fill_of(hg_op_class c) {
   switch (c) {
-  case HP_C_LEAF: return "#e8f0fe";
-  case HP_C_NN: return "#fde2c8";
-  case HP_C_REDUCE: return "#fff3b0";
-  case HP_C_MOVE: return "#e6e6e6";
-  case HP_C_CALL: return "#d7f5dd";
+  case HG_C_LEAF: return "#e8f0fe";
+  case HG_C_NN: return "#fde2c8";
+  case HG_C_REDUCE: return "#fff3b0";
+  case HG_C_MOVE: return "#e6e6e6";
+  case HG_C_CALL: return "#d7f5dd";
   default: return "#ffffff";
   }
 }
 
-char *hp_frontend_dot(const hp_program *p) {
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "digraph harp_frontend {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n");
+char *hg_frontend_dot(const hg_program *p) {
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "digraph harp_frontend {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n");
   for (int gi = 0; gi < p->n; gi++) {
-    const hp_graph *g = p->graphs[gi];
-    hp_str_printf(&s, "  subgraph cluster_%d {\n    label=\"", gi);
+    const hg_graph *g = p->graphs[gi];
+    ut_str_printf(&s, "  subgraph cluster_%d {\n    label=\"", gi);
     dot_str(&s, g->name);
-    hp_str_puts(&s, "\";\n");
+    ut_str_puts(&s, "\";\n");
     for (int v = 1; v <= g->n; v++) {
       const fe_node *n = fe_node_of(g, v);
       char sh[256];
       fe_shape_text(&n->shape, sh, sizeof sh);
-      hp_str_printf(&s, "    g%d_n%d [fillcolor=\"%s\", label=\"", gi, v, fill_of(hp_op_class_of(n->op)));
+      ut_str_printf(&s, "    g%d_n%d [fillcolor=\"%s\", label=\"", gi, v, fill_of(hg_op_class_of(n->op)));
       if (n->name) {
         dot_str(&s, n->name);
-        hp_str_puts(&s, "\\n");
+        ut_str_puts(&s, "\\n");
       }
-      if (n->op == HP_OP_CALL) {
-        hp_str_puts(&s, "call ");
+      if (n->op == HG_OP_CALL) {
+        ut_str_puts(&s, "call ");
         dot_str(&s, n->a.call.callee->name);
-      } else if (n->op == HP_OP_CONST) {
-        hp_str_printf(&s, "%g", n->a.cnst.v);
+      } else if (n->op == HG_OP_CONST) {
+        ut_str_printf(&s, "%g", n->a.cnst.v);
       } else {
-        dot_str(&s, n->op == HP_OP_RMAX ? "reduce_max" : n->op == HP_OP_RMIN ? "reduce_min" : hp_op_name(n->op));
+        dot_str(&s, n->op == HG_OP_RMAX ? "reduce_max" : n->op == HG_OP_RMIN ? "reduce_min" : hg_op_name(n->op));
       }
-      if (n->op != HP_OP_CALL && !n->weak) {
-        hp_str_printf(&s, "\\n%s", tiny_dtype_name(n->dtype));
+      if (n->op != HG_OP_CALL && !n->weak) {
+        ut_str_printf(&s, "\\n%s", tiny_dtype_name(n->dtype));
         dot_str(&s, sh);
       }
-      hp_str_puts(&s, "\"];\n");
+      ut_str_puts(&s, "\"];\n");
       for (int i = 0; i < n->nin; i++)
-        if (n->in[i] > 0) hp_str_printf(&s, "    g%d_n%d -> g%d_n%d;\n", gi, n->in[i], gi, v);
+        if (n->in[i] > 0) ut_str_printf(&s, "    g%d_n%d -> g%d_n%d;\n", gi, n->in[i], gi, v);
     }
     for (int k = 0; k < g->nout; k++) {
-      hp_str_printf(&s, "    g%d_out%d [shape=oval, fillcolor=\"#c8e6c9\", label=\"", gi, k);
+      ut_str_printf(&s, "    g%d_out%d [shape=oval, fillcolor=\"#c8e6c9\", label=\"", gi, k);
       dot_str(&s, g->outs[k].name);
-      hp_str_puts(&s, "\"];\n");
-      if (g->outs[k].v > 0) hp_str_printf(&s, "    g%d_n%d -> g%d_out%d;\n", gi, g->outs[k].v, gi, k);
+      ut_str_puts(&s, "\"];\n");
+      if (g->outs[k].v > 0) ut_str_printf(&s, "    g%d_n%d -> g%d_out%d;\n", gi, g->outs[k].v, gi, k);
     }
-    hp_str_puts(&s, "  }\n");
+    ut_str_puts(&s, "  }\n");
   }
-  hp_str_puts(&s, "}\n");
+  ut_str_puts(&s, "}\n");
   if (s.oom) {
-    hp_str_free(&s);
+    ut_str_free(&s);
     return NULL;
   }
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }
 
-char *hp_tiny_dot(const tiny_graph *g) {
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "digraph harp_tiny {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n");
+char *hg_tiny_dot(const tiny_graph *g) {
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "digraph harp_tiny {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n");
   for (int i = 0; i < g->n; i++) {
     const tiny_node *n = &g->nodes[i];
     tiny_class c = tiny_op_class(n->op);
     const char *fill = c == TC_LEAF ? "#e8f0fe" : c == TC_MOVE ? "#e6e6e6" : c == TC_REDUCE ? "#fff3b0" : "#ffffff";
     char sh[256];
     tiny_shape_format(&n->shape, sh, sizeof sh);
-    hp_str_printf(&s, "  n%d [fillcolor=\"%s\", label=\"", i, fill);
+    ut_str_printf(&s, "  n%d [fillcolor=\"%s\", label=\"", i, fill);
     dot_str(&s, n->id);
-    hp_str_printf(&s, "\\n%s", tiny_op_name(n->op));
-    if (n->op == TINY_REDUCE) hp_str_printf(&s, " %s", tiny_reduce_name(n->a.reduce.op));
-    hp_str_printf(&s, "\\n%s", tiny_dtype_name(n->dtype));
+    ut_str_printf(&s, "\\n%s", tiny_op_name(n->op));
+    if (n->op == TINY_REDUCE) ut_str_printf(&s, " %s", tiny_reduce_name(n->a.reduce.op));
+    ut_str_printf(&s, "\\n%s", tiny_dtype_name(n->dtype));
     dot_str(&s, sh);
-    hp_str_puts(&s, "\"];\n");
+    ut_str_puts(&s, "\"];\n");
     for (int k = 0; k < n->nsrc; k++) {
       if (n->src[k].node >= 0) {
-        hp_str_printf(&s, "  n%d -> n%d;\n", n->src[k].node, i);
+        ut_str_printf(&s, "  n%d -> n%d;\n", n->src[k].node, i);
       } else {
-        hp_str_printf(&s, "  imm%d_%d [shape=plaintext, style=\"\", label=\"%g\"];\n  imm%d_%d -> n%d;\n", i, k,
+        ut_str_printf(&s, "  imm%d_%d [shape=plaintext, style=\"\", label=\"%g\"];\n  imm%d_%d -> n%d;\n", i, k,
                       n->src[k].imm, i, k, i);
       }
     }
   }
   for (int k = 0; k < g->noutputs; k++) {
-    hp_str_printf(&s, "  out%d [shape=oval, style=filled, fillcolor=\"#c8e6c9\", label=\"", k);
+    ut_str_printf(&s, "  out%d [shape=oval, style=filled, fillcolor=\"#c8e6c9\", label=\"", k);
     dot_str(&s, tiny_output_name(g, g->outputs[k]));
-    hp_str_printf(&s, "\"];\n  n%d -> out%d;\n", g->outputs[k], k);
+    ut_str_printf(&s, "\"];\n  n%d -> out%d;\n", g->outputs[k], k);
   }
-  hp_str_puts(&s, "}\n");
+  ut_str_puts(&s, "}\n");
   if (s.oom) {
-    hp_str_free(&s);
+    ut_str_free(&s);
     return NULL;
   }
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }

@@ -1,5 +1,5 @@
 /* equal.c — structural equality of programs (the decompile round trip).
- * Needs: the graph model.  Gives: hp_program_equal.
+ * Needs: the graph model.  Gives: hg_program_equal.
  *
  * Two programs are equal when they have graphs of the same names with equal
  * signatures (shape variables and defaults, parameters, outputs and their
@@ -15,7 +15,7 @@
 #include "fe_int.h"
 
 typedef struct eq {
-  const hp_graph *a, *b;
+  const hg_graph *a, *b;
   int *pair; /* a value -> the b value it matched, 0 if not yet */
   char *why;
   int cap;
@@ -43,36 +43,36 @@ static bool same_num(double x, double y) { return x == y ? signbit(x) == signbit
 
 static bool same_attrs(const fe_node *x, const fe_node *y) {
   switch (x->op) {
-  case HP_OP_INPUT: return x->a.input.index == y->a.input.index;
-  case HP_OP_CONST: return same_num(x->a.cnst.v, y->a.cnst.v);
-  case HP_OP_SUM: case HP_OP_RMAX: case HP_OP_RMIN: case HP_OP_MEAN:
+  case HG_OP_INPUT: return x->a.input.index == y->a.input.index;
+  case HG_OP_CONST: return same_num(x->a.cnst.v, y->a.cnst.v);
+  case HG_OP_SUM: case HG_OP_RMAX: case HG_OP_RMIN: case HG_OP_MEAN:
     return x->a.reduce.n == y->a.reduce.n && x->a.reduce.keepdim == y->a.reduce.keepdim &&
            !memcmp(x->a.reduce.axes, y->a.reduce.axes, sizeof(int) * (size_t)x->a.reduce.n);
-  case HP_OP_CONV2D: return !memcmp(&x->a.conv, &y->a.conv, sizeof x->a.conv);
-  case HP_OP_ATTENTION:
+  case HG_OP_CONV2D: return !memcmp(&x->a.conv, &y->a.conv, sizeof x->a.conv);
+  case HG_OP_ATTENTION:
     return x->a.attn.heads == y->a.attn.heads && x->a.attn.causal == y->a.attn.causal &&
            same_num(x->a.attn.scale, y->a.attn.scale);
-  case HP_OP_LAYERNORM: return x->a.ln.axis == y->a.ln.axis && same_num(x->a.ln.eps, y->a.ln.eps);
-  case HP_OP_SOFTMAX: case HP_OP_CONCAT: case HP_OP_GATHER: return x->a.axis.axis == y->a.axis.axis;
-  case HP_OP_MAX_POOL2D: case HP_OP_AVG_POOL2D: return !memcmp(&x->a.pool, &y->a.pool, sizeof x->a.pool);
-  case HP_OP_RESHAPE: case HP_OP_EXPAND: return same_shape(&x->a.shape.to, &y->a.shape.to);
-  case HP_OP_PERMUTE: case HP_OP_FLIP:
+  case HG_OP_LAYERNORM: return x->a.ln.axis == y->a.ln.axis && same_num(x->a.ln.eps, y->a.ln.eps);
+  case HG_OP_SOFTMAX: case HG_OP_CONCAT: case HG_OP_GATHER: return x->a.axis.axis == y->a.axis.axis;
+  case HG_OP_MAX_POOL2D: case HG_OP_AVG_POOL2D: return !memcmp(&x->a.pool, &y->a.pool, sizeof x->a.pool);
+  case HG_OP_RESHAPE: case HG_OP_EXPAND: return same_shape(&x->a.shape.to, &y->a.shape.to);
+  case HG_OP_PERMUTE: case HG_OP_FLIP:
     return x->a.perm.n == y->a.perm.n && !memcmp(x->a.perm.v, y->a.perm.v, sizeof(int) * (size_t)x->a.perm.n);
-  case HP_OP_PAD:
+  case HG_OP_PAD:
     return x->a.pad.n == y->a.pad.n && same_num(x->a.pad.value, y->a.pad.value) &&
            !memcmp(x->a.pad.lo, y->a.pad.lo, sizeof(int64_t) * (size_t)x->a.pad.n) &&
            !memcmp(x->a.pad.hi, y->a.pad.hi, sizeof(int64_t) * (size_t)x->a.pad.n);
-  case HP_OP_SLICE:
+  case HG_OP_SLICE:
     if (x->a.slice.n != y->a.slice.n) return false;
     for (int i = 0; i < x->a.slice.n; i++)
       if (strcmp(x->a.slice.start[i]->text, y->a.slice.start[i]->text) ||
           strcmp(x->a.slice.end[i]->text, y->a.slice.end[i]->text) || x->a.slice.step[i] != y->a.slice.step[i])
         return false;
     return true;
-  case HP_OP_CAST: return x->a.cast.to == y->a.cast.to;
-  case HP_OP_CALL:
+  case HG_OP_CAST: return x->a.cast.to == y->a.cast.to;
+  case HG_OP_CALL:
     return x->a.call.nout == y->a.call.nout && strcmp(x->a.call.callee->name, y->a.call.callee->name) == 0;
-  case HP_OP_PROJ: return x->a.proj.k == y->a.proj.k;
+  case HG_OP_PROJ: return x->a.proj.k == y->a.proj.k;
   default: return true;
   }
 }
@@ -81,31 +81,31 @@ static bool same_attrs(const fe_node *x, const fe_node *y) {
 static bool node_alike(eq *E, const fe_node *x, const fe_node *y) {
   char sx[256], sy[256];
   if (x->op != y->op)
-    return differ(E, "graph %s: %s (line %d) vs %s (line %d)", E->a->name, hp_op_name(x->op), x->line, hp_op_name(y->op), y->line);
+    return differ(E, "graph %s: %s (line %d) vs %s (line %d)", E->a->name, hg_op_name(x->op), x->line, hg_op_name(y->op), y->line);
   if (x->weak != y->weak || (!x->weak && x->dtype != y->dtype) || !same_shape(&x->shape, &y->shape)) {
     fe_shape_text(&x->shape, sx, sizeof sx);
     fe_shape_text(&y->shape, sy, sizeof sy);
-    return differ(E, "graph %s: %s types differ: %s%s vs %s%s", E->a->name, hp_op_name(x->op), tiny_dtype_name(x->dtype), sx,
+    return differ(E, "graph %s: %s types differ: %s%s vs %s%s", E->a->name, hg_op_name(x->op), tiny_dtype_name(x->dtype), sx,
                   tiny_dtype_name(y->dtype), sy);
   }
-  if (!same_attrs(x, y)) return differ(E, "graph %s: %s attributes differ (line %d)", E->a->name, hp_op_name(x->op), x->line);
-  if (x->nin != y->nin) return differ(E, "graph %s: %s operand counts differ", E->a->name, hp_op_name(x->op));
+  if (!same_attrs(x, y)) return differ(E, "graph %s: %s attributes differ (line %d)", E->a->name, hg_op_name(x->op), x->line);
+  if (x->nin != y->nin) return differ(E, "graph %s: %s operand counts differ", E->a->name, hg_op_name(x->op));
   return true;
 }
 
 /* The DAGs under va and vb, walked with an explicit stack (graphs can be
  * long chains).  A pair is recorded when first met: any difference below it
  * fails the whole comparison anyway. */
-static bool node_eq(eq *E, hp_val va, hp_val vb) {
+static bool node_eq(eq *E, hg_val va, hg_val vb) {
   int cap = 64, n = 0;
-  hp_val(*st)[2] = hp_xmalloc(sizeof *st * (size_t)cap);
+  hg_val(*st)[2] = ut_xmalloc(sizeof *st * (size_t)cap);
   if (!st) return differ(E, "out of memory");
   st[n][0] = va, st[n][1] = vb, n++;
   bool ok = true;
   while (n > 0 && ok) {
     n--;
-    hp_val x = st[n][0], y = st[n][1];
-    if (x == HP_NONE || y == HP_NONE) {
+    hg_val x = st[n][0], y = st[n][1];
+    if (x == HG_NONE || y == HG_NONE) {
       ok = x == y || differ(E, "an optional operand is present in one only");
       continue;
     }
@@ -116,11 +116,11 @@ static bool node_eq(eq *E, hp_val va, hp_val vb) {
       break;
     }
     if (!(ok = node_alike(E, nx, ny))) break;
-    if (nx->op != HP_OP_CONST) E->pair[x] = y; /* literals may be shared on one side only */
+    if (nx->op != HG_OP_CONST) E->pair[x] = y; /* literals may be shared on one side only */
     for (int i = 0; i < nx->nin && ok; i++) {
       if (n == cap) {
         cap *= 2;
-        hp_val(*ns)[2] = hp_xrealloc(st, sizeof *st * (size_t)cap);
+        hg_val(*ns)[2] = ut_xrealloc(st, sizeof *st * (size_t)cap);
         if (!ns) {
           ok = differ(E, "out of memory");
           break;
@@ -134,8 +134,8 @@ static bool node_eq(eq *E, hp_val va, hp_val vb) {
   return ok;
 }
 
-static bool graph_eq(const hp_graph *a, const hp_graph *b, char *why, int cap) {
-  eq E = {a, b, hp_xcalloc((size_t)a->n + 1, sizeof(int)), why, cap};
+static bool graph_eq(const hg_graph *a, const hg_graph *b, char *why, int cap) {
+  eq E = {a, b, ut_xcalloc((size_t)a->n + 1, sizeof(int)), why, cap};
   bool ok = E.pair != NULL || differ(&E, "out of memory");
   if (!ok) return false;
   char sx[256], sy[256];
@@ -166,13 +166,13 @@ static bool graph_eq(const hp_graph *a, const hp_graph *b, char *why, int cap) {
   return ok;
 }
 
-bool hp_program_equal(const hp_program *a, const hp_program *b, char *why, int cap) {
+bool hg_program_equal(const hg_program *a, const hg_program *b, char *why, int cap) {
   if (why && cap > 0) why[0] = 0;
   eq E = {NULL, NULL, NULL, why, cap};
   if (!a || !b) return differ(&E, "a program is missing");
   if (a->n != b->n) return differ(&E, "%d vs %d graphs", a->n, b->n);
   for (int i = 0; i < a->n; i++) {
-    const hp_graph *gb = hp_program_find(b, a->graphs[i]->name);
+    const hg_graph *gb = hg_program_find(b, a->graphs[i]->name);
     if (!gb) return differ(&E, "graph %s is missing", a->graphs[i]->name);
     if (!graph_eq(a->graphs[i], gb, why, cap)) return false;
   }

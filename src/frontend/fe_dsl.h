@@ -7,11 +7,11 @@
 
 /* ---- diagnostics --------------------------------------------------------- */
 typedef struct fe_diagctx {
-  hp_diags *d; /* never NULL (load.c supplies one) */
+  hg_diags *d; /* never NULL (load.c supplies one) */
   int count;   /* all errors, kept or not */
 } fe_diagctx;
 
-void fe_diag(fe_diagctx *c, hp_status code, int line, int col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void fe_diag(fe_diagctx *c, harp_status code, int line, int col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* ---- tokens ------------------------------------------------------------------ */
 typedef enum fe_tok_kind {
@@ -141,12 +141,12 @@ typedef struct fe_ast {
 /* Parse tokens into a tree allocated from `a`.  Syntax errors go to dc; the
  * parser resynchronizes at the next statement or graph.  Returns false on
  * no memory. */
-bool fe_parse(const fe_tok *toks, int ntok, hp_arena *a, fe_diagctx *dc, fe_ast *out);
+bool fe_parse(const fe_tok *toks, int ntok, ut_arena *a, fe_diagctx *dc, fe_ast *out);
 
 /* Build p's graphs from the tree through the builder (sema.c).  Semantic
  * errors go to dc, located; each failing statement poisons its names so
  * one mistake is reported once. */
-void fe_sema(const fe_ast *ast, hp_program *p, fe_diagctx *dc);
+void fe_sema(const fe_ast *ast, hg_program *p, fe_diagctx *dc);
 
 /* Words that cannot name a graph, a variable or a shape variable. */
 bool fe_is_reserved(const char *s, int len);

@@ -1,8 +1,8 @@
 /* fe_int.h — internals shared by the frontend files (not public).
  *
  * Data model:
- *   hp_program  owns an arena (strings, dims, operand arrays) and its graphs.
- *   hp_graph    nodes in creation order, which is a topological order
+ *   hg_program  owns an arena (strings, dims, operand arrays) and its graphs.
+ *   hg_graph    nodes in creation order, which is a topological order
  *               (an op's operands exist before it); value v is node v-1.
  *   fe_dim      a dimension in canonical linear form over atoms (symbols,
  *               products, floor divisions); equal dims have equal text.
@@ -40,15 +40,15 @@ struct fe_atom {
 
 #define FE_MAX_TERMS 16
 
-const fe_dim *fe_dim_int(hp_arena *a, int64_t n);
-const fe_dim *fe_dim_sym(hp_arena *a, const char *name);
-const fe_dim *fe_dim_atom(hp_arena *a, const fe_atom *at); /* 1 * atom */
+const fe_dim *fe_dim_int(ut_arena *a, int64_t n);
+const fe_dim *fe_dim_sym(ut_arena *a, const char *name);
+const fe_dim *fe_dim_atom(ut_arena *a, const fe_atom *at); /* 1 * atom */
 /* NULL on overflow, too many terms or allocation failure. */
-const fe_dim *fe_dim_add(hp_arena *a, const fe_dim *x, const fe_dim *y);
-const fe_dim *fe_dim_sub(hp_arena *a, const fe_dim *x, const fe_dim *y);
-const fe_dim *fe_dim_scale(hp_arena *a, const fe_dim *x, int64_t k);
-const fe_dim *fe_dim_mul(hp_arena *a, const fe_dim *x, const fe_dim *y);
-const fe_dim *fe_dim_div(hp_arena *a, const fe_dim *x, int64_t q); /* floor; q >= 1 */
+const fe_dim *fe_dim_add(ut_arena *a, const fe_dim *x, const fe_dim *y);
+const fe_dim *fe_dim_sub(ut_arena *a, const fe_dim *x, const fe_dim *y);
+const fe_dim *fe_dim_scale(ut_arena *a, const fe_dim *x, int64_t k);
+const fe_dim *fe_dim_mul(ut_arena *a, const fe_dim *x, const fe_dim *y);
+const fe_dim *fe_dim_div(ut_arena *a, const fe_dim *x, int64_t q); /* floor; q >= 1 */
 bool fe_dim_is_int(const fe_dim *d, int64_t *n);
 const char *fe_dim_is_sym(const fe_dim *d); /* the symbol if d is exactly one */
 bool fe_dim_is_one(const fe_dim *d);
@@ -61,7 +61,7 @@ fe_cmp fe_dim_cmp(const fe_dim *x, const fe_dim *y);
 
 /* Replace symbols: look(ctx, name) returns the replacement or NULL to keep. */
 typedef const fe_dim *(*fe_sym_lookup)(void *ctx, const char *name);
-const fe_dim *fe_dim_subst(hp_arena *a, const fe_dim *d, fe_sym_lookup look, void *ctx);
+const fe_dim *fe_dim_subst(ut_arena *a, const fe_dim *d, fe_sym_lookup look, void *ctx);
 /* Value under a binding; false if a symbol is unbound. */
 bool fe_dim_eval(const fe_dim *d, const tiny_symtab *syms, int64_t *out);
 /* Calls f(ctx, sym) for every symbol in d. */
@@ -74,9 +74,9 @@ typedef struct fe_shape {
 } fe_shape;
 
 typedef struct fe_node {
-  hp_op op;
+  hg_op op;
   int nin;
-  const hp_val *in;  /* operands; HP_NONE for an absent optional one */
+  const hg_val *in;  /* operands; HG_NONE for an absent optional one */
   const char *name;  /* DSL variable it is bound to, or NULL */
   int line, col;     /* source position; 0 when built through the API */
   tiny_dtype dtype;  /* result type; CALL has none (see its PROJ nodes) */
@@ -96,7 +96,7 @@ typedef struct fe_node {
     struct { int n; int64_t lo[TINY_MAX_RANK], hi[TINY_MAX_RANK]; double value; } pad;
     struct { int n; const fe_dim *start[TINY_MAX_RANK], *end[TINY_MAX_RANK]; int64_t step[TINY_MAX_RANK]; } slice;
     struct { tiny_dtype to; } cast;
-    struct { hp_graph *callee; int nout; const fe_dim **bind; } call; /* bind[i]: callee shape var i */
+    struct { hg_graph *callee; int nout; const fe_dim **bind; } call; /* bind[i]: callee shape var i */
     struct { int k; } proj;                                             /* in: the CALL */
   } a;
 } fe_node;
@@ -111,71 +111,71 @@ typedef struct fe_output {
   const char *name;
   tiny_dtype dtype; /* declared type (the DSL) or the value's (the builder) */
   fe_shape shape;
-  hp_val v;         /* HP_NONE until the graph returns it */
+  hg_val v;         /* HG_NONE until the graph returns it */
   int line, col;
 } fe_output;
 
-struct hp_graph {
-  hp_program *prog;
+struct hg_graph {
+  hg_program *prog;
   const char *name;
   fe_node *nodes; /* value v is nodes[v - 1] */
   int n, cap;
   fe_shape_var *sv;
   int nsv, svcap;
-  hp_val *params; /* INPUT values in declaration order */
+  hg_val *params; /* INPUT values in declaration order */
   int nparams, pcap;
   fe_output *outs;
   int nout, ocap;
-  hp_error err;      /* first builder error */
+  harp_error err;    /* first builder error */
   int line, col;     /* stamped on new nodes (the DSL sets it per expression) */
-  bool owns_program; /* made by hp_graph_new: hp_graph_free frees the program */
+  bool owns_program; /* made by hg_graph_new: hg_graph_free frees the program */
 };
 
-struct hp_program {
-  hp_arena *arena;
-  hp_graph **graphs;
+struct hg_program {
+  ut_arena *arena;
+  hg_graph **graphs;
   int n, cap;
-  hp_error err;
+  harp_error err;
   const char *filename; /* set by the DSL loader, for located errors */
   const char *src;      /* the DSL text (NUL-terminated), for snippets */
 };
 
 /* graph.c */
-fe_node *fe_node_of(const hp_graph *g, hp_val v); /* NULL if v is not a value of g */
+fe_node *fe_node_of(const hg_graph *g, hg_val v); /* NULL if v is not a value of g */
 /* Append a node with a copy of the operands; NULL on error (g->err set). */
-fe_node *fe_new_node(hp_graph *g, hp_op op, const hp_val *in, int nin);
-hp_val fe_val_of(const hp_graph *g, const fe_node *n);
-hp_val fe_failv(hp_graph *g, hp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+fe_node *fe_new_node(hg_graph *g, hg_op op, const hg_val *in, int nin);
+hg_val fe_val_of(const hg_graph *g, const fe_node *n);
+hg_val fe_failv(hg_graph *g, harp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Clear the sticky error (the DSL loader does this after recording it). */
-void fe_clear_error(hp_graph *g);
-int fe_shape_var_index(const hp_graph *g, const char *name); /* -1 if none */
-int fe_output_index(const hp_graph *g, const char *name);    /* -1 if none */
+void fe_clear_error(hg_graph *g);
+int fe_shape_var_index(const hg_graph *g, const char *name); /* -1 if none */
+int fe_output_index(const hg_graph *g, const char *name);    /* -1 if none */
 /* Declare an output with a type and no value yet (DSL signatures). */
-hp_status fe_declare_output(hp_graph *g, const char *name, tiny_dtype dt, const fe_shape *s);
+harp_status fe_declare_output(hg_graph *g, const char *name, tiny_dtype dt, const fe_shape *s);
 /* Give declared output k its value (checks the type). */
-hp_val fe_set_output(hp_graph *g, int k, hp_val v);
-const char *fe_strdup(hp_graph *g, const char *s);
+hg_val fe_set_output(hg_graph *g, int k, hg_val v);
+const char *fe_strdup(hg_graph *g, const char *s);
 void fe_shape_text(const fe_shape *s, char *buf, int cap); /* "[B, 64]" */
 bool fe_is_ident(const char *s);
 
 /* ops.c / ops_nn.c: the builder with fe_dim arguments (the DSL's entry). */
-hp_val fe_input(hp_graph *g, const char *name, tiny_dtype dt, const fe_shape *s);
-hp_val fe_reshape(hp_graph *g, hp_val x, const fe_shape *to); /* a dim may be NULL: inferred */
-hp_val fe_expand(hp_graph *g, hp_val x, const fe_shape *to);
+hg_val fe_input(hg_graph *g, const char *name, tiny_dtype dt, const fe_shape *s);
+hg_val fe_reshape(hg_graph *g, hg_val x, const fe_shape *to); /* a dim may be NULL: inferred */
+hg_val fe_expand(hg_graph *g, hg_val x, const fe_shape *to);
 /* Full-rank slice: start/end per axis (NULL end = to the end). */
-hp_val fe_slice(hp_graph *g, hp_val x, const fe_dim *const *start, const fe_dim *const *end, const int64_t *step);
+hg_val fe_slice(hg_graph *g, hg_val x, const fe_dim *const *start, const fe_dim *const *end, const int64_t *step);
 /* Shared checks. */
-bool fe_broadcast(hp_graph *g, const fe_shape *a, const fe_shape *b, fe_shape *out);
-int fe_norm_axis(hp_graph *g, int axis, int rank); /* -1 with error if out of range */
-const fe_node *fe_operand(hp_graph *g, hp_val v, const char *what); /* NULL with error */
-bool fe_require_float(hp_graph *g, const fe_node *x, const char *op);
-bool fe_same_dim(hp_graph *g, const fe_dim *a, const fe_dim *b, const char *what);
-hp_val fe_finish(hp_graph *g, hp_op op, const hp_val *in, int nin, tiny_dtype dt, const fe_shape *s, fe_node **out);
+bool fe_broadcast(hg_graph *g, const fe_shape *a, const fe_shape *b, fe_shape *out);
+int fe_norm_axis(hg_graph *g, int axis, int rank); /* -1 with error if out of range */
+const fe_node *fe_operand(hg_graph *g, hg_val v, const char *what); /* NULL with error */
+bool fe_require_float(hg_graph *g, const fe_node *x, const char *op);
+bool fe_same_dim(hg_graph *g, const fe_dim *a, const fe_dim *b, const char *what);
+hg_val fe_finish(hg_graph *g, hg_op op, const hg_val *in, int nin, tiny_dtype dt, const fe_shape *s, fe_node **out);
 
 /* inline.c: main with every reachable call expanded (a graph without CALL). */
-hp_status fe_flatten(hp_error *e, const hp_program *p, hp_program **flat);
+harp_status fe_flatten(harp_error *e, const hg_program *p, hg_program **flat);
 /* Report an error located at node n's source position. */
-hp_status fe_fail_node(hp_error *e, const hp_program *p, const fe_node *n, hp_status code, const char *fmt, ...)
+harp_status fe_fail_node(harp_error *e, const hg_program *p, const fe_node *n, harp_status code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 

@@ -20,9 +20,9 @@ typedef struct lw_split {
 } lw_split;
 
 typedef struct lw {
-  hp_error *e;
-  const hp_program *fp;    /* the flat program (for source positions) */
-  const hp_graph *g;       /* its main */
+  harp_error *e;
+  const hg_program *fp;    /* the flat program (for source positions) */
+  const hg_graph *g;       /* its main */
   tiny_graph *t;           /* being built */
   const tiny_symtab *bind; /* symbol values for dims that are expressions; may be NULL */
   int *tn;                 /* frontend value v -> Tiny node index, -1 if none yet */
@@ -46,7 +46,7 @@ int lw_permute(lw *L, int x, const int *perm, int n);
 int lw_const(lw *L, double v, tiny_dtype dt);
 
 /* A frontend dim as a Tiny arg dim (int or one symbol, or its value under
- * L->bind).  lw_dim reports HP_E_UNSUPPORTED when it cannot; lw_can_dim
+ * L->bind).  lw_dim reports HARP_E_UNSUPPORTED when it cannot; lw_can_dim
  * only asks. */
 bool lw_dim(lw *L, const fe_dim *d, tiny_dim *out);
 bool lw_can_dim(const lw *L, const fe_dim *d);
@@ -69,7 +69,7 @@ bool lw_same_shape(const fe_shape *a, const fe_shape *b);
  * literal gets a CONST node of dtype dt on demand). */
 const fe_node *lw_in(const lw *L, int i);
 int lw_tin(lw *L, int i, tiny_dtype dt);
-hp_status lw_unsupported(lw *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+harp_status lw_unsupported(lw *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Record that value v (the current op) merges the trailing r axes of node
  * `node` of shape s, when r >= 2 and the leading axes match. */

@@ -1,7 +1,7 @@
 /* graph.c — frontend programs and graphs: storage, values, shape variables,
  * parameters, outputs, the sticky error.
- * Needs: dim.c.  Gives: hp_program_* / hp_graph_* / hp_shape_var /
- * hp_output / hp_name and the node allocation the op builders use. */
+ * Needs: dim.c.  Gives: hg_program_* / hg_graph_* / hg_shape_var /
+ * hg_output / hg_name and the node allocation the op builders use. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,15 +12,15 @@
 
 static const struct {
   const char *name;
-  hp_op_class cls;
+  hg_op_class cls;
 } op_table[] = {
-#define HP_X_OP(e, l, n, c) {n, c},
-    HP_OPS(HP_X_OP)
-#undef HP_X_OP
+#define HG_X_OP(e, l, n, c) {n, c},
+    HG_OPS(HG_X_OP)
+#undef HG_X_OP
 };
 
-const char *hp_op_name(hp_op op) { return (unsigned)op < HP_OP_COUNT ? op_table[op].name : "?"; }
-hp_op_class hp_op_class_of(hp_op op) { return (unsigned)op < HP_OP_COUNT ? op_table[op].cls : HP_C_OTHER; }
+const char *hg_op_name(hg_op op) { return (unsigned)op < HG_OP_COUNT ? op_table[op].name : "?"; }
+hg_op_class hg_op_class_of(hg_op op) { return (unsigned)op < HG_OP_COUNT ? op_table[op].cls : HG_C_OTHER; }
 
 bool fe_is_ident(const char *s) {
   if (!s || !*s || strlen(s) > 120) return false;
@@ -32,10 +32,10 @@ bool fe_is_ident(const char *s) {
 }
 
 /* ---- programs -------------------------------------------------------------- */
-hp_program *hp_program_new(void) {
-  hp_program *p = hp_xcalloc(1, sizeof *p);
+hg_program *hg_program_new(void) {
+  hg_program *p = ut_xcalloc(1, sizeof *p);
   if (!p) return NULL;
-  p->arena = hp_arena_new();
+  p->arena = ut_arena_new();
   if (!p->arena) {
     free(p);
     return NULL;
@@ -43,7 +43,7 @@ hp_program *hp_program_new(void) {
   return p;
 }
 
-static void graph_free(hp_graph *g) {
+static void graph_free(hg_graph *g) {
   if (!g) return;
   free(g->nodes);
   free(g->sv);
@@ -52,46 +52,46 @@ static void graph_free(hp_graph *g) {
   free(g);
 }
 
-void hp_program_free(hp_program *p) {
+void hg_program_free(hg_program *p) {
   if (!p) return;
   for (int i = 0; i < p->n; i++) graph_free(p->graphs[i]);
   free(p->graphs);
-  hp_arena_free(p->arena);
+  ut_arena_free(p->arena);
   free(p);
 }
 
-const hp_error *hp_program_error(const hp_program *p) { return &p->err; }
+const harp_error *hg_program_error(const hg_program *p) { return &p->err; }
 
-hp_graph *hp_program_find(const hp_program *p, const char *name) {
+hg_graph *hg_program_find(const hg_program *p, const char *name) {
   for (int i = 0; p && name && i < p->n; i++)
     if (strcmp(p->graphs[i]->name, name) == 0) return p->graphs[i];
   return NULL;
 }
 
-int hp_program_ngraphs(const hp_program *p) { return p ? p->n : 0; }
-hp_graph *hp_program_graph_at(const hp_program *p, int i) { return p && i >= 0 && i < p->n ? p->graphs[i] : NULL; }
+int hg_program_ngraphs(const hg_program *p) { return p ? p->n : 0; }
+hg_graph *hg_program_graph_at(const hg_program *p, int i) { return p && i >= 0 && i < p->n ? p->graphs[i] : NULL; }
 
-hp_graph *hp_program_add_graph(hp_program *p, const char *name) {
+hg_graph *hg_program_add_graph(hg_program *p, const char *name) {
   if (!p) return NULL;
   if (!fe_is_ident(name)) {
-    hp_fail(&p->err, HP_E_INVALID_ARG, name, "graph name \"%s\" is not an identifier", name ? name : "");
+    ut_fail(&p->err, HARP_E_INVALID_ARG, name, "graph name \"%s\" is not an identifier", name ? name : "");
     return NULL;
   }
-  if (hp_program_find(p, name)) {
-    hp_fail(&p->err, HP_E_DUPLICATE_ID, name, "graph \"%s\" is defined twice", name);
+  if (hg_program_find(p, name)) {
+    ut_fail(&p->err, HARP_E_DUPLICATE_ID, name, "graph \"%s\" is defined twice", name);
     return NULL;
   }
   if (p->n == p->cap) {
     int cap = p->cap ? p->cap * 2 : 8;
-    hp_graph **gs = hp_xrealloc(p->graphs, sizeof *gs * (size_t)cap);
+    hg_graph **gs = ut_xrealloc(p->graphs, sizeof *gs * (size_t)cap);
     if (!gs) goto oom;
     p->graphs = gs;
     p->cap = cap;
   }
-  hp_graph *g = hp_xcalloc(1, sizeof *g);
+  hg_graph *g = ut_xcalloc(1, sizeof *g);
   if (!g) goto oom;
   g->prog = p;
-  g->name = hp_arena_strdup(p->arena, name);
+  g->name = ut_arena_strdup(p->arena, name);
   if (!g->name) {
     free(g);
     goto oom;
@@ -99,82 +99,82 @@ hp_graph *hp_program_add_graph(hp_program *p, const char *name) {
   p->graphs[p->n++] = g;
   return g;
 oom:
-  hp_fail(&p->err, HP_E_NO_MEMORY, name, "out of memory");
+  ut_fail(&p->err, HARP_E_NO_MEMORY, name, "out of memory");
   return NULL;
 }
 
-hp_graph *hp_graph_new(void) {
-  hp_program *p = hp_program_new();
+hg_graph *hg_graph_new(void) {
+  hg_program *p = hg_program_new();
   if (!p) return NULL;
-  hp_graph *g = hp_program_add_graph(p, "main");
+  hg_graph *g = hg_program_add_graph(p, "main");
   if (!g) {
-    hp_program_free(p);
+    hg_program_free(p);
     return NULL;
   }
   g->owns_program = true;
   return g;
 }
 
-void hp_graph_free(hp_graph *g) {
-  if (g && g->owns_program) hp_program_free(g->prog);
+void hg_graph_free(hg_graph *g) {
+  if (g && g->owns_program) hg_program_free(g->prog);
 }
 
-hp_program *hp_graph_program(const hp_graph *g) { return g ? g->prog : NULL; }
-const char *hp_graph_name(const hp_graph *g) { return g ? g->name : NULL; }
-const hp_error *hp_graph_error(const hp_graph *g) { return &g->err; }
+hg_program *hg_graph_program(const hg_graph *g) { return g ? g->prog : NULL; }
+const char *hg_graph_name(const hg_graph *g) { return g ? g->name : NULL; }
+const harp_error *hg_graph_error(const hg_graph *g) { return &g->err; }
 
 /* ---- errors ------------------------------------------------------------------ */
-hp_val fe_failv(hp_graph *g, hp_status code, const char *fmt, ...) {
+hg_val fe_failv(hg_graph *g, harp_status code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  hp_vfail(&g->err, code, NULL, fmt, ap);
+  ut_vfail(&g->err, code, NULL, fmt, ap);
   va_end(ap);
   return -1;
 }
 
-void fe_clear_error(hp_graph *g) { hp_error_clear(&g->err); }
+void fe_clear_error(hg_graph *g) { harp_error_clear(&g->err); }
 
-const char *fe_strdup(hp_graph *g, const char *s) {
-  const char *r = hp_arena_strdup(g->prog->arena, s);
-  if (!r && s) fe_failv(g, HP_E_NO_MEMORY, "out of memory");
+const char *fe_strdup(hg_graph *g, const char *s) {
+  const char *r = ut_arena_strdup(g->prog->arena, s);
+  if (!r && s) fe_failv(g, HARP_E_NO_MEMORY, "out of memory");
   return r;
 }
 
 /* ---- nodes ------------------------------------------------------------------- */
-fe_node *fe_node_of(const hp_graph *g, hp_val v) {
+fe_node *fe_node_of(const hg_graph *g, hg_val v) {
   if (!g || v < 1 || v > g->n) return NULL;
   return &g->nodes[v - 1];
 }
 
-hp_val fe_val_of(const hp_graph *g, const fe_node *n) { return (hp_val)(n - g->nodes) + 1; }
+hg_val fe_val_of(const hg_graph *g, const fe_node *n) { return (hg_val)(n - g->nodes) + 1; }
 
-fe_node *fe_new_node(hp_graph *g, hp_op op, const hp_val *in, int nin) {
-  if (g->err.code != HP_OK) return NULL;
+fe_node *fe_new_node(hg_graph *g, hg_op op, const hg_val *in, int nin) {
+  if (g->err.code != HARP_OK) return NULL;
   for (int i = 0; i < nin; i++)
-    if (in[i] != HP_NONE && !fe_node_of(g, in[i])) {
-      fe_failv(g, in[i] < 0 ? HP_E_INVALID_ARG : HP_E_DANGLING, "%s: operand %d is not a value of graph %s",
-               hp_op_name(op), i + 1, g->name);
+    if (in[i] != HG_NONE && !fe_node_of(g, in[i])) {
+      fe_failv(g, in[i] < 0 ? HARP_E_INVALID_ARG : HARP_E_DANGLING, "%s: operand %d is not a value of graph %s",
+               hg_op_name(op), i + 1, g->name);
       return NULL;
     }
   if (g->n >= TINY_MAX_NODES) {
-    fe_failv(g, HP_E_LIMIT, "graph %s has too many nodes", g->name);
+    fe_failv(g, HARP_E_LIMIT, "graph %s has too many nodes", g->name);
     return NULL;
   }
   if (g->n == g->cap) {
     int cap = g->cap ? g->cap * 2 : 32;
-    fe_node *nn = hp_xrealloc(g->nodes, sizeof *nn * (size_t)cap);
+    fe_node *nn = ut_xrealloc(g->nodes, sizeof *nn * (size_t)cap);
     if (!nn) {
-      fe_failv(g, HP_E_NO_MEMORY, "out of memory");
+      fe_failv(g, HARP_E_NO_MEMORY, "out of memory");
       return NULL;
     }
     g->nodes = nn;
     g->cap = cap;
   }
-  hp_val *ins = NULL;
+  hg_val *ins = NULL;
   if (nin > 0) {
-    ins = hp_arena_alloc(g->prog->arena, sizeof *ins * (size_t)nin);
+    ins = ut_arena_alloc(g->prog->arena, sizeof *ins * (size_t)nin);
     if (!ins) {
-      fe_failv(g, HP_E_NO_MEMORY, "out of memory");
+      fe_failv(g, HARP_E_NO_MEMORY, "out of memory");
       return NULL;
     }
     memcpy(ins, in, sizeof *ins * (size_t)nin);
@@ -189,26 +189,26 @@ fe_node *fe_new_node(hp_graph *g, hp_op op, const hp_val *in, int nin) {
   return n;
 }
 
-hp_val hp_name(hp_graph *g, hp_val v, const char *name) {
+hg_val hg_name(hg_graph *g, hg_val v, const char *name) {
   fe_node *n = fe_node_of(g, v);
   if (!g || g->err.code) return -1;
-  if (!n) return fe_failv(g, HP_E_INVALID_ARG, "hp_name: not a value");
-  if (name && !fe_is_ident(name)) return fe_failv(g, HP_E_INVALID_ARG, "\"%s\" is not an identifier", name);
+  if (!n) return fe_failv(g, HARP_E_INVALID_ARG, "hg_name: not a value");
+  if (name && !fe_is_ident(name)) return fe_failv(g, HARP_E_INVALID_ARG, "\"%s\" is not an identifier", name);
   n->name = name ? fe_strdup(g, name) : NULL;
   return g->err.code ? -1 : v;
 }
 
-tiny_dtype hp_val_dtype(const hp_graph *g, hp_val v) {
+tiny_dtype hg_val_dtype(const hg_graph *g, hg_val v) {
   const fe_node *n = fe_node_of(g, v);
   return n ? n->dtype : TINY_FP32;
 }
 
-int hp_val_rank(const hp_graph *g, hp_val v) {
+int hg_val_rank(const hg_graph *g, hg_val v) {
   const fe_node *n = fe_node_of(g, v);
   return n ? n->shape.rank : -1;
 }
 
-bool hp_val_dim_text(const hp_graph *g, hp_val v, int i, char *buf, int cap) {
+bool hg_val_dim_text(const hg_graph *g, hg_val v, int i, char *buf, int cap) {
   const fe_node *n = fe_node_of(g, v);
   if (!n || i < 0 || i >= n->shape.rank || cap < 1) return false;
   snprintf(buf, (size_t)cap, "%s", n->shape.d[i]->text);
@@ -222,29 +222,29 @@ void fe_shape_text(const fe_shape *s, char *buf, int cap) {
 }
 
 /* ---- shape variables ---------------------------------------------------------- */
-int fe_shape_var_index(const hp_graph *g, const char *name) {
+int fe_shape_var_index(const hg_graph *g, const char *name) {
   for (int i = 0; i < g->nsv; i++)
     if (strcmp(g->sv[i].name, name) == 0) return i;
   return -1;
 }
 
-hp_status hp_shape_var(hp_graph *g, const char *name, int64_t dflt) {
+harp_status hg_shape_var(hg_graph *g, const char *name, int64_t dflt) {
   if (g->err.code) return g->err.code;
-  if (!fe_is_ident(name)) return fe_failv(g, HP_E_INVALID_ARG, "shape variable \"%s\" is not an identifier", name ? name : ""), g->err.code;
+  if (!fe_is_ident(name)) return fe_failv(g, HARP_E_INVALID_ARG, "shape variable \"%s\" is not an identifier", name ? name : ""), g->err.code;
   if (dflt > TINY_MAX_DIM)
-    return fe_failv(g, HP_E_LIMIT, "default %" PRId64 " of shape variable %s is above 2^40", dflt, name), g->err.code;
+    return fe_failv(g, HARP_E_LIMIT, "default %" PRId64 " of shape variable %s is above 2^40", dflt, name), g->err.code;
   int k = fe_shape_var_index(g, name);
   if (k >= 0) {
     if (g->sv[k].dflt < 0) {
       g->sv[k].dflt = dflt; /* declared implicitly by a parameter before */
-      return HP_OK;
+      return HARP_OK;
     }
-    return fe_failv(g, HP_E_DUPLICATE_ID, "shape variable %s is declared twice", name), g->err.code;
+    return fe_failv(g, HARP_E_DUPLICATE_ID, "shape variable %s is declared twice", name), g->err.code;
   }
   if (g->nsv == g->svcap) {
     int cap = g->svcap ? g->svcap * 2 : 8;
-    fe_shape_var *s = hp_xrealloc(g->sv, sizeof *s * (size_t)cap);
-    if (!s) return fe_failv(g, HP_E_NO_MEMORY, "out of memory"), g->err.code;
+    fe_shape_var *s = ut_xrealloc(g->sv, sizeof *s * (size_t)cap);
+    if (!s) return fe_failv(g, HARP_E_NO_MEMORY, "out of memory"), g->err.code;
     g->sv = s;
     g->svcap = cap;
   }
@@ -256,30 +256,30 @@ hp_status hp_shape_var(hp_graph *g, const char *name, int64_t dflt) {
   v->line = g->line;
   v->col = g->col;
   g->nsv++;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- outputs ------------------------------------------------------------------ */
-int fe_output_index(const hp_graph *g, const char *name) {
+int fe_output_index(const hg_graph *g, const char *name) {
   for (int i = 0; i < g->nout; i++)
     if (strcmp(g->outs[i].name, name) == 0) return i;
   return -1;
 }
 
-static fe_output *new_output(hp_graph *g, const char *name) {
+static fe_output *new_output(hg_graph *g, const char *name) {
   if (!fe_is_ident(name)) {
-    fe_failv(g, HP_E_INVALID_ARG, "output name \"%s\" is not an identifier", name ? name : "");
+    fe_failv(g, HARP_E_INVALID_ARG, "output name \"%s\" is not an identifier", name ? name : "");
     return NULL;
   }
   if (fe_output_index(g, name) >= 0) {
-    fe_failv(g, HP_E_DUPLICATE_ID, "output %s is declared twice", name);
+    fe_failv(g, HARP_E_DUPLICATE_ID, "output %s is declared twice", name);
     return NULL;
   }
   if (g->nout == g->ocap) {
     int cap = g->ocap ? g->ocap * 2 : 4;
-    fe_output *o = hp_xrealloc(g->outs, sizeof *o * (size_t)cap);
+    fe_output *o = ut_xrealloc(g->outs, sizeof *o * (size_t)cap);
     if (!o) {
-      fe_failv(g, HP_E_NO_MEMORY, "out of memory");
+      fe_failv(g, HARP_E_NO_MEMORY, "out of memory");
       return NULL;
     }
     g->outs = o;
@@ -295,45 +295,45 @@ static fe_output *new_output(hp_graph *g, const char *name) {
   return o;
 }
 
-hp_status fe_declare_output(hp_graph *g, const char *name, tiny_dtype dt, const fe_shape *s) {
+harp_status fe_declare_output(hg_graph *g, const char *name, tiny_dtype dt, const fe_shape *s) {
   if (g->err.code) return g->err.code;
   fe_output *o = new_output(g, name);
   if (!o) return g->err.code;
   o->dtype = dt;
   o->shape = *s;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_val fe_set_output(hp_graph *g, int k, hp_val v) {
+hg_val fe_set_output(hg_graph *g, int k, hg_val v) {
   if (g->err.code) return -1;
   const fe_node *n = fe_operand(g, v, "output");
   if (!n) return -1;
   fe_output *o = &g->outs[k];
-  if (n->op == HP_OP_CALL) return fe_failv(g, HP_E_INVALID_ARG, "output %s: a call is not a value", o->name);
+  if (n->op == HG_OP_CALL) return fe_failv(g, HARP_E_INVALID_ARG, "output %s: a call is not a value", o->name);
   if (!n->weak && n->dtype != o->dtype)
-    return fe_failv(g, HP_E_DTYPE_MISMATCH, "output %s is declared %s but the value is %s", o->name,
+    return fe_failv(g, HARP_E_DTYPE_MISMATCH, "output %s is declared %s but the value is %s", o->name,
                     tiny_dtype_name(o->dtype), tiny_dtype_name(n->dtype));
   char a[256], b[256];
   fe_shape_text(&o->shape, a, sizeof a);
   fe_shape_text(&n->shape, b, sizeof b);
   if (n->shape.rank != o->shape.rank)
-    return fe_failv(g, HP_E_AXIS_SIZE_MISMATCH, "output %s is declared %s but the value has shape %s", o->name, a, b);
+    return fe_failv(g, HARP_E_AXIS_SIZE_MISMATCH, "output %s is declared %s but the value has shape %s", o->name, a, b);
   for (int i = 0; i < o->shape.rank; i++)
     if (fe_dim_cmp(o->shape.d[i], n->shape.d[i]) == FE_DIFF)
-      return fe_failv(g, HP_E_AXIS_SIZE_MISMATCH, "output %s is declared %s but the value has shape %s", o->name, a,
+      return fe_failv(g, HARP_E_AXIS_SIZE_MISMATCH, "output %s is declared %s but the value has shape %s", o->name, a,
                       b);
   if (n->weak && o->dtype != TINY_FP32 && o->dtype != TINY_FP16 && o->dtype != TINY_BF16)
-    return fe_failv(g, HP_E_DTYPE_MISMATCH, "output %s is declared %s but the value is a float literal", o->name,
+    return fe_failv(g, HARP_E_DTYPE_MISMATCH, "output %s is declared %s but the value is a float literal", o->name,
                     tiny_dtype_name(o->dtype));
   o->v = v;
   return v;
 }
 
-hp_val hp_output(hp_graph *g, const char *name, hp_val v) {
+hg_val hg_output(hg_graph *g, const char *name, hg_val v) {
   if (!g || g->err.code) return -1;
   const fe_node *n = fe_operand(g, v, "output");
   if (!n) return -1;
-  if (n->op == HP_OP_CALL) return fe_failv(g, HP_E_INVALID_ARG, "output %s: a call is not a value", name);
+  if (n->op == HG_OP_CALL) return fe_failv(g, HARP_E_INVALID_ARG, "output %s: a call is not a value", name);
   fe_output *o = new_output(g, name);
   if (!o) return -1;
   o->dtype = n->weak ? TINY_FP32 : n->dtype;
@@ -342,31 +342,31 @@ hp_val hp_output(hp_graph *g, const char *name, hp_val v) {
   return v;
 }
 
-hp_status hp_program_bind_input(hp_error *e, const hp_program *p, const char *param, int rank, const int64_t *dims,
+harp_status hg_program_bind_input(harp_error *e, const hg_program *p, const char *param, int rank, const int64_t *dims,
                                 tiny_symtab *syms) {
-  const hp_graph *g = hp_program_find(p, "main");
-  if (!g) return hp_fail(e, HP_E_INVALID_ARG, NULL, "the program has no graph named main");
+  const hg_graph *g = hg_program_find(p, "main");
+  if (!g) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "the program has no graph named main");
   for (int i = 0; i < g->nparams; i++) {
     const fe_node *n = fe_node_of(g, g->params[i]);
     if (strcmp(n->name, param) != 0) continue;
     if (rank != n->shape.rank)
-      return hp_fail(e, HP_E_INPUT_MISMATCH, param, "input %s has rank %d, the model declares rank %d", param, rank,
+      return ut_fail(e, HARP_E_INPUT_MISMATCH, param, "input %s has rank %d, the model declares rank %d", param, rank,
                      n->shape.rank);
     for (int d = 0; d < rank; d++) {
       int64_t v, old;
       const char *sym = fe_dim_is_sym(n->shape.d[d]);
       if (fe_dim_is_int(n->shape.d[d], &v)) {
         if (v != dims[d])
-          return hp_fail(e, HP_E_INPUT_MISMATCH, param, "input %s axis %d is %" PRId64 ", the model declares %" PRId64,
+          return ut_fail(e, HARP_E_INPUT_MISMATCH, param, "input %s axis %d is %" PRId64 ", the model declares %" PRId64,
                          param, d, dims[d], v);
       } else if (sym) {
         if (tiny_symtab_get(syms, sym, &old) && old != dims[d])
-          return hp_fail(e, HP_E_INPUT_MISMATCH, param, "input %s axis %d is %" PRId64 " but %s is already %" PRId64, param,
+          return ut_fail(e, HARP_E_INPUT_MISMATCH, param, "input %s axis %d is %" PRId64 " but %s is already %" PRId64, param,
                          d, dims[d], sym, old);
         if (tiny_symtab_set(e, syms, sym, dims[d])) return e->code;
       }
     }
-    return HP_OK;
+    return HARP_OK;
   }
-  return hp_fail(e, HP_E_USAGE, param, "the model has no parameter %s", param);
+  return ut_fail(e, HARP_E_USAGE, param, "the model has no parameter %s", param);
 }

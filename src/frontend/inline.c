@@ -1,6 +1,6 @@
 /* inline.c — whole-program checks and the expansion of subgraph calls.
- * Needs: the builder.  Gives: hp_program_check (main exists, outputs
- * returned, call depth within HP_MAX_CALL_DEPTH) and fe_flatten (a
+ * Needs: the builder.  Gives: hg_program_check (main exists, outputs
+ * returned, call depth within HG_MAX_CALL_DEPTH) and fe_flatten (a
  * program whose main has every call reachable from its outputs replaced
  * by the callee's ops, re-built through the builder so that every type
  * rule is checked again with the call's shapes).
@@ -20,8 +20,8 @@
  * for every output from 63 on). */
 static bool wanted(int k, uint64_t mask) { return (mask >> (k < 63 ? k : 63)) & 1; }
 
-static char *liveness(const hp_graph *g, uint64_t mask) {
-  char *live = hp_xcalloc((size_t)g->n + 1, 1);
+static char *liveness(const hg_graph *g, uint64_t mask) {
+  char *live = ut_xcalloc((size_t)g->n + 1, 1);
   if (!live) return NULL;
   for (int k = 0; k < g->nout; k++)
     if (wanted(k, mask) && g->outs[k].v > 0) live[g->outs[k].v - 1] = 1;
@@ -35,47 +35,47 @@ static char *liveness(const hp_graph *g, uint64_t mask) {
 }
 
 /* Outputs of call node c (index ci) that live PROJ nodes use. */
-static uint64_t call_mask(const hp_graph *g, const char *live, int ci) {
+static uint64_t call_mask(const hg_graph *g, const char *live, int ci) {
   uint64_t m = 0;
   for (int i = ci + 1; i < g->n; i++) {
     const fe_node *n = &g->nodes[i];
-    if (live[i] && n->op == HP_OP_PROJ && n->in[0] == ci + 1) m |= (uint64_t)1 << (n->a.proj.k < 63 ? n->a.proj.k : 63);
+    if (live[i] && n->op == HG_OP_PROJ && n->in[0] == ci + 1) m |= (uint64_t)1 << (n->a.proj.k < 63 ? n->a.proj.k : 63);
   }
   return m;
 }
 
 /* ---- the depth check ------------------------------------------------------------ */
 typedef struct memo {
-  const hp_graph *g;
+  const hg_graph *g;
   uint64_t mask;
   int height; /* calls nested below; -1 while being computed */
 } memo;
 
 typedef struct checker {
-  hp_error *e;
-  const hp_program *p;
+  harp_error *e;
+  const hg_program *p;
   memo *m;
   int nm, cap;
-  const char *trail[HP_MAX_CALL_DEPTH + 2];
+  const char *trail[HG_MAX_CALL_DEPTH + 2];
 } checker;
 
-static memo *find_memo(checker *C, const hp_graph *g, uint64_t mask) {
+static memo *find_memo(checker *C, const hg_graph *g, uint64_t mask) {
   for (int i = 0; i < C->nm; i++)
     if (C->m[i].g == g && C->m[i].mask == mask) return &C->m[i];
   return NULL;
 }
 
-static hp_status walk(checker *C, const hp_graph *g, uint64_t mask, int depth, int *height) {
+static harp_status walk(checker *C, const hg_graph *g, uint64_t mask, int depth, int *height) {
   memo *me = find_memo(C, g, mask);
-  if (me && me->height >= 0 && depth + me->height <= HP_MAX_CALL_DEPTH) {
+  if (me && me->height >= 0 && depth + me->height <= HG_MAX_CALL_DEPTH) {
     *height = me->height;
-    return HP_OK;
+    return HARP_OK;
   }
   if (!me) {
     if (C->nm == C->cap) {
       int cap = C->cap ? C->cap * 2 : 16;
-      memo *nm = hp_xrealloc(C->m, sizeof *nm * (size_t)cap);
-      if (!nm) return hp_fail(C->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      memo *nm = ut_xrealloc(C->m, sizeof *nm * (size_t)cap);
+      if (!nm) return ut_fail(C->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       C->m = nm;
       C->cap = cap;
     }
@@ -85,14 +85,14 @@ static hp_status walk(checker *C, const hp_graph *g, uint64_t mask, int depth, i
   int my = (int)(me - C->m);
   C->trail[depth] = g->name;
   char *live = liveness(g, mask);
-  if (!live) return hp_fail(C->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!live) return ut_fail(C->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int h = 0;
-  hp_status s = HP_OK;
+  harp_status s = HARP_OK;
   for (int i = 0; i < g->n && !s; i++) {
     const fe_node *n = &g->nodes[i];
-    if (!live[i] || n->op != HP_OP_CALL) continue;
-    const hp_graph *callee = n->a.call.callee;
-    if (depth + 1 > HP_MAX_CALL_DEPTH) {
+    if (!live[i] || n->op != HG_OP_CALL) continue;
+    const hg_graph *callee = n->a.call.callee;
+    if (depth + 1 > HG_MAX_CALL_DEPTH) {
       char path[512];
       int k = 0;
       for (int d = 0; d <= depth && k < (int)sizeof path; d++)
@@ -100,7 +100,7 @@ static hp_status walk(checker *C, const hp_graph *g, uint64_t mask, int depth, i
       if (k < (int)sizeof path) snprintf(path + k, sizeof path - (size_t)k, "%s", callee->name);
       bool recursive = false;
       for (int d = 0; d <= depth; d++) recursive |= strcmp(C->trail[d], callee->name) == 0;
-      s = fe_fail_node(C->e, C->p, n, HP_E_LIMIT, "calls nest deeper than the limit of %d (%s)%s", HP_MAX_CALL_DEPTH, path,
+      s = fe_fail_node(C->e, C->p, n, HARP_E_LIMIT, "calls nest deeper than the limit of %d (%s)%s", HG_MAX_CALL_DEPTH, path,
                        recursive ? ": a recursion that never ends" : "");
       break;
     }
@@ -112,38 +112,38 @@ static hp_status walk(checker *C, const hp_graph *g, uint64_t mask, int depth, i
   if (s) return s;
   C->m[my].height = h;
   *height = h;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_program_check(hp_error *e, const hp_program *p) {
-  const hp_graph *main = hp_program_find(p, "main");
-  if (!main) return hp_fail(e, HP_E_INVALID_ARG, NULL, "the program has no graph named main (the entry point)");
+harp_status hg_program_check(harp_error *e, const hg_program *p) {
+  const hg_graph *main = hg_program_find(p, "main");
+  if (!main) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "the program has no graph named main (the entry point)");
   for (int i = 0; i < p->n; i++) {
-    const hp_graph *g = p->graphs[i];
-    if (g->err.code) return hp_fail(e, g->err.code, NULL, "graph %s: %s", g->name, g->err.msg);
+    const hg_graph *g = p->graphs[i];
+    if (g->err.code) return ut_fail(e, g->err.code, NULL, "graph %s: %s", g->name, g->err.msg);
     for (int k = 0; k < g->nout; k++)
       if (g->outs[k].v <= 0)
-        return hp_fail(e, HP_E_INVALID_ARG, g->outs[k].name, "graph %s does not return its output %s", g->name,
+        return ut_fail(e, HARP_E_INVALID_ARG, g->outs[k].name, "graph %s does not return its output %s", g->name,
                        g->outs[k].name);
   }
-  if (main->nout < 1) return hp_fail(e, HP_E_INVALID_ARG, NULL, "main declares no outputs");
+  if (main->nout < 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "main declares no outputs");
   checker C = {e, p, NULL, 0, 0, {0}};
   int h;
-  hp_status s = walk(&C, main, ~(uint64_t)0, 0, &h);
+  harp_status s = walk(&C, main, ~(uint64_t)0, 0, &h);
   free(C.m);
   return s;
 }
 
 /* ---- expansion ------------------------------------------------------------------------ */
 typedef struct flat {
-  hp_error *e;
-  const hp_program *src;
-  hp_graph *out; /* the flat main */
-  hp_arena *A;   /* out's arena */
+  harp_error *e;
+  const hg_program *src;
+  hg_graph *out; /* the flat main */
+  ut_arena *A;   /* out's arena */
 } flat;
 
 typedef struct subst {
-  const hp_graph *g;
+  const hg_graph *g;
   const fe_dim *const *bind; /* NULL: identity (main) */
 } subst;
 
@@ -159,101 +159,101 @@ static const fe_dim *sub(flat *F, subst *S, const fe_dim *d) {
   return fe_dim_subst(F->A, d, look, S);
 }
 
-static hp_status replay_error(flat *F, const fe_node *n) {
-  hp_graph *o = F->out;
-  hp_status code = o->err.code ? o->err.code : HP_E_NO_MEMORY;
+static harp_status replay_error(flat *F, const fe_node *n) {
+  hg_graph *o = F->out;
+  harp_status code = o->err.code ? o->err.code : HARP_E_NO_MEMORY;
   return fe_fail_node(F->e, F->src, n, code, "%s", o->err.code ? o->err.msg : "out of memory");
 }
 
-static hp_status expand(flat *F, const hp_graph *g, const hp_val *argv, const fe_dim *const *bind, uint64_t mask,
-                        const char *prefix, int depth, hp_val *outv);
+static harp_status expand(flat *F, const hg_graph *g, const hg_val *argv, const fe_dim *const *bind, uint64_t mask,
+                        const char *prefix, int depth, hg_val *outv);
 
 /* Re-create node n of g in the flat graph with operands `in` (flat values). */
-static hp_val replay(flat *F, subst *S, const fe_node *n, const hp_val *in) {
-  hp_graph *o = F->out;
+static hg_val replay(flat *F, subst *S, const fe_node *n, const hg_val *in) {
+  hg_graph *o = F->out;
   switch (n->op) {
-  case HP_OP_CONST: return n->weak ? hp_const(o, n->a.cnst.v) : hp_const_typed(o, n->a.cnst.v, n->dtype);
-  case HP_OP_WHERE: return hp_where(o, in[0], in[1], in[2]);
-  case HP_OP_SUM:
-  case HP_OP_RMAX:
-  case HP_OP_RMIN:
-  case HP_OP_MEAN: return hp_reduce(o, n->op, in[0], n->a.reduce.axes, n->a.reduce.n, n->a.reduce.keepdim);
-  case HP_OP_MATMUL: return hp_matmul(o, in[0], in[1]);
-  case HP_OP_CONV2D: {
-    hp_conv2d_opts c = {n->nin > 2 ? in[2] : HP_NONE, {0}, {0}, {0}, n->a.conv.groups};
+  case HG_OP_CONST: return n->weak ? hg_const(o, n->a.cnst.v) : hg_const_typed(o, n->a.cnst.v, n->dtype);
+  case HG_OP_WHERE: return hg_where(o, in[0], in[1], in[2]);
+  case HG_OP_SUM:
+  case HG_OP_RMAX:
+  case HG_OP_RMIN:
+  case HG_OP_MEAN: return hg_reduce(o, n->op, in[0], n->a.reduce.axes, n->a.reduce.n, n->a.reduce.keepdim);
+  case HG_OP_MATMUL: return hg_matmul(o, in[0], in[1]);
+  case HG_OP_CONV2D: {
+    hg_conv2d_opts c = {n->nin > 2 ? in[2] : HG_NONE, {0}, {0}, {0}, n->a.conv.groups};
     memcpy(c.stride, n->a.conv.stride, sizeof c.stride);
     memcpy(c.pad, n->a.conv.pad, sizeof c.pad);
     memcpy(c.dilation, n->a.conv.dilation, sizeof c.dilation);
-    return hp_conv2d(o, in[0], in[1], &c);
+    return hg_conv2d(o, in[0], in[1], &c);
   }
-  case HP_OP_ATTENTION: {
-    hp_attention_opts a = {n->a.attn.heads, n->a.attn.causal, n->nin > 3 ? in[3] : HP_NONE, n->a.attn.scale};
-    return hp_attention(o, in[0], in[1], in[2], &a);
+  case HG_OP_ATTENTION: {
+    hg_attention_opts a = {n->a.attn.heads, n->a.attn.causal, n->nin > 3 ? in[3] : HG_NONE, n->a.attn.scale};
+    return hg_attention(o, in[0], in[1], in[2], &a);
   }
-  case HP_OP_LAYERNORM: return hp_layernorm(o, in[0], in[1], in[2], n->a.ln.axis, n->a.ln.eps);
-  case HP_OP_SOFTMAX: return hp_softmax(o, in[0], n->a.axis.axis);
-  case HP_OP_MAX_POOL2D:
-  case HP_OP_AVG_POOL2D: {
-    hp_pool2d_opts p;
+  case HG_OP_LAYERNORM: return hg_layernorm(o, in[0], in[1], in[2], n->a.ln.axis, n->a.ln.eps);
+  case HG_OP_SOFTMAX: return hg_softmax(o, in[0], n->a.axis.axis);
+  case HG_OP_MAX_POOL2D:
+  case HG_OP_AVG_POOL2D: {
+    hg_pool2d_opts p;
     memcpy(p.kernel, n->a.pool.kernel, sizeof p.kernel);
     memcpy(p.stride, n->a.pool.stride, sizeof p.stride);
-    return n->op == HP_OP_MAX_POOL2D ? hp_max_pool2d(o, in[0], &p) : hp_avg_pool2d(o, in[0], &p);
+    return n->op == HG_OP_MAX_POOL2D ? hg_max_pool2d(o, in[0], &p) : hg_avg_pool2d(o, in[0], &p);
   }
-  case HP_OP_RESHAPE:
-  case HP_OP_EXPAND: {
+  case HG_OP_RESHAPE:
+  case HG_OP_EXPAND: {
     fe_shape s = n->a.shape.to;
     for (int i = 0; i < s.rank; i++)
-      if (!(s.d[i] = sub(F, S, s.d[i]))) return fe_failv(o, HP_E_LIMIT, "dimension expression too large");
-    return n->op == HP_OP_RESHAPE ? fe_reshape(o, in[0], &s) : fe_expand(o, in[0], &s);
+      if (!(s.d[i] = sub(F, S, s.d[i]))) return fe_failv(o, HARP_E_LIMIT, "dimension expression too large");
+    return n->op == HG_OP_RESHAPE ? fe_reshape(o, in[0], &s) : fe_expand(o, in[0], &s);
   }
-  case HP_OP_PERMUTE: return hp_permute(o, in[0], n->a.perm.v, n->a.perm.n);
-  case HP_OP_FLIP: return hp_flip(o, in[0], n->a.perm.v, n->a.perm.n);
-  case HP_OP_PAD: return hp_pad(o, in[0], n->a.pad.lo, n->a.pad.hi, n->a.pad.n, n->a.pad.value);
-  case HP_OP_SLICE: {
+  case HG_OP_PERMUTE: return hg_permute(o, in[0], n->a.perm.v, n->a.perm.n);
+  case HG_OP_FLIP: return hg_flip(o, in[0], n->a.perm.v, n->a.perm.n);
+  case HG_OP_PAD: return hg_pad(o, in[0], n->a.pad.lo, n->a.pad.hi, n->a.pad.n, n->a.pad.value);
+  case HG_OP_SLICE: {
     const fe_dim *st[TINY_MAX_RANK], *en[TINY_MAX_RANK];
     for (int i = 0; i < n->a.slice.n; i++)
       if (!(st[i] = sub(F, S, n->a.slice.start[i])) || !(en[i] = sub(F, S, n->a.slice.end[i])))
-        return fe_failv(o, HP_E_LIMIT, "dimension expression too large");
+        return fe_failv(o, HARP_E_LIMIT, "dimension expression too large");
     return fe_slice(o, in[0], st, en, n->a.slice.step);
   }
-  case HP_OP_CONCAT: return hp_concat(o, in, n->nin, n->a.axis.axis);
-  case HP_OP_CAST: return hp_cast(o, in[0], n->a.cast.to);
-  case HP_OP_GATHER: return hp_gather(o, in[0], in[1], n->a.axis.axis);
+  case HG_OP_CONCAT: return hg_concat(o, in, n->nin, n->a.axis.axis);
+  case HG_OP_CAST: return hg_cast(o, in[0], n->a.cast.to);
+  case HG_OP_GATHER: return hg_gather(o, in[0], in[1], n->a.axis.axis);
   default: break;
   }
-  switch (hp_op_class_of(n->op)) {
-  case HP_C_UNARY: return hp_unary(o, n->op, in[0]);
-  case HP_C_BINARY:
-  case HP_C_COMPARE: return hp_binary(o, n->op, in[0], in[1]);
-  default: return fe_failv(o, HP_E_INTERNAL, "cannot expand op %s", hp_op_name(n->op));
+  switch (hg_op_class_of(n->op)) {
+  case HG_C_UNARY: return hg_unary(o, n->op, in[0]);
+  case HG_C_BINARY:
+  case HG_C_COMPARE: return hg_binary(o, n->op, in[0], in[1]);
+  default: return fe_failv(o, HARP_E_INTERNAL, "cannot expand op %s", hg_op_name(n->op));
   }
 }
 
-static void set_name(flat *F, hp_val v, int before, const char *prefix, const char *name) {
+static void set_name(flat *F, hg_val v, int before, const char *prefix, const char *name) {
   fe_node *n = fe_node_of(F->out, v);
   if (!n || v <= before || n->name || !name) return;
-  n->name = *prefix ? hp_arena_printf(F->A, "%s%s", prefix, name) : hp_arena_strdup(F->A, name);
+  n->name = *prefix ? ut_arena_printf(F->A, "%s%s", prefix, name) : ut_arena_strdup(F->A, name);
 }
 
-static hp_status expand_call(flat *F, subst *S, const hp_graph *g, const char *live, int ci, const hp_val *map,
-                             const char *prefix, int depth, hp_val *results) {
+static harp_status expand_call(flat *F, subst *S, const hg_graph *g, const char *live, int ci, const hg_val *map,
+                             const char *prefix, int depth, hg_val *results) {
   const fe_node *c = &g->nodes[ci];
-  const hp_graph *callee = c->a.call.callee;
-  if (depth + 1 > HP_MAX_CALL_DEPTH)
-    return fe_fail_node(F->e, F->src, c, HP_E_LIMIT, "calls nest deeper than the limit of %d", HP_MAX_CALL_DEPTH);
+  const hg_graph *callee = c->a.call.callee;
+  if (depth + 1 > HG_MAX_CALL_DEPTH)
+    return fe_fail_node(F->e, F->src, c, HARP_E_LIMIT, "calls nest deeper than the limit of %d", HG_MAX_CALL_DEPTH);
   /* The callee's shape variables in main's terms. */
-  const fe_dim **bind = hp_arena_alloc(F->A, sizeof *bind * (size_t)(callee->nsv + 1));
-  hp_val *argv = hp_xmalloc(sizeof *argv * (size_t)(c->nin + 1));
+  const fe_dim **bind = ut_arena_alloc(F->A, sizeof *bind * (size_t)(callee->nsv + 1));
+  hg_val *argv = ut_xmalloc(sizeof *argv * (size_t)(c->nin + 1));
   if (!bind || !argv) {
     free(argv);
-    return hp_fail(F->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(F->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int k = 0; k < callee->nsv; k++) {
     const fe_dim *d = c->a.call.bind[k];
     if (!d && callee->sv[k].dflt >= 0) d = fe_dim_int(F->A, callee->sv[k].dflt); /* declared after the call */
     if (!d || !(bind[k] = sub(F, S, d))) {
       free(argv);
-      return fe_fail_node(F->e, F->src, c, HP_E_UNBOUND_SYMBOL, "%s: shape variable %s is not bound", callee->name,
+      return fe_fail_node(F->e, F->src, c, HARP_E_UNBOUND_SYMBOL, "%s: shape variable %s is not bound", callee->name,
                           callee->sv[k].name);
     }
   }
@@ -261,62 +261,62 @@ static hp_status expand_call(flat *F, subst *S, const hp_graph *g, const char *l
   /* name the callee's values after the first variable the call is bound to */
   const char *base = callee->name;
   for (int i = ci + 1; i < g->n; i++)
-    if (g->nodes[i].op == HP_OP_PROJ && g->nodes[i].in[0] == ci + 1 && g->nodes[i].name) {
+    if (g->nodes[i].op == HG_OP_PROJ && g->nodes[i].in[0] == ci + 1 && g->nodes[i].name) {
       base = g->nodes[i].name;
       break;
     }
   char pre[256];
   snprintf(pre, sizeof pre, "%s%s/", prefix, base);
-  hp_status s = expand(F, callee, argv, bind, call_mask(g, live, ci), pre, depth + 1, results);
+  harp_status s = expand(F, callee, argv, bind, call_mask(g, live, ci), pre, depth + 1, results);
   free(argv);
   return s;
 }
 
-static hp_status expand(flat *F, const hp_graph *g, const hp_val *argv, const fe_dim *const *bind, uint64_t mask,
-                        const char *prefix, int depth, hp_val *outv) {
+static harp_status expand(flat *F, const hg_graph *g, const hg_val *argv, const fe_dim *const *bind, uint64_t mask,
+                        const char *prefix, int depth, hg_val *outv) {
   subst S = {g, bind};
   char *live = liveness(g, mask);
-  hp_val *map = hp_xcalloc((size_t)g->n + 1, sizeof *map);
-  hp_val *res = NULL; /* the current call's results */
-  hp_status s = HP_OK;
+  hg_val *map = ut_xcalloc((size_t)g->n + 1, sizeof *map);
+  hg_val *res = NULL; /* the current call's results */
+  harp_status s = HARP_OK;
   if (!live || !map) {
-    s = hp_fail(F->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    s = ut_fail(F->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int i = 0; i < g->nparams; i++) map[g->params[i] - 1] = argv[i];
   for (int i = 0; i < g->n && !s; i++) {
     const fe_node *n = &g->nodes[i];
-    if (!live[i] || n->op == HP_OP_INPUT) continue;
+    if (!live[i] || n->op == HG_OP_INPUT) continue;
     F->out->line = n->line;
     F->out->col = n->col;
-    if (n->op == HP_OP_CALL) {
+    if (n->op == HG_OP_CALL) {
       free(res);
-      res = hp_xcalloc((size_t)n->a.call.nout + 1, sizeof *res);
-      if (!res) s = hp_fail(F->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      res = ut_xcalloc((size_t)n->a.call.nout + 1, sizeof *res);
+      if (!res) s = ut_fail(F->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       else s = expand_call(F, &S, g, live, i, map, prefix, depth, res);
       continue;
     }
-    if (n->op == HP_OP_PROJ) {
+    if (n->op == HG_OP_PROJ) {
       map[i] = res ? res[n->a.proj.k] : -1;
-      if (map[i] <= 0) s = fe_fail_node(F->e, F->src, n, HP_E_INTERNAL, "call result %d is missing", n->a.proj.k);
+      if (map[i] <= 0) s = fe_fail_node(F->e, F->src, n, HARP_E_INTERNAL, "call result %d is missing", n->a.proj.k);
       continue;
     }
-    hp_val in[64];
+    hg_val in[64];
     int nin = n->nin < 64 ? n->nin : 64;
-    for (int j = 0; j < nin; j++) in[j] = n->in[j] > 0 ? map[n->in[j] - 1] : HP_NONE;
-    hp_val *inp = in;
-    hp_val *big = NULL;
+    for (int j = 0; j < nin; j++) in[j] = n->in[j] > 0 ? map[n->in[j] - 1] : HG_NONE;
+    hg_val *inp = in;
+    hg_val *big = NULL;
     if (n->nin > 64) { /* a long concat */
-      big = hp_xmalloc(sizeof *big * (size_t)n->nin);
+      big = ut_xmalloc(sizeof *big * (size_t)n->nin);
       if (!big) {
-        s = hp_fail(F->e, HP_E_NO_MEMORY, NULL, "out of memory");
+        s = ut_fail(F->e, HARP_E_NO_MEMORY, NULL, "out of memory");
         break;
       }
       for (int j = 0; j < n->nin; j++) big[j] = map[n->in[j] - 1];
       inp = big;
     }
     int before = F->out->n;
-    hp_val v = replay(F, &S, n, inp);
+    hg_val v = replay(F, &S, n, inp);
     free(big);
     if (v <= 0 || F->out->err.code) {
       s = replay_error(F, n);
@@ -334,26 +334,26 @@ done:
   return s;
 }
 
-hp_status fe_flatten(hp_error *e, const hp_program *p, hp_program **flat_out) {
+harp_status fe_flatten(harp_error *e, const hg_program *p, hg_program **flat_out) {
   *flat_out = NULL;
-  if (hp_program_check(e, p)) return e->code;
-  const hp_graph *main = hp_program_find(p, "main");
-  hp_program *fp = hp_program_new();
-  hp_graph *o = fp ? hp_program_add_graph(fp, "main") : NULL;
-  hp_val *argv = hp_xcalloc((size_t)main->nparams + 1, sizeof *argv);
-  hp_val *outv = hp_xcalloc((size_t)main->nout + 1, sizeof *outv);
+  if (hg_program_check(e, p)) return e->code;
+  const hg_graph *main = hg_program_find(p, "main");
+  hg_program *fp = hg_program_new();
+  hg_graph *o = fp ? hg_program_add_graph(fp, "main") : NULL;
+  hg_val *argv = ut_xcalloc((size_t)main->nparams + 1, sizeof *argv);
+  hg_val *outv = ut_xcalloc((size_t)main->nout + 1, sizeof *outv);
   if (!o || !argv || !outv) {
     free(argv);
     free(outv);
-    hp_program_free(fp);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    hg_program_free(fp);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   fp->filename = p->filename;
   fp->src = p->src;
   flat F = {e, p, o, fp->arena};
-  hp_status s = HP_OK;
+  harp_status s = HARP_OK;
   for (int i = 0; i < main->nsv && !s; i++)
-    if (hp_shape_var(o, main->sv[i].name, main->sv[i].dflt)) s = replay_error(&F, NULL);
+    if (hg_shape_var(o, main->sv[i].name, main->sv[i].dflt)) s = replay_error(&F, NULL);
   for (int i = 0; i < main->nparams && !s; i++) {
     const fe_node *n = fe_node_of(main, main->params[i]);
     o->line = n->line, o->col = n->col;
@@ -364,14 +364,14 @@ hp_status fe_flatten(hp_error *e, const hp_program *p, hp_program **flat_out) {
     const fe_output *d = &main->outs[k];
     o->line = d->line, o->col = d->col;
     if (fe_declare_output(o, d->name, d->dtype, &d->shape) || fe_set_output(o, k, outv[k]) <= 0)
-      s = hp_fail(e, o->err.code ? o->err.code : HP_E_INTERNAL, d->name, "%s", o->err.msg);
+      s = ut_fail(e, o->err.code ? o->err.code : HARP_E_INTERNAL, d->name, "%s", o->err.msg);
   }
   free(argv);
   free(outv);
   if (s) {
-    hp_program_free(fp);
+    hg_program_free(fp);
     return s;
   }
   *flat_out = fp;
-  return HP_OK;
+  return HARP_OK;
 }

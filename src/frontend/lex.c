@@ -15,13 +15,13 @@
 
 #include "fe_dsl.h"
 
-void fe_diag(fe_diagctx *c, hp_status code, int line, int col, const char *fmt, ...) {
+void fe_diag(fe_diagctx *c, harp_status code, int line, int col, const char *fmt, ...) {
   c->count++;
-  if (c->d->n >= HP_MAX_DIAGS) {
+  if (c->d->n >= HG_MAX_DIAGS) {
     c->d->dropped++;
     return;
   }
-  hp_diag *d = &c->d->d[c->d->n++];
+  hg_diag *d = &c->d->d[c->d->n++];
   d->code = code;
   d->line = line;
   d->col = col;
@@ -35,9 +35,9 @@ static const char *const reserved[] = {"fused", "fused_reduce", "fused_cumulativ
 
 bool fe_is_reserved(const char *s, int len) {
   static const char *const kw[] = {"graph", "return", "true", "false"};
-  for (int i = 0; i < HP_ARRAY_LEN(kw); i++)
+  for (int i = 0; i < UT_ARRAY_LEN(kw); i++)
     if ((int)strlen(kw[i]) == len && strncmp(s, kw[i], (size_t)len) == 0) return true;
-  for (int i = 0; i < HP_ARRAY_LEN(reserved); i++)
+  for (int i = 0; i < UT_ARRAY_LEN(reserved); i++)
     if ((int)strlen(reserved[i]) == len && strncmp(s, reserved[i], (size_t)len) == 0) return true;
   return false;
 }
@@ -88,7 +88,7 @@ static void skip_space(lexer *L) {
         L->p++;
       }
       if (L->p >= L->end) {
-        fe_diag(L->dc, HP_E_PARSE, line, col, "unterminated /* comment");
+        fe_diag(L->dc, HARP_E_PARSE, line, col, "unterminated /* comment");
         return;
       }
       L->p += 2;
@@ -117,7 +117,7 @@ static bool lex_number(lexer *L, fe_tok *t) {
     }
   }
   if (L->p < L->end && is_alpha(*L->p)) {
-    fe_diag(L->dc, HP_E_PARSE, t->line, t->col, "malformed number '%.*s'", (int)(L->p - s + 1), s);
+    fe_diag(L->dc, HARP_E_PARSE, t->line, t->col, "malformed number '%.*s'", (int)(L->p - s + 1), s);
     while (L->p < L->end && (is_alpha(*L->p) || is_digit(*L->p))) L->p++;
     t->k = T_ERROR;
     return true;
@@ -125,7 +125,7 @@ static bool lex_number(lexer *L, fe_tok *t) {
   char buf[128];
   int n = (int)(L->p - s);
   if (n >= (int)sizeof buf) {
-    fe_diag(L->dc, HP_E_PARSE, t->line, t->col, "number literal is too long");
+    fe_diag(L->dc, HARP_E_PARSE, t->line, t->col, "number literal is too long");
     t->k = T_ERROR;
     return true;
   }
@@ -136,14 +136,14 @@ static bool lex_number(lexer *L, fe_tok *t) {
     t->k = T_FLOAT;
     t->num = strtod(buf, NULL);
     if (!isfinite(t->num)) {
-      fe_diag(L->dc, HP_E_PARSE, t->line, t->col, "number %s is out of range (write inf)", buf);
+      fe_diag(L->dc, HARP_E_PARSE, t->line, t->col, "number %s is out of range (write inf)", buf);
       t->k = T_ERROR;
     }
   } else {
     t->k = T_INT;
     long long v = strtoll(buf, NULL, 10);
     if (errno == ERANGE || v > ((long long)1 << 53)) {
-      fe_diag(L->dc, HP_E_PARSE, t->line, t->col, "integer %s is too large", buf);
+      fe_diag(L->dc, HARP_E_PARSE, t->line, t->col, "integer %s is too large", buf);
       t->k = T_ERROR;
     }
     t->ival = v;
@@ -158,7 +158,7 @@ static fe_tok_kind punct(lexer *L) {
     char a, b;
     fe_tok_kind k;
   } two[] = {{'<', '=', T_LE}, {'>', '=', T_GE}, {'=', '=', T_EQEQ}, {'!', '=', T_NE}, {'-', '>', T_ARROW}};
-  for (int i = 0; i < HP_ARRAY_LEN(two); i++)
+  for (int i = 0; i < UT_ARRAY_LEN(two); i++)
     if (c == two[i].a && d == two[i].b) {
       L->p += 2;
       return two[i].k;
@@ -175,13 +175,13 @@ static fe_tok_kind punct(lexer *L) {
 fe_tok *fe_lex(const char *src, size_t len, fe_diagctx *dc, int *ntok) {
   lexer L = {src, src + len, src, 1, true, 0, dc};
   int cap = 256, n = 0;
-  fe_tok *toks = hp_xmalloc(sizeof *toks * (size_t)cap);
+  fe_tok *toks = ut_xmalloc(sizeof *toks * (size_t)cap);
   if (!toks) return NULL;
   for (;;) {
     skip_space(&L);
     if (n == cap) {
       cap *= 2;
-      fe_tok *t2 = hp_xrealloc(toks, sizeof *toks * (size_t)cap);
+      fe_tok *t2 = ut_xrealloc(toks, sizeof *toks * (size_t)cap);
       if (!t2) {
         free(toks);
         return NULL;
@@ -209,7 +209,7 @@ fe_tok *fe_lex(const char *src, size_t len, fe_diagctx *dc, int *ntok) {
         const char *w;
         fe_tok_kind k;
       } kw[] = {{"graph", T_GRAPH}, {"return", T_RETURN}, {"true", T_TRUE}, {"false", T_FALSE}};
-      for (int i = 0; i < HP_ARRAY_LEN(kw); i++)
+      for (int i = 0; i < UT_ARRAY_LEN(kw); i++)
         if ((int)strlen(kw[i].w) == t->len && strncmp(t->s, kw[i].w, (size_t)t->len) == 0) t->k = kw[i].k;
       if (t->k == T_NAME && (t->len == 3 && (strncmp(t->s, "inf", 3) == 0 || strncmp(t->s, "nan", 3) == 0))) {
         t->k = T_FLOAT;
@@ -228,9 +228,9 @@ fe_tok *fe_lex(const char *src, size_t len, fe_diagctx *dc, int *ntok) {
     if (t->k == T_ERROR) {
       unsigned char uc = (unsigned char)c;
       if (uc >= 32 && uc < 127)
-        fe_diag(dc, HP_E_PARSE, t->line, t->col, "unexpected character '%c'", c);
+        fe_diag(dc, HARP_E_PARSE, t->line, t->col, "unexpected character '%c'", c);
       else
-        fe_diag(dc, HP_E_PARSE, t->line, t->col, "unexpected byte 0x%02x", uc);
+        fe_diag(dc, HARP_E_PARSE, t->line, t->col, "unexpected byte 0x%02x", uc);
       L.p++;
       /* skip the rest of a UTF-8 sequence so one character is one error */
       while (L.p < L.end && ((unsigned char)*L.p & 0xC0) == 0x80) L.p++;

@@ -1,6 +1,6 @@
 /* lower.c — frontend -> Tiny IR (seed 000 §2).
- * Needs: inline.c (fe_flatten), lower_nn.c.  Gives: hp_lower,
- * hp_lower_bound, and the emission helpers of fe_lower.h.
+ * Needs: inline.c (fe_flatten), lower_nn.c.  Gives: hg_lower,
+ * hg_lower_bound, and the emission helpers of fe_lower.h.
  *
  * main (calls expanded) is lowered op by op in graph order: parameters
  * become INPUT nodes (tensor_id = the parameter's name), elementwise ops
@@ -21,13 +21,13 @@
 #include "fe_lower.h"
 
 /* ---- emission --------------------------------------------------------------- */
-hp_status lw_unsupported(lw *L, const char *fmt, ...) {
+harp_status lw_unsupported(lw *L, const char *fmt, ...) {
   char msg[900];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return fe_fail_node(L->e, L->fp, L->cur, HP_E_UNSUPPORTED, "%s", msg);
+  return fe_fail_node(L->e, L->fp, L->cur, HARP_E_UNSUPPORTED, "%s", msg);
 }
 
 int lw_emit(lw *L, tiny_op op, const tiny_src *src, int nsrc, const void *arg) {
@@ -38,16 +38,16 @@ int lw_emit(lw *L, tiny_op op, const tiny_src *src, int nsrc, const void *arg) {
   snprintf(id, sizeof id, "~%d", L->seq++);
   int k = tiny_add(L->t, id, op, src, nsrc, arg);
   if (k < 0) {
-    hp_status code = L->t->err.code == HP_E_NO_MEMORY || L->t->err.code == HP_E_LIMIT ? L->t->err.code : HP_E_INTERNAL;
-    fe_fail_node(L->e, L->fp, L->cur, code, "lowering %s: %s", L->cur ? hp_op_name(L->cur->op) : "?", L->t->err.msg);
+    harp_status code = L->t->err.code == HARP_E_NO_MEMORY || L->t->err.code == HARP_E_LIMIT ? L->t->err.code : HARP_E_INTERNAL;
+    fe_fail_node(L->e, L->fp, L->cur, code, "lowering %s: %s", L->cur ? hg_op_name(L->cur->op) : "?", L->t->err.msg);
     return -1;
   }
   if (k >= L->cap_owner) {
     int cap = L->cap_owner ? L->cap_owner * 2 : 256;
     while (cap <= k) cap *= 2;
-    int *o = hp_xrealloc(L->owner, sizeof *o * (size_t)cap);
+    int *o = ut_xrealloc(L->owner, sizeof *o * (size_t)cap);
     if (!o) {
-      hp_fail(L->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      ut_fail(L->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       return -1;
     }
     L->owner = o;
@@ -125,7 +125,7 @@ bool lw_dim(lw *L, const fe_dim *d, tiny_dim *out) {
   }
   if (L->bind && fe_dim_eval(d, L->bind, &v)) {
     if (v < 0 || v > TINY_MAX_DIM) {
-      fe_fail_node(L->e, L->fp, L->cur, HP_E_AXIS_SIZE_MISMATCH, "dimension %s is %" PRId64 " under the given bindings",
+      fe_fail_node(L->e, L->fp, L->cur, HARP_E_AXIS_SIZE_MISMATCH, "dimension %s is %" PRId64 " under the given bindings",
                    d->text, v);
       return false;
     }
@@ -134,7 +134,7 @@ bool lw_dim(lw *L, const fe_dim *d, tiny_dim *out) {
   }
   lw_unsupported(L, "%s: dimension %s is an expression of shape variables, which a Tiny IR arg cannot hold; "
                     "bind its symbols (--sym) or reshape so that it stays one variable",
-                 L->cur ? hp_op_name(L->cur->op) : "lowering", d->text);
+                 L->cur ? hg_op_name(L->cur->op) : "lowering", d->text);
   return false;
 }
 
@@ -175,7 +175,7 @@ int lw_fit(lw *L, int x, const fe_shape *xs, const fe_shape *to) {
     int pad = to->rank - xs->rank;
     for (int i = to->rank - 1; i >= 0; i--) mid.d[i] = i >= pad ? xs->d[i - pad] : fe_dim_int(L->fp->arena, 1);
     for (int i = 0; i < pad; i++)
-      if (!mid.d[i]) return hp_fail(L->e, HP_E_NO_MEMORY, NULL, "out of memory"), -1;
+      if (!mid.d[i]) return ut_fail(L->e, HARP_E_NO_MEMORY, NULL, "out of memory"), -1;
     if (!lw_can_shape(L, &mid)) return x; /* Tiny inserts the leading axes itself */
     if ((x = lw_reshape(L, x, &mid)) < 0) return -1;
   }
@@ -193,7 +193,7 @@ int lw_count(lw *L, const fe_dim *const *dims, int n) {
   bool known = true;
   for (int i = 0; i < n && known; i++) {
     known = fe_dim_is_int(dims[i], &v) || (L->bind && fe_dim_eval(dims[i], L->bind, &v));
-    if (known && !hp_mul_ok(prod, v, &prod)) known = false;
+    if (known && !ut_mul_ok(prod, v, &prod)) known = false;
   }
   if (known) return lw_const(L, (double)prod, TINY_FP32);
   /* sum of ones over the symbolic extent */
@@ -249,18 +249,18 @@ void lw_note_split(lw *L, int node, const fe_shape *s, const fe_shape *merged) {
 const fe_node *lw_in(const lw *L, int i) { return fe_node_of(L->g, L->cur->in[i]); }
 
 int lw_tin(lw *L, int i, tiny_dtype dt) {
-  hp_val v = L->cur->in[i];
+  hg_val v = L->cur->in[i];
   if (v <= 0) return -1;
   if (L->tn[v] >= 0) return L->tn[v];
   const fe_node *n = fe_node_of(L->g, v);
-  if (n->op == HP_OP_CONST && n->weak) return lw_const(L, n->a.cnst.v, dt); /* per use: it takes the user's dtype */
-  return fe_fail_node(L->e, L->fp, L->cur, HP_E_INTERNAL, "operand %d was not lowered", i), -1;
+  if (n->op == HG_OP_CONST && n->weak) return lw_const(L, n->a.cnst.v, dt); /* per use: it takes the user's dtype */
+  return fe_fail_node(L->e, L->fp, L->cur, HARP_E_INTERNAL, "operand %d was not lowered", i), -1;
 }
 
 /* Operand i as a source of an elementwise op with result shape `to`. */
 static tiny_src operand(lw *L, int i, const fe_shape *to, tiny_dtype dt) {
   const fe_node *n = lw_in(L, i);
-  if (n->op == HP_OP_CONST && n->weak) return (tiny_src){-1, n->a.cnst.v};
+  if (n->op == HG_OP_CONST && n->weak) return (tiny_src){-1, n->a.cnst.v};
   return S(lw_fit(L, lw_tin(L, i, dt), &n->shape, to));
 }
 
@@ -294,25 +294,25 @@ static int lower_tanh(lw *L, int x) {
 static int lower_unary(lw *L, const fe_node *n) {
   int x = lw_tin(L, 0, n->dtype), t;
   switch (n->op) {
-  case HP_OP_RELU: return lw_un(L, TINY_RELU, x);
-  case HP_OP_GELU: return lw_un(L, TINY_GELU, x);
-  case HP_OP_EXP: return lw_un(L, TINY_EXP, x);
-  case HP_OP_NEG: return lw_un(L, TINY_NEG, x);
-  case HP_OP_SQRT: return lw_un(L, TINY_SQRT, x);
-  case HP_OP_RSQRT: return lw_un(L, TINY_RSQRT, x);
-  case HP_OP_RECIP: return lw_un(L, TINY_RECIP, x);
-  case HP_OP_FLOOR: return lw_un(L, TINY_FLOOR, x);
-  case HP_OP_CEIL: return lw_un(L, TINY_CEIL, x);
-  case HP_OP_ROUND: return lw_un(L, TINY_ROUND, x);
-  case HP_OP_LOG: return lw_bin_imm(L, TINY_MUL, lw_un(L, TINY_LOG2, x), LN2);
-  case HP_OP_ABS: return lw_bin(L, TINY_MAX, x, lw_un(L, TINY_NEG, x));
-  case HP_OP_SIGMOID:
-  case HP_OP_SILU:
+  case HG_OP_RELU: return lw_un(L, TINY_RELU, x);
+  case HG_OP_GELU: return lw_un(L, TINY_GELU, x);
+  case HG_OP_EXP: return lw_un(L, TINY_EXP, x);
+  case HG_OP_NEG: return lw_un(L, TINY_NEG, x);
+  case HG_OP_SQRT: return lw_un(L, TINY_SQRT, x);
+  case HG_OP_RSQRT: return lw_un(L, TINY_RSQRT, x);
+  case HG_OP_RECIP: return lw_un(L, TINY_RECIP, x);
+  case HG_OP_FLOOR: return lw_un(L, TINY_FLOOR, x);
+  case HG_OP_CEIL: return lw_un(L, TINY_CEIL, x);
+  case HG_OP_ROUND: return lw_un(L, TINY_ROUND, x);
+  case HG_OP_LOG: return lw_bin_imm(L, TINY_MUL, lw_un(L, TINY_LOG2, x), LN2);
+  case HG_OP_ABS: return lw_bin(L, TINY_MAX, x, lw_un(L, TINY_NEG, x));
+  case HG_OP_SIGMOID:
+  case HG_OP_SILU:
     /* 1 / (1 + 2^(-x log2 e)) */
     t = lw_un(L, TINY_RECIP, lw_bin_imm(L, TINY_ADD, lw_un(L, TINY_EXP2, lw_bin_imm(L, TINY_MUL, x, -LOG2E)), 1.0));
-    return n->op == HP_OP_SILU ? lw_bin(L, TINY_MUL, x, t) : t;
-  case HP_OP_TANH: return lower_tanh(L, x);
-  default: return fe_fail_node(L->e, L->fp, n, HP_E_INTERNAL, "no lowering for %s", hp_op_name(n->op)), -1;
+    return n->op == HG_OP_SILU ? lw_bin(L, TINY_MUL, x, t) : t;
+  case HG_OP_TANH: return lower_tanh(L, x);
+  default: return fe_fail_node(L->e, L->fp, n, HARP_E_INTERNAL, "no lowering for %s", hg_op_name(n->op)), -1;
   }
 }
 
@@ -321,22 +321,22 @@ static int lower_binary(lw *L, const fe_node *n) {
   tiny_dtype dt = a->weak ? b->dtype : a->dtype; /* the operands' dtype (n->dtype is bool for comparisons) */
   tiny_src x = operand(L, 0, &n->shape, dt), y = operand(L, 1, &n->shape, dt);
   tiny_src xy[2] = {x, y}, yx[2] = {y, x};
-  static const tiny_op direct[] = {[HP_OP_ADD] = TINY_ADD, [HP_OP_SUB] = TINY_SUB, [HP_OP_MUL] = TINY_MUL,
-                                   [HP_OP_DIV] = TINY_FDIV, [HP_OP_MAX] = TINY_MAX, [HP_OP_MIN] = TINY_MIN,
-                                   [HP_OP_EQ] = TINY_CMPEQ, [HP_OP_NE] = TINY_CMPNE, [HP_OP_LT] = TINY_CMPLT};
+  static const tiny_op direct[] = {[HG_OP_ADD] = TINY_ADD, [HG_OP_SUB] = TINY_SUB, [HG_OP_MUL] = TINY_MUL,
+                                   [HG_OP_DIV] = TINY_FDIV, [HG_OP_MAX] = TINY_MAX, [HG_OP_MIN] = TINY_MIN,
+                                   [HG_OP_EQ] = TINY_CMPEQ, [HG_OP_NE] = TINY_CMPNE, [HG_OP_LT] = TINY_CMPLT};
   switch (n->op) {
-  case HP_OP_ADD: case HP_OP_SUB: case HP_OP_MUL: case HP_OP_DIV: case HP_OP_MAX: case HP_OP_MIN:
-  case HP_OP_EQ: case HP_OP_NE: case HP_OP_LT:
+  case HG_OP_ADD: case HG_OP_SUB: case HG_OP_MUL: case HG_OP_DIV: case HG_OP_MAX: case HG_OP_MIN:
+  case HG_OP_EQ: case HG_OP_NE: case HG_OP_LT:
     return lw_emit(L, direct[n->op], xy, 2, NULL);
-  case HP_OP_GT: return lw_emit(L, TINY_CMPLT, yx, 2, NULL);
-  case HP_OP_LE:
-  case HP_OP_GE: {
+  case HG_OP_GT: return lw_emit(L, TINY_CMPLT, yx, 2, NULL);
+  case HG_OP_LE:
+  case HG_OP_GE: {
     /* a <= b is (a < b) or (a == b): false when either is NaN, like numpy */
-    int lt = lw_emit(L, TINY_CMPLT, n->op == HP_OP_LE ? xy : yx, 2, NULL);
+    int lt = lw_emit(L, TINY_CMPLT, n->op == HG_OP_LE ? xy : yx, 2, NULL);
     int eq = lw_emit(L, TINY_CMPEQ, xy, 2, NULL);
     return lw_bin(L, TINY_MAX, lt, eq);
   }
-  default: return fe_fail_node(L->e, L->fp, n, HP_E_INTERNAL, "no lowering for %s", hp_op_name(n->op)), -1;
+  default: return fe_fail_node(L->e, L->fp, n, HARP_E_INTERNAL, "no lowering for %s", hg_op_name(n->op)), -1;
   }
 }
 
@@ -356,17 +356,17 @@ static int lower_reduce(lw *L, const fe_node *n) {
   const int *axes = n->a.reduce.axes;
   int na = n->a.reduce.n;
   tiny_dtype dt = x->dtype, acc = dt;
-  if (n->op == HP_OP_SUM || n->op == HP_OP_MEAN) acc = tiny_dtype_is_float(dt) ? TINY_FP32 : dt;
-  tiny_reduce_op op = n->op == HP_OP_RMAX ? TINY_RMAX : n->op == HP_OP_RMIN ? TINY_RMIN : TINY_RSUM;
+  if (n->op == HG_OP_SUM || n->op == HG_OP_MEAN) acc = tiny_dtype_is_float(dt) ? TINY_FP32 : dt;
+  tiny_reduce_op op = n->op == HG_OP_RMAX ? TINY_RMAX : n->op == HG_OP_RMIN ? TINY_RMIN : TINY_RSUM;
   r = lw_reduce(L, r, op, axes, na, acc);
-  if (n->op == HP_OP_MEAN) {
+  if (n->op == HG_OP_MEAN) {
     const fe_dim *dims[TINY_MAX_RANK];
     for (int i = 0; i < na; i++) dims[i] = x->shape.d[axes[i]];
     int64_t cnt;
     bool known = true;
     int64_t prod = 1;
     for (int i = 0; i < na && known; i++)
-      known = (fe_dim_is_int(dims[i], &cnt) || (L->bind && fe_dim_eval(dims[i], L->bind, &cnt))) && hp_mul_ok(prod, cnt, &prod);
+      known = (fe_dim_is_int(dims[i], &cnt) || (L->bind && fe_dim_eval(dims[i], L->bind, &cnt))) && ut_mul_ok(prod, cnt, &prod);
     r = known ? lw_bin_imm(L, TINY_MUL, r, 1.0 / (double)prod) : lw_bin(L, TINY_FDIV, r, lw_count(L, dims, na));
   }
   r = lw_cast_if(L, r, acc, dt);
@@ -389,14 +389,14 @@ static int lower_pad_axis(lw *L, int x, int rank, int axis, const fe_dim *lo, co
  * (OR for bool): no data moves, every piece stays a view. */
 static int lower_concat(lw *L, const fe_node *n) {
   int ax = n->a.axis.axis, r = n->shape.rank;
-  hp_arena *A = L->fp->arena;
+  ut_arena *A = L->fp->arena;
   if (n->nin == 1) return lw_tin(L, 0, n->dtype);
   const fe_dim *before = fe_dim_int(A, 0), *total = n->shape.d[ax];
   int acc = -1;
   for (int i = 0; i < n->nin && !L->e->code; i++) {
     const fe_node *x = lw_in(L, i);
     const fe_dim *after = fe_dim_sub(A, fe_dim_sub(A, total, before), x->shape.d[ax]);
-    if (!after) return hp_fail(L->e, HP_E_LIMIT, NULL, "concat: extent too large"), -1;
+    if (!after) return ut_fail(L->e, HARP_E_LIMIT, NULL, "concat: extent too large"), -1;
     int p = lower_pad_axis(L, lw_tin(L, i, n->dtype), r, ax, before, after, 0.0);
     acc = acc < 0 ? p : lw_bin(L, n->dtype == TINY_BOOL ? TINY_MAX : TINY_ADD, acc, p);
     before = fe_dim_add(A, before, x->shape.d[ax]);
@@ -428,12 +428,12 @@ static int lower_move(lw *L, const fe_node *n) {
   const fe_node *x = lw_in(L, 0);
   int t = lw_tin(L, 0, x->dtype);
   switch (n->op) {
-  case HP_OP_RESHAPE:
+  case HG_OP_RESHAPE:
     if (lw_same_shape(&x->shape, &n->shape)) return t;
     lw_note_split(L, t, &x->shape, &n->shape);
     return lw_reshape(L, t, &n->shape);
-  case HP_OP_PERMUTE: return lw_permute(L, t, n->a.perm.v, n->a.perm.n);
-  case HP_OP_EXPAND: {
+  case HG_OP_PERMUTE: return lw_permute(L, t, n->a.perm.v, n->a.perm.n);
+  case HG_OP_EXPAND: {
     if (lw_same_shape(&x->shape, &n->shape)) return t;
     tiny_arg_expand a = {0};
     fe_shape mid = x->shape;
@@ -447,7 +447,7 @@ static int lower_move(lw *L, const fe_node *n) {
     tiny_src s[1] = {S(t)};
     return lw_emit(L, TINY_EXPAND, s, 1, &a);
   }
-  case HP_OP_PAD: {
+  case HG_OP_PAD: {
     tiny_arg_pad a = {0};
     a.n = n->a.pad.n;
     a.value = n->a.pad.value;
@@ -455,48 +455,48 @@ static int lower_move(lw *L, const fe_node *n) {
     tiny_src s[1] = {S(t)};
     return lw_emit(L, TINY_PAD, s, 1, &a);
   }
-  case HP_OP_FLIP: {
+  case HG_OP_FLIP: {
     tiny_arg_flip a = {0};
     a.n = n->a.perm.n;
     memcpy(a.axes, n->a.perm.v, sizeof(int) * (size_t)a.n);
     tiny_src s[1] = {S(t)};
     return lw_emit(L, TINY_FLIP, s, 1, &a);
   }
-  case HP_OP_CAST: return lw_cast(L, t, n->a.cast.to);
-  case HP_OP_GATHER: {
+  case HG_OP_CAST: return lw_cast(L, t, n->a.cast.to);
+  case HG_OP_GATHER: {
     tiny_arg_gather a = {n->a.axis.axis};
     tiny_src s[2] = {S(lw_buffer(L, t, n->dtype)), S(lw_buffer(L, lw_tin(L, 1, TINY_I32), TINY_I32))};
     return lw_emit(L, TINY_GATHER, s, 2, &a);
   }
-  default: return fe_fail_node(L->e, L->fp, n, HP_E_INTERNAL, "no lowering for %s", hp_op_name(n->op)), -1;
+  default: return fe_fail_node(L->e, L->fp, n, HARP_E_INTERNAL, "no lowering for %s", hg_op_name(n->op)), -1;
   }
 }
 
 static int lower_node(lw *L, const fe_node *n) {
   switch (n->op) {
-  case HP_OP_CONST:
+  case HG_OP_CONST:
     if (n->weak) return -3; /* becomes an immediate or a CONST where used */
     return lw_const(L, n->a.cnst.v, n->dtype);
-  case HP_OP_WHERE: return lower_where(L, n);
-  case HP_OP_SUM: case HP_OP_RMAX: case HP_OP_RMIN: case HP_OP_MEAN: return lower_reduce(L, n);
-  case HP_OP_MATMUL: return lw_matmul(L);
-  case HP_OP_CONV2D: return lw_conv2d(L);
-  case HP_OP_ATTENTION: return lw_attention(L);
-  case HP_OP_LAYERNORM: return lw_layernorm(L);
-  case HP_OP_SOFTMAX: return lw_softmax(L);
-  case HP_OP_MAX_POOL2D: case HP_OP_AVG_POOL2D: return lw_pool2d(L);
-  case HP_OP_CONCAT: return lower_concat(L, n);
-  case HP_OP_SLICE: return lower_slice(L, n);
-  case HP_OP_RESHAPE: case HP_OP_PERMUTE: case HP_OP_EXPAND: case HP_OP_PAD: case HP_OP_FLIP: case HP_OP_CAST:
-  case HP_OP_GATHER:
+  case HG_OP_WHERE: return lower_where(L, n);
+  case HG_OP_SUM: case HG_OP_RMAX: case HG_OP_RMIN: case HG_OP_MEAN: return lower_reduce(L, n);
+  case HG_OP_MATMUL: return lw_matmul(L);
+  case HG_OP_CONV2D: return lw_conv2d(L);
+  case HG_OP_ATTENTION: return lw_attention(L);
+  case HG_OP_LAYERNORM: return lw_layernorm(L);
+  case HG_OP_SOFTMAX: return lw_softmax(L);
+  case HG_OP_MAX_POOL2D: case HG_OP_AVG_POOL2D: return lw_pool2d(L);
+  case HG_OP_CONCAT: return lower_concat(L, n);
+  case HG_OP_SLICE: return lower_slice(L, n);
+  case HG_OP_RESHAPE: case HG_OP_PERMUTE: case HG_OP_EXPAND: case HG_OP_PAD: case HG_OP_FLIP: case HG_OP_CAST:
+  case HG_OP_GATHER:
     return lower_move(L, n);
   default: break;
   }
-  switch (hp_op_class_of(n->op)) {
-  case HP_C_UNARY: return lower_unary(L, n);
-  case HP_C_BINARY:
-  case HP_C_COMPARE: return lower_binary(L, n);
-  default: return fe_fail_node(L->e, L->fp, n, HP_E_INTERNAL, "no lowering for %s", hp_op_name(n->op)), -1;
+  switch (hg_op_class_of(n->op)) {
+  case HG_C_UNARY: return lower_unary(L, n);
+  case HG_C_BINARY:
+  case HG_C_COMPARE: return lower_binary(L, n);
+  default: return fe_fail_node(L->e, L->fp, n, HARP_E_INTERNAL, "no lowering for %s", hg_op_name(n->op)), -1;
   }
 }
 
@@ -529,21 +529,21 @@ static const char *lower_name(const char *s, char *b, int cap) {
 }
 
 /* Copy L->t into a graph with readable ids and mark the outputs. */
-static hp_status rename_and_finish(lw *L, tiny_graph **out) {
-  const hp_graph *g = L->g;
+static harp_status rename_and_finish(lw *L, tiny_graph **out) {
+  const hg_graph *g = L->g;
   int n = L->t->n;
-  const char **final = hp_xcalloc((size_t)n + 1, sizeof *final); /* node -> name of the value it is */
-  bool *is_out = hp_xcalloc((size_t)n + 1, sizeof *is_out);       /* final[j] is an output's name */
-  const char **resv = hp_xcalloc((size_t)g->nout + 1, sizeof *resv);
-  int *remap = hp_xcalloc((size_t)n + 1, sizeof *remap);
+  const char **final = ut_xcalloc((size_t)n + 1, sizeof *final); /* node -> name of the value it is */
+  bool *is_out = ut_xcalloc((size_t)n + 1, sizeof *is_out);       /* final[j] is an output's name */
+  const char **resv = ut_xcalloc((size_t)g->nout + 1, sizeof *resv);
+  int *remap = ut_xcalloc((size_t)n + 1, sizeof *remap);
   tiny_graph *t = tiny_graph_new();
-  hp_status s = HP_OK;
+  harp_status s = HARP_OK;
   namer N = {t, resv, 0, {0}};
   if (!final || !is_out || !resv || !remap || !t) {
-    s = hp_fail(L->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    s = ut_fail(L->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
-  hp_arena *A = L->fp->arena;
+  ut_arena *A = L->fp->arena;
   /* an output's node takes the output's name, unless it is an INPUT or
    * already another output's */
   for (int k = 0; k < g->nout; k++) {
@@ -555,12 +555,12 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
     int j = L->tn[v];
     const fe_node *fn = fe_node_of(g, v);
     if (j < 0 || final[j] || L->t->nodes[j].op == TINY_INPUT || L->owner[j] != v) continue;
-    final[j] = fn->name ? fn->name : hp_arena_printf(A, "%s_%d", hp_op_name(fn->op), v);
+    final[j] = fn->name ? fn->name : ut_arena_printf(A, "%s_%d", hg_op_name(fn->op), v);
   }
   /* only what the outputs need (a merge that matmul read around, say) */
-  char *live = hp_xcalloc((size_t)n + 1, 1);
+  char *live = ut_xcalloc((size_t)n + 1, 1);
   if (!live) {
-    s = hp_fail(L->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    s = ut_fail(L->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int k = 0; k < g->nout; k++)
@@ -592,7 +592,7 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
       id = unique(&N, base);
     }
     int k = tiny_add(t, id, nd->op, src, nd->nsrc, tiny_op_argkind(nd->op) == TA_NONE ? NULL : &nd->a);
-    if (k < 0) s = hp_fail(L->e, t->err.code == HP_E_NO_MEMORY ? HP_E_NO_MEMORY : HP_E_INTERNAL, id, "%s", t->err.msg);
+    if (k < 0) s = ut_fail(L->e, t->err.code == HARP_E_NO_MEMORY ? HARP_E_NO_MEMORY : HARP_E_INTERNAL, id, "%s", t->err.msg);
     remap[j] = k;
   }
   for (int k = 0; k < g->nout && !s; k++) {
@@ -603,7 +603,7 @@ static hp_status rename_and_finish(lw *L, tiny_graph **out) {
       tiny_src src[1] = {{j, 0}};
       j = tiny_add(t, o->name, TINY_CAST, src, 1, &a);
     }
-    if (j < 0 || tiny_mark_output(t, j) < 0) s = hp_fail(L->e, HP_E_INTERNAL, o->name, "%s", t->err.msg);
+    if (j < 0 || tiny_mark_output(t, j) < 0) s = ut_fail(L->e, HARP_E_INTERNAL, o->name, "%s", t->err.msg);
   }
   free(live);
 done:
@@ -616,21 +616,21 @@ done:
     return s;
   }
   *out = t;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- the driver ------------------------------------------------------------------------- */
-hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bind, tiny_graph **out,
+harp_status hg_lower_bound(harp_error *e, const hg_program *p, const tiny_symtab *bind, tiny_graph **out,
                          tiny_symtab *defaults) {
   *out = NULL;
-  hp_program *fp = NULL;
+  hg_program *fp = NULL;
   if (fe_flatten(e, p, &fp)) return e->code;
-  const hp_graph *g = hp_program_find(fp, "main");
-  lw L = {e, fp, g, tiny_graph_new(), bind, hp_xcalloc((size_t)g->n + 1, sizeof(int)),
-          hp_xcalloc((size_t)g->n + 1, sizeof(lw_split)), NULL, 0, NULL, 0};
-  hp_status s = HP_OK;
+  const hg_graph *g = hg_program_find(fp, "main");
+  lw L = {e, fp, g, tiny_graph_new(), bind, ut_xcalloc((size_t)g->n + 1, sizeof(int)),
+          ut_xcalloc((size_t)g->n + 1, sizeof(lw_split)), NULL, 0, NULL, 0};
+  harp_status s = HARP_OK;
   if (!L.t || !L.tn || !L.split) {
-    s = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    s = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int i = 0; i < g->nsv && defaults && !s; i++)
@@ -647,17 +647,17 @@ hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bi
   }
   for (int v = 1; v <= g->n && !e->code; v++) {
     const fe_node *n = fe_node_of(g, v);
-    if (n->op == HP_OP_INPUT) continue;
+    if (n->op == HG_OP_INPUT) continue;
     L.cur = n;
     int r = lower_node(&L, n);
     if (r == -3) continue;
-    if (r < 0 && !e->code) fe_fail_node(e, fp, n, HP_E_INTERNAL, "lowering %s failed", hp_op_name(n->op));
+    if (r < 0 && !e->code) fe_fail_node(e, fp, n, HARP_E_INTERNAL, "lowering %s failed", hg_op_name(n->op));
     L.tn[v] = r;
   }
   /* outputs that are bare literals: an identity CAST of the constant, as
    * for a parameter (no backend region writes a CONST: readers inline it) */
   for (int k = 0; k < g->nout && !e->code; k++) {
-    hp_val v = g->outs[k].v;
+    hg_val v = g->outs[k].v;
     const fe_node *n = fe_node_of(g, v);
     L.cur = n;
     if (L.tn[v] < 0) L.tn[v] = lw_cast(&L, lw_const(&L, n->a.cnst.v, g->outs[k].dtype), g->outs[k].dtype);
@@ -672,12 +672,12 @@ hp_status hp_lower_bound(hp_error *e, const hp_program *p, const tiny_symtab *bi
     }
   }
   if (!s) { /* what we built must type-check symbolically; a failure is a lowering bug */
-    hp_error ie;
-    hp_error_clear(&ie);
+    harp_error ie;
+    harp_error_clear(&ie);
     if (tiny_infer(&ie, L.t, bind, true) && !bind)
-      s = hp_fail(e, HP_E_INTERNAL, ie.node, "the lowered Tiny graph does not type-check: %s", ie.msg);
+      s = ut_fail(e, HARP_E_INTERNAL, ie.node, "the lowered Tiny graph does not type-check: %s", ie.msg);
     else if (ie.code) /* a symbol the frontend took equal to a size (broadcast, concat) is bound otherwise */
-      s = hp_fail(e, ie.code == HP_E_INTERNAL ? HP_E_AXIS_SIZE_MISMATCH : ie.code, ie.node,
+      s = ut_fail(e, ie.code == HARP_E_INTERNAL ? HARP_E_AXIS_SIZE_MISMATCH : ie.code, ie.node,
                   "the model's shapes disagree under the symbol bindings: %s (a symbolic dimension that meets a fixed "
                   "size in a broadcast or a concatenation is taken to equal it)",
                   ie.msg);
@@ -688,25 +688,25 @@ done:
   free(L.owner);
   if (s) tiny_graph_free(L.t);
   else *out = L.t;
-  hp_program_free(fp);
+  hg_program_free(fp);
   return s;
 }
 
-hp_status hp_lower(hp_error *e, const hp_program *p, tiny_graph **out, tiny_symtab *defaults) {
-  return hp_lower_bound(e, p, NULL, out, defaults);
+harp_status hg_lower(harp_error *e, const hg_program *p, tiny_graph **out, tiny_symtab *defaults) {
+  return hg_lower_bound(e, p, NULL, out, defaults);
 }
 
-hp_status hp_lower_or_bind(hp_error *e, const hp_program *p, hp_bind_fill fill, void *ctx, tiny_graph **out,
+harp_status hg_lower_or_bind(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, tiny_graph **out,
                            tiny_symtab *defaults) {
-  hp_status s = hp_lower(e, p, out, defaults);
-  if (s != HP_E_UNSUPPORTED) return s;
+  harp_status s = hg_lower(e, p, out, defaults);
+  if (s != HARP_E_UNSUPPORTED) return s;
   tiny_symtab bind;
   tiny_symtab_init(&bind);
-  hp_error_clear(e);
-  s = fill ? fill(e, &bind, ctx) : HP_OK;
+  harp_error_clear(e);
+  s = fill ? fill(e, &bind, ctx) : HARP_OK;
   for (int i = 0; !s && i < defaults->n; i++)
     if (!tiny_symtab_get(&bind, defaults->names[i], NULL)) s = tiny_symtab_set(e, &bind, defaults->names[i], defaults->values[i]);
-  if (!s) s = hp_lower_bound(e, p, &bind, out, NULL);
+  if (!s) s = hg_lower_bound(e, p, &bind, out, NULL);
   tiny_symtab_free(&bind);
   return s;
 }

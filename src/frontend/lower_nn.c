@@ -220,7 +220,7 @@ static int split_heads(lw *L, int x, const fe_shape *xs, int h, const fe_dim *d)
 int lw_attention(lw *L) {
   const fe_node *n = L->cur, *q = lw_in(L, 0), *k = lw_in(L, 1), *v = lw_in(L, 2);
   const fe_node *mask = n->nin > 3 && n->in[3] > 0 ? lw_in(L, 3) : NULL;
-  hp_arena *A = L->fp->arena;
+  ut_arena *A = L->fp->arena;
   int r = q->shape.rank, nb = r - 2, h = n->a.attn.heads;
   const fe_dim *one = ONE(L), *M = q->shape.d[r - 2], *E = q->shape.d[r - 1], *N = k->shape.d[r - 2],
                *Ev = v->shape.d[r - 1], *D = E, *Dv = Ev;
@@ -312,7 +312,7 @@ static int mean_over(lw *L, int x, const fe_shape *xs, const int *axes, int na) 
   bool known = true;
   for (int i = 0; i < na; i++) {
     dims[i] = xs->d[axes[i]];
-    known = known && (fe_dim_is_int(dims[i], &v) || (L->bind && fe_dim_eval(dims[i], L->bind, &v))) && hp_mul_ok(prod, v, &prod);
+    known = known && (fe_dim_is_int(dims[i], &v) || (L->bind && fe_dim_eval(dims[i], L->bind, &v))) && ut_mul_ok(prod, v, &prod);
   }
   int s = lw_reduce(L, x, TINY_RSUM, axes, na, TINY_FP32);
   return known ? lw_bin_imm(L, TINY_MUL, s, 1.0 / (double)(prod ? prod : 1)) : lw_bin(L, TINY_FDIV, s, lw_count(L, dims, na));
@@ -358,11 +358,11 @@ int lw_softmax(lw *L) {
 int lw_pool2d(lw *L) {
   const fe_node *n = L->cur;
   tiny_dtype dt = n->dtype;
-  hp_arena *A = L->fp->arena;
+  ut_arena *A = L->fp->arena;
   int w = pool(L, lw_tin(L, 0, dt), fe_dim_int(A, n->a.pool.kernel[0]), fe_dim_int(A, n->a.pool.kernel[1]),
                n->a.pool.stride, NULL);
   const int axes[2] = {4, 5};
-  if (n->op == HP_OP_MAX_POOL2D) return lw_reduce(L, w, TINY_RMAX, axes, 2, dt);
+  if (n->op == HG_OP_MAX_POOL2D) return lw_reduce(L, w, TINY_RMAX, axes, 2, dt);
   int s = lw_reduce(L, w, TINY_RSUM, axes, 2, TINY_FP32);
   s = lw_bin_imm(L, TINY_MUL, s, 1.0 / (double)(n->a.pool.kernel[0] * n->a.pool.kernel[1]));
   return lw_cast_if(L, s, TINY_FP32, dt);

@@ -9,7 +9,7 @@
  * refusal and every node that needs a dynamic dim's value is listed; with
  * every dim known, the lowering runs too.
  * Needs: onnx_load.c, onnx_shapes.c, the lowering.
- * Gives: hp_onnx_check_file, hp_onnx_report_free, ox_check_node,
+ * Gives: onnx_check_file, onnx_report_free, ox_check_node,
  * ox_check_value_failed. */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -27,7 +27,7 @@ static bool add_line(char ***list, int *n, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  char **p = hp_xrealloc(*list, sizeof *p * (size_t)(*n + 1)), *s = hp_xmalloc(strlen(buf) + 1);
+  char **p = ut_xrealloc(*list, sizeof *p * (size_t)(*n + 1)), *s = ut_xmalloc(strlen(buf) + 1);
   if (p) *list = p;
   if (!p || !s) return free(s), false;
   strcpy(s, buf);
@@ -48,13 +48,13 @@ static bool type_ok(int oty, bool input) {
 /* The failure in c->e as a line of its list (an unknown op is the static
  * pass's), then cleared. */
 static void record(ox_ctx *c) {
-  hp_onnx_report *r = c->report;
+  onnx_report *r = c->report;
   bool ok = true;
-  if (c->e->code == HP_E_UNBOUND_SYMBOL) ok = add_line(&r->needs, &r->nneeds, "%s", c->e->msg);
-  else if (c->e->code != HP_E_UNKNOWN_OP) ok = add_line(&r->refused, &r->nrefused, "[%s] %s", hp_status_name(c->e->code), c->e->msg);
-  hp_error_clear(c->e);
+  if (c->e->code == HARP_E_UNBOUND_SYMBOL) ok = add_line(&r->needs, &r->nneeds, "%s", c->e->msg);
+  else if (c->e->code != HARP_E_UNKNOWN_OP) ok = add_line(&r->refused, &r->nrefused, "[%s] %s", harp_status_name(c->e->code), c->e->msg);
+  harp_error_clear(c->e);
   fe_clear_error(c->g);
-  if (!ok) ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  if (!ok) ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
 }
 
 /* Value `name` marked bad (made if the failure left it undefined). */
@@ -63,10 +63,10 @@ static void mark_bad(ox_ctx *c, const char *name) {
   ox_val *x = ox_find(c, name);
   if (!x) x = ox_new_val(c, name);
   if (x) x->bad = true;
-  if (c->e->code != HP_E_NO_MEMORY) hp_error_clear(c->e);
+  if (c->e->code != HARP_E_NO_MEMORY) harp_error_clear(c->e);
 }
 
-hp_status ox_check_node(ox_ctx *c) {
+harp_status ox_check_node(ox_ctx *c) {
   const Onnx__NodeProto *n = c->node;
   bool fed_bad = false;
   for (size_t i = 0; i < n->n_input && !fed_bad; i++) {
@@ -76,19 +76,19 @@ hp_status ox_check_node(ox_ctx *c) {
   if (fed_bad) { /* fed by a failed node: not tried */
     c->report->skipped++;
   } else {
-    if (ox_import_node(c) == HP_OK) return HP_OK;
-    if (c->e->code == HP_E_NO_MEMORY) return c->e->code;
+    if (ox_import_node(c) == HARP_OK) return HARP_OK;
+    if (c->e->code == HARP_E_NO_MEMORY) return c->e->code;
     record(c);
   }
   for (size_t k = 0; k < n->n_output; k++) mark_bad(c, n->output[k]);
   return c->e->code;
 }
 
-hp_status ox_check_value_failed(ox_ctx *c, const char *name, int oty) {
-  if (c->e->code == HP_E_NO_MEMORY) return c->e->code;
+harp_status ox_check_value_failed(ox_ctx *c, const char *name, int oty) {
+  if (c->e->code == HARP_E_NO_MEMORY) return c->e->code;
   bool input = !c->node && ox_find(c, name) == NULL; /* a graph input fails before its value exists */
   if (type_ok(oty, true) || (!input && type_ok(oty, false))) record(c); /* a type harp lacks: the static list has it */
-  hp_error_clear(c->e);
+  harp_error_clear(c->e);
   fe_clear_error(c->g);
   mark_bad(c, name);
   return c->e->code;
@@ -97,8 +97,8 @@ hp_status ox_check_value_failed(ox_ctx *c, const char *name, int oty) {
 /* ---- the static pass ------------------------------------------------------------------------ */
 #define MAX_OPS 512
 typedef struct scan {
-  hp_onnx_report *r;
-  const hp_onnx_opts *o;
+  onnx_report *r;
+  const onnx_opts *o;
   char *op[MAX_OPS], first[MAX_OPS][272];
   int count[MAX_OPS], nop;
   int tcount[64];
@@ -114,7 +114,7 @@ static void count_op(scan *s, const char *key, const char *where) {
       return;
     }
   if (s->nop == MAX_OPS) return;
-  if (!(s->op[s->nop] = hp_xmalloc(strlen(key) + 1))) {
+  if (!(s->op[s->nop] = ut_xmalloc(strlen(key) + 1))) {
     s->oom = true;
     return;
   }
@@ -211,8 +211,8 @@ static void input_line(scan *s, const Onnx__ValueInfoProto *vi) {
 }
 
 /* The report's static part from mp. */
-static bool scan_model(const Onnx__ModelProto *mp, const hp_onnx_opts *o, hp_onnx_report *r) {
-  scan *s = hp_xcalloc(1, sizeof *s);
+static bool scan_model(const Onnx__ModelProto *mp, const onnx_opts *o, onnx_report *r) {
+  scan *s = ut_xcalloc(1, sizeof *s);
   if (!s) return false;
   s->r = r, s->o = o;
   r->opset = -1;
@@ -244,22 +244,22 @@ static bool scan_model(const Onnx__ModelProto *mp, const hp_onnx_opts *o, hp_onn
 
 /* ---- the check ---------------------------------------------------------------------------------- */
 /* The lowering of an import whose dims are all known: a failure is r's. */
-static bool lowers(const hp_onnx_model *m, hp_onnx_report *r) {
-  hp_error le = {0};
+static bool lowers(const onnx_model *m, onnx_report *r) {
+  harp_error le = {0};
   tiny_graph *g = NULL;
   tiny_symtab defaults, none;
   tiny_symtab_init(&defaults);
   tiny_symtab_init(&none);
-  hp_status st = hp_lower_or_bind(&le, m->program, NULL, NULL, &g, &defaults);
+  harp_status st = hg_lower_or_bind(&le, m->program, NULL, NULL, &g, &defaults);
   if (!st) st = tiny_prepare(&le, g, &none, false);
-  if (st) add_line(&r->refused, &r->nrefused, "[%s] lowering: %s", hp_status_name(le.code), le.msg);
+  if (st) add_line(&r->refused, &r->nrefused, "[%s] lowering: %s", harp_status_name(le.code), le.msg);
   tiny_graph_free(g);
   tiny_symtab_free(&defaults);
   tiny_symtab_free(&none);
   return !st;
 }
 
-hp_status hp_onnx_check_file(hp_error *e, const char *path, const hp_onnx_opts *o, hp_onnx_report *r) {
+harp_status onnx_check_file(harp_error *e, const char *path, const onnx_opts *o, onnx_report *r) {
   memset(r, 0, sizeof *r);
   Onnx__ModelProto *mp;
   char *dir;
@@ -267,23 +267,23 @@ hp_status hp_onnx_check_file(hp_error *e, const char *path, const hp_onnx_opts *
   if (!scan_model(mp, o, r)) {
     onnx__model_proto__free_unpacked(mp, NULL);
     free(dir);
-    hp_onnx_report_free(r);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    onnx_report_free(r);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_onnx_model m;
-  hp_error ie = {0};
+  onnx_model m;
+  harp_error ie = {0};
   memset(&m, 0, sizeof m);
-  hp_status st = ox_import_model(&ie, mp, path, dir, o, r, &m); /* frees mp */
+  harp_status st = ox_import_model(&ie, mp, path, dir, o, r, &m); /* frees mp */
   free(dir);
-  if (st == HP_E_NO_MEMORY) {
-    hp_onnx_report_free(r);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (st == HARP_E_NO_MEMORY) {
+    onnx_report_free(r);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   if (st && !r->nrefused && !r->nneeds && !r->skipped && !r->nunknown) /* a failure outside the nodes (opset, outputs) */
-    add_line(&r->refused, &r->nrefused, "[%s] %s", hp_status_name(ie.code), ie.msg);
+    add_line(&r->refused, &r->nrefused, "[%s] %s", harp_status_name(ie.code), ie.msg);
   r->imports = !st && (m.ndyn || lowers(&m, r));
-  hp_onnx_model_free(&m);
-  return HP_OK;
+  onnx_model_free(&m);
+  return HARP_OK;
 }
 
 static void free_list(char **l, int n) {
@@ -291,7 +291,7 @@ static void free_list(char **l, int n) {
   free(l);
 }
 
-void hp_onnx_report_free(hp_onnx_report *r) {
+void onnx_report_free(onnx_report *r) {
   if (!r) return;
   free_list(r->ops, r->nops);
   free_list(r->unknown_ops, r->nunknown);

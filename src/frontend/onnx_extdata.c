@@ -44,7 +44,7 @@ static bool safe_location(const char *loc) {
   return true;
 }
 
-hp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *nm, uint8_t **buf, size_t *len) {
+harp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *nm, uint8_t **buf, size_t *len) {
   *buf = NULL;
   *len = 0;
   const char *loc = NULL;
@@ -55,56 +55,56 @@ hp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *n
     if (!kv || !kv->key) continue;
     if (!strcmp(kv->key, "location")) loc = kv->value;
     else if (!strcmp(kv->key, "offset") && !parse_u64(kv->value, &off))
-      return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data offset \"%.40s\" is not a number", nm, kv->value ? kv->value : "");
+      return ox_fail(c, HARP_E_INVALID_ARG, "tensor \"%s\": external data offset \"%.40s\" is not a number", nm, kv->value ? kv->value : "");
     else if (!strcmp(kv->key, "length") && !(has_len = parse_u64(kv->value, &length)))
-      return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data length \"%.40s\" is not a number", nm, kv->value ? kv->value : "");
+      return ox_fail(c, HARP_E_INVALID_ARG, "tensor \"%s\": external data length \"%.40s\" is not a number", nm, kv->value ? kv->value : "");
   }
-  if (!loc) return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\" is external but names no location", nm);
+  if (!loc) return ox_fail(c, HARP_E_INVALID_ARG, "tensor \"%s\" is external but names no location", nm);
   if (!safe_location(loc))
-    return ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data location \"%.80s\" is outside the model's directory", nm, loc);
+    return ox_fail(c, HARP_E_INVALID_ARG, "tensor \"%s\": external data location \"%.80s\" is outside the model's directory", nm, loc);
   size_t pl = strlen(c->dir) + strlen(loc) + 2;
-  char *path = hp_xmalloc(pl), *real = NULL, *rdir = NULL;
-  if (!path) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  char *path = ut_xmalloc(pl), *real = NULL, *rdir = NULL;
+  if (!path) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   snprintf(path, pl, "%s/%s", c->dir, loc);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   FILE *f = NULL;
   /* a symbolic link may still lead out: compare the resolved paths */
   real = realpath(path, NULL);
   rdir = realpath(c->dir, NULL);
   size_t dl = rdir ? strlen(rdir) : 0;
   if (!real || !rdir) {
-    st = ox_fail(c, HP_E_IO, "tensor \"%s\": cannot open external data \"%.80s\": %s", nm, loc, strerror(errno));
+    st = ox_fail(c, HARP_E_IO, "tensor \"%s\": cannot open external data \"%.80s\": %s", nm, loc, strerror(errno));
     goto done;
   }
   if (strncmp(real, rdir, dl) != 0 || (real[dl] != '/' && strcmp(rdir, "/") != 0)) {
-    st = ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data location \"%.80s\" is outside the model's directory", nm, loc);
+    st = ox_fail(c, HARP_E_INVALID_ARG, "tensor \"%s\": external data location \"%.80s\" is outside the model's directory", nm, loc);
     goto done;
   }
   struct stat sb;
   if (!(f = fopen(real, "rb")) || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    st = ox_fail(c, HP_E_IO, "tensor \"%s\": cannot read external data \"%.80s\"%s%s", nm, loc, f ? " (not a regular file)" : ": ",
+    st = ox_fail(c, HARP_E_IO, "tensor \"%s\": cannot read external data \"%.80s\"%s%s", nm, loc, f ? " (not a regular file)" : ": ",
                  f ? "" : strerror(errno));
     goto done;
   }
   uint64_t size = (uint64_t)sb.st_size;
   if (off > size || (has_len && length > size - off)) {
-    st = ox_fail(c, HP_E_INVALID_ARG, "tensor \"%s\": external data \"%.80s\" is %" PRIu64 " bytes; offset %" PRIu64 " length %" PRIu64
+    st = ox_fail(c, HARP_E_INVALID_ARG, "tensor \"%s\": external data \"%.80s\" is %" PRIu64 " bytes; offset %" PRIu64 " length %" PRIu64
                  " reads past its end", nm, loc, size, off, has_len ? length : size - off);
     goto done;
   }
   if (!has_len) length = size - off;
   if (length > MAX_EXTERNAL_BYTES || length > SIZE_MAX / 2) {
-    st = ox_fail(c, HP_E_LIMIT, "tensor \"%s\": %" PRIu64 " bytes of external data (at most %" PRIu64 ")", nm, length, MAX_EXTERNAL_BYTES);
+    st = ox_fail(c, HARP_E_LIMIT, "tensor \"%s\": %" PRIu64 " bytes of external data (at most %" PRIu64 ")", nm, length, MAX_EXTERNAL_BYTES);
     goto done;
   }
-  if (!(*buf = hp_xmalloc(length ? (size_t)length : 1))) {
-    st = ox_fail(c, HP_E_NO_MEMORY, "out of memory for %" PRIu64 " bytes of external data", length);
+  if (!(*buf = ut_xmalloc(length ? (size_t)length : 1))) {
+    st = ox_fail(c, HARP_E_NO_MEMORY, "out of memory for %" PRIu64 " bytes of external data", length);
     goto done;
   }
   if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(*buf, 1, (size_t)length, f) != (size_t)length) {
     free(*buf);
     *buf = NULL;
-    st = ox_fail(c, HP_E_IO, "tensor \"%s\": reading external data \"%.80s\" failed", nm, loc);
+    st = ox_fail(c, HARP_E_IO, "tensor \"%s\": reading external data \"%.80s\" failed", nm, loc);
     goto done;
   }
   *len = (size_t)length;

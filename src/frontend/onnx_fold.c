@@ -33,11 +33,11 @@
 /* ---- known values ------------------------------------------------------------------------ */
 int fv_rank(const ox_val *x) { return x->has_i ? x->irank : x->t.rank; }
 const int64_t *fv_shape(const ox_val *x) { return x->has_i ? x->ishape : x->t.shape; }
-int64_t fv_count(const ox_val *x) { return x->has_i ? x->in : hp_tensor_numel(&x->t); }
+int64_t fv_count(const ox_val *x) { return x->has_i ? x->in : ut_tensor_numel(&x->t); }
 bool fv_float(const ox_val *x) { return x->has_t && tiny_dtype_is_float(x->t.dtype); }
 
 const fe_dim *fv_dim(ox_ctx *c, const ox_val *x, int64_t k) {
-  return x->has_i ? x->iv[k] : fe_dim_int(c->A, hp_tensor_get(&x->t, k) != 0);
+  return x->has_i ? x->iv[k] : fe_dim_int(c->A, ut_tensor_get(&x->t, k) != 0);
 }
 
 /* Whether x's value is known here: integers, or a float / bool tensor that
@@ -45,30 +45,30 @@ const fe_dim *fv_dim(ox_ctx *c, const ox_val *x, int64_t k) {
 static bool known_val(const ox_val *x) {
   if (!x || x->gstage > 0) return false;
   if (x->has_i) return true;
-  return x->has_t && (x->derived || hp_tensor_numel(&x->t) <= OX_FOLD_SMALL) && x->t.dtype != TINY_I32;
+  return x->has_t && (x->derived || ut_tensor_numel(&x->t) <= OX_FOLD_SMALL) && x->t.dtype != TINY_I32;
 }
 
 /* Element k of x as a number; a symbolic one fails naming what needs it. */
-static hp_status fv_num(ox_ctx *c, const ox_val *x, int64_t k, const char *what, double *v) {
+static harp_status fv_num(ox_ctx *c, const ox_val *x, int64_t k, const char *what, double *v) {
   if (x->has_t) {
-    *v = hp_tensor_get(&x->t, k);
-    return HP_OK;
+    *v = ut_tensor_get(&x->t, k);
+    return HARP_OK;
   }
   int64_t n;
   if (ox_known(c, x->iv[k], what, &n)) return c->e->code;
   *v = (double)n;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status fv_ints(ox_ctx *c, const ox_val *x, const char *what, int64_t *out, int cap, int *n) {
+harp_status fv_ints(ox_ctx *c, const ox_val *x, const char *what, int64_t *out, int cap, int *n) {
   int64_t cnt = fv_count(x);
-  if (cnt > cap) return ox_fail(c, HP_E_LIMIT, "%s has %" PRId64 " values (at most %d)", what, cnt, cap);
+  if (cnt > cap) return ox_fail(c, HARP_E_LIMIT, "%s has %" PRId64 " values (at most %d)", what, cnt, cap);
   for (int64_t k = 0; k < cnt; k++) {
-    if (fv_float(x)) return ox_fail(c, HP_E_INVALID_ARG, "%s must be integers", what);
+    if (fv_float(x)) return ox_fail(c, HARP_E_INVALID_ARG, "%s must be integers", what);
     if (ox_known(c, fv_dim(c, x, k), what, &out[k])) return c->e->code;
   }
   *n = (int)cnt;
-  return HP_OK;
+  return HARP_OK;
 }
 
 int64_t fv_count_of(int rank, const int64_t *shape, int64_t limit) {
@@ -96,16 +96,16 @@ static ox_val *out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int ot
 }
 
 /* A float or bool tensor result of shape; FOLD_DECLINE when too large. */
-static int begin_tensor(ox_ctx *c, hp_tensor *t, tiny_dtype dt, int rank, const int64_t *shape) {
+static int begin_tensor(ox_ctx *c, ut_tensor *t, tiny_dtype dt, int rank, const int64_t *shape) {
   memset(t, 0, sizeof *t);
   if (fv_count_of(rank, shape, OX_MAX_FOLD) < 0) return FOLD_DECLINE;
-  return hp_tensor_alloc(c->e, t, dt, rank, shape) ? FOLD_FAIL : FOLD_DONE;
+  return ut_tensor_alloc(c->e, t, dt, rank, shape) ? FOLD_FAIL : FOLD_DONE;
 }
 
 /* Output i := t (taken), marked as computed at import. */
-static int end_tensor(ox_ctx *c, int i, hp_tensor *t, int oty) {
+static int end_tensor(ox_ctx *c, int i, ut_tensor *t, int oty) {
   if (!has_out(c, i)) {
-    hp_tensor_free(t);
+    ut_tensor_free(t);
     return FOLD_DONE;
   }
   if (ox_def_tensor(c, i, t, oty)) return FOLD_FAIL;
@@ -129,7 +129,7 @@ int fv_pick(ox_ctx *c, int out, ox_val *const *xs, const int *which, const int64
     for (int64_t k = 0; y && k < n; k++) y->iv[k] = fv_dim(c, xs[which ? which[k] : 0], src[k]);
     return r;
   }
-  hp_tensor t;
+  ut_tensor t;
   int r = begin_tensor(c, &t, x0->t.dtype, rank, shape);
   size_t es = (size_t)tiny_dtype_size(t.dtype);
   for (int64_t k = 0; r == FOLD_DONE && k < n; k++)
@@ -139,8 +139,8 @@ int fv_pick(ox_ctx *c, int out, ox_val *const *xs, const int *which, const int64
 
 int fv_same(ox_ctx *c, int out, ox_val *x, int rank, const int64_t *shape) {
   int64_t n = fv_count(x);
-  int64_t *src = hp_xmalloc(sizeof *src * (size_t)(n + 1));
-  if (!src) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+  int64_t *src = ut_xmalloc(sizeof *src * (size_t)(n + 1));
+  if (!src) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   for (int64_t k = 0; k < n; k++) src[k] = k;
   int r = fv_pick(c, out, &x, NULL, src, rank, shape);
   free(src);
@@ -150,7 +150,7 @@ int fv_same(ox_ctx *c, int out, ox_val *x, int rank, const int64_t *shape) {
 /* ---- broadcasting -------------------------------------------------------------------------- */
 /* The numpy broadcast of n values' shapes, and each one's element strides
  * in it (0 along a stretched axis). */
-static hp_status broadcast(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_t *shape, int64_t (*st)[TINY_MAX_RANK]) {
+static harp_status broadcast(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_t *shape, int64_t (*st)[TINY_MAX_RANK]) {
   int r = 0;
   for (int k = 0; k < n; k++) r = fv_rank(x[k]) > r ? fv_rank(x[k]) : r;
   for (int i = 0; i < r; i++) shape[i] = 1;
@@ -158,7 +158,7 @@ static hp_status broadcast(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_
     for (int i = 0; i < fv_rank(x[k]); i++) {
       int64_t d = fv_shape(x[k])[i], *o = &shape[i + r - fv_rank(x[k])];
       if (d != *o && d != 1 && *o != 1)
-        return ox_fail(c, HP_E_BROADCAST_MISMATCH, "the inputs' shapes do not broadcast (%" PRId64 " and %" PRId64 ")", d, *o);
+        return ox_fail(c, HARP_E_BROADCAST_MISMATCH, "the inputs' shapes do not broadcast (%" PRId64 " and %" PRId64 ")", d, *o);
       if (d != 1) *o = d;
     }
   for (int k = 0; k < n; k++)
@@ -169,7 +169,7 @@ static hp_status broadcast(ox_ctx *c, ox_val *const *x, int n, int *rank, int64_
       stride *= (int)d;
     }
   *rank = r;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* element k of the broadcast result's operand with strides st */
@@ -212,7 +212,7 @@ static bool int_pow(int64_t x, int64_t y, int64_t *out) {
   }
   int64_t r = 1;
   for (int64_t i = 0; i < y; i++) {
-    if (!hp_mul_ok(r, x, &r)) return false;
+    if (!ut_mul_ok(r, x, &r)) return false;
     if (r == 0 || r == 1) break;
   }
   *out = r;
@@ -220,37 +220,37 @@ static bool int_pow(int64_t x, int64_t y, int64_t *out) {
 }
 
 /* Integer op k of a and b (symbolic where the result stays affine). */
-static hp_status int_bin(ox_ctx *c, ebin k, int64_t fmod_attr, const fe_dim *a, const fe_dim *b, const fe_dim **r) {
+static harp_status int_bin(ox_ctx *c, ebin k, int64_t fmod_attr, const fe_dim *a, const fe_dim *b, const fe_dim **r) {
   int64_t x, y, v = 0;
   *r = NULL;
   if (k == E_ADD || k == E_SUB || k == E_MUL) {
     *r = k == E_ADD ? fe_dim_add(c->A, a, b) : k == E_SUB ? fe_dim_sub(c->A, a, b) : fe_dim_mul(c->A, a, b);
-    return *r ? HP_OK : ox_fail(c, HP_E_LIMIT, "integer overflow (or an expression too large) in %s and %s", a->text, b->text);
+    return *r ? HARP_OK : ox_fail(c, HARP_E_LIMIT, "integer overflow (or an expression too large) in %s and %s", a->text, b->text);
   }
   bool ia = fe_dim_is_int(a, &x), ib = fe_dim_is_int(b, &y);
   if (k == E_DIV && !ia && ib && y > 0) { /* a size: floor is truncation */
     *r = fe_dim_div(c->A, a, y);
-    return *r ? HP_OK : ox_fail(c, HP_E_LIMIT, "the expression %s / %" PRId64 " is too large", a->text, y);
+    return *r ? HARP_OK : ox_fail(c, HARP_E_LIMIT, "the expression %s / %" PRId64 " is too large", a->text, y);
   }
   const fe_dim *d = (k >= E_MAX && k <= E_GE) && (!ia || !ib) ? fe_dim_sub(c->A, a, b) : NULL;
   int64_t dv;
   if (d && fe_dim_is_int(d, &dv)) {
     bool pick = by_diff(k, dv);
     *r = k == E_MAX || k == E_MIN ? (pick ? a : b) : fe_dim_int(c->A, pick);
-    return HP_OK;
+    return HARP_OK;
   }
   if (!ia) return ox_need_value(c, a, "input 0");
   if (!ib) return ox_need_value(c, b, "input 1");
   switch (k) {
   case E_DIV:
   case E_MOD:
-    if (y == 0) return ox_fail(c, HP_E_INVALID_ARG, "integer %s by zero", k == E_DIV ? "division" : "modulo");
+    if (y == 0) return ox_fail(c, HARP_E_INVALID_ARG, "integer %s by zero", k == E_DIV ? "division" : "modulo");
     if (y == -1) v = k == E_DIV ? -x : 0;
     else if (k == E_DIV) v = x / y; /* C truncation, as onnxruntime */
     else v = (v = x % y) && !fmod_attr && (v < 0) != (y < 0) ? v + y : v; /* fmod 0: the divisor's sign */
     break;
   case E_POW:
-    if (!int_pow(x, y, &v)) return ox_fail(c, HP_E_INVALID_ARG, "integer Pow %" PRId64 "^%" PRId64 " overflows or divides by zero", x, y);
+    if (!int_pow(x, y, &v)) return ox_fail(c, HARP_E_INVALID_ARG, "integer Pow %" PRId64 "^%" PRId64 " overflows or divides by zero", x, y);
     break;
   case E_MAX: case E_MIN: case E_EQ: case E_LT: case E_LE: case E_GT: case E_GE: v = by_diff(k, x - y); break; /* |x|, |y| < 2^62 */
   case E_AND: v = x && y; break;
@@ -259,8 +259,8 @@ static hp_status int_bin(ox_ctx *c, ebin k, int64_t fmod_attr, const fe_dim *a, 
   default: break;
   }
   if (k == E_MAX || k == E_MIN) v = v ? x : y;
-  if (!(*r = fe_dim_int(c->A, v))) return ox_fail(c, HP_E_LIMIT, "integer overflow");
-  return HP_OK;
+  if (!(*r = fe_dim_int(c->A, v))) return ox_fail(c, HARP_E_LIMIT, "integer overflow");
+  return HARP_OK;
 }
 
 static double flt_bin(ebin k, double a, double b) {
@@ -303,30 +303,30 @@ static int fold_bin2(ox_ctx *c, ebin k, ox_val *const *x, int out) {
       double a, b;
       if (fv_num(c, x[0], ia, "input 0", &a) || fv_num(c, x[1], ib, "input 1", &b)) return FOLD_FAIL;
       double v = flt_bin(k, a, b);
-      if (k == E_POW && !(fabs(v) < 9.2e18)) return ox_fail(c, HP_E_INVALID_ARG, "integer Pow of %g and %g overflows", a, b), FOLD_FAIL;
-      if (!(y->iv[i] = fe_dim_int(c->A, (int64_t)v))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+      if (k == E_POW && !(fabs(v) < 9.2e18)) return ox_fail(c, HARP_E_INVALID_ARG, "integer Pow of %g and %g overflows", a, b), FOLD_FAIL;
+      if (!(y->iv[i] = fe_dim_int(c->A, (int64_t)v))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
     }
     return rr;
   }
   const ox_val *f = k == E_POW || fv_float(x[0]) ? x[0] : x[1]; /* the result's type */
-  hp_tensor t;
+  ut_tensor t;
   int rr = begin_tensor(c, &t, f->t.dtype, r, shape);
   for (int64_t i = 0; rr == FOLD_DONE && i < n; i++) {
     double a, b;
     if (fv_num(c, x[0], at(i, r, shape, st[0]), "input 0", &a) || fv_num(c, x[1], at(i, r, shape, st[1]), "input 1", &b)) {
-      hp_tensor_free(&t);
+      ut_tensor_free(&t);
       return FOLD_FAIL;
     }
-    hp_tensor_set(&t, i, (float)flt_bin(k, a, b));
+    ut_tensor_set(&t, i, (float)flt_bin(k, a, b));
   }
   return rr == FOLD_DONE ? end_tensor(c, out, &t, f->oty ? f->oty : OX_FLOAT) : rr;
 }
 
 /* A binary op, or a variadic one (Max, Min, Sum) pairwise from the left. */
 static int fold_binary(ox_ctx *c, ebin k, ox_val *const *x, int n) {
-  if (n < 1 || !x[0]) return ox_fail(c, HP_E_ARITY, "needs inputs"), FOLD_FAIL;
+  if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "needs inputs"), FOLD_FAIL;
   for (int i = 1; i < n; i++)
-    if (!x[i]) return ox_fail(c, HP_E_ARITY, "input %d is empty", i), FOLD_FAIL;
+    if (!x[i]) return ox_fail(c, HARP_E_ARITY, "input %d is empty", i), FOLD_FAIL;
   if (n == 1) { /* Max(x), Sum(x): x */
     int64_t src[1] = {0};
     if (fv_count(x[0]) != 1) return FOLD_DECLINE;
@@ -368,19 +368,19 @@ static double flt_un(eun k, double a) {
 }
 
 /* Integer op k of a: Neg stays symbolic, the rest need the value. */
-static hp_status int_un(ox_ctx *c, eun k, const fe_dim *a, const fe_dim **r) {
+static harp_status int_un(ox_ctx *c, eun k, const fe_dim *a, const fe_dim **r) {
   int64_t x;
   if (k == U_NEG || k == U_FLOOR || k == U_CEIL || k == U_ROUND) {
     *r = k == U_NEG ? fe_dim_scale(c->A, a, -1) : a;
-    return *r ? HP_OK : ox_fail(c, HP_E_LIMIT, "integer overflow");
+    return *r ? HARP_OK : ox_fail(c, HARP_E_LIMIT, "integer overflow");
   }
   if (ox_known(c, a, "input 0", &x)) return c->e->code;
   int64_t v = k == U_ABS ? (x < 0 ? -x : x) : k == U_RELU ? (x > 0 ? x : 0) : k == U_SIGN ? (x > 0) - (x < 0) : x == 0;
-  return (*r = fe_dim_int(c->A, v)) ? HP_OK : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  return (*r = fe_dim_int(c->A, v)) ? HARP_OK : ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
 }
 
 static int fold_unary(ox_ctx *c, eun k, ox_val *const *x, int n) {
-  if (n < 1 || !x[0]) return ox_fail(c, HP_E_ARITY, "input 0 is required"), FOLD_FAIL;
+  if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
   const ox_val *a = x[0];
   int r = fv_rank(a), rr;
   const int64_t *shape = fv_shape(a);
@@ -396,30 +396,30 @@ static int fold_unary(ox_ctx *c, eun k, ox_val *const *x, int n) {
         if (int_un(c, k, fv_dim(c, a, i), &y->iv[i])) return FOLD_FAIL;
         continue;
       }
-      double v = hp_tensor_get(&a->t, i);
+      double v = ut_tensor_get(&a->t, i);
       bool b = k == U_ISNAN ? isnan(v) : k == U_NOT ? v == 0 : isinf(v) && ((v > 0 && pos) || (v < 0 && neg));
       y->iv[i] = fe_dim_int(c->A, b);
     }
     return rr;
   }
-  hp_tensor t;
+  ut_tensor t;
   if ((rr = begin_tensor(c, &t, a->t.dtype, r, shape)) != FOLD_DONE) return rr;
-  for (int64_t i = 0; i < fv_count(a); i++) hp_tensor_set(&t, i, (float)flt_un(k, hp_tensor_get(&a->t, i)));
+  for (int64_t i = 0; i < fv_count(a); i++) ut_tensor_set(&t, i, (float)flt_un(k, ut_tensor_get(&a->t, i)));
   return end_tensor(c, 0, &t, a->oty ? a->oty : OX_FLOAT);
 }
 
 /* ---- Where, Cast ------------------------------------------------------------------------------ */
 static int f_where(ox_ctx *c, ox_val *const *x, int n) {
-  if (n < 3 || !x[0] || !x[1] || !x[2]) return ox_fail(c, HP_E_ARITY, "needs three inputs"), FOLD_FAIL;
+  if (n < 3 || !x[0] || !x[1] || !x[2]) return ox_fail(c, HARP_E_ARITY, "needs three inputs"), FOLD_FAIL;
   if (fv_float(x[1]) != fv_float(x[2]) || x[1]->has_i != x[2]->has_i || (x[1]->has_t && x[1]->t.dtype != x[2]->t.dtype)) return FOLD_DECLINE;
   int r = 0;
   int64_t shape[TINY_MAX_RANK], st[3][TINY_MAX_RANK];
   if (broadcast(c, x, 3, &r, shape, st)) return FOLD_FAIL;
   int64_t cnt = fv_count_of(r, shape, OX_MAX_FOLD);
   if (cnt < 0) return FOLD_DECLINE;
-  int64_t *src = hp_xmalloc(sizeof *src * (size_t)(cnt + 1));
-  int *which = hp_xmalloc(sizeof *which * (size_t)(cnt + 1));
-  int rr = src && which ? FOLD_DONE : (ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
+  int64_t *src = ut_xmalloc(sizeof *src * (size_t)(cnt + 1));
+  int *which = ut_xmalloc(sizeof *which * (size_t)(cnt + 1));
+  int rr = src && which ? FOLD_DONE : (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
   for (int64_t i = 0; rr == FOLD_DONE && i < cnt; i++) {
     int64_t cond;
     if (ox_known(c, fv_dim(c, x[0], at(i, r, shape, st[0])), "the condition", &cond)) rr = FOLD_FAIL;
@@ -454,41 +454,41 @@ static int cast_known(ox_ctx *c, const ox_val *x, int64_t to) {
         }
         if (ox_known(c, d, "input 0", &v)) return FOLD_FAIL;
       } else {
-        double f = hp_tensor_get(&x->t, i);
-        if (to != OX_BOOL && !(f > -9.2e18 && f < 9.2e18)) return ox_fail(c, HP_E_INVALID_ARG, "cast of %g to %s", f, ox_type_name((int)to)), FOLD_FAIL;
+        double f = ut_tensor_get(&x->t, i);
+        if (to != OX_BOOL && !(f > -9.2e18 && f < 9.2e18)) return ox_fail(c, HARP_E_INVALID_ARG, "cast of %g to %s", f, ox_type_name((int)to)), FOLD_FAIL;
         v = to == OX_BOOL ? f != 0 : (int64_t)f; /* truncation toward zero */
       }
       if (to == OX_BOOL) v = v != 0;
       else if (v < lo || v > hi)
-        return ox_fail(c, HP_E_UNSUPPORTED, "cast of %" PRId64 " to %s: harp keeps integers as int32 and would not wrap it", v,
+        return ox_fail(c, HARP_E_UNSUPPORTED, "cast of %" PRId64 " to %s: harp keeps integers as int32 and would not wrap it", v,
                        ox_type_name((int)to)), FOLD_FAIL;
-      if (!(y->iv[i] = fe_dim_int(c->A, v))) return ox_fail(c, HP_E_LIMIT, "integer overflow"), FOLD_FAIL;
+      if (!(y->iv[i] = fe_dim_int(c->A, v))) return ox_fail(c, HARP_E_LIMIT, "integer overflow"), FOLD_FAIL;
     }
     return rr;
   }
   if (!flt_to) return FOLD_DECLINE; /* a type harp does not have: the mapping says so */
-  hp_tensor t;
+  ut_tensor t;
   if ((rr = begin_tensor(c, &t, dtype_of_oty((int)to), r, shape)) != FOLD_DONE) return rr;
   for (int64_t i = 0; i < fv_count(x); i++) {
     double v;
     if (fv_num(c, x, i, "a size cast to float", &v)) {
-      hp_tensor_free(&t);
+      ut_tensor_free(&t);
       return FOLD_FAIL;
     }
-    hp_tensor_set(&t, i, (float)v);
+    ut_tensor_set(&t, i, (float)v);
   }
   return end_tensor(c, 0, &t, (int)to);
 }
 
 static int f_cast(ox_ctx *c, ox_val *const *x, int n) {
   int64_t to;
-  if (n < 1 || !x[0]) return ox_fail(c, HP_E_ARITY, "input 0 is required"), FOLD_FAIL;
+  if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
   if (ox_attr_int(c, "to", 0, &to)) return FOLD_FAIL;
   return cast_known(c, x[0], to);
 }
 
 static int f_castlike(ox_ctx *c, ox_val *const *x, int n) {
-  if (n < 2 || !x[0] || !x[1]) return ox_fail(c, HP_E_ARITY, "needs two inputs"), FOLD_FAIL;
+  if (n < 2 || !x[0] || !x[1]) return ox_fail(c, HARP_E_ARITY, "needs two inputs"), FOLD_FAIL;
   return x[1]->oty ? cast_known(c, x[0], x[1]->oty) : FOLD_DECLINE;
 }
 
@@ -496,7 +496,7 @@ static int f_castlike(ox_ctx *c, ox_val *const *x, int n) {
 typedef enum { R_SUM, R_PROD, R_MAX, R_MIN, R_MEAN } rkind;
 
 static int fold_reduce(ox_ctx *c, rkind k, int input_from, ox_val *const *x, int n) {
-  if (n < 1 || !x[0]) return ox_fail(c, HP_E_ARITY, "input 0 is required"), FOLD_FAIL;
+  if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
   const ox_val *a = x[0];
   int r = fv_rank(a), na, axes[TINY_MAX_RANK];
   bool keep, noop, red[TINY_MAX_RANK] = {0};
@@ -518,9 +518,9 @@ static int fold_reduce(ox_ctx *c, rkind k, int input_from, ox_val *const *x, int
   if (!fv_float(a)) {
     int rr;
     ebin b = k == R_PROD ? E_MUL : k == R_MAX ? E_MAX : k == R_MIN ? E_MIN : E_ADD;
-    bool *seen = hp_xcalloc((size_t)on + 1, sizeof *seen); /* Max / Min start from an element */
+    bool *seen = ut_xcalloc((size_t)on + 1, sizeof *seen); /* Max / Min start from an element */
     ox_val *y = seen ? out_ints(c, 0, orank, oshape, a->oty ? a->oty : OX_INT64, &rr) : NULL;
-    if (!seen) rr = (ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
+    if (!seen) rr = (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
     for (int64_t i = 0; y && i < y->in; i++) y->iv[i] = fe_dim_int(c->A, k == R_PROD);
     for (int64_t i = 0; y && i < total && rr == FOLD_DONE; i++) {
       int64_t o = at(i, r, fv_shape(a), ostride);
@@ -536,16 +536,16 @@ static int fold_reduce(ox_ctx *c, rkind k, int input_from, ox_val *const *x, int
     }
     return rr;
   }
-  double *acc = hp_xcalloc((size_t)on + 1, sizeof *acc);
-  if (!acc) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+  double *acc = ut_xcalloc((size_t)on + 1, sizeof *acc);
+  if (!acc) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   for (int64_t i = 0; i < on; i++) acc[i] = k == R_PROD ? 1 : k == R_MAX ? -INFINITY : k == R_MIN ? INFINITY : 0;
   for (int64_t i = 0; i < total; i++) {
-    double v = hp_tensor_get(&a->t, i), *p = &acc[at(i, r, fv_shape(a), ostride)];
+    double v = ut_tensor_get(&a->t, i), *p = &acc[at(i, r, fv_shape(a), ostride)];
     *p = k == R_PROD ? *p * v : k == R_MAX ? flt_bin(E_MAX, *p, v) : k == R_MIN ? flt_bin(E_MIN, *p, v) : *p + v;
   }
-  hp_tensor t;
+  ut_tensor t;
   int rr = begin_tensor(c, &t, a->t.dtype, orank, oshape);
-  for (int64_t i = 0; rr == FOLD_DONE && i < on; i++) hp_tensor_set(&t, i, (float)(k == R_MEAN ? acc[i] / (double)cnt : acc[i]));
+  for (int64_t i = 0; rr == FOLD_DONE && i < on; i++) ut_tensor_set(&t, i, (float)(k == R_MEAN ? acc[i] / (double)cnt : acc[i]));
   free(acc);
   return rr == FOLD_DONE ? end_tensor(c, 0, &t, a->oty ? a->oty : OX_FLOAT) : rr;
 }
@@ -562,45 +562,45 @@ static int f_reduce_mean(ox_ctx *c, ox_val *const *x, int n) { return fold_reduc
  * type, each value start + i * delta in the type). */
 static int f_range(ox_ctx *c, ox_val *const *x, int n) {
   static const char *const what[3] = {"start", "limit", "delta"};
-  if (n < 3 || !x[0] || !x[1] || !x[2]) return ox_fail(c, HP_E_ARITY, "needs start, limit and delta"), FOLD_FAIL;
+  if (n < 3 || !x[0] || !x[1] || !x[2]) return ox_fail(c, HARP_E_ARITY, "needs start, limit and delta"), FOLD_FAIL;
   bool flt = false;
   for (int i = 0; i < 3; i++) {
-    if (fv_count(x[i]) != 1) return ox_fail(c, HP_E_INVALID_ARG, "%s must have one element", what[i]), FOLD_FAIL;
+    if (fv_count(x[i]) != 1) return ox_fail(c, HARP_E_INVALID_ARG, "%s must have one element", what[i]), FOLD_FAIL;
     flt |= fv_float(x[i]);
   }
   if (!flt) {
     int64_t v[3], cnt;
     for (int i = 0; i < 3; i++)
       if (ox_known(c, fv_dim(c, x[i], 0), what[i], &v[i])) return FOLD_FAIL;
-    if (v[2] == 0) return ox_fail(c, HP_E_INVALID_ARG, "delta is 0"), FOLD_FAIL;
+    if (v[2] == 0) return ox_fail(c, HARP_E_INVALID_ARG, "delta is 0"), FOLD_FAIL;
     cnt = v[2] > 0 ? (v[1] > v[0] ? (v[1] - v[0] + v[2] - 1) / v[2] : 0) : (v[0] > v[1] ? (v[0] - v[1] - v[2] - 1) / -v[2] : 0);
     int r;
     ox_val *y = out_ints(c, 0, 1, &cnt, x[0]->oty ? x[0]->oty : OX_INT64, &r);
     for (int64_t k = 0; y && k < cnt; k++)
-      if (!(y->iv[k] = fe_dim_int(c->A, v[0] + k * v[2]))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+      if (!(y->iv[k] = fe_dim_int(c->A, v[0] + k * v[2]))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
     return r;
   }
   double v[3];
   for (int i = 0; i < 3; i++)
     if (fv_num(c, x[i], 0, what[i], &v[i])) return FOLD_FAIL;
   float s = (float)v[0], l = (float)v[1], d = (float)v[2];
-  if (d == 0) return ox_fail(c, HP_E_INVALID_ARG, "delta is 0"), FOLD_FAIL;
+  if (d == 0) return ox_fail(c, HARP_E_INVALID_ARG, "delta is 0"), FOLD_FAIL;
   double len = ceil((double)(float)(l - s) / (double)d);
-  if (!(len < (double)OX_MAX_FOLD)) return isnan(len) ? (ox_fail(c, HP_E_INVALID_ARG, "a range of NaN values"), FOLD_FAIL) : FOLD_DECLINE;
+  if (!(len < (double)OX_MAX_FOLD)) return isnan(len) ? (ox_fail(c, HARP_E_INVALID_ARG, "a range of NaN values"), FOLD_FAIL) : FOLD_DECLINE;
   int64_t cnt = len > 0 ? (int64_t)len : 0;
   const ox_val *f = fv_float(x[0]) ? x[0] : fv_float(x[1]) ? x[1] : x[2];
-  hp_tensor t;
+  ut_tensor t;
   int rr = begin_tensor(c, &t, f->t.dtype, 1, &cnt);
   for (int64_t k = 0; rr == FOLD_DONE && k < cnt; k++) {
     float step = (float)k * d;
-    hp_tensor_set(&t, k, s + step);
+    ut_tensor_set(&t, k, s + step);
   }
   return rr == FOLD_DONE ? end_tensor(c, 0, &t, f->oty ? f->oty : OX_FLOAT) : rr;
 }
 
 /* ConstantOfShape(shape) filled with attribute value (float 0 by default). */
 static int f_const_of_shape(ox_ctx *c, ox_val *const *x, int n) {
-  if (n < 1 || !x[0]) return ox_fail(c, HP_E_ARITY, "input 0 (shape) is required"), FOLD_FAIL;
+  if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 (shape) is required"), FOLD_FAIL;
   int64_t shape[TINY_MAX_RANK], v;
   int r = (int)fv_count(x[0]), rr;
   if (r > TINY_MAX_RANK || fv_float(x[0])) return FOLD_DECLINE; /* the mapping says why */
@@ -613,8 +613,8 @@ static int f_const_of_shape(ox_ctx *c, ox_val *const *x, int n) {
   if (a && a->t) {
     if (ox_decode_tensor(c, a->t, "value", &val)) return FOLD_FAIL;
     bool one = ox_const_scalar(&val, &fill);
-    hp_tensor_free(&val.t);
-    if (!one) return ox_fail(c, HP_E_INVALID_ARG, "value must have one element"), FOLD_FAIL;
+    ut_tensor_free(&val.t);
+    if (!one) return ox_fail(c, HARP_E_INVALID_ARG, "value must have one element"), FOLD_FAIL;
     oty = val.oty;
   }
   tiny_dtype dt;
@@ -623,23 +623,23 @@ static int f_const_of_shape(ox_ctx *c, ox_val *const *x, int n) {
     ox_val *y = out_ints(c, 0, r, shape, oty, &rr);
     const fe_dim *d = y ? fe_dim_int(c->A, (v = (int64_t)fill)) : NULL;
     for (int64_t k = 0; y && k < y->in; k++) y->iv[k] = d;
-    return y && !d ? (ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL) : rr;
+    return y && !d ? (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL) : rr;
   }
-  hp_tensor t;
+  ut_tensor t;
   if ((rr = begin_tensor(c, &t, dt, r, shape)) != FOLD_DONE) return rr;
-  for (int64_t k = 0; k < hp_tensor_numel(&t); k++) hp_tensor_set(&t, k, (float)fill);
+  for (int64_t k = 0; k < ut_tensor_numel(&t); k++) ut_tensor_set(&t, k, (float)fill);
   return end_tensor(c, 0, &t, oty);
 }
 
 /* NonZero(x): the coordinates of x's non-zero elements, [rank, count]. */
 static int f_nonzero(ox_ctx *c, ox_val *const *x, int n) {
-  if (n < 1 || !x[0]) return ox_fail(c, HP_E_ARITY, "input 0 is required"), FOLD_FAIL;
+  if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
   const ox_val *a = x[0];
   int r = fv_rank(a), rr;
   if (r < 1) return FOLD_DECLINE;
   int64_t total = fv_count(a), nz = 0;
-  bool *on = hp_xcalloc((size_t)total + 1, sizeof *on);
-  if (!on) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+  bool *on = ut_xcalloc((size_t)total + 1, sizeof *on);
+  if (!on) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   for (int64_t i = 0; i < total; i++) {
     double v;
     if (fv_num(c, a, i, "input 0", &v)) {
@@ -685,31 +685,31 @@ static ox_fold_fn find_fold(const char *op, int *bk, int *uk) {
   return ox_fold_find_move(op);
 }
 
-hp_status ox_fold(ox_ctx *c, bool *done) {
+harp_status ox_fold(ox_ctx *c, bool *done) {
   *done = false;
   int nin = (int)c->node->n_input, bk, uk;
-  if (nin < 1 || nin > MAX_IN) return HP_OK; /* Constant and the like: their mappings */
+  if (nin < 1 || nin > MAX_IN) return HARP_OK; /* Constant and the like: their mappings */
   ox_fold_fn fn = find_fold(c->node->op_type, &bk, &uk);
-  if (!fn && bk < 0 && uk < 0) return HP_OK;
+  if (!fn && bk < 0 && uk < 0) return HARP_OK;
   ox_val *x[MAX_IN];
   bool any = false, dyn = false, ints = true;
   for (int i = 0; i < nin; i++) {
     bool failed = false;
     x[i] = ox_in(c, i, &failed);
     if (failed) return c->e->code;
-    if (x[i] && !known_val(x[i])) return HP_OK;
+    if (x[i] && !known_val(x[i])) return HARP_OK;
     any |= x[i] != NULL;
     dyn |= x[i] && x[i]->dyn;
     ints &= !x[i] || x[i]->has_i;
   }
   /* shape arithmetic, or integers alone; float weights stay the op mappings' */
-  if (!any || !x[0] || (!dyn && !ints)) return HP_OK; /* every fold reads input 0 */
+  if (!any || !x[0] || (!dyn && !ints)) return HARP_OK; /* every fold reads input 0 */
   int r = bk >= 0 ? fold_binary(c, bins[bk].k, x, nin) : uk >= 0 ? fold_unary(c, uns[uk].k, x, nin) : fn(c, x, nin);
-  if (r == FOLD_FAIL) return c->e->code ? c->e->code : ox_fail(c, HP_E_INTERNAL, "folding failed without an error");
+  if (r == FOLD_FAIL) return c->e->code ? c->e->code : ox_fail(c, HARP_E_INTERNAL, "folding failed without an error");
   *done = r == FOLD_DONE;
   for (size_t k = 0; *done && dyn && k < c->node->n_output; k++) { /* the outputs are shape arithmetic too */
     ox_val *y = c->node->output[k][0] ? ox_find(c, c->node->output[k]) : NULL;
     if (y) y->dyn = true;
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -26,7 +26,7 @@ const fe_dim *fv_dim(ox_ctx *c, const ox_val *x, int64_t k);
 
 /* x's elements as integers (at most cap; symbolic ones fail naming what
  * needs them). */
-hp_status fv_ints(ox_ctx *c, const ox_val *x, const char *what, int64_t *out, int cap, int *n);
+harp_status fv_ints(ox_ctx *c, const ox_val *x, const char *what, int64_t *out, int cap, int *n);
 /* The element count of shape, or -1 when above limit. */
 int64_t fv_count_of(int rank, const int64_t *shape, int64_t limit);
 

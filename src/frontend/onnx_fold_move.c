@@ -22,8 +22,8 @@ static void strides(int r, const int64_t *shape, int64_t *st) {
 static int64_t *new_src(ox_ctx *c, int r, const int64_t *shape, int64_t *n, int64_t limit) {
   *n = fv_count_of(r, shape, limit);
   if (*n < 0) return NULL;
-  int64_t *s = hp_xmalloc(sizeof *s * (size_t)(*n + 1));
-  if (!s) ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  int64_t *s = ut_xmalloc(sizeof *s * (size_t)(*n + 1));
+  if (!s) ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   return s;
 }
 
@@ -57,25 +57,25 @@ static int f_identity(ox_ctx *c, ox_val *const *x, int n) {
 static int f_reshape(ox_ctx *c, ox_val *const *x, int n) {
   int64_t to[TINY_MAX_RANK], az, prod = 1;
   int r, infer = -1, st = FOLD_DONE;
-  if (!x[0]) return ox_fail(c, HP_E_ARITY, "input 0 is required"), FOLD_FAIL;
-  if (c->opset < 5 ? ox_attr_ints(c, "shape", to, TINY_MAX_RANK, &r) != HP_OK : (st = shape_in(c, x, n, 1, to, &r)) == FOLD_FAIL)
+  if (!x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
+  if (c->opset < 5 ? ox_attr_ints(c, "shape", to, TINY_MAX_RANK, &r) != HARP_OK : (st = shape_in(c, x, n, 1, to, &r)) == FOLD_FAIL)
     return FOLD_FAIL;
   if (c->opset >= 5 && st == FOLD_DECLINE) return FOLD_DECLINE;
-  if (r < 0) return ox_fail(c, HP_E_INVALID_ARG, "the shape is required"), FOLD_FAIL;
+  if (r < 0) return ox_fail(c, HARP_E_INVALID_ARG, "the shape is required"), FOLD_FAIL;
   if (ox_attr_int(c, "allowzero", 0, &az)) return FOLD_FAIL;
   for (int i = 0; i < r; i++) {
     if (to[i] == 0 && !az) {
-      if (i >= fv_rank(x[0])) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] = 0 copies a dim the input (rank %d) lacks", i, fv_rank(x[0])), FOLD_FAIL;
+      if (i >= fv_rank(x[0])) return ox_fail(c, HARP_E_INVALID_ARG, "shape[%d] = 0 copies a dim the input (rank %d) lacks", i, fv_rank(x[0])), FOLD_FAIL;
       to[i] = fv_shape(x[0])[i];
     }
-    if (to[i] < -1 || (to[i] == -1 && infer >= 0) || (to[i] >= 0 && !hp_mul_ok(prod, to[i], &prod)))
-      return ox_fail(c, HP_E_INVALID_ARG, "reshape to an invalid shape (dim %d is %" PRId64 ")", i, to[i]), FOLD_FAIL;
+    if (to[i] < -1 || (to[i] == -1 && infer >= 0) || (to[i] >= 0 && !ut_mul_ok(prod, to[i], &prod)))
+      return ox_fail(c, HARP_E_INVALID_ARG, "reshape to an invalid shape (dim %d is %" PRId64 ")", i, to[i]), FOLD_FAIL;
     if (to[i] == -1) infer = i;
   }
   int64_t cnt = fv_count(x[0]);
   if (infer >= 0) to[infer] = prod ? cnt / prod : 0, prod *= to[infer];
   if (prod != cnt)
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "reshape of %" PRId64 " elements to %" PRId64, cnt, prod), FOLD_FAIL;
+    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "reshape of %" PRId64 " elements to %" PRId64, cnt, prod), FOLD_FAIL;
   return fv_same(c, 0, x[0], r, to);
 }
 
@@ -84,7 +84,7 @@ static int f_flatten(ox_ctx *c, ox_val *const *x, int n) {
   int64_t a, to[2] = {1, 1};
   int r = fv_rank(x[0]);
   if (ox_attr_int(c, "axis", 1, &a)) return FOLD_FAIL;
-  if (a < -r || a > r) return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", a, r), FOLD_FAIL;
+  if (a < -r || a > r) return ox_fail(c, HARP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", a, r), FOLD_FAIL;
   for (int i = 0; i < r; i++) to[i < (a < 0 ? a + r : a) ? 0 : 1] *= fv_shape(x[0])[i];
   return fv_same(c, 0, x[0], 2, to);
 }
@@ -92,7 +92,7 @@ static int f_flatten(ox_ctx *c, ox_val *const *x, int n) {
 static int squeeze(ox_ctx *c, ox_val *x, bool un) {
   fe_shape in = {.rank = fv_rank(x)}, out;
   for (int i = 0; i < in.rank; i++)
-    if (!(in.d[i] = fe_dim_int(c->A, fv_shape(x)[i]))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+    if (!(in.d[i] = fe_dim_int(c->A, fv_shape(x)[i]))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   if (ox_squeeze_shape(c, &in, un, &out)) return FOLD_FAIL;
   int64_t shape[TINY_MAX_RANK];
   for (int i = 0; i < out.rank; i++) fe_dim_is_int(out.d[i], &shape[i]);
@@ -101,14 +101,14 @@ static int squeeze(ox_ctx *c, ox_val *x, bool un) {
 static int f_squeeze(ox_ctx *c, ox_val *const *x, int n) { return (void)n, squeeze(c, x[0], false); }
 static int f_unsqueeze(ox_ctx *c, ox_val *const *x, int n) { return (void)n, squeeze(c, x[0], true); }
 
-static hp_status norm_axis(ox_ctx *c, int64_t a, int r, int *out) { return ox_norm_axis(c, a, r, out); }
+static harp_status norm_axis(ox_ctx *c, int64_t a, int r, int *out) { return ox_norm_axis(c, a, r, out); }
 
 static int f_concat(ox_ctx *c, ox_val *const *x, int n) {
   int64_t a;
   int axis;
   if (ox_attr_int(c, "axis", 0, &a)) return FOLD_FAIL;
   for (int i = 0; i < n; i++)
-    if (!x[i]) return ox_fail(c, HP_E_ARITY, "input %d is empty (Concat has no optional inputs)", i), FOLD_FAIL;
+    if (!x[i]) return ox_fail(c, HARP_E_ARITY, "input %d is empty (Concat has no optional inputs)", i), FOLD_FAIL;
   int r = fv_rank(x[0]);
   if (norm_axis(c, a, r, &axis)) return FOLD_FAIL;
   int64_t shape[TINY_MAX_RANK];
@@ -118,14 +118,14 @@ static int f_concat(ox_ctx *c, ox_val *const *x, int n) {
     if (fv_rank(x[i]) != r || x[i]->has_i != x[0]->has_i) return FOLD_DECLINE;
     for (int d = 0; d < r; d++)
       if (d != axis && fv_shape(x[i])[d] != shape[d])
-        return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "input %d has size %" PRId64 " on axis %d, input 0 %" PRId64, i, fv_shape(x[i])[d], d,
+        return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "input %d has size %" PRId64 " on axis %d, input 0 %" PRId64, i, fv_shape(x[i])[d], d,
                        shape[d]), FOLD_FAIL;
     shape[axis] += fv_shape(x[i])[axis];
   }
   int64_t cnt, outer = 1, inner = 1;
   int64_t *src = new_src(c, r, shape, &cnt, limit_of(x[0]));
-  int *which = src ? hp_xmalloc(sizeof *which * (size_t)(cnt + 1)) : NULL;
-  if (!which) return free(src), c->e->code ? FOLD_FAIL : cnt < 0 ? FOLD_DECLINE : (ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
+  int *which = src ? ut_xmalloc(sizeof *which * (size_t)(cnt + 1)) : NULL;
+  if (!which) return free(src), c->e->code ? FOLD_FAIL : cnt < 0 ? FOLD_DECLINE : (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
   for (int d = 0; d < axis; d++) outer *= shape[d];
   for (int d = axis + 1; d < r; d++) inner *= shape[d];
   int64_t k = 0;
@@ -149,7 +149,7 @@ static int f_transpose(ox_ctx *c, ox_val *const *x, int n) {
   for (int i = 0; i < r; i++) {
     if (np < 0) perm[i] = r - 1 - i;
     if (np >= 0 && (np != r || perm[i] < 0 || perm[i] >= r || seen[perm[i]]))
-      return ox_fail(c, HP_E_INVALID_PERMUTATION, "perm does not permute the %d axes", r), FOLD_FAIL;
+      return ox_fail(c, HARP_E_INVALID_PERMUTATION, "perm does not permute the %d axes", r), FOLD_FAIL;
     seen[perm[i]] = true;
     shape[i] = fv_shape(x[0])[perm[i]];
   }
@@ -165,12 +165,12 @@ static int f_transpose(ox_ctx *c, ox_val *const *x, int n) {
 }
 
 static int f_gather(ox_ctx *c, ox_val *const *x, int n) {
-  if (n < 2 || !x[0] || !x[1]) return ox_fail(c, HP_E_ARITY, "needs data and indices"), FOLD_FAIL;
-  if (fv_float(x[1])) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers"), FOLD_FAIL;
+  if (n < 2 || !x[0] || !x[1]) return ox_fail(c, HARP_E_ARITY, "needs data and indices"), FOLD_FAIL;
+  if (fv_float(x[1])) return ox_fail(c, HARP_E_DTYPE_MISMATCH, "indices must be integers"), FOLD_FAIL;
   int64_t a;
   int axis, r = fv_rank(x[0]), q = fv_rank(x[1]);
   if (ox_attr_int(c, "axis", 0, &a) || norm_axis(c, a, r, &axis)) return FOLD_FAIL;
-  if (r - 1 + q > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK), FOLD_FAIL;
+  if (r - 1 + q > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK), FOLD_FAIL;
   int64_t shape[TINY_MAX_RANK], outer = 1, inner = 1, dim = fv_shape(x[0])[axis], ni = fv_count(x[1]), cnt;
   int o = 0;
   for (int i = 0; i < axis; i++) shape[o++] = fv_shape(x[0])[i], outer *= fv_shape(x[0])[i];
@@ -183,7 +183,7 @@ static int f_gather(ox_ctx *c, ox_val *const *x, int n) {
     for (int64_t t = 0; t < ni; t++) {
       int64_t j;
       if (ox_known(c, fv_dim(c, x[1], t), "an index", &j)) return free(src), FOLD_FAIL;
-      if (j < -dim || j >= dim) return free(src), ox_fail(c, HP_E_INVALID_ARG, "index %" PRId64 " is out of range for a dim of %" PRId64, j, dim), FOLD_FAIL;
+      if (j < -dim || j >= dim) return free(src), ox_fail(c, HARP_E_INVALID_ARG, "index %" PRId64 " is out of range for a dim of %" PRId64, j, dim), FOLD_FAIL;
       if (j < 0) j += dim;
       for (int64_t e = 0; e < inner; e++) src[k++] = (p * dim + j) * inner + e;
     }
@@ -203,11 +203,11 @@ static int slice_args(ox_ctx *c, ox_val *const *x, int n, int64_t (*v)[TINY_MAX_
   }
   *ns = cnt[0];
   if (cnt[0] < 0 || cnt[1] != cnt[0] || (cnt[2] >= 0 && cnt[2] != cnt[0]) || (cnt[3] >= 0 && cnt[3] != cnt[0]))
-    return ox_fail(c, HP_E_INVALID_ARG, "starts, ends, axes and steps must have the same length"), FOLD_FAIL;
+    return ox_fail(c, HARP_E_INVALID_ARG, "starts, ends, axes and steps must have the same length"), FOLD_FAIL;
   for (int i = 0; i < cnt[0]; i++) {
     if (cnt[2] < 0) v[2][i] = i;
     if (cnt[3] < 0) v[3][i] = 1;
-    if (v[3][i] == 0) return ox_fail(c, HP_E_INVALID_ARG, "step 0"), FOLD_FAIL;
+    if (v[3][i] == 0) return ox_fail(c, HARP_E_INVALID_ARG, "step 0"), FOLD_FAIL;
   }
   return FOLD_DONE;
 }
@@ -225,7 +225,7 @@ static int f_slice(ox_ctx *c, ox_val *const *x, int n) {
   for (int i = 0; i < ns; i++) {
     int a;
     if (norm_axis(c, v[2][i], r, &a)) return FOLD_FAIL;
-    if (seen[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is sliced twice", a), FOLD_FAIL;
+    if (seen[a]) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d is sliced twice", a), FOLD_FAIL;
     seen[a] = true;
     int64_t d = fv_shape(x[0])[a], s = v[0][i], e = v[1][i], k = v[3][i];
     if (s < 0) s += d;
@@ -257,14 +257,14 @@ static int f_expand(ox_ctx *c, ox_val *const *x, int n) {
   int64_t to[TINY_MAX_RANK], shape[TINY_MAX_RANK], ist[TINY_MAX_RANK], cnt;
   int nt, st = shape_in(c, x, n, 1, to, &nt), xr = fv_rank(x[0]);
   if (st != FOLD_DONE) return st;
-  if (nt < 0) return ox_fail(c, HP_E_ARITY, "input 1 (shape) is required"), FOLD_FAIL;
+  if (nt < 0) return ox_fail(c, HARP_E_ARITY, "input 1 (shape) is required"), FOLD_FAIL;
   int r = nt > xr ? nt : xr;
   for (int i = 0; i < r; i++) {
     int xi = i - (r - xr), ti = i - (r - nt);
     int64_t a = xi >= 0 ? fv_shape(x[0])[xi] : 1, b = ti >= 0 ? to[ti] : 1;
     if (a != b && a != 1 && b != 1)
-      return ox_fail(c, HP_E_BROADCAST_MISMATCH, "dim %" PRId64 " does not expand to %" PRId64, a, b), FOLD_FAIL;
-    if (b < 0) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] is %" PRId64, ti, b), FOLD_FAIL;
+      return ox_fail(c, HARP_E_BROADCAST_MISMATCH, "dim %" PRId64 " does not expand to %" PRId64, a, b), FOLD_FAIL;
+    if (b < 0) return ox_fail(c, HARP_E_INVALID_ARG, "shape[%d] is %" PRId64, ti, b), FOLD_FAIL;
     shape[i] = a == 1 ? b : a;
     ist[i] = 0;
   }
@@ -286,12 +286,12 @@ static int f_expand(ox_ctx *c, ox_val *const *x, int n) {
 static int f_tile(ox_ctx *c, ox_val *const *x, int n) {
   int64_t rep[TINY_MAX_RANK], shape[TINY_MAX_RANK], ist[TINY_MAX_RANK], cnt;
   int nr, r = fv_rank(x[0]);
-  if (n < 2 || !x[1]) return ox_fail(c, HP_E_ARITY, "input 1 (repeats) is required"), FOLD_FAIL;
+  if (n < 2 || !x[1]) return ox_fail(c, HARP_E_ARITY, "input 1 (repeats) is required"), FOLD_FAIL;
   if (fv_ints(c, x[1], "repeats", rep, TINY_MAX_RANK, &nr)) return FOLD_FAIL;
-  if (nr != r) return ox_fail(c, HP_E_INVALID_ARG, "repeats has %d values for rank %d", nr, r), FOLD_FAIL;
+  if (nr != r) return ox_fail(c, HARP_E_INVALID_ARG, "repeats has %d values for rank %d", nr, r), FOLD_FAIL;
   for (int i = 0; i < r; i++) {
-    if (rep[i] < 0 || rep[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "repeats[%d] is %" PRId64, i, rep[i]), FOLD_FAIL;
-    if (!hp_mul_ok(fv_shape(x[0])[i], rep[i], &shape[i])) return FOLD_DECLINE;
+    if (rep[i] < 0 || rep[i] > OX_MAX_DIM) return ox_fail(c, HARP_E_INVALID_ARG, "repeats[%d] is %" PRId64, i, rep[i]), FOLD_FAIL;
+    if (!ut_mul_ok(fv_shape(x[0])[i], rep[i], &shape[i])) return FOLD_DECLINE;
   }
   strides(r, fv_shape(x[0]), ist);
   int64_t *src = new_src(c, r, shape, &cnt, limit_of(x[0]));
@@ -319,18 +319,18 @@ static int f_split(ox_ctx *c, ox_val *const *x, int n) {
   int64_t dim = fv_shape(x[0])[axis], at = 0;
   if (ns < 0) {
     if (ox_attr_int(c, "num_outputs", nout, &num)) return FOLD_FAIL;
-    if (num != nout) return ox_fail(c, HP_E_INVALID_ARG, "num_outputs does not match the outputs"), FOLD_FAIL;
+    if (num != nout) return ox_fail(c, HARP_E_INVALID_ARG, "num_outputs does not match the outputs"), FOLD_FAIL;
     for (int i = 0; i < nout; i++) sz[i] = i < nout - 1 ? (dim + nout - 1) / nout : dim - (dim + nout - 1) / nout * (nout - 1);
     ns = nout;
   }
-  if (ns != nout) return ox_fail(c, HP_E_INVALID_ARG, "split has %d sizes for %d outputs", ns, nout), FOLD_FAIL;
+  if (ns != nout) return ox_fail(c, HARP_E_INVALID_ARG, "split has %d sizes for %d outputs", ns, nout), FOLD_FAIL;
   for (int i = 0; i < nout; i++) at += sz[i];
-  if (at != dim) return ox_fail(c, HP_E_INVALID_ARG, "the split sizes add up to %" PRId64 ", not %" PRId64, at, dim), FOLD_FAIL;
+  if (at != dim) return ox_fail(c, HARP_E_INVALID_ARG, "the split sizes add up to %" PRId64 ", not %" PRId64, at, dim), FOLD_FAIL;
   for (int i = 0; i < nout; i++) { /* every part fits, before any is defined */
     int64_t shape[TINY_MAX_RANK];
     memcpy(shape, fv_shape(x[0]), sizeof *shape * (size_t)r);
     shape[axis] = sz[i];
-    if (sz[i] < 0) return ox_fail(c, HP_E_INVALID_ARG, "split size %" PRId64, sz[i]), FOLD_FAIL;
+    if (sz[i] < 0) return ox_fail(c, HARP_E_INVALID_ARG, "split size %" PRId64, sz[i]), FOLD_FAIL;
     if (fv_count_of(r, shape, limit_of(x[0])) < 0) return FOLD_DECLINE;
   }
   at = 0;
@@ -364,14 +364,14 @@ static int f_shape(ox_ctx *c, ox_val *const *x, int n) {
   int64_t m = hi - lo;
   ox_val *y = ox_def_ints(c, 0, 1, &m, m);
   for (int64_t i = 0; y && i < m; i++)
-    if (!(y->iv[i] = fe_dim_int(c->A, fv_shape(x[0])[lo + i]))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+    if (!(y->iv[i] = fe_dim_int(c->A, fv_shape(x[0])[lo + i]))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   return y ? FOLD_DONE : FOLD_FAIL;
 }
 
 static int f_size(ox_ctx *c, ox_val *const *x, int n) {
   (void)n;
   ox_val *y = ox_def_ints(c, 0, 0, NULL, 1);
-  if (y && !(y->iv[0] = fe_dim_int(c->A, fv_count(x[0])))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
+  if (y && !(y->iv[0] = fe_dim_int(c->A, fv_count(x[0])))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   return y ? FOLD_DONE : FOLD_FAIL;
 }
 

@@ -33,10 +33,10 @@ enum {
 /* One ONNX value (by name). */
 typedef struct ox_val {
   const char *name; /* the ONNX name */
-  hp_val v;         /* the graph value; 0 while none was built */
+  hg_val v;         /* the graph value; 0 while none was built */
   int oty;          /* ONNX element type */
   bool has_t;       /* float / bool constant data */
-  hp_tensor t;
+  ut_tensor t;
   bool has_i;       /* integer constant data, as dims */
   int irank;
   int64_t ishape[TINY_MAX_RANK];
@@ -51,7 +51,7 @@ typedef struct ox_val {
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
    * 1: erf(gk gx), 2: 1 + erf(gk gx), 3: gcoef * (1 + erf) [* gx if ghasx]
    * (gk ~ 1/√2), built as it stands (ox_value) where the pattern breaks */
-  hp_val gx;
+  hg_val gx;
   double gk, gcoef;
   int gstage;
   bool ghasx;
@@ -72,30 +72,30 @@ typedef struct ox_gin {
 struct ox_flowst; /* onnx_flow.c: the host program being built */
 
 typedef struct ox_ctx {
-  hp_error *e;
+  harp_error *e;
   const char *file;
-  hp_graph *g;
-  hp_arena *A;
+  hg_graph *g;
+  ut_arena *A;
   ox_val *vals;
   int nvals, cap;
-  hp_strmap byname; /* ONNX name -> index in vals (keys live in the proto) */
-  hp_strmap ids;    /* harp identifiers taken (keys in the arena) */
-  hp_strmap dimsyms; /* dim_param -> index in m->names */
-  hp_strmap uses;   /* ONNX name -> how many node inputs and graph outputs read it */
+  ut_strmap byname; /* ONNX name -> index in vals (keys live in the proto) */
+  ut_strmap ids;    /* harp identifiers taken (keys in the arena) */
+  ut_strmap dimsyms; /* dim_param -> index in m->names */
+  ut_strmap uses;   /* ONNX name -> how many node inputs and graph outputs read it */
   const Onnx__GraphProto *gp;
   int64_t opset;
   int node_index;   /* the node being imported, for messages */
   const Onnx__NodeProto *node;
-  hp_onnx_model *m;
+  onnx_model *m;
   int wcap, ncap;
-  const hp_onnx_opts *opts; /* graph inputs fixed at import (NULL: none) */
+  const onnx_opts *opts; /* graph inputs fixed at import (NULL: none) */
   const char *dir;          /* the model file's directory (external data); NULL from memory */
   /* graph inputs and their shapes (onnx_shapes.c) */
   ox_gin *gins;
   int ngins, gincap;
-  hp_strmap bound;          /* dim_param -> value, from opts' shapes and syms */
+  ut_strmap bound;          /* dim_param -> value, from opts' shapes and syms */
   bool *taken;              /* opts->shapes[k] is substituted for its graph input */
-  hp_onnx_report *report;   /* harp check: record a failure and go on (onnx_check.c) */
+  onnx_report *report;      /* harp check: record a failure and go on (onnx_check.c) */
   /* Nested graphs (onnx_flow.c).  A subgraph is imported in a scope of its
    * own (vals, byname, uses, gp, node) whose names fall back to the parent's;
    * every other field is shared and handed back when the scope closes.
@@ -109,9 +109,9 @@ typedef struct ox_ctx {
 
 /* onnx_load.c */
 /* Fail naming the current node: "node 3 \"name\" (Conv): ...". */
-hp_status ox_fail(ox_ctx *c, hp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+harp_status ox_fail(ox_ctx *c, harp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The builder's error, if any, as the current node's. */
-hp_status ox_check(ox_ctx *c, hp_val v);
+harp_status ox_check(ox_ctx *c, hg_val v);
 /* The value of an ONNX name; NULL if none yet. */
 ox_val *ox_find(ox_ctx *c, const char *name);
 /* How many node inputs and graph outputs read name. */
@@ -119,66 +119,66 @@ int ox_uses(const ox_ctx *c, const char *name);
 /* Node input i: NULL when absent (past the end or ""); an unknown name fails. */
 ox_val *ox_in(ox_ctx *c, int i, bool *failed);
 /* Node input i as a graph value (a weight, a literal or a computed value). */
-hp_val ox_tensor(ox_ctx *c, int i);
-hp_val ox_value(ox_ctx *c, ox_val *x);
+hg_val ox_tensor(ox_ctx *c, int i);
+hg_val ox_value(ox_ctx *c, ox_val *x);
 /* erf of an fp32 value (onnx_ops_math.c) */
-hp_val ox_erf32(ox_ctx *c, hp_val x);
+hg_val ox_erf32(ox_ctx *c, hg_val x);
 /* the value of a partial GELU mark (onnx_ops.c) */
-hp_val ox_gelu_partial(ox_ctx *c, const ox_val *m);
+hg_val ox_gelu_partial(ox_ctx *c, const ox_val *m);
 /* Define node output i. */
-hp_status ox_def(ox_ctx *c, int i, hp_val v);
+harp_status ox_def(ox_ctx *c, int i, hg_val v);
 ox_val *ox_def_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int64_t n);
 ox_val *ox_def_mark(ox_ctx *c, int i); /* an output with no value yet (GELU marks) */
-hp_status ox_def_tensor(ox_ctx *c, int i, hp_tensor *t, int oty); /* takes t */
+harp_status ox_def_tensor(ox_ctx *c, int i, ut_tensor *t, int oty); /* takes t */
 /* A harp identifier for an ONNX name (see harp/onnx.h), registered. */
 const char *ox_ident(ox_ctx *c, const char *onnx_name);
 /* Decode a TensorProto into x (has_t or has_i). */
-hp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x);
+harp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char *what, ox_val *x);
 /* onnx_extdata.c: the bytes of an external tensor (malloc'd into *buf) */
-hp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *nm, uint8_t **buf, size_t *len);
+harp_status ox_read_external(ox_ctx *c, const Onnx__TensorProto *tp, const char *nm, uint8_t **buf, size_t *len);
 /* Subgraph scopes (onnx_flow.c uses them): the value table sized for gp;
  * a new value of the scope (a subgraph's input); gp's initializers, the
  * uses of every name (captured ones too) and its nodes, in order. */
-hp_status ox_scope_alloc(ox_ctx *c, const Onnx__GraphProto *gp);
+harp_status ox_scope_alloc(ox_ctx *c, const Onnx__GraphProto *gp);
 ox_val *ox_new_val(ox_ctx *c, const char *name);
-hp_status ox_scope_run(ox_ctx *c, Onnx__GraphProto *gp);
+harp_status ox_scope_run(ox_ctx *c, Onnx__GraphProto *gp);
 /* A constant's value in graph c->g (a weight, or a literal when `literal`). */
-hp_val ox_const_value(ox_ctx *c, ox_val *x, bool literal);
+hg_val ox_const_value(ox_ctx *c, ox_val *x, bool literal);
 /* The harp dtype of an ONNX element type; false if harp has none. */
 bool ox_dtype(int oty, tiny_dtype *out);
 const char *ox_type_name(int oty);
 
 /* attributes */
 const Onnx__AttributeProto *ox_attr(const ox_ctx *c, const char *name);
-hp_status ox_attr_int(ox_ctx *c, const char *name, int64_t dflt, int64_t *out);
-hp_status ox_attr_float(ox_ctx *c, const char *name, double dflt, double *out);
+harp_status ox_attr_int(ox_ctx *c, const char *name, int64_t dflt, int64_t *out);
+harp_status ox_attr_float(ox_ctx *c, const char *name, double dflt, double *out);
 /* ints: *n = -1 when absent */
-hp_status ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int cap, int *n);
+harp_status ox_attr_ints(ox_ctx *c, const char *name, int64_t *out, int cap, int *n);
 /* string: dflt when absent */
-hp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, int cap);
+harp_status ox_attr_str(ox_ctx *c, const char *name, const char *dflt, char *out, int cap);
 
 /* An ONNX name as a harp identifier, not registered (see ox_ident). */
 void ox_sanitize(const char *onnx_name, char out[128]);
 /* A name as it may appear in a message: printable ASCII, shortened. */
 void ox_printable(const char *s, char *out, int cap);
 /* Record that ONNX name onnx maps to harp identifier id (m->names). */
-hp_status ox_add_name(ox_ctx *c, const char *onnx, const char *id);
+harp_status ox_add_name(ox_ctx *c, const char *onnx, const char *id);
 
 /* onnx_shapes.c: graph inputs' shapes.  ox_bind_given checks opts' shapes
  * and syms against the graph's inputs and records the dim_params they bind
  * (before any input is imported); ox_input_dims gives input vi's dims (id:
  * its harp name), concrete where given, shape variables where dynamic;
  * ox_dyn_list fills m->dyn with the dims left dynamic. */
-hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp);
+harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp);
 /* A declared dim: a value (*v), a dim_param (*param), or anonymous (-1, "?", "", none). */
 typedef enum { D_FIXED, D_PARAM, D_ANON } ox_dim_kind;
 ox_dim_kind ox_kind_of(const Onnx__TensorShapeProto__Dimension *d, int64_t *v, const char **param);
-hp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *id, int *rank, tiny_dim *dims);
-hp_status ox_dyn_list(ox_ctx *c);
+harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *id, int *rank, tiny_dim *dims);
+harp_status ox_dyn_list(ox_ctx *c);
 /* Fail (UnboundSymbol) because the current node needs d, which is symbolic,
  * as a number: `what` says what it is ("the size of axis 2"); the message
  * names the graph inputs d depends on and the option giving their shapes. */
-hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what);
+harp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what);
 /* Tell opts->needs_data which graph inputs x is computed from (a node
  * needs x's values at import and x is not known). */
 void ox_needs_data(ox_ctx *c, const ox_val *x);
@@ -186,57 +186,57 @@ void ox_needs_data(ox_ctx *c, const ox_val *x);
  * dynamic, named params[i] or "?") into buf. */
 void ox_shape_hint(const char *option, const char *name, int rank, const int64_t *dims, const char *const *params, char *buf, size_t cap);
 /* d's value, or ox_need_value's failure. */
-hp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out);
+harp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out);
 
 /* onnx_fold.c: evaluate the current node at import when every input is
  * known (integers, maybe symbolic, and small or computed float tensors);
  * *done says whether it took the node (else the op's mapping builds it). */
-hp_status ox_fold(ox_ctx *c, bool *done);
+harp_status ox_fold(ox_ctx *c, bool *done);
 /* Unsqueeze (un) / Squeeze of the dims `in`: the new dims (onnx_ops.c). */
-hp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out);
+harp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out);
 
 /* onnx_load.c: the model file parsed (*dir: its directory, malloc'd);
  * imported (mp freed), with report: go on past failures (harp check);
  * one node: its domain, then its op's mapping. */
-hp_status ox_read_model(hp_error *e, const char *path, Onnx__ModelProto **mp, char **dir);
-hp_status ox_import_model(hp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const hp_onnx_opts *o,
-                          hp_onnx_report *report, hp_onnx_model *out);
-hp_status ox_import_node(ox_ctx *c);
+harp_status ox_read_model(harp_error *e, const char *path, Onnx__ModelProto **mp, char **dir);
+harp_status ox_import_model(harp_error *e, Onnx__ModelProto *mp, const char *file, const char *dir, const onnx_opts *o,
+                          onnx_report *report, onnx_model *out);
+harp_status ox_import_node(ox_ctx *c);
 ox_val *ox_new_val(ox_ctx *c, const char *name);
 
 /* onnx_check.c (harp check, c->report set): import the current node,
  * recording a failure and marking its outputs bad (a node reading a bad
  * value is skipped); ox_check_value_failed: a graph input or initializer
  * that failed (name: its ONNX name). */
-hp_status ox_check_node(ox_ctx *c);
-hp_status ox_check_value_failed(ox_ctx *c, const char *name, int oty);
+harp_status ox_check_node(ox_ctx *c);
+harp_status ox_check_value_failed(ox_ctx *c, const char *name, int oty);
 
 /* onnx_ops.c */
-hp_status ox_node(ox_ctx *c);
+harp_status ox_node(ox_ctx *c);
 /* Whether harp maps op type `op` (of the default domain). */
 bool ox_op_known(const char *op);
 /* helpers shared with onnx_nn.c */
-const fe_shape *ox_shape_of(ox_ctx *c, hp_val v);
-int ox_rank_of(ox_ctx *c, hp_val v);
-hp_status ox_need_rank(ox_ctx *c, hp_val v, int lo, int hi, const char *what);
-hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out);
+const fe_shape *ox_shape_of(ox_ctx *c, hg_val v);
+int ox_rank_of(ox_ctx *c, hg_val v);
+harp_status ox_need_rank(ox_ctx *c, hg_val v, int lo, int hi, const char *what);
+harp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out);
 /* A float known at import: a one-element float or integer constant. */
 bool ox_const_scalar(ox_val *x, double *v);
 /* Operand i of an elementwise op: a one-element constant becomes a literal. */
-hp_val ox_operand(ox_ctx *c, int i, int other_rank);
+hg_val ox_operand(ox_ctx *c, int i, int other_rank);
 /* Input i as integers known at import (required). */
-hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n);
+harp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n);
 /* Optional input i as integers, else attribute attr; *n = -1 when neither. */
-hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n);
+harp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n);
 
 /* onnx_nn.c: a weight named after the node's output 0 and `what`, holding t (taken) */
-hp_val ox_weight(ox_ctx *c, const char *what, hp_tensor *t);
+hg_val ox_weight(ox_ctx *c, const char *what, ut_tensor *t);
 /* onnx_nn.c (onnx_attn.c: Attention; onnx_loss.c: the losses): the layer ops, named in onnx_ops.c's dispatch table */
 #define OX_NN_OPS(X) \
   X(Attention) X(AveragePool) X(BatchNormalization) X(CausalConvWithState) X(Conv) X(Gemm) X(GlobalAveragePool) X(GlobalMaxPool) X(GroupNormalization) \
   X(InstanceNormalization) X(LRN) X(LayerNormalization) X(LpNormalization) X(LpPool) X(MatMul) X(MaxPool) X(MeanVarianceNormalization) \
   X(NegativeLogLikelihoodLoss) X(RMSNormalization) X(SoftmaxCrossEntropyLoss)
-#define OX_DECLARE(n) hp_status ox_op_##n(ox_ctx *c);
+#define OX_DECLARE(n) harp_status ox_op_##n(ox_ctx *c);
 OX_NN_OPS(OX_DECLARE)
 /* onnx_rnn.c: the recurrent layers, unrolled over their time steps (at most
  * OX_RNN_MAX_STEPS per node, the directions counted: each step costs the
@@ -248,24 +248,24 @@ OX_RNN_OPS(OX_DECLARE)
 
 /* A reduction's axes (attribute, or input 1 from opset input_from on),
  * keepdims, and whether it is a no-op (noop_with_empty_axes, no axes). */
-hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop);
+harp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop);
 
 /* onnx_ops_more.c: a negative Slice step as a positive one on the flipped
  * axis (dim must be known); Gather's indices with negative ones counted
  * from the end. */
-hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
-hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim);
+harp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step);
+hg_val ox_gather_index(ox_ctx *c, ox_val *iv, hg_val idx, const fe_dim *dim);
 /* iota where x equals the reduced extreme m or is NaN, else none: the
  * positions ArgMax / ArgMin / Hardmax pick from (a NaN counts as the
  * extreme, as numpy's argmax has it, so the pick is always in range). */
-hp_val ox_extreme_pos(ox_ctx *c, hp_val x, hp_val m, hp_val iota, hp_val none);
+hg_val ox_extreme_pos(ox_ctx *c, hg_val x, hg_val m, hg_val iota, hg_val none);
 /* Max pooling of the padded x [N, C, H, W] with a dilated kernel k, strides
  * s and dilations d into out[0] x out[1] positions. */
-hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out);
+hg_val ox_dilated_max_pool(ox_ctx *c, hg_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out);
 
 /* onnx_ops_act.c (activations, rounding, softmax family) and
  * onnx_ops_more.c (the rest): the mapping of op type `op`, NULL if none. */
-typedef hp_status (*ox_op_fn)(ox_ctx *c);
+typedef harp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
 /* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike, BitShift, Bitwise* */
@@ -276,25 +276,25 @@ ox_op_fn ox_find_index(const char *op);
 ox_op_fn ox_find_flow(const char *op);
 /* Calls put(ctx, name) for each name nodes [from, n) of gp read, and for
  * each their subgraphs read from outside them (captured values). */
-hp_status ox_graph_reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, bool (*put)(void *ctx, const char *name),
+harp_status ox_graph_reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, bool (*put)(void *ctx, const char *name),
                          void *ctx);
 /* Once the model has a host program, main's outputs are slots (outid[i]
  * names output i) instead of graph outputs. */
 bool ox_flow_active(const ox_ctx *c);
-hp_status ox_flow_outputs(ox_ctx *c, const Onnx__GraphProto *gp, const char *const *outid);
+harp_status ox_flow_outputs(ox_ctx *c, const Onnx__GraphProto *gp, const char *const *outid);
 /* The end of an import whose status is st: a host program, if one was
  * made, becomes out->flow (it takes out->program, its first segment);
  * the state is freed either way.  Returns st or the failure. */
-hp_status ox_flow_finish(ox_ctx *c, hp_status st, hp_onnx_model *out);
+harp_status ox_flow_finish(ox_ctx *c, harp_status st, onnx_model *out);
 /* log(softmax(x)) along axis (onnx_ops.c), for LogSoftmax and SoftmaxCrossEntropyLoss. */
-hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis);
+hg_val ox_log_softmax(ox_ctx *c, hg_val x, int axis);
 /* x^k for k a non-zero multiple of 1/4 up to 4 in magnitude, from products,
  * square roots and a reciprocal (or rsqrt), else -1 (onnx_nn.c); with
  * ieee_edges, a root takes -0 and -inf as C's pow does. */
-hp_val ox_pow_quarters(hp_graph *g, hp_val x, double k, bool ieee_edges);
+hg_val ox_pow_quarters(hg_graph *g, hg_val x, double k, bool ieee_edges);
 /* log(1 + exp(x)), stable at both ends (onnx_ops_act.c), for Softplus and the RNN activations. */
-hp_val ox_softplus(ox_ctx *c, hp_val x);
+hg_val ox_softplus(ox_ctx *c, hg_val x);
 /* Hardmax of x along axis (onnx_ops_act.c), for onnx_ops.c's softmax family. */
-hp_val ox_hardmax(ox_ctx *c, hp_val x, int axis);
+hg_val ox_hardmax(ox_ctx *c, hg_val x, int axis);
 
 #endif

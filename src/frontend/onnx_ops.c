@@ -17,52 +17,52 @@
 
 #include "onnx_int.h"
 
-#define OP(name) static hp_status op_##name(ox_ctx *c)
+#define OP(name) static harp_status op_##name(ox_ctx *c)
 
-const fe_shape *ox_shape_of(ox_ctx *c, hp_val v) {
+const fe_shape *ox_shape_of(ox_ctx *c, hg_val v) {
   const fe_node *n = fe_node_of(c->g, v);
   return n ? &n->shape : NULL;
 }
 
-int ox_rank_of(ox_ctx *c, hp_val v) { return hp_val_rank(c->g, v); }
+int ox_rank_of(ox_ctx *c, hg_val v) { return hg_val_rank(c->g, v); }
 
-hp_status ox_need_rank(ox_ctx *c, hp_val v, int lo, int hi, const char *what) {
+harp_status ox_need_rank(ox_ctx *c, hg_val v, int lo, int hi, const char *what) {
   int r = ox_rank_of(c, v);
-  if (r >= lo && r <= hi) return HP_OK;
-  if (lo == hi) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%s must have rank %d, got rank %d", what, lo, r);
-  return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%s must have rank %d to %d, got rank %d", what, lo, hi, r);
+  if (r >= lo && r <= hi) return HARP_OK;
+  if (lo == hi) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "%s must have rank %d, got rank %d", what, lo, r);
+  return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "%s must have rank %d to %d, got rank %d", what, lo, hi, r);
 }
 
-hp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) {
+harp_status ox_norm_axis(ox_ctx *c, int64_t axis, int rank, int *out) {
   *out = 0;
-  if (rank < 1) return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " on a scalar (rank 0): the op needs rank >= 1", axis);
+  if (rank < 1) return ox_fail(c, HARP_E_INVALID_ARG, "axis %" PRId64 " on a scalar (rank 0): the op needs rank >= 1", axis);
   if (axis < -rank || axis >= rank)
-    return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", axis, rank);
+    return ox_fail(c, HARP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", axis, rank);
   *out = (int)(axis < 0 ? axis + rank : axis);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- constant inputs ------------------------------------------------------------------ */
 /* Input i as integers known at import time (an attribute in disguise). */
-static hp_status const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n) {
+static harp_status const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n) {
   bool failed = false;
   ox_val *x = ox_in(c, i, &failed);
   if (failed) return c->e->code;
-  if (!x) return ox_fail(c, HP_E_ARITY, "input %d (%s) is required", i, what);
+  if (!x) return ox_fail(c, HARP_E_ARITY, "input %d (%s) is required", i, what);
   if (!x->has_i)
-    return ox_needs_data(c, x), ox_fail(c, HP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
+    return ox_needs_data(c, x), ox_fail(c, HARP_E_UNSUPPORTED, "input %d (%s) must be an integer constant (an initializer, a Constant or a folded shape "
                    "computation); harp does not take it at run time (a graph input can be fixed at import: --param NAME=FILE)", i, what);
-  if (x->in > cap) return ox_fail(c, HP_E_LIMIT, "input %d (%s) has %" PRId64 " values (at most %d)", i, what, x->in, cap);
+  if (x->in > cap) return ox_fail(c, HARP_E_LIMIT, "input %d (%s) has %" PRId64 " values (at most %d)", i, what, x->in, cap);
   char w[96];
   snprintf(w, sizeof w, "input %d (%s)", i, what);
   for (int64_t k = 0; k < x->in; k++)
     if (ox_known(c, x->iv[k], w, &out[k])) return c->e->code;
   *n = (int)x->in;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Optional input i as integers, else attribute `attr` (older opsets); *n = -1 when neither is there. */
-static hp_status ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n) {
+static harp_status ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n) {
   *n = -1;
   if (i < (int)c->node->n_input && c->node->input[i][0]) return const_ints(c, i, attr, out, cap, n);
   return ox_attr_ints(c, attr, out, cap, n);
@@ -70,8 +70,8 @@ static hp_status ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *ou
 
 /* A float known at import: a one-element float or integer constant. */
 bool ox_const_scalar(ox_val *x, double *v) {
-  if (x && x->has_t && hp_tensor_numel(&x->t) == 1) {
-    *v = hp_tensor_get(&x->t, 0);
+  if (x && x->has_t && ut_tensor_numel(&x->t) == 1) {
+    *v = ut_tensor_get(&x->t, 0);
     return true;
   }
   int64_t n;
@@ -86,70 +86,70 @@ static int const_rank(const ox_val *x) { return x->has_t ? x->t.rank : x->irank;
 
 /* Operand i of an elementwise op: a one-element constant that the other
  * operand's rank covers is a literal (so scales and epsilons stay constants). */
-hp_val ox_operand(ox_ctx *c, int i, int other_rank) {
+hg_val ox_operand(ox_ctx *c, int i, int other_rank) {
   bool failed = false;
   ox_val *x = ox_in(c, i, &failed);
   if (failed) return -1;
   double v;
   if (x && x->v <= 0 && !x->has_i && ox_const_scalar(x, &v) && const_rank(x) <= other_rank) {
-    hp_val r = hp_const(c->g, v);
+    hg_val r = hg_const(c->g, v);
     return ox_check(c, r) ? -1 : r;
   }
   return ox_tensor(c, i);
 }
 
 /* ---- elementwise --------------------------------------------------------------------- */
-static hp_status unary(ox_ctx *c, hp_op op) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status unary(ox_ctx *c, hg_op op) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  return ox_def(c, 0, hp_unary(c->g, op, x));
+  return ox_def(c, 0, hg_unary(c->g, op, x));
 }
 
-OP(Relu) { return unary(c, HP_OP_RELU); }
-OP(Sigmoid) { return unary(c, HP_OP_SIGMOID); }
-OP(Tanh) { return unary(c, HP_OP_TANH); }
-OP(Exp) { return unary(c, HP_OP_EXP); }
-OP(Log) { return unary(c, HP_OP_LOG); }
-OP(Neg) { return unary(c, HP_OP_NEG); }
-OP(Sqrt) { return unary(c, HP_OP_SQRT); }
-OP(Reciprocal) { return unary(c, HP_OP_RECIP); }
-OP(Abs) { return unary(c, HP_OP_ABS); }
+OP(Relu) { return unary(c, HG_OP_RELU); }
+OP(Sigmoid) { return unary(c, HG_OP_SIGMOID); }
+OP(Tanh) { return unary(c, HG_OP_TANH); }
+OP(Exp) { return unary(c, HG_OP_EXP); }
+OP(Log) { return unary(c, HG_OP_LOG); }
+OP(Neg) { return unary(c, HG_OP_NEG); }
+OP(Sqrt) { return unary(c, HG_OP_SQRT); }
+OP(Reciprocal) { return unary(c, HG_OP_RECIP); }
+OP(Abs) { return unary(c, HG_OP_ABS); }
 
 OP(Gelu) {
   char approx[16];
   if (ox_attr_str(c, "approximate", "none", approx, sizeof approx)) return c->e->code;
-  if (!strcmp(approx, "none")) return unary(c, HP_OP_GELU);
-  if (strcmp(approx, "tanh") != 0) return ox_fail(c, HP_E_INVALID_ARG, "approximate=\"%s\" (none or tanh)", approx);
+  if (!strcmp(approx, "none")) return unary(c, HG_OP_GELU);
+  if (strcmp(approx, "tanh") != 0) return ox_fail(c, HARP_E_INVALID_ARG, "approximate=\"%s\" (none or tanh)", approx);
   /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), GPT-2's gelu_new */
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  hp_graph *g = c->g;
-  hp_val in = hp_mul(g, hp_add(g, x, hp_mul(g, hp_mul(g, hp_mul(g, x, x), x), hp_const(g, 0.044715))), hp_const(g, sqrt(2 / M_PI)));
-  return ox_def(c, 0, hp_mul(g, hp_mul(g, x, hp_const(g, 0.5)), hp_add(g, hp_tanh(g, in), hp_const(g, 1))));
+  hg_graph *g = c->g;
+  hg_val in = hg_mul(g, hg_add(g, x, hg_mul(g, hg_mul(g, hg_mul(g, x, x), x), hg_const(g, 0.044715))), hg_const(g, sqrt(2 / M_PI)));
+  return ox_def(c, 0, hg_mul(g, hg_mul(g, x, hg_const(g, 0.5)), hg_add(g, hg_tanh(g, in), hg_const(g, 1))));
 }
 
 /* ---- activations made of where, exp and log ----------------------------------------- */
 /* where(x < 0 (x <= 0 with le), neg, x) */
-static hp_status negative_part(ox_ctx *c, hp_val x, hp_val neg, bool le) {
-  hp_val cond = hp_binary(c->g, le ? HP_OP_LE : HP_OP_LT, x, hp_const(c->g, 0));
-  return ox_def(c, 0, hp_where(c->g, cond, neg, x));
+static harp_status negative_part(ox_ctx *c, hg_val x, hg_val neg, bool le) {
+  hg_val cond = hg_binary(c->g, le ? HG_OP_LE : HG_OP_LT, x, hg_const(c->g, 0));
+  return ox_def(c, 0, hg_where(c->g, cond, neg, x));
 }
 
 OP(LeakyRelu) {
   double alpha;
-  hp_val x = ox_attr_float(c, "alpha", 0.01, &alpha) ? -1 : ox_tensor(c, 0);
+  hg_val x = ox_attr_float(c, "alpha", 0.01, &alpha) ? -1 : ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  return negative_part(c, x, hp_mul(c->g, x, hp_const(c->g, alpha)), false);
+  return negative_part(c, x, hg_mul(c->g, x, hg_const(c->g, alpha)), false);
 }
 
 /* Elu and Selu: [gamma *] where(x <= 0, alpha * (exp(x) - 1), x) */
-static hp_status elu(ox_ctx *c, double alpha, double gamma) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status elu(ox_ctx *c, double alpha, double gamma) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  hp_val neg = hp_mul(c->g, hp_sub(c->g, hp_exp(c->g, x), hp_const(c->g, 1)), hp_const(c->g, alpha));
-  if (gamma != 1) x = hp_mul(c->g, x, hp_const(c->g, gamma)), neg = hp_mul(c->g, neg, hp_const(c->g, gamma));
-  hp_val cond = hp_binary(c->g, HP_OP_LE, x, hp_const(c->g, 0));
-  return ox_def(c, 0, hp_where(c->g, cond, neg, x));
+  hg_val neg = hg_mul(c->g, hg_sub(c->g, hg_exp(c->g, x), hg_const(c->g, 1)), hg_const(c->g, alpha));
+  if (gamma != 1) x = hg_mul(c->g, x, hg_const(c->g, gamma)), neg = hg_mul(c->g, neg, hg_const(c->g, gamma));
+  hg_val cond = hg_binary(c->g, HG_OP_LE, x, hg_const(c->g, 0));
+  return ox_def(c, 0, hg_where(c->g, cond, neg, x));
 }
 OP(Elu) {
   double alpha;
@@ -163,7 +163,7 @@ OP(Selu) {
 }
 
 OP(PRelu) {
-  hp_val x = ox_tensor(c, 0), s = x > 0 ? ox_tensor(c, 1) : -1;
+  hg_val x = ox_tensor(c, 0), s = x > 0 ? ox_tensor(c, 1) : -1;
   if (x < 0 || s < 0) return c->e->code;
   int r = ox_rank_of(c, x);
   if (c->opset < 7 && ox_rank_of(c, s) == 1 && r > 2) { /* a slope per channel (axis 1) */
@@ -172,17 +172,17 @@ OP(PRelu) {
     for (int i = 1; i < r - 1; i++) to.d[i] = fe_dim_int(c->A, 1);
     s = fe_reshape(c->g, s, &to);
   }
-  return negative_part(c, x, hp_mul(c->g, x, s), false);
+  return negative_part(c, x, hg_mul(c->g, x, s), false);
 }
 
 OP(Sign) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  tiny_dtype dt = hp_val_dtype(c->g, x);
-  hp_val z = hp_const_typed(c->g, 0, dt);
-  hp_val pos = hp_cast(c->g, hp_binary(c->g, HP_OP_GT, x, z), dt), neg = hp_cast(c->g, hp_binary(c->g, HP_OP_LT, x, z), dt);
-  hp_val y = hp_sub(c->g, pos, neg);
-  if (tiny_dtype_is_float(dt)) y = hp_where(c->g, hp_binary(c->g, HP_OP_NE, x, x), x, y); /* NaN stays NaN, as numpy's */
+  tiny_dtype dt = hg_val_dtype(c->g, x);
+  hg_val z = hg_const_typed(c->g, 0, dt);
+  hg_val pos = hg_cast(c->g, hg_binary(c->g, HG_OP_GT, x, z), dt), neg = hg_cast(c->g, hg_binary(c->g, HG_OP_LT, x, z), dt);
+  hg_val y = hg_sub(c->g, pos, neg);
+  if (tiny_dtype_is_float(dt)) y = hg_where(c->g, hg_binary(c->g, HG_OP_NE, x, x), x, y); /* NaN stays NaN, as numpy's */
   return ox_def(c, 0, y);
 }
 
@@ -190,7 +190,7 @@ OP(Identity) {
   bool failed = false;
   ox_val *x = ox_in(c, 0, &failed);
   if (failed) return c->e->code;
-  if (!x) return ox_fail(c, HP_E_ARITY, "input 0 is required");
+  if (!x) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
   return ox_def(c, 0, ox_value(c, x));
 }
 
@@ -199,23 +199,23 @@ OP(Dropout) {
   ox_val *tm = ox_in(c, 2, NULL);
   double train = 0;
   if (tm && (tm->v > 0 || !ox_const_scalar(tm, &train)))
-    return ox_needs_data(c, tm), ox_fail(c, HP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
-  if (train != 0) return ox_fail(c, HP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
+    return ox_needs_data(c, tm), ox_fail(c, HARP_E_UNSUPPORTED, "training_mode must be a constant (harp runs inference)");
+  if (train != 0) return ox_fail(c, HARP_E_UNSUPPORTED, "training_mode=1 (harp runs inference)");
   if (op_Identity(c)) return c->e->code;
-  if (c->node->n_output < 2 || !c->node->output[1][0]) return HP_OK;
-  hp_val x = ox_tensor(c, 0);
+  if (c->node->n_output < 2 || !c->node->output[1][0]) return HARP_OK;
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  return ox_def(c, 1, fe_expand(c->g, hp_const_typed(c->g, 1, TINY_BOOL), ox_shape_of(c, x)));
+  return ox_def(c, 1, fe_expand(c->g, hg_const_typed(c->g, 1, TINY_BOOL), ox_shape_of(c, x)));
 }
 
 /* 1e-3: a constant stored in fp16 (PyTorch's half export: 1.4140625 for √2) */
 static bool near(double a, double b) { return fabs(a - b) <= 1e-3 * fabs(b); }
 
-static hp_status set_mark(ox_ctx *c, hp_val x, double k, int stage, double coef, bool has_x) {
+static harp_status set_mark(ox_ctx *c, hg_val x, double k, int stage, double coef, bool has_x) {
   ox_val *y = ox_def_mark(c, 0);
   if (!y) return c->e->code;
   y->gx = x, y->gk = k, y->gstage = stage, y->gcoef = coef, y->ghasx = has_x;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* erf(x / √2) starts the GELU pattern (kept as a mark: ox_value builds what
@@ -225,29 +225,29 @@ OP(Erf) {
   ox_val *in = ox_in(c, 0, &failed);
   if (failed) return c->e->code;
   if (in && in->v > 0 && in->gx > 0 && near(in->gk, M_SQRT1_2)) return set_mark(c, in->gx, in->gk, 1, 1, false);
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  tiny_dtype dt = hp_val_dtype(c->g, x);
-  if (!tiny_dtype_is_float(dt)) return ox_fail(c, HP_E_DTYPE_MISMATCH, "Erf takes floating-point values");
-  hp_val y = ox_erf32(c, dt == TINY_FP32 ? x : hp_cast(c->g, x, TINY_FP32));
-  return ox_def(c, 0, dt == TINY_FP32 || y < 0 ? y : hp_cast(c->g, y, dt));
+  tiny_dtype dt = hg_val_dtype(c->g, x);
+  if (!tiny_dtype_is_float(dt)) return ox_fail(c, HARP_E_DTYPE_MISMATCH, "Erf takes floating-point values");
+  hg_val y = ox_erf32(c, dt == TINY_FP32 ? x : hg_cast(c->g, x, TINY_FP32));
+  return ox_def(c, 0, dt == TINY_FP32 || y < 0 ? y : hg_cast(c->g, y, dt));
 }
 
-hp_val ox_gelu_partial(ox_ctx *c, const ox_val *m) {
-  hp_graph *g = c->g;
-  tiny_dtype dt = hp_val_dtype(g, m->gx);
-  hp_val x = dt == TINY_FP32 ? m->gx : hp_cast(g, m->gx, TINY_FP32);
-  hp_val y = ox_erf32(c, hp_mul(g, x, hp_const(g, m->gk)));
-  if (m->gstage >= 2) y = hp_add(g, y, hp_const(g, 1));
+hg_val ox_gelu_partial(ox_ctx *c, const ox_val *m) {
+  hg_graph *g = c->g;
+  tiny_dtype dt = hg_val_dtype(g, m->gx);
+  hg_val x = dt == TINY_FP32 ? m->gx : hg_cast(g, m->gx, TINY_FP32);
+  hg_val y = ox_erf32(c, hg_mul(g, x, hg_const(g, m->gk)));
+  if (m->gstage >= 2) y = hg_add(g, y, hg_const(g, 1));
   if (m->gstage >= 3) {
-    y = hp_mul(g, y, hp_const(g, m->gcoef));
-    if (m->ghasx) y = hp_mul(g, y, x);
+    y = hg_mul(g, y, hg_const(g, m->gcoef));
+    if (m->ghasx) y = hg_mul(g, y, x);
   }
-  return dt == TINY_FP32 || y < 0 ? y : hp_cast(g, y, dt);
+  return dt == TINY_FP32 || y < 0 ? y : hg_cast(g, y, dt);
 }
 
 /* The GELU pattern's Add and Muls; true when it took the node. */
-static bool gelu_step(ox_ctx *c, const char *op, hp_status *st) {
+static bool gelu_step(ox_ctx *c, const char *op, harp_status *st) {
   ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
   if (!a || !b) return false;
   ox_val *m = a->gstage > 0 ? a : b->gstage > 0 ? b : NULL, *o = m == a ? b : a;
@@ -265,44 +265,44 @@ static bool gelu_step(ox_ctx *c, const char *op, hp_status *st) {
   else if (!has_x && o->v == m->gx) has_x = true;
   else if (!has_x && o->v > 0 && o->gx == m->gx) has_x = true, coef *= o->gk;
   else return false;
-  if (has_x && near(coef, 0.5)) *st = ox_def(c, 0, hp_gelu(c->g, m->gx));
+  if (has_x && near(coef, 0.5)) *st = ox_def(c, 0, hg_gelu(c->g, m->gx));
   else *st = set_mark(c, m->gx, m->gk, 3, coef, has_x);
   return true;
 }
 
 /* Before opset 7, broadcast=1 with an axis puts B's dims at A's dims
  * axis, axis+1, ...: B gets trailing 1s so numpy broadcasting agrees. */
-static hp_status legacy_broadcast(ox_ctx *c, hp_val a, hp_val *b) {
+static harp_status legacy_broadcast(ox_ctx *c, hg_val a, hg_val *b) {
   int64_t bc, axis;
-  if (c->opset >= 7 || !ox_attr(c, "axis")) return HP_OK;
+  if (c->opset >= 7 || !ox_attr(c, "axis")) return HARP_OK;
   if (ox_attr_int(c, "broadcast", 0, &bc) || ox_attr_int(c, "axis", 0, &axis)) return c->e->code;
   int ra = ox_rank_of(c, a), rb = ox_rank_of(c, *b), ax;
-  if (!bc || rb == 0) return HP_OK;
+  if (!bc || rb == 0) return HARP_OK;
   if (ox_norm_axis(c, axis, ra, &ax)) return c->e->code;
-  if (ax + rb > ra) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "B (rank %d) does not fit at axis %d of A (rank %d)", rb, ax, ra);
+  if (ax + rb > ra) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "B (rank %d) does not fit at axis %d of A (rank %d)", rb, ax, ra);
   fe_shape s = *ox_shape_of(c, *b);
   while (s.rank < ra - ax) s.d[s.rank++] = fe_dim_int(c->A, 1);
   *b = fe_reshape(c->g, *b, &s);
   return ox_check(c, *b);
 }
 
-static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
-  hp_status st = HP_OK;
+static harp_status binary(ox_ctx *c, hg_op op, const char *name) {
+  harp_status st = HARP_OK;
   if ((!strcmp(name, "Add") || !strcmp(name, "Mul")) && gelu_step(c, name, &st)) return st;
   ox_val *a = ox_in(c, 0, NULL), *b = ox_in(c, 1, NULL);
-  if (!a || !b) return ox_fail(c, HP_E_ARITY, "needs two inputs");
-  hp_val av = a->v, bv = b->v;
+  if (!a || !b) return ox_fail(c, HARP_E_ARITY, "needs two inputs");
+  hg_val av = a->v, bv = b->v;
   int ra = av > 0 ? ox_rank_of(c, av) : const_rank(a), rb = bv > 0 ? ox_rank_of(c, bv) : const_rank(b);
   av = ox_operand(c, 0, rb);
   bv = av > 0 ? ox_operand(c, 1, ra) : -1;
   if (av < 0 || bv < 0 || legacy_broadcast(c, av, &bv)) return c->e->code;
-  if (op == HP_OP_DIV && (hp_val_dtype(c->g, av) == TINY_I32 || hp_val_dtype(c->g, bv) == TINY_I32))
-    return ox_fail(c, HP_E_UNSUPPORTED, "integer Div (harp divides floating-point values only)");
-  hp_val r = hp_binary(c->g, op, av, bv);
+  if (op == HG_OP_DIV && (hg_val_dtype(c->g, av) == TINY_I32 || hg_val_dtype(c->g, bv) == TINY_I32))
+    return ox_fail(c, HARP_E_UNSUPPORTED, "integer Div (harp divides floating-point values only)");
+  hg_val r = hg_binary(c->g, op, av, bv);
   if (ox_def(c, 0, r)) return c->e->code;
   /* x / √2, x * k: remembered for the GELU pattern */
   double k;
-  int *yi = c->node->n_output && c->node->output[0][0] ? hp_strmap_find(&c->byname, c->node->output[0]) : NULL;
+  int *yi = c->node->n_output && c->node->output[0][0] ? ut_strmap_find(&c->byname, c->node->output[0]) : NULL;
   if (yi && (!strcmp(name, "Div") || !strcmp(name, "Mul"))) {
     ox_val *s = NULL, *t = NULL;
     if (b->v <= 0 && ox_const_scalar(b, &k)) s = a, t = b;
@@ -312,115 +312,115 @@ static hp_status binary(ox_ctx *c, hp_op op, const char *name) {
       c->vals[*yi].gk = !strcmp(name, "Div") ? 1 / k : k;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-OP(Add) { return binary(c, HP_OP_ADD, "Add"); }
-OP(Sub) { return binary(c, HP_OP_SUB, "Sub"); }
-OP(Mul) { return binary(c, HP_OP_MUL, "Mul"); }
-OP(Div) { return binary(c, HP_OP_DIV, "Div"); }
-OP(Equal) { return binary(c, HP_OP_EQ, "Equal"); }
+OP(Add) { return binary(c, HG_OP_ADD, "Add"); }
+OP(Sub) { return binary(c, HG_OP_SUB, "Sub"); }
+OP(Mul) { return binary(c, HG_OP_MUL, "Mul"); }
+OP(Div) { return binary(c, HG_OP_DIV, "Div"); }
+OP(Equal) { return binary(c, HG_OP_EQ, "Equal"); }
 OP(Mod) { /* integer constants fold (onnx_fold.c) */
-  return ox_fail(c, HP_E_UNSUPPORTED, "Mod of values computed at run time (harp folds Mod of integer constants only)");
+  return ox_fail(c, HARP_E_UNSUPPORTED, "Mod of values computed at run time (harp folds Mod of integer constants only)");
 }
-OP(Less) { return binary(c, HP_OP_LT, "Less"); }
-OP(Greater) { return binary(c, HP_OP_GT, "Greater"); }
-OP(LessOrEqual) { return binary(c, HP_OP_LE, "LessOrEqual"); }
-OP(GreaterOrEqual) { return binary(c, HP_OP_GE, "GreaterOrEqual"); }
+OP(Less) { return binary(c, HG_OP_LT, "Less"); }
+OP(Greater) { return binary(c, HG_OP_GT, "Greater"); }
+OP(LessOrEqual) { return binary(c, HG_OP_LE, "LessOrEqual"); }
+OP(GreaterOrEqual) { return binary(c, HG_OP_GE, "GreaterOrEqual"); }
 
 /* Max, Min, Sum, Mean: variadic, pairwise */
-static hp_val chain(ox_ctx *c, hp_op op) {
+static hg_val chain(ox_ctx *c, hg_op op) {
   if (c->node->n_input < 1) {
-    ox_fail(c, HP_E_ARITY, "needs at least one input");
+    ox_fail(c, HARP_E_ARITY, "needs at least one input");
     return -1;
   }
-  hp_val acc = ox_tensor(c, 0);
+  hg_val acc = ox_tensor(c, 0);
   for (int i = 1; i < (int)c->node->n_input && acc > 0; i++) {
-    hp_val v = ox_tensor(c, i);
-    acc = v > 0 ? hp_binary(c->g, op, acc, v) : -1;
+    hg_val v = ox_tensor(c, i);
+    acc = v > 0 ? hg_binary(c->g, op, acc, v) : -1;
   }
   return acc;
 }
-static hp_status variadic(ox_ctx *c, hp_op op, const char *name) {
+static harp_status variadic(ox_ctx *c, hg_op op, const char *name) {
   if (c->node->n_input == 2) return binary(c, op, name);
   return ox_def(c, 0, chain(c, op));
 }
-OP(Max) { return variadic(c, HP_OP_MAX, "Max"); }
-OP(Min) { return variadic(c, HP_OP_MIN, "Min"); }
-OP(Sum) { return variadic(c, HP_OP_ADD, "Add"); }
+OP(Max) { return variadic(c, HG_OP_MAX, "Max"); }
+OP(Min) { return variadic(c, HG_OP_MIN, "Min"); }
+OP(Sum) { return variadic(c, HG_OP_ADD, "Add"); }
 OP(Mean) {
-  hp_val s = chain(c, HP_OP_ADD);
+  hg_val s = chain(c, HG_OP_ADD);
   if (s < 0 || c->node->n_input == 1) return ox_def(c, 0, s);
-  return ox_def(c, 0, hp_mul(c->g, s, hp_const(c->g, 1.0 / (double)c->node->n_input)));
+  return ox_def(c, 0, hg_mul(c->g, s, hg_const(c->g, 1.0 / (double)c->node->n_input)));
 }
 
 /* x^y as exp(y log|x|) (relative error ~|y log x| ulps): a negative x
  * takes the sign of its integer power; a finite negative x to a fractional
  * power is NaN (-inf's is inf or 0, as exp(y log inf) has it); y = 0 gives
- * 1.  y is a tensor, or the constant k when y is HP_NONE. */
-static hp_val pow_exp_log(ox_ctx *c, hp_val x, hp_val y, double k) {
-  hp_graph *g = c->g;
-  hp_val neg = hp_binary(g, HP_OP_LT, x, hp_const(g, 0));
-  if (y == HP_NONE && k == 0) { /* 1, NaN's too */
-    hp_val one = hp_const_typed(g, 1, hp_val_dtype(g, x));
-    return hp_where(g, neg, one, one);
+ * 1.  y is a tensor, or the constant k when y is HG_NONE. */
+static hg_val pow_exp_log(ox_ctx *c, hg_val x, hg_val y, double k) {
+  hg_graph *g = c->g;
+  hg_val neg = hg_binary(g, HG_OP_LT, x, hg_const(g, 0));
+  if (y == HG_NONE && k == 0) { /* 1, NaN's too */
+    hg_val one = hg_const_typed(g, 1, hg_val_dtype(g, x));
+    return hg_where(g, neg, one, one);
   }
-  hp_val r = hp_exp(g, hp_mul(g, y != HP_NONE ? y : hp_const(g, k), hp_log(g, hp_abs(g, x))));
-  if (y == HP_NONE && k == floor(k)) return fmod(k, 2) != 0 ? hp_where(g, neg, hp_neg(g, r), r) : r;
-  hp_val finite_neg = hp_where(g, neg, hp_binary(g, HP_OP_GT, x, hp_const(g, -INFINITY)), neg);
-  hp_val frac = hp_where(g, finite_neg, hp_const(g, NAN), r);
-  if (y == HP_NONE) return frac;
-  hp_val half = hp_mul(g, y, hp_const(g, 0.5));
-  hp_val isint = hp_binary(g, HP_OP_EQ, hp_floor(g, y), y), odd = hp_binary(g, HP_OP_NE, hp_floor(g, half), half);
-  r = hp_where(g, neg, hp_where(g, isint, hp_where(g, odd, hp_neg(g, r), r), frac), r);
-  return hp_where(g, hp_binary(g, HP_OP_EQ, y, hp_const(g, 0)), hp_const(g, 1), r);
+  hg_val r = hg_exp(g, hg_mul(g, y != HG_NONE ? y : hg_const(g, k), hg_log(g, hg_abs(g, x))));
+  if (y == HG_NONE && k == floor(k)) return fmod(k, 2) != 0 ? hg_where(g, neg, hg_neg(g, r), r) : r;
+  hg_val finite_neg = hg_where(g, neg, hg_binary(g, HG_OP_GT, x, hg_const(g, -INFINITY)), neg);
+  hg_val frac = hg_where(g, finite_neg, hg_const(g, NAN), r);
+  if (y == HG_NONE) return frac;
+  hg_val half = hg_mul(g, y, hg_const(g, 0.5));
+  hg_val isint = hg_binary(g, HG_OP_EQ, hg_floor(g, y), y), odd = hg_binary(g, HG_OP_NE, hg_floor(g, half), half);
+  r = hg_where(g, neg, hg_where(g, isint, hg_where(g, odd, hg_neg(g, r), r), frac), r);
+  return hg_where(g, hg_binary(g, HG_OP_EQ, y, hg_const(g, 0)), hg_const(g, 1), r);
 }
 
 OP(Pow) {
   ox_val *b = ox_in(c, 1, NULL);
   double k;
-  hp_val x = ox_tensor(c, 0), r;
+  hg_val x = ox_tensor(c, 0), r;
   if (x < 0) return c->e->code;
-  tiny_dtype dt = hp_val_dtype(c->g, x);
+  tiny_dtype dt = hg_val_dtype(c->g, x);
   bool by_mul = b && b->v <= 0 && ox_const_scalar(b, &k) && (k == 1 || k == 2 || k == 3);
   if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16 && !by_mul)
-    return ox_fail(c, HP_E_UNSUPPORTED, "an integer base with an exponent other than 1, 2 or 3 (harp computes Pow of floats)");
+    return ox_fail(c, HARP_E_UNSUPPORTED, "an integer base with an exponent other than 1, 2 or 3 (harp computes Pow of floats)");
   if (!b || b->v > 0 || !ox_const_scalar(b, &k)) { /* a tensor exponent */
-    hp_val y = ox_tensor(c, 1);
+    hg_val y = ox_tensor(c, 1);
     if (y < 0) return c->e->code;
-    if (hp_val_dtype(c->g, y) != dt) y = hp_cast(c->g, y, dt);
+    if (hg_val_dtype(c->g, y) != dt) y = hg_cast(c->g, y, dt);
     return ox_def(c, 0, pow_exp_log(c, x, y, 0));
   }
   /* products, roots and a reciprocal where k is a multiple of 1/4 (x^2 in
    * exported LayerNorms, x^1.5, x^-0.75), else exp(k log|x|) */
-  if ((r = ox_pow_quarters(c->g, x, k, true)) < 0) r = pow_exp_log(c, x, HP_NONE, k);
+  if ((r = ox_pow_quarters(c->g, x, k, true)) < 0) r = pow_exp_log(c, x, HG_NONE, k);
   return ox_def(c, 0, r);
 }
 
 OP(Where) {
-  hp_val cond = ox_tensor(c, 0);
+  hg_val cond = ox_tensor(c, 0);
   if (cond < 0) return c->e->code;
-  hp_val a = ox_operand(c, 1, ox_rank_of(c, cond)), b = a > 0 ? ox_operand(c, 2, ox_rank_of(c, cond)) : -1;
+  hg_val a = ox_operand(c, 1, ox_rank_of(c, cond)), b = a > 0 ? ox_operand(c, 2, ox_rank_of(c, cond)) : -1;
   if (a < 0 || b < 0) return c->e->code;
-  return ox_def(c, 0, hp_where(c->g, cond, a, b));
+  return ox_def(c, 0, hg_where(c->g, cond, a, b));
 }
 
 OP(Not) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  return ox_def(c, 0, hp_binary(c->g, HP_OP_EQ, x, hp_const_typed(c->g, 0, TINY_BOOL)));
+  return ox_def(c, 0, hg_binary(c->g, HG_OP_EQ, x, hg_const_typed(c->g, 0, TINY_BOOL)));
 }
 
 /* And, Or, Xor of bools: where(a, b, false), where(a, true, b), a != b */
-static hp_status logical(ox_ctx *c, char kind) {
-  hp_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
+static harp_status logical(ox_ctx *c, char kind) {
+  hg_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
   if (a < 0 || b < 0) return c->e->code;
-  if (hp_val_dtype(c->g, a) != TINY_BOOL || hp_val_dtype(c->g, b) != TINY_BOOL)
-    return ox_fail(c, HP_E_DTYPE_MISMATCH, "the inputs must be bool");
-  hp_val r;
-  if (kind == '&') r = hp_where(c->g, a, b, hp_const_typed(c->g, 0, TINY_BOOL));
-  else if (kind == '|') r = hp_where(c->g, a, hp_const_typed(c->g, 1, TINY_BOOL), b);
-  else r = hp_binary(c->g, HP_OP_NE, a, b);
+  if (hg_val_dtype(c->g, a) != TINY_BOOL || hg_val_dtype(c->g, b) != TINY_BOOL)
+    return ox_fail(c, HARP_E_DTYPE_MISMATCH, "the inputs must be bool");
+  hg_val r;
+  if (kind == '&') r = hg_where(c->g, a, b, hg_const_typed(c->g, 0, TINY_BOOL));
+  else if (kind == '|') r = hg_where(c->g, a, hg_const_typed(c->g, 1, TINY_BOOL), b);
+  else r = hg_binary(c->g, HG_OP_NE, a, b);
   return ox_def(c, 0, r);
 }
 OP(And) { return logical(c, '&'); }
@@ -428,46 +428,46 @@ OP(Or) { return logical(c, '|'); }
 OP(Xor) { return logical(c, '^'); }
 
 OP(Clip) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  hp_val lo = 0, hi = 0;
+  hg_val lo = 0, hi = 0;
   if (c->opset < 11) {
     double a, b;
     if (ox_attr_float(c, "min", -INFINITY, &a) || ox_attr_float(c, "max", INFINITY, &b)) return c->e->code;
-    if (isfinite(a)) lo = hp_const(c->g, a);
-    if (isfinite(b)) hi = hp_const(c->g, b);
+    if (isfinite(a)) lo = hg_const(c->g, a);
+    if (isfinite(b)) hi = hg_const(c->g, b);
   } else {
     int r = ox_rank_of(c, x);
     if (c->node->n_input > 1 && c->node->input[1][0] && (lo = ox_operand(c, 1, r)) < 0) return c->e->code;
     if (c->node->n_input > 2 && c->node->input[2][0] && (hi = ox_operand(c, 2, r)) < 0) return c->e->code;
   }
-  if (lo > 0) x = hp_max(c->g, x, lo);
-  if (hi > 0) x = hp_min(c->g, x, hi);
+  if (lo > 0) x = hg_max(c->g, x, lo);
+  if (hi > 0) x = hg_min(c->g, x, hi);
   return ox_def(c, 0, x);
 }
 
-static hp_status cast_to(ox_ctx *c, int64_t to) {
+static harp_status cast_to(ox_ctx *c, int64_t to) {
   tiny_dtype dt;
   ox_val *x = ox_in(c, 0, NULL);
-  if (!x) return ox_fail(c, HP_E_ARITY, "input 0 is required");
+  if (!x) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
   bool narrow = to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
   bool int_to = to == OX_INT32 || to == OX_INT64 || narrow;
   if (x->v <= 0 && x->has_t && (to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16) && ox_dtype((int)to, &dt)) {
-    hp_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
-    if (hp_tensor_alloc(c->e, &t, dt, x->t.rank, x->t.shape)) return c->e->code;
-    for (int64_t k = 0; k < hp_tensor_numel(&t); k++) hp_tensor_set(&t, k, hp_tensor_get(&x->t, k));
+    ut_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
+    if (ut_tensor_alloc(c->e, &t, dt, x->t.rank, x->t.shape)) return c->e->code;
+    for (int64_t k = 0; k < ut_tensor_numel(&t); k++) ut_tensor_set(&t, k, ut_tensor_get(&x->t, k));
     return ox_def_tensor(c, 0, &t, (int)to);
   }
   if (!ox_dtype((int)to, &dt)) {
     if (int_to) dt = TINY_I32;
-    else return ox_fail(c, HP_E_UNSUPPORTED, "cast to %s: harp has no such type", ox_type_name((int)to));
+    else return ox_fail(c, HARP_E_UNSUPPORTED, "cast to %s: harp has no such type", ox_type_name((int)to));
   }
-  hp_val v = ox_value(c, x);
+  hg_val v = ox_value(c, x);
   if (v < 0) return c->e->code;
-  if (narrow && hp_val_dtype(c->g, v) != TINY_BOOL) /* bools are 0 / 1 in any integer type */
-    return ox_fail(c, HP_E_UNSUPPORTED, "cast to %s: harp computes integers as int32 and does not wrap to %s's range",
+  if (narrow && hg_val_dtype(c->g, v) != TINY_BOOL) /* bools are 0 / 1 in any integer type */
+    return ox_fail(c, HARP_E_UNSUPPORTED, "cast to %s: harp computes integers as int32 and does not wrap to %s's range",
                    ox_type_name((int)to), ox_type_name((int)to));
-  return ox_def(c, 0, hp_val_dtype(c->g, v) == dt ? v : hp_cast(c->g, v, dt));
+  return ox_def(c, 0, hg_val_dtype(c->g, v) == dt ? v : hg_cast(c->g, v, dt));
 }
 
 OP(Cast) {
@@ -479,30 +479,30 @@ OP(Cast) {
 /* Cast to the element type of input 1 (its ONNX type when known, else its harp dtype's) */
 OP(CastLike) {
   ox_val *t = ox_in(c, 1, NULL);
-  if (!t) return ox_fail(c, HP_E_ARITY, "input 1 (target_type) is required");
+  if (!t) return ox_fail(c, HARP_E_ARITY, "input 1 (target_type) is required");
   int oty = t->oty;
   if (!oty) {
-    hp_val tv = ox_value(c, t);
+    hg_val tv = ox_value(c, t);
     if (tv < 0) return c->e->code;
     static const int of[] = {[TINY_FP32] = OX_FLOAT, [TINY_FP16] = OX_FLOAT16, [TINY_BF16] = OX_BFLOAT16, [TINY_I32] = OX_INT32,
                              [TINY_BOOL] = OX_BOOL};
-    tiny_dtype dt = hp_val_dtype(c->g, tv);
+    tiny_dtype dt = hg_val_dtype(c->g, tv);
     oty = (int)dt < (int)(sizeof of / sizeof *of) ? of[dt] : 0;
-    if (!oty) return ox_fail(c, HP_E_INTERNAL, "input 1 has a dtype with no ONNX type");
+    if (!oty) return ox_fail(c, HARP_E_INTERNAL, "input 1 has a dtype with no ONNX type");
   }
   return cast_to(c, oty);
 }
 
 /* x - max - log(sum(exp(x - max))): no log of an underflowed probability */
-hp_val ox_log_softmax(ox_ctx *c, hp_val x, int axis) {
-  hp_val z = hp_sub(c->g, x, hp_reduce(c->g, HP_OP_RMAX, x, &axis, 1, true));
-  return hp_sub(c->g, z, hp_log(c->g, hp_reduce(c->g, HP_OP_SUM, hp_exp(c->g, z), &axis, 1, true)));
+hg_val ox_log_softmax(ox_ctx *c, hg_val x, int axis) {
+  hg_val z = hg_sub(c->g, x, hg_reduce(c->g, HG_OP_RMAX, x, &axis, 1, true));
+  return hg_sub(c->g, z, hg_log(c->g, hg_reduce(c->g, HG_OP_SUM, hg_exp(c->g, z), &axis, 1, true)));
 }
 
 /* Softmax, LogSoftmax, Hardmax; before opset 13 over axes [axis, r) flattened into one */
 typedef enum { SOFTMAX, LOGSOFTMAX, HARDMAX } smax_kind;
-static hp_status softmax(ox_ctx *c, smax_kind kind) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status softmax(ox_ctx *c, smax_kind kind) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int r = ox_rank_of(c, x), axis;
   int64_t a;
@@ -514,12 +514,12 @@ static hp_status softmax(ox_ctx *c, smax_kind kind) {
     for (int i = 0; i < axis; i++) flat.d[i] = xs.d[i];
     flat.d[axis] = fe_dim_int(c->A, 1);
     for (int i = axis; i < r && flat.d[axis]; i++) flat.d[axis] = fe_dim_mul(c->A, flat.d[axis], xs.d[i]);
-    if (!flat.d[axis]) return ox_fail(c, HP_E_LIMIT, "the flattened size expression is too large");
+    if (!flat.d[axis]) return ox_fail(c, HARP_E_LIMIT, "the flattened size expression is too large");
     x = fe_reshape(c->g, x, &flat);
   }
-  hp_val y;
+  hg_val y;
   if (kind == SOFTMAX) {
-    y = hp_softmax(c->g, x, axis);
+    y = hg_softmax(c->g, x, axis);
   } else if (kind == HARDMAX) {
     if ((y = ox_hardmax(c, x, axis)) < 0 && c->e->code) return c->e->code;
   } else {
@@ -531,7 +531,7 @@ OP(Softmax) { return softmax(c, SOFTMAX); }
 OP(LogSoftmax) { return softmax(c, LOGSOFTMAX); }
 OP(Hardmax) { return softmax(c, HARDMAX); }
 
-hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop) {
+harp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop) {
   int64_t k, no, ax[TINY_MAX_RANK];
   if (ox_attr_int(c, "keepdims", 1, &k) || ox_attr_int(c, "noop_with_empty_axes", 0, &no)) return c->e->code;
   if (c->opset >= input_from ? ints_in_or_attr(c, 1, "axes", ax, TINY_MAX_RANK, n) : ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, n))
@@ -540,56 +540,56 @@ hp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bo
   if (*n < 0) *n = 0;
   for (int i = 0; i < *n; i++)
     if (ox_norm_axis(c, ax[i], r, &axes[i])) return c->e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status reduce(ox_ctx *c, hp_op op, int input_from) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status reduce(ox_ctx *c, hg_op op, int input_from) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int n, axes[TINY_MAX_RANK];
   bool keep, noop;
   if (ox_reduce_axes(c, ox_rank_of(c, x), input_from, axes, &n, &keep, &noop)) return c->e->code;
   if (noop) return ox_def(c, 0, x);
-  if (hp_val_dtype(c->g, x) == TINY_BOOL && (op == HP_OP_RMAX || op == HP_OP_RMIN)) {
+  if (hg_val_dtype(c->g, x) == TINY_BOOL && (op == HG_OP_RMAX || op == HG_OP_RMIN)) {
     /* any / all (opset 20): over 0/1 in int32, whose empty max / min are
      * below 0 / above 1: an empty max is false, an empty min true */
-    hp_val y = hp_reduce(c->g, op, hp_cast(c->g, x, TINY_I32), axes, n, keep);
-    y = hp_binary(c->g, op == HP_OP_RMAX ? HP_OP_GT : HP_OP_GE, y, hp_const_typed(c->g, op == HP_OP_RMAX ? 0 : 1, TINY_I32));
+    hg_val y = hg_reduce(c->g, op, hg_cast(c->g, x, TINY_I32), axes, n, keep);
+    y = hg_binary(c->g, op == HG_OP_RMAX ? HG_OP_GT : HG_OP_GE, y, hg_const_typed(c->g, op == HG_OP_RMAX ? 0 : 1, TINY_I32));
     return ox_def(c, 0, y);
   }
-  return ox_def(c, 0, hp_reduce(c->g, op, x, axes, n, keep));
+  return ox_def(c, 0, hg_reduce(c->g, op, x, axes, n, keep));
 }
-OP(ReduceMean) { return reduce(c, HP_OP_MEAN, 18); }
-OP(ReduceSum) { return reduce(c, HP_OP_SUM, 13); }
-OP(ReduceMax) { return reduce(c, HP_OP_RMAX, 18); }
-OP(ReduceMin) { return reduce(c, HP_OP_RMIN, 18); }
+OP(ReduceMean) { return reduce(c, HG_OP_MEAN, 18); }
+OP(ReduceSum) { return reduce(c, HG_OP_SUM, 13); }
+OP(ReduceMax) { return reduce(c, HG_OP_RMAX, 18); }
+OP(ReduceMin) { return reduce(c, HG_OP_RMIN, 18); }
 
 /* ---- movement -------------------------------------------------------------------------- */
 OP(Reshape) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed), *sv = xv ? ox_in(c, 1, &failed) : NULL;
   if (failed) return c->e->code;
-  if (!xv) return ox_fail(c, HP_E_ARITY, "input 0 is required");
+  if (!xv) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
   int64_t allowzero;
   fe_shape to = {0};
   if (c->opset < 5) {
     int64_t v[TINY_MAX_RANK];
     int n;
     if (ox_attr_ints(c, "shape", v, TINY_MAX_RANK, &n)) return c->e->code;
-    if (n < 0) return ox_fail(c, HP_E_INVALID_ARG, "attribute shape is required");
+    if (n < 0) return ox_fail(c, HARP_E_INVALID_ARG, "attribute shape is required");
     to.rank = n;
     for (int i = 0; i < n; i++) to.d[i] = fe_dim_int(c->A, v[i]);
   } else {
     if (!sv || !sv->has_i) {
       if (sv) ox_needs_data(c, sv);
-      return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant or a folded shape computation (a graph input can be fixed at import: --param NAME=FILE)");
+      return ox_fail(c, HARP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant or a folded shape computation (a graph input can be fixed at import: --param NAME=FILE)");
     }
-    if (sv->in > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "the shape has %" PRId64 " dims (at most %d)", sv->in, TINY_MAX_RANK);
+    if (sv->in > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "the shape has %" PRId64 " dims (at most %d)", sv->in, TINY_MAX_RANK);
     to.rank = (int)sv->in;
     for (int i = 0; i < to.rank; i++) to.d[i] = sv->iv[i];
   }
   if (ox_attr_int(c, "allowzero", 0, &allowzero)) return c->e->code;
-  hp_val x = ox_value(c, xv);
+  hg_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   int infer = 0;
@@ -597,38 +597,38 @@ OP(Reshape) {
     int64_t v;
     if (!fe_dim_is_int(to.d[i], &v)) continue;
     if (v == 0 && !allowzero) {
-      if (i >= s->rank) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] = 0 copies a dim the input (rank %d) lacks", i, s->rank);
+      if (i >= s->rank) return ox_fail(c, HARP_E_INVALID_ARG, "shape[%d] = 0 copies a dim the input (rank %d) lacks", i, s->rank);
       to.d[i] = s->d[i];
     } else if (v == -1) {
-      if (infer++) return ox_fail(c, HP_E_INVALID_ARG, "the shape has more than one -1");
+      if (infer++) return ox_fail(c, HARP_E_INVALID_ARG, "the shape has more than one -1");
       to.d[i] = NULL;
     } else if (v < 0) {
-      return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] is %" PRId64, i, v);
+      return ox_fail(c, HARP_E_INVALID_ARG, "shape[%d] is %" PRId64, i, v);
     }
   }
   return ox_def(c, 0, fe_reshape(c->g, x, &to));
 }
 
 OP(Flatten) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   int64_t a;
   int axis;
   if (ox_attr_int(c, "axis", 1, &a)) return c->e->code;
-  if (a < -s->rank || a > s->rank) return ox_fail(c, HP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", a, s->rank);
+  if (a < -s->rank || a > s->rank) return ox_fail(c, HARP_E_INVALID_ARG, "axis %" PRId64 " is out of range for rank %d", a, s->rank);
   axis = (int)(a < 0 ? a + s->rank : a);
   const fe_dim *p = fe_dim_int(c->A, 1), *q = fe_dim_int(c->A, 1);
   for (int i = 0; i < s->rank && p && q; i++) {
     if (i < axis) p = fe_dim_mul(c->A, p, s->d[i]);
     else q = fe_dim_mul(c->A, q, s->d[i]);
   }
-  if (!p || !q) return ox_fail(c, HP_E_LIMIT, "the flattened size expression is too large");
+  if (!p || !q) return ox_fail(c, HARP_E_LIMIT, "the flattened size expression is too large");
   return ox_def(c, 0, fe_reshape(c->g, x, &(fe_shape){.rank = 2, .d = {p, q}}));
 }
 
 OP(Transpose) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int r = ox_rank_of(c, x), perm[TINY_MAX_RANK];
   int64_t v[TINY_MAX_RANK];
@@ -637,34 +637,34 @@ OP(Transpose) {
   if (n < 0)
     for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
   else if (n != r)
-    return ox_fail(c, HP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", n, r);
+    return ox_fail(c, HARP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", n, r);
   else
     for (int i = 0; i < r; i++) {
-      if (v[i] < 0 || v[i] >= r) return ox_fail(c, HP_E_INVALID_PERMUTATION, "perm[%d] = %" PRId64 " is out of range", i, v[i]);
+      if (v[i] < 0 || v[i] >= r) return ox_fail(c, HARP_E_INVALID_PERMUTATION, "perm[%d] = %" PRId64 " is out of range", i, v[i]);
       perm[i] = (int)v[i];
     }
-  return ox_def(c, 0, hp_permute(c->g, x, perm, r));
+  return ox_def(c, 0, hg_permute(c->g, x, perm, r));
 }
 
-hp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out) {
+harp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out) {
   int64_t ax[TINY_MAX_RANK];
   int n, in_rank = in->rank;
   if (c->opset >= 13 ? ints_in_or_attr(c, 1, "axes", ax, TINY_MAX_RANK, &n) : ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &n))
     return c->e->code;
   bool mark[TINY_MAX_RANK] = {0};
   int out_rank = un ? in_rank + (n < 0 ? 0 : n) : in_rank;
-  if (un && n <= 0) return ox_fail(c, HP_E_INVALID_ARG, "axes are required");
-  if (out_rank > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+  if (un && n <= 0) return ox_fail(c, HARP_E_INVALID_ARG, "axes are required");
+  if (out_rank > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
   for (int i = 0; i < n; i++) {
     int a;
     if (ox_norm_axis(c, ax[i], un ? out_rank : in_rank, &a)) return c->e->code;
-    if (mark[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", a);
+    if (mark[a]) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d is repeated", a);
     mark[a] = true;
   }
   out->rank = 0;
   if (un) {
     for (int i = 0, k = 0; i < out_rank; i++) out->d[out->rank++] = mark[i] ? fe_dim_int(c->A, 1) : in->d[k++];
-    return HP_OK;
+    return HARP_OK;
   }
   for (int i = 0; i < in_rank; i++) {
     bool drop = n < 0 ? fe_dim_is_one(in->d[i]) : mark[i];
@@ -672,14 +672,14 @@ hp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out
     char what[48];
     snprintf(what, sizeof what, "the size of axis %d (squeezed)", i);
     if (drop && !fe_dim_is_one(in->d[i]) && ox_known(c, in->d[i], what, &v)) return c->e->code;
-    if (drop && v != 1) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "axis %d has size %" PRId64 ", not 1", i, v);
+    if (drop && v != 1) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "axis %d has size %" PRId64 ", not 1", i, v);
     if (!drop) out->d[out->rank++] = in->d[i];
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status squeeze(ox_ctx *c, bool un) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status squeeze(ox_ctx *c, bool un) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   fe_shape out;
   if (ox_squeeze_shape(c, ox_shape_of(c, x), un, &out)) return c->e->code;
@@ -698,7 +698,7 @@ static void clamp_range(int64_t *lo, int64_t *hi, int64_t n) {
 }
 
 OP(Shape) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   int64_t lo, hi;
@@ -709,34 +709,34 @@ OP(Shape) {
   if (!y) return c->e->code;
   y->dyn = true; /* what folds from it is shape arithmetic */
   for (int64_t i = 0; i < n; i++) y->iv[i] = s->d[lo + i];
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* the element count, folded like Shape (a symbolic size stays symbolic) */
 OP(Size) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   const fe_dim *n = fe_dim_int(c->A, 1);
   for (int i = 0; i < s->rank && n; i++) n = fe_dim_mul(c->A, n, s->d[i]);
-  if (!n) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  if (!n) return ox_fail(c, HARP_E_LIMIT, "the size expression is too large");
   ox_val *y = ox_def_ints(c, 0, 0, NULL, 1);
   if (!y) return c->e->code;
   y->iv[0] = n;
   y->dyn = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 OP(Constant) {
   const Onnx__AttributeProto *a = c->node->n_attribute == 1 ? c->node->attribute[0] : NULL;
-  if (!a) return ox_fail(c, HP_E_INVALID_ARG, "a Constant needs exactly one attribute");
+  if (!a) return ox_fail(c, HARP_E_INVALID_ARG, "a Constant needs exactly one attribute");
   ox_val tmp = {0};
   if (!strcmp(a->name, "value") && a->t) {
     if (ox_decode_tensor(c, a->t, "value", &tmp)) return c->e->code;
   } else if (!strcmp(a->name, "value_float") || !strcmp(a->name, "value_floats")) {
     bool one = !strcmp(a->name, "value_float");
     int64_t n = one ? 1 : (int64_t)a->n_floats;
-    if (hp_tensor_alloc(c->e, &tmp.t, TINY_FP32, one ? 0 : 1, &n)) return c->e->code;
+    if (ut_tensor_alloc(c->e, &tmp.t, TINY_FP32, one ? 0 : 1, &n)) return c->e->code;
     if (one) ((float *)tmp.t.data)[0] = a->f;
     else if (n) memcpy(tmp.t.data, a->floats, sizeof(float) * (size_t)n);
     tmp.has_t = true;
@@ -746,16 +746,16 @@ OP(Constant) {
     ox_val *y = ox_def_ints(c, 0, one ? 0 : 1, &n, n);
     if (!y) return c->e->code;
     for (int64_t i = 0; i < n; i++)
-      if (!(y->iv[i] = fe_dim_int(c->A, one ? a->i : a->ints[i]))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-    return HP_OK;
+      if (!(y->iv[i] = fe_dim_int(c->A, one ? a->i : a->ints[i]))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+    return HARP_OK;
   } else {
-    return ox_fail(c, HP_E_UNSUPPORTED, "Constant attribute %s", a->name);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "Constant attribute %s", a->name);
   }
   if (tmp.has_i) {
     ox_val *y = ox_def_ints(c, 0, tmp.irank, tmp.ishape, tmp.in);
     if (!y) return c->e->code;
     memcpy(y->iv, tmp.iv, sizeof *y->iv * (size_t)tmp.in);
-    return HP_OK;
+    return HARP_OK;
   }
   return ox_def_tensor(c, 0, &tmp.t, tmp.oty ? tmp.oty : OX_FLOAT);
 }
@@ -766,9 +766,9 @@ OP(ConstantOfShape) {
   if (const_ints(c, 0, "shape", shp, TINY_MAX_RANK, &n)) return c->e->code;
   int64_t numel = 1;
   for (int i = 0; i < n; i++) {
-    if (shp[i] < 0 || shp[i] > OX_MAX_DIM) return ox_fail(c, HP_E_INVALID_ARG, "shape[%d] is %" PRId64, i, shp[i]);
+    if (shp[i] < 0 || shp[i] > OX_MAX_DIM) return ox_fail(c, HARP_E_INVALID_ARG, "shape[%d] is %" PRId64, i, shp[i]);
     numel *= shp[i];
-    if (numel > OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a constant of more than 2^28 elements");
+    if (numel > OX_MAX_FILL) return ox_fail(c, HARP_E_LIMIT, "a constant of more than 2^28 elements");
   }
   const Onnx__AttributeProto *a = ox_attr(c, "value");
   ox_val v = {0};
@@ -777,24 +777,24 @@ OP(ConstantOfShape) {
   if (a && a->t) {
     if (ox_decode_tensor(c, a->t, "value", &v)) return c->e->code;
     if (!ox_const_scalar(&v, &fill)) {
-      hp_tensor_free(&v.t);
-      return ox_fail(c, HP_E_INVALID_ARG, "value must have one element");
+      ut_tensor_free(&v.t);
+      return ox_fail(c, HARP_E_INVALID_ARG, "value must have one element");
     }
     oty = v.oty;
-    hp_tensor_free(&v.t);
+    ut_tensor_free(&v.t);
   }
   if (oty == OX_INT64 || oty == OX_INT32) {
     ox_val *y = ox_def_ints(c, 0, n, shp, numel);
     if (!y) return c->e->code;
     for (int64_t i = 0; i < numel; i++)
-      if (!(y->iv[i] = fe_dim_int(c->A, (int64_t)fill))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-    return HP_OK;
+      if (!(y->iv[i] = fe_dim_int(c->A, (int64_t)fill))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+    return HARP_OK;
   }
   tiny_dtype dt;
-  if (!ox_dtype(oty, &dt)) return ox_fail(c, HP_E_UNSUPPORTED, "value of type %s", ox_type_name(oty));
-  hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, dt, n, shp)) return c->e->code;
-  for (int64_t i = 0; i < numel; i++) hp_tensor_set(&t, i, (float)fill);
+  if (!ox_dtype(oty, &dt)) return ox_fail(c, HARP_E_UNSUPPORTED, "value of type %s", ox_type_name(oty));
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, dt, n, shp)) return c->e->code;
+  for (int64_t i = 0; i < numel; i++) ut_tensor_set(&t, i, (float)fill);
   return ox_def_tensor(c, 0, &t, oty);
 }
 
@@ -802,23 +802,23 @@ OP(Concat) {
   int64_t a;
   if (ox_attr_int(c, "axis", 0, &a)) return c->e->code;
   int n = (int)c->node->n_input;
-  if (n < 1) return ox_fail(c, HP_E_ARITY, "needs at least one input");
+  if (n < 1) return ox_fail(c, HARP_E_ARITY, "needs at least one input");
   for (int i = 0; i < n; i++) /* no optional inputs: an empty name is a missing tensor */
-    if (!c->node->input[i][0]) return ox_fail(c, HP_E_ARITY, "input %d is empty (Concat has no optional inputs)", i);
-  hp_val *xs = hp_arena_alloc(c->A, sizeof *xs * (size_t)n);
-  if (!xs) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    if (!c->node->input[i][0]) return ox_fail(c, HARP_E_ARITY, "input %d is empty (Concat has no optional inputs)", i);
+  hg_val *xs = ut_arena_alloc(c->A, sizeof *xs * (size_t)n);
+  if (!xs) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   for (int i = 0; i < n; i++)
     if ((xs[i] = ox_tensor(c, i)) < 0) return c->e->code;
   int axis;
   if (ox_norm_axis(c, a, ox_rank_of(c, xs[0]), &axis)) return c->e->code;
-  return ox_def(c, 0, n == 1 ? xs[0] : hp_concat(c->g, xs, n, axis));
+  return ox_def(c, 0, n == 1 ? xs[0] : hg_concat(c->g, xs, n, axis));
 }
 
 OP(Slice) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed);
   if (failed) return c->e->code;
-  if (!xv) return ox_fail(c, HP_E_ARITY, "input 0 is required");
+  if (!xv) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
   int64_t st[TINY_MAX_RANK], en[TINY_MAX_RANK], ax[TINY_MAX_RANK], sp[TINY_MAX_RANK];
   int ns, ne, na = -1, np = -1;
   if (c->opset < 10) {
@@ -831,13 +831,13 @@ OP(Slice) {
     if (c->node->n_input > 4 && c->node->input[4][0] && const_ints(c, 4, "steps", sp, TINY_MAX_RANK, &np)) return c->e->code;
   }
   if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (np >= 0 && np != ns))
-    return ox_fail(c, HP_E_INVALID_ARG, "starts, ends, axes and steps must have the same length");
+    return ox_fail(c, HARP_E_INVALID_ARG, "starts, ends, axes and steps must have the same length");
   for (int i = 0; i < ns; i++) {
     if (na < 0) ax[i] = i;
     if (np < 0) sp[i] = 1;
-    if (sp[i] == 0) return ox_fail(c, HP_E_INVALID_ARG, "step 0");
+    if (sp[i] == 0) return ox_fail(c, HARP_E_INVALID_ARG, "step 0");
   }
-  hp_val x = ox_value(c, xv);
+  hg_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
   int r = ox_rank_of(c, x), axes[TINY_MAX_RANK], flip[TINY_MAX_RANK], nflip = 0;
   for (int i = 0; i < ns; i++) {
@@ -854,12 +854,12 @@ OP(Slice) {
     if (st[i] <= -OX_MAX_DIM) st[i] = 0;
     if (fe_dim_is_int(ox_shape_of(c, x)->d[axes[i]], &d) && st[i] > d) st[i] = d;
   }
-  if (nflip) x = hp_flip(c->g, x, flip, nflip);
-  return ox_def(c, 0, hp_slice(c->g, x, ns, axes, st, en, sp));
+  if (nflip) x = hg_flip(c->g, x, flip, nflip);
+  return ox_def(c, 0, hg_slice(c->g, x, ns, axes, st, en, sp));
 }
 
 OP(Split) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   int64_t a, sz[64], num;
@@ -867,25 +867,25 @@ OP(Split) {
   if (ox_attr_int(c, "axis", 0, &a) || ox_norm_axis(c, a, s->rank, &axis)) return c->e->code;
   if (c->opset >= 13 ? ints_in_or_attr(c, 1, "split", sz, 64, &n) : ox_attr_ints(c, "split", sz, 64, &n)) return c->e->code;
   int nout = (int)c->node->n_output;
-  if (nout > 64) return ox_fail(c, HP_E_LIMIT, "more than 64 outputs");
+  if (nout > 64) return ox_fail(c, HARP_E_LIMIT, "more than 64 outputs");
   int64_t dim;
   if (n < 0) {
     if (ox_known(c, s->d[axis], "the size split evenly", &dim)) return c->e->code;
     if (ox_attr_int(c, "num_outputs", nout, &num)) return c->e->code;
-    if (num != nout || nout < 1) return ox_fail(c, HP_E_INVALID_ARG, "num_outputs does not match the outputs");
+    if (num != nout || nout < 1) return ox_fail(c, HARP_E_INVALID_ARG, "num_outputs does not match the outputs");
     int64_t each = (dim + nout - 1) / nout;
     for (int i = 0; i < nout; i++) sz[i] = i < nout - 1 ? each : dim - each * (nout - 1);
     n = nout;
   }
-  if (n != nout) return ox_fail(c, HP_E_INVALID_ARG, "split has %d sizes for %d outputs", n, nout);
+  if (n != nout) return ox_fail(c, HARP_E_INVALID_ARG, "split has %d sizes for %d outputs", n, nout);
   int64_t at = 0;
   for (int i = 0; i < nout; i++) {
-    if (sz[i] < 0) return ox_fail(c, HP_E_INVALID_ARG, "split size %" PRId64, sz[i]);
+    if (sz[i] < 0) return ox_fail(c, HARP_E_INVALID_ARG, "split size %" PRId64, sz[i]);
     int64_t lo = at, hi = at + sz[i], one = 1;
     at = hi;
-    if (ox_def(c, i, hp_slice(c->g, x, 1, &axis, &lo, &hi, &one))) return c->e->code;
+    if (ox_def(c, i, hg_slice(c->g, x, 1, &axis, &lo, &hi, &one))) return c->e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Gather: folded on integers; a constant scalar index is a slice; the rest
@@ -894,10 +894,10 @@ OP(Gather) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed), *iv = xv ? ox_in(c, 1, &failed) : NULL;
   if (failed) return c->e->code;
-  if (!xv || !iv) return ox_fail(c, HP_E_ARITY, "needs data and indices");
+  if (!xv || !iv) return ox_fail(c, HARP_E_ARITY, "needs data and indices");
   int64_t a;
   if (ox_attr_int(c, "axis", 0, &a)) return c->e->code;
-  hp_val x = ox_value(c, xv);
+  hg_val x = ox_value(c, xv);
   if (x < 0) return c->e->code;
   const fe_shape xs = *ox_shape_of(c, x);
   int axis;
@@ -907,7 +907,7 @@ OP(Gather) {
     if (j < 0 && fe_dim_is_int(xs.d[axis], &dim)) j += dim;
     if (j < 0) return ox_need_value(c, xs.d[axis], "the axis a negative index counts back on");
     int64_t hi = j + 1, one = 1;
-    hp_val s = hp_slice(c->g, x, 1, &axis, &j, &hi, &one);
+    hg_val s = hg_slice(c->g, x, 1, &axis, &j, &hi, &one);
     if (s < 0) return ox_check(c, s);
     fe_shape to = xs;
     if (iv->irank == 0) { /* the axis goes */
@@ -916,16 +916,16 @@ OP(Gather) {
     } else {
       for (int i = 0; i < to.rank; i++) to.d[i] = i == axis ? fe_dim_int(c->A, 1) : xs.d[i];
       for (int i = 1; i < iv->irank; i++) { /* [1] -> [1, 1, ...] for higher-rank one-element indices */
-        if (to.rank >= TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+        if (to.rank >= TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
         memmove(&to.d[axis + 1], &to.d[axis], sizeof *to.d * (size_t)(to.rank - axis));
         to.rank++;
       }
     }
     return ox_def(c, 0, fe_reshape(c->g, s, &to));
   }
-  hp_val idx = ox_value(c, iv);
+  hg_val idx = ox_value(c, iv);
   if (idx < 0) return c->e->code;
-  if (hp_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers");
+  if (hg_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HARP_E_DTYPE_MISMATCH, "indices must be integers");
   if ((idx = ox_gather_index(c, iv, idx, xs.d[axis])) < 0) return c->e->code;
   const fe_shape is = *ox_shape_of(c, idx);
   /* out[pre, i.., post] = x[pre, idx[i..], post]: the index flattened to
@@ -933,31 +933,31 @@ OP(Gather) {
    * kernel reads a buffer), gathered along the axis, then [pre, I.., post]. */
   const fe_dim *N = fe_dim_int(c->A, 1), *one = N;
   for (int i = 0; i < is.rank && N; i++) N = fe_dim_mul(c->A, N, is.d[i]);
-  if (!N) return ox_fail(c, HP_E_LIMIT, "the index count expression is too large");
-  if (xs.rank - 1 + is.rank > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+  if (!N) return ox_fail(c, HARP_E_LIMIT, "the index count expression is too large");
+  if (xs.rank - 1 + is.rank > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
   fe_shape ir = xs, ie = xs, out = {0};
   for (int i = 0; i < xs.rank; i++) ir.d[i] = i == axis ? N : one;
   ie.d[axis] = N;
   for (int i = 0; i < axis; i++) out.d[out.rank++] = xs.d[i];
   for (int i = 0; i < is.rank; i++) out.d[out.rank++] = is.d[i];
   for (int i = axis + 1; i < xs.rank; i++) out.d[out.rank++] = xs.d[i];
-  hp_val flat = fe_reshape(c->g, idx, &(fe_shape){.rank = 1, .d = {N}});
-  hp_val ib = fe_expand(c->g, fe_reshape(c->g, flat, &ir), &ie);
-  hp_val gv = hp_gather(c->g, x, ib, axis);
+  hg_val flat = fe_reshape(c->g, idx, &(fe_shape){.rank = 1, .d = {N}});
+  hg_val ib = fe_expand(c->g, fe_reshape(c->g, flat, &ir), &ie);
+  hg_val gv = hg_gather(c->g, x, ib, axis);
   return ox_def(c, 0, fe_reshape(c->g, gv, &out));
 }
 
 OP(Expand) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *sv = ox_in(c, 1, NULL);
   if (!sv || !sv->has_i) {
     if (sv) ox_needs_data(c, sv);
-    return ox_fail(c, HP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant (a graph input can be fixed at import: --param NAME=FILE)");
+    return ox_fail(c, HARP_E_UNSUPPORTED, "the shape (input 1) must be an integer constant (a graph input can be fixed at import: --param NAME=FILE)");
   }
   const fe_shape *s = ox_shape_of(c, x);
   int r = s->rank > sv->in ? s->rank : (int)sv->in;
-  if (r > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
+  if (r > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK);
   fe_shape to = {.rank = r};
   for (int i = 0; i < r; i++) { /* numpy broadcasting of both shapes */
     int xi = i - (r - s->rank), si = i - (r - (int)sv->in);
@@ -969,16 +969,16 @@ OP(Expand) {
 
 /* Pad's edge and reflect modes along one axis: [border lo | x | border hi],
  * a border being the edge element repeated or the next elements mirrored. */
-static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
+static hg_val pad_border(ox_ctx *c, hg_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
   fe_shape s = *ox_shape_of(c, x);
   int64_t n;
   if (ox_known(c, s.d[axis], reflect ? "the size reflect padding mirrors" : "the size edge padding repeats", &n)) return -1;
   if (n < 1 || (reflect && (lo >= n || hi >= n))) {
-    ox_fail(c, HP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %" PRId64, reflect ? "reflect" : "edge", lo,
+    ox_fail(c, HARP_E_UNSUPPORTED, "%s padding of %" PRId64 "/%" PRId64 " along axis %d of size %" PRId64, reflect ? "reflect" : "edge", lo,
             hi, axis, n);
     return -1;
   }
-  hp_val parts[3];
+  hg_val parts[3];
   int np = 0;
   for (int side = 0; side < 2; side++) {
     int64_t k = side ? hi : lo, one = 1;
@@ -987,9 +987,9 @@ static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, 
       continue;
     }
     int64_t a = reflect ? (side ? n - 1 - k : 1) : (side ? n - 1 : 0), b = reflect ? a + k : a + 1;
-    hp_val p = hp_slice(c->g, x, 1, &axis, &a, &b, &one);
+    hg_val p = hg_slice(c->g, x, 1, &axis, &a, &b, &one);
     if (reflect) {
-      p = hp_flip(c->g, p, &axis, 1);
+      p = hg_flip(c->g, p, &axis, 1);
     } else {
       s.d[axis] = fe_dim_int(c->A, k);
       p = fe_expand(c->g, p, &s);
@@ -997,46 +997,46 @@ static hp_val pad_border(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi, 
     if (!side) parts[np++] = p, parts[np++] = x;
     else parts[np++] = p;
   }
-  return hp_concat(c->g, parts, np, axis);
+  return hg_concat(c->g, parts, np, axis);
 }
 
 OP(Shrink) {
   double lambd, bias;
-  hp_val x = ox_attr_float(c, "lambd", 0.5, &lambd) || ox_attr_float(c, "bias", 0, &bias) ? -1 : ox_tensor(c, 0);
+  hg_val x = ox_attr_float(c, "lambd", 0.5, &lambd) || ox_attr_float(c, "bias", 0, &bias) ? -1 : ox_tensor(c, 0);
   if (x < 0) return c->e->code;
-  hp_val lt = hp_binary(c->g, HP_OP_LT, x, hp_const(c->g, -lambd)), gt = hp_binary(c->g, HP_OP_GT, x, hp_const(c->g, lambd));
-  hp_val inner = hp_where(c->g, gt, hp_sub(c->g, x, hp_const(c->g, bias)), hp_const(c->g, 0));
-  return ox_def(c, 0, hp_where(c->g, lt, hp_add(c->g, x, hp_const(c->g, bias)), inner));
+  hg_val lt = hg_binary(c->g, HG_OP_LT, x, hg_const(c->g, -lambd)), gt = hg_binary(c->g, HG_OP_GT, x, hg_const(c->g, lambd));
+  hg_val inner = hg_where(c->g, gt, hg_sub(c->g, x, hg_const(c->g, bias)), hg_const(c->g, 0));
+  return ox_def(c, 0, hg_where(c->g, lt, hg_add(c->g, x, hg_const(c->g, bias)), inner));
 }
 
 /* Pad's axes input (opset 18): pads[0..*n) name the listed axes (begins,
  * then ends); rewritten in place for all r axes. */
-static hp_status pad_axes(ox_ctx *c, int r, int64_t *pads, int *n) {
+static harp_status pad_axes(ox_ctx *c, int r, int64_t *pads, int *n) {
   int64_t ax[TINY_MAX_RANK], lo[TINY_MAX_RANK] = {0}, hi[TINY_MAX_RANK] = {0};
   int na;
   bool seen[TINY_MAX_RANK] = {0};
   if (const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
-  if (*n != 2 * na) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for %d axes", *n, na);
+  if (*n != 2 * na) return ox_fail(c, HARP_E_INVALID_ARG, "pads has %d values for %d axes", *n, na);
   for (int i = 0; i < na; i++) {
     int a;
     if (ox_norm_axis(c, ax[i], r, &a)) return c->e->code;
-    if (seen[a]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", a);
+    if (seen[a]) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d is repeated", a);
     seen[a] = true;
     lo[a] = pads[i], hi[a] = pads[na + i];
   }
   for (int i = 0; i < r; i++) pads[i] = lo[i], pads[r + i] = hi[i];
   *n = 2 * r;
-  return HP_OK;
+  return HARP_OK;
 }
 
 OP(Pad) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   char mode[16];
   if (ox_attr_str(c, "mode", "constant", mode, sizeof mode)) return c->e->code;
   bool edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect");
   if (strcmp(mode, "constant") != 0 && !edge && !reflect)
-    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge and reflect)", mode);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge and reflect)", mode);
   int r = ox_rank_of(c, x), n;
   int64_t pads[2 * TINY_MAX_RANK];
   double value = 0;
@@ -1046,17 +1046,17 @@ OP(Pad) {
     if (const_ints(c, 1, "pads", pads, 2 * TINY_MAX_RANK, &n)) return c->e->code;
     ox_val *cv = ox_in(c, 2, NULL);
     if (cv && !ox_const_scalar(cv, &value))
-      return ox_needs_data(c, cv), ox_fail(c, HP_E_UNSUPPORTED, "constant_value must be a constant (a graph input can be fixed at import: --param NAME=FILE)");
+      return ox_needs_data(c, cv), ox_fail(c, HARP_E_UNSUPPORTED, "constant_value must be a constant (a graph input can be fixed at import: --param NAME=FILE)");
     if (c->node->n_input > 3 && c->node->input[3][0] && pad_axes(c, r, pads, &n)) return c->e->code;
   }
-  if (n != 2 * r) return ox_fail(c, HP_E_INVALID_ARG, "pads has %d values for rank %d", n, r);
+  if (n != 2 * r) return ox_fail(c, HARP_E_INVALID_ARG, "pads has %d values for rank %d", n, r);
   int64_t lo[TINY_MAX_RANK], hi[TINY_MAX_RANK];
   for (int i = 0; i < r; i++) {
     lo[i] = pads[i], hi[i] = pads[r + i];
-    if (lo[i] < 0 || hi[i] < 0) return ox_fail(c, HP_E_UNSUPPORTED, "negative pads (cropping)");
-    if (lo[i] > OX_MAX_DIM || hi[i] > OX_MAX_DIM) return ox_fail(c, HP_E_LIMIT, "pads too large");
+    if (lo[i] < 0 || hi[i] < 0) return ox_fail(c, HARP_E_UNSUPPORTED, "negative pads (cropping)");
+    if (lo[i] > OX_MAX_DIM || hi[i] > OX_MAX_DIM) return ox_fail(c, HARP_E_LIMIT, "pads too large");
   }
-  if (!edge && !reflect) return ox_def(c, 0, hp_pad(c->g, x, lo, hi, r, value));
+  if (!edge && !reflect) return ox_def(c, 0, hg_pad(c->g, x, lo, hi, r, value));
   for (int i = 0; i < r && x > 0; i++)
     if (lo[i] || hi[i]) x = pad_border(c, x, i, lo[i], hi[i], reflect);
   return ox_def(c, 0, x);
@@ -1065,7 +1065,7 @@ OP(Pad) {
 /* ---- dispatch ------------------------------------------------------------------------- */
 typedef struct op_entry {
   const char *name;
-  hp_status (*fn)(ox_ctx *c);
+  harp_status (*fn)(ox_ctx *c);
 } op_entry;
 
 static const op_entry ops[] = {
@@ -1082,7 +1082,7 @@ static const op_entry ops[] = {
 #undef N
 };
 
-hp_status ox_node(ox_ctx *c) {
+harp_status ox_node(ox_ctx *c) {
   bool folded = false; /* every input known: evaluated here (onnx_fold.c) */
   if (ox_fold(c, &folded) || folded) return c->e->code;
   const char *op = c->node->op_type;
@@ -1094,7 +1094,7 @@ hp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_index(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
   if (fn) return fn(c);
-  return ox_fail(c, HP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
+  return ox_fail(c, HARP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
 }
 
 bool ox_op_known(const char *op) {
@@ -1104,9 +1104,9 @@ bool ox_op_known(const char *op) {
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */
-hp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n) {
+harp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n) {
   return const_ints(c, i, what, out, cap, n);
 }
-hp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n) {
+harp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n) {
   return ints_in_or_attr(c, i, attr, out, cap, n);
 }

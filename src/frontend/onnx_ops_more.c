@@ -11,27 +11,27 @@
 
 #include "onnx_int.h"
 
-#define OP(name) static hp_status op_##name(ox_ctx *c)
+#define OP(name) static harp_status op_##name(ox_ctx *c)
 
-static hp_val K(ox_ctx *c, double v) { return hp_const(c->g, v); }
+static hg_val K(ox_ctx *c, double v) { return hg_const(c->g, v); }
 static const fe_dim *I(ox_ctx *c, int64_t v) { return fe_dim_int(c->A, v); }
 
 /* the dim's size, or a clear error naming what needs it and the graph input it depends on */
-static hp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
+static harp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
   char w[128];
   snprintf(w, sizeof w, "the size %s needs", what);
   return ox_known(c, d, w, out);
 }
 
-static hp_val slice1(ox_ctx *c, hp_val x, int axis, int64_t lo, int64_t hi) {
+static hg_val slice1(ox_ctx *c, hg_val x, int axis, int64_t lo, int64_t hi) {
   int64_t one = 1;
-  return hp_slice(c->g, x, 1, &axis, &lo, &hi, &one);
+  return hg_slice(c->g, x, 1, &axis, &lo, &hi, &one);
 }
 
 /* Each axis i of x repeated rep[i] times, either whole (tile: [x x x]) or
  * element by element (nearest upsampling: [x0 x0 x1 x1]): a unit dim
  * inserted before (tile) or after (upsample) the axis, expanded, merged. */
-static hp_val repeat(ox_ctx *c, hp_val x, const int64_t *rep, bool whole) {
+static hg_val repeat(ox_ctx *c, hg_val x, const int64_t *rep, bool whole) {
   const fe_shape s = *ox_shape_of(c, x);
   fe_shape u = {0}, e = {0}, m = {0};
   for (int i = 0; i < s.rank; i++) {
@@ -39,9 +39,9 @@ static hp_val repeat(ox_ctx *c, hp_val x, const int64_t *rep, bool whole) {
       u.d[u.rank++] = e.d[e.rank++] = m.d[m.rank++] = s.d[i];
       continue;
     }
-    if (u.rank + 2 > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "rank above %d", TINY_MAX_RANK), -1;
+    if (u.rank + 2 > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK), -1;
     const fe_dim *r = I(c, rep[i]), *md = fe_dim_mul(c->A, s.d[i], r);
-    if (!md) return ox_fail(c, HP_E_LIMIT, "the repeated size expression is too large"), -1;
+    if (!md) return ox_fail(c, HARP_E_LIMIT, "the repeated size expression is too large"), -1;
     m.d[m.rank++] = md;
     if (whole) u.d[u.rank++] = I(c, 1), e.d[e.rank++] = r;
     u.d[u.rank++] = e.d[e.rank++] = s.d[i];
@@ -53,21 +53,21 @@ static hp_val repeat(ox_ctx *c, hp_val x, const int64_t *rep, bool whole) {
 
 /* ---- Tile ------------------------------------------------------------------------------ */
 OP(Tile) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t rep[TINY_MAX_RANK];
-  int n, r = hp_val_rank(c->g, x);
+  int n, r = hg_val_rank(c->g, x);
   if (ox_const_ints(c, 1, "repeats", rep, TINY_MAX_RANK, &n)) return c->e->code;
-  if (n != r) return ox_fail(c, HP_E_INVALID_ARG, "repeats has %d values for rank %d", n, r);
+  if (n != r) return ox_fail(c, HARP_E_INVALID_ARG, "repeats has %d values for rank %d", n, r);
   for (int i = 0; i < n; i++)
     if (rep[i] < 1 || rep[i] > OX_MAX_DIM)
-      return ox_fail(c, HP_E_UNSUPPORTED, "repeats[%d] = %" PRId64 " (harp tiles with repeats >= 1)", i, rep[i]);
-  hp_val y = repeat(c, x, rep, true);
+      return ox_fail(c, HARP_E_UNSUPPORTED, "repeats[%d] = %" PRId64 " (harp tiles with repeats >= 1)", i, rep[i]);
+  hg_val y = repeat(c, x, rep, true);
   return c->e->code ? c->e->code : ox_def(c, 0, y);
 }
 
 /* ---- Slice with a negative step --------------------------------------------------------- */
-hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step) {
+harp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t *end, int64_t *step) {
   int64_t d;
   if (known(c, dim, "a Slice with a negative step", &d)) return c->e->code;
   if (*step < -OX_MAX_DIM) *step = -OX_MAX_DIM;
@@ -80,11 +80,11 @@ hp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64_t
   /* index i is d-1-i once flipped */
   *start = d - 1 - s, *end = d - 1 - e, *step = -*step;
   if (*end < *start) *end = *start;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- Gather: negative indices ----------------------------------------------------------- */
-hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim) {
+hg_val ox_gather_index(ox_ctx *c, ox_val *iv, hg_val idx, const fe_dim *dim) {
   if (iv->has_i && iv->v <= 0) { /* constant: a where only when one is negative */
     bool neg = false;
     for (int64_t k = 0; k < iv->in; k++) {
@@ -95,8 +95,8 @@ hp_val ox_gather_index(ox_ctx *c, ox_val *iv, hp_val idx, const fe_dim *dim) {
   }
   int64_t d;
   if (!fe_dim_is_int(dim, &d)) return idx; /* harp's gather reports a negative index at run time */
-  hp_val zero = hp_const_typed(c->g, 0, TINY_I32), n = hp_const_typed(c->g, (double)d, TINY_I32);
-  hp_val r = hp_where(c->g, hp_binary(c->g, HP_OP_LT, idx, zero), hp_add(c->g, idx, n), idx);
+  hg_val zero = hg_const_typed(c->g, 0, TINY_I32), n = hg_const_typed(c->g, (double)d, TINY_I32);
+  hg_val r = hg_where(c->g, hg_binary(c->g, HG_OP_LT, idx, zero), hg_add(c->g, idx, n), idx);
   return ox_check(c, r) ? -1 : r;
 }
 
@@ -105,22 +105,22 @@ OP(GatherElements) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed), *iv = xv ? ox_in(c, 1, &failed) : NULL;
   if (failed) return c->e->code;
-  if (!xv || !iv) return ox_fail(c, HP_E_ARITY, "needs data and indices");
+  if (!xv || !iv) return ox_fail(c, HARP_E_ARITY, "needs data and indices");
   int64_t a;
   int axis;
-  hp_val x = ox_attr_int(c, "axis", 0, &a) ? -1 : ox_value(c, xv), idx = x > 0 ? ox_value(c, iv) : -1;
+  hg_val x = ox_attr_int(c, "axis", 0, &a) ? -1 : ox_value(c, xv), idx = x > 0 ? ox_value(c, iv) : -1;
   if (idx < 0 || ox_norm_axis(c, a, ox_rank_of(c, x), &axis)) return c->e->code;
-  if (hp_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HP_E_DTYPE_MISMATCH, "indices must be integers");
+  if (hg_val_dtype(c->g, idx) != TINY_I32) return ox_fail(c, HARP_E_DTYPE_MISMATCH, "indices must be integers");
   if (ox_rank_of(c, idx) != ox_rank_of(c, x))
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "indices have rank %d, data %d", ox_rank_of(c, idx), ox_rank_of(c, x));
+    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "indices have rank %d, data %d", ox_rank_of(c, idx), ox_rank_of(c, x));
   if ((idx = ox_gather_index(c, iv, idx, ox_shape_of(c, x)->d[axis])) < 0) return c->e->code;
-  return ox_def(c, 0, hp_gather(c->g, x, idx, axis));
+  return ox_def(c, 0, hg_gather(c->g, x, idx, axis));
 }
 
 /* Trilu: a constant [M, N] mask of the kept triangle (j - i >= k, or <= k
  * for the lower one) over the last two axes; k must be known at import. */
 OP(Trilu) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0 || ox_need_rank(c, x, 2, TINY_MAX_RANK, "the input")) return c->e->code;
   int64_t upper, k = 0, m, n;
   int nk = -1;
@@ -128,14 +128,14 @@ OP(Trilu) {
   if (c->node->n_input > 1 && c->node->input[1][0] && ox_const_ints(c, 1, "k", &k, 1, &nk)) return c->e->code;
   const fe_shape *s = ox_shape_of(c, x);
   if (known(c, s->d[s->rank - 2], "Trilu", &m) || known(c, s->d[s->rank - 1], "Trilu", &n)) return c->e->code;
-  if (m * n > OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a %" PRId64 "x%" PRId64 " mask is too large", m, n);
-  hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, TINY_BOOL, 2, (int64_t[]){m, n})) return c->e->code;
+  if (m * n > OX_MAX_FILL) return ox_fail(c, HARP_E_LIMIT, "a %" PRId64 "x%" PRId64 " mask is too large", m, n);
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, TINY_BOOL, 2, (int64_t[]){m, n})) return c->e->code;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) ((uint8_t *)t.data)[i * n + j] = upper ? j - i >= k : j - i <= k;
-  hp_val mask = ox_weight(c, "mask", &t);
+  hg_val mask = ox_weight(c, "mask", &t);
   if (mask < 0) return c->e->code;
-  return ox_def(c, 0, hp_where(c->g, mask, x, hp_const(c->g, 0)));
+  return ox_def(c, 0, hg_where(c->g, mask, x, hg_const(c->g, 0)));
 }
 
 /* Range of constants too long to fold (onnx_fold.c evaluates the rest): a
@@ -154,27 +154,27 @@ OP(Range) {
     if (failed) return c->e->code;
     if (!x || !ox_const_scalar(x, &v[i])) {
       if (x) ox_needs_data(c, x);
-      return ox_fail(c, HP_E_UNSUPPORTED, "input %d must be a one-element constant (the output's length depends on the values)", i);
+      return ox_fail(c, HARP_E_UNSUPPORTED, "input %d must be a one-element constant (the output's length depends on the values)", i);
     }
     ints &= x->has_i && fe_dim_is_int(x->iv[0], &iv[i]) && iv[i] > -((int64_t)1 << 52) && iv[i] < ((int64_t)1 << 52);
   }
-  if (v[2] == 0) return ox_fail(c, HP_E_INVALID_ARG, "delta is 0");
+  if (v[2] == 0) return ox_fail(c, HARP_E_INVALID_ARG, "delta is 0");
   double len = ceil((v[1] - v[0]) / v[2]);
-  if (len > (double)OX_MAX_FILL) return ox_fail(c, HP_E_LIMIT, "a range of %g values", len);
+  if (len > (double)OX_MAX_FILL) return ox_fail(c, HARP_E_LIMIT, "a range of %g values", len);
   int64_t n = ints ? (iv[1] - iv[0] + iv[2] + (iv[2] > 0 ? -1 : 1)) / iv[2] : len > 0 ? (int64_t)len : 0;
   if (n < 0) n = 0;
-  hp_tensor t;
-  if (hp_tensor_alloc(c->e, &t, ints ? TINY_I32 : dt, 1, &n)) return c->e->code;
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, ints ? TINY_I32 : dt, 1, &n)) return c->e->code;
   for (int64_t k = 0; k < n; k++) {
     if (!ints) { /* in float, as onnxruntime's kernel */
       float step = (float)k * (float)v[2];
-      hp_tensor_set(&t, k, (float)v[0] + step);
+      ut_tensor_set(&t, k, (float)v[0] + step);
       continue;
     }
     int64_t e = iv[0] + k * iv[2];
     if (e < INT32_MIN || e > INT32_MAX) {
-      hp_tensor_free(&t);
-      return ox_fail(c, HP_E_LIMIT, "a range through %" PRId64 ", outside int32 (harp's integers)", e);
+      ut_tensor_free(&t);
+      return ox_fail(c, HARP_E_LIMIT, "a range through %" PRId64 ", outside int32 (harp's integers)", e);
     }
     ((int32_t *)t.data)[k] = (int32_t)e;
   }
@@ -183,16 +183,16 @@ OP(Range) {
 
 /* ---- MaxPool with dilations: the max of the kernel's k[0] x k[1] strided slices ---------- */
 #define OX_MAX_DILATED_TAPS 64
-hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out) {
+hg_val ox_dilated_max_pool(ox_ctx *c, hg_val x, const int64_t *k, const int64_t *s, const int64_t *d, const int64_t *out) {
   if (k[0] * k[1] > OX_MAX_DILATED_TAPS)
-    return ox_fail(c, HP_E_UNSUPPORTED, "a dilated %" PRId64 "x%" PRId64 " window (at most %d taps)", k[0], k[1], OX_MAX_DILATED_TAPS), -1;
-  hp_val y = HP_NONE;
+    return ox_fail(c, HARP_E_UNSUPPORTED, "a dilated %" PRId64 "x%" PRId64 " window (at most %d taps)", k[0], k[1], OX_MAX_DILATED_TAPS), -1;
+  hg_val y = HG_NONE;
   int axes[2] = {2, 3};
   for (int64_t a = 0; a < k[0]; a++)
     for (int64_t b = 0; b < k[1]; b++) {
       int64_t lo[2] = {a * d[0], b * d[1]}, hi[2] = {lo[0] + (out[0] - 1) * s[0] + 1, lo[1] + (out[1] - 1) * s[1] + 1};
-      hp_val t = hp_slice(c->g, x, 2, axes, lo, hi, s);
-      y = y == HP_NONE ? t : hp_max(c->g, y, t);
+      hg_val t = hg_slice(c->g, x, 2, axes, lo, hi, s);
+      y = y == HG_NONE ? t : hg_max(c->g, y, t);
     }
   return y;
 }
@@ -200,19 +200,19 @@ hp_val ox_dilated_max_pool(ox_ctx *c, hp_val x, const int64_t *k, const int64_t 
 /* ---- reductions ----------------------------------------------------------------------- */
 typedef enum { R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP } rkind;
 
-static hp_status reduce_more(ox_ctx *c, rkind k) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status reduce_more(ox_ctx *c, rkind k) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int n, axes[TINY_MAX_RANK];
   bool keep, noop;
-  if (ox_reduce_axes(c, hp_val_rank(c->g, x), 18, axes, &n, &keep, &noop)) return c->e->code;
-  hp_graph *g = c->g;
-  hp_val y;
+  if (ox_reduce_axes(c, hg_val_rank(c->g, x), 18, axes, &n, &keep, &noop)) return c->e->code;
+  hg_graph *g = c->g;
+  hg_val y;
   switch (k) {
-  case R_L1: y = noop ? hp_abs(g, x) : hp_reduce(g, HP_OP_SUM, hp_abs(g, x), axes, n, keep); break;
-  case R_SUMSQ: y = noop ? hp_mul(g, x, x) : hp_reduce(g, HP_OP_SUM, hp_mul(g, x, x), axes, n, keep); break;
-  case R_L2: y = noop ? hp_abs(g, x) : hp_sqrt(g, hp_reduce(g, HP_OP_SUM, hp_mul(g, x, x), axes, n, keep)); break;
-  case R_LOGSUM: y = hp_log(g, noop ? x : hp_reduce(g, HP_OP_SUM, x, axes, n, keep)); break;
+  case R_L1: y = noop ? hg_abs(g, x) : hg_reduce(g, HG_OP_SUM, hg_abs(g, x), axes, n, keep); break;
+  case R_SUMSQ: y = noop ? hg_mul(g, x, x) : hg_reduce(g, HG_OP_SUM, hg_mul(g, x, x), axes, n, keep); break;
+  case R_L2: y = noop ? hg_abs(g, x) : hg_sqrt(g, hg_reduce(g, HG_OP_SUM, hg_mul(g, x, x), axes, n, keep)); break;
+  case R_LOGSUM: y = hg_log(g, noop ? x : hg_reduce(g, HG_OP_SUM, x, axes, n, keep)); break;
   default: {
     if (noop) {
       y = x;
@@ -220,12 +220,12 @@ static hp_status reduce_more(ox_ctx *c, rkind k) {
     }
     /* m + log(sum(exp(x - m))), m the max (0 where it is infinite, so that
      * an all -inf slice gives -inf and an inf gives inf, not NaN) */
-    hp_val m = hp_reduce(g, HP_OP_RMAX, x, axes, n, true);
-    hp_val fin = hp_binary(g, HP_OP_LT, hp_abs(g, m), K(c, INFINITY));
-    m = hp_where(g, fin, m, K(c, 0));
-    hp_val l = hp_add(g, hp_log(g, hp_reduce(g, HP_OP_SUM, hp_exp(g, hp_sub(g, x, m)), axes, n, true)), m);
+    hg_val m = hg_reduce(g, HG_OP_RMAX, x, axes, n, true);
+    hg_val fin = hg_binary(g, HG_OP_LT, hg_abs(g, m), K(c, INFINITY));
+    m = hg_where(g, fin, m, K(c, 0));
+    hg_val l = hg_add(g, hg_log(g, hg_reduce(g, HG_OP_SUM, hg_exp(g, hg_sub(g, x, m)), axes, n, true)), m);
     if (!keep) {
-      y = hp_reduce(g, HP_OP_SUM, l, axes, n, false); /* the axes have size 1 now */
+      y = hg_reduce(g, HG_OP_SUM, l, axes, n, false); /* the axes have size 1 now */
       break;
     }
     y = l;
@@ -241,18 +241,18 @@ OP(ReduceLogSum) { return reduce_more(c, R_LOGSUM); }
 OP(ReduceLogSumExp) { return reduce_more(c, R_LOGSUMEXP); }
 
 OP(ReduceProd) {
-  return ox_fail(c, HP_E_UNSUPPORTED, "ReduceProd: harp's reductions are sum, max and min (no product)");
+  return ox_fail(c, HARP_E_UNSUPPORTED, "ReduceProd: harp's reductions are sum, max and min (no product)");
 }
 
 /* ---- ArgMax / ArgMin: the first (or last) position holding the max / min -------------- */
-hp_val ox_extreme_pos(ox_ctx *c, hp_val x, hp_val m, hp_val iota, hp_val none) {
-  hp_graph *g = c->g;
-  hp_val nan = hp_binary(g, HP_OP_NE, x, x);
-  return hp_where(g, hp_binary(g, HP_OP_EQ, x, m), iota, hp_where(g, nan, iota, none));
+hg_val ox_extreme_pos(ox_ctx *c, hg_val x, hg_val m, hg_val iota, hg_val none) {
+  hg_graph *g = c->g;
+  hg_val nan = hg_binary(g, HG_OP_NE, x, x);
+  return hg_where(g, hg_binary(g, HG_OP_EQ, x, m), iota, hg_where(g, nan, iota, none));
 }
 
-static hp_status arg_reduce(ox_ctx *c, bool is_max) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status arg_reduce(ox_ctx *c, bool is_max) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t a, keep, last, n;
   int axis;
@@ -260,19 +260,19 @@ static hp_status arg_reduce(ox_ctx *c, bool is_max) {
   if (ox_attr_int(c, "axis", 0, &a) || ox_attr_int(c, "keepdims", 1, &keep) || ox_attr_int(c, "select_last_index", 0, &last) ||
       ox_norm_axis(c, a, s.rank, &axis) || known(c, s.d[axis], "the reduced axis", &n))
     return c->e->code;
-  if (n < 1 || n > INT32_MAX) return ox_fail(c, HP_E_UNSUPPORTED, "an axis of size %" PRId64, n);
-  hp_tensor t;
+  if (n < 1 || n > INT32_MAX) return ox_fail(c, HARP_E_UNSUPPORTED, "an axis of size %" PRId64, n);
+  ut_tensor t;
   int64_t shp[TINY_MAX_RANK];
   for (int i = 0; i < s.rank; i++) shp[i] = i == axis ? n : 1;
-  if (hp_tensor_alloc(c->e, &t, TINY_I32, s.rank, shp)) return c->e->code;
+  if (ut_tensor_alloc(c->e, &t, TINY_I32, s.rank, shp)) return c->e->code;
   for (int64_t i = 0; i < n; i++) ((int32_t *)t.data)[i] = (int32_t)i;
-  hp_val iota = ox_weight(c, "iota", &t);
+  hg_val iota = ox_weight(c, "iota", &t);
   if (iota < 0) return c->e->code;
-  hp_graph *g = c->g;
-  hp_val m = hp_reduce(g, is_max ? HP_OP_RMAX : HP_OP_RMIN, x, &axis, 1, true);
-  hp_val none = hp_const_typed(g, last ? -1 : (double)n, TINY_I32);
-  hp_val pos = ox_extreme_pos(c, x, m, iota, none);
-  return ox_def(c, 0, hp_reduce(g, last ? HP_OP_RMAX : HP_OP_RMIN, pos, &axis, 1, keep != 0));
+  hg_graph *g = c->g;
+  hg_val m = hg_reduce(g, is_max ? HG_OP_RMAX : HG_OP_RMIN, x, &axis, 1, true);
+  hg_val none = hg_const_typed(g, last ? -1 : (double)n, TINY_I32);
+  hg_val pos = ox_extreme_pos(c, x, m, iota, none);
+  return ox_def(c, 0, hg_reduce(g, last ? HG_OP_RMAX : HG_OP_RMIN, pos, &axis, 1, keep != 0));
 }
 OP(ArgMax) { return arg_reduce(c, true); }
 OP(ArgMin) { return arg_reduce(c, false); }
@@ -281,7 +281,7 @@ OP(ArgMin) { return arg_reduce(c, false); }
 /* The integer factor of each axis from float scales or from output sizes,
  * given for every axis or, with attribute axes (opset 18), for those alone
  * (the others keep their size). */
-static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
+static harp_status int_scales(ox_ctx *c, hg_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
   const fe_shape *s = ox_shape_of(c, x);
   double f[TINY_MAX_RANK], v[TINY_MAX_RANK];
   int64_t ax[TINY_MAX_RANK], sz[TINY_MAX_RANK];
@@ -291,13 +291,13 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
   for (int i = 0; i < (na >= 0 ? na : s->rank); i++) {
     if (na >= 0 && ox_norm_axis(c, ax[i], s->rank, &axis_of[i])) return c->e->code;
     if (na < 0) axis_of[i] = i;
-    if (seen[axis_of[i]]) return ox_fail(c, HP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
+    if (seen[axis_of[i]]) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
     seen[axis_of[i]] = true;
   }
   ox_val *sv = scales_in >= 0 ? ox_in(c, scales_in, NULL) : NULL, *zv = sizes_in >= 0 ? ox_in(c, sizes_in, NULL) : NULL;
-  if (sv && sv->has_t && hp_tensor_numel(&sv->t) > 0) {
-    n = (int)(hp_tensor_numel(&sv->t) > TINY_MAX_RANK ? -2 : hp_tensor_numel(&sv->t));
-    for (int i = 0; i < n; i++) v[i] = hp_tensor_get(&sv->t, i);
+  if (sv && sv->has_t && ut_tensor_numel(&sv->t) > 0) {
+    n = (int)(ut_tensor_numel(&sv->t) > TINY_MAX_RANK ? -2 : ut_tensor_numel(&sv->t));
+    for (int i = 0; i < n; i++) v[i] = ut_tensor_get(&sv->t, i);
   } else if (zv && zv->has_i) {
     if (ox_const_ints(c, sizes_in, "sizes", sz, TINY_MAX_RANK, &n)) return c->e->code;
     by_size = true;
@@ -309,11 +309,11 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
     }
   } else if ((sv && !sv->has_t) || (zv && !zv->has_i)) {
     ox_needs_data(c, sv && !sv->has_t ? sv : zv);
-    return ox_fail(c, HP_E_UNSUPPORTED, "scales and sizes must be constants");
+    return ox_fail(c, HARP_E_UNSUPPORTED, "scales and sizes must be constants");
   }
   int want = na >= 0 ? na : s->rank;
-  if (n == -2) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got more than %d", want, TINY_MAX_RANK);
-  if (n != want) return ox_fail(c, HP_E_INVALID_ARG, "need one scale per axis (%d), got %d", want, n < 0 ? 0 : n);
+  if (n == -2) return ox_fail(c, HARP_E_INVALID_ARG, "need one scale per axis (%d), got more than %d", want, TINY_MAX_RANK);
+  if (n != want) return ox_fail(c, HARP_E_INVALID_ARG, "need one scale per axis (%d), got %d", want, n < 0 ? 0 : n);
   for (int i = 0; i < s->rank; i++) f[i] = 1;
   for (int k = 0; k < n; k++) {
     int i = axis_of[k];
@@ -321,15 +321,15 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
     f[i] = v[k];
     if (!by_size) continue;
     if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
-    if (d == 0 || sz[k] % d) return ox_fail(c, HP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, k, sz[k], d);
+    if (d == 0 || sz[k] % d) return ox_fail(c, HARP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, k, sz[k], d);
     f[i] = (double)(sz[k] / d);
   }
   for (int i = 0; i < s->rank; i++) {
     if (!(f[i] >= 1 && f[i] <= OX_MAX_DIM && f[i] == floor(f[i])))
-      return ox_fail(c, HP_E_UNSUPPORTED, "scale %g on axis %d (harp resizes by whole factors >= 1)", f[i], i);
+      return ox_fail(c, HARP_E_UNSUPPORTED, "scale %g on axis %d (harp resizes by whole factors >= 1)", f[i], i);
     rep[i] = (int64_t)f[i];
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Linear upsampling of axis a by the whole factor s: output k s + j lies at
@@ -338,34 +338,34 @@ static hp_status int_scales(ox_ctx *c, hp_val x, int scales_in, int sizes_in, co
  * ends the border element repeats (ONNX clamps the coordinate).  The s
  * phases are stacked on a new axis after a and merged into it. */
 #define OX_MAX_LINEAR 64
-static hp_val linear_axis(ox_ctx *c, hp_val x, int a, int64_t s, bool centred) {
-  hp_graph *g = c->g;
+static hg_val linear_axis(ox_ctx *c, hg_val x, int a, int64_t s, bool centred) {
+  hg_graph *g = c->g;
   const fe_shape sh = *ox_shape_of(c, x);
   int64_t n;
   if (known(c, sh.d[a], "linear resizing", &n)) return -1;
-  if (s > OX_MAX_LINEAR) return ox_fail(c, HP_E_UNSUPPORTED, "linear resizing by %" PRId64 " (at most %d)", s, OX_MAX_LINEAR), -1;
-  hp_val prev = x, next = x;
+  if (s > OX_MAX_LINEAR) return ox_fail(c, HARP_E_UNSUPPORTED, "linear resizing by %" PRId64 " (at most %d)", s, OX_MAX_LINEAR), -1;
+  hg_val prev = x, next = x;
   if (n > 1) {
-    hp_val p[2] = {slice1(c, x, a, 0, 1), slice1(c, x, a, 0, n - 1)}, q[2] = {slice1(c, x, a, 1, n), slice1(c, x, a, n - 1, n)};
-    prev = hp_concat(g, p, 2, a), next = hp_concat(g, q, 2, a);
+    hg_val p[2] = {slice1(c, x, a, 0, 1), slice1(c, x, a, 0, n - 1)}, q[2] = {slice1(c, x, a, 1, n), slice1(c, x, a, n - 1, n)};
+    prev = hg_concat(g, p, 2, a), next = hg_concat(g, q, 2, a);
   }
   fe_shape u = {.rank = sh.rank + 1}, m = sh;
   for (int i = 0, k = 0; i < u.rank; i++) u.d[i] = i == a + 1 ? I(c, 1) : sh.d[k++];
   m.d[a] = fe_dim_mul(c->A, sh.d[a], I(c, s));
-  hp_val ph[OX_MAX_LINEAR];
+  hg_val ph[OX_MAX_LINEAR];
   for (int64_t j = 0; j < s; j++) {
     double t = centred ? (j + 0.5) / (double)s - 0.5 : (double)j / (double)s;
-    hp_val nb = t >= 0 ? next : prev;
+    hg_val nb = t >= 0 ? next : prev;
     double w = fabs(t);
-    hp_val v = w == 0 ? x : hp_add(g, hp_mul(g, x, K(c, 1 - w)), hp_mul(g, nb, K(c, w)));
+    hg_val v = w == 0 ? x : hg_add(g, hg_mul(g, x, K(c, 1 - w)), hg_mul(g, nb, K(c, w)));
     ph[j] = fe_reshape(g, v, &u);
   }
-  return fe_reshape(g, hp_concat(g, ph, (int)s, a + 1), &m);
+  return fe_reshape(g, hg_concat(g, ph, (int)s, a + 1), &m);
 }
 
-static hp_status resize(ox_ctx *c, hp_val x, const int64_t *rep, bool linear, bool centred) {
+static harp_status resize(ox_ctx *c, hg_val x, const int64_t *rep, bool linear, bool centred) {
   if (!linear) {
-    hp_val y = repeat(c, x, rep, false);
+    hg_val y = repeat(c, x, rep, false);
     return c->e->code ? c->e->code : ox_def(c, 0, y);
   }
   for (int a = 0; a < ox_rank_of(c, x) && x > 0; a++)
@@ -381,21 +381,21 @@ OP(Resize) {
     return c->e->code;
   bool linear = !strcmp(mode, "linear");
   if (!linear && strcmp(mode, "nearest") != 0)
-    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with modes nearest and linear)", mode);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with modes nearest and linear)", mode);
   char kar[32];
   if (ox_attr_str(c, "keep_aspect_ratio_policy", "stretch", kar, sizeof kar)) return c->e->code;
-  if (strcmp(kar, "stretch") != 0) return ox_fail(c, HP_E_UNSUPPORTED, "keep_aspect_ratio_policy \"%s\" (harp stretches)", kar);
+  if (strcmp(kar, "stretch") != 0) return ox_fail(c, HARP_E_UNSUPPORTED, "keep_aspect_ratio_policy \"%s\" (harp stretches)", kar);
   bool centred = !strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel");
   if (linear && !centred && strcmp(ctm, "asymmetric") != 0)
-    return ox_fail(c, HP_E_UNSUPPORTED, "linear resizing with coordinate_transformation_mode \"%s\"", ctm);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "linear resizing with coordinate_transformation_mode \"%s\"", ctm);
   /* nearest with a whole factor s: output i = k s + j reads input k exactly
    * when the mapped coordinate rounds to k: half-pixel centres round (not
    * floor), the corner-aligned ones floor. */
   bool corner = !strcmp(ctm, "asymmetric") || !strcmp(ctm, "tf_half_pixel_for_nn");
   bool rounds = !strcmp(nm, "round_prefer_floor") || !strcmp(nm, "round_prefer_ceil");
   if (!linear && !((centred && rounds) || (corner && !strcmp(nm, "floor"))))
-    return ox_fail(c, HP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with nearest_mode \"%s\"", ctm, nm);
-  hp_val x = ox_tensor(c, 0);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with nearest_mode \"%s\"", ctm, nm);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t rep[TINY_MAX_RANK];
   if (int_scales(c, x, c->opset >= 11 ? 2 : 1, c->opset >= 11 ? 3 : -1, NULL, rep)) return c->e->code;
@@ -408,8 +408,8 @@ OP(Upsample) {
   if (ox_attr_str(c, "mode", "nearest", mode, sizeof mode)) return c->e->code;
   bool linear = !strcmp(mode, "linear") || !strcmp(mode, "bilinear");
   if (!linear && strcmp(mode, "nearest") != 0)
-    return ox_fail(c, HP_E_UNSUPPORTED, "mode \"%s\" (harp upsamples with modes nearest and linear)", mode);
-  hp_val x = ox_tensor(c, 0);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp upsamples with modes nearest and linear)", mode);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t rep[TINY_MAX_RANK];
   if (int_scales(c, x, c->opset >= 9 ? 1 : -1, -1, c->opset >= 9 ? NULL : "scales", rep)) return c->e->code;
@@ -417,23 +417,23 @@ OP(Upsample) {
 }
 
 /* ---- DepthToSpace / SpaceToDepth: reshape, permute, reshape ---------------------------- */
-static hp_status depth_space(ox_ctx *c, bool to_space) {
-  hp_val x = ox_tensor(c, 0);
+static harp_status depth_space(ox_ctx *c, bool to_space) {
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   int64_t b, C;
   char mode[8];
   if (ox_attr_int(c, "blocksize", 0, &b) || ox_attr_str(c, "mode", "DCR", mode, sizeof mode)) return c->e->code;
   const fe_shape s = *ox_shape_of(c, x);
-  if (s.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", s.rank);
-  if (b < 1 || b > 65536) return ox_fail(c, HP_E_INVALID_ARG, "blocksize %" PRId64, b);
+  if (s.rank != 4) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", s.rank);
+  if (b < 1 || b > 65536) return ox_fail(c, HARP_E_INVALID_ARG, "blocksize %" PRId64, b);
   bool crd = !strcmp(mode, "CRD");
-  if (!crd && strcmp(mode, "DCR") != 0) return ox_fail(c, HP_E_INVALID_ARG, "mode \"%s\"", mode);
+  if (!crd && strcmp(mode, "DCR") != 0) return ox_fail(c, HARP_E_INVALID_ARG, "mode \"%s\"", mode);
   const fe_dim *B = I(c, b), *N = s.d[0], *H = s.d[2], *W = s.d[3];
   fe_shape u = {.rank = 6}, o = {.rank = 4};
   int perm[6];
   if (to_space) {
     if (known(c, s.d[1], "DepthToSpace", &C)) return c->e->code;
-    if (C % (b * b)) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%" PRId64 " channels are not a multiple of %" PRId64 "^2", C, b);
+    if (C % (b * b)) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "%" PRId64 " channels are not a multiple of %" PRId64 "^2", C, b);
     const fe_dim *Cb = I(c, C / (b * b));
     static const int dcr[6] = {0, 3, 4, 1, 5, 2}, crdp[6] = {0, 1, 4, 2, 5, 3};
     if (crd) u = (fe_shape){.rank = 6, .d = {N, Cb, B, B, H, W}};
@@ -443,7 +443,7 @@ static hp_status depth_space(ox_ctx *c, bool to_space) {
   } else {
     int64_t h, w;
     if (known(c, H, "SpaceToDepth", &h) || known(c, W, "SpaceToDepth", &w)) return c->e->code;
-    if (h % b || w % b) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "%" PRId64 "x%" PRId64 " is not a multiple of %" PRId64, h, w, b);
+    if (h % b || w % b) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "%" PRId64 "x%" PRId64 " is not a multiple of %" PRId64, h, w, b);
     u = (fe_shape){.rank = 6, .d = {N, s.d[1], I(c, h / b), B, I(c, w / b), B}};
     /* DCR: channel (bh b + bw) C + c; CRD (opset 28): c b^2 + bh b + bw */
     static const int s2d[6] = {0, 3, 5, 1, 2, 4}, s2d_crd[6] = {0, 1, 3, 5, 2, 4};
@@ -451,8 +451,8 @@ static hp_status depth_space(ox_ctx *c, bool to_space) {
     o = (fe_shape){.rank = 4, .d = {N, fe_dim_mul(c->A, s.d[1], I(c, b * b)), I(c, h / b), I(c, w / b)}};
   }
   for (int i = 0; i < 4; i++)
-    if (!o.d[i]) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
-  return ox_def(c, 0, fe_reshape(c->g, hp_permute(c->g, fe_reshape(c->g, x, &u), perm, 6), &o));
+    if (!o.d[i]) return ox_fail(c, HARP_E_LIMIT, "the size expression is too large");
+  return ox_def(c, 0, fe_reshape(c->g, hg_permute(c->g, fe_reshape(c->g, x, &u), perm, 6), &o));
 }
 OP(DepthToSpace) { return depth_space(c, true); }
 OP(SpaceToDepth) { return depth_space(c, false); }
@@ -462,10 +462,10 @@ OP(SpaceToDepth) { return depth_space(c, false); }
  * with (stride - 1) zeros between its elements, padded by (k-1)d - pad (plus
  * output_padding at the end), with the weight flipped and its two channel
  * axes swapped per group: the conv template then runs it. */
-static hp_status flip_weight(ox_ctx *c, const hp_tensor *w, int64_t group, hp_tensor *out) {
+static harp_status flip_weight(ox_ctx *c, const ut_tensor *w, int64_t group, ut_tensor *out) {
   int64_t ci = w->shape[0], cog = w->shape[1], kh = w->shape[2], kw = w->shape[3], cig = ci / group;
   int64_t shp[4] = {cog * group, cig, kh, kw};
-  if (hp_tensor_alloc(c->e, out, TINY_FP32, 4, shp)) return c->e->code;
+  if (ut_tensor_alloc(c->e, out, TINY_FP32, 4, shp)) return c->e->code;
   const float *src = w->data;
   float *dst = out->data;
   for (int64_t gi = 0; gi < group; gi++)
@@ -474,81 +474,81 @@ static hp_status flip_weight(ox_ctx *c, const hp_tensor *w, int64_t group, hp_te
         for (int64_t a = 0; a < kh; a++)
           for (int64_t b = 0; b < kw; b++)
             dst[(((gi * cog + o) * cig + i) * kh + a) * kw + b] = src[(((gi * cig + i) * cog + o) * kh + (kh - 1 - a)) * kw + (kw - 1 - b)];
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ConvTranspose's pads from auto_pad SAME_UPPER / SAME_LOWER (output =
  * input * stride) or VALID, or from attribute output_shape, as onnxruntime
  * splits them: the odd one at the end for SAME_UPPER, at the start
  * otherwise.  xs: the input's shape, k: the weight's. */
-static hp_status transpose_pads(ox_ctx *c, const fe_shape *xs, const int64_t *k, const int64_t *st, const int64_t *dl, const int64_t *op,
+static harp_status transpose_pads(ox_ctx *c, const fe_shape *xs, const int64_t *k, const int64_t *st, const int64_t *dl, const int64_t *op,
                                 const char *ap, int64_t *pads) {
   int64_t os[8];
   int nos;
   if (ox_attr_ints(c, "output_shape", os, 8, &nos)) return c->e->code;
-  if (nos >= 0 && nos != 2 && nos != 4) return ox_fail(c, HP_E_INVALID_ARG, "output_shape has %d values (2, or 4 with N and C)", nos);
+  if (nos >= 0 && nos != 2 && nos != 4) return ox_fail(c, HARP_E_INVALID_ARG, "output_shape has %d values (2, or 4 with N and C)", nos);
   bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
   if (!strcmp(ap, "VALID")) memset(pads, 0, sizeof *pads * 4);
-  if (nos < 0 && !same) return HP_OK;
+  if (nos < 0 && !same) return HARP_OK;
   for (int i = 0; i < 2; i++) {
     int64_t in;
     if (ox_known(c, xs->d[2 + i], nos >= 0 ? "the spatial size output_shape pads" : "the spatial size auto_pad pads", &in)) return c->e->code;
     int64_t full = (in - 1) * st[i] + op[i] + (k[2 + i] - 1) * dl[i] + 1, out = nos >= 0 ? os[nos - 2 + i] : in * st[i];
     int64_t tot = full - out;
     if (tot < 0 && !same)
-      return ox_fail(c, HP_E_UNSUPPORTED, "output_shape %" PRId64 " beyond the %" PRId64 " the kernel reaches (give output_padding)", out, full);
+      return ox_fail(c, HARP_E_UNSUPPORTED, "output_shape %" PRId64 " beyond the %" PRId64 " the kernel reaches (give output_padding)", out, full);
     if (tot < 0) tot = 0;
     pads[i] = !strcmp(ap, "SAME_UPPER") ? tot / 2 : tot - tot / 2;
     pads[2 + i] = tot - pads[i];
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 OP(ConvTranspose) {
-  hp_val x = ox_tensor(c, 0);
+  hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *wv = ox_in(c, 1, NULL);
   if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
-    return ox_needs_data(c, wv), ox_fail(c, HP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
+    return ox_needs_data(c, wv), ox_fail(c, HARP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
   const fe_shape xs = *ox_shape_of(c, x);
-  if (xs.rank != 4) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", xs.rank);
+  if (xs.rank != 4) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W), got %d", xs.rank);
   char ap[16];
   int64_t group, v[8], st[2] = {1, 1}, dl[2] = {1, 1}, pads[4] = {0}, op[2] = {0}, ks[8];
   int n;
   if (ox_attr_int(c, "group", 1, &group) || ox_attr_str(c, "auto_pad", "NOTSET", ap, sizeof ap)) return c->e->code;
   if (strcmp(ap, "NOTSET") && strcmp(ap, "SAME_UPPER") && strcmp(ap, "SAME_LOWER") && strcmp(ap, "VALID"))
-    return ox_fail(c, HP_E_INVALID_ARG, "auto_pad \"%s\" (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
+    return ox_fail(c, HARP_E_INVALID_ARG, "auto_pad \"%s\" (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)", ap);
   const int64_t *k = wv->t.shape;
   int64_t cin;
   if (known(c, xs.d[1], "ConvTranspose", &cin)) return c->e->code;
   if (group < 1 || k[0] != cin || cin % group)
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the weight's %" PRId64 " input channels do not match the input's %" PRId64 " in %" PRId64 " groups",
+    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the weight's %" PRId64 " input channels do not match the input's %" PRId64 " in %" PRId64 " groups",
                    k[0], cin, group);
   if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
-  if (n >= 0 && (n != 2 || ks[0] != k[2] || ks[1] != k[3])) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight");
+  if (n >= 0 && (n != 2 || ks[0] != k[2] || ks[1] != k[3])) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight");
   struct { const char *name; int64_t *to; int cnt; } at[] = {{"strides", st, 2}, {"dilations", dl, 2}, {"pads", pads, 4}, {"output_padding", op, 2}};
   for (int i = 0; i < 4; i++) {
     if (ox_attr_ints(c, at[i].name, v, 8, &n)) return c->e->code;
     if (n < 0) continue;
-    if (n != at[i].cnt) return ox_fail(c, HP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
+    if (n != at[i].cnt) return ox_fail(c, HARP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
     memcpy(at[i].to, v, sizeof *v * (size_t)n);
   }
   if (transpose_pads(c, &xs, k, st, dl, op, ap, pads)) return c->e->code;
-  hp_conv2d_opts o = {.groups = group, .stride = {1, 1}, .dilation = {dl[0], dl[1]}};
+  hg_conv2d_opts o = {.groups = group, .stride = {1, 1}, .dilation = {dl[0], dl[1]}};
   for (int i = 0; i < 2; i++) {
-    if (st[i] < 1 || dl[i] < 1 || st[i] > 64 || dl[i] > 64) return ox_fail(c, HP_E_INVALID_ARG, "strides and dilations must be 1 to 64");
-    if (op[i] < 0 || (op[i] >= st[i] && op[i] >= dl[i])) return ox_fail(c, HP_E_INVALID_ARG, "output_padding %" PRId64 " is out of range", op[i]);
+    if (st[i] < 1 || dl[i] < 1 || st[i] > 64 || dl[i] > 64) return ox_fail(c, HARP_E_INVALID_ARG, "strides and dilations must be 1 to 64");
+    if (op[i] < 0 || (op[i] >= st[i] && op[i] >= dl[i])) return ox_fail(c, HARP_E_INVALID_ARG, "output_padding %" PRId64 " is out of range", op[i]);
     int64_t edge = (k[2 + i] - 1) * dl[i];
     o.pad[2 * i] = edge - pads[i], o.pad[2 * i + 1] = edge - pads[2 + i] + op[i];
     if (pads[i] < 0 || pads[2 + i] < 0 || o.pad[2 * i] < 0 || o.pad[2 * i + 1] < 0)
-      return ox_fail(c, HP_E_UNSUPPORTED, "pads beyond the kernel's reach ((kernel - 1) * dilation)");
+      return ox_fail(c, HARP_E_UNSUPPORTED, "pads beyond the kernel's reach ((kernel - 1) * dilation)");
   }
   if (st[0] > 1 || st[1] > 1) { /* zeros between the elements: [.., H, 1, W, 1] padded, merged, the tail cut */
     const fe_dim *one = I(c, 1), *H = fe_dim_mul(c->A, xs.d[2], I(c, st[0])), *W = fe_dim_mul(c->A, xs.d[3], I(c, st[1]));
-    if (!H || !W) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
-    hp_val u = fe_reshape(c->g, x, &(fe_shape){.rank = 6, .d = {xs.d[0], xs.d[1], xs.d[2], one, xs.d[3], one}});
+    if (!H || !W) return ox_fail(c, HARP_E_LIMIT, "the size expression is too large");
+    hg_val u = fe_reshape(c->g, x, &(fe_shape){.rank = 6, .d = {xs.d[0], xs.d[1], xs.d[2], one, xs.d[3], one}});
     int64_t lo[6] = {0}, hi[6] = {0, 0, 0, st[0] - 1, 0, st[1] - 1};
-    u = fe_reshape(c->g, hp_pad(c->g, u, lo, hi, 6, 0), &(fe_shape){.rank = 4, .d = {xs.d[0], xs.d[1], H, W}});
+    u = fe_reshape(c->g, hg_pad(c->g, u, lo, hi, 6, 0), &(fe_shape){.rank = 4, .d = {xs.d[0], xs.d[1], H, W}});
     int ax[2] = {2, 3};
     int64_t s0[2] = {0, 0}, e0[2] = {-(st[0] - 1), -(st[1] - 1)};
     for (int i = 0; i < 2; i++)
@@ -556,15 +556,15 @@ OP(ConvTranspose) {
     /* + 0: a compute node, so the zero-inserted input is a region of its own
      * and the conv reads a plain buffer (the conv template takes it; read
      * through the views it would be generic loops with a modulo per load) */
-    x = hp_add(c->g, hp_slice(c->g, u, 2, ax, s0, e0, NULL), K(c, 0));
+    x = hg_add(c->g, hg_slice(c->g, u, 2, ax, s0, e0, NULL), K(c, 0));
     if (ox_check(c, x)) return c->e->code;
   }
-  hp_tensor wt;
+  ut_tensor wt;
   if (flip_weight(c, &wv->t, group, &wt)) return c->e->code;
-  hp_val w = ox_weight(c, "weight", &wt);
+  hg_val w = ox_weight(c, "weight", &wt);
   if (w < 0) return c->e->code;
   if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
-  return ox_def(c, 0, hp_conv2d(c->g, x, w, &o));
+  return ox_def(c, 0, hg_conv2d(c->g, x, w, &o));
 }
 
 /* ---- Col2Im: the sum over the kernel's taps of the blocks placed at their positions ---------- */
@@ -574,14 +574,14 @@ OP(ConvTranspose) {
  * padded to k's offset in the padded image, summed, and the pads cut. */
 #define OX_MAX_COL2IM_TAPS 256
 OP(Col2Im) {
-  hp_graph *g = c->g;
-  hp_val x = ox_tensor(c, 0);
+  hg_graph *g = c->g;
+  hg_val x = ox_tensor(c, 0);
   int64_t img[6], blk[6], dil[6], st[6], pads[12], v[12], in[3];
   int ni, nb, n;
   if (x < 0 || ox_const_ints(c, 1, "image_shape", img, 6, &ni) || ox_const_ints(c, 2, "block_shape", blk, 6, &nb)) return c->e->code;
-  if (ni != nb || ni < 1 || ni > 5) return ox_fail(c, HP_E_UNSUPPORTED, "image_shape and block_shape of %d and %d values (harp takes 1 to 5 spatial dims)", ni, nb);
+  if (ni != nb || ni < 1 || ni > 5) return ox_fail(c, HARP_E_UNSUPPORTED, "image_shape and block_shape of %d and %d values (harp takes 1 to 5 spatial dims)", ni, nb);
   const fe_shape xs = *ox_shape_of(c, x);
-  if (xs.rank != 3) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input must be [N, C * prod(block_shape), L], got rank %d", xs.rank);
+  if (xs.rank != 3) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input must be [N, C * prod(block_shape), L], got rank %d", xs.rank);
   for (int i = 1; i < 3; i++)
     if (known(c, xs.d[i], "Col2Im", &in[i])) return c->e->code;
   int sp = ni;
@@ -590,27 +590,27 @@ OP(Col2Im) {
   for (int i = 0; i < 3; i++) {
     if (ox_attr_ints(c, at[i].name, v, 12, &n)) return c->e->code;
     if (n < 0) continue;
-    if (n != at[i].cnt) return ox_fail(c, HP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
+    if (n != at[i].cnt) return ox_fail(c, HARP_E_INVALID_ARG, "%s must have %d values, got %d", at[i].name, at[i].cnt, n);
     memcpy(at[i].to, v, sizeof *v * (size_t)n);
   }
   int64_t K = 1, L = 1, out[6], full[6];
   for (int i = 0; i < sp; i++) {
     if (img[i] < 1 || blk[i] < 1 || dil[i] < 1 || st[i] < 1 || pads[i] < 0 || pads[sp + i] < 0 || img[i] > OX_MAX_DIM || blk[i] > 4096 ||
         dil[i] > 4096 || st[i] > 4096 || pads[i] > OX_MAX_DIM || pads[sp + i] > OX_MAX_DIM)
-      return ox_fail(c, HP_E_INVALID_ARG, "image_shape, block_shape, dilations and strides must be >= 1 and pads >= 0");
+      return ox_fail(c, HARP_E_INVALID_ARG, "image_shape, block_shape, dilations and strides must be >= 1 and pads >= 0");
     full[i] = img[i] + pads[i] + pads[sp + i];
     int64_t span = full[i] - (blk[i] - 1) * dil[i] - 1;
-    if (span < 0) return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the block is larger than the padded image along spatial dim %d", i);
+    if (span < 0) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the block is larger than the padded image along spatial dim %d", i);
     out[i] = span / st[i] + 1, K *= blk[i], L *= out[i];
   }
-  if (K > OX_MAX_COL2IM_TAPS) return ox_fail(c, HP_E_UNSUPPORTED, "a block of %" PRId64 " elements (at most %d taps)", K, OX_MAX_COL2IM_TAPS);
+  if (K > OX_MAX_COL2IM_TAPS) return ox_fail(c, HARP_E_UNSUPPORTED, "a block of %" PRId64 " elements (at most %d taps)", K, OX_MAX_COL2IM_TAPS);
   if (in[1] % K || in[2] != L)
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the input [N, %" PRId64 ", %" PRId64 "] is not [N, C * %" PRId64 ", %" PRId64 "]", in[1], in[2], K, L);
+    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input [N, %" PRId64 ", %" PRId64 "] is not [N, C * %" PRId64 ", %" PRId64 "]", in[1], in[2], K, L);
   const fe_dim *N = xs.d[0], *C = I(c, in[1] / K);
   fe_shape s4 = {.rank = 3 + sp}; /* [N, C, K, out...] */
   s4.d[0] = N, s4.d[1] = C, s4.d[2] = I(c, K);
   for (int i = 0; i < sp; i++) s4.d[3 + i] = I(c, out[i]);
-  hp_val x4 = fe_reshape(g, x, &s4), y = HP_NONE;
+  hg_val x4 = fe_reshape(g, x, &s4), y = HG_NONE;
   bool strided = false;
   for (int i = 0; i < sp; i++) strided |= st[i] > 1;
   for (int64_t k = 0; k < K; k++) {
@@ -620,7 +620,7 @@ OP(Col2Im) {
     fe_shape t = {.rank = 2 + sp};
     t.d[0] = N, t.d[1] = C;
     for (int i = 0; i < sp; i++) t.d[2 + i] = I(c, out[i]);
-    hp_val tap = fe_reshape(g, hp_slice(g, x4, 1, &ax, &lo, &hi, NULL), &t);
+    hg_val tap = fe_reshape(g, hg_slice(g, x4, 1, &ax, &lo, &hi, NULL), &t);
     int64_t ext[6];
     for (int i = 0; i < sp; i++) ext[i] = (out[i] - 1) * st[i] + 1;
     if (strided) { /* [N, C, o, 1, ...] padded to the strides, merged, the tail cut */
@@ -632,60 +632,60 @@ OP(Col2Im) {
         u.d[2 + 2 * i] = I(c, out[i]), u.d[3 + 2 * i] = I(c, 1), phi[3 + 2 * i] = st[i] - 1;
         m.d[2 + i] = I(c, out[i] * st[i]), axes[i] = 2 + i;
       }
-      tap = fe_reshape(g, hp_pad(g, fe_reshape(g, tap, &u), plo, phi, u.rank, 0), &m);
-      tap = hp_slice(g, tap, sp, axes, z, ext, NULL);
+      tap = fe_reshape(g, hg_pad(g, fe_reshape(g, tap, &u), plo, phi, u.rank, 0), &m);
+      tap = hg_slice(g, tap, sp, axes, z, ext, NULL);
     }
     int64_t plo[8] = {0}, phi[8] = {0};
     for (int i = 0; i < sp; i++) plo[2 + i] = off[i], phi[2 + i] = full[i] - off[i] - ext[i];
-    tap = hp_pad(g, tap, plo, phi, 2 + sp, 0);
-    y = y == HP_NONE ? tap : hp_add(g, y, tap);
+    tap = hg_pad(g, tap, plo, phi, 2 + sp, 0);
+    y = y == HG_NONE ? tap : hg_add(g, y, tap);
   }
   int axes[6];
   int64_t a[6], b[6];
   for (int i = 0; i < sp; i++) axes[i] = 2 + i, a[i] = pads[i], b[i] = pads[i] + img[i];
-  return ox_def(c, 0, hp_slice(g, y, sp, axes, a, b, NULL));
+  return ox_def(c, 0, hg_slice(g, y, sp, axes, a, b, NULL));
 }
 
 /* ---- Einsum: one or two operands, as sums, a permute and a matmul ------------------------ */
 /* A term's letters, at most TINY_MAX_RANK, each once (no "..." and no diagonals). */
-static hp_status einsum_term(ox_ctx *c, const char *t, int len, char *out, int *n) {
+static harp_status einsum_term(ox_ctx *c, const char *t, int len, char *out, int *n) {
   *n = 0;
   for (int i = 0; i < len; i++) {
     char ch = t[i];
     if (ch == ' ') continue;
-    if (ch == '.') return ox_fail(c, HP_E_UNSUPPORTED, "an ellipsis (...) in the equation");
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) return ox_fail(c, HP_E_INVALID_ARG, "'%c' in the equation", ch);
-    if (memchr(out, ch, (size_t)*n)) return ox_fail(c, HP_E_UNSUPPORTED, "the repeated index '%c' (a diagonal) in one term", ch);
-    if (*n == TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "a term of more than %d indices", TINY_MAX_RANK);
+    if (ch == '.') return ox_fail(c, HARP_E_UNSUPPORTED, "an ellipsis (...) in the equation");
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) return ox_fail(c, HARP_E_INVALID_ARG, "'%c' in the equation", ch);
+    if (memchr(out, ch, (size_t)*n)) return ox_fail(c, HARP_E_UNSUPPORTED, "the repeated index '%c' (a diagonal) in one term", ch);
+    if (*n == TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "a term of more than %d indices", TINY_MAX_RANK);
     out[(*n)++] = ch;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* x (letters l, n of them) summed over the letters not in keep, kept in order */
-static hp_val einsum_sum(ox_ctx *c, hp_val x, char *l, int *n, const char *keep, int nk) {
+static hg_val einsum_sum(ox_ctx *c, hg_val x, char *l, int *n, const char *keep, int nk) {
   int ax[TINY_MAX_RANK], na = 0, m = 0;
   for (int i = 0; i < *n; i++) {
     if (memchr(keep, l[i], (size_t)nk)) l[m++] = l[i];
     else ax[na++] = i;
   }
   *n = m;
-  return na ? hp_reduce(c->g, HP_OP_SUM, x, ax, na, false) : x;
+  return na ? hg_reduce(c->g, HG_OP_SUM, x, ax, na, false) : x;
 }
 
 /* the permutation of x's letters `from` into `to` (same letters) */
-static hp_val einsum_perm(ox_ctx *c, hp_val x, const char *from, const char *to, int n) {
+static hg_val einsum_perm(ox_ctx *c, hg_val x, const char *from, const char *to, int n) {
   int perm[TINY_MAX_RANK];
   bool id = true;
   for (int i = 0; i < n; i++) {
     perm[i] = (int)((const char *)memchr(from, to[i], (size_t)n) - from);
     id &= perm[i] == i;
   }
-  return id ? x : hp_permute(c->g, x, perm, n);
+  return id ? x : hg_permute(c->g, x, perm, n);
 }
 
 /* the product of x's dims [lo, hi) (1 when empty) */
-static const fe_dim *dims_prod(ox_ctx *c, hp_val x, int lo, int hi) {
+static const fe_dim *dims_prod(ox_ctx *c, hg_val x, int lo, int hi) {
   const fe_shape *s = ox_shape_of(c, x);
   const fe_dim *p = I(c, 1);
   for (int i = lo; i < hi && p; i++) p = fe_dim_mul(c->A, p, s->d[i]);
@@ -697,9 +697,9 @@ OP(Einsum) {
   if (ox_attr_str(c, "equation", "", eq, sizeof eq)) return c->e->code;
   const char *arrow = strstr(eq, "->"), *comma = strchr(eq, ',');
   int nin = (int)c->node->n_input;
-  if (!arrow) return ox_fail(c, HP_E_UNSUPPORTED, "an equation without \"->\" (implicit output)");
+  if (!arrow) return ox_fail(c, HARP_E_UNSUPPORTED, "an equation without \"->\" (implicit output)");
   if (nin < 1 || nin > 2 || (nin == 2) != (comma && comma < arrow))
-    return ox_fail(c, HP_E_UNSUPPORTED, "Einsum of %d operands (harp takes one or two)", nin);
+    return ox_fail(c, HARP_E_UNSUPPORTED, "Einsum of %d operands (harp takes one or two)", nin);
   char la[TINY_MAX_RANK], lb[TINY_MAX_RANK], lo[TINY_MAX_RANK];
   int na, nb = 0, no;
   const char *a_end = nin == 2 ? comma : arrow;
@@ -707,13 +707,13 @@ OP(Einsum) {
       (nin == 2 && einsum_term(c, comma + 1, (int)(arrow - comma - 1), lb, &nb)) ||
       einsum_term(c, arrow + 2, (int)strlen(arrow + 2), lo, &no))
     return c->e->code;
-  hp_val a = ox_tensor(c, 0), b = nin == 2 && a > 0 ? ox_tensor(c, 1) : HP_NONE;
+  hg_val a = ox_tensor(c, 0), b = nin == 2 && a > 0 ? ox_tensor(c, 1) : HG_NONE;
   if (a < 0 || b < 0) return c->e->code;
   if (ox_rank_of(c, a) != na || (nin == 2 && ox_rank_of(c, b) != nb))
-    return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "the equation's terms do not match the inputs' ranks");
+    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the equation's terms do not match the inputs' ranks");
   for (int i = 0; i < no; i++)
     if (!memchr(la, lo[i], (size_t)na) && !memchr(lb, lo[i], (size_t)nb))
-      return ox_fail(c, HP_E_INVALID_ARG, "the output index '%c' is in no input", lo[i]);
+      return ox_fail(c, HARP_E_INVALID_ARG, "the output index '%c' is in no input", lo[i]);
   /* a letter only one operand has and the output lacks is summed there first */
   char ka[2 * TINY_MAX_RANK], kb[2 * TINY_MAX_RANK];
   memcpy(ka, lo, (size_t)no), memcpy(ka + no, lb, (size_t)nb);
@@ -745,20 +745,20 @@ OP(Einsum) {
   fe_shape sa = *ox_shape_of(c, a), sb = *ox_shape_of(c, b), mm = {.rank = nbt + 2}, ma, mb, out = {.rank = nbt + nfa + nfb};
   for (int i = 0; i < nbt; i++)
     if (fe_dim_cmp(sa.d[i], sb.d[i]) != FE_SAME)
-      return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "index '%c' is %s in one operand and %s in the other", bt[i], sa.d[i]->text,
+      return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "index '%c' is %s in one operand and %s in the other", bt[i], sa.d[i]->text,
                      sb.d[i]->text);
   for (int i = 0; i < nct; i++)
     if (fe_dim_cmp(sa.d[nbt + nfa + i], sb.d[nbt + i]) != FE_SAME)
-      return ox_fail(c, HP_E_AXIS_SIZE_MISMATCH, "index '%c' is %s in one operand and %s in the other", ct[i],
+      return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "index '%c' is %s in one operand and %s in the other", ct[i],
                      sa.d[nbt + nfa + i]->text, sb.d[nbt + i]->text);
   for (int i = 0; i < nbt; i++) mm.d[i] = sa.d[i];
   ma = mm, mb = mm;
   ma.d[nbt] = dims_prod(c, a, nbt, nbt + nfa), ma.d[nbt + 1] = dims_prod(c, a, nbt + nfa, na);
   mb.d[nbt] = dims_prod(c, b, nbt, nbt + nct), mb.d[nbt + 1] = dims_prod(c, b, nbt + nct, nb);
-  if (!ma.d[nbt] || !ma.d[nbt + 1] || !mb.d[nbt] || !mb.d[nbt + 1]) return ox_fail(c, HP_E_LIMIT, "the size expression is too large");
+  if (!ma.d[nbt] || !ma.d[nbt + 1] || !mb.d[nbt] || !mb.d[nbt + 1]) return ox_fail(c, HARP_E_LIMIT, "the size expression is too large");
   for (int i = 0; i < nbt + nfa; i++) out.d[i] = sa.d[i];
   for (int i = 0; i < nfb; i++) out.d[nbt + nfa + i] = sb.d[nbt + nct + i];
-  hp_val y = hp_matmul(c->g, fe_reshape(c->g, a, &ma), fe_reshape(c->g, b, &mb));
+  hg_val y = hg_matmul(c->g, fe_reshape(c->g, a, &ma), fe_reshape(c->g, b, &mb));
   y = fe_reshape(c->g, y, &out);
   if (ox_check(c, y)) return c->e->code;
   return ox_def(c, 0, einsum_perm(c, y, pm, lo, out.rank));

@@ -1,5 +1,5 @@
 /* onnx_shapes.c — the shapes of an ONNX model's graph inputs: the concrete
- * shapes and symbol values given at import (hp_onnx_opts.shapes and .syms),
+ * shapes and symbol values given at import (onnx_opts.shapes and .syms),
  * dynamic dims as shape variables, and the error for a node that needs a
  * symbolic size as a number, which names the graph input the size depends
  * on and the option that gives its shape.
@@ -8,11 +8,11 @@
  * every dim that names it), or written -1, "?", "" or not at all (a
  * variable of its own, "<input>_d<i>").  A dim written 0 is a static 0
  * unless a shape is given for the input.  There is no default value: a
- * dynamic dim that no option binds stays a symbol (hp_onnx_model.dyn).
+ * dynamic dim that no option binds stays a symbol (onnx_model.dyn).
  *
  * Needs: onnx_load.c (the context, names, errors).
  * Gives: ox_bind_given, ox_input_dims, ox_dyn_list, ox_need_value,
- * ox_known, hp_onnx_parse_shape. */
+ * ox_known, onnx_parse_shape. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,51 +61,51 @@ static bool given_sym(const ox_ctx *c, const char *name, int64_t *v) {
 
 /* Record that dim_param `param` is v (as `from` says); a different value
  * recorded before is InputMismatch. */
-static hp_status bind_param(ox_ctx *c, const char *param, int64_t v, const char *from) {
+static harp_status bind_param(ox_ctx *c, const char *param, int64_t v, const char *from) {
   char nm[96];
   ox_printable(param, nm, sizeof nm);
-  if (v < 0 || v > OX_MAX_DIM) return ox_fail(c, HP_E_INPUT_MISMATCH, "%s gives dim \"%s\" the size %" PRId64 " (must be in [0, 2^31))", from, nm, v);
-  int *have = hp_strmap_find(&c->bound, param);
+  if (v < 0 || v > OX_MAX_DIM) return ox_fail(c, HARP_E_INPUT_MISMATCH, "%s gives dim \"%s\" the size %" PRId64 " (must be in [0, 2^31))", from, nm, v);
+  int *have = ut_strmap_find(&c->bound, param);
   if (have && *have != v)
-    return ox_fail(c, HP_E_INPUT_MISMATCH, "the shapes given disagree on dim \"%s\": %d, and %" PRId64 " from %s", nm, *have, v, from);
-  if (!hp_strmap_put(&c->bound, param, (int)v)) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-  return HP_OK;
+    return ox_fail(c, HARP_E_INPUT_MISMATCH, "the shapes given disagree on dim \"%s\": %d, and %" PRId64 " from %s", nm, *have, v, from);
+  if (!ut_strmap_put(&c->bound, param, (int)v)) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+  return HARP_OK;
 }
 
 /* Why shape gs does not fit graph input vi's declared dims (rank, static
- * dims, dim_params bound before), in msg with its code; HP_OK when it fits. */
-static hp_status misfit(ox_ctx *c, const Onnx__ValueInfoProto *vi, const hp_onnx_shape *gs, char *msg, size_t cap) {
+ * dims, dim_params bound before), in msg with its code; HARP_OK when it fits. */
+static harp_status misfit(ox_ctx *c, const Onnx__ValueInfoProto *vi, const onnx_shape *gs, char *msg, size_t cap) {
   char nm[96];
   ox_printable(vi->name, nm, sizeof nm);
   const Onnx__TensorShapeProto *sp = declared_shape(vi);
   if (gs->rank < 0 || gs->rank > TINY_MAX_RANK)
-    return snprintf(msg, cap, "the shape given for graph input \"%s\" has rank %d (at most %d)", nm, gs->rank, TINY_MAX_RANK), HP_E_LIMIT;
-  if (!sp) return HP_OK; /* no declared shape: the given one is the shape */
+    return snprintf(msg, cap, "the shape given for graph input \"%s\" has rank %d (at most %d)", nm, gs->rank, TINY_MAX_RANK), HARP_E_LIMIT;
+  if (!sp) return HARP_OK; /* no declared shape: the given one is the shape */
   for (size_t i = 0; i < sp->n_dim; i++) {
     int64_t v;
     const char *param;
     if (ox_kind_of(sp->dim[i], &v, &param) == D_FIXED && v > OX_MAX_DIM)
-      return snprintf(msg, cap, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, v), HP_E_LIMIT;
+      return snprintf(msg, cap, "graph input \"%s\": dim %zu is %" PRId64 " (must be in [0, 2^31))", nm, i, v), HARP_E_LIMIT;
   }
   if ((int)sp->n_dim != gs->rank)
     return snprintf(msg, cap, "graph input \"%s\" has rank %zu; the shape given for it has rank %d", nm, sp->n_dim, gs->rank),
-           HP_E_INPUT_MISMATCH;
+           HARP_E_INPUT_MISMATCH;
   for (int i = 0; i < gs->rank; i++) {
     int64_t v;
     const char *param;
     ox_dim_kind k = ox_kind_of(sp->dim[i], &v, &param);
-    int *b = k == D_PARAM ? hp_strmap_find(&c->bound, param) : NULL;
+    int *b = k == D_PARAM ? ut_strmap_find(&c->bound, param) : NULL;
     if (k == D_FIXED && v != 0 && v != gs->dims[i])
       return snprintf(msg, cap, "graph input \"%s\": dim %d is %" PRId64 " in the model; the shape given for it has %" PRId64, nm, i, v,
-                      gs->dims[i]), HP_E_INPUT_MISMATCH;
+                      gs->dims[i]), HARP_E_INPUT_MISMATCH;
     if (b && *b != gs->dims[i]) {
       char pn[96];
       ox_printable(param, pn, sizeof pn);
       return snprintf(msg, cap, "the shapes given disagree on dim \"%s\": %d, and %" PRId64 " for graph input \"%s\"", pn, *b,
-                      gs->dims[i], nm), HP_E_INPUT_MISMATCH;
+                      gs->dims[i], nm), HARP_E_INPUT_MISMATCH;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Whether graph input vi declares a dynamic dim (or no shape). */
@@ -120,10 +120,10 @@ static bool has_dynamic(const Onnx__ValueInfoProto *vi) {
 }
 
 /* Take shape k for graph input vi: check it, bind the dim_params it covers. */
-static hp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
-  const hp_onnx_shape *gs = &c->opts->shapes[k];
+static harp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
+  const onnx_shape *gs = &c->opts->shapes[k];
   char msg[400];
-  hp_status code = misfit(c, vi, gs, msg, sizeof msg);
+  harp_status code = misfit(c, vi, gs, msg, sizeof msg);
   if (code) return ox_fail(c, code, "%s", msg);
   c->taken[k] = true;
   if (c->opts->shape_used) c->opts->shape_used[k] = true;
@@ -136,26 +136,26 @@ static hp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
     const char *param;
     if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The shapes given for graph input vi: the first that fits is taken (a
  * loose one that does not fit a fully static input is left out, for the
  * data's binding to report); another one must agree. */
-static hp_status given_for(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
-  const hp_onnx_opts *o = c->opts;
+static harp_status given_for(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
+  const onnx_opts *o = c->opts;
   char id[128];
   ox_sanitize(vi->name, id);
   int first = -1;
   for (int k = 0; k < o->nshapes; k++) {
-    const hp_onnx_shape *gs = &o->shapes[k];
+    const onnx_shape *gs = &o->shapes[k];
     if (strcmp(gs->name, vi->name) != 0 && strcmp(gs->name, id) != 0) continue;
     bool same = first >= 0 && gs->rank == o->shapes[first].rank &&
                 !memcmp(gs->dims, o->shapes[first].dims, sizeof *gs->dims * (size_t)(gs->rank > 0 ? gs->rank : 0));
     if (first >= 0 && !same && !gs->loose) {
       char nm[96];
       ox_printable(vi->name, nm, sizeof nm);
-      return ox_fail(c, HP_E_INPUT_MISMATCH, "two different shapes are given for graph input \"%s\"", nm);
+      return ox_fail(c, HARP_E_INPUT_MISMATCH, "two different shapes are given for graph input \"%s\"", nm);
     }
     if (same && o->shape_used) o->shape_used[k] = true;
     char msg[400];
@@ -163,21 +163,21 @@ static hp_status given_for(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
     if (take(c, vi, k)) return c->e->code;
     first = k;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
-  const hp_onnx_opts *o = c->opts;
+harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
+  const onnx_opts *o = c->opts;
   for (int k = 0; o && o->shape_used && k < o->nshapes; k++) o->shape_used[k] = false;
-  if (!o || (!o->nshapes && !o->syms)) return HP_OK;
-  if (!(c->taken = hp_xcalloc((size_t)o->nshapes + 1, sizeof *c->taken))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
-  hp_strmap inits = {0};
-  hp_status st = HP_OK;
+  if (!o || (!o->nshapes && !o->syms)) return HARP_OK;
+  if (!(c->taken = ut_xcalloc((size_t)o->nshapes + 1, sizeof *c->taken))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+  ut_strmap inits = {0};
+  harp_status st = HARP_OK;
   for (size_t i = 0; i < gp->n_initializer && !st; i++)
-    if (gp->initializer[i]->name && !hp_strmap_put(&inits, gp->initializer[i]->name, 1)) st = ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    if (gp->initializer[i]->name && !ut_strmap_put(&inits, gp->initializer[i]->name, 1)) st = ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   for (size_t i = 0; i < gp->n_input && !st; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
-    if (!vi->name || !*vi->name || hp_strmap_find(&inits, vi->name)) continue;
+    if (!vi->name || !*vi->name || ut_strmap_find(&inits, vi->name)) continue;
     st = given_for(c, vi);
     /* symbols given by name: the dim_params of this input's dims */
     const Onnx__TensorShapeProto *sp = declared_shape(vi);
@@ -187,19 +187,19 @@ hp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
       if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && given_sym(c, param, &sv)) st = bind_param(c, param, sv, "--sym");
     }
   }
-  hp_strmap_free(&inits);
+  ut_strmap_free(&inits);
   return st;
 }
 
 /* The shape variable of dim_param `param` (one per distinct dim_param),
  * registered with its name the first time. */
 static const char *param_sym(ox_ctx *c, const char *param) {
-  int *have = hp_strmap_find(&c->dimsyms, param);
+  int *have = ut_strmap_find(&c->dimsyms, param);
   if (have) return c->m->names[*have].id;
   const char *sym = ox_ident(c, param);
   if (!sym || ox_add_name(c, param, sym)) return NULL;
-  if (!hp_strmap_put(&c->dimsyms, param, c->m->nnames - 1)) {
-    ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  if (!ut_strmap_put(&c->dimsyms, param, c->m->nnames - 1)) {
+    ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
     return NULL;
   }
   return sym;
@@ -213,7 +213,7 @@ static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const
   *sym = NULL;
   ox_dim_kind k = ox_kind_of(d, v, param);
   if (k == D_FIXED) return true;
-  int *b = k == D_PARAM ? hp_strmap_find(&c->bound, *param) : NULL;
+  int *b = k == D_PARAM ? ut_strmap_find(&c->bound, *param) : NULL;
   if (b) {
     *v = *b;
     return true;
@@ -229,31 +229,31 @@ static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const
   return false;
 }
 
-static hp_status add_gin(ox_ctx *c, const char *name, int rank, ox_gin **out) {
+static harp_status add_gin(ox_ctx *c, const char *name, int rank, ox_gin **out) {
   if (c->ngins == c->gincap) {
     int cap = c->gincap ? 2 * c->gincap : 8;
-    ox_gin *p = hp_xrealloc(c->gins, sizeof *p * (size_t)cap);
-    if (!p) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    ox_gin *p = ut_xrealloc(c->gins, sizeof *p * (size_t)cap);
+    if (!p) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
     c->gins = p, c->gincap = cap;
   }
   *out = &c->gins[c->ngins++];
   memset(*out, 0, sizeof **out);
   (*out)->name = name;
   (*out)->rank = rank;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *id, int *rank, tiny_dim *dims) {
+harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *id, int *rank, tiny_dim *dims) {
   char nm[96];
   ox_printable(vi->name, nm, sizeof nm);
   const Onnx__TensorShapeProto *sp = declared_shape(vi);
   int k = given_shape(c, vi->name);
-  const hp_onnx_shape *gs = k >= 0 ? &c->opts->shapes[k] : NULL;
+  const onnx_shape *gs = k >= 0 ? &c->opts->shapes[k] : NULL;
   if (!sp && !gs)
-    return ox_fail(c, HP_E_UNSUPPORTED, "graph input \"%s\" declares no shape (harp needs at least its rank): give it at import: %s %s=1x...",
+    return ox_fail(c, HARP_E_UNSUPPORTED, "graph input \"%s\" declares no shape (harp needs at least its rank): give it at import: %s %s=1x...",
                    nm, c->opts && c->opts->shape_option ? c->opts->shape_option : "--shape", nm);
   int r = gs ? gs->rank : (int)sp->n_dim;
-  if (r > TINY_MAX_RANK) return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has rank %d (at most %d)", nm, r, TINY_MAX_RANK);
+  if (r > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "graph input \"%s\" has rank %d (at most %d)", nm, r, TINY_MAX_RANK);
   ox_gin *g = NULL;
   if (add_gin(c, vi->name, r, &g)) return c->e->code;
   int64_t numel = 1;
@@ -261,21 +261,21 @@ hp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *i
     int64_t v = gs ? gs->dims[i] : -1;
     const char *sym = NULL, *param = NULL;
     if (!gs && !one_dim(c, sp->dim[i], id, i, &v, &sym, &param)) {
-      if (!sym) return c->e->code ? c->e->code : ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+      if (!sym) return c->e->code ? c->e->code : ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
       dims[i] = tiny_dim_sym(sym);
       g->d[i] = fe_dim_sym(c->A, sym);
       g->param[i] = param;
-      if (!g->d[i]) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+      if (!g->d[i]) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
       continue;
     }
-    if (v < 0 || v > OX_MAX_DIM) return ox_fail(c, HP_E_LIMIT, "graph input \"%s\": dim %d is %" PRId64 " (must be in [0, 2^31))", nm, i, v);
-    if (v && numel > OX_MAX_NUMEL / v) return ox_fail(c, HP_E_LIMIT, "graph input \"%s\" has more than 2^34 elements", nm);
+    if (v < 0 || v > OX_MAX_DIM) return ox_fail(c, HARP_E_LIMIT, "graph input \"%s\": dim %d is %" PRId64 " (must be in [0, 2^31))", nm, i, v);
+    if (v && numel > OX_MAX_NUMEL / v) return ox_fail(c, HARP_E_LIMIT, "graph input \"%s\" has more than 2^34 elements", nm);
     numel *= v;
     dims[i] = tiny_dim_int(v);
-    if (!(g->d[i] = fe_dim_int(c->A, v))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+    if (!(g->d[i] = fe_dim_int(c->A, v))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   }
   *rank = r;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void ox_shape_hint(const char *option, const char *name, int rank, const int64_t *dims, const char *const *params, char *buf, size_t cap) {
@@ -323,7 +323,7 @@ static void collect_sym(void *ctx, const char *sym) {
   if (l->n < 8) l->s[l->n++] = sym;
 }
 
-hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what) {
+harp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what) {
   sym_list l = {.n = 0};
   fe_dim_syms(d, collect_sym, &l);
   char deps[320] = "", hints[640] = "";
@@ -346,13 +346,13 @@ hp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what) {
     hint_of(c, g, h, sizeof h);
     if (kh < sizeof hints) kh += (size_t)snprintf(hints + kh, sizeof hints - kh, "%s%s", kh ? " " : "", h);
   }
-  if (!nseen) return ox_fail(c, HP_E_UNBOUND_SYMBOL, "%s is %s, which harp needs as a number at import", what, d->text);
-  return ox_fail(c, HP_E_UNBOUND_SYMBOL, "%s is %s, which harp needs as a number at import; it depends on %s (dynamic): give %s: %s",
+  if (!nseen) return ox_fail(c, HARP_E_UNBOUND_SYMBOL, "%s is %s, which harp needs as a number at import", what, d->text);
+  return ox_fail(c, HARP_E_UNBOUND_SYMBOL, "%s is %s, which harp needs as a number at import; it depends on %s (dynamic): give %s: %s",
                  what, d->text, deps, nseen > 1 ? "their shapes" : "its shape", hints);
 }
 
 /* The graph input (not an initializer or a constant) whose value is v, or NULL. */
-static const ox_val *input_of(const ox_ctx *c, hp_val v) {
+static const ox_val *input_of(const ox_ctx *c, hg_val v) {
   for (int i = 0; i < c->nvals; i++) {
     const ox_val *x = &c->vals[i];
     if (x->v == v && !x->is_init && !x->has_i && !x->has_t) return x;
@@ -363,15 +363,15 @@ static const ox_val *input_of(const ox_ctx *c, hp_val v) {
 void ox_needs_data(ox_ctx *c, const ox_val *x) {
   if (!x || x->v <= 0 || !c->opts || !c->opts->needs_data) return;
   int n = c->g->n;
-  bool *seen = hp_xcalloc((size_t)n + 2, sizeof *seen);
-  hp_val *stack = hp_xmalloc(sizeof *stack * ((size_t)n + 2));
+  bool *seen = ut_xcalloc((size_t)n + 2, sizeof *seen);
+  hg_val *stack = ut_xmalloc(sizeof *stack * ((size_t)n + 2));
   int top = 0;
   if (seen && stack) stack[top++] = x->v, seen[x->v] = true;
   while (top > 0) { /* the INPUT leaves x is computed from */
-    hp_val v = stack[--top];
+    hg_val v = stack[--top];
     const fe_node *nd = fe_node_of(c->g, v);
     if (!nd) continue;
-    const ox_val *in = nd->op == HP_OP_INPUT ? input_of(c, v) : NULL;
+    const ox_val *in = nd->op == HG_OP_INPUT ? input_of(c, v) : NULL;
     if (in) c->opts->needs_data(c->opts->needs_ctx, in->name);
     for (int k = 0; k < nd->nin; k++)
       if (nd->in[k] > 0 && nd->in[k] <= n && !seen[nd->in[k]]) seen[nd->in[k]] = true, stack[top++] = nd->in[k];
@@ -380,24 +380,24 @@ void ox_needs_data(ox_ctx *c, const ox_val *x) {
   free(stack);
 }
 
-hp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
-  if (fe_dim_is_int(d, out)) return HP_OK;
+harp_status ox_known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *out) {
+  if (fe_dim_is_int(d, out)) return HARP_OK;
   return ox_need_value(c, d, what);
 }
 
 static char *dup_str(const char *s) {
-  char *p = hp_xmalloc(strlen(s) + 1);
+  char *p = ut_xmalloc(strlen(s) + 1);
   if (p) strcpy(p, s);
   return p;
 }
 
-hp_status ox_dyn_list(ox_ctx *c) {
-  hp_onnx_model *m = c->m;
+harp_status ox_dyn_list(ox_ctx *c) {
+  onnx_model *m = c->m;
   int n = 0;
   for (int k = 0; k < c->ngins; k++)
     for (int i = 0; i < c->gins[k].rank; i++) n += fe_dim_is_sym(c->gins[k].d[i]) != NULL;
-  if (!n) return HP_OK;
-  if (!(m->dyn = hp_xcalloc((size_t)n, sizeof *m->dyn))) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+  if (!n) return HARP_OK;
+  if (!(m->dyn = ut_xcalloc((size_t)n, sizeof *m->dyn))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   for (int k = 0; k < c->ngins; k++) {
     const ox_gin *g = &c->gins[k];
     char hint[256];
@@ -405,17 +405,17 @@ hp_status ox_dyn_list(ox_ctx *c) {
     for (int i = 0; i < g->rank; i++) {
       const char *sym = fe_dim_is_sym(g->d[i]);
       if (!sym) continue;
-      hp_onnx_dyn *y = &m->dyn[m->ndyn++];
+      onnx_dyn *y = &m->dyn[m->ndyn++];
       y->dim = i;
       y->input = dup_str(g->name), y->sym = dup_str(sym), y->hint = dup_str(hint);
-      if (!y->input || !y->sym || !y->hint) return ox_fail(c, HP_E_NO_MEMORY, "out of memory");
+      if (!y->input || !y->sym || !y->hint) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_onnx_require_shapes(hp_error *e, const hp_onnx_model *m) {
-  if (!m->ndyn) return HP_OK;
+harp_status onnx_require_shapes(harp_error *e, const onnx_model *m) {
+  if (!m->ndyn) return HARP_OK;
   char msg[900];
   int k = snprintf(msg, sizeof msg, "the model has dynamic dims that no shape or symbol given binds (harp needs every size):");
   for (int i = 0; i < m->ndyn && k > 0 && (size_t)k < sizeof msg; i++) {
@@ -427,24 +427,24 @@ hp_status hp_onnx_require_shapes(hp_error *e, const hp_onnx_model *m) {
       k += snprintf(msg + k, sizeof msg - (size_t)k, ", %d", m->dyn[j].dim);
     if ((size_t)k < sizeof msg) k += snprintf(msg + k, sizeof msg - (size_t)k, "): give %s", m->dyn[i].hint);
   }
-  return hp_fail(e, HP_E_UNBOUND_SYMBOL, NULL, "%s", msg);
+  return ut_fail(e, HARP_E_UNBOUND_SYMBOL, NULL, "%s", msg);
 }
 
-hp_status hp_onnx_parse_shape(hp_error *e, const char *spec, hp_onnx_shape *out) {
+harp_status onnx_parse_shape(harp_error *e, const char *spec, onnx_shape *out) {
   memset(out, 0, sizeof *out);
   const char *eq = spec ? strrchr(spec, '=') : NULL;
-  if (!eq || eq == spec) return hp_fail(e, HP_E_USAGE, NULL, "--shape expects NAME=DIMS (e.g. x=1x3x224x224), got '%s'", spec ? spec : "");
-  if ((size_t)(eq - spec) >= sizeof out->name) return hp_fail(e, HP_E_USAGE, NULL, "--shape: the name is longer than %d characters", HP_ONNX_NAME_MAX - 1);
+  if (!eq || eq == spec) return ut_fail(e, HARP_E_USAGE, NULL, "--shape expects NAME=DIMS (e.g. x=1x3x224x224), got '%s'", spec ? spec : "");
+  if ((size_t)(eq - spec) >= sizeof out->name) return ut_fail(e, HARP_E_USAGE, NULL, "--shape: the name is longer than %d characters", ONNX_NAME_MAX - 1);
   memcpy(out->name, spec, (size_t)(eq - spec));
   const char *p = eq + 1;
   while (*p) {
-    if (out->rank == TINY_MAX_RANK) return hp_fail(e, HP_E_USAGE, NULL, "--shape %s: more than %d dims", spec, TINY_MAX_RANK);
+    if (out->rank == TINY_MAX_RANK) return ut_fail(e, HARP_E_USAGE, NULL, "--shape %s: more than %d dims", spec, TINY_MAX_RANK);
     char *end;
     long long v = *p >= '0' && *p <= '9' ? strtoll(p, &end, 10) : -1;
     if (v < 0 || end == p || v > OX_MAX_DIM || (*end && *end != 'x' && *end != ',') || (*end && !end[1]))
-      return hp_fail(e, HP_E_USAGE, NULL, "--shape %s: the dims must be integers in [0, 2^31) separated by 'x' (e.g. x=1x3x224x224)", spec);
+      return ut_fail(e, HARP_E_USAGE, NULL, "--shape %s: the dims must be integers in [0, 2^31) separated by 'x' (e.g. x=1x3x224x224)", spec);
     out->dims[out->rank++] = v;
     p = *end ? end + 1 : end;
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -14,7 +14,7 @@
 typedef struct parser {
   const fe_tok *t;
   int n, i;
-  hp_arena *a;
+  ut_arena *a;
   fe_diagctx *dc;
   bool oom;
   bool panic; /* inside an error: stay quiet until resynchronized */
@@ -31,7 +31,7 @@ typedef struct vec {
 static void *vec_push(parser *P, vec *v) {
   if (v->n == v->cap) {
     int cap = v->cap ? v->cap * 2 : 8;
-    void *np = hp_xrealloc(v->p, v->sz * (size_t)cap);
+    void *np = ut_xrealloc(v->p, v->sz * (size_t)cap);
     if (!np) {
       P->oom = true;
       return NULL;
@@ -47,7 +47,7 @@ static void *vec_push(parser *P, vec *v) {
 static void *vec_done(parser *P, vec *v) {
   void *r = NULL;
   if (v->n) {
-    r = hp_arena_alloc(P->a, v->sz * (size_t)v->n);
+    r = ut_arena_alloc(P->a, v->sz * (size_t)v->n);
     if (r) memcpy(r, v->p, v->sz * (size_t)v->n);
     else P->oom = true;
   }
@@ -75,7 +75,7 @@ static void error_at(parser *P, const fe_tok *t, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fe_diag(P->dc, HP_E_PARSE, t->line, t->col, "%s", msg);
+  fe_diag(P->dc, HARP_E_PARSE, t->line, t->col, "%s", msg);
 }
 
 static void expected(parser *P, const char *what) {
@@ -105,7 +105,7 @@ static bool expect(parser *P, fe_tok_kind k, const char *what) {
 }
 
 static const char *tok_str(parser *P, const fe_tok *t) {
-  const char *s = hp_arena_strndup(P->a, t->s, (size_t)t->len);
+  const char *s = ut_arena_strndup(P->a, t->s, (size_t)t->len);
   if (!s) P->oom = true;
   return s;
 }
@@ -160,7 +160,7 @@ static void sync_graph(parser *P) {
 }
 
 static fe_ex *new_ex(parser *P, fe_ex_kind k, const fe_tok *t) {
-  fe_ex *e = hp_arena_alloc(P->a, sizeof *e);
+  fe_ex *e = ut_arena_alloc(P->a, sizeof *e);
   if (!e) {
     P->oom = true;
     return NULL;
@@ -504,7 +504,7 @@ static bool graph(parser *P, fe_ast_graph *g) {
   return expect(P, T_RBRACE, "'}' to close the graph");
 }
 
-bool fe_parse(const fe_tok *toks, int ntok, hp_arena *a, fe_diagctx *dc, fe_ast *out) {
+bool fe_parse(const fe_tok *toks, int ntok, ut_arena *a, fe_diagctx *dc, fe_ast *out) {
   parser P = {toks, ntok, 0, a, dc, false, false, 0};
   vec v = {NULL, 0, 0, sizeof(fe_ast_graph)};
   memset(out, 0, sizeof *out);

@@ -15,21 +15,21 @@
 
 
 typedef struct sema {
-  hp_program *p;
+  hg_program *p;
   fe_diagctx *dc;
-  hp_graph *g;
+  hg_graph *g;
   const fe_ast_graph *ag;
-  hp_strmap env; /* name -> value; <= 0: poisoned (its definition failed) */
+  ut_strmap env; /* name -> value; <= 0: poisoned (its definition failed) */
   bool oom;
-  hp_graph **gs; /* gs[i] was built from tree graph i (NULL if not) */
+  hg_graph **gs; /* gs[i] was built from tree graph i (NULL if not) */
   bool *usable;  /* its signature is sound (calls to it are checked) */
   int ngs;
 } sema;
 
-#define FAILED 0 /* an hp_val meaning "failed, already reported" */
+#define FAILED 0 /* an hg_val meaning "failed, already reported" */
 
-static void err(sema *S, hp_status code, int line, int col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void err(sema *S, hp_status code, int line, int col, const char *fmt, ...) {
+static void err(sema *S, harp_status code, int line, int col, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void err(sema *S, harp_status code, int line, int col, const char *fmt, ...) {
   char msg[256];
   va_list ap;
   va_start(ap, fmt);
@@ -39,7 +39,7 @@ static void err(sema *S, hp_status code, int line, int col, const char *fmt, ...
 }
 
 /* After a builder call: report its error at ex. */
-static hp_val chk(sema *S, const fe_ex *ex, hp_val v) {
+static hg_val chk(sema *S, const fe_ex *ex, hg_val v) {
   if (v > 0 && !S->g->err.code) return v;
   if (S->g->err.code) {
     err(S, S->g->err.code, ex->line, ex->col, "%s", S->g->err.msg);
@@ -54,22 +54,22 @@ static void at_ex(sema *S, const fe_ex *ex) {
 }
 
 /* ---- environment --------------------------------------------------------- */
-static int *lookup(sema *S, const char *name) { return hp_strmap_find(&S->env, name); }
+static int *lookup(sema *S, const char *name) { return ut_strmap_find(&S->env, name); }
 
-static void bind(sema *S, const char *name, hp_val v) {
-  if (!hp_strmap_put(&S->env, name, v)) S->oom = true;
+static void bind(sema *S, const char *name, hg_val v) {
+  if (!ut_strmap_put(&S->env, name, v)) S->oom = true;
 }
 
 /* ---- dimensions ------------------------------------------------------------ */
 /* dim := INT | SHAPEVAR | dim ('+'|'-'|'*') dim | dim '/' INT | '-' dim */
 static const fe_dim *eval_dim(sema *S, const fe_ex *ex) {
-  hp_arena *A = S->p->arena;
+  ut_arena *A = S->p->arena;
   const fe_dim *l, *r, *d = NULL;
   int64_t q;
   switch (ex->k) {
   case E_NUM:
     if (!ex->is_int) {
-      err(S, HP_E_INVALID_ARG, ex->line, ex->col, "a dimension must be an integer, got %g", ex->num);
+      err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "a dimension must be an integer, got %g", ex->num);
       return NULL;
     }
     d = fe_dim_int(A, ex->ival);
@@ -77,9 +77,9 @@ static const fe_dim *eval_dim(sema *S, const fe_ex *ex) {
   case E_NAME:
     if (fe_shape_var_index(S->g, ex->name) < 0) {
       if (lookup(S, ex->name))
-        err(S, HP_E_INVALID_ARG, ex->line, ex->col, "%s is a tensor, not a dimension", ex->name);
+        err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "%s is a tensor, not a dimension", ex->name);
       else
-        err(S, HP_E_UNBOUND_SYMBOL, ex->line, ex->col, "shape variable %s is not declared; add it to graph<%s=...>",
+        err(S, HARP_E_UNBOUND_SYMBOL, ex->line, ex->col, "shape variable %s is not declared; add it to graph<%s=...>",
             ex->name, ex->name);
       return NULL;
     }
@@ -96,18 +96,18 @@ static const fe_dim *eval_dim(sema *S, const fe_ex *ex) {
     else if (ex->op == T_STAR) d = fe_dim_mul(A, l, r);
     else if (ex->op == T_SLASH) {
       if (!fe_dim_is_int(r, &q) || q < 1) {
-        err(S, HP_E_INVALID_ARG, ex->r->line, ex->r->col, "a dimension can only be divided by a positive integer");
+        err(S, HARP_E_INVALID_ARG, ex->r->line, ex->r->col, "a dimension can only be divided by a positive integer");
         return NULL;
       }
       d = fe_dim_div(A, l, q);
     } else {
-      err(S, HP_E_INVALID_ARG, ex->line, ex->col, "this operator is not allowed in a dimension");
+      err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "this operator is not allowed in a dimension");
       return NULL;
     }
     break;
-  default: err(S, HP_E_INVALID_ARG, ex->line, ex->col, "expected a dimension (an integer or a shape variable)"); return NULL;
+  default: err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "expected a dimension (an integer or a shape variable)"); return NULL;
   }
-  if (!d) err(S, HP_E_LIMIT, ex->line, ex->col, "dimension expression too large");
+  if (!d) err(S, HARP_E_LIMIT, ex->line, ex->col, "dimension expression too large");
   return d;
 }
 
@@ -116,13 +116,13 @@ static bool eval_type(sema *S, const fe_ast_type *t, bool param, fe_shape *s) {
   for (int i = 0; i < t->rank; i++) {
     const fe_ex *ex = t->dims[i];
     if (param && ex->k != E_NAME && !(ex->k == E_NUM && ex->is_int)) {
-      err(S, HP_E_INVALID_ARG, ex->line, ex->col, "a parameter's dimensions must be integers or shape variables");
+      err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "a parameter's dimensions must be integers or shape variables");
       return false;
     }
     if (!(s->d[i] = eval_dim(S, ex))) return false;
     int64_t v;
     if (fe_dim_is_int(s->d[i], &v) && (v < 0 || v > TINY_MAX_DIM)) {
-      err(S, HP_E_INVALID_ARG, ex->line, ex->col, "dimension %" PRId64 " is out of range", v);
+      err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "dimension %" PRId64 " is out of range", v);
       return false;
     }
   }
@@ -152,7 +152,7 @@ static bool bind_args(sema *S, const fe_ex *call, const pspec *sp, int nsp, args
       if (pos >= nsp) {
         int req = 0;
         for (int j = 0; j < nsp; j++) req += sp[j].required;
-        err(S, HP_E_ARITY, a->line, a->col, "%s takes at most %d argument%s (%d required), got %d", call->name, nsp,
+        err(S, HARP_E_ARITY, a->line, a->col, "%s takes at most %d argument%s (%d required), got %d", call->name, nsp,
             nsp == 1 ? "" : "s", req, call->n);
         return false;
       }
@@ -161,25 +161,25 @@ static bool bind_args(sema *S, const fe_ex *call, const pspec *sp, int nsp, args
       for (int j = 0; j < nsp; j++)
         if (strcmp(sp[j].name, a->kw) == 0) k = j;
       if (k < 0) {
-        err(S, HP_E_INVALID_ARG, a->line, a->col, "%s has no argument named '%s'", call->name, a->kw);
+        err(S, HARP_E_INVALID_ARG, a->line, a->col, "%s has no argument named '%s'", call->name, a->kw);
         return false;
       }
     }
     if (out->e[k]) {
-      err(S, HP_E_INVALID_ARG, a->line, a->col, "%s: argument '%s' is given twice", call->name, sp[k].name);
+      err(S, HARP_E_INVALID_ARG, a->line, a->col, "%s: argument '%s' is given twice", call->name, sp[k].name);
       return false;
     }
     out->e[k] = a->e;
   }
   for (int j = 0; j < nsp; j++)
     if (sp[j].required && !out->e[j]) {
-      err(S, HP_E_ARITY, call->line, call->col, "%s: missing argument '%s'", call->name, sp[j].name);
+      err(S, HARP_E_ARITY, call->line, call->col, "%s: missing argument '%s'", call->name, sp[j].name);
       return false;
     }
   return true;
 }
 
-static hp_val eval(sema *S, const fe_ex *ex);
+static hg_val eval(sema *S, const fe_ex *ex);
 
 static bool get_int_ex(const fe_ex *e, int64_t *v) {
   if (e->k == E_NUM && e->is_int) {
@@ -195,7 +195,7 @@ static bool get_int_ex(const fe_ex *e, int64_t *v) {
 
 static bool get_int(sema *S, const fe_ex *e, const char *what, int64_t *v) {
   if (get_int_ex(e, v)) return true;
-  err(S, HP_E_INVALID_ARG, e->line, e->col, "%s must be an integer", what);
+  err(S, HARP_E_INVALID_ARG, e->line, e->col, "%s must be an integer", what);
   return false;
 }
 
@@ -206,7 +206,7 @@ static bool get_ints(sema *S, const fe_ex *e, const char *what, int64_t *v, int 
     return get_int(S, e, what, v);
   }
   if (e->n > cap) {
-    err(S, HP_E_INVALID_ARG, e->line, e->col, "%s has %d entries, at most %d", what, e->n, cap);
+    err(S, HARP_E_INVALID_ARG, e->line, e->col, "%s has %d entries, at most %d", what, e->n, cap);
     return false;
   }
   for (int i = 0; i < e->n; i++)
@@ -224,7 +224,7 @@ static bool get_float(sema *S, const fe_ex *e, const char *what, double *v) {
     *v = -e->l->num;
     return true;
   }
-  err(S, HP_E_INVALID_ARG, e->line, e->col, "%s must be a number", what);
+  err(S, HARP_E_INVALID_ARG, e->line, e->col, "%s must be a number", what);
   return false;
 }
 
@@ -233,17 +233,17 @@ static bool get_bool(sema *S, const fe_ex *e, const char *what, bool *v) {
     *v = e->b;
     return true;
   }
-  err(S, HP_E_INVALID_ARG, e->line, e->col, "%s must be true or false", what);
+  err(S, HARP_E_INVALID_ARG, e->line, e->col, "%s must be true or false", what);
   return false;
 }
 
 static bool get_dims(sema *S, const fe_ex *e, const char *what, bool minus1, const fe_dim **d, int *n) {
   if (e->k != E_LIST) {
-    err(S, HP_E_INVALID_ARG, e->line, e->col, "%s must be a list like [B, 64]", what);
+    err(S, HARP_E_INVALID_ARG, e->line, e->col, "%s must be a list like [B, 64]", what);
     return false;
   }
   if (e->n > TINY_MAX_RANK) {
-    err(S, HP_E_LIMIT, e->line, e->col, "%s has %d entries, at most %d", what, e->n, TINY_MAX_RANK);
+    err(S, HARP_E_LIMIT, e->line, e->col, "%s has %d entries, at most %d", what, e->n, TINY_MAX_RANK);
     return false;
   }
   for (int i = 0; i < e->n; i++) {
@@ -258,13 +258,13 @@ static bool get_dims(sema *S, const fe_ex *e, const char *what, bool minus1, con
   return true;
 }
 
-static hp_val get_tensor(sema *S, const fe_ex *e) {
+static hg_val get_tensor(sema *S, const fe_ex *e) {
   if (e->k == E_LIST) {
-    err(S, HP_E_INVALID_ARG, e->line, e->col, "expected a tensor, found a list");
+    err(S, HARP_E_INVALID_ARG, e->line, e->col, "expected a tensor, found a list");
     return FAILED;
   }
   if (e->k == E_BOOL) {
-    err(S, HP_E_INVALID_ARG, e->line, e->col, "true/false are option values, not tensors");
+    err(S, HARP_E_INVALID_ARG, e->line, e->col, "true/false are option values, not tensors");
     return FAILED;
   }
   return eval(S, e);
@@ -273,7 +273,7 @@ static hp_val get_tensor(sema *S, const fe_ex *e) {
 static bool get_dtype(sema *S, const fe_ex *e, tiny_dtype *dt) {
   int d = e->k == E_NAME ? tiny_dtype_parse(e->name) : -1;
   if (d < 0) {
-    err(S, HP_E_INVALID_ARG, e->line, e->col, "expected a dtype (f16, bf16, f32, i32, bool)");
+    err(S, HARP_E_INVALID_ARG, e->line, e->col, "expected a dtype (f16, bf16, f32, i32, bool)");
     return false;
   }
   *dt = (tiny_dtype)d;
@@ -281,84 +281,84 @@ static bool get_dtype(sema *S, const fe_ex *e, tiny_dtype *dt) {
 }
 
 /* ---- builtin ops --------------------------------------------------------------- */
-typedef hp_val (*handler)(sema *S, const fe_ex *call, hp_op op);
+typedef hg_val (*handler)(sema *S, const fe_ex *call, hg_op op);
 
 #define BIND(...)                                                      \
   const pspec sp[] = {__VA_ARGS__};                                    \
   argset A;                                                            \
-  if (!bind_args(S, call, sp, HP_ARRAY_LEN(sp), &A)) return FAILED
+  if (!bind_args(S, call, sp, UT_ARRAY_LEN(sp), &A)) return FAILED
 
-static hp_val h_unary(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_unary(sema *S, const fe_ex *call, hg_op op) {
   BIND({"x", A_T, true});
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   if (x <= 0) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_unary(S->g, op, x));
+  return chk(S, call, hg_unary(S->g, op, x));
 }
 
-static hp_val h_binary(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_binary(sema *S, const fe_ex *call, hg_op op) {
   BIND({"a", A_T, true}, {"b", A_T, true});
-  hp_val a = get_tensor(S, A.e[0]), b = a > 0 ? get_tensor(S, A.e[1]) : FAILED;
+  hg_val a = get_tensor(S, A.e[0]), b = a > 0 ? get_tensor(S, A.e[1]) : FAILED;
   if (b <= 0) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_binary(S->g, op, a, b));
+  return chk(S, call, hg_binary(S->g, op, a, b));
 }
 
-static hp_val h_where(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_where(sema *S, const fe_ex *call, hg_op op) {
   BIND({"cond", A_T, true}, {"a", A_T, true}, {"b", A_T, true});
-  hp_val c = get_tensor(S, A.e[0]), a = c > 0 ? get_tensor(S, A.e[1]) : FAILED, b = a > 0 ? get_tensor(S, A.e[2]) : FAILED;
+  hg_val c = get_tensor(S, A.e[0]), a = c > 0 ? get_tensor(S, A.e[1]) : FAILED, b = a > 0 ? get_tensor(S, A.e[2]) : FAILED;
   if (b <= 0) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_where(S->g, c, a, b));
+  return chk(S, call, hg_where(S->g, c, a, b));
 }
 
-static hp_val reduce(sema *S, const fe_ex *call, hp_op op, const fe_ex *xe, const fe_ex *axes, const fe_ex *keep) {
+static hg_val reduce(sema *S, const fe_ex *call, hg_op op, const fe_ex *xe, const fe_ex *axes, const fe_ex *keep) {
   int64_t ax[TINY_MAX_RANK];
   int n = 0, iax[TINY_MAX_RANK];
   bool kd = false;
-  hp_val x = get_tensor(S, xe);
+  hg_val x = get_tensor(S, xe);
   if (x <= 0 || (axes && !get_ints(S, axes, "axes", ax, &n, TINY_MAX_RANK)) || (keep && !get_bool(S, keep, "keepdim", &kd)))
     return FAILED;
   for (int i = 0; i < n; i++) iax[i] = (int)(ax[i] < -64 || ax[i] > 64 ? 64 : ax[i]);
   at_ex(S, call);
-  return chk(S, call, hp_reduce(S->g, op, x, iax, n, kd));
+  return chk(S, call, hg_reduce(S->g, op, x, iax, n, kd));
 }
 
-static hp_val h_reduce(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_reduce(sema *S, const fe_ex *call, hg_op op) {
   BIND({"x", A_T, true}, {"axes", A_INTS, false}, {"keepdim", A_BOOL, false});
   return reduce(S, call, op, A.e[0], A.e[1], A.e[2]);
 }
 
 /* max(a, b) is elementwise; max(x), max(x, axes) and max(x, [1]) reduce. */
-static hp_val h_maxmin(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_maxmin(sema *S, const fe_ex *call, hg_op op) {
   BIND({"x", A_T, true}, {"b", A_ANY, false}, {"axes", A_INTS, false}, {"keepdim", A_BOOL, false});
   const fe_ex *b = A.e[1];
   int64_t dummy;
   bool axes_given = b && (b->k == E_LIST || get_int_ex(b, &dummy));
   if (b && !axes_given && !A.e[2] && !A.e[3]) {
-    hp_val x = get_tensor(S, A.e[0]), y = x > 0 ? get_tensor(S, b) : FAILED;
+    hg_val x = get_tensor(S, A.e[0]), y = x > 0 ? get_tensor(S, b) : FAILED;
     if (y <= 0) return FAILED;
     at_ex(S, call);
-    return chk(S, call, hp_binary(S->g, op, x, y));
+    return chk(S, call, hg_binary(S->g, op, x, y));
   }
   if (b && !axes_given) {
-    err(S, HP_E_INVALID_ARG, b->line, b->col, "%s: axes must be integers", call->name);
+    err(S, HARP_E_INVALID_ARG, b->line, b->col, "%s: axes must be integers", call->name);
     return FAILED;
   }
   if (b && A.e[2]) {
-    err(S, HP_E_INVALID_ARG, call->line, call->col, "%s: axes are given twice", call->name);
+    err(S, HARP_E_INVALID_ARG, call->line, call->col, "%s: axes are given twice", call->name);
     return FAILED;
   }
-  return reduce(S, call, op == HP_OP_MAX ? HP_OP_RMAX : HP_OP_RMIN, A.e[0], b ? b : A.e[2], A.e[3]);
+  return reduce(S, call, op == HG_OP_MAX ? HG_OP_RMAX : HG_OP_RMIN, A.e[0], b ? b : A.e[2], A.e[3]);
 }
 
-static hp_val h_matmul(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_matmul(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"a", A_T, true}, {"b", A_T, true});
-  hp_val a = get_tensor(S, A.e[0]), b = a > 0 ? get_tensor(S, A.e[1]) : FAILED;
+  hg_val a = get_tensor(S, A.e[0]), b = a > 0 ? get_tensor(S, A.e[1]) : FAILED;
   if (b <= 0) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_matmul(S->g, a, b));
+  return chk(S, call, hg_matmul(S->g, a, b));
 }
 
 /* An int or a list of `n` ints, or of `alt` ints expanded by `expand`. */
@@ -371,12 +371,12 @@ static bool get_pair(sema *S, const fe_ex *e, const char *what, int64_t *out) {
   return true;
 }
 
-static hp_val h_conv2d(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_conv2d(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"w", A_T, true}, {"bias", A_T, false}, {"stride", A_INTS, false}, {"pad", A_INTS, false},
        {"dilation", A_INTS, false}, {"groups", A_INT, false});
-  hp_conv2d_opts o = {0};
-  hp_val x = get_tensor(S, A.e[0]), w = x > 0 ? get_tensor(S, A.e[1]) : FAILED;
+  hg_conv2d_opts o = {0};
+  hg_val x = get_tensor(S, A.e[0]), w = x > 0 ? get_tensor(S, A.e[1]) : FAILED;
   if (w <= 0) return FAILED;
   if (A.e[2] && (o.bias = get_tensor(S, A.e[2])) <= 0) return FAILED;
   if ((A.e[3] && !get_pair(S, A.e[3], "stride", o.stride)) || (A.e[5] && !get_pair(S, A.e[5], "dilation", o.dilation)) ||
@@ -387,7 +387,7 @@ static hp_val h_conv2d(sema *S, const fe_ex *call, hp_op op) {
     int n;
     if (!get_ints(S, A.e[4], "pad", p, &n, 4)) return FAILED;
     if (n == 3) {
-      err(S, HP_E_INVALID_ARG, A.e[4]->line, A.e[4]->col, "pad is p, [ph, pw] or [top, bottom, left, right]");
+      err(S, HARP_E_INVALID_ARG, A.e[4]->line, A.e[4]->col, "pad is p, [ph, pw] or [top, bottom, left, right]");
       return FAILED;
     }
     int64_t ph = p[0], pw = n >= 2 ? p[1] : p[0];
@@ -401,75 +401,75 @@ static hp_val h_conv2d(sema *S, const fe_ex *call, hp_op op) {
     if (A.e[5] && o.dilation[i] == 0) o.dilation[i] = -1;
   }
   at_ex(S, call);
-  return chk(S, call, hp_conv2d(S->g, x, w, &o));
+  return chk(S, call, hg_conv2d(S->g, x, w, &o));
 }
 
-static hp_val h_attention(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_attention(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"q", A_T, true}, {"k", A_T, true}, {"v", A_T, true}, {"heads", A_INT, false}, {"causal", A_BOOL, false},
        {"mask", A_T, false}, {"scale", A_FLOAT, false});
-  hp_attention_opts o = {0};
+  hg_attention_opts o = {0};
   int64_t heads = 1;
-  hp_val q = get_tensor(S, A.e[0]), k = q > 0 ? get_tensor(S, A.e[1]) : FAILED, v = k > 0 ? get_tensor(S, A.e[2]) : FAILED;
+  hg_val q = get_tensor(S, A.e[0]), k = q > 0 ? get_tensor(S, A.e[1]) : FAILED, v = k > 0 ? get_tensor(S, A.e[2]) : FAILED;
   if (v <= 0) return FAILED;
   if ((A.e[3] && !get_int(S, A.e[3], "heads", &heads)) || (A.e[4] && !get_bool(S, A.e[4], "causal", &o.causal)) ||
       (A.e[6] && !get_float(S, A.e[6], "scale", &o.scale)))
     return FAILED;
   if (A.e[5] && (o.mask = get_tensor(S, A.e[5])) <= 0) return FAILED;
   if (heads < 1 || heads > 65536) {
-    err(S, HP_E_INVALID_ARG, A.e[3]->line, A.e[3]->col, "heads must be in [1, 65536]");
+    err(S, HARP_E_INVALID_ARG, A.e[3]->line, A.e[3]->col, "heads must be in [1, 65536]");
     return FAILED;
   }
   if (A.e[6] && o.scale == 0) {
-    err(S, HP_E_INVALID_ARG, A.e[6]->line, A.e[6]->col, "scale must not be 0 (omit it for 1/sqrt(d))");
+    err(S, HARP_E_INVALID_ARG, A.e[6]->line, A.e[6]->col, "scale must not be 0 (omit it for 1/sqrt(d))");
     return FAILED;
   }
   o.heads = (int)heads;
   at_ex(S, call);
-  return chk(S, call, hp_attention(S->g, q, k, v, &o));
+  return chk(S, call, hg_attention(S->g, q, k, v, &o));
 }
 
-static hp_val h_layernorm(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_layernorm(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"gamma", A_T, false}, {"beta", A_T, false}, {"axis", A_INT, false}, {"eps", A_FLOAT, false});
-  hp_val x = get_tensor(S, A.e[0]), gm = HP_NONE, bt = HP_NONE;
+  hg_val x = get_tensor(S, A.e[0]), gm = HG_NONE, bt = HG_NONE;
   int64_t axis = -1;
   double eps = 1e-5;
   if (x <= 0 || (A.e[1] && (gm = get_tensor(S, A.e[1])) <= 0) || (A.e[2] && (bt = get_tensor(S, A.e[2])) <= 0) ||
       (A.e[3] && !get_int(S, A.e[3], "axis", &axis)) || (A.e[4] && !get_float(S, A.e[4], "eps", &eps)))
     return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_layernorm(S->g, x, gm, bt, (int)(axis < -64 || axis > 64 ? 64 : axis), eps));
+  return chk(S, call, hg_layernorm(S->g, x, gm, bt, (int)(axis < -64 || axis > 64 ? 64 : axis), eps));
 }
 
-static hp_val h_softmax(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_softmax(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"axis", A_INT, false});
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   int64_t axis = -1;
   if (x <= 0 || (A.e[1] && !get_int(S, A.e[1], "axis", &axis))) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_softmax(S->g, x, (int)(axis < -64 || axis > 64 ? 64 : axis)));
+  return chk(S, call, hg_softmax(S->g, x, (int)(axis < -64 || axis > 64 ? 64 : axis)));
 }
 
-static hp_val h_pool(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_pool(sema *S, const fe_ex *call, hg_op op) {
   BIND({"x", A_T, true}, {"kernel", A_INTS, true}, {"stride", A_INTS, false});
-  hp_pool2d_opts o = {0};
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_pool2d_opts o = {0};
+  hg_val x = get_tensor(S, A.e[0]);
   if (x <= 0 || !get_pair(S, A.e[1], "kernel", o.kernel) || (A.e[2] && !get_pair(S, A.e[2], "stride", o.stride)))
     return FAILED;
   if (A.e[2] && (o.stride[0] == 0 || o.stride[1] == 0)) o.stride[0] = o.stride[1] = -1;
   at_ex(S, call);
-  return chk(S, call, op == HP_OP_MAX_POOL2D ? hp_max_pool2d(S->g, x, &o) : hp_avg_pool2d(S->g, x, &o));
+  return chk(S, call, op == HG_OP_MAX_POOL2D ? hg_max_pool2d(S->g, x, &o) : hg_avg_pool2d(S->g, x, &o));
 }
 
-static hp_val h_reshape_expand(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_reshape_expand(sema *S, const fe_ex *call, hg_op op) {
   BIND({"x", A_T, true}, {"shape", A_DIMS, true});
   fe_shape s = {0};
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   if (x <= 0 || !get_dims(S, A.e[1], "shape", true, s.d, &s.rank)) return FAILED;
   at_ex(S, call);
-  return chk(S, call, op == HP_OP_RESHAPE ? fe_reshape(S->g, x, &s) : fe_expand(S->g, x, &s));
+  return chk(S, call, op == HG_OP_RESHAPE ? fe_reshape(S->g, x, &s) : fe_expand(S->g, x, &s));
 }
 
 static bool to_int_list(sema *S, const fe_ex *e, const char *what, int *out, int *n) {
@@ -479,33 +479,33 @@ static bool to_int_list(sema *S, const fe_ex *e, const char *what, int *out, int
   return true;
 }
 
-static hp_val h_permute_flip(sema *S, const fe_ex *call, hp_op op) {
-  BIND({"x", A_T, true}, {op == HP_OP_PERMUTE ? "perm" : "axes", A_INTS, true});
+static hg_val h_permute_flip(sema *S, const fe_ex *call, hg_op op) {
+  BIND({"x", A_T, true}, {op == HG_OP_PERMUTE ? "perm" : "axes", A_INTS, true});
   int v[TINY_MAX_RANK], n;
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   if (x <= 0 || !to_int_list(S, A.e[1], sp[1].name, v, &n)) return FAILED;
   at_ex(S, call);
-  return chk(S, call, op == HP_OP_PERMUTE ? hp_permute(S->g, x, v, n) : hp_flip(S->g, x, v, n));
+  return chk(S, call, op == HG_OP_PERMUTE ? hg_permute(S->g, x, v, n) : hg_flip(S->g, x, v, n));
 }
 
 /* pads := [[lo, hi], ...] (one pair per axis) | [lo0, hi0, lo1, hi1, ...] */
-static hp_val h_pad(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_pad(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"pads", A_PADS, true}, {"value", A_FLOAT, false});
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   double value = 0;
   if (x <= 0 || (A.e[2] && !get_float(S, A.e[2], "value", &value))) return FAILED;
   const fe_ex *e = A.e[1];
   int64_t lo[TINY_MAX_RANK], hi[TINY_MAX_RANK];
   int n = 0;
   if (e->k != E_LIST || e->n > 2 * TINY_MAX_RANK) {
-    err(S, HP_E_INVALID_ARG, e->line, e->col, "pads must be a list of [lo, hi] pairs");
+    err(S, HARP_E_INVALID_ARG, e->line, e->col, "pads must be a list of [lo, hi] pairs");
     return FAILED;
   }
   bool nested = e->n > 0 && e->args[0].e->k == E_LIST;
   if (nested) {
     if (e->n > TINY_MAX_RANK) {
-      err(S, HP_E_INVALID_ARG, e->line, e->col, "too many pad pairs");
+      err(S, HARP_E_INVALID_ARG, e->line, e->col, "too many pad pairs");
       return FAILED;
     }
     for (int i = 0; i < e->n; i++) {
@@ -513,7 +513,7 @@ static hp_val h_pad(sema *S, const fe_ex *call, hp_op op) {
       int64_t v[2];
       int k;
       if (p->k != E_LIST || p->n != 2 || !get_ints(S, p, "a pad pair", v, &k, 2)) {
-        if (p->k != E_LIST || p->n != 2) err(S, HP_E_INVALID_ARG, p->line, p->col, "each pad entry is a [lo, hi] pair");
+        if (p->k != E_LIST || p->n != 2) err(S, HARP_E_INVALID_ARG, p->line, p->col, "each pad entry is a [lo, hi] pair");
         return FAILED;
       }
       lo[i] = v[0], hi[i] = v[1];
@@ -524,21 +524,21 @@ static hp_val h_pad(sema *S, const fe_ex *call, hp_op op) {
     int k;
     if (!get_ints(S, e, "pads", v, &k, 2 * TINY_MAX_RANK)) return FAILED;
     if (k % 2) {
-      err(S, HP_E_INVALID_ARG, e->line, e->col, "a flat pads list needs two entries per axis");
+      err(S, HARP_E_INVALID_ARG, e->line, e->col, "a flat pads list needs two entries per axis");
       return FAILED;
     }
     n = k / 2;
     for (int i = 0; i < n; i++) lo[i] = v[2 * i], hi[i] = v[2 * i + 1];
   }
   at_ex(S, call);
-  return chk(S, call, hp_pad(S->g, x, lo, hi, n, value));
+  return chk(S, call, hg_pad(S->g, x, lo, hi, n, value));
 }
 
-static hp_val h_slice(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_slice(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"starts", A_DIMS, true}, {"ends", A_DIMS, true}, {"axes", A_INTS, false},
        {"steps", A_INTS, false});
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   const fe_dim *st[TINY_MAX_RANK], *en[TINY_MAX_RANK];
   int ns, ne, na = 0, nst = 0, axes[TINY_MAX_RANK];
   int64_t steps[TINY_MAX_RANK];
@@ -547,7 +547,7 @@ static hp_val h_slice(sema *S, const fe_ex *call, hp_op op) {
       (A.e[4] && !get_ints(S, A.e[4], "steps", steps, &nst, TINY_MAX_RANK)))
     return FAILED;
   if (ne != ns || (A.e[3] && na != ns) || (A.e[4] && nst != ns)) {
-    err(S, HP_E_INVALID_ARG, call->line, call->col, "slice: starts, ends, axes and steps need the same length");
+    err(S, HARP_E_INVALID_ARG, call->line, call->col, "slice: starts, ends, axes and steps need the same length");
     return FAILED;
   }
   const fe_node *xn = fe_node_of(S->g, x);
@@ -560,7 +560,7 @@ static hp_val h_slice(sema *S, const fe_ex *call, hp_op op) {
     int a = A.e[3] ? axes[i] : i;
     if (a < 0) a += r;
     if (a < 0 || a >= r || seen[a]) {
-      err(S, HP_E_INVALID_ARG, call->line, call->col, "slice: axis %d is out of range or repeated", A.e[3] ? axes[i] : i);
+      err(S, HARP_E_INVALID_ARG, call->line, call->col, "slice: axis %d is out of range or repeated", A.e[3] ? axes[i] : i);
       return FAILED;
     }
     seen[a] = true;
@@ -572,17 +572,17 @@ static hp_val h_slice(sema *S, const fe_ex *call, hp_op op) {
   return chk(S, call, fe_slice(S->g, x, fs, fe, fst));
 }
 
-static hp_val h_concat(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_concat(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"xs", A_TLIST, true}, {"axis", A_INT, false});
   const fe_ex *l = A.e[0];
   int64_t axis = 0;
   if (l->k != E_LIST || l->n < 1) {
-    err(S, HP_E_INVALID_ARG, l->line, l->col, "concat takes a list of tensors: concat([a, b], axis=1)");
+    err(S, HARP_E_INVALID_ARG, l->line, l->col, "concat takes a list of tensors: concat([a, b], axis=1)");
     return FAILED;
   }
   if (A.e[1] && !get_int(S, A.e[1], "axis", &axis)) return FAILED;
-  hp_val *xs = hp_xmalloc(sizeof *xs * (size_t)l->n);
+  hg_val *xs = ut_xmalloc(sizeof *xs * (size_t)l->n);
   if (!xs) {
     S->oom = true;
     return FAILED;
@@ -593,33 +593,33 @@ static hp_val h_concat(sema *S, const fe_ex *call, hp_op op) {
       return FAILED;
     }
   at_ex(S, call);
-  hp_val r = chk(S, call, hp_concat(S->g, xs, l->n, (int)(axis < -64 || axis > 64 ? 64 : axis)));
+  hg_val r = chk(S, call, hg_concat(S->g, xs, l->n, (int)(axis < -64 || axis > 64 ? 64 : axis)));
   free(xs);
   return r;
 }
 
-static hp_val h_cast(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_cast(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"dtype", A_DTYPE, true});
   tiny_dtype dt;
-  hp_val x = get_tensor(S, A.e[0]);
+  hg_val x = get_tensor(S, A.e[0]);
   if (x <= 0 || !get_dtype(S, A.e[1], &dt)) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_cast(S->g, x, dt));
+  return chk(S, call, hg_cast(S->g, x, dt));
 }
 
-static hp_val h_gather(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_gather(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"x", A_T, true}, {"index", A_T, true}, {"axis", A_INT, true});
   int64_t axis;
-  hp_val x = get_tensor(S, A.e[0]), ix = x > 0 ? get_tensor(S, A.e[1]) : FAILED;
+  hg_val x = get_tensor(S, A.e[0]), ix = x > 0 ? get_tensor(S, A.e[1]) : FAILED;
   if (ix <= 0 || !get_int(S, A.e[2], "axis", &axis)) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_gather(S->g, x, ix, (int)(axis < -64 || axis > 64 ? 64 : axis)));
+  return chk(S, call, hg_gather(S->g, x, ix, (int)(axis < -64 || axis > 64 ? 64 : axis)));
 }
 
 /* constant(value, dtype): a rank-0 tensor of a fixed dtype */
-static hp_val h_constant(sema *S, const fe_ex *call, hp_op op) {
+static hg_val h_constant(sema *S, const fe_ex *call, hg_op op) {
   (void)op;
   BIND({"value", A_FLOAT, true}, {"dtype", A_DTYPE, true});
   double v;
@@ -633,49 +633,49 @@ static hp_val h_constant(sema *S, const fe_ex *call, hp_op op) {
   }
   if (!get_dtype(S, A.e[1], &dt)) return FAILED;
   at_ex(S, call);
-  return chk(S, call, hp_const_typed(S->g, v, dt));
+  return chk(S, call, hg_const_typed(S->g, v, dt));
 }
 
 static const struct builtin {
   const char *name;
-  hp_op op;
+  hg_op op;
   handler h;
 } builtins[] = {
-    {"relu", HP_OP_RELU, h_unary},       {"gelu", HP_OP_GELU, h_unary},
-    {"silu", HP_OP_SILU, h_unary},       {"sigmoid", HP_OP_SIGMOID, h_unary},
-    {"tanh", HP_OP_TANH, h_unary},       {"exp", HP_OP_EXP, h_unary},
-    {"log", HP_OP_LOG, h_unary},         {"neg", HP_OP_NEG, h_unary},
-    {"sqrt", HP_OP_SQRT, h_unary},       {"rsqrt", HP_OP_RSQRT, h_unary},
-    {"recip", HP_OP_RECIP, h_unary},     {"abs", HP_OP_ABS, h_unary},
-    {"floor", HP_OP_FLOOR, h_unary},     {"ceil", HP_OP_CEIL, h_unary},       {"round", HP_OP_ROUND, h_unary},
-    {"add", HP_OP_ADD, h_binary},        {"sub", HP_OP_SUB, h_binary},
-    {"mul", HP_OP_MUL, h_binary},        {"div", HP_OP_DIV, h_binary},
-    {"max", HP_OP_MAX, h_maxmin},        {"min", HP_OP_MIN, h_maxmin},
-    {"lt", HP_OP_LT, h_binary},          {"le", HP_OP_LE, h_binary},
-    {"gt", HP_OP_GT, h_binary},          {"ge", HP_OP_GE, h_binary},
-    {"eq", HP_OP_EQ, h_binary},          {"ne", HP_OP_NE, h_binary},
-    {"where", HP_OP_WHERE, h_where},     {"sum", HP_OP_SUM, h_reduce},
-    {"mean", HP_OP_MEAN, h_reduce},      {"matmul", HP_OP_MATMUL, h_matmul},
-    {"conv2d", HP_OP_CONV2D, h_conv2d},  {"attention", HP_OP_ATTENTION, h_attention},
-    {"layernorm", HP_OP_LAYERNORM, h_layernorm}, {"softmax", HP_OP_SOFTMAX, h_softmax},
-    {"max_pool2d", HP_OP_MAX_POOL2D, h_pool},    {"avg_pool2d", HP_OP_AVG_POOL2D, h_pool},
-    {"reshape", HP_OP_RESHAPE, h_reshape_expand}, {"expand", HP_OP_EXPAND, h_reshape_expand},
-    {"permute", HP_OP_PERMUTE, h_permute_flip},   {"flip", HP_OP_FLIP, h_permute_flip},
-    {"pad", HP_OP_PAD, h_pad},           {"slice", HP_OP_SLICE, h_slice},
-    {"concat", HP_OP_CONCAT, h_concat},  {"cast", HP_OP_CAST, h_cast},
-    {"gather", HP_OP_GATHER, h_gather},  {"constant", HP_OP_CONST, h_constant},
+    {"relu", HG_OP_RELU, h_unary},       {"gelu", HG_OP_GELU, h_unary},
+    {"silu", HG_OP_SILU, h_unary},       {"sigmoid", HG_OP_SIGMOID, h_unary},
+    {"tanh", HG_OP_TANH, h_unary},       {"exp", HG_OP_EXP, h_unary},
+    {"log", HG_OP_LOG, h_unary},         {"neg", HG_OP_NEG, h_unary},
+    {"sqrt", HG_OP_SQRT, h_unary},       {"rsqrt", HG_OP_RSQRT, h_unary},
+    {"recip", HG_OP_RECIP, h_unary},     {"abs", HG_OP_ABS, h_unary},
+    {"floor", HG_OP_FLOOR, h_unary},     {"ceil", HG_OP_CEIL, h_unary},       {"round", HG_OP_ROUND, h_unary},
+    {"add", HG_OP_ADD, h_binary},        {"sub", HG_OP_SUB, h_binary},
+    {"mul", HG_OP_MUL, h_binary},        {"div", HG_OP_DIV, h_binary},
+    {"max", HG_OP_MAX, h_maxmin},        {"min", HG_OP_MIN, h_maxmin},
+    {"lt", HG_OP_LT, h_binary},          {"le", HG_OP_LE, h_binary},
+    {"gt", HG_OP_GT, h_binary},          {"ge", HG_OP_GE, h_binary},
+    {"eq", HG_OP_EQ, h_binary},          {"ne", HG_OP_NE, h_binary},
+    {"where", HG_OP_WHERE, h_where},     {"sum", HG_OP_SUM, h_reduce},
+    {"mean", HG_OP_MEAN, h_reduce},      {"matmul", HG_OP_MATMUL, h_matmul},
+    {"conv2d", HG_OP_CONV2D, h_conv2d},  {"attention", HG_OP_ATTENTION, h_attention},
+    {"layernorm", HG_OP_LAYERNORM, h_layernorm}, {"softmax", HG_OP_SOFTMAX, h_softmax},
+    {"max_pool2d", HG_OP_MAX_POOL2D, h_pool},    {"avg_pool2d", HG_OP_AVG_POOL2D, h_pool},
+    {"reshape", HG_OP_RESHAPE, h_reshape_expand}, {"expand", HG_OP_EXPAND, h_reshape_expand},
+    {"permute", HG_OP_PERMUTE, h_permute_flip},   {"flip", HG_OP_FLIP, h_permute_flip},
+    {"pad", HG_OP_PAD, h_pad},           {"slice", HG_OP_SLICE, h_slice},
+    {"concat", HG_OP_CONCAT, h_concat},  {"cast", HG_OP_CAST, h_cast},
+    {"gather", HG_OP_GATHER, h_gather},  {"constant", HG_OP_CONST, h_constant},
 };
 
 /* ---- subgraph calls -------------------------------------------------------------- */
-static bool call_graph(sema *S, const fe_ex *call, hp_graph *callee, hp_val *outs, int nouts) {
-  hp_val args[64];
-  if (call->n > HP_ARRAY_LEN(args)) {
-    err(S, HP_E_LIMIT, call->line, call->col, "too many arguments");
+static bool call_graph(sema *S, const fe_ex *call, hg_graph *callee, hg_val *outs, int nouts) {
+  hg_val args[64];
+  if (call->n > UT_ARRAY_LEN(args)) {
+    err(S, HARP_E_LIMIT, call->line, call->col, "too many arguments");
     return false;
   }
   for (int i = 0; i < call->n; i++) {
     if (call->args[i].kw) {
-      err(S, HP_E_INVALID_ARG, call->args[i].line, call->args[i].col, "graph %s takes positional arguments only", callee->name);
+      err(S, HARP_E_INVALID_ARG, call->args[i].line, call->args[i].col, "graph %s takes positional arguments only", callee->name);
       return false;
     }
     if ((args[i] = get_tensor(S, call->args[i].e)) <= 0) return false;
@@ -683,68 +683,68 @@ static bool call_graph(sema *S, const fe_ex *call, hp_graph *callee, hp_val *out
   for (int i = 0; i < S->ngs; i++)
     if (S->gs[i] == callee && !S->usable[i]) return false; /* its signature failed: reported there */
   at_ex(S, call);
-  if (chk(S, call, hp_call(S->g, callee, args, call->n, outs, nouts)) <= 0) return false;
+  if (chk(S, call, hg_call(S->g, callee, args, call->n, outs, nouts)) <= 0) return false;
   return true;
 }
 
 /* ---- expressions ---------------------------------------------------------------------- */
-static hp_op bin_op(fe_tok_kind k) {
+static hg_op bin_op(fe_tok_kind k) {
   switch (k) {
-  case T_PLUS: return HP_OP_ADD;
-  case T_MINUS: return HP_OP_SUB;
-  case T_STAR: return HP_OP_MUL;
-  case T_SLASH: return HP_OP_DIV;
-  case T_LT: return HP_OP_LT;
-  case T_LE: return HP_OP_LE;
-  case T_GT: return HP_OP_GT;
-  case T_GE: return HP_OP_GE;
-  case T_EQEQ: return HP_OP_EQ;
-  default: return HP_OP_NE;
+  case T_PLUS: return HG_OP_ADD;
+  case T_MINUS: return HG_OP_SUB;
+  case T_STAR: return HG_OP_MUL;
+  case T_SLASH: return HG_OP_DIV;
+  case T_LT: return HG_OP_LT;
+  case T_LE: return HG_OP_LE;
+  case T_GT: return HG_OP_GT;
+  case T_GE: return HG_OP_GE;
+  case T_EQEQ: return HG_OP_EQ;
+  default: return HG_OP_NE;
   }
 }
 
-static hp_val eval(sema *S, const fe_ex *ex) {
-  hp_val a, b;
+static hg_val eval(sema *S, const fe_ex *ex) {
+  hg_val a, b;
   switch (ex->k) {
-  case E_NUM: at_ex(S, ex); return chk(S, ex, hp_const(S->g, ex->num));
-  case E_BOOL: err(S, HP_E_INVALID_ARG, ex->line, ex->col, "true/false are option values, not tensors"); return FAILED;
-  case E_LIST: err(S, HP_E_INVALID_ARG, ex->line, ex->col, "a list is not a tensor"); return FAILED;
+  case E_NUM: at_ex(S, ex); return chk(S, ex, hg_const(S->g, ex->num));
+  case E_BOOL: err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "true/false are option values, not tensors"); return FAILED;
+  case E_LIST: err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "a list is not a tensor"); return FAILED;
   case E_NAME: {
     int *e = lookup(S, ex->name);
     if (e) return *e > 0 ? *e : FAILED;
     if (fe_shape_var_index(S->g, ex->name) >= 0)
-      err(S, HP_E_INVALID_ARG, ex->line, ex->col, "%s is a shape variable, not a tensor", ex->name);
+      err(S, HARP_E_INVALID_ARG, ex->line, ex->col, "%s is a shape variable, not a tensor", ex->name);
     else
-      err(S, HP_E_DANGLING, ex->line, ex->col, "undefined name '%s'", ex->name);
+      err(S, HARP_E_DANGLING, ex->line, ex->col, "undefined name '%s'", ex->name);
     return FAILED;
   }
   case E_NEG:
     if (ex->l->k == E_NUM) {
       at_ex(S, ex);
-      return chk(S, ex, hp_const(S->g, -ex->l->num));
+      return chk(S, ex, hg_const(S->g, -ex->l->num));
     }
     if ((a = eval(S, ex->l)) <= 0) return FAILED;
     at_ex(S, ex);
-    return chk(S, ex, hp_unary(S->g, HP_OP_NEG, a));
+    return chk(S, ex, hg_unary(S->g, HG_OP_NEG, a));
   case E_BIN:
     if ((a = eval(S, ex->l)) <= 0 || (b = eval(S, ex->r)) <= 0) return FAILED;
     at_ex(S, ex);
-    if (ex->op == T_AT) return chk(S, ex, hp_matmul(S->g, a, b));
-    return chk(S, ex, hp_binary(S->g, bin_op(ex->op), a, b));
+    if (ex->op == T_AT) return chk(S, ex, hg_matmul(S->g, a, b));
+    return chk(S, ex, hg_binary(S->g, bin_op(ex->op), a, b));
   case E_CALL: {
-    hp_graph *callee = hp_program_find(S->p, ex->name);
+    hg_graph *callee = hg_program_find(S->p, ex->name);
     if (callee) {
       if (callee->nout > 1) {
-        err(S, HP_E_ARITY, ex->line, ex->col, "%s returns %d values; destructure them: (a, b) = %s(...)", ex->name,
+        err(S, HARP_E_ARITY, ex->line, ex->col, "%s returns %d values; destructure them: (a, b) = %s(...)", ex->name,
             callee->nout, ex->name);
         return FAILED;
       }
-      hp_val out = FAILED;
+      hg_val out = FAILED;
       return call_graph(S, ex, callee, &out, 1) ? out : FAILED;
     }
-    for (int i = 0; i < HP_ARRAY_LEN(builtins); i++)
+    for (int i = 0; i < UT_ARRAY_LEN(builtins); i++)
       if (strcmp(builtins[i].name, ex->name) == 0) return builtins[i].h(S, ex, builtins[i].op);
-    err(S, HP_E_UNKNOWN_OP, ex->line, ex->col, "unknown op '%s'", ex->name);
+    err(S, HARP_E_UNKNOWN_OP, ex->line, ex->col, "unknown op '%s'", ex->name);
     return FAILED;
   }
   }
@@ -752,17 +752,17 @@ static hp_val eval(sema *S, const fe_ex *ex) {
 }
 
 /* ---- statements and graphs ---------------------------------------------------------- */
-static void name_fresh(sema *S, hp_val v, int before, const char *name) {
+static void name_fresh(sema *S, hg_val v, int before, const char *name) {
   fe_node *n = fe_node_of(S->g, v);
   if (n && v > before && !n->name) {
-    hp_name(S->g, v, name);
+    hg_name(S->g, v, name);
     fe_clear_error(S->g);
   }
 }
 
 static bool check_target(sema *S, const char *name, int line, int col) {
   if (fe_shape_var_index(S->g, name) >= 0) {
-    err(S, HP_E_DUPLICATE_ID, line, col, "%s is a shape variable and cannot be assigned", name);
+    err(S, HARP_E_DUPLICATE_ID, line, col, "%s is a shape variable and cannot be assigned", name);
     return false;
   }
   return true;
@@ -771,13 +771,13 @@ static bool check_target(sema *S, const char *name, int line, int col) {
 static void stmt(sema *S, const fe_ast_stmt *s, bool *returned) {
   int before = S->g->n;
   if (*returned) {
-    err(S, HP_E_INVALID_ARG, s->line, s->col, "statement after return");
+    err(S, HARP_E_INVALID_ARG, s->line, s->col, "statement after return");
     *returned = false; /* report once */
     return;
   }
   if (s->k == S_ASSIGN) {
     if (!check_target(S, s->names[0], s->nline[0], s->ncol[0])) return;
-    hp_val v = eval(S, s->ex[0]);
+    hg_val v = eval(S, s->ex[0]);
     bind(S, s->names[0], v);
     if (v > 0) name_fresh(S, v, before, s->names[0]);
     return;
@@ -787,25 +787,25 @@ static void stmt(sema *S, const fe_ast_stmt *s, bool *returned) {
       bind(S, s->names[i], FAILED);
       for (int j = 0; j < i; j++)
         if (strcmp(s->names[i], s->names[j]) == 0) {
-          err(S, HP_E_DUPLICATE_ID, s->nline[i], s->ncol[i], "%s appears twice on the left", s->names[i]);
+          err(S, HARP_E_DUPLICATE_ID, s->nline[i], s->ncol[i], "%s appears twice on the left", s->names[i]);
           return;
         }
       if (!check_target(S, s->names[i], s->nline[i], s->ncol[i])) return;
     }
     const fe_ex *ex = s->ex[0];
-    hp_graph *callee = ex->k == E_CALL ? hp_program_find(S->p, ex->name) : NULL;
+    hg_graph *callee = ex->k == E_CALL ? hg_program_find(S->p, ex->name) : NULL;
     if (!callee) {
-      err(S, HP_E_ARITY, ex->line, ex->col, "only a graph call returns several values");
+      err(S, HARP_E_ARITY, ex->line, ex->col, "only a graph call returns several values");
       return;
     }
     if (callee->nout != s->nnames) {
-      err(S, HP_E_ARITY, s->line, s->col, "%s returns %d value%s, %d name%s given", callee->name, callee->nout,
+      err(S, HARP_E_ARITY, s->line, s->col, "%s returns %d value%s, %d name%s given", callee->name, callee->nout,
           callee->nout == 1 ? "" : "s", s->nnames, s->nnames == 1 ? "" : "s");
       return;
     }
-    hp_val outs[64];
-    if (s->nnames > HP_ARRAY_LEN(outs)) {
-      err(S, HP_E_LIMIT, s->line, s->col, "a call returns at most %d values", (int)HP_ARRAY_LEN(outs));
+    hg_val outs[64];
+    if (s->nnames > UT_ARRAY_LEN(outs)) {
+      err(S, HARP_E_LIMIT, s->line, s->col, "a call returns at most %d values", (int)UT_ARRAY_LEN(outs));
       return;
     }
     if (!call_graph(S, ex, callee, outs, s->nnames)) return;
@@ -818,12 +818,12 @@ static void stmt(sema *S, const fe_ast_stmt *s, bool *returned) {
   /* return */
   *returned = true;
   if (s->nex != S->g->nout) {
-    err(S, HP_E_ARITY, s->line, s->col, "%s declares %d output%s but returns %d value%s", S->g->name, S->g->nout,
+    err(S, HARP_E_ARITY, s->line, s->col, "%s declares %d output%s but returns %d value%s", S->g->name, S->g->nout,
         S->g->nout == 1 ? "" : "s", s->nex, s->nex == 1 ? "" : "s");
     return;
   }
   for (int k = 0; k < s->nex; k++) {
-    hp_val v = eval(S, s->ex[k]);
+    hg_val v = eval(S, s->ex[k]);
     if (v <= 0) continue;
     at_ex(S, s->ex[k]);
     chk(S, s->ex[k], fe_set_output(S->g, k, v));
@@ -832,22 +832,22 @@ static void stmt(sema *S, const fe_ast_stmt *s, bool *returned) {
 
 /* Shape variables, parameters, outputs.  False if the graph is unusable. */
 static bool signature(sema *S, const fe_ast_graph *ag) {
-  hp_graph *g = S->g;
+  hg_graph *g = S->g;
   bool ok = true;
   for (int i = 0; i < ag->nsv; i++) {
     const fe_ast_svar *v = &ag->sv[i];
     g->line = v->line, g->col = v->col;
     if (v->has_default && v->dflt > TINY_MAX_DIM) {
-      err(S, HP_E_LIMIT, v->line, v->col, "default %" PRId64 " of %s is above 2^40", v->dflt, v->name);
+      err(S, HARP_E_LIMIT, v->line, v->col, "default %" PRId64 " of %s is above 2^40", v->dflt, v->name);
       ok = false;
       continue;
     }
     if (fe_shape_var_index(g, v->name) >= 0) {
-      err(S, HP_E_DUPLICATE_ID, v->line, v->col, "shape variable %s is declared twice", v->name);
+      err(S, HARP_E_DUPLICATE_ID, v->line, v->col, "shape variable %s is declared twice", v->name);
       ok = false;
       continue;
     }
-    if (hp_shape_var(g, v->name, v->has_default ? v->dflt : -1)) {
+    if (hg_shape_var(g, v->name, v->has_default ? v->dflt : -1)) {
       err(S, g->err.code, v->line, v->col, "%s", g->err.msg);
       fe_clear_error(g);
       ok = false;
@@ -861,7 +861,7 @@ static bool signature(sema *S, const fe_ast_graph *ag) {
       continue;
     }
     g->line = d->line, g->col = d->col;
-    hp_val v = fe_input(g, d->name, (tiny_dtype)d->type.dtype, &s);
+    hg_val v = fe_input(g, d->name, (tiny_dtype)d->type.dtype, &s);
     if (v <= 0) {
       err(S, g->err.code, d->line, d->col, "%s", g->err.msg);
       fe_clear_error(g);
@@ -883,15 +883,15 @@ static bool signature(sema *S, const fe_ast_graph *ag) {
     }
   }
   if (ag->nouts == 0) {
-    err(S, HP_E_INVALID_ARG, ag->line, ag->col, "graph %s declares no outputs", ag->name);
+    err(S, HARP_E_INVALID_ARG, ag->line, ag->col, "graph %s declares no outputs", ag->name);
     ok = false;
   }
   return ok;
 }
 
 static void body(sema *S, const fe_ast_graph *ag) {
-  hp_strmap_free(&S->env);
-  hp_graph *g = S->g;
+  ut_strmap_free(&S->env);
+  hg_graph *g = S->g;
   for (int i = 0; i < g->nparams; i++) {
     fe_node *n = fe_node_of(g, g->params[i]);
     bind(S, n->name, g->params[i]);
@@ -901,36 +901,36 @@ static void body(sema *S, const fe_ast_graph *ag) {
     stmt(S, &ag->stmts[i], &returned);
     any_return |= ag->stmts[i].k == S_RETURN;
   }
-  if (!any_return) err(S, HP_E_INVALID_ARG, ag->end_line, ag->end_col, "graph %s has no return statement", ag->name);
+  if (!any_return) err(S, HARP_E_INVALID_ARG, ag->end_line, ag->end_col, "graph %s has no return statement", ag->name);
 }
 
-void fe_sema(const fe_ast *ast, hp_program *p, fe_diagctx *dc) {
+void fe_sema(const fe_ast *ast, hg_program *p, fe_diagctx *dc) {
   sema S = {p, dc, NULL, NULL, {0}, false, NULL, NULL, ast->n};
-  bool *usable = hp_xcalloc((size_t)ast->n + 1, sizeof *usable);
-  hp_graph **gs = hp_xcalloc((size_t)ast->n + 1, sizeof *gs);
+  bool *usable = ut_xcalloc((size_t)ast->n + 1, sizeof *usable);
+  hg_graph **gs = ut_xcalloc((size_t)ast->n + 1, sizeof *gs);
   S.gs = gs;
   S.usable = usable;
   if (!usable || !gs) {
-    fe_diag(dc, HP_E_NO_MEMORY, 0, 0, "out of memory");
+    fe_diag(dc, HARP_E_NO_MEMORY, 0, 0, "out of memory");
     goto done;
   }
   for (int i = 0; i < ast->n; i++) {
     const fe_ast_graph *ag = &ast->graphs[i];
-    if (hp_program_find(p, ag->name)) {
-      err(&S, HP_E_DUPLICATE_ID, ag->line, ag->col, "graph %s is defined twice", ag->name);
+    if (hg_program_find(p, ag->name)) {
+      err(&S, HARP_E_DUPLICATE_ID, ag->line, ag->col, "graph %s is defined twice", ag->name);
       continue;
     }
-    if (!(gs[i] = hp_program_add_graph(p, ag->name))) {
+    if (!(gs[i] = hg_program_add_graph(p, ag->name))) {
       err(&S, p->err.code, ag->line, ag->col, "%s", p->err.msg);
-      hp_error_clear(&p->err);
+      harp_error_clear(&p->err);
       continue;
     }
     S.g = gs[i];
     S.ag = ag;
     usable[i] = signature(&S, ag);
   }
-  if (!hp_program_find(p, "main") && dc->count == 0)
-    fe_diag(dc, HP_E_INVALID_ARG, ast->n ? ast->graphs[ast->n - 1].line : 1, ast->n ? ast->graphs[ast->n - 1].col : 1,
+  if (!hg_program_find(p, "main") && dc->count == 0)
+    fe_diag(dc, HARP_E_INVALID_ARG, ast->n ? ast->graphs[ast->n - 1].line : 1, ast->n ? ast->graphs[ast->n - 1].col : 1,
             "the program has no graph named main (the entry point)");
   for (int i = 0; i < ast->n && !S.oom; i++) {
     if (!gs[i] || !usable[i]) continue;
@@ -938,9 +938,9 @@ void fe_sema(const fe_ast *ast, hp_program *p, fe_diagctx *dc) {
     S.ag = &ast->graphs[i];
     body(&S, S.ag);
   }
-  if (S.oom) fe_diag(dc, HP_E_NO_MEMORY, 0, 0, "out of memory");
+  if (S.oom) fe_diag(dc, HARP_E_NO_MEMORY, 0, 0, "out of memory");
 done:
   free(usable);
   free(gs);
-  hp_strmap_free(&S.env);
+  ut_strmap_free(&S.env);
 }

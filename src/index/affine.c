@@ -1,6 +1,6 @@
 /* affine.c — IndexBook expressions: affine + floordiv, kept canonical and
  * simplified so that composed movement chains stay small.
- * Needs: util (arena, checked arithmetic, hp_str).  Gives: ib_aff_*.
+ * Needs: util (arena, checked arithmetic, ut_str).  Gives: ib_aff_*.
  *
  * Simplification of floor(E/q) (q >= 2), in order:
  *   1. E = q*A + R with every coefficient of R in [0, q) (symbols: truncated,
@@ -17,8 +17,8 @@
 #include "index/indexbook.h"
 #include "util/util.h"
 
-static hp_status limit(ib_env *env, const char *what) {
-  return hp_fail(env->e, HP_E_LIMIT, env->node, "index expression too large: %s", what);
+static harp_status limit(ib_env *env, const char *what) {
+  return ut_fail(env->e, HARP_E_LIMIT, env->node, "index expression too large: %s", what);
 }
 
 void ib_aff_zero(ib_aff *a) {
@@ -83,62 +83,62 @@ int ib_aff_cmp(const ib_aff *a, const ib_aff *b) {
 }
 
 /* ---- term arithmetic ---------------------------------------------------- */
-hp_status ib_aff_add_sym(ib_env *env, ib_aff *a, const char *name, int64_t k) {
-  if (!k) return HP_OK;
+harp_status ib_aff_add_sym(ib_env *env, ib_aff *a, const char *name, int64_t k) {
+  if (!k) return HARP_OK;
   int i = 0;
   while (i < a->nsym && strcmp(a->sym[i].name, name) < 0) i++;
   if (i < a->nsym && strcmp(a->sym[i].name, name) == 0) {
-    if (!hp_add_ok(a->sym[i].k, k, &a->sym[i].k)) return limit(env, "coefficient overflow");
+    if (!ut_add_ok(a->sym[i].k, k, &a->sym[i].k)) return limit(env, "coefficient overflow");
     if (a->sym[i].k == 0) {
       memmove(&a->sym[i], &a->sym[i + 1], sizeof a->sym[0] * (size_t)(a->nsym - i - 1));
       a->nsym--;
     }
-    return HP_OK;
+    return HARP_OK;
   }
   if (a->nsym == IB_MAX_SYMS) return limit(env, "too many symbols");
   memmove(&a->sym[i + 1], &a->sym[i], sizeof a->sym[0] * (size_t)(a->nsym - i));
   a->sym[i] = (ib_symterm){name, k};
   a->nsym++;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status add_div(ib_env *env, ib_aff *a, const ib_div *d, int64_t k) {
-  if (!k) return HP_OK;
+static harp_status add_div(ib_env *env, ib_aff *a, const ib_div *d, int64_t k) {
+  if (!k) return HARP_OK;
   int i = 0, c = -1;
   while (i < a->ndiv && (c = ib_div_cmp(a->div[i].d, d)) < 0) i++;
   if (i < a->ndiv && c == 0) {
-    if (!hp_add_ok(a->div[i].k, k, &a->div[i].k)) return limit(env, "coefficient overflow");
+    if (!ut_add_ok(a->div[i].k, k, &a->div[i].k)) return limit(env, "coefficient overflow");
     if (a->div[i].k == 0) {
       memmove(&a->div[i], &a->div[i + 1], sizeof a->div[0] * (size_t)(a->ndiv - i - 1));
       a->ndiv--;
     }
-    return HP_OK;
+    return HARP_OK;
   }
   if (a->ndiv == IB_MAX_DIVS) return limit(env, "too many floor divisions");
   memmove(&a->div[i + 1], &a->div[i], sizeof a->div[0] * (size_t)(a->ndiv - i));
   a->div[i] = (ib_divterm){d, k};
   a->ndiv++;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ib_aff_add(ib_env *env, ib_aff *a, const ib_aff *b, int64_t k) {
+harp_status ib_aff_add(ib_env *env, ib_aff *a, const ib_aff *b, int64_t k) {
   int64_t t;
-  if (!k) return HP_OK;
+  if (!k) return HARP_OK;
   ib_aff r = *a; /* b may alias a */
-  if (!hp_mul_ok(b->c, k, &t) || !hp_add_ok(r.c, t, &r.c)) return limit(env, "coefficient overflow");
+  if (!ut_mul_ok(b->c, k, &t) || !ut_add_ok(r.c, t, &r.c)) return limit(env, "coefficient overflow");
   for (int j = 0; j < IB_MAX_VARS; j++)
-    if (b->v[j] && (!hp_mul_ok(b->v[j], k, &t) || !hp_add_ok(r.v[j], t, &r.v[j])))
+    if (b->v[j] && (!ut_mul_ok(b->v[j], k, &t) || !ut_add_ok(r.v[j], t, &r.v[j])))
       return limit(env, "coefficient overflow");
   for (int i = 0; i < b->nsym; i++) {
-    if (!hp_mul_ok(b->sym[i].k, k, &t)) return limit(env, "coefficient overflow");
+    if (!ut_mul_ok(b->sym[i].k, k, &t)) return limit(env, "coefficient overflow");
     if (ib_aff_add_sym(env, &r, b->sym[i].name, t)) return env->e->code;
   }
   for (int i = 0; i < b->ndiv; i++) {
-    if (!hp_mul_ok(b->div[i].k, k, &t)) return limit(env, "coefficient overflow");
+    if (!ut_mul_ok(b->div[i].k, k, &t)) return limit(env, "coefficient overflow");
     if (add_div(env, &r, b->div[i].d, t)) return env->e->code;
   }
   *a = r;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- ranges ------------------------------------------------------------- */
@@ -152,15 +152,15 @@ static ib_range rscale(ib_range r, int64_t k) {
     s.has_lo = r.has_hi, s.lo = r.hi;
     s.has_hi = r.has_lo, s.hi = r.lo;
   }
-  o.has_lo = s.has_lo && hp_mul_ok(s.lo, k, &o.lo);
-  o.has_hi = s.has_hi && hp_mul_ok(s.hi, k, &o.hi);
+  o.has_lo = s.has_lo && ut_mul_ok(s.lo, k, &o.lo);
+  o.has_hi = s.has_hi && ut_mul_ok(s.hi, k, &o.hi);
   return o;
 }
 
 static ib_range radd(ib_range a, ib_range b) {
   ib_range o = {false, false, 0, 0};
-  o.has_lo = a.has_lo && b.has_lo && hp_add_ok(a.lo, b.lo, &o.lo);
-  o.has_hi = a.has_hi && b.has_hi && hp_add_ok(a.hi, b.hi, &o.hi);
+  o.has_lo = a.has_lo && b.has_lo && ut_add_ok(a.lo, b.lo, &o.lo);
+  o.has_hi = a.has_hi && b.has_hi && ut_add_ok(a.hi, b.hi, &o.hi);
   return o;
 }
 
@@ -174,8 +174,8 @@ ib_range ib_aff_range(const ib_env *env, const ib_aff *a) {
   for (int i = 0; i < a->nsym; i++) r = radd(r, rscale((ib_range){true, false, 0, 0}, a->sym[i].k));
   for (int i = 0; i < a->ndiv; i++) {
     ib_range n = ib_aff_range(env, &a->div[i].d->num), d = {n.has_lo, n.has_hi, 0, 0};
-    if (d.has_lo) d.lo = hp_floordiv(n.lo, a->div[i].d->q);
-    if (d.has_hi) d.hi = hp_floordiv(n.hi, a->div[i].d->q);
+    if (d.has_lo) d.lo = ut_floordiv(n.lo, a->div[i].d->q);
+    if (d.has_hi) d.hi = ut_floordiv(n.hi, a->div[i].d->q);
     r = radd(r, rscale(d, a->div[i].k));
   }
   return r;
@@ -186,15 +186,15 @@ ib_range ib_aff_range(const ib_env *env, const ib_aff *a) {
 static void split(const ib_aff *x, int64_t q, ib_aff *A, ib_aff *R) {
   ib_aff_zero(A);
   ib_aff_zero(R);
-  A->c = hp_floordiv(x->c, q), R->c = hp_mod(x->c, q);
-  for (int j = 0; j < IB_MAX_VARS; j++) A->v[j] = hp_floordiv(x->v[j], q), R->v[j] = hp_mod(x->v[j], q);
+  A->c = ut_floordiv(x->c, q), R->c = ut_mod(x->c, q);
+  for (int j = 0; j < IB_MAX_VARS; j++) A->v[j] = ut_floordiv(x->v[j], q), R->v[j] = ut_mod(x->v[j], q);
   for (int i = 0; i < x->nsym; i++) { /* symbols are unbounded above: keep their sign (W - K, not K + W - 2K) */
     int64_t a = x->sym[i].k / q, r = x->sym[i].k % q;
     if (a) A->sym[A->nsym++] = (ib_symterm){x->sym[i].name, a};
     if (r) R->sym[R->nsym++] = (ib_symterm){x->sym[i].name, r};
   }
   for (int i = 0; i < x->ndiv; i++) {
-    int64_t a = hp_floordiv(x->div[i].k, q), r = hp_mod(x->div[i].k, q);
+    int64_t a = ut_floordiv(x->div[i].k, q), r = ut_mod(x->div[i].k, q);
     if (a) A->div[A->ndiv++] = (ib_divterm){x->div[i].d, a};
     if (r) R->div[R->ndiv++] = (ib_divterm){x->div[i].d, r};
   }
@@ -202,8 +202,8 @@ static void split(const ib_aff *x, int64_t q, ib_aff *A, ib_aff *R) {
 
 static bool in_block(ib_range r, int64_t q, int64_t *k) {
   if (!r.has_lo || !r.has_hi) return false;
-  *k = hp_floordiv(r.lo, q);
-  return *k == hp_floordiv(r.hi, q);
+  *k = ut_floordiv(r.lo, q);
+  return *k == ut_floordiv(r.hi, q);
 }
 
 /* Rule 3: R = g*R1 + R2, g | q, R2 in [0, g).  Tries the largest g first. */
@@ -211,9 +211,9 @@ static bool common_factor(const ib_env *env, const ib_aff *R, int64_t q, ib_aff 
   int64_t cand[IB_MAX_VARS + IB_MAX_SYMS + IB_MAX_DIVS];
   int nc = 0;
   for (int j = 0; j < IB_MAX_VARS; j++)
-    if (R->v[j]) cand[nc++] = hp_gcd(R->v[j], q);
-  for (int i = 0; i < R->nsym; i++) cand[nc++] = hp_gcd(R->sym[i].k, q);
-  for (int i = 0; i < R->ndiv; i++) cand[nc++] = hp_gcd(R->div[i].k, q);
+    if (R->v[j]) cand[nc++] = ut_gcd(R->v[j], q);
+  for (int i = 0; i < R->nsym; i++) cand[nc++] = ut_gcd(R->sym[i].k, q);
+  for (int i = 0; i < R->ndiv; i++) cand[nc++] = ut_gcd(R->div[i].k, q);
   for (;;) {
     int64_t g = 1;
     for (int i = 0; i < nc; i++)
@@ -222,7 +222,7 @@ static bool common_factor(const ib_env *env, const ib_aff *R, int64_t q, ib_aff 
     ib_aff r2;
     ib_aff_zero(R1);
     ib_aff_zero(&r2);
-    R1->c = hp_floordiv(R->c, g), r2.c = hp_mod(R->c, g);
+    R1->c = ut_floordiv(R->c, g), r2.c = ut_mod(R->c, g);
     for (int j = 0; j < IB_MAX_VARS; j++) {
       if (R->v[j] % g == 0) R1->v[j] = R->v[j] / g;
       else r2.v[j] = R->v[j];
@@ -245,15 +245,15 @@ static bool common_factor(const ib_env *env, const ib_aff *R, int64_t q, ib_aff 
   }
 }
 
-static hp_status floordiv_rec(ib_env *env, ib_aff *out, const ib_aff *x, int64_t q, int depth);
+static harp_status floordiv_rec(ib_env *env, ib_aff *out, const ib_aff *x, int64_t q, int depth);
 
 /* floor(R/q) for R with coefficients in [0, q): rules 2-5. */
-static hp_status floor_rest(ib_env *env, ib_aff *out, const ib_aff *R, int64_t q, int depth) {
+static harp_status floor_rest(ib_env *env, ib_aff *out, const ib_aff *R, int64_t q, int depth) {
   int64_t k, qq;
   ib_aff R1;
   if (in_block(ib_aff_range(env, R), q, &k)) {
     ib_aff_const(out, k);
-    return HP_OK;
+    return HARP_OK;
   }
   if (common_factor(env, R, q, &R1, &qq)) return floordiv_rec(env, out, &R1, qq, depth + 1);
   if (R->ndiv == 1 && R->div[0].k == 1) { /* rule 4 */
@@ -261,52 +261,52 @@ static hp_status floor_rest(ib_env *env, ib_aff *out, const ib_aff *R, int64_t q
     ib_aff n = d->num, s = *R;
     int64_t aq;
     s.ndiv = 0;
-    if (hp_mul_ok(d->q, q, &aq) && ib_aff_add(env, &n, &s, d->q) == HP_OK) return floordiv_rec(env, out, &n, aq, depth + 1);
+    if (ut_mul_ok(d->q, q, &aq) && ib_aff_add(env, &n, &s, d->q) == HARP_OK) return floordiv_rec(env, out, &n, aq, depth + 1);
     if (env->e->code) return env->e->code;
   }
-  ib_div *d = hp_arena_alloc(env->arena, sizeof *d);
-  if (!d) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+  ib_div *d = ut_arena_alloc(env->arena, sizeof *d);
+  if (!d) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
   d->num = *R;
   d->q = q;
   ib_aff_zero(out);
   return add_div(env, out, d, 1);
 }
 
-static hp_status floordiv_rec(ib_env *env, ib_aff *out, const ib_aff *x, int64_t q, int depth) {
-  if (q < 1) return hp_fail(env->e, HP_E_INTERNAL, env->node, "floor division by %lld", (long long)q);
+static harp_status floordiv_rec(ib_env *env, ib_aff *out, const ib_aff *x, int64_t q, int depth) {
+  if (q < 1) return ut_fail(env->e, HARP_E_INTERNAL, env->node, "floor division by %lld", (long long)q);
   if (depth > 64) return limit(env, "nested floor divisions");
   if (q == 1) {
     *out = *x;
-    return HP_OK;
+    return HARP_OK;
   }
   ib_aff A, R, f;
   split(x, q, &A, &R);
   if (floor_rest(env, &f, &R, q, depth)) return env->e->code;
   if (ib_aff_add(env, &A, &f, 1)) return env->e->code;
   *out = A;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ib_aff_floordiv(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q) { return floordiv_rec(env, out, a, q, 0); }
+harp_status ib_aff_floordiv(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q) { return floordiv_rec(env, out, a, q, 0); }
 
-hp_status ib_aff_mod(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q, bool *made_div) {
+harp_status ib_aff_mod(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q, bool *made_div) {
   ib_aff f, r = *a;
   *made_div = false;
   if (ib_aff_floordiv(env, &f, a, q)) return env->e->code;
   if (ib_aff_add(env, &r, &f, -q)) return env->e->code;
   *made_div = f.ndiv > 0;
   *out = r;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- substitution ------------------------------------------------------- */
-static hp_status subst_rec(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *vals, int nvals, int depth) {
+static harp_status subst_rec(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *vals, int nvals, int depth) {
   if (depth > 64) return limit(env, "nested floor divisions");
   ib_aff r;
   ib_aff_const(&r, a->c);
   for (int j = 0; j < IB_MAX_VARS; j++) {
     if (!a->v[j]) continue;
-    if (j >= nvals) return hp_fail(env->e, HP_E_INTERNAL, env->node, "substitution misses variable %d", j);
+    if (j >= nvals) return ut_fail(env->e, HARP_E_INTERNAL, env->node, "substitution misses variable %d", j);
     if (ib_aff_add(env, &r, &vals[j], a->v[j])) return env->e->code;
   }
   for (int i = 0; i < a->nsym; i++)
@@ -318,37 +318,37 @@ static hp_status subst_rec(ib_env *env, ib_aff *out, const ib_aff *a, const ib_a
     if (ib_aff_add(env, &r, &f, a->div[i].k)) return env->e->code;
   }
   *out = r;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ib_aff_subst(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *vals, int nvals) {
+harp_status ib_aff_subst(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *vals, int nvals) {
   return subst_rec(env, out, a, vals, nvals, 0);
 }
 
 /* ---- printing ----------------------------------------------------------- */
-static void put_term(hp_str *s, bool *first, int64_t k, const char *what, bool paren) {
+static void put_term(ut_str *s, bool *first, int64_t k, const char *what, bool paren) {
   unsigned long long m = k < 0 ? 0ull - (unsigned long long)k : (unsigned long long)k; /* |INT64_MIN| too */
   if (*first) {
-    if (k < 0) hp_str_puts(s, "-");
-    if (m != 1 || !what) hp_str_printf(s, "%llu", m);
+    if (k < 0) ut_str_puts(s, "-");
+    if (m != 1 || !what) ut_str_printf(s, "%llu", m);
   } else {
-    hp_str_puts(s, k < 0 ? " - " : " + ");
-    if (m != 1 || !what) hp_str_printf(s, "%llu", m);
+    ut_str_puts(s, k < 0 ? " - " : " + ");
+    if (m != 1 || !what) ut_str_printf(s, "%llu", m);
   }
   if (what) {
-    if (k != 1 && k != -1) hp_str_puts(s, "*");
-    if (paren) hp_str_putc(s, '(');
-    hp_str_puts(s, what);
-    if (paren) hp_str_putc(s, ')');
+    if (k != 1 && k != -1) ut_str_puts(s, "*");
+    if (paren) ut_str_putc(s, '(');
+    ut_str_puts(s, what);
+    if (paren) ut_str_putc(s, ')');
   }
   *first = false;
 }
 
 static char *print_to(const ib_aff *a, const char *const *vnames) {
-  hp_str t;
-  hp_str_init(&t);
+  ut_str t;
+  ut_str_init(&t);
   ib_aff_print(&t, a, vnames);
-  return hp_str_take(&t);
+  return ut_str_take(&t);
 }
 
 /* Is a == m*(num(d) mod q) + rest for some m >= 1?  True when a holds m times
@@ -359,20 +359,20 @@ static bool as_mod(const ib_aff *a, int i, int64_t *mult, ib_aff *rest) {
   int64_t m = -a->div[i].k / d->q, t;
   const ib_aff *n = &d->num;
   for (int j = 0; j < IB_MAX_VARS; j++)
-    if (n->v[j] && (!hp_mul_ok(n->v[j], m, &t) || a->v[j] != t)) return false;
+    if (n->v[j] && (!ut_mul_ok(n->v[j], m, &t) || a->v[j] != t)) return false;
   for (int k = 0; k < n->nsym; k++) {
     bool found = false;
     for (int x = 0; x < a->nsym; x++)
-      found |= strcmp(a->sym[x].name, n->sym[k].name) == 0 && hp_mul_ok(n->sym[k].k, m, &t) && a->sym[x].k == t;
+      found |= strcmp(a->sym[x].name, n->sym[k].name) == 0 && ut_mul_ok(n->sym[k].k, m, &t) && a->sym[x].k == t;
     if (!found) return false;
   }
   for (int k = 0; k < n->ndiv; k++) {
     bool found = false;
     for (int x = 0; x < a->ndiv; x++)
-      found |= ib_div_cmp(a->div[x].d, n->div[k].d) == 0 && hp_mul_ok(n->div[k].k, m, &t) && a->div[x].k == t;
+      found |= ib_div_cmp(a->div[x].d, n->div[k].d) == 0 && ut_mul_ok(n->div[k].k, m, &t) && a->div[x].k == t;
     if (!found) return false;
   }
-  if (!hp_mul_ok(n->c, m, &t)) return false;
+  if (!ut_mul_ok(n->c, m, &t)) return false;
   /* rest = a - m*num + m*q*d: drop num's terms and the division */
   *rest = *a;
   rest->c -= t;
@@ -395,22 +395,22 @@ static bool as_mod(const ib_aff *a, int i, int64_t *mult, ib_aff *rest) {
   return true;
 }
 
-void ib_aff_print(hp_str *s, const ib_aff *a, const char *const *vnames) {
+void ib_aff_print(ut_str *s, const ib_aff *a, const char *const *vnames) {
   bool first = true;
   for (int i = 0; i < a->ndiv; i++) {
     ib_aff rest;
     int64_t m;
     if (!as_mod(a, i, &m, &rest)) continue;
     char *n = print_to(&a->div[i].d->num, vnames);
-    if (m != 1) hp_str_printf(s, "%lld*", (long long)m);
-    hp_str_printf(s, "%s(%s) mod %lld%s", m != 1 ? "(" : "", n ? n : "?", (long long)a->div[i].d->q, m != 1 ? ")" : "");
+    if (m != 1) ut_str_printf(s, "%lld*", (long long)m);
+    ut_str_printf(s, "%s(%s) mod %lld%s", m != 1 ? "(" : "", n ? n : "?", (long long)a->div[i].d->q, m != 1 ? ")" : "");
     free(n);
     first = false;
     bool zero = ib_aff_is_const(&rest) && rest.c == 0;
     if (zero) return;
     char *r = print_to(&rest, vnames);
-    if (r && r[0] == '-') hp_str_printf(s, " - %s", r + 1);
-    else hp_str_printf(s, " + %s", r ? r : "?");
+    if (r && r[0] == '-') ut_str_printf(s, " - %s", r + 1);
+    else ut_str_printf(s, " + %s", r ? r : "?");
     free(r);
     return;
   }
@@ -425,11 +425,11 @@ void ib_aff_print(hp_str *s, const ib_aff *a, const char *const *vnames) {
     for (int i = 0; i < a->ndiv; i++) {
       if ((a->div[i].k < 0) != neg) continue;
       char *n = print_to(&a->div[i].d->num, vnames);
-      hp_str t;
-      hp_str_init(&t);
-      hp_str_printf(&t, "(%s) floordiv %lld", n ? n : "?", (long long)a->div[i].d->q);
+      ut_str t;
+      ut_str_init(&t);
+      ut_str_printf(&t, "(%s) floordiv %lld", n ? n : "?", (long long)a->div[i].d->q);
       free(n);
-      char *w = hp_str_take(&t);
+      char *w = ut_str_take(&t);
       put_term(s, &first, a->div[i].k, w ? w : "?", a->div[i].k != 1 && a->div[i].k != -1);
       free(w);
     }

@@ -22,10 +22,10 @@
 #include "index/ib_int.h"
 #include "util/util.h"
 
-#define FAIL(code, ...) hp_fail(c->e, code, c->n->id, __VA_ARGS__)
+#define FAIL(code, ...) ut_fail(c->e, code, c->n->id, __VA_ARGS__)
 
 typedef struct bctx {
-  hp_error *e;
+  harp_error *e;
   ib_book *b;
   const tiny_graph *g;
   const tiny_node *n;
@@ -49,36 +49,36 @@ static void size_const(ib_size *s, int64_t n, const char *sym) {
 
 /* A Tiny arg dim (integer or symbol) as an expression; bound symbols become
  * their value. */
-static hp_status dim_aff(bctx *c, tiny_dim d, ib_aff *out) {
+static harp_status dim_aff(bctx *c, tiny_dim d, ib_aff *out) {
   int64_t v;
   if (!d.sym) {
     ib_aff_const(out, d.n);
-    return HP_OK;
+    return HARP_OK;
   }
   if (c->b->syms && tiny_symtab_get(c->b->syms, d.sym, &v)) {
     ib_aff_const(out, v);
-    return HP_OK;
+    return HARP_OK;
   }
   ib_aff_zero(out);
   return ib_aff_add_sym(&c->env, out, d.sym, 1);
 }
 
-static hp_status dim_size(bctx *c, tiny_dim d, ib_size *s) {
+static harp_status dim_size(bctx *c, tiny_dim d, ib_size *s) {
   if (dim_aff(c, d, &s->e)) return c->e->code;
   s->sym = d.sym;
   s->n = ib_aff_is_const(&s->e) ? s->e.c : -1;
-  if (ib_aff_is_const(&s->e) && s->e.c < 0) return FAIL(HP_E_INVALID_ARG, "negative size");
-  return HP_OK;
+  if (ib_aff_is_const(&s->e) && s->e.c < 0) return FAIL(HARP_E_INVALID_ARG, "negative size");
+  return HARP_OK;
 }
 
 /* A value that must be a known integer (strides, steps): bound or constant. */
-static hp_status dim_const(bctx *c, tiny_dim d, const char *what, int64_t *v) {
+static harp_status dim_const(bctx *c, tiny_dim d, const char *what, int64_t *v) {
   if (!d.sym) {
     *v = d.n;
-    return HP_OK;
+    return HARP_OK;
   }
-  if (c->b->syms && tiny_symtab_get(c->b->syms, d.sym, v)) return HP_OK;
-  return FAIL(HP_E_UNSUPPORTED, "%s %s multiplies an index: bind it (--sym %s=N) to build the IndexBook", what, d.sym,
+  if (c->b->syms && tiny_symtab_get(c->b->syms, d.sym, v)) return HARP_OK;
+  return FAIL(HARP_E_UNSUPPORTED, "%s %s multiplies an index: bind it (--sym %s=N) to build the IndexBook", what, d.sym,
               d.sym);
 }
 
@@ -93,14 +93,14 @@ static bool size_is_one(const ib_size *s) { return s->n == 1; }
 static bool size_equal(const ib_size *a, const ib_size *b) { return ib_aff_cmp(&a->e, &b->e) == 0; }
 
 /* ---- axes and domain ---------------------------------------------------- */
-static hp_status alloc_axes(bctx *c, int rank, int nred) {
+static harp_status alloc_axes(bctx *c, int rank, int nred) {
   ib_info *f = c->info;
   f->rank = rank;
   f->nred = nred;
   f->nvars = rank + nred;
-  if (f->nvars > IB_MAX_VARS) return FAIL(HP_E_LIMIT, "more than %d iteration variables", IB_MAX_VARS);
-  f->axes = hp_arena_alloc(c->b->arena, sizeof(ib_axis) * (size_t)(rank + nred + 1));
-  if (!f->axes) return FAIL(HP_E_NO_MEMORY, "out of memory");
+  if (f->nvars > IB_MAX_VARS) return FAIL(HARP_E_LIMIT, "more than %d iteration variables", IB_MAX_VARS);
+  f->axes = ut_arena_alloc(c->b->arena, sizeof(ib_axis) * (size_t)(rank + nred + 1));
+  if (!f->axes) return FAIL(HARP_E_NO_MEMORY, "out of memory");
   f->red = f->axes + rank;
   for (int k = 0; k < rank + nred; k++) {
     ib_axis *a = &f->axes[k];
@@ -109,7 +109,7 @@ static hp_status alloc_axes(bctx *c, int rank, int nred) {
     if (k < rank) snprintf(a->name, sizeof a->name, "i%d", k);
     else snprintf(a->name, sizeof a->name, "r%d", k - rank);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 static void inherit(ib_axis *dst, const ib_axis *src) {
@@ -120,7 +120,7 @@ static void inherit(ib_axis *dst, const ib_axis *src) {
 
 static const ib_axis *var_axis(const ib_info *f, int j) { return &f->axes[j]; }
 
-void ib_env_for(const ib_book *b, int node, hp_error *e, ib_env *env) {
+void ib_env_for(const ib_book *b, int node, harp_error *e, ib_env *env) {
   const ib_info *f = &b->info[node];
   memset(env, 0, sizeof *env);
   env->arena = b->arena;
@@ -133,23 +133,23 @@ void ib_env_for(const ib_book *b, int node, hp_error *e, ib_env *env) {
   }
 }
 
-static hp_status push_cons(bctx *c, ib_cons *list, int *n, int cap, const ib_aff *e, bool eq) {
-  if (*n >= cap) return FAIL(HP_E_INTERNAL, "constraint list overflow");
+static harp_status push_cons(bctx *c, ib_cons *list, int *n, int cap, const ib_aff *e, bool eq) {
+  if (*n >= cap) return FAIL(HARP_E_INTERNAL, "constraint list overflow");
   list[(*n)++] = (ib_cons){*e, eq};
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The box 0 <= x_j <= size_j - 1 over every iteration variable; add_mod
  * makes room for the mod guards when a node has any (few do: an ib_cons is
  * ~600 bytes, and room for 64 guards on every node was most of the book). */
 #define IB_MAX_MODS 64
-static hp_status make_domain(bctx *c) {
+static harp_status make_domain(bctx *c) {
   ib_info *f = c->info;
   c->capcons = 2 * f->nvars;
   c->capmods = 0;
-  f->cons = hp_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(c->capcons + 1));
+  f->cons = ut_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(c->capcons + 1));
   f->mods = NULL;
-  if (!f->cons) return FAIL(HP_E_NO_MEMORY, "out of memory");
+  if (!f->cons) return FAIL(HARP_E_NO_MEMORY, "out of memory");
   f->ncons = 0;
   for (int j = 0; j < f->nvars; j++) {
     ib_aff lo, hi;
@@ -162,32 +162,32 @@ static hp_status make_domain(bctx *c) {
       return c->e->code;
   }
   ib_env_for(c->b, (int)(c->n - c->g->nodes), c->e, &c->env);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Room for one more mod and its two guard constraints (arena: the old
  * arrays stay behind, doubling keeps that small). */
-static hp_status grow_mods(bctx *c) {
+static harp_status grow_mods(bctx *c) {
   ib_info *f = c->info;
-  if (f->nmods < c->capmods) return HP_OK;
+  if (f->nmods < c->capmods) return HARP_OK;
   int cap = c->capmods ? 2 * c->capmods : 4;
   if (cap > IB_MAX_MODS) cap = IB_MAX_MODS;
-  ib_mod *m = hp_arena_alloc(c->b->arena, sizeof(ib_mod) * (size_t)cap);
-  ib_cons *k = hp_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(2 * f->nvars + 2 * cap + 1));
-  if (!m || !k) return FAIL(HP_E_NO_MEMORY, "out of memory");
+  ib_mod *m = ut_arena_alloc(c->b->arena, sizeof(ib_mod) * (size_t)cap);
+  ib_cons *k = ut_arena_alloc(c->b->arena, sizeof(ib_cons) * (size_t)(2 * f->nvars + 2 * cap + 1));
+  if (!m || !k) return FAIL(HARP_E_NO_MEMORY, "out of memory");
   if (f->nmods) memcpy(m, f->mods, sizeof(ib_mod) * (size_t)f->nmods);
   memcpy(k, f->cons, sizeof(ib_cons) * (size_t)f->ncons);
   f->mods = m;
   f->cons = k;
   c->capmods = cap;
   c->capcons = 2 * f->nvars + 2 * cap;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Record `e mod q` (already expanded into r) and its guard 0 <= r <= q-1. */
-static hp_status add_mod(bctx *c, const ib_aff *e, int64_t q, const ib_aff *r) {
+static harp_status add_mod(bctx *c, const ib_aff *e, int64_t q, const ib_aff *r) {
   ib_info *f = c->info;
-  if (f->nmods >= IB_MAX_MODS) return FAIL(HP_E_EXCESSIVE_PIECEWISE, "more than %d guarded remainders", IB_MAX_MODS);
+  if (f->nmods >= IB_MAX_MODS) return FAIL(HARP_E_EXCESSIVE_PIECEWISE, "more than %d guarded remainders", IB_MAX_MODS);
   if (grow_mods(c)) return c->e->code;
   f->mods[f->nmods++] = (ib_mod){*e, q};
   ib_aff hi;
@@ -195,22 +195,22 @@ static hp_status add_mod(bctx *c, const ib_aff *e, int64_t q, const ib_aff *r) {
   if (ib_aff_add(&c->env, &hi, r, -1)) return c->e->code;
   if (push_cons(c, f->cons, &f->ncons, c->capcons, r, false) || push_cons(c, f->cons, &f->ncons, c->capcons, &hi, false))
     return c->e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* mod with its guard when a division survives. */
-static hp_status mod_guarded(bctx *c, ib_aff *out, const ib_aff *e, int64_t q) {
+static harp_status mod_guarded(bctx *c, ib_aff *out, const ib_aff *e, int64_t q) {
   bool made;
   if (ib_aff_mod(&c->env, out, e, q, &made)) return c->e->code;
-  return made ? add_mod(c, e, q, out) : HP_OK;
+  return made ? add_mod(c, e, q, out) : HARP_OK;
 }
 
 /* ---- step maps ---------------------------------------------------------- */
 /* One read piece without guard: the common case. */
-static hp_status single_map(bctx *c, int k, int src, ib_aff **map, int nmap) {
-  ib_piece *p = hp_arena_alloc(c->b->arena, sizeof *p);
-  ib_aff *m = hp_arena_alloc(c->b->arena, sizeof(ib_aff) * (size_t)(nmap + 1));
-  if (!p || !m) return FAIL(HP_E_NO_MEMORY, "out of memory");
+static harp_status single_map(bctx *c, int k, int src, ib_aff **map, int nmap) {
+  ib_piece *p = ut_arena_alloc(c->b->arena, sizeof *p);
+  ib_aff *m = ut_arena_alloc(c->b->arena, sizeof(ib_aff) * (size_t)(nmap + 1));
+  if (!p || !m) return FAIL(HARP_E_NO_MEMORY, "out of memory");
   p->nmap = nmap;
   p->map = m;
   *map = m;
@@ -220,34 +220,34 @@ static hp_status single_map(bctx *c, int k, int src, ib_aff **map, int nmap) {
   a->nvars = c->info->nvars;
   a->npieces = 1;
   a->pieces = p;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status identity_map(bctx *c, int k, int src) {
+static harp_status identity_map(bctx *c, int k, int src) {
   ib_aff *m;
   int r = c->b->info[src].rank;
   if (single_map(c, k, src, &m, r)) return c->e->code;
   for (int j = 0; j < r; j++) ib_aff_var(&m[j], j);
-  return HP_OK;
+  return HARP_OK;
 }
 
 static const ib_info *src_info(bctx *c, int k) { return &c->b->info[c->n->src[k].node]; }
 
 /* ---- rules -------------------------------------------------------------- */
-static hp_status rule_leaf(bctx *c) {
+static harp_status rule_leaf(bctx *c) {
   if (c->n->op == TINY_CONST) return alloc_axes(c, 0, 0);
   const tiny_shape *s = &c->n->a.input.shape;
   if (alloc_axes(c, s->rank, 0)) return c->e->code;
   for (int j = 0; j < s->rank; j++)
     if (dim_size(c, s->d[j], &c->info->axes[j].size)) return c->e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_unary(bctx *c) {
+static harp_status rule_unary(bctx *c) {
   const ib_info *x = src_info(c, 0);
   if (alloc_axes(c, x->rank, 0)) return c->e->code;
   for (int j = 0; j < x->rank; j++) inherit(&c->info->axes[j], &x->axes[j]), c->info->axes[j].kind = IB_ITER;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Operand axis a -> output axis (right-aligned; by symbol name when the
@@ -274,7 +274,7 @@ static void align(const ib_info *op, const tiny_shape *out, const tiny_shape *op
   }
 }
 
-static hp_status rule_elementwise(bctx *c) {
+static harp_status rule_elementwise(bctx *c) {
   const tiny_node *n = c->n;
   int R = n->shape.rank;
   if (alloc_axes(c, R, 0)) return c->e->code;
@@ -302,20 +302,20 @@ static hp_status rule_elementwise(bctx *c) {
       else ib_aff_var(&mp[a], m);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_permute(bctx *c) {
+static harp_status rule_permute(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_permute *p = &c->n->a.permute;
-  if (p->n != x->rank) return FAIL(HP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", p->n, x->rank);
+  if (p->n != x->rank) return FAIL(HARP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", p->n, x->rank);
   if (alloc_axes(c, x->rank, 0)) return c->e->code;
   for (int k = 0; k < x->rank; k++) inherit(&c->info->axes[k], &x->axes[p->perm[k]]);
   if (make_domain(c)) return c->e->code;
   ib_aff *m;
   if (single_map(c, 0, c->n->src[0].node, &m, x->rank)) return c->e->code;
   for (int k = 0; k < x->rank; k++) ib_aff_var(&m[p->perm[k]], k);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* A size as a monomial coef * product(atoms); an atom is a symbol or, for a
@@ -330,8 +330,8 @@ typedef struct mono {
 static bool mono_mul(mono *m, const ib_size *s) {
   const ib_aff *e = &s->e;
   bool plain = e->ndiv == 0 && e->c == 0 && e->nsym == 1 && e->sym[0].k == 1;
-  if (ib_aff_is_const(e)) return hp_mul_ok(m->coef, e->c, &m->coef);
-  if (m->n >= HP_ARRAY_LEN(m->atom)) return false;
+  if (ib_aff_is_const(e)) return ut_mul_ok(m->coef, e->c, &m->coef);
+  if (m->n >= UT_ARRAY_LEN(m->atom)) return false;
   m->atom[m->n] = plain ? NULL : s;
   m->name[m->n] = plain ? e->sym[0].name : NULL;
   m->n++;
@@ -341,7 +341,7 @@ static bool mono_mul(mono *m, const ib_size *s) {
 /* Does a divide b (coefficient and atoms)?  Equal when both ways. */
 static bool mono_divides(const mono *a, const mono *b) {
   if (a->coef == 0 || b->coef % a->coef) return false;
-  bool used[HP_ARRAY_LEN(b->atom)];
+  bool used[UT_ARRAY_LEN(b->atom)];
   memset(used, 0, sizeof used);
   for (int i = 0; i < a->n; i++) {
     int j = 0;
@@ -357,7 +357,7 @@ static bool mono_divides(const mono *a, const mono *b) {
   return true;
 }
 
-static hp_status rule_reshape(bctx *c) {
+static harp_status rule_reshape(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_shape *rs = &c->n->a.reshape.shape;
   int R = rs->rank, r = x->rank;
@@ -372,7 +372,7 @@ static hp_status rule_reshape(bctx *c) {
   for (int j = 0; j < r; j++) empty |= x->axes[j].size.n == 0;
   for (int k = 0; k < R; k++) empty |= f->axes[k].size.n == 0;
   if (make_domain(c)) return c->e->code;
-  if (empty) return HP_OK; /* no element: any map will do */
+  if (empty) return HARP_OK; /* no element: any map will do */
   int A[TINY_MAX_RANK], B[TINY_MAX_RANK], na = 0, nb = 0;
   for (int j = 0; j < r; j++)
     if (!size_is_one(&x->axes[j].size)) A[na++] = j;
@@ -381,20 +381,20 @@ static hp_status rule_reshape(bctx *c) {
   int ia = 0, ib = 0;
   while (ia < na || ib < nb) {
     if (ia == na || ib == nb)
-      return FAIL(HP_E_UNSUPPORTED, "RESHAPE: cannot match the input axes with the result axes (bind the symbols)");
+      return FAIL(HARP_E_UNSUPPORTED, "RESHAPE: cannot match the input axes with the result axes (bind the symbols)");
     int a0 = ia, b0 = ib;
     mono pa = {1, 0, {0}, {0}}, pb = {1, 0, {0}, {0}};
     if (!mono_mul(&pa, &x->axes[A[ia++]].size) || !mono_mul(&pb, &f->axes[B[ib++]].size))
-      return FAIL(HP_E_LIMIT, "RESHAPE sizes overflow");
+      return FAIL(HARP_E_LIMIT, "RESHAPE sizes overflow");
     for (;;) {
       bool ab = mono_divides(&pa, &pb), ba = mono_divides(&pb, &pa);
       if (ab && ba) break;
       bool grow_a = ab ? true : ba ? false : (pa.n == pb.n ? pa.coef <= pb.coef : pa.n < pb.n);
       if (grow_a ? ia == na : ib == nb) grow_a = !grow_a;
       if (grow_a ? ia == na : ib == nb)
-        return FAIL(HP_E_UNSUPPORTED, "RESHAPE: cannot match the input axes with the result axes (bind the symbols)");
+        return FAIL(HARP_E_UNSUPPORTED, "RESHAPE: cannot match the input axes with the result axes (bind the symbols)");
       if (!(grow_a ? mono_mul(&pa, &x->axes[A[ia++]].size) : mono_mul(&pb, &f->axes[B[ib++]].size)))
-        return FAIL(HP_E_LIMIT, "RESHAPE sizes overflow");
+        return FAIL(HARP_E_LIMIT, "RESHAPE sizes overflow");
     }
     if (ia - a0 == 1 && ib - b0 == 1) { /* one axis to one axis */
       ib_aff_var(&m[A[a0]], B[b0]);
@@ -414,8 +414,8 @@ static hp_status rule_reshape(bctx *c) {
       if (ib_aff_add(&c->env, &L, &v, s)) return c->e->code;
       if (t > b0) {
         const ib_size *sz = &f->axes[B[t]].size;
-        if (sz->n < 0 || !hp_mul_ok(s, sz->n, &s))
-          return FAIL(HP_E_UNSUPPORTED, "RESHAPE regroups axes of unbound size %s (not affine): bind the symbols (--sym) to build the IndexBook",
+        if (sz->n < 0 || !ut_mul_ok(s, sz->n, &s))
+          return FAIL(HARP_E_UNSUPPORTED, "RESHAPE regroups axes of unbound size %s (not affine): bind the symbols (--sym) to build the IndexBook",
                       sz->sym ? sz->sym : "?");
       }
     }
@@ -423,8 +423,8 @@ static hp_status rule_reshape(bctx *c) {
     for (int t = ia - 1; t >= a0; t--) {
       ib_aff_const(&stride[t - a0], s);
       const ib_size *sz = &x->axes[A[t]].size;
-      if (t > a0 && (sz->n < 0 || !hp_mul_ok(s, sz->n, &s)))
-        return FAIL(HP_E_UNSUPPORTED, "RESHAPE regroups axes of unbound size %s (not affine): bind the symbols (--sym) to build the IndexBook",
+      if (t > a0 && (sz->n < 0 || !ut_mul_ok(s, sz->n, &s)))
+        return FAIL(HARP_E_UNSUPPORTED, "RESHAPE regroups axes of unbound size %s (not affine): bind the symbols (--sym) to build the IndexBook",
                     sz->sym ? sz->sym : "?");
     }
     for (int t = a0; t < ia; t++) {
@@ -434,10 +434,10 @@ static hp_status rule_reshape(bctx *c) {
       else if (mod_guarded(c, &m[A[t]], &q, x->axes[A[t]].size.n)) return c->e->code;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_expand(bctx *c) {
+static harp_status rule_expand(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_expand *a = &c->n->a.expand;
   int R = a->shape.rank, r = x->rank;
@@ -447,10 +447,10 @@ static hp_status rule_expand(bctx *c) {
     if (dim_size(c, a->shape.d[k], &f->axes[k].size)) return c->e->code;
   int map[TINY_MAX_RANK];
   for (int j = 0; j < r; j++) map[j] = (a->has_bd && r < R) ? a->bd[j] : j + R - r;
-  if (r > R) return FAIL(HP_E_BROADCAST_MISMATCH, "EXPAND to a smaller rank");
+  if (r > R) return FAIL(HARP_E_BROADCAST_MISMATCH, "EXPAND to a smaller rank");
   bool from[TINY_MAX_RANK] = {0};
   for (int j = 0; j < r; j++) {
-    if (map[j] < 0 || map[j] >= R) return FAIL(HP_E_INVALID_ARG, "broadcast_dimensions out of range");
+    if (map[j] < 0 || map[j] >= R) return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions out of range");
     from[map[j]] = true;
     ib_axis *o = &f->axes[map[j]];
     if (size_is_one(&x->axes[j].size) && !size_is_one(&o->size)) o->kind = IB_BROADCAST;
@@ -469,14 +469,14 @@ static hp_status rule_expand(bctx *c) {
     if (f->axes[map[j]].kind == IB_BROADCAST && size_is_one(&x->axes[j].size)) ib_aff_const(&m[j], 0);
     else ib_aff_var(&m[j], map[j]);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_pad(bctx *c) {
+static harp_status rule_pad(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_pad *a = &c->n->a.pad;
   int r = x->rank;
-  if (a->n != r) return FAIL(HP_E_INVALID_ARG, "pad has %d entries for rank %d", a->n, r);
+  if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "pad has %d entries for rank %d", a->n, r);
   if (alloc_axes(c, r, 0)) return c->e->code;
   ib_info *f = c->info;
   ib_aff lo[TINY_MAX_RANK], hi[TINY_MAX_RANK];
@@ -485,7 +485,7 @@ static hp_status rule_pad(bctx *c) {
     if (dim_aff(c, a->lo[j], &lo[j]) || dim_aff(c, a->hi[j], &hi[j])) return c->e->code;
     bool zero = ib_aff_is_const(&lo[j]) && lo[j].c == 0 && ib_aff_is_const(&hi[j]) && hi[j].c == 0;
     if ((ib_aff_is_const(&lo[j]) && lo[j].c < 0) || (ib_aff_is_const(&hi[j]) && hi[j].c < 0))
-      return FAIL(HP_E_INVALID_ARG, "pad amounts must be >= 0");
+      return FAIL(HARP_E_INVALID_ARG, "pad amounts must be >= 0");
     if (zero) {
       inherit(&f->axes[j], &x->axes[j]);
       continue;
@@ -499,10 +499,10 @@ static hp_status rule_pad(bctx *c) {
   /* Pieces: the centre, then per padded axis t its low and high outside with
    * axes before t inside (pairwise disjoint, together the whole box). */
   int maxp = 1 + 2 * np;
-  ib_piece *pc = hp_arena_alloc(c->b->arena, sizeof *pc * (size_t)maxp);
-  ib_cons *cons = hp_arena_alloc(c->b->arena, sizeof *cons * (size_t)(maxp * (2 * np + 1) + 1));
-  ib_aff *m = hp_arena_alloc(c->b->arena, sizeof *m * (size_t)(r + 1));
-  if (!pc || !cons || !m) return FAIL(HP_E_NO_MEMORY, "out of memory");
+  ib_piece *pc = ut_arena_alloc(c->b->arena, sizeof *pc * (size_t)maxp);
+  ib_cons *cons = ut_arena_alloc(c->b->arena, sizeof *cons * (size_t)(maxp * (2 * np + 1) + 1));
+  ib_aff *m = ut_arena_alloc(c->b->arena, sizeof *m * (size_t)(r + 1));
+  if (!pc || !cons || !m) return FAIL(HARP_E_NO_MEMORY, "out of memory");
   ib_aff in_lo[TINY_MAX_RANK], in_hi[TINY_MAX_RANK], out_lo[TINY_MAX_RANK], out_hi[TINY_MAX_RANK];
   for (int t = 0; t < np; t++) {
     int j = P[t];
@@ -543,11 +543,11 @@ static hp_status rule_pad(bctx *c) {
   return ib_prune_access(c->b, &c->env, in);
 }
 
-static hp_status rule_shrink(bctx *c) {
+static harp_status rule_shrink(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_shrink *a = &c->n->a.shrink;
   int r = x->rank;
-  if (a->n != r) return FAIL(HP_E_INVALID_ARG, "shrink has %d entries for rank %d", a->n, r);
+  if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "shrink has %d entries for rank %d", a->n, r);
   if (alloc_axes(c, r, 0)) return c->e->code;
   ib_info *f = c->info;
   ib_aff lo[TINY_MAX_RANK];
@@ -557,12 +557,12 @@ static hp_status rule_shrink(bctx *c) {
     step[j] = 1;
     if (dim_aff(c, a->lo[j], &lo[j]) || dim_aff(c, a->hi[j], &hi)) return c->e->code;
     if (a->has_step && dim_const(c, a->step[j], "SHRINK step", &step[j])) return c->e->code;
-    if (step[j] < 1) return FAIL(HP_E_NEGATIVE_STRIDE, "SHRINK step on axis %d is %" PRId64 "; use FLIP to reverse", j, step[j]);
+    if (step[j] < 1) return FAIL(HARP_E_NEGATIVE_STRIDE, "SHRINK step on axis %d is %" PRId64 "; use FLIP to reverse", j, step[j]);
     ib_aff len = hi, sz; /* ceil((hi - lo) / step) */
     if (ib_aff_add(&c->env, &len, &lo[j], -1)) return c->e->code;
     len.c += step[j] - 1;
     if (ib_aff_floordiv(&c->env, &sz, &len, step[j])) return c->e->code;
-    if (ib_aff_is_const(&sz) && sz.c < 0) return FAIL(HP_E_INVALID_ARG, "SHRINK axis %d: lo > hi", j);
+    if (ib_aff_is_const(&sz) && sz.c < 0) return FAIL(HARP_E_INVALID_ARG, "SHRINK axis %d: lo > hi", j);
     bool same = ib_aff_cmp(&sz, &x->axes[j].size.e) == 0 && ib_aff_is_const(&lo[j]) && lo[j].c == 0;
     if (same) inherit(&f->axes[j], &x->axes[j]);
     else size_from_aff(&f->axes[j].size, &sz, NULL);
@@ -576,16 +576,16 @@ static hp_status rule_shrink(bctx *c) {
     m[j] = lo[j];
     if (ib_aff_add(&c->env, &m[j], &v, step[j])) return c->e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_flip(bctx *c) {
+static harp_status rule_flip(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_flip *a = &c->n->a.flip;
   int r = x->rank;
   bool flip[TINY_MAX_RANK] = {0};
   for (int i = 0; i < a->n; i++) {
-    if (a->axes[i] < 0 || a->axes[i] >= r) return FAIL(HP_E_INVALID_ARG, "FLIP axis %d is out of range", a->axes[i]);
+    if (a->axes[i] < 0 || a->axes[i] >= r) return FAIL(HARP_E_INVALID_ARG, "FLIP axis %d is out of range", a->axes[i]);
     flip[a->axes[i]] = true;
   }
   if (alloc_axes(c, r, 0)) return c->e->code;
@@ -608,7 +608,7 @@ static hp_status rule_flip(bctx *c) {
     m[j].c -= 1;
     if (ib_aff_add(&c->env, &m[j], &v, -1)) return c->e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Sign walk of a VIEW expression: does some variable get a negative
@@ -630,15 +630,15 @@ static bool negative_stride(const tiny_expr *x, const tiny_symtab *syms, int sig
   return false;
 }
 
-static hp_status view_expr(bctx *c, const tiny_expr *x, ib_aff *out, int depth) {
+static harp_status view_expr(bctx *c, const tiny_expr *x, ib_aff *out, int depth) {
   ib_aff a, b;
-  if (depth > 64) return FAIL(HP_E_LIMIT, "index_map nested too deeply");
+  if (depth > 64) return FAIL(HARP_E_LIMIT, "index_map nested too deeply");
   switch (x->k) {
-  case TX_CONST: ib_aff_const(out, x->c); return HP_OK;
+  case TX_CONST: ib_aff_const(out, x->c); return HARP_OK;
   case TX_VAR:
-    if (x->var < 0 || x->var >= c->info->nvars) return FAIL(HP_E_INVALID_ARG, "index_map uses i%d out of range", x->var);
+    if (x->var < 0 || x->var >= c->info->nvars) return FAIL(HARP_E_INVALID_ARG, "index_map uses i%d out of range", x->var);
     ib_aff_var(out, x->var);
-    return HP_OK;
+    return HARP_OK;
   case TX_SYM: return dim_aff(c, tiny_dim_sym(x->sym), out);
   default: break;
   }
@@ -651,8 +651,8 @@ static hp_status view_expr(bctx *c, const tiny_expr *x, ib_aff *out, int depth) 
     if (!ib_aff_is_const(&a) && !ib_aff_is_const(&b)) {
       bool vars = ib_aff_nvars(&a) || ib_aff_nvars(&b) || a.ndiv || b.ndiv;
       if (!vars || (a.nsym && !ib_aff_nvars(&a) && !a.ndiv) || (b.nsym && !ib_aff_nvars(&b) && !b.ndiv))
-        return FAIL(HP_E_UNSUPPORTED, "index_map multiplies an index by an unbound symbol: bind it");
-      return FAIL(HP_E_NON_SCOP, "index_map multiplies two indices: not affine");
+        return FAIL(HARP_E_UNSUPPORTED, "index_map multiplies an index by an unbound symbol: bind it");
+      return FAIL(HARP_E_NON_SCOP, "index_map multiplies two indices: not affine");
     }
     if (ib_aff_is_const(&a)) {
       ib_aff_zero(out);
@@ -662,18 +662,18 @@ static hp_status view_expr(bctx *c, const tiny_expr *x, ib_aff *out, int depth) 
     return ib_aff_add(&c->env, out, &a, b.c);
   case TX_FLOORDIV:
   case TX_MOD:
-    if (!ib_aff_is_const(&b)) return FAIL(HP_E_UNSUPPORTED, "index_map divides by an unbound symbol: bind it");
-    if (b.c <= 0) return FAIL(HP_E_INVALID_ARG, "index_map divides by %" PRId64, b.c);
+    if (!ib_aff_is_const(&b)) return FAIL(HARP_E_UNSUPPORTED, "index_map divides by an unbound symbol: bind it");
+    if (b.c <= 0) return FAIL(HARP_E_INVALID_ARG, "index_map divides by %" PRId64, b.c);
     if (x->k == TX_FLOORDIV) return ib_aff_floordiv(&c->env, out, &a, b.c);
     return mod_guarded(c, out, &a, b.c);
-  default: return FAIL(HP_E_INTERNAL, "bad expression");
+  default: return FAIL(HARP_E_INTERNAL, "bad expression");
   }
 }
 
-static hp_status rule_view(bctx *c) {
+static harp_status rule_view(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_view *a = &c->n->a.view;
-  if (a->n != x->rank) return FAIL(HP_E_INVALID_ARG, "index_map has %d entries for rank %d", a->n, x->rank);
+  if (a->n != x->rank) return FAIL(HARP_E_INVALID_ARG, "index_map has %d entries for rank %d", a->n, x->rank);
   if (alloc_axes(c, a->shape.rank, 0)) return c->e->code;
   for (int k = 0; k < a->shape.rank; k++)
     if (dim_size(c, a->shape.d[k], &c->info->axes[k].size)) return c->e->code;
@@ -681,22 +681,22 @@ static hp_status rule_view(bctx *c) {
   ib_aff *m;
   if (single_map(c, 0, c->n->src[0].node, &m, x->rank)) return c->e->code;
   for (int j = 0; j < x->rank; j++) {
-    if (!a->map[j]) return FAIL(HP_E_INVALID_ARG, "index_map entry %d is missing", j);
+    if (!a->map[j]) return FAIL(HARP_E_INVALID_ARG, "index_map entry %d is missing", j);
     if (negative_stride(a->map[j], c->b->syms, 1)) {
       char buf[256];
       tiny_expr_print(a->map[j], buf, sizeof buf);
-      return FAIL(HP_E_NEGATIVE_STRIDE, "index_map entry %d (%s) walks an axis backwards; use FLIP for reversal", j, buf);
+      return FAIL(HARP_E_NEGATIVE_STRIDE, "index_map entry %d (%s) walks an axis backwards; use FLIP for reversal", j, buf);
     }
     if (view_expr(c, a->map[j], &m[j], 0)) return c->e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_pool(bctx *c) {
+static harp_status rule_pool(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_pool *a = &c->n->a.pool;
   int r = x->rank, lead = r - a->n;
-  if (a->n < 1 || a->n > r || r + a->n > IB_MAX_VARS) return FAIL(HP_E_INVALID_ARG, "POOL window has %d axes for rank %d", a->n, r);
+  if (a->n < 1 || a->n > r || r + a->n > IB_MAX_VARS) return FAIL(HARP_E_INVALID_ARG, "POOL window has %d axes for rank %d", a->n, r);
   if (alloc_axes(c, r + a->n, 0)) return c->e->code;
   ib_info *f = c->info;
   int64_t s[TINY_MAX_RANK], d[TINY_MAX_RANK];
@@ -705,7 +705,7 @@ static hp_status rule_pool(bctx *c) {
     ib_aff k, span, o;
     if (dim_const(c, a->stride[t], "POOL stride", &s[t]) || dim_const(c, a->dilation[t], "POOL dilation", &d[t]))
       return c->e->code;
-    if (s[t] < 1 || d[t] < 1) return FAIL(HP_E_INVALID_ARG, "POOL stride and dilation must be >= 1");
+    if (s[t] < 1 || d[t] < 1) return FAIL(HARP_E_INVALID_ARG, "POOL stride and dilation must be >= 1");
     if (dim_size(c, a->kernel[t], &f->axes[r + t].size)) return c->e->code;
     k = f->axes[r + t].size.e; /* o = floor((D - d*(k-1) - 1) / s) + 1 */
     span = x->axes[lead + t].size.e;
@@ -723,16 +723,16 @@ static hp_status rule_pool(bctx *c) {
     m[j].v[j] = s[j - lead];   /* stride*o + dilation*k */
     m[j].v[r + j - lead] = d[j - lead];
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_reduce(bctx *c) {
+static harp_status rule_reduce(bctx *c) {
   const ib_info *x = src_info(c, 0);
   const tiny_arg_reduce *a = &c->n->a.reduce;
   bool red[TINY_MAX_RANK] = {0};
   for (int i = 0; i < a->n; i++) {
     int ax = a->axis_idx[i];
-    if (ax < 0 || ax >= x->rank) return FAIL(HP_E_INTERNAL, "REDUCE axes not inferred");
+    if (ax < 0 || ax >= x->rank) return FAIL(HARP_E_INTERNAL, "REDUCE axes not inferred");
     red[ax] = true;
   }
   if (alloc_axes(c, x->rank - a->n, a->n)) return c->e->code;
@@ -753,39 +753,39 @@ static hp_status rule_reduce(bctx *c) {
   ib_aff *mp;
   if (single_map(c, 0, c->n->src[0].node, &mp, x->rank)) return c->e->code;
   for (int j = 0; j < x->rank; j++) ib_aff_var(&mp[j], var[j]);
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status rule_gather(bctx *c) {
+static harp_status rule_gather(bctx *c) {
   const ib_info *ix = src_info(c, 1);
   int axis = c->n->a.gather.axis;
   if (alloc_axes(c, ix->rank, 0)) return c->e->code;
   for (int j = 0; j < ix->rank; j++) inherit(&c->info->axes[j], &ix->axes[j]), c->info->axes[j].kind = IB_ITER;
   if (make_domain(c) || identity_map(c, 1, c->n->src[1].node)) return c->e->code;
   c->info->in[0] = (ib_access){.src = c->n->src[0].node, .nvars = c->info->nvars, .non_affine = true};
-  c->info->non_scop = hp_arena_printf(c->b->arena, "GATHER reads axis %d at data-dependent positions", axis);
-  return c->info->non_scop ? HP_OK : FAIL(HP_E_NO_MEMORY, "out of memory");
+  c->info->non_scop = ut_arena_printf(c->b->arena, "GATHER reads axis %d at data-dependent positions", axis);
+  return c->info->non_scop ? HARP_OK : FAIL(HARP_E_NO_MEMORY, "out of memory");
 }
 
 /* Sizes the graph knows must agree with ours: catches rule bugs early. */
-static hp_status check_sizes(bctx *c) {
+static harp_status check_sizes(bctx *c) {
   const tiny_shape *s = &c->n->shape;
-  if (s->rank != c->info->rank) return FAIL(HP_E_INTERNAL, "IndexBook rank %d != shape rank %d", c->info->rank, s->rank);
+  if (s->rank != c->info->rank) return FAIL(HARP_E_INTERNAL, "IndexBook rank %d != shape rank %d", c->info->rank, s->rank);
   for (int j = 0; j < s->rank; j++) {
     const ib_size *z = &c->info->axes[j].size;
     if (s->d[j].n >= 0 && z->n >= 0 && s->d[j].n != z->n)
-      return FAIL(HP_E_INTERNAL, "IndexBook size %" PRId64 " != shape size %" PRId64 " on axis %d", z->n, s->d[j].n, j);
+      return FAIL(HARP_E_INTERNAL, "IndexBook size %" PRId64 " != shape size %" PRId64 " on axis %d", z->n, s->d[j].n, j);
     if (!z->sym && s->d[j].sym) c->info->axes[j].size.sym = s->d[j].sym;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status build_node(bctx *c) {
+static harp_status build_node(bctx *c) {
   const tiny_node *n = c->n;
   for (int k = 0; k < n->nsrc; k++)
-    if (n->src[k].node < 0) return FAIL(HP_E_UNSUPPORTED, "immediate operand: run tiny_prepare first");
+    if (n->src[k].node < 0) return FAIL(HARP_E_UNSUPPORTED, "immediate operand: run tiny_prepare first");
   c->info->nin = n->nsrc;
-  hp_status s;
+  harp_status s;
   switch (tiny_op_class(n->op)) {
   case TC_LEAF: s = rule_leaf(c); if (!s) s = make_domain(c); break;
   case TC_UNARY:
@@ -804,25 +804,25 @@ static hp_status build_node(bctx *c) {
     case TINY_FLIP: s = rule_flip(c); break;
     case TINY_VIEW: s = rule_view(c); break;
     case TINY_POOL: s = rule_pool(c); break;
-    default: s = FAIL(HP_E_INTERNAL, "unknown movement op");
+    default: s = FAIL(HARP_E_INTERNAL, "unknown movement op");
     }
     break;
-  default: s = FAIL(HP_E_INTERNAL, "unknown op class");
+  default: s = FAIL(HARP_E_INTERNAL, "unknown op class");
   }
   if (s) return s;
   if (check_sizes(c)) return c->e->code;
   return ib_compose_node(c->b, (int)(n - c->g->nodes), c->e);
 }
 
-hp_status ib_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ib_options *opt, ib_book **out) {
+harp_status ib_build(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ib_options *opt, ib_book **out) {
   *out = NULL;
-  ib_book *b = hp_xcalloc(1, sizeof *b);
-  if (!b) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  b->arena = hp_arena_new();
-  b->info = hp_xcalloc((size_t)g->n + 1, sizeof *b->info);
+  ib_book *b = ut_xcalloc(1, sizeof *b);
+  if (!b) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  b->arena = ut_arena_new();
+  b->info = ut_xcalloc((size_t)g->n + 1, sizeof *b->info);
   if (!b->arena || !b->info) {
     ib_free(b);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   b->g = g;
   b->syms = syms;
@@ -840,12 +840,12 @@ hp_status ib_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, co
     }
   }
   *out = b;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void ib_free(ib_book *b) {
   if (!b) return;
-  hp_arena_free(b->arena);
+  ut_arena_free(b->arena);
   free(b->info);
   free(b);
 }

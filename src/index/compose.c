@@ -40,13 +40,13 @@ static bool prune_cons(const ib_env *env, ib_cons *c, int *n) {
   return true;
 }
 
-hp_status ib_prune_access(const ib_book *b, ib_env *env, ib_access *a) {
-  ib_piece *p = hp_arena_alloc(b->arena, sizeof *p * (size_t)(a->npieces + 1));
-  if (!p) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+harp_status ib_prune_access(const ib_book *b, ib_env *env, ib_access *a) {
+  ib_piece *p = ut_arena_alloc(b->arena, sizeof *p * (size_t)(a->npieces + 1));
+  if (!p) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
   int np = 0;
   for (int i = 0; i < a->npieces; i++) {
-    ib_cons *c = hp_arena_alloc(b->arena, sizeof *c * (size_t)(a->pieces[i].ncons + 1));
-    if (!c) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+    ib_cons *c = ut_arena_alloc(b->arena, sizeof *c * (size_t)(a->pieces[i].ncons + 1));
+    if (!c) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
     int n = a->pieces[i].ncons;
     copy(c, a->pieces[i].cons, sizeof *c * (size_t)n);
     if (!prune_cons(env, c, &n)) continue;
@@ -57,35 +57,35 @@ hp_status ib_prune_access(const ib_book *b, ib_env *env, ib_access *a) {
   }
   a->pieces = p;
   a->npieces = np;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status join_via(const ib_book *b, ib_env *env, const ib_access *outer, const ib_access *inner, ib_access *out) {
+static harp_status join_via(const ib_book *b, ib_env *env, const ib_access *outer, const ib_access *inner, ib_access *out) {
   int n = outer->nvia + 1 + inner->nvia;
-  int *v = hp_arena_alloc(b->arena, sizeof *v * (size_t)(n + 1));
-  if (!v) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+  int *v = ut_arena_alloc(b->arena, sizeof *v * (size_t)(n + 1));
+  if (!v) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
   copy(v, outer->via, sizeof *v * (size_t)outer->nvia);
   v[outer->nvia] = outer->src;
   copy(v + outer->nvia + 1, inner->via, sizeof *v * (size_t)inner->nvia);
   out->via = v;
   out->nvia = n;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, const ib_access *inner, ib_access *out) {
+harp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, const ib_access *inner, ib_access *out) {
   ib_access r = {.src = inner->src, .nvars = outer->nvars};
   if (join_via(b, env, outer, inner, &r)) return env->e->code;
   if (outer->non_affine || inner->non_affine) {
     r.non_affine = true;
     *out = r;
-    return HP_OK;
+    return HARP_OK;
   }
   int cap = outer->npieces * (inner->npieces > 0 ? inner->npieces : 1);
   if (cap > b->max_pieces_ib)
-    return hp_fail(env->e, HP_E_EXCESSIVE_PIECEWISE, env->node,
+    return ut_fail(env->e, HARP_E_EXCESSIVE_PIECEWISE, env->node,
                    "the view chain splits into %d pieces (limit %d); materialize an intermediate", cap, b->max_pieces_ib);
-  ib_piece *pc = hp_arena_alloc(b->arena, sizeof *pc * (size_t)(cap + 1));
-  if (!pc) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+  ib_piece *pc = ut_arena_alloc(b->arena, sizeof *pc * (size_t)(cap + 1));
+  if (!pc) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
   int np = 0;
   for (int i = 0; i < outer->npieces; i++) {
     const ib_piece *P = &outer->pieces[i];
@@ -96,11 +96,11 @@ hp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, cons
     for (int j = 0; j < inner->npieces; j++) {
       const ib_piece *Q = &inner->pieces[j];
       if (P->nmap != inner->nvars)
-        return hp_fail(env->e, HP_E_INTERNAL, env->node, "composing a map of %d axes with one over %d variables", P->nmap,
+        return ut_fail(env->e, HARP_E_INTERNAL, env->node, "composing a map of %d axes with one over %d variables", P->nmap,
                        inner->nvars);
       int n = P->ncons + Q->ncons;
-      ib_cons *c = hp_arena_alloc(b->arena, sizeof *c * (size_t)(n + 1));
-      if (!c) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+      ib_cons *c = ut_arena_alloc(b->arena, sizeof *c * (size_t)(n + 1));
+      if (!c) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
       copy(c, P->cons, sizeof *c * (size_t)P->ncons);
       for (int k = 0; k < Q->ncons; k++) {
         c[P->ncons + k].eq = Q->cons[k].eq;
@@ -110,8 +110,8 @@ hp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, cons
       ib_piece *o = &pc[np++];
       *o = (ib_piece){.ncons = n, .cons = c, .fill = Q->fill, .value = Q->value};
       if (Q->fill) continue;
-      ib_aff *m = hp_arena_alloc(b->arena, sizeof *m * (size_t)(Q->nmap + 1));
-      if (!m) return hp_fail(env->e, HP_E_NO_MEMORY, env->node, "out of memory");
+      ib_aff *m = ut_arena_alloc(b->arena, sizeof *m * (size_t)(Q->nmap + 1));
+      if (!m) return ut_fail(env->e, HARP_E_NO_MEMORY, env->node, "out of memory");
       for (int k = 0; k < Q->nmap; k++)
         if (ib_aff_subst(env, &m[k], &Q->map[k], P->map, P->nmap)) return env->e->code;
       o->map = m;
@@ -121,22 +121,22 @@ hp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, cons
   r.pieces = pc;
   r.npieces = np;
   *out = r;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status ib_follow(const ib_book *b, ib_env *env, const ib_access *outer, ib_access *out) {
+harp_status ib_follow(const ib_book *b, ib_env *env, const ib_access *outer, ib_access *out) {
   if (outer->non_affine || !ib_is_movement(b, outer->src)) {
     *out = *outer;
-    return HP_OK;
+    return HARP_OK;
   }
   return ib_compose(b, env, outer, &b->info[outer->src].acc[0], out);
 }
 
-hp_status ib_compose_node(ib_book *b, int node, hp_error *e) {
+harp_status ib_compose_node(ib_book *b, int node, harp_error *e) {
   ib_info *f = &b->info[node];
   ib_env env;
   ib_env_for(b, node, e, &env);
   for (int k = 0; k < f->nin; k++)
     if (ib_follow(b, &env, &f->in[k], &f->acc[k])) return e->code;
-  return HP_OK;
+  return HARP_OK;
 }

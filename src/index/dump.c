@@ -13,43 +13,43 @@ void ib_var_names(const ib_info *f, const char *names[IB_MAX_VARS]) {
   for (int j = 0; j < IB_MAX_VARS; j++) names[j] = j < f->nvars ? f->axes[j].name : "?";
 }
 
-static void print_cons(hp_str *s, const ib_cons *c, const char *const *vn) {
+static void print_cons(ut_str *s, const ib_cons *c, const char *const *vn) {
   ib_aff_print(s, &c->e, vn);
-  hp_str_puts(s, c->eq ? " = 0" : " >= 0");
+  ut_str_puts(s, c->eq ? " = 0" : " >= 0");
 }
 
-static void print_piece(hp_str *s, const ib_book *b, int src, const ib_piece *p, const char *const *vn) {
+static void print_piece(ut_str *s, const ib_book *b, int src, const ib_piece *p, const char *const *vn) {
   if (p->fill) {
-    hp_str_printf(s, "fill(%g)", p->value);
+    ut_str_printf(s, "fill(%g)", p->value);
   } else {
-    hp_str_printf(s, "%s[", b->g->nodes[src].id);
+    ut_str_printf(s, "%s[", b->g->nodes[src].id);
     for (int j = 0; j < p->nmap; j++) {
-      if (j) hp_str_puts(s, ", ");
+      if (j) ut_str_puts(s, ", ");
       ib_aff_print(s, &p->map[j], vn);
     }
-    hp_str_puts(s, "]");
+    ut_str_puts(s, "]");
   }
   for (int k = 0; k < p->ncons; k++) {
-    hp_str_puts(s, k ? ", " : " : ");
+    ut_str_puts(s, k ? ", " : " : ");
     print_cons(s, &p->cons[k], vn);
   }
 }
 
-void ib_access_print(hp_str *s, const ib_book *b, const ib_access *a, const char *const *vn) {
+void ib_access_print(ut_str *s, const ib_book *b, const ib_access *a, const char *const *vn) {
   if (a->non_affine) {
-    hp_str_printf(s, "%s[data-dependent]", b->g->nodes[a->src].id);
+    ut_str_printf(s, "%s[data-dependent]", b->g->nodes[a->src].id);
     return;
   }
-  if (!a->npieces) hp_str_puts(s, "(empty)");
+  if (!a->npieces) ut_str_puts(s, "(empty)");
   for (int i = 0; i < a->npieces; i++) {
-    if (i) hp_str_puts(s, " | ");
+    if (i) ut_str_puts(s, " | ");
     print_piece(s, b, a->src, &a->pieces[i], vn);
   }
 }
 
 /* ---- JSON --------------------------------------------------------------- */
 typedef struct jctx {
-  hp_error *e;
+  harp_error *e;
   bool oom;
 } jctx;
 
@@ -61,10 +61,10 @@ static json_t *jstr_take(jctx *j, char *t) {
 }
 
 static json_t *jaff(jctx *j, const ib_aff *a, const char *const *vn) {
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   ib_aff_print(&s, a, vn);
-  return jstr_take(j, hp_str_take(&s));
+  return jstr_take(j, ut_str_take(&s));
 }
 
 static void put(jctx *j, json_t *obj, const char *key, json_t *v) {
@@ -94,10 +94,10 @@ static json_t *jaxis(jctx *j, const ib_axis *a) {
 }
 
 static json_t *jcons(jctx *j, const ib_cons *c, const char *const *vn) {
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   print_cons(&s, c, vn);
-  return jstr_take(j, hp_str_take(&s));
+  return jstr_take(j, ut_str_take(&s));
 }
 
 static json_t *jpieces(jctx *j, const ib_book *b, const ib_access *a, const char *const *vn) {
@@ -159,11 +159,11 @@ static json_t *jdomain(jctx *j, const ib_book *b, const ib_info *f, const char *
   }
   static const char *const none[IB_MAX_VARS] = {0};
   for (int v = 0; v < f->nvars; v++) { /* the box, one line per axis */
-    hp_str s;
-    hp_str_init(&s);
-    hp_str_printf(&s, "0 <= %s < ", vn[v]);
+    ut_str s;
+    ut_str_init(&s);
+    ut_str_printf(&s, "0 <= %s < ", vn[v]);
     ib_aff_print(&s, &f->axes[v].size.e, none);
-    push(j, cons, jstr_take(j, hp_str_take(&s)));
+    push(j, cons, jstr_take(j, ut_str_take(&s)));
   }
   for (int i = 2 * f->nvars; i < f->ncons; i++) push(j, cons, jcons(j, &f->cons[i], vn));
   put(j, d, "constraints", cons);
@@ -225,13 +225,13 @@ static json_t *jsymbols(jctx *j, const ib_book *b) {
   return o;
 }
 
-hp_status ib_dump_json(hp_error *e, const ib_book *b, char **out) {
+harp_status ib_dump_json(harp_error *e, const ib_book *b, char **out) {
   jctx j = {e, false};
   *out = NULL;
   json_t *root = json_object(), *ib = json_object(), *vals = json_object();
   if (!root || !ib || !vals) {
     json_decref(root), json_decref(ib), json_decref(vals);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   put(&j, root, "indexbook", ib);
   put(&j, ib, "symbols", jsymbols(&j, b));
@@ -239,6 +239,6 @@ hp_status ib_dump_json(hp_error *e, const ib_book *b, char **out) {
   for (int n = 0; n < b->n; n++) put(&j, vals, b->g->nodes[n].id, jinfo(&j, b, &b->info[n]));
   if (!j.oom) *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!*out) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  return HP_OK;
+  if (!*out) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
 }

@@ -6,8 +6,8 @@
 
 /* Drop pieces whose guard is infeasible on env's box and constraints that
  * always hold there (interval reasoning only; isl does the rest). */
-hp_status ib_prune_access(const ib_book *b, ib_env *env, ib_access *a);
+harp_status ib_prune_access(const ib_book *b, ib_env *env, ib_access *a);
 /* Fill info[node].acc[] from its step maps and its sources' chains. */
-hp_status ib_compose_node(ib_book *b, int node, hp_error *e);
+harp_status ib_compose_node(ib_book *b, int node, harp_error *e);
 
 #endif

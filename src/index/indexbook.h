@@ -42,8 +42,8 @@
 #include "harp/error.h"
 #include "harp/tiny.h"
 
-struct hp_arena;
-struct hp_str;
+struct ut_arena;
+struct ut_str;
 
 /* ---- expressions: affine + floordiv ------------------------------------ */
 #define IB_MAX_VARS TINY_MAX_RANK /* iteration variables of one node */
@@ -87,8 +87,8 @@ typedef struct ib_range {
 
 /* What the simplifier knows while it works on one node's expressions. */
 typedef struct ib_env {
-  struct hp_arena *arena; /* owns the ib_div it creates */
-  hp_error *e;
+  struct ut_arena *arena; /* owns the ib_div it creates */
+  harp_error *e;
   const char *node; /* for error messages */
   int nvars;
   ib_range var[IB_MAX_VARS]; /* range of each iteration variable */
@@ -98,17 +98,17 @@ void ib_aff_zero(ib_aff *a);
 void ib_aff_const(ib_aff *a, int64_t c);
 void ib_aff_var(ib_aff *a, int var);
 /* a += k*b.  Fails (LimitExceeded) on overflow or too many terms. */
-hp_status ib_aff_add(ib_env *env, ib_aff *a, const ib_aff *b, int64_t k);
-hp_status ib_aff_add_sym(ib_env *env, ib_aff *a, const char *name, int64_t k);
+harp_status ib_aff_add(ib_env *env, ib_aff *a, const ib_aff *b, int64_t k);
+harp_status ib_aff_add_sym(ib_env *env, ib_aff *a, const char *name, int64_t k);
 /* out = floor(a / q), q >= 1, simplified (exact division, range analysis,
  * common factors, nested divisions). */
-hp_status ib_aff_floordiv(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q);
+harp_status ib_aff_floordiv(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q);
 /* out = a mod q = a - q*floor(a/q).  *made_div: a floor division survived
  * simplification, so the caller must record the guard (ib_mod). */
-hp_status ib_aff_mod(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q, bool *made_div);
+harp_status ib_aff_mod(ib_env *env, ib_aff *out, const ib_aff *a, int64_t q, bool *made_div);
 /* out = a with variable j replaced by vals[j] (j < nvals), simplified in env
  * (whose variables are those of vals). */
-hp_status ib_aff_subst(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *vals, int nvals);
+harp_status ib_aff_subst(ib_env *env, ib_aff *out, const ib_aff *a, const ib_aff *vals, int nvals);
 ib_range ib_aff_range(const ib_env *env, const ib_aff *a);
 int ib_aff_cmp(const ib_aff *a, const ib_aff *b);
 int ib_div_cmp(const ib_div *a, const ib_div *b);
@@ -119,7 +119,7 @@ int ib_aff_nvars(const ib_aff *a);
 bool ib_aff_uses_var(const ib_aff *a, int var);
 /* Print in the Tiny index_map syntax ("2*i3 + r1 - 1", "(i0 + 3*i1) floordiv 4",
  * "(i0) mod 6" when it recognises a remainder).  vnames[j] names variable j. */
-void ib_aff_print(struct hp_str *s, const ib_aff *a, const char *const *vnames);
+void ib_aff_print(struct ut_str *s, const ib_aff *a, const char *const *vnames);
 
 /* ---- the side table ----------------------------------------------------- */
 typedef enum ib_axis_kind { IB_ITER, IB_REDUCE, IB_BROADCAST } ib_axis_kind;
@@ -196,7 +196,7 @@ typedef struct ib_options {
 } ib_options;
 
 typedef struct ib_book {
-  struct hp_arena *arena;
+  struct ut_arena *arena;
   const tiny_graph *g;
   const tiny_symtab *syms; /* borrowed; NULL = no bindings */
   int n;                   /* == g->n */
@@ -206,7 +206,7 @@ typedef struct ib_book {
 } ib_book;
 
 /* Build the book.  g must stay alive (and unchanged) as long as the book. */
-hp_status ib_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ib_options *opt,
+harp_status ib_build(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ib_options *opt,
                    ib_book **out);
 void ib_free(ib_book *b);
 static inline const ib_info *ib_get(const ib_book *b, int node) { return &b->info[node]; }
@@ -214,24 +214,24 @@ static inline const ib_info *ib_get(const ib_book *b, int node) { return &b->inf
 bool ib_is_movement(const ib_book *b, int node);
 
 /* An environment for node's iteration variables (ranges from its axes). */
-void ib_env_for(const ib_book *b, int node, hp_error *e, ib_env *env);
+void ib_env_for(const ib_book *b, int node, harp_error *e, ib_env *env);
 /* out = inner after outer: outer maps env's variables to the axes of
  * inner.src's consumer space (outer.src must be the node whose iteration
  * variables inner is written in); pieces are combined and pruned.  Used to
  * follow an access through a CAST or into a REDUCE. */
-hp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, const ib_access *inner, ib_access *out);
+harp_status ib_compose(const ib_book *b, ib_env *env, const ib_access *outer, const ib_access *inner, ib_access *out);
 /* The access of inner node `src`'s value seen from env's variables when the
  * map `outer` selects src's axes: compose(outer, chain(src)). */
-hp_status ib_follow(const ib_book *b, ib_env *env, const ib_access *outer, ib_access *out);
+harp_status ib_follow(const ib_book *b, ib_env *env, const ib_access *outer, ib_access *out);
 
 /* MissingDivGuard: every expanded `%` must have its guard in the domain. */
-hp_status ib_validate(hp_error *e, const ib_book *b);
+harp_status ib_validate(harp_error *e, const ib_book *b);
 
 /* Strings for dumps and tests (arena- or caller-owned as noted). */
-void ib_access_print(struct hp_str *s, const ib_book *b, const ib_access *a, const char *const *vnames);
+void ib_access_print(struct ut_str *s, const ib_book *b, const ib_access *a, const char *const *vnames);
 /* Names of node's iteration variables ("i0".., "r0"..). */
 void ib_var_names(const ib_info *info, const char *names[IB_MAX_VARS]);
 /* The book as JSON (seed 000 §12.2, docs/indexbook.md); malloc'd. */
-hp_status ib_dump_json(hp_error *e, const ib_book *b, char **out);
+harp_status ib_dump_json(harp_error *e, const ib_book *b, char **out);
 
 #endif

@@ -17,7 +17,7 @@ static bool has_cons(const ib_info *f, const ib_aff *e) {
   return false;
 }
 
-hp_status ib_validate(hp_error *e, const ib_book *b) {
+harp_status ib_validate(harp_error *e, const ib_book *b) {
   for (int n = 0; n < b->n; n++) {
     const ib_info *f = &b->info[n];
     if (!f->nmods) continue;
@@ -32,16 +32,16 @@ hp_status ib_validate(hp_error *e, const ib_book *b) {
       if (has_cons(f, &r) && has_cons(f, &hi)) continue;
       const char *names[IB_MAX_VARS];
       ib_var_names(f, names);
-      hp_str s;
-      hp_str_init(&s);
+      ut_str s;
+      ut_str_init(&s);
       ib_aff_print(&s, &f->mods[m].e, names);
-      char *t = hp_str_take(&s);
-      hp_fail(e, HP_E_MISSING_DIV_GUARD, b->g->nodes[n].id,
+      char *t = ut_str_take(&s);
+      ut_fail(e, HARP_E_MISSING_DIV_GUARD, b->g->nodes[n].id,
               "(%s) mod %lld was expanded into a floor division but the domain lacks its guard 0 <= r < %lld",
               t ? t : "?", (long long)f->mods[m].q, (long long)f->mods[m].q);
       free(t);
       return e->code;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -70,7 +70,7 @@ int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_ma
   int64_t bk = k_tile(p, &g, r);
   if (bk <= 0) return 1;
   int64_t ktiles = cdiv(g.K, bk), tiles = outer_tiles(p, r);
-  int64_t slots = (int64_t)m->sm_count * HP_MAX(res->cta_per_sm, 1);
+  int64_t slots = (int64_t)m->sm_count * UT_MAX(res->cta_per_sm, 1);
   int s = 1;
   while (tiles * s < slots && s * 2 <= 64 && ktiles / (s * 2) >= 4) s *= 2;
   return s;
@@ -78,21 +78,21 @@ int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_ma
 
 bool plan_persistent(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res) {
   if (m->arch != PLAN_ARCH_SM90 || r->pattern != PLAN_PAT_MATMUL) return false;
-  int64_t slots = (int64_t)m->sm_count * HP_MAX(res->cta_per_sm, 1);
+  int64_t slots = (int64_t)m->sm_count * UT_MAX(res->cta_per_sm, 1);
   return outer_tiles(p, r) * plan_splitk_factor(p, r, m, res) > 2 * slots;
 }
 
-hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
-                       hp_error *e) {
+harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_machine *m, plan_cost *out,
+                       harp_error *e) {
   memset(out, 0, sizeof *out);
   plan_gemm_view g;
-  hp_status st = plan_region_gemm_view(r, &g, e);
+  harp_status st = plan_region_gemm_view(r, &g, e);
   if (st) return st;
   plan_resources_of(p, m, r, &out->res);
   if ((st = plan_resources_check(p, &out->res, m, NULL, e))) return st;
   const plan_resources *res = &out->res;
   bool contraction = plan_pattern_is_contraction(r->pattern);
-  int tin = HP_MAX(tiny_dtype_size(r->in_dtype), 1), tout = HP_MAX(tiny_dtype_size(r->out_dtype), 1);
+  int tin = UT_MAX(tiny_dtype_size(r->in_dtype), 1), tout = UT_MAX(tiny_dtype_size(r->out_dtype), 1);
   double numel = 1, out_numel = 1;
   for (int i = 0; i < r->naxes; i++) {
     numel *= (double)r->axes[i].size;
@@ -164,7 +164,7 @@ hp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_ma
   if (m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL && res->cta_per_sm >= 1 &&
       M * N * B >= 4.0 * 128 * 128)
     out->rank_time = plan_time_formula(flops, bytes, out->peak, out->bw, wave_eff(out->ctas, m->sm_count), eff) + launches;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void plan_fusion_delta(const plan_fusion_in *in, const plan_machine *m, plan_fusion_out *out) {

@@ -42,41 +42,41 @@ static int lookup(const char *const *names, int n, const char *s) {
     if (names[i][0] && strcmp(names[i], s) == 0) return i;
   return -1;
 }
-#define NAME_OF(tab, i) ((unsigned)(i) < (unsigned)HP_ARRAY_LEN(tab) ? tab[i] : "?")
+#define NAME_OF(tab, i) ((unsigned)(i) < (unsigned)UT_ARRAY_LEN(tab) ? tab[i] : "?")
 
 const char *plan_arch_name(plan_arch a) { return NAME_OF(arch_names, a); }
-int plan_arch_parse(const char *s) { return lookup(arch_names, HP_ARRAY_LEN(arch_names), s); }
+int plan_arch_parse(const char *s) { return lookup(arch_names, UT_ARRAY_LEN(arch_names), s); }
 const char *plan_target_name(plan_target t) { return NAME_OF(target_names, t); }
-int plan_target_parse(const char *s) { return lookup(target_names, HP_ARRAY_LEN(target_names), s); }
+int plan_target_parse(const char *s) { return lookup(target_names, UT_ARRAY_LEN(target_names), s); }
 const char *plan_epi_name(plan_epi op) { return NAME_OF(epi_names, op); }
-int plan_epi_parse(const char *s) { return lookup(epi_names, HP_ARRAY_LEN(epi_names), s); }
+int plan_epi_parse(const char *s) { return lookup(epi_names, UT_ARRAY_LEN(epi_names), s); }
 const char *plan_algo_key_name(plan_algo_key k) { return NAME_OF(key_names, k); }
-int plan_algo_key_parse(const char *s) { return lookup(key_names, HP_ARRAY_LEN(key_names), s); }
+int plan_algo_key_parse(const char *s) { return lookup(key_names, UT_ARRAY_LEN(key_names), s); }
 const char *plan_algo_name(plan_algo a) { return NAME_OF(algo_names, a); }
-int plan_algo_parse(const char *s) { return lookup(algo_names, HP_ARRAY_LEN(algo_names), s); }
+int plan_algo_parse(const char *s) { return lookup(algo_names, UT_ARRAY_LEN(algo_names), s); }
 bool plan_algo_fits(plan_algo a, plan_algo_key k) {
   return (unsigned)a < PLAN_ALGO_COUNT && (unsigned)k < PLAN_KEY_COUNT && (algo_masks[a] >> k & 1u);
 }
 const char *plan_buffer_name(plan_buffer b) { return NAME_OF(buffer_names, b); }
-int plan_buffer_parse(const char *s) { return lookup(buffer_names, HP_ARRAY_LEN(buffer_names), s); }
+int plan_buffer_parse(const char *s) { return lookup(buffer_names, UT_ARRAY_LEN(buffer_names), s); }
 const char *plan_pattern_name(plan_pattern p) { return NAME_OF(pattern_names, p); }
-int plan_pattern_parse(const char *s) { return lookup(pattern_names, HP_ARRAY_LEN(pattern_names), s); }
+int plan_pattern_parse(const char *s) { return lookup(pattern_names, UT_ARRAY_LEN(pattern_names), s); }
 
 /* ---- errors -------------------------------------------------------------------- */
-hp_status plan_fail(hp_error *e, hp_status code, const plan_src *src, plan_pos pos, const char *node,
+harp_status plan_fail(harp_error *e, harp_status code, const plan_src *src, plan_pos pos, const char *node,
                     const char *fmt, ...) {
   if (!e) return code;
-  if (e->code != HP_OK) return e->code;
+  if (e->code != HARP_OK) return e->code;
   va_list ap;
   va_start(ap, fmt);
-  hp_vfail(e, code, node, fmt, ap);
+  ut_vfail(e, code, node, fmt, ap);
   va_end(ap);
   const char *file = src && src->file ? src->file : NULL;
   if (pos.line > 0) {
     snprintf(e->file, sizeof e->file, "%s", file ? file : "<plan>");
     e->line = pos.line;
     e->col = pos.col;
-    if (src && src->text) hp_error_set_snippet(e, src->text, pos.line, pos.col);
+    if (src && src->text) ut_error_set_snippet(e, src->text, pos.line, pos.col);
   } else if (file) {
     snprintf(e->file, sizeof e->file, "%s", file);
   }
@@ -246,7 +246,7 @@ static bool ax_has(const axset *s, const char *a) {
   return false;
 }
 static void ax_add(axset *s, const char *a) {
-  if (s->n >= HP_ARRAY_LEN(s->name) || ax_has(s, a)) return;
+  if (s->n >= UT_ARRAY_LEN(s->name) || ax_has(s, a)) return;
   size_t l = strnlen(a, PLAN_NAME_MAX - 1); /* snprintf's truncation, without its cost (every candidate plan) */
   memcpy(s->name[s->n], a, l);
   s->name[s->n++][l] = 0;
@@ -268,27 +268,27 @@ static bool is_split_base(const plan_t *p, const char *a) {
 typedef struct checker {
   const plan_t *p;
   const plan_src *src;
-  hp_error *e;
+  harp_error *e;
   axset known;
 } checker;
 
 /* An axis reference is fine when the plan defines it, or when it is a base
  * name (no '.') the plan does not split: plan_validate checks it exists. */
-static hp_status ck_axis(checker *c, const char *a, plan_pos pos, const char *what) {
+static harp_status ck_axis(checker *c, const char *a, plan_pos pos, const char *what) {
   if (!plan_axis_name_ok(a))
-    return plan_fail(c->e, HP_E_PARSE, c->src, pos, a, "%s: '%s' is not an axis name", what, a);
-  if (ax_has(&c->known, a)) return HP_OK;
+    return plan_fail(c->e, HARP_E_PARSE, c->src, pos, a, "%s: '%s' is not an axis name", what, a);
+  if (ax_has(&c->known, a)) return HARP_OK;
   if (!strchr(a, '.')) {
     if (is_split_base(c->p, a))
-      return plan_fail(c->e, HP_E_INVALID_ARG, c->src, pos, a,
+      return plan_fail(c->e, HARP_E_INVALID_ARG, c->src, pos, a,
                        "%s: axis '%s' is split; name one of %s.o, %s.i", what, a, a, a);
-    return HP_OK;
+    return HARP_OK;
   }
-  return plan_fail(c->e, HP_E_INVALID_ARG, c->src, pos, a,
+  return plan_fail(c->e, HARP_E_INVALID_ARG, c->src, pos, a,
                    "%s: axis '%s' is not defined by the plan's splits or fuses", what, a);
 }
 
-static hp_status ck_tree(checker *c) {
+static harp_status ck_tree(checker *c) {
   const plan_t *p = c->p;
   static const char *const sfx[] = {".o", ".i", ".i.o", ".i.i"};
   for (int i = 0; i < p->ntile; i++)
@@ -309,9 +309,9 @@ static hp_status ck_tree(checker *c) {
       done_s[i] = progress = true;
       char o[PLAN_NAME_MAX], in[PLAN_NAME_MAX];
       if (!child_name(o, a, ".o") || !child_name(in, a, ".i"))
-        return plan_fail(c->e, HP_E_LIMIT, c->src, p->pos.splits[i], a, "split: axis name '%s' too long", a);
+        return plan_fail(c->e, HARP_E_LIMIT, c->src, p->pos.splits[i], a, "split: axis name '%s' too long", a);
       if (strcmp(a, kstep) != 0 && (ax_has(&c->known, o) || ax_has(&c->known, in)))
-        return plan_fail(c->e, HP_E_INVALID_ARG, c->src, p->pos.splits[i], a, "split: axis '%s' is already split", a);
+        return plan_fail(c->e, HARP_E_INVALID_ARG, c->src, p->pos.splits[i], a, "split: axis '%s' is already split", a);
       ax_add(&c->known, o);
       ax_add(&c->known, in);
     }
@@ -322,7 +322,7 @@ static hp_status ck_tree(checker *c) {
       if (done_f[i] || !ka || !kb) continue;
       done_f[i] = progress = true;
       if (ax_has(&c->known, f->to) || is_split_base(p, f->to))
-        return plan_fail(c->e, HP_E_INVALID_ARG, c->src, p->pos.fuse[i], f->to,
+        return plan_fail(c->e, HARP_E_INVALID_ARG, c->src, p->pos.fuse[i], f->to,
                          "fuse: result '%s' names an axis that already exists", f->to);
       ax_add(&c->known, f->to);
     }
@@ -331,79 +331,79 @@ static hp_status ck_tree(checker *c) {
     if (!done_s[i]) return ck_axis(c, p->splits[i].axis, p->pos.splits[i], "split");
   for (int i = 0; i < p->nfuse; i++)
     if (!done_f[i]) {
-      hp_status st = ck_axis(c, p->fuse[i].a, p->pos.fuse[i], "fuse");
+      harp_status st = ck_axis(c, p->fuse[i].a, p->pos.fuse[i], "fuse");
       return st ? st : ck_axis(c, p->fuse[i].b, p->pos.fuse[i], "fuse");
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status ck_tile(checker *c) {
+static harp_status ck_tile(checker *c) {
   const plan_t *p = c->p;
   const plan_src *src = c->src;
   if (p->ntile < 1 || p->ntile > PLAN_MAX_TILE)
-    return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.tile[0], "tile",
+    return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.tile[0], "tile",
                      "a plan tiles 1 to 3 axes (tile = [BM, BN, BK]), got %d", p->ntile);
   for (int i = 0; i < p->ntile; i++) {
     const char *a = p->tile_axes[i];
     if (!plan_axis_name_ok(a) || strchr(a, '.'))
-      return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.tile[i], a, "tile axis '%s' must be a base axis name", a);
+      return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.tile[i], a, "tile axis '%s' must be a base axis name", a);
     for (int j = 0; j < i; j++)
       if (strcmp(p->tile_axes[j], a) == 0)
-        return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.tile[i], a, "axis '%s' is tiled twice", a);
+        return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.tile[i], a, "axis '%s' is tiled twice", a);
     if (p->tile[i] < 1 || p->tile[i] > PLAN_MAX_FACTOR)
-      return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.tile[i], a, "tile of '%s' is %lld; it must be in [1, %d]",
+      return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.tile[i], a, "tile of '%s' is %lld; it must be in [1, %d]",
                        a, (long long)p->tile[i], PLAN_MAX_FACTOR);
   }
   if (p->stages != 2 && p->stages != 3)
-    return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.stages, "stages", "stages is %d; it must be 2 or 3 (§1.7)",
+    return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.stages, "stages", "stages is %d; it must be 2 or 3 (§1.7)",
                      p->stages);
   if (p->warp_m < 1 || p->tile[0] % p->warp_m)
-    return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.warp_tile, "warp_tile",
+    return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.warp_tile, "warp_tile",
                      "warp tile %d in '%s' does not divide the tile %lld", p->warp_m, p->tile_axes[0],
                      (long long)p->tile[0]);
   if (p->ntile >= 2 && (p->warp_n < 1 || p->tile[1] % p->warp_n))
-    return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.warp_tile, "warp_tile",
+    return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.warp_tile, "warp_tile",
                      "warp tile %d in '%s' does not divide the tile %lld", p->warp_n, p->tile_axes[1],
                      (long long)p->tile[1]);
   if (p->ntile < 2 && p->warp_n != 0)
-    return plan_fail(c->e, HP_E_INVALID_ARG, src, p->pos.warp_tile, "warp_tile",
+    return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.warp_tile, "warp_tile",
                      "warp_tile has a second dimension but only one axis is tiled");
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status ck_refs(checker *c) {
+static harp_status ck_refs(checker *c) {
   const plan_t *p = c->p;
   const plan_src *src = c->src;
-  hp_error *e = c->e;
-  hp_status st;
+  harp_error *e = c->e;
+  harp_status st;
   if ((st = ck_axis(c, p->pipeline_axis, p->pos.pipeline, "pipeline"))) return st;
   for (int i = 0; i < p->nbind; i++) {
     if ((unsigned)p->bind[i].target >= PLAN_T_COUNT)
-      return plan_fail(e, HP_E_PARSE, src, p->pos.bind[i], "bind", "bind: unknown target");
+      return plan_fail(e, HARP_E_PARSE, src, p->pos.bind[i], "bind", "bind: unknown target");
     if ((st = ck_axis(c, p->bind[i].axis, p->pos.bind[i], "bind"))) return st;
     for (int j = 0; j < i; j++) {
       if (p->bind[j].target == p->bind[i].target)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.bind[i], p->bind[i].axis,
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.bind[i], p->bind[i].axis,
                          "bind: %s is already bound to '%s'", plan_target_name(p->bind[i].target), p->bind[j].axis);
       if (strcmp(p->bind[j].axis, p->bind[i].axis) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.bind[i], p->bind[i].axis, "bind: axis '%s' is bound twice",
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.bind[i], p->bind[i].axis, "bind: axis '%s' is bound twice",
                          p->bind[i].axis);
     }
   }
   for (int i = 0; i < p->ncache; i++) {
     if (!plan_ident_ok(p->cache[i].tensor))
-      return plan_fail(e, HP_E_PARSE, src, p->pos.cache[i], "cache", "cache_read: bad tensor name '%s'",
+      return plan_fail(e, HARP_E_PARSE, src, p->pos.cache[i], "cache", "cache_read: bad tensor name '%s'",
                        p->cache[i].tensor);
     for (int j = 0; j < i; j++)
       if (strcmp(p->cache[j].tensor, p->cache[i].tensor) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.cache[i], p->cache[i].tensor,
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.cache[i], p->cache[i].tensor,
                          "cache_read: tensor '%s' is cached twice", p->cache[i].tensor);
     if ((st = ck_axis(c, p->cache[i].at, p->pos.cache[i], "cache_read at="))) return st;
   }
   if (p->vec_width) {
     int w = p->vec_width;
     if (w != 1 && w != 2 && w != 4 && w != 8 && w != 16)
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.vec_width, "vectorize",
+      return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.vec_width, "vectorize",
                        "vectorize: width %d is not 1, 2, 4, 8 or 16", w);
     if ((st = ck_axis(c, p->vec_axis, p->pos.vec, "vectorize"))) return st;
   }
@@ -411,86 +411,86 @@ static hp_status ck_refs(checker *c) {
     if ((st = ck_axis(c, p->pred[i], p->pos.pred[i], "predicate_tail"))) return st;
     for (int j = 0; j < i; j++)
       if (strcmp(p->pred[j], p->pred[i]) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.pred[i], p->pred[i], "predicate_tail: '%s' repeated", p->pred[i]);
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.pred[i], p->pred[i], "predicate_tail: '%s' repeated", p->pred[i]);
   }
   for (int i = 0; i < p->nreorder; i++) {
     if ((st = ck_axis(c, p->reorder[i], p->pos.reorder[i], "reorder"))) return st;
     for (int j = 0; j < i; j++)
       if (strcmp(p->reorder[j], p->reorder[i]) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.reorder[i], p->reorder[i], "reorder: '%s' repeated",
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.reorder[i], p->reorder[i], "reorder: '%s' repeated",
                          p->reorder[i]);
   }
   for (int i = 0; i < p->nunroll; i++) {
     if ((st = ck_axis(c, p->unroll[i].axis, p->pos.unroll[i], "unroll"))) return st;
     if (p->unroll[i].factor < 1 || p->unroll[i].factor > 64)
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.unroll[i], p->unroll[i].axis,
+      return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.unroll[i], p->unroll[i].axis,
                        "unroll: factor %d is not in [1, 64]", p->unroll[i].factor);
     for (int j = 0; j < i; j++)
       if (strcmp(p->unroll[j].axis, p->unroll[i].axis) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.unroll[i], p->unroll[i].axis, "unroll: '%s' repeated",
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.unroll[i], p->unroll[i].axis, "unroll: '%s' repeated",
                          p->unroll[i].axis);
   }
   for (int i = 0; i < p->nsplits; i++) {
     const char *a = p->splits[i].axis;
     if (p->splits[i].factor < 1 || p->splits[i].factor > PLAN_MAX_FACTOR)
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.splits[i], a, "split: factor %lld is not in [1, %d]",
+      return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.splits[i], a, "split: factor %lld is not in [1, %d]",
                        (long long)p->splits[i].factor, PLAN_MAX_FACTOR);
     char wi[PLAN_NAME_MAX];
     for (int t = 0; t < p->ntile && t < 2; t++)
       if (child_name(wi, p->tile_axes[t], ".i") && strcmp(wi, a) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.splits[i], a,
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.splits[i], a,
                          "split of '%s' is the warp tile; give it as warp_tile", a);
     for (int j = 0; j < i; j++)
       if (strcmp(p->splits[j].axis, a) == 0)
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.splits[i], a, "split: axis '%s' is already split", a);
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.splits[i], a, "split: axis '%s' is already split", a);
   }
   for (int i = 0; i < p->nfuse; i++) {
     const plan_fuse *f = &p->fuse[i];
     if (!plan_axis_name_ok(f->a) || !plan_axis_name_ok(f->b) || !plan_axis_name_ok(f->to))
-      return plan_fail(e, HP_E_PARSE, src, p->pos.fuse[i], "fuse", "fuse: bad axis name");
+      return plan_fail(e, HARP_E_PARSE, src, p->pos.fuse[i], "fuse", "fuse: bad axis name");
     if (strcmp(f->a, f->b) == 0)
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.fuse[i], f->a, "fuse: '%s' fused with itself", f->a);
+      return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.fuse[i], f->a, "fuse: '%s' fused with itself", f->a);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status ck_rest(checker *c) {
+static harp_status ck_rest(checker *c) {
   const plan_t *p = c->p;
   const plan_src *src = c->src;
-  hp_error *e = c->e;
-  if ((unsigned)p->arch >= PLAN_ARCH_COUNT) return plan_fail(e, HP_E_PARSE, src, p->pos.arch, "arch", "unknown arch");
+  harp_error *e = c->e;
+  if ((unsigned)p->arch >= PLAN_ARCH_COUNT) return plan_fail(e, HARP_E_PARSE, src, p->pos.arch, "arch", "unknown arch");
   for (int i = 0; i < p->nepi; i++) {
     if ((unsigned)p->epi[i] >= PLAN_EPI_COUNT)
-      return plan_fail(e, HP_E_PARSE, src, p->pos.epilogue, "epilogue", "epilogue: unknown op");
+      return plan_fail(e, HARP_E_PARSE, src, p->pos.epilogue, "epilogue", "epilogue: unknown op");
     for (int j = 0; j < i; j++)
       if (p->epi[j] == p->epi[i])
-        return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.epilogue, "epilogue", "epilogue: '%s' repeated",
+        return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.epilogue, "epilogue", "epilogue: '%s' repeated",
                          plan_epi_name(p->epi[i]));
   }
   for (int k = 0; k < PLAN_KEY_COUNT; k++)
     if (p->algo[k] != PLAN_ALGO_NONE && !plan_algo_fits(p->algo[k], (plan_algo_key)k))
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.algo[k], "algo_choice", "algo_choice: '%s' is not an algorithm for %s",
+      return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.algo[k], "algo_choice", "algo_choice: '%s' is not an algorithm for %s",
                        plan_algo_name(p->algo[k]), plan_algo_key_name((plan_algo_key)k));
   for (int i = 0; i < p->nedges; i++) {
     const plan_edge *d = &p->edges[i];
     if (!plan_ident_ok(d->from) || !plan_ident_ok(d->to))
-      return plan_fail(e, HP_E_PARSE, src, p->pos.edges[i], "local_edges", "local_edges: bad node name");
+      return plan_fail(e, HARP_E_PARSE, src, p->pos.edges[i], "local_edges", "local_edges: bad node name");
     if ((unsigned)d->buffer >= PLAN_BUF_COUNT)
-      return plan_fail(e, HP_E_PARSE, src, p->pos.edges[i], "local_edges", "local_edges: unknown buffer");
+      return plan_fail(e, HARP_E_PARSE, src, p->pos.edges[i], "local_edges", "local_edges: unknown buffer");
     if (d->depth != 0 && (d->buffer != PLAN_BUF_SMEM_RING || (d->depth != 2 && d->depth != 3)))
-      return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.edges[i], d->from,
+      return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.edges[i], d->from,
                        "local_edges: depth %d; only a smem_ring has a depth, 2 or 3", d->depth);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status plan_check(const plan_t *p, const plan_src *src, hp_error *e) {
-  checker *c = hp_xcalloc(1, sizeof *c);
-  if (!c) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+harp_status plan_check(const plan_t *p, const plan_src *src, harp_error *e) {
+  checker *c = ut_xcalloc(1, sizeof *c);
+  if (!c) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   c->p = p;
   c->src = src;
   c->e = e;
-  hp_status st = ck_tile(c);
+  harp_status st = ck_tile(c);
   if (!st) st = ck_tree(c);
   if (!st) st = ck_refs(c);
   if (!st) st = ck_rest(c);

@@ -12,8 +12,8 @@ typedef struct plan_seen {
 } plan_seen;
 
 /* Record an error at pos (file:line:col + caret when src has them), else at
- * node.  The first error wins, as with hp_fail. */
-hp_status plan_fail(hp_error *e, hp_status code, const plan_src *src, plan_pos pos, const char *node,
+ * node.  The first error wins, as with ut_fail. */
+harp_status plan_fail(harp_error *e, harp_status code, const plan_src *src, plan_pos pos, const char *node,
                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Copy a name into a PLAN_NAME_MAX buffer; false if it does not fit. */

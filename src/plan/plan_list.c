@@ -37,9 +37,9 @@ bool plan_text_is_list(const char *text) {
 }
 
 /* Fail at the value (or key) at path, located in the list's text. */
-static hp_status lfail(hp_error *e, hp_status code, const plan_src *src, const char *path, bool key, const char *fmt,
+static harp_status lfail(harp_error *e, harp_status code, const plan_src *src, const char *path, bool key, const char *fmt,
                        ...) __attribute__((format(printf, 6, 7)));
-static hp_status lfail(hp_error *e, hp_status code, const plan_src *src, const char *path, bool key, const char *fmt,
+static harp_status lfail(harp_error *e, harp_status code, const plan_src *src, const char *path, bool key, const char *fmt,
                        ...) {
   char msg[512];
   va_list ap;
@@ -71,28 +71,28 @@ static hp_status lfail(hp_error *e, hp_status code, const plan_src *src, const c
   return plan_fail(e, code, src, pos, NULL, "%s", msg);
 }
 
-static hp_status parse_entry(const char *text, const plan_src *src, json_t *ent, int i, plan_arch arch,
-                             plan_list_entry *out, hp_error *e) {
+static harp_status parse_entry(const char *text, const plan_src *src, json_t *ent, int i, plan_arch arch,
+                             plan_list_entry *out, harp_error *e) {
   char path[64];
   snprintf(path, sizeof path, "plans/%d", i);
   memset(out, 0, sizeof *out);
-  if (!json_is_object(ent)) return lfail(e, HP_E_PARSE, src, path, false, "plans[%d] must be an object", i);
+  if (!json_is_object(ent)) return lfail(e, HARP_E_PARSE, src, path, false, "plans[%d] must be an object", i);
   const char *k;
   json_t *v;
   json_object_foreach(ent, k, v) {
     if (!strcmp(k, "region") || !strcmp(k, "plan") || in_list(ENTRY_INFO, k)) continue;
     char kp[160];
     snprintf(kp, sizeof kp, "%s/%.80s", path, k);
-    return lfail(e, HP_E_PARSE, src, kp, true, "unknown key \"%.80s\" in plans[%d] (region, plan)", k, i);
+    return lfail(e, HARP_E_PARSE, src, kp, true, "unknown key \"%.80s\" in plans[%d] (region, plan)", k, i);
   }
   json_t *r = json_object_get(ent, "region");
   char rp[80];
   snprintf(rp, sizeof rp, "%s/region", path);
-  if (!r) return lfail(e, HP_E_PARSE, src, path, false, "plans[%d] needs \"region\"", i);
+  if (!r) return lfail(e, HARP_E_PARSE, src, path, false, "plans[%d] needs \"region\"", i);
   if (!json_is_string(r) || !json_string_value(r)[0])
-    return lfail(e, HP_E_PARSE, src, rp, false, "\"region\" must be a region name");
+    return lfail(e, HARP_E_PARSE, src, rp, false, "\"region\" must be a region name");
   if (strlen(json_string_value(r)) >= sizeof out->region)
-    return lfail(e, HP_E_LIMIT, src, rp, false, "region name too long");
+    return lfail(e, HARP_E_LIMIT, src, rp, false, "region name too long");
   snprintf(out->region, sizeof out->region, "%s", json_string_value(r));
   size_t a, b;
   if (plan_json_value_span(text, rp, &a, &b)) {
@@ -105,50 +105,50 @@ static hp_status parse_entry(const char *text, const plan_src *src, json_t *ent,
   json_t *p = json_object_get(ent, "plan");
   char pp[80];
   snprintf(pp, sizeof pp, "%s/plan", path);
-  if (!p) return lfail(e, HP_E_PARSE, src, path, false, "plans[%d] needs \"plan\" (an object, or null)", i);
-  if (json_is_null(p)) return HP_OK;
-  if (!json_is_object(p)) return lfail(e, HP_E_PARSE, src, pp, false, "\"plan\" must be a plan object or null");
+  if (!p) return lfail(e, HARP_E_PARSE, src, path, false, "plans[%d] needs \"plan\" (an object, or null)", i);
+  if (json_is_null(p)) return HARP_OK;
+  if (!json_is_object(p)) return lfail(e, HARP_E_PARSE, src, pp, false, "\"plan\" must be a plan object or null");
   if (!plan_json_value_span(text, pp, &a, &b) || text[a] != '{')
-    return lfail(e, HP_E_INTERNAL, src, pp, false, "cannot find the plan in the text");
+    return lfail(e, HARP_E_INTERNAL, src, pp, false, "cannot find the plan in the text");
   /* the plan in place: same offsets, everything else blank */
   size_t len = strlen(text);
-  char *copy = hp_xmalloc(len + 1);
-  if (!copy) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *copy = ut_xmalloc(len + 1);
+  if (!copy) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (size_t q = 0; q < len; q++) copy[q] = (q >= a && q < b) || text[q] == '\n' ? text[q] : ' ';
   copy[len] = 0;
   plan_src keep = *src;
-  hp_error pe = {0};
-  hp_status st = plan_parse_json(copy, src->file, arch, &out->plan, &pe);
+  harp_error pe = {0};
+  harp_status st = plan_parse_json(copy, src->file, arch, &out->plan, &pe);
   free(copy);
   if (st) {
     /* re-point the snippet at the real text */
-    if (pe.line > 0 && keep.text) hp_error_set_snippet(&pe, keep.text, pe.line, pe.col);
-    if (e && e->code == HP_OK) *e = pe;
+    if (pe.line > 0 && keep.text) ut_error_set_snippet(&pe, keep.text, pe.line, pe.col);
+    if (e && e->code == HARP_OK) *e = pe;
     return st;
   }
   out->has_plan = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status plan_list_parse(const char *text, const char *file, plan_arch default_arch, plan_list_entry **out, int *n,
-                          hp_error *e) {
+harp_status plan_list_parse(const char *text, const char *file, plan_arch default_arch, plan_list_entry **out, int *n,
+                          harp_error *e) {
   *out = NULL;
   *n = 0;
   plan_src src = {file, text};
-  if (!text) return hp_fail(e, HP_E_INTERNAL, NULL, "plan_list_parse: no text");
+  if (!text) return ut_fail(e, HARP_E_INTERNAL, NULL, "plan_list_parse: no text");
   size_t len = strlen(text);
-  if (len > PLAN_MAX_TEXT) return plan_fail(e, HP_E_LIMIT, &src, (plan_pos){0, 0}, NULL, "plan list larger than 1 MiB");
+  if (len > PLAN_MAX_TEXT) return plan_fail(e, HARP_E_LIMIT, &src, (plan_pos){0, 0}, NULL, "plan list larger than 1 MiB");
   json_error_t je;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
   if (!root)
-    return plan_fail(e, HP_E_PARSE, &src, (plan_pos){je.line, je.column > 0 ? je.column : 1}, NULL, "invalid JSON: %s",
+    return plan_fail(e, HARP_E_PARSE, &src, (plan_pos){je.line, je.column > 0 ? je.column : 1}, NULL, "invalid JSON: %s",
                      je.text);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   json_t *plans = json_is_object(root) ? json_object_get(root, "plans") : NULL;
   if (!plans) {
-    st = lfail(e, HP_E_PARSE, &src, "", false, "a plan list is {\"plans\": [{\"region\": NAME, \"plan\": {...}}, ...]}");
+    st = lfail(e, HARP_E_PARSE, &src, "", false, "a plan list is {\"plans\": [{\"region\": NAME, \"plan\": {...}}, ...]}");
   } else if (!json_is_array(plans)) {
-    st = lfail(e, HP_E_PARSE, &src, "plans", false, "\"plans\" must be an array");
+    st = lfail(e, HARP_E_PARSE, &src, "plans", false, "\"plans\" must be an array");
   } else {
     const char *k;
     json_t *v;
@@ -156,20 +156,20 @@ hp_status plan_list_parse(const char *text, const char *file, plan_arch default_
       if (in_list(TOP_KEYS, k)) continue;
       char kp[100];
       snprintf(kp, sizeof kp, "%.80s", k);
-      st = lfail(e, HP_E_PARSE, &src, kp, true, "unknown key \"%.80s\" in the plan list (plans, model, shapeset, machine)", k);
+      st = lfail(e, HARP_E_PARSE, &src, kp, true, "unknown key \"%.80s\" in the plan list (plans, model, shapeset, machine)", k);
       break;
     }
   }
   size_t cnt = !st ? json_array_size(plans) : 0;
-  plan_list_entry *ents = !st ? hp_xcalloc(cnt + 1, sizeof *ents) : NULL;
-  if (!st && !ents) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  plan_list_entry *ents = !st ? ut_xcalloc(cnt + 1, sizeof *ents) : NULL;
+  if (!st && !ents) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (size_t i = 0; !st && i < cnt; i++) {
     st = parse_entry(text, &src, json_array_get(plans, i), (int)i, default_arch, &ents[i], e);
     for (size_t j = 0; !st && j < i; j++)
       if (!strcmp(ents[j].region, ents[i].region)) {
         char rp[64];
         snprintf(rp, sizeof rp, "plans/%zu/region", i);
-        st = lfail(e, HP_E_INVALID_ARG, &src, rp, false, "region '%.200s' has two plans (plans[%zu] and plans[%zu])",
+        st = lfail(e, HARP_E_INVALID_ARG, &src, rp, false, "region '%.200s' has two plans (plans[%zu] and plans[%zu])",
                    ents[i].region, j, i);
       }
   }
@@ -180,5 +180,5 @@ hp_status plan_list_parse(const char *text, const char *file, plan_arch default_
   }
   *out = ents;
   *n = (int)cnt;
-  return HP_OK;
+  return HARP_OK;
 }

@@ -118,31 +118,31 @@ static json_t *plan_json_value(const plan_t *p) {
   return o;
 }
 
-hp_status plan_to_json(const plan_t *p, char **out, hp_error *e) {
+harp_status plan_to_json(const plan_t *p, char **out, harp_error *e) {
   *out = NULL;
   jfield f[MAX_FIELDS];
   int n = plan_fields(p, f);
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "{\n");
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "{\n");
   bool ok = true;
   for (int i = 0; i < n; i++) {
     char *v = f[i].val ? json_dumps(f[i].val, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     if (!v) ok = false;
-    if (ok) hp_str_printf(&s, "  \"%s\":%s%s\n", f[i].key, v, i + 1 < n ? "," : "");
+    if (ok) ut_str_printf(&s, "  \"%s\":%s%s\n", f[i].key, v, i + 1 < n ? "," : "");
     free(v);
     json_decref(f[i].val);
   }
-  hp_str_puts(&s, "}\n");
+  ut_str_puts(&s, "}\n");
   if (!ok || s.oom) {
-    hp_str_free(&s);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory printing a plan");
+    ut_str_free(&s);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing a plan");
   }
-  *out = hp_str_take(&s);
-  return HP_OK;
+  *out = ut_str_take(&s);
+  return HARP_OK;
 }
 
-hp_status plan_dump_json(const char *const *region_names, const plan_t *plans, int n, char **out, hp_error *e) {
+harp_status plan_dump_json(const char *const *region_names, const plan_t *plans, int n, char **out, harp_error *e) {
   *out = NULL;
   json_t *arr = json_array();
   bool ok = arr != NULL;
@@ -154,28 +154,28 @@ hp_status plan_dump_json(const char *const *region_names, const plan_t *plans, i
   json_t *root = ok ? json_pack("{s:o}", "plans", arr) : (json_decref(arr), NULL);
   char *txt = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
   json_decref(root);
-  if (!txt) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory printing plans");
+  if (!txt) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing plans");
   size_t len = strlen(txt);
-  *out = hp_xmalloc(len + 2);
+  *out = ut_xmalloc(len + 2);
   if (*out) {
     memcpy(*out, txt, len);
     memcpy(*out + len, "\n", 2);
   }
   free(txt);
-  return *out ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory printing plans");
+  return *out ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing plans");
 }
 
 /* ---- DSL ------------------------------------------------------------------------- */
-hp_status plan_to_dsl(const plan_t *p, char **out, hp_error *e) {
+harp_status plan_to_dsl(const plan_t *p, char **out, harp_error *e) {
   *out = NULL;
-  hp_str s;
-  hp_str_init(&s);
-  for (int i = 0; i < p->ntile; i++) hp_str_printf(&s, "split %s %lld;\n", p->tile_axes[i], (long long)p->tile[i]);
-  if (p->ntile >= 1) hp_str_printf(&s, "split %s.i %d;\n", p->tile_axes[0], p->warp_m);
-  if (p->ntile >= 2) hp_str_printf(&s, "split %s.i %d;\n", p->tile_axes[1], p->warp_n);
+  ut_str s;
+  ut_str_init(&s);
+  for (int i = 0; i < p->ntile; i++) ut_str_printf(&s, "split %s %lld;\n", p->tile_axes[i], (long long)p->tile[i]);
+  if (p->ntile >= 1) ut_str_printf(&s, "split %s.i %d;\n", p->tile_axes[0], p->warp_m);
+  if (p->ntile >= 2) ut_str_printf(&s, "split %s.i %d;\n", p->tile_axes[1], p->warp_n);
   for (int i = 0; i < p->nsplits; i++)
-    hp_str_printf(&s, "split %s %lld;\n", p->splits[i].axis, (long long)p->splits[i].factor);
-  for (int i = 0; i < p->nfuse; i++) hp_str_printf(&s, "fuse %s %s -> %s;\n", p->fuse[i].a, p->fuse[i].b, p->fuse[i].to);
+    ut_str_printf(&s, "split %s %lld;\n", p->splits[i].axis, (long long)p->splits[i].factor);
+  for (int i = 0; i < p->nfuse; i++) ut_str_printf(&s, "fuse %s %s -> %s;\n", p->fuse[i].a, p->fuse[i].b, p->fuse[i].to);
   char canon[PLAN_MAX_AXLIST][PLAN_NAME_MAX];
   const char(*order)[PLAN_NAME_MAX] = p->reorder;
   int nord = p->nreorder;
@@ -184,53 +184,53 @@ hp_status plan_to_dsl(const plan_t *p, char **out, hp_error *e) {
     order = canon;
   }
   if (nord) {
-    hp_str_puts(&s, "reorder");
-    for (int i = 0; i < nord; i++) hp_str_printf(&s, " %s", order[i]);
-    hp_str_puts(&s, ";\n");
+    ut_str_puts(&s, "reorder");
+    for (int i = 0; i < nord; i++) ut_str_printf(&s, " %s", order[i]);
+    ut_str_puts(&s, ";\n");
   }
-  for (int i = 0; i < p->nbind; i++) hp_str_printf(&s, "bind %s %s;\n", p->bind[i].axis, plan_target_name(p->bind[i].target));
-  hp_str_printf(&s, "pipeline %s stages=%d;\n", p->pipeline_axis, p->stages);
+  for (int i = 0; i < p->nbind; i++) ut_str_printf(&s, "bind %s %s;\n", p->bind[i].axis, plan_target_name(p->bind[i].target));
+  ut_str_printf(&s, "pipeline %s stages=%d;\n", p->pipeline_axis, p->stages);
   for (int i = 0; i < p->ncache; i++)
-    hp_str_printf(&s, "cache_read %s smem at=%s pingpong=%s;\n", p->cache[i].tensor, p->cache[i].at,
+    ut_str_printf(&s, "cache_read %s smem at=%s pingpong=%s;\n", p->cache[i].tensor, p->cache[i].at,
                   p->cache[i].pingpong ? "true" : "false");
-  if (p->vec_width) hp_str_printf(&s, "vectorize %s %d;\n", p->vec_axis, p->vec_width);
-  for (int i = 0; i < p->nunroll; i++) hp_str_printf(&s, "unroll %s %d;\n", p->unroll[i].axis, p->unroll[i].factor);
+  if (p->vec_width) ut_str_printf(&s, "vectorize %s %d;\n", p->vec_axis, p->vec_width);
+  for (int i = 0; i < p->nunroll; i++) ut_str_printf(&s, "unroll %s %d;\n", p->unroll[i].axis, p->unroll[i].factor);
   if (p->npred) {
-    hp_str_puts(&s, "predicate_tail");
-    for (int i = 0; i < p->npred; i++) hp_str_printf(&s, " %s", p->pred[i]);
-    hp_str_puts(&s, ";\n");
+    ut_str_puts(&s, "predicate_tail");
+    for (int i = 0; i < p->npred; i++) ut_str_printf(&s, " %s", p->pred[i]);
+    ut_str_puts(&s, ";\n");
   }
   if (p->nepi) {
-    hp_str_puts(&s, "epilogue");
-    for (int i = 0; i < p->nepi; i++) hp_str_printf(&s, " %s", plan_epi_name(p->epi[i]));
-    hp_str_puts(&s, ";\n");
+    ut_str_puts(&s, "epilogue");
+    for (int i = 0; i < p->nepi; i++) ut_str_printf(&s, " %s", plan_epi_name(p->epi[i]));
+    ut_str_puts(&s, ";\n");
   }
   for (int k = 0; k < PLAN_KEY_COUNT; k++)
     if (p->algo[k] != PLAN_ALGO_NONE)
-      hp_str_printf(&s, "algo_choice %s %s;\n", plan_algo_key_name((plan_algo_key)k), plan_algo_name(p->algo[k]));
-  if (p->splitk) hp_str_printf(&s, "splitk %d;\n", p->splitk);
-  hp_str_printf(&s, "arch %s;\n", plan_arch_name(p->arch));
+      ut_str_printf(&s, "algo_choice %s %s;\n", plan_algo_key_name((plan_algo_key)k), plan_algo_name(p->algo[k]));
+  if (p->splitk) ut_str_printf(&s, "splitk %d;\n", p->splitk);
+  ut_str_printf(&s, "arch %s;\n", plan_arch_name(p->arch));
   bool as, bs, cc;
   plan_default_layout(p->arch, &as, &bs, &cc);
-  if (p->a_swizzle != as) hp_str_printf(&s, "layout_hint A_swizzle=%s;\n", p->a_swizzle ? "true" : "false");
-  if (p->b_swizzle != bs) hp_str_printf(&s, "layout_hint B_swizzle=%s;\n", p->b_swizzle ? "true" : "false");
-  if (p->c_col != cc) hp_str_printf(&s, "layout_hint C_stride=%s;\n", p->c_col ? "col" : "row");
+  if (p->a_swizzle != as) ut_str_printf(&s, "layout_hint A_swizzle=%s;\n", p->a_swizzle ? "true" : "false");
+  if (p->b_swizzle != bs) ut_str_printf(&s, "layout_hint B_swizzle=%s;\n", p->b_swizzle ? "true" : "false");
+  if (p->c_col != cc) ut_str_printf(&s, "layout_hint C_stride=%s;\n", p->c_col ? "col" : "row");
   for (int i = 0; i < p->nedges; i++) {
     const plan_edge *g = &p->edges[i];
-    hp_str_printf(&s, "local_edge %s -> %s %s", g->from, g->to, plan_buffer_name(g->buffer));
-    if (g->depth) hp_str_printf(&s, " depth=%d", g->depth);
-    hp_str_puts(&s, ";\n");
+    ut_str_printf(&s, "local_edge %s -> %s %s", g->from, g->to, plan_buffer_name(g->buffer));
+    if (g->depth) ut_str_printf(&s, " depth=%d", g->depth);
+    ut_str_puts(&s, ";\n");
   }
   if (s.oom || !s.buf) {
-    hp_str_free(&s);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory printing a plan");
+    ut_str_free(&s);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing a plan");
   }
-  *out = hp_str_take(&s);
-  return HP_OK;
+  *out = ut_str_take(&s);
+  return HARP_OK;
 }
 
 /* ---- conversion ------------------------------------------------------------------ */
-hp_status plan_convert(const char *text, const char *file, const char *to, char **out, hp_error *e) {
+harp_status plan_convert(const char *text, const char *file, const char *to, char **out, harp_error *e) {
   *out = NULL;
   bool from_json = plan_text_is_json(text);
   bool to_json;
@@ -241,11 +241,11 @@ hp_status plan_convert(const char *text, const char *file, const char *to, char 
   else if (strcmp(to, "dsl") == 0)
     to_json = false;
   else
-    return hp_fail(e, HP_E_USAGE, NULL, "--to takes json or dsl, not '%s'", to);
-  plan_t *p = hp_xmalloc(sizeof *p);
-  if (!p) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_USAGE, NULL, "--to takes json or dsl, not '%s'", to);
+  plan_t *p = ut_xmalloc(sizeof *p);
+  if (!p) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   /* sm80 is the arch of the seed's examples (§7.1); a plan may say otherwise. */
-  hp_status st = plan_parse(text, file, PLAN_ARCH_SM80, p, e);
+  harp_status st = plan_parse(text, file, PLAN_ARCH_SM80, p, e);
   if (!st) st = to_json ? plan_to_json(p, out, e) : plan_to_dsl(p, out, e);
   free(p);
   return st;

@@ -69,9 +69,9 @@ void plan_resources_of(const plan_t *p, const plan_machine *m, const plan_region
   int64_t units = (BM / (WM > 0 ? WM : 1)) * (BN / (WN > 0 ? WN : 1));
   if (units < 1) units = 1;
   if (m->arch == PLAN_ARCH_SM90) { /* warp_tile is a warpgroup tile (wgmma) */
-    out->warps_per_cta = (int)HP_MIN(units * 4, INT_MAX / 128);
+    out->warps_per_cta = (int)UT_MIN(units * 4, INT_MAX / 128);
   } else if (gpu) {
-    out->warps_per_cta = (int)HP_MIN(units, INT_MAX / 128);
+    out->warps_per_cta = (int)UT_MIN(units, INT_MAX / 128);
   } else {
     out->warps_per_cta = 1;
   }
@@ -80,15 +80,15 @@ void plan_resources_of(const plan_t *p, const plan_machine *m, const plan_region
   out->base_regs = m->base_regs;
   if (gpu) {
     int unit_threads = m->arch == PLAN_ARCH_SM90 ? 128 : 32;
-    out->acc_regs = (int)HP_MIN(ceil_div(WM * WN * tacc, 4LL * unit_threads), 1 << 20);
+    out->acc_regs = (int)UT_MIN(ceil_div(WM * WN * tacc, 4LL * unit_threads), 1 << 20);
     /* SM80 keeps A and B fragments of one MMA k-step in registers (ldmatrix);
      * SM90's wgmma reads them from shared memory. */
     if (contraction && m->arch == PLAN_ARCH_SM80)
-      out->frag_regs = (int)HP_MIN(ceil_div((WM + WN) * mma_k(tin) * tin, 4 * 32), 1 << 20);
+      out->frag_regs = (int)UT_MIN(ceil_div((WM + WN) * mma_k(tin) * tin, 4 * 32), 1 << 20);
     for (int i = 0; i < p->nepi; i++) out->epilogue_regs += epi_regs_gpu(p->epi[i]);
   } else {
-    int lanes = HP_MAX(m->simd_bytes / 4, 1);
-    out->acc_regs = (int)HP_MIN(ceil_div(WM * WN, lanes), 1 << 20);
+    int lanes = UT_MAX(m->simd_bytes / 4, 1);
+    out->acc_regs = (int)UT_MIN(ceil_div(WM * WN, lanes), 1 << 20);
     if (contraction) out->frag_regs = (int)ceil_div(WN, lanes) + 1; /* B vectors + one A broadcast */
     out->epilogue_regs = p->nepi ? 2 : 0;
   }
@@ -114,35 +114,35 @@ void plan_resources_of(const plan_t *p, const plan_machine *m, const plan_region
   out->pipeline_eff = 1.0 - 1.0 / p->stages;
 }
 
-hp_status plan_resources_check(const plan_t *p, const plan_resources *res, const plan_machine *m, const plan_src *src,
-                               hp_error *e) {
+harp_status plan_resources_check(const plan_t *p, const plan_resources *res, const plan_machine *m, const plan_src *src,
+                               harp_error *e) {
   bool gpu = plan_arch_is_gpu(m->arch);
   char tile[64];
   snprintf(tile, sizeof tile, "%lld", (long long)p->tile[0]);
   for (int i = 1; i < p->ntile; i++)
     snprintf(tile + strlen(tile), sizeof tile - strlen(tile), "x%lld", (long long)p->tile[i]);
   if (res->smem_per_cta > m->smem_per_cta_max)
-    return plan_fail(e, HP_E_SMEM_OVERFLOW, src, p->pos.tile[0], "tile",
+    return plan_fail(e, HARP_E_SMEM_OVERFLOW, src, p->pos.tile[0], "tile",
                      gpu ? "tile %s with %d stages needs %lld bytes of shared memory per CTA; %s allows %lld"
                          : "tile %s with %d stages packs %lld bytes of panels per core; the %s L2 per core is %lld",
                      tile, p->stages, (long long)res->smem_per_cta, plan_arch_name(m->arch),
                      (long long)m->smem_per_cta_max);
   if (res->regs_per_thr > m->regs_per_thread_max)
-    return plan_fail(e, HP_E_REG_OVERFLOW, src, p->pos.warp_tile, "warp_tile",
+    return plan_fail(e, HARP_E_REG_OVERFLOW, src, p->pos.warp_tile, "warp_tile",
                      "warp tile %dx%d needs about %d registers per thread (%d accumulator, %d fragment, %d epilogue, "
                      "%d base); %s has %d",
                      p->warp_m, p->warp_n, res->regs_per_thr, res->acc_regs, res->frag_regs, res->epilogue_regs,
                      res->base_regs, plan_arch_name(m->arch), m->regs_per_thread_max);
   if (res->threads_per_cta > m->max_threads_per_cta)
-    return plan_fail(e, HP_E_LIMIT, src, p->pos.warp_tile, "warp_tile",
+    return plan_fail(e, HARP_E_LIMIT, src, p->pos.warp_tile, "warp_tile",
                      "tile %s with warp tile %dx%d needs %d threads per CTA; %s allows %d", tile, p->warp_m, p->warp_n,
                      res->threads_per_cta, plan_arch_name(m->arch), m->max_threads_per_cta);
   int64_t regs_alloc = gpu ? (res->regs_per_thr + 7) / 8 * 8 : res->regs_per_thr;
   if (regs_alloc * res->threads_per_cta > m->regs_per_sm)
-    return plan_fail(e, HP_E_REG_OVERFLOW, src, p->pos.warp_tile, "warp_tile",
+    return plan_fail(e, HARP_E_REG_OVERFLOW, src, p->pos.warp_tile, "warp_tile",
                      "one CTA needs %lld registers (%d threads x %lld); an SM has %d", (long long)(regs_alloc * res->threads_per_cta),
                      res->threads_per_cta, (long long)regs_alloc, m->regs_per_sm);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- §4.2 thresholds -------------------------------------------------------------- */

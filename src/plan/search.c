@@ -33,7 +33,7 @@ typedef struct cand_space {
 
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, cand_space *s) {
   memset(s, 0, sizeof *s);
-  int lanes = HP_MAX(m->simd_bytes / 4, 1);
+  int lanes = UT_MAX(m->simd_bytes / 4, 1);
   if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
     static const int64_t sm80[4][3] = {{128, 128, 32}, {128, 64, 64}, {64, 64, 64}, {256, 128, 32}};
     static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
@@ -64,7 +64,7 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
        * AVX-512; 5x2 and 4x2 with AVX2's 16) */
       static const int cand[][2] = {{6, 4}, {8, 3}, {6, 2}, {4, 3}, {5, 2}, {4, 2}, {2, 2}, {1, 1}};
       int epi = r->nepi ? 2 : 0;
-      for (int i = 0; i < HP_ARRAY_LEN(cand) && s->nwarps < 2; i++)
+      for (int i = 0; i < UT_ARRAY_LEN(cand) && s->nwarps < 2; i++)
         if (cand[i][0] * cand[i][1] + cand[i][1] + 1 + epi + m->base_regs <= m->regs_per_thread_max) {
           s->warps[s->nwarps][0] = cand[i][0];
           s->warps[s->nwarps++][1] = cand[i][1] * lanes;
@@ -245,11 +245,11 @@ static int by_time(const void *a, const void *b) {
   return x->order - y->order;
 }
 
-hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
-                         plan_cost *costs, int cap, int *n, hp_error *e) {
+harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                         plan_cost *costs, int cap, int *n, harp_error *e) {
   *n = 0;
   plan_gemm_view g;
-  hp_status st = plan_region_gemm_view(r, &g, e);
+  harp_status st = plan_region_gemm_view(r, &g, e);
   if (st) return st;
   cand_space s;
   space_for(r, m, &g, &s);
@@ -258,12 +258,12 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
    * Plan); the CPU keeps the count plan_splitk_factor derives */
   enum { NFACTORS = 6 };
   int maxc = s.ntiles * s.nwarps * s.nstages * s.nalgos * NFACTORS;
-  scored *pool = hp_xmalloc(sizeof *pool * (size_t)(maxc + 1)); /* entries below np are written whole: no zeroing (it was most of a default plan's time) */
-  plan_t *tmp = hp_xmalloc(sizeof *tmp);
+  scored *pool = ut_xmalloc(sizeof *pool * (size_t)(maxc + 1)); /* entries below np are written whole: no zeroing (it was most of a default plan's time) */
+  plan_t *tmp = ut_xmalloc(sizeof *tmp);
   if (!pool || !tmp) {
     free(pool);
     free(tmp);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   int np = 0, order = 0;
   for (int ti = 0; ti < s.ntiles; ti++)
@@ -274,17 +274,17 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
           if (opts && opts->algo_mask && s.algos[ai] != PLAN_ALGO_NONE && !(opts->algo_mask >> s.algos[ai] & 1u)) continue;
           for (int vi = 0; vi < 3; vi++) {
             order++;
-            hp_error ve = {0};
+            harp_error ve = {0};
             if (!build(tmp, r, m, &g, &s, ti, wi, stages, vecs[vi], s.algos[ai])) break;
-            if (plan_validate(tmp, r, m, NULL, &ve) == HP_E_NO_MEMORY) {
+            if (plan_validate(tmp, r, m, NULL, &ve) == HARP_E_NO_MEMORY) {
               free(pool);
               free(tmp);
-              return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+              return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
             }
             if (ve.code) {
               /* a narrower vector may still be legal; any other failure
                * holds for every width */
-              if (ve.code == HP_E_INVALID_ARG || ve.code == HP_E_MISALIGNED) continue;
+              if (ve.code == HARP_E_INVALID_ARG || ve.code == HARP_E_MISALIGNED) continue;
               break;
             }
             plan_cost c;
@@ -300,7 +300,7 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
               int most = c.splitk;
               for (int f = 2; f <= most && np < maxc; f *= 2) {
                 tmp->splitk = f;
-                hp_error fe = {0};
+                harp_error fe = {0};
                 plan_cost fc;
                 if (plan_validate(tmp, r, m, NULL, &fe) || plan_cost_of(tmp, r, m, &fc, &fe)) break;
                 pool[np] = (scored){.plan = *tmp, .cost = fc, .order = order, .depth = depth};
@@ -317,7 +317,7 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
           }
         }
   qsort(pool, (size_t)np, sizeof *pool, by_time);
-  int keep = HP_MIN(np, HP_MIN(cap, PLAN_TUNE_POINTS));
+  int keep = UT_MIN(np, UT_MIN(cap, PLAN_TUNE_POINTS));
   for (int i = 0; i < keep; i++) {
     out[i] = pool[i].plan;
     if (costs) costs[i] = pool[i].cost;
@@ -326,17 +326,17 @@ hp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const
   free(pool);
   free(tmp);
   if (np == 0)
-    return hp_fail(e, HP_E_UNSUPPORTED, r->name, "no plan of the search space fits region '%s' (%s) on %s",
+    return ut_fail(e, HARP_E_UNSUPPORTED, r->name, "no plan of the search space fits region '%s' (%s) on %s",
                    r->name ? r->name : "?", plan_pattern_name(r->pattern), plan_arch_name(m->arch));
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
-                       hp_error *e) {
-  plan_t *best = hp_xmalloc(sizeof *best);
-  if (!best) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+harp_status plan_default(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
+                       harp_error *e) {
+  plan_t *best = ut_xmalloc(sizeof *best);
+  if (!best) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int n = 0;
-  hp_status st = plan_enumerate(r, m, opts, best, NULL, 1, &n, e);
+  harp_status st = plan_enumerate(r, m, opts, best, NULL, 1, &n, e);
   if (!st) *out = *best;
   free(best);
   return st;
@@ -375,22 +375,22 @@ void plan_retarget(plan_t *p, const plan_region_info *r) {
     }
 }
 
-hp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
-                          const plan_t *override, const plan_src *src, plan_t *out, hp_error *e) {
+harp_status plan_for_region(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts,
+                          const plan_t *override, const plan_src *src, plan_t *out, harp_error *e) {
   if (!override) return plan_default(r, m, opts, out, e);
   if (opts && opts->algo_mask)
     for (int k = 0; k < PLAN_KEY_COUNT; k++) {
       plan_algo a = override->algo[k];
       if (a != PLAN_ALGO_NONE && !(opts->algo_mask >> a & 1u))
-        return plan_fail(e, HP_E_UNSUPPORTED, src, override->pos.algo[k], r->name,
+        return plan_fail(e, HARP_E_UNSUPPORTED, src, override->pos.algo[k], r->name,
                          "algo_choice %s: %s is not available on this backend", plan_algo_key_name((plan_algo_key)k),
                          plan_algo_name(a));
     }
-  plan_t *p = hp_xmalloc(sizeof *p);
-  if (!p) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  plan_t *p = ut_xmalloc(sizeof *p);
+  if (!p) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *p = *override;
   plan_fill_from_region(p, r);
-  hp_status st = plan_validate(p, r, m, src, e);
+  harp_status st = plan_validate(p, r, m, src, e);
   if (!st) *out = *p;
   free(p);
   return st;

@@ -75,8 +75,8 @@ static void binding_key(const tiny_symtab *syms, const tiny_graph *g, bool class
   if (!out || cap == 0) return;
   out[0] = 0;
   int n = syms ? syms->n : 0;
-  bool *used = n ? hp_xcalloc((size_t)n, sizeof *used) : NULL;
-  const char **names = n ? hp_xcalloc((size_t)n, sizeof *names) : NULL;
+  bool *used = n ? ut_xcalloc((size_t)n, sizeof *used) : NULL;
+  const char **names = n ? ut_xcalloc((size_t)n, sizeof *names) : NULL;
   if (n && (!used || !names)) { /* out of memory: a key that matches nothing cached */
     free(used);
     free(names);
@@ -88,15 +88,15 @@ static void binding_key(const tiny_symtab *syms, const tiny_graph *g, bool class
   for (int i = 0; i < n; i++)
     if (!g || used[i]) names[k++] = syms->names[i];
   if (k > 1) qsort(names, (size_t)k, sizeof *names, by_name);
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   for (int i = 0; i < k; i++) {
     int64_t v = 0;
     tiny_symtab_get(syms, names[i], &v);
     char safe[PLAN_NAME_MAX];
-    hp_sanitize_name(names[i], safe, sizeof safe);
-    if (classes) hp_str_printf(&s, "%s%s:%lld", i ? ";" : "", safe, (long long)plan_shapeset_class(v));
-    else hp_str_printf(&s, "%s%s=%lld", i ? ";" : "", safe, (long long)v);
+    ut_sanitize_name(names[i], safe, sizeof safe);
+    if (classes) ut_str_printf(&s, "%s%s:%lld", i ? ";" : "", safe, (long long)plan_shapeset_class(v));
+    else ut_str_printf(&s, "%s%s=%lld", i ? ";" : "", safe, (long long)v);
   }
   const char *text = s.buf && s.len ? s.buf : "static";
   size_t len = strlen(text);
@@ -108,11 +108,11 @@ static void binding_key(const tiny_symtab *syms, const tiny_graph *g, bool class
     /* keep whole symbols that fit, then a hash of the full key */
     size_t keep = cap - 20;
     while (keep > 0 && text[keep] != ';') keep--;
-    snprintf(out, cap, "%.*s;#%016llx", (int)keep, text, (unsigned long long)hp_hash64(text, len, 0x5e75ull));
+    snprintf(out, cap, "%.*s;#%016llx", (int)keep, text, (unsigned long long)ut_hash64(text, len, 0x5e75ull));
   } else {
-    snprintf(out, cap, "#%016llx", (unsigned long long)hp_hash64(text, len, 0x5e75ull));
+    snprintf(out, cap, "#%016llx", (unsigned long long)ut_hash64(text, len, 0x5e75ull));
   }
-  hp_str_free(&s);
+  ut_str_free(&s);
   free(used);
   free(names);
 }

@@ -20,21 +20,21 @@ int plan_region_axis(const plan_region_info *r, const char *name) {
   return -1;
 }
 
-hp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *g, hp_error *e) {
+harp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *g, harp_error *e) {
   memset(g, 0, sizeof *g);
   g->m = g->n = g->k = -1;
   if (r->naxes < 0 || r->naxes > PLAN_MAX_REGION_AXES)
-    return hp_fail(e, HP_E_INVALID_ARG, r->name, "region has %d axes (at most %d)", r->naxes, PLAN_MAX_REGION_AXES);
+    return ut_fail(e, HARP_E_INVALID_ARG, r->name, "region has %d axes (at most %d)", r->naxes, PLAN_MAX_REGION_AXES);
   int par[PLAN_MAX_REGION_AXES], npar = 0, red = -1;
   for (int i = 0; i < r->naxes; i++) {
     const plan_axis_info *a = &r->axes[i];
     if (!a->name || !plan_axis_name_ok(a->name) || strchr(a->name, '.') || a->size < 1)
-      return hp_fail(e, HP_E_INVALID_ARG, r->name, "region axis %d: a base name and a positive size are needed", i);
+      return ut_fail(e, HARP_E_INVALID_ARG, r->name, "region axis %d: a base name and a positive size are needed", i);
     if (plan_region_axis(r, a->name) != i)
-      return hp_fail(e, HP_E_INVALID_ARG, r->name, "region axis '%s' appears twice", a->name);
+      return ut_fail(e, HARP_E_INVALID_ARG, r->name, "region axis '%s' appears twice", a->name);
     int *slot = a->role == PLAN_ROLE_M ? &g->m : a->role == PLAN_ROLE_N ? &g->n : a->role == PLAN_ROLE_K ? &g->k : NULL;
     if (slot) {
-      if (*slot >= 0) return hp_fail(e, HP_E_INVALID_ARG, r->name, "two region axes have the same role");
+      if (*slot >= 0) return ut_fail(e, HARP_E_INVALID_ARG, r->name, "two region axes have the same role");
       *slot = i;
     } else if (a->role == PLAN_ROLE_AUTO) {
       if (a->reduce && red < 0) red = i;
@@ -55,10 +55,10 @@ hp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *g, hp
   g->batch = 1;
   for (int i = 0; i < r->naxes; i++)
     if (i != g->m && i != g->n && i != g->k && !r->axes[i].reduce) {
-      if (!hp_mul_ok(g->batch, r->axes[i].size, &g->batch))
-        return hp_fail(e, HP_E_LIMIT, r->name, "region too large");
+      if (!ut_mul_ok(g->batch, r->axes[i].size, &g->batch))
+        return ut_fail(e, HARP_E_LIMIT, r->name, "region too large");
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- axis extents ------------------------------------------------------------------- */
@@ -81,7 +81,7 @@ static int64_t split_factor(const plan_t *p, const plan_region_info *r, const ch
       if (t == 1) return p->warp_n;
       /* k.i -> k.i.o, k.i.i by one MMA k-step unless split explicitly */
       int64_t kk = plan_mma_k(r ? r->in_dtype : TINY_FP16);
-      return HP_MIN(kk, p->tile[t]);
+      return UT_MIN(kk, p->tile[t]);
     }
   }
   return 0;
@@ -92,7 +92,7 @@ static int64_t extent_rec(const plan_t *p, const plan_region_info *r, const char
   const plan_fuse *f = fuse_of(p, axis);
   if (f) {
     int64_t a = extent_rec(p, r, f->a, depth + 1), b = extent_rec(p, r, f->b, depth + 1), x;
-    return a > 0 && b > 0 && hp_mul_ok(a, b, &x) ? x : -1;
+    return a > 0 && b > 0 && ut_mul_ok(a, b, &x) ? x : -1;
   }
   const char *dot = strrchr(axis, '.');
   if (!dot) {
@@ -119,7 +119,7 @@ typedef struct vctx {
   const plan_region_info *r;
   const plan_machine *m;
   const plan_src *src;
-  hp_error *e;
+  harp_error *e;
   plan_gemm_view g;
 } vctx;
 
@@ -136,20 +136,20 @@ static bool has_pred_on(const plan_t *p, const char *base) {
   return false;
 }
 
-static hp_status v_axis(vctx *v, const char *axis, plan_pos pos, const char *what) {
-  if (fuse_of(v->p, axis)) return HP_OK;
+static harp_status v_axis(vctx *v, const char *axis, plan_pos pos, const char *what) {
+  if (fuse_of(v->p, axis)) return HARP_OK;
   char b[PLAN_NAME_MAX];
   plan_axis_base(axis, b);
-  if (plan_region_axis(v->r, b) >= 0) return HP_OK;
+  if (plan_region_axis(v->r, b) >= 0) return HARP_OK;
   /* a base name may be a fuse output too ("bh.o" after "fuse b h -> bh") */
-  if (fuse_of(v->p, b)) return HP_OK;
-  return plan_fail(v->e, HP_E_INVALID_ARG, v->src, pos, axis, "%s: region '%s' has no axis '%s'", what,
+  if (fuse_of(v->p, b)) return HARP_OK;
+  return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, pos, axis, "%s: region '%s' has no axis '%s'", what,
                    v->r->name ? v->r->name : "?", b);
 }
 
-static hp_status v_axes(vctx *v) {
+static harp_status v_axes(vctx *v) {
   const plan_t *p = v->p;
-  hp_status st;
+  harp_status st;
   for (int i = 0; i < p->ntile; i++) {
     int a = plan_region_axis(v->r, p->tile_axes[i]);
     if (a < 0) return v_axis(v, p->tile_axes[i], p->pos.tile[i], "tile");
@@ -171,73 +171,73 @@ static hp_status v_axes(vctx *v) {
   for (int i = 0; i < p->nfuse; i++)
     if ((st = v_axis(v, p->fuse[i].a, p->pos.fuse[i], "fuse")) || (st = v_axis(v, p->fuse[i].b, p->pos.fuse[i], "fuse")))
       return st;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* matmul / conv: tile = [M, N, K] with K a reduction and M, N parallel; a
  * contraction with one parallel axis (matrix-vector) tiles [M, K]. */
-static hp_status v_roles(vctx *v) {
+static harp_status v_roles(vctx *v) {
   const plan_t *p = v->p;
   const plan_region_info *r = v->r;
-  if (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) return HP_OK;
+  if (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) return HARP_OK;
   int npar = 0, nred = 0;
   for (int i = 0; i < r->naxes; i++) r->axes[i].reduce ? nred++ : npar++;
-  int want = nred ? (npar >= 2 ? 3 : 2) : HP_MIN(npar, 2);
+  int want = nred ? (npar >= 2 ? 3 : 2) : UT_MIN(npar, 2);
   const char *shape = want == 3 ? "[M, N, K]" : want == 2 && nred ? "[M, K]" : "[M, N]";
   if (p->ntile != want)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[0], "tile", "a %s plan for region '%s' tiles %s; this one tiles %d axes",
+    return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.tile[0], "tile", "a %s plan for region '%s' tiles %s; this one tiles %d axes",
                      plan_pattern_name(r->pattern), r->name ? r->name : "?", shape, p->ntile);
   for (int i = 0; i < p->ntile; i++) {
     bool red = base_is_reduce(v, p->tile_axes[i]), last = i == p->ntile - 1;
     if (red != (last && nred > 0))
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
                        red ? "tile[%d] ('%s') is a reduction axis; a %s plan tiles %s with K last"
                            : "tile[%d] ('%s') must be the reduction axis of the %s plan %s",
                        i, p->tile_axes[i], plan_pattern_name(r->pattern), shape);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status v_tails(vctx *v) {
+static harp_status v_tails(vctx *v) {
   const plan_t *p = v->p;
   for (int i = 0; i < p->ntile; i++) {
     int a = plan_region_axis(v->r, p->tile_axes[i]);
     if (a < 0) continue;
     int64_t size = v->r->axes[a].size;
     if (size % p->tile[i] && !has_pred_on(p, p->tile_axes[i]))
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.tile[i], p->tile_axes[i],
                        "tile %lld does not divide %s = %lld; add %s.i.i to predicate_tail", (long long)p->tile[i],
                        p->tile_axes[i], (long long)size, p->tile_axes[i]);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status v_vector(vctx *v) {
+static harp_status v_vector(vctx *v) {
   const plan_t *p = v->p;
   const plan_machine *m = v->m;
-  if (!p->vec_width) return HP_OK;
+  if (!p->vec_width) return HARP_OK;
   int w = p->vec_width;
   int64_t ext = plan_axis_extent(p, v->r, p->vec_axis);
   if (ext > 0 && ext % w)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.vec_width, p->vec_axis,
+    return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.vec_width, p->vec_axis,
                      "vector width %d does not divide the extent %lld of %s", w, (long long)ext, p->vec_axis);
   int tin = tiny_dtype_size(v->r->in_dtype), tout = tiny_dtype_size(v->r->out_dtype);
-  int elem = plan_arch_is_gpu(m->arch) ? HP_MAX(tin, tout) : 4;
+  int elem = plan_arch_is_gpu(m->arch) ? UT_MAX(tin, tout) : 4;
   if (elem > 0 && w * elem > m->simd_bytes)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.vec_width, p->vec_axis,
+    return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.vec_width, p->vec_axis,
                      "vector width %d x %d bytes exceeds the %d-byte vector access of %s", w, elem, m->simd_bytes,
                      plan_arch_name(m->arch));
   char b[PLAN_NAME_MAX];
   plan_axis_base(p->vec_axis, b);
   int a = plan_region_axis(v->r, b);
   if (a >= 0 && v->r->axes[a].size % w && !has_pred_on(p, b))
-    return plan_fail(v->e, HP_E_MISALIGNED, v->src, p->pos.vec_width, p->vec_axis,
+    return plan_fail(v->e, HARP_E_MISALIGNED, v->src, p->pos.vec_width, p->vec_axis,
                      "%s = %lld is not a multiple of the vector width %d; add %s.i.i to predicate_tail", b,
                      (long long)v->r->axes[a].size, w, b);
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status v_algo(vctx *v) {
+static harp_status v_algo(vctx *v) {
   const plan_t *p = v->p;
   const plan_region_info *r = v->r;
   for (int k = 0; k < PLAN_KEY_COUNT; k++) {
@@ -246,17 +246,17 @@ static hp_status v_algo(vctx *v) {
                 (k == PLAN_KEY_CONV && r->pattern == PLAN_PAT_CONV) ||
                 (k == PLAN_KEY_ATTENTION && r->pattern == PLAN_PAT_ATTENTION);
     if (!fits)
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
                        "algo_choice %s does not fit region '%s', whose Poly-View pattern is %s",
                        plan_algo_key_name((plan_algo_key)k), r->name ? r->name : "?", plan_pattern_name(r->pattern));
     if (p->algo[k] == PLAN_ALGO_WINOGRAD_3X3 && r->conv_kh && r->conv_kw && (r->conv_kh != 3 || r->conv_kw != 3))
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
                        "winograd_3x3 needs a 3x3 window; region '%s' has %dx%d", r->name ? r->name : "?", r->conv_kh,
                        r->conv_kw);
   }
   bool splitk = plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]);
   if (p->splitk && !splitk)
-    return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.splitk, "splitk",
+    return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.splitk, "splitk",
                      "splitk %d needs algo_choice matmul splitk_serial, splitk_parallel or splitk_reduce", p->splitk);
   if (p->splitk > 1 && v->g.k >= 0) { /* every slice needs at least one K tile */
     char b[PLAN_NAME_MAX];
@@ -265,20 +265,20 @@ static hp_status v_algo(vctx *v) {
       if (!strcmp(p->tile_axes[t], plan_axis_base(r->axes[v->g.k].name, b))) bk = p->tile[t];
     int64_t kt = bk > 0 ? (K + bk - 1) / bk : K;
     if (p->splitk > kt)
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.splitk, "splitk",
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.splitk, "splitk",
                        "splitk %d: K = %lld has only %lld K tiles of %lld; each slice needs one", p->splitk, (long long)K,
                        (long long)kt, (long long)(bk > 0 ? bk : 1));
   }
   for (int i = 0; i < p->nbind; i++)
     if (plan_target_is_block(p->bind[i].target) && base_is_reduce(v, p->bind[i].axis) && !splitk &&
         r->pattern != PLAN_PAT_ATTENTION)
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.bind[i], p->bind[i].axis,
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.bind[i], p->bind[i].axis,
                        "bind: '%s' is a reduction axis; spreading it over %s needs algo_choice matmul splitk_*",
                        p->bind[i].axis, plan_target_name(p->bind[i].target));
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status v_epilogue_cache(vctx *v) {
+static harp_status v_epilogue_cache(vctx *v) {
   const plan_t *p = v->p;
   const plan_region_info *r = v->r;
   if (r->epilogue_known) {
@@ -288,7 +288,7 @@ static hp_status v_epilogue_cache(vctx *v) {
       char want[128] = "";
       for (int i = 0; i < r->nepi && i < PLAN_MAX_EPI; i++)
         snprintf(want + strlen(want), sizeof want - strlen(want), " %s", plan_epi_name(r->epilogue[i]));
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.epilogue, "epilogue",
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.epilogue, "epilogue",
                        "epilogue does not match region '%s', which fuses:%s", r->name ? r->name : "?",
                        want[0] ? want : " nothing");
     }
@@ -298,41 +298,41 @@ static hp_status v_epilogue_cache(vctx *v) {
     bool ok = !strcmp(t, "A") || !strcmp(t, "B");
     for (int j = 0; !ok && j < r->ninputs && j < 8; j++) ok = r->inputs[j] && !strcmp(r->inputs[j], t);
     if (!ok)
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.cache[i], t,
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.cache[i], t,
                        "cache_read: '%s' is neither A, B nor an input of region '%s'", t, r->name ? r->name : "?");
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* SM80 mma.sync m16n8k{16,8,32}; SM90 wgmma + TMA. */
-static hp_status v_shapes(vctx *v) {
+static harp_status v_shapes(vctx *v) {
   const plan_t *p = v->p;
-  if (!plan_pattern_is_contraction(v->r->pattern) || p->ntile != 3) return HP_OK;
+  if (!plan_pattern_is_contraction(v->r->pattern) || p->ntile != 3) return HARP_OK;
   int kk = plan_mma_k(v->r->in_dtype);
   if (v->m->arch == PLAN_ARCH_SM80) {
     if (p->warp_m % 16 || p->warp_n % 8)
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.warp_tile, "warp_tile",
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.warp_tile, "warp_tile",
                        "warp tile %dx%d: mma.sync m16n8k%d needs M a multiple of 16 and N of 8", p->warp_m, p->warp_n, kk);
     if (p->tile[2] % kk)
-      return plan_fail(v->e, HP_E_INVALID_ARG, v->src, p->pos.tile[2], p->tile_axes[2],
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.tile[2], p->tile_axes[2],
                        "tile K = %lld is not a multiple of the mma k-step %d", (long long)p->tile[2], kk);
   } else if (v->m->arch == PLAN_ARCH_SM90) {
     char why[160];
     int rule = plan_sm90_rule(p, v->r->in_dtype, why, sizeof why);
     if (rule)
-      return plan_fail(v->e, rule == 2 ? HP_E_MISALIGNED : HP_E_INVALID_ARG, v->src,
+      return plan_fail(v->e, rule == 2 ? HARP_E_MISALIGNED : HARP_E_INVALID_ARG, v->src,
                        strstr(why, "wgmma") && !strstr(why, "K =") ? p->pos.warp_tile : p->pos.tile[0], "tile",
                        "sm90: %s", why);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status plan_validate(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_src *src,
-                        hp_error *e) {
-  hp_status st = plan_check(p, src, e);
+harp_status plan_validate(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_src *src,
+                        harp_error *e) {
+  harp_status st = plan_check(p, src, e);
   if (st) return st;
   if (p->arch != m->arch)
-    return plan_fail(e, HP_E_INVALID_ARG, src, p->pos.arch, "arch", "plan is for %s but the target is %s",
+    return plan_fail(e, HARP_E_INVALID_ARG, src, p->pos.arch, "arch", "plan is for %s but the target is %s",
                      plan_arch_name(p->arch), plan_arch_name(m->arch));
   vctx v = {p, r, m, src, e, {0}};
   if ((st = plan_region_gemm_view(r, &v.g, e))) return st;
@@ -353,11 +353,11 @@ void plan_fill_from_region(plan_t *p, const plan_region_info *r) {
                                                : -1;
   if (key >= 0 && p->algo[key] == PLAN_ALGO_NONE) p->algo[key] = dflt[key];
   if (r->epilogue_known && p->nepi == 0) {
-    p->nepi = HP_MAX(HP_MIN(r->nepi, PLAN_MAX_EPI), 0);
+    p->nepi = UT_MAX(UT_MIN(r->nepi, PLAN_MAX_EPI), 0);
     memcpy(p->epi, r->epilogue, sizeof(plan_epi) * (size_t)p->nepi);
   }
   if (p->nedges == 0) {
-    p->nedges = HP_MAX(HP_MIN(r->nedges, PLAN_MAX_EDGES), 0);
+    p->nedges = UT_MAX(UT_MIN(r->nedges, PLAN_MAX_EDGES), 0);
     memcpy(p->edges, r->edges, sizeof(plan_edge) * (size_t)p->nedges);
   }
 }

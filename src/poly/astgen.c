@@ -22,72 +22,72 @@
 #include "util/util.h"
 
 typedef struct gen {
-  hp_error *e;
+  harp_error *e;
   poly_view *pv;
   isl_ctx *ctx;
   const poly_stmt_spec *stmts;
   int nstmts;
   const poly_ast_opts *opts;
-  hp_arena *A;
-  hp_status st;
+  ut_arena *A;
+  harp_status st;
 } gen;
 
-static hp_status gfail(gen *g, const char *what) {
+static harp_status gfail(gen *g, const char *what) {
   if (g->st) return g->st;
   const char *msg = isl_ctx_last_error_msg(g->ctx);
-  g->st = hp_fail(g->e, HP_E_INTERNAL, NULL, "isl AST generation failed (%s): %s", what, msg ? msg : "?");
+  g->st = ut_fail(g->e, HARP_E_INTERNAL, NULL, "isl AST generation failed (%s): %s", what, msg ? msg : "?");
   isl_ctx_reset_error(g->ctx);
   return g->st;
 }
 
 /* ---- expressions: isl_ast_expr -> C text -------------------------------- */
-static void pexpr(hp_str *s, __isl_keep isl_ast_expr *x);
+static void pexpr(ut_str *s, __isl_keep isl_ast_expr *x);
 
-static void parg(hp_str *s, __isl_keep isl_ast_expr *x, int k) {
+static void parg(ut_str *s, __isl_keep isl_ast_expr *x, int k) {
   isl_ast_expr *a = isl_ast_expr_op_get_arg(x, k);
   pexpr(s, a);
   isl_ast_expr_free(a);
 }
 
-static void pbin(hp_str *s, __isl_keep isl_ast_expr *x, const char *op) {
-  hp_str_putc(s, '(');
+static void pbin(ut_str *s, __isl_keep isl_ast_expr *x, const char *op) {
+  ut_str_putc(s, '(');
   parg(s, x, 0);
-  hp_str_puts(s, op);
+  ut_str_puts(s, op);
   parg(s, x, 1);
-  hp_str_putc(s, ')');
+  ut_str_putc(s, ')');
 }
 
-static void pfun(hp_str *s, __isl_keep isl_ast_expr *x, const char *fn) {
+static void pfun(ut_str *s, __isl_keep isl_ast_expr *x, const char *fn) {
   /* min/max may have more than two arguments: nest them */
   isl_size n = isl_ast_expr_op_get_n_arg(x);
-  for (int k = 0; k < n - 1; k++) hp_str_printf(s, "%s(", fn);
+  for (int k = 0; k < n - 1; k++) ut_str_printf(s, "%s(", fn);
   parg(s, x, 0);
   for (int k = 1; k < n; k++) {
-    hp_str_puts(s, ", ");
+    ut_str_puts(s, ", ");
     parg(s, x, k);
-    hp_str_putc(s, ')');
+    ut_str_putc(s, ')');
   }
 }
 
-static void pexpr(hp_str *s, __isl_keep isl_ast_expr *x) {
+static void pexpr(ut_str *s, __isl_keep isl_ast_expr *x) {
   switch (isl_ast_expr_get_type(x)) {
   case isl_ast_expr_int: {
     isl_val *v = isl_ast_expr_get_val(x);
     long c = isl_val_get_num_si(v);
     isl_val_free(v);
-    hp_str_printf(s, c < 0 ? "(%ldL)" : "%ldL", c);
+    ut_str_printf(s, c < 0 ? "(%ldL)" : "%ldL", c);
     return;
   }
   case isl_ast_expr_id: {
     isl_id *id = isl_ast_expr_get_id(x);
     char buf[160];
-    hp_sanitize_name(isl_id_get_name(id), buf, sizeof buf);
-    hp_str_puts(s, buf);
+    ut_sanitize_name(isl_id_get_name(id), buf, sizeof buf);
+    ut_str_puts(s, buf);
     isl_id_free(id);
     return;
   }
   case isl_ast_expr_op: break;
-  default: hp_str_puts(s, "/*?*/0"); return;
+  default: ut_str_puts(s, "/*?*/0"); return;
   }
   switch (isl_ast_expr_op_get_type(x)) {
   case isl_ast_expr_op_and:
@@ -96,37 +96,37 @@ static void pexpr(hp_str *s, __isl_keep isl_ast_expr *x) {
   case isl_ast_expr_op_or_else: pbin(s, x, " || "); return;
   case isl_ast_expr_op_max: pfun(s, x, "hp_max"); return;
   case isl_ast_expr_op_min: pfun(s, x, "hp_min"); return;
-  case isl_ast_expr_op_minus: hp_str_puts(s, "(-"); parg(s, x, 0); hp_str_putc(s, ')'); return;
+  case isl_ast_expr_op_minus: ut_str_puts(s, "(-"); parg(s, x, 0); ut_str_putc(s, ')'); return;
   case isl_ast_expr_op_add: pbin(s, x, " + "); return;
   case isl_ast_expr_op_sub: pbin(s, x, " - "); return;
   case isl_ast_expr_op_mul: pbin(s, x, " * "); return;
   case isl_ast_expr_op_div:    /* exact */
   case isl_ast_expr_op_pdiv_q: /* dividend >= 0 */ pbin(s, x, " / "); return;
   case isl_ast_expr_op_fdiv_q:
-    hp_str_puts(s, "hp_floord(");
+    ut_str_puts(s, "hp_floord(");
     parg(s, x, 0);
-    hp_str_puts(s, ", ");
+    ut_str_puts(s, ", ");
     parg(s, x, 1);
-    hp_str_putc(s, ')');
+    ut_str_putc(s, ')');
     return;
   case isl_ast_expr_op_pdiv_r:
   case isl_ast_expr_op_zdiv_r: pbin(s, x, " % "); return;
   case isl_ast_expr_op_cond:
   case isl_ast_expr_op_select:
-    hp_str_putc(s, '(');
+    ut_str_putc(s, '(');
     parg(s, x, 0);
-    hp_str_puts(s, " ? ");
+    ut_str_puts(s, " ? ");
     parg(s, x, 1);
-    hp_str_puts(s, " : ");
+    ut_str_puts(s, " : ");
     parg(s, x, 2);
-    hp_str_putc(s, ')');
+    ut_str_putc(s, ')');
     return;
   case isl_ast_expr_op_eq: pbin(s, x, " == "); return;
   case isl_ast_expr_op_le: pbin(s, x, " <= "); return;
   case isl_ast_expr_op_lt: pbin(s, x, " < "); return;
   case isl_ast_expr_op_ge: pbin(s, x, " >= "); return;
   case isl_ast_expr_op_gt: pbin(s, x, " > "); return;
-  default: hp_str_puts(s, "/*unsupported isl op*/0"); return;
+  default: ut_str_puts(s, "/*unsupported isl op*/0"); return;
   }
 }
 
@@ -135,13 +135,13 @@ static const char *expr_text(gen *g, __isl_take isl_ast_expr *x) {
     gfail(g, "expression");
     return NULL;
   }
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   pexpr(&s, x);
   isl_ast_expr_free(x);
-  const char *r = s.oom ? NULL : hp_arena_strdup(g->A, s.buf ? s.buf : "0");
-  hp_str_free(&s);
-  if (!r && !g->st) g->st = hp_fail(g->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  const char *r = s.oom ? NULL : ut_arena_strdup(g->A, s.buf ? s.buf : "0");
+  ut_str_free(&s);
+  if (!r && !g->st) g->st = ut_fail(g->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   return r;
 }
 
@@ -180,21 +180,21 @@ static __isl_give isl_set *stmt_domain(gen *g, int k) {
 static __isl_give isl_map *stmt_schedule(gen *g, int k, int len, __isl_keep isl_set *dom) {
   int n = stmt_vars(g->pv, &g->stmts[k]), p = g->opts->prefix;
   int grp = g->stmts[k].group >= 0 ? g->stmts[k].group : k, pos = g->stmts[k].group >= 0 ? g->stmts[k].pos : 0;
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   char name[32];
-  hp_str_printf(&s, "{ %s[", stmt_name(k, name, sizeof name));
-  for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
-  hp_str_puts(&s, "] -> [");
+  ut_str_printf(&s, "{ %s[", stmt_name(k, name, sizeof name));
+  for (int i = 0; i < n; i++) ut_str_printf(&s, "%sv%d", i ? ", " : "", i);
+  ut_str_puts(&s, "] -> [");
   int t = 0;
-  for (int i = 0; i < p; i++, t++) hp_str_printf(&s, "%sv%d", t ? ", " : "", i);
-  hp_str_printf(&s, "%s%d", t ? ", " : "", grp);
+  for (int i = 0; i < p; i++, t++) ut_str_printf(&s, "%sv%d", t ? ", " : "", i);
+  ut_str_printf(&s, "%s%d", t ? ", " : "", grp);
   t++;
-  for (int i = p; i < n; i++, t++) hp_str_printf(&s, ", v%d", i);
-  for (; t < len - 1; t++) hp_str_puts(&s, ", 0");
-  hp_str_printf(&s, ", %d] }", pos);
+  for (int i = p; i < n; i++, t++) ut_str_printf(&s, ", v%d", i);
+  for (; t < len - 1; t++) ut_str_puts(&s, ", 0");
+  ut_str_printf(&s, ", %d] }", pos);
   isl_map *m = s.oom ? NULL : isl_map_read_from_str(g->ctx, s.buf);
-  hp_str_free(&s);
+  ut_str_free(&s);
   if (!m) return NULL;
   m = isl_map_align_params(m, isl_set_get_space(dom));
   return isl_map_intersect_domain(m, isl_set_copy(dom));
@@ -203,14 +203,14 @@ static __isl_give isl_map *stmt_schedule(gen *g, int k, int len, __isl_keep isl_
 /* dom restricted to [params] -> { S<k>[v0, ..] : cond } */
 static __isl_give isl_set *restrict_set(gen *g, int k, __isl_keep isl_set *dom, const char *params, const char *cond) {
   int n = stmt_vars(g->pv, &g->stmts[k]);
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   char name[32];
-  hp_str_printf(&s, "[%s] -> { %s[", params, stmt_name(k, name, sizeof name));
-  for (int i = 0; i < n; i++) hp_str_printf(&s, "%sv%d", i ? ", " : "", i);
-  hp_str_printf(&s, "] : %s }", cond);
+  ut_str_printf(&s, "[%s] -> { %s[", params, stmt_name(k, name, sizeof name));
+  for (int i = 0; i < n; i++) ut_str_printf(&s, "%sv%d", i ? ", " : "", i);
+  ut_str_printf(&s, "] : %s }", cond);
   isl_set *c = s.oom ? NULL : isl_set_read_from_str(g->ctx, s.buf);
-  hp_str_free(&s);
+  ut_str_free(&s);
   if (!c) return NULL;
   isl_set *d = isl_set_align_params(isl_set_copy(dom), isl_set_get_space(c));
   c = isl_set_align_params(c, isl_set_get_space(d));
@@ -226,16 +226,16 @@ static __isl_give isl_set *chunk_set(gen *g, int k, __isl_keep isl_set *dom) {
 
 /* [hp_p0, ..] -> { S<k>[v0, ..] : v0 = hp_p0 and .. } for the fixed variables */
 static __isl_give isl_set *fix_set(gen *g, int k, __isl_keep isl_set *dom) {
-  hp_str p, c;
-  hp_str_init(&p);
-  hp_str_init(&c);
+  ut_str p, c;
+  ut_str_init(&p);
+  ut_str_init(&c);
   for (int i = 0; i < g->opts->fix_outer; i++) {
-    hp_str_printf(&p, "%shp_p%d", i ? ", " : "", i);
-    hp_str_printf(&c, "%sv%d = hp_p%d", i ? " and " : "", i, i);
+    ut_str_printf(&p, "%shp_p%d", i ? ", " : "", i);
+    ut_str_printf(&c, "%sv%d = hp_p%d", i ? " and " : "", i, i);
   }
   isl_set *r = p.oom || c.oom ? NULL : restrict_set(g, k, dom, p.buf, c.buf);
-  hp_str_free(&p);
-  hp_str_free(&c);
+  ut_str_free(&p);
+  ut_str_free(&c);
   return r;
 }
 
@@ -296,9 +296,9 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
   }
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
-  poly_ast *u = hp_arena_alloc(g->A, sizeof *u);
+  poly_ast *u = ut_arena_alloc(g->A, sizeof *u);
   if (!u) {
-    g->st = hp_fail(g->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    g->st = ut_fail(g->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     return node;
   }
   u->kind = PA_USER;
@@ -353,7 +353,7 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
        * and the first one is what is left. */
       for (int q = 1; q < pa->nfill && !g->st; q++) {
         if (q > POLY_AST_MAX_ALT) {
-          g->st = hp_fail(g->e, HP_E_UNSUPPORTED, b->pub.name, "an access reads more than %d pad values",
+          g->st = ut_fail(g->e, HARP_E_UNSUPPORTED, b->pub.name, "an access reads more than %d pad values",
                           POLY_AST_MAX_ALT + 1);
           break;
         }
@@ -376,7 +376,7 @@ static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
   poly_ast *a = NULL;
   switch (isl_ast_node_get_type(n)) {
   case isl_ast_node_for: {
-    a = hp_arena_alloc(g->A, sizeof *a);
+    a = ut_arena_alloc(g->A, sizeof *a);
     if (!a) break;
     a->kind = PA_FOR;
     a->depth = depth;
@@ -390,7 +390,7 @@ static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
     break;
   }
   case isl_ast_node_if: {
-    a = hp_arena_alloc(g->A, sizeof *a);
+    a = ut_arena_alloc(g->A, sizeof *a);
     if (!a) break;
     a->kind = PA_IF;
     a->depth = depth;
@@ -408,8 +408,8 @@ static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
   case isl_ast_node_block: {
     isl_ast_node_list *l = isl_ast_node_block_get_children(n);
     isl_size cnt = isl_ast_node_list_n_ast_node(l);
-    a = hp_arena_alloc(g->A, sizeof *a);
-    if (a) a->children = hp_arena_alloc(g->A, sizeof(poly_ast *) * (size_t)(cnt > 0 ? cnt : 1));
+    a = ut_arena_alloc(g->A, sizeof *a);
+    if (a) a->children = ut_arena_alloc(g->A, sizeof(poly_ast *) * (size_t)(cnt > 0 ? cnt : 1));
     if (a && a->children) {
       a->kind = PA_BLOCK;
       a->depth = depth;
@@ -437,36 +437,36 @@ static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
   }
   default: gfail(g, "unknown AST node"); return NULL;
   }
-  if (!a && !g->st) g->st = hp_fail(g->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!a && !g->st) g->st = ut_fail(g->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   return a;
 }
 
-hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *stmts, int nstmts,
-                       const poly_ast_opts *opts, hp_arena *arena, poly_ast **out) {
+harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_spec *stmts, int nstmts,
+                       const poly_ast_opts *opts, ut_arena *arena, poly_ast **out) {
   poly_view *pv = (poly_view *)cpv; /* isl objects are shared (copied), never changed */
-  gen g = {e, pv, pv->ctx, stmts, nstmts, opts, arena, HP_OK};
+  gen g = {e, pv, pv->ctx, stmts, nstmts, opts, arena, HARP_OK};
   *out = NULL;
-  if (nstmts < 1) return hp_fail(e, HP_E_INTERNAL, NULL, "no statements");
+  if (nstmts < 1) return ut_fail(e, HARP_E_INTERNAL, NULL, "no statements");
   int len = 0;
   for (int k = 0; k < nstmts; k++) {
-    if (stmts[k].block < 0 || stmts[k].block >= pv->nblocks) return hp_fail(e, HP_E_INTERNAL, NULL, "bad block");
+    if (stmts[k].block < 0 || stmts[k].block >= pv->nblocks) return ut_fail(e, HARP_E_INTERNAL, NULL, "bad block");
     const poly_block_info *bi = &pv->blocks[stmts[k].block].pub;
     for (int a = 0; a < POLY_MAX_ACC; a++) {
       int q = stmts[k].stage[a];
       if (q && (q < 0 || a >= 2 || bi->kind != POLY_CONTRACTION || q > bi->access[a].nstage))
-        return hp_fail(e, HP_E_INTERNAL, bi->name, "access %d has no stage %d", a, q);
+        return ut_fail(e, HARP_E_INTERNAL, bi->name, "access %d has no stage %d", a, q);
     }
     int n = stmt_vars(pv, &stmts[k]);
     if (opts->prefix > pv->blocks[stmts[k].block].pub.nout)
-      return hp_fail(e, HP_E_INTERNAL, pv->blocks[stmts[k].block].pub.name, "prefix %d exceeds the block's outputs",
+      return ut_fail(e, HARP_E_INTERNAL, pv->blocks[stmts[k].block].pub.name, "prefix %d exceeds the block's outputs",
                      opts->prefix);
     int l = n + 2; /* the group and the position */
     if (l > len) len = l;
   }
   if (opts->chunk_outer && (opts->chunk_var < 0 || opts->chunk_var >= opts->prefix))
-    return hp_fail(e, HP_E_INTERNAL, NULL, "chunking shared loop %d of %d", opts->chunk_var, opts->prefix);
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "chunking shared loop %d of %d", opts->chunk_var, opts->prefix);
   if (opts->fix_outer < 0 || opts->fix_outer > opts->prefix || (opts->fix_outer && (opts->chunk_outer || !opts->fix_extent)))
-    return hp_fail(e, HP_E_INTERNAL, NULL, "fixing %d of %d shared loops", opts->fix_outer, opts->prefix);
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "fixing %d of %d shared loops", opts->fix_outer, opts->prefix);
   isl_union_map *sched = NULL;
   isl_union_set *doms = NULL;
   for (int k = 0; k < nstmts && !g.st; k++) {
@@ -502,16 +502,16 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
       ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
     }
     if (opts->fix_outer) { /* 0 <= hp_pi < extent_i */
-      hp_str cs;
-      hp_str_init(&cs);
-      hp_str_puts(&cs, "[");
-      for (int i = 0; i < opts->fix_outer; i++) hp_str_printf(&cs, "%shp_p%d", i ? ", " : "", i);
-      hp_str_puts(&cs, "] -> { : ");
+      ut_str cs;
+      ut_str_init(&cs);
+      ut_str_puts(&cs, "[");
+      for (int i = 0; i < opts->fix_outer; i++) ut_str_printf(&cs, "%shp_p%d", i ? ", " : "", i);
+      ut_str_puts(&cs, "] -> { : ");
       for (int i = 0; i < opts->fix_outer; i++)
-        hp_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)opts->fix_extent[i]);
-      hp_str_puts(&cs, " }");
+        ut_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)opts->fix_extent[i]);
+      ut_str_puts(&cs, " }");
       isl_set *c = cs.oom ? NULL : isl_set_read_from_str(g.ctx, cs.buf);
-      hp_str_free(&cs);
+      ut_str_free(&cs);
       if (c) {
         c = isl_set_align_params(c, isl_set_get_space(ctxset));
         ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
@@ -529,5 +529,5 @@ hp_status poly_ast_gen(hp_error *e, const poly_view *cpv, const poly_stmt_spec *
   isl_union_set_free(doms);
   if (g.st) return g.st;
   *out = root;
-  return HP_OK;
+  return HARP_OK;
 }

@@ -43,10 +43,10 @@ static bool movement_operand(const tiny_graph *g, int node) {
 static bool classify(const ib_env *env, int nout, const ib_aff *e, const ib_size *dim, const char *const *vn,
                      poly_idx *o) {
   memset(o, 0, sizeof *o);
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   ib_aff_print(&s, e, vn);
-  char *t = hp_str_take(&s);
+  char *t = ut_str_take(&s);
   snprintf(o->text, sizeof o->text, "%s", t ? t : "?");
   free(t);
   if (e->ndiv) return false; /* floor division: not a plain index */
@@ -92,7 +92,7 @@ static bool classify(const ib_env *env, int nout, const ib_aff *e, const ib_size
  * the read as it stood at each CAST is a stage of the operand.  Past
  * POLY_MAX_STAGES CASTs the ones nearest the base are kept (the last one
  * may be applied to the base itself). */
-static hp_status through_casts(poly_view *pv, ib_env *env, poly_operand *o) {
+static harp_status through_casts(poly_view *pv, ib_env *env, poly_operand *o) {
   ib_access *a = &o->acc;
   while (!a->non_affine && pv->g->nodes[a->src].op == TINY_CAST) {
     if (o->nstage == POLY_MAX_STAGES) {
@@ -104,18 +104,18 @@ static hp_status through_casts(poly_view *pv, ib_env *env, poly_operand *o) {
     if (ib_compose(pv->ib, env, a, &ib_get(pv->ib, a->src)->acc[0], &next)) return pv->e->code;
     *a = next;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The MUL (and CAST) are inside the block: not "passed". */
-static hp_status drop_inner(poly_view *pv, ib_access *a, int mul, int cast) {
-  int *v = hp_arena_alloc(pv->arena, sizeof *v * (size_t)(a->nvia + 1)), nv = 0;
-  if (!v) return hp_fail(pv->e, HP_E_NO_MEMORY, pv->g->nodes[mul].id, "out of memory");
+static harp_status drop_inner(poly_view *pv, ib_access *a, int mul, int cast) {
+  int *v = ut_arena_alloc(pv->arena, sizeof *v * (size_t)(a->nvia + 1)), nv = 0;
+  if (!v) return ut_fail(pv->e, HARP_E_NO_MEMORY, pv->g->nodes[mul].id, "out of memory");
   for (int i = 0; i < a->nvia; i++)
     if (a->via[i] != mul && a->via[i] != cast) v[nv++] = a->via[i];
   a->via = v;
   a->nvia = nv;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The templates pad where an index leaves its tensor (a conv's or a pool's
@@ -175,22 +175,22 @@ static bool operand(poly_view *pv, const ib_env *env, int nout, const char *cons
   return true;
 }
 
-hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, poly_operand *lhs,
+harp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, poly_operand *lhs,
                                   poly_operand *rhs) {
   const tiny_graph *g = pv->g;
   const tiny_node *R = &g->nodes[r];
   *found = false;
-  if (R->op != TINY_REDUCE || R->a.reduce.op != TINY_RSUM) return HP_OK;
+  if (R->op != TINY_REDUCE || R->a.reduce.op != TINY_RSUM) return HARP_OK;
   int x = R->src[0].node, cast = -1;
   if (g->nodes[x].op == TINY_CAST) {
     cast = x;
-    if (pv->uses[cast] != 1 || is_output(g, cast)) return HP_OK;
+    if (pv->uses[cast] != 1 || is_output(g, cast)) return HARP_OK;
     x = g->nodes[x].src[0].node;
   }
   const tiny_node *M = &g->nodes[x];
-  if (M->op != TINY_MUL || pv->uses[x] != 1 || is_output(g, x)) return HP_OK;
+  if (M->op != TINY_MUL || pv->uses[x] != 1 || is_output(g, x)) return HARP_OK;
   for (int k = 0; k < 2; k++)
-    if (!movement_operand(g, M->src[k].node)) return HP_OK;
+    if (!movement_operand(g, M->src[k].node)) return HARP_OK;
   const ib_info *rf = ib_get(pv->ib, r);
   ib_env env;
   ib_env_for(pv->ib, r, pv->e, &env);
@@ -211,7 +211,7 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   bool ul[IB_MAX_VARS] = {0}, ur[IB_MAX_VARS] = {0};
   if (!operand(pv, &env, rf->rank, vn, &ops[0].acc, &con->lhs_rank, con->lhs_idx, &con->lhs_fill, &con->lhs_fill_value, ul) ||
       !operand(pv, &env, rf->rank, vn, &ops[1].acc, &con->rhs_rank, con->rhs_idx, &con->rhs_fill, &con->rhs_fill_value, ur))
-    return HP_OK;
+    return HARP_OK;
   bool shared_red = false, window = false;
   for (int j = rf->rank; j < rf->nvars; j++) shared_red |= ul[j] && ur[j];
   for (int j = 0; j < rf->rank; j++) {
@@ -221,7 +221,7 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
     else if (rf->axes[j].size.n != 1) /* neither operand reads it (a broadcast output axis): A repeats along it */
       con->m[con->nm++] = j;
   }
-  if (!shared_red || con->nm + con->nn == 0) return HP_OK;
+  if (!shared_red || con->nm + con->nn == 0) return HARP_OK;
   for (int d = 0; d < con->lhs_rank; d++) window |= con->lhs_idx[d].kind == POLY_IDX_WINDOW;
   for (int d = 0; d < con->rhs_rank; d++) window |= con->rhs_idx[d].kind == POLY_IDX_WINDOW;
   con->pattern = window ? POLY_PAT_CONV : POLY_PAT_MATMUL;
@@ -235,7 +235,7 @@ hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contra
   *lhs = ops[0];
   *rhs = ops[1];
   *found = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 bool poly_access_axes(const poly_view *pv, int block, int access, int *rank, poly_idx *idx, bool *fill,
@@ -243,7 +243,7 @@ bool poly_access_axes(const poly_view *pv, int block, int access, int *rank, pol
   if (block < 0 || block >= pv->nblocks || access < 0 || access >= pv->blocks[block].pub.naccess) return false;
   const poly_blk *b = &pv->blocks[block];
   if (b->pub.access[access].write) return false;
-  hp_error e = {0};
+  harp_error e = {0};
   ib_env env;
   ib_env_for(pv->ib, b->var_node, &e, &env);
   const ib_info *f = ib_get(pv->ib, b->var_node);

@@ -19,10 +19,10 @@
 #include "poly/poly_int.h"
 #include "util/util.h"
 
-hp_status poly_isl_check(poly_view *pv, const char *node, const char *what) {
-  if (isl_ctx_last_error(pv->ctx) == isl_error_none) return HP_OK;
+harp_status poly_isl_check(poly_view *pv, const char *node, const char *what) {
+  if (isl_ctx_last_error(pv->ctx) == isl_error_none) return HARP_OK;
   const char *msg = isl_ctx_last_error_msg(pv->ctx);
-  hp_fail(pv->e, HP_E_INTERNAL, node, "isl failed while %s: %s", what, msg ? msg : "unknown error");
+  ut_fail(pv->e, HARP_E_INTERNAL, node, "isl failed while %s: %s", what, msg ? msg : "unknown error");
   isl_ctx_reset_error(pv->ctx);
   return pv->e->code;
 }
@@ -30,30 +30,30 @@ hp_status poly_isl_check(poly_view *pv, const char *node, const char *what) {
 __isl_keep isl_ctx *poly_isl_ctx(const poly_view *pv) { return pv->ctx; }
 
 /* ---- parameters --------------------------------------------------------- */
-static hp_status add_param(poly_view *pv, poly_blk *b, const char *name) {
+static harp_status add_param(poly_view *pv, poly_blk *b, const char *name) {
   int i = 0;
   while (i < b->nparams && strcmp(b->params[i], name) < 0) i++;
-  if (i < b->nparams && strcmp(b->params[i], name) == 0) return HP_OK;
+  if (i < b->nparams && strcmp(b->params[i], name) == 0) return HARP_OK;
   if (b->nparams == POLY_MAX_PARAMS)
-    return hp_fail(pv->e, HP_E_LIMIT, b->pub.name, "more than %d unbound symbols in one block", POLY_MAX_PARAMS);
+    return ut_fail(pv->e, HARP_E_LIMIT, b->pub.name, "more than %d unbound symbols in one block", POLY_MAX_PARAMS);
   memmove(&b->params[i + 1], &b->params[i], sizeof b->params[0] * (size_t)(b->nparams - i));
   b->params[i] = name;
   b->nparams++;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status poly_collect_params(poly_view *pv, poly_blk *b, const ib_aff *a) {
+harp_status poly_collect_params(poly_view *pv, poly_blk *b, const ib_aff *a) {
   for (int i = 0; i < a->nsym; i++)
     if (add_param(pv, b, a->sym[i].name)) return pv->e->code;
   for (int i = 0; i < a->ndiv; i++)
     if (poly_collect_params(pv, b, &a->div[i].d->num)) return pv->e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The isl name of a symbol: sanitised; every block uses the same one, so
  * parameters align by name. */
 static char *param_name(const char *sym, char *buf, size_t cap) {
-  hp_sanitize_name(sym, buf, cap);
+  ut_sanitize_name(sym, buf, cap);
   return buf;
 }
 
@@ -79,7 +79,7 @@ __isl_give isl_space *poly_tensor_space(poly_view *pv, const poly_blk *b, int no
   isl_space *sp = isl_space_set_alloc(pv->ctx, (unsigned)b->nparams, (unsigned)f->rank);
   sp = with_params(pv, b, sp);
   const tiny_node *n = &pv->g->nodes[node];
-  hp_sanitize_name(n->op == TINY_INPUT ? n->a.input.tensor_id : n->id, buf, sizeof buf);
+  ut_sanitize_name(n->op == TINY_INPUT ? n->a.input.tensor_id : n->id, buf, sizeof buf);
   return isl_space_set_tuple_name(sp, isl_dim_set, buf);
 }
 
@@ -161,10 +161,10 @@ static __isl_give isl_map *piece_map(poly_view *pv, __isl_keep isl_space *dom, _
 
 static bool same_value(double a, double b) { return memcmp(&a, &b, sizeof a) == 0 || a == b; }
 
-hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) {
+harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) {
   const char *who = pv->g->nodes[b->pub.node].id;
   if (a->ib.non_affine) /* only GATHER reads so, and it is no block */
-    return hp_fail(pv->e, HP_E_NON_SCOP, who, "reads %s at data-dependent positions", pv->g->nodes[tensor].id);
+    return ut_fail(pv->e, HARP_E_NON_SCOP, who, "reads %s at data-dependent positions", pv->g->nodes[tensor].id);
   isl_space *dom = poly_block_space(pv, b), *ran = poly_tensor_space(pv, b, tensor);
   isl_map *m = isl_map_empty(isl_space_map_from_domain_and_range(isl_space_copy(dom), isl_space_copy(ran)));
   for (int i = 0; i < a->ib.npieces; i++) {
@@ -177,7 +177,7 @@ hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) 
     while (k < a->nfill && !same_value(a->fill[k].value, p->value)) k++;
     if (k == POLY_MAX_FILLS) {
       isl_space_free(dom), isl_space_free(ran), isl_map_free(m);
-      return hp_fail(pv->e, HP_E_EXCESSIVE_PIECEWISE, who, "more than %d distinct pad values meet in one access",
+      return ut_fail(pv->e, HARP_E_EXCESSIVE_PIECEWISE, who, "more than %d distinct pad values meet in one access",
                      POLY_MAX_FILLS);
     }
     if (k == a->nfill) a->fill[a->nfill++] = (poly_fill){p->value, isl_set_empty(isl_space_copy(dom))};
@@ -194,12 +194,12 @@ hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) 
   isl_space_free(dom);
   isl_space_free(ran);
   if (!a->map || poly_isl_check(pv, who, "building an access relation")) {
-    if (pv->e->code == HP_OK) hp_fail(pv->e, HP_E_NO_MEMORY, who, "isl ran out of memory");
+    if (pv->e->code == HARP_OK) ut_fail(pv->e, HARP_E_NO_MEMORY, who, "isl ran out of memory");
     return pv->e->code;
   }
   if (pieces > pv->max_pieces)
-    return hp_fail(pv->e, HP_E_EXCESSIVE_PIECEWISE, who,
+    return ut_fail(pv->e, HARP_E_EXCESSIVE_PIECEWISE, who,
                    "reading %s splits into %d pieces after coalescing (limit %d); materialize an intermediate",
                    pv->g->nodes[tensor].id, pieces, pv->max_pieces);
-  return HP_OK;
+  return HARP_OK;
 }

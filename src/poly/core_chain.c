@@ -122,23 +122,23 @@ static int read_step(void *user, int step, __isl_keep isl_set *real, __isl_keep 
   return STOP_MIXED;
 }
 
-hp_status poly_chain_read(hp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
+harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
                           poly_chain_result *out) {
   memset(out, 0, sizeof *out);
   out->kind = POLY_CHAIN_MIXED;
-  if (!c || bad_chain(pv, c)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_chain_read: not a chain of reads");
+  if (!c || bad_chain(pv, c)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_chain_read: not a chain of reads");
   const poly_blk *b0 = &pv->blocks[c->block[0]];
   int t = pv->blocks[c->block[c->n - 1]].pub.access[c->access[c->n - 1]].tensor;
   int64_t ts[TINY_MAX_RANK];
   int rank;
-  if (!poly_core_shape_strides(pv, t, ts, &rank)) return HP_OK;
+  if (!poly_core_shape_strides(pv, t, ts, &rank)) return HARP_OK;
   for (int d = 0; d < rank; d++)
-    if (ts[d] > INT32_MAX) return HP_OK;
+    if (ts[d] > INT32_MAX) return HARP_OK;
   read_st r = {pv, c, anon_set(box_of(pv, c->block[0], lo, hi)), POLY_CHAIN_MIXED, 0};
   isl_bool empty = isl_set_is_empty(r.box);
   if (empty != isl_bool_false) {
     isl_set_free(r.box);
-    return empty < 0 ? poly_core_isl_fail(pv, e, b0->pub.name, "a chain's box") : HP_OK;
+    return empty < 0 ? poly_core_isl_fail(pv, e, b0->pub.name, "a chain's box") : HARP_OK;
   }
   int stopped;
   isl_map *m = walk(pv, c, isl_set_copy(r.box), read_step, &r, &stopped);
@@ -153,14 +153,14 @@ hp_status poly_chain_read(hp_error *e, const poly_view *pv, const poly_chain *c,
   }
   if (stopped) {
     isl_map_free(m);
-    return HP_OK;
+    return HARP_OK;
   }
   /* real everywhere: one affine function, linearized */
   isl_bool sv = isl_map_is_single_valued(m);
   isl_multi_aff *ma = sv == isl_bool_true ? poly_core_single_piece(isl_pw_multi_aff_from_map(m)) : (isl_map_free(m), NULL);
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
-    return HP_OK;
+    return HARP_OK;
   }
   isl_local_space *ls = isl_local_space_from_space(isl_space_range(isl_multi_aff_get_space(ma)));
   isl_aff *l = isl_aff_zero_on_domain(ls);
@@ -172,7 +172,7 @@ hp_status poly_chain_read(hp_error *e, const poly_view *pv, const poly_chain *c,
   isl_aff_free(l);
   isl_ctx_reset_error(pv->ctx);
   if (ok) out->kind = POLY_CHAIN_READ;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- poly_chain_cuts ------------------------------------------------------------------ */
@@ -245,30 +245,30 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-hp_status poly_chain_cuts(hp_error *e, const poly_view *pv, const poly_chain *chains, int nchains, int *var,
+harp_status poly_chain_cuts(harp_error *e, const poly_view *pv, const poly_chain *chains, int nchains, int *var,
                           int64_t *cuts, int *ncuts, int cap, bool *ok) {
   *var = -1;
   *ncuts = 0;
   *ok = false;
-  if (nchains < 1 || cap < 2) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_chain_cuts: no chains");
+  if (nchains < 1 || cap < 2) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_chain_cuts: no chains");
   int b = chains[0].block[0];
   cut_st s = {pv, b, {0}, {0}, -1, cuts, 0, cap, false};
-  if (!poly_core_var_ranges(pv, b, s.lo, s.hi)) return HP_OK;
+  if (!poly_core_var_ranges(pv, b, s.lo, s.hi)) return HARP_OK;
   for (int k = 0; k < nchains && !s.fail; k++) {
     if (bad_chain(pv, &chains[k]) || chains[k].block[0] != b)
-      return hp_fail(e, HP_E_INTERNAL, NULL, "poly_chain_cuts: not chains from one block");
+      return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_chain_cuts: not chains from one block");
     int stopped;
     isl_map *m = walk(pv, &chains[k], anon_set(box_of(pv, b, NULL, NULL)), cut_step, &s, &stopped);
     isl_map_free(m);
   }
   isl_ctx_reset_error(pv->ctx);
-  if (s.fail) return HP_OK;
+  if (s.fail) return HARP_OK;
   if (s.var >= 0) {
-    if (!add_cut(&s, s.lo[s.var]) || !add_cut(&s, s.hi[s.var] + 1)) return HP_OK;
+    if (!add_cut(&s, s.lo[s.var]) || !add_cut(&s, s.hi[s.var] + 1)) return HARP_OK;
     qsort(cuts, (size_t)s.ncuts, sizeof *cuts, cmp_i64);
   }
   *var = s.var;
   *ncuts = s.ncuts;
   *ok = true;
-  return HP_OK;
+  return HARP_OK;
 }

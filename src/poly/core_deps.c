@@ -24,11 +24,11 @@ const char *poly_dep_kind_name(poly_dep_kind k) {
 }
 
 /* ---- shared helpers ------------------------------------------------------------ */
-hp_status poly_core_isl_fail(const poly_view *pv, hp_error *e, const char *who, const char *what) {
+harp_status poly_core_isl_fail(const poly_view *pv, harp_error *e, const char *who, const char *what) {
   const char *msg = isl_ctx_last_error_msg(pv->ctx);
-  hp_status st = isl_ctx_last_error(pv->ctx) == isl_error_alloc || !msg
-                     ? hp_fail(e, HP_E_NO_MEMORY, who, "isl ran out of memory while %s", what)
-                     : hp_fail(e, HP_E_INTERNAL, who, "isl failed while %s: %s", what, msg);
+  harp_status st = isl_ctx_last_error(pv->ctx) == isl_error_alloc || !msg
+                     ? ut_fail(e, HARP_E_NO_MEMORY, who, "isl ran out of memory while %s", what)
+                     : ut_fail(e, HARP_E_INTERNAL, who, "isl failed while %s: %s", what, msg);
   isl_ctx_reset_error(pv->ctx);
   return st;
 }
@@ -47,7 +47,7 @@ bool poly_core_shape_strides(const poly_view *pv, int node, int64_t *strides, in
   for (int d = s->rank - 1; d >= 0; d--) {
     if (s->d[d].n < 0) return false;
     strides[d] = acc;
-    if (!hp_mul_ok(acc, s->d[d].n, &acc)) return false;
+    if (!ut_mul_ok(acc, s->d[d].n, &acc)) return false;
   }
   return true;
 }
@@ -88,7 +88,7 @@ __isl_give isl_multi_aff *poly_core_single_piece(__isl_take isl_pw_multi_aff *pm
 /* ---- the schedule and the dependences --------------------------------------------- */
 static int max_vars(const poly_view *pv) {
   int d = 0;
-  for (int b = 0; b < pv->nblocks; b++) d = HP_MAX(d, pv->blocks[b].pub.nvars);
+  for (int b = 0; b < pv->nblocks; b++) d = UT_MAX(d, pv->blocks[b].pub.nvars);
   return d;
 }
 
@@ -149,11 +149,11 @@ static __isl_give isl_map *between(const poly_view *pv, __isl_take isl_union_map
 
 static bool bad_block(const poly_view *pv, int b) { return b < 0 || b >= pv->nblocks; }
 
-hp_status poly_dependence(hp_error *e, const poly_view *pv, int from, int to, poly_dep_kind k, bool *exists,
+harp_status poly_dependence(harp_error *e, const poly_view *pv, int from, int to, poly_dep_kind k, bool *exists,
                           char **text) {
   *exists = false;
   if (text) *text = NULL;
-  if (bad_block(pv, from) || bad_block(pv, to)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_dependence: no such block");
+  if (bad_block(pv, from) || bad_block(pv, to)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_dependence: no such block");
   isl_map *m = between(pv, all_deps(pv, k), from, to);
   isl_bool empty = m ? isl_map_is_empty(m) : isl_bool_error;
   if (empty == isl_bool_error) {
@@ -167,15 +167,15 @@ hp_status poly_dependence(hp_error *e, const poly_view *pv, int from, int to, po
     free(s);
     if (!*text) {
       isl_map_free(m);
-      return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     }
   }
   isl_map_free(m);
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status poly_axis_kinds(hp_error *e, const poly_view *pv, int block, poly_axis_kind *kinds) {
-  if (bad_block(pv, block)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_axis_kinds: no such block");
+harp_status poly_axis_kinds(harp_error *e, const poly_view *pv, int block, poly_axis_kind *kinds) {
+  if (bad_block(pv, block)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_axis_kinds: no such block");
   const poly_blk *b = &pv->blocks[block];
   isl_union_map *u = all_deps(pv, POLY_DEP_TRUE);
   u = isl_union_map_union(u, all_deps(pv, POLY_DEP_ANTI));
@@ -183,7 +183,7 @@ hp_status poly_axis_kinds(hp_error *e, const poly_view *pv, int block, poly_axis
   isl_map *self = between(pv, u, block, block);
   isl_set *delta = self ? isl_map_deltas(self) : NULL;
   if (!delta) return poly_core_isl_fail(pv, e, b->pub.name, "computing dependence distances");
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int v = 0; v < b->pub.nvars && !st; v++) {
     /* distances along v: project everything else out; a reduction when
      * some distance differs from 0 */
@@ -201,10 +201,10 @@ hp_status poly_axis_kinds(hp_error *e, const poly_view *pv, int block, poly_axis
   return st;
 }
 
-hp_status poly_access_affine(hp_error *e, const poly_view *pv, int block, int access, bool *closed) {
+harp_status poly_access_affine(harp_error *e, const poly_view *pv, int block, int access, bool *closed) {
   *closed = false;
   if (bad_block(pv, block) || access < 0 || access >= pv->blocks[block].pub.naccess)
-    return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_affine: no such access");
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_access_affine: no such access");
   const poly_blk *b = &pv->blocks[block];
   const poly_acc *a = &b->acc[access];
   isl_bool sv = isl_map_is_single_valued(a->map);
@@ -224,5 +224,5 @@ hp_status poly_access_affine(hp_error *e, const poly_view *pv, int block, int ac
     return poly_core_isl_fail(pv, e, b->pub.name, "checking an access");
   isl_ctx_reset_error(pv->ctx);
   *closed = ok;
-  return HP_OK;
+  return HARP_OK;
 }

@@ -40,44 +40,44 @@ static bool fits_int(const int64_t *s, int n) {
   return true;
 }
 
-static hp_status access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out);
+static harp_status access_is_pointwise(harp_error *e, const poly_view *pv, int block, int access, bool *out);
 
 /* memoized per (block, access): the same reads are asked about for every
  * candidate region holding them */
-hp_status poly_access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out) {
+harp_status poly_access_is_pointwise(harp_error *e, const poly_view *pv, int block, int access, bool *out) {
   *out = false;
-  if (bad_access(pv, block, access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_is_pointwise: no such access");
+  if (bad_access(pv, block, access)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_access_is_pointwise: no such access");
   signed char *memo = &pv->pointwise[(size_t)block * POLY_MAX_ACC + (size_t)access];
   if (*memo >= 0) {
     *out = *memo;
-    return HP_OK;
+    return HARP_OK;
   }
-  hp_status st = access_is_pointwise(e, pv, block, access, out);
+  harp_status st = access_is_pointwise(e, pv, block, access, out);
   if (!st) *memo = *out;
   return st;
 }
 
-static hp_status access_is_pointwise(hp_error *e, const poly_view *pv, int block, int access, bool *out) {
+static harp_status access_is_pointwise(harp_error *e, const poly_view *pv, int block, int access, bool *out) {
   const poly_blk *b = &pv->blocks[block];
   const poly_acc *a = &b->acc[access];
-  if (a->nfill) return HP_OK;
+  if (a->nfill) return HARP_OK;
   /* row-major positions of the tensor's elements and of the domain's points */
   int64_t ss[TINY_MAX_RANK], sc[POLY_MAX_VARS], lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
   int rs;
   int t = b->pub.access[access].tensor;
-  if (!poly_core_shape_strides(pv, t, ss, &rs) || !poly_core_var_ranges(pv, block, lo, hi)) return HP_OK;
+  if (!poly_core_shape_strides(pv, t, ss, &rs) || !poly_core_var_ranges(pv, block, lo, hi)) return HARP_OK;
   int64_t acc = 1;
   for (int v = b->pub.nvars - 1; v >= 0; v--) {
-    if (lo[v] != 0 || !hp_mul_ok(acc, hi[v] + 1, &sc[v])) return HP_OK;
+    if (lo[v] != 0 || !ut_mul_ok(acc, hi[v] + 1, &sc[v])) return HARP_OK;
     sc[v] = acc;
     acc *= hi[v] + 1;
   }
-  if (tiny_shape_numel(&pv->g->nodes[t].shape) != acc) return HP_OK;
-  if (!fits_int(ss, rs) || !fits_int(sc, b->pub.nvars)) return HP_OK;
+  if (tiny_shape_numel(&pv->g->nodes[t].shape) != acc) return HARP_OK;
+  if (!fits_int(ss, rs) || !fits_int(sc, b->pub.nvars)) return HARP_OK;
   isl_multi_aff *ma = poly_core_single_piece(poly_access_pma(pv, block, access));
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
-    return HP_OK;
+    return HARP_OK;
   }
   isl_aff *lt = linear(isl_space_range(isl_multi_aff_get_space(ma)), ss, rs);
   lt = isl_aff_pullback_multi_aff(lt, ma);
@@ -91,20 +91,20 @@ static hp_status access_is_pointwise(hp_error *e, const poly_view *pv, int block
   isl_set_free(diff);
   if (empty == isl_bool_error) return poly_core_isl_fail(pv, e, b->pub.name, "comparing positions");
   *out = empty == isl_bool_true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Read a of block b (tensor t) as offset + strides over b's variables. */
-static hp_status strides_of(hp_error *e, const poly_view *pv, const poly_blk *b, const poly_acc *a, int t,
+static harp_status strides_of(harp_error *e, const poly_view *pv, const poly_blk *b, const poly_acc *a, int t,
                             int64_t *strides, int64_t *offset, bool *affine) {
   *affine = false;
   int64_t ts[TINY_MAX_RANK];
   int rank;
-  if (a->nfill || !poly_core_shape_strides(pv, t, ts, &rank) || !fits_int(ts, rank)) return HP_OK;
+  if (a->nfill || !poly_core_shape_strides(pv, t, ts, &rank) || !fits_int(ts, rank)) return HARP_OK;
   isl_multi_aff *ma = poly_core_single_piece(isl_pw_multi_aff_from_map(isl_map_copy(a->map)));
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
-    return HP_OK;
+    return HARP_OK;
   }
   isl_aff *l = isl_aff_pullback_multi_aff(linear(isl_space_range(isl_multi_aff_get_space(ma)), ts, rank), ma);
   if (!l) return poly_core_isl_fail(pv, e, b->pub.name, "linearizing an access");
@@ -114,22 +114,22 @@ static hp_status strides_of(hp_error *e, const poly_view *pv, const poly_blk *b,
   isl_aff_free(l);
   isl_ctx_reset_error(pv->ctx);
   *affine = ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status poly_access_strides(hp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
+harp_status poly_access_strides(harp_error *e, const poly_view *pv, int block, int access, int64_t *strides,
                               int64_t *offset, bool *affine) {
   *affine = false;
-  if (bad_access(pv, block, access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_strides: no such access");
+  if (bad_access(pv, block, access)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_access_strides: no such access");
   const poly_blk *b = &pv->blocks[block];
   return strides_of(e, pv, b, &b->acc[access], b->pub.access[access].tensor, strides, offset, affine);
 }
 
-hp_status poly_stage_strides(hp_error *e, const poly_view *pv, int block, int access, int stage, int64_t *strides,
+harp_status poly_stage_strides(harp_error *e, const poly_view *pv, int block, int access, int stage, int64_t *strides,
                              int64_t *offset, bool *affine) {
   *affine = false;
   if (bad_access(pv, block, access) || access >= 2 || stage < 1 || stage > pv->blocks[block].pub.access[access].nstage)
-    return hp_fail(e, HP_E_INTERNAL, NULL, "poly_stage_strides: no such stage");
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_stage_strides: no such stage");
   const poly_blk *b = &pv->blocks[block];
   const poly_access_info *ai = &b->pub.access[access];
   return strides_of(e, pv, b, &b->stage[access][stage - 1], ai->stage[stage - 1], strides, offset, affine);
@@ -147,15 +147,15 @@ static __isl_give isl_map *then(__isl_take isl_map *a, __isl_take isl_map *b) {
   return isl_map_apply_range(a, b);
 }
 
-hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *path, int n, int access,
+harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const int *path, int n, int access,
                                   int64_t *strides, int64_t *offset, bool *affine) {
   *affine = false;
-  if (n < 1 || bad_access(pv, path[n - 1], access)) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_strides_via: no such access");
+  if (n < 1 || bad_access(pv, path[n - 1], access)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_access_strides_via: no such access");
   const poly_blk *first = &pv->blocks[path[0]], *last = &pv->blocks[path[n - 1]];
   int64_t ts[TINY_MAX_RANK];
   int rank;
   if (last->acc[access].nfill || !poly_core_shape_strides(pv, last->pub.access[access].tensor, ts, &rank) || !fits_int(ts, rank))
-    return HP_OK;
+    return HARP_OK;
   /* instances of path[0] with its reduced variables projected out */
   isl_map *m = isl_map_identity(isl_space_map_from_set(isl_set_get_space(first->domain)));
   m = isl_map_intersect_domain(m, isl_set_copy(first->domain));
@@ -163,7 +163,7 @@ hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *p
     isl_map *d = edge_map(pv, path[i], path[i + 1]);
     if (!d) {
       isl_map_free(m);
-      return HP_OK;
+      return HARP_OK;
     }
     m = then(m, isl_map_copy(d));
   }
@@ -173,12 +173,12 @@ hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *p
   if (sv != isl_bool_true) {
     isl_map_free(m);
     isl_ctx_reset_error(pv->ctx);
-    return HP_OK;
+    return HARP_OK;
   }
   isl_multi_aff *ma = poly_core_single_piece(isl_pw_multi_aff_from_map(m));
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
-    return HP_OK;
+    return HARP_OK;
   }
   isl_aff *l = isl_aff_pullback_multi_aff(linear(isl_space_range(isl_multi_aff_get_space(ma)), ts, rank), ma);
   bool ok = l && isl_aff_dim(l, isl_dim_div) == 0 && isl_aff_dim(l, isl_dim_param) == 0;
@@ -187,7 +187,7 @@ hp_status poly_access_strides_via(hp_error *e, const poly_view *pv, const int *p
   isl_aff_free(l);
   isl_ctx_reset_error(pv->ctx);
   *affine = ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- fusion prefix -------------------------------------------------------------------- */
@@ -229,13 +229,13 @@ static isl_bool same_prefix(__isl_keep isl_set *a, __isl_keep isl_set *b, int p)
   return r;
 }
 
-hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks, int n, int *p) {
+harp_status poly_fusion_prefix(harp_error *e, const poly_view *pv, const int *blocks, int n, int *p) {
   *p = 0;
-  if (n <= 0) return HP_OK;
+  if (n <= 0) return HARP_OK;
   int maxp = POLY_MAX_VARS;
   for (int i = 0; i < n; i++) {
-    if (blocks[i] < 0 || blocks[i] >= pv->nblocks) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_fusion_prefix: no such block");
-    maxp = HP_MIN(maxp, pv->blocks[blocks[i]].pub.nout);
+    if (blocks[i] < 0 || blocks[i] >= pv->nblocks) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_fusion_prefix: no such block");
+    maxp = UT_MIN(maxp, pv->blocks[blocks[i]].pub.nout);
   }
   /* the dimensions every internal dependence keeps equal, from the outside
    * in; an edge's answer per dimension is memoized (the same edges come back
@@ -273,7 +273,7 @@ hp_status poly_fusion_prefix(hp_error *e, const poly_view *pv, const int *blocks
     if (all) break;
   }
   *p = q;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- fusable groups ---------------------------------------------------------------------- */
@@ -295,19 +295,19 @@ static void mark_gather_reads(const poly_view *pv, char *mark) {
   }
 }
 
-hp_status poly_make_fusable_groups(hp_error *e, const poly_view *pv, int *group, int *ngroups) {
+harp_status poly_make_fusable_groups(harp_error *e, const poly_view *pv, int *group, int *ngroups) {
   const tiny_graph *g = pv->g;
-  int *up = hp_xmalloc(sizeof(int) * ((size_t)pv->nblocks + 1));
-  char *nonblock = hp_xcalloc((size_t)g->n + 1, 1);
+  int *up = ut_xmalloc(sizeof(int) * ((size_t)pv->nblocks + 1));
+  char *nonblock = ut_xcalloc((size_t)g->n + 1, 1);
   if (!up || !nonblock) {
     free(up);
     free(nonblock);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   mark_gather_reads(pv, nonblock);
   for (int k = 0; k < g->noutputs; k++) nonblock[g->outputs[k]] = 1;
   for (int b = 0; b < pv->nblocks; b++) up[b] = b;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int k = 0; k < pv->nedges && !st; k++) {
     const poly_edge_info *ed = &pv->edges[k].pub;
     if (ed->from == ed->to || nonblock[ed->tensor]) continue;

@@ -9,8 +9,8 @@
 #include "harp/polycore.h"
 #include "poly/poly_int.h"
 
-/* An isl failure (or a NULL result) as an hp_error; resets isl's error. */
-hp_status poly_core_isl_fail(const poly_view *pv, hp_error *e, const char *who, const char *what);
+/* An isl failure (or a NULL result) as a harp_error; resets isl's error. */
+harp_status poly_core_isl_fail(const poly_view *pv, harp_error *e, const char *who, const char *what);
 
 /* A constant integer from an isl_val (taken); false when it is not one. */
 bool poly_core_val(__isl_take isl_val *v, int64_t *out);

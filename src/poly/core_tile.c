@@ -49,16 +49,16 @@ static __isl_give isl_map *tile_map(__isl_keep isl_space *one, int64_t T) {
   return isl_map_add_constraint(isl_map_add_constraint(isl_map_universe(sp), c1), c2);
 }
 
-hp_status poly_tail_axes(hp_error *e, const poly_view *pv, int block, const int64_t *tile, bool *tail,
+harp_status poly_tail_axes(harp_error *e, const poly_view *pv, int block, const int64_t *tile, bool *tail,
                          char **tail_set) {
   if (tail_set) *tail_set = NULL;
-  if (block < 0 || block >= pv->nblocks) return hp_fail(e, HP_E_INTERNAL, NULL, "poly_tail_axes: no such block");
+  if (block < 0 || block >= pv->nblocks) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_tail_axes: no such block");
   const poly_blk *b = &pv->blocks[block];
   isl_set *all = isl_set_empty(isl_set_get_space(b->domain));
   for (int v = 0; v < b->pub.nvars; v++) {
     tail[v] = false;
     if (!tile || tile[v] <= 0) continue;
-    if (tile[v] > INT32_MAX) return hp_fail(e, HP_E_LIMIT, b->pub.name, "tile %lld is too large", (long long)tile[v]);
+    if (tile[v] > INT32_MAX) return ut_fail(e, HARP_E_LIMIT, b->pub.name, "tile %lld is too large", (long long)tile[v]);
     isl_map *pi = project_var(b->domain, v);
     isl_set *P = isl_set_apply(isl_set_copy(b->domain), isl_map_copy(pi));
     isl_space *one = isl_set_get_space(P);
@@ -88,8 +88,8 @@ hp_status poly_tail_axes(hp_error *e, const poly_view *pv, int block, const int6
     free(s);
   }
   isl_set_free(all);
-  if (tail_set && !*tail_set) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  return HP_OK;
+  if (tail_set && !*tail_set) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
 }
 
 /* ---- can_compute_at ----------------------------------------------------------------- */
@@ -172,34 +172,34 @@ static isl_stat on_piece(__isl_take isl_set *set, __isl_take isl_multi_aff *ma, 
 
 static void not_ok(poly_halo *h, const char *fmt, const char *a) { snprintf(h->why, sizeof h->why, fmt, a); }
 
-hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
+harp_status poly_can_compute_at(harp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
                               poly_halo *out) {
   memset(out, 0, sizeof *out);
   if (consumer < 0 || consumer >= pv->nblocks || producer < 0 || producer >= pv->g->n)
-    return hp_fail(e, HP_E_INTERNAL, NULL, "poly_can_compute_at: no such block or node");
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_can_compute_at: no such block or node");
   const poly_blk *b = &pv->blocks[consumer];
   const tiny_node *pn = &pv->g->nodes[producer];
   int acc[POLY_MAX_ACC];
   int nacc = poly_core_reads_of(pv, consumer, producer, acc, POLY_MAX_ACC);
   out->rank = pn->shape.rank;
-  if (nacc == 0) return not_ok(out, "%s is not read by this block", pn->id), HP_OK;
+  if (nacc == 0) return not_ok(out, "%s is not read by this block", pn->id), HARP_OK;
   if (tiny_op_class(pn->op) == TC_GATHER)
-    return not_ok(out, "%s is outside the SCoP (data-dependent indices)", pn->id), HP_OK;
+    return not_ok(out, "%s is outside the SCoP (data-dependent indices)", pn->id), HARP_OK;
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
-  if (!poly_core_var_ranges(pv, consumer, lo, hi)) return not_ok(out, "%s has sizes that are not known", b->pub.name), HP_OK;
+  if (!poly_core_var_ranges(pv, consumer, lo, hi)) return not_ok(out, "%s has sizes that are not known", b->pub.name), HARP_OK;
   /* the tile at the domain's lower corner */
   isl_set *t = isl_set_copy(b->domain);
   for (int v = 0; v < b->pub.nout; v++) {
     int64_t n = hi[v] - lo[v] + 1, s = tile && tile[v] ? tile[v] : 1;
     if (s < 0 || s > n) s = n;
-    t = isl_set_upper_bound_si(t, isl_dim_set, (unsigned)v, (int)HP_MIN(lo[v] + s - 1, INT32_MAX));
+    t = isl_set_upper_bound_si(t, isl_dim_set, (unsigned)v, (int)UT_MIN(lo[v] + s - 1, INT32_MAX));
   }
   footprint f = {.pv = pv, .tile = t, .box = b->is_box, .nout = b->pub.nout, .nvars = b->pub.nvars, .rank = pn->shape.rank};
   for (int v = 0; v < b->pub.nvars; v++) {
     int64_t n = hi[v] - lo[v] + 1, s = v < b->pub.nout && tile && tile[v] ? tile[v] : v < b->pub.nout ? 1 : n;
     if (s < 0 || s > n) s = n;
     f.tlo[v] = lo[v];
-    f.thi[v] = v < b->pub.nout ? HP_MIN(lo[v] + s - 1, INT32_MAX) : hi[v];
+    f.thi[v] = v < b->pub.nout ? UT_MIN(lo[v] + s - 1, INT32_MAX) : hi[v];
   }
   for (int k = 0; k < nacc && !f.bad; k++) {
     isl_pw_multi_aff *pma = poly_access_pma(pv, consumer, acc[k]);
@@ -209,7 +209,7 @@ hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, in
   isl_set_free(t);
   if (f.bad || !f.any) {
     isl_ctx_reset_error(pv->ctx);
-    return not_ok(out, "the footprint of %s has no constant bounds", pn->id), HP_OK;
+    return not_ok(out, "the footprint of %s has no constant bounds", pn->id), HARP_OK;
   }
   int64_t elems = 1, core = 1;
   bool over = false;
@@ -222,9 +222,9 @@ hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, in
     } else {
       out->core[d] = out->extent[d];
     }
-    over |= !hp_mul_ok(elems, out->extent[d], &elems) || !hp_mul_ok(core, HP_MIN(out->core[d], out->extent[d]), &core);
+    over |= !ut_mul_ok(elems, out->extent[d], &elems) || !ut_mul_ok(core, UT_MIN(out->core[d], out->extent[d]), &core);
   }
-  if (over) return not_ok(out, "the footprint of %s is too large", pn->id), HP_OK;
+  if (over) return not_ok(out, "the footprint of %s is too large", pn->id), HARP_OK;
   int es = tiny_dtype_size(pn->dtype);
   out->elems = elems;
   out->halo_elems = elems - core;
@@ -233,22 +233,22 @@ hp_status poly_can_compute_at(hp_error *e, const poly_view *pv, int producer, in
   out->ok = true;
   out->pointwise = true; /* every read of the producer at the consumer's own position (MUL(x, x) too) */
   for (int k = 0; k < nacc && out->pointwise; k++) {
-    hp_status st = poly_access_is_pointwise(e, pv, consumer, acc[k], &out->pointwise);
+    harp_status st = poly_access_is_pointwise(e, pv, consumer, acc[k], &out->pointwise);
     if (st) return st;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status poly_min_buffer_for_edge(hp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
+harp_status poly_min_buffer_for_edge(harp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
                                    int64_t budget, poly_min_buffer *out) {
   memset(out, 0, sizeof *out);
-  hp_status st = poly_can_compute_at(e, pv, producer, consumer, tile, &out->halo);
+  harp_status st = poly_can_compute_at(e, pv, producer, consumer, tile, &out->halo);
   if (st) return st;
   const poly_halo *h = &out->halo;
   int es = tiny_dtype_size(pv->g->nodes[producer].dtype);
   out->buffer = PLAN_BUF_GMEM;
   out->bytes = h->ok ? h->footprint_bytes : 0;
-  if (!h->ok) return HP_OK;
+  if (!h->ok) return HARP_OK;
   if (h->pointwise || h->elems == 1) { /* the thread that made it uses it: a register */
     out->buffer = PLAN_BUF_REG;
     out->bytes = es;
@@ -257,7 +257,7 @@ hp_status poly_min_buffer_for_edge(hp_error *e, const poly_view *pv, int produce
     out->depth = 2 * h->footprint_bytes <= budget ? 2 : 0;
     out->bytes = h->footprint_bytes * (out->depth ? out->depth : 1);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- hints ------------------------------------------------------------------------------ */
@@ -272,16 +272,16 @@ poly_barrier poly_barrier_hint(plan_buffer buffer, int depth, plan_arch arch) {
   return POLY_BARRIER_SYNC;
 }
 
-hp_status poly_bank_conflict_hint(hp_error *e, const poly_view *pv, int block, int access, int var,
+harp_status poly_bank_conflict_hint(harp_error *e, const poly_view *pv, int block, int access, int var,
                                   int64_t row_elems, int elem_size, int *ways) {
   *ways = 1;
   if (block < 0 || block >= pv->nblocks || access < 0 || access >= pv->blocks[block].pub.naccess ||
       var < 0 || var >= pv->blocks[block].pub.nvars)
-    return hp_fail(e, HP_E_INTERNAL, NULL, "poly_bank_conflict_hint: no such access");
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_bank_conflict_hint: no such access");
   isl_pw_multi_aff *pma = poly_access_pma(pv, block, access);
   if (!pma) return poly_core_isl_fail(pv, e, pv->blocks[block].pub.name, "reading an access");
   isl_multi_aff *ma = poly_core_single_piece(pma);
-  if (!ma) return HP_OK; /* several pieces: no single stride, no hint */
+  if (!ma) return HARP_OK; /* several pieces: no single stride, no hint */
   isl_size rank = ma ? isl_multi_aff_dim(ma, isl_dim_out) : -1;
   int64_t stride = 0, c;
   /* the element stride inside a tile stored row-major with rows of row_elems:
@@ -295,6 +295,6 @@ hp_status poly_bank_conflict_hint(hp_error *e, const poly_view *pv, int block, i
   int64_t bytes = stride * elem_size;
   if (bytes < 0) bytes = -bytes;
   if (bytes == 0 || bytes < 4) *ways = 1; /* one word for several threads: a broadcast */
-  else *ways = (int)hp_gcd(bytes / 4, 32);
-  return HP_OK;
+  else *ways = (int)ut_gcd(bytes / 4, 32);
+  return HARP_OK;
 }

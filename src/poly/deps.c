@@ -20,26 +20,26 @@
 
 /* Edges are added consumer by consumer: a repeat of (from, to, tensor) is
  * among the edges of `to`, the last ones. */
-static hp_status add_edge(poly_view *pv, int from, int to, int tensor, __isl_take isl_map *dep) {
+static harp_status add_edge(poly_view *pv, int from, int to, int tensor, __isl_take isl_map *dep) {
   for (int k = pv->nedges - 1; k >= 0 && pv->edges[k].pub.to == to; k--) {
     poly_edge_int *x = &pv->edges[k];
     if (x->pub.from == from && x->pub.to == to && x->pub.tensor == tensor) {
       x->dep = poly_simplify_map(isl_map_union(x->dep, dep));
-      return HP_OK;
+      return HARP_OK;
     }
   }
   if (pv->nedges == pv->capedges) {
     int cap = pv->capedges ? 2 * pv->capedges : 16;
-    poly_edge_int *ne = hp_xrealloc(pv->edges, sizeof *ne * (size_t)cap);
+    poly_edge_int *ne = ut_xrealloc(pv->edges, sizeof *ne * (size_t)cap);
     if (!ne) {
       isl_map_free(dep);
-      return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      return ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     }
     pv->edges = ne;
     pv->capedges = cap;
   }
   pv->edges[pv->nedges++] = (poly_edge_int){{from, to, tensor}, dep};
-  return HP_OK;
+  return HARP_OK;
 }
 
 static __isl_give isl_map *flow(__isl_keep isl_map *read, __isl_keep isl_map *write) {
@@ -54,7 +54,7 @@ static __isl_give isl_map *self_dep(__isl_keep isl_set *domain, __isl_keep isl_m
   return poly_simplify_map(isl_map_intersect(same, isl_map_lex_lt(isl_set_get_space(domain))));
 }
 
-hp_status poly_build_edges(poly_view *pv) {
+harp_status poly_build_edges(poly_view *pv) {
   for (int c = 0; c < pv->nblocks; c++) {
     poly_blk *b = &pv->blocks[c];
     int nreads = b->pub.naccess - 1;
@@ -74,15 +74,15 @@ hp_status poly_build_edges(poly_view *pv) {
   }
   for (int k = 0; k < pv->nedges; k++)
     if (!pv->edges[k].dep && pv->edges[k].pub.from != pv->edges[k].pub.to)
-      return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "isl ran out of memory");
+      return ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "isl ran out of memory");
   /* the index of each block's incoming edges, and the empty memo */
-  pv->edges_to = hp_xcalloc((size_t)pv->nblocks + 2, sizeof(int));
-  pv->eq_along = hp_xmalloc((size_t)pv->nedges * POLY_MAX_VARS + 1);
-  if (!pv->edges_to || !pv->eq_along) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  pv->edges_to = ut_xcalloc((size_t)pv->nblocks + 2, sizeof(int));
+  pv->eq_along = ut_xmalloc((size_t)pv->nedges * POLY_MAX_VARS + 1);
+  if (!pv->edges_to || !pv->eq_along) return ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < pv->nedges; k++) pv->edges_to[pv->edges[k].pub.to + 1]++;
   for (int b = 0; b < pv->nblocks; b++) pv->edges_to[b + 1] += pv->edges_to[b];
   memset(pv->eq_along, -1, (size_t)pv->nedges * POLY_MAX_VARS + 1);
-  return HP_OK;
+  return HARP_OK;
 }
 
 __isl_keep isl_map *poly_edge_dep(const poly_view *pv, int k) {

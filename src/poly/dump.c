@@ -38,10 +38,10 @@ static json_t *jsize(jctx *j, const ib_size *z) {
   static const char *const none[IB_MAX_VARS] = {0};
   if (z->sym) return json_string(z->sym);
   if (z->n >= 0) return json_integer(z->n);
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   ib_aff_print(&s, &z->e, none);
-  return take(j, hp_str_take(&s));
+  return take(j, ut_str_take(&s));
 }
 
 static json_t *jupper(jctx *j, const ib_size *z) {
@@ -49,10 +49,10 @@ static json_t *jupper(jctx *j, const ib_size *z) {
   if (z->n >= 0) return json_integer(z->n - 1);
   ib_aff u = z->e;
   u.c -= 1;
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   ib_aff_print(&s, &u, none);
-  return take(j, hp_str_take(&s));
+  return take(j, ut_str_take(&s));
 }
 
 static const ib_axis *var_axis(const poly_view *pv, const poly_blk *b, int v) {
@@ -246,14 +246,14 @@ static json_t *jedge(jctx *j, const poly_view *pv, int k) {
   return o;
 }
 
-hp_status poly_dump_json(hp_error *e, const poly_view *pv, char **out) {
+harp_status poly_dump_json(harp_error *e, const poly_view *pv, char **out) {
   jctx j = {false};
   *out = NULL;
   json_t *root = json_object(), *v = json_object(), *blocks = json_array(), *edges = json_array(),
          *ns = json_array(), *params = json_array();
   if (!root || !v || !blocks || !edges || !ns || !params) {
     json_decref(root), json_decref(v), json_decref(blocks), json_decref(edges), json_decref(ns), json_decref(params);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   put(&j, root, "poly_view", v);
   /* every unbound symbol any block uses */
@@ -286,6 +286,6 @@ hp_status poly_dump_json(hp_error *e, const poly_view *pv, char **out) {
   put(&j, v, "non_scop", ns);
   if (!j.oom) *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!*out) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  return HP_OK;
+  if (!*out) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
 }

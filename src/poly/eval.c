@@ -42,12 +42,12 @@ static isl_stat on_point(__isl_take isl_point *pnt, void *user) {
   return isl_stat_ok;
 }
 
-hp_status poly_access_scan(hp_error *e, const poly_view *pv, int block, int access, poly_point_fn cb, void *user) {
+harp_status poly_access_scan(harp_error *e, const poly_view *pv, int block, int access, poly_point_fn cb, void *user) {
   if (block < 0 || block >= pv->nblocks || access < 0 || access >= pv->blocks[block].pub.naccess)
-    return hp_fail(e, HP_E_INTERNAL, NULL, "poly_access_scan: no such access");
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_access_scan: no such access");
   const poly_blk *b = &pv->blocks[block];
   const poly_acc *a = &b->acc[access];
-  if (b->nparams) return hp_fail(e, HP_E_UNBOUND_SYMBOL, b->pub.name, "scanning needs every symbol bound");
+  if (b->nparams) return ut_fail(e, HARP_E_UNBOUND_SYMBOL, b->pub.name, "scanning needs every symbol bound");
   scan s = {cb, user, b->pub.nvars, (int)isl_map_dim(a->map, isl_dim_out), false, 0, false, false};
   isl_set *w = isl_map_wrap(isl_map_copy(a->map));
   isl_stat r = isl_set_foreach_point(w, &on_point, &s);
@@ -59,8 +59,8 @@ hp_status poly_access_scan(hp_error *e, const poly_view *pv, int block, int acce
   }
   if (r == isl_stat_ok || s.stopped) {
     isl_ctx_reset_error(pv->ctx);
-    return HP_OK;
+    return HARP_OK;
   }
   isl_ctx_reset_error(pv->ctx);
-  return hp_fail(e, HP_E_INTERNAL, b->pub.name, "isl failed to enumerate an access");
+  return ut_fail(e, HARP_E_INTERNAL, b->pub.name, "isl failed to enumerate an access");
 }

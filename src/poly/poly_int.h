@@ -60,10 +60,10 @@ typedef struct poly_edge_int {
 
 struct poly_view {
   isl_ctx *ctx; /* owned: one per view */
-  struct hp_arena *arena;
+  struct ut_arena *arena;
   const tiny_graph *g;
   const ib_book *ib;
-  hp_error *e; /* during poly_build only */
+  harp_error *e; /* during poly_build only */
   int max_pieces;
   int nblocks, capblocks;
   poly_blk *blocks;
@@ -76,7 +76,7 @@ struct poly_view {
   signed char *pointwise; /* per block x POLY_MAX_ACC: poly_access_is_pointwise memo, -1 unknown */
   int nnon_scop;
   int *non_scop;
-  hp_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
+  ut_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
 };
 
 /* ---- convert.c: IndexBook -> isl ---------------------------------------- */
@@ -88,15 +88,15 @@ __isl_give isl_aff *poly_aff(poly_view *pv, __isl_keep isl_local_space *ls, cons
 /* The set of points of space where every constraint holds. */
 __isl_give isl_set *poly_cons_set(poly_view *pv, __isl_keep isl_space *space, const ib_cons *c, int n);
 /* Read relation (read pieces) and fill sets of an access, simplified. */
-hp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
+harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
 /* coalesce, gist against the parameter context (params >= 0), remove
  * redundancies: seed 000 §3.3. */
 __isl_give isl_map *poly_simplify_map(__isl_take isl_map *m);
 __isl_give isl_set *poly_simplify_set(__isl_take isl_set *s);
 /* Unbound symbols of an expression, added to b->params (sorted, unique). */
-hp_status poly_collect_params(poly_view *pv, poly_blk *b, const ib_aff *a);
-/* Turn a pending isl error into an hp_error. */
-hp_status poly_isl_check(poly_view *pv, const char *node, const char *what);
+harp_status poly_collect_params(poly_view *pv, poly_blk *b, const ib_aff *a);
+/* Turn a pending isl error into a harp_error. */
+harp_status poly_isl_check(poly_view *pv, const char *node, const char *what);
 
 /* ---- contract.c: §3.5 --------------------------------------------------- */
 /* A contraction operand: the read of its base tensor and, for each CAST it
@@ -109,11 +109,11 @@ typedef struct poly_operand {
 
 /* If REDUCE node r with its MUL is a contraction pattern, set *found, fill
  * con and the operand accesses (in r's iteration variables). */
-hp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, poly_operand *lhs,
+harp_status poly_detect_contraction(poly_view *pv, int r, bool *found, poly_contraction *con, poly_operand *lhs,
                                   poly_operand *rhs);
 
 /* ---- deps.c ------------------------------------------------------------- */
-hp_status poly_build_edges(poly_view *pv);
+harp_status poly_build_edges(poly_view *pv);
 /* Edge k's dependence relation (a self edge's computed on first use; NULL
  * if isl fails). */
 __isl_keep isl_map *poly_edge_dep(const poly_view *pv, int k);

@@ -32,26 +32,26 @@ static bool is_output(const tiny_graph *g, int node) {
 
 /* ---- naming ------------------------------------------------------------- */
 static bool name_taken(const poly_view *pv, const char *name, bool isl) {
-  return hp_strmap_find(isl ? &pv->isl_names : &pv->names, name) != NULL;
+  return ut_strmap_find(isl ? &pv->isl_names : &pv->names, name) != NULL;
 }
 
 /* The tag when no earlier block uses it, else the node id (made unique). */
-static hp_status name_block(poly_view *pv, poly_blk *b) {
+static harp_status name_block(poly_view *pv, poly_blk *b) {
   const tiny_node *n = &pv->g->nodes[b->pub.node];
   const char *name = n->tag && !name_taken(pv, n->tag, false) ? n->tag : n->id;
   char buf[192], ibuf[192];
   snprintf(buf, sizeof buf, "%s", name);
   for (int k = 2; name_taken(pv, buf, false); k++) snprintf(buf, sizeof buf, "%.150s#%d", name, k);
-  hp_sanitize_name(buf, ibuf, sizeof ibuf);
+  ut_sanitize_name(buf, ibuf, sizeof ibuf);
   char ib2[200];
   snprintf(ib2, sizeof ib2, "%s", ibuf);
   for (int k = 2; name_taken(pv, ib2, true); k++) snprintf(ib2, sizeof ib2, "%.150s_%d", ibuf, k);
-  b->pub.name = hp_arena_strdup(pv->arena, buf);
-  b->pub.isl_name = hp_arena_strdup(pv->arena, ib2);
-  if (!b->pub.name || !b->pub.isl_name || !hp_strmap_put(&pv->names, b->pub.name, 1) ||
-      !hp_strmap_put(&pv->isl_names, b->pub.isl_name, 1))
-    return hp_fail(pv->e, HP_E_NO_MEMORY, n->id, "out of memory");
-  return HP_OK;
+  b->pub.name = ut_arena_strdup(pv->arena, buf);
+  b->pub.isl_name = ut_arena_strdup(pv->arena, ib2);
+  if (!b->pub.name || !b->pub.isl_name || !ut_strmap_put(&pv->names, b->pub.name, 1) ||
+      !ut_strmap_put(&pv->isl_names, b->pub.isl_name, 1))
+    return ut_fail(pv->e, HARP_E_NO_MEMORY, n->id, "out of memory");
+  return HARP_OK;
 }
 
 static const char *tensor_name(const tiny_graph *g, int node) {
@@ -63,9 +63,9 @@ static const char *tensor_name(const tiny_graph *g, int node) {
 static poly_blk *new_block(poly_view *pv, poly_kind kind, int node, int var_node) {
   if (pv->nblocks == pv->capblocks) {
     int cap = pv->capblocks ? 2 * pv->capblocks : 16;
-    poly_blk *nb = hp_xrealloc(pv->blocks, sizeof *nb * (size_t)cap);
+    poly_blk *nb = ut_xrealloc(pv->blocks, sizeof *nb * (size_t)cap);
     if (!nb) {
-      hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       return NULL;
     }
     pv->blocks = nb;
@@ -90,8 +90,8 @@ static void add_node(poly_view *pv, poly_blk *b, int node) {
   pv->block_of[node] = (int)(b - pv->blocks);
 }
 
-static hp_status add_read(poly_view *pv, poly_blk *b, const ib_access *a) {
-  if (b->pub.naccess >= POLY_MAX_ACC) return hp_fail(pv->e, HP_E_INTERNAL, b->pub.name, "too many accesses");
+static harp_status add_read(poly_view *pv, poly_blk *b, const ib_access *a) {
+  if (b->pub.naccess >= POLY_MAX_ACC) return ut_fail(pv->e, HARP_E_INTERNAL, b->pub.name, "too many accesses");
   poly_acc *acc = &b->acc[b->pub.naccess];
   poly_access_info *pub = &b->pub.access[b->pub.naccess++];
   acc->ib = *a;
@@ -99,23 +99,23 @@ static hp_status add_read(poly_view *pv, poly_blk *b, const ib_access *a) {
   pub->name = tensor_name(pv->g, a->src);
   pub->nvia = a->nvia;
   pub->via = a->via;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The write: the first nout variables index the output tensor. */
-static hp_status add_write(poly_view *pv, poly_blk *b) {
-  ib_piece *p = hp_arena_alloc(pv->arena, sizeof *p);
-  ib_aff *m = hp_arena_alloc(pv->arena, sizeof *m * (size_t)(b->pub.nout + 1));
-  if (!p || !m) return hp_fail(pv->e, HP_E_NO_MEMORY, b->pub.name, "out of memory");
+static harp_status add_write(poly_view *pv, poly_blk *b) {
+  ib_piece *p = ut_arena_alloc(pv->arena, sizeof *p);
+  ib_aff *m = ut_arena_alloc(pv->arena, sizeof *m * (size_t)(b->pub.nout + 1));
+  if (!p || !m) return ut_fail(pv->e, HARP_E_NO_MEMORY, b->pub.name, "out of memory");
   for (int j = 0; j < b->pub.nout; j++) ib_aff_var(&m[j], j);
   *p = (ib_piece){.nmap = b->pub.nout, .map = m};
   ib_access a = {.src = b->pub.node, .nvars = b->pub.nvars, .npieces = 1, .pieces = p};
   if (add_read(pv, b, &a)) return pv->e->code;
   b->pub.access[b->pub.naccess - 1].write = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status collect_access_params(poly_view *pv, poly_blk *b, const ib_access *a) {
+static harp_status collect_access_params(poly_view *pv, poly_blk *b, const ib_access *a) {
   for (int i = 0; i < a->npieces; i++) {
     const ib_piece *p = &a->pieces[i];
     for (int k = 0; k < p->ncons; k++)
@@ -123,11 +123,11 @@ static hp_status collect_access_params(poly_view *pv, poly_blk *b, const ib_acce
     for (int k = 0; !p->fill && k < p->nmap; k++)
       if (poly_collect_params(pv, b, &p->map[k])) return pv->e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Parameters, domain and isl relations of a block whose reads are set. */
-static hp_status finish_block(poly_view *pv, poly_blk *b) {
+static harp_status finish_block(poly_view *pv, poly_blk *b) {
   const ib_info *f = ib_get(pv->ib, b->var_node);
   const char *who = pv->g->nodes[b->pub.node].id;
   if (add_write(pv, b)) return pv->e->code;
@@ -138,7 +138,7 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
   isl_space *sp = poly_block_space(pv, b);
   b->domain = poly_simplify_set(poly_cons_set(pv, sp, f->cons, f->ncons));
   if (b->domain && b->pub.nvars > b->pub.nout && isl_set_is_empty(b->domain) == isl_bool_true) {
-    ib_cons *oc = hp_arena_alloc(pv->arena, sizeof *oc * (size_t)(f->ncons + 1));
+    ib_cons *oc = ut_arena_alloc(pv->arena, sizeof *oc * (size_t)(f->ncons + 1));
     int n = 0;
     for (int i = 0; oc && i < f->ncons; i++) {
       bool outs = f->cons[i].e.ndiv == 0;
@@ -149,7 +149,7 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
   }
   isl_space_free(sp);
   if (!b->domain || poly_isl_check(pv, who, "building a domain")) {
-    if (pv->e->code == HP_OK) hp_fail(pv->e, HP_E_NO_MEMORY, who, "isl ran out of memory");
+    if (pv->e->code == HARP_OK) ut_fail(pv->e, HARP_E_NO_MEMORY, who, "isl ran out of memory");
     return pv->e->code;
   }
   /* constant variable bounds, once (Poly Core asks for them often); a box
@@ -186,7 +186,7 @@ static hp_status finish_block(poly_view *pv, poly_blk *b) {
     b->pub.access[k].npieces = isl_map_n_basic_map(a->map);
     for (int q = 0; q < a->nfill; q++) b->pub.access[k].nfill += isl_set_n_basic_set(a->fill[q].set);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 static void free_acc(poly_acc *a) {
@@ -198,34 +198,34 @@ static void free_acc(poly_acc *a) {
 /* The relations of a contraction operand's stages.  A stage isl cannot
  * build within the limits (too many pieces) is left out rather than failing
  * the view: it is only needed where a region reads that CAST materialized. */
-static hp_status add_stages(poly_view *pv, poly_blk *b, const poly_operand *ops) {
+static harp_status add_stages(poly_view *pv, poly_blk *b, const poly_operand *ops) {
   for (int k = 0; k < 2; k++) {
     poly_access_info *pub = &b->pub.access[k];
     if (!ops[k].nstage) continue;
-    b->stage[k] = hp_arena_alloc(pv->arena, sizeof(poly_acc) * (size_t)ops[k].nstage);
-    if (!b->stage[k]) return hp_fail(pv->e, HP_E_NO_MEMORY, b->pub.name, "out of memory");
+    b->stage[k] = ut_arena_alloc(pv->arena, sizeof(poly_acc) * (size_t)ops[k].nstage);
+    if (!b->stage[k]) return ut_fail(pv->e, HARP_E_NO_MEMORY, b->pub.name, "out of memory");
     memset(b->stage[k], 0, sizeof(poly_acc) * (size_t)ops[k].nstage);
     for (int q = 0; q < ops[k].nstage; q++) {
       poly_acc *st = &b->stage[k][pub->nstage];
       st->ib = ops[k].stage[q];
-      hp_error mine = {0}, *keep = pv->e;
+      harp_error mine = {0}, *keep = pv->e;
       pv->e = &mine;
-      hp_status s = poly_make_access(pv, b, st, st->ib.src);
+      harp_status s = poly_make_access(pv, b, st, st->ib.src);
       pv->e = keep;
       if (s) free_acc(st);
-      if (s == HP_E_NO_MEMORY) return hp_fail(pv->e, s, mine.node[0] ? mine.node : NULL, "%s", mine.msg);
+      if (s == HARP_E_NO_MEMORY) return ut_fail(pv->e, s, mine.node[0] ? mine.node : NULL, "%s", mine.msg);
       if (!s) pub->stage[pub->nstage++] = ops[k].stage[q].src;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status contraction_block(poly_view *pv, int r, const poly_contraction *con, const poly_operand *lhs,
+static harp_status contraction_block(poly_view *pv, int r, const poly_contraction *con, const poly_operand *lhs,
                                    const poly_operand *rhs) {
   poly_blk *b = new_block(pv, POLY_CONTRACTION, r, r);
   if (!b) return pv->e->code;
-  b->con = hp_arena_alloc(pv->arena, sizeof *b->con); /* contractions only: the struct is large */
-  if (!b->con) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  b->con = ut_arena_alloc(pv->arena, sizeof *b->con); /* contractions only: the struct is large */
+  if (!b->con) return ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *b->con = *con;
   b->pub.con = b->con;
   add_node(pv, b, con->mul_node);
@@ -241,17 +241,17 @@ static hp_status contraction_block(poly_view *pv, int r, const poly_contraction 
   return add_stages(pv, b, ops);
 }
 
-static hp_status node_block(poly_view *pv, int i) {
+static harp_status node_block(poly_view *pv, int i) {
   const tiny_node *n = &pv->g->nodes[i];
   tiny_class cls = tiny_op_class(n->op);
   poly_kind kind;
-  if (cls == TC_LEAF) return HP_OK;
+  if (cls == TC_LEAF) return HARP_OK;
   if (cls == TC_GATHER) { /* data-dependent: outside the SCoP, a region boundary */
     pv->non_scop[pv->nnon_scop++] = i;
-    return HP_OK;
+    return HARP_OK;
   }
   if (cls == TC_MOVE) {
-    if (!is_output(pv->g, i)) return HP_OK; /* a view: absorbed by its readers */
+    if (!is_output(pv->g, i)) return HARP_OK; /* a view: absorbed by its readers */
     kind = POLY_MOVEMENT_AFFINE;
   } else {
     kind = cls == TC_REDUCE ? POLY_REDUCE : POLY_EWISE;
@@ -265,22 +265,22 @@ static hp_status node_block(poly_view *pv, int i) {
   return finish_block(pv, b);
 }
 
-static hp_status build(poly_view *pv, const poly_options *opt) {
+static harp_status build(poly_view *pv, const poly_options *opt) {
   const tiny_graph *g = pv->g;
   for (int i = 0; i < g->n; i++) pv->block_of[i] = -1;
   /* (1) patterns: absorbed MUL / CAST are skipped below */
-  char *absorbed = hp_xcalloc((size_t)g->n + 1, 1);
-  int *found = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1)); /* per REDUCE node: its contraction's index, or -1 */
+  char *absorbed = ut_xcalloc((size_t)g->n + 1, 1);
+  int *found = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1)); /* per REDUCE node: its contraction's index, or -1 */
   int nred = 0;
   for (int i = 0; i < g->n; i++) nred += g->nodes[i].op == TINY_REDUCE;
-  poly_contraction *cons = hp_xcalloc((size_t)nred + 1, sizeof *cons); /* one per REDUCE (large structs) */
-  poly_operand *ops = hp_xcalloc(2 * (size_t)nred + 2, sizeof *ops);
-  hp_status s = HP_OK;
-  if (!absorbed || !cons || !ops || !found) s = hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  poly_contraction *cons = ut_xcalloc((size_t)nred + 1, sizeof *cons); /* one per REDUCE (large structs) */
+  poly_operand *ops = ut_xcalloc(2 * (size_t)nred + 2, sizeof *ops);
+  harp_status s = HARP_OK;
+  if (!absorbed || !cons || !ops || !found) s = ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0, k = 0; !s && i < g->n; i++) {
     found[i] = -1;
     if (ib_get(pv->ib, i)->non_scop && opt && opt->require_scop)
-      s = hp_fail(pv->e, HP_E_NON_SCOP, g->nodes[i].id, "%s", ib_get(pv->ib, i)->non_scop);
+      s = ut_fail(pv->e, HARP_E_NON_SCOP, g->nodes[i].id, "%s", ib_get(pv->ib, i)->non_scop);
     bool f = false;
     if (!s && g->nodes[i].op == TINY_REDUCE) s = poly_detect_contraction(pv, i, &f, &cons[k], &ops[2 * k], &ops[2 * k + 1]);
     if (s || !f) continue;
@@ -300,29 +300,29 @@ static hp_status build(poly_view *pv, const poly_options *opt) {
   free(found);
   if (s) return s;
   /* Poly Core's memo of pointwise reads: region formation asks per candidate */
-  pv->pointwise = hp_xmalloc((size_t)pv->nblocks * POLY_MAX_ACC + 1);
-  if (!pv->pointwise) return hp_fail(pv->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  pv->pointwise = ut_xmalloc((size_t)pv->nblocks * POLY_MAX_ACC + 1);
+  if (!pv->pointwise) return ut_fail(pv->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memset(pv->pointwise, -1, (size_t)pv->nblocks * POLY_MAX_ACC + 1);
   return poly_build_edges(pv);
 }
 
-hp_status poly_build(hp_error *e, const tiny_graph *g, const ib_book *ib, const poly_options *opt, poly_view **out) {
+harp_status poly_build(harp_error *e, const tiny_graph *g, const ib_book *ib, const poly_options *opt, poly_view **out) {
   *out = NULL;
-  if (ib->g != g || ib->n != g->n) return hp_fail(e, HP_E_INTERNAL, NULL, "the IndexBook belongs to another graph");
-  poly_view *pv = hp_xcalloc(1, sizeof *pv);
-  if (!pv) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (ib->g != g || ib->n != g->n) return ut_fail(e, HARP_E_INTERNAL, NULL, "the IndexBook belongs to another graph");
+  poly_view *pv = ut_xcalloc(1, sizeof *pv);
+  if (!pv) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   pv->g = g;
   pv->ib = ib;
   pv->e = e;
   pv->max_pieces = opt && opt->max_pieces > 0 ? opt->max_pieces : TINY_DEFAULT_MAX_PIECES;
-  pv->arena = hp_arena_new();
-  pv->block_of = hp_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
-  pv->non_scop = hp_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
-  pv->uses = hp_xcalloc((size_t)g->n + 1, sizeof *pv->uses);
+  pv->arena = ut_arena_new();
+  pv->block_of = ut_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
+  pv->non_scop = ut_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
+  pv->uses = ut_xcalloc((size_t)g->n + 1, sizeof *pv->uses);
   pv->ctx = isl_ctx_alloc();
   if (!pv->arena || !pv->block_of || !pv->non_scop || !pv->uses || !pv->ctx) {
     poly_free(pv);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   isl_options_set_on_error(pv->ctx, ISL_ON_ERROR_CONTINUE); /* errors come back as values */
   for (int i = 0; i < g->n; i++)
@@ -334,7 +334,7 @@ hp_status poly_build(hp_error *e, const tiny_graph *g, const ib_book *ib, const 
   }
   pv->e = NULL;
   *out = pv;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void poly_free(poly_view *pv) {
@@ -356,9 +356,9 @@ void poly_free(poly_view *pv) {
   free(pv->block_of);
   free(pv->non_scop);
   free(pv->uses);
-  hp_strmap_free(&pv->names);
-  hp_strmap_free(&pv->isl_names);
-  hp_arena_free(pv->arena);
+  ut_strmap_free(&pv->names);
+  ut_strmap_free(&pv->isl_names);
+  ut_arena_free(pv->arena);
   if (pv->ctx) isl_ctx_free(pv->ctx);
   free(pv);
 }

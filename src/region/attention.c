@@ -122,20 +122,20 @@ static int unclamp(walker *w, int b, bool *has, double *floor_v) {
 
 /* ---- the causal mask -------------------------------------------------------------- */
 /* Evaluate node h (which no INPUT may feed) on the interpreter. */
-static hp_status eval_const(rg_ctx *c, int h, bool *ok, hp_tensor *out) {
+static harp_status eval_const(rg_ctx *c, int h, bool *ok, ut_tensor *out) {
   const tiny_graph *g = c->g;
   *ok = false;
   memset(c->mark, 0, (size_t)g->n + 1);
   c->mark[h] = 1;
   for (int i = h; i >= 0; i--) {
     if (!c->mark[i]) continue;
-    if (g->nodes[i].op == TINY_INPUT) return HP_OK;
+    if (g->nodes[i].op == TINY_INPUT) return HARP_OK;
     for (int k = 0; k < g->nodes[i].nsrc; k++)
       if (g->nodes[i].src[k].node >= 0) c->mark[g->nodes[i].src[k].node] = 1;
   }
-  if (tiny_shape_numel(&g->nodes[h].shape) > MAX_MASK_ELEMS) return HP_OK;
+  if (tiny_shape_numel(&g->nodes[h].shape) > MAX_MASK_ELEMS) return HARP_OK;
   tiny_graph *s = tiny_graph_new();
-  if (!s) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!s) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i <= h; i++) {
     if (!c->mark[i]) continue;
     const tiny_node *n = &g->nodes[i];
@@ -144,30 +144,30 @@ static hp_status eval_const(rg_ctx *c, int h, bool *ok, hp_tensor *out) {
     c->stack[i] = tiny_add(s, n->id, n->op, src, n->nsrc, tiny_op_argkind(n->op) == TA_NONE ? NULL : &n->a);
   }
   tiny_mark_output(s, c->stack[h]);
-  hp_error e2 = {0};
-  hp_status st = s->err.code ? s->err.code : tiny_infer(&e2, s, c->syms, false);
+  harp_error e2 = {0};
+  harp_status st = s->err.code ? s->err.code : tiny_infer(&e2, s, c->syms, false);
   if (!st) st = tiny_interp(&e2, s, c->syms, NULL, 0, out);
   tiny_graph_free(s);
-  if (st == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-  *ok = st == HP_OK; /* anything else: not a mask we can prove causal */
-  return HP_OK;
+  if (st == HARP_E_NO_MEMORY) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  *ok = st == HARP_OK; /* anything else: not a mask we can prove causal */
+  return HARP_OK;
 }
 
 /* WHERE block wb (vars = the S axes) reads its condition (access 0) with
  * these strides; is it j > i + off for the query var qv and key var kv? */
-static hp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention *att) {
+static harp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention *att) {
   const poly_block_info *b = poly_block(c->pv, wb);
   int64_t st[POLY_MAX_VARS], off;
   bool aff, ok;
   att->causal = false;
   if (poly_access_strides(c->e, c->pv, wb, 0, st, &off, &aff) || !aff) return c->e->code;
-  hp_tensor t;
+  ut_tensor t;
   if (eval_const(c, b->access[0].tensor, &ok, &t)) return c->e->code;
-  if (!ok) return HP_OK;
+  if (!ok) return HARP_OK;
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
   if (!poly_block_ranges(c->pv, wb, lo, hi)) {
-    hp_tensor_free(&t);
-    return HP_OK;
+    ut_tensor_free(&t);
+    return HARP_OK;
   }
   int nv = b->nvars;
   int64_t M = hi[qv] + 1, N = hi[kv] + 1, total = 1;
@@ -177,7 +177,7 @@ static hp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention *a
   for (int64_t p = 0; p < total && (br || tl); p++) {
     int64_t at = off;
     for (int v = 0; v < nv; v++) at += st[v] * x[v];
-    bool hidden = at >= 0 && at < hp_tensor_numel(&t) && hp_tensor_get(&t, at) != 0;
+    bool hidden = at >= 0 && at < ut_tensor_numel(&t) && ut_tensor_get(&t, at) != 0;
     br &= hidden == (x[kv] > x[qv] + N - M);
     tl &= hidden == (x[kv] > x[qv]);
     for (int v = nv - 1; v >= 0; v--) {
@@ -185,12 +185,12 @@ static hp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention *a
       x[v] = 0;
     }
   }
-  hp_tensor_free(&t);
+  ut_tensor_free(&t);
   if (br || tl) {
     att->causal = true;
     att->causal_offset = br ? N - M : 0;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- the chain ------------------------------------------------------------------------ */
@@ -402,17 +402,17 @@ static bool match_side(walker *w, int pvb, int side, rg_attention *att) {
   return true;
 }
 
-hp_status rg_match_attention(rg_ctx *c, int pvb, bool *found, rg_attention *att, int *blocks, int *nblocks,
+harp_status rg_match_attention(rg_ctx *c, int pvb, bool *found, rg_attention *att, int *blocks, int *nblocks,
                              char *why, int cap) {
   *found = false;
   *nblocks = 0;
   const poly_block_info *b = poly_block(c->pv, pvb);
   if (why && cap) why[0] = 0;
-  if (b->kind != POLY_CONTRACTION || b->con->pattern != POLY_PAT_MATMUL || b->con->nred != 1) return HP_OK;
+  if (b->kind != POLY_CONTRACTION || b->con->pattern != POLY_PAT_MATMUL || b->con->nred != 1) return HARP_OK;
   walker w = {c, NULL, {0}, 0};
   for (int side = 0; side < 2 && !*found; side++) {
     memset(att, 0, sizeof *att);
-    hp_error save = *c->e;
+    harp_error save = *c->e;
     bool ok = match_side(&w, pvb, side, att);
     if (c->e->code && c->e->code != save.code) return c->e->code; /* a real failure (memory) */
     if (ok) {
@@ -423,5 +423,5 @@ hp_status rg_match_attention(rg_ctx *c, int pvb, bool *found, rg_attention *att,
       snprintf(why, (size_t)cap, "%s", w.why);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -39,13 +39,13 @@ static void adj_free(adj *a) {
 }
 
 /* The blocks of each owner, bucketed (counting sort: ascending within a bucket). */
-static hp_status owned_lists(rg_ctx *c, adj *a, const int *owner, int nb) {
-  a->ostart = hp_xcalloc((size_t)nb + 2, sizeof(int));
-  a->olist = hp_xmalloc(sizeof(int) * ((size_t)nb + 1));
-  int *fill = hp_xmalloc(sizeof(int) * ((size_t)nb + 1));
+static harp_status owned_lists(rg_ctx *c, adj *a, const int *owner, int nb) {
+  a->ostart = ut_xcalloc((size_t)nb + 2, sizeof(int));
+  a->olist = ut_xmalloc(sizeof(int) * ((size_t)nb + 1));
+  int *fill = ut_xmalloc(sizeof(int) * ((size_t)nb + 1));
   if (!a->ostart || !a->olist || !fill) {
     free(fill);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int b = 0; b < nb; b++)
     if (owner[b] >= 0) a->ostart[owner[b] + 1]++;
@@ -54,26 +54,26 @@ static hp_status owned_lists(rg_ctx *c, adj *a, const int *owner, int nb) {
   for (int b = 0; b < nb; b++)
     if (owner[b] >= 0) a->olist[fill[owner[b]]++] = b;
   free(fill);
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status adj_build(rg_ctx *c, adj *a) {
+static harp_status adj_build(rg_ctx *c, adj *a) {
   int nb = poly_nblocks(c->pv), ne = poly_nedges(c->pv);
-  a->pstart = hp_xcalloc((size_t)nb + 2, sizeof(int));
-  a->cstart = hp_xcalloc((size_t)nb + 2, sizeof(int));
-  a->plist = hp_xmalloc(sizeof(int) * ((size_t)ne + 1));
-  a->clist = hp_xmalloc(sizeof(int) * ((size_t)ne + 1));
-  if (!a->pstart || !a->cstart || !a->plist || !a->clist) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  a->pstart = ut_xcalloc((size_t)nb + 2, sizeof(int));
+  a->cstart = ut_xcalloc((size_t)nb + 2, sizeof(int));
+  a->plist = ut_xmalloc(sizeof(int) * ((size_t)ne + 1));
+  a->clist = ut_xmalloc(sizeof(int) * ((size_t)ne + 1));
+  if (!a->pstart || !a->cstart || !a->plist || !a->clist) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < ne; k++) {
     const poly_edge_info *e = poly_edge(c->pv, k);
     if (e->from == e->to) continue;
     a->pstart[e->to + 1]++, a->cstart[e->from + 1]++;
   }
   for (int b = 0; b < nb; b++) a->pstart[b + 1] += a->pstart[b], a->cstart[b + 1] += a->cstart[b];
-  int *pf = hp_xmalloc(sizeof(int) * ((size_t)nb + 1)), *cf = hp_xmalloc(sizeof(int) * ((size_t)nb + 1));
+  int *pf = ut_xmalloc(sizeof(int) * ((size_t)nb + 1)), *cf = ut_xmalloc(sizeof(int) * ((size_t)nb + 1));
   if (!pf || !cf) {
     free(pf), free(cf);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   memcpy(pf, a->pstart, sizeof(int) * (size_t)nb);
   memcpy(cf, a->cstart, sizeof(int) * (size_t)nb);
@@ -84,7 +84,7 @@ static hp_status adj_build(rg_ctx *c, adj *a) {
     a->clist[cf[e->from]++] = e->to;
   }
   free(pf), free(cf);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Block K is a contraction a cell can run: its rows M and columns N. */
@@ -232,12 +232,12 @@ static void keep_ordered(rg_ctx *c, const adj *a, int *pos) {
 }
 
 /* Register cell cl of blocks[0 .. n) in c. */
-static hp_status add_cell(rg_ctx *c, const int *blocks, int n, const rg_cell *cl) {
+static harp_status add_cell(rg_ctx *c, const int *blocks, int n, const rg_cell *cl) {
   if (c->ncells == c->capcells) {
     int cap = c->capcells ? 2 * c->capcells : 16;
-    int **cb = hp_arena_alloc(c->arena, sizeof(int *) * (size_t)cap), *cn = hp_arena_alloc(c->arena, sizeof(int) * (size_t)cap);
-    rg_cell *cc = hp_arena_alloc(c->arena, sizeof(rg_cell) * (size_t)cap);
-    if (!cb || !cn || !cc) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    int **cb = ut_arena_alloc(c->arena, sizeof(int *) * (size_t)cap), *cn = ut_arena_alloc(c->arena, sizeof(int) * (size_t)cap);
+    rg_cell *cc = ut_arena_alloc(c->arena, sizeof(rg_cell) * (size_t)cap);
+    if (!cb || !cn || !cc) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (c->ncells) {
       memcpy(cb, c->cell_blocks, sizeof(int *) * (size_t)c->ncells);
       memcpy(cn, c->cell_n, sizeof(int) * (size_t)c->ncells);
@@ -245,11 +245,11 @@ static hp_status add_cell(rg_ctx *c, const int *blocks, int n, const rg_cell *cl
     }
     c->cell_blocks = cb, c->cell_n = cn, c->cells = cc, c->capcells = cap;
   }
-  int *copy = hp_arena_alloc(c->arena, sizeof(int) * (size_t)n);
-  if (!copy) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *copy = ut_arena_alloc(c->arena, sizeof(int) * (size_t)n);
+  if (!copy) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(copy, blocks, sizeof(int) * (size_t)n);
   c->cell_blocks[c->ncells] = copy, c->cell_n[c->ncells] = n, c->cells[c->ncells++] = *cl;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* owner[b]: the latest contraction block b depends on (itself for a
@@ -281,11 +281,11 @@ static void owners(rg_ctx *c, const adj *a, int *owner, int nb) {
   }
 }
 
-hp_status rg_find_cells(rg_ctx *c, const char *claimed) {
+harp_status rg_find_cells(rg_ctx *c, const char *claimed) {
   int nb = poly_nblocks(c->pv);
   adj a = {0};
-  int *owner = hp_xmalloc(sizeof(int) * ((size_t)nb + 1)), *blocks = hp_xmalloc(sizeof(int) * (RG_MAX_SET + 1));
-  hp_status st = !owner || !blocks ? hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory") : adj_build(c, &a);
+  int *owner = ut_xmalloc(sizeof(int) * ((size_t)nb + 1)), *blocks = ut_xmalloc(sizeof(int) * (RG_MAX_SET + 1));
+  harp_status st = !owner || !blocks ? ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : adj_build(c, &a);
   if (!st) owners(c, &a, owner, nb);
   if (!st) st = owned_lists(c, &a, owner, nb);
   for (int K = 0; K < nb && !st; K++) {

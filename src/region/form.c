@@ -48,7 +48,7 @@ void rg_formed_free(rg_formed *f) {
 }
 
 /* ---- the description of one region -------------------------------------------------- */
-static char *dup(hp_arena *a, const char *s) { return hp_arena_strdup(a, s ? s : ""); }
+static char *dup(ut_arena *a, const char *s) { return ut_arena_strdup(a, s ? s : ""); }
 
 static const char *tensor_name(const rg_ctx *c, int node) { return tiny_output_name(c->g, node); }
 
@@ -81,7 +81,7 @@ static int path_to(const rg_ctx *c, const int *blocks, int n, int from, int to, 
   return k;
 }
 
-static void add_edge(rg_ctx *c, rg_info *I, hp_arena *A, int from_block, int tensor, int to_block,
+static void add_edge(rg_ctx *c, rg_info *I, ut_arena *A, int from_block, int tensor, int to_block,
                      const poly_min_buffer *mb) {
   rg_local_edge *e = &I->edges[I->nedges++];
   e->from_block = from_block;
@@ -95,15 +95,15 @@ static void add_edge(rg_ctx *c, rg_info *I, hp_arena *A, int from_block, int ten
   e->barrier = poly_barrier_hint(e->buffer, e->depth, c->m.arch);
 }
 
-static hp_status describe_contraction(rg_ctx *c, rg_info *I, hp_arena *A, const int *blocks, int n) {
+static harp_status describe_contraction(rg_ctx *c, rg_info *I, ut_arena *A, const int *blocks, int n) {
   int K = I->anchor;
   const poly_block_info *kb = poly_block(c->pv, K);
   int roles[RG_MAX_SET];
   rg_epilogue_roles(c, blocks, n, K, roles);
-  I->epi = hp_arena_alloc(A, sizeof(rg_epi) * (size_t)(n + 1));
-  I->edges = hp_arena_alloc(A, sizeof(rg_local_edge) * 4);
-  I->halos = hp_arena_alloc(A, sizeof(rg_halo) * 2);
-  if (!I->epi || !I->edges || !I->halos) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  I->epi = ut_arena_alloc(A, sizeof(rg_epi) * (size_t)(n + 1));
+  I->edges = ut_arena_alloc(A, sizeof(rg_local_edge) * 4);
+  I->halos = ut_arena_alloc(A, sizeof(rg_halo) * 2);
+  if (!I->epi || !I->edges || !I->halos) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n; i++) {
     if (blocks[i] == K || rg_operand_cast(c, blocks, n, K, blocks[i])) continue;
     const poly_block_info *b = poly_block(c->pv, blocks[i]);
@@ -145,14 +145,14 @@ static hp_status describe_contraction(rg_ctx *c, rg_info *I, hp_arena *A, const 
     h->halo = mb.halo;
     add_edge(c, I, A, -1, h->tensor, K, &mb);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status describe_rows(rg_ctx *c, rg_info *I, hp_arena *A, const int *blocks, int n) {
+static harp_status describe_rows(rg_ctx *c, rg_info *I, ut_arena *A, const int *blocks, int n) {
   int ne = 0;
   for (int i = 0; i < n; i++) ne += poly_block(c->pv, blocks[i])->naccess;
-  I->edges = hp_arena_alloc(A, sizeof(rg_local_edge) * (size_t)(ne + 1));
-  if (!I->edges) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  I->edges = ut_arena_alloc(A, sizeof(rg_local_edge) * (size_t)(ne + 1));
+  if (!I->edges) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n; i++) {
     const poly_block_info *b = poly_block(c->pv, blocks[i]);
     for (int a = 0; a < b->naccess; a++) {
@@ -171,15 +171,15 @@ static hp_status describe_rows(rg_ctx *c, rg_info *I, hp_arena *A, const int *bl
       add_edge(c, I, A, p, b->access[a].tensor, blocks[i], mb);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status describe_attention(rg_ctx *c, rg_info *I, hp_arena *A, const rg_attention *att, const int *blocks,
+static harp_status describe_attention(rg_ctx *c, rg_info *I, ut_arena *A, const rg_attention *att, const int *blocks,
                                     int n) {
   I->att = *att;
-  I->epi = hp_arena_alloc(A, sizeof(rg_epi) * (size_t)(n + 1));
-  I->edges = hp_arena_alloc(A, sizeof(rg_local_edge) * 2);
-  if (!I->epi || !I->edges) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  I->epi = ut_arena_alloc(A, sizeof(rg_epi) * (size_t)(n + 1));
+  I->edges = ut_arena_alloc(A, sizeof(rg_local_edge) * 2);
+  if (!I->epi || !I->edges) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n; i++) /* the casts after P V */
     if (blocks[i] > att->pv) {
       rg_epi *ep = &I->epi[I->nepi++];
@@ -190,10 +190,10 @@ static hp_status describe_attention(rg_ctx *c, rg_info *I, hp_arena *A, const rg
     }
   /* S and P never leave the registers of the CTA that computes them */
   add_edge(c, I, A, att->qk, poly_block(c->pv, att->qk)->node, att->pv, NULL);
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status copy_plan_info(rg_ctx *c, rg_info *I, hp_arena *A, const rg_eval *ev) {
+static harp_status copy_plan_info(rg_ctx *c, rg_info *I, ut_arena *A, const rg_eval *ev) {
   plan_region_info *r = &I->plan_info;
   *r = ev->info;
   r->name = dup(A, ev->info.name);
@@ -202,23 +202,23 @@ static hp_status copy_plan_info(rg_ctx *c, rg_info *I, hp_arena *A, const rg_eva
   r->nedges = 0;
   for (int i = 0; i < I->nedges && r->nedges < PLAN_MAX_EDGES; i++) {
     plan_edge *pe = &r->edges[r->nedges++];
-    hp_sanitize_name(I->edges[i].from, pe->from, sizeof pe->from);
-    hp_sanitize_name(I->edges[i].to, pe->to, sizeof pe->to);
+    ut_sanitize_name(I->edges[i].from, pe->from, sizeof pe->from);
+    ut_sanitize_name(I->edges[i].to, pe->to, sizeof pe->to);
     pe->buffer = I->edges[i].buffer;
     pe->depth = I->edges[i].depth;
   }
-  if (!r->name) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!r->name) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < r->naxes; i++)
-    if (!r->axes[i].name) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-  return HP_OK;
+    if (!r->axes[i].name) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
 }
 
 /* Why the region took none of its remaining producers. */
-static hp_status describe_stops(rg_ctx *c, rg_info *I, hp_arena *A, const int *members, int nm) {
+static harp_status describe_stops(rg_ctx *c, rg_info *I, ut_arena *A, const int *members, int nm) {
   int nprod = 0;
   for (int i = 0; i < nm; i++) nprod += c->units[members[i]].nprod;
-  I->stops = hp_arena_alloc(A, sizeof(rg_stop) * (size_t)(nprod + 1));
-  if (!I->stops) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  I->stops = ut_arena_alloc(A, sizeof(rg_stop) * (size_t)(nprod + 1));
+  if (!I->stops) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = nm - 1; i >= 0; i--)
     for (int k = c->units[members[i]].nprod - 1; k >= 0; k--) {
       int q = c->units[members[i]].prod[k];
@@ -232,20 +232,20 @@ static hp_status describe_stops(rg_ctx *c, rg_info *I, hp_arena *A, const int *m
       s->reason = a.ok ? (c->units_exact && c->units_exact[q] ? "exact_selection" : "rolled_back") : a.reason;
       s->detail = dup(A, a.ok ? "the fusion is legal and pays, but the selection put the producer elsewhere" : a.detail);
       s->dtime = a.dtime;
-      if (!s->candidate || !s->detail) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      if (!s->candidate || !s->detail) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- attention: accept when forming it pays ------------------------------------------ */
-static hp_status attention_delta(rg_ctx *c, const rg_attention *att, const int *blocks, int n, double *dt,
+static harp_status attention_delta(rg_ctx *c, const rg_attention *att, const int *blocks, int n, double *dt,
                                  const char **stop) {
   const rg_eval *S, *P, *x;
   *stop = NULL;
   if (rg_eval_set(c, blocks, n, -1, &S) || rg_eval_set(c, &att->pv, 1, -1, &P)) return c->e->code;
   if (!S->legal) {
     *stop = S->reason;
-    return HP_OK;
+    return HARP_OK;
   }
   double t = 0, f = 0, b = 0;
   for (int i = 0; i < n; i++) {
@@ -255,26 +255,26 @@ static hp_status attention_delta(rg_ctx *c, const rg_attention *att, const int *
   }
   if (P->has_plan && !S->has_plan) {
     *stop = "no_plan";
-    return HP_OK;
+    return HARP_OK;
   }
   plan_fusion_out d;
   rg_delta(c, P, S, t, f, b, &d, NULL, 0);
   *dt = d.dtime;
   *stop = rg_stop_of(&d);
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status describe(rg_ctx *c, rg_info *I, hp_arena *A, const int *members, int nm, const int *blocks, int n,
+static harp_status describe(rg_ctx *c, rg_info *I, ut_arena *A, const int *members, int nm, const int *blocks, int n,
                           int gather, const char *selection) {
   const rg_eval *ev;
   if (rg_eval_set(c, blocks, n, gather, &ev)) return c->e->code;
   if (!ev->legal)
-    return hp_fail(c->e, HP_E_INTERNAL, gather >= 0 ? c->g->nodes[gather].id : rg_block_name(c, blocks[n - 1]),
+    return ut_fail(c->e, HARP_E_INTERNAL, gather >= 0 ? c->g->nodes[gather].id : rg_block_name(c, blocks[n - 1]),
                    "region formation chose an illegal region: %s (%s)", ev->reason, ev->detail);
   I->shape = ev->shape;
   I->nblocks = n;
-  I->blocks = hp_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
-  if (!I->blocks) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  I->blocks = ut_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
+  if (!I->blocks) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(I->blocks, blocks, sizeof(int) * (size_t)n);
   I->anchor = ev->anchor;
   I->prefix = ev->prefix;
@@ -283,15 +283,15 @@ static hp_status describe(rg_ctx *c, rg_info *I, hp_arena *A, const int *members
   I->time_est = ev->time;
   I->has_plan = ev->has_plan;
   I->plan = ev->plan;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   bool contraction = I->anchor >= 0 && poly_block(c->pv, I->anchor)->kind == POLY_CONTRACTION;
   int cell = ev->shape == RG_SHAPE_CELL ? c->units[members[0]].cell : -1;
   if (ev->shape == RG_SHAPE_ATTENTION) st = describe_attention(c, I, A, c->units[members[0]].att, blocks, n);
   else if (cell >= 0) I->cell = c->cells[cell];
   else if (gather < 0 && contraction) st = describe_contraction(c, I, A, blocks, n);
   else if (gather < 0) st = describe_rows(c, I, A, blocks, n);
-  I->roles = hp_arena_alloc(A, sizeof(rg_role) * (size_t)(n + 1));
-  if (!st && !I->roles) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  I->roles = ut_arena_alloc(A, sizeof(rg_role) * (size_t)(n + 1));
+  if (!st && !I->roles) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n && !st; i++) {
     int b = blocks[i];
     rg_role r = RG_ROLE_BODY;
@@ -325,10 +325,10 @@ static void reset_units(rg_ctx *c) {
 
 /* ---- the partition -------------------------------------------------------------------- */
 /* The nodes of list[0 .. n) (ascending) whose mark is want. */
-static int *ints_of(hp_arena *a, const char *mark, const int *list, int n, char want, int *count) {
+static int *ints_of(ut_arena *a, const char *mark, const int *list, int n, char want, int *count) {
   int k = 0;
   for (int i = 0; i < n; i++) k += mark[list[i]] == want;
-  int *out = hp_arena_alloc(a, sizeof(int) * (size_t)(k + 1));
+  int *out = ut_arena_alloc(a, sizeof(int) * (size_t)(k + 1));
   if (!out) return NULL;
   k = 0;
   for (int i = 0; i < n; i++)
@@ -339,15 +339,15 @@ static int *ints_of(hp_arena *a, const char *mark, const int *list, int n, char 
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p) {
+static harp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p) {
   const tiny_graph *g = c->g;
-  hp_arena *A = p->arena;
-  p->regions = hp_arena_alloc(A, sizeof(rg_region) * ((size_t)ch->nregions + 1));
-  rg_info *infos = hp_arena_alloc(A, sizeof(rg_info) * ((size_t)ch->nregions + 1));
-  int *members = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
-  int *blocks = hp_xmalloc(sizeof(int) * ((size_t)poly_nblocks(c->pv) + 1));
-  hp_status st = HP_OK;
-  if (!p->regions || !infos || !members || !blocks) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  ut_arena *A = p->arena;
+  p->regions = ut_arena_alloc(A, sizeof(rg_region) * ((size_t)ch->nregions + 1));
+  rg_info *infos = ut_arena_alloc(A, sizeof(rg_info) * ((size_t)ch->nregions + 1));
+  int *members = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
+  int *blocks = ut_xmalloc(sizeof(int) * ((size_t)poly_nblocks(c->pv) + 1));
+  harp_status st = HARP_OK;
+  if (!p->regions || !infos || !members || !blocks) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int r = 0; r < ch->nregions && !st; r++) {
     int nm = 0;
     for (int u = 0; u < c->nunits; u++)
@@ -362,9 +362,9 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     if (nout == 0) c->outs[nout++] = sink_node; /* dead code still writes its value */
     R->nodes = ints_of(A, c->rn_mark, c->rn_list, c->rn_n, 1, &R->nnodes);
     R->in_values = ints_of(A, c->rn_mark, c->rn_list, c->rn_n, 2, &R->nin);
-    R->out_values = hp_arena_alloc(A, sizeof(int) * (size_t)(nout + 1));
+    R->out_values = ut_arena_alloc(A, sizeof(int) * (size_t)(nout + 1));
     if (!R->nodes || !R->in_values || !R->out_values) {
-      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       break;
     }
     qsort(c->outs, (size_t)nout, sizeof(int), cmp_int);
@@ -377,7 +377,7 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     if (gather >= 0) p->region_of[gather] = p->n;
     R->name = dup(A, c->units[members[nm - 1]].name); /* block names live in the Poly-View, which may go first */
     if (!R->name) {
-      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       break;
     }
     for (int q = 0; q < p->n; q++)
@@ -386,9 +386,9 @@ static hp_status build_partition(rg_ctx *c, const rg_choice *ch, rg_partition *p
     R->info = I;
     /* rg_region.blocks: the blocks with loops, in order; operand casts are
      * conversions done where their readers load */
-    R->blocks = hp_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
+    R->blocks = ut_arena_alloc(A, sizeof(int) * (size_t)(n + 1));
     if (!R->blocks) {
-      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       break;
     }
     for (int i = 0; i < n; i++)
@@ -423,17 +423,17 @@ static bool half(tiny_dtype d) { return d == TINY_FP16 || d == TINY_BF16; }
  * and v are fp32 too) is not one, so its matmuls and softmax form regions
  * of their own (on an H100 a BERT layer's fp32 attention as one generic
  * kernel, a thread per query row, took 2.0 ms) */
-static hp_status match_attentions(rg_ctx *c, bool half_only, rg_attention **att, int **att_blocks, int *att_n,
+static harp_status match_attentions(rg_ctx *c, bool half_only, rg_attention **att, int **att_blocks, int *att_n,
                                   int *natt) {
   int nb = poly_nblocks(c->pv);
-  char *claimed = hp_arena_alloc(c->arena, (size_t)nb + 1);
-  if (!claimed) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *claimed = ut_arena_alloc(c->arena, (size_t)nb + 1);
+  if (!claimed) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *natt = 0;
   for (int b = nb - 1; b >= 0 && *natt < MAX_ATT; b--) {
     if (poly_block(c->pv, b)->kind != POLY_CONTRACTION || claimed[b]) continue;
-    rg_attention *a = hp_arena_alloc(c->arena, sizeof *a);
-    int *bl = hp_arena_alloc(c->arena, sizeof(int) * 32);
-    if (!a || !bl) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    rg_attention *a = ut_arena_alloc(c->arena, sizeof *a);
+    int *bl = ut_arena_alloc(c->arena, sizeof(int) * 32);
+    if (!a || !bl) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     bool found;
     int n;
     if (rg_match_attention(c, b, &found, a, bl, &n, NULL, 0)) return c->e->code;
@@ -447,10 +447,10 @@ static hp_status match_attentions(rg_ctx *c, bool half_only, rg_attention **att,
     att_blocks[*natt] = bl;
     att_n[(*natt)++] = n;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partition *p) {
+static harp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partition *p) {
   const tiny_graph *g = c->g;
   /* 1. SCoP extraction (2. contraction patterns are found on the way), unless given */
   if (opt->pv && opt->ib) {
@@ -461,8 +461,8 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
   }
   c->pv = F->pv;
   int nb = poly_nblocks(c->pv);
-  c->group = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
-  if (!c->group) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  c->group = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
+  if (!c->group) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int ngroups;
   if (poly_make_fusable_groups(c->e, c->pv, c->group, &ngroups)) return c->e->code;
   /* 2. attentions, kept when forming them pays */
@@ -472,8 +472,8 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
     return c->e->code;
   /* 2b. recurrent cells (CPU): each step's GEMV with its gate math, a unit and a region */
   if (!opt->no_fusion && !opt->no_cells && !plan_arch_is_gpu(c->m.arch)) {
-    char *claimed = hp_arena_alloc(c->arena, (size_t)nb + 1);
-    if (!claimed) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    char *claimed = ut_arena_alloc(c->arena, (size_t)nb + 1);
+    if (!claimed) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     for (int a = 0; a < natt; a++)
       for (int i = 0; i < att_n[a]; i++) claimed[att_blocks[a][i]] = 1;
     if (rg_find_cells(c, claimed)) return c->e->code;
@@ -494,12 +494,12 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
   }
   /* 3-5. selection */
   rg_choice ch = {0};
-  ch.region_of_unit = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)c->nunits + 1));
-  if (!ch.region_of_unit) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  ch.region_of_unit = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)c->nunits + 1));
+  if (!ch.region_of_unit) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (opt->no_fusion) {
     ch.nregions = c->nunits;
-    ch.selection = hp_arena_alloc(c->arena, sizeof(char *) * ((size_t)c->nunits + 1));
-    if (!ch.selection) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ch.selection = ut_arena_alloc(c->arena, sizeof(char *) * ((size_t)c->nunits + 1));
+    if (!ch.selection) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     for (int u = 0; u < c->nunits; u++) ch.region_of_unit[u] = u, ch.selection[u] = "singleton";
   } else {
     int window = opt->window ? opt->window : DEFAULT_WINDOW;
@@ -510,31 +510,31 @@ static hp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partiti
   return build_partition(c, &ch, p);
 }
 
-hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rg_options *opt,
+harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rg_options *opt,
                   rg_partition **out) {
   *out = NULL;
   rg_options o = {0};
   if (opt) o = *opt;
   for (int i = 0; i < g->n; i++)
     if (!tiny_shape_known(&g->nodes[i].shape))
-      return hp_fail(e, HP_E_UNBOUND_SYMBOL, g->nodes[i].id, "region formation needs every size bound (--sym)");
-  rg_formed *F = hp_xcalloc(1, sizeof *F);
-  rg_partition *p = hp_xcalloc(1, sizeof *p);
+      return ut_fail(e, HARP_E_UNBOUND_SYMBOL, g->nodes[i].id, "region formation needs every size bound (--sym)");
+  rg_formed *F = ut_xcalloc(1, sizeof *F);
+  rg_partition *p = ut_xcalloc(1, sizeof *p);
   rg_ctx c;
   memset(&c, 0, sizeof c);
   size_t sz = (size_t)g->n * 2 + 2;
-  c.arena = hp_arena_new();
+  c.arena = ut_arena_new();
   if (F && p) p->formed = F;
-  if (!F || !p || !c.arena || !(p->arena = hp_arena_new()) || !(p->region_of = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
-      !(c.unit_of_node = hp_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.is_output = hp_arena_alloc(c.arena, sz)) ||
-      !(c.mark = hp_arena_alloc(c.arena, sz)) || !(c.mark2 = hp_arena_alloc(c.arena, sz)) ||
-      !(c.rn_mark = hp_arena_alloc(c.arena, sz)) || !(c.rn_val = hp_arena_alloc(c.arena, sz)) ||
-      !(c.rn_list = hp_arena_alloc(c.arena, sizeof(int) * sz)) ||
-      !(c.stack = hp_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.outs = hp_arena_alloc(c.arena, sizeof(int) * sz))) {
+  if (!F || !p || !c.arena || !(p->arena = ut_arena_new()) || !(p->region_of = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
+      !(c.unit_of_node = ut_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.is_output = ut_arena_alloc(c.arena, sz)) ||
+      !(c.mark = ut_arena_alloc(c.arena, sz)) || !(c.mark2 = ut_arena_alloc(c.arena, sz)) ||
+      !(c.rn_mark = ut_arena_alloc(c.arena, sz)) || !(c.rn_val = ut_arena_alloc(c.arena, sz)) ||
+      !(c.rn_list = ut_arena_alloc(c.arena, sizeof(int) * sz)) ||
+      !(c.stack = ut_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.outs = ut_arena_alloc(c.arena, sizeof(int) * sz))) {
     if (p && !p->formed) free(F);
     rg_partition_free(p);
-    hp_arena_free(c.arena);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_arena_free(c.arena);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   c.e = e;
   c.g = g;
@@ -554,13 +554,13 @@ hp_status rg_form(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, con
   p->g = g;
   for (int i = 0; i < g->n; i++) p->region_of[i] = -1;
   for (int k = 0; k < g->noutputs; k++) c.is_output[g->outputs[k]] = 1;
-  hp_status st = form(&c, &o, F, p);
+  harp_status st = form(&c, &o, F, p);
   if (!st) st = rg_partition_check(e, p);
-  hp_arena_free(c.arena);
+  ut_arena_free(c.arena);
   if (st) {
     rg_partition_free(p);
     return st;
   }
   *out = p;
-  return HP_OK;
+  return HARP_OK;
 }

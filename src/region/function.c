@@ -13,9 +13,9 @@
 
 static size_t align_up(size_t x) { return (x + FN_ALIGN - 1) / FN_ALIGN * FN_ALIGN; }
 
-void fn_free(hp_function *f) {
+void fn_free(fn_function *f) {
   if (!f) return;
-  hp_arena_free(f->arena);
+  ut_arena_free(f->arena);
   free(f);
 }
 
@@ -58,7 +58,7 @@ static bool alloc_block(allocator *a, size_t size, size_t *off) {
 static bool free_block(allocator *a, size_t off, size_t size) {
   if (a->n == a->cap) {
     int cap = a->cap ? a->cap * 2 : 16;
-    block *b = hp_xrealloc(a->free, sizeof(block) * (size_t)cap);
+    block *b = ut_xrealloc(a->free, sizeof(block) * (size_t)cap);
     if (!b) return false;
     a->free = b;
     a->cap = cap;
@@ -83,7 +83,7 @@ static bool free_block(allocator *a, size_t off, size_t size) {
 }
 
 /* ---- building ------------------------------------------------------------- */
-static int add_buffer(hp_function *f, const tiny_graph *g, int node, fn_buf_kind kind) {
+static int add_buffer(fn_function *f, const tiny_graph *g, int node, fn_buf_kind kind) {
   fn_buffer *b = &f->buffers[f->nbuffers];
   const tiny_node *n = &g->nodes[node];
   b->id = f->nbuffers;
@@ -99,13 +99,13 @@ static int add_buffer(hp_function *f, const tiny_graph *g, int node, fn_buf_kind
   return f->nbuffers++;
 }
 
-static int *ints(hp_arena *a, int n) { return hp_arena_alloc(a, sizeof(int) * (size_t)(n + 1)); }
+static int *ints(ut_arena *a, int n) { return ut_arena_alloc(a, sizeof(int) * (size_t)(n + 1)); }
 
 /* Per node: read as an operand of a contraction block (fn_options.half_mma_operands);
  * NULL without a Poly-View or memory. */
-static bool *mma_operands(hp_arena *a, const rg_partition *p, int nnodes) {
+static bool *mma_operands(ut_arena *a, const rg_partition *p, int nnodes) {
   const poly_view *pv = p->formed ? p->formed->pv : NULL;
-  bool *op = pv ? hp_arena_alloc(a, sizeof(bool) * (size_t)(nnodes + 1)) : NULL;
+  bool *op = pv ? ut_arena_alloc(a, sizeof(bool) * (size_t)(nnodes + 1)) : NULL;
   if (!op) return NULL;
   memset(op, 0, sizeof(bool) * (size_t)(nnodes + 1));
   for (int r = 0; r < p->n; r++) {
@@ -121,31 +121,31 @@ static bool *mma_operands(hp_arena *a, const rg_partition *p, int nnodes) {
   return op;
 }
 
-hp_status fn_build(hp_error *e, const rg_partition *p, const char *name, hp_function **out) {
+harp_status fn_build(harp_error *e, const rg_partition *p, const char *name, fn_function **out) {
   return fn_build_ex(e, p, name, NULL, out);
 }
 
-hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, const fn_options *o, hp_function **out) {
+harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, const fn_options *o, fn_function **out) {
   const tiny_graph *g = p->g;
   *out = NULL;
-  hp_function *f = hp_xcalloc(1, sizeof *f);
-  if (!f || !(f->arena = hp_arena_new())) {
+  fn_function *f = ut_xcalloc(1, sizeof *f);
+  if (!f || !(f->arena = ut_arena_new())) {
     free(f);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_arena *A = f->arena;
+  ut_arena *A = f->arena;
   allocator al = {0};
-  hp_status st = HP_OK;
-  f->name = hp_arena_strdup(A, name ? name : "main");
+  harp_status st = HARP_OK;
+  f->name = ut_arena_strdup(A, name ? name : "main");
   f->part = p;
-  f->buffers = hp_arena_alloc(A, sizeof(fn_buffer) * ((size_t)g->n + 1));
+  f->buffers = ut_arena_alloc(A, sizeof(fn_buffer) * ((size_t)g->n + 1));
   f->buffer_of = ints(A, g->n);
-  f->kernels = hp_arena_alloc(A, sizeof(fn_kernel) * ((size_t)p->n + 1));
+  f->kernels = ut_arena_alloc(A, sizeof(fn_kernel) * ((size_t)p->n + 1));
   f->args = ints(A, g->n);
   f->ret = ints(A, g->noutputs);
   if (!f->name || !f->buffers || !f->buffer_of || !f->kernels || !f->args || !f->ret) goto oom;
   for (int i = 0; i < g->n; i++) f->buffer_of[i] = -1;
-  char *is_output = hp_arena_alloc(A, (size_t)g->n + 1);
+  char *is_output = ut_arena_alloc(A, (size_t)g->n + 1);
   if (!is_output) goto oom;
   for (int k = 0; k < g->noutputs; k++) is_output[g->outputs[k]] = 1;
   /* Buffers: model inputs and params first (graph order), then what regions write. */
@@ -185,7 +185,7 @@ hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, cons
     for (int k = 0; k < R->nin; k++) {
       int b = f->buffer_of[R->in_values[k]];
       if (b < 0) {
-        st = hp_fail(e, HP_E_INTERNAL, R->name, "reads %s, which no buffer holds", g->nodes[R->in_values[k]].id);
+        st = ut_fail(e, HARP_E_INTERNAL, R->name, "reads %s, which no buffer holds", g->nodes[R->in_values[k]].id);
         goto fail;
       }
       K->reads[K->nreads++] = b;
@@ -224,9 +224,9 @@ hp_status fn_build_ex(hp_error *e, const rg_partition *p, const char *name, cons
     }
   free(al.free);
   *out = f;
-  return HP_OK;
+  return HARP_OK;
 oom:
-  st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 fail:
   free(al.free);
   fn_free(f);
@@ -236,7 +236,7 @@ fail:
 /* ---- queries and checks ---------------------------------------------------- */
 static bool overlaps_in_time(const fn_buffer *a, const fn_buffer *b) { return a->first <= b->last && b->first <= a->last; }
 
-size_t fn_peak_live_bytes(const hp_function *f) {
+size_t fn_peak_live_bytes(const fn_function *f) {
   size_t peak = 0;
   for (int r = 0; r < f->nkernels; r++) {
     size_t live = 0;
@@ -247,7 +247,7 @@ size_t fn_peak_live_bytes(const hp_function *f) {
   return peak;
 }
 
-int fn_max_live_temps(const hp_function *f) {
+int fn_max_live_temps(const fn_function *f) {
   int peak = 0;
   for (int r = 0; r < f->nkernels; r++) {
     int live = 0;
@@ -258,21 +258,21 @@ int fn_max_live_temps(const hp_function *f) {
   return peak;
 }
 
-hp_status fn_check(hp_error *e, const hp_function *f) {
+harp_status fn_check(harp_error *e, const fn_function *f) {
   for (int i = 0; i < f->nbuffers; i++) {
     const fn_buffer *a = &f->buffers[i];
     if (a->kind != FN_TEMP) continue;
-    if (a->offset % FN_ALIGN) return hp_fail(e, HP_E_MISALIGNED, NULL, "buffer %d at offset %zu", i, a->offset);
+    if (a->offset % FN_ALIGN) return ut_fail(e, HARP_E_MISALIGNED, NULL, "buffer %d at offset %zu", i, a->offset);
     if (a->offset + a->size > f->required_memory)
-      return hp_fail(e, HP_E_INTERNAL, NULL, "buffer %d ends past the arena", i);
+      return ut_fail(e, HARP_E_INTERNAL, NULL, "buffer %d ends past the arena", i);
     for (int j = 0; j < i; j++) {
       const fn_buffer *b = &f->buffers[j];
       if (b->kind != FN_TEMP || !overlaps_in_time(a, b)) continue;
       if (a->offset < b->offset + (b->size ? b->size : 1) && b->offset < a->offset + (a->size ? a->size : 1))
-        return hp_fail(e, HP_E_INTERNAL, NULL, "buffers %d and %d are live together and overlap", i, j);
+        return ut_fail(e, HARP_E_INTERNAL, NULL, "buffers %d and %d are live together and overlap", i, j);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- dump ----------------------------------------------------------------- */
@@ -287,7 +287,7 @@ static json_t *int_array(const int *v, int n) {
   return a;
 }
 
-char *fn_dump_json(const hp_function *f) {
+char *fn_dump_json(const fn_function *f) {
   const tiny_graph *g = f->part->g;
   json_t *root = json_object(), *fn = json_object();
   json_object_set_new(root, "function", fn);
@@ -336,31 +336,31 @@ char *fn_dump_json(const hp_function *f) {
 }
 
 /* ---- ConstPool ------------------------------------------------------------- */
-hp_status fn_constpool_from_tensors(hp_error *e, const hp_function *f, const hp_tensor *params, int nparams,
-                                    hp_constpool *out) {
+harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
+                                    fn_constpool *out) {
   memset(out, 0, sizeof *out);
   out->size = f->const_bytes;
-  out->data = hp_xcalloc(out->size ? out->size : 1, 1);
-  if (!out->data) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte ConstPool", out->size);
+  out->data = ut_xcalloc(out->size ? out->size : 1, 1);
+  if (!out->data) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte ConstPool", out->size);
   int k = 0;
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     if (b->kind != FN_PARAM) continue;
     if (k >= nparams || params[k].dtype != b->dtype || params[k].nbytes != b->size) {
       fn_constpool_free(out);
-      return hp_fail(e, HP_E_INPUT_MISMATCH, f->part->g->nodes[b->node].id, "weight %d does not match the model", k);
+      return ut_fail(e, HARP_E_INPUT_MISMATCH, f->part->g->nodes[b->node].id, "weight %d does not match the model", k);
     }
     memcpy(out->data + b->offset, params[k].data, b->size);
     k++;
   }
   if (k != nparams) {
     fn_constpool_free(out);
-    return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d weights given, the model has %d", nparams, k);
+    return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d weights given, the model has %d", nparams, k);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-void fn_constpool_free(hp_constpool *cp) {
+void fn_constpool_free(fn_constpool *cp) {
   free(cp->data);
   memset(cp, 0, sizeof *cp);
 }

@@ -63,7 +63,7 @@ void rg_natural_tile(const rg_ctx *c, int block, int64_t *tile) {
 /* ---- memoized Poly Core answers ------------------------------------------------ */
 static rg_memo *memo_of(rg_ctx *c, int block, int access) {
   if (!c->memo) {
-    c->memo = hp_arena_alloc(c->arena, sizeof(rg_memo *) * ((size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1));
+    c->memo = ut_arena_alloc(c->arena, sizeof(rg_memo *) * ((size_t)poly_nblocks(c->pv) * POLY_MAX_ACC + 1));
     if (!c->memo) return NULL;
   }
   /* key on the first access reading the same tensor: MUL(x, x) is one edge */
@@ -72,13 +72,13 @@ static rg_memo *memo_of(rg_ctx *c, int block, int access) {
   for (int k = 0; k < access; k++)
     if (!b->access[k].write && b->access[k].tensor == b->access[access].tensor) a = k, k = access;
   rg_memo **m = &c->memo[(size_t)block * POLY_MAX_ACC + (size_t)a];
-  if (!*m) *m = hp_arena_alloc(c->arena, sizeof(rg_memo));
+  if (!*m) *m = ut_arena_alloc(c->arena, sizeof(rg_memo));
   return *m;
 }
 
-static hp_status memo_halo(rg_ctx *c, int tensor, int block, int access, const poly_halo **out) {
+static harp_status memo_halo(rg_ctx *c, int tensor, int block, int access, const poly_halo **out) {
   rg_memo *m = memo_of(c, block, access);
-  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!m->has_halo) {
     int64_t tile[POLY_MAX_VARS];
     rg_natural_tile(c, block, tile);
@@ -86,23 +86,23 @@ static hp_status memo_halo(rg_ctx *c, int tensor, int block, int access, const p
     m->has_halo = true;
   }
   *out = &m->halo;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status memo_pointwise(rg_ctx *c, int block, int access, bool *pw) {
+static harp_status memo_pointwise(rg_ctx *c, int block, int access, bool *pw) {
   rg_memo *m = memo_of(c, block, access);
-  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!m->has_pw) {
     if (poly_access_is_pointwise(c->e, c->pv, block, access, &m->pointwise)) return c->e->code;
     m->has_pw = true;
   }
   *pw = m->pointwise;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix, const poly_min_buffer **out) {
+harp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix, const poly_min_buffer **out) {
   rg_memo *m = memo_of(c, block, access);
-  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!m) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!m->has_mb[prefix]) {
     int64_t tile[POLY_MAX_VARS];
     for (int v = 0; v < POLY_MAX_VARS; v++) tile[v] = v < prefix ? 1 : -1;
@@ -110,7 +110,7 @@ hp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix
     m->has_mb[prefix] = true;
   }
   *out = &m->mb[prefix];
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Internal edges: (producer block, consumer block, access). */
@@ -273,7 +273,7 @@ static bool check_rows(rg_ctx *c, const int *blocks, int n, const iedge *ed, int
       bool seen = false;
       for (int j = 0; j < i; j++) seen |= ed[j].tensor == ed[i].tensor;
       if (!seen) ev->local_smem += mb.bytes;
-      per_tensor_max = HP_MAX(per_tensor_max, mb.bytes);
+      per_tensor_max = UT_MAX(per_tensor_max, mb.bytes);
     }
   }
   ev->shape = RG_SHAPE_ROW;
@@ -282,19 +282,19 @@ static bool check_rows(rg_ctx *c, const int *blocks, int n, const iedge *ed, int
   return true;
 }
 
-hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev) {
+harp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev) {
   memset(ev, 0, sizeof *ev);
   ev->legal = true;
   ev->anchor = -1;
   if (gather >= 0) {
     if (n > 0) illegal(ev, "non_scop", "%s reads at data-dependent positions: it ends a region", c->g->nodes[gather].id);
     else ev->shape = RG_SHAPE_GATHER;
-    return HP_OK;
+    return HARP_OK;
   }
-  if (n == 0) return hp_fail(c->e, HP_E_INTERNAL, NULL, "an empty region");
+  if (n == 0) return ut_fail(c->e, HARP_E_INTERNAL, NULL, "an empty region");
   if (n > RG_MAX_SET) {
     illegal(ev, "unsupported_shape", "more than %d blocks in one region", RG_MAX_SET);
-    return HP_OK;
+    return HARP_OK;
   }
   /* a recurrent cell (cell.c): a unit with several outputs, a region alone */
   for (int i = 0; i < n; i++) {
@@ -302,26 +302,26 @@ hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval 
     if (u->kind != RG_U_CELL) continue;
     if (u->nblocks != n) {
       illegal(ev, "unsupported_shape", "a recurrent cell (%s) takes nothing in", u->name);
-      return HP_OK;
+      return HARP_OK;
     }
     ev->shape = RG_SHAPE_CELL;
     ev->anchor = c->cells[u->cell].con[0];
-    return HP_OK;
+    return HARP_OK;
   }
-  if (!check_ucc(c, blocks, n, ev)) return HP_OK;
+  if (!check_ucc(c, blocks, n, ev)) return HARP_OK;
   /* an attention unit alone */
   int u0 = c->unit_of_block[blocks[0]];
   if (c->units[u0].kind == RG_U_ATTENTION && c->units[u0].nblocks == n) {
     ev->shape = RG_SHAPE_ATTENTION;
     ev->anchor = c->units[u0].att->pv;
-    hp_status st = poly_fusion_prefix(c->e, c->pv, blocks, n, &ev->prefix);
+    harp_status st = poly_fusion_prefix(c->e, c->pv, blocks, n, &ev->prefix);
     return st;
   }
   if (n == 1) {
     ev->shape = RG_SHAPE_SINGLE;
     ev->anchor = blocks[0];
     ev->prefix = poly_block(c->pv, blocks[0])->nout;
-    return HP_OK;
+    return HARP_OK;
   }
   iedge ed[4 * RG_MAX_SET];
   int ne = internal_edges(c, blocks, n, ed, 4 * RG_MAX_SET);
@@ -330,11 +330,11 @@ hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval 
     if (poly_block(c->pv, blocks[i])->kind == POLY_CONTRACTION) ncon++, K = blocks[i];
   if (ncon > 1) {
     illegal(ev, "unsupported_shape", "%d contractions that are not an attention", ncon);
-    return HP_OK;
+    return HARP_OK;
   }
-  hp_status before = c->e->code;
+  harp_status before = c->e->code;
   bool ok = check_halos(c, ed, ne, ev) &&
             (ncon ? check_contraction(c, blocks, n, K, ed, ne, ev) : check_rows(c, blocks, n, ed, ne, ev));
   (void)ok;
-  return c->e->code != before ? c->e->code : HP_OK;
+  return c->e->code != before ? c->e->code : HARP_OK;
 }

@@ -16,7 +16,7 @@ void rg_partition_free(rg_partition *p) {
   if (!p) return;
   rg_formed_free(p->formed);
   free(p->region_of);
-  hp_arena_free(p->arena);
+  ut_arena_free(p->arena);
   free(p);
 }
 
@@ -42,10 +42,10 @@ static void collect(const tiny_graph *g, int i, char *in_region, char *is_in, in
   }
 }
 
-static int *list_of(hp_arena *a, const char *mark, int n, int *count) {
+static int *list_of(ut_arena *a, const char *mark, int n, int *count) {
   int c = 0;
   for (int i = 0; i < n; i++) c += mark[i] != 0;
-  int *out = hp_arena_alloc(a, sizeof(int) * (size_t)(c + 1));
+  int *out = ut_arena_alloc(a, sizeof(int) * (size_t)(c + 1));
   if (!out) return NULL;
   c = 0;
   for (int i = 0; i < n; i++)
@@ -62,17 +62,17 @@ static const char *kind_of(const tiny_node *n) {
   }
 }
 
-hp_status rg_partition_singletons(hp_error *e, const tiny_graph *g, rg_partition **out) {
+harp_status rg_partition_singletons(harp_error *e, const tiny_graph *g, rg_partition **out) {
   *out = NULL;
-  rg_partition *p = hp_xcalloc(1, sizeof *p);
-  char *in_region = hp_xcalloc((size_t)g->n + 1, 1), *is_in = hp_xcalloc((size_t)g->n + 1, 1);
-  char *is_out = hp_xcalloc((size_t)g->n + 1, 1);
-  int *stack = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
-  hp_status st = HP_OK;
-  if (!p || !in_region || !is_in || !is_out || !stack || !(p->arena = hp_arena_new()) ||
-      !(p->region_of = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
-      !(p->regions = hp_arena_alloc(p->arena, sizeof(rg_region) * ((size_t)g->n + 1)))) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  rg_partition *p = ut_xcalloc(1, sizeof *p);
+  char *in_region = ut_xcalloc((size_t)g->n + 1, 1), *is_in = ut_xcalloc((size_t)g->n + 1, 1);
+  char *is_out = ut_xcalloc((size_t)g->n + 1, 1);
+  int *stack = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1));
+  harp_status st = HARP_OK;
+  if (!p || !in_region || !is_in || !is_out || !stack || !(p->arena = ut_arena_new()) ||
+      !(p->region_of = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
+      !(p->regions = ut_arena_alloc(p->arena, sizeof(rg_region) * ((size_t)g->n + 1)))) {
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   p->g = g;
@@ -81,7 +81,7 @@ hp_status rg_partition_singletons(hp_error *e, const tiny_graph *g, rg_partition
   for (int k = 0; k < g->noutputs; k++) {
     int o = g->outputs[k];
     if (is_leaf(g, o)) {
-      st = hp_fail(e, HP_E_UNSUPPORTED, g->nodes[o].id, "a model output that is itself an input or constant");
+      st = ut_fail(e, HARP_E_UNSUPPORTED, g->nodes[o].id, "a model output that is itself an input or constant");
       goto done;
     }
     is_out[o] = 1;
@@ -96,9 +96,9 @@ hp_status rg_partition_singletons(hp_error *e, const tiny_graph *g, rg_partition
     rg_region *r = &p->regions[p->n];
     r->nodes = list_of(p->arena, in_region, g->n, &r->nnodes);
     r->in_values = list_of(p->arena, is_in, g->n, &r->nin);
-    r->out_values = hp_arena_alloc(p->arena, sizeof(int));
+    r->out_values = ut_arena_alloc(p->arena, sizeof(int));
     if (!r->nodes || !r->in_values || !r->out_values) {
-      st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
       break;
     }
     r->out_values[0] = i;
@@ -126,18 +126,18 @@ done:
     return st;
   }
   *out = p;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status rg_partition_check(hp_error *e, const rg_partition *p) {
+harp_status rg_partition_check(harp_error *e, const rg_partition *p) {
   const tiny_graph *g = p->g;
-  char *mark = hp_xcalloc((size_t)g->n + 1, 1);
-  int *writer = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
-  hp_status st = HP_OK;
+  char *mark = ut_xcalloc((size_t)g->n + 1, 1);
+  int *writer = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1));
+  harp_status st = HARP_OK;
   if (!mark || !writer) {
     free(mark);
     free(writer);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int i = 0; i < g->n; i++) writer[i] = -1;
   for (int r = 0; r < p->n && !st; r++) {
@@ -145,33 +145,33 @@ hp_status rg_partition_check(hp_error *e, const rg_partition *p) {
     memset(mark, 0, (size_t)g->n);
     for (int k = 0; k < R->nnodes && !st; k++) {
       int v = R->nodes[k];
-      if (k && v <= R->nodes[k - 1]) st = hp_fail(e, HP_E_INTERNAL, R->name, "region nodes are not ascending");
-      else if (g->nodes[v].op == TINY_INPUT) st = hp_fail(e, HP_E_INTERNAL, R->name, "an INPUT is a region node");
+      if (k && v <= R->nodes[k - 1]) st = ut_fail(e, HARP_E_INTERNAL, R->name, "region nodes are not ascending");
+      else if (g->nodes[v].op == TINY_INPUT) st = ut_fail(e, HARP_E_INTERNAL, R->name, "an INPUT is a region node");
       mark[v] = 1;
     }
     for (int k = 0; k < R->nin && !st; k++) {
       int v = R->in_values[k];
-      if (mark[v]) st = hp_fail(e, HP_E_INTERNAL, R->name, "value %s is both computed and read", g->nodes[v].id);
+      if (mark[v]) st = ut_fail(e, HARP_E_INTERNAL, R->name, "value %s is both computed and read", g->nodes[v].id);
       else if (g->nodes[v].op != TINY_INPUT && (writer[v] < 0 || writer[v] >= r))
-        st = hp_fail(e, HP_E_INTERNAL, R->name, "reads %s before any region writes it", g->nodes[v].id);
+        st = ut_fail(e, HARP_E_INTERNAL, R->name, "reads %s before any region writes it", g->nodes[v].id);
       mark[v] = 2;
     }
     for (int k = 0; k < R->nnodes && !st; k++) {
       const tiny_node *n = &g->nodes[R->nodes[k]];
       for (int s = 0; s < n->nsrc && !st; s++)
         if (!mark[n->src[s].node])
-          st = hp_fail(e, HP_E_INTERNAL, R->name, "node %s reads %s, neither in the region nor an input", n->id,
+          st = ut_fail(e, HARP_E_INTERNAL, R->name, "node %s reads %s, neither in the region nor an input", n->id,
                        g->nodes[n->src[s].node].id);
     }
     for (int k = 0; k < R->nout && !st; k++) {
       int v = R->out_values[k];
-      if (mark[v] != 1) st = hp_fail(e, HP_E_INTERNAL, R->name, "writes %s, which it does not compute", g->nodes[v].id);
-      else if (writer[v] >= 0) st = hp_fail(e, HP_E_INTERNAL, R->name, "%s is written twice", g->nodes[v].id);
+      if (mark[v] != 1) st = ut_fail(e, HARP_E_INTERNAL, R->name, "writes %s, which it does not compute", g->nodes[v].id);
+      else if (writer[v] >= 0) st = ut_fail(e, HARP_E_INTERNAL, R->name, "%s is written twice", g->nodes[v].id);
       else writer[v] = r;
     }
   }
   for (int k = 0; k < g->noutputs && !st; k++)
-    if (writer[g->outputs[k]] < 0) st = hp_fail(e, HP_E_INTERNAL, g->nodes[g->outputs[k]].id, "no region writes this output");
+    if (writer[g->outputs[k]] < 0) st = ut_fail(e, HARP_E_INTERNAL, g->nodes[g->outputs[k]].id, "no region writes this output");
   free(mark);
   free(writer);
   return st;

@@ -13,13 +13,13 @@
 
 /* A Tiny graph computing one region: INPUTs for its in_values, then its
  * nodes, with out_values as outputs. */
-static hp_status region_graph(hp_error *e, const tiny_graph *g, const rg_region *R, tiny_graph **out) {
+static harp_status region_graph(harp_error *e, const tiny_graph *g, const rg_region *R, tiny_graph **out) {
   tiny_graph *s = tiny_graph_new();
-  int *map = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
+  int *map = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1));
   if (!s || !map) {
     tiny_graph_free(s);
     free(map);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int k = 0; k < R->nin; k++) {
     const tiny_node *n = &g->nodes[R->in_values[k]];
@@ -37,18 +37,18 @@ static hp_status region_graph(hp_error *e, const tiny_graph *g, const rg_region 
   for (int k = 0; k < R->nout; k++) tiny_mark_output(s, map[R->out_values[k]]);
   free(map);
   if (s->err.code) {
-    hp_status st = hp_fail(e, s->err.code, s->err.node, "region %s: %s", R->name, s->err.msg);
+    harp_status st = ut_fail(e, s->err.code, s->err.node, "region %s: %s", R->name, s->err.msg);
     tiny_graph_free(s);
     return st;
   }
   *out = s;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* A tensor header over existing storage (not owned), in dtype dt (a buffer
  * may store its node's fp16/bf16 values widened to fp32: fn_options). */
-static hp_tensor view_of(const tiny_node *n, tiny_dtype dt, void *data, size_t nbytes) {
-  hp_tensor t = {0};
+static ut_tensor view_of(const tiny_node *n, tiny_dtype dt, void *data, size_t nbytes) {
+  ut_tensor t = {0};
   t.dtype = dt;
   t.rank = n->shape.rank;
   for (int d = 0; d < t.rank; d++) t.shape[d] = n->shape.d[d].n;
@@ -59,35 +59,35 @@ static hp_tensor view_of(const tiny_node *n, tiny_dtype dt, void *data, size_t n
 
 /* src's elements into dst (the same shape, another dtype: exact between a
  * half dtype and fp32 for half values). */
-static void convert(const hp_tensor *src, hp_tensor *dst) {
-  int64_t n = hp_tensor_numel(src);
-  for (int64_t i = 0; i < n; i++) hp_tensor_set(dst, i, hp_tensor_get(src, i));
+static void convert(const ut_tensor *src, ut_tensor *dst) {
+  int64_t n = ut_tensor_numel(src);
+  for (int64_t i = 0; i < n; i++) ut_tensor_set(dst, i, ut_tensor_get(src, i));
 }
 
 /* Region input: the buffer's tensor t as the node dtype the region reads
  * (a copy into *tmp when the buffer stores it widened). */
-static hp_status as_read(hp_error *e, const hp_tensor *t, tiny_dtype want, hp_tensor *tmp, hp_tensor *out) {
+static harp_status as_read(harp_error *e, const ut_tensor *t, tiny_dtype want, ut_tensor *tmp, ut_tensor *out) {
   if (t->dtype == want) {
     *out = *t;
-    return HP_OK;
+    return HARP_OK;
   }
-  if (hp_tensor_alloc(e, tmp, want, t->rank, t->shape)) return e->code;
+  if (ut_tensor_alloc(e, tmp, want, t->rank, t->shape)) return e->code;
   convert(t, tmp);
   *out = *tmp;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms, const hp_tensor *inputs,
-                      int ninputs, hp_tensor *outputs) {
+harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
+                      int ninputs, ut_tensor *outputs) {
   const rg_partition *p = f->part;
   const tiny_graph *g = p->g;
-  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
-  unsigned char *arena = hp_xcalloc(f->required_memory ? f->required_memory : 1, 1);
-  hp_tensor *storage = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *storage); /* where each buffer lives */
-  hp_status st = HP_OK;
+  unsigned char *arena = ut_xcalloc(f->required_memory ? f->required_memory : 1, 1);
+  ut_tensor *storage = ut_xcalloc((size_t)f->nbuffers + 1, sizeof *storage); /* where each buffer lives */
+  harp_status st = HARP_OK;
   if (!arena || !storage) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte arena", f->required_memory);
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte arena", f->required_memory);
     goto done;
   }
   for (int a = 0; a < f->nargs; a++) storage[f->args[a]] = inputs[a];
@@ -99,9 +99,9 @@ hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms
     const fn_kernel *K = &f->kernels[r];
     const rg_region *R = &p->regions[K->region];
     tiny_graph *s = NULL;
-    hp_tensor *in = hp_xcalloc((size_t)K->nreads + 1, sizeof *in), *res = hp_xcalloc((size_t)K->nwrites + 1, sizeof *res);
-    hp_tensor *tmp = hp_xcalloc((size_t)K->nreads + 1, sizeof *tmp);
-    if (!in || !res || !tmp) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_tensor *in = ut_xcalloc((size_t)K->nreads + 1, sizeof *in), *res = ut_xcalloc((size_t)K->nwrites + 1, sizeof *res);
+    ut_tensor *tmp = ut_xcalloc((size_t)K->nreads + 1, sizeof *tmp);
+    if (!in || !res || !tmp) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (!st) st = region_graph(e, g, R, &s);
     if (!st) st = tiny_infer(e, s, syms, false);
     for (int k = 0; k < K->nreads && !st; k++)
@@ -112,7 +112,7 @@ hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms
       bool widened = B->kind == FN_TEMP && res[k].dtype != B->dtype;
       if (widened ? res[k].nbytes / tiny_dtype_size(res[k].dtype) != B->size / tiny_dtype_size(B->dtype)
                   : res[k].nbytes != B->size) {
-        st = hp_fail(e, HP_E_INTERNAL, R->name, "region result has %zu bytes, its buffer %zu", res[k].nbytes, B->size);
+        st = ut_fail(e, HARP_E_INTERNAL, R->name, "region result has %zu bytes, its buffer %zu", res[k].nbytes, B->size);
       } else if (widened) { /* stored as the backends store it: fp32 */
         convert(&res[k], &storage[B->id]);
       } else if (B->kind == FN_TEMP) {
@@ -126,8 +126,8 @@ hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms
           }
       }
     }
-    for (int k = 0; k < K->nwrites; k++) hp_tensor_free(&res[k]);
-    for (int k = 0; tmp && k < K->nreads; k++) hp_tensor_free(&tmp[k]);
+    for (int k = 0; k < K->nwrites; k++) ut_tensor_free(&res[k]);
+    for (int k = 0; tmp && k < K->nreads; k++) ut_tensor_free(&tmp[k]);
     free(tmp);
     free(in);
     free(res);
@@ -141,9 +141,9 @@ hp_status fn_playback(hp_error *e, const hp_function *f, const tiny_symtab *syms
 done:
   if (storage)
     for (int b = 0; b < f->nbuffers; b++)
-      if (f->buffers[b].kind == FN_OUTPUT) hp_tensor_free(&storage[b]);
+      if (f->buffers[b].kind == FN_OUTPUT) ut_tensor_free(&storage[b]);
   if (st)
-    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+    for (int k = 0; k < f->nret; k++) ut_tensor_free(&outputs[k]);
   free(storage);
   free(arena);
   return st;

@@ -33,7 +33,7 @@
 
 #define LOG2E 1.4426950408889634
 
-static hp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost);
+static harp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost);
 
 static int64_t extent(const int64_t *lo, const int64_t *hi, int v) { return hi[v] - lo[v] + 1; }
 
@@ -280,7 +280,7 @@ static void row_axes(rg_ctx *c, const int *set, int n, rg_eval *ev) {
     int64_t l2[POLY_MAX_VARS], h2[POLY_MAX_VARS], w = 1;
     ranges(c, set[i], l2, h2);
     for (int v = ev->prefix; v < b->nvars; v++) w *= extent(l2, h2, v);
-    inner = HP_MAX(inner, w);
+    inner = UT_MAX(inner, w);
     red |= b->kind == POLY_REDUCE;
   }
   if (inner > 1) axis(ev, "k", inner, true, PLAN_ROLE_AUTO);
@@ -321,7 +321,7 @@ static double occ_factor(const rg_ctx *c, double occ) {
   return f > 1 ? 1 : f;
 }
 
-hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev) {
+harp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev) {
   const tiny_graph *g = c->g;
   plan_region_info *r = &ev->info;
   memset(r, 0, sizeof *r);
@@ -361,8 +361,8 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
     plan_epilogue(c, blocks, n, K, r);
     if (n > 1) {
       plan_edge *pe = &r->edges[r->nedges++];
-      hp_sanitize_name(rg_block_name(c, K), pe->from, sizeof pe->from); /* plans take identifiers */
-      hp_sanitize_name(rg_block_name(c, blocks[n - 1]), pe->to, sizeof pe->to);
+      ut_sanitize_name(rg_block_name(c, K), pe->from, sizeof pe->from); /* plans take identifiers */
+      ut_sanitize_name(rg_block_name(c, blocks[n - 1]), pe->to, sizeof pe->to);
       pe->buffer = PLAN_BUF_REG;
     }
   } else if (gather >= 0) {
@@ -387,8 +387,8 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
     ev->flops += w;
   }
   if (gather >= 0) ev->flops = (double)numel(g, gather);
-  r->flops = (int64_t)HP_MIN(ev->flops, 4e18);
-  r->bytes = (int64_t)HP_MIN(ev->bytes, 4e18);
+  r->flops = (int64_t)UT_MIN(ev->flops, 4e18);
+  r->bytes = (int64_t)UT_MIN(ev->bytes, 4e18);
   if (r->flops < 1) r->flops = 1;
   if (r->bytes < 1) r->bytes = 1;
   /* the default plan and its cost */
@@ -418,7 +418,7 @@ hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *
     ev->res.smem_per_cta = ev->local_smem;
     ev->time = plan_time_formula(ev->flops, ev->bytes, peak, c->m.mem_bw, 1, 0.5);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- default plans, memoized ------------------------------------------------------------ */
@@ -441,14 +441,14 @@ typedef struct rg_plan_memo {
   struct rg_plan_memo *next;
 } rg_plan_memo;
 
-static void key_int(hp_str *k, int64_t v) { hp_str_putn(k, (const char *)&v, sizeof v); }
-static void key_name(hp_str *k, const char *s) {
+static void key_int(ut_str *k, int64_t v) { ut_str_putn(k, (const char *)&v, sizeof v); }
+static void key_name(ut_str *k, const char *s) {
   key_int(k, s ? (int64_t)strlen(s) : -1);
-  if (s) hp_str_putn(k, s, strlen(s));
+  if (s) ut_str_putn(k, s, strlen(s));
 }
 
 /* every field the plan layer reads, without padding */
-static void summary_key(hp_str *k, const plan_region_info *r) {
+static void summary_key(ut_str *k, const plan_region_info *r) {
   key_int(k, r->pattern);
   key_int(k, r->naxes);
   for (int i = 0; i < r->naxes; i++) {
@@ -472,41 +472,41 @@ static void summary_key(hp_str *k, const plan_region_info *r) {
   key_int(k, r->conv_kh), key_int(k, r->conv_kw);
 }
 
-static hp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost) {
-  if (!c->plan_memo && !(c->plan_memo = hp_arena_alloc(c->arena, sizeof(rg_plan_memo *) * PLAN_MEMO_BUCKETS)))
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_str k;
-  hp_str_init(&k);
+static harp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost) {
+  if (!c->plan_memo && !(c->plan_memo = ut_arena_alloc(c->arena, sizeof(rg_plan_memo *) * PLAN_MEMO_BUCKETS)))
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  ut_str k;
+  ut_str_init(&k);
   summary_key(&k, r);
   if (k.oom) {
-    hp_str_free(&k);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_str_free(&k);
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  uint64_t h = hp_hash64(k.buf, k.len, 0x706c616e6d656d6full);
+  uint64_t h = ut_hash64(k.buf, k.len, 0x706c616e6d656d6full);
   rg_plan_memo **slot = &c->plan_memo[h % PLAN_MEMO_BUCKETS];
   for (rg_plan_memo *x = *slot; x; x = x->next)
     if (x->h == h && x->klen == k.len && !memcmp(x->key, k.buf, k.len)) {
-      hp_str_free(&k);
+      ut_str_free(&k);
       *has_plan = x->has_plan;
       *plan = x->plan;
       *cost = x->cost;
       if (plan->nedges > 0) memcpy(plan->edges, r->edges, sizeof(plan_edge) * (size_t)plan->nedges); /* plan_fill_from_region's */
-      return HP_OK;
+      return HARP_OK;
     }
-  hp_error pe = {0};
+  harp_error pe = {0};
   memset(cost, 0, sizeof *cost);
-  *has_plan = plan_default(r, &c->m, NULL, plan, &pe) == HP_OK && plan_cost_of(plan, r, &c->m, cost, &pe) == HP_OK;
-  rg_plan_memo *x = pe.code == HP_E_NO_MEMORY ? NULL : hp_arena_alloc(c->arena, sizeof *x);
-  char *key = x ? hp_arena_alloc(c->arena, k.len + 1) : NULL;
+  *has_plan = plan_default(r, &c->m, NULL, plan, &pe) == HARP_OK && plan_cost_of(plan, r, &c->m, cost, &pe) == HARP_OK;
+  rg_plan_memo *x = pe.code == HARP_E_NO_MEMORY ? NULL : ut_arena_alloc(c->arena, sizeof *x);
+  char *key = x ? ut_arena_alloc(c->arena, k.len + 1) : NULL;
   if (!key) {
-    hp_str_free(&k);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_str_free(&k);
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   memcpy(key, k.buf, k.len);
   *x = (rg_plan_memo){h, k.len, key, *has_plan, *plan, *cost, *slot};
   *slot = x;
-  hp_str_free(&k);
-  return HP_OK;
+  ut_str_free(&k);
+  return HARP_OK;
 }
 
 /* §4.2 compares vector widths in elements: a region that now reads fp32
@@ -529,14 +529,14 @@ static bool same_plan(rg_ctx *c, const rg_eval *base, const rg_eval *S, plan_res
     memcpy(p.epi, S->info.epilogue, sizeof(plan_epi) * (size_t)p.nepi);
   }
   p.nedges = 0;
-  hp_error e = {0};
+  harp_error e = {0};
   plan_cost cost;
   /* the widest vector the fused region allows on the same loops */
   for (int w = 16;; w /= 2) {
     p.vec_width = w;
     memset(&e, 0, sizeof e);
-    if (plan_validate(&p, &S->info, &c->m, NULL, &e) == HP_OK) break;
-    bool vec_issue = e.code == HP_E_MISALIGNED || (e.code == HP_E_INVALID_ARG && strstr(e.msg, "vector"));
+    if (plan_validate(&p, &S->info, &c->m, NULL, &e) == HARP_OK) break;
+    bool vec_issue = e.code == HARP_E_MISALIGNED || (e.code == HARP_E_INVALID_ARG && strstr(e.msg, "vector"));
     if (!vec_issue || w <= 1) return false;
   }
   if (plan_cost_of(&p, &S->info, &c->m, &cost, &e)) return false;
@@ -560,9 +560,9 @@ void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double abs
               double absorbed_bytes, plan_fusion_out *out, char *detail, int cap) {
   plan_fusion_in in;
   memset(&in, 0, sizeof in);
-  in.dflops = HP_MAX(0.0, after->flops - before->flops - absorbed_flops);
+  in.dflops = UT_MAX(0.0, after->flops - before->flops - absorbed_flops);
   in.dbytes = 0;
-  in.saved_bytes = HP_MAX(0.0, before->bytes + absorbed_bytes - after->bytes);
+  in.saved_bytes = UT_MAX(0.0, before->bytes + absorbed_bytes - after->bytes);
   in.base_time = before->time;
   in.producer_time = absorbed_time;
   in.fanout = 1;

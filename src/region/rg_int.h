@@ -63,7 +63,7 @@ typedef struct rg_eval {
 typedef struct rg_cache_entry rg_cache_entry;
 
 typedef struct rg_ctx {
-  hp_error *e;
+  harp_error *e;
   const tiny_graph *g;
   const tiny_symtab *syms;
   poly_view *pv;
@@ -73,7 +73,7 @@ typedef struct rg_ctx {
   double occ_sat;
   bool no_rollback;
   bool no_operand_casts;
-  hp_arena *arena;  /* lives as long as the context */
+  ut_arena *arena;  /* lives as long as the context */
   int nunits;
   rg_unit *units;
   int *unit_of_node;  /* node -> unit, -1 for views and leaves */
@@ -102,7 +102,7 @@ typedef struct rg_ctx {
 } rg_ctx;
 
 /* units.c */
-hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_blocks, const int *att_n, int natt);
+harp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_blocks, const int *att_n, int natt);
 /* node sets of a region made of blocks (+ gather node): nodes, inputs, outputs
  * as marks in c->rn_mark (1 = in the region, 2 = an input value; the marked
  * nodes listed ascending in c->rn_list[0 .. c->rn_n), valid until the next
@@ -115,7 +115,7 @@ const char *rg_block_name(const rg_ctx *c, int b);
 bool rg_shape_strides(const tiny_graph *g, int node, int64_t *strides, int *rank);
 
 /* attention.c: shape C from the QK^T ... PV chain ending at block pv */
-hp_status rg_match_attention(rg_ctx *c, int pv_block, bool *found, rg_attention *att, int *blocks, int *nblocks,
+harp_status rg_match_attention(rg_ctx *c, int pv_block, bool *found, rg_attention *att, int *blocks, int *nblocks,
                              char *why, int cap);
 
 /* legal.c: legality and shape of a set (no cost) */
@@ -126,9 +126,9 @@ typedef struct rg_memo {
   bool has_mb[POLY_MAX_VARS + 1];
   poly_min_buffer mb[POLY_MAX_VARS + 1]; /* at the tile of a p-dimensional shared prefix */
 } rg_memo;
-hp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev);
+harp_status rg_check_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev);
 /* min_buffer_for_edge at the tile of a p-dimensional shared prefix, memoized */
-hp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix, const poly_min_buffer **out);
+harp_status rg_min_buffer(rg_ctx *c, int tensor, int block, int access, int prefix, const poly_min_buffer **out);
 /* the tile a block's natural kernel computes (halo checks) */
 void rg_natural_tile(const rg_ctx *c, int block, int64_t *tile);
 bool rg_in(const int *set, int n, int x);
@@ -136,7 +136,7 @@ bool rg_in(const int *set, int n, int x);
 bool rg_operand_cast(rg_ctx *c, const int *blocks, int n, int K, int b);
 
 /* rcost.c: the plan summary and time of a legal set; Δtime */
-hp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev);
+harp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval *ev);
 /* Δtime of turning `before` plus `absorbed` into `after` (plan_fusion_delta). */
 void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double absorbed_time, double absorbed_flops,
               double absorbed_bytes, plan_fusion_out *out, char *detail, int cap);
@@ -150,7 +150,7 @@ void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles);
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad);
 
 /* select.c: evaluation with cache, greedy, exact windows */
-hp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out);
+harp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out);
 /* Drop the set's cached evaluation (its legality changed: a cell was found). */
 void rg_eval_forget(rg_ctx *c, const int *blocks, int n, int gather);
 /* A partition of the units: region[u] = id of the region unit u is in, sink[r] = its sink unit. */
@@ -160,7 +160,7 @@ typedef struct rg_choice {
   const char **selection; /* per region */
   double *dtime;          /* per region */
 } rg_choice;
-hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *final_total, int *nwindows, int *nexact,
+harp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *final_total, int *nwindows, int *nexact,
                     int window);
 /* The blocks of units in `members` (unit ids), sorted, into out; returns the count, gather via *gather. */
 int rg_units_blocks(const rg_ctx *c, const int *members, int n, int *out, int cap, int *gather);
@@ -171,15 +171,15 @@ typedef struct rg_absorb {
   char detail[320];
   double dtime;
 } rg_absorb;
-hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out);
+harp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out);
 /* Δtime of forming a set from its units alone. */
-hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime, const char **stop, char *detail,
+harp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime, const char **stop, char *detail,
                              int cap);
 
 /* cell.c: the recurrent cells (shape D) among the blocks not claimed (by
  * an attention), registered in c before the units are built: each is one
  * unit, a region of its own */
-hp_status rg_find_cells(rg_ctx *c, const char *claimed);
+harp_status rg_find_cells(rg_ctx *c, const char *claimed);
 /* the node cell k's unit sits at (its last block's, copies aside) */
 int rg_cell_node(const rg_ctx *c, int k);
 

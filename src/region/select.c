@@ -41,29 +41,29 @@ struct rg_cache_entry {
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 static uint64_t set_hash(const int *blocks, int n, int gather) {
-  uint64_t h = hp_hash64(blocks, sizeof(int) * (size_t)n, 1469598103934665603ull);
-  return hp_hash64(&gather, sizeof gather, h);
+  uint64_t h = ut_hash64(blocks, sizeof(int) * (size_t)n, 1469598103934665603ull);
+  return ut_hash64(&gather, sizeof gather, h);
 }
 
-hp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out) {
+harp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out) {
   uint64_t h = set_hash(blocks, n, gather);
   if (!c->capcache) {
     c->capcache = 4096;
-    c->cache = hp_arena_alloc(c->arena, sizeof(rg_cache_entry *) * (size_t)c->capcache);
-    if (!c->cache) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    c->cache = ut_arena_alloc(c->arena, sizeof(rg_cache_entry *) * (size_t)c->capcache);
+    if (!c->cache) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   rg_cache_entry **slot = &c->cache[h % (uint64_t)c->capcache];
   for (rg_cache_entry *x = *slot; x; x = x->next)
     if (x->h == h && x->n == n && x->gather == gather && !memcmp(x->blocks, blocks, sizeof(int) * (size_t)n)) {
       *out = &x->ev;
-      return HP_OK;
+      return HARP_OK;
     }
-  rg_cache_entry *x = hp_arena_alloc(c->arena, sizeof *x);
-  int *bl = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)n + 1));
-  if (!x || !bl) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  rg_cache_entry *x = ut_arena_alloc(c->arena, sizeof *x);
+  int *bl = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)n + 1));
+  if (!x || !bl) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(bl, blocks, sizeof(int) * (size_t)n);
   *x = (rg_cache_entry){h, n, gather, bl, {0}, *slot};
-  hp_status st = rg_check_set(c, blocks, n, gather, &x->ev);
+  harp_status st = rg_check_set(c, blocks, n, gather, &x->ev);
   if (!st && x->ev.legal) st = rg_cost_set(c, blocks, n, gather, &x->ev);
   if (st) return st;
   /* axis names point into the entry, which does not move */
@@ -73,7 +73,7 @@ hp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_
   *slot = x;
   c->evals++;
   *out = &x->ev;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void rg_eval_forget(rg_ctx *c, const int *blocks, int n, int gather) {
@@ -100,18 +100,18 @@ int rg_units_blocks(const rg_ctx *c, const int *members, int n, int *out, int ca
   return k;
 }
 
-static hp_status eval_units(rg_ctx *c, const int *members, int n, const rg_eval **ev) {
+static harp_status eval_units(rg_ctx *c, const int *members, int n, const rg_eval **ev) {
   int bl[RG_MAX_SET + 1], gather;
   int nb = rg_units_blocks(c, members, n, bl, RG_MAX_SET + 1, &gather);
   if (nb > RG_MAX_SET) {
     static const rg_eval too_big = {.legal = false, .reason = "unsupported_shape", .detail = "too many blocks"};
     *ev = &too_big;
-    return HP_OK;
+    return HARP_OK;
   }
   return rg_eval_set(c, bl, nb, gather, ev);
 }
 
-hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime, const char **stop, char *detail,
+harp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime, const char **stop, char *detail,
                              int cap) {
   const rg_eval *S;
   *dtime = 0;
@@ -121,9 +121,9 @@ hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime
   if (!S->legal) {
     *stop = S->reason;
     if (detail) snprintf(detail, (size_t)cap, "%s", S->detail);
-    return HP_OK;
+    return HARP_OK;
   }
-  if (n == 1) return HP_OK;
+  if (n == 1) return HARP_OK;
   /* the absorbing kernel: the anchor's unit, or for B a unit with the
    * region's loop structure, the sink first */
   int anchor = S->anchor >= 0 ? c->unit_of_block[S->anchor] : members[n - 1];
@@ -148,20 +148,20 @@ hp_status rg_formation_delta(rg_ctx *c, const int *members, int n, double *dtime
     *stop = "no_plan";
     if (detail) snprintf(detail, (size_t)cap, "no plan of the search space fits the fused region");
     *dtime = 0;
-    return HP_OK;
+    return HARP_OK;
   }
   plan_fusion_out d;
   rg_delta(c, A, S, t, f, b, &d, detail, cap);
   *dtime = d.dtime;
   *stop = rg_stop_of(&d);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The exact search's weight of a region: its estimated time minus that of
  * its units alone (additive over a partition: the partition's total time
  * less a constant).  *stop: not a candidate (illegal, or a §4.2 threshold
  * on its formation). */
-static hp_status weight(rg_ctx *c, const int *members, int n, double *w, const char **stop) {
+static harp_status weight(rg_ctx *c, const int *members, int n, double *w, const char **stop) {
   double dt;
   *w = 0;
   if (rg_formation_delta(c, members, n, &dt, stop, NULL, 0)) return c->e->code;
@@ -174,43 +174,43 @@ static hp_status weight(rg_ctx *c, const int *members, int n, double *w, const c
     if (eval_units(c, &members[i], 1, &U)) return c->e->code;
     *w -= U->time;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- greedy -------------------------------------------------------------------------------- */
 static bool member(const int *set, int n, int x) { return rg_in(set, n, x); }
 
 /* Can region R (units) take producer q? */
-hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out) {
+harp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out) {
   memset(out, 0, sizeof *out);
   const rg_unit *Q = &c->units[q];
   if (Q->kind == RG_U_GATHER) {
     out->reason = "non_scop";
     snprintf(out->detail, sizeof out->detail, "%s reads at data-dependent positions: it ends a region", Q->name);
-    return HP_OK;
+    return HARP_OK;
   }
   for (int i = 0; i < n; i++)
     if (c->units[R[i]].kind == RG_U_GATHER) {
       out->reason = "non_scop";
       snprintf(out->detail, sizeof out->detail, "a GATHER region takes nothing else");
-      return HP_OK;
+      return HARP_OK;
     }
   if (Q->escapes) {
     out->reason = "not_ucc";
     snprintf(out->detail, sizeof out->detail, "%s is a model output", Q->name);
-    return HP_OK;
+    return HARP_OK;
   }
   for (int k = 0; k < Q->ncons; k++)
     if (!member(R, n, Q->cons[k])) {
       out->reason = "not_ucc";
       snprintf(out->detail, sizeof out->detail, "%s is also read by %s", Q->name, c->units[Q->cons[k]].name);
-      return HP_OK;
+      return HARP_OK;
     }
   int S[RG_MAX_SET + 1];
   if (n + 1 > RG_MAX_SET) {
     out->reason = "unsupported_shape";
     snprintf(out->detail, sizeof out->detail, "region too large");
-    return HP_OK;
+    return HARP_OK;
   }
   memcpy(S, R, sizeof(int) * (size_t)n);
   S[n] = q;
@@ -219,12 +219,12 @@ hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out) {
   if (!eS->legal) {
     out->reason = eS->reason;
     snprintf(out->detail, sizeof out->detail, "%s", eS->detail);
-    return HP_OK;
+    return HARP_OK;
   }
   if ((eR->has_plan || eQ->has_plan) && !eS->has_plan) {
     out->reason = "no_plan";
     snprintf(out->detail, sizeof out->detail, "no plan of the search space fits the region with %s", Q->name);
-    return HP_OK;
+    return HARP_OK;
   }
   /* the absorbing kernel is the one whose loops the fused region keeps:
    * the side holding its anchor (a contraction absorbed into its epilogue
@@ -237,7 +237,7 @@ hp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out) {
   out->dtime = d.dtime;
   out->reason = rg_stop_of(&d);
   out->ok = out->reason == NULL;
-  return HP_OK;
+  return HARP_OK;
 }
 
 static bool threshold_stop(const char *r) {
@@ -260,11 +260,11 @@ static void sort_desc(const rg_ctx *c, int *v, int n) {
     }
 }
 
-static hp_status greedy(rg_ctx *c, int *region_of_unit, int *nregions) {
-  int *R = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)), *cand = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
-  char *banned = hp_xcalloc((size_t)c->nunits + 1, 1);
-  hp_status st = HP_OK;
-  if (!R || !cand || !banned) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status greedy(rg_ctx *c, int *region_of_unit, int *nregions) {
+  int *R = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)), *cand = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
+  char *banned = ut_xcalloc((size_t)c->nunits + 1, 1);
+  harp_status st = HARP_OK;
+  if (!R || !cand || !banned) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int u = 0; u < c->nunits; u++) region_of_unit[u] = -1;
   *nregions = 0;
   for (int u = c->nunits - 1; u >= 0 && !st; u--) {
@@ -345,10 +345,10 @@ typedef struct window {
   double *lb; /* per position: least Δ of a region with that sink */
 } window;
 
-static hp_status add_cand(window *w, const int *S, int n) {
+static harp_status add_cand(window *w, const int *S, int n) {
   if (w->ncand >= MAX_CANDIDATES) {
     w->overflow = true;
-    return HP_OK;
+    return HARP_OK;
   }
   double dt;
   const char *stop;
@@ -356,12 +356,12 @@ static hp_status add_cand(window *w, const int *S, int n) {
   memcpy(sorted, S, sizeof(int) * (size_t)n);
   qsort(sorted, (size_t)n, sizeof(int), cmp_int);
   if (weight(w->c, sorted, n, &dt, &stop)) return w->c->e->code;
-  if (stop || !(dt < 0)) return HP_OK;
-  int *u = hp_arena_alloc(w->c->arena, sizeof(int) * (size_t)n);
-  if (!u) return hp_fail(w->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (stop || !(dt < 0)) return HARP_OK;
+  int *u = ut_arena_alloc(w->c->arena, sizeof(int) * (size_t)n);
+  if (!u) return ut_fail(w->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(u, sorted, sizeof(int) * (size_t)n);
   w->cands[w->ncand++] = (cand){sorted[n - 1], n, u, dt};
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Units in one fusable group (poly_make_fusable_groups); GATHERs in none. */
@@ -372,8 +372,8 @@ static bool same_group(const rg_ctx *c, int u, int v) {
 
 /* Sets with sink S[0] closed under "every reader inside", built by including
  * or excluding the latest frontier producer. */
-static hp_status enumerate(window *w, int *S, int n, char *excluded) {
-  if (w->overflow) return HP_OK;
+static harp_status enumerate(window *w, int *S, int n, char *excluded) {
+  if (w->overflow) return HARP_OK;
   rg_ctx *c = w->c;
   int best = -1;
   for (int i = 0; i < n; i++)
@@ -385,11 +385,11 @@ static hp_status enumerate(window *w, int *S, int n, char *excluded) {
       for (int j = 0; j < c->units[p].ncons && inside; j++) inside = member(S, n, c->units[p].cons[j]);
       if (inside && (best < 0 || c->units[p].node > c->units[best].node)) best = p;
     }
-  if (best < 0 || n >= RG_MAX_SET) return HP_OK;
+  if (best < 0 || n >= RG_MAX_SET) return HARP_OK;
   S[n] = best;
   if (add_cand(w, S, n + 1) || enumerate(w, S, n + 1, excluded)) return c->e->code;
   excluded[best] = 1;
-  hp_status st = enumerate(w, S, n, excluded);
+  harp_status st = enumerate(w, S, n, excluded);
   excluded[best] = 0;
   return st;
 }
@@ -426,24 +426,24 @@ static void search(window *w, int pos, double cur) {
   w->covered[u] = 0;
 }
 
-static hp_status exact_window(rg_ctx *c, const int *units, int nu, int *region_of_unit, int *nregions, bool *won,
+static harp_status exact_window(rg_ctx *c, const int *units, int nu, int *region_of_unit, int *nregions, bool *won,
                               double *greedy_w, double *exact_w) {
   *won = false;
   window w = {0};
   w.c = c;
   w.units = (int *)units;
   w.nu = nu;
-  w.in_w = hp_xcalloc((size_t)c->nunits + 1, 1);
-  w.covered = hp_xcalloc((size_t)c->nunits + 1, 1);
-  char *excl = hp_xcalloc((size_t)c->nunits + 1, 1);
-  w.cands = hp_xmalloc(sizeof(cand) * MAX_CANDIDATES);
-  w.pick = hp_xmalloc(sizeof(int) * ((size_t)nu + 1));
-  w.best_pick = hp_xmalloc(sizeof(int) * ((size_t)nu + 1));
-  w.lb = hp_xcalloc((size_t)nu + 1, sizeof(double));
-  int *S = hp_xmalloc(sizeof(int) * (RG_MAX_SET + 1));
-  hp_status st = HP_OK;
+  w.in_w = ut_xcalloc((size_t)c->nunits + 1, 1);
+  w.covered = ut_xcalloc((size_t)c->nunits + 1, 1);
+  char *excl = ut_xcalloc((size_t)c->nunits + 1, 1);
+  w.cands = ut_xmalloc(sizeof(cand) * MAX_CANDIDATES);
+  w.pick = ut_xmalloc(sizeof(int) * ((size_t)nu + 1));
+  w.best_pick = ut_xmalloc(sizeof(int) * ((size_t)nu + 1));
+  w.lb = ut_xcalloc((size_t)nu + 1, sizeof(double));
+  int *S = ut_xmalloc(sizeof(int) * (RG_MAX_SET + 1));
+  harp_status st = HARP_OK;
   if (!w.in_w || !w.covered || !excl || !w.cands || !w.pick || !w.best_pick || !w.lb || !S)
-    st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < nu && !st; i++) w.in_w[units[i]] = 1;
   for (int i = 0; i < nu && !st && !w.overflow; i++) {
     S[0] = units[i];
@@ -502,9 +502,9 @@ static hp_status exact_window(rg_ctx *c, const int *units, int nu, int *region_o
   return st;
 }
 
-static hp_status renumber(rg_ctx *c, int *region_of_unit, int *nregions) {
-  int *map = hp_xmalloc(sizeof(int) * ((size_t)*nregions + 1));
-  if (!map) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status renumber(rg_ctx *c, int *region_of_unit, int *nregions) {
+  int *map = ut_xmalloc(sizeof(int) * ((size_t)*nregions + 1));
+  if (!map) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int r = 0; r < *nregions; r++) map[r] = -1;
   int n = 0;
   /* regions numbered by their sink (the latest unit): a topological order */
@@ -517,15 +517,15 @@ static hp_status renumber(rg_ctx *c, int *region_of_unit, int *nregions) {
   for (int u = 0; u < c->nunits; u++) region_of_unit[u] = map[region_of_unit[u]];
   *nregions = n;
   free(map);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Σ of the regions' estimated times. */
-static hp_status total_time(rg_ctx *c, const int *rou, int nreg, double *t) {
-  int *m = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
-  if (!m) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status total_time(rg_ctx *c, const int *rou, int nreg, double *t) {
+  int *m = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1));
+  if (!m) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *t = 0;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int r = 0; r < nreg && !st; r++) {
     int n = 0;
     for (int u = 0; u < c->nunits; u++)
@@ -538,12 +538,12 @@ static hp_status total_time(rg_ctx *c, const int *rou, int nreg, double *t) {
 }
 
 /* The exact search on one window (whole regions); marks its units exact when it wins. */
-static hp_status window_at(rg_ctx *c, const int *units, int m, int *rou, int *next_id, char *exact_unit, int *nwindows,
+static harp_status window_at(rg_ctx *c, const int *units, int m, int *rou, int *next_id, char *exact_unit, int *nwindows,
                            int *nexact) {
   double gw = 0, ew = 0;
   bool won = false;
   (*nwindows)++;
-  hp_status st = exact_window(c, units, m, rou, next_id, &won, &gw, &ew);
+  harp_status st = exact_window(c, units, m, rou, next_id, &won, &gw, &ew);
   if (won) {
     (*nexact)++;
     for (int i = 0; i < m; i++) exact_unit[units[i]] = 1;
@@ -556,14 +556,14 @@ static hp_status window_at(rg_ctx *c, const int *units, int m, int *rou, int *ne
  * their sinks), alternately after and before it, while they fit in
  * window_size units.  A region belongs to the last window of its units; one
  * with a unit in no window is left out.  *m = 0 when one side is empty. */
-static hp_status straddle(rg_ctx *c, const int *rou, int nids, const int *win, int k, int window_size, int *units, int *m) {
-  int *owner = hp_xmalloc(sizeof(int) * ((size_t)nids + 1)), *sink = hp_xmalloc(sizeof(int) * ((size_t)nids + 1));
-  int *size = hp_xcalloc((size_t)nids + 1, sizeof(int));
-  char *take = hp_xcalloc((size_t)nids + 1, 1);
+static harp_status straddle(rg_ctx *c, const int *rou, int nids, const int *win, int k, int window_size, int *units, int *m) {
+  int *owner = ut_xmalloc(sizeof(int) * ((size_t)nids + 1)), *sink = ut_xmalloc(sizeof(int) * ((size_t)nids + 1));
+  int *size = ut_xcalloc((size_t)nids + 1, sizeof(int));
+  char *take = ut_xcalloc((size_t)nids + 1, 1);
   *m = 0;
   if (!owner || !sink || !size || !take) {
     free(owner), free(sink), free(size), free(take);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int r = 0; r < nids; r++) owner[r] = -2, sink[r] = -1;
   for (int u = 0; u < c->nunits; u++) {
@@ -591,27 +591,27 @@ static hp_status straddle(rg_ctx *c, const int *rou, int nids, const int *win, i
     for (int u = 0; u < c->nunits; u++)
       if (take[rou[u]]) units[(*m)++] = u;
   free(owner), free(sink), free(size), free(take);
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *final_total, int *nwindows, int *nexact,
+harp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *final_total, int *nwindows, int *nexact,
                     int window_size) {
   int nreg = 0;
   int *rou = ch->region_of_unit;
-  hp_status st = greedy(c, rou, &nreg);
+  harp_status st = greedy(c, rou, &nreg);
   char *exact_region = NULL;
   *nwindows = *nexact = 0;
   *greedy_total = *final_total = 0;
   if (!st) st = renumber(c, rou, &nreg);
   if (!st) st = total_time(c, rou, nreg, greedy_total);
   /* windows: consecutive greedy regions (in sink order), at most window_size units */
-  int *units = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)), *count = hp_xcalloc((size_t)nreg + 1, sizeof(int));
-  int *win = hp_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)); /* per unit: its window, or -1 */
-  if (!st && (!units || !count || !win)) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *units = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)), *count = ut_xcalloc((size_t)nreg + 1, sizeof(int));
+  int *win = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1)); /* per unit: its window, or -1 */
+  if (!st && (!units || !count || !win)) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) {
-    exact_region = hp_arena_alloc(c->arena, (size_t)c->nunits + 1); /* per unit: its region is the exact search's */
+    exact_region = ut_arena_alloc(c->arena, (size_t)c->nunits + 1); /* per unit: its region is the exact search's */
     c->units_exact = exact_region;
-    if (!exact_region) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!exact_region) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     else memset(exact_region, 0, (size_t)c->nunits + 1);
   }
   for (int u = 0; u < c->nunits && !st; u++) count[rou[u]]++, win[u] = -1;
@@ -642,8 +642,8 @@ hp_status rg_select(rg_ctx *c, rg_choice *ch, double *greedy_total, double *fina
   if (!st) st = total_time(c, rou, next_id, final_total);
   if (!st) {
     ch->nregions = next_id;
-    ch->selection = hp_arena_alloc(c->arena, sizeof(char *) * ((size_t)next_id + 1));
-    if (!ch->selection) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ch->selection = ut_arena_alloc(c->arena, sizeof(char *) * ((size_t)next_id + 1));
+    if (!ch->selection) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int u = 0; u < c->nunits && !st; u++) {
     const char **sel = &ch->selection[rou[u]];

@@ -96,7 +96,7 @@ static json_t *plan_info(const plan_region_info *r) {
   return j;
 }
 
-static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_info *I, hp_error *e) {
+static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_info *I, harp_error *e) {
   const tiny_graph *g = p->g;
   const poly_view *pv = p->formed->pv;
   json_t *j = json_object();
@@ -210,7 +210,7 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
   json_object_set_new(j, "plan_info", plan_info(&I->plan_info));
   if (I->has_plan) {
     char *pj = NULL;
-    if (plan_to_json(&I->plan, &pj, e) == HP_OK) {
+    if (plan_to_json(&I->plan, &pj, e) == HARP_OK) {
       json_t *pl = json_loads(pj, 0, NULL);
       if (pl) json_object_set_new(j, "plan", pl);
     }
@@ -237,7 +237,7 @@ static bool is_value_of(const rg_region *R, int node) {
   return false;
 }
 
-hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out) {
+harp_status rg_dump_json(harp_error *e, const rg_partition *p, char **out) {
   *out = NULL;
   const tiny_graph *g = p->g;
   char *canon = tiny_write_json(g);
@@ -246,7 +246,7 @@ hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out) {
   json_t *uops = cj ? json_object_get(cj, "uops") : NULL;
   if (!uops) {
     json_decref(cj);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   json_t *root = json_object(), *regions = json_array();
   for (int r = 0; r < p->n; r++) {
@@ -330,6 +330,6 @@ hp_status rg_dump_json(hp_error *e, const rg_partition *p, char **out) {
   json_decref(cj);
   *out = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!*out) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  return HP_OK;
+  if (!*out) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
 }

@@ -36,7 +36,7 @@ bool rg_shape_strides(const tiny_graph *g, int node, int64_t *strides, int *rank
   for (int d = s->rank - 1; d >= 0; d--) {
     if (s->d[d].n < 0) return false;
     strides[d] = acc;
-    if (!hp_mul_ok(acc, s->d[d].n, &acc)) return false;
+    if (!ut_mul_ok(acc, s->d[d].n, &acc)) return false;
   }
   return true;
 }
@@ -57,10 +57,10 @@ static int unit_nodes(const rg_ctx *c, const rg_unit *u, int *out) {
   return n;
 }
 
-static int *list_of(hp_arena *a, const char *mark, int n, int *count) {
+static int *list_of(ut_arena *a, const char *mark, int n, int *count) {
   int k = 0;
   for (int i = 0; i < n; i++) k += mark[i] != 0;
-  int *out = hp_arena_alloc(a, sizeof(int) * (size_t)(k + 1));
+  int *out = ut_arena_alloc(a, sizeof(int) * (size_t)(k + 1));
   if (!out) return NULL;
   k = 0;
   for (int i = 0; i < n; i++)
@@ -69,20 +69,20 @@ static int *list_of(hp_arena *a, const char *mark, int n, int *count) {
   return out;
 }
 
-hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_blocks, const int *att_n, int natt) {
+harp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_blocks, const int *att_n, int natt) {
   const tiny_graph *g = c->g;
   int nb = poly_nblocks(c->pv);
-  int *claim = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
-  c->units = hp_arena_alloc(c->arena, sizeof(rg_unit) * ((size_t)nb + (size_t)g->n + 1));
-  c->unit_of_block = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
-  int *nodes = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)g->n + 1));
-  if (!claim || !c->units || !c->unit_of_block || !nodes) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *claim = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
+  c->units = ut_arena_alloc(c->arena, sizeof(rg_unit) * ((size_t)nb + (size_t)g->n + 1));
+  c->unit_of_block = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
+  int *nodes = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)g->n + 1));
+  if (!claim || !c->units || !c->unit_of_block || !nodes) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int b = 0; b < nb; b++) claim[b] = -1;
   for (int a = 0; a < natt; a++)
     for (int i = 0; i < att_n[a]; i++) claim[att_blocks[a][i]] = a;
   /* recurrent cells (cell.c): claim natt + k, a unit at the node of their last block */
-  int *cell_last = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)c->ncells + 1));
-  if (!cell_last) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *cell_last = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)c->ncells + 1));
+  if (!cell_last) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < c->ncells; k++) {
     cell_last[k] = rg_cell_node(c, k);
     for (int i = 0; i < c->cell_n[k]; i++) claim[c->cell_blocks[k][i]] = natt + k;
@@ -99,8 +99,8 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
     } else if (b >= 0 && poly_block(c->pv, b)->node == i && claim[b] < 0) {
       u->kind = RG_U_BLOCK;
       u->nblocks = 1;
-      u->blocks = hp_arena_alloc(c->arena, sizeof(int));
-      if (!u->blocks) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      u->blocks = ut_arena_alloc(c->arena, sizeof(int));
+      if (!u->blocks) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       u->blocks[0] = b;
       u->node = i;
       u->name = rg_block_name(c, b);
@@ -116,8 +116,8 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
       int a = claim[b];
       u->kind = RG_U_ATTENTION;
       u->nblocks = att_n[a];
-      u->blocks = hp_arena_alloc(c->arena, sizeof(int) * (size_t)att_n[a]);
-      if (!u->blocks) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      u->blocks = ut_arena_alloc(c->arena, sizeof(int) * (size_t)att_n[a]);
+      if (!u->blocks) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       memcpy(u->blocks, att_blocks[a], sizeof(int) * (size_t)att_n[a]);
       qsort(u->blocks, (size_t)u->nblocks, sizeof(int), cmp_int);
       u->node = i;
@@ -150,15 +150,15 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
       }
     }
     U->prod = list_of(c->arena, c->mark, c->nunits, &U->nprod);
-    if (!U->prod) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!U->prod) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   /* consumers: the producer lists inverted, ascending (v runs in order) */
   for (int u = 0; u < c->nunits; u++) c->units[u].ncons = 0;
   for (int v = 0; v < c->nunits; v++)
     for (int j = 0; j < c->units[v].nprod; j++) c->units[c->units[v].prod[j]].ncons++;
   for (int u = 0; u < c->nunits; u++) {
-    c->units[u].cons = hp_arena_alloc(c->arena, sizeof(int) * ((size_t)c->units[u].ncons + 1));
-    if (!c->units[u].cons) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    c->units[u].cons = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)c->units[u].ncons + 1));
+    if (!c->units[u].cons) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     c->units[u].ncons = 0;
   }
   for (int v = 0; v < c->nunits; v++)
@@ -166,7 +166,7 @@ hp_status rg_units_build(rg_ctx *c, rg_attention *const *att, int *const *att_bl
       rg_unit *P = &c->units[c->units[v].prod[j]];
       P->cons[P->ncons++] = v;
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Does unit U read value t (through views)?  Another value of t's unit is

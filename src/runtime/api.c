@@ -24,14 +24,14 @@ struct harp_compiled {
   harp_backend backend;
   tiny_graph *g;
   tiny_symtab syms;
-  hp_cpu_model *cpu;        /* CPU backend */
-  hp_gpu_model *gpu;        /* CUDA backend: built and compiled for the device once (failing early); each
+  rt_cpu_model *cpu;        /* CPU backend */
+  rt_gpu_model *gpu;        /* CUDA backend: built and compiled for the device once (failing early); each
                                instance loads it with its own module and memory, sharing the build */
-  hp_gpu_opts gopts;        /* CUDA: the build's options */
-  hp_knobs knobs;           /* CUDA: gopts' knobs */
+  rt_gpu_opts gopts;        /* CUDA: the build's options */
+  rt_knobs knobs;           /* CUDA: gopts' knobs */
   char *cache_dir, *target; /* CUDA: gopts' strings, owned */
-  hp_function *f;           /* the layout (the backend's; interp: one region per node) */
-  hp_compile *comp;         /* interp only: its compile (the layout) */
+  fn_function *f;           /* the layout (the backend's; interp: one region per node) */
+  rt_compile *comp;         /* interp only: its compile (the layout) */
   int *inputs, ninputs;     /* INPUT nodes that are not weights */
   int *params, nparams;     /* INPUT nodes that are weights */
   int64_t *param_off;       /* offset of each weight in the parameter block */
@@ -43,7 +43,7 @@ struct harp_compiled {
 struct harp_model {
   const harp_compiled *c;
   void *inst;              /* CPU: the generated model's instance */
-  hp_gpu_model *gpu;       /* CUDA: the instance's own device memory, module and graph */
+  rt_gpu_model *gpu;       /* CUDA: the instance's own device memory, module and graph */
   flow_inst *flow;         /* run-time control flow: the instance's executor */
   unsigned char *params;   /* interp, CUDA: a copy of the parameter block */
   char error[1100];
@@ -51,11 +51,11 @@ struct harp_model {
 
 void harp_compiled_free(harp_compiled *c) {
   if (!c) return;
-  hp_cpu_free(c->cpu);
-  hp_gpu_free(c->gpu);
+  rt_cpu_free(c->cpu);
+  rt_gpu_free(c->gpu);
   free(c->cache_dir);
   free(c->target);
-  hp_compile_free(c->comp);
+  rt_compile_free(c->comp);
   tiny_graph_free(c->g);
   tiny_symtab_free(&c->syms);
   free(c->inputs);
@@ -68,10 +68,10 @@ void harp_compiled_free(harp_compiled *c) {
 
 static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
 
-hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
+harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
   tiny_symtab syms;
   tiny_symtab_init(&syms);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &syms, o->syms[i]);
   if (st) {
     *out = NULL;
@@ -86,48 +86,48 @@ hp_status harp_compile_graph(hp_error *e, tiny_graph *g, const harp_options *o, 
 /* The knobs of a compile: the table's defaults, the environment (unless
  * o->no_env), o->knobs' "NAME=VALUE" settings, then o's compiler, flags and
  * cache directory. */
-static hp_status api_knobs(hp_error *e, const harp_options *o, hp_knobs *k) {
-  hp_knobs_init(k);
-  if (!(o && o->no_env) && hp_knobs_from_env(e, k)) return e->code;
+static harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) {
+  rt_knobs_init(k);
+  if (!(o && o->no_env) && rt_knobs_from_env(e, k)) return e->code;
   for (int i = 0; o && o->knobs && o->knobs[i]; i++)
-    if (hp_knob_assign(e, k, o->knobs[i])) return e->code;
-  if (o) hp_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
-  return HP_OK;
+    if (rt_knob_assign(e, k, o->knobs[i])) return e->code;
+  if (o) rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
+  return HARP_OK;
 }
 
-static hp_status build_cpu(hp_error *e, harp_compiled *c, const harp_options *o, const hp_knobs *k) {
+static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   (void)o;
-  hp_cpu_opts co = {.knobs = k};
-  if (hp_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;
-  c->f = (hp_function *)hp_cpu_function(c->cpu);
-  return HP_OK;
+  rt_cpu_opts co = {.knobs = k};
+  if (rt_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;
+  c->f = (fn_function *)rt_cpu_function(c->cpu);
+  return HARP_OK;
 }
 
 /* The build is prepared for the device now (NVRTC, the device), not at the
  * first run; each instance loads it (o != NULL: the default backend is the CPU). */
-static hp_status build_cuda(hp_error *e, harp_compiled *c, const harp_options *o, const hp_knobs *k) {
+static harp_status build_cuda(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   c->knobs = *k;
   c->cache_dir = o->cache_dir ? strdup(o->cache_dir) : NULL;
   c->target = o->target ? strdup(o->target) : NULL;
-  if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  c->gopts = (hp_gpu_opts){.knobs = &c->knobs, .target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
-  hp_gpu_opts bo = c->gopts; /* the precision is read by the build alone */
+  if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  c->gopts = (rt_gpu_opts){.knobs = &c->knobs, .target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
+  rt_gpu_opts bo = c->gopts; /* the precision is read by the build alone */
   bo.precision = o->precision;
-  if (hp_gpu_build(e, c->g, &c->syms, &bo, &c->gpu) || hp_gpu_prepare(e, c->gpu)) return e->code;
-  c->f = (hp_function *)hp_gpu_function(c->gpu);
-  return HP_OK;
+  if (rt_gpu_build(e, c->g, &c->syms, &bo, &c->gpu) || rt_gpu_prepare(e, c->gpu)) return e->code;
+  c->f = (fn_function *)rt_gpu_function(c->gpu);
+  return HARP_OK;
 }
 
 /* The interpreter runs the graph; its compile gives the parameter block's layout. */
-static hp_status build_interp(hp_error *e, harp_compiled *c, const harp_options *o, const hp_knobs *k) {
+static harp_status build_interp(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   (void)o;
-  hp_compile_opts co = {.knobs = k};
-  if (hp_compile_run(e, &hp_target_interp, c->g, &c->syms, &co, &c->comp)) return e->code;
+  rt_compile_opts co = {.knobs = k};
+  if (rt_compile_run(e, &rt_target_interp, c->g, &c->syms, &co, &c->comp)) return e->code;
   c->f = c->comp->f;
-  return HP_OK;
+  return HARP_OK;
 }
 
-typedef hp_status (*api_build)(hp_error *e, harp_compiled *c, const harp_options *o, const hp_knobs *k);
+typedef harp_status (*api_build)(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k);
 static const struct {
   harp_backend backend;
   api_build build;
@@ -140,12 +140,12 @@ static api_build backend_build(harp_backend b) {
 }
 
 /* Which model inputs are weights and where they go in the parameter block. */
-static hp_status layout_inputs(hp_error *e, harp_compiled *c) {
+static harp_status layout_inputs(harp_error *e, harp_compiled *c) {
   const tiny_graph *g = c->g;
-  c->inputs = hp_xcalloc((size_t)g->n + 1, sizeof(int));
-  c->params = hp_xcalloc((size_t)g->n + 1, sizeof(int));
-  c->param_off = hp_xcalloc((size_t)g->n + 1, sizeof(int64_t));
-  if (!c->inputs || !c->params || !c->param_off) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  c->inputs = ut_xcalloc((size_t)g->n + 1, sizeof(int));
+  c->params = ut_xcalloc((size_t)g->n + 1, sizeof(int));
+  c->param_off = ut_xcalloc((size_t)g->n + 1, sizeof(int64_t));
+  if (!c->inputs || !c->params || !c->param_off) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int a = 0; a < c->f->nargs; a++) {
     const fn_buffer *b = &c->f->buffers[c->f->args[a]];
     if (b->kind == FN_PARAM) {
@@ -156,11 +156,11 @@ static hp_status layout_inputs(hp_error *e, harp_compiled *c) {
     }
   }
   c->params_bytes = c->f->const_bytes;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* opts->params: those inputs are weights. */
-static hp_status mark_params(hp_error *e, tiny_graph *g, const harp_options *o) {
+static harp_status mark_params(harp_error *e, tiny_graph *g, const harp_options *o) {
   for (int i = 0; o && o->params && o->params[i]; i++) {
     bool found = false;
     for (int k = 0; k < g->n; k++)
@@ -168,27 +168,27 @@ static hp_status mark_params(hp_error *e, tiny_graph *g, const harp_options *o) 
         g->nodes[k].a.input.storage = "param";
         found = true;
       }
-    if (!found) return hp_fail(e, HP_E_USAGE, o->params[i], "no input of that name to make a weight");
+    if (!found) return ut_fail(e, HARP_E_USAGE, o->params[i], "no input of that name to make a weight");
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status harp_compile_bound(hp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out) {
+harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out) {
   *out = NULL;
-  harp_compiled *c = hp_xcalloc(1, sizeof *c);
+  harp_compiled *c = ut_xcalloc(1, sizeof *c);
   if (!c) {
     tiny_graph_free(g);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   c->g = g;
   c->backend = o ? o->backend : HARP_BACKEND_CPU;
   tiny_symtab_init(&c->syms);
-  hp_knobs k;
+  rt_knobs k;
   api_build build = backend_build(c->backend);
-  hp_status st = g->err.code ? hp_fail(e, g->err.code, g->err.node, "%s", g->err.msg) : HP_OK;
+  harp_status st = g->err.code ? ut_fail(e, g->err.code, g->err.node, "%s", g->err.msg) : HARP_OK;
   for (int i = 0; !st && i < syms->n; i++) st = tiny_symtab_set(e, &c->syms, syms->names[i], syms->values[i]);
   if (!st) st = mark_params(e, g, o);
-  if (!st && !build) st = hp_fail(e, HP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
+  if (!st && !build) st = ut_fail(e, HARP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
   if (!st) st = api_knobs(e, o, &k);
   if (!st) st = tiny_prepare(e, g, &c->syms, false);
   if (!st) st = build(e, c, o, &k);
@@ -198,35 +198,35 @@ hp_status harp_compile_bound(hp_error *e, tiny_graph *g, const tiny_symtab *syms
     return st;
   }
   *out = c;
-  return HP_OK;
+  return HARP_OK;
 }
 
-/* The caller's --sym style bindings ("N=4"), for hp_lower_or_bind. */
-static hp_status fill_syms(hp_error *e, tiny_symtab *bind, void *ctx) {
+/* The caller's --sym style bindings ("N=4"), for hg_lower_or_bind. */
+static harp_status fill_syms(harp_error *e, tiny_symtab *bind, void *ctx) {
   const harp_options *o = ctx;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, bind, o->syms[i]);
   return st;
 }
 
 /* Import an ONNX file with o's shapes and symbols given at import; a
  * dynamic dim neither gives is UnboundSymbol (no default). */
-static hp_status load_onnx(hp_error *e, const char *path, const harp_options *o, hp_onnx_model *om) {
+static harp_status load_onnx(harp_error *e, const char *path, const harp_options *o, onnx_model *om) {
   int n = 0;
   for (; o && o->shapes && o->shapes[n]; n++) {}
-  hp_onnx_shape *shapes = hp_xcalloc((size_t)n + 1, sizeof *shapes);
-  bool *used = hp_xcalloc((size_t)n + 1, sizeof *used);
+  onnx_shape *shapes = ut_xcalloc((size_t)n + 1, sizeof *shapes);
+  bool *used = ut_xcalloc((size_t)n + 1, sizeof *used);
   tiny_symtab syms;
   tiny_symtab_init(&syms);
-  hp_status st = shapes && used ? fill_syms(e, &syms, (void *)o) : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  for (int k = 0; k < n && !st; k++) st = hp_onnx_parse_shape(e, o->shapes[k], &shapes[k]);
-  hp_onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
+  harp_status st = shapes && used ? fill_syms(e, &syms, (void *)o) : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < n && !st; k++) st = onnx_parse_shape(e, o->shapes[k], &shapes[k]);
+  onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
                      .host_flow = true};
-  if (!st) st = hp_onnx_load_file_opts(e, path, &oo, om);
+  if (!st) st = onnx_load_file_opts(e, path, &oo, om);
   for (int k = 0; k < n && !st; k++)
-    if (!used[k]) st = hp_fail(e, HP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
-  if (!st) st = hp_onnx_require_shapes(e, om);
-  if (st) hp_onnx_model_free(om);
+    if (!used[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
+  if (!st) st = onnx_require_shapes(e, om);
+  if (st) onnx_model_free(om);
   tiny_symtab_free(&syms);
   free(shapes);
   free(used);
@@ -234,7 +234,7 @@ static hp_status load_onnx(hp_error *e, const char *path, const harp_options *o,
 }
 
 /* ONNX: its initializers are weights; mark them so before compiling. */
-static void mark_weights(tiny_graph *g, const hp_onnx_model *om) {
+static void mark_weights(tiny_graph *g, const onnx_model *om) {
   for (int w = 0; w < om->nweights; w++)
     for (int k = 0; k < g->n; k++)
       if (g->nodes[k].op == TINY_INPUT && !strcmp(g->nodes[k].a.input.tensor_id, om->weight_ids[w]))
@@ -243,81 +243,81 @@ static void mark_weights(tiny_graph *g, const hp_onnx_model *om) {
 
 /* The parameter block with every weight the file carried at its offset.  A
  * weight the caller named in opts->params that the file lacks stays zero. */
-static hp_status fill_embedded(hp_error *e, harp_compiled *c, const hp_onnx_model *om) {
-  c->embedded = hp_xcalloc(c->params_bytes + 1, 1);
-  if (!c->embedded) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status fill_embedded(harp_error *e, harp_compiled *c, const onnx_model *om) {
+  c->embedded = ut_xcalloc(c->params_bytes + 1, 1);
+  if (!c->embedded) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < c->nparams; k++) {
     const tiny_node *n = &c->g->nodes[c->params[k]];
     for (int w = 0; w < om->nweights; w++) {
       if (strcmp(om->weight_ids[w], n->a.input.tensor_id)) continue;
-      const hp_tensor *t = &om->weights[w];
+      const ut_tensor *t = &om->weights[w];
       size_t want = (size_t)tiny_shape_numel(&n->shape) * tiny_dtype_size(n->dtype);
       if (t->nbytes != want || (int)t->dtype != (int)n->dtype || c->param_off[k] < 0 ||
           (size_t)c->param_off[k] + want > c->params_bytes)
-        return hp_fail(e, HP_E_INTERNAL, n->a.input.tensor_id, "the file's weight does not fit its parameter slot");
+        return ut_fail(e, HARP_E_INTERNAL, n->a.input.tensor_id, "the file's weight does not fit its parameter slot");
       if (want) memcpy(c->embedded + c->param_off[k], t->data, want);
       break;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* A model with run-time control flow: every call goes to its host program. */
-static hp_status compile_flow(hp_error *e, hp_onnx_model *om, const harp_options *o, harp_compiled **out) {
-  harp_compiled *c = hp_xcalloc(1, sizeof *c);
+static harp_status compile_flow(harp_error *e, onnx_model *om, const harp_options *o, harp_compiled **out) {
+  harp_compiled *c = ut_xcalloc(1, sizeof *c);
   if (!c) {
-    hp_onnx_model_free(om);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    onnx_model_free(om);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   c->backend = o ? o->backend : HARP_BACKEND_CPU;
   tiny_symtab_init(&c->syms);
-  hp_status st = flow_sig_new(e, om, o, &c->flow);
+  harp_status st = flow_sig_new(e, om, o, &c->flow);
   if (st) {
     harp_compiled_free(c);
     return st;
   }
   *out = c;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
+harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
   *out = NULL;
   const char *dot = strrchr(path, '.');
   tiny_graph *g = NULL;
   tiny_symtab defaults;
   tiny_symtab_init(&defaults);
-  hp_onnx_model om = {0};
+  onnx_model om = {0};
   bool onnx = dot && !strcmp(dot, ".onnx");
-  hp_status st;
+  harp_status st;
   if (dot && !strcmp(dot, ".json")) {
     st = tiny_load_file(e, path, &g);
   } else if (dot && !strcmp(dot, ".harp")) {
-    hp_program *p = NULL;
-    st = hp_harp_load_file(e, path, &p);
-    if (!st) st = hp_lower_or_bind(e, p, fill_syms, (void *)o, &g, &defaults);
-    hp_program_free(p);
+    hg_program *p = NULL;
+    st = hg_harp_load_file(e, path, &p);
+    if (!st) st = hg_lower_or_bind(e, p, fill_syms, (void *)o, &g, &defaults);
+    hg_program_free(p);
   } else if (onnx) {
     st = load_onnx(e, path, o, &om);
     if (!st && om.flow) { /* run-time control flow: a host program */
       tiny_symtab_free(&defaults);
       return compile_flow(e, &om, o, out);
     }
-    if (!st) st = hp_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
+    if (!st) st = hg_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
     if (!st) mark_weights(g, &om);
   } else {
-    st = hp_fail_at(e, HP_E_USAGE, path, 0, 0, "unknown model extension (expected .json, .harp or .onnx)");
+    st = ut_fail_at(e, HARP_E_USAGE, path, 0, 0, "unknown model extension (expected .json, .harp or .onnx)");
   }
   if (st) {
     tiny_graph_free(g);
     tiny_symtab_free(&defaults);
-    hp_onnx_model_free(&om);
+    onnx_model_free(&om);
     return st;
   }
   /* the DSL's defaults come after the caller's bindings */
-  const char **syms = hp_xcalloc((size_t)defaults.n + 64 + 1, sizeof(char *));
-  char (*buf)[160] = hp_xcalloc((size_t)defaults.n + 1, sizeof *buf);
+  const char **syms = ut_xcalloc((size_t)defaults.n + 64 + 1, sizeof(char *));
+  char (*buf)[160] = ut_xcalloc((size_t)defaults.n + 1, sizeof *buf);
   int n = 0;
-  if (!syms || !buf) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!syms || !buf) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; !st && o && o->syms && o->syms[i] && n < 64; i++) syms[n++] = o->syms[i];
   for (int i = 0; !st && i < defaults.n; i++) {
     bool given = false;
@@ -337,7 +337,7 @@ hp_status harp_compile_file(hp_error *e, const char *path, const harp_options *o
   free(syms);
   free(buf);
   tiny_symtab_free(&defaults);
-  hp_onnx_model_free(&om);
+  onnx_model_free(&om);
   return st;
 }
 
@@ -382,7 +382,7 @@ int64_t harp_param_offset(const harp_compiled *c, const char *name) {
 /* ---- instances ------------------------------------------------------------------- */
 harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes) {
   if (!c || nbytes != harp_params_bytes(c) || (nbytes && !params)) return NULL;
-  harp_model *m = hp_xcalloc(1, sizeof *m);
+  harp_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return NULL;
   m->c = c;
   if (c->flow) { /* its own executor: segments compiled when first run */
@@ -393,22 +393,22 @@ harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes
     return m;
   }
   if (c->backend == HARP_BACKEND_CPU) {
-    m->inst = hp_cpu_instance_new(c->cpu, params, nbytes);
+    m->inst = rt_cpu_instance_new(c->cpu, params, nbytes);
     if (!m->inst) {
       free(m);
       return NULL;
     }
     return m;
   }
-  m->params = hp_xmalloc(nbytes ? nbytes : 1);
+  m->params = ut_xmalloc(nbytes ? nbytes : 1);
   if (!m->params) {
     free(m);
     return NULL;
   }
   if (nbytes) memcpy(m->params, params, nbytes);
   if (c->backend == HARP_BACKEND_CUDA) { /* its own context, module, device memory and graph; the build shared */
-    hp_error e = {0};
-    if (hp_gpu_instance(&e, c->gpu, &m->gpu)) {
+    harp_error e = {0};
+    if (rt_gpu_instance(&e, c->gpu, &m->gpu)) {
       model_free(m);
       return NULL;
     }
@@ -416,8 +416,8 @@ harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes
   return m;
 }
 
-static hp_tensor header(const tiny_node *n, void *data) {
-  hp_tensor t = {0};
+static ut_tensor header(const tiny_node *n, void *data) {
+  ut_tensor t = {0};
   t.dtype = n->dtype;
   t.rank = shape_of(n, t.shape);
   t.data = data;
@@ -433,8 +433,8 @@ static int run_tensors(harp_model *m, const void *const *inputs, void *const *ou
   const tiny_graph *g = c->g;
   int *ins = NULL;
   int n = tiny_inputs(g, &ins);
-  hp_tensor *t = hp_xcalloc((size_t)n + 1, sizeof *t), *o = hp_xcalloc((size_t)g->noutputs + 1, sizeof *o);
-  hp_error e = {0};
+  ut_tensor *t = ut_xcalloc((size_t)n + 1, sizeof *t), *o = ut_xcalloc((size_t)g->noutputs + 1, sizeof *o);
+  harp_error e = {0};
   int rc = 0;
   if (!ins || !t || !o) {
     snprintf(m->error, sizeof m->error, "out of memory");
@@ -445,16 +445,16 @@ static int run_tensors(harp_model *m, const void *const *inputs, void *const *ou
     const tiny_node *x = &g->nodes[ins[i]];
     t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : (void *)inputs[ki++]);
   }
-  if (m->gpu ? hp_gpu_run_into(&e, m->gpu, t, n, outputs) : tiny_interp(&e, g, &c->syms, t, n, o)) {
+  if (m->gpu ? rt_gpu_run_into(&e, m->gpu, t, n, outputs) : tiny_interp(&e, g, &c->syms, t, n, o)) {
     char buf[1024];
-    hp_error_format(&e, buf, sizeof buf);
+    harp_error_format(&e, buf, sizeof buf);
     snprintf(m->error, sizeof m->error, "%s", buf);
     rc = 1;
     goto done;
   }
   for (int k = 0; !m->gpu && k < g->noutputs; k++) {
     memcpy(outputs[k], o[k].data, o[k].nbytes);
-    hp_tensor_free(&o[k]);
+    ut_tensor_free(&o[k]);
   }
 done:
   free(ins);
@@ -468,9 +468,9 @@ int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
   m->error[0] = 0;
   if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
   if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
-  int rc = hp_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
+  int rc = rt_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
   if (rc) {
-    const char *k = hp_cpu_error_kernel(m->c->cpu, rc);
+    const char *k = rt_cpu_error_kernel(m->c->cpu, rc);
     snprintf(m->error, sizeof m->error, "kernel %s stopped: an index is out of range", k ? k : "?");
   }
   return rc;
@@ -485,8 +485,8 @@ const void *model_output(const harp_model *m, int k, int64_t *shape, int *rank) 
 void model_free(harp_model *m) {
   if (!m) return;
   flow_inst_free(m->flow);
-  if (m->c->backend == HARP_BACKEND_CPU && !m->flow) hp_cpu_instance_free(m->c->cpu, m->inst);
-  hp_gpu_free(m->gpu);
+  if (m->c->backend == HARP_BACKEND_CPU && !m->flow) rt_cpu_instance_free(m->c->cpu, m->inst);
+  rt_gpu_free(m->gpu);
   free(m->params);
   free(m);
 }

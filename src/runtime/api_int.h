@@ -7,14 +7,14 @@
 #include "harp/onnx.h"
 
 /* harp_compile_graph with the symbols already bound (any names). */
-hp_status harp_compile_bound(hp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out);
+harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out);
 
 /* flow_api.c: a model with run-time control flow behind harp.h.  The
  * signature: inputs (the shapes bound from o->syms, else 1), outputs
  * (-1 where known only at run time), the parameter block (the model's
  * weights, each at a 64-byte aligned offset). */
 typedef struct flow_sig flow_sig;
-hp_status flow_sig_new(hp_error *e, hp_onnx_model *om, const harp_options *o, flow_sig **out); /* takes *om */
+harp_status flow_sig_new(harp_error *e, onnx_model *om, const harp_options *o, flow_sig **out); /* takes *om */
 void flow_sig_free(flow_sig *s);
 int flow_sig_count(const flow_sig *s, bool out);
 const char *flow_sig_name(const flow_sig *s, bool out, int k);

@@ -17,8 +17,8 @@ typedef int (*run_fn)(void *, const void *const *, void *const *);
 typedef void (*free_fn)(void *);
 typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
 
-struct hp_cpu_model {
-  hp_compile *c; /* the stages' results: g, the partition, the Function, plans, source */
+struct rt_cpu_model {
+  rt_compile *c; /* the stages' results: g, the partition, the Function, plans, source */
   double compile_ms;
   void *dl;
   init_fn init;
@@ -27,20 +27,20 @@ struct hp_cpu_model {
   kernel_fn run_kernel;
 };
 
-void hp_cpu_free(hp_cpu_model *m) {
+void rt_cpu_free(rt_cpu_model *m) {
   if (!m) return;
   if (m->dl) dlclose(m->dl);
-  hp_compile_free(m->c);
+  rt_compile_free(m->c);
   free(m);
 }
 
 /* The compile's options from o: its knobs (o->knobs, else the defaults) with
  * o's compiler, flags and cache over them, into *k. */
-static hp_compile_opts compile_opts(const hp_cpu_opts *o, hp_knobs *k) {
-  *k = *hp_knobs_or_default(o ? o->knobs : NULL);
-  hp_compile_opts co = {.knobs = k};
+static rt_compile_opts compile_opts(const rt_cpu_opts *o, rt_knobs *k) {
+  *k = *rt_knobs_or_default(o ? o->knobs : NULL);
+  rt_compile_opts co = {.knobs = k};
   if (!o) return co;
-  hp_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
+  rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
   co.keep_source = o->keep_source;
   co.portable = o->portable;
   co.keep_analysis = o->keep_analysis;
@@ -53,98 +53,98 @@ static hp_compile_opts compile_opts(const hp_cpu_opts *o, hp_knobs *k) {
 }
 
 /* dlopen the compiled object and find its entry points. */
-static hp_status load_so(hp_error *e, hp_cpu_model *m) {
+static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   m->dl = dlopen(m->c->so_path, RTLD_NOW | RTLD_LOCAL);
-  if (!m->dl) return hp_fail_at(e, HP_E_IO, m->c->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
+  if (!m->dl) return ut_fail_at(e, HARP_E_IO, m->c->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
   m->init = (init_fn)dlsym(m->dl, "model_init");
   m->run = (run_fn)dlsym(m->dl, "model_run");
   m->free_ = (free_fn)dlsym(m->dl, "model_free");
   m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
-  if (!m->init || !m->run || !m->free_) return hp_fail(e, HP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
-  return HP_OK;
+  if (!m->init || !m->run || !m->free_) return ut_fail(e, HARP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
+  return HARP_OK;
 }
 
 /* A model from base's stages (NULL: g's own compile), loaded. */
-static hp_status compile_and_load(hp_error *e, const hp_cpu_model *base, const tiny_graph *g, const tiny_symtab *syms,
-                                  const hp_cpu_opts *o, hp_cpu_model **out) {
+static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, const tiny_graph *g, const tiny_symtab *syms,
+                                  const rt_cpu_opts *o, rt_cpu_model **out) {
   *out = NULL;
-  double t0 = hp_now_ms();
-  hp_cpu_model *m = hp_xcalloc(1, sizeof *m);
-  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_knobs k;
-  hp_compile_opts co = compile_opts(o, &k);
-  hp_status st = base ? hp_compile_variant(e, base->c, &co, &m->c)
-                      : hp_compile_run(e, &hp_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
+  double t0 = ut_now_ms();
+  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  rt_knobs k;
+  rt_compile_opts co = compile_opts(o, &k);
+  harp_status st = base ? rt_compile_variant(e, base->c, &co, &m->c)
+                      : rt_compile_run(e, &rt_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
   if (!st) st = load_so(e, m);
   if (st) {
-    hp_cpu_free(m);
+    rt_cpu_free(m);
     return st;
   }
-  m->compile_ms = hp_now_ms() - t0;
+  m->compile_ms = ut_now_ms() - t0;
   *out = m;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_cpu_compile(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_cpu_opts *o,
-                         hp_cpu_model **out) {
+harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                         rt_cpu_model **out) {
   return compile_and_load(e, NULL, g, syms, o, out);
 }
 
-hp_status hp_cpu_compile_variant(hp_error *e, const hp_cpu_model *base, const hp_cpu_opts *o, hp_cpu_model **out) {
+harp_status rt_cpu_compile_variant(harp_error *e, const rt_cpu_model *base, const rt_cpu_opts *o, rt_cpu_model **out) {
   return compile_and_load(e, base, NULL, NULL, o, out);
 }
 
-static hp_status run_once(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, hp_tensor *taken, int ninputs,
-                          hp_tensor *outputs) {
-  const hp_function *f = m->c->f;
+static harp_status run_once(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, ut_tensor *taken, int ninputs,
+                          ut_tensor *outputs) {
+  const fn_function *f = m->c->f;
   const tiny_graph *g = m->c->g;
-  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
-  const void **in = hp_xcalloc((size_t)ninputs + 1, sizeof *in);
-  void **outp = hp_xcalloc((size_t)f->nret + 1, sizeof *outp);
-  hp_tensor *params = hp_xcalloc((size_t)ninputs + 1, sizeof *params);
-  hp_constpool cp = {0};
+  const void **in = ut_xcalloc((size_t)ninputs + 1, sizeof *in);
+  void **outp = ut_xcalloc((size_t)f->nret + 1, sizeof *outp);
+  ut_tensor *params = ut_xcalloc((size_t)ninputs + 1, sizeof *params);
+  fn_constpool cp = {0};
   void *inst = NULL;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   int nin = 0, nparams = 0;
   if (!in || !outp || !params) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int a = 0; a < f->nargs && !st; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     const tiny_node *n = &g->nodes[b->node];
-    const hp_tensor *t = &inputs[a];
+    const ut_tensor *t = &inputs[a];
     bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
     for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
-    if (!ok) st = hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
+    if (!ok) st = ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
     else if (b->kind == FN_PARAM) params[nparams++] = *t;
     else in[nin++] = t->data;
   }
   if (!st) st = fn_constpool_from_tensors(e, f, params, nparams, &cp);
   for (int a = 0; a < f->nargs && !st && taken; a++) /* in the block now */
-    if (f->buffers[f->args[a]].kind == FN_PARAM) hp_tensor_free(&taken[a]);
+    if (f->buffers[f->args[a]].kind == FN_PARAM) ut_tensor_free(&taken[a]);
   for (int k = 0; k < f->nret && !st; k++) {
     const tiny_node *n = &g->nodes[g->outputs[k]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-    st = hp_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
+    st = ut_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
     if (!st) outp[k] = outputs[k].data;
   }
-  if (!st && !(inst = m->init(cp.data, cp.size))) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st && !(inst = m->init(cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
   fn_constpool_free(&cp); /* model_init copied or packed what it keeps: not held through the run */
   if (!st) {
     int rc = m->run(inst, in, outp);
     if (rc >= 100 && rc - 100 < f->nkernels)
-      st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
+      st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
                    f->kernels[rc - 100].name);
     else if (rc)
-      st = hp_fail(e, HP_E_INTERNAL, NULL, "model_run returned %d", rc);
+      st = ut_fail(e, HARP_E_INTERNAL, NULL, "model_run returned %d", rc);
   }
   if (inst) m->free_(inst);
 done:
   if (st)
-    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+    for (int k = 0; k < f->nret; k++) ut_tensor_free(&outputs[k]);
   fn_constpool_free(&cp);
   free(in);
   free(outp);
@@ -152,39 +152,39 @@ done:
   return st;
 }
 
-hp_status hp_cpu_run(hp_error *e, hp_cpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   return run_once(e, m, inputs, NULL, ninputs, outputs);
 }
 
-hp_status hp_cpu_run_taking_weights(hp_error *e, hp_cpu_model *m, hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   return run_once(e, m, inputs, inputs, ninputs, outputs);
 }
 
-const char *hp_cpu_source(const hp_cpu_model *m) { return m->c->source; }
-bool hp_cpu_cache_hit(const hp_cpu_model *m) { return m->c->cache_hit; }
-double hp_cpu_compile_ms(const hp_cpu_model *m) { return m->compile_ms; }
-const struct hp_function *hp_cpu_function(const hp_cpu_model *m) { return m->c->f; }
-const struct hp_compile *hp_cpu_stages(const hp_cpu_model *m) { return m->c; }
+const char *rt_cpu_source(const rt_cpu_model *m) { return m->c->source; }
+bool rt_cpu_cache_hit(const rt_cpu_model *m) { return m->c->cache_hit; }
+double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
+const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
+const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }
 
-void *hp_cpu_instance_new(const hp_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
-int hp_cpu_instance_run(const hp_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
+void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
+int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
   return m->run(inst, inputs, outputs);
 }
-void hp_cpu_instance_free(const hp_cpu_model *m, void *inst) {
+void rt_cpu_instance_free(const rt_cpu_model *m, void *inst) {
   if (inst) m->free_(inst);
 }
-int hp_cpu_instance_run_kernel(const hp_cpu_model *m, void *inst, int k, const void *const *inputs,
+int rt_cpu_instance_run_kernel(const rt_cpu_model *m, void *inst, int k, const void *const *inputs,
                                void *const *outputs) {
   return m->run_kernel ? m->run_kernel(inst, k, inputs, outputs) : -1;
 }
-int hp_cpu_kernel_of(const hp_cpu_model *m, const char *region) {
-  const hp_function *f = m->c->f;
+int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region) {
+  const fn_function *f = m->c->f;
   for (int k = 0; k < f->nkernels; k++)
     if (!strcmp(f->kernels[k].name, region)) return k;
   return -1;
 }
-const struct hp_plans *hp_cpu_plans(const hp_cpu_model *m) { return &m->c->plans; }
-const char *hp_cpu_error_kernel(const hp_cpu_model *m, int rc) {
-  const hp_function *f = m->c->f;
+const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m) { return &m->c->plans; }
+const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc) {
+  const fn_function *f = m->c->f;
   return rc >= 100 && rc - 100 < f->nkernels ? f->kernels[rc - 100].name : NULL;
 }

@@ -19,7 +19,7 @@ typedef struct sig_io {
 } sig_io;
 
 struct flow_sig {
-  hp_onnx_model om;   /* the import: the host program and the weights */
+  onnx_model om;      /* the import: the host program and the weights */
   harp_options o;     /* the executor's options; its strings owned below */
   char *cc, *cflags, *cache_dir, *target;
   sig_io *in, *out;
@@ -32,9 +32,9 @@ struct flow_sig {
 struct flow_inst {
   const flow_sig *s;
   unsigned char *params; /* the instance's copy of the parameter block */
-  hp_tensor *w;          /* the weights, views into params */
-  hp_flow_exec *x;
-  hp_tensor *last;       /* the last run's outputs */
+  ut_tensor *w;          /* the weights, views into params */
+  flow_exec *x;
+  ut_tensor *last;       /* the last run's outputs */
   bool have;
 };
 
@@ -59,25 +59,25 @@ static bool options(flow_sig *s, const harp_options *o) {
 
 /* Inputs with their shape variables bound from o->syms (else 1); outputs
  * with the dims known at import. */
-static hp_status signature(hp_error *e, flow_sig *s, const harp_options *o) {
-  const hp_flow *f = s->om.flow;
-  const hp_flow_block *mb = &f->blocks[f->main];
+static harp_status signature(harp_error *e, flow_sig *s, const harp_options *o) {
+  const flow_program *f = s->om.flow;
+  const flow_block *mb = &f->blocks[f->main];
   tiny_symtab syms;
   tiny_symtab_init(&syms);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int i = 0; !st && o && o->syms && o->syms[i]; i++) st = tiny_symtab_parse_assign(e, &syms, o->syms[i]);
   s->nin = mb->nin, s->nout = mb->nout;
-  s->in = hp_xcalloc((size_t)s->nin + 1, sizeof *s->in), s->out = hp_xcalloc((size_t)s->nout + 1, sizeof *s->out);
-  if (!st && (!s->in || !s->out)) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  s->in = ut_xcalloc((size_t)s->nin + 1, sizeof *s->in), s->out = ut_xcalloc((size_t)s->nout + 1, sizeof *s->out);
+  if (!st && (!s->in || !s->out)) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; !st && k < s->nin; k++) { /* a shape variable no binding gives is 1 */
-    const hp_flow_slot *sl = &f->slots[mb->in[k]];
+    const flow_slot *sl = &f->slots[mb->in[k]];
     for (int d = 0; d < sl->rank && !st; d++)
       if (sl->dims[d] < 0 && sl->sym[d] && !tiny_symtab_get(&syms, sl->sym[d], NULL)) st = tiny_symtab_set(e, &syms, sl->sym[d], 1);
   }
   for (int k = 0; !st && k < s->nin + s->nout; k++) {
     bool out = k >= s->nin;
     int j = out ? k - s->nin : k;
-    const hp_flow_slot *sl = &f->slots[out ? mb->out[j] : mb->in[j]];
+    const flow_slot *sl = &f->slots[out ? mb->out[j] : mb->in[j]];
     sig_io *io = out ? &s->out[j] : &s->in[j];
     io->name = out ? mb->out_name[j] : mb->in_name[j];
     io->dtype = sl->dtype, io->rank = sl->rank;
@@ -92,29 +92,29 @@ static hp_status signature(hp_error *e, flow_sig *s, const harp_options *o) {
 }
 
 /* The parameter block: every weight at a 64-byte aligned offset, filled. */
-static hp_status params(hp_error *e, flow_sig *s) {
-  s->off = hp_xcalloc((size_t)s->om.nweights + 1, sizeof *s->off);
-  if (!s->off) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status params(harp_error *e, flow_sig *s) {
+  s->off = ut_xcalloc((size_t)s->om.nweights + 1, sizeof *s->off);
+  if (!s->off) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int w = 0; w < s->om.nweights; w++) {
     s->off[w] = (int64_t)s->bytes;
     s->bytes += (s->om.weights[w].nbytes + 63) & ~(size_t)63;
   }
-  if (!(s->embedded = hp_xcalloc(s->bytes + 1, 1))) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!(s->embedded = ut_xcalloc(s->bytes + 1, 1))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int w = 0; w < s->om.nweights; w++)
     if (s->om.weights[w].nbytes) memcpy(s->embedded + s->off[w], s->om.weights[w].data, s->om.weights[w].nbytes);
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status flow_sig_new(hp_error *e, hp_onnx_model *om, const harp_options *o, flow_sig **out) {
+harp_status flow_sig_new(harp_error *e, onnx_model *om, const harp_options *o, flow_sig **out) {
   *out = NULL;
-  flow_sig *s = hp_xcalloc(1, sizeof *s);
+  flow_sig *s = ut_xcalloc(1, sizeof *s);
   if (!s) {
-    hp_onnx_model_free(om);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    onnx_model_free(om);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   s->om = *om;
   memset(om, 0, sizeof *om);
-  hp_status st = options(s, o) ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = options(s, o) ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = signature(e, s, o);
   if (!st) st = params(e, s);
   for (int w = 0; !st && w < s->om.nweights; w++) { /* the weights live in the parameter block now (their headers stay) */
@@ -126,12 +126,12 @@ hp_status flow_sig_new(hp_error *e, hp_onnx_model *om, const harp_options *o, fl
     return st;
   }
   *out = s;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void flow_sig_free(flow_sig *s) {
   if (!s) return;
-  hp_onnx_model_free(&s->om);
+  onnx_model_free(&s->om);
   free(s->cc), free(s->cflags), free(s->cache_dir), free(s->target);
   free(s->in), free(s->out), free(s->off), free(s->embedded);
   free(s);
@@ -156,23 +156,23 @@ int64_t flow_sig_param_offset(const flow_sig *s, const char *name) {
 /* ---- instances ---------------------------------------------------------------------------- */
 void flow_inst_free(flow_inst *m) {
   if (!m) return;
-  hp_flow_exec_free(m->x);
-  for (int k = 0; m->last && k < m->s->nout; k++) hp_tensor_free(&m->last[k]);
+  flow_exec_free(m->x);
+  for (int k = 0; m->last && k < m->s->nout; k++) ut_tensor_free(&m->last[k]);
   free(m->last), free(m->w), free(m->params);
   free(m);
 }
 
 flow_inst *flow_inst_new(const flow_sig *s, const void *params, size_t nbytes) {
-  flow_inst *m = hp_xcalloc(1, sizeof *m);
+  flow_inst *m = ut_xcalloc(1, sizeof *m);
   if (!m || nbytes != s->bytes) {
     free(m);
     return NULL;
   }
   m->s = s;
-  m->params = hp_xmalloc(nbytes + 1);
-  m->w = hp_xcalloc((size_t)s->om.nweights + 1, sizeof *m->w);
-  m->last = hp_xcalloc((size_t)s->nout + 1, sizeof *m->last);
-  hp_error e = {0};
+  m->params = ut_xmalloc(nbytes + 1);
+  m->w = ut_xcalloc((size_t)s->om.nweights + 1, sizeof *m->w);
+  m->last = ut_xcalloc((size_t)s->nout + 1, sizeof *m->last);
+  harp_error e = {0};
   if (!m->params || !m->w || !m->last) {
     flow_inst_free(m);
     return NULL;
@@ -182,42 +182,42 @@ flow_inst *flow_inst_new(const flow_sig *s, const void *params, size_t nbytes) {
     m->w[w] = s->om.weights[w];
     m->w[w].data = m->params + s->off[w];
   }
-  if (hp_flow_exec_new(&e, s->om.flow, s->om.nweights, s->om.weight_ids, m->w, &s->o, &m->x)) {
+  if (flow_exec_new(&e, s->om.flow, s->om.nweights, s->om.weight_ids, m->w, &s->o, &m->x)) {
     flow_inst_free(m);
     return NULL;
   }
   return m;
 }
 
-static int fail(char *err, size_t cap, const hp_error *e) {
-  hp_error_format(e, err, cap);
+static int fail(char *err, size_t cap, const harp_error *e) {
+  harp_error_format(e, err, cap);
   return 1;
 }
 
 int flow_inst_run(flow_inst *m, const void *const *in, void *const *out, char *err, size_t cap) {
   const flow_sig *s = m->s;
-  hp_error e = {0};
-  hp_tensor *t = hp_xcalloc((size_t)s->nin + 1, sizeof *t);
-  if (!t) return fail(err, cap, &(hp_error){.code = HP_E_NO_MEMORY, .msg = "out of memory"});
+  harp_error e = {0};
+  ut_tensor *t = ut_xcalloc((size_t)s->nin + 1, sizeof *t);
+  if (!t) return fail(err, cap, &(harp_error){.code = HARP_E_NO_MEMORY, .msg = "out of memory"});
   for (int k = 0; k < s->nin; k++) { /* views of the caller's inputs */
     t[k].dtype = s->in[k].dtype, t[k].rank = s->in[k].rank;
     memcpy(t[k].shape, s->in[k].shape, sizeof t->shape);
     t[k].data = (void *)in[k];
-    t[k].nbytes = (size_t)hp_tensor_numel(&t[k]) * tiny_dtype_size(t[k].dtype);
+    t[k].nbytes = (size_t)ut_tensor_numel(&t[k]) * tiny_dtype_size(t[k].dtype);
   }
-  for (int k = 0; k < s->nout; k++) hp_tensor_free(&m->last[k]);
+  for (int k = 0; k < s->nout; k++) ut_tensor_free(&m->last[k]);
   m->have = false;
-  hp_status st = hp_flow_exec_run(&e, m->x, t, s->nin, m->last);
+  harp_status st = flow_exec_run(&e, m->x, t, s->nin, m->last);
   free(t);
   for (int k = 0; k < s->nout && !st; k++) { /* every output fits its buffer before any is written */
     const sig_io *io = &s->out[k];
     bool known = true, same = io->rank == m->last[k].rank;
     for (int d = 0; d < io->rank; d++) known &= io->shape[d] >= 0, same &= io->shape[d] == m->last[k].shape[d];
     if (out[k] && !known)
-      st = hp_fail(&e, HP_E_INPUT_MISMATCH, io->name, "output %s has a shape known only at run time: pass NULL for it and "
+      st = ut_fail(&e, HARP_E_INPUT_MISMATCH, io->name, "output %s has a shape known only at run time: pass NULL for it and "
                    "read it with model_output", io->name);
     else if (out[k] && !same)
-      st = hp_fail(&e, HP_E_INTERNAL, io->name, "output %s does not have the shape harp_output_shape gave", io->name);
+      st = ut_fail(&e, HARP_E_INTERNAL, io->name, "output %s does not have the shape harp_output_shape gave", io->name);
   }
   if (st) return fail(err, cap, &e);
   for (int k = 0; k < s->nout; k++)
@@ -228,7 +228,7 @@ int flow_inst_run(flow_inst *m, const void *const *in, void *const *out, char *e
 
 const void *flow_inst_output(const flow_inst *m, int k, int64_t *shape, int *rank) {
   if (!m->have || k < 0 || k >= m->s->nout) return NULL;
-  const hp_tensor *t = &m->last[k];
+  const ut_tensor *t = &m->last[k];
   if (shape) memcpy(shape, t->shape, sizeof *shape * (size_t)t->rank);
   if (rank) *rank = t->rank;
   return t->data;

@@ -18,7 +18,7 @@
 #include "harp/plan.h"
 #include "util/util.h"
 
-void hp_gpu_free(hp_gpu_model *m) {
+void rt_gpu_free(rt_gpu_model *m) {
   if (!m) return;
   if (m->rt) {
     cuda_rt_graph_free(m->rt, m->graph);
@@ -31,89 +31,89 @@ void hp_gpu_free(hp_gpu_model *m) {
   free(m->cache_dir);
   if (!m->shares_build) {
     cuda_binary_free(&m->bin);
-    hp_compile_free(m->comp);
+    rt_compile_free(m->comp);
   }
   free(m);
 }
 
-hp_status gpu_rt_open(hp_error *e, const hp_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out) {
-  k = hp_knobs_or_default(k);
+harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out) {
+  k = rt_knobs_or_default(k);
   cuda_rt_opts ro = {.nvrtc_path = k->nvrtc[0] ? k->nvrtc : NULL, .cuda_path = k->libcuda[0] ? k->libcuda : NULL,
                      .no_driver = no_driver};
   char dir[4200];
   if (cache_dir) {
     snprintf(dir, sizeof dir, "%s/cuda", cache_dir);
-    hp_error e2 = {0};
-    if (hp_mkdirs(&e2, dir) == HP_OK) ro.cache_dir = dir;
+    harp_error e2 = {0};
+    if (ut_mkdirs(&e2, dir) == HARP_OK) ro.cache_dir = dir;
   }
   return cuda_rt_open(e, &ro, out);
 }
 
-static hp_status open_rt(hp_error *e, hp_gpu_model *m, bool no_driver) {
-  return m->rt ? HP_OK : gpu_rt_open(e, &m->knobs, m->cache_dir, no_driver, &m->rt);
+static harp_status open_rt(harp_error *e, rt_gpu_model *m, bool no_driver) {
+  return m->rt ? HARP_OK : gpu_rt_open(e, &m->knobs, m->cache_dir, no_driver, &m->rt);
 }
 
-hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch) {
+harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch) {
   if (!target) { /* the device's architecture, if there is one */
     const cuda_rt_status *rs = cuda_rt_status_of(rt);
     target = rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
   }
   if (strcmp(target, "sm80") && strcmp(target, "sm90"))
-    return hp_fail(e, HP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
+    return ut_fail(e, HARP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
   *arch = !strcmp(target, "sm90") ? CUDA_SM90 : CUDA_SM80;
-  return HP_OK;
+  return HARP_OK;
 }
 
-void gpu_knobs(const hp_gpu_opts *o, hp_knobs *k) {
-  *k = *hp_knobs_or_default(o ? o->knobs : NULL);
-  if (o) hp_knobs_set_build(k, NULL, NULL, o->cache_dir);
+void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k) {
+  *k = *rt_knobs_or_default(o ? o->knobs : NULL);
+  if (o) rt_knobs_set_build(k, NULL, NULL, o->cache_dir);
 }
 
-hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
-                       hp_gpu_model **out) {
+harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
+                       rt_gpu_model **out) {
   *out = NULL;
-  hp_gpu_model *m = hp_xcalloc(1, sizeof *m);
-  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  rt_gpu_model *m = ut_xcalloc(1, sizeof *m);
+  if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   m->g = g;
   m->rt = rt;
   m->rt_borrowed = rt != NULL;
   m->graphs = o && o->graphs;
   gpu_knobs(o, &m->knobs);
-  hp_cc_opts cc = {.cache_dir = m->knobs.cache_dir};
-  m->cache_dir = hp_cc_cache_dir(&cc);
+  rt_cc_opts cc = {.cache_dir = m->knobs.cache_dir};
+  m->cache_dir = rt_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   cuda_math math;
   if (o && o->precision && !cuda_math_parse(o->precision, &math)) {
-    st = hp_fail(e, HP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", o->precision);
+    st = ut_fail(e, HARP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", o->precision);
     goto fail;
   }
   if (!target && (st = open_rt(e, m, false))) goto fail; /* the device decides */
   if ((st = gpu_target(e, target, m->rt, &m->arch))) goto fail;
-  hp_compile_opts co = {.knobs = &m->knobs, .arch = cuda_arch_name(m->arch), .precision = o ? o->precision : NULL,
+  rt_compile_opts co = {.knobs = &m->knobs, .arch = cuda_arch_name(m->arch), .precision = o ? o->precision : NULL,
                         .plan_overrides = o ? o->plan_overrides : NULL, .nplan_overrides = o ? o->nplan_overrides : 0,
                         .keep_analysis = o && o->keep_analysis, .after_stage = o ? o->after_stage : NULL,
                         .hook_ctx = o ? o->hook_ctx : NULL};
-  if ((st = hp_compile_run(e, &hp_target_cuda, (tiny_graph *)g, syms, &co, &m->comp))) goto fail;
+  if ((st = rt_compile_run(e, &rt_target_cuda, (tiny_graph *)g, syms, &co, &m->comp))) goto fail;
   m->f = m->comp->f, m->tu = m->comp->tu, m->source = m->comp->source;
   *out = m;
-  return HP_OK;
+  return HARP_OK;
 fail:
-  hp_gpu_free(m);
+  rt_gpu_free(m);
   return st;
 }
 
-hp_status hp_gpu_build(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o,
-                       hp_gpu_model **out) {
+harp_status rt_gpu_build(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o,
+                       rt_gpu_model **out) {
   return gpu_build_on(e, g, syms, o, NULL, out);
 }
 
-hp_status hp_gpu_instance(hp_error *e, const hp_gpu_model *src, hp_gpu_model **out) {
+harp_status rt_gpu_instance(harp_error *e, const rt_gpu_model *src, rt_gpu_model **out) {
   *out = NULL;
   if (!src || !src->compiled || !src->rt || !cuda_rt_status_of(src->rt)->gpu)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "hp_gpu_instance: the model is not prepared for the device");
-  hp_gpu_model *m = hp_xcalloc(1, sizeof *m);
-  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "rt_gpu_instance: the model is not prepared for the device");
+  rt_gpu_model *m = ut_xcalloc(1, sizeof *m);
+  if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   /* the build, borrowed; everything a run writes is the instance's own */
   m->g = src->g, m->comp = src->comp, m->f = src->f, m->tu = src->tu, m->knobs = src->knobs;
   m->arch = src->arch, m->source = src->source, m->graphs = src->graphs, m->bin = src->bin;
@@ -121,47 +121,47 @@ hp_status hp_gpu_instance(hp_error *e, const hp_gpu_model *src, hp_gpu_model **o
   m->shares_build = m->compiled = true;
   m->cache_dir = src->cache_dir ? strdup(src->cache_dir) : NULL;
   if (src->cache_dir && !m->cache_dir) {
-    hp_gpu_free(m);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    rt_gpu_free(m);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_status st = hp_gpu_load(e, m);
+  harp_status st = rt_gpu_load(e, m);
   if (st) {
-    hp_gpu_free(m);
+    rt_gpu_free(m);
     return st;
   }
   *out = m;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* NVRTC for the target's architecture, or (on a device) for the device: an
  * sm80 translation unit runs on any sm_80+ GPU, but a cubin only on its own
  * major version. */
-static hp_status compile_tu(hp_error *e, hp_gpu_model *m, bool no_driver) {
-  if (m->compiled) return HP_OK;
+static harp_status compile_tu(harp_error *e, rt_gpu_model *m, bool no_driver) {
+  if (m->compiled) return HARP_OK;
   if (open_rt(e, m, no_driver)) return e->code;
   const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
-  if (!rs->nvrtc) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "NVRTC is not available: %s", rs->why_no_nvrtc);
+  if (!rs->nvrtc) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "NVRTC is not available: %s", rs->why_no_nvrtc);
   const char *arch = rs->gpu && m->arch == CUDA_SM80 ? cuda_rt_arch(m->rt) : cuda_arch_nvrtc(m->arch);
-  double t0 = hp_now_ms();
+  double t0 = ut_now_ms();
   if (cuda_rt_compile(e, m->rt, m->source, "model.cu", arch, NULL, 0, &m->bin)) return e->code;
-  m->compile_ms = hp_now_ms() - t0;
+  m->compile_ms = ut_now_ms() - t0;
   if (!m->shares_build) { /* the pipeline's build stage, run here where the runtime is */
-    m->comp->ran[HP_STAGE_BUILD] = true;
-    m->comp->ms[HP_STAGE_BUILD] = m->compile_ms;
+    m->comp->ran[RT_STAGE_BUILD] = true;
+    m->comp->ms[RT_STAGE_BUILD] = m->compile_ms;
   }
   m->compiled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_gpu_ptx(hp_error *e, hp_gpu_model *m, const char **ptx) {
+harp_status rt_gpu_ptx(harp_error *e, rt_gpu_model *m, const char **ptx) {
   *ptx = NULL;
   if (compile_tu(e, m, true)) return e->code;
   *ptx = m->bin.ptx;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_gpu_prepare(hp_error *e, hp_gpu_model *m) {
-  if (m->compiled && m->rt && cuda_rt_status_of(m->rt)->gpu) return HP_OK;
+harp_status rt_gpu_prepare(harp_error *e, rt_gpu_model *m) {
+  if (m->compiled && m->rt && cuda_rt_status_of(m->rt)->gpu) return HARP_OK;
   if (m->rt && !m->rt_borrowed && !cuda_rt_status_of(m->rt)->driver) { /* opened for compiling only: again, for the device */
     cuda_rt_close(m->rt);
     m->rt = NULL;
@@ -171,22 +171,22 @@ hp_status hp_gpu_prepare(hp_error *e, hp_gpu_model *m) {
   }
   if (open_rt(e, m, false)) return e->code;
   const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
-  if (!rs->gpu) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "no GPU: %s", rs->why_no_gpu);
+  if (!rs->gpu) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "no GPU: %s", rs->why_no_gpu);
   if (m->arch == CUDA_SM90 && rs->cc_major != 9)
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the model is compiled for sm90 (sm_90a); the device %s is sm_%d%d",
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "the model is compiled for sm90 (sm_90a); the device %s is sm_%d%d",
                    rs->device_name, rs->cc_major, rs->cc_minor);
   return compile_tu(e, m, false);
 }
 
-hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
-  if (m->loaded) return HP_OK;
-  if (hp_gpu_prepare(e, m)) return e->code;
+harp_status rt_gpu_load(harp_error *e, rt_gpu_model *m) {
+  if (m->loaded) return HARP_OK;
+  if (rt_gpu_prepare(e, m)) return e->code;
   if (cuda_rt_load(e, m->rt, &m->bin, &m->mod)) return e->code;
   cuda_model_tu *t = m->tu;
-  m->fn = hp_xcalloc((size_t)t->nlaunch + 1, sizeof *m->fn);
-  m->args = hp_xcalloc((size_t)t->nlaunch * CUDA_MAX_PARAMS + 1, sizeof *m->args);
+  m->fn = ut_xcalloc((size_t)t->nlaunch + 1, sizeof *m->fn);
+  m->args = ut_xcalloc((size_t)t->nlaunch * CUDA_MAX_PARAMS + 1, sizeof *m->args);
   if (!m->fn || !m->args) {
-    hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   for (int i = 0; i < t->nlaunch; i++)
@@ -203,7 +203,7 @@ hp_status hp_gpu_load(hp_error *e, hp_gpu_model *m) {
       m->args[i * CUDA_MAX_PARAMS + p] = off < 0 ? 0 : (in_consts ? m->mem.constpool : m->mem.arena) + (cuda_devptr)off;
     }
   m->loaded = true;
-  return HP_OK;
+  return HARP_OK;
 fail: /* undo the module and the memory: a later call (a retry after a transient failure) loads from here again */
   cuda_model_mem_free(m->rt, &m->mem);
   cuda_rt_unload(m->rt, m->mod);
@@ -216,88 +216,88 @@ fail: /* undo the module and the memory: a later call (a retry after a transient
 }
 
 /* grid.x of a persistent kernel on this device: min(tiles, SMs x CTAs per SM). */
-int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
+int64_t rt_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
   if (k->persistent_tiles <= 0) return 0;
   int64_t slots = (int64_t)(sm_count > 0 ? sm_count : CUDA_DEFAULT_SMS) * (k->min_blocks > 0 ? k->min_blocks : 1);
   return k->persistent_tiles < slots ? k->persistent_tiles : slots;
 }
 
 /* Launch i of m on harp's stream (sms: the device's multiprocessors). */
-static hp_status launch_at(hp_error *e, hp_gpu_model *m, int i, int sms) {
+static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
   const cuda_kernel *k = m->tu->launch[i].k;
-  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], hp_gpu_persistent_grid(k, sms));
+  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], rt_gpu_persistent_grid(k, sms));
 }
 
-hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m) {
+harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m) {
   int sms = cuda_rt_status_of(m->rt)->sm_count;
   for (int i = 0; i < m->tu->nlaunch; i++)
     if (launch_at(e, m, i, sms)) return e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status gpu_capture(hp_error *e, hp_gpu_model *m, bool instantiate, cuda_rt_graph **out) {
+harp_status gpu_capture(harp_error *e, rt_gpu_model *m, bool instantiate, cuda_rt_graph **out) {
   *out = NULL;
   if (cuda_rt_graph_begin(e, m->rt)) return e->code;
-  hp_status st = gpu_launch_all(e, m);
+  harp_status st = gpu_launch_all(e, m);
   cuda_rt_graph *g = NULL;
-  hp_error e2 = {0};
-  hp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, instantiate, &g); /* always end the capture */
+  harp_error e2 = {0};
+  harp_status st2 = cuda_rt_graph_end(st ? &e2 : e, m->rt, instantiate, &g); /* always end the capture */
   if (st) { /* a launch failed: the graph lacks it (the driver may still have made one) */
     cuda_rt_graph_free(m->rt, g);
     return st;
   }
   if (st2) return st2;
   *out = g;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The launches once: directly, or through the graph (captured the first time). */
-static hp_status run_launches(hp_error *e, hp_gpu_model *m) {
+static harp_status run_launches(harp_error *e, rt_gpu_model *m) {
   if (!m->graphs) return gpu_launch_all(e, m);
   if (!m->graph && gpu_capture(e, m, true, &m->graph)) return e->code;
   return cuda_rt_graph_launch(e, m->rt, m->graph);
 }
 
-static hp_status own_launches(hp_error *e, hp_gpu_model *m, void *ctx) {
+static harp_status own_launches(harp_error *e, rt_gpu_model *m, void *ctx) {
   (void)ctx;
   return run_launches(e, m);
 }
 
-hp_status hp_gpu_run(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs) {
+harp_status rt_gpu_run(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   return gpu_run_with(e, m, inputs, ninputs, outputs, NULL, own_launches, NULL);
 }
 
-hp_status hp_gpu_run_into(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, void *const *outputs) {
-  if (!outputs) return hp_fail(e, HP_E_INVALID_ARG, NULL, "hp_gpu_run_into: no output buffers");
+harp_status rt_gpu_run_into(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, void *const *outputs) {
+  if (!outputs) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "rt_gpu_run_into: no output buffers");
   for (int k = 0; k < m->f->nret; k++)
-    if (!outputs[k]) return hp_fail(e, HP_E_INVALID_ARG, NULL, "output %d: no buffer given", k);
+    if (!outputs[k]) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "output %d: no buffer given", k);
   return gpu_run_with(e, m, inputs, ninputs, NULL, outputs, own_launches, NULL);
 }
 
-hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
+harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                        void *const *dst, gpu_launcher launch, void *ctx) {
-  const hp_function *f = m->f;
+  const fn_function *f = m->f;
   const tiny_graph *g = m->g;
   for (int k = 0; !dst && k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
-  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     const tiny_node *n = &g->nodes[b->node];
-    const hp_tensor *t = &inputs[a];
+    const ut_tensor *t = &inputs[a];
     bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
     for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
-    if (!ok) return hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
+    if (!ok) return ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
   }
-  if (hp_gpu_load(e, m)) return e->code;
+  if (rt_gpu_load(e, m)) return e->code;
   const cuda_model_tu *t = m->tu;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (!m->consts_up && f->const_bytes) { /* the ConstPool, once */
-    hp_tensor *params = hp_xcalloc((size_t)f->nargs + 1, sizeof *params);
-    if (!params) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_tensor *params = ut_xcalloc((size_t)f->nargs + 1, sizeof *params);
+    if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     int np = 0;
     for (int a = 0; a < f->nargs; a++)
       if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
-    hp_constpool cp = {0};
+    fn_constpool cp = {0};
     st = fn_constpool_from_tensors(e, f, params, np, &cp);
     free(params);
     if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
@@ -315,7 +315,7 @@ hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, in
   int status = 0;
   if (!st) st = cuda_rt_dtoh(e, m->rt, &status, m->mem.arena + t->status_off, sizeof status);
   if (!st && status > 0 && status <= f->nkernels)
-    st = hp_fail(e, HP_E_INVALID_ARG, f->kernels[status - 1].name, "kernel %s stopped: an index is out of range",
+    st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[status - 1].name, "kernel %s stopped: an index is out of range",
                  f->kernels[status - 1].name);
   for (int k = 0; k < f->nret && !st; k++) {
     cuda_devptr from = m->mem.arena + t->io_offset[f->ret[k]];
@@ -326,29 +326,29 @@ hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, in
     }
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-    st = hp_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
+    st = ut_tensor_alloc(e, &outputs[k], n->dtype, n->shape.rank, shape);
     if (!st) st = cuda_rt_dtoh(e, m->rt, outputs[k].data, from, outputs[k].nbytes);
   }
   if (st && !dst)
-    for (int k = 0; k < f->nret; k++) hp_tensor_free(&outputs[k]);
+    for (int k = 0; k < f->nret; k++) ut_tensor_free(&outputs[k]);
   return st;
 }
 
 static int run_once(void *ctx) {
-  hp_gpu_model *m = ctx;
-  hp_error e = {0};
+  rt_gpu_model *m = ctx;
+  harp_error e = {0};
   return run_launches(&e, m) ? 1 : 0;
 }
 
-hp_status hp_gpu_time(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms) {
+harp_status rt_gpu_time(harp_error *e, rt_gpu_model *m, int warmup, int reps, double *ms) {
   *ms = 0;
-  if (hp_gpu_load(e, m)) return e->code;
+  if (rt_gpu_load(e, m)) return e->code;
   return cuda_rt_time_fn(e, m->rt, run_once, m, warmup, reps, ms);
 }
 
 typedef struct launch_ctx {
-  hp_gpu_model *m;
-  hp_error *e;
+  rt_gpu_model *m;
+  harp_error *e;
   int sms;
 } launch_ctx;
 
@@ -357,39 +357,39 @@ static int launch_one(void *ctx, int i) {
   return launch_at(c->e, c->m, i, c->sms) ? 1 : 0;
 }
 
-hp_status hp_gpu_profile(hp_error *e, hp_gpu_model *m, int warmup, int reps, double *ms) {
-  if (hp_gpu_load(e, m)) return e->code;
-  hp_error e2 = {0}; /* a launch's own error, kept as the reason */
+harp_status rt_gpu_profile(harp_error *e, rt_gpu_model *m, int warmup, int reps, double *ms) {
+  if (rt_gpu_load(e, m)) return e->code;
+  harp_error e2 = {0}; /* a launch's own error, kept as the reason */
   launch_ctx c = {m, &e2, cuda_rt_status_of(m->rt)->sm_count};
-  hp_status st = cuda_rt_time_seq(e, m->rt, m->tu->nlaunch, launch_one, &c, warmup, reps, ms);
+  harp_status st = cuda_rt_time_seq(e, m->rt, m->tu->nlaunch, launch_one, &c, warmup, reps, ms);
   if (st && e2.code) {
     char why[512];
-    hp_error_format(&e2, why, sizeof why);
-    hp_error_clear(e);
-    return hp_fail(e, e2.code, NULL, "profiling: %s", why);
+    harp_error_format(&e2, why, sizeof why);
+    harp_error_clear(e);
+    return ut_fail(e, e2.code, NULL, "profiling: %s", why);
   }
   return st;
 }
 
-int hp_gpu_nlaunches(const hp_gpu_model *m) { return m->tu->nlaunch; }
-void hp_gpu_launch_info(const hp_gpu_model *m, int i, const char **kernel, const char **kind) {
+int rt_gpu_nlaunches(const rt_gpu_model *m) { return m->tu->nlaunch; }
+void rt_gpu_launch_info(const rt_gpu_model *m, int i, const char **kernel, const char **kind) {
   const cuda_kernel *k = m->tu->launch[i].k;
   *kernel = k->name, *kind = k->kind;
 }
 
-const char *hp_gpu_launch_region(const hp_gpu_model *m, int i) {
+const char *rt_gpu_launch_region(const rt_gpu_model *m, int i) {
   return m->tu->f->kernels[m->tu->launch[i].fn_kernel].name;
 }
 
-const char *hp_gpu_source(const hp_gpu_model *m) { return m->source; }
-const cuda_model_tu *hp_gpu_tu(const hp_gpu_model *m) { return m->tu; }
-hp_status hp_gpu_dump_json(hp_error *e, const hp_gpu_model *m, char **out) { return cuda_model_dump_json(e, m->tu, out); }
-const char *hp_gpu_arch(const hp_gpu_model *m) { return cuda_arch_name(m->arch); }
-const char *hp_gpu_nvrtc_arch(const hp_gpu_model *m) { return cuda_arch_nvrtc(m->arch); }
-double hp_gpu_compile_ms(const hp_gpu_model *m) { return m->compile_ms; }
-bool hp_gpu_cache_hit(const hp_gpu_model *m) { return m->bin.cached; }
-const struct hp_function *hp_gpu_function(const hp_gpu_model *m) { return m->f; }
-const struct hp_compile *hp_gpu_stages(const hp_gpu_model *m) { return m->comp; }
-void hp_gpu_counts(const hp_gpu_model *m, int *templ, int *simple, int *generic) {
+const char *rt_gpu_source(const rt_gpu_model *m) { return m->source; }
+const cuda_model_tu *rt_gpu_tu(const rt_gpu_model *m) { return m->tu; }
+harp_status rt_gpu_dump_json(harp_error *e, const rt_gpu_model *m, char **out) { return cuda_model_dump_json(e, m->tu, out); }
+const char *rt_gpu_arch(const rt_gpu_model *m) { return cuda_arch_name(m->arch); }
+const char *rt_gpu_nvrtc_arch(const rt_gpu_model *m) { return cuda_arch_nvrtc(m->arch); }
+double rt_gpu_compile_ms(const rt_gpu_model *m) { return m->compile_ms; }
+bool rt_gpu_cache_hit(const rt_gpu_model *m) { return m->bin.cached; }
+const struct fn_function *rt_gpu_function(const rt_gpu_model *m) { return m->f; }
+const struct rt_compile *rt_gpu_stages(const rt_gpu_model *m) { return m->comp; }
+void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic) {
   *templ = m->tu->ntemplate, *simple = m->tu->nsimple, *generic = m->tu->ngeneric;
 }

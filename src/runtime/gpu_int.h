@@ -12,17 +12,17 @@
 #include "harp/region.h"
 #include "harp/tune.h"
 
-struct hp_gpu_model {
+struct rt_gpu_model {
   const tiny_graph *g;
-  hp_compile *comp;  /* the stages' results: the partition, plans, kernels, CUDA C */
-  hp_function *f;    /* comp's, for short */
+  rt_compile *comp;  /* the stages' results: the partition, plans, kernels, CUDA C */
+  fn_function *f;    /* comp's, for short */
   cuda_model_tu *tu; /* comp's */
   cuda_arch arch;
   char *source;      /* comp's */
   char *cache_dir;
-  hp_knobs knobs;    /* the runtime's libraries (nvrtc, libcuda), the cache */
+  rt_knobs knobs;    /* the runtime's libraries (nvrtc, libcuda), the cache */
   bool graphs;
-  bool shares_build; /* hp_gpu_instance: g .. bin belong to another model */
+  bool shares_build; /* rt_gpu_instance: g .. bin belong to another model */
   /* once loaded */
   cuda_rt *rt;
   bool rt_borrowed; /* a session's: not closed with the model */
@@ -36,30 +36,30 @@ struct hp_gpu_model {
   cuda_rt_graph *graph;
 };
 
-/* hp_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
+/* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
  * target is taken from o or, without one, from rt's device). */
-hp_status gpu_build_on(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_gpu_opts *o, cuda_rt *rt,
-                       hp_gpu_model **out);
+harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
+                       rt_gpu_model **out);
 
 /* cuda_rt_open with the libraries of knobs k (nvrtc, libcuda; NULL: the
  * defaults) and NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
-hp_status gpu_rt_open(hp_error *e, const hp_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out);
+harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out);
 /* o's knobs (NULL: the defaults) with o->cache_dir over them. */
-void gpu_knobs(const hp_gpu_opts *o, hp_knobs *k);
+void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k);
 /* "sm80" | "sm90" -> *arch; NULL: rt's device (sm90 on Hopper, else sm80). */
-hp_status gpu_target(hp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch);
+harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch);
 /* Capture m's launches on its stream into a new graph (instantiated on
  * request).  A failed launch still ends the capture and keeps no graph. */
-hp_status gpu_capture(hp_error *e, hp_gpu_model *m, bool instantiate, cuda_rt_graph **out);
+harp_status gpu_capture(harp_error *e, rt_gpu_model *m, bool instantiate, cuda_rt_graph **out);
 
 /* How a run issues its launches: directly, through the model's own graph, or
  * through a session's graph for the binding's ShapeSet. */
-typedef hp_status (*gpu_launcher)(hp_error *e, hp_gpu_model *m, void *ctx);
+typedef harp_status (*gpu_launcher)(harp_error *e, rt_gpu_model *m, void *ctx);
 /* Every launch of m once, in order, on harp's stream. */
-hp_status gpu_launch_all(hp_error *e, hp_gpu_model *m);
-/* hp_gpu_run with the launches issued by `launch`; dst != NULL: the outputs
- * go into these caller buffers (hp_gpu_run_into) and `outputs` is unused. */
-hp_status gpu_run_with(hp_error *e, hp_gpu_model *m, const hp_tensor *inputs, int ninputs, hp_tensor *outputs,
+harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m);
+/* rt_gpu_run with the launches issued by `launch`; dst != NULL: the outputs
+ * go into these caller buffers (rt_gpu_run_into) and `outputs` is unused. */
+harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                        void *const *dst, gpu_launcher launch, void *ctx);
 
 #endif

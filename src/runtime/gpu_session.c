@@ -2,7 +2,7 @@
  * ShapeSet (seed 000 §8: "CUDA Graph: capture one per shape cluster and
  * reuse it").
  * Needs: gpu.c (models for one binding), plan (ShapeSet keys), cuda_rt
- * (graph capture / instantiate / update).  Gives: hp_gpu_session_*.
+ * (graph capture / instantiate / update).  Gives: rt_gpu_session_*.
  *
  * harp's kernels are specialised to constant shapes, so each binding gets its
  * own built model (NVRTC's disk cache makes a rebuild cheap) and its own
@@ -12,7 +12,7 @@
  * arguments, same topology), which costs far less than instantiating; the
  * same binding again replays it untouched.  When the driver refuses an
  * update (another launch count, an old driver) the exec is instantiated
- * anew.  Built models are kept for the HP_GPU_SESSION_MODELS most recently
+ * anew.  Built models are kept for the RT_GPU_SESSION_MODELS most recently
  * used bindings; dropping the model an exec points into drops that exec
  * too, so a graph never outlives the arena its arguments address. */
 #include <stdio.h>
@@ -31,7 +31,7 @@ typedef struct sess_model {
   uint64_t used;                   /* LRU tick */
   tiny_graph *g;                   /* prepared for this binding */
   tiny_symtab syms;
-  hp_gpu_model *m;
+  rt_gpu_model *m;
   cuda_rt_graph *captured; /* its launches, captured on its first graph run */
 } sess_model;
 
@@ -41,19 +41,19 @@ typedef struct sess_cluster {
   uint64_t current;            /* id of the model whose launches exec holds */
 } sess_cluster;
 
-struct hp_gpu_session {
+struct rt_gpu_session {
   char *json;      /* the unbound graph, re-read for each new binding */
   tiny_graph *key_g; /* the unbound graph itself: which symbols a key names */
-  hp_gpu_opts opts;
+  rt_gpu_opts opts;
   cuda_rt *rt; /* shared by every model of the session */
-  sess_model models[HP_GPU_SESSION_MODELS];
+  sess_model models[RT_GPU_SESSION_MODELS];
   sess_cluster *clusters;
   int nclusters, capclusters;
   uint64_t tick, next_id;
-  hp_gpu_session_stats st;
+  rt_gpu_session_stats st;
 };
 
-static void drop_model(hp_gpu_session *s, sess_model *sm) {
+static void drop_model(rt_gpu_session *s, sess_model *sm) {
   if (!sm->id) return;
   sess_cluster *c = &s->clusters[sm->cluster];
   if (c->current == sm->id) { /* the exec addresses this model's arena and kernels */
@@ -62,15 +62,15 @@ static void drop_model(hp_gpu_session *s, sess_model *sm) {
     c->current = 0;
   }
   cuda_rt_graph_free(s->rt, sm->captured);
-  hp_gpu_free(sm->m);
+  rt_gpu_free(sm->m);
   tiny_graph_free(sm->g);
   tiny_symtab_free(&sm->syms);
   memset(sm, 0, sizeof *sm);
 }
 
-void hp_gpu_session_free(hp_gpu_session *s) {
+void rt_gpu_session_free(rt_gpu_session *s) {
   if (!s) return;
-  for (int i = 0; i < HP_GPU_SESSION_MODELS; i++) drop_model(s, &s->models[i]);
+  for (int i = 0; i < RT_GPU_SESSION_MODELS; i++) drop_model(s, &s->models[i]);
   for (int i = 0; i < s->nclusters; i++) cuda_rt_graph_free(s->rt, s->clusters[i].exec);
   free(s->clusters);
   tiny_graph_free(s->key_g);
@@ -79,21 +79,21 @@ void hp_gpu_session_free(hp_gpu_session *s) {
   free(s);
 }
 
-hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts *o, hp_gpu_session **out) {
+harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_opts *o, rt_gpu_session **out) {
   *out = NULL;
-  hp_gpu_session *s = hp_xcalloc(1, sizeof *s);
-  if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  rt_gpu_session *s = ut_xcalloc(1, sizeof *s);
+  if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (o) s->opts = *o;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (!(s->json = tiny_write_json(g))) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
   if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
-  hp_knobs k;
+  rt_knobs k;
   gpu_knobs(o, &k);
-  hp_cc_opts cc = {.cache_dir = k.cache_dir};
-  char *cache = hp_cc_cache_dir(&cc);
+  rt_cc_opts cc = {.cache_dir = k.cache_dir};
+  char *cache = rt_cc_cache_dir(&cc);
   st = gpu_rt_open(e, &k, cache, false, &s->rt);
   free(cache);
   cuda_arch arch;
@@ -101,20 +101,20 @@ hp_status hp_gpu_session_new(hp_error *e, const tiny_graph *g, const hp_gpu_opts
   s->opts.target = cuda_arch_name(arch); /* every binding builds for the same branch */
   s->opts.graphs = o && o->graphs;
   *out = s;
-  return HP_OK;
+  return HARP_OK;
 fail:
-  hp_gpu_session_free(s);
+  rt_gpu_session_free(s);
   return st;
 }
 
-static int find_cluster(hp_error *e, hp_gpu_session *s, const char *key) {
+static int find_cluster(harp_error *e, rt_gpu_session *s, const char *key) {
   for (int i = 0; i < s->nclusters; i++)
     if (!strcmp(s->clusters[i].key, key)) return i;
   if (s->nclusters == s->capclusters) {
     int cap = s->capclusters ? 2 * s->capclusters : 8;
     sess_cluster *c = realloc(s->clusters, (size_t)cap * sizeof *c);
     if (!c) {
-      hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
       return -1;
     }
     s->clusters = c, s->capclusters = cap;
@@ -128,39 +128,39 @@ static int find_cluster(hp_error *e, hp_gpu_session *s, const char *key) {
 
 /* The model of this binding: found, or built (evicting the least recently
  * used when every slot is taken).  build false: only find. */
-static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool build, sess_model **out) {
+static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, bool build, sess_model **out) {
   *out = NULL;
   char text[PLAN_SHAPESET_MAX], key[PLAN_SHAPESET_MAX];
   plan_binding_text(binding, s->key_g, text, sizeof text);
   sess_model *lru = NULL; /* a free slot, else the least recently used */
-  for (int i = 0; i < HP_GPU_SESSION_MODELS; i++) {
+  for (int i = 0; i < RT_GPU_SESSION_MODELS; i++) {
     sess_model *sm = &s->models[i];
     if (sm->id && !strcmp(sm->binding, text)) {
       sm->used = ++s->tick;
       *out = sm;
-      return HP_OK;
+      return HARP_OK;
     }
     if (!lru || (lru->id && (!sm->id || sm->used < lru->used))) lru = sm;
   }
-  if (!build) return hp_fail(e, HP_E_USAGE, NULL, "the binding %s has not run in this session", text);
+  if (!build) return ut_fail(e, HARP_E_USAGE, NULL, "the binding %s has not run in this session", text);
   if (lru->id) {
     drop_model(s, lru);
     s->st.evictions++;
   }
   sess_model *sm = lru;
   tiny_symtab_init(&sm->syms);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int i = 0; !st && i < binding->n; i++) st = tiny_symtab_set(e, &sm->syms, binding->names[i], binding->values[i]);
   if (!st) st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &sm->g);
   if (!st) st = tiny_prepare(e, sm->g, &sm->syms, false);
-  hp_gpu_opts mo = s->opts;
+  rt_gpu_opts mo = s->opts;
   mo.graphs = false; /* the session captures, not the model */
   if (!st) st = gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m);
   if (!st) plan_shapeset_key(binding, s->key_g, key, sizeof key);
   int c = st ? -1 : find_cluster(e, s, key); /* only a binding that builds opens a cluster */
   if (!st && c < 0) st = e->code;
   if (st) {
-    hp_gpu_free(sm->m);
+    rt_gpu_free(sm->m);
     tiny_graph_free(sm->g);
     tiny_symtab_free(&sm->syms);
     memset(sm, 0, sizeof *sm);
@@ -172,13 +172,13 @@ static hp_status get_model(hp_error *e, hp_gpu_session *s, const tiny_symtab *bi
   sm->used = ++s->tick;
   s->st.builds++;
   *out = sm;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The launches of one binding: direct, or through its cluster's graph
  * (captured, then instantiated or updated as the cluster needs). */
-static hp_status session_launch(hp_error *e, hp_gpu_model *m, void *ctx) {
-  hp_gpu_session *s = ((void **)ctx)[0];
+static harp_status session_launch(harp_error *e, rt_gpu_model *m, void *ctx) {
+  rt_gpu_session *s = ((void **)ctx)[0];
   sess_model *sm = ((void **)ctx)[1];
   if (!s->opts.graphs) return gpu_launch_all(e, m);
   if (!sm->captured) {
@@ -204,27 +204,27 @@ static hp_status session_launch(hp_error *e, hp_gpu_model *m, void *ctx) {
   return cuda_rt_graph_launch(e, s->rt, c->exec);
 }
 
-hp_status hp_gpu_session_run(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, const hp_tensor *inputs,
-                             int ninputs, hp_tensor *outputs) {
+harp_status rt_gpu_session_run(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, const ut_tensor *inputs,
+                             int ninputs, ut_tensor *outputs) {
   sess_model *sm;
   if (get_model(e, s, binding, true, &sm)) return e->code;
   void *ctx[2] = {s, sm};
   return gpu_run_with(e, sm->m, inputs, ninputs, outputs, NULL, session_launch, ctx);
 }
 
-hp_status hp_gpu_session_launch(hp_error *e, hp_gpu_session *s, const tiny_symtab *binding, bool sync) {
+harp_status rt_gpu_session_launch(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, bool sync) {
   sess_model *sm;
   if (get_model(e, s, binding, false, &sm)) return e->code;
-  if (!sm->m->loaded) return hp_fail(e, HP_E_USAGE, NULL, "the binding %s has not run in this session", sm->binding);
+  if (!sm->m->loaded) return ut_fail(e, HARP_E_USAGE, NULL, "the binding %s has not run in this session", sm->binding);
   void *ctx[2] = {s, sm};
   if (session_launch(e, sm->m, ctx)) return e->code;
-  return sync ? cuda_rt_sync(e, s->rt) : HP_OK;
+  return sync ? cuda_rt_sync(e, s->rt) : HARP_OK;
 }
 
-const hp_gpu_model *hp_gpu_session_model(hp_gpu_session *s, const tiny_symtab *binding) {
-  hp_error e = {0};
+const rt_gpu_model *rt_gpu_session_model(rt_gpu_session *s, const tiny_symtab *binding) {
+  harp_error e = {0};
   sess_model *sm;
   return get_model(&e, s, binding, false, &sm) ? NULL : sm->m;
 }
 
-void hp_gpu_session_stats_get(const hp_gpu_session *s, hp_gpu_session_stats *out) { *out = s->st; }
+void rt_gpu_session_stats_get(const rt_gpu_session *s, rt_gpu_session_stats *out) { *out = s->st; }

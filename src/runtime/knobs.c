@@ -1,5 +1,5 @@
 /* knobs.c — the knob table (harp/knobs.h): one row per knob, the setter by
- * name, and hp_knobs_from_env, the only function of the library that reads
+ * name, and rt_knobs_from_env, the only function of the library that reads
  * the environment.
  * Needs: nothing.  Gives: harp/knobs.h. */
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include "harp/knobs.h"
 
 #define ROW(name, env, type, dflt, choices, lo, hi, doc) \
-  {#name, env, HP_KNOB_##type, dflt, choices, lo, hi, offsetof(hp_knobs, name), doc}
+  {#name, env, RT_KNOB_##type, dflt, choices, lo, hi, offsetof(rt_knobs, name), doc}
 
-static const hp_knob table[] = {
+static const rt_knob table[] = {
     ROW(cc, "CC", STRING, "cc", NULL, 0, 0, "the C compiler that builds generated code"),
     ROW(cflags, "HARP_CFLAGS", STRING, "", NULL, 0, 0,
         "its flags (empty: -O3 and this CPU's ISA for run/bench, any x86-64 for packages)"),
@@ -44,11 +44,11 @@ static const hp_knob table[] = {
         "the CUDA driver library to load (empty: libcuda.so.1 from the loader's path)"),
 };
 
-int hp_knob_count(void) { return (int)(sizeof table / sizeof table[0]); }
-const hp_knob *hp_knob_at(int i) { return i >= 0 && i < hp_knob_count() ? &table[i] : NULL; }
+int rt_knob_count(void) { return (int)(sizeof table / sizeof table[0]); }
+const rt_knob *rt_knob_at(int i) { return i >= 0 && i < rt_knob_count() ? &table[i] : NULL; }
 
-const hp_knob *hp_knob_find(const char *name) {
-  for (int i = 0; name && i < hp_knob_count(); i++)
+const rt_knob *rt_knob_find(const char *name) {
+  for (int i = 0; name && i < rt_knob_count(); i++)
     if (!strcmp(table[i].name, name) || !strcmp(table[i].env, name)) return &table[i];
   return NULL;
 }
@@ -75,85 +75,85 @@ static bool parse_bool(const char *v, bool *out) {
 
 /* Set row r of k from text; a message for e on a bad value.  `via` names
  * how it was given (the knob or its variable). */
-static hp_status set_row(hp_error *e, hp_knobs *k, const hp_knob *r, const char *v, const char *via) {
+static harp_status set_row(harp_error *e, rt_knobs *k, const rt_knob *r, const char *v, const char *via) {
   char *field = (char *)k + r->offset, *end = NULL;
-  if (!*v && r->type != HP_KNOB_STRING) v = r->dflt; /* set but empty: as if not set */
+  if (!*v && r->type != RT_KNOB_STRING) v = r->dflt; /* set but empty: as if not set */
   switch (r->type) {
-  case HP_KNOB_BOOL:
-    if (!parse_bool(v, (bool *)field)) return hp_fail(e, HP_E_USAGE, NULL, "%s=%.100s: expected 1 or 0", via, v);
-    return HP_OK;
-  case HP_KNOB_INT: {
+  case RT_KNOB_BOOL:
+    if (!parse_bool(v, (bool *)field)) return ut_fail(e, HARP_E_USAGE, NULL, "%s=%.100s: expected 1 or 0", via, v);
+    return HARP_OK;
+  case RT_KNOB_INT: {
     errno = 0;
     long x = strtol(v, &end, 10);
     if (errno || end == v || *end || x < r->lo || x > r->hi)
-      return hp_fail(e, HP_E_USAGE, NULL, "%s=%.100s: expected an integer from %g to %g", via, v, r->lo, r->hi);
+      return ut_fail(e, HARP_E_USAGE, NULL, "%s=%.100s: expected an integer from %g to %g", via, v, r->lo, r->hi);
     *(int *)field = (int)x;
-    return HP_OK;
+    return HARP_OK;
   }
-  case HP_KNOB_DOUBLE: {
+  case RT_KNOB_DOUBLE: {
     double x = strtod(v, &end);
     if (end == v || *end || !isfinite(x) || (x != 0 && (x < r->lo || x > r->hi)))
-      return hp_fail(e, HP_E_USAGE, NULL, "%s=%.100s: expected 0 or a number from %g to %g", via, v, r->lo, r->hi);
+      return ut_fail(e, HARP_E_USAGE, NULL, "%s=%.100s: expected 0 or a number from %g to %g", via, v, r->lo, r->hi);
     *(double *)field = x;
-    return HP_OK;
+    return HARP_OK;
   }
-  case HP_KNOB_STRING:
-    if (strlen(v) >= HP_KNOB_PATH) return hp_fail(e, HP_E_LIMIT, NULL, "%s: the value is longer than %d bytes", via, HP_KNOB_PATH - 1);
-    snprintf(field, HP_KNOB_PATH, "%s", v);
-    return HP_OK;
-  case HP_KNOB_CHOICE: {
+  case RT_KNOB_STRING:
+    if (strlen(v) >= RT_KNOB_PATH) return ut_fail(e, HARP_E_LIMIT, NULL, "%s: the value is longer than %d bytes", via, RT_KNOB_PATH - 1);
+    snprintf(field, RT_KNOB_PATH, "%s", v);
+    return HARP_OK;
+  case RT_KNOB_CHOICE: {
     int i = choice_index(r->choices, v);
-    if (i < 0) return hp_fail(e, HP_E_USAGE, NULL, "%s=%.100s: expected one of %s", via, v, r->choices);
+    if (i < 0) return ut_fail(e, HARP_E_USAGE, NULL, "%s=%.100s: expected one of %s", via, v, r->choices);
     *(int *)field = i;
-    return HP_OK;
+    return HARP_OK;
   }
   }
-  return hp_fail(e, HP_E_INTERNAL, NULL, "knob %s: unknown type", r->name);
+  return ut_fail(e, HARP_E_INTERNAL, NULL, "knob %s: unknown type", r->name);
 }
 
-void hp_knobs_init(hp_knobs *k) {
+void rt_knobs_init(rt_knobs *k) {
   memset(k, 0, sizeof *k);
-  hp_error e = {0};
-  for (int i = 0; i < hp_knob_count(); i++) set_row(&e, k, &table[i], table[i].dflt, table[i].name);
+  harp_error e = {0};
+  for (int i = 0; i < rt_knob_count(); i++) set_row(&e, k, &table[i], table[i].dflt, table[i].name);
 }
 
 /* The table's defaults as a constant (test_knobs checks it equals
- * hp_knobs_init's): zero, false and "" but for these. */
-static const hp_knobs defaults = {.cc = "cc", .tmpdir = "/tmp"};
+ * rt_knobs_init's): zero, false and "" but for these. */
+static const rt_knobs defaults = {.cc = "cc", .tmpdir = "/tmp"};
 
-const hp_knobs *hp_knobs_or_default(const hp_knobs *k) { return k ? k : &defaults; }
+const rt_knobs *rt_knobs_or_default(const rt_knobs *k) { return k ? k : &defaults; }
 
-void hp_knobs_set_build(hp_knobs *k, const char *cc, const char *cflags, const char *cache_dir) {
+void rt_knobs_set_build(rt_knobs *k, const char *cc, const char *cflags, const char *cache_dir) {
   if (cc) snprintf(k->cc, sizeof k->cc, "%s", cc);
   if (cflags) snprintf(k->cflags, sizeof k->cflags, "%s", cflags);
   if (cache_dir) snprintf(k->cache_dir, sizeof k->cache_dir, "%s", cache_dir);
 }
 
-hp_status hp_knob_set(hp_error *e, hp_knobs *k, const char *name, const char *value) {
-  const hp_knob *r = hp_knob_find(name);
-  if (!r) return hp_fail(e, HP_E_USAGE, NULL, "unknown knob '%.100s' (harp --help-options lists them)", name ? name : "");
+harp_status rt_knob_set(harp_error *e, rt_knobs *k, const char *name, const char *value) {
+  const rt_knob *r = rt_knob_find(name);
+  if (!r) return ut_fail(e, HARP_E_USAGE, NULL, "unknown knob '%.100s' (harp --help-options lists them)", name ? name : "");
   return set_row(e, k, r, value ? value : "", r->name);
 }
 
-hp_status hp_knob_assign(hp_error *e, hp_knobs *k, const char *assignment) {
+harp_status rt_knob_assign(harp_error *e, rt_knobs *k, const char *assignment) {
   const char *eq = assignment ? strchr(assignment, '=') : NULL;
-  if (!eq || eq == assignment) return hp_fail(e, HP_E_USAGE, NULL, "knob '%.100s': expected NAME=VALUE", assignment ? assignment : "");
+  if (!eq || eq == assignment) return ut_fail(e, HARP_E_USAGE, NULL, "knob '%.100s': expected NAME=VALUE", assignment ? assignment : "");
   char name[64];
   size_t n = (size_t)(eq - assignment);
-  if (n >= sizeof name) return hp_fail(e, HP_E_USAGE, NULL, "unknown knob '%.*s'", (int)n, assignment);
+  if (n >= sizeof name) return ut_fail(e, HARP_E_USAGE, NULL, "unknown knob '%.*s'", (int)n, assignment);
   memcpy(name, assignment, n);
   name[n] = 0;
-  return hp_knob_set(e, k, name, eq + 1);
+  return rt_knob_set(e, k, name, eq + 1);
 }
 
-void hp_knob_format(const hp_knobs *k, const hp_knob *r, char *buf, size_t cap) {
+void rt_knob_format(const rt_knobs *k, const rt_knob *r, char *buf, size_t cap) {
   const char *field = (const char *)k + r->offset;
   switch (r->type) {
-  case HP_KNOB_BOOL: snprintf(buf, cap, "%d", *(const bool *)field ? 1 : 0); break;
-  case HP_KNOB_INT: snprintf(buf, cap, "%d", *(const int *)field); break;
-  case HP_KNOB_DOUBLE: snprintf(buf, cap, "%g", *(const double *)field); break;
-  case HP_KNOB_STRING: snprintf(buf, cap, "%s", field); break;
-  case HP_KNOB_CHOICE: {
+  case RT_KNOB_BOOL: snprintf(buf, cap, "%d", *(const bool *)field ? 1 : 0); break;
+  case RT_KNOB_INT: snprintf(buf, cap, "%d", *(const int *)field); break;
+  case RT_KNOB_DOUBLE: snprintf(buf, cap, "%g", *(const double *)field); break;
+  case RT_KNOB_STRING: snprintf(buf, cap, "%s", field); break;
+  case RT_KNOB_CHOICE: {
     int want = *(const int *)field, i = 0;
     const char *p = r->choices;
     for (; *p && i < want; i++) p += strcspn(p, "|") + 1;
@@ -163,15 +163,15 @@ void hp_knob_format(const hp_knobs *k, const hp_knob *r, char *buf, size_t cap) 
   }
 }
 
-hp_status hp_knobs_from_env(hp_error *e, hp_knobs *k) {
-  for (int i = 0; i < hp_knob_count(); i++) {
+harp_status rt_knobs_from_env(harp_error *e, rt_knobs *k) {
+  for (int i = 0; i < rt_knob_count(); i++) {
     const char *v = getenv(table[i].env);
     if (v && set_row(e, k, &table[i], v, table[i].env)) return e->code;
   }
   if (!k->cache_dir[0]) { /* the per-user cache */
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (x && *x && strlen(x) + 6 < HP_KNOB_PATH) snprintf(k->cache_dir, HP_KNOB_PATH, "%s/harp", x);
-    else if (home && *home && strlen(home) + 13 < HP_KNOB_PATH) snprintf(k->cache_dir, HP_KNOB_PATH, "%s/.cache/harp", home);
+    if (x && *x && strlen(x) + 6 < RT_KNOB_PATH) snprintf(k->cache_dir, RT_KNOB_PATH, "%s/harp", x);
+    else if (home && *home && strlen(home) + 13 < RT_KNOB_PATH) snprintf(k->cache_dir, RT_KNOB_PATH, "%s/.cache/harp", home);
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -1,8 +1,8 @@
 /* plan_cache.c — the on-disk plan cache: the best plan `harp tune` measured
  * per (model hash, region, ShapeSet, machine).
  * Needs: the plan format (plan_to_json / plan_parse_json), the compile
- * cache's directory, jansson.  Gives: hp_model_hash, hp_machine_id,
- * hp_plan_cache_path, hp_plan_cache_load, hp_plan_cache_store.
+ * cache's directory, jansson.  Gives: rt_model_hash, rt_machine_id,
+ * rt_plan_cache_path, rt_plan_cache_load, rt_plan_cache_store.
  *
  * Layout: DIR/plans/<h>.json, h = 16 hex digits of a hash of the four key
  * strings.  The file repeats the key verbatim (a collision, or a file copied
@@ -11,7 +11,7 @@
  *   {"harp_plan_cache": 1, "model": "...", "region": "...", "shapeset": "...",
  *    "machine": "...", "binding": "...", "median_ms": x, "default_ms": y,
  *    "points": n, "repeat": r, "tuned_at": "...", "plan": {...}}
- * Writes go through hp_write_file_atomic (a per-process temp file, then
+ * Writes go through ut_write_file_atomic (a per-process temp file, then
  * rename), so readers never see half a file and concurrent writers of one
  * key leave one whole entry. */
 #include <ctype.h>
@@ -26,14 +26,14 @@
 
 #define CACHE_VERSION 1
 
-uint64_t hp_model_hash(const tiny_graph *g) {
+uint64_t rt_model_hash(const tiny_graph *g) {
   char *txt = tiny_write_json(g);
-  uint64_t h = txt ? hp_hash64(txt, strlen(txt), 0x706c616e73ull) : 0;
+  uint64_t h = txt ? ut_hash64(txt, strlen(txt), 0x706c616e73ull) : 0;
   free(txt);
   return h;
 }
 
-void hp_machine_id(const plan_machine *m, char *out, size_t cap) {
+void rt_machine_id(const plan_machine *m, char *out, size_t cap) {
   if (!cap) return;
   size_t k = (size_t)snprintf(out, cap, "%s:", plan_arch_name(m->arch));
   bool dash = false;
@@ -51,22 +51,22 @@ void hp_machine_id(const plan_machine *m, char *out, size_t cap) {
   out[k] = 0;
 }
 
-static uint64_t key_hash(const hp_plan_key *k) {
+static uint64_t key_hash(const rt_plan_key *k) {
   const char *parts[4] = {k->model, k->region, k->shapeset, k->machine};
   uint64_t h = 0x63616368ull;
   for (int i = 0; i < 4; i++) {
     const char *s = parts[i] ? parts[i] : "";
-    h = hp_hash64(s, strlen(s) + 1, h); /* the NUL separates the parts */
+    h = ut_hash64(s, strlen(s) + 1, h); /* the NUL separates the parts */
   }
   return h;
 }
 
-char *hp_plan_cache_path(const char *cache_dir, const hp_plan_key *k) {
-  hp_cc_opts co = {.cache_dir = cache_dir};
-  char *dir = hp_cc_cache_dir(&co);
+char *rt_plan_cache_path(const char *cache_dir, const rt_plan_key *k) {
+  rt_cc_opts co = {.cache_dir = cache_dir};
+  char *dir = rt_cc_cache_dir(&co);
   if (!dir) return NULL;
   size_t n = strlen(dir) + 40;
-  char *p = hp_xmalloc(n);
+  char *p = ut_xmalloc(n);
   if (p) snprintf(p, n, "%s/plans/%016llx.json", dir, (unsigned long long)key_hash(k));
   free(dir);
   return p;
@@ -82,29 +82,29 @@ static double num_of(json_t *o, const char *key) {
   return v && json_is_number(v) ? json_number_value(v) : 0;
 }
 
-hp_status hp_plan_cache_load(hp_error *e, const char *cache_dir, const hp_plan_key *k, plan_arch arch,
-                             hp_plan_entry *out, bool *found, char *note, size_t cap) {
+harp_status rt_plan_cache_load(harp_error *e, const char *cache_dir, const rt_plan_key *k, plan_arch arch,
+                             rt_plan_entry *out, bool *found, char *note, size_t cap) {
   *found = false;
   if (note && cap) note[0] = 0;
   memset(out, 0, sizeof *out);
-  char *path = hp_plan_cache_path(cache_dir, k);
-  if (!path) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *path = rt_plan_cache_path(cache_dir, k);
+  if (!path) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   FILE *f = fopen(path, "rb");
   if (!f) { /* no entry */
     free(path);
-    return HP_OK;
+    return HARP_OK;
   }
   fclose(f);
   char *text = NULL;
   size_t len = 0;
-  hp_error re = {0};
-  hp_status st = hp_read_file(&re, path, PLAN_MAX_TEXT, &text, &len);
+  harp_error re = {0};
+  harp_status st = ut_read_file(&re, path, PLAN_MAX_TEXT, &text, &len);
   const char *why = NULL;
-  char buf[HP_PLAN_NOTE_MAX];
+  char buf[RT_PLAN_NOTE_MAX];
   json_t *root = NULL;
-  if (st == HP_E_NO_MEMORY) {
+  if (st == HARP_E_NO_MEMORY) {
     free(path);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   if (st) {
     snprintf(buf, sizeof buf, "cannot read it: %.200s", re.msg);
@@ -121,7 +121,7 @@ hp_status hp_plan_cache_load(hp_error *e, const char *cache_dir, const hp_plan_k
   } else {
     json_t *pj = json_object_get(root, "plan");
     char *ptxt = pj && json_is_object(pj) ? json_dumps(pj, JSON_COMPACT) : NULL;
-    hp_error pe = {0};
+    harp_error pe = {0};
     if (!ptxt) {
       why = "it has no plan";
     } else if (plan_parse_json(ptxt, path, arch, &out->plan, &pe)) {
@@ -144,17 +144,17 @@ hp_status hp_plan_cache_load(hp_error *e, const char *cache_dir, const hp_plan_k
   json_decref(root);
   free(text);
   free(path);
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_plan_cache_store(hp_error *e, const char *cache_dir, const hp_plan_key *k, const hp_plan_entry *in,
+harp_status rt_plan_cache_store(harp_error *e, const char *cache_dir, const rt_plan_key *k, const rt_plan_entry *in,
                               char **path_out) {
   if (path_out) *path_out = NULL;
-  char *path = hp_plan_cache_path(cache_dir, k);
+  char *path = rt_plan_cache_path(cache_dir, k);
   char *ptxt = NULL, *txt = NULL;
   json_t *root = NULL, *pj = NULL;
-  hp_status st = HP_OK;
-  if (!path) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
+  if (!path) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if ((st = plan_to_json(&in->plan, &ptxt, e))) goto done;
   pj = json_loads(ptxt, 0, NULL);
   root = pj ? json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:s, s:O}", "harp_plan_cache", CACHE_VERSION,
@@ -166,23 +166,23 @@ hp_status hp_plan_cache_store(hp_error *e, const char *cache_dir, const hp_plan_
   json_decref(pj); /* "O" took its own reference */
   txt = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
   if (!txt) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory writing a plan cache entry");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory writing a plan cache entry");
     goto done;
   }
   /* the directory: DIR/plans */
   char *slash = strrchr(path, '/');
   *slash = 0;
-  st = hp_mkdirs(e, path);
+  st = ut_mkdirs(e, path);
   *slash = '/';
   if (!st) {
     size_t len = strlen(txt);
-    char *withnl = hp_xmalloc(len + 2);
+    char *withnl = ut_xmalloc(len + 2);
     if (!withnl) {
-      st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     } else {
       memcpy(withnl, txt, len);
       memcpy(withnl + len, "\n", 2);
-      st = hp_write_file_atomic(e, path, withnl, len + 1);
+      st = ut_write_file_atomic(e, path, withnl, len + 1);
       free(withnl);
     }
   }

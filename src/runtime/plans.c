@@ -2,8 +2,8 @@
  * an override (`--plan`), else the plan cache, else the default; and the
  * plan list `--dump plan` writes.
  * Needs: rg_form's rg_info per region, the plan format, plan_cache.c.
- * Gives: hp_plans_choose, hp_plans_free, hp_plans_dump_json,
- * hp_plan_overrides_load, hp_plan_source_name. */
+ * Gives: rt_plans_choose, rt_plans_free, rt_plans_dump_json,
+ * rt_plan_overrides_load, rt_plan_source_name. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +14,17 @@
 #include "harp/tune.h"
 #include "util/util.h"
 
-const char *hp_plan_source_name(hp_plan_source s) {
+const char *rt_plan_source_name(rt_plan_source s) {
   switch (s) {
-  case HP_PLAN_DEFAULT: return "default";
-  case HP_PLAN_OVERRIDE: return "override";
-  case HP_PLAN_CACHED: return "cache";
-  case HP_PLAN_TUNING: return "tuning";
+  case RT_PLAN_DEFAULT: return "default";
+  case RT_PLAN_OVERRIDE: return "override";
+  case RT_PLAN_CACHED: return "cache";
+  case RT_PLAN_TUNING: return "tuning";
   default: return "none";
   }
 }
 
-void hp_plans_free(hp_plans *ps) {
+void rt_plans_free(rt_plans *ps) {
   if (!ps) return;
   free(ps->choice);
   ps->choice = NULL;
@@ -45,113 +45,113 @@ static void region_list(const rg_partition *p, char *buf, size_t cap) {
 
 /* The cached plan for region r, fitted to this binding; false (with a note)
  * when there is none or it does not fit. */
-static hp_status from_cache(hp_error *e, const hp_plans *ps, const rg_region *R, const plan_machine *m,
-                            const hp_plan_opts *o, hp_plan_choice *ch, bool *got) {
+static harp_status from_cache(harp_error *e, const rt_plans *ps, const rg_region *R, const plan_machine *m,
+                            const rt_plan_opts *o, rt_plan_choice *ch, bool *got) {
   *got = false;
-  hp_plan_key k = {ps->model, R->name, ps->shapeset, ps->machine};
-  hp_plan_entry ent;
+  rt_plan_key k = {ps->model, R->name, ps->shapeset, ps->machine};
+  rt_plan_entry ent;
   bool found = false;
-  hp_status st = hp_plan_cache_load(e, o ? o->cache_dir : NULL, &k, m->arch, &ent, &found, ch->note, sizeof ch->note);
+  harp_status st = rt_plan_cache_load(e, o ? o->cache_dir : NULL, &k, m->arch, &ent, &found, ch->note, sizeof ch->note);
   if (ch->note[0]) ch->fallback = true;
   if (st || !found) return st;
   const plan_region_info *r = &R->info->plan_info;
   plan_retarget(&ent.plan, r);
   plan_fill_from_region(&ent.plan, r);
-  hp_error ve = {0};
+  harp_error ve = {0};
   if (plan_for_region(r, m, o ? &o->search : NULL, &ent.plan, NULL, &ch->plan, &ve)) {
-    if (ve.code == HP_E_NO_MEMORY) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (ve.code == HARP_E_NO_MEMORY) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     snprintf(ch->note, sizeof ch->note, "the cached plan (tuned at %.40s) does not fit this binding: %.200s; default used",
              ent.binding, ve.msg);
     ch->fallback = true;
-    return HP_OK;
+    return HARP_OK;
   }
   *got = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_plans_choose(hp_error *e, const rg_partition *p, const tiny_graph *g, const tiny_symtab *syms,
-                          const plan_machine *m, const hp_plan_opts *o, hp_plans *out) {
+harp_status rt_plans_choose(harp_error *e, const rg_partition *p, const tiny_graph *g, const tiny_symtab *syms,
+                          const plan_machine *m, const rt_plan_opts *o, rt_plans *out) {
   memset(out, 0, sizeof *out);
-  snprintf(out->model, sizeof out->model, "%016llx", (unsigned long long)hp_model_hash(g));
+  snprintf(out->model, sizeof out->model, "%016llx", (unsigned long long)rt_model_hash(g));
   plan_shapeset_key(syms, g, out->shapeset, sizeof out->shapeset);
   plan_binding_text(syms, g, out->binding, sizeof out->binding);
-  hp_machine_id(m, out->machine, sizeof out->machine);
+  rt_machine_id(m, out->machine, sizeof out->machine);
   out->mach = *m;
-  out->choice = hp_xcalloc((size_t)p->n + 1, sizeof *out->choice);
-  if (!out->choice) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  out->choice = ut_xcalloc((size_t)p->n + 1, sizeof *out->choice);
+  if (!out->choice) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   out->n = p->n;
   const plan_search_opts *search = o ? &o->search : NULL;
   int nov = o ? o->noverrides : 0;
   /* every override names a region with a plan, at most once */
   for (int k = 0; k < nov; k++) {
-    const hp_plan_override *ov = &o->overrides[k];
+    const rt_plan_override *ov = &o->overrides[k];
     bool found = false;
     for (int i = 0; i < p->n && !found; i++) found = p->regions[i].info && !strcmp(p->regions[i].name, ov->region);
     for (int j = 0; j < k && found; j++)
       if (!strcmp(o->overrides[j].region, ov->region))
-        return hp_fail(e, HP_E_INVALID_ARG, ov->region, "--plan gives region '%s' two plans", ov->region);
+        return ut_fail(e, HARP_E_INVALID_ARG, ov->region, "--plan gives region '%s' two plans", ov->region);
     if (!found) {
       char names[512];
       region_list(p, names, sizeof names);
       if (ov->file)
-        return hp_fail_at(e, HP_E_INVALID_ARG, ov->file, 0, 0, "--plan names region '%.200s'; the model's regions are: %s",
+        return ut_fail_at(e, HARP_E_INVALID_ARG, ov->file, 0, 0, "--plan names region '%.200s'; the model's regions are: %s",
                           ov->region, names);
-      return hp_fail(e, HP_E_INVALID_ARG, ov->region, "--plan names region '%.200s'; the model's regions are: %s",
+      return ut_fail(e, HARP_E_INVALID_ARG, ov->region, "--plan names region '%.200s'; the model's regions are: %s",
                      ov->region, names);
     }
   }
   for (int i = 0; i < p->n; i++) {
     const rg_region *R = &p->regions[i];
-    hp_plan_choice *ch = &out->choice[i];
+    rt_plan_choice *ch = &out->choice[i];
     ch->region = R->name;
-    ch->source = HP_PLAN_NONE;
+    ch->source = RT_PLAN_NONE;
     if (!R->info) continue;
     const plan_region_info *r = &R->info->plan_info;
-    const hp_plan_override *ov = NULL;
+    const rt_plan_override *ov = NULL;
     for (int k = 0; k < nov && !ov; k++)
       if (!strcmp(o->overrides[k].region, R->name)) ov = &o->overrides[k];
-    hp_status st = HP_OK;
+    harp_status st = HARP_OK;
     if (ov) {
       plan_src src = {ov->file, ov->text};
       if ((st = plan_for_region(r, m, search, &ov->plan, &src, &ch->plan, e))) return st;
-      ch->source = ov->source == HP_PLAN_TUNING ? HP_PLAN_TUNING : HP_PLAN_OVERRIDE;
+      ch->source = ov->source == RT_PLAN_TUNING ? RT_PLAN_TUNING : RT_PLAN_OVERRIDE;
       ch->has_plan = true;
     }
     if (!ch->has_plan && !(o && o->no_cache) && R->info->has_plan) {
       bool got = false;
       if ((st = from_cache(e, out, R, m, o, ch, &got))) return st;
-      if (got) ch->source = HP_PLAN_CACHED, ch->has_plan = true;
+      if (got) ch->source = RT_PLAN_CACHED, ch->has_plan = true;
     }
     if (!ch->has_plan) {
-      hp_error de = {0};
-      if (plan_default(r, m, search, &ch->plan, &de) == HP_OK) {
-        ch->source = HP_PLAN_DEFAULT;
+      harp_error de = {0};
+      if (plan_default(r, m, search, &ch->plan, &de) == HARP_OK) {
+        ch->source = RT_PLAN_DEFAULT;
         ch->has_plan = true;
-      } else if (de.code == HP_E_NO_MEMORY) {
-        return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      } else if (de.code == HARP_E_NO_MEMORY) {
+        return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
       } else if (!ch->note[0]) {
         snprintf(ch->note, sizeof ch->note, "no plan: %.280s", de.msg);
       }
     }
     if (ch->has_plan) {
-      hp_error ce = {0};
-      ch->has_cost = plan_cost_of(&ch->plan, r, m, &ch->cost, &ce) == HP_OK;
+      harp_error ce = {0};
+      ch->has_cost = plan_cost_of(&ch->plan, r, m, &ch->cost, &ce) == HARP_OK;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_plans_dump_json(hp_error *e, const hp_plans *ps, char **out) {
+harp_status rt_plans_dump_json(harp_error *e, const rt_plans *ps, char **out) {
   *out = NULL;
   json_t *arr = json_array();
   bool ok = arr != NULL;
   for (int i = 0; ok && i < ps->n; i++) {
-    const hp_plan_choice *ch = &ps->choice[i];
+    const rt_plan_choice *ch = &ps->choice[i];
     json_t *pj = NULL;
     if (ch->has_plan) {
       char *txt = NULL;
-      hp_error pe = {0};
-      if (plan_to_json(&ch->plan, &txt, &pe) == HP_OK) pj = json_loads(txt, 0, NULL);
+      harp_error pe = {0};
+      if (plan_to_json(&ch->plan, &txt, &pe) == HARP_OK) pj = json_loads(txt, 0, NULL);
       free(txt);
       ok = pj != NULL;
     } else {
@@ -161,7 +161,7 @@ hp_status hp_plans_dump_json(hp_error *e, const hp_plans *ps, char **out) {
     ok = r != NULL;
     if (ok) {
       json_object_set_new(r, "region", json_string(ch->region ? ch->region : ""));
-      json_object_set_new(r, "source", json_string(hp_plan_source_name(ch->source)));
+      json_object_set_new(r, "source", json_string(rt_plan_source_name(ch->source)));
       if (ps->compiled) json_object_set_new(r, "applied", json_boolean(ch->applied));
       if (ch->note[0]) json_object_set_new(r, "note", json_string(ch->note));
       if (ch->has_cost) json_object_set_new(r, "time_est", json_real(ch->cost.time_est));
@@ -181,28 +181,28 @@ hp_status hp_plans_dump_json(hp_error *e, const hp_plans *ps, char **out) {
   json_decref(arr);
   char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
   json_decref(root);
-  if (!txt) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory printing plans");
+  if (!txt) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing plans");
   size_t len = strlen(txt);
-  *out = hp_xmalloc(len + 2);
+  *out = ut_xmalloc(len + 2);
   if (*out) {
     memcpy(*out, txt, len);
     memcpy(*out + len, "\n", 2);
   }
   free(txt);
-  return *out ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  return *out ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
 /* ---- --plan ------------------------------------------------------------------------ */
-static hp_status push(hp_error *e, hp_plan_override **ov, int *n, const hp_plan_override *x) {
-  hp_plan_override *q = hp_xrealloc(*ov, sizeof **ov * (size_t)(*n + 1));
-  if (!q) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+static harp_status push(harp_error *e, rt_plan_override **ov, int *n, const rt_plan_override *x) {
+  rt_plan_override *q = ut_xrealloc(*ov, sizeof **ov * (size_t)(*n + 1));
+  if (!q) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   q[*n] = *x;
   *ov = q;
   (*n)++;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, hp_plan_override **ov, int *n,
+harp_status rt_plan_overrides_load(harp_error *e, const char *arg, plan_arch arch, rt_plan_override **ov, int *n,
                                  char ***keep, int *nkeep) {
   /* REGION=FILE (region names may hold '/' and '='... the first '=' splits),
    * unless the whole argument names an existing file */
@@ -214,23 +214,23 @@ hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, h
     rlen = (size_t)(eq - arg);
     file = eq + 1;
   }
-  if (!*file) return hp_fail(e, HP_E_USAGE, NULL, "--plan expects REGION=FILE or FILE, got '%s'", arg);
+  if (!*file) return ut_fail(e, HARP_E_USAGE, NULL, "--plan expects REGION=FILE or FILE, got '%s'", arg);
   char *text = NULL;
   size_t len = 0;
-  hp_status st = hp_read_file(e, file, PLAN_MAX_TEXT, &text, &len);
+  harp_status st = ut_read_file(e, file, PLAN_MAX_TEXT, &text, &len);
   if (st) return st;
   if (strlen(text) != len) {
     free(text);
-    return hp_fail_at(e, HP_E_PARSE, file, 0, 0, "plan file contains a NUL byte");
+    return ut_fail_at(e, HARP_E_PARSE, file, 0, 0, "plan file contains a NUL byte");
   }
   /* one block that owns the file name, the region name and the text */
   size_t fl = strlen(file), total = fl + 1 + rlen + 1 + len + 1;
-  char *blk = hp_xmalloc(total);
-  char **kk = blk ? hp_xrealloc(*keep, sizeof **keep * (size_t)(*nkeep + 1)) : NULL;
+  char *blk = ut_xmalloc(total);
+  char **kk = blk ? ut_xrealloc(*keep, sizeof **keep * (size_t)(*nkeep + 1)) : NULL;
   if (!blk || !kk) {
     free(blk);
     free(text);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   *keep = kk;
   kk[(*nkeep)++] = blk;
@@ -248,12 +248,12 @@ hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, h
     for (int i = 0; i < ne && !st; i++) {
       if (!ents[i].has_plan || (region && strcmp(ents[i].region, rname))) continue;
       /* the region name lives in the text block: point at a copy in it */
-      hp_plan_override x = {NULL, ents[i].plan, fname, body, HP_PLAN_OVERRIDE};
-      char *nm = hp_xmalloc(strlen(ents[i].region) + 1);
-      char **k2 = nm ? hp_xrealloc(*keep, sizeof **keep * (size_t)(*nkeep + 1)) : NULL;
+      rt_plan_override x = {NULL, ents[i].plan, fname, body, RT_PLAN_OVERRIDE};
+      char *nm = ut_xmalloc(strlen(ents[i].region) + 1);
+      char **k2 = nm ? ut_xrealloc(*keep, sizeof **keep * (size_t)(*nkeep + 1)) : NULL;
       if (!nm || !k2) {
         free(nm);
-        st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+        st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
         break;
       }
       strcpy(nm, ents[i].region);
@@ -265,14 +265,14 @@ hp_status hp_plan_overrides_load(hp_error *e, const char *arg, plan_arch arch, h
     }
     free(ents);
     if (!st && region && !used)
-      st = hp_fail_at(e, HP_E_INVALID_ARG, fname, 0, 0, "the plan list has no plan for region '%s'", rname);
+      st = ut_fail_at(e, HARP_E_INVALID_ARG, fname, 0, 0, "the plan list has no plan for region '%s'", rname);
     return st;
   }
   if (!region)
-    return hp_fail_at(e, HP_E_USAGE, fname, 0, 0,
+    return ut_fail_at(e, HARP_E_USAGE, fname, 0, 0,
                       "--plan FILE expects a plan list ({\"plans\": [{\"region\": ..., \"plan\": ...}]}); "
                       "for one plan write --plan REGION=FILE");
-  hp_plan_override x = {rname, {0}, fname, body, HP_PLAN_OVERRIDE};
+  rt_plan_override x = {rname, {0}, fname, body, RT_PLAN_OVERRIDE};
   if ((st = plan_parse(body, fname, arch, &x.plan, e))) return st;
   return push(e, ov, n, &x);
 }

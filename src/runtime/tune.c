@@ -1,14 +1,14 @@
 /* tune.c — the tuner (seed 000 §6): measure the search space of each
  * region's plan on this CPU, keep the best in the plan cache.
- * Needs: the CPU backend (hp_cpu_compile, model_run_kernel), plan_enumerate,
- * plans.c / plan_cache.c / tune_log.c.  Gives: hp_tune_cpu,
- * hp_tune_result_free, hp_tune_log_region.
+ * Needs: the CPU backend (rt_cpu_compile, model_run_kernel), plan_enumerate,
+ * plans.c / plan_cache.c / tune_log.c.  Gives: rt_tune_cpu,
+ * rt_tune_result_free, rt_tune_log_region.
  *
  * Per region: the best `budget` points of plan_enumerate (restricted to the
  * CPU's algorithms; the first is the default plan), one compiled model per
  * point with that point as the region's plan (the other regions keep their
  * defaults; the compile cache makes repeated points free).  Every point is
- * a variant of the base model's compile (hp_cpu_compile_variant): its
+ * a variant of the base model's compile (rt_cpu_compile_variant): its
  * regions and Function are formed once, plans, C and objects per point.  Points whose
  * generated C is identical (plan comments aside) share one measurement.  Timing is per kernel:
  * after one full model_run fills the arena, model_run_kernel(k) runs the
@@ -37,12 +37,12 @@
 
 /* A compiled point with an instance ready to run. */
 typedef struct runner {
-  hp_cpu_model *m;
+  rt_cpu_model *m;
   void *inst;
-  hp_constpool cp;
+  fn_constpool cp;
   const void **in;
   void **out;
-  hp_tensor *outs;
+  ut_tensor *outs;
   int nout;
   double *times;
 } runner;
@@ -54,31 +54,31 @@ static int cmp_double(const void *a, const void *b) {
 
 static void runner_free(runner *r) {
   if (!r) return;
-  if (r->m) hp_cpu_instance_free(r->m, r->inst);
-  for (int k = 0; k < r->nout; k++) hp_tensor_free(&r->outs[k]);
+  if (r->m) rt_cpu_instance_free(r->m, r->inst);
+  for (int k = 0; k < r->nout; k++) ut_tensor_free(&r->outs[k]);
   free(r->outs);
   free(r->in);
   free(r->out);
   free(r->times);
   fn_constpool_free(&r->cp);
-  hp_cpu_free(r->m);
+  rt_cpu_free(r->m);
   memset(r, 0, sizeof *r);
 }
 
 /* Instance, inputs and outputs for m; one full run so every kernel's
  * inputs are in place. */
-static hp_status runner_init(hp_error *e, runner *r, const tiny_graph *g, const hp_tensor *inputs, int ninputs,
+static harp_status runner_init(harp_error *e, runner *r, const tiny_graph *g, const ut_tensor *inputs, int ninputs,
                              int repeat) {
-  const hp_function *f = hp_cpu_function(r->m);
-  if (ninputs != f->nargs) return hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
-  hp_tensor *params = hp_xcalloc((size_t)ninputs + 1, sizeof *params);
-  r->in = hp_xcalloc((size_t)ninputs + 1, sizeof *r->in);
+  const fn_function *f = rt_cpu_function(r->m);
+  if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
+  ut_tensor *params = ut_xcalloc((size_t)ninputs + 1, sizeof *params);
+  r->in = ut_xcalloc((size_t)ninputs + 1, sizeof *r->in);
   r->nout = g->noutputs;
-  r->outs = hp_xcalloc((size_t)r->nout + 1, sizeof *r->outs);
-  r->out = hp_xcalloc((size_t)r->nout + 1, sizeof *r->out);
-  r->times = hp_xcalloc((size_t)repeat + 1, sizeof *r->times);
-  hp_status st = HP_OK;
-  if (!params || !r->in || !r->outs || !r->out || !r->times) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  r->outs = ut_xcalloc((size_t)r->nout + 1, sizeof *r->outs);
+  r->out = ut_xcalloc((size_t)r->nout + 1, sizeof *r->out);
+  r->times = ut_xcalloc((size_t)repeat + 1, sizeof *r->times);
+  harp_status st = HARP_OK;
+  if (!params || !r->in || !r->outs || !r->out || !r->times) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int np = 0, ni = 0;
   for (int a = 0; a < f->nargs && !st; a++) {
     if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
@@ -89,29 +89,29 @@ static hp_status runner_init(hp_error *e, runner *r, const tiny_graph *g, const 
     const tiny_node *n = &g->nodes[g->outputs[k]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-    st = hp_tensor_alloc(e, &r->outs[k], n->dtype, n->shape.rank, shape);
+    st = ut_tensor_alloc(e, &r->outs[k], n->dtype, n->shape.rank, shape);
     if (!st) r->out[k] = r->outs[k].data;
   }
   free(params);
-  if (!st && !(r->inst = hp_cpu_instance_new(r->m, r->cp.data, r->cp.size)))
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st && !(r->inst = rt_cpu_instance_new(r->m, r->cp.data, r->cp.size)))
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
   if (!st) {
-    int rc = hp_cpu_instance_run(r->m, r->inst, r->in, r->out);
-    if (rc) st = hp_fail(e, HP_E_INVALID_ARG, hp_cpu_error_kernel(r->m, rc), "model_run failed with %d", rc);
+    int rc = rt_cpu_instance_run(r->m, r->inst, r->in, r->out);
+    if (rc) st = ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(r->m, rc), "model_run failed with %d", rc);
   }
   return st;
 }
 
 /* Kernel k `times` times back to back; *ms (nullable): the time per call. */
-static hp_status run_kernel(hp_error *e, runner *r, int k, int times, double *ms) {
-  double t0 = hp_now_ms();
+static harp_status run_kernel(harp_error *e, runner *r, int k, int times, double *ms) {
+  double t0 = ut_now_ms();
   for (int i = 0; i < times; i++) {
-    int rc = hp_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
-    if (rc) return hp_fail(e, HP_E_INTERNAL, hp_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
+    int rc = rt_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
+    if (rc) return ut_fail(e, HARP_E_INTERNAL, rt_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
   }
-  double t1 = hp_now_ms();
+  double t1 = ut_now_ms();
   if (ms) *ms = (t1 - t0) / times;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* A timed sample should last about this long: a kernel shorter than that is
@@ -120,14 +120,14 @@ static hp_status run_kernel(hp_error *e, runner *r, int k, int times, double *ms
 #define SAMPLE_MS 1.0
 #define MAX_CALLS 1000
 
-static void progress(const hp_tune_opts *o, const char *region, const char *phase, int ri, int nr, int done, int total,
+static void progress(const rt_tune_opts *o, const char *region, const char *phase, int ri, int nr, int done, int total,
                      double best) {
   if (!o || !o->progress) return;
-  hp_tune_progress p = {region, phase, ri, nr, done, total, best};
+  rt_tune_progress p = {region, phase, ri, nr, done, total, best};
   o->progress(o->progress_ctx, &p);
 }
 
-static bool wanted(const hp_tune_opts *o, const char *region) {
+static bool wanted(const rt_tune_opts *o, const char *region) {
   if (!o || !o->regions) return true;
   for (int i = 0; i < o->nregions; i++)
     if (!strcmp(o->regions[i], region)) return true;
@@ -157,68 +157,68 @@ static bool same_code(const char *a, const char *b) {
 
 /* The knobs of a tuning run (o->knobs, else the defaults) with o's
  * compiler, flags and cache over them, into *k; the options of its compiles. */
-static hp_cpu_opts tune_cpu_opts(const hp_tune_opts *o, hp_knobs *k) {
-  *k = *hp_knobs_or_default(o ? o->knobs : NULL);
-  if (o) hp_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
-  return (hp_cpu_opts){.knobs = k, .no_plan_cache = true};
+static rt_cpu_opts tune_cpu_opts(const rt_tune_opts *o, rt_knobs *k) {
+  *k = *rt_knobs_or_default(o ? o->knobs : NULL);
+  if (o) rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
+  return (rt_cpu_opts){.knobs = k, .no_plan_cache = true};
 }
 
 /* Compile (variants of base) and measure the points of one region. */
-static hp_status tune_region(hp_error *e, const hp_cpu_model *base, const hp_tensor *inputs, int ninputs,
-                             const hp_tune_opts *o, const plan_machine *mach, const rg_info *info, hp_tune_region *tr,
+static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut_tensor *inputs, int ninputs,
+                             const rt_tune_opts *o, const plan_machine *mach, const rg_info *info, rt_tune_region *tr,
                              int ri, int nr, int repeat, int warmup) {
-  const tiny_graph *g = hp_cpu_stages(base)->g;
+  const tiny_graph *g = rt_cpu_stages(base)->g;
   int budget = o && o->budget > 0 ? o->budget : 12;
   if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
-  plan_search_opts so = {hp_cpu_algo_mask()};
-  plan_t *pts = hp_xcalloc((size_t)budget, sizeof *pts);
-  plan_cost *costs = hp_xcalloc((size_t)budget, sizeof *costs);
+  plan_search_opts so = {rt_cpu_algo_mask()};
+  plan_t *pts = ut_xcalloc((size_t)budget, sizeof *pts);
+  plan_cost *costs = ut_xcalloc((size_t)budget, sizeof *costs);
   runner *rs = NULL;
-  hp_status st = HP_OK;
-  if (!pts || !costs) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
+  if (!pts || !costs) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int n = 0;
   if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, budget, &n, e);
   if (!st) {
-    tr->pts = hp_xcalloc((size_t)n, sizeof *tr->pts);
-    rs = hp_xcalloc((size_t)n, sizeof *rs);
-    if (!tr->pts || !rs) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    tr->pts = ut_xcalloc((size_t)n, sizeof *tr->pts);
+    rs = ut_xcalloc((size_t)n, sizeof *rs);
+    if (!tr->pts || !rs) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  char **src = !st ? hp_xcalloc((size_t)n + 1, sizeof *src) : NULL;
-  if (!st && !src) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char **src = !st ? ut_xcalloc((size_t)n + 1, sizeof *src) : NULL;
+  if (!st && !src) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   /* compile: one model per point */
   for (int i = 0; i < n && !st; i++) {
     progress(o, tr->region, "compile", ri, nr, i, n, 0);
-    hp_tune_point *pt = &tr->pts[i];
+    rt_tune_point *pt = &tr->pts[i];
     tr->npoints = i + 1;
     pt->plan = pts[i];
     pt->cost = costs[i];
     pt->same_as = -1;
     plan_fill_from_region(&pt->plan, &info->plan_info);
-    hp_plan_override ov = {tr->region, pt->plan, NULL, NULL, HP_PLAN_TUNING};
-    hp_knobs k;
-    hp_cpu_opts co = tune_cpu_opts(o, &k);
+    rt_plan_override ov = {tr->region, pt->plan, NULL, NULL, RT_PLAN_TUNING};
+    rt_knobs k;
+    rt_cpu_opts co = tune_cpu_opts(o, &k);
     co.keep_source = true, co.plan_overrides = &ov, co.nplan_overrides = 1;
-    if ((st = hp_cpu_compile_variant(e, base, &co, &rs[i].m))) break;
-    const hp_plans *ps = hp_cpu_plans(rs[i].m);
+    if ((st = rt_cpu_compile_variant(e, base, &co, &rs[i].m))) break;
+    const rt_plans *ps = rt_cpu_plans(rs[i].m);
     for (int q = 0; q < ps->n; q++)
       if (!strcmp(ps->choice[q].region, tr->region)) pt->applied = ps->choice[q].applied;
-    const char *text = hp_cpu_source(rs[i].m);
+    const char *text = rt_cpu_source(rs[i].m);
     for (int j = 0; j < i && pt->same_as < 0; j++)
       if (src[j] && text && same_code(src[j], text)) pt->same_as = j;
     if (pt->same_as >= 0) { /* the same kernel: measured once */
-      hp_cpu_free(rs[i].m);
+      rt_cpu_free(rs[i].m);
       rs[i].m = NULL;
       continue;
     }
-    src[i] = text ? hp_xmalloc(strlen(text) + 1) : NULL;
+    src[i] = text ? ut_xmalloc(strlen(text) + 1) : NULL;
     if (src[i]) strcpy(src[i], text);
     st = runner_init(e, &rs[i], g, inputs, ninputs, repeat);
   }
   if (!st) progress(o, tr->region, "compile", ri, nr, n, n, 0);
   /* measure, interleaved, in a new (deterministic) order every round so that
    * no point always follows the same one */
-  int *order = !st ? hp_xcalloc((size_t)n + 1, sizeof *order) : NULL;
-  if (!st && !order) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *order = !st ? ut_xcalloc((size_t)n + 1, sizeof *order) : NULL;
+  if (!st && !order) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   /* calls per sample, from the fastest of a few calls of the default point */
   int calls = 1;
   if (!st && rs[0].m) {
@@ -251,9 +251,9 @@ static hp_status tune_region(hp_error *e, const hp_cpu_model *base, const hp_ten
       double best = INFINITY;
       for (int i = 0; i < n; i++) {
         if (!rs[i].m) continue;
-        double *t = hp_xcalloc((size_t)round + 2, sizeof *t);
+        double *t = ut_xcalloc((size_t)round + 2, sizeof *t);
         if (!t) {
-          st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+          st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
           break;
         }
         memcpy(t, rs[i].times, sizeof *t * (size_t)(round + 1));
@@ -276,11 +276,11 @@ static hp_status tune_region(hp_error *e, const hp_cpu_model *base, const hp_ten
     tr->best = 0;
     for (int i = 1; i < n; i++)
       if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
-    double *x = hp_xcalloc((size_t)n * 2 + 1, sizeof *x);
-    if (!x) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    double *x = ut_xcalloc((size_t)n * 2 + 1, sizeof *x);
+    if (!x) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     else {
       for (int i = 0; i < n; i++) x[i] = tr->pts[i].cost.time_est, x[n + i] = tr->pts[i].median_ms;
-      tr->spearman = hp_spearman(x, x + n, n);
+      tr->spearman = rt_spearman(x, x + n, n);
       free(x);
     }
   }
@@ -301,21 +301,21 @@ static void utc_now(char *buf, size_t cap) {
   strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs, int ninputs,
-                      const hp_tune_opts *o, hp_tune_result *out) {
+harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                      const rt_tune_opts *o, rt_tune_result *out) {
   memset(out, 0, sizeof *out);
   int repeat = o && o->repeat > 0 ? o->repeat : 20;
   int warmup = o && o->warmup < 0 ? 0 : o && o->warmup > 0 ? o->warmup : 3;
   out->repeat = repeat, out->warmup = warmup;
   /* the model with its default plans: regions, kernels, which plans a
    * template follows; its analysis kept for the points' variants */
-  hp_knobs kn;
-  hp_cpu_opts co = tune_cpu_opts(o, &kn);
+  rt_knobs kn;
+  rt_cpu_opts co = tune_cpu_opts(o, &kn);
   co.keep_analysis = true;
-  hp_status st = hp_cpu_compile(e, g, syms, &co, &out->base);
+  harp_status st = rt_cpu_compile(e, g, syms, &co, &out->base);
   if (st) return st;
-  const hp_plans *ps = hp_cpu_plans(out->base);
-  const hp_function *f = hp_cpu_function(out->base);
+  const rt_plans *ps = rt_cpu_plans(out->base);
+  const fn_function *f = rt_cpu_function(out->base);
   snprintf(out->model, sizeof out->model, "%s", ps->model);
   snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
   snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
@@ -323,27 +323,27 @@ hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   for (int k = 0; o && k < o->nregions; k++) {
     bool found = false;
     for (int i = 0; i < ps->n && !found; i++) found = !strcmp(ps->choice[i].region, o->regions[k]);
-    if (!found) return hp_fail(e, HP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
+    if (!found) return ut_fail(e, HARP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
   }
-  out->r = hp_xcalloc((size_t)ps->n + 1, sizeof *out->r);
-  if (!out->r) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
+  if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int ntune = 0;
   for (int i = 0; i < ps->n; i++)
     if (ps->choice[i].has_plan && ps->choice[i].applied && wanted(o, ps->choice[i].region)) ntune++;
   for (int i = 0; i < ps->n && !st; i++) {
-    const hp_plan_choice *ch = &ps->choice[i];
+    const rt_plan_choice *ch = &ps->choice[i];
     if (!ch->has_plan || !ch->applied || !wanted(o, ch->region)) continue;
-    hp_tune_region *tr = &out->r[out->nregions++];
+    rt_tune_region *tr = &out->r[out->nregions++];
     tr->region = ch->region;
-    tr->kernel = hp_cpu_kernel_of(out->base, ch->region);
+    tr->kernel = rt_cpu_kernel_of(out->base, ch->region);
     tr->spearman = NAN;
     const rg_info *info = f->part->regions[i].info;
     st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
     progress(o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints, tr->pts[tr->best].median_ms);
     if (o && o->no_store) continue;
-    hp_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
-    hp_plan_entry ent;
+    rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
+    rt_plan_entry ent;
     memset(&ent, 0, sizeof ent);
     ent.plan = tr->pts[tr->best].plan;
     snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
@@ -352,33 +352,33 @@ hp_status hp_tune_cpu(hp_error *e, const tiny_graph *g, const tiny_symtab *syms,
     ent.points = tr->npoints;
     ent.repeat = repeat;
     utc_now(ent.tuned_at, sizeof ent.tuned_at);
-    st = hp_plan_cache_store(e, kn.cache_dir, &key, &ent, &tr->cache_path);
+    st = rt_plan_cache_store(e, kn.cache_dir, &key, &ent, &tr->cache_path);
   }
   return st;
 }
 
-void hp_tune_result_free(hp_tune_result *r) {
+void rt_tune_result_free(rt_tune_result *r) {
   if (!r) return;
   for (int i = 0; r->r && i < r->nregions; i++) {
     free(r->r[i].pts);
     free(r->r[i].cache_path);
   }
   free(r->r);
-  hp_cpu_free(r->base);
+  rt_cpu_free(r->base);
   memset(r, 0, sizeof *r);
 }
 
-hp_status hp_tune_log_region(hp_error *e, const char *path, const hp_tune_result *res, int region, const char *timestamp) {
-  const hp_tune_region *tr = &res->r[region];
-  hp_tune_row *rows = hp_xcalloc((size_t)tr->npoints + 1, sizeof *rows);
-  if (!rows) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+harp_status rt_tune_log_region(harp_error *e, const char *path, const rt_tune_result *res, int region, const char *timestamp) {
+  const rt_tune_region *tr = &res->r[region];
+  rt_tune_row *rows = ut_xcalloc((size_t)tr->npoints + 1, sizeof *rows);
+  if (!rows) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < tr->npoints; i++) {
-    const hp_tune_point *pt = &tr->pts[i];
-    rows[i] = (hp_tune_row){timestamp, res->machine, res->model, res->shapeset, res->binding, tr->region, i, i == 0,
+    const rt_tune_point *pt = &tr->pts[i];
+    rows[i] = (rt_tune_row){timestamp, res->machine, res->model, res->shapeset, res->binding, tr->region, i, i == 0,
                             i == tr->best, pt->cost.flops, pt->cost.bytes, pt->cost.occ_eff, pt->cost.time_est * 1e3,
                             pt->median_ms, res->repeat, &pt->plan};
   }
-  hp_status st = hp_tune_log_append(e, path, rows, tr->npoints);
+  harp_status st = rt_tune_log_append(e, path, rows, tr->npoints);
   free(rows);
   return st;
 }

@@ -1,9 +1,9 @@
 /* tune_log.c — the tuner's figures: the CSV measurement log (seed 000 §9),
  * one-line plans for it, and Spearman's rank correlation between the cost
  * model's estimates and the measured times.
- * Needs: plan_to_dsl, the cache directory.  Gives: hp_tune_csv_header,
- * hp_tune_default_log, hp_tune_log_append,
- * hp_plan_oneline, hp_spearman.
+ * Needs: plan_to_dsl, the cache directory.  Gives: rt_tune_csv_header,
+ * rt_tune_default_log, rt_tune_log_append,
+ * rt_plan_oneline, rt_spearman.
  *
  * CSV columns (RFC 4180 quoting; times in milliseconds):
  *   timestamp, machine, model, shapeset, binding, region, point, default,
@@ -26,109 +26,109 @@
 static const char HEADER[] =
     "timestamp,machine,model,shapeset,binding,region,point,default,best,FLOPs,Bytes,occ,estimate,actual,repeat,plan";
 
-const char *hp_tune_csv_header(void) { return HEADER; }
+const char *rt_tune_csv_header(void) { return HEADER; }
 
-char *hp_tune_default_log(const char *cache_dir) {
-  hp_cc_opts co = {.cache_dir = cache_dir};
-  char *dir = hp_cc_cache_dir(&co);
+char *rt_tune_default_log(const char *cache_dir) {
+  rt_cc_opts co = {.cache_dir = cache_dir};
+  char *dir = rt_cc_cache_dir(&co);
   size_t n = dir ? strlen(dir) + 16 : 0;
-  char *p = dir ? hp_xmalloc(n) : NULL;
+  char *p = dir ? ut_xmalloc(n) : NULL;
   if (p) snprintf(p, n, "%s/tune.csv", dir);
   free(dir);
   return p;
 }
 
-char *hp_plan_oneline(const plan_t *p) {
+char *rt_plan_oneline(const plan_t *p) {
   char *dsl = NULL;
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_to_dsl(p, &dsl, &e)) return NULL;
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   bool sep = false;
   for (const char *c = dsl; *c; c++) {
     if (*c == '\n') {
       sep = true;
       continue;
     }
-    if (sep && s.len) hp_str_putc(&s, ' ');
+    if (sep && s.len) ut_str_putc(&s, ' ');
     sep = false;
-    hp_str_putc(&s, *c);
+    ut_str_putc(&s, *c);
   }
   free(dsl);
   if (s.oom) {
-    hp_str_free(&s);
+    ut_str_free(&s);
     return NULL;
   }
-  char *r = hp_str_take(&s);
+  char *r = ut_str_take(&s);
   if (r && !*r) { /* an empty plan prints nothing */
     free(r);
-    r = hp_xcalloc(1, 1);
+    r = ut_xcalloc(1, 1);
   }
   return r;
 }
 
 /* A CSV field: quoted when it holds a comma, quote or line break. */
-static void field(hp_str *s, const char *v) {
+static void field(ut_str *s, const char *v) {
   if (!v) v = "";
   if (!strpbrk(v, ",\"\n\r")) {
-    hp_str_puts(s, v);
+    ut_str_puts(s, v);
     return;
   }
-  hp_str_putc(s, '"');
+  ut_str_putc(s, '"');
   for (; *v; v++) {
-    if (*v == '"') hp_str_putc(s, '"');
-    hp_str_putc(s, *v == '\n' || *v == '\r' ? ' ' : *v);
+    if (*v == '"') ut_str_putc(s, '"');
+    ut_str_putc(s, *v == '\n' || *v == '\r' ? ' ' : *v);
   }
-  hp_str_putc(s, '"');
+  ut_str_putc(s, '"');
 }
 
-static void row_text(hp_str *s, const hp_tune_row *r) {
-  field(s, r->timestamp), hp_str_putc(s, ',');
-  field(s, r->machine), hp_str_putc(s, ',');
-  field(s, r->model), hp_str_putc(s, ',');
-  field(s, r->shapeset), hp_str_putc(s, ',');
-  field(s, r->binding), hp_str_putc(s, ',');
-  field(s, r->region), hp_str_putc(s, ',');
-  hp_str_printf(s, "%d,%d,%d,%.0f,%.0f,%.4g,%.6g,%.6g,%d,", r->point, r->is_default ? 1 : 0, r->is_best ? 1 : 0,
+static void row_text(ut_str *s, const rt_tune_row *r) {
+  field(s, r->timestamp), ut_str_putc(s, ',');
+  field(s, r->machine), ut_str_putc(s, ',');
+  field(s, r->model), ut_str_putc(s, ',');
+  field(s, r->shapeset), ut_str_putc(s, ',');
+  field(s, r->binding), ut_str_putc(s, ',');
+  field(s, r->region), ut_str_putc(s, ',');
+  ut_str_printf(s, "%d,%d,%d,%.0f,%.0f,%.4g,%.6g,%.6g,%d,", r->point, r->is_default ? 1 : 0, r->is_best ? 1 : 0,
                 r->flops, r->bytes, r->occ, r->estimate_ms, r->actual_ms, r->repeat);
-  char *plan = r->plan ? hp_plan_oneline(r->plan) : NULL;
+  char *plan = r->plan ? rt_plan_oneline(r->plan) : NULL;
   field(s, plan);
   free(plan);
-  hp_str_putc(s, '\n');
+  ut_str_putc(s, '\n');
 }
 
-static hp_status write_all(hp_error *e, int fd, const char *path, const char *buf, size_t len) {
+static harp_status write_all(harp_error *e, int fd, const char *path, const char *buf, size_t len) {
   while (len > 0) {
     ssize_t w = write(fd, buf, len);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot append to the tuning log: %s", strerror(errno));
+    if (w <= 0) return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot append to the tuning log: %s", strerror(errno));
     buf += w;
     len -= (size_t)w;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_tune_log_append(hp_error *e, const char *path, const hp_tune_row *rows, int n) {
+harp_status rt_tune_log_append(harp_error *e, const char *path, const rt_tune_row *rows, int n) {
   /* the directory first */
-  char *dir = hp_xmalloc(strlen(path) + 1);
-  if (!dir) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *dir = ut_xmalloc(strlen(path) + 1);
+  if (!dir) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   strcpy(dir, path);
   char *slash = strrchr(dir, '/');
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (slash && slash != dir) {
     *slash = 0;
-    st = hp_mkdirs(e, dir);
+    st = ut_mkdirs(e, dir);
   }
   free(dir);
   if (st) return st;
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot open the tuning log: %s", strerror(errno));
+  if (fd < 0) return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot open the tuning log: %s", strerror(errno));
   struct stat sb;
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   if (fstat(fd, &sb) == 0 && sb.st_size == 0) { /* a new log: the header first */
-    hp_str_puts(&s, HEADER);
-    hp_str_putc(&s, '\n');
+    ut_str_puts(&s, HEADER);
+    ut_str_putc(&s, '\n');
     st = write_all(e, fd, path, s.buf, s.len);
     s.len = 0;
   }
@@ -136,11 +136,11 @@ hp_status hp_tune_log_append(hp_error *e, const char *path, const hp_tune_row *r
     s.len = 0;
     if (s.buf) s.buf[0] = 0;
     row_text(&s, &rows[i]);
-    if (s.oom) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (s.oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     else st = write_all(e, fd, path, s.buf, s.len); /* one write per row: whole lines under O_APPEND */
   }
-  hp_str_free(&s);
-  if (close(fd) != 0 && !st) st = hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot close the tuning log: %s", strerror(errno));
+  ut_str_free(&s);
+  if (close(fd) != 0 && !st) st = ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot close the tuning log: %s", strerror(errno));
   return st;
 }
 
@@ -156,9 +156,9 @@ static void ranks(const double *v, int n, double *r) {
   }
 }
 
-double hp_spearman(const double *x, const double *y, int n) {
+double rt_spearman(const double *x, const double *y, int n) {
   if (n < 2) return NAN;
-  double *rx = hp_xcalloc((size_t)n * 2, sizeof *rx);
+  double *rx = ut_xcalloc((size_t)n * 2, sizeof *rx);
   if (!rx) return NAN;
   double *ry = rx + n;
   ranks(x, n, rx);

@@ -78,7 +78,7 @@ int64_t tiny_shape_numel(const tiny_shape *s) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++) {
     if (s->d[i].n < 0) return -1;
-    if (!hp_mul_ok(n, s->d[i].n, &n) || n > TINY_MAX_ELEMS) return -2;
+    if (!ut_mul_ok(n, s->d[i].n, &n) || n > TINY_MAX_ELEMS) return -2;
   }
   return n;
 }
@@ -147,30 +147,30 @@ bool tiny_symtab_get(const tiny_symtab *t, const char *name, int64_t *v) {
   return false;
 }
 
-hp_status tiny_symtab_set(hp_error *e, tiny_symtab *t, const char *name, int64_t v) {
+harp_status tiny_symtab_set(harp_error *e, tiny_symtab *t, const char *name, int64_t v) {
   int64_t old;
   if (tiny_symtab_get(t, name, &old)) {
-    if (old == v) return HP_OK;
-    return hp_fail(e, HP_E_AXIS_SIZE_MISMATCH, NULL, "symbol %s is bound to both %" PRId64 " and %" PRId64,
+    if (old == v) return HARP_OK;
+    return ut_fail(e, HARP_E_AXIS_SIZE_MISMATCH, NULL, "symbol %s is bound to both %" PRId64 " and %" PRId64,
                    name, old, v);
   }
   if (t->n == t->cap) {
     int cap = t->cap ? t->cap * 2 : 16;
-    char **nn = hp_xrealloc(t->names, sizeof(char *) * cap);
-    if (!nn) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    char **nn = ut_xrealloc(t->names, sizeof(char *) * cap);
+    if (!nn) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     t->names = nn;
-    int64_t *vv = hp_xrealloc(t->values, sizeof(int64_t) * cap);
-    if (!vv) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    int64_t *vv = ut_xrealloc(t->values, sizeof(int64_t) * cap);
+    if (!vv) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     t->values = vv;
     t->cap = cap;
   }
-  char *s = hp_xmalloc(strlen(name) + 1);
-  if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *s = ut_xmalloc(strlen(name) + 1);
+  if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   strcpy(s, name);
   t->names[t->n] = s;
   t->values[t->n] = v;
   t->n++;
-  return HP_OK;
+  return HARP_OK;
 }
 
 static bool is_ident(const char *s, size_t n) {
@@ -183,14 +183,14 @@ static bool is_ident(const char *s, size_t n) {
   return true;
 }
 
-hp_status tiny_symtab_parse_assign(hp_error *e, tiny_symtab *t, const char *s) {
+harp_status tiny_symtab_parse_assign(harp_error *e, tiny_symtab *t, const char *s) {
   const char *eq = strchr(s, '=');
   if (!eq || !is_ident(s, (size_t)(eq - s)))
-    return hp_fail(e, HP_E_USAGE, NULL, "--sym expects NAME=INT, got '%s'", s);
+    return ut_fail(e, HARP_E_USAGE, NULL, "--sym expects NAME=INT, got '%s'", s);
   char *end;
   long long v = strtoll(eq + 1, &end, 10);
   if (end == eq + 1 || *end || v < 0 || v > TINY_MAX_DIM)
-    return hp_fail(e, HP_E_USAGE, NULL, "--sym %s: value must be an integer in [0, 2^40]", s);
+    return ut_fail(e, HARP_E_USAGE, NULL, "--sym %s: value must be an integer in [0, 2^40]", s);
   char name[80];
   snprintf(name, sizeof name, "%.*s", (int)(eq - s), s);
   return tiny_symtab_set(e, t, name, v);

@@ -16,7 +16,7 @@
 
 typedef struct parser {
   tiny_graph *g;
-  hp_error *e;
+  harp_error *e;
   const char *text, *p;
   int nvars;
   int depth;
@@ -29,7 +29,7 @@ static void skip(parser *ps) {
 }
 
 static const tiny_expr *fail(parser *ps, const char *what) {
-  hp_fail(ps->e, HP_E_INVALID_ARG, NULL, "index_map \"%s\": %s at column %d", ps->text, what,
+  ut_fail(ps->e, HARP_E_INVALID_ARG, NULL, "index_map \"%s\": %s at column %d", ps->text, what,
           (int)(ps->p - ps->text) + 1);
   return NULL;
 }
@@ -58,7 +58,7 @@ static const tiny_expr *p_atom(parser *ps) {
   if (isdigit((unsigned char)*s)) {
     int64_t v = 0;
     while (isdigit((unsigned char)*ps->p)) {
-      if (!hp_mul_ok(v, 10, &v) || !hp_add_ok(v, *ps->p - '0', &v)) return fail(ps, "integer too large");
+      if (!ut_mul_ok(v, 10, &v) || !ut_add_ok(v, *ps->p - '0', &v)) return fail(ps, "integer too large");
       ps->p++;
     }
     return tiny_x_const(ps->g, v);
@@ -147,13 +147,13 @@ static const tiny_expr *p_expr(parser *ps) {
   return x;
 }
 
-hp_status tiny_expr_parse(hp_error *e, tiny_graph *g, const char *text, int nvars, const tiny_expr **out) {
+harp_status tiny_expr_parse(harp_error *e, tiny_graph *g, const char *text, int nvars, const tiny_expr **out) {
   parser ps = {g, e, text, text, nvars, 0};
   *out = NULL;
-  if (strlen(text) > 4096) return hp_fail(e, HP_E_LIMIT, NULL, "index_map expression too long");
+  if (strlen(text) > 4096) return ut_fail(e, HARP_E_LIMIT, NULL, "index_map expression too long");
   const tiny_expr *x = p_expr(&ps);
   if (!x) {
-    if (e->code == HP_OK) hp_fail(e, g->err.code ? g->err.code : HP_E_NO_MEMORY, NULL, "out of memory");
+    if (e->code == HARP_OK) ut_fail(e, g->err.code ? g->err.code : HARP_E_NO_MEMORY, NULL, "out of memory");
     return e->code;
   }
   skip(&ps);
@@ -162,7 +162,7 @@ hp_status tiny_expr_parse(hp_error *e, tiny_graph *g, const char *text, int nvar
     return e->code;
   }
   *out = x;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -227,15 +227,15 @@ bool tiny_expr_eval(const tiny_expr *x, const int64_t *vars, const tiny_symtab *
   }
   if (!tiny_expr_eval(x->a, vars, syms, &a) || !tiny_expr_eval(x->b, vars, syms, &b)) return false;
   switch (x->k) {
-  case TX_ADD: return hp_add_ok(a, b, out);
-  case TX_MUL: return hp_mul_ok(a, b, out);
+  case TX_ADD: return ut_add_ok(a, b, out);
+  case TX_MUL: return ut_mul_ok(a, b, out);
   case TX_FLOORDIV:
     if (b <= 0) return false;
-    *out = hp_floordiv(a, b);
+    *out = ut_floordiv(a, b);
     return true;
   case TX_MOD:
     if (b <= 0) return false;
-    *out = hp_mod(a, b);
+    *out = ut_mod(a, b);
     return true;
   default: return false;
   }

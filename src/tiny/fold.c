@@ -16,14 +16,14 @@
 
 /* Evaluate node i (whose ancestors are constants) with the interpreter on a
  * graph of just those ancestors. */
-static hp_status eval_const(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, bool allow_unknown, int i,
+static harp_status eval_const(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, bool allow_unknown, int i,
                             double *v) {
   tiny_graph *s = tiny_graph_new();
-  int *map = hp_xmalloc(sizeof(int) * ((size_t)i + 1));
-  char *need = hp_xcalloc((size_t)i + 1, 1);
-  hp_status st = HP_OK;
+  int *map = ut_xmalloc(sizeof(int) * ((size_t)i + 1));
+  char *need = ut_xcalloc((size_t)i + 1, 1);
+  harp_status st = HARP_OK;
   if (!s || !map || !need) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   need[i] = 1;
@@ -39,13 +39,13 @@ static hp_status eval_const(hp_error *e, const tiny_graph *g, const tiny_symtab 
   }
   tiny_mark_output(s, map[i]);
   if (s->err.code) {
-    st = hp_fail(e, s->err.code, s->err.node, "%s", s->err.msg);
+    st = ut_fail(e, s->err.code, s->err.node, "%s", s->err.msg);
     goto done;
   }
-  hp_tensor out;
+  ut_tensor out;
   if ((st = tiny_infer(e, s, syms, allow_unknown)) || (st = tiny_interp(e, s, syms, NULL, 0, &out))) goto done;
-  *v = g->nodes[i].dtype == TINY_I32 ? (double)((int32_t *)out.data)[0] : (double)hp_tensor_get(&out, 0);
-  hp_tensor_free(&out);
+  *v = g->nodes[i].dtype == TINY_I32 ? (double)((int32_t *)out.data)[0] : (double)ut_tensor_get(&out, 0);
+  ut_tensor_free(&out);
 done:
   tiny_graph_free(s);
   free(map);
@@ -54,13 +54,13 @@ done:
 }
 
 /* Keep only nodes some output needs (the rebuild of normalize.c). */
-static hp_status drop_dead(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
-  char *live = hp_xcalloc((size_t)g->n + 1, 1);
-  int *map = hp_xmalloc(sizeof(int) * ((size_t)g->n + 1));
+static harp_status drop_dead(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
+  char *live = ut_xcalloc((size_t)g->n + 1, 1);
+  int *map = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1));
   tiny_graph *ng = tiny_graph_new_sharing(g);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (!live || !map || !ng) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int k = 0; k < g->noutputs; k++) live[g->outputs[k]] = 1;
@@ -78,11 +78,11 @@ static hp_status drop_dead(hp_error *e, tiny_graph *g, const tiny_symtab *syms, 
     tiny_src src[TINY_MAX_SRC];
     for (int q = 0; q < n->nsrc; q++) src[q] = (tiny_src){map[n->src[q].node], 0};
     map[i] = tiny_add(ng, n->id, n->op, src, n->nsrc, tiny_op_argkind(n->op) == TA_NONE ? NULL : &n->a);
-    if (map[i] < 0) st = hp_fail(e, ng->err.code, ng->err.node, "%s", ng->err.msg);
+    if (map[i] < 0) st = ut_fail(e, ng->err.code, ng->err.node, "%s", ng->err.msg);
     else ng->nodes[map[i]].tag = n->tag;
   }
   for (int k = 0; k < g->noutputs && !st; k++)
-    if (tiny_mark_output(ng, map[g->outputs[k]]) < 0) st = hp_fail(e, ng->err.code, NULL, "%s", ng->err.msg);
+    if (tiny_mark_output(ng, map[g->outputs[k]]) < 0) st = ut_fail(e, ng->err.code, NULL, "%s", ng->err.msg);
   if (!st) {
     tiny_graph_adopt(g, ng);
     ng = NULL;
@@ -95,12 +95,12 @@ done:
   return st;
 }
 
-hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
+harp_status tiny_fold_constants(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
   if (tiny_compute_outputs(e, g)) return e->code;
   g->explicit_outputs = true; /* the outputs are what they were before folding */
-  char *konst = hp_xcalloc((size_t)g->n + 1, 1);
-  if (!konst) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = HP_OK;
+  char *konst = ut_xcalloc((size_t)g->n + 1, 1);
+  if (!konst) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
   int folded = 0;
   for (int i = 0; i < g->n && !st; i++) {
     tiny_node *n = &g->nodes[i];
@@ -129,5 +129,5 @@ hp_status tiny_fold_constants(hp_error *e, tiny_graph *g, const tiny_symtab *sym
   }
   free(konst);
   if (st) return st;
-  return folded ? drop_dead(e, g, syms, allow_unknown) : HP_OK;
+  return folded ? drop_dead(e, g, syms, allow_unknown) : HARP_OK;
 }

@@ -8,10 +8,10 @@
 #include "util/util.h"
 
 tiny_graph *tiny_graph_new(void) {
-  tiny_graph *g = hp_xcalloc(1, sizeof *g);
+  tiny_graph *g = ut_xcalloc(1, sizeof *g);
   if (!g) return NULL;
-  g->arena = hp_arena_new();
-  g->ids = hp_xcalloc(1, sizeof *g->ids);
+  g->arena = ut_arena_new();
+  g->ids = ut_xcalloc(1, sizeof *g->ids);
   if (!g->arena || !g->ids) {
     tiny_graph_free(g);
     return NULL;
@@ -22,60 +22,60 @@ tiny_graph *tiny_graph_new(void) {
 void tiny_graph_free(tiny_graph *g) {
   if (!g) return;
   if (g->ids) {
-    hp_strmap_free(g->ids);
+    ut_strmap_free(g->ids);
     free(g->ids);
   }
   free(g->nodes);
   free(g->outputs);
-  hp_arena_free(g->arena);
+  ut_arena_free(g->arena);
   free(g);
 }
 
 int tiny_find(const tiny_graph *g, const char *id) {
-  const int *v = id ? hp_strmap_find(g->ids, id) : NULL;
+  const int *v = id ? ut_strmap_find(g->ids, id) : NULL;
   return v ? *v : -1;
 }
 
-static int builder_fail(tiny_graph *g, hp_status code, const char *id, const char *msg) {
-  hp_fail(&g->err, code, id, "%s", msg);
+static int builder_fail(tiny_graph *g, harp_status code, const char *id, const char *msg) {
+  ut_fail(&g->err, code, id, "%s", msg);
   return -1;
 }
 
 int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int nsrc, const void *arg) {
-  if (g->err.code != HP_OK) return -1;
-  if ((unsigned)op >= TINY_OP_COUNT) return builder_fail(g, HP_E_UNKNOWN_OP, id, "unknown op");
-  if (g->n >= TINY_MAX_NODES) return builder_fail(g, HP_E_LIMIT, id, "too many nodes");
+  if (g->err.code != HARP_OK) return -1;
+  if ((unsigned)op >= TINY_OP_COUNT) return builder_fail(g, HARP_E_UNKNOWN_OP, id, "unknown op");
+  if (g->n >= TINY_MAX_NODES) return builder_fail(g, HARP_E_LIMIT, id, "too many nodes");
   char auto_id[32];
   if (!id) {
     do snprintf(auto_id, sizeof auto_id, "t%d", g->next_auto_id++);
     while (tiny_find(g, auto_id) >= 0);
     id = auto_id;
   }
-  if (!*id) return builder_fail(g, HP_E_INVALID_ARG, id, "empty node id");
+  if (!*id) return builder_fail(g, HARP_E_INVALID_ARG, id, "empty node id");
   if (tiny_find(g, id) >= 0) {
-    hp_fail(&g->err, HP_E_DUPLICATE_ID, id, "node id \"%s\" is used twice", id);
+    ut_fail(&g->err, HARP_E_DUPLICATE_ID, id, "node id \"%s\" is used twice", id);
     return -1;
   }
   int arity = tiny_op_arity(op);
   if (nsrc != arity) {
-    hp_fail(&g->err, HP_E_ARITY, id, "%s takes %d source%s, got %d", tiny_op_name(op), arity,
+    ut_fail(&g->err, HARP_E_ARITY, id, "%s takes %d source%s, got %d", tiny_op_name(op), arity,
             arity == 1 ? "" : "s", nsrc);
     return -1;
   }
   for (int i = 0; i < nsrc; i++)
     if (src[i].node >= g->n || src[i].node < -1)
-      return builder_fail(g, HP_E_DANGLING, id, "source refers to a node not (yet) in the graph");
+      return builder_fail(g, HARP_E_DANGLING, id, "source refers to a node not (yet) in the graph");
   if (g->n == g->cap) {
     int cap = g->cap ? g->cap * 2 : 64;
-    tiny_node *nn = hp_xrealloc(g->nodes, sizeof *nn * (size_t)cap);
-    if (!nn) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+    tiny_node *nn = ut_xrealloc(g->nodes, sizeof *nn * (size_t)cap);
+    if (!nn) return builder_fail(g, HARP_E_NO_MEMORY, id, "out of memory");
     g->nodes = nn;
     g->cap = cap;
   }
   tiny_node *n = &g->nodes[g->n];
   memset(n, 0, sizeof *n);
-  n->id = hp_arena_strdup(g->arena, id);
-  if (!n->id) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+  n->id = ut_arena_strdup(g->arena, id);
+  if (!n->id) return builder_fail(g, HARP_E_NO_MEMORY, id, "out of memory");
   n->op = op;
   n->nsrc = nsrc;
   for (int i = 0; i < nsrc; i++) n->src[i] = src[i];
@@ -99,14 +99,14 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
     }
     memcpy(&n->a, arg, sz);
   } else if (tiny_op_argkind(op) != TA_NONE) {
-    return builder_fail(g, HP_E_INVALID_ARG, id, "missing arg");
+    return builder_fail(g, HARP_E_INVALID_ARG, id, "missing arg");
   }
   /* Strings in args must outlive the caller's buffers: copy them. */
   bool oom = false;
 #define COPY_STR(p)                                         \
   do {                                                      \
     if (p) {                                                \
-      (p) = hp_arena_strdup(g->arena, (p));                 \
+      (p) = ut_arena_strdup(g->arena, (p));                 \
       oom |= (p) == NULL;                                   \
     }                                                       \
   } while (0)
@@ -135,8 +135,8 @@ int tiny_add(tiny_graph *g, const char *id, tiny_op op, const tiny_src *src, int
   for (int k = 0; k < ndims; k++)
     for (int i = 0; i < count && i < TINY_MAX_RANK; i++) COPY_STR(dims[k][i].sym);
 #undef COPY_STR
-  if (oom) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
-  if (!hp_strmap_put(g->ids, n->id, g->n)) return builder_fail(g, HP_E_NO_MEMORY, id, "out of memory");
+  if (oom) return builder_fail(g, HARP_E_NO_MEMORY, id, "out of memory");
+  if (!ut_strmap_put(g->ids, n->id, g->n)) return builder_fail(g, HARP_E_NO_MEMORY, id, "out of memory");
   return g->n++;
 }
 
@@ -186,7 +186,7 @@ int tiny_b_reshape(tiny_graph *g, int x, const tiny_shape *shape) {
 
 int tiny_b_permute(tiny_graph *g, int x, const int *perm, int n) {
   tiny_arg_permute a = {0};
-  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HARP_E_LIMIT, NULL, "rank too large");
   a.n = n;
   memcpy(a.perm, perm, sizeof(int) * (size_t)n);
   tiny_src s[1] = {S(x)};
@@ -201,7 +201,7 @@ int tiny_b_expand(tiny_graph *g, int x, const tiny_shape *shape) {
 
 int tiny_b_pad(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, int n, double value) {
   tiny_arg_pad a = {0};
-  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HARP_E_LIMIT, NULL, "rank too large");
   a.n = n;
   a.value = value;
   for (int i = 0; i < n; i++) a.lo[i] = tiny_dim_int(lo[i]), a.hi[i] = tiny_dim_int(hi[i]);
@@ -211,7 +211,7 @@ int tiny_b_pad(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, int n
 
 int tiny_b_shrink(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, const int64_t *step, int n) {
   tiny_arg_shrink a = {0};
-  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HARP_E_LIMIT, NULL, "rank too large");
   a.n = n;
   a.has_step = step != NULL;
   for (int i = 0; i < n; i++) {
@@ -225,7 +225,7 @@ int tiny_b_shrink(tiny_graph *g, int x, const int64_t *lo, const int64_t *hi, co
 
 int tiny_b_flip(tiny_graph *g, int x, const int *axes, int n) {
   tiny_arg_flip a = {0};
-  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HARP_E_LIMIT, NULL, "rank too large");
   a.n = n;
   memcpy(a.axes, axes, sizeof(int) * (size_t)n);
   tiny_src s[1] = {S(x)};
@@ -234,7 +234,7 @@ int tiny_b_flip(tiny_graph *g, int x, const int *axes, int n) {
 
 int tiny_b_reduce(tiny_graph *g, int x, tiny_reduce_op op, const int *axes, int n, tiny_dtype acc) {
   tiny_arg_reduce a = {0};
-  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HP_E_LIMIT, NULL, "rank too large");
+  if (n < 0 || n > TINY_MAX_RANK) return builder_fail(g, HARP_E_LIMIT, NULL, "rank too large");
   a.op = op;
   a.n = n;
   for (int i = 0; i < n; i++) a.axes[i] = tiny_dim_int(axes[i]);
@@ -245,16 +245,16 @@ int tiny_b_reduce(tiny_graph *g, int x, tiny_reduce_op op, const int *axes, int 
 }
 
 int tiny_mark_output(tiny_graph *g, int node) {
-  if (g->err.code != HP_OK) return -1;
-  if (node < 0 || node >= g->n) return builder_fail(g, HP_E_DANGLING, NULL, "output is not a node");
+  if (g->err.code != HARP_OK) return -1;
+  if (node < 0 || node >= g->n) return builder_fail(g, HARP_E_DANGLING, NULL, "output is not a node");
   if (!g->explicit_outputs) {
     g->noutputs = 0;
     g->explicit_outputs = true;
   }
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i] == node) return node;
-  int *o = hp_xrealloc(g->outputs, sizeof(int) * (size_t)(g->noutputs + 1));
-  if (!o) return builder_fail(g, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *o = ut_xrealloc(g->outputs, sizeof(int) * (size_t)(g->noutputs + 1));
+  if (!o) return builder_fail(g, HARP_E_NO_MEMORY, NULL, "out of memory");
   g->outputs = o;
   g->outputs[g->noutputs++] = node;
   return node;
@@ -262,31 +262,31 @@ int tiny_mark_output(tiny_graph *g, int node) {
 
 int tiny_inputs(const tiny_graph *g, int **out) {
   int k = 0;
-  *out = hp_xmalloc(sizeof(int) * (size_t)(g->n + 1));
+  *out = ut_xmalloc(sizeof(int) * (size_t)(g->n + 1));
   if (!*out) return -1;
   for (int i = 0; i < g->n; i++)
     if (g->nodes[i].op == TINY_INPUT) (*out)[k++] = i;
   return k;
 }
 
-hp_status tiny_compute_outputs(hp_error *e, tiny_graph *g) {
-  if (g->explicit_outputs) return HP_OK;
-  char *used = hp_xcalloc((size_t)g->n + 1, 1);
-  if (!used) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+harp_status tiny_compute_outputs(harp_error *e, tiny_graph *g) {
+  if (g->explicit_outputs) return HARP_OK;
+  char *used = ut_xcalloc((size_t)g->n + 1, 1);
+  if (!used) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < g->n; i++)
     for (int s = 0; s < g->nodes[i].nsrc; s++)
       if (g->nodes[i].src[s].node >= 0) used[g->nodes[i].src[s].node] = 1;
   free(g->outputs);
-  g->outputs = hp_xmalloc(sizeof(int) * (size_t)(g->n + 1));
+  g->outputs = ut_xmalloc(sizeof(int) * (size_t)(g->n + 1));
   g->noutputs = 0;
   if (!g->outputs) {
     free(used);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int i = 0; i < g->n; i++)
     if (!used[i] && g->nodes[i].op != TINY_INPUT && g->nodes[i].op != TINY_CONST) g->outputs[g->noutputs++] = i;
   free(used);
-  return HP_OK;
+  return HARP_OK;
 }
 
 const char *tiny_output_name(const tiny_graph *g, int node) {
@@ -296,9 +296,9 @@ const char *tiny_output_name(const tiny_graph *g, int node) {
 
 /* ---- expressions -------------------------------------------------------- */
 static tiny_expr *new_expr(tiny_graph *g, tiny_expr_kind k) {
-  tiny_expr *x = hp_arena_alloc(g->arena, sizeof *x);
+  tiny_expr *x = ut_arena_alloc(g->arena, sizeof *x);
   if (!x) {
-    hp_fail(&g->err, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(&g->err, HARP_E_NO_MEMORY, NULL, "out of memory");
     return NULL;
   }
   x->k = k;
@@ -319,7 +319,7 @@ const tiny_expr *tiny_x_var(tiny_graph *g, int i) {
 
 const tiny_expr *tiny_x_sym(tiny_graph *g, const char *s) {
   tiny_expr *x = new_expr(g, TX_SYM);
-  if (x) x->sym = hp_arena_strdup(g->arena, s);
+  if (x) x->sym = ut_arena_strdup(g->arena, s);
   return x;
 }
 
@@ -334,9 +334,9 @@ const tiny_expr *tiny_x_bin(tiny_graph *g, tiny_expr_kind k, const tiny_expr *a,
 #include "tiny_int.h"
 
 tiny_graph *tiny_graph_new_sharing(tiny_graph *g) {
-  tiny_graph *ng = hp_xcalloc(1, sizeof *ng);
+  tiny_graph *ng = ut_xcalloc(1, sizeof *ng);
   if (!ng) return NULL;
-  ng->ids = hp_xcalloc(1, sizeof *ng->ids);
+  ng->ids = ut_xcalloc(1, sizeof *ng->ids);
   if (!ng->ids) {
     free(ng);
     return NULL;
@@ -380,5 +380,5 @@ const char *tiny_fresh_id(tiny_graph *g, const tiny_graph *also, const char *bas
   snprintf(buf, sizeof buf, "%.120s.%s", base, suffix);
   for (int k = 1; (tiny_find(g, buf) >= 0 || (also && tiny_find(also, buf) >= 0)) && k < 1000000; k++)
     snprintf(buf, sizeof buf, "%.120s.%s%d", base, suffix, k);
-  return hp_arena_strdup(g->arena, buf);
+  return ut_arena_strdup(g->arena, buf);
 }

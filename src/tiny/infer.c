@@ -13,7 +13,7 @@
 #include "tiny_int.h"
 #include "util/util.h"
 
-#define FAIL(code, ...) hp_fail(e, code, n->id, __VA_ARGS__)
+#define FAIL(code, ...) ut_fail(e, code, n->id, __VA_ARGS__)
 
 bool tiny_dim_value(tiny_dim d, const tiny_symtab *syms, int64_t *v) {
   if (!d.sym) {
@@ -23,7 +23,7 @@ bool tiny_dim_value(tiny_dim d, const tiny_symtab *syms, int64_t *v) {
   return tiny_symtab_get(syms, d.sym, v);
 }
 
-bool tiny_resolve_dim(hp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
+bool tiny_resolve_dim(harp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
                       tiny_dim *out) {
   out->sym = d.sym;
   if (!d.sym) {
@@ -37,21 +37,21 @@ bool tiny_resolve_dim(hp_error *e, const char *id, tiny_dim d, const tiny_symtab
   }
   out->n = -1;
   if (allow_unknown) return true;
-  hp_fail(e, HP_E_UNBOUND_SYMBOL, id, "symbol %s has no value (bind it with --sym %s=<int> or from an input)", d.sym,
+  ut_fail(e, HARP_E_UNBOUND_SYMBOL, id, "symbol %s has no value (bind it with --sym %s=<int> or from an input)", d.sym,
           d.sym);
   return false;
 }
 
-static hp_status resolve_shape(hp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
+static harp_status resolve_shape(harp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
                                bool allow_unknown, tiny_shape *out) {
   out->rank = arg->rank;
   for (int i = 0; i < arg->rank; i++) {
     if (!tiny_resolve_dim(e, n->id, arg->d[i], syms, allow_unknown, &out->d[i])) return e->code;
-    if (out->d[i].n > TINY_MAX_DIM) return FAIL(HP_E_LIMIT, "dimension %d is %" PRId64 ", above the limit 2^40", i, out->d[i].n);
-    if (!arg->d[i].sym && arg->d[i].n < 0) return FAIL(HP_E_INVALID_ARG, "dimension %d is negative", i);
+    if (out->d[i].n > TINY_MAX_DIM) return FAIL(HARP_E_LIMIT, "dimension %d is %" PRId64 ", above the limit 2^40", i, out->d[i].n);
+    if (!arg->d[i].sym && arg->d[i].n < 0) return FAIL(HARP_E_INVALID_ARG, "dimension %d is negative", i);
   }
-  if (tiny_shape_numel(out) == -2) return FAIL(HP_E_LIMIT, "tensor has more than 2^40 elements");
-  return HP_OK;
+  if (tiny_shape_numel(out) == -2) return FAIL(HARP_E_LIMIT, "tensor has more than 2^40 elements");
+  return HARP_OK;
 }
 
 /* ---- broadcasting ------------------------------------------------------- */
@@ -114,7 +114,7 @@ static void merge_dim(tiny_dim *t, const tiny_dim *s) {
   if (!t->sym && s->sym && !is_one(s)) t->sym = s->sym;
 }
 
-hp_status tiny_broadcast(hp_error *e, const char *id, const tiny_shape *const *ops, int nops, tiny_bcast *out) {
+harp_status tiny_broadcast(harp_error *e, const char *id, const tiny_shape *const *ops, int nops, tiny_bcast *out) {
   int big = 0;
   for (int k = 1; k < nops; k++)
     if (ops[k]->rank > ops[big]->rank) big = k;
@@ -128,7 +128,7 @@ hp_status tiny_broadcast(hp_error *e, const char *id, const tiny_shape *const *o
       char a[256], b[256];
       tiny_shape_format(ops[k], a, sizeof a);
       tiny_shape_format(&out->out, b, sizeof b);
-      return hp_fail(e, HP_E_BROADCAST_MISMATCH, id, "cannot broadcast %s with %s", a, b);
+      return ut_fail(e, HARP_E_BROADCAST_MISMATCH, id, "cannot broadcast %s with %s", a, b);
     }
     for (int a = 0; a < ops[k]->rank; a++)
       if (out->map[k][a] >= 0) merge_dim(&out->out.d[out->map[k][a]], &ops[k]->d[a]);
@@ -141,10 +141,10 @@ hp_status tiny_broadcast(hp_error *e, const char *id, const tiny_shape *const *o
         char sa[256], sb[256];
         tiny_shape_format(ops[k], sa, sizeof sa);
         tiny_shape_format(&out->out, sb, sizeof sb);
-        return hp_fail(e, HP_E_BROADCAST_MISMATCH, id, "cannot broadcast %s to %s", sa, sb);
+        return ut_fail(e, HARP_E_BROADCAST_MISMATCH, id, "cannot broadcast %s to %s", sa, sb);
       }
     }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- index expression ranges -------------------------------------------- */
@@ -165,26 +165,26 @@ bool tiny_expr_range(const tiny_expr *x, const int64_t *sizes, const tiny_symtab
   }
   if (!tiny_expr_range(x->a, sizes, syms, &al, &ah) || !tiny_expr_range(x->b, sizes, syms, &bl, &bh)) return false;
   switch (x->k) {
-  case TX_ADD: return hp_add_ok(al, bl, lo) && hp_add_ok(ah, bh, hi);
+  case TX_ADD: return ut_add_ok(al, bl, lo) && ut_add_ok(ah, bh, hi);
   case TX_MUL: {
     if (al != ah && bl != bh) return false; /* not affine */
     int64_t c[4];
-    if (!hp_mul_ok(al, bl, &c[0]) || !hp_mul_ok(al, bh, &c[1]) || !hp_mul_ok(ah, bl, &c[2]) || !hp_mul_ok(ah, bh, &c[3]))
+    if (!ut_mul_ok(al, bl, &c[0]) || !ut_mul_ok(al, bh, &c[1]) || !ut_mul_ok(ah, bl, &c[2]) || !ut_mul_ok(ah, bh, &c[3]))
       return false;
     *lo = *hi = c[0];
-    for (int i = 1; i < 4; i++) *lo = HP_MIN(*lo, c[i]), *hi = HP_MAX(*hi, c[i]);
+    for (int i = 1; i < 4; i++) *lo = UT_MIN(*lo, c[i]), *hi = UT_MAX(*hi, c[i]);
     return true;
   }
   case TX_FLOORDIV:
     if (bl != bh || bl <= 0) return false;
-    *lo = hp_floordiv(al, bl);
-    *hi = hp_floordiv(ah, bl);
+    *lo = ut_floordiv(al, bl);
+    *hi = ut_floordiv(ah, bl);
     return true;
   case TX_MOD:
     if (bl != bh || bl <= 0) return false;
-    if (hp_floordiv(al, bl) == hp_floordiv(ah, bl)) {
-      *lo = hp_mod(al, bl);
-      *hi = hp_mod(ah, bl);
+    if (ut_floordiv(al, bl) == ut_floordiv(ah, bl)) {
+      *lo = ut_mod(al, bl);
+      *hi = ut_mod(ah, bl);
     } else {
       *lo = 0;
       *hi = bl - 1;
@@ -221,7 +221,7 @@ int tiny_expr_count_mod(const tiny_expr *x) {
 
 /* ---- per-op rules ------------------------------------------------------- */
 typedef struct ictx {
-  hp_error *e;
+  harp_error *e;
   tiny_graph *g;
   const tiny_symtab *syms;
   bool allow_unknown;
@@ -235,8 +235,8 @@ static const tiny_shape *src_shape(const tiny_graph *g, const tiny_node *n, int 
 
 /* dtype of an elementwise op's operands; immediates take the others' dtype.
  * Mixed fp16/bf16 with fp32 widens to fp32 (normalize inserts the CAST). */
-static hp_status operand_dtype(ictx *c, tiny_node *n, int first, tiny_dtype *out) {
-  hp_error *e = c->e;
+static harp_status operand_dtype(ictx *c, tiny_node *n, int first, tiny_dtype *out) {
+  harp_error *e = c->e;
   int have = 0;
   tiny_dtype dt = TINY_FP32;
   for (int k = first; k < n->nsrc; k++) {
@@ -248,17 +248,17 @@ static hp_status operand_dtype(ictx *c, tiny_node *n, int first, tiny_dtype *out
     } else if (s != dt) {
       bool widen = tiny_dtype_is_float(s) && tiny_dtype_is_float(dt) && (s == TINY_FP32 || dt == TINY_FP32);
       if (!widen)
-        return FAIL(HP_E_DTYPE_MISMATCH, "%s operands are %s and %s; insert an explicit CAST", tiny_op_name(n->op),
+        return FAIL(HARP_E_DTYPE_MISMATCH, "%s operands are %s and %s; insert an explicit CAST", tiny_op_name(n->op),
                     tiny_dtype_name(dt), tiny_dtype_name(s));
       dt = TINY_FP32;
     }
   }
   *out = dt;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status infer_elementwise(ictx *c, tiny_node *n) {
-  hp_error *e = c->e;
+static harp_status infer_elementwise(ictx *c, tiny_node *n) {
+  harp_error *e = c->e;
   tiny_graph *g = c->g;
   const tiny_shape *ops[TINY_MAX_SRC];
   for (int k = 0; k < n->nsrc; k++) ops[k] = src_shape(g, n, k);
@@ -272,33 +272,33 @@ static hp_status infer_elementwise(ictx *c, tiny_node *n) {
   tiny_dtype dt;
   if (n->op == TINY_WHERE) {
     if (n->src[0].node >= 0 && g->nodes[n->src[0].node].dtype != TINY_BOOL)
-      return FAIL(HP_E_DTYPE_MISMATCH, "WHERE condition must be bool, got %s",
+      return FAIL(HARP_E_DTYPE_MISMATCH, "WHERE condition must be bool, got %s",
                   tiny_dtype_name(g->nodes[n->src[0].node].dtype));
     if (operand_dtype(c, n, 1, &dt)) return e->code;
     if (n->src[1].node < 0 && n->src[2].node < 0)
-      return FAIL(HP_E_INVALID_ARG, "WHERE needs at least one tensor among its values");
+      return FAIL(HARP_E_INVALID_ARG, "WHERE needs at least one tensor among its values");
   } else {
     if (operand_dtype(c, n, 0, &dt)) return e->code;
     bool any_node = false;
     for (int k = 0; k < n->nsrc; k++) any_node |= n->src[k].node >= 0;
-    if (!any_node) return FAIL(HP_E_INVALID_ARG, "%s needs a tensor operand, not only immediates", tiny_op_name(n->op));
+    if (!any_node) return FAIL(HARP_E_INVALID_ARG, "%s needs a tensor operand, not only immediates", tiny_op_name(n->op));
   }
   switch (n->op) {
   case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT:
   case TINY_RECIP: case TINY_GELU: case TINY_FDIV: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND:
     if (!tiny_dtype_is_float(dt))
-      return FAIL(HP_E_DTYPE_MISMATCH, "%s needs a floating-point operand, got %s", tiny_op_name(n->op),
+      return FAIL(HARP_E_DTYPE_MISMATCH, "%s needs a floating-point operand, got %s", tiny_op_name(n->op),
                   tiny_dtype_name(dt));
     break;
   case TINY_ADD: case TINY_SUB: case TINY_NEG: case TINY_RELU:
   case TINY_CMPLT:
     if (dt == TINY_BOOL)
-      return FAIL(HP_E_DTYPE_MISMATCH, "%s is not defined on bool; CAST first", tiny_op_name(n->op));
+      return FAIL(HARP_E_DTYPE_MISMATCH, "%s is not defined on bool; CAST first", tiny_op_name(n->op));
     break;
   default: break;
   }
   n->dtype = tiny_op_is_compare(n->op) ? TINY_BOOL : dt;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Element counts of two shapes, compared as monomials when symbols are unknown. */
@@ -331,8 +331,8 @@ static bool same_numel(const tiny_shape *a, const tiny_shape *b, bool *decided) 
   return true;
 }
 
-static hp_status infer_move(ictx *c, tiny_node *n) {
-  hp_error *e = c->e;
+static harp_status infer_move(ictx *c, tiny_node *n) {
+  harp_error *e = c->e;
   const tiny_node *x = &c->g->nodes[n->src[0].node];
   const tiny_shape *in = &x->shape;
   int r = in->rank;
@@ -348,17 +348,17 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
       char ob[256];
       tiny_shape_format(in, sbuf, sizeof sbuf);
       tiny_shape_format(&out, ob, sizeof ob);
-      return FAIL(HP_E_AXIS_SIZE_MISMATCH, "RESHAPE %s -> %s changes the element count", sbuf, ob);
+      return FAIL(HARP_E_AXIS_SIZE_MISMATCH, "RESHAPE %s -> %s changes the element count", sbuf, ob);
     }
     break;
   }
   case TINY_PERMUTE: {
     const tiny_arg_permute *a = &n->a.permute;
     bool seen[TINY_MAX_RANK] = {0};
-    if (a->n != r) return FAIL(HP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", a->n, r);
+    if (a->n != r) return FAIL(HARP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", a->n, r);
     for (int i = 0; i < r; i++) {
       if (a->perm[i] < 0 || a->perm[i] >= r || seen[a->perm[i]])
-        return FAIL(HP_E_INVALID_PERMUTATION, "perm entry %d (%d) is out of range or repeated", i, a->perm[i]);
+        return FAIL(HARP_E_INVALID_PERMUTATION, "perm entry %d (%d) is out of range or repeated", i, a->perm[i]);
       seen[a->perm[i]] = true;
     }
     out.rank = r;
@@ -369,25 +369,25 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
     const tiny_arg_expand *a = &n->a.expand;
     if (resolve_shape(e, n, &a->shape, c->syms, c->allow_unknown, &out)) return e->code;
     int R = out.rank;
-    if (r > R) return FAIL(HP_E_BROADCAST_MISMATCH, "EXPAND to rank %d from a larger rank %d", R, r);
+    if (r > R) return FAIL(HARP_E_BROADCAST_MISMATCH, "EXPAND to rank %d from a larger rank %d", R, r);
     int map[TINY_MAX_RANK];
     if (a->has_bd && r == R) {
       bool keep[TINY_MAX_RANK] = {0};
       for (int i = 0; i < a->nbd; i++) {
         if (a->bd[i] < 0 || a->bd[i] >= R || keep[a->bd[i]])
-          return FAIL(HP_E_INVALID_ARG, "broadcast_dimensions entry %d is out of range or repeated", a->bd[i]);
+          return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions entry %d is out of range or repeated", a->bd[i]);
         keep[a->bd[i]] = true;
       }
       for (int i = 0; i < r; i++) {
         map[i] = i;
         if (!keep[i] && in->d[i].n != 1 && in->d[i].n >= 0)
-          return FAIL(HP_E_BROADCAST_MISMATCH, "axis %d is broadcast but has size %" PRId64 ", not 1", i, in->d[i].n);
+          return FAIL(HARP_E_BROADCAST_MISMATCH, "axis %d is broadcast but has size %" PRId64 ", not 1", i, in->d[i].n);
       }
     } else if (a->has_bd) {
-      if (a->nbd != r) return FAIL(HP_E_INVALID_ARG, "broadcast_dimensions needs %d entries (one per input axis)", r);
+      if (a->nbd != r) return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions needs %d entries (one per input axis)", r);
       for (int i = 0; i < r; i++) {
         if (a->bd[i] < 0 || a->bd[i] >= R || (i && a->bd[i] <= a->bd[i - 1]))
-          return FAIL(HP_E_INVALID_ARG, "broadcast_dimensions must be increasing output axes");
+          return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions must be increasing output axes");
         map[i] = a->bd[i];
       }
     } else {
@@ -401,14 +401,14 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
         char ob[256];
         tiny_shape_format(in, sbuf, sizeof sbuf);
         tiny_shape_format(&out, ob, sizeof ob);
-        return FAIL(HP_E_BROADCAST_MISMATCH, "EXPAND %s -> %s: axis %d is neither equal nor 1", sbuf, ob, i);
+        return FAIL(HARP_E_BROADCAST_MISMATCH, "EXPAND %s -> %s: axis %d is neither equal nor 1", sbuf, ob, i);
       }
     }
     break;
   }
   case TINY_PAD: {
     const tiny_arg_pad *a = &n->a.pad;
-    if (a->n != r) return FAIL(HP_E_INVALID_ARG, "pad has %d entries for rank %d", a->n, r);
+    if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "pad has %d entries for rank %d", a->n, r);
     out = *in;
     for (int i = 0; i < r; i++) {
       tiny_dim lo, hi;
@@ -417,13 +417,13 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
         return e->code;
       /* n == -1 with a symbol means "not bound yet"; anything else below 0 is bad */
       if ((lo.n < 0 && !lo.sym) || (hi.n < 0 && !hi.sym))
-        return FAIL(HP_E_INVALID_ARG, "pad amounts must be >= 0 (use SHRINK to cut)");
+        return FAIL(HARP_E_INVALID_ARG, "pad amounts must be >= 0 (use SHRINK to cut)");
       int factor = 1 + (lo.n != 0) + (hi.n != 0);
       if (n->pieces > INT32_MAX / factor) n->pieces = INT32_MAX; else n->pieces *= factor;
       if (lo.n == 0 && hi.n == 0) continue; /* axis untouched, keeps its name */
       if (lo.n >= 0 && hi.n >= 0 && in->d[i].n >= 0) {
         out.d[i].n = in->d[i].n + lo.n + hi.n;
-        if (out.d[i].n > TINY_MAX_DIM) return FAIL(HP_E_LIMIT, "padded axis %d is too large", i);
+        if (out.d[i].n > TINY_MAX_DIM) return FAIL(HARP_E_LIMIT, "padded axis %d is too large", i);
         out.d[i].sym = NULL;
       } else {
         out.d[i].n = -1;
@@ -434,7 +434,7 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
   }
   case TINY_SHRINK: {
     const tiny_arg_shrink *a = &n->a.shrink;
-    if (a->n != r) return FAIL(HP_E_INVALID_ARG, "shrink has %d entries for rank %d", a->n, r);
+    if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "shrink has %d entries for rank %d", a->n, r);
     out = *in;
     for (int i = 0; i < r; i++) {
       tiny_dim lo, hi, st = {1, NULL};
@@ -443,15 +443,15 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
           (a->has_step && !tiny_resolve_dim(e, n->id, a->step[i], c->syms, c->allow_unknown, &st)))
         return e->code;
       if (lo.n >= 0 && hi.n >= 0 && st.n >= 0 && in->d[i].n >= 0) {
-        if (st.n < 1) return FAIL(HP_E_NEGATIVE_STRIDE, "SHRINK step on axis %d is %" PRId64 "; use FLIP to reverse", i, st.n);
+        if (st.n < 1) return FAIL(HARP_E_NEGATIVE_STRIDE, "SHRINK step on axis %d is %" PRId64 "; use FLIP to reverse", i, st.n);
         if (lo.n > hi.n || hi.n > in->d[i].n)
-          return FAIL(HP_E_INVALID_ARG, "SHRINK axis %d: need 0 <= lo <= hi <= %" PRId64 ", got [%" PRId64 ", %" PRId64 ")",
+          return FAIL(HARP_E_INVALID_ARG, "SHRINK axis %d: need 0 <= lo <= hi <= %" PRId64 ", got [%" PRId64 ", %" PRId64 ")",
                       i, in->d[i].n, lo.n, hi.n);
         int64_t len = (hi.n - lo.n + st.n - 1) / st.n;
         if (len != in->d[i].n) out.d[i].sym = NULL;
         out.d[i].n = len;
       } else if (!(lo.n == 0 && hi.sym && in->d[i].sym && strcmp(hi.sym, in->d[i].sym) == 0 && st.n == 1)) {
-        if (!lo.sym && !hi.sym && lo.n > hi.n) return FAIL(HP_E_INVALID_ARG, "SHRINK axis %d: lo > hi", i);
+        if (!lo.sym && !hi.sym && lo.n > hi.n) return FAIL(HARP_E_INVALID_ARG, "SHRINK axis %d: lo > hi", i);
         out.d[i].n = -1;
         out.d[i].sym = NULL;
       }
@@ -463,7 +463,7 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
     bool seen[TINY_MAX_RANK] = {0};
     for (int i = 0; i < a->n; i++) {
       if (a->axes[i] < 0 || a->axes[i] >= r || seen[a->axes[i]])
-        return FAIL(HP_E_INVALID_ARG, "FLIP axis %d is out of range or repeated", a->axes[i]);
+        return FAIL(HARP_E_INVALID_ARG, "FLIP axis %d is out of range or repeated", a->axes[i]);
       seen[a->axes[i]] = true;
     }
     out = *in;
@@ -472,20 +472,20 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
   case TINY_VIEW: {
     const tiny_arg_view *a = &n->a.view;
     if (resolve_shape(e, n, &a->shape, c->syms, c->allow_unknown, &out)) return e->code;
-    if (a->n != r) return FAIL(HP_E_INVALID_ARG, "index_map has %d entries for an input of rank %d", a->n, r);
+    if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "index_map has %d entries for an input of rank %d", a->n, r);
     int64_t sizes[TINY_MAX_RANK];
     for (int i = 0; i < out.rank; i++) sizes[i] = out.d[i].n;
     bool empty = tiny_shape_numel(&out) == 0;
     for (int j = 0; j < r; j++) {
-      if (!a->map[j]) return FAIL(HP_E_INVALID_ARG, "index_map entry %d is missing", j);
+      if (!a->map[j]) return FAIL(HARP_E_INVALID_ARG, "index_map entry %d is missing", j);
       int64_t lo, hi;
       if (empty || in->d[j].n < 0 || !tiny_expr_range(a->map[j], sizes, c->syms, &lo, &hi)) {
         if (!empty && tiny_shape_known(&out) && in->d[j].n >= 0 && !c->allow_unknown)
-          return FAIL(HP_E_INVALID_ARG, "index_map entry %d is not affine in the output axes", j);
+          return FAIL(HARP_E_INVALID_ARG, "index_map entry %d is not affine in the output axes", j);
         continue;
       }
       if (lo < 0 || hi >= in->d[j].n)
-        return FAIL(HP_E_INVALID_ARG, "index_map entry %d reads [%" PRId64 ", %" PRId64 "] outside axis size %" PRId64, j,
+        return FAIL(HARP_E_INVALID_ARG, "index_map entry %d reads [%" PRId64 ", %" PRId64 "] outside axis size %" PRId64, j,
                     lo, hi, in->d[j].n);
     }
     for (int j = 0; j < r; j++) {
@@ -496,8 +496,8 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
   }
   case TINY_POOL: {
     const tiny_arg_pool *a = &n->a.pool;
-    if (a->n < 1 || a->n > r) return FAIL(HP_E_INVALID_ARG, "POOL window has %d axes for rank %d", a->n, r);
-    if (r + a->n > TINY_MAX_RANK) return FAIL(HP_E_LIMIT, "POOL result rank exceeds %d", TINY_MAX_RANK);
+    if (a->n < 1 || a->n > r) return FAIL(HARP_E_INVALID_ARG, "POOL window has %d axes for rank %d", a->n, r);
+    if (r + a->n > TINY_MAX_RANK) return FAIL(HARP_E_LIMIT, "POOL result rank exceeds %d", TINY_MAX_RANK);
     out.rank = r + a->n;
     int lead = r - a->n;
     for (int i = 0; i < lead; i++) out.d[i] = in->d[i];
@@ -512,13 +512,13 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
       for (int q = 0; q < 3; q++) /* n < 0 is fine only as "symbol not bound yet" */
         bad |= vals[q]->n >= 0 ? vals[q]->n < 1 : !vals[q]->sym;
       if (bad)
-        return FAIL(HP_E_INVALID_ARG, "POOL kernel, stride and dilation must be >= 1");
+        return FAIL(HARP_E_INVALID_ARG, "POOL kernel, stride and dilation must be >= 1");
       tiny_dim o = {-1, NULL};
       int64_t D = in->d[lead + m].n;
       if (k.n > 0 && s.n > 0 && d.n > 0 && D >= 0) {
         int64_t span = d.n * (k.n - 1) + 1;
         if (span > D)
-          return FAIL(HP_E_AXIS_SIZE_MISMATCH, "POOL window %" PRId64 " is larger than axis %d (size %" PRId64 ")", span,
+          return FAIL(HARP_E_AXIS_SIZE_MISMATCH, "POOL window %" PRId64 " is larger than axis %d (size %" PRId64 ")", span,
                       lead + m, D);
         o.n = (D - span) / s.n + 1;
       }
@@ -527,25 +527,25 @@ static hp_status infer_move(ictx *c, tiny_node *n) {
     }
     break;
   }
-  default: return FAIL(HP_E_INTERNAL, "not a movement op");
+  default: return FAIL(HARP_E_INTERNAL, "not a movement op");
   }
   n->shape = out;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status infer_reduce(ictx *c, tiny_node *n) {
-  hp_error *e = c->e;
+static harp_status infer_reduce(ictx *c, tiny_node *n) {
+  harp_error *e = c->e;
   const tiny_node *x = &c->g->nodes[n->src[0].node];
   tiny_arg_reduce *a = &n->a.reduce;
   const tiny_shape *in = &x->shape;
   if (!a->has_dtype)
-    return FAIL(HP_E_ACC_DTYPE_MISSING, "REDUCE needs an accumulation \"dtype\" (fp32 is the usual choice)");
+    return FAIL(HARP_E_ACC_DTYPE_MISSING, "REDUCE needs an accumulation \"dtype\" (fp32 is the usual choice)");
   if (a->dtype == TINY_BOOL || x->dtype == TINY_BOOL)
-    return FAIL(HP_E_DTYPE_MISMATCH, "REDUCE over bool is not defined; CAST first");
+    return FAIL(HARP_E_DTYPE_MISMATCH, "REDUCE over bool is not defined; CAST first");
   if (tiny_dtype_is_float(x->dtype) != tiny_dtype_is_float(a->dtype))
-    return FAIL(HP_E_DTYPE_MISMATCH, "REDUCE of %s cannot accumulate in %s; CAST first", tiny_dtype_name(x->dtype),
+    return FAIL(HARP_E_DTYPE_MISMATCH, "REDUCE of %s cannot accumulate in %s; CAST first", tiny_dtype_name(x->dtype),
                 tiny_dtype_name(a->dtype));
-  if (a->n < 1) return FAIL(HP_E_INVALID_ARG, "REDUCE needs at least one axis");
+  if (a->n < 1) return FAIL(HARP_E_INVALID_ARG, "REDUCE needs at least one axis");
   bool used[TINY_MAX_RANK] = {0};
   for (int i = 0; i < a->n; i++) {
     int idx = -1;
@@ -556,15 +556,15 @@ static hp_status infer_reduce(ictx *c, tiny_node *n) {
       if (count != 1) {
         char sb[256];
         tiny_shape_format(in, sb, sizeof sb);
-        return FAIL(HP_E_INVALID_ARG, "REDUCE axis \"%s\" names %d axes of %s; it must name exactly one", a->axes[i].sym,
+        return FAIL(HARP_E_INVALID_ARG, "REDUCE axis \"%s\" names %d axes of %s; it must name exactly one", a->axes[i].sym,
                     count, sb);
       }
     } else {
       idx = (int)a->axes[i].n;
       if (a->axes[i].n < 0 || a->axes[i].n >= in->rank)
-        return FAIL(HP_E_INVALID_ARG, "REDUCE axis %" PRId64 " is out of range for rank %d", a->axes[i].n, in->rank);
+        return FAIL(HARP_E_INVALID_ARG, "REDUCE axis %" PRId64 " is out of range for rank %d", a->axes[i].n, in->rank);
     }
-    if (used[idx]) return FAIL(HP_E_INVALID_ARG, "REDUCE axis %d is listed twice", idx);
+    if (used[idx]) return FAIL(HARP_E_INVALID_ARG, "REDUCE axis %d is listed twice", idx);
     used[idx] = true;
   }
   int k = 0;
@@ -574,28 +574,28 @@ static hp_status infer_reduce(ictx *c, tiny_node *n) {
   for (int j = 0; j < in->rank; j++)
     if (!used[j]) n->shape.d[n->shape.rank++] = in->d[j];
   n->dtype = a->dtype;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status infer_gather(ictx *c, tiny_node *n) {
-  hp_error *e = c->e;
+static harp_status infer_gather(ictx *c, tiny_node *n) {
+  harp_error *e = c->e;
   const tiny_node *x = &c->g->nodes[n->src[0].node], *ix = &c->g->nodes[n->src[1].node];
   int axis = n->a.gather.axis;
-  if (ix->dtype != TINY_I32) return FAIL(HP_E_DTYPE_MISMATCH, "GATHER index must be i32, got %s", tiny_dtype_name(ix->dtype));
+  if (ix->dtype != TINY_I32) return FAIL(HARP_E_DTYPE_MISMATCH, "GATHER index must be i32, got %s", tiny_dtype_name(ix->dtype));
   if (ix->shape.rank != x->shape.rank)
-    return FAIL(HP_E_INVALID_ARG, "GATHER index has rank %d, the input rank %d", ix->shape.rank, x->shape.rank);
-  if (axis < 0 || axis >= x->shape.rank) return FAIL(HP_E_INVALID_ARG, "GATHER axis %d is out of range", axis);
+    return FAIL(HARP_E_INVALID_ARG, "GATHER index has rank %d, the input rank %d", ix->shape.rank, x->shape.rank);
+  if (axis < 0 || axis >= x->shape.rank) return FAIL(HARP_E_INVALID_ARG, "GATHER axis %d is out of range", axis);
   for (int d = 0; d < x->shape.rank; d++)
     if (d != axis && ix->shape.d[d].n >= 0 && x->shape.d[d].n >= 0 && ix->shape.d[d].n > x->shape.d[d].n)
-      return FAIL(HP_E_AXIS_SIZE_MISMATCH, "GATHER index axis %d (%lld) exceeds the input's (%lld)", d,
+      return FAIL(HARP_E_AXIS_SIZE_MISMATCH, "GATHER index axis %d (%lld) exceeds the input's (%lld)", d,
                   (long long)ix->shape.d[d].n, (long long)x->shape.d[d].n);
   n->shape = ix->shape;
   n->dtype = x->dtype;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status infer_node(ictx *c, tiny_node *n) {
-  hp_error *e = c->e;
+static harp_status infer_node(ictx *c, tiny_node *n) {
+  harp_error *e = c->e;
   n->pieces = 1;
   switch (tiny_op_class(n->op)) {
   case TC_LEAF:
@@ -606,11 +606,11 @@ static hp_status infer_node(ictx *c, tiny_node *n) {
       n->shape.rank = 0;
       n->dtype = n->a.cnst.dtype;
     }
-    return HP_OK;
+    return HARP_OK;
   case TC_CAST:
     n->shape = c->g->nodes[n->src[0].node].shape;
     n->dtype = n->a.cast.to;
-    return HP_OK;
+    return HARP_OK;
   case TC_MOVE: return infer_move(c, n);
   case TC_REDUCE: return infer_reduce(c, n);
   case TC_GATHER: return infer_gather(c, n);
@@ -618,47 +618,47 @@ static hp_status infer_node(ictx *c, tiny_node *n) {
   }
 }
 
-hp_status tiny_infer(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
+harp_status tiny_infer(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
   ictx c = {e, g, syms, allow_unknown};
   for (int i = 0; i < g->n; i++) {
     tiny_node *n = &g->nodes[i];
     int need_node = tiny_op_class(n->op) == TC_MOVE || n->op == TINY_CAST || n->op == TINY_REDUCE ||
                     tiny_op_class(n->op) == TC_UNARY || n->op == TINY_GATHER;
     for (int k = 0; k < n->nsrc; k++) {
-      if (n->src[k].node >= i) return hp_fail(e, HP_E_INTERNAL, n->id, "graph is not in topological order");
+      if (n->src[k].node >= i) return ut_fail(e, HARP_E_INTERNAL, n->id, "graph is not in topological order");
       if (need_node && n->src[k].node < 0)
-        return hp_fail(e, HP_E_INVALID_ARG, n->id, "%s takes a tensor, not an immediate", tiny_op_name(n->op));
+        return ut_fail(e, HARP_E_INVALID_ARG, n->id, "%s takes a tensor, not an immediate", tiny_op_name(n->op));
     }
     if (infer_node(&c, n)) return e->code;
     if (!allow_unknown || tiny_shape_known(&n->shape)) {
       int64_t numel = tiny_shape_numel(&n->shape);
-      if (numel == -2) return hp_fail(e, HP_E_LIMIT, n->id, "tensor has more than 2^40 elements");
+      if (numel == -2) return ut_fail(e, HARP_E_LIMIT, n->id, "tensor has more than 2^40 elements");
       if (numel == -1 && !allow_unknown)
-        return hp_fail(e, HP_E_UNBOUND_SYMBOL, n->id, "shape depends on an unbound symbol");
+        return ut_fail(e, HARP_E_UNBOUND_SYMBOL, n->id, "shape depends on an unbound symbol");
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status tiny_bind_input(hp_error *e, const tiny_graph *g, int node, int rank, const int64_t *dims,
+harp_status tiny_bind_input(harp_error *e, const tiny_graph *g, int node, int rank, const int64_t *dims,
                           tiny_symtab *syms) {
   const tiny_node *n = &g->nodes[node];
   const tiny_shape *s = &n->a.input.shape;
   if (rank != s->rank)
-    return hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s has rank %d, the model declares rank %d",
+    return ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s has rank %d, the model declares rank %d",
                    n->a.input.tensor_id, rank, s->rank);
   for (int i = 0; i < rank; i++) {
     if (!s->d[i].sym) {
       if (s->d[i].n != dims[i])
-        return hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s axis %d is %" PRId64 ", the model declares %" PRId64,
+        return ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s axis %d is %" PRId64 ", the model declares %" PRId64,
                        n->a.input.tensor_id, i, dims[i], s->d[i].n);
       continue;
     }
     int64_t old;
     if (tiny_symtab_get(syms, s->d[i].sym, &old) && old != dims[i])
-      return hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "input %s axis %d is %" PRId64 " but symbol %s is already %" PRId64,
+      return ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s axis %d is %" PRId64 " but symbol %s is already %" PRId64,
                      n->a.input.tensor_id, i, dims[i], s->d[i].sym, old);
     if (tiny_symtab_set(e, syms, s->d[i].sym, dims[i])) return e->code;
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -36,7 +36,7 @@ typedef struct ival {
 } ival;
 
 typedef struct ictx {
-  hp_error *e;
+  harp_error *e;
   const tiny_graph *g;
   const tiny_symtab *syms;
   ival *vals;
@@ -45,8 +45,8 @@ typedef struct ictx {
 static bool is_int_dtype(tiny_dtype t) { return !tiny_dtype_is_float(t); }
 
 static float round_to(tiny_dtype t, float v) {
-  if (t == TINY_FP16) return hp_round_f16(v);
-  if (t == TINY_BF16) return hp_round_bf16(v);
+  if (t == TINY_FP16) return ut_round_f16(v);
+  if (t == TINY_BF16) return ut_round_bf16(v);
   return v;
 }
 
@@ -65,7 +65,7 @@ static void release(ival *v) {
 }
 
 /* A fresh contiguous value of the given shape. */
-static hp_status fresh(ictx *c, const char *id, bool is_int, int rank, const int64_t *shape, ival *out) {
+static harp_status fresh(ictx *c, const char *id, bool is_int, int rank, const int64_t *shape, ival *out) {
   memset(out, 0, sizeof *out);
   out->rank = rank;
   int64_t n = 1;
@@ -74,18 +74,18 @@ static hp_status fresh(ictx *c, const char *id, bool is_int, int rank, const int
     out->stride[i] = n;
     n *= shape[i];
   }
-  ibuf *b = hp_xcalloc(1, sizeof *b);
-  void *d = hp_xcalloc((size_t)(n ? n : 1), 4);
+  ibuf *b = ut_xcalloc(1, sizeof *b);
+  void *d = ut_xcalloc((size_t)(n ? n : 1), 4);
   if (!b || !d) {
     free(b);
     free(d);
-    return hp_fail(c->e, HP_E_NO_MEMORY, id, "out of memory for %lld elements", (long long)n);
+    return ut_fail(c->e, HARP_E_NO_MEMORY, id, "out of memory for %lld elements", (long long)n);
   }
   b->refs = 1;
   b->is_int = is_int;
   b->data = d;
   out->buf = b;
-  return HP_OK;
+  return HARP_OK;
 }
 
 static ival share(const ival *v) {
@@ -131,7 +131,7 @@ static int32_t ldi(const ival *v, int64_t off) {
 }
 
 /* Copy any view into a fresh contiguous buffer. */
-static hp_status materialize(ictx *c, const char *id, const ival *v, ival *out) {
+static harp_status materialize(ictx *c, const char *id, const ival *v, ival *out) {
   if (fresh(c, id, v->buf->is_int, v->rank, v->shape, out)) return c->e->code;
   int64_t n = numel_of(v);
   mit it;
@@ -141,7 +141,7 @@ static hp_status materialize(ictx *c, const char *id, const ival *v, ival *out) 
     for (int64_t i = 0; i < n; i++, mit_next(&it)) ((int32_t *)out->buf->data)[i] = ((int32_t *)v->buf->data)[it.off[0]];
   else
     for (int64_t i = 0; i < n; i++, mit_next(&it)) ((float *)out->buf->data)[i] = ((float *)v->buf->data)[it.off[0]];
-  return HP_OK;
+  return HARP_OK;
 }
 
 static bool is_contiguous(const ival *v) {
@@ -211,7 +211,7 @@ static int32_t i_binary(tiny_op op, int32_t a, int32_t b) {
 
 /* Float unary/binary ops row by row: the op switch is hoisted out of the
  * inner loop, which walks the last axis with a fixed stride per operand. */
-static hp_status float_rows(tiny_op op, tiny_class cls, const ival *const *vs, ival *out) {
+static harp_status float_rows(tiny_op op, tiny_class cls, const ival *const *vs, ival *out) {
   int r = out->rank, nv = cls == TC_BINARY ? 2 : 1;
   int64_t len = out->shape[r - 1], rows = numel_of(out) / len;
   mit it;
@@ -242,10 +242,10 @@ static hp_status float_rows(tiny_op op, tiny_class cls, const ival *const *vs, i
     }
 #undef LOOP
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
+static harp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
   const ival *vs[TINY_MAX_SRC];
   for (int k = 0; k < n->nsrc; k++) vs[k] = &c->vals[n->src[k].node];
   /* The dtype the arithmetic runs in: that of the value operands. */
@@ -282,10 +282,10 @@ static hp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
       else fo[i] = ldf(vs[v], it.off[v]);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status eval_cast(ictx *c, const tiny_node *n, ival *out) {
+static harp_status eval_cast(ictx *c, const tiny_node *n, ival *out) {
   const ival *x = &c->vals[n->src[0].node];
   tiny_dtype from = c->g->nodes[n->src[0].node].dtype, to = n->a.cast.to;
   if (fresh(c, n->id, is_int_dtype(to), x->rank, x->shape, out)) return c->e->code;
@@ -309,11 +309,11 @@ static hp_status eval_cast(ictx *c, const tiny_node *n, ival *out) {
       ((float *)out->buf->data)[i] = round_to(to, v);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- reduce -------------------------------------------------------------- */
-static hp_status eval_reduce(ictx *c, const tiny_node *n, ival *out) {
+static harp_status eval_reduce(ictx *c, const tiny_node *n, ival *out) {
   const tiny_arg_reduce *a = &n->a.reduce;
   const ival *x = &c->vals[n->src[0].node];
   bool red[R] = {0};
@@ -366,7 +366,7 @@ static hp_status eval_reduce(ictx *c, const tiny_node *n, ival *out) {
       ((float *)out->buf->data)[o] = acc;
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- movement ------------------------------------------------------------ */
@@ -398,7 +398,7 @@ static bool affine_of(const tiny_expr *x, const tiny_symtab *syms, int nvars, in
   }
 }
 
-static hp_status eval_view(ictx *c, const tiny_node *n, const ival *x, ival *out) {
+static harp_status eval_view(ictx *c, const tiny_node *n, const ival *x, ival *out) {
   const tiny_arg_view *a = &n->a.view;
   int r = n->shape.rank;
   int64_t coeff[R][R] = {{0}}, cst[R] = {0};
@@ -413,7 +413,7 @@ static hp_status eval_view(ictx *c, const tiny_node *n, const ival *x, ival *out
       for (int j = 0; j < a->n; j++) out->stride[i] += coeff[j][i] * x->stride[j];
     }
     for (int j = 0; j < a->n; j++) out->off += cst[j] * x->stride[j];
-    return HP_OK;
+    return HARP_OK;
   }
   /* General gather through the index map (floordiv / mod). */
   int64_t shape[R];
@@ -426,7 +426,7 @@ static hp_status eval_view(ictx *c, const tiny_node *n, const ival *x, ival *out
       int64_t v;
       if (!tiny_expr_eval(a->map[j], idx, c->syms, &v) || v < 0 || v >= x->shape[j]) {
         release(out);
-        return hp_fail(c->e, HP_E_INVALID_ARG, n->id, "index_map entry %d leaves the input", j);
+        return ut_fail(c->e, HARP_E_INVALID_ARG, n->id, "index_map entry %d leaves the input", j);
       }
       off += v * x->stride[j];
     }
@@ -434,10 +434,10 @@ static hp_status eval_view(ictx *c, const tiny_node *n, const ival *x, ival *out
     else ((float *)out->buf->data)[i] = ((float *)x->buf->data)[off];
     for (int d = r - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status eval_pad(ictx *c, const tiny_node *n, const ival *x, ival *out) {
+static harp_status eval_pad(ictx *c, const tiny_node *n, const ival *x, ival *out) {
   const tiny_arg_pad *a = &n->a.pad;
   int64_t shape[R], lo[R];
   for (int i = 0; i < n->shape.rank; i++) {
@@ -467,10 +467,10 @@ static hp_status eval_pad(ictx *c, const tiny_node *n, const ival *x, ival *out)
     if (x->buf->is_int) ((int32_t *)out->buf->data)[it.off[0]] = ((int32_t *)x->buf->data)[it.off[1]];
     else ((float *)out->buf->data)[it.off[0]] = ((float *)x->buf->data)[it.off[1]];
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status eval_gather(ictx *c, const tiny_node *n, ival *out) {
+static harp_status eval_gather(ictx *c, const tiny_node *n, ival *out) {
   const ival *x = &c->vals[n->src[0].node], *ix = &c->vals[n->src[1].node];
   int axis = n->a.gather.axis;
   if (fresh(c, n->id, x->buf->is_int, ix->rank, ix->shape, out)) return c->e->code;
@@ -482,7 +482,7 @@ static hp_status eval_gather(ictx *c, const tiny_node *n, ival *out) {
     int32_t k = ldi(ix, it.off[0]);
     if (k < 0 || k >= x->shape[axis]) {
       release(out);
-      return hp_fail(c->e, HP_E_INVALID_ARG, n->id, "GATHER index %d is outside [0, %lld) at element %lld", k,
+      return ut_fail(c->e, HARP_E_INVALID_ARG, n->id, "GATHER index %d is outside [0, %lld) at element %lld", k,
                      (long long)x->shape[axis], (long long)i);
     }
     int64_t off = x->off;
@@ -490,10 +490,10 @@ static hp_status eval_gather(ictx *c, const tiny_node *n, ival *out) {
     if (x->buf->is_int) ((int32_t *)out->buf->data)[i] = ((int32_t *)x->buf->data)[off];
     else ((float *)out->buf->data)[i] = ((float *)x->buf->data)[off];
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
+static harp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
   const ival *x = &c->vals[n->src[0].node];
   int r = n->shape.rank;
   int64_t v;
@@ -510,7 +510,7 @@ static hp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
       out->stride[i] = s;
       s *= out->shape[i];
     }
-    return HP_OK;
+    return HARP_OK;
   }
   case TINY_PERMUTE:
     *out = share(x);
@@ -518,15 +518,15 @@ static hp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
       out->shape[i] = x->shape[n->a.permute.perm[i]];
       out->stride[i] = x->stride[n->a.permute.perm[i]];
     }
-    return HP_OK;
+    return HARP_OK;
   case TINY_EXPAND:
-    if (x->rank != r) return hp_fail(c->e, HP_E_INTERNAL, n->id, "EXPAND was not normalized");
+    if (x->rank != r) return ut_fail(c->e, HARP_E_INTERNAL, n->id, "EXPAND was not normalized");
     *out = share(x);
     for (int i = 0; i < r; i++) {
       out->shape[i] = n->shape.d[i].n;
       if (x->shape[i] == 1 && out->shape[i] != 1) out->stride[i] = 0;
     }
-    return HP_OK;
+    return HARP_OK;
   case TINY_SHRINK:
     *out = share(x);
     for (int i = 0; i < r; i++) {
@@ -537,7 +537,7 @@ static hp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
       out->stride[i] = x->stride[i] * step;
       out->shape[i] = n->shape.d[i].n;
     }
-    return HP_OK;
+    return HARP_OK;
   case TINY_FLIP:
     *out = share(x);
     for (int k = 0; k < n->a.flip.n; k++) {
@@ -545,7 +545,7 @@ static hp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
       if (x->shape[d] > 0) out->off += (x->shape[d] - 1) * x->stride[d];
       out->stride[d] = -x->stride[d];
     }
-    return HP_OK;
+    return HARP_OK;
   case TINY_PAD: return eval_pad(c, n, x, out);
   case TINY_VIEW: return eval_view(c, n, x, out);
   case TINY_POOL: {
@@ -561,81 +561,81 @@ static hp_status eval_move(ictx *c, const tiny_node *n, ival *out) {
       out->stride[x->rank + m] = dl * x->stride[lead + m];
     }
     for (int i = 0; i < r; i++) out->shape[i] = n->shape.d[i].n;
-    return HP_OK;
+    return HARP_OK;
   }
-  default: return hp_fail(c->e, HP_E_INTERNAL, n->id, "not a movement op");
+  default: return ut_fail(c->e, HARP_E_INTERNAL, n->id, "not a movement op");
   }
 }
 
 /* ---- leaves -------------------------------------------------------------- */
-static hp_status eval_input(ictx *c, const tiny_node *n, const hp_tensor *t, ival *out) {
+static harp_status eval_input(ictx *c, const tiny_node *n, const ut_tensor *t, ival *out) {
   if (t->dtype != n->dtype)
-    return hp_fail(c->e, HP_E_INPUT_MISMATCH, n->id, "input %s is %s, the model expects %s", n->a.input.tensor_id,
+    return ut_fail(c->e, HARP_E_INPUT_MISMATCH, n->id, "input %s is %s, the model expects %s", n->a.input.tensor_id,
                    tiny_dtype_name(t->dtype), tiny_dtype_name(n->dtype));
   bool ok = t->rank == n->shape.rank;
   for (int i = 0; ok && i < t->rank; i++) ok = t->shape[i] == n->shape.d[i].n;
   if (!ok) {
     char want[256];
     tiny_shape_format(&n->shape, want, sizeof want);
-    return hp_fail(c->e, HP_E_INPUT_MISMATCH, n->id, "input %s has the wrong shape; the model expects %s",
+    return ut_fail(c->e, HARP_E_INPUT_MISMATCH, n->id, "input %s has the wrong shape; the model expects %s",
                    n->a.input.tensor_id, want);
   }
   if (fresh(c, n->id, is_int_dtype(n->dtype), t->rank, t->shape, out)) return c->e->code;
   int64_t cnt = numel_of(out);
   for (int64_t i = 0; i < cnt; i++) {
-    if (out->buf->is_int) ((int32_t *)out->buf->data)[i] = (int32_t)hp_tensor_get(t, i);
-    else ((float *)out->buf->data)[i] = hp_tensor_get(t, i);
+    if (out->buf->is_int) ((int32_t *)out->buf->data)[i] = (int32_t)ut_tensor_get(t, i);
+    else ((float *)out->buf->data)[i] = ut_tensor_get(t, i);
   }
   if (t->dtype == TINY_I32) /* exact, not through float */
     for (int64_t i = 0; i < cnt; i++) ((int32_t *)out->buf->data)[i] = ((const int32_t *)t->data)[i];
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status eval_const(ictx *c, const tiny_node *n, ival *out) {
+static harp_status eval_const(ictx *c, const tiny_node *n, ival *out) {
   if (fresh(c, n->id, is_int_dtype(n->dtype), 0, NULL, out)) return c->e->code;
   double v = n->a.cnst.value;
   if (n->dtype == TINY_BOOL) ((int32_t *)out->buf->data)[0] = v != 0;
   else if (n->dtype == TINY_I32) ((int32_t *)out->buf->data)[0] = isnan(v) ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
   else ((float *)out->buf->data)[0] = round_to(n->dtype, (float)v);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- driver -------------------------------------------------------------- */
-static hp_status to_tensor(ictx *c, const tiny_node *n, const ival *v, hp_tensor *t) {
+static harp_status to_tensor(ictx *c, const tiny_node *n, const ival *v, ut_tensor *t) {
   int64_t shape[R];
   for (int i = 0; i < v->rank; i++) shape[i] = v->shape[i];
-  if (hp_tensor_alloc(c->e, t, n->dtype, v->rank, shape)) return c->e->code;
-  int64_t cnt = hp_tensor_numel(t);
+  if (ut_tensor_alloc(c->e, t, n->dtype, v->rank, shape)) return c->e->code;
+  int64_t cnt = ut_tensor_numel(t);
   mit it;
   const ival *vs[1] = {v};
   mit_init(&it, v->rank, v->shape, 1, vs);
   for (int64_t i = 0; i < cnt; i++, mit_next(&it)) {
     if (n->dtype == TINY_I32) ((int32_t *)t->data)[i] = ldi(v, it.off[0]);
     else if (n->dtype == TINY_BOOL) ((uint8_t *)t->data)[i] = ldi(v, it.off[0]) != 0;
-    else hp_tensor_set(t, i, ldf(v, it.off[0])); /* rounds fp16/bf16 */
+    else ut_tensor_set(t, i, ldf(v, it.off[0])); /* rounds fp16/bf16 */
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status run(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs, int ninputs,
-                     const int *want, int nwant, hp_tensor *outs) {
-  ictx c = {e, g, syms, hp_xcalloc((size_t)g->n + 1, sizeof(ival))};
-  int *uses = hp_xcalloc((size_t)g->n + 1, sizeof(int));
-  hp_status st = HP_OK;
+static harp_status run(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                     const int *want, int nwant, ut_tensor *outs) {
+  ictx c = {e, g, syms, ut_xcalloc((size_t)g->n + 1, sizeof(ival))};
+  int *uses = ut_xcalloc((size_t)g->n + 1, sizeof(int));
+  harp_status st = HARP_OK;
   if (!c.vals || !uses) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (int i = 0; i < nwant; i++) memset(&outs[i], 0, sizeof outs[i]);
   for (int i = 0; i < g->n; i++) {
     const tiny_node *n = &g->nodes[i];
     if (!tiny_shape_known(&n->shape)) {
-      st = hp_fail(e, HP_E_UNBOUND_SYMBOL, n->id, "shape is not bound; run tiny_prepare with every symbol");
+      st = ut_fail(e, HARP_E_UNBOUND_SYMBOL, n->id, "shape is not bound; run tiny_prepare with every symbol");
       goto done;
     }
     for (int k = 0; k < n->nsrc; k++) {
       if (n->src[k].node < 0) {
-        st = hp_fail(e, HP_E_INTERNAL, n->id, "immediate operand: the graph is not normalized");
+        st = ut_fail(e, HARP_E_INTERNAL, n->id, "immediate operand: the graph is not normalized");
         goto done;
       }
       uses[n->src[k].node]++;
@@ -649,7 +649,7 @@ static hp_status run(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, 
     switch (tiny_op_class(n->op)) {
     case TC_LEAF:
       if (n->op == TINY_INPUT) {
-        if (in_k >= ninputs) st = hp_fail(e, HP_E_INPUT_MISMATCH, n->id, "no tensor given for input %s", n->a.input.tensor_id);
+        if (in_k >= ninputs) st = ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "no tensor given for input %s", n->a.input.tensor_id);
         else st = eval_input(&c, n, &inputs[in_k++], out);
       } else {
         st = eval_const(&c, n, out);
@@ -667,10 +667,10 @@ static hp_status run(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, 
     if (uses[i] == 0) release(out);
   }
   if (!st && in_k != ninputs)
-    st = hp_fail(e, HP_E_INPUT_MISMATCH, NULL, "%d input tensors given, the model has %d inputs", ninputs, in_k);
+    st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d input tensors given, the model has %d inputs", ninputs, in_k);
   for (int k = 0; k < nwant && !st; k++) st = to_tensor(&c, &g->nodes[want[k]], &c.vals[want[k]], &outs[k]);
   if (st)
-    for (int k = 0; k < nwant; k++) hp_tensor_free(&outs[k]);
+    for (int k = 0; k < nwant; k++) ut_tensor_free(&outs[k]);
 done:
   if (c.vals)
     for (int i = 0; i < g->n; i++)
@@ -680,14 +680,14 @@ done:
   return st;
 }
 
-hp_status tiny_interp(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs, int ninputs,
-                      hp_tensor *outputs) {
+harp_status tiny_interp(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                      ut_tensor *outputs) {
   return run(e, g, syms, inputs, ninputs, g->outputs, g->noutputs, outputs);
 }
 
-hp_status tiny_interp_nodes(hp_error *e, const tiny_graph *g, const tiny_symtab *syms, const hp_tensor *inputs,
-                            int ninputs, const int *want, int nwant, hp_tensor *values) {
+harp_status tiny_interp_nodes(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs,
+                            int ninputs, const int *want, int nwant, ut_tensor *values) {
   for (int k = 0; k < nwant; k++)
-    if (want[k] < 0 || want[k] >= g->n) return hp_fail(e, HP_E_INTERNAL, NULL, "node index out of range");
+    if (want[k] < 0 || want[k] >= g->n) return ut_fail(e, HARP_E_INTERNAL, NULL, "node index out of range");
   return run(e, g, syms, inputs, ninputs, want, nwant, values);
 }

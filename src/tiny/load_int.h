@@ -7,7 +7,7 @@
 #include "tiny_int.h"
 
 typedef struct lctx {
-  hp_error *e;
+  harp_error *e;
   tiny_graph *g;
   const char *file;
   const char *node; /* id of the node being read, for errors */
@@ -41,10 +41,10 @@ typedef struct ld_rec {
   tiny_args args;
   const char *tag;
 } ld_rec;
-hp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node);
-/* Dependency order of recs into order[n]; HP_E_CYCLE if there is none. */
-hp_status ld_toposort(lctx *c, const ld_rec *recs, int n, int *order);
+harp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node);
+/* Dependency order of recs into order[n]; HARP_E_CYCLE if there is none. */
+harp_status ld_toposort(lctx *c, const ld_rec *recs, int n, int *order);
 
-hp_status tiny_load_ops_dialect(lctx *c, json_t *root);
+harp_status tiny_load_ops_dialect(lctx *c, json_t *root);
 
 #endif

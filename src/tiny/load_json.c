@@ -16,10 +16,10 @@
 
 #define MAX_MODEL_BYTES ((size_t)256 << 20)
 
-static bool lfail(lctx *c, hp_status code, const char *fmt, const char *a, const char *b) {
+static bool lfail(lctx *c, harp_status code, const char *fmt, const char *a, const char *b) {
   char msg[512];
   snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
-  hp_fail(c->e, code, c->node, "%s", msg);
+  ut_fail(c->e, code, c->node, "%s", msg);
   if (c->file && !c->e->file[0]) snprintf(c->e->file, sizeof c->e->file, "%s", c->file);
   return false;
 }
@@ -34,43 +34,43 @@ static bool is_ident(const char *s) {
 bool ld_dim(lctx *c, json_t *v, const char *what, tiny_dim *out) {
   if (json_is_integer(v)) {
     json_int_t x = json_integer_value(v);
-    if (x < 0 || x > TINY_MAX_DIM) return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, "value out of range [0, 2^40]");
+    if (x < 0 || x > TINY_MAX_DIM) return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, "value out of range [0, 2^40]");
     *out = tiny_dim_int(x);
     return true;
   }
   if (json_is_real(v)) {
     double d = json_real_value(v);
     if (d != floor(d) || d < 0 || d > (double)TINY_MAX_DIM)
-      return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, "expected a non-negative integer");
+      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, "expected a non-negative integer");
     *out = tiny_dim_int((int64_t)d);
     return true;
   }
   if (json_is_string(v)) {
     const char *s = json_string_value(v);
     if (*s && strspn(s, "0123456789") == strlen(s)) {
-      if (strlen(s) > 13) return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, "value out of range [0, 2^40]");
+      if (strlen(s) > 13) return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, "value out of range [0, 2^40]");
       *out = tiny_dim_int(strtoll(s, NULL, 10));
       return true;
     }
-    if (!is_ident(s)) return lfail(c, HP_E_INVALID_ARG, "%s: \"%s\" is neither an integer nor a symbol name", what, s);
+    if (!is_ident(s)) return lfail(c, HARP_E_INVALID_ARG, "%s: \"%s\" is neither an integer nor a symbol name", what, s);
     *out = tiny_dim_sym(s); /* the builder copies it */
     return true;
   }
   char buf[128];
-  snprintf(buf, sizeof buf, "expected an integer or a symbol, got %s", hp_json_kind(v));
-  return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, buf);
+  snprintf(buf, sizeof buf, "expected an integer or a symbol, got %s", ut_json_kind(v));
+  return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, buf);
 }
 
 static bool need_array(lctx *c, json_t *v, const char *what) {
   if (!json_is_array(v)) {
     char buf[128];
-    snprintf(buf, sizeof buf, "expected an array, got %s", v ? hp_json_kind(v) : "nothing");
-    return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, buf);
+    snprintf(buf, sizeof buf, "expected an array, got %s", v ? ut_json_kind(v) : "nothing");
+    return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, buf);
   }
   if (json_array_size(v) > TINY_MAX_RANK) {
     char buf[64];
     snprintf(buf, sizeof buf, "more than %d entries", TINY_MAX_RANK);
-    return lfail(c, HP_E_LIMIT, "%s: %s", what, buf);
+    return lfail(c, HARP_E_LIMIT, "%s: %s", what, buf);
   }
   return true;
 }
@@ -94,7 +94,7 @@ bool ld_ints(lctx *c, json_t *v, const char *what, int *out, int *n) {
   for (int i = 0; i < *n; i++) {
     json_t *x = json_array_get(v, (size_t)i);
     if (!json_is_integer(x) || json_integer_value(x) < -TINY_MAX_RANK || json_integer_value(x) > 1000)
-      return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, "expected small integers");
+      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, "expected small integers");
     out[i] = (int)json_integer_value(x);
   }
   return true;
@@ -111,12 +111,12 @@ bool ld_number(lctx *c, json_t *v, const char *what, double *out) {
     if (!strcmp(s, "-inf")) return *out = -INFINITY, true;
     if (!strcmp(s, "nan")) return *out = NAN, true;
   }
-  return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, "expected a number (or \"inf\", \"-inf\", \"nan\")");
+  return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, "expected a number (or \"inf\", \"-inf\", \"nan\")");
 }
 
 bool ld_dtype(lctx *c, json_t *v, const char *what, tiny_dtype *out) {
   int t = json_is_string(v) ? tiny_dtype_parse(json_string_value(v)) : -1;
-  if (t < 0) return lfail(c, HP_E_INVALID_ARG, "%s: %s", what, "expected one of fp16, bf16, fp32, i32, bool");
+  if (t < 0) return lfail(c, HARP_E_INVALID_ARG, "%s: %s", what, "expected one of fp16, bf16, fp32, i32, bool");
   *out = (tiny_dtype)t;
   return true;
 }
@@ -127,7 +127,7 @@ bool ld_only_keys(lctx *c, json_t *obj, const char *where, const char *const *al
   json_object_foreach(obj, key, val) {
     bool ok = false;
     for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(key, allowed[i]) == 0;
-    if (!ok) return lfail(c, HP_E_INVALID_ARG, "%s: unknown key \"%s\"", where, key);
+    if (!ok) return lfail(c, HARP_E_INVALID_ARG, "%s: unknown key \"%s\"", where, key);
   }
   return true;
 }
@@ -135,7 +135,7 @@ bool ld_only_keys(lctx *c, json_t *obj, const char *where, const char *const *al
 /* ---- args --------------------------------------------------------------- */
 static json_t *req(lctx *c, json_t *arg, const char *key) {
   json_t *v = json_object_get(arg, key);
-  if (!v) lfail(c, HP_E_INVALID_ARG, "arg: missing \"%s\"", key, NULL);
+  if (!v) lfail(c, HARP_E_INVALID_ARG, "arg: missing \"%s\"", key, NULL);
   return v;
 }
 
@@ -145,7 +145,7 @@ static bool ld_pad_pairs(lctx *c, json_t *v, tiny_arg_pad *a) {
   for (int i = 0; i < a->n; i++) {
     json_t *p = json_array_get(v, (size_t)i);
     if (!json_is_array(p) || json_array_size(p) != 2)
-      return lfail(c, HP_E_INVALID_ARG, "%s: %s", "pad", "each entry must be [lo, hi]");
+      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "pad", "each entry must be [lo, hi]");
     if (!ld_dim(c, json_array_get(p, 0), "pad", &a->lo[i]) || !ld_dim(c, json_array_get(p, 1), "pad", &a->hi[i]))
       return false;
   }
@@ -165,10 +165,10 @@ static bool ld_index_map(lctx *c, json_t *v, int out_rank, tiny_arg_view *a) {
     json_t *x = json_array_get(v, (size_t)j);
     if (json_is_integer(x)) {
       a->map[j] = tiny_x_const(c->g, json_integer_value(x));
-      if (!a->map[j]) return lfail(c, HP_E_NO_MEMORY, "%s%s", "out of memory", NULL);
+      if (!a->map[j]) return lfail(c, HARP_E_NO_MEMORY, "%s%s", "out of memory", NULL);
       continue;
     }
-    if (!json_is_string(x)) return lfail(c, HP_E_INVALID_ARG, "%s: %s", "index_map", "entries must be strings");
+    if (!json_is_string(x)) return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "index_map", "entries must be strings");
     if (tiny_expr_parse(c->e, c->g, json_string_value(x), out_rank, &a->map[j])) {
       snprintf(c->e->node, sizeof c->e->node, "%s", c->node ? c->node : "");
       return false;
@@ -182,10 +182,10 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
   tiny_argkind k = tiny_op_argkind(op);
   if (k == TA_NONE) {
     if (arg && (!json_is_object(arg) || json_object_size(arg) > 0))
-      return lfail(c, HP_E_INVALID_ARG, "%s takes no arg%s", tiny_op_name(op), NULL);
+      return lfail(c, HARP_E_INVALID_ARG, "%s takes no arg%s", tiny_op_name(op), NULL);
     return true;
   }
-  if (!arg || !json_is_object(arg)) return lfail(c, HP_E_INVALID_ARG, "%s needs an \"arg\" object%s", tiny_op_name(op), NULL);
+  if (!arg || !json_is_object(arg)) return lfail(c, HARP_E_INVALID_ARG, "%s needs an \"arg\" object%s", tiny_op_name(op), NULL);
   json_t *v;
   switch (k) {
   case TA_INPUT: {
@@ -193,14 +193,14 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
     if (!ld_only_keys(c, arg, "INPUT arg", keys)) return false;
     if (!(v = req(c, arg, "tensor_id"))) return false;
     if (!json_is_string(v) || !json_string_length(v))
-      return lfail(c, HP_E_INVALID_ARG, "%s: %s", "tensor_id", "expected a non-empty string");
+      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "tensor_id", "expected a non-empty string");
     out->input.tensor_id = json_string_value(v);
     if (!(v = req(c, arg, "dtype")) || !ld_dtype(c, v, "dtype", &out->input.dtype)) return false;
     if (!(v = req(c, arg, "shape")) || !ld_shape(c, v, "shape", &out->input.shape)) return false;
     if ((v = json_object_get(arg, "storage"))) {
       const char *s = json_is_string(v) ? json_string_value(v) : "";
       if (strcmp(s, "input") && strcmp(s, "param"))
-        return lfail(c, HP_E_INVALID_ARG, "%s: %s", "storage", "expected \"input\" or \"param\"");
+        return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "storage", "expected \"input\" or \"param\"");
       out->input.storage = s;
     }
     return true;
@@ -250,16 +250,16 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
       for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
         json_t *x = json_array_get(v, i);
         if (json_is_integer(x) && json_integer_value(x) < 0) {
-          hp_fail(c->e, HP_E_NEGATIVE_STRIDE, c->node, "SHRINK step %lld is negative; use FLIP to reverse an axis",
+          ut_fail(c->e, HARP_E_NEGATIVE_STRIDE, c->node, "SHRINK step %lld is negative; use FLIP to reverse an axis",
                   (long long)json_integer_value(x));
           return false;
         }
       }
       if (!ld_dims(c, v, "step", out->shrink.step, &ns)) return false;
       out->shrink.has_step = true;
-      if (ns != nl) return lfail(c, HP_E_INVALID_ARG, "SHRINK: %s%s", "lo, hi and step need the same length", NULL);
+      if (ns != nl) return lfail(c, HARP_E_INVALID_ARG, "SHRINK: %s%s", "lo, hi and step need the same length", NULL);
     }
-    if (nl != nh) return lfail(c, HP_E_INVALID_ARG, "SHRINK: %s%s", "lo and hi need the same length", NULL);
+    if (nl != nh) return lfail(c, HARP_E_INVALID_ARG, "SHRINK: %s%s", "lo and hi need the same length", NULL);
     return true;
   }
   case TA_FLIP: {
@@ -281,9 +281,9 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
       return false;
     for (int i = 0; i < p->n; i++) p->stride[i] = p->dilation[i] = tiny_dim_int(1);
     if ((v = json_object_get(arg, "stride")) && (!ld_dims(c, v, "stride", p->stride, &n2) || n2 != p->n))
-      return c->e->code ? false : lfail(c, HP_E_INVALID_ARG, "POOL: %s%s", "stride needs one entry per kernel axis", NULL);
+      return c->e->code ? false : lfail(c, HARP_E_INVALID_ARG, "POOL: %s%s", "stride needs one entry per kernel axis", NULL);
     if ((v = json_object_get(arg, "dilation")) && (!ld_dims(c, v, "dilation", p->dilation, &n2) || n2 != p->n))
-      return c->e->code ? false : lfail(c, HP_E_INVALID_ARG, "POOL: %s%s", "dilation needs one entry per kernel axis", NULL);
+      return c->e->code ? false : lfail(c, HARP_E_INVALID_ARG, "POOL: %s%s", "dilation needs one entry per kernel axis", NULL);
     return true;
   }
   case TA_CAST: {
@@ -298,7 +298,7 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
     if (!strcmp(s, "SUM")) r->op = TINY_RSUM;
     else if (!strcmp(s, "MAX")) r->op = TINY_RMAX;
     else if (!strcmp(s, "MIN")) r->op = TINY_RMIN;
-    else return lfail(c, HP_E_INVALID_ARG, "%s: %s", "REDUCE op", "expected SUM, MAX or MIN");
+    else return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "REDUCE op", "expected SUM, MAX or MIN");
     if (!(v = req(c, arg, "axes")) || !ld_dims(c, v, "axes", r->axes, &r->n)) return false;
     if ((v = json_object_get(arg, "dtype"))) {
       if (!ld_dtype(c, v, "dtype", &r->dtype)) return false;
@@ -314,7 +314,7 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
     static const char *const keys[] = {"axis", NULL};
     if (!ld_only_keys(c, arg, "GATHER arg", keys) || !(v = req(c, arg, "axis"))) return false;
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TINY_MAX_RANK)
-      return lfail(c, HP_E_INVALID_ARG, "%s: %s", "axis", "expected an axis index");
+      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "axis", "expected an axis index");
     out->gather.axis = (int)json_integer_value(v);
     return true;
   }
@@ -324,14 +324,14 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
 }
 
 /* ---- dependency order ---------------------------------------------------- */
-hp_status ld_toposort(lctx *c, const ld_rec *recs, int n, int *order) {
-  int *indeg = hp_xcalloc((size_t)n + 1, sizeof(int));
-  int *users_start = hp_xcalloc((size_t)n + 2, sizeof(int));
-  int *users = hp_xmalloc(sizeof(int) * ((size_t)n * TINY_MAX_SRC + 1));
-  int *fill = hp_xcalloc((size_t)n + 1, sizeof(int));
-  hp_status st = HP_OK;
+harp_status ld_toposort(lctx *c, const ld_rec *recs, int n, int *order) {
+  int *indeg = ut_xcalloc((size_t)n + 1, sizeof(int));
+  int *users_start = ut_xcalloc((size_t)n + 2, sizeof(int));
+  int *users = ut_xmalloc(sizeof(int) * ((size_t)n * TINY_MAX_SRC + 1));
+  int *fill = ut_xcalloc((size_t)n + 1, sizeof(int));
+  harp_status st = HARP_OK;
   if (!indeg || !users_start || !users || !fill) {
-    st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   /* CSR of users, then Kahn's algorithm; ties keep file order. */
@@ -374,7 +374,7 @@ hp_status ld_toposort(lctx *c, const ld_rec *recs, int n, int *order) {
   if (tail < n)
     for (int i = 0; i < n; i++)
       if (indeg[i]) {
-        st = hp_fail(c->e, HP_E_CYCLE, recs[i].id, "the graph has a cycle through this node");
+        st = ut_fail(c->e, HARP_E_CYCLE, recs[i].id, "the graph has a cycle through this node");
         break;
       }
 done:
@@ -385,10 +385,10 @@ done:
   return st;
 }
 
-hp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node) {
-  int *order = hp_xmalloc(sizeof(int) * ((size_t)n + 1));
-  if (!order) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = ld_toposort(c, recs, n, order);
+harp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node) {
+  int *order = ut_xmalloc(sizeof(int) * ((size_t)n + 1));
+  if (!order) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = ld_toposort(c, recs, n, order);
   for (int t = 0; t < n && !st; t++) {
     ld_rec *r = &recs[order[t]];
     tiny_src src[TINY_MAX_SRC];
@@ -396,10 +396,10 @@ hp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node) {
       src[k] = (tiny_src){r->src_rec[k] >= 0 ? rec_to_node[r->src_rec[k]] : -1, r->imm[k]};
     int idx = tiny_add(c->g, r->id, r->op, src, r->nsrc, tiny_op_argkind(r->op) == TA_NONE ? NULL : &r->args);
     if (idx < 0) {
-      st = hp_fail(c->e, c->g->err.code, c->g->err.node, "%s", c->g->err.msg);
+      st = ut_fail(c->e, c->g->err.code, c->g->err.node, "%s", c->g->err.msg);
       break;
     }
-    if (r->tag) c->g->nodes[idx].tag = hp_arena_strdup(c->g->arena, r->tag);
+    if (r->tag) c->g->nodes[idx].tag = ut_arena_strdup(c->g->arena, r->tag);
     rec_to_node[order[t]] = idx;
   }
   free(order);
@@ -407,37 +407,37 @@ hp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node) {
 }
 
 /* ---- canonical dialect ---------------------------------------------------- */
-static hp_status load_uops(lctx *c, json_t *root) {
+static harp_status load_uops(lctx *c, json_t *root) {
   static const char *const top_keys[] = {"uops", "outputs", "name", "comment", "meta", NULL};
   static const char *const node_keys[] = {"id", "uop", "src", "arg", "tag", NULL};
   if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
   json_t *uops = json_object_get(root, "uops");
-  if (!json_is_array(uops)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"uops\" must be an array");
+  if (!json_is_array(uops)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"uops\" must be an array");
   size_t n = json_array_size(uops);
-  if (n > TINY_MAX_NODES) return hp_fail(c->e, HP_E_LIMIT, NULL, "more than %d nodes", TINY_MAX_NODES);
-  ld_rec *recs = hp_xcalloc(n + 1, sizeof *recs);
-  int *rec_to_node = hp_xcalloc(n + 1, sizeof(int));
-  hp_status st = HP_OK;
+  if (n > TINY_MAX_NODES) return ut_fail(c->e, HARP_E_LIMIT, NULL, "more than %d nodes", TINY_MAX_NODES);
+  ld_rec *recs = ut_xcalloc(n + 1, sizeof *recs);
+  int *rec_to_node = ut_xcalloc(n + 1, sizeof(int));
+  harp_status st = HARP_OK;
   if (!recs || !rec_to_node) {
-    st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   /* Pass 1: ids, so sources can point forward. */
   tiny_graph *ids = tiny_graph_new(); /* only its id map is used */
   if (!ids) {
-    st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   for (size_t i = 0; i < n && !st; i++) {
     json_t *u = json_array_get(uops, i);
     c->node = NULL;
     if (!json_is_object(u)) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "uops[%zu] is %s, not an object", i, hp_json_kind(u));
+      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "uops[%zu] is %s, not an object", i, ut_json_kind(u));
       break;
     }
     json_t *id = json_object_get(u, "id");
     if (!json_is_string(id) || !json_string_length(id) || json_string_length(id) > 120) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "uops[%zu]: \"id\" must be a non-empty string of at most 120 bytes", i);
+      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "uops[%zu]: \"id\" must be a non-empty string of at most 120 bytes", i);
       break;
     }
     recs[i].id = json_string_value(id);
@@ -447,12 +447,12 @@ static hp_status load_uops(lctx *c, json_t *root) {
       break;
     }
     if (tiny_find(ids, recs[i].id) >= 0) {
-      st = hp_fail(c->e, HP_E_DUPLICATE_ID, recs[i].id, "node id \"%s\" is used twice", recs[i].id);
+      st = ut_fail(c->e, HARP_E_DUPLICATE_ID, recs[i].id, "node id \"%s\" is used twice", recs[i].id);
       break;
     }
     tiny_arg_input dummy = {.tensor_id = "x"};
     if (tiny_add(ids, recs[i].id, TINY_INPUT, NULL, 0, &dummy) < 0) {
-      st = hp_fail(c->e, ids->err.code, recs[i].id, "%s", ids->err.msg);
+      st = ut_fail(c->e, ids->err.code, recs[i].id, "%s", ids->err.msg);
       break;
     }
   }
@@ -464,20 +464,20 @@ static hp_status load_uops(lctx *c, json_t *root) {
     json_t *op = json_object_get(u, "uop");
     int opi = json_is_string(op) ? tiny_op_parse(json_string_value(op)) : -1;
     if (opi < 0) {
-      st = json_is_string(op) ? hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown uop \"%s\"", json_string_value(op))
-                              : hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"uop\" must be a string");
+      st = json_is_string(op) ? ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown uop \"%s\"", json_string_value(op))
+                              : ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"uop\" must be a string");
       break;
     }
     r->op = (tiny_op)opi;
     json_t *src = json_object_get(u, "src");
     if (src && !json_is_array(src)) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"src\" must be an array");
+      st = ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"src\" must be an array");
       break;
     }
     size_t ns = src ? json_array_size(src) : 0;
     int arity = tiny_op_arity(r->op);
     if (ns != (size_t)arity) {
-      st = hp_fail(c->e, HP_E_ARITY, r->id, "%s takes %d source%s, got %zu", tiny_op_name(r->op), arity,
+      st = ut_fail(c->e, HARP_E_ARITY, r->id, "%s takes %d source%s, got %zu", tiny_op_name(r->op), arity,
                    arity == 1 ? "" : "s", ns);
       break;
     }
@@ -487,19 +487,19 @@ static hp_status load_uops(lctx *c, json_t *root) {
       if (json_is_string(s)) {
         int idx = tiny_find(ids, json_string_value(s));
         if (idx < 0)
-          st = hp_fail(c->e, HP_E_DANGLING, r->id, "source \"%s\" is not a node", json_string_value(s));
+          st = ut_fail(c->e, HARP_E_DANGLING, r->id, "source \"%s\" is not a node", json_string_value(s));
         r->src_rec[k] = idx;
       } else if (json_is_number(s)) {
         r->src_rec[k] = -1;
         r->imm[k] = json_number_value(s);
       } else {
-        st = hp_fail(c->e, HP_E_INVALID_ARG, r->id, "src[%zu] must be a node id or a number, got %s", k, hp_json_kind(s));
+        st = ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "src[%zu] must be a node id or a number, got %s", k, ut_json_kind(s));
       }
     }
     if (st) break;
     json_t *tag = json_object_get(u, "tag");
     if (tag && !json_is_string(tag)) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"tag\" must be a string");
+      st = ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"tag\" must be a string");
       break;
     }
     r->tag = tag ? json_string_value(tag) : NULL;
@@ -511,17 +511,17 @@ static hp_status load_uops(lctx *c, json_t *root) {
   if (!st && outs) {
     c->node = NULL;
     if (!json_is_array(outs) || json_array_size(outs) == 0) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of node ids");
+      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of node ids");
       goto done;
     }
     for (size_t k = 0; k < json_array_size(outs) && !st; k++) {
       json_t *o = json_array_get(outs, k);
       int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
       if (idx < 0)
-        st = hp_fail(c->e, HP_E_DANGLING, json_is_string(o) ? json_string_value(o) : NULL,
+        st = ut_fail(c->e, HARP_E_DANGLING, json_is_string(o) ? json_string_value(o) : NULL,
                      "output is not a node id of this model");
       else if (tiny_mark_output(c->g, idx) < 0)
-        st = hp_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+        st = ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
     }
   }
 done:
@@ -551,19 +551,19 @@ static void strip_comments(char *s, size_t len) {
   }
 }
 
-hp_status tiny_load_json(hp_error *e, const char *text, size_t len, const char *filename, tiny_graph **out) {
+harp_status tiny_load_json(harp_error *e, const char *text, size_t len, const char *filename, tiny_graph **out) {
   *out = NULL;
-  if (len > MAX_MODEL_BYTES) return hp_fail_at(e, HP_E_LIMIT, filename, 0, 0, "model larger than 256 MiB");
-  char *buf = hp_xmalloc(len + 1);
-  if (!buf) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (len > MAX_MODEL_BYTES) return ut_fail_at(e, HARP_E_LIMIT, filename, 0, 0, "model larger than 256 MiB");
+  char *buf = ut_xmalloc(len + 1);
+  if (!buf) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(buf, text, len);
   buf[len] = 0;
   strip_comments(buf, len);
   json_error_t je;
   json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
-    hp_fail_at(e, HP_E_PARSE, filename, je.line, je.column, "invalid JSON: %s", je.text);
-    hp_error_set_snippet(e, text, je.line, je.column);
+    ut_fail_at(e, HARP_E_PARSE, filename, je.line, je.column, "invalid JSON: %s", je.text);
+    ut_error_set_snippet(e, text, je.line, je.column);
     free(buf);
     return e->code;
   }
@@ -571,18 +571,18 @@ hp_status tiny_load_json(hp_error *e, const char *text, size_t len, const char *
   tiny_graph *g = tiny_graph_new();
   if (!g) {
     json_decref(root);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   lctx c = {e, g, filename, NULL};
-  hp_status st;
+  harp_status st;
   if (!json_is_object(root))
-    st = hp_fail_at(e, HP_E_INVALID_ARG, filename, 0, 0, "a model is a JSON object, got %s", hp_json_kind(root));
+    st = ut_fail_at(e, HARP_E_INVALID_ARG, filename, 0, 0, "a model is a JSON object, got %s", ut_json_kind(root));
   else if (json_object_get(root, "uops"))
     st = load_uops(&c, root);
   else if (json_object_get(root, "ops"))
     st = tiny_load_ops_dialect(&c, root);
   else
-    st = hp_fail_at(e, HP_E_INVALID_ARG, filename, 0, 0, "a model needs \"uops\" (seed 001) or \"ops\" (seed 000)");
+    st = ut_fail_at(e, HARP_E_INVALID_ARG, filename, 0, 0, "a model needs \"uops\" (seed 001) or \"ops\" (seed 000)");
   json_decref(root);
   if (st) {
     if (!e->file[0] && filename) snprintf(e->file, sizeof e->file, "%s", filename);
@@ -590,15 +590,15 @@ hp_status tiny_load_json(hp_error *e, const char *text, size_t len, const char *
     return st;
   }
   *out = g;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status tiny_load_file(hp_error *e, const char *path, tiny_graph **out) {
+harp_status tiny_load_file(harp_error *e, const char *path, tiny_graph **out) {
   char *text;
   size_t len;
   *out = NULL;
-  if (hp_read_file(e, path, MAX_MODEL_BYTES, &text, &len)) return e->code;
-  hp_status s = tiny_load_json(e, text, len, path, out);
+  if (ut_read_file(e, path, MAX_MODEL_BYTES, &text, &len)) return e->code;
+  harp_status s = tiny_load_json(e, text, len, path, out);
   free(text);
   return s;
 }

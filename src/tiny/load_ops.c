@@ -57,7 +57,7 @@ static json_t *canonical_attrs(lctx *c, tiny_op op, json_t *attrs) {
     for (int i = 0; aliases[i][0]; i++)
       if (strcmp(key, aliases[i][0]) == 0) k = aliases[i][1];
     if (json_object_get(o, k)) {
-      hp_fail(c->e, HP_E_INVALID_ARG, c->node, "attrs give \"%s\" twice (under two names)", k);
+      ut_fail(c->e, HARP_E_INVALID_ARG, c->node, "attrs give \"%s\" twice (under two names)", k);
       json_decref(o);
       return NULL;
     }
@@ -80,13 +80,13 @@ static decl *find_decl(decl *d, int n, const char *name) {
   return NULL;
 }
 
-static hp_status parse_values(lctx *c, json_t *values, decl **out, int *nout) {
+static harp_status parse_values(lctx *c, json_t *values, decl **out, int *nout) {
   *out = NULL;
   *nout = 0;
-  if (!values) return HP_OK;
-  if (!json_is_object(values)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"values\" must be an object");
-  decl *d = hp_xcalloc(json_object_size(values) + 1, sizeof *d);
-  if (!d) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!values) return HARP_OK;
+  if (!json_is_object(values)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"values\" must be an object");
+  decl *d = ut_xcalloc(json_object_size(values) + 1, sizeof *d);
+  if (!d) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   const char *key;
   json_t *val;
   int n = 0;
@@ -95,7 +95,7 @@ static hp_status parse_values(lctx *c, json_t *values, decl **out, int *nout) {
     c->node = key;
     d[n].name = key;
     if (!json_is_object(val) || !ld_only_keys(c, val, "values entry", keys)) {
-      if (!c->e->code) hp_fail(c->e, HP_E_INVALID_ARG, key, "a values entry is an object {dtype, shape}");
+      if (!c->e->code) ut_fail(c->e, HARP_E_INVALID_ARG, key, "a values entry is an object {dtype, shape}");
       free(d);
       return c->e->code;
     }
@@ -112,79 +112,79 @@ static hp_status parse_values(lctx *c, json_t *values, decl **out, int *nout) {
   }
   *out = d;
   *nout = n;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Records are registered in `ids` (a scratch graph used only for its id
  * map) in record order, so a node index there is the record index. */
 static int rec_of(const tiny_graph *ids, const char *name) { return tiny_find(ids, name); }
 
-static hp_status register_rec(lctx *c, tiny_graph *ids, const char *id) {
+static harp_status register_rec(lctx *c, tiny_graph *ids, const char *id) {
   tiny_arg_input dummy = {.tensor_id = "x"};
-  if (tiny_add(ids, id, TINY_INPUT, NULL, 0, &dummy) >= 0) return HP_OK;
-  if (ids->err.code == HP_E_DUPLICATE_ID)
-    return hp_fail(c->e, HP_E_DUPLICATE_ID, id, "value \"%s\" is produced twice", id);
-  return hp_fail(c->e, ids->err.code, id, "%s", ids->err.msg);
+  if (tiny_add(ids, id, TINY_INPUT, NULL, 0, &dummy) >= 0) return HARP_OK;
+  if (ids->err.code == HARP_E_DUPLICATE_ID)
+    return ut_fail(c->e, HARP_E_DUPLICATE_ID, id, "value \"%s\" is produced twice", id);
+  return ut_fail(c->e, ids->err.code, id, "%s", ids->err.msg);
 }
 
-static hp_status parse_op(lctx *c, json_t *op, size_t i, ld_rec *r, const char **in_names, json_t **tmp) {
+static harp_status parse_op(lctx *c, json_t *op, size_t i, ld_rec *r, const char **in_names, json_t **tmp) {
   static const char *const keys[] = {"op", "name", "kind", "fn", "inputs", "outputs", "attrs", "axes", NULL};
-  if (!json_is_object(op)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "ops[%zu] is not an object", i);
+  if (!json_is_object(op)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "ops[%zu] is not an object", i);
   json_t *outs = json_object_get(op, "outputs");
   if (!json_is_array(outs) || json_array_size(outs) != 1 || !json_is_string(json_array_get(outs, 0)))
-    return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "ops[%zu]: \"outputs\" must list exactly one value name", i);
+    return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "ops[%zu]: \"outputs\" must list exactly one value name", i);
   r->id = json_string_value(json_array_get(outs, 0));
   c->node = r->id;
-  if (!*r->id || strlen(r->id) > 120) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "bad output value name");
+  if (!*r->id || strlen(r->id) > 120) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "bad output value name");
   if (!ld_only_keys(c, op, "op", keys)) return c->e->code;
   json_t *name = json_object_get(op, "name");
-  if (name && !json_is_string(name)) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"name\" must be a string");
+  if (name && !json_is_string(name)) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"name\" must be a string");
   r->tag = name ? json_string_value(name) : NULL;
   const char *cls = json_string_value(json_object_get(op, "op"));
   const char *fn = json_string_value(json_object_get(op, "fn"));
   const char *kind = json_string_value(json_object_get(op, "kind"));
-  if (!cls) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"op\" must be a string");
+  if (!cls) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"op\" must be a string");
   int o = -1;
   if (!strcmp(cls, "Movement")) o = kind ? lookup(move_kinds, kind) : -1;
   else if (!strcmp(cls, "Unary")) o = fn ? lookup(unary_fns, fn) : -1;
   else if (!strcmp(cls, "Binary") || !strcmp(cls, "Ternary")) o = fn ? lookup(binary_fns, fn) : -1;
   else if (!strcmp(cls, "Reduce")) o = TINY_REDUCE;
   else if (!strcmp(cls, "Cast")) o = TINY_CAST;
-  else return hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown op class \"%s\"", cls);
+  else return ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown op class \"%s\"", cls);
   if (o < 0)
-    return hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown %s %s \"%s\"", cls, !strcmp(cls, "Movement") ? "kind" : "fn",
+    return ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown %s %s \"%s\"", cls, !strcmp(cls, "Movement") ? "kind" : "fn",
                    (!strcmp(cls, "Movement") ? kind : fn) ? (!strcmp(cls, "Movement") ? kind : fn) : "(missing)");
   r->op = (tiny_op)o;
   json_t *ins = json_object_get(op, "inputs");
   int arity = tiny_op_arity(r->op);
   if (!json_is_array(ins) || json_array_size(ins) != (size_t)arity)
-    return hp_fail(c->e, HP_E_ARITY, r->id, "%s takes %d input%s", tiny_op_name(r->op), arity, arity == 1 ? "" : "s");
+    return ut_fail(c->e, HARP_E_ARITY, r->id, "%s takes %d input%s", tiny_op_name(r->op), arity, arity == 1 ? "" : "s");
   r->nsrc = arity;
   for (int k = 0; k < arity; k++) {
     json_t *s = json_array_get(ins, (size_t)k);
     in_names[k] = NULL;
     if (json_is_string(s)) in_names[k] = json_string_value(s);
     else if (json_is_number(s)) r->imm[k] = json_number_value(s);
-    else return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "inputs[%d] must be a value name or a number", k);
+    else return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "inputs[%d] must be a value name or a number", k);
   }
   json_t *attrs = json_object_get(op, "attrs");
-  if (attrs && !json_is_object(attrs)) return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "\"attrs\" must be an object");
+  if (attrs && !json_is_object(attrs)) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"attrs\" must be an object");
   json_t *arg = attrs ? canonical_attrs(c, r->op, attrs) : json_object();
-  if (!arg) return c->e->code ? c->e->code : hp_fail(c->e, HP_E_NO_MEMORY, r->id, "out of memory");
+  if (!arg) return c->e->code ? c->e->code : ut_fail(c->e, HARP_E_NO_MEMORY, r->id, "out of memory");
   *tmp = arg;
   if (r->op == TINY_REDUCE) {
     json_t *axes = json_object_get(op, "axes");
     if (axes && json_object_get(arg, "axes"))
-      return hp_fail(c->e, HP_E_INVALID_ARG, r->id, "axes given both at the top and in attrs");
+      return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "axes given both at the top and in attrs");
     if (axes) json_object_set(arg, "axes", axes);
     const char *up = !fn ? NULL : !strcmp(fn, "sum") ? "SUM" : !strcmp(fn, "max") ? "MAX" : !strcmp(fn, "min") ? "MIN" : NULL;
-    if (!up) return hp_fail(c->e, HP_E_UNKNOWN_OP, r->id, "unknown Reduce fn \"%s\"", fn ? fn : "(missing)");
+    if (!up) return ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown Reduce fn \"%s\"", fn ? fn : "(missing)");
     json_object_set_new(arg, "op", json_string(up));
   }
   if (tiny_op_argkind(r->op) == TA_NONE && json_object_size(arg) == 0) {
-    return HP_OK;
+    return HARP_OK;
   }
-  return ld_args(c, r->op, arg, &r->args) ? HP_OK : c->e->code;
+  return ld_args(c, r->op, arg, &r->args) ? HARP_OK : c->e->code;
 }
 
 /* dtype each record produces, in dependency order (a small forward pass). */
@@ -211,29 +211,29 @@ static void propagate_dtypes(const ld_rec *recs, const int *order, int n, tiny_d
   }
 }
 
-hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
+harp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
   static const char *const top_keys[] = {"ops", "values", "outputs", "name", "comment", "meta", NULL};
   if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
   json_t *ops = json_object_get(root, "ops");
-  if (!json_is_array(ops)) return hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"ops\" must be an array");
+  if (!json_is_array(ops)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"ops\" must be an array");
   size_t nops = json_array_size(ops);
-  if (nops > TINY_MAX_NODES / 4) return hp_fail(c->e, HP_E_LIMIT, NULL, "too many ops");
+  if (nops > TINY_MAX_NODES / 4) return ut_fail(c->e, HARP_E_LIMIT, NULL, "too many ops");
   decl *decls = NULL;
   int ndecl = 0;
   /* records: ops, then inputs, then result casts: at most 3 * nops + 1 */
   size_t cap = 3 * nops + 1;
-  ld_rec *recs = hp_xcalloc(cap, sizeof *recs);
-  const char **names = hp_xcalloc(nops * TINY_MAX_SRC + 1, sizeof *names);
-  json_t **tmps = hp_xcalloc(nops + 1, sizeof *tmps);
-  int *order = hp_xcalloc(cap, sizeof(int));
-  int *rec_to_node = hp_xcalloc(cap, sizeof(int));
-  tiny_dtype *dt = hp_xcalloc(cap, sizeof *dt);
-  bool *explicit_acc = hp_xcalloc(cap, sizeof(bool));
+  ld_rec *recs = ut_xcalloc(cap, sizeof *recs);
+  const char **names = ut_xcalloc(nops * TINY_MAX_SRC + 1, sizeof *names);
+  json_t **tmps = ut_xcalloc(nops + 1, sizeof *tmps);
+  int *order = ut_xcalloc(cap, sizeof(int));
+  int *rec_to_node = ut_xcalloc(cap, sizeof(int));
+  tiny_dtype *dt = ut_xcalloc(cap, sizeof *dt);
+  bool *explicit_acc = ut_xcalloc(cap, sizeof(bool));
   tiny_graph *ids = tiny_graph_new();
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   int n = 0;
   if (!recs || !names || !tmps || !order || !rec_to_node || !dt || !explicit_acc || !ids) {
-    st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   if ((st = parse_values(c, json_object_get(root, "values"), &decls, &ndecl))) goto done;
@@ -257,7 +257,7 @@ hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
         decl *d = find_decl(decls, ndecl, nm);
         c->node = nm;
         if (!d || !d->has_dtype || !d->has_shape) {
-          st = hp_fail(c->e, HP_E_DANGLING, recs[i].id,
+          st = ut_fail(c->e, HARP_E_DANGLING, recs[i].id,
                        "\"%s\" is neither produced by an op nor declared with dtype and shape in \"values\"", nm);
           break;
         }
@@ -287,9 +287,9 @@ hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
     int cidx = n++;
     recs[cidx] = (ld_rec){.id = r->id, .op = TINY_CAST, .nsrc = 1, .src_rec = {i}, .tag = r->tag};
     recs[cidx].args.cast.to = want;
-    char *acc_id = hp_arena_printf(c->g->arena, "%s.acc", r->id);
+    char *acc_id = ut_arena_printf(c->g->arena, "%s.acc", r->id);
     if (!acc_id) {
-      st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+      st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
       break;
     }
     r->id = acc_id;
@@ -302,14 +302,14 @@ hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
   if (outs) {
     c->node = NULL;
     if (!json_is_array(outs) || !json_array_size(outs)) {
-      st = hp_fail(c->e, HP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of value names");
+      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of value names");
       goto done;
     }
     for (size_t k = 0; k < json_array_size(outs) && !st; k++) {
       json_t *o = json_array_get(outs, k);
       int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
-      if (idx < 0) st = hp_fail(c->e, HP_E_DANGLING, json_string_value(o), "output is not a value of this model");
-      else if (tiny_mark_output(c->g, idx) < 0) st = hp_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+      if (idx < 0) st = ut_fail(c->e, HARP_E_DANGLING, json_string_value(o), "output is not a value of this model");
+      else if (tiny_mark_output(c->g, idx) < 0) st = ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
     }
     if (st) goto done;
   }
@@ -320,7 +320,7 @@ hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
     if (idx < 0) continue; /* declared but unused: harmless */
     const tiny_node *nd = &c->g->nodes[idx];
     if (decls[i].has_dtype && decls[i].dtype != nd->dtype)
-      st = hp_fail(c->e, HP_E_DTYPE_MISMATCH, nd->id, "\"values\" declares %s, the op produces %s",
+      st = ut_fail(c->e, HARP_E_DTYPE_MISMATCH, nd->id, "\"values\" declares %s, the op produces %s",
                    tiny_dtype_name(decls[i].dtype), tiny_dtype_name(nd->dtype));
     if (st || !decls[i].has_shape) continue;
     const tiny_shape *ds = &decls[i].shape, *is = &nd->shape;
@@ -334,7 +334,7 @@ hp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
       char a[256], b[256];
       tiny_shape_format(ds, a, sizeof a);
       tiny_shape_format(is, b, sizeof b);
-      st = hp_fail(c->e, HP_E_AXIS_SIZE_MISMATCH, nd->id, "\"values\" declares shape %s, the op produces %s", a, b);
+      st = ut_fail(c->e, HARP_E_AXIS_SIZE_MISMATCH, nd->id, "\"values\" declares shape %s, the op produces %s", a, b);
     }
   }
 done:

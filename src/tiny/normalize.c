@@ -19,13 +19,13 @@
 #include "util/util.h"
 
 typedef struct nctx {
-  hp_error *e;
+  harp_error *e;
   tiny_graph *g;  /* old graph (read) */
   tiny_graph *ng; /* new graph (written), shares g's arena */
   int *remap;     /* old index -> new index */
   bool allow_unknown;
   bool changed;
-  hp_strmap imm;  /* an immediate broadcast to a shape (value, dtype, shape) -> its new node: one CONST + views per kind */
+  ut_strmap imm;  /* an immediate broadcast to a shape (value, dtype, shape) -> its new node: one CONST + views per kind */
 } nctx;
 
 /* A dim as it should appear in an arg: its symbol if it has one, else its size. */
@@ -52,11 +52,11 @@ static int add(nctx *c, const char *base, const char *suffix, tiny_op op, int sr
   tiny_src s = {src, 0};
   const char *id = tiny_fresh_id(c->ng, c->g, base, suffix);
   if (!id) {
-    hp_fail(c->e, HP_E_NO_MEMORY, base, "out of memory");
+    ut_fail(c->e, HARP_E_NO_MEMORY, base, "out of memory");
     return -1;
   }
   int k = tiny_add(c->ng, id, op, &s, src >= 0 ? 1 : 0, arg);
-  if (k < 0) hp_fail(c->e, c->ng->err.code, c->ng->err.node, "%s", c->ng->err.msg);
+  if (k < 0) ut_fail(c->e, c->ng->err.code, c->ng->err.node, "%s", c->ng->err.msg);
   c->changed = true;
   return k;
 }
@@ -70,17 +70,17 @@ static int fit_operand(nctx *c, const tiny_node *n, int k, const tiny_shape *in,
   int cur;
   const char *key = NULL;
   if (n->src[k].node < 0) { /* the same immediate at the same shape before: its nodes */
-    hp_str ks;
-    hp_str_init(&ks);
-    hp_str_printf(&ks, "%a/%d/", n->src[k].imm, (int)want_dt);
+    ut_str ks;
+    ut_str_init(&ks);
+    ut_str_printf(&ks, "%a/%d/", n->src[k].imm, (int)want_dt);
     for (int a = 0; a < out->rank; a++) {
-      if (out->d[a].sym) hp_str_printf(&ks, "%s,", out->d[a].sym);
-      else hp_str_printf(&ks, "%" PRId64 ",", out->d[a].n);
+      if (out->d[a].sym) ut_str_printf(&ks, "%s,", out->d[a].sym);
+      else ut_str_printf(&ks, "%" PRId64 ",", out->d[a].n);
     }
-    key = ks.oom ? NULL : hp_arena_strdup(c->g->arena, ks.buf);
-    hp_str_free(&ks);
-    if (!key) return hp_fail(c->e, HP_E_NO_MEMORY, n->id, "out of memory"), -1;
-    int *hit = hp_strmap_find(&c->imm, key);
+    key = ks.oom ? NULL : ut_arena_strdup(c->g->arena, ks.buf);
+    ut_str_free(&ks);
+    if (!key) return ut_fail(c->e, HARP_E_NO_MEMORY, n->id, "out of memory"), -1;
+    int *hit = ut_strmap_find(&c->imm, key);
     if (hit) return *hit;
   }
   if (n->src[k].node < 0) {
@@ -125,20 +125,20 @@ static int fit_operand(nctx *c, const tiny_node *n, int k, const tiny_shape *in,
     snprintf(suffix, sizeof suffix, "bc%d.expand", k);
     if ((cur = add(c, n->id, suffix, TINY_EXPAND, cur, &ea)) < 0) return -1;
   }
-  if (key && !hp_strmap_put(&c->imm, key, cur)) return hp_fail(c->e, HP_E_NO_MEMORY, n->id, "out of memory"), -1;
+  if (key && !ut_strmap_put(&c->imm, key, cur)) return ut_fail(c->e, HARP_E_NO_MEMORY, n->id, "out of memory"), -1;
   return cur;
 }
 
 /* Append n (possibly a modified copy of old node `old`) to the new graph. */
-static hp_status copy_node(nctx *c, int old, const tiny_node *n, const tiny_src *src) {
+static harp_status copy_node(nctx *c, int old, const tiny_node *n, const tiny_src *src) {
   int k = tiny_add(c->ng, n->id, n->op, src, n->nsrc, tiny_op_argkind(n->op) == TA_NONE ? NULL : &n->a);
-  if (k < 0) return hp_fail(c->e, c->ng->err.code, c->ng->err.node, "%s", c->ng->err.msg);
+  if (k < 0) return ut_fail(c->e, c->ng->err.code, c->ng->err.node, "%s", c->ng->err.msg);
   c->ng->nodes[k].tag = n->tag;
   c->remap[old] = k;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status norm_elementwise(nctx *c, const tiny_node *n, tiny_src *src) {
+static harp_status norm_elementwise(nctx *c, const tiny_node *n, tiny_src *src) {
   const tiny_shape *shapes[TINY_MAX_SRC];
   static const tiny_shape scalar;
   tiny_dtype dts[TINY_MAX_SRC];
@@ -169,22 +169,22 @@ static hp_status norm_elementwise(nctx *c, const tiny_node *n, tiny_src *src) {
     if (r == -1) return c->e->code;
     if (r == -2) {
       if (c->allow_unknown) continue; /* left implicit until symbols are bound */
-      return hp_fail(c->e, HP_E_UNBOUND_SYMBOL, n->id, "operand %d's shape depends on an unbound symbol", k);
+      return ut_fail(c->e, HARP_E_UNBOUND_SYMBOL, n->id, "operand %d's shape depends on an unbound symbol", k);
     }
     src[k].node = r;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* EXPAND from a lower rank (or with XLA-style broadcast_dimensions) becomes
  * RESHAPE to equal rank + EXPAND. */
-static hp_status norm_expand(nctx *c, const tiny_node *n, tiny_src *src, tiny_arg_expand *arg) {
+static harp_status norm_expand(nctx *c, const tiny_node *n, tiny_src *src, tiny_arg_expand *arg) {
   const tiny_node *x = &c->g->nodes[n->src[0].node];
   int r = x->shape.rank, R = n->shape.rank;
   if (r == R) {
     arg->has_bd = false; /* checked by infer; the plain form says the same */
     arg->nbd = 0;
-    return HP_OK;
+    return HARP_OK;
   }
   tiny_shape mid = {0};
   mid.rank = R;
@@ -192,8 +192,8 @@ static hp_status norm_expand(nctx *c, const tiny_node *n, tiny_src *src, tiny_ar
   for (int a = 0; a < r; a++) {
     int to = arg->has_bd ? arg->bd[a] : a + R - r;
     if (!arg_dim(&x->shape.d[a], &mid.d[to])) {
-      if (c->allow_unknown) return HP_OK;
-      return hp_fail(c->e, HP_E_UNBOUND_SYMBOL, n->id, "input shape depends on an unbound symbol");
+      if (c->allow_unknown) return HARP_OK;
+      return ut_fail(c->e, HARP_E_UNBOUND_SYMBOL, n->id, "input shape depends on an unbound symbol");
     }
   }
   tiny_arg_reshape ra = {mid};
@@ -202,18 +202,18 @@ static hp_status norm_expand(nctx *c, const tiny_node *n, tiny_src *src, tiny_ar
   src[0].node = k;
   arg->has_bd = false;
   arg->nbd = 0;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* POOL(kernel K, stride S, dilation D) over the last n axes:
  *   out[..., o_1..o_n, k_1..k_n] = in[..., S_m*o_m + D_m*k_m ...] */
-static hp_status norm_pool(nctx *c, const tiny_node *n, tiny_arg_view *view) {
+static harp_status norm_pool(nctx *c, const tiny_node *n, tiny_arg_view *view) {
   const tiny_arg_pool *p = &n->a.pool;
   const tiny_node *x = &c->g->nodes[n->src[0].node];
   int r = x->shape.rank, lead = r - p->n;
-  if (!tiny_shape_known(&n->shape)) return HP_E_UNSUPPORTED; /* keep POOL */
+  if (!tiny_shape_known(&n->shape)) return HARP_E_UNSUPPORTED; /* keep POOL */
   memset(view, 0, sizeof *view);
-  if (!arg_shape(&n->shape, &view->shape)) return HP_E_UNSUPPORTED;
+  if (!arg_shape(&n->shape, &view->shape)) return HARP_E_UNSUPPORTED;
   view->n = r;
   tiny_graph *g = c->ng;
   for (int j = 0; j < r; j++) {
@@ -226,12 +226,12 @@ static hp_status norm_pool(nctx *c, const tiny_node *n, tiny_arg_view *view) {
     const tiny_expr *d = p->dilation[m].sym ? tiny_x_sym(g, p->dilation[m].sym) : tiny_x_const(g, p->dilation[m].n);
     view->map[j] = tiny_x_bin(g, TX_ADD, tiny_x_bin(g, TX_MUL, s, tiny_x_var(g, lead + m)),
                               tiny_x_bin(g, TX_MUL, d, tiny_x_var(g, r + m)));
-    if (!view->map[j]) return hp_fail(c->e, HP_E_NO_MEMORY, n->id, "out of memory");
+    if (!view->map[j]) return ut_fail(c->e, HARP_E_NO_MEMORY, n->id, "out of memory");
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status normalize_once(nctx *c) {
+static harp_status normalize_once(nctx *c) {
   tiny_graph *g = c->g;
   for (int i = 0; i < g->n; i++) {
     const tiny_node *n = &g->nodes[i];
@@ -250,11 +250,11 @@ static hp_status normalize_once(nctx *c) {
       continue;
     } else if (n->op == TINY_POOL) {
       tiny_node copy = *n;
-      hp_status s = norm_pool(c, n, &copy.a.view);
-      if (s == HP_OK) {
+      harp_status s = norm_pool(c, n, &copy.a.view);
+      if (s == HARP_OK) {
         copy.op = TINY_VIEW;
         c->changed = true;
-      } else if (s != HP_E_UNSUPPORTED) {
+      } else if (s != HARP_E_UNSUPPORTED) {
         return s;
       }
       if (copy_node(c, i, &copy, src)) return c->e->code;
@@ -265,26 +265,26 @@ static hp_status normalize_once(nctx *c) {
   if (g->explicit_outputs)
     for (int k = 0; k < g->noutputs; k++)
       if (tiny_mark_output(c->ng, c->remap[g->outputs[k]]) < 0)
-        return hp_fail(c->e, c->ng->err.code, NULL, "%s", c->ng->err.msg);
-  return HP_OK;
+        return ut_fail(c->e, c->ng->err.code, NULL, "%s", c->ng->err.msg);
+  return HARP_OK;
 }
 
-hp_status tiny_normalize(hp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
-  nctx c = {e, g, tiny_graph_new_sharing(g), hp_xcalloc((size_t)g->n + 1, sizeof(int)), allow_unknown, false, {0}};
+harp_status tiny_normalize(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
+  nctx c = {e, g, tiny_graph_new_sharing(g), ut_xcalloc((size_t)g->n + 1, sizeof(int)), allow_unknown, false, {0}};
   if (!c.ng || !c.remap) {
     tiny_graph_discard_sharing(c.ng);
     free(c.remap);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_status s = normalize_once(&c);
+  harp_status s = normalize_once(&c);
   free(c.remap);
-  hp_strmap_free(&c.imm);
-  if (s != HP_OK) {
+  ut_strmap_free(&c.imm);
+  if (s != HARP_OK) {
     tiny_graph_discard_sharing(c.ng);
     return s;
   }
   tiny_graph_adopt(g, c.ng);
   if (tiny_infer(e, g, syms, allow_unknown)) return e->code;
   if (!g->explicit_outputs) return tiny_compute_outputs(e, g);
-  return HP_OK;
+  return HARP_OK;
 }

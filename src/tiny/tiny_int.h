@@ -12,11 +12,11 @@ typedef struct tiny_bcast {
   int map[TINY_MAX_SRC][TINY_MAX_RANK];
 } tiny_bcast;
 
-hp_status tiny_broadcast(hp_error *e, const char *id, const tiny_shape *const *ops, int nops, tiny_bcast *out);
+harp_status tiny_broadcast(harp_error *e, const char *id, const tiny_shape *const *ops, int nops, tiny_bcast *out);
 
 /* Resolve an arg dim against the symbol table: n >= 0 when known, else -1
  * (sym kept).  Returns false if unknown and !allow_unknown (error set). */
-bool tiny_resolve_dim(hp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
+bool tiny_resolve_dim(harp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
                       tiny_dim *out);
 
 /* Reduce a "symbol or int" arg that must be a plain non-negative integer once

@@ -100,9 +100,9 @@ static json_t *jargs(const tiny_node *n) {
 }
 
 char *tiny_write_json(const tiny_graph *g) {
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "{\n  \"uops\": [\n");
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "{\n  \"uops\": [\n");
   for (int i = 0; i < g->n; i++) {
     const tiny_node *n = &g->nodes[i];
     json_t *o = json_object();
@@ -120,26 +120,26 @@ char *tiny_write_json(const tiny_graph *g) {
     char *line = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     if (!line) {
-      hp_str_free(&s);
+      ut_str_free(&s);
       return NULL;
     }
-    hp_str_puts(&s, "    ");
-    hp_str_puts(&s, line);
-    hp_str_puts(&s, i + 1 < g->n ? ",\n" : "\n");
+    ut_str_puts(&s, "    ");
+    ut_str_puts(&s, line);
+    ut_str_puts(&s, i + 1 < g->n ? ",\n" : "\n");
     free(line);
   }
-  hp_str_puts(&s, "  ]");
+  ut_str_puts(&s, "  ]");
   if (g->explicit_outputs) {
-    hp_str_puts(&s, ",\n  \"outputs\": [");
+    ut_str_puts(&s, ",\n  \"outputs\": [");
     for (int k = 0; k < g->noutputs; k++) {
       json_t *id = json_string(g->nodes[g->outputs[k]].id);
       char *t = json_dumps(id, JSON_ENCODE_ANY);
       json_decref(id);
-      if (t) hp_str_printf(&s, "%s%s", k ? ", " : "", t);
+      if (t) ut_str_printf(&s, "%s%s", k ? ", " : "", t);
       free(t);
     }
-    hp_str_puts(&s, "]");
+    ut_str_puts(&s, "]");
   }
-  hp_str_puts(&s, "\n}\n");
-  return hp_str_take(&s);
+  ut_str_puts(&s, "\n}\n");
+  return ut_str_take(&s);
 }

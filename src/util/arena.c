@@ -1,5 +1,5 @@
 /* arena.c — bump allocator (one per compilation) and fault injection.
- * Needs: nothing.  Gives: hp_arena_*, hp_x*alloc, hp_fault_*, hp_release_free_memory. */
+ * Needs: nothing.  Gives: ut_arena_*, hp_x*alloc, ut_fault_*, ut_release_free_memory. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,38 +16,38 @@ typedef struct chunk {
   _Alignas(16) unsigned char data[];
 } chunk;
 
-struct hp_arena {
+struct ut_arena {
   chunk *head;
   size_t total;
 };
 
 static long fault_countdown; /* test hook, see util.h */
 
-void hp_fault_fail_nth_alloc(long n) { fault_countdown = n; }
+void ut_fault_fail_nth_alloc(long n) { fault_countdown = n; }
 
-bool hp_fault_should_fail(void) {
+bool ut_fault_should_fail(void) {
   if (fault_countdown <= 0) return false;
   return --fault_countdown == 0;
 }
 
-long hp_fault_remaining(void) { return fault_countdown; }
+long ut_fault_remaining(void) { return fault_countdown; }
 
-void *hp_xmalloc(size_t n) { return hp_fault_should_fail() ? NULL : malloc(n ? n : 1); }
-void *hp_xcalloc(size_t n, size_t sz) { return hp_fault_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }
-void *hp_xrealloc(void *p, size_t n) { return hp_fault_should_fail() ? NULL : realloc(p, n ? n : 1); }
+void *ut_xmalloc(size_t n) { return ut_fault_should_fail() ? NULL : malloc(n ? n : 1); }
+void *ut_xcalloc(size_t n, size_t sz) { return ut_fault_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }
+void *ut_xrealloc(void *p, size_t n) { return ut_fault_should_fail() ? NULL : realloc(p, n ? n : 1); }
 
-void hp_release_free_memory(void) {
+void ut_release_free_memory(void) {
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
 }
 
-hp_arena *hp_arena_new(void) {
-  hp_arena *a = hp_xcalloc(1, sizeof *a);
+ut_arena *ut_arena_new(void) {
+  ut_arena *a = ut_xcalloc(1, sizeof *a);
   return a;
 }
 
-void hp_arena_free(hp_arena *a) {
+void ut_arena_free(ut_arena *a) {
   if (!a) return;
   for (chunk *c = a->head, *n; c; c = n) {
     n = c->next;
@@ -56,9 +56,9 @@ void hp_arena_free(hp_arena *a) {
   free(a);
 }
 
-void *hp_arena_alloc(hp_arena *a, size_t size) {
+void *ut_arena_alloc(ut_arena *a, size_t size) {
   if (!a) return NULL;
-  if (hp_fault_should_fail()) return NULL;
+  if (ut_fault_should_fail()) return NULL;
   size = (size + 15) & ~(size_t)15;
   if (size == 0) size = 16;
   chunk *c = a->head;
@@ -86,25 +86,25 @@ void *hp_arena_alloc(hp_arena *a, size_t size) {
   return p;
 }
 
-size_t hp_arena_used(const hp_arena *a) { return a ? a->total : 0; }
+size_t ut_arena_used(const ut_arena *a) { return a ? a->total : 0; }
 
-char *hp_arena_strndup(hp_arena *a, const char *s, size_t n) {
-  char *p = hp_arena_alloc(a, n + 1);
+char *ut_arena_strndup(ut_arena *a, const char *s, size_t n) {
+  char *p = ut_arena_alloc(a, n + 1);
   if (!p) return NULL;
   memcpy(p, s, n);
   p[n] = 0;
   return p;
 }
 
-char *hp_arena_strdup(hp_arena *a, const char *s) { return s ? hp_arena_strndup(a, s, strlen(s)) : NULL; }
+char *ut_arena_strdup(ut_arena *a, const char *s) { return s ? ut_arena_strndup(a, s, strlen(s)) : NULL; }
 
-char *hp_arena_printf(hp_arena *a, const char *fmt, ...) {
+char *ut_arena_printf(ut_arena *a, const char *fmt, ...) {
   va_list ap, ap2;
   va_start(ap, fmt);
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  char *p = n >= 0 ? hp_arena_alloc(a, (size_t)n + 1) : NULL;
+  char *p = n >= 0 ? ut_arena_alloc(a, (size_t)n + 1) : NULL;
   if (p) vsnprintf(p, (size_t)n + 1, fmt, ap2);
   va_end(ap2);
   return p;

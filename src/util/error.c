@@ -1,4 +1,4 @@
-/* error.c — hp_error construction and formatting.
+/* error.c — harp_error construction and formatting.
  * Needs: nothing.  Gives: the error-as-value helpers of harp/error.h. */
 #include "harp/error.h"
 
@@ -6,42 +6,42 @@
 #include <string.h>
 
 static const char *const status_names[] = {
-#define HP_X_NAME(e, name, doc) name,
-    HP_ERRORS(HP_X_NAME)
-#undef HP_X_NAME
+#define HARP_X_NAME(e, name, doc) name,
+    HARP_ERRORS(HARP_X_NAME)
+#undef HARP_X_NAME
 };
 
-const char *hp_status_name(hp_status s) {
-  if ((unsigned)s >= (unsigned)HP_E_COUNT_) return "InternalError";
+const char *harp_status_name(harp_status s) {
+  if ((unsigned)s >= (unsigned)HARP_E_COUNT_) return "InternalError";
   return status_names[s];
 }
 
-void hp_error_clear(hp_error *e) { memset(e, 0, sizeof *e); }
+void harp_error_clear(harp_error *e) { memset(e, 0, sizeof *e); }
 
-hp_status hp_vfail(hp_error *e, hp_status code, const char *node, const char *fmt, va_list ap) {
+harp_status ut_vfail(harp_error *e, harp_status code, const char *node, const char *fmt, va_list ap) {
   if (!e) return code;
-  if (e->code != HP_OK) return e->code; /* keep the first, most specific error */
+  if (e->code != HARP_OK) return e->code; /* keep the first, most specific error */
   e->code = code;
   snprintf(e->node, sizeof e->node, "%s", node ? node : "");
   vsnprintf(e->msg, sizeof e->msg, fmt, ap);
   return code;
 }
 
-hp_status hp_fail(hp_error *e, hp_status code, const char *node, const char *fmt, ...) {
+harp_status ut_fail(harp_error *e, harp_status code, const char *node, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  hp_status s = hp_vfail(e, code, node, fmt, ap);
+  harp_status s = ut_vfail(e, code, node, fmt, ap);
   va_end(ap);
   return s;
 }
 
-hp_status hp_fail_at(hp_error *e, hp_status code, const char *file, int line, int col,
+harp_status ut_fail_at(harp_error *e, harp_status code, const char *file, int line, int col,
                      const char *fmt, ...) {
   if (!e) return code;
-  if (e->code != HP_OK) return e->code;
+  if (e->code != HARP_OK) return e->code;
   va_list ap;
   va_start(ap, fmt);
-  hp_vfail(e, code, NULL, fmt, ap);
+  ut_vfail(e, code, NULL, fmt, ap);
   va_end(ap);
   snprintf(e->file, sizeof e->file, "%s", file ? file : "");
   e->line = line;
@@ -49,7 +49,7 @@ hp_status hp_fail_at(hp_error *e, hp_status code, const char *file, int line, in
   return code;
 }
 
-void hp_error_set_snippet(hp_error *e, const char *src, int line, int col) {
+void ut_error_set_snippet(harp_error *e, const char *src, int line, int col) {
   if (!e || !src || line < 1) return;
   const char *p = src;
   for (int l = 1; l < line && *p; p++)
@@ -74,8 +74,8 @@ void hp_error_set_snippet(hp_error *e, const char *src, int line, int col) {
   snprintf(e->snippet, sizeof e->snippet, "%s\n%s", line_buf, caret);
 }
 
-void hp_error_format(const hp_error *e, char *buf, int cap) {
-  int n = snprintf(buf, cap, "error[%s]: ", hp_status_name(e->code));
+void harp_error_format(const harp_error *e, char *buf, int cap) {
+  int n = snprintf(buf, cap, "error[%s]: ", harp_status_name(e->code));
   if (n < 0 || n >= cap) return;
   if (e->file[0] && e->line > 0)
     n += snprintf(buf + n, cap - n, "%s:%d:%d: ", e->file, e->line, e->col);

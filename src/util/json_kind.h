@@ -3,7 +3,7 @@
 #define HARP_JSON_KIND_H
 #include <jansson.h>
 
-static inline const char *hp_json_kind(const json_t *v) {
+static inline const char *ut_json_kind(const json_t *v) {
   switch (json_typeof(v)) {
   case JSON_OBJECT: return "an object";
   case JSON_ARRAY: return "an array";

@@ -13,19 +13,19 @@
 
 #include "util.h"
 
-/* ---- hp_str ------------------------------------------------------------- */
-void hp_str_init(hp_str *s) { memset(s, 0, sizeof *s); }
-void hp_str_free(hp_str *s) {
+/* ---- ut_str ------------------------------------------------------------- */
+void ut_str_init(ut_str *s) { memset(s, 0, sizeof *s); }
+void ut_str_free(ut_str *s) {
   free(s->buf);
-  hp_str_init(s);
+  ut_str_init(s);
 }
 
-static bool str_reserve(hp_str *s, size_t extra) {
+static bool str_reserve(ut_str *s, size_t extra) {
   if (s->oom) return false;
   if (s->len + extra + 1 <= s->cap) return true;
   size_t cap = s->cap ? s->cap : 256;
   while (cap < s->len + extra + 1) cap *= 2;
-  char *b = hp_xrealloc(s->buf, cap);
+  char *b = ut_xrealloc(s->buf, cap);
   if (!b) {
     s->oom = true;
     return false;
@@ -35,22 +35,22 @@ static bool str_reserve(hp_str *s, size_t extra) {
   return true;
 }
 
-void hp_str_putc(hp_str *s, char c) {
+void ut_str_putc(ut_str *s, char c) {
   if (!str_reserve(s, 1)) return;
   s->buf[s->len++] = c;
   s->buf[s->len] = 0;
 }
 
-void hp_str_puts(hp_str *s, const char *t) { hp_str_putn(s, t, strlen(t)); }
+void ut_str_puts(ut_str *s, const char *t) { ut_str_putn(s, t, strlen(t)); }
 
-void hp_str_putn(hp_str *s, const char *t, size_t n) {
+void ut_str_putn(ut_str *s, const char *t, size_t n) {
   if (!str_reserve(s, n)) return;
   memcpy(s->buf + s->len, t, n);
   s->len += n;
   s->buf[s->len] = 0;
 }
 
-void hp_str_printf(hp_str *s, const char *fmt, ...) {
+void ut_str_printf(ut_str *s, const char *fmt, ...) {
   va_list ap, ap2;
   va_start(ap, fmt);
   va_copy(ap2, ap);
@@ -63,27 +63,27 @@ void hp_str_printf(hp_str *s, const char *fmt, ...) {
   va_end(ap2);
 }
 
-char *hp_str_take(hp_str *s) {
+char *ut_str_take(ut_str *s) {
   char *b = s->oom ? NULL : s->buf;
   if (!b && !s->oom) {
-    b = hp_xmalloc(1);
+    b = ut_xmalloc(1);
     if (b) b[0] = 0;
   }
   if (s->oom) free(s->buf);
-  hp_str_init(s);
+  ut_str_init(s);
   return b;
 }
 
 /* ---- arithmetic --------------------------------------------------------- */
-bool hp_mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
-bool hp_add_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
-int64_t hp_floordiv(int64_t a, int64_t b) {
+bool ut_mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+bool ut_add_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+int64_t ut_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
   return q;
 }
-int64_t hp_mod(int64_t a, int64_t b) { return a - hp_floordiv(a, b) * b; }
-int64_t hp_gcd(int64_t a, int64_t b) {
+int64_t ut_mod(int64_t a, int64_t b) { return a - ut_floordiv(a, b) * b; }
+int64_t ut_gcd(int64_t a, int64_t b) {
   if (a < 0) a = -a;
   if (b < 0) b = -b;
   while (b) {
@@ -106,7 +106,7 @@ static float u2f(uint32_t u) {
   return f;
 }
 
-uint16_t hp_f32_to_f16(float f) {
+uint16_t ut_f32_to_f16(float f) {
   uint32_t x = f2u(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t exp = (x >> 23) & 0xffu;
@@ -130,7 +130,7 @@ uint16_t hp_f32_to_f16(float f) {
   return (uint16_t)(sign | r);
 }
 
-float hp_f16_to_f32(uint16_t h) {
+float ut_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t man = h & 0x3ffu;
@@ -143,7 +143,7 @@ float hp_f16_to_f32(uint16_t h) {
   return u2f(sign | ((exp - 15 + 127) << 23) | (man << 13));
 }
 
-uint16_t hp_f32_to_bf16(float f) {
+uint16_t ut_f32_to_bf16(float f) {
   uint32_t x = f2u(f);
   if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (uint16_t)((x >> 16) | 0x40u);
   uint32_t lsb = (x >> 16) & 1u;
@@ -151,21 +151,21 @@ uint16_t hp_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
-float hp_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+float ut_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 
 /* ---- files -------------------------------------------------------------- */
-hp_status hp_read_file(hp_error *e, const char *path, size_t max_bytes, char **out, size_t *len) {
+harp_status ut_read_file(harp_error *e, const char *path, size_t max_bytes, char **out, size_t *len) {
   *out = NULL;
   FILE *f = fopen(path, "rb");
-  if (!f) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+  if (!f) return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
   struct stat st;
   bool have_st = fstat(fileno(f), &st) == 0;
   if (have_st && S_ISDIR(st.st_mode)) {
     fclose(f);
-    return hp_fail_at(e, HP_E_IO, path, 0, 0, "is a directory");
+    return ut_fail_at(e, HARP_E_IO, path, 0, 0, "is a directory");
   }
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   /* a regular file's size up front: one buffer, no doubling (model files
    * run to hundreds of MB) */
   if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= max_bytes) str_reserve(&s, (size_t)st.st_size);
@@ -174,8 +174,8 @@ hp_status hp_read_file(hp_error *e, const char *path, size_t max_bytes, char **o
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
     if (s.len + n > max_bytes) {
       fclose(f);
-      hp_str_free(&s);
-      return hp_fail_at(e, HP_E_LIMIT, path, 0, 0, "file larger than %zu bytes", max_bytes);
+      ut_str_free(&s);
+      return ut_fail_at(e, HARP_E_LIMIT, path, 0, 0, "file larger than %zu bytes", max_bytes);
     }
     if (!str_reserve(&s, n)) break;
     memcpy(s.buf + s.len, buf, n);
@@ -185,25 +185,25 @@ hp_status hp_read_file(hp_error *e, const char *path, size_t max_bytes, char **o
   bool err = ferror(f);
   fclose(f);
   if (err) {
-    hp_str_free(&s);
-    return hp_fail_at(e, HP_E_IO, path, 0, 0, "read error");
+    ut_str_free(&s);
+    return ut_fail_at(e, HARP_E_IO, path, 0, 0, "read error");
   }
   size_t l = s.len;
-  char *b = hp_str_take(&s);
-  if (!b) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory reading %s", path);
+  char *b = ut_str_take(&s);
+  if (!b) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory reading %s", path);
   *out = b;
   if (len) *len = l;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_write_file_atomic(hp_error *e, const char *path, const void *data, size_t len) {
+harp_status ut_write_file_atomic(harp_error *e, const char *path, const void *data, size_t len) {
   size_t pl = strlen(path);
-  char *tmp = hp_xmalloc(pl + 32);
-  if (!tmp) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *tmp = ut_xmalloc(pl + 32);
+  if (!tmp) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
-    hp_status s = hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot create: %s", strerror(errno));
+    harp_status s = ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot create: %s", strerror(errno));
     free(tmp);
     return s;
   }
@@ -217,7 +217,7 @@ hp_status hp_write_file_atomic(hp_error *e, const char *path, const void *data, 
       close(fd);
       unlink(tmp);
       free(tmp);
-      return hp_fail_at(e, HP_E_IO, path, 0, 0, "write failed: %s", strerror(er));
+      return ut_fail_at(e, HARP_E_IO, path, 0, 0, "write failed: %s", strerror(er));
     }
     p += w;
     left -= (size_t)w;
@@ -226,29 +226,29 @@ hp_status hp_write_file_atomic(hp_error *e, const char *path, const void *data, 
     int er = errno;
     unlink(tmp);
     free(tmp);
-    return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot write: %s", strerror(er));
+    return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot write: %s", strerror(er));
   }
   free(tmp);
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status hp_mkdirs(hp_error *e, const char *path) {
+harp_status ut_mkdirs(harp_error *e, const char *path) {
   char buf[4096];
   if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-    return hp_fail_at(e, HP_E_IO, path, 0, 0, "path too long");
+    return ut_fail_at(e, HARP_E_IO, path, 0, 0, "path too long");
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot create directory %s: %s", buf, strerror(errno));
+      return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot create directory %s: %s", buf, strerror(errno));
     *p = '/';
   }
   if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot create directory: %s", strerror(errno));
+    return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot create directory: %s", strerror(errno));
   struct stat st;
   if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-    return hp_fail_at(e, HP_E_IO, path, 0, 0, "not a directory");
-  return HP_OK;
+    return ut_fail_at(e, HARP_E_IO, path, 0, 0, "not a directory");
+  return HARP_OK;
 }
 
 /* ---- names -------------------------------------------------------------- */
@@ -257,21 +257,21 @@ static bool safe_char(char c) {
          c == '.' || c == '-';
 }
 
-bool hp_is_safe_name(const char *s) {
+bool ut_is_safe_name(const char *s) {
   if (!s || !*s || s[0] == '.' || s[0] == '-' || strlen(s) > 128) return false;
   for (; *s; s++)
     if (!safe_char(*s)) return false;
   return true;
 }
 
-void hp_sanitize_name(const char *s, char *out, size_t cap) {
+void ut_sanitize_name(const char *s, char *out, size_t cap) {
   size_t k = 0;
   if (!s || !*s || s[0] == '.' || s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) out[k++] = '_';
   for (; s && *s && k + 1 < cap; s++) out[k++] = (safe_char(*s) && *s != '.' && *s != '-') ? *s : '_';
   out[k] = 0;
 }
 
-uint64_t hp_hash64(const void *data, size_t n, uint64_t seed) {
+uint64_t ut_hash64(const void *data, size_t n, uint64_t seed) {
   const unsigned char *p = data;
   uint64_t h = 1469598103934665603ull ^ seed;
   for (size_t i = 0; i < n; i++) {
@@ -281,7 +281,7 @@ uint64_t hp_hash64(const void *data, size_t n, uint64_t seed) {
   return h;
 }
 
-double hp_now_ms(void) {
+double ut_now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;

@@ -12,42 +12,42 @@
 
 #define MAX_NPY_BYTES ((size_t)16 << 30)
 
-int64_t hp_tensor_numel(const hp_tensor *t) {
+int64_t ut_tensor_numel(const ut_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->shape[i];
   return n;
 }
 
-hp_status hp_tensor_alloc(hp_error *e, hp_tensor *t, tiny_dtype dt, int rank, const int64_t *shape) {
+harp_status ut_tensor_alloc(harp_error *e, ut_tensor *t, tiny_dtype dt, int rank, const int64_t *shape) {
   memset(t, 0, sizeof *t);
-  if (rank < 0 || rank > TINY_MAX_RANK) return hp_fail(e, HP_E_LIMIT, NULL, "rank %d is out of range", rank);
+  if (rank < 0 || rank > TINY_MAX_RANK) return ut_fail(e, HARP_E_LIMIT, NULL, "rank %d is out of range", rank);
   int64_t n = 1;
   for (int i = 0; i < rank; i++) {
-    if (shape[i] < 0 || !hp_mul_ok(n, shape[i], &n) || n > TINY_MAX_ELEMS)
-      return hp_fail(e, HP_E_LIMIT, NULL, "tensor too large");
+    if (shape[i] < 0 || !ut_mul_ok(n, shape[i], &n) || n > TINY_MAX_ELEMS)
+      return ut_fail(e, HARP_E_LIMIT, NULL, "tensor too large");
     t->shape[i] = shape[i];
   }
   t->dtype = dt;
   t->rank = rank;
   int64_t bytes;
-  if (!hp_mul_ok(n, tiny_dtype_size(dt), &bytes) || (uint64_t)bytes > MAX_NPY_BYTES)
-    return hp_fail(e, HP_E_LIMIT, NULL, "tensor of %" PRId64 " bytes is too large", bytes);
+  if (!ut_mul_ok(n, tiny_dtype_size(dt), &bytes) || (uint64_t)bytes > MAX_NPY_BYTES)
+    return ut_fail(e, HARP_E_LIMIT, NULL, "tensor of %" PRId64 " bytes is too large", bytes);
   t->nbytes = (size_t)bytes;
-  t->data = hp_xcalloc(t->nbytes ? t->nbytes : 1, 1);
-  if (!t->data) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte tensor", t->nbytes);
-  return HP_OK;
+  t->data = ut_xcalloc(t->nbytes ? t->nbytes : 1, 1);
+  if (!t->data) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a %zu-byte tensor", t->nbytes);
+  return HARP_OK;
 }
 
-void hp_tensor_free(hp_tensor *t) {
+void ut_tensor_free(ut_tensor *t) {
   if (!t) return;
   free(t->data);
   memset(t, 0, sizeof *t);
 }
 
-float hp_tensor_get(const hp_tensor *t, int64_t i) {
+float ut_tensor_get(const ut_tensor *t, int64_t i) {
   switch (t->dtype) {
-  case TINY_FP16: return hp_f16_to_f32(((const uint16_t *)t->data)[i]);
-  case TINY_BF16: return hp_bf16_to_f32(((const uint16_t *)t->data)[i]);
+  case TINY_FP16: return ut_f16_to_f32(((const uint16_t *)t->data)[i]);
+  case TINY_BF16: return ut_bf16_to_f32(((const uint16_t *)t->data)[i]);
   case TINY_FP32: return ((const float *)t->data)[i];
   case TINY_I32: return (float)((const int32_t *)t->data)[i];
   case TINY_BOOL: return ((const uint8_t *)t->data)[i] ? 1.0f : 0.0f;
@@ -55,10 +55,10 @@ float hp_tensor_get(const hp_tensor *t, int64_t i) {
   }
 }
 
-void hp_tensor_set(hp_tensor *t, int64_t i, float v) {
+void ut_tensor_set(ut_tensor *t, int64_t i, float v) {
   switch (t->dtype) {
-  case TINY_FP16: ((uint16_t *)t->data)[i] = hp_f32_to_f16(v); break;
-  case TINY_BF16: ((uint16_t *)t->data)[i] = hp_f32_to_bf16(v); break;
+  case TINY_FP16: ((uint16_t *)t->data)[i] = ut_f32_to_f16(v); break;
+  case TINY_BF16: ((uint16_t *)t->data)[i] = ut_f32_to_bf16(v); break;
   case TINY_FP32: ((float *)t->data)[i] = v; break;
   case TINY_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
   case TINY_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
@@ -96,13 +96,13 @@ static const char *find_key(const char *h, const char *key) {
   return p;
 }
 
-static hp_status bad(hp_error *e, const char *name, const char *what) {
-  return hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "not a valid .npy file: %s", what);
+static harp_status bad(harp_error *e, const char *name, const char *what) {
+  return ut_fail_at(e, HARP_E_INPUT_MISMATCH, name, 0, 0, "not a valid .npy file: %s", what);
 }
 
 /* The header of the .npy bytes b[0..len): descr, rank and shape, and
  * where the data starts (*off). */
-static hp_status header(hp_error *e, const unsigned char *b, size_t len, const char *name, char descr[16], int *rank, int64_t *shape,
+static harp_status header(harp_error *e, const unsigned char *b, size_t len, const char *name, char descr[16], int *rank, int64_t *shape,
                         size_t *off) {
   if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) return bad(e, name, "missing the \\x93NUMPY magic");
   int major = b[6];
@@ -119,15 +119,15 @@ static hp_status header(hp_error *e, const unsigned char *b, size_t len, const c
   }
   if (hlen > 1 << 20 || hstart + hlen > len) return bad(e, name, "truncated header");
   *off = hstart + hlen;
-  char *h = hp_xmalloc(hlen + 1);
-  if (!h) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  char *h = ut_xmalloc(hlen + 1);
+  if (!h) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(h, b + hstart, hlen);
   h[hlen] = 0;
   if (strlen(h) != hlen) { /* NUL inside the header */
     free(h);
     return bad(e, name, "header contains a NUL byte");
   }
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   const char *d = find_key(h, "descr"), *f = find_key(h, "fortran_order"), *s = find_key(h, "shape");
   memset(descr, 0, 16);
   *rank = 0;
@@ -145,7 +145,7 @@ static hp_status header(hp_error *e, const unsigned char *b, size_t len, const c
     }
   }
   if (strncmp(f, "True", 4) == 0) {
-    st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
+    st = ut_fail_at(e, HARP_E_INPUT_MISMATCH, name, 0, 0, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
     goto done;
   }
   if (strncmp(f, "False", 5) != 0) {
@@ -165,8 +165,8 @@ static hp_status header(hp_error *e, const unsigned char *b, size_t len, const c
     }
     int64_t v = 0;
     while (isdigit((unsigned char)*s)) {
-      if (!hp_mul_ok(v, 10, &v) || !hp_add_ok(v, *s - '0', &v) || v > TINY_MAX_DIM) {
-        st = hp_fail_at(e, HP_E_LIMIT, name, 0, 0, "dimension too large");
+      if (!ut_mul_ok(v, 10, &v) || !ut_add_ok(v, *s - '0', &v) || v > TINY_MAX_DIM) {
+        st = ut_fail_at(e, HARP_E_LIMIT, name, 0, 0, "dimension too large");
         goto done;
       }
       s++;
@@ -178,14 +178,14 @@ done:
   return st;
 }
 
-hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *name, int want_dtype, hp_tensor *out) {
+harp_status ut_npy_parse(harp_error *e, const void *buf, size_t len, const char *name, int want_dtype, ut_tensor *out) {
   const unsigned char *b = buf;
   memset(out, 0, sizeof *out);
   char descr[16];
   int64_t shape[TINY_MAX_RANK];
   int rank = 0;
   size_t off;
-  hp_status st = header(e, b, len, name, descr, &rank, shape, &off);
+  harp_status st = header(e, b, len, name, descr, &rank, shape, &off);
   if (st) return st;
   tiny_dtype ft;
   bool i64 = false; /* numpy's default integer: read as int32, each value checked */
@@ -195,7 +195,7 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
   else if (!strcmp(descr, "<i4")) ft = TINY_I32;
   else if (!strcmp(descr, "|b1")) ft = TINY_BOOL;
   else {
-    st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0,
+    st = ut_fail_at(e, HARP_E_INPUT_MISMATCH, name, 0, 0,
                     "dtype '%s' is not supported (use float16 '<f2', float32 '<f4', int32 '<i4' or '<i8', or bool '|b1')", descr);
     goto done;
   }
@@ -204,31 +204,31 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
     target = (tiny_dtype)want_dtype;
     bool ok = target == ft || (target == TINY_BF16 && ft == TINY_FP32);
     if (!ok) {
-      st = hp_fail_at(e, HP_E_INPUT_MISMATCH, name, 0, 0, "file holds %s ('%s') but the model expects %s%s",
+      st = ut_fail_at(e, HARP_E_INPUT_MISMATCH, name, 0, 0, "file holds %s ('%s') but the model expects %s%s",
                       tiny_dtype_name(ft), descr, tiny_dtype_name(target),
                       target == TINY_BF16 ? " (bf16 is read from float32 files)" : "; convert with .astype(...)");
       goto done;
     }
   }
-  if ((st = hp_tensor_alloc(e, out, target, rank, shape))) goto done;
-  size_t need = (size_t)hp_tensor_numel(out) * (i64 ? 8u : (size_t)tiny_dtype_size(ft));
+  if ((st = ut_tensor_alloc(e, out, target, rank, shape))) goto done;
+  size_t need = (size_t)ut_tensor_numel(out) * (i64 ? 8u : (size_t)tiny_dtype_size(ft));
   if (len - off < need) {
-    hp_tensor_free(out);
+    ut_tensor_free(out);
     st = bad(e, name, "data shorter than the shape says");
     goto done;
   }
   if (len - off > need) {
-    hp_tensor_free(out);
+    ut_tensor_free(out);
     st = bad(e, name, "trailing bytes after the data");
     goto done;
   }
   if (i64) {
-    for (int64_t i = 0; i < hp_tensor_numel(out); i++) {
+    for (int64_t i = 0; i < ut_tensor_numel(out); i++) {
       int64_t v;
       memcpy(&v, b + off + 8 * i, 8);
       if (v < INT32_MIN || v > INT32_MAX) {
-        hp_tensor_free(out);
-        st = hp_fail_at(e, HP_E_LIMIT, name, 0, 0, "int64 element %" PRId64 " is %" PRId64 ", outside int32 (harp's integer type)", i, v);
+        ut_tensor_free(out);
+        st = ut_fail_at(e, HARP_E_LIMIT, name, 0, 0, "int64 element %" PRId64 " is %" PRId64 ", outside int32 (harp's integer type)", i, v);
         goto done;
       }
       ((int32_t *)out->data)[i] = (int32_t)v;
@@ -239,28 +239,28 @@ hp_status hp_npy_parse(hp_error *e, const void *buf, size_t len, const char *nam
       for (size_t i = 0; i < need; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
   } else { /* fp32 file -> bf16 */
     const unsigned char *p = b + off;
-    for (int64_t i = 0; i < hp_tensor_numel(out); i++) {
+    for (int64_t i = 0; i < ut_tensor_numel(out); i++) {
       float v;
       memcpy(&v, p + 4 * i, 4);
-      ((uint16_t *)out->data)[i] = hp_f32_to_bf16(v);
+      ((uint16_t *)out->data)[i] = ut_f32_to_bf16(v);
     }
   }
 done:
   return st;
 }
 
-hp_status hp_npy_read_shape(hp_error *e, const char *path, int *rank, int64_t *shape) {
+harp_status ut_npy_read_shape(harp_error *e, const char *path, int *rank, int64_t *shape) {
   *rank = 0;
   FILE *f = fopen(path, "rb");
-  if (!f) return hp_fail_at(e, HP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+  if (!f) return ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot open: %s", strerror(errno));
   unsigned char head[12];
   size_t got = fread(head, 1, sizeof head, f), end = 0; /* where the header ends */
   if (got == 12) end = head[6] == 1 ? ((size_t)head[8] | ((size_t)head[9] << 8)) + 10
                       : ((size_t)head[8] | ((size_t)head[9] << 8) | ((size_t)head[10] << 16) | ((size_t)head[11] << 24)) + 12;
-  unsigned char *b = hp_xmalloc(end > 12 && end <= (1 << 20) + 12 ? end : 12);
+  unsigned char *b = ut_xmalloc(end > 12 && end <= (1 << 20) + 12 ? end : 12);
   char descr[16];
   size_t off;
-  hp_status st = b ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = b ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (b) {
     memcpy(b, head, got);
     if (end > 12 && end <= (1 << 20) + 12) got += fread(b + 12, 1, end - 12, f);
@@ -271,17 +271,17 @@ hp_status hp_npy_read_shape(hp_error *e, const char *path, int *rank, int64_t *s
   return st;
 }
 
-hp_status hp_npy_read(hp_error *e, const char *path, int want_dtype, hp_tensor *out) {
+harp_status ut_npy_read(harp_error *e, const char *path, int want_dtype, ut_tensor *out) {
   char *buf;
   size_t len;
   memset(out, 0, sizeof *out);
-  if (hp_read_file(e, path, MAX_NPY_BYTES, &buf, &len)) return e->code;
-  hp_status s = hp_npy_parse(e, buf, len, path, want_dtype, out);
+  if (ut_read_file(e, path, MAX_NPY_BYTES, &buf, &len)) return e->code;
+  harp_status s = ut_npy_parse(e, buf, len, path, want_dtype, out);
   free(buf);
   return s;
 }
 
-hp_status hp_npy_write(hp_error *e, const char *path, const hp_tensor *t) {
+harp_status ut_npy_write(harp_error *e, const char *path, const ut_tensor *t) {
   char header[512];
   int k = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr_of(t->dtype));
   for (int i = 0; i < t->rank; i++) k += snprintf(header + k, sizeof header - (size_t)k, "%" PRId64 "%s", t->shape[i], t->rank == 1 ? "," : (i + 1 < t->rank ? ", " : ""));
@@ -290,11 +290,11 @@ hp_status hp_npy_write(hp_error *e, const char *path, const hp_tensor *t) {
   size_t total = 10 + (size_t)k + 1;
   size_t pad = (64 - total % 64) % 64;
   size_t hlen = (size_t)k + pad + 1;
-  int64_t numel = hp_tensor_numel(t);
+  int64_t numel = ut_tensor_numel(t);
   size_t data_bytes = (size_t)numel * (t->dtype == TINY_BF16 ? 4 : (size_t)tiny_dtype_size(t->dtype));
   size_t size = 10 + hlen + data_bytes;
-  unsigned char *buf = hp_xmalloc(size);
-  if (!buf) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  unsigned char *buf = ut_xmalloc(size);
+  if (!buf) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   memcpy(buf, "\x93NUMPY\x01\x00", 8);
   buf[8] = (unsigned char)(hlen & 0xff);
   buf[9] = (unsigned char)(hlen >> 8);
@@ -304,13 +304,13 @@ hp_status hp_npy_write(hp_error *e, const char *path, const hp_tensor *t) {
   unsigned char *p = buf + 10 + hlen;
   if (t->dtype == TINY_BF16) {
     for (int64_t i = 0; i < numel; i++) {
-      float v = hp_bf16_to_f32(((const uint16_t *)t->data)[i]);
+      float v = ut_bf16_to_f32(((const uint16_t *)t->data)[i]);
       memcpy(p + 4 * i, &v, 4);
     }
   } else if (data_bytes) {
     memcpy(p, t->data, data_bytes);
   }
-  hp_status s = hp_write_file_atomic(e, path, buf, size);
+  harp_status s = ut_write_file_atomic(e, path, buf, size);
   free(buf);
   return s;
 }

@@ -1,5 +1,5 @@
 /* spawn.c — run the system C compiler on one file, without a shell.
- * Needs: posix_spawn.  Gives: hp_run_cc (util.h).
+ * Needs: posix_spawn.  Gives: ut_run_cc (util.h).
  *
  * The compile cache (runtime/compile.c) and the template API's
  * cgen_compile_so (backend/c/cgen_cc.c) both build shared objects this
@@ -19,7 +19,7 @@ extern char **environ;
 
 #define CC_MAX_ARGS 64
 
-int hp_run_cc(const char *cc, const char *flags, const char *extra, const char *so, const char *c, const char *log) {
+int ut_run_cc(const char *cc, const char *flags, const char *extra, const char *so, const char *c, const char *log) {
   char *fl = strdup(flags ? flags : "");
   if (!fl) return -1;
   char *argv[CC_MAX_ARGS];

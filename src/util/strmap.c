@@ -1,17 +1,17 @@
 /* strmap.c — a string -> int open-addressing hash map (node ids of a Tiny
  * graph, the DSL's scopes, the names decompile hands out).
- * Needs: util (hashing, allocation).  Gives: hp_strmap_*. */
+ * Needs: util (hashing, allocation).  Gives: ut_strmap_*. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
 
-static uint64_t hash(const char *s) { return hp_hash64(s, strlen(s), 0); }
+static uint64_t hash(const char *s) { return ut_hash64(s, strlen(s), 0); }
 
-static bool grow(hp_strmap *m) {
+static bool grow(ut_strmap *m) {
   int cap = m->cap ? m->cap * 2 : 64;
-  const char **keys = hp_xcalloc((size_t)cap, sizeof *keys);
-  int *vals = hp_xcalloc((size_t)cap, sizeof *vals);
+  const char **keys = ut_xcalloc((size_t)cap, sizeof *keys);
+  int *vals = ut_xcalloc((size_t)cap, sizeof *vals);
   if (!keys || !vals) {
     free(keys);
     free(vals);
@@ -32,15 +32,15 @@ static bool grow(hp_strmap *m) {
   return true;
 }
 
-int *hp_strmap_find(const hp_strmap *m, const char *key) {
+int *ut_strmap_find(const ut_strmap *m, const char *key) {
   if (!m || !m->cap) return NULL;
   for (uint64_t h = hash(key) & (uint64_t)(m->cap - 1); m->keys[h]; h = (h + 1) & (uint64_t)(m->cap - 1))
     if (strcmp(m->keys[h], key) == 0) return &m->vals[h];
   return NULL;
 }
 
-bool hp_strmap_put(hp_strmap *m, const char *key, int val) {
-  int *v = hp_strmap_find(m, key);
+bool ut_strmap_put(ut_strmap *m, const char *key, int val) {
+  int *v = ut_strmap_find(m, key);
   if (v) {
     *v = val;
     return true;
@@ -54,7 +54,7 @@ bool hp_strmap_put(hp_strmap *m, const char *key, int val) {
   return true;
 }
 
-void hp_strmap_free(hp_strmap *m) {
+void ut_strmap_free(ut_strmap *m) {
   free(m->keys);
   free(m->vals);
   memset(m, 0, sizeof *m);

@@ -242,9 +242,9 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
 /* Half of the cases per test keeps each compile short and lets ctest overlap. */
 /* Cases idx[0..n) in one translation unit compiled with flags. */
 static void run_list(const int *idx, int n, const char *flags) {
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   for (int x = 0; x < n; x++) {
     int i = idx[x];
@@ -252,7 +252,7 @@ static void run_list(const int *idx, int n, const char *flags) {
     make_spec(&CASES[i], &s);
     char name[32];
     snprintf(name, sizeof name, "g%d", i);
-    assert_int_equal(cgen_gemm(&e, &s, name, &src), HP_OK);
+    assert_int_equal(cgen_gemm(&e, &s, name, &src), HARP_OK);
   }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
@@ -265,7 +265,7 @@ static void run_list(const int *idx, int n, const char *flags) {
   }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void run_range(int lo, int hi) {

@@ -27,17 +27,17 @@ static inline float ct_rand(void) {
 }
 
 static inline float ct_round(tiny_dtype dt, float x) {
-  return dt == TINY_FP16 ? hp_round_f16(x) : dt == TINY_BF16 ? hp_round_bf16(x) : x;
+  return dt == TINY_FP16 ? ut_round_f16(x) : dt == TINY_BF16 ? ut_round_bf16(x) : x;
 }
 
 static inline void ct_store(ct_buf *b, long i, float x) {
   if (b->dt == TINY_FP32) ((float *)b->p)[i] = x;
-  else ((uint16_t *)b->p)[i] = b->dt == TINY_FP16 ? hp_f32_to_f16(x) : hp_f32_to_bf16(x);
+  else ((uint16_t *)b->p)[i] = b->dt == TINY_FP16 ? ut_f32_to_f16(x) : ut_f32_to_bf16(x);
 }
 static inline float ct_load(const ct_buf *b, long i) {
   if (b->dt == TINY_FP32) return ((const float *)b->p)[i];
   uint16_t h = ((const uint16_t *)b->p)[i];
-  return b->dt == TINY_FP16 ? hp_f16_to_f32(h) : hp_bf16_to_f32(h);
+  return b->dt == TINY_FP16 ? ut_f16_to_f32(h) : ut_bf16_to_f32(h);
 }
 
 static inline void ct_alloc(ct_buf *b, tiny_dtype dt, long n, bool random) {
@@ -80,14 +80,14 @@ static inline double ct_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
  * code's meaning does not depend on the level); a selection runs at -O3 too.
  * CT_FLAGS replaces -O0 (the sanitizer build sets it to sanitize the kernels). */
 static inline void *ct_compile_flags(const char *src, const char *flags) {
-  hp_error e;
+  harp_error e;
   memset(&e, 0, sizeof e);
   void *h = NULL;
-  static hp_knobs k; /* CC and TMPDIR, through the library's one reader */
+  static rt_knobs k; /* CC and TMPDIR, through the library's one reader */
   static bool read;
   if (!read) {
-    hp_knobs_init(&k);
-    hp_knobs_from_env(&e, &k);
+    rt_knobs_init(&k);
+    rt_knobs_from_env(&e, &k);
     read = true;
   }
   cgen_cc_opts o = {0};

@@ -133,7 +133,7 @@ static inline void cu_models(cu_model *m, cuda_arch arch) {
   }
 }
 
-static inline hp_status cu_model_gen(hp_error *e, cuda_module *mod, const cu_model *m) {
+static inline harp_status cu_model_gen(harp_error *e, cuda_module *mod, const cu_model *m) {
   switch (m->kind) {
   case CU_M_GEMM: return cuda_gen_gemm(e, mod, &m->g, m->name);
   case CU_M_CONV: return cuda_gen_conv(e, mod, &m->c, m->name);
@@ -143,7 +143,7 @@ static inline hp_status cu_model_gen(hp_error *e, cuda_module *mod, const cu_mod
   case CU_M_EWISE: return cuda_gen_ewise(e, mod, &m->ew, m->name);
   case CU_M_REDUCE: return cuda_gen_reduce(e, mod, &m->red, m->name);
   }
-  return HP_E_INTERNAL;
+  return HARP_E_INTERNAL;
 }
 
 #endif

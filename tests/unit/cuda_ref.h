@@ -33,8 +33,8 @@ static inline float ref_opnd(cuda_math math, bool sm90, tiny_dtype t, float v) {
   if (t != TINY_FP32) return v;
   switch (math) {
   case CUDA_MATH_TF32: return sm90 ? cu_tf32_trunc(v) : cu_tf32(v);
-  case CUDA_MATH_FP16: return hp_round_f16(v);
-  case CUDA_MATH_BF16: return hp_round_bf16(v);
+  case CUDA_MATH_FP16: return ut_round_f16(v);
+  case CUDA_MATH_BF16: return ut_round_bf16(v);
   default: return v;
   }
 }

@@ -25,9 +25,9 @@
 
 #define cu_ok(e, expr)                                                     \
   do {                                                                     \
-    if ((expr) != HP_OK) {                                                 \
+    if ((expr) != HARP_OK) {                                               \
       char buf_[4096];                                                     \
-      hp_error_format((e), buf_, sizeof buf_);                             \
+      harp_error_format((e), buf_, sizeof buf_);                           \
       fail_msg("%s failed: %s", #expr, buf_);                              \
     }                                                                      \
   } while (0)
@@ -60,8 +60,8 @@ static inline void cu_buf_free(cu_buf *b) {
 }
 static inline float cu_get(const cu_buf *b, int64_t i) {
   switch (b->t) {
-  case TINY_FP16: return hp_f16_to_f32(((const uint16_t *)b->p)[i]);
-  case TINY_BF16: return hp_bf16_to_f32(((const uint16_t *)b->p)[i]);
+  case TINY_FP16: return ut_f16_to_f32(((const uint16_t *)b->p)[i]);
+  case TINY_BF16: return ut_bf16_to_f32(((const uint16_t *)b->p)[i]);
   case TINY_FP32: return ((const float *)b->p)[i];
   case TINY_I32: return (float)((const int32_t *)b->p)[i];
   default: return (float)((const uint8_t *)b->p)[i];
@@ -69,8 +69,8 @@ static inline float cu_get(const cu_buf *b, int64_t i) {
 }
 static inline void cu_set(cu_buf *b, int64_t i, float v) {
   switch (b->t) {
-  case TINY_FP16: ((uint16_t *)b->p)[i] = hp_f32_to_f16(v); break;
-  case TINY_BF16: ((uint16_t *)b->p)[i] = hp_f32_to_bf16(v); break;
+  case TINY_FP16: ((uint16_t *)b->p)[i] = ut_f32_to_f16(v); break;
+  case TINY_BF16: ((uint16_t *)b->p)[i] = ut_f32_to_bf16(v); break;
   case TINY_FP32: ((float *)b->p)[i] = v; break;
   case TINY_I32: ((int32_t *)b->p)[i] = (int32_t)v; break;
   default: ((uint8_t *)b->p)[i] = v != 0; break;
@@ -82,8 +82,8 @@ static inline cu_buf cu_random(tiny_dtype t, int64_t n, cu_rng *r, float scale) 
   return b;
 }
 static inline float cu_round(tiny_dtype t, float v) {
-  if (t == TINY_FP16) return hp_round_f16(v);
-  if (t == TINY_BF16) return hp_round_bf16(v);
+  if (t == TINY_FP16) return ut_round_f16(v);
+  if (t == TINY_BF16) return ut_round_bf16(v);
   return v;
 }
 

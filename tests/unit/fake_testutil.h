@@ -20,11 +20,11 @@
 #include "util/util.h"
 
 typedef struct model {
-  hp_program *p;
+  hg_program *p;
   char *json;
   tiny_graph *g;
   tiny_symtab syms;
-  hp_tensor in[32];
+  ut_tensor in[32];
   int nin;
 } model;
 
@@ -35,7 +35,7 @@ typedef struct state {
   void (*reset)(void);
   char cache[64];
   bool nvrtc;
-  hp_knobs knobs; /* libcuda: the fake; nvrtc: $HARP_NVRTC */
+  rt_knobs knobs; /* libcuda: the fake; nvrtc: $HARP_NVRTC */
 } state;
 
 static state *S;
@@ -62,11 +62,11 @@ static inline int setup(void **vs) {
   if (!st.stats || !st.reset) return -1;
   snprintf(st.cache, sizeof st.cache, "/tmp/harp_fake_cuda_XXXXXX");
   if (!mkdtemp(st.cache)) return -1;
-  hp_error e = {0};
-  hp_knobs_init(&st.knobs);
-  if (hp_knobs_from_env(&e, &st.knobs)) return fprintf(stderr, "%s\n", e.msg), -1;
+  harp_error e = {0};
+  rt_knobs_init(&st.knobs);
+  if (rt_knobs_from_env(&e, &st.knobs)) return fprintf(stderr, "%s\n", e.msg), -1;
   cuda_rt *rt = NULL;
-  cuda_rt_opts o = {.no_driver = true, .nvrtc_path = st.knobs.nvrtc[0] ? st.knobs.nvrtc : NULL}; /* as hp_gpu_load opens it */
+  cuda_rt_opts o = {.no_driver = true, .nvrtc_path = st.knobs.nvrtc[0] ? st.knobs.nvrtc : NULL}; /* as rt_gpu_load opens it */
   if (cuda_rt_open(&e, &o, &rt)) return -1;
   st.nvrtc = cuda_rt_status_of(rt)->nvrtc;
   if (!st.nvrtc)
@@ -91,17 +91,17 @@ static inline char *src_path(const char *rel) {
 
 /* A .harp or .json model, prepared, with zero-filled inputs. */
 static inline void load(model *m, const char *rel, const char *const *syms) {
-  hp_error e = {0};
+  harp_error e = {0};
   memset(m, 0, sizeof *m);
   tiny_symtab_init(&m->syms);
   if (strstr(rel, ".harp")) {
-    assert_ok(&e, hp_harp_load_file(&e, src_path(rel), &m->p));
-    assert_ok(&e, hp_lower(&e, m->p, &m->g, NULL));
+    assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &m->p));
+    assert_ok(&e, hg_lower(&e, m->p, &m->g, NULL));
     assert_ok(&e, tiny_prepare(&e, m->g, &m->syms, false));
   } else {
     size_t len;
-    hp_status st;
-    assert_ok(&e, hp_read_file(&e, src_path(rel), (size_t)1 << 24, &m->json, &len));
+    harp_status st;
+    assert_ok(&e, ut_read_file(&e, src_path(rel), (size_t)1 << 24, &m->json, &len));
     tiny_symtab_free(&m->syms);
     m->g = tu_prepare(&e, m->json, syms, &m->syms, &st);
     assert_ok(&e, st);
@@ -113,44 +113,44 @@ static inline void load(model *m, const char *rel, const char *const *syms) {
     const tiny_node *n = &m->g->nodes[ins[i]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-    assert_ok(&e, hp_tensor_alloc(&e, &m->in[i], n->dtype, n->shape.rank, shape));
+    assert_ok(&e, ut_tensor_alloc(&e, &m->in[i], n->dtype, n->shape.rank, shape));
   }
   free(ins);
 }
 
 static inline void unload(model *m) {
-  for (int i = 0; i < m->nin; i++) hp_tensor_free(&m->in[i]);
+  for (int i = 0; i < m->nin; i++) ut_tensor_free(&m->in[i]);
   tiny_graph_free(m->g);
   tiny_symtab_free(&m->syms);
-  hp_program_free(m->p);
+  hg_program_free(m->p);
   free(m->json);
 }
 
-static inline hp_gpu_model *build(model *m, const char *target, bool graphs, int *nlaunch) {
-  hp_error e = {0};
-  hp_gpu_model *gm = NULL;
-  hp_gpu_opts o = {.knobs = &S->knobs, .target = target, .cache_dir = S->cache, .graphs = graphs};
-  assert_ok(&e, hp_gpu_build(&e, m->g, &m->syms, &o, &gm));
+static inline rt_gpu_model *build(model *m, const char *target, bool graphs, int *nlaunch) {
+  harp_error e = {0};
+  rt_gpu_model *gm = NULL;
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = target, .cache_dir = S->cache, .graphs = graphs};
+  assert_ok(&e, rt_gpu_build(&e, m->g, &m->syms, &o, &gm));
   int t, s, g;
-  hp_gpu_counts(gm, &t, &s, &g);
+  rt_gpu_counts(gm, &t, &s, &g);
   *nlaunch = t + s + g;
   assert_true(*nlaunch > 0);
   return gm;
 }
 
 /* One run; the outputs have the model's shapes (their values are not computed). */
-static inline void run(model *m, hp_gpu_model *gm) {
-  hp_error e = {0};
-  hp_tensor out[8];
+static inline void run(model *m, rt_gpu_model *gm) {
+  harp_error e = {0};
+  ut_tensor out[8];
   assert_true(m->g->noutputs <= 8);
-  assert_ok(&e, hp_gpu_run(&e, gm, m->in, m->nin, out));
+  assert_ok(&e, rt_gpu_run(&e, gm, m->in, m->nin, out));
   for (int k = 0; k < m->g->noutputs; k++) {
     const tiny_node *n = &m->g->nodes[m->g->outputs[k]];
     assert_int_equal(out[k].dtype, n->dtype);
     assert_int_equal(out[k].rank, n->shape.rank);
     for (int d = 0; d < n->shape.rank; d++) assert_int_equal(out[k].shape[d], n->shape.d[d].n);
     assert_non_null(out[k].data);
-    hp_tensor_free(&out[k]);
+    ut_tensor_free(&out[k]);
   }
 }
 

@@ -9,7 +9,7 @@
 
 /* A graph, its binding and its IndexBook. */
 typedef struct ibt {
-  hp_error e;
+  harp_error e;
   tiny_graph *g;
   tiny_symtab syms;
   ib_book *ib;
@@ -19,10 +19,10 @@ typedef struct ibt {
 /* Load, prepare (unbound symbols allowed when no binding is given), build
  * the book.  Returns the first failing status (e filled); never fails the
  * test itself, so error cases can use it. */
-static inline hp_status ibt_load(ibt *t, const char *json, const char *const *syms) {
+static inline harp_status ibt_load(ibt *t, const char *json, const char *const *syms) {
   memset(t, 0, sizeof *t);
   tiny_symtab_init(&t->syms);
-  hp_status s = tiny_load_json(&t->e, json, strlen(json), "test.json", &t->g);
+  harp_status s = tiny_load_json(&t->e, json, strlen(json), "test.json", &t->g);
   bool any = false;
   for (int i = 0; syms && syms[i] && !s; i++, any = true) s = tiny_symtab_parse_assign(&t->e, &t->syms, syms[i]);
   if (!s) s = tiny_prepare(&t->e, t->g, &t->syms, !any);
@@ -30,20 +30,20 @@ static inline hp_status ibt_load(ibt *t, const char *json, const char *const *sy
   return s;
 }
 
-static inline hp_status ibt_load_file(ibt *t, const char *rel, const char *const *syms) {
+static inline harp_status ibt_load_file(ibt *t, const char *rel, const char *const *syms) {
   char path[1024];
   const char *root = getenv("HARP_SOURCE_DIR");
   snprintf(path, sizeof path, "%s/%s", root ? root : HARP_SOURCE_DIR, rel);
   char *text = NULL;
   size_t len = 0;
-  hp_error e = {0};
-  if (hp_read_file(&e, path, 1 << 24, &text, &len)) fail_msg("cannot read %s", path);
-  hp_status s = ibt_load(t, text, syms);
+  harp_error e = {0};
+  if (ut_read_file(&e, path, 1 << 24, &text, &len)) fail_msg("cannot read %s", path);
+  harp_status s = ibt_load(t, text, syms);
   free(text);
   return s;
 }
 
-static inline hp_status ibt_poly(ibt *t, const poly_options *opt) { return poly_build(&t->e, t->g, t->ib, opt, &t->pv); }
+static inline harp_status ibt_poly(ibt *t, const poly_options *opt) { return poly_build(&t->e, t->g, t->ib, opt, &t->pv); }
 
 static inline void ibt_free(ibt *t) {
   poly_free(t->pv);
@@ -64,26 +64,26 @@ static inline char *ibt_access(const ibt *t, const char *id, int k, bool compose
   const ib_info *f = ib_get(t->ib, ibt_node(t, id));
   const char *vn[IB_MAX_VARS];
   ib_var_names(f, vn);
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   ib_access_print(&s, t->ib, composed ? &f->acc[k] : &f->in[k], vn);
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }
 
 /* "i0:M i1:4/b r0:K" — axes with sizes (symbol, integer or expression). */
 static inline char *ibt_axes(const ibt *t, const char *id) {
   const ib_info *f = ib_get(t->ib, ibt_node(t, id));
   static const char *const none[IB_MAX_VARS] = {0};
-  hp_str s;
-  hp_str_init(&s);
+  ut_str s;
+  ut_str_init(&s);
   for (int v = 0; v < f->nvars; v++) {
     const ib_axis *a = &f->axes[v];
-    hp_str_printf(&s, "%s%s:", v ? " " : "", a->name);
-    if (a->size.sym) hp_str_puts(&s, a->size.sym);
+    ut_str_printf(&s, "%s%s:", v ? " " : "", a->name);
+    if (a->size.sym) ut_str_puts(&s, a->size.sym);
     else ib_aff_print(&s, &a->size.e, none);
-    if (a->kind == IB_BROADCAST) hp_str_puts(&s, "/b");
+    if (a->kind == IB_BROADCAST) ut_str_puts(&s, "/b");
   }
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }
 
 /* Compare (and free) got with want; print a difference. */

@@ -94,9 +94,9 @@ static inline plan_machine fixed_cpu(void) {
   return m;
 }
 
-static inline char *err_text(const hp_error *e) {
+static inline char *err_text(const harp_error *e) {
   static char buf[2048]; /* tests only */
-  hp_error_format(e, buf, sizeof buf);
+  harp_error_format(e, buf, sizeof buf);
   return buf;
 }
 

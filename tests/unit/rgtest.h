@@ -13,7 +13,7 @@
 #include "util/util.h"
 
 typedef struct rgt {
-  hp_error e;
+  harp_error e;
   tiny_graph *g;
   tiny_symtab syms;
   plan_machine m;
@@ -90,19 +90,19 @@ static inline void rgt_expect_stop(const rg_region *R, const char *cand, const c
 }
 
 /* Random inputs for every INPUT node (values in [-1, 1]). */
-static inline hp_tensor *rgt_inputs(const tiny_graph *g, int *n, unsigned seed) {
+static inline ut_tensor *rgt_inputs(const tiny_graph *g, int *n, unsigned seed) {
   int *ins;
   *n = tiny_inputs(g, &ins);
-  hp_tensor *t = calloc((size_t)*n + 1, sizeof *t);
-  hp_error e = {0};
+  ut_tensor *t = calloc((size_t)*n + 1, sizeof *t);
+  harp_error e = {0};
   for (int k = 0; k < *n; k++) {
     const tiny_node *x = &g->nodes[ins[k]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, hp_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < hp_tensor_numel(&t[k]); i++) {
+    assert_ok(&e, ut_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
+    for (int64_t i = 0; i < ut_tensor_numel(&t[k]); i++) {
       seed = seed * 1103515245u + 12345u;
-      hp_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 1000.0f - 1.0f);
+      ut_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 1000.0f - 1.0f);
     }
   }
   free(ins);
@@ -112,13 +112,13 @@ static inline hp_tensor *rgt_inputs(const tiny_graph *g, int *n, unsigned seed) 
 /* Build the Function and play it back; compare with whole-graph
  * interpretation (bit for bit when bitwise).  Returns the Function's arena size. */
 static inline size_t rgt_playback(rgt *t, bool bitwise) {
-  hp_function *f;
+  fn_function *f;
   assert_ok(&t->e, fn_build(&t->e, t->p, "main", &f));
   assert_ok(&t->e, fn_check(&t->e, f));
   assert_true(f->required_memory >= fn_peak_live_bytes(f));
   int n;
-  hp_tensor *in = rgt_inputs(t->g, &n, 7);
-  hp_tensor *want = calloc((size_t)t->g->noutputs, sizeof *want), *got = calloc((size_t)t->g->noutputs, sizeof *got);
+  ut_tensor *in = rgt_inputs(t->g, &n, 7);
+  ut_tensor *want = calloc((size_t)t->g->noutputs, sizeof *want), *got = calloc((size_t)t->g->noutputs, sizeof *got);
   assert_ok(&t->e, tiny_interp(&t->e, t->g, &t->syms, in, n, want));
   assert_ok(&t->e, fn_playback(&t->e, f, &t->syms, in, n, got));
   for (int k = 0; k < t->g->noutputs; k++) {
@@ -126,16 +126,16 @@ static inline size_t rgt_playback(rgt *t, bool bitwise) {
     if (bitwise) {
       if (memcmp(got[k].data, want[k].data, want[k].nbytes)) fail_msg("output %d differs from the interpreter", k);
     } else {
-      for (int64_t i = 0; i < hp_tensor_numel(&want[k]); i++) {
-        float a = hp_tensor_get(&got[k], i), b = hp_tensor_get(&want[k], i);
+      for (int64_t i = 0; i < ut_tensor_numel(&want[k]); i++) {
+        float a = ut_tensor_get(&got[k], i), b = ut_tensor_get(&want[k], i);
         if (!(fabsf(a - b) <= 1e-3f + 1e-3f * fabsf(b)) && !(isnan(a) && isnan(b)))
           fail_msg("output %d element %lld: %g vs %g", k, (long long)i, a, b);
       }
     }
-    hp_tensor_free(&got[k]);
-    hp_tensor_free(&want[k]);
+    ut_tensor_free(&got[k]);
+    ut_tensor_free(&want[k]);
   }
-  for (int k = 0; k < n; k++) hp_tensor_free(&in[k]);
+  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
   free(in);
   free(got);
   free(want);

@@ -8,7 +8,7 @@
 #include "util/util.h"
 
 static void gemm_bias_relu(harp_backend backend, float *out) {
-  hp_error err = {0};
+  harp_error err = {0};
   const char *syms[] = {"M=3", "K=4", "N=5", NULL};
   const char *weights[] = {"B", "bias", NULL};
   harp_options opts = {.backend = backend, .syms = syms, .params = weights};
@@ -30,25 +30,25 @@ static void gemm_bias_relu(harp_backend backend, float *out) {
   unsigned char *params = calloc(1, nbytes);
   uint16_t *B = (uint16_t *)(params + harp_param_offset(c, "B"));
   uint16_t *bias = (uint16_t *)(params + harp_param_offset(c, "bias"));
-  for (int i = 0; i < 4 * 5; i++) B[i] = hp_f32_to_f16((float)(i % 7) - 3.0f);
-  for (int i = 0; i < 5; i++) bias[i] = hp_f32_to_f16(0.5f * (float)i);
+  for (int i = 0; i < 4 * 5; i++) B[i] = ut_f32_to_f16((float)(i % 7) - 3.0f);
+  for (int i = 0; i < 5; i++) bias[i] = ut_f32_to_f16(0.5f * (float)i);
   assert_int_equal(harp_param_offset(c, "nope"), -1);
   uint16_t A[3 * 4], C[3 * 5];
-  for (int i = 0; i < 12; i++) A[i] = hp_f32_to_f16((float)(i % 5) - 2.0f);
+  for (int i = 0; i < 12; i++) A[i] = ut_f32_to_f16((float)(i % 5) - 2.0f);
   harp_model *m = model_init(c, params, nbytes);
   assert_non_null(m);
   assert_null(model_init(c, params, nbytes + 1)); /* wrong block size */
   const void *inputs[] = {A};
   void *outputs[] = {C};
   for (int rep = 0; rep < 3; rep++) assert_int_equal(model_run(m, inputs, outputs), 0);
-  for (int i = 0; i < 15; i++) out[i] = hp_f16_to_f32(C[i]);
+  for (int i = 0; i < 15; i++) out[i] = ut_f16_to_f32(C[i]);
   /* check against a direct computation */
   for (int r = 0; r < 3; r++)
     for (int j = 0; j < 5; j++) {
       float acc = 0;
-      for (int k = 0; k < 4; k++) acc += hp_f16_to_f32(A[r * 4 + k]) * hp_f16_to_f32(B[k * 5 + j]);
-      float want = fmaxf(hp_round_f16(acc) + hp_f16_to_f32(bias[j]), 0);
-      assert_true(fabsf(out[r * 5 + j] - hp_round_f16(want)) <= 1e-3f + 1e-3f * fabsf(want));
+      for (int k = 0; k < 4; k++) acc += ut_f16_to_f32(A[r * 4 + k]) * ut_f16_to_f32(B[k * 5 + j]);
+      float want = fmaxf(ut_round_f16(acc) + ut_f16_to_f32(bias[j]), 0);
+      assert_true(fabsf(out[r * 5 + j] - ut_round_f16(want)) <= 1e-3f + 1e-3f * fabsf(want));
     }
   model_free(m);
   free(params);
@@ -65,22 +65,22 @@ static void test_both_backends(void **state) {
 
 static void test_errors(void **state) {
   (void)state;
-  hp_error err = {0};
+  harp_error err = {0};
   harp_compiled *c;
-  assert_int_equal(harp_compile_file(&err, "/nonexistent.json", NULL, &c), HP_E_IO);
-  hp_error_clear(&err);
-  assert_int_equal(harp_compile_file(&err, "model.tflite", NULL, &c), HP_E_USAGE);
-  hp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, "/nonexistent.json", NULL, &c), HARP_E_IO);
+  harp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, "model.tflite", NULL, &c), HARP_E_USAGE);
+  harp_error_clear(&err);
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/seed001_gemm.json", HARP_SOURCE_DIR);
   harp_options opts = {.backend = HARP_BACKEND_INTERP};
-  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HP_E_UNBOUND_SYMBOL); /* M, K, N unbound */
-  hp_error_clear(&err);
+  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HARP_E_UNBOUND_SYMBOL); /* M, K, N unbound */
+  harp_error_clear(&err);
   const char *weights[] = {"Z", NULL};
   const char *syms[] = {"M=1", "K=1", "N=1", NULL};
   opts.syms = syms;
   opts.params = weights;
-  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HP_E_USAGE); /* no input Z */
+  assert_int_equal(harp_compile_file(&err, path, &opts, &c), HARP_E_USAGE); /* no input Z */
   assert_null(model_init(NULL, NULL, 0));
   assert_int_equal(model_run(NULL, NULL, NULL), -1);
   model_free(NULL);
@@ -96,7 +96,7 @@ static void test_builder_graph(void **state) {
   int x = tiny_b_input(g, "x", TINY_FP32, &s);
   int y = tiny_b_unary(g, TINY_EXP, x);
   tiny_mark_output(g, tiny_b_binary_imm(g, TINY_MUL, y, 2.0));
-  hp_error err = {0};
+  harp_error err = {0};
   harp_compiled *c;
   harp_options opts = {.backend = HARP_BACKEND_CPU};
   assert_ok(&err, harp_compile_graph(&err, g, &opts, &c));
@@ -123,13 +123,13 @@ static int objects_in(const char *dir) {
 }
 
 /* exp(x) * 2 on 8 values, compiled for the CPU with opts. */
-static hp_status compile_small(hp_error *err, const harp_options *opts) {
+static harp_status compile_small(harp_error *err, const harp_options *opts) {
   tiny_graph *g = tiny_graph_new();
   int64_t d[1] = {8};
   tiny_shape s = tiny_shape_of(1, d);
   tiny_mark_output(g, tiny_b_binary_imm(g, TINY_MUL, tiny_b_unary(g, TINY_EXP, tiny_b_input(g, "x", TINY_FP32, &s)), 2.0));
   harp_compiled *c = NULL;
-  hp_status st = harp_compile_graph(err, g, opts, &c);
+  harp_status st = harp_compile_graph(err, g, opts, &c);
   harp_compiled_free(c);
   return st;
 }
@@ -142,7 +142,7 @@ static void test_knobs(void **state) {
   char root[] = "/tmp/harp_knobs_XXXXXX", a[64], b[64], c[64], cmd[128];
   assert_non_null(mkdtemp(root));
   snprintf(a, sizeof a, "%s/a", root), snprintf(b, sizeof b, "%s/b", root), snprintf(c, sizeof c, "%s/c", root);
-  hp_error err = {0};
+  harp_error err = {0};
   setenv("HARP_CACHE_DIR", a, 1);
   harp_options opts = {.backend = HARP_BACKEND_CPU};
   assert_ok(&err, compile_small(&err, &opts));
@@ -159,16 +159,16 @@ static void test_knobs(void **state) {
   assert_int_equal(objects_in(a), 1);
   assert_int_equal(objects_in(b), 1);
   setenv("HARP_NO_DEDUP", "sometimes", 1);
-  assert_int_equal(compile_small(&err, &opts), HP_E_USAGE);
+  assert_int_equal(compile_small(&err, &opts), HARP_E_USAGE);
   assert_non_null(strstr(err.msg, "HARP_NO_DEDUP"));
-  hp_error_clear(&err);
+  harp_error_clear(&err);
   opts.no_env = true;
   assert_ok(&err, compile_small(&err, &opts));
   unsetenv("HARP_NO_DEDUP");
   unsetenv("HARP_CACHE_DIR");
   const char *bad[] = {"nodedup=1", NULL};
   opts.knobs = bad;
-  assert_int_equal(compile_small(&err, &opts), HP_E_USAGE);
+  assert_int_equal(compile_small(&err, &opts), HARP_E_USAGE);
   assert_non_null(strstr(err.msg, "nodedup"));
   snprintf(cmd, sizeof cmd, "rm -rf %s", root);
   assert_int_equal(system(cmd), 0);

@@ -1,4 +1,4 @@
-/* test_cc_build.c — hp_cc_build (runtime/compile.c): the on-disk cache, the
+/* test_cc_build.c — rt_cc_build (runtime/compile.c): the on-disk cache, the
  * parallel (-flto=N) build of a large source, the plain command again when
  * the compiler refuses LTO, and a compile error reported with its log.  The
  * compiler is a shell script in front of cc that writes each command line to
@@ -100,11 +100,11 @@ static int call_answer(const char *so) {
 }
 
 static void build(fixture *fx, const char *cc, const char *src, bool parallel, int want, bool want_hit) {
-  hp_error e = {0};
-  hp_cc_opts o = {cc, "-O1", fx->dir, parallel, fx->jobs};
+  harp_error e = {0};
+  rt_cc_opts o = {cc, "-O1", fx->dir, parallel, fx->jobs};
   char *so = NULL;
   bool hit = true;
-  assert_int_equal(hp_cc_build(&e, src, &o, &so, &hit), HP_OK);
+  assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_OK);
   assert_int_equal(hit, want_hit);
   assert_int_equal(call_answer(so), want);
   free(so);
@@ -114,7 +114,7 @@ static void build(fixture *fx, const char *cc, const char *src, bool parallel, i
 static void test_large_parallel(void **state) {
   fixture *fx = *state;
   fx->jobs = 2; /* the knob cc_jobs (HARP_CC_JOBS) */
-  char *src = source(HP_CC_PARALLEL_MIN, 41);
+  char *src = source(RT_CC_PARALLEL_MIN, 41);
   build(fx, fx->cc, src, true, 41, false);
   char *r = runs(fx);
   assert_int_equal(count(r, "\n"), 1);
@@ -131,7 +131,7 @@ static void test_large_parallel(void **state) {
 static void test_no_lto(void **state) {
   fixture *fx = *state;
   fx->jobs = 2; /* the knob cc_jobs (HARP_CC_JOBS) */
-  char *small = source(HP_CC_PARALLEL_MIN / 2, 1), *large = source(HP_CC_PARALLEL_MIN, 2), *large3 = source(HP_CC_PARALLEL_MIN, 3);
+  char *small = source(RT_CC_PARALLEL_MIN / 2, 1), *large = source(RT_CC_PARALLEL_MIN, 2), *large3 = source(RT_CC_PARALLEL_MIN, 3);
   build(fx, fx->cc, small, true, 1, false);
   build(fx, fx->cc, large, false, 2, false);
   fx->jobs = 1; /* the knob cc_jobs (HARP_CC_JOBS) */
@@ -150,7 +150,7 @@ static void test_no_lto(void **state) {
 static void test_lto_refused(void **state) {
   fixture *fx = *state;
   fx->jobs = 4; /* the knob cc_jobs (HARP_CC_JOBS) */
-  char *src = source(HP_CC_PARALLEL_MIN, 7);
+  char *src = source(RT_CC_PARALLEL_MIN, 7);
   build(fx, fx->nolto, src, true, 7, false);
   char *r = runs(fx);
   assert_int_equal(count(r, "\n"), 2);
@@ -166,13 +166,13 @@ static void test_lto_refused(void **state) {
 static void test_compile_error(void **state) {
   fixture *fx = *state;
   fx->jobs = 2; /* the knob cc_jobs (HARP_CC_JOBS) */
-  char *src = source(HP_CC_PARALLEL_MIN, 5);
+  char *src = source(RT_CC_PARALLEL_MIN, 5);
   src[0] = '@'; /* not C */
-  hp_error e = {0};
-  hp_cc_opts o = {fx->cc, "-O1", fx->dir, true, fx->jobs};
+  harp_error e = {0};
+  rt_cc_opts o = {fx->cc, "-O1", fx->dir, true, fx->jobs};
   char *so = NULL;
   bool hit = true;
-  assert_int_equal(hp_cc_build(&e, src, &o, &so, &hit), HP_E_INTERNAL);
+  assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_E_INTERNAL);
   assert_null(so);
   assert_false(hit);
   assert_non_null(strstr(e.msg, "the C compiler"));
@@ -183,7 +183,7 @@ static void test_compile_error(void **state) {
   char cmd[160];
   snprintf(cmd, sizeof cmd, "ls %s/*.so >/dev/null 2>&1", fx->dir);
   assert_int_not_equal(system(cmd), 0);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   free(src);
 }
 
@@ -192,24 +192,24 @@ static void test_compile_error(void **state) {
 static void test_spawn_errors(void **state) {
   fixture *fx = *state;
   char *src = source(16, 1);
-  hp_error e = {0};
+  harp_error e = {0};
   char *so = NULL;
   bool hit = true;
-  hp_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false, 0};
-  assert_int_equal(hp_cc_build(&e, src, &o, &so, &hit), HP_E_IO);
+  rt_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false, 0};
+  assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_E_IO);
   assert_non_null(strstr(e.msg, "/nonexistent/harp-cc"));
   assert_null(so);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   char many[60 * 4 + 1] = "";
   for (int i = 0; i < 60; i++) strcat(many, "-O1 ");
-  hp_cc_opts m = {fx->cc, many, fx->dir, false, 0};
-  assert_int_equal(hp_cc_build(&e, src, &m, &so, &hit), HP_E_LIMIT);
+  rt_cc_opts m = {fx->cc, many, fx->dir, false, 0};
+  assert_int_equal(rt_cc_build(&e, src, &m, &so, &hit), HARP_E_LIMIT);
   assert_non_null(strstr(e.msg, "too many compiler flags"));
   assert_null(so);
   char *r = runs(fx);
   assert_string_equal(r, ""); /* the compiler never ran */
   free(r);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   free(src);
 }
 

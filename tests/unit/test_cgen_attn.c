@@ -131,16 +131,16 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
 
 static void test_cases(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   for (int i = 0; i < NCASE; i++) {
     cgen_attn_spec s;
     make_spec(&CASES[i], &s);
     char name[32];
     snprintf(name, sizeof name, "a%d", i);
-    assert_int_equal(cgen_attn(&e, &s, name, &src), HP_OK);
+    assert_int_equal(cgen_attn(&e, &s, name, &src), HARP_OK);
   }
   void *h = ct_compile(src.buf);
   assert_non_null(h);
@@ -152,42 +152,42 @@ static void test_cases(void **st) {
   }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_errors(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   cgen_attn_spec s;
   cgen_attn_spec_init(&s, 1, 1, 8, 8, 8, F32);
   s.d = 0;
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.d = 8, s.q_dtype = TINY_I32;
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   s.q_dtype = F32, s.scale = NAN;
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.scale = 0, s.has_mask = true, s.mask_s[2] = -1;
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_NEGATIVE_STRIDE);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_E_NEGATIVE_STRIDE);
+  harp_error_clear(&e);
   s.has_mask = false, s.strided = true; /* q, k, v, out strides over (b, h, row) */
   int64_t ok[3] = {64, 64, 8};
   memcpy(s.q_s, ok, sizeof ok), memcpy(s.k_s, ok, sizeof ok), memcpy(s.v_s, ok, sizeof ok), memcpy(s.o_s, ok, sizeof ok);
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_OK);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_OK);
   s.k_s[2] = -8;
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_NEGATIVE_STRIDE);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_E_NEGATIVE_STRIDE);
+  harp_error_clear(&e);
   s.k_s[2] = 8, s.o_s[2] = 4; /* output rows would overlap */
-  assert_int_equal(cgen_attn(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_attn(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.strided = false;
-  assert_int_equal(cgen_attn(&e, &s, "f-1", &src), HP_E_INVALID_ARG);
-  hp_str_free(&src);
+  assert_int_equal(cgen_attn(&e, &s, "f-1", &src), HARP_E_INVALID_ARG);
+  ut_str_free(&src);
 }
 
 int main(void) {

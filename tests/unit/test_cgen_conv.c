@@ -277,9 +277,9 @@ static long run_case(void *h, int idx, hprt_pool *pool, char kind) {
 
 static void test_cases(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   static const char kinds[] = "cgd";
   for (int i = 0; i < NCASE; i++)
@@ -291,7 +291,7 @@ static void test_cases(void **st) {
       if (kinds[k] == 'c' && CASES[i].algo == DI) assert_true(cgen_conv_direct(&s, &why));
       char name[32];
       snprintf(name, sizeof name, "%c%d", kinds[k], i);
-      assert_int_equal(cgen_conv(&e, &s, name, &src), HP_OK);
+      assert_int_equal(cgen_conv(&e, &s, name, &src), HARP_OK);
     }
   void *h = ct_compile(src.buf);
   assert_non_null(h);
@@ -304,43 +304,43 @@ static void test_cases(void **st) {
     }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_errors(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   cgen_conv_spec s;
   cgen_conv_spec_init(&s, 1, 4, 8, 8, 4, 3, 3, F32);
   s.groups = 3;
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   /* a depthwise window beyond what the depthwise kernel unrolls */
   cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 12, 12, F32);
   s.groups = 4;
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_LIMIT);
+  harp_error_clear(&e);
   /* a depthwise stride beyond its phase rows (17 columns) */
   cgen_conv_spec_init(&s, 1, 4, 40, 40, 4, 3, 3, F32);
   s.groups = 4, s.stride[1] = 17;
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_LIMIT);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_LIMIT);
+  harp_error_clear(&e);
   cgen_conv_spec_init(&s, 1, 4, 8, 8, 4, 3, 3, F32);
   s.groups = 1, s.kh = 9; /* window larger than the padded input */
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.kh = 3, s.pad[0] = -1;
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.pad[0] = 0, s.stride[1] = 0;
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.stride[1] = 1, s.n_epi = 1, s.epi[0].kind = CGEN_EPI_BIAS_N, s.epi[0].dtype = F32;
-  assert_int_equal(cgen_conv(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_str_free(&src);
+  assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  ut_str_free(&src);
 }
 
 /* Which kernel the AVX-512 variant gets without a choice made (cgen_conv_direct). */
@@ -389,13 +389,13 @@ static bool tile_is(long c, long oc, long h, long st, long k, const char *tile) 
   s.stride[0] = s.stride[1] = st;
   s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = k / 2;
   s.tune.isa_mask = 1u << CGEN_ISA_AVX512;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
-  bool ok = cgen_conv(&e, &s, "f", &src) == HP_OK && strstr(src.buf, tile) != NULL;
+  bool ok = cgen_conv(&e, &s, "f", &src) == HARP_OK && strstr(src.buf, tile) != NULL;
   if (!ok) fprintf(stderr, "%ld->%ld @%ld s%ld %ldx%ld: not %s\n", c, oc, h, st, k, k, tile);
-  hp_str_free(&src);
+  ut_str_free(&src);
   return ok;
 }
 

@@ -176,9 +176,9 @@ static long run_case(void *h, const char *name, const chain *ch, const layout *l
 
 static void check_all(const char *flags) {
   const int isas[] = {SC, A2, A5};
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   __builtin_cpu_init();
   bool have[3] = {true, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
@@ -191,7 +191,7 @@ static void check_all(const char *flags) {
         make_spec(&CHAINS[c], &LAYOUTS[l], isas[q], &s);
         char name[32];
         snprintf(name, sizeof name, "m%d_%d_%d", q, c, l);
-        assert_int_equal(cgen_map(&e, &s, name, &src), HP_OK);
+        assert_int_equal(cgen_map(&e, &s, name, &src), HARP_OK);
       }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
@@ -209,7 +209,7 @@ static void check_all(const char *flags) {
   }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_cases(void **st) {
@@ -224,42 +224,42 @@ static void test_cases_o3(void **st) {
 
 static void test_errors(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   cgen_map_spec s;
   cgen_map_spec_init(&s, 0);
   s.nops = 1;
   s.ops[0] = (cgen_map_op){CGEN_MAP_COPY, F32, C(1.0f)};
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG); /* no points */
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG); /* no points */
+  harp_error_clear(&e);
   s.cols = 8, s.nops = 0;
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG); /* no op */
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG); /* no op */
+  harp_error_clear(&e);
   s.nops = 1, s.ops[0].a = V(0);
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG); /* reads itself */
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG); /* reads itself */
+  harp_error_clear(&e);
   s.ops[0].a = I(0);
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG); /* no such input */
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG); /* no such input */
+  harp_error_clear(&e);
   s.nin = 1, s.in[0].dtype = TINY_I32;
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   s.in[0].dtype = F32, s.ops[0] = (cgen_map_op){CGEN_MAP_ROUND, F32, I(0)};
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_INVALID_ARG); /* rounds to fp32 */
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG); /* rounds to fp32 */
+  harp_error_clear(&e);
   s.ops[0].dtype = F16, s.nouter = 1, s.outer[0] = 1L << 35, s.cols = 1L << 10;
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_E_LIMIT);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_LIMIT);
+  harp_error_clear(&e);
   s.nouter = 0;
-  assert_int_equal(cgen_map(&e, &s, "f-1", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_int_equal(cgen_map(&e, NULL, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, &s, "f-1", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(cgen_map(&e, NULL, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   assert_int_equal(src.len, 0);
-  assert_int_equal(cgen_map(&e, &s, "f", &src), HP_OK);
-  hp_str_free(&src);
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_OK);
+  ut_str_free(&src);
 }
 
 int main(void) {

@@ -128,16 +128,16 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
 }
 
 static void check_all(const char *flags) {
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   for (int i = 0; i < NCASE; i++) {
     cgen_pool_spec s;
     make_spec(&CASES[i], &s);
     char name[32];
     snprintf(name, sizeof name, "p%d", i);
-    assert_int_equal(cgen_pool(&e, &s, name, &src), HP_OK);
+    assert_int_equal(cgen_pool(&e, &s, name, &src), HARP_OK);
   }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
@@ -149,7 +149,7 @@ static void check_all(const char *flags) {
   }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_cases(void **st) {
@@ -164,37 +164,37 @@ static void test_cases_o3(void **st) {
 
 static void test_errors(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   cgen_pool_spec s;
   cgen_pool_spec_init(&s, 1, 2, 4, 4, 5, 5); /* window larger than the input */
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.kh = s.kw = 3, s.pad[1] = -1;
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.pad[1] = 0, s.fill = NAN;
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   s.fill = 0, s.n_epi = 1, s.epi[0] = (cgen_epi){.kind = CGEN_EPI_RESIDUAL};
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   s.n_epi = 0, s.stride[1] = 17;
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_E_LIMIT);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_E_LIMIT);
+  harp_error_clear(&e);
   s.stride[1] = 1, s.x_dtype = TINY_I32;
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   s.x_dtype = F32;
-  assert_int_equal(cgen_pool(&e, &s, "f-1", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_int_equal(cgen_pool(&e, NULL, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, &s, "f-1", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(cgen_pool(&e, NULL, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   assert_int_equal(src.len, 0);
-  assert_int_equal(cgen_pool(&e, &s, "f", &src), HP_OK);
-  hp_str_free(&src);
+  assert_int_equal(cgen_pool(&e, &s, "f", &src), HARP_OK);
+  ut_str_free(&src);
 }
 
 int main(void) {

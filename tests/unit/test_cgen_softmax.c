@@ -100,16 +100,16 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
 }
 
 static void check_all(const char *flags) {
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   for (int i = 0; i < NCASE; i++) {
     cgen_softmax_spec s;
     make_spec(&CASES[i], &s);
     char name[32];
     snprintf(name, sizeof name, "s%d", i);
-    assert_int_equal(cgen_softmax(&e, &s, name, &src), HP_OK);
+    assert_int_equal(cgen_softmax(&e, &s, name, &src), HARP_OK);
   }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
@@ -121,7 +121,7 @@ static void check_all(const char *flags) {
   }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_cases(void **st) {
@@ -136,38 +136,38 @@ static void test_cases_o3(void **st) {
 
 static void test_errors(void **st) {
   (void)st;
-  hp_str src;
-  hp_str_init(&src);
-  hp_error e;
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
   memset(&e, 0, sizeof e);
   cgen_softmax_spec s;
   cgen_softmax_spec_init(&s, 4, 0, F32);
-  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   s.cols = 1L << 24;
-  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HP_E_LIMIT);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HARP_E_LIMIT);
+  harp_error_clear(&e);
   s.cols = 8, s.rows = 1L << 38;
-  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HP_E_LIMIT);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HARP_E_LIMIT);
+  harp_error_clear(&e);
   s.rows = 4, s.y_dtype = TINY_I32;
-  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   s.y_dtype = F32;
   float bad_scale[] = {NAN, INFINITY, 0.0f, -1.0f};
   for (int i = 0; i < 4; i++) {
     s.scale = bad_scale[i];
-    assert_int_equal(cgen_softmax(&e, &s, "f", &src), HP_E_INVALID_ARG);
-    hp_error_clear(&e);
+    assert_int_equal(cgen_softmax(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+    harp_error_clear(&e);
   }
   s.scale = 1;
-  assert_int_equal(cgen_softmax(&e, &s, "f-1", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_int_equal(cgen_softmax(&e, NULL, "f", &src), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(cgen_softmax(&e, &s, "f-1", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(cgen_softmax(&e, NULL, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   assert_int_equal(src.len, 0);
-  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HP_OK);
-  hp_str_free(&src);
+  assert_int_equal(cgen_softmax(&e, &s, "f", &src), HARP_OK);
+  ut_str_free(&src);
 }
 
 int main(void) {

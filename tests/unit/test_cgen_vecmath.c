@@ -124,8 +124,8 @@ static long check_fun(void *h, const cg_isa *isa, int f, const float *a, const f
 }
 
 static void check_all(const char *flags) {
-  hp_str src;
-  hp_str_init(&src);
+  ut_str src;
+  ut_str_init(&src);
   cg_emit_runtime(&src);
   cg_out o = {.s = &src, .F = "vm"};
   cg_set_isa(&o, NULL);
@@ -151,7 +151,7 @@ static void check_all(const char *flags) {
   assert_int_equal(bad, 0);
   free(a), free(b);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_vecmath(void **st) {

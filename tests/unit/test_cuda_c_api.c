@@ -12,7 +12,7 @@
 #include "harp.h"
 
 static harp_compiled *compile(bool graphs) {
-  hp_error e = {0};
+  harp_error e = {0};
   const char *syms[] = {"M=8", "K=16", "N=24", NULL};
   const char *weights[] = {"B", "bias", NULL};
   harp_options o = {.backend = HARP_BACKEND_CUDA, .syms = syms, .params = weights, .cache_dir = S->cache,
@@ -91,34 +91,34 @@ static void test_graphs(void **vs) {
   assert_released(&s0);
 }
 
-/* hp_gpu_instance wants a model compiled for the device; hp_gpu_run_into
+/* rt_gpu_instance wants a model compiled for the device; rt_gpu_run_into
  * wants a buffer per output. */
 static void test_instance_needs_prepare(void **vs) {
   NEED_NVRTC();
   snap s0 = snapshot();
-  hp_error e = {0};
+  harp_error e = {0};
   model md;
   const char *syms[] = {"M=8", "K=16", "N=24", NULL};
   load(&md, "tests/models/seed000_gemm_bias_relu.json", syms);
   int nlaunch;
-  hp_gpu_model *gm = build(&md, "sm80", false, &nlaunch), *inst = (hp_gpu_model *)gm;
-  assert_int_equal(hp_gpu_instance(&e, gm, &inst), HP_E_INVALID_ARG);
+  rt_gpu_model *gm = build(&md, "sm80", false, &nlaunch), *inst = (rt_gpu_model *)gm;
+  assert_int_equal(rt_gpu_instance(&e, gm, &inst), HARP_E_INVALID_ARG);
   assert_null(inst);
-  hp_error_clear(&e);
-  assert_int_equal(hp_gpu_instance(&e, NULL, &inst), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_ok(&e, hp_gpu_prepare(&e, gm));
+  harp_error_clear(&e);
+  assert_int_equal(rt_gpu_instance(&e, NULL, &inst), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_ok(&e, rt_gpu_prepare(&e, gm));
   assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 0);
-  assert_ok(&e, hp_gpu_instance(&e, gm, &inst));
+  assert_ok(&e, rt_gpu_instance(&e, gm, &inst));
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 1);
   run(&md, inst); /* runs on its own: the build it borrows is gm's */
   void *none[] = {NULL};
-  assert_int_equal(hp_gpu_run_into(&e, inst, md.in, md.nin, none), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_int_equal(hp_gpu_run_into(&e, inst, md.in, md.nin, NULL), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  hp_gpu_free(inst);
-  hp_gpu_free(gm);
+  assert_int_equal(rt_gpu_run_into(&e, inst, md.in, md.nin, none), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(rt_gpu_run_into(&e, inst, md.in, md.nin, NULL), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  rt_gpu_free(inst);
+  rt_gpu_free(gm);
   unload(&md);
   assert_released(&s0);
 }
@@ -153,19 +153,19 @@ static void test_driver_failures(void **vs) {
 static void test_no_driver(void **vs) {
   char *saved = strdup(getenv("HARP_LIBCUDA"));
   setenv("HARP_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
-  hp_error e = {0};
+  harp_error e = {0};
   harp_options o = {.backend = HARP_BACKEND_CUDA, .cache_dir = S->cache};
   harp_compiled *c = NULL;
   const char *syms[] = {"M=8", "K=16", "N=24", NULL};
   o.syms = syms;
-  assert_int_equal(harp_compile_file(&e, src_path("tests/models/seed000_gemm_bias_relu.json"), &o, &c), HP_E_UNSUPPORTED);
+  assert_int_equal(harp_compile_file(&e, src_path("tests/models/seed000_gemm_bias_relu.json"), &o, &c), HARP_E_UNSUPPORTED);
   assert_null(c);
   assert_non_null(strstr(e.msg, "GPU"));
   setenv("HARP_LIBCUDA", saved, 1);
   free(saved);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   o.backend = (harp_backend)7;
-  assert_int_equal(harp_compile_file(&e, src_path("tests/models/seed000_gemm_bias_relu.json"), &o, &c), HP_E_USAGE);
+  assert_int_equal(harp_compile_file(&e, src_path("tests/models/seed000_gemm_bias_relu.json"), &o, &c), HARP_E_USAGE);
 }
 
 int main(void) {

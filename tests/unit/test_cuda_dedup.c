@@ -15,7 +15,7 @@
 /* A kernel of three float pointers p0, p1 (in) and p2 (out) whose body is
  * one statement. */
 static cuda_kernel *kernel(cuda_module *m, const char *name, const char *code) {
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_b b;
   cuda_kernel *k = cuda_kernel_new(&b, m, &e, name, "generic");
   assert_non_null(k);
@@ -54,7 +54,7 @@ static int buf(const unit *u, int l, int p) { return u->l[l].args[p].buffer; }
  * with p0 and p1 swapped, so k1's launch passes its p1 as k0's p0. */
 static void test_permuted_buffers(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_module *m;
   assert_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   kernel(m, "k0_generic", "for (int L0_i = 0; L0_i < 8; L0_i++) p2[L0_i] = p0[L0_i] - p1[L0_i];");
@@ -90,7 +90,7 @@ static void test_permuted_buffers(void **s) {
 static void test_launch_config_counts(void **s) {
   (void)s;
   for (int what = 0; what < 7; what++) {
-    hp_error e = {0};
+    harp_error e = {0};
     cuda_module *m;
     assert_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
     kernel(m, "k0_generic", "p2[0] = p0[0] * p1[0];");
@@ -117,7 +117,7 @@ static void test_launch_config_counts(void **s) {
  * ones last in declared order, members (after . or ->) kept. */
 static void test_kform_params(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   const char *const xy[] = {"x", "y", "z"};
   cg_kform a, b, c, d;
   assert_ok(&e, cg_kform_make("y[0] = x[0]; /* k1 */", "k1", xy, 3, &e, &a));

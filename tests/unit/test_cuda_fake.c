@@ -21,7 +21,7 @@ static void test_direct_launches(void **vs) {
   S->reset();
   snap s0 = snapshot();
   int n;
-  hp_gpu_model *gm = build(&m, "sm80", false, &n);
+  rt_gpu_model *gm = build(&m, "sm80", false, &n);
   run(&m, gm);
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), n);
   assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 1);
@@ -37,14 +37,14 @@ static void test_direct_launches(void **vs) {
   run(&m, gm);
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 2 * n);
   assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 1); /* loaded once */
-  hp_error e = {0};
+  harp_error e = {0};
   double ms = 0;
-  assert_ok(&e, hp_gpu_time(&e, gm, 1, 5, &ms));
+  assert_ok(&e, rt_gpu_time(&e, gm, 1, 5, &ms));
   assert_true(ms > 0);
   long d = counter(FAKE_CUDA_DIRECT_LAUNCHES) - 2 * n; /* whole runs: the warmup and the reps, nothing more */
   assert_int_equal(d, (1 + 5) * n);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EVENTS), 0);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   assert_released(&s0);
   unload(&m);
 }
@@ -57,7 +57,7 @@ static void test_graph_replay(void **vs) {
   S->reset();
   snap s0 = snapshot();
   int n;
-  hp_gpu_model *gm = build(&m, "sm80", true, &n);
+  rt_gpu_model *gm = build(&m, "sm80", true, &n);
   run(&m, gm);
   assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 1);
   assert_int_equal(counter(FAKE_CUDA_CAPTURES_ENDED), 1);
@@ -72,16 +72,16 @@ static void test_graph_replay(void **vs) {
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_GRAPHS), 1);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 1);
-  hp_error e = {0};
+  harp_error e = {0};
   double ms = 0;
-  assert_ok(&e, hp_gpu_time(&e, gm, 2, 3, &ms));
+  assert_ok(&e, rt_gpu_time(&e, gm, 2, 3, &ms));
   assert_true(ms > 0);
   long runs = counter(FAKE_CUDA_GRAPH_LAUNCHES) - 4; /* one graph launch a run: the warmup and the reps */
   assert_int_equal(runs, 2 + 3);
   assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), (4 + runs) * n);
   assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   assert_released(&s0);
   unload(&m);
 }
@@ -96,9 +96,9 @@ static void shared_graph(model *m, bool dedup, int *nlaunch, int *nkernels) {
   S->knobs.no_dedup = !dedup;
   S->reset();
   snap s0 = snapshot();
-  hp_gpu_model *gm = build(m, "sm80", true, nlaunch);
+  rt_gpu_model *gm = build(m, "sm80", true, nlaunch);
   S->knobs.no_dedup = false;
-  const cuda_model_tu *t = hp_gpu_tu(gm);
+  const cuda_model_tu *t = rt_gpu_tu(gm);
   *nkernels = t->mod->n;
   run(m, gm);
   run(m, gm);
@@ -106,7 +106,7 @@ static void shared_graph(model *m, bool dedup, int *nlaunch, int *nkernels) {
   assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 2 * *nlaunch);
   assert_int_equal(counter(FAKE_CUDA_GRAPH_FUNCTIONS), *nkernels);
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   assert_released(&s0);
 }
 
@@ -122,10 +122,10 @@ static void test_shared_kernels_graph(void **vs) {
   assert_true(k > 0 && k < n); /* with it: graph nodes share functions */
   /* direct launches of the shared kernels */
   S->reset();
-  hp_gpu_model *gm = build(&m, "sm80", false, &n);
+  rt_gpu_model *gm = build(&m, "sm80", false, &n);
   run(&m, gm);
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), n);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   unload(&m);
 }
 
@@ -138,13 +138,13 @@ static void test_alloc_failure(void **vs) {
   S->reset();
   snap s0 = snapshot();
   int n;
-  hp_gpu_model *gm = build(&m, "sm80", true, &n);
+  rt_gpu_model *gm = build(&m, "sm80", true, &n);
   setenv("HARP_FAKE_CUDA_FAIL", "cuMemAlloc_v2", 1);
-  hp_error e = {0};
-  hp_tensor out[8];
-  hp_status st = hp_gpu_run(&e, gm, m.in, m.nin, out);
+  harp_error e = {0};
+  ut_tensor out[8];
+  harp_status st = rt_gpu_run(&e, gm, m.in, m.nin, out);
   unsetenv("HARP_FAKE_CUDA_FAIL");
-  assert_int_equal(st, HP_E_NO_MEMORY);
+  assert_int_equal(st, HARP_E_NO_MEMORY);
   assert_non_null(strstr(e.msg, "cuMemAlloc"));
   assert_true(counter(FAKE_CUDA_INJECTED_FAILURES) >= 1);
   for (int k = 0; k < m.g->noutputs; k++) assert_null(out[k].data);
@@ -153,7 +153,7 @@ static void test_alloc_failure(void **vs) {
   run(&m, gm); /* a retry loads again */
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 1);
   assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), n);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   assert_released(&s0);
   unload(&m);
 }
@@ -167,13 +167,13 @@ static void test_launch_failure_in_capture(void **vs) {
   S->reset();
   snap s0 = snapshot();
   int n;
-  hp_gpu_model *gm = build(&m, "sm80", true, &n);
+  rt_gpu_model *gm = build(&m, "sm80", true, &n);
   setenv("HARP_FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
-  hp_error e = {0};
-  hp_tensor out[8];
-  hp_status st = hp_gpu_run(&e, gm, m.in, m.nin, out);
+  harp_error e = {0};
+  ut_tensor out[8];
+  harp_status st = rt_gpu_run(&e, gm, m.in, m.nin, out);
   unsetenv("HARP_FAKE_CUDA_FAIL");
-  assert_int_equal(st, HP_E_INTERNAL);
+  assert_int_equal(st, HARP_E_INTERNAL);
   assert_non_null(strstr(e.msg, "cuLaunchKernel failed"));
   assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 1);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_GRAPHS), 0); /* the half capture is not kept */
@@ -182,7 +182,7 @@ static void test_launch_failure_in_capture(void **vs) {
   run(&m, gm);
   assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 2);
   assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), n);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   assert_released(&s0);
   unload(&m);
 }
@@ -199,21 +199,21 @@ static void test_host_alloc_failures(void **vs) {
   int failed = 0;
   for (long nth = 1; nth < 5000; nth++) {
     int n;
-    hp_gpu_model *gm = build(&m, "sm80", nth % 2 == 0, &n);
-    hp_error e = {0};
-    hp_tensor out[8];
-    hp_fault_fail_nth_alloc(nth);
-    hp_status st = hp_gpu_run(&e, gm, m.in, m.nin, out);
-    bool fired = hp_fault_remaining() == 0;
-    hp_fault_fail_nth_alloc(0);
-    if (st == HP_OK) {
-      for (int k = 0; k < m.g->noutputs; k++) hp_tensor_free(&out[k]);
+    rt_gpu_model *gm = build(&m, "sm80", nth % 2 == 0, &n);
+    harp_error e = {0};
+    ut_tensor out[8];
+    ut_fault_fail_nth_alloc(nth);
+    harp_status st = rt_gpu_run(&e, gm, m.in, m.nin, out);
+    bool fired = ut_fault_remaining() == 0;
+    ut_fault_fail_nth_alloc(0);
+    if (st == HARP_OK) {
+      for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&out[k]);
     } else {
       assert_true(e.msg[0] != 0);
       for (int k = 0; k < m.g->noutputs; k++) assert_null(out[k].data);
       failed++;
     }
-    hp_gpu_free(gm);
+    rt_gpu_free(gm);
     assert_released(&s0);
     if (!fired) break;
   }
@@ -230,16 +230,16 @@ static void test_sm90_graphs(void **vs) {
   S->reset();
   snap s0 = snapshot();
   int n;
-  hp_gpu_model *gm = build(&m, "sm90", true, &n);
-  hp_error e = {0};
-  hp_tensor out[8];
-  assert_int_equal(hp_gpu_run(&e, gm, m.in, m.nin, out), HP_E_UNSUPPORTED); /* the fake is sm_80 by default */
+  rt_gpu_model *gm = build(&m, "sm90", true, &n);
+  harp_error e = {0};
+  ut_tensor out[8];
+  assert_int_equal(rt_gpu_run(&e, gm, m.in, m.nin, out), HARP_E_UNSUPPORTED); /* the fake is sm_80 by default */
   assert_non_null(strstr(e.msg, "sm90"));
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   assert_released(&s0);
   setenv("HARP_FAKE_CUDA_CC", "9.0", 1);
   gm = build(&m, "sm90", true, &n);
-  assert_string_equal(hp_gpu_nvrtc_arch(gm), "sm_90a");
+  assert_string_equal(rt_gpu_nvrtc_arch(gm), "sm_90a");
   run(&m, gm);
   long maps = counter(FAKE_CUDA_TENSOR_MAPS);
   assert_true(maps >= 3); /* A, B and C of the GEMM */
@@ -249,7 +249,7 @@ static void test_sm90_graphs(void **vs) {
   assert_int_equal(counter(FAKE_CUDA_TENSOR_MAPS), maps);
   assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
   assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 3 * n);
-  hp_gpu_free(gm);
+  rt_gpu_free(gm);
   unsetenv("HARP_FAKE_CUDA_CC");
   assert_released(&s0);
   unload(&m);

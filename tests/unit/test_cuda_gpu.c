@@ -18,7 +18,7 @@ typedef struct state {
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
-  hp_error e = {0};
+  harp_error e = {0};
   if (cuda_rt_open(&e, NULL, &st->rt)) return -1;
   const cuda_rt_status *s = cuda_rt_status_of(st->rt);
   if (!s->gpu || !s->nvrtc) {
@@ -42,7 +42,7 @@ static int teardown(void **vs) {
  * parameter (for a tensor map: the tensor's buffer); every buffer goes to
  * the device and back. */
 static void gpu_run(state *st, cuda_rt_module *mod, const cuda_kernel *k, cu_buf *const *host) {
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_devptr dev[CUDA_MAX_PARAMS] = {0};
   void *fn;
   cu_ok(&e, cuda_rt_function(&e, st->rt, mod, k->name, &fn));
@@ -183,7 +183,7 @@ static int64_t check_model(state *st, cuda_rt_module *mod, const cuda_module *m,
 }
 
 static void run_models(state *st, cuda_arch arch) {
-  hp_error e = {0};
+  harp_error e = {0};
   cu_model ms[CU_NMODELS];
   cu_models(ms, arch);
   cuda_module *m;
@@ -193,9 +193,9 @@ static void run_models(state *st, cuda_arch arch) {
   for (int i = 0; i < CU_NMODELS; i++) {
     if (arch == CUDA_SM90 && ms[i].kind != CU_M_GEMM) continue; /* SM90: the GEMM template only */
     if (only && strcmp(only, ms[i].name)) continue;
-    hp_status s = cu_model_gen(&e, m, &ms[i]);
-    if (s == HP_E_UNSUPPORTED && arch == CUDA_SM90) {
-      hp_error_clear(&e);
+    harp_status s = cu_model_gen(&e, m, &ms[i]);
+    if (s == HARP_E_UNSUPPORTED && arch == CUDA_SM90) {
+      harp_error_clear(&e);
       continue;
     }
     cu_ok(&e, s);
@@ -233,7 +233,7 @@ static void test_models_sm90_template(void **vs) {
 static void test_model_memory(void **vs) {
   state *st = *vs;
   if (st->skip) skip();
-  hp_error e = {0};
+  harp_error e = {0};
   unsigned char consts[4096];
   for (int i = 0; i < 4096; i++) consts[i] = (unsigned char)(i * 7);
   cuda_model_mem mm;

@@ -11,8 +11,8 @@
 
 enum { M = 70, K = 48, N = 40 };
 
-static harp_compiled *compile(harp_backend be, bool graphs, hp_status *st) {
-  hp_error e = {0};
+static harp_compiled *compile(harp_backend be, bool graphs, harp_status *st) {
+  harp_error e = {0};
   const char *syms[] = {"M=70", "K=48", "N=40", NULL};
   const char *weights[] = {"B", "bias", NULL};
   harp_options o = {.backend = be, .syms = syms, .params = weights, .graphs = graphs};
@@ -20,24 +20,24 @@ static harp_compiled *compile(harp_backend be, bool graphs, hp_status *st) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/seed000_gemm_bias_relu.json", HARP_SOURCE_DIR);
   *st = harp_compile_file(&e, path, &o, &c);
-  if (*st && *st != HP_E_UNSUPPORTED) fail_msg("%s", e.msg);
+  if (*st && *st != HARP_E_UNSUPPORTED) fail_msg("%s", e.msg);
   return c;
 }
 
 static void fill(harp_compiled *c, unsigned char *params, uint16_t *A) {
   uint16_t *B = (uint16_t *)(params + harp_param_offset(c, "B"));
   uint16_t *bias = (uint16_t *)(params + harp_param_offset(c, "bias"));
-  for (int i = 0; i < K * N; i++) B[i] = hp_f32_to_f16((float)((i * 37) % 19 - 9) / 16.0f);
-  for (int i = 0; i < N; i++) bias[i] = hp_f32_to_f16((float)(i % 5) * 0.25f - 0.5f);
-  for (int i = 0; i < M * K; i++) A[i] = hp_f32_to_f16((float)((i * 11) % 13 - 6) / 8.0f);
+  for (int i = 0; i < K * N; i++) B[i] = ut_f32_to_f16((float)((i * 37) % 19 - 9) / 16.0f);
+  for (int i = 0; i < N; i++) bias[i] = ut_f32_to_f16((float)(i % 5) * 0.25f - 0.5f);
+  for (int i = 0; i < M * K; i++) A[i] = ut_f32_to_f16((float)((i * 11) % 13 - 6) / 8.0f);
 }
 
 static void run_on_gpu(bool graphs) {
-  hp_status st;
+  harp_status st;
   harp_compiled *g = compile(HARP_BACKEND_CUDA, graphs, &st);
-  if (st == HP_E_UNSUPPORTED) skip();
+  if (st == HARP_E_UNSUPPORTED) skip();
   harp_compiled *c = compile(HARP_BACKEND_CPU, false, &st);
-  assert_int_equal(st, HP_OK);
+  assert_int_equal(st, HARP_OK);
   assert_int_equal(harp_params_bytes(g), harp_params_bytes(c));
   static uint16_t A[M * K], want[M * N], got[M * N];
   unsigned char *pg = calloc(1, harp_params_bytes(g)), *pc = calloc(1, harp_params_bytes(c));
@@ -54,7 +54,7 @@ static void run_on_gpu(bool graphs) {
       memset(got, 0xff, sizeof got);
       assert_int_equal(model_run(m, in, og), 0);
       for (int i = 0; i < M * N; i++) {
-        float a = hp_f16_to_f32(got[i]), b = hp_f16_to_f32(want[i]);
+        float a = ut_f16_to_f32(got[i]), b = ut_f16_to_f32(want[i]);
         if (!(fabsf(a - b) <= 2e-2f + 1e-2f * fabsf(b))) fail_msg("C2[%d] = %g, the CPU gives %g", i, a, b);
       }
     }

@@ -25,7 +25,7 @@ static void collect_ops(json_t *list, char *seen, size_t cap) {
 
 static void test_dump_json(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_module *m;
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   cu_model ms[CU_NMODELS];
@@ -88,79 +88,79 @@ static void test_dump_json(void **s) {
 /* Each bad spec: the expected error code. */
 static void test_spec_errors(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_module *m;
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   cuda_gemm_spec g;
 #define EXPECT(code, call)                                                       \
   do {                                                                           \
-    hp_error_clear(&e);                                                          \
-    hp_status st_ = (call);                                                      \
-    if (st_ != (code)) fail_msg("%s: got %s (%s), want %s", #call, hp_status_name(st_), e.msg, hp_status_name(code)); \
+    harp_error_clear(&e);                                                        \
+    harp_status st_ = (call);                                                    \
+    if (st_ != (code)) fail_msg("%s: got %s (%s), want %s", #call, harp_status_name(st_), e.msg, harp_status_name(code)); \
   } while (0)
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_I32);
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_i32"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_i32"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP32); /* fp32: TF32 by default, or as math says */
-  EXPECT(HP_OK, cuda_gen_gemm(&e, m, &g, "g_fp32"));
+  EXPECT(HARP_OK, cuda_gen_gemm(&e, m, &g, "g_fp32"));
   g.math = (cuda_math)7;
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_math"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_math"));
   g.math = CUDA_MATH_FP32, g.tune.bm = 64, g.tune.bn = 96; /* SIMT: BN a multiple of the 64-wide warp tile */
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_simt_tile"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_simt_tile"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP32);
   g.b_dtype = TINY_FP16;
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_mixed32"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_mixed32"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.b_dtype = TINY_BF16;
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_mixed"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_mixed"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.a_sm = -64;
-  EXPECT(HP_E_NEGATIVE_STRIDE, cuda_gen_gemm(&e, m, &g, "g_neg"));
+  EXPECT(HARP_E_NEGATIVE_STRIDE, cuda_gen_gemm(&e, m, &g, "g_neg"));
   cuda_gemm_spec_init(&g, 0, 64, 64, TINY_FP16);
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_zero"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_zero"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.tune.bm = 64, g.tune.warp_m = 48;
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_warp"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_warp"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.tune.bk = 24;
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_bk"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_bk"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.tune.bm = g.tune.bn = 256, g.tune.bk = 128, g.tune.stages = 4, g.tune.warp_m = g.tune.warp_n = 64;
-  EXPECT(HP_E_SMEM_OVERFLOW, cuda_gen_gemm(&e, m, &g, "g_smem"));
+  EXPECT(HARP_E_SMEM_OVERFLOW, cuda_gen_gemm(&e, m, &g, "g_smem"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.tune.bm = g.tune.bn = 128, g.tune.warp_m = g.tune.warp_n = 128;
-  EXPECT(HP_E_REG_OVERFLOW, cuda_gen_gemm(&e, m, &g, "g_regs"));
+  EXPECT(HARP_E_REG_OVERFLOW, cuda_gen_gemm(&e, m, &g, "g_regs"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.tune.bm = 64, g.tune.bn = 48, g.tune.warp_n = 16;
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_swz")); /* 48-wide rows: no swizzle */
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_swz")); /* 48-wide rows: no swizzle */
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
   g.n_epi = 1, g.epi[0].kind = CUDA_EPI_BIAS_N, g.epi[0].dtype = TINY_I32;
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_epi"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_gemm(&e, m, &g, "g_epi"));
   cuda_gemm_spec_init(&g, 64, 64, 64, TINY_FP16);
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "bad name"));
-  EXPECT(HP_OK, cuda_gen_gemm(&e, m, &g, "g_ok"));
-  EXPECT(HP_E_DUPLICATE_ID, cuda_gen_gemm(&e, m, &g, "g_ok"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "bad name"));
+  EXPECT(HARP_OK, cuda_gen_gemm(&e, m, &g, "g_ok"));
+  EXPECT(HARP_E_DUPLICATE_ID, cuda_gen_gemm(&e, m, &g, "g_ok"));
   g.tune.arch = CUDA_SM90;
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_arch"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_gemm(&e, m, &g, "g_arch"));
 
   cuda_conv_spec c;
   cuda_conv_spec_init(&c, 1, 6, 8, 8, 8, 3, 3, TINY_FP16);
   c.groups = 4;
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_conv(&e, m, &c, "c_groups"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_conv(&e, m, &c, "c_groups"));
   cuda_conv_spec_init(&c, 1, 8, 2, 2, 8, 3, 3, TINY_FP16);
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_conv(&e, m, &c, "c_window"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_conv(&e, m, &c, "c_window"));
 
   cuda_attn_spec a;
   cuda_attn_spec_init(&a, 1, 1, 16, 16, 12, TINY_FP16);
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_d12"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_d12"));
   cuda_attn_spec_init(&a, 1, 1, 16, 16, 64, TINY_FP32); /* fp32: TF32 only */
-  EXPECT(HP_OK, cuda_gen_attn(&e, m, &a, "a_tf32"));
+  EXPECT(HARP_OK, cuda_gen_attn(&e, m, &a, "a_tf32"));
   a.math = CUDA_MATH_FP16;
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_fp32"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_fp32"));
   cuda_attn_spec_init(&a, 1, 1, 16, 16, 64, TINY_I32);
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_i32"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_attn(&e, m, &a, "a_i32"));
   cuda_attn_spec_init(&a, 1, 1, 16, 16, 256, TINY_FP16);
   a.bn = 128;
-  EXPECT(HP_E_REG_OVERFLOW, cuda_gen_attn(&e, m, &a, "a_regs"));
+  EXPECT(HARP_E_REG_OVERFLOW, cuda_gen_attn(&e, m, &a, "a_regs"));
 
   cuda_ew_spec w;
   memset(&w, 0, sizeof w);
@@ -168,21 +168,21 @@ static void test_spec_errors(void **s) {
   w.instr[0] = (cuda_ew_instr){.op = TINY_INPUT};
   w.instr[1] = (cuda_ew_instr){.op = TINY_ADD, .a = 0, .b = 2};
   w.ninstr = 2, w.out_dtype = TINY_FP16;
-  EXPECT(HP_E_DANGLING, cuda_gen_ewise(&e, m, &w, "w_later"));
+  EXPECT(HARP_E_DANGLING, cuda_gen_ewise(&e, m, &w, "w_later"));
   w.instr[1] = (cuda_ew_instr){.op = TINY_REDUCE, .a = 0};
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_ewise(&e, m, &w, "w_reduce"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_ewise(&e, m, &w, "w_reduce"));
   w.instr[1] = (cuda_ew_instr){.op = TINY_NEG, .a = 0};
   w.in[0].strides[0] = -1;
-  EXPECT(HP_E_NEGATIVE_STRIDE, cuda_gen_ewise(&e, m, &w, "w_neg"));
+  EXPECT(HARP_E_NEGATIVE_STRIDE, cuda_gen_ewise(&e, m, &w, "w_neg"));
 
   cuda_reduce_spec r = {.outer = 4, .red = 8, .inner = 1, .s_outer = 8, .s_red = 1, .op = TINY_RSUM,
                         .in_dtype = TINY_FP16, .out_dtype = TINY_BOOL};
-  EXPECT(HP_E_UNSUPPORTED, cuda_gen_reduce(&e, m, &r, "r_bool"));
+  EXPECT(HARP_E_UNSUPPORTED, cuda_gen_reduce(&e, m, &r, "r_bool"));
   cuda_rownorm_spec n = {.rows = 4, .cols = 8, .row_stride = 4, .in_dtype = TINY_FP16, .out_dtype = TINY_FP16};
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_softmax(&e, m, &n, "n_stride"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_softmax(&e, m, &n, "n_stride"));
   n.row_stride = 8;
   n.tune.threads = 48;
-  EXPECT(HP_E_INVALID_ARG, cuda_gen_layernorm(&e, m, &n, "n_threads"));
+  EXPECT(HARP_E_INVALID_ARG, cuda_gen_layernorm(&e, m, &n, "n_threads"));
 #undef EXPECT
   cuda_module_free(m);
 }
@@ -190,7 +190,7 @@ static void test_spec_errors(void **s) {
 /* The verifier rejects malformed statements. */
 static void test_verifier(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_module *m;
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   cuda_b b;
@@ -198,21 +198,21 @@ static void test_verifier(void **s) {
   assert_non_null(k);
   cuda_stmt *cp = cuda_emit_s(&b, CU_CP_ASYNC, "0", "p", "0", NULL);
   cp->i[0] = 3;
-  assert_int_equal(cuda_b_finish(&b, k), HP_E_INTERNAL);
+  assert_int_equal(cuda_b_finish(&b, k), HARP_E_INTERNAL);
   assert_non_null(strstr(e.msg, "CpAsync"));
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   cp->i[0] = 16;
-  assert_int_equal(cuda_b_finish(&b, k), HP_OK);
+  assert_int_equal(cuda_b_finish(&b, k), HARP_OK);
   cuda_emit_s(&b, CU_LDMATRIX, NULL, "0", NULL, NULL)->i[0] = 4; /* no destination */
-  assert_int_equal(cuda_kernel_verify(&e, k), HP_E_INTERNAL);
-  hp_error_clear(&e);
+  assert_int_equal(cuda_kernel_verify(&e, k), HARP_E_INTERNAL);
+  harp_error_clear(&e);
   k->body->nbody--;
   k->block[0] = 100;
-  assert_int_equal(cuda_kernel_verify(&e, k), HP_E_INTERNAL);
+  assert_int_equal(cuda_kernel_verify(&e, k), HARP_E_INTERNAL);
   k->block[0] = 128;
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   cuda_for(&b, "i", "0", "4", 0);
-  assert_int_equal(cuda_b_finish(&b, k), HP_E_INTERNAL); /* unbalanced nesting */
+  assert_int_equal(cuda_b_finish(&b, k), HARP_E_INTERNAL); /* unbalanced nesting */
   cuda_module_free(m);
 }
 
@@ -221,19 +221,19 @@ static void test_alloc_failures(void **s) {
   (void)s;
   int failed = 0;
   for (long nth = 1; nth < 4000; nth += 7) {
-    hp_error e = {0};
-    hp_fault_fail_nth_alloc(nth);
+    harp_error e = {0};
+    ut_fault_fail_nth_alloc(nth);
     cuda_module *m = NULL;
-    hp_status st = cuda_module_new(&e, CUDA_SM80, &m);
+    harp_status st = cuda_module_new(&e, CUDA_SM80, &m);
     cu_model ms[CU_NMODELS];
     cu_models(ms, CUDA_SM80);
-    for (int i = 0; i < 4 && st == HP_OK; i++) st = cu_model_gen(&e, m, &ms[i * 2]);
+    for (int i = 0; i < 4 && st == HARP_OK; i++) st = cu_model_gen(&e, m, &ms[i * 2]);
     char *src = NULL;
-    if (st == HP_OK) st = cuda_print(&e, m, &src);
-    bool fired = hp_fault_remaining() == 0;
-    hp_fault_fail_nth_alloc(0);
-    if (st != HP_OK) {
-      assert_int_equal(st, HP_E_NO_MEMORY);
+    if (st == HARP_OK) st = cuda_print(&e, m, &src);
+    bool fired = ut_fault_remaining() == 0;
+    ut_fault_fail_nth_alloc(0);
+    if (st != HARP_OK) {
+      assert_int_equal(st, HARP_E_NO_MEMORY);
       failed++;
     } else {
       assert_false(fired);
@@ -248,7 +248,7 @@ static void test_alloc_failures(void **s) {
 /* ---- runtime without a GPU ---- */
 static void test_rt_no_driver(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_rt *rt;
   cuda_rt_opts o = {.cuda_path = "/nonexistent/libcuda.so.1"};
   cu_ok(&e, cuda_rt_open(&e, &o, &rt));
@@ -258,22 +258,22 @@ static void test_rt_no_driver(void **s) {
   assert_non_null(strstr(st->why_no_gpu, "no NVIDIA driver"));
   assert_string_equal(cuda_rt_arch(rt), "sm_80");
   cuda_devptr p;
-  assert_int_equal(cuda_rt_alloc(&e, rt, 64, &p), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_rt_alloc(&e, rt, 64, &p), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "no GPU"));
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   cuda_model_mem mm;
-  assert_int_equal(cuda_model_mem_init(&e, rt, 1024, "abc", 3, &mm), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cuda_model_mem_init(&e, rt, 1024, "abc", 3, &mm), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   cuda_binary bin = {0};
   cuda_rt_module *mod;
-  assert_int_equal(cuda_rt_load(&e, rt, &bin, &mod), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_rt_load(&e, rt, &bin, &mod), HARP_E_UNSUPPORTED);
   cuda_rt_close(rt);
 }
 
 /* Misaligned views are refused before any launch (no GPU needed). */
 static void test_rt_misaligned(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_module *m;
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   cu_model ms[CU_NMODELS];
@@ -286,11 +286,11 @@ static void test_rt_misaligned(void **s) {
   cuda_rt_opts o = {.no_driver = true, .nvrtc_path = "/nonexistent"};
   cu_ok(&e, cuda_rt_open(&e, &o, &rt));
   cuda_devptr args[3] = {0x10000, 0x10008, 0x20000};
-  assert_int_equal(cuda_rt_launch_kernel(&e, rt, NULL, k, args, 0), HP_E_MISALIGNED);
+  assert_int_equal(cuda_rt_launch_kernel(&e, rt, NULL, k, args, 0), HARP_E_MISALIGNED);
   assert_string_equal(e.node, "B");
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   args[1] = 0x10010;
-  assert_int_equal(cuda_rt_launch_kernel(&e, rt, NULL, k, args, 0), HP_E_UNSUPPORTED); /* aligned: now "no GPU" */
+  assert_int_equal(cuda_rt_launch_kernel(&e, rt, NULL, k, args, 0), HARP_E_UNSUPPORTED); /* aligned: now "no GPU" */
   cuda_rt_close(rt);
   cuda_module_free(m);
 }
@@ -302,7 +302,7 @@ static void test_rt_stub_driver(void **s) {
   for (int i = 0; i < 2; i++)
     if (access(stubs[i], R_OK) == 0) stub = stubs[i];
   if (!stub) skip();
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_rt *rt;
   cuda_rt_opts o = {.cuda_path = stub};
   cu_ok(&e, cuda_rt_open(&e, &o, &rt));
@@ -315,13 +315,13 @@ static void test_rt_stub_driver(void **s) {
 
 static void test_rt_no_nvrtc(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_rt *rt;
   cuda_rt_opts o = {.nvrtc_path = "/nonexistent/libnvrtc.so", .no_driver = true};
   cu_ok(&e, cuda_rt_open(&e, &o, &rt));
   assert_false(cuda_rt_status_of(rt)->nvrtc);
   cuda_binary bin;
-  assert_int_equal(cuda_rt_compile(&e, rt, "", "x.cu", "sm_80", NULL, 0, &bin), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_rt_compile(&e, rt, "", "x.cu", "sm_80", NULL, 0, &bin), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "no NVRTC"));
   cuda_rt_close(rt);
 }

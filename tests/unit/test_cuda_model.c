@@ -14,10 +14,10 @@ static char *slurp(const char *rel) {
   char path[1024];
   const char *src = getenv("HARP_SOURCE_DIR");
   snprintf(path, sizeof path, "%s/%s", src ? src : HARP_SOURCE_DIR, rel);
-  hp_error e = {0};
+  harp_error e = {0};
   char *text = NULL;
   size_t len = 0;
-  assert_ok(&e, hp_read_file(&e, path, (size_t)1 << 24, &text, &len));
+  assert_ok(&e, ut_read_file(&e, path, (size_t)1 << 24, &text, &len));
   return text;
 }
 
@@ -28,8 +28,8 @@ typedef struct model {
 } model;
 
 static void load(model *m, const char *rel, const char *const *syms) {
-  hp_error e = {0};
-  hp_status st;
+  harp_error e = {0};
+  harp_status st;
   m->json = slurp(rel);
   m->g = tu_prepare(&e, m->json, syms, &m->syms, &st);
   assert_ok(&e, st);
@@ -49,19 +49,19 @@ static void test_build_and_dump(void **s) {
   load(&m, "tests/models/seed000_gemm_bias_relu.json", gemm_syms);
   const char *targets[] = {"sm80", "sm90"};
   for (int t = 0; t < 2; t++) {
-    hp_error e = {0};
-    hp_gpu_model *gm = NULL;
-    hp_gpu_opts o = {.target = targets[t]};
-    assert_ok(&e, hp_gpu_build(&e, m.g, &m.syms, &o, &gm));
-    assert_string_equal(hp_gpu_arch(gm), targets[t]);
+    harp_error e = {0};
+    rt_gpu_model *gm = NULL;
+    rt_gpu_opts o = {.target = targets[t]};
+    assert_ok(&e, rt_gpu_build(&e, m.g, &m.syms, &o, &gm));
+    assert_string_equal(rt_gpu_arch(gm), targets[t]);
     int tp, sp, gp;
-    hp_gpu_counts(gm, &tp, &sp, &gp);
+    rt_gpu_counts(gm, &tp, &sp, &gp);
     assert_int_equal(tp, 1); /* matmul + bias + relu: one template launch, nothing else */
     assert_int_equal(sp + gp, 0);
-    const char *src = hp_gpu_source(gm);
+    const char *src = rt_gpu_source(gm);
     assert_non_null(strstr(src, "extern \"C\" __global__"));
     char *js = NULL;
-    assert_ok(&e, hp_gpu_dump_json(&e, gm, &js));
+    assert_ok(&e, rt_gpu_dump_json(&e, gm, &js));
     json_error_t je;
     json_t *root = json_loads(js, 0, &je), *gpu = json_object_get(root, "gpu");
     assert_non_null(gpu);
@@ -80,11 +80,11 @@ static void test_build_and_dump(void **s) {
     free(js);
     /* PTX when NVRTC is there */
     const char *ptx = NULL;
-    hp_error pe = {0};
-    hp_status ps = hp_gpu_ptx(&pe, gm, &ptx);
-    if (ps == HP_OK) assert_non_null(strstr(ptx, t ? "wgmma.mma_async" : "mma.sync.aligned.m16n8k16"));
-    else assert_int_equal(ps, HP_E_UNSUPPORTED);
-    hp_gpu_free(gm);
+    harp_error pe = {0};
+    harp_status ps = rt_gpu_ptx(&pe, gm, &ptx);
+    if (ps == HARP_OK) assert_non_null(strstr(ptx, t ? "wgmma.mma_async" : "mma.sync.aligned.m16n8k16"));
+    else assert_int_equal(ps, HARP_E_UNSUPPORTED);
+    rt_gpu_free(gm);
   }
   unload(&m);
 }
@@ -93,31 +93,31 @@ static void test_run_without_gpu(void **s) {
   (void)s;
   model m;
   load(&m, "tests/models/layernorm_fp16.json", (const char *const[]){"R=8", NULL});
-  hp_error e = {0};
-  hp_gpu_model *gm = NULL;
-  hp_knobs k; /* a driver library that is not there (the knob libcuda, HARP_LIBCUDA) */
-  hp_knobs_init(&k);
-  assert_ok(&e, hp_knob_set(&e, &k, "libcuda", "/nonexistent/libcuda.so.1"));
-  hp_gpu_opts o = {.knobs = &k, .target = "sm80"};
-  assert_ok(&e, hp_gpu_build(&e, m.g, &m.syms, &o, &gm));
+  harp_error e = {0};
+  rt_gpu_model *gm = NULL;
+  rt_knobs k; /* a driver library that is not there (the knob libcuda, HARP_LIBCUDA) */
+  rt_knobs_init(&k);
+  assert_ok(&e, rt_knob_set(&e, &k, "libcuda", "/nonexistent/libcuda.so.1"));
+  rt_gpu_opts o = {.knobs = &k, .target = "sm80"};
+  assert_ok(&e, rt_gpu_build(&e, m.g, &m.syms, &o, &gm));
   int tp, sp, gp;
-  hp_gpu_counts(gm, &tp, &sp, &gp);
+  rt_gpu_counts(gm, &tp, &sp, &gp);
   assert_int_equal(sp, 1); /* the layernorm (the weights' widening casts read through) */
-  hp_tensor in[3], out[1];
+  ut_tensor in[3], out[1];
   int64_t xs[2] = {8, 64}, vs[1] = {64};
-  assert_ok(&e, hp_tensor_alloc(&e, &in[0], TINY_FP16, 2, xs));
-  assert_ok(&e, hp_tensor_alloc(&e, &in[1], TINY_FP16, 1, vs));
-  assert_ok(&e, hp_tensor_alloc(&e, &in[2], TINY_FP16, 1, vs));
-  assert_int_equal(hp_gpu_run(&e, gm, in, 3, out), HP_E_UNSUPPORTED);
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP16, 2, xs));
+  assert_ok(&e, ut_tensor_alloc(&e, &in[1], TINY_FP16, 1, vs));
+  assert_ok(&e, ut_tensor_alloc(&e, &in[2], TINY_FP16, 1, vs));
+  assert_int_equal(rt_gpu_run(&e, gm, in, 3, out), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "no GPU: no NVIDIA driver"));
   assert_null(out[0].data); /* nothing half-made */
-  hp_error_clear(&e);
-  assert_int_equal(hp_gpu_run(&e, gm, in, 2, out), HP_E_INPUT_MISMATCH);
-  for (int i = 0; i < 3; i++) hp_tensor_free(&in[i]);
-  hp_gpu_free(gm);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
+  assert_int_equal(rt_gpu_run(&e, gm, in, 2, out), HARP_E_INPUT_MISMATCH);
+  for (int i = 0; i < 3; i++) ut_tensor_free(&in[i]);
+  rt_gpu_free(gm);
+  harp_error_clear(&e);
   o.target = "sm75";
-  assert_int_equal(hp_gpu_build(&e, m.g, &m.syms, &o, &gm), HP_E_USAGE);
+  assert_int_equal(rt_gpu_build(&e, m.g, &m.syms, &o, &gm), HARP_E_USAGE);
   assert_null(gm);
   unload(&m);
 }
@@ -129,19 +129,19 @@ static void test_alloc_failures(void **s) {
   load(&m, "tests/models/layernorm_fp16.json", (const char *const[]){"R=8", NULL});
   int failed = 0;
   for (long nth = 1; nth < 20000; nth += 89) {
-    hp_error e = {0};
-    hp_gpu_model *gm = NULL;
-    hp_gpu_opts o = {.target = nth % 2 ? "sm80" : "sm90"};
-    hp_fault_fail_nth_alloc(nth);
-    hp_status st = hp_gpu_build(&e, m.g, &m.syms, &o, &gm);
-    bool fired = hp_fault_remaining() == 0;
-    hp_fault_fail_nth_alloc(0);
-    if (st != HP_OK) {
+    harp_error e = {0};
+    rt_gpu_model *gm = NULL;
+    rt_gpu_opts o = {.target = nth % 2 ? "sm80" : "sm90"};
+    ut_fault_fail_nth_alloc(nth);
+    harp_status st = rt_gpu_build(&e, m.g, &m.syms, &o, &gm);
+    bool fired = ut_fault_remaining() == 0;
+    ut_fault_fail_nth_alloc(0);
+    if (st != HARP_OK) {
       assert_null(gm);
       assert_true(e.msg[0] != 0);
       failed++;
     }
-    hp_gpu_free(gm);
+    rt_gpu_free(gm);
     if (!fired) break;
   }
   assert_true(failed > 10);

@@ -16,11 +16,11 @@ typedef struct state {
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
-  hp_error e = {0};
+  harp_error e = {0};
   snprintf(st->cache, sizeof st->cache, "/tmp/harp_nvrtc_cache_XXXXXX");
   if (!mkdtemp(st->cache)) return -1;
   cuda_rt_opts o = {.no_driver = true, .cache_dir = st->cache};
-  if (cuda_rt_open(&e, &o, &st->rt) != HP_OK) return -1;
+  if (cuda_rt_open(&e, &o, &st->rt) != HARP_OK) return -1;
   return 0;
 }
 
@@ -147,10 +147,10 @@ static void check_sass(const cu_model *ms, int n, const cuda_binary *bin, const 
   char sass[160];
   snprintf(sass, sizeof sass, "%s/k.sass", dir);
   assert_int_equal(cu_sh("%s -sass %s > %s 2>/dev/null", tool, path, sass), 0);
-  hp_error e = {0};
+  harp_error e = {0};
   char *text = NULL;
   size_t len = 0;
-  cu_ok(&e, hp_read_file(&e, sass, (size_t)1 << 28, &text, &len));
+  cu_ok(&e, ut_read_file(&e, sass, (size_t)1 << 28, &text, &len));
   for (int i = 0; i < n; i++) {
     if (!ms[i].contraction) continue;
     char head[160];
@@ -176,7 +176,7 @@ static void check_sass(const cu_model *ms, int n, const cuda_binary *bin, const 
 }
 
 static void compile_models(state *st, cuda_arch arch, const char *nvarch) {
-  hp_error e = {0};
+  harp_error e = {0};
   cu_model ms[CU_NMODELS];
   cu_models(ms, CUDA_SM80);
   (void)arch;
@@ -223,14 +223,14 @@ static void test_models_sm90a(void **vs) {
 static void test_sm90_template(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_NVRTC(st);
-  hp_error e = {0};
+  harp_error e = {0};
   cu_model ms[CU_NMODELS];
   cu_models(ms, CUDA_SM90);
   cuda_module *mod;
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &mod));
-  assert_int_equal(cuda_gen_gemm(&e, mod, &ms[0].g, "gemm_tail"), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_gen_gemm(&e, mod, &ms[0].g, "gemm_tail"), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "16-byte"));
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   const char *names[8];
   int n = 0;
   cu_ok(&e, cuda_gen_gemm(&e, mod, &ms[1].g, "gemm_bias_relu90")); /* tile 128x64: BN 64 */
@@ -263,8 +263,8 @@ static void test_sm90_template(void **vs) {
   cu_ok(&e, cuda_gen_gemm(&e, mod, &g, "gemm_splitk90"));
   names[n++] = "gemm_splitk90";
   g.epi[0].kind = CUDA_EPI_RELU;
-  assert_int_equal(cuda_gen_gemm(&e, mod, &g, "gemm_splitk_relu90"), HP_E_UNSUPPORTED);
-  hp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, mod, &g, "gemm_splitk_relu90"), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
   assert_string_equal(ms[12].name, "gemm_tf32_tn");
   cu_ok(&e, cuda_gen_gemm(&e, mod, &ms[12].g, "gemm_tf32_tn90")); /* fp32, B K-major: wgmma .tf32 */
   names[n++] = "gemm_tf32_tn90";
@@ -305,15 +305,15 @@ static void test_sm90_template(void **vs) {
 static void test_compile_error(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_NVRTC(st);
-  hp_error e = {0};
+  harp_error e = {0};
   cuda_binary bin;
-  hp_status s = cuda_rt_compile(&e, st->rt, "extern \"C\" __global__ void k() { undefined_thing(); }", "bad.cu",
+  harp_status s = cuda_rt_compile(&e, st->rt, "extern \"C\" __global__ void k() { undefined_thing(); }", "bad.cu",
                                 "sm_80", NULL, 0, &bin);
-  assert_int_equal(s, HP_E_INTERNAL);
+  assert_int_equal(s, HARP_E_INTERNAL);
   assert_non_null(strstr(e.msg, "undefined_thing"));
   assert_null(bin.cubin);
-  hp_error_clear(&e);
-  assert_int_equal(cuda_rt_compile(&e, st->rt, "", "x.cu", "compute_80; rm -rf", NULL, 0, &bin), HP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(cuda_rt_compile(&e, st->rt, "", "x.cu", "compute_80; rm -rf", NULL, 0, &bin), HARP_E_INVALID_ARG);
 }
 
 int main(void) {

@@ -14,7 +14,7 @@ static void test_seed_plan(void **s) {
                     "cache_read A smem at=k.i pingpong=true;\ncache_read B smem at=k.i pingpong=true;\n"
                     "vectorize n.i.i 8;\npredicate_tail m.i.i n.i.i k.i.i;\nepilogue bias relu;\n"
                     "warp_tile 64x32;\n";
-  hp_error e = {0};
+  harp_error e = {0};
   plan_t p;
   cu_ok(&e, plan_parse_dsl(dsl, "seed.plan", PLAN_ARCH_SM80, &p, &e));
   cuda_tune t;
@@ -49,7 +49,7 @@ static void test_seed_plan(void **s) {
 
 static void test_plan_variants(void **s) {
   (void)s;
-  hp_error e = {0};
+  harp_error e = {0};
   plan_t p;
   cuda_tune t;
   cu_ok(&e, plan_parse_dsl("split m 128; split n 128; split k 64; bind m.o block.x; bind n.o block.y;\n"
@@ -78,7 +78,7 @@ static void test_plan_variants(void **s) {
   cu_ok(&e, plan_parse_dsl("split m 64; algo_choice attention online_softmax;\n", "p.plan", PLAN_ARCH_SM80, &p, &e));
   assert_true(cuda_attn_online_from_plan(&p));
   cu_ok(&e, plan_parse_dsl("split m 64;\n", "p.plan", PLAN_ARCH_CPU, &p, &e));
-  assert_int_equal(cuda_tune_from_plan(&e, &p, 1, &t), HP_E_INVALID_ARG);
+  assert_int_equal(cuda_tune_from_plan(&e, &p, 1, &t), HARP_E_INVALID_ARG);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* test_cuda_session.c — GPU sessions (hp_gpu_session_*, one model over many
+/* test_cuda_session.c — GPU sessions (rt_gpu_session_*, one model over many
  * shape bindings) on the fake libcuda: one executable CUDA Graph per
  * ShapeSet, instantiated for the cluster's first binding, updated in place
  * for its other bindings, replayed untouched for the same binding; a refused
@@ -20,80 +20,80 @@ static const char relu_src[] = "graph<B=4> main(x: f32[B, 8]) -> (y: f32[B, 8]) 
                                "}\n";
 
 typedef struct sess {
-  hp_program *p;
+  hg_program *p;
   tiny_graph *g; /* unbound */
-  hp_gpu_session *s;
+  rt_gpu_session *s;
 } sess;
 
 static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
-  hp_error e = {0};
+  harp_error e = {0};
   memset(t, 0, sizeof *t);
-  if (rel) assert_ok(&e, hp_harp_load_file(&e, src_path(rel), &t->p));
-  else assert_ok(&e, hp_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
-  assert_ok(&e, hp_lower(&e, t->p, &t->g, NULL));
-  hp_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
-  assert_ok(&e, hp_gpu_session_new(&e, t->g, &o, &t->s));
+  if (rel) assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &t->p));
+  else assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
+  assert_ok(&e, hg_lower(&e, t->p, &t->g, NULL));
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
+  assert_ok(&e, rt_gpu_session_new(&e, t->g, &o, &t->s));
   /* the session keeps its own copy of the graph */
   tiny_graph_free(t->g);
   t->g = NULL;
 }
 
 static void close_session(sess *t) {
-  hp_gpu_session_free(t->s);
-  hp_program_free(t->p);
+  rt_gpu_session_free(t->s);
+  hg_program_free(t->p);
 }
 
 static void bind(tiny_symtab *b, long B) {
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab_init(b);
   assert_ok(&e, tiny_symtab_set(&e, b, "B", B));
 }
 
 /* One run at batch B with zero inputs shaped from the bound graph; the
  * output comes back as [B, ...].  Returns the status (outputs freed). */
-static hp_status run_at(sess *t, long B, const char *rel, const char *text, hp_error *e) {
+static harp_status run_at(sess *t, long B, const char *rel, const char *text, harp_error *e) {
   tiny_symtab b;
   bind(&b, B);
-  hp_program *p = NULL;
+  hg_program *p = NULL;
   tiny_graph *g = NULL;
-  hp_error e2 = {0};
-  if (rel) assert_ok(&e2, hp_harp_load_file(&e2, src_path(rel), &p));
-  else assert_ok(&e2, hp_harp_load_text(&e2, text, strlen(text), "tiny.harp", &p));
-  assert_ok(&e2, hp_lower(&e2, p, &g, NULL));
+  harp_error e2 = {0};
+  if (rel) assert_ok(&e2, hg_harp_load_file(&e2, src_path(rel), &p));
+  else assert_ok(&e2, hg_harp_load_text(&e2, text, strlen(text), "tiny.harp", &p));
+  assert_ok(&e2, hg_lower(&e2, p, &g, NULL));
   assert_ok(&e2, tiny_prepare(&e2, g, &b, false));
   int *ins = NULL, n = tiny_inputs(g, &ins);
-  hp_tensor in[8], out[8];
+  ut_tensor in[8], out[8];
   assert_true(n <= 8 && g->noutputs <= 8);
   for (int i = 0; i < n; i++) {
     const tiny_node *nd = &g->nodes[ins[i]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < nd->shape.rank; d++) shape[d] = nd->shape.d[d].n;
-    assert_ok(&e2, hp_tensor_alloc(&e2, &in[i], nd->dtype, nd->shape.rank, shape));
+    assert_ok(&e2, ut_tensor_alloc(&e2, &in[i], nd->dtype, nd->shape.rank, shape));
   }
-  hp_status st = hp_gpu_session_run(e, t->s, &b, in, n, out);
+  harp_status st = rt_gpu_session_run(e, t->s, &b, in, n, out);
   if (!st) {
     for (int k = 0; k < g->noutputs; k++) {
       assert_int_equal(out[k].shape[0], B);
-      hp_tensor_free(&out[k]);
+      ut_tensor_free(&out[k]);
     }
   }
-  for (int i = 0; i < n; i++) hp_tensor_free(&in[i]);
+  for (int i = 0; i < n; i++) ut_tensor_free(&in[i]);
   free(ins);
   tiny_graph_free(g);
-  hp_program_free(p);
+  hg_program_free(p);
   tiny_symtab_free(&b);
   return st;
 }
 
-static hp_gpu_session_stats stats(sess *t) {
-  hp_gpu_session_stats st;
-  hp_gpu_session_stats_get(t->s, &st);
+static rt_gpu_session_stats stats(sess *t) {
+  rt_gpu_session_stats st;
+  rt_gpu_session_stats_get(t->s, &st);
   return st;
 }
 
 /* The session's counters agree with what the driver saw since s0. */
 static void assert_driver_agrees(sess *t, const snap *s0) {
-  hp_gpu_session_stats st = stats(t);
+  rt_gpu_session_stats st = stats(t);
   assert_int_equal(delta(s0, FAKE_CUDA_GRAPHS_INSTANTIATED), st.instantiations);
   assert_int_equal(delta(s0, FAKE_CUDA_EXEC_UPDATES), st.updates);
   assert_int_equal(delta(s0, FAKE_CUDA_GRAPH_LAUNCHES), st.replays);
@@ -102,7 +102,7 @@ static void assert_driver_agrees(sess *t, const snap *s0) {
 }
 
 static void expect(sess *t, int clusters, int builds, int captures, int inst, int updates, int replays) {
-  hp_gpu_session_stats st = stats(t);
+  rt_gpu_session_stats st = stats(t);
   assert_int_equal(st.clusters, clusters);
   assert_int_equal(st.builds, builds);
   assert_int_equal(st.captures, captures);
@@ -117,7 +117,7 @@ static void test_one_graph_per_shapeset(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  hp_error e = {0};
+  harp_error e = {0};
   open_session(&t, mlp_model, NULL, true);
   assert_ok(&e, run_at(&t, 48, mlp_model, NULL, &e));
   expect(&t, 1, 1, 1, 1, 0, 1);
@@ -135,9 +135,9 @@ static void test_one_graph_per_shapeset(void **vs) {
   /* the launches alone, for a binding that ran; B=100's graph is current */
   tiny_symtab b;
   bind(&b, 100);
-  assert_ok(&e, hp_gpu_session_launch(&e, t.s, &b, true));
+  assert_ok(&e, rt_gpu_session_launch(&e, t.s, &b, true));
   expect(&t, 2, 3, 3, 2, 2, 6);
-  assert_non_null(hp_gpu_session_model(t.s, &b));
+  assert_non_null(rt_gpu_session_model(t.s, &b));
   tiny_symtab_free(&b);
   assert_driver_agrees(&t, &s0);
   close_session(&t);
@@ -150,7 +150,7 @@ static void test_no_graphs(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  hp_error e = {0};
+  harp_error e = {0};
   open_session(&t, NULL, relu_src, false);
   assert_ok(&e, run_at(&t, 3, NULL, relu_src, &e));
   assert_ok(&e, run_at(&t, 4, NULL, relu_src, &e));
@@ -168,7 +168,7 @@ static void test_update_refused(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  hp_error e = {0};
+  harp_error e = {0};
   open_session(&t, NULL, relu_src, true);
   assert_ok(&e, run_at(&t, 5, NULL, relu_src, &e));
   setenv("HARP_FAKE_CUDA_FAIL", "cuGraphExecUpdate_v2", 1);
@@ -190,24 +190,24 @@ static void test_eviction(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  hp_error e = {0};
+  harp_error e = {0};
   open_session(&t, NULL, relu_src, true);
   assert_ok(&e, run_at(&t, 33, NULL, relu_src, &e)); /* ShapeSet B:64, its graph at B=33 */
-  for (long B = 65; B < 65 + HP_GPU_SESSION_MODELS - 1; B++) assert_ok(&e, run_at(&t, B, NULL, relu_src, &e));
+  for (long B = 65; B < 65 + RT_GPU_SESSION_MODELS - 1; B++) assert_ok(&e, run_at(&t, B, NULL, relu_src, &e));
   assert_int_equal(stats(&t).evictions, 0);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 2);
-  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), HP_GPU_SESSION_MODELS);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), RT_GPU_SESSION_MODELS);
   /* one more binding: B=33 is the least recently used, and B:64's graph held it */
   assert_ok(&e, run_at(&t, 72, NULL, relu_src, &e));
   assert_int_equal(stats(&t).evictions, 1);
-  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), HP_GPU_SESSION_MODELS);
+  assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), RT_GPU_SESSION_MODELS);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_EXECS), 1);
   tiny_symtab b;
   bind(&b, 33);
-  assert_null(hp_gpu_session_model(t.s, &b));
-  assert_int_equal(hp_gpu_session_launch(&e, t.s, &b, true), HP_E_USAGE);
+  assert_null(rt_gpu_session_model(t.s, &b));
+  assert_int_equal(rt_gpu_session_launch(&e, t.s, &b, true), HARP_E_USAGE);
   assert_non_null(strstr(e.msg, "B=33"));
-  hp_error_clear(&e); /* the first error stays in e until cleared */
+  harp_error_clear(&e); /* the first error stays in e until cleared */
   tiny_symtab_free(&b);
   /* B:64 again: built anew, and its graph instantiated anew (not updated) */
   int inst = stats(&t).instantiations, builds = stats(&t).builds;
@@ -227,56 +227,56 @@ static void test_errors(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  hp_error e = {0};
+  harp_error e = {0};
   open_session(&t, NULL, relu_src, true);
   tiny_symtab none;
   tiny_symtab_init(&none);
-  hp_tensor out[1];
-  assert_int_not_equal(hp_gpu_session_run(&e, t.s, &none, NULL, 0, out), HP_OK);
+  ut_tensor out[1];
+  assert_int_not_equal(rt_gpu_session_run(&e, t.s, &none, NULL, 0, out), HARP_OK);
   assert_non_null(strstr(e.msg, "B"));
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   tiny_symtab_free(&none);
   /* inputs for B=6 given to B=5 */
   tiny_symtab b5;
   bind(&b5, 5);
-  hp_tensor in;
+  ut_tensor in;
   int64_t shape[2] = {6, 8};
-  assert_ok(&e, hp_tensor_alloc(&e, &in, TINY_FP32, 2, shape));
-  assert_int_equal(hp_gpu_session_run(&e, t.s, &b5, &in, 1, out), HP_E_INPUT_MISMATCH);
-  hp_error_clear(&e);
-  hp_tensor_free(&in);
+  assert_ok(&e, ut_tensor_alloc(&e, &in, TINY_FP32, 2, shape));
+  assert_int_equal(rt_gpu_session_run(&e, t.s, &b5, &in, 1, out), HARP_E_INPUT_MISMATCH);
+  harp_error_clear(&e);
+  ut_tensor_free(&in);
   tiny_symtab_free(&b5);
   assert_ok(&e, run_at(&t, 5, NULL, relu_src, &e)); /* still usable */
   expect(&t, 1, 1, 1, 1, 0, 1);
   close_session(&t);
   /* a bad target */
-  hp_gpu_session *s = NULL;
-  hp_gpu_opts o = {.knobs = &S->knobs, .target = "sm70", .cache_dir = S->cache};
-  hp_program *p = NULL;
+  rt_gpu_session *s = NULL;
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm70", .cache_dir = S->cache};
+  hg_program *p = NULL;
   tiny_graph *g = NULL;
-  assert_ok(&e, hp_harp_load_text(&e, relu_src, strlen(relu_src), "tiny.harp", &p));
-  assert_ok(&e, hp_lower(&e, p, &g, NULL));
-  assert_int_equal(hp_gpu_session_new(&e, g, &o, &s), HP_E_USAGE);
+  assert_ok(&e, hg_harp_load_text(&e, relu_src, strlen(relu_src), "tiny.harp", &p));
+  assert_ok(&e, hg_lower(&e, p, &g, NULL));
+  assert_int_equal(rt_gpu_session_new(&e, g, &o, &s), HARP_E_USAGE);
   assert_null(s);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   /* no driver: the run says why */
-  hp_knobs nodrv = S->knobs;
-  assert_ok(&e, hp_knob_set(&e, &nodrv, "libcuda", "/nonexistent/libcuda.so.1"));
+  rt_knobs nodrv = S->knobs;
+  assert_ok(&e, rt_knob_set(&e, &nodrv, "libcuda", "/nonexistent/libcuda.so.1"));
   o.knobs = &nodrv; /* borrowed for the session's life */
   o.target = "sm80";
-  assert_ok(&e, hp_gpu_session_new(&e, g, &o, &s));
+  assert_ok(&e, rt_gpu_session_new(&e, g, &o, &s));
   tiny_symtab b;
   bind(&b, 4);
-  hp_tensor x;
+  ut_tensor x;
   int64_t xs[2] = {4, 8};
-  assert_ok(&e, hp_tensor_alloc(&e, &x, TINY_FP32, 2, xs));
-  assert_int_equal(hp_gpu_session_run(&e, s, &b, &x, 1, out), HP_E_UNSUPPORTED);
+  assert_ok(&e, ut_tensor_alloc(&e, &x, TINY_FP32, 2, xs));
+  assert_int_equal(rt_gpu_session_run(&e, s, &b, &x, 1, out), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "no GPU"));
-  hp_tensor_free(&x);
+  ut_tensor_free(&x);
   tiny_symtab_free(&b);
-  hp_gpu_session_free(s);
+  rt_gpu_session_free(s);
   tiny_graph_free(g);
-  hp_program_free(p);
+  hg_program_free(p);
   assert_released(&s0);
 }
 

@@ -178,7 +178,7 @@ static int break_stmt(cuda_stmt *st, int what) {
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
-  hp_error e = {0};
+  harp_error e = {0};
   make_specs(st);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &st->m));
   char nm[32];
@@ -296,11 +296,11 @@ static void test_gemm_mul_shift(void **vs) {
   assert_int_equal(run_gemm(st, 10, NULL), 0);
   /* split-K parallel applies the epilogue on slice 0's partial: a product is refused */
   cuda_module *m;
-  hp_error e = {0};
+  harp_error e = {0};
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   cuda_gemm_spec s = st->gemm[8];
   s.epi[0].mul = true;
-  assert_int_equal(cuda_gen_gemm(&e, m, &s, "refused"), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_gen_gemm(&e, m, &s, "refused"), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "x bias_n"));
   cuda_module_free(m);
 }

@@ -179,7 +179,7 @@ static void make_mutant(cuda_kernel *k, int i) {
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
-  hp_error e = {0};
+  harp_error e = {0};
   make_specs(st->g);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &st->m));
   char nm[16];
@@ -311,15 +311,15 @@ static void test_wgmma_tf32(void **vs) {
   }
   /* TF32 wgmma has no transpose: an N-major B is refused (the SM80 template takes it) */
   cuda_module *m;
-  hp_error e = {0};
+  harp_error e = {0};
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &m));
   cuda_gemm_spec s;
   cuda_gemm_spec_init(&s, 128, 128, 64, TINY_FP32);
   s.tune.arch = CUDA_SM90;
-  assert_int_equal(cuda_gen_gemm(&e, m, &s, "nmajor"), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_gen_gemm(&e, m, &s, "nmajor"), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "K-major"));
   s.b_sk = 1, s.b_sn = 64, s.math = CUDA_MATH_FP32;
-  assert_int_equal(cuda_gen_gemm(&e, m, &s, "strict"), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_gen_gemm(&e, m, &s, "strict"), HARP_E_UNSUPPORTED);
   cuda_module_free(m);
 }
 

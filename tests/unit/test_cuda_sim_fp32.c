@@ -151,7 +151,7 @@ static int break_rounding(cuda_stmt *st) {
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
-  hp_error e = {0};
+  harp_error e = {0};
   make_gemms(st->gemm);
   make_convs(st->conv);
   make_attns(st->attn);
@@ -297,12 +297,12 @@ static void test_attention_tf32(void **vs) {
 static void test_attention_refusals(void **vs) {
   (void)vs;
   cuda_module *m;
-  hp_error e = {0};
+  harp_error e = {0};
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
   cuda_attn_spec a;
   cuda_attn_spec_init(&a, 1, 1, 64, 64, 64, TINY_FP32);
   a.math = CUDA_MATH_FP32;
-  assert_int_equal(cuda_gen_attn(&e, m, &a, "strict"), HP_E_UNSUPPORTED);
+  assert_int_equal(cuda_gen_attn(&e, m, &a, "strict"), HARP_E_UNSUPPORTED);
   cuda_module_free(m);
 }
 

@@ -102,7 +102,7 @@ static void make_specs(state *st) {
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
-  hp_error e = {0};
+  harp_error e = {0};
   make_specs(st);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &st->m));
   char nm[32];

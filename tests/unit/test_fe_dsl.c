@@ -15,7 +15,7 @@
 /* ---- dims ----------------------------------------------------------------- */
 static void test_dims(void **st) {
   (void)st;
-  hp_arena *A = hp_arena_new();
+  ut_arena *A = ut_arena_new();
   const fe_dim *H = fe_dim_sym(A, "H"), *W = fe_dim_sym(A, "W"), *B = fe_dim_sym(A, "B"), *S = fe_dim_sym(A, "S");
   const fe_dim *one = fe_dim_int(A, 1), *two = fe_dim_int(A, 2);
   /* same-padding conv output: (H + 2 - 3)/1 + 1 = H */
@@ -45,7 +45,7 @@ static void test_dims(void **st) {
   /* evaluation and substitution */
   tiny_symtab t;
   tiny_symtab_init(&t);
-  hp_error e = {0};
+  harp_error e = {0};
   assert_ok(&e, tiny_symtab_set(&e, &t, "H", 7));
   int64_t v;
   assert_true(fe_dim_eval(fe_dim_div(A, fe_dim_add(A, H, one), 2), &t, &v));
@@ -54,7 +54,7 @@ static void test_dims(void **st) {
   tiny_symtab_free(&t);
   /* overflow is an error, not a wrap */
   assert_null(fe_dim_scale(A, fe_dim_int(A, (int64_t)1 << 61), 4));
-  hp_arena_free(A);
+  ut_arena_free(A);
 }
 
 /* A dim printed in a type and parsed back is the same dim. */
@@ -64,11 +64,11 @@ static void test_dim_text_round_trip(void **st) {
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
     char src[512];
     snprintf(src, sizeof src, "graph<H=8, W=8, B=1, S=2> main(x: f32[H, W, B, S]) -> (y: f32[%s]) {\n  return x\n}\n", dims[i]);
-    hp_error e = {0};
-    hp_program *p = NULL;
+    harp_error e = {0};
+    hg_program *p = NULL;
     /* the type check fails (the value is rank 4) but the type must parse to the same text */
-    hp_diags d;
-    hp_harp_load_text_diags(&e, src, strlen(src), "t.harp", &p, &d);
+    hg_diags d;
+    hg_harp_load_text_diags(&e, src, strlen(src), "t.harp", &p, &d);
     assert_true(strstr(e.msg, dims[i]) != NULL);
   }
 }
@@ -77,7 +77,7 @@ static void test_dim_text_round_trip(void **st) {
 static void test_lexer(void **st) {
   (void)st;
   const char *src = "graph<B=1> f(x: f32[B]) -> (y: f32[B]) { // c\n  y = x*2.5e-1 + .5 # c\n  /* block\n */ return y <= inf\n}";
-  hp_diags ds = {0};
+  hg_diags ds = {0};
   fe_diagctx dc = {&ds, 0};
   int n;
   fe_tok *t = fe_lex(src, strlen(src), &dc, &n);
@@ -100,7 +100,7 @@ static void test_lexer(void **st) {
   free(t);
   /* bad characters are reported, each once */
   const char *bad = "a $ b \x80\x81 c ` 1x";
-  hp_diags d2 = {0};
+  hg_diags d2 = {0};
   fe_diagctx dc2 = {&d2, 0};
   t = fe_lex(bad, strlen(bad), &dc2, &n);
   assert_int_equal(dc2.count, 4);
@@ -124,29 +124,29 @@ static void test_grammar(void **st) {
       "graph<M=1> pair(v: f32[M, 2]) -> (u: f32[M, 2], w: f32[M, 2]) {\n"
       "  return relu(v), -v\n"
       "}\n";
-  hp_program *p = fu_load(src);
-  assert_int_equal(hp_program_ngraphs(p), 2);
-  hp_graph *m = hp_program_find(p, "main");
+  hg_program *p = fu_load(src);
+  assert_int_equal(hg_program_ngraphs(p), 2);
+  hg_graph *m = hg_program_find(p, "main");
   assert_non_null(m);
   assert_int_equal(m->nout, 3);
   assert_int_equal(m->nparams, 2);
-  hp_program_free(p);
+  hg_program_free(p);
 }
 
 /* ---- builder API ------------------------------------------------------------------ */
-static hp_program *build_mlp(void) {
-  hp_graph *g = hp_graph_new();
-  hp_shape_var(g, "B", 4);
+static hg_program *build_mlp(void) {
+  hg_graph *g = hg_graph_new();
+  hg_shape_var(g, "B", 4);
   tiny_dim B = tiny_dim_sym("B");
-  hp_val x = hp_input(g, "x", TINY_FP32, 2, (tiny_dim[]){B, tiny_dim_int(64)});
-  hp_val w1 = hp_input(g, "w1", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(64), tiny_dim_int(128)});
-  hp_val b1 = hp_input(g, "b1", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(128)});
-  hp_val w2 = hp_input(g, "w2", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(128), tiny_dim_int(10)});
-  hp_val b2 = hp_input(g, "b2", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(10)});
-  hp_val h = hp_name(g, hp_relu(g, hp_add(g, hp_matmul(g, x, w1), b1)), "h");
-  hp_output(g, "y", hp_add(g, hp_matmul(g, h, w2), b2));
-  assert_int_equal(hp_graph_error(g)->code, HP_OK);
-  return hp_graph_program(g);
+  hg_val x = hg_input(g, "x", TINY_FP32, 2, (tiny_dim[]){B, tiny_dim_int(64)});
+  hg_val w1 = hg_input(g, "w1", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(64), tiny_dim_int(128)});
+  hg_val b1 = hg_input(g, "b1", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(128)});
+  hg_val w2 = hg_input(g, "w2", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(128), tiny_dim_int(10)});
+  hg_val b2 = hg_input(g, "b2", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(10)});
+  hg_val h = hg_name(g, hg_relu(g, hg_add(g, hg_matmul(g, x, w1), b1)), "h");
+  hg_output(g, "y", hg_add(g, hg_matmul(g, h, w2), b2));
+  assert_int_equal(hg_graph_error(g)->code, HARP_OK);
+  return hg_graph_program(g);
 }
 
 static char *read_example(const char *name) {
@@ -154,129 +154,129 @@ static char *read_example(const char *name) {
   snprintf(path, sizeof path, "%s/examples/%s", HARP_SOURCE_DIR, name);
   char *text = NULL;
   size_t len;
-  hp_error e = {0};
-  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, &len));
+  harp_error e = {0};
+  assert_ok(&e, ut_read_file(&e, path, 1 << 20, &text, &len));
   return text;
 }
 
 /* The API and the DSL build the same graph. */
 static void test_builder_matches_dsl(void **st) {
   (void)st;
-  hp_program *api = build_mlp();
+  hg_program *api = build_mlp();
   char *text = read_example("mlp.harp");
-  hp_program *dsl = fu_load(text);
+  hg_program *dsl = fu_load(text);
   char why[256];
-  if (!hp_program_equal(api, dsl, why, sizeof why)) fail_msg("API vs DSL: %s", why);
-  hp_graph_free(hp_program_find(api, "main"));
-  hp_program_free(dsl);
+  if (!hg_program_equal(api, dsl, why, sizeof why)) fail_msg("API vs DSL: %s", why);
+  hg_graph_free(hg_program_find(api, "main"));
+  hg_program_free(dsl);
   free(text);
 }
 
 static void test_builder_errors(void **st) {
   (void)st;
-  hp_graph *g = hp_graph_new();
-  hp_val a = hp_input(g, "a", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(4), tiny_dim_int(3)});
-  hp_val b = hp_input(g, "b", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(5), tiny_dim_int(2)});
+  hg_graph *g = hg_graph_new();
+  hg_val a = hg_input(g, "a", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(4), tiny_dim_int(3)});
+  hg_val b = hg_input(g, "b", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(5), tiny_dim_int(2)});
   assert_true(a > 0 && b > 0);
-  assert_true(hp_matmul(g, a, b) < 0); /* 3 vs 5 */
-  assert_int_equal(hp_graph_error(g)->code, HP_E_AXIS_SIZE_MISMATCH);
+  assert_true(hg_matmul(g, a, b) < 0); /* 3 vs 5 */
+  assert_int_equal(hg_graph_error(g)->code, HARP_E_AXIS_SIZE_MISMATCH);
   char first[1100];
-  snprintf(first, sizeof first, "%s", hp_graph_error(g)->msg);
+  snprintf(first, sizeof first, "%s", hg_graph_error(g)->msg);
   /* sticky: later calls fail too and keep the first error */
-  assert_true(hp_relu(g, a) < 0);
-  assert_true(hp_input(g, "c", TINY_FP32, 0, NULL) < 0);
-  assert_string_equal(hp_graph_error(g)->msg, first);
-  hp_graph_free(g);
+  assert_true(hg_relu(g, a) < 0);
+  assert_true(hg_input(g, "c", TINY_FP32, 0, NULL) < 0);
+  assert_string_equal(hg_graph_error(g)->msg, first);
+  hg_graph_free(g);
 
   struct {
     const char *what;
-    hp_status code;
-  } cases[] = {{"bad value", HP_E_INVALID_ARG}, {"dangling", HP_E_DANGLING}, {"dup param", HP_E_DUPLICATE_ID},
-               {"bool add", HP_E_DTYPE_MISMATCH}, {"perm", HP_E_INVALID_PERMUTATION}, {"conv groups", HP_E_AXIS_SIZE_MISMATCH},
-               {"axis", HP_E_INVALID_ARG}, {"i32 div", HP_E_DTYPE_MISMATCH}, {"mask", HP_E_BROADCAST_MISMATCH},
-               {"call arity", HP_E_ARITY}, {"gather idx", HP_E_DTYPE_MISMATCH}, {"slice step", HP_E_NEGATIVE_STRIDE}};
+    harp_status code;
+  } cases[] = {{"bad value", HARP_E_INVALID_ARG}, {"dangling", HARP_E_DANGLING}, {"dup param", HARP_E_DUPLICATE_ID},
+               {"bool add", HARP_E_DTYPE_MISMATCH}, {"perm", HARP_E_INVALID_PERMUTATION}, {"conv groups", HARP_E_AXIS_SIZE_MISMATCH},
+               {"axis", HARP_E_INVALID_ARG}, {"i32 div", HARP_E_DTYPE_MISMATCH}, {"mask", HARP_E_BROADCAST_MISMATCH},
+               {"call arity", HARP_E_ARITY}, {"gather idx", HARP_E_DTYPE_MISMATCH}, {"slice step", HARP_E_NEGATIVE_STRIDE}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    g = hp_graph_new();
-    hp_val x = hp_input(g, "x", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(4), tiny_dim_int(6)});
-    hp_val c = hp_input(g, "c", TINY_BOOL, 1, (tiny_dim[]){tiny_dim_int(6)});
-    hp_val n = hp_input(g, "n", TINY_I32, 1, (tiny_dim[]){tiny_dim_int(6)});
-    hp_val r = 1;
+    g = hg_graph_new();
+    hg_val x = hg_input(g, "x", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(4), tiny_dim_int(6)});
+    hg_val c = hg_input(g, "c", TINY_BOOL, 1, (tiny_dim[]){tiny_dim_int(6)});
+    hg_val n = hg_input(g, "n", TINY_I32, 1, (tiny_dim[]){tiny_dim_int(6)});
+    hg_val r = 1;
     switch (i) {
-    case 0: r = hp_relu(g, -1); break;
-    case 1: r = hp_relu(g, 99); break;
-    case 2: r = hp_input(g, "x", TINY_FP32, 0, NULL); break;
-    case 3: r = hp_add(g, c, c); break;
-    case 4: r = hp_permute(g, x, (int[]){0, 0}, 2); break;
+    case 0: r = hg_relu(g, -1); break;
+    case 1: r = hg_relu(g, 99); break;
+    case 2: r = hg_input(g, "x", TINY_FP32, 0, NULL); break;
+    case 3: r = hg_add(g, c, c); break;
+    case 4: r = hg_permute(g, x, (int[]){0, 0}, 2); break;
     case 5: {
-      hp_val w = hp_input(g, "w", TINY_FP32, 4, (tiny_dim[]){tiny_dim_int(3), tiny_dim_int(2), tiny_dim_int(1), tiny_dim_int(1)});
-      hp_val x4 = hp_reshape(g, x, 4, (tiny_dim[]){tiny_dim_int(1), tiny_dim_int(4), tiny_dim_int(6), tiny_dim_int(1)});
-      r = hp_conv2d(g, x4, w, &(hp_conv2d_opts){.groups = 2}); /* 3 output channels into 2 groups */
+      hg_val w = hg_input(g, "w", TINY_FP32, 4, (tiny_dim[]){tiny_dim_int(3), tiny_dim_int(2), tiny_dim_int(1), tiny_dim_int(1)});
+      hg_val x4 = hg_reshape(g, x, 4, (tiny_dim[]){tiny_dim_int(1), tiny_dim_int(4), tiny_dim_int(6), tiny_dim_int(1)});
+      r = hg_conv2d(g, x4, w, &(hg_conv2d_opts){.groups = 2}); /* 3 output channels into 2 groups */
       break;
     }
-    case 6: r = hp_softmax(g, x, 2); break;
-    case 7: r = hp_div(g, n, n); break;
+    case 6: r = hg_softmax(g, x, 2); break;
+    case 7: r = hg_div(g, n, n); break;
     case 8: {
-      hp_val q = hp_reshape(g, x, 3, (tiny_dim[]){tiny_dim_int(1), tiny_dim_int(4), tiny_dim_int(6)});
-      hp_val m = hp_input(g, "m", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(3), tiny_dim_int(4)});
-      r = hp_attention(g, q, q, q, &(hp_attention_opts){.mask = m});
+      hg_val q = hg_reshape(g, x, 3, (tiny_dim[]){tiny_dim_int(1), tiny_dim_int(4), tiny_dim_int(6)});
+      hg_val m = hg_input(g, "m", TINY_FP32, 2, (tiny_dim[]){tiny_dim_int(3), tiny_dim_int(4)});
+      r = hg_attention(g, q, q, q, &(hg_attention_opts){.mask = m});
       break;
     }
     case 9: {
-      hp_graph *f = hp_program_add_graph(hp_graph_program(g), "f");
-      hp_val fx = hp_input(f, "x", TINY_FP32, 0, NULL);
-      hp_output(f, "y", fx);
-      r = hp_call(g, f, (hp_val[]){x, x}, 2, NULL, 0);
+      hg_graph *f = hg_program_add_graph(hg_graph_program(g), "f");
+      hg_val fx = hg_input(f, "x", TINY_FP32, 0, NULL);
+      hg_output(f, "y", fx);
+      r = hg_call(g, f, (hg_val[]){x, x}, 2, NULL, 0);
       break;
     }
-    case 10: r = hp_gather(g, x, x, 0); break;
-    case 11: r = hp_slice(g, x, 1, (int[]){1}, (int64_t[]){0}, (int64_t[]){6}, (int64_t[]){0}); break;
+    case 10: r = hg_gather(g, x, x, 0); break;
+    case 11: r = hg_slice(g, x, 1, (int[]){1}, (int64_t[]){0}, (int64_t[]){6}, (int64_t[]){0}); break;
     }
     if (r > 0) fail_msg("%s: succeeded", cases[i].what);
-    if (hp_graph_error(g)->code != cases[i].code)
-      fail_msg("%s: want %s, got %s (%s)", cases[i].what, hp_status_name(cases[i].code), hp_status_name(hp_graph_error(g)->code),
-               hp_graph_error(g)->msg);
-    hp_graph_free(g);
+    if (hg_graph_error(g)->code != cases[i].code)
+      fail_msg("%s: want %s, got %s (%s)", cases[i].what, harp_status_name(cases[i].code), harp_status_name(hg_graph_error(g)->code),
+               hg_graph_error(g)->msg);
+    hg_graph_free(g);
   }
 }
 
 static void test_builder_types(void **st) {
   (void)st;
-  hp_graph *g = hp_graph_new();
-  hp_shape_var(g, "N", 2);
-  hp_shape_var(g, "H", 8);
-  hp_val x = hp_input(g, "x", TINY_FP16, 4, (tiny_dim[]){tiny_dim_sym("N"), tiny_dim_int(3), tiny_dim_sym("H"), tiny_dim_sym("H")});
-  hp_val w = hp_input(g, "w", TINY_FP16, 4, (tiny_dim[]){tiny_dim_int(8), tiny_dim_int(3), tiny_dim_int(3), tiny_dim_int(3)});
-  hp_val y = hp_conv2d(g, x, w, &(hp_conv2d_opts){.stride = {2, 2}, .pad = {1, 1, 1, 1}});
+  hg_graph *g = hg_graph_new();
+  hg_shape_var(g, "N", 2);
+  hg_shape_var(g, "H", 8);
+  hg_val x = hg_input(g, "x", TINY_FP16, 4, (tiny_dim[]){tiny_dim_sym("N"), tiny_dim_int(3), tiny_dim_sym("H"), tiny_dim_sym("H")});
+  hg_val w = hg_input(g, "w", TINY_FP16, 4, (tiny_dim[]){tiny_dim_int(8), tiny_dim_int(3), tiny_dim_int(3), tiny_dim_int(3)});
+  hg_val y = hg_conv2d(g, x, w, &(hg_conv2d_opts){.stride = {2, 2}, .pad = {1, 1, 1, 1}});
   char b[64];
-  assert_true(hp_val_dim_text(g, y, 2, b, sizeof b));
+  assert_true(hg_val_dim_text(g, y, 2, b, sizeof b));
   assert_string_equal(b, "(H + 1)/2");
-  assert_int_equal(hp_val_dtype(g, y), TINY_FP16);
-  hp_val f = hp_reshape(g, y, 2, (tiny_dim[]){tiny_dim_sym("N"), tiny_dim_int(-1)});
-  assert_true(hp_val_dim_text(g, f, 1, b, sizeof b));
+  assert_int_equal(hg_val_dtype(g, y), TINY_FP16);
+  hg_val f = hg_reshape(g, y, 2, (tiny_dim[]){tiny_dim_sym("N"), tiny_dim_int(-1)});
+  assert_true(hg_val_dim_text(g, f, 1, b, sizeof b));
   assert_string_equal(b, "8*((H + 1)/2)*((H + 1)/2)");
-  hp_val s = hp_sum(g, f, (int[]){-1}, 1, true);
-  assert_int_equal(hp_val_rank(g, s), 2);
-  assert_true(hp_val_dim_text(g, s, 1, b, sizeof b));
+  hg_val s = hg_sum(g, f, (int[]){-1}, 1, true);
+  assert_int_equal(hg_val_rank(g, s), 2);
+  assert_true(hg_val_dim_text(g, s, 1, b, sizeof b));
   assert_string_equal(b, "1");
-  hp_val c = hp_concat(g, (hp_val[]){x, x}, 2, 1);
-  assert_true(hp_val_dim_text(g, c, 1, b, sizeof b));
+  hg_val c = hg_concat(g, (hg_val[]){x, x}, 2, 1);
+  assert_true(hg_val_dim_text(g, c, 1, b, sizeof b));
   assert_string_equal(b, "6");
   /* a literal takes the tensor's dtype */
-  hp_val h = hp_mul(g, x, hp_const(g, 0.5));
-  assert_int_equal(hp_val_dtype(g, h), TINY_FP16);
-  assert_int_equal(hp_val_dtype(g, hp_binary(g, HP_OP_LT, x, hp_const(g, 0))), TINY_BOOL);
-  assert_int_equal(hp_graph_error(g)->code, HP_OK);
-  hp_graph_free(g);
+  hg_val h = hg_mul(g, x, hg_const(g, 0.5));
+  assert_int_equal(hg_val_dtype(g, h), TINY_FP16);
+  assert_int_equal(hg_val_dtype(g, hg_binary(g, HG_OP_LT, x, hg_const(g, 0))), TINY_BOOL);
+  assert_int_equal(hg_graph_error(g)->code, HARP_OK);
+  hg_graph_free(g);
 }
 
 /* ---- lowering shapes -------------------------------------------------------------- */
-static tiny_graph *lower(const char *src, hp_program **pp) {
-  hp_program *p = fu_load(src);
-  hp_error e = {0};
+static tiny_graph *lower(const char *src, hg_program **pp) {
+  hg_program *p = fu_load(src);
+  harp_error e = {0};
   tiny_graph *g = NULL;
-  assert_ok(&e, hp_lower(&e, p, &g, NULL));
+  assert_ok(&e, hg_lower(&e, p, &g, NULL));
   if (pp) *pp = p;
-  else hp_program_free(p);
+  else hg_program_free(p);
   return g;
 }
 
@@ -325,7 +325,7 @@ static void test_lower_gemm(void **st) {
   assert_string_equal(g->nodes[g->outputs[0]].id, "C");
   assert_int_equal(g->nodes[g->outputs[0]].op, TINY_RELU);
   /* it passes tiny_prepare symbolically and once bound */
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab t;
   tiny_symtab_init(&t);
   assert_ok(&e, tiny_prepare(&e, g, &t, true));
@@ -409,7 +409,7 @@ static void test_lower_flatten_matmul(void **st) {
     if (g->nodes[i].op == TINY_RESHAPE && g->nodes[i].a.reshape.shape.rank == 2) fail_msg("the flatten is still there");
   tiny_graph_free(g);
   uint64_t seed = 6;
-  hp_tensor in[2] = {fu_random(TINY_FP32, 4, (int64_t[]){2, 3, 2, 2}, &seed), fu_random(TINY_FP32, 2, (int64_t[]){12, 5}, &seed)},
+  ut_tensor in[2] = {fu_random(TINY_FP32, 4, (int64_t[]){2, 3, 2, 2}, &seed), fu_random(TINY_FP32, 2, (int64_t[]){12, 5}, &seed)},
             out;
   fu_run(src, NULL, in, 2, &out);
   double want[10];
@@ -419,8 +419,8 @@ static void test_lower_flatten_matmul(void **st) {
       for (int k = 0; k < 12; k++) want[i * 5 + j] += fmax(fu_get(&in[0], i * 12 + k), 0) * fu_get(&in[1], k * 5 + j);
     }
   fu_expect(&out, want, 10, 1e-6, 1e-6);
-  for (int i = 0; i < 2; i++) hp_tensor_free(&in[i]);
-  hp_tensor_free(&out);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&in[i]);
+  ut_tensor_free(&out);
 }
 
 /* Outputs: ids are the output names, in order; a parameter, a repeated value
@@ -440,7 +440,7 @@ static void test_output_names(void **st) {
   assert_int_equal(g->nodes[g->nodes[g->outputs[3]].src[0].node].op, TINY_CONST);
   /* the body's variable "b" did not take the output's name */
   assert_true(tiny_find(g, "b.2") >= 0);
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab t;
   tiny_symtab_init(&t);
   assert_ok(&e, tiny_prepare(&e, g, &t, false));
@@ -448,23 +448,23 @@ static void test_output_names(void **st) {
 }
 
 /* ---- decompile ------------------------------------------------------------------ */
-static void round_trip(const hp_program *p, const char *what) {
-  char *t1 = hp_decompile(p);
+static void round_trip(const hg_program *p, const char *what) {
+  char *t1 = hg_decompile(p);
   assert_non_null(t1);
-  hp_error e = {0};
-  hp_program *q = NULL;
-  if (hp_harp_load_text(&e, t1, strlen(t1), what, &q)) {
+  harp_error e = {0};
+  hg_program *q = NULL;
+  if (hg_harp_load_text(&e, t1, strlen(t1), what, &q)) {
     char buf[4096];
-    hp_error_format(&e, buf, sizeof buf);
+    harp_error_format(&e, buf, sizeof buf);
     fail_msg("%s: the decompiled text does not load: %s\n%s", what, buf, t1);
   }
   char why[512];
-  if (!hp_program_equal(p, q, why, sizeof why)) fail_msg("%s: %s\n%s", what, why, t1);
-  char *t2 = hp_decompile(q);
+  if (!hg_program_equal(p, q, why, sizeof why)) fail_msg("%s: %s\n%s", what, why, t1);
+  char *t2 = hg_decompile(q);
   assert_string_equal(t1, t2); /* a fixpoint */
   free(t1);
   free(t2);
-  hp_program_free(q);
+  hg_program_free(q);
 }
 
 static void test_decompile_examples(void **st) {
@@ -472,9 +472,9 @@ static void test_decompile_examples(void **st) {
   const char *ex[] = {"mlp.harp", "conv_block.harp", "transformer_block.harp", "cnn.harp"};
   for (int i = 0; i < 4; i++) {
     char *text = read_example(ex[i]);
-    hp_program *p = fu_load(text);
+    hg_program *p = fu_load(text);
     round_trip(p, ex[i]);
-    hp_program_free(p);
+    hg_program_free(p);
     free(text);
   }
 }
@@ -497,36 +497,36 @@ static void test_decompile_everything(void **st) {
       "  u = reshape(concat([slice(f, [0], [2]), slice(f, [2], [H])], axis=0), [1, H]) @ expand(reshape(f, [H, 1]), [H, H]) + f\n"
       "  v = concat([slice(c, [0], [2]), slice(c, [2], [H])], axis=0) == (c != c)\n"
       "  return a, b, r, s, t, u, v\n}\n";
-  hp_program *p = fu_load(src);
+  hg_program *p = fu_load(src);
   round_trip(p, "everything");
-  hp_program_free(p);
+  hg_program_free(p);
 }
 
 /* A program built through the API (anonymous values, literals, typed
  * constants, calls with several outputs, names that are not identifiers). */
 static void test_decompile_builder(void **st) {
   (void)st;
-  hp_program *p = hp_program_new();
-  hp_graph *f = hp_program_add_graph(p, "split2");
-  hp_shape_var(f, "K", -1);
-  hp_val fx = hp_input(f, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_sym("K")});
-  hp_output(f, "lo", hp_relu(f, fx));
-  hp_output(f, "hi", hp_neg(f, fx));
-  hp_graph *g = hp_program_add_graph(p, "main");
-  hp_val x = hp_input(g, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(5)});
-  hp_val outs[2];
-  hp_call(g, f, &x, 1, outs, 2);
-  hp_val k = hp_const_typed(g, 3, TINY_FP32);
-  hp_val sum2 = hp_add(g, hp_mul(g, outs[0], hp_const(g, -2.5)), outs[1]);
-  hp_val named = hp_name(g, hp_add(g, sum2, k), "return_value");
-  hp_output(g, "y", named);
-  hp_output(g, "z", hp_add(g, sum2, sum2));
-  assert_int_equal(hp_graph_error(g)->code, HP_OK);
-  assert_int_equal(hp_graph_error(f)->code, HP_OK);
-  hp_error e = {0};
-  assert_ok(&e, hp_program_check(&e, p));
+  hg_program *p = hg_program_new();
+  hg_graph *f = hg_program_add_graph(p, "split2");
+  hg_shape_var(f, "K", -1);
+  hg_val fx = hg_input(f, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_sym("K")});
+  hg_output(f, "lo", hg_relu(f, fx));
+  hg_output(f, "hi", hg_neg(f, fx));
+  hg_graph *g = hg_program_add_graph(p, "main");
+  hg_val x = hg_input(g, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(5)});
+  hg_val outs[2];
+  hg_call(g, f, &x, 1, outs, 2);
+  hg_val k = hg_const_typed(g, 3, TINY_FP32);
+  hg_val sum2 = hg_add(g, hg_mul(g, outs[0], hg_const(g, -2.5)), outs[1]);
+  hg_val named = hg_name(g, hg_add(g, sum2, k), "return_value");
+  hg_output(g, "y", named);
+  hg_output(g, "z", hg_add(g, sum2, sum2));
+  assert_int_equal(hg_graph_error(g)->code, HARP_OK);
+  assert_int_equal(hg_graph_error(f)->code, HARP_OK);
+  harp_error e = {0};
+  assert_ok(&e, hg_program_check(&e, p));
   round_trip(p, "builder");
-  hp_program_free(p);
+  hg_program_free(p);
 }
 
 /* ---- calls --------------------------------------------------------------------- */
@@ -539,12 +539,12 @@ static void test_call_depth(void **st) {
   assert_int_equal(count_op(g, TINY_RELU), 1);
   tiny_graph_free(g);
   /* a chain of exactly 10 nested calls is allowed */
-  hp_str t;
-  hp_str_init(&t);
+  ut_str t;
+  ut_str_init(&t);
   for (int i = 1; i <= 10; i++)
-    if (i < 10) hp_str_printf(&t, "graph<N=1> g%d(x: f32[N]) -> (y: f32[N]) {\n  return g%d(x) + 1.0\n}\n", i, i + 1);
-    else hp_str_printf(&t, "graph<N=1> g%d(x: f32[N]) -> (y: f32[N]) {\n  return relu(x)\n}\n", i);
-  hp_str_puts(&t, "graph main(x: f32[3]) -> (y: f32[3]) {\n  return g1(x)\n}\n");
+    if (i < 10) ut_str_printf(&t, "graph<N=1> g%d(x: f32[N]) -> (y: f32[N]) {\n  return g%d(x) + 1.0\n}\n", i, i + 1);
+    else ut_str_printf(&t, "graph<N=1> g%d(x: f32[N]) -> (y: f32[N]) {\n  return relu(x)\n}\n", i);
+  ut_str_puts(&t, "graph main(x: f32[3]) -> (y: f32[3]) {\n  return g1(x)\n}\n");
   g = lower(t.buf, NULL);
   assert_int_equal(count_op(g, TINY_ADD), 9);
   tiny_graph_free(g);
@@ -552,9 +552,9 @@ static void test_call_depth(void **st) {
   const char *mut = "graph<N=1> a(x: f32[N]) -> (y: f32[N]) {\n  return b(x)\n}\n"
                     "graph<N=1> b(x: f32[N]) -> (y: f32[N]) {\n  return a(x)\n}\n"
                     "graph main(x: f32[3]) -> (y: f32[3]) {\n  return a(x)\n}\n";
-  hp_error e = {0};
-  hp_program *p = NULL;
-  assert_int_equal(hp_harp_load_text(&e, mut, strlen(mut), "m.harp", &p), HP_E_LIMIT);
+  harp_error e = {0};
+  hg_program *p = NULL;
+  assert_int_equal(hg_harp_load_text(&e, mut, strlen(mut), "m.harp", &p), HARP_E_LIMIT);
   assert_non_null(strstr(e.msg, "never ends"));
   /* shape variables of a callee bind to the caller's symbols */
   g = lower("graph<N=1, D=1> scale(x: f32[N, D]) -> (y: f32[N, D]) {\n  return x * 2.0\n}\n"
@@ -563,7 +563,7 @@ static void test_call_depth(void **st) {
   int o = g->outputs[0];
   const tiny_node *n = &g->nodes[o];
   assert_int_equal(n->op, TINY_MUL);
-  hp_str_free(&t);
+  ut_str_free(&t);
   tiny_graph_free(g);
 }
 
@@ -571,9 +571,9 @@ static void test_call_depth(void **st) {
 static void test_dumps(void **st) {
   (void)st;
   char *text = read_example("transformer_block.harp");
-  hp_program *p = fu_load(text);
+  hg_program *p = fu_load(text);
   free(text);
-  char *js = hp_frontend_json(p);
+  char *js = hg_frontend_json(p);
   json_error_t je;
   json_t *root = json_loads(js, 0, &je);
   assert_non_null(root);
@@ -586,14 +586,14 @@ static void test_dumps(void **st) {
   assert_int_equal(json_integer_value(json_array_get(sh, 2)), 64);
   json_decref(root);
   free(js);
-  char *dot = hp_frontend_dot(p);
+  char *dot = hg_frontend_dot(p);
   assert_non_null(strstr(dot, "digraph harp_frontend"));
   assert_non_null(strstr(dot, "attention"));
   free(dot);
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_graph *g = NULL;
-  assert_ok(&e, hp_lower(&e, p, &g, NULL));
-  dot = hp_tiny_dot(g);
+  assert_ok(&e, hg_lower(&e, p, &g, NULL));
+  dot = hg_tiny_dot(g);
   assert_non_null(strstr(dot, "digraph harp_tiny"));
   assert_non_null(strstr(dot, "REDUCE"));
   free(dot);
@@ -601,12 +601,12 @@ static void test_dumps(void **st) {
   /* binding main's shape variables from an input's shape */
   tiny_symtab t;
   tiny_symtab_init(&t);
-  assert_ok(&e, hp_program_bind_input(&e, p, "x", 3, (int64_t[]){5, 7, 64}, &t));
+  assert_ok(&e, hg_program_bind_input(&e, p, "x", 3, (int64_t[]){5, 7, 64}, &t));
   int64_t v;
   assert_true(tiny_symtab_get(&t, "S", &v) && v == 7);
-  assert_int_equal(hp_program_bind_input(&e, p, "x", 3, (int64_t[]){5, 7, 63}, &t), HP_E_INPUT_MISMATCH);
+  assert_int_equal(hg_program_bind_input(&e, p, "x", 3, (int64_t[]){5, 7, 63}, &t), HARP_E_INPUT_MISMATCH);
   tiny_symtab_free(&t);
-  hp_program_free(p);
+  hg_program_free(p);
 }
 
 int main(void) {

@@ -47,17 +47,17 @@ static void test_corpus(void **st) {
     snprintf(path, sizeof path, "%.700s/tests/dsl_bad/%.200s", HARP_SOURCE_DIR, rows[i].file);
     char *text = NULL;
     size_t len = 0;
-    hp_error e = {0};
-    assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, &len));
-    hp_diags d;
-    hp_program *p = (hp_program *)1;
-    hp_status s = hp_harp_load_text_diags(&e, text, len, rows[i].file, &p, &d);
+    harp_error e = {0};
+    assert_ok(&e, ut_read_file(&e, path, 1 << 20, &text, &len));
+    hg_diags d;
+    hg_program *p = (hg_program *)1;
+    harp_status s = hg_harp_load_text_diags(&e, text, len, rows[i].file, &p, &d);
     free(text);
-    if (s == HP_OK) fail_msg("%s loaded without error", rows[i].file);
+    if (s == HARP_OK) fail_msg("%s loaded without error", rows[i].file);
     assert_null(p);
-    if (strcmp(hp_status_name(s), rows[i].name) != 0 || e.line != rows[i].line || e.col != rows[i].col) {
+    if (strcmp(harp_status_name(s), rows[i].name) != 0 || e.line != rows[i].line || e.col != rows[i].col) {
       char buf[4096];
-      hp_error_format(&e, buf, sizeof buf);
+      harp_error_format(&e, buf, sizeof buf);
       fail_msg("%s: want %s at %d:%d, got %s", rows[i].file, rows[i].name, rows[i].line, rows[i].col, buf);
     }
     if (d.n < rows[i].count) fail_msg("%s: %d errors reported, want at least %d", rows[i].file, d.n, rows[i].count);
@@ -105,8 +105,8 @@ static char *read_example(const char *name, size_t *len) {
   char path[1024];
   snprintf(path, sizeof path, "%s/examples/%s", HARP_SOURCE_DIR, name);
   char *text = NULL;
-  hp_error e = {0};
-  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, len));
+  harp_error e = {0};
+  assert_ok(&e, ut_read_file(&e, path, 1 << 20, &text, len));
   return text;
 }
 
@@ -120,14 +120,14 @@ static void test_prefixes(void **st) {
     char *text = read_example(examples[x], &len);
     int ok = 0, failed = 0;
     for (size_t k = 0; k <= len; k += (len > 600 ? 3 : 1)) {
-      hp_error e = {0};
-      hp_program *p = NULL;
-      if (hp_harp_load_text(&e, text, k, examples[x], &p) == HP_OK) {
+      harp_error e = {0};
+      hg_program *p = NULL;
+      if (hg_harp_load_text(&e, text, k, examples[x], &p) == HARP_OK) {
         ok++;
-        hp_program_free(p);
+        hg_program_free(p);
       } else {
         failed++;
-        assert_true(e.code != HP_E_INTERNAL);
+        assert_true(e.code != HARP_E_INTERNAL);
         assert_true(e.line > 0);
       }
     }
@@ -147,15 +147,15 @@ static void test_byte_flips(void **st) {
     char save = text[k];
     for (size_t c = 0; c < sizeof subst - 1; c++) {
       text[k] = subst[c];
-      hp_error e = {0};
-      hp_program *p = NULL;
-      if (hp_harp_load_text(&e, text, len, "flip.harp", &p) == HP_OK) {
+      harp_error e = {0};
+      hg_program *p = NULL;
+      if (hg_harp_load_text(&e, text, len, "flip.harp", &p) == HARP_OK) {
         tiny_graph *g = NULL;
-        if (hp_lower(&e, p, &g, NULL) == HP_OK) tiny_graph_free(g);
-        else assert_true(e.code != HP_E_INTERNAL);
-        hp_program_free(p);
+        if (hg_lower(&e, p, &g, NULL) == HARP_OK) tiny_graph_free(g);
+        else assert_true(e.code != HARP_E_INTERNAL);
+        hg_program_free(p);
       } else {
-        assert_true(e.code != HP_E_INTERNAL);
+        assert_true(e.code != HARP_E_INTERNAL);
       }
     }
     text[k] = save;
@@ -170,17 +170,17 @@ static void test_alloc_failures(void **st) {
   char *text = read_example("transformer_block.harp", &len);
   bool done = false;
   for (long n = 1; !done && n < 200000; n += (n < 2000 ? 1 : 97)) {
-    hp_error e = {0};
-    hp_program *p = NULL;
+    harp_error e = {0};
+    hg_program *p = NULL;
     tiny_graph *g = NULL;
-    hp_fault_fail_nth_alloc(n);
-    hp_status s = hp_harp_load_text(&e, text, len, "oom.harp", &p);
-    if (!s) s = hp_lower(&e, p, &g, NULL);
-    hp_fault_fail_nth_alloc(0);
-    if (s == HP_OK) done = true;
-    else assert_true(e.code != HP_E_INTERNAL || strstr(e.msg, "memory"));
+    ut_fault_fail_nth_alloc(n);
+    harp_status s = hg_harp_load_text(&e, text, len, "oom.harp", &p);
+    if (!s) s = hg_lower(&e, p, &g, NULL);
+    ut_fault_fail_nth_alloc(0);
+    if (s == HARP_OK) done = true;
+    else assert_true(e.code != HARP_E_INTERNAL || strstr(e.msg, "memory"));
     tiny_graph_free(g);
-    hp_program_free(p);
+    hg_program_free(p);
   }
   assert_true(done);
   free(text);
@@ -196,78 +196,78 @@ static void test_recovery(void **st) {
                     "  c = x @ x\n"               /* AxisSizeMismatch: rank 1 */
                     "  d = sum(x, axes=[3])\n"    /* InvalidArgument */
                     "  return x\n}\n";
-  hp_error e = {0};
-  hp_program *p = NULL;
-  hp_diags d;
-  assert_int_equal(hp_harp_load_text_diags(&e, src, strlen(src), "r.harp", &p, &d), HP_E_DANGLING);
+  harp_error e = {0};
+  hg_program *p = NULL;
+  hg_diags d;
+  assert_int_equal(hg_harp_load_text_diags(&e, src, strlen(src), "r.harp", &p, &d), HARP_E_DANGLING);
   assert_int_equal(d.n, 3);
-  assert_int_equal(d.d[1].code, HP_E_AXIS_SIZE_MISMATCH);
+  assert_int_equal(d.d[1].code, HARP_E_AXIS_SIZE_MISMATCH);
   assert_int_equal(d.d[1].line, 4);
-  assert_int_equal(d.d[2].code, HP_E_INVALID_ARG);
+  assert_int_equal(d.d[2].code, HARP_E_INVALID_ARG);
   assert_int_equal(d.d[2].line, 5);
 }
 
 /* Many errors: the report stays bounded and says how many were left out. */
 static void test_many_errors(void **st) {
   (void)st;
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n");
-  for (int i = 0; i < 60; i++) hp_str_printf(&s, "  a%d = undefined%d\n", i, i);
-  hp_str_puts(&s, "  return x\n}\n");
-  hp_error e = {0};
-  hp_program *p = NULL;
-  hp_diags d;
-  assert_int_equal(hp_harp_load_text_diags(&e, s.buf, s.len, "many.harp", &p, &d), HP_E_DANGLING);
-  assert_int_equal(d.n, HP_MAX_DIAGS);
-  assert_int_equal(d.dropped, 60 - HP_MAX_DIAGS);
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n");
+  for (int i = 0; i < 60; i++) ut_str_printf(&s, "  a%d = undefined%d\n", i, i);
+  ut_str_puts(&s, "  return x\n}\n");
+  harp_error e = {0};
+  hg_program *p = NULL;
+  hg_diags d;
+  assert_int_equal(hg_harp_load_text_diags(&e, s.buf, s.len, "many.harp", &p, &d), HARP_E_DANGLING);
+  assert_int_equal(d.n, HG_MAX_DIAGS);
+  assert_int_equal(d.dropped, 60 - HG_MAX_DIAGS);
   assert_non_null(strstr(e.snippet, "more errors"));
   assert_true(strlen(e.snippet) < sizeof e.snippet);
-  hp_str_free(&s);
+  ut_str_free(&s);
 }
 
 /* Deep nesting and long chains: bounded errors or iterative passes, never a
  * stack overflow. */
 static void test_deep(void **st) {
   (void)st;
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n  y = ");
-  for (int i = 0; i < 5000; i++) hp_str_puts(&s, "(");
-  hp_str_puts(&s, "x");
-  for (int i = 0; i < 5000; i++) hp_str_puts(&s, ")");
-  hp_str_puts(&s, "\n  return y\n}\n");
-  hp_error e = {0};
-  hp_program *p = NULL;
-  assert_int_equal(hp_harp_load_text(&e, s.buf, s.len, "deep.harp", &p), HP_E_PARSE);
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n  y = ");
+  for (int i = 0; i < 5000; i++) ut_str_puts(&s, "(");
+  ut_str_puts(&s, "x");
+  for (int i = 0; i < 5000; i++) ut_str_puts(&s, ")");
+  ut_str_puts(&s, "\n  return y\n}\n");
+  harp_error e = {0};
+  hg_program *p = NULL;
+  assert_int_equal(hg_harp_load_text(&e, s.buf, s.len, "deep.harp", &p), HARP_E_PARSE);
   assert_non_null(strstr(e.msg, "nested too deeply"));
-  hp_str_free(&s);
-  hp_str_init(&s);
-  hp_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n  y = x");
-  for (int i = 0; i < 3000; i++) hp_str_puts(&s, " + x");
-  hp_str_puts(&s, "\n  return y\n}\n");
-  hp_error_clear(&e);
-  assert_int_equal(hp_harp_load_text(&e, s.buf, s.len, "long.harp", &p), HP_E_PARSE);
+  ut_str_free(&s);
+  ut_str_init(&s);
+  ut_str_puts(&s, "graph main(x: f32[4]) -> (y: f32[4]) {\n  y = x");
+  for (int i = 0; i < 3000; i++) ut_str_puts(&s, " + x");
+  ut_str_puts(&s, "\n  return y\n}\n");
+  harp_error_clear(&e);
+  assert_int_equal(hg_harp_load_text(&e, s.buf, s.len, "long.harp", &p), HARP_E_PARSE);
   assert_non_null(strstr(e.msg, "too deep"));
-  hp_str_free(&s);
+  ut_str_free(&s);
   /* a 20000-op chain built through the API: decompile, load, compare, lower */
-  hp_graph *g = hp_graph_new();
-  hp_val v = hp_input(g, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(4)});
-  for (int i = 0; i < 20000; i++) v = i % 2 ? hp_relu(g, v) : hp_add(g, v, hp_const(g, 1.0));
-  hp_output(g, "y", v);
-  assert_int_equal(hp_graph_error(g)->code, HP_OK);
-  char *text = hp_decompile(hp_graph_program(g));
+  hg_graph *g = hg_graph_new();
+  hg_val v = hg_input(g, "x", TINY_FP32, 1, (tiny_dim[]){tiny_dim_int(4)});
+  for (int i = 0; i < 20000; i++) v = i % 2 ? hg_relu(g, v) : hg_add(g, v, hg_const(g, 1.0));
+  hg_output(g, "y", v);
+  assert_int_equal(hg_graph_error(g)->code, HARP_OK);
+  char *text = hg_decompile(hg_graph_program(g));
   assert_non_null(text);
-  hp_error_clear(&e);
-  assert_ok(&e, hp_harp_load_text(&e, text, strlen(text), "chain.harp", &p));
-  assert_true(hp_program_equal(hp_graph_program(g), p, NULL, 0));
+  harp_error_clear(&e);
+  assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "chain.harp", &p));
+  assert_true(hg_program_equal(hg_graph_program(g), p, NULL, 0));
   tiny_graph *t = NULL;
-  assert_ok(&e, hp_lower(&e, p, &t, NULL));
+  assert_ok(&e, hg_lower(&e, p, &t, NULL));
   assert_int_equal(t->n, 20001);
   tiny_graph_free(t);
-  hp_program_free(p);
+  hg_program_free(p);
   free(text);
-  hp_graph_free(g);
+  hg_graph_free(g);
 }
 
 int main(void) {

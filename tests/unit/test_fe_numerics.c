@@ -12,7 +12,7 @@
 
 #define MAXN 4096
 
-static double v(const hp_tensor *t, int64_t i) { return fu_get(t, i); }
+static double v(const ut_tensor *t, int64_t i) { return fu_get(t, i); }
 
 /* ---- matmul --------------------------------------------------------------- */
 static void check_matmul(const char *dt, tiny_dtype tdt, double tol) {
@@ -20,7 +20,7 @@ static void check_matmul(const char *dt, tiny_dtype tdt, double tol) {
   snprintf(src, sizeof src,
            "graph main(a: %s[1, 3, 4], b: %s[2, 4, 5]) -> (y: %s[2, 3, 5]) {\n  y = a @ b\n  return y\n}\n", dt, dt, dt);
   uint64_t seed = 1;
-  hp_tensor in[2] = {fu_random(tdt, 3, (int64_t[]){1, 3, 4}, &seed), fu_random(tdt, 3, (int64_t[]){2, 4, 5}, &seed)}, out;
+  ut_tensor in[2] = {fu_random(tdt, 3, (int64_t[]){1, 3, 4}, &seed), fu_random(tdt, 3, (int64_t[]){2, 4, 5}, &seed)}, out;
   fu_run(src, NULL, in, 2, &out);
   double want[30];
   for (int b = 0; b < 2; b++)
@@ -32,8 +32,8 @@ static void check_matmul(const char *dt, tiny_dtype tdt, double tol) {
       }
   fu_expect(&out, want, 30, tol, tol);
   assert_int_equal(out.dtype, tdt);
-  for (int i = 0; i < 2; i++) hp_tensor_free(&in[i]);
-  hp_tensor_free(&out);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&in[i]);
+  ut_tensor_free(&out);
 }
 
 static void test_matmul(void **st) {
@@ -60,7 +60,7 @@ static void check_conv(const conv_case *c, const char *dt, tiny_dtype tdt, doubl
            dt, c->N, c->C, c->H, c->W, dt, c->Co, Cg, c->Kh, c->Kw, dt, c->Co, dt, c->N, c->Co, Oh, Ow,
            c->bias ? "bias=b, " : "", c->sh, c->sw, c->pt, c->pb, c->pl, c->pr, c->dh, c->dw, c->G);
   uint64_t seed = 3;
-  hp_tensor in[3] = {fu_random(tdt, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed),
+  ut_tensor in[3] = {fu_random(tdt, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed),
                      fu_random(tdt, 4, (int64_t[]){c->Co, Cg, c->Kh, c->Kw}, &seed),
                      fu_random(tdt, 1, (int64_t[]){c->Co}, &seed)},
             out;
@@ -84,8 +84,8 @@ static void check_conv(const conv_case *c, const char *dt, tiny_dtype tdt, doubl
           want[((n * c->Co + o) * Oh + y) * Ow + x] = s;
         }
   fu_expect(&out, want, (int64_t)c->N * c->Co * Oh * Ow, tol, tol);
-  for (int i = 0; i < 3; i++) hp_tensor_free(&in[i]);
-  hp_tensor_free(&out);
+  for (int i = 0; i < 3; i++) ut_tensor_free(&in[i]);
+  ut_tensor_free(&out);
 }
 
 static void test_conv2d(void **st) {
@@ -105,7 +105,7 @@ static void test_conv2d(void **st) {
 /* ---- attention -------------------------------------------------------------------- */
 /* q [B, M, E], k/v [B, N, E] split into h heads; causal keeps j <= i + N - M;
  * mask [M, N] added; a row with no visible key gives 0. */
-static void attn_ref(const hp_tensor *q, const hp_tensor *k, const hp_tensor *vv, const hp_tensor *mask, int B, int M,
+static void attn_ref(const ut_tensor *q, const ut_tensor *k, const ut_tensor *vv, const ut_tensor *mask, int B, int M,
                      int N, int E, int h, bool causal, double scale, double *out) {
   int D = E / h;
   if (scale == 0) scale = 1 / sqrt((double)D);
@@ -140,15 +140,15 @@ static void check_attention(int B, int M, int N, int E, int h, bool causal, bool
            "  y = attention(q, k, v, %s)\n  return y\n}\n",
            dt, B, M, E, dt, B, N, E, dt, B, N, E, dt, M, N, dt, B, M, E, opts);
   uint64_t seed = 11;
-  hp_tensor in[4] = {fu_random(tdt, 3, (int64_t[]){B, M, E}, &seed), fu_random(tdt, 3, (int64_t[]){B, N, E}, &seed),
+  ut_tensor in[4] = {fu_random(tdt, 3, (int64_t[]){B, M, E}, &seed), fu_random(tdt, 3, (int64_t[]){B, N, E}, &seed),
                      fu_random(tdt, 3, (int64_t[]){B, N, E}, &seed), fu_random(tdt, 2, (int64_t[]){M, N}, &seed)},
             out;
   fu_run(src, NULL, in, 4, &out);
   static double want[MAXN];
   attn_ref(&in[0], &in[1], &in[2], mask ? &in[3] : NULL, B, M, N, E, h, causal, scale, want);
   fu_expect(&out, want, (int64_t)B * M * E, tol, tol);
-  for (int i = 0; i < 4; i++) hp_tensor_free(&in[i]);
-  hp_tensor_free(&out);
+  for (int i = 0; i < 4; i++) ut_tensor_free(&in[i]);
+  ut_tensor_free(&out);
 }
 
 static void test_attention(void **st) {
@@ -170,17 +170,17 @@ static void test_attention_rank4(void **st) {
   const char *src = "graph main(q: f32[1, 2, 3, 4], k: f32[1, 2, 3, 4], v: f32[1, 2, 3, 4]) -> (y: f32[1, 2, 3, 4]) {\n"
                     "  return attention(q, k, v)\n}\n";
   uint64_t seed = 5;
-  hp_tensor in[3], out;
+  ut_tensor in[3], out;
   for (int i = 0; i < 3; i++) in[i] = fu_random(TINY_FP32, 4, (int64_t[]){1, 2, 3, 4}, &seed);
   fu_run(src, NULL, in, 3, &out);
   /* as two batches of one head: [2, 3, 4] */
-  hp_tensor r[3];
+  ut_tensor r[3];
   for (int i = 0; i < 3; i++) r[i] = in[i], r[i].rank = 3, r[i].shape[0] = 2, r[i].shape[1] = 3, r[i].shape[2] = 4;
   double want[24];
   attn_ref(&r[0], &r[1], &r[2], NULL, 2, 3, 3, 4, 1, false, 0, want);
   fu_expect(&out, want, 24, 1e-5, 1e-5);
-  for (int i = 0; i < 3; i++) hp_tensor_free(&in[i]);
-  hp_tensor_free(&out);
+  for (int i = 0; i < 3; i++) ut_tensor_free(&in[i]);
+  ut_tensor_free(&out);
 }
 
 /* ---- normalizations ---------------------------------------------------------------- */
@@ -191,7 +191,7 @@ static void test_layernorm(void **st) {
                     "  z = layernorm(x)\n"
                     "  return y, z\n}\n";
   uint64_t seed = 21;
-  hp_tensor in[3] = {fu_random(TINY_FP32, 3, (int64_t[]){2, 3, 4}, &seed), fu_random(TINY_FP32, 2, (int64_t[]){3, 4}, &seed),
+  ut_tensor in[3] = {fu_random(TINY_FP32, 3, (int64_t[]){2, 3, 4}, &seed), fu_random(TINY_FP32, 2, (int64_t[]){3, 4}, &seed),
                      fu_random(TINY_FP32, 2, (int64_t[]){3, 4}, &seed)},
             out[2];
   fu_run(src, NULL, in, 3, out);
@@ -210,8 +210,8 @@ static void test_layernorm(void **st) {
   }
   fu_expect(&out[0], want, 24, 1e-5, 1e-5);
   fu_expect(&out[1], want2, 24, 1e-5, 1e-5);
-  for (int i = 0; i < 3; i++) hp_tensor_free(&in[i]);
-  for (int i = 0; i < 2; i++) hp_tensor_free(&out[i]);
+  for (int i = 0; i < 3; i++) ut_tensor_free(&in[i]);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&out[i]);
 }
 
 static void test_softmax_reductions(void **st) {
@@ -228,7 +228,7 @@ static void test_softmax_reductions(void **st) {
       "  ni = sum(n, axes=[1])\n"
       "  return s, a, m, mx, mn, t, ni\n}\n";
   uint64_t seed = 9;
-  hp_tensor in[2] = {fu_random(TINY_FP32, 2, (int64_t[]){3, 4}, &seed), fu_random(TINY_I32, 2, (int64_t[]){3, 4}, &seed)},
+  ut_tensor in[2] = {fu_random(TINY_FP32, 2, (int64_t[]){3, 4}, &seed), fu_random(TINY_I32, 2, (int64_t[]){3, 4}, &seed)},
             out[7];
   fu_run(src, NULL, in, 2, out);
   double s[12], a[4], m[3], mx[3], mn[4], t = 0, ni[3];
@@ -255,8 +255,8 @@ static void test_softmax_reductions(void **st) {
   fu_expect(&out[6], ni, 3, 0, 0);
   assert_int_equal(out[6].dtype, TINY_I32);
   assert_int_equal(out[1].rank, 2);
-  for (int i = 0; i < 2; i++) hp_tensor_free(&in[i]);
-  for (int i = 0; i < 7; i++) hp_tensor_free(&out[i]);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&in[i]);
+  for (int i = 0; i < 7; i++) ut_tensor_free(&out[i]);
 }
 
 /* ---- elementwise ---------------------------------------------------------------------- */
@@ -271,7 +271,7 @@ static void test_elementwise(void **st) {
                     "  l = where(x < y, x, 2.0)\n  m = neg(x) - 1.0\n  n = relu(x) * 2.0\n  o = 1.0 - x\n"
                     "  return a, b, c, d, e, f, g, h, i, j, k, l, m, n, o\n}\n";
   double xs[8] = {-60, -3, -0.5, 0, 1e-4, 0.5, 3, 60}, ys[8] = {-1, -3, 0.25, 0, 2, 0.5, -7, 1};
-  hp_tensor in[2] = {tu_tensor(TINY_FP32, 1, (int64_t[]){8}, xs), tu_tensor(TINY_FP32, 1, (int64_t[]){8}, ys)}, out[15];
+  ut_tensor in[2] = {tu_tensor(TINY_FP32, 1, (int64_t[]){8}, xs), tu_tensor(TINY_FP32, 1, (int64_t[]){8}, ys)}, out[15];
   fu_run(src, NULL, in, 2, out);
   double w[15][8];
   for (int i = 0; i < 8; i++) {
@@ -287,8 +287,8 @@ static void test_elementwise(void **st) {
     double rt = k == 5 ? 1e-5 : 2e-6; /* exp(60) in f */
     fu_expect(&out[k], w[k], 8, rt, 2e-6);
   }
-  for (int i = 0; i < 2; i++) hp_tensor_free(&in[i]);
-  for (int i = 0; i < 15; i++) hp_tensor_free(&out[i]);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&in[i]);
+  for (int i = 0; i < 15; i++) ut_tensor_free(&out[i]);
 }
 
 /* ---- movement, cast, gather, pooling ---------------------------------------------------- */
@@ -308,13 +308,13 @@ static void test_movement(void **st) {
       "  g = gather(x, ix, axis=1)\n"
       "  return r, p, e, d, s, f, c, h, g\n}\n";
   uint64_t seed = 2;
-  hp_tensor in[2] = {fu_random(TINY_FP32, 3, (int64_t[]){2, 3, 4}, &seed), fu_random(TINY_I32, 3, (int64_t[]){2, 2, 4}, &seed)},
+  ut_tensor in[2] = {fu_random(TINY_FP32, 3, (int64_t[]){2, 3, 4}, &seed), fu_random(TINY_I32, 3, (int64_t[]){2, 2, 4}, &seed)},
             out[9];
   for (int i = 0; i < 16; i++) ((int32_t *)in[1].data)[i] %= 3; /* indices into axis 1 (size 3) */
   fu_run(src, NULL, in, 2, out);
 #define X(a, b, c) v(&in[0], ((a) * 3 + (b)) * 4 + (c))
   double r[24], p[24], e[48], d[45], s[8], f[24], c[64], h[24], g[16];
-  for (int i = 0; i < 24; i++) r[i] = v(&in[0], i), h[i] = hp_round_f16((float)v(&in[0], i));
+  for (int i = 0; i < 24; i++) r[i] = v(&in[0], i), h[i] = ut_round_f16((float)v(&in[0], i));
   for (int a = 0; a < 2; a++)
     for (int b = 0; b < 3; b++)
       for (int k = 0; k < 4; k++) {
@@ -339,8 +339,8 @@ static void test_movement(void **st) {
   const int64_t n[9] = {24, 24, 48, 45, 8, 24, 64, 24, 16};
   for (int k = 0; k < 9; k++) fu_expect(&out[k], w[k], n[k], 0, 0);
   assert_int_equal(out[7].dtype, TINY_FP16);
-  for (int i = 0; i < 2; i++) hp_tensor_free(&in[i]);
-  for (int i = 0; i < 9; i++) hp_tensor_free(&out[i]);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&in[i]);
+  for (int i = 0; i < 9; i++) ut_tensor_free(&out[i]);
 }
 
 static void test_pooling(void **st) {
@@ -349,7 +349,7 @@ static void test_pooling(void **st) {
                     "  m = max_pool2d(x, kernel=2)\n  a = avg_pool2d(x, kernel=[3, 2], stride=[2, 3])\n"
                     "  return m, a\n}\n";
   uint64_t seed = 4;
-  hp_tensor x = fu_random(TINY_FP32, 4, (int64_t[]){1, 2, 5, 6}, &seed), out[2];
+  ut_tensor x = fu_random(TINY_FP32, 4, (int64_t[]){1, 2, 5, 6}, &seed), out[2];
   fu_run(src, NULL, &x, 1, out);
   double m[12], a[8];
   for (int c = 0; c < 2; c++) {
@@ -370,8 +370,8 @@ static void test_pooling(void **st) {
   }
   fu_expect(&out[0], m, 12, 0, 0);
   fu_expect(&out[1], a, 8, 1e-6, 1e-6);
-  hp_tensor_free(&x);
-  for (int i = 0; i < 2; i++) hp_tensor_free(&out[i]);
+  ut_tensor_free(&x);
+  for (int i = 0; i < 2; i++) ut_tensor_free(&out[i]);
 }
 
 /* ---- symbolic sizes ---------------------------------------------------------------------- */
@@ -383,12 +383,12 @@ static void test_symbolic(void **st) {
   const char *src = "graph<N=1, H=4, W=4, L=3> main(x: f32[N, 2, H, W], w: f32[3, 2, 3, 3], t: f32[N, L])\n"
                     "    -> (y: f32[N, 3, H, W], m: f32[N]) {\n"
                     "  y = conv2d(x, w, pad=1)\n  m = mean(t, [1])\n  return y, m\n}\n";
-  hp_program *p = fu_load(src);
+  hg_program *p = fu_load(src);
   int sizes[2][3] = {{1, 4, 5}, {2, 6, 3}};
   for (int c = 0; c < 2; c++) {
     int N = sizes[c][0], H = sizes[c][1], W = sizes[c][2], L = 2 + c;
     uint64_t seed = 8;
-    hp_tensor in[3] = {fu_random(TINY_FP32, 4, (int64_t[]){N, 2, H, W}, &seed), fu_random(TINY_FP32, 4, (int64_t[]){3, 2, 3, 3}, &seed),
+    ut_tensor in[3] = {fu_random(TINY_FP32, 4, (int64_t[]){N, 2, H, W}, &seed), fu_random(TINY_FP32, 4, (int64_t[]){3, 2, 3, 3}, &seed),
                        fu_random(TINY_FP32, 2, (int64_t[]){N, L}, &seed)},
               out[2];
     tiny_graph *g = fu_run_program(p, NULL, in, 3, out);
@@ -415,45 +415,45 @@ static void test_symbolic(void **st) {
     }
     fu_expect(&out[1], mv, N, 1e-6, 1e-6);
     tiny_graph_free(g);
-    for (int i = 0; i < 3; i++) hp_tensor_free(&in[i]);
-    for (int i = 0; i < 2; i++) hp_tensor_free(&out[i]);
+    for (int i = 0; i < 3; i++) ut_tensor_free(&in[i]);
+    for (int i = 0; i < 2; i++) ut_tensor_free(&out[i]);
   }
-  hp_program_free(p);
+  hg_program_free(p);
 }
 
 /* A strided conv over a symbolic height has an output height (H + 1)/2 that
- * a Tiny arg cannot hold symbolically: hp_lower says so; hp_lower_bound
+ * a Tiny arg cannot hold symbolically: hg_lower says so; hg_lower_bound
  * with H bound writes it as an integer. */
 static void test_derived_dims(void **st) {
   (void)st;
   const char *src2 = "graph<H=8> main(x: f32[1, 1, H, 4], w: f32[1, 1, 3, 3]) -> (y: f32[1, 1, (H + 1)/2, 2], z: f32[1, (H + 1)/2]) {\n"
                      "  y = conv2d(x, w, stride=2, pad=1)\n"
                      "  z = sum(y, axes=[1, 3])\n  return y, z\n}\n";
-  hp_program *p = fu_load(src2);
-  hp_error e = {0};
+  hg_program *p = fu_load(src2);
+  harp_error e = {0};
   tiny_graph *g = NULL;
   /* the conv itself lowers symbolically (POOL computes its own output size) */
-  assert_ok(&e, hp_lower(&e, p, &g, NULL));
+  assert_ok(&e, hg_lower(&e, p, &g, NULL));
   tiny_graph_free(g);
   g = NULL;
-  hp_program_free(p);
+  hg_program_free(p);
   /* a reshape to the derived size does not */
   const char *src3 = "graph<H=8> main(x: f32[1, 1, H, 4], w: f32[1, 1, 3, 3]) -> (z: f32[(H + 1)/2, 2]) {\n"
                      "  z = reshape(conv2d(x, w, stride=2, pad=1), [(H + 1)/2, 2])\n  return z\n}\n";
   p = fu_load(src3);
-  assert_int_equal(hp_lower(&e, p, &g, NULL), HP_E_UNSUPPORTED);
+  assert_int_equal(hg_lower(&e, p, &g, NULL), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "(H + 1)/2"));
   assert_int_equal(e.line, 2);
   tiny_symtab b;
   tiny_symtab_init(&b);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   assert_ok(&e, tiny_symtab_set(&e, &b, "H", 7));
-  assert_ok(&e, hp_lower_bound(&e, p, &b, &g, NULL));
+  assert_ok(&e, hg_lower_bound(&e, p, &b, &g, NULL));
   assert_ok(&e, tiny_prepare(&e, g, &b, false));
   assert_int_equal(g->nodes[g->outputs[0]].shape.d[0].n, 4);
   tiny_graph_free(g);
   tiny_symtab_free(&b);
-  hp_program_free(p);
+  hg_program_free(p);
 }
 
 /* Seed 002's DSL examples, verbatim (tests/models/seed002_*.harp). */
@@ -461,19 +461,19 @@ static void test_seed002(void **st) {
   (void)st;
   char path[1024], *text;
   size_t len;
-  hp_error e = {0};
+  harp_error e = {0};
   snprintf(path, sizeof path, "%s/tests/models/seed002_subgraph.harp", HARP_SOURCE_DIR);
-  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, &len));
+  assert_ok(&e, ut_read_file(&e, path, 1 << 20, &text, &len));
   double xs[6] = {-1, 2, -3, 4, 0, -0.5};
-  hp_tensor in = tu_tensor(TINY_FP32, 2, (int64_t[]){2, 3}, xs), out[2];
+  ut_tensor in = tu_tensor(TINY_FP32, 2, (int64_t[]){2, 3}, xs), out[2];
   fu_run(text, NULL, &in, 1, out);
   double relu[6] = {0, 2, 0, 4, 0, 0};
   fu_expect(&out[0], relu, 6, 0, 0);
   free(text);
-  hp_tensor_free(&in);
-  hp_tensor_free(&out[0]);
+  ut_tensor_free(&in);
+  ut_tensor_free(&out[0]);
   snprintf(path, sizeof path, "%s/tests/models/seed002_multi_output.harp", HARP_SOURCE_DIR);
-  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &text, &len));
+  assert_ok(&e, ut_read_file(&e, path, 1 << 20, &text, &len));
   double v[10], a[10], b[10];
   for (int i = 0; i < 10; i++) v[i] = i - 4.5, a[i] = v[i] + 1, b[i] = v[i] * 2;
   in = tu_tensor(TINY_FP32, 1, (int64_t[]){10}, v);
@@ -481,9 +481,9 @@ static void test_seed002(void **st) {
   fu_expect(&out[0], a, 10, 0, 0);
   fu_expect(&out[1], b, 10, 0, 0);
   free(text);
-  hp_tensor_free(&in);
-  hp_tensor_free(&out[0]);
-  hp_tensor_free(&out[1]);
+  ut_tensor_free(&in);
+  ut_tensor_free(&out[0]);
+  ut_tensor_free(&out[1]);
 }
 
 int main(void) {

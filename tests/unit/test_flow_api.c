@@ -145,7 +145,7 @@ static void compile_run(harp_backend backend) {
   build(&b, false);
   char path[] = "/tmp/harp_flow_XXXXXX.onnx";
   write_model(&b, path);
-  hp_error e = {0};
+  harp_error e = {0};
   harp_options o = {.backend = backend};
   harp_compiled *c;
   assert_ok(&e, harp_compile_file(&e, path, &o, &c));
@@ -195,7 +195,7 @@ static void known_shape(harp_backend backend) {
   build(&b, true);
   char path[] = "/tmp/harp_flow_XXXXXX.onnx";
   write_model(&b, path);
-  hp_error e = {0};
+  harp_error e = {0};
   const char *syms[] = {"N=3", NULL};
   harp_options o = {.backend = backend, .syms = syms};
   harp_compiled *c;
@@ -231,7 +231,7 @@ static void test_c_api(void **state) {
   known_shape(HARP_BACKEND_CPU);
 }
 
-/* hp_onnx_load without host_flow: one static graph is not possible. */
+/* onnx_load without host_flow: one static graph is not possible. */
 static void test_static_refused(void **state) {
   (void)state;
   mb b;
@@ -240,23 +240,23 @@ static void test_static_refused(void **state) {
   uint8_t *buf = malloc(n);
   assert_non_null(buf);
   onnx__model_proto__pack(&b.m, buf);
-  hp_error e = {0};
-  hp_onnx_model om;
-  assert_int_equal(hp_onnx_load_buffer(&e, buf, n, "t.onnx", &om), HP_E_UNSUPPORTED);
+  harp_error e = {0};
+  onnx_model om;
+  assert_int_equal(onnx_load_buffer(&e, buf, n, "t.onnx", &om), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "\"the_if\" (If)"));
   assert_non_null(strstr(e.msg, "known only at run time"));
   assert_null(om.program);
   assert_null(om.flow);
-  hp_onnx_opts o = {.host_flow = true};
-  hp_error_clear(&e);
-  assert_ok(&e, hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &om));
+  onnx_opts o = {.host_flow = true};
+  harp_error_clear(&e);
+  assert_ok(&e, onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &om));
   assert_non_null(om.flow);
   assert_null(om.program);
-  char *text = hp_flow_describe(om.flow);
+  char *text = flow_describe(om.flow);
   assert_non_null(text);
   assert_non_null(strstr(text, "If node 0 \"the_if\" (If)"));
   free(text);
-  hp_onnx_model_free(&om);
+  onnx_model_free(&om);
   free(buf);
 }
 

@@ -7,19 +7,19 @@
 #include "testutil.h"
 
 /* Random fp32 inputs for every INPUT node. */
-static hp_tensor *random_inputs(const tiny_graph *g, int *n, unsigned seed) {
+static ut_tensor *random_inputs(const tiny_graph *g, int *n, unsigned seed) {
   int *ins;
   *n = tiny_inputs(g, &ins);
-  hp_tensor *t = calloc((size_t)*n + 1, sizeof *t);
-  hp_error e = {0};
+  ut_tensor *t = calloc((size_t)*n + 1, sizeof *t);
+  harp_error e = {0};
   for (int k = 0; k < *n; k++) {
     const tiny_node *x = &g->nodes[ins[k]];
     int64_t shape[TINY_MAX_RANK];
     for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, hp_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < hp_tensor_numel(&t[k]); i++) {
+    assert_ok(&e, ut_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
+    for (int64_t i = 0; i < ut_tensor_numel(&t[k]); i++) {
       seed = seed * 1103515245u + 12345u;
-      hp_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 1000.0f - 1.0f);
+      ut_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 1000.0f - 1.0f);
     }
   }
   free(ins);
@@ -27,15 +27,15 @@ static hp_tensor *random_inputs(const tiny_graph *g, int *n, unsigned seed) {
 }
 
 static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition *p, bool bitwise) {
-  hp_error e = {0};
-  hp_function *f;
+  harp_error e = {0};
+  fn_function *f;
   assert_ok(&e, rg_partition_check(&e, p));
   assert_ok(&e, fn_build(&e, p, "main", &f));
   assert_ok(&e, fn_check(&e, f));
   assert_true(f->required_memory >= fn_peak_live_bytes(f));
   int n;
-  hp_tensor *in = random_inputs(g, &n, 42);
-  hp_tensor *want = calloc((size_t)g->noutputs, sizeof *want), *got = calloc((size_t)g->noutputs, sizeof *got);
+  ut_tensor *in = random_inputs(g, &n, 42);
+  ut_tensor *want = calloc((size_t)g->noutputs, sizeof *want), *got = calloc((size_t)g->noutputs, sizeof *got);
   assert_ok(&e, tiny_interp(&e, g, syms, in, n, want));
   assert_ok(&e, fn_playback(&e, f, syms, in, n, got));
   for (int k = 0; k < g->noutputs; k++) {
@@ -43,15 +43,15 @@ static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition 
     if (bitwise) {
       assert_memory_equal(got[k].data, want[k].data, want[k].nbytes);
     } else {
-      for (int64_t i = 0; i < hp_tensor_numel(&want[k]); i++) {
-        float a = hp_tensor_get(&got[k], i), b = hp_tensor_get(&want[k], i);
+      for (int64_t i = 0; i < ut_tensor_numel(&want[k]); i++) {
+        float a = ut_tensor_get(&got[k], i), b = ut_tensor_get(&want[k], i);
         if (fabsf(a - b) > 1e-3f + 1e-3f * fabsf(b)) fail_msg("output %d element %lld: %g vs %g", k, (long long)i, a, b);
       }
     }
-    hp_tensor_free(&got[k]);
-    hp_tensor_free(&want[k]);
+    ut_tensor_free(&got[k]);
+    ut_tensor_free(&want[k]);
   }
-  for (int k = 0; k < n; k++) hp_tensor_free(&in[k]);
+  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
   free(in);
   free(got);
   free(want);
@@ -63,7 +63,7 @@ static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition 
 }
 
 static tiny_graph *load_model(const char *file, const char *const *syms, tiny_symtab *st) {
-  hp_error e = {0};
+  harp_error e = {0};
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, file);
   tiny_graph *g;
@@ -93,7 +93,7 @@ static void test_seed_models_singletons(void **state) {
     tiny_symtab st;
     tiny_graph *g = load_model(models[i].file, models[i].syms, &st);
     rg_partition *p;
-    hp_error e = {0};
+    harp_error e = {0};
     assert_ok(&e, rg_partition_singletons(&e, g, &p));
     /* fp16 models round at region boundaries, so compare with tolerance */
     check_playback(g, &st, p, models[i].fp32);
@@ -129,15 +129,15 @@ static tiny_graph *gemm_chain(int layers, int64_t m, int64_t d) {
 static void test_gemm_chain_arena(void **state) {
   (void)state;
   tiny_graph *g = gemm_chain(4, 8, 16);
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab st;
   tiny_symtab_init(&st);
-  assert_int_equal(g->err.code, HP_OK);
+  assert_int_equal(g->err.code, HARP_OK);
   assert_ok(&e, tiny_prepare(&e, g, &st, false));
   rg_partition *p;
   assert_ok(&e, rg_partition_singletons(&e, g, &p));
   check_playback(g, &st, p, true);
-  hp_function *f;
+  fn_function *f;
   assert_ok(&e, fn_build(&e, p, "chain", &f));
   size_t sum = 0;
   int temps = 0;
@@ -160,14 +160,14 @@ static void test_diamond_reuse(void **state) {
                    "{\"id\":\"a\",\"uop\":\"NEG\",\"src\":[\"x\"]},{\"id\":\"b\",\"uop\":\"EXP\",\"src\":[\"a\"]},"
                    "{\"id\":\"c\",\"uop\":\"RELU\",\"src\":[\"a\"]},{\"id\":\"d\",\"uop\":\"ADD\",\"src\":[\"b\",\"c\"]},"
                    "{\"id\":\"e\",\"uop\":\"SQRT\",\"src\":[\"d\"]}]}";
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab st;
-  hp_status s;
+  harp_status s;
   tiny_graph *g = tu_prepare(&e, js, NULL, &st, &s);
   assert_ok(&e, s);
   rg_partition *p;
   assert_ok(&e, rg_partition_singletons(&e, g, &p));
-  hp_function *f;
+  fn_function *f;
   assert_ok(&e, fn_build(&e, p, "diamond", &f));
   assert_ok(&e, fn_check(&e, f));
   /* a, b, c live together at kernel c; d reuses a's slot */

@@ -41,7 +41,7 @@ static int64_t numel(const shp *s) {
 static tiny_shape tshape(const shp *s) { return tiny_shape_of(s->r, s->d); }
 
 /* One random movement op on node cur of shape *s; -1 if none was applicable. */
-static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
+static int random_op(rng *R, tiny_graph *g, int cur, shp *s, ut_str *desc) {
   for (int tries = 0; tries < 20; tries++) {
     int kind = rnd(R, 0, 6);
     shp o = *s;
@@ -55,7 +55,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
       for (int i = 0; i < o.r; i++) o.d[i] = 1;
       for (int i = 0; i < nf; i++) o.d[rnd(R, 0, o.r - 1)] *= f[i];
       tiny_shape t = tshape(&o);
-      hp_str_printf(desc, " reshape%dd", o.r);
+      ut_str_printf(desc, " reshape%dd", o.r);
       *s = o;
       return tiny_b_reshape(g, cur, &t);
     }
@@ -67,7 +67,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
         perm[i] = perm[j], perm[j] = t;
       }
       for (int i = 0; i < s->r; i++) o.d[i] = s->d[perm[i]];
-      hp_str_puts(desc, " permute");
+      ut_str_puts(desc, " permute");
       *s = o;
       return tiny_b_permute(g, cur, perm, s->r);
     }
@@ -77,7 +77,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
         if (s->d[i] == 1 && rnd(R, 0, 3)) o.d[i] = rnd(R, 2, 3), any = true;
       if (!any || numel(&o) > MAX_ELEMS) continue;
       tiny_shape t = tshape(&o);
-      hp_str_puts(desc, " expand");
+      ut_str_puts(desc, " expand");
       *s = o;
       return tiny_b_expand(g, cur, &t);
     }
@@ -92,7 +92,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
       }
       if (!any || numel(&o) > MAX_ELEMS) continue;
       double v = -rnd(R, 1, 9);
-      hp_str_printf(desc, " pad(%g)", v);
+      ut_str_printf(desc, " pad(%g)", v);
       *s = o;
       return tiny_b_pad(g, cur, lo, hi, s->r, v);
     }
@@ -104,7 +104,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
         st[i] = rnd(R, 1, 3);
         o.d[i] = (hi[i] - lo[i] + st[i] - 1) / st[i];
       }
-      hp_str_puts(desc, " shrink");
+      ut_str_puts(desc, " shrink");
       *s = o;
       return tiny_b_shrink(g, cur, lo, hi, st, s->r);
     }
@@ -113,7 +113,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
       for (int i = 0; i < s->r; i++)
         if (rnd(R, 0, 1)) axes[n++] = i;
       if (!n) axes[n++] = rnd(R, 0, s->r - 1);
-      hp_str_puts(desc, " flip");
+      ut_str_puts(desc, " flip");
       return tiny_b_flip(g, cur, axes, n);
     }
     case 6: { /* POOL over the last 1-2 axes */
@@ -130,7 +130,7 @@ static int random_op(rng *R, tiny_graph *g, int cur, shp *s, hp_str *desc) {
         o.d[s->r + t] = k;
       }
       if (numel(&o) > MAX_ELEMS) continue;
-      hp_str_printf(desc, " pool%d", nw);
+      ut_str_printf(desc, " pool%d", nw);
       *s = o;
       tiny_src src = {cur, 0};
       return tiny_add(g, NULL, TINY_POOL, &src, 1, &a);
@@ -145,7 +145,7 @@ static int64_t ev(const ib_aff *a, const int64_t *v) {
   int64_t r = a->c;
   for (int j = 0; j < IB_MAX_VARS; j++) r += a->v[j] ? a->v[j] * v[j] : 0;
   assert_int_equal(a->nsym, 0);
-  for (int i = 0; i < a->ndiv; i++) r += a->div[i].k * hp_floordiv(ev(&a->div[i].d->num, v), a->div[i].d->q);
+  for (int i = 0; i < a->ndiv; i++) r += a->div[i].k * ut_floordiv(ev(&a->div[i].d->num, v), a->div[i].d->q);
   return r;
 }
 
@@ -164,7 +164,7 @@ static int64_t flat(const int64_t *idx, const int64_t *dims, int r) {
 }
 
 typedef struct scan_ctx {
-  const hp_tensor *out, *in;
+  const ut_tensor *out, *in;
   int *seen;
   int bad;
   const char *desc;
@@ -173,12 +173,12 @@ typedef struct scan_ctx {
 static int on_point(void *user, const int64_t *pt, int nvars, const int64_t *elem, int rank, bool fill, double value) {
   scan_ctx *c = user;
   int64_t p = flat(pt, c->out->shape, nvars);
-  if (p < 0 || p >= hp_tensor_numel(c->out)) {
+  if (p < 0 || p >= ut_tensor_numel(c->out)) {
     c->bad++;
     return 1;
   }
   c->seen[p]++;
-  double want = hp_tensor_get(c->out, p), got;
+  double want = ut_tensor_get(c->out, p), got;
   if (fill) got = value;
   else {
     for (int d = 0; d < rank; d++)
@@ -199,26 +199,26 @@ static void check_chain(rng *R, int trial, int *checked, int *skipped) {
   shp s0 = s;
   tiny_shape t0 = tshape(&s);
   int cur = tiny_b_input(g, "x", TINY_FP32, &t0);
-  hp_str desc;
-  hp_str_init(&desc);
+  ut_str desc;
+  ut_str_init(&desc);
   int nops = rnd(R, 1, 6), done = 0;
   for (int k = 0; k < nops; k++) {
     int nx = random_op(R, g, cur, &s, &desc);
     if (nx >= 0) cur = nx, done++;
   }
-  char *d = hp_str_take(&desc);
+  char *d = ut_str_take(&desc);
   if (!done) { /* nothing applied: no movement to check */
     free(d);
     tiny_graph_free(g);
     return;
   }
   tiny_mark_output(g, cur);
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab syms;
   tiny_symtab_init(&syms);
   if (g->err.code) fail_msg("trial %d (%s): builder: %s", trial, d, g->err.msg);
-  hp_status ps = tiny_prepare(&e, g, &syms, false);
-  if (ps == HP_E_EXCESSIVE_PIECEWISE) { /* tiny_verify's conservative piece count (before coalescing) */
+  harp_status ps = tiny_prepare(&e, g, &syms, false);
+  if (ps == HARP_E_EXCESSIVE_PIECEWISE) { /* tiny_verify's conservative piece count (before coalescing) */
     (*skipped)++;
     free(d);
     tiny_symtab_free(&syms);
@@ -228,11 +228,11 @@ static void check_chain(rng *R, int trial, int *checked, int *skipped) {
   assert_ok(&e, ps);
   int last = g->outputs[0];
   /* the interpreter's answer */
-  hp_tensor in, out;
-  assert_ok(&e, hp_tensor_alloc(&e, &in, TINY_FP32, s0.r, s0.d));
-  for (int64_t k = 0; k < hp_tensor_numel(&in); k++) hp_tensor_set(&in, k, (float)(k + 1));
+  ut_tensor in, out;
+  assert_ok(&e, ut_tensor_alloc(&e, &in, TINY_FP32, s0.r, s0.d));
+  for (int64_t k = 0; k < ut_tensor_numel(&in); k++) ut_tensor_set(&in, k, (float)(k + 1));
   assert_ok(&e, tiny_interp(&e, g, &syms, &in, 1, &out));
-  int64_t n = hp_tensor_numel(&out);
+  int64_t n = ut_tensor_numel(&out);
   /* (1) the IndexBook pieces */
   ib_book *ib;
   assert_ok(&e, ib_build(&e, g, &syms, NULL, &ib));
@@ -258,10 +258,10 @@ static void check_chain(rng *R, int trial, int *checked, int *skipped) {
       for (int k = 0; k < pc->nmap; k++) el[k] = ev(&pc->map[k], idx);
       got = (double)flat(el, in.shape, in.rank) + 1;
     }
-    if (hits != 1 || got != hp_tensor_get(&out, p)) {
+    if (hits != 1 || got != ut_tensor_get(&out, p)) {
       if (bad < 3)
         print_message("chain%s: IndexBook: element %lld: %d pieces hold, reads %g, interpreter %g\n", d, (long long)p, hits,
-                      got, hp_tensor_get(&out, p));
+                      got, ut_tensor_get(&out, p));
       bad++;
     }
   }
@@ -282,8 +282,8 @@ static void check_chain(rng *R, int trial, int *checked, int *skipped) {
   free(c.seen);
   poly_free(pv);
   ib_free(ib);
-  hp_tensor_free(&in);
-  hp_tensor_free(&out);
+  ut_tensor_free(&in);
+  ut_tensor_free(&out);
   tiny_symtab_free(&syms);
   tiny_graph_free(g);
   free(d);

@@ -146,13 +146,13 @@ static bool check_case(const rule_case *c) {
   int ns = 0;
   for (char *p = sbuf ? strtok(sbuf, ",") : NULL; p && ns < 15; p = strtok(NULL, ",")) syms[ns++] = p;
   ibt t;
-  hp_status s = ibt_load(&t, json, syms);
+  harp_status s = ibt_load(&t, json, syms);
   free(json);
   free(sbuf);
   if (!s) s = ib_validate(&t.e, t.ib);
   if (s) {
     char buf[2048];
-    hp_error_format(&t.e, buf, sizeof buf);
+    harp_error_format(&t.e, buf, sizeof buf);
     print_message("%s: %s\n", c->name, buf);
     ibt_free(&t);
     return false;

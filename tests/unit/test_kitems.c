@@ -15,14 +15,14 @@
 
 /* The texts of kernels 0..n-1 of prefix P through one table. */
 static char *emit(const char *const *texts, int n) {
-  hp_error e = {0};
+  harp_error e = {0};
   cg_kitems t;
   cg_kitems_init(&t);
-  hp_str out;
-  hp_str_init(&out);
+  ut_str out;
+  ut_str_init(&out);
   for (int k = 0; k < n; k++) assert_ok(&e, cg_kitems_emit(&t, &e, texts[k], "P", k, &out));
   cg_kitems_free(&t);
-  return hp_str_take(&out);
+  return ut_str_take(&out);
 }
 
 static void test_shared_definitions(void **state) {
@@ -69,7 +69,7 @@ static void test_shared_definitions(void **state) {
   char *src = malloc(strlen(s) + 512);
   assert_non_null(src);
   sprintf(src, "%s\nint run(int k, float *c) { return k == 0 ? P_k0(c) : k == 1 ? P_k1(c) : P_k2(c); }\n", s);
-  hp_error e = {0};
+  harp_error e = {0};
   void *h = NULL;
   assert_ok(&e, cgen_compile_so(&e, src, NULL, &h));
   int (*run)(int, float *) = (int (*)(int, float *))dlsym(h, "run");

@@ -1,4 +1,4 @@
-/* test_onnx_load.c — hp_onnx_load_buffer on models packed here with
+/* test_onnx_load.c — onnx_load_buffer on models packed here with
  * protobuf-c: a good one (weights, name map, symbolic dims) and one broken
  * thing at a time, each a clear error and an empty result. */
 #include <math.h>
@@ -72,19 +72,19 @@ static void build(mb *b) {
 }
 
 /* Pack b and load it; returns the status, e gets the error. */
-static hp_status load(mb *b, hp_error *e, hp_onnx_model *out) {
+static harp_status load(mb *b, harp_error *e, onnx_model *out) {
   size_t n = onnx__model_proto__get_packed_size(&b->m);
   uint8_t *buf = malloc(n + 1);
   assert_non_null(buf);
   onnx__model_proto__pack(&b->m, buf);
-  hp_status st = hp_onnx_load_buffer(e, buf, n, "t.onnx", out);
+  harp_status st = onnx_load_buffer(e, buf, n, "t.onnx", out);
   free(buf);
   return st;
 }
 
-static void expect_error(mb *b, hp_status code, const char *needle) {
-  hp_error e = {0};
-  hp_onnx_model m;
+static void expect_error(mb *b, harp_status code, const char *needle) {
+  harp_error e = {0};
+  onnx_model m;
   assert_int_equal(load(b, &e, &m), code);
   if (!strstr(e.msg, needle)) fail_msg("'%s' not in '%s'", needle, e.msg);
   assert_null(m.program);
@@ -95,8 +95,8 @@ static void test_good(void **state) {
   (void)state;
   mb b;
   build(&b);
-  hp_error e = {0};
-  hp_onnx_model m;
+  harp_error e = {0};
+  onnx_model m;
   assert_ok(&e, load(&b, &e, &m));
   assert_non_null(m.program);
   assert_int_equal(m.opset, 17);
@@ -104,32 +104,32 @@ static void test_good(void **state) {
   assert_string_equal(m.weight_ids[0], "onnx__MatMul_1");
   assert_int_equal(m.weights[0].rank, 2);
   assert_memory_equal(m.weights[0].data, b.wdata, sizeof b.wdata);
-  assert_string_equal(hp_onnx_id_of(&m, "input.1"), "input_1");
-  assert_string_equal(hp_onnx_id_of(&m, "batch"), "batch");
+  assert_string_equal(onnx_id_of(&m, "input.1"), "input_1");
+  assert_string_equal(onnx_id_of(&m, "batch"), "batch");
   tiny_graph *g = NULL;
   tiny_symtab defaults;
   tiny_symtab_init(&defaults);
-  assert_ok(&e, hp_lower(&e, m.program, &g, &defaults));
+  assert_ok(&e, hg_lower(&e, m.program, &g, &defaults));
   assert_true(tiny_find(g, "out_y") >= 0); /* the output's id */
   tiny_graph_free(g);
   tiny_symtab_free(&defaults);
-  hp_onnx_model_free(&m);
+  onnx_model_free(&m);
 }
 
-/* hp_onnx_load_buffer_opts: the graph input fixed at import is a weight, not an input */
+/* onnx_load_buffer_opts: the graph input fixed at import is a weight, not an input */
 typedef struct reader {
-  hp_tensor t;
+  ut_tensor t;
   int calls, last;
   bool fail;
 } reader;
 
-static hp_status read_one(hp_error *e, void *ctx, int i, hp_tensor *out) {
+static harp_status read_one(harp_error *e, void *ctx, int i, ut_tensor *out) {
   reader *r = ctx;
   r->calls++, r->last = i;
-  if (r->fail) return hp_fail(e, HP_E_IO, "x.npy", "cannot read");
-  if (hp_tensor_alloc(e, out, r->t.dtype, r->t.rank, r->t.shape)) return e->code;
+  if (r->fail) return ut_fail(e, HARP_E_IO, "x.npy", "cannot read");
+  if (ut_tensor_alloc(e, out, r->t.dtype, r->t.rank, r->t.shape)) return e->code;
   memcpy(out->data, r->t.data, r->t.nbytes);
-  return HP_OK;
+  return HARP_OK;
 }
 
 static void test_fixed_input(void **state) {
@@ -141,70 +141,70 @@ static void test_fixed_input(void **state) {
   uint8_t *buf = malloc(n);
   assert_non_null(buf);
   onnx__model_proto__pack(&b.m, buf);
-  hp_error e = {0};
+  harp_error e = {0};
   int64_t shape[2] = {2, 3};
   double v[6] = {1, 2, 3, 4, 5, 6};
-  hp_tensor x = tu_tensor(TINY_FP32, 2, shape, v);
+  ut_tensor x = tu_tensor(TINY_FP32, 2, shape, v);
   const char *names[2] = {"input.1", "not_an_input"};
-  hp_tensor fixed[2] = {x, x};
+  ut_tensor fixed[2] = {x, x};
   bool used[2] = {false, true};
-  hp_onnx_opts o = {.nfixed = 2, .fixed_names = names, .fixed = fixed, .used = used};
-  hp_onnx_model m;
-  assert_ok(&e, hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m));
+  onnx_opts o = {.nfixed = 2, .fixed_names = names, .fixed = fixed, .used = used};
+  onnx_model m;
+  assert_ok(&e, onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m));
   assert_true(used[0]);
   assert_false(used[1]);
   assert_int_equal(m.nweights, 2);
   tiny_graph *g = NULL;
   tiny_symtab defaults;
   tiny_symtab_init(&defaults);
-  assert_ok(&e, hp_lower(&e, m.program, &g, &defaults));
+  assert_ok(&e, hg_lower(&e, m.program, &g, &defaults));
   int inputs = 0;
   for (int i = 0; i < g->n; i++) inputs += g->nodes[i].op == TINY_INPUT;
   assert_int_equal(inputs, 2); /* both weights; no run-time input left */
   tiny_graph_free(g);
   tiny_symtab_free(&defaults);
-  hp_onnx_model_free(&m);
+  onnx_model_free(&m);
   /* data of another shape is refused */
   shape[0] = 4;
   double v4[12] = {0};
-  hp_tensor x4 = tu_tensor(TINY_FP32, 2, shape, v4);
+  ut_tensor x4 = tu_tensor(TINY_FP32, 2, shape, v4);
   fixed[0] = x4;
-  hp_error_clear(&e);
-  assert_int_equal(hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m), HP_E_INPUT_MISMATCH);
+  harp_error_clear(&e);
+  assert_int_equal(onnx_load_buffer_opts(&e, buf, n, "t.onnx", &o, &m), HARP_E_INPUT_MISMATCH);
   assert_non_null(strstr(e.msg, "dim 0 is 2"));
   assert_null(m.program);
   /* without `fixed`, the reader is asked for the graph input alone */
   shape[0] = 2;
   reader r = {.t = x};
-  hp_onnx_opts lazy = {.nfixed = 2, .fixed_names = names, .read = read_one, .read_ctx = &r, .used = used};
-  hp_error_clear(&e);
-  assert_ok(&e, hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &lazy, &m));
+  onnx_opts lazy = {.nfixed = 2, .fixed_names = names, .read = read_one, .read_ctx = &r, .used = used};
+  harp_error_clear(&e);
+  assert_ok(&e, onnx_load_buffer_opts(&e, buf, n, "t.onnx", &lazy, &m));
   assert_int_equal(r.calls, 1);
   assert_int_equal(r.last, 0);
   assert_true(used[0]);
   assert_false(used[1]);
   assert_int_equal(m.nweights, 2);
-  hp_onnx_model_free(&m);
+  onnx_model_free(&m);
   /* its failure is the import's */
   r.fail = true;
-  hp_error_clear(&e);
-  assert_int_equal(hp_onnx_load_buffer_opts(&e, buf, n, "t.onnx", &lazy, &m), HP_E_IO);
+  harp_error_clear(&e);
+  assert_int_equal(onnx_load_buffer_opts(&e, buf, n, "t.onnx", &lazy, &m), HARP_E_IO);
   assert_null(m.program);
-  hp_tensor_free(&x);
-  hp_tensor_free(&x4);
+  ut_tensor_free(&x);
+  ut_tensor_free(&x4);
   free(buf);
 }
 
 static void test_bytes(void **state) {
   (void)state;
-  hp_error e = {0};
-  hp_onnx_model m;
-  assert_int_equal(hp_onnx_load_buffer(&e, "", 0, "t.onnx", &m), HP_E_PARSE);
-  hp_error_clear(&e);
-  assert_int_equal(hp_onnx_load_buffer(&e, "\xff\xff\xff\xff\xff", 5, "t.onnx", &m), HP_E_PARSE);
+  harp_error e = {0};
+  onnx_model m;
+  assert_int_equal(onnx_load_buffer(&e, "", 0, "t.onnx", &m), HARP_E_PARSE);
+  harp_error_clear(&e);
+  assert_int_equal(onnx_load_buffer(&e, "\xff\xff\xff\xff\xff", 5, "t.onnx", &m), HARP_E_PARSE);
   assert_null(m.program);
-  hp_error_clear(&e);
-  assert_int_equal(hp_onnx_load_file(&e, "/nonexistent/m.onnx", &m), HP_E_IO);
+  harp_error_clear(&e);
+  assert_int_equal(onnx_load_file(&e, "/nonexistent/m.onnx", &m), HARP_E_IO);
   /* every truncation of a good model is an error or a model, never a crash */
   mb b;
   build(&b);
@@ -212,9 +212,9 @@ static void test_bytes(void **state) {
   uint8_t *buf = malloc(n);
   onnx__model_proto__pack(&b.m, buf);
   for (size_t k = 0; k < n; k++) {
-    hp_error_clear(&e);
-    if (!hp_onnx_load_buffer(&e, buf, k, "t.onnx", &m)) hp_onnx_model_free(&m);
-    else assert_true(e.code != HP_OK && e.msg[0]);
+    harp_error_clear(&e);
+    if (!onnx_load_buffer(&e, buf, k, "t.onnx", &m)) onnx_model_free(&m);
+    else assert_true(e.code != HARP_OK && e.msg[0]);
   }
   free(buf);
 }
@@ -224,34 +224,34 @@ static void test_broken(void **state) {
   mb b;
   build(&b);
   b.op.version = 5000;
-  expect_error(&b, HP_E_UNSUPPORTED, "opset 5000");
+  expect_error(&b, HARP_E_UNSUPPORTED, "opset 5000");
   build(&b);
   b.n1.op_type = "NoSuchOp";
-  expect_error(&b, HP_E_UNKNOWN_OP, "node 1 \"relu\" (NoSuchOp)");
+  expect_error(&b, HARP_E_UNKNOWN_OP, "node 1 \"relu\" (NoSuchOp)");
   build(&b);
   b.n0.domain = "com.example";
-  expect_error(&b, HP_E_UNSUPPORTED, "com.example");
+  expect_error(&b, HARP_E_UNSUPPORTED, "com.example");
   build(&b);
   b.w.n_float_data = 5; /* the dims say 6 */
-  expect_error(&b, HP_E_INVALID_ARG, "onnx::MatMul_1");
+  expect_error(&b, HARP_E_INVALID_ARG, "onnx::MatMul_1");
   build(&b);
   b.wdims[0] = (int64_t)1 << 40;
-  expect_error(&b, HP_E_LIMIT, "onnx::MatMul_1");
+  expect_error(&b, HARP_E_LIMIT, "onnx::MatMul_1");
   build(&b);
   b.w.has_data_location = 1, b.w.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-  expect_error(&b, HP_E_UNSUPPORTED, "external");
+  expect_error(&b, HARP_E_UNSUPPORTED, "external");
   build(&b);
   b.in1[0] = "nowhere";
-  expect_error(&b, HP_E_DANGLING, "nowhere");
+  expect_error(&b, HARP_E_DANGLING, "nowhere");
   build(&b);
   b.wdims[0] = 4, b.w.n_float_data = 6; /* MatMul [batch, 3] @ [4, 2]: 24 != 6 first */
-  expect_error(&b, HP_E_INVALID_ARG, "6 elements");
+  expect_error(&b, HARP_E_INVALID_ARG, "6 elements");
   build(&b);
   b.d1.dim_value = 4; /* [batch, 4] @ [3, 2] */
-  expect_error(&b, HP_E_AXIS_SIZE_MISMATCH, "node 0 \"/mm/MatMul\" (MatMul)");
+  expect_error(&b, HARP_E_AXIS_SIZE_MISMATCH, "node 0 \"/mm/MatMul\" (MatMul)");
   build(&b);
   b.xtt.elem_type = 8; /* string */
-  expect_error(&b, HP_E_UNSUPPORTED, "string");
+  expect_error(&b, HARP_E_UNSUPPORTED, "string");
 }
 
 /* harp.h on a .onnx file: the initializers come back as the parameter
@@ -269,17 +269,17 @@ static void compile_run(harp_backend backend) {
   assert_int_equal(write(fd, buf, n), (ssize_t)n);
   close(fd);
   free(buf);
-  hp_error e = {0};
+  harp_error e = {0};
   harp_compiled *c;
   harp_options none = {.backend = backend}; /* batch is dynamic: no default */
-  assert_int_equal(harp_compile_file(&e, path, &none, &c), HP_E_UNBOUND_SYMBOL);
+  assert_int_equal(harp_compile_file(&e, path, &none, &c), HARP_E_UNBOUND_SYMBOL);
   assert_true(strstr(e.msg, "harp_options.shapes input.1=<batch>x3") != NULL);
   assert_null(c);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   const char *bad[] = {"nope=2x3", NULL};
   harp_options ob = {.backend = backend, .shapes = bad};
-  assert_int_equal(harp_compile_file(&e, path, &ob, &c), HP_E_USAGE);
-  hp_error_clear(&e);
+  assert_int_equal(harp_compile_file(&e, path, &ob, &c), HARP_E_USAGE);
+  harp_error_clear(&e);
   const char *syms[] = {"batch=2", NULL}, *shapes[] = {"input.1=2x3", NULL};
   harp_options o = {.backend = backend, .syms = syms}, os = {.backend = backend, .shapes = shapes};
   assert_ok(&e, harp_compile_file(&e, path, &os, &c)); /* the same by its shape */
@@ -310,35 +310,35 @@ static void compile_run(harp_backend backend) {
   harp_compiled_free(c);
 }
 
-/* hp_onnx_parse_shape: NAME=DIMS split at the last '=', 'x' or ',' between dims. */
+/* onnx_parse_shape: NAME=DIMS split at the last '=', 'x' or ',' between dims. */
 static void test_parse_shape(void **state) {
   (void)state;
-  hp_error e = {0};
-  hp_onnx_shape s;
-  assert_ok(&e, hp_onnx_parse_shape(&e, "input.1=1x3x224x224", &s));
+  harp_error e = {0};
+  onnx_shape s;
+  assert_ok(&e, onnx_parse_shape(&e, "input.1=1x3x224x224", &s));
   assert_string_equal(s.name, "input.1");
   assert_int_equal(s.rank, 4);
   assert_int_equal(s.dims[0], 1), assert_int_equal(s.dims[3], 224);
-  assert_ok(&e, hp_onnx_parse_shape(&e, "a=b=2,0", &s));
+  assert_ok(&e, onnx_parse_shape(&e, "a=b=2,0", &s));
   assert_string_equal(s.name, "a=b");
   assert_int_equal(s.rank, 2), assert_int_equal(s.dims[1], 0);
-  assert_ok(&e, hp_onnx_parse_shape(&e, "sr=", &s));
+  assert_ok(&e, onnx_parse_shape(&e, "sr=", &s));
   assert_int_equal(s.rank, 0);
   static const char *const bad[] = {"x", "=1x2", "x=1x", "x=ax2", "x=1xx2", "x=-1", "x=2147483648", "x=1x1x1x1x1x1x1x1x1x1x1x1x1", NULL}; /* 13 > TINY_MAX_RANK */
   for (int i = 0; bad[i]; i++) {
-    hp_error_clear(&e);
-    if (hp_onnx_parse_shape(&e, bad[i], &s) != HP_E_USAGE) fail_msg("'%s' parsed", bad[i]);
+    harp_error_clear(&e);
+    if (onnx_parse_shape(&e, bad[i], &s) != HARP_E_USAGE) fail_msg("'%s' parsed", bad[i]);
     assert_true(strstr(e.msg, "--shape") != NULL);
   }
 }
 
 /* Pack b and load it with options. */
-static hp_status load_opts(mb *b, hp_error *e, const hp_onnx_opts *o, hp_onnx_model *out) {
+static harp_status load_opts(mb *b, harp_error *e, const onnx_opts *o, onnx_model *out) {
   size_t n = onnx__model_proto__get_packed_size(&b->m);
   uint8_t *buf = malloc(n + 1);
   assert_non_null(buf);
   onnx__model_proto__pack(&b->m, buf);
-  hp_status st = hp_onnx_load_buffer_opts(e, buf, n, "t.onnx", o, out);
+  harp_status st = onnx_load_buffer_opts(e, buf, n, "t.onnx", o, out);
   free(buf);
   return st;
 }
@@ -349,49 +349,49 @@ static void test_shapes(void **state) {
   (void)state;
   mb b;
   build(&b);
-  hp_error e = {0};
-  hp_onnx_model m;
+  harp_error e = {0};
+  onnx_model m;
   assert_ok(&e, load(&b, &e, &m)); /* no shapes: dynamic, no default */
   assert_int_equal(m.ndyn, 1);
   assert_string_equal(m.dyn[0].input, "input.1");
   assert_int_equal(m.dyn[0].dim, 0);
   assert_string_equal(m.dyn[0].sym, "batch");
   assert_string_equal(m.dyn[0].hint, "--shape input.1=<batch>x3");
-  assert_int_equal(hp_onnx_require_shapes(&e, &m), HP_E_UNBOUND_SYMBOL);
+  assert_int_equal(onnx_require_shapes(&e, &m), HARP_E_UNBOUND_SYMBOL);
   assert_true(strstr(e.msg, "graph input \"input.1\" (dim 0): give --shape input.1=<batch>x3") != NULL);
-  hp_onnx_model_free(&m);
-  hp_error_clear(&e);
-  hp_onnx_shape s[2];
+  onnx_model_free(&m);
+  harp_error_clear(&e);
+  onnx_shape s[2];
   bool used[2];
-  assert_ok(&e, hp_onnx_parse_shape(&e, "input_1=4x3", &s[0])); /* by its harp id */
-  assert_ok(&e, hp_onnx_parse_shape(&e, "other=1", &s[1]));
-  hp_onnx_opts o = {.nshapes = 2, .shapes = s, .shape_used = used};
+  assert_ok(&e, onnx_parse_shape(&e, "input_1=4x3", &s[0])); /* by its harp id */
+  assert_ok(&e, onnx_parse_shape(&e, "other=1", &s[1]));
+  onnx_opts o = {.nshapes = 2, .shapes = s, .shape_used = used};
   assert_ok(&e, load_opts(&b, &e, &o, &m));
   assert_true(used[0]), assert_false(used[1]);
   assert_int_equal(m.ndyn, 0);
-  assert_ok(&e, hp_onnx_require_shapes(&e, &m));
+  assert_ok(&e, onnx_require_shapes(&e, &m));
   tiny_graph *g = NULL;
   tiny_symtab defaults;
   tiny_symtab_init(&defaults);
-  assert_ok(&e, hp_lower(&e, m.program, &g, &defaults)); /* every dim a number: no binding needed */
+  assert_ok(&e, hg_lower(&e, m.program, &g, &defaults)); /* every dim a number: no binding needed */
   int x = tiny_find(g, "input_1");
   assert_true(x >= 0);
   assert_int_equal(g->nodes[x].shape.d[0].n, 4);
   tiny_graph_free(g);
   tiny_symtab_free(&defaults);
-  hp_onnx_model_free(&m);
+  onnx_model_free(&m);
   s[0].dims[1] = 5; /* against the static 3 */
-  assert_int_equal(load_opts(&b, &e, &o, &m), HP_E_INPUT_MISMATCH);
+  assert_int_equal(load_opts(&b, &e, &o, &m), HARP_E_INPUT_MISMATCH);
   assert_true(strstr(e.msg, "dim 1 is 3 in the model") != NULL);
   assert_null(m.program);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   tiny_symtab syms;
   tiny_symtab_init(&syms);
   assert_ok(&e, tiny_symtab_set(&e, &syms, "batch", 6));
-  hp_onnx_opts os = {.syms = &syms};
+  onnx_opts os = {.syms = &syms};
   assert_ok(&e, load_opts(&b, &e, &os, &m));
   assert_int_equal(m.ndyn, 0);
-  hp_onnx_model_free(&m);
+  onnx_model_free(&m);
   tiny_symtab_free(&syms);
 }
 
@@ -399,9 +399,9 @@ static void test_c_api(void **state) {
   (void)state;
   compile_run(HARP_BACKEND_INTERP);
   compile_run(HARP_BACKEND_CPU);
-  hp_error e = {0};
+  harp_error e = {0};
   harp_compiled *c;
-  assert_int_equal(harp_compile_file(&e, "/nonexistent/m.onnx", NULL, &c), HP_E_IO);
+  assert_int_equal(harp_compile_file(&e, "/nonexistent/m.onnx", NULL, &c), HARP_E_IO);
   assert_null(c);
 }
 

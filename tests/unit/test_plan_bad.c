@@ -13,10 +13,10 @@
 #include "util/util.h"
 
 static char *slurp(const char *path) {
-  hp_error e = {0};
+  harp_error e = {0};
   char *buf = NULL;
   size_t len = 0;
-  if (hp_read_file(&e, path, 1 << 20, &buf, &len)) fail_msg("cannot read %s: %s", path, e.msg);
+  if (ut_read_file(&e, path, 1 << 20, &buf, &len)) fail_msg("cannot read %s: %s", path, e.msg);
   return buf;
 }
 
@@ -39,8 +39,8 @@ static void test_corpus(void **state) {
     snprintf(path, sizeof path, "%s/%s", dir, file);
     char *text = slurp(path);
     plan_t p;
-    hp_error e = {0};
-    hp_status st = plan_parse(text, file, PLAN_ARCH_SM80, &p, &e);
+    harp_error e = {0};
+    harp_status st = plan_parse(text, file, PLAN_ARCH_SM80, &p, &e);
     if (!strcmp(phase, "validate")) {
       if (st) fail_msg("%s: should parse, got %s", file, err_text(&e));
       st = plan_validate(&p, &r, &m, &(plan_src){file, text}, &e);
@@ -48,8 +48,8 @@ static void test_corpus(void **state) {
     } else {
       nparse++;
     }
-    if (st == HP_OK) fail_msg("%s: accepted, expected %s", file, name);
-    if (strcmp(hp_status_name(e.code), name) || e.line != want_line || e.col != want_col)
+    if (st == HARP_OK) fail_msg("%s: accepted, expected %s", file, name);
+    if (strcmp(harp_status_name(e.code), name) || e.line != want_line || e.col != want_col)
       fail_msg("%s: expected %s at %d:%d, got %s", file, name, want_line, want_col, err_text(&e));
     assert_string_equal(e.file, file);
     assert_true(e.msg[0] != 0);
@@ -70,11 +70,11 @@ static void test_corpus(void **state) {
 static void test_snippet(void **state) {
   (void)state;
   plan_t p;
-  hp_error e = {0};
-  assert_int_equal(plan_parse_dsl("split m 128\nbind m.o block.w\n", "x.plan", PLAN_ARCH_SM80, &p, &e), HP_E_PARSE);
+  harp_error e = {0};
+  assert_int_equal(plan_parse_dsl("split m 128\nbind m.o block.w\n", "x.plan", PLAN_ARCH_SM80, &p, &e), HARP_E_PARSE);
   assert_string_equal(e.snippet, "bind m.o block.w\n         ^");
   char buf[2048];
-  hp_error_format(&e, buf, sizeof buf);
+  harp_error_format(&e, buf, sizeof buf);
   assert_non_null(strstr(buf, "error[ParseError]: x.plan:2:10: unknown bind target 'block.w'"));
 }
 
@@ -106,19 +106,19 @@ static void sweep(const char *seed_text, int rounds, uint64_t seed) {
       }
     }
     plan_t p;
-    hp_error e = {0};
-    hp_status st = plan_parse(buf, "fuzz", PLAN_ARCH_SM80, &p, &e);
+    harp_error e = {0};
+    harp_status st = plan_parse(buf, "fuzz", PLAN_ARCH_SM80, &p, &e);
     if (st) {
       failures++;
       assert_int_equal(st, e.code);
       assert_true(e.msg[0] != 0);
-      if (st == HP_E_PARSE) assert_true(e.line > 0 && e.col > 0);
+      if (st == HARP_E_PARSE) assert_true(e.line > 0 && e.col > 0);
     } else {
       /* whatever parses prints and re-parses to the same plan */
       char *j = NULL, *d = NULL;
       plan_t q;
-      assert_int_equal(plan_to_json(&p, &j, &e), HP_OK);
-      assert_int_equal(plan_to_dsl(&p, &d, &e), HP_OK);
+      assert_int_equal(plan_to_json(&p, &j, &e), HARP_OK);
+      assert_int_equal(plan_to_dsl(&p, &d, &e), HARP_OK);
       if (plan_parse(j, "j", PLAN_ARCH_SM80, &q, &e)) fail_msg("re-parse of\n%s\nfailed: %s", j, err_text(&e));
       assert_true(plan_equal(&p, &q));
       if (plan_parse(d, "d", PLAN_ARCH_SM80, &q, &e)) fail_msg("re-parse of\n%s\nfailed: %s", d, err_text(&e));
@@ -149,8 +149,8 @@ static void test_prefixes(void **state) {
       memcpy(buf, forms[f], n);
       buf[n] = 0;
       plan_t p;
-      hp_error e = {0};
-      hp_status st = plan_parse(buf, "prefix", PLAN_ARCH_SM80, &p, &e);
+      harp_error e = {0};
+      harp_status st = plan_parse(buf, "prefix", PLAN_ARCH_SM80, &p, &e);
       assert_int_equal(st, e.code);
     }
     free(buf);
@@ -161,24 +161,24 @@ static void test_prefixes(void **state) {
 static void test_limits(void **state) {
   (void)state;
   plan_t p;
-  hp_error e = {0};
+  harp_error e = {0};
   char txt[4096];
   snprintf(txt, sizeof txt, "split %0100d 2", 0);
   memset(txt + 6, 'a', 100);
-  assert_int_equal(plan_parse_dsl(txt, "x", PLAN_ARCH_SM80, &p, &e), HP_E_LIMIT);
-  hp_error_clear(&e);
-  assert_int_equal(plan_parse_dsl("split m 99999999999999999999", "x", PLAN_ARCH_SM80, &p, &e), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_int_equal(plan_parse_dsl("split m 65537", "x", PLAN_ARCH_SM80, &p, &e), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(plan_parse_dsl(txt, "x", PLAN_ARCH_SM80, &p, &e), HARP_E_LIMIT);
+  harp_error_clear(&e);
+  assert_int_equal(plan_parse_dsl("split m 99999999999999999999", "x", PLAN_ARCH_SM80, &p, &e), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(plan_parse_dsl("split m 65537", "x", PLAN_ARCH_SM80, &p, &e), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   txt[0] = 0;
   strcat(txt, "split m 64;");
   for (int i = 0; i < 30; i++) strcat(txt, "predicate_tail m.i.i;");
-  assert_int_equal(plan_parse_dsl(txt, "x", PLAN_ARCH_SM80, &p, &e), HP_E_LIMIT);
-  hp_error_clear(&e);
-  assert_int_equal(plan_parse_json("{\"tile\":[64,64,64,64]}", "x", PLAN_ARCH_SM80, &p, &e), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
-  assert_int_equal(plan_parse_json("{\"tile\":[1e3]}", "x", PLAN_ARCH_SM80, &p, &e), HP_E_PARSE);
+  assert_int_equal(plan_parse_dsl(txt, "x", PLAN_ARCH_SM80, &p, &e), HARP_E_LIMIT);
+  harp_error_clear(&e);
+  assert_int_equal(plan_parse_json("{\"tile\":[64,64,64,64]}", "x", PLAN_ARCH_SM80, &p, &e), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(plan_parse_json("{\"tile\":[1e3]}", "x", PLAN_ARCH_SM80, &p, &e), HARP_E_PARSE);
 }
 
 /* Every allocation the plan layer makes may fail: the result is OutOfMemory
@@ -191,25 +191,25 @@ static void test_alloc_failures(void **state) {
   int failures = 0;
   for (long n = 1; n < 100000; n++) {
     plan_t p, q, d;
-    hp_error e = {0};
+    harp_error e = {0};
     char *j = NULL, *s = NULL;
-    hp_fault_fail_nth_alloc(n);
-    hp_status st = plan_parse_dsl(SEED_DSL, "a.plan", PLAN_ARCH_SM80, &p, &e);
+    ut_fault_fail_nth_alloc(n);
+    harp_status st = plan_parse_dsl(SEED_DSL, "a.plan", PLAN_ARCH_SM80, &p, &e);
     if (!st) st = plan_to_json(&p, &j, &e);
     if (!st) st = plan_parse_json(j, "a.json", PLAN_ARCH_SM80, &q, &e);
     if (!st) st = plan_to_dsl(&q, &s, &e);
     if (!st) st = plan_validate(&q, &r, m, NULL, &e);
     if (!st) st = plan_default(&r, m, NULL, &d, &e);
-    bool never_fired = hp_fault_remaining() > 0;
-    hp_fault_fail_nth_alloc(0);
+    bool never_fired = ut_fault_remaining() > 0;
+    ut_fault_fail_nth_alloc(0);
     free(j);
     free(s);
     if (never_fired) {
-      assert_int_equal(st, HP_OK);
+      assert_int_equal(st, HARP_OK);
       break;
     }
-    if (st != HP_OK) {
-      if (st != HP_E_NO_MEMORY) fail_msg("allocation %ld: expected OutOfMemory, got %s (%s)", n, hp_status_name(st), e.msg);
+    if (st != HARP_OK) {
+      if (st != HARP_E_NO_MEMORY) fail_msg("allocation %ld: expected OutOfMemory, got %s (%s)", n, harp_status_name(st), e.msg);
       failures++;
     }
   }

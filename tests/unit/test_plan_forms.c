@@ -10,22 +10,22 @@
 #include "plan_test_util.h"
 
 static void parse_ok(const char *text, plan_arch arch, plan_t *p) {
-  hp_error e = {0};
-  hp_status st = plan_parse(text, "t.plan", arch, p, &e);
+  harp_error e = {0};
+  harp_status st = plan_parse(text, "t.plan", arch, p, &e);
   if (st) fail_msg("parse failed: %s\n--- text ---\n%s", err_text(&e), text);
 }
 
 static char *to_json(const plan_t *p) {
   char *s = NULL;
-  hp_error e = {0};
-  assert_int_equal(plan_to_json(p, &s, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_to_json(p, &s, &e), HARP_OK);
   return s;
 }
 
 static char *to_dsl(const plan_t *p) {
   char *s = NULL;
-  hp_error e = {0};
-  assert_int_equal(plan_to_dsl(p, &s, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_to_dsl(p, &s, &e), HARP_OK);
   return s;
 }
 
@@ -81,7 +81,7 @@ static void test_seed_dsl_equals_seed_json(void **state) {
   parse_ok(SEED_JSON, PLAN_ARCH_SM80, &q);
   assert_true(plan_equal(&p, &q));
   /* the plan fits its region on the A100 */
-  hp_error e = {0};
+  harp_error e = {0};
   plan_machine m;
   plan_machine_get(PLAN_ARCH_SM80, &m);
   if (plan_validate(&p, &r, &m, NULL, &e)) fail_msg("%s", err_text(&e));
@@ -227,21 +227,21 @@ static void test_arch_defaults(void **state) {
 static void test_convert(void **state) {
   (void)state;
   char *out = NULL;
-  hp_error e = {0};
-  assert_int_equal(plan_convert(SEED_DSL, "seed.plan", NULL, &out, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_convert(SEED_DSL, "seed.plan", NULL, &out, &e), HARP_OK);
   assert_true(plan_text_is_json(out));
   free(out);
-  assert_int_equal(plan_convert(SEED_JSON, "seed.json", NULL, &out, &e), HP_OK);
+  assert_int_equal(plan_convert(SEED_JSON, "seed.json", NULL, &out, &e), HARP_OK);
   assert_false(plan_text_is_json(out));
   assert_non_null(strstr(out, "split m 128;"));
   free(out);
-  assert_int_equal(plan_convert(SEED_JSON, "seed.json", "json", &out, &e), HP_OK);
+  assert_int_equal(plan_convert(SEED_JSON, "seed.json", "json", &out, &e), HARP_OK);
   assert_string_equal(out, SEED_JSON);
   free(out);
-  assert_int_equal(plan_convert(SEED_DSL, "seed.plan", "yaml", &out, &e), HP_E_USAGE);
+  assert_int_equal(plan_convert(SEED_DSL, "seed.plan", "yaml", &out, &e), HARP_E_USAGE);
   assert_null(out);
-  hp_error_clear(&e);
-  assert_int_equal(plan_convert("split m 0", "bad.plan", "json", &out, &e), HP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(plan_convert("split m 0", "bad.plan", "json", &out, &e), HARP_E_INVALID_ARG);
   assert_null(out);
 }
 
@@ -250,7 +250,7 @@ static void test_load_file_and_dump(void **state) {
   char path[512];
   snprintf(path, sizeof path, "%s/tests/plans/seed000.plan", HARP_SOURCE_DIR);
   plan_t p, q;
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_load_file(path, PLAN_ARCH_SM80, &p, &e)) fail_msg("%s", err_text(&e));
   parse_ok(SEED_DSL, PLAN_ARCH_SM80, &q);
   assert_true(plan_equal(&p, &q));
@@ -259,13 +259,13 @@ static void test_load_file_and_dump(void **state) {
   plan_region_info r = gemm_bias_relu_region(1, 1, 1);
   plan_fill_from_region(&q, &r);
   assert_true(plan_equal(&p, &q));
-  assert_int_equal(plan_load_file("/nonexistent/x.plan", PLAN_ARCH_SM80, &p, &e), HP_E_IO);
+  assert_int_equal(plan_load_file("/nonexistent/x.plan", PLAN_ARCH_SM80, &p, &e), HARP_E_IO);
 
   const char *names[2] = {"r0", "r1"};
   plan_t two[2] = {p, q};
   char *dump = NULL;
-  hp_error_clear(&e);
-  assert_int_equal(plan_dump_json(names, two, 2, &dump, &e), HP_OK);
+  harp_error_clear(&e);
+  assert_int_equal(plan_dump_json(names, two, 2, &dump, &e), HARP_OK);
   json_error_t je;
   json_t *root = json_loads(dump, 0, &je);
   assert_non_null(root);

@@ -10,7 +10,7 @@
 #include "plan_test_util.h"
 
 static void parse_ok(const char *text, plan_arch arch, plan_t *p) {
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_parse(text, "t.plan", arch, p, &e)) fail_msg("parse failed: %s", err_text(&e));
 }
 
@@ -99,18 +99,18 @@ static void test_sm90_warpgroups(void **state) {
   assert_int_equal(res.regs_per_thr, 96);
   assert_int_equal(res.cta_per_sm, 2);
   assert_close(res.occ, 0.25);
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &e)) fail_msg("%s", err_text(&e));
   plan_cost c;
   const plan_machine *m = plan_machine_gpu(PLAN_ARCH_SM90);
-  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HP_OK);
+  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HARP_OK);
   assert_int_equal(c.ctas, 64);
   assert_close(c.occ_eff, 0.25 * c.wave_eff);
   assert_close(c.rank_time, plan_time_formula(c.flops, c.bytes, c.peak, c.bw, 64.0 / m->sm_count, 0.5));
   assert_true(c.rank_time < c.time_est);
   /* fewer than four 128x128 tiles of output: ranked as time_est */
   plan_region_info tiny = gemm_region(256, 96, 256);
-  assert_int_equal(plan_cost_of(&p, &tiny, m, &c, &e), HP_OK);
+  assert_int_equal(plan_cost_of(&p, &tiny, m, &c, &e), HARP_OK);
   assert_close(c.rank_time, c.time_est);
 }
 
@@ -125,8 +125,8 @@ static void test_smem_overflow(void **state) {
            "cache_read A smem at=k.i pingpong=true; cache_read B smem at=k.i pingpong=true",
            PLAN_ARCH_SM80, &p);
   plan_region_info r = gemm_region(1024, 1024, 1024);
-  hp_error e = {0};
-  assert_int_equal(plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_SMEM_OVERFLOW);
+  harp_error e = {0};
+  assert_int_equal(plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HARP_E_SMEM_OVERFLOW);
   assert_non_null(strstr(e.msg, "196608"));
   assert_non_null(strstr(e.msg, "166912"));
   plan_resources res;
@@ -135,8 +135,8 @@ static void test_smem_overflow(void **state) {
   assert_int_equal(res.cta_per_sm, 0);
   /* two stages fit: 131072 */
   p.stages = 2;
-  hp_error_clear(&e);
-  assert_int_equal(plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_REG_OVERFLOW);
+  harp_error_clear(&e);
+  assert_int_equal(plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HARP_E_REG_OVERFLOW);
   /* (16 warps of 64x64 x 200 registers do not fit one SM: that is next) */
   plan_resources_of(&p, plan_machine_gpu(PLAN_ARCH_SM80), &r, &res);
   assert_int_equal(res.smem_per_cta, 131072);
@@ -156,9 +156,9 @@ static void test_reg_overflow(void **state) {
   plan_region_info r = gemm_region(1024, 1024, 1024);
   const plan_machine *m = plan_machine_gpu(PLAN_ARCH_SM80);
   plan_t p;
-  hp_error e = {0};
+  harp_error e = {0};
   parse_ok("split m 256; split n 128; split k 32; warp_tile 128x128", PLAN_ARCH_SM80, &p);
-  assert_int_equal(plan_validate(&p, &r, m, NULL, &e), HP_E_REG_OVERFLOW);
+  assert_int_equal(plan_validate(&p, &r, m, NULL, &e), HARP_E_REG_OVERFLOW);
   plan_resources res;
   plan_resources_of(&p, m, &r, &res);
   assert_int_equal(res.acc_regs, 512);
@@ -166,11 +166,11 @@ static void test_reg_overflow(void **state) {
   plan_resources_of(&p, m, &r, &res);
   assert_int_equal(res.threads_per_cta, 1024);
   assert_int_equal(res.regs_per_thr, 32 + 64 + 24); /* frag (64+32)*16*2/128 = 24 */
-  hp_error_clear(&e);
-  assert_int_equal(plan_validate(&p, &r, m, NULL, &e), HP_E_REG_OVERFLOW);
+  harp_error_clear(&e);
+  assert_int_equal(plan_validate(&p, &r, m, NULL, &e), HARP_E_REG_OVERFLOW);
   parse_ok("split m 256; split n 256; split k 32; warp_tile 32x32", PLAN_ARCH_SM80, &p);
-  hp_error_clear(&e);
-  assert_int_equal(plan_validate(&p, &r, m, NULL, &e), HP_E_LIMIT); /* 64 warps = 2048 threads */
+  harp_error_clear(&e);
+  assert_int_equal(plan_validate(&p, &r, m, NULL, &e), HARP_E_LIMIT); /* 64 warps = 2048 threads */
 }
 
 /* The CPU reading: panels packed as fp32 in L2, vector registers.
@@ -193,26 +193,26 @@ static void test_cpu_reading(void **state) {
   assert_int_equal(res.threads_per_cta, 1);
   assert_int_equal(res.cta_per_sm, 1);
   assert_close(res.occ, 1.0);
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_validate(&p, &r, &m, NULL, &e)) fail_msg("%s", err_text(&e));
   /* 16x32 needs 32 + 3 = 35 vector registers: RegOverflow */
   p.warp_m = 16;
-  assert_int_equal(plan_validate(&p, &r, &m, NULL, &e), HP_E_REG_OVERFLOW);
+  assert_int_equal(plan_validate(&p, &r, &m, NULL, &e), HARP_E_REG_OVERFLOW);
   /* 256x256x256 x 2 stages = exactly 1 MiB fits; 3 stages overflow L2 */
   parse_ok("split m 256; split n 256; split k 256; warp_tile 8x32; arch cpu;"
            "cache_read A smem at=k.i pingpong=true; cache_read B smem at=k.i pingpong=true",
            PLAN_ARCH_CPU, &p);
   plan_resources_of(&p, &m, &r, &res);
   assert_int_equal(res.smem_per_cta, 1048576);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   if (plan_validate(&p, &r, &m, NULL, &e)) fail_msg("%s", err_text(&e));
   p.stages = 3;
-  assert_int_equal(plan_validate(&p, &r, &m, NULL, &e), HP_E_SMEM_OVERFLOW);
+  assert_int_equal(plan_validate(&p, &r, &m, NULL, &e), HARP_E_SMEM_OVERFLOW);
   /* vector width 16 of fp32 is 64 bytes: fine on AVX-512, not on AVX2 */
   m.simd_bytes = 32;
   parse_ok("split m 128; split n 128; split k 128; warp_tile 4x16; vectorize n.i.i 16; arch cpu", PLAN_ARCH_CPU, &p);
-  hp_error_clear(&e);
-  assert_int_equal(plan_validate(&p, &r, &m, NULL, &e), HP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(plan_validate(&p, &r, &m, NULL, &e), HARP_E_INVALID_ARG);
 }
 
 static void test_time_formula(void **state) {
@@ -235,8 +235,8 @@ static void test_cost_seed(void **state) {
   parse_ok(SEED_DSL, PLAN_ARCH_SM80, &p);
   plan_region_info r = gemm_bias_relu_region(1024, 1024, 1024);
   plan_cost c;
-  hp_error e = {0};
-  assert_int_equal(plan_cost_of(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), &c, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_cost_of(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), &c, &e), HARP_OK);
   double flops = 2.0 * 1024 * 1024 * 1024, bytes = 6291456;
   double occ = 0.09375 * (128.0 / 324.0);
   assert_close(c.flops, flops);
@@ -251,7 +251,7 @@ static void test_cost_seed(void **state) {
   /* a plan that does not fit has no cost */
   p.tile[0] = 512;
   p.warp_m = 128;
-  assert_int_equal(plan_cost_of(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), &c, &e), HP_E_REG_OVERFLOW);
+  assert_int_equal(plan_cost_of(&p, &r, plan_machine_gpu(PLAN_ARCH_SM80), &c, &e), HARP_E_REG_OVERFLOW);
 }
 
 /* Split-K: 1024^3, 128x128x32 tiles = 64 CTAs < 108 SMs x 2: the smallest
@@ -270,17 +270,17 @@ static void test_splitk(void **state) {
   assert_int_equal(res.cta_per_sm, 2);
   assert_int_equal(plan_splitk_factor(&p, &r, m, &res), 4);
   plan_cost c;
-  hp_error e = {0};
-  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HARP_OK);
   assert_int_equal(c.ctas, 256);
   assert_close(c.bytes, 6291456.0 + 8.0 * 4 * 1048576 * 4 + 2.0 * 1048576 * 4);
   assert_close(c.time_est, plan_time_formula(c.flops, c.bytes, c.peak, c.bw, c.occ_eff, res.pipeline_eff) + 2 * 3e-6);
   p.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_SPLITK_SERIAL;
-  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HP_OK);
+  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HARP_OK);
   assert_close(c.bytes, 6291456.0 + 2.0 * 3 * 1048576 * 4);
   assert_close(c.time_est, plan_time_formula(c.flops, c.bytes, c.peak, c.bw, c.occ_eff, res.pipeline_eff) + 3e-6);
   p.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_SPLITK_REDUCE;
-  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HP_OK);
+  assert_int_equal(plan_cost_of(&p, &r, m, &c, &e), HARP_OK);
   assert_close(c.bytes, 6291456.0 + 2.0 * 4 * 1048576 * 4);
   p.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_IMPLICIT_GEMM;
   assert_int_equal(plan_splitk_factor(&p, &r, m, &res), 1);
@@ -301,9 +301,9 @@ static void test_reread_bytes(void **state) {
   parse_ok("split m 64; split n 64; split k 64", PLAN_ARCH_SM80, &small);
   parse_ok("split m 128; split n 128; split k 64", PLAN_ARCH_SM80, &large);
   plan_cost cs, cl;
-  hp_error e = {0};
-  assert_int_equal(plan_cost_of(&small, &r, m, &cs, &e), HP_OK);
-  assert_int_equal(plan_cost_of(&large, &r, m, &cl, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_cost_of(&small, &r, m, &cs, &e), HARP_OK);
+  assert_int_equal(plan_cost_of(&large, &r, m, &cl, &e), HARP_OK);
   double in = 2.0 * 16384 * 8192 * 2, miss = 1 - (40.0 * 1024 * 1024 / 2) / in;
   double base = in + 16384.0 * 16384 * 2;
   assert_close(cs.bytes, base + in / 2 * (256 - 1) * 2 * miss);
@@ -343,11 +343,11 @@ static void test_thresholds(void **state) {
   /* through plan_validate: a legal SM90 tile, then a tf32 K below the k8 step */
   plan_region_info r = gemm_region(1024, 1024, 1024);
   parse_ok("split m 128; split n 8; split k 64; warp_tile 64x8; arch sm90", PLAN_ARCH_SM90, &p);
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &e)) fail_msg("%s", err_text(&e));
   r.in_dtype = r.out_dtype = TINY_FP32;
   parse_ok("split m 128; split n 8; split k 2; warp_tile 64x8; arch sm90", PLAN_ARCH_SM90, &p);
-  assert_int_equal(plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &e), HP_E_INVALID_ARG);
+  assert_int_equal(plan_validate(&p, &r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &e), HARP_E_INVALID_ARG);
 }
 
 /* Fusion Δtime = max(ΔFLOPs/(peak·occ·eff), ΔBytes/(BW·occ)) + Δocc_time

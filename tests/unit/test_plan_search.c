@@ -11,7 +11,7 @@
 #include "plan_test_util.h"
 
 static void parse_ok(const char *text, plan_arch arch, plan_t *p) {
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_parse(text, "t.plan", arch, p, &e)) fail_msg("parse failed: %s", err_text(&e));
 }
 
@@ -68,21 +68,21 @@ static void test_cpu_detection(void **state) {
   if (m.avx512) assert_int_equal(m.simd_bytes, 64);
   double bw = m.mem_bw, ghz = m.clock_ghz;
   /* the knobs cpu_bw_gbs and cpu_ghz, set by HARP_CPU_BW_GBS and
-   * HARP_CPU_GHZ through the one reader (hp_knobs_from_env) */
+   * HARP_CPU_GHZ through the one reader (rt_knobs_from_env) */
   setenv("HARP_CPU_BW_GBS", "123.5", 1);
   setenv("HARP_CPU_GHZ", "3", 1);
   plan_machine_detect_cpu(&m); /* the library itself reads no environment */
   assert_true(m.mem_bw == bw && m.clock_ghz == ghz);
-  hp_knobs k;
-  hp_error e = {0};
-  hp_knobs_init(&k);
-  assert_int_equal(hp_knobs_from_env(&e, &k), HP_OK);
+  rt_knobs k;
+  harp_error e = {0};
+  rt_knobs_init(&k);
+  assert_int_equal(rt_knobs_from_env(&e, &k), HARP_OK);
   plan_machine_detect_cpu_at(&m, k.cpu_ghz, k.cpu_bw_gbs);
   assert_true(m.mem_bw == 123.5e9);
   assert_true(m.clock_ghz == 3.0);
   assert_true(fabs(m.peak_fp32 - m.sm_count * 3e9 * m.fma_units * (m.simd_bytes / 4) * 2) <= 1e-6 * m.peak_fp32);
   setenv("HARP_CPU_BW_GBS", "fast", 1); /* not a number: an error naming the variable */
-  assert_int_equal(hp_knobs_from_env(&e, &k), HP_E_USAGE);
+  assert_int_equal(rt_knobs_from_env(&e, &k), HARP_E_USAGE);
   assert_non_null(strstr(e.msg, "HARP_CPU_BW_GBS"));
   plan_machine_detect_cpu_at(&m, 0, 0);
   assert_true(m.mem_bw == bw && m.clock_ghz == ghz);
@@ -94,8 +94,8 @@ static void test_gemm_view(void **state) {
   (void)state;
   plan_region_info r = gemm_region(64, 32, 16);
   plan_gemm_view g;
-  hp_error e = {0};
-  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_OK);
+  harp_error e = {0};
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HARP_OK);
   assert_true(g.m == 0 && g.n == 1 && g.k == 2 && g.M == 64 && g.N == 32 && g.K == 16 && g.batch == 1);
   /* roles given explicitly win; batch is the other parallel axes */
   memset(&r, 0, sizeof r);
@@ -106,26 +106,26 @@ static void test_gemm_view(void **state) {
   r.axes[2] = (plan_axis_info){"cols", 11, false, PLAN_ROLE_N};
   r.axes[3] = (plan_axis_info){"rows", 13, false, PLAN_ROLE_M};
   r.axes[4] = (plan_axis_info){"h", 5, false, PLAN_ROLE_AUTO};
-  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_OK);
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HARP_OK);
   assert_true(g.m == 3 && g.n == 2 && g.k == 0 && g.batch == 15);
   r.axes[4].role = PLAN_ROLE_M;
-  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   r.axes[4] = (plan_axis_info){"b", 5, false, PLAN_ROLE_AUTO};
-  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HP_E_INVALID_ARG); /* duplicate name */
+  assert_int_equal(plan_region_gemm_view(&r, &g, &e), HARP_E_INVALID_ARG); /* duplicate name */
 }
 
 /* The default plan validates, is canonical (JSON round trip) and reads the
  * machine: vector width 8 halves = 16 bytes on GPUs, 16 fp32 lanes on AVX-512. */
 static void check_default(const plan_region_info *r, const plan_machine *m, plan_t *p) {
-  hp_error e = {0};
+  harp_error e = {0};
   if (plan_default(r, m, NULL, p, &e)) fail_msg("default for %s on %s: %s", r->name, m->name, err_text(&e));
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   if (plan_validate(p, r, m, NULL, &e)) fail_msg("default does not validate: %s", err_text(&e));
   assert_int_equal(p->arch, m->arch);
   char *j = NULL;
   plan_t q;
-  assert_int_equal(plan_to_json(p, &j, &e), HP_OK);
+  assert_int_equal(plan_to_json(p, &j, &e), HARP_OK);
   parse_ok(j, PLAN_ARCH_CPU, &q);
   assert_true(plan_equal(p, &q));
   free(j);
@@ -235,8 +235,8 @@ static void test_enumerate_gemm(void **state) {
     plan_t pts[PLAN_TUNE_POINTS];
     plan_cost costs[PLAN_TUNE_POINTS];
     int n = 0;
-    hp_error e = {0};
-    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e), HP_OK);
+    harp_error e = {0};
+    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
     if (n < 10 || n > 20) fail_msg("%s: %d points", ms[mi].name, n);
     bool algos[PLAN_ALGO_COUNT] = {0}, stages[4] = {0};
     for (int i = 0; i < n; i++) {
@@ -245,7 +245,7 @@ static void test_enumerate_gemm(void **state) {
       if (i) assert_true(costs[i - 1].rank_time <= costs[i].rank_time);
       for (int j = 0; j < i; j++) assert_false(plan_equal(&pts[i], &pts[j]));
       plan_cost c;
-      assert_int_equal(plan_cost_of(&pts[i], &r, &ms[mi], &c, &e), HP_OK);
+      assert_int_equal(plan_cost_of(&pts[i], &r, &ms[mi], &c, &e), HARP_OK);
       assert_true(c.time_est == costs[i].time_est);
       algos[pts[i].algo[PLAN_KEY_MATMUL]] = true;
       stages[pts[i].stages] = true;
@@ -253,25 +253,25 @@ static void test_enumerate_gemm(void **state) {
     assert_true(stages[2] && stages[3]);
     /* the default is the first point */
     plan_t d;
-    assert_int_equal(plan_default(&r, &ms[mi], NULL, &d, &e), HP_OK);
+    assert_int_equal(plan_default(&r, &ms[mi], NULL, &d, &e), HARP_OK);
     assert_true(plan_equal(&d, &pts[0]));
     /* a smaller cap keeps the best ones */
     plan_t few[3];
     int n3 = 0;
-    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, few, NULL, 3, &n3, &e), HP_OK);
+    assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, few, NULL, 3, &n3, &e), HARP_OK);
     assert_int_equal(n3, 3);
     for (int i = 0; i < 3; i++) assert_true(plan_equal(&few[i], &pts[i]));
     if (mi < 2) assert_true(algos[PLAN_ALGO_IMPLICIT_GEMM]);
     /* a backend without split-K restricts the space */
     plan_search_opts only = {1u << PLAN_ALGO_IMPLICIT_GEMM};
-    assert_int_equal(plan_enumerate(&r, &ms[mi], &only, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HP_OK);
+    assert_int_equal(plan_enumerate(&r, &ms[mi], &only, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
     assert_true(n >= 1);
     for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
-    assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HP_OK);
+    assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HARP_OK);
     assert_true(plan_equal(&d, &pts[0]));
     plan_search_opts none = {1u << PLAN_ALGO_FFT_CONV};
-    assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HP_E_UNSUPPORTED);
-    hp_error_clear(&e);
+    assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_E_UNSUPPORTED);
+    harp_error_clear(&e);
   }
 }
 
@@ -324,12 +324,12 @@ static void test_default_other_patterns(void **state) {
   }
   plan_t three;
   parse_ok("split m 64", PLAN_ARCH_SM80, &three);
-  hp_error e = {0};
-  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_INVALID_ARG);
+  harp_error e = {0};
+  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HARP_E_INVALID_ARG);
   assert_non_null(strstr(e.msg, "tiles [M, K]"));
   parse_ok("split k 64; split m 64", PLAN_ARCH_SM80, &three);
-  hp_error_clear(&e);
-  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(plan_validate(&three, &r, plan_machine_gpu(PLAN_ARCH_SM80), NULL, &e), HARP_E_INVALID_ARG);
   assert_non_null(strstr(e.msg, "tile[0] ('k') is a reduction axis"));
   /* attention: M = queries, N = keys (reduced by softmax), K = head dim */
   plan_axis_info att[] = {{"b", 4, false, 0},
@@ -383,31 +383,31 @@ static void test_for_region(void **state) {
   plan_region_info r = gemm_bias_relu_region(1024, 1024, 1024);
   const plan_machine *m = plan_machine_gpu(PLAN_ARCH_SM80);
   plan_t o, out;
-  hp_error e = {0};
+  harp_error e = {0};
   parse_ok(SEED_DSL, PLAN_ARCH_SM80, &o);
-  assert_int_equal(plan_for_region(&r, m, NULL, &o, NULL, &out, &e), HP_OK);
+  assert_int_equal(plan_for_region(&r, m, NULL, &o, NULL, &out, &e), HARP_OK);
   char *j = NULL;
-  assert_int_equal(plan_to_json(&out, &j, &e), HP_OK);
+  assert_int_equal(plan_to_json(&out, &j, &e), HARP_OK);
   assert_string_equal(j, SEED_JSON);
   free(j);
-  assert_int_equal(plan_for_region(&r, m, NULL, NULL, NULL, &out, &e), HP_OK);
+  assert_int_equal(plan_for_region(&r, m, NULL, NULL, NULL, &out, &e), HARP_OK);
   plan_t d;
-  assert_int_equal(plan_default(&r, m, NULL, &d, &e), HP_OK);
+  assert_int_equal(plan_default(&r, m, NULL, &d, &e), HARP_OK);
   assert_true(plan_equal(&out, &d));
   /* an override for another arch, or with another epilogue, is refused */
   const char *txt = "split m 128; split n 64; split k 64\nepilogue bias silu\n";
   parse_ok(txt, PLAN_ARCH_SM80, &o);
-  assert_int_equal(plan_for_region(&r, m, NULL, &o, &(plan_src){"o.plan", txt}, &out, &e), HP_E_INVALID_ARG);
+  assert_int_equal(plan_for_region(&r, m, NULL, &o, &(plan_src){"o.plan", txt}, &out, &e), HARP_E_INVALID_ARG);
   assert_int_equal(e.line, 2);
   assert_int_equal(e.col, 1);
   assert_non_null(strstr(e.msg, "bias relu"));
-  hp_error_clear(&e);
-  assert_int_equal(plan_for_region(&r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &o, NULL, &out, &e), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  harp_error_clear(&e);
+  assert_int_equal(plan_for_region(&r, plan_machine_gpu(PLAN_ARCH_SM90), NULL, &o, NULL, &out, &e), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   /* a region the space cannot serve */
   plan_region_info bad = gemm_region(1024, 1024, 1024);
   bad.naxes = 0;
-  assert_int_equal(plan_default(&bad, m, NULL, &out, &e), HP_E_UNSUPPORTED);
+  assert_int_equal(plan_default(&bad, m, NULL, &out, &e), HARP_E_UNSUPPORTED);
 }
 
 int main(void) {

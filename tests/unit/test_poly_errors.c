@@ -15,19 +15,19 @@ static char *dq(const char *s) {
   return r;
 }
 
-static hp_status load(ibt *t, const char *uops, const char *const *syms) {
+static harp_status load(ibt *t, const char *uops, const char *const *syms) {
   char *u = dq(uops), *json = malloc(strlen(u) + 32);
   sprintf(json, "{\"uops\":[%s]}", u);
   free(u);
-  hp_status s = ibt_load(t, json, syms);
+  harp_status s = ibt_load(t, json, syms);
   free(json);
   return s;
 }
 
-static void expect_error(const ibt *t, hp_status got, hp_status want, const char *node) {
+static void expect_error(const ibt *t, harp_status got, harp_status want, const char *node) {
   char buf[2048];
-  hp_error_format(&t->e, buf, sizeof buf);
-  if (got != want) fail_msg("expected %s, got %s", hp_status_name(want), buf);
+  harp_error_format(&t->e, buf, sizeof buf);
+  if (got != want) fail_msg("expected %s, got %s", harp_status_name(want), buf);
   if (node) assert_string_equal(t->e.node, node);
 }
 
@@ -40,7 +40,7 @@ static void test_negative_stride_view(void **state) {
   tiny_shape s4 = tiny_shape_of(1, (int64_t[]){4});
   int x = tiny_b_input(g, "x", TINY_FP32, &s4);
   tiny_arg_view v = {.shape = s4, .n = 1};
-  hp_error e = {0};
+  harp_error e = {0};
   assert_ok(&e, tiny_expr_parse(&e, g, "3 - i0", 1, &v.map[0]));
   tiny_src src = {x, 0};
   int y = tiny_add(g, "y", TINY_VIEW, &src, 1, &v);
@@ -50,8 +50,8 @@ static void test_negative_stride_view(void **state) {
   tiny_symtab_init(&st);
   assert_ok(&e, tiny_infer(&e, g, &st, false));
   ib_book *ib = NULL;
-  hp_status s = ib_build(&e, g, &st, NULL, &ib);
-  assert_int_equal(s, HP_E_NEGATIVE_STRIDE);
+  harp_status s = ib_build(&e, g, &st, NULL, &ib);
+  assert_int_equal(s, HARP_E_NEGATIVE_STRIDE);
   assert_string_equal(e.node, "y");
   assert_null(ib);
   tiny_symtab_free(&st);
@@ -69,18 +69,18 @@ static void test_negative_stride_shrink_step(void **state) {
   tiny_src src = {x, 0};
   int y = tiny_add(g, "y", TINY_SHRINK, &src, 1, &a);
   tiny_mark_output(g, y);
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab none, bound;
   tiny_symtab_init(&none);
   tiny_symtab_init(&bound);
   assert_ok(&e, tiny_infer(&e, g, &none, true));
   assert_ok(&e, tiny_symtab_set(&e, &bound, "S", 0));
   ib_book *ib = NULL;
-  assert_int_equal(ib_build(&e, g, &bound, NULL, &ib), HP_E_NEGATIVE_STRIDE);
+  assert_int_equal(ib_build(&e, g, &bound, NULL, &ib), HARP_E_NEGATIVE_STRIDE);
   assert_string_equal(e.node, "y");
   /* unbound, the step multiplies an index: Unsupported, not a crash */
-  hp_error_clear(&e);
-  assert_int_equal(ib_build(&e, g, &none, NULL, &ib), HP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  assert_int_equal(ib_build(&e, g, &none, NULL, &ib), HARP_E_UNSUPPORTED);
   tiny_symtab_free(&none);
   tiny_symtab_free(&bound);
   tiny_graph_free(g);
@@ -99,16 +99,16 @@ static void test_missing_div_guard(void **state) {
   assert_int_equal(f->nmods, 1);
   /* drop the upper half of the guard (r <= q-1) */
   f->ncons--;
-  expect_error(&t, ib_validate(&t.e, t.ib), HP_E_MISSING_DIV_GUARD, "y");
+  expect_error(&t, ib_validate(&t.e, t.ib), HARP_E_MISSING_DIV_GUARD, "y");
   assert_non_null(strstr(t.e.msg, "mod 3"));
   /* and the lower half (r >= 0) */
   f->ncons++;
   ib_cons keep = f->cons[f->ncons - 2];
   f->cons[f->ncons - 2] = f->cons[0]; /* a box constraint in its place */
-  hp_error_clear(&t.e);
-  expect_error(&t, ib_validate(&t.e, t.ib), HP_E_MISSING_DIV_GUARD, "y");
+  harp_error_clear(&t.e);
+  expect_error(&t, ib_validate(&t.e, t.ib), HARP_E_MISSING_DIV_GUARD, "y");
   f->cons[f->ncons - 2] = keep;
-  hp_error_clear(&t.e);
+  harp_error_clear(&t.e);
   assert_ok(&t.e, ib_validate(&t.e, t.ib));
   ibt_free(&t);
 }
@@ -125,10 +125,10 @@ static void test_excessive_piecewise_after_coalesce(void **state) {
    * around it still need more than 4 pieces */
   assert_ok(&t.e, load(&t, PAD3 "{'id':'z','uop':'RELU','src':['y']}", NULL));
   poly_options o = {.max_pieces = 4};
-  expect_error(&t, ibt_poly(&t, &o), HP_E_EXCESSIVE_PIECEWISE, "z");
+  expect_error(&t, ibt_poly(&t, &o), HARP_E_EXCESSIVE_PIECEWISE, "z");
   assert_null(t.pv);
   /* the default limit takes it */
-  hp_error_clear(&t.e);
+  harp_error_clear(&t.e);
   assert_ok(&t.e, ibt_poly(&t, NULL));
   const poly_block_info *b = poly_block(t.pv, poly_block_of(t.pv, ibt_node(&t, "z")));
   assert_true(b->access[0].npieces + b->access[0].nfill > 4);
@@ -162,7 +162,7 @@ static void test_excessive_piecewise_indexbook(void **state) {
   ib_free(t.ib);
   t.ib = NULL;
   ib_options o = {.max_pieces_ib = 3};
-  expect_error(&t, ib_build(&t.e, t.g, &t.syms, &o, &t.ib), HP_E_EXCESSIVE_PIECEWISE, NULL);
+  expect_error(&t, ib_build(&t.e, t.g, &t.syms, &o, &t.ib), HARP_E_EXCESSIVE_PIECEWISE, NULL);
   assert_null(t.ib);
   ibt_free(&t);
 }
@@ -182,8 +182,8 @@ static void test_non_scop(void **state) {
   assert_true(ib_get(t.ib, ibt_node(&t, "g"))->acc[0].non_affine);
   assert_false(ib_get(t.ib, ibt_node(&t, "g"))->acc[1].non_affine);
   poly_options strict = {.require_scop = true};
-  expect_error(&t, ibt_poly(&t, &strict), HP_E_NON_SCOP, "g");
-  hp_error_clear(&t.e);
+  expect_error(&t, ibt_poly(&t, &strict), HARP_E_NON_SCOP, "g");
+  harp_error_clear(&t.e);
   assert_ok(&t.e, ibt_poly(&t, NULL));
   assert_int_equal(poly_nnon_scop(t.pv), 1);
   assert_int_equal(poly_nblocks(t.pv), 1); /* EXP only */
@@ -194,11 +194,11 @@ static void test_unsupported_symbolic(void **state) {
   (void)state;
   ibt t;
   /* seed 001 attention: RESHAPE [B,H,D,N] -> [B,H,1,N,D] needs D and N bound */
-  expect_error(&t, ibt_load_file(&t, "tests/models/seed001_attention.json", NULL), HP_E_UNSUPPORTED, "n4");
+  expect_error(&t, ibt_load_file(&t, "tests/models/seed001_attention.json", NULL), HARP_E_UNSUPPORTED, "n4");
   assert_non_null(strstr(t.e.msg, "bind"));
   ibt_free(&t);
   /* seed 001 conv: the stride multiplies an index */
-  expect_error(&t, ibt_load_file(&t, "tests/models/seed001_conv.json", NULL), HP_E_UNSUPPORTED, "xw");
+  expect_error(&t, ibt_load_file(&t, "tests/models/seed001_conv.json", NULL), HARP_E_UNSUPPORTED, "xw");
   ibt_free(&t);
 }
 
@@ -271,21 +271,21 @@ static void test_alloc_failures(void **state) {
   t.ib = NULL;
   int failures = 0;
   for (long n = 1; n < 100000; n++) {
-    hp_error e = {0};
+    harp_error e = {0};
     ib_book *ib = NULL;
     poly_view *pv = NULL;
     char *j1 = NULL, *j2 = NULL;
-    hp_fault_fail_nth_alloc(n);
-    hp_status s = ib_build(&e, t.g, &t.syms, NULL, &ib);
+    ut_fault_fail_nth_alloc(n);
+    harp_status s = ib_build(&e, t.g, &t.syms, NULL, &ib);
     if (!s) s = poly_build(&e, t.g, ib, NULL, &pv);
     if (!s) s = ib_dump_json(&e, ib, &j1);
     if (!s) s = poly_dump_json(&e, pv, &j2);
-    hp_fault_fail_nth_alloc(0);
+    ut_fault_fail_nth_alloc(0);
     free(j1), free(j2);
     poly_free(pv);
     ib_free(ib);
-    if (s == HP_OK) break;
-    if (s != HP_E_NO_MEMORY) fail_msg("allocation %ld: %s (%s)", n, hp_status_name(s), e.msg);
+    if (s == HARP_OK) break;
+    if (s != HARP_E_NO_MEMORY) fail_msg("allocation %ld: %s (%s)", n, harp_status_name(s), e.msg);
     failures++;
   }
   assert_true(failures > 10);

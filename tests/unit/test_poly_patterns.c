@@ -16,7 +16,7 @@ static void load(ibt *t, const char *uops, const char *const *syms) {
   char *u = dq(uops), *json = malloc(strlen(u) + 32);
   sprintf(json, "{\"uops\":[%s]}", u);
   free(u);
-  hp_status s = ibt_load(t, json, syms);
+  harp_status s = ibt_load(t, json, syms);
   free(json);
   assert_ok(&t->e, s);
   assert_ok(&t->e, ibt_poly(t, NULL));
@@ -313,7 +313,7 @@ static void test_stage_of_cast_of_permute(void **state) {
   assert_ok(&t.e, poly_stage_strides(&t.e, t.pv, blk, 0, 1, st, &off, &aff)); /* c[i0, r0] */
   assert_true(aff);
   assert_true(st[0] == 4 && st[2] == 1 && off == 0);
-  assert_int_equal(poly_stage_strides(&t.e, t.pv, blk, 1, 1, st, &off, &aff), HP_E_INTERNAL); /* y has none */
+  assert_int_equal(poly_stage_strides(&t.e, t.pv, blk, 1, 1, st, &off, &aff), HARP_E_INTERNAL); /* y has none */
   ibt_free(&t);
 }
 

@@ -17,7 +17,7 @@ static void load(ibt *t, const char *uops, const char *const *syms) {
   char *u = dq(uops), *json = malloc(strlen(u) + 32);
   sprintf(json, "{\"uops\":[%s]}", u);
   free(u);
-  hp_status s = ibt_load(t, json, syms);
+  harp_status s = ibt_load(t, json, syms);
   free(json);
   assert_ok(&t->e, s);
   assert_ok(&t->e, ibt_poly(t, NULL));

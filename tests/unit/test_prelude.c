@@ -41,11 +41,11 @@ static uint32_t f_bits(float f) {
 static long probes(float *p) {
   long n = 0;
   for (uint32_t h = 0; h < 0x10000u; h++) {
-    float v = hp_f16_to_f32((uint16_t)h);
+    float v = ut_f16_to_f32((uint16_t)h);
     uint32_t b = f_bits(v);
     p[n++] = v;
     if ((h & 0x7c00u) == 0x7c00u) continue;
-    float w = hp_f16_to_f32((uint16_t)(h + 1)); /* the next half away from zero (or inf) */
+    float w = ut_f16_to_f32((uint16_t)(h + 1)); /* the next half away from zero (or inf) */
     if ((h & 0x7fffu) == 0x7bffu) w = (h & 0x8000u) ? -65536.0f : 65536.0f;
     float mid = (float)(((double)v + (double)w) / 2);
     uint32_t mb = f_bits(mid);
@@ -66,10 +66,10 @@ static long probes(float *p) {
 }
 
 static void check_flags(const char *flags) {
-  hp_str src;
-  hp_str_init(&src);
+  ut_str src;
+  ut_str_init(&src);
   rc_emit_prelude(&src);
-  hp_str_puts(&src, LOOPS);
+  ut_str_puts(&src, LOOPS);
   assert_false(src.oom);
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
@@ -82,7 +82,7 @@ static void check_flags(const char *flags) {
   for (uint32_t i = 0; i < 0x10000u; i++) all[i] = (uint16_t)i;
   h2f(all, out, 0x10000);
   for (uint32_t i = 0; i < 0x10000u; i++) {
-    float want = hp_f16_to_f32((uint16_t)i);
+    float want = ut_f16_to_f32((uint16_t)i);
     if (f_bits(out[i]) != f_bits(want)) fail_msg("%s: h2f(0x%04x) = 0x%08x, want 0x%08x", flags, i, f_bits(out[i]), f_bits(want));
   }
   b2f(all, out, 0x10000);
@@ -94,22 +94,22 @@ static void check_flags(const char *flags) {
   uint16_t *r = malloc(sizeof(uint16_t) * (size_t)n);
   f2h(p, r, n);
   for (long i = 0; i < n; i++) {
-    uint16_t want = hp_f32_to_f16(p[i]);
+    uint16_t want = ut_f32_to_f16(p[i]);
     if (r[i] != want) fail_msg("%s: f2h(0x%08x) = 0x%04x, want 0x%04x", flags, f_bits(p[i]), r[i], want);
   }
   f2b(p, r, n);
   for (long i = 0; i < n; i++) {
-    uint16_t want = hp_f32_to_bf16(p[i]);
+    uint16_t want = ut_f32_to_bf16(p[i]);
     if (r[i] != want) fail_msg("%s: f2b(0x%08x) = 0x%04x, want 0x%04x", flags, f_bits(p[i]), r[i], want);
   }
   free(r), free(p), free(out), free(all);
   dlclose(h);
-  hp_str_free(&src);
+  ut_str_free(&src);
 }
 
 static void test_vectorized(void **st) {
   (void)st;
-  check_flags(HP_CFLAGS_HOST);
+  check_flags(RT_CFLAGS_HOST);
 }
 
 static void test_plain(void **st) {
@@ -134,12 +134,12 @@ static char *to_asm(const char *src, const char *flags) {
   fputs(src, fp);
   fclose(fp);
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  assert_int_equal(hp_run_cc(cc, all, NULL, spath, cpath, lpath), 0);
+  assert_int_equal(ut_run_cc(cc, all, NULL, spath, cpath, lpath), 0);
   size_t n = 0;
   char *as = NULL;
-  hp_error e;
+  harp_error e;
   memset(&e, 0, sizeof e);
-  assert_int_equal(hp_read_file(&e, spath, (size_t)1 << 26, &as, &n), HP_OK);
+  assert_int_equal(ut_read_file(&e, spath, (size_t)1 << 26, &as, &n), HARP_OK);
   remove(cpath), remove(spath), remove(lpath), remove(dir);
   return as;
 }
@@ -147,11 +147,11 @@ static char *to_asm(const char *src, const char *flags) {
 
 static void check_vectorizes(const char *flags) {
 #if defined(__x86_64__)
-  hp_str src;
-  hp_str_init(&src);
+  ut_str src;
+  ut_str_init(&src);
   rc_emit_prelude(&src);
   for (size_t f = 0; f < sizeof MATH / sizeof *MATH; f++)
-    hp_str_printf(&src,
+    ut_str_printf(&src,
                   "void t_%s(const float *restrict in, float *restrict out, long n) {\n"
                   "  _Pragma(\"omp simd\") for (long i = 0; i < n; i++) out[i] = %s(in[i]);\n}\n",
                   MATH[f], MATH[f]);
@@ -167,7 +167,7 @@ static void check_vectorizes(const char *flags) {
     if (!packed) fail_msg("%s: the loop over %s did not vectorize (no packed multiply)", flags, MATH[f]);
   }
   free(as);
-  hp_str_free(&src);
+  ut_str_free(&src);
 #else
   (void)flags;
 #endif
@@ -175,8 +175,8 @@ static void check_vectorizes(const char *flags) {
 
 static void test_math_vectorizes(void **st) {
   (void)st;
-  check_vectorizes(HP_CFLAGS_HOST);
-  check_vectorizes(HP_CFLAGS_PORTABLE); /* harp compile's packages, target_clones */
+  check_vectorizes(RT_CFLAGS_HOST);
+  check_vectorizes(RT_CFLAGS_PORTABLE); /* harp compile's packages, target_clones */
 }
 
 /* A floorf whose value a select keeps only in some lanes (a trig reduction
@@ -187,21 +187,21 @@ static void test_math_vectorizes(void **st) {
 static void test_predicated_floor_vectorizes(void **st) {
   (void)st;
 #if defined(__x86_64__)
-  hp_str src;
-  hp_str_init(&src);
+  ut_str src;
+  ut_str_init(&src);
   rc_emit_prelude(&src);
-  hp_str_puts(&src, "HP_NOTRAP void t(const float *restrict in, float *restrict out, long n) {\n"
+  ut_str_puts(&src, "HP_NOTRAP void t(const float *restrict in, float *restrict out, long n) {\n"
                     "  _Pragma(\"omp simd\") for (long i = 0; i < n; i++) {\n"
                     "    float x = in[i], a = x * 0.637f, f = floorf(a), r = (a - f) * 1.57f;\n"
                     "    out[i] = fabsf(x) < 0.785f ? x : r * r * 0.5f - f * 3.0e-8f;\n  }\n}\n");
   assert_false(src.oom);
-  char *as = to_asm(src.buf, HP_CFLAGS_HOST);
+  char *as = to_asm(src.buf, RT_CFLAGS_HOST);
   const char *b = strstr(as, "\nt:"), *end = b ? strstr(b, ".cfi_endproc") : NULL;
   assert_true(b && end);
   const char *m = strstr(b, "mulps");
-  if (!m || m > end) fail_msg("%s: the predicated floorf loop did not vectorize", HP_CFLAGS_HOST);
+  if (!m || m > end) fail_msg("%s: the predicated floorf loop did not vectorize", RT_CFLAGS_HOST);
   free(as);
-  hp_str_free(&src);
+  ut_str_free(&src);
 #endif
 }
 

@@ -43,39 +43,39 @@ static const int RANKS[NIN] = {4, 4, 1, 4, 2, 2, 2, 2, 2, 4, 1, 4, 2};
 typedef struct compiled {
   tiny_graph *g;
   tiny_symtab syms;
-  hp_cpu_model *cm;
+  rt_cpu_model *cm;
 } compiled;
 
 /* Lower MODEL, mark the inputs named in params as weights, compile (source
  * kept) with the knob setting `knob` ("NAME=VALUE"; NULL: the defaults). */
 static void compile_model(const char *const *params, const char *knob, compiled *out) {
-  hp_error e = {0};
-  hp_program *p = fu_load(MODEL);
+  harp_error e = {0};
+  hg_program *p = fu_load(MODEL);
   tiny_symtab_init(&out->syms);
-  assert_ok(&e, hp_lower(&e, p, &out->g, &out->syms));
-  hp_program_free(p);
+  assert_ok(&e, hg_lower(&e, p, &out->g, &out->syms));
+  hg_program_free(p);
   for (int i = 0; params && params[i]; i++)
     for (int k = 0; k < out->g->n; k++)
       if (out->g->nodes[k].op == TINY_INPUT && !strcmp(out->g->nodes[k].a.input.tensor_id, params[i]))
         out->g->nodes[k].a.input.storage = "param";
   assert_ok(&e, tiny_prepare(&e, out->g, &out->syms, false));
-  hp_knobs k;
-  hp_knobs_init(&k);
-  if (knob) assert_ok(&e, hp_knob_assign(&e, &k, knob));
-  hp_cpu_opts co = {.knobs = &k, .keep_source = true};
-  assert_ok(&e, hp_cpu_compile(&e, out->g, &out->syms, &co, &out->cm));
-  assert_int_equal(hp_cpu_function(out->cm)->nargs, NIN); /* in NAMES order, as the graph's inputs */
+  rt_knobs k;
+  rt_knobs_init(&k);
+  if (knob) assert_ok(&e, rt_knob_assign(&e, &k, knob));
+  rt_cpu_opts co = {.knobs = &k, .keep_source = true};
+  assert_ok(&e, rt_cpu_compile(&e, out->g, &out->syms, &co, &out->cm));
+  assert_int_equal(rt_cpu_function(out->cm)->nargs, NIN); /* in NAMES order, as the graph's inputs */
 }
 
 static void compiled_free(compiled *c) {
-  hp_cpu_free(c->cm);
+  rt_cpu_free(c->cm);
   tiny_graph_free(c->g);
   tiny_symtab_free(&c->syms);
 }
 
 /* The text of model_init in the generated C (freed by the caller). */
-static char *init_text(const hp_cpu_model *cm) {
-  const char *src = hp_cpu_source(cm);
+static char *init_text(const rt_cpu_model *cm) {
+  const char *src = rt_cpu_source(cm);
   assert_non_null(src);
   const char *at = strstr(src, "model_t *model_init(");
   assert_non_null(at);
@@ -91,30 +91,30 @@ static int count(const char *s, const char *what) {
 }
 
 /* Random inputs in NAMES order (the graph's), scaled so sums stay near 1. */
-static void make_inputs(uint64_t seed, hp_tensor *t) {
-  hp_error e = {0};
+static void make_inputs(uint64_t seed, ut_tensor *t) {
+  harp_error e = {0};
   for (int i = 0; i < NIN; i++) {
-    assert_ok(&e, hp_tensor_alloc(&e, &t[i], TINY_FP32, RANKS[i], SHAPES[i]));
+    assert_ok(&e, ut_tensor_alloc(&e, &t[i], TINY_FP32, RANKS[i], SHAPES[i]));
     float *d = t[i].data;
-    for (int64_t k = 0; k < hp_tensor_numel(&t[i]); k++) d[k] = (float)(fu_rand(&seed) * (i == 0 ? 1.0 : 0.3));
+    for (int64_t k = 0; k < ut_tensor_numel(&t[i]); k++) d[k] = (float)(fu_rand(&seed) * (i == 0 ? 1.0 : 0.3));
   }
 }
 
-static void free_tensors(hp_tensor *t, int n) {
-  for (int i = 0; i < n; i++) hp_tensor_free(&t[i]);
+static void free_tensors(ut_tensor *t, int n) {
+  for (int i = 0; i < n; i++) ut_tensor_free(&t[i]);
 }
 
 /* An instance of c->cm over these weights (the params among t). */
-static void *instance(const compiled *c, const hp_tensor *t) {
-  hp_error e = {0};
-  const hp_function *f = hp_cpu_function(c->cm);
-  hp_tensor params[NIN];
+static void *instance(const compiled *c, const ut_tensor *t) {
+  harp_error e = {0};
+  const fn_function *f = rt_cpu_function(c->cm);
+  ut_tensor params[NIN];
   int np = 0;
   for (int a = 0; a < f->nargs; a++)
     if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = t[a]; /* args follow the graph: NAMES order */
-  hp_constpool cp = {0};
+  fn_constpool cp = {0};
   assert_ok(&e, fn_constpool_from_tensors(&e, f, params, np, &cp));
-  void *inst = hp_cpu_instance_new(c->cm, cp.data, cp.size);
+  void *inst = rt_cpu_instance_new(c->cm, cp.data, cp.size);
   memset(cp.data, 0x7f, cp.size); /* the instance keeps its own copy: the block is garbage from here on */
   fn_constpool_free(&cp);
   assert_non_null(inst);
@@ -122,25 +122,25 @@ static void *instance(const compiled *c, const hp_tensor *t) {
 }
 
 /* One model_run on inputs t (its non-weights), checked against the interpreter. */
-static void run_and_check(const compiled *c, void *inst, const hp_tensor *t) {
-  hp_error e = {0};
-  const hp_function *f = hp_cpu_function(c->cm);
+static void run_and_check(const compiled *c, void *inst, const ut_tensor *t) {
+  harp_error e = {0};
+  const fn_function *f = rt_cpu_function(c->cm);
   const void *in[NIN];
   int ni = 0;
   for (int a = 0; a < f->nargs; a++)
     if (f->buffers[f->args[a]].kind != FN_PARAM) in[ni++] = t[a].data;
-  hp_tensor want[NOUT], got[NOUT];
+  ut_tensor want[NOUT], got[NOUT];
   assert_ok(&e, tiny_interp(&e, c->g, &c->syms, t, NIN, want));
   void *outp[NOUT];
   for (int k = 0; k < NOUT; k++) {
-    assert_ok(&e, hp_tensor_alloc(&e, &got[k], TINY_FP32, want[k].rank, want[k].shape));
+    assert_ok(&e, ut_tensor_alloc(&e, &got[k], TINY_FP32, want[k].rank, want[k].shape));
     memset(got[k].data, 0xff, got[k].nbytes); /* NaN: a value not written shows */
     outp[k] = got[k].data;
   }
-  assert_int_equal(hp_cpu_instance_run(c->cm, inst, in, outp), 0);
+  assert_int_equal(rt_cpu_instance_run(c->cm, inst, in, outp), 0);
   for (int k = 0; k < NOUT; k++) {
     const float *g = got[k].data, *w = want[k].data;
-    for (int64_t i = 0; i < hp_tensor_numel(&want[k]); i++)
+    for (int64_t i = 0; i < ut_tensor_numel(&want[k]); i++)
       if (!(fabsf(g[i] - w[i]) <= 1e-4f + 1e-4f * fabsf(w[i])))
         fail_msg("output %d element %lld: got %.9g, want %.9g", k, (long long)i, g[i], w[i]);
   }
@@ -150,11 +150,11 @@ static void run_and_check(const compiled *c, void *inst, const hp_tensor *t) {
 
 /* One instance over inputs of this seed, one checked run, then freed. */
 static void run_one_instance(const compiled *c, uint64_t seed) {
-  hp_tensor t[NIN];
+  ut_tensor t[NIN];
   make_inputs(seed, t);
   void *m = instance(c, t);
   run_and_check(c, m, t);
-  hp_cpu_instance_free(c->cm, m);
+  rt_cpu_instance_free(c->cm, m);
   free_tensors(t, NIN);
 }
 
@@ -168,7 +168,7 @@ static void params_packed_once(const char *conv_algo) {
   snprintf(knob, sizeof knob, "HARP_CONV=%s", conv_algo ? conv_algo : "auto");
   compiled c;
   compile_model(WEIGHTS, knob, &c);
-  const char *src = hp_cpu_source(c.cm);
+  const char *src = rt_cpu_source(c.cm);
   char *init = init_text(c.cm);
   /* a weight read only packed is packed from params and not kept as stored
    * (no copy into m->consts); here every packed weight is such a one */
@@ -182,7 +182,7 @@ static void params_packed_once(const char *conv_algo) {
   if (__builtin_cpu_supports("avx512f")) /* the pack is the algorithm's */
     assert_int_equal(count(src, "/* direct conv ("), conv_algo ? 0 : NDIRECT);
   free(init);
-  hp_tensor t1[NIN], t2[NIN];
+  ut_tensor t1[NIN], t2[NIN];
   make_inputs(1, t1);
   make_inputs(2, t2);
   void *m1 = instance(&c, t1);
@@ -191,14 +191,14 @@ static void params_packed_once(const char *conv_algo) {
   void *m2 = instance(&c, t2); /* other weights, packed into its own block */
   for (int k = 0; k < NIN; k++)
     if (!strcmp(NAMES[k], "x") || !strcmp(NAMES[k], "v") || !strcmp(NAMES[k], "u") || !strcmp(NAMES[k], "h")) { /* inputs: t2's, weights still t1's */
-      hp_tensor tmp = t1[k];
+      ut_tensor tmp = t1[k];
       t1[k] = t2[k], t2[k] = tmp;
     }
   run_and_check(&c, m1, t1);
   run_and_check(&c, m2, t2);
   run_and_check(&c, m1, t1);
-  hp_cpu_instance_free(c.cm, m2);
-  hp_cpu_instance_free(c.cm, m1);
+  rt_cpu_instance_free(c.cm, m2);
+  rt_cpu_instance_free(c.cm, m1);
   free_tensors(t1, NIN);
   free_tensors(t2, NIN);
   compiled_free(&c);
@@ -219,7 +219,7 @@ static void test_inputs_not_packed(void **state) {
   (void)state;
   compiled c;
   compile_model(NULL, NULL, &c);
-  const char *src = hp_cpu_source(c.cm);
+  const char *src = rt_cpu_source(c.cm);
   assert_int_equal(count(src, "_wpack("), 0);
   assert_int_equal(count(src, "_pack_a("), 0);
   assert_int_equal(count(src, "_pack_b("), 0);
@@ -234,7 +234,7 @@ static void test_no_prepack_switch(void **state) {
   (void)state;
   compiled c;
   compile_model(WEIGHTS, "no_prepack=1", &c);
-  assert_int_equal(count(hp_cpu_source(c.cm), "_wpack("), 0);
+  assert_int_equal(count(rt_cpu_source(c.cm), "_wpack("), 0);
   run_one_instance(&c, 4);
   compiled_free(&c);
 }
@@ -261,21 +261,21 @@ static void test_init_failures(void **state) {
   (void)state;
   compiled c;
   compile_model(WEIGHTS, NULL, &c);
-  hp_str src;
-  hp_str_init(&src);
-  hp_str_puts(&src, SHIM);
-  hp_str_puts(&src, hp_cpu_source(c.cm));
+  ut_str src;
+  ut_str_init(&src);
+  ut_str_puts(&src, SHIM);
+  ut_str_puts(&src, rt_cpu_source(c.cm));
   assert_false(src.oom);
-  hp_error e = {0};
+  harp_error e = {0};
   void *dl = NULL;
   cgen_cc_opts cc = {.flags = "-O1 -march=native"}; /* the JIT's source: host-only code */
   assert_ok(&e, cgen_compile_so(&e, src.buf, &cc, &dl));
-  hp_str_free(&src);
+  ut_str_free(&src);
   void *(*init)(const void *, size_t) = (void *(*)(const void *, size_t))dlsym(dl, "model_init");
   void (*fr)(void *) = (void (*)(void *))dlsym(dl, "model_free");
   int *fail_at = dlsym(dl, "hpt_fail_at"), *calls = dlsym(dl, "hpt_calls"), *live = dlsym(dl, "hpt_live");
   assert_true(init && fr && fail_at && calls && live);
-  const hp_function *f = hp_cpu_function(c.cm);
+  const fn_function *f = rt_cpu_function(c.cm);
   unsigned char *params = calloc(1, f->const_bytes); /* zeros: the values do not matter here */
   setenv("HARP_NUM_THREADS", "2", 1); /* with a pool, whose allocations fail too */
   int nulls = 0, n = 0;

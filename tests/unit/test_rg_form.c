@@ -109,7 +109,7 @@ static void test_conv_bias_silu(void **state) {
         assert_int_equal(h->hi[2], 1);
         assert_int_equal(h->lo[3], 1);
         assert_int_equal(h->hi[3], 1);
-        int64_t th = HP_MIN(I->halos[0].tile[2], s ? 16 : 6), tw = HP_MIN(I->halos[0].tile[3], s ? 16 : 5);
+        int64_t th = UT_MIN(I->halos[0].tile[2], s ? 16 : 6), tw = UT_MIN(I->halos[0].tile[3], s ? 16 : 5);
         assert_int_equal(h->extent[2], th + 2);
         assert_int_equal(h->extent[3], tw + 2);
         assert_int_equal(h->lo[1] + h->hi[1], 0); /* channels are reduced: no halo */
@@ -276,7 +276,7 @@ static void test_gemm_chain_arena(void **state) {
       /* the next GEMM does not take the ReLU before it: no prologue */
       if (r) rgt_expect_stop(&t.p->regions[r], t.p->regions[r - 1].name, "unsupported_shape");
     }
-    hp_function *f;
+    fn_function *f;
     assert_ok(&t.e, fn_build(&t.e, t.p, "chain", &f));
     size_t sum = 0;
     int temps = 0;
@@ -351,7 +351,7 @@ static void test_builder_chain(void **state) {
     x = tiny_b_unary(t.g, TINY_RELU, tiny_b_binary_imm(t.g, TINY_ADD, tiny_b_reduce(t.g, prod, TINY_RSUM, axes, 1, TINY_FP32), 0.25));
   }
   tiny_mark_output(t.g, x);
-  assert_int_equal(t.g->err.code, HP_OK);
+  assert_int_equal(t.g->err.code, HARP_OK);
   assert_ok(&t.e, tiny_prepare(&t.e, t.g, &t.syms, false));
   rgt_form(&t, PLAN_ARCH_CPU);
   assert_int_equal(t.p->n, 4);
@@ -362,7 +362,7 @@ static void test_builder_chain(void **state) {
 static void test_errors(void **state) {
   (void)state;
   /* sizes must be bound */
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_graph *g;
   tiny_symtab st;
   tiny_symtab_init(&st);
@@ -371,7 +371,7 @@ static void test_errors(void **state) {
   assert_ok(&e, tiny_load_file(&e, path, &g));
   assert_ok(&e, tiny_prepare(&e, g, &st, true));
   rg_partition *p = NULL;
-  assert_int_equal(rg_form(&e, g, &st, NULL, &p), HP_E_UNBOUND_SYMBOL);
+  assert_int_equal(rg_form(&e, g, &st, NULL, &p), HARP_E_UNBOUND_SYMBOL);
   assert_null(p);
   tiny_graph_free(g);
   tiny_symtab_free(&st);
@@ -381,18 +381,18 @@ static void test_errors(void **state) {
   rgt_load(&t, "attention_full_causal.json", syms);
   int ok = 0, oom = 0;
   for (long n = 1; n < 3000 && ok < 2; n += 29) {
-    hp_error e2 = {0};
+    harp_error e2 = {0};
     plan_machine m;
     plan_machine_get(PLAN_ARCH_SM80, &m);
     rg_options o = {.machine = &m};
-    hp_fault_fail_nth_alloc(n);
-    hp_status s = rg_form(&e2, t.g, &t.syms, &o, &p);
-    hp_fault_fail_nth_alloc(0);
-    if (s == HP_OK) {
+    ut_fault_fail_nth_alloc(n);
+    harp_status s = rg_form(&e2, t.g, &t.syms, &o, &p);
+    ut_fault_fail_nth_alloc(0);
+    if (s == HARP_OK) {
       ok++;
       rg_partition_free(p);
     } else {
-      assert_int_equal(s, HP_E_NO_MEMORY);
+      assert_int_equal(s, HARP_E_NO_MEMORY);
       oom++;
     }
   }

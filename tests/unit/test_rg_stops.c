@@ -60,7 +60,7 @@ static void test_non_scop(void **state) {
   expect(&t, "g", "a", "non_scop");
   assert_true(rgt_region_of(&t, "b") == rgt_region_of(&t, "c"));
   /* indices in range for the playback: the random inputs are 0 for i32... build them */
-  hp_function *f;
+  fn_function *f;
   assert_ok(&t.e, fn_build(&t.e, t.p, "g", &f));
   assert_ok(&t.e, fn_check(&t.e, f));
   fn_free(f);

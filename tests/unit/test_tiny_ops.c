@@ -144,12 +144,12 @@ static char *model_text(const ocase *c) {
 
 static void run_case(void **state) {
   const ocase *c = *state;
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab syms;
-  hp_status st;
+  harp_status st;
   tiny_graph *g = tu_prepare(&e, model_text(c), NULL, &syms, &st);
   assert_ok(&e, st);
-  hp_tensor in[3], out[1];
+  ut_tensor in[3], out[1];
   for (int i = 0; i < c->nin; i++)
     in[i] = tu_tensor((tiny_dtype)tiny_dtype_parse(c->in[i].dtype), c->in[i].rank, c->in[i].shape, c->in[i].v);
   assert_ok(&e, tiny_interp(&e, g, &syms, in, c->nin, out));
@@ -161,8 +161,8 @@ static void run_case(void **state) {
     n *= c->out_shape[d];
   }
   tu_expect(&out[0], c->want, n, c->tol);
-  for (int i = 0; i < c->nin; i++) hp_tensor_free(&in[i]);
-  hp_tensor_free(&out[0]);
+  for (int i = 0; i < c->nin; i++) ut_tensor_free(&in[i]);
+  ut_tensor_free(&out[0]);
   tiny_graph_free(g);
   tiny_symtab_free(&syms);
 }

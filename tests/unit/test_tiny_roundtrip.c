@@ -36,7 +36,7 @@ static void assert_same_graph(const tiny_graph *a, const tiny_graph *b) {
 }
 
 static tiny_graph *reload(const tiny_graph *g) {
-  hp_error e = {0};
+  harp_error e = {0};
   char *text = tiny_write_json(g);
   assert_non_null(text);
   tiny_graph *h = NULL;
@@ -46,7 +46,7 @@ static tiny_graph *reload(const tiny_graph *g) {
 }
 
 static void roundtrip_file(const char *path, bool normalize) {
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_graph *g = NULL;
   assert_ok(&e, tiny_load_file(&e, path, &g));
   if (normalize) {
@@ -91,7 +91,7 @@ static void test_expr_roundtrip(void **state) {
                          "(i0*3 + i1) floordiv 2 + i2 % 3", "i0 // 2", "i0 - i1", "-(i0 + 2)"};
   tiny_graph *g = tiny_graph_new();
   for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
-    hp_error e = {0};
+    harp_error e = {0};
     const tiny_expr *x, *y;
     assert_ok(&e, tiny_expr_parse(&e, g, exprs[i], 5, &x));
     char a[256], b[256];
@@ -129,8 +129,8 @@ static void test_builder_matches_json(void **state) {
   int axes[] = {1};
   int r = tiny_b_reduce(g, m, TINY_RSUM, axes, 1, TINY_FP32);
   assert_true(r >= 0);
-  assert_int_equal(g->err.code, HP_OK);
-  hp_error e = {0};
+  assert_int_equal(g->err.code, HARP_OK);
+  harp_error e = {0};
   tiny_symtab syms;
   tiny_symtab_init(&syms);
   tiny_symtab_set(&e, &syms, "M", 2);
@@ -146,46 +146,46 @@ static void test_builder_matches_json(void **state) {
   tiny_graph_free(h);
   /* a builder error sticks and is reported once */
   assert_int_equal(tiny_b_binary(g, TINY_ADD, 0, 999), -1);
-  assert_int_equal(g->err.code, HP_E_DANGLING);
+  assert_int_equal(g->err.code, HARP_E_DANGLING);
   assert_int_equal(tiny_b_unary(g, TINY_NEG, 0), -1);
   tiny_symtab_free(&syms);
   tiny_graph_free(g);
 }
 
 /* Fail the Nth allocation for every N until the whole pipeline succeeds:
- * each failure must be a clean HP_E_NO_MEMORY (ASan checks for leaks). */
+ * each failure must be a clean HARP_E_NO_MEMORY (ASan checks for leaks). */
 static void test_fault_injection(void **state) {
   (void)state;
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/seed001_attention.json", HARP_SOURCE_DIR);
   char *text;
   size_t len;
-  hp_error e0 = {0};
-  assert_ok(&e0, hp_read_file(&e0, path, 1 << 20, &text, &len));
+  harp_error e0 = {0};
+  assert_ok(&e0, ut_read_file(&e0, path, 1 << 20, &text, &len));
   int failures = 0;
   for (long n = 1; n < 100000; n++) {
-    hp_error e = {0};
+    harp_error e = {0};
     tiny_graph *g = NULL;
     tiny_symtab syms;
     tiny_symtab_init(&syms);
-    hp_fault_fail_nth_alloc(n);
-    hp_status st = tiny_load_json(&e, text, len, "a.json", &g);
+    ut_fault_fail_nth_alloc(n);
+    harp_status st = tiny_load_json(&e, text, len, "a.json", &g);
     if (!st) st = tiny_symtab_parse_assign(&e, &syms, "B=1");
     if (!st) st = tiny_symtab_parse_assign(&e, &syms, "H=2");
     if (!st) st = tiny_symtab_parse_assign(&e, &syms, "M=3");
     if (!st) st = tiny_symtab_parse_assign(&e, &syms, "N=4");
     if (!st) st = tiny_symtab_parse_assign(&e, &syms, "D=5");
     if (!st) st = tiny_prepare(&e, g, &syms, false);
-    bool never_fired = hp_fault_remaining() > 0; /* fewer than n allocations */
-    hp_fault_fail_nth_alloc(0);
+    bool never_fired = ut_fault_remaining() > 0; /* fewer than n allocations */
+    ut_fault_fail_nth_alloc(0);
     tiny_graph_free(g);
     tiny_symtab_free(&syms);
     if (never_fired) {
-      assert_int_equal(st, HP_OK);
+      assert_int_equal(st, HARP_OK);
       break;
     }
-    if (st != HP_OK) {
-      if (st != HP_E_NO_MEMORY) fail_msg("allocation %ld failed: expected OutOfMemory, got %s (%s)", n, hp_status_name(st), e.msg);
+    if (st != HARP_OK) {
+      if (st != HARP_E_NO_MEMORY) fail_msg("allocation %ld failed: expected OutOfMemory, got %s (%s)", n, harp_status_name(st), e.msg);
       failures++;
     }
   }

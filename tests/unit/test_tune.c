@@ -27,10 +27,10 @@ static void rm_tree(const char *dir) {
 }
 
 static char *slurp(const char *path) {
-  hp_error e = {0};
+  harp_error e = {0};
   char *buf = NULL;
   size_t len = 0;
-  assert_ok(&e, hp_read_file(&e, path, 1 << 20, &buf, &len));
+  assert_ok(&e, ut_read_file(&e, path, 1 << 20, &buf, &len));
   return buf;
 }
 
@@ -62,7 +62,7 @@ static void test_shapeset_classes(void **state) {
 
 static void test_shapeset_key(void **state) {
   (void)state;
-  hp_error e = {0};
+  harp_error e = {0};
   tiny_symtab s;
   tiny_symtab_init(&s);
   char key[PLAN_SHAPESET_MAX], bind[PLAN_SHAPESET_MAX];
@@ -119,7 +119,7 @@ static const char LIST[] =
 
 static void test_plan_list(void **state) {
   (void)state;
-  hp_error e = {0};
+  harp_error e = {0};
   assert_true(plan_text_is_list(LIST));
   assert_false(plan_text_is_list("{\"tile\": [1]}"));
   assert_false(plan_text_is_list("split m 64"));
@@ -142,12 +142,12 @@ static void test_plan_list(void **state) {
       "   \"plan\": {\"tile\": [96, 512, 256],\n"
       "            \"stages\": 7}}\n"
       "]}\n";
-  assert_int_equal(plan_list_parse(bad, "bad.json", PLAN_ARCH_CPU, &ents, &n, &e), HP_E_INVALID_ARG);
+  assert_int_equal(plan_list_parse(bad, "bad.json", PLAN_ARCH_CPU, &ents, &n, &e), HARP_E_INVALID_ARG);
   assert_string_equal(e.file, "bad.json");
   assert_int_equal(e.line, 4);
   assert_int_equal(e.col, 23);
   assert_non_null(strstr(e.snippet, "\"stages\": 7"));
-  hp_error_clear(&e);
+  harp_error_clear(&e);
   /* unknown keys, a missing region, duplicates */
   static const char *const wrong[][2] = {
       {"{\"plans\": [{\"region\": \"C\", \"plan\": null, \"tile\": 3}]}", "unknown key \"tile\""},
@@ -159,8 +159,8 @@ static void test_plan_list(void **state) {
       {"{\"plans\": [", "invalid JSON"},
   };
   for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
-    hp_error_clear(&e);
-    if (plan_list_parse(wrong[i][0], "w.json", PLAN_ARCH_CPU, &ents, &n, &e) == HP_OK) fail_msg("accepted %s", wrong[i][0]);
+    harp_error_clear(&e);
+    if (plan_list_parse(wrong[i][0], "w.json", PLAN_ARCH_CPU, &ents, &n, &e) == HARP_OK) fail_msg("accepted %s", wrong[i][0]);
     if (!strstr(e.msg, wrong[i][1])) fail_msg("%s: %s", wrong[i][0], e.msg);
     assert_true(e.line >= 1);
   }
@@ -188,7 +188,7 @@ static plan_region_info gemm_info(int64_t M, int64_t N, int64_t K) {
 
 static void test_retarget(void **state) {
   (void)state;
-  hp_error e = {0};
+  harp_error e = {0};
   plan_machine m = cpu_machine();
   plan_region_info big = gemm_info(1024, 1024, 1024), odd = gemm_info(1000, 1000, 1000);
   plan_t p, q;
@@ -197,8 +197,8 @@ static void test_retarget(void **state) {
   plan_fill_from_region(&p, &big);
   assert_ok(&e, plan_validate(&p, &big, &m, NULL, &e));
   /* the same plan does not fit 1000 (no tails) until retargeted */
-  assert_int_equal(plan_validate(&p, &odd, &m, NULL, &e), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(plan_validate(&p, &odd, &m, NULL, &e), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   q = p;
   plan_retarget(&q, &odd);
   assert_int_equal(q.npred, 3); /* m, n (tile and vector), k */
@@ -212,11 +212,11 @@ static void test_retarget(void **state) {
 /* ---- the plan cache ------------------------------------------------------------------- */
 static void test_plan_cache(void **state) {
   (void)state;
-  hp_error e = {0};
+  harp_error e = {0};
   char dir[512];
   tmpdir(dir, sizeof dir);
-  hp_plan_key k = {"0123456789abcdef", "C", "K:1024;M:1024;N:1024", "cpu:test"};
-  hp_plan_entry in, out;
+  rt_plan_key k = {"0123456789abcdef", "C", "K:1024;M:1024;N:1024", "cpu:test"};
+  rt_plan_entry in, out;
   memset(&in, 0, sizeof in);
   assert_ok(&e, plan_parse("split m 96; split n 512; split k 256; warp_tile 6x64; vectorize n.i.i 16; predicate_tail m.i.i",
                            "p", PLAN_ARCH_CPU, &in.plan, &e));
@@ -224,32 +224,32 @@ static void test_plan_cache(void **state) {
   in.median_ms = 9.5, in.default_ms = 10.25, in.points = 12, in.repeat = 20;
   snprintf(in.tuned_at, sizeof in.tuned_at, "2026-01-01T00:00:00Z");
   bool found = true;
-  char note[HP_PLAN_NOTE_MAX];
+  char note[RT_PLAN_NOTE_MAX];
   /* a miss: no note */
-  assert_ok(&e, hp_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+  assert_ok(&e, rt_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
   assert_false(found);
   assert_string_equal(note, "");
   char *path = NULL;
-  assert_ok(&e, hp_plan_cache_store(&e, dir, &k, &in, &path));
+  assert_ok(&e, rt_plan_cache_store(&e, dir, &k, &in, &path));
   assert_non_null(strstr(path, "/plans/"));
-  char *want = hp_plan_cache_path(dir, &k);
+  char *want = rt_plan_cache_path(dir, &k);
   assert_string_equal(path, want);
   free(want);
-  assert_ok(&e, hp_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+  assert_ok(&e, rt_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
   assert_true(found);
   assert_true(plan_equal(&in.plan, &out.plan));
   assert_string_equal(out.binding, in.binding);
   assert_string_equal(out.tuned_at, in.tuned_at);
   assert_true(out.median_ms == 9.5 && out.default_ms == 10.25 && out.points == 12 && out.repeat == 20);
   /* another ShapeSet or machine is another entry */
-  hp_plan_key k2 = k;
+  rt_plan_key k2 = k;
   k2.shapeset = "K:2048;M:1024;N:1024";
-  assert_ok(&e, hp_plan_cache_load(&e, dir, &k2, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+  assert_ok(&e, rt_plan_cache_load(&e, dir, &k2, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
   assert_false(found);
   /* an entry copied under another key's name reads as a miss, with a note */
-  char *p2 = hp_plan_cache_path(dir, &k2), *text = slurp(path);
+  char *p2 = rt_plan_cache_path(dir, &k2), *text = slurp(path);
   spit(p2, text);
-  assert_ok(&e, hp_plan_cache_load(&e, dir, &k2, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+  assert_ok(&e, rt_plan_cache_load(&e, dir, &k2, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
   assert_false(found);
   assert_non_null(strstr(note, "another model"));
   /* corrupt entries are ignored with a note, never an error */
@@ -262,7 +262,7 @@ static void test_plan_cache(void **state) {
   for (size_t i = 0; i < sizeof corrupt / sizeof corrupt[0]; i++) {
     spit(path, corrupt[i][0]);
     found = true;
-    assert_ok(&e, hp_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+    assert_ok(&e, rt_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
     assert_false(found);
     if (!strstr(note, corrupt[i][1]) || !strstr(note, "ignored")) fail_msg("%s: %s", corrupt[i][0], note);
   }
@@ -271,12 +271,12 @@ static void test_plan_cache(void **state) {
   assert_non_null(bad);
   memcpy(bad, "\"warp_tilX\"", 11);
   spit(path, text);
-  assert_ok(&e, hp_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+  assert_ok(&e, rt_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
   assert_false(found);
   assert_non_null(strstr(note, "malformed"));
   /* a store replaces whatever is there */
-  assert_ok(&e, hp_plan_cache_store(&e, dir, &k, &in, NULL));
-  assert_ok(&e, hp_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
+  assert_ok(&e, rt_plan_cache_store(&e, dir, &k, &in, NULL));
+  assert_ok(&e, rt_plan_cache_load(&e, dir, &k, PLAN_ARCH_CPU, &out, &found, note, sizeof note));
   assert_true(found);
   free(text);
   free(p2);
@@ -288,43 +288,43 @@ static void test_plan_cache(void **state) {
 static void test_spearman(void **state) {
   (void)state;
   double x[] = {1, 2, 3, 4, 5}, up[] = {10, 20, 25, 40, 100}, down[] = {5, 4, 3, 2, 1}, flat[] = {7, 7, 7, 7, 7};
-  assert_true(fabs(hp_spearman(x, up, 5) - 1) < 1e-12);
-  assert_true(fabs(hp_spearman(x, down, 5) + 1) < 1e-12);
-  assert_true(isnan(hp_spearman(x, flat, 5)));
-  assert_true(isnan(hp_spearman(x, up, 1)));
+  assert_true(fabs(rt_spearman(x, up, 5) - 1) < 1e-12);
+  assert_true(fabs(rt_spearman(x, down, 5) + 1) < 1e-12);
+  assert_true(isnan(rt_spearman(x, flat, 5)));
+  assert_true(isnan(rt_spearman(x, up, 1)));
   /* ties get average ranks: ranks x = 1, 2.5, 2.5, 4; y = 1, 2, 3, 4 -> rho = 0.9487 */
   double tx[] = {1, 2, 2, 3}, ty[] = {1, 2, 3, 4};
-  assert_true(fabs(hp_spearman(tx, ty, 4) - 0.9486832980505138) < 1e-9);
+  assert_true(fabs(rt_spearman(tx, ty, 4) - 0.9486832980505138) < 1e-9);
   /* a textbook example: d^2 sum 4 over n = 5 -> 1 - 6*4/(5*24) = 0.8 */
   double a[] = {1, 2, 3, 4, 5}, b[] = {2, 1, 4, 3, 5};
-  assert_true(fabs(hp_spearman(a, b, 5) - 0.8) < 1e-12);
+  assert_true(fabs(rt_spearman(a, b, 5) - 0.8) < 1e-12);
 }
 
 static void test_csv_log(void **state) {
   (void)state;
-  hp_error e = {0};
+  harp_error e = {0};
   char dir[512], path[600];
   tmpdir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/sub/tune.csv", dir);
   plan_t p;
   assert_ok(&e, plan_parse("split m 96; split n 512; split k 256", "p", PLAN_ARCH_CPU, &p, &e));
-  char *one = hp_plan_oneline(&p);
+  char *one = rt_plan_oneline(&p);
   assert_non_null(one);
   assert_null(strchr(one, '\n'));
   assert_non_null(strstr(one, "split m 96; split n 512; split k 256;"));
-  hp_tune_row rows[2] = {
+  rt_tune_row rows[2] = {
       {"2026-01-01T00:00:00Z", "cpu:x", "abc", "M:1024", "M=1000", "C", 0, true, false, 2e9, 1.2e7, 1, 10.5, 9.25, 20, &p},
       {"2026-01-01T00:00:00Z", "cpu:x", "abc", "M:1024", "M=1000", "a,\"b\"", 1, false, true, 2e9, 1.2e7, 0.5, 12, 8, 20, &p},
   };
-  assert_ok(&e, hp_tune_log_append(&e, path, rows, 2));
-  assert_ok(&e, hp_tune_log_append(&e, path, rows, 1));
+  assert_ok(&e, rt_tune_log_append(&e, path, rows, 2));
+  assert_ok(&e, rt_tune_log_append(&e, path, rows, 1));
   char *text = slurp(path);
   /* one header, then three rows */
   int lines = 0;
   for (char *c = text; *c; c++) lines += *c == '\n';
   assert_int_equal(lines, 4);
-  assert_memory_equal(text, hp_tune_csv_header(), strlen(hp_tune_csv_header()));
-  assert_non_null(strstr(hp_tune_csv_header(), "FLOPs,Bytes,occ,estimate,actual"));
+  assert_memory_equal(text, rt_tune_csv_header(), strlen(rt_tune_csv_header()));
+  assert_non_null(strstr(rt_tune_csv_header(), "FLOPs,Bytes,occ,estimate,actual"));
   assert_non_null(strstr(text, "\n2026-01-01T00:00:00Z,cpu:x,abc,M:1024,M=1000,C,0,1,0,2000000000,12000000,1,10.5,9.25,20,split m 96;"));
   assert_non_null(strstr(text, ",\"a,\"\"b\"\"\",1,0,1,")); /* quoted */
   assert_non_null(strstr(text, "split m 96; split n 512"));
@@ -335,28 +335,28 @@ static void test_csv_log(void **state) {
 
 /* ---- choosing plans, and the CPU templates following them ---------------------------------- */
 typedef struct emitted {
-  hp_function *f;
-  hp_arena *arena;
-  hp_str src;
+  fn_function *f;
+  ut_arena *arena;
+  ut_str src;
 } emitted;
 
 /* The C of t's partition with plans ps; the knobs of the code generator:
  * emit_knobs (NULL: the defaults). */
-static const hp_knobs *emit_knobs;
-static void emit(rgt *t, hp_plans *ps, emitted *out) {
+static const rt_knobs *emit_knobs;
+static void emit(rgt *t, rt_plans *ps, emitted *out) {
   memset(out, 0, sizeof *out);
   fn_options fo = {.widen_half_temps = true};
   assert_ok(&t->e, fn_build_ex(&t->e, t->p, "main", &fo, &out->f));
-  out->arena = hp_arena_new();
-  hp_str_init(&out->src);
+  out->arena = ut_arena_new();
+  ut_str_init(&out->src);
   rc_ctx rc = {&t->e, t->g, t->p->formed->pv, out->f, &t->syms, out->arena, 1 << 20, true, ps->choice, false, NULL,
                emit_knobs};
   assert_ok(&t->e, cgen_emit_model(&rc, "model", &out->src));
 }
 
 static void emitted_free(emitted *x) {
-  hp_str_free(&x->src);
-  hp_arena_free(x->arena);
+  ut_str_free(&x->src);
+  ut_arena_free(x->arena);
   fn_free(x->f);
 }
 
@@ -384,12 +384,12 @@ static void test_choose_and_follow(void **state) {
   rgt_form_opt(&t, PLAN_ARCH_CPU, &ro);
   assert_int_equal(t.p->n, 1);
   const char *name = t.p->regions[0].name;
-  hp_plan_opts po = {.cache_dir = dir, .search = {hp_cpu_algo_mask()}};
+  rt_plan_opts po = {.cache_dir = dir, .search = {rt_cpu_algo_mask()}};
   /* the default */
-  hp_plans ps;
-  assert_ok(&t.e, hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
+  rt_plans ps;
+  assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
   assert_int_equal(ps.n, 1);
-  assert_int_equal(ps.choice[0].source, HP_PLAN_DEFAULT);
+  assert_int_equal(ps.choice[0].source, RT_PLAN_DEFAULT);
   plan_t def;
   assert_ok(&t.e, plan_default(&t.p->regions[0].info->plan_info, &t.m, &po.search, &def, &t.e));
   assert_true(plan_equal(&def, &ps.choice[0].plan));
@@ -403,24 +403,24 @@ static void test_choose_and_follow(void **state) {
   if (t.m.avx512 && !strstr(x.src.buf, want)) fail_msg("no '%s' in the generated C", want);
   emitted_free(&x);
   char *dump = NULL;
-  assert_ok(&t.e, hp_plans_dump_json(&t.e, &ps, &dump));
+  assert_ok(&t.e, rt_plans_dump_json(&t.e, &ps, &dump));
   assert_non_null(strstr(dump, "\"source\": \"default\""));
   free(dump);
-  hp_plans_free(&ps);
+  rt_plans_free(&ps);
   /* a cached plan wins over the default; an override over both */
-  hp_plan_key k = {NULL, name, NULL, NULL};
-  char model[17], machine[HP_MACHINE_ID_MAX];
-  snprintf(model, sizeof model, "%016llx", (unsigned long long)hp_model_hash(t.g));
-  hp_machine_id(&t.m, machine, sizeof machine);
+  rt_plan_key k = {NULL, name, NULL, NULL};
+  char model[17], machine[RT_MACHINE_ID_MAX];
+  snprintf(model, sizeof model, "%016llx", (unsigned long long)rt_model_hash(t.g));
+  rt_machine_id(&t.m, machine, sizeof machine);
   k.model = model, k.machine = machine, k.shapeset = "K:64;M:256;N:128";
-  hp_plan_entry ent;
+  rt_plan_entry ent;
   memset(&ent, 0, sizeof ent);
   assert_ok(&t.e, plan_parse("split m 48; split n 32; split k 32; warp_tile 8x32; vectorize n.i.i 16; "
                              "bind m.o block.x",
                              "c", PLAN_ARCH_CPU, &ent.plan, &t.e));
-  assert_ok(&t.e, hp_plan_cache_store(&t.e, dir, &k, &ent, NULL));
-  assert_ok(&t.e, hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
-  assert_int_equal(ps.choice[0].source, HP_PLAN_CACHED);
+  assert_ok(&t.e, rt_plan_cache_store(&t.e, dir, &k, &ent, NULL));
+  assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
+  assert_int_equal(ps.choice[0].source, RT_PLAN_CACHED);
   assert_int_equal(ps.choice[0].plan.npred, 1); /* retargeted: 200 % 48 needs m.i.i */
   emit(&t, &ps, &x);
   assert_true(ps.choice[0].applied);
@@ -429,51 +429,51 @@ static void test_choose_and_follow(void **state) {
     assert_non_null(strstr(x.src.buf, " par_m order 0")); /* only M bound */
   }
   emitted_free(&x);
-  hp_plans_free(&ps);
+  rt_plans_free(&ps);
   /* the knob no_plans (HARP_NO_PLANS): the built-in tuning, said in the note */
-  hp_knobs nk;
-  hp_knobs_init(&nk);
-  assert_ok(&t.e, hp_knob_set(&t.e, &nk, "HARP_NO_PLANS", "1"));
+  rt_knobs nk;
+  rt_knobs_init(&nk);
+  assert_ok(&t.e, rt_knob_set(&t.e, &nk, "HARP_NO_PLANS", "1"));
   emit_knobs = &nk;
-  assert_ok(&t.e, hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
+  assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
   emit(&t, &ps, &x);
   emit_knobs = NULL;
   assert_false(ps.choice[0].applied);
   assert_non_null(strstr(ps.choice[0].note, "HARP_NO_PLANS"));
   assert_null(strstr(x.src.buf, "/* plan:"));
   emitted_free(&x);
-  hp_plans_free(&ps);
+  rt_plans_free(&ps);
   /* no_cache: the default again */
   po.no_cache = true;
-  assert_ok(&t.e, hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
-  assert_int_equal(ps.choice[0].source, HP_PLAN_DEFAULT);
-  hp_plans_free(&ps);
+  assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
+  assert_int_equal(ps.choice[0].source, RT_PLAN_DEFAULT);
+  rt_plans_free(&ps);
   po.no_cache = false;
   /* a cached plan that no longer fits: ignored, with a note (a 3-row warp tile on 1 lane... here: an
    * arch the machine is not) */
   ent.plan.arch = PLAN_ARCH_SM80;
-  assert_ok(&t.e, hp_plan_cache_store(&t.e, dir, &k, &ent, NULL));
-  assert_ok(&t.e, hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
-  assert_int_equal(ps.choice[0].source, HP_PLAN_DEFAULT);
+  assert_ok(&t.e, rt_plan_cache_store(&t.e, dir, &k, &ent, NULL));
+  assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
+  assert_int_equal(ps.choice[0].source, RT_PLAN_DEFAULT);
   assert_true(ps.choice[0].fallback);
   assert_non_null(strstr(ps.choice[0].note, "does not fit"));
-  hp_plans_free(&ps);
+  rt_plans_free(&ps);
   /* overrides: validated against the region, located errors, unknown regions */
   static const char ovtext[] = "split m 64; split n 64; split k 64;\nwarp_tile 4x64;\nvectorize n.i.i 16;\n";
-  hp_plan_override ov = {name, {0}, "o.plan", ovtext, HP_PLAN_OVERRIDE};
+  rt_plan_override ov = {name, {0}, "o.plan", ovtext, RT_PLAN_OVERRIDE};
   assert_ok(&t.e, plan_parse(ovtext, "o.plan", PLAN_ARCH_CPU, &ov.plan, &t.e));
   po.overrides = &ov, po.noverrides = 1;
-  assert_int_equal(hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps), HP_E_INVALID_ARG); /* 200 % 64: no tail */
+  assert_int_equal(rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps), HARP_E_INVALID_ARG); /* 200 % 64: no tail */
   assert_string_equal(t.e.file, "o.plan");
   assert_int_equal(t.e.line, 1);
   assert_non_null(strstr(t.e.msg, "predicate_tail"));
-  hp_plans_free(&ps);
-  hp_error_clear(&t.e);
+  rt_plans_free(&ps);
+  harp_error_clear(&t.e);
   static const char ovtext2[] = "split m 40; split n 32; split k 64;\nwarp_tile 4x32;\nvectorize n.i.i 16;\n";
   ov.text = ovtext2;
   assert_ok(&t.e, plan_parse(ovtext2, "o.plan", PLAN_ARCH_CPU, &ov.plan, &t.e));
-  assert_ok(&t.e, hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
-  assert_int_equal(ps.choice[0].source, HP_PLAN_OVERRIDE);
+  assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
+  assert_int_equal(ps.choice[0].source, RT_PLAN_OVERRIDE);
   assert_int_equal(ps.choice[0].plan.nepi, 2); /* filled from the region: bias, relu */
   /* a plan the template refuses (bypassing validation: a 40-column micro-tile
    * is no multiple of the vector): built-in tuning, said in the C and the note */
@@ -487,23 +487,23 @@ static void test_choose_and_follow(void **state) {
     assert_non_null(strstr(x.src.buf, "NOT applied"));
   }
   emitted_free(&x);
-  hp_plans_free(&ps);
-  hp_plan_override bad = {"nope", ov.plan, "x.plan", NULL, HP_PLAN_OVERRIDE};
+  rt_plans_free(&ps);
+  rt_plan_override bad = {"nope", ov.plan, "x.plan", NULL, RT_PLAN_OVERRIDE};
   po.overrides = &bad;
-  assert_int_equal(hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps), HP_E_INVALID_ARG);
+  assert_int_equal(rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps), HARP_E_INVALID_ARG);
   assert_non_null(strstr(t.e.msg, "region 'nope'"));
   assert_non_null(strstr(t.e.msg, name));
-  hp_plans_free(&ps);
-  hp_error_clear(&t.e);
+  rt_plans_free(&ps);
+  harp_error_clear(&t.e);
   /* split-K is not a CPU algorithm */
   assert_ok(&t.e, plan_parse("split m 40; split n 32; split k 64;\nwarp_tile 4x32; vectorize n.i.i 16;\n"
                              "algo_choice matmul splitk_serial;\n",
                              "s.plan", PLAN_ARCH_CPU, &ov.plan, &t.e));
   po.overrides = &ov;
   ov.text = NULL;
-  assert_int_equal(hp_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps), HP_E_UNSUPPORTED);
+  assert_int_equal(rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps), HARP_E_UNSUPPORTED);
   assert_int_equal(t.e.line, 3);
-  hp_plans_free(&ps);
+  rt_plans_free(&ps);
   rgt_free(&t);
   rm_tree(dir);
 }
@@ -511,7 +511,7 @@ static void test_choose_and_follow(void **state) {
 /* --plan arguments: REGION=FILE (JSON or DSL), FILE (a plan list), errors */
 static void test_overrides_load(void **state) {
   (void)state;
-  hp_error e = {0};
+  harp_error e = {0};
   char dir[512], f1[600], f2[600], f3[600], arg[700];
   tmpdir(dir, sizeof dir);
   snprintf(f1, sizeof f1, "%s/a.plan", dir);
@@ -520,14 +520,14 @@ static void test_overrides_load(void **state) {
   spit(f1, "split m 64; split n 64; split k 64\n");
   spit(f2, LIST);
   spit(f3, "{\"tile\": [32, 32, 32]}");
-  hp_plan_override *ov = NULL;
+  rt_plan_override *ov = NULL;
   char **keep = NULL;
   int n = 0, nk = 0;
   snprintf(arg, sizeof arg, "relu=%s", f1);
-  assert_ok(&e, hp_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk));
-  assert_ok(&e, hp_plan_overrides_load(&e, f2, PLAN_ARCH_CPU, &ov, &n, &keep, &nk));
+  assert_ok(&e, rt_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk));
+  assert_ok(&e, rt_plan_overrides_load(&e, f2, PLAN_ARCH_CPU, &ov, &n, &keep, &nk));
   snprintf(arg, sizeof arg, "X=%s", f3);
-  assert_ok(&e, hp_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk));
+  assert_ok(&e, rt_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk));
   assert_int_equal(n, 3); /* relu, C (the list's null plan is skipped), X */
   assert_string_equal(ov[0].region, "relu");
   assert_int_equal(ov[0].plan.tile[0], 64);
@@ -537,17 +537,17 @@ static void test_overrides_load(void **state) {
   assert_non_null(strstr(ov[1].text, "\"plans\""));
   assert_string_equal(ov[2].region, "X");
   /* a single plan without REGION=, a missing file, a list without the region */
-  assert_int_equal(hp_plan_overrides_load(&e, f1, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HP_E_USAGE);
-  hp_error_clear(&e);
+  assert_int_equal(rt_plan_overrides_load(&e, f1, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HARP_E_USAGE);
+  harp_error_clear(&e);
   snprintf(arg, sizeof arg, "%s/missing.plan", dir);
-  assert_int_equal(hp_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HP_E_IO);
-  hp_error_clear(&e);
+  assert_int_equal(rt_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HARP_E_IO);
+  harp_error_clear(&e);
   snprintf(arg, sizeof arg, "zz=%s", f2);
-  assert_int_equal(hp_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HP_E_INVALID_ARG);
-  hp_error_clear(&e);
+  assert_int_equal(rt_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
   spit(f1, "split m 64;\nsplit q;\n");
   snprintf(arg, sizeof arg, "relu=%s", f1);
-  assert_int_equal(hp_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HP_E_PARSE);
+  assert_int_equal(rt_plan_overrides_load(&e, arg, PLAN_ARCH_CPU, &ov, &n, &keep, &nk), HARP_E_PARSE);
   assert_int_equal(e.line, 2);
   assert_int_equal(n, 3);
   for (int i = 0; i < nk; i++) free(keep[i]);

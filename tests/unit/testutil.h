@@ -16,43 +16,43 @@
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
-/* Print the error when a status is not HP_OK, then fail. */
+/* Print the error when a status is not HARP_OK, then fail. */
 #define assert_ok(e, expr)                                                 \
   do {                                                                     \
-    if ((expr) != HP_OK) {                                                 \
+    if ((expr) != HARP_OK) {                                               \
       char buf_[2048];                                                     \
-      hp_error_format((e), buf_, sizeof buf_);                             \
+      harp_error_format((e), buf_, sizeof buf_);                           \
       fail_msg("%s failed: %s", #expr, buf_);                              \
     }                                                                      \
   } while (0)
 
 /* Load JSON text, prepare with "NAME=V" symbol bindings (NULL-terminated). */
-static inline tiny_graph *tu_prepare(hp_error *e, const char *json, const char *const *syms, tiny_symtab *st,
-                                     hp_status *status) {
+static inline tiny_graph *tu_prepare(harp_error *e, const char *json, const char *const *syms, tiny_symtab *st,
+                                     harp_status *status) {
   tiny_graph *g = NULL;
   tiny_symtab_init(st);
   *status = tiny_load_json(e, json, strlen(json), "test.json", &g);
-  for (int i = 0; syms && syms[i] && *status == HP_OK; i++) *status = tiny_symtab_parse_assign(e, st, syms[i]);
-  if (*status == HP_OK) *status = tiny_prepare(e, g, st, false);
+  for (int i = 0; syms && syms[i] && *status == HARP_OK; i++) *status = tiny_symtab_parse_assign(e, st, syms[i]);
+  if (*status == HARP_OK) *status = tiny_prepare(e, g, st, false);
   return g;
 }
 
 /* Make an fp32/i32/bool/fp16 tensor from doubles. */
-static inline hp_tensor tu_tensor(tiny_dtype dt, int rank, const int64_t *shape, const double *vals) {
-  hp_tensor t;
-  hp_error e = {0};
-  if (hp_tensor_alloc(&e, &t, dt, rank, shape) != HP_OK) fail_msg("alloc failed");
-  for (int64_t i = 0; i < hp_tensor_numel(&t); i++) {
+static inline ut_tensor tu_tensor(tiny_dtype dt, int rank, const int64_t *shape, const double *vals) {
+  ut_tensor t;
+  harp_error e = {0};
+  if (ut_tensor_alloc(&e, &t, dt, rank, shape) != HARP_OK) fail_msg("alloc failed");
+  for (int64_t i = 0; i < ut_tensor_numel(&t); i++) {
     if (dt == TINY_I32) ((int32_t *)t.data)[i] = (int32_t)vals[i];
-    else hp_tensor_set(&t, i, (float)vals[i]);
+    else ut_tensor_set(&t, i, (float)vals[i]);
   }
   return t;
 }
 
-static inline void tu_expect(const hp_tensor *t, const double *want, int64_t n, double tol) {
-  assert_int_equal(hp_tensor_numel(t), n);
+static inline void tu_expect(const ut_tensor *t, const double *want, int64_t n, double tol) {
+  assert_int_equal(ut_tensor_numel(t), n);
   for (int64_t i = 0; i < n; i++) {
-    double got = t->dtype == TINY_I32 ? (double)((int32_t *)t->data)[i] : (double)hp_tensor_get(t, i);
+    double got = t->dtype == TINY_I32 ? (double)((int32_t *)t->data)[i] : (double)ut_tensor_get(t, i);
     double diff = got == want[i] ? 0 : got - want[i]; /* equal infinities too */
     if (diff < 0) diff = -diff;
     if (!(diff <= tol) && !(got != got && want[i] != want[i]))

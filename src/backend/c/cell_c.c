@@ -245,17 +245,17 @@ static int64_t packed_bytes(const cell_spec *s, int gi) {
 }
 
 /* fn_wbytes<i> / fn_wpack<i>: GEMV gi's weight as [read][j / 16][k][16], zero past H. */
-static void emit_pack(hp_str *o, const cell_spec *s, const char *fn, int gi) {
+static void emit_pack(ut_str *o, const cell_spec *s, const char *fn, int gi) {
   const cell_gemv *gv = &s->gemv[gi];
   int rd[CELL_MAX_READS], nr = gemv_reads(s, gi, rd);
   char sfx[4] = "";
   if (gi) snprintf(sfx, sizeof sfx, "%d", gi);
-  hp_str_printf(o, "static long %s_wbytes%s(void) { return %" PRId64 "L; }\n", fn, sfx, packed_bytes(s, gi));
-  hp_str_printf(o, "static int %s_wpack%s(hprt_pool *pool, const void *w, void *wp) {\n  (void)pool;\n", fn, sfx);
-  hp_str_printf(o, "  const float *b = (const float *)w + %" PRId64 ";\n  float *p = (float *)wp;\n  static const long col[%d] = {", gv->b_off,
+  ut_str_printf(o, "static long %s_wbytes%s(void) { return %" PRId64 "L; }\n", fn, sfx, packed_bytes(s, gi));
+  ut_str_printf(o, "static int %s_wpack%s(hprt_pool *pool, const void *w, void *wp) {\n  (void)pool;\n", fn, sfx);
+  ut_str_printf(o, "  const float *b = (const float *)w + %" PRId64 ";\n  float *p = (float *)wp;\n  static const long col[%d] = {", gv->b_off,
                 nr);
-  for (int i = 0; i < nr; i++) hp_str_printf(o, "%" PRId64 ", ", s->reads[rd[i]].col);
-  hp_str_printf(o,
+  for (int i = 0; i < nr; i++) ut_str_printf(o, "%" PRId64 ", ", s->reads[rd[i]].col);
+  ut_str_printf(o,
                 "};\n  for (int r = 0; r < %d; r++)\n    for (long jb = 0; jb < %" PRId64 "; jb++)\n"
                 "      for (long k = 0; k < %" PRId64 "; k++)\n        for (int l = 0; l < %d; l++) {\n"
                 "          long n = jb * %d + l;\n"
@@ -265,105 +265,105 @@ static void emit_pack(hp_str *o, const cell_spec *s, const char *fn, int gi) {
 }
 
 /* The dot products of GEMV gi for this task's rows and columns into g[read][row][lane]. */
-static void emit_gemv(hp_str *o, const cell_spec *s, const char *fn, int gi) {
+static void emit_gemv(ut_str *o, const cell_spec *s, const char *fn, int gi) {
   const cell_gemv *gv = &s->gemv[gi];
   int rd[CELL_MAX_READS], nr = gemv_reads(s, gi, rd);
   int mt = s->M < CELL_MT ? (int)s->M : CELL_MT;
-  hp_str_printf(o, "  { /* GEMV %d: %d column blocks, K = %" PRId64 " */\n", gi, nr, gv->K);
-  hp_str_printf(o, "    const float *A = x->a[%d];\n    const %s_v16 *P = (const %s_v16 *)x->w[%d] + jb * %" PRId64 "L;\n", gi, fn, fn, gi,
+  ut_str_printf(o, "  { /* GEMV %d: %d column blocks, K = %" PRId64 " */\n", gi, nr, gv->K);
+  ut_str_printf(o, "    const float *A = x->a[%d];\n    const %s_v16 *P = (const %s_v16 *)x->w[%d] + jb * %" PRId64 "L;\n", gi, fn, fn, gi,
                 gv->K);
   for (int i = 0; i < nr; i++)
-    for (int q = 0; q < mt; q++) hp_str_printf(o, "    %s_v16 acc%d_%d = {0};\n", fn, i, q);
+    for (int q = 0; q < mt; q++) ut_str_printf(o, "    %s_v16 acc%d_%d = {0};\n", fn, i, q);
   for (int q = 0; q < mt; q++) /* rows past M read row 0 (their lanes are never used) */
-    hp_str_printf(o, "    const float *A%d = A + (m0 + %d < %" PRId64 " ? m0 + %d : 0) * %" PRId64 "L;\n", q, q, s->M, q, gv->a_sm);
-  hp_str_printf(o, "#pragma GCC unroll 4\n    for (long k = 0; k < %" PRId64 "; k++) {\n", gv->K);
-  for (int q = 0; q < mt; q++) hp_str_printf(o, "      const float a%d = A%d[k * %" PRId64 "L];\n", q, q, gv->a_sk);
+    ut_str_printf(o, "    const float *A%d = A + (m0 + %d < %" PRId64 " ? m0 + %d : 0) * %" PRId64 "L;\n", q, q, s->M, q, gv->a_sm);
+  ut_str_printf(o, "#pragma GCC unroll 4\n    for (long k = 0; k < %" PRId64 "; k++) {\n", gv->K);
+  for (int q = 0; q < mt; q++) ut_str_printf(o, "      const float a%d = A%d[k * %" PRId64 "L];\n", q, q, gv->a_sk);
   for (int i = 0; i < nr; i++) {
-    hp_str_printf(o, "      const %s_v16 w%d = P[%" PRId64 "L * %d + k];\n", fn, i, njb(s) * gv->K, i);
-    for (int q = 0; q < mt; q++) hp_str_printf(o, "      acc%d_%d += a%d * w%d;\n", i, q, q, i);
+    ut_str_printf(o, "      const %s_v16 w%d = P[%" PRId64 "L * %d + k];\n", fn, i, njb(s) * gv->K, i);
+    for (int q = 0; q < mt; q++) ut_str_printf(o, "      acc%d_%d += a%d * w%d;\n", i, q, q, i);
   }
-  hp_str_puts(o, "    }\n");
+  ut_str_puts(o, "    }\n");
   for (int i = 0; i < nr; i++)
-    for (int q = 0; q < mt; q++) hp_str_printf(o, "    memcpy(g[%d][%d], &acc%d_%d, sizeof acc%d_%d);\n", rd[i], q, i, q, i, q);
-  hp_str_puts(o, "  }\n");
+    for (int q = 0; q < mt; q++) ut_str_printf(o, "    memcpy(g[%d][%d], &acc%d_%d, sizeof acc%d_%d);\n", rd[i], q, i, q, i, q);
+  ut_str_puts(o, "  }\n");
 }
 
-static void arg_text(hp_str *o, const cell_spec *s, const cell_arg *a) {
+static void arg_text(ut_str *o, const cell_spec *s, const cell_arg *a) {
   switch (a->kind) {
-  case 'g': hp_str_printf(o, "g[%d][mm][l]", a->idx); break;
-  case 'v': hp_str_printf(o, "v%d", a->idx); break;
+  case 'g': ut_str_printf(o, "g[%d][mm][l]", a->idx); break;
+  case 'v': ut_str_printf(o, "v%d", a->idx); break;
   case 'c':
-    if (is_int(a->dt)) hp_str_printf(o, "(int32_t)%.0f", a->c);
+    if (is_int(a->dt)) ut_str_printf(o, "(int32_t)%.0f", a->c);
     else rc_float_const(o, a->dt, a->c);
     break;
   default: {
     const cell_tensor *t = &s->t[a->idx];
-    hp_str_printf(o, "%s((const %s *)x->t[%d])[m * %" PRId64 "L + j * %" PRId64 "L]", t->dt == TINY_BOOL ? "(int32_t)" : "", stype(t->dt),
+    ut_str_printf(o, "%s((const %s *)x->t[%d])[m * %" PRId64 "L + j * %" PRId64 "L]", t->dt == TINY_BOOL ? "(int32_t)" : "", stype(t->dt),
                   a->idx, t->sm, t->sj);
   }
   }
 }
 
 /* The gate math of row mm, lanes l < w, and the stores. */
-static hp_status emit_math(hp_str *o, const rc_ctx *c, const cell_spec *s) {
-  hp_str_puts(o, "  for (int mm = 0; mm < mn; mm++) {\n    const long m = m0 + mm;\n#pragma omp simd\n    for (int l = 0; l < w; l++) {\n"
+static harp_status emit_math(ut_str *o, const rc_ctx *c, const cell_spec *s) {
+  ut_str_puts(o, "  for (int mm = 0; mm < mn; mm++) {\n    const long m = m0 + mm;\n#pragma omp simd\n    for (int l = 0; l < w; l++) {\n"
                  "      const long j = j0 + l;\n      (void)m; (void)j;\n");
   for (int i = 0; i < s->nops; i++) {
     const tiny_node *n = &c->g->nodes[s->ops[i].node];
-    hp_str x[TINY_MAX_SRC];
+    ut_str x[TINY_MAX_SRC];
     const char *xs[TINY_MAX_SRC];
     for (int k = 0; k < n->nsrc; k++) {
-      hp_str_init(&x[k]);
+      ut_str_init(&x[k]);
       arg_text(&x[k], s, &s->ops[i].a[k]);
       xs[k] = x[k].buf ? x[k].buf : "0";
     }
-    hp_str_printf(o, "      const %s v%d = ", is_int(n->dtype) ? "int32_t" : "float", i);
+    ut_str_printf(o, "      const %s v%d = ", is_int(n->dtype) ? "int32_t" : "float", i);
     rc_ewise_expr(o, c->g, n, xs, false);
-    hp_str_puts(o, ";\n");
+    ut_str_puts(o, ";\n");
     for (int k = 0; k < n->nsrc; k++) {
       if (x[k].oom) o->oom = true;
-      hp_str_free(&x[k]);
+      ut_str_free(&x[k]);
     }
   }
   for (int i = 0; i < s->nstores; i++) {
     const cell_store *st = &s->stores[i];
-    hp_str_printf(o, "      ((%s *)x->o[%d])[m * %" PRId64 "L + j] = ", stype(st->dt), i, s->H);
-    if (st->dt == TINY_BOOL) hp_str_printf(o, "(uint8_t)(v%d != 0);\n", st->op);
-    else if (st->dt == TINY_I32 && !is_int(c->g->nodes[s->ops[st->op].node].dtype)) hp_str_printf(o, "hp_f2i(v%d);\n", st->op);
-    else hp_str_printf(o, "v%d;\n", st->op);
+    ut_str_printf(o, "      ((%s *)x->o[%d])[m * %" PRId64 "L + j] = ", stype(st->dt), i, s->H);
+    if (st->dt == TINY_BOOL) ut_str_printf(o, "(uint8_t)(v%d != 0);\n", st->op);
+    else if (st->dt == TINY_I32 && !is_int(c->g->nodes[s->ops[st->op].node].dtype)) ut_str_printf(o, "hp_f2i(v%d);\n", st->op);
+    else ut_str_printf(o, "v%d;\n", st->op);
   }
-  hp_str_puts(o, "    }\n  }\n");
-  return o->oom ? hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
+  ut_str_puts(o, "    }\n  }\n");
+  return o->oom ? ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
 }
 
 /* The entry: operand pointers at their offsets, then the tasks. */
-static void emit_entry(hp_str *o, const cell_spec *s, const fn_kernel *K, const char *fn, int64_t ntasks) {
+static void emit_entry(ut_str *o, const cell_spec *s, const fn_kernel *K, const char *fn, int64_t ntasks) {
   int64_t bytes = 0;
   for (int i = 0; i < s->ngemv; i++) bytes += packed_bytes(s, i);
-  hp_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_ctx x;\n", fn, fn);
+  ut_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_ctx x;\n", fn, fn);
   for (int i = 0; i < s->ngemv; i++) {
-    hp_str_printf(o, "  x.a[%d] = (const float *)bufs[%d] + %" PRId64 ";\n", i, s->gemv[i].a_slot, s->gemv[i].a_off);
-    hp_str_printf(o, "  x.w[%d] = bufs[%d];\n", i, K->nreads + K->nwrites + i);
+    ut_str_printf(o, "  x.a[%d] = (const float *)bufs[%d] + %" PRId64 ";\n", i, s->gemv[i].a_slot, s->gemv[i].a_off);
+    ut_str_printf(o, "  x.w[%d] = bufs[%d];\n", i, K->nreads + K->nwrites + i);
   }
   for (int i = 0; i < s->nt; i++)
-    hp_str_printf(o, "  x.t[%d] = (const %s *)bufs[%d] + %" PRId64 ";\n", i, stype(s->t[i].dt), s->t[i].slot, s->t[i].off);
-  for (int i = 0; i < s->nstores; i++) hp_str_printf(o, "  x.o[%d] = bufs[%d];\n", i, s->stores[i].slot);
-  if (bytes < CELL_POOL_BYTES) hp_str_printf(o, "  pool = NULL; /* %" PRId64 " bytes of weights: the calling thread alone */\n", bytes);
-  hp_str_printf(o, "  hprt_pool_run(pool, %" PRId64 ", %s_task, &x);\n  return 0;\n}\n\n", ntasks, fn);
+    ut_str_printf(o, "  x.t[%d] = (const %s *)bufs[%d] + %" PRId64 ";\n", i, stype(s->t[i].dt), s->t[i].slot, s->t[i].off);
+  for (int i = 0; i < s->nstores; i++) ut_str_printf(o, "  x.o[%d] = bufs[%d];\n", i, s->stores[i].slot);
+  if (bytes < CELL_POOL_BYTES) ut_str_printf(o, "  pool = NULL; /* %" PRId64 " bytes of weights: the calling thread alone */\n", bytes);
+  ut_str_printf(o, "  hprt_pool_run(pool, %" PRId64 ", %s_task, &x);\n  return 0;\n}\n\n", ntasks, fn);
 }
 
-static hp_status emit_cell(rc_ctx *c, int r, const cell_spec *s, const char *fn, hp_str *o) {
+static harp_status emit_cell(rc_ctx *c, int r, const cell_spec *s, const char *fn, ut_str *o) {
   const fn_kernel *K = &c->f->kernels[r];
   int64_t nm = (s->M + CELL_MT - 1) / CELL_MT, ntasks = nm * njb(s);
-  hp_str_printf(o, "/* recurrent cell: %d GEMV%s of %" PRId64 " x %" PRId64 " and %d ops of gate math on [%" PRId64 ", %" PRId64 "] */\n",
+  ut_str_printf(o, "/* recurrent cell: %d GEMV%s of %" PRId64 " x %" PRId64 " and %d ops of gate math on [%" PRId64 ", %" PRId64 "] */\n",
                 s->ngemv, s->ngemv > 1 ? "s" : "", s->M, s->gemv[0].K, s->nops, s->M, s->H);
-  hp_str_printf(o, "typedef float __attribute__((vector_size(64))) %s_v16;\n", fn);
-  hp_str_printf(o, "typedef struct %s_ctx { const float *a[%d]; const void *w[%d]; const void *t[%d]; void *o[%d]; } %s_ctx;\n", fn,
+  ut_str_printf(o, "typedef float __attribute__((vector_size(64))) %s_v16;\n", fn);
+  ut_str_printf(o, "typedef struct %s_ctx { const float *a[%d]; const void *w[%d]; const void *t[%d]; void *o[%d]; } %s_ctx;\n", fn,
                 RG_CELL_MAX_CON, RG_CELL_MAX_CON, CELL_MAX_TENSORS, CELL_MAX_STORES, fn);
   for (int i = 0; i < s->ngemv; i++) emit_pack(o, s, fn, i);
-  hp_str_printf(o, "HP_KERNEL static void %s_task(void *vx, int task, int tid) {\n  (void)tid;\n  const %s_ctx *x = (const %s_ctx *)vx;\n",
+  ut_str_printf(o, "HP_KERNEL static void %s_task(void *vx, int task, int tid) {\n  (void)tid;\n  const %s_ctx *x = (const %s_ctx *)vx;\n",
                 fn, fn, fn);
-  hp_str_printf(o,
+  ut_str_printf(o,
                 "  const long jb = task %% %" PRId64 ", m0 = task / %" PRId64 " * %d, j0 = jb * %d;\n"
                 "  const int w = %" PRId64 " - j0 < %d ? (int)(%" PRId64 " - j0) : %d;\n"
                 "  const int mn = %" PRId64 " - m0 < %d ? (int)(%" PRId64 " - m0) : %d;\n"
@@ -371,17 +371,17 @@ static hp_status emit_cell(rc_ctx *c, int r, const cell_spec *s, const char *fn,
                 njb(s), njb(s), CELL_MT, CELL_JB, s->H, CELL_JB, s->H, CELL_JB, s->M, CELL_MT, s->M, CELL_MT,
                 s->nreads ? s->nreads : 1, CELL_MT, CELL_JB);
   for (int i = 0; i < s->ngemv; i++) emit_gemv(o, s, fn, i);
-  hp_status st = emit_math(o, c, s);
-  hp_str_puts(o, "}\n");
+  harp_status st = emit_math(o, c, s);
+  ut_str_puts(o, "}\n");
   emit_entry(o, s, K, fn, ntasks);
   return st;
 }
 
-hp_status cc_try_cell(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why, rc_packed *pk) {
+harp_status cc_try_cell(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why, rc_packed *pk) {
   cell_spec *s = malloc(sizeof *s);
-  if (!s) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!s) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *handled = false;
-  if (hp_knobs_or_default(c->knobs)->no_prepack) *why = "HARP_NO_PREPACK: the cell template packs its weights";
+  if (rt_knobs_or_default(c->knobs)->no_prepack) *why = "HARP_NO_PREPACK: the cell template packs its weights";
   else if (read_cell(c, r, s, why)) {
     const fn_kernel *K = &c->f->kernels[r];
     pk->n = s->ngemv;
@@ -401,12 +401,12 @@ hp_status cc_try_cell(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handl
       for (int q = 0; q < s->ngemv; q++) only &= s->gemv[q].a_slot != s->gemv[q].b_slot;
       c->packed_only[r] = only;
     }
-    hp_status st = emit_cell(c, r, s, fn, out);
+    harp_status st = emit_cell(c, r, s, fn, out);
     free(s);
     if (!st) *handled = true;
     (void)K;
     return st;
   }
   free(s);
-  return HP_OK;
+  return HARP_OK;
 }

@@ -157,7 +157,7 @@ typedef struct cgen_gemm_spec {
 void cgen_gemm_spec_init(cgen_gemm_spec *s, int64_t M, int64_t N, int64_t K, tiny_dtype dt);
 
 /* Append the kernel `fn_name` (plus static helpers prefixed fn_name_) to out. */
-hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *spec, const char *fn_name, hp_str *out);
+harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *spec, const char *fn_name, ut_str *out);
 
 typedef struct cgen_conv_spec {
   int64_t n, c, h, w;               /* input NCHW */
@@ -175,7 +175,7 @@ void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int
                          int64_t kh, int64_t kw, tiny_dtype dt);
 /* Output size; false if the window does not fit. */
 bool cgen_conv_out_hw(const cgen_conv_spec *s, int64_t *oh, int64_t *ow);
-hp_status cgen_conv(hp_error *e, const cgen_conv_spec *spec, const char *fn_name, hp_str *out);
+harp_status cgen_conv(harp_error *e, const cgen_conv_spec *spec, const char *fn_name, ut_str *out);
 /* True when cgen_conv's AVX-512 variant is the direct kernel (cgen_dconv.c)
  * rather than the implicit GEMM; *why says the reason in a few words. */
 bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
@@ -199,7 +199,7 @@ typedef struct cgen_attn_spec {
 
 void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,
                          tiny_dtype dt);
-hp_status cgen_attn(hp_error *e, const cgen_attn_spec *spec, const char *fn_name, hp_str *out);
+harp_status cgen_attn(harp_error *e, const cgen_attn_spec *spec, const char *fn_name, ut_str *out);
 
 /* Row softmax y[r][:] = exp(scale (x[r][:] - max)) / sum over dense rows of
  * cols (cgen_softmax.c).  Entry point: int fn(hprt_pool *pool, const void *x,
@@ -212,7 +212,7 @@ typedef struct cgen_softmax_spec {
 } cgen_softmax_spec;
 
 void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, tiny_dtype dt);
-hp_status cgen_softmax(hp_error *e, const cgen_softmax_spec *spec, const char *fn_name, hp_str *out);
+harp_status cgen_softmax(harp_error *e, const cgen_softmax_spec *spec, const char *fn_name, ut_str *out);
 
 /* 2-D pooling of an NCHW tensor (cgen_pool.c): per output element the max
  * (NaN when the window holds one, as the reference) or the sum of a
@@ -236,7 +236,7 @@ typedef struct cgen_pool_spec {
 void cgen_pool_spec_init(cgen_pool_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw);
 /* Output size (floor mode); false if the window does not fit. */
 bool cgen_pool_out_hw(const cgen_pool_spec *s, int64_t *oh, int64_t *ow);
-hp_status cgen_pool(hp_error *e, const cgen_pool_spec *spec, const char *fn_name, hp_str *out);
+harp_status cgen_pool(harp_error *e, const cgen_pool_spec *spec, const char *fn_name, ut_str *out);
 
 /* Elementwise map (cgen_map.c): y = f(inputs) point by point over a
  * domain of outer[0] x .. x outer[nouter-1] rows of `cols`, y dense
@@ -289,7 +289,7 @@ typedef struct cgen_map_spec {
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */
 void cgen_map_spec_init(cgen_map_spec *s, int64_t cols);
-hp_status cgen_map(hp_error *e, const cgen_map_spec *spec, const char *fn_name, hp_str *out);
+harp_status cgen_map(harp_error *e, const cgen_map_spec *spec, const char *fn_name, ut_str *out);
 
 /* ---- compile and load -------------------------------------------------- */
 typedef struct cgen_cc_opts {
@@ -301,6 +301,6 @@ typedef struct cgen_cc_opts {
 /* Compile src into a fresh shared object and dlopen it (RTLD_NOW|RTLD_LOCAL).
  * *handle is for dlsym/dlclose; the files are removed once loaded.
  * Compiler diagnostics end up in the error message (truncated). */
-hp_status cgen_compile_so(hp_error *e, const char *src, const cgen_cc_opts *opts, void **handle);
+harp_status cgen_compile_so(harp_error *e, const char *src, const cgen_cc_opts *opts, void **handle);
 
 #endif

@@ -281,30 +281,30 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-hp_status cgen_attn(hp_error *e, const cgen_attn_spec *s, const char *fn, hp_str *out) {
-  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: NULL argument");
+harp_status cgen_attn(harp_error *e, const cgen_attn_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_attn: NULL argument");
   if (cg_check_name(e, fn)) return e->code;
   if (s->b < 1 || s->h < 1 || s->m < 1 || s->n < 1 || s->d < 1 || s->dv < 1)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: sizes must be >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_attn: sizes must be >= 1");
   if (s->d > 4096 || s->dv > 4096 || s->b * s->h * s->m * (s->d > s->dv ? s->d : s->dv) >= (1L << 40) ||
       s->n >= (1L << 31) || s->m >= (1L << 31))
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_attn: sizes beyond what the kernel handles");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_attn: sizes beyond what the kernel handles");
   if (!cg_dtype_ok(s->q_dtype) || !cg_dtype_ok(s->kv_dtype) || !cg_dtype_ok(s->o_dtype) ||
       (s->has_mask && !cg_dtype_ok(s->mask_dtype)))
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_attn: dtypes must be fp32, fp16 or bf16");
-  if (!isfinite(s->scale)) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: scale is not finite");
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_attn: dtypes must be fp32, fp16 or bf16");
+  if (!isfinite(s->scale)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_attn: scale is not finite");
   for (int i = 0; i < 4; i++)
-    if (s->has_mask && s->mask_s[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: mask stride < 0");
+    if (s->has_mask && s->mask_s[i] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: mask stride < 0");
   for (int i = 0; s->strided && i < 3; i++) {
     if (s->q_s[i] < 0 || s->k_s[i] < 0 || s->v_s[i] < 0 || s->o_s[i] < 0)
-      return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: stride < 0");
+      return ut_fail(e, HARP_E_NEGATIVE_STRIDE, NULL, "cgen_attn: stride < 0");
     if (s->q_s[i] >= (1L << 40) || s->k_s[i] >= (1L << 40) || s->v_s[i] >= (1L << 40) || s->o_s[i] >= (1L << 40))
-      return hp_fail(e, HP_E_LIMIT, NULL, "cgen_attn: stride beyond what the kernel handles");
+      return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_attn: stride beyond what the kernel handles");
   }
   if (s->strided && ((s->o_s[2] < s->dv && s->m > 1) || (s->o_s[1] == 0 && s->h > 1) || (s->o_s[0] == 0 && s->b > 1)))
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: output rows overlap");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_attn: output rows overlap");
   if (s->bm < 0 || s->bm > 1024 || s->bn < 0 || s->bn > 1024)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_attn: tile %dx%d out of range", s->bm, s->bn);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_attn: tile %dx%d out of range", s->bm, s->bn);
   unsigned set = cg_isa_set(&s->tune);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
@@ -323,6 +323,6 @@ hp_status cgen_attn(hp_error *e, const cgen_attn_spec *s, const char *fn, hp_str
   cg_emit_dispatch(&o, set, s->tune.force_isa,
                    "hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask, void *o",
                    "pool, q, k, v, mask, o");
-  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
-  return HP_OK;
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
 }

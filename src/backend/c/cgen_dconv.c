@@ -456,10 +456,10 @@ static void emit_task(cg_out *o, const dc *d) {
   cg_emit(o, "}\n");
 }
 
-hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
+harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   dc d;
   const char *why = NULL;
-  if (!plan_tiles(&d, s, &why)) return hp_fail(e, HP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
+  if (!plan_tiles(&d, s, &why)) return ut_fail(e, HARP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
   cg_dconv_plan(s, &why);
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
@@ -511,5 +511,5 @@ hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s) {
   }
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   cg_emit(o, "#endif /* HPRT_X86 */\n");
-  return HP_OK;
+  return HARP_OK;
 }

@@ -197,18 +197,18 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out) {
+harp_status cg_dwconv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut_str *out) {
   for (int i = 0; i < s->n_epi; i++)
     if (s->epi[i].kind == CGEN_EPI_BIAS_N)
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
   if (s->stride[1] > 16) /* a phase row per column of the stride, each with its own copy loops */
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise stride beyond 16 columns");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_conv: depthwise stride beyond 16 columns");
   dw_geo g; /* the widest variant's plane (16 lanes) is the largest */
   geometry(s, 16, 8, &g);
   if (g.hp * g.rs > (1L << 26))
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise plane beyond 256 MiB of scratch");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_conv: depthwise plane beyond 256 MiB of scratch");
   if (s->kh * s->kw > 121) /* every tap is unrolled code and a register broadcast */
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: depthwise window beyond 11x11 taps");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_conv: depthwise window beyond 11x11 taps");
   unsigned set = cg_isa_set(&s->tune);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
@@ -229,6 +229,6 @@ hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
     cg_emit_entry(&o, set, "long", "_pack_a_bytes", "void", "");
     cg_emit_entry(&o, set, "int", "_pack_a", "hprt_pool *pool, const void *A, void *Ap", "pool, A, Ap");
   }
-  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
-  return HP_OK;
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
 }

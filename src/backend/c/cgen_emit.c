@@ -43,7 +43,7 @@ void cg_emit(cg_out *o, const char *fmt, ...) {
     return;
   }
   if ((size_t)n >= sizeof small) {
-    buf = hp_xmalloc((size_t)n + 1);
+    buf = ut_xmalloc((size_t)n + 1);
     if (!buf) {
       va_end(ap2);
       o->s->oom = true;
@@ -56,10 +56,10 @@ void cg_emit(cg_out *o, const char *fmt, ...) {
   const char *I = o->isa ? o->isa->iattr : "static inline";
   for (const char *p = buf; *p; p++) {
     if (p[0] == '$' && (p[1] == 'P' || p[1] == 'F' || p[1] == 'T' || p[1] == 'I')) {
-      hp_str_puts(o->s, p[1] == 'P' ? o->P : p[1] == 'F' ? o->F : p[1] == 'T' ? T : I);
+      ut_str_puts(o->s, p[1] == 'P' ? o->P : p[1] == 'F' ? o->F : p[1] == 'T' ? T : I);
       p++;
     } else {
-      hp_str_putc(o->s, *p);
+      ut_str_putc(o->s, *p);
     }
   }
   if (buf != small) free(buf);
@@ -92,14 +92,14 @@ unsigned cg_isa_set(const cgen_tuning *t) {
   return m;
 }
 
-hp_status cg_check_name(hp_error *e, const char *fn) {
-  if (!fn || !*fn || strlen(fn) > 100) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: bad function name");
+harp_status cg_check_name(harp_error *e, const char *fn) {
+  if (!fn || !*fn || strlen(fn) > 100) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: bad function name");
   for (const char *p = fn; *p; p++) {
     char c = *p;
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (p != fn && c >= '0' && c <= '9');
-    if (!ok) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: function name '%s' is not a C identifier", fn);
+    if (!ok) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: function name '%s' is not a C identifier", fn);
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- runtime: includes + thread pool ------------------------------------ */
@@ -314,7 +314,7 @@ static const char RUNTIME[] =
     "static __attribute__((unused)) void hprt_scratch_put(hprt_scratch *s) { free(s->own); s->own = NULL; }\n"
     "#endif /* HPRT_RUNTIME */\n";
 
-void cg_emit_runtime(hp_str *s) { hp_str_puts(s, RUNTIME); }
+void cg_emit_runtime(ut_str *s) { ut_str_puts(s, RUNTIME); }
 
 /* Scalar conversions (round to nearest even; NaN kept) — used by packing and
  * strided stores in every variant, and by the scalar variant everywhere. */

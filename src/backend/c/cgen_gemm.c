@@ -94,7 +94,7 @@ static int64_t cg_gcd(int64_t a, int64_t b) {
   return a;
 }
 
-static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t) {
+static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t) {
   const cgen_tuning *u = &p->tune;
   memset(t, 0, sizeof *t);
   int w = isa->w;
@@ -104,10 +104,10 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   if (primary && u->mr > 0) t->mr = u->mr;
   if (primary && u->nr > 0) t->nr = u->nr;
   if (t->nr % w != 0 || t->mr < 1 || t->mr > 64 || t->nr > 256)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: micro-tile %dx%d does not fit SIMD width %d", t->mr, t->nr, w);
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: micro-tile %dx%d does not fit SIMD width %d", t->mr, t->nr, w);
   t->nv = t->nr / w;
   if (isa->id != CGEN_ISA_SCALAR && t->mr * t->nv + t->nv + 1 > isa->nregs)
-    return hp_fail(e, HP_E_REG_OVERFLOW, NULL, "cgen: micro-tile %dx%d needs %d vector registers, %s has %d",
+    return ut_fail(e, HARP_E_REG_OVERFLOW, NULL, "cgen: micro-tile %dx%d needs %d vector registers, %s has %d",
                    t->mr, t->nr, t->mr * t->nv + t->nv + 1, isa->tag, isa->nregs);
   t->kc = u->kc > 0 ? u->kc : 256;
   if (t->kc > p->K) t->kc = (int)p->K;
@@ -165,7 +165,7 @@ static hp_status resolve_tile(hp_error *e, const cg_mm *p, const cg_isa *isa, bo
   int64_t npan = t->mp / t->mr;
   t->groups = npan < 8 ? npan : 8;
   t->ppg = (npan + t->groups - 1) / t->groups;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* NR-wide panels across all of N (a prepacked B holds them all). */
@@ -833,42 +833,42 @@ static void emit_skinny_variant(cg_out *o, const cg_mm *p) {
   cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-static hp_status check_epi(hp_error *e, const cg_mm *p) {
-  if (p->n_epi < 0 || p->n_epi > CGEN_MAX_EPI) return hp_fail(e, HP_E_LIMIT, NULL, "cgen: too many epilogue steps");
+static harp_status check_epi(harp_error *e, const cg_mm *p) {
+  if (p->n_epi < 0 || p->n_epi > CGEN_MAX_EPI) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: too many epilogue steps");
   for (int i = 0; i < p->n_epi; i++) {
     const cgen_epi *ep = &p->epi[i];
-    if ((unsigned)ep->kind >= CGEN_EPI_COUNT) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: bad epilogue kind");
+    if ((unsigned)ep->kind >= CGEN_EPI_COUNT) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: bad epilogue kind");
     bool tensor = ep->kind == CGEN_EPI_BIAS_M || ep->kind == CGEN_EPI_BIAS_N || ep->kind == CGEN_EPI_RESIDUAL;
     if (tensor && !cg_dtype_ok(ep->dtype))
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d dtype %s", i, tiny_dtype_name(ep->dtype));
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen: epilogue %d dtype %s", i, tiny_dtype_name(ep->dtype));
     if (ep->kind == CGEN_EPI_ROUND && ep->dtype != TINY_FP16 && ep->dtype != TINY_BF16)
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: epilogue %d rounds to %s (fp16 or bf16 only)", i,
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen: epilogue %d rounds to %s (fp16 or bf16 only)", i,
                      tiny_dtype_name(ep->dtype));
     if (ep->kind == CGEN_EPI_CLAMP && (isnan(ep->lo) || isnan(ep->hi)))
-      return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: a clamp bound is NaN");
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: a clamp bound is NaN");
     if (ep->kind == CGEN_EPI_SCALE && (!isfinite(ep->scale) || !isfinite(ep->shift)))
-      return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
     if (ep->kind == CGEN_EPI_RESIDUAL && (ep->s_b0 < 0 || ep->s_b1 < 0 || ep->s_m < 0 || ep->s_n < 0))
-      return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen: residual stride < 0");
+      return ut_fail(e, HARP_E_NEGATIVE_STRIDE, NULL, "cgen: residual stride < 0");
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out) {
+static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str *out) {
   if (cg_check_name(e, fn)) return e->code;
   if (p->M < 1 || p->N < 1 || p->K < 1 || p->nb[0] < 1 || p->nb[1] < 1)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: sizes must be >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: sizes must be >= 1");
   if (p->M > (1L << 31) || p->N > (1L << 31) || p->K > (1L << 31) || p->nb[0] * p->nb[1] > (1L << 30))
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen: sizes beyond 2^31");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: sizes beyond 2^31");
   if (!cg_dtype_ok(p->adt) || !cg_dtype_ok(p->bdt) || !cg_dtype_ok(p->cdt))
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen: dtypes must be fp32, fp16 or bf16");
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen: dtypes must be fp32, fp16 or bf16");
   const int64_t st[] = {p->a_sb[0], p->a_sb[1], p->a_sm, p->a_sk, p->b_sb[0], p->b_sb[1], p->b_sk, p->b_sn,
                         p->c_sb[0], p->c_sb[1], p->c_sm, p->c_sn};
-  for (int i = 0; i < HP_ARRAY_LEN(st); i++)
-    if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, NULL, "cgen: negative stride");
+  for (int i = 0; i < UT_ARRAY_LEN(st); i++)
+    if (st[i] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, NULL, "cgen: negative stride");
   if (check_epi(e, p)) return e->code;
   if (p->prepack_b && (p->prepack_a || p->conv || (p->nb[0] > 1 && p->b_sb[0]) || (p->nb[1] > 1 && p->b_sb[1])))
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen: prepack_b needs a B shared by every batch, and not prepack_a");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: prepack_b needs a B shared by every batch, and not prepack_a");
   unsigned set = cg_isa_set(&p->tune);
   int primary = CGEN_ISA_SCALAR;
   for (int i = 0; i < CGEN_ISA_COUNT; i++)
@@ -879,7 +879,7 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
     if (resolve_tile(e, p, cg_isa_get((cgen_isa)i), i == primary, &tiles[i])) return e->code;
     const cg_tile *t = &tiles[i];
     if (t->nba[0] * t->nba[1] * p->K * t->mp > (1L << 29))
-      return hp_fail(e, HP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
+      return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
   }
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
@@ -912,12 +912,12 @@ static hp_status gen_mm(hp_error *e, const cg_mm *p, const char *fn, hp_str *out
     cg_emit_entry(&o, set, "long", "_pack_b_bytes", "void", "");
     cg_emit_entry(&o, set, "int", "_pack_b", "hprt_pool *pool, const void *B, void *Bp", "pool, B, Bp");
   }
-  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
-  return HP_OK;
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
 }
 
-hp_status cgen_gemm(hp_error *e, const cgen_gemm_spec *s, const char *fn, hp_str *out) {
-  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_gemm: NULL argument");
+harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_gemm: NULL argument");
   cg_mm p;
   memset(&p, 0, sizeof p);
   p.nb[0] = s->batch[0], p.nb[1] = s->batch[1];
@@ -946,19 +946,19 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
   return cg_dconv_plan(s, why);
 }
 
-hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out) {
-  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: NULL argument");
+harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_conv: NULL argument");
   int64_t oh, ow;
   if (s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->oc < 1 || s->kh < 1 || s->kw < 1 || s->groups < 1)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: sizes must be >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_conv: sizes must be >= 1");
   for (int i = 0; i < 4; i++)
-    if (s->pad[i] < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: negative padding");
+    if (s->pad[i] < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_conv: negative padding");
   if (s->c % s->groups || s->oc % s->groups)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: channels not divisible by groups");
-  if (!cgen_conv_out_hw(s, &oh, &ow)) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_conv: window does not fit");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_conv: channels not divisible by groups");
+  if (!cgen_conv_out_hw(s, &oh, &ow)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_conv: window does not fit");
   if (s->n * s->c * s->h * s->w >= (1L << 31) || s->h + s->pad[0] + s->pad[2] >= (1L << 20) ||
       s->w + s->pad[1] + s->pad[3] >= (1L << 20))
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_conv: input too large for 32-bit gather indices");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_conv: input too large for 32-bit gather indices");
   if (cg_dw_applies(s)) return cg_dwconv(e, s, fn, out);
   cg_mm p;
   memset(&p, 0, sizeof p);
@@ -976,7 +976,7 @@ hp_status cgen_conv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str
   for (int i = 0; i < p.n_epi && i < CGEN_MAX_EPI; i++) {
     cgen_epi *ep = &p.epi[i];
     if (ep->kind == CGEN_EPI_BIAS_N)
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: bias along N (spatial) is not a conv epilogue");
     if (ep->kind == CGEN_EPI_RESIDUAL) ep->s_b0 = p.c_sb[0], ep->s_b1 = p.c_sb[1], ep->s_m = P, ep->s_n = 1;
   }
   p.tune = s->tune;

@@ -21,7 +21,7 @@ const cg_isa *cg_isa_get(cgen_isa id);
  * prefix), "$T" (the variant's function attribute), "$I" (its inline
  * attribute) replaced, after printf formatting. */
 typedef struct cg_out {
-  hp_str *s;
+  ut_str *s;
   const char *F;
   char P[160];
   const cg_isa *isa;
@@ -31,7 +31,7 @@ void cg_set_isa(cg_out *o, const cg_isa *isa);
 void cg_emit(cg_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The guarded runtime (includes, hprt thread pool); safe to emit many times. */
-void cg_emit_runtime(hp_str *s);
+void cg_emit_runtime(ut_str *s);
 /* Scalar fp16/bf16 conversion helpers prefixed $F_. */
 void cg_emit_scalar_conv(cg_out *o);
 /* The vector layer of o->isa, prefixed $P_. */
@@ -69,7 +69,7 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
 /* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
  * (*why: the reason), and the AVX-512 variant of the kernel. */
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
-hp_status cg_dconv_variant(hp_error *e, cg_out *o, const cgen_conv_spec *s);
+harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
 
 /* A padded input row split into its stride phases, the scratch layout of the
  * depthwise conv and pooling kernels: padded column i*stride + f (phase f)
@@ -93,11 +93,11 @@ void cg_emit_dei2(cg_out *o);
 
 /* Depthwise convolution (cgen_dwconv.c): groups == input == output channels. */
 bool cg_dw_applies(const cgen_conv_spec *s);
-hp_status cg_dwconv(hp_error *e, const cgen_conv_spec *s, const char *fn, hp_str *out);
+harp_status cg_dwconv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut_str *out);
 
 /* Which variants simd and isa_mask allow; never 0 (scalar is always kept). */
 unsigned cg_isa_set(const cgen_tuning *t);
-hp_status cg_check_name(hp_error *e, const char *fn);
+harp_status cg_check_name(harp_error *e, const char *fn);
 int64_t cg_rup(int64_t a, int64_t b);
 
 #endif

@@ -176,41 +176,41 @@ static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
 static const char *const KIND_NAME[] = {"copy", "neg", "exp2", "exp", "recip", "relu", "gelu", "sqrt",
                                         "rsqrt", "round", "floor", "ceil", "rint", "add", "sub", "mul", "div", "max", "min"};
 
-static hp_status check(hp_error *e, const cgen_map_spec *s, int64_t *total) {
+static harp_status check(harp_error *e, const cgen_map_spec *s, int64_t *total) {
   if (s->cols < 1 || s->nouter < 0 || s->nouter > CGEN_MAP_MAX_OUTER)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: bad domain");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad domain");
   *total = s->cols;
   for (int d = 0; d < s->nouter; d++) {
-    if (s->outer[d] < 1) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: bad domain");
-    if (*total > (INT64_C(1) << 40) / s->outer[d]) return hp_fail(e, HP_E_LIMIT, NULL, "cgen_map: domain too large");
+    if (s->outer[d] < 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad domain");
+    if (*total > (INT64_C(1) << 40) / s->outer[d]) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_map: domain too large");
     *total *= s->outer[d];
   }
   if (s->nin < 0 || s->nin > CGEN_MAP_MAX_IN || s->nops < 1 || s->nops > CGEN_MAP_MAX_OPS)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: bad input or op count");
-  if (!cg_dtype_ok(s->y_dtype)) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_map: y must be fp32, fp16 or bf16");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad input or op count");
+  if (!cg_dtype_ok(s->y_dtype)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_map: y must be fp32, fp16 or bf16");
   for (int k = 0; k < s->nin; k++) {
-    if (!cg_dtype_ok(s->in[k].dtype)) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_map: inputs must be fp32, fp16 or bf16");
-    if (s->in[k].offset < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
+    if (!cg_dtype_ok(s->in[k].dtype)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_map: inputs must be fp32, fp16 or bf16");
+    if (s->in[k].offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   }
-  if (s->y_strided && s->y_offset < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
+  if (s->y_strided && s->y_offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   for (int j = 0; j < s->nops; j++) {
     const cgen_map_op *op = &s->ops[j];
-    if ((unsigned)op->kind > CGEN_MAP_MIN) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);
+    if ((unsigned)op->kind > CGEN_MAP_MIN) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);
     if (op->kind == CGEN_MAP_ROUND && op->dtype != TINY_FP16 && op->dtype != TINY_BF16)
-      return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: op %d rounds to fp16 or bf16 only", j);
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: op %d rounds to fp16 or bf16 only", j);
     const cgen_map_arg *args[2] = {&op->a, &op->b};
     for (int q = 0; q < (op->kind >= CGEN_MAP_ADD ? 2 : 1); q++) {
       const cgen_map_arg *a = args[q];
       bool ok = (a->kind == 'i' && a->idx >= 0 && a->idx < s->nin) || (a->kind == 'v' && a->idx >= 0 && a->idx < j) ||
                 a->kind == 'c';
-      if (!ok) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: op %d (%s) reads a bad argument", j, KIND_NAME[op->kind]);
+      if (!ok) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: op %d (%s) reads a bad argument", j, KIND_NAME[op->kind]);
     }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cgen_map(hp_error *e, const cgen_map_spec *s, const char *fn, hp_str *out) {
-  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_map: NULL argument");
+harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: NULL argument");
   if (cg_check_name(e, fn)) return e->code;
   int64_t total = 0;
   if (check(e, s, &total)) return e->code;
@@ -230,6 +230,6 @@ hp_status cgen_map(hp_error *e, const cgen_map_spec *s, const char *fn, hp_str *
     emit_run(&o, s, total);
   }
   cg_emit_dispatch(&o, set, s->tune.force_isa, "hprt_pool *pool, const void *const *in, void *y", "pool, in, y");
-  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
-  return HP_OK;
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
 }

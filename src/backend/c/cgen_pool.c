@@ -307,30 +307,30 @@ static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-hp_status cgen_pool(hp_error *e, const cgen_pool_spec *s, const char *fn, hp_str *out) {
-  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_pool: NULL argument");
+harp_status cgen_pool(harp_error *e, const cgen_pool_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_pool: NULL argument");
   if (cg_check_name(e, fn)) return e->code;
   int64_t oh, ow;
   if (s->n < 1 || s->c < 1 || s->kh < 1 || s->kw < 1 || !cgen_pool_out_hw(s, &oh, &ow))
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_pool: the window does not fit the padded input");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_pool: the window does not fit the padded input");
   for (int i = 0; i < 4; i++)
-    if (s->pad[i] < 0) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_pool: negative padding");
+    if (s->pad[i] < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_pool: negative padding");
   if (!cg_dtype_ok(s->x_dtype) || !cg_dtype_ok(s->y_dtype))
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_pool: dtypes must be fp32, fp16 or bf16");
-  if (isnan(s->fill)) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_pool: a NaN pad value");
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_pool: dtypes must be fp32, fp16 or bf16");
+  if (isnan(s->fill)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_pool: a NaN pad value");
   for (int i = 0; i < s->n_epi; i++) {
     cgen_epi_kind k = s->epi[i].kind;
     if (k == CGEN_EPI_BIAS_M || k == CGEN_EPI_BIAS_N || k == CGEN_EPI_RESIDUAL)
-      return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_pool: only steps without a tensor follow a pool");
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_pool: only steps without a tensor follow a pool");
   }
   if (s->stride[1] > 16) /* a phase row per column of the stride, each with its own copy loops */
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: stride beyond 16 columns");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_pool: stride beyond 16 columns");
   if (s->kh * s->kw > 121) /* every tap is unrolled code */
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: window beyond 11x11 taps");
-  if (s->n * s->c >= (1L << 31)) return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: more planes than tasks");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_pool: window beyond 11x11 taps");
+  if (s->n * s->c >= (1L << 31)) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_pool: more planes than tasks");
   pl_geo g; /* the widest variant's plane (16 lanes) is the largest */
   geometry(s, 16, &g);
-  if (g.hp * g.rs > (1L << 26)) return hp_fail(e, HP_E_LIMIT, NULL, "cgen_pool: plane beyond 256 MiB of scratch");
+  if (g.hp * g.rs > (1L << 26)) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_pool: plane beyond 256 MiB of scratch");
   unsigned set = cg_isa_set(&s->tune);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
@@ -346,6 +346,6 @@ hp_status cgen_pool(hp_error *e, const cgen_pool_spec *s, const char *fn, hp_str
     emit_variant(&o, s);
   }
   cg_emit_dispatch(&o, set, s->tune.force_isa, "hprt_pool *pool, const void *x, void *y", "pool, x, y");
-  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
-  return HP_OK;
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
 }

@@ -88,16 +88,16 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-hp_status cgen_softmax(hp_error *e, const cgen_softmax_spec *s, const char *fn, hp_str *out) {
-  if (!s || !out) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_softmax: NULL argument");
+harp_status cgen_softmax(harp_error *e, const cgen_softmax_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_softmax: NULL argument");
   if (cg_check_name(e, fn)) return e->code;
-  if (s->rows < 1 || s->cols < 1) return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_softmax: sizes must be >= 1");
+  if (s->rows < 1 || s->cols < 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_softmax: sizes must be >= 1");
   if (s->cols >= (1L << 24) || s->rows >= (1L << 40) / s->cols)
-    return hp_fail(e, HP_E_LIMIT, NULL, "cgen_softmax: sizes beyond what the kernel handles");
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_softmax: sizes beyond what the kernel handles");
   if (!cg_dtype_ok(s->x_dtype) || !cg_dtype_ok(s->y_dtype))
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "cgen_softmax: dtypes must be fp32, fp16 or bf16");
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_softmax: dtypes must be fp32, fp16 or bf16");
   if (!isfinite(s->scale) || !(s->scale > 0))
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "cgen_softmax: scale must be finite and > 0");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_softmax: scale must be finite and > 0");
   unsigned set = cg_isa_set(&s->tune);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
@@ -112,6 +112,6 @@ hp_status cgen_softmax(hp_error *e, const cgen_softmax_spec *s, const char *fn, 
     emit_variant(&o, s);
   }
   cg_emit_dispatch(&o, set, s->tune.force_isa, "hprt_pool *pool, const void *x, void *y", "pool, x, y");
-  if (out->oom) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cgen: out of memory");
-  return HP_OK;
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
 }

@@ -147,16 +147,16 @@ static bool read_concat(const rc_ctx *c, int r, walk *w, int64_t *d, int *rank, 
   return true;
 }
 
-hp_status cc_try_concat(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+harp_status cc_try_concat(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
   *handled = false;
   walk w = {0};
   w.b = malloc(sizeof(box) * CONCAT_MAX_PIECES);
-  if (!w.b) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!w.b) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int64_t d[TINY_MAX_RANK];
   int rank;
   if (!read_concat(c, r, &w, d, &rank, why)) {
     free(w.b);
-    return HP_OK;
+    return HARP_OK;
   }
   const fn_kernel *K = &c->f->kernels[r];
   const rg_region *R = &c->f->part->regions[K->region];
@@ -164,30 +164,30 @@ hp_status cc_try_concat(rc_ctx *c, int r, const char *fn, hp_str *out, bool *han
   for (int i = 0; i < w.n; i++) own += !w.b[i].inner;
   int64_t total = 1;
   for (int a = 0; a < rank; a++) total *= d[a];
-  hp_str_printf(out, "/* concatenation of %d pieces: one copy each */\nstatic int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n",
+  ut_str_printf(out, "/* concatenation of %d pieces: one copy each */\nstatic int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n",
                 own, fn);
-  hp_str_printf(out, "  float *y = (float *)bufs[%d];\n", ct_slot_of(K, c->f, R->out_values[0]));
+  ut_str_printf(out, "  float *y = (float *)bufs[%d];\n", ct_slot_of(K, c->f, R->out_values[0]));
   if (w.partial >= 0) /* the partial sum is 0 off its pieces: copied whole, then ours into its zeros */
-    hp_str_printf(out, "  { const float *s = (const float *)bufs[%d];\n#pragma omp simd\n    for (long q = 0; q < %" PRId64 "L; q++) y[q] = s[q] + 0.0f; }\n",
+    ut_str_printf(out, "  { const float *s = (const float *)bufs[%d];\n#pragma omp simd\n    for (long q = 0; q < %" PRId64 "L; q++) y[q] = s[q] + 0.0f; }\n",
                   ct_slot_of(K, c->f, w.partial), total);
   else if (w.zero) /* a partial sum itself: 0 where no piece goes */
-    hp_str_printf(out, "  memset(y, 0, %" PRId64 " * sizeof(float));\n", total);
-  hp_str_printf(out, "  const float *const src[%d] = {", own);
+    ut_str_printf(out, "  memset(y, 0, %" PRId64 " * sizeof(float));\n", total);
+  ut_str_printf(out, "  const float *const src[%d] = {", own);
   for (int i = 0; i < w.n; i++)
-    if (!w.b[i].inner) hp_str_printf(out, "bufs[%d], ", ct_slot_of(K, c->f, w.b[i].node));
-  hp_str_printf(out, "};\n  static const long at[%d][4] = { /* start, run, rows, row stride */\n", own);
+    if (!w.b[i].inner) ut_str_printf(out, "bufs[%d], ", ct_slot_of(K, c->f, w.b[i].node));
+  ut_str_printf(out, "};\n  static const long at[%d][4] = { /* start, run, rows, row stride */\n", own);
   for (int i = 0; i < w.n; i++) {
     int64_t run, rows, rs, start;
     if (w.b[i].inner) continue;
     runs(&w.b[i], d, rank, &run, &rows, &rs, &start);
-    hp_str_printf(out, "    {%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "},\n", start, run, rows, rs);
+    ut_str_printf(out, "    {%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "},\n", start, run, rows, rs);
   }
-  hp_str_printf(out,
+  ut_str_printf(out,
                 "  };\n  for (int i = 0; i < %d; i++)\n    for (long o = 0; o < at[i][2]; o++) {\n"
                 "      const float *s = src[i] + o * at[i][1];\n      float *t = y + at[i][0] + o * at[i][3];\n"
                 "#pragma omp simd\n      for (long q = 0; q < at[i][1]; q++) t[q] = s[q] + 0.0f;\n    }\n  return 0;\n}\n\n",
                 own);
   free(w.b);
   *handled = true;
-  return out->oom ? hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
+  return out->oom ? ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
 }

@@ -34,7 +34,7 @@
 #define DECLINE(msg)    \
   do {                  \
     *why = (msg);       \
-    return HP_OK;       \
+    return HARP_OK;     \
   } while (0)
 
 /* The template steps of the shared reading as the C templates' epilogue. */
@@ -82,11 +82,11 @@ static unsigned host_isa_mask(void) {
  * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
  * channels), that variant reads none of the tiles; the note says so. */
 typedef struct plan_use {
-  hp_plan_choice *ch; /* NULL: the template's built-in tuning */
+  rt_plan_choice *ch; /* NULL: the template's built-in tuning */
   char desc[320];     /* the plan and the tuning it became, for the generated C */
 } plan_use;
 
-static void note_add(hp_plan_choice *ch, const char *what) {
+static void note_add(rt_plan_choice *ch, const char *what) {
   size_t n = strlen(ch->note);
   if (strstr(ch->note, what)) return;
   snprintf(ch->note + n, sizeof ch->note - n, "%s%s", n ? "; " : "", what);
@@ -94,11 +94,11 @@ static void note_add(hp_plan_choice *ch, const char *what) {
 
 /* The region's plan, or NULL for the built-in tuning (no plan, or
  * HARP_NO_PLANS=1, an A/B switch for benchmarks). */
-static hp_plan_choice *choice_of(const rc_ctx *c, int r) {
+static rt_plan_choice *choice_of(const rc_ctx *c, int r) {
   if (!c->plans) return NULL;
-  hp_plan_choice *ch = &c->plans[c->f->kernels[r].region];
+  rt_plan_choice *ch = &c->plans[c->f->kernels[r].region];
   if (!ch->has_plan) return NULL;
-  if (hp_knobs_or_default(c->knobs)->no_plans) {
+  if (rt_knobs_or_default(c->knobs)->no_plans) {
     note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
     return NULL;
   }
@@ -148,12 +148,12 @@ static int order_pos(const plan_t *p, const char *base, const char *suffix) {
 /* Fill t from the region's plan (kind: 'g' GEMM, 'c' conv with the plan's
  * roles swapped when swap, 'a' attention; bm/bn for attention).  Returns the
  * choice, or NULL for the built-in tuning. */
-static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
+static rt_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
                                    plan_use *u) {
   cgen_tuning_default(t);
   u->ch = NULL;
   u->desc[0] = 0;
-  hp_plan_choice *ch = choice_of(c, r);
+  rt_plan_choice *ch = choice_of(c, r);
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   plan_gemm_view gv;
   if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
@@ -207,31 +207,31 @@ static hp_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
 }
 
 /* After the generator ran: say in the C what the kernel follows. */
-static void plan_comment(hp_str *out, const plan_use *u, bool refused, const hp_error *why) {
+static void plan_comment(ut_str *out, const plan_use *u, bool refused, const harp_error *why) {
   if (!u->ch) return;
-  char *one = hp_plan_oneline(&u->ch->plan);
+  char *one = rt_plan_oneline(&u->ch->plan);
   if (refused) {
     char msg[200];
     snprintf(msg, sizeof msg, "the template refused the plan (%.150s): built-in tuning", why->msg);
     note_add(u->ch, msg);
     u->ch->applied = false;
     u->ch->fallback = true;
-    hp_str_printf(out, "/* plan: %s\n   NOT applied: %s */\n", one ? one : "?", msg);
+    ut_str_printf(out, "/* plan: %s\n   NOT applied: %s */\n", one ? one : "?", msg);
   } else {
     u->ch->applied = true;
-    hp_str_printf(out, "/* plan: %s\n   -> %s */\n", one ? one : "?", u->desc);
+    ut_str_printf(out, "/* plan: %s\n   -> %s */\n", one ? one : "?", u->desc);
   }
   free(one);
 }
 
 /* The generators behind one signature, for template_body. */
-typedef hp_status (*gen_fn)(hp_error *e, const void *spec, const char *fn, hp_str *out);
-static hp_status gen_gemm(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_gemm(e, s, fn, o); }
-static hp_status gen_conv(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_conv(e, s, fn, o); }
-static hp_status gen_attn(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_attn(e, s, fn, o); }
-static hp_status gen_softmax(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_softmax(e, s, fn, o); }
-static hp_status gen_pool(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_pool(e, s, fn, o); }
-static hp_status gen_map(hp_error *e, const void *s, const char *fn, hp_str *o) { return cgen_map(e, s, fn, o); }
+typedef harp_status (*gen_fn)(harp_error *e, const void *spec, const char *fn, ut_str *out);
+static harp_status gen_gemm(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_gemm(e, s, fn, o); }
+static harp_status gen_conv(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_conv(e, s, fn, o); }
+static harp_status gen_attn(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_attn(e, s, fn, o); }
+static harp_status gen_softmax(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_softmax(e, s, fn, o); }
+static harp_status gen_pool(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_pool(e, s, fn, o); }
+static harp_status gen_map(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_map(e, s, fn, o); }
 
 /* The template's kernel `kfn` into out, under the plan's tuning (already in
  * *tune, a member of spec); when the template refuses the plan, or there is
@@ -239,36 +239,36 @@ static hp_status gen_map(hp_error *e, const void *s, const char *fn, hp_str *o) 
  * own choice), and the plan's comment says which.  False: the template
  * refuses the shape itself (out untouched, the plan not applied). */
 static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
-                          const char *kfn, hp_str *out) {
-  hp_error pe = {0}, e2 = {0};
-  hp_str body;
-  hp_str_init(&body);
-  bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HP_OK;
+                          const char *kfn, ut_str *out) {
+  harp_error pe = {0}, e2 = {0};
+  ut_str body;
+  ut_str_init(&body);
+  bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HARP_OK;
   if (refused || !pu->ch) { /* the built-in tuning (the conv algorithm is not the plan's) */
-    hp_str_free(&body);
-    hp_str_init(&body);
+    ut_str_free(&body);
+    ut_str_init(&body);
     int conv_algo = tune->conv_algo;
     cgen_tuning_default(tune);
     tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
     jit_variant(c, tune, host_isa_mask());
-    if (gen(&e2, spec, kfn, &body) != HP_OK) {
-      hp_str_free(&body);
+    if (gen(&e2, spec, kfn, &body) != HARP_OK) {
+      ut_str_free(&body);
       if (pu->ch) pu->ch->applied = false;
       return false;
     }
   }
   plan_comment(out, pu, refused, &pe);
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
   return true;
 }
 
 /* The knob conv (HARP_CONV=gemm|direct): an A/B switch for benchmarks
  * (cgen_conv_direct decides otherwise). */
 static int conv_algo(const rc_ctx *c) {
-  int k = hp_knobs_or_default(c->knobs)->conv;
-  return k == HP_CONV_GEMM ? CGEN_CONV_GEMM : k == HP_CONV_DIRECT ? CGEN_CONV_DIRECT : 0;
+  int k = rt_knobs_or_default(c->knobs)->conv;
+  return k == RT_CONV_GEMM ? CGEN_CONV_GEMM : k == RT_CONV_DIRECT ? CGEN_CONV_DIRECT : 0;
 }
 
 /* ---- weights packed once ------------------------------------------------------------- */
@@ -280,7 +280,7 @@ static int conv_algo(const rc_ctx *c) {
 static bool packs_once(const rc_ctx *c, int r, int slot) {
   const fn_kernel *K = &c->f->kernels[r];
   if (slot < 0 || slot >= K->nreads || c->f->buffers[K->reads[slot]].kind != FN_PARAM) return false;
-  return !hp_knobs_or_default(c->knobs)->no_prepack;
+  return !rt_knobs_or_default(c->knobs)->no_prepack;
 }
 
 /* Kernel r reads its packed slot only packed: no epilogue operand and no
@@ -295,39 +295,39 @@ static void note_packed_only(const rc_ctx *c, int r, int slot, int other, const 
 /* The helpers model_init calls for a kernel that takes its weight packed
  * (contract_c.h): the packed form's size (the ISA variant's this process
  * runs) and the packing of the weight buffer w, at element offset off. */
-static void emit_wpack(hp_str *o, const char *fn, const char *kfn, char which, int64_t off, int esize) {
-  hp_str_printf(o, "static long %s_wbytes(void) { return %s_pack_%c_bytes(); }\n", fn, kfn, which);
-  hp_str_printf(o,
+static void emit_wpack(ut_str *o, const char *fn, const char *kfn, char which, int64_t off, int esize) {
+  ut_str_printf(o, "static long %s_wbytes(void) { return %s_pack_%c_bytes(); }\n", fn, kfn, which);
+  ut_str_printf(o,
                 "static int %s_wpack(hprt_pool *pool, const void *w, void *wp) {\n"
                 "  return %s_pack_%c(pool, (const char *)w + %" PRId64 " * %d, wp);\n}\n",
                 fn, kfn, which, off, esize);
 }
 
-static void ep_array(hp_str *o, const ct_epi *epi, int n) {
-  hp_str_puts(o, "  const void *ep[] = {");
+static void ep_array(ut_str *o, const ct_epi *epi, int n) {
+  ut_str_puts(o, "  const void *ep[] = {");
   for (int i = 0; i < n; i++) {
-    if (epi[i].slot < 0) hp_str_puts(o, "NULL, ");
-    else hp_str_printf(o, "(const void *)((const char *)bufs[%d] + %" PRId64 " * %d), ", epi[i].slot, epi[i].off,
+    if (epi[i].slot < 0) ut_str_puts(o, "NULL, ");
+    else ut_str_printf(o, "(const void *)((const char *)bufs[%d] + %" PRId64 " * %d), ", epi[i].slot, epi[i].off,
                        tiny_dtype_size(epi[i].dtype));
   }
-  hp_str_puts(o, "NULL};\n");
+  ut_str_puts(o, "NULL};\n");
 }
 
 /* The copy into the scratch `ap` (nested loops, the destination's innermost
  * dimension innermost), in the tensor's storage type. */
-static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
+static void emit_repack(ut_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
   const char *t = A0->dtype == TINY_FP32 ? "float" : "uint16_t";
   int64_t total = 1;
   for (int i = 0; i < n; i++) total *= vsize[i];
-  hp_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
+  ut_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
                 (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64);
-  hp_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
+  ut_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
                 A0->offset);
   for (int i = 0; i < n; i++)
-    hp_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
-  hp_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
-  for (int i = 0; i < n; i++) hp_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
-  hp_str_puts(o, "];\n  }\n");
+    ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
+  ut_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
+  for (int i = 0; i < n; i++) ut_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
+  ut_str_puts(o, "];\n  }\n");
 }
 
 /* Kernels below this many multiply-adds run on the calling thread: waking
@@ -336,8 +336,8 @@ static void emit_repack(hp_str *o, const ct_tensor *A0, const int64_t *vsize, co
 #define SMALL_WORK (double)(1 << 21)
 #define SMALL_BYTES (double)(1 << 20) /* nor when they stream this much (a GEMV's B) */
 
-static void small_on_caller(hp_str *out, double work) {
-  if (work < SMALL_WORK) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+static void small_on_caller(ut_str *out, double work) {
+  if (work < SMALL_WORK) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
 }
 
 /* Output pixels of a conv spec. */
@@ -422,7 +422,7 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
  * the other variants are its implicit GEMM, which copies input rows as its
  * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too. */
-static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, const ct_gemm *gm, bool swapped,
+static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *gm, bool swapped,
                              rc_packed *pk) {
   cgen_conv_spec s;
   /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
@@ -436,10 +436,10 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, cons
   s.prepack_w = packs_once(c, r, gm->A.slot);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
-  hp_str body;
-  hp_str_init(&body);
+  ut_str body;
+  ut_str_init(&body);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, &body)) {
-    hp_str_free(&body);
+    ut_str_free(&body);
     return false;
   }
   if (pu.ch) {
@@ -447,34 +447,34 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, hp_str *out, cons
     snprintf(msg, sizeof msg, "1x1 conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
     note_add(pu.ch, msg);
   }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_w) {
     emit_wpack(out, fn, kfn, 'a', gm->A.offset, tiny_dtype_size(gm->A.dtype));
     pk->n = 1, pk->slot[0] = gm->A.slot;
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)gm->batch[0] * gm->M * gm->N * gm->K);
   ep_array(out, gm->epi, gm->nepi);
-  if (s.prepack_w) hp_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
-  else hp_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
+  if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
+  else ut_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
                      tiny_dtype_size(gm->A.dtype));
-  hp_str_printf(out, ", (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n", gm->B.slot, gm->B.offset,
+  ut_str_printf(out, ", (const char *)bufs[%d] + %" PRId64 " * %d, bufs[%d], ep) ? 2 : 0;\n}\n\n", gm->B.slot, gm->B.offset,
                 tiny_dtype_size(gm->B.dtype), gm->C.slot);
   return true;
 }
 
-static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+static harp_status try_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
                           rc_packed *pk) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_gemm gm;
-  if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
+  if (!ct_read_gemm(&src, r, &gm, why)) return HARP_OK;
   bool swapped = gemm_transpose(&gm);
   if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, pk)) {
     *handled = true;
-    return HP_OK;
+    return HARP_OK;
   }
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
@@ -506,7 +506,7 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
@@ -516,34 +516,34 @@ static hp_status try_gemm(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   /* the operands: A packed by model_init, repacked into `ap` here, or as
    * stored; B packed by model_init or as stored */
   int packed = K->nreads + K->nwrites;
-  hp_str a, b;
-  hp_str_init(&a);
-  hp_str_init(&b);
-  if (s.prepack_a) hp_str_printf(&a, "bufs[%d]", packed);
-  else if (gm.nrep) hp_str_puts(&a, "ap");
-  else hp_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype));
-  if (s.prepack_b) hp_str_printf(&b, "bufs[%d]", packed);
-  else hp_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
-  if (s.prepack_a || s.prepack_b) hp_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
+  ut_str a, b;
+  ut_str_init(&a);
+  ut_str_init(&b);
+  if (s.prepack_a) ut_str_printf(&a, "bufs[%d]", packed);
+  else if (gm.nrep) ut_str_puts(&a, "ap");
+  else ut_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype));
+  if (s.prepack_b) ut_str_printf(&b, "bufs[%d]", packed);
+  else ut_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
+  if (s.prepack_a || s.prepack_b) ut_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
   if (gm.nrep) emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
-  hp_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
+  ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
                 gm.C.slot);
-  hp_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
+  ut_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
   if (a.oom || b.oom) out->oom = true;
-  hp_str_free(&a);
-  hp_str_free(&b);
+  ut_str_free(&a);
+  ut_str_free(&b);
   if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
   if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
-static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+static harp_status try_conv(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
                           rc_packed *pk) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_conv cv;
-  if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
+  if (!ct_read_conv(&src, r, &cv, why)) return HARP_OK;
   cgen_conv_spec s;
   cgen_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP32);
   s.x_dtype = cv.X.dtype;
@@ -577,7 +577,7 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
     pk->n = 1, pk->slot[0] = cv.W.slot;
     note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a depthwise conv does one vector load per FMA and copies its input
    * plane (cgen_dwconv.c), which a stride makes larger per output: ~8x a
    * GEMM's time per multiply-add, times the stride's (384 channels of 14x14:
@@ -586,18 +586,18 @@ static hp_status try_conv(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
   small_on_caller(out, dw_cost * cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
-  if (s.prepack_w) hp_str_puts(out, "  /* the weight packed by model_init */\n");
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
+  if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
+  ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
                 s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- attention --------------------------------------------------------------------- */
-static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static harp_status try_attention(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_attn at;
-  if (!ct_read_attn(&src, r, &at, why)) return HP_OK;
+  if (!ct_read_attn(&src, r, &at, why)) return HARP_OK;
   cgen_attn_spec s;
   cgen_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP32);
   s.dv = at.DV;
@@ -620,63 +620,63 @@ static hp_status try_attention(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   snprintf(kfn, sizeof kfn, "%s_attn", fn);
   if (!template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
     DECLINE("the template refused the shape");
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)at.B * at.H * at.M * at.N * (at.D + at.DV));
   if (at.has_mask)
-    hp_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
+    ut_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
                   tiny_dtype_size(s.mask_dtype));
   else
-    hp_str_puts(out, "  const void *mask = NULL;\n");
-  hp_str_printf(out,
+    ut_str_puts(out, "  const void *mask = NULL;\n");
+  ut_str_printf(out,
                 "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
                 " * %d,\n           (const char *)bufs[%d] + %" PRId64 " * %d, mask, bufs[%d]) ? 2 : 0;\n}\n\n",
                 kfn, at.q.slot, at.q.offset, tiny_dtype_size(at.q.dtype), at.k.slot, at.k.offset,
                 tiny_dtype_size(at.k.dtype), at.v.slot, at.v.offset, tiny_dtype_size(at.v.dtype), at.out.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- row kernels (softmax, pool) ------------------------------------------------------ */
 /* Kernel `kfn` of a row kernel (`what`) into out: a plan reads as its
  * vector width (`note` says so in the plan's notes), and the C says which.
  * *refused: the generator refused the shape (out untouched). */
-static hp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
-                            const char *note, const char *kfn, hp_str *out, bool *refused) {
+static harp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
+                            const char *note, const char *kfn, ut_str *out, bool *refused) {
   *refused = false;
-  hp_plan_choice *ch = choice_of(c, r);
+  rt_plan_choice *ch = choice_of(c, r);
   if (ch) {
     int vw = ch->plan.vec_width;
     tune->simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
     note_add(ch, note);
   }
   jit_variant(c, tune, ch ? isa_for_simd(tune->simd) : host_isa_mask());
-  hp_error e2 = {0};
-  hp_str body;
-  hp_str_init(&body);
+  harp_error e2 = {0};
+  ut_str body;
+  ut_str_init(&body);
   if (gen(&e2, spec, kfn, &body)) {
-    hp_str_free(&body);
-    if (e2.code == HP_E_NO_MEMORY) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_str_free(&body);
+    if (e2.code == HARP_E_NO_MEMORY) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     *refused = true;
-    return HP_OK;
+    return HARP_OK;
   }
   if (ch) {
     ch->applied = true;
-    char *one = hp_plan_oneline(&ch->plan);
-    hp_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
+    char *one = rt_plan_oneline(&ch->plan);
+    ut_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
     free(one);
   }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
-  return HP_OK;
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
+  return HARP_OK;
 }
 
 /* ---- row softmax ------------------------------------------------------------------ */
-static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static harp_status try_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_row w;
   ct_row_init(&w, &src, r);
   ct_softmax sm;
-  if (!ct_read_softmax(&w, &sm, why)) return HP_OK;
+  if (!ct_read_softmax(&w, &sm, why)) return HARP_OK;
   cgen_softmax_spec s;
   cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
   s.y_dtype = sm.y.dtype;
@@ -684,17 +684,17 @@ static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_softmax", fn);
   bool refused;
-  hp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
+  harp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
                             "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used",
                             kfn, out, &refused);
   if (st) return st;
   if (refused) DECLINE("the softmax kernel refused the shape");
-  hp_str_printf(out,
+  ut_str_printf(out,
                 "static int %s(hprt_pool *pool, void *const *bufs) {\n"
                 "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n",
                 fn, kfn, sm.x.slot, sm.y.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- pooling ---------------------------------------------------------------------- */
@@ -702,10 +702,10 @@ static hp_status try_softmax(rc_ctx *c, int r, const char *fn, hp_str *out, bool
  * (a pool of 3 MB on two threads takes ~0.15 ms; waking a worker ~0.05). */
 #define POOL_SMALL_BYTES (double)(1 << 18)
 
-static hp_status try_pool(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static harp_status try_pool(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_pool pl;
-  if (!ct_read_pool(&src, r, &pl, why)) return HP_OK;
+  if (!ct_read_pool(&src, r, &pl, why)) return HARP_OK;
   /* past stride 2 the plane splits into a phase row per column, copied
    * column by column: the loop nest's gathers are faster there (a 7x7 pool
    * of stride 7 on 2048x7x7: 0.29 ms against 0.085) */
@@ -735,17 +735,17 @@ static hp_status try_pool(rc_ctx *c, int r, const char *fn, hp_str *out, bool *h
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_pool", fn);
   bool refused;
-  hp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
+  harp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
                             "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
                             kfn, out, &refused);
   if (st) return st;
   if (refused) DECLINE("the pool kernel refused the shape");
   double bytes = (double)pl.n * pl.c * ((double)pl.h * pl.w * tiny_dtype_size(pl.X.dtype) + (double)pl.oh * pl.ow * tiny_dtype_size(pl.Y.dtype));
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (bytes < POOL_SMALL_BYTES) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
-  hp_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- elementwise maps --------------------------------------------------------------- */
@@ -789,7 +789,7 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
 #define MAP_SMALL_POINTS 32768.0
 
 /* One map kernel kfn for piece mp; *points grows by its points. */
-static hp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, hp_str *out, bool *refused,
+static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
                             double *points) {
   cgen_map_spec s;
   cgen_map_spec_init(&s, mp->cols);
@@ -820,19 +820,19 @@ static hp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn,
 }
 
 /* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
-static hp_status try_map(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why) {
+static harp_status try_map(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
   ct_src src = {c->g, c->pv, c->f, false, false};
   ct_map_set *ms = malloc(sizeof *ms);
-  if (!ms) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!ms) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!ct_read_map(&src, r, map_op_ok, ms, why)) {
     free(ms);
-    return HP_OK;
+    return HARP_OK;
   }
-  hp_str body;
-  hp_str_init(&body);
+  ut_str body;
+  ut_str_init(&body);
   double points = 0;
   bool refused = false;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int k = 0; k < ms->npiece && !st && !refused; k++) {
     char kfn[128];
     if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
@@ -840,36 +840,36 @@ static hp_status try_map(rc_ctx *c, int r, const char *fn, hp_str *out, bool *ha
     st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points);
   }
   if (st || refused) {
-    hp_str_free(&body);
+    ut_str_free(&body);
     free(ms);
     if (st) return st;
     DECLINE("the map kernel refused the shape");
   }
-  hp_str_puts(out, body.buf);
-  hp_str_free(&body);
-  hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (points < MAP_SMALL_POINTS) hp_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   for (int k = 0; k < ms->npiece; k++) {
     const ct_map *mp = &ms->piece[k];
-    hp_str_puts(out, "  const void *in");
-    if (ms->npiece > 1) hp_str_printf(out, "%d", k);
-    hp_str_puts(out, "[] = {");
-    for (int i = 0; i < mp->nin; i++) hp_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
-    hp_str_puts(out, "NULL};\n");
+    ut_str_puts(out, "  const void *in");
+    if (ms->npiece > 1) ut_str_printf(out, "%d", k);
+    ut_str_puts(out, "[] = {");
+    for (int i = 0; i < mp->nin; i++) ut_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
+    ut_str_puts(out, "NULL};\n");
   }
   if (ms->npiece == 1) {
-    hp_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
+    ut_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
   } else {
     for (int k = 0; k < ms->npiece; k++)
-      hp_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
-    hp_str_puts(out, "  return 0;\n}\n\n");
+      ut_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
+    ut_str_puts(out, "  return 0;\n}\n\n");
   }
   free(ms);
   *handled = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+static harp_status emit_template(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
                                rc_packed *pk) {
   *handled = false;
   *why = NULL;
@@ -877,14 +877,14 @@ static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   ct_src src = {c->g, c->pv, c->f, false, false};
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   if (info && info->shape == RG_SHAPE_CELL) return cc_try_cell(c, r, fn, out, handled, why, pk);
-  bool no_templates = hp_knobs_or_default(c->knobs)->no_templates;
+  bool no_templates = rt_knobs_or_default(c->knobs)->no_templates;
   switch (no_templates ? 0 : ct_kind(&src, r)) {
   case 'a': return try_attention(c, r, fn, out, handled, why);
   case 'c': return try_conv(c, r, fn, out, handled, why, pk);
   case 'g': return try_gemm(c, r, fn, out, handled, why, pk);
   default:
-    if (no_templates) return HP_OK;
-    hp_status st = try_softmax(c, r, fn, out, handled, why);
+    if (no_templates) return HARP_OK;
+    harp_status st = try_softmax(c, r, fn, out, handled, why);
     if (st || *handled || *why) return st;
     if ((st = try_pool(c, r, fn, out, handled, why)) || *handled || *why) return st;
     if ((st = cc_try_concat(c, r, fn, out, handled, why)) || *handled) return st;
@@ -893,10 +893,10 @@ static hp_status emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bo
   }
 }
 
-hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why,
+harp_status cc_emit_template(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
                            rc_packed *pk) {
-  hp_status st = emit_template(c, r, fn, out, handled, why, pk);
-  hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  harp_status st = emit_template(c, r, fn, out, handled, why, pk);
+  rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   if (!st && !*handled && ch && ch->has_plan) {
     char msg[200];
     snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", *why ? *why : "no template for this region");

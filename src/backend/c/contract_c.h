@@ -17,6 +17,6 @@
  *                                   pack weight buffer w into wp (64-byte aligned); 0 = ok
  * and fn reads the packed form i from bufs[nreads + nwrites + i], which the
  * caller (emit_model.c's model_init) packed once and never writes again. */
-hp_status cc_emit_template(rc_ctx *c, int r, const char *fn, hp_str *out, bool *handled, const char **why, rc_packed *pk);
+harp_status cc_emit_template(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why, rc_packed *pk);
 
 #endif

@@ -35,26 +35,26 @@
 #include "kitems.h"
 #include "region_c.h"
 
-static void buffer_ptr(hp_str *o, const hp_function *f, int b, const int *input_pos, const int *output_pos) {
+static void buffer_ptr(ut_str *o, const fn_function *f, int b, const int *input_pos, const int *output_pos) {
   const fn_buffer *B = &f->buffers[b];
   switch (B->kind) {
-  case FN_INPUT: hp_str_printf(o, "(void *)inputs[%d]", input_pos[b]); break;
-  case FN_OUTPUT: hp_str_printf(o, "outputs[%d]", output_pos[b]); break;
-  case FN_PARAM: hp_str_printf(o, "(void *)(m->consts + %zu)", B->offset); break;
-  case FN_TEMP: hp_str_printf(o, "(void *)(m->arena + %zu)", B->offset); break;
+  case FN_INPUT: ut_str_printf(o, "(void *)inputs[%d]", input_pos[b]); break;
+  case FN_OUTPUT: ut_str_printf(o, "outputs[%d]", output_pos[b]); break;
+  case FN_PARAM: ut_str_printf(o, "(void *)(m->consts + %zu)", B->offset); break;
+  case FN_TEMP: ut_str_printf(o, "(void *)(m->arena + %zu)", B->offset); break;
   }
 }
 
 /* Argument i of kernel k's bufs[]: its reads, its writes, its packed
  * weights (wpj: per kernel and packed form, the m->wp[] block it reads). */
-static void kernel_arg(hp_str *o, const hp_function *f, int k, int i, const int *wpj, const int *input_pos, const int *output_pos) {
+static void kernel_arg(ut_str *o, const fn_function *f, int k, int i, const int *wpj, const int *input_pos, const int *output_pos) {
   const fn_kernel *K = &f->kernels[k];
   if (i < K->nreads) buffer_ptr(o, f, K->reads[i], input_pos, output_pos);
   else if (i < K->nreads + K->nwrites) buffer_ptr(o, f, K->writes[i - K->nreads], input_pos, output_pos);
-  else hp_str_printf(o, "m->wp[%d]", wpj[k * RC_MAX_PACKED + i - K->nreads - K->nwrites]);
+  else ut_str_printf(o, "m->wp[%d]", wpj[k * RC_MAX_PACKED + i - K->nreads - K->nwrites]);
 }
 
-static int kernel_nargs(const hp_function *f, int k, const rc_packed *pk) {
+static int kernel_nargs(const fn_function *f, int k, const rc_packed *pk) {
   return f->kernels[k].nreads + f->kernels[k].nwrites + pk[k].n;
 }
 
@@ -63,7 +63,7 @@ static int kernel_nargs(const hp_function *f, int k, const rc_packed *pk) {
  * buffer under the same key.  wpj[k * RC_MAX_PACKED + i]: kernel k's form
  * i's block; first[j] = kernel * RC_MAX_PACKED + form that packs block j.
  * Returns the number of blocks. */
-static int packed_blocks(const hp_function *f, const rc_packed *pk, int *wpj, int *first) {
+static int packed_blocks(const fn_function *f, const rc_packed *pk, int *wpj, int *first) {
   int n = 0;
   for (int k = 0; k < f->nkernels; k++)
     for (int i = 0; i < pk[k].n; i++) {
@@ -83,41 +83,41 @@ static int packed_blocks(const hp_function *f, const rc_packed *pk, int *wpj, in
  * copy_of[k] says which (-1: its own code).  Of the others, functions and
  * types an earlier kernel defines alike are #defined to that one's too
  * (kitems.c).  HARP_NO_DEDUP=1: every kernel its own code. */
-static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk, rc_packed *pk, int *copy_of,
+static harp_status emit_kernels(rc_ctx *c, const char *P, ut_str *out, long *chunk, rc_packed *pk, int *copy_of,
                               cg_kform *forms) {
-  const hp_function *f = c->f;
-  bool dedup = !hp_knobs_or_default(c->knobs)->no_dedup;
+  const fn_function *f = c->f;
+  bool dedup = !rt_knobs_or_default(c->knobs)->no_dedup;
   cg_kitems items;
   cg_kitems_init(&items);
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   for (int k = 0; k < f->nkernels && !st; k++) {
     char fn[96], to[96];
     snprintf(fn, sizeof fn, "%s_k%d", P, k);
-    hp_str kt;
-    hp_str_init(&kt);
+    ut_str kt;
+    ut_str_init(&kt);
     st = rc_emit_region(c, k, fn, &kt, &chunk[k], &pk[k]);
-    if (!st && kt.oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (!st && kt.oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (!st && dedup) st = cg_kform_make(kt.buf ? kt.buf : "", fn, NULL, 0, c->e, &forms[k]);
     copy_of[k] = -1;
     for (int j = 0; j < k && !st && dedup && copy_of[k] < 0; j++)
       if (copy_of[j] < 0 && kernel_nargs(f, j, pk) == kernel_nargs(f, k, pk) && cg_kform_same(&forms[j], &forms[k]))
         copy_of[k] = j;
     if (!st) {
-      hp_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
+      ut_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
       if (copy_of[k] < 0 && dedup) {
         st = cg_kitems_emit(&items, c->e, kt.buf ? kt.buf : "", P, k, out);
       } else if (copy_of[k] < 0) {
-        hp_str_puts(out, kt.buf ? kt.buf : "");
+        ut_str_puts(out, kt.buf ? kt.buf : "");
       } else {
         snprintf(to, sizeof to, "%s_k%d", P, copy_of[k]);
-        hp_str_printf(out, "/* the code of kernel %d */\n", copy_of[k]);
+        ut_str_printf(out, "/* the code of kernel %d */\n", copy_of[k]);
         cg_kform_aliases(out, kt.buf ? kt.buf : "", fn, to);
-        hp_str_puts(out, "\n");
+        ut_str_puts(out, "\n");
         free(forms[k].norm); /* only the order is read from here on */
         forms[k].norm = NULL;
       }
     }
-    hp_str_free(&kt);
+    ut_str_free(&kt);
   }
   cg_kitems_free(&items);
   return st;
@@ -126,33 +126,33 @@ static hp_status emit_kernels(rc_ctx *c, const char *P, hp_str *out, long *chunk
 /* Metadata for hosts that know nothing of harp (the standalone main.c):
  * P_input_names / _dtypes / _shapes and the same for the outputs.  Names
  * are sanitized: they come from the model. */
-void cgen_emit_metadata(hp_str *out, const char *P, const hp_function *f, const tiny_graph *g) {
+void cgen_emit_metadata(ut_str *out, const char *P, const fn_function *f, const tiny_graph *g) {
   int nin = 0;
   for (int a = 0; a < f->nargs; a++) nin += f->buffers[f->args[a]].kind == FN_INPUT;
   for (int io = 0; io < 2; io++) {
     const char *what = io ? "output" : "input";
     int count = io ? f->nret : nin;
-    hp_str_printf(out, "const char *const %s_%s_names[%d] = {", P, what, count + 1);
+    ut_str_printf(out, "const char *const %s_%s_names[%d] = {", P, what, count + 1);
     for (int pass = 0; pass < 3; pass++) {
-      if (pass == 1) hp_str_printf(out, "NULL};\nconst char *const %s_%s_dtypes[%d] = {", P, what, count + 1);
-      if (pass == 2) hp_str_printf(out, "NULL};\nconst long %s_%s_shapes[%d][%d] = {", P, what, count + 1, TINY_MAX_RANK + 1);
+      if (pass == 1) ut_str_printf(out, "NULL};\nconst char *const %s_%s_dtypes[%d] = {", P, what, count + 1);
+      if (pass == 2) ut_str_printf(out, "NULL};\nconst long %s_%s_shapes[%d][%d] = {", P, what, count + 1, TINY_MAX_RANK + 1);
       /* inputs in args order (what inputs[] follows), outputs in ret order */
       for (int q = 0; q < (io ? f->nret : f->nargs); q++) {
         const fn_buffer *B = &f->buffers[io ? f->ret[q] : f->args[q]];
         if (!io && B->kind != FN_INPUT) continue;
         const tiny_node *n = &g->nodes[B->node];
         char safe[160];
-        hp_sanitize_name(tiny_output_name(g, B->node), safe, sizeof safe);
-        if (pass == 0) hp_str_printf(out, "\"%s\", ", safe);
-        if (pass == 1) hp_str_printf(out, "\"%s\", ", tiny_dtype_name(n->dtype));
+        ut_sanitize_name(tiny_output_name(g, B->node), safe, sizeof safe);
+        if (pass == 0) ut_str_printf(out, "\"%s\", ", safe);
+        if (pass == 1) ut_str_printf(out, "\"%s\", ", tiny_dtype_name(n->dtype));
         if (pass == 2) {
-          hp_str_printf(out, "{%d", n->shape.rank);
-          for (int d = 0; d < n->shape.rank; d++) hp_str_printf(out, ", %" PRId64, n->shape.d[d].n);
-          hp_str_puts(out, "}, ");
+          ut_str_printf(out, "{%d", n->shape.rank);
+          for (int d = 0; d < n->shape.rank; d++) ut_str_printf(out, ", %" PRId64, n->shape.d[d].n);
+          ut_str_puts(out, "}, ");
         }
       }
     }
-    hp_str_puts(out, "{0}};\n");
+    ut_str_puts(out, "{0}};\n");
   }
 }
 
@@ -162,15 +162,15 @@ void cgen_emit_metadata(hp_str *out, const char *P, const hp_function *f, const 
  * caller's params and not copied into m->consts, whose pages for them stay
  * untouched (not resident): the instance holds such a weight once, packed,
  * not twice. */
-static bool *packed_only_buffers(const hp_function *f, const rc_packed *pk, const int *wpj, const bool *wonly) {
-  bool *skip = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *skip);
-  int *reads = hp_xcalloc((size_t)f->nbuffers + 1, sizeof *reads);
+static bool *packed_only_buffers(const fn_function *f, const rc_packed *pk, const int *wpj, const bool *wonly) {
+  bool *skip = ut_xcalloc((size_t)f->nbuffers + 1, sizeof *skip);
+  int *reads = ut_xcalloc((size_t)f->nbuffers + 1, sizeof *reads);
   if (!skip || !reads) {
     free(reads);
     free(skip);
     return NULL;
   }
-  int *block = hp_xmalloc(sizeof(int) * ((size_t)f->nbuffers + 1)); /* the one packed block of b, or -1 */
+  int *block = ut_xmalloc(sizeof(int) * ((size_t)f->nbuffers + 1)); /* the one packed block of b, or -1 */
   if (!block) {
     free(reads);
     free(skip);
@@ -193,14 +193,14 @@ static bool *packed_only_buffers(const hp_function *f, const rc_packed *pk, cons
 
 /* memcpy of the weights into m->consts: all of them, or the ranges between
  * the packed-only ones (skip) */
-static void emit_consts_copy(hp_str *out, const hp_function *f, const bool *skip) {
+static void emit_consts_copy(ut_str *out, const fn_function *f, const bool *skip) {
   bool any = false;
   for (int b = 0; skip && b < f->nbuffers; b++) any |= skip[b];
   if (!any) {
-    hp_str_puts(out, "  if (nbytes) memcpy(m->consts, params, nbytes);\n");
+    ut_str_puts(out, "  if (nbytes) memcpy(m->consts, params, nbytes);\n");
     return;
   }
-  hp_str_puts(out, "  /* the weights kept as stored (the packed-only ones are packed from params) */\n");
+  ut_str_puts(out, "  /* the weights kept as stored (the packed-only ones are packed from params) */\n");
   size_t lo = 0, hi = 0; /* the range being gathered */
   for (;;) { /* params in offset order: the next one past hi */
     int next = -1;
@@ -209,7 +209,7 @@ static void emit_consts_copy(hp_str *out, const hp_function *f, const bool *skip
           (next < 0 || f->buffers[b].offset < f->buffers[next].offset))
         next = b;
     if (next < 0 || skip[next]) {
-      if (hi > lo) hp_str_printf(out, "  memcpy(m->consts + %zu, (const unsigned char *)params + %zu, %zu);\n", lo, lo, hi - lo);
+      if (hi > lo) ut_str_printf(out, "  memcpy(m->consts + %zu, (const unsigned char *)params + %zu, %zu);\n", lo, lo, hi - lo);
       if (next < 0) break;
       lo = hi = f->buffers[next].offset + f->buffers[next].size;
       continue;
@@ -221,13 +221,13 @@ static void emit_consts_copy(hp_str *out, const hp_function *f, const bool *skip
 
 /* P_free, then P_init: the copy of the weights, the pool, then the packed
  * weights (packing runs on the pool).  Any failure frees what was taken. */
-static void emit_init_free(hp_str *out, const char *P, const hp_function *f, const rc_packed *pk, const int *first,
+static void emit_init_free(ut_str *out, const char *P, const fn_function *f, const rc_packed *pk, const int *first,
                            const bool *skip, int npk, const int *input_pos, const int *output_pos) {
-  hp_str_printf(out,
+  ut_str_printf(out,
                 "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n"
                 "  free(m->consts);\n%s  free(m);\n}\n\n",
                 P, P, npk ? "  free(m->packed);\n" : "");
-  hp_str_printf(out,
+  ut_str_printf(out,
                 "%s_t *%s_init(const void *params, size_t nbytes) {\n"
                 "  if (nbytes != %zuu || (nbytes && !params)) return NULL;\n"
                 "  %s_t *m = calloc(1, sizeof *m);\n"
@@ -238,70 +238,70 @@ static void emit_init_free(hp_str *out, const char *P, const hp_function *f, con
                 P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64,
                 P);
   emit_consts_copy(out, f, skip);
-  hp_str_puts(out, "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
+  ut_str_puts(out, "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
                    "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
                    "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
                    "  if (n > 64) n = 64;\n"
                    "  if (n > 1) m->pool = hprt_pool_create((int)n);\n");
   if (npk) {
     /* sizes at run time: the packed layout is the dispatched variant's */
-    hp_str_printf(out, "  /* weights packed once; P_run only reads them */\n  size_t at[%d], total = 0;\n", npk);
+    ut_str_printf(out, "  /* weights packed once; P_run only reads them */\n  size_t at[%d], total = 0;\n", npk);
     for (int j = 0; j < npk; j++) {
       int k = first[j] / RC_MAX_PACKED, i = first[j] % RC_MAX_PACKED;
-      hp_str_printf(out, "  at[%d] = total;\n  total += ((size_t)%s_k%d_wbytes%.0d() + 63) / 64 * 64;\n", j, P, k, i);
+      ut_str_printf(out, "  at[%d] = total;\n  total += ((size_t)%s_k%d_wbytes%.0d() + 63) / 64 * 64;\n", j, P, k, i);
     }
-    hp_str_printf(out, "  if (!(m->packed = aligned_alloc(64, total + 64))) { %s_free(m); return NULL; }\n", P);
+    ut_str_printf(out, "  if (!(m->packed = aligned_alloc(64, total + 64))) { %s_free(m); return NULL; }\n", P);
     for (int j = 0; j < npk; j++) {
       int k = first[j] / RC_MAX_PACKED, i = first[j] % RC_MAX_PACKED;
-      hp_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack%.0d(m->pool, ", j, j, k,
+      ut_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack%.0d(m->pool, ", j, j, k,
                     f->kernels[k].name, P, k, i);
       int wb = f->kernels[k].reads[pk[k].slot[i]];
-      if (skip && skip[wb]) hp_str_printf(out, "(const void *)((const unsigned char *)params + %zu)", f->buffers[wb].offset);
+      if (skip && skip[wb]) ut_str_printf(out, "(const void *)((const unsigned char *)params + %zu)", f->buffers[wb].offset);
       else buffer_ptr(out, f, wb, input_pos, output_pos);
-      hp_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
+      ut_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
     }
   }
-  hp_str_puts(out, "  return m;\n}\n\n");
+  ut_str_puts(out, "  return m;\n}\n\n");
 }
 
-hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
-  const hp_function *f = c->f;
-  hp_error *e = c->e;
+harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
+  const fn_function *f = c->f;
+  harp_error *e = c->e;
   char P[64];
-  hp_sanitize_name(prefix ? prefix : "model", P, sizeof P);
-  int *input_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int)), *output_pos = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(int));
-  long *chunk = hp_xcalloc((size_t)f->nkernels + 1, sizeof(long));
-  rc_packed *pk = hp_xcalloc((size_t)f->nkernels + 1, sizeof *pk); /* per kernel: the weights it takes packed */
-  int *wpj = hp_xcalloc((size_t)f->nkernels * RC_MAX_PACKED + 1, sizeof(int)); /* the m->wp[] block of each */
-  int *first = hp_xcalloc((size_t)f->nkernels * RC_MAX_PACKED + 1, sizeof(int)); /* the kernel and form packing block j */
-  int *copy_of = hp_xcalloc((size_t)f->nkernels + 1, sizeof(int));
-  cg_kform *forms = hp_xcalloc((size_t)f->nkernels + 1, sizeof *forms);
-  bool *wonly = hp_xcalloc((size_t)f->nkernels + 1, sizeof *wonly); /* set by the templates */
+  ut_sanitize_name(prefix ? prefix : "model", P, sizeof P);
+  int *input_pos = ut_xcalloc((size_t)f->nbuffers + 1, sizeof(int)), *output_pos = ut_xcalloc((size_t)f->nbuffers + 1, sizeof(int));
+  long *chunk = ut_xcalloc((size_t)f->nkernels + 1, sizeof(long));
+  rc_packed *pk = ut_xcalloc((size_t)f->nkernels + 1, sizeof *pk); /* per kernel: the weights it takes packed */
+  int *wpj = ut_xcalloc((size_t)f->nkernels * RC_MAX_PACKED + 1, sizeof(int)); /* the m->wp[] block of each */
+  int *first = ut_xcalloc((size_t)f->nkernels * RC_MAX_PACKED + 1, sizeof(int)); /* the kernel and form packing block j */
+  int *copy_of = ut_xcalloc((size_t)f->nkernels + 1, sizeof(int));
+  cg_kform *forms = ut_xcalloc((size_t)f->nkernels + 1, sizeof *forms);
+  bool *wonly = ut_xcalloc((size_t)f->nkernels + 1, sizeof *wonly); /* set by the templates */
   bool *const saved_wonly = c->packed_only;
   c->packed_only = wonly;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (!input_pos || !output_pos || !chunk || !pk || !wpj || !first || !copy_of || !forms || !wonly) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   int nin = 0;
   for (int a = 0; a < f->nargs; a++)
     if (f->buffers[f->args[a]].kind == FN_INPUT) input_pos[f->args[a]] = nin++;
   for (int k = 0; k < f->nret; k++) output_pos[f->ret[k]] = k;
-  hp_str_printf(out, "/* generated by harp: model %s, %d kernels, arena %zu bytes, weights %zu bytes */\n", P,
+  ut_str_printf(out, "/* generated by harp: model %s, %d kernels, arena %zu bytes, weights %zu bytes */\n", P,
                 f->nkernels, f->required_memory, f->const_bytes);
   if (c->host_only) { /* compiled for this machine alone: its ISA keys the cache */
     __builtin_cpu_init();
-    hp_str_printf(out, "/* host ISA: %s */\n#define HP_NO_CLONES 1\n",
+    ut_str_printf(out, "/* host ISA: %s */\n#define HP_NO_CLONES 1\n",
                   __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
   }
   rc_emit_prelude(out);
   st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
   if (st) goto done;
   int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
-  hp_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);
-  if (npk) hp_str_printf(out, "  unsigned char *packed; /* the packed weights, one block */\n  void *wp[%d];\n", npk);
-  hp_str_printf(out,
+  ut_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);
+  if (npk) ut_str_printf(out, "  unsigned char *packed; /* the packed weights, one block */\n  void *wp[%d];\n", npk);
+  ut_str_printf(out,
                 "} %s_t;\n"
                 "size_t %s_required_memory(void) { return %zuu; }\n"
                 "size_t %s_params_bytes(void) { return %zuu; }\n"
@@ -309,22 +309,22 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
                 "int %s_num_outputs(void) { return %d; }\n\n",
                 P, P, f->required_memory, P, f->const_bytes, P, nin, P, f->nret);
   cgen_emit_metadata(out, P, f, c->g);
-  hp_str_puts(out, "\n");
+  ut_str_puts(out, "\n");
   bool *skip = packed_only_buffers(f, pk, wpj, wonly);
   if (!skip) {
-    st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
   emit_init_free(out, P, f, pk, first, skip, npk, input_pos, output_pos);
   free(skip);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
    * kernels before it wrote in an earlier P_run */
-  hp_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
-  hp_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
+  ut_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
+  ut_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
   for (int k = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
     int d = copy_of[k], n = kernel_nargs(f, k, pk);
-    hp_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
+    ut_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
     for (int p = 0; p < n; p++) {
       /* the packed weight goes after the buffers (contract_c.h); a copy
        * takes them in the order of the kernel whose code it runs */
@@ -334,21 +334,21 @@ hp_status cgen_emit_model(rc_ctx *c, const char *prefix, hp_str *out) {
         for (int q = 0; q < forms[d].norder && i < 0; q++)
           if (forms[d].order[q] == p) i = forms[k].order[q];
       }
-      if (i < 0) hp_str_puts(out, "NULL"); /* a buffer the code never reads */
+      if (i < 0) ut_str_puts(out, "NULL"); /* a buffer the code never reads */
       else kernel_arg(out, f, k, i, wpj, input_pos, output_pos);
-      hp_str_puts(out, ", ");
+      ut_str_puts(out, ", ");
     }
-    hp_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
+    ut_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
   }
-  hp_str_puts(out, "  default: return -1;\n  }\n}\n\n");
-  hp_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
-  hp_str_printf(out,
+  ut_str_puts(out, "  default: return -1;\n  }\n}\n\n");
+  ut_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
+  ut_str_printf(out,
                 "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n"
                 "  for (int k = 0; k < %d; k++) {\n"
                 "    int rc = %s_run_kernel(m, k, inputs, outputs);\n"
                 "    if (rc) return rc;\n  }\n  return 0;\n}\n",
                 P, P, f->nkernels, P);
-  if (out->oom) st = hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (out->oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
   for (int k = 0; forms && k < f->nkernels; k++) cg_kform_free(&forms[k]);
   free(forms);

@@ -49,9 +49,9 @@ static bool is_own(const char *t, size_t n, const char *fn, size_t fl) {
 }
 
 typedef struct norm_ctx {
-  hp_str *o;
-  hp_arena *a;
-  hp_strmap locals;
+  ut_str *o;
+  ut_arena *a;
+  ut_strmap locals;
   const char *const *params; /* CUDA: the parameters' names, or NULL (bufs[i]) */
   int nparams;
   int bufs_seen[MAX_BUFS]; /* original index -> canonical + 1, or 0 */
@@ -83,7 +83,7 @@ static const char *bufs_index(norm_ctx *x, const char *p) {
     x->order[x->norder] = (int)v;
     x->bufs_seen[v] = ++x->norder;
   }
-  hp_str_printf(x->o, "bufs[%d]", x->bufs_seen[v] - 1);
+  ut_str_printf(x->o, "bufs[%d]", x->bufs_seen[v] - 1);
   return q + 1;
 }
 
@@ -107,20 +107,20 @@ static bool is_member(const char *text, const char *s) {
   return (s > text && s[-1] == '.') || (s - text >= 2 && s[-2] == '-' && s[-1] == '>');
 }
 
-hp_status cg_kform_make(const char *text, const char *fn, const char *const *params, int nparams, hp_error *e,
+harp_status cg_kform_make(const char *text, const char *fn, const char *const *params, int nparams, harp_error *e,
                         cg_kform *out) {
   memset(out, 0, sizeof *out);
   if (nparams > MAX_BUFS) nparams = MAX_BUFS, params = NULL; /* never matched (below) */
-  hp_str o;
-  hp_str_init(&o);
-  norm_ctx x = {.o = &o, .a = hp_arena_new(), .params = params, .nparams = params ? nparams : 0,
-                .order = hp_xcalloc(MAX_BUFS, sizeof(int)), .ok = params || !nparams};
+  ut_str o;
+  ut_str_init(&o);
+  norm_ctx x = {.o = &o, .a = ut_arena_new(), .params = params, .nparams = params ? nparams : 0,
+                .order = ut_xcalloc(MAX_BUFS, sizeof(int)), .ok = params || !nparams};
   size_t fl = strlen(fn);
   for (const char *p = text; *p && x.a && x.order;) {
     if (p[0] == '/' && p[1] == '*') { /* comments name regions: dropped */
       const char *end = strstr(p + 2, "*/");
       p = end ? end + 2 : p + strlen(p);
-      hp_str_putc(&o, ' ');
+      ut_str_putc(&o, ' ');
     } else if (p[0] == '/' && p[1] == '/') {
       while (*p && *p != '\n') p++;
     } else if (*p == '"' || *p == '\'') { /* literals verbatim */
@@ -128,11 +128,11 @@ hp_status cg_kform_make(const char *text, const char *fn, const char *const *par
       const char *s = p++;
       while (*p && *p != q) p += p[0] == '\\' && p[1] ? 2 : 1;
       if (*p) p++;
-      hp_str_putn(&o, s, (size_t)(p - s));
+      ut_str_putn(&o, s, (size_t)(p - s));
     } else if (isdigit((unsigned char)*p)) { /* 1e5f, 0x1fu: not identifiers */
       const char *s = p;
       while (ident_char(*p) || *p == '.') p++;
-      hp_str_putn(&o, s, (size_t)(p - s));
+      ut_str_putn(&o, s, (size_t)(p - s));
     } else if (ident_start(*p)) {
       const char *s = p;
       while (ident_char(*p)) p++;
@@ -140,48 +140,48 @@ hp_status cg_kform_make(const char *text, const char *fn, const char *const *par
       int pi = x.params && !is_member(text, s) ? param_of(&x, s, n) : -1;
       if (pi >= 0) {
         param_seen(&x, pi);
-        hp_str_printf(&o, "P$%d", x.bufs_seen[pi] - 1);
+        ut_str_printf(&o, "P$%d", x.bufs_seen[pi] - 1);
       } else if (is_own(s, n, fn, fl)) {
-        hp_str_puts(&o, "K$");
-        hp_str_putn(&o, s + fl, n - fl);
+        ut_str_puts(&o, "K$");
+        ut_str_putn(&o, s + fl, n - fl);
       } else if (is_local(s, n)) {
-        char *key = hp_arena_strndup(x.a, s, n);
-        int *v = key ? hp_strmap_find(&x.locals, key) : NULL;
+        char *key = ut_arena_strndup(x.a, s, n);
+        int *v = key ? ut_strmap_find(&x.locals, key) : NULL;
         int id = v ? *v : x.locals.n;
-        if (!key || (!v && !hp_strmap_put(&x.locals, key, id))) {
+        if (!key || (!v && !ut_strmap_put(&x.locals, key, id))) {
           o.oom = true;
           break;
         }
-        hp_str_printf(&o, "V$%d", id);
+        ut_str_printf(&o, "V$%d", id);
       } else if (!x.params && n == 4 && !memcmp(s, "bufs", 4)) {
         const char *q = bufs_index(&x, p);
         if (q) p = q;
-        else hp_str_puts(&o, "bufs");
+        else ut_str_puts(&o, "bufs");
       } else {
-        hp_str_putn(&o, s, n);
+        ut_str_putn(&o, s, n);
       }
     } else { /* punctuation and blanks, up to the next case */
       const char *s = p++;
       while (*p && !special(p)) p++;
-      hp_str_putn(&o, s, (size_t)(p - s));
+      ut_str_putn(&o, s, (size_t)(p - s));
     }
   }
   for (int i = 0; x.order && i < x.nparams; i++) param_seen(&x, i); /* the unnamed ones: declared order */
   bool oom = !x.a || !x.order || o.oom;
-  hp_strmap_free(&x.locals);
-  hp_arena_free(x.a);
+  ut_strmap_free(&x.locals);
+  ut_arena_free(x.a);
   if (oom) {
-    hp_str_free(&o);
+    ut_str_free(&o);
     free(x.order);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  out->norm = hp_str_take(&o);
+  out->norm = ut_str_take(&o);
   out->len = strlen(out->norm);
-  out->hash = hp_hash64(out->norm, out->len, 0x6b64656475700001ull);
+  out->hash = ut_hash64(out->norm, out->len, 0x6b64656475700001ull);
   out->order = x.order;
   out->norder = x.norder;
   out->matchable = x.ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cg_kform_free(cg_kform *k) {
@@ -197,10 +197,10 @@ bool cg_kform_same(const cg_kform *a, const cg_kform *b) {
 
 /* #define fn_x to_x for every symbol fn_x the text of kernel fn names (it
  * defines the same ones the copy does, under the copy's prefix) */
-void cg_kform_aliases(hp_str *out, const char *text, const char *fn, const char *to) {
+void cg_kform_aliases(ut_str *out, const char *text, const char *fn, const char *to) {
   size_t fl = strlen(fn);
-  hp_strmap seen = {0};
-  hp_arena *a = hp_arena_new();
+  ut_strmap seen = {0};
+  ut_arena *a = ut_arena_new();
   for (const char *p = text; *p && a;) {
     if (!ident_start(*p) || (p > text && ident_char(p[-1]))) {
       p++;
@@ -210,15 +210,15 @@ void cg_kform_aliases(hp_str *out, const char *text, const char *fn, const char 
     while (ident_char(*p)) p++;
     size_t n = (size_t)(p - s);
     if (!is_own(s, n, fn, fl)) continue;
-    char *key = hp_arena_strndup(a, s, n);
-    if (!key || hp_strmap_find(&seen, key)) continue;
-    if (!hp_strmap_put(&seen, key, 1)) {
+    char *key = ut_arena_strndup(a, s, n);
+    if (!key || ut_strmap_find(&seen, key)) continue;
+    if (!ut_strmap_put(&seen, key, 1)) {
       out->oom = true;
       break;
     }
-    hp_str_printf(out, "#define %s %s%s\n", key, to, key + fl);
+    ut_str_printf(out, "#define %s %s%s\n", key, to, key + fl);
   }
-  hp_strmap_free(&seen);
-  hp_arena_free(a);
+  ut_strmap_free(&seen);
+  ut_arena_free(a);
   if (!a) out->oom = true;
 }

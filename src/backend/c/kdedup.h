@@ -20,11 +20,11 @@ typedef struct cg_kform {
 /* The normal form of kernel `fn`'s text.  params == NULL: the C kernels'
  * buffers, bufs[<literal>]; else the names of the kernel's nparams buffer
  * parameters (CUDA), every one of them in `order`. */
-hp_status cg_kform_make(const char *text, const char *fn, const char *const *params, int nparams, hp_error *e,
+harp_status cg_kform_make(const char *text, const char *fn, const char *const *params, int nparams, harp_error *e,
                         cg_kform *out);
 void cg_kform_free(cg_kform *k);
 /* Same code, up to names and the order of the buffers. */
 bool cg_kform_same(const cg_kform *a, const cg_kform *b);
 /* `#define fn_x to_x` for every symbol of kernel fn named in its text. */
-void cg_kform_aliases(hp_str *out, const char *text, const char *fn, const char *to);
+void cg_kform_aliases(ut_str *out, const char *text, const char *fn, const char *to);
 #endif

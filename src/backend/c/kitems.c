@@ -29,12 +29,12 @@
 
 void cg_kitems_init(cg_kitems *t) {
   memset(t, 0, sizeof *t);
-  t->a = hp_arena_new();
+  t->a = ut_arena_new();
 }
 
 void cg_kitems_free(cg_kitems *t) {
-  hp_strmap_free(&t->seen);
-  hp_arena_free(t->a);
+  ut_strmap_free(&t->seen);
+  ut_arena_free(t->a);
   memset(t, 0, sizeof *t);
 }
 
@@ -89,13 +89,13 @@ static const char *item_end(const char *p) {
 
 typedef struct item_ctx {
   cg_kitems *t;
-  hp_arena *a;      /* this kernel's keys */
-  hp_strmap canon;  /* own symbol -> the kernel that defines it */
-  hp_strmap named;  /* own symbols named so far in this kernel */
+  ut_arena *a;      /* this kernel's keys */
+  ut_strmap canon;  /* own symbol -> the kernel that defines it */
+  ut_strmap named;  /* own symbols named so far in this kernel */
   const char *fn;   /* P_k<k> */
   size_t fl;
-  hp_str cond;      /* the open #if lines */
-  hp_str key;       /* the current item's key */
+  ut_str cond;      /* the open #if lines */
+  ut_str key;       /* the current item's key */
   bool hprt;        /* inside #ifndef HPRT_RUNTIME */
   bool oom;
 } item_ctx;
@@ -155,9 +155,9 @@ static void directive(item_ctx *x, const char *s, const char *end) {
   size_t wl = (size_t)(p - w);
   if ((wl == 2 && !memcmp(w, "if", 2)) || (wl == 5 && !memcmp(w, "ifdef", 5)) || (wl == 6 && !memcmp(w, "ifndef", 6))) {
     if (!x->cond.len && strstr(s, "HPRT_RUNTIME") && strstr(s, "HPRT_RUNTIME") < end) x->hprt = true;
-    hp_str_putn(&x->cond, s, (size_t)(end - s));
+    ut_str_putn(&x->cond, s, (size_t)(end - s));
   } else if ((wl == 4 && !memcmp(w, "elif", 4)) || (wl == 4 && !memcmp(w, "else", 4))) {
-    hp_str_putn(&x->cond, s, (size_t)(end - s));
+    ut_str_putn(&x->cond, s, (size_t)(end - s));
   } else if (wl == 5 && !memcmp(w, "endif", 5)) {
     /* drop the block's lines, up to the #if that opened it (inner blocks
      * are gone already) */
@@ -181,20 +181,20 @@ static void directive(item_ctx *x, const char *s, const char *end) {
 
 /* the own symbol [p, p + n) in map m (NULL if absent; a name too long
  * for the buffer counts as absent) */
-static int *name_find(const hp_strmap *m, const char *p, size_t n) {
+static int *name_find(const ut_strmap *m, const char *p, size_t n) {
   char buf[256];
   if (n >= sizeof buf) return NULL;
   memcpy(buf, p, n);
   buf[n] = 0;
-  return hp_strmap_find(m, buf);
+  return ut_strmap_find(m, buf);
 }
 
 /* own symbol [p, p + n) named: from now on, a later definition of it is not
  * its first mention */
 static void note_name(item_ctx *x, const char *p, size_t n) {
   if (n < 256 && name_find(&x->named, p, n)) return;
-  char *name = hp_arena_strndup(x->a, p, n);
-  if (!name || !hp_strmap_put(&x->named, name, 1)) x->oom = true;
+  char *name = ut_arena_strndup(x->a, p, n);
+  if (!name || !ut_strmap_put(&x->named, name, 1)) x->oom = true;
 }
 
 static void note_named(item_ctx *x, const char *s, const char *end) {
@@ -211,10 +211,10 @@ static void note_named(item_ctx *x, const char *s, const char *end) {
  * K<j>$suffix; NULL when it names an own symbol of unknown definition.
  * Notes the own symbols it names, as note_named. */
 static const char *item_key(item_ctx *x, const char *s, const char *end, const char *sym, size_t symn) {
-  hp_str *o = &x->key;
+  ut_str *o = &x->key;
   o->len = 0;
-  hp_str_puts(o, x->cond.buf ? x->cond.buf : "");
-  hp_str_putc(o, '\n');
+  ut_str_puts(o, x->cond.buf ? x->cond.buf : "");
+  ut_str_putc(o, '\n');
   bool ok = true, blank = false;
   for (const char *p = s; p < end;) {
     const char *q = token_end(p);
@@ -226,29 +226,29 @@ static const char *item_key(item_ctx *x, const char *s, const char *end, const c
       p = q;
       continue;
     }
-    if (blank && *p != '\n') hp_str_putc(o, ' ');
+    if (blank && *p != '\n') ut_str_putc(o, ' ');
     blank = false;
     if (own) {
       if (n == symn && !memcmp(p, sym, n)) {
-        hp_str_putc(o, '@');
+        ut_str_putc(o, '@');
       } else {
         int *j = name_find(&x->canon, p, n);
-        if (j) hp_str_printf(o, "K%d$", *j);
+        if (j) ut_str_printf(o, "K%d$", *j);
         else ok = false;
       }
-      hp_str_putn(o, p + x->fl, n - x->fl);
-    } else hp_str_putn(o, p, n);
+      ut_str_putn(o, p + x->fl, n - x->fl);
+    } else ut_str_putn(o, p, n);
     p = q;
   }
   if (o->oom) x->oom = true;
   return ok && !o->oom ? o->buf : NULL;
 }
 
-static void item(item_ctx *x, const char *s, const char *end, const char *P, int k, hp_str *out) {
+static void item(item_ctx *x, const char *s, const char *end, const char *P, int k, ut_str *out) {
   if (*s == '#') {
     directive(x, s, end);
     note_named(x, s, end);
-    hp_str_putn(out, s, (size_t)(end - s));
+    ut_str_putn(out, s, (size_t)(end - s));
     return;
   }
   size_t symn = 0;
@@ -256,26 +256,26 @@ static void item(item_ctx *x, const char *s, const char *end, const char *P, int
   const char *key = NULL;
   if (sym && symn < 256 && !name_find(&x->named, sym, symn)) key = item_key(x, s, end, sym, symn);
   else note_named(x, s, end);
-  int *j = key ? hp_strmap_find(&x->t->seen, key) : NULL;
+  int *j = key ? ut_strmap_find(&x->t->seen, key) : NULL;
   int def = j ? *j : k; /* the kernel whose definition sym stands for */
   if (def != k) {
-    hp_str_printf(out, "#define %.*s %s_k%d%.*s\n", (int)symn, sym, P, def, (int)(symn - x->fl), sym + x->fl);
+    ut_str_printf(out, "#define %.*s %s_k%d%.*s\n", (int)symn, sym, P, def, (int)(symn - x->fl), sym + x->fl);
     x->t->shared++;
   } else {
-    hp_str_putn(out, s, (size_t)(end - s));
-    char *kept = key ? hp_arena_strdup(x->t->a, key) : NULL;
-    if (key && (!kept || !hp_strmap_put(&x->t->seen, kept, k))) x->oom = true;
+    ut_str_putn(out, s, (size_t)(end - s));
+    char *kept = key ? ut_arena_strdup(x->t->a, key) : NULL;
+    if (key && (!kept || !ut_strmap_put(&x->t->seen, kept, k))) x->oom = true;
   }
-  char *name = sym ? hp_arena_strndup(x->a, sym, symn) : NULL;
-  if (sym && (!name || !hp_strmap_put(&x->canon, name, def))) x->oom = true;
+  char *name = sym ? ut_arena_strndup(x->a, sym, symn) : NULL;
+  if (sym && (!name || !ut_strmap_put(&x->canon, name, def))) x->oom = true;
 }
 
-hp_status cg_kitems_emit(cg_kitems *t, hp_error *e, const char *text, const char *P, int k, hp_str *out) {
+harp_status cg_kitems_emit(cg_kitems *t, harp_error *e, const char *text, const char *P, int k, ut_str *out) {
   char fn[96];
   snprintf(fn, sizeof fn, "%s_k%d", P, k);
-  item_ctx x = {.t = t, .a = hp_arena_new(), .fn = fn, .fl = strlen(fn)};
-  hp_str_init(&x.cond);
-  hp_str_init(&x.key);
+  item_ctx x = {.t = t, .a = ut_arena_new(), .fn = fn, .fl = strlen(fn)};
+  ut_str_init(&x.cond);
+  ut_str_init(&x.key);
   if (!t->a || !x.a) x.oom = true;
   for (const char *p = text; *p && !x.oom;) {
     const char *end = item_end(p);
@@ -283,10 +283,10 @@ hp_status cg_kitems_emit(cg_kitems *t, hp_error *e, const char *text, const char
     p = end;
   }
   bool oom = x.oom || x.cond.oom || out->oom;
-  hp_str_free(&x.cond);
-  hp_str_free(&x.key);
-  hp_strmap_free(&x.canon);
-  hp_strmap_free(&x.named);
-  hp_arena_free(x.a);
-  return oom ? hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
+  ut_str_free(&x.cond);
+  ut_str_free(&x.key);
+  ut_strmap_free(&x.canon);
+  ut_strmap_free(&x.named);
+  ut_arena_free(x.a);
+  return oom ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
 }

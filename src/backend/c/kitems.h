@@ -7,8 +7,8 @@
 #include "util/util.h"
 
 typedef struct cg_kitems {
-  hp_arena *a;    /* the keys */
-  hp_strmap seen; /* normal form of a definition -> the kernel that defines it */
+  ut_arena *a;    /* the keys */
+  ut_strmap seen; /* normal form of a definition -> the kernel that defines it */
   bool off;       /* a kernel defined a macro of its own: no more sharing */
   int shared;     /* definitions replaced by a #define so far */
 } cg_kitems;
@@ -19,5 +19,5 @@ void cg_kitems_free(cg_kitems *t);
  * function or typedef that an earlier kernel defines the same way (same
  * text up to the kernel prefixes, same definitions behind the names it uses)
  * replaced by `#define P_k<k>_x P_k<j>_x`. */
-hp_status cg_kitems_emit(cg_kitems *t, hp_error *e, const char *text, const char *P, int k, hp_str *out);
+harp_status cg_kitems_emit(cg_kitems *t, harp_error *e, const char *text, const char *P, int k, ut_str *out);
 #endif

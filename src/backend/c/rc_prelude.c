@@ -5,9 +5,9 @@
 #include "cgen_int.h"
 #include "region_c.h"
 
-void rc_emit_prelude(hp_str *o) {
+void rc_emit_prelude(ut_str *o) {
   cg_emit_runtime(o); /* the persistent thread pool (hprt_*) every kernel shares */
-  hp_str_puts(o,
+  ut_str_puts(o,
               "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n\n"
               "/* a kernel's outermost shared loop split into tasks */\n"
               "typedef struct hp_chunks { void *const *bufs; long len; int ntasks; int rc; } hp_chunks;\n"

@@ -47,24 +47,24 @@ static const char *round_fn(tiny_dtype t) { return t == TINY_FP16 ? "hp_rh" : t 
 
 /* A constant of float dtype t, rounded as the interpreter does: (float)v,
  * then to t. */
-static void float_const(hp_str *o, tiny_dtype t, double v) {
-  if (isnan(v)) hp_str_puts(o, "NAN");
-  else if (isinf(v)) hp_str_puts(o, v > 0 ? "INFINITY" : "(-INFINITY)");
-  else hp_str_printf(o, "%s((float)(%.17g))", round_fn(t), v);
+static void float_const(ut_str *o, tiny_dtype t, double v) {
+  if (isnan(v)) ut_str_puts(o, "NAN");
+  else if (isinf(v)) ut_str_puts(o, v > 0 ? "INFINITY" : "(-INFINITY)");
+  else ut_str_printf(o, "%s((float)(%.17g))", round_fn(t), v);
 }
 
 /* Load element `idx` of a buffer of dtype t, in compute representation. */
-static void load(hp_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
+static void load(ut_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
   /* GPU code reaches buffers through HP_AT (the simulator checks every access) */
   const char *at = gpu ? "HP_AT(p%d, %s)" : "p%d[%s]";
   switch (t) {
-  case TINY_FP16: hp_str_puts(o, "hp_h2f("); break;
-  case TINY_BF16: hp_str_puts(o, "hp_b2f("); break;
-  case TINY_BOOL: hp_str_puts(o, "(int32_t)"); break;
+  case TINY_FP16: ut_str_puts(o, "hp_h2f("); break;
+  case TINY_BF16: ut_str_puts(o, "hp_b2f("); break;
+  case TINY_BOOL: ut_str_puts(o, "(int32_t)"); break;
   default: break;
   }
-  hp_str_printf(o, at, slot, idx);
-  if (t == TINY_FP16 || t == TINY_BF16) hp_str_putc(o, ')');
+  ut_str_printf(o, at, slot, idx);
+  if (t == TINY_FP16 || t == TINY_BF16) ut_str_putc(o, ')');
 }
 
 /* The length of X when rem is "(X % nL)" and quo is "(X / nL)" (isl's
@@ -89,42 +89,42 @@ static size_t split_pair(const char *rem, const char *quo, int64_t n) {
 /* Row-major linear index of dims [from, rank) of `shape` from index texts.
  * Two adjacent axes indexed (X / n, X % n), n the inner one's size, are X
  * times the inner stride: C's / and % give (X / n) * n + X % n == X. */
-void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from) {
+void rc_linear(ut_str *o, const tiny_shape *shape, const char *const *index, int from) {
   int64_t stride = 1;
   bool any = false;
-  hp_str_putc(o, '(');
+  ut_str_putc(o, '(');
   for (int d = shape->rank - 1; d >= from; d--) {
     size_t x = d > from && shape->d[d].n > 1 ? split_pair(index[d], index[d - 1], shape->d[d].n) : 0;
     if (x) {
-      hp_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
+      ut_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
       any = true;
       stride *= shape->d[d--].n;
     } else if (shape->d[d].n != 1 && strcmp(index[d], "0")) { /* "0": an axis left out (uniform_guard_index) */
-      hp_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
+      ut_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
       any = true;
     }
     stride *= shape->d[d].n;
   }
-  if (!any) hp_str_putc(o, '0');
-  hp_str_putc(o, ')');
+  if (!any) ut_str_putc(o, '0');
+  ut_str_putc(o, ')');
 }
 
-void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node) {
+void rc_local_name(ut_str *o, const tiny_node *n, const char *prefix, int node) {
   char safe[160];
-  hp_sanitize_name(n->id, safe, sizeof safe);
-  hp_str_printf(o, "%s%d_%.40s", prefix, node, safe);
+  ut_sanitize_name(n->id, safe, sizeof safe);
+  ut_str_printf(o, "%s%d_%.40s", prefix, node, safe);
 }
 
 /* A guard (comparisons joined by && and ||, each 0 or 1) with bitwise
  * operators: the same value, without the branches of short-circuiting. */
 static char *branchless(const char *guard) {
-  hp_str o;
-  hp_str_init(&o);
+  ut_str o;
+  ut_str_init(&o);
   for (const char *p = guard; *p; p++) {
-    hp_str_putc(&o, *p);
+    ut_str_putc(&o, *p);
     if ((p[0] == '&' || p[0] == '|') && p[1] == p[0]) p++;
   }
-  return hp_str_take(&o);
+  return ut_str_take(&o);
 }
 
 /* Is every identifier of text tok (a number's suffix is no identifier)? */
@@ -153,7 +153,7 @@ static bool only_token(const char *text, const char *tok) {
  * indices and the simd loop's bounds do not depend on the guard's
  * variables, so each lane reads where it does at a point inside.  False
  * when it does not apply (o untouched). */
-static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const poly_ast_access *a, const char *guard) {
+static bool uniform_guard_index(ut_str *o, emit *m, const tiny_node *n, const poly_ast_access *a, const char *guard) {
   const poly_ast *l = m->simd_outer;
   const char *v = l->iter, *keep[TINY_MAX_RANK], *rest[TINY_MAX_RANK];
   if (!v || rc_has_token(guard, v) || !l->init || !l->cond || !only_token(l->init, v) || !only_token(l->cond, v))
@@ -166,9 +166,9 @@ static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const po
   }
   if (!any) return false;
   rc_linear(o, &n->shape, keep, 0);
-  hp_str_puts(o, " + ");
+  ut_str_puts(o, " + ");
   rc_linear(o, &n->shape, rest, 0);
-  hp_str_printf(o, " * (long)(%s)", guard);
+  ut_str_printf(o, " * (long)(%s)", guard);
   return true;
 }
 
@@ -176,29 +176,29 @@ static bool uniform_guard_index(hp_str *o, emit *m, const tiny_node *n, const po
 static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
   const tiny_graph *g = m->c->g;
   const tiny_node *n = &g->nodes[t];
-  hp_str *o = m->o;
-  hp_str idx;
-  hp_str_init(&idx);
+  ut_str *o = m->o;
+  ut_str idx;
+  ut_str_init(&idx);
   /* a padded read in an outer simd loop: loaded unconditionally (element 0
    * in the padding), then selected; GCC gathers that, not a masked load */
   bool sel = a->guard && m->simd_outer && m->val[t].kind == ST_BUF && !is_int(n->dtype) && a->nalt == 0;
   char *guard = sel ? branchless(a->guard) : NULL; /* && would branch */
   if (sel && !guard) sel = false;
-  if (sel) hp_str_puts(o, "({ float l_ = ");
-  else if (a->guard) hp_str_printf(o, "((%s) ? ", a->guard);
+  if (sel) ut_str_puts(o, "({ float l_ = ");
+  else if (a->guard) ut_str_printf(o, "((%s) ? ", a->guard);
   if (m->val[t].kind == ST_CONST) {
     double v = n->a.cnst.value;
-    if (is_int(n->dtype)) hp_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
+    if (is_int(n->dtype)) ut_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
     if (sel && !idx.oom) {
-      hp_str gi;
-      hp_str_init(&gi);
+      ut_str gi;
+      ut_str_init(&gi);
       if (!uniform_guard_index(&gi, m, n, a, guard))
-        hp_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
+        ut_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
       load(o, m->val[t].storage, m->val[t].slot, gi.oom ? idx.buf : gi.buf, m->c->gpu);
-      hp_str_free(&gi);
+      ut_str_free(&gi);
     } else {
       load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
     }
@@ -206,33 +206,33 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
       rc_linear(&idx, &n->shape, a->index, m->prefix);
-      hp_str_printf(o, "[%s]", idx.buf);
+      ut_str_printf(o, "[%s]", idx.buf);
     }
   }
   if (sel) { /* a bitwise select: a ?: here would be sunk into a masked load again */
-    hp_str_printf(o, "; hp_sel(%s, l_, ", guard);
+    ut_str_printf(o, "; hp_sel(%s, l_, ", guard);
     float_const(o, n->dtype, a->fill);
-    hp_str_puts(o, "); })");
+    ut_str_puts(o, "); })");
   } else if (a->guard) {
-    hp_str_puts(o, " : ");
+    ut_str_puts(o, " : ");
     for (int q = 0; q < a->nalt; q++) {
-      hp_str_printf(o, "(%s) ? ", a->alt_guard[q]);
-      if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->alt_fill[q]);
+      ut_str_printf(o, "(%s) ? ", a->alt_guard[q]);
+      if (is_int(n->dtype)) ut_str_printf(o, "(int32_t)%d", (int)a->alt_fill[q]);
       else float_const(o, n->dtype, a->alt_fill[q]);
-      hp_str_puts(o, " : ");
+      ut_str_puts(o, " : ");
     }
-    if (is_int(n->dtype)) hp_str_printf(o, "(int32_t)%d", (int)a->fill);
+    if (is_int(n->dtype)) ut_str_printf(o, "(int32_t)%d", (int)a->fill);
     else float_const(o, n->dtype, a->fill);
-    hp_str_putc(o, ')');
+    ut_str_putc(o, ')');
   }
   free(guard);
   (void)want;
-  hp_str_free(&idx);
+  ut_str_free(&idx);
 }
 
 /* expr without an outer call `fn(...)` when it is exactly one (the rounding
  * hp_rh / hp_rb before a store that rounds the same way: once is enough). */
-static const char *strip_call(const char *expr, const char *fn, hp_str *tmp) {
+static const char *strip_call(const char *expr, const char *fn, ut_str *tmp) {
   size_t n = strlen(fn), len = strlen(expr);
   if (strncmp(expr, fn, n) || expr[n] != '(' || len < n + 2 || expr[len - 1] != ')') return expr;
   int depth = 0;
@@ -240,66 +240,66 @@ static const char *strip_call(const char *expr, const char *fn, hp_str *tmp) {
     depth += expr[i] == '(' ? 1 : expr[i] == ')' ? -1 : 0;
     if (depth == 0) return expr; /* the call closes before the end: fn(a) + (b) */
   }
-  hp_str_printf(tmp, "%.*s", (int)(len - n - 2), expr + n + 1);
+  ut_str_printf(tmp, "%.*s", (int)(len - n - 2), expr + n + 1);
   return tmp->oom ? expr : tmp->buf;
 }
 
 /* Store `expr` (compute representation of node t) at the write access. */
 static void store_value(emit *m, const poly_ast_access *a, int t, const char *expr) {
   const tiny_node *n = &m->c->g->nodes[t];
-  hp_str *o = m->o;
-  hp_str idx;
-  hp_str_init(&idx);
+  ut_str *o = m->o;
+  ut_str idx;
+  ut_str_init(&idx);
   if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
     int s = m->val[t].slot;
-    hp_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
-    hp_str tmp;
-    hp_str_init(&tmp);
+    ut_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
+    ut_str tmp;
+    ut_str_init(&tmp);
     switch (m->val[t].storage) {
-    case TINY_FP16: hp_str_printf(o, "hp_f2h(%s);\n", strip_call(expr, "hp_rh", &tmp)); break;
-    case TINY_BF16: hp_str_printf(o, "hp_f2b(%s);\n", strip_call(expr, "hp_rb", &tmp)); break;
-    case TINY_BOOL: hp_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
-    default: hp_str_printf(o, "%s;\n", expr); break;
+    case TINY_FP16: ut_str_printf(o, "hp_f2h(%s);\n", strip_call(expr, "hp_rh", &tmp)); break;
+    case TINY_BF16: ut_str_printf(o, "hp_f2b(%s);\n", strip_call(expr, "hp_rb", &tmp)); break;
+    case TINY_BOOL: ut_str_printf(o, "(uint8_t)((%s) != 0);\n", expr); break;
+    default: ut_str_printf(o, "%s;\n", expr); break;
     }
-    hp_str_free(&tmp);
+    ut_str_free(&tmp);
   } else {
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
       rc_linear(&idx, &n->shape, a->index, m->prefix);
-      hp_str_printf(o, "[%s]", idx.buf);
+      ut_str_printf(o, "[%s]", idx.buf);
     }
-    hp_str_printf(o, " = %s;\n", expr);
+    ut_str_printf(o, " = %s;\n", expr);
   }
-  hp_str_free(&idx);
+  ut_str_free(&idx);
 }
 
-static void unary(hp_str *o, tiny_op op, bool in_int, const char *x, bool gpu) {
+static void unary(ut_str *o, tiny_op op, bool in_int, const char *x, bool gpu) {
   if (in_int) {
-    if (op == TINY_NEG) hp_str_printf(o, "(int32_t)(0u - (uint32_t)(%s))", x);
-    else hp_str_printf(o, "(%s < 0 ? 0 : %s)", x, x); /* RELU */
+    if (op == TINY_NEG) ut_str_printf(o, "(int32_t)(0u - (uint32_t)(%s))", x);
+    else ut_str_printf(o, "(%s < 0 ? 0 : %s)", x, x); /* RELU */
     return;
   }
   switch (op) {
-  case TINY_NEG: hp_str_printf(o, "(-(%s))", x); break;
-  case TINY_EXP2: hp_str_printf(o, "hp_exp2f(%s)", x); break;
-  case TINY_LOG2: hp_str_printf(o, "hp_log2f(%s)", x); break;
-  case TINY_EXP: hp_str_printf(o, "hp_expf(%s)", x); break;
-  case TINY_SQRT: hp_str_printf(o, "sqrtf(%s)", x); break;
-  case TINY_RSQRT: hp_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
-  case TINY_RECIP: hp_str_printf(o, "(1.0f / (%s))", x); break;
-  case TINY_FLOOR: hp_str_printf(o, "floorf(%s)", x); break;
-  case TINY_CEIL: hp_str_printf(o, "ceilf(%s)", x); break;
-  case TINY_ROUND: hp_str_printf(o, "rintf(%s)", x); break;
-  case TINY_RELU: hp_str_printf(o, gpu ? "hp_relu(%s)" : "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
+  case TINY_NEG: ut_str_printf(o, "(-(%s))", x); break;
+  case TINY_EXP2: ut_str_printf(o, "hp_exp2f(%s)", x); break;
+  case TINY_LOG2: ut_str_printf(o, "hp_log2f(%s)", x); break;
+  case TINY_EXP: ut_str_printf(o, "hp_expf(%s)", x); break;
+  case TINY_SQRT: ut_str_printf(o, "sqrtf(%s)", x); break;
+  case TINY_RSQRT: ut_str_printf(o, "(1.0f / sqrtf(%s))", x); break;
+  case TINY_RECIP: ut_str_printf(o, "(1.0f / (%s))", x); break;
+  case TINY_FLOOR: ut_str_printf(o, "floorf(%s)", x); break;
+  case TINY_CEIL: ut_str_printf(o, "ceilf(%s)", x); break;
+  case TINY_ROUND: ut_str_printf(o, "rintf(%s)", x); break;
+  case TINY_RELU: ut_str_printf(o, gpu ? "hp_relu(%s)" : "({ float r_ = %s; r_ < 0 ? 0.0f : r_; })", x); break;
   case TINY_GELU:
-    hp_str_printf(o, gpu ? "hp_gelu(%s)" : "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x);
+    ut_str_printf(o, gpu ? "hp_gelu(%s)" : "({ float g_ = %s; 0.5f * g_ * (1.0f + hp_erff(g_ * 0.70710678118654752f)); })", x);
     break;
-  default: hp_str_puts(o, "0");
+  default: ut_str_puts(o, "0");
   }
 }
 
-static void binary(hp_str *o, tiny_op op, bool in_int, const char *a, const char *b, bool gpu) {
+static void binary(ut_str *o, tiny_op op, bool in_int, const char *a, const char *b, bool gpu) {
   const char *w = NULL;
   switch (op) {
   case TINY_ADD: w = in_int ? "(int32_t)((uint32_t)(%s) + (uint32_t)(%s))" : "((%s) + (%s))"; break;
@@ -313,26 +313,26 @@ static void binary(hp_str *o, tiny_op op, bool in_int, const char *a, const char
   case TINY_CMPNE: w = "(int32_t)((%s) != (%s))"; break;
   default: w = "0"; break;
   }
-  hp_str_printf(o, w, a, b);
+  ut_str_printf(o, w, a, b);
 }
 
-static void cast(hp_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
-  if (to == TINY_BOOL) hp_str_printf(o, "(int32_t)((%s) != 0)", x);
-  else if (to == TINY_I32) hp_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
-  else hp_str_printf(o, "%s((float)(%s))", round_fn(to), x);
+static void cast(ut_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
+  if (to == TINY_BOOL) ut_str_printf(o, "(int32_t)((%s) != 0)", x);
+  else if (to == TINY_I32) ut_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
+  else ut_str_printf(o, "%s((float)(%s))", round_fn(to), x);
 }
 
-void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu) {
+void rc_ewise_expr(ut_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu) {
   tiny_class cls = tiny_op_class(n->op);
   const tiny_node *ref = &g->nodes[n->src[n->op == TINY_WHERE ? 1 : 0].node];
   bool in_int = is_int(ref->dtype);
   if (n->op == TINY_CAST) cast(o, ref->dtype, n->a.cast.to, x[0]);
   else if (cls == TC_UNARY) unary(o, n->op, in_int, x[0], gpu);
   else if (cls == TC_BINARY) binary(o, n->op, in_int, x[0], x[1], gpu);
-  else hp_str_printf(o, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
+  else ut_str_printf(o, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]);
 }
 
-void rc_float_const(hp_str *o, tiny_dtype t, double v) { float_const(o, t, v); }
+void rc_float_const(ut_str *o, tiny_dtype t, double v) { float_const(o, t, v); }
 
 /* ---- statements -------------------------------------------------------------- */
 static bool produced_here(emit *m, int t) {
@@ -346,12 +346,12 @@ static bool produced_here(emit *m, int t) {
 
 /* C text of one read of block b's access a. */
 static char *read_text(emit *m, const poly_ast *u, int a, int t) {
-  hp_str *save = m->o, s;
-  hp_str_init(&s);
+  ut_str *save = m->o, s;
+  ut_str_init(&s);
   m->o = &s;
   read_value(m, &u->access[a], t, m->c->g->nodes[t].dtype);
   m->o = save;
-  return hp_str_take(&s);
+  return ut_str_take(&s);
 }
 
 /* A contraction operand: the base element with the CASTs on its path
@@ -380,11 +380,11 @@ static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_inf
     src = ai->stage[q - 1];
     for (start = ai->nvia - 1; start >= 0 && ai->via[start] != src; start--) {}
     if (start < 0) {
-      hp_fail(m->c->e, HP_E_INTERNAL, b->name, "stage %s is not on the operand's path", g->nodes[src].id);
+      ut_fail(m->c->e, HARP_E_INTERNAL, b->name, "stage %s is not on the operand's path", g->nodes[src].id);
       return NULL;
     }
   } else if (!readable(m, src)) {
-    hp_fail(m->c->e, HP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region, nor any CAST on its path",
+    ut_fail(m->c->e, HARP_E_UNSUPPORTED, b->name, "operand %s is not readable in this region, nor any CAST on its path",
             g->nodes[ai->tensor].id);
     return NULL;
   }
@@ -393,25 +393,25 @@ static char *read_through_casts(emit *m, const poly_ast *u, const poly_block_inf
   for (int v = start - 1; v >= 0 && x; v--) {
     const tiny_node *c = &g->nodes[ai->via[v]];
     if (c->op != TINY_CAST) continue;
-    hp_str s;
-    hp_str_init(&s);
+    ut_str s;
+    ut_str_init(&s);
     cast(&s, cur, c->a.cast.to, x);
     free(x);
-    x = hp_str_take(&s);
+    x = ut_str_take(&s);
     cur = c->a.cast.to;
   }
   return x;
 }
 
-void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o) {
+void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o) {
   const tiny_node *n = &m->c->g->nodes[b->node];
   rc_local_name(o, n, "A", b->node);
   int64_t size = 1;
   for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
   if (size > 1) {
-    hp_str_putc(o, '[');
+    ut_str_putc(o, '[');
     rc_linear(o, &n->shape, u->vars, m->prefix);
-    hp_str_putc(o, ']');
+    ut_str_putc(o, ']');
   }
 }
 
@@ -428,18 +428,18 @@ bool rc_nan_flag(const emit *m, const poly_block_info *b) {
   return true;
 }
 
-void rc_flag_name(hp_str *o, const emit *m, const poly_block_info *b) {
+void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b) {
   rc_local_name(o, &m->c->g->nodes[b->node], "N", b->node);
 }
 
-hp_status rc_stmt_body(emit *m, const poly_ast *u) {
+harp_status rc_stmt_body(emit *m, const poly_ast *u) {
   const poly_stmt_spec *sp = &m->stmts[u->stmt];
   const poly_block_info *b = poly_block(m->c->pv, sp->block);
   const tiny_graph *g = m->c->g;
   const tiny_node *n = &g->nodes[b->node];
-  hp_str *o = m->o, ex, acc;
-  hp_str_init(&ex);
-  hp_str_init(&acc);
+  ut_str *o = m->o, ex, acc;
+  ut_str_init(&ex);
+  ut_str_init(&acc);
   int w = b->naccess - 1; /* the write */
   bool reduction = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
   if (reduction) {
@@ -449,18 +449,18 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
     if (sp->role == POLY_STMT_INIT) {
       double init = n->a.reduce.has_init ? n->a.reduce.init : rop == TINY_RSUM ? 0.0 : rop == TINY_RMAX ? -INFINITY : INFINITY;
       if (is_int(ad)) {
-        if (n->a.reduce.has_init) hp_str_printf(o, "%s = (int32_t)%.0f;\n", acc.buf, init);
-        else hp_str_printf(o, "%s = %s;\n", acc.buf, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
+        if (n->a.reduce.has_init) ut_str_printf(o, "%s = (int32_t)%.0f;\n", acc.buf, init);
+        else ut_str_printf(o, "%s = %s;\n", acc.buf, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
       } else {
-        hp_str_printf(o, "%s = ", acc.buf);
+        ut_str_printf(o, "%s = ", acc.buf);
         float_const(o, ad, init);
-        hp_str_puts(o, ";");
+        ut_str_puts(o, ";");
         if (rc_nan_flag(m, b)) {
-          hp_str_putc(o, ' ');
+          ut_str_putc(o, ' ');
           rc_flag_name(o, m, b);
-          hp_str_puts(o, " = 0;");
+          ut_str_puts(o, " = 0;");
         }
-        hp_str_putc(o, '\n');
+        ut_str_putc(o, '\n');
       }
     } else if (sp->role == POLY_STMT_BODY) {
       char *v;
@@ -469,57 +469,57 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
         if (!l || !r) {
           free(l);
           free(r);
-          hp_str_free(&ex);
-          hp_str_free(&acc);
-          return m->c->e->code ? m->c->e->code : hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+          ut_str_free(&ex);
+          ut_str_free(&acc);
+          return m->c->e->code ? m->c->e->code : ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
         }
         /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
         const tiny_node *mul = &g->nodes[b->con->mul_node];
         bool mi = is_int(mul->dtype);
-        hp_str prod;
-        hp_str_init(&prod);
+        ut_str prod;
+        ut_str_init(&prod);
         binary(&prod, TINY_MUL, mi, l, r, m->c->gpu);
         int cast_node = n->src[0].node;
         if (cast_node != b->con->mul_node) cast(&ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
-        else hp_str_puts(&ex, prod.buf);
-        hp_str_free(&prod);
+        else ut_str_puts(&ex, prod.buf);
+        ut_str_free(&prod);
         free(l);
         free(r);
       } else {
         v = read_text(m, u, 0, b->access[0].tensor);
-        hp_str_puts(&ex, v);
+        ut_str_puts(&ex, v);
         free(v);
       }
       if (is_int(ad)) {
-        hp_str_printf(o, "{ int32_t v_ = %s; %s = ", ex.buf, acc.buf);
-        if (rop == TINY_RSUM) hp_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc.buf);
-        else hp_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
+        ut_str_printf(o, "{ int32_t v_ = %s; %s = ", ex.buf, acc.buf);
+        if (rop == TINY_RSUM) ut_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc.buf);
+        else ut_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
       } else {
-        hp_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
+        ut_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
         if (rop == TINY_RSUM) {
-          hp_str_printf(o, "%s + v_); }\n", acc.buf);
+          ut_str_printf(o, "%s + v_); }\n", acc.buf);
         } else if (rc_nan_flag(m, b) && m->simd_outer) {
           /* each lane runs a whole reduction: NaN is kept in the accumulator
            * (GCC's outer-loop vectorizer takes this select, not a flag) */
-          hp_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
+          ut_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
                         acc.buf, acc.buf);
         } else if (rc_nan_flag(m, b)) {
-          hp_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
+          ut_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
           rc_flag_name(o, m, b);
-          hp_str_puts(o, " |= v_ != v_; }\n");
+          ut_str_puts(o, " |= v_ != v_; }\n");
         } else {
-          hp_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
+          ut_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
         }
       }
     } else if (rc_nan_flag(m, b)) { /* FINAL */
-      hp_str fin;
-      hp_str_init(&fin);
-      hp_str_putc(&fin, '(');
+      ut_str fin;
+      ut_str_init(&fin);
+      ut_str_putc(&fin, '(');
       rc_flag_name(&fin, m, b);
-      hp_str_printf(&fin, " ? NAN : %s)", acc.buf);
+      ut_str_printf(&fin, " ? NAN : %s)", acc.buf);
       store_value(m, &u->access[w], b->node, fin.buf ? fin.buf : acc.buf);
       if (fin.oom) acc.oom = true;
-      hp_str_free(&fin);
+      ut_str_free(&fin);
     } else { /* FINAL */
       store_value(m, &u->access[w], b->node, acc.buf);
     }
@@ -535,14 +535,14 @@ hp_status rc_stmt_body(emit *m, const poly_ast *u) {
     for (int k = 0; k < n->nsrc; k++) free(x[k]);
   }
   bool oom = ex.oom || acc.oom;
-  hp_str_free(&ex);
-  hp_str_free(&acc);
-  return oom ? hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory") : HP_OK;
+  ut_str_free(&ex);
+  ut_str_free(&acc);
+  return oom ? ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
 }
 
 
 /* ---- the region ---------------------------------------------------------------- */
-static int slot_of(const fn_kernel *K, const hp_function *f, int node) {
+static int slot_of(const fn_kernel *K, const fn_function *f, int node) {
   for (int k = 0; k < K->nreads; k++)
     if (f->buffers[K->reads[k]].node == node) return k;
   for (int k = 0; k < K->nwrites; k++)
@@ -552,47 +552,47 @@ static int slot_of(const fn_kernel *K, const hp_function *f, int node) {
 
 static tiny_dtype xs_dt_of(emit *m, int node) { return m->c->f->buffers[m->c->f->buffer_of[node]].dtype; }
 
-static hp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
+static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   const tiny_graph *g = m->c->g;
   int node = m->R->out_values[0];
   const tiny_node *n = &g->nodes[node], *x = &g->nodes[n->src[0].node], *ix = &g->nodes[n->src[1].node];
   int sx = slot_of(m->K, m->c->f, n->src[0].node), si = slot_of(m->K, m->c->f, n->src[1].node),
       so = slot_of(m->K, m->c->f, node);
   if (sx < 0 || si < 0 || so < 0)
-    return hp_fail(m->c->e, HP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
-  hp_str *o = m->o;
+    return ut_fail(m->c->e, HARP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
+  ut_str *o = m->o;
   int axis = n->a.gather.axis, r = n->shape.rank;
-  hp_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  hp_str_printf(o, "  (void)pool;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
-  hp_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
+  ut_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  ut_str_printf(o, "  (void)pool;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
+  ut_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
   int64_t xs[TINY_MAX_RANK], st = 1;
   for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
   for (int d = r - 1; d >= 0; d--) {
-    hp_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
-    if (d != axis) hp_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
+    ut_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
+    if (d != axis) ut_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
   }
-  hp_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
-  hp_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
-  hp_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
-  hp_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
+  ut_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
+  ut_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
+  ut_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
+  ut_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
   /* through the compute representation: either buffer may be a widened temp */
   tiny_dtype xs_dt = m->c->f->buffers[m->c->f->buffer_of[n->src[0].node]].dtype;
   tiny_dtype os_dt = m->c->f->buffers[m->c->f->buffer_of[node]].dtype;
-  hp_str v;
-  hp_str_init(&v);
+  ut_str v;
+  ut_str_init(&v);
   load(&v, xs_dt, sx, "off", false);
-  hp_str_printf(o, "    %s g_ = %s;\n", ctype(n->dtype), v.buf ? v.buf : "0");
-  hp_str_free(&v);
+  ut_str_printf(o, "    %s g_ = %s;\n", ctype(n->dtype), v.buf ? v.buf : "0");
+  ut_str_free(&v);
   switch (os_dt) {
-  case TINY_FP16: hp_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2h(g_);\n", so); break;
-  case TINY_BF16: hp_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2b(g_);\n", so); break;
-  case TINY_BOOL: hp_str_printf(o, "    ((uint8_t *)bufs[%d])[i] = (uint8_t)(g_ != 0);\n", so); break;
-  default: hp_str_printf(o, "    ((%s *)bufs[%d])[i] = g_;\n", storage_type(os_dt), so); break;
+  case TINY_FP16: ut_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2h(g_);\n", so); break;
+  case TINY_BF16: ut_str_printf(o, "    ((uint16_t *)bufs[%d])[i] = hp_f2b(g_);\n", so); break;
+  case TINY_BOOL: ut_str_printf(o, "    ((uint8_t *)bufs[%d])[i] = (uint8_t)(g_ != 0);\n", so); break;
+  default: ut_str_printf(o, "    ((%s *)bufs[%d])[i] = g_;\n", storage_type(os_dt), so); break;
   }
-  hp_str_puts(o, "  }\n  return 0;\n}\n\n");
+  ut_str_puts(o, "  }\n  return 0;\n}\n\n");
   (void)ix;
   *chunk_len = 0;
-  return HP_OK;
+  return HARP_OK;
 }
 
 
@@ -602,7 +602,7 @@ static bool reads_pointwise(rc_ctx *c, const poly_block_info *b, int bi, int a, 
   const tiny_shape *ts = &c->g->nodes[t].shape;
   int64_t size[POLY_MAX_VARS], st[POLY_MAX_VARS], off = 0, want = 1;
   bool affine = false;
-  hp_error e = {0};
+  harp_error e = {0};
   if (b->nvars != ts->rank || poly_access_strides(&e, c->pv, bi, a, st, &off, &affine) || !affine || off != 0) return false;
   ct_block_sizes(c->g, b, size);
   for (int v = b->nvars - 1; v >= 0; v--) {
@@ -710,8 +710,8 @@ static int row_home(emit *m, int t, const bool *taken, bool *need, int *stack) {
 static void home_rows(emit *m) {
   const tiny_graph *g = m->c->g;
   const rg_region *R = m->R;
-  bool *taken = hp_xcalloc((size_t)g->n + 1, sizeof *taken), *need = hp_xcalloc((size_t)g->n + 1, sizeof *need);
-  int *stack = hp_xcalloc((size_t)g->n + 1, sizeof *stack);
+  bool *taken = ut_xcalloc((size_t)g->n + 1, sizeof *taken), *need = ut_xcalloc((size_t)g->n + 1, sizeof *need);
+  int *stack = ut_xcalloc((size_t)g->n + 1, sizeof *stack);
   for (int k = 0; taken && need && stack && k < R->nblocks; k++) {
     const poly_block_info *b = poly_block(m->c->pv, R->blocks[k]);
     int t = b->node;
@@ -733,7 +733,7 @@ static void home_rows(emit *m) {
 /* Storage of every value region r touches, its statements (reductions in
  * three steps), their groups, and which values live in registers. */
 static void nest_setup(rc_ctx *c, int r, emit *m) {
-  const hp_function *f = c->f;
+  const fn_function *f = c->f;
   const rg_region *R = m->R;
   const tiny_graph *g = c->g;
   int prefix = 1 << 30;
@@ -797,7 +797,7 @@ static void nest_setup(rc_ctx *c, int r, emit *m) {
  * each.  scratch (GPU, NULL: arrays): arrays become pointers into the
  * per-point slice `scratch` (an unsigned char *), each at the next offset.
  * Returns the bytes of all locals and, in *array_bytes, those of the arrays. */
-static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *scratch, int64_t *array_bytes) {
+static int64_t emit_locals(emit *m, ut_str *out, const char *ind, const char *scratch, int64_t *array_bytes) {
   const tiny_graph *g = m->c->g;
   const rg_region *R = m->R;
   int64_t local_bytes = 0, arrays = 0;
@@ -812,15 +812,15 @@ static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *sc
         for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
       else size = m->val[b->node].lsize;
       const char *type = ctype(acc ? n->a.reduce.dtype : n->dtype);
-      hp_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");
+      ut_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");
       rc_local_name(out, n, acc ? "A" : "L", b->node);
-      if (size > 1 && scratch) hp_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
-      else if (size > 1) hp_str_printf(out, "[%" PRId64 "]", size);
-      hp_str_puts(out, ";\n");
+      if (size > 1 && scratch) ut_str_printf(out, " = (%s *)(%s + %" PRId64 ")", type, scratch, arrays);
+      else if (size > 1) ut_str_printf(out, "[%" PRId64 "]", size);
+      ut_str_puts(out, ";\n");
       if (acc && rc_nan_flag(m, b)) {
-        hp_str_printf(out, "%sint ", ind);
+        ut_str_printf(out, "%sint ", ind);
         rc_flag_name(out, m, b);
-        hp_str_puts(out, ";\n");
+        ut_str_puts(out, ";\n");
       }
       local_bytes += 4 * size;
       if (size > 1) arrays += 4 * size;
@@ -830,18 +830,18 @@ static int64_t emit_locals(emit *m, hp_str *out, const char *ind, const char *sc
   return local_bytes;
 }
 
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk) {
-  const hp_function *f = c->f;
+harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len, rc_packed *pk) {
+  const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  emit m = {c, R, &f->kernels[r], out, 0, hp_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
-            hp_xcalloc((size_t)g->n + 1, sizeof(value)), {0}, NULL};
+  emit m = {c, R, &f->kernels[r], out, 0, ut_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
+            ut_xcalloc((size_t)g->n + 1, sizeof(value)), {0}, NULL};
   if (!m.val || !m.stmts) {
     free(m.val);
     free(m.stmts);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   *chunk_len = 0;
   memset(pk, 0, sizeof *pk);
   if (R->nblocks == 0) {
@@ -851,7 +851,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   bool templated = false;
   const char *why = NULL;
   if ((st = cc_emit_template(c, r, fn, out, &templated, &why, pk)) || templated) goto done;
-  if (why) hp_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
+  if (why) ut_str_printf(out, "/* generic loops: the template declined (%s) */\n", why);
   nest_setup(c, r, &m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   /* threads split the outermost shared loop that is not of extent 1 (a
@@ -862,39 +862,39 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
   poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1, .chunk_var = cv};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
-  if (!hp_knobs_or_default(c->knobs)->no_coalesce && (st = rc_coalesce(&m, tree))) goto done;
+  if (!rt_knobs_or_default(c->knobs)->no_coalesce && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
   bool floors = false; /* HP_NOTRAP (rc_prelude.c) for a kernel that calls floorf */
   for (int k = 0; k < R->nblocks && !floors; k++) floors = g->nodes[poly_block(c->pv, R->blocks[k])->node].op == TINY_FLOOR;
-  hp_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
+  ut_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
                 fn);
-  if (!opts.chunk_outer) hp_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
+  if (!opts.chunk_outer) ut_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
   /* one typed restrict pointer per buffer: live buffers never overlap */
   for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
     int b = k < m.K->nreads ? m.K->reads[k] : m.K->writes[k - m.K->nreads];
     tiny_dtype dt = f->buffers[b].dtype;
-    hp_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
+    ut_str_printf(out, "  %s%s *restrict p%d = bufs[%d];\n", k < m.K->nreads ? "const " : "", storage_type(dt), k, k);
   }
   /* locals: intermediates and accumulators.  Past the stack budget the
    * arrays go to the heap, one block per call: blocks that share no loop (a
    * grouped conv's [n, g, oc/g, oh, ow] sums reshaped to y) keep whole-output
    * arrays, slow but never a reason a valid model fails to compile */
-  hp_str probe;
-  hp_str_init(&probe);
+  ut_str probe;
+  ut_str_init(&probe);
   int64_t arrays = 0, local_bytes = emit_locals(&m, &probe, "  ", NULL, &arrays);
-  hp_str_free(&probe);
+  ut_str_free(&probe);
   bool heap = local_bytes > c->local_budget;
   if (heap && local_bytes - arrays > c->local_budget) {
-    st = hp_fail(c->e, HP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of scalar locals (budget %d)",
+    st = ut_fail(c->e, HARP_E_UNSUPPORTED, R->name, "region needs %" PRId64 " bytes of scalar locals (budget %d)",
                  local_bytes - arrays, c->local_budget);
     goto done;
   }
   if (heap)
-    hp_str_printf(out, "  unsigned char *hp_heap = malloc(%" PRId64 "); /* %" PRId64 " bytes of locals: past the stack budget */\n"
+    ut_str_printf(out, "  unsigned char *hp_heap = malloc(%" PRId64 "); /* %" PRId64 " bytes of locals: past the stack budget */\n"
                        "  if (!hp_heap) return 1;\n", arrays, local_bytes);
   emit_locals(&m, out, "  ", heap ? "hp_heap" : NULL, NULL);
   if ((st = rc_print_ast(&m, tree, 1))) goto done;
-  hp_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
+  ut_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
    * shared loops).  Small kernels stay on the calling thread. */
@@ -907,7 +907,7 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
     work += w;
   }
   if (*chunk_len > 1 && work >= 32768.0) {
-    hp_str_printf(out,
+    ut_str_printf(out,
                   "static void %s_task(void *ctx, int t, int tid) {\n"
                   "  hp_chunks *c = ctx;\n  (void)tid;\n"
                   "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
@@ -917,10 +917,10 @@ hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *ch
                   "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
                   fn, fn, fn, *chunk_len, fn);
   } else {
-    hp_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
+    ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
                   fn, fn, *chunk_len > 0 ? *chunk_len : 0L);
   }
-  if (out->oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (out->oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
   free(m.val);
   free(m.stmts);
@@ -932,20 +932,20 @@ typedef struct nest_priv {
   emit m;
 } nest_priv;
 
-hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
-  const hp_function *f = c->f;
+harp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
+  const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
   memset(out, 0, sizeof *out);
-  if (R->nblocks == 0) return hp_fail(c->e, HP_E_INTERNAL, R->name, "a GATHER region has no loop nest");
-  nest_priv *p = hp_xcalloc(1, sizeof *p);
-  value *val = hp_xcalloc((size_t)g->n + 1, sizeof(value));
-  poly_stmt_spec *stmts = hp_xcalloc(3 * (size_t)R->nblocks + 1, sizeof *stmts);
+  if (R->nblocks == 0) return ut_fail(c->e, HARP_E_INTERNAL, R->name, "a GATHER region has no loop nest");
+  nest_priv *p = ut_xcalloc(1, sizeof *p);
+  value *val = ut_xcalloc((size_t)g->n + 1, sizeof(value));
+  poly_stmt_spec *stmts = ut_xcalloc(3 * (size_t)R->nblocks + 1, sizeof *stmts);
   if (!p || !val || !stmts) {
     free(p);
     free(val);
     free(stmts);
-    return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   out->priv = p;
   p->m = (emit){c, R, &f->kernels[r], NULL, 0, stmts, 0, val, {0}, NULL};
@@ -955,28 +955,28 @@ hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out) {
   for (int i = 0; i < out->fixed; i++) out->extent[i] = g->nodes[b0->node].shape.d[i].n;
   poly_ast_opts opts = {.prefix = p->m.prefix, .fix_outer = out->fixed, .fix_extent = out->extent};
   poly_ast *tree;
-  hp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
+  harp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
   if (st) {
     rc_nest_free(out);
     return st;
   }
   out->tree = tree;
-  hp_str tmp;
-  hp_str_init(&tmp);
+  ut_str tmp;
+  ut_str_init(&tmp);
   out->local_bytes = emit_locals(&p->m, &tmp, "", NULL, &out->array_bytes);
-  hp_str_free(&tmp);
-  return HP_OK;
+  ut_str_free(&tmp);
+  return HARP_OK;
 }
 
-void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out) {
+void rc_nest_locals(rc_nest *n, const char *scratch, ut_str *out) {
   nest_priv *p = n->priv;
   emit_locals(&p->m, out, "", scratch, NULL);
 }
 
-hp_status rc_nest_stmt(rc_nest *n, const poly_ast *u, hp_str *out) {
+harp_status rc_nest_stmt(rc_nest *n, const poly_ast *u, ut_str *out) {
   nest_priv *p = n->priv;
   p->m.o = out;
-  hp_status st = rc_stmt_body(&p->m, u);
+  harp_status st = rc_stmt_body(&p->m, u);
   p->m.o = NULL;
   if (!st && out->len && out->buf[out->len - 1] == '\n') out->buf[--out->len] = 0;
   return st;

@@ -8,20 +8,20 @@
 #include "harp/poly.h"
 #include "util/util.h"
 
-struct hp_plan_choice;
+struct rt_plan_choice;
 
 /* What the region emitter needs about the model. */
 typedef struct rc_ctx {
-  hp_error *e;
+  harp_error *e;
   const tiny_graph *g;
   const poly_view *pv;
-  const hp_function *f;
+  const fn_function *f;
   const tiny_symtab *syms;
-  hp_arena *arena;  /* scratch for the loop trees */
+  ut_arena *arena;  /* scratch for the loop trees */
   int local_budget; /* bytes of stack a region may use for intermediates */
   bool host_only;   /* JIT: code for this machine's ISA only (compiles faster); else every
                        variant with run-time CPUID dispatch (standalone packages) */
-  struct hp_plan_choice *plans; /* per region of the partition (harp/tune.h), or NULL: the
+  struct rt_plan_choice *plans; /* per region of the partition (harp/tune.h), or NULL: the
                                    templates' built-in tuning; the template emitters set
                                    `applied` and `note` */
   bool gpu;         /* statement text for CUDA C (rc_nest_*): no GNU statement expressions, no
@@ -29,7 +29,7 @@ typedef struct rc_ctx {
   bool *packed_only; /* per kernel, or NULL: the template set packed slots (rc_emit_region) and
                         reads them only packed (no epilogue, no other operand on it), so
                         model_init need not keep the weight as stored */
-  const struct hp_knobs *knobs; /* the A/B switches (harp/knobs.h); NULL: the defaults */
+  const struct rt_knobs *knobs; /* the A/B switches (harp/knobs.h); NULL: the defaults */
 } rc_ctx;
 
 /* The weights a template kernel takes packed (contract_c.h): slot[i] of its
@@ -54,7 +54,7 @@ typedef struct rc_packed {
  * outermost shared loop, which <fn> splits over the pool; *chunk_len
  * receives that loop's length (0: not splittable).  *pk: the weights the
  * kernel takes packed once (a template kernel; pk->n = 0: none). */
-hp_status rc_emit_region(rc_ctx *c, int r, const char *fn, hp_str *out, long *chunk_len, rc_packed *pk);
+harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len, rc_packed *pk);
 
 /* The loop nest of a block-based region for a backend that prints the loops
  * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first
@@ -71,24 +71,24 @@ typedef struct rc_nest {
 } rc_nest;
 
 /* c->gpu must be set.  Fails for GATHER regions (no blocks). */
-hp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out);
+harp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out);
 /* Declarations of the locals, one per line; scratch (C text of an
  * unsigned char * to array_bytes of memory for this point) or NULL: arrays
  * on the stack. */
-void rc_nest_locals(rc_nest *n, const char *scratch, hp_str *out);
+void rc_nest_locals(rc_nest *n, const char *scratch, ut_str *out);
 /* The C statement of one PA_USER node (one line, no newline). */
-hp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, hp_str *out);
+harp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, ut_str *out);
 void rc_nest_free(rc_nest *n);
 
 /* One elementwise node (unary, binary, WHERE or CAST) on the C texts x[]
  * of its sources, in compute representation (float or int32_t): the op
  * spellings every C kernel shares. */
-void rc_ewise_expr(hp_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu);
+void rc_ewise_expr(ut_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu);
 /* A constant of float dtype t as the interpreter rounds it. */
-void rc_float_const(hp_str *o, tiny_dtype t, double v);
+void rc_float_const(ut_str *o, tiny_dtype t, double v);
 
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */
-void rc_emit_prelude(hp_str *out);
+void rc_emit_prelude(ut_str *out);
 
 #endif

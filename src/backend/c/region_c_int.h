@@ -33,7 +33,7 @@ typedef struct emit {
   rc_ctx *c;
   const rg_region *R;
   const fn_kernel *K;
-  hp_str *o;
+  ut_str *o;
   int prefix;
   poly_stmt_spec *stmts; /* 3 per block at most (a reduction's INIT, BODY, FINAL) */
   int nstmts;
@@ -44,15 +44,15 @@ typedef struct emit {
 
 /* Names and references shared by both files (region_c.c): a local's C
  * name, a reduction's accumulator and NaN flag, a row-major offset. */
-void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, hp_str *o);
-void rc_local_name(hp_str *o, const tiny_node *n, const char *prefix, int node);
+void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o);
+void rc_local_name(ut_str *o, const tiny_node *n, const char *prefix, int node);
 bool rc_nan_flag(const emit *m, const poly_block_info *b);
-void rc_flag_name(hp_str *o, const emit *m, const poly_block_info *b);
-void rc_linear(hp_str *o, const tiny_shape *shape, const char *const *index, int from);
+void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b);
+void rc_linear(ut_str *o, const tiny_shape *shape, const char *const *index, int from);
 /* One PA_USER node as C (region_c.c). */
-hp_status rc_stmt_body(emit *m, const poly_ast *u);
+harp_status rc_stmt_body(emit *m, const poly_ast *u);
 /* The loop tree from depth d (region_loops.c). */
-hp_status rc_print_ast(emit *m, const poly_ast *a, int d);
+harp_status rc_print_ast(emit *m, const poly_ast *a, int d);
 /* Text helpers of region_loops.c: whether text holds tok as a whole
  * identifier; text with each whole-identifier from[i] replaced by (to[i])
  * (malloc'd, NULL when out of memory); the trips of a loop
@@ -62,6 +62,6 @@ char *rc_subst_tokens(const char *text, const char *const *from, const char *con
 long rc_const_trips(const poly_ast *a);
 /* Merge nested loops that every access walks as one contiguous run
  * (region_coalesce.c); CPU only. */
-hp_status rc_coalesce(emit *m, poly_ast *a);
+harp_status rc_coalesce(emit *m, poly_ast *a);
 
 #endif

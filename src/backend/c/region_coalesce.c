@@ -218,7 +218,7 @@ static const char *subst(emit *m, const char *text, const char *from, bool *oom)
   if (!text || !rc_has_token(text, from)) return text;
   const char *f[1] = {from}, *t[1] = {"0L"};
   char *s = rc_subst_tokens(text, f, t, 1);
-  const char *r = s ? hp_arena_strdup(m->c->arena, s) : NULL;
+  const char *r = s ? ut_arena_strdup(m->c->arena, s) : NULL;
   free(s);
   if (!r) *oom = true;
   return r ? r : text;
@@ -258,30 +258,30 @@ static int64_t zero_based_trips(const poly_ast *a) {
 }
 
 /* Merge loop a with the loop that is its whole body, when that pays and is exact. */
-static hp_status try_merge(emit *m, poly_ast *a) {
+static harp_status try_merge(emit *m, poly_ast *a) {
   poly_ast *in = a->body;
   while (in && in->kind == PA_BLOCK && in->nchildren == 1) in = in->children[0];
-  if (!in || in->kind != PA_FOR) return HP_OK;
+  if (!in || in->kind != PA_FOR) return HARP_OK;
   int64_t no = zero_based_trips(a), ni = zero_based_trips(in);
-  if (no < 2 || ni < 1 || no > (INT64_C(1) << 40) / ni) return HP_OK;
+  if (no < 2 || ni < 1 || no > (INT64_C(1) << 40) / ni) return HARP_OK;
   pair pr = {a->iter, in->iter, ni};
-  if (!body_ok(m, &pr, in->body)) return HP_OK;
+  if (!body_ok(m, &pr, in->body)) return HARP_OK;
   bool oom = false;
   subst_tree(m, in->body, a->iter, &oom);
   char cond[96];
   snprintf(cond, sizeof cond, "(%s <= %lldL)", in->iter, (long long)(no * ni - 1));
-  const char *c = hp_arena_strdup(m->c->arena, cond);
-  if (oom || !c) return hp_fail(m->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  const char *c = ut_arena_strdup(m->c->arena, cond);
+  if (oom || !c) return ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   a->iter = in->iter;
   a->init = in->init;
   a->cond = c;
   a->inc = in->inc;
   a->body = in->body;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status rc_coalesce(emit *m, poly_ast *a) {
-  if (!a || m->c->gpu) return HP_OK;
+harp_status rc_coalesce(emit *m, poly_ast *a) {
+  if (!a || m->c->gpu) return HARP_OK;
   switch (a->kind) {
   case PA_FOR:
     if (rc_coalesce(m, a->body)) return m->c->e->code;
@@ -292,8 +292,8 @@ hp_status rc_coalesce(emit *m, poly_ast *a) {
   case PA_BLOCK:
     for (int k = 0; k < a->nchildren; k++)
       if (rc_coalesce(m, a->children[k])) return m->c->e->code;
-    return HP_OK;
-  case PA_USER: return HP_OK;
+    return HARP_OK;
+  case PA_USER: return HARP_OK;
   }
-  return HP_OK;
+  return HARP_OK;
 }

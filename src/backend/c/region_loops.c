@@ -9,15 +9,15 @@
 
 #include "cgen_int.h"
 #include "region_c_int.h"
-static void indent(hp_str *o, int d) {
-  for (int i = 0; i < d; i++) hp_str_puts(o, "  ");
+static void indent(ut_str *o, int d) {
+  for (int i = 0; i < d; i++) ut_str_puts(o, "  ");
 }
 
 /* ---- innermost loops as `omp simd` ------------------------------------------ */
 typedef struct simd_scan {
   const char *iter;
   bool ok;
-  hp_str priv, red; /* private(...) and reduction(...) items */
+  ut_str priv, red; /* private(...) and reduction(...) items */
   bool outer;       /* the loop may hold loops (outer-loop simd: their iterations run in each lane) */
 } simd_scan;
 
@@ -44,8 +44,8 @@ static bool stmt_in(const poly_ast *a, int k) {
   }
 }
 
-static void simd_item(hp_str *list, const char *item) {
-  hp_str_printf(list, "%s%s", list->len ? ", " : "", item);
+static void simd_item(ut_str *list, const char *item) {
+  ut_str_printf(list, "%s%s", list->len ? ", " : "", item);
 }
 
 /* One statement of the loop body: which of its scalars are private per
@@ -55,15 +55,15 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
   const poly_stmt_spec *sp = &m->stmts[u->stmt];
   const poly_block_info *b = poly_block(m->c->pv, sp->block);
   const tiny_node *n = &m->c->g->nodes[b->node];
-  hp_str name;
-  hp_str_init(&name);
+  ut_str name;
+  ut_str_init(&name);
   if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) {
     rc_acc_ref(m, u, b, &name);
     bool scalar = !strchr(name.buf ? name.buf : "[", '[');
     if (sp->role == POLY_STMT_FINAL) {
       if (m->val[b->node].kind == ST_LOCAL && m->val[b->node].lsize == 1) {
-        hp_str_free(&name);
-        hp_str_init(&name);
+        ut_str_free(&name);
+        ut_str_init(&name);
         rc_local_name(&name, n, "L", b->node);
         simd_item(&sc->priv, name.buf);
       }
@@ -78,12 +78,12 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
     } else if (sp->role == POLY_STMT_INIT) {
       simd_item(&sc->priv, name.buf);
       if (rc_nan_flag(m, b)) {
-        hp_str f;
-        hp_str_init(&f);
+        ut_str f;
+        ut_str_init(&f);
         rc_flag_name(&f, m, b);
         simd_item(&sc->priv, f.buf ? f.buf : "");
         if (f.oom) sc->ok = false;
-        hp_str_free(&f);
+        ut_str_free(&f);
       }
     } else {
       int init = -1;
@@ -98,11 +98,11 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
         bool flag = rc_nan_flag(m, b);
         if (ad == TINY_FP32) op = rop == TINY_RSUM ? "+" : rop == TINY_RMAX ? (flag ? "max" : "hp_max") : (flag ? "min" : "hp_min");
         if (!op) sc->ok = false; /* fp16/bf16 accumulators round at each step; int sums wrap */
-        else hp_str_printf(&sc->red, " reduction(%s:%s)", op, name.buf);
+        else ut_str_printf(&sc->red, " reduction(%s:%s)", op, name.buf);
         if (op && flag) {
-          hp_str_puts(&sc->red, " reduction(|:");
+          ut_str_puts(&sc->red, " reduction(|:");
           rc_flag_name(&sc->red, m, b);
-          hp_str_putc(&sc->red, ')');
+          ut_str_putc(&sc->red, ')');
         }
       }
     }
@@ -111,7 +111,7 @@ static void simd_stmt(emit *m, const poly_ast *loop, const poly_ast *u, simd_sca
     simd_item(&sc->priv, name.buf);
   }
   if (name.oom) sc->ok = false;
-  hp_str_free(&name);
+  ut_str_free(&name);
 }
 
 static void simd_walk(emit *m, const poly_ast *loop, const poly_ast *a, simd_scan *sc) {
@@ -161,8 +161,8 @@ static char *canonical_cond(const poly_ast *a) {
  * iterations.  The caller frees sc->priv and sc->red. */
 static bool simd_scan_loop(emit *m, const poly_ast *a, simd_scan *sc, bool outer) {
   *sc = (simd_scan){a->iter, true, {0}, {0}, outer};
-  hp_str_init(&sc->priv);
-  hp_str_init(&sc->red);
+  ut_str_init(&sc->priv);
+  ut_str_init(&sc->red);
   simd_walk(m, a, a->body, sc);
   return sc->ok && !sc->priv.oom && !sc->red.oom;
 }
@@ -273,13 +273,13 @@ static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
   if (simd_scan_loop(m, a, &sc, outer) && (*cond = canonical_cond(a))) {
     if (outer) m->simd_outer = a;
     indent(m->o, d);
-    hp_str_puts(m->o, "#pragma omp simd");
-    if (sc.priv.len) hp_str_printf(m->o, " private(%s)", sc.priv.buf);
-    if (sc.red.len) hp_str_puts(m->o, sc.red.buf);
-    hp_str_putc(m->o, '\n');
+    ut_str_puts(m->o, "#pragma omp simd");
+    if (sc.priv.len) ut_str_printf(m->o, " private(%s)", sc.priv.buf);
+    if (sc.red.len) ut_str_puts(m->o, sc.red.buf);
+    ut_str_putc(m->o, '\n');
   }
-  hp_str_free(&sc.priv);
-  hp_str_free(&sc.red);
+  ut_str_free(&sc.priv);
+  ut_str_free(&sc.red);
 }
 
 /* ---- prefetching the next row ------------------------------------------------------
@@ -294,8 +294,8 @@ static void simd_pragma(emit *m, const poly_ast *a, int d, char **cond) {
 
 /* text with every whole-token occurrence of from[i] replaced by to[i]. */
 char *rc_subst_tokens(const char *text, const char *const *from, const char *const *to, int n) {
-  hp_str o;
-  hp_str_init(&o);
+  ut_str o;
+  ut_str_init(&o);
   for (const char *p = text; *p;) {
     bool word = isalnum((unsigned char)*p) || *p == '_';
     if (word && (p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_'))) {
@@ -304,14 +304,14 @@ char *rc_subst_tokens(const char *text, const char *const *from, const char *con
       int k = -1;
       for (int i = 0; i < n && k < 0; i++)
         if (strlen(from[i]) == len && !strncmp(p, from[i], len)) k = i;
-      if (k >= 0) hp_str_printf(&o, "(%s)", to[k]);
-      else hp_str_printf(&o, "%.*s", (int)len, p);
+      if (k >= 0) ut_str_printf(&o, "(%s)", to[k]);
+      else ut_str_printf(&o, "%.*s", (int)len, p);
       p += len;
     } else {
-      hp_str_putc(&o, *p++);
+      ut_str_putc(&o, *p++);
     }
   }
-  return hp_str_take(&o);
+  return ut_str_take(&o);
 }
 
 /* The gmem reads of the first pass that move with the row and run along its
@@ -377,8 +377,8 @@ static void next_row_plan(emit *m, const poly_ast *a) {
     char *cond = simd_scan_loop(m, c, &sc, false) && !sc.red.len && unit_step(c) ? canonical_cond(c) : NULL;
     if (cond) p.target = c; /* the last such pass: the farthest from the next row's first pass */
     free(cond);
-    hp_str_free(&sc.priv);
-    hp_str_free(&sc.red);
+    ut_str_free(&sc.priv);
+    ut_str_free(&sc.red);
   }
   if (!p.target) return;
   pf_reads(m, p.first->body, &p);
@@ -386,11 +386,11 @@ static void next_row_plan(emit *m, const poly_ast *a) {
 }
 
 /* The target pass in steps of 16 with the prefetches, then its tail. */
-static hp_status print_prefetching(emit *m, const poly_ast *a, int d) {
-  hp_str *o = m->o;
+static harp_status print_prefetching(emit *m, const poly_ast *a, int d) {
+  ut_str *o = m->o;
   const pf_plan *p = &m->pf;
   char *cond = canonical_cond(a), *tmp = NULL;
-  if (!cond) return hp_fail(m->c->e, HP_E_INTERNAL, NULL, "prefetch target lost its canonical loop");
+  if (!cond) return ut_fail(m->c->e, HARP_E_INTERNAL, NULL, "prefetch target lost its canonical loop");
   const char *c = cond + strlen(a->iter) + 1; /* "<= X" or "< X" */
   bool le = c[1] == '=';
   const char *bound = c + (le ? 2 : 1);
@@ -400,57 +400,57 @@ static hp_status print_prefetching(emit *m, const poly_ast *a, int d) {
   const char *nf[1] = {p->outer->iter}, *nt[1] = {next};
   char *more = rc_subst_tokens(p->outer->cond, nf, nt, 1); /* is there a next row in this task? */
   indent(o, d);
-  hp_str_puts(o, "{ /* prefetch the next row while this pass computes */\n");
+  ut_str_puts(o, "{ /* prefetch the next row while this pass computes */\n");
   indent(o, d + 1);
-  hp_str_printf(o, "const long hp_nx = (%s) ? %s + 1 : %s;\n", more ? more : "0", p->outer->iter, p->outer->iter);
+  ut_str_printf(o, "const long hp_nx = (%s) ? %s + 1 : %s;\n", more ? more : "0", p->outer->iter, p->outer->iter);
   free(more);
   indent(o, d + 1);
-  hp_str_printf(o, "long hp_pf = %s;\n", a->init);
+  ut_str_printf(o, "long hp_pf = %s;\n", a->init);
   indent(o, d + 1);
-  hp_str_printf(o, "for (; hp_pf + 16 <= (%s)%s; hp_pf += 16) {\n", bound, le ? " + 1" : "");
+  ut_str_printf(o, "for (; hp_pf + 16 <= (%s)%s; hp_pf += 16) {\n", bound, le ? " + 1" : "");
   for (int i = 0; i < p->nread; i++) {
     const char *ix[TINY_MAX_RANK];
     char *own[TINY_MAX_RANK] = {0};
     for (int k = 0; k < p->acc[i]->rank; k++) ix[k] = own[k] = rc_subst_tokens(p->acc[i]->index[k], from, to, 2);
-    hp_str idx;
-    hp_str_init(&idx);
+    ut_str idx;
+    ut_str_init(&idx);
     bool ok = true;
     for (int k = 0; k < p->acc[i]->rank; k++) ok = ok && own[k];
     if (ok) rc_linear(&idx, &p->node[i]->shape, ix, 0);
     indent(o, d + 2);
-    if (ok && idx.buf) hp_str_printf(o, "__builtin_prefetch(&p%d[%s], 0, 3);\n", p->slot[i], idx.buf);
-    hp_str_free(&idx);
+    if (ok && idx.buf) ut_str_printf(o, "__builtin_prefetch(&p%d[%s], 0, 3);\n", p->slot[i], idx.buf);
+    ut_str_free(&idx);
     for (int k = 0; k < p->acc[i]->rank; k++) free(own[k]);
     if (!ok) o->oom = true;
   }
   simd_pragma(m, a, d + 2, &tmp);
   free(tmp);
   indent(o, d + 2);
-  hp_str_printf(o, "for (long %s = hp_pf; %s < hp_pf + 16; %s += 1) {\n", a->iter, a->iter, a->iter);
+  ut_str_printf(o, "for (long %s = hp_pf; %s < hp_pf + 16; %s += 1) {\n", a->iter, a->iter, a->iter);
   if (rc_print_ast(m, a->body, d + 3)) goto fail;
   indent(o, d + 2);
-  hp_str_puts(o, "}\n");
+  ut_str_puts(o, "}\n");
   indent(o, d + 1);
-  hp_str_puts(o, "}\n");
+  ut_str_puts(o, "}\n");
   simd_pragma(m, a, d + 1, &tmp);
   free(tmp);
   indent(o, d + 1);
-  hp_str_printf(o, "for (long %s = hp_pf; %s; %s += 1) {\n", a->iter, cond, a->iter);
+  ut_str_printf(o, "for (long %s = hp_pf; %s; %s += 1) {\n", a->iter, cond, a->iter);
   if (rc_print_ast(m, a->body, d + 2)) goto fail;
   indent(o, d + 1);
-  hp_str_puts(o, "}\n");
+  ut_str_puts(o, "}\n");
   indent(o, d);
-  hp_str_puts(o, "}\n");
+  ut_str_puts(o, "}\n");
   free(cond);
-  return HP_OK;
+  return HARP_OK;
 fail:
   free(cond);
   return m->c->e->code;
 }
 
-hp_status rc_print_ast(emit *m, const poly_ast *a, int d) {
-  if (!a) return HP_OK;
-  hp_str *o = m->o;
+harp_status rc_print_ast(emit *m, const poly_ast *a, int d) {
+  if (!a) return HARP_OK;
+  ut_str *o = m->o;
   switch (a->kind) {
   case PA_FOR: {
     if (a == m->pf.target) return print_prefetching(m, a, d);
@@ -458,34 +458,34 @@ hp_status rc_print_ast(emit *m, const poly_ast *a, int d) {
     char *cond;
     simd_pragma(m, a, d, &cond);
     indent(o, d);
-    hp_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, cond ? cond : a->cond, a->iter, a->inc);
+    ut_str_printf(o, "for (long %s = %s; %s; %s += %s) {\n", a->iter, a->init, cond ? cond : a->cond, a->iter, a->inc);
     free(cond);
-    hp_status st = rc_print_ast(m, a->body, d + 1);
+    harp_status st = rc_print_ast(m, a->body, d + 1);
     if (m->simd_outer == a) m->simd_outer = NULL;
     if (st) return m->c->e->code;
     indent(o, d);
-    hp_str_puts(o, "}\n");
-    return HP_OK;
+    ut_str_puts(o, "}\n");
+    return HARP_OK;
   }
   case PA_IF:
     indent(o, d);
-    hp_str_printf(o, "if (%s) {\n", a->cond);
+    ut_str_printf(o, "if (%s) {\n", a->cond);
     if (rc_print_ast(m, a->then_, d + 1)) return m->c->e->code;
     indent(o, d);
     if (a->else_) {
-      hp_str_puts(o, "} else {\n");
+      ut_str_puts(o, "} else {\n");
       if (rc_print_ast(m, a->else_, d + 1)) return m->c->e->code;
       indent(o, d);
     }
-    hp_str_puts(o, "}\n");
-    return HP_OK;
+    ut_str_puts(o, "}\n");
+    return HARP_OK;
   case PA_BLOCK:
     for (int i = 0; i < a->nchildren; i++)
       if (rc_print_ast(m, a->children[i], d)) return m->c->e->code;
-    return HP_OK;
+    return HARP_OK;
   case PA_USER:
     indent(o, d);
     return rc_stmt_body(m, a);
   }
-  return HP_OK;
+  return HARP_OK;
 }

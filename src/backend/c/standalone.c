@@ -4,8 +4,8 @@
  * Needs: nothing.  Gives: cgen_standalone_header/main/makefile. */
 #include "standalone.h"
 
-void cgen_standalone_header(hp_str *o) {
-  hp_str_puts(o,
+void cgen_standalone_header(ut_str *o) {
+  ut_str_puts(o,
               "/* model.h — a model compiled by harp (see docs/c-api.md).\n"
               " *\n"
               " *   model_t *m = model_init(weights, model_params_bytes());   one arena per instance\n"
@@ -31,8 +31,8 @@ void cgen_standalone_header(hp_str *o) {
               "extern const long model_output_shapes[][13];\n\n#endif\n");
 }
 
-void cgen_standalone_makefile(hp_str *o) {
-  hp_str_puts(o,
+void cgen_standalone_makefile(ut_str *o) {
+  ut_str_puts(o,
               "# Builds and runs the model without harp: make (or make run).\n"
               "CC ?= cc\nCFLAGS ?= -O3 -fopenmp-simd -fno-math-errno\n"
               "# Skylake-derived cores slow down on jumps across 32-byte boundaries (the\n"
@@ -46,8 +46,8 @@ void cgen_standalone_makefile(hp_str *o) {
               "clean:\n\trm -f model_main\n\n.PHONY: all run clean\n");
 }
 
-void cgen_standalone_main(hp_str *o) {
-  hp_str_puts(o,
+void cgen_standalone_main(ut_str *o) {
+  ut_str_puts(o,
               "/* main.c — runs the model on inputs/<name>.npy with weights.bin and writes\n"
               " * outputs/<name>.npy.  Usage: ./model_main [DIR]  (DIR defaults to .) */\n"
               "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/stat.h>\n\n"

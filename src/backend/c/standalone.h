@@ -4,8 +4,8 @@
 
 #include "util/util.h"
 
-void cgen_standalone_header(hp_str *o);
-void cgen_standalone_main(hp_str *o);
-void cgen_standalone_makefile(hp_str *o);
+void cgen_standalone_header(ut_str *o);
+void cgen_standalone_main(ut_str *o);
+void cgen_standalone_makefile(ut_str *o);
 
 #endif

@@ -111,7 +111,7 @@ typedef struct cuda_tune {
 
 void cuda_tune_default(cuda_tune *t, cuda_arch arch);
 
-/* How a contraction computes (hp_gpu_opts.precision, `--precision`).  It
+/* How a contraction computes (rt_gpu_opts.precision, `--precision`).  It
  * matters for fp32 operands only: fp16/bf16 operands always run their own
  * MMA (m16n8k16 / wgmma k16) with fp32 accumulation.
  *   TF32: fp32 operands on the tensor cores as TF32 (10-bit mantissa, fp32
@@ -197,10 +197,10 @@ int cuda_gemm_slices(const cuda_gemm_spec *s);
  * epilogue and stores C with s's dtype and strides.  An SM80-style kernel
  * (64x64 tiles, 4 warps, the template's Epilogue and stores).
  * Parameters: (ws, C, ep0, ...). */
-hp_status cuda_gen_gemm_finish(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+harp_status cuda_gen_gemm_finish(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
 /* Zero `words` 32-bit words at `out` (split-K workspaces and flags, inside
  * the launch list so that a CUDA Graph replays it).  Parameters: (out). */
-hp_status cuda_gen_zero(hp_error *e, cuda_module *m, int64_t words, const char *name);
+harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const char *name);
 
 /* 2-D convolution as implicit GEMM (algo_choice.conv = implicit_gemm):
  * x NCHW, w OIHW [oc][c/groups][kh][kw], y NCHW, all contiguous.
@@ -453,7 +453,7 @@ typedef struct cuda_kernel {
  * Owns every IR object through its arena. */
 #define CUDA_MAX_HELPERS 8
 typedef struct cuda_module {
-  hp_arena *arena;
+  ut_arena *arena;
   cuda_kernel **k;
   int n, cap;
   cuda_arch arch; /* all kernels share it */
@@ -463,22 +463,22 @@ typedef struct cuda_module {
   int nhelpers;
 } cuda_module;
 
-hp_status cuda_module_new(hp_error *e, cuda_arch arch, cuda_module **out);
+harp_status cuda_module_new(harp_error *e, cuda_arch arch, cuda_module **out);
 /* Print `text` once per module, after the prelude (by pointer identity). */
-hp_status cuda_module_helpers(hp_error *e, cuda_module *m, const char *text);
+harp_status cuda_module_helpers(harp_error *e, cuda_module *m, const char *text);
 void cuda_module_free(cuda_module *m);
 
 /* ---- generators: append one kernel named `name` to m --------------------- */
-/* name must be a C identifier (hp_is_safe_name without '.' and '-'); errors:
+/* name must be a C identifier (ut_is_safe_name without '.' and '-'); errors:
  * Unsupported (shape/dtype/layout outside the template), InvalidArgument
  * (inconsistent spec), SmemOverflow / RegOverflow (tile too large). */
-hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
-hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
-hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name);
-hp_status cuda_gen_ewise(hp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name);
-hp_status cuda_gen_reduce(hp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name);
-hp_status cuda_gen_softmax(hp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name);
-hp_status cuda_gen_layernorm(hp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name);
+harp_status cuda_gen_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
+harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name);
+harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name);
+harp_status cuda_gen_reduce(harp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name);
+harp_status cuda_gen_softmax(harp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name);
+harp_status cuda_gen_layernorm(harp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name);
 
 /* The kernel named name, or NULL. */
 const cuda_kernel *cuda_module_find(const cuda_module *m, const char *name);
@@ -487,21 +487,21 @@ const cuda_kernel *cuda_module_find(const cuda_module *m, const char *name);
 /* CUDA C with inline PTX for the whole module (--dump cu).  The text needs no
  * header: a prelude defines the hk_* helpers, guarded by #ifndef HK_SIM so
  * that the CPU simulator (tests/cuda_sim) can supply its own.  Malloc'd. */
-hp_status cuda_print(hp_error *e, const cuda_module *m, char **out);
+harp_status cuda_print(harp_error *e, const cuda_module *m, char **out);
 /* The statements of k's body as cuda_print prints them (the text
  * cuda_dedup.c compares), appended to o. */
-void cuda_print_body(hp_str *o, const cuda_kernel *k);
+void cuda_print_body(ut_str *o, const cuda_kernel *k);
 /* The dialect as JSON (--dump gpu): {"gpu":{"arch":..,"kernels":[...]}}. */
-hp_status cuda_dump_json(hp_error *e, const cuda_module *m, char **out);
+harp_status cuda_dump_json(harp_error *e, const cuda_module *m, char **out);
 /* Structural check of a kernel: known statement kinds, operands present,
  * For/If bodies, param names.  Generators call it before returning. */
-hp_status cuda_kernel_verify(hp_error *e, const cuda_kernel *k);
+harp_status cuda_kernel_verify(harp_error *e, const cuda_kernel *k);
 
 /* ---- builder (used by the generators) -------------------------------------- */
 #define CUDA_B_DEPTH 32
 typedef struct cuda_b {
-  hp_arena *a;
-  hp_error *e;
+  ut_arena *a;
+  harp_error *e;
   cuda_stmt *stack[CUDA_B_DEPTH]; /* open Block/For/If; stack[0] is the kernel body */
   bool in_else[CUDA_B_DEPTH];
   int depth;
@@ -509,7 +509,7 @@ typedef struct cuda_b {
   cuda_stmt sink; /* what cuda_emit hands out once an allocation failed */
 } cuda_b;
 
-cuda_kernel *cuda_kernel_new(cuda_b *b, cuda_module *m, hp_error *e, const char *name, const char *kind);
+cuda_kernel *cuda_kernel_new(cuda_b *b, cuda_module *m, harp_error *e, const char *name, const char *kind);
 /* printf into the module arena (NULL format -> NULL). */
 const char *cuda_fmt(cuda_b *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 cuda_stmt *cuda_emit(cuda_b *b, cuda_stmt_kind k);
@@ -532,7 +532,7 @@ void cuda_param_align(cuda_kernel *k, int bytes);
 void cuda_meta_int(cuda_kernel *k, const char *key, int64_t v);
 void cuda_meta_str(cuda_kernel *k, const char *key, const char *v);
 /* Finish: OutOfMemory if an allocation failed, else verify. */
-hp_status cuda_b_finish(cuda_b *b, cuda_kernel *k);
+harp_status cuda_b_finish(cuda_b *b, cuda_kernel *k);
 
 /* Element type name for a storage dtype: hk_u16 (fp16/bf16), float, int, unsigned char. */
 const char *cuda_ctype(tiny_dtype t);

@@ -40,7 +40,7 @@ void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int
 /* Padded head dimension: a multiple of 16 the swizzle accepts. */
 static int pad_dim(int64_t d) {
   static const int ok[] = {16, 32, 64, 128, 192, 256};
-  for (int i = 0; i < HP_ARRAY_LEN(ok); i++)
+  for (int i = 0; i < UT_ARRAY_LEN(ok); i++)
     if (d <= ok[i]) return ok[i];
   return 0;
 }
@@ -246,26 +246,26 @@ static void open_kv_loop(attn_gen *a, bool with_v) {
   cuda_close(b);
 }
 
-hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name) {
+harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
   if (s->b < 1 || s->h < 1 || s->m < 1 || s->n < 1 || s->d < 1 || s->dv < 1)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "attention sizes must be >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "attention sizes must be >= 1");
   if ((s->q_dtype != TINY_FP16 && s->q_dtype != TINY_BF16 && s->q_dtype != TINY_FP32) || s->kv_dtype != s->q_dtype)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "attention takes fp16, bf16 or fp32 q, k, v of one dtype");
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "attention takes fp16, bf16 or fp32 q, k, v of one dtype");
   if (s->q_dtype == TINY_FP32 && s->math != CUDA_MATH_TF32)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "fp32 attention computes as TF32 only (math %s: two matmuls and a softmax)",
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "fp32 attention computes as TF32 only (math %s: two matmuls and a softmax)",
                    cuda_math_name(s->math));
   if (s->o_dtype != TINY_FP16 && s->o_dtype != TINY_BF16 && s->o_dtype != TINY_FP32)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "attention output dtype %s", tiny_dtype_name(s->o_dtype));
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "attention output dtype %s", tiny_dtype_name(s->o_dtype));
   if (s->has_mask && s->mask_dtype != TINY_FP16 && s->mask_dtype != TINY_BF16 && s->mask_dtype != TINY_FP32)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "mask dtype %s", tiny_dtype_name(s->mask_dtype));
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "mask dtype %s", tiny_dtype_name(s->mask_dtype));
   if (s->d % 8 || s->dv % 8 || !pad_dim(s->d) || !pad_dim(s->dv))
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "head dims %lld / %lld: multiples of 8 up to 256", (long long)s->d,
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "head dims %lld / %lld: multiples of 8 up to 256", (long long)s->d,
                    (long long)s->dv);
-  if (s->m > INT32_MAX / 2 || s->n > INT32_MAX / 2) return hp_fail(e, HP_E_LIMIT, name, "sequence too long");
-  if (s->b * s->h > 65535) return hp_fail(e, HP_E_LIMIT, name, "b*h = %lld > 65535", (long long)(s->b * s->h));
+  if (s->m > INT32_MAX / 2 || s->n > INT32_MAX / 2) return ut_fail(e, HARP_E_LIMIT, name, "sequence too long");
+  if (s->b * s->h > 65535) return ut_fail(e, HARP_E_LIMIT, name, "b*h = %lld > 65535", (long long)(s->b * s->h));
   attn_gen a;
   memset(&a, 0, sizeof a);
   a.s = s;
@@ -277,10 +277,10 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
     memcpy(a.vs, s->v_s, sizeof a.vs), memcpy(a.os, s->o_s, sizeof a.os);
     for (int i = 0; i < 3; i++) {
       if (a.qs[i] < 0 || a.ks[i] < 0 || a.vs[i] < 0 || a.os[i] < 0)
-        return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative attention stride");
+        return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "negative attention stride");
       /* rows go through 16-byte cp.async, the output through element pairs */
       if (a.qs[i] % al || a.ks[i] % al || a.vs[i] % al || a.os[i] % 2)
-        return hp_fail(e, HP_E_UNSUPPORTED, name, "q/k/v strides must be multiples of %d elements, out's of 2", al);
+        return ut_fail(e, HARP_E_UNSUPPORTED, name, "q/k/v strides must be multiples of %d elements, out's of 2", al);
     }
   } else {
     int64_t q[3] = {s->h * s->m * s->d, s->m * s->d, s->d}, k[3] = {s->h * s->n * s->d, s->n * s->d, s->d};
@@ -289,14 +289,14 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   }
   a.BM = s->bm ? s->bm : 64;
   a.BN = s->bn ? s->bn : 64;
-  if (a.BM != 64) return hp_fail(e, HP_E_UNSUPPORTED, name, "attention query tile must be 64 (4 warps x 16 rows)");
-  if (a.BN % 16 || a.BN < 16 || a.BN > 128) return hp_fail(e, HP_E_INVALID_ARG, name, "key tile %d: 16..128, multiple of 16", a.BN);
+  if (a.BM != 64) return ut_fail(e, HARP_E_UNSUPPORTED, name, "attention query tile must be 64 (4 warps x 16 rows)");
+  if (a.BN % 16 || a.BN < 16 || a.BN > 128) return ut_fail(e, HARP_E_INVALID_ARG, name, "key tile %d: 16..128, multiple of 16", a.BN);
   a.D = pad_dim(s->d), a.DV = pad_dim(s->dv);
   a.T = 128;
   a.NFS = a.BN / 8, a.NFO = a.DV / 8;
   int regs = a.D / (a.tf32 ? 8 : 16) * 4 + a.NFS * 4 + a.NFO * 4 + a.NFS * 2 + 48;
   if (regs > 255)
-    return hp_fail(e, HP_E_REG_OVERFLOW, name, "head dims %d/%d with %d keys per tile need about %d registers", a.D, a.DV,
+    return ut_fail(e, HARP_E_REG_OVERFLOW, name, "head dims %d/%d with %d keys per tile need about %d registers", a.D, a.DV,
                    a.BN, regs);
   a.q_off = 0;
   a.k_off = (int64_t)a.BM * a.D * a.esz;
@@ -305,7 +305,7 @@ hp_status cuda_gen_attn(hp_error *e, cuda_module *m, const cuda_attn_spec *s, co
   a.v_stage = a.tf32 ? (int64_t)a.BN * cuda_pitch32(a.DV, false, false) : (int64_t)a.BN * a.DV * a.esz;
   int64_t smem = a.v_off + 2 * a.v_stage;
   if (smem > cuda_smem_max(m->arch))
-    return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)smem);
+    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)smem);
   float scale = s->scale != 0 ? s->scale : 1.0f / sqrtf((float)s->d);
   a.scale2 = scale * 1.44269504088896341f;
 

@@ -28,22 +28,22 @@
 
 /* What a launch takes from kernel k besides its code, parameters in the
  * normal form's order. */
-static void launch_key(hp_str *o, const cuda_kernel *k, const cg_kform *f) {
-  hp_str_printf(o, "%s %d grid %lld %lld %lld block %d %d %d smem %lld bounds %d tiles %lld params %d\n", k->kind,
+static void launch_key(ut_str *o, const cuda_kernel *k, const cg_kform *f) {
+  ut_str_printf(o, "%s %d grid %lld %lld %lld block %d %d %d smem %lld bounds %d tiles %lld params %d\n", k->kind,
                 (int)k->arch, (long long)k->grid[0], (long long)k->grid[1], (long long)k->grid[2], k->block[0],
                 k->block[1], k->block[2], (long long)k->smem_bytes, k->min_blocks, (long long)k->persistent_tiles,
                 k->nparams);
   for (int j = 0; j < f->norder; j++) {
     const cuda_param *p = &k->params[f->order[j]];
-    hp_str_printf(o, "%d %s %d align %d", (int)p->kind, p->ctype, (int)p->dtype, p->align);
+    ut_str_printf(o, "%d %s %d align %d", (int)p->kind, p->ctype, (int)p->dtype, p->align);
     const cuda_tmap_desc *d = p->kind == CUDA_P_TMAP ? p->tmap : NULL;
     if (d) {
-      hp_str_printf(o, " tmap %s %d %d %d", d->tensor ? d->tensor : "", (int)d->dtype, d->rank, d->swizzle);
+      ut_str_printf(o, " tmap %s %d %d %d", d->tensor ? d->tensor : "", (int)d->dtype, d->rank, d->swizzle);
       for (int r = 0; r < d->rank && r < CUDA_TMAP_MAX_RANK; r++)
-        hp_str_printf(o, " %llu/%llu/%u", (unsigned long long)d->dims[r],
+        ut_str_printf(o, " %llu/%llu/%u", (unsigned long long)d->dims[r],
                       (unsigned long long)(r ? d->strides[r - 1] : 0), d->box[r]);
     }
-    hp_str_putc(o, '\n');
+    ut_str_putc(o, '\n');
   }
 }
 
@@ -53,25 +53,25 @@ typedef struct kinfo {
   int copy_of; /* the kept kernel with this code, or -1 */
 } kinfo;
 
-static hp_status describe(hp_error *e, const cuda_kernel *k, kinfo *ki) {
+static harp_status describe(harp_error *e, const cuda_kernel *k, kinfo *ki) {
   const char *names[CUDA_MAX_PARAMS];
   for (int i = 0; i < k->nparams && i < CUDA_MAX_PARAMS; i++) names[i] = k->params[i].name;
-  hp_str body;
-  hp_str_init(&body);
+  ut_str body;
+  ut_str_init(&body);
   cuda_print_body(&body, k);
-  hp_status st = body.oom ? hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory")
+  harp_status st = body.oom ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory")
                           : cg_kform_make(body.buf ? body.buf : "", k->name, names, k->nparams, e, &ki->form);
-  hp_str_free(&body);
+  ut_str_free(&body);
   if (st) return st;
-  hp_str key;
-  hp_str_init(&key);
+  ut_str key;
+  ut_str_init(&key);
   launch_key(&key, k, &ki->form);
   if (key.oom) {
-    hp_str_free(&key);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_str_free(&key);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  ki->key = hp_str_take(&key);
-  return ki->key ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  ki->key = ut_str_take(&key);
+  return ki->key ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
 static bool same(const kinfo *a, const kinfo *b) {
@@ -84,12 +84,12 @@ static int index_of(const cuda_module *m, const cuda_kernel *k) {
   return -1;
 }
 
-hp_status cuda_model_dedup(hp_error *e, cuda_model_tu *t) {
+harp_status cuda_model_dedup(harp_error *e, cuda_model_tu *t) {
   cuda_module *m = t->mod;
   int n = m->n;
-  kinfo *ki = hp_xcalloc((size_t)n + 1, sizeof *ki);
-  if (!ki) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  hp_status st = HP_OK;
+  kinfo *ki = ut_xcalloc((size_t)n + 1, sizeof *ki);
+  if (!ki) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
   for (int i = 0; i < n && !st; i++) {
     ki[i].copy_of = -1;
     st = describe(e, m->k[i], &ki[i]);
@@ -102,7 +102,7 @@ hp_status cuda_model_dedup(hp_error *e, cuda_model_tu *t) {
     if (i < 0 || ki[i].copy_of < 0) continue;
     const kinfo *to = &ki[ki[i].copy_of], *from = &ki[i];
     if (L->nargs != from->form.norder) { /* every parameter has an argument (cuda_launch_add) */
-      st = hp_fail(e, HP_E_INTERNAL, L->k->name, "a launch of %d arguments for %d parameters", L->nargs,
+      st = ut_fail(e, HARP_E_INTERNAL, L->k->name, "a launch of %d arguments for %d parameters", L->nargs,
                    from->form.norder);
       break;
     }

@@ -50,7 +50,7 @@ typedef struct cuda_mma_prob {
   cuda_tune tune;                    /* filled: every tile field set */
 } cuda_mma_prob;
 
-hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);
+harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);
 
 /* The template's generator state (cuda_mma.c; the inner loops of each
  * cuda_mmode are in cuda_mma_math.c). */
@@ -99,6 +99,6 @@ const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, co
 int cuda_pitch32(int cols, bool kmajor, bool no_swizzle);
 int64_t cuda_smem_max(cuda_arch a);
 /* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
-hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *name);
+harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char *name);
 
 #endif

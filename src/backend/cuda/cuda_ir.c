@@ -112,33 +112,33 @@ void cuda_tune_default(cuda_tune *t, cuda_arch arch) {
 }
 
 /* ---- module ----------------------------------------------------------------- */
-hp_status cuda_module_new(hp_error *e, cuda_arch arch, cuda_module **out) {
+harp_status cuda_module_new(harp_error *e, cuda_arch arch, cuda_module **out) {
   *out = NULL;
-  cuda_module *m = hp_xcalloc(1, sizeof *m);
-  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
-  m->arena = hp_arena_new();
+  cuda_module *m = ut_xcalloc(1, sizeof *m);
+  if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  m->arena = ut_arena_new();
   if (!m->arena) {
     free(m);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   m->arch = arch;
   *out = m;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cuda_module_free(cuda_module *m) {
   if (!m) return;
-  hp_arena_free(m->arena);
+  ut_arena_free(m->arena);
   free(m->k);
   free(m);
 }
 
-hp_status cuda_module_helpers(hp_error *e, cuda_module *m, const char *text) {
+harp_status cuda_module_helpers(harp_error *e, cuda_module *m, const char *text) {
   for (int i = 0; i < m->nhelpers; i++)
-    if (m->helpers[i] == text) return HP_OK;
-  if (m->nhelpers >= CUDA_MAX_HELPERS) return hp_fail(e, HP_E_LIMIT, NULL, "more than %d helper blocks", CUDA_MAX_HELPERS);
+    if (m->helpers[i] == text) return HARP_OK;
+  if (m->nhelpers >= CUDA_MAX_HELPERS) return ut_fail(e, HARP_E_LIMIT, NULL, "more than %d helper blocks", CUDA_MAX_HELPERS);
   m->helpers[m->nhelpers++] = text;
-  return HP_OK;
+  return HARP_OK;
 }
 
 const cuda_kernel *cuda_module_find(const cuda_module *m, const char *name) {
@@ -155,7 +155,7 @@ const char *cuda_fmt(cuda_b *b, const char *fmt, ...) {
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  char *s = n >= 0 ? hp_arena_alloc(b->a, (size_t)n + 1) : NULL;
+  char *s = n >= 0 ? ut_arena_alloc(b->a, (size_t)n + 1) : NULL;
   if (!s) {
     b->oom = true;
     va_end(ap2);
@@ -168,7 +168,7 @@ const char *cuda_fmt(cuda_b *b, const char *fmt, ...) {
 
 static const char *adup(cuda_b *b, const char *s) {
   if (!s) return NULL;
-  char *d = hp_arena_strdup(b->a, s);
+  char *d = ut_arena_strdup(b->a, s);
   if (!d) b->oom = true;
   return d ? d : "";
 }
@@ -176,7 +176,7 @@ static const char *adup(cuda_b *b, const char *s) {
 static bool push_child(cuda_b *b, cuda_stmt ***list, int *n, int *cap, cuda_stmt *c) {
   if (*n == *cap) {
     int nc = *cap ? *cap * 2 : 8;
-    cuda_stmt **nl = hp_arena_alloc(b->a, sizeof(cuda_stmt *) * (size_t)nc);
+    cuda_stmt **nl = ut_arena_alloc(b->a, sizeof(cuda_stmt *) * (size_t)nc);
     if (!nl) return false;
     if (*n) memcpy(nl, *list, sizeof(cuda_stmt *) * (size_t)*n);
     *list = nl;
@@ -187,7 +187,7 @@ static bool push_child(cuda_b *b, cuda_stmt ***list, int *n, int *cap, cuda_stmt
 }
 
 cuda_stmt *cuda_emit(cuda_b *b, cuda_stmt_kind k) {
-  cuda_stmt *st = hp_arena_alloc(b->a, sizeof *st);
+  cuda_stmt *st = ut_arena_alloc(b->a, sizeof *st);
   if (!st) {
     b->oom = true;
     memset(&b->sink, 0, sizeof b->sink); /* never linked into a tree; lets callers write through */
@@ -252,32 +252,32 @@ void cuda_assign(cuda_b *b, const char *lhs, const char *rhs) { cuda_emit_s(b, C
 void cuda_call(cuda_b *b, const char *text) { cuda_emit_s(b, CU_CALL, text, NULL, NULL, NULL); }
 void cuda_comment(cuda_b *b, const char *text) { cuda_emit_s(b, CU_COMMENT, text, NULL, NULL, NULL); }
 
-cuda_kernel *cuda_kernel_new(cuda_b *b, cuda_module *m, hp_error *e, const char *name, const char *kind) {
+cuda_kernel *cuda_kernel_new(cuda_b *b, cuda_module *m, harp_error *e, const char *name, const char *kind) {
   memset(b, 0, sizeof *b);
   b->a = m->arena;
   b->e = e;
   if (!cuda_is_cname(name)) {
-    hp_fail(e, HP_E_INVALID_ARG, name, "kernel name is not a C identifier");
+    ut_fail(e, HARP_E_INVALID_ARG, name, "kernel name is not a C identifier");
     return NULL;
   }
   if (cuda_module_find(m, name)) {
-    hp_fail(e, HP_E_DUPLICATE_ID, name, "two kernels named '%s' in one module", name);
+    ut_fail(e, HARP_E_DUPLICATE_ID, name, "two kernels named '%s' in one module", name);
     return NULL;
   }
-  cuda_kernel *k = hp_arena_alloc(m->arena, sizeof *k);
+  cuda_kernel *k = ut_arena_alloc(m->arena, sizeof *k);
   if (!k) {
-    hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     return NULL;
   }
-  k->name = hp_arena_strdup(m->arena, name);
+  k->name = ut_arena_strdup(m->arena, name);
   k->kind = kind;
   k->arch = m->arch;
   k->grid[0] = k->grid[1] = k->grid[2] = 1;
   k->block[0] = 128;
   k->block[1] = k->block[2] = 1;
-  k->body = hp_arena_alloc(m->arena, sizeof *k->body);
+  k->body = ut_arena_alloc(m->arena, sizeof *k->body);
   if (!k->name || !k->body) {
-    hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     return NULL;
   }
   k->body->kind = CU_BLOCK;
@@ -287,9 +287,9 @@ cuda_kernel *cuda_kernel_new(cuda_b *b, cuda_module *m, hp_error *e, const char 
    * generator leaves it in place but the caller discards the module. */
   if (m->n == m->cap) {
     int cap = m->cap ? m->cap * 2 : 8;
-    cuda_kernel **nk = hp_xrealloc(m->k, sizeof(cuda_kernel *) * (size_t)cap);
+    cuda_kernel **nk = ut_xrealloc(m->k, sizeof(cuda_kernel *) * (size_t)cap);
     if (!nk) {
-      hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
       return NULL;
     }
     m->k = nk;
@@ -319,16 +319,16 @@ void cuda_meta_str(cuda_kernel *k, const char *key, const char *v) {
   if (k->nmeta < CUDA_MAX_META) k->meta[k->nmeta++] = (cuda_meta){key, v, 0};
 }
 
-hp_status cuda_b_finish(cuda_b *b, cuda_kernel *k) {
-  if (b->oom) return hp_fail(b->e, HP_E_NO_MEMORY, k->name, "out of memory while building kernel");
-  if (b->depth != 1) return hp_fail(b->e, HP_E_INTERNAL, k->name, "unbalanced statement nesting (%d open)", b->depth - 1);
+harp_status cuda_b_finish(cuda_b *b, cuda_kernel *k) {
+  if (b->oom) return ut_fail(b->e, HARP_E_NO_MEMORY, k->name, "out of memory while building kernel");
+  if (b->depth != 1) return ut_fail(b->e, HARP_E_INTERNAL, k->name, "unbalanced statement nesting (%d open)", b->depth - 1);
   return cuda_kernel_verify(b->e, k);
 }
 
 /* ---- verifier --------------------------------------------------------------- */
-static hp_status verify_stmt(hp_error *e, const cuda_kernel *k, const cuda_stmt *st, int depth) {
-  if (depth > 64) return hp_fail(e, HP_E_INTERNAL, k->name, "statement tree too deep");
-  if ((unsigned)st->kind >= CU_STMT_COUNT) return hp_fail(e, HP_E_INTERNAL, k->name, "bad statement kind %d", st->kind);
+static harp_status verify_stmt(harp_error *e, const cuda_kernel *k, const cuda_stmt *st, int depth) {
+  if (depth > 64) return ut_fail(e, HARP_E_INTERNAL, k->name, "statement tree too deep");
+  if ((unsigned)st->kind >= CU_STMT_COUNT) return ut_fail(e, HARP_E_INTERNAL, k->name, "bad statement kind %d", st->kind);
   const stmt_info *si = &stmt_table[st->kind];
   int ns = list_len(si->sops);
   /* Every operand of the table is present, except the optional ones. */
@@ -338,65 +338,65 @@ static hp_status verify_stmt(hp_error *e, const cuda_kernel *k, const cuda_stmt 
     bool optional = !strcmp(nm, "pred") || !strcmp(nm, "init") || !strcmp(nm, "dims") || !strcmp(nm, "step") ||
                     !strcmp(nm, "src_bytes") || !strcmp(nm, "rows") || !strcmp(nm, "cols");
     if (!st->s[i] && !optional)
-      return hp_fail(e, HP_E_INTERNAL, k->name, "%s lacks operand '%s'", si->name, nm);
+      return ut_fail(e, HARP_E_INTERNAL, k->name, "%s lacks operand '%s'", si->name, nm);
   }
   switch (st->kind) {
   case CU_CP_ASYNC:
     if (st->i[0] != 4 && st->i[0] != 8 && st->i[0] != 16)
-      return hp_fail(e, HP_E_INTERNAL, k->name, "CpAsync of %lld bytes", (long long)st->i[0]);
+      return ut_fail(e, HARP_E_INTERNAL, k->name, "CpAsync of %lld bytes", (long long)st->i[0]);
     break;
   case CU_LDMATRIX:
     if (st->i[0] != 1 && st->i[0] != 2 && st->i[0] != 4)
-      return hp_fail(e, HP_E_INTERNAL, k->name, "LdMatrix .x%lld", (long long)st->i[0]);
+      return ut_fail(e, HARP_E_INTERNAL, k->name, "LdMatrix .x%lld", (long long)st->i[0]);
     break;
   case CU_MMA_SYNC: /* m16n8k16 .f16/.bf16, or m16n8k8 .tf32 (dtype FP32) */
   case CU_WGMMA:    /* m64nNk16 .f16/.bf16, or m64nNk8 .tf32 */
     if (st->i[2] != (st->dtype == TINY_FP32 ? 8 : 16) ||
         (st->dtype != TINY_FP32 && st->dtype != TINY_FP16 && st->dtype != TINY_BF16))
-      return hp_fail(e, HP_E_INTERNAL, k->name, "%s k%lld of %s", si->name, (long long)st->i[2], tiny_dtype_name(st->dtype));
+      return ut_fail(e, HARP_E_INTERNAL, k->name, "%s k%lld of %s", si->name, (long long)st->i[2], tiny_dtype_name(st->dtype));
     break;
   case CU_ST_GLOBAL_VEC:
   case CU_LD_GLOBAL:
   case CU_ST_SHARED:
   case CU_LD_SHARED:
     if (st->i[0] != 1 && st->i[0] != 2 && st->i[0] != 4 && st->i[0] != 8 && st->i[0] != 16)
-      return hp_fail(e, HP_E_INTERNAL, k->name, "%s of %lld bytes", si->name, (long long)st->i[0]);
+      return ut_fail(e, HARP_E_INTERNAL, k->name, "%s of %lld bytes", si->name, (long long)st->i[0]);
     break;
   case CU_FOR:
   case CU_LOOP:
-    if (!cuda_is_cname(st->s[0])) return hp_fail(e, HP_E_INTERNAL, k->name, "%s variable is not a C name", si->name);
+    if (!cuda_is_cname(st->s[0])) return ut_fail(e, HARP_E_INTERNAL, k->name, "%s variable is not a C name", si->name);
     break;
   case CU_DECL:
-    if (!cuda_is_cname(st->s[1])) return hp_fail(e, HP_E_INTERNAL, k->name, "Decl name is not a C name");
+    if (!cuda_is_cname(st->s[1])) return ut_fail(e, HARP_E_INTERNAL, k->name, "Decl name is not a C name");
     break;
   default: break;
   }
   bool nests = st->kind == CU_BLOCK || st->kind == CU_FOR || st->kind == CU_IF || st->kind == CU_LOOP;
-  if (!nests && (st->nbody || st->nels)) return hp_fail(e, HP_E_INTERNAL, k->name, "%s has a body", si->name);
+  if (!nests && (st->nbody || st->nels)) return ut_fail(e, HARP_E_INTERNAL, k->name, "%s has a body", si->name);
   for (int i = 0; i < st->nbody; i++)
     if (verify_stmt(e, k, st->body[i], depth + 1)) return e->code;
   for (int i = 0; i < st->nels; i++)
     if (verify_stmt(e, k, st->els[i], depth + 1)) return e->code;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_kernel_verify(hp_error *e, const cuda_kernel *k) {
-  if (!cuda_is_cname(k->name)) return hp_fail(e, HP_E_INTERNAL, k->name, "kernel name is not a C name");
-  if (k->nparams > CUDA_MAX_PARAMS) return hp_fail(e, HP_E_LIMIT, k->name, "more than %d kernel parameters", CUDA_MAX_PARAMS);
+harp_status cuda_kernel_verify(harp_error *e, const cuda_kernel *k) {
+  if (!cuda_is_cname(k->name)) return ut_fail(e, HARP_E_INTERNAL, k->name, "kernel name is not a C name");
+  if (k->nparams > CUDA_MAX_PARAMS) return ut_fail(e, HARP_E_LIMIT, k->name, "more than %d kernel parameters", CUDA_MAX_PARAMS);
   for (int i = 0; i < k->nparams; i++) {
-    if (!cuda_is_cname(k->params[i].name)) return hp_fail(e, HP_E_INTERNAL, k->name, "parameter %d is not a C name", i);
+    if (!cuda_is_cname(k->params[i].name)) return ut_fail(e, HARP_E_INTERNAL, k->name, "parameter %d is not a C name", i);
     for (int j = 0; j < i; j++)
       if (!strcmp(k->params[i].name, k->params[j].name))
-        return hp_fail(e, HP_E_INTERNAL, k->name, "parameter '%s' twice", k->params[i].name);
+        return ut_fail(e, HARP_E_INTERNAL, k->name, "parameter '%s' twice", k->params[i].name);
   }
   if (k->block[0] <= 0 || k->block[0] % 32 || k->block[0] > 1024 || k->block[1] != 1 || k->block[2] != 1)
-    return hp_fail(e, HP_E_INTERNAL, k->name, "block (%d,%d,%d) is not a whole number of warps", k->block[0],
+    return ut_fail(e, HARP_E_INTERNAL, k->name, "block (%d,%d,%d) is not a whole number of warps", k->block[0],
                    k->block[1], k->block[2]);
   if (k->grid[0] < 1 || k->grid[1] < 1 || k->grid[2] < 1 || k->grid[0] > 2147483647LL || k->grid[1] > 65535 ||
       k->grid[2] > 65535)
-    return hp_fail(e, HP_E_LIMIT, k->name, "grid (%lld,%lld,%lld) outside the launch limits", (long long)k->grid[0],
+    return ut_fail(e, HARP_E_LIMIT, k->name, "grid (%lld,%lld,%lld) outside the launch limits", (long long)k->grid[0],
                    (long long)k->grid[1], (long long)k->grid[2]);
-  if (!k->body || k->body->kind != CU_BLOCK) return hp_fail(e, HP_E_INTERNAL, k->name, "kernel body is not a Block");
+  if (!k->body || k->body->kind != CU_BLOCK) return ut_fail(e, HARP_E_INTERNAL, k->name, "kernel body is not a Block");
   return verify_stmt(e, k, k->body, 0);
 }
 
@@ -506,7 +506,7 @@ static json_t *kernel_json(const cuda_kernel *k) {
   return o;
 }
 
-hp_status cuda_dump_json(hp_error *e, const cuda_module *m, char **out) {
+harp_status cuda_dump_json(harp_error *e, const cuda_module *m, char **out) {
   *out = NULL;
   json_t *root = json_object(), *gpu = json_object(), *ks = json_array();
   json_object_set_new(root, "gpu", gpu);
@@ -515,7 +515,7 @@ hp_status cuda_dump_json(hp_error *e, const cuda_module *m, char **out) {
   json_object_set_new(gpu, "kernels", ks);
   char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU dialect");
+  if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU dialect");
   *out = s; /* malloc'd by jansson: the caller free()s it */
-  return HP_OK;
+  return HARP_OK;
 }

@@ -365,7 +365,7 @@ static void add_c_params(mma_gen *g) {
 }
 
 /* The Epilogue statement over the warp's fragments (every op of the spec). */
-static void emit_epilogue(mma_gen *g, hp_arena *arena) {
+static void emit_epilogue(mma_gen *g, ut_arena *arena) {
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
   bool simt = p->mode == CUDA_MM_SIMT;
@@ -380,7 +380,7 @@ static void emit_epilogue(mma_gen *g, hp_arena *arena) {
   ep->i[1] = g->NF;
   ep->dtype = p->c_dtype;
   if (!p->n_epi) return;
-  ep->epi = hp_arena_alloc(arena, sizeof(cuda_epi_ir) * (size_t)p->n_epi);
+  ep->epi = ut_arena_alloc(arena, sizeof(cuda_epi_ir) * (size_t)p->n_epi);
   if (!ep->epi) {
     b->oom = true;
     return;
@@ -458,32 +458,32 @@ static void emit_serial(mma_gen *g) {
   cuda_else(b);
 }
 
-static hp_status check_tile(hp_error *e, const char *name, const cuda_tune *t, cuda_mmode mode, int *T) {
+static harp_status check_tile(harp_error *e, const char *name, const cuda_tune *t, cuda_mmode mode, int *T) {
   if (t->bm <= 0 || t->bn <= 0 || t->bk <= 0 || t->warp_m <= 0 || t->warp_n <= 0)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "tile sizes must be positive");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "tile sizes must be positive");
   if (mode == CUDA_MM_SIMT && (t->warp_m != 32 || t->warp_n != 64 || t->bk % 4))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "the SIMT template takes warp tiles of 32x64 and BK a multiple of 4, got %dx%d, BK=%d",
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "the SIMT template takes warp tiles of 32x64 and BK a multiple of 4, got %dx%d, BK=%d",
                    t->warp_m, t->warp_n, t->bk);
   if (mode != CUDA_MM_SIMT && (t->bk % 16 || t->warp_m % 16 || t->warp_n % 16))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "BK and the warp tile must be multiples of 16 (mma m16n8k16), got BK=%d warp %dx%d",
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "BK and the warp tile must be multiples of 16 (mma m16n8k16), got BK=%d warp %dx%d",
                    t->bk, t->warp_m, t->warp_n);
   if (t->bm % t->warp_m || t->bn % t->warp_n)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "warp tile %dx%d does not divide the tile %dx%d", t->warp_m, t->warp_n, t->bm,
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "warp tile %dx%d does not divide the tile %dx%d", t->warp_m, t->warp_n, t->bm,
                    t->bn);
-  if (t->stages < 2 || t->stages > 4) return hp_fail(e, HP_E_INVALID_ARG, name, "stages must be 2..4, got %d", t->stages);
+  if (t->stages < 2 || t->stages > 4) return ut_fail(e, HARP_E_INVALID_ARG, name, "stages must be 2..4, got %d", t->stages);
   *T = 32 * (t->bm / t->warp_m) * (t->bn / t->warp_n);
-  if (*T > 1024) return hp_fail(e, HP_E_LIMIT, name, "%d threads per CTA (at most 1024)", *T);
+  if (*T > 1024) return ut_fail(e, HARP_E_LIMIT, name, "%d threads per CTA (at most 1024)", *T);
   int acc = t->warp_m / 16 * t->warp_n / 8 * 4;
   int regs = mode == CUDA_MM_SIMT ? 64 + 64 + 40 : acc + t->warp_m / 16 * 4 + t->warp_n / 8 * 2 + 40;
   if (regs > 255)
-    return hp_fail(e, HP_E_REG_OVERFLOW, name, "warp tile %dx%d needs about %d registers per thread (255 at most)",
+    return ut_fail(e, HARP_E_REG_OVERFLOW, name, "warp tile %dx%d needs about %d registers per thread (255 at most)",
                    t->warp_m, t->warp_n, regs);
-  return HP_OK;
+  return HARP_OK;
 }
 
 int64_t cuda_smem_max(cuda_arch a) { return a == CUDA_SM90 ? 232448 : 166912; }
 
-hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name) {
+harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name) {
   mma_gen g;
   memset(&g, 0, sizeof g);
   g.p = p;
@@ -501,7 +501,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   g.a_rows = p->A.kmajor ? g.BM : g.BK, g.a_cols = p->A.kmajor ? g.BK : g.BM;
   g.b_rows = p->B.kmajor ? g.BN : g.BK, g.b_cols = p->B.kmajor ? g.BK : g.BN;
   if (!cuda_mm_tiles_ok(&g))
-    return hp_fail(e, HP_E_UNSUPPORTED, name,
+    return ut_fail(e, HARP_E_UNSUPPORTED, name,
                    "SMEM tile rows of %d / %d %s elements: the swizzle needs %s", g.a_cols, g.b_cols, g.esz == 2 ? "16-bit" : "fp32",
                    g.esz == 2 ? "8, 16, 32 or a multiple of 64" : "4, 8, 16 or a multiple of 32 (K-major), a multiple of 4 (M/N-major)");
   g.a_bytes = cuda_mm_tile_bytes(&g, true), g.b_bytes = cuda_mm_tile_bytes(&g, false), g.stage_bytes = g.a_bytes + g.b_bytes;
@@ -510,7 +510,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
   int64_t stage_c = (int64_t)g.BM * (g.BN * osz + 16);
   if (t->vec * osz >= 16 && stage_c > smem) smem = stage_c;
   if (smem > cuda_smem_max(m->arch))
-    return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, %s has %lld",
+    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, %s has %lld",
                    (long long)smem, cuda_arch_name(m->arch), (long long)cuda_smem_max(m->arch));
   int64_t gx = (p->N + g.BN - 1) / g.BN, gy = (p->M + g.BM - 1) / g.BM;
   if (t->raster_m_x) {
@@ -518,14 +518,14 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
     gx = gy;
     gy = tmp;
   }
-  if (gy > 65535 || p->nz > 65535) return hp_fail(e, HP_E_LIMIT, name, "grid too large (%lld M/N tiles, %lld batches)", (long long)gy, (long long)p->nz);
+  if (gy > 65535 || p->nz > 65535) return ut_fail(e, HARP_E_LIMIT, name, "grid too large (%lld M/N tiles, %lld batches)", (long long)gy, (long long)p->nz);
 
   cuda_b *b = &g.b;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, p->kind);
   if (!k) return e->code;
   g.k = k;
   k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = p->nz * g.splits;
-  if (k->grid[2] > 65535) return hp_fail(e, HP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
+  if (k->grid[2] > 65535) return ut_fail(e, HARP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
   /* the plan's CTAs per SM as a register bound (none by default: SIMT at two
@@ -643,7 +643,7 @@ hp_status cuda_mma_emit(hp_error *e, cuda_module *m, const cuda_mma_prob *p, con
 /* The finishing pass of split-K: 64x64 tiles, 4 warps of 32x32, the
  * accumulators loaded from the workspace (partials summed in slice order),
  * then the template's Epilogue and stores. */
-static hp_status mma_emit_finish(hp_error *e, cuda_module *m, const cuda_mma_prob *p, int parts, const char *name) {
+static harp_status mma_emit_finish(harp_error *e, cuda_module *m, const cuda_mma_prob *p, int parts, const char *name) {
   mma_gen g;
   memset(&g, 0, sizeof g);
   cuda_mma_prob q = *p;
@@ -653,7 +653,7 @@ static hp_status mma_emit_finish(hp_error *e, cuda_module *m, const cuda_mma_pro
   g.BM = g.BN = 64, g.WM = g.WN = 32, g.WARPS_M = g.WARPS_N = 2, g.MF = 2, g.NF = 4, g.T = 128, g.splits = 1;
   int osz = tiny_dtype_size(q.c_dtype);
   int64_t gx = (q.N + 63) / 64, gy = (q.M + 63) / 64;
-  if (gy > 65535 || q.nz > 65535) return hp_fail(e, HP_E_LIMIT, name, "grid too large (%lld M tiles, %lld batches)", (long long)gy, (long long)q.nz);
+  if (gy > 65535 || q.nz > 65535) return ut_fail(e, HARP_E_LIMIT, name, "grid too large (%lld M tiles, %lld batches)", (long long)gy, (long long)q.nz);
   cuda_b *b = &g.b;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "splitk_finish");
   if (!k) return e->code;
@@ -725,33 +725,33 @@ static void mma_mode(tiny_dtype ab, cuda_math math, cuda_mmode *mode, tiny_dtype
   } else *mode = CUDA_MM_TF32;
 }
 
-static hp_status check_epi(hp_error *e, const char *name, const cuda_epi *epi, int n) {
-  if (n < 0 || n > CUDA_MAX_EPI) return hp_fail(e, HP_E_LIMIT, name, "%d epilogue ops (at most %d)", n, CUDA_MAX_EPI);
+static harp_status check_epi(harp_error *e, const char *name, const cuda_epi *epi, int n) {
+  if (n < 0 || n > CUDA_MAX_EPI) return ut_fail(e, HARP_E_LIMIT, name, "%d epilogue ops (at most %d)", n, CUDA_MAX_EPI);
   for (int i = 0; i < n; i++) {
-    if ((unsigned)epi[i].kind >= CUDA_EPI_COUNT) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown epilogue op %d", epi[i].kind);
+    if ((unsigned)epi[i].kind >= CUDA_EPI_COUNT) return ut_fail(e, HARP_E_INVALID_ARG, name, "unknown epilogue op %d", epi[i].kind);
     bool has = epi[i].kind == CUDA_EPI_BIAS_M || epi[i].kind == CUDA_EPI_BIAS_N || epi[i].kind == CUDA_EPI_RESIDUAL;
     if (has && epi[i].dtype != TINY_FP16 && epi[i].dtype != TINY_BF16 && epi[i].dtype != TINY_FP32)
-      return hp_fail(e, HP_E_UNSUPPORTED, name, "epilogue %s of dtype %s", cuda_epi_name(epi[i].kind),
+      return ut_fail(e, HARP_E_UNSUPPORTED, name, "epilogue %s of dtype %s", cuda_epi_name(epi[i].kind),
                      tiny_dtype_name(epi[i].dtype));
     if (epi[i].kind == CUDA_EPI_ROUND && epi[i].dtype != TINY_FP16 && epi[i].dtype != TINY_BF16)
-      return hp_fail(e, HP_E_INVALID_ARG, name, "epilogue round to %s (fp16 or bf16)", tiny_dtype_name(epi[i].dtype));
+      return ut_fail(e, HARP_E_INVALID_ARG, name, "epilogue round to %s (fp16 or bf16)", tiny_dtype_name(epi[i].dtype));
     if (epi[i].kind == CUDA_EPI_CLAMP && (isnan(epi[i].lo) || isnan(epi[i].hi)))
-      return hp_fail(e, HP_E_INVALID_ARG, name, "a clamp bound is NaN");
+      return ut_fail(e, HARP_E_INVALID_ARG, name, "a clamp bound is NaN");
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status check_ab_dtypes(hp_error *e, const char *name, tiny_dtype a, tiny_dtype b2, tiny_dtype c, cuda_math math) {
+static harp_status check_ab_dtypes(harp_error *e, const char *name, tiny_dtype a, tiny_dtype b2, tiny_dtype c, cuda_math math) {
   if ((a != TINY_FP16 && a != TINY_BF16 && a != TINY_FP32) || a != b2)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "the MMA template takes fp16, bf16 or fp32 operands of one dtype, got %s x %s",
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "the MMA template takes fp16, bf16 or fp32 operands of one dtype, got %s x %s",
                    tiny_dtype_name(a), tiny_dtype_name(b2));
-  if ((unsigned)math >= CUDA_MATH_COUNT) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown math %d", (int)math);
+  if ((unsigned)math >= CUDA_MATH_COUNT) return ut_fail(e, HARP_E_INVALID_ARG, name, "unknown math %d", (int)math);
   if (c != TINY_FP16 && c != TINY_BF16 && c != TINY_FP32)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "output dtype %s (fp16, bf16 or fp32)", tiny_dtype_name(c));
-  return HP_OK;
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "output dtype %s (fp16, bf16 or fp32)", tiny_dtype_name(c));
+  return HARP_OK;
 }
 
-hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
 
 const char *cuda_splitk_name(cuda_splitk k) {
   return k == CUDA_SPLITK_SERIAL ? "splitk_serial" : k == CUDA_SPLITK_REDUCE ? "splitk_reduce" : "splitk_parallel";
@@ -766,43 +766,43 @@ int cuda_gemm_slices(const cuda_gemm_spec *s) {
   return (int)(s->tune.splitk < kt ? s->tune.splitk : kt);
 }
 
-static hp_status gemm_checks(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+static harp_status gemm_checks(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
   if (s->M < 1 || s->N < 1 || s->K < 1 || s->batch[0] < 1 || s->batch[1] < 1)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "GEMM sizes must be >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "GEMM sizes must be >= 1");
   if (s->M > INT32_MAX / 2 || s->N > INT32_MAX / 2 || s->K > INT32_MAX / 2)
-    return hp_fail(e, HP_E_LIMIT, name, "GEMM dimension beyond 2^30");
+    return ut_fail(e, HARP_E_LIMIT, name, "GEMM dimension beyond 2^30");
   int64_t st[] = {s->a_sb[0], s->a_sb[1], s->a_sm, s->a_sk, s->b_sb[0], s->b_sb[1], s->b_sk, s->b_sn,
                   s->c_sb[0], s->c_sb[1], s->c_sm, s->c_sn};
-  for (int i = 0; i < HP_ARRAY_LEN(st); i++)
-    if (st[i] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative stride");
+  for (int i = 0; i < UT_ARRAY_LEN(st); i++)
+    if (st[i] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "negative stride");
   if (check_ab_dtypes(e, name, s->a_dtype, s->b_dtype, s->c_dtype, s->math)) return e->code;
   return check_epi(e, name, s->epi, s->n_epi);
 }
 
 /* The split-K kinds' demands on C and the epilogue (both templates). */
-hp_status cuda_splitk_check(hp_error *e, const cuda_gemm_spec *s, const char *name) {
-  if (s->tune.splitk <= 1) return HP_OK;
-  if ((unsigned)s->tune.splitk_kind > CUDA_SPLITK_SERIAL) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown split-K kind");
-  if (s->tune.splitk_kind == CUDA_SPLITK_SERIAL) return HP_OK;
+harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char *name) {
+  if (s->tune.splitk <= 1) return HARP_OK;
+  if ((unsigned)s->tune.splitk_kind > CUDA_SPLITK_SERIAL) return ut_fail(e, HARP_E_INVALID_ARG, name, "unknown split-K kind");
+  if (s->tune.splitk_kind == CUDA_SPLITK_SERIAL) return HARP_OK;
   if (s->c_dtype != TINY_FP32)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "%s writes fp32 partial sums: C must be the fp32 workspace",
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "%s writes fp32 partial sums: C must be the fp32 workspace",
                    cuda_splitk_name(s->tune.splitk_kind));
   if (s->tune.splitk_kind == CUDA_SPLITK_REDUCE && (s->n_epi || s->c_ss < 1))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "splitk_reduce: no epilogue (the finishing pass applies it) and a slice stride c_ss >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "splitk_reduce: no epilogue (the finishing pass applies it) and a slice stride c_ss >= 1");
   /* slice 0 alone applies the epilogue to its partial: only a sum distributes that way */
   for (int i = 0; i < s->n_epi; i++)
     if ((s->epi[i].kind != CUDA_EPI_BIAS_M && s->epi[i].kind != CUDA_EPI_BIAS_N && s->epi[i].kind != CUDA_EPI_RESIDUAL) ||
         s->epi[i].mul)
-      return hp_fail(e, HP_E_UNSUPPORTED, name, "split-K with the epilogue %s%s, not an add (run it in the finishing pass)",
+      return ut_fail(e, HARP_E_UNSUPPORTED, name, "split-K with the epilogue %s%s, not an add (run it in the finishing pass)",
                      s->epi[i].mul ? "x " : "", cuda_epi_name(s->epi[i].kind));
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* The MMA problem of a GEMM spec (the batch bases as C text in bz). */
-static hp_status gemm_prob(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name, cuda_mma_prob *pp) {
+static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name, cuda_mma_prob *pp) {
   cuda_mma_prob p;
   memset(&p, 0, sizeof p);
   p.kind = "mma_gemm";
@@ -839,15 +839,15 @@ static hp_status gemm_prob(hp_error *e, cuda_module *m, const cuda_gemm_spec *s,
     else if (ep->kind == CUDA_EPI_RESIDUAL)
       p.epi_ptr[i] = cuda_fmt(&tb, "(ep%d + %s * %lld + %s * %lld)", i, z, (long long)ep->s_b0, z1, (long long)ep->s_b1);
   }
-  if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+harp_status cuda_gen_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
   if (gemm_checks(e, m, s, name) || cuda_splitk_check(e, s, name)) return e->code;
   if (s->tune.arch == CUDA_SM90) return cuda_sm90_gemm(e, m, s, name);
   cuda_mma_prob p;
@@ -855,10 +855,10 @@ hp_status cuda_gen_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, co
   return cuda_mma_emit(e, m, &p, name);
 }
 
-hp_status cuda_gen_gemm_finish(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+harp_status cuda_gen_gemm_finish(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
   if (gemm_checks(e, m, s, name)) return e->code;
   if (s->tune.splitk <= 1 || s->tune.splitk_kind == CUDA_SPLITK_SERIAL)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "a finishing pass is for splitk_parallel / splitk_reduce");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "a finishing pass is for splitk_parallel / splitk_reduce");
   cuda_gemm_spec f = *s;
   f.tune.arch = CUDA_SM80;
   f.tune.splitk = 0;
@@ -887,27 +887,27 @@ bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow) {
   return true;
 }
 
-hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
+harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
   if (s->tune.arch == CUDA_SM90)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "conv on the SM90 template (use an sm80 plan: the SM80 template runs on sm_90)");
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "conv on the SM90 template (use an sm80 plan: the SM80 template runs on sm_90)");
   if (s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->oc < 1 || s->kh < 1 || s->kw < 1 || s->groups < 1 ||
       s->dil[0] < 1 || s->dil[1] < 1)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "conv sizes must be >= 1");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "conv sizes must be >= 1");
   for (int i = 0; i < 4; i++)
-    if (s->pad[i] < 0) return hp_fail(e, HP_E_INVALID_ARG, name, "negative padding");
+    if (s->pad[i] < 0) return ut_fail(e, HARP_E_INVALID_ARG, name, "negative padding");
   if (s->c % s->groups || s->oc % s->groups)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "groups %lld does not divide channels %lld / %lld", (long long)s->groups,
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "groups %lld does not divide channels %lld / %lld", (long long)s->groups,
                    (long long)s->c, (long long)s->oc);
   int64_t oh, ow;
-  if (!cuda_conv_out_hw(s, &oh, &ow)) return hp_fail(e, HP_E_INVALID_ARG, name, "the conv window does not fit the input");
+  if (!cuda_conv_out_hw(s, &oh, &ow)) return ut_fail(e, HARP_E_INVALID_ARG, name, "the conv window does not fit the input");
   if (check_ab_dtypes(e, name, s->w_dtype, s->x_dtype, s->y_dtype, s->math)) return e->code;
   if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
   int64_t cg = s->c / s->groups, ocg = s->oc / s->groups, K = cg * s->kh * s->kw, N = oh * ow;
   if (s->n * s->c * s->h * s->w > ((int64_t)1 << 40) || K > INT32_MAX / 2 || N > INT32_MAX / 2)
-    return hp_fail(e, HP_E_LIMIT, name, "conv too large");
+    return ut_fail(e, HARP_E_LIMIT, name, "conv too large");
   cuda_mma_prob p;
   memset(&p, 0, sizeof p);
   p.kind = "mma_conv";
@@ -953,11 +953,11 @@ hp_status cuda_gen_conv(hp_error *e, cuda_module *m, const cuda_conv_spec *s, co
     default: break;
     }
   }
-  if (tb.oom) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.tune = s->tune;
   cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype, p.mode);
-  hp_status st = cuda_mma_emit(e, m, &p, name);
-  if (st == HP_OK) {
+  harp_status st = cuda_mma_emit(e, m, &p, name);
+  if (st == HARP_OK) {
     cuda_kernel *k = m->k[m->n - 1];
     cuda_meta_str(k, "algo_choice.conv", "implicit_gemm");
     cuda_meta_str(k, "B_gather", pointwise ? "dense (1x1)" : "conv access map, pad -> zero fill");

@@ -7,9 +7,9 @@
 
 #include "backend/cuda/cuda_plan.h"
 
-hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out) {
+harp_status cuda_tune_from_plan(harp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out) {
   if (p->arch != PLAN_ARCH_SM80 && p->arch != PLAN_ARCH_SM90)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "plan arch %s is not a GPU", plan_arch_name(p->arch));
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "plan arch %s is not a GPU", plan_arch_name(p->arch));
   cuda_tune_default(out, p->arch == PLAN_ARCH_SM90 ? CUDA_SM90 : CUDA_SM80);
   if (p->ntile >= 1) out->bm = (int)p->tile[0];
   if (p->ntile >= 2) out->bn = (int)p->tile[1];
@@ -34,14 +34,14 @@ hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, c
   }
   if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL])) out->splitk = splitk_factor > 1 ? splitk_factor : 1;
   if (p->algo[PLAN_KEY_CONV] != PLAN_ALGO_NONE && p->algo[PLAN_KEY_CONV] != PLAN_ALGO_IMPLICIT_GEMM)
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "conv algorithm %s on the GPU (implicit_gemm only)",
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "conv algorithm %s on the GPU (implicit_gemm only)",
                    plan_algo_name(p->algo[PLAN_KEY_CONV]));
-  return HP_OK;
+  return HARP_OK;
 }
 
 bool cuda_attn_online_from_plan(const plan_t *p) { return p->algo[PLAN_KEY_ATTENTION] == PLAN_ALGO_ONLINE_SOFTMAX; }
 
-hp_status cuda_epi_from_plan(hp_error *e, plan_epi op, bool per_row_bias, tiny_dtype dtype, cuda_epi *out) {
+harp_status cuda_epi_from_plan(harp_error *e, plan_epi op, bool per_row_bias, tiny_dtype dtype, cuda_epi *out) {
   memset(out, 0, sizeof *out);
   out->dtype = dtype;
   switch (op) {
@@ -50,7 +50,7 @@ hp_status cuda_epi_from_plan(hp_error *e, plan_epi op, bool per_row_bias, tiny_d
   case PLAN_EPI_SILU: out->kind = CUDA_EPI_SILU; break;
   case PLAN_EPI_GELU: out->kind = CUDA_EPI_GELU; break;
   case PLAN_EPI_RESIDUAL: out->kind = CUDA_EPI_RESIDUAL; break;
-  default: return hp_fail(e, HP_E_INVALID_ARG, NULL, "unknown epilogue op %d", (int)op);
+  default: return ut_fail(e, HARP_E_INVALID_ARG, NULL, "unknown epilogue op %d", (int)op);
   }
-  return HP_OK;
+  return HARP_OK;
 }

@@ -9,11 +9,11 @@
  * count of plan_splitk_factor when p chooses splitk_* (splitk_parallel ->
  * CUDA_SPLITK_ATOMIC, splitk_reduce -> REDUCE, splitk_serial -> SERIAL).
  * Unsupported for algorithms the GPU templates lack (winograd, fft). */
-hp_status cuda_tune_from_plan(hp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out);
+harp_status cuda_tune_from_plan(harp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out);
 /* algo_choice.attention = online_softmax (else streaming_softmax_2pass). */
 bool cuda_attn_online_from_plan(const plan_t *p);
 /* One plan epilogue op; bias is per row (conv: per output channel) or per
  * column; the residual's strides are the caller's to set. */
-hp_status cuda_epi_from_plan(hp_error *e, plan_epi op, bool per_row_bias, tiny_dtype dtype, cuda_epi *out);
+harp_status cuda_epi_from_plan(harp_error *e, plan_epi op, bool per_row_bias, tiny_dtype dtype, cuda_epi *out);
 
 #endif

@@ -127,22 +127,22 @@ static const char prelude_common[] =
 
 /* ---- printing helpers -------------------------------------------------------- */
 typedef struct pr {
-  hp_str *o;
+  ut_str *o;
   int ind;
 } pr;
 
 static void line(pr *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(pr *p, const char *fmt, ...) {
-  for (int i = 0; i < p->ind; i++) hp_str_puts(p->o, "  ");
+  for (int i = 0; i < p->ind; i++) ut_str_puts(p->o, "  ");
   char buf[4096];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   if (n < (int)sizeof buf) {
-    hp_str_puts(p->o, buf);
+    ut_str_puts(p->o, buf);
   } else { /* long expression: format again into the string */
-    char *big = hp_xmalloc((size_t)n + 1);
+    char *big = ut_xmalloc((size_t)n + 1);
     if (!big) {
       p->o->oom = true;
       return;
@@ -150,10 +150,10 @@ static void line(pr *p, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    hp_str_puts(p->o, big);
+    ut_str_puts(p->o, big);
     free(big);
   }
-  hp_str_putc(p->o, '\n');
+  ut_str_putc(p->o, '\n');
 }
 
 /* A float literal that C++ reads back exactly (inf/nan through bit patterns). */
@@ -354,72 +354,72 @@ static void print_stmt(pr *p, const cuda_stmt *st) {
   }
 }
 
-static void param_decl(hp_str *o, const cuda_param *pa) {
+static void param_decl(ut_str *o, const cuda_param *pa) {
   switch (pa->kind) {
-  case CUDA_P_PTR_IN: hp_str_printf(o, "const %s *__restrict__ %s", pa->ctype, pa->name); break;
-  case CUDA_P_PTR_OUT: hp_str_printf(o, "%s *__restrict__ %s", pa->ctype, pa->name); break;
-  case CUDA_P_TMAP: hp_str_printf(o, "const __grid_constant__ hk_tmap %s", pa->name); break;
+  case CUDA_P_PTR_IN: ut_str_printf(o, "const %s *__restrict__ %s", pa->ctype, pa->name); break;
+  case CUDA_P_PTR_OUT: ut_str_printf(o, "%s *__restrict__ %s", pa->ctype, pa->name); break;
+  case CUDA_P_TMAP: ut_str_printf(o, "const __grid_constant__ hk_tmap %s", pa->name); break;
   }
 }
 
-static void print_kernel(hp_str *o, const cuda_kernel *k) {
-  hp_str_printf(o, "\n/* kernel %s (%s, %s): grid (%lld,%lld,%lld) block %d, %lld bytes of dynamic shared memory */\n",
+static void print_kernel(ut_str *o, const cuda_kernel *k) {
+  ut_str_printf(o, "\n/* kernel %s (%s, %s): grid (%lld,%lld,%lld) block %d, %lld bytes of dynamic shared memory */\n",
                 k->name, k->kind, cuda_arch_name(k->arch), (long long)k->grid[0], (long long)k->grid[1],
                 (long long)k->grid[2], k->block[0], (long long)k->smem_bytes);
   if (k->min_blocks > 0)
-    hp_str_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", k->block[0], k->min_blocks, k->name);
+    ut_str_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", k->block[0], k->min_blocks, k->name);
   else
-    hp_str_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", k->block[0], k->name);
+    ut_str_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", k->block[0], k->name);
   for (int i = 0; i < k->nparams; i++) {
-    if (i) hp_str_puts(o, ", ");
+    if (i) ut_str_puts(o, ", ");
     param_decl(o, &k->params[i]);
   }
-  hp_str_puts(o, ") {\n");
+  ut_str_puts(o, ") {\n");
   pr p = {o, 1};
   for (int i = 0; i < k->nparams; i++)
     if (k->params[i].kind != CUDA_P_TMAP) line(&p, "(void)%s;", k->params[i].name);
   for (int i = 0; i < k->body->nbody; i++) print_stmt(&p, k->body->body[i]);
-  hp_str_puts(o, "}\n");
+  ut_str_puts(o, "}\n");
   /* The simulator's entry: cuLaunchKernel-style parameters (pointers to the values). */
   /* (its launch bounds first: the simulator's setmaxnreg starts every warp at
    * the register count ptxas gives such a kernel) */
-  hp_str_printf(o, "#ifdef HK_SIM\nextern \"C\" void hk_thunk_%s(void **p) {\n  hks_launch_bounds(%d, %d);\n  %s(", k->name,
+  ut_str_printf(o, "#ifdef HK_SIM\nextern \"C\" void hk_thunk_%s(void **p) {\n  hks_launch_bounds(%d, %d);\n  %s(", k->name,
                 k->block[0], k->min_blocks, k->name);
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *pa = &k->params[i];
-    if (i) hp_str_puts(o, ", ");
-    if (pa->kind == CUDA_P_TMAP) hp_str_printf(o, "*(const hk_tmap *)p[%d]", i);
-    else if (pa->kind == CUDA_P_PTR_IN) hp_str_printf(o, "*(const %s *const *)p[%d]", pa->ctype, i);
-    else hp_str_printf(o, "*(%s *const *)p[%d]", pa->ctype, i);
+    if (i) ut_str_puts(o, ", ");
+    if (pa->kind == CUDA_P_TMAP) ut_str_printf(o, "*(const hk_tmap *)p[%d]", i);
+    else if (pa->kind == CUDA_P_PTR_IN) ut_str_printf(o, "*(const %s *const *)p[%d]", pa->ctype, i);
+    else ut_str_printf(o, "*(%s *const *)p[%d]", pa->ctype, i);
   }
-  hp_str_puts(o, ");\n}\n#endif\n");
+  ut_str_puts(o, ");\n}\n#endif\n");
 }
 
 /* The statements of k's body as printed in its function (no signature, no
  * (void) of the parameters): what cuda_dedup.c compares. */
-void cuda_print_body(hp_str *o, const cuda_kernel *k) {
+void cuda_print_body(ut_str *o, const cuda_kernel *k) {
   pr p = {o, 1};
   for (int i = 0; i < k->body->nbody; i++) print_stmt(&p, k->body->body[i]);
 }
 
 /* The SM90 helpers (TMA, mbarrier, wgmma) live in cuda_sm90.c. */
-void cuda_sm90_prelude(const cuda_module *m, hp_str *o);
+void cuda_sm90_prelude(const cuda_module *m, ut_str *o);
 
-hp_status cuda_print(hp_error *e, const cuda_module *m, char **out) {
+harp_status cuda_print(harp_error *e, const cuda_module *m, char **out) {
   *out = NULL;
-  hp_str o;
-  hp_str_init(&o);
-  hp_str_printf(&o, "/* Generated by harp (CUDA backend, %s).  CUDA C with inline PTX; needs no header. */\n",
+  ut_str o;
+  ut_str_init(&o);
+  ut_str_printf(&o, "/* Generated by harp (CUDA backend, %s).  CUDA C with inline PTX; needs no header. */\n",
                 cuda_arch_name(m->arch));
-  hp_str_puts(&o, prelude_common);
+  ut_str_puts(&o, prelude_common);
   if (m->arch == CUDA_SM90) cuda_sm90_prelude(m, &o);
-  for (int i = 0; i < m->nhelpers; i++) hp_str_puts(&o, m->helpers[i]);
+  for (int i = 0; i < m->nhelpers; i++) ut_str_puts(&o, m->helpers[i]);
   for (int i = 0; i < m->n; i++) print_kernel(&o, m->k[i]);
   if (o.oom) {
-    hp_str_free(&o);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while printing CUDA C");
+    ut_str_free(&o);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory while printing CUDA C");
   }
-  *out = hp_str_take(&o);
-  if (!*out) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while printing CUDA C");
-  return HP_OK;
+  *out = ut_str_take(&o);
+  if (!*out) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory while printing CUDA C");
+  return HARP_OK;
 }

@@ -266,18 +266,18 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
   else snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", rt->st.cc_major, rt->st.cc_minor);
 }
 
-hp_status cuda_rt_open(hp_error *e, const cuda_rt_opts *opts, cuda_rt **out) {
+harp_status cuda_rt_open(harp_error *e, const cuda_rt_opts *opts, cuda_rt **out) {
   *out = NULL;
   cuda_rt_opts def = {0};
   if (!opts) opts = &def;
-  cuda_rt *rt = hp_xcalloc(1, sizeof *rt);
-  if (!rt) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  cuda_rt *rt = ut_xcalloc(1, sizeof *rt);
+  if (!rt) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   snprintf(rt->arch, sizeof rt->arch, "sm_80");
   if (opts->cache_dir) {
-    rt->cache_dir = hp_xmalloc(strlen(opts->cache_dir) + 1);
+    rt->cache_dir = ut_xmalloc(strlen(opts->cache_dir) + 1);
     if (!rt->cache_dir) {
       free(rt);
-      return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+      return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     }
     strcpy(rt->cache_dir, opts->cache_dir);
   }
@@ -285,7 +285,7 @@ hp_status cuda_rt_open(hp_error *e, const cuda_rt_opts *opts, cuda_rt **out) {
   if (opts->no_driver) snprintf(rt->st.why_no_gpu, sizeof rt->st.why_no_gpu, "the driver was not requested");
   else load_driver(rt, opts->cuda_path, opts->device);
   *out = rt;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cuda_rt_close(cuda_rt *rt) {
@@ -311,32 +311,32 @@ void cuda_binary_free(cuda_binary *b) {
 /* ---- compile + cache ------------------------------------------------------------- */
 void cuda_rt_cache_key(const char *src, const char *arch, const char *const *opts, int nopts, int nvrtc_ver,
                        char out[33]) {
-  uint64_t h1 = hp_hash64(src, strlen(src), 0x68617270ULL); /* "harp" */
-  uint64_t h2 = hp_hash64(src, strlen(src), 0x63756461ULL); /* "cuda" */
+  uint64_t h1 = ut_hash64(src, strlen(src), 0x68617270ULL); /* "harp" */
+  uint64_t h2 = ut_hash64(src, strlen(src), 0x63756461ULL); /* "cuda" */
   const char *parts[2] = {arch, "|"};
   for (int i = 0; i < 2; i++) {
-    h1 = hp_hash64(parts[i], strlen(parts[i]), h1);
-    h2 = hp_hash64(parts[i], strlen(parts[i]), h2 ^ 0x9e3779b97f4a7c15ULL);
+    h1 = ut_hash64(parts[i], strlen(parts[i]), h1);
+    h2 = ut_hash64(parts[i], strlen(parts[i]), h2 ^ 0x9e3779b97f4a7c15ULL);
   }
   for (int i = 0; i < nopts; i++) {
-    h1 = hp_hash64(opts[i], strlen(opts[i]) + 1, h1);
-    h2 = hp_hash64(opts[i], strlen(opts[i]) + 1, h2);
+    h1 = ut_hash64(opts[i], strlen(opts[i]) + 1, h1);
+    h2 = ut_hash64(opts[i], strlen(opts[i]) + 1, h2);
   }
-  h1 = hp_hash64(&nvrtc_ver, sizeof nvrtc_ver, h1);
-  h2 = hp_hash64(&nvrtc_ver, sizeof nvrtc_ver, h2);
+  h1 = ut_hash64(&nvrtc_ver, sizeof nvrtc_ver, h1);
+  h2 = ut_hash64(&nvrtc_ver, sizeof nvrtc_ver, h2);
   snprintf(out, 33, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
 }
 
 static bool cache_read(cuda_rt *rt, const char *key, cuda_binary *out) {
   if (!rt->cache_dir) return false;
   char path[4096];
-  hp_error e = {0};
+  harp_error e = {0};
   char *cubin = NULL, *ptx = NULL;
   size_t n1 = 0, n2 = 0;
   snprintf(path, sizeof path, "%s/%s.cubin", rt->cache_dir, key);
-  if (hp_read_file(&e, path, (size_t)1 << 30, &cubin, &n1) != HP_OK) return false;
+  if (ut_read_file(&e, path, (size_t)1 << 30, &cubin, &n1) != HARP_OK) return false;
   snprintf(path, sizeof path, "%s/%s.ptx", rt->cache_dir, key);
-  if (hp_read_file(&e, path, (size_t)1 << 30, &ptx, &n2) != HP_OK || n1 == 0) {
+  if (ut_read_file(&e, path, (size_t)1 << 30, &ptx, &n2) != HARP_OK || n1 == 0) {
     free(cubin);
     free(ptx);
     return false;
@@ -344,30 +344,30 @@ static bool cache_read(cuda_rt *rt, const char *key, cuda_binary *out) {
   out->cubin = (unsigned char *)cubin;
   out->cubin_size = n1;
   out->ptx = ptx;
-  out->log = hp_xcalloc(1, 1);
+  out->log = ut_xcalloc(1, 1);
   out->cached = true;
   return true;
 }
 
 static void cache_write(cuda_rt *rt, const char *key, const cuda_binary *b) {
   if (!rt->cache_dir) return;
-  hp_error e = {0};
-  if (hp_mkdirs(&e, rt->cache_dir) != HP_OK) return;
+  harp_error e = {0};
+  if (ut_mkdirs(&e, rt->cache_dir) != HARP_OK) return;
   char path[4096];
   /* .ptx first: a reader needs both, and the .cubin appearing last makes the pair whole. */
   snprintf(path, sizeof path, "%s/%s.ptx", rt->cache_dir, key);
-  if (hp_write_file_atomic(&e, path, b->ptx, strlen(b->ptx)) != HP_OK) return;
+  if (ut_write_file_atomic(&e, path, b->ptx, strlen(b->ptx)) != HARP_OK) return;
   snprintf(path, sizeof path, "%s/%s.cubin", rt->cache_dir, key);
-  hp_write_file_atomic(&e, path, b->cubin, b->cubin_size);
+  ut_write_file_atomic(&e, path, b->cubin, b->cubin_size);
 }
 
-hp_status cuda_rt_compile(hp_error *e, cuda_rt *rt, const char *src, const char *name, const char *arch,
+harp_status cuda_rt_compile(harp_error *e, cuda_rt *rt, const char *src, const char *name, const char *arch,
                           const char *const *extra_opts, int nextra, cuda_binary *out) {
   memset(out, 0, sizeof *out);
-  if (!rt->st.nvrtc) return hp_fail(e, HP_E_UNSUPPORTED, name, "no NVRTC: %s", rt->st.why_no_nvrtc);
+  if (!rt->st.nvrtc) return ut_fail(e, HARP_E_UNSUPPORTED, name, "no NVRTC: %s", rt->st.why_no_nvrtc);
   if (!arch || strncmp(arch, "sm_", 3) != 0 || strlen(arch) > 8)
-    return hp_fail(e, HP_E_INVALID_ARG, name, "bad GPU architecture '%s'", arch ? arch : "(null)");
-  if (nextra < 0 || nextra > 16) return hp_fail(e, HP_E_INVALID_ARG, name, "too many NVRTC options");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "bad GPU architecture '%s'", arch ? arch : "(null)");
+  if (nextra < 0 || nextra > 16) return ut_fail(e, HARP_E_INVALID_ARG, name, "too many NVRTC options");
   char archopt[48];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
   const char *opts[24];
@@ -378,24 +378,24 @@ hp_status cuda_rt_compile(hp_error *e, cuda_rt *rt, const char *src, const char 
   for (int i = 0; i < nextra; i++) opts[n++] = extra_opts[i];
   char key[33];
   cuda_rt_cache_key(src, arch, opts, n, rt->st.nvrtc_major * 100 + rt->st.nvrtc_minor, key);
-  if (cache_read(rt, key, out)) return HP_OK;
+  if (cache_read(rt, key, out)) return HARP_OK;
 
   nvrtcProgram prog = NULL;
   nvrtcResult r = rt->nv.CreateProgram(&prog, src, name ? name : "harp.cu", 0, NULL, NULL);
-  if (r) return hp_fail(e, HP_E_INTERNAL, name, "nvrtcCreateProgram: %s", rt->nv.GetErrorString(r));
+  if (r) return ut_fail(e, HARP_E_INTERNAL, name, "nvrtcCreateProgram: %s", rt->nv.GetErrorString(r));
   nvrtcResult cr = rt->nv.CompileProgram(prog, n, opts);
   size_t logn = 0;
   rt->nv.GetProgramLogSize(prog, &logn);
-  out->log = hp_xmalloc(logn + 1);
+  out->log = ut_xmalloc(logn + 1);
   if (!out->log) {
     rt->nv.DestroyProgram(&prog);
-    return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   }
   out->log[0] = 0;
   if (logn) rt->nv.GetProgramLog(prog, out->log);
   out->log[logn] = 0;
   if (cr) {
-    hp_status s = hp_fail(e, HP_E_INTERNAL, name, "NVRTC (%s) failed: %s: %.700s", arch, rt->nv.GetErrorString(cr),
+    harp_status s = ut_fail(e, HARP_E_INTERNAL, name, "NVRTC (%s) failed: %s: %.700s", arch, rt->nv.GetErrorString(cr),
                           out->log);
     rt->nv.DestroyProgram(&prog);
     cuda_binary_free(out);
@@ -404,12 +404,12 @@ hp_status cuda_rt_compile(hp_error *e, cuda_rt *rt, const char *src, const char 
   size_t cn = 0, pn = 0;
   rt->nv.GetCUBINSize(prog, &cn);
   rt->nv.GetPTXSize(prog, &pn);
-  out->cubin = hp_xmalloc(cn ? cn : 1);
-  out->ptx = hp_xmalloc(pn + 1);
+  out->cubin = ut_xmalloc(cn ? cn : 1);
+  out->ptx = ut_xmalloc(pn + 1);
   if (!out->cubin || !out->ptx) {
     rt->nv.DestroyProgram(&prog);
     cuda_binary_free(out);
-    return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   }
   rt->nv.GetCUBIN(prog, (char *)out->cubin);
   rt->nv.GetPTX(prog, out->ptx);
@@ -417,33 +417,33 @@ hp_status cuda_rt_compile(hp_error *e, cuda_rt *rt, const char *src, const char 
   out->cubin_size = cn;
   rt->nv.DestroyProgram(&prog);
   cache_write(rt, key, out);
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- GPU entry points ------------------------------------------------------------- */
-static hp_status need_gpu(hp_error *e, cuda_rt *rt) {
-  if (rt->st.gpu) return HP_OK;
-  return hp_fail(e, HP_E_UNSUPPORTED, NULL, "no GPU: %s", rt->st.why_no_gpu);
+static harp_status need_gpu(harp_error *e, cuda_rt *rt) {
+  if (rt->st.gpu) return HARP_OK;
+  return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "no GPU: %s", rt->st.why_no_gpu);
 }
 
 #define CU_CHECK(call, what)                                                                             \
   do {                                                                                                   \
     CUresult r_ = (call);                                                                                \
-    if (r_) return hp_fail(e, HP_E_INTERNAL, NULL, "%s failed: %s (%d)", (what), cu_err(rt, r_), r_);    \
+    if (r_) return ut_fail(e, HARP_E_INTERNAL, NULL, "%s failed: %s (%d)", (what), cu_err(rt, r_), r_);  \
   } while (0)
 
-hp_status cuda_rt_load(hp_error *e, cuda_rt *rt, const cuda_binary *bin, cuda_rt_module **out) {
+harp_status cuda_rt_load(harp_error *e, cuda_rt *rt, const cuda_binary *bin, cuda_rt_module **out) {
   *out = NULL;
   if (need_gpu(e, rt)) return e->code;
-  cuda_rt_module *m = hp_xcalloc(1, sizeof *m);
-  if (!m) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  cuda_rt_module *m = ut_xcalloc(1, sizeof *m);
+  if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   CUresult r = rt->cu.ModuleLoadData(&m->mod, bin->cubin);
   if (r) {
     free(m);
-    return hp_fail(e, HP_E_INTERNAL, NULL, "cuModuleLoadData failed: %s (%d)", cu_err(rt, r), r);
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "cuModuleLoadData failed: %s (%d)", cu_err(rt, r), r);
   }
   *out = m;
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cuda_rt_unload(cuda_rt *rt, cuda_rt_module *m) {
@@ -452,15 +452,15 @@ void cuda_rt_unload(cuda_rt *rt, cuda_rt_module *m) {
   free(m);
 }
 
-hp_status cuda_rt_function(hp_error *e, cuda_rt *rt, cuda_rt_module *m, const char *name, void **fn) {
+harp_status cuda_rt_function(harp_error *e, cuda_rt *rt, cuda_rt_module *m, const char *name, void **fn) {
   if (need_gpu(e, rt)) return e->code;
   CUfunction f = NULL;
   CU_CHECK(rt->cu.ModuleGetFunction(&f, m->mod, name), "cuModuleGetFunction");
   *fn = f;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_launch(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
+harp_status cuda_rt_launch(harp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                          int64_t smem_bytes, void **params) {
   if (need_gpu(e, rt)) return e->code;
   if (smem_bytes > 48 * 1024)
@@ -469,44 +469,44 @@ hp_status cuda_rt_launch(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[
   CU_CHECK(rt->cu.LaunchKernel(fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], (unsigned)block[0],
                                (unsigned)block[1], (unsigned)block[2], (unsigned)smem_bytes, rt->stream, params, NULL),
            "cuLaunchKernel");
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_sync(hp_error *e, cuda_rt *rt) {
+harp_status cuda_rt_sync(harp_error *e, cuda_rt *rt) {
   if (need_gpu(e, rt)) return e->code;
   if (rt->stream && rt->cu.StreamSynchronize) CU_CHECK(rt->cu.StreamSynchronize(rt->stream), "kernel execution");
   CU_CHECK(rt->cu.CtxSynchronize(), "kernel execution");
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_alloc(hp_error *e, cuda_rt *rt, size_t bytes, cuda_devptr *out) {
+harp_status cuda_rt_alloc(harp_error *e, cuda_rt *rt, size_t bytes, cuda_devptr *out) {
   *out = 0;
   if (need_gpu(e, rt)) return e->code;
   CUresult r = rt->cu.MemAlloc(out, bytes ? bytes : 1);
-  if (r) return hp_fail(e, HP_E_NO_MEMORY, NULL, "cuMemAlloc(%zu) failed: %s", bytes, cu_err(rt, r));
-  return HP_OK;
+  if (r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cuMemAlloc(%zu) failed: %s", bytes, cu_err(rt, r));
+  return HARP_OK;
 }
 
 void cuda_rt_free(cuda_rt *rt, cuda_devptr p) {
   if (p && rt->st.gpu) rt->cu.MemFree(p);
 }
 
-hp_status cuda_rt_memset0(hp_error *e, cuda_rt *rt, cuda_devptr p, size_t bytes) {
+harp_status cuda_rt_memset0(harp_error *e, cuda_rt *rt, cuda_devptr p, size_t bytes) {
   if (need_gpu(e, rt)) return e->code;
   CU_CHECK(rt->cu.MemsetD8(p, 0, bytes), "cuMemsetD8");
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_htod(hp_error *e, cuda_rt *rt, cuda_devptr dst, const void *src, size_t bytes) {
+harp_status cuda_rt_htod(harp_error *e, cuda_rt *rt, cuda_devptr dst, const void *src, size_t bytes) {
   if (need_gpu(e, rt)) return e->code;
   if (bytes) CU_CHECK(rt->cu.MemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_dtoh(hp_error *e, cuda_rt *rt, void *dst, cuda_devptr src, size_t bytes) {
+harp_status cuda_rt_dtoh(harp_error *e, cuda_rt *rt, void *dst, cuda_devptr src, size_t bytes) {
   if (need_gpu(e, rt)) return e->code;
   if (bytes) CU_CHECK(rt->cu.MemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
-  return HP_OK;
+  return HARP_OK;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -514,23 +514,23 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
+harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                                 int64_t smem_bytes, void **params, int reps, double *ms_median) {
   *ms_median = 0;
   if (need_gpu(e, rt)) return e->code;
-  if (reps < 1 || reps > 10000) return hp_fail(e, HP_E_INVALID_ARG, NULL, "reps must be 1..10000");
-  double *t = hp_xcalloc((size_t)reps, sizeof *t);
-  if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (reps < 1 || reps > 10000) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "reps must be 1..10000");
+  double *t = ut_xcalloc((size_t)reps, sizeof *t);
+  if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   CUevent a = NULL, b = NULL;
-  hp_status s = HP_OK;
-  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventCreate failed");
+  harp_status s = HARP_OK;
+  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventCreate failed");
   for (int i = 0; i < 3 && !s; i++) s = cuda_rt_launch(e, rt, fn, grid, block, smem_bytes, params); /* warm up */
   for (int i = 0; i < reps && !s; i++) {
     float ms = 0;
-    if (rt->cu.EventRecord(a, rt->stream)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
+    if (rt->cu.EventRecord(a, rt->stream)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventRecord failed");
     if (!s) s = cuda_rt_launch(e, rt, fn, grid, block, smem_bytes, params);
     if (!s && (rt->cu.EventRecord(b, rt->stream) || rt->cu.EventSynchronize(b) || rt->cu.EventElapsedTime(&ms, a, b)))
-      s = hp_fail(e, HP_E_INTERNAL, NULL, "timing kernel launches failed");
+      s = ut_fail(e, HARP_E_INTERNAL, NULL, "timing kernel launches failed");
     t[i] = ms;
   }
   if (!s) {
@@ -545,24 +545,24 @@ hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_
 
 void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->stream : NULL; }
 
-hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
+harp_status cuda_rt_time_fn(harp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
                           double *ms_median) {
   *ms_median = 0;
   if (need_gpu(e, rt)) return e->code;
   if (reps < 1 || reps > 10000 || warmup < 0 || warmup > 10000)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "reps must be 1..10000, warmup 0..10000");
-  double *t = hp_xcalloc((size_t)reps, sizeof *t);
-  if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "reps must be 1..10000, warmup 0..10000");
+  double *t = ut_xcalloc((size_t)reps, sizeof *t);
+  if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   CUevent a = NULL, b = NULL;
-  hp_status s = HP_OK;
-  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventCreate failed");
+  harp_status s = HARP_OK;
+  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventCreate failed");
   for (int i = 0; i < warmup && !s; i++)
-    if (fn(ctx)) s = hp_fail(e, HP_E_INTERNAL, NULL, "timed function failed");
+    if (fn(ctx)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "timed function failed");
   for (int i = 0; i < reps && !s; i++) {
     float ms = 0;
     if (rt->cu.EventRecord(a, rt->stream) || fn(ctx) || rt->cu.EventRecord(b, rt->stream) ||
         rt->cu.EventSynchronize(b) || rt->cu.EventElapsedTime(&ms, a, b))
-      s = hp_fail(e, HP_E_INTERNAL, NULL, "timing failed");
+      s = ut_fail(e, HARP_E_INTERNAL, NULL, "timing failed");
     t[i] = ms;
   }
   if (!s) {
@@ -575,28 +575,28 @@ hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx
   return s;
 }
 
-hp_status cuda_rt_time_seq(hp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
+harp_status cuda_rt_time_seq(harp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
                            double *ms) {
   if (need_gpu(e, rt)) return e->code;
   if (n < 1 || n > 100000 || reps < 1 || reps > 10000 || warmup < 0 || warmup > 10000)
-    return hp_fail(e, HP_E_INVALID_ARG, NULL, "steps must be 1..100000, reps 1..10000, warmup 0..10000");
-  CUevent *ev = hp_xcalloc((size_t)n + 1, sizeof *ev);
-  double *t = hp_xcalloc((size_t)n * (size_t)reps, sizeof *t); /* [step][rep] */
-  hp_status s = ev && t ? HP_OK : hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "steps must be 1..100000, reps 1..10000, warmup 0..10000");
+  CUevent *ev = ut_xcalloc((size_t)n + 1, sizeof *ev);
+  double *t = ut_xcalloc((size_t)n * (size_t)reps, sizeof *t); /* [step][rep] */
+  harp_status s = ev && t ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i <= n && !s; i++)
-    if (rt->cu.EventCreate(&ev[i], 0)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventCreate failed");
+    if (rt->cu.EventCreate(&ev[i], 0)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventCreate failed");
   for (int r = 0; r < warmup + reps && !s; r++) {
     bool timed = r >= warmup;
-    if (timed && rt->cu.EventRecord(ev[0], rt->stream)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
+    if (timed && rt->cu.EventRecord(ev[0], rt->stream)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventRecord failed");
     for (int i = 0; i < n && !s; i++) {
-      if (step(ctx, i)) s = hp_fail(e, HP_E_INTERNAL, NULL, "step %d of the timed sequence failed", i);
-      else if (timed && rt->cu.EventRecord(ev[i + 1], rt->stream)) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventRecord failed");
+      if (step(ctx, i)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "step %d of the timed sequence failed", i);
+      else if (timed && rt->cu.EventRecord(ev[i + 1], rt->stream)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventRecord failed");
     }
     if (!s && !timed && cuda_rt_sync(e, rt)) s = e->code;
-    if (!s && timed && rt->cu.EventSynchronize(ev[n])) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventSynchronize failed");
+    if (!s && timed && rt->cu.EventSynchronize(ev[n])) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventSynchronize failed");
     for (int i = 0; i < n && !s && timed; i++) {
       float x = 0;
-      if (rt->cu.EventElapsedTime(&x, ev[i], ev[i + 1])) s = hp_fail(e, HP_E_INTERNAL, NULL, "cuEventElapsedTime failed");
+      if (rt->cu.EventElapsedTime(&x, ev[i], ev[i + 1])) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventElapsedTime failed");
       t[(size_t)i * (size_t)reps + (size_t)(r - warmup)] = x;
     }
   }
@@ -612,7 +612,7 @@ hp_status cuda_rt_time_seq(hp_error *e, cuda_rt *rt, int n, int (*step)(void *, 
   return s;
 }
 
-hp_status cuda_model_mem_init(hp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
+harp_status cuda_model_mem_init(harp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
                               cuda_model_mem *out) {
   memset(out, 0, sizeof *out);
   if (need_gpu(e, rt)) return e->code;
@@ -626,7 +626,7 @@ hp_status cuda_model_mem_init(hp_error *e, cuda_rt *rt, size_t arena_bytes, cons
     }
     out->const_bytes = const_bytes;
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cuda_model_mem_free(cuda_rt *rt, cuda_model_mem *mm) {
@@ -636,14 +636,14 @@ void cuda_model_mem_free(cuda_rt *rt, cuda_model_mem *mm) {
 }
 
 /* ---- SM90 tensor maps ----------------------------------------------------------- */
-hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out) {
+harp_status cuda_rt_encode_tmap(harp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out) {
   if (need_gpu(e, rt)) return e->code;
-  if (!rt->cu.TensorMapEncodeTiled) return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the driver has no cuTensorMapEncodeTiled");
-  if (d->rank < 1 || d->rank > CUDA_TMAP_MAX_RANK) return hp_fail(e, HP_E_INVALID_ARG, d->tensor, "tensor map rank %d", d->rank);
-  if (base % 16) return hp_fail(e, HP_E_MISALIGNED, d->tensor, "TMA needs a 16-byte aligned base");
+  if (!rt->cu.TensorMapEncodeTiled) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "the driver has no cuTensorMapEncodeTiled");
+  if (d->rank < 1 || d->rank > CUDA_TMAP_MAX_RANK) return ut_fail(e, HARP_E_INVALID_ARG, d->tensor, "tensor map rank %d", d->rank);
+  if (base % 16) return ut_fail(e, HARP_E_MISALIGNED, d->tensor, "TMA needs a 16-byte aligned base");
   for (int i = 0; i + 1 < d->rank; i++)
     if (d->strides[i] % 16)
-      return hp_fail(e, HP_E_MISALIGNED, d->tensor, "TMA stride %llu is not a multiple of 16 bytes",
+      return ut_fail(e, HARP_E_MISALIGNED, d->tensor, "TMA stride %llu is not a multiple of 16 bytes",
                      (unsigned long long)d->strides[i]);
   int dt = d->dtype == TINY_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
            : d->dtype == TINY_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
@@ -653,36 +653,36 @@ hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d,
                                        es, 0 /* no interleave */, d->swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                        0 /* out of bounds: zeros */),
            "cuTensorMapEncodeTiled");
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                 int64_t grid_x) {
   /* alignment first: a misaligned view is the caller's error, GPU or not */
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *p = &k->params[i];
     int need = p->kind == CUDA_P_TMAP ? 16 : p->align;
     if (args[i] && need > 1 && args[i] % (cuda_devptr)need)
-      return hp_fail(e, HP_E_MISALIGNED, p->name, "kernel %s needs parameter %s aligned to %d bytes", k->name, p->name,
+      return ut_fail(e, HARP_E_MISALIGNED, p->name, "kernel %s needs parameter %s aligned to %d bytes", k->name, p->name,
                      need);
   }
   if (need_gpu(e, rt)) return e->code;
   typedef struct {
     _Alignas(64) unsigned char b[128];
   } tmap_blob;
-  /* cuTensorMapEncodeTiled needs a 64-byte aligned map; hp_xcalloc aligns to 16 */
-  unsigned char *raw = hp_xcalloc(1, ((size_t)k->nparams + 1) * sizeof(tmap_blob) + 63);
+  /* cuTensorMapEncodeTiled needs a 64-byte aligned map; ut_xcalloc aligns to 16 */
+  unsigned char *raw = ut_xcalloc(1, ((size_t)k->nparams + 1) * sizeof(tmap_blob) + 63);
   tmap_blob *maps = raw ? (tmap_blob *)(((uintptr_t)raw + 63) & ~(uintptr_t)63) : NULL;
-  void **params = hp_xcalloc((size_t)k->nparams + 1, sizeof *params);
+  void **params = ut_xcalloc((size_t)k->nparams + 1, sizeof *params);
   if (!maps || !params) {
     free(raw);
     free(params);
-    return hp_fail(e, HP_E_NO_MEMORY, k->name, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, k->name, "out of memory");
   }
-  hp_status s = HP_OK;
+  harp_status s = HARP_OK;
   for (int i = 0; i < k->nparams && !s; i++) {
     if (k->params[i].kind == CUDA_P_TMAP) {
-      if (!k->params[i].tmap) s = hp_fail(e, HP_E_INTERNAL, k->name, "tensor map parameter without a descriptor");
+      if (!k->params[i].tmap) s = ut_fail(e, HARP_E_INTERNAL, k->name, "tensor map parameter without a descriptor");
       else s = cuda_rt_encode_tmap(e, rt, k->params[i].tmap, args[i], maps[i].b);
       params[i] = maps[i].b;
     } else {
@@ -702,69 +702,69 @@ struct cuda_rt_graph {
   CUgraphExec x;
 };
 
-static hp_status need_graphs(hp_error *e, cuda_rt *rt) {
+static harp_status need_graphs(harp_error *e, cuda_rt *rt) {
   if (need_gpu(e, rt)) return e->code;
   if (!rt->stream || !rt->cu.StreamBeginCapture || !rt->cu.StreamEndCapture || !rt->cu.GraphInstantiate ||
       !rt->cu.GraphLaunch || !rt->cu.GraphExecDestroy || !rt->cu.GraphDestroy)
-    return hp_fail(e, HP_E_UNSUPPORTED, NULL, "the driver has no stream capture / CUDA Graphs");
-  return HP_OK;
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "the driver has no stream capture / CUDA Graphs");
+  return HARP_OK;
 }
 
-hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt) {
+harp_status cuda_rt_graph_begin(harp_error *e, cuda_rt *rt) {
   if (need_graphs(e, rt)) return e->code;
   CU_CHECK(rt->cu.StreamBeginCapture(rt->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, bool instantiate, cuda_rt_graph **out) {
+harp_status cuda_rt_graph_end(harp_error *e, cuda_rt *rt, bool instantiate, cuda_rt_graph **out) {
   *out = NULL;
   if (need_graphs(e, rt)) return e->code;
-  cuda_rt_graph *g = hp_xcalloc(1, sizeof *g);
-  if (!g) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  cuda_rt_graph *g = ut_xcalloc(1, sizeof *g);
+  if (!g) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   CUresult r = rt->cu.StreamEndCapture(rt->stream, &g->g);
   if (!r && instantiate) r = rt->cu.GraphInstantiate(&g->x, g->g, 0);
   if (r) {
     if (g->g) rt->cu.GraphDestroy(g->g);
     free(g);
-    return hp_fail(e, HP_E_INTERNAL, NULL, "graph capture failed: %s (%d)", cu_err(rt, r), r);
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "graph capture failed: %s (%d)", cu_err(rt, r), r);
   }
   *out = g;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_graph_instantiate(hp_error *e, cuda_rt *rt, const cuda_rt_graph *src, cuda_rt_graph **out) {
+harp_status cuda_rt_graph_instantiate(harp_error *e, cuda_rt *rt, const cuda_rt_graph *src, cuda_rt_graph **out) {
   *out = NULL;
   if (need_graphs(e, rt)) return e->code;
-  if (!src || !src->g) return hp_fail(e, HP_E_INTERNAL, NULL, "no captured graph to instantiate");
-  cuda_rt_graph *x = hp_xcalloc(1, sizeof *x);
-  if (!x) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!src || !src->g) return ut_fail(e, HARP_E_INTERNAL, NULL, "no captured graph to instantiate");
+  cuda_rt_graph *x = ut_xcalloc(1, sizeof *x);
+  if (!x) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   CUresult r = rt->cu.GraphInstantiate(&x->x, src->g, 0);
   if (r) {
     free(x);
-    return hp_fail(e, HP_E_INTERNAL, NULL, "cuGraphInstantiate failed: %s (%d)", cu_err(rt, r), r);
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "cuGraphInstantiate failed: %s (%d)", cu_err(rt, r), r);
   }
   *out = x;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* In-place update of an executable graph (kernels, grids, arguments) from a
  * graph of the same shape: far cheaper than instantiating a new one.  Any
  * refusal (another topology, an old driver) leaves *updated false and the
  * exec untouched in what matters: the caller re-instantiates. */
-hp_status cuda_rt_graph_update(hp_error *e, cuda_rt *rt, cuda_rt_graph *exec, const cuda_rt_graph *src, bool *updated) {
+harp_status cuda_rt_graph_update(harp_error *e, cuda_rt *rt, cuda_rt_graph *exec, const cuda_rt_graph *src, bool *updated) {
   *updated = false;
   if (need_graphs(e, rt)) return e->code;
-  if (!exec || !exec->x || !src || !src->g) return hp_fail(e, HP_E_INTERNAL, NULL, "graph update without graphs");
-  if (!rt->cu.GraphExecUpdate) return HP_OK;
+  if (!exec || !exec->x || !src || !src->g) return ut_fail(e, HARP_E_INTERNAL, NULL, "graph update without graphs");
+  if (!rt->cu.GraphExecUpdate) return HARP_OK;
   CUgraphExecUpdateInfo info = {0};
   *updated = rt->cu.GraphExecUpdate(exec->x, src->g, &info) == 0 && info.result == 0;
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g) {
+harp_status cuda_rt_graph_launch(harp_error *e, cuda_rt *rt, cuda_rt_graph *g) {
   if (need_graphs(e, rt)) return e->code;
   CU_CHECK(rt->cu.GraphLaunch(g->x, rt->stream), "cuGraphLaunch");
-  return HP_OK;
+  return HARP_OK;
 }
 
 void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g) {

@@ -51,7 +51,7 @@ typedef struct cuda_rt_status {
 } cuda_rt_status;
 
 /* Allocates the handle; fails only for OutOfMemory. */
-hp_status cuda_rt_open(hp_error *e, const cuda_rt_opts *opts, cuda_rt **out);
+harp_status cuda_rt_open(harp_error *e, const cuda_rt_opts *opts, cuda_rt **out);
 void cuda_rt_close(cuda_rt *rt);
 const cuda_rt_status *cuda_rt_status_of(const cuda_rt *rt);
 
@@ -73,66 +73,66 @@ void cuda_binary_free(cuda_binary *b);
  * extra_opts may be NULL.  A compile error is an InternalError (generated
  * code must compile) whose message ends with the start of the NVRTC log;
  * no NVRTC is Unsupported. */
-hp_status cuda_rt_compile(hp_error *e, cuda_rt *rt, const char *src, const char *name, const char *arch,
+harp_status cuda_rt_compile(harp_error *e, cuda_rt *rt, const char *src, const char *name, const char *arch,
                           const char *const *extra_opts, int nextra, cuda_binary *out);
 
 /* ---- needs a GPU (else Unsupported "no GPU: <reason>") ---- */
 typedef struct cuda_rt_module cuda_rt_module;
-hp_status cuda_rt_load(hp_error *e, cuda_rt *rt, const cuda_binary *bin, cuda_rt_module **out);
+harp_status cuda_rt_load(harp_error *e, cuda_rt *rt, const cuda_binary *bin, cuda_rt_module **out);
 void cuda_rt_unload(cuda_rt *rt, cuda_rt_module *m);
 /* CUfunction of a kernel, as an opaque pointer. */
-hp_status cuda_rt_function(hp_error *e, cuda_rt *rt, cuda_rt_module *m, const char *name, void **fn);
-hp_status cuda_rt_launch(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
+harp_status cuda_rt_function(harp_error *e, cuda_rt *rt, cuda_rt_module *m, const char *name, void **fn);
+harp_status cuda_rt_launch(harp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                          int64_t smem_bytes, void **params);
-hp_status cuda_rt_sync(hp_error *e, cuda_rt *rt);
-hp_status cuda_rt_alloc(hp_error *e, cuda_rt *rt, size_t bytes, cuda_devptr *out);
+harp_status cuda_rt_sync(harp_error *e, cuda_rt *rt);
+harp_status cuda_rt_alloc(harp_error *e, cuda_rt *rt, size_t bytes, cuda_devptr *out);
 void cuda_rt_free(cuda_rt *rt, cuda_devptr p);
-hp_status cuda_rt_memset0(hp_error *e, cuda_rt *rt, cuda_devptr p, size_t bytes);
-hp_status cuda_rt_htod(hp_error *e, cuda_rt *rt, cuda_devptr dst, const void *src, size_t bytes);
-hp_status cuda_rt_dtoh(hp_error *e, cuda_rt *rt, void *dst, cuda_devptr src, size_t bytes);
+harp_status cuda_rt_memset0(harp_error *e, cuda_rt *rt, cuda_devptr p, size_t bytes);
+harp_status cuda_rt_htod(harp_error *e, cuda_rt *rt, cuda_devptr dst, const void *src, size_t bytes);
+harp_status cuda_rt_dtoh(harp_error *e, cuda_rt *rt, void *dst, cuda_devptr src, size_t bytes);
 /* Launch generated kernel k: args[i] is the device pointer of parameter i;
  * for a tensor-map parameter (SM90), the device pointer of the tensor it
  * maps (the map is encoded here from k->params[i].tmap).  grid_x > 0
  * overrides grid.x (persistent kernels: the SM count). */
-hp_status cuda_rt_launch_kernel(hp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                 int64_t grid_x);
 /* cuTensorMapEncodeTiled for one descriptor at base: 128 bytes into out. */
-hp_status cuda_rt_encode_tmap(hp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
+harp_status cuda_rt_encode_tmap(harp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
 
 /* CUDA Graphs: capture the launches between begin and end on harp's stream,
- * then replay them with one call.  hp_gpu_run keeps one graph per built model
- * (one shape binding); a GPU session (hp_gpu_session) keeps one executable
+ * then replay them with one call.  rt_gpu_run keeps one graph per built model
+ * (one shape binding); a GPU session (rt_gpu_session) keeps one executable
  * graph per ShapeSet and updates it in place for each binding of the cluster.
  * A cuda_rt_graph holds a captured graph, an executable one, or both. */
 typedef struct cuda_rt_graph cuda_rt_graph;
-hp_status cuda_rt_graph_begin(hp_error *e, cuda_rt *rt);
+harp_status cuda_rt_graph_begin(harp_error *e, cuda_rt *rt);
 /* End the capture (always, also when the launches failed); instantiate too
  * unless asked not to. */
-hp_status cuda_rt_graph_end(hp_error *e, cuda_rt *rt, bool instantiate, cuda_rt_graph **out);
+harp_status cuda_rt_graph_end(harp_error *e, cuda_rt *rt, bool instantiate, cuda_rt_graph **out);
 /* A new executable graph from a captured one. */
-hp_status cuda_rt_graph_instantiate(hp_error *e, cuda_rt *rt, const cuda_rt_graph *src, cuda_rt_graph **out);
+harp_status cuda_rt_graph_instantiate(harp_error *e, cuda_rt *rt, const cuda_rt_graph *src, cuda_rt_graph **out);
 /* Update exec from src in place; *updated false when the driver refuses
  * (another topology, no cuGraphExecUpdate): instantiate instead. */
-hp_status cuda_rt_graph_update(hp_error *e, cuda_rt *rt, cuda_rt_graph *exec, const cuda_rt_graph *src, bool *updated);
-hp_status cuda_rt_graph_launch(hp_error *e, cuda_rt *rt, cuda_rt_graph *g);
+harp_status cuda_rt_graph_update(harp_error *e, cuda_rt *rt, cuda_rt_graph *exec, const cuda_rt_graph *src, bool *updated);
+harp_status cuda_rt_graph_launch(harp_error *e, cuda_rt *rt, cuda_rt_graph *g);
 void cuda_rt_graph_free(cuda_rt *rt, cuda_rt_graph *g);
 
 /* Median milliseconds of one kernel launched reps times (after 3 untimed
  * launches), timed with an event pair each; bench helper. */
-hp_status cuda_rt_time_launches(hp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
+harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                                 int64_t smem_bytes, void **params, int reps, double *ms_median);
 
 /* harp's CUstream (for libraries such as cuBLAS in benchmarks), NULL without a GPU. */
 void *cuda_rt_stream(const cuda_rt *rt);
 /* Median milliseconds of reps calls of fn(ctx) on harp's stream, after
  * `warmup` untimed calls, timed with events.  fn returns 0 on success. */
-hp_status cuda_rt_time_fn(hp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
+harp_status cuda_rt_time_fn(harp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
                           double *ms_median);
 /* A sequence step(ctx, 0) .. step(ctx, n-1) on harp's stream, reps times
  * after `warmup` untimed passes, with an event between steps: ms[i] the
  * median milliseconds of step i where it stands in the sequence (a step that
  * needs its predecessors, e.g. split-K's zeroing, keeps them). */
-hp_status cuda_rt_time_seq(hp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
+harp_status cuda_rt_time_seq(harp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
                            double *ms);
 
 /* The device memory of one model: the arena (temporaries at the Function's
@@ -141,7 +141,7 @@ typedef struct cuda_model_mem {
   cuda_devptr arena, constpool;
   size_t arena_bytes, const_bytes;
 } cuda_model_mem;
-hp_status cuda_model_mem_init(hp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
+harp_status cuda_model_mem_init(harp_error *e, cuda_rt *rt, size_t arena_bytes, const void *consts, size_t const_bytes,
                               cuda_model_mem *out);
 void cuda_model_mem_free(cuda_rt *rt, cuda_model_mem *mm);
 

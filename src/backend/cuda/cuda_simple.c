@@ -27,9 +27,9 @@ static void flit(char *buf, size_t cap, double v) {
 
 static int threads_of(const cuda_tune *t) { return t->threads ? t->threads : 256; }
 
-static hp_status check_threads(hp_error *e, const char *name, int T) {
-  if (T < 32 || T > 1024 || T % 32) return hp_fail(e, HP_E_INVALID_ARG, name, "threads per CTA %d: a multiple of 32 up to 1024", T);
-  return HP_OK;
+static harp_status check_threads(harp_error *e, const char *name, int T) {
+  if (T < 32 || T > 1024 || T % 32) return ut_fail(e, HARP_E_INVALID_ARG, name, "threads per CTA %d: a multiple of 32 up to 1024", T);
+  return HARP_OK;
 }
 
 static bool storage_ok(tiny_dtype t) {
@@ -96,44 +96,44 @@ static bool ew_contig(const cuda_ew_spec *s, const cuda_ew_input *in) {
   return true;
 }
 
-hp_status cuda_gen_ewise(hp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name) {
-  if (s->rank < 0 || s->rank > CUDA_MAX_RANK) return hp_fail(e, HP_E_LIMIT, name, "rank %d (at most %d)", s->rank, CUDA_MAX_RANK);
-  if (s->ninputs < 0 || s->ninputs > CUDA_MAX_EW_IN) return hp_fail(e, HP_E_LIMIT, name, "%d inputs", s->ninputs);
-  if (s->ninstr < 1 || s->ninstr > CUDA_MAX_EW_INSTR) return hp_fail(e, HP_E_LIMIT, name, "%d instructions", s->ninstr);
-  if (!storage_ok(s->out_dtype)) return hp_fail(e, HP_E_INVALID_ARG, name, "bad output dtype");
+harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name) {
+  if (s->rank < 0 || s->rank > CUDA_MAX_RANK) return ut_fail(e, HARP_E_LIMIT, name, "rank %d (at most %d)", s->rank, CUDA_MAX_RANK);
+  if (s->ninputs < 0 || s->ninputs > CUDA_MAX_EW_IN) return ut_fail(e, HARP_E_LIMIT, name, "%d inputs", s->ninputs);
+  if (s->ninstr < 1 || s->ninstr > CUDA_MAX_EW_INSTR) return ut_fail(e, HARP_E_LIMIT, name, "%d instructions", s->ninstr);
+  if (!storage_ok(s->out_dtype)) return ut_fail(e, HARP_E_INVALID_ARG, name, "bad output dtype");
   int64_t numel = 1;
   for (int d = 0; d < s->rank; d++) {
-    if (s->shape[d] < 1) return hp_fail(e, HP_E_INVALID_ARG, name, "axis %d has size %lld", d, (long long)s->shape[d]);
-    if (!hp_mul_ok(numel, s->shape[d], &numel) || numel > ((int64_t)1 << 40))
-      return hp_fail(e, HP_E_LIMIT, name, "too many elements");
+    if (s->shape[d] < 1) return ut_fail(e, HARP_E_INVALID_ARG, name, "axis %d has size %lld", d, (long long)s->shape[d]);
+    if (!ut_mul_ok(numel, s->shape[d], &numel) || numel > ((int64_t)1 << 40))
+      return ut_fail(e, HARP_E_LIMIT, name, "too many elements");
   }
   for (int i = 0; i < s->ninputs; i++) {
-    if (!storage_ok(s->in[i].dtype)) return hp_fail(e, HP_E_INVALID_ARG, name, "input %d: bad dtype", i);
+    if (!storage_ok(s->in[i].dtype)) return ut_fail(e, HARP_E_INVALID_ARG, name, "input %d: bad dtype", i);
     for (int d = 0; d < s->rank; d++)
-      if (s->in[i].strides[d] < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "input %d: negative stride", i);
+      if (s->in[i].strides[d] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "input %d: negative stride", i);
   }
   for (int i = 0; i < s->ninstr; i++) {
     const cuda_ew_instr *in = &s->instr[i];
-    if ((unsigned)in->op >= TINY_OP_COUNT) return hp_fail(e, HP_E_UNKNOWN_OP, name, "instruction %d: bad op", i);
+    if ((unsigned)in->op >= TINY_OP_COUNT) return ut_fail(e, HARP_E_UNKNOWN_OP, name, "instruction %d: bad op", i);
     tiny_class c = tiny_op_class(in->op);
     int ar = in->op == TINY_INPUT || in->op == TINY_CONST ? 0 : c == TC_CAST ? 1 : tiny_op_arity(in->op);
     bool ok = in->op == TINY_INPUT || in->op == TINY_CONST || c == TC_UNARY || c == TC_BINARY || c == TC_TERNARY ||
               c == TC_CAST;
-    if (!ok) return hp_fail(e, HP_E_UNSUPPORTED, name, "instruction %d: %s is not elementwise", i, tiny_op_name(in->op));
+    if (!ok) return ut_fail(e, HARP_E_UNSUPPORTED, name, "instruction %d: %s is not elementwise", i, tiny_op_name(in->op));
     int ops[3] = {in->a, in->b, in->c};
     for (int k = 0; k < ar; k++)
-      if (ops[k] < 0 || ops[k] >= i) return hp_fail(e, HP_E_DANGLING, name, "instruction %d: operand %d is not an earlier value", i, k);
+      if (ops[k] < 0 || ops[k] >= i) return ut_fail(e, HARP_E_DANGLING, name, "instruction %d: operand %d is not an earlier value", i, k);
     if (in->op == TINY_INPUT && (in->input < 0 || in->input >= s->ninputs))
-      return hp_fail(e, HP_E_DANGLING, name, "instruction %d: no input %d", i, in->input);
+      return ut_fail(e, HARP_E_DANGLING, name, "instruction %d: no input %d", i, in->input);
   }
   int T = threads_of(&s->tune);
   if (check_threads(e, name, T)) return e->code;
   int osz = tiny_dtype_size(s->out_dtype);
   int V = s->tune.vec ? s->tune.vec : 16 / osz;
-  if (V < 1 || V > 16 || (V & (V - 1))) return hp_fail(e, HP_E_INVALID_ARG, name, "vector width %d", V);
+  if (V < 1 || V > 16 || (V & (V - 1))) return ut_fail(e, HARP_E_INVALID_ARG, name, "vector width %d", V);
   bool vec_out = V * osz == 16;
   int64_t nchunks = (numel + V - 1) / V;
-  if (nchunks > INT32_MAX / 2) return hp_fail(e, HP_E_LIMIT, name, "%lld elements: more than 2^30 vectors", (long long)numel);
+  if (nchunks > INT32_MAX / 2) return ut_fail(e, HARP_E_LIMIT, name, "%lld elements: more than 2^30 vectors", (long long)numel);
   int64_t blocks = (nchunks + T - 1) / T;
   if (blocks > 65535 * 8) blocks = 65535 * 8; /* grid-stride loop covers the rest */
 
@@ -204,7 +204,7 @@ hp_status cuda_gen_ewise(hp_error *e, cuda_module *m, const cuda_ew_spec *s, con
       const char *ops[3] = {in->a >= 0 && in->a < i ? vals[in->a] : "0", in->b >= 0 && in->b < i ? vals[in->b] : "0",
                             in->c >= 0 && in->c < i ? vals[in->c] : "0"};
       expr = ew_expr(b, in, ops);
-      if (!expr) return hp_fail(e, HP_E_UNSUPPORTED, name, "op %s", tiny_op_name(in->op));
+      if (!expr) return ut_fail(e, HARP_E_UNSUPPORTED, name, "op %s", tiny_op_name(in->op));
     }
     vals[i] = cuda_fmt(b, "hk_x%d", i);
     cuda_decl(b, "const float", vals[i] , NULL, expr);
@@ -284,21 +284,21 @@ static void warp_row_kernel_head(cuda_b *b, cuda_kernel *k, int T, int64_t rows)
   cuda_meta_str(k, "bind", "row -> warp, columns -> lanes (strided by 32), shfl.bfly reduction");
 }
 
-static hp_status grid_ok(hp_error *e, const char *name, const cuda_kernel *k) {
-  if (k->grid[0] > 2147483647LL) return hp_fail(e, HP_E_LIMIT, name, "too many rows");
-  return HP_OK;
+static harp_status grid_ok(harp_error *e, const char *name, const cuda_kernel *k) {
+  if (k->grid[0] > 2147483647LL) return ut_fail(e, HARP_E_LIMIT, name, "too many rows");
+  return HARP_OK;
 }
 
 /* ---- reductions ------------------------------------------------------------------- */
-hp_status cuda_gen_reduce(hp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name) {
-  if (s->outer < 1 || s->red < 1 || s->inner < 1) return hp_fail(e, HP_E_INVALID_ARG, name, "reduction sizes must be >= 1");
-  if (s->s_outer < 0 || s->s_red < 0 || s->s_inner < 0) return hp_fail(e, HP_E_NEGATIVE_STRIDE, name, "negative stride");
+harp_status cuda_gen_reduce(harp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name) {
+  if (s->outer < 1 || s->red < 1 || s->inner < 1) return ut_fail(e, HARP_E_INVALID_ARG, name, "reduction sizes must be >= 1");
+  if (s->s_outer < 0 || s->s_red < 0 || s->s_inner < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "negative stride");
   if (!storage_ok(s->in_dtype) || !storage_ok(s->out_dtype) || s->out_dtype == TINY_BOOL)
-    return hp_fail(e, HP_E_UNSUPPORTED, name, "reduction dtypes %s -> %s", tiny_dtype_name(s->in_dtype),
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "reduction dtypes %s -> %s", tiny_dtype_name(s->in_dtype),
                    tiny_dtype_name(s->out_dtype));
-  if ((unsigned)s->op > TINY_RMIN) return hp_fail(e, HP_E_INVALID_ARG, name, "unknown reduction");
+  if ((unsigned)s->op > TINY_RMIN) return ut_fail(e, HARP_E_INVALID_ARG, name, "unknown reduction");
   int64_t nout;
-  if (!hp_mul_ok(s->outer, s->inner, &nout) || nout > ((int64_t)1 << 40)) return hp_fail(e, HP_E_LIMIT, name, "too large");
+  if (!ut_mul_ok(s->outer, s->inner, &nout) || nout > ((int64_t)1 << 40)) return ut_fail(e, HARP_E_LIMIT, name, "too large");
   int T = threads_of(&s->tune);
   if (check_threads(e, name, T)) return e->code;
   const char *comb = s->op == TINY_RSUM ? "hk_fadd" : s->op == TINY_RMAX ? "hk_fmax" : "hk_fmin";
@@ -340,7 +340,7 @@ hp_status cuda_gen_reduce(hp_error *e, cuda_module *m, const cuda_reduce_spec *s
     cuda_close(b);
   } else {
     int64_t blocks = (nout + T - 1) / T;
-    if (blocks > 2147483647LL) return hp_fail(e, HP_E_LIMIT, name, "too many outputs");
+    if (blocks > 2147483647LL) return ut_fail(e, HARP_E_LIMIT, name, "too many outputs");
     k->grid[0] = blocks;
     k->block[0] = T;
     cuda_meta_str(k, "shape", "column (thread per output, coalesced across inner)");
@@ -366,15 +366,15 @@ hp_status cuda_gen_reduce(hp_error *e, cuda_module *m, const cuda_reduce_spec *s
 }
 
 /* ---- softmax and layernorm -------------------------------------------------------- */
-static hp_status rownorm_check(hp_error *e, const char *name, const cuda_rownorm_spec *s) {
-  if (s->rows < 1 || s->cols < 1) return hp_fail(e, HP_E_INVALID_ARG, name, "rows and cols must be >= 1");
-  if (s->row_stride < s->cols) return hp_fail(e, HP_E_INVALID_ARG, name, "row stride %lld < cols %lld", (long long)s->row_stride, (long long)s->cols);
+static harp_status rownorm_check(harp_error *e, const char *name, const cuda_rownorm_spec *s) {
+  if (s->rows < 1 || s->cols < 1) return ut_fail(e, HARP_E_INVALID_ARG, name, "rows and cols must be >= 1");
+  if (s->row_stride < s->cols) return ut_fail(e, HARP_E_INVALID_ARG, name, "row stride %lld < cols %lld", (long long)s->row_stride, (long long)s->cols);
   tiny_dtype ds[2] = {s->in_dtype, s->out_dtype};
   for (int i = 0; i < 2; i++)
     if (ds[i] != TINY_FP16 && ds[i] != TINY_BF16 && ds[i] != TINY_FP32)
-      return hp_fail(e, HP_E_UNSUPPORTED, name, "dtype %s (fp16, bf16, fp32)", tiny_dtype_name(ds[i]));
-  if (s->rows > ((int64_t)1 << 40) || s->cols > INT32_MAX / 2) return hp_fail(e, HP_E_LIMIT, name, "too large");
-  return HP_OK;
+      return ut_fail(e, HARP_E_UNSUPPORTED, name, "dtype %s (fp16, bf16, fp32)", tiny_dtype_name(ds[i]));
+  if (s->rows > ((int64_t)1 << 40) || s->cols > INT32_MAX / 2) return ut_fail(e, HARP_E_LIMIT, name, "too large");
+  return HARP_OK;
 }
 
 static void store_row_elem(cuda_b *b, tiny_dtype t, const char *val) {
@@ -383,7 +383,7 @@ static void store_row_elem(cuda_b *b, tiny_dtype t, const char *val) {
   st->i[0] = tiny_dtype_size(t);
 }
 
-hp_status cuda_gen_softmax(hp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name) {
+harp_status cuda_gen_softmax(harp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name) {
   if (rownorm_check(e, name, s)) return e->code;
   int T = threads_of(&s->tune);
   if (check_threads(e, name, T)) return e->code;
@@ -430,10 +430,10 @@ hp_status cuda_gen_softmax(hp_error *e, cuda_module *m, const cuda_rownorm_spec 
   return cuda_b_finish(b, k);
 }
 
-hp_status cuda_gen_layernorm(hp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name) {
+harp_status cuda_gen_layernorm(harp_error *e, cuda_module *m, const cuda_rownorm_spec *s, const char *name) {
   if (rownorm_check(e, name, s)) return e->code;
   if ((s->has_gamma && !storage_ok(s->gamma_dtype)) || (s->has_beta && !storage_ok(s->beta_dtype)))
-    return hp_fail(e, HP_E_INVALID_ARG, name, "bad gamma/beta dtype");
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "bad gamma/beta dtype");
   int T = threads_of(&s->tune);
   if (check_threads(e, name, T)) return e->code;
   cuda_b bb, *b = &bb;
@@ -493,8 +493,8 @@ hp_status cuda_gen_layernorm(hp_error *e, cuda_module *m, const cuda_rownorm_spe
 /* Zero a run of 32-bit words: grid-stride, one word per thread and step.
  * Split-K's workspace and flags are cleared by a launch of the model (not
  * a host memset) so that a CUDA Graph of the launches replays it too. */
-hp_status cuda_gen_zero(hp_error *e, cuda_module *m, int64_t words, const char *name) {
-  if (words < 1 || words > ((int64_t)1 << 40)) return hp_fail(e, HP_E_INVALID_ARG, name, "zero: %lld words", (long long)words);
+harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const char *name) {
+  if (words < 1 || words > ((int64_t)1 << 40)) return ut_fail(e, HARP_E_INVALID_ARG, name, "zero: %lld words", (long long)words);
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "zero");
   if (!k) return e->code;

@@ -106,25 +106,25 @@ static const char sm90_helpers[] =
 
 /* wgmma.mma_async m64nNk16 (f16/bf16) or m64nNk8 (tf32: no transpose
  * operands, K-major A and B only), fp32 accumulators d[N/2], A and B from SMEM. */
-static void wgmma_helper(hp_str *o, int n, tiny_dtype dt, bool trans_b) {
+static void wgmma_helper(ut_str *o, int n, tiny_dtype dt, bool trans_b) {
   const char *ty = dt == TINY_BF16 ? "bf16" : dt == TINY_FP32 ? "tf32" : "f16";
   int kk = dt == TINY_FP32 ? 8 : 16;
-  hp_str_printf(o, "HK_DEV void hk_wgmma_m64n%dk%d_%s%s(float *d, hk_u64 da, hk_u64 db, int scale_d) {\n", n, kk, ty,
+  ut_str_printf(o, "HK_DEV void hk_wgmma_m64n%dk%d_%s%s(float *d, hk_u64 da, hk_u64 db, int scale_d) {\n", n, kk, ty,
                 trans_b ? "_tb" : "");
-  hp_str_printf(o, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {", n / 2 + 2, n, kk, ty, ty);
-  for (int i = 0; i < n / 2; i++) hp_str_printf(o, "%s%%%d", i ? "," : "", i);
-  if (dt == TINY_FP32) hp_str_printf(o, "}, %%%d, %%%d, p, 1, 1; }\"\n    : ", n / 2, n / 2 + 1);
-  else hp_str_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, %d; }\"\n    : ", n / 2, n / 2 + 1, trans_b ? 1 : 0);
-  for (int i = 0; i < n / 2; i++) hp_str_printf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
-  hp_str_puts(o, "\n    : \"l\"(da), \"l\"(db), \"r\"(scale_d) : \"memory\"); }\n");
+  ut_str_printf(o, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0; wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {", n / 2 + 2, n, kk, ty, ty);
+  for (int i = 0; i < n / 2; i++) ut_str_printf(o, "%s%%%d", i ? "," : "", i);
+  if (dt == TINY_FP32) ut_str_printf(o, "}, %%%d, %%%d, p, 1, 1; }\"\n    : ", n / 2, n / 2 + 1);
+  else ut_str_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, %d; }\"\n    : ", n / 2, n / 2 + 1, trans_b ? 1 : 0);
+  for (int i = 0; i < n / 2; i++) ut_str_printf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+  ut_str_puts(o, "\n    : \"l\"(da), \"l\"(db), \"r\"(scale_d) : \"memory\"); }\n");
 }
 
-void cuda_sm90_prelude(const cuda_module *m, hp_str *o) {
-  hp_str_puts(o, sm90_helpers);
+void cuda_sm90_prelude(const cuda_module *m, ut_str *o) {
+  ut_str_puts(o, sm90_helpers);
   /* one wgmma helper per (N, dtype, B major-ness) the module's kernels use */
   char done[64][24];
   int nd = 0;
-  hp_str_puts(o, "#ifndef HK_SIM\n");
+  ut_str_puts(o, "#ifndef HK_SIM\n");
   for (int i = 0; i < m->n; i++) {
     const cuda_kernel *k = m->k[i];
     int n = 0, tb = 0;
@@ -143,7 +143,7 @@ void cuda_sm90_prelude(const cuda_module *m, hp_str *o) {
     snprintf(done[nd++], sizeof done[0], "%s", key);
     wgmma_helper(o, n, !strcmp(dt, "bf16") ? TINY_BF16 : !strcmp(dt, "tf32") ? TINY_FP32 : TINY_FP16, tb);
   }
-  hp_str_puts(o, "#endif /* HK_SIM */\n");
+  ut_str_puts(o, "#endif /* HK_SIM */\n");
 }
 
 /* ---- the generator ---------------------------------------------------------------------- */
@@ -171,8 +171,8 @@ static void fold_broadcast_batch(cuda_tmap_desc *d, const char *coord[2]) {
     if (d->dims[i] > 1 && d->strides[i - 1] == 0) d->dims[i] = 1, coord[i - 2] = "0";
   }
 }
-static hp_status unsupported(hp_error *e, const char *name, const char *why) {
-  return hp_fail(e, HP_E_UNSUPPORTED, name, "outside the SM90 TMA/WGMMA template: %s (use an sm80 plan)", why);
+static harp_status unsupported(harp_error *e, const char *name, const char *why) {
+  return ut_fail(e, HARP_E_UNSUPPORTED, name, "outside the SM90 TMA/WGMMA template: %s (use an sm80 plan)", why);
 }
 
 /* The default tile width: 256 where the 128x256 tiles still number at least
@@ -212,7 +212,7 @@ bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap) {
   return w == NULL;
 }
 
-hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
   char why[160];
   if (!cuda_sm90_gemm_ok(s, why, sizeof why)) return unsupported(e, name, why);
   const cuda_tune *t = &s->tune;
@@ -230,7 +230,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   int64_t kt_per = (KT + splitk - 1) / splitk;
   int64_t TM = (s->M + BM - 1) / BM, TN = (s->N + BN - 1) / BN, NB = s->batch[0] * s->batch[1];
   int64_t ntiles = TM * TN * NB * splitk;
-  if (ntiles > INT32_MAX) return hp_fail(e, HP_E_LIMIT, name, "too many tiles");
+  if (ntiles > INT32_MAX) return ut_fail(e, HARP_E_LIMIT, name, "too many tiles");
   int64_t a_bytes = (int64_t)BM * 128, b_bytes = (int64_t)BN * 128, stage = a_bytes + b_bytes;
   /* C is staged and stored CW columns at a time: fp32 C of 128 x 256 would
    * take 128 KB and leave room for 2 stages (0.62-0.74x cuBLAS TF32 on an
@@ -244,9 +244,9 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   int64_t bar_off = c_off + c_bytes;
   int64_t smem = bar_off + 16 * S + 1024; /* + slack to align the base to 1024 */
   if (smem > cuda_smem_max(CUDA_SM90))
-    return hp_fail(e, HP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, sm90 has %lld",
+    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, sm90 has %lld",
                    (long long)smem, (long long)cuda_smem_max(CUDA_SM90));
-  if (BN / 2 + 60 > 232) return hp_fail(e, HP_E_REG_OVERFLOW, name, "BN %d needs too many accumulator registers", BN);
+  if (BN / 2 + 60 > 232) return ut_fail(e, HARP_E_REG_OVERFLOW, name, "BN %d needs too many accumulator registers", BN);
 
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
@@ -260,8 +260,8 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
   k->min_blocks = 1;
   k->smem_bytes = smem;
   /* tensor maps: 4-D (inner, outer, batch1, batch0) */
-  cuda_tmap_desc *tm = hp_arena_alloc(m->arena, sizeof(cuda_tmap_desc) * 3);
-  if (!tm) return hp_fail(e, HP_E_NO_MEMORY, name, "out of memory");
+  cuda_tmap_desc *tm = ut_arena_alloc(m->arena, sizeof(cuda_tmap_desc) * 3);
+  if (!tm) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   int abs = tiny_dtype_size(s->a_dtype);
   tm[0] = (cuda_tmap_desc){.tensor = "A", .dtype = s->a_dtype, .rank = 4, .swizzle = 3};
   tm[0].dims[0] = (uint64_t)s->K, tm[0].dims[1] = (uint64_t)s->M, tm[0].dims[2] = (uint64_t)s->batch[1],
@@ -453,7 +453,7 @@ hp_status cuda_sm90_gemm(hp_error *e, cuda_module *m, const cuda_gemm_spec *s, c
     ep->s[4] = cuda_fmt(b, "%lld", (long long)s->N);
     ep->i[0] = 1, ep->i[1] = BN / 8;
     ep->dtype = s->c_dtype;
-    ep->epi = hp_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
+    ep->epi = ut_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
     if (!ep->epi) b->oom = true;
     else {
       ep->nepi = s->n_epi;

@@ -63,7 +63,7 @@ static const char generic_helpers[] =
 cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r) {
   if (c->nlaunch == c->caplaunch) {
     int cap = c->caplaunch ? 2 * c->caplaunch : 16;
-    cuda_launch *n = hp_xrealloc(c->launch, sizeof *n * (size_t)cap);
+    cuda_launch *n = ut_xrealloc(c->launch, sizeof *n * (size_t)cap);
     if (!n) return NULL;
     c->launch = n;
     c->caplaunch = cap;
@@ -97,18 +97,18 @@ typedef struct gen {
   cuda_rctx *c;
   cuda_b *b;
   rc_nest *nest;
-  hp_str text;
+  ut_str text;
 } gen;
 
-static hp_status put_ast(gen *g, const poly_ast *a) {
-  if (!a) return HP_OK;
+static harp_status put_ast(gen *g, const poly_ast *a) {
+  if (!a) return HARP_OK;
   cuda_b *b = g->b;
   switch (a->kind) {
   case PA_FOR:
     cuda_open(b, cuda_emit_s(b, CU_LOOP, a->iter, a->init, a->cond, a->inc));
     if (put_ast(g, a->body)) return g->c->e->code;
     cuda_close(b);
-    return HP_OK;
+    return HARP_OK;
   case PA_IF:
     cuda_if(b, cuda_fmt(b, "%s", a->cond));
     if (put_ast(g, a->then_)) return g->c->e->code;
@@ -117,21 +117,21 @@ static hp_status put_ast(gen *g, const poly_ast *a) {
       if (put_ast(g, a->else_)) return g->c->e->code;
     }
     cuda_close(b);
-    return HP_OK;
+    return HARP_OK;
   case PA_BLOCK:
     for (int i = 0; i < a->nchildren; i++)
       if (put_ast(g, a->children[i])) return g->c->e->code;
-    return HP_OK;
+    return HARP_OK;
   case PA_USER: {
-    hp_str_free(&g->text);
-    hp_str_init(&g->text);
+    ut_str_free(&g->text);
+    ut_str_init(&g->text);
     if (rc_nest_stmt(g->nest, a, &g->text)) return g->c->e->code;
-    if (g->text.oom) return hp_fail(g->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+    if (g->text.oom) return ut_fail(g->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
     cuda_emit_s(b, CU_CODE, cuda_fmt(b, "%s", g->text.buf ? g->text.buf : ";"), NULL, NULL, NULL);
-    return HP_OK;
+    return HARP_OK;
   }
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Lines of text as Code statements. */
@@ -144,7 +144,7 @@ static void put_lines(cuda_b *b, const char *text) {
   }
 }
 
-static hp_status gen_gather(cuda_rctx *c, int r, const char *name) {
+static harp_status gen_gather(cuda_rctx *c, int r, const char *name) {
   const fn_kernel *K = &c->f->kernels[r];
   const rg_region *R = &c->f->part->regions[K->region];
   const tiny_graph *g = c->g;
@@ -157,7 +157,7 @@ static hp_status gen_gather(cuda_rctx *c, int r, const char *name) {
     if (nd == n->src[1].node) si = s;
     if (nd == node) so = s;
   }
-  if (sx < 0 || si < 0 || so < 0) return hp_fail(c->e, HP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
+  if (sx < 0 || si < 0 || so < 0) return ut_fail(c->e, HARP_E_UNSUPPORTED, n->id, "GATHER of a view: materialize its operands first");
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, c->mod, c->e, name, "gather");
   if (!k) return c->e->code;
@@ -195,23 +195,23 @@ static hp_status gen_gather(cuda_rctx *c, int r, const char *name) {
                                                         : "hp_v";
   cuda_assign(b, cuda_fmt(b, "p%d[hp_i]", so), sv);
   cuda_close(b);
-  hp_status st2 = cuda_b_finish(b, k);
+  harp_status st2 = cuda_b_finish(b, k);
   if (st2) return st2;
   cuda_launch *l = cuda_launch_add(c, k, r);
-  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int s = 0; s < K->nreads + K->nwrites; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
   l->args[K->nreads + K->nwrites] = (cuda_arg){CUDA_ARG_STATUS, -1, 0};
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note) {
+harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note) {
   const fn_kernel *K = &c->f->kernels[r];
   const rg_region *R = &c->f->part->regions[K->region];
   if (R->nblocks == 0) return gen_gather(c, r, name);
   if (cuda_module_helpers(c->e, c->mod, generic_helpers)) return c->e->code;
   rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 30, false, NULL, true, NULL, c->knobs};
   rc_nest nest;
-  hp_status st = rc_nest_build(&rc, r, &nest);
+  harp_status st = rc_nest_build(&rc, r, &nest);
   if (st) return st;
   int64_t total = 1;
   for (int i = 0; i < nest.fixed; i++) total *= nest.extent[i];
@@ -226,7 +226,7 @@ hp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *no
   }
   cuda_b bb, *b = &bb;
   gen g = {c, b, &nest, {0}};
-  hp_str_init(&g.text);
+  ut_str_init(&g.text);
   cuda_kernel *k = cuda_kernel_new(b, c->mod, c->e, name, "generic");
   if (!k) {
     rc_nest_free(&nest);
@@ -259,26 +259,26 @@ hp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *no
     cuda_call(b, cuda_fmt(b, "(void)hp_p%d", i));
     inner *= nest.extent[i];
   }
-  hp_str loc;
-  hp_str_init(&loc);
+  ut_str loc;
+  ut_str_init(&loc);
   rc_nest_locals(&nest, scratch ? "hp_scr" : NULL, &loc);
   put_lines(b, loc.buf);
   bool oom = loc.oom;
-  hp_str_free(&loc);
-  if (oom) st = hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  ut_str_free(&loc);
+  if (oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = put_ast(&g, nest.tree);
   if (!st) cuda_close(b);
-  hp_str_free(&g.text);
+  ut_str_free(&g.text);
   rc_nest_free(&nest);
   if (!st) st = cuda_b_finish(b, k);
   if (st) return st;
   cuda_launch *l = cuda_launch_add(c, k, r);
-  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int s = 0; s < K->nreads + K->nwrites; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
   if (scratch) {
     l->args[K->nreads + K->nwrites] = (cuda_arg){CUDA_ARG_SCRATCH, -1, 0};
     if (blocks * THREADS * slice > c->scratch_bytes) c->scratch_bytes = blocks * THREADS * slice;
   }
   l->note = note;
-  return HP_OK;
+  return HARP_OK;
 }

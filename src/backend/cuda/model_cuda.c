@@ -32,7 +32,7 @@ void cuda_model_free(cuda_model_tu *t) {
   cuda_module_free(t->mod);
   free(t->launch);
   free(t->io_offset);
-  hp_arena_free(t->arena);
+  ut_arena_free(t->arena);
   free(t);
 }
 
@@ -56,12 +56,12 @@ static bool param_writes(const cuda_param *p) {
  * dead when the template reads the causal pattern instead; at 4k tokens
  * its construction took 22 ms on an H200).  Kernels no launch uses leave
  * the module. */
-static hp_status drop_dead_regions(hp_error *e, cuda_model_tu *t) {
-  const hp_function *f = t->f;
-  bool *live = hp_xcalloc((size_t)f->nbuffers + 1, 1), *keep = hp_xcalloc((size_t)t->nlaunch + 1, 1);
+static harp_status drop_dead_regions(harp_error *e, cuda_model_tu *t) {
+  const fn_function *f = t->f;
+  bool *live = ut_xcalloc((size_t)f->nbuffers + 1, 1), *keep = ut_xcalloc((size_t)t->nlaunch + 1, 1);
   if (!live || !keep) {
     free(live), free(keep);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int b = 0; b < f->nbuffers; b++) live[b] = f->buffers[b].kind == FN_OUTPUT;
   for (int hi = t->nlaunch; hi > 0;) {
@@ -94,20 +94,20 @@ static hp_status drop_dead_regions(hp_error *e, cuda_model_tu *t) {
   }
   t->mod->n = nk;
   free(live), free(keep);
-  return HP_OK;
+  return HARP_OK;
 }
 
-hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
-                           const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
-                           cuda_math math, const struct hp_knobs *knobs, cuda_model_tu **out) {
+harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
+                           const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
+                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out) {
   *out = NULL;
-  cuda_model_tu *t = hp_xcalloc(1, sizeof *t);
-  if (!t) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory");
+  cuda_model_tu *t = ut_xcalloc(1, sizeof *t);
+  if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   t->f = f;
   t->g = g;
-  t->io_offset = hp_xcalloc((size_t)f->nbuffers + 1, sizeof(size_t));
-  t->arena = hp_arena_new();
-  hp_status st = !t->io_offset || !t->arena ? hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory")
+  t->io_offset = ut_xcalloc((size_t)f->nbuffers + 1, sizeof(size_t));
+  t->arena = ut_arena_new();
+  harp_status st = !t->io_offset || !t->arena ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory")
                                             : cuda_module_new(e, arch, &t->mod);
   t->math = math;
   cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0, plans, math, 0, knobs};
@@ -117,7 +117,7 @@ hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv
   t->nattn_generic = c.nattn_generic;
   if (!st) st = drop_dead_regions(e, t);
   t->nkernels_emitted = t->mod ? t->mod->n : 0;
-  if (!st && !hp_knobs_or_default(knobs)->no_dedup) st = cuda_model_dedup(e, t);
+  if (!st && !rt_knobs_or_default(knobs)->no_dedup) st = cuda_model_dedup(e, t);
   if (st) {
     cuda_model_free(t);
     return st;
@@ -140,7 +140,7 @@ hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv
   t->status_off = at;
   t->arena_bytes = at + PART_ALIGN;
   *out = t;
-  return HP_OK;
+  return HARP_OK;
 }
 
 int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_consts) {
@@ -174,7 +174,7 @@ static const char *space_of(const cuda_model_tu *t, const cuda_arg *a) {
   }
 }
 
-hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out) {
+harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **out) {
   *out = NULL;
   char *mj = NULL;
   if (cuda_dump_json(e, t->mod, &mj)) return e->code;
@@ -184,7 +184,7 @@ hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out) 
   json_t *gpu = root ? json_object_get(root, "gpu") : NULL;
   if (!gpu) {
     json_decref(root);
-    return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
   }
   json_object_set_new(gpu, "precision", json_string(cuda_math_name(t->math)));
   json_object_set_new(gpu, "dead_regions", json_integer(t->ndead));
@@ -255,7 +255,7 @@ hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out) 
   json_object_set_new(gpu, "kernel_sharing", sh);
   char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!s) return hp_fail(e, HP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
+  if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU translation unit");
   *out = s;
-  return HP_OK;
+  return HARP_OK;
 }

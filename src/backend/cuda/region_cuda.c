@@ -30,22 +30,22 @@
 #define DECLINE(msg)   \
   do {                 \
     *why = (msg);      \
-    return HP_OK;      \
+    return HARP_OK;    \
   } while (0)
 
 static const char *kname(cuda_rctx *c, int r, const char *what) {
   char buf[64];
   snprintf(buf, sizeof buf, "k%d_%s", r, what);
-  return hp_arena_strdup(c->arena, buf);
+  return ut_arena_strdup(c->arena, buf);
 }
 
 /* fmt has one %s (a reason); the result lives in the context's arena. */
 static const char *fmt_note(cuda_rctx *c, const char *fmt, const char *a) {
-  hp_str s;
-  hp_str_init(&s);
-  hp_str_printf(&s, fmt, a);
-  const char *r = s.buf ? hp_arena_strdup(c->arena, s.buf) : "?";
-  hp_str_free(&s);
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_printf(&s, fmt, a);
+  const char *r = s.buf ? ut_arena_strdup(c->arena, s.buf) : "?";
+  ut_str_free(&s);
   return r;
 }
 
@@ -81,42 +81,42 @@ static bool bind(cuda_launch *l, const cuda_kernel *k, const named_arg *na, int 
 }
 
 /* Run a generator; on a refusal drop what it added to the module. */
-typedef hp_status (*gen_fn)(hp_error *, cuda_module *, const void *, const char *);
-static hp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char *name, const char **why) {
+typedef harp_status (*gen_fn)(harp_error *, cuda_module *, const void *, const char *);
+static harp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char *name, const char **why) {
   int n0 = c->mod->n;
-  hp_error e2 = {0};
-  if (fn(&e2, c->mod, spec, name) == HP_OK) return HP_OK;
+  harp_error e2 = {0};
+  if (fn(&e2, c->mod, spec, name) == HARP_OK) return HARP_OK;
   c->mod->n = n0;
   *why = fmt_note(c, "the template refused: %s", e2.msg);
   return e2.code;
 }
 
-static hp_status gen_gemm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
-static hp_status gen_finish(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
-static hp_status gen_conv(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
-static hp_status gen_attn(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
-static hp_status gen_ew(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
-static hp_status gen_red(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
-static hp_status gen_sm(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
-static hp_status gen_ln(hp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
+static harp_status gen_gemm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
+static harp_status gen_finish(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
+static harp_status gen_conv(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
+static harp_status gen_attn(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
+static harp_status gen_ew(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
+static harp_status gen_red(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
+static harp_status gen_sm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
+static harp_status gen_ln(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
 
-static hp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
+static harp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
   return try_gen(c, gen_finish, s, name, why);
 }
 
 /* Add the launch of the kernel just generated, or drop it when its
  * arguments break an alignment (*why). */
-static hp_status launch_last(cuda_rctx *c, int r, int n0, const named_arg *na, int n, bool *ok, const char **why) {
+static harp_status launch_last(cuda_rctx *c, int r, int n0, const named_arg *na, int n, bool *ok, const char **why) {
   const cuda_kernel *k = c->mod->k[c->mod->n - 1];
   cuda_launch *l = cuda_launch_add(c, k, r);
-  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *ok = bind(l, k, na, n);
   if (!*ok) {
     c->nlaunch--;
     c->mod->n = n0;
     *why = "an operand's element offset breaks the template's alignment";
   }
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- the Plan -------------------------------------------------------------------- */
@@ -131,17 +131,17 @@ static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
  * view; split-K slices as plan_splitk_factor counts them on the Plan's
  * machine); false when there is none or it is not a GPU plan. */
 static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
-  const hp_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  const rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   const plan_t *p = ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
   if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
-  hp_error e2 = {0};
+  harp_error e2 = {0};
   plan_resources res;
   const plan_machine *pm = plan_machine_gpu(p->arch);
   plan_resources_of(p, pm, &info->plan_info, &res);
   if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) return false;
   t->persistent = plan_persistent(p, &info->plan_info, pm, &res);
   plan_gemm_view gv;
-  if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HP_OK) {
+  if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HARP_OK) {
     t->bm = plan_tile(p, &info->plan_info, gv.m);
     t->bn = plan_tile(p, &info->plan_info, gv.n);
     t->bk = plan_tile(p, &info->plan_info, gv.k);
@@ -165,12 +165,12 @@ static int64_t up256(int64_t x) { return (x + 255) / 256 * 256; }
 
 /* Launch of kernel k (already in the module) with arguments by name; false
  * (and no launch) when an argument breaks its parameter's alignment. */
-static hp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const named_arg *na, int n, bool *ok) {
+static harp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const named_arg *na, int n, bool *ok) {
   cuda_launch *l = cuda_launch_add(c, k, r);
-  if (!l) return hp_fail(c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *ok = bind(l, k, na, n);
   if (!*ok) c->nlaunch--;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* Split-K from the Plan (s->tune.splitk > 1).  In the scratch area after A's
@@ -181,7 +181,7 @@ static hp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const nam
  *                    [batch][M][N], the last applies the epilogue
  * The finishing pass applies the whole epilogue, so any epilogue fuses.
  * *done false (module and launches as before) when a kernel refuses. */
-static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
+static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
                              bool *done, const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
   *done = false;
@@ -196,7 +196,7 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   int S = cuda_gemm_slices(&g);
   int64_t ws_bytes = (kind == CUDA_SPLITK_REDUCE ? S : 1) * nz * MN * 4;
   cuda_arg ws = {CUDA_ARG_SCRATCH, -1, ws_off}, flags = {CUDA_ARG_SCRATCH, -1, ws_off + up256(ws_bytes)};
-  if (try_gen(c, gen_gemm, &g, kname(c, r, "gemm"), why)) return HP_OK;
+  if (try_gen(c, gen_gemm, &g, kname(c, r, "gemm"), why)) return HARP_OK;
   const cuda_kernel *gk = c->mod->k[c->mod->n - 1];
   const cuda_kernel *fk = NULL, *zk = NULL;
   int64_t zero_words = 0, end = ws_off + up256(ws_bytes);
@@ -209,12 +209,12 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
     zero_words = gk->grid[0] * gk->grid[1] * (gk->grid[2] / S); /* a flag per output tile */
     end = flags.offset + up256(zero_words * 4);
   }
-  hp_error e2 = {0};
-  if (zero_words && cuda_gen_zero(&e2, c->mod, zero_words, kname(c, r, "splitk_zero")) == HP_OK) zk = c->mod->k[c->mod->n - 1];
+  harp_error e2 = {0};
+  if (zero_words && cuda_gen_zero(&e2, c->mod, zero_words, kname(c, r, "splitk_zero")) == HARP_OK) zk = c->mod->k[c->mod->n - 1];
   if ((kind != CUDA_SPLITK_SERIAL && !fk) || (zero_words && !zk)) {
     if (!*why) *why = e2.msg[0] ? fmt_note(c, "the zero kernel refused: %s", e2.msg) : "a split-K kernel refused";
     c->mod->n = n0;
-    return HP_OK;
+    return HARP_OK;
   }
   /* launches: zero, GEMM, finish */
   named_arg na[3 + CT_MAX_EPI + 2];
@@ -225,7 +225,7 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   na[n++] = (named_arg){"flags", flags};
   named_arg zo = {"out", kind == CUDA_SPLITK_SERIAL ? flags : ws};
   bool ok = true;
-  hp_status st = HP_OK;
+  harp_status st = HARP_OK;
   if (zk) st = add_launch(c, r, zk, &zo, 1, &ok);
   if (!st && ok) st = add_launch(c, r, gk, na, n, &ok);
   if (!st && ok && fk) {
@@ -244,13 +244,13 @@ static hp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, cons
   cuda_kernel *k = c->mod->k[n0];
   cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);
   *done = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
+static harp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_gemm gm;
-  if (!ct_read_gemm(&src, r, &gm, why)) return HP_OK;
+  if (!ct_read_gemm(&src, r, &gm, why)) return HARP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
   cuda_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP16);
@@ -278,10 +278,10 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     if (gm.a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
       cp.out_dtype = gm.a_round;
     cp.tune.arch = c->mod->arch;
-    if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HP_OK;
+    if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HARP_OK;
     bool ok;
     named_arg na[] = {{"in0", targ(c, r, &gm.A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
-    hp_status st = launch_last(c, r, n0, na, 2, &ok, why);
+    harp_status st = launch_last(c, r, n0, na, 2, &ok, why);
     if (st || !ok) return st;
     a_bytes = numel * tiny_dtype_size(cp.out_dtype);
   }
@@ -291,7 +291,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   if (has_plan && s.a_dtype == TINY_FP32 && pt.arch == CUDA_SM90)
     pt.bk = 0; /* the plan counts BK in 16-bit elements of the 128-byte TMA atom: the template's own for fp32 */
   const char *refused = NULL;
-  hp_status st = HP_E_UNSUPPORTED;
+  harp_status st = HARP_E_UNSUPPORTED;
   named_arg na[3 + CT_MAX_EPI];
   na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
   na[1] = (named_arg){"B", targ(c, r, &gm.B)};
@@ -303,7 +303,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
     for (int a = pt.arch == CUDA_SM90 && c->mod->arch == CUDA_SM90 ? 0 : 1; a < 2 && !sdone; a++) {
       s.tune = pt;
       s.tune.arch = a ? CUDA_SM80 : CUDA_SM90;
-      hp_status st2 = gemm_splitk(c, r, &s, na, 3 + gm.nepi, up256(a_bytes), &sdone, &refused);
+      harp_status st2 = gemm_splitk(c, r, &s, na, 3 + gm.nepi, up256(a_bytes), &sdone, &refused);
       if (st2) return st2;
     }
     if (sdone) {
@@ -314,7 +314,7 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
                                                                  : "repacked into scratch (its reduced dimensions do not fold)");
       if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
       *done = true;
-      return HP_OK;
+      return HARP_OK;
     }
     pt.splitk = 0; /* refused: the same plan without split-K */
   }
@@ -334,13 +334,13 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   }
   if (st) {
     c->mod->n = n0, c->nlaunch = l0;
-    return HP_OK;
+    return HARP_OK;
   }
   bool ok = false;
   if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
     c->nlaunch = l0;
-    return HP_OK;
+    return HARP_OK;
   }
   cuda_kernel *k = c->mod->k[c->mod->n - 1];
   cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
@@ -352,15 +352,15 @@ static hp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
                                                   : "repacked into scratch (its reduced dimensions do not fold)");
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
-  return HP_OK;
+  return HARP_OK;
 }
 
 enum { CONV_FEW_CTAS = 32, CONV_LONG_K = 1024 };
 
-static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
+static harp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_conv cv;
-  if (!ct_read_conv(&src, r, &cv, why)) return HP_OK;
+  if (!ct_read_conv(&src, r, &cv, why)) return HARP_OK;
   /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
   if (cv.groups > 1 && cv.groups == cv.c) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
   cuda_conv_spec s;
@@ -388,22 +388,22 @@ static hp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
       DECLINE("few output tiles over a long reduction (no split-K for convolutions): the generic kernel");
   }
   int n0 = c->mod->n;
-  if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HP_OK;
+  if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HARP_OK;
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, cv.epi, cv.nepi, na + 3, epn);
   bool ok = false;
-  hp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
+  harp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
   if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
-static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
+static harp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   ct_attn at;
-  if (!ct_read_attn(&src, r, &at, why)) return HP_OK;
+  if (!ct_read_attn(&src, r, &at, why)) return HARP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_attn_spec s;
   cuda_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP16);
@@ -424,16 +424,16 @@ static hp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
   s.math = c->math;
   cuda_tune_default(&s.tune, c->mod->arch);
   int n0 = c->mod->n;
-  if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HP_OK;
+  if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HARP_OK;
   named_arg na[] = {{"q", targ(c, r, &at.q)}, {"k", targ(c, r, &at.k)}, {"v", targ(c, r, &at.v)},
                     {"mask", at.has_mask ? targ(c, r, &at.mask) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
                     {"out", targ(c, r, &at.out)}};
   bool ok = false;
-  hp_status st = launch_last(c, r, n0, na, 5, &ok, why);
+  harp_status st = launch_last(c, r, n0, na, 5, &ok, why);
   if (st) return st;
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
-  return HP_OK;
+  return HARP_OK;
 }
 
 /* ---- row regions ---------------------------------------------------------------------- */
@@ -464,28 +464,28 @@ static cuda_arg tensor_arg(const rowr *w, const ct_tensor *t) {
   return t->slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0} : cuda_arg_slot(w->c, w->r, t->slot, t->offset, t->dtype);
 }
 
-static hp_status try_softmax(rowr *w, bool *done, const char **why) {
+static harp_status try_softmax(rowr *w, bool *done, const char **why) {
   ct_softmax sm;
-  if (!ct_read_softmax(&w->row, &sm, why)) return HP_OK;
+  if (!ct_read_softmax(&w->row, &sm, why)) return HARP_OK;
   cuda_rownorm_spec s;
   rownorm_of(w, sm.rows, sm.cols, &sm.x, &sm.y, &s);
   s.scale = sm.scale;
   int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_sm, &s, kname(w->c, w->r, "softmax"), why)) return HP_OK;
+  if (try_gen(w->c, gen_sm, &s, kname(w->c, w->r, "softmax"), why)) return HARP_OK;
   named_arg na[] = {{"x", tensor_arg(w, &sm.x)}, {"y", tensor_arg(w, &sm.y)}};
   return launch_last(w->c, w->r, n0, na, 2, done, why);
 }
 
-static hp_status try_layernorm(rowr *w, bool *done, const char **why) {
+static harp_status try_layernorm(rowr *w, bool *done, const char **why) {
   ct_layernorm ln;
-  if (!ct_read_layernorm(&w->row, &ln, why)) return HP_OK;
+  if (!ct_read_layernorm(&w->row, &ln, why)) return HARP_OK;
   cuda_rownorm_spec s;
   rownorm_of(w, ln.rows, ln.cols, &ln.x, &ln.y, &s);
   s.eps = ln.eps;
   s.has_gamma = ln.gamma.slot >= 0, s.has_beta = ln.beta.slot >= 0;
   s.gamma_dtype = ln.gamma.dtype, s.beta_dtype = ln.beta.dtype;
   int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_ln, &s, kname(w->c, w->r, "layernorm"), why)) return HP_OK;
+  if (try_gen(w->c, gen_ln, &s, kname(w->c, w->r, "layernorm"), why)) return HARP_OK;
   named_arg na[] = {{"x", tensor_arg(w, &ln.x)},
                     {"gamma", tensor_arg(w, &ln.gamma)},
                     {"beta", tensor_arg(w, &ln.beta)},
@@ -516,13 +516,13 @@ static bool fold_group(const int *vars, int n, const int64_t *st, const int64_t 
 
 /* a single REDUCE (sum/max/min, fp32 accumulation) of a strided buffer:
  * [outer][red][inner] */
-static hp_status try_reduce(rowr *w, bool *done, const char **why) {
+static harp_status try_reduce(rowr *w, bool *done, const char **why) {
   int one[2];
-  if (ct_row_compute_nodes(&w->row, one, 2) != 1 || w->row.R->nout != 1) return HP_OK;
+  if (ct_row_compute_nodes(&w->row, one, 2) != 1 || w->row.R->nout != 1) return HARP_OK;
   int bi = ct_row_block_of(&w->row, one[0]);
   const poly_block_info *b = poly_block(w->c->pv, bi);
   const tiny_node *n = node(w, b->node);
-  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->row.R->out_values[0] != b->node) return HP_OK;
+  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->row.R->out_values[0] != b->node) return HARP_OK;
   int x = ct_row_unpeel(&w->row, b->access[0].tensor); /* a peeled CAST reads its source point for point */
   if (slot_of(w, x) < 0 || storage(w, x) == TINY_I32 || storage(w, x) == TINY_BOOL)
     DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
@@ -551,7 +551,7 @@ static hp_status try_reduce(rowr *w, bool *done, const char **why) {
   s.out_dtype = storage(w, b->node);
   s.tune.arch = w->c->mod->arch;
   int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_red, &s, kname(w->c, w->r, "reduce"), why)) return HP_OK;
+  if (try_gen(w->c, gen_red, &s, kname(w->c, w->r, "reduce"), why)) return HARP_OK;
   named_arg na[] = {{"in", cuda_arg_slot(w->c, w->r, slot_of(w, x), off, s.in_dtype)},
                     {"out", cuda_arg_slot(w->c, w->r, slot_of(w, b->node), 0, s.out_dtype)}};
   return launch_last(w->c, w->r, n0, na, 2, done, why);
@@ -567,12 +567,12 @@ static bool ew_op_ok(tiny_op op) {
 }
 
 /* an elementwise chain: every block over the output's points */
-static hp_status try_ewise(rowr *w, bool *done, const char **why) {
+static harp_status try_ewise(rowr *w, bool *done, const char **why) {
   const rg_region *R = w->row.R;
-  if (R->nout != 1 || R->nblocks < 1 || R->nblocks > CUDA_MAX_EW_INSTR / 2) return HP_OK;
+  if (R->nout != 1 || R->nblocks < 1 || R->nblocks > CUDA_MAX_EW_INSTR / 2) return HARP_OK;
   int out = R->out_values[0];
   const tiny_shape *os = &node(w, out)->shape;
-  if (os->rank > CUDA_MAX_RANK) return HP_OK;
+  if (os->rank > CUDA_MAX_RANK) return HARP_OK;
   cuda_ew_spec s;
   memset(&s, 0, sizeof s);
   s.rank = os->rank;
@@ -580,8 +580,8 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
   int val[TINY_MAX_SRC + 1];
   int inode[CUDA_MAX_EW_IN];
   int64_t ioff[CUDA_MAX_EW_IN];
-  int *vof = hp_xcalloc((size_t)w->c->g->n + 1, sizeof(int)); /* node -> instruction + 1 */
-  if (!vof) return hp_fail(w->c->e, HP_E_NO_MEMORY, NULL, "out of memory");
+  int *vof = ut_xcalloc((size_t)w->c->g->n + 1, sizeof(int)); /* node -> instruction + 1 */
+  if (!vof) return ut_fail(w->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   const char *bad = NULL;
   for (int k = 0; k < R->nblocks && !bad; k++) {
     const poly_block_info *b = poly_block(w->c->pv, R->blocks[k]);
@@ -595,7 +595,7 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
       const tiny_node *tn = node(w, t);
       if (vof[t]) { /* a value of the region: at the same point */
         bool pw = false;
-        hp_error e2 = {0};
+        harp_error e2 = {0};
         if (poly_access_is_pointwise(&e2, w->c->pv, R->blocks[k], a, &pw) || !pw) bad = "reads a value of the region at another point";
         val[a] = vof[t] - 1;
       } else if (tn->op == TINY_CONST) {
@@ -604,8 +604,8 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
           break;
         }
         double v = tn->a.cnst.value;
-        if (tn->dtype == TINY_FP16) v = hp_round_f16((float)v);
-        else if (tn->dtype == TINY_BF16) v = hp_round_bf16((float)v);
+        if (tn->dtype == TINY_FP16) v = ut_round_f16((float)v);
+        else if (tn->dtype == TINY_BF16) v = ut_round_bf16((float)v);
         else if (tn->dtype == TINY_BOOL) v = v != 0;
         s.instr[s.ninstr] = (cuda_ew_instr){.op = TINY_CONST, .imm = v, .dtype = tn->dtype};
         val[a] = s.ninstr++;
@@ -650,16 +650,16 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
   free(vof);
   if (bad) {
     if (*bad) *why = bad;
-    return HP_OK;
+    return HARP_OK;
   }
   if (last != s.ninstr - 1) { /* the output is a copy of an earlier value: repeat it */
-    if (last < 0 || s.ninstr >= CUDA_MAX_EW_INSTR) return HP_OK;
+    if (last < 0 || s.ninstr >= CUDA_MAX_EW_INSTR) return HARP_OK;
     s.instr[s.ninstr++] = (cuda_ew_instr){.op = TINY_CAST, .a = last, .dtype = TINY_FP32};
   }
   s.out_dtype = storage(w, out);
   s.tune.arch = w->c->mod->arch;
   int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_ew, &s, kname(w->c, w->r, "ewise"), why)) return HP_OK;
+  if (try_gen(w->c, gen_ew, &s, kname(w->c, w->r, "ewise"), why)) return HARP_OK;
   named_arg na[CUDA_MAX_EW_IN + 1];
   char nm[CUDA_MAX_EW_IN][16]; /* "in" and any int: no truncation warning */
   for (int i = 0; i < s.ninputs; i++) {
@@ -670,13 +670,13 @@ static hp_status try_ewise(rowr *w, bool *done, const char **why) {
   return launch_last(w->c, w->r, n0, na, s.ninputs + 1, done, why);
 }
 
-hp_status cuda_emit_region(cuda_rctx *c, int r) {
+harp_status cuda_emit_region(cuda_rctx *c, int r) {
   const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
   ct_src src = {c->g, c->pv, c->f, true, true};
   bool done = false;
   const char *why = NULL;
-  hp_status st = HP_OK;
-  switch (hp_knobs_or_default(c->knobs)->no_templates ? 0 : ct_kind(&src, r)) {
+  harp_status st = HARP_OK;
+  switch (rt_knobs_or_default(c->knobs)->no_templates ? 0 : ct_kind(&src, r)) {
   case 'g': st = try_gemm(c, r, &done, &why); break;
   case 'c': st = try_conv(c, r, &done, &why); break;
   case 'a':
@@ -690,7 +690,7 @@ hp_status cuda_emit_region(cuda_rctx *c, int r) {
   if (R->nblocks > 0 && !why) {
     rowr w = {c, r, {0}};
     ct_row_init(&w.row, &src, r);
-    hp_status (*row[])(rowr *, bool *, const char **) = {try_softmax, try_layernorm, try_reduce, try_ewise};
+    harp_status (*row[])(rowr *, bool *, const char **) = {try_softmax, try_layernorm, try_reduce, try_ewise};
     for (int i = 0; i < 4 && !done && !st; i++) {
       const char *rwhy = NULL;
       st = row[i](&w, &done, &rwhy);

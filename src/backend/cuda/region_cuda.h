@@ -47,27 +47,27 @@ typedef struct cuda_launch {
 
 /* What the region emitters share. */
 typedef struct cuda_rctx {
-  hp_error *e;
+  harp_error *e;
   const tiny_graph *g;
   const poly_view *pv;
-  const hp_function *f;
+  const fn_function *f;
   const tiny_symtab *syms;
-  hp_arena *arena; /* scratch: loop trees, notes */
+  ut_arena *arena; /* scratch: loop trees, notes */
   cuda_module *mod;
   cuda_launch *launch;
   int nlaunch, caplaunch;
   int64_t scratch_bytes; /* the most one launch uses */
-  const struct hp_plan_choice *plans; /* per region, or NULL: the regions' own plans */
-  cuda_math math;         /* how fp32 contractions compute (hp_gpu_opts.precision) */
+  const struct rt_plan_choice *plans; /* per region, or NULL: the regions' own plans */
+  cuda_math math;         /* how fp32 contractions compute (rt_gpu_opts.precision) */
   int nattn_generic;      /* attention regions no template took (generic kernels) */
-  const struct hp_knobs *knobs; /* NULL: the defaults */
+  const struct rt_knobs *knobs; /* NULL: the defaults */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
-hp_status cuda_emit_region(cuda_rctx *c, int r);
+harp_status cuda_emit_region(cuda_rctx *c, int r);
 /* The generic kernel of block-based region r (note: a comment, may be NULL),
  * or a GATHER. */
-hp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note);
+harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note);
 /* A launch of kernel k for Function kernel r; its arguments are filled by the caller. */
 cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r);
 /* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */
@@ -78,7 +78,7 @@ typedef struct cuda_model_tu {
   cuda_module *mod;
   cuda_launch *launch;
   int nlaunch;
-  const hp_function *f;
+  const fn_function *f;
   const tiny_graph *g;
   /* the device arena, bytes; every part 256-byte aligned */
   size_t temp_bytes;    /* [0, temp_bytes): the Function's temporaries at their offsets */
@@ -91,26 +91,26 @@ typedef struct cuda_model_tu {
   int nattn_generic;                /* attention regions on generic kernels (the template declined) */
   int ndead;                        /* regions dropped: nothing reads what they write */
   int nkernels_emitted;             /* kernels the regions made; mod->n: those left after sharing */
-  hp_arena *arena;                  /* notes, names, loop trees */
+  ut_arena *arena;                  /* notes, names, loop trees */
 } cuda_model_tu;
 
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
 /* plans (nullable): per region of f's partition, the plan to read instead of
- * the region's default (harp/tune.h hp_plans_choose: --plan overrides);
+ * the region's default (harp/tune.h rt_plans_choose: --plan overrides);
  * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16);
  * knobs (nullable: the defaults): no_templates, no_dedup, no_coalesce. */
-struct hp_plan_choice;
-struct hp_knobs;
-hp_status cuda_model_build(hp_error *e, const tiny_graph *g, const poly_view *pv, const hp_function *f,
-                           const tiny_symtab *syms, cuda_arch arch, const struct hp_plan_choice *plans,
-                           cuda_math math, const struct hp_knobs *knobs, cuda_model_tu **out);
+struct rt_plan_choice;
+struct rt_knobs;
+harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
+                           const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
+                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* Kernels that are the same code and launch config compiled once: the
  * repeats leave t->mod, their launches use the kept kernel with their
  * arguments in its parameter order (cuda_dedup.c). */
-hp_status cuda_model_dedup(hp_error *e, cuda_model_tu *t);
+harp_status cuda_model_dedup(harp_error *e, cuda_model_tu *t);
 /* --dump gpu: {"gpu": {arch, kernels: [...], launches: [...], memory: {...}}}.  Malloc'd. */
-hp_status cuda_model_dump_json(hp_error *e, const cuda_model_tu *t, char **out);
+harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **out);
 /* Byte offset of an argument's target in its space: the arena (temporaries,
  * I/O, scratch, status) or, for a weight, the ConstPool (*in_consts).
  * CUDA_ARG_NULL: -1. */
@@ -118,10 +118,10 @@ int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_cons
 
 /* grid.x of kernel k when persistent (k->persistent_tiles > 0) on a device
  * with sm_count SMs (<= 0: CUDA_DEFAULT_SMS); 0 for other kernels. */
-int64_t hp_gpu_persistent_grid(const cuda_kernel *k, int sm_count);
+int64_t rt_gpu_persistent_grid(const cuda_kernel *k, int sm_count);
 
 /* The translation unit behind a model of harp/gpu.h (src/runtime/gpu.c). */
-struct hp_gpu_model;
-const cuda_model_tu *hp_gpu_tu(const struct hp_gpu_model *m);
+struct rt_gpu_model;
+const cuda_model_tu *rt_gpu_tu(const struct rt_gpu_model *m);
 
 #endif

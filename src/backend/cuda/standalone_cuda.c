@@ -82,21 +82,21 @@ static const char host_head[] =
     "  return 0;\n}\n\n";
 
 /* The launch table and the tensor-map descriptors, from the TU. */
-static void tables(hp_str *o, const cuda_model_tu *t) {
-  hp_str_puts(o, "/* where a kernel argument points: 0 NULL, 1 the arena, 2 the ConstPool; tmap >= 0: a tensor map of it */\n"
+static void tables(ut_str *o, const cuda_model_tu *t) {
+  ut_str_puts(o, "/* where a kernel argument points: 0 NULL, 1 the arena, 2 the ConstPool; tmap >= 0: a tensor map of it */\n"
                  "typedef struct arg { int space; long long off; int tmap; } arg;\n"
                  "/* tiles > 0: a persistent kernel, grid.x = min(tiles, SMs x minb) on the device at hand */\n"
                  "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; long long tiles; int minb, nargs; arg a[24]; } launch;\n"
                  "/* cuTensorMapEncodeTiled operands (innermost first) */\n"
                  "typedef struct tmap_desc { int dtype, rank, swizzle; uint64_t dims[5], strides[4]; uint32_t box[5]; } tmap_desc;\n");
   int ntmap = 0;
-  hp_str td;
-  hp_str_init(&td);
-  hp_str_printf(o, "#define NLAUNCH %d\nstatic const launch launches[NLAUNCH + 1] = {\n", t->nlaunch);
+  ut_str td;
+  ut_str_init(&td);
+  ut_str_printf(o, "#define NLAUNCH %d\nstatic const launch launches[NLAUNCH + 1] = {\n", t->nlaunch);
   for (int i = 0; i < t->nlaunch; i++) {
     const cuda_launch *l = &t->launch[i];
     const cuda_kernel *k = l->k;
-    hp_str_printf(o, "  {\"%s\", {%lld, %lld, %lld}, {%d, %d, %d}, %lld, %lld, %d, %d, {", k->name, (long long)k->grid[0],
+    ut_str_printf(o, "  {\"%s\", {%lld, %lld, %lld}, {%d, %d, %d}, %lld, %lld, %d, %d, {", k->name, (long long)k->grid[0],
                   (long long)k->grid[1], (long long)k->grid[2], k->block[0], k->block[1], k->block[2],
                   (long long)k->smem_bytes, (long long)k->persistent_tiles, k->min_blocks > 0 ? k->min_blocks : 1,
                   l->nargs);
@@ -107,23 +107,23 @@ static void tables(hp_str *o, const cuda_model_tu *t) {
       if (k->params[p].kind == CUDA_P_TMAP && k->params[p].tmap) {
         const cuda_tmap_desc *d = k->params[p].tmap;
         tm = ntmap++;
-        hp_str_printf(&td, "  {%d, %d, %d, {", d->dtype == TINY_FP16 ? 6 : d->dtype == TINY_BF16 ? 9 : 7, d->rank,
+        ut_str_printf(&td, "  {%d, %d, %d, {", d->dtype == TINY_FP16 ? 6 : d->dtype == TINY_BF16 ? 9 : 7, d->rank,
                       d->swizzle);
-        for (int r = 0; r < 5; r++) hp_str_printf(&td, "%s%" PRIu64, r ? ", " : "", r < d->rank ? d->dims[r] : 1);
-        hp_str_puts(&td, "}, {");
-        for (int r = 0; r < 4; r++) hp_str_printf(&td, "%s%" PRIu64, r ? ", " : "", r + 1 < d->rank ? d->strides[r] : 0);
-        hp_str_puts(&td, "}, {");
-        for (int r = 0; r < 5; r++) hp_str_printf(&td, "%s%u", r ? ", " : "", r < d->rank ? d->box[r] : 1);
-        hp_str_puts(&td, "}},\n");
+        for (int r = 0; r < 5; r++) ut_str_printf(&td, "%s%" PRIu64, r ? ", " : "", r < d->rank ? d->dims[r] : 1);
+        ut_str_puts(&td, "}, {");
+        for (int r = 0; r < 4; r++) ut_str_printf(&td, "%s%" PRIu64, r ? ", " : "", r + 1 < d->rank ? d->strides[r] : 0);
+        ut_str_puts(&td, "}, {");
+        for (int r = 0; r < 5; r++) ut_str_printf(&td, "%s%u", r ? ", " : "", r < d->rank ? d->box[r] : 1);
+        ut_str_puts(&td, "}},\n");
       }
-      hp_str_printf(o, "{%d, %" PRId64 ", %d}, ", off < 0 ? 0 : in_consts ? 2 : 1, off < 0 ? 0 : off, tm);
+      ut_str_printf(o, "{%d, %" PRId64 ", %d}, ", off < 0 ? 0 : in_consts ? 2 : 1, off < 0 ? 0 : off, tm);
     }
-    hp_str_puts(o, "}},\n");
+    ut_str_puts(o, "}},\n");
   }
-  hp_str_puts(o, "  {0}};\n");
-  hp_str_printf(o, "#define NTMAP %d\nstatic const tmap_desc tmaps[NTMAP + 1] = {\n%s  {0}};\n\n", ntmap,
+  ut_str_puts(o, "  {0}};\n");
+  ut_str_printf(o, "#define NTMAP %d\nstatic const tmap_desc tmaps[NTMAP + 1] = {\n%s  {0}};\n\n", ntmap,
                 td.buf ? td.buf : "");
-  hp_str_free(&td);
+  ut_str_free(&td);
 }
 
 static const char host_body[] =
@@ -202,49 +202,49 @@ static const char host_body[] =
     "  for (int i = 0; i < NUM_OUTPUTS; i++) CK(cu.MemcpyDtoH(outputs[i], m->arena + output_off[i], output_bytes[i]), \"cuMemcpyDtoH\");\n"
     "  return 0;\n}\n";
 
-void cuda_standalone_host(hp_str *o, const cuda_model_tu *t) {
-  const hp_function *f = t->f;
+void cuda_standalone_host(ut_str *o, const cuda_model_tu *t) {
+  const fn_function *f = t->f;
   bool sm90 = t->mod->arch == CUDA_SM90;
-  hp_str_printf(o, host_head, cuda_arch_name(t->mod->arch));
+  ut_str_printf(o, host_head, cuda_arch_name(t->mod->arch));
   int nin = 0;
   for (int a = 0; a < f->nargs; a++) nin += f->buffers[f->args[a]].kind == FN_INPUT;
-  hp_str_printf(o,
+  ut_str_printf(o,
                 "#define TARGET \"%s (%s)\"\n#define MIN_CC_MAJOR %d\n#define EXACT_CC %d\n"
                 "#define ARENA_BYTES %zuu\n#define PARAMS_BYTES %zuu\n#define STATUS_OFF %zuu\n"
                 "#define NUM_INPUTS %d\n#define NUM_OUTPUTS %d\n\n",
                 cuda_arch_name(t->mod->arch), cuda_arch_nvrtc(t->mod->arch), sm90 ? 9 : 8, sm90 ? 1 : 0,
                 t->arena_bytes, f->const_bytes, t->status_off, nin, f->nret);
   /* where each input / output lives in the arena (inputs: the non-weight args in order) */
-  hp_str_printf(o, "static const size_t input_off[%d] = {", nin + 1);
+  ut_str_printf(o, "static const size_t input_off[%d] = {", nin + 1);
   for (int a = 0; a < f->nargs; a++)
-    if (f->buffers[f->args[a]].kind == FN_INPUT) hp_str_printf(o, "%zu, ", t->io_offset[f->args[a]]);
-  hp_str_printf(o, "0}, input_bytes[%d] = {", nin + 1);
+    if (f->buffers[f->args[a]].kind == FN_INPUT) ut_str_printf(o, "%zu, ", t->io_offset[f->args[a]]);
+  ut_str_printf(o, "0}, input_bytes[%d] = {", nin + 1);
   for (int a = 0; a < f->nargs; a++)
-    if (f->buffers[f->args[a]].kind == FN_INPUT) hp_str_printf(o, "%zu, ", f->buffers[f->args[a]].size);
-  hp_str_printf(o, "0};\nstatic const size_t output_off[%d] = {", f->nret + 1);
-  for (int k = 0; k < f->nret; k++) hp_str_printf(o, "%zu, ", t->io_offset[f->ret[k]]);
-  hp_str_printf(o, "0}, output_bytes[%d] = {", f->nret + 1);
-  for (int k = 0; k < f->nret; k++) hp_str_printf(o, "%zu, ", f->buffers[f->ret[k]].size);
-  hp_str_puts(o, "0};\n\n");
+    if (f->buffers[f->args[a]].kind == FN_INPUT) ut_str_printf(o, "%zu, ", f->buffers[f->args[a]].size);
+  ut_str_printf(o, "0};\nstatic const size_t output_off[%d] = {", f->nret + 1);
+  for (int k = 0; k < f->nret; k++) ut_str_printf(o, "%zu, ", t->io_offset[f->ret[k]]);
+  ut_str_printf(o, "0}, output_bytes[%d] = {", f->nret + 1);
+  for (int k = 0; k < f->nret; k++) ut_str_printf(o, "%zu, ", f->buffers[f->ret[k]].size);
+  ut_str_puts(o, "0};\n\n");
   cgen_emit_metadata(o, "model", f, t->g);
-  hp_str_puts(o, "\n");
+  ut_str_puts(o, "\n");
   tables(o, t);
-  hp_str_puts(o, host_body);
+  ut_str_puts(o, host_body);
 }
 
-void cuda_standalone_ptx_c(hp_str *o, const char *ptx) {
-  hp_str_puts(o, "/* model_ptx.c — the PTX of model.cu (NVRTC, written by harp compile) */\nconst char model_ptx[] =\n\"");
+void cuda_standalone_ptx_c(ut_str *o, const char *ptx) {
+  ut_str_puts(o, "/* model_ptx.c — the PTX of model.cu (NVRTC, written by harp compile) */\nconst char model_ptx[] =\n\"");
   for (const char *p = ptx; *p; p++) {
-    if (*p == '\n') hp_str_puts(o, p[1] ? "\\n\"\n\"" : "\\n");
-    else if (*p == '"' || *p == '\\') hp_str_printf(o, "\\%c", *p);
-    else if ((unsigned char)*p < 32 && *p != '\t') hp_str_printf(o, "\\%03o", (unsigned char)*p);
-    else hp_str_putc(o, *p);
+    if (*p == '\n') ut_str_puts(o, p[1] ? "\\n\"\n\"" : "\\n");
+    else if (*p == '"' || *p == '\\') ut_str_printf(o, "\\%c", *p);
+    else if ((unsigned char)*p < 32 && *p != '\t') ut_str_printf(o, "\\%03o", (unsigned char)*p);
+    else ut_str_putc(o, *p);
   }
-  hp_str_puts(o, "\";\n");
+  ut_str_puts(o, "\";\n");
 }
 
-void cuda_standalone_makefile(hp_str *o, const cuda_model_tu *t) {
-  hp_str_printf(o,
+void cuda_standalone_makefile(ut_str *o, const cuda_model_tu *t) {
+  ut_str_printf(o,
                 "# Builds and runs the model without harp: make (or make run).  Needs a C\n"
                 "# compiler; running needs an NVIDIA driver and an %s GPU.  model_ptx.c comes\n"
                 "# with the package when harp had NVRTC; else make builds it from model.cu\n"
@@ -262,8 +262,8 @@ void cuda_standalone_makefile(hp_str *o, const cuda_model_tu *t) {
                 t->mod->arch == CUDA_SM90 ? "sm_90 (Hopper)" : "sm_80 or newer", cuda_arch_nvrtc(t->mod->arch));
 }
 
-void cuda_standalone_readme(hp_str *o, const cuda_model_tu *t, bool have_ptx) {
-  hp_str_printf(o,
+void cuda_standalone_readme(ut_str *o, const cuda_model_tu *t, bool have_ptx) {
+  ut_str_printf(o,
                 "# A model compiled by harp for %s (%s)\n\n"
                 "| file | what |\n|---|---|\n"
                 "| `model.cu` | the CUDA C of every kernel (inline PTX, no header needed) |\n"

@@ -7,9 +7,9 @@
 #include "backend/cuda/region_cuda.h"
 #include "util/util.h"
 
-void cuda_standalone_host(hp_str *o, const cuda_model_tu *t);      /* model_host.c */
-void cuda_standalone_ptx_c(hp_str *o, const char *ptx);            /* model_ptx.c */
-void cuda_standalone_makefile(hp_str *o, const cuda_model_tu *t);  /* Makefile */
-void cuda_standalone_readme(hp_str *o, const cuda_model_tu *t, bool have_ptx); /* README.md */
+void cuda_standalone_host(ut_str *o, const cuda_model_tu *t);      /* model_host.c */
+void cuda_standalone_ptx_c(ut_str *o, const char *ptx);            /* model_ptx.c */
+void cuda_standalone_makefile(ut_str *o, const cuda_model_tu *t);  /* Makefile */
+void cuda_standalone_readme(ut_str *o, const cuda_model_tu *t, bool have_ptx); /* README.md */
 
 #endif
