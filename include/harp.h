@@ -1,10 +1,10 @@
 /* harp.h — compile a model and run it from C (docs/c-api.md).
  *
  *   harp_compiled *c;
- *   harp_compile_file(&err, "model.harp", &opts, &c);       load, bind, compile
- *   harp_model *m = model_init(c, weights, nbytes);         one arena per instance
- *   model_run(m, inputs, outputs);                          any number of times
- *   model_free(m);
+ *   harp_compile_file(&err, "model.harp", &opts, &c);          load, bind, compile
+ *   harp_model *m = harp_model_init(c, weights, nbytes);       one arena per instance
+ *   harp_model_run(m, inputs, outputs);                        any number of times
+ *   harp_model_free(m);
  *   harp_compiled_free(c);
  *
  * Tensors are dense, row-major, in their dtype's storage (fp32 float,
@@ -12,7 +12,15 @@
  * model's inputs that are not weights, in model order; the weights (inputs
  * declared with storage "param", or named in harp_options.params) come as one
  * parameter block laid out by harp_param_offset.  Errors are values: an
- * harp_status plus the harp_error you pass in; nothing prints or exits. */
+ * harp_status plus the harp_error you pass in (harp/status.h); nothing prints or
+ * exits.  Everything here is harp_-prefixed and the handles are opaque; the
+ * entry points that take the layers' objects (a Tiny IR graph) are in
+ * harp/advanced.h.
+ *
+ * The library's functions are harp_model_*, not the specification's
+ * model_init / model_run / model_free (seed 000 §8): those are the ABI of
+ * the packages `harp compile` writes, one model per package, and a program
+ * may link such a package and libharp together. */
 #ifndef HARP_H
 #define HARP_H
 
@@ -20,9 +28,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harp/error.h"
-#include "harp/tensor.h"
-#include "harp/tiny.h"
+#include "harp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types, in the order of the Tiny IR's (seed 001). */
+typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL } harp_dtype;
+#define HARP_MAX_RANK 12 /* the most dims harp_input_shape / harp_output_shape write */
 
 /* CUDA: NVRTC and libcuda are loaded with dlopen when the model is
  * compiled; without them (or without a GPU) harp_compile_* fails with
@@ -47,7 +61,7 @@ typedef struct harp_options {
    * fail with HARP_E_USAGE.  The CPU and interpreter backends compute fp32. */
   const char *precision;
   int64_t loop_limit;        /* a model with run-time control flow: the iterations a Loop may run
-                                (0: FLOW_LOOP_LIMIT, one million) before it fails */
+                                (0: one million) before it fails */
   /* The library's knobs (docs/options.md, `harp --help-options`): the table's
    * defaults, then the environment (HARP_NO_DEDUP=1, CC, ...; read once per
    * compile, and not at all with no_env), then these "NAME=VALUE" settings
@@ -68,18 +82,16 @@ typedef struct harp_model harp_model;
  * the input and the shape to give); its initializers are its weights: they
  * come back as the parameter block harp_embedded_params returns. */
 harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
-/* Compile a Tiny IR graph built with the builder API; harp takes the graph. */
-harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options *opts, harp_compiled **out);
 void harp_compiled_free(harp_compiled *c);
 
 /* What the compiled model expects.  k counts inputs (weights excluded) and
- * outputs; shape[] receives up to TINY_MAX_RANK sizes. */
+ * outputs; shape[] receives up to HARP_MAX_RANK sizes. */
 int harp_num_inputs(const harp_compiled *c);
 int harp_num_outputs(const harp_compiled *c);
 const char *harp_input_name(const harp_compiled *c, int k);
 const char *harp_output_name(const harp_compiled *c, int k);
-tiny_dtype harp_input_dtype(const harp_compiled *c, int k);
-tiny_dtype harp_output_dtype(const harp_compiled *c, int k);
+harp_dtype harp_input_dtype(const harp_compiled *c, int k);
+harp_dtype harp_output_dtype(const harp_compiled *c, int k);
 int harp_input_shape(const harp_compiled *c, int k, int64_t *shape);  /* returns the rank */
 int harp_output_shape(const harp_compiled *c, int k, int64_t *shape); /* returns the rank */
 size_t harp_arena_bytes(const harp_compiled *c);  /* required_memory of one instance */
@@ -88,30 +100,40 @@ size_t harp_arena_bytes(const harp_compiled *c);  /* required_memory of one inst
 size_t harp_params_bytes(const harp_compiled *c);
 int64_t harp_param_offset(const harp_compiled *c, const char *name);
 /* The parameter block filled with the weights the model file carries (an
- * ONNX model's initializers; harp_params_bytes long), for model_init; NULL
+ * ONNX model's initializers; harp_params_bytes long), for harp_model_init; NULL
  * for a .json/.harp file or a graph, whose weights the caller supplies. */
 const void *harp_embedded_params(const harp_compiled *c);
 
-/* seed 000 §8.  model_init copies the parameter block; NULL on a size
+/* Instances.  harp_model_init copies the parameter block; NULL on a size
  * mismatch or allocation failure (CUDA: also when the instance's device
- * memory or module cannot be had).  model_run returns 0, or a non-zero code
- * (e.g. a GATHER index out of range, a driver error); model_error describes
- * the last one.  CUDA instances upload the weights on their first run and
- * keep them on the device.  Instances use c: free them before c. */
-harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes);
-int model_run(harp_model *m, const void *const *inputs, void *const *outputs);
-const char *model_error(const harp_model *m);
-void model_free(harp_model *m);
+ * memory or module cannot be had).  harp_model_run returns 0, or a non-zero
+ * code (e.g. a GATHER index out of range, a driver error); harp_model_error
+ * describes the last one.  CUDA instances upload the weights on their first
+ * run and keep them on the device.  Instances use c: free them before c. */
+harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t nbytes);
+int harp_model_run(harp_model *m, const void *const *inputs, void *const *outputs);
+const char *harp_model_error(const harp_model *m);
+void harp_model_free(harp_model *m);
 
 /* A model with run-time control flow (an ONNX If, Loop or Scan decided at
  * run time: a host program of compiled segments, docs/onnx.md).  Its
  * segments are compiled by each instance when first run, for the shapes
  * they meet.  harp_output_shape gives -1 for a dim known only at run time;
- * such an output is read here after model_run, which then takes NULL in
- * its outputs[k] (any output may be read so).  Output k of the last
- * model_run as the instance holds it (valid until the next run or
- * model_free), its shape into shape[] and its rank into *rank; NULL for
- * another model, before a run, or after a failed one. */
-const void *model_output(const harp_model *m, int k, int64_t *shape, int *rank);
+ * such an output is read here after harp_model_run, which then takes NULL
+ * in its outputs[k] (any output may be read so).  Output k of the last
+ * harp_model_run as the instance holds it (valid until the next run or
+ * harp_model_free), its shape into shape[] and its rank into *rank; NULL
+ * for another model, before a run, or after a failed one. */
+const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank);
+
+/* fp16 and bf16 storage from and to float (round to nearest even). */
+uint16_t harp_f32_to_f16(float f);
+float harp_f16_to_f32(uint16_t h);
+uint16_t harp_f32_to_bf16(float f);
+float harp_bf16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,6 +20,14 @@
  *                                          shapes given (an untaken 8 kHz path fed 16 kHz
  *                                          frames): the run fails with the import's error
  *                                          only if the host takes it
+ *           | OP op attrs in out           an op whose output's shape depends on the values
+ *                                          (NonMaxSuppression, NonZero, TopK with a K known
+ *                                          at run time, Unique, Compress, Range, Slice by
+ *                                          run-time bounds), or one that samples at places
+ *                                          the values give (RoiAlign, GridSample),
+ *                                          computed by the host on the
+ *                                          tensors the segments before it left; the segments
+ *                                          after it are compiled for the shapes it gives
  *
  * Slots hold one tensor each: a value some segment computes, a model input,
  * a constant fixed at import (konst), or a model weight (weight >= 0).
@@ -38,7 +46,32 @@
 #include "harp/frontend.h"
 #include "harp/tensor.h"
 
-typedef enum flow_kind { FLOW_SEG, FLOW_IF, FLOW_LOOP, FLOW_SCAN, FLOW_FAIL } flow_kind;
+typedef enum flow_kind { FLOW_SEG, FLOW_IF, FLOW_LOOP, FLOW_SCAN, FLOW_FAIL, FLOW_OP } flow_kind;
+
+/* The ops an OP step computes on the host (src/runtime/flow_ops.c), as
+ * ONNX defines them and onnxruntime's CPU kernels compute them; int64
+ * results are int32, as everywhere in harp.  X(ENUM, "ONNX name"). */
+#define FLOW_OPS(X)                      \
+  X(NMS, "NonMaxSuppression")            \
+  X(NONZERO, "NonZero")                  \
+  X(TOPK, "TopK")                        \
+  X(UNIQUE, "Unique")                    \
+  X(COMPRESS, "Compress")                \
+  X(RANGE, "Range")                      \
+  X(SLICE, "Slice")                      \
+  X(ROIALIGN, "RoiAlign")                \
+  X(GRIDSAMPLE, "GridSample")            \
+  X(SCATTER_ELEMENTS, "ScatterElements") \
+  X(SCATTER_ND, "ScatterND")
+typedef enum flow_op {
+#define FLOW_X_FOP(e, n) FLOW_FOP_##e,
+  FLOW_OPS(FLOW_X_FOP)
+#undef FLOW_X_FOP
+  FLOW_FOP_COUNT
+} flow_op;
+const char *flow_op_name(flow_op op);
+/* An OP step's integer and float attributes, at most (of each). */
+#define FLOW_MAX_ATTR 6
 
 typedef struct flow_slot {
   char *name;                  /* the ONNX value (main's inputs and outputs: the harp id) */
@@ -82,6 +115,9 @@ typedef struct flow_step {
   bool *in_rev;         /* SCAN: per scan input, iterated backwards */
   int64_t *out_axis;    /* LOOP, SCAN: per scan output, the axis the elements stack along */
   bool *out_rev;        /* per scan output: the last iteration's element first */
+  flow_op op;           /* OP: the op; in: its inputs (-1: absent), out: its outputs (-1: unused) */
+  int64_t attr[FLOW_MAX_ATTR]; /* OP: its attributes (flow_ops.c says which) */
+  double fattr[FLOW_MAX_ATTR];
 } flow_step;
 
 typedef struct flow_program {

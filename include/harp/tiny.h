@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "harp/error.h"
+#include "harp/tiny_ops.h"
 
 #define TINY_MAX_RANK 12 /* seed 001's conv example needs 8 */
 #define TINY_MAX_SRC 3
@@ -28,16 +29,20 @@
 #define TINY_VERIFY_MAX_PIECES 4096           /* ExcessivePiecewise guard before simplification (tiny_verify) */
 
 /* ---- dtypes ------------------------------------------------------------- */
-/* X(ENUM, "json name", bytes, is_float) */
-#define TINY_DTYPES(X)     \
-  X(FP16, "fp16", 2, 1)    \
-  X(BF16, "bf16", 2, 1)    \
-  X(FP32, "fp32", 4, 1)    \
-  X(I32, "i32", 4, 0)      \
-  X(BOOL, "bool", 1, 0)
+/* The dtype table, one row per dtype:
+ * X(ENUM, "json name", bytes, is_float, C storage type, CUDA storage type,
+ *   CUDA load-as-float helper, CUDA float-to-storage helper, .npy descr)
+ * The C and CUDA columns are the backends' (tiny_dtype_c, ... in
+ * src/tiny/tiny_spell.h); bf16 travels in .npy files as fp32. */
+#define TINY_DTYPES(X)                                                                        \
+  X(FP16, "fp16", 2, 1, "uint16_t", "hk_u16", "hk_ldf_f16", "hk_f2h", "<f2")                  \
+  X(BF16, "bf16", 2, 1, "uint16_t", "hk_u16", "hk_ldf_bf16", "hk_f2bf", "<f4")                \
+  X(FP32, "fp32", 4, 1, "float", "float", "hk_ldf_f32", "hk_f2f", "<f4")                      \
+  X(I32, "i32", 4, 0, "int32_t", "int", "hk_ldf_i32", "hk_f2i", "<i4")                        \
+  X(BOOL, "bool", 1, 0, "uint8_t", "unsigned char", "hk_ldf_u8", "hk_f2u8", "|b1")
 
 typedef enum tiny_dtype {
-#define TINY_X_DT(e, n, b, f) TINY_##e,
+#define TINY_X_DT(e, ...) TINY_##e,
   TINY_DTYPES(TINY_X_DT)
 #undef TINY_X_DT
   TINY_DTYPE_COUNT
@@ -46,6 +51,7 @@ typedef enum tiny_dtype {
 const char *tiny_dtype_name(tiny_dtype t);
 int tiny_dtype_size(tiny_dtype t);
 bool tiny_dtype_is_float(tiny_dtype t);
+const char *tiny_dtype_npy(tiny_dtype t); /* the .npy descr: "<f4", ...; "?" if unknown */
 /* Accepts the canonical names and the DSL aliases f16/f32. -1 if unknown. */
 int tiny_dtype_parse(const char *s);
 
@@ -103,86 +109,26 @@ typedef struct tiny_expr {
   const struct tiny_expr *a, *b;
 } tiny_expr;
 
-/* ---- the op table ------------------------------------------------------- */
-typedef enum tiny_class {
-  TC_LEAF,    /* INPUT, CONST */
-  TC_MOVE,    /* views */
-  TC_UNARY,   /* elementwise, one source */
-  TC_BINARY,  /* elementwise, two sources of one shape */
-  TC_TERNARY, /* WHERE(cond, a, b) */
-  TC_REDUCE,
-  TC_CAST,
-  TC_GATHER /* GATHER(input, index): data-dependent, Non-SCoP */
-} tiny_class;
-
-typedef enum tiny_argkind {
-  TA_NONE,
-  TA_INPUT,   /* tensor_id, dtype, shape, storage? */
-  TA_CONST,   /* value, dtype */
-  TA_RESHAPE, /* result_shape */
-  TA_PERMUTE, /* perm */
-  TA_EXPAND,  /* result_shape, broadcast_dimensions? */
-  TA_PAD,     /* pad [[lo,hi]...], value? */
-  TA_SHRINK,  /* lo, hi, step? */
-  TA_FLIP,    /* axes */
-  TA_VIEW,    /* result_shape, index_map */
-  TA_POOL,    /* kernel, stride?, dilation? */
-  TA_CAST,    /* to */
-  TA_REDUCE,  /* op, axes, dtype, init? */
-  TA_GATHER   /* axis */
-} tiny_argkind;
-
-/* X(ENUM, "NAME", class, argkind) — one line per uop.  Arity follows the class. */
-#define TINY_OPS(X)                         \
-  X(INPUT, "INPUT", TC_LEAF, TA_INPUT)      \
-  X(CONST, "CONST", TC_LEAF, TA_CONST)      \
-  X(RESHAPE, "RESHAPE", TC_MOVE, TA_RESHAPE) \
-  X(PERMUTE, "PERMUTE", TC_MOVE, TA_PERMUTE) \
-  X(EXPAND, "EXPAND", TC_MOVE, TA_EXPAND)   \
-  X(PAD, "PAD", TC_MOVE, TA_PAD)            \
-  X(SHRINK, "SHRINK", TC_MOVE, TA_SHRINK)   \
-  X(FLIP, "FLIP", TC_MOVE, TA_FLIP)         \
-  X(VIEW, "VIEW", TC_MOVE, TA_VIEW)         \
-  X(POOL, "POOL", TC_MOVE, TA_POOL)         \
-  X(CAST, "CAST", TC_CAST, TA_CAST)         \
-  X(NEG, "NEG", TC_UNARY, TA_NONE)          \
-  X(EXP2, "EXP2", TC_UNARY, TA_NONE)        \
-  X(LOG2, "LOG2", TC_UNARY, TA_NONE)        \
-  X(EXP, "EXP", TC_UNARY, TA_NONE)          \
-  X(SQRT, "SQRT", TC_UNARY, TA_NONE)        \
-  X(RSQRT, "RSQRT", TC_UNARY, TA_NONE)      \
-  X(RECIP, "RECIP", TC_UNARY, TA_NONE)      \
-  X(RELU, "RELU", TC_UNARY, TA_NONE)        \
-  X(GELU, "GELU", TC_UNARY, TA_NONE)        \
-  X(FLOOR, "FLOOR", TC_UNARY, TA_NONE)      \
-  X(CEIL, "CEIL", TC_UNARY, TA_NONE)        \
-  X(ROUND, "ROUND", TC_UNARY, TA_NONE)      \
-  X(ADD, "ADD", TC_BINARY, TA_NONE)         \
-  X(SUB, "SUB", TC_BINARY, TA_NONE)         \
-  X(MUL, "MUL", TC_BINARY, TA_NONE)         \
-  X(FDIV, "FDIV", TC_BINARY, TA_NONE)       \
-  X(MAX, "MAX", TC_BINARY, TA_NONE)         \
-  X(MIN, "MIN", TC_BINARY, TA_NONE)         \
-  X(CMPLT, "CMPLT", TC_BINARY, TA_NONE)     \
-  X(CMPEQ, "CMPEQ", TC_BINARY, TA_NONE)     \
-  X(CMPNE, "CMPNE", TC_BINARY, TA_NONE)     \
-  X(WHERE, "WHERE", TC_TERNARY, TA_NONE)    \
-  X(REDUCE, "REDUCE", TC_REDUCE, TA_REDUCE) \
-  X(GATHER, "GATHER", TC_GATHER, TA_GATHER)
-
+/* ---- the op table (harp/tiny_ops.h) ------------------------------------- */
 typedef enum tiny_op {
-#define TINY_X_OP(e, n, c, a) TINY_##e,
+#define TINY_X_OP(e, ...) TINY_##e,
   TINY_OPS(TINY_X_OP)
 #undef TINY_X_OP
   TINY_OP_COUNT
 } tiny_op;
 
 const char *tiny_op_name(tiny_op op);
+int tiny_op_parse(const char *s); /* "ADD" -> TINY_ADD; -1 if unknown */
 tiny_class tiny_op_class(tiny_op op);
 tiny_argkind tiny_op_argkind(tiny_op op);
 int tiny_op_arity(tiny_op op); /* number of sources the class requires */
-int tiny_op_parse(const char *s); /* "ADD" -> TINY_ADD; -1 if unknown */
-bool tiny_op_is_compare(tiny_op op); /* CMP*: result dtype bool */
+bool tiny_op_is_elementwise(tiny_op op); /* unary, binary or ternary */
+unsigned tiny_op_dtype_rule(tiny_op op); /* TD_* flags */
+bool tiny_op_is_compare(tiny_op op);     /* TD_BOOL: result dtype bool */
+tiny_epi tiny_op_epi(tiny_op op);
+const char *tiny_class_name(tiny_class c); /* "unary", "movement", ... */
+const char *tiny_epi_name(tiny_epi k);     /* "relu", "shift", ... */
+/* The renderers' text of an op: src/tiny/tiny_spell.h. */
 
 typedef enum tiny_reduce_op { TINY_RSUM, TINY_RMAX, TINY_RMIN } tiny_reduce_op;
 const char *tiny_reduce_name(tiny_reduce_op r);

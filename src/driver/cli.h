@@ -210,5 +210,6 @@ int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
 
 #endif

@@ -139,8 +139,9 @@ static void describe_block(ut_str *s, const flow_program *f, int b, int depth);
 
 static void describe_step(ut_str *s, const flow_program *f, int k, int depth) {
   const flow_step *st = &f->steps[k];
-  static const char *const kind[] = {"seg", "If", "Loop", "Scan", "fail"};
+  static const char *const kind[] = {"seg", "If", "Loop", "Scan", "fail", "op"};
   ut_str_printf(s, "%*s%s", 2 * depth, "", kind[st->kind]);
+  if (st->kind == FLOW_OP) ut_str_printf(s, " %s", flow_op_name(st->op));
   if (st->kind == FLOW_FAIL) {
     ut_str_printf(s, " [%s] %s\n", harp_status_name(st->code), st->where);
     return;

@@ -49,6 +49,8 @@ static void state_free(ox_flowst *fl) {
   memo_reset(fl);
   free(fl->pins);
   free(fl->symdims);
+  ut_strmap_free(&fl->rtsyms);
+  ut_strmap_free(&fl->wanted);
   free(fl->shape);
   flow_free(fl->f);
   free(fl);
@@ -126,7 +128,27 @@ static harp_status live_names(ox_ctx *c, size_t from, ut_strmap *out) {
   return HARP_OK;
 }
 
+static hg_val slot_import(ox_ctx *c, int k);
+
 /* ---- slots --------------------------------------------------------------------------- */
+/* Slot k's shape s binds the run-time shape variables among its dims that
+ * no slot bound yet (a segment needing one imports that slot). */
+static void bind_syms(ox_flowst *fl, const fe_shape *s, int k) {
+  for (int i = 0; i < s->rank; i++) {
+    const char *sym = fe_dim_is_sym(s->d[i]);
+    int *p = sym ? ut_strmap_find(&fl->rtsyms, sym) : NULL;
+    if (p && *p < 0) *p = k;
+  }
+}
+
+harp_status oxf_need_sym(ox_ctx *c, const char *sym) {
+  int *p = c->fl ? ut_strmap_find(&c->fl->rtsyms, sym) : NULL;
+  if (!p || *p < 0) return ox_fail(c, HARP_E_INTERNAL, "the run-time size %s has no slot", sym);
+  return slot_import(c, *p) < 0 ? c->e->code : HARP_OK;
+}
+
+bool oxf_sym_runtime(const ox_ctx *c, const char *sym) { return c->fl && ut_strmap_find(&c->fl->rtsyms, sym); }
+
 /* A new slot of shape s (its dims are kept for the segments that read it). */
 int oxf_new_slot(ox_ctx *c, const char *name, tiny_dtype dt, const fe_shape *s) {
   ox_flowst *fl = c->fl;
@@ -143,6 +165,7 @@ int oxf_new_slot(ox_ctx *c, const char *name, tiny_dtype dt, const fe_shape *s) 
   }
   fl->shape[k] = *s;
   for (int i = 0; i < s->rank; i++) fe_dim_is_int(s->d[i], &fl->f->slots[k].dims[i]);
+  bind_syms(fl, s, k);
   return k;
 }
 
@@ -152,6 +175,7 @@ const fe_dim *oxf_fresh_dim(ox_ctx *c, const char *base, int axis) {
   snprintf(buf, sizeof buf, "%.40s_d%d", base, axis); /* short: a shape variable's name */
   const char *id = ox_ident(c, buf);
   const fe_dim *d = id ? fe_dim_sym(c->A, id) : NULL;
+  if (d && !ut_strmap_put(&c->fl->rtsyms, id, -1)) d = NULL;
   if (!d && !c->e->code) ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   return d;
 }
@@ -242,6 +266,10 @@ int oxf_slot_of(ox_ctx *c, ox_val *x) {
 }
 
 int oxf_host_in(ox_ctx *c, ox_val *x) {
+  if (!x->slot && x->has_i && oxf_val_runtime(c, x)) { /* sizes known at run time: computed in the segment */
+    if (ox_value(c, x) < 0) return -1;
+    return export_value(c, x);
+  }
   if (!x->slot && (x->has_i || x->has_t)) return oxf_konst_slot(c, x);
   return oxf_slot_of(c, x);
 }
@@ -327,6 +355,7 @@ static const fe_dim *input_dim(ox_ctx *c, const fe_dim *d) {
   if (k) return fl->symdims[*k];
   const char *id = ox_ident(c, "_dim");
   const fe_dim *s = id ? fe_dim_sym(c->A, id) : NULL;
+  if (s && oxf_dim_runtime(c, d) && !ut_strmap_put(&fl->rtsyms, id, -1)) s = NULL; /* an expression of run-time sizes */
   const fe_dim **p = s ? ut_xrealloc(fl->symdims, sizeof *p * (size_t)(fl->nsym + 1)) : NULL;
   if (p) fl->symdims = p, p[fl->nsym] = s;
   if (!p || !ut_strmap_put(&fl->symmemo, d->text, fl->nsym++)) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), NULL;
@@ -342,6 +371,7 @@ static hg_val slot_import(ox_ctx *c, int k) {
   fe_shape s = fl->shape[k];
   for (int i = 0; i < s.rank; i++)
     if (!(s.d[i] = input_dim(c, s.d[i]))) return -1;
+  bind_syms(fl, &s, k);
   const char *id = ox_ident(c, fl->f->slots[k].name);
   hg_val v = id ? fe_input(c->g, id, fl->f->slots[k].dtype, &s) : -1;
   if (ox_check(c, v)) return -1;
@@ -711,8 +741,16 @@ static void drop_empty(flow_program *f) {
   }
 }
 
+static void put_wanted(void *ctx, const char *name) { ut_strmap_put(ctx, name, 1); }
+
+void oxf_wanted(ox_ctx *c, const ox_val *x) {
+  if (!oxf_prepare(c)) ox_needs_data_cb(c, x, put_wanted, &c->fl->wanted);
+}
+
 harp_status ox_flow_finish(ox_ctx *c, harp_status st, onnx_model *out) {
   ox_flowst *fl = c->fl;
+  for (int i = 0; st && fl && c->opts && c->opts->needs_data && i < fl->wanted.cap; i++) /* the import failed: fixed, they may help */
+    if (fl->wanted.keys[i]) c->opts->needs_data(c->opts->needs_ctx, fl->wanted.keys[i]);
   c->fl = NULL;
   if (!fl || !fl->f || st) {
     state_free(fl);

@@ -30,6 +30,9 @@ struct ox_flowst {
   int depth;          /* subgraph scopes open */
   ox_val **pins;      /* values outside any scope that cuts must carry (an unrolled loop's results so far) */
   int npins;
+  ut_strmap rtsyms;   /* the shape variables of dims known at run time only (a host op's outputs, ...) */
+  ut_strmap wanted;   /* graph inputs that, fixed at import, would spare a host step: told
+                         (onnx_opts.needs_data) only if the import fails */
 };
 typedef struct ox_flowst ox_flowst;
 
@@ -45,6 +48,15 @@ int oxf_new_slot(ox_ctx *c, const char *name, tiny_dtype dt, const fe_shape *s);
 int oxf_slot_of(ox_ctx *c, ox_val *x);
 int oxf_konst_slot(ox_ctx *c, ox_val *x);
 int oxf_host_in(ox_ctx *c, ox_val *x);
+/* x is known only at run time where a constant would spare a host step
+ * (a Loop's trip count, TopK's K): the graph inputs it is computed from
+ * are named to onnx_opts.needs_data if the import fails (harp run then
+ * retries with them fixed), not otherwise. */
+void oxf_wanted(ox_ctx *c, const ox_val *x);
+/* Run-time shape variables: whether sym is one; oxf_need_sym imports into
+ * the current segment a slot whose shape binds it. */
+bool oxf_sym_runtime(const ox_ctx *c, const char *sym);
+harp_status oxf_need_sym(ox_ctx *c, const char *sym);
 /* A shape variable for axis `axis` of a value known at run time only. */
 const fe_dim *oxf_fresh_dim(ox_ctx *c, const char *base, int axis);
 /* A step at the end of the current block. */
@@ -88,6 +100,17 @@ harp_status oxf_def_scalar(ox_ctx *s, const char *name, int oty, int64_t v);
 /* Both branches g[] (label[]: their names in messages) compiled as blocks
  * of a host If step on cond; the node's outputs are the step's. */
 harp_status oxf_if_host(ox_ctx *c, ox_val *cond, Onnx__GraphProto *g[2], const char *const label[2]);
+
+/* onnx_flow_ops.c: the current node as host op `op` (why: for the error
+ * when host steps are not allowed) with attributes attr[0..nattr): its
+ * inputs read from slots, its nout outputs new slots of ONNX types oty[]
+ * and shapes shp[] (a NULL dim: known at run time only; the j-th NULL of
+ * every output is one size, as TopK's values and indices share theirs). */
+harp_status oxf_host_op(ox_ctx *c, flow_op op, const char *why, const int64_t *attr, int nattr, int nout, const int *oty,
+                      const fe_shape *shp);
+/* The same with float attributes fattr[0..nf) too. */
+harp_status oxf_host_op_f(ox_ctx *c, flow_op op, const char *why, const int64_t *attr, int nattr, const double *fattr, int nf, int nout,
+                        const int *oty, const fe_shape *shp);
 
 /* onnx_flow_loop.c: x := a scalar constant (a holder outside any scope). */
 harp_status oxf_def_scalar_holder(ox_ctx *c, ox_val *x, int oty, int64_t v);

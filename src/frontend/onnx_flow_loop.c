@@ -371,6 +371,10 @@ static harp_status loop_host(ox_ctx *c, Onnx__GraphProto *body, ox_val *M, ox_va
              OXF_UNROLL_MAX);
   else
     snprintf(why, sizeof why, "the trip count or the condition is known only at run time");
+  /* fixed at import, they could unroll the loop: harp run retries so if the
+   * import fails further on (a body that needs the iteration as a number) */
+  if (M && !M->has_i && !M->has_t) oxf_wanted(c, M);
+  if (cond && !cond->has_i && !cond->has_t) oxf_wanted(c, cond);
   if (oxf_ensure(c, why) || oxf_export(c, (size_t)c->node_index)) return c->e->code;
   int *in = ut_xcalloc((size_t)(2 * n + 4), sizeof *in), *oty = ut_xcalloc((size_t)(n + 3), sizeof *oty);
   int *init = in + n + 2;

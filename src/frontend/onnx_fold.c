@@ -203,6 +203,47 @@ static int64_t by_diff(ebin k, int64_t d) {
   }
 }
 
+/* Whether d is at least *lb for any sizes: a constant plus positive
+ * multiples of sizes (shape variables, their products, floor divisions of
+ * such) is at least its constant. */
+static bool dim_lb(const fe_dim *d, int64_t *lb);
+static bool atom_nonneg(const fe_atom *a) {
+  int64_t lb;
+  if (a->kind == FE_A_SYM) return true;
+  if (a->kind == FE_A_DIV) return dim_lb(a->num, &lb) && lb >= 0;
+  for (int i = 0; i < a->nf; i++)
+    if (!dim_lb(a->f[i], &lb) || lb < 0) return false;
+  return true;
+}
+
+static bool dim_lb(const fe_dim *d, int64_t *lb) {
+  for (int i = 0; i < d->nt; i++)
+    if (d->t[i].k < 0 || !atom_nonneg(d->t[i].atom)) return false;
+  *lb = d->c;
+  return true;
+}
+
+/* Comparison k (or Max / Min: 1 picks a) of a and b decided from a bound
+ * on their difference d alone (a size is never -1); false if it is not. */
+static bool by_bound(ebin k, const fe_dim *d, int64_t *v) {
+  int64_t lb, ub;
+  bool pos = dim_lb(d, &lb) && lb > 0, nonneg = dim_lb(d, &lb) && lb >= 0;
+  bool negd = false, nonpos = false;
+  if (!pos && !nonneg) { /* -d bounded below: d bounded above */
+    bool all = d->nt > 0;
+    for (int i = 0; i < d->nt && all; i++) all = d->t[i].k < 0 && atom_nonneg(d->t[i].atom);
+    ub = d->c;
+    negd = all && ub < 0, nonpos = all && ub <= 0;
+  }
+  if (pos || negd) { /* d != 0 and its sign known */
+    *v = by_diff(k, pos ? 1 : -1);
+    return true;
+  }
+  if (nonneg && (k == E_LT || k == E_GE || k == E_MAX)) return *v = by_diff(k, 0), true; /* d >= 0 */
+  if (nonpos && (k == E_GT || k == E_LE || k == E_MIN)) return *v = by_diff(k, 0), true; /* d <= 0 */
+  return false;
+}
+
 /* x^y of integers as onnxruntime computes it (a negative y truncates to 0
  * unless |x| is 1); false on overflow. */
 static bool int_pow(int64_t x, int64_t y, int64_t *out) {
@@ -234,9 +275,8 @@ static harp_status int_bin(ox_ctx *c, ebin k, int64_t fmod_attr, const fe_dim *a
   }
   const fe_dim *d = (k >= E_MAX && k <= E_GE) && (!ia || !ib) ? fe_dim_sub(c->A, a, b) : NULL;
   int64_t dv;
-  if (d && fe_dim_is_int(d, &dv)) {
-    bool pick = by_diff(k, dv);
-    *r = k == E_MAX || k == E_MIN ? (pick ? a : b) : fe_dim_int(c->A, pick);
+  if (d && (fe_dim_is_int(d, &dv) ? (dv = by_diff(k, dv), true) : by_bound(k, d, &dv))) {
+    *r = k == E_MAX || k == E_MIN ? (dv ? a : b) : fe_dim_int(c->A, dv);
     return HARP_OK;
   }
   if (!ia) return ox_need_value(c, a, "input 0");
@@ -685,6 +725,12 @@ static ox_fold_fn find_fold(const char *op, int *bk, int *uk) {
   return ox_fold_find_move(op);
 }
 
+static bool runtime_sizes(const ox_ctx *c, ox_val *const *x, int n) {
+  for (int i = 0; i < n; i++)
+    if (x[i] && oxf_val_runtime(c, x[i])) return true;
+  return false;
+}
+
 harp_status ox_fold(ox_ctx *c, bool *done) {
   *done = false;
   int nin = (int)c->node->n_input, bk, uk;
@@ -692,7 +738,7 @@ harp_status ox_fold(ox_ctx *c, bool *done) {
   ox_fold_fn fn = find_fold(c->node->op_type, &bk, &uk);
   if (!fn && bk < 0 && uk < 0) return HARP_OK;
   ox_val *x[MAX_IN];
-  bool any = false, dyn = false, ints = true;
+  bool any = false, dyn = false, ints = true, scalars = true;
   for (int i = 0; i < nin; i++) {
     bool failed = false;
     x[i] = ox_in(c, i, &failed);
@@ -701,10 +747,22 @@ harp_status ox_fold(ox_ctx *c, bool *done) {
     any |= x[i] != NULL;
     dyn |= x[i] && x[i]->dyn;
     ints &= !x[i] || x[i]->has_i;
+    scalars &= !x[i] || x[i]->has_i || x[i]->derived || ut_tensor_numel(&x[i]->t) <= 1;
   }
-  /* shape arithmetic, or integers alone; float weights stay the op mappings' */
-  if (!any || !x[0] || (!dyn && !ints)) return HARP_OK; /* every fold reads input 0 */
+  /* shape arithmetic, integers alone, or one-element values and what
+   * folded from them (a size computed in float: torchvision's image
+   * transform); float weights stay the op mappings' */
+  if (!any || !x[0] || (!dyn && !ints && !scalars)) return HARP_OK; /* every fold reads input 0 */
+  int before = c->nvals;
   int r = bk >= 0 ? fold_binary(c, bins[bk].k, x, nin) : uk >= 0 ? fold_unary(c, uns[uk].k, x, nin) : fn(c, x, nin);
+  if (r == FOLD_FAIL && c->e->code == HARP_E_UNBOUND_SYMBOL && runtime_sizes(c, x, nin)) {
+    harp_error_clear(c->e); /* sizes a host op gave: the op computes them in the segment */
+    for (size_t k = 0; k < c->node->n_output; k++) { /* what the fold defined is the mapping's to define */
+      int *j = c->node->output[k][0] ? ut_strmap_find(&c->byname, c->node->output[k]) : NULL;
+      if (j && *j >= before) c->vals[*j].vacant = true;
+    }
+    return HARP_OK;
+  }
   if (r == FOLD_FAIL) return c->e->code ? c->e->code : ox_fail(c, HARP_E_INTERNAL, "folding failed without an error");
   *done = r == FOLD_DONE;
   for (size_t k = 0; *done && dyn && k < c->node->n_output; k++) { /* the outputs are shape arithmetic too */

@@ -47,6 +47,7 @@ typedef struct ox_val {
   bool dyn;         /* computed from the graph inputs' shapes (Shape, Size and what folds from them) */
   bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
+  bool vacant;      /* defined by a fold that was abandoned: the op's mapping defines it again (onnx_fold.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
    * 1: erf(gk gx), 2: 1 + erf(gk gx), 3: gcoef * (1 + erf) [* gx if ghasx]
@@ -182,6 +183,8 @@ harp_status ox_need_value(ox_ctx *c, const fe_dim *d, const char *what);
 /* Tell opts->needs_data which graph inputs x is computed from (a node
  * needs x's values at import and x is not known). */
 void ox_needs_data(ox_ctx *c, const ox_val *x);
+/* The same, each graph input's ONNX name to cb(cb_ctx, name). */
+void ox_needs_data_cb(ox_ctx *c, const ox_val *x, void (*cb)(void *ctx, const char *name), void *cb_ctx);
 /* "--shape x=<batch>x3x<?>x<?>": option, the input's name, its dims (-1:
  * dynamic, named params[i] or "?") into buf. */
 void ox_shape_hint(const char *option, const char *name, int rank, const int64_t *dims, const char *const *params, char *buf, size_t cap);
@@ -250,6 +253,13 @@ OX_RNN_OPS(OX_DECLARE)
  * keepdims, and whether it is a no-op (noop_with_empty_axes, no axes). */
 harp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, bool *keep, bool *noop);
 
+/* onnx_conv3d.c: 3-D Conv (x, w graph values, bias or 0), ConvTranspose
+ * (its constant weight; nsp 3, or 1 as 3-D) and pooling of 5-D inputs, the
+ * current node's attributes read there. */
+harp_status ox_conv3d(ox_ctx *c, hg_val x, hg_val w, hg_val bias);
+harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
+harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
+
 /* onnx_ops_more.c: a negative Slice step as a positive one on the flipped
  * axis (dim must be known); Gather's indices with negative ones counted
  * from the end. */
@@ -268,12 +278,36 @@ hg_val ox_dilated_max_pool(ox_ctx *c, hg_val x, const int64_t *k, const int64_t 
 typedef harp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
+/* onnx_ops_signal.c: DFT, STFT, the windows, MelWeightMatrix, AffineGrid */
+ox_op_fn ox_find_signal(const char *op);
+/* onnx_resize.c: Resize and Upsample */
+ox_op_fn ox_find_resize(const char *op);
 /* onnx_ops_math.c: trigonometry, hyperbolic functions, SwiGLU, RotaryEmbedding, EyeLike, BitShift, Bitwise* */
 ox_op_fn ox_find_math(const char *op);
 /* onnx_ops_index.c: GatherND, Scatter*, CumSum, OneHot, TopK, ReverseSequence, TensorScatter, CenterCropPad */
 ox_op_fn ox_find_index(const char *op);
 /* onnx_flow.c: If, Loop and Scan */
 ox_op_fn ox_find_flow(const char *op);
+/* onnx_flow_ops.c: ops whose output's shape depends on the values, as host
+ * steps: NonMaxSuppression, NonZero, Unique, Compress (ox_find_host); and
+ * TopK, Range and Slice where their graph form cannot be built.
+ * oxf_runtime_inputs: whether the importer may build host steps and one of
+ * the current node's inputs [from, to) is known only at run time. */
+ox_op_fn ox_find_host(const char *op);
+/* Sizes known at run time only (a host op's output's dims): whether d is
+ * one, whether x holds one (and no size that is not so), and x's integers
+ * computed as an int32 tensor of the current segment (x->v). */
+bool oxf_dim_runtime(const ox_ctx *c, const fe_dim *d);
+bool oxf_val_runtime(const ox_ctx *c, const ox_val *x);
+hg_val oxf_ints_value(ox_ctx *c, ox_val *x);
+bool oxf_runtime_inputs(ox_ctx *c, int from, int to);
+harp_status oxf_host_topk(ox_ctx *c, int axis, bool largest, bool sorted);
+harp_status oxf_host_range(ox_ctx *c);
+harp_status oxf_host_slice(ox_ctx *c);
+/* Whether the importer may build host steps and an input in [from, to)
+ * has a size known only at run time; a scatter on the host. */
+bool oxf_runtime_shape(ox_ctx *c, int from, int to);
+harp_status oxf_host_scatter(ox_ctx *c, bool nd, int axis, int red);
 /* Calls put(ctx, name) for each name nodes [from, n) of gp read, and for
  * each their subgraphs read from outside them (captured values). */
 harp_status ox_graph_reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, bool (*put)(void *ctx, const char *name),

@@ -263,7 +263,15 @@ ox_val *ox_new_val(ox_ctx *c, const char *name) {
     ox_fail(c, HARP_E_INVALID_ARG, "a value has an empty name");
     return NULL;
   }
-  if (ut_strmap_find(&c->byname, name)) {
+  int *had = ut_strmap_find(&c->byname, name);
+  if (had && c->vals[*had].vacant) { /* an abandoned fold's: defined again */
+    ox_val *x = &c->vals[*had];
+    ut_tensor_free(&x->t);
+    memset(x, 0, sizeof *x);
+    x->name = name;
+    return x;
+  }
+  if (had) {
     char nm[96];
     ox_printable(name, nm, sizeof nm);
     ox_fail(c, HARP_E_DUPLICATE_ID, "value \"%s\" is defined twice", nm);
@@ -354,6 +362,7 @@ static hg_val const_value(ox_ctx *c, ox_val *x, bool literal) {
       if (!fe_dim_is_int(x->iv[i], &v)) { /* a size read from a dynamic dim, used as data */
         char nm[96], what[160];
         ut_tensor_free(&t);
+        if (oxf_val_runtime(c, x)) return oxf_ints_value(c, x); /* sizes a host op gave: computed in the segment */
         ox_printable(x->name, nm, sizeof nm);
         snprintf(what, sizeof what, "value \"%s\" (used as a tensor)", nm);
         ox_need_value(c, x->iv[i], what);
@@ -765,7 +774,8 @@ static harp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   return st ? st : ox_dyn_list(c); /* the dims left dynamic, for the caller to bind */
 }
 
-static void model_free(onnx_model *m) {
+/* Free what m holds and empty it (m itself is the caller's). */
+static void clear_model(onnx_model *m) {
   hg_program_free(m->program);
   flow_free(m->flow);
   for (int i = 0; i < m->nweights; i++) {
@@ -782,7 +792,7 @@ static void model_free(onnx_model *m) {
 }
 
 void onnx_model_free(onnx_model *m) {
-  if (m) model_free(m);
+  if (m) clear_model(m);
 }
 
 const char *onnx_id_of(const onnx_model *m, const char *onnx_name) {
@@ -834,7 +844,7 @@ harp_status ox_import_model(harp_error *e, Onnx__ModelProto *mp, const char *fil
   free(c.gins);
   free(c.taken);
   onnx__model_proto__free_unpacked(mp, NULL);
-  if (st) model_free(out);
+  if (st) clear_model(out);
   return st;
 }
 

@@ -72,7 +72,7 @@ typedef struct win2d {
  * spatial dims the node has (1 or 2), x is made rank 4. */
 static harp_status spatial(ox_ctx *c, hg_val *x, const char *what, int *nsp) {
   int r = ox_rank_of(c, *x);
-  if (r > 4) return ox_fail(c, HARP_E_UNSUPPORTED, "%d-D %s (harp has 1-D and 2-D)", r - 2, what);
+  if (r > 4) return ox_fail(c, HARP_E_UNSUPPORTED, "%d-D %s (harp has 1-D, 2-D and 3-D)", r - 2, what);
   if (r < 3) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input must have rank 4 (N, C, H, W) or 3 (N, C, W), got rank %d", r);
   *nsp = r - 2;
   if (r == 3) {
@@ -224,6 +224,13 @@ OP(Conv) {
   if (folded && (fw < 0 || fb < 0)) return c->e->code ? c->e->code : ox_fail(c, HARP_E_INTERNAL, "the batch norm fold failed");
   hg_val x = ox_tensor(c, 0), w = x > 0 ? (folded ? fw : ox_tensor(c, 1)) : -1;
   int nsp;
+  if (x > 0 && w > 0 && ox_rank_of(c, x) == 5) { /* 3-D: the depth taps as channels (onnx_conv3d.c) */
+    hg_val bias = folded ? fb : 0;
+    if (!folded && c->node->n_input > 2 && c->node->input[2][0] && (bias = ox_tensor(c, 2)) < 0) return c->e->code;
+    if (ox_conv3d(c, x, w, bias)) return c->e->code;
+    if (folded) ox_find(c, c->node->output[0])->bn_folded = true;
+    return HARP_OK;
+  }
   if (x < 0 || w < 0 || spatial(c, &x, "convolution", &nsp)) return c->e->code;
   if (ox_need_rank(c, w, nsp + 2, nsp + 2, "the weight") || (nsp == 1 && spatial(c, &w, "convolution", &nsp))) return c->e->code;
   const fe_shape *ws = ox_shape_of(c, w);
@@ -320,6 +327,7 @@ static hg_val dilated_sum_pool(ox_ctx *c, hg_val x, const win2d *w, const int64_
 static harp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
   hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
+  if (ox_rank_of(c, x) == 5) return ox_pool3d(c, x, is_max, lp, 3); /* separable (onnx_conv3d.c) */
   int64_t ks[8], ceil_mode, cip = lp ? 1 : 0, order = 0;
   int n, nsp = 0;
   if (spatial(c, &x, "pooling", &nsp) || ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
@@ -330,7 +338,8 @@ static harp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
       ox_attr_int(c, "count_include_pad", 0, &cip) || ox_attr_int(c, "storage_order", 0, &order))
     return c->e->code;
   bool dilated = w.d[0] != 1 || w.d[1] != 1;
-  if (dilated && !is_max && !lp) return ox_fail(c, HARP_E_UNSUPPORTED, "dilated average pooling");
+  if (dilated && !is_max && !lp && nsp == 2) return ox_pool3d(c, ox_tensor(c, 0), false, 0, 2); /* as 3-D (onnx_conv3d.c) */
+  if (dilated && !is_max && !lp) return ox_fail(c, HARP_E_UNSUPPORTED, "dilated 1-D average pooling");
   if (hg_val_dtype(c->g, x) == TINY_BOOL) return ox_fail(c, HARP_E_DTYPE_MISMATCH, "pooling takes numbers, not bool");
   if (lp && (x = int_power(c->g, hg_abs(c->g, x), (int)lp)) < 0) return c->e->code ? c->e->code : ox_fail(c, HARP_E_INTERNAL, "|x|^p");
   int64_t ek[2] = {(w.k[0] - 1) * w.d[0] + 1, (w.k[1] - 1) * w.d[1] + 1}; /* the window's extent */

@@ -760,9 +760,39 @@ OP(Constant) {
   return ox_def_tensor(c, 0, &tmp.t, tmp.oty ? tmp.oty : OX_FLOAT);
 }
 
+/* A fill of a shape known at run time only (sizes a host op gave): the
+ * value expanded in the graph. */
+static harp_status fill_runtime(ox_ctx *c, ox_val *sv, double fill, int oty) {
+  tiny_dtype dt;
+  if (sv->irank != 1 || sv->in > TINY_MAX_RANK) return ox_fail(c, HARP_E_INVALID_ARG, "the shape must be 1-D (at most %d values)", TINY_MAX_RANK);
+  if (!ox_dtype(oty, &dt)) return ox_fail(c, HARP_E_UNSUPPORTED, "value of type %s", ox_type_name(oty));
+  fe_shape s = {.rank = (int)sv->in};
+  for (int i = 0; i < s.rank; i++) s.d[i] = sv->iv[i];
+  hg_val v = fe_expand(c->g, fe_reshape(c->g, hg_const_typed(c->g, fill, dt), &(fe_shape){.rank = 0}), &s);
+  if (ox_def(c, 0, v)) return c->e->code;
+  ox_val *y = ox_find(c, c->node->output[0]);
+  if (y) y->oty = oty;
+  return HARP_OK;
+}
+
 OP(ConstantOfShape) {
   int64_t shp[TINY_MAX_RANK];
   int n;
+  ox_val *sv = ox_in(c, 0, NULL);
+  if (sv && oxf_val_runtime(c, sv)) {
+    double fill = 0;
+    int oty = OX_FLOAT;
+    const Onnx__AttributeProto *a = ox_attr(c, "value");
+    ox_val v = {0};
+    if (a && a->t) {
+      if (ox_decode_tensor(c, a->t, "value", &v)) return c->e->code;
+      bool one = ox_const_scalar(&v, &fill);
+      oty = v.oty;
+      ut_tensor_free(&v.t);
+      if (!one) return ox_fail(c, HARP_E_INVALID_ARG, "value must have one element");
+    }
+    return fill_runtime(c, sv, fill, oty);
+  }
   if (const_ints(c, 0, "shape", shp, TINY_MAX_RANK, &n)) return c->e->code;
   int64_t numel = 1;
   for (int i = 0; i < n; i++) {
@@ -826,6 +856,7 @@ OP(Slice) {
         ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &na))
       return c->e->code;
   } else {
+    if (oxf_runtime_inputs(c, 1, 5)) return oxf_host_slice(c); /* bounds known at run time: on the host */
     if (const_ints(c, 1, "starts", st, TINY_MAX_RANK, &ns) || const_ints(c, 2, "ends", en, TINY_MAX_RANK, &ne)) return c->e->code;
     if (c->node->n_input > 3 && c->node->input[3][0] && const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
     if (c->node->n_input > 4 && c->node->input[4][0] && const_ints(c, 4, "steps", sp, TINY_MAX_RANK, &np)) return c->e->code;
@@ -967,6 +998,22 @@ OP(Expand) {
   return ox_def(c, 0, fe_expand(c->g, x, &to));
 }
 
+/* Pad's wrap mode along one axis: output i reads x[(i - lo) mod n], the
+ * input's copies side by side, cut. */
+static hg_val pad_wrap(ox_ctx *c, hg_val x, int axis, int64_t lo, int64_t hi) {
+  fe_shape s = *ox_shape_of(c, x);
+  int64_t n;
+  if (ox_known(c, s.d[axis], "the size wrap padding repeats", &n)) return -1;
+  if (n < 1) return ox_fail(c, HARP_E_UNSUPPORTED, "wrap padding of an empty axis %d", axis), -1;
+  int64_t before = (lo + n - 1) / n, copies = before + 1 + (hi + n - 1) / n;
+  if (copies > 64) return ox_fail(c, HARP_E_UNSUPPORTED, "wrap padding of %" PRId64 "/%" PRId64 " along an axis of %" PRId64, lo, hi, n), -1;
+  hg_val parts[64];
+  for (int64_t k = 0; k < copies; k++) parts[k] = x;
+  hg_val t = copies == 1 ? x : hg_concat(c->g, parts, (int)copies, axis);
+  int64_t a = before * n - lo, b = a + lo + n + hi, one = 1;
+  return hg_slice(c->g, t, 1, &axis, &a, &b, &one);
+}
+
 /* Pad's edge and reflect modes along one axis: [border lo | x | border hi],
  * a border being the edge element repeated or the next elements mirrored. */
 static hg_val pad_border(ox_ctx *c, hg_val x, int axis, int64_t lo, int64_t hi, bool reflect) {
@@ -1034,9 +1081,9 @@ OP(Pad) {
   if (x < 0) return c->e->code;
   char mode[16];
   if (ox_attr_str(c, "mode", "constant", mode, sizeof mode)) return c->e->code;
-  bool edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect");
-  if (strcmp(mode, "constant") != 0 && !edge && !reflect)
-    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge and reflect)", mode);
+  bool edge = !strcmp(mode, "edge"), reflect = !strcmp(mode, "reflect"), wrap = !strcmp(mode, "wrap");
+  if (strcmp(mode, "constant") != 0 && !edge && !reflect && !wrap)
+    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp pads with constant, edge, reflect and wrap)", mode);
   int r = ox_rank_of(c, x), n;
   int64_t pads[2 * TINY_MAX_RANK];
   double value = 0;
@@ -1056,9 +1103,9 @@ OP(Pad) {
     if (lo[i] < 0 || hi[i] < 0) return ox_fail(c, HARP_E_UNSUPPORTED, "negative pads (cropping)");
     if (lo[i] > OX_MAX_DIM || hi[i] > OX_MAX_DIM) return ox_fail(c, HARP_E_LIMIT, "pads too large");
   }
-  if (!edge && !reflect) return ox_def(c, 0, hg_pad(c->g, x, lo, hi, r, value));
+  if (!edge && !reflect && !wrap) return ox_def(c, 0, hg_pad(c->g, x, lo, hi, r, value));
   for (int i = 0; i < r && x > 0; i++)
-    if (lo[i] || hi[i]) x = pad_border(c, x, i, lo[i], hi[i], reflect);
+    if (lo[i] || hi[i]) x = wrap ? pad_wrap(c, x, i, lo[i], hi[i]) : pad_border(c, x, i, lo[i], hi[i], reflect);
   return ox_def(c, 0, x);
 }
 
@@ -1092,6 +1139,9 @@ harp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_more(op);
   if (!fn) fn = ox_find_math(op);
   if (!fn) fn = ox_find_index(op);
+  if (!fn) fn = ox_find_resize(op);
+  if (!fn) fn = ox_find_signal(op);
+  if (!fn) fn = ox_find_host(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
   if (fn) return fn(c);
   return ox_fail(c, HARP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
@@ -1100,7 +1150,8 @@ harp_status ox_node(ox_ctx *c) {
 bool ox_op_known(const char *op) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return true;
-  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op);
+  return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op) || ox_find_signal(op) || ox_find_host(op) ||
+         ox_find_flow(op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */

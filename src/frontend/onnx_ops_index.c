@@ -228,8 +228,11 @@ static harp_status scatter_elements(ox_ctx *c) {
   reduction red = RED_NONE;
   hg_val x = ox_tensor(c, 0), idx = x > 0 ? indices(c, 1, &iv) : -1, upd = idx > 0 ? ox_tensor(c, 2) : -1;
   if (upd < 0 || ox_attr_int(c, "axis", 0, &a) || (strcmp(c->node->op_type, "Scatter") && reduction_attr(c, &red)) ||
-      dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q) || dims_of(c, upd, "updates", ud, &ru) ||
-      ox_norm_axis(c, a, r, &axis) || scatter_dtype(c, x, upd, red))
+      ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
+    return c->e->code;
+  if (oxf_runtime_shape(c, 0, 3)) return oxf_host_scatter(c, false, axis, red); /* sizes known at run time: on the host */
+  if (dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q) || dims_of(c, upd, "updates", ud, &ru) ||
+      scatter_dtype(c, x, upd, red))
     return c->e->code;
   if (q != r || ru != r) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "data, indices and updates must have one rank (%d, %d, %d)", r, q, ru);
   for (int i = 0; i < r; i++) {
@@ -240,6 +243,8 @@ static harp_status scatter_elements(ox_ctx *c) {
     if (check_const(c, iv, k, dd[axis], "the scatter axis")) return c->e->code;
   int64_t n = id[axis];
   if (r + 1 > TINY_MAX_RANK) return ox_fail(c, HARP_E_LIMIT, "rank above %d", TINY_MAX_RANK - 1);
+  if (c->opts && c->opts->host_flow && prod(dd, 0, r) > 0 && n > OX_MAX_MASK / prod(dd, 0, r))
+    return oxf_host_scatter(c, false, axis, red); /* too large for the comparison mask: on the host */
   if (mask_limit(c, prod(dd, 0, r), n)) return c->e->code;
   int64_t lo[TINY_MAX_RANK] = {0}, hi[TINY_MAX_RANK] = {0};
   bool pad = false;
@@ -273,8 +278,10 @@ OP(ScatterND) {
   int r, q, ru;
   reduction red;
   hg_val x = ox_tensor(c, 0), idx = x > 0 ? indices(c, 1, &iv) : -1, upd = idx > 0 ? ox_tensor(c, 2) : -1;
-  if (upd < 0 || reduction_attr(c, &red) || dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q) ||
-      dims_of(c, upd, "updates", ud, &ru) || scatter_dtype(c, x, upd, red))
+  if (upd < 0 || reduction_attr(c, &red)) return c->e->code;
+  if (oxf_runtime_shape(c, 0, 3)) return oxf_host_scatter(c, true, 0, red); /* sizes known at run time: on the host */
+  if (dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q) || dims_of(c, upd, "updates", ud, &ru) ||
+      scatter_dtype(c, x, upd, red))
     return c->e->code;
   if (q < 1) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "indices must have rank >= 1");
   m = id[q - 1];
@@ -285,6 +292,8 @@ OP(ScatterND) {
   if (!ok) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "updates must have the shape indices.shape[:-1] + data.shape[%" PRId64 ":]", m);
   int64_t P = prod(dd, 0, (int)m), T = prod(dd, (int)m, r), J = prod(id, 0, q - 1);
   if (P > INT32_MAX) return ox_fail(c, HARP_E_LIMIT, "%" PRId64 " indexed rows", P);
+  if (c->opts && c->opts->host_flow && P * T > 0 && J > OX_MAX_MASK / (P * T))
+    return oxf_host_scatter(c, true, 0, red); /* too large for the comparison mask: on the host */
   if (mask_limit(c, P * T, J)) return c->e->code;
   const fe_shape xs = *ox_shape_of(c, x);
   hg_val lin = row_index(c, iv, idx, dd, 0, (int)m);
@@ -394,19 +403,23 @@ OP(TopK) {
   int64_t a, largest, sorted, kk[1], d[TINY_MAX_RANK];
   int nk, r, axis;
   hg_val x = ox_tensor(c, 0);
-  if (x < 0 || ox_attr_int(c, "axis", -1, &a) || ox_attr_int(c, "largest", 1, &largest) || ox_attr_int(c, "sorted", 1, &sorted) ||
-      dims_of(c, x, "the input", d, &r))
+  if (x < 0 || ox_attr_int(c, "axis", -1, &a) || ox_attr_int(c, "largest", 1, &largest) || ox_attr_int(c, "sorted", 1, &sorted))
     return c->e->code;
   /* sorted = 0 leaves the order open: harp's is sorted either way */
+  r = ox_rank_of(c, x);
+  if (r < 1 || r + 1 > TINY_MAX_RANK) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input must have rank 1 to %d", TINY_MAX_RANK - 1);
+  if (ox_norm_axis(c, a, r, &axis)) return c->e->code;
+  bool host = c->opts && c->opts->host_flow && c->opset >= 10;
+  if (c->opset >= 10 && oxf_runtime_inputs(c, 1, 2)) return oxf_host_topk(c, axis, largest != 0, sorted != 0); /* K at run time */
+  if (dims_of(c, x, "the input", d, &r)) return c->e->code;
   if (c->opset < 10) {
     if (ox_attr_int(c, "k", -1, &kk[0])) return c->e->code;
   } else if (ox_const_ints(c, 1, "K", kk, 1, &nk)) {
     return c->e->code;
   }
-  if (r < 1 || r + 1 > TINY_MAX_RANK) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "the input must have rank 1 to %d", TINY_MAX_RANK - 1);
-  if (ox_norm_axis(c, a, r, &axis)) return c->e->code;
   int64_t n = d[axis], k = kk[0];
   if (k < 1 || k > n) return ox_fail(c, k < 1 ? HARP_E_UNSUPPORTED : HARP_E_INVALID_ARG, "k = %" PRId64 " along an axis of %" PRId64, k, n);
+  if (host && prod(d, 0, r) > 0 && n > OX_MAX_MASK / prod(d, 0, r)) return oxf_host_topk(c, axis, largest != 0, sorted != 0);
   if (mask_limit(c, prod(d, 0, r), n)) return c->e->code;
   hg_val xi = with_trailing(c, x), xj = to_trailing(c, x, axis);
   hg_val ni = hg_binary(g, HG_OP_NE, xi, xi), nj = hg_binary(g, HG_OP_NE, xj, xj);

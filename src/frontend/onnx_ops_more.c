@@ -1,5 +1,5 @@
 /* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
- * reductions: Tile, the derived reductions, Resize / Upsample by whole factors, DepthToSpace,
+ * reductions: Tile, the derived reductions, DepthToSpace,
  * SpaceToDepth, ConvTranspose, Col2Im, ArgMax / ArgMin, Einsum; and the negative-index
  * parts of Slice and Gather.
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
@@ -21,11 +21,6 @@ static harp_status known(ox_ctx *c, const fe_dim *d, const char *what, int64_t *
   char w[128];
   snprintf(w, sizeof w, "the size %s needs", what);
   return ox_known(c, d, w, out);
-}
-
-static hg_val slice1(ox_ctx *c, hg_val x, int axis, int64_t lo, int64_t hi) {
-  int64_t one = 1;
-  return hg_slice(c->g, x, 1, &axis, &lo, &hi, &one);
 }
 
 /* Each axis i of x repeated rep[i] times, either whole (tile: [x x x]) or
@@ -142,6 +137,7 @@ OP(Trilu) {
  * weight, int32 or float as the evaluator computes it; computed at run
  * time it is refused. */
 OP(Range) {
+  if (oxf_runtime_inputs(c, 0, 3)) return oxf_host_range(c); /* bounds known at run time: on the host */
   double v[3];
   int64_t iv[3];
   bool ints = true;
@@ -277,145 +273,6 @@ static harp_status arg_reduce(ox_ctx *c, bool is_max) {
 OP(ArgMax) { return arg_reduce(c, true); }
 OP(ArgMin) { return arg_reduce(c, false); }
 
-/* ---- Resize / Upsample: nearest or linear, whole factors -------------------------------- */
-/* The integer factor of each axis from float scales or from output sizes,
- * given for every axis or, with attribute axes (opset 18), for those alone
- * (the others keep their size). */
-static harp_status int_scales(ox_ctx *c, hg_val x, int scales_in, int sizes_in, const char *attr, int64_t *rep) {
-  const fe_shape *s = ox_shape_of(c, x);
-  double f[TINY_MAX_RANK], v[TINY_MAX_RANK];
-  int64_t ax[TINY_MAX_RANK], sz[TINY_MAX_RANK];
-  int n = -1, na, axis_of[TINY_MAX_RANK];
-  bool by_size = false, seen[TINY_MAX_RANK] = {0};
-  if (ox_attr_ints(c, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
-  for (int i = 0; i < (na >= 0 ? na : s->rank); i++) {
-    if (na >= 0 && ox_norm_axis(c, ax[i], s->rank, &axis_of[i])) return c->e->code;
-    if (na < 0) axis_of[i] = i;
-    if (seen[axis_of[i]]) return ox_fail(c, HARP_E_INVALID_ARG, "axis %d is repeated", axis_of[i]);
-    seen[axis_of[i]] = true;
-  }
-  ox_val *sv = scales_in >= 0 ? ox_in(c, scales_in, NULL) : NULL, *zv = sizes_in >= 0 ? ox_in(c, sizes_in, NULL) : NULL;
-  if (sv && sv->has_t && ut_tensor_numel(&sv->t) > 0) {
-    n = (int)(ut_tensor_numel(&sv->t) > TINY_MAX_RANK ? -2 : ut_tensor_numel(&sv->t));
-    for (int i = 0; i < n; i++) v[i] = ut_tensor_get(&sv->t, i);
-  } else if (zv && zv->has_i) {
-    if (ox_const_ints(c, sizes_in, "sizes", sz, TINY_MAX_RANK, &n)) return c->e->code;
-    by_size = true;
-  } else if (attr) {
-    const Onnx__AttributeProto *a = ox_attr(c, attr);
-    if (a) {
-      n = a->n_floats > (size_t)s->rank ? -2 : (int)a->n_floats;
-      for (int i = 0; i < n; i++) v[i] = a->floats[i];
-    }
-  } else if ((sv && !sv->has_t) || (zv && !zv->has_i)) {
-    ox_needs_data(c, sv && !sv->has_t ? sv : zv);
-    return ox_fail(c, HARP_E_UNSUPPORTED, "scales and sizes must be constants");
-  }
-  int want = na >= 0 ? na : s->rank;
-  if (n == -2) return ox_fail(c, HARP_E_INVALID_ARG, "need one scale per axis (%d), got more than %d", want, TINY_MAX_RANK);
-  if (n != want) return ox_fail(c, HARP_E_INVALID_ARG, "need one scale per axis (%d), got %d", want, n < 0 ? 0 : n);
-  for (int i = 0; i < s->rank; i++) f[i] = 1;
-  for (int k = 0; k < n; k++) {
-    int i = axis_of[k];
-    int64_t d;
-    f[i] = v[k];
-    if (!by_size) continue;
-    if (known(c, s->d[i], "Resize by sizes", &d)) return c->e->code;
-    if (d == 0 || sz[k] % d) return ox_fail(c, HARP_E_UNSUPPORTED, "sizes[%d] = %" PRId64 " is not a multiple of %" PRId64, k, sz[k], d);
-    f[i] = (double)(sz[k] / d);
-  }
-  for (int i = 0; i < s->rank; i++) {
-    if (!(f[i] >= 1 && f[i] <= OX_MAX_DIM && f[i] == floor(f[i])))
-      return ox_fail(c, HARP_E_UNSUPPORTED, "scale %g on axis %d (harp resizes by whole factors >= 1)", f[i], i);
-    rep[i] = (int64_t)f[i];
-  }
-  return HARP_OK;
-}
-
-/* Linear upsampling of axis a by the whole factor s: output k s + j lies at
- * input coordinate k + t_j, t_j = (j + 0.5) / s - 0.5 (half-pixel) or j / s
- * (asymmetric), and blends x[k] with its neighbour on t_j's side; past the
- * ends the border element repeats (ONNX clamps the coordinate).  The s
- * phases are stacked on a new axis after a and merged into it. */
-#define OX_MAX_LINEAR 64
-static hg_val linear_axis(ox_ctx *c, hg_val x, int a, int64_t s, bool centred) {
-  hg_graph *g = c->g;
-  const fe_shape sh = *ox_shape_of(c, x);
-  int64_t n;
-  if (known(c, sh.d[a], "linear resizing", &n)) return -1;
-  if (s > OX_MAX_LINEAR) return ox_fail(c, HARP_E_UNSUPPORTED, "linear resizing by %" PRId64 " (at most %d)", s, OX_MAX_LINEAR), -1;
-  hg_val prev = x, next = x;
-  if (n > 1) {
-    hg_val p[2] = {slice1(c, x, a, 0, 1), slice1(c, x, a, 0, n - 1)}, q[2] = {slice1(c, x, a, 1, n), slice1(c, x, a, n - 1, n)};
-    prev = hg_concat(g, p, 2, a), next = hg_concat(g, q, 2, a);
-  }
-  fe_shape u = {.rank = sh.rank + 1}, m = sh;
-  for (int i = 0, k = 0; i < u.rank; i++) u.d[i] = i == a + 1 ? I(c, 1) : sh.d[k++];
-  m.d[a] = fe_dim_mul(c->A, sh.d[a], I(c, s));
-  hg_val ph[OX_MAX_LINEAR];
-  for (int64_t j = 0; j < s; j++) {
-    double t = centred ? (j + 0.5) / (double)s - 0.5 : (double)j / (double)s;
-    hg_val nb = t >= 0 ? next : prev;
-    double w = fabs(t);
-    hg_val v = w == 0 ? x : hg_add(g, hg_mul(g, x, K(c, 1 - w)), hg_mul(g, nb, K(c, w)));
-    ph[j] = fe_reshape(g, v, &u);
-  }
-  return fe_reshape(g, hg_concat(g, ph, (int)s, a + 1), &m);
-}
-
-static harp_status resize(ox_ctx *c, hg_val x, const int64_t *rep, bool linear, bool centred) {
-  if (!linear) {
-    hg_val y = repeat(c, x, rep, false);
-    return c->e->code ? c->e->code : ox_def(c, 0, y);
-  }
-  for (int a = 0; a < ox_rank_of(c, x) && x > 0; a++)
-    if (rep[a] > 1) x = linear_axis(c, x, a, rep[a], centred);
-  return c->e->code ? c->e->code : ox_def(c, 0, x);
-}
-
-OP(Resize) {
-  char mode[32], ctm[32], nm[32];
-  if (ox_attr_str(c, "mode", "nearest", mode, sizeof mode) ||
-      ox_attr_str(c, "coordinate_transformation_mode", c->opset >= 11 ? "half_pixel" : "asymmetric", ctm, sizeof ctm) ||
-      ox_attr_str(c, "nearest_mode", c->opset >= 11 ? "round_prefer_floor" : "floor", nm, sizeof nm))
-    return c->e->code;
-  bool linear = !strcmp(mode, "linear");
-  if (!linear && strcmp(mode, "nearest") != 0)
-    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp resizes with modes nearest and linear)", mode);
-  char kar[32];
-  if (ox_attr_str(c, "keep_aspect_ratio_policy", "stretch", kar, sizeof kar)) return c->e->code;
-  if (strcmp(kar, "stretch") != 0) return ox_fail(c, HARP_E_UNSUPPORTED, "keep_aspect_ratio_policy \"%s\" (harp stretches)", kar);
-  bool centred = !strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel");
-  if (linear && !centred && strcmp(ctm, "asymmetric") != 0)
-    return ox_fail(c, HARP_E_UNSUPPORTED, "linear resizing with coordinate_transformation_mode \"%s\"", ctm);
-  /* nearest with a whole factor s: output i = k s + j reads input k exactly
-   * when the mapped coordinate rounds to k: half-pixel centres round (not
-   * floor), the corner-aligned ones floor. */
-  bool corner = !strcmp(ctm, "asymmetric") || !strcmp(ctm, "tf_half_pixel_for_nn");
-  bool rounds = !strcmp(nm, "round_prefer_floor") || !strcmp(nm, "round_prefer_ceil");
-  if (!linear && !((centred && rounds) || (corner && !strcmp(nm, "floor"))))
-    return ox_fail(c, HARP_E_UNSUPPORTED, "coordinate_transformation_mode \"%s\" with nearest_mode \"%s\"", ctm, nm);
-  hg_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  int64_t rep[TINY_MAX_RANK];
-  if (int_scales(c, x, c->opset >= 11 ? 2 : 1, c->opset >= 11 ? 3 : -1, NULL, rep)) return c->e->code;
-  return resize(c, x, rep, linear, centred);
-}
-
-/* opsets 7 to 9: nearest or linear, asymmetric coordinates */
-OP(Upsample) {
-  char mode[32];
-  if (ox_attr_str(c, "mode", "nearest", mode, sizeof mode)) return c->e->code;
-  bool linear = !strcmp(mode, "linear") || !strcmp(mode, "bilinear");
-  if (!linear && strcmp(mode, "nearest") != 0)
-    return ox_fail(c, HARP_E_UNSUPPORTED, "mode \"%s\" (harp upsamples with modes nearest and linear)", mode);
-  hg_val x = ox_tensor(c, 0);
-  if (x < 0) return c->e->code;
-  int64_t rep[TINY_MAX_RANK];
-  if (int_scales(c, x, c->opset >= 9 ? 1 : -1, -1, c->opset >= 9 ? NULL : "scales", rep)) return c->e->code;
-  return resize(c, x, rep, linear, false);
-}
-
 /* ---- DepthToSpace / SpaceToDepth: reshape, permute, reshape ---------------------------- */
 static harp_status depth_space(ox_ctx *c, bool to_space) {
   hg_val x = ox_tensor(c, 0);
@@ -508,6 +365,8 @@ OP(ConvTranspose) {
   hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   ox_val *wv = ox_in(c, 1, NULL);
+  int xr = ox_rank_of(c, x);
+  if (xr == 5 || xr == 3) return ox_conv_transpose3d(c, x, wv, xr - 2); /* 3-D, and 1-D as 3-D (onnx_conv3d.c) */
   if (!wv || wv->v > 0 || !wv->has_t || wv->t.dtype != TINY_FP32 || wv->t.rank != 4)
     return ox_needs_data(c, wv), ox_fail(c, HARP_E_UNSUPPORTED, "the weight must be a float32 constant of rank 4 (2-D ConvTranspose)");
   const fe_shape xs = *ox_shape_of(c, x);
@@ -771,7 +630,7 @@ static const struct {
 } ops[] = {
 #define E(n) {#n, op_##n}
     E(ArgMax), E(ArgMin), E(Col2Im), E(ConvTranspose), E(DepthToSpace), E(Einsum), E(GatherElements), E(Range), E(ReduceL1), E(ReduceL2),
-    E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(Resize), E(SpaceToDepth), E(Tile), E(Trilu), E(Upsample),
+    E(ReduceLogSum), E(ReduceLogSumExp), E(ReduceProd), E(ReduceSumSquare), E(SpaceToDepth), E(Tile), E(Trilu),
 #undef E
 };
 

@@ -361,7 +361,11 @@ static const ox_val *input_of(const ox_ctx *c, hg_val v) {
 }
 
 void ox_needs_data(ox_ctx *c, const ox_val *x) {
-  if (!x || x->v <= 0 || !c->opts || !c->opts->needs_data) return;
+  if (c->opts && c->opts->needs_data) ox_needs_data_cb(c, x, c->opts->needs_data, c->opts->needs_ctx);
+}
+
+void ox_needs_data_cb(ox_ctx *c, const ox_val *x, void (*cb)(void *ctx, const char *name), void *cb_ctx) {
+  if (!x || x->v <= 0 || !cb) return;
   int n = c->g->n;
   bool *seen = ut_xcalloc((size_t)n + 2, sizeof *seen);
   hg_val *stack = ut_xmalloc(sizeof *stack * ((size_t)n + 2));
@@ -372,7 +376,7 @@ void ox_needs_data(ox_ctx *c, const ox_val *x) {
     const fe_node *nd = fe_node_of(c->g, v);
     if (!nd) continue;
     const ox_val *in = nd->op == HG_OP_INPUT ? input_of(c, v) : NULL;
-    if (in) c->opts->needs_data(c->opts->needs_ctx, in->name);
+    if (in) cb(cb_ctx, in->name);
     for (int k = 0; k < nd->nin; k++)
       if (nd->in[k] > 0 && nd->in[k] <= n && !seen[nd->in[k]]) seen[nd->in[k]] = true, stack[top++] = nd->in[k];
   }

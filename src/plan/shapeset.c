@@ -38,28 +38,28 @@ static void mark_graph(const tiny_graph *g, const tiny_symtab *syms, bool *used)
   for (int i = 0; i < g->n; i++) {
     const tiny_node *n = &g->nodes[i];
     mark_shape(&n->shape, syms, used);
-    switch (n->op) {
-    case TINY_INPUT: mark_shape(&n->a.input.shape, syms, used); break;
-    case TINY_RESHAPE: mark_shape(&n->a.reshape.shape, syms, used); break;
-    case TINY_EXPAND: mark_shape(&n->a.expand.shape, syms, used); break;
-    case TINY_VIEW: mark_shape(&n->a.view.shape, syms, used); break;
-    case TINY_PAD:
+    switch (tiny_op_argkind(n->op)) { /* the sizes its arg names */
+    case TA_INPUT: mark_shape(&n->a.input.shape, syms, used); break;
+    case TA_RESHAPE: mark_shape(&n->a.reshape.shape, syms, used); break;
+    case TA_EXPAND: mark_shape(&n->a.expand.shape, syms, used); break;
+    case TA_VIEW: mark_shape(&n->a.view.shape, syms, used); break;
+    case TA_PAD:
       for (int d = 0; d < n->a.pad.n && d < TINY_MAX_RANK; d++)
         mark_dim(&n->a.pad.lo[d], syms, used), mark_dim(&n->a.pad.hi[d], syms, used);
       break;
-    case TINY_SHRINK:
+    case TA_SHRINK:
       for (int d = 0; d < n->a.shrink.n && d < TINY_MAX_RANK; d++) {
         mark_dim(&n->a.shrink.lo[d], syms, used), mark_dim(&n->a.shrink.hi[d], syms, used);
         if (n->a.shrink.has_step) mark_dim(&n->a.shrink.step[d], syms, used);
       }
       break;
-    case TINY_POOL:
+    case TA_POOL:
       for (int d = 0; d < n->a.pool.n && d < TINY_MAX_RANK; d++) {
         mark_dim(&n->a.pool.kernel[d], syms, used), mark_dim(&n->a.pool.stride[d], syms, used);
         mark_dim(&n->a.pool.dilation[d], syms, used);
       }
       break;
-    case TINY_REDUCE:
+    case TA_REDUCE:
       for (int d = 0; d < n->a.reduce.n && d < TINY_MAX_RANK; d++) mark_dim(&n->a.reduce.axes[d], syms, used);
       break;
     default: break;

@@ -240,25 +240,24 @@ static void operand(rg_ctx *c, int block, int access, rg_operand *o) {
   poly_access_strides(c->e, c->pv, block, access, o->strides, &o->offset, &o->affine);
 }
 
-static bool match_side(walker *w, int pvb, int side, rg_attention *att) {
-  rg_ctx *c = w->c;
-  const poly_contraction *K2 = B(w, pvb)->con;
-  const poly_idx *pidx = side == 0 ? K2->lhs_idx : K2->rhs_idx;
-  int prank = side == 0 ? K2->lhs_rank : K2->rhs_rank;
-  int ptensor = side == 0 ? K2->lhs : K2->rhs;
-  w->n = 0;
-  w->why = NULL;
-  add(w, pvb);
-  /* the key axis of P: the one PV's reduced variable indexes */
+/* The axis of P that PV's reduced variable indexes (the keys), from P's
+ * index pidx of rank prank; -1 (w->why set) when P is not read as a plain
+ * matrix or PV reduces over no axis of it. */
+static int key_axis(walker *w, const poly_contraction *K2, const poly_idx *pidx, int prank) {
   int ax = -1;
   for (int d = 0; d < prank; d++) {
     if (pidx[d].kind == POLY_IDX_VAR && pidx[d].var == K2->nout) ax = d;
-    else if (pidx[d].kind != POLY_IDX_VAR && pidx[d].kind != POLY_IDX_CONST) return fail(w, "P is not read as a plain matrix");
+    else if (pidx[d].kind != POLY_IDX_VAR && pidx[d].kind != POLY_IDX_CONST) return fail(w, "P is not read as a plain matrix"), -1;
   }
-  if (ax < 0) return fail(w, "PV does not reduce over an axis of P");
-  att->p_dtype = c->g->nodes[ptensor].dtype;
-  /* PV reads P through the CASTs its access passes (Poly-View folds them
-   * into the read): they are part of the chain */
+  if (ax < 0) fail(w, "PV does not reduce over an axis of P");
+  return ax;
+}
+
+/* PV (block pvb) reads P (operand `side`) through the CASTs its access
+ * passes (Poly-View folds them into the read): they join the chain, and the
+ * last one is P's dtype. */
+static bool p_casts(walker *w, int pvb, int side, rg_attention *att) {
+  rg_ctx *c = w->c;
   const poly_access_info *pa = &B(w, pvb)->access[side];
   for (int i = 0; i < pa->nvia; i++) {
     int cb = rg_producer_block(c, pa->via[i]);
@@ -267,90 +266,130 @@ static bool match_side(walker *w, int pvb, int side, rg_attention *att) {
     att->p_dtype = c->g->nodes[pa->via[i]].dtype;
     add(w, cb);
   }
+  return true;
+}
+
+/* P (tensor ptensor, rank prank) = [CAST] e / Z, Z = [MAX(., c)] SUM_ax(e):
+ * the block computing e, or -1 (w->why set). */
+static int match_probs(walker *w, int ptensor, int prank, int ax, rg_attention *att) {
+  rg_ctx *c = w->c;
   int b = rg_producer_block(c, ptensor);
-  if (b < 0) return fail(w, "P is no computed value");
+  if (b < 0) return fail(w, "P is no computed value"), -1;
   if (op_of(w, b) == TINY_CAST) {
     add(w, b);
     b = pointwise_src(w, b, 0);
   }
-  if (b < 0 || op_of(w, b) != TINY_FDIV || B(w, b)->nout != prank) return fail(w, "P is not e / sum(e)");
+  if (b < 0 || op_of(w, b) != TINY_FDIV || B(w, b)->nout != prank) return fail(w, "P is not e / sum(e)"), -1;
   int probs = b;
   add(w, probs);
   int eb = pointwise_src(w, probs, 0);
-  if (eb < 0 || !broadcast_along(w, probs, 1, ax)) return fail(w, "P does not divide by a row sum");
+  if (eb < 0 || !broadcast_along(w, probs, 1, ax)) return fail(w, "P does not divide by a row sum"), -1;
   int zb = unclamp(w, rg_producer_block(c, B(w, probs)->access[1].tensor), &att->has_sum_floor, &att->sum_floor);
   if (zb < 0 || !reduce_along(w, zb, B(w, probs)->access[0].tensor, ax) ||
       c->g->nodes[B(w, zb)->node].a.reduce.op != TINY_RSUM)
-    return fail(w, "the row sum is not a SUM over the key axis of e");
+    return fail(w, "the row sum is not a SUM over the key axis of e"), -1;
   add(w, zb);
   add(w, eb);
-  int db;
-  if (op_of(w, eb) == TINY_EXP2) {
-    int tb = pointwise_src(w, eb, 0);
-    double l2 = 0;
-    if (tb < 0 || op_of(w, tb) != TINY_MUL) return fail(w, "EXP2 does not read d * log2(e)");
-    int k = const_operand(w, tb, 1, &l2) ? 0 : const_operand(w, tb, 0, &l2) ? 1 : -1;
-    if (k < 0 || fabs(l2 - LOG2E) > 1e-6) return fail(w, "EXP2 does not read d * log2(e)");
-    add(w, tb);
-    db = pointwise_src(w, tb, k);
-    att->exp2 = true;
-  } else if (op_of(w, eb) == TINY_EXP) {
-    db = pointwise_src(w, eb, 0);
+  return eb;
+}
+
+/* e (block eb) = EXP2(d * log2 e) | EXP(d): the block computing d, or -1
+ * (w->why set); att->exp2 says which. */
+static int match_exp(walker *w, int eb, rg_attention *att) {
+  if (op_of(w, eb) == TINY_EXP) {
     att->exp2 = false;
-  } else {
-    return fail(w, "the exponential is missing");
+    return pointwise_src(w, eb, 0);
   }
-  if (db < 0 || op_of(w, db) != TINY_SUB || !broadcast_along(w, db, 1, ax)) return fail(w, "no max-shift s - max(s)");
+  if (op_of(w, eb) != TINY_EXP2) return fail(w, "the exponential is missing"), -1;
+  int tb = pointwise_src(w, eb, 0);
+  double l2 = 0;
+  if (tb < 0 || op_of(w, tb) != TINY_MUL) return fail(w, "EXP2 does not read d * log2(e)"), -1;
+  int k = const_operand(w, tb, 1, &l2) ? 0 : const_operand(w, tb, 0, &l2) ? 1 : -1;
+  if (k < 0 || fabs(l2 - LOG2E) > 1e-6) return fail(w, "EXP2 does not read d * log2(e)"), -1;
+  add(w, tb);
+  att->exp2 = true;
+  return pointwise_src(w, tb, k);
+}
+
+/* d (block db) = s - Mx, Mx = [MAX(., c)] MAX_ax(s): the block computing
+ * s, or -1 with *ok false (w->why set).  s may be no block (-1, *ok true):
+ * the caller says so. */
+static int match_shift(walker *w, int db, int ax, rg_attention *att, bool *ok) {
+  rg_ctx *c = w->c;
+  *ok = false;
+  if (db < 0 || op_of(w, db) != TINY_SUB || !broadcast_along(w, db, 1, ax)) return fail(w, "no max-shift s - max(s)"), -1;
   add(w, db);
   int sb = pointwise_src(w, db, 0);
   int stensor = B(w, db)->access[0].tensor;
   int mb = unclamp(w, rg_producer_block(c, B(w, db)->access[1].tensor), &att->has_max_floor, &att->max_floor);
   if (mb < 0 || !reduce_along(w, mb, stensor, ax) || c->g->nodes[B(w, mb)->node].a.reduce.op != TINY_RMAX)
-    return fail(w, "the row max is not a MAX over the key axis of s");
+    return fail(w, "the row max is not a MAX over the key axis of s"), -1;
   add(w, mb);
-  /* s = [WHERE] [ADD mask] [MUL scale] S, walked backwards */
+  *ok = true;
+  return sb;
+}
+
+/* One step of s = [WHERE] [ADD mask] [MUL scale] S walked backwards from
+ * block sb at *stage (0: none seen yet, 1: WHERE, 2: ADD, 3: MUL): records
+ * it in att (*where_b: the WHERE block) and gives the block it reads, or
+ * -2 (w->why set) when sb is no such step. */
+static int score_step(walker *w, int sb, int *stage, int *where_b, rg_attention *att) {
+  tiny_op op = op_of(w, sb);
+  double v;
+  if (op == TINY_WHERE && *stage < 1) {
+    if (!const_operand(w, sb, 1, &v) || !(isinf(v) && v < 0)) return fail(w, "WHERE does not write -inf"), -2;
+    att->where_mask = B(w, sb)->access[0].tensor;
+    *where_b = sb;
+    *stage = 1;
+    return pointwise_src(w, sb, 2);
+  }
+  if (op == TINY_ADD && *stage < 2) {
+    int k = -1;
+    for (int j = 0; j < 2 && k < 0; j++) {
+      int p = pointwise_src(w, sb, j);
+      if (p >= 0 && (B(w, p)->kind == POLY_CONTRACTION || op_of(w, p) == TINY_MUL)) k = j;
+    }
+    if (k < 0) return fail(w, "the mask is not added to the scores"), -2;
+    int next = pointwise_src(w, sb, k);
+    att->has_mask = true;
+    operand(w->c, sb, 1 - k, &att->mask);
+    if (!att->mask.affine) return fail(w, "the mask is not read affinely"), -2;
+    *stage = 2;
+    return next;
+  }
+  if (op == TINY_MUL && *stage < 3) {
+    int k = const_operand(w, sb, 1, &v) ? 0 : const_operand(w, sb, 0, &v) ? 1 : -1;
+    if (k < 0) return fail(w, "the scores are scaled by a tensor"), -2;
+    att->scale = v;
+    *stage = 3;
+    return pointwise_src(w, sb, k);
+  }
+  return fail(w, "an op between QK^T and the softmax that attention does not take"), -2;
+}
+
+/* s (block sb) walked back to S: the contraction block, -1 when s leads to
+ * no block, -2 (w->why set) on a step attention does not take. */
+static int match_scores(walker *w, int sb, int *where_b, rg_attention *att) {
   att->scale = 1;
   att->where_mask = -1;
-  int stage = 0, where_b = -1;
+  int stage = 0;
+  *where_b = -1;
   while (sb >= 0 && B(w, sb)->kind != POLY_CONTRACTION) {
-    tiny_op op = op_of(w, sb);
-    double v;
-    int next = -1;
-    if (op == TINY_WHERE && stage < 1) {
-      if (!const_operand(w, sb, 1, &v) || !(isinf(v) && v < 0)) return fail(w, "WHERE does not write -inf");
-      next = pointwise_src(w, sb, 2);
-      att->where_mask = B(w, sb)->access[0].tensor;
-      where_b = sb;
-      stage = 1;
-    } else if (op == TINY_ADD && stage < 2) {
-      int k = -1;
-      for (int j = 0; j < 2 && k < 0; j++) {
-        int p = pointwise_src(w, sb, j);
-        if (p >= 0 && (B(w, p)->kind == POLY_CONTRACTION || op_of(w, p) == TINY_MUL)) k = j;
-      }
-      if (k < 0) return fail(w, "the mask is not added to the scores");
-      next = pointwise_src(w, sb, k);
-      att->has_mask = true;
-      operand(c, sb, 1 - k, &att->mask);
-      if (!att->mask.affine) return fail(w, "the mask is not read affinely");
-      stage = 2;
-    } else if (op == TINY_MUL && stage < 3) {
-      int k = const_operand(w, sb, 1, &v) ? 0 : const_operand(w, sb, 0, &v) ? 1 : -1;
-      if (k < 0) return fail(w, "the scores are scaled by a tensor");
-      att->scale = v;
-      next = pointwise_src(w, sb, k);
-      stage = 3;
-    } else {
-      return fail(w, "an op between QK^T and the softmax that attention does not take");
-    }
+    int next = score_step(w, sb, &stage, where_b, att);
+    if (next == -2) return -2;
     add(w, sb);
     sb = next;
   }
+  return sb;
+}
+
+/* S (block sb) = Q K^T over one axis, with ax its key axis (used by K
+ * only) and one query axis used by Q only: att's q, k and their variables. */
+static bool match_qk(walker *w, int sb, int ax, int prank, rg_attention *att) {
   if (sb < 0 || B(w, sb)->con->pattern != POLY_PAT_MATMUL || B(w, sb)->con->nred != 1)
     return fail(w, "the scores are not a matmul over one axis");
   const poly_contraction *K1 = B(w, sb)->con;
   if (K1->nout != prank) return fail(w, "QK^T and P differ in rank");
-  /* S's key axis is ax: used by one operand only (K); one query axis used by the other only (Q) */
   bool ax_lhs = false, ax_rhs = false;
   for (int i = 0; i < K1->nm; i++) ax_lhs |= K1->m[i] == ax;
   for (int i = 0; i < K1->nn; i++) ax_rhs |= K1->n[i] == ax;
@@ -362,24 +401,30 @@ static bool match_side(walker *w, int pvb, int side, rg_attention *att) {
   att->q_var = qside == 0 ? K1->m[0] : K1->n[0];
   att->d_var = K1->nout;
   att->nbatch = K1->nbatch;
-  operand(c, sb, qside, &att->q);
-  operand(c, sb, 1 - qside, &att->k);
-  /* PV: out = batch, the query axis (from P), dv (from V) */
+  operand(w->c, sb, qside, &att->q);
+  operand(w->c, sb, 1 - qside, &att->k);
+  return true;
+}
+
+/* PV (block pvb, P its operand `side` read by pidx) = batch x the query
+ * axis of P x dv: att's v and dv variable. */
+static bool match_pv(walker *w, int pvb, int side, const poly_idx *pidx, rg_attention *att) {
+  const poly_contraction *K1 = B(w, att->qk)->con, *K2 = B(w, pvb)->con;
   if (K2->nbatch != K1->nbatch || K2->nm != 1 || K2->nn != 1 || K2->nred != 1)
     return fail(w, "PV is not batch x query x value");
   if (pidx[att->q_var].kind != POLY_IDX_VAR || pidx[att->q_var].var != (side == 0 ? K2->m[0] : K2->n[0]))
     return fail(w, "PV reads P with another query axis");
   att->dv_var = side == 0 ? K2->n[0] : K2->m[0];
   att->pv = pvb;
-  operand(c, pvb, 1 - side, &att->v);
+  operand(w->c, pvb, 1 - side, &att->v);
   if (!att->q.affine || !att->k.affine || !att->v.affine) return fail(w, "Q, K or V is not read affinely");
-  add(w, sb);
-  if (where_b >= 0 && check_causal(c, where_b, att->q_var, att->k_var, att)) return false;
-  if (where_b >= 0 && !att->causal) return fail(w, "the WHERE mask is not a causal mask");
-  /* every intermediate is read inside the chain only */
-  for (int i = 0; i < w->n; i++)
-    if (w->blocks[i] != pvb && !only_inside(w, w->blocks[i])) return fail(w, "an intermediate is read outside the chain");
-  /* casts of the result */
+  return true;
+}
+
+/* The CASTs that only convert PV's result (one reader each, pointwise)
+ * join the chain; att->out is the last of them (else PV's own value). */
+static void out_casts(walker *w, int pvb, rg_attention *att) {
+  rg_ctx *c = w->c;
   att->out = B(w, pvb)->node;
   int last = pvb;
   for (;;) {
@@ -399,6 +444,39 @@ static bool match_side(walker *w, int pvb, int side, rg_attention *att) {
     att->out = B(w, reader)->node;
   }
   att->out_dtype = c->g->nodes[att->out].dtype;
+}
+
+/* Shape C ending in contraction pvb with P its operand `side`: the chain's
+ * blocks in w (PV first), the attention in att; false with w->why set, or
+ * on a failure in w->c->e. */
+static bool match_side(walker *w, int pvb, int side, rg_attention *att) {
+  rg_ctx *c = w->c;
+  const poly_contraction *K2 = B(w, pvb)->con;
+  const poly_idx *pidx = side == 0 ? K2->lhs_idx : K2->rhs_idx;
+  int prank = side == 0 ? K2->lhs_rank : K2->rhs_rank;
+  int ptensor = side == 0 ? K2->lhs : K2->rhs;
+  w->n = 0;
+  w->why = NULL;
+  add(w, pvb);
+  int ax = key_axis(w, K2, pidx, prank);
+  if (ax < 0) return false;
+  att->p_dtype = c->g->nodes[ptensor].dtype;
+  if (!p_casts(w, pvb, side, att)) return false;
+  int eb = match_probs(w, ptensor, prank, ax, att);
+  if (eb < 0) return false;
+  int db = match_exp(w, eb, att);
+  if (db < 0 && w->why) return false;
+  bool ok;
+  int sb = match_shift(w, db, ax, att, &ok), where_b;
+  if (!ok || (sb = match_scores(w, sb, &where_b, att)) == -2) return false;
+  if (!match_qk(w, sb, ax, prank, att) || !match_pv(w, pvb, side, pidx, att)) return false;
+  add(w, sb);
+  if (where_b >= 0 && check_causal(c, where_b, att->q_var, att->k_var, att)) return false;
+  if (where_b >= 0 && !att->causal) return fail(w, "the WHERE mask is not a causal mask");
+  /* every intermediate is read inside the chain only */
+  for (int i = 0; i < w->n; i++)
+    if (w->blocks[i] != pvb && !only_inside(w, w->blocks[i])) return fail(w, "an intermediate is read outside the chain");
+  out_casts(w, pvb, att);
   return true;
 }
 

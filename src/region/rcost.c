@@ -121,10 +121,10 @@ void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles) {
   for (int i = 0; i < n; i++) {
     int b = set[i];
     if (b == K || roles[i] >= 0) continue;
-    tiny_op op = OP(c, b);
-    if (op == TINY_RELU) roles[i] = PLAN_EPI_RELU;
-    else if (op == TINY_GELU) roles[i] = PLAN_EPI_GELU;
-    else if (op == TINY_ADD) {
+    tiny_epi ek = tiny_op_epi(OP(c, b)); /* the op table's epilogue column */
+    if (ek == TE_RELU) roles[i] = PLAN_EPI_RELU;
+    else if (ek == TE_GELU) roles[i] = PLAN_EPI_GELU;
+    else if (ek == TE_SHIFT) {
       int in0 = inner_src(c, set, n, b, 0), in1 = inner_src(c, set, n, b, 1);
       if (in0 >= 0 && rg_operand_cast(c, set, n, K, in0)) in0 = -1; /* a converted operand counts as outside */
       if (in1 >= 0 && rg_operand_cast(c, set, n, K, in1)) in1 = -1;
@@ -142,43 +142,46 @@ void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles) {
   }
 }
 
+/* Whether block b of the set (K its anchor) is a step the epilogues of the
+ * CPU and CUDA templates make: a reshape, a cast between floats, or what
+ * the op table's epilogue column says the op is, with its operands in place. */
+static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
+  const tiny_node *x = &c->g->nodes[PB(c, b)->node];
+  if (x->op == TINY_RESHAPE) return true;
+  if (x->op == TINY_CAST) return tiny_dtype_is_float(x->dtype) && tiny_dtype_is_float(c->g->nodes[x->src[0].node].dtype);
+  switch (tiny_op_epi(x->op)) {
+  case TE_RELU:
+  case TE_GELU: return true;
+  case TE_SHIFT:
+  case TE_SCALE: {
+    int in[2];
+    for (int k = 0; k < 2; k++) {
+      in[k] = inner_src(c, set, n, b, k);
+      if (in[k] >= 0 && rg_operand_cast(c, set, n, K, in[k])) in[k] = -1; /* a converted operand: outside */
+    }
+    /* the chain on one side, an operand (a tensor or a constant) on the
+     * other: + or x, a step of the CPU and the CUDA epilogues alike */
+    return (in[0] < 0) != (in[1] < 0);
+  }
+  case TE_LOWER:
+  case TE_UPPER: {
+    /* with a constant (not NaN) on the other side: a clamp step (ReLU6) */
+    int k = inner_src(c, set, n, b, 0) >= 0 ? 1 : 0;
+    double v;
+    return inner_src(c, set, n, b, 1 - k) >= 0 && is_const(c, b, k, &v) && !isnan(v) &&
+           tiny_dtype_is_float(c->g->nodes[PB(c, b)->access[k].tensor].dtype);
+  }
+  default: return false;
+  }
+}
+
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
   int roles[RG_MAX_SET];
   rg_epilogue_roles(c, set, n, K, roles);
   for (int i = 0; i < n; i++) {
     int b = set[i];
     if (b == K || roles[i] == PLAN_EPI_SILU || rg_operand_cast(c, set, n, K, b)) continue;
-    const tiny_node *x = &c->g->nodes[PB(c, b)->node];
-    bool ok = false;
-    switch (x->op) {
-    case TINY_RELU:
-    case TINY_GELU:
-    case TINY_RESHAPE: ok = true; break;
-    case TINY_CAST: ok = tiny_dtype_is_float(x->dtype) && tiny_dtype_is_float(c->g->nodes[x->src[0].node].dtype); break;
-    case TINY_ADD:
-    case TINY_MUL: {
-      int in[2];
-      for (int k = 0; k < 2; k++) {
-        in[k] = inner_src(c, set, n, b, k);
-        if (in[k] >= 0 && rg_operand_cast(c, set, n, K, in[k])) in[k] = -1; /* a converted operand: outside */
-      }
-      /* the chain on one side, an operand (a tensor or a constant) on the
-       * other: + or x, a step of the CPU and the CUDA epilogues alike */
-      ok = (in[0] < 0) != (in[1] < 0);
-      break;
-    }
-    case TINY_MAX:
-    case TINY_MIN: {
-      /* with a constant (not NaN) on the other side: a clamp step (ReLU6) */
-      int k = inner_src(c, set, n, b, 0) >= 0 ? 1 : 0;
-      double v;
-      ok = inner_src(c, set, n, b, 1 - k) >= 0 && is_const(c, b, k, &v) && !isnan(v) &&
-           tiny_dtype_is_float(c->g->nodes[PB(c, b)->access[k].tensor].dtype);
-      break;
-    }
-    default: break;
-    }
-    if (!ok) {
+    if (!epilogue_step_ok(c, set, n, K, b)) {
       *bad = b;
       return false;
     }

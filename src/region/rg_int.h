@@ -146,7 +146,7 @@ bool rg_is_base(const rg_eval *S, const rg_eval *part, bool part_has_anchor);
 /* roles[i] = the plan_epi block set[i] is part of (-1: none), K the contraction */
 void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles);
 /* Is every epilogue op of contraction K in the set a step of the contraction
- * templates (src/backend/contract.c's reading)?  Else *bad: the first that is not. */
+ * templates (src/kernel/contract.c's reading)?  Else *bad: the first that is not. */
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad);
 
 /* select.c: evaluation with cache, greedy, exact windows */

@@ -1,9 +1,9 @@
-/* api.c — harp.h: compile a model file or graph, then model_init /
- * model_run / model_free over the compiled Function (the CPU backend's
- * generated code, the CUDA backend's kernels, or the reference interpreter).
- * The backend is one row of a table; each compiles through the pipeline
- * (harp/pipeline.h) with the knobs of harp_options.
- * Needs: every layer.  Gives: harp.h. */
+/* api.c — harp.h: compile a model file or graph, then harp_model_init /
+ * harp_model_run / harp_model_free over the compiled Function (the CPU
+ * backend's generated code, the CUDA backend's kernels, or the reference
+ * interpreter).  The backend is one row of a table; each compiles through
+ * the pipeline (harp/pipeline.h) with the knobs of harp_options.
+ * Needs: every layer.  Gives: harp.h, harp/advanced.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,14 @@
 #include "harp/knobs.h"
 #include "harp/onnx.h"
 #include "harp/pipeline.h"
+#include "harp/tensor.h"
 #include "util/util.h"
+
+/* harp.h names the Tiny IR's dtypes and rank limit without including it */
+_Static_assert((int)HARP_FP16 == (int)TINY_FP16 && (int)HARP_BF16 == (int)TINY_BF16 && (int)HARP_FP32 == (int)TINY_FP32 &&
+                   (int)HARP_I32 == (int)TINY_I32 && (int)HARP_BOOL == (int)TINY_BOOL && TINY_DTYPE_COUNT == 5,
+               "harp_dtype follows tiny_dtype");
+_Static_assert(HARP_MAX_RANK == TINY_MAX_RANK, "HARP_MAX_RANK is TINY_MAX_RANK");
 
 struct harp_compiled {
   harp_backend backend;
@@ -352,11 +359,11 @@ const char *harp_input_name(const harp_compiled *c, int k) {
 const char *harp_output_name(const harp_compiled *c, int k) {
   return c->flow ? flow_sig_name(c->flow, true, k) : tiny_output_name(c->g, c->g->outputs[k]);
 }
-tiny_dtype harp_input_dtype(const harp_compiled *c, int k) {
-  return c->flow ? flow_sig_dtype(c->flow, false, k) : c->g->nodes[c->inputs[k]].dtype;
+harp_dtype harp_input_dtype(const harp_compiled *c, int k) {
+  return (harp_dtype)(c->flow ? flow_sig_dtype(c->flow, false, k) : c->g->nodes[c->inputs[k]].dtype);
 }
-tiny_dtype harp_output_dtype(const harp_compiled *c, int k) {
-  return c->flow ? flow_sig_dtype(c->flow, true, k) : c->g->nodes[c->g->outputs[k]].dtype;
+harp_dtype harp_output_dtype(const harp_compiled *c, int k) {
+  return (harp_dtype)(c->flow ? flow_sig_dtype(c->flow, true, k) : c->g->nodes[c->g->outputs[k]].dtype);
 }
 
 static int shape_of(const tiny_node *n, int64_t *shape) {
@@ -380,7 +387,7 @@ int64_t harp_param_offset(const harp_compiled *c, const char *name) {
 }
 
 /* ---- instances ------------------------------------------------------------------- */
-harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes) {
+harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t nbytes) {
   if (!c || nbytes != harp_params_bytes(c) || (nbytes && !params)) return NULL;
   harp_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return NULL;
@@ -409,7 +416,7 @@ harp_model *model_init(const harp_compiled *c, const void *params, size_t nbytes
   if (c->backend == HARP_BACKEND_CUDA) { /* its own context, module, device memory and graph; the build shared */
     harp_error e = {0};
     if (rt_gpu_instance(&e, c->gpu, &m->gpu)) {
-      model_free(m);
+      harp_model_free(m);
       return NULL;
     }
   }
@@ -463,7 +470,7 @@ done:
   return rc;
 }
 
-int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
+int harp_model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
   if (!m) return -1;
   m->error[0] = 0;
   if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
@@ -476,13 +483,13 @@ int model_run(harp_model *m, const void *const *inputs, void *const *outputs) {
   return rc;
 }
 
-const char *model_error(const harp_model *m) { return m && m->error[0] ? m->error : NULL; }
+const char *harp_model_error(const harp_model *m) { return m && m->error[0] ? m->error : NULL; }
 
-const void *model_output(const harp_model *m, int k, int64_t *shape, int *rank) {
+const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank) {
   return m && m->flow ? flow_inst_output(m->flow, k, shape, rank) : NULL;
 }
 
-void model_free(harp_model *m) {
+void harp_model_free(harp_model *m) {
   if (!m) return;
   flow_inst_free(m->flow);
   if (m->c->backend == HARP_BACKEND_CPU && !m->flow) rt_cpu_instance_free(m->c->cpu, m->inst);
@@ -490,3 +497,8 @@ void model_free(harp_model *m) {
   free(m->params);
   free(m);
 }
+
+uint16_t harp_f32_to_f16(float f) { return ut_f32_to_f16(f); }
+float harp_f16_to_f32(uint16_t h) { return ut_f16_to_f32(h); }
+uint16_t harp_f32_to_bf16(float f) { return ut_f32_to_bf16(f); }
+float harp_bf16_to_f32(uint16_t h) { return ut_bf16_to_f32(h); }

@@ -3,7 +3,7 @@
 #ifndef HARP_API_INT_H
 #define HARP_API_INT_H
 
-#include "harp.h"
+#include "harp/advanced.h"
 #include "harp/onnx.h"
 
 /* harp_compile_graph with the symbols already bound (any names). */

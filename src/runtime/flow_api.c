@@ -215,7 +215,7 @@ int flow_inst_run(flow_inst *m, const void *const *in, void *const *out, char *e
     for (int d = 0; d < io->rank; d++) known &= io->shape[d] >= 0, same &= io->shape[d] == m->last[k].shape[d];
     if (out[k] && !known)
       st = ut_fail(&e, HARP_E_INPUT_MISMATCH, io->name, "output %s has a shape known only at run time: pass NULL for it and "
-                   "read it with model_output", io->name);
+                   "read it with harp_model_output", io->name);
     else if (out[k] && !same)
       st = ut_fail(&e, HARP_E_INTERNAL, io->name, "output %s does not have the shape harp_output_shape gave", io->name);
   }

@@ -1,7 +1,7 @@
 /* flow_exec.c — runs a host program (harp/flow.h): segments compiled by
  * any backend of harp.h when first met, for the shapes they meet (kept per
  * shape, least recently used dropped past FLOW_MAX_VARIANTS), and the
- * If / Loop / Scan steps on the host between them.
+ * If / Loop / Scan steps and the host ops (flow_ops.c) between them.
  * Needs: harp.h (each segment variant is a harp_compiled + harp_model), the
  * frontend (lowering a segment).  Gives: flow_exec_*. */
 #include <inttypes.h>
@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "api_int.h"
+#include "flow_ops.h"
 #include "harp/flow.h"
 #include "util/util.h"
 
@@ -99,7 +100,7 @@ static harp_status scalar_of(harp_error *e, const ut_tensor *t, const char *wher
 
 /* ---- segments ------------------------------------------------------------------------------- */
 static void variant_free(variant *v) {
-  model_free(v->m);
+  harp_model_free(v->m);
   harp_compiled_free(v->hc);
   free(v->key), free(v->in_of), free(v->out_of), free(v->inp), free(v->outp);
   memset(v, 0, sizeof *v);
@@ -170,7 +171,7 @@ static harp_status compile_variant(harp_error *e, flow_exec *x, const flow_seg *
   unsigned char *params = NULL;
   size_t nb = 0;
   if (!st) st = params_block(e, x, v->hc, &params, &nb);
-  if (!st && !(v->m = model_init(v->hc, params, nb))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
+  if (!st && !(v->m = harp_model_init(v->hc, params, nb))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "harp_model_init failed");
   free(params);
   int ni = st ? 0 : harp_num_inputs(v->hc), no = st ? 0 : harp_num_outputs(v->hc);
   v->in_of = ut_xcalloc((size_t)ni + 1, sizeof *v->in_of), v->out_of = ut_xcalloc((size_t)no + 1, sizeof *v->out_of);
@@ -183,9 +184,9 @@ static harp_status compile_variant(harp_error *e, flow_exec *x, const flow_seg *
     if ((v->out_of[k] = find_name(sg->out_id, sg->nout, harp_output_name(v->hc, k))) < 0)
       st = ut_fail(e, HARP_E_INTERNAL, harp_output_name(v->hc, k), "a segment output that is no slot");
   for (int k = 0; k < ni && !st; k++)
-    if (harp_input_dtype(v->hc, k) != in[v->in_of[k]]->dtype)
+    if ((tiny_dtype)harp_input_dtype(v->hc, k) != in[v->in_of[k]]->dtype)
       st = ut_fail(e, HARP_E_INTERNAL, harp_input_name(v->hc, k), "a segment input of dtype %s gets %s",
-                   tiny_dtype_name(harp_input_dtype(v->hc, k)), tiny_dtype_name(in[v->in_of[k]]->dtype));
+                   tiny_dtype_name((tiny_dtype)harp_input_dtype(v->hc, k)), tiny_dtype_name(in[v->in_of[k]]->dtype));
   if (!st && !(v->key = key_of(x, sg, in, &v->nkey))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (st) variant_free(v);
   x->stats.compiles += !st;
@@ -237,10 +238,10 @@ static harp_status run_seg(harp_error *e, flow_exec *x, int si) {
   for (int k = 0; k < no && !st; k++) {
     int64_t shape[TINY_MAX_RANK];
     int r = harp_output_shape(v->hc, k, shape);
-    if (!(st = ut_tensor_alloc(e, &out[v->out_of[k]], harp_output_dtype(v->hc, k), r, shape))) v->outp[k] = out[v->out_of[k]].data;
+    if (!(st = ut_tensor_alloc(e, &out[v->out_of[k]], (tiny_dtype)harp_output_dtype(v->hc, k), r, shape))) v->outp[k] = out[v->out_of[k]].data;
   }
-  if (!st && model_run(v->m, v->inp, v->outp))
-    st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "segment %d: %s", si, model_error(v->m) ? model_error(v->m) : "model_run failed");
+  if (!st && harp_model_run(v->m, v->inp, v->outp))
+    st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "segment %d: %s", si, harp_model_error(v->m) ? harp_model_error(v->m) : "harp_model_run failed");
   for (int k = 0; k < sg->nout && !st; k++) put(x, sg->out[k], &out[k]);
   for (int k = 0; out && k < sg->nout; k++) ut_tensor_free(&out[k]);
   free(in);
@@ -440,6 +441,21 @@ static harp_status run_scan(harp_error *e, flow_exec *x, const flow_step *sp) {
   return st;
 }
 
+/* A host op: its inputs' tensors (an absent one NULL) in, its outputs into their slots. */
+static harp_status run_op(harp_error *e, flow_exec *x, const flow_step *sp) {
+  const ut_tensor **in = ut_xcalloc((size_t)sp->nin + 1, sizeof *in);
+  ut_tensor *out = ut_xcalloc((size_t)sp->nout + 1, sizeof *out);
+  harp_status st = in && out ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < sp->nin && !st; k++)
+    if (sp->in[k] >= 0 && !(in[k] = get(e, x, sp->in[k]))) st = e->code;
+  if (!st) st = flow_op_run(e, sp, in, out);
+  for (int k = 0; k < sp->nout && !st; k++)
+    if (sp->out[k] >= 0) put(x, sp->out[k], &out[k]);
+  for (int k = 0; out && k < sp->nout; k++) ut_tensor_free(&out[k]);
+  free(in), free(out);
+  return st;
+}
+
 static harp_status run_block(harp_error *e, flow_exec *x, int b) {
   const flow_block *bl = &x->f->blocks[b];
   for (int i = 0; i < bl->nsteps; i++) {
@@ -448,6 +464,7 @@ static harp_status run_block(harp_error *e, flow_exec *x, int b) {
                    : sp->kind == FLOW_IF   ? run_if(e, x, sp)
                    : sp->kind == FLOW_LOOP ? run_loop(e, x, sp)
                    : sp->kind == FLOW_SCAN ? run_scan(e, x, sp)
+                   : sp->kind == FLOW_OP   ? run_op(e, x, sp)
                                               : ut_fail(e, sp->code, NULL, "%s", sp->where); /* a branch that did not import */
     if (st) return st;
   }

@@ -1,11 +1,12 @@
-/* core.c — Tiny IR tables (dtypes, ops), shapes and the symbol table.
- * Needs: harp/tiny.h.  Gives: the table lookups and shape/symtab helpers. */
+/* core.c — Tiny IR dtypes, shapes and the symbol table (the op table: ops.c).
+ * Needs: harp/tiny.h.  Gives: the dtype lookups and shape/symtab helpers. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harp/tiny.h"
+#include "tiny_spell.h"
 #include "util/util.h"
 
 /* ---- dtypes ------------------------------------------------------------- */
@@ -13,15 +14,22 @@ static const struct {
   const char *name;
   int size;
   bool is_float;
+  const char *c, *cuda, *cuda_ld, *cuda_cvt, *npy;
 } dtypes[] = {
-#define TINY_X_DT(e, n, b, f) {n, b, f},
+#define TINY_X_DT(e, n, b, f, c, cu, ld, cvt, npy) {n, b, f, c, cu, ld, cvt, npy},
     TINY_DTYPES(TINY_X_DT)
 #undef TINY_X_DT
 };
 
-const char *tiny_dtype_name(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT ? dtypes[t].name : "?"; }
-int tiny_dtype_size(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT ? dtypes[t].size : 0; }
-bool tiny_dtype_is_float(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT && dtypes[t].is_float; }
+static bool dt_ok(tiny_dtype t) { return (unsigned)t < TINY_DTYPE_COUNT; }
+const char *tiny_dtype_name(tiny_dtype t) { return dt_ok(t) ? dtypes[t].name : "?"; }
+int tiny_dtype_size(tiny_dtype t) { return dt_ok(t) ? dtypes[t].size : 0; }
+bool tiny_dtype_is_float(tiny_dtype t) { return dt_ok(t) && dtypes[t].is_float; }
+const char *tiny_dtype_npy(tiny_dtype t) { return dt_ok(t) ? dtypes[t].npy : "?"; }
+const char *tiny_dtype_c(tiny_dtype t) { return dt_ok(t) ? dtypes[t].c : "?"; }
+const char *tiny_dtype_cuda(tiny_dtype t) { return dt_ok(t) ? dtypes[t].cuda : "?"; }
+const char *tiny_dtype_cuda_ld(tiny_dtype t) { return dt_ok(t) ? dtypes[t].cuda_ld : "?"; }
+const char *tiny_dtype_cuda_cvt(tiny_dtype t) { return dt_ok(t) ? dtypes[t].cuda_cvt : "?"; }
 
 int tiny_dtype_parse(const char *s) {
   if (!s) return -1;
@@ -33,40 +41,6 @@ int tiny_dtype_parse(const char *s) {
   if (strcmp(s, "int32") == 0) return TINY_I32;
   return -1;
 }
-
-/* ---- ops ---------------------------------------------------------------- */
-static const struct {
-  const char *name;
-  tiny_class cls;
-  tiny_argkind arg;
-} ops[] = {
-#define TINY_X_OP(e, n, c, a) {n, c, a},
-    TINY_OPS(TINY_X_OP)
-#undef TINY_X_OP
-};
-
-const char *tiny_op_name(tiny_op op) { return (unsigned)op < TINY_OP_COUNT ? ops[op].name : "?"; }
-tiny_class tiny_op_class(tiny_op op) { return ops[op].cls; }
-tiny_argkind tiny_op_argkind(tiny_op op) { return ops[op].arg; }
-
-int tiny_op_arity(tiny_op op) {
-  switch (ops[op].cls) {
-  case TC_LEAF: return 0;
-  case TC_BINARY: return 2;
-  case TC_TERNARY: return 3;
-  case TC_GATHER: return 2;
-  default: return 1;
-  }
-}
-
-int tiny_op_parse(const char *s) {
-  if (!s) return -1;
-  for (int i = 0; i < TINY_OP_COUNT; i++)
-    if (strcmp(s, ops[i].name) == 0) return i;
-  return -1;
-}
-
-bool tiny_op_is_compare(tiny_op op) { return op == TINY_CMPLT || op == TINY_CMPEQ || op == TINY_CMPNE; }
 
 const char *tiny_reduce_name(tiny_reduce_op r) {
   static const char *n[] = {"SUM", "MAX", "MIN"};

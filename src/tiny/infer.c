@@ -42,8 +42,8 @@ bool tiny_resolve_dim(harp_error *e, const char *id, tiny_dim d, const tiny_symt
   return false;
 }
 
-static harp_status resolve_shape(harp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
-                               bool allow_unknown, tiny_shape *out) {
+harp_status tiny_resolve_shape(harp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
+                              bool allow_unknown, tiny_shape *out) {
   out->rank = arg->rank;
   for (int i = 0; i < arg->rank; i++) {
     if (!tiny_resolve_dim(e, n->id, arg->d[i], syms, allow_unknown, &out->d[i])) return e->code;
@@ -65,6 +65,8 @@ static pair_status pair(const tiny_dim *a, const tiny_dim *b) {
   if (a->sym && b->sym && strcmp(a->sym, b->sym) != 0) return P_CONFLICT;
   return P_EQ; /* equal, or undecidable until bound (checked then) */
 }
+
+bool tiny_dim_mismatch(const tiny_dim *a, const tiny_dim *b) { return pair(a, b) == P_MISMATCH; }
 
 /* Map axes of s (rank r) into t (rank R >= r). */
 static bool align(const tiny_shape *s, const tiny_shape *t, int *map, bool *mismatch) {
@@ -219,13 +221,8 @@ int tiny_expr_count_mod(const tiny_expr *x) {
   return (x->k == TX_MOD) + (x->a ? tiny_expr_count_mod(x->a) : 0) + (x->b ? tiny_expr_count_mod(x->b) : 0);
 }
 
-/* ---- per-op rules ------------------------------------------------------- */
-typedef struct ictx {
-  harp_error *e;
-  tiny_graph *g;
-  const tiny_symtab *syms;
-  bool allow_unknown;
-} ictx;
+/* ---- per-class rules (movement: infer_move.c) --------------------------- */
+typedef tiny_ictx ictx;
 
 static const tiny_shape scalar_shape; /* rank 0 */
 
@@ -283,253 +280,12 @@ static harp_status infer_elementwise(ictx *c, tiny_node *n) {
     for (int k = 0; k < n->nsrc; k++) any_node |= n->src[k].node >= 0;
     if (!any_node) return FAIL(HARP_E_INVALID_ARG, "%s needs a tensor operand, not only immediates", tiny_op_name(n->op));
   }
-  switch (n->op) {
-  case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT:
-  case TINY_RECIP: case TINY_GELU: case TINY_FDIV: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND:
-    if (!tiny_dtype_is_float(dt))
-      return FAIL(HARP_E_DTYPE_MISMATCH, "%s needs a floating-point operand, got %s", tiny_op_name(n->op),
-                  tiny_dtype_name(dt));
-    break;
-  case TINY_ADD: case TINY_SUB: case TINY_NEG: case TINY_RELU:
-  case TINY_CMPLT:
-    if (dt == TINY_BOOL)
-      return FAIL(HARP_E_DTYPE_MISMATCH, "%s is not defined on bool; CAST first", tiny_op_name(n->op));
-    break;
-  default: break;
-  }
+  unsigned rule = tiny_op_dtype_rule(n->op);
+  if ((rule & TD_FLOAT) && !tiny_dtype_is_float(dt))
+    return FAIL(HARP_E_DTYPE_MISMATCH, "%s needs a floating-point operand, got %s", tiny_op_name(n->op), tiny_dtype_name(dt));
+  if ((rule & TD_NUM) && dt == TINY_BOOL)
+    return FAIL(HARP_E_DTYPE_MISMATCH, "%s is not defined on bool; CAST first", tiny_op_name(n->op));
   n->dtype = tiny_op_is_compare(n->op) ? TINY_BOOL : dt;
-  return HARP_OK;
-}
-
-/* Element counts of two shapes, compared as monomials when symbols are unknown. */
-static bool same_numel(const tiny_shape *a, const tiny_shape *b, bool *decided) {
-  int64_t na = tiny_shape_numel(a), nb = tiny_shape_numel(b);
-  *decided = true;
-  if (na >= 0 && nb >= 0) return na == nb;
-  int64_t ka = 1, kb = 1;
-  const char *sa[TINY_MAX_RANK], *sb[TINY_MAX_RANK];
-  int ca = 0, cb = 0;
-  for (int i = 0; i < a->rank; i++) {
-    if (a->d[i].n >= 0) ka *= a->d[i].n;
-    else if (a->d[i].sym) sa[ca++] = a->d[i].sym;
-    else { *decided = false; return true; }
-  }
-  for (int i = 0; i < b->rank; i++) {
-    if (b->d[i].n >= 0) kb *= b->d[i].n;
-    else if (b->d[i].sym) sb[cb++] = b->d[i].sym;
-    else { *decided = false; return true; }
-  }
-  if (ca != cb || ka != kb) { *decided = false; return true; } /* mixed known/unknown: wait for binding */
-  bool used[TINY_MAX_RANK] = {0};
-  for (int i = 0; i < ca; i++) {
-    int j = 0;
-    for (; j < cb; j++)
-      if (!used[j] && strcmp(sa[i], sb[j]) == 0) break;
-    if (j == cb) { *decided = false; return true; }
-    used[j] = true;
-  }
-  return true;
-}
-
-static harp_status infer_move(ictx *c, tiny_node *n) {
-  harp_error *e = c->e;
-  const tiny_node *x = &c->g->nodes[n->src[0].node];
-  const tiny_shape *in = &x->shape;
-  int r = in->rank;
-  n->dtype = x->dtype;
-  n->pieces = x->pieces > 0 ? x->pieces : 1;
-  tiny_shape out = {0};
-  char sbuf[256];
-  switch (n->op) {
-  case TINY_RESHAPE: {
-    if (resolve_shape(e, n, &n->a.reshape.shape, c->syms, c->allow_unknown, &out)) return e->code;
-    bool decided, same = same_numel(in, &out, &decided);
-    if (decided && !same) {
-      char ob[256];
-      tiny_shape_format(in, sbuf, sizeof sbuf);
-      tiny_shape_format(&out, ob, sizeof ob);
-      return FAIL(HARP_E_AXIS_SIZE_MISMATCH, "RESHAPE %s -> %s changes the element count", sbuf, ob);
-    }
-    break;
-  }
-  case TINY_PERMUTE: {
-    const tiny_arg_permute *a = &n->a.permute;
-    bool seen[TINY_MAX_RANK] = {0};
-    if (a->n != r) return FAIL(HARP_E_INVALID_PERMUTATION, "perm has %d entries for rank %d", a->n, r);
-    for (int i = 0; i < r; i++) {
-      if (a->perm[i] < 0 || a->perm[i] >= r || seen[a->perm[i]])
-        return FAIL(HARP_E_INVALID_PERMUTATION, "perm entry %d (%d) is out of range or repeated", i, a->perm[i]);
-      seen[a->perm[i]] = true;
-    }
-    out.rank = r;
-    for (int i = 0; i < r; i++) out.d[i] = in->d[a->perm[i]];
-    break;
-  }
-  case TINY_EXPAND: {
-    const tiny_arg_expand *a = &n->a.expand;
-    if (resolve_shape(e, n, &a->shape, c->syms, c->allow_unknown, &out)) return e->code;
-    int R = out.rank;
-    if (r > R) return FAIL(HARP_E_BROADCAST_MISMATCH, "EXPAND to rank %d from a larger rank %d", R, r);
-    int map[TINY_MAX_RANK];
-    if (a->has_bd && r == R) {
-      bool keep[TINY_MAX_RANK] = {0};
-      for (int i = 0; i < a->nbd; i++) {
-        if (a->bd[i] < 0 || a->bd[i] >= R || keep[a->bd[i]])
-          return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions entry %d is out of range or repeated", a->bd[i]);
-        keep[a->bd[i]] = true;
-      }
-      for (int i = 0; i < r; i++) {
-        map[i] = i;
-        if (!keep[i] && in->d[i].n != 1 && in->d[i].n >= 0)
-          return FAIL(HARP_E_BROADCAST_MISMATCH, "axis %d is broadcast but has size %" PRId64 ", not 1", i, in->d[i].n);
-      }
-    } else if (a->has_bd) {
-      if (a->nbd != r) return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions needs %d entries (one per input axis)", r);
-      for (int i = 0; i < r; i++) {
-        if (a->bd[i] < 0 || a->bd[i] >= R || (i && a->bd[i] <= a->bd[i - 1]))
-          return FAIL(HARP_E_INVALID_ARG, "broadcast_dimensions must be increasing output axes");
-        map[i] = a->bd[i];
-      }
-    } else {
-      for (int i = 0; i < r; i++) map[i] = i + R - r;
-    }
-    for (int i = 0; i < r; i++) {
-      const tiny_dim *s = &in->d[i], *t = &out.d[map[i]];
-      if (s->n == 1) continue;
-      /* pair() lets either side be 1 (broadcasting); EXPAND only grows a 1 */
-      if (pair(s, t) == P_MISMATCH || (s->n >= 0 && t->n >= 0 && s->n != t->n)) {
-        char ob[256];
-        tiny_shape_format(in, sbuf, sizeof sbuf);
-        tiny_shape_format(&out, ob, sizeof ob);
-        return FAIL(HARP_E_BROADCAST_MISMATCH, "EXPAND %s -> %s: axis %d is neither equal nor 1", sbuf, ob, i);
-      }
-    }
-    break;
-  }
-  case TINY_PAD: {
-    const tiny_arg_pad *a = &n->a.pad;
-    if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "pad has %d entries for rank %d", a->n, r);
-    out = *in;
-    for (int i = 0; i < r; i++) {
-      tiny_dim lo, hi;
-      if (!tiny_resolve_dim(e, n->id, a->lo[i], c->syms, c->allow_unknown, &lo) ||
-          !tiny_resolve_dim(e, n->id, a->hi[i], c->syms, c->allow_unknown, &hi))
-        return e->code;
-      /* n == -1 with a symbol means "not bound yet"; anything else below 0 is bad */
-      if ((lo.n < 0 && !lo.sym) || (hi.n < 0 && !hi.sym))
-        return FAIL(HARP_E_INVALID_ARG, "pad amounts must be >= 0 (use SHRINK to cut)");
-      int factor = 1 + (lo.n != 0) + (hi.n != 0);
-      if (n->pieces > INT32_MAX / factor) n->pieces = INT32_MAX; else n->pieces *= factor;
-      if (lo.n == 0 && hi.n == 0) continue; /* axis untouched, keeps its name */
-      if (lo.n >= 0 && hi.n >= 0 && in->d[i].n >= 0) {
-        out.d[i].n = in->d[i].n + lo.n + hi.n;
-        if (out.d[i].n > TINY_MAX_DIM) return FAIL(HARP_E_LIMIT, "padded axis %d is too large", i);
-        out.d[i].sym = NULL;
-      } else {
-        out.d[i].n = -1;
-        out.d[i].sym = NULL;
-      }
-    }
-    break;
-  }
-  case TINY_SHRINK: {
-    const tiny_arg_shrink *a = &n->a.shrink;
-    if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "shrink has %d entries for rank %d", a->n, r);
-    out = *in;
-    for (int i = 0; i < r; i++) {
-      tiny_dim lo, hi, st = {1, NULL};
-      if (!tiny_resolve_dim(e, n->id, a->lo[i], c->syms, c->allow_unknown, &lo) ||
-          !tiny_resolve_dim(e, n->id, a->hi[i], c->syms, c->allow_unknown, &hi) ||
-          (a->has_step && !tiny_resolve_dim(e, n->id, a->step[i], c->syms, c->allow_unknown, &st)))
-        return e->code;
-      if (lo.n >= 0 && hi.n >= 0 && st.n >= 0 && in->d[i].n >= 0) {
-        if (st.n < 1) return FAIL(HARP_E_NEGATIVE_STRIDE, "SHRINK step on axis %d is %" PRId64 "; use FLIP to reverse", i, st.n);
-        if (lo.n > hi.n || hi.n > in->d[i].n)
-          return FAIL(HARP_E_INVALID_ARG, "SHRINK axis %d: need 0 <= lo <= hi <= %" PRId64 ", got [%" PRId64 ", %" PRId64 ")",
-                      i, in->d[i].n, lo.n, hi.n);
-        int64_t len = (hi.n - lo.n + st.n - 1) / st.n;
-        if (len != in->d[i].n) out.d[i].sym = NULL;
-        out.d[i].n = len;
-      } else if (!(lo.n == 0 && hi.sym && in->d[i].sym && strcmp(hi.sym, in->d[i].sym) == 0 && st.n == 1)) {
-        if (!lo.sym && !hi.sym && lo.n > hi.n) return FAIL(HARP_E_INVALID_ARG, "SHRINK axis %d: lo > hi", i);
-        out.d[i].n = -1;
-        out.d[i].sym = NULL;
-      }
-    }
-    break;
-  }
-  case TINY_FLIP: {
-    const tiny_arg_flip *a = &n->a.flip;
-    bool seen[TINY_MAX_RANK] = {0};
-    for (int i = 0; i < a->n; i++) {
-      if (a->axes[i] < 0 || a->axes[i] >= r || seen[a->axes[i]])
-        return FAIL(HARP_E_INVALID_ARG, "FLIP axis %d is out of range or repeated", a->axes[i]);
-      seen[a->axes[i]] = true;
-    }
-    out = *in;
-    break;
-  }
-  case TINY_VIEW: {
-    const tiny_arg_view *a = &n->a.view;
-    if (resolve_shape(e, n, &a->shape, c->syms, c->allow_unknown, &out)) return e->code;
-    if (a->n != r) return FAIL(HARP_E_INVALID_ARG, "index_map has %d entries for an input of rank %d", a->n, r);
-    int64_t sizes[TINY_MAX_RANK];
-    for (int i = 0; i < out.rank; i++) sizes[i] = out.d[i].n;
-    bool empty = tiny_shape_numel(&out) == 0;
-    for (int j = 0; j < r; j++) {
-      if (!a->map[j]) return FAIL(HARP_E_INVALID_ARG, "index_map entry %d is missing", j);
-      int64_t lo, hi;
-      if (empty || in->d[j].n < 0 || !tiny_expr_range(a->map[j], sizes, c->syms, &lo, &hi)) {
-        if (!empty && tiny_shape_known(&out) && in->d[j].n >= 0 && !c->allow_unknown)
-          return FAIL(HARP_E_INVALID_ARG, "index_map entry %d is not affine in the output axes", j);
-        continue;
-      }
-      if (lo < 0 || hi >= in->d[j].n)
-        return FAIL(HARP_E_INVALID_ARG, "index_map entry %d reads [%" PRId64 ", %" PRId64 "] outside axis size %" PRId64, j,
-                    lo, hi, in->d[j].n);
-    }
-    for (int j = 0; j < r; j++) {
-      int mods = tiny_expr_count_mod(a->map[j]);
-      for (int k = 0; k < mods && n->pieces < INT32_MAX / 2; k++) n->pieces *= 2;
-    }
-    break;
-  }
-  case TINY_POOL: {
-    const tiny_arg_pool *a = &n->a.pool;
-    if (a->n < 1 || a->n > r) return FAIL(HARP_E_INVALID_ARG, "POOL window has %d axes for rank %d", a->n, r);
-    if (r + a->n > TINY_MAX_RANK) return FAIL(HARP_E_LIMIT, "POOL result rank exceeds %d", TINY_MAX_RANK);
-    out.rank = r + a->n;
-    int lead = r - a->n;
-    for (int i = 0; i < lead; i++) out.d[i] = in->d[i];
-    for (int m = 0; m < a->n; m++) {
-      tiny_dim k, s, d;
-      if (!tiny_resolve_dim(e, n->id, a->kernel[m], c->syms, c->allow_unknown, &k) ||
-          !tiny_resolve_dim(e, n->id, a->stride[m], c->syms, c->allow_unknown, &s) ||
-          !tiny_resolve_dim(e, n->id, a->dilation[m], c->syms, c->allow_unknown, &d))
-        return e->code;
-      const tiny_dim *vals[3] = {&k, &s, &d};
-      bool bad = false;
-      for (int q = 0; q < 3; q++) /* n < 0 is fine only as "symbol not bound yet" */
-        bad |= vals[q]->n >= 0 ? vals[q]->n < 1 : !vals[q]->sym;
-      if (bad)
-        return FAIL(HARP_E_INVALID_ARG, "POOL kernel, stride and dilation must be >= 1");
-      tiny_dim o = {-1, NULL};
-      int64_t D = in->d[lead + m].n;
-      if (k.n > 0 && s.n > 0 && d.n > 0 && D >= 0) {
-        int64_t span = d.n * (k.n - 1) + 1;
-        if (span > D)
-          return FAIL(HARP_E_AXIS_SIZE_MISMATCH, "POOL window %" PRId64 " is larger than axis %d (size %" PRId64 ")", span,
-                      lead + m, D);
-        o.n = (D - span) / s.n + 1;
-      }
-      out.d[lead + m] = o;
-      out.d[r + m] = k;
-    }
-    break;
-  }
-  default: return FAIL(HARP_E_INTERNAL, "not a movement op");
-  }
-  n->shape = out;
   return HARP_OK;
 }
 
@@ -600,7 +356,7 @@ static harp_status infer_node(ictx *c, tiny_node *n) {
   switch (tiny_op_class(n->op)) {
   case TC_LEAF:
     if (n->op == TINY_INPUT) {
-      if (resolve_shape(e, n, &n->a.input.shape, c->syms, c->allow_unknown, &n->shape)) return e->code;
+      if (tiny_resolve_shape(e, n, &n->a.input.shape, c->syms, c->allow_unknown, &n->shape)) return e->code;
       n->dtype = n->a.input.dtype;
     } else {
       n->shape.rank = 0;
@@ -611,7 +367,7 @@ static harp_status infer_node(ictx *c, tiny_node *n) {
     n->shape = c->g->nodes[n->src[0].node].shape;
     n->dtype = n->a.cast.to;
     return HARP_OK;
-  case TC_MOVE: return infer_move(c, n);
+  case TC_MOVE: return tiny_infer_move(c, n);
   case TC_REDUCE: return infer_reduce(c, n);
   case TC_GATHER: return infer_gather(c, n);
   default: return infer_elementwise(c, n);

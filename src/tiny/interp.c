@@ -154,93 +154,54 @@ static bool is_contiguous(const ival *v) {
 }
 
 /* ---- elementwise --------------------------------------------------------- */
-static float f_unary(tiny_op op, float x) {
+/* The reference values are the op table's f32 and i32 columns
+ * (harp/tiny_ops.h), expressions in the operands a and b. */
+static float f_eval(tiny_op op, float a, float b) {
   switch (op) {
-  case TINY_NEG: return -x;
-  case TINY_EXP2: return exp2f(x);
-  case TINY_LOG2: return log2f(x);
-  case TINY_EXP: return expf(x);
-  case TINY_SQRT: return sqrtf(x);
-  case TINY_RSQRT: return 1.0f / sqrtf(x);
-  case TINY_RECIP: return 1.0f / x;
-  case TINY_RELU: return x < 0 ? 0.0f : x; /* NaN stays NaN */
-  case TINY_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  case TINY_FLOOR: return floorf(x);
-  case TINY_CEIL: return ceilf(x);
-  case TINY_ROUND: return nearbyintf(x); /* halves to even (the default rounding mode) */
+#define F32(e, cls, arg, dt, epi, f32, ...) \
+  case TINY_##e: return (float)(f32);
+    TINY_OPS(F32)
+#undef F32
   default: return NAN;
   }
 }
 
-static int32_t i_unary(tiny_op op, int32_t x) {
+static int32_t i_eval(tiny_op op, int32_t a, int32_t b) {
   switch (op) {
-  case TINY_NEG: return (int32_t)(0u - (uint32_t)x);
-  case TINY_RELU: return x < 0 ? 0 : x;
-  default: return 0;
-  }
-}
-
-static float f_binary(tiny_op op, float a, float b) {
-  switch (op) {
-  case TINY_ADD: return a + b;
-  case TINY_SUB: return a - b;
-  case TINY_MUL: return a * b;
-  case TINY_FDIV: return a / b;
-  case TINY_MAX: return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b);
-  case TINY_MIN: return (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b);
-  case TINY_CMPLT: return a < b;
-  case TINY_CMPEQ: return a == b;
-  case TINY_CMPNE: return a != b;
-  default: return NAN;
-  }
-}
-
-static int32_t i_binary(tiny_op op, int32_t a, int32_t b) {
-  switch (op) {
-  case TINY_ADD: return (int32_t)((uint32_t)a + (uint32_t)b);
-  case TINY_SUB: return (int32_t)((uint32_t)a - (uint32_t)b);
-  case TINY_MUL: return (int32_t)((uint32_t)a * (uint32_t)b);
-  case TINY_MAX: return a > b ? a : b;
-  case TINY_MIN: return a < b ? a : b;
-  case TINY_CMPLT: return a < b;
-  case TINY_CMPEQ: return a == b;
-  case TINY_CMPNE: return a != b;
+#define I32(e, cls, arg, dt, epi, f32, i32, ...) \
+  case TINY_##e: return (int32_t)(i32);
+    TINY_OPS(I32)
+#undef I32
   default: return 0;
   }
 }
 
 /* Float unary/binary ops row by row: the op switch is hoisted out of the
- * inner loop, which walks the last axis with a fixed stride per operand. */
+ * inner loop, which walks the last axis with a fixed stride per operand and
+ * computes the op's f32 column inline. */
 static harp_status float_rows(tiny_op op, tiny_class cls, const ival *const *vs, ival *out) {
   int r = out->rank, nv = cls == TC_BINARY ? 2 : 1;
   int64_t len = out->shape[r - 1], rows = numel_of(out) / len;
   mit it;
   mit_init(&it, r - 1, out->shape, nv, vs);
-  const float *a = vs[0]->buf->data, *b = nv > 1 ? vs[1]->buf->data : NULL;
+  const float *pa = vs[0]->buf->data, *pb = nv > 1 ? vs[1]->buf->data : NULL;
   int64_t sa = vs[0]->stride[r - 1], sb = nv > 1 ? vs[1]->stride[r - 1] : 0;
   float *o = out->buf->data;
   for (int64_t row = 0; row < rows; row++, mit_next(&it), o += len) {
-    const float *x = a + it.off[0], *y = b ? b + it.off[1] : NULL;
-#define LOOP(expr)                                 \
-  for (int64_t j = 0; j < len; j++) {              \
-    float X = x[j * sa], Y = y ? y[j * sb] : 0.0f; \
-    (void)Y;                                       \
-    o[j] = (expr);                                 \
-  }
+    const float *x = pa + it.off[0], *y = pb ? pb + it.off[1] : NULL;
     switch (op) {
-    case TINY_ADD: LOOP(X + Y) break;
-    case TINY_SUB: LOOP(X - Y) break;
-    case TINY_MUL: LOOP(X * Y) break;
-    case TINY_FDIV: LOOP(X / Y) break;
-    case TINY_NEG: LOOP(-X) break;
-    default:
-      if (cls == TC_UNARY) {
-        LOOP(f_unary(op, X))
-      } else {
-        LOOP(f_binary(op, X, Y))
-      }
-    }
+#define LOOP(e, cls, arg, dt, epi, f32, ...)          \
+  case TINY_##e:                                      \
+    for (int64_t j = 0; j < len; j++) {               \
+      float a = x[j * sa], b = y ? y[j * sb] : 0.0f;  \
+      (void)a, (void)b;                               \
+      o[j] = (float)(f32);                            \
+    }                                                 \
+    break;
+      TINY_OPS(LOOP)
 #undef LOOP
+    default: break;
+    }
   }
   return HARP_OK;
 }
@@ -264,15 +225,13 @@ static harp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
   mit it;
   mit_init(&it, out->rank, out->shape, n->nsrc, vs);
   for (int64_t i = 0; i < cnt; i++, mit_next(&it)) {
-    if (cls == TC_UNARY) {
-      if (int_math) io[i] = i_unary(n->op, ldi(vs[0], it.off[0]));
-      else fo[i] = f_unary(n->op, ldf(vs[0], it.off[0]));
-    } else if (cls == TC_BINARY) {
+    if (cls == TC_UNARY || cls == TC_BINARY) {
+      int nb = cls == TC_BINARY; /* a unary op's b: its a, never read */
       if (int_math) {
-        int32_t r = i_binary(n->op, ldi(vs[0], it.off[0]), ldi(vs[1], it.off[1]));
+        int32_t r = i_eval(n->op, ldi(vs[0], it.off[0]), ldi(vs[nb], it.off[nb]));
         if (int_out) io[i] = r; else fo[i] = (float)r;
       } else {
-        float r = f_binary(n->op, ldf(vs[0], it.off[0]), ldf(vs[1], it.off[1]));
+        float r = f_eval(n->op, ldf(vs[0], it.off[0]), ldf(vs[nb], it.off[nb]));
         if (int_out) io[i] = (int32_t)r; else fo[i] = r;
       }
     } else { /* WHERE */

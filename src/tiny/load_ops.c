@@ -20,25 +20,25 @@ typedef struct fnmap {
   tiny_op op;
 } fnmap;
 
-static const fnmap unary_fns[] = {{"neg", TINY_NEG},   {"exp2", TINY_EXP2},   {"log2", TINY_LOG2},
-                                  {"exp", TINY_EXP},   {"sqrt", TINY_SQRT},   {"rsqrt", TINY_RSQRT},
-                                  {"recip", TINY_RECIP}, {"relu", TINY_RELU}, {"gelu", TINY_GELU},
-                                  {"floor", TINY_FLOOR}, {"ceil", TINY_CEIL}, {"round", TINY_ROUND},
-                                  {NULL, 0}};
-static const fnmap binary_fns[] = {{"add", TINY_ADD},     {"sub", TINY_SUB},     {"mul", TINY_MUL},
-                                   {"div", TINY_FDIV},    {"fdiv", TINY_FDIV},   {"max", TINY_MAX},
-                                   {"min", TINY_MIN},     {"cmplt", TINY_CMPLT}, {"lt", TINY_CMPLT},
-                                   {"cmpeq", TINY_CMPEQ}, {"eq", TINY_CMPEQ},    {"cmpne", TINY_CMPNE},
-                                   {"ne", TINY_CMPNE},    {"where", TINY_WHERE}, {NULL, 0}};
-static const fnmap move_kinds[] = {{"reshape", TINY_RESHAPE}, {"permute", TINY_PERMUTE}, {"expand", TINY_EXPAND},
-                                   {"pad", TINY_PAD},         {"shrink", TINY_SHRINK},   {"slice", TINY_SHRINK},
-                                   {"flip", TINY_FLIP},       {"view", TINY_VIEW},       {"pool", TINY_POOL},
-                                   {NULL, 0}};
+/* The dialect names an op by its table name in lower case ("exp2", "add",
+ * "reshape"), or by one of these. */
+static const fnmap name_aliases[] = {{"div", TINY_FDIV}, {"lt", TINY_CMPLT},    {"eq", TINY_CMPEQ},
+                                     {"ne", TINY_CMPNE}, {"slice", TINY_SHRINK}, {NULL, 0}};
 
-static int lookup(const fnmap *m, const char *s) {
-  for (int i = 0; m[i].name; i++)
-    if (strcmp(m[i].name, s) == 0) return (int)m[i].op;
-  return -1;
+static bool lower_eq(const char *upper, const char *s) {
+  for (; *upper && *s; upper++, s++)
+    if (*s != (*upper >= 'A' && *upper <= 'Z' ? *upper - 'A' + 'a' : *upper)) return false;
+  return !*upper && !*s;
+}
+
+/* The op named s, if of class c1 or c2; -1 if none. */
+static int lookup(const char *s, tiny_class c1, tiny_class c2) {
+  int op = -1;
+  for (int i = 0; name_aliases[i].name && op < 0; i++)
+    if (strcmp(name_aliases[i].name, s) == 0) op = (int)name_aliases[i].op;
+  for (int i = 0; i < TINY_OP_COUNT && op < 0; i++)
+    if (lower_eq(tiny_op_name((tiny_op)i), s)) op = i;
+  return op >= 0 && (tiny_op_class((tiny_op)op) == c1 || tiny_op_class((tiny_op)op) == c2) ? op : -1;
 }
 
 /* attrs key aliases of the seed 000 dialect -> canonical arg keys */
@@ -145,9 +145,9 @@ static harp_status parse_op(lctx *c, json_t *op, size_t i, ld_rec *r, const char
   const char *kind = json_string_value(json_object_get(op, "kind"));
   if (!cls) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"op\" must be a string");
   int o = -1;
-  if (!strcmp(cls, "Movement")) o = kind ? lookup(move_kinds, kind) : -1;
-  else if (!strcmp(cls, "Unary")) o = fn ? lookup(unary_fns, fn) : -1;
-  else if (!strcmp(cls, "Binary") || !strcmp(cls, "Ternary")) o = fn ? lookup(binary_fns, fn) : -1;
+  if (!strcmp(cls, "Movement")) o = kind ? lookup(kind, TC_MOVE, TC_MOVE) : -1;
+  else if (!strcmp(cls, "Unary")) o = fn ? lookup(fn, TC_UNARY, TC_UNARY) : -1;
+  else if (!strcmp(cls, "Binary") || !strcmp(cls, "Ternary")) o = fn ? lookup(fn, TC_BINARY, TC_TERNARY) : -1;
   else if (!strcmp(cls, "Reduce")) o = TINY_REDUCE;
   else if (!strcmp(cls, "Cast")) o = TINY_CAST;
   else return ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown op class \"%s\"", cls);

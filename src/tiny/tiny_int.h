@@ -19,6 +19,21 @@ harp_status tiny_broadcast(harp_error *e, const char *id, const tiny_shape *cons
 bool tiny_resolve_dim(harp_error *e, const char *id, tiny_dim d, const tiny_symtab *syms, bool allow_unknown,
                       tiny_dim *out);
 
+/* The arg shape `arg` of node n resolved (sizes checked against the limits). */
+harp_status tiny_resolve_shape(harp_error *e, const tiny_node *n, const tiny_shape *arg, const tiny_symtab *syms,
+                             bool allow_unknown, tiny_shape *out);
+/* Two known sizes that differ, neither of them 1 (broadcasting allows a 1). */
+bool tiny_dim_mismatch(const tiny_dim *a, const tiny_dim *b);
+
+/* One run of shape inference (infer.c); its movement rules (infer_move.c). */
+typedef struct tiny_ictx {
+  harp_error *e;
+  tiny_graph *g;
+  const tiny_symtab *syms;
+  bool allow_unknown;
+} tiny_ictx;
+harp_status tiny_infer_move(tiny_ictx *c, tiny_node *n);
+
 /* Reduce a "symbol or int" arg that must be a plain non-negative integer once
  * bound (pads, steps, kernel sizes). */
 bool tiny_dim_value(tiny_dim d, const tiny_symtab *syms, int64_t *v);

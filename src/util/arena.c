@@ -1,5 +1,5 @@
 /* arena.c — bump allocator (one per compilation) and fault injection.
- * Needs: nothing.  Gives: ut_arena_*, hp_x*alloc, ut_fault_*, ut_release_free_memory. */
+ * Needs: nothing.  Gives: ut_arena_*, ut_x*alloc, ut_fault_*, ut_release_free_memory. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -67,16 +67,7 @@ void ut_tensor_set(ut_tensor *t, int64_t i, float v) {
 }
 
 /* ---- header ------------------------------------------------------------- */
-static const char *descr_of(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16: return "<f2";
-  case TINY_BF16:
-  case TINY_FP32: return "<f4";
-  case TINY_I32: return "<i4";
-  case TINY_BOOL: return "|b1";
-  default: return "?";
-  }
-}
+static const char *descr_of(tiny_dtype t) { return tiny_dtype_npy(t); } /* the dtype table's */
 
 /* Find 'key': in the header dict and return a pointer after the colon. */
 static const char *find_key(const char *h, const char *key) {

@@ -1,4 +1,4 @@
-"""Kernels that are the same code are compiled once (src/backend/c/kdedup.c):
+"""Kernels that are the same code are compiled once (src/backend/common/kdedup.c):
 a model that repeats a layer gets one copy of each kernel's code and
 #defines for the repeats, which run it on their own buffers, passed in the
 copy's order when theirs differs.  The results must match the interpreter

@@ -1,10 +1,18 @@
 """Every uop through `harp run` against numpy, on random data with odd sizes,
-in fp32 and fp16 (computed in fp32 and rounded, as the interpreter does)."""
+in fp32 and fp16 (computed in fp32 and rounded, as the interpreter does).
+The elementwise ops are the op table's (`harp ops --json`): each needs a
+numpy reference in REF, and runs in fp32, fp16 and (when its dtype rule takes
+integers) i32 on every backend, on cpu both as the vector map and as generic
+loops, and on CUDA (the elementwise and the generic kernels) on the SIMT
+simulator, the translation units compiled by NVRTC where there is one."""
+import json
 import math
+import os
+import subprocess
 
 import numpy as np
 
-from harp_test import BACKENDS, Suite, close, run, write_model
+from harp_test import BACKENDS, HARP, Suite, close, run, write_model
 
 s = Suite("uops")
 rng = np.random.default_rng(7)
@@ -15,47 +23,81 @@ def inp(name, dtype, shape):
     return {"id": name, "uop": "INPUT", "arg": {"tensor_id": name, "dtype": dtype, "shape": list(shape)}}
 
 
-def check(name, uops, inputs, want, dtype="fp32", out="r", atol=1e-3):
+def same_bits(got, want):
+    """Exactly equal, NaN to NaN and -0 to -0 (want rounded to got's dtype first)."""
+    want = np.asarray(want).astype(got.dtype)
+    nan = np.isnan(want)
+    ok = np.array_equal(np.isnan(got), nan) and np.array_equal(got[~nan], want[~nan]) and \
+        np.array_equal(np.signbit(got[~nan]), np.signbit(want[~nan]))
+    return ok, "" if ok else f"{got.reshape(-1)[:12]} != {want.reshape(-1)[:12]}"
+
+
+def check(name, uops, inputs, want, dtype="fp32", out="r", atol=1e-3, exact=False, loops=False):
+    """Run the model on every backend against want; exact: bit for bit; loops:
+    on cpu also with the templates off (HARP_NO_TEMPLATES), so an elementwise op
+    runs as the generic loops' C as well as the vector map's."""
     ins = [inp(k, {np.float16: "fp16", np.float32: "fp32", np.int32: "i32", np.bool_: "bool"}[v.dtype.type], v.shape)
            for k, v in inputs.items()]
     model = write_model(ins + uops, [out])
-    for backend in BACKENDS:
+    runs = [(b, False) for b in BACKENDS] + ([("cpu", True)] if loops and "cpu" in BACKENDS else [])
+    for backend, plain in runs:
+        if plain:
+            os.environ["HARP_NO_TEMPLATES"] = "1"
         p, d = run(model, inputs, backend=backend)
-        label = f"{name} [{backend}]"
+        os.environ.pop("HARP_NO_TEMPLATES", None)
+        label = f"{name} [{backend}{', generic loops' if plain else ''}]"
         if p.returncode != 0:
             s.check(label, False, p.stderr)
             continue
         got = np.load(f"{d}/{out}.npy")
         if got.dtype.kind in "ib":
             s.check(label, np.array_equal(got, want), f"{got} != {want}")
+        elif exact:
+            s.check(label, *same_bits(got, want))
         else:
             s.check(label, *close(got, want, atol=atol))
 
+
+# The elementwise uops come from the op table (`harp ops --json`), each with
+# its numpy reference here: an op the table gains without one fails below.
+# REF[op] = (numpy function, operand domains, exact); domains: "x", "y"
+# normal, "p" positive, "h" halves, signed zeros, infinities and NaN, "e" y
+# with some elements equal to x.
+TABLE = json.loads(subprocess.run([HARP, "ops", "--json"], capture_output=True, text=True, check=True).stdout)
+EW = [o for o in TABLE if o["class"] in ("unary", "binary")]
+REF = {
+    "NEG": (np.negative, "x", False), "EXP2": (np.exp2, "x", False), "EXP": (np.exp, "x", False),
+    "RELU": (lambda a: np.maximum(a, 0), "x", False), "GELU": (lambda a: 0.5 * a * (1 + erf(a / np.sqrt(2))), "x", False),
+    "LOG2": (np.log2, "p", False), "SQRT": (np.sqrt, "p", False), "RSQRT": (lambda a: 1 / np.sqrt(a), "p", False),
+    "RECIP": (lambda a: 1 / a, "p", False),
+    "FLOOR": (np.floor, "h", True), "CEIL": (np.ceil, "h", True), "ROUND": (np.round, "h", True),  # halves to even
+    "SIGN": (np.sign, "h", True),
+    "ADD": (np.add, "xy", False), "SUB": (np.subtract, "xy", False), "MUL": (np.multiply, "xy", False),
+    "FDIV": (np.divide, "xp", False), "MAX": (np.maximum, "xy", False), "MIN": (np.minimum, "xy", False),
+    "CMPLT": (np.less, "xe", True), "CMPEQ": (np.equal, "xe", True), "CMPNE": (np.not_equal, "xe", True),
+}
+for o in EW:
+    s.check(f"{o['name']}: a numpy reference in test_uops.py", o["name"] in REF, "the op table has it, REF does not")
+EW = [o for o in EW if o["name"] in REF]
 
 for dt, npdt in (("fp32", np.float32), ("fp16", np.float16)):
     x = (rng.standard_normal((5, 7)) * 2).astype(npdt)
     y = (rng.standard_normal((5, 7)) * 2).astype(npdt)
     pos = (np.abs(rng.standard_normal((5, 7))) + 0.1).astype(npdt)
-    X, Y, P = x.astype(np.float32), y.astype(np.float32), pos.astype(np.float32)
-    un = {"NEG": -X, "EXP2": np.exp2(X), "EXP": np.exp(X), "RELU": np.maximum(X, 0),
-          "GELU": 0.5 * X * (1 + erf(X / np.sqrt(2)))}
-    for op, want in un.items():
-        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x"]}], {"x": x}, want)
-    # rounding: halves (to even for ROUND), signed zeros, infinities, NaN
-    h = np.concatenate([np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -0.0, np.inf, -np.inf, np.nan]), X.reshape(-1)[:25]]).astype(npdt)
-    H = h.astype(np.float32)
-    for op, want in {"FLOOR": np.floor(H), "CEIL": np.ceil(H), "ROUND": np.round(H)}.items():
-        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["h"]}], {"h": h.reshape(5, 7)}, want.reshape(5, 7), atol=0)
-    for op, want in {"LOG2": np.log2(P), "SQRT": np.sqrt(P), "RSQRT": 1 / np.sqrt(P), "RECIP": 1 / P}.items():
-        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["p"]}], {"p": pos}, want)
-    bi = {"ADD": X + Y, "SUB": X - Y, "MUL": X * Y, "FDIV": X / P, "MAX": np.maximum(X, Y), "MIN": np.minimum(X, Y)}
-    for op, want in bi.items():
-        other = "p" if op == "FDIV" else "y"
-        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x", other]}], {"x": x, other: {"p": pos, "y": y}[other]}, want)
-    for op, f in {"CMPLT": np.less, "CMPEQ": np.equal, "CMPNE": np.not_equal}.items():
-        yy = y.copy()
-        yy[0] = x[0]  # some equal elements
-        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": ["x", "y"]}], {"x": x, "y": yy}, f(X, yy.astype(np.float32)))
+    e = y.copy()
+    e[0] = x[0]  # some equal elements
+    # halves (to even for ROUND), signed zeros, infinities, NaN, subnormals (fp32)
+    h = np.concatenate([np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-45]),
+                        x.reshape(-1)[:23]]).astype(npdt).reshape(5, 7)
+    data = {"x": x, "y": y, "p": pos, "e": e, "h": h}
+    X, Y = x.astype(np.float32), y.astype(np.float32)
+    for o in EW:
+        op = o["name"]
+        fn, dom, exact = REF[op]
+        names = [dom[0]] if o["arity"] == 1 else list(dom)
+        args = [data[k].astype(np.float32) for k in names]
+        check(f"{op}/{dt}", [{"id": "r", "uop": op, "src": names}], {k: data[k] for k in names}, fn(*args),
+              exact=exact, loops=True)
     check(f"WHERE/{dt}", [{"id": "c", "uop": "CMPLT", "src": ["x", "y"]}, {"id": "r", "uop": "WHERE", "src": ["c", "x", "y"]}],
           {"x": x, "y": y}, np.where(X < Y, X, Y))
     for op, f in {"SUM": np.sum, "MAX": np.max, "MIN": np.min}.items():
@@ -85,12 +127,18 @@ e = np.arange(3, dtype=np.float32).reshape(3, 1)
 check("EXPAND", [{"id": "r", "uop": "EXPAND", "src": ["e"], "arg": {"result_shape": [2, 3, 4]}}], {"e": e},
       np.broadcast_to(e, (2, 3, 4)))
 
-# i32 and bool
+# i32: every elementwise op whose dtype rule takes integers (the op table's)
 a = rng.integers(-50, 50, (4, 6)).astype(np.int32)
 b = rng.integers(1, 9, (4, 6)).astype(np.int32)
-for op, want in {"ADD": a + b, "SUB": a - b, "MUL": a * b, "MAX": np.maximum(a, b), "MIN": np.minimum(a, b), "NEG": -a}.items():
-    src = ["a"] if op == "NEG" else ["a", "b"]
-    check(f"{op}/i32", [{"id": "r", "uop": op, "src": src}], {"a": a, "b": b} if op != "NEG" else {"a": a}, want)
+b[0] = a[0]
+for o in EW:
+    if o["float_only"]:
+        continue
+    op = o["name"]
+    fn = REF[op][0]
+    src = ["a"] if o["arity"] == 1 else ["a", "b"]
+    ab = {"a": a, "b": b}
+    check(f"{op}/i32", [{"id": "r", "uop": op, "src": src}], {k: ab[k] for k in src}, fn(*[ab[k] for k in src]), loops=True)
 check("REDUCE SUM/i32", [{"id": "r", "uop": "REDUCE", "src": ["a"], "arg": {"op": "SUM", "axes": [1], "dtype": "i32"}}],
       {"a": a}, a.sum(1).astype(np.int32))
 mask = rng.integers(0, 2, (4, 6)).astype(np.bool_)
@@ -160,4 +208,58 @@ clean = rng.standard_normal((6, 1531)).astype(np.float32) * 4
 C64 = clean.astype(np.float64)
 E = np.exp(C64 - C64.max(1, keepdims=True))
 check("softmax long rows", softmax, {"x": clean}, E / E.sum(1, keepdims=True), atol=1e-6)
+# ---- CUDA: every elementwise op of the table in one translation unit --------------------------
+# fp32 (the elementwise kernel: the cuda text), fp32 of rank 9 and i32 (the
+# generic kernels: the gpu and gpu_int text), each run on the CPU SIMT
+# simulator against numpy and compiled with NVRTC for sm_80 and sm_90a (when
+# there is one).
+try:
+    import cuda_sim
+except ImportError:
+    cuda_sim = None
+
+
+def cuda_all(label, ops, data, env):
+    names = sorted({k for o in ops for k in REF[o["name"]][1][:o["arity"]]})
+    uops = [inp(k, {np.float32: "fp32", np.int32: "i32"}[data[k].dtype.type], data[k].shape) for k in names]
+    uops += [{"id": f"r_{o['name']}", "uop": o["name"], "src": list(REF[o["name"]][1][:o["arity"]])} for o in ops]
+    model = write_model(uops, [f"r_{o['name']}" for o in ops])
+    os.environ.update(env)
+    dumps = {t: cuda_sim.dump(model, t) for t in ("sm80", "sm90")}
+    for k in env:
+        os.environ.pop(k, None)
+    for t, (p, d) in dumps.items():
+        s.check(f"CUDA {label} {t}: harp dump --dump gpu,cu", p.returncode == 0, p.stderr[-400:])
+        if p.returncode:
+            return
+        ok, log = cuda_sim.nvrtc_ok(open(os.path.join(d, "model.cu")).read(), {"sm80": "sm_80", "sm90": "sm_90a"}[t])
+        if ok is not None:
+            s.check(f"CUDA {label} {t}: NVRTC compiles model.cu", ok, log[-600:])
+    if not cuda_sim.have_gxx():
+        return
+    got, err = cuda_sim.run(dumps["sm80"][1], {k: data[k] for k in names})
+    s.check(f"CUDA {label}: runs on the simulator", err is None, err)
+    for o in ops if err is None else ():
+        fn, dom, exact = REF[o["name"]]
+        want = fn(*[data[k] for k in dom[:o["arity"]]])
+        g = got[f"r_{o['name']}"]
+        what = f"CUDA {label}: {o['name']} matches numpy"
+        if g.dtype.kind in "ib":
+            s.check(what, np.array_equal(g, want), f"{g} != {want}")
+        else:
+            s.check(what, *(same_bits(g, want) if exact else close(g, want, atol=1e-5)))
+
+
+if cuda_sim:
+    x, y = rng.standard_normal((5, 7)).astype(np.float32) * 2, rng.standard_normal((5, 7)).astype(np.float32) * 2
+    e = y.copy()
+    e[0] = x[0]
+    h = np.concatenate([np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-45], np.float32),
+                        x.reshape(-1)[:23]]).reshape(5, 7)
+    fdata = {"x": x, "y": y, "e": e, "h": h, "p": np.abs(x) + np.float32(0.1)}
+    cuda_all("fp32", EW, fdata, {})
+    # rank 9, past the elementwise kernel's 8: the generic kernels' gpu text
+    cuda_all("fp32 rank 9", EW, {k: v.reshape((1,) * 7 + v.shape) for k, v in fdata.items()}, {})
+    ints = [o for o in EW if not o["float_only"]]
+    cuda_all("i32", ints, {"x": a[:, :5].copy(), "y": b[:, :5].copy(), "e": b[:, :5].copy(), "h": a[:, :5].copy()}, {})
 s.close()

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "harp.h"
+#include "harp/advanced.h"
 #include "testutil.h"
 #include "util/util.h"
 
@@ -21,7 +22,7 @@ static void gemm_bias_relu(harp_backend backend, float *out) {
   assert_string_equal(harp_input_name(c, 0), "A");
   assert_int_equal(harp_num_outputs(c), 1);
   assert_string_equal(harp_output_name(c, 0), "C2");
-  int64_t shape[TINY_MAX_RANK];
+  int64_t shape[HARP_MAX_RANK];
   assert_int_equal(harp_output_shape(c, 0, shape), 2);
   assert_int_equal(shape[0], 3);
   assert_int_equal(shape[1], 5);
@@ -30,18 +31,18 @@ static void gemm_bias_relu(harp_backend backend, float *out) {
   unsigned char *params = calloc(1, nbytes);
   uint16_t *B = (uint16_t *)(params + harp_param_offset(c, "B"));
   uint16_t *bias = (uint16_t *)(params + harp_param_offset(c, "bias"));
-  for (int i = 0; i < 4 * 5; i++) B[i] = ut_f32_to_f16((float)(i % 7) - 3.0f);
-  for (int i = 0; i < 5; i++) bias[i] = ut_f32_to_f16(0.5f * (float)i);
+  for (int i = 0; i < 4 * 5; i++) B[i] = harp_f32_to_f16((float)(i % 7) - 3.0f);
+  for (int i = 0; i < 5; i++) bias[i] = harp_f32_to_f16(0.5f * (float)i);
   assert_int_equal(harp_param_offset(c, "nope"), -1);
   uint16_t A[3 * 4], C[3 * 5];
-  for (int i = 0; i < 12; i++) A[i] = ut_f32_to_f16((float)(i % 5) - 2.0f);
-  harp_model *m = model_init(c, params, nbytes);
+  for (int i = 0; i < 12; i++) A[i] = harp_f32_to_f16((float)(i % 5) - 2.0f);
+  harp_model *m = harp_model_init(c, params, nbytes);
   assert_non_null(m);
-  assert_null(model_init(c, params, nbytes + 1)); /* wrong block size */
+  assert_null(harp_model_init(c, params, nbytes + 1)); /* wrong block size */
   const void *inputs[] = {A};
   void *outputs[] = {C};
-  for (int rep = 0; rep < 3; rep++) assert_int_equal(model_run(m, inputs, outputs), 0);
-  for (int i = 0; i < 15; i++) out[i] = ut_f16_to_f32(C[i]);
+  for (int rep = 0; rep < 3; rep++) assert_int_equal(harp_model_run(m, inputs, outputs), 0);
+  for (int i = 0; i < 15; i++) out[i] = harp_f16_to_f32(C[i]);
   /* check against a direct computation */
   for (int r = 0; r < 3; r++)
     for (int j = 0; j < 5; j++) {
@@ -50,7 +51,7 @@ static void gemm_bias_relu(harp_backend backend, float *out) {
       float want = fmaxf(ut_round_f16(acc) + ut_f16_to_f32(bias[j]), 0);
       assert_true(fabsf(out[r * 5 + j] - ut_round_f16(want)) <= 1e-3f + 1e-3f * fabsf(want));
     }
-  model_free(m);
+  harp_model_free(m);
   free(params);
   harp_compiled_free(c);
 }
@@ -81,13 +82,13 @@ static void test_errors(void **state) {
   opts.syms = syms;
   opts.params = weights;
   assert_int_equal(harp_compile_file(&err, path, &opts, &c), HARP_E_USAGE); /* no input Z */
-  assert_null(model_init(NULL, NULL, 0));
-  assert_int_equal(model_run(NULL, NULL, NULL), -1);
-  model_free(NULL);
+  assert_null(harp_model_init(NULL, NULL, 0));
+  assert_int_equal(harp_model_run(NULL, NULL, NULL), -1);
+  harp_model_free(NULL);
   harp_compiled_free(NULL);
 }
 
-/* A graph from the builder API, compiled directly. */
+/* A Tiny IR graph from harp/tiny.h's builder, compiled directly (harp/advanced.h). */
 static void test_builder_graph(void **state) {
   (void)state;
   tiny_graph *g = tiny_graph_new();
@@ -102,12 +103,12 @@ static void test_builder_graph(void **state) {
   assert_ok(&err, harp_compile_graph(&err, g, &opts, &c));
   float in[8], out[8];
   for (int i = 0; i < 8; i++) in[i] = (float)i * 0.25f;
-  harp_model *m = model_init(c, NULL, 0);
+  harp_model *m = harp_model_init(c, NULL, 0);
   const void *ins[] = {in};
   void *outs[] = {out};
-  assert_int_equal(model_run(m, ins, outs), 0);
+  assert_int_equal(harp_model_run(m, ins, outs), 0);
   for (int i = 0; i < 8; i++) assert_true(fabsf(out[i] - 2.0f * expf(in[i])) < 1e-5f * out[i]);
-  model_free(m);
+  harp_model_free(m);
   harp_compiled_free(c);
 }
 

@@ -1,7 +1,8 @@
 /* test_cgen_map.c — the elementwise map kernel against a double-precision
  * evaluation of the same op list, on every ISA variant (the JIT runs only
  * the host's, so the AVX2 and scalar variants of a package are tested
- * here): every op kind, one row with a masked tail, rows over two outer
+ * here): every op kind (each Tiny op the op table gives a vector form must
+ * be in a chain: the coverage test), one row with a masked tail, rows over two outer
  * dimensions with a dense, a per-row (bcast) and a per-column input, fp16
  * and bf16 storage, a rounding in the chain, and inputs holding NaN, +-inf,
  * +-0 and values whose exp is subnormal; with and without a pool, -O0 and
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cgen_testutil.h"
+#include "tiny/tiny_spell.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -36,31 +38,33 @@ typedef struct chain {
 
 static const chain CHAINS[] = {
     {"silu", 5,
-     {{CGEN_MAP_MUL, F32, I(0), C(-1.44269504f)}, {CGEN_MAP_EXP2, F32, V(0)}, {CGEN_MAP_ADD, F32, V(1), C(1.0f)},
-      {CGEN_MAP_RECIP, F32, V(2)}, {CGEN_MAP_MUL, F32, I(0), V(3)}}, 0},
+     {{TINY_MUL, F32, I(0), C(-1.44269504f)}, {TINY_EXP2, F32, V(0)}, {TINY_ADD, F32, V(1), C(1.0f)},
+      {TINY_RECIP, F32, V(2)}, {TINY_MUL, F32, I(0), V(3)}}, 0},
     {"tanh", 5,
-     {{CGEN_MAP_MUL, F32, I(0), C(2.88539008f)}, {CGEN_MAP_EXP2, F32, V(0)}, {CGEN_MAP_ADD, F32, V(1), C(1.0f)},
-      {CGEN_MAP_DIV, F32, C(2.0f), V(2)}, {CGEN_MAP_SUB, F32, C(1.0f), V(3)}}, 3e-7},
-    {"gelu", 1, {{CGEN_MAP_GELU, F32, I(0)}}, 3e-7},
-    {"exp", 1, {{CGEN_MAP_EXP, F32, I(0)}}, 0},
-    {"exp2", 1, {{CGEN_MAP_EXP2, F32, I(0)}}, 0},
-    {"div", 1, {{CGEN_MAP_DIV, F32, I(0), I(1)}}, 0},
-    {"recip", 1, {{CGEN_MAP_RECIP, F32, I(1)}}, 0},
+     {{TINY_MUL, F32, I(0), C(2.88539008f)}, {TINY_EXP2, F32, V(0)}, {TINY_ADD, F32, V(1), C(1.0f)},
+      {TINY_FDIV, F32, C(2.0f), V(2)}, {TINY_SUB, F32, C(1.0f), V(3)}}, 3e-7},
+    {"gelu", 1, {{TINY_GELU, F32, I(0)}}, 3e-7},
+    {"exp", 1, {{TINY_EXP, F32, I(0)}}, 0},
+    {"exp2", 1, {{TINY_EXP2, F32, I(0)}}, 0},
+    {"div", 1, {{TINY_FDIV, F32, I(0), I(1)}}, 0},
+    {"recip", 1, {{TINY_RECIP, F32, I(1)}}, 0},
     {"max min neg relu", 5,
-     {{CGEN_MAP_MAX, F32, I(0), I(1)}, {CGEN_MAP_MIN, F32, I(1), I(0)}, {CGEN_MAP_NEG, F32, V(1)},
-      {CGEN_MAP_ADD, F32, V(0), V(2)}, {CGEN_MAP_RELU, F32, V(3)}}, 0},
+     {{TINY_MAX, F32, I(0), I(1)}, {TINY_MIN, F32, I(1), I(0)}, {TINY_NEG, F32, V(1)},
+      {TINY_ADD, F32, V(0), V(2)}, {TINY_RELU, F32, V(3)}}, 0},
     {"sqrt rsqrt copy", 4,
-     {{CGEN_MAP_SQRT, F32, I(0)}, {CGEN_MAP_RSQRT, F32, I(1)}, {CGEN_MAP_MUL, F32, V(0), V(1)},
+     {{TINY_SQRT, F32, I(0)}, {TINY_RSQRT, F32, I(1)}, {TINY_MUL, F32, V(0), V(1)},
       {CGEN_MAP_COPY, F32, V(2)}}, 0},
     /* constants that print with an exponent (layer norm's eps; "1e-05e0f" did not compile) */
     {"tiny and huge constants", 3,
-     {{CGEN_MAP_ADD, F32, I(0), C(9.99999975e-06f)}, {CGEN_MAP_MUL, F32, V(0), C(3e-30f)}, {CGEN_MAP_MUL, F32, V(1), C(2e29f)}}, 0},
+     {{TINY_ADD, F32, I(0), C(9.99999975e-06f)}, {TINY_MUL, F32, V(0), C(3e-30f)}, {TINY_MUL, F32, V(1), C(2e29f)}}, 0},
     /* floor(x) + 0.5 is a half: rint takes it to the even neighbour */
     {"floor ceil rint", 7,
-     {{CGEN_MAP_FLOOR, F32, I(0)}, {CGEN_MAP_ADD, F32, V(0), C(0.5f)}, {CGEN_MAP_RINT, F32, V(1)}, {CGEN_MAP_CEIL, F32, I(1)},
-      {CGEN_MAP_RINT, F32, I(0)}, {CGEN_MAP_SUB, F32, V(2), V(3)}, {CGEN_MAP_ADD, F32, V(5), V(4)}}, 0},
+     {{TINY_FLOOR, F32, I(0)}, {TINY_ADD, F32, V(0), C(0.5f)}, {TINY_ROUND, F32, V(1)}, {TINY_CEIL, F32, I(1)},
+      {TINY_ROUND, F32, I(0)}, {TINY_SUB, F32, V(2), V(3)}, {TINY_ADD, F32, V(5), V(4)}}, 0},
+    /* sign: +-1 of every x != 0, subnormals and infinities too; NaN and 0 kept (-0 gives 0) */
+    {"sign", 3, {{TINY_SIGN, F32, I(0)}, {TINY_SIGN, F32, I(1)}, {TINY_ADD, F32, V(0), V(1)}}, 0},
     {"round fp16 / bf16", 3,
-     {{CGEN_MAP_ROUND, F16, I(0)}, {CGEN_MAP_ROUND, B16, I(1)}, {CGEN_MAP_SUB, F32, V(0), V(1)}}, 0},
+     {{CGEN_MAP_ROUND, F16, I(0)}, {CGEN_MAP_ROUND, B16, I(1)}, {TINY_SUB, F32, V(0), V(1)}}, 0},
 };
 #define NCHAIN ((int)(sizeof CHAINS / sizeof CHAINS[0]))
 
@@ -82,24 +86,25 @@ static const layout LAYOUTS[] = {
 static double ref_op(const cgen_map_op *op, double a, double b) {
   switch (op->kind) {
     case CGEN_MAP_COPY: return a;
-    case CGEN_MAP_NEG: return -a;
-    case CGEN_MAP_EXP2: return exp2(a);
-    case CGEN_MAP_EXP: return exp(a);
-    case CGEN_MAP_RECIP: return 1.0 / a;
-    case CGEN_MAP_RELU: return a < 0 ? 0.0 : a;
-    case CGEN_MAP_GELU: return 0.5 * a * erfc(-a / sqrt(2.0));
-    case CGEN_MAP_SQRT: return sqrt(a);
-    case CGEN_MAP_RSQRT: return 1.0 / sqrt(a);
+    case TINY_NEG: return -a;
+    case TINY_EXP2: return exp2(a);
+    case TINY_EXP: return exp(a);
+    case TINY_RECIP: return 1.0 / a;
+    case TINY_RELU: return a < 0 ? 0.0 : a;
+    case TINY_GELU: return 0.5 * a * erfc(-a / sqrt(2.0));
+    case TINY_SQRT: return sqrt(a);
+    case TINY_RSQRT: return 1.0 / sqrt(a);
     case CGEN_MAP_ROUND: return ct_round(op->dtype, (float)a);
-    case CGEN_MAP_FLOOR: return floor(a);
-    case CGEN_MAP_CEIL: return ceil(a);
-    case CGEN_MAP_RINT: return nearbyint(a);
-    case CGEN_MAP_ADD: return a + b;
-    case CGEN_MAP_SUB: return a - b;
-    case CGEN_MAP_MUL: return a * b;
-    case CGEN_MAP_DIV: return a / b;
-    case CGEN_MAP_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-    case CGEN_MAP_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case TINY_FLOOR: return floor(a);
+    case TINY_CEIL: return ceil(a);
+    case TINY_ROUND: return nearbyint(a);
+    case TINY_SIGN: return a > 0 ? 1.0 : a < 0 ? -1.0 : a == 0 ? 0.0 : a;
+    case TINY_ADD: return a + b;
+    case TINY_SUB: return a - b;
+    case TINY_MUL: return a * b;
+    case TINY_FDIV: return a / b;
+    case TINY_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    case TINY_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
   }
   return NAN;
 }
@@ -252,7 +257,13 @@ static void test_errors(void **st) {
   s.ops[0].dtype = F16, s.nouter = 1, s.outer[0] = 1L << 35, s.cols = 1L << 10;
   assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_LIMIT);
   harp_error_clear(&e);
-  s.nouter = 0;
+  s.nouter = 0, s.ops[0] = (cgen_map_op){TINY_LOG2, F32, I(0)}; /* no vector form */
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  s.ops[0] = (cgen_map_op){TINY_WHERE, F32, I(0), I(0)};
+  assert_int_equal(cgen_map(&e, &s, "f", &src), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  s.ops[0] = (cgen_map_op){CGEN_MAP_ROUND, F16, I(0)};
   assert_int_equal(cgen_map(&e, &s, "f-1", &src), HARP_E_INVALID_ARG);
   harp_error_clear(&e);
   assert_int_equal(cgen_map(&e, NULL, "f", &src), HARP_E_INVALID_ARG);
@@ -262,8 +273,24 @@ static void test_errors(void **st) {
   ut_str_free(&src);
 }
 
+/* Every op with a vector form (harp/tiny_ops.h's vec column) is in a chain,
+ * with a reference (test_errors: an op without one is refused). */
+static void test_coverage(void **st) {
+  (void)st;
+  for (int op = 0; op < TINY_OP_COUNT; op++) {
+    if (!tiny_op_vec((tiny_op)op)) continue;
+    bool seen = false;
+    for (int c = 0; c < NCHAIN && !seen; c++)
+      for (int j = 0; j < CHAINS[c].nops; j++) seen |= CHAINS[c].ops[j].kind == op;
+    if (!seen) fail_msg("%s has a vector form but no chain of this test runs it", tiny_op_name((tiny_op)op));
+    cgen_map_op o = {op, F32, C(1.0f), C(2.0f)};
+    if (isnan(ref_op(&o, 1.0, 2.0))) fail_msg("%s: no reference in ref_op", tiny_op_name((tiny_op)op));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_coverage),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),

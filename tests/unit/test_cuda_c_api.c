@@ -5,7 +5,7 @@
  * buffers; weights go up on an
  * instance's first run only; with graphs every run after the first replays
  * the captured graph; driver failures come back as NULL instances or non-zero
- * model_run codes with model_error's reason, and nothing stays held.  The
+ * harp_model_run codes with harp_model_error's reason, and nothing stays held.  The
  * fake executes no kernel, so the outputs' values are not checked here
  * (tests/py/test_cuda_gpu_models.py does that on a GPU). */
 #include "fake_testutil.h"
@@ -33,7 +33,7 @@ typedef struct io {
 static int run1(harp_model *m, io *x) {
   const void *in[] = {x->A};
   void *out[] = {x->C};
-  return model_run(m, in, out);
+  return harp_model_run(m, in, out);
 }
 
 static void test_instances(void **vs) {
@@ -45,10 +45,10 @@ static void test_instances(void **vs) {
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_ALLOCS), 0);
   io x = {.params = calloc(1, harp_params_bytes(c))};
   size_t pb = harp_params_bytes(c);
-  harp_model *m1 = model_init(c, x.params, pb), *m2 = model_init(c, x.params, pb);
+  harp_model *m1 = harp_model_init(c, x.params, pb), *m2 = harp_model_init(c, x.params, pb);
   assert_non_null(m1);
   assert_non_null(m2);
-  assert_null(model_init(c, x.params, pb - 2)); /* wrong block size */
+  assert_null(harp_model_init(c, x.params, pb - 2)); /* wrong block size */
   assert_int_equal(counter(FAKE_CUDA_MODULES_LOADED), 2);
   assert_int_equal(delta(&s0, FAKE_CUDA_LIVE_MODULES), 2);
   long h0 = counter(FAKE_CUDA_HTOD_BYTES), d0 = counter(FAKE_CUDA_DTOH_BYTES);
@@ -64,9 +64,9 @@ static void test_instances(void **vs) {
   assert_int_equal(run1(m2, &x), 0);                    /* the other instance uploads its own */
   assert_int_equal(counter(FAKE_CUDA_HTOD_BYTES) - h0, 2 * first + later);
   assert_true(counter(FAKE_CUDA_DIRECT_LAUNCHES) >= 3);
-  assert_null(model_error(m1));
-  model_free(m1);
-  model_free(m2);
+  assert_null(harp_model_error(m1));
+  harp_model_free(m1);
+  harp_model_free(m2);
   harp_compiled_free(c);
   free(x.params);
   assert_released(&s0);
@@ -78,14 +78,14 @@ static void test_graphs(void **vs) {
   snap s0 = snapshot();
   harp_compiled *c = compile(true);
   io x = {.params = calloc(1, harp_params_bytes(c))};
-  harp_model *m = model_init(c, x.params, harp_params_bytes(c));
+  harp_model *m = harp_model_init(c, x.params, harp_params_bytes(c));
   assert_non_null(m);
   for (int i = 0; i < 4; i++) assert_int_equal(run1(m, &x), 0);
   assert_int_equal(counter(FAKE_CUDA_CAPTURES_BEGUN), 1);
   assert_int_equal(counter(FAKE_CUDA_GRAPHS_INSTANTIATED), 1);
   assert_int_equal(counter(FAKE_CUDA_GRAPH_LAUNCHES), 4);
   assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 0);
-  model_free(m);
+  harp_model_free(m);
   harp_compiled_free(c);
   free(x.params);
   assert_released(&s0);
@@ -123,7 +123,7 @@ static void test_instance_needs_prepare(void **vs) {
   assert_released(&s0);
 }
 
-/* The driver fails: model_init gives NULL, model_run a code and a reason;
+/* The driver fails: harp_model_init gives NULL, harp_model_run a code and a reason;
  * the same instance runs once the driver recovers. */
 static void test_driver_failures(void **vs) {
   NEED_NVRTC();
@@ -132,18 +132,18 @@ static void test_driver_failures(void **vs) {
   io x = {.params = calloc(1, harp_params_bytes(c))};
   size_t pb = harp_params_bytes(c);
   setenv("HARP_FAKE_CUDA_FAIL", "cuMemAlloc_v2", 1);
-  assert_null(model_init(c, x.params, pb));
+  assert_null(harp_model_init(c, x.params, pb));
   unsetenv("HARP_FAKE_CUDA_FAIL");
-  harp_model *m = model_init(c, x.params, pb);
+  harp_model *m = harp_model_init(c, x.params, pb);
   assert_non_null(m);
   setenv("HARP_FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
   assert_int_not_equal(run1(m, &x), 0);
   unsetenv("HARP_FAKE_CUDA_FAIL");
-  assert_non_null(model_error(m));
-  assert_non_null(strstr(model_error(m), "cuLaunchKernel"));
+  assert_non_null(harp_model_error(m));
+  assert_non_null(strstr(harp_model_error(m), "cuLaunchKernel"));
   assert_int_equal(run1(m, &x), 0);
-  assert_null(model_error(m));
-  model_free(m);
+  assert_null(harp_model_error(m));
+  harp_model_free(m);
   harp_compiled_free(c);
   free(x.params);
   assert_released(&s0);

@@ -1,5 +1,5 @@
 /* test_cuda_dedup.c — kernels of one GPU translation unit that are the same
- * code (src/backend/cuda/cuda_dedup.c over src/backend/c/kdedup.c): a
+ * code (src/backend/cuda/cuda_dedup.c over src/backend/common/kdedup.c): a
  * repeat leaves the module and its launches take the kept kernel with their
  * arguments in its parameter order; equal code with another grid, block,
  * shared memory size or parameter type is not shared; a member named like
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/c/kdedup.h"
+#include "backend/common/kdedup.h"
 #include "backend/cuda/region_cuda.h"
 #include "testutil.h"
 

@@ -1,6 +1,6 @@
 /* test_cuda_gpu_c_api.c — harp.h's CUDA backend on a real GPU: seed 000's
  * GEMM + bias + ReLU (fp16, tails in M, N and K; B and bias weights) through
- * model_init / model_run on HARP_BACKEND_CUDA, with and without CUDA Graphs,
+ * harp_model_init / harp_model_run on HARP_BACKEND_CUDA, with and without CUDA Graphs,
  * two instances, against the CPU backend.  Skips where harp_compile_file says
  * Unsupported (no NVRTC, libcuda or GPU): CI has none; the fake driver's
  * version of this is test_cuda_c_api. */
@@ -43,24 +43,24 @@ static void run_on_gpu(bool graphs) {
   unsigned char *pg = calloc(1, harp_params_bytes(g)), *pc = calloc(1, harp_params_bytes(c));
   fill(g, pg, A);
   fill(c, pc, A);
-  harp_model *mc = model_init(c, pc, harp_params_bytes(c));
+  harp_model *mc = harp_model_init(c, pc, harp_params_bytes(c));
   const void *in[] = {A};
   void *oc[] = {want}, *og[] = {got};
-  assert_int_equal(model_run(mc, in, oc), 0);
+  assert_int_equal(harp_model_run(mc, in, oc), 0);
   for (int inst = 0; inst < 2; inst++) {
-    harp_model *m = model_init(g, pg, harp_params_bytes(g));
+    harp_model *m = harp_model_init(g, pg, harp_params_bytes(g));
     assert_non_null(m);
     for (int rep = 0; rep < 3; rep++) {
       memset(got, 0xff, sizeof got);
-      assert_int_equal(model_run(m, in, og), 0);
+      assert_int_equal(harp_model_run(m, in, og), 0);
       for (int i = 0; i < M * N; i++) {
         float a = ut_f16_to_f32(got[i]), b = ut_f16_to_f32(want[i]);
         if (!(fabsf(a - b) <= 2e-2f + 1e-2f * fabsf(b))) fail_msg("C2[%d] = %g, the CPU gives %g", i, a, b);
       }
     }
-    model_free(m);
+    harp_model_free(m);
   }
-  model_free(mc);
+  harp_model_free(mc);
   free(pg);
   free(pc);
   harp_compiled_free(g);

@@ -5,12 +5,12 @@
  *   z = Relu(y)
  *
  * The branches' shapes differ ([3] or [6]): harp_output_shape gives -1, the
- * output is read with model_output (model_run takes NULL for it, and fails
+ * output is read with harp_model_output (harp_model_run takes NULL for it, and fails
  * cleanly with a buffer); the weight comes in the parameter block; both
  * branches run on the interpreter and the cpu backend against values
  * computed here.  With then (x + x) * 2, else Neg(x) and x of dim "N"
  * bound by harp_options' syms, the output's shape is known (N) and
- * model_run writes it into a buffer.  The importer without host_flow refuses the model, naming the
+ * harp_model_run writes it into a buffer.  The importer without host_flow refuses the model, naming the
  * node. */
 #include <math.h>
 #include <stdlib.h>
@@ -152,8 +152,8 @@ static void compile_run(harp_backend backend) {
   unlink(path);
   assert_int_equal(harp_num_inputs(c), 2);
   assert_string_equal(harp_input_name(c, 0), "c");
-  assert_int_equal(harp_input_dtype(c, 0), TINY_BOOL);
-  int64_t shape[TINY_MAX_RANK];
+  assert_int_equal(harp_input_dtype(c, 0), HARP_BOOL);
+  int64_t shape[HARP_MAX_RANK];
   assert_int_equal(harp_input_shape(c, 1, shape), 1);
   assert_int_equal(shape[0], 3);
   assert_int_equal(harp_num_outputs(c), 1);
@@ -164,19 +164,19 @@ static void compile_run(harp_backend backend) {
   int64_t off = harp_param_offset(c, "w");
   assert_true(off >= 0);
   assert_memory_equal(params + off, b.wdata, sizeof b.wdata);
-  harp_model *m = model_init(c, params, harp_params_bytes(c));
+  harp_model *m = harp_model_init(c, params, harp_params_bytes(c));
   assert_non_null(m);
   float x[3] = {-1.0f, 2.0f, 0.5f}, buf[6];
   for (int cv = 0; cv < 2; cv++) {
     unsigned char cond = (unsigned char)cv;
     const void *in[] = {&cond, x};
     void *with_buf[] = {buf}, *none[] = {NULL};
-    assert_int_not_equal(model_run(m, in, with_buf), 0); /* a buffer for a shape known at run time */
-    assert_non_null(strstr(model_error(m), "model_output"));
-    assert_null(model_output(m, 0, shape, NULL));
-    assert_int_equal(model_run(m, in, none), 0);
+    assert_int_not_equal(harp_model_run(m, in, with_buf), 0); /* a buffer for a shape known at run time */
+    assert_non_null(strstr(harp_model_error(m), "harp_model_output"));
+    assert_null(harp_model_output(m, 0, shape, NULL));
+    assert_int_equal(harp_model_run(m, in, none), 0);
     int rank;
-    const float *y = model_output(m, 0, shape, &rank);
+    const float *y = harp_model_output(m, 0, shape, &rank);
     assert_non_null(y);
     assert_int_equal(rank, 1);
     assert_int_equal(shape[0], cv ? 3 : 6);
@@ -185,7 +185,7 @@ static void compile_run(harp_backend backend) {
       assert_true(fabsf(y[i] - (want > 0 ? want : 0)) <= 1e-6f);
     }
   }
-  model_free(m);
+  harp_model_free(m);
   harp_compiled_free(c);
 }
 
@@ -201,25 +201,25 @@ static void known_shape(harp_backend backend) {
   harp_compiled *c;
   assert_ok(&e, harp_compile_file(&e, path, &o, &c));
   unlink(path);
-  int64_t shape[TINY_MAX_RANK];
+  int64_t shape[HARP_MAX_RANK];
   assert_int_equal(harp_input_shape(c, 1, shape), 1);
   assert_int_equal(shape[0], 3);
   assert_int_equal(harp_output_shape(c, 0, shape), 1);
   assert_int_equal(shape[0], 3);
-  harp_model *m = model_init(c, harp_embedded_params(c), harp_params_bytes(c));
+  harp_model *m = harp_model_init(c, harp_embedded_params(c), harp_params_bytes(c));
   assert_non_null(m);
   float x[3] = {-1.0f, 2.0f, 0.5f}, y[3];
   for (int cv = 0; cv < 2; cv++) {
     unsigned char cond = (unsigned char)cv;
     const void *in[] = {&cond, x};
     void *out[] = {y};
-    assert_int_equal(model_run(m, in, out), 0);
+    assert_int_equal(harp_model_run(m, in, out), 0);
     for (int i = 0; i < 3; i++) {
       float want = cv ? (x[i] + x[i]) * 2.0f : -x[i];
       assert_true(fabsf(y[i] - (want > 0 ? want : 0)) <= 1e-6f);
     }
   }
-  model_free(m);
+  harp_model_free(m);
   harp_compiled_free(c);
 }
 

@@ -293,7 +293,7 @@ static void compile_run(harp_backend backend) {
   const unsigned char *params = harp_embedded_params(c);
   assert_non_null(params);
   assert_memory_equal(params + harp_param_offset(c, "onnx__MatMul_1"), b.wdata, sizeof b.wdata);
-  harp_model *m = model_init(c, params, harp_params_bytes(c));
+  harp_model *m = harp_model_init(c, params, harp_params_bytes(c));
   assert_non_null(m);
   float x[6] = {1, -2, 3, 0.5f, 0, -1}, y[4], want[4];
   for (int i = 0; i < 2; i++)
@@ -304,9 +304,9 @@ static void compile_run(harp_backend backend) {
     }
   const void *in[] = {x};
   void *out[] = {y};
-  assert_int_equal(model_run(m, in, out), 0);
+  assert_int_equal(harp_model_run(m, in, out), 0);
   for (int i = 0; i < 4; i++) assert_true(fabsf(y[i] - want[i]) <= 1e-5f);
-  model_free(m);
+  harp_model_free(m);
   harp_compiled_free(c);
 }
 

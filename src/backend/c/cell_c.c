@@ -2,7 +2,7 @@
  * kernel: the GEMVs S = A Bᵀ of its state with the gate math in their
  * epilogue, column block by column block.
  * Needs: the region's rg_info (cell), its Poly-View, the Function;
- * region_c.c's op spellings.  Gives: cc_try_cell.
+ * the loop nest's op spellings (rc_ewise_expr).  Gives: cc_try_cell.
  *
  * A task takes 16 columns j of the gate math (and up to CELL_MT of its M
  * rows).  For every column block S_c[m, col + j] the gate math reads, it
@@ -10,7 +10,7 @@
  * GEMV's weight packed once by model_init as [read][j / 16][k][16] (zero
  * past H): one broadcast of A[m, k] and one aligned 64-byte load per read
  * and k.  Then the gate math runs on those 16 lanes, one C statement per
- * Tiny op (region_c.c's spellings, so the numerics are the generic
+ * Tiny op (the loop nest's spellings, so the numerics are the generic
  * kernel's), and the values the region writes are stored.  The weight
  * packs of every step of an RNN are one (the same buffer and key,
  * emit_model.c).  Tasks spread over the pool when the packed weights pass
@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "backend/common/nest.h"
+#include "kernel/contract.h"
 #include "cell_c.h"
 #include "harp/polycore.h"
 #include "harp/region.h"

@@ -250,19 +250,19 @@ harp_status cgen_pool(harp_error *e, const cgen_pool_spec *spec, const char *fn_
 #define CGEN_MAP_MAX_IN 8
 #define CGEN_MAP_MAX_OPS 48
 #define CGEN_MAP_MAX_OUTER 4
-typedef enum cgen_map_kind {
-  CGEN_MAP_COPY, CGEN_MAP_NEG, CGEN_MAP_EXP2, CGEN_MAP_EXP, CGEN_MAP_RECIP, CGEN_MAP_RELU, CGEN_MAP_GELU,
-  CGEN_MAP_SQRT, CGEN_MAP_RSQRT, CGEN_MAP_ROUND, /* unary; ROUND: to `dtype` (fp16/bf16) and back */
-  CGEN_MAP_FLOOR, CGEN_MAP_CEIL, CGEN_MAP_RINT,  /* unary; RINT: to the nearest integer, halves to even */
-  CGEN_MAP_ADD, CGEN_MAP_SUB, CGEN_MAP_MUL, CGEN_MAP_DIV, CGEN_MAP_MAX, CGEN_MAP_MIN /* binary; MAX/MIN: NaN wins */
-} cgen_map_kind;
+/* A map op: a Tiny op the op table gives a vector form (tiny_op_vec: unary
+ * or binary; MAX/MIN: NaN wins), or one of these two (unary). */
+enum {
+  CGEN_MAP_COPY = TINY_OP_COUNT, /* the operand */
+  CGEN_MAP_ROUND                 /* to `dtype` (fp16/bf16) and back */
+};
 typedef struct cgen_map_arg {
   char kind; /* 'i' input idx, 'v' the value of op idx (< this op), 'c' the constant c */
   int idx;
   float c;
 } cgen_map_arg;
 typedef struct cgen_map_op {
-  cgen_map_kind kind;
+  int kind; /* a tiny_op, CGEN_MAP_COPY or CGEN_MAP_ROUND */
   tiny_dtype dtype; /* ROUND */
   cgen_map_arg a, b;
 } cgen_map_op;

@@ -11,17 +11,37 @@
  * The math (2^t, e^x, 1/x, a / b, gelu, NaN-keeping max / min, sqrt) is
  * the vector layer's (cgen_emit.c; its accuracy in src/backend/c/README.md),
  * which keeps the reference's NaN, infinities and subnormal results. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend/c/cgen_int.h"
+#include "tiny/tiny_spell.h"
 
 void cgen_map_spec_init(cgen_map_spec *s, int64_t cols) {
   memset(s, 0, sizeof *s);
   s->cols = cols;
   s->y_dtype = TINY_FP32;
   cgen_tuning_default(&s->tune);
+}
+
+/* Operands of map op kind k. */
+static int arity(int k) { return k == CGEN_MAP_COPY || k == CGEN_MAP_ROUND ? 1 : tiny_op_arity((tiny_op)k); }
+
+/* Whether kind k is a map op: COPY, ROUND, or a Tiny op with a vector form. */
+static bool kind_ok(int k) {
+  return k == CGEN_MAP_COPY || k == CGEN_MAP_ROUND || ((unsigned)k < TINY_OP_COUNT && tiny_op_vec((tiny_op)k));
+}
+
+/* The name of op's kind (the kernel's header comment, errors): the Tiny
+ * op's in lower case, "copy", or "to_fp16" / "to_bf16". */
+static const char *kind_name(const cgen_map_op *op, char *buf, size_t cap) {
+  if (op->kind == CGEN_MAP_COPY) snprintf(buf, cap, "copy");
+  else if (op->kind == CGEN_MAP_ROUND) snprintf(buf, cap, "to_%s", tiny_dtype_name(op->dtype));
+  else snprintf(buf, cap, "%s", (unsigned)op->kind < TINY_OP_COUNT ? tiny_op_name((tiny_op)op->kind) : "?");
+  for (char *p = buf; *p; p++) *p = (char)tolower((unsigned char)*p);
+  return buf;
 }
 
 /* The C text of argument a for vector slot u ("a<k>_<u>", "v<k>_<u>", a constant). */
@@ -40,7 +60,7 @@ static void arg_text(char *buf, size_t cap, const cgen_map_arg *a, int u) {
  * against 1.9; silu 1x256x56x56 on 2 threads 0.195 -> 0.178 ms). */
 static bool fma_bound(const cgen_map_spec *s) {
   for (int j = 0; j < s->nops; j++)
-    if (s->ops[j].kind == CGEN_MAP_EXP || s->ops[j].kind == CGEN_MAP_EXP2 || s->ops[j].kind == CGEN_MAP_GELU) return true;
+    if (s->ops[j].kind == TINY_EXP || s->ops[j].kind == TINY_EXP2 || s->ops[j].kind == TINY_GELU) return true;
   return false;
 }
 
@@ -61,28 +81,19 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
     const cgen_map_op *op = &s->ops[j];
     char a[64], b[64];
     arg_text(a, sizeof a, &op->a, u);
-    if (op->kind >= CGEN_MAP_ADD) arg_text(b, sizeof b, &op->b, u);
+    if (arity(op->kind) > 1) arg_text(b, sizeof b, &op->b, u);
+    const char *x[2] = {a, b};
     cg_emit(o, "    $P_v v%d_%d = ", j, u);
-    switch (op->kind) {
-      case CGEN_MAP_COPY: cg_emit(o, "%s;\n", a); break;
-      case CGEN_MAP_NEG: cg_emit(o, "-%s;\n", a); break;
-      case CGEN_MAP_EXP2: cg_emit(o, "$P_exp2(%s);\n", a); break;
-      case CGEN_MAP_EXP: cg_emit(o, "$P_exp(%s);\n", a); break;
-      case CGEN_MAP_RECIP: cg_emit(o, divps ? "$P_set1(1.0f) / %s;\n" : "$P_rcp(%s);\n", a); break;
-      case CGEN_MAP_RELU: cg_emit(o, "$P_max($P_zero(), %s); /* NaN and -0 pass */\n", a); break;
-      case CGEN_MAP_GELU: cg_emit(o, "$P_gelu(%s);\n", a); break;
-      case CGEN_MAP_SQRT: cg_emit(o, "$P_sqrt(%s);\n", a); break;
-      case CGEN_MAP_RSQRT: cg_emit(o, "$P_set1(1.0f) / $P_sqrt(%s);\n", a); break;
-      case CGEN_MAP_ROUND: cg_emit(o, "$P_r%s(%s);\n", op->dtype == TINY_FP16 ? "h" : "b", a); break;
-      case CGEN_MAP_FLOOR: cg_emit(o, "$P_floor(%s);\n", a); break;
-      case CGEN_MAP_CEIL: cg_emit(o, "$P_ceil(%s);\n", a); break;
-      case CGEN_MAP_RINT: cg_emit(o, "$P_rint(%s);\n", a); break;
-      case CGEN_MAP_ADD: cg_emit(o, "%s + %s;\n", a, b); break;
-      case CGEN_MAP_SUB: cg_emit(o, "%s - %s;\n", a, b); break;
-      case CGEN_MAP_MUL: cg_emit(o, "%s * %s;\n", a, b); break;
-      case CGEN_MAP_DIV: cg_emit(o, "$P_div(%s, %s);\n", a, b); break;
-      case CGEN_MAP_MAX: cg_emit(o, "$P_maxn(%s, %s);\n", a, b); break;
-      case CGEN_MAP_MIN: cg_emit(o, "$P_minn(%s, %s);\n", a, b); break;
+    if (op->kind == CGEN_MAP_COPY) cg_emit(o, "%s;\n", a);
+    else if (op->kind == CGEN_MAP_ROUND) cg_emit(o, "$P_r%s(%s);\n", op->dtype == TINY_FP16 ? "h" : "b", a);
+    else if (op->kind == TINY_RECIP && divps) cg_emit(o, "$P_set1(1.0f) / %s;\n", a);
+    else {
+      ut_str t; /* the op table's vector text */
+      ut_str_init(&t);
+      tiny_op_spell(&t, tiny_op_vec((tiny_op)op->kind), x, arity(op->kind));
+      if (t.oom) o->s->oom = true;
+      cg_emit(o, "%s;\n", t.buf ? t.buf : "");
+      ut_str_free(&t);
     }
   }
   const char *sy = cg_vsuffix(s->y_dtype);
@@ -173,9 +184,6 @@ static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-static const char *const KIND_NAME[] = {"copy", "neg", "exp2", "exp", "recip", "relu", "gelu", "sqrt",
-                                        "rsqrt", "round", "floor", "ceil", "rint", "add", "sub", "mul", "div", "max", "min"};
-
 static harp_status check(harp_error *e, const cgen_map_spec *s, int64_t *total) {
   if (s->cols < 1 || s->nouter < 0 || s->nouter > CGEN_MAP_MAX_OUTER)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad domain");
@@ -195,15 +203,16 @@ static harp_status check(harp_error *e, const cgen_map_spec *s, int64_t *total) 
   if (s->y_strided && s->y_offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   for (int j = 0; j < s->nops; j++) {
     const cgen_map_op *op = &s->ops[j];
-    if ((unsigned)op->kind > CGEN_MAP_MIN) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);
+    if (!kind_ok(op->kind)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);
     if (op->kind == CGEN_MAP_ROUND && op->dtype != TINY_FP16 && op->dtype != TINY_BF16)
       return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: op %d rounds to fp16 or bf16 only", j);
     const cgen_map_arg *args[2] = {&op->a, &op->b};
-    for (int q = 0; q < (op->kind >= CGEN_MAP_ADD ? 2 : 1); q++) {
+    for (int q = 0; q < arity(op->kind); q++) {
       const cgen_map_arg *a = args[q];
       bool ok = (a->kind == 'i' && a->idx >= 0 && a->idx < s->nin) || (a->kind == 'v' && a->idx >= 0 && a->idx < j) ||
                 a->kind == 'c';
-      if (!ok) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: op %d (%s) reads a bad argument", j, KIND_NAME[op->kind]);
+      char nm[32];
+      if (!ok) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: op %d (%s) reads a bad argument", j, kind_name(op, nm, sizeof nm));
     }
   }
   return HARP_OK;
@@ -219,7 +228,10 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: map %lld points (rows of %lld), %d inputs ->", fn, (long long)total, (long long)s->cols, s->nin);
-  for (int j = 0; j < s->nops; j++) cg_emit(&o, " %s", KIND_NAME[s->ops[j].kind]);
+  for (int j = 0; j < s->nops; j++) {
+    char nm[32];
+    cg_emit(&o, " %s", kind_name(&s->ops[j], nm, sizeof nm));
+  }
   cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
   cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk; } $F_ctx;\n");

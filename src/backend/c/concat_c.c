@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "cell_c.h"
 #include "harp/region.h"
 

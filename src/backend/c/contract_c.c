@@ -1,16 +1,19 @@
-/* contract_c.c — contraction and attention regions on the kernel templates
- * of cgen.h (BLIS-style GEMM, implicit-GEMM conv, streaming-softmax
- * attention), row-softmax regions (contract_row.c's reading) on
- * cgen_softmax, and pooling regions (contract_pool.c's) on cgen_pool.
+/* contract_c.c — the CPU's template kernels printed from what the kernel
+ * layer read: contractions and attention on the templates of cgen.h
+ * (BLIS-style GEMM, implicit-GEMM or direct conv, streaming-softmax
+ * attention), row softmax on cgen_softmax, pooling on cgen_pool,
+ * elementwise maps on cgen_map.
  * Needs: a region formed by rg_form (rg_info), its Poly-View, the Function;
- * the target-independent reading of src/backend/contract.c.
- * Gives: cc_emit_template.
+ * the kernel layer's reading (src/kernel/contract.h), chosen by kernel_c.c.
+ * Gives: cc_emit_gemm, cc_emit_conv, cc_emit_attention, cc_emit_softmax,
+ * cc_emit_pool, cc_emit_map, cc_map_op_ok, cc_note_generic.
  *
- * contract.c decides whether a region fits a template (strided operands,
- * folded dimensions, an epilogue of template steps) and says what the kernel
- * reads; this file fills the cgen specs from that and writes the call.  A
- * region that does not fit returns *handled = false and gets the generic
- * loop nest of region_c.c, which computes the same values.
+ * The kernel layer (src/kernel/select.c) decides which template a region
+ * runs and says what the kernel reads; this file fills the cgen specs from
+ * that, maps the region's Schedule Plan onto the template's tuning and
+ * writes the call.  A template that refuses the shape returns *handled =
+ * false with *why, and the kernel layer moves on (in the end to the generic
+ * loop nest of region_c.c, which computes the same values).
  *
  * Constant weights: when a conv's weight or a GEMM's A (else its B) is a
  * param buffer (FN_PARAM) read as it is — no repack copy, no rounding on the
@@ -23,12 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "cgen.h"
-#include "cell_c.h"
 #include "contract_c.h"
 #include "harp/region.h"
 #include "harp/tune.h"
+#include "tiny/tiny_spell.h"
 
 /* Declining a template: say why (it lands in a comment of the generated C). */
 #define DECLINE(msg)    \
@@ -466,11 +469,9 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   return true;
 }
 
-static harp_status try_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
-                          rc_packed *pk) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_gemm gm;
-  if (!ct_read_gemm(&src, r, &gm, why)) return HARP_OK;
+harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
+                       const char **why, rc_packed *pk) {
+  ct_gemm gm = *read;
   bool swapped = gemm_transpose(&gm);
   if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, pk)) {
     *handled = true;
@@ -539,11 +540,9 @@ static harp_status try_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, bool 
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
-static harp_status try_conv(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
-                          rc_packed *pk) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_conv cv;
-  if (!ct_read_conv(&src, r, &cv, why)) return HARP_OK;
+harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
+                       const char **why, rc_packed *pk) {
+  const ct_conv cv = *read;
   cgen_conv_spec s;
   cgen_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP32);
   s.x_dtype = cv.X.dtype;
@@ -594,10 +593,9 @@ static harp_status try_conv(rc_ctx *c, int r, const char *fn, ut_str *out, bool 
 }
 
 /* ---- attention --------------------------------------------------------------------- */
-static harp_status try_attention(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_attn at;
-  if (!ct_read_attn(&src, r, &at, why)) return HARP_OK;
+harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *read, bool *handled,
+                            const char **why) {
+  const ct_attn at = *read;
   cgen_attn_spec s;
   cgen_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP32);
   s.dv = at.DV;
@@ -671,12 +669,9 @@ static harp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cg
 }
 
 /* ---- row softmax ------------------------------------------------------------------ */
-static harp_status try_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_row w;
-  ct_row_init(&w, &src, r);
-  ct_softmax sm;
-  if (!ct_read_softmax(&w, &sm, why)) return HARP_OK;
+harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *read, bool *handled,
+                          const char **why) {
+  const ct_softmax sm = *read;
   cgen_softmax_spec s;
   cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
   s.y_dtype = sm.y.dtype;
@@ -702,25 +697,11 @@ static harp_status try_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, bo
  * (a pool of 3 MB on two threads takes ~0.15 ms; waking a worker ~0.05). */
 #define POOL_SMALL_BYTES (double)(1 << 18)
 
-static harp_status try_pool(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_pool pl;
-  if (!ct_read_pool(&src, r, &pl, why)) return HARP_OK;
-  /* past stride 2 the plane splits into a phase row per column, copied
-   * column by column: the loop nest's gathers are faster there (a 7x7 pool
-   * of stride 7 on 2048x7x7: 0.29 ms against 0.085) */
-  if (pl.stride[1] > 2) DECLINE("pool: stride beyond 2 columns");
-  /* a window or three per plane (a global pool): the copy is all the work,
-   * the loop nest's reduction does without it (7x7 -> 1x1 on 2048 planes:
-   * 0.25 ms against 0.045) */
-  if (pl.oh * pl.ow < 4) DECLINE("pool: under 4 windows a plane");
-  /* a sum over windows that neither overlap nor touch padding reuses
-   * nothing from the plane: the loop nest's strided reads beat the copy
-   * (avg 2x2 on 256x56x56: 0.084 ms against 0.093; a max keeps the kernel,
-   * whose max needs no NaN select: 2x faster there) */
-  bool unpadded = !pl.pad[0] && !pl.pad[1] && !pl.pad[2] && !pl.pad[3];
-  if (pl.sum && unpadded && pl.kh == pl.stride[0] && pl.kw == pl.stride[1] && pl.dil[0] == 1 && pl.dil[1] == 1)
-    DECLINE("pool: a sum over disjoint unpadded windows");
+/* The pools the kernel layer sends here (kernel_c.c's limits: stride, windows
+ * a plane, sums over disjoint windows go to the loop nest). */
+harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *read, bool *handled,
+                       const char **why) {
+  const ct_pool pl = *read;
   cgen_pool_spec s;
   cgen_pool_spec_init(&s, pl.n, pl.c, pl.h, pl.w, pl.kh, pl.kw);
   memcpy(s.stride, pl.stride, sizeof s.stride);
@@ -749,37 +730,13 @@ static harp_status try_pool(rc_ctx *c, int r, const char *fn, ut_str *out, bool 
 }
 
 /* ---- elementwise maps --------------------------------------------------------------- */
-/* The Tiny ops cgen_map has a vector form of. */
-static bool map_op_ok(tiny_op op) {
-  switch (op) {
-  case TINY_NEG: case TINY_EXP2: case TINY_EXP: case TINY_RECIP: case TINY_RELU: case TINY_GELU: case TINY_SQRT:
-  case TINY_RSQRT: case TINY_CAST: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
-  case TINY_MIN: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND: return true;
-  default: return false;
-  }
-}
+/* The Tiny ops cgen_map has a vector form of: the op table's vec column, and CAST (cpu_target's op filter). */
+bool cc_map_op_ok(tiny_op op) { return op == TINY_CAST || tiny_op_vec(op) != NULL; }
 
-static cgen_map_kind map_kind(const ct_map_op *op) {
-  switch (op->op) {
-  case TINY_NEG: return CGEN_MAP_NEG;
-  case TINY_EXP2: return CGEN_MAP_EXP2;
-  case TINY_EXP: return CGEN_MAP_EXP;
-  case TINY_RECIP: return CGEN_MAP_RECIP;
-  case TINY_RELU: return CGEN_MAP_RELU;
-  case TINY_GELU: return CGEN_MAP_GELU;
-  case TINY_SQRT: return CGEN_MAP_SQRT;
-  case TINY_RSQRT: return CGEN_MAP_RSQRT;
-  case TINY_FLOOR: return CGEN_MAP_FLOOR;
-  case TINY_CEIL: return CGEN_MAP_CEIL;
-  case TINY_ROUND: return CGEN_MAP_RINT;
-  case TINY_CAST: return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
-  case TINY_ADD: return CGEN_MAP_ADD;
-  case TINY_SUB: return CGEN_MAP_SUB;
-  case TINY_MUL: return CGEN_MAP_MUL;
-  case TINY_FDIV: return CGEN_MAP_DIV;
-  case TINY_MAX: return CGEN_MAP_MAX;
-  default: return CGEN_MAP_MIN;
-  }
+/* The map op of a Tiny op: itself; a CAST copies, or rounds to a half. */
+static int map_kind(const ct_map_op *op) {
+  if (op->op != TINY_CAST) return (int)op->op;
+  return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
 }
 
 static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind, a->idx, (float)a->c}; }
@@ -820,14 +777,8 @@ static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kf
 }
 
 /* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
-static harp_status try_map(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  ct_map_set *ms = malloc(sizeof *ms);
-  if (!ms) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  if (!ct_read_map(&src, r, map_op_ok, ms, why)) {
-    free(ms);
-    return HARP_OK;
-  }
+harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled,
+                      const char **why) {
   ut_str body;
   ut_str_init(&body);
   double points = 0;
@@ -841,7 +792,6 @@ static harp_status try_map(rc_ctx *c, int r, const char *fn, ut_str *out, bool *
   }
   if (st || refused) {
     ut_str_free(&body);
-    free(ms);
     if (st) return st;
     DECLINE("the map kernel refused the shape");
   }
@@ -864,45 +814,15 @@ static harp_status try_map(rc_ctx *c, int r, const char *fn, ut_str *out, bool *
       ut_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
     ut_str_puts(out, "  return 0;\n}\n\n");
   }
-  free(ms);
   *handled = true;
   return HARP_OK;
 }
 
-static harp_status emit_template(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
-                               rc_packed *pk) {
-  *handled = false;
-  *why = NULL;
-  memset(pk, 0, sizeof *pk);
-  ct_src src = {c->g, c->pv, c->f, false, false};
-  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
-  if (info && info->shape == RG_SHAPE_CELL) return cc_try_cell(c, r, fn, out, handled, why, pk);
-  bool no_templates = rt_knobs_or_default(c->knobs)->no_templates;
-  switch (no_templates ? 0 : ct_kind(&src, r)) {
-  case 'a': return try_attention(c, r, fn, out, handled, why);
-  case 'c': return try_conv(c, r, fn, out, handled, why, pk);
-  case 'g': return try_gemm(c, r, fn, out, handled, why, pk);
-  default:
-    if (no_templates) return HARP_OK;
-    harp_status st = try_softmax(c, r, fn, out, handled, why);
-    if (st || *handled || *why) return st;
-    if ((st = try_pool(c, r, fn, out, handled, why)) || *handled || *why) return st;
-    if ((st = cc_try_concat(c, r, fn, out, handled, why)) || *handled) return st;
-    *why = NULL;
-    return try_map(c, r, fn, out, handled, why);
-  }
-}
-
-harp_status cc_emit_template(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why,
-                           rc_packed *pk) {
-  harp_status st = emit_template(c, r, fn, out, handled, why, pk);
+void cc_note_generic(rc_ctx *c, int r, const char *why) {
   rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
-  if (!st && !*handled && ch && ch->has_plan) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", *why ? *why : "no template for this region");
-    note_add(ch, msg);
-    ch->applied = false;
-  }
-  return st;
+  if (!ch || !ch->has_plan) return;
+  char msg[200];
+  snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", why ? why : "no template for this region");
+  note_add(ch, msg);
+  ch->applied = false;
 }
-

@@ -1,12 +1,14 @@
-/* contract_c.h — contraction and attention regions on the cgen templates. */
+/* contract_c.h — the CPU's template kernels (contract_c.c), printed from
+ * the kernel layer's reading (src/kernel/contract.h). */
 #ifndef HARP_CONTRACT_C_H
 #define HARP_CONTRACT_C_H
 
+#include "kernel/contract.h"
 #include "region_c.h"
 
-/* Append `static int fn(hprt_pool *pool, void *const *bufs)` for kernel r
- * through a template when the region fits one (*handled), else nothing and
- * *why says which check declined it (NULL: not a contraction).
+/* Each appends `static int fn(hprt_pool *pool, void *const *bufs)` for
+ * kernel r on its template (*handled), or nothing with *why saying why the
+ * template refused the region (the kernel layer then moves on).
  *
  * *pk (region_c.h): the weights the kernel takes packed once: param buffers
  * that are a conv's weight or a GEMM's A (else B) read as they are, a
@@ -17,6 +19,21 @@
  *                                   pack weight buffer w into wp (64-byte aligned); 0 = ok
  * and fn reads the packed form i from bufs[nreads + nwrites + i], which the
  * caller (emit_model.c's model_init) packed once and never writes again. */
-harp_status cc_emit_template(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled, const char **why, rc_packed *pk);
+harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool *handled, const char **why,
+                       rc_packed *pk);
+harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool *handled, const char **why,
+                       rc_packed *pk);
+harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *at, bool *handled,
+                            const char **why);
+harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *sm, bool *handled,
+                          const char **why);
+harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *pl, bool *handled, const char **why);
+/* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
+harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled, const char **why);
+/* The Tiny ops cgen_map has a vector form of (the CPU target's map_op). */
+bool cc_map_op_ok(tiny_op op);
+/* Kernel r runs the generic loop nest (why: the last template's reason, or
+ * NULL): its plan, if any, is noted as not read. */
+void cc_note_generic(rc_ctx *c, int r, const char *why);
 
 #endif

@@ -24,8 +24,8 @@ typedef struct rc_ctx {
   struct rt_plan_choice *plans; /* per region of the partition (harp/tune.h), or NULL: the
                                    templates' built-in tuning; the template emitters set
                                    `applied` and `note` */
-  bool gpu;         /* statement text for CUDA C (rc_nest_*): no GNU statement expressions, no
-                       OpenMP pragmas, buffer elements through HP_AT(p, i) */
+  bool gpu;         /* false: the CPU's statement text (the nest's flag, rc_nest_ctx, is
+                       set by the CUDA backend) */
   bool *packed_only; /* per kernel, or NULL: the template set packed slots (rc_emit_region) and
                         reads them only packed (no epilogue, no other operand on it), so
                         model_init need not keep the weight as stored */
@@ -49,43 +49,18 @@ typedef struct rc_packed {
 /* Append
  *   static int <fn>(hprt_pool *pool, void *const *bufs)
  * computing region `r` of the Function, where bufs[i] is the data of
- * buffer i of the kernel's reads then writes (fn_kernel order).  A generic
- * loop nest is <fn>_body(bufs, hp_lo, hp_hi) over [hp_lo, hp_hi) of its
- * outermost shared loop, which <fn> splits over the pool; *chunk_len
- * receives that loop's length (0: not splittable).  *pk: the weights the
- * kernel takes packed once (a template kernel; pk->n = 0: none). */
+ * buffer i of the kernel's reads then writes (fn_kernel order), on the
+ * kernel the kernel layer chooses (kernel_c.c).  A generic loop nest is
+ * <fn>_body(bufs, hp_lo, hp_hi) over [hp_lo, hp_hi) of its outermost shared
+ * loop, which <fn> splits over the pool; *chunk_len receives that loop's
+ * length (0: not splittable).  *pk: the weights the kernel takes packed
+ * once (a template kernel; pk->n = 0: none). */
 harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len, rc_packed *pk);
 
-/* The loop nest of a block-based region for a backend that prints the loops
- * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first
- * `fixed` shared loops are fixed to the C parameters hp_p0, hp_p1, ...
- * (0 <= hp_pi < extent[i]); the tree runs the rest for one such point.
- * Buffers are p<slot> (slot = the kernel's reads, then writes). */
-typedef struct rc_nest {
-  const poly_ast *tree;
-  int fixed;
-  int64_t extent[POLY_MAX_VARS];
-  int64_t local_bytes; /* per point: every local */
-  int64_t array_bytes; /* per point: the local arrays (lsize > 1) */
-  void *priv;
-} rc_nest;
-
-/* c->gpu must be set.  Fails for GATHER regions (no blocks). */
-harp_status rc_nest_build(rc_ctx *c, int r, rc_nest *out);
-/* Declarations of the locals, one per line; scratch (C text of an
- * unsigned char * to array_bytes of memory for this point) or NULL: arrays
- * on the stack. */
-void rc_nest_locals(rc_nest *n, const char *scratch, ut_str *out);
-/* The C statement of one PA_USER node (one line, no newline). */
-harp_status rc_nest_stmt(rc_nest *n, const poly_ast *user, ut_str *out);
-void rc_nest_free(rc_nest *n);
-
-/* One elementwise node (unary, binary, WHERE or CAST) on the C texts x[]
- * of its sources, in compute representation (float or int32_t): the op
- * spellings every C kernel shares. */
-void rc_ewise_expr(ut_str *o, const tiny_graph *g, const tiny_node *n, const char *const *x, bool gpu);
-/* A constant of float dtype t as the interpreter rounds it. */
-void rc_float_const(ut_str *o, tiny_dtype t, double v);
+/* The generic loop nest of region r (region_c.c), why (or NULL) the
+ * templates declined it in a comment first; a GATHER region's loop. */
+harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_str *out, long *chunk_len);
+harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len);
 
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */

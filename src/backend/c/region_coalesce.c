@@ -1,6 +1,6 @@
 /* region_coalesce.c — merges two nested loops of a region's loop tree into
  * one where every access walks them as one contiguous run.
- * Needs: the emit context of region_c.c (values' storage, statements).
+ * Needs: the loop nest's state (src/backend/common/nest_int.h: storage, statements).
  * Gives: rc_coalesce.
  *
  * isl prints a dense elementwise nest over [C, H, W] as three loops; the

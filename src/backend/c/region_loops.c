@@ -1,7 +1,8 @@
 /* region_loops.c — prints a region's isl loop tree as C: innermost loops
  * as `omp simd` with their reduction/private clauses, and the pass of a
  * loop over rows that prefetches the next row (next_row_plan).
- * Needs: the emit context of region_c.c.  Gives: rc_print_ast. */
+ * Needs: the loop nest's state (src/backend/common/nest_int.h).
+ * Gives: rc_print_ast, rc_subst_tokens, rc_const_trips. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <ctype.h>
@@ -20,16 +21,6 @@ typedef struct simd_scan {
   ut_str priv, red; /* private(...) and reduction(...) items */
   bool outer;       /* the loop may hold loops (outer-loop simd: their iterations run in each lane) */
 } simd_scan;
-
-bool rc_has_token(const char *text, const char *tok) {
-  size_t n = strlen(tok);
-  for (const char *p = strstr(text, tok); p; p = strstr(p + 1, tok)) {
-    bool l = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
-    bool r = !(isalnum((unsigned char)p[n]) || p[n] == '_');
-    if (l && r) return true;
-  }
-  return false;
-}
 
 static bool stmt_in(const poly_ast *a, int k) {
   if (!a) return false;

@@ -55,6 +55,8 @@ const char *cuda_arch_nvrtc(cuda_arch a);     /* "sm_80" | "sm_90a" */
 /* A kernel for template arch t may be part of a module for arch m: the same
  * arch, or the SM80 template in an SM90 module (mma.sync runs on Hopper). */
 bool cuda_arch_runs_on(cuda_arch t, cuda_arch m);
+/* Bytes of shared memory one block may use on arch a (opt-in maximum). */
+int64_t cuda_smem_max(cuda_arch a);
 
 /* Split-K (algo_choice.matmul = splitk_*): slice ks of S runs K tiles
  * [ks*ceil(KT/S), ...) of its output tile; grid.z = batch x S (SM80), or

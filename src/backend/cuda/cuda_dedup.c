@@ -1,6 +1,6 @@
 /* cuda_dedup.c — the kernels of a model's GPU translation unit that are the
  * same code, compiled once.
- * Needs: kdedup.c (the normal form), cuda_print.c.  Gives: cuda_model_dedup.
+ * Needs: common/kdedup.c (the normal form), cuda_print.c.  Gives: cuda_model_dedup.
  *
  * A model that repeats its layers gets, from region_cuda.c, one kernel per
  * region: twelve BERT layers give NVRTC twelve copies of each layer's
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/c/kdedup.h"
+#include "backend/common/kdedup.h"
 #include "backend/cuda/region_cuda.h"
 
 /* What a launch takes from kernel k besides its code, parameters in the

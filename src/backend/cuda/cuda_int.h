@@ -97,7 +97,6 @@ bool cuda_swz_cols_ok(int cols);
 const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, const char *r, const char *c);
 /* Bytes per row of such an fp32 tile. */
 int cuda_pitch32(int cols, bool kmajor, bool no_swizzle);
-int64_t cuda_smem_max(cuda_arch a);
 /* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
 harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char *name);
 

@@ -1,7 +1,7 @@
 /* cuda_ir.c — the GPU dialect IR: modules, the statement builder the
  * generators use, the structural verifier and the JSON dump (--dump gpu).
  * Needs: cuda.h, jansson.  Gives: cuda_module_*, cuda_b / cuda_emit*,
- * cuda_kernel_verify, cuda_dump_json, name tables. */
+ * cuda_kernel_verify, cuda_dump_json, name tables, cuda_smem_max. */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "tiny/tiny_spell.h"
 
 /* ---- names ------------------------------------------------------------------ */
 const char *cuda_arch_name(cuda_arch a) { return a == CUDA_SM90 ? "sm90" : "sm80"; }
@@ -62,38 +63,10 @@ bool cuda_is_cname(const char *s) {
   return true;
 }
 
-const char *cuda_ctype(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16:
-  case TINY_BF16: return "hk_u16";
-  case TINY_FP32: return "float";
-  case TINY_I32: return "int";
-  case TINY_BOOL: return "unsigned char";
-  default: return "?";
-  }
-}
-
-const char *cuda_ld_fn(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16: return "hk_ldf_f16";
-  case TINY_BF16: return "hk_ldf_bf16";
-  case TINY_FP32: return "hk_ldf_f32";
-  case TINY_I32: return "hk_ldf_i32";
-  case TINY_BOOL: return "hk_ldf_u8";
-  default: return "?";
-  }
-}
-
-const char *cuda_cvt_fn(tiny_dtype t) {
-  switch (t) {
-  case TINY_FP16: return "hk_f2h";
-  case TINY_BF16: return "hk_f2bf";
-  case TINY_FP32: return "hk_f2f";
-  case TINY_I32: return "hk_f2i";
-  case TINY_BOOL: return "hk_f2u8";
-  default: return "?";
-  }
-}
+/* The dtype table's CUDA columns (harp/tiny.h). */
+const char *cuda_ctype(tiny_dtype t) { return tiny_dtype_cuda(t); }
+const char *cuda_ld_fn(tiny_dtype t) { return tiny_dtype_cuda_ld(t); }
+const char *cuda_cvt_fn(tiny_dtype t) { return tiny_dtype_cuda_cvt(t); }
 
 static const char *const math_names[CUDA_MATH_COUNT] = {"tf32", "fp32", "fp16", "bf16"};
 const char *cuda_math_name(cuda_math m) { return (unsigned)m < CUDA_MATH_COUNT ? math_names[m] : "?"; }
@@ -518,4 +491,10 @@ harp_status cuda_dump_json(harp_error *e, const cuda_module *m, char **out) {
   if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory while dumping the GPU dialect");
   *out = s; /* malloc'd by jansson: the caller free()s it */
   return HARP_OK;
+}
+
+int64_t cuda_smem_max(cuda_arch a) { return a == CUDA_SM90 ? 232448 : 166912; }
+
+const char *cuda_splitk_name(cuda_splitk k) {
+  return k == CUDA_SPLITK_SERIAL ? "splitk_serial" : k == CUDA_SPLITK_REDUCE ? "splitk_reduce" : "splitk_parallel";
 }

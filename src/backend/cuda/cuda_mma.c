@@ -67,26 +67,6 @@ int cuda_chunk_elems_esz(int64_t s_mn, const int64_t *sb, int nsb, int esz) {
   return w * esz >= 4 ? w : 0;
 }
 
-/* Swizzle selector g(row) as C text, for CPR 16-byte chunks per row. */
-static const char *swz_g(cuda_b *b, int cpr, bool off, const char *r) {
-  if (off || cpr <= 1) return "0";
-  if (cpr >= 8) return cuda_fmt(b, "((%s) & 7)", r);
-  if (cpr == 4) return cuda_fmt(b, "(((%s) >> 1) & 3)", r);
-  return cuda_fmt(b, "(((%s) >> 2) & 1)", r); /* cpr == 2 */
-}
-
-const char *cuda_swz_off(cuda_b *b, int cols, bool no_swizzle, const char *r, const char *c) {
-  int cpr = cols / 8;
-  return cuda_fmt(b, "((%s) * %d + ((((%s) >> 3) ^ %s) << 4) + ((%s) & 7) * 2)", r, cols * 2, c,
-                  swz_g(b, cpr, no_swizzle, r), c);
-}
-
-bool cuda_swz_cols_ok(int cols) {
-  if (cols % 8) return false;
-  int cpr = cols / 8;
-  return cpr == 1 || cpr == 2 || cpr == 4 || cpr % 8 == 0;
-}
-
 /* ---- the template (mma_gen: cuda_int.h) ------------------------------------------ */
 
 /* GEMM coordinates of tile element (r, c) of operand `op` as C text. */
@@ -481,8 +461,6 @@ static harp_status check_tile(harp_error *e, const char *name, const cuda_tune *
   return HARP_OK;
 }
 
-int64_t cuda_smem_max(cuda_arch a) { return a == CUDA_SM90 ? 232448 : 166912; }
-
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name) {
   mma_gen g;
   memset(&g, 0, sizeof g);
@@ -752,10 +730,6 @@ static harp_status check_ab_dtypes(harp_error *e, const char *name, tiny_dtype a
 }
 
 harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
-
-const char *cuda_splitk_name(cuda_splitk k) {
-  return k == CUDA_SPLITK_SERIAL ? "splitk_serial" : k == CUDA_SPLITK_REDUCE ? "splitk_reduce" : "splitk_parallel";
-}
 
 int cuda_gemm_slices(const cuda_gemm_spec *s) {
   if (s->tune.splitk <= 1) return 1;

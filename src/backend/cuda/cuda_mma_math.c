@@ -1,6 +1,7 @@
 /* cuda_mma_math.c — the inner loops of the SM80 MMA template, one per way
  * of computing (cuda_mmode), and the SMEM tile layouts they read.
- * Needs: cuda.h, cuda_int.h.  Gives: cuda_mm_tile_off, cuda_mm_tiles_ok,
+ * Needs: cuda.h, cuda_int.h.  Gives: the swizzled offsets (cuda_swz_off,
+ * cuda_swz_off32, cuda_swz_cols_ok), cuda_mm_tile_off, cuda_mm_tiles_ok,
  * cuda_mm_decls, cuda_mm_inner, cuda_mm_row, cuda_mm_col (cuda_mma.c
  * stages the tiles, runs the pipeline, the epilogue and the stores).
  *
@@ -45,6 +46,26 @@
 static bool tile_kmajor(const mma_gen *g, bool is_a) { return is_a ? g->p->A.kmajor : g->p->B.kmajor; }
 
 int cuda_pitch32(int cols, bool kmajor, bool no_swizzle) { return cols * 4 + (kmajor || no_swizzle ? 0 : 32); }
+
+/* Swizzle selector g(row) as C text, for CPR 16-byte chunks per row. */
+static const char *swz_g(cuda_b *b, int cpr, bool off, const char *r) {
+  if (off || cpr <= 1) return "0";
+  if (cpr >= 8) return cuda_fmt(b, "((%s) & 7)", r);
+  if (cpr == 4) return cuda_fmt(b, "(((%s) >> 1) & 3)", r);
+  return cuda_fmt(b, "(((%s) >> 2) & 1)", r); /* cpr == 2 */
+}
+
+const char *cuda_swz_off(cuda_b *b, int cols, bool no_swizzle, const char *r, const char *c) {
+  int cpr = cols / 8;
+  return cuda_fmt(b, "((%s) * %d + ((((%s) >> 3) ^ %s) << 4) + ((%s) & 7) * 2)", r, cols * 2, c,
+                  swz_g(b, cpr, no_swizzle, r), c);
+}
+
+bool cuda_swz_cols_ok(int cols) {
+  if (cols % 8) return false;
+  int cpr = cols / 8;
+  return cpr == 1 || cpr == 2 || cpr == 4 || cpr % 8 == 0;
+}
 
 const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, const char *r, const char *c) {
   if (kmajor) return cuda_swz_off(b, 2 * cols, no_swizzle, r, cuda_fmt(b, "((%s) * 2)", c));

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "tiny/tiny_spell.h"
 
 static void flit(char *buf, size_t cap, double v) {
   float f = (float)v;
@@ -49,33 +50,15 @@ static const char *unpack(cuda_b *b, tiny_dtype t, const char *w, const char *e)
 }
 
 /* ---- elementwise ------------------------------------------------------------------ */
+/* The value of instruction `in` on operand values v: a constant, a CAST
+ * (rounded through its dtype), or the op table's CUDA text. */
 static const char *ew_expr(cuda_b *b, const cuda_ew_instr *in, const char *const *v) {
   char f[64];
-  switch (in->op) {
-  case TINY_CONST: flit(f, sizeof f, in->imm); return cuda_fmt(b, "%s", f);
-  case TINY_NEG: return cuda_fmt(b, "-%s", v[0]);
-  case TINY_EXP2: return cuda_fmt(b, "hk_exp2(%s)", v[0]);
-  case TINY_LOG2: return cuda_fmt(b, "hk_log2(%s)", v[0]);
-  case TINY_EXP: return cuda_fmt(b, "hk_exp(%s)", v[0]);
-  case TINY_SQRT: return cuda_fmt(b, "hk_sqrt(%s)", v[0]);
-  case TINY_RSQRT: return cuda_fmt(b, "1.0f / hk_sqrt(%s)", v[0]);
-  case TINY_RECIP: return cuda_fmt(b, "1.0f / %s", v[0]);
-  case TINY_RELU: return cuda_fmt(b, "hk_relu(%s)", v[0]);
-  case TINY_GELU: return cuda_fmt(b, "hk_gelu(%s)", v[0]);
-  case TINY_FLOOR: return cuda_fmt(b, "floorf(%s)", v[0]);
-  case TINY_CEIL: return cuda_fmt(b, "ceilf(%s)", v[0]);
-  case TINY_ROUND: return cuda_fmt(b, "rintf(%s)", v[0]);
-  case TINY_ADD: return cuda_fmt(b, "%s + %s", v[0], v[1]);
-  case TINY_SUB: return cuda_fmt(b, "%s - %s", v[0], v[1]);
-  case TINY_MUL: return cuda_fmt(b, "%s * %s", v[0], v[1]);
-  case TINY_FDIV: return cuda_fmt(b, "%s / %s", v[0], v[1]);
-  case TINY_MAX: return cuda_fmt(b, "hk_fmax(%s, %s)", v[0], v[1]);
-  case TINY_MIN: return cuda_fmt(b, "hk_fmin(%s, %s)", v[0], v[1]);
-  case TINY_CMPLT: return cuda_fmt(b, "(%s < %s ? 1.0f : 0.0f)", v[0], v[1]);
-  case TINY_CMPEQ: return cuda_fmt(b, "(%s == %s ? 1.0f : 0.0f)", v[0], v[1]);
-  case TINY_CMPNE: return cuda_fmt(b, "(%s != %s ? 1.0f : 0.0f)", v[0], v[1]);
-  case TINY_WHERE: return cuda_fmt(b, "(%s != 0.0f ? %s : %s)", v[0], v[1], v[2]);
-  case TINY_CAST:
+  if (in->op == TINY_CONST) {
+    flit(f, sizeof f, in->imm);
+    return cuda_fmt(b, "%s", f);
+  }
+  if (in->op == TINY_CAST) {
     switch (in->dtype) {
     case TINY_FP16: return cuda_fmt(b, "hk_h2f(hk_f2h(%s))", v[0]);
     case TINY_BF16: return cuda_fmt(b, "hk_bf2f(hk_f2bf(%s))", v[0]);
@@ -83,8 +66,14 @@ static const char *ew_expr(cuda_b *b, const cuda_ew_instr *in, const char *const
     case TINY_BOOL: return cuda_fmt(b, "(%s != 0.0f ? 1.0f : 0.0f)", v[0]);
     default: return cuda_fmt(b, "%s", v[0]);
     }
-  default: return NULL;
   }
+  if (!tiny_op_is_elementwise(in->op)) return NULL;
+  ut_str t;
+  ut_str_init(&t);
+  tiny_op_spell(&t, tiny_op_cuda(in->op), v, tiny_op_arity(in->op));
+  const char *r = t.oom ? NULL : cuda_fmt(b, "%s", t.buf ? t.buf : "");
+  ut_str_free(&t);
+  return r;
 }
 
 static bool ew_contig(const cuda_ew_spec *s, const cuda_ew_input *in) {

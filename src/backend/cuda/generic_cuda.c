@@ -1,7 +1,7 @@
 /* generic_cuda.c — any region as a CUDA kernel: the loop nest isl builds for
- * the CPU backend (rc_nest of src/backend/c/region_c.c, the same statements
+ * the CPU backend (rc_nest of src/backend/common/nest.c, the same statements
  * and arithmetic), with the region's shared loops spread over threads.
- * Needs: region_c.h (the nest), cuda.h.  Gives: cuda_gen_generic.
+ * Needs: nest.h (the loop nest), cuda.h.  Gives: cuda_gen_generic.
  *
  * The shared loops (the region's prefix: every dependence inside the region
  * is the identity on them) are fixed per point; the points are numbered
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/c/region_c.h"
+#include "backend/common/nest.h"
 #include "backend/cuda/region_cuda.h"
 #include "harp/region.h"
 
@@ -28,7 +28,7 @@
 #define MAX_BLOCKS ((int64_t)1 << 20)
 
 /* The helpers of generic kernels: the CPU prelude's names (hp_*), on the
- * GPU prelude's primitives, so region_c.c's statement text compiles as is. */
+ * GPU prelude's primitives, so the nest's statement text compiles as is. */
 static const char generic_helpers[] =
     "/* generic kernels: the CPU backend's helper names on the GPU primitives */\n"
     "#ifndef HK_SIM\n"
@@ -209,7 +209,7 @@ harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *
   const rg_region *R = &c->f->part->regions[K->region];
   if (R->nblocks == 0) return gen_gather(c, r, name);
   if (cuda_module_helpers(c->e, c->mod, generic_helpers)) return c->e->code;
-  rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 30, false, NULL, true, NULL, c->knobs};
+  rc_nest_ctx rc = {c->e, c->g, c->pv, c->f, c->arena, true};
   rc_nest nest;
   harp_status st = rc_nest_build(&rc, r, &nest);
   if (st) return st;

@@ -1,37 +1,35 @@
-/* region_cuda.c — one region of a Function as GPU kernels.
- * Needs: contract.h (the target-independent reading of contraction regions),
- * the CUDA generators, generic_cuda.c.  Gives: cuda_emit_region.
+/* region_cuda.c — one region of a Function as GPU kernels: the GPU target
+ * for the kernel layer and the printers of the kernels it chooses.
+ * Needs: the kernel layer (src/kernel/kernel.h: which kernel, and what it
+ * reads), the CUDA generators, generic_cuda.c.  Gives: cuda_emit_region.
  *
- * In order of preference:
+ * What the GPU has (gpu_target), in the kernel layer's order:
  *   1. contraction regions on the MMA templates: matmul -> cuda_gen_gemm
  *      (the SM90 TMA/wgmma branch when the Plan's arch is sm90 and the shape
  *      fits it, else SM80; A copied into scratch first when its reduced
- *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM),
- *      attention -> cuda_gen_attn (strided q/k/v/out);
- *   2. row regions the simple kernels cover: softmax and layernorm over the
- *      last axis, a single reduction, an elementwise chain;
+ *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM; not
+ *      depthwise, nor a few output tiles over a long reduction),
+ *      attention -> cuda_gen_attn (strided q/k/v/out, K and V of one dtype);
+ *   2. other regions the simple kernels cover, each tried in turn: softmax
+ *      and layernorm over the last axis, a single reduction, an elementwise
+ *      chain;
  *   3. anything else: the generic loop nest (generic_cuda.c).
- * A template that declines says why; the reason travels with the launch
- * (--dump gpu) and as a comment in the generic kernel. */
+ * The decision is the kernel layer's; a template that declines says why
+ * (the reason travels with the launch, --dump gpu, and as a comment in the
+ * generic kernel), and a generator that refuses sends the region on. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/kernel.h"
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_plan.h"
 #include "backend/cuda/region_cuda.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
 #include "harp/tune.h"
-
-#define DECLINE(msg)   \
-  do {                 \
-    *why = (msg);      \
-    return HARP_OK;    \
-  } while (0)
 
 static const char *kname(cuda_rctx *c, int r, const char *what) {
   char buf[64];
@@ -247,10 +245,34 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
   return HARP_OK;
 }
 
-static harp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, true, true};
-  ct_gemm gm;
-  if (!ct_read_gemm(&src, r, &gm, why)) return HARP_OK;
+/* A into scratch before the GEMM: an elementwise copy over A's moving
+ * variables (rounding as the program's CAST does, when it does); *ok and
+ * its bytes, or *why the copy kernel or its launch refused (n0: the
+ * module's kernels before this region's). */
+static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_t *a_bytes, bool *ok, const char **why) {
+  cuda_ew_spec cp;
+  memset(&cp, 0, sizeof cp);
+  *ok = false;
+  cp.rank = gm->nrep;
+  int64_t numel = 1;
+  for (int i = 0; i < gm->nrep; i++) cp.shape[i] = gm->rep_size[i], cp.in[0].strides[i] = gm->rep_src[i], numel *= gm->rep_size[i];
+  cp.ninputs = 1;
+  cp.in[0].dtype = gm->A0.dtype;
+  cp.ninstr = 1;
+  cp.instr[0] = (cuda_ew_instr){.op = TINY_INPUT, .input = 0, .dtype = gm->A0.dtype};
+  cp.out_dtype = gm->A0.dtype;
+  if (gm->a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
+    cp.out_dtype = gm->a_round;
+  cp.tune.arch = c->mod->arch;
+  if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HARP_OK;
+  named_arg na[] = {{"in0", targ(c, r, &gm->A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
+  harp_status st = launch_last(c, r, n0, na, 2, ok, why);
+  if (!st && *ok) *a_bytes = numel * tiny_dtype_size(cp.out_dtype);
+  return st;
+}
+
+static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
+  const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
   cuda_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP16);
@@ -263,27 +285,10 @@ static harp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   s.math = c->math;
   int n0 = c->mod->n, l0 = c->nlaunch;
   int64_t a_bytes = 0;
-  if (gm.nrep) { /* A into scratch first: an elementwise copy over A's moving variables */
-    if (gm.nrep > CUDA_MAX_RANK) DECLINE("A needs a repack of more dimensions than the copy kernel takes");
-    cuda_ew_spec cp;
-    memset(&cp, 0, sizeof cp);
-    cp.rank = gm.nrep;
-    int64_t numel = 1;
-    for (int i = 0; i < gm.nrep; i++) cp.shape[i] = gm.rep_size[i], cp.in[0].strides[i] = gm.rep_src[i], numel *= gm.rep_size[i];
-    cp.ninputs = 1;
-    cp.in[0].dtype = gm.A0.dtype;
-    cp.ninstr = 1;
-    cp.instr[0] = (cuda_ew_instr){.op = TINY_INPUT, .input = 0, .dtype = gm.A0.dtype};
-    cp.out_dtype = gm.A0.dtype;
-    if (gm.a_round != TINY_FP32) /* the program's rounding CAST, done by the copy */
-      cp.out_dtype = gm.a_round;
-    cp.tune.arch = c->mod->arch;
-    if (try_gen(c, gen_ew, &cp, kname(c, r, "repack_a"), why)) return HARP_OK;
+  if (gm.nrep) {
     bool ok;
-    named_arg na[] = {{"in0", targ(c, r, &gm.A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
-    harp_status st = launch_last(c, r, n0, na, 2, &ok, why);
+    harp_status st = repack_a(c, r, &gm, n0, &a_bytes, &ok, why);
     if (st || !ok) return st;
-    a_bytes = numel * tiny_dtype_size(cp.out_dtype);
   }
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
@@ -355,38 +360,42 @@ static harp_status try_gemm(cuda_rctx *c, int r, bool *done, const char **why) {
   return HARP_OK;
 }
 
-enum { CONV_FEW_CTAS = 32, CONV_LONG_K = 1024 };
+/* The conv spec of cv (its epilogue aside) on the SM80 template: implicit
+ * GEMM lives there (it runs on sm_90). */
+static void conv_spec(const ct_conv *cv, cuda_conv_spec *s) {
+  cuda_conv_spec_init(s, cv->n, cv->c, cv->h, cv->w, cv->oc, cv->kh, cv->kw, TINY_FP16);
+  s->groups = cv->groups; /* a GEMM per (image, group) */
+  s->x_dtype = cv->X.dtype, s->w_dtype = cv->W.dtype, s->y_dtype = cv->Y.dtype;
+  memcpy(s->stride, cv->stride, sizeof s->stride);
+  memcpy(s->pad, cv->pad, sizeof s->pad);
+  memcpy(s->dil, cv->dil, sizeof s->dil);
+  cuda_tune_default(&s->tune, CUDA_SM80);
+}
 
-static harp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, true, true};
-  ct_conv cv;
-  if (!ct_read_conv(&src, r, &cv, why)) return HARP_OK;
-  /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
-  if (cv.groups > 1 && cv.groups == cv.c) DECLINE("depthwise convolution: no GPU template (the generic kernel)");
+/* The conv template's output tiles (CTAs) for cv, -1 when the window does
+ * not fit (the kernel layer's conv_tiles: a few tiles over a long
+ * reduction leave most SMs idle, and there is no split-K for convolutions
+ * yet, so the generic kernel, a thread per output, is faster there: H100,
+ * ResNet-18 batch 1 in fp16, a 3x3 512->512 conv on 7x7 took 0.23 ms as 8
+ * template CTAs, about 0.06 ms generic). */
+static int64_t conv_tiles(const ct_conv *cv) {
   cuda_conv_spec s;
-  cuda_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP16);
-  s.groups = cv.groups; /* a GEMM per (image, group) */
-  s.x_dtype = cv.X.dtype, s.w_dtype = cv.W.dtype, s.y_dtype = cv.Y.dtype;
-  memcpy(s.stride, cv.stride, sizeof s.stride);
-  memcpy(s.pad, cv.pad, sizeof s.pad);
-  memcpy(s.dil, cv.dil, sizeof s.dil);
+  conv_spec(cv, &s);
+  int64_t coh, cow;
+  if (!cuda_conv_out_hw(&s, &coh, &cow)) return -1;
+  cuda_tune t = s.tune;
+  int64_t G = cv->groups > 0 ? cv->groups : 1, ocg = cv->oc / G;
+  cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype, CUDA_MM_MMA16);
+  return (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv->n * G;
+}
+
+static harp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, const char **why) {
+  const ct_conv cv = *read;
+  cuda_conv_spec s;
+  conv_spec(&cv, &s);
   s.n_epi = cv.nepi;
   for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
   s.math = c->math;
-  cuda_tune_default(&s.tune, CUDA_SM80); /* implicit GEMM lives on the SM80 template (it runs on sm_90) */
-  /* A few output tiles over a long reduction leave most SMs idle and there
-   * is no split-K for convolutions yet: the generic kernel, a thread per
-   * output, is faster there (H100, ResNet-18 batch 1 in fp16: a 3x3 512->512
-   * conv on 7x7 took 0.23 ms as 8 template CTAs, about 0.06 ms generic) */
-  int64_t coh, cow;
-  if (cuda_conv_out_hw(&s, &coh, &cow)) {
-    cuda_tune t = s.tune;
-    int64_t G = cv.groups > 0 ? cv.groups : 1, ocg = cv.oc / G, kk = cv.c / G * cv.kh * cv.kw;
-    cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype, CUDA_MM_MMA16);
-    int64_t ctas = (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv.n * G;
-    if (ctas < CONV_FEW_CTAS && kk >= CONV_LONG_K)
-      DECLINE("few output tiles over a long reduction (no split-K for convolutions): the generic kernel");
-  }
   int n0 = c->mod->n;
   if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HARP_OK;
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
@@ -400,16 +409,13 @@ static harp_status try_conv(cuda_rctx *c, int r, bool *done, const char **why) {
   return HARP_OK;
 }
 
-static harp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
-  ct_src src = {c->g, c->pv, c->f, true, true};
-  ct_attn at;
-  if (!ct_read_attn(&src, r, &at, why)) return HARP_OK;
+static harp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done, const char **why) {
+  const ct_attn at = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_attn_spec s;
   cuda_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP16);
   s.dv = at.DV;
-  s.q_dtype = at.q.dtype, s.kv_dtype = at.k.dtype, s.o_dtype = at.out.dtype;
-  if (at.v.dtype != at.k.dtype) DECLINE("K and V differ in dtype");
+  s.q_dtype = at.q.dtype, s.kv_dtype = at.k.dtype, s.o_dtype = at.out.dtype; /* V's dtype is K's (gpu_target) */
   s.scale = at.scale;
   s.strided = true;
   memcpy(s.q_s, at.q_s, sizeof s.q_s), memcpy(s.k_s, at.k_s, sizeof s.k_s);
@@ -437,19 +443,12 @@ static harp_status try_attn(cuda_rctx *c, int r, bool *done, const char **why) {
 }
 
 /* ---- row regions ---------------------------------------------------------------------- */
-/* A row region: the shared reading (contract_row.c) and where its kernels go. */
-typedef struct rowr {
-  cuda_rctx *c;
-  int r;
-  ct_row row;
-} rowr;
-
-static int slot_of(const rowr *w, int node) { return ct_row_slot_of(&w->row, node); }
-static tiny_dtype storage(const rowr *w, int node) { return ct_row_storage(&w->row, node); }
-static const tiny_node *node(const rowr *w, int n) { return &w->c->g->nodes[n]; }
+static cuda_arg tensor_arg(const cuda_rctx *c, int r, const ct_tensor *t) {
+  return t->slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0} : cuda_arg_slot(c, r, t->slot, t->offset, t->dtype);
+}
 
 /* The rows of a row kernel: in -> out, dense, cols per row. */
-static void rownorm_of(const rowr *w, int64_t rows, int64_t cols, const ct_tensor *in, const ct_tensor *out,
+static void rownorm_of(const cuda_rctx *c, int64_t rows, int64_t cols, const ct_tensor *in, const ct_tensor *out,
                        cuda_rownorm_spec *s) {
   memset(s, 0, sizeof *s);
   s->cols = cols;
@@ -457,246 +456,146 @@ static void rownorm_of(const rowr *w, int64_t rows, int64_t cols, const ct_tenso
   s->row_stride = cols;
   s->in_dtype = in->dtype;
   s->out_dtype = out->dtype;
-  s->tune.arch = w->c->mod->arch;
+  s->tune.arch = c->mod->arch;
 }
 
-static cuda_arg tensor_arg(const rowr *w, const ct_tensor *t) {
-  return t->slot < 0 ? (cuda_arg){CUDA_ARG_NULL, -1, 0} : cuda_arg_slot(w->c, w->r, t->slot, t->offset, t->dtype);
-}
-
-static harp_status try_softmax(rowr *w, bool *done, const char **why) {
-  ct_softmax sm;
-  if (!ct_read_softmax(&w->row, &sm, why)) return HARP_OK;
+static harp_status print_softmax(cuda_rctx *c, int r, const ct_softmax *sm, bool *done, const char **why) {
   cuda_rownorm_spec s;
-  rownorm_of(w, sm.rows, sm.cols, &sm.x, &sm.y, &s);
-  s.scale = sm.scale;
-  int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_sm, &s, kname(w->c, w->r, "softmax"), why)) return HARP_OK;
-  named_arg na[] = {{"x", tensor_arg(w, &sm.x)}, {"y", tensor_arg(w, &sm.y)}};
-  return launch_last(w->c, w->r, n0, na, 2, done, why);
+  rownorm_of(c, sm->rows, sm->cols, &sm->x, &sm->y, &s);
+  s.scale = sm->scale;
+  int n0 = c->mod->n;
+  if (try_gen(c, gen_sm, &s, kname(c, r, "softmax"), why)) return HARP_OK;
+  named_arg na[] = {{"x", tensor_arg(c, r, &sm->x)}, {"y", tensor_arg(c, r, &sm->y)}};
+  return launch_last(c, r, n0, na, 2, done, why);
 }
 
-static harp_status try_layernorm(rowr *w, bool *done, const char **why) {
-  ct_layernorm ln;
-  if (!ct_read_layernorm(&w->row, &ln, why)) return HARP_OK;
+static harp_status print_layernorm(cuda_rctx *c, int r, const ct_layernorm *ln, bool *done, const char **why) {
   cuda_rownorm_spec s;
-  rownorm_of(w, ln.rows, ln.cols, &ln.x, &ln.y, &s);
-  s.eps = ln.eps;
-  s.has_gamma = ln.gamma.slot >= 0, s.has_beta = ln.beta.slot >= 0;
-  s.gamma_dtype = ln.gamma.dtype, s.beta_dtype = ln.beta.dtype;
-  int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_ln, &s, kname(w->c, w->r, "layernorm"), why)) return HARP_OK;
-  named_arg na[] = {{"x", tensor_arg(w, &ln.x)},
-                    {"gamma", tensor_arg(w, &ln.gamma)},
-                    {"beta", tensor_arg(w, &ln.beta)},
-                    {"y", tensor_arg(w, &ln.y)}};
-  return launch_last(w->c, w->r, n0, na, 4, done, why);
-}
-
-/* Fold the variables `vars` (outermost first) of one group: each moving
- * one's stride is the next moving one's times its extent.  Gives the
- * innermost stride and the element count. */
-static bool fold_group(const int *vars, int n, const int64_t *st, const int64_t *size, int64_t *inner_stride,
-                       int64_t *count) {
-  int64_t cnt = 1, want = 0;
-  bool any = false;
-  *inner_stride = 1;
-  for (int i = n - 1; i >= 0; i--) {
-    int v = vars[i];
-    if (size[v] <= 1) continue;
-    if (any && st[v] != want) return false;
-    if (!any) *inner_stride = st[v];
-    any = true;
-    want = st[v] * size[v];
-    cnt *= size[v];
-  }
-  *count = cnt;
-  return true;
+  rownorm_of(c, ln->rows, ln->cols, &ln->x, &ln->y, &s);
+  s.eps = ln->eps;
+  s.has_gamma = ln->gamma.slot >= 0, s.has_beta = ln->beta.slot >= 0;
+  s.gamma_dtype = ln->gamma.dtype, s.beta_dtype = ln->beta.dtype;
+  int n0 = c->mod->n;
+  if (try_gen(c, gen_ln, &s, kname(c, r, "layernorm"), why)) return HARP_OK;
+  named_arg na[] = {{"x", tensor_arg(c, r, &ln->x)},
+                    {"gamma", tensor_arg(c, r, &ln->gamma)},
+                    {"beta", tensor_arg(c, r, &ln->beta)},
+                    {"y", tensor_arg(c, r, &ln->y)}};
+  return launch_last(c, r, n0, na, 4, done, why);
 }
 
 /* a single REDUCE (sum/max/min, fp32 accumulation) of a strided buffer:
  * [outer][red][inner] */
-static harp_status try_reduce(rowr *w, bool *done, const char **why) {
-  int one[2];
-  if (ct_row_compute_nodes(&w->row, one, 2) != 1 || w->row.R->nout != 1) return HARP_OK;
-  int bi = ct_row_block_of(&w->row, one[0]);
-  const poly_block_info *b = poly_block(w->c->pv, bi);
-  const tiny_node *n = node(w, b->node);
-  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->row.R->out_values[0] != b->node) return HARP_OK;
-  int x = ct_row_unpeel(&w->row, b->access[0].tensor); /* a peeled CAST reads its source point for point */
-  if (slot_of(w, x) < 0 || storage(w, x) == TINY_I32 || storage(w, x) == TINY_BOOL)
-    DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
-  for (int v = 0; v < b->access[0].nvia; v++)
-    if (node(w, b->access[0].via[v])->op == TINY_CAST) DECLINE("the reduction reads through a cast");
-  int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS];
-  if (!ct_row_strides(&w->row, bi, 0, st, &off)) DECLINE("the reduction input is not a strided view");
-  ct_block_sizes(w->c->g, b, size);
-  int red[POLY_MAX_VARS], nred = 0;
-  for (int v = b->nout; v < b->nvars; v++) red[nred++] = v;
+static harp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *done, const char **why) {
   cuda_reduce_spec s;
   memset(&s, 0, sizeof s);
-  if (!fold_group(red, nred, st, size, &s.s_red, &s.red)) DECLINE("the reduced axes do not fold into one");
-  bool found = false;
-  for (int p = b->nout; p >= 0 && !found; p--) { /* out vars [0, p) outer, [p, nout) inner */
-    int ov[POLY_MAX_VARS], iv[POLY_MAX_VARS];
-    for (int v = 0; v < p; v++) ov[v] = v;
-    for (int v = p; v < b->nout; v++) iv[v - p] = v;
-    found = fold_group(ov, p, st, size, &s.s_outer, &s.outer) && fold_group(iv, b->nout - p, st, size, &s.s_inner, &s.inner);
-  }
-  if (!found) DECLINE("the kept axes do not split into [outer][inner]");
-  s.op = n->a.reduce.op;
-  s.has_init = n->a.reduce.has_init;
-  s.init = n->a.reduce.init;
-  s.in_dtype = storage(w, x);
-  s.out_dtype = storage(w, b->node);
-  s.tune.arch = w->c->mod->arch;
-  int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_red, &s, kname(w->c, w->r, "reduce"), why)) return HARP_OK;
-  named_arg na[] = {{"in", cuda_arg_slot(w->c, w->r, slot_of(w, x), off, s.in_dtype)},
-                    {"out", cuda_arg_slot(w->c, w->r, slot_of(w, b->node), 0, s.out_dtype)}};
-  return launch_last(w->c, w->r, n0, na, 2, done, why);
+  s.outer = rd->outer, s.red = rd->red, s.inner = rd->inner;
+  s.s_outer = rd->s_outer, s.s_red = rd->s_red, s.s_inner = rd->s_inner;
+  s.op = rd->op;
+  s.has_init = rd->has_init;
+  s.init = rd->init;
+  s.in_dtype = rd->in.dtype;
+  s.out_dtype = rd->out.dtype;
+  s.tune.arch = c->mod->arch;
+  int n0 = c->mod->n;
+  if (try_gen(c, gen_red, &s, kname(c, r, "reduce"), why)) return HARP_OK;
+  named_arg na[] = {{"in", cuda_arg_slot(c, r, rd->in.slot, rd->in.offset, s.in_dtype)},
+                    {"out", cuda_arg_slot(c, r, rd->out.slot, 0, s.out_dtype)}};
+  return launch_last(c, r, n0, na, 2, done, why);
 }
 
-static bool ew_op_ok(tiny_op op) {
-  switch (op) {
-  case TINY_NEG: case TINY_EXP2: case TINY_LOG2: case TINY_EXP: case TINY_SQRT: case TINY_RSQRT: case TINY_RECIP:
-  case TINY_RELU: case TINY_GELU: case TINY_FLOOR: case TINY_CEIL: case TINY_ROUND: case TINY_ADD: case TINY_SUB: case TINY_MUL: case TINY_FDIV: case TINY_MAX:
-  case TINY_MIN: case TINY_CMPLT: case TINY_CMPEQ: case TINY_CMPNE: case TINY_WHERE: case TINY_CAST: return true;
-  default: return false;
-  }
-}
+/* The ops the elementwise kernel spells (gpu_target's op filter): every elementwise row of the op table, and CAST. */
+static bool ew_op_ok(tiny_op op) { return tiny_op_is_elementwise(op) || op == TINY_CAST; }
 
 /* an elementwise chain: every block over the output's points */
-static harp_status try_ewise(rowr *w, bool *done, const char **why) {
-  const rg_region *R = w->row.R;
-  if (R->nout != 1 || R->nblocks < 1 || R->nblocks > CUDA_MAX_EW_INSTR / 2) return HARP_OK;
-  int out = R->out_values[0];
-  const tiny_shape *os = &node(w, out)->shape;
-  if (os->rank > CUDA_MAX_RANK) return HARP_OK;
+static harp_status print_ewise(cuda_rctx *c, int r, const ct_ewise *ew, bool *done, const char **why) {
   cuda_ew_spec s;
   memset(&s, 0, sizeof s);
-  s.rank = os->rank;
-  for (int d = 0; d < os->rank; d++) s.shape[d] = os->d[d].n;
-  int val[TINY_MAX_SRC + 1];
-  int inode[CUDA_MAX_EW_IN];
-  int64_t ioff[CUDA_MAX_EW_IN];
-  int *vof = ut_xcalloc((size_t)w->c->g->n + 1, sizeof(int)); /* node -> instruction + 1 */
-  if (!vof) return ut_fail(w->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  const char *bad = NULL;
-  for (int k = 0; k < R->nblocks && !bad; k++) {
-    const poly_block_info *b = poly_block(w->c->pv, R->blocks[k]);
-    const tiny_node *n = node(w, b->node);
-    if (b->kind != POLY_EWISE && b->kind != POLY_MOVEMENT_AFFINE) bad = "";
-    else if (b->nvars != os->rank || !tiny_shape_equal(&n->shape, os)) bad = "";
-    else if (n->dtype == TINY_I32 || (b->kind == POLY_EWISE && !ew_op_ok(n->op))) bad = "";
-    int nr = b->kind == POLY_EWISE ? n->nsrc : 1;
-    for (int a = 0; a < nr && !bad; a++) {
-      int t = b->access[a].tensor;
-      const tiny_node *tn = node(w, t);
-      if (vof[t]) { /* a value of the region: at the same point */
-        bool pw = false;
-        harp_error e2 = {0};
-        if (poly_access_is_pointwise(&e2, w->c->pv, R->blocks[k], a, &pw) || !pw) bad = "reads a value of the region at another point";
-        val[a] = vof[t] - 1;
-      } else if (tn->op == TINY_CONST) {
-        if (s.ninstr >= CUDA_MAX_EW_INSTR - 1 || tn->dtype == TINY_I32) {
-          bad = "";
-          break;
-        }
-        double v = tn->a.cnst.value;
-        if (tn->dtype == TINY_FP16) v = ut_round_f16((float)v);
-        else if (tn->dtype == TINY_BF16) v = ut_round_bf16((float)v);
-        else if (tn->dtype == TINY_BOOL) v = v != 0;
-        s.instr[s.ninstr] = (cuda_ew_instr){.op = TINY_CONST, .imm = v, .dtype = tn->dtype};
-        val[a] = s.ninstr++;
-      } else {
-        int64_t st[POLY_MAX_VARS], off;
-        if (slot_of(w, t) < 0 || storage(w, t) == TINY_I32 || !ct_row_strides(&w->row, R->blocks[k], a, st, &off)) {
-          bad = "an input is not a strided fp/bool buffer";
-          break;
-        }
-        int in = -1;
-        for (int i = 0; i < s.ninputs && in < 0; i++)
-          if (inode[i] == t && ioff[i] == off && !memcmp(s.in[i].strides, st, sizeof(int64_t) * (size_t)s.rank)) in = i;
-        if (in < 0) {
-          if (s.ninputs >= CUDA_MAX_EW_IN) {
-            bad = "more inputs than the elementwise kernel takes";
-            break;
-          }
-          in = s.ninputs++;
-          inode[in] = t, ioff[in] = off;
-          s.in[in].dtype = storage(w, t);
-          memcpy(s.in[in].strides, st, sizeof(int64_t) * (size_t)s.rank);
-        }
-        if (s.ninstr >= CUDA_MAX_EW_INSTR - 1) {
-          bad = "";
-          break;
-        }
-        s.instr[s.ninstr] = (cuda_ew_instr){.op = TINY_INPUT, .input = in, .dtype = s.in[in].dtype};
-        val[a] = s.ninstr++;
-      }
-    }
-    if (bad) break;
-    if (b->kind == POLY_MOVEMENT_AFFINE) {
-      vof[b->node] = val[0] + 1;
-      continue;
-    }
-    cuda_ew_instr in = {.op = n->op, .a = val[0], .b = n->nsrc > 1 ? val[1] : -1, .c = n->nsrc > 2 ? val[2] : -1,
-                        .dtype = n->op == TINY_CAST ? n->a.cast.to : n->dtype};
-    s.instr[s.ninstr++] = in;
-    vof[b->node] = s.ninstr;
+  s.rank = ew->rank;
+  memcpy(s.shape, ew->shape, sizeof(int64_t) * (size_t)ew->rank);
+  s.ninputs = ew->ninputs;
+  for (int i = 0; i < ew->ninputs; i++) {
+    s.in[i].dtype = ew->in[i].t.dtype;
+    memcpy(s.in[i].strides, ew->in[i].strides, sizeof(int64_t) * (size_t)ew->rank);
   }
-  int last = vof[out] - 1;
-  free(vof);
-  if (bad) {
-    if (*bad) *why = bad;
-    return HARP_OK;
+  s.ninstr = ew->ninstr;
+  for (int i = 0; i < ew->ninstr; i++) {
+    const ct_ew_instr *x = &ew->instr[i];
+    s.instr[i] = (cuda_ew_instr){.op = x->op, .a = x->a, .b = x->b, .c = x->c, .input = x->input, .imm = x->imm, .dtype = x->dtype};
   }
-  if (last != s.ninstr - 1) { /* the output is a copy of an earlier value: repeat it */
-    if (last < 0 || s.ninstr >= CUDA_MAX_EW_INSTR) return HARP_OK;
-    s.instr[s.ninstr++] = (cuda_ew_instr){.op = TINY_CAST, .a = last, .dtype = TINY_FP32};
-  }
-  s.out_dtype = storage(w, out);
-  s.tune.arch = w->c->mod->arch;
-  int n0 = w->c->mod->n;
-  if (try_gen(w->c, gen_ew, &s, kname(w->c, w->r, "ewise"), why)) return HARP_OK;
+  s.out_dtype = ew->out.dtype;
+  s.tune.arch = c->mod->arch;
+  int n0 = c->mod->n;
+  if (try_gen(c, gen_ew, &s, kname(c, r, "ewise"), why)) return HARP_OK;
   named_arg na[CUDA_MAX_EW_IN + 1];
   char nm[CUDA_MAX_EW_IN][16]; /* "in" and any int: no truncation warning */
   for (int i = 0; i < s.ninputs; i++) {
     snprintf(nm[i], sizeof nm[i], "in%d", i);
-    na[i] = (named_arg){nm[i], cuda_arg_slot(w->c, w->r, slot_of(w, inode[i]), ioff[i], s.in[i].dtype)};
+    na[i] = (named_arg){nm[i], cuda_arg_slot(c, r, ew->in[i].t.slot, ew->in[i].t.offset, s.in[i].dtype)};
   }
-  na[s.ninputs] = (named_arg){"out", cuda_arg_slot(w->c, w->r, slot_of(w, out), 0, s.out_dtype)};
-  return launch_last(w->c, w->r, n0, na, s.ninputs + 1, done, why);
+  na[s.ninputs] = (named_arg){"out", cuda_arg_slot(c, r, ew->out.slot, 0, s.out_dtype)};
+  return launch_last(c, r, n0, na, s.ninputs + 1, done, why);
+}
+
+/* ---- the kernel of a region ----------------------------------------------------------- */
+_Static_assert(CUDA_MAX_RANK <= CT_EW_MAX_RANK && CUDA_MAX_EW_IN <= CT_EW_MAX_IN && CUDA_MAX_EW_INSTR <= CT_EW_MAX_INSTR,
+               "the kernel layer's elementwise reading holds the GPU kernel's");
+
+/* What the GPU has, for the kernel layer (src/kernel/select.c decides). */
+static const kn_target gpu_target = {
+    .name = "GPU",
+    /* the attention template rounds P to the operands' dtype as the
+     * reference does, so it reads q/k/v from a rounding CAST; a GEMM's A
+     * rounded on its way is copied, rounding, into scratch first */
+    .att_cast_operands = true,
+    .round_operands = true,
+    /* every simple kernel is tried in turn; the last reason is kept */
+    .nrows = 4,
+    .rows = {{KN_SOFTMAX, KN_DECLINE_NEXT}, {KN_LAYERNORM, KN_DECLINE_NEXT}, {KN_REDUCE, KN_DECLINE_NEXT}, {KN_EWISE, KN_DECLINE_NEXT}},
+    .gemm_max_repack = CUDA_MAX_RANK, /* the elementwise copy kernel's rank */
+    .attn_same_kv_dtype = true,
+    /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
+    .conv_depthwise = false,
+    .conv_few_tiles = 32,
+    .conv_long_k = 1024,
+    .conv_tiles = conv_tiles,
+    .ewise = {CUDA_MAX_RANK, CUDA_MAX_EW_IN, CUDA_MAX_EW_INSTR, ew_op_ok},
+};
+
+/* Print the template kernel s chose for region r: *done, or *why it
+ * refused. */
+static harp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done, const char **why) {
+  switch (s->kind) {
+  case KN_GEMM: return print_gemm(c, r, &s->u.gemm, done, why);
+  case KN_CONV: return print_conv(c, r, &s->u.conv, done, why);
+  case KN_ATTENTION: return print_attn(c, r, &s->u.attn, done, why);
+  case KN_SOFTMAX: return print_softmax(c, r, &s->u.softmax, done, why);
+  case KN_LAYERNORM: return print_layernorm(c, r, &s->u.layernorm, done, why);
+  case KN_REDUCE: return print_reduce(c, r, &s->u.reduce, done, why);
+  case KN_EWISE: return print_ewise(c, r, &s->u.ewise, done, why);
+  default: return HARP_OK; /* no GPU template of that kind */
+  }
 }
 
 harp_status cuda_emit_region(cuda_rctx *c, int r) {
-  const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
   ct_src src = {c->g, c->pv, c->f, true, true};
+  kn_sel s;
+  /* the knob no_templates (HARP_NO_TEMPLATES): contractions as loop nests */
+  unsigned flags = rt_knobs_or_default(c->knobs)->no_templates ? KN_NO_CONTRACTION_TEMPLATES : 0;
+  harp_status st = kn_select(&s, &gpu_target, &src, r, flags, c->e);
   bool done = false;
-  const char *why = NULL;
-  harp_status st = HARP_OK;
-  switch (rt_knobs_or_default(c->knobs)->no_templates ? 0 : ct_kind(&src, r)) {
-  case 'g': st = try_gemm(c, r, &done, &why); break;
-  case 'c': st = try_conv(c, r, &done, &why); break;
-  case 'a':
-    st = try_attn(c, r, &done, &why);
-    if (!st && !done) c->nattn_generic++;
-    break;
-  default: break;
+  while (!st && !done && s.kind != KN_GENERIC && s.kind != KN_GATHER) {
+    const char *why = NULL;
+    st = print_kernel(c, r, &s, &done, &why);
+    if (!st && !done) st = kn_decline(&s, why);
   }
-  if (st || done) return st;
-  const char *note = why ? fmt_note(c, "the template declined (%s)", why) : NULL;
-  if (R->nblocks > 0 && !why) {
-    rowr w = {c, r, {0}};
-    ct_row_init(&w.row, &src, r);
-    harp_status (*row[])(rowr *, bool *, const char **) = {try_softmax, try_layernorm, try_reduce, try_ewise};
-    for (int i = 0; i < 4 && !done && !st; i++) {
-      const char *rwhy = NULL;
-      st = row[i](&w, &done, &rwhy);
-      if (rwhy) note = fmt_note(c, "the simple kernel declined (%s)", rwhy);
-    }
-    if (st || done) return st;
+  if (!st && !done) { /* the generic kernel (a GATHER region's too), with the reason in a comment */
+    if (s.first == KN_ATTENTION) c->nattn_generic++;
+    const char *note = !s.why ? NULL
+                       : fmt_note(c, kn_is_contraction(s.why_kind) ? "the template declined (%s)" : "the simple kernel declined (%s)",
+                                  s.why);
+    st = cuda_gen_generic(c, r, kname(c, r, "generic"), note);
   }
-  return cuda_gen_generic(c, r, kname(c, r, "generic"), note);
+  kn_sel_free(&s);
+  return st;
 }

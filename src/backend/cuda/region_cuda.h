@@ -4,7 +4,7 @@
  *   cuda_model_build   every kernel of the Function, in order        model_cuda.c
  *     cuda_emit_region   one region: a template, a simple row        region_cuda.c
  *                        kernel, or the generic loop nest
- *       cuda_gen_generic   the isl loop nest of region_c.c with the  generic_cuda.c
+ *       cuda_gen_generic   the isl loop nest of common/nest.c with   generic_cuda.c
  *                          shared loops spread over threads
  *
  * Device memory of a model: one arena holding, at the offsets of

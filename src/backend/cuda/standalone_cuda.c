@@ -2,7 +2,7 @@
  * package: model_host.c (the model ABI of model.h over the CUDA driver API,
  * libcuda loaded with dlopen: the package builds with a plain C compiler and
  * no CUDA headers), the Makefile and README.md.
- * Needs: region_cuda.h (the launch list, the memory layout), emit_model.h
+ * Needs: region_cuda.h (the launch list, the memory layout), common/metadata.h
  * (the ABI's metadata arrays).  Gives: cuda_standalone_*.
  *
  * model_init loads the PTX (model_ptx.c: a C string; compiled by harp with
@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/c/emit_model.h"
+#include "backend/common/metadata.h"
 #include "backend/cuda/region_cuda.h"
 #include "backend/cuda/standalone_cuda.h"
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """torch_export.py — models of the corpus made by a real converter:
-torchvision and Hugging Face transformers models, built from a local
+torchvision and Hugging Face transformers models (classifiers, a
+segmenter, two detectors with NonMaxSuppression and RoiAlign, text and
+speech encoders, decoders with past key/values), built from a local
 configuration with seeded random weights (nothing is downloaded), exported
 by torch.onnx.export.
 
@@ -194,8 +196,37 @@ def mobilenet_v3_fp16(out):
     fp16(out, mobilenet_v3)
 
 
+class Detect(torch.nn.Module):
+    """A torchvision detector on one image [3, H, W] -> (boxes, scores,
+    labels): its transform, backbone, heads, the per-class
+    NonMaxSuppression and TopK of a run-time count, as the exporter writes
+    them."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        o = self.m([x])[0]
+        return o["boxes"], o["scores"], o["labels"]
+
+
+def detector(out, m):
+    m.eval()
+    export(Detect(m), (torch.rand(3, 320, 320),), out, ["images"], ["boxes", "scores", "labels"], None)
+
+
+def ssdlite(out):
+    detector(out, torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=11))
+
+
+def fasterrcnn(out):
+    detector(out, torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None,
+                                                                                       num_classes=11))
+
+
 MODELS = {f.__name__: f for f in (mobilenet_v3, lraspp, resnet18_dynamo, bert, gpt2_past, llama_past, wav2vec2,
-                                  mobilenet_v3_fp16)}
+                                  mobilenet_v3_fp16, ssdlite, fasterrcnn)}
 
 
 def main():

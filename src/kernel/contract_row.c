@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
 
@@ -143,20 +143,22 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       continue;
     }
     if (n->op == TINY_RESHAPE && reshape_ok) continue;
-    switch (n->op) {
-    case TINY_RELU: out->kind = CT_EPI_RELU; break;
-    case TINY_GELU: out->kind = CT_EPI_GELU; break;
-    case TINY_CAST: {
+    if (n->op == TINY_CAST) {
       if (last) continue; /* the store converts to C's dtype */
       tiny_dtype from = g->nodes[n->src[0].node].dtype, to = n->a.cast.to;
       if (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16 || from == TINY_FP32)) continue; /* exact */
       if (from != TINY_FP32 || (to != TINY_FP16 && to != TINY_BF16)) return false;
       out->kind = CT_EPI_ROUND; /* a rounding in the middle of the chain */
       out->dtype = to;
-      break;
+      em->n++;
+      continue;
     }
-    case TINY_MAX:
-    case TINY_MIN: {
+    tiny_epi ek = tiny_op_epi(n->op); /* the op table's epilogue column */
+    switch (ek) {
+    case TE_RELU: out->kind = CT_EPI_RELU; break;
+    case TE_GELU: out->kind = CT_EPI_GELU; break;
+    case TE_LOWER:
+    case TE_UPPER: {
       /* with a constant: a clamp (ReLU6 = min(max(x, 0), 6)); a max then a
        * min are one step, min(max(x, lo), hi) in that order */
       if (ep->nextra != 1 || ep->extra[0].cast >= 0) return false;
@@ -164,17 +166,17 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       if (t->op != TINY_CONST || !tiny_dtype_is_float(t->dtype) || isnan(t->a.cnst.value)) return false;
       float v = (float)t->a.cnst.value;
       ct_epi *prev = em->n ? &em->epi[em->n - 1] : NULL;
-      if (n->op == TINY_MIN && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {
+      if (ek == TE_UPPER && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {
         prev->hi = v;
         continue;
       }
       out->kind = CT_EPI_CLAMP;
-      out->lo = n->op == TINY_MAX ? v : -INFINITY;
-      out->hi = n->op == TINY_MIN ? v : INFINITY;
+      out->lo = ek == TE_LOWER ? v : -INFINITY;
+      out->hi = ek == TE_UPPER ? v : INFINITY;
       break;
     }
-    case TINY_ADD:
-    case TINY_MUL: {
+    case TE_SHIFT:
+    case TE_SCALE: {
       if (ep->nextra != 1 || !ep->extra[0].affine) return false;
       if (ep->extra[0].cast >= 0) { /* only the exact widening of a half operand */
         const tiny_node *cv = &g->nodes[ep->extra[0].cast];
@@ -185,8 +187,8 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       if (t->op == TINY_CONST) {
         if (!tiny_dtype_is_float(t->dtype)) return false;
         out->kind = CT_EPI_SCALE;
-        out->scale = n->op == TINY_MUL ? (float)t->a.cnst.value : 1.0f;
-        out->shift = n->op == TINY_ADD ? (float)t->a.cnst.value : 0.0f;
+        out->scale = ek == TE_SCALE ? (float)t->a.cnst.value : 1.0f;
+        out->shift = ek == TE_SHIFT ? (float)t->a.cnst.value : 0.0f;
         break;
       }
       int s = ct_slot_of(K, c->f, x->node);
@@ -194,7 +196,7 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       tiny_dtype dt = c->f->buffers[c->f->buffer_of[x->node]].dtype;
       if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return false;
       out->kind = CT_EPI_RESIDUAL;
-      out->mul = n->op == TINY_MUL;
+      out->mul = ek == TE_SCALE;
       out->dtype = dt;
       out->slot = s;
       out->off = x->offset;

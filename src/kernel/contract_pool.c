@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
 #include "util/util.h"
@@ -59,46 +59,49 @@ static bool chain(const tiny_graph *g, const poly_view *pv, const rg_info *info,
     memset(ep, 0, sizeof *ep);
     ep->slot = -1;
     double v;
-    switch (n->op) {
-    case TINY_RELU:
+    if (n->op == TINY_CAST) {
+      tiny_dtype from = g->nodes[prev].dtype, to = n->a.cast.to;
+      if (n->src[0].node != prev || !half_or_single(from) || !half_or_single(to)) DECLINE("a cast after the pool is not between floats");
+      if (!(i == info->nblocks - 1 || to == TINY_FP32 || from == to)) { /* else the store converts; widening is exact */
+        if (from != TINY_FP32) DECLINE("a cast after the pool rounds a half to another half");
+        ep->kind = CT_EPI_ROUND;
+        ep->dtype = to;
+        out->nepi++;
+      }
+      prev = nd;
+      continue;
+    }
+    tiny_epi ek = tiny_op_epi(n->op); /* the op table's epilogue column */
+    switch (ek) {
+    case TE_RELU:
       if (n->src[0].node != prev) DECLINE("a step after the pool reads another value");
       ep->kind = CT_EPI_RELU;
       out->nepi++;
       break;
-    case TINY_CAST: {
-      tiny_dtype from = g->nodes[prev].dtype, to = n->a.cast.to;
-      if (n->src[0].node != prev || !half_or_single(from) || !half_or_single(to)) DECLINE("a cast after the pool is not between floats");
-      if (i == info->nblocks - 1 || to == TINY_FP32 || from == to) break; /* the store converts; widening is exact */
-      if (from != TINY_FP32) DECLINE("a cast after the pool rounds a half to another half");
-      ep->kind = CT_EPI_ROUND;
-      ep->dtype = to;
-      out->nepi++;
-      break;
-    }
-    case TINY_ADD:
-    case TINY_MUL: {
+    case TE_SHIFT:
+    case TE_SCALE: {
       int k = n->src[0].node == prev ? 1 : n->src[1].node == prev ? 0 : -1;
       if (k < 0 || !const_of(g, n->src[k].node, &v)) DECLINE("a step after the pool is not with a constant");
       if (g->nodes[prev].dtype != TINY_FP32 || n->dtype != TINY_FP32) DECLINE("a step after the pool is not in fp32");
       ep->kind = CT_EPI_SCALE;
-      ep->scale = n->op == TINY_MUL ? (float)v : 1.0f;
-      ep->shift = n->op == TINY_ADD ? (float)v : 0.0f;
+      ep->scale = ek == TE_SCALE ? (float)v : 1.0f;
+      ep->shift = ek == TE_SHIFT ? (float)v : 0.0f;
       out->nepi++;
       break;
     }
-    case TINY_MAX:
-    case TINY_MIN: { /* a clamp, min(max(x, lo), hi) (contract.c's map_epilogue) */
+    case TE_LOWER:
+    case TE_UPPER: { /* a clamp, min(max(x, lo), hi) (contract.c's map_epilogue) */
       int k = n->src[0].node == prev ? 1 : n->src[1].node == prev ? 0 : -1;
       if (k < 0 || !const_of(g, n->src[k].node, &v) || isnan(v)) DECLINE("a max / min after the pool is not with a constant");
       ct_epi *last_ep = out->nepi ? &out->epi[out->nepi - 1] : NULL;
-      if (n->op == TINY_MIN && last_ep && last_ep->kind == CT_EPI_CLAMP && last_ep->hi == INFINITY && i > 1 &&
-          g->nodes[prev].op == TINY_MAX) {
+      if (ek == TE_UPPER && last_ep && last_ep->kind == CT_EPI_CLAMP && last_ep->hi == INFINITY && i > 1 &&
+          tiny_op_epi(g->nodes[prev].op) == TE_LOWER) {
         last_ep->hi = (float)v;
         break;
       }
       ep->kind = CT_EPI_CLAMP;
-      ep->lo = n->op == TINY_MAX ? (float)v : -INFINITY;
-      ep->hi = n->op == TINY_MIN ? (float)v : INFINITY;
+      ep->lo = ek == TE_LOWER ? (float)v : -INFINITY;
+      ep->hi = ek == TE_UPPER ? (float)v : INFINITY;
       out->nepi++;
       break;
     }

@@ -1,7 +1,7 @@
 /* contract.h — how a contraction or attention region reads as a template
  * kernel, independent of the target (internal API shared by the C backend,
  * src/backend/c/contract_c.c, and the CUDA backend,
- * src/backend/cuda/region_cuda.c).
+ * src/backend/cuda/region_cuda.c; the kernel layer, kernel.h, calls them).
  *
  * A region maps onto a template when its operands are plain strided tensors
  * (every operand axis indexed by one variable, or a window for conv), its
@@ -12,8 +12,8 @@
  * specs need (cgen_*_spec, cuda_*_spec mirror each other field for field).
  * Tensors are named by their slot in the kernel's buffer list (fn_kernel
  * reads, then writes) plus an element offset. */
-#ifndef HARP_BACKEND_CONTRACT_H
-#define HARP_BACKEND_CONTRACT_H
+#ifndef HARP_KERNEL_CONTRACT_H
+#define HARP_KERNEL_CONTRACT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -249,5 +249,67 @@ typedef struct ct_map_set {
  * nor a row broadcast, several outputs, ...).  `ok(op)` says which Tiny ops
  * the target covers. */
 bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map_set *out, const char **why);
+
+/* ---- reductions and elementwise chains (contract_ewise.c) ---------------------
+ * The GPU's simple kernels: a single reduction of a strided buffer, viewed
+ * as [outer][red][inner], and an elementwise chain over the output's points
+ * as a list of instructions on strided inputs. */
+
+/* out[outer][inner] = reduce over red of in[outer][red][inner] (element
+ * strides s_*), accumulated in fp32. */
+typedef struct ct_reduce {
+  int64_t outer, red, inner;
+  int64_t s_outer, s_red, s_inner;
+  tiny_reduce_op op;
+  bool has_init;
+  double init;
+  ct_tensor in, out; /* in: a peeled CAST's source, at its offset; out: offset 0 */
+} ct_reduce;
+
+/* True when the region is one such reduction; false with *why NULL when it
+ * is no single fp32-accumulated REDUCE, with *why set when it is one the
+ * kernel does not take. */
+bool ct_read_reduce(const ct_row *w, ct_reduce *out, const char **why);
+
+#define CT_EW_MAX_RANK 8
+#define CT_EW_MAX_IN 8
+#define CT_EW_MAX_INSTR 64
+/* Instruction i computes value i; operands name earlier values.
+ *   op = TINY_INPUT: load input `input`; TINY_CONST: the immediate `imm`
+ *   (rounded to its dtype); unary / binary / WHERE / CAST: Tiny semantics.
+ * The last instruction is the output. */
+typedef struct ct_ew_instr {
+  tiny_op op;
+  int a, b, c;      /* operand values (indices of earlier instructions) */
+  int input;        /* TINY_INPUT */
+  double imm;       /* TINY_CONST */
+  tiny_dtype dtype; /* the value's dtype (CAST: its target) */
+} ct_ew_instr;
+typedef struct ct_ew_input {
+  ct_tensor t;                      /* slot, storage dtype, element offset */
+  int64_t strides[CT_EW_MAX_RANK]; /* elements per step of each output axis; 0: broadcast */
+} ct_ew_input;
+typedef struct ct_ewise {
+  int rank;
+  int64_t shape[CT_EW_MAX_RANK];
+  int ninputs;
+  ct_ew_input in[CT_EW_MAX_IN];
+  int ninstr;
+  ct_ew_instr instr[CT_EW_MAX_INSTR];
+  ct_tensor out; /* dense, offset 0 */
+} ct_ewise;
+/* What the target's elementwise kernel takes: at most max_rank axes,
+ * max_in inputs, max_instr instructions (each at most the CT_EW_MAX_*
+ * above), the ops op_ok says yes to. */
+typedef struct ct_ew_caps {
+  int max_rank, max_in, max_instr;
+  bool (*op_ok)(tiny_op op);
+} ct_ew_caps;
+
+/* *ok when the region is an elementwise chain with one output, every block
+ * over the output's points, that the kernel takes; else *why NULL when it
+ * is no such chain, set when it is one the kernel does not take.  An error
+ * only when out of memory. */
+harp_status ct_read_ewise(const ct_row *w, const ct_ew_caps *caps, harp_error *e, ct_ewise *out, bool *ok, const char **why);
 
 #endif

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/contract.h"
+#include "kernel/contract.h"
 #include "harp/polycore.h"
 #include "harp/region.h"
 #include "util/util.h"

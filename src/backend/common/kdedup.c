@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/c/kdedup.h"
+#include "backend/common/kdedup.h"
 
 #define MAX_BUFS 256
 
