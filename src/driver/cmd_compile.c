@@ -47,7 +47,9 @@ static const char compile_help[] =
     "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
     "  --shape NAME=DIMS      an ONNX graph input's shape (x=1x3x640x640; repeatable):\n"
     "                         a dynamic dim needs it, an --input file or --sym\n"
-    "  --seed N               seed of the random example inputs (default 1)\n";
+    "  --seed N               seed of the random example inputs (default 1)\n"
+    "  --knob NAME=VALUE      set a knob of the library (harp --help-options; repeatable)\n"
+    "  --time-stages          print each compile stage's time to stderr\n";
 
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
 typedef struct pkg {

@@ -36,6 +36,7 @@ static const char tune_help[] =
     "  --log FILE           append the measurements to FILE (CSV; default\n"
     "                       <cache dir>/tune.csv)\n"
     "  --no-store           measure and log, but leave the plan cache alone\n"
+    "  --knob NAME=VALUE    set a knob of the library (harp --help-options; repeatable)\n"
     "A progress line goes to stderr when it is a terminal.\n";
 
 static long opt_count(const char *v, const char *what, long lo, long hi, bool *ok) {

@@ -54,13 +54,16 @@ static int help_options(void) {
   }
   printf("harp's knobs (docs/options.md): each is set by its environment variable, or by\n"
          "--knob NAME=VALUE (run, bench, dump, compile, tune); harp.h takes harp_options.knobs.\n\n");
-  printf("%-13s %-18s %-16s %-8s %s\n", "knob", "variable", "type", "default", "now");
+  printf("%-13s %-18s %-18s %-8s %s\n", "knob", "variable", "type", "default", "now");
   for (int i = 0; i < rt_knob_count(); i++) {
     const rt_knob *r = rt_knob_at(i);
     char now[RT_KNOB_PATH];
     rt_knob_format(&k, r, now, sizeof now);
-    const char *ty = r->type == RT_KNOB_CHOICE ? r->choices : types[r->type];
-    printf("%-13s %-18s %-16s %-8s %s\n  %s\n", r->name, r->env, ty, *r->dflt ? r->dflt : "\"\"", *now ? now : "\"\"",
+    char ty[64];
+    if (r->type == RT_KNOB_CHOICE) snprintf(ty, sizeof ty, "%s", r->choices);
+    else if (r->lo < r->hi) snprintf(ty, sizeof ty, "%s %.10g-%.10g", types[r->type], r->lo, r->hi);
+    else snprintf(ty, sizeof ty, "%s", types[r->type]);
+    printf("%-13s %-18s %-18s %-8s %s\n  %s\n", r->name, r->env, ty, *r->dflt ? r->dflt : "\"\"", *now ? now : "\"\"",
            r->doc);
   }
   return 0;

@@ -26,7 +26,7 @@ static const rt_knob table[] = {
     ROW(tmpdir, "TMPDIR", STRING, "/tmp", NULL, 0, 0, "where cgen_compile_so makes its work directories"),
     ROW(no_fusion, "HARP_NO_FUSION", BOOL, "0", NULL, 0, 0, "every block its own region (fused vs unfused)"),
     ROW(no_templates, "HARP_NO_TEMPLATES", BOOL, "0", NULL, 0, 0,
-        "no kernel templates: every region on the generic loop nest (CUDA: row kernels stay)"),
+        "no kernel templates: regions on the generic loop nest (a recurrent cell keeps its template; CUDA: row kernels stay)"),
     ROW(no_plans, "HARP_NO_PLANS", BOOL, "0", NULL, 0, 0,
         "CPU templates keep their built-in tuning instead of the region's Schedule Plan"),
     ROW(no_prepack, "HARP_NO_PREPACK", BOOL, "0", NULL, 0, 0,
