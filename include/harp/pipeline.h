@@ -68,6 +68,7 @@ int rt_stage_of_dump(const char *dump);
 /* A target: what its stages need to know about it, and its driver. */
 struct rt_target {
   const char *name;          /* "interp" | "cpu" | "cuda" */
+  const char *machines[3];   /* the --target names it compiles for, NULL-terminated ("sm80", "sm90") */
   const char *kernels_dump;  /* --dump of its kernels stage, or NULL */
   const char *code_dump;     /* --dump of its code stage, or NULL */
   rt_stage regions_final;    /* the partition is final once this stage ran (CUDA forms
@@ -78,6 +79,13 @@ struct rt_target {
 extern const rt_target rt_target_interp, rt_target_cpu, rt_target_cuda;
 /* The target named `name`, or NULL. */
 const rt_target *rt_target_find(const char *name);
+/* The target of a machine name (`--target`): "cpu", or a CUDA architecture
+ * ("sm80", "sm90") as the cuda target with *arch that name (NULL for the
+ * CPU).  NULL when there is no such machine. */
+const rt_target *rt_target_of_machine(const char *name, const char **arch);
+/* The target whose own stage makes dump (its kernels or code stage: "c",
+ * "gpu", "cu"), or NULL when every target's stages can make it. */
+const rt_target *rt_target_of_dump(const char *dump);
 
 /* Called after each stage that ran; an error stops the compile. */
 typedef harp_status (*rt_stage_hook)(void *ctx, harp_error *e, const rt_compile *c, rt_stage s);

@@ -40,26 +40,23 @@ void cli_dumps_free(cli_dumps *d) {
 }
 
 harp_status cli_target_of(harp_error *e, const cli_opts *o, const rt_target **t, const char **arch) {
-  *t = &rt_target_cpu;
   *arch = NULL;
-  if (!o->target || !strcmp(o->target, "cpu")) return HARP_OK;
-  if (strcmp(o->target, "sm80") && strcmp(o->target, "sm90"))
+  if (!(*t = o->target ? rt_target_of_machine(o->target, arch) : &rt_target_cpu))
     return ut_fail(e, HARP_E_USAGE, NULL, "--target expects cpu, sm80 or sm90, got '%s'", o->target);
-  *t = &rt_target_cuda;
-  *arch = o->target;
   return HARP_OK;
 }
 
-/* The target and architecture dump i is made on. */
+/* The target and architecture dump i is made on: the target whose own
+ * stage makes it (c, gpu, cu), else --target's or the command's. */
 static harp_status dump_target(harp_error *e, const cli_dumps *d, int i, const rt_target **t, const char **arch) {
-  const char *n = d->name[i];
-  if (!strcmp(n, "c")) {
-    *t = &rt_target_cpu, *arch = NULL;
-    return HARP_OK;
+  const rt_target *own = rt_target_of_dump(d->name[i]);
+  if (own == &rt_target_cuda) {
+    *t = own;
+    return cli_gpu_target(e, d->o, d->own == own && d->own_arch ? d->own_arch : "sm80", arch);
   }
-  if (!strcmp(n, "gpu") || !strcmp(n, "cu")) {
-    *t = &rt_target_cuda;
-    return cli_gpu_target(e, d->o, d->own == &rt_target_cuda && d->own_arch ? d->own_arch : "sm80", arch);
+  if (own) {
+    *t = own, *arch = NULL;
+    return HARP_OK;
   }
   if (!d->o->target && d->own) {
     *t = d->own, *arch = d->own_arch;
@@ -90,17 +87,39 @@ bool cli_dumps_own(cli_dumps *d, const rt_target *t, const char *arch) {
   return false;
 }
 
-/* Dump i of compile c as text (malloc'd). */
+/* ---- the stage dumps: name, file, and the text from a compile ---------------------- */
+static harp_status dump_indexbook(harp_error *e, const rt_compile *c, char **t) { return ib_dump_json(e, c->ib, t); }
+static harp_status dump_poly_view(harp_error *e, const rt_compile *c, char **t) { return poly_dump_json(e, c->pv, t); }
+static harp_status dump_region(harp_error *e, const rt_compile *c, char **t) { return rg_dump_json(e, c->part, t); }
+static harp_status dump_plan(harp_error *e, const rt_compile *c, char **t) { return rt_plans_dump_json(e, &c->plans, t); }
+static harp_status dump_gpu(harp_error *e, const rt_compile *c, char **t) { return cuda_model_dump_json(e, c->tu, t); }
+static harp_status dump_function(harp_error *e, const rt_compile *c, char **t) {
+  return (*t = fn_dump_json(c->f)) ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+}
+static harp_status dump_source(harp_error *e, const rt_compile *c, char **t) {
+  return c->source && (*t = strdup(c->source)) ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+}
+
+typedef harp_status (*dump_fn)(harp_error *e, const rt_compile *c, char **text);
+static const struct {
+  const char *name, *file;
+  dump_fn render;
+} dump_table[] = {{"indexbook", "indexbook.json", dump_indexbook}, {"poly_view", "poly_view.json", dump_poly_view},
+                  {"region", "region.json", dump_region},          {"function", "function.json", dump_function},
+                  {"plan", "plan.json", dump_plan},                {"gpu", "gpu.json", dump_gpu},
+                  {"c", "model.c", dump_source},                   {"cu", "model.cu", dump_source}};
+
+static int dump_row(const char *name) {
+  for (int i = 0; i < (int)(sizeof dump_table / sizeof dump_table[0]); i++)
+    if (!strcmp(dump_table[i].name, name)) return i;
+  return -1;
+}
+
+/* Dump `name` of compile c as text (malloc'd). */
 static harp_status render(harp_error *e, const rt_compile *c, const char *name, char **text) {
   *text = NULL;
-  if (!strcmp(name, "indexbook")) return ib_dump_json(e, c->ib, text);
-  if (!strcmp(name, "poly_view")) return poly_dump_json(e, c->pv, text);
-  if (!strcmp(name, "region")) return rg_dump_json(e, c->part, text);
-  if (!strcmp(name, "plan")) return rt_plans_dump_json(e, &c->plans, text);
-  if (!strcmp(name, "gpu")) return cuda_model_dump_json(e, c->tu, text);
-  const char *src = !strcmp(name, "function") ? NULL : c->source;
-  *text = !strcmp(name, "function") ? fn_dump_json(c->f) : src ? strdup(src) : NULL;
-  return *text ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int i = dump_row(name);
+  return i < 0 ? ut_fail(e, HARP_E_INTERNAL, NULL, "no dump '%s'", name) : dump_table[i].render(e, c, text);
 }
 
 /* After stage s of c: the served dumps of s, rendered again if s ran
@@ -121,13 +140,8 @@ harp_status cli_dumps_hook(void *ctx, harp_error *e, const rt_compile *c, rt_sta
 }
 
 static const char *file_of(const char *name) {
-  static const char *const files[][2] = {{"indexbook", "indexbook.json"}, {"poly_view", "poly_view.json"},
-                                         {"region", "region.json"},       {"function", "function.json"},
-                                         {"plan", "plan.json"},           {"gpu", "gpu.json"},
-                                         {"c", "model.c"},                {"cu", "model.cu"}};
-  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-    if (!strcmp(files[i][0], name)) return files[i][1];
-  return "dump.txt";
+  int i = dump_row(name);
+  return i < 0 ? "dump.txt" : dump_table[i].file;
 }
 
 void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compile *c) {

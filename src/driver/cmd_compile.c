@@ -291,16 +291,17 @@ int cmd_compile(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("compile", "usage: harp compile MODEL --target cpu|sm80|sm90 -o DIR");
   }
-  const char *target = o.target ? o.target : "cpu";
-  if (strcmp(target, "cpu") != 0 && strcmp(target, "sm80") != 0 && strcmp(target, "sm90") != 0) {
-    int r = cli_usage_error("compile", "unknown target '%s' (available: cpu, sm80, sm90)", target);
+  const char *arch = NULL;
+  const rt_target *target = o.target ? rt_target_of_machine(o.target, &arch) : &rt_target_cpu;
+  if (!target) {
+    int r = cli_usage_error("compile", "unknown target '%s' (available: cpu, sm80, sm90)", o.target);
     cli_opts_free(&o);
     return r;
   }
-  if (o.precision && !strcmp(target, "cpu"))
+  if (o.precision && target == &rt_target_cpu)
     fprintf(stderr, "harp: note: --precision changes --target sm80 and sm90 only (the CPU computes fp32)\n");
-  if (strcmp(target, "cpu") != 0) {
-    rc = compile_gpu(&o, target);
+  if (target == &rt_target_cuda) {
+    rc = compile_gpu(&o, arch);
     cli_opts_free(&o);
     return rc;
   }

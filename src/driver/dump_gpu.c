@@ -7,7 +7,8 @@
 
 harp_status cli_gpu_target(harp_error *e, const cli_opts *o, const char *dflt, const char **target) {
   *target = o->target ? o->target : dflt;
-  if (*target && strcmp(*target, "sm80") && strcmp(*target, "sm90"))
+  const char *arch;
+  if (*target && rt_target_of_machine(*target, &arch) != &rt_target_cuda)
     return ut_fail(e, HARP_E_USAGE, NULL, "--target %s: the GPU backend takes sm80 or sm90", *target);
   return HARP_OK;
 }

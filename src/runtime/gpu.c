@@ -58,9 +58,8 @@ harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cud
     const cuda_rt_status *rs = cuda_rt_status_of(rt);
     target = rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
   }
-  if (strcmp(target, "sm80") && strcmp(target, "sm90"))
+  if (!cuda_arch_parse(target, arch))
     return ut_fail(e, HARP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
-  *arch = !strcmp(target, "sm90") ? CUDA_SM90 : CUDA_SM80;
   return HARP_OK;
 }
 

@@ -23,6 +23,9 @@ static const struct {
     [RT_STAGE_CODE] = {"code", NULL},            [RT_STAGE_BUILD] = {"build", NULL},
 };
 
+static const rt_target *const targets[] = {&rt_target_interp, &rt_target_cpu, &rt_target_cuda};
+#define NTARGETS (sizeof targets / sizeof targets[0])
+
 const char *rt_stage_name(rt_stage s) { return s >= 0 && s < RT_NSTAGES ? stages[s].name : "?"; }
 
 const char *rt_stage_dump(rt_stage s, const rt_target *t) {
@@ -32,19 +35,35 @@ const char *rt_stage_dump(rt_stage s, const rt_target *t) {
 }
 
 int rt_stage_of_dump(const char *dump) {
-  static const rt_target *const all[] = {&rt_target_interp, &rt_target_cpu, &rt_target_cuda};
   for (int s = 0; dump && s < RT_NSTAGES; s++)
-    for (size_t t = 0; t < sizeof all / sizeof all[0]; t++) {
-      const char *d = rt_stage_dump((rt_stage)s, all[t]);
+    for (size_t t = 0; t < NTARGETS; t++) {
+      const char *d = rt_stage_dump((rt_stage)s, targets[t]);
       if (d && !strcmp(d, dump)) return s;
     }
   return -1;
 }
 
 const rt_target *rt_target_find(const char *name) {
-  static const rt_target *const all[] = {&rt_target_interp, &rt_target_cpu, &rt_target_cuda};
-  for (size_t t = 0; name && t < sizeof all / sizeof all[0]; t++)
-    if (!strcmp(all[t]->name, name)) return all[t];
+  for (size_t t = 0; name && t < NTARGETS; t++)
+    if (!strcmp(targets[t]->name, name)) return targets[t];
+  return NULL;
+}
+
+const rt_target *rt_target_of_machine(const char *name, const char **arch) {
+  for (size_t t = 0; name && t < NTARGETS; t++)
+    for (const char *const *m = targets[t]->machines; *m; m++)
+      if (!strcmp(*m, name)) {
+        *arch = targets[t] == &rt_target_cuda ? *m : NULL;
+        return targets[t];
+      }
+  return NULL;
+}
+
+const rt_target *rt_target_of_dump(const char *dump) {
+  for (size_t t = 0; dump && t < NTARGETS; t++)
+    if ((targets[t]->kernels_dump && !strcmp(targets[t]->kernels_dump, dump)) ||
+        (targets[t]->code_dump && !strcmp(targets[t]->code_dump, dump)))
+      return targets[t];
   return NULL;
 }
 
@@ -230,4 +249,5 @@ static harp_status interp_drive(rt_compile *c) {
   return c->status;
 }
 
-const rt_target rt_target_interp = {"interp", NULL, NULL, RT_STAGE_REGIONS, interp_drive, NULL};
+const rt_target rt_target_interp = {
+    .name = "interp", .regions_final = RT_STAGE_REGIONS, .drive = interp_drive};

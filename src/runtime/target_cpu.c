@@ -109,4 +109,5 @@ static harp_status cpu_drive(rt_compile *c) {
   return c->status;
 }
 
-const rt_target rt_target_cpu = {"cpu", NULL, "c", RT_STAGE_REGIONS, cpu_drive, NULL};
+const rt_target rt_target_cpu = {
+    .name = "cpu", .machines = {"cpu"}, .code_dump = "c", .regions_final = RT_STAGE_REGIONS, .drive = cpu_drive};

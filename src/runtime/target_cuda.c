@@ -16,10 +16,11 @@
 /* The architecture and precision asked for (opts.arch, opts.precision);
  * strict fp32 and half rounding form fp32 attentions split from the start. */
 static harp_status cuda_setup(rt_compile *c) {
-  const char *arch = c->opts.arch ? c->opts.arch : "sm80";
-  if (strcmp(arch, "sm80") && strcmp(arch, "sm90"))
-    return ut_fail(c->e, HARP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", arch);
-  c->arch = !strcmp(arch, "sm90") ? CUDA_SM90 : CUDA_SM80;
+  const char *name = c->opts.arch ? c->opts.arch : "sm80";
+  cuda_arch arch;
+  if (!cuda_arch_parse(name, &arch))
+    return ut_fail(c->e, HARP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", name);
+  c->arch = (int)arch;
   cuda_math math = CUDA_MATH_TF32;
   if (c->opts.precision && !cuda_math_parse(c->opts.precision, &math))
     return ut_fail(c->e, HARP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", c->opts.precision);
@@ -95,4 +96,10 @@ static void cuda_release(rt_compile *c) {
   c->tu = NULL;
 }
 
-const rt_target rt_target_cuda = {"cuda", "gpu", "cu", RT_STAGE_KERNELS, cuda_drive, cuda_release};
+const rt_target rt_target_cuda = {.name = "cuda",
+                                  .machines = {"sm80", "sm90"},
+                                  .kernels_dump = "gpu",
+                                  .code_dump = "cu",
+                                  .regions_final = RT_STAGE_KERNELS,
+                                  .drive = cuda_drive,
+                                  .release = cuda_release};

@@ -10,6 +10,7 @@
 #include "harp/frontend.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
+#include "util/util.h"
 
 #define MODEL "tests/models/gpu/transformer_block_fp16.harp"
 
@@ -225,12 +226,57 @@ static void test_tables(void **state) {
   assert_ptr_equal(rt_target_find("interp"), &rt_target_interp);
   assert_null(rt_target_find("regions"));
   assert_null(rt_target_find(NULL));
+  /* --target names and the target-only dumps, from the descriptors */
+  const char *arch = "x";
+  assert_ptr_equal(rt_target_of_machine("cpu", &arch), &rt_target_cpu);
+  assert_null(arch);
+  assert_ptr_equal(rt_target_of_machine("sm90", &arch), &rt_target_cuda);
+  assert_string_equal(arch, "sm90");
+  assert_ptr_equal(rt_target_of_machine("sm80", &arch), &rt_target_cuda);
+  assert_string_equal(arch, "sm80");
+  assert_null(rt_target_of_machine("sm70", &arch));
+  assert_null(rt_target_of_machine("cuda", &arch));
+  assert_null(rt_target_of_machine(NULL, &arch));
+  assert_ptr_equal(rt_target_of_dump("c"), &rt_target_cpu);
+  assert_ptr_equal(rt_target_of_dump("gpu"), &rt_target_cuda);
+  assert_ptr_equal(rt_target_of_dump("cu"), &rt_target_cuda);
+  assert_null(rt_target_of_dump("region"));
+  assert_null(rt_target_of_dump(NULL));
+}
+
+/* docs/architecture.md's stage list is the pipeline's: one line per stage,
+ * in order, "    <name> ... <its --dump on some target>". */
+static void test_architecture_doc(void **state) {
+  (void)state;
+  harp_error e = {0};
+  char *doc = NULL;
+  size_t len = 0;
+  assert_ok(&e, ut_read_file(&e, src_path("docs/architecture.md"), 1 << 20, &doc, &len));
+  const char *at = doc;
+  for (int s = 0; s < RT_NSTAGES; s++) {
+    char key[64];
+    snprintf(key, sizeof key, "\n    %s ", rt_stage_name((rt_stage)s));
+    const char *line = strstr(at, key);
+    if (!line) fail_msg("docs/architecture.md: no line for stage %s after the previous stage's", rt_stage_name((rt_stage)s));
+    const char *end = strchr(line + 1, '\n');
+    const rt_target *ts[] = {&rt_target_cpu, &rt_target_cuda};
+    for (int t = 0; t < 2; t++) {
+      const char *d = rt_stage_dump((rt_stage)s, ts[t]);
+      char word[32];
+      snprintf(word, sizeof word, " %s", d ? d : "");
+      const char *hit = d ? strstr(line, word) : NULL;
+      if (d && (!hit || hit > end)) fail_msg("docs/architecture.md: stage %s's line lacks its dump %s", rt_stage_name((rt_stage)s), d);
+    }
+    at = end;
+  }
+  free(doc);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_stages), cmocka_unit_test(test_until),   cmocka_unit_test(test_fault_each_stage),
       cmocka_unit_test(test_normalize),  cmocka_unit_test(test_variant), cmocka_unit_test(test_tables),
+      cmocka_unit_test(test_architecture_doc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
