@@ -77,10 +77,57 @@ static harp_status as_read(harp_error *e, const ut_tensor *t, tiny_dtype want, u
   return HARP_OK;
 }
 
+/* Result res of a kernel into buffer B's storage: widened to fp32 where B
+ * stores it so, copied into the arena, or (a model output) handed over. */
+static harp_status store_result(harp_error *e, const fn_function *f, const rg_region *R, const fn_buffer *B,
+                                unsigned char *arena, ut_tensor *storage, ut_tensor *res) {
+  bool widened = B->kind == FN_TEMP && res->dtype != B->dtype;
+  if (widened ? res->nbytes / tiny_dtype_size(res->dtype) != B->size / tiny_dtype_size(B->dtype) : res->nbytes != B->size)
+    return ut_fail(e, HARP_E_INTERNAL, R->name, "region result has %zu bytes, its buffer %zu", res->nbytes, B->size);
+  if (widened) { /* stored as the backends store it: fp32 */
+    convert(res, &storage[B->id]);
+  } else if (B->kind == FN_TEMP) {
+    memcpy(arena + B->offset, res->data, B->size);
+  } else { /* a model output: hand the tensor over */
+    for (int o = 0; o < f->nret; o++)
+      if (f->ret[o] == B->id) {
+        storage[B->id] = *res;
+        memset(res, 0, sizeof *res);
+        break;
+      }
+  }
+  return HARP_OK;
+}
+
+/* Kernel r of f on the interpreter: its region as a graph over the
+ * storage of the buffers it reads, its results stored. */
+static harp_status play_kernel(harp_error *e, const fn_function *f, const tiny_symtab *syms, int r, unsigned char *arena,
+                               ut_tensor *storage) {
+  const tiny_graph *g = f->part->g;
+  const fn_kernel *K = &f->kernels[r];
+  const rg_region *R = &f->part->regions[K->region];
+  tiny_graph *s = NULL;
+  ut_tensor *in = ut_xcalloc((size_t)K->nreads + 1, sizeof *in), *res = ut_xcalloc((size_t)K->nwrites + 1, sizeof *res);
+  ut_tensor *tmp = ut_xcalloc((size_t)K->nreads + 1, sizeof *tmp);
+  harp_status st = !in || !res || !tmp ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  if (!st) st = region_graph(e, g, R, &s);
+  if (!st) st = tiny_infer(e, s, syms, false);
+  for (int k = 0; k < K->nreads && !st; k++)
+    st = as_read(e, &storage[K->reads[k]], g->nodes[f->buffers[K->reads[k]].node].dtype, &tmp[k], &in[k]);
+  if (!st) st = tiny_interp(e, s, syms, in, K->nreads, res);
+  for (int k = 0; k < K->nwrites && !st; k++) st = store_result(e, f, R, &f->buffers[K->writes[k]], arena, storage, &res[k]);
+  for (int k = 0; res && k < K->nwrites; k++) ut_tensor_free(&res[k]);
+  for (int k = 0; tmp && k < K->nreads; k++) ut_tensor_free(&tmp[k]);
+  free(tmp);
+  free(in);
+  free(res);
+  tiny_graph_free(s);
+  return st;
+}
+
 harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
                       int ninputs, ut_tensor *outputs) {
-  const rg_partition *p = f->part;
-  const tiny_graph *g = p->g;
+  const tiny_graph *g = f->part->g;
   if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
   unsigned char *arena = ut_xcalloc(f->required_memory ? f->required_memory : 1, 1);
@@ -95,44 +142,7 @@ harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *
     const fn_buffer *B = &f->buffers[b];
     if (B->kind == FN_TEMP) storage[b] = view_of(&g->nodes[B->node], B->dtype, arena + B->offset, B->size);
   }
-  for (int r = 0; r < f->nkernels && !st; r++) {
-    const fn_kernel *K = &f->kernels[r];
-    const rg_region *R = &p->regions[K->region];
-    tiny_graph *s = NULL;
-    ut_tensor *in = ut_xcalloc((size_t)K->nreads + 1, sizeof *in), *res = ut_xcalloc((size_t)K->nwrites + 1, sizeof *res);
-    ut_tensor *tmp = ut_xcalloc((size_t)K->nreads + 1, sizeof *tmp);
-    if (!in || !res || !tmp) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    if (!st) st = region_graph(e, g, R, &s);
-    if (!st) st = tiny_infer(e, s, syms, false);
-    for (int k = 0; k < K->nreads && !st; k++)
-      st = as_read(e, &storage[K->reads[k]], g->nodes[f->buffers[K->reads[k]].node].dtype, &tmp[k], &in[k]);
-    if (!st) st = tiny_interp(e, s, syms, in, K->nreads, res);
-    for (int k = 0; k < K->nwrites && !st; k++) {
-      const fn_buffer *B = &f->buffers[K->writes[k]];
-      bool widened = B->kind == FN_TEMP && res[k].dtype != B->dtype;
-      if (widened ? res[k].nbytes / tiny_dtype_size(res[k].dtype) != B->size / tiny_dtype_size(B->dtype)
-                  : res[k].nbytes != B->size) {
-        st = ut_fail(e, HARP_E_INTERNAL, R->name, "region result has %zu bytes, its buffer %zu", res[k].nbytes, B->size);
-      } else if (widened) { /* stored as the backends store it: fp32 */
-        convert(&res[k], &storage[B->id]);
-      } else if (B->kind == FN_TEMP) {
-        memcpy(arena + B->offset, res[k].data, B->size);
-      } else { /* a model output: hand the tensor over */
-        for (int o = 0; o < f->nret; o++)
-          if (f->ret[o] == B->id) {
-            storage[B->id] = res[k];
-            memset(&res[k], 0, sizeof res[k]);
-            break;
-          }
-      }
-    }
-    for (int k = 0; k < K->nwrites; k++) ut_tensor_free(&res[k]);
-    for (int k = 0; tmp && k < K->nreads; k++) ut_tensor_free(&tmp[k]);
-    free(tmp);
-    free(in);
-    free(res);
-    tiny_graph_free(s);
-  }
+  for (int r = 0; r < f->nkernels && !st; r++) st = play_kernel(e, f, syms, r, arena, storage);
   /* Hand the outputs over (g->outputs never repeats a node). */
   for (int o = 0; o < f->nret && !st; o++) {
     outputs[o] = storage[f->ret[o]];
