@@ -162,6 +162,8 @@ harp_status rt_stage_poly_view(rt_compile *c);
  * algorithms.  A stage run again replaces what it made before. */
 struct rg_options;
 harp_status rt_form_regions(rt_compile *c, struct rg_options *ro);
+/* The interpreter's partition: one region per node that computes. */
+harp_status rt_stage_singleton_regions(rt_compile *c);
 harp_status rt_build_function(rt_compile *c, const fn_options *fo);
 harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache);
 /* Give back the IndexBook and Poly-View (unless opts.keep_analysis). */

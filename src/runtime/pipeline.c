@@ -1,8 +1,9 @@
 /* pipeline.c — the compile object (harp/pipeline.h): the stage table,
  * the stage runner (order, until, timing, the after-stage hook), the
- * stages every target shares, the interpreter's target, and variants.
+ * stages every target shares, and variants.
  * Needs: the analysis layers (IndexBook, Poly-View, regions, Function,
- * plans).  Gives: rt_compile_*, rt_stage_*, rt_target_find. */
+ * plans).  Gives: rt_compile_*, rt_stage_name, rt_stage_dump, rt_stage_run,
+ * the shared stages (rt_stage_normalize, ..., rt_choose_plans). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,48 +24,12 @@ static const struct {
     [RT_STAGE_CODE] = {"code", NULL},            [RT_STAGE_BUILD] = {"build", NULL},
 };
 
-static const rt_target *const targets[] = {&rt_target_interp, &rt_target_cpu, &rt_target_cuda};
-#define NTARGETS (sizeof targets / sizeof targets[0])
-
 const char *rt_stage_name(rt_stage s) { return s >= 0 && s < RT_NSTAGES ? stages[s].name : "?"; }
 
 const char *rt_stage_dump(rt_stage s, const rt_target *t) {
   if (s == RT_STAGE_KERNELS) return t ? t->kernels_dump : NULL;
   if (s == RT_STAGE_CODE) return t ? t->code_dump : NULL;
   return s >= 0 && s < RT_NSTAGES ? stages[s].dump : NULL;
-}
-
-int rt_stage_of_dump(const char *dump) {
-  for (int s = 0; dump && s < RT_NSTAGES; s++)
-    for (size_t t = 0; t < NTARGETS; t++) {
-      const char *d = rt_stage_dump((rt_stage)s, targets[t]);
-      if (d && !strcmp(d, dump)) return s;
-    }
-  return -1;
-}
-
-const rt_target *rt_target_find(const char *name) {
-  for (size_t t = 0; name && t < NTARGETS; t++)
-    if (!strcmp(targets[t]->name, name)) return targets[t];
-  return NULL;
-}
-
-const rt_target *rt_target_of_machine(const char *name, const char **arch) {
-  for (size_t t = 0; name && t < NTARGETS; t++)
-    for (const char *const *m = targets[t]->machines; *m; m++)
-      if (!strcmp(*m, name)) {
-        *arch = targets[t] == &rt_target_cuda ? *m : NULL;
-        return targets[t];
-      }
-  return NULL;
-}
-
-const rt_target *rt_target_of_dump(const char *dump) {
-  for (size_t t = 0; dump && t < NTARGETS; t++)
-    if ((targets[t]->kernels_dump && !strcmp(targets[t]->kernels_dump, dump)) ||
-        (targets[t]->code_dump && !strcmp(targets[t]->code_dump, dump)))
-      return targets[t];
-  return NULL;
 }
 
 /* ---- running stages -------------------------------------------------------------- */
@@ -230,24 +195,7 @@ harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache) {
   return rt_plans_choose(c->e, c->part, c->g, c->syms, &c->part->formed->machine, &po, &c->plans);
 }
 
-/* ---- the interpreter: one region per node, a layout for harp.h ------------------------ */
-static harp_status interp_regions(rt_compile *c) {
+harp_status rt_stage_singleton_regions(rt_compile *c) {
   drop_after_regions(c);
   return rg_partition_singletons(c->e, c->g, &c->part);
 }
-
-static harp_status interp_function(rt_compile *c) {
-  fn_free(c->f);
-  c->f = NULL;
-  return fn_build(c->e, c->part, "main", &c->f);
-}
-
-static harp_status interp_drive(rt_compile *c) {
-  rt_stage_run(c, RT_STAGE_NORMALIZE, rt_stage_normalize);
-  rt_stage_run(c, RT_STAGE_REGIONS, interp_regions);
-  rt_stage_run(c, RT_STAGE_FUNCTION, interp_function);
-  return c->status;
-}
-
-const rt_target rt_target_interp = {
-    .name = "interp", .regions_final = RT_STAGE_REGIONS, .drive = interp_drive};
