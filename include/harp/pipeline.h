@@ -157,6 +157,8 @@ void rt_stage_run(rt_compile *c, rt_stage s, rt_stage_fn fn);
 harp_status rt_stage_normalize(rt_compile *c);
 harp_status rt_stage_indexbook(rt_compile *c);
 harp_status rt_stage_poly_view(rt_compile *c);
+/* normalize, indexbook, poly_view: the analysis every compiling target runs first. */
+void rt_stages_analysis(rt_compile *c);
 /* Regions with the target's options (machine, analysis and no_fusion
  * filled in here); the Function with its options; the plans with its
  * algorithms.  A stage run again replaces what it made before. */

@@ -157,6 +157,12 @@ harp_status rt_stage_indexbook(rt_compile *c) {
 
 harp_status rt_stage_poly_view(rt_compile *c) { return poly_build(c->e, c->g, c->ib, NULL, &c->pv); }
 
+void rt_stages_analysis(rt_compile *c) {
+  rt_stage_run(c, RT_STAGE_NORMALIZE, rt_stage_normalize);
+  rt_stage_run(c, RT_STAGE_INDEXBOOK, rt_stage_indexbook);
+  rt_stage_run(c, RT_STAGE_POLY_VIEW, rt_stage_poly_view);
+}
+
 /* What the stages after regions made, freed: regions run again replace it all. */
 static void drop_after_regions(rt_compile *c) {
   if (c->target->release) c->target->release(c);

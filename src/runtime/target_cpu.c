@@ -98,9 +98,7 @@ static harp_status cpu_build(rt_compile *c) {
 }
 
 static harp_status cpu_drive(rt_compile *c) {
-  rt_stage_run(c, RT_STAGE_NORMALIZE, rt_stage_normalize);
-  rt_stage_run(c, RT_STAGE_INDEXBOOK, rt_stage_indexbook);
-  rt_stage_run(c, RT_STAGE_POLY_VIEW, rt_stage_poly_view);
+  rt_stages_analysis(c); /* normalize, indexbook, poly_view */
   rt_stage_run(c, RT_STAGE_REGIONS, cpu_regions);
   rt_stage_run(c, RT_STAGE_FUNCTION, cpu_function);
   rt_stage_run(c, RT_STAGE_PLANS, cpu_plans);

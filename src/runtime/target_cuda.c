@@ -71,21 +71,21 @@ static bool attention_declined(const rt_compile *c) {
   return !c->status && !c->stopped && !c->split_attention && c->tu && c->tu->nattn_generic > 0;
 }
 
-static harp_status cuda_drive(rt_compile *c) {
-  if ((c->status = cuda_setup(c))) return c->status;
-  rt_stage_run(c, RT_STAGE_NORMALIZE, rt_stage_normalize);
-  rt_stage_run(c, RT_STAGE_INDEXBOOK, rt_stage_indexbook);
-  rt_stage_run(c, RT_STAGE_POLY_VIEW, rt_stage_poly_view);
+/* regions to kernels: what runs again when a template declined an attention */
+static void cuda_partition(rt_compile *c) {
   rt_stage_run(c, RT_STAGE_REGIONS, cuda_regions);
   rt_stage_run(c, RT_STAGE_FUNCTION, cuda_function);
   rt_stage_run(c, RT_STAGE_PLANS, cuda_plans);
   rt_stage_run(c, RT_STAGE_KERNELS, cuda_kernels);
+}
+
+static harp_status cuda_drive(rt_compile *c) {
+  if ((c->status = cuda_setup(c))) return c->status;
+  rt_stages_analysis(c); /* normalize, indexbook, poly_view */
+  cuda_partition(c);     /* regions, function, plans, kernels */
   if (attention_declined(c)) {
     c->split_attention = true;
-    rt_stage_run(c, RT_STAGE_REGIONS, cuda_regions);
-    rt_stage_run(c, RT_STAGE_FUNCTION, cuda_function);
-    rt_stage_run(c, RT_STAGE_PLANS, cuda_plans);
-    rt_stage_run(c, RT_STAGE_KERNELS, cuda_kernels);
+    cuda_partition(c);
   }
   rt_stage_run(c, RT_STAGE_CODE, cuda_code);
   return c->status;
