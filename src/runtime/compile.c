@@ -15,11 +15,9 @@
 #include "util/util.h"
 
 char *rt_cc_cache_dir(const rt_cc_opts *o) {
-  const char *d = o && o->cache_dir ? o->cache_dir : getenv("HARP_CACHE_DIR");
+  const char *d = o ? o->cache_dir : NULL;
   char buf[4096];
   if (d && *d) snprintf(buf, sizeof buf, "%s", d);
-  else if ((d = getenv("XDG_CACHE_HOME")) && *d) snprintf(buf, sizeof buf, "%s/harp", d);
-  else if ((d = getenv("HOME")) && *d) snprintf(buf, sizeof buf, "%s/.cache/harp", d);
   else snprintf(buf, sizeof buf, "/tmp/harp-cache-%ld", (long)getuid());
   char *r = ut_xmalloc(strlen(buf) + 1);
   if (r) strcpy(r, buf);
@@ -29,10 +27,8 @@ char *rt_cc_cache_dir(const rt_cc_opts *o) {
 harp_status rt_cc_build(harp_error *e, const char *src, const rt_cc_opts *o, char **path, bool *hit) {
   *path = NULL;
   *hit = false;
-  const char *cc = o && o->cc ? o->cc : getenv("CC");
-  if (!cc || !*cc) cc = "cc";
-  const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
-  if (!flags) flags = RT_CFLAGS_PORTABLE;
+  const char *cc = o && o->cc && *o->cc ? o->cc : "cc";
+  const char *flags = o && o->cflags ? o->cflags : RT_CFLAGS_PORTABLE;
   char *dir = rt_cc_cache_dir(o);
   if (!dir) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   harp_status st = ut_mkdirs(e, dir);
@@ -63,8 +59,7 @@ harp_status rt_cc_build(harp_error *e, const char *src, const rt_cc_opts *o, cha
   snprintf(log, pl, "%s/%016llx.%ld.log", dir, (unsigned long long)h, pid);
   if ((st = ut_write_file_atomic(e, c_tmp, src, strlen(src)))) goto done;
   /* -flto=N: GCC's partitions are optimised and assembled in N processes */
-  const char *jobs = getenv("HARP_CC_JOBS");
-  long nj = jobs && *jobs ? strtol(jobs, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  long nj = o && o->jobs > 0 ? o->jobs : sysconf(_SC_NPROCESSORS_ONLN);
   char lto[32] = "";
   if (o && o->parallel && nj > 1 && strlen(src) >= RT_CC_PARALLEL_MIN)
     snprintf(lto, sizeof lto, "-flto=%ld", nj < 16 ? nj : 16);

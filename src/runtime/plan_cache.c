@@ -62,7 +62,7 @@ static uint64_t key_hash(const rt_plan_key *k) {
 }
 
 char *rt_plan_cache_path(const char *cache_dir, const rt_plan_key *k) {
-  rt_cc_opts co = {NULL, NULL, cache_dir, false};
+  rt_cc_opts co = {.cache_dir = cache_dir};
   char *dir = rt_cc_cache_dir(&co);
   if (!dir) return NULL;
   size_t n = strlen(dir) + 40;

@@ -29,7 +29,7 @@ static const char HEADER[] =
 const char *rt_tune_csv_header(void) { return HEADER; }
 
 char *rt_tune_default_log(const char *cache_dir) {
-  rt_cc_opts co = {NULL, NULL, cache_dir, false};
+  rt_cc_opts co = {.cache_dir = cache_dir};
   char *dir = rt_cc_cache_dir(&co);
   size_t n = dir ? strlen(dir) + 16 : 0;
   char *p = dir ? ut_xmalloc(n) : NULL;

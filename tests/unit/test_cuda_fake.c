@@ -88,16 +88,16 @@ static void test_graph_replay(void **vs) {
 
 /* Kernels shared by repeated layers (cuda_dedup.c): the graph has a node
  * per launch, and the nodes of the shared kernels use one function handle;
- * with HARP_NO_DEDUP=1 every node has its own.  Run directly, the same
- * launches. */
+ * with the knob no_dedup (HARP_NO_DEDUP=1) every node has its own.  Run
+ * directly, the same launches. */
 static const char *const repeat_model = "tests/models/gpu/repeat_layers.harp";
 
 static void shared_graph(model *m, bool dedup, int *nlaunch, int *nkernels) {
-  if (!dedup) setenv("HARP_NO_DEDUP", "1", 1);
+  S->knobs.no_dedup = !dedup;
   S->reset();
   snap s0 = snapshot();
   rt_gpu_model *gm = build(m, "sm80", true, nlaunch);
-  unsetenv("HARP_NO_DEDUP");
+  S->knobs.no_dedup = false;
   const cuda_model_tu *t = rt_gpu_tu(gm);
   *nkernels = t->mod->n;
   run(m, gm);

@@ -101,8 +101,7 @@ static rt_plan_choice *choice_of(const rc_ctx *c, int r) {
   if (!c->plans) return NULL;
   rt_plan_choice *ch = &c->plans[c->f->kernels[r].region];
   if (!ch->has_plan) return NULL;
-  const char *off = getenv("HARP_NO_PLANS");
-  if (off && *off && strcmp(off, "0")) {
+  if (rt_knobs_or_default(c->knobs)->no_plans) {
     note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
     return NULL;
   }
@@ -268,6 +267,13 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
   return true;
 }
 
+/* The knob conv (HARP_CONV=gemm|direct): an A/B switch for benchmarks
+ * (cgen_conv_direct decides otherwise). */
+static int conv_algo(const rc_ctx *c) {
+  int k = rt_knobs_or_default(c->knobs)->conv;
+  return k == RT_CONV_GEMM ? CGEN_CONV_GEMM : k == RT_CONV_DIRECT ? CGEN_CONV_DIRECT : 0;
+}
+
 /* ---- weights packed once ------------------------------------------------------------- */
 /* The template may take the operand in `slot` packed at model_init: a weight
  * (FN_PARAM, constant for the instance's life) that the kernel reads
@@ -277,8 +283,7 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
 static bool packs_once(const rc_ctx *c, int r, int slot) {
   const fn_kernel *K = &c->f->kernels[r];
   if (slot < 0 || slot >= K->nreads || c->f->buffers[K->reads[slot]].kind != FN_PARAM) return false;
-  const char *off = getenv("HARP_NO_PREPACK");
-  return !(off && *off && strcmp(off, "0"));
+  return !rt_knobs_or_default(c->knobs)->no_prepack;
 }
 
 /* Kernel r reads its packed slot only packed: no epilogue operand and no
@@ -428,8 +433,8 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   if (!(swapped || packs_once(c, r, gm->A.slot)) || !gemm_as_conv1x1(gm, &s)) return false;
   plan_use pu;
   plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
-  const char *ca = getenv("HARP_CONV"), *dwhy = NULL;
-  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
+  const char *dwhy = NULL;
+  s.tune.conv_algo = conv_algo(c);
   if (!cgen_conv_direct(&s, &dwhy)) return false;
   s.prepack_w = packs_once(c, r, gm->A.slot);
   char kfn[128];
@@ -553,10 +558,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   plan_use pu;
   /* the plan's M is con->m: the pixels when X is the left operand */
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
-  /* HARP_CONV=gemm|direct: an A/B switch for benchmarks (cgen_conv_direct
-   * decides otherwise) */
-  const char *ca = getenv("HARP_CONV");
-  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
+  s.tune.conv_algo = conv_algo(c);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");

@@ -87,7 +87,7 @@ static int packed_blocks(const fn_function *f, const rc_packed *pk, int *wpj, in
 static harp_status emit_kernels(rc_ctx *c, const char *P, ut_str *out, long *chunk, rc_packed *pk, int *copy_of,
                               cg_kform *forms) {
   const fn_function *f = c->f;
-  bool dedup = !getenv("HARP_NO_DEDUP");
+  bool dedup = !rt_knobs_or_default(c->knobs)->no_dedup;
   cg_kitems items;
   cg_kitems_init(&items);
   harp_status st = HARP_OK;

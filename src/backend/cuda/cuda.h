@@ -51,6 +51,8 @@ typedef struct cuda_module cuda_module;
 /* ---- architecture and tuning (the Schedule Plan's fields) ---------------- */
 typedef enum cuda_arch { CUDA_SM80, CUDA_SM90, CUDA_ARCH_COUNT } cuda_arch;
 const char *cuda_arch_name(cuda_arch a);      /* "sm80" | "sm90" */
+/* *out for "sm80" or "sm90"; false for anything else (NULL included). */
+bool cuda_arch_parse(const char *s, cuda_arch *out);
 const char *cuda_arch_nvrtc(cuda_arch a);     /* "sm_80" | "sm_90a" */
 /* A kernel for template arch t may be part of a module for arch m: the same
  * arch, or the SM80 template in an SM90 module (mma.sync runs on Hopper). */

@@ -99,7 +99,7 @@ static harp_status drop_dead_regions(harp_error *e, cuda_model_tu *t) {
 
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
                            const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
-                           cuda_math math, cuda_model_tu **out) {
+                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out) {
   *out = NULL;
   cuda_model_tu *t = ut_xcalloc(1, sizeof *t);
   if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -110,14 +110,14 @@ harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view
   harp_status st = !t->io_offset || !t->arena ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory")
                                             : cuda_module_new(e, arch, &t->mod);
   t->math = math;
-  cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0, plans, math, 0};
+  cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0, plans, math, 0, knobs};
   for (int r = 0; r < f->nkernels && !st; r++) st = cuda_emit_region(&c, r);
   t->launch = c.launch;
   t->nlaunch = c.nlaunch;
   t->nattn_generic = c.nattn_generic;
   if (!st) st = drop_dead_regions(e, t);
   t->nkernels_emitted = t->mod ? t->mod->n : 0;
-  if (!st && !getenv("HARP_NO_DEDUP")) st = cuda_model_dedup(e, t);
+  if (!st && !rt_knobs_or_default(knobs)->no_dedup) st = cuda_model_dedup(e, t);
   if (st) {
     cuda_model_free(t);
     return st;

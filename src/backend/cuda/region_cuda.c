@@ -580,7 +580,9 @@ static harp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done
 harp_status cuda_emit_region(cuda_rctx *c, int r) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   kn_sel s;
-  harp_status st = kn_select(&s, &gpu_target, &src, r, 0, c->e);
+  /* the knob no_templates (HARP_NO_TEMPLATES): contractions as loop nests */
+  unsigned flags = rt_knobs_or_default(c->knobs)->no_templates ? KN_NO_CONTRACTION_TEMPLATES : 0;
+  harp_status st = kn_select(&s, &gpu_target, &src, r, flags, c->e);
   bool done = false;
   while (!st && !done && s.kind != KN_GENERIC && s.kind != KN_GATHER) {
     const char *why = NULL;

@@ -18,6 +18,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "harp/function.h"
+#include "harp/knobs.h"
 #include "harp/poly.h"
 
 /* What a kernel parameter points at. */
@@ -59,6 +60,7 @@ typedef struct cuda_rctx {
   const struct rt_plan_choice *plans; /* per region, or NULL: the regions' own plans */
   cuda_math math;         /* how fp32 contractions compute (rt_gpu_opts.precision) */
   int nattn_generic;      /* attention regions no template took (generic kernels) */
+  const struct rt_knobs *knobs; /* NULL: the defaults */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -95,11 +97,13 @@ typedef struct cuda_model_tu {
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
 /* plans (nullable): per region of f's partition, the plan to read instead of
  * the region's default (harp/tune.h rt_plans_choose: --plan overrides);
- * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16). */
+ * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16);
+ * knobs (nullable: the defaults): no_templates, no_dedup, no_coalesce. */
 struct rt_plan_choice;
+struct rt_knobs;
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
                            const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
-                           cuda_math math, cuda_model_tu **out);
+                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* Kernels that are the same code and launch config compiled once: the
  * repeats leave t->mod, their launches use the kept kernel with their
