@@ -180,7 +180,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     work = tempfile.mkdtemp(prefix="harp_cusim_")
     bufs = g["buffers"]
     nb = len(bufs)
-    scratch, status = nb, nb + 1
+    scratch, status, packed = nb, nb + 1, nb + 2
     lines, outs = ["reverse"] if reverse else [], {}
     for b in bufs:
         path = "-"
@@ -196,8 +196,9 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     open(zeros, "wb").write(bytes(256))
     lines.append(f"buf {scratch} {max(g['memory']['scratch_bytes'], 16)} -")
     lines.append(f"buf {status} 256 {zeros}")
+    lines.append(f"buf {packed} {max(g['memory'].get('packed_bytes', 0), 16)} -")
     kernels = {k["name"]: k for k in g["kernels"]}
-    nextid = nb + 2
+    nextid = nb + 3
     for l in g["launches"]:
         k = kernels[l["kernel"]]
         ps = []
@@ -206,7 +207,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
             if sp == "null":
                 ps.append("0")
                 continue
-            bid = {"scratch": scratch, "status": status}.get(sp, a.get("buffer"))
+            bid = {"scratch": scratch, "status": status, "packed": packed}.get(sp, a.get("buffer"))
             off = a.get("byte_offset", 0)
             if prm["kind"] == "tensor_map":
                 path = os.path.join(work, f"m{nextid}.bin")
