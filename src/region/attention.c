@@ -19,7 +19,8 @@
  * (poly_access_is_pointwise), broadcasts and reduction reads by their
  * strides (poly_access_strides), and every intermediate is read inside the
  * chain only.  A WHERE mask must be constant (no input feeds it); it is
- * evaluated and compared with the causal masks j > i + (N - M) and j > i. */
+ * evaluated and compared with the causal masks j > i + (N - M) and j > i
+ * (a compare of a row vector and a column vector: the vectors only). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,57 @@ static harp_status eval_const(rg_ctx *c, int h, bool *ok, ut_tensor *out) {
   return HARP_OK;
 }
 
+/* One operand of the compare block cb (vars i, j): a constant vector read
+ * along one of the two variables only; its values (evaluated) in *t and
+ * the element read at (i, j) = off + si * i + sj * j. */
+static bool cmp_operand(rg_ctx *c, int cb, int k, ut_tensor *t, int64_t *off, int64_t *si, int64_t *sj) {
+  int64_t st[POLY_MAX_VARS];
+  bool aff, ok;
+  if (poly_access_strides(c->e, c->pv, cb, k, st, off, &aff) || !aff) return false;
+  *si = st[0], *sj = st[1];
+  if (*si && *sj) return false; /* a matrix: not the row / column vectors of a mask */
+  return !eval_const(c, poly_block(c->pv, cb)->access[k].tensor, &ok, t) && ok;
+}
+
+/* The causal mask without evaluating it: the WHERE block wb reads its
+ * condition as the M x N matrix of a CMPLT block (row stride N, column 1,
+ * other variables 0) whose operands are a constant vector along the rows
+ * and one along the columns (the lowering's reversed iotas); the condition
+ * at (i, j) is then a[i] < b[j] from M + N values, checked against j > i + off
+ * for every (i, j).  What an attention of 4k-16k tokens needs: its mask has
+ * 2^24-2^28 elements.  *done false when the mask is not of this form. */
+static void causal_by_vectors(rg_ctx *c, int wb, int qv, int kv, const int64_t *st, int64_t off, int64_t M, int64_t N,
+                              bool *done, bool *br, bool *tl) {
+  const poly_block_info *b = poly_block(c->pv, wb);
+  *done = false;
+  for (int v = 0; v < b->nvars; v++)
+    if (st[v] != (v == qv ? N : v == kv ? 1 : 0)) return;
+  int cb = rg_producer_block(c, b->access[0].tensor);
+  if (off || cb < 0 || c->g->nodes[poly_block(c->pv, cb)->node].op != TINY_CMPLT || poly_block(c->pv, cb)->nvars != 2) return;
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+  if (!poly_block_ranges(c->pv, cb, lo, hi) || hi[0] + 1 != M || hi[1] + 1 != N) return;
+  ut_tensor x[2];
+  int64_t o[2], si[2], sj[2];
+  bool ok0 = cmp_operand(c, cb, 0, &x[0], &o[0], &si[0], &sj[0]);
+  bool ok1 = ok0 && cmp_operand(c, cb, 1, &x[1], &o[1], &si[1], &sj[1]);
+  if (ok0 && ok1) {
+    *done = true, *br = *tl = true;
+    for (int64_t i = 0; i < M && (*br || *tl); i++)
+      for (int64_t j = 0; j < N && (*br || *tl); j++) {
+        int64_t a0 = o[0] + si[0] * i + sj[0] * j, a1 = o[1] + si[1] * i + sj[1] * j;
+        bool in = a0 >= 0 && a0 < ut_tensor_numel(&x[0]) && a1 >= 0 && a1 < ut_tensor_numel(&x[1]);
+        bool hidden = in && ut_tensor_get(&x[0], a0) < ut_tensor_get(&x[1], a1);
+        *done = *done && in;
+        *br &= hidden == (j > i + N - M);
+        *tl &= hidden == (j > i);
+      }
+    if (!*done) *br = *tl = false;
+    *done = true;
+  }
+  if (ok0) ut_tensor_free(&x[0]);
+  if (ok1) ut_tensor_free(&x[1]);
+}
+
 /* WHERE block wb (vars = the S axes) reads its condition (access 0) with
  * these strides; is it j > i + off for the query var qv and key var kv? */
 static harp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention *att) {
@@ -161,6 +213,16 @@ static harp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention 
   bool aff, ok;
   att->causal = false;
   if (poly_access_strides(c->e, c->pv, wb, 0, st, &off, &aff) || !aff) return c->e->code;
+  int64_t rlo[POLY_MAX_VARS], rhi[POLY_MAX_VARS];
+  if (poly_block_ranges(c->pv, wb, rlo, rhi)) {
+    bool done, br, tl;
+    causal_by_vectors(c, wb, qv, kv, st, off, rhi[qv] + 1, rhi[kv] + 1, &done, &br, &tl);
+    if (c->e->code) return c->e->code;
+    if (done) {
+      if (br || tl) att->causal = true, att->causal_offset = br ? rhi[kv] - rhi[qv] : 0;
+      return HARP_OK;
+    }
+  }
   ut_tensor t;
   if (eval_const(c, b->access[0].tensor, &ok, &t)) return c->e->code;
   if (!ok) return HARP_OK;
