@@ -261,7 +261,7 @@ static void test_sm90_graphs(void **vs) {
 static void test_sm90_packed_weights(void **vs) {
   NEED_NVRTC();
   model m;
-  load(&m, "tests/models/gemm_chain4.json", (const char *const[]){"M=64", "D=64", NULL});
+  load(&m, "tests/models/gemm_chain4.json", (const char *const[]){"M=128", "D=128", NULL}); /* 2^21 MACs each: packed */
   S->reset();
   snap s0 = snapshot();
   setenv("HARP_FAKE_CUDA_CC", "9.0", 1);
@@ -271,7 +271,7 @@ static void test_sm90_packed_weights(void **vs) {
     rt_gpu_model *gm = build(&m, "sm90", graphs, &n);
     const cuda_model_tu *t = rt_gpu_tu(gm);
     assert_int_equal(t->nonce, 4); /* the four weights */
-    assert_true(t->packed_bytes >= 4 * 64 * 64 * 4);
+    assert_true(t->packed_bytes >= 4 * 128 * 128 * 4);
     for (int i = 0; i < t->nlaunch; i++)
       if (t->launch[i].once) assert_int_equal(t->launch[i + 1].args[1].kind, CUDA_ARG_PACKED); /* the GEMM's tmB */
     run(&m, gm);

@@ -129,9 +129,15 @@ static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
 /* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
  * view; split-K slices as plan_splitk_factor counts them on the Plan's
  * machine); false when there is none or it is not a GPU plan. */
-static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+/* The plan of Function kernel r: the --plan override (c->plans), else the
+ * region's own; NULL when it has none. */
+static const plan_t *plan_of(const cuda_rctx *c, int r, const rg_info *info) {
   const rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
-  const plan_t *p = ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
+  return ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
+}
+
+static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+  const plan_t *p = plan_of(c, r, info);
   if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
   harp_error e2 = {0};
   plan_resources res;
@@ -485,7 +491,8 @@ static harp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *do
     s.mask_dtype = at.mask.dtype;
     memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
   }
-  s.online = info && info->has_plan && cuda_attn_online_from_plan(&info->plan);
+  const plan_t *pl = plan_of(c, r, info); /* algo_choice.attention: the --plan override's, else the region's */
+  s.online = pl && cuda_attn_online_from_plan(pl);
   s.math = c->math;
   cuda_tune_default(&s.tune, c->mod->arch);
   int n0 = c->mod->n;
