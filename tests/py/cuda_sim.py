@@ -64,6 +64,9 @@ CASES = [
     ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 6}),
     ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),
     ("fp32_block", os.path.join(GPU_MODELS, "fp32_block.harp"), (), {"template": 3}),
+    # fp32 B stored [K][N] at 2^20+ MACs: on sm90 packed K-major (TF32) into scratch for wgmma
+    # (weights packed once: test_cuda_precision.py's matmul_weight, test_cuda_fake.c)
+    ("matmul_nmajor", os.path.join(GPU_MODELS, "fp32_matmul_nmajor.harp"), (), {"template": 1}),
 ]
 
 
