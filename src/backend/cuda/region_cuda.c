@@ -300,8 +300,8 @@ static bool want_pack_b(const cuda_rctx *c, const cuda_gemm_spec *s) {
  * rounded to TF32 (cuda_gen_pack_tf32; a batch dimension B broadcasts keeps
  * stride 0): once into the packed area after the weights go up when B is a
  * weight, else into scratch at scr_off before the GEMM on every run.  On
- * success *s reads the copy (*b_arg) and *ok is true; else *why says which
- * kernel refused. */
+ * success *s reads the copy (*b_arg, *bytes) and *ok is true; else nothing
+ * changed (n0: the module's kernels before the pack) and *why says why. */
 static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, cuda_arg src, int64_t scr_off, cuda_arg *b_arg,
                           int64_t *bytes, bool *ok, const char **why) {
   *ok = false;
@@ -309,11 +309,12 @@ static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, cuda_a
   cuda_pack_spec ps = {.batch = {nb0, nb1}, .K = s->K, .N = s->N, .s_b = {s->b_sb[0], s->b_sb[1]}, .s_k = s->b_sk};
   if (try_gen(c, gen_pack, &ps, kname(c, r, "pack_b"), why)) return HARP_OK;
   bool once = src.kind == CUDA_ARG_BUF && c->f->buffers[src.buffer].kind == FN_PARAM;
-  *bytes = nb0 * nb1 * s->N * s->K * 4;
-  *b_arg = once ? (cuda_arg){CUDA_ARG_PACKED, -1, c->packed_bytes} : (cuda_arg){CUDA_ARG_SCRATCH, -1, scr_off};
-  named_arg na[] = {{"in", src}, {"out", *b_arg}};
+  cuda_arg dst = once ? (cuda_arg){CUDA_ARG_PACKED, -1, c->packed_bytes} : (cuda_arg){CUDA_ARG_SCRATCH, -1, scr_off};
+  named_arg na[] = {{"in", src}, {"out", dst}};
   harp_status st = launch_last(c, r, n0, na, 2, ok, why);
   if (st || !*ok) return st;
+  *b_arg = dst;
+  *bytes = nb0 * nb1 * s->N * s->K * 4;
   c->launch[c->nlaunch - 1].once = once;
   cuda_meta_str(c->mod->k[c->mod->n - 1], "pack",
                 once ? "an fp32 weight [K][N] transposed to K-major (rounded to TF32) for wgmma, once after the weights go up"
@@ -346,13 +347,14 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   cuda_arg b_arg = targ(c, r, &gm.B);
   if (want_pack_b(c, &s)) { /* scratch: [A's copy | B's | split-K workspace] */
     bool ok;
+    const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */
     int64_t b_bytes = 0, b_off = up256(a_bytes);
-    harp_status st = pack_b(c, r, n0, &s, b_arg, b_off, &b_arg, &b_bytes, &ok, why);
-    if (st || !ok) {
+    harp_status st = pack_b(c, r, c->mod->n, &s, b_arg, b_off, &b_arg, &b_bytes, &ok, &pwhy);
+    if (st) {
       c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
       return st;
     }
-    if (b_arg.kind == CUDA_ARG_SCRATCH) a_bytes = b_off + b_bytes;
+    if (ok && b_arg.kind == CUDA_ARG_SCRATCH) a_bytes = b_off + b_bytes;
   }
   int npre = c->mod->n - n0; /* the copies of A and B before the GEMM */
   /* the Plan's tiles first, then the template's own choice */
