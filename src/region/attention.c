@@ -173,6 +173,46 @@ static bool cmp_operand(rg_ctx *c, int cb, int k, ut_tensor *t, int64_t *off, in
  * at (i, j) is then a[i] < b[j] from M + N values, checked against j > i + off
  * for every (i, j).  What an attention of 4k-16k tokens needs: its mask has
  * 2^24-2^28 elements.  *done false when the mask is not of this form. */
+/* Is hidden(i, j) = u[i] < w[j] (u_lt_w; else w[j] < u[i]) exactly j > i + off
+ * for every query i < M and key j < N?  With w's prefix max / min and suffix
+ * min / max: O(M + N) (16k tokens: 2^28 pairs).  NaN-free u and w. */
+static bool split_causal(const double *u, int64_t M, const double *w, int64_t N, bool u_lt_w, int64_t off, double *pre,
+                         double *suf) {
+  for (int64_t j = 0; j < N; j++) /* pre[j]: over w[0..j]; suf[j]: over w[j..N-1] */
+    pre[j] = j == 0 ? w[0] : u_lt_w ? fmax(pre[j - 1], w[j]) : fmin(pre[j - 1], w[j]);
+  for (int64_t j = N - 1; j >= 0; j--)
+    suf[j] = j == N - 1 ? w[j] : u_lt_w ? fmin(suf[j + 1], w[j]) : fmax(suf[j + 1], w[j]);
+  for (int64_t i = 0; i < M; i++) {
+    int64_t t = i + off; /* keys 0..t visible, t+1.. hidden */
+    if (t >= 0 && (u_lt_w ? u[i] < pre[t < N ? t : N - 1] : pre[t < N ? t : N - 1] < u[i])) return false;
+    if (t + 1 < N && !(u_lt_w ? u[i] < suf[t + 1 > 0 ? t + 1 : 0] : suf[t + 1 > 0 ? t + 1 : 0] < u[i])) return false;
+  }
+  return true;
+}
+
+/* The compare's operands as a query vector u and a key vector w (which one
+ * depends on the queries says u_lt_w); false when they are not of that form,
+ * an index is out of range, or a value is NaN. */
+static bool mask_vectors(const ut_tensor *x, const int64_t *o, const int64_t *si, const int64_t *sj, int64_t M, int64_t N,
+                         double *u, double *w, bool *u_lt_w) {
+  int qi = sj[0] == 0 && si[1] == 0 ? 0 : si[0] == 0 && sj[1] == 0 ? 1 : -1; /* the operand along the queries */
+  if (qi < 0) return false;
+  *u_lt_w = qi == 0;
+  for (int64_t i = 0; i < M; i++) {
+    int64_t a = o[qi] + si[qi] * i;
+    if (a < 0 || a >= ut_tensor_numel(&x[qi])) return false;
+    u[i] = ut_tensor_get(&x[qi], a);
+    if (isnan(u[i])) return false;
+  }
+  for (int64_t j = 0; j < N; j++) {
+    int64_t a = o[1 - qi] + sj[1 - qi] * j;
+    if (a < 0 || a >= ut_tensor_numel(&x[1 - qi])) return false;
+    w[j] = ut_tensor_get(&x[1 - qi], a);
+    if (isnan(w[j])) return false;
+  }
+  return true;
+}
+
 static void causal_by_vectors(rg_ctx *c, int wb, int qv, int kv, const int64_t *st, int64_t off, int64_t M, int64_t N,
                               bool *done, bool *br, bool *tl) {
   const poly_block_info *b = poly_block(c->pv, wb);
@@ -187,20 +227,16 @@ static void causal_by_vectors(rg_ctx *c, int wb, int qv, int kv, const int64_t *
   int64_t o[2], si[2], sj[2];
   bool ok0 = cmp_operand(c, cb, 0, &x[0], &o[0], &si[0], &sj[0]);
   bool ok1 = ok0 && cmp_operand(c, cb, 1, &x[1], &o[1], &si[1], &sj[1]);
-  if (ok0 && ok1) {
-    *done = true, *br = *tl = true;
-    for (int64_t i = 0; i < M && (*br || *tl); i++)
-      for (int64_t j = 0; j < N && (*br || *tl); j++) {
-        int64_t a0 = o[0] + si[0] * i + sj[0] * j, a1 = o[1] + si[1] * i + sj[1] * j;
-        bool in = a0 >= 0 && a0 < ut_tensor_numel(&x[0]) && a1 >= 0 && a1 < ut_tensor_numel(&x[1]);
-        bool hidden = in && ut_tensor_get(&x[0], a0) < ut_tensor_get(&x[1], a1);
-        *done = *done && in;
-        *br &= hidden == (j > i + N - M);
-        *tl &= hidden == (j > i);
-      }
-    if (!*done) *br = *tl = false;
-    *done = true;
+  double *v = ok1 ? ut_xmalloc(sizeof(double) * (size_t)(M + 3 * N)) : NULL;
+  if (ok1 && !v) ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  bool u_lt_w;
+  if (v) {
+    *done = true; /* a mask of this form that is not causal is no causal attention */
+    bool vec = mask_vectors(x, o, si, sj, M, N, v, v + M, &u_lt_w);
+    *br = vec && split_causal(v, M, v + M, N, u_lt_w, N - M, v + M + N, v + M + 2 * N);
+    *tl = vec && !*br && split_causal(v, M, v + M, N, u_lt_w, 0, v + M + N, v + M + 2 * N);
   }
+  free(v);
   if (ok0) ut_tensor_free(&x[0]);
   if (ok1) ut_tensor_free(&x[1]);
 }

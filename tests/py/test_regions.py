@@ -114,20 +114,36 @@ for target in (None, "sm80", "sm90"):
 
 # the causal mask is proved from its row and column vectors (region/attention.c
 # causal_by_vectors), never assumed: the same model with the compare's operands
-# swapped (the keys before each query hidden) must not be taken as causal
-g = json.load(open(os.path.join(MODELS, "attention_full_causal.json")))
-cmp_op = [u for u in g["uops"] if u["uop"] == "CMPLT"]
-s.check("anti-causal: one CMPLT in the model", len(cmp_op) == 1)
-cmp_op[0]["src"] = cmp_op[0]["src"][::-1]
-anti = os.path.join(tempfile.mkdtemp(prefix="harp_rg_"), "attention_anticausal.json")
-json.dump(g, open(anti, "w"))
-for target in (None, "sm90"):
-    gi, gr, reg, fn = both(anti, {"Q": Q, "K": K, "V": V}, target=target)
-    if gi is None:
-        continue
-    s.check(f"anti-causal {target}: playback bitwise", gi.tobytes() == gr.tobytes())
-    att = [r["attention"] for r in reg["regions"] if r.get("pattern") == "attention"]
-    s.check(f"anti-causal {target}: not a causal attention", not any(a["causal"] for a in att), att)
+# swapped (the keys before each query hidden), or with the query iota scaled
+# by 0.5 (fewer keys hidden) or by 2 (more), must not be taken as causal
+def mask_variant(name, edit):
+    g = json.load(open(os.path.join(MODELS, "attention_full_causal.json")))
+    edit({u["id"]: u for u in g["uops"]})
+    path = os.path.join(tempfile.mkdtemp(prefix="harp_rg_"), f"attention_{name}.json")
+    json.dump(g, open(path, "w"))
+    return path
+
+
+def swap(u):
+    u["t25"]["src"] = u["t25"]["src"][::-1]
+
+
+def scale(k):
+    return lambda u: u["t7"]["arg"].__setitem__("value", k)
+
+
+for name, edit in (("swapped", swap), ("rows x0.5", scale(0.5)), ("rows x2", scale(2.0))):
+    base = {u["id"]: u for u in json.load(open(os.path.join(MODELS, "attention_full_causal.json")))["uops"]}
+    s.check(f"not causal ({name}): the model's mask is CMPLT(t24, t22), t7 the query iota's step",
+            base["t25"]["uop"] == "CMPLT" and base["t25"]["src"] == ["t24", "t22"] and base["t7"]["uop"] == "CONST")
+    model = mask_variant(name.replace(" ", "_").replace(".", ""), edit)
+    for target in (None, "sm90"):
+        gi, gr, reg, fn = both(model, {"Q": Q, "K": K, "V": V}, target=target)
+        if gi is None:
+            continue
+        s.check(f"not causal ({name}) {target}: playback bitwise", gi.tobytes() == gr.tobytes())
+        att = [r["attention"] for r in reg["regions"] if r.get("pattern") == "attention"]
+        s.check(f"not causal ({name}) {target}: not a causal attention", not any(a["causal"] for a in att), att)
 
 # long sequences: a causal mask of 2^24 elements (4k tokens) and a 16k-token
 # attention ([1, 16, 16384, 16384] scores: 2^32 elements) are attention regions
