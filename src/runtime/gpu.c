@@ -227,10 +227,21 @@ static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
   return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], rt_gpu_persistent_grid(k, sms));
 }
 
+/* Every launch of a run, in order, but the `once` ones (packs of weights;
+ * run_once_launches). */
 harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m) {
   int sms = cuda_rt_status_of(m->rt)->sm_count;
   for (int i = 0; i < m->tu->nlaunch; i++)
-    if (launch_at(e, m, i, sms)) return e->code;
+    if (!m->tu->launch[i].once && launch_at(e, m, i, sms)) return e->code;
+  return HARP_OK;
+}
+
+/* The `once` launches (weights repacked into the packed area), directly on
+ * harp's stream, right after the ConstPool went up: never part of a graph. */
+static harp_status run_once_launches(harp_error *e, rt_gpu_model *m) {
+  int sms = cuda_rt_status_of(m->rt)->sm_count;
+  for (int i = 0; i < m->tu->nlaunch; i++)
+    if (m->tu->launch[i].once && launch_at(e, m, i, sms)) return e->code;
   return HARP_OK;
 }
 
@@ -301,6 +312,7 @@ harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs
     free(params);
     if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
     fn_constpool_free(&cp);
+    if (!st) st = run_once_launches(e, m);
     if (st) return st;
   }
   m->consts_up = true;
