@@ -17,6 +17,9 @@
 #include <sys/resource.h>
 
 #include "fz.h"
+#include "harp/frontend.h"
+#include "harp/onnx.h"
+#include "harp/plan.h"
 #include "harp/tensor.h"
 #include "util/util.h"
 
@@ -95,11 +98,77 @@ static void test_npy_claim_before_alloc(void **state) {
   if (st == HARP_E_NO_MEMORY || !strstr(e.msg, "shorter")) fail_msg("got %s: %s", harp_status_name(st), e.msg);
 }
 
+/* Each finding's input now gets a clear error: its name and words. */
+typedef struct {
+  const char *file; /* under tests/fuzz/regress/ */
+  harp_status code;
+  const char *words;
+} finding;
+
+static harp_status load_as(const char *file, const char *buf, size_t len, harp_error *e) {
+  if (strstr(file, ".onnx")) {
+    onnx_model m;
+    harp_status st = onnx_load_buffer(e, buf, len, file, &m);
+    if (!st) onnx_model_free(&m);
+    return st;
+  }
+  if (strstr(file, ".json") && strstr(file, "plan_json/")) {
+    plan_t p;
+    char *text = strndup(buf, len);
+    harp_status st = plan_parse_json(text, file, PLAN_ARCH_SM80, &p, e);
+    free(text);
+    return st;
+  }
+  if (strstr(file, ".plan")) {
+    plan_t p;
+    char *text = strndup(buf, len);
+    harp_status st = plan_parse_dsl(text, file, PLAN_ARCH_SM80, &p, e);
+    free(text);
+    return st;
+  }
+  if (strstr(file, ".json")) {
+    tiny_graph *g = NULL;
+    harp_status st = tiny_load_json(e, buf, len, file, &g);
+    tiny_graph_free(g);
+    return st;
+  }
+  hg_program *p = NULL;
+  harp_status st = hg_harp_load_text(e, buf, len, file, &p);
+  hg_program_free(p);
+  return st;
+}
+
+static void test_findings_errors(void **state) {
+  (void)state;
+  static const finding cases[] = {
+      {"onnx/ub_node_without_outputs.onnx", HARP_E_INVALID_ARG, "the node has no outputs"},
+      {"onnx/ub_constant_attribute_without_name.onnx", HARP_E_INVALID_ARG, "attribute 0 has no name"},
+      {"tiny/overflow_snippet_unterminated.json", HARP_E_PARSE, "invalid JSON"},
+      {"dsl/hang_graph_midline.harp", HARP_E_PARSE, "expected the end of the statement"},
+      {"plan_dsl/roundtrip_axis_too_long.plan", HARP_E_LIMIT, "at most 59"},
+      {"plan_json/roundtrip_axis_too_long.json", HARP_E_LIMIT, "at most 59"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/tests/fuzz/regress/%s", HARP_SOURCE_DIR, cases[i].file);
+    harp_error e = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    if (ut_read_file(&e, path, 1 << 20, &buf, &len)) fail_msg("%s", e.msg);
+    harp_status st = load_as(cases[i].file, buf, len, &e);
+    free(buf);
+    if (st != cases[i].code || !strstr(e.msg, cases[i].words))
+      fail_msg("%s: want %s \"%s\", got %s: %s", cases[i].file, harp_status_name(cases[i].code), cases[i].words,
+               harp_status_name(st), e.msg);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_seeds),
       cmocka_unit_test(test_findings),
       cmocka_unit_test(test_npy_claim_before_alloc),
+      cmocka_unit_test(test_findings_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
