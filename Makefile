@@ -5,7 +5,10 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test test-fast test-asan demo clean format
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps test test-fast test-asan fuzz demo clean format
 
 all: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -31,8 +34,13 @@ test-asan: deps $(ASAN_BUILD)/Makefile
 	  LSAN_OPTIONS=use_tls=0:print_suppressions=0:suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --output-on-failure -j $(JOBS)
 
+# The libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS
+# (docs/reliability.md, "Fuzzing").
+fuzz: deps
+	@scripts/fuzz_inputs.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 demo: all
 	@scripts/demo.sh $(BUILD)/harp
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

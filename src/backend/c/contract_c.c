@@ -20,6 +20,7 @@
  * way — the template is generated with prepack_w / prepack_a / prepack_b, the kernel gets
  * fn_wbytes / fn_wpack helpers, and model_init packs the weight once
  * (emit_model.c); every run then reads the packed form. */
+#include <cpuid.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,13 +54,20 @@ static void epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
                         in[i].s_n, in[i].mul, in[i].lo, in[i].hi};
 }
 
+/* F16C by CPUID (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does
+ * not know "f16c", and the library must build with clang too (make fuzz). */
+static bool host_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 /* The one variant this machine runs best (the JIT compiles where it runs). */
 static unsigned host_isa_mask(void) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma"))
     return 1u << CGEN_ISA_AVX512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && host_has_f16c())
     return 1u << CGEN_ISA_AVX2;
   return 1u << CGEN_ISA_SCALAR;
 }
