@@ -148,7 +148,9 @@ if shutil.which("cc") and shutil.which("make") and os.path.exists(fake):
                     "  model_t *m = model_init(w, n);\n  if (!m) return 2;\n"
                     "  static float x[128 * 128], y[128 * 128];\n  const void *in[1] = {x};\n  void *out[1] = {y};\n"
                     "  int rc = model_run(m, in, out) || model_run(m, in, out);\n  model_free(m);\n  free(w);\n  return rc;\n}\n")
-        b = subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", "two_runs", "two_runs.c", "model_host.c",
+        # under the sanitizers the fake libcuda is instrumented: the driver must be too
+        san = ["-fsanitize=address,undefined"] if os.environ.get("HARP_SANITIZE") == "1" else []
+        b = subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", *san, "-o", "two_runs", "two_runs.c", "model_host.c",
                             "model_ptx.c", "-ldl"], cwd=d, capture_output=True, text=True, timeout=300)
         s.check("packed weights package: a two-run driver builds", b.returncode == 0, b.stderr[-2000:])
         if b.returncode == 0:
