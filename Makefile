@@ -6,7 +6,10 @@ TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test test-fast test-asan test-tsan demo clean format
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps test test-fast test-asan test-tsan fuzz demo clean format
 
 all: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -41,8 +44,13 @@ test-tsan: deps $(TSAN_BUILD)/Makefile
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 HARP_THREAD_RUNS=200 \
 	  ctest --output-on-failure -L threads
 
+# The libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS
+# (docs/reliability.md, "Fuzzing").
+fuzz: deps
+	@scripts/fuzz_inputs.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 demo: all
 	@scripts/demo.sh $(BUILD)/harp
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -4,6 +4,7 @@ scaled_dot_product_attention backends, same process order, same GPU.
 
     python3 bench/cuda_attn.py [--harp build/harp] [--seqs 1024,4096,16384] [--hds 64,128]
                                [--dtypes fp16,fp32] [--batch 1] [--heads 16] [--repeat 20]
+                               [--algos plan,online_softmax]
 
 Each point is a DSL model `o = attention(q, k, v[, causal=true])` over
 [B, H, S, D] tensors, timed with `harp bench --backend cuda --json` (median
@@ -15,6 +16,9 @@ timed with CUDA events (median of --repeat after 3 warm-ups; 'n/a' when a
 backend refuses the point).  fp32 runs harp's TF32 kernel against SDPA with
 TF32 matmuls allowed (flash and cuDNN take fp16/bf16 only).  The outputs of
 harp and of SDPA are compared on one input (max |harp - sdpa| / max |sdpa|).
+--algos: harp with its own plan ("plan") and with each named
+algo_choice.attention forced (`harp dump --dump plan`, the algorithm
+changed, `--plan LIST`); the table's harp figure is the best of them.
 Needs a GPU and PyTorch."""
 import argparse
 import json
@@ -35,6 +39,22 @@ def harp_model(d, b, s, h, hd, dt, causal):
     with open(path, "w") as f:
         f.write(f"graph main(q: {shp}, k: {shp}, v: {shp}) -> (o: {shp}) {{\n"
                 f"    o = attention(q, k, v{', causal=true' if causal else ''})\n    return o\n}}\n")
+    return path
+
+
+def plan_with(harp, model, target, algo, d):
+    """A plan list for model with every attention region's algorithm set to algo, or None."""
+    pd = os.path.join(d, "plan")
+    p = subprocess.run([harp, "dump", model, "--dump", "plan", "--target", target, "--dump-dir", pd],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode:
+        return None
+    pl = json.load(open(os.path.join(pd, "plan.json")))
+    for e in pl["plans"]:
+        if e.get("plan") and "attention" in e["plan"].get("algo_choice", {}):
+            e["plan"]["algo_choice"]["attention"] = algo
+    path = os.path.join(d, f"plan_{algo}.json")
+    json.dump(pl, open(path, "w"))
     return path
 
 
@@ -62,6 +82,8 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--algos", default="plan,online_softmax")
+    ap.add_argument("--target", default="sm90")
     a = ap.parse_args()
     try:
         import torch
@@ -109,22 +131,27 @@ def main():
                         p = os.path.join(d, f"{nm}.npy")
                         np.save(p, t.float().cpu().numpy().astype(np.float16 if dt == "fp16" else np.float32))
                         feeds += ["--input", f"{nm}={p}"]
-                    out = os.path.join(d, "out")
-                    pr = subprocess.run([a.harp, "run", model, "--backend", "cuda", "--out", out, *feeds], capture_output=True,
-                                        text=True, timeout=600)
-                    err, hms, note = None, None, ""
-                    if pr.returncode:
-                        note = (pr.stderr.strip().splitlines() or ["?"])[-1]
-                    else:
+                    err, hms, note, per = None, None, "", {}
+                    for algo in a.algos.split(","):
+                        plan = [] if algo == "plan" else ["--plan", plan_with(a.harp, model, a.target, algo, d) or "?"]
+                        out = os.path.join(d, "out")
+                        tgt = ["--target", a.target]
+                        pr = subprocess.run([a.harp, "run", model, "--backend", "cuda", *tgt, *plan, "--out", out, *feeds],
+                                            capture_output=True, text=True, timeout=600)
+                        if pr.returncode:
+                            note += f" [{algo}: " + (pr.stderr.strip().splitlines() or ["?"])[-1] + "]"
+                            continue
                         got = np.load(os.path.join(out, "o.npy")).astype(np.float32)
-                        if ref is not None:
-                            err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
-                        pb = subprocess.run([a.harp, "bench", model, "--backend", "cuda", "--repeat", str(a.repeat), "--json",
-                                             *feeds], capture_output=True, text=True, timeout=600)
-                        if pb.returncode == 0:
-                            hms = json.loads(pb.stdout)["median_ms"]
-                        else:
-                            note = (pb.stderr.strip().splitlines() or ["?"])[-1]
+                        e1 = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30)) if ref is not None else None
+                        pb = subprocess.run([a.harp, "bench", model, "--backend", "cuda", *tgt, *plan, "--repeat", str(a.repeat),
+                                             "--json", *feeds], capture_output=True, text=True, timeout=600)
+                        if pb.returncode:
+                            note += f" [{algo}: " + (pb.stderr.strip().splitlines() or ["?"])[-1] + "]"
+                            continue
+                        per[algo] = json.loads(pb.stdout)["median_ms"]
+                        if hms is None or per[algo] < hms:
+                            hms, err = per[algo], e1
+                    note = (" ".join(f"{k} {v:.3f}" for k, v in per.items()) + note).strip()
                     best = min((v for v in t_ms.values() if v), default=None)
                     rows.append((what, hms, t_ms, best, err, flops, note))
                     f = lambda v: f"{v:.3f}" if v else "n/a"  # noqa: E731

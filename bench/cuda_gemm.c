@@ -11,7 +11,10 @@
  * SIMT template against cuBLAS SGEMM (CUBLAS_COMPUTE_32F); both also report
  * their error against cuBLAS SGEMM.  Layout nn (default): B row-major [K][N];
  * tn: B stored [N][K] (K-major: torch's Linear weight, and what TF32 wgmma
- * reads, which has no transpose).
+ * reads, which has no transpose).  TF32 nn on the SM90 template does what a
+ * model does with such a weight: B is packed K-major once by harp's pack
+ * kernel (timed on its own: "pack"), the GEMM reads the copy; cuBLAS gets
+ * the row-major B.
  * Inputs are random in [-1, 1) (zeros run faster than real data and hide
  * unwritten outputs); each point's C is checked against cuBLAS's on the same
  * inputs, ||C - C_blas|| / ||C_blas||, and a point over 1e-2 fails.  The
@@ -125,6 +128,13 @@ typedef struct ours {
   cuda_devptr args[4];
 } ours;
 
+/* B [n][n] row-major -> Bt [n][n] K-major, rounded to TF32: harp's pack of
+ * an fp32 weight (region_cuda.c), into module m as "pack". */
+static harp_status gen_pack(harp_error *e, cuda_module *m, int64_t n) {
+  cuda_pack_spec ps = {.batch = {1, 1}, .K = n, .N = n, .s_k = n};
+  return cuda_gen_pack_tf32(e, m, &ps, "pack");
+}
+
 static int ours_call(void *ctx) {
   ours *o = ctx;
   harp_error e = {0};
@@ -163,7 +173,11 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   cuda_gemm_spec g;
   cuda_gemm_spec_init(&g, n, n, n, dt);
   g.math = md->math;
-  if (to->tn) g.b_sk = 1, g.b_sn = n; /* B stored [N][K] */
+  /* TF32, B row-major, SM90: the GEMM reads B packed K-major */
+  bool pack = arch == CUDA_SM90 && dt == TINY_FP32 && md->math == CUDA_MATH_TF32 && !to->tn;
+  if (to->tn || pack) g.b_sk = 1, g.b_sn = n; /* B stored [N][K] */
+  ours po = {.rt = rt};
+  cuda_devptr bt = 0;
   g.tune.arch = arch;
   g.tune.persistent = true;
   if (to->bm) g.tune.bm = to->bm;
@@ -179,6 +193,7 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   const char *tname = arch == CUDA_SM90 ? "SM90" : md->math == CUDA_MATH_FP32 && dt == TINY_FP32 ? "SIMT" : "SM80";
   const char *target = arch == CUDA_SM90 ? "sm_90a" : s->gpu ? cuda_rt_arch(rt) : "sm_80";
   if (cuda_module_new(&e, arch, &m)) goto out;
+  if (pack && gen_pack(&e, m, n)) goto out;
   if (cuda_gen_gemm(&e, m, &g, "bench")) {
     if (e.code == HARP_E_UNSUPPORTED) { /* e.g. TF32 wgmma and an N-major B */
       printf("%s GEMM %lld^3 %s %s template: refused (%s)\n", dname, (long long)n, lay, tname, e.msg);
@@ -214,7 +229,15 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
       cuda_rt_memset0(&e, rt, o.args[2], bytes))
     goto out;
   o.args[3] = o.args[2];
-  double ms = 0, ms_blas = 0, ms_sgemm = 0;
+  double ms = 0, ms_blas = 0, ms_sgemm = 0, ms_pack = 0;
+  cuda_devptr b_rowmajor = o.args[1];
+  if (pack) { /* Bt = pack(B), timed on its own; the GEMM reads Bt */
+    po.k = cuda_module_find(m, "pack");
+    if (cuda_rt_function(&e, rt, mod, "pack", &po.fn) || cuda_rt_alloc(&e, rt, bytes, &bt)) goto out;
+    po.args[0] = o.args[1], po.args[1] = bt;
+    if (cuda_rt_time_fn(&e, rt, ours_call, &po, 2, 10, &ms_pack)) goto out;
+    o.args[1] = bt;
+  }
   if (cuda_rt_time_fn(&e, rt, ours_call, &o, 5, 30, &ms)) goto out;
   const cuda_kernel *kk = o.k;
   const char *tile = "";
@@ -227,16 +250,18 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
       if (!strcmp(kk->meta[q].key, mk[r])) mv[r] = kk->meta[q].num;
   printf("%s GEMM %lld^3 %s %s template (%lldx%lldx%lld, %lld stages, warps %s, %d CTA/SM bound): %.3f ms, %.1f TFLOP/s", dname,
          (long long)n, lay, tname, mv[0], mv[1], mv[2], mv[3], tile, kk->min_blocks, ms, tflops(n, ms));
+  if (pack) printf(" (B packed K-major once: pack %.3f ms; GEMM + pack %.3f ms)", ms_pack, ms + ms_pack);
   if (have_blas) {
     x->n = n, x->dtype = md->blas_dtype, x->compute = md->blas_compute, x->tn = to->tn;
-    if (blas_point(&e, rt, x, o.args[0], o.args[1], bytes, hr, &ms_blas)) goto out;
+    if (blas_point(&e, rt, x, o.args[0], b_rowmajor, bytes, hr, &ms_blas)) goto out;
     if (cuda_rt_dtoh(&e, rt, hc, o.args[2], bytes)) goto out;
     double err = rel_err(dt, hc, hr, elems);
     printf("; cuBLAS%s %.3f ms, %.1f TFLOP/s; harp/cuBLAS %.2f; rel err vs cuBLAS %.2e%s", md->blas_compute == 77 ? " TF32" : "",
            ms_blas, tflops(n, ms_blas), ms_blas / ms, err, err <= 1e-2 ? "" : " WRONG");
+    if (pack) printf("; with the pack every call %.2f", ms_blas / (ms + ms_pack));
     if (dt == TINY_FP32) { /* both against strict SGEMM: what TF32 costs in accuracy */
       x->compute = 68;
-      if (blas_point(&e, rt, x, o.args[0], o.args[1], bytes, hs, &ms_sgemm)) goto out;
+      if (blas_point(&e, rt, x, o.args[0], b_rowmajor, bytes, hs, &ms_sgemm)) goto out;
       printf("; vs SGEMM: harp %.2e, cuBLAS %.2e", rel_err(dt, hc, hs, elems), rel_err(dt, hr, hs, elems));
     }
     printf("\n");
@@ -248,8 +273,10 @@ static int bench_one(cuda_rt *rt, blas *x, bool have_blas, const mode *md, int64
   rc = 0;
 out:
   if (rc) fprintf(stderr, "cuda_gemm: %s GEMM %lld^3 %s: %s\n", dname, (long long)n, tname, e.msg);
+  if (bt) o.args[1] = po.args[0]; /* the row-major B, freed below */
   for (int q = 0; q < 3; q++)
     if (o.args[q]) cuda_rt_free(rt, o.args[q]);
+  if (bt) cuda_rt_free(rt, bt);
   free(ha), free(hb), free(hc), free(hr), free(hs);
   if (mod) cuda_rt_unload(rt, mod);
   cuda_binary_free(&bin);

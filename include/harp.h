@@ -49,8 +49,8 @@ typedef struct harp_options {
   const char *const *params; /* names of inputs that are weights, NULL-terminated (may be NULL) */
   const char *const *shapes; /* ONNX graph inputs' shapes, "NAME=1x3x224x224", NULL-terminated (may be NULL):
                                 the import specialises on them and on syms (docs/onnx.md) */
-  const char *cc, *cflags;   /* CPU backend: compiler, flags (NULL: defaults) */
-  const char *cache_dir;     /* compiled code (CPU: shared objects; CUDA: cubins); NULL: default */
+  const char *cc, *cflags;   /* CPU backend: compiler, flags (NULL: the knobs cc, cflags) */
+  const char *cache_dir;     /* compiled code (CPU: shared objects; CUDA: cubins); NULL: the knob cache_dir */
   const char *target;        /* CUDA: "sm80" | "sm90"; NULL: the device's */
   bool graphs;               /* CUDA: each instance captures its launches in a CUDA Graph on its
                                 first run and replays it after */
@@ -65,6 +65,14 @@ typedef struct harp_options {
   int64_t max_memory;        /* CPU: one instance's arena plus weights at most, in bytes (0: this
                                 machine's memory); a model beyond it fails to compile with
                                 HARP_E_LIMIT before any code is generated */
+  /* The library's knobs (docs/options.md, `harp --help-options`): the table's
+   * defaults, then the environment (HARP_NO_DEDUP=1, CC, ...; read once per
+   * compile, and not at all with no_env), then these "NAME=VALUE" settings
+   * in order ("no_dedup=1", "cc_jobs=4"; NULL-terminated, may be NULL), then
+   * cc, cflags and cache_dir above.  An unknown knob or a bad value fails the
+   * compile with HARP_E_USAGE. */
+  const char *const *knobs;
+  bool no_env;
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;

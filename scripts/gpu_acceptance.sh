@@ -24,7 +24,9 @@
 #           at sequence 1k-16k, head dim 64 and 128, causal and not, fp16
 #           and fp32 (bench/cuda_attn.py; ATTN_ARGS)
 # sanitize  compute-sanitizer memcheck over test_cuda_gpu's fp32 kernels
-#           (TF32 GEMM / conv / attention, SIMT, fp16-rounded, wgmma .tf32)
+#           (TF32 GEMM / conv / attention, SIMT, fp16-rounded, wgmma .tf32),
+#           then whole models on sm90: fp32 weights packed once, an input B
+#           packed every run, the online-softmax attention
 # sweep     SM90 tiles (BN, stages) at fp16/bf16 8192³ ($SWEEP_N), one process each
 # sweep32   fp32: SM80 TF32 tiles (warp tile, BK), SM90 TF32, SIMT at 4096³ ($SWEEP_N)
 # splitk    skinny GEMMs: the cost model's split-K plan, no split-K and each
@@ -148,6 +150,20 @@ for s in $steps; do
       HARP_GPU_MODEL=$m timeout 120 compute-sanitizer --tool memcheck --print-limit 20 build-gpu/tests/test_cuda_gpu \
         >>"$out/sanitize.log" 2>&1 || rc=1
       echo "$m: $(grep -E "ERROR SUMMARY" "$out/sanitize.log" | tail -1)"
+    done
+    # whole models through the runtime: fp32 weights packed K-major once for
+    # wgmma .tf32 (gemm_chain4, sm90), an fp32 input B packed every run
+    # (fp32_matmul_nmajor), the online-softmax attention (a --plan list)
+    d=$(mktemp -d)
+    printf 'graph main(q: f16[1, 4, 1024, 64], k: f16[1, 4, 1024, 64], v: f16[1, 4, 1024, 64]) -> (o: f16[1, 4, 1024, 64]) {\n    o = attention(q, k, v, causal=true)\n    return o\n}\n' >"$d/attn.harp"
+    build-gpu/harp dump "$d/attn.harp" --dump plan --target sm90 --dump-dir "$d" >/dev/null 2>&1 &&
+      sed -i 's/streaming_softmax_2pass/online_softmax/' "$d/plan.json"
+    for r in "tests/models/gemm_chain4.json --sym M=128 --sym D=128" "tests/models/gpu/fp32_matmul_nmajor.harp" \
+      "$d/attn.harp --plan $d/plan.json"; do
+      # shellcheck disable=SC2086
+      timeout 120 compute-sanitizer --tool memcheck --print-limit 20 build-gpu/harp run $r --backend cuda --target sm90 \
+        --random-inputs --out "$d/o" >>"$out/sanitize.log" 2>&1 || rc=1
+      echo "harp run ${r%% *} (sm90): $(grep -E "ERROR SUMMARY" "$out/sanitize.log" | tail -1)"
     done
     ;;
   sweep32)

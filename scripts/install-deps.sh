@@ -7,7 +7,8 @@ set -euo pipefail
 
 # libprotobuf-c-dev, protobuf-c-compiler: the ONNX frontend's parser, generated
 # at build time from the schema in libonnx-dev (/usr/include/onnx/onnx.proto).
-DEB_PACKAGES="build-essential cmake pkg-config libisl-dev libjansson-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3 python3-pip"
+# clang: `make fuzz` (libFuzzer ships in clang's runtime, libclang-common-*-dev).
+DEB_PACKAGES="build-essential clang cmake pkg-config libisl-dev libjansson-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3 python3-pip"
 # onnx, onnxruntime: the ONNX frontend's tests build models with onnx.helper
 # and compare harp with onnxruntime.
 PY_PACKAGES="numpy onnx onnxruntime"
@@ -36,6 +37,7 @@ missing() {
   done
   command -v cmake >/dev/null 2>&1 || return 0
   command -v cc >/dev/null 2>&1 || return 0
+  command -v clang >/dev/null 2>&1 || return 0
   command -v protoc-c >/dev/null 2>&1 || return 0
   [ -f /usr/include/onnx/onnx.proto ] || return 0
   python3 -c 'import numpy, onnx, onnxruntime' >/dev/null 2>&1 || return 0

@@ -12,7 +12,8 @@ prefix of the layer that declares it (docs/contributing.md, "Prefixes"):
     harp/onnx.h, src/frontend/onnx_*                     onnx_  ONNX_
     harp/flow.h, src/frontend/flow*, src/runtime/flow*   flow_  FLOW_
     harp/function.h                                      fn_    FN_
-    harp/cpu.h, gpu.h, tune.h, src/runtime/              rt_    RT_
+    harp/cpu.h, gpu.h, tune.h, knobs.h, pipeline.h,
+      src/runtime/                                       rt_    RT_
 
 `hp_` then means one thing only: the helpers inside generated kernels
 (hp_floord, hp_f2h, HP_AT, ...), which this script never touches.
@@ -77,6 +78,8 @@ HOMES = [
     ("include/harp/cpu.h", "rt_"),
     ("include/harp/gpu.h", "rt_"),
     ("include/harp/tune.h", "rt_"),
+    ("include/harp/knobs.h", "rt_"),
+    ("include/harp/pipeline.h", "rt_"),
     ("src/runtime/", "rt_"),
 ]
 # Where the rule would read badly or collide.

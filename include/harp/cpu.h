@@ -1,13 +1,14 @@
 /* harp/cpu.h — the CPU backend: compile a prepared Tiny graph into a shared
  * object of generated C, load it, run it.
  *
- *   rt_cpu_compile  IndexBook -> Poly-View -> regions -> Function -> C ->
- *                   cc (cached on disk by content hash) -> dlopen
+ *   rt_cpu_compile  the compile pipeline's CPU target (harp/pipeline.h):
+ *                   IndexBook -> Poly-View -> regions -> Function -> plans ->
+ *                   C -> cc (cached on disk by content hash); then dlopen
  *   rt_cpu_run      one execution with host tensors
  *
  * Every contraction and attention kernel follows its region's Schedule Plan
  * (harp/tune.h chooses it; src/backend/c/contract_c.c maps it onto the
- * template; HARP_NO_PLANS=1 keeps the templates' built-in tuning instead).
+ * template; the knob no_plans keeps the templates' built-in tuning instead).
  *
  * The generated code is self-contained C (its ABI is described in
  * src/backend/c/emit_model.c and docs/c-api.md). */
@@ -18,13 +19,15 @@
 #include <stdint.h>
 
 #include "harp/error.h"
+#include "harp/pipeline.h"
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
 typedef struct rt_cpu_opts {
-  const char *cc;        /* NULL: $CC or "cc" */
-  const char *cflags;    /* NULL: $HARP_CFLAGS or "-O3" */
-  const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
+  const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
+  const char *cc;        /* NULL: the knob cc */
+  const char *cflags;    /* NULL: the knob cflags */
+  const char *cache_dir; /* NULL: the knob cache_dir */
   bool keep_source;      /* keep the generated C in the model (for --dump c) */
   bool portable;         /* code for any x86-64 (every ISA variant, CPUID dispatch at load), as
                             standalone packages need; else this machine's ISA only (faster to compile) */
@@ -35,6 +38,10 @@ typedef struct rt_cpu_opts {
   bool no_plan_cache;    /* do not read the plan cache */
   uint64_t max_memory;   /* one instance's arena plus weights at most (0: this machine's memory);
                             beyond it the compile fails with LimitExceeded before any code is made */
+  bool keep_analysis;    /* keep the IndexBook and Poly-View (dumps; rt_cpu_compile_variant) */
+  /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
+  rt_stage_hook after_stage;
+  void *hook_ctx;
 } rt_cpu_opts;
 
 /* The algorithms the CPU templates have (plan_search_opts.algo_mask):
@@ -45,6 +52,10 @@ typedef struct rt_cpu_model rt_cpu_model;
 
 harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
                          rt_cpu_model **out);
+/* Another model of base's regions and Function (base compiled with
+ * keep_analysis, and outliving it): plans, C and the object again with o's
+ * plan overrides (its knobs and compiler too).  The tuner's points. */
+harp_status rt_cpu_compile_variant(harp_error *e, const rt_cpu_model *base, const rt_cpu_opts *o, rt_cpu_model **out);
 /* inputs[] follow tiny_inputs(g) (weights included); outputs[] follow
  * g->outputs and are allocated here. */
 harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
@@ -81,5 +92,8 @@ bool rt_cpu_cache_hit(const rt_cpu_model *m);
 const char *rt_cpu_warning(const rt_cpu_model *m);
 double rt_cpu_compile_ms(const rt_cpu_model *m);
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m);
+/* What every stage of its compile made (harp/pipeline.h): the partition,
+ * plans, stage times, and the analysis when kept. */
+const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m);
 
 #endif

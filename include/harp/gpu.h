@@ -2,9 +2,10 @@
  * into one CUDA C translation unit plus a launch list, compile it with NVRTC
  * (cached on disk), load it with the driver API and run it.
  *
- *   rt_gpu_build     regions (formed for sm80 / sm90) -> Function -> kernels
- *                    (templates, simple row kernels, generic loop nests) ->
- *                    CUDA C; needs neither NVRTC nor a GPU
+ *   rt_gpu_build     the compile pipeline's CUDA target (harp/pipeline.h):
+ *                    regions (formed for sm80 / sm90) -> Function -> plans ->
+ *                    kernels (templates, simple row kernels, generic loop
+ *                    nests) -> CUDA C; needs neither NVRTC nor a GPU
  *   rt_gpu_prepare   NVRTC -> cubin (disk cache) for the device; needs a GPU
  *   rt_gpu_load      prepare, then cuModuleLoadData and the device memory
  *   rt_gpu_instance  another loaded copy sharing a prepared model's build
@@ -20,12 +21,15 @@
 #include <stddef.h>
 
 #include "harp/error.h"
+#include "harp/pipeline.h"
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
 typedef struct rt_gpu_opts {
+  const struct rt_knobs *knobs; /* the configuration (harp/knobs.h: nvrtc, libcuda, cache_dir, the
+                                   A/B switches); NULL: the table's defaults */
   const char *target;    /* "sm80" | "sm90"; NULL: the device's (sm80 without one) */
-  const char *cache_dir; /* NULL: $HARP_CACHE_DIR, $XDG_CACHE_HOME/harp or ~/.cache/harp */
+  const char *cache_dir; /* NULL: the knob cache_dir */
   bool graphs;           /* capture the launches in a CUDA Graph on the first run, replay it after */
   /* how fp32 contractions (matmul, conv, attention) compute: "tf32" (NULL:
    * the default, as cuBLAS / cuDNN / onnxruntime do: tensor cores, 10-bit
@@ -37,6 +41,10 @@ typedef struct rt_gpu_opts {
    * target's machine); the others keep the cost model's default */
   const struct rt_plan_override *plan_overrides;
   int nplan_overrides;
+  bool keep_analysis;    /* keep the IndexBook and Poly-View (their dumps) */
+  /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
+  rt_stage_hook after_stage;
+  void *hook_ctx;
 } rt_gpu_opts;
 
 typedef struct rt_gpu_model rt_gpu_model;
@@ -81,6 +89,8 @@ const char *rt_gpu_nvrtc_arch(const rt_gpu_model *m);     /* "sm_80" | "sm_90a" 
 double rt_gpu_compile_ms(const rt_gpu_model *m);          /* NVRTC (0 before rt_gpu_load) */
 bool rt_gpu_cache_hit(const rt_gpu_model *m);
 const struct fn_function *rt_gpu_function(const rt_gpu_model *m);
+/* What every stage of its compile made (harp/pipeline.h). */
+const struct rt_compile *rt_gpu_stages(const rt_gpu_model *m);
 /* Launches by kind: on a template, on a simple row kernel, generic loops. */
 void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic);
 /* ---- sessions: one model, many shape bindings -------------------------------
@@ -93,8 +103,8 @@ void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic)
  * binding of the same cluster runs, replayed untouched when the same binding
  * runs again.  The session keeps the RT_GPU_SESSION_MODELS most recently
  * used bindings built; the graph is a view of the given graph, re-read per
- * binding, so g may be freed after rt_gpu_session_new.  opts' plan overrides
- * and precision string are borrowed for the session's life. */
+ * binding, so g may be freed after rt_gpu_session_new.  opts' plan overrides,
+ * precision string and knobs are borrowed for the session's life. */
 #define RT_GPU_SESSION_MODELS 8
 typedef struct rt_gpu_session rt_gpu_session;
 typedef struct rt_gpu_session_stats {

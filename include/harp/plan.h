@@ -301,9 +301,11 @@ typedef struct plan_machine {
 /* A100-SXM4-80GB (sm80) and H100-SXM5-80GB (sm90): the figures and their
  * sources are in src/plan/machine.c.  NULL for PLAN_ARCH_CPU. */
 const plan_machine *plan_machine_gpu(plan_arch arch);
-/* This host's CPU, detected at run time (sysconf, CPUID, /sys, /proc).
- * HARP_CPU_BW_GBS overrides the bandwidth estimate, HARP_CPU_GHZ the clock. */
+/* This host's CPU, detected at run time (sysconf, CPUID, /sys, /proc). */
 void plan_machine_detect_cpu(plan_machine *out);
+/* The same with the clock (GHz) and the memory bandwidth (GB/s) given
+ * (the knobs cpu_ghz, cpu_bw_gbs); 0 for either: detected / estimated. */
+void plan_machine_detect_cpu_at(plan_machine *out, double ghz, double bw_gbs);
 /* Either of the above, copied into *out. */
 void plan_machine_get(plan_arch arch, plan_machine *out);
 /* Peak FLOP/s for inputs of dtype `in` (tensor cores for fp16/bf16 on GPUs). */

@@ -192,6 +192,11 @@ typedef struct rg_options {
   bool half_attention_only;    /* attention regions only over fp16/bf16 q, k, v (the GPU's fused
                                   template); others stay two matmuls and a softmax */
   bool no_cells;               /* no recurrent cell regions (shape D; never on a GPU machine) */
+  /* The graph's IndexBook and Poly-View when the caller built them (the
+   * compile pipeline's stages; ib_build and poly_build without options):
+   * borrowed, never freed by the partition.  NULL: rg_form builds its own. */
+  struct ib_book *ib;
+  poly_view *pv;
 } rg_options;
 
 /* Form the regions of a prepared graph with every size bound.  The
@@ -203,15 +208,17 @@ harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms,
 typedef struct rg_formed {
   struct ib_book *ib;
   poly_view *pv;
+  bool borrowed;                    /* ib and pv are rg_options' (the caller frees them) */
   plan_machine machine;
   rg_options opt;
   double greedy_time, final_time;   /* Σ of the regions' estimated times: greedy's, and the chosen ones */
   int nwindows, nexact;             /* windows searched, and where the exact search won */
 } rg_formed;
 void rg_formed_free(rg_formed *f);
-/* Free the IndexBook and Poly-View (pv, ib become NULL) once no backend
- * reads them: they are most of a large model's analysis memory, and the
- * regions, their rg_info and the machine stay usable. */
+/* Free the IndexBook and Poly-View (pv, ib become NULL; borrowed ones are
+ * only forgotten) once no backend reads them: they are most of a large
+ * model's analysis memory, and the regions, their rg_info and the machine
+ * stay usable. */
 void rg_formed_drop_analysis(rg_formed *f);
 
 /* --dump region: {"regions": [§12.4 region, ...], ...} (docs/regions.md). */

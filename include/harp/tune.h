@@ -181,6 +181,7 @@ typedef struct rt_tune_opts {
   int nregions;
   bool no_store;             /* measure and log, but do not write the plan cache */
   const char *cc, *cflags;   /* as rt_cpu_opts */
+  const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
   void (*progress)(void *ctx, const rt_tune_progress *p);
   void *progress_ctx;
 } rt_tune_opts;

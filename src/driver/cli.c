@@ -2,13 +2,16 @@
  * harp commands.  Needs: the library.  Gives: cli.h. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda.h"
 #include "cli.h"
+#include "harp.h"
 #include "harp/frontend.h"
 #include "harp/interp.h"
 #include "harp/onnx.h"
@@ -61,6 +64,90 @@ static bool cli_parse_bytes(const char *v, unsigned long long *out) {
   return true;
 }
 
+/* --input / --param NAME=FILE (param: a weight too); 0 or the exit code. */
+static int add_input(const char *cmd, bool param, const char *v, cli_opts *o) {
+  const char *sep = strchr(v, '=');
+  if (!sep || sep == v || !sep[1]) return cli_usage_error(cmd, "--input expects NAME=FILE.npy, got '%s'", v);
+  if (o->ninputs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --input options");
+  char *nm = ut_xmalloc((size_t)(sep - v) + 1);
+  if (!nm) return cli_report(&(harp_error){.code = HARP_E_NO_MEMORY, .msg = "out of memory"});
+  memcpy(nm, v, (size_t)(sep - v));
+  nm[sep - v] = 0;
+  for (int k = 0; k < o->ninputs; k++)
+    if (!strcmp(o->input_names[k], nm)) {
+      free(nm);
+      return cli_usage_error(cmd, "--input %.*s is given twice", (int)(sep - v), v);
+    }
+  o->input_names[o->ninputs] = nm;
+  o->input_files[o->ninputs++] = sep + 1;
+  if (param) o->params[o->nparams++] = nm;
+  return 0;
+}
+
+/* A comma-separated list (--dump, --outputs) appended to list[*count]. */
+static int add_list(const char *v, const char **list, int *count) {
+  char *copy = ut_xmalloc(strlen(v) + 1);
+  if (!copy) return 1;
+  strcpy(copy, v);
+  for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+    if (*count >= CLI_MAX_LIST) break;
+    char *t = ut_xmalloc(strlen(tok) + 1);
+    if (!t) break;
+    strcpy(t, tok);
+    list[(*count)++] = t;
+  }
+  free(copy);
+  return 0;
+}
+
+/* Option --name with value v; 0 or the exit code. */
+static int set_option(const char *cmd, const char *name, const char *v, cli_opts *o, harp_error *e) {
+  char *end;
+  if (!strcmp(name, "input") || !strcmp(name, "param")) return add_input(cmd, name[0] == 'p', v, o);
+  if (!strcmp(name, "sym")) return tiny_symtab_parse_assign(e, &o->syms, v) ? cli_report(e) : 0;
+  if (!strcmp(name, "shape")) return cli_add_shape(o, v, e) ? cli_report(e) : 0;
+  if (!strcmp(name, "dump")) return add_list(v, o->dumps, &o->ndumps);
+  if (!strcmp(name, "outputs")) return add_list(v, o->outputs, &o->noutputs);
+  if (!strcmp(name, "plan") || !strcmp(name, "knob")) {
+    bool plan = name[0] == 'p';
+    int *n = plan ? &o->nplans : &o->nknobs;
+    if (*n >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --%s options", name);
+    (plan ? o->plans : o->knob_args)[(*n)++] = v;
+    return 0;
+  }
+  if (!strcmp(name, "precision")) {
+    cuda_math m;
+    if (!cuda_math_parse(v, &m)) return cli_usage_error(cmd, "--precision '%s': expected tf32, fp32, fp16 or bf16", v);
+    o->precision = v;
+    return 0;
+  }
+  if (!strcmp(name, "loop-limit")) {
+    o->loop_limit = strtoll(v, &end, 10);
+    return *end || end == v || o->loop_limit < 1 ? cli_usage_error(cmd, "--loop-limit expects a positive count") : 0;
+  }
+  if (!strcmp(name, "max-memory"))
+    return !cli_parse_bytes(v, &o->max_memory) || !o->max_memory
+               ? cli_usage_error(cmd, "--max-memory expects a size in bytes (a K, M or G suffix allowed), not '%s'", v)
+               : 0;
+  if (!strcmp(name, "seed")) {
+    o->seed = strtoull(v, &end, 10);
+    return *end || end == v ? cli_usage_error(cmd, "--seed expects an integer") : 0;
+  }
+  static const struct {
+    const char *name;
+    size_t field;
+  } plain[] = {{"out", offsetof(cli_opts, out_dir)},
+               {"dump-dir", offsetof(cli_opts, dump_dir)},
+               {"target", offsetof(cli_opts, target)},
+               {"backend", offsetof(cli_opts, backend)}};
+  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+    if (!strcmp(name, plain[i].name)) {
+      *(const char **)((char *)o + plain[i].field) = v;
+      return 0;
+    }
+  return cli_usage_error(cmd, "option --%s is not handled here", name);
+}
+
 int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, harp_error *e) {
   memset(o, 0, sizeof *o);
   tiny_symtab_init(&o->syms);
@@ -86,79 +173,45 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
     memcpy(name, a + 2, nl);
     name[nl] = 0;
     if (!allowed_opt(allowed, name)) return cli_usage_error(cmd, "unknown option '--%s'", name);
-    if (!strcmp(name, "random-inputs")) {
-      o->random_inputs = true;
+    if (!strcmp(name, "random-inputs") || !strcmp(name, "time-stages")) {
+      *(name[0] == 'r' ? &o->random_inputs : &o->time_stages) = true;
       continue;
     }
     const char *v = opt_value(argc, argv, &i, a, eq);
     if (!v) return cli_usage_error(cmd, "option --%s needs a value", name);
-    if (!strcmp(name, "input") || !strcmp(name, "param")) {
-      const char *sep = strchr(v, '=');
-      if (!sep || sep == v || !sep[1]) return cli_usage_error(cmd, "--input expects NAME=FILE.npy, got '%s'", v);
-      if (o->ninputs >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --input options");
-      char *nm = ut_xmalloc((size_t)(sep - v) + 1);
-      if (!nm) return cli_report(&(harp_error){.code = HARP_E_NO_MEMORY, .msg = "out of memory"});
-      memcpy(nm, v, (size_t)(sep - v));
-      nm[sep - v] = 0;
-      for (int k = 0; k < o->ninputs; k++)
-        if (!strcmp(o->input_names[k], nm)) {
-          free(nm);
-          return cli_usage_error(cmd, "--input %.*s is given twice", (int)(sep - v), v);
-        }
-      o->input_names[o->ninputs] = nm;
-      o->input_files[o->ninputs++] = sep + 1;
-      if (!strcmp(name, "param")) o->params[o->nparams++] = nm;
-    } else if (!strcmp(name, "sym")) {
-      if (tiny_symtab_parse_assign(e, &o->syms, v)) return cli_report(e);
-    } else if (!strcmp(name, "shape")) {
-      if (cli_add_shape(o, v, e)) return cli_report(e);
-    } else if (!strcmp(name, "out")) {
-      o->out_dir = v;
-    } else if (!strcmp(name, "dump-dir")) {
-      o->dump_dir = v;
-    } else if (!strcmp(name, "plan")) {
-      if (o->nplans >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --plan options");
-      o->plans[o->nplans++] = v;
-    } else if (!strcmp(name, "target")) {
-      o->target = v;
-    } else if (!strcmp(name, "precision")) {
-      if (strcmp(v, "tf32") && strcmp(v, "fp32") && strcmp(v, "fp16") && strcmp(v, "bf16"))
-        return cli_usage_error(cmd, "--precision '%s': expected tf32, fp32, fp16 or bf16", v);
-      o->precision = v;
-    } else if (!strcmp(name, "backend")) {
-      o->backend = v;
-    } else if (!strcmp(name, "loop-limit")) {
-      char *end;
-      o->loop_limit = strtoll(v, &end, 10);
-      if (*end || end == v || o->loop_limit < 1) return cli_usage_error(cmd, "--loop-limit expects a positive count");
-    } else if (!strcmp(name, "max-memory")) {
-      if (!cli_parse_bytes(v, &o->max_memory) || !o->max_memory)
-        return cli_usage_error(cmd, "--max-memory expects a size in bytes (a K, M or G suffix allowed), not '%s'", v);
-    } else if (!strcmp(name, "seed")) {
-      char *end;
-      o->seed = strtoull(v, &end, 10);
-      if (*end || end == v) return cli_usage_error(cmd, "--seed expects an integer");
-    } else if (!strcmp(name, "dump") || !strcmp(name, "outputs")) {
-      bool dump = !strcmp(name, "dump");
-      const char **list = dump ? o->dumps : o->outputs;
-      int *count = dump ? &o->ndumps : &o->noutputs;
-      char *copy = ut_xmalloc(strlen(v) + 1);
-      if (!copy) return 1;
-      strcpy(copy, v);
-      for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-        if (*count >= CLI_MAX_LIST) break;
-        char *t = ut_xmalloc(strlen(tok) + 1);
-        if (!t) break;
-        strcpy(t, tok);
-        list[(*count)++] = t;
-      }
-      free(copy);
-    } else {
-      return cli_usage_error(cmd, "option --%s is not handled here", name);
-    }
+    int rc = set_option(cmd, name, v, o, e);
+    if (rc) return rc;
   }
   if (!o->dump_dir) o->dump_dir = o->out_dir;
-  return 0;
+  return cli_knobs(e, o) ? cli_report(e) : 0;
+}
+
+harp_status cli_knobs(harp_error *e, cli_opts *o) {
+  rt_knobs_init(&o->knobs);
+  if (rt_knobs_from_env(e, &o->knobs)) return e->code;
+  for (int i = 0; i < o->nknobs; i++)
+    if (rt_knob_assign(e, &o->knobs, o->knob_args[i])) return e->code;
+  return HARP_OK;
+}
+
+/* ---- backends ---------------------------------------------------------------- */
+static const cli_backend backends[] = {
+    {"cpu", &rt_target_cpu, HARP_BACKEND_CPU, false},
+    {"interp", NULL, HARP_BACKEND_INTERP, false},
+    {"regions", &rt_target_cpu, -1, true},
+    {"cuda", &rt_target_cuda, HARP_BACKEND_CUDA, false},
+};
+
+const cli_backend *cli_backend_get(const char *cmd, const char *name, const char *allowed, int *rc) {
+  if (!name) name = "cpu";
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (!strcmp(backends[i].name, name) && allowed_opt(allowed, name)) return &backends[i];
+  char list[128] = "";
+  for (size_t i = 0, k = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (allowed_opt(allowed, backends[i].name))
+      k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", backends[i].name);
+  *rc = cli_usage_error(cmd, "unknown or unavailable backend '%s' (available: %s)", name, list);
+  return NULL;
 }
 
 harp_status cli_add_shape(cli_opts *o, const char *spec, harp_error *e) {
@@ -252,18 +305,9 @@ static ut_tensor *onnx_weight(const cli_model *m, const char *id) {
   return NULL;
 }
 
-harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m) {
-  memset(m, 0, sizeof *m);
-  tiny_symtab_init(&m->syms);
-  if (!o->model) return ut_fail(e, HARP_E_USAGE, NULL, "no MODEL given");
-  for (int i = 0; i < o->syms.n; i++)
-    if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
-  tiny_symtab_init(&m->defaults);
-  o->need_shapes = need_inputs; /* run, bench, compile, tune: every dim concrete */
-  if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
-  tiny_graph *g = m->g;
-  m->flow = m->onnx ? m->onnx->flow : NULL;
-  /* ONNX names on the command line ("input.1") are the ids they map to */
+/* ONNX names on the command line ("input.1") become the ids they map to,
+ * in --input and --param alike. */
+static harp_status onnx_names_to_ids(harp_error *e, cli_opts *o, const cli_model *m) {
   for (int k = 0; m->onnx && k < o->ninputs; k++) {
     const char *id = onnx_id_of(m->onnx, o->input_names[k]);
     if (!id || !strcmp(id, o->input_names[k])) continue;
@@ -275,89 +319,131 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
     free((char *)o->input_names[k]);
     o->input_names[k] = copy;
   }
-  if (m->flow) return cli_flow_inputs(e, o, need_inputs, m); /* run-time control flow: a host program, no graph */
-  /* Every --input must name an input of the model. */
-  for (int k = 0; k < o->ninputs; k++) {
-    bool found = false;
-    for (int i = 0; i < g->n && !found; i++)
-      found = g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k]);
-    if (!found) return ut_fail(e, HARP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
-  }
-  /* --param NAME: that input is a weight (ConstPool / weights.bin) */
-  for (int k = 0; k < o->nparams; k++)
-    for (int i = 0; i < g->n; i++)
-      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->params[k]))
-        g->nodes[i].a.input.storage = "param";
-  /* ONNX initializers: weights, unless --input makes one an input */
-  for (int w = 0; m->onnx && w < m->onnx->nweights; w++) {
-    if (given_index(o, m->onnx->weight_ids[w]) >= 0 && !is_param_opt(o, m->onnx->weight_ids[w])) continue;
-    for (int i = 0; i < g->n; i++)
-      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, m->onnx->weight_ids[w]))
-        g->nodes[i].a.input.storage = "param";
-  }
+  return HARP_OK;
+}
+
+/* The INPUT node of tensor id in g, or -1. */
+static int input_node(const tiny_graph *g, const char *id) {
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, id)) return i;
+  return -1;
+}
+
+/* Mark every INPUT node of tensor id a weight. */
+static void mark_param(tiny_graph *g, const char *id) {
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, id)) g->nodes[i].a.input.storage = "param";
+}
+
+/* What the options say of m's graph: every --input names an input; --param
+ * and ONNX initializers (unless --input makes one an input) are weights;
+ * --outputs replace the outputs. */
+static harp_status apply_io_options(harp_error *e, const cli_opts *o, cli_model *m) {
+  tiny_graph *g = m->g;
+  for (int k = 0; k < o->ninputs; k++)
+    if (input_node(g, o->input_names[k]) < 0)
+      return ut_fail(e, HARP_E_USAGE, NULL, "--input %s: the model has no input of that name", o->input_names[k]);
+  for (int k = 0; k < o->nparams; k++) mark_param(g, o->params[k]);
+  for (int w = 0; m->onnx && w < m->onnx->nweights; w++)
+    if (given_index(o, m->onnx->weight_ids[w]) < 0 || is_param_opt(o, m->onnx->weight_ids[w]))
+      mark_param(g, m->onnx->weight_ids[w]);
   for (int k = 0; k < o->noutputs; k++) {
     int idx = tiny_find(g, o->outputs[k]);
     if (idx < 0) return ut_fail(e, HARP_E_USAGE, o->outputs[k], "--outputs: the model has no node of that id");
     if (tiny_mark_output(g, idx) < 0) return ut_fail(e, g->err.code, NULL, "%s", g->err.msg);
   }
-  /* Read the given tensors, binding symbols from their shapes. */
-  ut_tensor *files = ut_xcalloc((size_t)o->ninputs + 1, sizeof *files);
-  if (!files) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  harp_status st = HARP_OK;
-  for (int k = 0; k < o->ninputs && need_inputs && !st; k++) {
-    int node = -1;
-    for (int i = 0; i < g->n && node < 0; i++)
-      if (g->nodes[i].op == TINY_INPUT && !strcmp(g->nodes[i].a.input.tensor_id, o->input_names[k])) node = i;
-    st = ut_npy_read(e, o->input_files[k], (int)g->nodes[node].a.input.dtype, &files[k]);
-    if (!st) st = tiny_bind_input(e, g, node, files[k].rank, files[k].shape, &m->syms);
+  return HARP_OK;
+}
+
+/* files[k]: --input k's tensor, binding symbols from its shape; then every
+ * input needs a tensor unless random ones were asked for; then the
+ * graph's defaults bind what nothing else did (graph<B=1>). */
+static harp_status read_given(harp_error *e, const cli_opts *o, bool need_inputs, cli_model *m, ut_tensor *files) {
+  tiny_graph *g = m->g;
+  for (int k = 0; k < o->ninputs && need_inputs; k++) {
+    int node = input_node(g, o->input_names[k]);
+    if (ut_npy_read(e, o->input_files[k], (int)g->nodes[node].a.input.dtype, &files[k]) ||
+        tiny_bind_input(e, g, node, files[k].rank, files[k].shape, &m->syms))
+      return e->code;
   }
-  /* Every input needs a tensor unless random ones were asked for. */
-  for (int i = 0; i < g->n && !st && need_inputs && !o->random_inputs; i++) {
+  for (int i = 0; i < g->n && need_inputs && !o->random_inputs; i++) {
     if (g->nodes[i].op != TINY_INPUT) continue;
     bool given = given_index(o, g->nodes[i].a.input.tensor_id) >= 0 || onnx_weight(m, g->nodes[i].a.input.tensor_id);
     if (!given)
-      st = ut_fail(e, HARP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
-                   g->nodes[i].a.input.tensor_id);
+      return ut_fail(e, HARP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
+                     g->nodes[i].a.input.tensor_id);
   }
-  for (int i = 0; i < m->defaults.n && !st; i++) /* graph<B=1>: where nothing else binds */
-    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL))
-      st = tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]);
-  if (!st) st = tiny_prepare(e, g, &m->syms, !need_inputs);
-  if (!st && need_inputs) {
-    int *ins = NULL;
-    m->ninputs = tiny_inputs(g, &ins);
-    m->inputs = ins ? ut_xcalloc((size_t)m->ninputs + 1, sizeof *m->inputs) : NULL;
-    if (!ins || !m->inputs) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    uint64_t state = o->seed;
-    for (int i = 0; i < m->ninputs && !st; i++) {
-      const tiny_node *n = &g->nodes[ins[i]];
-      int k = -1;
-      for (int j = 0; j < o->ninputs && k < 0; j++)
-        if (!strcmp(o->input_names[j], n->a.input.tensor_id)) k = j;
-      if (k >= 0) {
-        /* shared by every INPUT node reading that tensor: copy */
-        st = ut_tensor_alloc(e, &m->inputs[i], files[k].dtype, files[k].rank, files[k].shape);
-        if (!st && files[k].nbytes) memcpy(m->inputs[i].data, files[k].data, files[k].nbytes);
-      } else if (onnx_weight(m, n->a.input.tensor_id)) {
-        ut_tensor *w = onnx_weight(m, n->a.input.tensor_id);
-        bool later = false; /* another INPUT node reads it after this one */
-        for (int j = i + 1; j < m->ninputs && !later; j++)
-          later = !strcmp(g->nodes[ins[j]].a.input.tensor_id, n->a.input.tensor_id);
-        if (later) {
-          st = ut_tensor_alloc(e, &m->inputs[i], w->dtype, w->rank, w->shape);
-          if (!st && w->nbytes) memcpy(m->inputs[i].data, w->data, w->nbytes);
-        } else { /* its last reader takes the import's tensor: one copy of the weights, not two */
-          m->inputs[i] = *w;
-          memset(w, 0, sizeof *w);
-        }
-      } else if (o->random_inputs) {
-        st = random_tensor(e, n, &state, &m->inputs[i]);
-      } else {
-        st = ut_fail(e, HARP_E_USAGE, n->id, "no --input %s=FILE.npy given (or use --random-inputs)", n->a.input.tensor_id);
-      }
+  for (int i = 0; i < m->defaults.n; i++)
+    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL) &&
+        tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]))
+      return e->code;
+  return HARP_OK;
+}
+
+/* m->inputs[i], the tensor of INPUT node ins[i]: its --input file (copied:
+ * every INPUT node of that tensor reads it), the ONNX initializer (its last
+ * reader takes the import's tensor: one copy of the weights, not two), or
+ * a random one. */
+static harp_status input_tensor(harp_error *e, const cli_opts *o, cli_model *m, const int *ins, int i,
+                                const ut_tensor *files, uint64_t *state) {
+  const tiny_graph *g = m->g;
+  const tiny_node *n = &g->nodes[ins[i]];
+  const ut_tensor *src = NULL;
+  for (int j = 0; j < o->ninputs && !src; j++)
+    if (!strcmp(o->input_names[j], n->a.input.tensor_id)) src = &files[j];
+  ut_tensor *w = src ? NULL : onnx_weight(m, n->a.input.tensor_id);
+  if (w) {
+    bool later = false; /* another INPUT node reads it after this one */
+    for (int j = i + 1; j < m->ninputs && !later; j++) later = !strcmp(g->nodes[ins[j]].a.input.tensor_id, n->a.input.tensor_id);
+    if (!later) {
+      m->inputs[i] = *w;
+      memset(w, 0, sizeof *w);
+      return HARP_OK;
     }
-    free(ins);
+    src = w;
   }
+  if (src) {
+    if (ut_tensor_alloc(e, &m->inputs[i], src->dtype, src->rank, src->shape)) return e->code;
+    if (src->nbytes) memcpy(m->inputs[i].data, src->data, src->nbytes);
+    return HARP_OK;
+  }
+  if (o->random_inputs) return random_tensor(e, n, state, &m->inputs[i]);
+  return ut_fail(e, HARP_E_USAGE, n->id, "no --input %s=FILE.npy given (or use --random-inputs)", n->a.input.tensor_id);
+}
+
+/* m->inputs: one tensor per INPUT node, graph order. */
+static harp_status fill_inputs(harp_error *e, const cli_opts *o, cli_model *m, const ut_tensor *files) {
+  int *ins = NULL;
+  m->ninputs = tiny_inputs(m->g, &ins);
+  m->inputs = ins ? ut_xcalloc((size_t)m->ninputs + 1, sizeof *m->inputs) : NULL;
+  harp_status st = !ins || !m->inputs ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  uint64_t state = o->seed;
+  for (int i = 0; i < m->ninputs && !st; i++) st = input_tensor(e, o, m, ins, i, files, &state);
+  free(ins);
+  return st;
+}
+
+harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m) {
+  memset(m, 0, sizeof *m);
+  tiny_symtab_init(&m->syms);
+  if (!o->model) return ut_fail(e, HARP_E_USAGE, NULL, "no MODEL given");
+  for (int i = 0; i < o->syms.n; i++)
+    if (tiny_symtab_set(e, &m->syms, o->syms.names[i], o->syms.values[i])) return e->code;
+  tiny_symtab_init(&m->defaults);
+  o->need_shapes = need_inputs; /* run, bench, compile, tune: every dim concrete */
+  double t0 = ut_now_ms();
+  if (cli_load_graph(e, o, m, &m->defaults)) return e->code;
+  m->flow = m->onnx ? m->onnx->flow : NULL;
+  if (onnx_names_to_ids(e, o, m)) return e->code;
+  if (m->flow) return cli_flow_inputs(e, o, need_inputs, m); /* run-time control flow: a host program, no graph */
+  if (apply_io_options(e, o, m)) return e->code;
+  ut_tensor *files = ut_xcalloc((size_t)o->ninputs + 1, sizeof *files);
+  if (!files) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = read_given(e, o, need_inputs, m, files);
+  double t1 = ut_now_ms();
+  if (!st) st = tiny_prepare(e, m->g, &m->syms, !need_inputs);
+  m->load_ms = t1 - t0, m->normalize_ms = ut_now_ms() - t1;
+  if (!st && need_inputs) st = fill_inputs(e, o, m, files);
   for (int k = 0; k < o->ninputs; k++) ut_tensor_free(&files[k]);
   free(files);
   ut_release_free_memory(); /* the model file and its parse are gone: not into the peak */
@@ -408,21 +494,16 @@ harp_status cli_write_dumps(harp_error *e, const cli_opts *o, const cli_model *m
       harp_status st = cli_write_text(e, o->dump_dir, "tiny.json", json);
       free(json);
       if (st) return st;
-    } else if (!strcmp(o->dumps[i], "indexbook") || !strcmp(o->dumps[i], "poly_view") ||
-               !strcmp(o->dumps[i], "region") || !strcmp(o->dumps[i], "function")) {
-      continue; /* dump_poly.c and dump_region.c, below */
+    } else if (rt_stage_of_dump(o->dumps[i]) >= RT_STAGE_INDEXBOOK) {
+      continue; /* the compile's stages (cli_stages.c) */
     } else if (!strcmp(o->dumps[i], "flow")) { /* a model with run-time control flow writes its host program (cli_flow.c) */
       harp_status st = cli_write_text(e, o->dump_dir, "flow.txt", "no host program: the model is one static graph\n");
       if (st) return st;
-    } else if (!strcmp(o->dumps[i], "c") || !strcmp(o->dumps[i], "plan") || !strcmp(o->dumps[i], "gpu") ||
-               !strcmp(o->dumps[i], "cu")) {
-      continue; /* written by the command (the cpu backend's model, cli_write_plan_dump; gpu, cu: dump_gpu.c) */
     } else {
       return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "dump '%s' is not available in this build yet", o->dumps[i]);
     }
   }
-  if (cli_write_poly_dumps(e, o, m)) return e->code;
-  return cli_write_region_dumps(e, o, m);
+  return HARP_OK;
 }
 
 harp_status cli_write_outputs(harp_error *e, const char *dir, const char *const *names, const ut_tensor *t, int n) {

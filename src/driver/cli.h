@@ -6,6 +6,8 @@
 #include <stdbool.h>
 
 #include "harp/error.h"
+#include "harp/knobs.h"
+#include "harp/pipeline.h"
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
@@ -39,6 +41,10 @@ typedef struct cli_opts {
   bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
   long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
   unsigned long long max_memory; /* --max-memory: one instance's arena plus weights at most (0: the machine's) */
+  rt_knobs knobs;        /* the environment's knobs, then --knob's (cli_parse) */
+  const char *knob_args[CLI_MAX_LIST + 1]; /* --knob NAME=VALUE, as given (NULL-terminated) */
+  int nknobs;
+  bool time_stages;      /* --time-stages: each compile's stage times to stderr */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -50,6 +56,7 @@ typedef struct cli_model {
   tiny_symtab syms;    /* final binding */
   ut_tensor *inputs;   /* one per INPUT node, graph order (a host program: per model input, its order) */
   int ninputs;
+  double load_ms, normalize_ms; /* the pipeline's first two stages, run by cli_load_model */
   const struct flow_program *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
 } cli_model;
 
@@ -61,6 +68,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Parse the shared options.  Unknown options are an error.  `allowed` is a
  * string of the option names the command accepts, e.g. "input sym out dump". */
 int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_opts *o, harp_error *e);
+/* o->knobs from the environment (the library's one reader) and --knob
+ * NAME=VALUE (o->knob_args); cli_parse calls it. */
+harp_status cli_knobs(harp_error *e, cli_opts *o);
 void cli_opts_free(cli_opts *o);
 /* --shape NAME=1x3x224x224: one more given shape. */
 harp_status cli_add_shape(cli_opts *o, const char *spec, harp_error *e);
@@ -78,21 +88,65 @@ harp_status cli_load_graph(harp_error *e, cli_opts *o, cli_model *m, tiny_symtab
  * returns HARP_OK.  Fails on an unknown dump name. */
 harp_status cli_write_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
 bool cli_wants_dump(const cli_opts *o, const char *name);
-/* indexbook.json / poly_view.json when asked for (dump_poly.c). */
-harp_status cli_write_poly_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
+/* --backend: one table (cli.c).  A backend compiles for a target (the
+ * interpreter compiles nothing) and runs it; `regions` plays the Function
+ * of the target of --target back on the interpreter. */
+typedef struct cli_backend {
+  const char *name;
+  const rt_target *target; /* NULL: the interpreter runs the graph */
+  int harp_backend;               /* harp.h's harp_backend (host programs), or -1 */
+  bool playback;                  /* regions */
+} cli_backend;
+/* The backend named name (NULL: cpu) among `allowed` ("cpu interp cuda"),
+ * or NULL after a usage error for cmd (*rc: its exit code). */
+const cli_backend *cli_backend_get(const char *cmd, const char *name, const char *allowed, int *rc);
 
-/* region.json / function.json when asked for (dump_region.c). */
-harp_status cli_write_region_dumps(harp_error *e, const cli_opts *o, const cli_model *m);
-/* Form the regions of a loaded model for --target (dump_region.c). */
-struct rg_partition;
-harp_status cli_form_regions(harp_error *e, const cli_opts *o, const cli_model *m, struct rg_partition **out);
-/* GPU dumps (dump_gpu.c): gpu.json and model.cu.  cli_gpu_target checks
- * --target (sm80 | sm90), dflt when absent (NULL: the device's). */
-struct rt_gpu_model;
-harp_status cli_gpu_target(harp_error *e, const cli_opts *o, const char *dflt, const char **target);
-harp_status cli_write_gpu_model_dumps(harp_error *e, const cli_opts *o, const struct rt_gpu_model *gm);
+/* The dumps of the compile stages (cli_stages.c): indexbook, poly_view,
+ * region, function, plan, gpu, c, cu.  Each is made on a target: c on the
+ * CPU; gpu and cu on CUDA (--target's architecture, else the command's
+ * CUDA compile's, else sm80); the others on --target's, else on the
+ * command's own compile's target, else the CPU.  The command's own compile
+ * makes those of its target; the rest come from compiles of their own that
+ * stop after the last stage they need.  Dumps are rendered as the stages
+ * finish (the hook) and written at the end, so a compile that fails late
+ * still leaves the dumps of the stages it ran (cli_dumps_salvage). */
 struct cli_plans;
-harp_status cli_write_gpu_dumps(harp_error *e, const cli_opts *o, const cli_model *m, const struct cli_plans *pl);
+typedef struct cli_dumps {
+  const cli_opts *o;
+  int n;
+  const char *name[8];
+  char *text[8];
+  int stage[8];
+  const rt_target *own; /* the command's own compile (NULL: none) */
+  const char *own_arch; /* its architecture (CUDA; NULL: the device's, until it runs) */
+  bool describing;      /* compiles of cli_dumps_finish run now */
+} cli_dumps;
+void cli_dumps_init(cli_dumps *d, const cli_opts *o);
+void cli_dumps_free(cli_dumps *d);
+/* The command's own compile is for t (arch: CUDA's or NULL); whether the
+ * dumps it makes need its analysis kept (indexbook, poly_view). */
+bool cli_dumps_own(cli_dumps *d, const rt_target *t, const char *arch);
+/* The hook of every compile the CLI runs (rt_compile_opts.after_stage, ctx: the cli_dumps). */
+harp_status cli_dumps_hook(void *ctx, harp_error *e, const rt_compile *c, rt_stage stage);
+/* The dumps not made yet, from compiles of their own; then every dump
+ * written (all or nothing). */
+harp_status cli_dumps_finish(harp_error *e, cli_dumps *d, cli_model *m, const struct cli_plans *pl);
+/* What was rendered, written whatever failed (errors ignored): a failed
+ * compile's earlier stages. */
+void cli_dumps_salvage(cli_dumps *d);
+/* Compile m for target t (arch: CUDA's) up to stage until (0: all), with
+ * o's knobs, precision and pl's plans; the stage times on stderr with
+ * --time-stages. */
+harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const struct cli_plans *pl, const rt_target *t,
+                      const char *arch, rt_stage until, cli_dumps *d, rt_compile **out);
+/* The stage times of c (and m's load) on stderr, when --time-stages. */
+void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compile *c);
+/* --target as a target: cpu (absent) or cuda with *arch sm80 / sm90. */
+harp_status cli_target_of(harp_error *e, const cli_opts *o, const rt_target **t, const char **arch);
+
+/* cli_gpu_target checks --target (sm80 | sm90), dflt when absent (NULL: the
+ * device's); dump_gpu.c. */
+harp_status cli_gpu_target(harp_error *e, const cli_opts *o, const char *dflt, const char **target);
 /* Write text to DIR/FILE atomically (DIR is created). */
 harp_status cli_write_text(harp_error *e, const char *dir, const char *file, const char *text);
 
@@ -106,8 +160,9 @@ harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int6
 /* Models with run-time control flow (cli_flow.c): the inputs of the host
  * program (cli_load_model's part for them), and run / bench over it. */
 harp_status cli_flow_inputs(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
-int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs);
-int cli_flow_bench(cli_opts *o, cli_model *m, const char *backend, bool graphs, long warmup, long repeat, bool json);
+struct cli_backend;
+int cli_flow_run(cli_opts *o, cli_model *m, const struct cli_backend *b, bool graphs);
+int cli_flow_bench(cli_opts *o, cli_model *m, const struct cli_backend *b, bool graphs, long warmup, long repeat, bool json);
 
 /* Write tensors to DIR/<name>.npy, all or nothing. */
 harp_status cli_write_outputs(harp_error *e, const char *dir, const char *const *names, const ut_tensor *t, int n);
@@ -139,11 +194,6 @@ typedef struct cli_plans {
 /* Read every --plan (for the machine of --target, default cpu). */
 harp_status cli_plans_load(harp_error *e, const cli_opts *o, cli_plans *out);
 void cli_plans_free(cli_plans *p);
-/* DIR/plan.json: the plans of a compiled model (compiled != NULL), else the
- * plans the cpu backend (or --target's machine) would choose: regions formed,
- * overrides, plan cache, defaults.  Only when --dump plan was asked for. */
-harp_status cli_write_plan_dump(harp_error *e, const cli_opts *o, const cli_model *m, const cli_plans *pl,
-                              const struct rt_plans *compiled);
 /* One line per region saying where its plan came from, to stderr, for
  * notes worth seeing (ignored cache entries, refused plans). */
 void cli_print_plan_notes(const struct rt_plans *ps);

@@ -86,19 +86,16 @@ harp_status cli_flow_inputs(harp_error *e, cli_opts *o, bool need_inputs, cli_mo
 }
 
 /* The options of the executor for --backend B. */
-static int exec_options(cli_opts *o, const char *backend, bool graphs, harp_options *ho, harp_error *e) {
+static int exec_options(cli_opts *o, const cli_backend *b, bool graphs, harp_options *ho, harp_error *e) {
   memset(ho, 0, sizeof *ho);
   ho->loop_limit = o->loop_limit;
   ho->graphs = graphs;
-  if (!strcmp(backend, "cpu")) ho->backend = HARP_BACKEND_CPU;
-  else if (!strcmp(backend, "interp")) ho->backend = HARP_BACKEND_INTERP;
-  else if (!strcmp(backend, "cuda")) {
-    ho->backend = HARP_BACKEND_CUDA;
-    if (cli_gpu_target(e, o, NULL, &ho->target)) return cli_report(e);
-  } else {
+  ho->knobs = o->knob_args; /* over the environment, which harp.h reads as the CLI did */
+  if (b->harp_backend < 0)
     return cli_usage_error("run", "--backend %s cannot run a model with run-time control flow (cpu, interp or cuda can)",
-                           backend);
-  }
+                           b->name);
+  ho->backend = (harp_backend)b->harp_backend;
+  if (b->target == &rt_target_cuda && cli_gpu_target(e, o, NULL, &ho->target)) return cli_report(e);
   if (o->noutputs || o->nplans) return cli_usage_error("run", "--outputs and --plan need a model without run-time control flow");
   for (int i = 0; i < o->ndumps; i++)
     if (strcmp(o->dumps[i], "flow"))
@@ -118,10 +115,10 @@ static harp_status write_flow_dump(harp_error *e, const cli_opts *o, const flow_
 
 /* The executor of m's host program for --backend B and the outputs' array;
  * 0, or the exit code of a failure (reported). */
-static int flow_start(cli_opts *o, cli_model *m, const char *backend, bool graphs, flow_exec **x, ut_tensor **outs) {
+static int flow_start(cli_opts *o, cli_model *m, const cli_backend *b, bool graphs, flow_exec **x, ut_tensor **outs) {
   harp_error e = {0};
   harp_options ho;
-  int rc = exec_options(o, backend, graphs, &ho, &e);
+  int rc = exec_options(o, b, graphs, &ho, &e);
   if (rc) return rc;
   const flow_program *f = m->flow;
   *outs = ut_xcalloc((size_t)f->blocks[f->main].nout + 1, sizeof **outs);
@@ -145,10 +142,10 @@ static void print_outputs(const cli_opts *o, const flow_block *mb, const ut_tens
           fs.seg_runs, fs.iterations);
 }
 
-int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs) {
+int cli_flow_run(cli_opts *o, cli_model *m, const cli_backend *b, bool graphs) {
   flow_exec *x = NULL;
   ut_tensor *outs = NULL;
-  int rc = flow_start(o, m, backend, graphs, &x, &outs);
+  int rc = flow_start(o, m, b, graphs, &x, &outs);
   const flow_block *mb = &m->flow->blocks[m->flow->main];
   harp_error e = {0};
   if (!rc && (flow_exec_run(&e, x, m->inputs, m->ninputs, outs) ||
@@ -161,10 +158,11 @@ int cli_flow_run(cli_opts *o, cli_model *m, const char *backend, bool graphs) {
   return rc;
 }
 
-int cli_flow_bench(cli_opts *o, cli_model *m, const char *backend, bool graphs, long warmup, long repeat, bool json) {
+int cli_flow_bench(cli_opts *o, cli_model *m, const cli_backend *b, bool graphs, long warmup, long repeat, bool json) {
+  const char *backend = b->name;
   flow_exec *x = NULL;
   ut_tensor *outs = NULL;
-  int rc = flow_start(o, m, backend, graphs, &x, &outs);
+  int rc = flow_start(o, m, b, graphs, &x, &outs);
   const flow_block *mb = &m->flow->blocks[m->flow->main];
   double *t = ut_xcalloc((size_t)repeat + 1, sizeof *t), t0 = cli_now_ms(), first = 0;
   harp_error e = {0};

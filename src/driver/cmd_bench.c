@@ -1,17 +1,15 @@
 /* cmd_bench.c — `harp bench MODEL`: compile once, warm up, time N runs of
- * one instance, report the median (and GFLOP/s). */
+ * one instance, report the median (and GFLOP/s).  --profile and --bind:
+ * bench_profile.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "cli.h"
-#include "util/util.h"
-#include "harp/cpu.h"
+#include "bench.h"
 #include "harp/function.h"
-#include "harp/gpu.h"
 #include "harp/interp.h"
 #include "harp/tune.h"
+#include "util/util.h"
 
 static const char bench_help[] =
     "usage: harp bench MODEL [options]\n\n"
@@ -39,7 +37,10 @@ static const char bench_help[] =
     "                       full run left) and in its place in --repeat whole\n"
     "                       runs (\"in run\": caches as the kernels before it\n"
     "                       left them); cuda, each launch in its place in\n"
-    "                       --repeat runs (device events between launches)\n"
+    "                       --repeat runs (device events between launches);\n"
+    "                       and the time of each compile stage\n"
+    "  --time-stages        each compile stage's time, to stderr\n"
+    "  --knob NAME=VALUE    set a knob of the library (harp --help-options)\n"
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
     "  --shape NAME=DIMS    an ONNX graph input's shape (x=1x3x640x640; repeatable):\n"
     "                       a dynamic dim needs it, an --input file or --sym\n"
@@ -57,15 +58,16 @@ static const char bench_help[] =
     "                       its first run (which compiles its segments) untimed\n"
     "Regions without --plan use the plan cache (harp tune), else their default plan.\n";
 
-double cli_now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
+double cli_now_ms(void) { return ut_now_ms(); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+double cli_sorted_median(double *t, long n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 /* One operation per element computed; views and casts are free. */
@@ -80,11 +82,6 @@ static double count_flops(const tiny_graph *g) {
   return f;
 }
 
-double cli_sorted_median(double *t, long n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 static long opt_int(const char *v, const char *what, bool *ok) {
   char *end;
   long x = strtol(v, &end, 10);
@@ -95,425 +92,291 @@ static long opt_int(const char *v, const char *what, bool *ok) {
   return x;
 }
 
-/* --bind: one GPU session over the unbound model; every binding runs once
- * (uploads its inputs), then each round launches every binding in turn,
- * waiting for each, so host overhead (graph updates included) is in the time. */
-static int bench_session(cli_opts *o, const char **binds, int nbinds, long warmup, long repeat, bool graphs,
-                         bool json, const cli_plans *pl) {
-  harp_error e = {0};
-  cli_model base = {0}, *ms = calloc((size_t)nbinds, sizeof *ms);
-  tiny_symtab given = o->syms, *bs = calloc((size_t)nbinds, sizeof *bs);
-  double *times = calloc((size_t)repeat, sizeof *times);
-  rt_gpu_session *s = NULL;
-  int rc = 1;
-  tiny_symtab_init(&base.syms);
-  tiny_symtab_init(&base.defaults);
-  if (!ms || !bs || !times) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  const char *target;
-  if (cli_gpu_target(&e, o, NULL, &target) || cli_load_graph(&e, o, &base, &base.defaults)) goto fail;
-  rt_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
-                    .precision = o->precision};
-  if (rt_gpu_session_new(&e, base.g, &go, &s)) goto fail;
-  for (int i = 0; i < nbinds; i++) { /* --sym, then this binding's symbols, then the model's defaults */
-    tiny_symtab_init(&bs[i]);
-    for (int k = 0; k < given.n; k++)
-      if (tiny_symtab_set(&e, &bs[i], given.names[k], given.values[k])) goto fail;
-    char spec[512];
-    snprintf(spec, sizeof spec, "%s", binds[i]);
-    for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
-      if (tiny_symtab_parse_assign(&e, &bs[i], tok)) goto fail;
-    o->syms = bs[i];
-    harp_status st = cli_load_model(&e, o, true, &ms[i]);
-    o->syms = given;
-    if (st) goto fail;
-    ut_tensor *outs = calloc((size_t)ms[i].g->noutputs + 1, sizeof *outs);
-    if (!outs) {
-      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-      goto fail;
+/* bench's own flags into *a, the rest into rest[] for the shared parser;
+ * -1 to go on, else the exit code (--help: 0). */
+static int bench_flags(int argc, char **argv, bench_args *a, char **rest, int *nrest) {
+  bool ok = true;
+  *a = (bench_args){.repeat = 20, .warmup = 3};
+  rest[(*nrest)++] = argv[0];
+  for (int i = 1; i < argc; i++) {
+    const char *v = argv[i];
+    bool has = i + 1 < argc;
+    if (!strcmp(v, "--help") || !strcmp(v, "-h")) {
+      fputs(bench_help, stdout);
+      return 0;
     }
-    st = rt_gpu_session_run(&e, s, &ms[i].syms, ms[i].inputs, ms[i].ninputs, outs);
-    for (int k = 0; k < ms[i].g->noutputs; k++) ut_tensor_free(&outs[k]);
-    free(outs);
-    if (st) goto fail;
+    if (!strcmp(v, "--json")) a->json = true;
+    else if (!strcmp(v, "--profile")) a->profile = true;
+    else if (!strcmp(v, "--graphs")) a->graphs = true;
+    else if (!strcmp(v, "--bind") && has && a->nbinds < CLI_MAX_LIST) a->binds[a->nbinds++] = argv[++i];
+    else if (!strcmp(v, "--repeat") && has) a->repeat = opt_int(argv[++i], "repeat", &ok);
+    else if (!strcmp(v, "--warmup") && has) a->warmup = opt_int(argv[++i], "warmup", &ok);
+    else rest[(*nrest)++] = argv[i];
   }
-  for (long r = -warmup; r < repeat; r++) {
-    double t0 = cli_now_ms();
-    for (int i = 0; i < nbinds; i++)
-      if (rt_gpu_session_launch(&e, s, &ms[i].syms, true)) goto fail;
-    if (r >= 0) times[r] = (cli_now_ms() - t0) / nbinds;
-  }
-  double median = cli_sorted_median(times, repeat);
-  rt_gpu_session_stats st;
-  rt_gpu_session_stats_get(s, &st);
-  if (json)
-    printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
-           "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
-           "\"builds\": %d, \"captures\": %d, \"instantiations\": %d, \"updates\": %d, \"replays\": %d, "
-           "\"evictions\": %d}}\n",
-           o->model, nbinds, graphs ? "true" : "false", repeat, warmup, median, times[0], times[repeat - 1], st.clusters,
-           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions);
-  else
-    printf("%s [cuda, %d bindings in turn%s]: median %.3f ms per run over %ld rounds (min %.3f, max %.3f); "
-           "%d ShapeSets, %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",
-           o->model, nbinds, graphs ? ", graphs" : "", median, repeat, times[0], times[repeat - 1], st.clusters,
-           st.builds, st.captures, st.instantiations, st.updates, st.replays);
-  rc = 0;
-fail:
-  if (rc) rc = cli_report(&e);
-  rt_gpu_session_free(s);
-  for (int i = 0; ms && bs && i < nbinds; i++) {
-    cli_model_free(&ms[i]);
-    tiny_symtab_free(&bs[i]);
-  }
-  free(ms);
-  free(bs);
-  free(times);
-  cli_model_free(&base);
-  return rc;
+  return ok && a->repeat >= 1 ? -1 : cli_usage_error("bench", "--repeat needs at least 1");
 }
 
-/* --profile: per kernel (CPU) or launch (CUDA) its name, kind and median. */
-typedef struct kprofile {
-  int n;
-  const char **name, **kind;
-  const char **region; /* CUDA: the launch's region (a kernel may run for several); CPU: NULL each */
-  double *med;
-  double *inrun; /* CPU: the kernel's median in its place in whole runs (caches as a run leaves them); else NULL */
-} kprofile;
-
-static void profile_free(kprofile *p) {
-  free(p->name), free(p->kind), free(p->region), free(p->med), free(p->inrun);
-  memset(p, 0, sizeof *p);
+/* The combinations bench refuses; 0 when none. */
+static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args *a) {
+  if (!o->model) return cli_usage_error("bench", "no MODEL given");
+  if (o->precision && b->target != &rt_target_cuda) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
+  if (a->profile && (!b->target || a->nbinds)) return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
+  if (cli_wants_dump(o, "c") && b->target != &rt_target_cpu)
+    return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
+  if (a->nbinds && (b->target != &rt_target_cuda || o->ndumps))
+    return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump)");
+  return 0;
 }
 
-static harp_status profile_alloc(harp_error *e, kprofile *p, int n) {
-  p->n = n;
-  p->name = calloc((size_t)n + 1, sizeof *p->name);
-  p->kind = calloc((size_t)n + 1, sizeof *p->kind);
-  p->region = calloc((size_t)n + 1, sizeof *p->region);
-  p->med = calloc((size_t)n + 1, sizeof *p->med);
-  if (p->name && p->kind && p->region && p->med) return HARP_OK;
-  profile_free(p);
-  return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+/* What a bench measured. */
+typedef struct bench_res {
+  double *times; /* repeat of them, sorted once printed */
+  double compile_ms;
+  bool hit;
+  const rt_plans *plans;       /* the CPU's, else NULL */
+  const rt_compile *stages;    /* the compile's stages (NULL: the interpreter) */
+  kprofile prof;
+} bench_res;
+
+/* A CPU instance ready to run: the weights in its ConstPool (the graph's
+ * copies dropped), the output buffers. */
+typedef struct cpu_inst {
+  rt_cpu_model *cm;
+  void *inst;
+  const void **in;
+  void **outp;
+  ut_tensor *outs;
+  int nout;
+} cpu_inst;
+
+static void cpu_inst_free(cpu_inst *ci) {
+  if (ci->cm) rt_cpu_instance_free(ci->cm, ci->inst);
+  for (int k = 0; ci->outs && k < ci->nout; k++) ut_tensor_free(&ci->outs[k]);
+  free(ci->outs);
+  free(ci->in);
+  free(ci->outp);
+  rt_cpu_free(ci->cm);
+  memset(ci, 0, sizeof *ci);
 }
 
-/* CPU: each kernel in its place in repeat whole runs (the kernels one after
- * the other, as model_run calls them: its inputs and weights where the run
- * left them in the caches), then each kernel alone, repeat times on end (warm
- * caches).  The two differ where a run streams more than the caches hold. */
-static harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
-                                 kprofile *p) {
-  const fn_function *f = rt_cpu_function(cm);
-  const rg_partition *part = f->part;
-  int nk = f->nkernels;
-  double *t = calloc((size_t)repeat, sizeof *t);
-  double *run = calloc((size_t)repeat * (size_t)nk + 1, sizeof *run);
-  if (!t || !run || profile_alloc(e, p, nk) || !(p->inrun = calloc((size_t)nk + 1, sizeof *p->inrun))) {
-    free(t), free(run);
-    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+/* The ConstPool of m's weights (the graph's copies freed: model_init makes
+ * its own and packs them) and the non-weight inputs into ci->in. */
+static harp_status cpu_params(harp_error *e, cli_model *m, cpu_inst *ci, fn_constpool *cp) {
+  const fn_function *f = rt_cpu_function(ci->cm);
+  ut_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+  if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int np = 0, ni = 0;
+  for (int a = 0; a < f->nargs; a++) {
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m->inputs[a];
+    else ci->in[ni++] = m->inputs[a].data;
   }
-  harp_status st = HARP_OK;
-  for (long r = 0; r < repeat && !st; r++)
-    for (int k = 0; k < nk && !st; k++) {
-      double t0 = cli_now_ms();
-      int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
-      run[(size_t)k * (size_t)repeat + (size_t)r] = cli_now_ms() - t0;
-      if (code) st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
-    }
-  for (int k = 0; k < nk && !st; k++) p->inrun[k] = cli_sorted_median(run + (size_t)k * (size_t)repeat, repeat);
-  free(run);
-  for (int k = 0; k < p->n && !st; k++) {
-    for (long r = 0; r < repeat && !st; r++) {
-      double t0 = cli_now_ms();
-      int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
-      t[r] = cli_now_ms() - t0;
-      if (code) st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[k].name, "kernel %s failed with %d", f->kernels[k].name, code);
-    }
-    const fn_kernel *K = &f->kernels[k];
-    const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
-    p->name[k] = K->name;
-    p->kind[k] = !R ? "?" : R->pattern ? R->pattern : R->kind ? R->kind : "?";
-    p->med[k] = st ? 0 : cli_sorted_median(t, repeat);
-  }
-  free(t);
+  harp_status st = fn_constpool_from_tensors(e, f, params, np, cp);
+  free(params);
+  for (int a = 0; a < f->nargs && !st; a++)
+    if (f->buffers[f->args[a]].kind == FN_PARAM) ut_tensor_free(&m->inputs[a]);
+  ut_release_free_memory();
   return st;
 }
 
-/* CUDA: each launch where it stands in a run, timed with device events. */
-static harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long repeat, kprofile *p) {
-  if (profile_alloc(e, p, rt_gpu_nlaunches(gm))) return e->code;
-  for (int i = 0; i < p->n; i++) {
-    rt_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
-    p->region[i] = rt_gpu_launch_region(gm, i);
+/* Inputs, outputs and an instance of ci->cm. */
+static harp_status cpu_instance(harp_error *e, cli_model *m, cpu_inst *ci) {
+  ci->nout = m->g->noutputs;
+  ci->outs = calloc((size_t)ci->nout + 1, sizeof *ci->outs);
+  ci->in = calloc((size_t)m->ninputs + 1, sizeof *ci->in);
+  ci->outp = calloc((size_t)ci->nout + 1, sizeof *ci->outp);
+  if (!ci->outs || !ci->in || !ci->outp) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  fn_constpool cp = {0};
+  harp_status st = cpu_params(e, m, ci, &cp);
+  for (int k = 0; k < ci->nout && !st; k++) {
+    const tiny_node *n = &m->g->nodes[m->g->outputs[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+    st = ut_tensor_alloc(e, &ci->outs[k], n->dtype, n->shape.rank, shape);
+    if (!st) ci->outp[k] = ci->outs[k].data;
   }
-  return rt_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
+  if (!st && !(ci->inst = rt_cpu_instance_new(ci->cm, cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
+  fn_constpool_free(&cp); /* model_init copied it */
+  return st;
 }
 
-/* Slowest first, with each one's share of the sum (or as JSON "kernels").  On
- * the CPU a second column: the kernel in its place in whole runs. */
-static void profile_print(const kprofile *p, bool json) {
-  int *order = calloc((size_t)p->n + 1, sizeof *order);
-  double sum = 0, runsum = 0;
-  if (!order) return;
-  for (int i = 0; i < p->n; i++) order[i] = i, sum += p->med[i], runsum += p->inrun ? p->inrun[i] : 0;
-  for (int i = 1; i < p->n; i++) /* insertion sort: a model has few kernels */
-    for (int j = i; j > 0 && p->med[order[j]] > p->med[order[j - 1]]; j--) {
-      int x = order[j];
-      order[j] = order[j - 1], order[j - 1] = x;
-    }
-  for (int i = 0; i < p->n; i++) {
-    int k = order[i];
-    double share = sum > 0 ? 100.0 * p->med[k] / sum : 0;
-    if (json) {
-      char *kn = cli_json_quote(p->name[k]), *rn = cli_json_quote(p->kind[k]);
-      char *gn = p->region[k] ? cli_json_quote(p->region[k]) : NULL;
-      printf("%s{\"kernel\": %s, ", i ? ", " : "\"kernels\": [", kn ? kn : "\"\"");
-      if (gn) printf("\"region\": %s, ", gn);
-      printf("\"kind\": %s, \"median_ms\": %.6f, ", rn ? rn : "\"\"", p->med[k]);
-      if (p->inrun) printf("\"in_run_ms\": %.6f, ", p->inrun[k]);
-      printf("\"share\": %.4f}", share / 100);
-      free(kn), free(rn), free(gn);
-    } else {
-      char nm[160];
-      if (p->region[k]) snprintf(nm, sizeof nm, "%s (%s)", p->name[k], p->region[k]);
-      else snprintf(nm, sizeof nm, "%s", p->name[k]);
-      if (i == 0 && p->inrun) printf("%-32s %-12s %10s %10s %7s\n", "kernel (region)", "kind", "alone ms", "in run ms", "share");
-      else if (i == 0) printf("%-32s %-12s %10s %7s\n", "kernel (region)", "kind", "median ms", "share");
-      if (p->inrun) printf("%-32.32s %-12.12s %10.4f %10.4f %6.1f%%\n", nm, p->kind[k], p->med[k], p->inrun[k], share);
-      else printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", nm, p->kind[k], p->med[k], share);
-    }
+/* --backend cpu: compile (the dumps from its stages), one instance, warmup
+ * then repeat timed runs; then the kernels one by one with --profile. */
+static harp_status bench_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                           const bench_args *a, cpu_inst *ci, bench_res *r) {
+  rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+                    .after_stage = cli_dumps_hook, .hook_ctx = d};
+  co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
+  if (rt_cpu_compile(e, m->g, &m->syms, &co, &ci->cm)) return e->code;
+  cli_print_plan_notes(rt_cpu_plans(ci->cm));
+  r->compile_ms = rt_cpu_compile_ms(ci->cm), r->hit = rt_cpu_cache_hit(ci->cm);
+  r->plans = rt_cpu_plans(ci->cm), r->stages = rt_cpu_stages(ci->cm);
+  if (cpu_instance(e, m, ci)) return e->code;
+  for (long i = -a->warmup; i < a->repeat; i++) {
+    double t0 = cli_now_ms();
+    int code = rt_cpu_instance_run(ci->cm, ci->inst, ci->in, ci->outp);
+    if (code) return ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(ci->cm, code), "model_run failed with %d", code);
+    if (i >= 0) r->times[i] = cli_now_ms() - t0;
   }
-  if (json) {
-    printf("%s\"kernels_sum_ms\": %.6f", p->n ? "], " : "", sum);
-    if (p->inrun) printf(", \"kernels_in_run_sum_ms\": %.6f", runsum);
-  } else if (p->inrun) {
-    printf("%-45s %10.4f %10.4f (%d kernels)\n", "sum", sum, runsum, p->n);
-  } else {
-    printf("%-45s %10.4f (%d kernels)\n", "sum", sum, p->n);
+  return a->profile ? profile_kernels(e, ci->cm, ci->inst, ci->in, ci->outp, a->repeat, &r->prof) : HARP_OK;
+}
+
+/* --backend cuda: build, one full run (uploads the weights and inputs), then
+ * the launches alone, timed on the device (which gives the median only). */
+static harp_status bench_cuda(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                            const bench_args *a, rt_gpu_model **gm, bench_res *r) {
+  const char *target;
+  if (cli_gpu_target(e, o, NULL, &target)) return e->code;
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
+                    .nplan_overrides = pl->n, .precision = o->precision, .after_stage = cli_dumps_hook, .hook_ctx = d};
+  go.keep_analysis = cli_dumps_own(d, &rt_target_cuda, target);
+  ut_tensor *outs = calloc((size_t)m->g->noutputs + 1, sizeof *outs);
+  if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = rt_gpu_build(e, m->g, &m->syms, &go, gm);
+  if (!st) st = rt_gpu_run(e, *gm, m->inputs, m->ninputs, outs);
+  for (int k = 0; k < m->g->noutputs; k++) ut_tensor_free(&outs[k]);
+  free(outs);
+  double med = 0;
+  if (!st) st = rt_gpu_time(e, *gm, (int)a->warmup, (int)a->repeat, &med);
+  if (st) return st;
+  for (long i = 0; i < a->repeat; i++) r->times[i] = med;
+  r->compile_ms = rt_gpu_compile_ms(*gm), r->hit = rt_gpu_cache_hit(*gm), r->stages = rt_gpu_stages(*gm);
+  return a->profile ? profile_launches(e, *gm, a->warmup, a->repeat, &r->prof) : HARP_OK;
+}
+
+/* --backend interp: the reference interpreter, each run allocating its outputs. */
+static harp_status bench_interp(harp_error *e, cli_model *m, const bench_args *a, bench_res *r) {
+  ut_tensor *outs = calloc((size_t)m->g->noutputs + 1, sizeof *outs);
+  if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = HARP_OK;
+  for (long i = -a->warmup; i < a->repeat && !st; i++) {
+    double t0 = cli_now_ms();
+    st = tiny_interp(e, m->g, &m->syms, m->inputs, m->ninputs, outs);
+    for (int k = 0; k < m->g->noutputs && !st; k++) ut_tensor_free(&outs[k]);
+    if (i >= 0) r->times[i] = cli_now_ms() - t0;
   }
-  free(order);
+  free(outs);
+  return st;
+}
+
+/* The stages' times as JSON members ("stages": {"regions": ms, ...}) or a line. */
+static void print_stages(const cli_model *m, const rt_compile *c, bool json) {
+  if (!c) return;
+  if (!json) {
+    char buf[1024];
+    rt_compile_times(c, buf, sizeof buf);
+    printf("stages (%s): load %.1f ms, normalize %.1f ms, %s\n", c->target->name, m->load_ms, m->normalize_ms, buf);
+    return;
+  }
+  printf(", \"stages\": {\"load\": %.3f, \"normalize\": %.3f", m->load_ms, m->normalize_ms);
+  for (int s = RT_STAGE_INDEXBOOK; s < RT_NSTAGES; s++)
+    if (c->ran[s]) printf(", \"%s\": %.3f", rt_stage_name((rt_stage)s), c->ms[s]);
+  printf("}");
+}
+
+/* The median, min, max, GFLOP/s, compile time and where the plans came from. */
+static void bench_print(const cli_opts *o, const cli_model *m, const cli_backend *b, const bench_args *a, bench_res *r) {
+  long n = a->repeat;
+  double median = cli_sorted_median(r->times, n), *t = r->times;
+  double flops = count_flops(m->g), gflops = median > 0 ? flops / (median * 1e6) : 0;
+  int nsrc[RT_PLAN_TUNING + 1] = {0}; /* regions per plan source */
+  for (int i = 0; r->plans && i < r->plans->n; i++)
+    if (r->plans->choice[i].applied && r->plans->choice[i].source <= RT_PLAN_TUNING) nsrc[r->plans->choice[i].source]++;
+  if (a->json) {
+    char *mq = cli_json_quote(o->model);
+    printf("{\"model\": %s, \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
+           "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
+           "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}",
+           mq ? mq : "\"\"", b->name, n, a->warmup, median, t[0], t[n - 1], flops, gflops, r->compile_ms,
+           r->hit ? "true" : "false", nsrc[RT_PLAN_DEFAULT], nsrc[RT_PLAN_OVERRIDE], nsrc[RT_PLAN_CACHED]);
+    free(mq);
+    if (a->profile) {
+      printf(", ");
+      profile_print(&r->prof, true);
+      print_stages(m, r->stages, true);
+    }
+    printf("}\n");
+    return;
+  }
+  char plans[64] = "";
+  if (nsrc[RT_PLAN_CACHED] || nsrc[RT_PLAN_OVERRIDE])
+    snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[RT_PLAN_CACHED], nsrc[RT_PLAN_OVERRIDE]);
+  printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n", o->model,
+         b->name, median, n, t[0], t[n - 1], gflops, r->compile_ms, r->hit ? " (cache hit)" : "", plans);
+  if (a->profile) {
+    profile_print(&r->prof, false);
+    print_stages(m, r->stages, false);
+  }
+}
+
+/* A model without run-time control flow: compile, time, print. */
+static harp_status bench_model(harp_error *e, const cli_opts *o, cli_model *m, const cli_backend *b, const bench_args *a) {
+  cli_plans pl = {0};
+  cli_dumps d;
+  cli_dumps_init(&d, o);
+  cpu_inst ci = {0};
+  rt_gpu_model *gm = NULL;
+  bench_res r = {.times = calloc((size_t)a->repeat, sizeof(double))};
+  harp_status st = r.times ? cli_plans_load(e, o, &pl) : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st && b->target == &rt_target_cuda) st = bench_cuda(e, o, m, &pl, &d, a, &gm, &r);
+  else if (!st && b->target == &rt_target_cpu) st = bench_cpu(e, o, m, &pl, &d, a, &ci, &r);
+  else if (!st) st = bench_interp(e, m, a, &r);
+  cli_print_stage_times(o, m, r.stages);
+  if (!st) st = cli_dumps_finish(e, &d, m, &pl);
+  else cli_dumps_salvage(&d);
+  if (!st) bench_print(o, m, b, a, &r);
+  profile_free(&r.prof);
+  free(r.times);
+  cpu_inst_free(&ci);
+  rt_gpu_free(gm);
+  cli_dumps_free(&d);
+  cli_plans_free(&pl);
+  return st;
+}
+
+/* --bind: every binding of one GPU session (bench_profile.c). */
+static int bench_bindings(cli_opts *o, const bench_args *a) {
+  cli_plans pl = {0};
+  harp_error e = {0};
+  o->random_inputs = true;
+  int rc = cli_plans_load(&e, o, &pl) ? cli_report(&e) : bench_session(o, a, &pl);
+  cli_plans_free(&pl);
+  return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
-  long repeat = 20, warmup = 3;
-  bool json = false, ok = true, graphs = false, profile = false;
-  /* bench's own flags first; the shared parser takes the rest */
+  bench_args a;
   char **rest = calloc((size_t)argc + 1, sizeof *rest);
-  const char *binds[CLI_MAX_LIST];
-  int nrest = 0, nbinds = 0;
+  int nrest = 0;
   if (!rest) return 1;
-  rest[nrest++] = argv[0];
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(bench_help, stdout);
-      free(rest);
-      return 0;
-    }
-    if (!strcmp(argv[i], "--json")) json = true;
-    else if (!strcmp(argv[i], "--profile")) profile = true;
-    else if (!strcmp(argv[i], "--graphs")) graphs = true;
-    else if (!strcmp(argv[i], "--bind") && i + 1 < argc && nbinds < CLI_MAX_LIST) binds[nbinds++] = argv[++i];
-    else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = opt_int(argv[++i], "repeat", &ok);
-    else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = opt_int(argv[++i], "warmup", &ok);
-    else rest[nrest++] = argv[i];
-  }
-  if (!ok || repeat < 1) {
+  int rc = bench_flags(argc, argv, &a, rest, &nrest);
+  if (rc >= 0) { /* --help, or a bad count */
     free(rest);
-    return cli_usage_error("bench", "--repeat needs at least 1");
+    return rc;
   }
   harp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(nrest, rest, "bench", "input param random-inputs sym shape seed backend target precision plan dump dump-dir loop-limit", &o, &e);
+  rc = cli_parse(nrest, rest, "bench",
+                 "input param random-inputs sym shape seed backend target precision plan dump dump-dir loop-limit knob "
+                 "time-stages",
+                 &o, &e);
   free(rest);
-  if (rc) {
-    cli_opts_free(&o);
-    return rc;
-  }
-  const char *backend = o.backend ? o.backend : "cpu";
-  if (strcmp(backend, "cpu") && strcmp(backend, "interp") && strcmp(backend, "cuda")) {
-    rc = cli_usage_error("bench", "unknown or unavailable backend '%s' (available: cpu, interp, cuda)", backend);
-    cli_opts_free(&o);
-    return rc;
-  }
-  if (!o.model) {
-    cli_opts_free(&o);
-    return cli_usage_error("bench", "no MODEL given");
-  }
-  if (o.precision && strcmp(backend, "cuda")) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
-  if (profile && (!strcmp(backend, "interp") || nbinds)) {
-    cli_opts_free(&o);
-    return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
-  }
-  if (cli_wants_dump(&o, "c") && strcmp(backend, "cpu")) {
-    cli_opts_free(&o);
-    return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
-  }
-  if (nbinds && (strcmp(backend, "cuda") || o.ndumps)) {
-    cli_opts_free(&o);
-    return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump)");
-  }
-  if (nbinds) {
-    cli_plans bpl = {0};
-    harp_error pe = {0};
-    o.random_inputs = true;
-    rc = cli_plans_load(&pe, &o, &bpl) ? cli_report(&pe) : bench_session(&o, binds, nbinds, warmup, repeat, graphs, json, &bpl);
-    cli_plans_free(&bpl);
+  const cli_backend *b = rc ? NULL : cli_backend_get("bench", o.backend, "cpu interp cuda", &rc);
+  if (!rc) rc = bench_check(&o, b, &a);
+  if (rc || a.nbinds) {
+    rc = rc ? rc : bench_bindings(&o, &a);
     cli_opts_free(&o);
     return rc;
   }
   o.random_inputs = true;
-  cli_model m;
-  cli_plans pl = {0};
-  rt_cpu_model *cm = NULL;
-  rt_gpu_model *gm = NULL;
-  void *inst = NULL;
-  ut_tensor *outs = NULL;
-  const void **in = NULL;
-  void **outp = NULL;
-  double *times = calloc((size_t)repeat, sizeof *times), compile_ms = 0;
-  bool hit = false;
-  fn_constpool cp = {0};
-  kprofile prof = {0};
-  if (!times) return 1;
   o.host_flow = true;
-  if (cli_load_model(&e, &o, true, &m)) goto fail;
-  if (m.flow) { /* run-time control flow: the host program, timed whole (cli_flow.c) */
-    rc = profile ? cli_usage_error("bench", "--profile needs a model without run-time control flow")
-                 : cli_flow_bench(&o, &m, backend, graphs, warmup, repeat, json);
-    goto done;
-  }
-  if (cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
-  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
-  in = calloc((size_t)m.ninputs + 1, sizeof *in);
-  outp = calloc((size_t)m.g->noutputs + 1, sizeof *outp);
-  if (!outs || !in || !outp) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m, &pl)) goto fail;
-  if (!strcmp(backend, "cuda")) {
-    /* build, one full run (uploads the weights and inputs), then the
-     * launches alone, timed on the device */
-    const char *target;
-    if (cli_gpu_target(&e, &o, NULL, &target)) goto fail;
-    rt_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
-                      .precision = o.precision};
-    if (rt_gpu_build(&e, m.g, &m.syms, &go, &gm) || cli_write_gpu_model_dumps(&e, &o, gm) ||
-        rt_gpu_run(&e, gm, m.inputs, m.ninputs, outs))
-      goto fail;
-    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
-    compile_ms = rt_gpu_compile_ms(gm);
-    hit = rt_gpu_cache_hit(gm);
-    double med;
-    if (rt_gpu_time(&e, gm, (int)warmup, (int)repeat, &med)) goto fail;
-    for (long r = 0; r < repeat; r++) times[r] = med; /* device events give the median only */
-    if (profile && profile_launches(&e, gm, warmup, repeat, &prof)) goto fail;
-  }
-  if (!strcmp(backend, "cpu")) {
-    rt_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n};
-    if (rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
-    if (co.keep_source && cli_write_text(&e, o.dump_dir, "model.c", rt_cpu_source(cm))) goto fail;
-    cli_print_plan_notes(rt_cpu_plans(cm));
-    if (cli_write_plan_dump(&e, &o, &m, &pl, rt_cpu_plans(cm))) goto fail;
-    compile_ms = rt_cpu_compile_ms(cm);
-    hit = rt_cpu_cache_hit(cm);
-    const fn_function *f = rt_cpu_function(cm);
-    ut_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
-    if (!params) {
-      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-      goto fail;
-    }
-    int np = 0, ni = 0;
-    for (int a = 0; a < f->nargs; a++) {
-      if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = m.inputs[a];
-      else in[ni++] = m.inputs[a].data;
-    }
-    harp_status cst = fn_constpool_from_tensors(&e, f, params, np, &cp);
-    free(params);
-    if (cst) goto fail;
-    /* the ConstPool holds the weights now: drop the graph's copy before
-     * model_init makes its own and packs them */
-    for (int a = 0; a < f->nargs; a++)
-      if (f->buffers[f->args[a]].kind == FN_PARAM) ut_tensor_free(&m.inputs[a]);
-    ut_release_free_memory();
-    for (int k = 0; k < m.g->noutputs; k++) {
-      const tiny_node *n = &m.g->nodes[m.g->outputs[k]];
-      int64_t shape[TINY_MAX_RANK];
-      for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
-      if (ut_tensor_alloc(&e, &outs[k], n->dtype, n->shape.rank, shape)) goto fail;
-      outp[k] = outs[k].data;
-    }
-    if (!(inst = rt_cpu_instance_new(cm, cp.data, cp.size))) {
-      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "model_init failed");
-      goto fail;
-    }
-    fn_constpool_free(&cp); /* model_init copied it */
-  }
-  if (!cm && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
-  for (long r = -warmup; r < repeat && !gm; r++) {
-    double t0 = cli_now_ms();
-    if (cm) {
-      int code = rt_cpu_instance_run(cm, inst, in, outp);
-      if (code) {
-        ut_fail(&e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(cm, code), "model_run failed with %d", code);
-        goto fail;
-      }
-    } else {
-      if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) goto fail;
-      for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
-    }
-    if (r >= 0) times[r] = cli_now_ms() - t0;
-  }
-  if (cm && profile && profile_kernels(&e, cm, inst, in, outp, repeat, &prof)) goto fail;
-  double median = cli_sorted_median(times, repeat);
-  double flops = count_flops(m.g), gflops = median > 0 ? flops / (median * 1e6) : 0;
-  /* where the kernels' plans came from: how many regions per source */
-  int nsrc[RT_PLAN_TUNING + 1] = {0};
-  const rt_plans *ps = cm ? rt_cpu_plans(cm) : NULL;
-  for (int i = 0; ps && i < ps->n; i++)
-    if (ps->choice[i].applied && ps->choice[i].source <= RT_PLAN_TUNING) nsrc[ps->choice[i].source]++;
-  if (json) {
-    char *mq = cli_json_quote(o.model);
-    printf("{\"model\": %s, \"backend\": \"%s\", \"repeat\": %ld, \"warmup\": %ld, \"median_ms\": %.6f, "
-           "\"min_ms\": %.6f, \"max_ms\": %.6f, \"flops\": %.0f, \"gflops\": %.4f, \"compile_ms\": %.3f, "
-           "\"cache_hit\": %s, \"plans\": {\"default\": %d, \"override\": %d, \"cache\": %d}",
-           mq ? mq : "\"\"", backend, repeat, warmup, median, times[0], times[repeat - 1], flops, gflops, compile_ms,
-           hit ? "true" : "false", nsrc[RT_PLAN_DEFAULT], nsrc[RT_PLAN_OVERRIDE], nsrc[RT_PLAN_CACHED]);
-    free(mq);
-    if (profile) {
-      printf(", ");
-      profile_print(&prof, true);
-    }
-    printf("}\n");
-  } else {
-    char plans[64] = "";
-    if (nsrc[RT_PLAN_CACHED] || nsrc[RT_PLAN_OVERRIDE])
-      snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[RT_PLAN_CACHED], nsrc[RT_PLAN_OVERRIDE]);
-    printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n",
-           o.model, backend, median, repeat, times[0], times[repeat - 1], gflops, compile_ms, hit ? " (cache hit)" : "",
-           plans);
-    if (profile) profile_print(&prof, false);
-  }
-  rc = 0;
-  goto done;
-fail:
-  rc = cli_report(&e);
-done:
-  if (cm) rt_cpu_instance_free(cm, inst);
-  if (outs && m.g && !m.flow)
-    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
-  free(outs);
-  free(in);
-  free(outp);
-  free(times);
-  fn_constpool_free(&cp);
-  rt_cpu_free(cm);
-  rt_gpu_free(gm);
-  profile_free(&prof);
-  cli_plans_free(&pl);
+  cli_model m;
+  harp_status st = cli_load_model(&e, &o, true, &m);
+  if (!st && m.flow) /* run-time control flow: the host program, timed whole (cli_flow.c) */
+    rc = a.profile ? cli_usage_error("bench", "--profile needs a model without run-time control flow")
+                   : cli_flow_bench(&o, &m, b, a.graphs, a.warmup, a.repeat, a.json);
+  else if (!st && !(st = cli_write_dumps(&e, &o, &m)))
+    st = bench_model(&e, &o, &m, b, &a);
+  if (st) rc = cli_report(&e);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

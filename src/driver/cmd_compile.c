@@ -47,7 +47,9 @@ static const char compile_help[] =
     "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
     "  --shape NAME=DIMS      an ONNX graph input's shape (x=1x3x640x640; repeatable):\n"
     "                         a dynamic dim needs it, an --input file or --sym\n"
-    "  --seed N               seed of the random example inputs (default 1)\n";
+    "  --seed N               seed of the random example inputs (default 1)\n"
+    "  --knob NAME=VALUE      set a knob of the library (harp --help-options; repeatable)\n"
+    "  --time-stages          print each compile stage's time to stderr\n";
 
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
 typedef struct pkg {
@@ -154,7 +156,7 @@ static harp_status add_examples(harp_error *e, pkg *p, const cli_model *m, const
 /* expected/ of a GPU package: the reference interpreter's outputs; where it
  * cannot hold the model's intermediates (a 4096^3 GEMM's broadcast product),
  * the CPU backend's, which computes the same values without materialising them. */
-static harp_status expected_outputs(harp_error *e, const cli_model *m, ut_tensor *outs) {
+static harp_status expected_outputs(harp_error *e, const cli_opts *o, const cli_model *m, ut_tensor *outs) {
   /* a value over 2^28 elements (1 GiB in fp32) is not tried: calloc may
    * overcommit, and touching it would swap or be killed */
   int64_t big = 0;
@@ -170,7 +172,7 @@ static harp_status expected_outputs(harp_error *e, const cli_model *m, ut_tensor
   fprintf(stderr, "harp: note: the interpreter would hold %lld elements at once; expected/ comes from the CPU backend\n",
           (long long)big);
   rt_cpu_model *cm = NULL;
-  rt_cpu_opts co = {0};
+  rt_cpu_opts co = {.knobs = &o->knobs};
   harp_status st = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!st) st = rt_cpu_run(e, cm, m->inputs, m->ninputs, outs);
   rt_cpu_free(cm);
@@ -200,8 +202,9 @@ static int compile_gpu(cli_opts *o, const char *target) {
   ut_str_init(&text);
   char **freeable = NULL, *json = NULL;
   int nfree = 0, rc;
-  rt_gpu_opts go = {.target = target, .precision = o->precision};
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .precision = o->precision};
   if (cli_load_model(&e, o, true, &m) || rt_gpu_build(&e, m.g, &m.syms, &go, &gm)) goto fail;
+  cli_print_stage_times(o, &m, rt_gpu_stages(gm));
   const fn_function *f = rt_gpu_function(gm);
   const cuda_model_tu *tu = rt_gpu_tu(gm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
@@ -209,7 +212,7 @@ static int compile_gpu(cli_opts *o, const char *target) {
     ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
   }
-  if (expected_outputs(&e, &m, outs)) goto fail;
+  if (expected_outputs(&e, o, &m, outs)) goto fail;
   int np = 0;
   if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
   /* the PTX when NVRTC is there (a missing NVRTC is said, not an error) */
@@ -279,7 +282,7 @@ int cmd_compile(int argc, char **argv) {
     }
   harp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed", &o, &e);
+  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -288,16 +291,17 @@ int cmd_compile(int argc, char **argv) {
     cli_opts_free(&o);
     return cli_usage_error("compile", "usage: harp compile MODEL --target cpu|sm80|sm90 -o DIR");
   }
-  const char *target = o.target ? o.target : "cpu";
-  if (strcmp(target, "cpu") != 0 && strcmp(target, "sm80") != 0 && strcmp(target, "sm90") != 0) {
-    int r = cli_usage_error("compile", "unknown target '%s' (available: cpu, sm80, sm90)", target);
+  const char *arch = NULL;
+  const rt_target *target = o.target ? rt_target_of_machine(o.target, &arch) : &rt_target_cpu;
+  if (!target) {
+    int r = cli_usage_error("compile", "unknown target '%s' (available: cpu, sm80, sm90)", o.target);
     cli_opts_free(&o);
     return r;
   }
-  if (o.precision && !strcmp(target, "cpu"))
+  if (o.precision && target == &rt_target_cpu)
     fprintf(stderr, "harp: note: --precision changes --target sm80 and sm90 only (the CPU computes fp32)\n");
-  if (strcmp(target, "cpu") != 0) {
-    rc = compile_gpu(&o, target);
+  if (target == &rt_target_cuda) {
+    rc = compile_gpu(&o, arch);
     cli_opts_free(&o);
     return rc;
   }
@@ -313,8 +317,9 @@ int cmd_compile(int argc, char **argv) {
   fn_constpool cp = {0};
   char **freeable = NULL;
   int nfree = 0;
-  rt_cpu_opts co = {.keep_source = true, .portable = true};
+  rt_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true};
   if (cli_load_model(&e, &o, true, &m) || rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
+  cli_print_stage_times(&o, &m, rt_cpu_stages(cm));
   const fn_function *f = rt_cpu_function(cm);
   outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
   if (!outs) {

@@ -1,5 +1,7 @@
 /* cmd_dump.c — `harp dump MODEL --dump LIST [--dump-dir DIR] [--sym ...]`:
- * write IR dumps without running.  Symbols may stay unbound. */
+ * write IR dumps without running: the compile for --target (cpu by
+ * default; gpu and cu: CUDA) runs up to the last stage they need.
+ * Symbols may stay unbound. */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,9 +27,12 @@ static const char dump_help[] =
     "              (default, override, cache): a plan list, plan.json\n"
     "(the generated C: harp run MODEL --dump c)\n"
     "--plan REGION=FILE | FILE overrides a region's plan (docs/plan.md §14).\n"
-    "--target cpu|sm80|sm90 picks the machine regions are formed for; gpu and cu\n"
-    "take sm80 (the default for them) or sm90, and --precision tf32|fp32|fp16|bf16\n"
-    "(how fp32 contractions compute; default tf32).  Neither needs a GPU or NVRTC.\n"
+    "--target cpu|sm80|sm90 picks the backend whose compile the dumps describe (the\n"
+    "partition, Function and plans it compiles); gpu and cu take sm80 (the default\n"
+    "for them) or sm90, and --precision tf32|fp32|fp16|bf16 (how fp32 contractions\n"
+    "compute; default tf32).  Neither needs a GPU or NVRTC.\n"
+    "--knob NAME=VALUE sets a knob (harp --help-options; repeatable); --time-stages\n"
+    "prints each compile stage's time.\n"
     "Symbols without a value stay symbolic where the layer allows it; --shape\n"
     "gives an ONNX graph input's shape at import (docs/onnx.md).\n"
     "DIR defaults to the current directory.\n";
@@ -40,7 +45,7 @@ int cmd_dump(int argc, char **argv) {
     }
   harp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym shape dump dump-dir target precision plan", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym shape dump dump-dir target precision plan knob time-stages", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -56,9 +61,14 @@ int cmd_dump(int argc, char **argv) {
   }
   cli_model m;
   cli_plans pl = {0};
+  cli_dumps d;
+  cli_dumps_init(&d, &o);
   if (cli_load_model(&e, &o, false, &m) || cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl) ||
-      cli_write_plan_dump(&e, &o, &m, &pl, NULL) || cli_write_gpu_dumps(&e, &o, &m, &pl))
+      cli_dumps_finish(&e, &d, &m, &pl)) {
+    cli_dumps_salvage(&d);
     rc = cli_report(&e);
+  }
+  cli_dumps_free(&d);
   cli_plans_free(&pl);
   cli_model_free(&m);
   cli_opts_free(&o);

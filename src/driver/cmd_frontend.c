@@ -331,6 +331,7 @@ int cmd_viz(int argc, char **argv) {
     rc = cli_usage_error("viz", "-o FILE must end in .dot, .svg or .png");
   if (!rc && strcmp(stage, "frontend") && strcmp(stage, "tiny") && strcmp(stage, "region"))
     rc = cli_usage_error("viz", "--stage must be frontend, tiny or region");
+  if (!rc && cli_knobs(&e, &o)) rc = cli_report(&e);
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -338,7 +339,7 @@ int cmd_viz(int argc, char **argv) {
   cli_model m;
   memset(&m, 0, sizeof m);
   char *text = NULL;
-  rg_partition *part = NULL;
+  rt_compile *c = NULL;
   harp_status s = cli_load_model(&e, &o, false, &m);
   if (!s && !strcmp(stage, "frontend")) {
     if (!m.program) s = ut_fail(&e, HARP_E_USAGE, NULL, "--stage frontend needs a .harp model");
@@ -346,14 +347,15 @@ int cmd_viz(int argc, char **argv) {
   } else if (!s && !strcmp(stage, "tiny")) {
     if (!(text = hg_tiny_dot(m.g))) s = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!s) {
-    s = cli_form_regions(&e, &o, &m, &part); /* the regions `harp run` compiles, formed for this CPU */
-    if (!s && !(text = region_dot(part))) s = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    /* the regions `harp run` compiles: the CPU compile, up to its regions */
+    s = cli_compile(&e, &o, &m, NULL, &rt_target_cpu, NULL, RT_STAGE_REGIONS, NULL, &c);
+    if (!s && !(text = region_dot(c->part))) s = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   if (!s) s = !strcmp(fmt, "dot") ? ut_write_file_atomic(&e, out, text, strlen(text)) : render(&e, text, fmt, out);
   if (!s) printf("%s stage -> %s\n", stage, out);
   rc = s ? cli_report(&e) : 0;
   free(text);
-  rg_partition_free(part);
+  rt_compile_free(c);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

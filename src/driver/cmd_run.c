@@ -1,4 +1,5 @@
-/* cmd_run.c — `harp run MODEL ...`: load, prepare, execute, write outputs. */
+/* cmd_run.c — `harp run MODEL ...`: load, prepare, compile for the backend
+ * (the dumps read from its stages), execute, write outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "harp/function.h"
 #include "harp/gpu.h"
 #include "harp/interp.h"
+#include "harp/pipeline.h"
 #include "harp/region.h"
 
 static const char run_help[] =
@@ -62,7 +64,12 @@ static const char run_help[] =
     "                         (every region's plan and where it came from: default,\n"
     "                         override, cache), gpu (GPU dialect + launches,\n"
     "                         gpu.json), cu (model.cu)\n"
-    "  --dump-dir DIR         where dumps go (default: the --out DIR)\n"
+    "  --dump-dir DIR         where dumps go (default: the --out DIR); the stage dumps\n"
+    "                         are those of the backend's compile (of --target's\n"
+    "                         backend for interp and regions)\n"
+    "  --knob NAME=VALUE      set a knob of the library (harp --help-options lists\n"
+    "                         them, with the environment variables that set them too)\n"
+    "  --time-stages          print each compile stage's time to stderr\n"
     "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
     "                         weights) needs more (K, M, G suffixes; default: this\n"
     "                         machine's memory), with LimitExceeded before compiling\n"
@@ -72,6 +79,125 @@ static const char run_help[] =
     "                         before it fails (default 1000000); --dump flow writes\n"
     "                         the host program (flow.txt)\n";
 
+/* --backend cpu: compile (the dumps from its stages), run once; the
+ * weights go once copied into the parameter block. */
+static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                         ut_tensor *outs) {
+  rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+                    .after_stage = cli_dumps_hook, .hook_ctx = d, .max_memory = o->max_memory};
+  co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
+  rt_cpu_model *cm = NULL;
+  harp_status s = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
+  if (!s) {
+    cli_print_plan_notes(rt_cpu_plans(cm));
+    cli_print_stage_times(o, m, rt_cpu_stages(cm));
+    s = rt_cpu_run_taking_weights(e, cm, m->inputs, m->ninputs, outs);
+  }
+  rt_cpu_free(cm);
+  return s;
+}
+
+/* --backend cuda: build for --target (else the device's), run once. */
+static harp_status run_cuda(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d, bool graphs,
+                          ut_tensor *outs) {
+  const char *target;
+  if (cli_gpu_target(e, o, NULL, &target)) return e->code;
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = graphs, .plan_overrides = pl->ov,
+                    .nplan_overrides = pl->n, .precision = o->precision, .after_stage = cli_dumps_hook, .hook_ctx = d};
+  go.keep_analysis = cli_dumps_own(d, &rt_target_cuda, target);
+  rt_gpu_model *gm = NULL;
+  harp_status s = rt_gpu_build(e, m->g, &m->syms, &go, &gm);
+  if (!s) s = rt_gpu_run(e, gm, m->inputs, m->ninputs, outs);
+  if (!s) cli_print_stage_times(o, m, rt_gpu_stages(gm));
+  rt_gpu_free(gm);
+  return s;
+}
+
+/* --backend regions: the compile of --target's backend up to its Function
+ * (its final partition), played back region by region on the interpreter. */
+static harp_status run_regions(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
+                             ut_tensor *outs) {
+  const rt_target *t;
+  const char *arch;
+  rt_compile *c = NULL;
+  if (cli_target_of(e, o, &t, &arch)) return e->code;
+  cli_dumps_own(d, t, arch);
+  harp_status st = cli_compile(e, o, m, pl, t, arch, RT_STAGE_FUNCTION, d, &c);
+  if (!st) st = fn_playback(e, c->f, &m->syms, m->inputs, m->ninputs, outs);
+  if (!st)
+    fprintf(stderr, "harp: %d regions, arena %zu bytes (%d live at most)\n", c->part->n, c->f->required_memory,
+            fn_max_live_temps(c->f));
+  rt_compile_free(c);
+  return st;
+}
+
+/* Compile with backend b and run once into outs. */
+static harp_status run_backend(harp_error *e, const cli_opts *o, cli_model *m, const cli_backend *b, bool graphs,
+                             cli_dumps *d, ut_tensor *outs) {
+  cli_plans pl = {0};
+  harp_status st = cli_plans_load(e, o, &pl);
+  if (!st && pl.n && (!b->target || b->playback) && !cli_wants_dump(o, "plan"))
+    fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
+  if (!st && o->precision && b->target != &rt_target_cuda)
+    fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
+  if (st) {
+  } else if (b->playback) {
+    st = run_regions(e, o, m, &pl, d, outs);
+  } else if (b->target == &rt_target_cuda) {
+    st = run_cuda(e, o, m, &pl, d, graphs, outs);
+  } else if (b->target == &rt_target_cpu) {
+    st = run_cpu(e, o, m, &pl, d, outs);
+  } else {
+    st = tiny_interp(e, m->g, &m->syms, m->inputs, m->ninputs, outs);
+  }
+  if (!st) st = cli_dumps_finish(e, d, m, &pl);
+  else cli_dumps_salvage(d);
+  cli_plans_free(&pl);
+  return st;
+}
+
+/* The outputs to DIR/<name>.npy, and a line per output. */
+static harp_status write_outputs(harp_error *e, const cli_opts *o, const cli_model *m, ut_tensor *outs) {
+  const char **names = calloc((size_t)m->g->noutputs + 1, sizeof *names);
+  if (!names) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < m->g->noutputs; k++) names[k] = tiny_output_name(m->g, m->g->outputs[k]);
+  harp_status st = cli_write_outputs(e, o->out_dir, names, outs, m->g->noutputs);
+  for (int k = 0; k < m->g->noutputs && !st; k++) {
+    char shape[256];
+    tiny_shape_format(&m->g->nodes[m->g->outputs[k]].shape, shape, sizeof shape);
+    printf("%s: %s %s -> %s/%s.npy\n", names[k], tiny_dtype_name(outs[k].dtype), shape, o->out_dir, names[k]);
+  }
+  free(names);
+  return st;
+}
+
+/* run's own flag --graphs, taken out of argv before the shared parser. */
+static bool take_graphs(int *argc, char **argv) {
+  bool graphs = false;
+  for (int i = 1; i < *argc; i++)
+    if (!strcmp(argv[i], "--graphs")) {
+      graphs = true;
+      for (int j = i; j + 1 < *argc; j++) argv[j] = argv[j + 1];
+      (*argc)--, i--;
+    }
+  return graphs;
+}
+
+/* The shared options and the backend; 0, or the exit code of a usage error. */
+static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b) {
+  harp_error e = {0};
+  int rc = cli_parse(argc, argv, "run",
+                     "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
+                     "loop-limit max-memory knob time-stages",
+                     o, &e);
+  if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
+  if (!o->model) return cli_usage_error("run", "no MODEL given");
+  if (cli_wants_dump(o, "c") && ((*b)->target != &rt_target_cpu || (*b)->playback))
+    return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
+  return 0;
+}
+
 int cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -80,111 +206,33 @@ int cmd_run(int argc, char **argv) {
     }
   harp_error e = {0};
   cli_opts o;
-  bool graphs = false;
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--graphs")) { /* run's own flag: drop it before the shared parser */
-      graphs = true;
-      for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
-      argc--, i--;
-    }
-  int rc = cli_parse(argc, argv, "run", "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan loop-limit max-memory", &o, &e);
+  const cli_backend *b = NULL;
+  bool graphs = take_graphs(&argc, argv);
+  int rc = run_options(argc, argv, &o, &b);
   if (rc) {
     cli_opts_free(&o);
     return rc;
   }
-  if (!o.model) {
-    cli_opts_free(&o);
-    return cli_usage_error("run", "no MODEL given");
-  }
   o.fix_needed = true; /* one run: an integer --input a node needs at import is fixed there */
-  const char *backend = o.backend ? o.backend : "cpu";
-  if (strcmp(backend, "interp") != 0 && strcmp(backend, "cpu") != 0 && strcmp(backend, "regions") != 0 &&
-      strcmp(backend, "cuda") != 0) {
-    int r = cli_usage_error("run", "unknown or unavailable backend '%s' (available: interp, cpu, regions, cuda)", backend);
-    cli_opts_free(&o);
-    return r;
-  }
-  if (cli_wants_dump(&o, "c") && strcmp(backend, "cpu")) {
-    cli_opts_free(&o);
-    return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
-  }
-  cli_model m;
-  cli_plans pl = {0};
-  ut_tensor *outs = NULL;
-  const char **names = NULL;
   o.host_flow = true;
-  if (cli_load_model(&e, &o, true, &m)) goto fail;
-  if (m.flow) { /* run-time control flow: the host program (cli_flow.c) */
-    rc = cli_flow_run(&o, &m, backend, graphs);
-    goto done;
+  cli_model m;
+  cli_dumps d;
+  cli_dumps_init(&d, &o);
+  ut_tensor *outs = NULL;
+  harp_status st = cli_load_model(&e, &o, true, &m);
+  if (!st && m.flow) { /* run-time control flow: the host program (cli_flow.c) */
+    rc = cli_flow_run(&o, &m, b, graphs);
+  } else {
+    if (!st) st = cli_write_dumps(&e, &o, &m);
+    if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs);
+    if (!st) st = write_outputs(&e, &o, &m, outs);
+    rc = st ? cli_report(&e) : 0;
   }
-  if (cli_write_dumps(&e, &o, &m) || cli_plans_load(&e, &o, &pl)) goto fail;
-  if (pl.n && strcmp(backend, "cpu") && strcmp(backend, "cuda") && !cli_wants_dump(&o, "plan"))
-    fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
-  if (o.precision && strcmp(backend, "cuda")) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
-  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
-  names = calloc((size_t)m.g->noutputs + 1, sizeof *names);
-  if (!outs || !names) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  if (strcmp(backend, "cuda") && cli_write_gpu_dumps(&e, &o, &m, &pl)) goto fail;
-  if (!strcmp(backend, "cuda")) {
-    const char *target;
-    rt_gpu_model *gm = NULL;
-    harp_status s = cli_gpu_target(&e, &o, NULL, &target);
-    rt_gpu_opts go = {.target = target, .graphs = graphs, .plan_overrides = pl.ov, .nplan_overrides = pl.n,
-                      .precision = o.precision};
-    if (!s) s = rt_gpu_build(&e, m.g, &m.syms, &go, &gm);
-    if (!s) s = cli_write_gpu_model_dumps(&e, &o, gm);
-    if (!s) s = rt_gpu_run(&e, gm, m.inputs, m.ninputs, outs);
-    rt_gpu_free(gm);
-    if (s) goto fail;
-  } else if (!strcmp(backend, "regions")) {
-    rg_partition *p = NULL;
-    fn_function *f = NULL;
-    harp_status st = cli_form_regions(&e, &o, &m, &p);
-    if (!st) st = fn_build(&e, p, "main", &f);
-    if (!st) st = fn_playback(&e, f, &m.syms, m.inputs, m.ninputs, outs);
-    if (!st)
-      fprintf(stderr, "harp: %d regions, arena %zu bytes (%d live at most)\n", p->n, f->required_memory,
-              fn_max_live_temps(f));
-    fn_free(f);
-    rg_partition_free(p);
-    if (st) goto fail;
-  } else if (!strcmp(backend, "cpu")) {
-    rt_cpu_opts co = {.keep_source = cli_wants_dump(&o, "c"), .plan_overrides = pl.ov, .nplan_overrides = pl.n,
-                      .max_memory = o.max_memory};
-    rt_cpu_model *cm = NULL;
-    harp_status s = rt_cpu_compile(&e, m.g, &m.syms, &co, &cm);
-    if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
-    if (!s) cli_print_plan_notes(rt_cpu_plans(cm));
-    if (!s && co.keep_source) s = cli_write_text(&e, o.dump_dir, "model.c", rt_cpu_source(cm));
-    if (!s) s = cli_write_plan_dump(&e, &o, &m, &pl, rt_cpu_plans(cm));
-    if (!s) s = rt_cpu_run_taking_weights(&e, cm, m.inputs, m.ninputs, outs); /* run once: the weights go once copied */
-    rt_cpu_free(cm);
-    if (s) goto fail;
-  } else if (tiny_interp(&e, m.g, &m.syms, m.inputs, m.ninputs, outs)) {
-    goto fail;
-  }
-  if (strcmp(backend, "cpu") && cli_write_plan_dump(&e, &o, &m, &pl, NULL)) goto fail;
-  for (int k = 0; k < m.g->noutputs; k++) names[k] = tiny_output_name(m.g, m.g->outputs[k]);
-  if (cli_write_outputs(&e, o.out_dir, names, outs, m.g->noutputs)) goto fail;
-  for (int k = 0; k < m.g->noutputs; k++) {
-    char shape[256];
-    tiny_shape_format(&m.g->nodes[m.g->outputs[k]].shape, shape, sizeof shape);
-    printf("%s: %s %s -> %s/%s.npy\n", names[k], tiny_dtype_name(outs[k].dtype), shape, o.out_dir, names[k]);
-  }
-  rc = 0;
-  goto done;
-fail:
-  rc = cli_report(&e);
-done:
-  if (outs && m.g && !m.flow)
+  if (outs && m.g)
     for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
   free(outs);
-  free(names);
-  cli_plans_free(&pl);
+  cli_dumps_free(&d);
   cli_model_free(&m);
   cli_opts_free(&o);
   return rc;

@@ -36,6 +36,7 @@ static const char tune_help[] =
     "  --log FILE           append the measurements to FILE (CSV; default\n"
     "                       <cache dir>/tune.csv)\n"
     "  --no-store           measure and log, but leave the plan cache alone\n"
+    "  --knob NAME=VALUE    set a knob of the library (harp --help-options; repeatable)\n"
     "A progress line goes to stderr when it is a terminal.\n";
 
 static long opt_count(const char *v, const char *what, long lo, long hi, bool *ok) {
@@ -72,122 +73,139 @@ static void short_plan(const plan_t *p, char *buf, size_t cap) {
     if (p->algo[a] != PLAN_ALGO_NONE) k += (size_t)snprintf(buf + k, cap - k, " %s", plan_algo_name(p->algo[a]));
 }
 
-int cmd_tune(int argc, char **argv) {
-  rt_tune_opts to = {0};
-  const char *log = NULL;
+/* The tuner's own options from argv into *to, *log and regions[]; the
+ * rest (and argv[0]) into rest[] for cli_parse.  -1 to go on, else the
+ * exit code (0 after --help). */
+typedef struct tune_args {
+  const char *log;
   const char *regions[CLI_MAX_LIST];
-  int nregions = 0;
+  int nregions;
+  char **rest;
+  int nrest;
+} tune_args;
+
+static int tune_parse(int argc, char **argv, rt_tune_opts *to, tune_args *ta) {
   bool ok = true;
-  char **rest = calloc((size_t)argc + 1, sizeof *rest);
-  int nrest = 0;
-  if (!rest) return 1;
-  rest[nrest++] = argv[0];
+  ta->rest[ta->nrest++] = argv[0];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       fputs(tune_help, stdout);
-      free(rest);
       return 0;
     }
     bool has = i + 1 < argc;
-    if (!strcmp(a, "--budget") && has) to.budget = (int)opt_count(argv[++i], "budget", 1, PLAN_TUNE_POINTS, &ok);
-    else if (!strcmp(a, "--repeat") && has) to.repeat = (int)opt_count(argv[++i], "repeat", 1, 100000, &ok);
+    if (!strcmp(a, "--budget") && has) to->budget = (int)opt_count(argv[++i], "budget", 1, PLAN_TUNE_POINTS, &ok);
+    else if (!strcmp(a, "--repeat") && has) to->repeat = (int)opt_count(argv[++i], "repeat", 1, 100000, &ok);
     else if (!strcmp(a, "--warmup") && has) {
-      to.warmup = (int)opt_count(argv[++i], "warmup", 0, 100000, &ok);
-      if (to.warmup == 0) to.warmup = -1;
-    } else if (!strcmp(a, "--log") && has) log = argv[++i];
-    else if (!strcmp(a, "--region") && has && nregions < CLI_MAX_LIST) regions[nregions++] = argv[++i];
-    else if (!strcmp(a, "--no-store")) to.no_store = true;
+      to->warmup = (int)opt_count(argv[++i], "warmup", 0, 100000, &ok);
+      if (to->warmup == 0) to->warmup = -1;
+    } else if (!strcmp(a, "--log") && has) ta->log = argv[++i];
+    else if (!strcmp(a, "--region") && has && ta->nregions < CLI_MAX_LIST) ta->regions[ta->nregions++] = argv[++i];
+    else if (!strcmp(a, "--no-store")) to->no_store = true;
     else if (!strcmp(a, "--budget") || !strcmp(a, "--repeat") || !strcmp(a, "--warmup") || !strcmp(a, "--log") ||
-             !strcmp(a, "--region")) {
-      free(rest);
+             !strcmp(a, "--region"))
       return cli_usage_error("tune", "option %s needs a value", a);
-    } else rest[nrest++] = argv[i];
+    else ta->rest[ta->nrest++] = argv[i];
   }
-  if (!ok) {
-    free(rest);
-    return 1;
+  return ok ? -1 : 1;
+}
+
+/* Region i of res: its points, the default against the best, the rank
+ * correlation, where its plan was cached. */
+static void print_region(const rt_tune_result *res, int i) {
+  const rt_tune_region *tr = &res->r[i];
+  printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n", tr->region,
+         tr->kernel, tr->npoints, res->repeat, res->warmup);
+  if (tr->calls > 1) printf("  (a short kernel: each sample is %d calls back to back, the time per call)\n", tr->calls);
+  printf("  %3s %-8s %12s %10s %10s  %s\n", "#", "", "estimate_ms", "median_ms", "min_ms", "plan");
+  for (int j = 0; j < tr->npoints; j++) {
+    const rt_tune_point *pt = &tr->pts[j];
+    char sp[160], tag[16] = "";
+    short_plan(&pt->plan, sp, sizeof sp);
+    if (j == 0) snprintf(tag, sizeof tag, "default");
+    if (j == tr->best) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "%sbest", j == 0 ? "+" : "");
+    printf("  %3d %-8s %12.4f %10.4f %10.4f  %s%s", j, tag, pt->cost.time_est * 1e3, pt->median_ms, pt->min_ms, sp,
+           pt->applied ? "" : " (not applied: built-in tuning)");
+    if (pt->same_as >= 0) printf(" (same kernel as #%d)", pt->same_as);
+    printf("\n");
   }
-  harp_error e = {0};
-  cli_opts o;
-  int rc = cli_parse(nrest, rest, "tune", "input param sym shape seed backend", &o, &e);
-  free(rest);
-  if (rc) {
-    cli_opts_free(&o);
-    return rc;
-  }
-  if (o.backend && strcmp(o.backend, "cpu")) {
-    rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu)", o.backend);
-    cli_opts_free(&o);
-    return rc;
-  }
-  if (!o.model) {
-    cli_opts_free(&o);
-    return cli_usage_error("tune", "no MODEL given");
-  }
-  o.random_inputs = true;
-  to.regions = nregions ? regions : NULL;
-  to.nregions = nregions;
-  if (isatty(2)) to.progress = on_progress;
-  cli_model m;
-  rt_tune_result res = {0};
-  char *log_path = NULL;
-  if (cli_load_model(&e, &o, true, &m) || rt_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res)) goto fail;
-  if (log) {
-    log_path = ut_xmalloc(strlen(log) + 1);
-    if (log_path) strcpy(log_path, log);
-  } else {
-    log_path = rt_tune_default_log(NULL);
-  }
-  if (!log_path) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
+  const rt_tune_point *d = &tr->pts[0], *b = &tr->pts[tr->best];
+  printf("  default %.4f ms, best %.4f ms (#%d): %.3fx the default\n", d->median_ms, b->median_ms, tr->best,
+         b->median_ms > 0 ? d->median_ms / b->median_ms : 0.0);
+  if (isnan(tr->spearman))
+    printf("  Spearman rank correlation, estimate vs measured: undefined (constant estimates or < 2 points)\n");
+  else
+    printf("  Spearman rank correlation, estimate vs measured: %.3f over %d points\n", tr->spearman, tr->npoints);
+  if (tr->cache_path) printf("  cached: %s\n", tr->cache_path);
+}
+
+/* Every point of res appended to the log (log, else the cache's tune.csv):
+ * *path (malloc'd) and the *rows written. */
+static harp_status write_log(harp_error *e, const char *log, const cli_opts *o, const rt_tune_result *res, char **path,
+                             int *rows) {
+  *path = log ? ut_xmalloc(strlen(log) + 1) : rt_tune_default_log(o->knobs.cache_dir);
+  if (!*path) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (log) strcpy(*path, log);
   char stamp[32];
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  *rows = 0;
+  for (int i = 0; i < res->nregions; i++) {
+    if (rt_tune_log_region(e, *path, res, i, stamp)) return e->code;
+    *rows += res->r[i].npoints;
+  }
+  return HARP_OK;
+}
+
+/* cli_parse, the backend (cpu only) and the model given: 0, else the exit code. */
+static int tune_options(tune_args *ta, cli_opts *o, harp_error *e) {
+  int rc = cli_parse(ta->nrest, ta->rest, "tune", "input param sym shape seed backend knob", o, e);
+  if (rc) return rc;
+  const cli_backend *be = cli_backend_get("tune", o->backend, "interp cpu regions cuda", &rc);
+  if (be && (be->target != &rt_target_cpu || be->playback))
+    rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu)", be->name);
+  if (!rc && !o->model) rc = cli_usage_error("tune", "no MODEL given");
+  return rc;
+}
+
+int cmd_tune(int argc, char **argv) {
+  rt_tune_opts to = {0};
+  tune_args ta = {.rest = calloc((size_t)argc + 1, sizeof(char *))};
+  if (!ta.rest) return 1;
+  int rc = tune_parse(argc, argv, &to, &ta);
+  if (rc >= 0) {
+    free(ta.rest);
+    return rc;
+  }
+  harp_error e = {0};
+  cli_opts o;
+  rc = tune_options(&ta, &o, &e);
+  free(ta.rest);
+  if (rc) {
+    cli_opts_free(&o);
+    return rc;
+  }
+  o.random_inputs = true;
+  to.regions = ta.nregions ? ta.regions : NULL;
+  to.nregions = ta.nregions;
+  to.knobs = &o.knobs;
+  if (isatty(2)) to.progress = on_progress;
+  cli_model m;
+  rt_tune_result res = {0};
+  char *log_path = NULL;
   int rows = 0;
-  for (int i = 0; i < res.nregions; i++) {
-    if (rt_tune_log_region(&e, log_path, &res, i, stamp)) goto fail;
-    rows += res.r[i].npoints;
+  if (cli_load_model(&e, &o, true, &m) || rt_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res) ||
+      write_log(&e, ta.log, &o, &res, &log_path, &rows)) {
+    if (to.progress) fprintf(stderr, "\r\033[K");
+    rc = cli_report(&e);
+  } else {
+    printf("harp tune: model %s, ShapeSet %s (%s)\n  machine %s\n", res.model, res.shapeset, res.binding, res.machine);
+    if (res.nregions == 0) printf("no region follows a plan (no contraction or attention kernel): nothing to tune\n");
+    for (int i = 0; i < res.nregions; i++) print_region(&res, i);
+    printf("log: %s (%d rows appended)\n", log_path, rows);
   }
-  printf("harp tune: model %s, ShapeSet %s (%s)\n  machine %s\n", res.model, res.shapeset, res.binding, res.machine);
-  if (res.nregions == 0) printf("no region follows a plan (no contraction or attention kernel): nothing to tune\n");
-  for (int i = 0; i < res.nregions; i++) {
-    const rt_tune_region *tr = &res.r[i];
-    printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n",
-           tr->region, tr->kernel, tr->npoints, res.repeat, res.warmup);
-    if (tr->calls > 1) printf("  (a short kernel: each sample is %d calls back to back, the time per call)\n", tr->calls);
-    printf("  %3s %-8s %12s %10s %10s  %s\n", "#", "", "estimate_ms", "median_ms", "min_ms", "plan");
-    for (int j = 0; j < tr->npoints; j++) {
-      const rt_tune_point *pt = &tr->pts[j];
-      char sp[160], tag[16] = "";
-      short_plan(&pt->plan, sp, sizeof sp);
-      if (j == 0) snprintf(tag, sizeof tag, "default");
-      if (j == tr->best) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "%sbest", j == 0 ? "+" : "");
-      printf("  %3d %-8s %12.4f %10.4f %10.4f  %s%s", j, tag, pt->cost.time_est * 1e3, pt->median_ms, pt->min_ms, sp,
-             pt->applied ? "" : " (not applied: built-in tuning)");
-      if (pt->same_as >= 0) printf(" (same kernel as #%d)", pt->same_as);
-      printf("\n");
-    }
-    const rt_tune_point *d = &tr->pts[0], *b = &tr->pts[tr->best];
-    printf("  default %.4f ms, best %.4f ms (#%d): %.3fx the default\n", d->median_ms, b->median_ms, tr->best,
-           b->median_ms > 0 ? d->median_ms / b->median_ms : 0.0);
-    if (isnan(tr->spearman))
-      printf("  Spearman rank correlation, estimate vs measured: undefined (constant estimates or < 2 points)\n");
-    else
-      printf("  Spearman rank correlation, estimate vs measured: %.3f over %d points\n", tr->spearman, tr->npoints);
-    if (tr->cache_path) printf("  cached: %s\n", tr->cache_path);
-  }
-  printf("log: %s (%d rows appended)\n", log_path, rows);
-  rc = 0;
-  goto done;
-fail:
-  if (to.progress) fprintf(stderr, "\r\033[K");
-  rc = cli_report(&e);
-done:
   free(log_path);
   rt_tune_result_free(&res);
   cli_model_free(&m);

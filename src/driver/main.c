@@ -7,6 +7,7 @@
 #endif
 
 #include "cli.h"
+#include "harp/knobs.h"
 
 typedef struct command {
   const char *name;
@@ -36,7 +37,36 @@ static void usage(FILE *f) {
   fprintf(f,
           "\nMODEL is chosen by extension: .json (Tiny IR, seed 001 or seed 000 dialect),"
           " .harp (the harp DSL) or .onnx\n(an ONNX model; its initializers are the weights).\n"
-          "Run 'harp <command> --help' for a command's options.\n");
+          "Run 'harp <command> --help' for a command's options, 'harp --help-options' for the\n"
+          "library's knobs (set by environment variables or --knob NAME=VALUE).\n");
+}
+
+/* The knob table: name, variable, type, default, the value in effect here
+ * (the environment read), and what it does. */
+static int help_options(void) {
+  static const char *const types[] = {"bool", "int", "number", "string", "choice"};
+  harp_error e = {0};
+  rt_knobs k;
+  rt_knobs_init(&k);
+  if (rt_knobs_from_env(&e, &k)) {
+    fprintf(stderr, "harp: %s\n", e.msg);
+    return 1;
+  }
+  printf("harp's knobs (docs/options.md): each is set by its environment variable, or by\n"
+         "--knob NAME=VALUE (run, bench, dump, compile, tune); harp.h takes harp_options.knobs.\n\n");
+  printf("%-13s %-18s %-18s %-8s %s\n", "knob", "variable", "type", "default", "now");
+  for (int i = 0; i < rt_knob_count(); i++) {
+    const rt_knob *r = rt_knob_at(i);
+    char now[RT_KNOB_PATH];
+    rt_knob_format(&k, r, now, sizeof now);
+    char ty[64];
+    if (r->type == RT_KNOB_CHOICE) snprintf(ty, sizeof ty, "%s", r->choices);
+    else if (r->lo < r->hi) snprintf(ty, sizeof ty, "%s %.10g-%.10g", types[r->type], r->lo, r->hi);
+    else snprintf(ty, sizeof ty, "%s", types[r->type]);
+    printf("%-13s %-18s %-18s %-8s %s\n  %s\n", r->name, r->env, ty, *r->dflt ? r->dflt : "\"\"", *now ? now : "\"\"",
+           r->doc);
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -55,6 +85,7 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
+  if (!strcmp(argv[1], "--help-options")) return help_options();
   if (!strcmp(argv[1], "--version")) {
     printf("harp 0.1\n");
     return 0;

@@ -674,6 +674,11 @@ static int fixed_index(const ox_ctx *c, const char *name) {
 harp_status ox_import_node(ox_ctx *c) {
   const char *dom = c->node->domain;
   if (!c->node->op_type || !*c->node->op_type) return ox_fail(c, HARP_E_INVALID_ARG, "the node has no op_type");
+  /* every ONNX op has an output, and the mappings name what they make after it */
+  if (c->node->n_output == 0) return ox_fail(c, HARP_E_INVALID_ARG, "the node has no outputs");
+  for (size_t i = 0; i < c->node->n_attribute; i++) /* the mappings find attributes by name */
+    if (!c->node->attribute[i]->name || !*c->node->attribute[i]->name)
+      return ox_fail(c, HARP_E_INVALID_ARG, "attribute %zu has no name", i);
   if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
     return ox_fail(c, HARP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
   return ox_node(c);

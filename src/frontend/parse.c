@@ -142,7 +142,9 @@ static void sync_stmt(parser *P, int start) {
   while (!at(P, T_EOF)) {
     const fe_tok *t = peek(P);
     if (!first && P->i > start && (looks_like_stmt(P, P->i) || (t->bol && t->depth <= d0))) break;
-    if (t->depth <= d0 && (t->k == T_RBRACE || t->k == T_GRAPH)) break;
+    /* a 'graph' the broken statement starts with (mid-line: "x = f,graph ...")
+     * is skipped, else the statement loop would stop here again and again */
+    if (t->depth <= d0 && (t->k == T_RBRACE || t->k == T_GRAPH) && P->i > start) break;
     if (t->depth <= d0 && t->k == T_SEMI) {
       next(P);
       break;

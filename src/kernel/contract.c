@@ -292,7 +292,7 @@ char ct_kind(const ct_src *c, int r) {
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const rg_info *info = R->info;
-  if (!info || getenv("HARP_NO_TEMPLATES")) return 0;
+  if (!info) return 0;
   if (info->shape == RG_SHAPE_ATTENTION) return 'a';
   if (info->shape != RG_SHAPE_CONTRACTION && !(info->shape == RG_SHAPE_SINGLE && info->anchor >= 0 &&
                                                poly_block(c->pv, info->anchor)->kind == POLY_CONTRACTION))

@@ -129,7 +129,8 @@ typedef struct ct_pool {
 } ct_pool;
 
 /* Which reader a region goes to: 'g' GEMM, 'c' conv, 'a' attention, 0 none
- * (not a contraction, or HARP_NO_TEMPLATES is set). */
+ * (not a contraction).  The knob no_templates is kn_select's flag
+ * KN_NO_CONTRACTION_TEMPLATES, not this function's. */
 char ct_kind(const ct_src *s, int kernel);
 
 bool ct_read_gemm(const ct_src *s, int kernel, ct_gemm *out, const char **why);

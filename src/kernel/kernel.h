@@ -103,7 +103,8 @@ typedef struct kn_target {
 
 /* kn_select's flags. */
 enum {
-  KN_NO_ROW_TEMPLATES = 1 /* regions that are no contraction or cell: the loop nest */
+  KN_NO_ROW_TEMPLATES = 1,        /* regions that are no contraction or cell: the loop nest */
+  KN_NO_CONTRACTION_TEMPLATES = 2 /* GEMM, conv and attention regions: the loop nest */
 };
 
 /* A region's kernel while it is being chosen, and what it read. */

@@ -173,7 +173,7 @@ harp_status kn_select(kn_sel *s, const kn_target *t, const ct_src *src, int r, u
     s->kind = s->first = KN_CELL;
     return HARP_OK;
   }
-  switch (ct_kind(&s->src, r)) {
+  switch (flags & KN_NO_CONTRACTION_TEMPLATES ? 0 : ct_kind(&s->src, r)) {
   case 'g': return contraction(s, KN_GEMM);
   case 'c': return contraction(s, KN_CONV);
   case 'a': return contraction(s, KN_ATTENTION);

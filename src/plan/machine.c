@@ -159,15 +159,9 @@ static void cpuinfo(char *name, size_t cap, double *ghz) {
   if (*ghz <= 0 && mhz > 300 && mhz < 10000) *ghz = mhz / 1000;
 }
 
-static double env_double(const char *name, double lo, double hi) {
-  const char *s = getenv(name);
-  if (!s || !*s) return 0;
-  char *end;
-  double v = strtod(s, &end);
-  return (*end == 0 && v >= lo && v <= hi) ? v : 0;
-}
+void plan_machine_detect_cpu(plan_machine *m) { plan_machine_detect_cpu_at(m, 0, 0); }
 
-void plan_machine_detect_cpu(plan_machine *m) {
+void plan_machine_detect_cpu_at(plan_machine *m, double ghz_given, double bw_given) {
   memset(m, 0, sizeof *m);
   m->arch = PLAN_ARCH_CPU;
   int cores = 0;
@@ -201,7 +195,7 @@ void plan_machine_detect_cpu(plan_machine *m) {
   m->fma_units = fma && (avx512 || avx2) ? 2 : 1;
 
   char name[160] = "";
-  double ghz = env_double("HARP_CPU_GHZ", 0.3, 10);
+  double ghz = ghz_given > 0 ? ghz_given : 0;
   double ghz_info = 0;
   cpuinfo(name, sizeof name, &ghz_info);
   if (ghz <= 0) {
@@ -220,8 +214,8 @@ void plan_machine_detect_cpu(plan_machine *m) {
   m->peak_fp32 = (double)cores * ghz * 1e9 * m->fma_units * lanes * 2;
   m->peak_tc16 = m->peak_fp32;
   /* No measurement: ~10 GB/s per core, between one and twenty channels of
-   * DDR.  HARP_CPU_BW_GBS states the real figure. */
-  double bw = env_double("HARP_CPU_BW_GBS", 0.1, 100000);
+   * DDR.  The knob cpu_bw_gbs (HARP_CPU_BW_GBS) states the real figure. */
+  double bw = bw_given > 0 ? bw_given : 0;
   if (bw <= 0) {
     bw = 10.0 * cores;
     if (bw > 200) bw = 200;

@@ -347,6 +347,11 @@ static harp_status ck_tile(checker *c) {
     const char *a = p->tile_axes[i];
     if (!plan_axis_name_ok(a) || strchr(a, '.'))
       return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.tile[i], a, "tile axis '%s' must be a base axis name", a);
+    /* its loops (a.i.o, a.i.i) are names too: they must fit, or they would print cut short */
+    if (strlen(a) > PLAN_NAME_MAX - 5)
+      return plan_fail(c->e, HARP_E_LIMIT, src, p->pos.tile[i], a,
+                       "tile axis '%.24s...' has %zu characters; at most %d, so that its loops' names (NAME.i.o) fit in %d",
+                       a, strlen(a), PLAN_NAME_MAX - 5, PLAN_NAME_MAX - 1);
     for (int j = 0; j < i; j++)
       if (strcmp(p->tile_axes[j], a) == 0)
         return plan_fail(c->e, HARP_E_INVALID_ARG, src, p->pos.tile[i], a, "axis '%s' is tiled twice", a);

@@ -42,6 +42,17 @@ static bool fits_int(const int64_t *s, int n) {
 
 static harp_status access_is_pointwise(harp_error *e, const poly_view *pv, int block, int access, bool *out);
 
+/* Row-major strides of tensor t with those of its extent-1 dimensions set
+ * to 0: their index is always 0, and their stride (the whole tensor's size,
+ * [1, 16, 16384, 16384]: 2^32) must not keep a read from isl's int
+ * coefficients. */
+static bool shape_strides(const poly_view *pv, int t, int64_t *ts, int *rank) {
+  if (!poly_core_shape_strides(pv, t, ts, rank)) return false;
+  for (int d = 0; d < *rank; d++)
+    if (pv->g->nodes[t].shape.d[d].n == 1) ts[d] = 0;
+  return true;
+}
+
 /* memoized per (block, access): the same reads are asked about for every
  * candidate region holding them */
 harp_status poly_access_is_pointwise(harp_error *e, const poly_view *pv, int block, int access, bool *out) {
@@ -65,11 +76,11 @@ static harp_status access_is_pointwise(harp_error *e, const poly_view *pv, int b
   int64_t ss[TINY_MAX_RANK], sc[POLY_MAX_VARS], lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
   int rs;
   int t = b->pub.access[access].tensor;
-  if (!poly_core_shape_strides(pv, t, ss, &rs) || !poly_core_var_ranges(pv, block, lo, hi)) return HARP_OK;
+  if (!shape_strides(pv, t, ss, &rs) || !poly_core_var_ranges(pv, block, lo, hi)) return HARP_OK;
   int64_t acc = 1;
   for (int v = b->pub.nvars - 1; v >= 0; v--) {
     if (lo[v] != 0 || !ut_mul_ok(acc, hi[v] + 1, &sc[v])) return HARP_OK;
-    sc[v] = acc;
+    sc[v] = hi[v] ? acc : 0; /* a variable of extent 1 is always 0 */
     acc *= hi[v] + 1;
   }
   if (tiny_shape_numel(&pv->g->nodes[t].shape) != acc) return HARP_OK;
@@ -100,7 +111,7 @@ static harp_status strides_of(harp_error *e, const poly_view *pv, const poly_blk
   *affine = false;
   int64_t ts[TINY_MAX_RANK];
   int rank;
-  if (a->nfill || !poly_core_shape_strides(pv, t, ts, &rank) || !fits_int(ts, rank)) return HARP_OK;
+  if (a->nfill || !shape_strides(pv, t, ts, &rank) || !fits_int(ts, rank)) return HARP_OK;
   isl_multi_aff *ma = poly_core_single_piece(isl_pw_multi_aff_from_map(isl_map_copy(a->map)));
   if (!ma) {
     isl_ctx_reset_error(pv->ctx);
@@ -154,7 +165,7 @@ harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const in
   const poly_blk *first = &pv->blocks[path[0]], *last = &pv->blocks[path[n - 1]];
   int64_t ts[TINY_MAX_RANK];
   int rank;
-  if (last->acc[access].nfill || !poly_core_shape_strides(pv, last->pub.access[access].tensor, ts, &rank) || !fits_int(ts, rank))
+  if (last->acc[access].nfill || !shape_strides(pv, last->pub.access[access].tensor, ts, &rank) || !fits_int(ts, rank))
     return HARP_OK;
   /* instances of path[0] with its reduced variables projected out */
   isl_map *m = isl_map_identity(isl_space_map_from_set(isl_set_get_space(first->domain)));

@@ -19,7 +19,8 @@
  * (poly_access_is_pointwise), broadcasts and reduction reads by their
  * strides (poly_access_strides), and every intermediate is read inside the
  * chain only.  A WHERE mask must be constant (no input feeds it); it is
- * evaluated and compared with the causal masks j > i + (N - M) and j > i. */
+ * evaluated and compared with the causal masks j > i + (N - M) and j > i
+ * (a compare of a row vector and a column vector: the vectors only). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,93 @@ static harp_status eval_const(rg_ctx *c, int h, bool *ok, ut_tensor *out) {
   return HARP_OK;
 }
 
+/* One operand of the compare block cb (vars i, j): a constant vector read
+ * along one of the two variables only; its values (evaluated) in *t and
+ * the element read at (i, j) = off + si * i + sj * j. */
+static bool cmp_operand(rg_ctx *c, int cb, int k, ut_tensor *t, int64_t *off, int64_t *si, int64_t *sj) {
+  int64_t st[POLY_MAX_VARS];
+  bool aff, ok;
+  if (poly_access_strides(c->e, c->pv, cb, k, st, off, &aff) || !aff) return false;
+  *si = st[0], *sj = st[1];
+  if (*si && *sj) return false; /* a matrix: not the row / column vectors of a mask */
+  return !eval_const(c, poly_block(c->pv, cb)->access[k].tensor, &ok, t) && ok;
+}
+
+/* The causal mask without evaluating it: the WHERE block wb reads its
+ * condition as the M x N matrix of a CMPLT block (row stride N, column 1,
+ * other variables 0) whose operands are a constant vector along the rows
+ * and one along the columns (the lowering's reversed iotas); the condition
+ * at (i, j) is then a[i] < b[j] from M + N values, checked against j > i + off
+ * for every (i, j).  What an attention of 4k-16k tokens needs: its mask has
+ * 2^24-2^28 elements.  *done false when the mask is not of this form. */
+/* Is hidden(i, j) = u[i] < w[j] (u_lt_w; else w[j] < u[i]) exactly j > i + off
+ * for every query i < M and key j < N?  With w's prefix max / min and suffix
+ * min / max: O(M + N) (16k tokens: 2^28 pairs).  NaN-free u and w. */
+static bool split_causal(const double *u, int64_t M, const double *w, int64_t N, bool u_lt_w, int64_t off, double *pre,
+                         double *suf) {
+  for (int64_t j = 0; j < N; j++) /* pre[j]: over w[0..j]; suf[j]: over w[j..N-1] */
+    pre[j] = j == 0 ? w[0] : u_lt_w ? fmax(pre[j - 1], w[j]) : fmin(pre[j - 1], w[j]);
+  for (int64_t j = N - 1; j >= 0; j--)
+    suf[j] = j == N - 1 ? w[j] : u_lt_w ? fmin(suf[j + 1], w[j]) : fmax(suf[j + 1], w[j]);
+  for (int64_t i = 0; i < M; i++) {
+    int64_t t = i + off; /* keys 0..t visible, t+1.. hidden */
+    if (t >= 0 && (u_lt_w ? u[i] < pre[t < N ? t : N - 1] : pre[t < N ? t : N - 1] < u[i])) return false;
+    if (t + 1 < N && !(u_lt_w ? u[i] < suf[t + 1 > 0 ? t + 1 : 0] : suf[t + 1 > 0 ? t + 1 : 0] < u[i])) return false;
+  }
+  return true;
+}
+
+/* The compare's operands as a query vector u and a key vector w (which one
+ * depends on the queries says u_lt_w); false when they are not of that form,
+ * an index is out of range, or a value is NaN. */
+static bool mask_vectors(const ut_tensor *x, const int64_t *o, const int64_t *si, const int64_t *sj, int64_t M, int64_t N,
+                         double *u, double *w, bool *u_lt_w) {
+  int qi = sj[0] == 0 && si[1] == 0 ? 0 : si[0] == 0 && sj[1] == 0 ? 1 : -1; /* the operand along the queries */
+  if (qi < 0) return false;
+  *u_lt_w = qi == 0;
+  for (int64_t i = 0; i < M; i++) {
+    int64_t a = o[qi] + si[qi] * i;
+    if (a < 0 || a >= ut_tensor_numel(&x[qi])) return false;
+    u[i] = ut_tensor_get(&x[qi], a);
+    if (isnan(u[i])) return false;
+  }
+  for (int64_t j = 0; j < N; j++) {
+    int64_t a = o[1 - qi] + sj[1 - qi] * j;
+    if (a < 0 || a >= ut_tensor_numel(&x[1 - qi])) return false;
+    w[j] = ut_tensor_get(&x[1 - qi], a);
+    if (isnan(w[j])) return false;
+  }
+  return true;
+}
+
+static void causal_by_vectors(rg_ctx *c, int wb, int qv, int kv, const int64_t *st, int64_t off, int64_t M, int64_t N,
+                              bool *done, bool *br, bool *tl) {
+  const poly_block_info *b = poly_block(c->pv, wb);
+  *done = false;
+  for (int v = 0; v < b->nvars; v++)
+    if (st[v] != (v == qv ? N : v == kv ? 1 : 0)) return;
+  int cb = rg_producer_block(c, b->access[0].tensor);
+  if (off || cb < 0 || c->g->nodes[poly_block(c->pv, cb)->node].op != TINY_CMPLT || poly_block(c->pv, cb)->nvars != 2) return;
+  int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
+  if (!poly_block_ranges(c->pv, cb, lo, hi) || hi[0] + 1 != M || hi[1] + 1 != N) return;
+  ut_tensor x[2];
+  int64_t o[2], si[2], sj[2];
+  bool ok0 = cmp_operand(c, cb, 0, &x[0], &o[0], &si[0], &sj[0]);
+  bool ok1 = ok0 && cmp_operand(c, cb, 1, &x[1], &o[1], &si[1], &sj[1]);
+  double *v = ok1 ? ut_xmalloc(sizeof(double) * (size_t)(M + 3 * N)) : NULL;
+  if (ok1 && !v) ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  bool u_lt_w;
+  if (v) {
+    *done = true; /* a mask of this form that is not causal is no causal attention */
+    bool vec = mask_vectors(x, o, si, sj, M, N, v, v + M, &u_lt_w);
+    *br = vec && split_causal(v, M, v + M, N, u_lt_w, N - M, v + M + N, v + M + 2 * N);
+    *tl = vec && !*br && split_causal(v, M, v + M, N, u_lt_w, 0, v + M + N, v + M + 2 * N);
+  }
+  free(v);
+  if (ok0) ut_tensor_free(&x[0]);
+  if (ok1) ut_tensor_free(&x[1]);
+}
+
 /* WHERE block wb (vars = the S axes) reads its condition (access 0) with
  * these strides; is it j > i + off for the query var qv and key var kv? */
 static harp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention *att) {
@@ -161,6 +249,16 @@ static harp_status check_causal(rg_ctx *c, int wb, int qv, int kv, rg_attention 
   bool aff, ok;
   att->causal = false;
   if (poly_access_strides(c->e, c->pv, wb, 0, st, &off, &aff) || !aff) return c->e->code;
+  int64_t rlo[POLY_MAX_VARS], rhi[POLY_MAX_VARS];
+  if (poly_block_ranges(c->pv, wb, rlo, rhi)) {
+    bool done, br, tl;
+    causal_by_vectors(c, wb, qv, kv, st, off, rhi[qv] + 1, rhi[kv] + 1, &done, &br, &tl);
+    if (c->e->code) return c->e->code;
+    if (done) {
+      if (br || tl) att->causal = true, att->causal_offset = br ? rhi[kv] - rhi[qv] : 0;
+      return HARP_OK;
+    }
+  }
   ut_tensor t;
   if (eval_const(c, b->access[0].tensor, &ok, &t)) return c->e->code;
   if (!ok) return HARP_OK;

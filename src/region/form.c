@@ -34,8 +34,10 @@ const char *rg_shape_name(rg_shape s) {
 
 void rg_formed_drop_analysis(rg_formed *f) {
   if (!f) return;
-  poly_free(f->pv);
-  ib_free(f->ib);
+  if (!f->borrowed) {
+    poly_free(f->pv);
+    ib_free(f->ib);
+  }
   f->pv = NULL;
   f->ib = NULL;
 }
@@ -450,9 +452,13 @@ static harp_status match_attentions(rg_ctx *c, bool half_only, rg_attention **at
 
 static harp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partition *p) {
   const tiny_graph *g = c->g;
-  /* 1. SCoP extraction (2. contraction patterns are found on the way) */
-  if (ib_build(c->e, g, c->syms, NULL, &F->ib) || ib_validate(c->e, F->ib) || poly_build(c->e, g, F->ib, NULL, &F->pv))
+  /* 1. SCoP extraction (2. contraction patterns are found on the way), unless given */
+  if (opt->pv && opt->ib) {
+    F->ib = opt->ib, F->pv = opt->pv, F->borrowed = true;
+  } else if (ib_build(c->e, g, c->syms, NULL, &F->ib) || ib_validate(c->e, F->ib) ||
+             poly_build(c->e, g, F->ib, NULL, &F->pv)) {
     return c->e->code;
+  }
   c->pv = F->pv;
   int nb = poly_nblocks(c->pv);
   c->group = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)nb + 1));
@@ -538,6 +544,7 @@ harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   F->machine = c.m;
   o.machine = &F->machine;
   F->opt = o;
+  F->opt.ib = NULL, F->opt.pv = NULL; /* F->ib, F->pv hold them */
   bool gpu = plan_arch_is_gpu(c.m.arch);
   c.budget = o.local_budget > 0 ? o.local_budget : gpu ? c.m.smem_per_cta_max : DEFAULT_BUDGET_CPU;
   c.halo_max = o.halo_max > 0 ? o.halo_max : DEFAULT_HALO_MAX;

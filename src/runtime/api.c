@@ -1,7 +1,9 @@
 /* api.c — harp.h: compile a model file or graph, then harp_model_init /
  * harp_model_run / harp_model_free over the compiled Function (the CPU
  * backend's generated code, the CUDA backend's kernels, or the reference
- * interpreter).  Needs: every layer.  Gives: harp.h, harp/advanced.h. */
+ * interpreter).  The backend is one row of a table; each compiles through
+ * the pipeline (harp/pipeline.h) with the knobs of harp_options.
+ * Needs: every layer.  Gives: harp.h, harp/advanced.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,9 @@
 #include "harp/function.h"
 #include "harp/gpu.h"
 #include "harp/interp.h"
+#include "harp/knobs.h"
 #include "harp/onnx.h"
+#include "harp/pipeline.h"
 #include "harp/tensor.h"
 #include "util/util.h"
 
@@ -31,9 +35,10 @@ struct harp_compiled {
   rt_gpu_model *gpu;        /* CUDA backend: built and compiled for the device once (failing early); each
                                instance loads it with its own module and memory, sharing the build */
   rt_gpu_opts gopts;        /* CUDA: the build's options */
+  rt_knobs knobs;           /* CUDA: gopts' knobs */
   char *cache_dir, *target; /* CUDA: gopts' strings, owned */
-  fn_function *f;           /* the layout (CPU: the backend's; interp: baseline regions) */
-  rg_partition *part;       /* interp only */
+  fn_function *f;           /* the layout (the backend's; interp: one region per node) */
+  rt_compile *comp;         /* interp only: its compile (the layout) */
   int *inputs, ninputs;     /* INPUT nodes that are not weights */
   int *params, nparams;     /* INPUT nodes that are weights */
   int64_t *param_off;       /* offset of each weight in the parameter block */
@@ -57,10 +62,7 @@ void harp_compiled_free(harp_compiled *c) {
   rt_gpu_free(c->gpu);
   free(c->cache_dir);
   free(c->target);
-  if (c->backend == HARP_BACKEND_INTERP) {
-    fn_free(c->f);
-    rg_partition_free(c->part);
-  }
+  rt_compile_free(c->comp);
   tiny_graph_free(c->g);
   tiny_symtab_free(&c->syms);
   free(c->inputs);
@@ -90,6 +92,96 @@ harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options 
   return st;
 }
 
+/* The knobs of a compile: the table's defaults, the environment (unless
+ * o->no_env), o->knobs' "NAME=VALUE" settings, then o's compiler, flags and
+ * cache directory. */
+static harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) {
+  rt_knobs_init(k);
+  if (!(o && o->no_env) && rt_knobs_from_env(e, k)) return e->code;
+  for (int i = 0; o && o->knobs && o->knobs[i]; i++)
+    if (rt_knob_assign(e, k, o->knobs[i])) return e->code;
+  if (o) rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
+  return HARP_OK;
+}
+
+static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
+  if (o && o->max_memory < 0) return ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
+  rt_cpu_opts co = {.knobs = k, .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
+  if (rt_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;
+  c->f = (fn_function *)rt_cpu_function(c->cpu);
+  return HARP_OK;
+}
+
+/* The build is prepared for the device now (NVRTC, the device), not at the
+ * first run; each instance loads it (o != NULL: the default backend is the CPU). */
+static harp_status build_cuda(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
+  c->knobs = *k;
+  c->cache_dir = o->cache_dir ? strdup(o->cache_dir) : NULL;
+  c->target = o->target ? strdup(o->target) : NULL;
+  if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  c->gopts = (rt_gpu_opts){.knobs = &c->knobs, .target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
+  rt_gpu_opts bo = c->gopts; /* the precision is read by the build alone */
+  bo.precision = o->precision;
+  if (rt_gpu_build(e, c->g, &c->syms, &bo, &c->gpu) || rt_gpu_prepare(e, c->gpu)) return e->code;
+  c->f = (fn_function *)rt_gpu_function(c->gpu);
+  return HARP_OK;
+}
+
+/* The interpreter runs the graph; its compile gives the parameter block's layout. */
+static harp_status build_interp(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
+  (void)o;
+  rt_compile_opts co = {.knobs = k};
+  if (rt_compile_run(e, &rt_target_interp, c->g, &c->syms, &co, &c->comp)) return e->code;
+  c->f = c->comp->f;
+  return HARP_OK;
+}
+
+typedef harp_status (*api_build)(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k);
+static const struct {
+  harp_backend backend;
+  api_build build;
+} backends[] = {{HARP_BACKEND_CPU, build_cpu}, {HARP_BACKEND_INTERP, build_interp}, {HARP_BACKEND_CUDA, build_cuda}};
+
+static api_build backend_build(harp_backend b) {
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (backends[i].backend == b) return backends[i].build;
+  return NULL;
+}
+
+/* Which model inputs are weights and where they go in the parameter block. */
+static harp_status layout_inputs(harp_error *e, harp_compiled *c) {
+  const tiny_graph *g = c->g;
+  c->inputs = ut_xcalloc((size_t)g->n + 1, sizeof(int));
+  c->params = ut_xcalloc((size_t)g->n + 1, sizeof(int));
+  c->param_off = ut_xcalloc((size_t)g->n + 1, sizeof(int64_t));
+  if (!c->inputs || !c->params || !c->param_off) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int a = 0; a < c->f->nargs; a++) {
+    const fn_buffer *b = &c->f->buffers[c->f->args[a]];
+    if (b->kind == FN_PARAM) {
+      c->param_off[c->nparams] = (int64_t)b->offset;
+      c->params[c->nparams++] = b->node;
+    } else {
+      c->inputs[c->ninputs++] = b->node;
+    }
+  }
+  c->params_bytes = c->f->const_bytes;
+  return HARP_OK;
+}
+
+/* opts->params: those inputs are weights. */
+static harp_status mark_params(harp_error *e, tiny_graph *g, const harp_options *o) {
+  for (int i = 0; o && o->params && o->params[i]; i++) {
+    bool found = false;
+    for (int k = 0; k < g->n; k++)
+      if (g->nodes[k].op == TINY_INPUT && !strcmp(g->nodes[k].a.input.tensor_id, o->params[i])) {
+        g->nodes[k].a.input.storage = "param";
+        found = true;
+      }
+    if (!found) return ut_fail(e, HARP_E_USAGE, o->params[i], "no input of that name to make a weight");
+  }
+  return HARP_OK;
+}
+
 harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out) {
   *out = NULL;
   harp_compiled *c = ut_xcalloc(1, sizeof *c);
@@ -100,56 +192,16 @@ harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *
   c->g = g;
   c->backend = o ? o->backend : HARP_BACKEND_CPU;
   tiny_symtab_init(&c->syms);
+  rt_knobs k;
+  api_build build = backend_build(c->backend);
   harp_status st = g->err.code ? ut_fail(e, g->err.code, g->err.node, "%s", g->err.msg) : HARP_OK;
   for (int i = 0; !st && i < syms->n; i++) st = tiny_symtab_set(e, &c->syms, syms->names[i], syms->values[i]);
-  for (int i = 0; !st && o && o->params && o->params[i]; i++) {
-    bool found = false;
-    for (int k = 0; k < g->n; k++)
-      if (g->nodes[k].op == TINY_INPUT && !strcmp(g->nodes[k].a.input.tensor_id, o->params[i])) {
-        g->nodes[k].a.input.storage = "param";
-        found = true;
-      }
-    if (!found) st = ut_fail(e, HARP_E_USAGE, o->params[i], "no input of that name to make a weight");
-  }
-  if (!st && c->backend != HARP_BACKEND_CPU && c->backend != HARP_BACKEND_INTERP && c->backend != HARP_BACKEND_CUDA)
-    st = ut_fail(e, HARP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
+  if (!st) st = mark_params(e, g, o);
+  if (!st && !build) st = ut_fail(e, HARP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
+  if (!st) st = api_knobs(e, o, &k);
   if (!st) st = tiny_prepare(e, g, &c->syms, false);
-  if (!st && c->backend == HARP_BACKEND_CPU) {
-    rt_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
-                      .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
-    if (o && o->max_memory < 0) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
-    if (!st) st = rt_cpu_compile(e, g, &c->syms, &co, &c->cpu);
-    if (!st) c->f = (fn_function *)rt_cpu_function(c->cpu);
-  } else if (!st && c->backend == HARP_BACKEND_CUDA) { /* o != NULL: the default backend is the CPU */
-    c->cache_dir = o->cache_dir ? strdup(o->cache_dir) : NULL;
-    c->target = o->target ? strdup(o->target) : NULL;
-    if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    c->gopts = (rt_gpu_opts){.target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
-    rt_gpu_opts bo = c->gopts; /* the precision is read by the build alone */
-    bo.precision = o->precision;
-    if (!st) st = rt_gpu_build(e, g, &c->syms, &bo, &c->gpu);
-    if (!st) st = rt_gpu_prepare(e, c->gpu); /* the device and NVRTC now, not at the first run */
-    if (!st) c->f = (fn_function *)rt_gpu_function(c->gpu);
-  } else if (!st && c->backend == HARP_BACKEND_INTERP) {
-    st = rg_partition_singletons(e, g, &c->part);
-    if (!st) st = fn_build(e, c->part, "main", &c->f);
-  }
-  if (!st) {
-    c->inputs = ut_xcalloc((size_t)g->n + 1, sizeof(int));
-    c->params = ut_xcalloc((size_t)g->n + 1, sizeof(int));
-    c->param_off = ut_xcalloc((size_t)g->n + 1, sizeof(int64_t));
-    if (!c->inputs || !c->params || !c->param_off) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  }
-  for (int a = 0; !st && a < c->f->nargs; a++) {
-    const fn_buffer *b = &c->f->buffers[c->f->args[a]];
-    if (b->kind == FN_PARAM) {
-      c->param_off[c->nparams] = (int64_t)b->offset;
-      c->params[c->nparams++] = b->node;
-    } else {
-      c->inputs[c->ninputs++] = b->node;
-    }
-  }
-  if (!st) c->params_bytes = c->f->const_bytes;
+  if (!st) st = build(e, c, o, &k);
+  if (!st) st = layout_inputs(e, c);
   if (st) {
     harp_compiled_free(c);
     return st;

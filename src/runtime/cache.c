@@ -83,10 +83,10 @@ static bool make_private(const char *dir, char *why, size_t cap) {
   return true;
 }
 
-/* A fresh private directory under /tmp for this one build. */
-static bool temp_dir(char *out, size_t cap) {
-  const char *t = getenv("TMPDIR");
-  snprintf(out, cap, "%s/harp-build-XXXXXX", t && *t ? t : "/tmp");
+/* A fresh private directory under tmp (NULL or "": /tmp; the knob tmpdir)
+ * for this one build. */
+static bool temp_dir(const char *tmp, char *out, size_t cap) {
+  snprintf(out, cap, "%s/harp-build-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   return mkdtemp(out) != NULL;
 }
 
@@ -117,7 +117,7 @@ void rt_cache_sweep(const char *dir) {
   closedir(d);
 }
 
-harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b) {
+harp_status rt_cache_begin(harp_error *e, const char *dir, const char *tmp, rt_cache_build *b) {
   memset(b, 0, sizeof *b);
   char why[600] = "", host[64];
   if (make_private(dir, why, sizeof why)) {
@@ -127,11 +127,11 @@ harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b) {
     if (n > 0 && (size_t)n < sizeof b->work && mkdtemp(b->work)) return HARP_OK;
     snprintf(why, sizeof why, "cannot write in %s: %s", dir, strerror(errno));
   }
-  return rt_cache_begin_temp(e, dir, why, b);
+  return rt_cache_begin_temp(e, dir, tmp, why, b);
 }
 
-harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *why, rt_cache_build *b) {
-  if (!temp_dir(b->work, sizeof b->work))
+harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *tmp, const char *why, rt_cache_build *b) {
+  if (!temp_dir(tmp, b->work, sizeof b->work))
     return ut_fail_at(e, HARP_E_IO, dir, 0, 0, "the compile cache is unusable (%s) and no temporary directory can be made: %s",
                       why, strerror(errno));
   b->temp = true;

@@ -22,10 +22,10 @@ void rt_cache_cpu_id(char *buf, size_t cap);
 /* Make `dir` the user's private cache (0700, not a symlink, not writable by
  * others) and a build directory in it; else a temporary one, b->temp set
  * and b->warning saying why.  Fails only when neither can be had. */
-harp_status rt_cache_begin(harp_error *e, const char *dir, rt_cache_build *b);
-/* A build directory under $TMPDIR instead (the cache refused a file: full,
+harp_status rt_cache_begin(harp_error *e, const char *dir, const char *tmp, rt_cache_build *b);
+/* A build directory under tmp (the knob tmpdir; NULL: /tmp) instead (the cache refused a file: full,
  * read-only), b->warning naming `why`. */
-harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *why, rt_cache_build *b);
+harp_status rt_cache_begin_temp(harp_error *e, const char *dir, const char *tmp, const char *why, rt_cache_build *b);
 /* Remove the build directories in the cache `dir` of this host's processes
  * that are gone (killed mid-compile). */
 void rt_cache_sweep(const char *dir);

@@ -17,11 +17,9 @@
 #include "util/util.h"
 
 char *rt_cc_cache_dir(const rt_cc_opts *o) {
-  const char *d = o && o->cache_dir ? o->cache_dir : getenv("HARP_CACHE_DIR");
+  const char *d = o ? o->cache_dir : NULL;
   char buf[4096];
   if (d && *d) snprintf(buf, sizeof buf, "%s", d);
-  else if ((d = getenv("XDG_CACHE_HOME")) && *d) snprintf(buf, sizeof buf, "%s/harp", d);
-  else if ((d = getenv("HOME")) && *d) snprintf(buf, sizeof buf, "%s/.cache/harp", d);
   else snprintf(buf, sizeof buf, "/tmp/harp-cache-%ld", (long)getuid());
   char *r = ut_xmalloc(strlen(buf) + 1);
   if (r) strcpy(r, buf);
@@ -44,8 +42,7 @@ static uint64_t cache_key(const char *src, const char *cc, const char *flags, co
 static harp_status run_compiler(harp_error *e, const char *cc, const char *flags, const rt_cc_opts *o, size_t srclen,
                                 const char *so, const char *c, const char *log, bool *keep) {
   /* -flto=N: GCC's partitions are optimised and assembled in N processes */
-  const char *jobs = getenv("HARP_CC_JOBS");
-  long nj = jobs && *jobs ? strtol(jobs, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  long nj = o && o->jobs > 0 ? o->jobs : sysconf(_SC_NPROCESSORS_ONLN);
   char lto[32] = "";
   if (o && o->parallel && nj > 1 && srclen >= RT_CC_PARALLEL_MIN) snprintf(lto, sizeof lto, "-flto=%ld", nj < 16 ? nj : 16);
   int rc;
@@ -82,10 +79,8 @@ static harp_status build_in(harp_error *e, const rt_cache_build *b, uint64_t h, 
 
 harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, rt_cc_result *r) {
   memset(r, 0, sizeof *r);
-  const char *cc = o && o->cc ? o->cc : getenv("CC");
-  if (!cc || !*cc) cc = "cc";
-  const char *flags = o && o->cflags ? o->cflags : getenv("HARP_CFLAGS");
-  if (!flags) flags = RT_CFLAGS_PORTABLE;
+  const char *cc = o && o->cc && *o->cc ? o->cc : "cc";
+  const char *flags = o && o->cflags ? o->cflags : RT_CFLAGS_PORTABLE;
   char *dir = rt_cc_cache_dir(o);
   if (!dir) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   uint64_t h = cache_key(src, cc, flags, o);
@@ -106,7 +101,7 @@ harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, 
     so = NULL;
     goto done;
   }
-  if ((st = rt_cache_begin(e, dir, &b))) goto done;
+  if ((st = rt_cache_begin(e, dir, o ? o->tmpdir : NULL, &b))) goto done;
   bool disk = false;
   st = build_in(e, &b, h, src, cc, flags, o, (char *[]){c, built, log}, pl, &keep, &disk);
   if (st && disk && !b.temp) { /* the cache refused a file (full, read-only): a temporary directory */
@@ -114,7 +109,7 @@ harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, 
     snprintf(why, sizeof why, "%.500s", e->msg);
     harp_error_clear(e);
     rt_cache_end(&b, false);
-    if (!(st = rt_cache_begin_temp(e, dir, why, &b)))
+    if (!(st = rt_cache_begin_temp(e, dir, o ? o->tmpdir : NULL, why, &b)))
       st = build_in(e, &b, h, src, cc, flags, o, (char *[]){c, built, log}, pl, &keep, &disk);
   }
   if (!st && b.temp) { /* the object stays in the temporary directory until loaded */

@@ -12,11 +12,13 @@
 #define RT_CFLAGS_HOST "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno"
 
 typedef struct rt_cc_opts {
-  const char *cc;        /* NULL: $CC, else "cc" */
-  const char *cflags;    /* NULL: $HARP_CFLAGS, else RT_CFLAGS_PORTABLE (-fPIC -shared always added) */
-  const char *cache_dir; /* NULL: $HARP_CACHE_DIR, else $XDG_CACHE_HOME/harp, else ~/.cache/harp */
+  const char *cc;        /* NULL or "": "cc" (the knob cc) */
+  const char *cflags;    /* NULL: RT_CFLAGS_PORTABLE (-fPIC -shared always added) */
+  const char *cache_dir; /* NULL or "": /tmp/harp-cache-UID (the knob cache_dir) */
   bool parallel;         /* a large source: optimise it on every CPU (GCC's LTO partitions) */
   const char *cpu_id;    /* the CPU in the cache key; NULL: this one's features (tests name another) */
+  int jobs;              /* processes for it (the knob cc_jobs); 0: the online CPUs */
+  const char *tmpdir;    /* where a build goes when the cache is unusable (the knob tmpdir); NULL: /tmp */
 } rt_cc_opts;
 
 /* What a build gave: the object's path (malloc'd), whether it came from the
@@ -34,7 +36,7 @@ typedef struct rt_cc_result {
  * cache hit (a whole entry whose checksum matches, cache.c) runs no
  * compiler, a damaged entry is rebuilt.  Each build has its own directory
  * and installs by rename, so concurrent and killed processes are safe.  With `parallel`, a source of RT_CC_PARALLEL_MIN bytes or more
- * is compiled with -flto=N (N: $HARP_CC_JOBS, else the online CPUs; at most
+ * is compiled with -flto=N (N: o->jobs, else the online CPUs; at most
  * 16; 1 turns it off): GCC then optimises and assembles its partitions in N
  * processes.  A compiler that refuses it gets the plain command again.  The
  * cache key leaves it out.  *path receives the .so path (malloc'd); *hit

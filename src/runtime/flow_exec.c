@@ -46,12 +46,6 @@ struct flow_exec {
   flow_stats stats;
 };
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 /* ---- slots ------------------------------------------------------------------------------ */
 static const ut_tensor *get(harp_error *e, flow_exec *x, int s) {
   const flow_slot *sl = &x->f->slots[s];
@@ -172,7 +166,7 @@ static harp_status compile_graph(harp_error *e, flow_exec *x, const flow_seg *sg
 }
 
 static harp_status compile_variant(harp_error *e, flow_exec *x, const flow_seg *sg, const ut_tensor *const *in, variant *v) {
-  double t0 = now_ms();
+  double t0 = ut_now_ms();
   harp_status st = compile_graph(e, x, sg, in, &v->hc);
   unsigned char *params = NULL;
   size_t nb = 0;
@@ -196,7 +190,7 @@ static harp_status compile_variant(harp_error *e, flow_exec *x, const flow_seg *
   if (!st && !(v->key = key_of(x, sg, in, &v->nkey))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (st) variant_free(v);
   x->stats.compiles += !st;
-  x->stats.compile_ms += now_ms() - t0;
+  x->stats.compile_ms += ut_now_ms() - t0;
   return st;
 }
 

@@ -1,7 +1,7 @@
-/* gpu.c — the CUDA backend end to end: regions formed for the GPU, the
- * Function, the GPU translation unit (model_cuda.c), NVRTC (cached on disk),
- * the driver; then runs.
- * Needs: every layer, backend/cuda.  Gives: harp/gpu.h.
+/* gpu.c — the CUDA backend: the compile pipeline on the CUDA target
+ * (regions formed for the GPU, the Function, plans, kernels, CUDA C;
+ * target_cuda.c), then NVRTC (cached on disk) and the driver; then runs.
+ * Needs: pipeline.c, target_cuda.c, backend/cuda.  Gives: harp/gpu.h.
  *
  * A run: inputs are copied into their places in the device arena, the
  * status word is cleared, the launches run in order on harp's stream (or,
@@ -11,20 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "compile.h"
 #include "gpu_int.h"
 #include "harp/function.h"
 #include "harp/plan.h"
 #include "util/util.h"
-
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 void rt_gpu_free(rt_gpu_model *m) {
   if (!m) return;
@@ -39,17 +31,15 @@ void rt_gpu_free(rt_gpu_model *m) {
   free(m->cache_dir);
   if (!m->shares_build) {
     cuda_binary_free(&m->bin);
-    cuda_model_free(m->tu);
-    fn_free(m->f);
-    rg_partition_free(m->part);
-    rt_plans_free(&m->plans);
-    free(m->source);
+    rt_compile_free(m->comp);
   }
   free(m);
 }
 
-harp_status gpu_rt_open(harp_error *e, const char *cache_dir, bool no_driver, cuda_rt **out) {
-  cuda_rt_opts ro = {.nvrtc_path = getenv("HARP_NVRTC"), .cuda_path = getenv("HARP_LIBCUDA"), .no_driver = no_driver};
+harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out) {
+  k = rt_knobs_or_default(k);
+  cuda_rt_opts ro = {.nvrtc_path = k->nvrtc[0] ? k->nvrtc : NULL, .cuda_path = k->libcuda[0] ? k->libcuda : NULL,
+                     .no_driver = no_driver};
   char dir[4200];
   if (cache_dir) {
     snprintf(dir, sizeof dir, "%s/cuda", cache_dir);
@@ -60,7 +50,7 @@ harp_status gpu_rt_open(harp_error *e, const char *cache_dir, bool no_driver, cu
 }
 
 static harp_status open_rt(harp_error *e, rt_gpu_model *m, bool no_driver) {
-  return m->rt ? HARP_OK : gpu_rt_open(e, m->cache_dir, no_driver, &m->rt);
+  return m->rt ? HARP_OK : gpu_rt_open(e, &m->knobs, m->cache_dir, no_driver, &m->rt);
 }
 
 harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch) {
@@ -68,40 +58,14 @@ harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cud
     const cuda_rt_status *rs = cuda_rt_status_of(rt);
     target = rs->gpu && rs->cc_major >= 9 ? "sm90" : "sm80";
   }
-  if (strcmp(target, "sm80") && strcmp(target, "sm90"))
+  if (!cuda_arch_parse(target, arch))
     return ut_fail(e, HARP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", target);
-  *arch = !strcmp(target, "sm90") ? CUDA_SM90 : CUDA_SM80;
   return HARP_OK;
 }
 
-/* Regions formed on the GPU's description, the Function, the plans and the
- * kernels into m (what an earlier call left there freed first); split_attn:
- * fp32 attentions stay matmuls and a softmax (rg_options.half_attention_only).
- * As on the CPU, a CAST of an outside tensor in a row or epilogue region is
- * a region of its own (the generic loop nest converts contraction operands
- * only). */
-static harp_status form_and_emit(harp_error *e, rt_gpu_model *m, const tiny_graph *g, const tiny_symtab *syms,
-                               const rt_gpu_opts *o, cuda_math math, bool split_attn) {
-  cuda_model_free(m->tu);
-  fn_free(m->f);
-  rg_partition_free(m->part);
-  rt_plans_free(&m->plans);
-  m->tu = NULL, m->f = NULL, m->part = NULL;
-  plan_machine mach;
-  plan_machine_get(m->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &mach);
-  rg_options ro = {.machine = &mach, .no_operand_casts = true, .half_attention_only = split_attn};
-  const char *nf = getenv("HARP_NO_FUSION");
-  ro.no_fusion = nf && *nf && strcmp(nf, "0") != 0;
-  harp_status st;
-  if ((st = rg_form(e, g, syms, &ro, &m->part)) || (st = rg_partition_check(e, m->part))) return st;
-  fn_options fo = {.widen_half_temps = true, .half_mma_operands = true};
-  if ((st = fn_build_ex(e, m->part, "main", &fo, &m->f))) return st;
-  if (o && o->nplan_overrides) { /* the overrides, validated; other regions keep their default plan */
-    rt_plan_opts po = {.overrides = o->plan_overrides, .noverrides = o->nplan_overrides, .no_cache = true,
-                       .cache_dir = o->cache_dir};
-    if ((st = rt_plans_choose(e, m->part, g, syms, &mach, &po, &m->plans))) return st;
-  }
-  return cuda_model_build(e, g, m->part->formed->pv, m->f, syms, m->arch, m->plans.n ? m->plans.choice : NULL, math, &m->tu);
+void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k) {
+  *k = *rt_knobs_or_default(o ? o->knobs : NULL);
+  if (o) rt_knobs_set_build(k, NULL, NULL, o->cache_dir);
 }
 
 harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
@@ -113,27 +77,24 @@ harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *
   m->rt = rt;
   m->rt_borrowed = rt != NULL;
   m->graphs = o && o->graphs;
-  rt_cc_opts cc = {.cache_dir = o ? o->cache_dir : NULL};
+  gpu_knobs(o, &m->knobs);
+  rt_cc_opts cc = {.cache_dir = m->knobs.cache_dir};
   m->cache_dir = rt_cc_cache_dir(&cc);
   const char *target = o ? o->target : NULL;
   harp_status st = HARP_OK;
-  cuda_math math = CUDA_MATH_TF32;
+  cuda_math math;
   if (o && o->precision && !cuda_math_parse(o->precision, &math)) {
     st = ut_fail(e, HARP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", o->precision);
     goto fail;
   }
   if (!target && (st = open_rt(e, m, false))) goto fail; /* the device decides */
   if ((st = gpu_target(e, target, m->rt, &m->arch))) goto fail;
-  /* An fp32 attention is one region (the fused template) as TF32; when the
-   * template cannot read one (an operand's layout: a key read transposed,
-   * as PyTorch's ONNX export of scaled_dot_product_attention scales K^T)
-   * the whole attention would be one generic kernel (2 ms of a BERT-base
-   * layer on an H200): form again with fp32 attentions split into matmuls
-   * and a softmax.  Strict fp32 and half rounding split them always. */
-  bool split = math != CUDA_MATH_TF32;
-  if ((st = form_and_emit(e, m, g, syms, o, math, split))) goto fail;
-  if (!split && m->tu->nattn_generic > 0 && (st = form_and_emit(e, m, g, syms, o, math, true))) goto fail;
-  if ((st = cuda_print(e, m->tu->mod, &m->source))) goto fail;
+  rt_compile_opts co = {.knobs = &m->knobs, .arch = cuda_arch_name(m->arch), .precision = o ? o->precision : NULL,
+                        .plan_overrides = o ? o->plan_overrides : NULL, .nplan_overrides = o ? o->nplan_overrides : 0,
+                        .keep_analysis = o && o->keep_analysis, .after_stage = o ? o->after_stage : NULL,
+                        .hook_ctx = o ? o->hook_ctx : NULL};
+  if ((st = rt_compile_run(e, &rt_target_cuda, (tiny_graph *)g, syms, &co, &m->comp))) goto fail;
+  m->f = m->comp->f, m->tu = m->comp->tu, m->source = m->comp->source;
   *out = m;
   return HARP_OK;
 fail:
@@ -153,7 +114,7 @@ harp_status rt_gpu_instance(harp_error *e, const rt_gpu_model *src, rt_gpu_model
   rt_gpu_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   /* the build, borrowed; everything a run writes is the instance's own */
-  m->g = src->g, m->part = src->part, m->f = src->f, m->tu = src->tu, m->plans = src->plans;
+  m->g = src->g, m->comp = src->comp, m->f = src->f, m->tu = src->tu, m->knobs = src->knobs;
   m->arch = src->arch, m->source = src->source, m->graphs = src->graphs, m->bin = src->bin;
   m->compile_ms = src->compile_ms;
   m->shares_build = m->compiled = true;
@@ -180,9 +141,13 @@ static harp_status compile_tu(harp_error *e, rt_gpu_model *m, bool no_driver) {
   const cuda_rt_status *rs = cuda_rt_status_of(m->rt);
   if (!rs->nvrtc) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "NVRTC is not available: %s", rs->why_no_nvrtc);
   const char *arch = rs->gpu && m->arch == CUDA_SM80 ? cuda_rt_arch(m->rt) : cuda_arch_nvrtc(m->arch);
-  double t0 = now_ms();
+  double t0 = ut_now_ms();
   if (cuda_rt_compile(e, m->rt, m->source, "model.cu", arch, NULL, 0, &m->bin)) return e->code;
-  m->compile_ms = now_ms() - t0;
+  m->compile_ms = ut_now_ms() - t0;
+  if (!m->shares_build) { /* the pipeline's build stage, run here where the runtime is */
+    m->comp->ran[RT_STAGE_BUILD] = true;
+    m->comp->ms[RT_STAGE_BUILD] = m->compile_ms;
+  }
   m->compiled = true;
   return HARP_OK;
 }
@@ -262,10 +227,21 @@ static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
   return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], rt_gpu_persistent_grid(k, sms));
 }
 
+/* Every launch of a run, in order, but the `once` ones (packs of weights;
+ * run_once_launches). */
 harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m) {
   int sms = cuda_rt_status_of(m->rt)->sm_count;
   for (int i = 0; i < m->tu->nlaunch; i++)
-    if (launch_at(e, m, i, sms)) return e->code;
+    if (!m->tu->launch[i].once && launch_at(e, m, i, sms)) return e->code;
+  return HARP_OK;
+}
+
+/* The `once` launches (weights repacked into the packed area), directly on
+ * harp's stream, right after the ConstPool went up: never part of a graph. */
+static harp_status run_once_launches(harp_error *e, rt_gpu_model *m) {
+  int sms = cuda_rt_status_of(m->rt)->sm_count;
+  for (int i = 0; i < m->tu->nlaunch; i++)
+    if (m->tu->launch[i].once && launch_at(e, m, i, sms)) return e->code;
   return HARP_OK;
 }
 
@@ -336,6 +312,7 @@ harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs
     free(params);
     if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
     fn_constpool_free(&cp);
+    if (!st) st = run_once_launches(e, m);
     if (st) return st;
   }
   m->consts_up = true;
@@ -423,6 +400,7 @@ const char *rt_gpu_nvrtc_arch(const rt_gpu_model *m) { return cuda_arch_nvrtc(m-
 double rt_gpu_compile_ms(const rt_gpu_model *m) { return m->compile_ms; }
 bool rt_gpu_cache_hit(const rt_gpu_model *m) { return m->bin.cached; }
 const struct fn_function *rt_gpu_function(const rt_gpu_model *m) { return m->f; }
+const struct rt_compile *rt_gpu_stages(const rt_gpu_model *m) { return m->comp; }
 void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic) {
   *templ = m->tu->ntemplate, *simple = m->tu->nsimple, *generic = m->tu->ngeneric;
 }

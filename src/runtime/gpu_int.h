@@ -7,18 +7,20 @@
 #include "backend/cuda/cuda_rt.h"
 #include "backend/cuda/region_cuda.h"
 #include "harp/gpu.h"
+#include "harp/knobs.h"
+#include "harp/pipeline.h"
 #include "harp/region.h"
 #include "harp/tune.h"
 
 struct rt_gpu_model {
   const tiny_graph *g;
-  rg_partition *part; /* owns the IndexBook and the Poly-View */
-  fn_function *f;
-  cuda_model_tu *tu;
-  rt_plans plans; /* --plan overrides chosen per region (n == 0 without) */
+  rt_compile *comp;  /* the stages' results: the partition, plans, kernels, CUDA C */
+  fn_function *f;    /* comp's, for short */
+  cuda_model_tu *tu; /* comp's */
   cuda_arch arch;
-  char *source;
+  char *source;      /* comp's */
   char *cache_dir;
+  rt_knobs knobs;    /* the runtime's libraries (nvrtc, libcuda), the cache */
   bool graphs;
   bool shares_build; /* rt_gpu_instance: g .. bin belong to another model */
   /* once loaded */
@@ -39,8 +41,11 @@ struct rt_gpu_model {
 harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
                        rt_gpu_model **out);
 
-/* cuda_rt_open with NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
-harp_status gpu_rt_open(harp_error *e, const char *cache_dir, bool no_driver, cuda_rt **out);
+/* cuda_rt_open with the libraries of knobs k (nvrtc, libcuda; NULL: the
+ * defaults) and NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
+harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out);
+/* o's knobs (NULL: the defaults) with o->cache_dir over them. */
+void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k);
 /* "sm80" | "sm90" -> *arch; NULL: rt's device (sm90 on Hopper, else sm80). */
 harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch);
 /* Capture m's launches on its stream into a new graph (instantiated on

@@ -90,9 +90,11 @@ harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_
     goto fail;
   }
   if ((st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &s->key_g))) goto fail;
-  rt_cc_opts cc = {.cache_dir = o ? o->cache_dir : NULL};
+  rt_knobs k;
+  gpu_knobs(o, &k);
+  rt_cc_opts cc = {.cache_dir = k.cache_dir};
   char *cache = rt_cc_cache_dir(&cc);
-  st = gpu_rt_open(e, cache, false, &s->rt);
+  st = gpu_rt_open(e, &k, cache, false, &s->rt);
   free(cache);
   cuda_arch arch;
   if (st || (st = gpu_target(e, o ? o->target : NULL, s->rt, &arch))) goto fail;

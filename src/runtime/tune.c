@@ -7,7 +7,9 @@
  * Per region: the best `budget` points of plan_enumerate (restricted to the
  * CPU's algorithms; the first is the default plan), one compiled model per
  * point with that point as the region's plan (the other regions keep their
- * defaults; the compile cache makes repeated points free).  Points whose
+ * defaults; the compile cache makes repeated points free).  Every point is
+ * a variant of the base model's compile (rt_cpu_compile_variant): its
+ * regions and Function are formed once, plans, C and objects per point.  Points whose
  * generated C is identical (plan comments aside) share one measurement.  Timing is per kernel:
  * after one full model_run fills the arena, model_run_kernel(k) runs the
  * region's kernel alone.  All points of a region are measured interleaved,
@@ -27,6 +29,8 @@
 
 #include "harp/cpu.h"
 #include "harp/function.h"
+#include "harp/knobs.h"
+#include "harp/pipeline.h"
 #include "harp/region.h"
 #include "harp/tune.h"
 #include "util/util.h"
@@ -42,12 +46,6 @@ typedef struct runner {
   int nout;
   double *times;
 } runner;
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -106,12 +104,12 @@ static harp_status runner_init(harp_error *e, runner *r, const tiny_graph *g, co
 
 /* Kernel k `times` times back to back; *ms (nullable): the time per call. */
 static harp_status run_kernel(harp_error *e, runner *r, int k, int times, double *ms) {
-  double t0 = now_ms();
+  double t0 = ut_now_ms();
   for (int i = 0; i < times; i++) {
     int rc = rt_cpu_instance_run_kernel(r->m, r->inst, k, r->in, r->out);
     if (rc) return ut_fail(e, HARP_E_INTERNAL, rt_cpu_error_kernel(r->m, rc), "model_run_kernel(%d) returned %d", k, rc);
   }
-  double t1 = now_ms();
+  double t1 = ut_now_ms();
   if (ms) *ms = (t1 - t0) / times;
   return HARP_OK;
 }
@@ -157,130 +155,169 @@ static bool same_code(const char *a, const char *b) {
   }
 }
 
-/* Compile and measure the points of one region. */
-static harp_status tune_region(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs,
-                             int ninputs, const rt_tune_opts *o, const plan_machine *mach, const rg_info *info,
-                             rt_tune_region *tr, int ri, int nr, int repeat, int warmup) {
+/* The knobs of a tuning run (o->knobs, else the defaults) with o's
+ * compiler, flags and cache over them, into *k; the options of its compiles. */
+static rt_cpu_opts tune_cpu_opts(const rt_tune_opts *o, rt_knobs *k) {
+  *k = *rt_knobs_or_default(o ? o->knobs : NULL);
+  if (o) rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
+  return (rt_cpu_opts){.knobs = k, .no_plan_cache = true};
+}
+
+/* One region's tuning: its points' models (rs[i].m, NULL for a point
+ * whose kernel is another's) and where the results go. */
+typedef struct tuning {
+  harp_error *e;
+  const rt_tune_opts *o;
+  rt_tune_region *tr;
+  runner *rs;
+  char **src; /* each measured point's C, for same_code */
+  int n, ri, nr, repeat, warmup;
+} tuning;
+
+/* Point i compiled as a variant of base with pts[i]: *pt filled; its
+ * runner unless its kernel is an earlier point's (same_as). */
+static harp_status compile_point(tuning *t, const rt_cpu_model *base, const rg_info *info, const plan_t *plan,
+                                 const plan_cost *cost, const ut_tensor *inputs, int ninputs, int i) {
+  rt_tune_point *pt = &t->tr->pts[i];
+  t->tr->npoints = i + 1;
+  pt->plan = *plan;
+  pt->cost = *cost;
+  pt->same_as = -1;
+  plan_fill_from_region(&pt->plan, &info->plan_info);
+  rt_plan_override ov = {t->tr->region, pt->plan, NULL, NULL, RT_PLAN_TUNING};
+  rt_knobs k;
+  rt_cpu_opts co = tune_cpu_opts(t->o, &k);
+  co.keep_source = true, co.plan_overrides = &ov, co.nplan_overrides = 1;
+  runner *r = &t->rs[i];
+  if (rt_cpu_compile_variant(t->e, base, &co, &r->m)) return t->e->code;
+  const rt_plans *ps = rt_cpu_plans(r->m);
+  for (int q = 0; q < ps->n; q++)
+    if (!strcmp(ps->choice[q].region, t->tr->region)) pt->applied = ps->choice[q].applied;
+  const char *text = rt_cpu_source(r->m);
+  for (int j = 0; j < i && pt->same_as < 0; j++)
+    if (t->src[j] && text && same_code(t->src[j], text)) pt->same_as = j;
+  if (pt->same_as >= 0) { /* the same kernel: measured once */
+    rt_cpu_free(r->m);
+    r->m = NULL;
+    return HARP_OK;
+  }
+  t->src[i] = text ? ut_xmalloc(strlen(text) + 1) : NULL;
+  if (t->src[i]) strcpy(t->src[i], text);
+  return runner_init(t->e, r, rt_cpu_stages(base)->g, inputs, ninputs, t->repeat);
+}
+
+/* Calls per timed sample, from the fastest of a few calls of the default point. */
+static harp_status calls_per_sample(tuning *t) {
+  t->tr->calls = 1;
+  if (t->n == 0 || !t->rs[0].m) return HARP_OK;
+  double fastest = INFINITY, ms = 0;
+  for (int i = 0; i < 5; i++) {
+    if (run_kernel(t->e, &t->rs[0], t->tr->kernel, 1, &ms)) return t->e->code;
+    if (ms < fastest) fastest = ms;
+  }
+  int calls = fastest > 0 && fastest < SAMPLE_MS ? (int)ceil(SAMPLE_MS / fastest) : 1;
+  t->tr->calls = calls > MAX_CALLS ? MAX_CALLS : calls;
+  return HARP_OK;
+}
+
+/* Each measured point's median and minimum over rounds 0..round; the
+ * best median so far in *best. */
+static harp_status record_medians(tuning *t, int round, double *best) {
+  *best = INFINITY;
+  for (int i = 0; i < t->n; i++) {
+    if (!t->rs[i].m) continue;
+    double *x = ut_xcalloc((size_t)round + 2, sizeof *x);
+    if (!x) return ut_fail(t->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    memcpy(x, t->rs[i].times, sizeof *x * (size_t)(round + 1));
+    qsort(x, (size_t)round + 1, sizeof *x, cmp_double);
+    double med = round % 2 ? 0.5 * (x[round / 2] + x[round / 2 + 1]) : x[round / 2];
+    t->tr->pts[i].median_ms = med;
+    t->tr->pts[i].min_ms = x[0];
+    free(x);
+    if (med < *best) *best = med;
+  }
+  return HARP_OK;
+}
+
+/* The points measured interleaved, warm-up rounds first, in a new
+ * (deterministic) order every round so that no point always follows the
+ * same one. */
+static harp_status measure(tuning *t, int *order) {
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < t->n; i++) order[i] = i;
+  for (int round = -t->warmup; round < t->repeat; round++) {
+    for (int i = t->n - 1; i > 0; i--) {
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      int j = (int)(rng % (uint64_t)(i + 1)), x = order[i];
+      order[i] = order[j], order[j] = x;
+    }
+    for (int q = 0; q < t->n; q++) {
+      runner *r = &t->rs[order[q]];
+      if (!r->m) continue;
+      if (run_kernel(t->e, r, t->tr->kernel, 1, NULL)) return t->e->code;
+      if (round >= 0 && run_kernel(t->e, r, t->tr->kernel, t->tr->calls, &r->times[round])) return t->e->code;
+    }
+    double best;
+    if (round >= 0 && record_medians(t, round, &best)) return t->e->code;
+    if (round >= 0) progress(t->o, t->tr->region, "measure", t->ri, t->nr, round + 1, t->repeat, best);
+  }
+  return HARP_OK;
+}
+
+/* A repeated kernel's times are its first's; the best point; the rank
+ * correlation of the estimates with the medians. */
+static harp_status conclude(tuning *t) {
+  rt_tune_region *tr = t->tr;
+  int n = t->n;
+  for (int i = 0; i < n; i++)
+    if (tr->pts[i].same_as >= 0) {
+      tr->pts[i].median_ms = tr->pts[tr->pts[i].same_as].median_ms;
+      tr->pts[i].min_ms = tr->pts[tr->pts[i].same_as].min_ms;
+    }
+  tr->best = 0;
+  for (int i = 1; i < n; i++)
+    if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
+  double *x = ut_xcalloc((size_t)n * 2 + 1, sizeof *x);
+  if (!x) return ut_fail(t->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < n; i++) x[i] = tr->pts[i].cost.time_est, x[n + i] = tr->pts[i].median_ms;
+  tr->spearman = rt_spearman(x, x + n, n);
+  free(x);
+  return HARP_OK;
+}
+
+/* Compile (variants of base) and measure the points of one region. */
+static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut_tensor *inputs, int ninputs,
+                             const rt_tune_opts *o, const plan_machine *mach, const rg_info *info, rt_tune_region *tr,
+                             int ri, int nr, int repeat, int warmup) {
   int budget = o && o->budget > 0 ? o->budget : 12;
   if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
   plan_search_opts so = {rt_cpu_algo_mask()};
   plan_t *pts = ut_xcalloc((size_t)budget, sizeof *pts);
   plan_cost *costs = ut_xcalloc((size_t)budget, sizeof *costs);
-  runner *rs = NULL;
-  harp_status st = HARP_OK;
-  if (!pts || !costs) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  int n = 0;
-  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, budget, &n, e);
+  tuning t = {e, o, tr, NULL, NULL, 0, ri, nr, repeat, warmup};
+  int *order = NULL;
+  harp_status st = !pts || !costs ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, budget, &t.n, e);
   if (!st) {
-    tr->pts = ut_xcalloc((size_t)n, sizeof *tr->pts);
-    rs = ut_xcalloc((size_t)n, sizeof *rs);
-    if (!tr->pts || !rs) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    tr->pts = ut_xcalloc((size_t)t.n, sizeof *tr->pts);
+    t.rs = ut_xcalloc((size_t)t.n, sizeof *t.rs);
+    t.src = ut_xcalloc((size_t)t.n + 1, sizeof *t.src);
+    order = ut_xcalloc((size_t)t.n + 1, sizeof *order);
+    if (!tr->pts || !t.rs || !t.src || !order) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  char **src = !st ? ut_xcalloc((size_t)n + 1, sizeof *src) : NULL;
-  if (!st && !src) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  /* compile: one model per point */
-  for (int i = 0; i < n && !st; i++) {
-    progress(o, tr->region, "compile", ri, nr, i, n, 0);
-    rt_tune_point *pt = &tr->pts[i];
-    tr->npoints = i + 1;
-    pt->plan = pts[i];
-    pt->cost = costs[i];
-    pt->same_as = -1;
-    plan_fill_from_region(&pt->plan, &info->plan_info);
-    rt_plan_override ov = {tr->region, pt->plan, NULL, NULL, RT_PLAN_TUNING};
-    rt_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
-                      .keep_source = true, .plan_overrides = &ov, .nplan_overrides = 1, .no_plan_cache = true};
-    if ((st = rt_cpu_compile(e, g, syms, &co, &rs[i].m))) break;
-    const rt_plans *ps = rt_cpu_plans(rs[i].m);
-    for (int q = 0; q < ps->n; q++)
-      if (!strcmp(ps->choice[q].region, tr->region)) pt->applied = ps->choice[q].applied;
-    const char *text = rt_cpu_source(rs[i].m);
-    for (int j = 0; j < i && pt->same_as < 0; j++)
-      if (src[j] && text && same_code(src[j], text)) pt->same_as = j;
-    if (pt->same_as >= 0) { /* the same kernel: measured once */
-      rt_cpu_free(rs[i].m);
-      rs[i].m = NULL;
-      continue;
-    }
-    src[i] = text ? ut_xmalloc(strlen(text) + 1) : NULL;
-    if (src[i]) strcpy(src[i], text);
-    st = runner_init(e, &rs[i], g, inputs, ninputs, repeat);
+  for (int i = 0; i < t.n && !st; i++) { /* compile: one model per point */
+    progress(o, tr->region, "compile", ri, nr, i, t.n, 0);
+    st = compile_point(&t, base, info, &pts[i], &costs[i], inputs, ninputs, i);
   }
-  if (!st) progress(o, tr->region, "compile", ri, nr, n, n, 0);
-  /* measure, interleaved, in a new (deterministic) order every round so that
-   * no point always follows the same one */
-  int *order = !st ? ut_xcalloc((size_t)n + 1, sizeof *order) : NULL;
-  if (!st && !order) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  /* calls per sample, from the fastest of a few calls of the default point */
-  int calls = 1;
-  if (!st && rs[0].m) {
-    double fastest = INFINITY, ms = 0;
-    for (int i = 0; i < 5 && !st; i++) {
-      st = run_kernel(e, &rs[0], tr->kernel, 1, &ms);
-      if (ms < fastest) fastest = ms;
-    }
-    calls = fastest > 0 && fastest < SAMPLE_MS ? (int)ceil(SAMPLE_MS / fastest) : 1;
-    if (calls > MAX_CALLS) calls = MAX_CALLS;
-  }
-  tr->calls = calls;
-  uint64_t rng = 0x9e3779b97f4a7c15ull;
-  for (int i = 0; i < n && order; i++) order[i] = i;
-  for (int round = -warmup; round < repeat && !st; round++) {
-    for (int i = n - 1; i > 0; i--) {
-      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-      int j = (int)(rng % (uint64_t)(i + 1)), x = order[i];
-      order[i] = order[j], order[j] = x;
-    }
-    for (int q = 0; q < n && !st; q++) {
-      int i = order[q];
-      if (!rs[i].m) continue;
-      st = run_kernel(e, &rs[i], tr->kernel, 1, NULL);
-      double ms = 0;
-      if (!st && round >= 0) st = run_kernel(e, &rs[i], tr->kernel, calls, &ms);
-      if (round >= 0) rs[i].times[round] = ms;
-    }
-    if (round >= 0) {
-      double best = INFINITY;
-      for (int i = 0; i < n; i++) {
-        if (!rs[i].m) continue;
-        double *t = ut_xcalloc((size_t)round + 2, sizeof *t);
-        if (!t) {
-          st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-          break;
-        }
-        memcpy(t, rs[i].times, sizeof *t * (size_t)(round + 1));
-        qsort(t, (size_t)round + 1, sizeof *t, cmp_double);
-        double med = round % 2 ? 0.5 * (t[round / 2] + t[round / 2 + 1]) : t[round / 2];
-        tr->pts[i].median_ms = med;
-        tr->pts[i].min_ms = t[0];
-        free(t);
-        if (med < best) best = med;
-      }
-      progress(o, tr->region, "measure", ri, nr, round + 1, repeat, best);
-    }
-  }
-  if (!st) {
-    for (int i = 0; i < n; i++)
-      if (tr->pts[i].same_as >= 0) {
-        tr->pts[i].median_ms = tr->pts[tr->pts[i].same_as].median_ms;
-        tr->pts[i].min_ms = tr->pts[tr->pts[i].same_as].min_ms;
-      }
-    tr->best = 0;
-    for (int i = 1; i < n; i++)
-      if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
-    double *x = ut_xcalloc((size_t)n * 2 + 1, sizeof *x);
-    if (!x) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    else {
-      for (int i = 0; i < n; i++) x[i] = tr->pts[i].cost.time_est, x[n + i] = tr->pts[i].median_ms;
-      tr->spearman = rt_spearman(x, x + n, n);
-      free(x);
-    }
-  }
+  if (!st) progress(o, tr->region, "compile", ri, nr, t.n, t.n, 0);
+  if (!st) st = calls_per_sample(&t);
+  if (!st) st = measure(&t, order);
+  if (!st) st = conclude(&t);
   free(order);
-  for (int i = 0; rs && i < n; i++) runner_free(&rs[i]);
-  for (int i = 0; src && i < n; i++) free(src[i]);
-  free(src);
-  free(rs);
+  for (int i = 0; t.rs && i < t.n; i++) runner_free(&t.rs[i]);
+  for (int i = 0; t.src && i < t.n; i++) free(t.src[i]);
+  free(t.src);
+  free(t.rs);
   free(pts);
   free(costs);
   return st;
@@ -299,9 +336,11 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
   int repeat = o && o->repeat > 0 ? o->repeat : 20;
   int warmup = o && o->warmup < 0 ? 0 : o && o->warmup > 0 ? o->warmup : 3;
   out->repeat = repeat, out->warmup = warmup;
-  /* the model with its default plans: regions, kernels, which plans a template follows */
-  rt_cpu_opts co = {.cc = o ? o->cc : NULL, .cflags = o ? o->cflags : NULL, .cache_dir = o ? o->cache_dir : NULL,
-                    .no_plan_cache = true};
+  /* the model with its default plans: regions, kernels, which plans a
+   * template follows; its analysis kept for the points' variants */
+  rt_knobs kn;
+  rt_cpu_opts co = tune_cpu_opts(o, &kn);
+  co.keep_analysis = true;
   harp_status st = rt_cpu_compile(e, g, syms, &co, &out->base);
   if (st) return st;
   const rt_plans *ps = rt_cpu_plans(out->base);
@@ -328,7 +367,7 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     tr->kernel = rt_cpu_kernel_of(out->base, ch->region);
     tr->spearman = NAN;
     const rg_info *info = f->part->regions[i].info;
-    st = tune_region(e, g, syms, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
+    st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
     progress(o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints, tr->pts[tr->best].median_ms);
     if (o && o->no_store) continue;
@@ -342,7 +381,7 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     ent.points = tr->npoints;
     ent.repeat = repeat;
     utc_now(ent.tuned_at, sizeof ent.tuned_at);
-    st = rt_plan_cache_store(e, o ? o->cache_dir : NULL, &key, &ent, &tr->cache_path);
+    st = rt_plan_cache_store(e, kn.cache_dir, &key, &ent, &tr->cache_path);
   }
   return st;
 }

@@ -563,7 +563,8 @@ harp_status tiny_load_json(harp_error *e, const char *text, size_t len, const ch
   json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
     ut_fail_at(e, HARP_E_PARSE, filename, je.line, je.column, "invalid JSON: %s", je.text);
-    ut_error_set_snippet(e, text, je.line, je.column);
+    memcpy(buf, text, len); /* the snippet from the text as given (text need not end in a NUL) */
+    ut_error_set_snippet(e, buf, je.line, je.column);
     free(buf);
     return e->code;
   }

@@ -201,18 +201,25 @@ harp_status ut_npy_parse(harp_error *e, const void *buf, size_t len, const char 
       goto done;
     }
   }
-  if ((st = ut_tensor_alloc(e, out, target, rank, shape))) goto done;
-  size_t need = (size_t)ut_tensor_numel(out) * (i64 ? 8u : (size_t)tiny_dtype_size(ft));
-  if (len - off < need) {
-    ut_tensor_free(out);
+  /* the data's size against the shape before allocating: a header may claim
+   * gigabytes that the file does not hold */
+  int64_t numel = 1, need64 = 0;
+  for (int i = 0; i < rank; i++)
+    if (!ut_mul_ok(numel, shape[i], &numel) || numel > TINY_MAX_ELEMS) {
+      st = ut_fail_at(e, HARP_E_LIMIT, name, 0, 0, "tensor too large");
+      goto done;
+    }
+  if (!ut_mul_ok(numel, i64 ? 8 : tiny_dtype_size(ft), &need64)) need64 = INT64_MAX;
+  size_t need = (size_t)need64;
+  if ((uint64_t)need64 > len - off) {
     st = bad(e, name, "data shorter than the shape says");
     goto done;
   }
   if (len - off > need) {
-    ut_tensor_free(out);
     st = bad(e, name, "trailing bytes after the data");
     goto done;
   }
+  if ((st = ut_tensor_alloc(e, out, target, rank, shape))) goto done;
   if (i64) {
     for (int64_t i = 0; i < ut_tensor_numel(out); i++) {
       int64_t v;

@@ -101,6 +101,10 @@ void ut_sanitize_name(const char *s, char *out, size_t cap);
 /* FNV-1a 64-bit, for content hashes and tables. */
 uint64_t ut_hash64(const void *data, size_t n, uint64_t seed);
 
+/* ---- time -------------------------------------------------------------- */
+/* Monotonic wall-clock milliseconds (CLOCK_MONOTONIC). */
+double ut_now_ms(void);
+
 /* ---- string -> int map (strmap.c) ---------------------------------------- */
 /* Keys are not copied: they must outlive the map.  Zero-initialised = empty. */
 typedef struct ut_strmap {

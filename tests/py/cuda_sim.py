@@ -64,6 +64,9 @@ CASES = [
     ("transformer_fp16", os.path.join(GPU_MODELS, "transformer_block_fp16.harp"), (), {"template": 6}),
     ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), {}),
     ("fp32_block", os.path.join(GPU_MODELS, "fp32_block.harp"), (), {"template": 3}),
+    # fp32 B stored [K][N] at 2^20+ MACs: on sm90 packed K-major (TF32) into scratch for wgmma
+    # (weights packed once: test_cuda_precision.py's matmul_weight, test_cuda_fake.c)
+    ("matmul_nmajor", os.path.join(GPU_MODELS, "fp32_matmul_nmajor.harp"), (), {"template": 1}),
 ]
 
 
@@ -180,7 +183,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     work = tempfile.mkdtemp(prefix="harp_cusim_")
     bufs = g["buffers"]
     nb = len(bufs)
-    scratch, status = nb, nb + 1
+    scratch, status, packed = nb, nb + 1, nb + 2
     lines, outs = ["reverse"] if reverse else [], {}
     for b in bufs:
         path = "-"
@@ -196,8 +199,9 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
     open(zeros, "wb").write(bytes(256))
     lines.append(f"buf {scratch} {max(g['memory']['scratch_bytes'], 16)} -")
     lines.append(f"buf {status} 256 {zeros}")
+    lines.append(f"buf {packed} {max(g['memory'].get('packed_bytes', 0), 16)} -")
     kernels = {k["name"]: k for k in g["kernels"]}
-    nextid = nb + 2
+    nextid = nb + 3
     for l in g["launches"]:
         k = kernels[l["kernel"]]
         ps = []
@@ -206,7 +210,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
             if sp == "null":
                 ps.append("0")
                 continue
-            bid = {"scratch": scratch, "status": status}.get(sp, a.get("buffer"))
+            bid = {"scratch": scratch, "status": status, "packed": packed}.get(sp, a.get("buffer"))
             off = a.get("byte_offset", 0)
             if prm["kind"] == "tensor_map":
                 path = os.path.join(work, f"m{nextid}.bin")

@@ -7,7 +7,10 @@ import os
 import subprocess
 import tempfile
 
-from harp_test import HARP, MODELS, SRC, Suite, write_model
+import numpy as np
+
+import cuda_sim
+from harp_test import HARP, MODELS, SRC, Suite, close, run, write_model
 
 s = Suite("cuda_cli")
 GEMM = os.path.join(MODELS, "gpu", "gemm_tail.harp")
@@ -171,6 +174,46 @@ if onnx is not None:
         s.check("ONNX attention with K^T scaled: split into matmuls and a softmax, no generic attention",
                 "softmax" in kinds and kinds.count("mma_gemm") + kinds.count("wgmma_gemm") >= 3 and
                 not any("unit stride along d" in x for x in notes), f"{kinds} {notes}")
+
+# --plan reaches the attention kernel: a plan list from --dump plan with
+# algo_choice.attention changed to online_softmax gives the one-pass kernel
+# (the region's own plan says streaming_softmax_2pass), and it still matches
+# the interpreter on the simulator
+att = os.path.join(MODELS, "attention_full_causal_fp16.json")
+syms = ["--sym", "B=1", "--sym", "H=2", "--sym", "M=40", "--sym", "N=40", "--sym", "D=16", "--sym", "Dv=16"]
+for target in ("sm80", "sm90"):
+    pd = tempfile.mkdtemp()
+    p = harp("dump", att, "--dump", "plan", "--target", target, "--dump-dir", pd, *syms)
+    s.check(f"attention --dump plan [{target}]", p.returncode == 0, p.stderr)
+    if p.returncode:
+        continue
+    pl = json.load(open(os.path.join(pd, "plan.json")))
+    algos = [e["plan"]["algo_choice"].get("attention") for e in pl["plans"] if e.get("plan")]
+    s.check(f"attention [{target}]: the default plan is 2-pass", "streaming_softmax_2pass" in algos, str(algos))
+    for e in pl["plans"]:
+        if e.get("plan") and "attention" in e["plan"]["algo_choice"]:
+            e["plan"]["algo_choice"]["attention"] = "online_softmax"
+    pf = os.path.join(pd, "online.json")
+    json.dump(pl, open(pf, "w"))
+    for plan, want in ((None, "streaming_softmax_2pass"), (pf, "online_softmax")):
+        dd = tempfile.mkdtemp()
+        p = harp("dump", att, "--dump", "gpu,cu", "--target", target, "--dump-dir", dd, *syms, *(["--plan", plan] if plan else []))
+        s.check(f"attention [{target}] {want}: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+        ks = [k for k in g["kernels"] if k["kind"] == "attention"]
+        s.check(f"attention [{target}]: the kernel is {want}", len(ks) == 1 and ks[0]["plan"].get("algo_choice.attention") == want,
+                str([k["plan"].get("algo_choice.attention") for k in ks]))
+        if cuda_sim.have_gxx() and plan:
+            feeds = cuda_sim.feeds_of(g, np.random.default_rng(7))
+            got, err = cuda_sim.run(dd, feeds)
+            s.check(f"attention [{target}] online: runs on the simulator", err is None, err)
+            q, e = run(att, feeds, tuple(x for x in syms if x != "--sym"), backend="interp")
+            if err is None and q.returncode == 0:
+                for out, a in got.items():
+                    ok, det = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64))
+                    s.check(f"attention [{target}] online: {out} vs interpreter", ok, det)
 
 # --precision: a bad value is a usage error naming the choices
 p = harp("dump", os.path.join(SRC, "examples", "transformer_block.harp"), "--dump", "gpu", "--target", "sm80",

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 import cuda_sim
-from harp_test import HARP, Suite, close
+from harp_test import HARP, MODELS, Suite, close
 
 s = Suite("cuda_compile")
 
@@ -129,6 +129,38 @@ if shutil.which("cc") and shutil.which("make"):
                                    env={**os.environ, "HARP_LIBCUDA": stub})
                 s.check("conv package with the toolkit's stub driver: cuInit fails cleanly",
                         r.returncode == 1 and "cuInit failed" in r.stderr, r.stderr)
+    shutil.rmtree(d, ignore_errors=True)
+
+# fp32 weights stored [K][N] on sm90: the package packs them K-major once, in
+# model_init (launches marked once), and model_run leaves those launches out:
+# on the fake libcuda two runs launch the 4 packs once and the 4 GEMMs twice
+fake = os.path.join(os.path.dirname(os.path.abspath(HARP)), "tests", "libharp_fake_cuda.so")
+if shutil.which("cc") and shutil.which("make") and os.path.exists(fake):
+    d = tempfile.mkdtemp(prefix="harp_cupkg_pack_")
+    p = compile_pkg(os.path.join(MODELS, "gemm_chain4.json"), "sm90", ("M=128", "D=128"), d)
+    s.check("packed weights package: harp compile", p.returncode == 0, p.stderr)
+    if p.returncode == 0 and os.path.exists(os.path.join(d, "model_ptx.c")):
+        once = [l for l in json.load(open(os.path.join(d, "gpu.json")))["gpu"]["launches"] if l.get("once")]
+        s.check("packed weights package: 4 launches marked once", len(once) == 4, str(once))
+        with open(os.path.join(d, "two_runs.c"), "w") as f:
+            f.write("#include <stdio.h>\n#include <stdlib.h>\n#include \"model.h\"\n"
+                    "int main(void) {\n  size_t n = model_params_bytes();\n  void *w = calloc(1, n + 1);\n"
+                    "  model_t *m = model_init(w, n);\n  if (!m) return 2;\n"
+                    "  static float x[128 * 128], y[128 * 128];\n  const void *in[1] = {x};\n  void *out[1] = {y};\n"
+                    "  int rc = model_run(m, in, out) || model_run(m, in, out);\n  model_free(m);\n  free(w);\n  return rc;\n}\n")
+        # under the sanitizers the fake libcuda is instrumented: the driver must be too
+        san = ["-fsanitize=address,undefined"] if os.environ.get("HARP_SANITIZE") == "1" else []
+        b = subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", *san, "-o", "two_runs", "two_runs.c", "model_host.c",
+                            "model_ptx.c", "-ldl"], cwd=d, capture_output=True, text=True, timeout=300)
+        s.check("packed weights package: a two-run driver builds", b.returncode == 0, b.stderr[-2000:])
+        if b.returncode == 0:
+            log = os.path.join(d, "log.json")
+            r = subprocess.run([os.path.join(d, "two_runs")], capture_output=True, text=True, timeout=300,
+                               env={**os.environ, "HARP_LIBCUDA": fake, "HARP_FAKE_CUDA_CC": "9.0", "HARP_FAKE_CUDA_LOG": log})
+            s.check("packed weights package: runs on the fake driver", r.returncode == 0, r.stderr)
+            if r.returncode == 0:
+                n = json.load(open(log))["direct_launches"]
+                s.check("packed weights package: packs once, GEMMs every run (4 + 2 x 4 launches)", n == 12, str(n))
     shutil.rmtree(d, ignore_errors=True)
 
 # A model the interpreter cannot hold (a 4096^3 GEMM's broadcast product is

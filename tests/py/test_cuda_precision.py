@@ -43,6 +43,46 @@ def gemm_transb_onnx():
     return path
 
 
+def matmul_weight_onnx():
+    """An ONNX MatMul of a 3-D input by a weight stored [K][N] (how PyTorch
+    exports a Linear on 3-D input, and every ONNX MatMul weight) + Add bias;
+    or None without onnx.  TF32 wgmma reads K-major operands only, so on sm90
+    the weight is packed K-major once, after it goes up."""
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    r = np.random.default_rng(5)
+    w = numpy_helper.from_array(r.uniform(-0.3, 0.3, (128, 72)).astype(np.float32), "W")
+    b = numpy_helper.from_array(r.uniform(-0.3, 0.3, (72,)).astype(np.float32), "Bias")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["t"]), helper.make_node("Add", ["t", "Bias"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 60, 128])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 60, 72])], [w, b])
+    path = os.path.join(tempfile.mkdtemp(), "matmul_weight.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def check_packed(s, what, g, once):
+    """The sm90 TF32 GEMM reads B packed K-major by a pack launch before it:
+    once (into the packed area) for a weight, else every run into scratch."""
+    ls = g["launches"]
+    gi = [i for i, l in enumerate(ls) if l["kernel"].endswith("_gemm")]
+    ok = len(gi) >= 1 and gi[-1] >= 1 and "pack_b" in ls[gi[-1] - 1]["kernel"]
+    s.check(f"{what}: a pack launch before the wgmma GEMM", ok, str([l["kernel"] for l in ls]))
+    if not ok:
+        return
+    pk, gm = ls[gi[-1] - 1], ls[gi[-1]]
+    space = "packed" if once else "scratch"
+    s.check(f"{what}: pack runs {'once' if once else 'every run'}", bool(pk.get("once")) == once, str(pk))
+    s.check(f"{what}: B read from the {space} copy", [a["space"] for a in pk["args"]][-1] == space and
+            any(a["param"] == "tmB" and a["space"] == space and a.get("byte_offset") == pk["args"][-1].get("byte_offset")
+                for a in gm["args"]), str(gm["args"]))
+    if once:
+        s.check(f"{what}: packed area sized", g["memory"]["packed_bytes"] >= 128 * 72 * 4, str(g["memory"]))
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_precision")
@@ -51,10 +91,14 @@ def main():
         sys.exit(77)
     rng = np.random.default_rng(29)
     models = [("fp32_block", os.path.join(MODELS, "gpu", "fp32_block.harp"), (), 3),
+              ("matmul_nmajor", os.path.join(MODELS, "gpu", "fp32_matmul_nmajor.harp"), (), 1),
               ("transformer", os.path.join(SRC, "examples", "transformer_block.harp"), ("B=1", "S=8"), 6)]
     onnx_model = gemm_transb_onnx()
     if onnx_model:
         models.append(("gemm_transb", onnx_model, (), 1))
+    mw = matmul_weight_onnx()
+    if mw:
+        models.append(("matmul_weight", mw, (), 1))
     errs = {}
     for name, model, syms, ncontract in models:
         want, feeds = None, None
@@ -80,6 +124,10 @@ def main():
                 if name == "gemm_transb" and target == "sm90" and prec == "tf32":
                     s.check(f"{what}: K-major B on wgmma .tf32", any(k["kind"] == "wgmma_gemm" for k in contract),
                             str([k["kind"] for k in contract]))
+                if name in ("matmul_weight", "matmul_nmajor") and target == "sm90" and prec == "tf32":
+                    s.check(f"{what}: N-major B on wgmma .tf32", any(k["kind"] == "wgmma_gemm" for k in contract),
+                            str([k["kind"] for k in contract]))
+                    check_packed(s, what, g, once=name == "matmul_weight")
                 if feeds is None:
                     feeds = cuda_sim.feeds_of(g, rng)
                     q, want = run(model, feeds, syms, backend="interp")

@@ -50,6 +50,24 @@ for cmd in commands:
     missing = sorted(o for o in opts if not re.search(r"`%s[ =`]" % re.escape(o), cli))
     s.check(f"docs/cli.md has every option of harp {cmd}", not missing, " ".join(missing))
 
+# docs/options.md's table is harp --help-options' table, row for row (the
+# environment that would change a value in effect is left out)
+env = {k: v for k, v in os.environ.items() if not (k.startswith("HARP_") or k in ("CC", "TMPDIR"))}
+helptext = subprocess.run([HARP, "--help-options"], capture_output=True, text=True, env=env).stdout.splitlines()
+head = next((i for i, l in enumerate(helptext) if l.split()[:1] == ["knob"]), len(helptext))
+table = []
+for row, doc in zip(helptext[head + 1 :: 2], helptext[head + 2 :: 2]):
+    t = row.split()  # knob variable type... default now
+    table.append((t[0], t[1], " ".join(t[2:-2]), t[-2], doc.strip()))
+s.check("harp --help-options prints the knob table", len(table) >= 10, "\n".join(helptext))
+options = open(os.path.join(SRC, "docs", "options.md"), encoding="utf-8").read()
+rows = [[c.strip().replace("`", "").replace("\\|", "|") for c in l.strip().strip("|").split(" | ")]
+        for l in options.splitlines() if re.match(r"\| `[a-z_]+` \| `[A-Z_]+` \|", l)]
+s.check("docs/options.md has the knob table's rows, in order", [r[0] for r in rows] == [t[0] for t in table],
+        f"docs: {[r[0] for r in rows]}\nhelp: {[t[0] for t in table]}")
+for t, r in zip(table, rows):
+    s.check(f"docs/options.md: knob {t[0]} as --help-options prints it", tuple(r) == t, f"docs: {r}\nhelp: {list(t)}")
+
 # README.md is an entrance: short, the quick start on the first screen
 readme = open(os.path.join(SRC, "README.md"), encoding="utf-8").read().splitlines()
 s.check("README.md is at most 200 lines", len(readme) <= 200, str(len(readme)))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/c/cgen.h"
+#include "harp/knobs.h"
 
 typedef struct hprt_pool hprt_pool;
 
@@ -82,8 +83,17 @@ static inline void *ct_compile_flags(const char *src, const char *flags) {
   harp_error e;
   memset(&e, 0, sizeof e);
   void *h = NULL;
+  static rt_knobs k; /* CC and TMPDIR, through the library's one reader */
+  static bool read;
+  if (!read) {
+    rt_knobs_init(&k);
+    rt_knobs_from_env(&e, &k);
+    read = true;
+  }
   cgen_cc_opts o = {0};
   o.flags = flags;
+  o.cc = k.cc;
+  o.workdir = k.tmpdir;
   if (cgen_compile_so(&e, src, &o, &h)) {
     fprintf(stderr, "compile: %s\n", e.msg);
     return NULL;

@@ -1,6 +1,8 @@
 /* fake_testutil.h — what the tests over the fake libcuda (tests/fake_cuda)
- * share: loading the fake through HARP_LIBCUDA (its path compiled in as
- * HARP_FAKE_CUDA, or the environment variable of that name), its counters,
+ * share: loading the fake through the knob libcuda (S->knobs, read from the
+ * environment's HARP_LIBCUDA, which names the fake for the CLI the tests
+ * spawn too: its path compiled in as HARP_FAKE_CUDA, or the environment
+ * variable of that name), its counters,
  * a private NVRTC cache, models with zero inputs, builds and runs through
  * harp/gpu.h, and "nothing is still held" checks. */
 #ifndef HARP_FAKE_TESTUTIL_H
@@ -13,6 +15,7 @@
 #include "fake_cuda.h"
 #include "harp/frontend.h"
 #include "harp/gpu.h"
+#include "harp/knobs.h"
 #include "testutil.h"
 #include "util/util.h"
 
@@ -32,6 +35,7 @@ typedef struct state {
   void (*reset)(void);
   char cache[64];
   bool nvrtc;
+  rt_knobs knobs; /* libcuda: the fake; nvrtc: $HARP_NVRTC */
 } state;
 
 static state *S;
@@ -59,8 +63,10 @@ static inline int setup(void **vs) {
   snprintf(st.cache, sizeof st.cache, "/tmp/harp_fake_cuda_XXXXXX");
   if (!mkdtemp(st.cache)) return -1;
   harp_error e = {0};
+  rt_knobs_init(&st.knobs);
+  if (rt_knobs_from_env(&e, &st.knobs)) return fprintf(stderr, "%s\n", e.msg), -1;
   cuda_rt *rt = NULL;
-  cuda_rt_opts o = {.no_driver = true, .nvrtc_path = getenv("HARP_NVRTC")}; /* as rt_gpu_load opens it */
+  cuda_rt_opts o = {.no_driver = true, .nvrtc_path = st.knobs.nvrtc[0] ? st.knobs.nvrtc : NULL}; /* as rt_gpu_load opens it */
   if (cuda_rt_open(&e, &o, &rt)) return -1;
   st.nvrtc = cuda_rt_status_of(rt)->nvrtc;
   if (!st.nvrtc)
@@ -123,7 +129,7 @@ static inline void unload(model *m) {
 static inline rt_gpu_model *build(model *m, const char *target, bool graphs, int *nlaunch) {
   harp_error e = {0};
   rt_gpu_model *gm = NULL;
-  rt_gpu_opts o = {.target = target, .cache_dir = S->cache, .graphs = graphs};
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = target, .cache_dir = S->cache, .graphs = graphs};
   assert_ok(&e, rt_gpu_build(&e, m->g, &m->syms, &o, &gm));
   int t, s, g;
   rt_gpu_counts(gm, &t, &s, &g);

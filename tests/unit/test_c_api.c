@@ -112,11 +112,75 @@ static void test_builder_graph(void **state) {
   harp_compiled_free(c);
 }
 
+/* Shared objects in dir (its *.so files). */
+static int objects_in(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls %s/*.so 2>/dev/null | wc -l", dir);
+  FILE *f = popen(cmd, "r");
+  int n = 0;
+  if (f && fscanf(f, "%d", &n) != 1) n = -1;
+  if (f) pclose(f);
+  return n;
+}
+
+/* exp(x) * 2 on 8 values, compiled for the CPU with opts. */
+static harp_status compile_small(harp_error *err, const harp_options *opts) {
+  tiny_graph *g = tiny_graph_new();
+  int64_t d[1] = {8};
+  tiny_shape s = tiny_shape_of(1, d);
+  tiny_mark_output(g, tiny_b_binary_imm(g, TINY_MUL, tiny_b_unary(g, TINY_EXP, tiny_b_input(g, "x", TINY_FP32, &s)), 2.0));
+  harp_compiled *c = NULL;
+  harp_status st = harp_compile_graph(err, g, opts, &c);
+  harp_compiled_free(c);
+  return st;
+}
+
+/* harp_options' knobs: the environment (HARP_CACHE_DIR), then opts.knobs,
+ * then opts.cache_dir; no_env ignores the environment; a bad knob, or a bad
+ * variable read, is a usage error naming it. */
+static void test_knobs(void **state) {
+  (void)state;
+  char root[] = "/tmp/harp_knobs_XXXXXX", a[64], b[64], c[64], cmd[128];
+  assert_non_null(mkdtemp(root));
+  snprintf(a, sizeof a, "%s/a", root), snprintf(b, sizeof b, "%s/b", root), snprintf(c, sizeof c, "%s/c", root);
+  harp_error err = {0};
+  setenv("HARP_CACHE_DIR", a, 1);
+  harp_options opts = {.backend = HARP_BACKEND_CPU};
+  assert_ok(&err, compile_small(&err, &opts));
+  assert_int_equal(objects_in(a), 1);
+  char knob[96];
+  snprintf(knob, sizeof knob, "cache_dir=%s", b);
+  const char *knobs[] = {"no_dedup=1", knob, NULL};
+  opts.knobs = knobs;
+  assert_ok(&err, compile_small(&err, &opts));
+  assert_int_equal(objects_in(b), 1);
+  opts.cache_dir = c;
+  assert_ok(&err, compile_small(&err, &opts));
+  assert_int_equal(objects_in(c), 1);
+  assert_int_equal(objects_in(a), 1);
+  assert_int_equal(objects_in(b), 1);
+  setenv("HARP_NO_DEDUP", "sometimes", 1);
+  assert_int_equal(compile_small(&err, &opts), HARP_E_USAGE);
+  assert_non_null(strstr(err.msg, "HARP_NO_DEDUP"));
+  harp_error_clear(&err);
+  opts.no_env = true;
+  assert_ok(&err, compile_small(&err, &opts));
+  unsetenv("HARP_NO_DEDUP");
+  unsetenv("HARP_CACHE_DIR");
+  const char *bad[] = {"nodedup=1", NULL};
+  opts.knobs = bad;
+  assert_int_equal(compile_small(&err, &opts), HARP_E_USAGE);
+  assert_non_null(strstr(err.msg, "nodedup"));
+  snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_both_backends),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_builder_graph),
+      cmocka_unit_test(test_knobs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@ typedef struct fixture {
   char cc[96];    /* the recording compiler */
   char nolto[96]; /* the recording compiler that fails on -flto */
   char log[96];   /* its command lines, one per run */
+  int jobs;       /* the knob cc_jobs the builds get */
 } fixture;
 
 static void write_script(const char *path, const char *body) {
@@ -56,7 +57,6 @@ static int teardown(void **state) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", fx->dir);
   if (system(cmd) != 0) return -1;
   free(fx);
-  unsetenv("HARP_CC_JOBS");
   return 0;
 }
 
@@ -101,7 +101,7 @@ static int call_answer(const char *so) {
 
 static void build(fixture *fx, const char *cc, const char *src, bool parallel, int want, bool want_hit) {
   harp_error e = {0};
-  rt_cc_opts o = {cc, "-O1", fx->dir, parallel, NULL};
+  rt_cc_opts o = {cc, "-O1", fx->dir, parallel, NULL, fx->jobs, NULL};
   char *so = NULL;
   bool hit = true;
   assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_OK);
@@ -113,7 +113,7 @@ static void build(fixture *fx, const char *cc, const char *src, bool parallel, i
 /* A large source with parallel on: one run, with -flto=2; then a cache hit. */
 static void test_large_parallel(void **state) {
   fixture *fx = *state;
-  setenv("HARP_CC_JOBS", "2", 1);
+  fx->jobs = 2; /* the knob cc_jobs (HARP_CC_JOBS) */
   char *src = source(RT_CC_PARALLEL_MIN, 41);
   build(fx, fx->cc, src, true, 41, false);
   char *r = runs(fx);
@@ -127,14 +127,14 @@ static void test_large_parallel(void **state) {
   free(src);
 }
 
-/* Small sources, parallel off, or HARP_CC_JOBS=1: no -flto. */
+/* Small sources, parallel off, or cc_jobs 1 (HARP_CC_JOBS=1): no -flto. */
 static void test_no_lto(void **state) {
   fixture *fx = *state;
-  setenv("HARP_CC_JOBS", "2", 1);
+  fx->jobs = 2; /* the knob cc_jobs (HARP_CC_JOBS) */
   char *small = source(RT_CC_PARALLEL_MIN / 2, 1), *large = source(RT_CC_PARALLEL_MIN, 2), *large3 = source(RT_CC_PARALLEL_MIN, 3);
   build(fx, fx->cc, small, true, 1, false);
   build(fx, fx->cc, large, false, 2, false);
-  setenv("HARP_CC_JOBS", "1", 1);
+  fx->jobs = 1; /* the knob cc_jobs (HARP_CC_JOBS) */
   build(fx, fx->cc, large3, true, 3, false);
   char *r = runs(fx);
   assert_int_equal(count(r, "\n"), 3);
@@ -149,7 +149,7 @@ static void test_no_lto(void **state) {
  * succeeds. */
 static void test_lto_refused(void **state) {
   fixture *fx = *state;
-  setenv("HARP_CC_JOBS", "4", 1);
+  fx->jobs = 4; /* the knob cc_jobs (HARP_CC_JOBS) */
   char *src = source(RT_CC_PARALLEL_MIN, 7);
   build(fx, fx->nolto, src, true, 7, false);
   char *r = runs(fx);
@@ -165,11 +165,11 @@ static void test_lto_refused(void **state) {
  * message and names the kept source; nothing installed in the cache. */
 static void test_compile_error(void **state) {
   fixture *fx = *state;
-  setenv("HARP_CC_JOBS", "2", 1);
+  fx->jobs = 2; /* the knob cc_jobs (HARP_CC_JOBS) */
   char *src = source(RT_CC_PARALLEL_MIN, 5);
   src[0] = '@'; /* not C */
   harp_error e = {0};
-  rt_cc_opts o = {fx->cc, "-O1", fx->dir, true, NULL};
+  rt_cc_opts o = {fx->cc, "-O1", fx->dir, true, NULL, fx->jobs, NULL};
   char *so = NULL;
   bool hit = true;
   assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_E_INTERNAL);
@@ -195,14 +195,14 @@ static void test_spawn_errors(void **state) {
   harp_error e = {0};
   char *so = NULL;
   bool hit = true;
-  rt_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false, NULL};
+  rt_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false, NULL, 0, NULL};
   assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_E_IO);
   assert_non_null(strstr(e.msg, "/nonexistent/harp-cc"));
   assert_null(so);
   harp_error_clear(&e);
   char many[60 * 4 + 1] = "";
   for (int i = 0; i < 60; i++) strcat(many, "-O1 ");
-  rt_cc_opts m = {fx->cc, many, fx->dir, false, NULL};
+  rt_cc_opts m = {fx->cc, many, fx->dir, false, NULL, 0, NULL};
   assert_int_equal(rt_cc_build(&e, src, &m, &so, &hit), HARP_E_LIMIT);
   assert_non_null(strstr(e.msg, "too many compiler flags"));
   assert_null(so);

@@ -88,16 +88,16 @@ static void test_graph_replay(void **vs) {
 
 /* Kernels shared by repeated layers (cuda_dedup.c): the graph has a node
  * per launch, and the nodes of the shared kernels use one function handle;
- * with HARP_NO_DEDUP=1 every node has its own.  Run directly, the same
- * launches. */
+ * with the knob no_dedup (HARP_NO_DEDUP=1) every node has its own.  Run
+ * directly, the same launches. */
 static const char *const repeat_model = "tests/models/gpu/repeat_layers.harp";
 
 static void shared_graph(model *m, bool dedup, int *nlaunch, int *nkernels) {
-  if (!dedup) setenv("HARP_NO_DEDUP", "1", 1);
+  S->knobs.no_dedup = !dedup;
   S->reset();
   snap s0 = snapshot();
   rt_gpu_model *gm = build(m, "sm80", true, nlaunch);
-  unsetenv("HARP_NO_DEDUP");
+  S->knobs.no_dedup = false;
   const cuda_model_tu *t = rt_gpu_tu(gm);
   *nkernels = t->mod->n;
   run(m, gm);
@@ -255,6 +255,40 @@ static void test_sm90_graphs(void **vs) {
   unload(&m);
 }
 
+/* fp32 weights stored [K][N] on sm90 at TF32: each is packed K-major by a
+ * `once` launch right after the weights go up; later runs and the graph
+ * leave those launches out. */
+static void test_sm90_packed_weights(void **vs) {
+  NEED_NVRTC();
+  model m;
+  load(&m, "tests/models/gemm_chain4.json", (const char *const[]){"M=128", "D=128", NULL}); /* 2^21 MACs each: packed */
+  S->reset();
+  snap s0 = snapshot();
+  setenv("HARP_FAKE_CUDA_CC", "9.0", 1);
+  for (int graphs = 0; graphs < 2; graphs++) {
+    S->reset();
+    int n;
+    rt_gpu_model *gm = build(&m, "sm90", graphs, &n);
+    const cuda_model_tu *t = rt_gpu_tu(gm);
+    assert_int_equal(t->nonce, 4); /* the four weights */
+    assert_true(t->packed_bytes >= 4 * 128 * 128 * 4);
+    for (int i = 0; i < t->nlaunch; i++)
+      if (t->launch[i].once) assert_int_equal(t->launch[i + 1].args[1].kind, CUDA_ARG_PACKED); /* the GEMM's tmB */
+    run(&m, gm);
+    run(&m, gm);
+    run(&m, gm);
+    if (!graphs) assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 4 + 3 * (n - 4));
+    else {
+      assert_int_equal(counter(FAKE_CUDA_DIRECT_LAUNCHES), 4);
+      assert_int_equal(counter(FAKE_CUDA_GRAPH_KERNELS), 3 * (n - 4));
+    }
+    rt_gpu_free(gm);
+  }
+  unsetenv("HARP_FAKE_CUDA_CC");
+  assert_released(&s0);
+  unload(&m);
+}
+
 /* The CLI with HARP_FAKE_CUDA_LOG: the counters at exit, as JSON. */
 static void test_cli_log(void **vs) {
   NEED_NVRTC();
@@ -370,6 +404,7 @@ int main(void) {
       cmocka_unit_test(test_launch_failure_in_capture),
       cmocka_unit_test(test_host_alloc_failures),
       cmocka_unit_test(test_sm90_graphs),
+      cmocka_unit_test(test_sm90_packed_weights),
       cmocka_unit_test(test_cli_log),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -91,12 +91,14 @@ static void test_build_and_dump(void **s) {
 
 static void test_run_without_gpu(void **s) {
   (void)s;
-  setenv("HARP_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
   model m;
   load(&m, "tests/models/layernorm_fp16.json", (const char *const[]){"R=8", NULL});
   harp_error e = {0};
   rt_gpu_model *gm = NULL;
-  rt_gpu_opts o = {.target = "sm80"};
+  rt_knobs k; /* a driver library that is not there (the knob libcuda, HARP_LIBCUDA) */
+  rt_knobs_init(&k);
+  assert_ok(&e, rt_knob_set(&e, &k, "libcuda", "/nonexistent/libcuda.so.1"));
+  rt_gpu_opts o = {.knobs = &k, .target = "sm80"};
   assert_ok(&e, rt_gpu_build(&e, m.g, &m.syms, &o, &gm));
   int tp, sp, gp;
   rt_gpu_counts(gm, &tp, &sp, &gp);
@@ -118,7 +120,6 @@ static void test_run_without_gpu(void **s) {
   assert_int_equal(rt_gpu_build(&e, m.g, &m.syms, &o, &gm), HARP_E_USAGE);
   assert_null(gm);
   unload(&m);
-  unsetenv("HARP_LIBCUDA");
 }
 
 /* Allocation failures at every point of a build: an error, never a crash. */

@@ -31,7 +31,7 @@ static void open_session(sess *t, const char *rel, const char *text, bool graphs
   if (rel) assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &t->p));
   else assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
   assert_ok(&e, hg_lower(&e, t->p, &t->g, NULL));
-  rt_gpu_opts o = {.target = "sm80", .cache_dir = S->cache, .graphs = graphs};
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
   assert_ok(&e, rt_gpu_session_new(&e, t->g, &o, &t->s));
   /* the session keeps its own copy of the graph */
   tiny_graph_free(t->g);
@@ -251,7 +251,7 @@ static void test_errors(void **vs) {
   close_session(&t);
   /* a bad target */
   rt_gpu_session *s = NULL;
-  rt_gpu_opts o = {.target = "sm70", .cache_dir = S->cache};
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm70", .cache_dir = S->cache};
   hg_program *p = NULL;
   tiny_graph *g = NULL;
   assert_ok(&e, hg_harp_load_text(&e, relu_src, strlen(relu_src), "tiny.harp", &p));
@@ -260,10 +260,11 @@ static void test_errors(void **vs) {
   assert_null(s);
   harp_error_clear(&e);
   /* no driver: the run says why */
-  setenv("HARP_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  rt_knobs nodrv = S->knobs;
+  assert_ok(&e, rt_knob_set(&e, &nodrv, "libcuda", "/nonexistent/libcuda.so.1"));
+  o.knobs = &nodrv; /* borrowed for the session's life */
   o.target = "sm80";
   assert_ok(&e, rt_gpu_session_new(&e, g, &o, &s));
-  setenv("HARP_LIBCUDA", S->path, 1);
   tiny_symtab b;
   bind(&b, 4);
   ut_tensor x;

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "harp/knobs.h"
 #include "plan_test_util.h"
 
 static void parse_ok(const char *text, plan_arch arch, plan_t *p) {
@@ -65,14 +66,26 @@ static void test_cpu_detection(void **state) {
   assert_true(fabs(m.peak_fp32 - peak) <= 1e-6 * peak);
   assert_true(m.mem_bw > 0);
   if (m.avx512) assert_int_equal(m.simd_bytes, 64);
+  double bw = m.mem_bw, ghz = m.clock_ghz;
+  /* the knobs cpu_bw_gbs and cpu_ghz, set by HARP_CPU_BW_GBS and
+   * HARP_CPU_GHZ through the one reader (rt_knobs_from_env) */
   setenv("HARP_CPU_BW_GBS", "123.5", 1);
   setenv("HARP_CPU_GHZ", "3", 1);
-  plan_machine_detect_cpu(&m);
+  plan_machine_detect_cpu(&m); /* the library itself reads no environment */
+  assert_true(m.mem_bw == bw && m.clock_ghz == ghz);
+  rt_knobs k;
+  harp_error e = {0};
+  rt_knobs_init(&k);
+  assert_int_equal(rt_knobs_from_env(&e, &k), HARP_OK);
+  plan_machine_detect_cpu_at(&m, k.cpu_ghz, k.cpu_bw_gbs);
   assert_true(m.mem_bw == 123.5e9);
   assert_true(m.clock_ghz == 3.0);
-  setenv("HARP_CPU_BW_GBS", "fast", 1); /* ignored: not a number */
-  plan_machine_detect_cpu(&m);
-  assert_true(m.mem_bw != 123.5e9 && m.mem_bw > 0);
+  assert_true(fabs(m.peak_fp32 - m.sm_count * 3e9 * m.fma_units * (m.simd_bytes / 4) * 2) <= 1e-6 * m.peak_fp32);
+  setenv("HARP_CPU_BW_GBS", "fast", 1); /* not a number: an error naming the variable */
+  assert_int_equal(rt_knobs_from_env(&e, &k), HARP_E_USAGE);
+  assert_non_null(strstr(e.msg, "HARP_CPU_BW_GBS"));
+  plan_machine_detect_cpu_at(&m, 0, 0);
+  assert_true(m.mem_bw == bw && m.clock_ghz == ghz);
   unsetenv("HARP_CPU_BW_GBS");
   unsetenv("HARP_CPU_GHZ");
 }

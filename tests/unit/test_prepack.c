@@ -11,6 +11,7 @@
 #include "backend/c/cgen.h"
 #include "fe_testutil.h"
 #include "harp/cpu.h"
+#include "harp/knobs.h"
 #include "harp/function.h"
 
 /* Three convs over odd sizes (3x3 pad 1 + bias + relu, 3x3 stride 2, and a
@@ -45,8 +46,9 @@ typedef struct compiled {
   rt_cpu_model *cm;
 } compiled;
 
-/* Lower MODEL, mark the inputs named in params as weights, compile (source kept). */
-static void compile_model(const char *const *params, compiled *out) {
+/* Lower MODEL, mark the inputs named in params as weights, compile (source
+ * kept) with the knob setting `knob` ("NAME=VALUE"; NULL: the defaults). */
+static void compile_model(const char *const *params, const char *knob, compiled *out) {
   harp_error e = {0};
   hg_program *p = fu_load(MODEL);
   tiny_symtab_init(&out->syms);
@@ -57,7 +59,10 @@ static void compile_model(const char *const *params, compiled *out) {
       if (out->g->nodes[k].op == TINY_INPUT && !strcmp(out->g->nodes[k].a.input.tensor_id, params[i]))
         out->g->nodes[k].a.input.storage = "param";
   assert_ok(&e, tiny_prepare(&e, out->g, &out->syms, false));
-  rt_cpu_opts co = {.keep_source = true};
+  rt_knobs k;
+  rt_knobs_init(&k);
+  if (knob) assert_ok(&e, rt_knob_assign(&e, &k, knob));
+  rt_cpu_opts co = {.knobs = &k, .keep_source = true};
   assert_ok(&e, rt_cpu_compile(&e, out->g, &out->syms, &co, &out->cm));
   assert_int_equal(rt_cpu_function(out->cm)->nargs, NIN); /* in NAMES order, as the graph's inputs */
 }
@@ -157,12 +162,12 @@ static const char *const WEIGHTS[] = {"w", "b", "w2", "a", "wb", "wt", "wg", "bg
 
 /* Params: every conv and the GEMM take their weight packed at init; runs
  * after the first (other inputs, and another instance in between) stay right.
- * conv_algo: HARP_CONV (NULL: the kernel cgen_conv_direct picks). */
+ * conv_algo: the knob conv, HARP_CONV (NULL: the kernel cgen_conv_direct picks). */
 static void params_packed_once(const char *conv_algo) {
-  if (conv_algo) setenv("HARP_CONV", conv_algo, 1);
+  char knob[64];
+  snprintf(knob, sizeof knob, "HARP_CONV=%s", conv_algo ? conv_algo : "auto");
   compiled c;
-  compile_model(WEIGHTS, &c);
-  unsetenv("HARP_CONV");
+  compile_model(WEIGHTS, knob, &c);
   const char *src = rt_cpu_source(c.cm);
   char *init = init_text(c.cm);
   /* a weight read only packed is packed from params and not kept as stored
@@ -213,7 +218,7 @@ static void test_params_packed_once_gemm(void **state) {
 static void test_inputs_not_packed(void **state) {
   (void)state;
   compiled c;
-  compile_model(NULL, &c);
+  compile_model(NULL, NULL, &c);
   const char *src = rt_cpu_source(c.cm);
   assert_int_equal(count(src, "_wpack("), 0);
   assert_int_equal(count(src, "_pack_a("), 0);
@@ -223,13 +228,12 @@ static void test_inputs_not_packed(void **state) {
   compiled_free(&c);
 }
 
-/* HARP_NO_PREPACK=1 (the benchmarks' A/B switch): params packed per run. */
+/* The knob no_prepack, HARP_NO_PREPACK=1 (the benchmarks' A/B switch):
+ * params packed per run. */
 static void test_no_prepack_switch(void **state) {
   (void)state;
-  setenv("HARP_NO_PREPACK", "1", 1);
   compiled c;
-  compile_model(WEIGHTS, &c);
-  unsetenv("HARP_NO_PREPACK");
+  compile_model(WEIGHTS, "no_prepack=1", &c);
   assert_int_equal(count(rt_cpu_source(c.cm), "_wpack("), 0);
   run_one_instance(&c, 4);
   compiled_free(&c);
@@ -256,7 +260,7 @@ static const char SHIM[] =
 static void test_init_failures(void **state) {
   (void)state;
   compiled c;
-  compile_model(WEIGHTS, &c);
+  compile_model(WEIGHTS, NULL, &c);
   ut_str src;
   ut_str_init(&src);
   ut_str_puts(&src, SHIM);
@@ -296,8 +300,6 @@ static void test_init_failures(void **state) {
 }
 
 int main(void) {
-  unsetenv("HARP_NO_PREPACK"); /* A/B switches a benchmark session may have left set */
-  unsetenv("HARP_CONV");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_params_packed_once),
       cmocka_unit_test(test_params_packed_once_gemm),

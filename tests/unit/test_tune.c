@@ -340,13 +340,17 @@ typedef struct emitted {
   ut_str src;
 } emitted;
 
+/* The C of t's partition with plans ps; the knobs of the code generator:
+ * emit_knobs (NULL: the defaults). */
+static const rt_knobs *emit_knobs;
 static void emit(rgt *t, rt_plans *ps, emitted *out) {
   memset(out, 0, sizeof *out);
   fn_options fo = {.widen_half_temps = true};
   assert_ok(&t->e, fn_build_ex(&t->e, t->p, "main", &fo, &out->f));
   out->arena = ut_arena_new();
   ut_str_init(&out->src);
-  rc_ctx rc = {&t->e, t->g, t->p->formed->pv, out->f, &t->syms, out->arena, 1 << 20, true, ps->choice, false, NULL};
+  rc_ctx rc = {&t->e, t->g, t->p->formed->pv, out->f, &t->syms, out->arena, 1 << 20, true, ps->choice, false, NULL,
+               emit_knobs};
   assert_ok(&t->e, cgen_emit_model(&rc, "model", &out->src));
 }
 
@@ -426,11 +430,14 @@ static void test_choose_and_follow(void **state) {
   }
   emitted_free(&x);
   rt_plans_free(&ps);
-  /* HARP_NO_PLANS: the built-in tuning, said in the note */
-  setenv("HARP_NO_PLANS", "1", 1);
+  /* the knob no_plans (HARP_NO_PLANS): the built-in tuning, said in the note */
+  rt_knobs nk;
+  rt_knobs_init(&nk);
+  assert_ok(&t.e, rt_knob_set(&t.e, &nk, "HARP_NO_PLANS", "1"));
+  emit_knobs = &nk;
   assert_ok(&t.e, rt_plans_choose(&t.e, t.p, t.g, &t.syms, &t.m, &po, &ps));
   emit(&t, &ps, &x);
-  unsetenv("HARP_NO_PLANS");
+  emit_knobs = NULL;
   assert_false(ps.choice[0].applied);
   assert_non_null(strstr(ps.choice[0].note, "HARP_NO_PLANS"));
   assert_null(strstr(x.src.buf, "/* plan:"));

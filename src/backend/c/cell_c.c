@@ -382,8 +382,7 @@ harp_status cc_try_cell(rc_ctx *c, int r, const char *fn, ut_str *out, bool *han
   cell_spec *s = malloc(sizeof *s);
   if (!s) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   *handled = false;
-  const char *off = getenv("HARP_NO_PREPACK");
-  if (off && *off && strcmp(off, "0")) *why = "HARP_NO_PREPACK: the cell template packs its weights";
+  if (rt_knobs_or_default(c->knobs)->no_prepack) *why = "HARP_NO_PREPACK: the cell template packs its weights";
   else if (read_cell(c, r, s, why)) {
     const fn_kernel *K = &c->f->kernels[r];
     pk->n = s->ngemv;

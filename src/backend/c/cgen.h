@@ -293,9 +293,9 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *spec, const char *fn_na
 
 /* ---- compile and load -------------------------------------------------- */
 typedef struct cgen_cc_opts {
-  const char *cc;     /* NULL: $CC, else "cc" */
+  const char *cc;     /* NULL: "cc" (the knob cc, $CC, is the caller's to pass) */
   const char *flags;  /* NULL: "-O3" ; always added: -fPIC -shared, -lm -lpthread */
-  const char *workdir; /* where to put the .c/.so; NULL: $TMPDIR or /tmp */
+  const char *workdir; /* where to put the .c/.so; NULL: /tmp (the knob tmpdir, $TMPDIR) */
 } cgen_cc_opts;
 
 /* Compile src into a fresh shared object and dlopen it (RTLD_NOW|RTLD_LOCAL).

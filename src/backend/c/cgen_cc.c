@@ -18,11 +18,9 @@
 harp_status cgen_compile_so(harp_error *e, const char *src, const cgen_cc_opts *opts, void **handle) {
   *handle = NULL;
   if (!src) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_compile_so: no source");
-  const char *cc = opts && opts->cc ? opts->cc : getenv("CC");
-  if (!cc || !*cc) cc = "cc";
+  const char *cc = opts && opts->cc && *opts->cc ? opts->cc : "cc";
   const char *flags = opts && opts->flags ? opts->flags : "-O3";
-  const char *tmp = opts && opts->workdir ? opts->workdir : getenv("TMPDIR");
-  if (!tmp || !*tmp) tmp = "/tmp";
+  const char *tmp = opts && opts->workdir && *opts->workdir ? opts->workdir : "/tmp";
   char dir[512], cpath[600], sopath[600], logpath[600];
   if (snprintf(dir, sizeof dir, "%s/harp-cc-XXXXXX", tmp) >= (int)sizeof dir)
     return ut_fail(e, HARP_E_IO, NULL, "cgen_compile_so: work directory path too long");

@@ -20,6 +20,7 @@
  * way — the template is generated with prepack_w / prepack_a / prepack_b, the kernel gets
  * fn_wbytes / fn_wpack helpers, and model_init packs the weight once
  * (emit_model.c); every run then reads the packed form. */
+#include <cpuid.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,13 +54,20 @@ static void epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
                         in[i].s_n, in[i].mul, in[i].lo, in[i].hi};
 }
 
+/* F16C by CPUID (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does
+ * not know "f16c", and the library must build with clang too (make fuzz). */
+static bool host_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 /* The one variant this machine runs best (the JIT compiles where it runs). */
 static unsigned host_isa_mask(void) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma"))
     return 1u << CGEN_ISA_AVX512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && host_has_f16c())
     return 1u << CGEN_ISA_AVX2;
   return 1u << CGEN_ISA_SCALAR;
 }
@@ -101,8 +109,7 @@ static rt_plan_choice *choice_of(const rc_ctx *c, int r) {
   if (!c->plans) return NULL;
   rt_plan_choice *ch = &c->plans[c->f->kernels[r].region];
   if (!ch->has_plan) return NULL;
-  const char *off = getenv("HARP_NO_PLANS");
-  if (off && *off && strcmp(off, "0")) {
+  if (rt_knobs_or_default(c->knobs)->no_plans) {
     note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
     return NULL;
   }
@@ -268,6 +275,13 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
   return true;
 }
 
+/* The knob conv (HARP_CONV=gemm|direct): an A/B switch for benchmarks
+ * (cgen_conv_direct decides otherwise). */
+static int conv_algo(const rc_ctx *c) {
+  int k = rt_knobs_or_default(c->knobs)->conv;
+  return k == RT_CONV_GEMM ? CGEN_CONV_GEMM : k == RT_CONV_DIRECT ? CGEN_CONV_DIRECT : 0;
+}
+
 /* ---- weights packed once ------------------------------------------------------------- */
 /* The template may take the operand in `slot` packed at model_init: a weight
  * (FN_PARAM, constant for the instance's life) that the kernel reads
@@ -277,8 +291,7 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
 static bool packs_once(const rc_ctx *c, int r, int slot) {
   const fn_kernel *K = &c->f->kernels[r];
   if (slot < 0 || slot >= K->nreads || c->f->buffers[K->reads[slot]].kind != FN_PARAM) return false;
-  const char *off = getenv("HARP_NO_PREPACK");
-  return !(off && *off && strcmp(off, "0"));
+  return !rt_knobs_or_default(c->knobs)->no_prepack;
 }
 
 /* Kernel r reads its packed slot only packed: no epilogue operand and no
@@ -428,8 +441,8 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   if (!(swapped || packs_once(c, r, gm->A.slot)) || !gemm_as_conv1x1(gm, &s)) return false;
   plan_use pu;
   plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
-  const char *ca = getenv("HARP_CONV"), *dwhy = NULL;
-  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
+  const char *dwhy = NULL;
+  s.tune.conv_algo = conv_algo(c);
   if (!cgen_conv_direct(&s, &dwhy)) return false;
   s.prepack_w = packs_once(c, r, gm->A.slot);
   char kfn[128];
@@ -553,10 +566,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   plan_use pu;
   /* the plan's M is con->m: the pixels when X is the left operand */
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
-  /* HARP_CONV=gemm|direct: an A/B switch for benchmarks (cgen_conv_direct
-   * decides otherwise) */
-  const char *ca = getenv("HARP_CONV");
-  s.tune.conv_algo = ca && !strcmp(ca, "gemm") ? CGEN_CONV_GEMM : ca && !strcmp(ca, "direct") ? CGEN_CONV_DIRECT : 0;
+  s.tune.conv_algo = conv_algo(c);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");

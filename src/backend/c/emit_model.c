@@ -37,13 +37,15 @@
 #include "region_c.h"
 
 /* A region's name as a comment may hold it: every character outside
- * [A-Za-z0-9_.-] (a comment's end, a newline) becomes '_' (the frontends
- * already give identifiers; this is the last line of defence). */
+ * [A-Za-z0-9_./-] becomes '_' — with no '*' left, no comment can end or
+ * start inside it, and no newline gets through (the frontends already give
+ * identifiers, nested ones joined by '/'; this is the last line of
+ * defence). */
 static const char *comment_safe(const char *name, char out[160]) {
   size_t k = 0;
   for (const char *s = name ? name : ""; *s && k + 1 < 160; s++) {
     char c = *s;
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' || c == '/';
     out[k++] = ok ? c : '_';
   }
   out[k] = 0;
@@ -101,7 +103,7 @@ static int packed_blocks(const fn_function *f, const rc_packed *pk, int *wpj, in
 static harp_status emit_kernels(rc_ctx *c, const char *P, ut_str *out, long *chunk, rc_packed *pk, int *copy_of,
                               cg_kform *forms) {
   const fn_function *f = c->f;
-  bool dedup = !getenv("HARP_NO_DEDUP");
+  bool dedup = !rt_knobs_or_default(c->knobs)->no_dedup;
   cg_kitems items;
   cg_kitems_init(&items);
   harp_status st = HARP_OK;

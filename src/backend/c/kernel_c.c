@@ -65,7 +65,8 @@ harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *
   memset(pk, 0, sizeof *pk);
   ct_src src = {c->g, c->pv, c->f, false, false};
   kn_sel s;
-  unsigned flags = getenv("HARP_NO_TEMPLATES") ? KN_NO_ROW_TEMPLATES : 0;
+  /* the knob no_templates (HARP_NO_TEMPLATES): loop nests only, but for a cell */
+  unsigned flags = rt_knobs_or_default(c->knobs)->no_templates ? KN_NO_ROW_TEMPLATES | KN_NO_CONTRACTION_TEMPLATES : 0;
   harp_status st = kn_select(&s, &cpu_target, &src, r, flags, c->e);
   bool done = false;
   while (!st && !done && s.kind != KN_GENERIC) {

@@ -95,7 +95,7 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1, .chunk_var = cv};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
-  if (!getenv("HARP_NO_COALESCE") && (st = rc_coalesce(&m, tree))) goto done;
+  if (!rt_knobs_or_default(c->knobs)->no_coalesce && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
   bool floors = false; /* HP_NOTRAP (rc_prelude.c) for a kernel that calls floorf */
   for (int k = 0; k < R->nblocks && !floors; k++) floors = g->nodes[poly_block(c->pv, R->blocks[k])->node].op == TINY_FLOOR;

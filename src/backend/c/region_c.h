@@ -3,6 +3,7 @@
 #define HARP_REGION_C_H
 
 #include "harp/function.h"
+#include "harp/knobs.h"
 #include "harp/poly_ast.h"
 #include "harp/poly.h"
 #include "util/util.h"
@@ -28,6 +29,7 @@ typedef struct rc_ctx {
   bool *packed_only; /* per kernel, or NULL: the template set packed slots (rc_emit_region) and
                         reads them only packed (no epilogue, no other operand on it), so
                         model_init need not keep the weight as stored */
+  const struct rt_knobs *knobs; /* the A/B switches (harp/knobs.h); NULL: the defaults */
 } rc_ctx;
 
 /* The weights a template kernel takes packed (contract_c.h): slot[i] of its

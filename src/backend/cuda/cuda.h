@@ -51,6 +51,8 @@ typedef struct cuda_module cuda_module;
 /* ---- architecture and tuning (the Schedule Plan's fields) ---------------- */
 typedef enum cuda_arch { CUDA_SM80, CUDA_SM90, CUDA_ARCH_COUNT } cuda_arch;
 const char *cuda_arch_name(cuda_arch a);      /* "sm80" | "sm90" */
+/* *out for "sm80" or "sm90"; false for anything else (NULL included). */
+bool cuda_arch_parse(const char *s, cuda_arch *out);
 const char *cuda_arch_nvrtc(cuda_arch a);     /* "sm_80" | "sm_90a" */
 /* A kernel for template arch t may be part of a module for arch m: the same
  * arch, or the SM80 template in an SM90 module (mma.sync runs on Hopper). */
@@ -203,6 +205,19 @@ harp_status cuda_gen_gemm_finish(harp_error *e, cuda_module *m, const cuda_gemm_
 /* Zero `words` 32-bit words at `out` (split-K workspaces and flags, inside
  * the launch list so that a CUDA Graph replays it).  Parameters: (out). */
 harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const char *name);
+/* An fp32 matrix stored N-major, in[b0][b1][K][N] (element strides s_b[0],
+ * s_b[1], s_k; 0 broadcasts a batch dimension), into a contiguous K-major
+ * copy out[b0][b1][N][K], each value rounded to TF32 (to nearest, ties away:
+ * the SM80 template's hk_tf32, low 13 bits cleared, so that wgmma's
+ * truncation reads the rounded value and a second rounding changes nothing).
+ * A 32x32 tile per CTA through SMEM: loads and stores coalesced.  How an
+ * ONNX MatMul weight reaches TF32 wgmma, which reads K-major operands only.
+ * Parameters: (in, out). */
+typedef struct cuda_pack_spec {
+  int64_t batch[2], K, N;
+  int64_t s_b[2], s_k;
+} cuda_pack_spec;
+harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_spec *s, const char *name);
 
 /* 2-D convolution as implicit GEMM (algo_choice.conv = implicit_gemm):
  * x NCHW, w OIHW [oc][c/groups][kh][kw], y NCHW, all contiguous.
@@ -475,6 +490,9 @@ void cuda_module_free(cuda_module *m);
  * Unsupported (shape/dtype/layout outside the template), InvalidArgument
  * (inconsistent spec), SmemOverflow / RegOverflow (tile too large). */
 harp_status cuda_gen_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name);
+/* Does the SM90 (TMA/wgmma) branch take s as its tune says (0 fields: the
+ * template's defaults)?  Else false and why (nullable) says what it refuses. */
+bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap);
 harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
 harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name);
 harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name);

@@ -14,6 +14,11 @@
 
 /* ---- names ------------------------------------------------------------------ */
 const char *cuda_arch_name(cuda_arch a) { return a == CUDA_SM90 ? "sm90" : "sm80"; }
+bool cuda_arch_parse(const char *s, cuda_arch *out) {
+  if (!s || (strcmp(s, "sm80") && strcmp(s, "sm90"))) return false;
+  *out = !strcmp(s, "sm90") ? CUDA_SM90 : CUDA_SM80;
+  return true;
+}
 const char *cuda_arch_nvrtc(cuda_arch a) { return a == CUDA_SM90 ? "sm_90a" : "sm_80"; }
 bool cuda_arch_runs_on(cuda_arch t, cuda_arch m) { return t == m || (t == CUDA_SM80 && m == CUDA_SM90); }
 

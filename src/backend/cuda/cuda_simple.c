@@ -1,7 +1,7 @@
 /* cuda_simple.c — the non-contraction kernels: elementwise chains, single
  * axis reductions, row softmax, row layernorm (Welford).
  * Needs: cuda.h.  Gives: cuda_gen_ewise, cuda_gen_reduce, cuda_gen_softmax,
- * cuda_gen_layernorm, cuda_gen_zero.
+ * cuda_gen_layernorm, cuda_gen_zero, cuda_gen_pack_tf32.
  *
  * All are coalesced (consecutive lanes touch consecutive elements) and
  * vectorised where the layout allows it (16-byte ld/st.global.v4 on
@@ -497,6 +497,53 @@ harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const ch
                            cuda_fmt(b, "hk_w < %lld", (long long)words), "hk_step"));
   cuda_stmt *st = cuda_emit_s(b, CU_ST_GLOBAL_VEC, "out + hk_w", "0u", NULL, NULL);
   st->i[0] = 4;
+  cuda_close(b);
+  return cuda_b_finish(b, k);
+}
+
+harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_spec *s, const char *name) {
+  const int64_t lim = (int64_t)1 << 31;
+  if (s->K < 1 || s->N < 1 || s->batch[0] < 1 || s->batch[1] < 1 || s->K > lim || s->N > lim)
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "pack: %lld x %lld", (long long)s->K, (long long)s->N);
+  if (s->s_k < 0 || s->s_b[0] < 0 || s->s_b[1] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "pack: a negative stride");
+  int64_t gx = (s->N + 31) / 32, gy = (s->K + 31) / 32, gz = s->batch[0] * s->batch[1];
+  if (gy > 65535 || gz > 65535) return ut_fail(e, HARP_E_LIMIT, name, "pack: grid %lld x %lld x %lld", (long long)gx, (long long)gy, (long long)gz);
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "pack");
+  if (!k) return e->code;
+  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = gz;
+  k->block[0] = 256; /* 8 warps: warp ty, lane tx */
+  k->smem_bytes = 32 * 33 * 4;
+  cuda_param_add(k, "in", "float", CUDA_P_PTR_IN, TINY_FP32);
+  cuda_param_add(k, "out", "float", CUDA_P_PTR_OUT, TINY_FP32);
+  cuda_meta_str(k, "layout", "[K][N] -> [N][K], rounded to TF32");
+  cuda_call(b, "HK_SMEM_DECL(hk_smem)");
+  cuda_decl(b, "const hk_saddr", "hk_t", NULL, "hk_smem_addr(hk_smem)");
+  cuda_decl(b, "const int", "tx", NULL, "threadIdx.x & 31");
+  cuda_decl(b, "const int", "ty", NULL, "threadIdx.x >> 5");
+  cuda_decl(b, "const hk_i64", "n0", NULL, "(hk_i64)blockIdx.x * 32");
+  cuda_decl(b, "const hk_i64", "k0", NULL, "(hk_i64)blockIdx.y * 32");
+  cuda_decl(b, "const hk_i64", "bz", NULL, "blockIdx.z");
+  cuda_decl(b, "const float *", "src", NULL,
+            cuda_fmt(b, "in + (bz / %lld) * %lld + (bz %% %lld) * %lld", (long long)s->batch[1], (long long)s->s_b[0],
+                     (long long)s->batch[1], (long long)s->s_b[1]));
+  cuda_for(b, "i", "0", "4", -1); /* rows k0 + ty + 8i, column n0 + tx: coalesced over n */
+  cuda_decl(b, "const hk_i64", "kk", NULL, "k0 + ty + 8 * i");
+  cuda_decl(b, "const hk_i64", "nn", NULL, "n0 + tx");
+  cuda_decl(b, "hk_u32", "v", NULL, NULL);
+  cuda_emit_s(b, CU_LD_GLOBAL, "v", cuda_fmt(b, "src + kk * %lld + nn", (long long)s->s_k),
+              cuda_fmt(b, "kk < %lld && nn < %lld", (long long)s->K, (long long)s->N), NULL)->i[0] = 4;
+  cuda_emit_s(b, CU_ST_SHARED, "hk_t + ((ty + 8 * i) * 33 + tx) * 4",
+              "fabsf(hk_u2f(v)) < HK_INF ? hk_tf32(v) & 0xFFFFE000u : v", NULL, NULL)->i[0] = 4;
+  cuda_close(b);
+  cuda_emit(b, CU_BARRIER);
+  cuda_for(b, "i", "0", "4", -1); /* rows n0 + ty + 8i of out, column k0 + tx: coalesced over k */
+  cuda_decl(b, "const hk_i64", "nn", NULL, "n0 + ty + 8 * i");
+  cuda_decl(b, "const hk_i64", "kk", NULL, "k0 + tx");
+  cuda_decl(b, "hk_u32", "v", NULL, NULL);
+  cuda_emit_s(b, CU_LD_SHARED, "v", "hk_t + (tx * 33 + ty + 8 * i) * 4", NULL, NULL)->i[0] = 4;
+  cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "out + (bz * %lld + nn) * %lld + kk", (long long)s->N, (long long)s->K), "v",
+              cuda_fmt(b, "nn < %lld && kk < %lld", (long long)s->N, (long long)s->K), NULL)->i[0] = 4;
   cuda_close(b);
   return cuda_b_finish(b, k);
 }

@@ -9,7 +9,7 @@
  * (HARP_NO_DEDUP=1: every region keeps its own kernels).
  *
  * Device memory: one arena [temporaries | inputs and outputs | scratch |
- * status] (every part 256-byte aligned; the temporaries keep the Function's
+ * packed | status] (every part 256-byte aligned; the temporaries keep the Function's
  * liveness-based offsets) and the ConstPool with the weights.  A launch's
  * argument names a Function buffer (plus a byte offset) or the scratch or
  * status word; the runtime, the standalone loader and the simulator tests
@@ -99,7 +99,7 @@ static harp_status drop_dead_regions(harp_error *e, cuda_model_tu *t) {
 
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
                            const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
-                           cuda_math math, cuda_model_tu **out) {
+                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out) {
   *out = NULL;
   cuda_model_tu *t = ut_xcalloc(1, sizeof *t);
   if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -110,14 +110,14 @@ harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view
   harp_status st = !t->io_offset || !t->arena ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory")
                                             : cuda_module_new(e, arch, &t->mod);
   t->math = math;
-  cuda_rctx c = {e, g, pv, f, syms, t->arena, t->mod, NULL, 0, 0, 0, plans, math, 0};
+  cuda_rctx c = {.e = e, .g = g, .pv = pv, .f = f, .syms = syms, .arena = t->arena, .mod = t->mod, .plans = plans, .math = math, .knobs = knobs};
   for (int r = 0; r < f->nkernels && !st; r++) st = cuda_emit_region(&c, r);
   t->launch = c.launch;
   t->nlaunch = c.nlaunch;
   t->nattn_generic = c.nattn_generic;
   if (!st) st = drop_dead_regions(e, t);
   t->nkernels_emitted = t->mod ? t->mod->n : 0;
-  if (!st && !getenv("HARP_NO_DEDUP")) st = cuda_model_dedup(e, t);
+  if (!st && !rt_knobs_or_default(knobs)->no_dedup) st = cuda_model_dedup(e, t);
   if (st) {
     cuda_model_free(t);
     return st;
@@ -137,6 +137,10 @@ harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view
   t->scratch_off = at;
   t->scratch_bytes = (size_t)c.scratch_bytes;
   at += up(t->scratch_bytes);
+  t->packed_off = at;
+  t->packed_bytes = (size_t)c.packed_bytes;
+  at += up(t->packed_bytes);
+  for (int i = 0; i < t->nlaunch; i++) t->nonce += t->launch[i].once;
   t->status_off = at;
   t->arena_bytes = at + PART_ALIGN;
   *out = t;
@@ -148,6 +152,7 @@ int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_cons
   switch (a->kind) {
   case CUDA_ARG_NULL: return -1;
   case CUDA_ARG_SCRATCH: return (int64_t)t->scratch_off + a->offset;
+  case CUDA_ARG_PACKED: return (int64_t)t->packed_off + a->offset;
   case CUDA_ARG_STATUS: return (int64_t)t->status_off;
   case CUDA_ARG_BUF: break;
   }
@@ -163,6 +168,7 @@ static const char *space_of(const cuda_model_tu *t, const cuda_arg *a) {
   switch (a->kind) {
   case CUDA_ARG_NULL: return "null";
   case CUDA_ARG_SCRATCH: return "scratch";
+  case CUDA_ARG_PACKED: return "packed";
   case CUDA_ARG_STATUS: return "status";
   case CUDA_ARG_BUF: break;
   }
@@ -203,7 +209,8 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
         json_object_set_new(y, "buffer", json_integer(a->buffer));
         json_object_set_new(y, "value", json_string(t->g->nodes[t->f->buffers[a->buffer].node].id));
       }
-      if (a->kind == CUDA_ARG_BUF || a->kind == CUDA_ARG_SCRATCH) json_object_set_new(y, "byte_offset", json_integer(a->offset));
+      if (a->kind == CUDA_ARG_BUF || a->kind == CUDA_ARG_SCRATCH || a->kind == CUDA_ARG_PACKED)
+        json_object_set_new(y, "byte_offset", json_integer(a->offset));
       bool in_consts;
       int64_t off = cuda_arg_offset(t, a, &in_consts);
       if (off >= 0) json_object_set_new(y, "offset", json_integer(off));
@@ -211,6 +218,7 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
     }
     json_object_set_new(x, "args", args);
     if (l->note) json_object_set_new(x, "declined", json_string(l->note));
+    if (l->once) json_object_set_new(x, "once", json_true());
     json_array_append_new(ls, x);
   }
   json_object_set_new(gpu, "launches", ls);
@@ -241,6 +249,8 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
   json_object_set_new(mem, "temp_bytes", json_integer((json_int_t)t->temp_bytes));
   json_object_set_new(mem, "scratch_offset", json_integer((json_int_t)t->scratch_off));
   json_object_set_new(mem, "scratch_bytes", json_integer((json_int_t)t->scratch_bytes));
+  json_object_set_new(mem, "packed_offset", json_integer((json_int_t)t->packed_off));
+  json_object_set_new(mem, "packed_bytes", json_integer((json_int_t)t->packed_bytes));
   json_object_set_new(mem, "status_offset", json_integer((json_int_t)t->status_off));
   json_object_set_new(mem, "weights_bytes", json_integer((json_int_t)t->f->const_bytes));
   json_object_set_new(gpu, "memory", mem);

@@ -97,6 +97,7 @@ static harp_status gen_ew(harp_error *e, cuda_module *m, const void *s, const ch
 static harp_status gen_red(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
 static harp_status gen_sm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_softmax(e, m, s, n); }
 static harp_status gen_ln(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_layernorm(e, m, s, n); }
+static harp_status gen_pack(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_pack_tf32(e, m, s, n); }
 
 static harp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
   return try_gen(c, gen_finish, s, name, why);
@@ -128,9 +129,15 @@ static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
 /* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
  * view; split-K slices as plan_splitk_factor counts them on the Plan's
  * machine); false when there is none or it is not a GPU plan. */
-static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+/* The plan of Function kernel r: the --plan override (c->plans), else the
+ * region's own; NULL when it has none. */
+static const plan_t *plan_of(const cuda_rctx *c, int r, const rg_info *info) {
   const rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
-  const plan_t *p = ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
+  return ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
+}
+
+static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+  const plan_t *p = plan_of(c, r, info);
   if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
   harp_error e2 = {0};
   plan_resources res;
@@ -271,6 +278,53 @@ static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int6
   return st;
 }
 
+/* Does the GEMM s of an sm90 unit want its B packed K-major first?  An fp32
+ * B stored N-major ([K][N]: how ONNX MatMul stores a weight) at TF32: wgmma
+ * .tf32 reads K-major operands only, and mma.sync .tf32 on Hopper runs at
+ * 0.30-0.37x cuBLAS TF32 (H200).  Yes when the SM90 template takes s with B
+ * K-major and the GEMM has PACK_MIN_MACS multiply-adds or more: below that
+ * the SM80 template fills the GPU as well, rounds A to TF32 where wgmma
+ * truncates it (half the error), and needs no copy. */
+#define PACK_MIN_MACS ((int64_t)1 << 20)
+static bool want_pack_b(const cuda_rctx *c, const cuda_gemm_spec *s) {
+  if (c->mod->arch != CUDA_SM90 || s->a_dtype != TINY_FP32 || s->math != CUDA_MATH_TF32 || s->b_sn != 1 || s->b_sk == 1)
+    return false;
+  if (s->M * s->N * s->K * s->batch[0] * s->batch[1] < PACK_MIN_MACS) return false;
+  cuda_gemm_spec k = *s;
+  k.b_sk = 1, k.b_sn = s->K;
+  cuda_tune_default(&k.tune, CUDA_SM90);
+  return cuda_sm90_gemm_ok(&k, NULL, 0);
+}
+
+/* B (N-major, of s) transposed into a contiguous K-major copy [b0][b1][N][K]
+ * rounded to TF32 (cuda_gen_pack_tf32; a batch dimension B broadcasts keeps
+ * stride 0): once into the packed area after the weights go up when B is a
+ * weight, else into scratch at scr_off before the GEMM on every run.  On
+ * success *s reads the copy (*b_arg, *bytes) and *ok is true; else nothing
+ * changed (n0: the module's kernels before the pack) and *why says why. */
+static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, cuda_arg src, int64_t scr_off, cuda_arg *b_arg,
+                          int64_t *bytes, bool *ok, const char **why) {
+  *ok = false;
+  int64_t nb0 = s->b_sb[0] ? s->batch[0] : 1, nb1 = s->b_sb[1] ? s->batch[1] : 1;
+  cuda_pack_spec ps = {.batch = {nb0, nb1}, .K = s->K, .N = s->N, .s_b = {s->b_sb[0], s->b_sb[1]}, .s_k = s->b_sk};
+  if (try_gen(c, gen_pack, &ps, kname(c, r, "pack_b"), why)) return HARP_OK;
+  bool once = src.kind == CUDA_ARG_BUF && c->f->buffers[src.buffer].kind == FN_PARAM;
+  cuda_arg dst = once ? (cuda_arg){CUDA_ARG_PACKED, -1, c->packed_bytes} : (cuda_arg){CUDA_ARG_SCRATCH, -1, scr_off};
+  named_arg na[] = {{"in", src}, {"out", dst}};
+  harp_status st = launch_last(c, r, n0, na, 2, ok, why);
+  if (st || !*ok) return st;
+  *b_arg = dst;
+  *bytes = nb0 * nb1 * s->N * s->K * 4;
+  c->launch[c->nlaunch - 1].once = once;
+  cuda_meta_str(c->mod->k[c->mod->n - 1], "pack",
+                once ? "an fp32 weight [K][N] transposed to K-major (rounded to TF32) for wgmma, once after the weights go up"
+                     : "an fp32 B [K][N] transposed to K-major (rounded to TF32) for wgmma, before the GEMM");
+  if (once) c->packed_bytes += up256(*bytes);
+  s->b_sk = 1, s->b_sn = s->K;
+  s->b_sb[1] = nb1 > 1 ? s->N * s->K : 0, s->b_sb[0] = nb0 > 1 ? nb1 * s->N * s->K : 0;
+  return HARP_OK;
+}
+
 static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -284,12 +338,25 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   for (int i = 0; i < gm.nepi; i++) s.epi[i] = epi_of(&gm.epi[i]);
   s.math = c->math;
   int n0 = c->mod->n, l0 = c->nlaunch;
-  int64_t a_bytes = 0;
+  int64_t a_bytes = 0, p0 = c->packed_bytes;
   if (gm.nrep) {
     bool ok;
     harp_status st = repack_a(c, r, &gm, n0, &a_bytes, &ok, why);
     if (st || !ok) return st;
   }
+  cuda_arg b_arg = targ(c, r, &gm.B);
+  if (want_pack_b(c, &s)) { /* scratch: [A's copy | B's | split-K workspace] */
+    bool ok;
+    const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */
+    int64_t b_bytes = 0, b_off = up256(a_bytes);
+    harp_status st = pack_b(c, r, c->mod->n, &s, b_arg, b_off, &b_arg, &b_bytes, &ok, &pwhy);
+    if (st) {
+      c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
+      return st;
+    }
+    if (ok && b_arg.kind == CUDA_ARG_SCRATCH) a_bytes = b_off + b_bytes;
+  }
+  int npre = c->mod->n - n0; /* the copies of A and B before the GEMM */
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
   bool has_plan = plan_tune(c, r, info, &pt);
@@ -299,7 +366,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   harp_status st = HARP_E_UNSUPPORTED;
   named_arg na[3 + CT_MAX_EPI];
   na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
-  na[1] = (named_arg){"B", targ(c, r, &gm.B)};
+  na[1] = (named_arg){"B", b_arg};
   na[2] = (named_arg){"C", targ(c, r, &gm.C)};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
@@ -312,7 +379,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
       if (st2) return st2;
     }
     if (sdone) {
-      cuda_kernel *k = c->mod->k[n0 + (gm.nrep ? 1 : 0)];
+      cuda_kernel *k = c->mod->k[n0 + npre];
       cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
       cuda_meta_str(k, "schedule_plan", "tiles, stages, warp tile, vector width and split-K from the Plan");
       if (gm.nrep) cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
@@ -338,13 +405,13 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
     st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
   }
   if (st) {
-    c->mod->n = n0, c->nlaunch = l0;
+    c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
     return HARP_OK;
   }
   bool ok = false;
   if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
-    c->nlaunch = l0;
+    c->nlaunch = l0, c->packed_bytes = p0;
     return HARP_OK;
   }
   cuda_kernel *k = c->mod->k[c->mod->n - 1];
@@ -426,7 +493,8 @@ static harp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *do
     s.mask_dtype = at.mask.dtype;
     memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
   }
-  s.online = info && info->has_plan && cuda_attn_online_from_plan(&info->plan);
+  const plan_t *pl = plan_of(c, r, info); /* algo_choice.attention: the --plan override's, else the region's */
+  s.online = pl && cuda_attn_online_from_plan(pl);
   s.math = c->math;
   cuda_tune_default(&s.tune, c->mod->arch);
   int n0 = c->mod->n;
@@ -580,7 +648,9 @@ static harp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done
 harp_status cuda_emit_region(cuda_rctx *c, int r) {
   ct_src src = {c->g, c->pv, c->f, true, true};
   kn_sel s;
-  harp_status st = kn_select(&s, &gpu_target, &src, r, 0, c->e);
+  /* the knob no_templates (HARP_NO_TEMPLATES): contractions as loop nests */
+  unsigned flags = rt_knobs_or_default(c->knobs)->no_templates ? KN_NO_CONTRACTION_TEMPLATES : 0;
+  harp_status st = kn_select(&s, &gpu_target, &src, r, flags, c->e);
   bool done = false;
   while (!st && !done && s.kind != KN_GENERIC && s.kind != KN_GATHER) {
     const char *why = NULL;

@@ -11,13 +11,16 @@
  * cuda_model_tu, the Function's temporaries (its own layout), the inputs
  * and outputs, a scratch area shared by the kernels that need one (a
  * repacked GEMM operand, locals of generic kernels that do not fit a
- * thread), and a status word kernels set when they stop on a bad index;
- * plus the ConstPool (weights), uploaded once. */
+ * thread), a packed area (weights repacked once for a template: an fp32
+ * weight stored [K][N] transposed to K-major for TF32 wgmma), and a status
+ * word kernels set when they stop on a bad index; plus the ConstPool
+ * (weights), uploaded once. */
 #ifndef HARP_REGION_CUDA_H
 #define HARP_REGION_CUDA_H
 
 #include "backend/cuda/cuda.h"
 #include "harp/function.h"
+#include "harp/knobs.h"
 #include "harp/poly.h"
 
 /* What a kernel parameter points at. */
@@ -25,7 +28,8 @@ typedef enum cuda_arg_kind {
   CUDA_ARG_NULL,    /* a NULL pointer (an absent optional tensor) */
   CUDA_ARG_BUF,     /* Function buffer `buffer`, + offset bytes */
   CUDA_ARG_SCRATCH, /* the scratch area, + offset bytes */
-  CUDA_ARG_STATUS   /* the status word (an int) */
+  CUDA_ARG_STATUS,  /* the status word (an int) */
+  CUDA_ARG_PACKED   /* the packed area (written by `once` launches), + offset bytes */
 } cuda_arg_kind;
 
 typedef struct cuda_arg {
@@ -42,6 +46,7 @@ typedef struct cuda_launch {
   int nargs;
   cuda_arg args[CUDA_MAX_PARAMS];
   const char *note; /* why the region is not on a template (declined), or NULL */
+  bool once;        /* runs once, right after the weights go up (it packs a weight); never in a graph */
 } cuda_launch;
 
 /* What the region emitters share. */
@@ -56,9 +61,11 @@ typedef struct cuda_rctx {
   cuda_launch *launch;
   int nlaunch, caplaunch;
   int64_t scratch_bytes; /* the most one launch uses */
+  int64_t packed_bytes;  /* the packed area so far (each pack 256-byte aligned) */
   const struct rt_plan_choice *plans; /* per region, or NULL: the regions' own plans */
   cuda_math math;         /* how fp32 contractions compute (rt_gpu_opts.precision) */
   int nattn_generic;      /* attention regions no template took (generic kernels) */
+  const struct rt_knobs *knobs; /* NULL: the defaults */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -82,6 +89,8 @@ typedef struct cuda_model_tu {
   size_t temp_bytes;    /* [0, temp_bytes): the Function's temporaries at their offsets */
   size_t *io_offset;    /* per Function buffer: FN_INPUT / FN_OUTPUT offset in the arena (else 0) */
   size_t scratch_off, scratch_bytes;
+  size_t packed_off, packed_bytes; /* weights repacked by the `once` launches */
+  int nonce;                       /* launches marked once */
   size_t status_off;
   size_t arena_bytes;
   int ntemplate, nsimple, ngeneric; /* launches by kind (counts for messages and tests) */
@@ -95,11 +104,13 @@ typedef struct cuda_model_tu {
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
 /* plans (nullable): per region of f's partition, the plan to read instead of
  * the region's default (harp/tune.h rt_plans_choose: --plan overrides);
- * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16). */
+ * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16);
+ * knobs (nullable: the defaults): no_templates, no_dedup, no_coalesce. */
 struct rt_plan_choice;
+struct rt_knobs;
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
                            const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
-                           cuda_math math, cuda_model_tu **out);
+                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* Kernels that are the same code and launch config compiled once: the
  * repeats leave t->mod, their launches use the kept kernel with their

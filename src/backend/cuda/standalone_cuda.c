@@ -85,8 +85,9 @@ static const char host_head[] =
 static void tables(ut_str *o, const cuda_model_tu *t) {
   ut_str_puts(o, "/* where a kernel argument points: 0 NULL, 1 the arena, 2 the ConstPool; tmap >= 0: a tensor map of it */\n"
                  "typedef struct arg { int space; long long off; int tmap; } arg;\n"
-                 "/* tiles > 0: a persistent kernel, grid.x = min(tiles, SMs x minb) on the device at hand */\n"
-                 "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; long long tiles; int minb, nargs; arg a[24]; } launch;\n"
+                 "/* tiles > 0: a persistent kernel, grid.x = min(tiles, SMs x minb) on the device at hand;\n"
+                 " * once: run once after the weights go up (a weight packed for a template), not by model_run */\n"
+                 "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; long long tiles; int minb, once, nargs; arg a[24]; } launch;\n"
                  "/* cuTensorMapEncodeTiled operands (innermost first) */\n"
                  "typedef struct tmap_desc { int dtype, rank, swizzle; uint64_t dims[5], strides[4]; uint32_t box[5]; } tmap_desc;\n");
   int ntmap = 0;
@@ -96,10 +97,10 @@ static void tables(ut_str *o, const cuda_model_tu *t) {
   for (int i = 0; i < t->nlaunch; i++) {
     const cuda_launch *l = &t->launch[i];
     const cuda_kernel *k = l->k;
-    ut_str_printf(o, "  {\"%s\", {%lld, %lld, %lld}, {%d, %d, %d}, %lld, %lld, %d, %d, {", k->name, (long long)k->grid[0],
+    ut_str_printf(o, "  {\"%s\", {%lld, %lld, %lld}, {%d, %d, %d}, %lld, %lld, %d, %d, %d, {", k->name, (long long)k->grid[0],
                   (long long)k->grid[1], (long long)k->grid[2], k->block[0], k->block[1], k->block[2],
                   (long long)k->smem_bytes, (long long)k->persistent_tiles, k->min_blocks > 0 ? k->min_blocks : 1,
-                  l->nargs);
+                  l->once ? 1 : 0, l->nargs);
     for (int p = 0; p < l->nargs; p++) {
       bool in_consts;
       int64_t off = cuda_arg_offset(t, &l->args[p], &in_consts);
@@ -142,6 +143,20 @@ static const char host_body[] =
     "  if (!m) return;\n"
     "  if (m->arena) cu.MemFree(m->arena);\n  if (m->consts) cu.MemFree(m->consts);\n"
     "  if (m->mod) cu.ModuleUnload(m->mod);\n  if (m->ctx) cu.PrimaryCtxRelease(m->dev);\n  free(m);\n}\n\n"
+    "/* The launches whose once flag is `once`, in order. */\n"
+    "static int launch_all(model_t *m, int once) {\n"
+    "  for (int i = 0; i < NLAUNCH; i++) {\n"
+    "    const launch *l = &launches[i];\n"
+    "    if (l->once != once) continue;\n"
+    "    CUdeviceptr v[24];\n    void *pp[24];\n"
+    "    for (int p = 0; p < l->nargs; p++) {\n"
+    "      v[p] = addr(m, &l->a[p]);\n"
+    "      pp[p] = l->a[p].tmap >= 0 ? (void *)m->maps[l->a[p].tmap].b : (void *)&v[p];\n    }\n"
+    "    long long slots = (long long)m->sms * l->minb;\n"
+    "    unsigned gx = l->tiles > 0 ? (unsigned)(l->tiles < slots ? l->tiles : slots) : l->grid[0];\n"
+    "    CK(cu.LaunchKernel(m->fn[i], gx, l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, NULL,\n"
+    "                       pp, NULL), l->name);\n  }\n"
+    "  return 0;\n}\n\n"
     "static int init(model_t *m, const void *params, size_t nbytes) {\n"
     "  const char *dv = getenv(\"HARP_CUDA_DEVICE\");\n"
     "  int cc[2];\n"
@@ -173,6 +188,8 @@ static const char host_body[] =
     "      CK(cu.TensorMapEncodeTiled(m->maps[a->tmap].b, d->dtype, (uint32_t)d->rank, (void *)(uintptr_t)addr(m, a), d->dims,\n"
     "                                 d->strides, d->box, es, 0, d->swizzle, 2, 0), \"cuTensorMapEncodeTiled\");\n"
     "    }\n"
+    "  if (launch_all(m, 1)) return 1; /* the weights packed for the templates, once */\n"
+    "  CK(cu.CtxSynchronize(), \"packing the weights\");\n"
     "  return 0;\n}\n\n"
     "model_t *model_init(const void *params, size_t nbytes) {\n"
     "  if (nbytes != PARAMS_BYTES || (nbytes && !params)) { fprintf(stderr, \"model: weights of %zu bytes, expected %zu\\n\", nbytes, (size_t)PARAMS_BYTES); return NULL; }\n"
@@ -185,16 +202,8 @@ static const char host_body[] =
     "int model_run(model_t *m, const void *const *inputs, void *const *outputs) {\n"
     "  for (int i = 0; i < NUM_INPUTS; i++) CK(cu.MemcpyHtoD(m->arena + input_off[i], inputs[i], input_bytes[i]), \"cuMemcpyHtoD\");\n"
     "  CK(cu.MemsetD8(m->arena + STATUS_OFF, 0, 4), \"cuMemsetD8\");\n"
-    "  for (int i = 0; i < NLAUNCH; i++) {\n"
-    "    const launch *l = &launches[i];\n"
-    "    CUdeviceptr v[24];\n    void *pp[24];\n"
-    "    for (int p = 0; p < l->nargs; p++) {\n"
-    "      v[p] = addr(m, &l->a[p]);\n"
-    "      pp[p] = l->a[p].tmap >= 0 ? (void *)m->maps[l->a[p].tmap].b : (void *)&v[p];\n    }\n"
-    "    long long slots = (long long)m->sms * l->minb;\n"
-    "    unsigned gx = l->tiles > 0 ? (unsigned)(l->tiles < slots ? l->tiles : slots) : l->grid[0];\n"
-    "    CK(cu.LaunchKernel(m->fn[i], gx, l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, NULL,\n"
-    "                       pp, NULL), l->name);\n  }\n"
+    "  if (launch_all(m, 0)) return 1;\n"
+
     "  CK(cu.CtxSynchronize(), \"kernel execution\");\n"
     "  int status = 0;\n"
     "  CK(cu.MemcpyDtoH(&status, m->arena + STATUS_OFF, sizeof status), \"cuMemcpyDtoH\");\n"

@@ -1,0 +1,242 @@
+/* bench_profile.c — `harp bench --profile` (each kernel or launch timed and
+ * listed, slowest first) and `harp bench --bind` (one GPU session over many
+ * shape bindings).
+ * Needs: cli.c, harp/cpu.h, harp/gpu.h.  Gives: bench.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "harp/function.h"
+#include "harp/region.h"
+
+void profile_free(kprofile *p) {
+  free(p->name), free(p->kind), free(p->region), free(p->med), free(p->inrun);
+  memset(p, 0, sizeof *p);
+}
+
+static harp_status profile_alloc(harp_error *e, kprofile *p, int n) {
+  p->n = n;
+  p->name = calloc((size_t)n + 1, sizeof *p->name);
+  p->kind = calloc((size_t)n + 1, sizeof *p->kind);
+  p->region = calloc((size_t)n + 1, sizeof *p->region);
+  p->med = calloc((size_t)n + 1, sizeof *p->med);
+  if (p->name && p->kind && p->region && p->med) return HARP_OK;
+  profile_free(p);
+  return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+}
+
+/* Kernel k of cm once into *ms; its failure as an error naming it. */
+static harp_status time_kernel(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, int k, double *ms) {
+  double t0 = cli_now_ms();
+  int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
+  *ms = cli_now_ms() - t0;
+  if (!code) return HARP_OK;
+  const char *name = rt_cpu_function(cm)->kernels[k].name;
+  return ut_fail(e, HARP_E_INVALID_ARG, name, "kernel %s failed with %d", name, code);
+}
+
+/* Each kernel in its place in `repeat` whole runs (the kernels one after
+ * the other, as model_run calls them: its inputs and weights where the run
+ * left them in the caches): p->inrun. */
+static harp_status kernels_in_run(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+                                kprofile *p) {
+  int nk = p->n;
+  double *run = calloc((size_t)repeat * (size_t)nk + 1, sizeof *run);
+  if (!run || !(p->inrun = calloc((size_t)nk + 1, sizeof *p->inrun))) {
+    free(run);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  harp_status st = HARP_OK;
+  for (long r = 0; r < repeat && !st; r++)
+    for (int k = 0; k < nk && !st; k++) st = time_kernel(e, cm, inst, in, outp, k, &run[(size_t)k * (size_t)repeat + (size_t)r]);
+  for (int k = 0; k < nk && !st; k++) p->inrun[k] = cli_sorted_median(run + (size_t)k * (size_t)repeat, repeat);
+  free(run);
+  return st;
+}
+
+/* CPU: each kernel in its place in repeat whole runs, then each kernel
+ * alone, repeat times on end (warm caches).  The two differ where a run
+ * streams more than the caches hold. */
+harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
+                          kprofile *p) {
+  const fn_function *f = rt_cpu_function(cm);
+  const rg_partition *part = f->part;
+  double *t = calloc((size_t)repeat, sizeof *t);
+  if (!t || profile_alloc(e, p, f->nkernels)) {
+    free(t);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  harp_status st = kernels_in_run(e, cm, inst, in, outp, repeat, p);
+  for (int k = 0; k < p->n && !st; k++) {
+    for (long r = 0; r < repeat && !st; r++) st = time_kernel(e, cm, inst, in, outp, k, &t[r]);
+    const fn_kernel *K = &f->kernels[k];
+    const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
+    p->name[k] = K->name;
+    p->kind[k] = !R ? "?" : R->pattern ? R->pattern : R->kind ? R->kind : "?";
+    p->med[k] = st ? 0 : cli_sorted_median(t, repeat);
+  }
+  free(t);
+  return st;
+}
+
+harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long repeat, kprofile *p) {
+  if (profile_alloc(e, p, rt_gpu_nlaunches(gm))) return e->code;
+  for (int i = 0; i < p->n; i++) {
+    rt_gpu_launch_info(gm, i, &p->name[i], &p->kind[i]);
+    p->region[i] = rt_gpu_launch_region(gm, i);
+  }
+  return rt_gpu_profile(e, gm, (int)warmup, (int)repeat, p->med);
+}
+
+/* Row i (kernel k, share in %) as a JSON object of the "kernels" array. */
+static void json_row(const kprofile *p, int i, int k, double share) {
+  char *kn = cli_json_quote(p->name[k]), *rn = cli_json_quote(p->kind[k]);
+  char *gn = p->region[k] ? cli_json_quote(p->region[k]) : NULL;
+  printf("%s{\"kernel\": %s, ", i ? ", " : "\"kernels\": [", kn ? kn : "\"\"");
+  if (gn) printf("\"region\": %s, ", gn);
+  printf("\"kind\": %s, \"median_ms\": %.6f, ", rn ? rn : "\"\"", p->med[k]);
+  if (p->inrun) printf("\"in_run_ms\": %.6f, ", p->inrun[k]);
+  printf("\"share\": %.4f}", share / 100);
+  free(kn), free(rn), free(gn);
+}
+
+/* Row i (kernel k) as a line of the table, the header first. */
+static void text_row(const kprofile *p, int i, int k, double share) {
+  char nm[160];
+  if (p->region[k]) snprintf(nm, sizeof nm, "%s (%s)", p->name[k], p->region[k]);
+  else snprintf(nm, sizeof nm, "%s", p->name[k]);
+  if (i == 0 && p->inrun) printf("%-32s %-12s %10s %10s %7s\n", "kernel (region)", "kind", "alone ms", "in run ms", "share");
+  else if (i == 0) printf("%-32s %-12s %10s %7s\n", "kernel (region)", "kind", "median ms", "share");
+  if (p->inrun) printf("%-32.32s %-12.12s %10.4f %10.4f %6.1f%%\n", nm, p->kind[k], p->med[k], p->inrun[k], share);
+  else printf("%-32.32s %-12.12s %10.4f %6.1f%%\n", nm, p->kind[k], p->med[k], share);
+}
+
+static void print_sums(const kprofile *p, bool json, double sum, double runsum) {
+  if (json) {
+    printf("%s\"kernels_sum_ms\": %.6f", p->n ? "], " : "", sum);
+    if (p->inrun) printf(", \"kernels_in_run_sum_ms\": %.6f", runsum);
+  } else if (p->inrun) {
+    printf("%-45s %10.4f %10.4f (%d kernels)\n", "sum", sum, runsum, p->n);
+  } else {
+    printf("%-45s %10.4f (%d kernels)\n", "sum", sum, p->n);
+  }
+}
+
+void profile_print(const kprofile *p, bool json) {
+  int *order = calloc((size_t)p->n + 1, sizeof *order);
+  double sum = 0, runsum = 0;
+  if (!order) return;
+  for (int i = 0; i < p->n; i++) order[i] = i, sum += p->med[i], runsum += p->inrun ? p->inrun[i] : 0;
+  for (int i = 1; i < p->n; i++) /* insertion sort: a model has few kernels */
+    for (int j = i; j > 0 && p->med[order[j]] > p->med[order[j - 1]]; j--) {
+      int x = order[j];
+      order[j] = order[j - 1], order[j - 1] = x;
+    }
+  for (int i = 0; i < p->n; i++) {
+    double share = sum > 0 ? 100.0 * p->med[order[i]] / sum : 0;
+    (json ? json_row : text_row)(p, i, order[i], share);
+  }
+  print_sums(p, json, sum, runsum);
+  free(order);
+}
+
+/* ---- --bind: one GPU session, many bindings ------------------------------------------ */
+typedef struct session {
+  cli_model base, *ms;
+  tiny_symtab *bs;
+  int n;
+  rt_gpu_session *s;
+  double *times;
+} session;
+
+static void session_free(session *x) {
+  rt_gpu_session_free(x->s);
+  for (int i = 0; x->ms && x->bs && i < x->n; i++) {
+    cli_model_free(&x->ms[i]);
+    tiny_symtab_free(&x->bs[i]);
+  }
+  free(x->ms);
+  free(x->bs);
+  free(x->times);
+  cli_model_free(&x->base);
+}
+
+/* Binding i: --sym, then its own symbols, then the model's defaults; the
+ * model loaded for it (random inputs) and run once (its inputs uploaded). */
+static harp_status session_bind(harp_error *e, cli_opts *o, const char *spec_in, session *x, int i) {
+  tiny_symtab given = o->syms;
+  tiny_symtab_init(&x->bs[i]);
+  for (int k = 0; k < given.n; k++)
+    if (tiny_symtab_set(e, &x->bs[i], given.names[k], given.values[k])) return e->code;
+  char spec[512];
+  snprintf(spec, sizeof spec, "%s", spec_in);
+  for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
+    if (tiny_symtab_parse_assign(e, &x->bs[i], tok)) return e->code;
+  o->syms = x->bs[i];
+  harp_status st = cli_load_model(e, o, true, &x->ms[i]);
+  o->syms = given;
+  if (st) return st;
+  ut_tensor *outs = calloc((size_t)x->ms[i].g->noutputs + 1, sizeof *outs);
+  if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  st = rt_gpu_session_run(e, x->s, &x->ms[i].syms, x->ms[i].inputs, x->ms[i].ninputs, outs);
+  for (int k = 0; k < x->ms[i].g->noutputs; k++) ut_tensor_free(&outs[k]);
+  free(outs);
+  return st;
+}
+
+/* The session over the unbound model, every binding run once. */
+static harp_status session_open(harp_error *e, cli_opts *o, const bench_args *a, const cli_plans *pl, session *x) {
+  x->n = a->nbinds;
+  x->ms = calloc((size_t)x->n, sizeof *x->ms);
+  x->bs = calloc((size_t)x->n, sizeof *x->bs);
+  x->times = calloc((size_t)a->repeat, sizeof *x->times);
+  tiny_symtab_init(&x->base.syms);
+  tiny_symtab_init(&x->base.defaults);
+  if (!x->ms || !x->bs || !x->times) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  const char *target;
+  if (cli_gpu_target(e, o, NULL, &target) || cli_load_graph(e, o, &x->base, &x->base.defaults)) return e->code;
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
+                    .nplan_overrides = pl->n, .precision = o->precision};
+  if (rt_gpu_session_new(e, x->base.g, &go, &x->s)) return e->code;
+  for (int i = 0; i < x->n; i++)
+    if (session_bind(e, o, a->binds[i], x, i)) return e->code;
+  return HARP_OK;
+}
+
+static void session_print(const cli_opts *o, const bench_args *a, const session *x) {
+  double median = cli_sorted_median(x->times, a->repeat), *t = x->times;
+  long repeat = a->repeat;
+  rt_gpu_session_stats st;
+  rt_gpu_session_stats_get(x->s, &st);
+  if (a->json)
+    printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
+           "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
+           "\"builds\": %d, \"captures\": %d, \"instantiations\": %d, \"updates\": %d, \"replays\": %d, "
+           "\"evictions\": %d}}\n",
+           o->model, x->n, a->graphs ? "true" : "false", repeat, a->warmup, median, t[0], t[repeat - 1], st.clusters,
+           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions);
+  else
+    printf("%s [cuda, %d bindings in turn%s]: median %.3f ms per run over %ld rounds (min %.3f, max %.3f); "
+           "%d ShapeSets, %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",
+           o->model, x->n, a->graphs ? ", graphs" : "", median, repeat, t[0], t[repeat - 1], st.clusters, st.builds,
+           st.captures, st.instantiations, st.updates, st.replays);
+}
+
+/* Every binding runs once (uploads its inputs), then each round launches
+ * every binding in turn, waiting for each, so host overhead (graph updates
+ * included) is in the time. */
+int bench_session(cli_opts *o, const bench_args *a, const cli_plans *pl) {
+  harp_error e = {0};
+  session x;
+  memset(&x, 0, sizeof x);
+  harp_status st = session_open(&e, o, a, pl, &x);
+  for (long r = -a->warmup; r < a->repeat && !st; r++) {
+    double t0 = cli_now_ms();
+    for (int i = 0; i < x.n && !st; i++) st = rt_gpu_session_launch(&e, x.s, &x.ms[i].syms, true);
+    if (r >= 0) x.times[r] = (cli_now_ms() - t0) / x.n;
+  }
+  if (!st) session_print(o, a, &x);
+  session_free(&x);
+  return st ? cli_report(&e) : 0;
+}

@@ -1,0 +1,123 @@
+/* target_cpu.c — the CPU target of the compile pipeline: regions for this
+ * CPU, the Function with fp32 temps, plans (overrides, plan cache,
+ * defaults), the C translation unit, and the shared object (cached).
+ * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build).
+ * Gives: rt_target_cpu, rt_cpu_algo_mask. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/c/emit_model.h"
+#include "compile.h"
+#include "memlimit.h"
+#include "harp/cpu.h"
+#include "harp/pipeline.h"
+#include "harp/region.h"
+#include "util/util.h"
+
+unsigned rt_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
+
+/* Region formation on this CPU's description (the knobs cpu_ghz and
+ * cpu_bw_gbs when given).  CASTs of outside tensors inside row and epilogue
+ * regions get regions of their own: the C generator converts only
+ * contraction operands on load. */
+static harp_status cpu_regions(rt_compile *c) {
+  plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
+  rg_options ro = {.no_operand_casts = true};
+  return rt_form_regions(c, &ro);
+}
+
+/* fp16/bf16 intermediates that are not CAST results keep fp32 storage: the
+ * reference semantics round only where the program casts. */
+static harp_status cpu_function(rt_compile *c) {
+  fn_options fo = {.widen_half_temps = true};
+  harp_status st = rt_build_function(c, &fo);
+  if (!st) st = rt_check_memory(c->e, c->f, c->opts.max_memory); /* before the code, the compiler, an instance */
+  if (!st) st = rt_check_source(c->e, 0, c->f->nkernels);
+  return st;
+}
+
+static harp_status cpu_plans(rt_compile *c) { return rt_choose_plans(c, rt_cpu_algo_mask(), c->opts.no_plan_cache); }
+
+/* The translation unit; then the analysis goes (the C is all the rest
+ * needs: the compiler, the weights and the model's own memory come next). */
+static harp_status cpu_code(rt_compile *c) {
+  ut_str src;
+  ut_str_init(&src);
+  rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 20, !c->opts.portable, c->plans.choice, false, NULL,
+               &c->knobs};
+  harp_status st = cgen_emit_model(&rc, "model", &src);
+  if (!st && src.oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory writing the generated C");
+  if (!st) st = rt_check_source(c->e, src.len, c->f->nkernels);
+  rt_compile_drop_analysis(c);
+  c->plans.compiled = true;
+  for (int i = 0; i < c->plans.n; i++) { /* gathers and other regions no template saw */
+    rt_plan_choice *ch = &c->plans.choice[i];
+    if (ch->has_plan && !ch->applied && !ch->note[0]) snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
+  }
+  if (!st && !(c->source = ut_str_take(&src))) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  ut_str_free(&src);
+  return st;
+}
+
+/* Intel cores with the JCC erratum (Skylake, Cascade Lake and their client
+ * siblings, which GCC reports as skylake). */
+static bool jcc_erratum_host(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("skylake") || __builtin_cpu_is("skylake-avx512") || __builtin_cpu_is("cascadelake");
+#else
+  return false;
+#endif
+}
+
+/* The shared object, from the disk cache or the C compiler.  Host-only
+ * code may use every instruction of this machine; 512-bit vectors for the
+ * auto-vectorized loops too (GCC and clang default to 256 on AVX-512
+ * parts; softmax/layernorm rows run ~20% faster). */
+static harp_status cpu_build(rt_compile *c) {
+  const rt_knobs *k = &c->knobs;
+  const char *flags = k->cflags[0] ? k->cflags : NULL;
+  char host_flags[256];
+  bool jcc = false;
+  if (!flags && !c->opts.portable) {
+    /* Skylake-derived cores take a penalty on jumps that cross or end on a
+     * 32-byte boundary (the JCC-erratum microcode): where a hot loop's
+     * branch lands is luck, 25% on a 3x3 conv at 256 channels.  The
+     * assembler can keep branches inside 32-byte blocks. */
+    jcc = jcc_erratum_host();
+    snprintf(host_flags, sizeof host_flags, "%s%s", RT_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
+    flags = host_flags;
+  }
+  rt_cc_opts cc = {k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs, .tmpdir = k->tmpdir};
+  rt_cc_result r;
+  harp_status st = rt_cc_build_ex(c->e, c->source, &cc, &r);
+  if (st == HARP_E_INTERNAL && jcc) { /* the compiler ran and failed: perhaps an assembler without the option (binutils < 2.34) */
+    harp_error_clear(c->e);
+    *strstr(host_flags, " -Wa,") = 0;
+    free(r.path);
+    st = rt_cc_build_ex(c->e, c->source, &cc, &r);
+  }
+  c->so_path = r.path;
+  c->cache_hit = r.hit;
+  c->so_temp = r.temp;
+  snprintf(c->cc_warning, sizeof c->cc_warning, "%s", r.warning);
+  if (!c->opts.keep_source) {
+    free(c->source);
+    c->source = NULL;
+  }
+  return st;
+}
+
+static harp_status cpu_drive(rt_compile *c) {
+  rt_stages_analysis(c); /* normalize, indexbook, poly_view */
+  rt_stage_run(c, RT_STAGE_REGIONS, cpu_regions);
+  rt_stage_run(c, RT_STAGE_FUNCTION, cpu_function);
+  rt_stage_run(c, RT_STAGE_PLANS, cpu_plans);
+  rt_stage_run(c, RT_STAGE_CODE, cpu_code); /* kernels are chosen as the C is printed */
+  rt_stage_run(c, RT_STAGE_BUILD, cpu_build);
+  return c->status;
+}
+
+const rt_target rt_target_cpu = {
+    .name = "cpu", .machines = {"cpu"}, .code_dump = "c", .regions_final = RT_STAGE_REGIONS, .drive = cpu_drive};

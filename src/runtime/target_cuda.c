@@ -1,0 +1,105 @@
+/* target_cuda.c — the CUDA target of the compile pipeline: regions for the
+ * GPU's description (sm80 / sm90), the Function (half operands of MMA
+ * templates kept half), plans, the kernels with their launch list, and the
+ * CUDA C.  NVRTC (the build stage) needs a runtime: gpu.c runs it.
+ * Needs: pipeline.c, backend/cuda (cuda_model_build, cuda_print).
+ * Gives: rt_target_cuda. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/region_cuda.h"
+#include "harp/pipeline.h"
+#include "harp/region.h"
+#include "util/util.h"
+
+/* The architecture and precision asked for (opts.arch, opts.precision);
+ * strict fp32 and half rounding form fp32 attentions split from the start. */
+static harp_status cuda_setup(rt_compile *c) {
+  const char *name = c->opts.arch ? c->opts.arch : "sm80";
+  cuda_arch arch;
+  if (!cuda_arch_parse(name, &arch))
+    return ut_fail(c->e, HARP_E_USAGE, NULL, "GPU target '%s': expected sm80 or sm90", name);
+  c->arch = (int)arch;
+  cuda_math math = CUDA_MATH_TF32;
+  if (c->opts.precision && !cuda_math_parse(c->opts.precision, &math))
+    return ut_fail(c->e, HARP_E_USAGE, NULL, "precision '%s': expected tf32, fp32, fp16 or bf16", c->opts.precision);
+  c->math = (int)math;
+  c->split_attention = math != CUDA_MATH_TF32;
+  return HARP_OK;
+}
+
+/* As on the CPU, a CAST of an outside tensor in a row or epilogue region is
+ * a region of its own (the generic loop nest converts contraction operands
+ * only); split_attention: fp32 attentions stay matmuls and a softmax. */
+static harp_status cuda_regions(rt_compile *c) {
+  plan_machine_get(c->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &c->machine);
+  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention};
+  return rt_form_regions(c, &ro);
+}
+
+static harp_status cuda_function(rt_compile *c) {
+  fn_options fo = {.widen_half_temps = true, .half_mma_operands = true};
+  return rt_build_function(c, &fo);
+}
+
+/* Every region's plan (no plan cache: the tuner measures CPU kernels); the
+ * kernels read them only where --plan overrides a region. */
+static harp_status cuda_plans(rt_compile *c) { return rt_choose_plans(c, 0, true); }
+
+static harp_status cuda_kernels(rt_compile *c) {
+  cuda_model_free(c->tu);
+  c->tu = NULL;
+  const rt_plan_choice *plans = c->opts.nplan_overrides ? c->plans.choice : NULL;
+  return cuda_model_build(c->e, c->g, c->pv, c->f, c->syms, (cuda_arch)c->arch, plans, (cuda_math)c->math, &c->knobs,
+                          &c->tu);
+}
+
+static harp_status cuda_code(rt_compile *c) {
+  free(c->source);
+  c->source = NULL;
+  return cuda_print(c->e, c->tu->mod, &c->source);
+}
+
+/* An fp32 attention is one region (the fused template) as TF32; when the
+ * template cannot read one (an operand's layout: a key read transposed, as
+ * PyTorch's ONNX export of scaled_dot_product_attention scales K^T) the
+ * whole attention would be one generic kernel (2 ms of a BERT-base layer on
+ * an H200): form again with fp32 attentions split into matmuls and a
+ * softmax. */
+static bool attention_declined(const rt_compile *c) {
+  return !c->status && !c->stopped && !c->split_attention && c->tu && c->tu->nattn_generic > 0;
+}
+
+/* regions to kernels: what runs again when a template declined an attention */
+static void cuda_partition(rt_compile *c) {
+  rt_stage_run(c, RT_STAGE_REGIONS, cuda_regions);
+  rt_stage_run(c, RT_STAGE_FUNCTION, cuda_function);
+  rt_stage_run(c, RT_STAGE_PLANS, cuda_plans);
+  rt_stage_run(c, RT_STAGE_KERNELS, cuda_kernels);
+}
+
+static harp_status cuda_drive(rt_compile *c) {
+  if ((c->status = cuda_setup(c))) return c->status;
+  rt_stages_analysis(c); /* normalize, indexbook, poly_view */
+  cuda_partition(c);     /* regions, function, plans, kernels */
+  if (attention_declined(c)) {
+    c->split_attention = true;
+    cuda_partition(c);
+  }
+  rt_stage_run(c, RT_STAGE_CODE, cuda_code);
+  return c->status;
+}
+
+static void cuda_release(rt_compile *c) {
+  cuda_model_free(c->tu);
+  c->tu = NULL;
+}
+
+const rt_target rt_target_cuda = {.name = "cuda",
+                                  .machines = {"sm80", "sm90"},
+                                  .kernels_dump = "gpu",
+                                  .code_dump = "cu",
+                                  .regions_final = RT_STAGE_KERNELS,
+                                  .drive = cuda_drive,
+                                  .release = cuda_release};
