@@ -2,13 +2,14 @@
 # the three commands of the README short:  make / make test / make demo.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test test-fast test-asan fuzz demo clean format
+.PHONY: all deps test test-fast test-asan test-tsan fuzz demo clean format
 
 all: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -34,6 +35,15 @@ test-asan: deps $(ASAN_BUILD)/Makefile
 	  LSAN_OPTIONS=use_tls=0:print_suppressions=0:suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --output-on-failure -j $(JOBS)
 
+# The threaded tests (ctest label "threads") under ThreadSanitizer.
+$(TSAN_BUILD)/Makefile: CMakeLists.txt | deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DHARP_TSAN=ON $(CMAKE_FLAGS) >/dev/null
+
+test-tsan: deps $(TSAN_BUILD)/Makefile
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target harp test_threads
+	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 HARP_THREAD_RUNS=200 \
+	  ctest --output-on-failure -L threads
+
 # The libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS
 # (docs/reliability.md, "Fuzzing").
 fuzz: deps
@@ -43,4 +53,4 @@ demo: all
 	@scripts/demo.sh $(BUILD)/harp
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -62,6 +62,9 @@ typedef struct harp_options {
   const char *precision;
   int64_t loop_limit;        /* a model with run-time control flow: the iterations a Loop may run
                                 (0: one million) before it fails */
+  int64_t max_memory;        /* CPU: one instance's arena plus weights at most, in bytes (0: this
+                                machine's memory); a model beyond it fails to compile with
+                                HARP_E_LIMIT before any code is generated */
   /* The library's knobs (docs/options.md, `harp --help-options`): the table's
    * defaults, then the environment (HARP_NO_DEDUP=1, CC, ...; read once per
    * compile, and not at all with no_env), then these "NAME=VALUE" settings
@@ -83,6 +86,10 @@ typedef struct harp_model harp_model;
  * come back as the parameter block harp_embedded_params returns. */
 harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *opts, harp_compiled **out);
 void harp_compiled_free(harp_compiled *c);
+/* A warning from the compile, or NULL: the compile cache could not be used
+ * (read-only, full, not the user's own) and the code was built in a
+ * temporary directory. */
+const char *harp_compiled_warning(const harp_compiled *c);
 
 /* What the compiled model expects.  k counts inputs (weights excluded) and
  * outputs; shape[] receives up to HARP_MAX_RANK sizes. */

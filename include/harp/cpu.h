@@ -16,6 +16,7 @@
 #define HARP_CPU_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "harp/error.h"
 #include "harp/pipeline.h"
@@ -35,6 +36,8 @@ typedef struct rt_cpu_opts {
   const struct rt_plan_override *plan_overrides; /* --plan; validated against their regions */
   int nplan_overrides;
   bool no_plan_cache;    /* do not read the plan cache */
+  uint64_t max_memory;   /* one instance's arena plus weights at most (0: this machine's memory);
+                            beyond it the compile fails with LimitExceeded before any code is made */
   bool keep_analysis;    /* keep the IndexBook and Poly-View (dumps; rt_cpu_compile_variant) */
   /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
   rt_stage_hook after_stage;
@@ -84,6 +87,9 @@ const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m);
 /* Facts about the compiled model. */
 const char *rt_cpu_source(const rt_cpu_model *m); /* the generated C, if kept */
 bool rt_cpu_cache_hit(const rt_cpu_model *m);
+/* Why the compile cache was not used (the object was built in a temporary
+ * directory), or NULL. */
+const char *rt_cpu_warning(const rt_cpu_model *m);
 double rt_cpu_compile_ms(const rt_cpu_model *m);
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m);
 /* What every stage of its compile made (harp/pipeline.h): the partition,

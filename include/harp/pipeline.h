@@ -98,6 +98,7 @@ typedef struct rt_compile_opts {
   /* CPU */
   bool keep_source;       /* keep c->source after build */
   bool portable;          /* code for any x86-64 (packages); else this CPU's ISA */
+  uint64_t max_memory;    /* one instance's arena plus weights at most (0: this machine's memory) */
   /* CUDA */
   const char *arch;       /* "sm80" | "sm90" (NULL: sm80) */
   const char *precision;  /* how fp32 contractions compute: "tf32" (NULL), "fp32", "fp16", "bf16" */
@@ -126,6 +127,8 @@ struct rt_compile {
   char *source;                  /* code: C or CUDA C */
   char *so_path;                 /* build (CPU): the shared object */
   bool cache_hit;                /* build: the object came from the disk cache */
+  bool so_temp;                  /* build: so_path lies in a temporary directory (rt_cache_discard once loaded) */
+  char cc_warning[512];          /* build: why the compile cache was not used ("": it was) */
   int arch, math;                /* CUDA: cuda_arch, cuda_math */
   bool split_attention;          /* CUDA: fp32 attentions formed as matmuls + softmax */
   bool ran[RT_NSTAGES];          /* which stages ran */

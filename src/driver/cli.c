@@ -50,6 +50,20 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, con
   return argv[++*i];
 }
 
+/* A byte count with an optional K, M or G (powers of 1024) suffix into *out. */
+static bool cli_parse_bytes(const char *v, unsigned long long *out) {
+  char *end;
+  if (!*v || *v == '-') return false;
+  unsigned long long n = strtoull(v, &end, 10);
+  int shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10, end++;
+  else if (*end == 'M' || *end == 'm') shift = 20, end++;
+  else if (*end == 'G' || *end == 'g') shift = 30, end++;
+  if (*end || end == v || n > (~0ull >> shift)) return false;
+  *out = n << shift;
+  return true;
+}
+
 /* --input / --param NAME=FILE (param: a weight too); 0 or the exit code. */
 static int add_input(const char *cmd, bool param, const char *v, cli_opts *o) {
   const char *sep = strchr(v, '=');
@@ -111,6 +125,10 @@ static int set_option(const char *cmd, const char *name, const char *v, cli_opts
     o->loop_limit = strtoll(v, &end, 10);
     return *end || end == v || o->loop_limit < 1 ? cli_usage_error(cmd, "--loop-limit expects a positive count") : 0;
   }
+  if (!strcmp(name, "max-memory"))
+    return !cli_parse_bytes(v, &o->max_memory) || !o->max_memory
+               ? cli_usage_error(cmd, "--max-memory expects a size in bytes (a K, M or G suffix allowed), not '%s'", v)
+               : 0;
   if (!strcmp(name, "seed")) {
     o->seed = strtoull(v, &end, 10);
     return *end || end == v ? cli_usage_error(cmd, "--seed expects an integer") : 0;

@@ -40,6 +40,7 @@ typedef struct cli_opts {
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
   bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
   long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
+  unsigned long long max_memory; /* --max-memory: one instance's arena plus weights at most (0: the machine's) */
   rt_knobs knobs;        /* the environment's knobs, then --knob's (cli_parse) */
   const char *knob_args[CLI_MAX_LIST + 1]; /* --knob NAME=VALUE, as given (NULL-terminated) */
   int nknobs;

@@ -70,6 +70,9 @@ static const char run_help[] =
     "  --knob NAME=VALUE      set a knob of the library (harp --help-options lists\n"
     "                         them, with the environment variables that set them too)\n"
     "  --time-stages          print each compile stage's time to stderr\n"
+    "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
+    "                         weights) needs more (K, M, G suffixes; default: this\n"
+    "                         machine's memory), with LimitExceeded before compiling\n"
     "  --loop-limit N         a model with run-time control flow (an If, Loop or Scan\n"
     "                         decided at run time: a host program of compiled\n"
     "                         segments, docs/onnx.md): the iterations a Loop may run\n"
@@ -81,10 +84,11 @@ static const char run_help[] =
 static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
                          ut_tensor *outs) {
   rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
-                    .after_stage = cli_dumps_hook, .hook_ctx = d};
+                    .after_stage = cli_dumps_hook, .hook_ctx = d, .max_memory = o->max_memory};
   co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
   rt_cpu_model *cm = NULL;
   harp_status s = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
   if (!s) {
     cli_print_plan_notes(rt_cpu_plans(cm));
     cli_print_stage_times(o, m, rt_cpu_stages(cm));
@@ -185,7 +189,7 @@ static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b
   harp_error e = {0};
   int rc = cli_parse(argc, argv, "run",
                      "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
-                     "loop-limit knob time-stages",
+                     "loop-limit max-memory knob time-stages",
                      o, &e);
   if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
   if (!o->model) return cli_usage_error("run", "no MODEL given");

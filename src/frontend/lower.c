@@ -115,6 +115,10 @@ bool lw_can_dim(const lw *L, const fe_dim *d) {
 bool lw_dim(lw *L, const fe_dim *d, tiny_dim *out) {
   int64_t v;
   const char *sym;
+  if (!d) { /* a dim whose allocation failed (fe_dim_int and kin give NULL) */
+    ut_fail(L->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    return false;
+  }
   if (fe_dim_is_int(d, &v)) {
     *out = tiny_dim_int(v);
     return true;

@@ -410,7 +410,8 @@ static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
     isl_size cnt = isl_ast_node_list_n_ast_node(l);
     a = ut_arena_alloc(g->A, sizeof *a);
     if (a) a->children = ut_arena_alloc(g->A, sizeof(poly_ast *) * (size_t)(cnt > 0 ? cnt : 1));
-    if (a && a->children) {
+    if (a && !a->children) a = NULL; /* out of memory (below): not a zeroed node, which reads as a loop */
+    if (a) {
       a->kind = PA_BLOCK;
       a->depth = depth;
       for (int i = 0; i < cnt && !g->st; i++) {

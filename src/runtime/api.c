@@ -73,6 +73,8 @@ void harp_compiled_free(harp_compiled *c) {
   free(c);
 }
 
+const char *harp_compiled_warning(const harp_compiled *c) { return c && c->cpu ? rt_cpu_warning(c->cpu) : NULL; }
+
 static bool is_param(const tiny_node *n) { return n->a.input.storage && !strcmp(n->a.input.storage, "param"); }
 
 harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options *o, harp_compiled **out) {
@@ -103,8 +105,8 @@ static harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) 
 }
 
 static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
-  (void)o;
-  rt_cpu_opts co = {.knobs = k};
+  if (o && o->max_memory < 0) return ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
+  rt_cpu_opts co = {.knobs = k, .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
   if (rt_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;
   c->f = (fn_function *)rt_cpu_function(c->cpu);
   return HARP_OK;

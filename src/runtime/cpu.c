@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/pipeline.h"
@@ -43,6 +44,7 @@ static rt_compile_opts compile_opts(const rt_cpu_opts *o, rt_knobs *k) {
   rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
   co.keep_source = o->keep_source;
   co.portable = o->portable;
+  co.max_memory = o->max_memory;
   co.keep_analysis = o->keep_analysis;
   co.plan_overrides = o->plan_overrides;
   co.nplan_overrides = o->nplan_overrides;
@@ -55,6 +57,10 @@ static rt_compile_opts compile_opts(const rt_cpu_opts *o, rt_knobs *k) {
 /* dlopen the compiled object and find its entry points. */
 static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   m->dl = dlopen(m->c->so_path, RTLD_NOW | RTLD_LOCAL);
+  if (m->c->so_temp) { /* loaded (or not): the temporary copy goes */
+    rt_cache_discard(m->c->so_path);
+    m->c->so_temp = false;
+  }
   if (!m->dl) return ut_fail_at(e, HARP_E_IO, m->c->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
   m->init = (init_fn)dlsym(m->dl, "model_init");
   m->run = (run_fn)dlsym(m->dl, "model_run");
@@ -162,6 +168,7 @@ harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor 
 
 const char *rt_cpu_source(const rt_cpu_model *m) { return m->c->source; }
 bool rt_cpu_cache_hit(const rt_cpu_model *m) { return m->c->cache_hit; }
+const char *rt_cpu_warning(const rt_cpu_model *m) { return m->c->cc_warning[0] ? m->c->cc_warning : NULL; }
 double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }

@@ -9,6 +9,7 @@
 
 #include "backend/c/emit_model.h"
 #include "compile.h"
+#include "memlimit.h"
 #include "harp/cpu.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
@@ -30,7 +31,10 @@ static harp_status cpu_regions(rt_compile *c) {
  * reference semantics round only where the program casts. */
 static harp_status cpu_function(rt_compile *c) {
   fn_options fo = {.widen_half_temps = true};
-  return rt_build_function(c, &fo);
+  harp_status st = rt_build_function(c, &fo);
+  if (!st) st = rt_check_memory(c->e, c->f, c->opts.max_memory); /* before the code, the compiler, an instance */
+  if (!st) st = rt_check_source(c->e, 0, c->f->nkernels);
+  return st;
 }
 
 static harp_status cpu_plans(rt_compile *c) { return rt_choose_plans(c, rt_cpu_algo_mask(), c->opts.no_plan_cache); }
@@ -43,6 +47,8 @@ static harp_status cpu_code(rt_compile *c) {
   rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 20, !c->opts.portable, c->plans.choice, false, NULL,
                &c->knobs};
   harp_status st = cgen_emit_model(&rc, "model", &src);
+  if (!st && src.oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory writing the generated C");
+  if (!st) st = rt_check_source(c->e, src.len, c->f->nkernels);
   rt_compile_drop_analysis(c);
   c->plans.compiled = true;
   for (int i = 0; i < c->plans.n; i++) { /* gathers and other regions no template saw */
@@ -83,13 +89,19 @@ static harp_status cpu_build(rt_compile *c) {
     snprintf(host_flags, sizeof host_flags, "%s%s", RT_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
     flags = host_flags;
   }
-  rt_cc_opts cc = {k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs};
-  harp_status st = rt_cc_build(c->e, c->source, &cc, &c->so_path, &c->cache_hit);
-  if (st && jcc) { /* an assembler without the option (binutils < 2.34): without it */
+  rt_cc_opts cc = {k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs, .tmpdir = k->tmpdir};
+  rt_cc_result r;
+  harp_status st = rt_cc_build_ex(c->e, c->source, &cc, &r);
+  if (st == HARP_E_INTERNAL && jcc) { /* the compiler ran and failed: perhaps an assembler without the option (binutils < 2.34) */
     harp_error_clear(c->e);
     *strstr(host_flags, " -Wa,") = 0;
-    st = rt_cc_build(c->e, c->source, &cc, &c->so_path, &c->cache_hit);
+    free(r.path);
+    st = rt_cc_build_ex(c->e, c->source, &cc, &r);
   }
+  c->so_path = r.path;
+  c->cache_hit = r.hit;
+  c->so_temp = r.temp;
+  snprintf(c->cc_warning, sizeof c->cc_warning, "%s", r.warning);
   if (!c->opts.keep_source) {
     free(c->source);
     c->source = NULL;

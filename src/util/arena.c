@@ -1,5 +1,5 @@
-/* arena.c — bump allocator (one per compilation) and fault injection.
- * Needs: nothing.  Gives: ut_arena_*, ut_x*alloc, ut_fault_*, ut_release_free_memory. */
+/* arena.c — bump allocator (one per compilation).
+ * Needs: nothing.  Gives: ut_arena_*, ut_x*alloc (failing when fault.c says so), ut_release_free_memory. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,17 +20,6 @@ struct ut_arena {
   chunk *head;
   size_t total;
 };
-
-static long fault_countdown; /* test hook, see util.h */
-
-void ut_fault_fail_nth_alloc(long n) { fault_countdown = n; }
-
-bool ut_fault_should_fail(void) {
-  if (fault_countdown <= 0) return false;
-  return --fault_countdown == 0;
-}
-
-long ut_fault_remaining(void) { return fault_countdown; }
 
 void *ut_xmalloc(size_t n) { return ut_fault_should_fail() ? NULL : malloc(n ? n : 1); }
 void *ut_xcalloc(size_t n, size_t sz) { return ut_fault_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }

@@ -41,7 +41,13 @@ void ut_str_putc(ut_str *s, char c) {
   s->buf[s->len] = 0;
 }
 
-void ut_str_puts(ut_str *s, const char *t) { ut_str_putn(s, t, strlen(t)); }
+void ut_str_puts(ut_str *s, const char *t) {
+  if (!t) { /* a piece whose own allocation failed: the string is incomplete */
+    s->oom = true;
+    return;
+  }
+  ut_str_putn(s, t, strlen(t));
+}
 
 void ut_str_putn(ut_str *s, const char *t, size_t n) {
   if (!str_reserve(s, n)) return;
@@ -201,7 +207,10 @@ harp_status ut_write_file_atomic(harp_error *e, const char *path, const void *da
   char *tmp = ut_xmalloc(pl + 32);
   if (!tmp) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  /* never through a link planted at the temp name; a stale one (a killed run
+   * of the same pid) is removed once */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (fd < 0) {
     harp_status s = ut_fail_at(e, HARP_E_IO, path, 0, 0, "cannot create: %s", strerror(errno));
     free(tmp);
@@ -210,7 +219,7 @@ harp_status ut_write_file_atomic(harp_error *e, const char *path, const void *da
   const unsigned char *p = data;
   size_t left = len;
   while (left > 0) {
-    ssize_t w = write(fd, p, left);
+    ssize_t w = ut_fault_hit(UT_FAULT_WRITE) ? (errno = ENOSPC, -1) : write(fd, p, left);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       int er = errno;

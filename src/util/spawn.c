@@ -20,6 +20,7 @@ extern char **environ;
 #define CC_MAX_ARGS 64
 
 int ut_run_cc(const char *cc, const char *flags, const char *extra, const char *so, const char *c, const char *log) {
+  if (ut_fault_hit(UT_FAULT_SPAWN)) return 127; /* injected: as if the compiler could not start */
   char *fl = strdup(flags ? flags : "");
   if (!fl) return -1;
   char *argv[CC_MAX_ARGS];

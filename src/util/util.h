@@ -31,6 +31,13 @@ void ut_fault_fail_nth_alloc(long n);
 bool ut_fault_should_fail(void);
 /* Allocations left before the injected failure (0 once it fired or when off). */
 long ut_fault_remaining(void);
+/* The same for every kind of fault (fault.c): allocations (ut_x*alloc, arenas),
+ * file writes (ut_write_file_atomic, the compile cache's files) and child
+ * processes (ut_run_cc: it then reports that the compiler could not start). */
+typedef enum ut_fault_kind { UT_FAULT_ALLOC, UT_FAULT_WRITE, UT_FAULT_SPAWN, UT_FAULT_KINDS } ut_fault_kind;
+void ut_fault_fail_nth(ut_fault_kind k, long n); /* 0: off */
+bool ut_fault_hit(ut_fault_kind k);              /* one event of kind k: true if it must fail */
+long ut_fault_left(ut_fault_kind k);             /* events before the failure (0: fired or off) */
 
 /* malloc/realloc that honour fault injection. */
 void *ut_xmalloc(size_t n);

@@ -101,7 +101,7 @@ static int call_answer(const char *so) {
 
 static void build(fixture *fx, const char *cc, const char *src, bool parallel, int want, bool want_hit) {
   harp_error e = {0};
-  rt_cc_opts o = {cc, "-O1", fx->dir, parallel, fx->jobs};
+  rt_cc_opts o = {cc, "-O1", fx->dir, parallel, NULL, fx->jobs, NULL};
   char *so = NULL;
   bool hit = true;
   assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_OK);
@@ -169,7 +169,7 @@ static void test_compile_error(void **state) {
   char *src = source(RT_CC_PARALLEL_MIN, 5);
   src[0] = '@'; /* not C */
   harp_error e = {0};
-  rt_cc_opts o = {fx->cc, "-O1", fx->dir, true, fx->jobs};
+  rt_cc_opts o = {fx->cc, "-O1", fx->dir, true, NULL, fx->jobs, NULL};
   char *so = NULL;
   bool hit = true;
   assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_E_INTERNAL);
@@ -195,14 +195,14 @@ static void test_spawn_errors(void **state) {
   harp_error e = {0};
   char *so = NULL;
   bool hit = true;
-  rt_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false, 0};
+  rt_cc_opts o = {"/nonexistent/harp-cc", "-O1", fx->dir, false, NULL, 0, NULL};
   assert_int_equal(rt_cc_build(&e, src, &o, &so, &hit), HARP_E_IO);
   assert_non_null(strstr(e.msg, "/nonexistent/harp-cc"));
   assert_null(so);
   harp_error_clear(&e);
   char many[60 * 4 + 1] = "";
   for (int i = 0; i < 60; i++) strcat(many, "-O1 ");
-  rt_cc_opts m = {fx->cc, many, fx->dir, false, 0};
+  rt_cc_opts m = {fx->cc, many, fx->dir, false, NULL, 0, NULL};
   assert_int_equal(rt_cc_build(&e, src, &m, &so, &hit), HARP_E_LIMIT);
   assert_non_null(strstr(e.msg, "too many compiler flags"));
   assert_null(so);

@@ -36,6 +36,22 @@
 #include "kitems.h"
 #include "region_c.h"
 
+/* A region's name as a comment may hold it: every character outside
+ * [A-Za-z0-9_./-] becomes '_' — with no '*' left, no comment can end or
+ * start inside it, and no newline gets through (the frontends already give
+ * identifiers, nested ones joined by '/'; this is the last line of
+ * defence). */
+static const char *comment_safe(const char *name, char out[160]) {
+  size_t k = 0;
+  for (const char *s = name ? name : ""; *s && k + 1 < 160; s++) {
+    char c = *s;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' || c == '/';
+    out[k++] = ok ? c : '_';
+  }
+  out[k] = 0;
+  return out;
+}
+
 static void buffer_ptr(ut_str *o, const fn_function *f, int b, const int *input_pos, const int *output_pos) {
   const fn_buffer *B = &f->buffers[b];
   switch (B->kind) {
@@ -104,7 +120,8 @@ static harp_status emit_kernels(rc_ctx *c, const char *P, ut_str *out, long *chu
       if (copy_of[j] < 0 && kernel_nargs(f, j, pk) == kernel_nargs(f, k, pk) && cg_kform_same(&forms[j], &forms[k]))
         copy_of[k] = j;
     if (!st) {
-      ut_str_printf(out, "/* kernel %d: region %s */\n", k, f->kernels[k].name);
+      char safe[160];
+      ut_str_printf(out, "/* kernel %d: region %s */\n", k, comment_safe(f->kernels[k].name, safe));
       if (copy_of[k] < 0 && dedup) {
         st = cg_kitems_emit(&items, c->e, kt.buf ? kt.buf : "", P, k, out);
       } else if (copy_of[k] < 0) {
@@ -292,7 +309,8 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   for (int k = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
     int d = copy_of[k], n = kernel_nargs(f, k, pk);
-    ut_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, K->name);
+    char safe[160];
+    ut_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, comment_safe(K->name, safe));
     for (int p = 0; p < n; p++) {
       /* the packed weight goes after the buffers (contract_c.h); a copy
        * takes them in the order of the kernel whose code it runs */

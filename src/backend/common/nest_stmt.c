@@ -181,7 +181,9 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     else float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
-    if (sel && !idx.oom) {
+    if (idx.oom) o->oom = true; /* the statement is incomplete: the emission fails */
+    if (!idx.buf) {
+    } else if (sel && !idx.oom) {
       ut_str gi;
       ut_str_init(&gi);
       if (!uniform_guard_index(&gi, m, n, a, guard))
@@ -195,7 +197,8 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
       rc_linear(&idx, &n->shape, a->index, m->prefix);
-      ut_str_printf(o, "[%s]", idx.buf);
+      if (idx.oom) o->oom = true;
+      ut_str_printf(o, "[%s]", idx.buf ? idx.buf : "");
     }
   }
   if (sel) { /* a bitwise select: a ?: here would be sunk into a masked load again */
@@ -241,6 +244,11 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   ut_str_init(&idx);
   if (m->val[t].kind == ST_BUF) {
     rc_linear(&idx, &n->shape, a->index, 0);
+    if (idx.oom || !expr) { /* an allocation failed: the statement would be wrong */
+      o->oom = true;
+      ut_str_free(&idx);
+      return;
+    }
     int s = m->val[t].slot;
     ut_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
     ut_str tmp;
@@ -256,9 +264,11 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
     rc_local_name(o, n, "L", t);
     if (m->val[t].lsize > 1) {
       rc_linear(&idx, &n->shape, a->index, m->prefix);
-      ut_str_printf(o, "[%s]", idx.buf);
+      if (idx.oom) o->oom = true;
+      ut_str_printf(o, "[%s]", idx.buf ? idx.buf : "");
     }
-    ut_str_printf(o, " = %s;\n", expr);
+    if (!expr) o->oom = true;
+    ut_str_printf(o, " = %s;\n", expr ? expr : "");
   }
   ut_str_free(&idx);
 }
