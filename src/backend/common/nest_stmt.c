@@ -161,6 +161,19 @@ static bool uniform_guard_index(ut_str *o, emit *m, const tiny_node *n, const po
   return true;
 }
 
+/* Node t's register-local value at access a: its name, then [index] when
+ * it holds more than one element (idx: scratch for the index text). */
+static void local_ref(emit *m, const poly_ast_access *a, int t, ut_str *idx) {
+  const tiny_node *n = &m->c->g->nodes[t];
+  ut_str *o = m->o;
+  rc_local_name(o, n, "L", t);
+  if (m->val[t].lsize > 1) {
+    rc_linear(idx, &n->shape, a->index, m->prefix);
+    if (idx->oom) o->oom = true;
+    ut_str_printf(o, "[%s]", idx->buf ? idx->buf : "");
+  }
+}
+
 /* The value a statement reads through access a (to node t), as C. */
 static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want) {
   const tiny_graph *g = m->c->g;
@@ -194,12 +207,7 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
       rc_load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
     }
   } else {
-    rc_local_name(o, n, "L", t);
-    if (m->val[t].lsize > 1) {
-      rc_linear(&idx, &n->shape, a->index, m->prefix);
-      if (idx.oom) o->oom = true;
-      ut_str_printf(o, "[%s]", idx.buf ? idx.buf : "");
-    }
+    local_ref(m, a, t, &idx);
   }
   if (sel) { /* a bitwise select: a ?: here would be sunk into a masked load again */
     ut_str_printf(o, "; hp_sel(%s, l_, ", guard);
@@ -261,12 +269,7 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
     }
     ut_str_free(&tmp);
   } else {
-    rc_local_name(o, n, "L", t);
-    if (m->val[t].lsize > 1) {
-      rc_linear(&idx, &n->shape, a->index, m->prefix);
-      if (idx.oom) o->oom = true;
-      ut_str_printf(o, "[%s]", idx.buf ? idx.buf : "");
-    }
+    local_ref(m, a, t, &idx);
     if (!expr) o->oom = true;
     ut_str_printf(o, " = %s;\n", expr ? expr : "");
   }
