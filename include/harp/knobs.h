@@ -31,7 +31,7 @@ typedef struct rt_knobs {
   char cflags[RT_KNOB_PATH];    /* HARP_CFLAGS: its flags ("": harp's own) */
   char cache_dir[RT_KNOB_PATH]; /* HARP_CACHE_DIR: compiled objects, cubins, plans ("": see knobs.c) */
   int cc_jobs;                  /* HARP_CC_JOBS: LTO partitions of a large source (0: the online CPUs) */
-  char tmpdir[RT_KNOB_PATH];    /* TMPDIR: cgen_compile_so's work directories */
+  char tmpdir[RT_KNOB_PATH];    /* TMPDIR: work directories (cgen_compile_so; builds when the cache is unusable) */
   /* code generation: A/B switches for benchmarks and tests */
   bool no_fusion;               /* HARP_NO_FUSION: every block its own region */
   bool no_templates;            /* HARP_NO_TEMPLATES: no kernel templates, loop nests only */

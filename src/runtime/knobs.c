@@ -23,7 +23,7 @@ static const rt_knob table[] = {
         "empty: /tmp/harp-cache-UID)"),
     ROW(cc_jobs, "HARP_CC_JOBS", INT, "0", NULL, 0, 1024,
         "processes optimising a large generated source (-flto=N; 0: the online CPUs, at most 16; 1: off)"),
-    ROW(tmpdir, "TMPDIR", STRING, "/tmp", NULL, 0, 0, "where cgen_compile_so makes its work directories"),
+    ROW(tmpdir, "TMPDIR", STRING, "/tmp", NULL, 0, 0, "work directories: cgen_compile_so's, and a build's when the cache is unusable"),
     ROW(no_fusion, "HARP_NO_FUSION", BOOL, "0", NULL, 0, 0, "every block its own region (fused vs unfused)"),
     ROW(no_templates, "HARP_NO_TEMPLATES", BOOL, "0", NULL, 0, 0,
         "no kernel templates: regions on the generic loop nest (a recurrent cell keeps its template; CUDA: row kernels stay)"),
