@@ -856,6 +856,11 @@ static bool signature(sema *S, const fe_ast_graph *ag) {
   for (int i = 0; i < ag->nparams; i++) {
     const fe_ast_decl *d = &ag->params[i];
     fe_shape s = {0};
+    if (fe_shape_var_index(g, d->name) >= 0) { /* as check_target does for an assignment */
+      err(S, HARP_E_DUPLICATE_ID, d->line, d->col, "parameter %s has the name of a shape variable", d->name);
+      ok = false;
+      continue;
+    }
     if (!eval_type(S, &d->type, true, &s)) {
       ok = false;
       continue;

@@ -145,6 +145,7 @@ static void test_findings_errors(void **state) {
       {"onnx/ub_constant_attribute_without_name.onnx", HARP_E_INVALID_ARG, "attribute 0 has no name"},
       {"tiny/overflow_snippet_unterminated.json", HARP_E_PARSE, "invalid JSON"},
       {"dsl/hang_graph_midline.harp", HARP_E_PARSE, "expected the end of the statement"},
+      {"dsl/param_named_like_shape_var.harp", HARP_E_DUPLICATE_ID, "parameter M has the name of a shape variable"},
       {"plan_dsl/roundtrip_axis_too_long.plan", HARP_E_LIMIT, "at most 59"},
       {"plan_json/roundtrip_axis_too_long.json", HARP_E_LIMIT, "at most 59"},
   };
