@@ -22,7 +22,10 @@ static const char bench_help[] =
     "  --target T           cuda: sm80 or sm90 (default: the device's)\n"
     "  --graphs             cuda: replay one CUDA Graph of the launches\n"
     "  --precision P        cuda: how fp32 contractions compute: tf32 (default),\n"
-    "                       fp32 (strict, no tensor cores), fp16, bf16\n"
+    "                       fp32 (strict, no tensor cores), fp16, bf16; cpu: fp32\n"
+    "                       (default) or bf16 (matmuls and convs in bf16 with fp32\n"
+    "                       accumulation, AVX512_BF16); bf16 also prints the\n"
+    "                       outputs' error against an fp32 build\n"
     "  --bind SYM=INT[,SYM=INT...]\n"
     "                       cuda: one shape binding of a session (repeatable);\n"
     "                       each --repeat round runs every binding once, in\n"
@@ -119,7 +122,8 @@ static int bench_flags(int argc, char **argv, bench_args *a, char **rest, int *n
 /* The combinations bench refuses; 0 when none. */
 static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args *a) {
   if (!o->model) return cli_usage_error("bench", "no MODEL given");
-  if (o->precision && b->target != &rt_target_cuda) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
+  if (o->precision && b->target != &rt_target_cuda && b->target != &rt_target_cpu)
+    fprintf(stderr, "harp: note: --precision changes --backend cpu and cuda only\n");
   if (a->profile && (!b->target || a->nbinds)) return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
   if (cli_wants_dump(o, "c") && b->target != &rt_target_cpu)
     return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
@@ -204,7 +208,7 @@ static harp_status cpu_instance(harp_error *e, cli_model *m, cpu_inst *ci) {
 static harp_status bench_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
                            const bench_args *a, cpu_inst *ci, bench_res *r) {
   rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
-                    .after_stage = cli_dumps_hook, .hook_ctx = d};
+                    .precision = o->precision, .after_stage = cli_dumps_hook, .hook_ctx = d};
   co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
   if (rt_cpu_compile(e, m->g, &m->syms, &co, &ci->cm)) return e->code;
   cli_print_plan_notes(rt_cpu_plans(ci->cm));

@@ -204,8 +204,15 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
   cg_emit(o, "}\n");
 }
 
+/* Does this variant multiply in bf16 (tune.bf16, AVX-512; cgen_bf16.c)? */
+static bool use_bf16(const cg_mm *p, const cg_out *o) { return p->tune.bf16 && o->isa->id == CGEN_ISA_AVX512; }
+
 static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int nv) {
   int w = o->isa->w;
+  if (use_bf16(p, o)) {
+    cg_emit_bf16_kernel(o, mr, nv, t->mr, t->nr, t->pf, t->direct ? (long)p->c_sm : 0);
+    return;
+  }
   cg_emit(o, "static $T void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b, const $F_tt *tt,\n"
              "    long m, long n, int nr, int first, int last) {\n", mr, nv);
   for (int i = 0; i < mr; i++)
@@ -246,7 +253,7 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
 static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *at = cg_ctype(p->adt);
   char ld[160];
-  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n  (void)tid;\n", use_bf16(p, o) ? "0" : "");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)t->groups,
           (long)t->groups);
@@ -320,6 +327,7 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      for (int i = 0; i < mr; i++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
   }
   cg_emit(o, "  }\n}\n");
+  if (use_bf16(p, o)) cg_emit_bf16_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->mr);
 }
 
 /* Does the AVX-512 packer read B^T (unit stride along K) with 16x16 transposes? */
@@ -540,6 +548,8 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      const float *Bp = (const float *)cx->B + pb * %ldL + jc / %d * kc * %d;\n",
             (long)t->kc * cg_npanels(p, t) * t->nr, t->nr, t->nr);
   else cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bs);\n      const float *Bp = Bs;\n");
+  if (!p->prepack_b && use_bf16(p, o))
+    cg_emit(o, "      for (long jq = 0; jq < nc; jq += %d) $P_bfcv(Bs + jq * kc, kc, %d);\n", t->nr, t->nr);
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
   if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
   if (t->jr_outer) {
@@ -591,6 +601,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;
   emit_row(o, p, t, t->nv);
   if (nvt != t->nv) emit_row(o, p, t, nvt);
+  if (use_bf16(p, o)) cg_emit_bf16_cvt(o);
   int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
   for (int a = 0; a < 2; a++) {
     if (a == 1 && mt == 0) break;
@@ -643,8 +654,12 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
             (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
     cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
             t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
-    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n}\n", t->nr, t->nr,
+    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
             (long)t->kc * npan * t->nr, t->nr);
+    if (use_bf16(p, o))
+      cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
+              (long)t->kc * npan * t->nr, t->nr, t->nr);
+    cg_emit(o, "}\n");
     cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
     cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
     cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
@@ -848,7 +863,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     if (t->nba[0] * t->nba[1] * p->K * t->mp > (1L << 29))
       return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
   }
-  cg_out o = {.s = out, .F = fn};
+  cg_out o = {.s = out, .F = fn, .bf16 = p->tune.bf16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: %s %ldx%ldx%ld x batch %ldx%ld, %s*%s->%s ---- */\n", fn, p->conv ? "conv" : "gemm",
@@ -902,6 +917,10 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
 }
 
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
+  if (s->tune.bf16) {
+    *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
+    return false;
+  }
   if (cg_dw_applies(s)) {
     *why = "depthwise: the depthwise kernel";
     return false;
