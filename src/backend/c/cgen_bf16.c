@@ -40,9 +40,9 @@ void cg_emit_bf16_cvt(cg_out *o) {
 
 /* The micro-kernel $P_k<mr>_<nv> over pair panels: mr rows of A (panel
  * width tmr) times nv vectors of 16 columns of B (panel width tnr), kc deep
- * (pairs: (kc + 1) / 2); B prefetched pf pair rows ahead; c_sm > 0: C's
+ * (pairs: (kc + 1) / 2, or kc when `pairs` counts them already); B prefetched pf pair rows ahead; c_sm > 0: C's
  * rows prefetched for the store (C is the fp32 accumulator). */
-void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm) {
+void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs) {
   cg_emit(o, "static " CG_BF16_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
              "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
   for (int i = 0; i < mr; i++)
@@ -51,7 +51,7 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
     for (int i = 0; i < mr; i++)
       for (int l = 0; l < (nv * 64 + 63) / 64; l++)
         cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %ldL + n + %d, 1);\n", i, c_sm, l * 16);
-  cg_emit(o, "  const int *ap = (const int *)a;\n  long kp = (kc + 1) >> 1;\n");
+  cg_emit(o, "  const int *ap = (const int *)a;\n  long kp = %s;\n", pairs ? "kc" : "(kc + 1) >> 1");
   cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kp; k++) {\n");
   if (pf > 0)
     for (int l = 0; l < nv; l++) cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", pf, tnr, l * 16);
@@ -82,4 +82,48 @@ void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, in
   cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)mp, (long)mp);
   cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)span, (long)mp, (long)span, (long)mp);
   cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_bfcv(Ap + ir * kc, kc, %d);\n}\n", (long)span, mr, mr);
+}
+
+/* $P_ilv(vc, task, tid): a pool task, plane `task` of nplanes of the
+ * interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
+ * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
+ * elements of xdt at cx->X; the odd last channel with 0). */
+void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
+  const char *sx = cg_vsuffix(xdt), *ct = cg_ctype(xdt);
+  long icg2 = (long)((icg + 1) / 2);
+  (void)nplanes;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", icg2, icg2);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)icg,
+          (long)hw, (long)hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)hw);
+  cg_emit(o, "  const __m512i ix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,\n"
+             "      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);\n");
+  cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
+  cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
+  cg_emit(o, "    __m512 x0 = n == 16 ? $P_ld%s(s0 + i) : $P_ldn%s(s0 + i, n);\n", sx, sx);
+  cg_emit(o, "    __m512 x1 = odd ? _mm512_setzero_ps() : n == 16 ? $P_ld%s(s1 + i) : $P_ldn%s(s1 + i, n);\n", sx, sx);
+  cg_emit(o, "    __m512i p = _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n");
+  cg_emit(o, "    _mm512_mask_storeu_epi32(d + i, (__mmask16)((1u << n) - 1u), p);\n  }\n}\n");
+}
+
+/* $P_wpairs(W, d): the weight W ([rows][icg][khw] of wdt) as channel-pair
+ * words d[rows][ceil(icg / 2) * khw] (pair c, window tap j at c * khw + j),
+ * rounded to nearest even; run once per packing. */
+void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw) {
+  char lo[200], hi[200], il[64], ih[64];
+  long icg2 = (long)((icg + 1) / 2), kd = (long)(icg * khw);
+  snprintf(il, sizeof il, "2 * c * %ldL + j", (long)khw);
+  snprintf(ih, sizeof ih, "(2 * c + 1) * %ldL + j", (long)khw);
+  cg_scalar_ld(o, lo, sizeof lo, wdt, "w", il);
+  cg_scalar_ld(o, hi, sizeof hi, wdt, "w", ih);
+  cg_emit(o, "static void $P_wpairs(const void *W, uint32_t *d) {\n");
+  cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n", (long)rows);
+  cg_emit(o, "    const %s *w = (const %s *)W + r * %ldL;\n", cg_ctype(wdt), cg_ctype(wdt), kd);
+  cg_emit(o, "    uint32_t *q = d + r * %ldL;\n", icg2 * (long)khw);
+  cg_emit(o, "    for (long c = 0; c < %ldL; c++)\n      for (long j = 0; j < %ldL; j++) {\n", icg2, (long)khw);
+  cg_emit(o, "        float a = %s, b = 2 * c + 1 < %ldL ? %s : 0.0f;\n", lo, (long)icg, hi);
+  cg_emit(o, "        q[c * %ldL + j] = (uint32_t)$F_f2b(a) | (uint32_t)$F_f2b(b) << 16;\n      }\n  }\n}\n", (long)khw);
 }

@@ -78,8 +78,13 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
  * `span` rows, mp rows in all, mr per panel). */
 #define CG_BF16_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
 void cg_emit_bf16_cvt(cg_out *o);
-void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm);
+void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
+/* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
+ * plane interleaving the input's channel pairs into 32-bit words, and
+ * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
+void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
+void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
 
 /* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
  * (*why: the reason), and the AVX-512 variant of the kernel. */
