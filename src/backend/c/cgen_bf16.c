@@ -127,3 +127,32 @@ void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, i
   cg_emit(o, "        float a = %s, b = 2 * c + 1 < %ldL ? %s : 0.0f;\n", lo, (long)icg, hi);
   cg_emit(o, "        q[c * %ldL + j] = (uint32_t)$F_f2b(a) | (uint32_t)$F_f2b(b) << 16;\n      }\n  }\n}\n", (long)khw);
 }
+
+/* $P_packB for a B with unit stride along N (rows of bdt, row stride sk,
+ * batch strides sb0, sb1): panels of nr = 16 * nv columns written as pair
+ * rows directly, rows 2p and 2p + 1 rounded and interleaved in registers
+ * (no fp32 panel, no $P_bfcv); lanes past the matrix are 0. */
+void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb1, int64_t sk, int nv) {
+  const char *bt = cg_ctype(bdt), *sx = cg_vsuffix(bdt);
+  int nr = 16 * nv;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
+             " float *restrict Bp) {\n");
+  cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)sb0, (long)sb1);
+  cg_emit(o, "  const __m512i ix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,\n"
+             "      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);\n");
+  cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", nr);
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    int *d = (int *)(Bp + jr * kc);\n", nr, nr);
+  cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)sk);
+  cg_emit(o, "    for (long k = 0; k < kc; k += 2, s += %ldL, d += %d) {\n", 2 * (long)sk, nr);
+  cg_emit(o, "      int odd = k + 1 >= kc;\n");
+  for (int v = 0; v < nv; v++) {
+    cg_emit(o, "      { int n = nr - %d; __m512 x0 = _mm512_setzero_ps(), x1 = x0;\n", 16 * v);
+    cg_emit(o, "        if (n >= 16) { x0 = $P_ld%s(s + %d); if (!odd) x1 = $P_ld%s(s + %ldL + %d); }\n", sx, 16 * v, sx,
+            (long)sk, 16 * v);
+    cg_emit(o, "        else if (n > 0) { x0 = $P_ldn%s(s + %d, n); if (!odd) x1 = $P_ldn%s(s + %ldL + %d, n); }\n", sx,
+            16 * v, sx, (long)sk, 16 * v);
+    cg_emit(o, "        _mm512_storeu_si512(d + %d, _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0))); }\n",
+            16 * v);
+  }
+  cg_emit(o, "    }\n  }\n}\n");
+}

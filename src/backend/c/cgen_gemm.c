@@ -214,6 +214,8 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
  * conv's view packs pairs already)? */
 static bool use_bf16(const cg_mm *p, const cg_out *o) { return p->tune.bf16 && o->isa->id == CGEN_ISA_AVX512; }
 static bool use_bfcv(const cg_mm *p, const cg_out *o) { return use_bf16(p, o) && !p->pairs; }
+/* ... and is B (unit stride along N) packed as pairs straight away? */
+static bool b_pairs(const cg_mm *p, const cg_out *o) { return use_bfcv(p, o) && !p->conv && p->b_sn == 1; }
 
 /* Conv p seen by its bf16 variant: input channels in pairs (2c, 2c + 1) per
  * 32-bit word, the odd last one paired with 0; the input interleaved so
@@ -362,6 +364,10 @@ static bool bt_transposes(const cg_mm *p, const cg_isa *isa, const cg_tile *t) {
 static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *bt = cg_ctype(p->bdt), *sx = cg_vsuffix(p->bdt);
   int w = o->isa->w;
+  if (b_pairs(p, o)) {
+    cg_emit_bf16_pack_b_rows(o, p->bdt, p->b_sb[0], p->b_sb[1], p->b_sk, t->nv);
+    return;
+  }
   cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
   cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
@@ -572,7 +578,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      const float *Bp = (const float *)cx->B + pb * %ldL + jc / %d * kc * %d;\n",
             (long)t->kc * cg_npanels(p, t) * t->nr, t->nr, t->nr);
   else cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bs);\n      const float *Bp = Bs;\n");
-  if (!p->prepack_b && use_bfcv(p, o))
+  if (!p->prepack_b && use_bfcv(p, o) && !b_pairs(p, o))
     cg_emit(o, "      for (long jq = 0; jq < nc; jq += %d) $P_bfcv(Bs + jq * kc, kc, %d);\n", t->nr, t->nr);
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
   if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
@@ -690,7 +696,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
             t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
     cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
             (long)t->kc * npan * t->nr, t->nr);
-    if (use_bfcv(p, o))
+    if (use_bfcv(p, o) && !b_pairs(p, o))
       cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
               (long)t->kc * npan * t->nr, t->nr, t->nr);
     cg_emit(o, "}\n");

@@ -85,6 +85,9 @@ void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, in
  * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
 void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
 void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
+/* A GEMM's $P_packB writing pair rows straight from a B with unit stride
+ * along N (batch strides sb0, sb1, row stride sk; panels 16 * nv wide). */
+void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb1, int64_t sk, int nv);
 
 /* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
  * (*why: the reason), and the AVX-512 variant of the kernel. */
