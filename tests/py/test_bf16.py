@@ -236,6 +236,27 @@ att_w = {"wq": he(E, E).T.copy(), "wk": he(E, E).T.copy(), "wv": he(E, E).T.copy
          "scale": np.array(1.0 / np.sqrt(E // H), np.float32)}
 vs_ort("attention block", mk(att, {"x": arr(1, S, E)}, ["y"], att_w), {"x": arr(1, S, E)})
 
+# ---- a standalone package (harp compile --target cpu --precision bf16) ------------------------------
+a_, w_ = arr(29, 70), arr(70, 45)
+pkg_model = mk([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": a_}, ["y"], {"w": w_})
+pkg = os.path.join(tempfile.mkdtemp(), "pkg")
+xin = os.path.join(tempfile.mkdtemp(), "x.npy")
+np.save(xin, a_)
+c = subprocess.run([HARP, "compile", pkg_model, "--target", "cpu", "--precision", "bf16", "-o", pkg, "--input",
+                    f"x={xin}"], capture_output=True, text=True, timeout=300)
+s.check("package: harp compile --precision bf16", c.returncode == 0, c.stderr[-400:])
+if c.returncode == 0:
+    src = open(os.path.join(pkg, "model.c")).read()
+    s.check("package: its dispatch asks for AVX512_BF16 before the bf16 variant",
+            '__builtin_cpu_supports("avx512bf16")' in src and "_mm512_dpbf16_ps" in src)
+    mk_ = subprocess.run(["make", "-s", "-C", pkg], capture_output=True, text=True, timeout=300)
+    s.check("package: builds and runs", mk_.returncode == 0, mk_.stderr[-400:])
+    if mk_.returncode == 0:
+        got = np.load(os.path.join(pkg, "outputs", "y.npy")).astype(np.float64)
+        absum = np.abs(a_.astype(np.float64)) @ np.abs(w_.astype(np.float64))
+        e = np.abs(got - bf16(a_) @ bf16(w_))
+        s.check("package: its output is the bf16 operands' product", bool(np.all(e <= 70 * U * absum)), f"{e.max():.3g}")
+
 # ---- errors and the bench's report --------------------------------------------------------------
 p, _ = run(path, inputs, backend="cpu", extra=["--precision", "fp16"])
 s.check("--precision fp16 on the cpu: a usage error naming the choices",
