@@ -257,6 +257,31 @@ if c.returncode == 0:
         e = np.abs(got - bf16(a_) @ bf16(w_))
         s.check("package: its output is the bf16 operands' product", bool(np.all(e <= 70 * U * absum)), f"{e.max():.3g}")
 
+# ---- bf16 storage: vdpbf16ps without --precision (the products are exact) ---------------------------
+half = """graph<M=37, K=300, N=70, C=20, H=9> main(x: bf16[M, K], w: bf16[K, N], xc: bf16[1, C, H, H], wc: bf16[24, C, 3, 3])
+    -> (y: f32[M, N], yc: f32[1, 24, H, H]) {
+    y = cast(matmul(x, w), f32)
+    yc = cast(conv2d(xc, wc, pad=[1, 1]), f32)
+    return y, yc
+}
+"""
+hpath = os.path.join(tempfile.mkdtemp(), "half.harp")
+with open(hpath, "w") as f:
+    f.write(half)
+hin = {"x": arr(37, 300), "w": arr(300, 70), "xc": arr(1, 20, 9, 9), "wc": arr(24, 20, 3, 3)}
+p, d = run(hpath, hin, params={"w", "wc"}, backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
+q, di = run(hpath, hin, params={"w", "wc"}, backend="interp")
+s.check("bf16 storage: runs on cpu and the interpreter", p.returncode == 0 and q.returncode == 0,
+        (p.stderr + q.stderr)[-400:])
+if p.returncode == 0 and q.returncode == 0:
+    s.check("bf16 storage: the C multiplies with vdpbf16ps", "_mm512_dpbf16_ps" in open(os.path.join(dump, "model.c")).read())
+    for o in ("y", "yc"):
+        got, want = np.load(os.path.join(d, o + ".npy")), np.load(os.path.join(di, o + ".npy"))
+        e = np.abs(got.astype(np.float64) - want)
+        # both round the fp32 sum to bf16: at most one bf16 step apart where the sums' orders differ
+        s.check(f"bf16 storage: {o} = the interpreter's within one bf16 step", bool(np.all(e <= 2.0 ** -7 * np.abs(want))),
+                f"max err {e.max():.3g}")
+
 # ---- errors and the bench's report --------------------------------------------------------------
 p, _ = run(path, inputs, backend="cpu", extra=["--precision", "fp16"])
 s.check("--precision fp16 on the cpu: a usage error naming the choices",

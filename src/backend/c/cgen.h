@@ -121,6 +121,8 @@ typedef struct cgen_tuning {
                         with vdpbf16ps, fp32 accumulation (harp_options.precision "bf16"); it
                         then runs only where the CPU has AVX512_BF16 (else the AVX2 variant,
                         fp32).  Skinny GEMMs (M <= CGEN_SKINNY_MAX_M) stay fp32 */
+  bool bf16_native;  /* GEMM / conv whose two operands are stored in bf16: the same kernels
+                        (exact products, fp32 accumulation; AVX512_BF16 as above) */
 } cgen_tuning;
 
 /* How the AVX-512 variant of a convolution computes (cgen_conv_direct says

@@ -961,16 +961,22 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
   p.n_epi = s->n_epi;
   if (p.n_epi > 0 && p.n_epi <= CGEN_MAX_EPI) memcpy(p.epi, s->epi, sizeof(cgen_epi) * (size_t)p.n_epi);
   p.tune = s->tune;
+  /* bf16 storage: vdpbf16ps multiplies the stored values exactly */
+  if (p.tune.bf16_native && p.adt == TINY_BF16 && p.bdt == TINY_BF16) p.tune.bf16 = true;
   p.prepack_a = s->prepack_a;
   p.prepack_b = s->prepack_b;
   return gen_mm(e, &p, fn, out);
 }
 
-/* Does conv s multiply in bf16 (tune.bf16)?  Not with fewer than 16 input
+/* Does conv s multiply in bf16 (tune.bf16, or bf16 storage and
+ * tune.bf16_native)?  Not with fewer than 16 input
  * channels per group: the pairs' interleave and a half-empty last pair cost
  * more than bf16 saves (MobileNetV2's 3-channel stem: 0.11 ms fp32 direct,
  * 0.27 ms bf16), and the direct kernel suits such convs. */
-static bool conv_bf16(const cgen_conv_spec *s) { return s->tune.bf16 && s->c / s->groups >= 16; }
+static bool conv_bf16(const cgen_conv_spec *s) {
+  bool half = s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16;
+  return (s->tune.bf16 || half) && s->c / s->groups >= 16;
+}
 
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
   if (conv_bf16(s)) {
