@@ -89,17 +89,6 @@ def input_shapes(path, shapes):
     return out
 
 
-def best_ms(fn, repeat):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e3
-
-
 class Harp:
     def __init__(self, exe, repeat, d):
         self.exe, self.repeat, self.dir = exe, repeat, d
@@ -151,6 +140,7 @@ def main():
     a = ap.parse_args()
     import onnxruntime as ort
     import openvino as ov
+    from e2e import median_ms  # 3 warm-up calls, then the median of `repeat`
     core = ov.Core()
     d = tempfile.mkdtemp(prefix="harp-bf16-")
     harp = Harp(a.harp, a.repeat, d)
@@ -189,9 +179,9 @@ def main():
                 if who.startswith("harp"):
                     ms = harp.bench(path, feeds, who[5:])["median_ms"]
                 elif who == "ov":
-                    ms = best_ms(lambda: req.infer(ov_in), a.repeat)
+                    ms = median_ms(lambda: req.infer(ov_in), a.repeat)
                 else:
-                    ms = best_ms(lambda: sess.run(None, feeds), a.repeat)
+                    ms = median_ms(lambda: sess.run(None, feeds), a.repeat)
                 best[who] = min(best.get(who, float("inf")), ms)
         want = sess.run(None, feeds)
         req.infer(ov_in)

@@ -41,8 +41,9 @@ void cg_emit_bf16_cvt(cg_out *o) {
 /* The micro-kernel $P_k<mr>_<nv> over pair panels: mr rows of A (panel
  * width tmr) times nv vectors of 16 columns of B (panel width tnr), kc deep
  * (pairs: (kc + 1) / 2, or kc when `pairs` counts them already); B prefetched pf pair rows ahead; c_sm > 0: C's
- * rows prefetched for the store (C is the fp32 accumulator). */
-void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs) {
+ * rows prefetched for the store (C is the fp32 accumulator); pf_a > 0: A
+ * prefetched that many bytes ahead. */
+void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a) {
   cg_emit(o, "static " CG_BF16_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
              "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
   for (int i = 0; i < mr; i++)
@@ -55,6 +56,8 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
   cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kp; k++) {\n");
   if (pf > 0)
     for (int l = 0; l < nv; l++) cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", pf, tnr, l * 16);
+  if (pf_a > 0) /* A's pair rows, pf_a bytes ahead (cgen_gemm.c's emit_kernel says when) */
+    cg_emit(o, "    __builtin_prefetch((const void *)((uintptr_t)(ap + k * %d) + %du));\n", tmr, pf_a);
   for (int j = 0; j < nv; j++) cg_emit(o, "    __m512bh b%d = (__m512bh)_mm512_loadu_ps(b + k * %d + %d);\n", j, tnr, j * 16);
   for (int i = 0; i < mr; i++) {
     cg_emit(o, "    { __m512bh av = (__m512bh)_mm512_set1_epi32(ap[k * %d + %d]);", tmr, i);

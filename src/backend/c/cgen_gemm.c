@@ -236,7 +236,8 @@ static cg_mm bf16_pairs(const cg_mm *p) {
 static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int nv) {
   int w = o->isa->w;
   if (use_bf16(p, o)) {
-    cg_emit_bf16_kernel(o, mr, nv, t->mr, t->nr, t->pf, t->direct ? (long)p->c_sm : 0, p->pairs);
+    cg_emit_bf16_kernel(o, mr, nv, t->mr, t->nr, t->pf, t->direct ? (long)p->c_sm : 0, p->pairs,
+                        p->prepack_a && p->N <= 256 ? CG_PF_A_BYTES : 0);
     return;
   }
   cg_emit(o, "static $T void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b, const $F_tt *tt,\n"

@@ -73,12 +73,12 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
  * {bf16(row 2p), bf16(row 2p + 1)} (round to nearest even);
  * cg_emit_bf16_kernel emits the micro-kernel $P_k<mr>_<nv> over such panels
  * (A panel tmr wide, B panel tnr wide, B prefetched pf pair rows ahead,
- * C's rows prefetched when c_sm > 0); cg_emit_bf16_pack_a emits
+ * C's rows prefetched when c_sm > 0, A pf_a bytes ahead when > 0); cg_emit_bf16_pack_a emits
  * $P_packA_task over the fp32 packer's $P_packA_task0 (panel groups of
  * `span` rows, mp rows in all, mr per panel). */
 #define CG_BF16_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
 void cg_emit_bf16_cvt(cg_out *o);
-void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs);
+void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
 /* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
  * plane interleaving the input's channel pairs into 32-bit words, and
