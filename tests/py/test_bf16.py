@@ -282,6 +282,26 @@ if p.returncode == 0 and q.returncode == 0:
         s.check(f"bf16 storage: {o} = the interpreter's within one bf16 step", bool(np.all(e <= 2.0 ** -7 * np.abs(want))),
                 f"max err {e.max():.3g}")
 
+# ---- fp16 storage under --precision bf16: operands widened, then rounded to bf16 --------------------
+f16 = half.replace("bf16[", "f16[")
+fpath = os.path.join(tempfile.mkdtemp(), "f16.harp")
+with open(fpath, "w") as f:
+    f.write(f16)
+fin = {k: v.astype(np.float16) for k, v in hin.items()}
+p, d = run(fpath, fin, params={"w", "wc"}, backend="cpu",
+           extra=["--precision", "bf16"])
+s.check("fp16 storage, --precision bf16: runs", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    x16, w16, xc16, wc16 = (fin[k].astype(np.float64) for k in ("x", "w", "xc", "wc"))
+    refs = {"y": (bf16(x16) @ bf16(w16), np.abs(x16) @ np.abs(w16), 300),
+            "yc": (conv_ref(bf16(xc16), bf16(wc16), 1, 1, 1, 1)[0], conv_ref(xc16, wc16, 1, 1, 1, 1)[1], 180)}
+    for o, (want, absum, k) in refs.items():
+        got = np.load(os.path.join(d, o + ".npy")).astype(np.float64)
+        # the result is stored in fp16 (then cast): within half an fp16 step of the bf16 operands' product
+        e = np.abs(got - want)
+        s.check(f"fp16 storage, --precision bf16: {o} = the bf16-rounded operands' product",
+                bool(np.all(e <= 2.0 ** -11 * np.abs(want) + k * U * absum + 1e-7)), f"max err {e.max():.3g}")
+
 # ---- errors and the bench's report --------------------------------------------------------------
 p, _ = run(path, inputs, backend="cpu", extra=["--precision", "fp16"])
 s.check("--precision fp16 on the cpu: a usage error naming the choices",
