@@ -236,6 +236,52 @@ att_w = {"wq": he(E, E).T.copy(), "wk": he(E, E).T.copy(), "wv": he(E, E).T.copy
          "scale": np.array(1.0 / np.sqrt(E // H), np.float32)}
 vs_ort("attention block", mk(att, {"x": arr(1, S, E)}, ["y"], att_w), {"x": arr(1, S, E)})
 
+# ---- the fused attention kernel in bf16 -------------------------------------------------------
+# q, k, v [1, H, S, d] straight in: MatMul, scale, Softmax, MatMul becomes the attention template
+# (checked in the C).  Odd d (pairs padded with 0), keys over two 64-key blocks with a tail,
+# query rows not a multiple of the micro-tile.  Reference: the kernel's own rounding in numpy
+# (q scaled by scale*log2(e) then bf16, k and v bf16, base-2 softmax, P rounded to bf16 for P V,
+# the sum l of the unrounded P); a P that lands within an fp32 ulp of a bf16 tie may round the
+# other way, one bf16 step of one term: the tolerance allows a step of the largest term.
+AH, AM, AN, AD, ADV = 2, 70, 133, 17, 24
+aq, ak, av = arr(1, AH, AM, AD), arr(1, AH, AN, AD), arr(1, AH, AN, ADV)
+ascale = np.float32(1.0 / np.sqrt(AD))
+anodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["sc"]),
+          helper.make_node("Mul", ["sc", "scale"], ["ss"]), helper.make_node("Softmax", ["ss"], ["pr"], axis=-1),
+          helper.make_node("MatMul", ["pr", "v"], ["o"])]
+apath = mk(anodes, {"q": aq, "k": ak, "v": av}, ["o"], {"scale": np.array(ascale)})
+p, d = run(apath, {"q": aq, "k": ak, "v": av}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+s.check("attention: runs in bf16", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(dump, "model.c")).read()
+    s.check("attention: the fused kernel, with vdpbf16ps", re.search(r"_attn: attention", src) is not None and
+            re.search(r"_attn_avx512_s\d[^\n]*\n(.*\n){0,40}.*_mm512_dpbf16_ps", src) is not None)
+    log2e = np.float32(1.4426950408889634)
+    qs = bf16((aq * np.float32(ascale * log2e)).astype(np.float32))
+    sc = np.einsum("bhmd,bhnd->bhmn", qs, bf16(ak))
+    # the online softmax over blocks of 64 keys: P of a block is rounded relative to the running max
+    m_, l_, acc, big, tot = np.full(sc.shape[:3] + (1,), -np.inf), 0.0, 0.0, 0.0, 0.0
+    for j0 in range(0, AN, 64):
+        blk = sc[..., j0:j0 + 64]
+        mn = np.maximum(m_, blk.max(-1, keepdims=True))
+        al = np.exp2(m_ - mn)
+        pr = np.exp2(blk - mn)
+        terms = np.einsum("bhmn,bhnv->bhmnv", bf16(pr.astype(np.float32)), bf16(av[:, :, j0:j0 + 64]))
+        acc = acc * al + terms.sum(3)
+        big, tot = np.maximum(big * al, np.abs(terms).max(3)), tot * al + np.abs(terms).sum(3)
+        l_, m_ = l_ * al + pr.sum(-1, keepdims=True), mn
+    want = acc / l_
+    got = np.load(os.path.join(d, "o.npy")).astype(np.float64)
+    tol = (2.0 ** -7 * big + 1e-5 * tot) / l_
+    e = np.abs(got - want)
+    s.check("attention: = the bf16 kernel's rounding (numpy)", bool(np.all(e <= tol)), f"max err {e.max():.3g}, "
+            f"worst ratio {np.max(e / tol):.3g}")
+    f32 = np.einsum("bhmn,bhnv->bhmv", np.exp(sc32 := np.einsum("bhmd,bhnd->bhmn", aq.astype(np.float64), ak) * ascale)
+                    / np.exp(sc32).sum(-1, keepdims=True), av)
+    s.check("attention: within bf16's error of fp32 (2e-2 x max)", float(np.abs(got - f32).max()) <= 2e-2 * np.abs(f32).max(),
+            f"{np.abs(got - f32).max():.3g}")
+    s.check("attention: tells bf16 from fp32", bool(np.any(np.abs(f32 - want) > tol)), "")
+
 # ---- a standalone package (harp compile --target cpu --precision bf16) ------------------------------
 a_, w_ = arr(29, 70), arr(70, 45)
 pkg_model = mk([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": a_}, ["y"], {"w": w_})
