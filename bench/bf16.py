@@ -16,7 +16,9 @@ be fetched).  Contenders, all at 2 threads, in --rounds interleaved rounds
              back and printed, bf16 on a CPU with AVX512_BF16
   ort        onnxruntime fp32 (intra_op_num_threads=2)
 The error columns are max |out - onnxruntime fp32| / max |onnxruntime fp32|
-on one random input.  The ratio ov / harp-bf16 > 1 means harp is faster.
+on one random input.  The ratio ov / harp-bf16 > 1 means harp is faster:
+of the best times, and (in parentheses) the median of the rounds' own
+ratios, which a machine whose load changes between rounds moves less.
 Needs onnx, onnxruntime, openvino (scripts/install-deps.sh --bench).
 """
 import argparse
@@ -148,7 +150,7 @@ def main():
     rng = np.random.default_rng(0)
     print(f"# bf16.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{THREADS} threads; openvino {ov.__version__}, onnxruntime {ort.__version__}")
-    print("| model | harp bf16 ms | OpenVINO default ms | ratio OV/harp-bf16 | harp fp32 ms | bf16 speedup | "
+    print("| model | harp bf16 ms | OpenVINO default ms | ratio OV/harp-bf16 (median of rounds) | harp fp32 ms | bf16 speedup | "
           "ORT fp32 ms | err harp-bf16 | err OV | err harp-fp32 |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     results = []
@@ -170,11 +172,12 @@ def main():
         if shapes:
             om_.reshape({k: ov.PartialShape(v) for k, v in ins.items()})
         cm = core.compile_model(om_, "CPU", {"INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"})
-        ov_prec = str(cm.get_property("INFERENCE_PRECISION_HINT"))
+        ov_prec = cm.get_property("INFERENCE_PRECISION_HINT").to_string()
         req = cm.create_infer_request()
         ov_in = [feeds[i.get_any_name()] for i in cm.inputs]
-        best = {}
+        best, ratios = {}, []
         for _ in range(a.rounds):
+            this = {}
             for who in ("harp-bf16", "ov", "harp-fp32", "ort"):
                 if who.startswith("harp"):
                     ms = harp.bench(path, feeds, who[5:])["median_ms"]
@@ -183,15 +186,19 @@ def main():
                 else:
                     ms = median_ms(lambda: sess.run(None, feeds), a.repeat)
                 best[who] = min(best.get(who, float("inf")), ms)
+                this[who] = ms
+            ratios.append(this["ov"] / this["harp-bf16"])
         want = sess.run(None, feeds)
         req.infer(ov_in)
         got_ov = [req.get_output_tensor(i).data.copy() for i in range(len(cm.outputs))]
         err = {"harp-bf16": rel_err(harp.run(path, feeds, "bf16"), want), "ov": rel_err(got_ov, want),
                "harp-fp32": rel_err(harp.run(path, feeds, "fp32"), want)}
-        print(f"| {name} | {best['harp-bf16']:.2f} | {best['ov']:.2f} ({ov_prec}) | {best['ov'] / best['harp-bf16']:.2f} | "
+        print(f"| {name} | {best['harp-bf16']:.2f} | {best['ov']:.2f} ({ov_prec}) | {best['ov'] / best['harp-bf16']:.2f} "
+              f"({float(np.median(ratios)):.2f}) | "
               f"{best['harp-fp32']:.2f} | {best['harp-fp32'] / best['harp-bf16']:.2f} | {best['ort']:.2f} | "
               f"{err['harp-bf16']:.1e} | {err['ov']:.1e} | {err['harp-fp32']:.1e} |", flush=True)
-        results.append({"model": name, "ms": best, "ov_precision": ov_prec, "max_rel_err_vs_ort": err})
+        results.append({"model": name, "ms": best, "ov_precision": ov_prec, "ov_over_harp_bf16_per_round": ratios,
+                        "max_rel_err_vs_ort": err})
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
