@@ -222,8 +222,7 @@ static void emit_pack_k_bf16(cg_out *o, const cgen_attn_spec *s, const cg_at *t)
  * 0 past N), for the nblk keys; vs2: v's row stride. */
 static void emit_pack_v_bf16(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int64_t vs2) {
   const char *kt = cg_ctype(s->kv_dtype), *kx = cg_vsuffix(s->kv_dtype);
-  cg_emit(o, "  {\n    const __m512i ix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,\n"
-             "        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);\n");
+  cg_emit(o, "  {\n    const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "    for (long j = 0; j < nblk; j += 2) {\n");
   cg_emit(o, "      const %s *v0 = v + j * %ldL, *v1 = v0 + %ldL;\n", kt, (long)vs2, (long)vs2);
   for (int vv = 0; vv < t->nvd; vv++) {
@@ -236,9 +235,33 @@ static void emit_pack_v_bf16(cg_out *o, const cgen_attn_spec *s, const cg_at *t,
   cg_emit(o, "    }\n  }\n");
 }
 
-static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+/* Pack k^T and v (row strides ks2, vs2) for the nblk keys this chunk can
+ * see into Kt and Vp: fp32, or the bf16 pairs. */
+static void emit_pack_kv(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int64_t ks2, int64_t vs2) {
   int w = o->isa->w;
   char ld[200];
+  const char *kt = cg_ctype(s->kv_dtype), *kx = cg_vsuffix(s->kv_dtype);
+  int64_t D = s->d, DV = s->dv, N = s->n;
+  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)ks2);
+  if (t->bf) {
+    emit_pack_k_bf16(o, s, t);
+  } else {
+    cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
+    /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
+    cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
+    cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
+    cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
+    cg_emit(o, "    const %s *vr = v + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)vs2);
+    for (int vv = 0; vv < t->nvd; vv++)
+      cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
+              vv * w, (int)(DV - vv * w < w ? DV - vv * w : w));
+  }
+  cg_emit(o, "  }\n");
+  if (t->bf) emit_pack_v_bf16(o, s, t, vs2);
+}
+
+static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+  int w = o->isa->w;
   cg_emit_isa_helpers(o);
   /* row counts that occur: full micro-tiles, then the tail of a full block
    * and of the last (shorter) block */
@@ -248,7 +271,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   for (int r = 1; r <= t->ro; r++)
     if (r == t->ro || r == t->bm % t->ro || r == lastbm % t->ro) emit_okern(o, t, r);
   const char *qt = cg_ctype(s->q_dtype), *kt = cg_ctype(s->kv_dtype), *ot = cg_ctype(s->o_dtype);
-  const char *qx = cg_vsuffix(s->q_dtype), *kx = cg_vsuffix(s->kv_dtype), *ox = cg_vsuffix(s->o_dtype);
+  const char *qx = cg_vsuffix(s->q_dtype), *ox = cg_vsuffix(s->o_dtype);
   float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
   int64_t D = s->d, DV = s->dv, N = s->n, M = s->m;
   /* per-thread scratch layout (floats) */
@@ -277,23 +300,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (s->causal) cg_emit(o, "  long nlim = q1 < %ldL ? q1 : %ldL;\n", (long)N, (long)N);
   else cg_emit(o, "  long nlim = %ldL;\n", (long)N);
   cg_emit(o, "  long nblk = (nlim + %d) / %d * %d;\n", t->bn - 1, t->bn, t->bn);
-  /* pack k^T and v for the keys this chunk can see */
-  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)ks[2]);
-  if (t->bf) {
-    emit_pack_k_bf16(o, s, t);
-  } else {
-    cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
-    /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
-    cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
-    cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
-    cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
-    cg_emit(o, "    const %s *vr = v + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)vs[2]);
-    for (int vv = 0; vv < t->nvd; vv++)
-      cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
-              vv * w, (int)(DV - vv * w < w ? DV - vv * w : w));
-  }
-  cg_emit(o, "  }\n");
-  if (t->bf) emit_pack_v_bf16(o, s, t, vs[2]);
+  emit_pack_kv(o, s, t, ks[2], vs[2]);
   /* query blocks */
   cg_emit(o, "  for (long i0 = q0; i0 < q1; i0 += %d) {\n", t->bm);
   cg_emit(o, "    int bm = q1 - i0 < %d ? (int)(q1 - i0) : %d;\n", t->bm, t->bm);

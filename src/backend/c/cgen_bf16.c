@@ -2,7 +2,8 @@
  * template (cgen_gemm.c) for harp_options.precision = "bf16": the AVX-512
  * variant multiplies bf16 operands with vdpbf16ps and accumulates in fp32.
  * Needs: cgen_int.h.  Gives: cg_emit_bf16_cvt, cg_emit_bf16_kernel,
- * CG_BF16_ATTR.
+ * cg_emit_bf16_pack_a, cg_emit_bf16_pack_b_rows, cg_emit_bf16_ilv,
+ * cg_emit_bf16_wpairs (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
  *
  * Layout.  The packers write their panels in fp32 as usual, [k][W] (W = MR
  * for A, NR for B); $P_bfcv then rewrites each panel in place as
@@ -15,7 +16,12 @@
  * The micro-kernel reads a pair row of B as NR/16 vectors of 32 bf16 and
  * broadcasts A's pair for row i; vdpbf16ps adds both products of the pair
  * to the fp32 accumulator.  Accumulators, the epilogue and the stores are
- * the fp32 template's. */
+ * the fp32 template's.
+ * A B with unit stride along N (a GEMM's) is packed as pairs directly
+ * (cg_emit_bf16_pack_b_rows).  A convolution pairs input channels instead
+ * (cgen_gemm.c's bf16_pairs): the input is interleaved once per run
+ * (cg_emit_bf16_ilv), the weight at packing (cg_emit_bf16_wpairs), and the
+ * fp32 packers then move 32-bit words. */
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"
@@ -25,8 +31,7 @@ void cg_emit_bf16_cvt(cg_out *o) {
   cg_emit(o, "static " CG_BF16_ATTR " __attribute__((unused)) void $P_bfcv(float *d, long kc, int w) {\n");
   /* output lane 2j <- x0[j], 2j+1 <- x1[j]: cvtne2ps_pbh(x1, x0) holds x0 in
    * its low 16 bf16 and x1 in the high 16 */
-  cg_emit(o, "  const __m512i ix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,\n"
-             "      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);\n");
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "  for (long k = 0; k < kc; k += 2) {\n");
   cg_emit(o, "    const float *r0 = d + k * w, *r1 = d + (k + 1) * w;\n    float *q = d + k / 2 * w;\n");
   cg_emit(o, "    int odd = k + 1 >= kc;\n");
@@ -102,8 +107,7 @@ void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, i
           (long)hw, (long)hw);
   cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)hw);
-  cg_emit(o, "  const __m512i ix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,\n"
-             "      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);\n");
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
   cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
   cg_emit(o, "    __m512 x0 = n == 16 ? $P_ld%s(s0 + i) : $P_ldn%s(s0 + i, n);\n", sx, sx);
@@ -141,8 +145,7 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
   cg_emit(o, "static " CG_BF16_ATTR " void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
   cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)sb0, (long)sb1);
-  cg_emit(o, "  const __m512i ix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,\n"
-             "      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);\n");
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", nr);
   cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    int *d = (int *)(Bp + jr * kc);\n", nr, nr);
   cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)sk);

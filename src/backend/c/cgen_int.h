@@ -77,6 +77,11 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
  * $P_packA_task over the fp32 packer's $P_packA_task0 (panel groups of
  * `span` rows, mp rows in all, mr per panel). */
 #define CG_BF16_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
+/* The 16-bit lane permutation that interleaves cvtne2ps_pbh(x1, x0)'s halves
+ * into pairs {x0[j], x1[j]} (lane 2j from x0, 2j + 1 from x1). */
+#define CG_BF16_IX                                                                                         \
+  "_mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, " \
+  "18, 2, 17, 1, 16, 0)"
 void cg_emit_bf16_cvt(cg_out *o);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
