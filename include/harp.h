@@ -58,7 +58,13 @@ typedef struct harp_options {
    * (NULL: the default, tensor cores with fp32 accumulation, as cuDNN and
    * onnxruntime do), "fp32" (strict, no tensor cores), "fp16" / "bf16"
    * (operands rounded to half precision, fp32 accumulation).  Other values
-   * fail with HARP_E_USAGE.  The CPU and interpreter backends compute fp32. */
+   * fail with HARP_E_USAGE.
+   * CPU: NULL or "fp32" (the default), or "bf16": matmuls, convolutions and
+   * attention round their operands to bf16 and multiply with vdpbf16ps, fp32
+   * accumulation (as OpenVINO's INFERENCE_PRECISION_HINT=bf16); element-wise
+   * ops and reductions stay fp32.  It needs AVX512_BF16 (HARP_E_UNSUPPORTED
+   * without); other values fail with HARP_E_USAGE (docs/options.md).  The
+   * interpreter computes fp32. */
   const char *precision;
   int64_t loop_limit;        /* a model with run-time control flow: the iterations a Loop may run
                                 (0: one million) before it fails */

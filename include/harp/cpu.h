@@ -29,6 +29,8 @@ typedef struct rt_cpu_opts {
   const char *cflags;    /* NULL: the knob cflags */
   const char *cache_dir; /* NULL: the knob cache_dir */
   bool keep_source;      /* keep the generated C in the model (for --dump c) */
+  const char *precision; /* how fp32 contractions compute: NULL or "fp32", "bf16" (docs/options.md);
+                            else HARP_E_USAGE */
   bool portable;         /* code for any x86-64 (every ISA variant, CPUID dispatch at load), as
                             standalone packages need; else this machine's ISA only (faster to compile) */
   /* Schedule Plans (harp/tune.h): each region runs with an override, else the

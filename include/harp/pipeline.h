@@ -101,7 +101,8 @@ typedef struct rt_compile_opts {
   uint64_t max_memory;    /* one instance's arena plus weights at most (0: this machine's memory) */
   /* CUDA */
   const char *arch;       /* "sm80" | "sm90" (NULL: sm80) */
-  const char *precision;  /* how fp32 contractions compute: "tf32" (NULL), "fp32", "fp16", "bf16" */
+  const char *precision;  /* how fp32 contractions compute: CUDA "tf32" (NULL), "fp32", "fp16",
+                             "bf16"; CPU "fp32" (NULL) or "bf16" */
   /* plans (harp/tune.h): overrides, else the plan cache (CPU), else the default */
   const struct rt_plan_override *plan_overrides;
   int nplan_overrides;

@@ -1,6 +1,7 @@
 /* cmd_bench.c — `harp bench MODEL`: compile once, warm up, time N runs of
  * one instance, report the median (and GFLOP/s).  --profile and --bind:
  * bench_profile.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,10 @@ static const char bench_help[] =
     "  --target T           cuda: sm80 or sm90 (default: the device's)\n"
     "  --graphs             cuda: replay one CUDA Graph of the launches\n"
     "  --precision P        cuda: how fp32 contractions compute: tf32 (default),\n"
-    "                       fp32 (strict, no tensor cores), fp16, bf16\n"
+    "                       fp32 (strict, no tensor cores), fp16, bf16; cpu: fp32\n"
+    "                       (default) or bf16 (matmuls and convs in bf16 with fp32\n"
+    "                       accumulation, AVX512_BF16); bf16 also prints the\n"
+    "                       outputs' error against an fp32 build\n"
     "  --bind SYM=INT[,SYM=INT...]\n"
     "                       cuda: one shape binding of a session (repeatable);\n"
     "                       each --repeat round runs every binding once, in\n"
@@ -119,7 +123,8 @@ static int bench_flags(int argc, char **argv, bench_args *a, char **rest, int *n
 /* The combinations bench refuses; 0 when none. */
 static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args *a) {
   if (!o->model) return cli_usage_error("bench", "no MODEL given");
-  if (o->precision && b->target != &rt_target_cuda) fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
+  if (o->precision && b->target != &rt_target_cuda && b->target != &rt_target_cpu)
+    fprintf(stderr, "harp: note: --precision changes --backend cpu and cuda only\n");
   if (a->profile && (!b->target || a->nbinds)) return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
   if (cli_wants_dump(o, "c") && b->target != &rt_target_cpu)
     return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
@@ -134,6 +139,8 @@ typedef struct bench_res {
   double compile_ms;
   bool hit;
   const rt_plans *plans;       /* the CPU's, else NULL */
+  bool has_err;                /* cpu --precision bf16: the outputs against the fp32 build's */
+  double err_abs, err_rel;     /* max |bf16 - fp32|, and it over max |fp32|, over every fp32 output */
   const rt_compile *stages;    /* the compile's stages (NULL: the interpreter) */
   kprofile prof;
 } bench_res;
@@ -199,24 +206,60 @@ static harp_status cpu_instance(harp_error *e, cli_model *m, cpu_inst *ci) {
   return st;
 }
 
+/* --precision bf16 on the cpu: the fp32 build's outputs for m's inputs,
+ * into ref[] (m->g->noutputs of them), before an instance takes the weights. */
+static harp_status fp32_reference(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *ref) {
+  rt_cpu_opts co = {.knobs = &o->knobs};
+  rt_cpu_model *cm = NULL;
+  harp_status st = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  if (!st) st = rt_cpu_run(e, cm, m->inputs, m->ninputs, ref);
+  rt_cpu_free(cm);
+  return st;
+}
+
+/* r's error: ci's outputs (the last run) against ref[], the fp32 ones. */
+static void output_error(const cpu_inst *ci, const ut_tensor *ref, bench_res *r) {
+  double emax = 0, vmax = 0;
+  for (int k = 0; k < ci->nout; k++) {
+    const ut_tensor *a = &ci->outs[k], *b = &ref[k];
+    if (a->dtype != TINY_FP32 || b->dtype != TINY_FP32 || ut_tensor_numel(a) != ut_tensor_numel(b)) continue;
+    const float *x = a->data, *y = b->data;
+    for (int64_t i = 0; i < ut_tensor_numel(a); i++) {
+      double d = fabs((double)x[i] - (double)y[i]), v = fabs((double)y[i]);
+      if (d > emax || d != d) emax = d != d ? INFINITY : d;
+      if (v > vmax) vmax = v;
+    }
+  }
+  r->has_err = true, r->err_abs = emax, r->err_rel = vmax > 0 ? emax / vmax : emax;
+}
+
 /* --backend cpu: compile (the dumps from its stages), one instance, warmup
- * then repeat timed runs; then the kernels one by one with --profile. */
+ * then repeat timed runs; then the kernels one by one with --profile.  With
+ * --precision bf16, the error of the last run against the fp32 build. */
 static harp_status bench_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
                            const bench_args *a, cpu_inst *ci, bench_res *r) {
   rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
-                    .after_stage = cli_dumps_hook, .hook_ctx = d};
+                    .precision = o->precision, .after_stage = cli_dumps_hook, .hook_ctx = d};
   co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
   if (rt_cpu_compile(e, m->g, &m->syms, &co, &ci->cm)) return e->code;
   cli_print_plan_notes(rt_cpu_plans(ci->cm));
   r->compile_ms = rt_cpu_compile_ms(ci->cm), r->hit = rt_cpu_cache_hit(ci->cm);
   r->plans = rt_cpu_plans(ci->cm), r->stages = rt_cpu_stages(ci->cm);
-  if (cpu_instance(e, m, ci)) return e->code;
-  for (long i = -a->warmup; i < a->repeat; i++) {
+  bool bf16 = o->precision && !strcmp(o->precision, "bf16");
+  ut_tensor *ref = bf16 ? calloc((size_t)m->g->noutputs + 1, sizeof *ref) : NULL;
+  if (bf16 && !ref) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_status st = bf16 ? fp32_reference(e, o, m, ref) : HARP_OK;
+  if (!st) st = cpu_instance(e, m, ci);
+  for (long i = -a->warmup; i < a->repeat && !st; i++) {
     double t0 = cli_now_ms();
     int code = rt_cpu_instance_run(ci->cm, ci->inst, ci->in, ci->outp);
-    if (code) return ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(ci->cm, code), "model_run failed with %d", code);
-    if (i >= 0) r->times[i] = cli_now_ms() - t0;
+    if (code) st = ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(ci->cm, code), "model_run failed with %d", code);
+    else if (i >= 0) r->times[i] = cli_now_ms() - t0;
   }
+  if (!st && bf16) output_error(ci, ref, r);
+  for (int k = 0; ref && k < m->g->noutputs; k++) ut_tensor_free(&ref[k]);
+  free(ref);
+  if (st) return st;
   return a->profile ? profile_kernels(e, ci->cm, ci->inst, ci->in, ci->outp, a->repeat, &r->prof) : HARP_OK;
 }
 
@@ -289,6 +332,7 @@ static void bench_print(const cli_opts *o, const cli_model *m, const cli_backend
            mq ? mq : "\"\"", b->name, n, a->warmup, median, t[0], t[n - 1], flops, gflops, r->compile_ms,
            r->hit ? "true" : "false", nsrc[RT_PLAN_DEFAULT], nsrc[RT_PLAN_OVERRIDE], nsrc[RT_PLAN_CACHED]);
     free(mq);
+    if (r->has_err) printf(", \"bf16_max_abs_err\": %.6g, \"bf16_max_rel_err\": %.6g", r->err_abs, r->err_rel);
     if (a->profile) {
       printf(", ");
       profile_print(&r->prof, true);
@@ -302,6 +346,9 @@ static void bench_print(const cli_opts *o, const cli_model *m, const cli_backend
     snprintf(plans, sizeof plans, "; plans: %d tuned (cache), %d --plan", nsrc[RT_PLAN_CACHED], nsrc[RT_PLAN_OVERRIDE]);
   printf("%s [%s]: median %.3f ms over %ld runs (min %.3f, max %.3f), %.2f GFLOP/s; compile %.1f ms%s%s\n", o->model,
          b->name, median, n, t[0], t[n - 1], gflops, r->compile_ms, r->hit ? " (cache hit)" : "", plans);
+  if (r->has_err)
+    printf("bf16 vs fp32: max abs err %.3g, max rel err %.3g (max |bf16 - fp32| / max |fp32| over the outputs)\n",
+           r->err_abs, r->err_rel);
   if (a->profile) {
     profile_print(&r->prof, false);
     print_stages(m, r->stages, false);

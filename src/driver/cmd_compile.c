@@ -41,7 +41,10 @@ static const char compile_help[] =
     "options:\n"
     "  --target T             cpu, sm80 (any sm_80+ GPU) or sm90 (Hopper: TMA + wgmma)\n"
     "  --precision P          sm80/sm90: how fp32 contractions compute: tf32 (default),\n"
-    "                         fp32 (strict, no tensor cores), fp16, bf16\n"
+    "                         fp32 (strict, no tensor cores), fp16, bf16; cpu: fp32\n"
+    "                         (default) or bf16 (matmuls and convs in bf16, fp32\n"
+    "                         accumulation; the package runs them in bf16 where the\n"
+    "                         CPU has AVX512_BF16, else in fp32)\n"
     "  --param NAME=FILE.npy  a weight: baked into weights.bin (repeatable)\n"
     "  --input NAME=FILE.npy  an example input (binds its shape symbols)\n"
     "  --sym NAME=INT         bind a shape symbol (repeatable)\n"
@@ -298,8 +301,6 @@ int cmd_compile(int argc, char **argv) {
     cli_opts_free(&o);
     return r;
   }
-  if (o.precision && target == &rt_target_cpu)
-    fprintf(stderr, "harp: note: --precision changes --target sm80 and sm90 only (the CPU computes fp32)\n");
   if (target == &rt_target_cuda) {
     rc = compile_gpu(&o, arch);
     cli_opts_free(&o);
@@ -317,7 +318,7 @@ int cmd_compile(int argc, char **argv) {
   fn_constpool cp = {0};
   char **freeable = NULL;
   int nfree = 0;
-  rt_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true};
+  rt_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true, .precision = o.precision};
   if (cli_load_model(&e, &o, true, &m) || rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
   cli_print_stage_times(&o, &m, rt_cpu_stages(cm));
   const fn_function *f = rt_cpu_function(cm);

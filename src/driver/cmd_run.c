@@ -54,7 +54,10 @@ static const char run_help[] =
     "                         compute: tf32 (default: tensor cores, fp32\n"
     "                         accumulation, as cuDNN and onnxruntime do), fp32\n"
     "                         (strict, no tensor cores), fp16 or bf16 (operands\n"
-    "                         rounded, fp32 accumulation); docs/cuda.md, \"Precision\"\n"
+    "                         rounded, fp32 accumulation); docs/cuda.md, \"Precision\".\n"
+    "                         cpu: fp32 (default) or bf16 (matmuls and convs with\n"
+    "                         bf16 operands, fp32 accumulation; needs AVX512_BF16);\n"
+    "                         docs/options.md\n"
     "  --plan REGION=FILE     run region REGION with the Schedule Plan in FILE (JSON\n"
     "                         or DSL); --plan FILE reads a plan list (what --dump\n"
     "                         plan writes).  Repeatable.  Used by --backend cpu\n"
@@ -83,7 +86,7 @@ static const char run_help[] =
  * weights go once copied into the parameter block. */
 static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, cli_dumps *d,
                          ut_tensor *outs) {
-  rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n,
+  rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n, .precision = o->precision,
                     .after_stage = cli_dumps_hook, .hook_ctx = d, .max_memory = o->max_memory};
   co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
   rt_cpu_model *cm = NULL;
@@ -139,8 +142,8 @@ static harp_status run_backend(harp_error *e, const cli_opts *o, cli_model *m, c
   harp_status st = cli_plans_load(e, o, &pl);
   if (!st && pl.n && (!b->target || b->playback) && !cli_wants_dump(o, "plan"))
     fprintf(stderr, "harp: note: --plan changes the code of --backend cpu and cuda only\n");
-  if (!st && o->precision && b->target != &rt_target_cuda)
-    fprintf(stderr, "harp: note: --precision changes --backend cuda only\n");
+  if (!st && o->precision && b->target != &rt_target_cuda && b->target != &rt_target_cpu)
+    fprintf(stderr, "harp: note: --precision changes --backend cpu and cuda only\n");
   if (st) {
   } else if (b->playback) {
     st = run_regions(e, o, m, &pl, d, outs);

@@ -106,7 +106,7 @@ static harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) 
 
 static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   if (o && o->max_memory < 0) return ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
-  rt_cpu_opts co = {.knobs = k, .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
+  rt_cpu_opts co = {.knobs = k, .precision = o ? o->precision : NULL, .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
   if (rt_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;
   c->f = (fn_function *)rt_cpu_function(c->cpu);
   return HARP_OK;

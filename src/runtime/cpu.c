@@ -44,6 +44,7 @@ static rt_compile_opts compile_opts(const rt_cpu_opts *o, rt_knobs *k) {
   rt_knobs_set_build(k, o->cc, o->cflags, o->cache_dir);
   co.keep_source = o->keep_source;
   co.portable = o->portable;
+  co.precision = o->precision;
   co.max_memory = o->max_memory;
   co.keep_analysis = o->keep_analysis;
   co.plan_overrides = o->plan_overrides;

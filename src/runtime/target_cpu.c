@@ -37,6 +37,30 @@ static harp_status cpu_function(rt_compile *c) {
   return st;
 }
 
+/* Whether this machine multiplies bf16 pairs (vdpbf16ps). */
+static bool host_bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+/* c's precision (harp_options.precision): NULL or "fp32", or "bf16" (the
+ * contractions in bf16), which host-only code needs AVX512_BF16 for (a
+ * portable package's dispatch runs its fp32 AVX2 variant on CPUs without). */
+static harp_status cpu_precision(rt_compile *c, bool *bf16) {
+  const char *p = c->opts.precision;
+  *bf16 = p && !strcmp(p, "bf16");
+  if (p && !*bf16 && strcmp(p, "fp32"))
+    return ut_fail(c->e, HARP_E_USAGE, NULL, "precision '%s': the CPU computes fp32 (the default) or bf16", p);
+  if (*bf16 && !c->opts.portable && !host_bf16())
+    return ut_fail(c->e, HARP_E_UNSUPPORTED, NULL,
+                   "precision bf16 needs a CPU with AVX512_BF16 (vdpbf16ps), which this one lacks: use fp32");
+  return HARP_OK;
+}
+
 static harp_status cpu_plans(rt_compile *c) { return rt_choose_plans(c, rt_cpu_algo_mask(), c->opts.no_plan_cache); }
 
 /* The translation unit; then the analysis goes (the C is all the rest
@@ -45,8 +69,9 @@ static harp_status cpu_code(rt_compile *c) {
   ut_str src;
   ut_str_init(&src);
   rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 20, !c->opts.portable, c->plans.choice, false, NULL,
-               &c->knobs};
-  harp_status st = cgen_emit_model(&rc, "model", &src);
+               &c->knobs, false, c->opts.portable || host_bf16()};
+  harp_status st = cpu_precision(c, &rc.bf16);
+  if (!st) st = cgen_emit_model(&rc, "model", &src);
   if (!st && src.oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory writing the generated C");
   if (!st) st = rt_check_source(c->e, src.len, c->f->nkernels);
   rt_compile_drop_analysis(c);
@@ -110,6 +135,8 @@ static harp_status cpu_build(rt_compile *c) {
 }
 
 static harp_status cpu_drive(rt_compile *c) {
+  bool bf16;
+  if ((c->status = cpu_precision(c, &bf16))) return c->status; /* before any work */
   rt_stages_analysis(c); /* normalize, indexbook, poly_view */
   rt_stage_run(c, RT_STAGE_REGIONS, cpu_regions);
   rt_stage_run(c, RT_STAGE_FUNCTION, cpu_function);

@@ -2,6 +2,7 @@
  * model file with a weight, run instances on both backends, compare; and
  * the API's error paths. */
 #include <math.h>
+#include <unistd.h>
 
 #include "harp.h"
 #include "harp/advanced.h"
@@ -175,8 +176,72 @@ static void test_knobs(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* y = x W^T (20 x 40 x 33) compiled for the CPU at `precision`, run on
+ * x and w; the status of the compile. */
+static harp_status linear(harp_error *err, const char *precision, const float *x, const float *w, float *y) {
+  char dir[] = "/tmp/harp_prec_XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/l.harp", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("graph<M=20, K=40, N=33> main(x: f32[M, K], w: f32[N, K]) -> (y: f32[M, N]) {\n"
+        "    y = matmul(x, permute(w, [1, 0]))\n    return y\n}\n", f);
+  fclose(f);
+  const char *weights[] = {"w", NULL};
+  harp_options opts = {.backend = HARP_BACKEND_CPU, .params = weights, .precision = precision};
+  harp_compiled *c = NULL;
+  harp_status st = harp_compile_file(err, path, &opts, &c);
+  remove(path);
+  rmdir(dir);
+  if (st) return st;
+  harp_model *m = harp_model_init(c, w, harp_params_bytes(c));
+  assert_non_null(m);
+  const void *ins[] = {x};
+  void *outs[] = {y};
+  assert_int_equal(harp_model_run(m, ins, outs), 0);
+  harp_model_free(m);
+  harp_compiled_free(c);
+  return HARP_OK;
+}
+
+/* harp_options.precision on the CPU: "bf16" rounds the operands (the result
+ * is the bf16-rounded operands' product within fp32 accumulation's error,
+ * and not the fp32 one), "fp32" and NULL do not, anything else is a usage
+ * error; without AVX512_BF16, "bf16" is unsupported. */
+static void test_cpu_precision(void **state) {
+  (void)state;
+  float x[20 * 40], w[33 * 40], y32[20 * 33], y16[20 * 33];
+  for (int i = 0; i < 20 * 40; i++) x[i] = sinf(0.37f * (float)i) + 0.001f * (float)i;
+  for (int i = 0; i < 33 * 40; i++) w[i] = cosf(0.23f * (float)i) - 0.0007f * (float)i;
+  harp_error err = {0};
+  assert_ok(&err, linear(&err, "fp32", x, w, y32));
+  assert_int_equal(linear(&err, "fp16", x, w, y16), HARP_E_USAGE);
+  assert_non_null(strstr(err.msg, "bf16"));
+  harp_error_clear(&err);
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    assert_int_equal(linear(&err, "bf16", x, w, y16), HARP_E_UNSUPPORTED);
+    return;
+  }
+  assert_ok(&err, linear(&err, "bf16", x, w, y16));
+  bool differs = false;
+  for (int r = 0; r < 20; r++)
+    for (int n = 0; n < 33; n++) {
+      double want = 0, want32 = 0, mag = 0;
+      for (int k = 0; k < 40; k++) {
+        double a = ut_round_bf16(x[r * 40 + k]), b = ut_round_bf16(w[n * 40 + k]);
+        want += a * b, want32 += (double)x[r * 40 + k] * w[n * 40 + k], mag += fabs(a * b);
+      }
+      assert_true(fabs(y16[r * 33 + n] - want) <= 40 * 0x1p-24 * mag + 1e-30);
+      assert_true(fabs(y32[r * 33 + n] - want32) <= 40 * 0x1p-24 * mag + 1e-30);
+      differs |= fabs(y16[r * 33 + n] - want32) > 40 * 0x1p-24 * mag;
+    }
+  assert_true(differs);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cpu_precision),
       cmocka_unit_test(test_both_backends),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_builder_graph),

@@ -117,6 +117,12 @@ typedef struct cgen_tuning {
   int conv_algo;     /* conv: CGEN_CONV_AUTO, CGEN_CONV_GEMM or CGEN_CONV_DIRECT (the
                         AVX-512 variant; direct also reads mr = pixels per tile and
                         nr = 16 or 32 output channels per tile) */
+  bool bf16;         /* GEMM / conv / attention: the AVX-512 variant rounds A and B to bf16 and multiplies
+                        with vdpbf16ps, fp32 accumulation (harp_options.precision "bf16"); it
+                        then runs only where the CPU has AVX512_BF16 (else the AVX2 variant,
+                        fp32).  Skinny GEMMs (M <= CGEN_SKINNY_MAX_M) stay fp32 */
+  bool bf16_native;  /* GEMM / conv whose two operands are stored in bf16: the same kernels
+                        (exact products, fp32 accumulation; AVX512_BF16 as above) */
 } cgen_tuning;
 
 /* How the AVX-512 variant of a convolution computes (cgen_conv_direct says

@@ -14,7 +14,13 @@
  * log2 e), so each exp is the vector layer's 2^t (no ln 2 range reduction,
  * no clamp: 2^-inf is 0, NaN stays NaN), flushed to 0 below 2^-126: a
  * large negative mask would otherwise underflow, a microcode assist a lane.
- * Fully masked rows give NaN, like the reference softmax. */
+ * Fully masked rows give NaN, like the reference softmax.
+ * bf16 (tune.bf16, the AVX-512 variant; cgen_bf16.c has the scheme): Qs
+ * and k^T are packed as pairs along d ([r][d/2], [j/BN][d/2][BN] words of
+ * two bf16), v as pairs of keys ([j/2][dv]); the score kernel stores P as
+ * bf16 (adjacent keys are adjacent lanes, so its rows are pairs already);
+ * both products run on vdpbf16ps with fp32 accumulation; the running max,
+ * the sums l and O stay fp32 (l sums the unrounded P). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +32,8 @@ static const double LOG2E = 1.4426950408889634;
 typedef struct cg_at {
   int bm, bn, bnv, dp, nvd, rs, ro;
   int64_t np, qs, chunk;
+  bool bf;    /* bf16 (tune.bf16, AVX-512): Q K^T and P V with vdpbf16ps (below) */
+  int64_t d2; /* bf: pairs along d, (d + 1) / 2 */
 } cg_at;
 
 void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d, tiny_dtype dt) {
@@ -75,23 +83,34 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->qs = bh >= target ? 1 : (target + bh - 1) / bh;
   t->chunk = cg_rup((s->m + t->qs - 1) / t->qs, t->bm);
   t->qs = (s->m + t->chunk - 1) / t->chunk;
+  t->bf = s->tune.bf16 && isa->id == CGEN_ISA_AVX512;
+  t->d2 = (s->d + 1) / 2;
 }
+
+/* The attribute of the variant's functions: bf16 ones need AVX512_BF16. */
+static const char *fattr(const cg_at *t) { return t->bf ? "static " CG_BF16_ATTR : "static $T"; }
 
 /* One tile of scores for `rows` query rows, then the online-softmax update in
  * registers: P[r][:] = 2^(S - m_new) (stored for the PV step), m, l, alpha. */
 static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int rows) {
   int w = o->isa->w;
   char ld[200];
-  cg_emit(o, "static $T void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
-             " long j0, const void *mk, float *mrow, float *lrow, float *alpha) {\n  (void)mk;\n", rows);
+  cg_emit(o, "%s void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
+             " long j0, const void *mk, float *mrow, float *lrow, float *alpha) {\n  (void)mk;\n", fattr(t), rows);
   if (s->has_mask) cg_emit(o, "  $P_v vl2e = $P_set1(%#.9gf); /* the mask to base 2 */\n", LOG2E);
   for (int r = 0; r < rows; r++)
     for (int v = 0; v < t->bnv; v++) cg_emit(o, "  $P_v c%d_%d = $P_zero();\n", r, v);
-  cg_emit(o, "#pragma GCC unroll 4\n  for (long d = 0; d < %ldL; d++) {\n", (long)s->d);
-  for (int v = 0; v < t->bnv; v++) cg_emit(o, "    $P_v b%d = $P_ld(kt + d * %d + %d);\n", v, t->bn, v * w);
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long d = 0; d < %ldL; d++) {\n", (long)(t->bf ? t->d2 : s->d));
+  for (int v = 0; v < t->bnv; v++)
+    cg_emit(o, t->bf ? "    __m512bh b%d = (__m512bh)_mm512_loadu_ps(kt + d * %d + %d);\n" : "    $P_v b%d = $P_ld(kt + d * %d + %d);\n",
+            v, t->bn, v * w);
   for (int r = 0; r < rows; r++) {
-    cg_emit(o, "    { $P_v a = $P_set1(q[%ldL + d]);", (long)r * s->d);
-    for (int v = 0; v < t->bnv; v++) cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
+    if (t->bf) cg_emit(o, "    { __m512bh a = (__m512bh)_mm512_set1_epi32(((const int *)q)[%ldL + d]);", (long)(r * t->d2));
+    else cg_emit(o, "    { $P_v a = $P_set1(q[%ldL + d]);", (long)r * s->d);
+    for (int v = 0; v < t->bnv; v++) {
+      if (t->bf) cg_emit(o, " c%d_%d = _mm512_dpbf16_ps(c%d_%d, a, b%d);", r, v, r, v, v);
+      else cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
+    }
     cg_emit(o, " }\n");
   }
   cg_emit(o, "  }\n");
@@ -140,7 +159,11 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
   for (int r = 0; r < rows; r++) {
     cg_emit(o, "  { $P_v vms = $P_set1(ms[%d]), vs = $P_zero();\n", r);
     for (int v = 0; v < t->bnv; v++)
-      cg_emit(o, "    { $P_v pv = $P_exp2z(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
+      if (t->bf) /* P as bf16: row r at (uint16_t *)P + r * BN */
+        cg_emit(o, "    { $P_v pv = $P_exp2z(c%d_%d - vms); _mm256_storeu_si256((__m256i *)((uint16_t *)P + %d),"
+                   " (__m256i)_mm512_cvtneps_pbh(pv)); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
+      else
+        cg_emit(o, "    { $P_v pv = $P_exp2z(c%d_%d - vms); $P_st(P + %d, pv); vs = vs + pv; }\n", r, v, r * t->bn + v * w);
     cg_emit(o, "    sm[%d] = $P_hsum(vs); }\n", r);
   }
   for (int r = 0; r < rows; r++) cg_emit(o, "  lrow[%d] = lrow[%d] * alpha[%d] + sm[%d];\n", r, r, r, r);
@@ -150,28 +173,95 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int r
 /* O[r][:] = alpha[r] * O[r][:] + sum_j P[r][j] V[j][:], j < kb */
 static void emit_okern(cg_out *o, const cg_at *t, int rows) {
   int w = o->isa->w;
-  cg_emit(o, "static $T void $P_o%d(const float *restrict P, const float *restrict V, long kb, const float *alpha,"
-             " float *restrict O) {\n", rows);
+  cg_emit(o, "%s void $P_o%d(const float *restrict P, const float *restrict V, long kb, const float *alpha,"
+             " float *restrict O) {\n", fattr(t), rows);
   for (int r = 0; r < rows; r++) {
     cg_emit(o, "  $P_v al%d = $P_set1(alpha[%d]);\n", r, r);
     for (int v = 0; v < t->nvd; v++) cg_emit(o, "  $P_v c%d_%d = $P_ld(O + %d) * al%d;\n", r, v, r * t->dp + v * w, r);
   }
-  cg_emit(o, "#pragma GCC unroll 4\n  for (long j = 0; j < kb; j++) {\n");
-  for (int v = 0; v < t->nvd; v++) cg_emit(o, "    $P_v b%d = $P_ld(V + j * %d + %d);\n", v, t->dp, v * w);
-  for (int r = 0; r < rows; r++) {
-    cg_emit(o, "    { $P_v a = $P_set1(P[%d + j]);", r * t->bn);
-    for (int v = 0; v < t->nvd; v++) cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
-    cg_emit(o, " }\n");
+  if (t->bf) { /* pairs of keys: P's bf16 rows (stride BN) and V's pair rows */
+    cg_emit(o, "  const int *pp = (const int *)P;\n  long kp = (kb + 1) >> 1;\n");
+    cg_emit(o, "#pragma GCC unroll 4\n  for (long j = 0; j < kp; j++) {\n");
+    for (int v = 0; v < t->nvd; v++)
+      cg_emit(o, "    __m512bh b%d = (__m512bh)_mm512_loadu_ps(V + j * %d + %d);\n", v, t->dp, v * w);
+    for (int r = 0; r < rows; r++) {
+      cg_emit(o, "    { __m512bh a = (__m512bh)_mm512_set1_epi32(pp[%d + j]);", r * t->bn / 2);
+      for (int v = 0; v < t->nvd; v++) cg_emit(o, " c%d_%d = _mm512_dpbf16_ps(c%d_%d, a, b%d);", r, v, r, v, v);
+      cg_emit(o, " }\n");
+    }
+    cg_emit(o, "  }\n");
+  } else {
+    cg_emit(o, "#pragma GCC unroll 4\n  for (long j = 0; j < kb; j++) {\n");
+    for (int v = 0; v < t->nvd; v++) cg_emit(o, "    $P_v b%d = $P_ld(V + j * %d + %d);\n", v, t->dp, v * w);
+    for (int r = 0; r < rows; r++) {
+      cg_emit(o, "    { $P_v a = $P_set1(P[%d + j]);", r * t->bn);
+      for (int v = 0; v < t->nvd; v++) cg_emit(o, " c%d_%d = $P_fma(a, b%d, c%d_%d);", r, v, v, r, v);
+      cg_emit(o, " }\n");
+    }
+    cg_emit(o, "  }\n");
   }
-  cg_emit(o, "  }\n");
   for (int r = 0; r < rows; r++)
     for (int v = 0; v < t->nvd; v++) cg_emit(o, "  $P_st(O + %d, c%d_%d);\n", r * t->dp + v * w, r, v);
   cg_emit(o, "}\n");
 }
 
-static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+/* bf: key j's column of k^T (kr: its row, j < nblk) as d2 pairs of bf16 at
+ * [j / BN][d2][j %% BN] (0 past N and past an odd d). */
+static void emit_pack_k_bf16(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+  char lo[200], hi[200];
+  cg_scalar_ld(o, lo, sizeof lo, s->kv_dtype, "kr", "2 * d");
+  cg_scalar_ld(o, hi, sizeof hi, s->kv_dtype, "kr", "2 * d + 1");
+  cg_emit(o, "    unsigned *kd = (unsigned *)Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(t->d2 * t->bn), t->bn);
+  cg_emit(o, "    for (long d = 0; d < %ldL; d++) {\n", (long)t->d2);
+  cg_emit(o, "      float a = j < %ldL ? %s : 0.0f, b = j < %ldL && 2 * d + 1 < %ldL ? %s : 0.0f;\n", (long)s->n, lo,
+          (long)s->n, (long)s->d, hi);
+  cg_emit(o, "      kd[d * %d] = (unsigned)$F_f2b(a) | (unsigned)$F_f2b(b) << 16;\n    }\n", t->bn);
+}
+
+/* bf: v as pair rows of keys [j / 2][dp] (keys 2p and 2p + 1 interleaved,
+ * 0 past N), for the nblk keys; vs2: v's row stride. */
+static void emit_pack_v_bf16(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int64_t vs2) {
+  const char *kt = cg_ctype(s->kv_dtype), *kx = cg_vsuffix(s->kv_dtype);
+  cg_emit(o, "  {\n    const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "    for (long j = 0; j < nblk; j += 2) {\n");
+  cg_emit(o, "      const %s *v0 = v + j * %ldL, *v1 = v0 + %ldL;\n", kt, (long)vs2, (long)vs2);
+  for (int vv = 0; vv < t->nvd; vv++) {
+    int n = (int)(s->dv - vv * 16 < 16 ? s->dv - vv * 16 : 16);
+    cg_emit(o, "      { $P_v x0 = j < %ldL ? $P_ldn%s(v0 + %d, %d) : $P_zero();\n", (long)s->n, kx, vv * 16, n);
+    cg_emit(o, "        $P_v x1 = j + 1 < %ldL ? $P_ldn%s(v1 + %d, %d) : $P_zero();\n", (long)s->n, kx, vv * 16, n);
+    cg_emit(o, "        _mm512_storeu_si512(Vp + j / 2 * %d + %d, _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0))); }\n",
+            t->dp, vv * 16);
+  }
+  cg_emit(o, "    }\n  }\n");
+}
+
+/* Pack k^T and v (row strides ks2, vs2) for the nblk keys this chunk can
+ * see into Kt and Vp: fp32, or the bf16 pairs. */
+static void emit_pack_kv(cg_out *o, const cgen_attn_spec *s, const cg_at *t, int64_t ks2, int64_t vs2) {
   int w = o->isa->w;
   char ld[200];
+  const char *kt = cg_ctype(s->kv_dtype), *kx = cg_vsuffix(s->kv_dtype);
+  int64_t D = s->d, DV = s->dv, N = s->n;
+  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)ks2);
+  if (t->bf) {
+    emit_pack_k_bf16(o, s, t);
+  } else {
+    cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
+    /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
+    cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
+    cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
+    cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
+    cg_emit(o, "    const %s *vr = v + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)vs2);
+    for (int vv = 0; vv < t->nvd; vv++)
+      cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
+              vv * w, (int)(DV - vv * w < w ? DV - vv * w : w));
+  }
+  cg_emit(o, "  }\n");
+  if (t->bf) emit_pack_v_bf16(o, s, t, vs2);
+}
+
+static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+  int w = o->isa->w;
   cg_emit_isa_helpers(o);
   /* row counts that occur: full micro-tiles, then the tail of a full block
    * and of the last (shorter) block */
@@ -181,13 +271,13 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   for (int r = 1; r <= t->ro; r++)
     if (r == t->ro || r == t->bm % t->ro || r == lastbm % t->ro) emit_okern(o, t, r);
   const char *qt = cg_ctype(s->q_dtype), *kt = cg_ctype(s->kv_dtype), *ot = cg_ctype(s->o_dtype);
-  const char *qx = cg_vsuffix(s->q_dtype), *kx = cg_vsuffix(s->kv_dtype), *ox = cg_vsuffix(s->o_dtype);
+  const char *qx = cg_vsuffix(s->q_dtype), *ox = cg_vsuffix(s->o_dtype);
   float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
   int64_t D = s->d, DV = s->dv, N = s->n, M = s->m;
   /* per-thread scratch layout (floats) */
   int64_t o_kt = 0, o_v = o_kt + D * t->np, o_q = o_v + t->np * t->dp, o_s = o_q + (int64_t)t->bm * D,
           o_o = o_s + (int64_t)t->bm * t->bn, o_ml = o_o + (int64_t)t->bm * t->dp, tot = o_ml + 3L * t->bm + 16;
-  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "%s void $P_task(void *vc, int task, int tid) {\n", fattr(t));
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long qc = task %% %ldL, bh = task / %ldL, bb = bh / %ldL, hh = bh %% %ldL;\n", (long)t->qs, (long)t->qs,
           (long)s->h, (long)s->h);
@@ -210,18 +300,7 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (s->causal) cg_emit(o, "  long nlim = q1 < %ldL ? q1 : %ldL;\n", (long)N, (long)N);
   else cg_emit(o, "  long nlim = %ldL;\n", (long)N);
   cg_emit(o, "  long nblk = (nlim + %d) / %d * %d;\n", t->bn - 1, t->bn, t->bn);
-  /* pack k^T and v for the keys this chunk can see */
-  cg_scalar_ld(o, ld, sizeof ld, s->kv_dtype, "kr", "d");
-  cg_emit(o, "  for (long j = 0; j < nblk; j++) {\n    const %s *kr = k + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)ks[2]);
-  /* k^T blocked per key tile: [j / BN][d][j %% BN], so a tile is contiguous */
-  cg_emit(o, "    float *kd = Kt + j / %d * %ldL + j %% %d;\n", t->bn, (long)(D * t->bn), t->bn);
-  cg_emit(o, "    if (j < %ldL) for (long d = 0; d < %ldL; d++) kd[d * %d] = %s;\n", (long)N, (long)D, t->bn, ld);
-  cg_emit(o, "    else for (long d = 0; d < %ldL; d++) kd[d * %d] = 0.0f;\n", (long)D, t->bn);
-  cg_emit(o, "    const %s *vr = v + (j < %ldL ? j : 0) * %ldL;\n", kt, (long)N, (long)vs[2]);
-  for (int vv = 0; vv < t->nvd; vv++)
-    cg_emit(o, "    $P_st(Vp + j * %d + %d, j < %ldL ? $P_ldn%s(vr + %d, %d) : $P_zero());\n", t->dp, vv * w, (long)N, kx,
-            vv * w, (int)(DV - vv * w < w ? DV - vv * w : w));
-  cg_emit(o, "  }\n");
+  emit_pack_kv(o, s, t, ks[2], vs[2]);
   /* query blocks */
   cg_emit(o, "  for (long i0 = q0; i0 < q1; i0 += %d) {\n", t->bm);
   cg_emit(o, "    int bm = q1 - i0 < %d ? (int)(q1 - i0) : %d;\n", t->bm, t->bm);
@@ -230,8 +309,12 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "        int nd = %ldL - d < %d ? (int)(%ldL - d) : %d;\n", (long)D, w, (long)D, w);
   cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%#.9gf);\n", w, qx, qx,
           (double)scale * LOG2E);
-  cg_emit(o, "        if (nd == %d) $P_st(Qs + r * %ldL + d, x); else $P_stn(Qs + r * %ldL + d, x, nd);\n      }\n", w,
-          (long)D, (long)D);
+  if (t->bf) /* row r as d2 pairs: an odd d's last pair takes the 0 of lane d */
+    cg_emit(o, "        _mm256_mask_storeu_epi16((uint16_t *)Qs + r * %ldL + d, (__mmask16)((1u << ((nd + 1) & ~1)) - 1u),"
+               " (__m256i)_mm512_cvtneps_pbh(x));\n      }\n", (long)(2 * t->d2));
+  else
+    cg_emit(o, "        if (nd == %d) $P_st(Qs + r * %ldL + d, x); else $P_stn(Qs + r * %ldL + d, x, nd);\n      }\n", w,
+            (long)D, (long)D);
   cg_emit(o, "      mrow[r] = -INFINITY; lrow[r] = 0.0f;\n");
   for (int vv = 0; vv < t->nvd; vv++) cg_emit(o, "      $P_st(O + r * %d + %d, $P_zero());\n", t->dp, vv * w);
   cg_emit(o, "    }\n");
@@ -241,25 +324,29 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit(o, "      long kb = jend - j0 < %d ? jend - j0 : %d;\n", t->bn, t->bn);
   cg_emit(o, "      int r = 0;\n");
   const char *mk = s->has_mask ? "mkb" : "0";
+  /* bf: Qs and k^T rows hold d2 words, P rows BN bf16 (BN / 2 floats), V pair rows of keys */
+  long qd = (long)(t->bf ? t->d2 : D);
+  int ps = t->bf ? t->bn / 2 : t->bn;
+  const char *vj = t->bf ? "(j0 >> 1)" : "j0";
   cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s,"
-             " mrow + r, lrow + r, alpha + r);\n", t->rs, t->rs, t->rs, (long)D, (long)D, t->bn, mk);
+             " mrow + r, lrow + r, alpha + r);\n", t->rs, t->rs, t->rs, qd, qd, ps, mk);
   if (t->rs > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->rs; q++)
       if (q == t->bm % t->rs || q == lastbm % t->rs)
       cg_emit(o, "        case %d: $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
-                 " alpha + r); break;\n", q, q, (long)D, (long)D, t->bn, mk);
+                 " alpha + r); break;\n", q, q, qd, qd, ps, mk);
     cg_emit(o, "        default: break;\n      }\n");
   }
   cg_emit(o, "      r = 0;\n");
-  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d);\n", t->ro,
-          t->ro, t->ro, t->bn, t->dp, t->dp);
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_o%d(S + r * %d, Vp + %s * %d, kb, alpha + r, O + r * %d);\n", t->ro,
+          t->ro, t->ro, ps, vj, t->dp, t->dp);
   if (t->ro > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->ro; q++)
       if (q == t->bm % t->ro || q == lastbm % t->ro)
-      cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + j0 * %d, kb, alpha + r, O + r * %d); break;\n", q, q, t->bn,
-              t->dp, t->dp);
+      cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + %s * %d, kb, alpha + r, O + r * %d); break;\n", q, q, ps,
+              vj, t->dp, t->dp);
     cg_emit(o, "        default: break;\n      }\n");
   }
   cg_emit(o, "    }\n");
@@ -306,7 +393,7 @@ harp_status cgen_attn(harp_error *e, const cgen_attn_spec *s, const char *fn, ut
   if (s->bm < 0 || s->bm > 1024 || s->bn < 0 || s->bn > 1024)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_attn: tile %dx%d out of range", s->bm, s->bn);
   unsigned set = cg_isa_set(&s->tune);
-  cg_out o = {.s = out, .F = fn};
+  cg_out o = {.s = out, .F = fn, .bf16 = s->tune.bf16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: attention b%ld h%ld m%ld n%ld d%ld dv%ld%s%s ---- */\n", fn, (long)s->b, (long)s->h,

@@ -684,7 +684,8 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
   if (m >> CGEN_ISA_AVX512 & 1u)
     cg_emit(o, "    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
-               "        __builtin_cpu_supports(\"fma\")) s = 3;\n");
+               "        __builtin_cpu_supports(\"fma\")%s) s = 3;\n",
+            o->bf16 ? " && __builtin_cpu_supports(\"avx512bf16\")" : "");
   if (m >> CGEN_ISA_AVX2 & 1u)
     cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
   cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");

@@ -42,6 +42,11 @@ typedef struct cg_mm {
   const cgen_conv_spec *cs; /* conv: the spec; direct: its AVX-512 variant is cgen_dconv.c's */
   bool direct;
   int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
+  /* a conv's bf16 view (bf16_pairs): A, B and K count channel pairs, 32-bit
+   * words of two bf16; the original weight and input dtypes and channels */
+  bool pairs;
+  tiny_dtype bf_adt, bf_bdt;
+  int64_t bf_c, bf_icg;
 } cg_mm;
 
 /* Per-variant blocking, resolved from the tuning. */
@@ -204,8 +209,37 @@ static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
   cg_emit(o, "}\n");
 }
 
+/* Does this variant multiply in bf16 (tune.bf16, AVX-512; cgen_bf16.c)?
+ * And are its fp32 panels rewritten as pairs after packing (a GEMM; a
+ * conv's view packs pairs already)? */
+static bool use_bf16(const cg_mm *p, const cg_out *o) { return p->tune.bf16 && o->isa->id == CGEN_ISA_AVX512; }
+static bool use_bfcv(const cg_mm *p, const cg_out *o) { return use_bf16(p, o) && !p->pairs; }
+/* ... and is B (unit stride along N) packed as pairs straight away? */
+static bool b_pairs(const cg_mm *p, const cg_out *o) { return use_bfcv(p, o) && !p->conv && p->b_sn == 1; }
+
+/* Conv p seen by its bf16 variant: input channels in pairs (2c, 2c + 1) per
+ * 32-bit word, the odd last one paired with 0; the input interleaved so
+ * (cg_emit_bf16_ilv), the weight too (cg_emit_bf16_wpairs), K the pairs
+ * times the window.  The fp32 packers then move words. */
+static cg_mm bf16_pairs(const cg_mm *p) {
+  cg_mm q = *p;
+  int64_t icg2 = (p->cv_icg + 1) / 2;
+  q.pairs = true;
+  q.bf_adt = p->adt, q.bf_bdt = p->bdt, q.bf_c = p->cv_c, q.bf_icg = p->cv_icg;
+  q.adt = q.bdt = TINY_FP32;
+  q.K = icg2 * p->cv_kh * p->cv_kw;
+  q.cv_icg = icg2, q.cv_c = p->nb[1] * icg2;
+  q.a_sb[1] = p->M * q.K, q.a_sm = q.K;
+  return q;
+}
+
 static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int nv) {
   int w = o->isa->w;
+  if (use_bf16(p, o)) {
+    cg_emit_bf16_kernel(o, mr, nv, t->mr, t->nr, t->pf, t->direct ? (long)p->c_sm : 0, p->pairs,
+                        p->prepack_a && p->N <= 256 ? CG_PF_A_BYTES : 0);
+    return;
+  }
   cg_emit(o, "static $T void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b, const $F_tt *tt,\n"
              "    long m, long n, int nr, int first, int last) {\n", mr, nv);
   for (int i = 0; i < mr; i++)
@@ -246,7 +280,7 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
 static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *at = cg_ctype(p->adt);
   char ld[160];
-  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n  (void)tid;\n", use_bfcv(p, o) ? "0" : "");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)t->groups,
           (long)t->groups);
@@ -320,6 +354,7 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      for (int i = 0; i < mr; i++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
   }
   cg_emit(o, "  }\n}\n");
+  if (use_bfcv(p, o)) cg_emit_bf16_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->mr);
 }
 
 /* Does the AVX-512 packer read B^T (unit stride along K) with 16x16 transposes? */
@@ -330,6 +365,10 @@ static bool bt_transposes(const cg_mm *p, const cg_isa *isa, const cg_tile *t) {
 static void emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *bt = cg_ctype(p->bdt), *sx = cg_vsuffix(p->bdt);
   int w = o->isa->w;
+  if (b_pairs(p, o)) {
+    cg_emit_bf16_pack_b_rows(o, p->bdt, p->b_sb[0], p->b_sb[1], p->b_sk, t->nv);
+    return;
+  }
   cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
   cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
@@ -540,6 +579,8 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      const float *Bp = (const float *)cx->B + pb * %ldL + jc / %d * kc * %d;\n",
             (long)t->kc * cg_npanels(p, t) * t->nr, t->nr, t->nr);
   else cg_emit(o, "      $P_packB(cx, b0, b1, pc, kc, jc, nc, Bs);\n      const float *Bp = Bs;\n");
+  if (!p->prepack_b && use_bfcv(p, o) && !b_pairs(p, o))
+    cg_emit(o, "      for (long jq = 0; jq < nc; jq += %d) $P_bfcv(Bs + jq * kc, kc, %d);\n", t->nr, t->nr);
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
   if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
   if (t->jr_outer) {
@@ -591,6 +632,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;
   emit_row(o, p, t, t->nv);
   if (nvt != t->nv) emit_row(o, p, t, nvt);
+  if (use_bfcv(p, o)) cg_emit_bf16_cvt(o);
   int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
   for (int a = 0; a < 2; a++) {
     if (a == 1 && mt == 0) break;
@@ -605,7 +647,9 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
    * vector pass), so that the packer takes the fp32 row runs or gathers:
    * with a scalar load and conversion per element, fp16 1x1 s2 256->512
    * 56->28 took 1.75 ms, now 1.21 (fp32 0.96) */
-  int64_t xn = p->conv && p->bdt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR ? p->nb[0] * p->cv_c * p->cv_h * p->cv_w : 0;
+  int64_t xn = p->conv && (p->bdt != TINY_FP32 || p->pairs) && o->isa->id != CGEN_ISA_SCALAR
+                   ? p->nb[0] * p->cv_c * p->cv_h * p->cv_w
+                   : 0; /* pairs: the interleaved input's words */
   cg_mm pf = *p;
   if (xn) pf.bdt = TINY_FP32;
   /* a 1x1 window with stride 1 and no padding reads x[c][p] for pixel p:
@@ -621,7 +665,12 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   else if (p->conv) emit_pack_b_conv(o, &pf, t);
   else emit_pack_b_gemm(o, p, t);
   emit_task(o, p, t);
-  if (xn) cg_emit_widen(o, "$F_ctx", "cx->X", "cx->B", p->bdt, (long)xn);
+  if (p->pairs) {
+    cg_emit_bf16_ilv(o, p->bf_bdt, p->nb[0] * p->nb[1] * p->cv_icg, p->bf_icg, p->cv_h * p->cv_w);
+    cg_emit_bf16_wpairs(o, p->bf_adt, p->nb[1] * p->M, p->bf_icg, p->cv_kh * p->cv_kw);
+  } else if (xn) {
+    cg_emit_widen(o, "$F_ctx", "cx->X", "cx->B", p->bdt, (long)xn);
+  }
   int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
   int64_t per_thread = ((p->prepack_b ? 0 : (int64_t)t->kc * t->ncp) + (t->ws ? t->tm * t->ncp : 0)) * 4;
   long npack = (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups), ntask = (long)(p->nb[0] * p->nb[1] * t->sm * t->sn);
@@ -630,8 +679,11 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)shared);
     cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
     cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
+    if (p->pairs) /* the weight as channel pairs first (init time) */
+      cg_emit(o, "  uint32_t *w2 = (uint32_t *)malloc(%ldUL);\n  if (!w2) return -1;\n  $P_wpairs(A, w2);\n  cx.A = w2;\n",
+              (long)(p->nb[1] * p->M * p->K * 4));
     emit_depth(o, p, t);
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n  return 0;\n}\n", npack);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n%s  return 0;\n}\n", npack, p->pairs ? "  free(w2);\n" : "");
     shared = 0;
   }
   if (p->prepack_b) {
@@ -643,8 +695,12 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
             (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
     cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
             t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
-    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n}\n", t->nr, t->nr,
+    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
             (long)t->kc * npan * t->nr, t->nr);
+    if (use_bfcv(p, o) && !b_pairs(p, o))
+      cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
+              (long)t->kc * npan * t->nr, t->nr, t->nr);
+    cg_emit(o, "}\n");
     cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
     cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
     cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
@@ -654,12 +710,17 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   emit_depth(o, p, t);
   int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)(xn ? xoff + xn * 4 : shared),
-          (long)per_thread);
+  int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
+  int64_t wbytes = p->pairs && !p->prepack_a ? p->nb[1] * p->M * p->K * 4 : 0;
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n",
+          (long)(wbytes ? aoff + wbytes : xn ? xoff + xn * 4 : shared), (long)per_thread);
   if (xn) {
     cg_emit(o, "  cx.X = B; cx.B = cx.sc.shared + %ldL;\n", (long)xoff);
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_widen, &cx);\n", (long)((xn + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK));
+    if (p->pairs) cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ilv, &cx);\n", (long)(p->nb[0] * p->cv_c));
+    else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_widen, &cx);\n", (long)((xn + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK));
   }
+  if (wbytes)
+    cg_emit(o, "  { uint32_t *w2 = (uint32_t *)(cx.sc.shared + %ldL); $P_wpairs(A, w2); cx.A = w2; }\n", (long)aoff);
   if (p->prepack_a) {
     cg_emit(o, "  cx.Ap = (float *)A;\n");
   } else {
@@ -848,7 +909,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     if (t->nba[0] * t->nba[1] * p->K * t->mp > (1L << 29))
       return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
   }
-  cg_out o = {.s = out, .F = fn};
+  cg_out o = {.s = out, .F = fn, .bf16 = p->tune.bf16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: %s %ldx%ldx%ld x batch %ldx%ld, %s*%s->%s ---- */\n", fn, p->conv ? "conv" : "gemm",
@@ -863,6 +924,11 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
     if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs)) return e->code;
+    } else if (p->conv && use_bf16(p, &o)) {
+      cg_mm q = bf16_pairs(p);
+      cg_tile tq;
+      if (resolve_tile(e, &q, o.isa, i == primary, &tq)) return e->code;
+      emit_variant(&o, &q, &tq);
     } else if (skinny_ok(p, cg_isa_get((cgen_isa)i))) {
       emit_skinny_variant(&o, p);
     } else {
@@ -896,12 +962,28 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
   p.n_epi = s->n_epi;
   if (p.n_epi > 0 && p.n_epi <= CGEN_MAX_EPI) memcpy(p.epi, s->epi, sizeof(cgen_epi) * (size_t)p.n_epi);
   p.tune = s->tune;
+  /* bf16 storage: vdpbf16ps multiplies the stored values exactly */
+  if (p.tune.bf16_native && p.adt == TINY_BF16 && p.bdt == TINY_BF16) p.tune.bf16 = true;
   p.prepack_a = s->prepack_a;
   p.prepack_b = s->prepack_b;
   return gen_mm(e, &p, fn, out);
 }
 
+/* Does conv s multiply in bf16 (tune.bf16, or bf16 storage and
+ * tune.bf16_native)?  Not with fewer than 16 input
+ * channels per group: the pairs' interleave and a half-empty last pair cost
+ * more than bf16 saves (MobileNetV2's 3-channel stem: 0.11 ms fp32 direct,
+ * 0.27 ms bf16), and the direct kernel suits such convs. */
+static bool conv_bf16(const cgen_conv_spec *s) {
+  bool half = s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16;
+  return (s->tune.bf16 || half) && s->c / s->groups >= 16;
+}
+
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
+  if (conv_bf16(s)) {
+    *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
+    return false;
+  }
   if (cg_dw_applies(s)) {
     *why = "depthwise: the depthwise kernel";
     return false;
@@ -947,6 +1029,7 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
     if (ep->kind == CGEN_EPI_RESIDUAL) ep->s_b0 = p.c_sb[0], ep->s_b1 = p.c_sb[1], ep->s_m = P, ep->s_n = 1;
   }
   p.tune = s->tune;
+  p.tune.bf16 = conv_bf16(s);
   p.prepack_a = s->prepack_w;
   p.cv_c = s->c, p.cv_h = s->h, p.cv_w = s->w, p.cv_icg = icg, p.cv_kh = s->kh, p.cv_kw = s->kw;
   p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];

@@ -25,6 +25,7 @@ typedef struct cg_out {
   const char *F;
   char P[160];
   const cg_isa *isa;
+  bool bf16; /* the AVX-512 variant multiplies in bf16: its selector also asks for AVX512_BF16 */
 } cg_out;
 
 void cg_set_isa(cg_out *o, const cg_isa *isa);
@@ -65,6 +66,33 @@ void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, co
  * template's tile: + bias[bias_idx] (BIAS_M; bias_idx is C text), a rounding,
  * an activation.  False for BIAS_N and RESIDUAL, which the template writes. */
 bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_idx, const char *x);
+
+/* bf16 GEMM pieces (cgen_bf16.c), AVX-512 only: functions carrying
+ * CG_BF16_ATTR use vdpbf16ps.  $P_bfcv(float *d, long kc, int w) rewrites a
+ * packed fp32 panel [kc][w] in place as pair rows [(kc + 1) / 2][w] of
+ * {bf16(row 2p), bf16(row 2p + 1)} (round to nearest even);
+ * cg_emit_bf16_kernel emits the micro-kernel $P_k<mr>_<nv> over such panels
+ * (A panel tmr wide, B panel tnr wide, B prefetched pf pair rows ahead,
+ * C's rows prefetched when c_sm > 0, A pf_a bytes ahead when > 0); cg_emit_bf16_pack_a emits
+ * $P_packA_task over the fp32 packer's $P_packA_task0 (panel groups of
+ * `span` rows, mp rows in all, mr per panel). */
+#define CG_BF16_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
+/* The 16-bit lane permutation that interleaves cvtne2ps_pbh(x1, x0)'s halves
+ * into pairs {x0[j], x1[j]} (lane 2j from x0, 2j + 1 from x1). */
+#define CG_BF16_IX                                                                                         \
+  "_mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, " \
+  "18, 2, 17, 1, 16, 0)"
+void cg_emit_bf16_cvt(cg_out *o);
+void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
+void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
+/* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
+ * plane interleaving the input's channel pairs into 32-bit words, and
+ * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
+void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
+void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
+/* A GEMM's $P_packB writing pair rows straight from a B with unit stride
+ * along N (batch strides sb0, sb1, row stride sk; panels 16 * nv wide). */
+void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb1, int64_t sk, int nv);
 
 /* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
  * (*why: the reason), and the AVX-512 variant of the kernel. */

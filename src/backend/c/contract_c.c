@@ -128,6 +128,8 @@ static unsigned isa_for_simd(int simd) {
 /* The JIT's variant: the one ISA `mask` names, without the scalar fallback
  * (harp run / bench compile for the host alone); packages keep every one. */
 static void jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask) {
+  t->bf16 = c->bf16;
+  t->bf16_native = c->bf16_native;
   if (c->host_only) t->isa_mask = mask, t->no_fallback = true;
 }
 

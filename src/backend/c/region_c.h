@@ -30,6 +30,10 @@ typedef struct rc_ctx {
                         reads them only packed (no epilogue, no other operand on it), so
                         model_init need not keep the weight as stored */
   const struct rt_knobs *knobs; /* the A/B switches (harp/knobs.h); NULL: the defaults */
+  bool bf16;        /* harp_options.precision "bf16": GEMMs and convs multiply in bf16
+                       (cgen_tuning.bf16) */
+  bool bf16_native; /* bf16-storage GEMMs and convs may use vdpbf16ps (the host has it, or
+                       the code dispatches on it: cgen_tuning.bf16_native) */
 } rc_ctx;
 
 /* The weights a template kernel takes packed (contract_c.h): slot[i] of its

@@ -1,0 +1,164 @@
+/* cgen_bf16.c — the bf16 pieces of the GEMM / implicit-GEMM convolution
+ * template (cgen_gemm.c) for harp_options.precision = "bf16": the AVX-512
+ * variant multiplies bf16 operands with vdpbf16ps and accumulates in fp32.
+ * Needs: cgen_int.h.  Gives: cg_emit_bf16_cvt, cg_emit_bf16_kernel,
+ * cg_emit_bf16_pack_a, cg_emit_bf16_pack_b_rows, cg_emit_bf16_ilv,
+ * cg_emit_bf16_wpairs (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
+ *
+ * Layout.  The packers write their panels in fp32 as usual, [k][W] (W = MR
+ * for A, NR for B); $P_bfcv then rewrites each panel in place as
+ * [ceil(k/2)][W] pairs {bf16(x[2p][w]), bf16(x[2p+1][w])} (a 32-bit word per
+ * lane, the odd row of an odd depth paired with 0), rounded to nearest even.
+ * Pair row p lands on fp32 row p, which rows 2p and 2p+1 (both >= p) have
+ * already been read from when p > 0, and which row 0's own chunk is read
+ * before it is written when p == 0: the rewrite is safe in place, and the
+ * panels keep their fp32 offsets (half of each is then unused).
+ * The micro-kernel reads a pair row of B as NR/16 vectors of 32 bf16 and
+ * broadcasts A's pair for row i; vdpbf16ps adds both products of the pair
+ * to the fp32 accumulator.  Accumulators, the epilogue and the stores are
+ * the fp32 template's.
+ * A B with unit stride along N (a GEMM's) is packed as pairs directly
+ * (cg_emit_bf16_pack_b_rows).  A convolution pairs input channels instead
+ * (cgen_gemm.c's bf16_pairs): the input is interleaved once per run
+ * (cg_emit_bf16_ilv), the weight at packing (cg_emit_bf16_wpairs), and the
+ * fp32 packers then move 32-bit words. */
+#include <stdio.h>
+
+#include "backend/c/cgen_int.h"
+
+/* $P_bfcv(d, kc, w): the panel d of kc rows of w floats, in place, to pair rows. */
+void cg_emit_bf16_cvt(cg_out *o) {
+  cg_emit(o, "static " CG_BF16_ATTR " __attribute__((unused)) void $P_bfcv(float *d, long kc, int w) {\n");
+  /* output lane 2j <- x0[j], 2j+1 <- x1[j]: cvtne2ps_pbh(x1, x0) holds x0 in
+   * its low 16 bf16 and x1 in the high 16 */
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  for (long k = 0; k < kc; k += 2) {\n");
+  cg_emit(o, "    const float *r0 = d + k * w, *r1 = d + (k + 1) * w;\n    float *q = d + k / 2 * w;\n");
+  cg_emit(o, "    int odd = k + 1 >= kc;\n");
+  cg_emit(o, "    for (int i = 0; i < w; i += 16) {\n");
+  cg_emit(o, "      __mmask16 mk = w - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w - i)) - 1u);\n");
+  cg_emit(o, "      __m512 x0 = _mm512_maskz_loadu_ps(mk, r0 + i);\n");
+  cg_emit(o, "      __m512 x1 = odd ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mk, r1 + i);\n");
+  cg_emit(o, "      __m512i p = _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n");
+  cg_emit(o, "      _mm512_mask_storeu_epi32(q + i, mk, p);\n    }\n  }\n}\n");
+}
+
+/* The micro-kernel $P_k<mr>_<nv> over pair panels: mr rows of A (panel
+ * width tmr) times nv vectors of 16 columns of B (panel width tnr), kc deep
+ * (pairs: (kc + 1) / 2, or kc when `pairs` counts them already); B prefetched pf pair rows ahead; c_sm > 0: C's
+ * rows prefetched for the store (C is the fp32 accumulator); pf_a > 0: A
+ * prefetched that many bytes ahead. */
+void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a) {
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
+             "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nv; j++) cg_emit(o, "  __m512 c%d_%d = _mm512_setzero_ps();\n", i, j);
+  if (c_sm > 0)
+    for (int i = 0; i < mr; i++)
+      for (int l = 0; l < (nv * 64 + 63) / 64; l++)
+        cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %ldL + n + %d, 1);\n", i, c_sm, l * 16);
+  cg_emit(o, "  const int *ap = (const int *)a;\n  long kp = %s;\n", pairs ? "kc" : "(kc + 1) >> 1");
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kp; k++) {\n");
+  if (pf > 0)
+    for (int l = 0; l < nv; l++) cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", pf, tnr, l * 16);
+  if (pf_a > 0) /* A's pair rows, pf_a bytes ahead (cgen_gemm.c's emit_kernel says when) */
+    cg_emit(o, "    __builtin_prefetch((const void *)((uintptr_t)(ap + k * %d) + %du));\n", tmr, pf_a);
+  for (int j = 0; j < nv; j++) cg_emit(o, "    __m512bh b%d = (__m512bh)_mm512_loadu_ps(b + k * %d + %d);\n", j, tnr, j * 16);
+  for (int i = 0; i < mr; i++) {
+    cg_emit(o, "    { __m512bh av = (__m512bh)_mm512_set1_epi32(ap[k * %d + %d]);", tmr, i);
+    for (int j = 0; j < nv; j++) cg_emit(o, " c%d_%d = _mm512_dpbf16_ps(c%d_%d, av, b%d);", i, j, i, j, j);
+    cg_emit(o, " }\n");
+  }
+  cg_emit(o, "  }\n");
+  for (int i = 0; i < mr; i++) {
+    cg_emit(o, "  $P_row%d(tt, m + %d, n, nr, first, last", nv, i);
+    for (int j = 0; j < nv; j++) cg_emit(o, ", c%d_%d", i, j);
+    cg_emit(o, ");\n");
+  }
+  cg_emit(o, "}\n");
+}
+
+/* $P_packA_task: the fp32 packer's task ($P_packA_task0: panel group g of
+ * `groups`, span rows of A each, of KC block pb for batch ba), then its
+ * panels (mr wide, mp rows of A in all) to pair rows. */
+void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr) {
+  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  $P_packA_task0(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)groups,
+          (long)groups);
+  cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
+  cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)mp, (long)mp);
+  cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)span, (long)mp, (long)span, (long)mp);
+  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_bfcv(Ap + ir * kc, kc, %d);\n}\n", (long)span, mr, mr);
+}
+
+/* $P_ilv(vc, task, tid): a pool task, plane `task` of nplanes of the
+ * interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
+ * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
+ * elements of xdt at cx->X; the odd last channel with 0). */
+void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
+  const char *sx = cg_vsuffix(xdt), *ct = cg_ctype(xdt);
+  long icg2 = (long)((icg + 1) / 2);
+  (void)nplanes;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", icg2, icg2);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)icg,
+          (long)hw, (long)hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)hw);
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
+  cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
+  cg_emit(o, "    __m512 x0 = n == 16 ? $P_ld%s(s0 + i) : $P_ldn%s(s0 + i, n);\n", sx, sx);
+  cg_emit(o, "    __m512 x1 = odd ? _mm512_setzero_ps() : n == 16 ? $P_ld%s(s1 + i) : $P_ldn%s(s1 + i, n);\n", sx, sx);
+  cg_emit(o, "    __m512i p = _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n");
+  cg_emit(o, "    _mm512_mask_storeu_epi32(d + i, (__mmask16)((1u << n) - 1u), p);\n  }\n}\n");
+}
+
+/* $P_wpairs(W, d): the weight W ([rows][icg][khw] of wdt) as channel-pair
+ * words d[rows][ceil(icg / 2) * khw] (pair c, window tap j at c * khw + j),
+ * rounded to nearest even; run once per packing. */
+void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw) {
+  char lo[200], hi[200], il[64], ih[64];
+  long icg2 = (long)((icg + 1) / 2), kd = (long)(icg * khw);
+  snprintf(il, sizeof il, "2 * c * %ldL + j", (long)khw);
+  snprintf(ih, sizeof ih, "(2 * c + 1) * %ldL + j", (long)khw);
+  cg_scalar_ld(o, lo, sizeof lo, wdt, "w", il);
+  cg_scalar_ld(o, hi, sizeof hi, wdt, "w", ih);
+  cg_emit(o, "static void $P_wpairs(const void *W, uint32_t *d) {\n");
+  cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n", (long)rows);
+  cg_emit(o, "    const %s *w = (const %s *)W + r * %ldL;\n", cg_ctype(wdt), cg_ctype(wdt), kd);
+  cg_emit(o, "    uint32_t *q = d + r * %ldL;\n", icg2 * (long)khw);
+  cg_emit(o, "    for (long c = 0; c < %ldL; c++)\n      for (long j = 0; j < %ldL; j++) {\n", icg2, (long)khw);
+  cg_emit(o, "        float a = %s, b = 2 * c + 1 < %ldL ? %s : 0.0f;\n", lo, (long)icg, hi);
+  cg_emit(o, "        q[c * %ldL + j] = (uint32_t)$F_f2b(a) | (uint32_t)$F_f2b(b) << 16;\n      }\n  }\n}\n", (long)khw);
+}
+
+/* $P_packB for a B with unit stride along N (rows of bdt, row stride sk,
+ * batch strides sb0, sb1): panels of nr = 16 * nv columns written as pair
+ * rows directly, rows 2p and 2p + 1 rounded and interleaved in registers
+ * (no fp32 panel, no $P_bfcv); lanes past the matrix are 0. */
+void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb1, int64_t sk, int nv) {
+  const char *bt = cg_ctype(bdt), *sx = cg_vsuffix(bdt);
+  int nr = 16 * nv;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
+             " float *restrict Bp) {\n");
+  cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)sb0, (long)sb1);
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", nr);
+  cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    int *d = (int *)(Bp + jr * kc);\n", nr, nr);
+  cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)sk);
+  cg_emit(o, "    for (long k = 0; k < kc; k += 2, s += %ldL, d += %d) {\n", 2 * (long)sk, nr);
+  cg_emit(o, "      int odd = k + 1 >= kc;\n");
+  for (int v = 0; v < nv; v++) {
+    cg_emit(o, "      { int n = nr - %d; __m512 x0 = _mm512_setzero_ps(), x1 = x0;\n", 16 * v);
+    cg_emit(o, "        if (n >= 16) { x0 = $P_ld%s(s + %d); if (!odd) x1 = $P_ld%s(s + %ldL + %d); }\n", sx, 16 * v, sx,
+            (long)sk, 16 * v);
+    cg_emit(o, "        else if (n > 0) { x0 = $P_ldn%s(s + %d, n); if (!odd) x1 = $P_ldn%s(s + %ldL + %d, n); }\n", sx,
+            16 * v, sx, (long)sk, 16 * v);
+    cg_emit(o, "        _mm512_storeu_si512(d + %d, _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0))); }\n",
+            16 * v);
+  }
+  cg_emit(o, "    }\n  }\n}\n");
+}

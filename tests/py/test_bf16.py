@@ -1,0 +1,362 @@
+"""--precision bf16 on the CPU backend: matmuls and convolutions multiply
+bf16 operands (vdpbf16ps) with fp32 accumulation.  Skips (77) on a CPU
+without AVX512_BF16.
+
+Every contraction is checked twice against numpy in float64:
+  * against the product of the operands rounded to bf16 (round to nearest
+    even), within fp32 accumulation's bound K * 2^-24 * sum_k |a_k b_k|:
+    this is what catches a wrong rounding, a wrong pair order or a lost tail;
+  * against the fp32 product, within bf16's bound: each operand is off by at
+    most 2^-8 of itself (8 significant bits), a product by 2^-7 + 2^-16, so
+    (2^-7 + 2^-16 + K * 2^-24) * sum_k |a_k b_k|.
+Shapes with odd sizes and tails: M, N not multiples of the 6x64 micro-tile,
+K odd and over one 256-deep block, batched matmuls of two activations,
+Gemm with transB, convs with odd channel counts (the last channel pair is
+half empty), stride, dilation, groups, 1x1, a weight given as an input
+(packed per run, not at init); a depthwise conv, a conv with fewer than 16
+input channels per group and a matmul of at most 8 rows stay fp32
+(documented), checked against fp32 tightly.
+A small CNN and an attention block run against onnxruntime fp32 within the
+documented whole-model tolerance (docs/options.md, "precision"): max abs
+error <= 2e-2 * max |reference|.  And the errors: --precision fp16 on the
+CPU is a usage error; `harp bench --precision bf16` prints its error
+against the fp32 build."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from harp_test import HARP, Suite, run
+
+try:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:
+    print("skip: no onnx")
+    sys.exit(77)
+
+if "avx512_bf16" not in open("/proc/cpuinfo").read():
+    print("skip: this CPU has no AVX512_BF16")
+    sys.exit(77)
+
+s = Suite("bf16")
+rng = np.random.default_rng(28)
+U = 2.0 ** -24
+
+
+def arr(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def bf16(a):
+    """a rounded to bf16 (nearest even), as float64."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def mk(nodes, inputs, outputs, inits, opset=17):
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in inputs.items()]
+    vo = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+    ini = [numpy_helper.from_array(a, n) for n, a in inits.items()]
+    g = helper.make_graph(nodes, "g", vi, vo, ini)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def conv_ref(x, w, stride, pad, dil, groups):
+    """y = conv(x, w) in float64 (NCHW, OIHW), and sum |x w| per output."""
+    n, c, h, wd = x.shape
+    oc, icg, kh, kw = w.shape
+    oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    y, ya = np.zeros((n, oc, oh, ow)), np.zeros((n, oc, oh, ow))
+    ocg = oc // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                win = xp[:, g * icg:(g + 1) * icg, i * dil:i * dil + stride * (oh - 1) + 1:stride,
+                         j * dil:j * dil + stride * (ow - 1) + 1:stride]
+                wt = w[g * ocg:(g + 1) * ocg, :, i, j]
+                y[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,oc->nohw", win, wt)
+                ya[:, g * ocg:(g + 1) * ocg] += np.einsum("nchw,oc->nohw", np.abs(win), np.abs(wt))
+    return y, ya
+
+
+def check(name, got, f32, bfr, absum, k, exact_fp32=False):
+    """got against the bf16-operand product bfr and the fp32 product f32
+    (absum: sum |a b| per element, k: the depth)."""
+    got = got.astype(np.float64)
+    acc = (k * U) * absum + 1e-30
+    if exact_fp32:  # stays fp32: the fp32 product within accumulation's bound
+        e = np.abs(got - f32)
+        s.check(f"{name}: fp32 (not bf16)", bool(np.all(e <= acc)), f"max err {e.max():.3g} > {acc.max():.3g}")
+        return
+    e1 = np.abs(got - bfr)
+    s.check(f"{name}: = bf16 operands' product (fp32 accumulation, K={k})", bool(np.all(e1 <= acc)),
+            f"max err {e1.max():.3g}, worst ratio to the bound {np.max(e1 / acc):.3g}")
+    b16 = (2.0 ** -7 + 2.0 ** -16 + k * U) * absum + 1e-30
+    e2 = np.abs(got - f32)
+    s.check(f"{name}: vs fp32 within bf16's bound", bool(np.all(e2 <= b16)), f"max err {e2.max():.3g}")
+    # the test must be able to tell bf16 from fp32: this case's fp32 result is outside the accumulation bound
+    s.check(f"{name}: the case tells bf16 from fp32", bool(np.any(np.abs(f32 - bfr) > acc)), "")
+
+
+# ---- the contractions, one model --------------------------------------------------------------
+nodes, inputs, inits, outs, cases = [], {}, {}, [], []
+
+
+def matmul(name, a_shape, b_shape, b_init=True):
+    a, b = arr(*a_shape), arr(*b_shape)
+    inputs[name + "_a"] = a
+    (inits if b_init else inputs)[name + "_b"] = b
+    nodes.append(helper.make_node("MatMul", [name + "_a", name + "_b"], [name]))
+    outs.append(name)
+    f32 = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    bfr = np.matmul(bf16(a), bf16(b))
+    absum = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    cases.append((name, f32, bfr, absum, a_shape[-1]))
+
+
+def gemm_bt(name, m, n, k):
+    a, w, c = arr(m, k), arr(n, k), arr(n)
+    inputs[name + "_a"] = a
+    inits[name + "_w"], inits[name + "_c"] = w, c
+    nodes.append(helper.make_node("Gemm", [name + "_a", name + "_w", name + "_c"], [name], transB=1))
+    outs.append(name)
+    f32 = a.astype(np.float64) @ w.T.astype(np.float64) + c
+    bfr = bf16(a) @ bf16(w).T + c
+    absum = np.abs(a.astype(np.float64)) @ np.abs(w.T.astype(np.float64))
+    cases.append((name, f32, bfr, absum, k))
+
+
+def conv(name, xs, oc, kk, stride=1, pad=0, dil=1, groups=1, w_init=True, exact=False):
+    x = arr(*xs)
+    w = arr(oc, xs[1] // groups, kk, kk, scale=0.5)
+    inputs[name + "_x"] = x
+    (inits if w_init else inputs)[name + "_w"] = w
+    nodes.append(helper.make_node("Conv", [name + "_x", name + "_w"], [name], strides=[stride] * 2, pads=[pad] * 4,
+                                  dilations=[dil] * 2, group=groups))
+    outs.append(name)
+    f32, absum = conv_ref(x.astype(np.float64), w.astype(np.float64), stride, pad, dil, groups)
+    bfr, _ = conv_ref(bf16(x), bf16(w), stride, pad, dil, groups)
+    cases.append((name, f32, bfr, absum, xs[1] // groups * kk * kk, exact))
+
+
+matmul("mm_tails", (37, 529), (529, 75))
+matmul("mm_tile", (12, 64), (64, 128))
+matmul("mm_k3", (13, 3), (3, 17))
+matmul("mm_batched_acts", (2, 3, 33, 40), (2, 3, 40, 19), b_init=False)
+matmul("mm_skinny", (5, 130), (130, 70))  # <= 8 rows: the streaming kernel, fp32
+gemm_bt("gemm_transb_bias", 50, 70, 100)
+conv("conv3x3_odd_channels", (1, 19, 17, 13), 23, 3, pad=1)
+conv("conv3x3_s2_batch2", (2, 16, 15, 15), 32, 3, stride=2, pad=1)
+conv("conv3x3_dil2_groups2", (1, 38, 11, 9), 10, 3, pad=2, dil=2, groups=2)
+conv("conv1x1", (1, 33, 9, 11), 40, 1)
+conv("conv1x1_s2", (1, 32, 10, 10), 24, 1, stride=2)
+conv("conv5x5_weight_input", (1, 17, 12, 12), 9, 5, pad=2, w_init=False)
+conv("conv3x3_3_channels", (1, 3, 20, 20), 8, 3, stride=2, pad=1, exact=True)  # < 16 input channels: fp32
+conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
+
+path = mk(nodes, inputs, outs, inits)
+dump = tempfile.mkdtemp()
+p, d = run(path, inputs, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+s.check("contractions: run with --precision bf16", p.returncode == 0, p.stderr.strip()[-600:])
+if p.returncode == 0:
+    src = open(os.path.join(dump, "model.c")).read()
+    s.check("contractions: the generated C uses vdpbf16ps", "_mm512_dpbf16_ps" in src)
+    for c in cases:
+        name, f32, bfr, absum, k = c[:5]
+        exact = (len(c) > 5 and c[5]) or name == "mm_skinny"
+        check(name, np.load(os.path.join(d, name + ".npy")), f32, bfr, absum, k, exact_fp32=exact)
+q, d32 = run(path, inputs, backend="cpu", extra=["--precision", "fp32", "--dump", "c", "--dump-dir", dump])
+s.check("contractions: --precision fp32 runs", q.returncode == 0, q.stderr.strip()[-600:])
+if q.returncode == 0:
+    s.check("contractions: fp32 has no vdpbf16ps", "dpbf16" not in open(os.path.join(dump, "model.c")).read())
+    for c in cases:
+        name, f32, bfr, absum, k = c[:5]
+        check(name + " (fp32 build)", np.load(os.path.join(d32, name + ".npy")), f32, bfr, absum, k, exact_fp32=True)
+
+# ---- whole models against onnxruntime fp32 ------------------------------------------------------
+try:
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+
+
+def vs_ort(name, path, feeds, tol=2e-2):
+    p, d = run(path, feeds, backend="cpu", extra=["--precision", "bf16"])
+    s.check(f"{name}: runs in bf16", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode or ort is None:
+        return
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    for o, want in zip(sess.get_outputs(), sess.run(None, feeds)):
+        got = np.load(os.path.join(d, o.name + ".npy"))
+        err, scale = float(np.max(np.abs(got - want))), float(np.max(np.abs(want)))
+        s.check(f"{name}: {o.name} vs onnxruntime fp32, max abs err {err:.3g} <= {tol} x max |ref| {scale:.3g}",
+                err <= tol * scale, f"ratio {err / scale:.3g}")
+        s.check(f"{name}: {o.name} differs from fp32 (bf16 ran)", err > 1e-6 * scale, f"err {err:.3g}")
+
+
+def he(*shape):
+    return arr(*shape, scale=float(np.sqrt(2.0 / np.prod(shape[1:]))))
+
+
+cnn = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+       helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4, strides=[2, 2]),
+       helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Conv", ["r2", "w3"], ["c3"]),
+       helper.make_node("Add", ["c3", "c2"], ["s3"]), helper.make_node("Relu", ["s3"], ["r3"]),
+       helper.make_node("GlobalAveragePool", ["r3"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+       helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+cnn_w = {"w1": he(16, 3, 3, 3), "b1": arr(16, scale=0.1), "w2": he(32, 16, 3, 3), "b2": arr(32, scale=0.1),
+         "w3": he(32, 32, 1, 1), "wf": he(10, 32), "bf": arr(10, scale=0.1)}
+vs_ort("small CNN", mk(cnn, {"x": arr(1, 3, 32, 32)}, ["y"], cnn_w), {"x": arr(1, 3, 32, 32)})
+
+S, E, H = 24, 64, 4
+att = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),
+       helper.make_node("MatMul", ["x", "wv"], ["v0"])]
+for t in "qkv":
+    att += [helper.make_node("Reshape", [t + "0", "shp"], [t + "1"]),
+            helper.make_node("Transpose", [t + "1"], [t + "h"], perm=[0, 2, 1, 3] if t != "k" else [0, 2, 3, 1])]
+att += [helper.make_node("MatMul", ["qh", "kh"], ["sc"]), helper.make_node("Mul", ["sc", "scale"], ["ss"]),
+        helper.make_node("Softmax", ["ss"], ["pr"], axis=-1), helper.make_node("MatMul", ["pr", "vh"], ["oh"]),
+        helper.make_node("Transpose", ["oh"], ["ot"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ot", "shp2"], ["o2"]), helper.make_node("MatMul", ["o2", "wo"], ["y"])]
+att_w = {"wq": he(E, E).T.copy(), "wk": he(E, E).T.copy(), "wv": he(E, E).T.copy(), "wo": he(E, E).T.copy(),
+         "shp": np.array([1, S, H, E // H], np.int64), "shp2": np.array([1, S, E], np.int64),
+         "scale": np.array(1.0 / np.sqrt(E // H), np.float32)}
+vs_ort("attention block", mk(att, {"x": arr(1, S, E)}, ["y"], att_w), {"x": arr(1, S, E)})
+
+# ---- the fused attention kernel in bf16 -------------------------------------------------------
+# q, k, v [1, H, S, d] straight in: MatMul, scale, Softmax, MatMul becomes the attention template
+# (checked in the C).  Odd d (pairs padded with 0), keys over two 64-key blocks with a tail,
+# query rows not a multiple of the micro-tile.  Reference: the kernel's own rounding in numpy
+# (q scaled by scale*log2(e) then bf16, k and v bf16, base-2 softmax, P rounded to bf16 for P V,
+# the sum l of the unrounded P); a P that lands within an fp32 ulp of a bf16 tie may round the
+# other way, one bf16 step of one term: the tolerance allows a step of the largest term.
+AH, AM, AN, AD, ADV = 2, 70, 133, 17, 24
+aq, ak, av = arr(1, AH, AM, AD), arr(1, AH, AN, AD), arr(1, AH, AN, ADV)
+ascale = np.float32(1.0 / np.sqrt(AD))
+anodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["sc"]),
+          helper.make_node("Mul", ["sc", "scale"], ["ss"]), helper.make_node("Softmax", ["ss"], ["pr"], axis=-1),
+          helper.make_node("MatMul", ["pr", "v"], ["o"])]
+apath = mk(anodes, {"q": aq, "k": ak, "v": av}, ["o"], {"scale": np.array(ascale)})
+p, d = run(apath, {"q": aq, "k": ak, "v": av}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+s.check("attention: runs in bf16", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(dump, "model.c")).read()
+    s.check("attention: the fused kernel, with vdpbf16ps", re.search(r"_attn: attention", src) is not None and
+            re.search(r"_attn_avx512_s\d[^\n]*\n(.*\n){0,40}.*_mm512_dpbf16_ps", src) is not None)
+    log2e = np.float32(1.4426950408889634)
+    qs = bf16((aq * np.float32(ascale * log2e)).astype(np.float32))
+    sc = np.einsum("bhmd,bhnd->bhmn", qs, bf16(ak))
+    # the online softmax over blocks of 64 keys: P of a block is rounded relative to the running max
+    m_, l_, acc, big, tot = np.full(sc.shape[:3] + (1,), -np.inf), 0.0, 0.0, 0.0, 0.0
+    for j0 in range(0, AN, 64):
+        blk = sc[..., j0:j0 + 64]
+        mn = np.maximum(m_, blk.max(-1, keepdims=True))
+        al = np.exp2(m_ - mn)
+        pr = np.exp2(blk - mn)
+        terms = np.einsum("bhmn,bhnv->bhmnv", bf16(pr.astype(np.float32)), bf16(av[:, :, j0:j0 + 64]))
+        acc = acc * al + terms.sum(3)
+        big, tot = np.maximum(big * al, np.abs(terms).max(3)), tot * al + np.abs(terms).sum(3)
+        l_, m_ = l_ * al + pr.sum(-1, keepdims=True), mn
+    want = acc / l_
+    got = np.load(os.path.join(d, "o.npy")).astype(np.float64)
+    tol = (2.0 ** -7 * big + 1e-5 * tot) / l_
+    e = np.abs(got - want)
+    s.check("attention: = the bf16 kernel's rounding (numpy)", bool(np.all(e <= tol)), f"max err {e.max():.3g}, "
+            f"worst ratio {np.max(e / tol):.3g}")
+    f32 = np.einsum("bhmn,bhnv->bhmv", np.exp(sc32 := np.einsum("bhmd,bhnd->bhmn", aq.astype(np.float64), ak) * ascale)
+                    / np.exp(sc32).sum(-1, keepdims=True), av)
+    s.check("attention: within bf16's error of fp32 (2e-2 x max)", float(np.abs(got - f32).max()) <= 2e-2 * np.abs(f32).max(),
+            f"{np.abs(got - f32).max():.3g}")
+    s.check("attention: tells bf16 from fp32", bool(np.any(np.abs(f32 - want) > tol)), "")
+
+# ---- a standalone package (harp compile --target cpu --precision bf16) ------------------------------
+a_, w_ = arr(29, 70), arr(70, 45)
+pkg_model = mk([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": a_}, ["y"], {"w": w_})
+pkg = os.path.join(tempfile.mkdtemp(), "pkg")
+xin = os.path.join(tempfile.mkdtemp(), "x.npy")
+np.save(xin, a_)
+c = subprocess.run([HARP, "compile", pkg_model, "--target", "cpu", "--precision", "bf16", "-o", pkg, "--input",
+                    f"x={xin}"], capture_output=True, text=True, timeout=300)
+s.check("package: harp compile --precision bf16", c.returncode == 0, c.stderr[-400:])
+if c.returncode == 0:
+    src = open(os.path.join(pkg, "model.c")).read()
+    s.check("package: its dispatch asks for AVX512_BF16 before the bf16 variant",
+            '__builtin_cpu_supports("avx512bf16")' in src and "_mm512_dpbf16_ps" in src)
+    mk_ = subprocess.run(["make", "-s", "-C", pkg], capture_output=True, text=True, timeout=300)
+    s.check("package: builds and runs", mk_.returncode == 0, mk_.stderr[-400:])
+    if mk_.returncode == 0:
+        got = np.load(os.path.join(pkg, "outputs", "y.npy")).astype(np.float64)
+        absum = np.abs(a_.astype(np.float64)) @ np.abs(w_.astype(np.float64))
+        e = np.abs(got - bf16(a_) @ bf16(w_))
+        s.check("package: its output is the bf16 operands' product", bool(np.all(e <= 70 * U * absum)), f"{e.max():.3g}")
+
+# ---- bf16 storage: vdpbf16ps without --precision (the products are exact) ---------------------------
+half = """graph<M=37, K=300, N=70, C=20, H=9> main(x: bf16[M, K], w: bf16[K, N], xc: bf16[1, C, H, H], wc: bf16[24, C, 3, 3])
+    -> (y: f32[M, N], yc: f32[1, 24, H, H]) {
+    y = cast(matmul(x, w), f32)
+    yc = cast(conv2d(xc, wc, pad=[1, 1]), f32)
+    return y, yc
+}
+"""
+hpath = os.path.join(tempfile.mkdtemp(), "half.harp")
+with open(hpath, "w") as f:
+    f.write(half)
+hin = {"x": arr(37, 300), "w": arr(300, 70), "xc": arr(1, 20, 9, 9), "wc": arr(24, 20, 3, 3)}
+p, d = run(hpath, hin, params={"w", "wc"}, backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
+q, di = run(hpath, hin, params={"w", "wc"}, backend="interp")
+s.check("bf16 storage: runs on cpu and the interpreter", p.returncode == 0 and q.returncode == 0,
+        (p.stderr + q.stderr)[-400:])
+if p.returncode == 0 and q.returncode == 0:
+    s.check("bf16 storage: the C multiplies with vdpbf16ps", "_mm512_dpbf16_ps" in open(os.path.join(dump, "model.c")).read())
+    for o in ("y", "yc"):
+        got, want = np.load(os.path.join(d, o + ".npy")), np.load(os.path.join(di, o + ".npy"))
+        e = np.abs(got.astype(np.float64) - want)
+        # both round the fp32 sum to bf16: at most one bf16 step apart where the sums' orders differ
+        s.check(f"bf16 storage: {o} = the interpreter's within one bf16 step", bool(np.all(e <= 2.0 ** -7 * np.abs(want))),
+                f"max err {e.max():.3g}")
+
+# ---- fp16 storage under --precision bf16: operands widened, then rounded to bf16 --------------------
+f16 = half.replace("bf16[", "f16[")
+fpath = os.path.join(tempfile.mkdtemp(), "f16.harp")
+with open(fpath, "w") as f:
+    f.write(f16)
+fin = {k: v.astype(np.float16) for k, v in hin.items()}
+p, d = run(fpath, fin, params={"w", "wc"}, backend="cpu",
+           extra=["--precision", "bf16"])
+s.check("fp16 storage, --precision bf16: runs", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    x16, w16, xc16, wc16 = (fin[k].astype(np.float64) for k in ("x", "w", "xc", "wc"))
+    refs = {"y": (bf16(x16) @ bf16(w16), np.abs(x16) @ np.abs(w16), 300),
+            "yc": (conv_ref(bf16(xc16), bf16(wc16), 1, 1, 1, 1)[0], conv_ref(xc16, wc16, 1, 1, 1, 1)[1], 180)}
+    for o, (want, absum, k) in refs.items():
+        got = np.load(os.path.join(d, o + ".npy")).astype(np.float64)
+        # the result is stored in fp16 (then cast): within half an fp16 step of the bf16 operands' product
+        e = np.abs(got - want)
+        s.check(f"fp16 storage, --precision bf16: {o} = the bf16-rounded operands' product",
+                bool(np.all(e <= 2.0 ** -11 * np.abs(want) + k * U * absum + 1e-7)), f"max err {e.max():.3g}")
+
+# ---- errors and the bench's report --------------------------------------------------------------
+p, _ = run(path, inputs, backend="cpu", extra=["--precision", "fp16"])
+s.check("--precision fp16 on the cpu: a usage error naming the choices",
+        p.returncode != 0 and "fp32" in p.stderr and "bf16" in p.stderr, p.stderr.strip()[-300:])
+b = subprocess.run([HARP, "bench", path, "--precision", "bf16", "--repeat", "2", "--warmup", "1"], capture_output=True,
+                   text=True, timeout=300)
+m = re.search(r"bf16 vs fp32: max abs err ([0-9.e+-]+).*max rel err ([0-9.e+-]+)", b.stdout + b.stderr)
+s.check("bench --precision bf16 prints its error against fp32", b.returncode == 0 and m is not None,
+        (b.stdout + b.stderr)[-400:])
+if m:
+    s.check("bench: the reported relative error is a bf16 one (0 < err < 2e-2)", 0 < float(m.group(2)) < 2e-2, m.group(0))
+s.close()
