@@ -20,9 +20,10 @@ target_link_libraries(harp_shared PRIVATE
   -Wl,--version-script=${CMAKE_SOURCE_DIR}/cmake/libharp.map -Wl,--no-undefined
   PkgConfig::JANSSON PkgConfig::ISL PkgConfig::PROTOBUF_C Threads::Threads m ${CMAKE_DL_LIBS})
 
-install(TARGETS harp_shared EXPORT harpTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
-if(NOT SKBUILD)
+if(SKBUILD) # in a wheel: libharp.so.0 alone (a wheel has no symlinks)
+  set_target_properties(harp_shared PROPERTIES VERSION ${PROJECT_VERSION_MAJOR})
+else()
+  install(TARGETS harp_shared EXPORT harpTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(TARGETS harp RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   install(FILES ${CMAKE_SOURCE_DIR}/include/harp.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/harp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
