@@ -27,6 +27,10 @@ else()
   install(TARGETS harp RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   install(FILES ${CMAKE_SOURCE_DIR}/include/harp.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/harp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # harp.pc finds the prefix from where it lies (${pcfiledir}): right for
+  # `cmake --install --prefix`, DESTDIR staging and a moved tree alike
+  file(RELATIVE_PATH HARP_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+  string(REGEX REPLACE "/$" "" HARP_PC_UP "${HARP_PC_UP}")
   configure_file(${CMAKE_SOURCE_DIR}/cmake/harp.pc.in ${CMAKE_BINARY_DIR}/harp.pc @ONLY)
   install(FILES ${CMAKE_BINARY_DIR}/harp.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
   install(EXPORT harpTargets NAMESPACE harp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/harp)
