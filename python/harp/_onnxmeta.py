@@ -93,7 +93,7 @@ def _value_info(b):
                             d = None
                             for xf, xwt, xv in _fields(dv):
                                 if xf == 1 and xwt == 0:
-                                    d = _signed(xv)
+                                    d = _signed(xv) if _signed(xv) >= 0 else None  # -1: unknown, as onnxruntime shows it
                                 elif xf == 2 and xwt == 2:
                                     d = bytes(xv).decode("utf-8", "replace")
                             dims.append(d)

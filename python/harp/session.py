@@ -268,7 +268,8 @@ class InferenceSession:
         src = self._data if self._data is not None else self._path
         try:
             c = _harp.compile(src, self._format or "", self._name, self._backend, list(shapes),
-                              _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"), self._target,
+                              _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"),
+                              [] if self._format == "onnx" else list(o.params or ()), self._target,
                               os.fspath(o.cache_dir) if o.cache_dir else "", o.precision or "", int(o.max_memory or 0),
                               prog)
         finally:

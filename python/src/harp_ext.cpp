@@ -72,15 +72,16 @@ struct Compiled {
 // options; progress(stage, fraction) after each stage.
 static Compiled *compile(nb::object source, const std::string &fmt, const std::string &name, const std::string &backend,
                          const std::vector<std::string> &shapes, const std::vector<std::string> &syms,
-                         const std::vector<std::string> &knobs, const std::string &target, const std::string &cache_dir,
+                         const std::vector<std::string> &knobs, const std::vector<std::string> &params,
+                         const std::string &target, const std::string &cache_dir,
                          const std::string &precision, int64_t max_memory, nb::object progress) {
   harp_options o{};
   if (backend == "cpu") o.backend = HARP_BACKEND_CPU;
   else if (backend == "interp") o.backend = HARP_BACKEND_INTERP;
   else if (backend == "cuda") o.backend = HARP_BACKEND_CUDA;
   else throw nb::value_error(("unknown backend \"" + backend + "\" (cpu, cuda or interp)").c_str());
-  auto sh = cstrs(shapes), sy = cstrs(syms), kn = cstrs(knobs);
-  o.shapes = sh.data(), o.syms = sy.data(), o.knobs = kn.data();
+  auto sh = cstrs(shapes), sy = cstrs(syms), kn = cstrs(knobs), pa = cstrs(params);
+  o.shapes = sh.data(), o.syms = sy.data(), o.knobs = kn.data(), o.params = pa.data();
   o.target = target.empty() ? nullptr : target.c_str();
   o.cache_dir = cache_dir.empty() ? nullptr : cache_dir.c_str();
   o.precision = precision.empty() ? nullptr : precision.c_str();
@@ -251,7 +252,7 @@ NB_MODULE(_harp, m) {
         return w ? nb::object(nb::str(w)) : nb::none();
       });
   m.def("compile", &compile, nb::arg("source"), nb::arg("fmt"), nb::arg("name"), nb::arg("backend"), nb::arg("shapes"),
-        nb::arg("syms"), nb::arg("knobs"), nb::arg("target"), nb::arg("cache_dir"), nb::arg("precision"),
+        nb::arg("syms"), nb::arg("knobs"), nb::arg("params"), nb::arg("target"), nb::arg("cache_dir"), nb::arg("precision"),
         nb::arg("max_memory"), nb::arg("progress").none());
   nb::class_<Instance>(m, "Instance")
       .def("run", &run)
