@@ -19,10 +19,17 @@
 
 namespace nb = nanobind;
 
+// Text from the library as str: a model's bytes may not be UTF-8 (replaced, never an error).
+static nb::object text(const char *p) {
+  PyObject *o = PyUnicode_DecodeUTF8(p ? p : "", (Py_ssize_t)strlen(p ? p : ""), "replace");
+  if (!o) throw nb::python_error();
+  return nb::steal(o);
+}
+
 // Raise e as harp._errors' class for its code (node, file, line, col attached).
 [[noreturn]] static void raise_harp(const harp_error &e) {
   nb::object make = nb::module_::import_("harp._errors").attr("_make");
-  nb::object exc = make(harp_status_name(e.code), e.msg, e.node, e.file, e.line, e.col, e.snippet);
+  nb::object exc = make(harp_status_name(e.code), text(e.msg), text(e.node), text(e.file), e.line, e.col, text(e.snippet));
   PyErr_SetObject((PyObject *)Py_TYPE(exc.ptr()), exc.ptr());
   throw nb::python_error();
 }
@@ -125,8 +132,8 @@ static nb::tuple info(const Compiled &c, bool out, int k) {
   if (k < 0 || k >= n) throw nb::index_error();
   int64_t shape[HARP_MAX_RANK];
   int rank = out ? harp_output_shape(c.c, k, shape) : harp_input_shape(c.c, k, shape);
-  return nb::make_tuple(out ? harp_output_name(c.c, k) : harp_input_name(c.c, k),
-                        out ? harp_output_source_name(c.c, k) : harp_input_source_name(c.c, k),
+  return nb::make_tuple(text(out ? harp_output_name(c.c, k) : harp_input_name(c.c, k)),
+                        text(out ? harp_output_source_name(c.c, k) : harp_input_source_name(c.c, k)),
                         (int)(out ? harp_output_dtype(c.c, k) : harp_input_dtype(c.c, k)), shape_tuple(shape, rank));
 }
 
