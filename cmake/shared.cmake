@@ -17,7 +17,7 @@ target_include_directories(harp_shared PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_D
                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(harp_shared PRIVATE
   -Wl,--whole-archive $<TARGET_FILE:harp_lib> -Wl,--no-whole-archive
-  -Wl,--version-script=${CMAKE_SOURCE_DIR}/cmake/libharp.map -Wl,--no-undefined
+  -Wl,--version-script=${CMAKE_SOURCE_DIR}/cmake/libharp.map $<$<NOT:$<BOOL:${HARP_SANITIZE}${HARP_TSAN}>>:-Wl,--no-undefined>
   PkgConfig::JANSSON PkgConfig::ISL PkgConfig::PROTOBUF_C Threads::Threads m ${CMAKE_DL_LIBS})
 
 if(SKBUILD) # in a wheel: libharp.so.0 alone (a wheel has no symlinks)
