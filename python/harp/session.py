@@ -154,6 +154,7 @@ class _Compiled:
         self.out_np = [NP_OF[x[2]] for x in self.outputs]
         self.out_shape = [tuple(x[3]) for x in self.outputs]
         self.out_dynamic = [any(d < 0 for d in s) for s in self.out_shape]
+        self.dynamic_any = any(self.out_dynamic)
         self.out_bytes = [0 if dyn else int(np.prod(s, dtype=np.int64)) * d.itemsize
                           for s, d, dyn in zip(self.out_shape, self.out_np, self.out_dynamic)]
         self.closed = False
@@ -363,7 +364,7 @@ class InferenceSession:
                     outs[k] = np.frombuffer(raw, dtype=b.out_np[k]).reshape(shape).copy()
         finally:
             b.release(inst)
-        return [outs[k] for k in self._out_index(b, output_names)]
+        return outs if output_names is None else [outs[k] for k in self._out_index(b, output_names)]
 
     def _out_index(self, b, output_names):
         if output_names is None:
@@ -379,6 +380,8 @@ class InferenceSession:
 
     def _out_buffers(self, b, output_names, out):
         """A buffer per output: the caller's (out) where given, else a new array; dyn: outputs read after the run."""
+        if out is None and not b.dynamic_any:  # the common case, kept short
+            return [np.empty(sh, dt) for sh, dt in zip(b.out_shape, b.out_np)], ()
         self._out_index(b, output_names)  # unknown names fail before the run
         given = {}
         if out is not None:

@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -222,6 +223,33 @@ static void run(Instance &self, nb::list inputs, const std::vector<int> &dtypes,
   if (st) raise_harp(e);
 }
 
+// The C API's own time for n runs on these buffers (bench/python_overhead.py): seconds.
+static double time_runs(Instance &self, nb::list inputs, const std::vector<int> &dtypes, const std::vector<size_t> &in_bytes,
+                        nb::list outputs, const std::vector<size_t> &out_bytes, int n) {
+  if (!self.m) throw nb::value_error("the instance is closed");
+  size_t ni = (size_t)harp_num_inputs(self.c), no = (size_t)harp_num_outputs(self.c);
+  if (inputs.size() != ni || dtypes.size() != ni || in_bytes.size() != ni || outputs.size() != no || out_bytes.size() != no)
+    throw nb::value_error("time_runs: the lists do not match the model's inputs and outputs");
+  Views views;
+  std::vector<const void *> in(ni);
+  std::vector<void *> out(no);
+  std::vector<harp_dtype> dt(ni);
+  for (size_t k = 0; k < ni; k++) in[k] = views.take(inputs[k], false, in_bytes[k], "input", k), dt[k] = (harp_dtype)dtypes[k];
+  for (size_t k = 0; k < no; k++) out[k] = views.take(outputs[k], true, out_bytes[k], "output", k);
+  harp_error e{};
+  harp_status st = HARP_OK;
+  struct timespec t0, t1;
+  {
+    nb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(self.mu);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n && !st; i++) st = harp_model_run_typed(&e, self.m, in.data(), dt.data(), out.data());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+  }
+  if (st) raise_harp(e);
+  return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
 // Output k as the instance holds it after a run (run-time shapes): (bytes, shape), or None.
 static nb::object output(Instance &self, int k) {
   if (!self.m) throw nb::value_error("the instance is closed");
@@ -264,6 +292,7 @@ NB_MODULE(_harp, m) {
   nb::class_<Instance>(m, "Instance")
       .def("run", &run)
       .def("output", &output)
+      .def("time_runs", &time_runs)
       .def("close", [](Instance &self) {
         nb::gil_scoped_release nogil;
         std::lock_guard<std::mutex> lock(self.mu);
