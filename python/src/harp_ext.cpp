@@ -195,30 +195,40 @@ static Instance *new_instance(nb::object owner, int threads, int device, nb::obj
   return in;
 }
 
-// Run on buffers: inputs[k] holds bytes[k] bytes of dtype dtypes[k]; an
-// output that is None is read after the run (run-time shapes: output()).
+// The buffers of one call, checked against the model: inputs[k] holds
+// in_bytes[k] bytes of dtype dtypes[k]; an output that is None (allowed
+// when none_ok) is read after the run (run-time shapes: output()).
+struct Call {
+  Views views;
+  std::vector<const void *> in;
+  std::vector<void *> out;
+  std::vector<harp_dtype> dt;
+  Call(Instance &self, nb::list inputs, const std::vector<int> &dtypes, const std::vector<size_t> &in_bytes,
+       nb::list outputs, const std::vector<size_t> &out_bytes, bool none_ok) {
+    if (!self.m) throw nb::value_error("the instance is closed");
+    size_t ni = (size_t)harp_num_inputs(self.c), no = (size_t)harp_num_outputs(self.c);
+    if (inputs.size() != ni || dtypes.size() != ni || in_bytes.size() != ni || outputs.size() != no || out_bytes.size() != no)
+      throw nb::value_error("run: the lists do not match the model's inputs and outputs");
+    views.v.reserve(ni + no);
+    in.resize(ni), out.resize(no), dt.resize(ni);
+    for (size_t k = 0; k < ni; k++) {
+      in[k] = views.take(inputs[k], false, in_bytes[k], "input", k);
+      dt[k] = (harp_dtype)dtypes[k];
+    }
+    for (size_t k = 0; k < no; k++)
+      out[k] = none_ok && outputs[k].is_none() ? nullptr : views.take(outputs[k], true, out_bytes[k], "output", k);
+  }
+};
+
 static void run(Instance &self, nb::list inputs, const std::vector<int> &dtypes, const std::vector<size_t> &in_bytes,
                 nb::list outputs, const std::vector<size_t> &out_bytes) {
-  if (!self.m) throw nb::value_error("the instance is closed");
-  size_t ni = (size_t)harp_num_inputs(self.c), no = (size_t)harp_num_outputs(self.c);
-  if (inputs.size() != ni || dtypes.size() != ni || in_bytes.size() != ni || outputs.size() != no || out_bytes.size() != no)
-    throw nb::value_error("run: the lists do not match the model's inputs and outputs");
-  Views views;
-  views.v.reserve(ni + no);
-  std::vector<const void *> in(ni);
-  std::vector<void *> out(no);
-  std::vector<harp_dtype> dt(ni);
-  for (size_t k = 0; k < ni; k++) {
-    in[k] = views.take(inputs[k], false, in_bytes[k], "input", k);
-    dt[k] = (harp_dtype)dtypes[k];
-  }
-  for (size_t k = 0; k < no; k++) out[k] = outputs[k].is_none() ? nullptr : views.take(outputs[k], true, out_bytes[k], "output", k);
+  Call call(self, inputs, dtypes, in_bytes, outputs, out_bytes, true);
   harp_error e{};
   harp_status st;
   {
     nb::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(self.mu);
-    st = harp_model_run_typed(&e, self.m, in.data(), dt.data(), out.data());
+    st = harp_model_run_typed(&e, self.m, call.in.data(), call.dt.data(), call.out.data());
   }
   if (st) raise_harp(e);
 }
@@ -226,16 +236,7 @@ static void run(Instance &self, nb::list inputs, const std::vector<int> &dtypes,
 // The C API's own time for n runs on these buffers (bench/python_overhead.py): seconds.
 static double time_runs(Instance &self, nb::list inputs, const std::vector<int> &dtypes, const std::vector<size_t> &in_bytes,
                         nb::list outputs, const std::vector<size_t> &out_bytes, int n) {
-  if (!self.m) throw nb::value_error("the instance is closed");
-  size_t ni = (size_t)harp_num_inputs(self.c), no = (size_t)harp_num_outputs(self.c);
-  if (inputs.size() != ni || dtypes.size() != ni || in_bytes.size() != ni || outputs.size() != no || out_bytes.size() != no)
-    throw nb::value_error("time_runs: the lists do not match the model's inputs and outputs");
-  Views views;
-  std::vector<const void *> in(ni);
-  std::vector<void *> out(no);
-  std::vector<harp_dtype> dt(ni);
-  for (size_t k = 0; k < ni; k++) in[k] = views.take(inputs[k], false, in_bytes[k], "input", k), dt[k] = (harp_dtype)dtypes[k];
-  for (size_t k = 0; k < no; k++) out[k] = views.take(outputs[k], true, out_bytes[k], "output", k);
+  Call call(self, inputs, dtypes, in_bytes, outputs, out_bytes, false);
   harp_error e{};
   harp_status st = HARP_OK;
   struct timespec t0, t1;
@@ -243,7 +244,7 @@ static double time_runs(Instance &self, nb::list inputs, const std::vector<int> 
     nb::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(self.mu);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < n && !st; i++) st = harp_model_run_typed(&e, self.m, in.data(), dt.data(), out.data());
+    for (int i = 0; i < n && !st; i++) st = harp_model_run_typed(&e, self.m, call.in.data(), call.dt.data(), call.out.data());
     clock_gettime(CLOCK_MONOTONIC, &t1);
   }
   if (st) raise_harp(e);
