@@ -12,7 +12,7 @@ try:
 except ImportError:
     print("torch not installed: skipped")
     sys.exit(77)
-from harp.torch_backend import harp_backend  # noqa: E402
+from harp.torch_backend import harp_backend, stats  # noqa: E402
 
 s = Suite("python_torch")
 torch.manual_seed(0)
@@ -25,5 +25,18 @@ for batch in (3, 5):
     x = torch.randn(batch, 16)
     with torch.no_grad():
         got, want = compiled(x), model(x)
-    s.check(f"MLP batch {batch} = eager", np.allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4))
+    s.check(f"MLP batch {batch} = eager (dynamic=True)", np.allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4))
+# a graph the export (so harp) refuses runs eagerly, with the same result
+class Inv(torch.nn.Module):
+    def forward(self, x):
+        return torch.linalg.inv(x) + 1
+
+
+gm = torch.fx.symbolic_trace(Inv())
+a = torch.randn(3, 3) + 3 * torch.eye(3)
+before = stats["eager_graphs"]
+fn = harp_backend(gm, [a])
+s.check("a refused graph falls back to eager", stats["eager_graphs"] == before + 1 and torch.allclose(fn(a), Inv()(a)))
+print("backend stats:", stats)
+s.check("harp ran the graphs (not the eager fallback)", stats["graphs"] >= 1 and stats["runs"] >= 2, str(stats))
 s.close()
