@@ -275,7 +275,11 @@ class InferenceSession:
                               prog)
         finally:
             prog.close()
-        return _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0))
+        b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0))
+        # an ONNX int64 output harp computes in int32 comes back int64, as onnxruntime gives it
+        elem = {v.name: v.elem for v in self._meta.outputs} if self._meta else {}
+        b.widen = [k for k, x in enumerate(b.outputs) if x[2] == HARP_I32 and elem.get(x[1]) == 7]
+        return b
 
     def _params(self, c):
         """The parameter block from options.params (a .harp / .json model's weights), or None."""
@@ -354,7 +358,7 @@ class InferenceSession:
         in_bytes = b.in_bytes
         if HARP_I64 in dtypes:  # an int64 feed takes 8 bytes an element where the model's int32 takes 4
             in_bytes = [n * 2 if d == HARP_I64 else n for n, d in zip(in_bytes, dtypes)]
-        outs, dyn = self._out_buffers(b, output_names, out)
+        outs, dyn, given = self._out_buffers(b, output_names, out)
         inst = b.acquire()
         try:
             inst.run(ins, dtypes, in_bytes, outs, b.out_bytes)
@@ -364,6 +368,9 @@ class InferenceSession:
                     outs[k] = np.frombuffer(raw, dtype=b.out_np[k]).reshape(shape).copy()
         finally:
             b.release(inst)
+        for k in b.widen:
+            if k not in given:
+                outs[k] = outs[k].astype(np.int64)
         return outs if output_names is None else [outs[k] for k in self._out_index(b, output_names)]
 
     def _out_index(self, b, output_names):
@@ -381,7 +388,7 @@ class InferenceSession:
     def _out_buffers(self, b, output_names, out):
         """A buffer per output: the caller's (out) where given, else a new array; dyn: outputs read after the run."""
         if out is None and not b.dynamic_any:  # the common case, kept short
-            return [np.empty(sh, dt) for sh, dt in zip(b.out_shape, b.out_np)], ()
+            return [np.empty(sh, dt) for sh, dt in zip(b.out_shape, b.out_np)], (), ()
         self._out_index(b, output_names)  # unknown names fail before the run
         given = {}
         if out is not None:
@@ -399,7 +406,7 @@ class InferenceSession:
                 dyn.append(k)
             else:
                 outs.append(np.empty(b.out_shape[k], dtype=b.out_np[k]))
-        return outs, dyn
+        return outs, dyn, given
 
     def close(self):
         """Free the compiled code and instances; run() fails after (UsageError)."""

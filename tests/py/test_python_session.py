@@ -108,6 +108,7 @@ try:
     s.check("an int64 input is tensor(int64)", sess.get_inputs()[0].type == "tensor(int64)", str(sess.get_inputs()))
     idx = np.array([4, 0, 2, 2], np.int64)
     vs_ort("int64 Gather", path, {"idx": idx}, sess=sess)
+    s.check("an int64 output comes back int64, as onnxruntime's", sess.run(["twice"], {"idx": idx})[0].dtype == np.int64)
     try:
         sess.run(None, {"idx": np.array([0, 1, 2**40, 3], np.int64)})
         s.check("an int64 beyond int32 fails", False, "no exception")
