@@ -188,6 +188,12 @@ class _Compiled:
             inst.close()
 
 
+def _sanitize(name):
+    """harp's identifier for an ONNX name (the importer's ox_sanitize): [A-Za-z0-9_], no leading digit."""
+    out = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name[:100])
+    return "_" + out if not name or name[0].isdigit() else out
+
+
 def _detect_format(data):
     head = bytes(data[:64]).lstrip()
     return "json" if head.startswith(b"{") else "onnx"
@@ -276,6 +282,10 @@ class InferenceSession:
         finally:
             prog.close()
         b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0))
+        if self._meta:  # a name the library gives as harp's identifier only (a host program's): the file's
+            san = {_sanitize(v.name): v.name for v in self._meta.inputs + self._meta.outputs}
+            b.inputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.inputs]
+            b.outputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.outputs]
         # an ONNX int64 output harp computes in int32 comes back int64, as onnxruntime gives it
         elem = {v.name: v.elem for v in self._meta.outputs} if self._meta else {}
         b.widen = [k for k, x in enumerate(b.outputs) if x[2] == HARP_I32 and elem.get(x[1]) == 7]
