@@ -144,7 +144,7 @@ class _Compiled:
 
     def __init__(self, c, threads, device, params, pool_size):
         self.c, self.threads, self.device, self.params, self.pool_size = c, threads, device, params, pool_size
-        self.free, self.all, self.lock = [], [], threading.Lock()
+        self.free, self.all, self.made, self.lock = [], [], 0, threading.Lock()
         self.cv = threading.Condition(self.lock)
         self.inputs = [c.input(k) for k in range(c.num_inputs)]    # (id, file name, dtype, shape)
         self.outputs = [c.output(k) for k in range(c.num_outputs)]
@@ -167,10 +167,17 @@ class _Compiled:
                     raise CLASSES["UsageError"]("the session is closed")
                 if self.free:
                     return self.free.pop()
-                if not self.pool_size or len(self.all) < self.pool_size:
+                if not self.pool_size or self.made < self.pool_size:
+                    self.made += 1  # the slot is taken before the instance is made (outside the lock)
                     break
                 self.cv.wait()
-        inst = _harp.new_instance(self.c, self.threads, self.device, self.params)
+        try:
+            inst = _harp.new_instance(self.c, self.threads, self.device, self.params)
+        except BaseException:
+            with self.lock:
+                self.made -= 1
+                self.cv.notify()
+            raise
         with self.lock:
             self.all.append(inst)
         return inst
