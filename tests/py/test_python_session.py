@@ -114,8 +114,24 @@ try:
         s.check("an int64 beyond int32 fails", False, "no exception")
     except harp.InputMismatch as ex:
         s.check("an int64 beyond int32: InputMismatch naming the input and element", ex.node == "idx" and "element 2" in str(ex), str(ex))
+    # run-time control flow: an If on a fed condition, its output's shape known only when it ran
+    branch = [helper.make_graph([helper.make_node("Constant", [], [o], value=helper.make_tensor("v" + o, TensorProto.FLOAT, [len(v)], v))],
+                                o, [], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)]) for o, v in (("a", [1, 2]), ("b", [3, 4, 5]))]
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=branch[0], else_branch=branch[1])], "g",
+                          [helper.make_tensor_value_info("c", TensorProto.BOOL, [])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    sess = harp.InferenceSession(data)
+    for c in (True, False):
+        got = sess.run(None, {"c": np.array(c)})[0]
+        want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"c": np.array(c)})[0]
+        s.check(f"an output shaped at run time (If {c})", got is not None and np.array_equal(got, want), f"{got} vs {want}")
+    try:
+        sess.run(None, {"c": np.array(True)}, out=[np.empty(2, np.float32)])
+        s.check("out= for an output shaped at run time is refused", False, "no exception")
+    except harp.Unsupported as ex:
+        s.check("out= for an output shaped at run time is refused", ex.node == "y", str(ex))
 except ImportError:
-    print("onnx not installed: the int64 model is skipped")
+    print("onnx not installed: the int64 and control-flow models are skipped")
 
 # ---- .harp and .json models, weights given -------------------------------------------------
 dsl = os.path.join(MODELS, "seed002_multi_output.harp")
