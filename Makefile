@@ -9,7 +9,10 @@ CMAKE_FLAGS ?=
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test test-fast test-asan test-tsan fuzz demo clean format
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+.PHONY: all deps test test-fast test-asan test-tsan fuzz demo clean format install
 
 all: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -48,6 +51,11 @@ test-tsan: deps $(TSAN_BUILD)/Makefile
 # (docs/reliability.md, "Fuzzing").
 fuzz: deps
 	@scripts/fuzz_inputs.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# libharp.so, harp.h and harp/, harp.pc, the CMake package, the harp CLI
+# into $(DESTDIR)$(PREFIX) (docs/c-api.md, "Installing").
+install: all
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 demo: all
 	@scripts/demo.sh $(BUILD)/harp

@@ -35,13 +35,22 @@ extern "C" {
 #endif
 
 /* Element types, in the order of the Tiny IR's (seed 001). */
-typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL } harp_dtype;
+typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL,
+  HARP_I64 = 32 /* no model computes in it: a feed's storage only, for an I32 input (harp_model_run_typed) */
+} harp_dtype;
 #define HARP_MAX_RANK 12 /* the most dims harp_input_shape / harp_output_shape write */
 
 /* CUDA: NVRTC and libcuda are loaded with dlopen when the model is
  * compiled; without them (or without a GPU) harp_compile_* fails with
  * HARP_E_UNSUPPORTED and the reason. */
 typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP, HARP_BACKEND_CUDA } harp_backend;
+
+/* Called after each stage of a compile (stage: "load", "normalize", ...
+ * "build"; fraction: how far the compile is, 0..1).  Non-zero cancels it:
+ * the compile fails with HARP_E_CANCELLED, nothing half-written is left
+ * in the cache (the stage that builds the object finishes before the next
+ * call). */
+typedef int (*harp_progress_fn)(void *ctx, const char *stage, double fraction);
 
 typedef struct harp_options {
   harp_backend backend;
@@ -79,6 +88,8 @@ typedef struct harp_options {
    * compile with HARP_E_USAGE. */
   const char *const *knobs;
   bool no_env;
+  harp_progress_fn progress; /* may be NULL */
+  void *progress_ctx;
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;
@@ -138,6 +149,54 @@ void harp_model_free(harp_model *m);
  * harp_model_free), its shape into shape[] and its rank into *rank; NULL
  * for another model, before a run, or after a failed one. */
 const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank);
+
+/* ---- for bindings (docs/c-api.md, "Bindings"; src/runtime/api_ext.c) ------------- */
+
+/* "0.1.0": the library's version (CMakeLists.txt's project() is the one place). */
+const char *harp_version(void);
+
+/* The same as harp_compile_file, from a model in memory: format is "onnx",
+ * "harp" or "json" (a path's extension, dot optional); name appears in
+ * messages (NULL: "<memory>").  An ONNX model whose weights lie in external
+ * files cannot be compiled from memory (HARP_E_UNSUPPORTED). */
+harp_status harp_compile_buffer(harp_error *e, const void *data, size_t len, const char *format, const char *name,
+                                const harp_options *opts, harp_compiled **out);
+
+/* Input / output k's name as the model file spells it (an ONNX graph
+ * input's or output's own name, "input.1"), where harp_input_name gives
+ * harp's identifier ("input_1").  The same as harp's for .harp / .json. */
+const char *harp_input_source_name(const harp_compiled *c, int k);
+const char *harp_output_source_name(const harp_compiled *c, int k);
+
+/* An instance's settings (harp_model_new). */
+typedef struct harp_instance_options {
+  int threads; /* CPU: threads this instance runs on, the caller's included (0: $HARP_NUM_THREADS, else every
+                  online CPU); a model with run-time control flow, the interpreter, CUDA: ignored */
+  int device;  /* CUDA: the device ordinal (only 0 for now); must be 0 for the CPU */
+} harp_instance_options;
+
+/* harp_model_init with settings (io may be NULL) and an error that says
+ * why: a parameter block of the wrong size (InputMismatch), a bad setting
+ * (UsageError), allocation (OutOfMemory), the device (Unsupported). */
+harp_status harp_model_new(harp_error *e, const harp_compiled *c, const void *params, size_t nbytes,
+                           const harp_instance_options *io, harp_model **out);
+
+/* harp_model_run with each input's storage dtype given (dtypes NULL: the
+ * model's own) and the error as a value.  An HARP_I64 feed to an I32 input
+ * is narrowed, every element range-checked (InputMismatch naming the input
+ * and the first value out of range); any other dtype that differs from the
+ * input's is DtypeMismatch naming the input.  A failed run is
+ * InvalidArgument with harp_model_error's text.  Not re-entrant per
+ * instance: one run at a time on m (use one instance per thread). */
+harp_status harp_model_run_typed(harp_error *e, harp_model *m, const void *const *inputs, const harp_dtype *dtypes,
+                                 void *const *outputs);
+
+/* Run on device memory: inputs and outputs are CUDA device pointers, the
+ * work is queued on stream (a CUstream; NULL: the default stream).  A CPU
+ * or interpreter model fails with HARP_E_UNSUPPORTED; the CUDA runtime does
+ * not take device pointers yet, so a CUDA model does too (naming why). */
+harp_status harp_model_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs,
+                                  void *stream);
 
 /* fp16 and bf16 storage from and to float (round to nearest even). */
 uint16_t harp_f32_to_f16(float f);

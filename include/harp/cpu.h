@@ -71,6 +71,8 @@ void rt_cpu_free(rt_cpu_model *m);
 /* Instances of the compiled code (what rt_cpu_run does once): the generated
  * model_init / model_run / model_free.  inputs[] are the non-weight inputs. */
 void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes);
+/* The same on nthreads threads, the caller's included (<= 0: $HARP_NUM_THREADS, else every online CPU). */
+void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, size_t nbytes, int nthreads);
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs);
 void rt_cpu_instance_free(const rt_cpu_model *m, void *inst);
 /* Name of the kernel behind a non-zero model_run code, or NULL. */

@@ -87,7 +87,7 @@ typedef struct onnx_model {
   char **weight_ids;   /* the INPUT tensor_ids that are weights */
   ut_tensor *weights;  /* their data, same order */
   int nnames;
-  onnx_name_entry *names; /* graph inputs and weights: ONNX name -> harp id */
+  onnx_name_entry *names; /* graph inputs, weights and graph outputs: ONNX name -> harp id */
   int64_t opset;       /* of the default domain */
   int ndyn;
   onnx_dyn *dyn;       /* the dynamic dims of the graph inputs, in input order */

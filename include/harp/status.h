@@ -43,7 +43,8 @@ extern "C" {
   X(UNSUPPORTED, "Unsupported", "valid input that harp does not handle yet")       \
   X(NO_MEMORY, "OutOfMemory", "an allocation failed")                              \
   X(USAGE, "UsageError", "the command line is wrong")                              \
-  X(INTERNAL, "InternalError", "a bug in harp")
+  X(INTERNAL, "InternalError", "a bug in harp")                                   \
+  X(CANCELLED, "Cancelled", "the caller cancelled a compile (its progress callback)")
 
 typedef enum harp_status {
 #define HARP_X_ENUM(e, name, doc) HARP_E_##e,

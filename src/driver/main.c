@@ -7,6 +7,7 @@
 #endif
 
 #include "cli.h"
+#include "harp.h"
 #include "harp/knobs.h"
 
 typedef struct command {
@@ -87,7 +88,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "--help-options")) return help_options();
   if (!strcmp(argv[1], "--version")) {
-    printf("harp 0.1\n");
+    printf("harp %s\n", harp_version()); /* CMakeLists.txt's project() version */
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -45,6 +45,7 @@ struct harp_compiled {
   size_t params_bytes;
   unsigned char *embedded;  /* the parameter block filled from the file's own weights (ONNX), or NULL */
   flow_sig *flow;           /* a model with run-time control flow: the host program behind every call (flow_api.c) */
+  char **in_src, **out_src; /* ONNX: the inputs' and outputs' names in the file (harp_input_source_name), or NULL */
 };
 
 struct harp_model {
@@ -70,6 +71,10 @@ void harp_compiled_free(harp_compiled *c) {
   free(c->param_off);
   free(c->embedded);
   flow_sig_free(c->flow);
+  for (int k = 0; c->in_src && c->in_src[k]; k++) free(c->in_src[k]);
+  for (int k = 0; c->out_src && c->out_src[k]; k++) free(c->out_src[k]);
+  free(c->in_src);
+  free(c->out_src);
   free(c);
 }
 
@@ -104,9 +109,22 @@ static harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) 
   return HARP_OK;
 }
 
+/* After each stage of a compile: o's progress callback, which may cancel it. */
+static harp_status api_stage_hook(void *ctx, harp_error *e, const rt_compile *c, rt_stage s) {
+  (void)c;
+  return api_progress(e, ctx, rt_stage_name(s), (s + 1.0) / RT_NSTAGES);
+}
+
+harp_status api_progress(harp_error *e, const harp_options *o, const char *stage, double fraction) {
+  if (!o || !o->progress || !o->progress(o->progress_ctx, stage, fraction)) return HARP_OK;
+  return ut_fail(e, HARP_E_CANCELLED, NULL, "the compile was cancelled after its %s stage", stage);
+}
+
 static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   if (o && o->max_memory < 0) return ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
-  rt_cpu_opts co = {.knobs = k, .precision = o ? o->precision : NULL, .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
+  rt_cpu_opts co = {.knobs = k, .precision = o ? o->precision : NULL,
+                    .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0,
+                    .after_stage = o && o->progress ? api_stage_hook : NULL, .hook_ctx = (void *)o};
   if (rt_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;
   c->f = (fn_function *)rt_cpu_function(c->cpu);
   return HARP_OK;
@@ -120,8 +138,10 @@ static harp_status build_cuda(harp_error *e, harp_compiled *c, const harp_option
   c->target = o->target ? strdup(o->target) : NULL;
   if ((o->cache_dir && !c->cache_dir) || (o->target && !c->target)) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   c->gopts = (rt_gpu_opts){.knobs = &c->knobs, .target = c->target, .cache_dir = c->cache_dir, .graphs = o->graphs};
-  rt_gpu_opts bo = c->gopts; /* the precision is read by the build alone */
+  rt_gpu_opts bo = c->gopts; /* the precision and the progress are the build's alone */
   bo.precision = o->precision;
+  bo.after_stage = o->progress ? api_stage_hook : NULL;
+  bo.hook_ctx = (void *)o;
   if (rt_gpu_build(e, c->g, &c->syms, &bo, &c->gpu) || rt_gpu_prepare(e, c->gpu)) return e->code;
   c->f = (fn_function *)rt_gpu_function(c->gpu);
   return HARP_OK;
@@ -130,7 +150,7 @@ static harp_status build_cuda(harp_error *e, harp_compiled *c, const harp_option
 /* The interpreter runs the graph; its compile gives the parameter block's layout. */
 static harp_status build_interp(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   (void)o;
-  rt_compile_opts co = {.knobs = k};
+  rt_compile_opts co = {.knobs = k, .after_stage = o && o->progress ? api_stage_hook : NULL, .hook_ctx = (void *)o};
   if (rt_compile_run(e, &rt_target_interp, c->g, &c->syms, &co, &c->comp)) return e->code;
   c->f = c->comp->f;
   return HARP_OK;
@@ -220,7 +240,7 @@ static harp_status fill_syms(harp_error *e, tiny_symtab *bind, void *ctx) {
 
 /* Import an ONNX file with o's shapes and symbols given at import; a
  * dynamic dim neither gives is UnboundSymbol (no default). */
-static harp_status load_onnx(harp_error *e, const char *path, const harp_options *o, onnx_model *om) {
+static harp_status load_onnx(harp_error *e, const api_src *src, const harp_options *o, onnx_model *om) {
   int n = 0;
   for (; o && o->shapes && o->shapes[n]; n++) {}
   onnx_shape *shapes = ut_xcalloc((size_t)n + 1, sizeof *shapes);
@@ -231,7 +251,7 @@ static harp_status load_onnx(harp_error *e, const char *path, const harp_options
   for (int k = 0; k < n && !st; k++) st = onnx_parse_shape(e, o->shapes[k], &shapes[k]);
   onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
                      .host_flow = true};
-  if (!st) st = onnx_load_file_opts(e, path, &oo, om);
+  if (!st) st = src->data ? onnx_load_buffer_opts(e, src->data, src->len, src->path, &oo, om) : onnx_load_file_opts(e, src->path, &oo, om);
   for (int k = 0; k < n && !st; k++)
     if (!used[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
   if (!st) st = onnx_require_shapes(e, om);
@@ -289,24 +309,57 @@ static harp_status compile_flow(harp_error *e, onnx_model *om, const harp_option
   return HARP_OK;
 }
 
-harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
+/* ONNX: each input's and output's name in the file, by harp's identifier (om->names). */
+static harp_status keep_source_names(harp_error *e, harp_compiled *c, const onnx_model *om) {
+  int ni = harp_num_inputs(c), no = harp_num_outputs(c);
+  c->in_src = ut_xcalloc((size_t)ni + 1, sizeof(char *));
+  c->out_src = ut_xcalloc((size_t)no + 1, sizeof(char *));
+  if (!c->in_src || !c->out_src) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < ni + no; k++) {
+    const char *id = k < ni ? harp_input_name(c, k) : harp_output_name(c, k - ni), *src = id;
+    for (int i = 0; i < om->nnames; i++)
+      if (!strcmp(om->names[i].id, id)) src = om->names[i].onnx;
+    char **slot = k < ni ? &c->in_src[k] : &c->out_src[k - ni];
+    if (!(*slot = strdup(src))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  return HARP_OK;
+}
+
+const char *harp_input_source_name(const harp_compiled *c, int k) {
+  return c->in_src && c->in_src[k] ? c->in_src[k] : harp_input_name(c, k);
+}
+const char *harp_output_source_name(const harp_compiled *c, int k) {
+  return c->out_src && c->out_src[k] ? c->out_src[k] : harp_output_name(c, k);
+}
+
+/* Load the model src names or holds (its format: src->format, else the
+ * path's extension), then compile it as harp_compile_file does. */
+static harp_status load_graph(harp_error *e, const api_src *src, const char *fmt, const harp_options *o, tiny_graph **g,
+                              tiny_symtab *defaults) {
+  const char *path = src->path;
+  if (!strcmp(fmt, "json")) return src->data ? tiny_load_json(e, src->data, src->len, path, g) : tiny_load_file(e, path, g);
+  hg_program *p = NULL;
+  harp_status st = src->data ? hg_harp_load_text(e, src->data, src->len, path, &p) : hg_harp_load_file(e, path, &p);
+  if (!st) st = hg_lower_or_bind(e, p, fill_syms, (void *)o, g, defaults);
+  hg_program_free(p);
+  return st;
+}
+
+harp_status api_compile_src(harp_error *e, const api_src *src, const harp_options *o, harp_compiled **out) {
   *out = NULL;
-  const char *dot = strrchr(path, '.');
+  const char *path = src->path;
+  const char *dot = src->format ? src->format : strrchr(path, '.');
+  if (dot && *dot == '.') dot++;
   tiny_graph *g = NULL;
   tiny_symtab defaults;
   tiny_symtab_init(&defaults);
   onnx_model om = {0};
-  bool onnx = dot && !strcmp(dot, ".onnx");
+  bool onnx = dot && !strcmp(dot, "onnx");
   harp_status st;
-  if (dot && !strcmp(dot, ".json")) {
-    st = tiny_load_file(e, path, &g);
-  } else if (dot && !strcmp(dot, ".harp")) {
-    hg_program *p = NULL;
-    st = hg_harp_load_file(e, path, &p);
-    if (!st) st = hg_lower_or_bind(e, p, fill_syms, (void *)o, &g, &defaults);
-    hg_program_free(p);
+  if (dot && (!strcmp(dot, "json") || !strcmp(dot, "harp"))) {
+    st = load_graph(e, src, dot, o, &g, &defaults);
   } else if (onnx) {
-    st = load_onnx(e, path, o, &om);
+    st = load_onnx(e, src, o, &om);
     if (!st && om.flow) { /* run-time control flow: a host program */
       tiny_symtab_free(&defaults);
       return compile_flow(e, &om, o, out);
@@ -314,8 +367,9 @@ harp_status harp_compile_file(harp_error *e, const char *path, const harp_option
     if (!st) st = hg_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
     if (!st) mark_weights(g, &om);
   } else {
-    st = ut_fail_at(e, HARP_E_USAGE, path, 0, 0, "unknown model extension (expected .json, .harp or .onnx)");
+    st = ut_fail_at(e, HARP_E_USAGE, path, 0, 0, "unknown model %s (expected .json, .harp or .onnx)", src->format ? "format" : "extension");
   }
+  if (!st) st = api_progress(e, o, "load", 0.05);
   if (st) {
     tiny_graph_free(g);
     tiny_symtab_free(&defaults);
@@ -339,7 +393,7 @@ harp_status harp_compile_file(harp_error *e, const char *path, const harp_option
   oo.syms = syms;
   if (!st) st = harp_compile_graph(e, g, &oo, out);
   else tiny_graph_free(g);
-  if (!st && onnx && (st = fill_embedded(e, *out, &om))) {
+  if (!st && onnx && ((st = fill_embedded(e, *out, &om)) || (st = keep_source_names(e, *out, &om)))) {
     harp_compiled_free(*out);
     *out = NULL;
   }
@@ -348,6 +402,10 @@ harp_status harp_compile_file(harp_error *e, const char *path, const harp_option
   tiny_symtab_free(&defaults);
   onnx_model_free(&om);
   return st;
+}
+
+harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
+  return api_compile_src(e, &(api_src){.path = path}, o, out);
 }
 
 const void *harp_embedded_params(const harp_compiled *c) { return c->flow ? flow_sig_embedded(c->flow) : c->embedded; }
@@ -390,6 +448,13 @@ int64_t harp_param_offset(const harp_compiled *c, const char *name) {
 
 /* ---- instances ------------------------------------------------------------------- */
 harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t nbytes) {
+  return api_model_new(c, params, nbytes, 0);
+}
+
+const harp_compiled *api_model_compiled(const harp_model *m) { return m->c; }
+harp_backend api_backend(const harp_compiled *c) { return c->backend; }
+
+harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nbytes, int threads) {
   if (!c || nbytes != harp_params_bytes(c) || (nbytes && !params)) return NULL;
   harp_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return NULL;
@@ -402,7 +467,7 @@ harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t n
     return m;
   }
   if (c->backend == HARP_BACKEND_CPU) {
-    m->inst = rt_cpu_instance_new(c->cpu, params, nbytes);
+    m->inst = rt_cpu_instance_new_threads(c->cpu, params, nbytes, threads);
     if (!m->inst) {
       free(m);
       return NULL;

@@ -9,6 +9,24 @@
 /* harp_compile_graph with the symbols already bound (any names). */
 harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out);
 
+/* A model to compile: a file (path), or bytes in memory (data, len; path
+ * names it in messages) in format ("onnx", "harp", "json"; NULL: path's
+ * extension). */
+typedef struct api_src {
+  const char *path;
+  const void *data;
+  size_t len;
+  const char *format;
+} api_src;
+harp_status api_compile_src(harp_error *e, const api_src *src, const harp_options *o, harp_compiled **out);
+/* o's progress callback (if any) at stage: HARP_E_CANCELLED when it says stop. */
+harp_status api_progress(harp_error *e, const harp_options *o, const char *stage, double fraction);
+
+/* harp_model_init on `threads` threads (CPU; 0: the default). */
+harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nbytes, int threads);
+const harp_compiled *api_model_compiled(const harp_model *m);
+harp_backend api_backend(const harp_compiled *c);
+
 /* flow_api.c: a model with run-time control flow behind harp.h.  The
  * signature: inputs (the shapes bound from o->syms, else 1), outputs
  * (-1 where known only at run time), the parameter block (the model's

@@ -14,6 +14,7 @@
 #include "util/util.h"
 
 typedef void *(*init_fn)(const void *, size_t);
+typedef void *(*init_threads_fn)(const void *, size_t, int);
 typedef int (*run_fn)(void *, const void *const *, void *const *);
 typedef void (*free_fn)(void *);
 typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
@@ -23,6 +24,7 @@ struct rt_cpu_model {
   double compile_ms;
   void *dl;
   init_fn init;
+  init_threads_fn init_threads;
   run_fn run;
   free_fn free_;
   kernel_fn run_kernel;
@@ -64,6 +66,7 @@ static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   }
   if (!m->dl) return ut_fail_at(e, HARP_E_IO, m->c->so_path, 0, 0, "cannot load the compiled model: %s", dlerror());
   m->init = (init_fn)dlsym(m->dl, "model_init");
+  m->init_threads = (init_threads_fn)dlsym(m->dl, "model_init_threads");
   m->run = (run_fn)dlsym(m->dl, "model_run");
   m->free_ = (free_fn)dlsym(m->dl, "model_free");
   m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
@@ -175,6 +178,9 @@ const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }
 
 void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
+void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, size_t nbytes, int nthreads) {
+  return m->init_threads ? m->init_threads(params, nbytes, nthreads) : m->init(params, nbytes);
+}
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
   return m->run(inst, inputs, outputs);
 }

@@ -6,6 +6,10 @@
  * The ABI (also written to model.h by `harp compile`), prefix P:
  *   typedef struct P_t P_t;
  *   P_t *P_init(const void *params, size_t nbytes);  weights block (NULL if none)
+ *   P_t *P_init_threads(const void *params, size_t nbytes, int nthreads);
+ *                                  the same on nthreads threads, the caller's
+ *                                  included (<= 0: $HARP_NUM_THREADS, else
+ *                                  every online CPU, as P_init)
  *   int  P_run(P_t *m, const void *const *inputs, void *const *outputs);
  *   void P_free(P_t *m);
  *   size_t P_required_memory(void);  P_num_inputs / P_num_outputs / P_params_bytes
@@ -213,19 +217,22 @@ static void emit_init_free(ut_str *out, const char *P, const fn_function *f, con
                 "  free(m->consts);\n%s  free(m);\n}\n\n",
                 P, P, npk ? "  free(m->packed);\n" : "");
   ut_str_printf(out,
+                "/* P_init_threads' thread count for P_init, on the calling thread only */\n"
+                "static _Thread_local int %s_nthreads_;\n\n"
                 "%s_t *%s_init(const void *params, size_t nbytes) {\n"
+                "  int nthreads = %s_nthreads_;\n"
                 "  if (nbytes != %zuu || (nbytes && !params)) return NULL;\n"
                 "  %s_t *m = calloc(1, sizeof *m);\n"
                 "  if (!m) return NULL;\n"
                 "  m->arena = aligned_alloc(64, %zuu);\n"
                 "  m->consts = aligned_alloc(64, %zuu);\n"
                 "  if (!m->arena || !m->consts) { %s_free(m); return NULL; }\n",
-                P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64,
+                P, P, P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64,
                 P);
   emit_consts_copy(out, f, skip);
-  ut_str_puts(out, "  /* threads: $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
-                   "  const char *nt = getenv(\"HARP_NUM_THREADS\");\n"
-                   "  long n = nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
+  ut_str_puts(out, "  /* threads: nthreads, else $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
+                   "  const char *nt = nthreads > 0 ? NULL : getenv(\"HARP_NUM_THREADS\");\n"
+                   "  long n = nthreads > 0 ? nthreads : nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
                    "  if (n > 64) n = 64;\n"
                    "  if (n > 1) m->pool = hprt_pool_create((int)n);\n");
   if (npk) {
@@ -246,7 +253,10 @@ static void emit_init_free(ut_str *out, const char *P, const fn_function *f, con
       ut_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
     }
   }
-  ut_str_puts(out, "  return m;\n}\n\n");
+  ut_str_printf(out,
+                "  return m;\n}\n\n%s_t *%s_init_threads(const void *params, size_t nbytes, int nthreads) {\n"
+                "  %s_nthreads_ = nthreads;\n  %s_t *m = %s_init(params, nbytes);\n  %s_nthreads_ = 0;\n  return m;\n}\n\n",
+                P, P, P, P, P, P);
 }
 
 harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {

@@ -18,6 +18,8 @@ void cgen_standalone_header(ut_str *o) {
               "#ifndef HARP_MODEL_H\n#define HARP_MODEL_H\n\n#include <stddef.h>\n\n"
               "typedef struct model_t model_t;\n\n"
               "model_t *model_init(const void *params, size_t nbytes);\n"
+              "/* the same on nthreads threads, the caller's included (<= 0: as model_init) */\n"
+              "model_t *model_init_threads(const void *params, size_t nbytes, int nthreads);\n"
               "int model_run(model_t *m, const void *const *inputs, void *const *outputs);\n"
               "void model_free(model_t *m);\n\n"
               "size_t model_required_memory(void); /* arena bytes per instance */\n"

@@ -1,0 +1,539 @@
+"""session.py — harp's Python API: InferenceSession (onnxruntime's shape),
+compile() (a callable compiled model), SessionOptions, NodeArg.
+
+A session holds one compiled model per shape binding (a model whose ONNX
+dims are dynamic is compiled for each new set of feed shapes, then
+cached), and for each compiled model a pool of instances: a run takes a
+free instance (or makes one), runs it with the GIL released and gives it
+back, so any number of Python threads may call run() on one session (each
+concurrent call has its own instance: its arena and weights; memory grows
+with the concurrency, pool_size caps it).
+
+Needs: harp._harp (the extension over libharp.so), numpy.  Gives:
+InferenceSession, CompiledModel, compile, SessionOptions, NodeArg.
+"""
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from . import _harp
+from ._errors import CLASSES, HarpError
+from . import _onnxmeta
+
+# harp_dtype codes (harp.h) -> numpy dtype; bf16 is held as its uint16 bit pattern
+HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL, HARP_I64 = 0, 1, 2, 3, 4, 32
+NP_OF = {HARP_FP16: np.dtype(np.float16), HARP_BF16: np.dtype(np.uint16), HARP_FP32: np.dtype(np.float32),
+         HARP_I32: np.dtype(np.int32), HARP_BOOL: np.dtype(np.bool_)}
+ORT_TYPE = {HARP_FP16: "tensor(float16)", HARP_BF16: "tensor(bfloat16)", HARP_FP32: "tensor(float)",
+            HARP_I32: "tensor(int32)", HARP_BOOL: "tensor(bool)"}
+_I64 = np.dtype(np.int64)
+_PROVIDERS = {"cpu": "cpu", "cpuexecutionprovider": "cpu", "cuda": "cuda", "cudaexecutionprovider": "cuda",
+              "interp": "interp"}
+_TARGETS = {"cpu": ("cpu", ""), "sm80": ("cuda", "sm80"), "sm90": ("cuda", "sm90"), "cuda": ("cuda", ""),
+            "interp": ("interp", "")}
+
+
+class NodeArg:
+    """An input or output as onnxruntime describes it: name, shape (ints; a str or None for a dynamic dim), type."""
+
+    def __init__(self, name, shape, type):
+        self.name, self.shape, self.type = name, shape, type
+
+    def __repr__(self):
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+class SessionOptions:
+    """A session's settings (all optional).
+
+    intra_op_num_threads  threads per instance, the caller's included (0: $HARP_NUM_THREADS, else every CPU)
+    shapes                {input: shape} or ["name=1x3x224x224", ...]: dims to compile for (else the feeds')
+    syms                  {"batch": 1} or ["batch=1"]: shape symbols
+    knobs                 {"no_dedup": 1} or ["no_dedup=1"]: the library's knobs (docs/options.md)
+    cache_dir             where compiled code is kept (None: ~/.cache/harp)
+    precision             CUDA fp32 contractions: "tf32" (default), "fp32", "fp16", "bf16"
+    max_memory            bytes one instance may take at most (0: no limit but the machine)
+    pool_size             instances per compiled model at most (0: as many as concurrent callers)
+    params                {name: array}: weights of a .harp / .json model (an ONNX model carries its own)
+    progress              True: a progress line (tqdm when installed) for compiles over a second; False: none;
+                          a callable(stage, fraction): called after each compile stage, a true return cancels
+    device                CUDA device ordinal (0)
+    """
+
+    def __init__(self, **kw):
+        self.intra_op_num_threads = 0
+        self.shapes = None
+        self.syms = None
+        self.knobs = None
+        self.cache_dir = None
+        self.precision = None
+        self.max_memory = 0
+        self.pool_size = 0
+        self.params = None
+        self.progress = True
+        self.device = 0
+        for k, v in kw.items():
+            if not hasattr(self, k):
+                raise CLASSES["UsageError"](f"unknown session option {k!r} (see help(harp.SessionOptions))")
+            setattr(self, k, v)
+
+
+def _options(options):
+    if options is None:
+        return SessionOptions()
+    if isinstance(options, dict):
+        return SessionOptions(**options)
+    if isinstance(options, SessionOptions):
+        return options
+    # an onnxruntime SessionOptions: take what maps
+    o = SessionOptions()
+    o.intra_op_num_threads = getattr(options, "intra_op_num_threads", 0) or 0
+    return o
+
+
+def _assignments(v, what):
+    """{name: value} or ["name=value"] -> ["name=value"]; shapes' values may be sequences (1x3x224)."""
+    if not v:
+        return []
+    if isinstance(v, dict):
+        out = []
+        for k, x in v.items():
+            x = "x".join(str(int(d)) for d in x) if isinstance(x, (list, tuple)) else str(x)
+            out.append(f"{k}={x}")
+        return out
+    if isinstance(v, str):
+        raise CLASSES["UsageError"](f"{what}: a dict or a list of \"NAME=VALUE\" strings, not a string")
+    return [str(x) for x in v]
+
+
+class _Progress:
+    """The compile's progress callback: the caller's, then a line for compiles that take over a second."""
+
+    def __init__(self, what, setting):
+        self.what, self.setting, self.t0, self.bar, self.printed = what, setting, time.monotonic(), None, False
+
+    def __call__(self, stage, fraction):
+        if callable(self.setting) and self.setting(stage, fraction):
+            return True
+        if self.setting is not True or time.monotonic() - self.t0 < 1.0:
+            return False
+        if self.bar is None and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=100, desc=f"harp: compiling {self.what}", unit="%", leave=False)
+            except ImportError:
+                self.bar = False
+        if self.bar:
+            self.bar.set_postfix_str(stage)
+            self.bar.update(int(fraction * 100) - self.bar.n)
+        else:
+            print(f"harp: compiling {self.what}: {stage} done ({fraction:.0%}, {time.monotonic() - self.t0:.1f} s)",
+                  file=sys.stderr, flush=True)
+        return False
+
+    def close(self):
+        if self.bar:
+            self.bar.close()
+
+
+class _Compiled:
+    """One compiled model (one shape binding) and its pool of instances."""
+
+    def __init__(self, c, threads, device, params, pool_size):
+        self.c, self.threads, self.device, self.params, self.pool_size = c, threads, device, params, pool_size
+        self.free, self.all, self.made, self.lock = [], [], 0, threading.Lock()
+        self.cv = threading.Condition(self.lock)
+        self.inputs = [c.input(k) for k in range(c.num_inputs)]    # (id, file name, dtype, shape)
+        self.outputs = [c.output(k) for k in range(c.num_outputs)]
+        self.in_np = [NP_OF[x[2]] for x in self.inputs]
+        self.in_shape = [tuple(x[3]) for x in self.inputs]
+        self.in_bytes = [int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(self.in_shape, self.in_np)]
+        self.out_np = [NP_OF[x[2]] for x in self.outputs]
+        self.out_shape = [tuple(x[3]) for x in self.outputs]
+        self.out_dynamic = [any(d < 0 for d in s) for s in self.out_shape]
+        self.dynamic_any = any(self.out_dynamic)
+        self.out_bytes = [0 if dyn else int(np.prod(s, dtype=np.int64)) * d.itemsize
+                          for s, d, dyn in zip(self.out_shape, self.out_np, self.out_dynamic)]
+        self.closed = False
+        self.release(self.acquire())  # the first instance now: its errors at construction
+
+    def acquire(self):
+        with self.lock:
+            while True:
+                if self.closed:
+                    raise CLASSES["UsageError"]("the session is closed")
+                if self.free:
+                    return self.free.pop()
+                if not self.pool_size or self.made < self.pool_size:
+                    self.made += 1  # the slot is taken before the instance is made (outside the lock)
+                    break
+                self.cv.wait()
+        try:
+            inst = _harp.new_instance(self.c, self.threads, self.device, self.params)
+        except BaseException:
+            with self.lock:
+                self.made -= 1
+                self.cv.notify()
+            raise
+        with self.lock:
+            self.all.append(inst)
+        return inst
+
+    def release(self, inst):
+        with self.lock:
+            self.free.append(inst)
+            self.cv.notify()
+
+    def close(self):
+        with self.lock:
+            self.closed = True
+            insts, self.all, self.free = self.all, [], []
+        for inst in insts:
+            inst.close()
+
+
+def _sanitize(name):
+    """harp's identifier for an ONNX name (the importer's ox_sanitize): [A-Za-z0-9_], no leading digit."""
+    out = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name[:100])
+    return "_" + out if not name or name[0].isdigit() else out
+
+
+def _detect_format(data):
+    head = bytes(data[:64]).lstrip()
+    return "json" if head.startswith(b"{") else "onnx"
+
+
+class InferenceSession:
+    """A compiled model to run, as onnxruntime.InferenceSession:
+
+        sess = harp.InferenceSession("model.onnx")
+        y, = sess.run(None, {"input": x})
+
+    path_or_bytes: a .onnx, .harp or .json file, or an ONNX model's bytes.
+    sess_options: SessionOptions, a dict of its fields, or None.
+    providers: ["cpu"] (or "CPUExecutionProvider"), ["cuda"], ["interp"] (the reference interpreter).
+    """
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *, format=None,
+                 _target=None):
+        o = _options(sess_options)
+        self._o = o
+        self._backend, self._target = _TARGETS[_target] if _target else (self._provider(providers), "")
+        self._providers = [{"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+                            "interp": "InterpExecutionProvider"}[self._backend]]
+        self._lock = threading.Lock()
+        self._bindings = {}
+        self._closed = False
+        self._data = None
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            self._data, self._path = bytes(path_or_bytes), None
+            self._format = format or _detect_format(self._data)
+            self._name = "<bytes>"
+        else:
+            self._path = os.fspath(path_or_bytes)
+            self._format = format or os.path.splitext(self._path)[1].lstrip(".")
+            self._name = os.path.basename(self._path)
+        self._meta = None
+        if self._format == "onnx":
+            if self._data is None:
+                try:
+                    with open(self._path, "rb") as f:
+                        data = f.read()
+                except OSError as ex:
+                    raise CLASSES["IoError"](f"cannot read the model: {ex.strerror}", file=self._path) from None
+            else:
+                data = self._data
+            self._meta = _onnxmeta.read(data)
+            # a dynamic model compiles later, per binding: from these bytes, so the file may go meanwhile
+            if self._meta and not self._meta.external and any(v.dynamic for v in self._meta.inputs):
+                self._data = data
+        self._fixed = self._given_shapes()
+        self._default = None
+        if self._fixed is not None:
+            self._default = self._compile(self._fixed)
+
+    @staticmethod
+    def _provider(providers):
+        if not providers:
+            return "cpu"
+        for p in providers:
+            name = p[0] if isinstance(p, tuple) else p
+            b = _PROVIDERS.get(str(name).lower())
+            if b:
+                return b
+        raise CLASSES["UsageError"](f"no provider harp has among {providers!r} (cpu, cuda, interp)")
+
+    def _given_shapes(self):
+        """The shapes to compile for now, or None: a dynamic ONNX model without them compiles at run."""
+        shapes = _assignments(self._o.shapes, "shapes")
+        if self._meta is None or not any(v.dynamic for v in self._meta.inputs):
+            return tuple(shapes)
+        given = {s.rsplit("=", 1)[0] for s in shapes}
+        if all(not v.dynamic or v.name in given for v in self._meta.inputs) or self._o.syms:
+            return tuple(shapes)
+        return None
+
+    def _compile(self, shapes):
+        o = self._o
+        prog = _Progress(self._name, o.progress)
+        src = self._data if self._data is not None else self._path
+        try:
+            c = _harp.compile(src, self._format or "", self._name, self._backend, list(shapes),
+                              _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"),
+                              [] if self._format == "onnx" else list(o.params or ()), self._target,
+                              os.fspath(o.cache_dir) if o.cache_dir else "", o.precision or "", int(o.max_memory or 0),
+                              prog)
+        finally:
+            prog.close()
+        b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0))
+        if self._meta:  # a name the library gives as harp's identifier only (a host program's): the file's
+            san = {_sanitize(v.name): v.name for v in self._meta.inputs + self._meta.outputs}
+            b.inputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.inputs]
+            b.outputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.outputs]
+        # an ONNX int64 output harp computes in int32 comes back int64, as onnxruntime gives it
+        elem = {v.name: v.elem for v in self._meta.outputs} if self._meta else {}
+        b.widen = [k for k, x in enumerate(b.outputs) if x[2] == HARP_I32 and elem.get(x[1]) == 7]
+        return b
+
+    def _params(self, c):
+        """The parameter block from options.params (a .harp / .json model's weights), or None."""
+        if not self._o.params:
+            return None
+        block = bytearray(c.params_bytes)
+        for name, arr in self._o.params.items():
+            off = c.param_offset(name)
+            if off < 0:
+                raise CLASSES["UsageError"](f"params: the model has no weight named {name!r}")
+            b = np.ascontiguousarray(arr).tobytes()
+            if off + len(b) > len(block):
+                raise CLASSES["InputMismatch"](f"params: weight {name!r} is larger than its slot", node=name)
+            block[off:off + len(b)] = b
+        return bytes(block)
+
+    def _binding_for(self, arrays_by_name):
+        """The compiled model for these feeds (compiled now for a new binding of a dynamic model)."""
+        if self._default is not None:
+            return self._default
+        key = tuple((v.name, tuple(np.shape(arrays_by_name[v.name])) if v.name in arrays_by_name else None)
+                    for v in self._meta.inputs)
+        with self._lock:
+            b = self._bindings.get(key)
+            if b is None:
+                for name, shape in key:
+                    if shape is None:
+                        raise CLASSES["InputMismatch"](f"input {name!r} is not fed", node=name)
+                shapes = _assignments(self._o.shapes, "shapes")
+                given = {s.rsplit("=", 1)[0] for s in shapes}
+                shapes += [f"{n}={'x'.join(map(str, s))}" for n, s in key if n not in given]
+                b = self._bindings[key] = self._compile(shapes)
+        return b
+
+    def _any_binding(self):
+        if self._default is not None:
+            return self._default
+        with self._lock:
+            return next(iter(self._bindings.values()), None)
+
+    # ---- onnxruntime's interface ----------------------------------------------------------
+    def get_inputs(self):
+        if self._meta is not None:
+            return [NodeArg(v.name, v.dims, v.type) for v in self._meta.inputs]
+        b = self._any_binding()
+        return [NodeArg(x[1], list(x[3]), ORT_TYPE[x[2]]) for x in b.inputs]
+
+    def get_outputs(self):
+        b = self._any_binding()
+        if self._meta is not None and (b is None or len(self._meta.outputs) != len(b.outputs)):
+            return [NodeArg(v.name, v.dims, v.type) for v in self._meta.outputs]
+        types = {v.name: v.type for v in self._meta.outputs} if self._meta else {}
+        return [NodeArg(x[1], [d if d >= 0 else None for d in x[3]], types.get(x[1], ORT_TYPE[x[2]]))
+                for x in b.outputs]
+
+    def get_providers(self):
+        return list(self._providers)
+
+    def get_modelmeta(self):
+        return None
+
+    def run(self, output_names, input_feed, run_options=None, *, out=None):
+        """Run on input_feed ({name: array}); the outputs named (None: all) as numpy arrays, in order.
+
+        Arrays: numpy arrays, or anything with __dlpack__ on the CPU (torch, jax); C-contiguous, of the
+        input's dtype and shape (int64 for an ONNX int64 input, range-checked to int32).  out: {name: array}
+        or a list, caller-provided output buffers (C-contiguous, writable) written in place and returned.
+        """
+        if self._closed:
+            raise CLASSES["UsageError"]("the session is closed")
+        if not isinstance(input_feed, dict):
+            raise CLASSES["UsageError"]("input_feed must be a dict {input name: array}")
+        feeds = {k: _as_array(k, v) for k, v in input_feed.items()}
+        b = self._binding_for(feeds)
+        ins, dtypes = _match_inputs(b, feeds)
+        in_bytes = b.in_bytes
+        if HARP_I64 in dtypes:  # an int64 feed takes 8 bytes an element where the model's int32 takes 4
+            in_bytes = [n * 2 if d == HARP_I64 else n for n, d in zip(in_bytes, dtypes)]
+        outs, dyn, given = self._out_buffers(b, output_names, out)
+        inst = b.acquire()
+        try:
+            inst.run(ins, dtypes, in_bytes, outs, b.out_bytes)
+            if dyn:
+                for k in dyn:
+                    raw, shape = inst.output(k)
+                    outs[k] = np.frombuffer(raw, dtype=b.out_np[k]).reshape(shape).copy()
+        finally:
+            b.release(inst)
+        for k in b.widen:
+            if k not in given:
+                outs[k] = outs[k].astype(np.int64)
+        return outs if output_names is None else [outs[k] for k in self._out_index(b, output_names)]
+
+    def _out_index(self, b, output_names):
+        if output_names is None:
+            return range(len(b.outputs))
+        idx = []
+        for n in output_names:
+            k = next((i for i, x in enumerate(b.outputs) if n in (x[1], x[0])), None)
+            if k is None:
+                names = ", ".join(x[1] for x in b.outputs)
+                raise CLASSES["InputMismatch"](f"the model has no output named {n!r} (its outputs: {names})", node=str(n))
+            idx.append(k)
+        return idx
+
+    def _out_buffers(self, b, output_names, out):
+        """A buffer per output: the caller's (out) where given, else a new array; dyn: outputs read after the run."""
+        if out is None and not b.dynamic_any:  # the common case, kept short
+            return [np.empty(sh, dt) for sh, dt in zip(b.out_shape, b.out_np)], (), ()
+        self._out_index(b, output_names)  # unknown names fail before the run
+        given = {}
+        if out is not None:
+            names = [x[1] for x in b.outputs] if output_names is None else list(output_names)
+            pairs = out.items() if isinstance(out, dict) else zip(names, out)
+            for n, a in pairs:
+                k = self._out_index(b, [n])[0]
+                given[k] = _check_out(b, k, a)
+        outs, dyn = [], []
+        for k in range(len(b.outputs)):
+            if k in given:
+                outs.append(given[k])
+            elif b.out_dynamic[k]:
+                outs.append(None)
+                dyn.append(k)
+            else:
+                outs.append(np.empty(b.out_shape[k], dtype=b.out_np[k]))
+        return outs, dyn, given
+
+    def close(self):
+        """Free the compiled code and instances; run() fails after (UsageError)."""
+        self._closed = True
+        for b in [self._default] + list(self._bindings.values()):
+            if b is not None:
+                b.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _as_array(name, v):
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "__dlpack__"):
+        try:
+            return np.from_dlpack(v)
+        except (RuntimeError, BufferError, TypeError) as ex:
+            raise CLASSES["InputMismatch"](f"input {name!r}: its DLPack tensor is not readable on the CPU ({ex})",
+                                           node=str(name)) from None
+    if np.isscalar(v) or isinstance(v, (list, tuple)):
+        return np.asarray(v)
+    raise CLASSES["InputMismatch"](f"input {name!r}: a {type(v).__name__} is not an array (numpy, or __dlpack__)",
+                                   node=str(name))
+
+
+def _match_inputs(b, feeds):
+    """The feeds in the model's input order, checked: name, dtype, shape, contiguity."""
+    ins, dtypes, used = [], [], 0
+    for k, (hid, name, dt, _) in enumerate(b.inputs):
+        a = feeds.get(name)
+        if a is None:
+            a = feeds.get(hid)
+        if a is None:
+            raise CLASSES["InputMismatch"](f"input {name!r} is not fed (the inputs: "
+                                           f"{', '.join(x[1] for x in b.inputs)})", node=name)
+        used += 1
+        want = b.in_np[k]
+        code = dt
+        if a.dtype != want:
+            if dt == HARP_I32 and a.dtype == _I64:
+                code = HARP_I64
+            else:
+                raise CLASSES["DtypeMismatch"](f"input {name!r} takes {want} ({ORT_TYPE[dt]}), the feed is {a.dtype}",
+                                               node=name)
+        if a.shape != b.in_shape[k]:
+            raise CLASSES["InputMismatch"](f"input {name!r} has shape {b.in_shape[k]}, the feed {a.shape}", node=name)
+        if not a.flags.c_contiguous:
+            raise CLASSES["InputMismatch"](f"input {name!r} is not C-contiguous (np.ascontiguousarray makes a copy "
+                                           "that is)", node=name)
+        ins.append(a)
+        dtypes.append(code)
+    if used != len(feeds):
+        known = {x[1] for x in b.inputs} | {x[0] for x in b.inputs}
+        extra = [n for n in feeds if n not in known]
+        raise CLASSES["InputMismatch"](f"the model has no input named {extra[0]!r} (its inputs: "
+                                       f"{', '.join(x[1] for x in b.inputs)})", node=str(extra[0]))
+    return ins, dtypes
+
+
+def _check_out(b, k, a):
+    name = b.outputs[k][1]
+    if not isinstance(a, np.ndarray):
+        raise CLASSES["InputMismatch"](f"output buffer {name!r}: a numpy array, not a {type(a).__name__}", node=name)
+    if b.out_dynamic[k]:
+        raise CLASSES["Unsupported"](f"output {name!r}: its shape is known only at run time; it cannot be written "
+                                     "into a buffer given before", node=name)
+    if a.dtype != b.out_np[k] or a.shape != b.out_shape[k]:
+        raise CLASSES["InputMismatch"](f"output buffer {name!r} is {a.dtype}{list(a.shape)}, the output "
+                                       f"{b.out_np[k]}{list(b.out_shape[k])}", node=name)
+    if not a.flags.c_contiguous or not a.flags.writeable:
+        raise CLASSES["InputMismatch"](f"output buffer {name!r} must be C-contiguous and writable", node=name)
+    return a
+
+
+class CompiledModel(InferenceSession):
+    """harp.compile's result: an InferenceSession that is also callable.
+
+        m = harp.compile("model.onnx", shapes={"x": (1, 3, 224, 224)})
+        y = m(x)                  # positional in input order, or m(x=x); one output: the array, else a tuple
+    """
+
+    def __call__(self, *args, **kwargs):
+        b = self._any_binding()
+        names = [v.name for v in self._meta.inputs] if self._meta else [x[1] for x in b.inputs]
+        if len(args) > len(names):
+            raise CLASSES["InputMismatch"](f"{len(args)} arguments for {len(names)} inputs")
+        feeds = dict(zip(names, args))
+        feeds.update(kwargs)
+        outs = self.run(None, feeds)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def compile(model, shapes=None, target="cpu", options=None, **kw):
+    """Compile model (a path, or an ONNX model's bytes) for target ("cpu", "sm80", "sm90", "cuda", "interp").
+
+    shapes: {input: shape} (or ["x=1x3x224x224"]) for dynamic dims; options: SessionOptions, a dict of its
+    fields, or keyword arguments.  Returns a CompiledModel (callable; also .run, .get_inputs ...).
+    """
+    o = _options(options)
+    for k, v in kw.items():
+        if not hasattr(o, k):
+            raise CLASSES["UsageError"](f"unknown option {k!r} (see help(harp.SessionOptions))")
+        setattr(o, k, v)
+    if shapes is not None:
+        o.shapes = shapes
+    if target not in _TARGETS:
+        raise CLASSES["UsageError"](f"unknown target {target!r} (cpu, sm80, sm90, cuda, interp)")
+    return CompiledModel(model, o, _target=target)

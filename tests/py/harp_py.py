@@ -1,0 +1,43 @@
+"""harp_py.py — what the tests of the Python package share: the package
+as the build staged it (<build>/python/harp, beside HARP_BIN), imported, or
+the test skipped (exit 77) when the build has no Python extension
+(nanobind missing, a sanitizer build); the real models in the cache.
+
+Needs: harp_test.py.  Gives: harp (the package), np, ort (or None),
+real_model(name) -> path or None, Suite, SRC, MODELS.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "realmodels"))
+import fetch  # noqa: E402  (before harp_test, which points HARP_CACHE_DIR at a temporary cache)
+
+CORPUS = fetch.cache_dir()
+from harp_test import HARP, MODELS, SRC, Suite  # noqa: E402,F401 (re-exported)
+
+STAGE = os.path.join(os.path.dirname(os.path.abspath(HARP)), "python")
+if not os.path.exists(os.path.join(STAGE, "harp", "__init__.py")):
+    print(f"no Python package staged in {STAGE} (nanobind not installed, or a sanitizer build): skipped")
+    sys.exit(77)
+sys.path.insert(0, STAGE)
+import numpy as np  # noqa: E402
+import harp  # noqa: E402
+
+try:
+    import onnxruntime as ort
+    ort.set_default_logger_severity(3)
+except ImportError:
+    ort = None
+
+
+def real_model(name):
+    """The corpus model `name` (tests/realmodels): from the cache, else fetched; None when it cannot be had."""
+    path = os.path.join(CORPUS, "models", f"{name}.onnx")
+    if os.path.exists(path):
+        return path
+    try:
+        entry = next(m for m in fetch.load_manifest() if m["name"] == name)
+        return fetch.fetch(entry, root=CORPUS)
+    except Exception as ex:  # no network, no such entry
+        print(f"real model {name} not available: {ex}")
+        return None
