@@ -1,0 +1,152 @@
+"""Tier 0 (knob tier0, src/runtime/tier0.c): a compiled model's runs before
+its shared object exists, GEMM / conv / pool regions on libharp's
+shape-generic kernels (run-time sizes, masked tails) and the rest on the
+interpreter.  tier0=force runs every model there with no C compiler: each
+small ONNX graph below is checked against onnxruntime directly, and the
+stderr line of --time-stages must show its contractions on the fast
+kernels (a fast path that silently declined would leave them on the
+interpreter, right but slow).  tier0=auto on a cold cache: the first run
+is tier 0 and the object lands in the cache; the next run loads it.  A
+wrong-shaped input is refused before any kernel runs."""
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+
+from harp_test import HARP, Suite, close
+
+try:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    raise SystemExit(77)
+
+s = Suite("tier0")
+rng = np.random.default_rng(11)
+
+
+def rand(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def model(nodes, inputs, outputs, inits):
+    """An opset-17 ONNX model: inputs {name: array}, outputs [(name, shape)],
+    inits {name: array} (weights, as initializers)."""
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs.items()]
+    vo = [helper.make_tensor_value_info(n, TensorProto.FLOAT, sh) for n, sh in outputs]
+    ti = [helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.flatten().tolist()) for n, a in inits.items()]
+    g = helper.make_graph(nodes, "t0", vi, vo, ti)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def harp(path, inputs, knob, cache=None):
+    out = tempfile.mkdtemp()
+    args = [HARP, "run", path, "--out", out, "--knob", f"tier0={knob}", "--time-stages"]
+    for n, a in inputs.items():
+        f = os.path.join(out, f"in_{n}.npy")
+        np.save(f, a)
+        args += ["--input", f"{n}={f}"]
+    env = dict(os.environ)
+    if cache:
+        env["HARP_CACHE_DIR"] = cache
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env), out
+
+
+def fast_count(stderr):
+    m = re.search(r"tier 0: (\d+) kernels on the shape-generic kernels", stderr)
+    return int(m.group(1)) if m else -1
+
+
+def case(name, nodes, inputs, outputs, inits, min_fast, tol=1e-4):
+    """The model through tier0=force against onnxruntime; at least min_fast
+    kernels on the fast path."""
+    path = model(nodes, inputs, outputs, inits)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)
+    p, out = harp(path, inputs, "force")
+    s.check(f"{name}: runs on tier 0", p.returncode == 0, p.stderr.strip()[-500:])
+    if p.returncode:
+        return
+    s.check(f"{name}: {min_fast}+ kernels on the fast kernels", fast_count(p.stderr) >= min_fast, p.stderr.strip()[-300:])
+    for (o, _), w in zip(outputs, want):
+        got = np.load(os.path.join(out, o + ".npy"))
+        scale = max(1.0, float(np.abs(w).max()))
+        s.check(f"{name}: {o} vs onnxruntime", *close(got, w, rtol=tol, atol=tol * scale))
+
+
+def conv(x, w, b, y, **kw):
+    return helper.make_node("Conv", [x, w] + ([b] if b else []), [y], **kw)
+
+
+# a 3x3 conv, bias, relu: odd sizes (tails of the 6 x 32 tile in both directions)
+x, w, b = rand(1, 5, 13, 11), rand(7, 5, 3, 3, scale=0.3), rand(7)
+case("conv3x3 bias relu", [conv("x", "w", "b", "c", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+     {"x": x}, [("y", (1, 7, 13, 11))], {"w": w, "b": b}, 1)
+
+# stride 2, asymmetric padding, dilation 2, batch 2
+x, w = rand(2, 4, 17, 15), rand(9, 4, 3, 3, scale=0.3)
+case("conv stride 2 dilation 2 asymmetric pads", [conv("x", "w", None, "y", strides=[2, 2], pads=[2, 1, 0, 2],
+                                                       dilations=[2, 2])],
+     {"x": x}, [("y", (2, 9, 8, 7))], {"w": w}, 1)
+
+# grouped and depthwise, then a residual add and a clip (ReLU6)
+x, wg, wd = rand(1, 8, 9, 10), rand(8, 2, 3, 3, scale=0.3), rand(8, 1, 3, 3, scale=0.3)
+case("grouped + depthwise + residual + clip",
+     [conv("x", "wg", None, "g", pads=[1, 1, 1, 1], group=4), conv("g", "wd", None, "d", pads=[1, 1, 1, 1], group=8),
+      helper.make_node("Add", ["d", "x"], ["r"]), helper.make_node("Clip", ["r", "lo", "hi"], ["y"])],
+     {"x": x}, [("y", (1, 8, 9, 10))], {"wg": wg, "wd": wd, "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, 2)
+
+# a 1x1 conv over 70 channels (K past one tile), a batch-norm folded as scale + shift
+x, w = rand(1, 70, 6, 7), rand(33, 70, 1, 1, scale=0.2)
+sc, sh, mu, var = rand(33), rand(33), rand(33), (np.abs(rand(33)) + 0.5).astype(np.float32)
+case("conv1x1 + batchnorm", [conv("x", "w", None, "c"),
+                             helper.make_node("BatchNormalization", ["c", "sc", "sh", "mu", "var"], ["y"])],
+     {"x": x}, [("y", (1, 33, 6, 7))], {"w": w, "sc": sc, "sh": sh, "mu": mu, "var": var}, 1)
+
+# Gemm with transB and a bias, then a sigmoid; a batched MatMul
+a, wt, bb = rand(45, 37), rand(19, 37, scale=0.3), rand(19)
+case("gemm transB bias sigmoid", [helper.make_node("Gemm", ["a", "wt", "bb"], ["g"], transB=1),
+                                  helper.make_node("Sigmoid", ["g"], ["y"])],
+     {"a": a}, [("y", (45, 19))], {"wt": wt, "bb": bb}, 1)
+p, q = rand(3, 7, 40), rand(3, 40, 9)
+case("batched matmul", [helper.make_node("MatMul", ["p", "q"], ["y"])], {"p": p, "q": q}, [("y", (3, 7, 9))], {}, 1)
+
+# max pooling with padding after a conv; average pooling (a sum and a scale)
+x, w = rand(1, 3, 16, 16), rand(6, 3, 3, 3, scale=0.3)
+case("conv + maxpool + avgpool",
+     [conv("x", "w", None, "c", pads=[1, 1, 1, 1]),
+      helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+      helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+     {"x": x}, [("y", (1, 6, 4, 4))], {"w": w}, 2)
+
+# tier0=auto on a cold cache: tier 0 first, the object cached, then loaded
+x, w, b = rand(1, 4, 10, 10), rand(8, 4, 3, 3, scale=0.3), rand(8)
+path = model([conv("x", "w", "b", "c", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+             {"x": x}, [("y", (1, 8, 10, 10))], {"w": w, "b": b})
+want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+cache = tempfile.mkdtemp()
+p1, o1 = harp(path, {"x": x}, "auto", cache)
+s.check("auto, cold cache: runs", p1.returncode == 0, p1.stderr.strip()[-400:])
+s.check("auto, cold cache: the first run is tier 0", "first result written" in p1.stderr, p1.stderr.strip()[-400:])
+s.check("auto, cold cache: the object reaches the cache", any(f.endswith(".so") for f in os.listdir(cache)),
+        str(os.listdir(cache)))
+p2, o2 = harp(path, {"x": x}, "auto", cache)
+s.check("auto, warm cache: runs the object, not tier 0", p2.returncode == 0 and "tier 0" not in p2.stderr,
+        p2.stderr.strip()[-400:])
+if p1.returncode == 0 and p2.returncode == 0:
+    s.check("auto: tier 0 vs onnxruntime", *close(np.load(os.path.join(o1, "y.npy")), want, rtol=1e-4, atol=1e-4))
+    s.check("auto: the object vs onnxruntime", *close(np.load(os.path.join(o2, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
+# a wrong-shaped input: a clear error naming it, no output file
+p3, o3 = harp(path, {"x": rand(1, 4, 10, 9)}, "force")
+s.check("wrong shape: refused with a message", p3.returncode != 0 and "x" in p3.stderr and "Traceback" not in p3.stderr,
+        p3.stderr.strip()[-300:])
+s.check("wrong shape: no output written", not os.path.exists(os.path.join(o3, "y.npy")))
+s.close()
