@@ -6,7 +6,7 @@
  * same fused regions (epilogues included) as the compiled object.  Only
  * fp32 regions take the fast path; a region the readers decline, or one
  * with fp16 / bf16 data, runs on the interpreter.
- * Needs: fn_playback_ex, src/kernel/contract*.c, tier0_gemm.c.
+ * Needs: fn_playback_ex, src/kernel/contract*.c, tier0_gemm.c, tier0_rows.c.
  * Gives: rt_tier0_run. */
 #include <math.h>
 #include <stdio.h>
@@ -61,26 +61,48 @@ static bool resolve_epi(harp_error *e, const t0_ctx *x, const fn_kernel *K, ut_t
   return true;
 }
 
+/* A GEMM's A copied into dense scratch (m->nrep > 0: its reduced
+ * dimensions do not fold): element i0..i(nrep-1), row-major over
+ * rep_size, from a0 at sum i_j * rep_src[j].  NULL when out of memory. */
+static float *repack_a(const ct_gemm *m, const float *a0) {
+  int64_t total = 1, idx[POLY_MAX_VARS] = {0};
+  for (int i = 0; i < m->nrep; i++) total *= m->rep_size[i];
+  float *ap = ut_xmalloc((size_t)total * sizeof *ap + 1);
+  for (int64_t at = 0; ap && at < total; at++) {
+    int64_t off = 0;
+    for (int i = 0; i < m->nrep; i++) off += idx[i] * m->rep_src[i];
+    ap[at] = a0[off];
+    for (int i = m->nrep - 1; i >= 0 && ++idx[i] == m->rep_size[i]; i--) idx[i] = 0;
+  }
+  return ap;
+}
+
 /* Kernel r as a GEMM, when it reads as one the fast kernel takes. */
 static harp_status try_gemm(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
   ct_gemm m;
   const char *why = NULL;
   const fn_kernel *K = &x->c->f->kernels[r];
-  if (!ct_read_gemm(&x->src, r, &m, &why) || m.nrep > 0 || m.A.dtype != TINY_FP32 || m.B.dtype != TINY_FP32 ||
-      m.C.dtype != TINY_FP32 || !fp32_epi(m.epi, m.nepi))
+  if (!ct_read_gemm(&x->src, r, &m, &why) || m.B.dtype != TINY_FP32 || m.C.dtype != TINY_FP32 ||
+      !fp32_epi(m.epi, m.nepi) || m.a_round != TINY_FP32 || (m.nrep ? m.A0.dtype : m.A.dtype) != TINY_FP32)
     return HARP_OK;
   rt_t0_gemm g = {.batch = {m.batch[0], m.batch[1]}, .M = m.M, .N = m.N, .K = m.K, .nepi = m.nepi,
                   .a_sb = {m.a_sb[0], m.a_sb[1]}, .a_sm = m.a_sm, .a_sk = m.a_sk,
                   .b_sb = {m.b_sb[0], m.b_sb[1]}, .b_sk = m.b_sk, .b_sn = m.b_sn,
                   .c_sb = {m.c_sb[0], m.c_sb[1]}, .c_sm = m.c_sm, .c_sn = m.c_sn};
-  g.a = slot_ptr(e, x, K, storage, m.A.slot, m.A.offset);
+  const float *a0 = m.nrep ? slot_ptr(e, x, K, storage, m.A0.slot, m.A0.offset) : NULL;
+  g.a = m.nrep ? NULL : slot_ptr(e, x, K, storage, m.A.slot, m.A.offset);
   g.b = slot_ptr(e, x, K, storage, m.B.slot, m.B.offset);
   g.c = slot_ptr(e, x, K, storage, m.C.slot, m.C.offset);
   if (e->code) return e->code;
-  if (!g.a || !g.b || !g.c || !resolve_epi(e, x, K, storage, m.epi, m.nepi, g.epi)) return e->code;
+  if (!(g.a || a0) || !g.b || !g.c || !resolve_epi(e, x, K, storage, m.epi, m.nepi, g.epi)) return e->code;
+  float *scratch = a0 ? repack_a(&m, a0) : NULL;
+  if (a0 && !scratch) return ut_fail(e, HARP_E_NO_MEMORY, x->c->f->kernels[r].name, "out of memory repacking A");
+  if (scratch) g.a = scratch;
   for (int i = 0; i < 2; i++) g.batch[i] = g.batch[i] > 0 ? g.batch[i] : 1;
   *done = true;
-  return rt_t0_gemm_run(e, &g, x->threads);
+  harp_status st = rt_t0_gemm_run(e, &g, x->threads);
+  free(scratch);
+  return st;
 }
 
 /* Kernel r as a convolution. */
@@ -135,6 +157,57 @@ static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
   return HARP_OK;
 }
 
+/* Kernel r as attention. */
+static harp_status try_attn(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
+  rt_t0_attn a = {0};
+  const char *why = NULL;
+  const fn_kernel *K = &x->c->f->kernels[r];
+  ct_attn *t = &a.t;
+  if (!ct_read_attn(&x->src, r, t, &why) || t->q.dtype != TINY_FP32 || t->k.dtype != TINY_FP32 ||
+      t->v.dtype != TINY_FP32 || t->out.dtype != TINY_FP32 || (t->has_mask && t->mask.dtype != TINY_FP32))
+    return HARP_OK;
+  a.q = slot_ptr(e, x, K, storage, t->q.slot, t->q.offset);
+  a.k = slot_ptr(e, x, K, storage, t->k.slot, t->k.offset);
+  a.v = slot_ptr(e, x, K, storage, t->v.slot, t->v.offset);
+  a.out = slot_ptr(e, x, K, storage, t->out.slot, t->out.offset);
+  if (t->has_mask) a.mask = slot_ptr(e, x, K, storage, t->mask.slot, t->mask.offset);
+  if (e->code || !a.q || !a.k || !a.v || !a.out || (t->has_mask && !a.mask)) return e->code;
+  *done = true;
+  return rt_t0_attn_run(e, &a, x->threads);
+}
+
+/* Kernel r as a row softmax or a layernorm. */
+static harp_status try_row(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
+  ct_row w;
+  ct_softmax sm;
+  ct_layernorm ln;
+  const char *why = NULL;
+  const fn_kernel *K = &x->c->f->kernels[r];
+  ct_row_init(&w, &x->src, r);
+  rt_t0_row row = {0};
+  bool soft = ct_read_softmax(&w, &sm, &why);
+  if (soft) {
+    if (sm.x.dtype != TINY_FP32 || sm.y.dtype != TINY_FP32) return HARP_OK;
+    row = (rt_t0_row){.rows = sm.rows, .cols = sm.cols, .scale = sm.scale};
+    row.x = slot_ptr(e, x, K, storage, sm.x.slot, sm.x.offset);
+    row.y = slot_ptr(e, x, K, storage, sm.y.slot, sm.y.offset);
+  } else if (ct_read_layernorm(&w, &ln, &why)) {
+    if (ln.x.dtype != TINY_FP32 || ln.y.dtype != TINY_FP32 || (ln.gamma.slot >= 0 && ln.gamma.dtype != TINY_FP32) ||
+        (ln.beta.slot >= 0 && ln.beta.dtype != TINY_FP32))
+      return HARP_OK;
+    row = (rt_t0_row){.rows = ln.rows, .cols = ln.cols, .eps = ln.eps};
+    row.x = slot_ptr(e, x, K, storage, ln.x.slot, ln.x.offset);
+    row.y = slot_ptr(e, x, K, storage, ln.y.slot, ln.y.offset);
+    if (ln.gamma.slot >= 0 && !(row.gamma = slot_ptr(e, x, K, storage, ln.gamma.slot, ln.gamma.offset))) return e->code;
+    if (ln.beta.slot >= 0 && !(row.beta = slot_ptr(e, x, K, storage, ln.beta.slot, ln.beta.offset))) return e->code;
+  } else {
+    return HARP_OK;
+  }
+  if (e->code || !row.x || !row.y) return e->code;
+  *done = true;
+  return soft ? rt_t0_softmax_run(e, &row, x->threads) : rt_t0_layernorm_run(e, &row, x->threads);
+}
+
 /* fn_playback_ex's hook: kernel r on a fast kernel when one takes it. */
 static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done) {
   t0_ctx *x = ctx;
@@ -143,7 +216,9 @@ static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage,
   harp_status st = HARP_OK;
   if (kind == 'g') st = try_gemm(e, x, r, storage, done);
   else if (kind == 'c') st = try_conv(e, x, r, storage, done);
+  else if (kind == 'a') st = try_attn(e, x, r, storage, done);
   else if (!kind) st = try_pool(e, x, r, storage, done);
+  if (!st && !kind && !*done) st = try_row(e, x, r, storage, done);
   if (*done) x->st.fast++, x->st.fast_ms += ut_now_ms() - t0;
   else x->st.interp++;
   return st;

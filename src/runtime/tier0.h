@@ -3,7 +3,8 @@
  * convolution or pooling region that the kernel layer reads as a template
  * (src/kernel/contract*.c) runs on the shape-generic kernels compiled into
  * libharp (run-time sizes and strides, tier0_gemm.c), every other region on
- * the reference interpreter.  No C compiler is involved, so a never-seen
+ * the reference interpreter; attention, softmax and layernorm regions on
+ * row kernels (tier0_rows.c).  No C compiler is involved, so a never-seen
  * model starts at once while its specialised object builds (cpu.c).
  * Internal to src/runtime. */
 #ifndef HARP_RT_TIER0_H
@@ -47,6 +48,25 @@ typedef struct rt_t0_conv {
   rt_t0_epi epi[CT_MAX_EPI];
 } rt_t0_conv;
 
+/* Attention (ct_attn's sizes and strides) on resolved fp32 tensors. */
+typedef struct rt_t0_attn {
+  ct_attn t;
+  const float *q, *k, *v, *mask;
+  float *out;
+} rt_t0_attn;
+
+/* A row kernel over rows x cols dense fp32: softmax (scale) or layernorm
+ * (eps, gamma / beta NULL when absent). */
+typedef struct rt_t0_row {
+  int64_t rows, cols;
+  const float *x, *gamma, *beta;
+  float *y;
+  float scale, eps;
+} rt_t0_row;
+
+harp_status rt_t0_attn_run(harp_error *e, const rt_t0_attn *a, int threads);
+harp_status rt_t0_softmax_run(harp_error *e, const rt_t0_row *w, int threads);
+harp_status rt_t0_layernorm_run(harp_error *e, const rt_t0_row *w, int threads);
 harp_status rt_t0_gemm_run(harp_error *e, const rt_t0_gemm *g, int threads);
 harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads);
 

@@ -15,10 +15,12 @@ import tempfile
 
 import numpy as np
 
+import onnx_models as om
 from harp_test import HARP, Suite, close
 
 try:
     import onnx
+    import onnx.numpy_helper
     import onnxruntime as ort
     from onnx import TensorProto, helper
 except ImportError:
@@ -60,21 +62,26 @@ def harp(path, inputs, knob, cache=None):
     return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env), out
 
 
-def fast_count(stderr):
-    m = re.search(r"tier 0: (\d+) kernels on the shape-generic kernels", stderr)
-    return int(m.group(1)) if m else -1
+def counts(stderr):
+    """(kernels on the fast kernels, kernels on the interpreter), from --time-stages."""
+    m = re.search(r"tier 0: (\d+) kernels on the shape-generic kernels \([0-9.]+ ms\), (\d+) on the interpreter", stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
 
 
-def case(name, nodes, inputs, outputs, inits, min_fast, tol=1e-4):
-    """The model through tier0=force against onnxruntime; at least min_fast
-    kernels on the fast path."""
-    path = model(nodes, inputs, outputs, inits)
+def case(name, nodes, inputs, outputs, inits, min_fast, tol=1e-4, path=None, max_interp=None):
+    """The model (or the ONNX file at path) through tier0=force against
+    onnxruntime; at least min_fast kernels on the fast path, at most
+    max_interp on the interpreter."""
+    path = path or model(nodes, inputs, outputs, inits)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)
     p, out = harp(path, inputs, "force")
     s.check(f"{name}: runs on tier 0", p.returncode == 0, p.stderr.strip()[-500:])
     if p.returncode:
         return
-    s.check(f"{name}: {min_fast}+ kernels on the fast kernels", fast_count(p.stderr) >= min_fast, p.stderr.strip()[-300:])
+    fast, interp = counts(p.stderr)
+    s.check(f"{name}: {min_fast}+ kernels on the fast kernels", fast >= min_fast, p.stderr.strip()[-300:])
+    if max_interp is not None:
+        s.check(f"{name}: at most {max_interp} on the interpreter", 0 <= interp <= max_interp, p.stderr.strip()[-300:])
     for (o, _), w in zip(outputs, want):
         got = np.load(os.path.join(out, o + ".npy"))
         scale = max(1.0, float(np.abs(w).max()))
@@ -125,6 +132,32 @@ case("conv + maxpool + avgpool",
       helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
       helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
      {"x": x}, [("y", (1, 6, 4, 4))], {"w": w}, 2)
+
+# attention (causal, a mask of -inf above the diagonal) and a plain row softmax
+S, D = 11, 8
+q, k, v = rand(1, 2, S, D), rand(1, 2, S, D), rand(1, 2, S, D)
+an, ai = om.attention_nodes(2, S, D, 0.35, True)
+case("causal attention", an, {"q": q, "k": k, "v": v}, [("o", (1, 2, S, D))],
+     {i.name: onnx.numpy_helper.to_array(i) for i in ai}, 1, max_interp=0)
+case("softmax rows", [helper.make_node("Softmax", ["z"], ["y"], axis=-1)], {"z": rand(6, 37, scale=3)},
+     [("y", (6, 37))], {}, 1, max_interp=0)
+
+case("layernorm rows", [helper.make_node("LayerNormalization", ["z", "g", "b"], ["y"], axis=-1, epsilon=1e-5)],
+     {"z": rand(7, 40, scale=2)}, [("y", (7, 40))], {"g": rand(40), "b": rand(40)}, 1, max_interp=0)
+
+# one small BERT layer: GEMMs (one with A repacked: the heads merged back),
+# attention, GELU in an epilogue; at this width the residual adds join the
+# layernorms' regions, which stay on the interpreter
+S, E, H, F = 12, 32, 4, 48
+t = {}
+for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
+    t[f"{n}0"] = rand(*shape, scale=shape[0] ** -0.5)
+for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
+    t[f"{n}0"] = rand(d, scale=0.1)
+t["g10"], t["g20"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+bert_path = os.path.join(tempfile.mkdtemp(), "bert.onnx")
+onnx.save(om.bert(t, 1, S, E, H, F, gelu_op=True), bert_path)
+case("bert layer", None, {"x": rand(1, S, E)}, [("y", (1, S, E))], None, 6, path=bert_path, max_interp=2)
 
 # tier0=auto on a cold cache: tier 0 first, the object cached, then loaded
 x, w, b = rand(1, 4, 10, 10), rand(8, 4, 3, 3, scale=0.3), rand(8)
