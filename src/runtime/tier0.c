@@ -6,7 +6,8 @@
  * same fused regions (epilogues included) as the compiled object.  Only
  * fp32 regions take the fast path; a region the readers decline, or one
  * with fp16 / bf16 data, runs on the interpreter.
- * Needs: fn_playback_ex, src/kernel/contract*.c, tier0_gemm.c, tier0_rows.c.
+ * Needs: fn_playback_ex, src/kernel/contract*.c, tier0_gemm.c, tier0_rows.c,
+ * tier0_map.c.
  * Gives: rt_tier0_run. */
 #include <math.h>
 #include <stdio.h>
@@ -208,6 +209,39 @@ static harp_status try_row(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, 
   return soft ? rt_t0_softmax_run(e, &row, x->threads) : rt_t0_layernorm_run(e, &row, x->threads);
 }
 
+/* Piece k of map set ms resolved into *out; false when it is not all fp32
+ * (inputs, y, no rounding CAST) or a tensor is missing. */
+static bool map_piece(harp_error *e, const t0_ctx *x, const fn_kernel *K, ut_tensor *storage, const ct_map *m,
+                      rt_t0_map *out) {
+  out->m = *m;
+  if (m->y.dtype != TINY_FP32) return false;
+  for (int o = 0; o < m->nops; o++)
+    if (m->ops[o].op == TINY_CAST && m->ops[o].to != TINY_FP32) return false;
+  for (int k = 0; k < m->nin; k++)
+    if (m->in[k].t.dtype != TINY_FP32 || !(out->in[k] = slot_ptr(e, x, K, storage, m->in[k].t.slot, m->in[k].t.offset)))
+      return false;
+  return (out->y = slot_ptr(e, x, K, storage, m->y.slot, m->y.offset)) != NULL;
+}
+
+/* Kernel r as an elementwise map (every piece on the map kernel). */
+static harp_status try_map(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
+  const char *why = NULL;
+  const fn_kernel *K = &x->c->f->kernels[r];
+  ct_map_set *set = ut_xmalloc(sizeof *set);
+  rt_t0_map *pc = ut_xmalloc(sizeof *pc * CT_MAP_MAX_PIECES);
+  harp_status st = !set || !pc ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  bool ok = !st && ct_read_map(&x->src, r, rt_t0_map_op_ok, set, &why);
+  for (int k = 0; ok && k < set->npiece; k++) ok = map_piece(e, x, K, storage, &set->piece[k], &pc[k]);
+  if (!st) st = e->code;
+  if (!st && ok) {
+    *done = true;
+    for (int k = 0; k < set->npiece && !st; k++) st = rt_t0_map_run(e, &pc[k], x->threads);
+  }
+  free(set);
+  free(pc);
+  return st;
+}
+
 /* fn_playback_ex's hook: kernel r on a fast kernel when one takes it. */
 static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done) {
   t0_ctx *x = ctx;
@@ -219,6 +253,7 @@ static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage,
   else if (kind == 'a') st = try_attn(e, x, r, storage, done);
   else if (!kind) st = try_pool(e, x, r, storage, done);
   if (!st && !kind && !*done) st = try_row(e, x, r, storage, done);
+  if (!st && !kind && !*done) st = try_map(e, x, r, storage, done);
   if (*done) x->st.fast++, x->st.fast_ms += ut_now_ms() - t0;
   else x->st.interp++;
   return st;

@@ -4,7 +4,7 @@
  * (src/kernel/contract*.c) runs on the shape-generic kernels compiled into
  * libharp (run-time sizes and strides, tier0_gemm.c), every other region on
  * the reference interpreter; attention, softmax and layernorm regions on
- * row kernels (tier0_rows.c).  No C compiler is involved, so a never-seen
+ * row kernels (tier0_rows.c), elementwise maps on tier0_map.c.  No C compiler is involved, so a never-seen
  * model starts at once while its specialised object builds (cpu.c).
  * Internal to src/runtime. */
 #ifndef HARP_RT_TIER0_H
@@ -64,6 +64,17 @@ typedef struct rt_t0_row {
   float scale, eps;
 } rt_t0_row;
 
+/* An elementwise map (one piece of a ct_map_set): inputs and y resolved at
+ * their offsets. */
+typedef struct rt_t0_map {
+  ct_map m;
+  const float *in[CT_MAP_MAX_IN];
+  float *y;
+} rt_t0_map;
+
+/* The ops the map kernel evaluates (ct_read_map's ok): unary, binary, CAST. */
+bool rt_t0_map_op_ok(tiny_op op);
+harp_status rt_t0_map_run(harp_error *e, const rt_t0_map *m, int threads);
 harp_status rt_t0_attn_run(harp_error *e, const rt_t0_attn *a, int threads);
 harp_status rt_t0_softmax_run(harp_error *e, const rt_t0_row *w, int threads);
 harp_status rt_t0_layernorm_run(harp_error *e, const rt_t0_row *w, int threads);

@@ -40,7 +40,7 @@ def model(nodes, inputs, outputs, inits):
     inits {name: array} (weights, as initializers)."""
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs.items()]
     vo = [helper.make_tensor_value_info(n, TensorProto.FLOAT, sh) for n, sh in outputs]
-    ti = [helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.flatten().tolist()) for n, a in inits.items()]
+    ti = [onnx.numpy_helper.from_array(a, n) for n, a in inits.items()]
     g = helper.make_graph(nodes, "t0", vi, vo, ti)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
@@ -144,6 +144,21 @@ case("softmax rows", [helper.make_node("Softmax", ["z"], ["y"], axis=-1)], {"z":
 
 case("layernorm rows", [helper.make_node("LayerNormalization", ["z", "g", "b"], ["y"], axis=-1, epsilon=1e-5)],
      {"z": rand(7, 40, scale=2)}, [("y", (7, 40))], {"g": rand(40), "b": rand(40)}, 1, max_interp=0)
+
+# elementwise maps: a hard-swish chain with a per-channel scale (a broadcast
+# per row), and a concatenation with padding (pieces of the output)
+z, ch = rand(2, 5, 7, 9, scale=3), rand(1, 5, 1, 1)
+case("hard-swish map", [helper.make_node("HardSwish", ["z"], ["h"]), helper.make_node("Mul", ["h", "ch"], ["m"]),
+                        helper.make_node("Tanh", ["m"], ["y"])],
+     {"z": z}, [("y", (2, 5, 7, 9))], {"ch": ch}, 1, max_interp=0)
+u, v = rand(3, 40), rand(2, 40)
+case("concat + pad map", [helper.make_node("Exp", ["u"], ["eu"]), helper.make_node("Concat", ["eu", "v"], ["c"], axis=0),
+                          helper.make_node("Pad", ["c", "pads", "pv"], ["p"]), helper.make_node("Sigmoid", ["p"], ["y"])],
+     {"u": u, "v": v}, [("y", (7, 40))], {"pads": np.array([1, 0, 1, 0], np.int64), "pv": np.array(0.5, np.float32)}, 1)
+u, v = rand(3, 40), rand(3, 20)
+case("concat columns map", [helper.make_node("Exp", ["u"], ["eu"]), helper.make_node("Concat", ["eu", "v"], ["c"], axis=1),
+                            helper.make_node("Pad", ["c", "pads", "pv"], ["p"]), helper.make_node("Sigmoid", ["p"], ["y"])],
+     {"u": u, "v": v}, [("y", (3, 92))], {"pads": np.array([0, 16, 0, 16], np.int64), "pv": np.array(0.5, np.float32)}, 1)
 
 # one small BERT layer: GEMMs (one with A repacked: the heads merged back),
 # attention, GELU in an epilogue; at this width the residual adds join the
