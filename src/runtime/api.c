@@ -401,7 +401,8 @@ harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t n
     }
     return m;
   }
-  if (c->backend == HARP_BACKEND_CPU) {
+  harp_error e = {0};
+  if (c->backend == HARP_BACKEND_CPU && rt_cpu_ready(&e, c->cpu)) {
     m->inst = rt_cpu_instance_new(c->cpu, params, nbytes);
     if (!m->inst) {
       free(m);
@@ -409,6 +410,12 @@ harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t n
     }
     return m;
   }
+  if (e.code) { /* the background build failed */
+    free(m);
+    return NULL;
+  }
+  /* the interpreter, CUDA, and a CPU model still on tier 0 (knob tier0):
+   * the parameter block copied (tier 0 hands it over once the object is ready) */
   m->params = ut_xmalloc(nbytes ? nbytes : 1);
   if (!m->params) {
     free(m);
@@ -416,7 +423,6 @@ harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t n
   }
   if (nbytes) memcpy(m->params, params, nbytes);
   if (c->backend == HARP_BACKEND_CUDA) { /* its own context, module, device memory and graph; the build shared */
-    harp_error e = {0};
     if (rt_gpu_instance(&e, c->gpu, &m->gpu)) {
       harp_model_free(m);
       return NULL;
@@ -454,7 +460,10 @@ static int run_tensors(harp_model *m, const void *const *inputs, void *const *ou
     const tiny_node *x = &g->nodes[ins[i]];
     t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : (void *)inputs[ki++]);
   }
-  if (m->gpu ? rt_gpu_run_into(&e, m->gpu, t, n, outputs) : tiny_interp(&e, g, &c->syms, t, n, o)) {
+  harp_status st = m->gpu                          ? rt_gpu_run_into(&e, m->gpu, t, n, outputs)
+                   : c->backend == HARP_BACKEND_CPU ? rt_cpu_run_tier0(&e, c->cpu, t, n, o)
+                                                    : tiny_interp(&e, g, &c->syms, t, n, o);
+  if (st) {
     char buf[1024];
     harp_error_format(&e, buf, sizeof buf);
     snprintf(m->error, sizeof m->error, "%s", buf);
@@ -477,6 +486,20 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
   m->error[0] = 0;
   if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
   if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
+  if (!m->inst) { /* tier 0 (knob tier0) until the object is ready, then an instance of it */
+    harp_error e = {0};
+    if (rt_cpu_ready(&e, m->c->cpu) && !(m->inst = rt_cpu_instance_new(m->c->cpu, m->params, harp_params_bytes(m->c)))) {
+      snprintf(m->error, sizeof m->error, "model_init failed");
+      return 1;
+    }
+    if (e.code) {
+      harp_error_format(&e, m->error, (int)sizeof m->error);
+      return 1;
+    }
+    if (!m->inst) return run_tensors(m, inputs, outputs);
+    free(m->params); /* the instance copied or packed what it keeps */
+    m->params = NULL;
+  }
   int rc = rt_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
   if (rc) {
     const char *k = rt_cpu_error_kernel(m->c->cpu, rc);

@@ -46,7 +46,18 @@ struct rt_cpu_model {
   double build_ms;       /* its wall time */
   rt_t0_stats t0;        /* the last run's, when last_tier0 */
   bool last_tier0;
+  pthread_mutex_t mu;    /* join_build: instances of one model may run on several threads */
+  pthread_mutex_t t0mu;  /* one tier-0 run at a time (the readers reach isl, whose context is not shared safely) */
 };
+
+/* A tier-0 run of m, one at a time. */
+static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
+                                rt_t0_stats *stats) {
+  pthread_mutex_lock(&m->t0mu);
+  harp_status st = rt_tier0_run(e, m->c, inputs, ninputs, outputs, stats);
+  pthread_mutex_unlock(&m->t0mu);
+  return st;
+}
 
 /* The builder thread: the build stage of m's compile, at a lower priority
  * than the runs it overlaps (on Linux the nice value is the thread's, and
@@ -68,8 +79,8 @@ static void *build_main(void *arg) {
 static harp_status load_so(harp_error *e, rt_cpu_model *m);
 
 /* Wait for the builder thread, then load what it built; its error, if
- * any, into e. */
-static harp_status join_build(harp_error *e, rt_cpu_model *m) {
+ * any, into e.  Under m->mu. */
+static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   if (!m->building) return HARP_OK;
   pthread_join(m->builder, NULL);
   m->building = false;
@@ -82,6 +93,13 @@ static harp_status join_build(harp_error *e, rt_cpu_model *m) {
   return load_so(e, m);
 }
 
+static harp_status join_build(harp_error *e, rt_cpu_model *m) {
+  pthread_mutex_lock(&m->mu);
+  harp_status st = join_build_locked(e, m);
+  pthread_mutex_unlock(&m->mu);
+  return st;
+}
+
 void rt_cpu_free(rt_cpu_model *m) {
   if (!m) return;
   harp_error e = {0};
@@ -89,6 +107,8 @@ void rt_cpu_free(rt_cpu_model *m) {
   harp_error_clear(&e);
   if (m->dl) dlclose(m->dl);
   rt_compile_free(m->c);
+  pthread_mutex_destroy(&m->mu);
+  pthread_mutex_destroy(&m->t0mu);
   free(m);
 }
 
@@ -152,6 +172,8 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   double t0 = ut_now_ms();
   rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->t0mu, NULL);
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
   m->tier0 = base ? RT_TIER0_OFF : k.tier0;
@@ -239,14 +261,31 @@ done:
   return st;
 }
 
+bool rt_cpu_ready(harp_error *e, rt_cpu_model *m) {
+  pthread_mutex_lock(&m->mu);
+  if (m->building && __atomic_load_n(&m->built, __ATOMIC_ACQUIRE)) join_build_locked(e, m);
+  bool ready = m->dl != NULL;
+  pthread_mutex_unlock(&m->mu);
+  return ready;
+}
+
+harp_status rt_cpu_run_tier0(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  return tier0_locked(e, m, inputs, ninputs, outputs, NULL);
+}
+
 /* One run: the object when it is loaded (or its build just finished),
  * else tier 0. */
 static harp_status run_any(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, ut_tensor *taken, int ninputs,
                            ut_tensor *outputs) {
-  if (m->building && __atomic_load_n(&m->built, __ATOMIC_ACQUIRE) && join_build(e, m)) return e->code;
-  m->last_tier0 = !m->dl;
+  harp_error be = {0};
+  bool ready = rt_cpu_ready(&be, m);
+  if (be.code) {
+    *e = be;
+    return e->code;
+  }
+  m->last_tier0 = !ready;
   if (m->dl) return run_once(e, m, inputs, taken, ninputs, outputs);
-  return rt_tier0_run(e, m->c, inputs, ninputs, outputs, &m->t0);
+  return tier0_locked(e, m, inputs, ninputs, outputs, &m->t0);
 }
 
 harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
