@@ -127,6 +127,7 @@ bool rt_cpu_object_cached(const rt_compile *c) {
 
 harp_status rt_cpu_build_stage(rt_compile *c) {
   c->opts.until = RT_STAGE_LOAD; /* every stage: the build is the one left */
+  c->opts.after_stage = NULL;    /* no dump is the build's; the caller's hook is not for another thread */
   c->stopped = false;
   rt_stage_run(c, RT_STAGE_BUILD, cpu_build);
   return c->status;

@@ -192,6 +192,24 @@ if p1.returncode == 0 and p2.returncode == 0:
     s.check("auto: tier 0 vs onnxruntime", *close(np.load(os.path.join(o1, "y.npy")), want, rtol=1e-4, atol=1e-4))
     s.check("auto: the object vs onnxruntime", *close(np.load(os.path.join(o2, "y.npy")), want, rtol=1e-4, atol=1e-4))
 
+# two processes on one cold cache at once: both answer, one object is kept
+cache2 = tempfile.mkdtemp()
+procs = []
+for i in range(2):
+    out = tempfile.mkdtemp()
+    f = os.path.join(out, "in_x.npy")
+    np.save(f, x)
+    procs.append((subprocess.Popen([HARP, "run", path, "--out", out, "--input", f"x={f}", "--knob", "tier0=auto"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=dict(os.environ, HARP_CACHE_DIR=cache2)), out))
+for i, (pr, out) in enumerate(procs):
+    _, err = pr.communicate(timeout=300)
+    s.check(f"concurrent run {i}: succeeds", pr.returncode == 0, err.strip()[-300:])
+    if pr.returncode == 0:
+        s.check(f"concurrent run {i}: vs onnxruntime", *close(np.load(os.path.join(out, "y.npy")), want, rtol=1e-4, atol=1e-4))
+objs = [f for f in os.listdir(cache2) if f.endswith(".so")]
+s.check("concurrent runs: one object in the cache", len(objs) == 1, str(os.listdir(cache2)))
+
 # a wrong-shaped input: a clear error naming it, no output file
 p3, o3 = harp(path, {"x": rand(1, 4, 10, 9)}, "force")
 s.check("wrong shape: refused with a message", p3.returncode != 0 and "x" in p3.stderr and "Traceback" not in p3.stderr,
