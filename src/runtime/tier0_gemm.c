@@ -9,8 +9,9 @@
  * The micro-kernel is 6 rows x 32 columns of fp32 with AVX-512 or AVX2 +
  * FMA intrinsics chosen once by CPUID (a plain C loop elsewhere); B is
  * packed per 32-column panel, A per 6-row strip, both zero-filled past the
- * edge.  Panels are shared out over threads (pthreads, a counter).
- * Needs: contract.h (ct_epi), pthreads.  Gives: rt_t0_gemm, rt_t0_conv. */
+ * edge.  Panels are shared out over threads (pthreads, a counter).  A
+ * depthwise conv runs directly, one plane per task.
+ * Needs: contract.h (ct_epi), pthreads.  Gives: rt_t0_gemm_run, rt_t0_conv_run. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -278,8 +279,56 @@ static rt_t0_gemm weights_as_a(const rt_t0_conv *cv, int64_t grp) {
   return (rt_t0_gemm){.M = M, .K = K, .a = cv->w + grp * M * K, .a_sm = K, .a_sk = 1};
 }
 
+/* ---- depthwise: one plane per task --------------------------------------------- */
+typedef struct dw_job {
+  const rt_t0_conv *cv;
+  int64_t next; /* atomic: the next (image, channel) plane */
+} dw_job;
+
+/* Plane t (image t / c, channel t % c) of a depthwise conv, directly. */
+static void dw_plane(const rt_t0_conv *cv, int64_t t) {
+  const ct_conv *c = &cv->c;
+  int64_t img = t / c->c, ch = t % c->c, P = cv->oh * cv->ow;
+  const float *x = cv->x + t * c->h * c->w, *w = cv->w + ch * c->kh * c->kw;
+  float *y = cv->y + t * P;
+  for (int64_t oh = 0; oh < cv->oh; oh++)
+    for (int64_t ow = 0; ow < cv->ow; ow++) {
+      float acc = 0.0f;
+      for (int64_t r = 0; r < c->kh; r++) {
+        int64_t ih = oh * c->stride[0] - c->pad[0] + r * c->dil[0];
+        if (ih < 0 || ih >= c->h) continue;
+        for (int64_t q = 0; q < c->kw; q++) {
+          int64_t iw = ow * c->stride[1] - c->pad[1] + q * c->dil[1];
+          if (iw >= 0 && iw < c->w) acc += x[ih * c->w + iw] * w[r * c->kw + q];
+        }
+      }
+      int64_t p = oh * cv->ow + ow;
+      y[p] = epilogue(cv->epi, cv->nepi, acc, 0, 0, ch, p, (img * c->oc + ch) * P + p, true);
+    }
+}
+
+static void *dw_worker(void *arg) {
+  dw_job *j = arg;
+  int64_t n = j->cv->c.n * j->cv->c.c;
+  for (int64_t t; (t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < n;) dw_plane(j->cv, t);
+  return NULL;
+}
+
+/* A depthwise conv (groups == channels == output channels): planes over threads. */
+static harp_status run_depthwise(const rt_t0_conv *cv, int threads) {
+  dw_job j = {.cv = cv};
+  pthread_t th[RT_T0_MAX_THREADS];
+  int started = 0;
+  for (int i = 1; i < threads && i < RT_T0_MAX_THREADS; i++)
+    if (!pthread_create(&th[started], NULL, dw_worker, &j)) started++;
+  dw_worker(&j);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  return HARP_OK;
+}
+
 harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads) {
   const ct_conv *c = &cv->c;
+  if (c->groups == c->c && c->oc == c->c) return run_depthwise(cv, threads);
   int64_t P = cv->oh * cv->ow, cg = c->c / c->groups;
   harp_status st = HARP_OK;
   for (int64_t grp = 0; grp < c->groups && !st; grp++) {
