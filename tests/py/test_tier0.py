@@ -164,12 +164,7 @@ case("concat columns map", [helper.make_node("Exp", ["u"], ["eu"]), helper.make_
 # attention, GELU in an epilogue; at this width the residual adds join the
 # layernorms' regions, which stay on the interpreter
 S, E, H, F = 12, 32, 4, 48
-t = {}
-for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
-    t[f"{n}0"] = rand(*shape, scale=shape[0] ** -0.5)
-for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
-    t[f"{n}0"] = rand(d, scale=0.1)
-t["g10"], t["g20"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+t = om.bert_weights(rand, E, F)
 bert_path = os.path.join(tempfile.mkdtemp(), "bert.onnx")
 onnx.save(om.bert(t, 1, S, E, H, F, gelu_op=True), bert_path)
 case("bert layer", None, {"x": rand(1, S, E)}, [("y", (1, S, E))], None, 6, path=bert_path, max_interp=2)
