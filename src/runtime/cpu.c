@@ -285,7 +285,15 @@ static harp_status run_any(harp_error *e, rt_cpu_model *m, const ut_tensor *inpu
   }
   m->last_tier0 = !ready;
   if (m->dl) return run_once(e, m, inputs, taken, ninputs, outputs);
-  return tier0_locked(e, m, inputs, ninputs, outputs, &m->t0);
+  harp_status st = tier0_locked(e, m, inputs, ninputs, outputs, &m->t0);
+  if (st && st != HARP_E_INPUT_MISMATCH && st != HARP_E_NO_MEMORY && m->building) {
+    /* tier 0 could not run it (a case its kernels or the interpreter refuse): the object can */
+    harp_error_clear(e);
+    if (join_build(e, m)) return e->code;
+    m->last_tier0 = false;
+    return run_once(e, m, inputs, taken, ninputs, outputs);
+  }
+  return st;
 }
 
 harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
