@@ -120,6 +120,7 @@ static harp_status finish_pending(harp_error *e, const cli_opts *o, rt_cpu_model
   double build_ms;
   harp_status st = rt_cpu_wait_build(e, cm, &build_ms);
   if (o->time_stages && build_ms >= 0) fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background)\n", build_ms);
+  if (!st && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
   rt_cpu_free(cm);
   return st;
 }

@@ -70,7 +70,7 @@ static void *build_main(void *arg) {
   if (!errno) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 10 < 19 ? nice_now + 10 : 19);
 #endif
   double t0 = ut_now_ms();
-  rt_cpu_build_stage(m->c);
+  rt_cpu_build_unrecorded(m->c); /* its error in m->build_err (m->c->e) */
   m->build_ms = ut_now_ms() - t0;
   __atomic_store_n(&m->built, 1, __ATOMIC_RELEASE);
   return NULL;
@@ -85,6 +85,8 @@ static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   pthread_join(m->builder, NULL);
   m->building = false;
   m->c->e = e;
+  m->c->ms[RT_STAGE_BUILD] = m->build_ms; /* the stage table is this thread's */
+  m->c->ran[RT_STAGE_BUILD] = !m->build_err.code;
   if (m->build_err.code) {
     harp_status st = ut_fail(e, m->build_err.code, m->build_err.node, "%s", m->build_err.msg);
     harp_error_clear(&m->build_err);
@@ -316,9 +318,12 @@ harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) 
   return st;
 }
 
-const char *rt_cpu_source(const rt_cpu_model *m) { return m->c->source; }
-bool rt_cpu_cache_hit(const rt_cpu_model *m) { return m->c->cache_hit; }
-const char *rt_cpu_warning(const rt_cpu_model *m) { return m->c->cc_warning[0] ? m->c->cc_warning : NULL; }
+/* While the object builds on its thread (knob tier0) its fields are the
+ * thread's: the source only when kept, no cache hit (it builds because
+ * there was none), no warning yet (harp run prints it after the wait). */
+const char *rt_cpu_source(const rt_cpu_model *m) { return m->building && !m->c->opts.keep_source ? NULL : m->c->source; }
+bool rt_cpu_cache_hit(const rt_cpu_model *m) { return !m->building && m->c->cache_hit; }
+const char *rt_cpu_warning(const rt_cpu_model *m) { return !m->building && m->c->cc_warning[0] ? m->c->cc_warning : NULL; }
 double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }

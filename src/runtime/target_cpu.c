@@ -2,7 +2,8 @@
  * CPU, the Function with fp32 temps, plans (overrides, plan cache,
  * defaults), the C translation unit, and the shared object (cached).
  * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build).
- * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached, rt_cpu_build_stage
+ * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached, rt_cpu_build_stage,
+ * rt_cpu_build_unrecorded
  * (tier 0: the build run after the rest, on another thread). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,8 @@ bool rt_cpu_object_cached(const rt_compile *c) {
   rt_cc_opts cc = cpu_cc_opts(c, host_flags, sizeof host_flags, &jcc);
   return c->source && rt_cc_cached(c->source, &cc);
 }
+
+harp_status rt_cpu_build_unrecorded(rt_compile *c) { return cpu_build(c); }
 
 harp_status rt_cpu_build_stage(rt_compile *c) {
   c->opts.until = RT_STAGE_LOAD; /* every stage: the build is the one left */

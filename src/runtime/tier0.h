@@ -101,5 +101,10 @@ harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const ut_tensor *in
  * with c->e pointing at that thread's error). */
 bool rt_cpu_object_cached(const rt_compile *c);
 harp_status rt_cpu_build_stage(rt_compile *c);
+/* The build alone, on another thread than the compile's reader: it writes
+ * only the build's fields (so_path, cache_hit, so_temp, cc_warning, source
+ * unless kept) and c->e, not the stage table (ran, ms, status), which the
+ * caller fills in once it joined the thread. */
+harp_status rt_cpu_build_unrecorded(rt_compile *c);
 
 #endif
