@@ -242,10 +242,15 @@ static harp_status try_map(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, 
   return st;
 }
 
-/* fn_playback_ex's hook: kernel r on a fast kernel when one takes it. */
+/* fn_playback_ex's hook: kernel r on a fast kernel when one takes it.  A
+ * model output a reader allocated before it declined is freed again (the
+ * interpreter's result takes its place). */
 static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done) {
   t0_ctx *x = ctx;
   double t0 = ut_now_ms();
+  const fn_kernel *K = &x->c->f->kernels[r];
+  uint64_t unset = 0; /* writes without storage yet (the first 64) */
+  for (int w = 0; w < K->nwrites && w < 64; w++) unset |= (uint64_t)!storage[K->writes[w]].data << w;
   char kind = ct_kind(&x->src, r);
   harp_status st = HARP_OK;
   if (kind == 'g') st = try_gemm(e, x, r, storage, done);
@@ -256,6 +261,8 @@ static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage,
   if (!st && !kind && !*done) st = try_map(e, x, r, storage, done);
   if (*done) x->st.fast++, x->st.fast_ms += ut_now_ms() - t0;
   else x->st.interp++;
+  for (int w = 0; !*done && w < K->nwrites && w < 64; w++)
+    if (unset >> w & 1) ut_tensor_free(&storage[K->writes[w]]);
   return st;
 }
 
