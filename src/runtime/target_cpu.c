@@ -58,6 +58,7 @@ static harp_status cpu_code(rt_compile *c) {
     rt_plan_choice *ch = &c->plans.choice[i];
     if (ch->has_plan && !ch->applied && !ch->note[0]) snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
   }
+  c->source_bytes = src.len, c->source_kernels = c->f->nkernels;
   if (!st && !(c->source = ut_str_take(&src))) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   ut_str_free(&src);
   return st;
