@@ -141,17 +141,32 @@ static void pack_a(const rt_t0_gemm *g, const float *a, int64_t m0, float *ap) {
   }
 }
 
-/* Columns n0..n0+NR of B (strided) as [K][NR], zeros past N. */
-static void pack_b(const rt_t0_gemm *g, const float *b, int64_t n0, float *bp) {
-  int64_t nn = g->N - n0 < NR ? g->N - n0 : NR;
-  for (int64_t k = 0; k < g->K; k++) {
-    const float *row = b + k * g->b_sk + n0 * g->b_sn;
+/* Columns n0..n0+NR of B ([K][N] at strides b_sk, b_sn) as [K][NR], zeros past N. */
+static void pack_b(const float *b, int64_t K, int64_t N, int64_t b_sk, int64_t b_sn, int64_t n0, float *bp) {
+  int64_t nn = N - n0 < NR ? N - n0 : NR;
+  for (int64_t k = 0; k < K; k++) {
+    const float *row = b + k * b_sk + n0 * b_sn;
     float *o = bp + k * NR;
-    if (g->b_sn == 1) memcpy(o, row, (size_t)nn * sizeof *o);
+    if (b_sn == 1) memcpy(o, row, (size_t)nn * sizeof *o);
     else
-      for (int64_t j = 0; j < nn; j++) o[j] = row[j * g->b_sn];
+      for (int64_t j = 0; j < nn; j++) o[j] = row[j * b_sn];
     for (int64_t j = nn; j < NR; j++) o[j] = 0.0f;
   }
+}
+
+/* o[j0..j1) = plane row ih from column iw (consecutive), zeros outside the plane. */
+static void copy_run(float *o, const float *plane, const ct_conv *c, int64_t ih, int64_t iw, int j0, int j1) {
+  if (ih < 0 || ih >= c->h) {
+    for (int j = j0; j < j1; j++) o[j] = 0.0f;
+    return;
+  }
+  const float *row = plane + ih * c->w;
+  int j = j0;
+  for (; j < j1 && iw + (j - j0) < 0; j++) o[j] = 0.0f;
+  int64_t avail = c->w - (iw + (j - j0)); /* columns left in the row from here */
+  int n = (int)(j1 - j < avail ? j1 - j : avail > 0 ? avail : 0);
+  if (n > 0) memcpy(o + j, row + iw + (j - j0), (size_t)n * sizeof *o);
+  for (j += n; j < j1; j++) o[j] = 0.0f;
 }
 
 /* The im2col column block n0..n0+NR of image x (one group's channels) as
@@ -166,12 +181,25 @@ static void pack_im2col(const rt_t0_conv *cv, const float *x, int64_t n0, float 
     ih0[j] = p / cv->ow * c->stride[0] - c->pad[0];
     iw0[j] = p % cv->ow * c->stride[1] - c->pad[1];
   }
+  /* runs of the panel's pixels along one output row: with stride 1 each is
+   * one row segment of the input (memcpy, padding as zeros) */
+  int run_at[NR + 1], nrun = 0;
+  for (int j = 0; j < nn; j++)
+    if (!j || ih0[j] != ih0[j - 1]) run_at[nrun++] = j;
+  run_at[nrun] = nn;
+  bool unit = c->stride[1] == 1;
   int64_t k = 0;
   for (int64_t ch = 0; ch < cg; ch++)
     for (int64_t r = 0; r < c->kh; r++)
       for (int64_t s = 0; s < c->kw; s++, k++) {
         float *o = bp + k * NR;
         const float *plane = x + ch * c->h * c->w;
+        if (unit) {
+          for (int q = 0; q < nrun; q++)
+            copy_run(o, plane, c, ih0[run_at[q]] + r * c->dil[0], iw0[run_at[q]] + s * c->dil[1], run_at[q], run_at[q + 1]);
+          for (int j = nn; j < NR; j++) o[j] = 0.0f;
+          continue;
+        }
         for (int j = 0; j < NR; j++) {
           int64_t ih = ih0[j] + r * c->dil[0], iw = iw0[j] + s * c->dil[1];
           o[j] = j < nn && ih >= 0 && ih < c->h && iw >= 0 && iw < c->w ? plane[ih * c->w + iw] : 0.0f;
@@ -187,6 +215,8 @@ typedef struct job {
   float *c;
   const float *ap;      /* A packed: ceil(M / MR) strips of [K][MR] */
   int64_t M, N, K, b0, b1, grp; /* b0, b1: the batch (conv: the image); grp: the conv's group */
+  int64_t b_sk, b_sn;   /* a GEMM's B strides */
+  bool im2col;          /* a conv: B is the image's im2col (1x1 convs are GEMM regions already) */
   int npanel;
   int next;             /* the next panel (atomic) */
   ukr_fn ukr;
@@ -219,8 +249,8 @@ static void *worker(void *arg) {
   }
   for (int p; (p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->npanel;) {
     int64_t n0 = (int64_t)p * NR;
-    if (j->g) pack_b(j->g, j->b, n0, bp);
-    else pack_im2col(j->cv, j->b, n0, bp);
+    if (j->im2col) pack_im2col(j->cv, j->b, n0, bp);
+    else pack_b(j->b, j->K, j->N, j->b_sk, j->b_sn, n0, bp);
     for (int64_t m0 = 0; m0 < j->M; m0 += MR) {
       j->ukr(j->K, j->ap + m0 / MR * j->K * MR, bp, t);
       store_tile(j, t, m0, n0);
@@ -264,7 +294,7 @@ harp_status rt_t0_gemm_run(harp_error *e, const rt_t0_gemm *g, int threads) {
       float *ap = pack_all_a(g, a);
       if (!ap) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory packing a %lld x %lld operand", (long long)g->M,
                               (long long)g->K);
-      job j = {.g = g, .a = a, .b = g->b + b0 * g->b_sb[0] + b1 * g->b_sb[1],
+      job j = {.g = g, .a = a, .b = g->b + b0 * g->b_sb[0] + b1 * g->b_sb[1], .b_sk = g->b_sk, .b_sn = g->b_sn,
                .c = g->c + b0 * g->c_sb[0] + b1 * g->c_sb[1], .ap = ap, .M = g->M, .N = g->N, .K = g->K, .b0 = b0, .b1 = b1};
       st = run_job(e, &j, threads);
       free(ap);
@@ -336,7 +366,7 @@ harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads) {
     float *ap = pack_all_a(&wa, wa.a);
     if (!ap) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory packing a conv's weights");
     for (int64_t img = 0; img < c->n && !st; img++) {
-      job j = {.cv = cv, .b = cv->x + (img * c->c + grp * cg) * c->h * c->w,
+      job j = {.cv = cv, .b = cv->x + (img * c->c + grp * cg) * c->h * c->w, .im2col = true,
                .c = cv->y + (img * c->oc + grp * wa.M) * P, .ap = ap, .M = wa.M, .N = P, .K = wa.K, .b0 = img, .grp = grp};
       st = run_job(e, &j, threads);
     }

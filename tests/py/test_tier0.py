@@ -103,6 +103,12 @@ case("conv stride 2 dilation 2 asymmetric pads", [conv("x", "w", None, "y", stri
                                                        dilations=[2, 2])],
      {"x": x}, [("y", (2, 9, 8, 7))], {"w": w}, 1)
 
+# stride 1 with dilation 3 and asymmetric pads: the row-segment im2col, runs
+# that start and end in the padding, pixels of a panel over several rows
+x, w = rand(1, 3, 11, 37), rand(4, 3, 3, 3, scale=0.3)
+case("conv stride 1 dilation 3 asymmetric pads", [conv("x", "w", None, "y", pads=[3, 0, 1, 4], dilations=[3, 3])],
+     {"x": x}, [("y", (1, 4, 9, 35))], {"w": w}, 1)
+
 # grouped and depthwise, then a residual add and a clip (ReLU6)
 x, wg, wd = rand(1, 8, 9, 10), rand(8, 2, 3, 3, scale=0.3), rand(8, 1, 3, 3, scale=0.3)
 case("grouped + depthwise + residual + clip",
