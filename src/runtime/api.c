@@ -410,10 +410,7 @@ harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t n
     }
     return m;
   }
-  if (e.code) { /* the background build failed */
-    free(m);
-    return NULL;
-  }
+  harp_error_clear(&e); /* a failed background build: tier 0 goes on (harp_compiled_warning says why) */
   /* the interpreter, CUDA, and a CPU model still on tier 0 (knob tier0):
    * the parameter block copied (tier 0 hands it over once the object is ready) */
   m->params = ut_xmalloc(nbytes ? nbytes : 1);
@@ -492,10 +489,7 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
       snprintf(m->error, sizeof m->error, "model_init failed");
       return 1;
     }
-    if (e.code) {
-      harp_error_format(&e, m->error, (int)sizeof m->error);
-      return 1;
-    }
+    harp_error_clear(&e); /* a failed background build: tier 0 goes on (harp_compiled_warning says why) */
     if (!m->inst) return run_tensors(m, inputs, outputs);
     free(m->params); /* the instance copied or packed what it keeps */
     m->params = NULL;

@@ -87,7 +87,9 @@ static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   m->c->e = e;
   m->c->ms[RT_STAGE_BUILD] = m->build_ms; /* the stage table is this thread's */
   m->c->ran[RT_STAGE_BUILD] = !m->build_err.code;
-  if (m->build_err.code) {
+  if (m->build_err.code) { /* kept as the model's warning: runs stay on tier 0 */
+    snprintf(m->c->cc_warning, sizeof m->c->cc_warning, "the background build failed, runs stay on tier 0: %.400s",
+             m->build_err.msg);
     harp_status st = ut_fail(e, m->build_err.code, m->build_err.node, "%s", m->build_err.msg);
     harp_error_clear(&m->build_err);
     return st;
@@ -323,7 +325,14 @@ harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) 
  * there was none), no warning yet (harp run prints it after the wait). */
 const char *rt_cpu_source(const rt_cpu_model *m) { return m->building && !m->c->opts.keep_source ? NULL : m->c->source; }
 bool rt_cpu_cache_hit(const rt_cpu_model *m) { return !m->building && m->c->cache_hit; }
-const char *rt_cpu_warning(const rt_cpu_model *m) { return !m->building && m->c->cc_warning[0] ? m->c->cc_warning : NULL; }
+const char *rt_cpu_warning(const rt_cpu_model *m) {
+  if (m->building) { /* a build that finished is joined here (never waited for) */
+    harp_error e = {0};
+    rt_cpu_ready(&e, (rt_cpu_model *)m);
+    harp_error_clear(&e);
+  }
+  return !m->building && m->c->cc_warning[0] ? m->c->cc_warning : NULL;
+}
 double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }

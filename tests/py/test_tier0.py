@@ -211,6 +211,17 @@ for i, (pr, out) in enumerate(procs):
 objs = [f for f in os.listdir(cache2) if f.endswith(".so")]
 s.check("concurrent runs: one object in the cache", len(objs) == 1, str(os.listdir(cache2)))
 
+# no C compiler at all: tier0=auto still answers, and says the build failed
+out = tempfile.mkdtemp()
+f = os.path.join(out, "in_x.npy")
+np.save(f, x)
+p4 = subprocess.run([HARP, "run", path, "--out", out, "--input", f"x={f}", "--knob", "tier0=auto", "--knob",
+                     "cc=/nonexistent/cc"], capture_output=True, text=True, timeout=300,
+                    env=dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp()))
+s.check("no compiler: tier 0 answers", p4.returncode == 0 and "background build failed" in p4.stderr, p4.stderr.strip()[-300:])
+if p4.returncode == 0:
+    s.check("no compiler: vs onnxruntime", *close(np.load(os.path.join(out, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
 # a wrong-shaped input: a clear error naming it, no output file
 p3, o3 = harp(path, {"x": rand(1, 4, 10, 9)}, "force")
 s.check("wrong shape: refused with a message", p3.returncode != 0 and "x" in p3.stderr and "Traceback" not in p3.stderr,

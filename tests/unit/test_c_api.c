@@ -2,6 +2,7 @@
  * model file with a weight, run instances on both backends, compare; and
  * the API's error paths. */
 #include <math.h>
+#include <unistd.h>
 
 #include "harp.h"
 #include "harp/advanced.h"
@@ -177,13 +178,13 @@ static void test_knobs(void **state) {
 
 /* examples/conv_block.harp (3x3 conv, bias, SiLU) through harp.h with
  * the knob tier0 (tier0 in opts' knobs) on the CPU, into y. */
-static void conv_block_run(harp_backend backend, const char *tier0, const char *cache, float *y) {
+static bool conv_block_run(harp_backend backend, const char *tier0, const char *cache, const char *knob, float *y) {
   harp_error err = {0};
   const char *weights[] = {"w", "b", NULL};
   char k1[64], k2[600];
   snprintf(k1, sizeof k1, "tier0=%s", tier0);
   snprintf(k2, sizeof k2, "cache_dir=%s", cache);
-  const char *knobs[] = {k1, k2, NULL};
+  const char *knobs[] = {k1, k2, knob, NULL};
   harp_options opts = {.backend = backend, .params = weights, .knobs = knobs, .no_env = true};
   harp_compiled *c;
   char path[1024];
@@ -204,7 +205,13 @@ static void conv_block_run(harp_backend backend, const char *tier0, const char *
     assert_null(harp_model_error(m));
   }
   harp_model_free(m);
+  bool warned = harp_compiled_warning(c) != NULL;
+  for (int i = 0; i < 200 && !warned && knob; i++) { /* a failing build ends soon: its warning then shows */
+    usleep(50000);
+    warned = harp_compiled_warning(c) != NULL;
+  }
   harp_compiled_free(c);
+  return warned;
 }
 
 /* tier0=force: every run on tier 0 (no compiler); auto on a cold cache:
@@ -215,11 +222,15 @@ static void test_tier0(void **state) {
   char root[] = "/tmp/harp_tier0_XXXXXX", cmd[128];
   assert_non_null(mkdtemp(root));
   static float ref[16 * 16 * 16], got[16 * 16 * 16];
-  conv_block_run(HARP_BACKEND_INTERP, "off", root, ref);
-  const char *modes[] = {"force", "auto"};
-  for (int k = 0; k < 2; k++) {
+  conv_block_run(HARP_BACKEND_INTERP, "off", root, NULL, ref);
+  /* force; auto on a cold cache; auto with no compiler (runs stay on tier 0, a warning says why) */
+  const char *modes[] = {"force", "auto", "auto"}, *extra[] = {NULL, NULL, "cc=/nonexistent/cc"};
+  for (int k = 0; k < 3; k++) {
     memset(got, 0, sizeof got);
-    conv_block_run(HARP_BACKEND_CPU, modes[k], root, got);
+    char cache[64];
+    snprintf(cache, sizeof cache, "%s/%d", root, k);
+    bool warned = conv_block_run(HARP_BACKEND_CPU, modes[k], cache, extra[k], got);
+    assert_int_equal(warned, k == 2);
     for (int i = 0; i < 16 * 16 * 16; i++) assert_true(fabsf(got[i] - ref[i]) <= 1e-4f + 1e-4f * fabsf(ref[i]));
   }
   snprintf(cmd, sizeof cmd, "rm -rf %s", root);
