@@ -183,7 +183,7 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   m->tier0 = base ? RT_TIER0_OFF : k.tier0;
   if (m->tier0 != RT_TIER0_OFF) { /* stop before the build: tier0_start decides */
     co.keep_analysis = true;
-    co.until = m->tier0 == RT_TIER0_FORCE ? RT_STAGE_PLANS : RT_STAGE_CODE;
+    co.until = RT_STAGE_CODE; /* the C exists (packages, dumps, an instance's build): only cc waits */
   }
   harp_status st = base ? rt_compile_variant(e, base->c, &co, &m->c)
                       : rt_compile_run(e, &rt_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
@@ -337,10 +337,22 @@ double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }
 
-void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) {
+/* The object for an instance: the background build waited for, or with
+ * tier0=force (which builds none) built now. */
+static void object_for_instance(rt_cpu_model *m) {
   harp_error e = {0};
-  join_build(&e, (rt_cpu_model *)m); /* instances are the object's: wait for it */
+  join_build(&e, m);
+  pthread_mutex_lock(&m->mu);
+  if (!m->dl && m->tier0 == RT_TIER0_FORCE && m->c->source) {
+    m->c->e = &e;
+    if (!rt_cpu_build_stage(m->c)) load_so(&e, m);
+  }
+  pthread_mutex_unlock(&m->mu);
   harp_error_clear(&e);
+}
+
+void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) {
+  object_for_instance((rt_cpu_model *)m); /* instances are the object's */
   return m->init ? m->init(params, nbytes) : NULL;
 }
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {

@@ -222,6 +222,18 @@ s.check("no compiler: tier 0 answers", p4.returncode == 0 and "background build 
 if p4.returncode == 0:
     s.check("no compiler: vs onnxruntime", *close(np.load(os.path.join(out, "y.npy")), want, rtol=1e-4, atol=1e-4))
 
+# what needs the object under tier0=force builds it: harp bench times it,
+# harp compile writes the package (the C is printed on tier 0 too)
+pb = subprocess.run([HARP, "bench", path, "--knob", "tier0=force", "--repeat", "2", "--warmup", "1"], capture_output=True,
+                    text=True, timeout=300, env=dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp()))
+s.check("force: harp bench runs the object", pb.returncode == 0 and "median" in pb.stdout + pb.stderr,
+        (pb.stdout + pb.stderr).strip()[-300:])
+pkg = os.path.join(tempfile.mkdtemp(), "pkg")
+pc = subprocess.run([HARP, "compile", path, "--target", "cpu", "-o", pkg, "--knob", "tier0=force"], capture_output=True,
+                    text=True, timeout=300, env=dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp()))
+s.check("force: harp compile writes the package", pc.returncode == 0 and os.path.exists(os.path.join(pkg, "model.c")),
+        pc.stderr.strip()[-300:])
+
 # a wrong-shaped input: a clear error naming it, no output file
 p3, o3 = harp(path, {"x": rand(1, 4, 10, 9)}, "force")
 s.check("wrong shape: refused with a message", p3.returncode != 0 and "x" in p3.stderr and "Traceback" not in p3.stderr,
