@@ -390,12 +390,7 @@ def bert_model(layers, E, H, F):
 
 def case_bert(layers=2, S=128, E=768, H=12, F=3072):
     t = {"x": rand(1, S, E)}
-    for l in range(layers):
-        for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
-            t[f"{n}{l}"] = rand(*shape, scale=shape[0] ** -0.5)
-        for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
-            t[f"{n}{l}"] = rand(d, scale=0.1)
-        t[f"g1{l}"], t[f"g2{l}"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+    t.update(om.bert_weights(rand, E, F, layers))
     peers = {}
     ref = None
     if ort:
