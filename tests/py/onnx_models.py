@@ -64,19 +64,6 @@ def resnet18(t, hw=224, classes=1000):
     return model(nodes, [vi("x", [1, 3, hw, hw])], [vi("y", [1, t["bf"].shape[0]])], [init(k, v) for k, v in t.items()])
 
 
-def bert_weights(rand, E, F, layers=1):
-    """bert()'s weights for `layers` layers from rand(*shape, scale=...): He-scaled matrices, small biases,
-    layernorm gains near 1."""
-    t = {}
-    for l in range(layers):
-        for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
-            t[f"{n}{l}"] = rand(*shape, scale=shape[0] ** -0.5)
-        for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
-            t[f"{n}{l}"] = rand(d, scale=0.1)
-        t[f"g1{l}"], t[f"g2{l}"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
-    return t
-
-
 def bert(t, layers, S, E, H, F, gelu_op=False):
     """`layers` BERT encoder layers (bench/models/bert_layers.harp's layer), weights named <w><layer>.
     GELU as the Gelu op (opset 20) with gelu_op, else as torch.onnx writes it before (Erf)."""

@@ -17,7 +17,7 @@ except ImportError:
     print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
     sys.exit(77)
 import onnx_models as om  # noqa: E402
-from model_weights import resnet18_weights  # noqa: E402
+from model_weights import bert_weights, resnet18_weights  # noqa: E402
 
 rng = np.random.default_rng(0)
 S = ht.Suite("onnx_models")
@@ -53,7 +53,7 @@ def resnet():
 
 def bert(gelu_op):
     L, Sq, E, H, F = 1, 16, 64, 4, 128
-    t = om.bert_weights(rand, E, F)
+    t = bert_weights(rand, E, F)
     check("bert_layer_gelu_op" if gelu_op else "bert_layer_erf", om.bert(t, L, Sq, E, H, F, gelu_op=gelu_op),
           {"x": rand(1, Sq, E)})
 

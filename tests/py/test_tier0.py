@@ -15,6 +15,7 @@ import tempfile
 
 import numpy as np
 
+import model_weights as mw
 import onnx_models as om
 from harp_test import HARP, Suite, close
 
@@ -170,7 +171,7 @@ case("concat columns map", [helper.make_node("Exp", ["u"], ["eu"]), helper.make_
 # attention, GELU in an epilogue; at this width the residual adds join the
 # layernorms' regions, which stay on the interpreter
 S, E, H, F = 12, 32, 4, 48
-t = om.bert_weights(rand, E, F)
+t = mw.bert_weights(rand, E, F)
 bert_path = os.path.join(tempfile.mkdtemp(), "bert.onnx")
 onnx.save(om.bert(t, 1, S, E, H, F, gelu_op=True), bert_path)
 case("bert layer", None, {"x": rand(1, S, E)}, [("y", (1, S, E))], None, 6, path=bert_path, max_interp=2)
