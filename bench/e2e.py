@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 if ort:
     import onnx_models as om  # noqa: E402  (the whole models' ONNX graphs, shared with the tests)
-from model_weights import resnet18_weights  # noqa: E402  (numpy only)
+from model_weights import bert_weights, resnet18_weights  # noqa: E402  (numpy only)
 
 THREADS = 2
 rng = np.random.default_rng(0)
@@ -390,12 +390,7 @@ def bert_model(layers, E, H, F):
 
 def case_bert(layers=2, S=128, E=768, H=12, F=3072):
     t = {"x": rand(1, S, E)}
-    for l in range(layers):
-        for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
-            t[f"{n}{l}"] = rand(*shape, scale=shape[0] ** -0.5)
-        for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
-            t[f"{n}{l}"] = rand(d, scale=0.1)
-        t[f"g1{l}"], t[f"g2{l}"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+    t.update(bert_weights(rand, E, F, layers))
     peers = {}
     ref = None
     if ort:

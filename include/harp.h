@@ -105,7 +105,8 @@ harp_status harp_compile_file(harp_error *e, const char *path, const harp_option
 void harp_compiled_free(harp_compiled *c);
 /* A warning from the compile, or NULL: the compile cache could not be used
  * (read-only, full, not the user's own) and the code was built in a
- * temporary directory. */
+ * temporary directory; or (knob tier0=auto) the background build failed,
+ * so runs stay on tier 0 (docs/architecture.md, "Tier 0"). */
 const char *harp_compiled_warning(const harp_compiled *c);
 
 /* What the compiled model expects.  k counts inputs (weights excluded) and

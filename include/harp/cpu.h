@@ -66,7 +66,24 @@ harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, 
  * the weights about twice at its peak (the block, then the packed copies
  * model_init makes), not three times.  The other inputs are left alone. */
 harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+/* Frees m; a build still running on its thread (knob tier0) is waited for
+ * first, so its object reaches the cache. */
 void rt_cpu_free(rt_cpu_model *m);
+/* Whether the last run went to tier 0 (knob tier0), and what it did there:
+ * kernels on the shape-generic fast kernels and on the interpreter, and
+ * their milliseconds. */
+bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fast_ms, double *interp_ms);
+/* Whether the compiled object is loaded: true at once without the knob
+ * tier0; with it, once the background build finished (then loaded here; a
+ * failed build's error into e).  Never waits. */
+bool rt_cpu_ready(harp_error *e, rt_cpu_model *m);
+/* One run on tier 0 whatever the object's state (harp.h's instances before
+ * the object is ready): inputs and outputs as rt_cpu_run's. */
+harp_status rt_cpu_run_tier0(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+/* Wait for a build running in the background (knob tier0=auto) and load its
+ * object; *build_ms its wall time (-1: none was running).  Its error, if it
+ * failed. */
+harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms);
 
 /* Instances of the compiled code (what rt_cpu_run does once): the generated
  * model_init / model_run / model_free.  inputs[] are the non-weight inputs. */

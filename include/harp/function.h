@@ -158,6 +158,14 @@ void fn_constpool_free(fn_constpool *cp);
  * g->outputs. */
 harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
                       int ninputs, ut_tensor *outputs);
+/* The same, where run(ctx, e, r, storage, &done) may run kernel r itself
+ * first (tier 0's fast kernels, src/runtime/tier0.c): storage[] is where
+ * each buffer lives (a model output's tensor is NULL until some kernel
+ * allocates it with its node's shape); done false leaves r to the
+ * interpreter. */
+typedef harp_status (*fn_play_hook)(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done);
+harp_status fn_playback_ex(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
+                           int ninputs, ut_tensor *outputs, fn_play_hook run, void *ctx);
 
 /* JSON of the Function (--dump function): kernels, buffers, layout. */
 char *fn_dump_json(const fn_function *f);

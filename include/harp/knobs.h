@@ -25,6 +25,9 @@
 /* HARP_CONV: how the CPU runs a convolution the direct kernel could take. */
 typedef enum rt_knob_conv { RT_CONV_AUTO, RT_CONV_GEMM, RT_CONV_DIRECT } rt_knob_conv;
 
+/* HARP_TIER0: the CPU's first runs before the compiled object exists (src/runtime/tier0.h). */
+typedef enum rt_knob_tier0 { RT_TIER0_OFF, RT_TIER0_AUTO, RT_TIER0_FORCE } rt_knob_tier0;
+
 typedef struct rt_knobs {
   /* building generated code */
   char cc[RT_KNOB_PATH];        /* CC: the C compiler */
@@ -40,6 +43,7 @@ typedef struct rt_knobs {
   int conv;                     /* HARP_CONV: rt_knob_conv */
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */
   bool no_coalesce;             /* HARP_NO_COALESCE: loops are not merged */
+  int tier0;                    /* HARP_TIER0: rt_knob_tier0 */
   /* the CPU's description for the cost model */
   double cpu_ghz;               /* HARP_CPU_GHZ: clock (0: detected) */
   double cpu_bw_gbs;            /* HARP_CPU_BW_GBS: memory bandwidth (0: estimated) */

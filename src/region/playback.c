@@ -3,7 +3,8 @@
  * arena slot.  This proves a partition and an arena layout preserve the
  * graph's meaning: for fp32 models the result equals whole-graph
  * interpretation bit for bit.
- * Needs: fn_build.  Gives: fn_playback. */
+ * Needs: fn_build.  Gives: fn_playback, fn_playback_ex (a hook may run a
+ * kernel itself: tier 0). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,11 @@ static harp_status play_kernel(harp_error *e, const fn_function *f, const tiny_s
 
 harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
                       int ninputs, ut_tensor *outputs) {
+  return fn_playback_ex(e, f, syms, inputs, ninputs, outputs, NULL, NULL);
+}
+
+harp_status fn_playback_ex(harp_error *e, const fn_function *f, const tiny_symtab *syms, const ut_tensor *inputs,
+                           int ninputs, ut_tensor *outputs, fn_play_hook run, void *ctx) {
   const tiny_graph *g = f->part->g;
   if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
@@ -142,7 +148,11 @@ harp_status fn_playback(harp_error *e, const fn_function *f, const tiny_symtab *
     const fn_buffer *B = &f->buffers[b];
     if (B->kind == FN_TEMP) storage[b] = view_of(&g->nodes[B->node], B->dtype, arena + B->offset, B->size);
   }
-  for (int r = 0; r < f->nkernels && !st; r++) st = play_kernel(e, f, syms, r, arena, storage);
+  for (int r = 0; r < f->nkernels && !st; r++) {
+    bool done = false;
+    if (run) st = run(ctx, e, r, storage, &done);
+    if (!st && !done) st = play_kernel(e, f, syms, r, arena, storage);
+  }
   /* Hand the outputs over (g->outputs never repeats a node). */
   for (int o = 0; o < f->nret && !st; o++) {
     outputs[o] = storage[f->ret[o]];

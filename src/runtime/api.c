@@ -54,6 +54,7 @@ struct harp_model {
   rt_gpu_model *gpu;       /* CUDA: the instance's own device memory, module and graph */
   flow_inst *flow;         /* run-time control flow: the instance's executor */
   unsigned char *params;   /* interp, CUDA: a copy of the parameter block */
+  int threads;             /* CPU: the instance's threads (0: the default) */
   char error[1100];
 };
 
@@ -466,7 +467,9 @@ harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nby
     }
     return m;
   }
-  if (c->backend == HARP_BACKEND_CPU) {
+  harp_error e = {0};
+  m->threads = threads;
+  if (c->backend == HARP_BACKEND_CPU && rt_cpu_ready(&e, c->cpu)) {
     m->inst = rt_cpu_instance_new_threads(c->cpu, params, nbytes, threads);
     if (!m->inst) {
       free(m);
@@ -474,6 +477,9 @@ harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nby
     }
     return m;
   }
+  harp_error_clear(&e); /* a failed background build: tier 0 goes on (harp_compiled_warning says why) */
+  /* the interpreter, CUDA, and a CPU model still on tier 0 (knob tier0):
+   * the parameter block copied (tier 0 hands it over once the object is ready) */
   m->params = ut_xmalloc(nbytes ? nbytes : 1);
   if (!m->params) {
     free(m);
@@ -481,7 +487,6 @@ harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nby
   }
   if (nbytes) memcpy(m->params, params, nbytes);
   if (c->backend == HARP_BACKEND_CUDA) { /* its own context, module, device memory and graph; the build shared */
-    harp_error e = {0};
     if (rt_gpu_instance(&e, c->gpu, &m->gpu)) {
       harp_model_free(m);
       return NULL;
@@ -519,7 +524,10 @@ static int run_tensors(harp_model *m, const void *const *inputs, void *const *ou
     const tiny_node *x = &g->nodes[ins[i]];
     t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : (void *)inputs[ki++]);
   }
-  if (m->gpu ? rt_gpu_run_into(&e, m->gpu, t, n, outputs) : tiny_interp(&e, g, &c->syms, t, n, o)) {
+  harp_status st = m->gpu                          ? rt_gpu_run_into(&e, m->gpu, t, n, outputs)
+                   : c->backend == HARP_BACKEND_CPU ? rt_cpu_run_tier0(&e, c->cpu, t, n, o)
+                                                    : tiny_interp(&e, g, &c->syms, t, n, o);
+  if (st) {
     char buf[1024];
     harp_error_format(&e, buf, sizeof buf);
     snprintf(m->error, sizeof m->error, "%s", buf);
@@ -542,6 +550,17 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
   m->error[0] = 0;
   if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
   if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
+  if (!m->inst) { /* tier 0 (knob tier0) until the object is ready, then an instance of it */
+    harp_error e = {0};
+    if (rt_cpu_ready(&e, m->c->cpu) && !(m->inst = rt_cpu_instance_new_threads(m->c->cpu, m->params, harp_params_bytes(m->c), m->threads))) {
+      snprintf(m->error, sizeof m->error, "model_init failed");
+      return 1;
+    }
+    harp_error_clear(&e); /* a failed background build: tier 0 goes on (harp_compiled_warning says why) */
+    if (!m->inst) return run_tensors(m, inputs, outputs);
+    free(m->params); /* the instance copied or packed what it keeps */
+    m->params = NULL;
+  }
   int rc = rt_cpu_instance_run(m->c->cpu, m->inst, inputs, outputs);
   if (rc) {
     const char *k = rt_cpu_error_kernel(m->c->cpu, rc);

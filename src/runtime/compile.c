@@ -1,6 +1,6 @@
 /* compile.c — compile generated C into a shared object, cached on disk by
  * content hash (the entries and their directory: cache.c).  Needs: a C
- * compiler.  Gives: rt_cc_build, rt_cc_build_ex.
+ * compiler.  Gives: rt_cc_build, rt_cc_build_ex, rt_cc_cached.
  *
  * The compiler runs through ut_run_cc (util/spawn.c: no shell; nothing from
  * a model ever reaches a command line, the only arguments are the cache
@@ -132,6 +132,17 @@ done:
   free(built);
   free(log);
   return st;
+}
+
+bool rt_cc_cached(const char *src, const rt_cc_opts *o) {
+  const char *cc = o && o->cc && *o->cc ? o->cc : "cc";
+  const char *flags = o && o->cflags ? o->cflags : RT_CFLAGS_PORTABLE;
+  char *dir = rt_cc_cache_dir(o);
+  if (!dir) return false;
+  char so[4200];
+  snprintf(so, sizeof so, "%s/%016llx.so", dir, (unsigned long long)cache_key(src, cc, flags, o));
+  free(dir);
+  return rt_cache_verify(so);
 }
 
 harp_status rt_cc_build(harp_error *e, const char *src, const rt_cc_opts *o, char **path, bool *hit) {

@@ -45,6 +45,10 @@ typedef struct rt_cc_result {
 harp_status rt_cc_build(harp_error *e, const char *src, const rt_cc_opts *o, char **path, bool *hit);
 harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, rt_cc_result *r);
 
+/* True when the cache holds a whole object for `src` built as o says (no
+ * compiler runs): tier 0 starts only on a cold cache. */
+bool rt_cc_cached(const char *src, const rt_cc_opts *o);
+
 /* The cache directory in use (malloc'd). */
 char *rt_cc_cache_dir(const rt_cc_opts *o);
 

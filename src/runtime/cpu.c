@@ -1,16 +1,27 @@
 /* cpu.c — the CPU backend: the compile pipeline on the CPU target (regions,
  * the Function, plans, C, cc; target_cpu.c), the shared object loaded;
- * then runs.
- * Needs: pipeline.c, target_cpu.c.  Gives: harp/cpu.h. */
+ * then runs.  With the knob tier0 (auto) a compile that finds no object in
+ * the cache returns after the code stage and builds the object on a thread
+ * of its own; runs before it is ready go to tier 0 (tier0.c), the first one
+ * after it loads it.  tier0=force: every run on tier 0, no compiler.
+ * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "cache.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/pipeline.h"
+#include "tier0.h"
 #include "util/util.h"
 
 typedef void *(*init_fn)(const void *, size_t);
@@ -28,12 +39,82 @@ struct rt_cpu_model {
   run_fn run;
   free_fn free_;
   kernel_fn run_kernel;
+  /* tier 0 */
+  int tier0;             /* the knob: rt_knob_tier0 */
+  bool building;         /* the builder thread was started and not joined */
+  int built;             /* it finished (atomic) */
+  pthread_t builder;
+  harp_error build_err;  /* its error */
+  double build_ms;       /* its wall time */
+  rt_t0_stats t0;        /* the last run's, when last_tier0 */
+  bool last_tier0;
+  pthread_mutex_t mu;    /* join_build: instances of one model may run on several threads */
+  pthread_mutex_t t0mu;  /* one tier-0 run at a time (the readers reach isl, whose context is not shared safely) */
 };
+
+/* A tier-0 run of m, one at a time. */
+static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
+                                rt_t0_stats *stats) {
+  pthread_mutex_lock(&m->t0mu);
+  harp_status st = rt_tier0_run(e, m->c, inputs, ninputs, outputs, stats);
+  pthread_mutex_unlock(&m->t0mu);
+  return st;
+}
+
+/* The builder thread: the build stage of m's compile, at a lower priority
+ * than the runs it overlaps (on Linux the nice value is the thread's, and
+ * the compiler it spawns inherits it), so tier 0 keeps the cores first. */
+static void *build_main(void *arg) {
+  rt_cpu_model *m = arg;
+#ifdef __linux__
+  errno = 0;
+  int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+  if (!errno) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 10 < 19 ? nice_now + 10 : 19);
+#endif
+  double t0 = ut_now_ms();
+  rt_cpu_build_unrecorded(m->c); /* its error in m->build_err (m->c->e) */
+  m->build_ms = ut_now_ms() - t0;
+  __atomic_store_n(&m->built, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static harp_status load_so(harp_error *e, rt_cpu_model *m);
+
+/* Wait for the builder thread, then load what it built; its error, if
+ * any, into e.  Under m->mu. */
+static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
+  if (!m->building) return HARP_OK;
+  pthread_join(m->builder, NULL);
+  m->building = false;
+  m->c->e = e;
+  m->c->ms[RT_STAGE_BUILD] = m->build_ms; /* the stage table is this thread's */
+  m->c->ran[RT_STAGE_BUILD] = !m->build_err.code;
+  if (m->build_err.code) { /* kept as the model's warning: runs stay on tier 0 */
+    snprintf(m->c->cc_warning, sizeof m->c->cc_warning, "the background build failed, runs stay on tier 0: %.400s",
+             m->build_err.msg);
+    harp_status st = ut_fail(e, m->build_err.code, m->build_err.node, "%s", m->build_err.msg);
+    harp_error_clear(&m->build_err);
+    return st;
+  }
+  return load_so(e, m);
+}
+
+static harp_status join_build(harp_error *e, rt_cpu_model *m) {
+  pthread_mutex_lock(&m->mu);
+  harp_status st = join_build_locked(e, m);
+  pthread_mutex_unlock(&m->mu);
+  return st;
+}
 
 void rt_cpu_free(rt_cpu_model *m) {
   if (!m) return;
+  harp_error e = {0};
+  join_build(&e, m); /* the object goes into the cache even when no run needs it any more */
+  harp_error_clear(&e);
   if (m->dl) dlclose(m->dl);
   rt_compile_free(m->c);
+  pthread_mutex_destroy(&m->mu);
+  pthread_mutex_destroy(&m->t0mu);
   free(m);
 }
 
@@ -74,6 +155,24 @@ static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   return HARP_OK;
 }
 
+/* After a tier-0 compile: force builds nothing; auto loads a cached
+ * object at once, else starts the builder thread. */
+static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
+  if (m->tier0 == RT_TIER0_FORCE) return HARP_OK;
+  if (rt_cpu_object_cached(m->c)) {
+    if (rt_cpu_build_stage(m->c)) return e->code;
+    return load_so(e, m);
+  }
+  m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
+  if (pthread_create(&m->builder, NULL, build_main, m)) {
+    m->c->e = e;
+    if (rt_cpu_build_stage(m->c)) return e->code; /* no thread: build here */
+    return load_so(e, m);
+  }
+  m->building = true;
+  return HARP_OK;
+}
+
 /* A model from base's stages (NULL: g's own compile), loaded. */
 static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, const tiny_graph *g, const tiny_symtab *syms,
                                   const rt_cpu_opts *o, rt_cpu_model **out) {
@@ -81,11 +180,19 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   double t0 = ut_now_ms();
   rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->t0mu, NULL);
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
+  m->tier0 = base ? RT_TIER0_OFF : k.tier0;
+  if (m->tier0 != RT_TIER0_OFF) { /* stop before the build: tier0_start decides */
+    co.keep_analysis = true;
+    co.until = RT_STAGE_CODE; /* the C exists (packages, dumps, an instance's build): only cc waits */
+  }
   harp_status st = base ? rt_compile_variant(e, base->c, &co, &m->c)
                       : rt_compile_run(e, &rt_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
-  if (!st) st = load_so(e, m);
+  if (!st && m->tier0 != RT_TIER0_OFF) st = tier0_start(e, m);
+  else if (!st) st = load_so(e, m);
   if (st) {
     rt_cpu_free(m);
     return st;
@@ -162,23 +269,99 @@ done:
   return st;
 }
 
+bool rt_cpu_ready(harp_error *e, rt_cpu_model *m) {
+  pthread_mutex_lock(&m->mu);
+  if (m->building && __atomic_load_n(&m->built, __ATOMIC_ACQUIRE)) join_build_locked(e, m);
+  bool ready = m->dl != NULL;
+  pthread_mutex_unlock(&m->mu);
+  return ready;
+}
+
+harp_status rt_cpu_run_tier0(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  return tier0_locked(e, m, inputs, ninputs, outputs, NULL);
+}
+
+/* One run: the object when it is loaded (or its build just finished),
+ * else tier 0. */
+static harp_status run_any(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, ut_tensor *taken, int ninputs,
+                           ut_tensor *outputs) {
+  harp_error be = {0};
+  bool ready = rt_cpu_ready(&be, m);
+  if (be.code) {
+    *e = be;
+    return e->code;
+  }
+  m->last_tier0 = !ready;
+  if (m->dl) return run_once(e, m, inputs, taken, ninputs, outputs);
+  harp_status st = tier0_locked(e, m, inputs, ninputs, outputs, &m->t0);
+  if (st && st != HARP_E_INPUT_MISMATCH && st != HARP_E_NO_MEMORY && m->building) {
+    /* tier 0 could not run it (a case its kernels or the interpreter refuse): the object can */
+    harp_error_clear(e);
+    if (join_build(e, m)) return e->code;
+    m->last_tier0 = false;
+    return run_once(e, m, inputs, taken, ninputs, outputs);
+  }
+  return st;
+}
+
 harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
-  return run_once(e, m, inputs, NULL, ninputs, outputs);
+  return run_any(e, m, inputs, NULL, ninputs, outputs);
 }
 
 harp_status rt_cpu_run_taking_weights(harp_error *e, rt_cpu_model *m, ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
-  return run_once(e, m, inputs, inputs, ninputs, outputs);
+  return run_any(e, m, inputs, inputs, ninputs, outputs);
 }
 
-const char *rt_cpu_source(const rt_cpu_model *m) { return m->c->source; }
-bool rt_cpu_cache_hit(const rt_cpu_model *m) { return m->c->cache_hit; }
-const char *rt_cpu_warning(const rt_cpu_model *m) { return m->c->cc_warning[0] ? m->c->cc_warning : NULL; }
+bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fast_ms, double *interp_ms) {
+  *fast = m->t0.fast, *interp = m->t0.interp, *fast_ms = m->t0.fast_ms, *interp_ms = m->t0.interp_ms;
+  return m->last_tier0;
+}
+
+harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) {
+  bool was = m->building;
+  harp_status st = join_build(e, m);
+  *build_ms = was ? m->build_ms : -1;
+  return st;
+}
+
+/* While the object builds on its thread (knob tier0) its fields are the
+ * thread's: the source only when kept, no cache hit (it builds because
+ * there was none), no warning yet (harp run prints it after the wait). */
+const char *rt_cpu_source(const rt_cpu_model *m) { return m->building && !m->c->opts.keep_source ? NULL : m->c->source; }
+bool rt_cpu_cache_hit(const rt_cpu_model *m) { return !m->building && m->c->cache_hit; }
+const char *rt_cpu_warning(const rt_cpu_model *m) {
+  if (m->building) { /* a build that finished is joined here (never waited for) */
+    harp_error e = {0};
+    rt_cpu_ready(&e, (rt_cpu_model *)m);
+    harp_error_clear(&e);
+  }
+  return !m->building && m->c->cc_warning[0] ? m->c->cc_warning : NULL;
+}
 double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
 const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }
 
-void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) { return m->init(params, nbytes); }
+/* The object for an instance: the background build waited for, or with
+ * tier0=force (which builds none) built now. */
+static void object_for_instance(rt_cpu_model *m) {
+  harp_error e = {0};
+  join_build(&e, m);
+  pthread_mutex_lock(&m->mu);
+  if (!m->dl && m->tier0 == RT_TIER0_FORCE && m->c->source) {
+    m->c->e = &e;
+    if (!rt_cpu_build_stage(m->c)) load_so(&e, m);
+  }
+  pthread_mutex_unlock(&m->mu);
+  harp_error_clear(&e);
+}
+
+void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbytes) {
+  return rt_cpu_instance_new_threads(m, params, nbytes, 0);
+}
+
 void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, size_t nbytes, int nthreads) {
+  object_for_instance((rt_cpu_model *)m); /* instances are the object's */
+  if (!m->init) return NULL;
   return m->init_threads ? m->init_threads(params, nbytes, nthreads) : m->init(params, nbytes);
 }
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {

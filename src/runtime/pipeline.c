@@ -132,9 +132,13 @@ void rt_compile_drop_analysis(rt_compile *c) {
 void rt_compile_times(const rt_compile *c, char *buf, size_t cap) {
   size_t k = 0;
   buf[0] = 0;
-  for (int s = 0; s < RT_NSTAGES && k < cap; s++)
-    if (c->ran[s])
-      k += (size_t)snprintf(buf + k, cap - k, "%s%s %.1f ms", k ? ", " : "", rt_stage_name((rt_stage)s), c->ms[s]);
+  for (int s = 0; s < RT_NSTAGES && k < cap; s++) {
+    if (!c->ran[s]) continue;
+    k += (size_t)snprintf(buf + k, cap - k, "%s%s %.1f ms", k ? ", " : "", rt_stage_name((rt_stage)s), c->ms[s]);
+    if (k < cap && s == RT_STAGE_CODE && c->source_bytes)
+      k += (size_t)snprintf(buf + k, cap - k, " (%zu KiB of C, %d kernels)", (c->source_bytes + 1023) / 1024, c->source_kernels);
+    if (k < cap && s == RT_STAGE_BUILD && c->so_path) k += (size_t)snprintf(buf + k, cap - k, c->cache_hit ? " (cached)" : " (cc)");
+  }
 }
 
 /* ---- the stages every target shares ------------------------------------------------ */

@@ -2,7 +2,9 @@
  * CPU, the Function with fp32 temps, plans (overrides, plan cache,
  * defaults), the C translation unit, and the shared object (cached).
  * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build).
- * Gives: rt_target_cpu, rt_cpu_algo_mask. */
+ * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached, rt_cpu_build_stage,
+ * rt_cpu_build_unrecorded
+ * (tier 0: the build run after the rest, on another thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "harp/cpu.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
+#include "tier0.h"
 #include "util/util.h"
 
 unsigned rt_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
@@ -80,6 +83,7 @@ static harp_status cpu_code(rt_compile *c) {
     rt_plan_choice *ch = &c->plans.choice[i];
     if (ch->has_plan && !ch->applied && !ch->note[0]) snprintf(ch->note, sizeof ch->note, "generic loops: the plan is not read");
   }
+  c->source_bytes = src.len, c->source_kernels = c->f->nkernels;
   if (!st && !(c->source = ut_str_take(&src))) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   ut_str_free(&src);
   return st;
@@ -96,25 +100,32 @@ static bool jcc_erratum_host(void) {
 #endif
 }
 
-/* The shared object, from the disk cache or the C compiler.  Host-only
- * code may use every instruction of this machine; 512-bit vectors for the
- * auto-vectorized loops too (GCC and clang default to 256 on AVX-512
- * parts; softmax/layernorm rows run ~20% faster). */
-static harp_status cpu_build(rt_compile *c) {
+/* The compiler's options for c's object into *cc (host_flags: cap bytes
+ * the flags may be written to); *jcc when they hold the JCC-erratum option.
+ * Host-only code may use every instruction of this machine; 512-bit
+ * vectors for the auto-vectorized loops too (GCC and clang default to 256
+ * on AVX-512 parts; softmax/layernorm rows run ~20% faster). */
+static rt_cc_opts cpu_cc_opts(const rt_compile *c, char *host_flags, size_t cap, bool *jcc) {
   const rt_knobs *k = &c->knobs;
   const char *flags = k->cflags[0] ? k->cflags : NULL;
-  char host_flags[256];
-  bool jcc = false;
+  *jcc = false;
   if (!flags && !c->opts.portable) {
     /* Skylake-derived cores take a penalty on jumps that cross or end on a
      * 32-byte boundary (the JCC-erratum microcode): where a hot loop's
      * branch lands is luck, 25% on a 3x3 conv at 256 channels.  The
      * assembler can keep branches inside 32-byte blocks. */
-    jcc = jcc_erratum_host();
-    snprintf(host_flags, sizeof host_flags, "%s%s", RT_CFLAGS_HOST, jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
+    *jcc = jcc_erratum_host();
+    snprintf(host_flags, cap, "%s%s", RT_CFLAGS_HOST, *jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
     flags = host_flags;
   }
-  rt_cc_opts cc = {k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs, .tmpdir = k->tmpdir};
+  return (rt_cc_opts){k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs, .tmpdir = k->tmpdir};
+}
+
+/* The shared object, from the disk cache or the C compiler. */
+static harp_status cpu_build(rt_compile *c) {
+  char host_flags[256];
+  bool jcc;
+  rt_cc_opts cc = cpu_cc_opts(c, host_flags, sizeof host_flags, &jcc);
   rt_cc_result r;
   harp_status st = rt_cc_build_ex(c->e, c->source, &cc, &r);
   if (st == HARP_E_INTERNAL && jcc) { /* the compiler ran and failed: perhaps an assembler without the option (binutils < 2.34) */
@@ -132,6 +143,23 @@ static harp_status cpu_build(rt_compile *c) {
     c->source = NULL;
   }
   return st;
+}
+
+bool rt_cpu_object_cached(const rt_compile *c) {
+  char host_flags[256];
+  bool jcc;
+  rt_cc_opts cc = cpu_cc_opts(c, host_flags, sizeof host_flags, &jcc);
+  return c->source && rt_cc_cached(c->source, &cc);
+}
+
+harp_status rt_cpu_build_unrecorded(rt_compile *c) { return cpu_build(c); }
+
+harp_status rt_cpu_build_stage(rt_compile *c) {
+  c->opts.until = RT_STAGE_LOAD; /* every stage: the build is the one left */
+  c->opts.after_stage = NULL;    /* no dump is the build's; the caller's hook is not for another thread */
+  c->stopped = false;
+  rt_stage_run(c, RT_STAGE_BUILD, cpu_build);
+  return c->status;
 }
 
 static harp_status cpu_drive(rt_compile *c) {

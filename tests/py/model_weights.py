@@ -22,3 +22,16 @@ def resnet18_weights(rand, widths=(64, 128, 256, 512), classes=1000):
         c = d
     t["wf"], t["bf"] = rand(c, classes, scale=c ** -0.5), rand(classes, scale=0.1)
     return t
+
+
+def bert_weights(rand, E, F, layers=1):
+    """bert()'s weights for `layers` layers from rand(*shape, scale=...): He-scaled matrices, small biases,
+    layernorm gains near 1."""
+    t = {}
+    for l in range(layers):
+        for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
+            t[f"{n}{l}"] = rand(*shape, scale=shape[0] ** -0.5)
+        for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
+            t[f"{n}{l}"] = rand(d, scale=0.1)
+        t[f"g1{l}"], t[f"g2{l}"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+    return t

@@ -62,7 +62,7 @@ for row, doc in zip(helptext[head + 1 :: 2], helptext[head + 2 :: 2]):
 s.check("harp --help-options prints the knob table", len(table) >= 10, "\n".join(helptext))
 options = open(os.path.join(SRC, "docs", "options.md"), encoding="utf-8").read()
 rows = [[c.strip().replace("`", "").replace("\\|", "|") for c in l.strip().strip("|").split(" | ")]
-        for l in options.splitlines() if re.match(r"\| `[a-z_]+` \| `[A-Z_]+` \|", l)]
+        for l in options.splitlines() if re.match(r"\| `[a-z0-9_]+` \| `[A-Z0-9_]+` \|", l)]
 s.check("docs/options.md has the knob table's rows, in order", [r[0] for r in rows] == [t[0] for t in table],
         f"docs: {[r[0] for r in rows]}\nhelp: {[t[0] for t in table]}")
 for t, r in zip(table, rows):

@@ -17,7 +17,7 @@ except ImportError:
     print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
     sys.exit(77)
 import onnx_models as om  # noqa: E402
-from model_weights import resnet18_weights  # noqa: E402
+from model_weights import bert_weights, resnet18_weights  # noqa: E402
 
 rng = np.random.default_rng(0)
 S = ht.Suite("onnx_models")
@@ -53,12 +53,7 @@ def resnet():
 
 def bert(gelu_op):
     L, Sq, E, H, F = 1, 16, 64, 4, 128
-    t = {}
-    for n, shape in (("wq", (E, E)), ("wk", (E, E)), ("wv", (E, E)), ("wo", (E, E)), ("w1", (E, F)), ("w2", (F, E))):
-        t[f"{n}0"] = rand(*shape, scale=shape[0] ** -0.5)
-    for n, d in (("bq", E), ("bk", E), ("bv", E), ("bo", E), ("b1", F), ("b2", E), ("lb1", E), ("lb2", E)):
-        t[f"{n}0"] = rand(d, scale=0.1)
-    t["g10"], t["g20"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
+    t = bert_weights(rand, E, F)
     check("bert_layer_gelu_op" if gelu_op else "bert_layer_erf", om.bert(t, L, Sq, E, H, F, gelu_op=gelu_op),
           {"x": rand(1, Sq, E)})
 

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""first_result.py — cold time to first result: harp against onnxruntime and
+OpenVINO, each from nothing to the first output of a model.
+
+    python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
+
+For each model, in interleaved rounds at 2 threads:
+  harp t0   `harp run MODEL --knob tier0=auto` on an empty cache directory: the
+            first result from tier 0 (libharp's shape-generic kernels plus the
+            interpreter, docs/architecture.md "Tier 0") while the specialised
+            object builds in the background; timed from the process's start to
+            the line `harp run` prints once the outputs are written (its stdout
+            is flushed there, before it waits for the build)
+  harp off  the same with tier0=off: the whole C compile before the first run
+            (what every cold run did before tier 0)
+  ort       onnxruntime: InferenceSession(...) + the first run, in this process
+  ov        OpenVINO: Core().compile_model(..., "CPU") + the first inference,
+            at its default precision (printed)
+Each harp process also reports when its background build finished ("build").
+The outputs of tier 0 are compared with onnxruntime's (max abs error over the
+output's largest magnitude).
+
+Models: ResNet-50 (the onnx package's light model with random weights,
+bench/onnx_bench.py), MobileNetV2 and one BERT-base layer (S=128) built by
+tests/py/onnx_models.py with bench/e2e.py's weights, and the PP-OCRv4 text
+detector at 640x640 (tests/realmodels, fetched into its cache).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "py"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "realmodels"))
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+import e2e  # noqa: E402
+import onnx_bench  # noqa: E402
+import onnx_models as om  # noqa: E402
+
+THREADS = 2
+
+
+def resnet50():
+    m, xname, x = onnx_bench.light("light_resnet50")
+    return m, {xname: x}
+
+
+def mobilenetv2():
+    return om.mobilenetv2(e2e.mobilenetv2_weights(), om.mobilenetv2_blocks()), {"x": e2e.rand(1, 3, 224, 224)}
+
+
+def bert_layer(S=128, E=768, H=12, F=3072):
+    c = e2e.case_bert(1, S, E, H, F)
+    t = {k: v for k, (kind, v) in c["tensors"].items() if kind == "param"}
+    return om.bert(t, 1, S, E, H, F, gelu_op=True), {"x": c["tensors"]["x"][1]}
+
+
+def ppocr_det():
+    import fetch
+    entry = next(e for e in fetch.load_manifest() if e["name"] == "ppocr_v4_det")
+    m = onnx.load(fetch.fetch(entry))
+    return m, {"x": np.random.default_rng(3).random((1, 3, 640, 640), dtype=np.float32)}
+
+
+MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert_layer": bert_layer, "ppocr_det": ppocr_det}
+
+
+def harp_cold(exe, path, inputs, tier0, workdir):
+    """One `harp run` on an empty cache: (ms to the first output line, ms to
+    exit, build ms reported or None, the first output)."""
+    out = tempfile.mkdtemp(dir=workdir)
+    cache = tempfile.mkdtemp(dir=workdir)
+    args = [exe, "run", path, "--out", out, "--knob", f"tier0={tier0}", "--time-stages"]
+    for k, v in inputs.items():
+        f = os.path.join(workdir, f"in_{k}.npy")
+        np.save(f, v)
+        args += ["--input", f"{k}={f}"]
+    env = dict(os.environ, HARP_CACHE_DIR=cache)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = None
+    for line in p.stdout:
+        if first is None and " -> " in line:
+            first = (time.perf_counter() - t0) * 1e3
+    err = p.stderr.read()
+    p.wait()
+    total = (time.perf_counter() - t0) * 1e3
+    if p.returncode:
+        raise RuntimeError(f"harp run failed: {err.strip()[-400:]}")
+    build = None
+    for line in err.splitlines():
+        if "built in" in line:
+            build = float(line.split("built in")[1].split("ms")[0])
+    got = np.load(os.path.join(out, sorted(f for f in os.listdir(out) if f.endswith(".npy"))[0]))
+    return first, total, build, got
+
+
+def ort_first(path, inputs):
+    t0 = time.perf_counter()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
+    so.log_severity_level = 3
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    y = s.run(None, inputs)[0]
+    return (time.perf_counter() - t0) * 1e3, y
+
+
+def ov_first(path, inputs):
+    import openvino as ov
+    t0 = time.perf_counter()
+    core = ov.Core()
+    cm = core.compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": THREADS})
+    cm(inputs)
+    ms = (time.perf_counter() - t0) * 1e3
+    return ms, str(cm.get_property("INFERENCE_PRECISION_HINT"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default=",".join(MODELS))
+    ap.add_argument("--no-off", action="store_true", help="skip the tier0=off runs (the full compile)")
+    a = ap.parse_args()
+    try:
+        import openvino  # noqa: F401
+        have_ov = True
+    except ImportError:
+        have_ov = False
+    print(f"{'model':12} {'harp t0':>8} {'exit':>8} {'build':>8} {'harp off':>9} {'ort':>8} {'ov':>8} "
+          f"{'t0/ort':>7} {'t0/ov':>7}  err  (ms, medians of {a.rounds} interleaved rounds, cold caches, {THREADS} threads)")
+    for name in a.only.split(","):
+        m, inputs = MODELS[name]()
+        work = tempfile.mkdtemp(prefix="harp-first-")
+        path = os.path.join(work, name + ".onnx")
+        onnx.save(m, path)
+        t = {"t0": [], "exit": [], "build": [], "off": [], "ort": [], "ov": []}
+        prec, err = "", float("nan")
+        for _ in range(a.rounds):
+            first, total, build, got = harp_cold(a.harp, path, inputs, "auto", work)
+            t["t0"].append(first), t["exit"].append(total), t["build"].append(build or float("nan"))
+            if not a.no_off:
+                t["off"].append(harp_cold(a.harp, path, inputs, "off", work)[0])
+            ms, want = ort_first(path, inputs)
+            t["ort"].append(ms)
+            err = float(np.max(np.abs(got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-30))
+            if have_ov:
+                ms, prec = ov_first(path, inputs)
+                t["ov"].append(ms)
+        med = {k: float(np.median(v)) if v else float("nan") for k, v in t.items()}
+        print(f"{name:12} {med['t0']:8.0f} {med['exit']:8.0f} {med['build']:8.0f} {med['off']:9.0f} {med['ort']:8.0f} "
+              f"{med['ov']:8.0f} {med['t0'] / med['ort']:7.2f} {med['t0'] / med['ov']:7.2f}  {err:.1g}", flush=True)
+        for k, v in t.items():
+            if v:
+                print(f"  {k}: " + " ".join(f"{x:.0f}" for x in v))
+    if have_ov:
+        print(f"OpenVINO's inference precision: {prec}")
+
+
+if __name__ == "__main__":
+    main()

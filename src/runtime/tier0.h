@@ -1,0 +1,110 @@
+/* tier0.h — tier 0: a compiled model's first runs before its shared object
+ * exists.  The Function runs region by region (fn_playback_ex): a GEMM,
+ * convolution or pooling region that the kernel layer reads as a template
+ * (src/kernel/contract*.c) runs on the shape-generic kernels compiled into
+ * libharp (run-time sizes and strides, tier0_gemm.c), every other region on
+ * the reference interpreter; attention, softmax and layernorm regions on
+ * row kernels (tier0_rows.c), elementwise maps on tier0_map.c.  No C compiler is involved, so a never-seen
+ * model starts at once while its specialised object builds (cpu.c).
+ * Internal to src/runtime. */
+#ifndef HARP_RT_TIER0_H
+#define HARP_RT_TIER0_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/pipeline.h"
+#include "kernel/contract.h"
+
+#define RT_T0_MAX_THREADS 16
+
+/* An epilogue step with its tensor (bias, residual) resolved: p at the
+ * step's element offset, else NULL. */
+typedef struct rt_t0_epi {
+  ct_epi e;
+  const float *p;
+} rt_t0_epi;
+
+/* A batched fp32 GEMM: C[b0][b1] = A x B, strided, then the epilogue. */
+typedef struct rt_t0_gemm {
+  int64_t batch[2], M, N, K;
+  const float *a, *b;
+  float *c;
+  int64_t a_sb[2], a_sm, a_sk;
+  int64_t b_sb[2], b_sk, b_sn;
+  int64_t c_sb[2], c_sm, c_sn;
+  int nepi;
+  rt_t0_epi epi[CT_MAX_EPI];
+} rt_t0_gemm;
+
+/* A 2-D fp32 convolution (ct_conv's sizes), x / w / y dense NCHW / OIHW /
+ * NCHW at their offsets, output oh x ow. */
+typedef struct rt_t0_conv {
+  ct_conv c;
+  int64_t oh, ow;
+  const float *x, *w;
+  float *y;
+  int nepi;
+  rt_t0_epi epi[CT_MAX_EPI];
+} rt_t0_conv;
+
+/* Attention (ct_attn's sizes and strides) on resolved fp32 tensors. */
+typedef struct rt_t0_attn {
+  ct_attn t;
+  const float *q, *k, *v, *mask;
+  float *out;
+} rt_t0_attn;
+
+/* A row kernel over rows x cols dense fp32: softmax (scale) or layernorm
+ * (eps, gamma / beta NULL when absent). */
+typedef struct rt_t0_row {
+  int64_t rows, cols;
+  const float *x, *gamma, *beta;
+  float *y;
+  float scale, eps;
+} rt_t0_row;
+
+/* An elementwise map (one piece of a ct_map_set): inputs and y resolved at
+ * their offsets. */
+typedef struct rt_t0_map {
+  ct_map m;
+  const float *in[CT_MAP_MAX_IN];
+  float *y;
+} rt_t0_map;
+
+/* The ops the map kernel evaluates (ct_read_map's ok): unary, binary, CAST. */
+bool rt_t0_map_op_ok(tiny_op op);
+harp_status rt_t0_map_run(harp_error *e, const rt_t0_map *m, int threads);
+harp_status rt_t0_attn_run(harp_error *e, const rt_t0_attn *a, int threads);
+harp_status rt_t0_softmax_run(harp_error *e, const rt_t0_row *w, int threads);
+harp_status rt_t0_layernorm_run(harp_error *e, const rt_t0_row *w, int threads);
+harp_status rt_t0_gemm_run(harp_error *e, const rt_t0_gemm *g, int threads);
+harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads);
+
+/* What one tier-0 run did: kernels on the fast path and on the
+ * interpreter, and the milliseconds each took. */
+typedef struct rt_t0_stats {
+  int fast, interp;
+  double fast_ms, interp_ms;
+} rt_t0_stats;
+
+/* Run compile c's Function (c kept its analysis: the Poly-View) on inputs
+ * (tiny_inputs order, weights included; checked against the model's dtypes
+ * and shapes before any kernel runs); outputs[] follow g->outputs.  stats
+ * may be NULL. */
+harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
+                         rt_t0_stats *stats);
+
+/* target_cpu.c, for tier 0: whether c's object (its code stage ran) is in
+ * the disk cache already, and the build stage run by itself after a
+ * compile that stopped after code (cpu.c runs it on a thread of its own,
+ * with c->e pointing at that thread's error). */
+bool rt_cpu_object_cached(const rt_compile *c);
+harp_status rt_cpu_build_stage(rt_compile *c);
+/* The build alone, on another thread than the compile's reader: it writes
+ * only the build's fields (so_path, cache_hit, so_temp, cc_warning, source
+ * unless kept) and c->e, not the stage table (ran, ms, status), which the
+ * caller fills in once it joined the thread. */
+harp_status rt_cpu_build_unrecorded(rt_compile *c);
+
+#endif
