@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 /* Element types, in the order of the Tiny IR's (seed 001). */
-typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL } harp_dtype;
+typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL, HARP_I8, HARP_U8 } harp_dtype;
 #define HARP_MAX_RANK 12 /* the most dims harp_input_shape / harp_output_shape write */
 
 /* CUDA: NVRTC and libcuda are loaded with dlopen when the model is

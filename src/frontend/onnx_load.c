@@ -99,6 +99,8 @@ bool ox_dtype(int oty, tiny_dtype *out) {
   case OX_BFLOAT16: *out = TINY_BF16; return true;
   case OX_INT32: case OX_INT64: *out = TINY_I32; return true;
   case OX_BOOL: *out = TINY_BOOL; return true;
+  case OX_INT8: *out = TINY_I8; return true;
+  case OX_UINT8: *out = TINY_U8; return true;
   default: return false;
   }
 }
@@ -214,7 +216,7 @@ harp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char 
     x->has_t = true;
     return HARP_OK;
   }
-  if (is_int_type(oty)) {
+  if (is_int_type(oty) && oty != OX_INT8 && oty != OX_UINT8) { /* 8-bit ones are tensors (quantized weights) */
     x->has_i = true;
     x->in = n;
     x->iv = ut_arena_alloc(c->A, sizeof *x->iv * (size_t)(n ? n : 1));
@@ -249,7 +251,8 @@ harp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char 
   } else {
     for (int64_t i = 0; i < n; i++) { /* fp16, bf16 (low 16 bits), bool in int32_data */
       if (eb == 2) ((uint16_t *)x->t.data)[i] = (uint16_t)tp->int32_data[i];
-      else ((uint8_t *)x->t.data)[i] = tp->int32_data[i] != 0;
+      else if (oty == OX_BOOL) ((uint8_t *)x->t.data)[i] = tp->int32_data[i] != 0;
+      else ((uint8_t *)x->t.data)[i] = (uint8_t)tp->int32_data[i]; /* int8 / uint8: the low byte */
     }
   }
   if (oty == OX_BOOL)
@@ -606,6 +609,8 @@ static harp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, i
             : t->dtype == TINY_FP32 ? ety == OX_FLOAT || ety == OX_BFLOAT16 /* bf16 data comes as fp32 (.npy) */
             : t->dtype == TINY_FP16 ? ety == OX_FLOAT16
             : t->dtype == TINY_BF16 ? ety == OX_BFLOAT16
+            : t->dtype == TINY_I8   ? ety == OX_INT8
+            : t->dtype == TINY_U8   ? ety == OX_UINT8
             : t->dtype == TINY_BOOL && ety == OX_BOOL;
   if (!ok)
     return ox_fail(c, HARP_E_INPUT_MISMATCH, "graph input \"%s\" is %s; the data fixed for it is %s", nm, ox_type_name(ety),

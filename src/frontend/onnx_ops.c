@@ -450,7 +450,7 @@ static harp_status cast_to(ox_ctx *c, int64_t to) {
   tiny_dtype dt;
   ox_val *x = ox_in(c, 0, NULL);
   if (!x) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
-  bool narrow = to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
+  bool narrow = to == OX_INT16 || to == OX_UINT16; /* int8 / uint8 are harp dtypes */
   bool int_to = to == OX_INT32 || to == OX_INT64 || narrow;
   if (x->v <= 0 && x->has_t && (to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16) && ox_dtype((int)to, &dt)) {
     ut_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
@@ -485,7 +485,7 @@ OP(CastLike) {
     hg_val tv = ox_value(c, t);
     if (tv < 0) return c->e->code;
     static const int of[] = {[TINY_FP32] = OX_FLOAT, [TINY_FP16] = OX_FLOAT16, [TINY_BF16] = OX_BFLOAT16, [TINY_I32] = OX_INT32,
-                             [TINY_BOOL] = OX_BOOL};
+                             [TINY_BOOL] = OX_BOOL, [TINY_I8] = OX_INT8, [TINY_U8] = OX_UINT8};
     tiny_dtype dt = hg_val_dtype(c->g, tv);
     oty = (int)dt < (int)(sizeof of / sizeof *of) ? of[dt] : 0;
     if (!oty) return ox_fail(c, HARP_E_INTERNAL, "input 1 has a dtype with no ONNX type");

@@ -125,7 +125,7 @@ static void test_dtype_columns(void **st) {
   static const struct {
     const char *c;
     int size;
-  } C_SIZE[] = {{"uint16_t", 2}, {"float", 4}, {"int32_t", 4}, {"uint8_t", 1}};
+  } C_SIZE[] = {{"uint16_t", 2}, {"float", 4}, {"int32_t", 4}, {"uint8_t", 1}, {"int8_t", 1}};
   for (int i = 0; i < TINY_DTYPE_COUNT; i++) {
     tiny_dtype t = (tiny_dtype)i;
     assert_int_equal(tiny_dtype_parse(tiny_dtype_name(t)), i);
