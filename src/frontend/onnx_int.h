@@ -257,6 +257,9 @@ harp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, 
  * (its constant weight; nsp 3, or 1 as 3-D) and pooling of 5-D inputs, the
  * current node's attributes read there. */
 harp_status ox_conv3d(ox_ctx *c, hg_val x, hg_val w, hg_val bias);
+/* onnx_nn.c: MatMul's rules on two values; a 1-/2-D Conv with the node's attributes (bias 0: none).  -1 on error. */
+hg_val ox_matmul(ox_ctx *c, hg_val a, hg_val b);
+hg_val ox_conv(ox_ctx *c, hg_val x, hg_val w, hg_val bias);
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
 harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
 
@@ -294,6 +297,8 @@ ox_op_fn ox_find_flow(const char *op);
  * oxf_runtime_inputs: whether the importer may build host steps and one of
  * the current node's inputs [from, to) is known only at run time. */
 ox_op_fn ox_find_host(const char *op);
+/* onnx_quant.c: the quantization ops of domain dom (NULL / "": the default; com.microsoft's QLinearAdd, ...) */
+ox_op_fn ox_find_quant(const char *dom, const char *op);
 /* Sizes known at run time only (a host op's output's dims): whether d is
  * one, whether x holds one (and no size that is not so), and x's integers
  * computed as an int32 tensor of the current segment (x->v). */

@@ -684,7 +684,7 @@ harp_status ox_import_node(ox_ctx *c) {
   for (size_t i = 0; i < c->node->n_attribute; i++) /* the mappings find attributes by name */
     if (!c->node->attribute[i]->name || !*c->node->attribute[i]->name)
       return ox_fail(c, HARP_E_INVALID_ARG, "attribute %zu has no name", i);
-  if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
+  if (dom && *dom && strcmp(dom, "ai.onnx") != 0 && !ox_find_quant(dom, c->node->op_type))
     return ox_fail(c, HARP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
   return ox_node(c);
 }

@@ -296,7 +296,7 @@ static harp_status binary(ox_ctx *c, hg_op op, const char *name) {
   av = ox_operand(c, 0, rb);
   bv = av > 0 ? ox_operand(c, 1, ra) : -1;
   if (av < 0 || bv < 0 || legacy_broadcast(c, av, &bv)) return c->e->code;
-  if (op == HG_OP_DIV && (hg_val_dtype(c->g, av) == TINY_I32 || hg_val_dtype(c->g, bv) == TINY_I32))
+  if (op == HG_OP_DIV && (!tiny_dtype_is_float(hg_val_dtype(c->g, av)) || !tiny_dtype_is_float(hg_val_dtype(c->g, bv))))
     return ox_fail(c, HARP_E_UNSUPPORTED, "integer Div (harp divides floating-point values only)");
   hg_val r = hg_binary(c->g, op, av, bv);
   if (ox_def(c, 0, r)) return c->e->code;
@@ -1143,6 +1143,7 @@ harp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_signal(op);
   if (!fn) fn = ox_find_host(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
+  if (!fn) fn = ox_find_quant(c->node->domain, op);
   if (fn) return fn(c);
   return ox_fail(c, HARP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
 }
@@ -1151,7 +1152,7 @@ bool ox_op_known(const char *op) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return true;
   return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op) || ox_find_signal(op) || ox_find_host(op) ||
-         ox_find_flow(op);
+         ox_find_flow(op) || ox_find_quant(NULL, op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */

@@ -76,7 +76,8 @@ CPU_CASES = ("test_size", "test_shape", "test_castlike_FLOAT_to_BFLOAT16", "test
              "test_nllloss_NCd1d2_with_weight_reduction_mean", "test_sce_mean_weight_ii_4d_log_prob", "test_group_normalization_example",
              "test_l2normalization_axis_0", "test_isinf", "test_swish", "test_mish_expanded", "test_matmul_1d_1d",
              "test_rotary_embedding_interleaved", "test_scatternd_add", "test_lppool_2d_dilations", "test_lstm_with_peepholes",
-             "test_gru_seq_length", "test_simple_rnn_batchwise")
+             "test_gru_seq_length", "test_simple_rnn_batchwise", "test_qlinearconv", "test_dequantizelinear_blocked",
+             "test_dynamicquantizelinear", "test_qlinearmatmul_3D_int8_float32", "test_convinteger_with_padding")
 
 
 def _write_value(path, value, vi):
