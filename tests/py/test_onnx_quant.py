@@ -1,0 +1,223 @@
+"""int8 / uint8 tensors and the ONNX quantization ops against onnxruntime:
+handmade edge cases (saturation, zero points at the ends of the range,
+per-channel scales, halves that round to even, odd sizes), the com.microsoft
+QLinearAdd / QLinearMul, bad quantization parameters (a clear error naming
+the node and no output file), and a small CNN quantized by onnxruntime's own
+quantize_static (QDQ, per-channel, random calibration): harp's outputs within
+one step of the output scale of onnxruntime's int8 run on >= 99.9% of
+elements.  Runs on the interpreter and the cpu backend (HARP_TEST_BACKENDS).
+"""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+except ImportError:
+    print("onnx / onnxruntime not installed: skipped")
+    sys.exit(77)
+
+S = ht.Suite("onnx_quant")
+RNG = np.random.default_rng(7)
+
+
+def model(nodes, inputs, outputs, inits=(), ms=False, opset=21):
+    g = h.make_graph(nodes, "q", inputs, outputs, initializer=list(inits))
+    ops = [h.make_opsetid("", opset)] + ([h.make_opsetid("com.microsoft", 1)] if ms else [])
+    m = h.make_model(g, opset_imports=ops)
+    m.ir_version = 10
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def ort_run(path, feeds):
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+
+def same(name, path, feeds, exact=True, backends=None):
+    """harp on each backend against onnxruntime: equal dtypes and shapes, and
+    equal values (exact) or within one unit (quantized results of fp32
+    contractions summed in another order)."""
+    want = ort_run(path, feeds)
+    for be in backends or ht.BACKENDS:
+        p, d = ht.run(path, feeds, backend=be)
+        S.check(f"{name} ({be}): runs", p.returncode == 0, p.stderr[-800:])
+        if p.returncode:
+            continue
+        for k, w in want.items():
+            got = np.load(os.path.join(d, k + ".npy"))
+            ok = got.dtype == w.dtype and got.shape == w.shape
+            diff = np.abs(got.astype(np.float64) - w.astype(np.float64)) if ok else None
+            ok = ok and (np.array_equal(got, w) if exact else diff.max(initial=0) <= 1)
+            S.check(f"{name} ({be}): {k} matches onnxruntime", ok,
+                    f"{got.dtype}{got.shape} vs {w.dtype}{w.shape}" + (f", max diff {diff.max()}" if diff is not None else ""))
+
+
+def vi(name, t, shape):
+    return h.make_tensor_value_info(name, t, shape)
+
+
+def init(name, arr):
+    return nh.from_array(np.asarray(arr), name)
+
+
+def test_quantize_edges():
+    """Q / DQ per tensor and per axis; zero points at both ends; saturation;
+    x/s exactly k + 1/2 (rounds to even); Cast to and from the 8-bit types."""
+    x = (RNG.standard_normal((3, 5, 7)) * 4).astype(np.float32)
+    x.flat[:8] = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 1e6, -1e6, 0.0], np.float32) * 0.25  # halves of the scale 0.25
+    sc = np.array([0.25, 0.5, 0.03, 1.0, 0.0625], np.float32)
+    zi = np.array([127, -128, 0, 5, -3], np.int8)
+    nodes = [
+        h.make_node("QuantizeLinear", ["x", "s", "zu"], ["qu"]),
+        h.make_node("QuantizeLinear", ["x", "s", "zi"], ["qi"]),
+        h.make_node("QuantizeLinear", ["x", "sc", "zc"], ["qc"], axis=1),
+        h.make_node("DequantizeLinear", ["qc", "sc", "zc"], ["dc"], axis=1),
+        h.make_node("DequantizeLinear", ["qu", "s", "zu"], ["du"]),
+        h.make_node("Cast", ["qi"], ["ci"], to=T.FLOAT),
+        h.make_node("Cast", ["qu"], ["cu"], to=T.INT32),
+        h.make_node("Cast", ["k"], ["k8"], to=T.INT8),
+        h.make_node("Cast", ["k"], ["ku8"], to=T.UINT8),
+        h.make_node("Cast", ["k"], ["t8"], to=T.INT8),  # not an output: no int8 buffer between the casts
+        h.make_node("Cast", ["t8"], ["k32"], to=T.INT32),  # the wrapped value, not k
+        h.make_node("Add", ["ku8", "ku8"], ["k2"]),  # uint8 arithmetic wraps
+    ]
+    path = model(nodes, [vi("x", T.FLOAT, x.shape), vi("k", T.INT32, [6])],
+                 [vi("qu", T.UINT8, x.shape), vi("qi", T.INT8, x.shape), vi("qc", T.INT8, x.shape), vi("dc", T.FLOAT, x.shape),
+                  vi("du", T.FLOAT, x.shape), vi("ci", T.FLOAT, x.shape), vi("cu", T.INT32, x.shape), vi("k8", T.INT8, [6]),
+                  vi("ku8", T.UINT8, [6]), vi("k32", T.INT32, [6]), vi("k2", T.UINT8, [6])],
+                 [init("s", np.float32(0.25)), init("zu", np.uint8(255)), init("zi", np.int8(-128)), init("sc", sc), init("zc", zi)])
+    same("Q/DQ edges", path, {"x": x, "k": np.array([-129, 128, 255, 256, -1, 1000], np.int32)})
+
+
+def test_contractions():
+    """QLinearConv (u8 x, per-channel s8 w, bias, pads, stride 2, odd
+    sizes), QLinearMatMul (odd sizes), MatMulInteger and ConvInteger with
+    zero points, against onnxruntime."""
+    x = RNG.integers(0, 256, (1, 3, 9, 11), dtype=np.uint8)
+    w = RNG.integers(-127, 128, (5, 3, 3, 3), dtype=np.int8)
+    ws = (RNG.random(5) * 0.02 + 0.001).astype(np.float32)
+    b = RNG.integers(-2000, 2000, 5).astype(np.int32)
+    a = RNG.integers(0, 256, (7, 13), dtype=np.uint8)
+    bm = RNG.integers(-128, 128, (13, 9), dtype=np.int8)
+    nodes = [
+        h.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        h.make_node("QLinearMatMul", ["a", "as", "az", "bu", "bs", "bu_z", "ms", "mz"], ["m"]),
+        h.make_node("MatMulInteger", ["a", "bm", "az", "bz"], ["mi"]),
+        h.make_node("ConvInteger", ["x", "w", "xz", "wz1"], ["ci"], pads=[0, 1, 0, 1]),
+    ]
+    inits = [init("xs", np.float32(0.02)), init("xz", np.uint8(131)), init("w", w), init("ws", ws), init("wz", np.zeros(5, np.int8)),
+             init("ys", np.float32(0.05)), init("yz", np.uint8(3)), init("b", b), init("as", np.float32(0.01)),
+             init("az", np.uint8(255)), init("bm", bm), init("bs", np.float32(0.003)), init("bz", np.int8(-128)),
+             init("ms", np.float32(0.07)), init("mz", np.uint8(0)), init("bu", bm.view(np.uint8)), init("bu_z", np.uint8(255)), init("wz1", np.int8(3))]
+    path = model(nodes, [vi("x", T.UINT8, x.shape), vi("a", T.UINT8, a.shape)],
+                 [vi("y", T.UINT8, None), vi("m", T.UINT8, None), vi("mi", T.INT32, None), vi("ci", T.INT32, None)], inits, opset=13)
+    same("QLinearConv / QLinearMatMul / *Integer", path, {"x": x, "a": a}, exact=False)
+
+
+def test_microsoft_binary():
+    """com.microsoft QLinearAdd / QLinearMul with broadcasting, and
+    DynamicQuantizeLinear."""
+    a = RNG.integers(0, 256, (2, 3, 5), dtype=np.uint8)
+    b = RNG.integers(0, 256, (5,), dtype=np.uint8)
+    f = (RNG.standard_normal((4, 7)) * 3).astype(np.float32)
+    nodes = [h.make_node("QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["add"], domain="com.microsoft"),
+             h.make_node("QLinearMul", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["mul"], domain="com.microsoft"),
+             h.make_node("DynamicQuantizeLinear", ["f"], ["dq", "ds", "dz"])]
+    inits = [init("sa", np.float32(0.05)), init("za", np.uint8(128)), init("sb", np.float32(0.11)), init("zb", np.uint8(0)),
+             init("sc", np.float32(0.09)), init("zc", np.uint8(250))]
+    path = model(nodes, [vi("a", T.UINT8, a.shape), vi("b", T.UINT8, b.shape), vi("f", T.FLOAT, f.shape)],
+                 [vi("add", T.UINT8, None), vi("mul", T.UINT8, None), vi("dq", T.UINT8, None), vi("ds", T.FLOAT, None),
+                  vi("dz", T.UINT8, None)], inits, ms=True, opset=13)
+    same("QLinearAdd / QLinearMul / DynamicQuantizeLinear", path, {"a": a, "b": b, "f": f}, exact=False)
+
+
+def test_bad_params():
+    """Bad scales and zero points: exit 1, an error naming the node, no output."""
+    x = np.ones((2, 4), np.float32)
+    cases = [("scale 0", np.float32(0), np.uint8(0), {}, "positive"),
+             ("scale NaN", np.float32("nan"), np.uint8(0), {}, "positive"),
+             ("negative scale", np.float32(-1), np.uint8(0), {}, "positive"),
+             ("per-axis scale of the wrong length", np.ones(3, np.float32), np.zeros(3, np.uint8), {"axis": 1}, "per-axis"),
+             ("zero point shape differs from the scale's", np.ones(4, np.float32), np.zeros(2, np.uint8), {"axis": 1}, "zero point"),
+             ("zero point of another type", np.float32(1), np.int32(0), {}, "int32")]
+    for what, s, z, attrs, word in cases:
+        nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="quant_me", **attrs)]
+        path = model(nodes, [vi("x", T.FLOAT, x.shape)], [vi("y", T.UINT8 if z.dtype == np.uint8 else T.INT8, None)],
+                     [init("s", s), init("z", z)])
+        p, d = ht.run(path, {"x": x}, backend="interp")
+        S.check(f"bad Q params, {what}: a clear error", p.returncode == 1 and "quant_me" in p.stderr and word in p.stderr
+                and "error[" in p.stderr, p.stderr[-400:])
+        S.check(f"bad Q params, {what}: no output file", not os.path.exists(os.path.join(d, "y.npy")))
+
+
+def small_cnn():
+    """A float CNN (conv 3x3 + relu, depthwise 3x3, conv 1x1, max pool,
+    global average pool, Gemm) with random weights."""
+    def w(*shape, k=0.3):
+        return (RNG.standard_normal(shape) * k).astype(np.float32)
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c1"], ["r1"]),
+             h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=8, strides=[2, 2]),
+             h.make_node("Relu", ["c2"], ["r2"]), h.make_node("Conv", ["r2", "w3", "b3"], ["c3"]),
+             h.make_node("MaxPool", ["c3"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             h.make_node("GlobalAveragePool", ["p"], ["g"]), h.make_node("Flatten", ["g"], ["f"]),
+             h.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    inits = [init("w1", w(8, 3, 3, 3)), init("b1", w(8)), init("w2", w(8, 1, 3, 3)), init("b2", w(8)), init("w3", w(12, 8, 1, 1)),
+             init("b3", w(12)), init("wf", w(10, 12)), init("bf", w(10))]
+    return model(nodes, [vi("x", T.FLOAT, [1, 3, 17, 17])], [vi("y", T.FLOAT, [1, 10])], inits, opset=13)
+
+
+def test_qdq_model():
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": RNG.standard_normal((1, 3, 17, 17)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    fp32 = small_cnn()
+    qdq = os.path.join(os.path.dirname(fp32), "qdq.onnx")
+    quantize_static(fp32, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    m = onnx.load(qdq)
+    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+    last = [n for n in m.graph.node if n.output[0] == "y"][0]
+    step = float(inits[last.input[1]]) if last.op_type == "DequantizeLinear" else None
+    S.check("QDQ model: ends in a DequantizeLinear", step is not None, last.op_type)
+    xs = [RNG.standard_normal((1, 3, 17, 17)).astype(np.float32) for _ in range(4)]
+    for be in ht.BACKENDS:
+        got, want = [], []
+        for x in xs:
+            p, d = ht.run(qdq, {"x": x}, backend=be)
+            S.check(f"QDQ model ({be}): runs", p.returncode == 0, p.stderr[-600:])
+            if p.returncode:
+                break
+            got.append(np.load(os.path.join(d, "y.npy")))
+            want.append(ort_run(qdq, {"x": x})["y"])
+        if len(got) == len(xs) and step:
+            err = np.abs(np.concatenate(got) - np.concatenate(want)) / step
+            frac = float(np.mean(err <= 1.0 + 1e-3))
+            print(f"QDQ model ({be}): {frac:.4%} of {err.size} within one step, max {err.max():.2f} steps, step {step:.4g}")
+            S.check(f"QDQ model ({be}): within one output step of onnxruntime on >= 99.9% ({frac:.4f}, max {err.max():.2f} steps)",
+                    frac >= 0.999, "")
+
+
+test_quantize_edges()
+test_contractions()
+test_microsoft_binary()
+test_bad_params()
+test_qdq_model()
+S.close()
