@@ -48,6 +48,8 @@ typedef struct ox_val {
   bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   bool vacant;      /* defined by a fold that was abandoned: the op's mapping defines it again (onnx_fold.c) */
+  bool fq;          /* a QuantizeLinear's output that only DequantizeLinears of the same parameters read: v holds
+                     * the dequantized fp32 value (onnx_quant.c) */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
    * 1: erf(gk gx), 2: 1 + erf(gk gx), 3: gcoef * (1 + erf) [* gx if ghasx]

@@ -187,7 +187,11 @@ static harp_status q_read(ox_ctx *c, const char *what, int si, int zi, int xr, c
         if (!fe_dim_is_int(s->d[i], &zd[i])) zd[i] = -1;
     }
     bool same = zr == q->srank;
+    int64_t zn = 1, sn = 1;
     for (int i = 0; same && i < zr; i++) same = zd[i] == q->sshape[i];
+    for (int i = 0; i < zr; i++) zn *= zd[i];
+    for (int i = 0; i < q->srank; i++) sn *= q->sshape[i];
+    same = same || (zn == 1 && sn == 1 && zr <= 1 && q->srank <= 1); /* [] against [1]: one value, as onnxruntime reads it */
     if (!same) {
       char ss[96], zs[96];
       shape_text(q->srank, q->sshape, ss, sizeof ss), shape_text(zr, zd, zs, sizeof zs);
@@ -299,6 +303,37 @@ static harp_status q_out_type(ox_ctx *c, const qp *q, int *oty) {
   return HARP_OK;
 }
 
+/* The same attribute of two nodes (both absent counts as the same). */
+static bool same_attr(const Onnx__NodeProto *a, const Onnx__NodeProto *b, const char *name) {
+  const Onnx__AttributeProto *x = NULL, *y = NULL;
+  for (size_t i = 0; i < a->n_attribute; i++)
+    if (!strcmp(a->attribute[i]->name, name)) x = a->attribute[i];
+  for (size_t i = 0; i < b->n_attribute; i++)
+    if (!strcmp(b->attribute[i]->name, name)) y = b->attribute[i];
+  return (!x && !y) || (x && y && x->i == y->i);
+}
+
+/* Whether every reader of this QuantizeLinear's output is a
+ * DequantizeLinear of the same scale, zero point, axis and block size (a QDQ
+ * model's activations): then the pair is one fp32 step, the 8-bit value
+ * exact in fp32 and never stored. */
+static bool dq_only(ox_ctx *c) {
+  const Onnx__NodeProto *q = c->node;
+  int want = ox_uses(c, q->output[0]), seen = 0;
+  if (!c->gp || c->inline_scope || c->parent || want == 0 || q->n_input < 2) return false;
+  for (size_t i = (size_t)c->node_index + 1; i < c->gp->n_node; i++) {
+    const Onnx__NodeProto *n = c->gp->node[i];
+    for (size_t k = 0; k < n->n_input; k++) {
+      if (strcmp(n->input[k], q->output[0]) != 0) continue;
+      bool dq = k == 0 && !strcmp(n->op_type, "DequantizeLinear") && (!n->domain || !*n->domain) && n->n_input == q->n_input;
+      for (size_t j = 1; dq && j < q->n_input; j++) dq = !strcmp(n->input[j], q->input[j]);
+      if (!dq || !same_attr(q, n, "axis") || !same_attr(q, n, "block_size")) return false;
+      seen++;
+    }
+  }
+  return seen == want;
+}
+
 OP(QuantizeLinear) {
   ox_val *xo = ox_in(c, 0, NULL);
   if (!xo) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
@@ -321,12 +356,27 @@ OP(QuantizeLinear) {
   hg_val s = q_bcast(c, &q, q.s, q.sv, xr, xd), z = s > 0 ? q_bcast(c, &q, q.z, q.zv, xr, xd) : -1;
   if (s < 0 || z < 0) return c->e->code ? c->e->code : ox_check(c, -1);
   if (xdt != TINY_FP32) x = hg_cast(c->g, x, TINY_FP32);
+  if (dq_only(c)) { /* (clamp(round(x / s) + z) - z) * s, in fp32 */
+    hg_graph *g = c->g;
+    hg_val r = hg_round(g, hg_div(g, x, s));
+    if (z > 0) r = hg_add(g, r, z);
+    r = hg_min(g, hg_max(g, r, hg_const(g, lo)), hg_const(g, hi));
+    if (z > 0) r = hg_sub(g, r, z);
+    if (ox_def(c, 0, hg_mul(g, r, s))) return c->e->code;
+    ox_find(c, c->node->output[0])->fq = true;
+    return HARP_OK;
+  }
   return ox_def(c, 0, quantize(c, x, s, z, qt, lo, hi));
 }
 
 OP(DequantizeLinear) {
   ox_val *xo = ox_in(c, 0, NULL);
   if (!xo) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
+  if (xo->fq) { /* its QuantizeLinear computed the round trip (dq_only) */
+    hg_val y = ox_value(c, xo);
+    tiny_dtype sdt = y > 0 ? hg_val_dtype(c->g, ox_tensor(c, 1)) : TINY_FP32;
+    return y < 0 ? c->e->code : ox_def(c, 0, sdt == TINY_FP32 || !tiny_dtype_is_float(sdt) ? y : hg_cast(c->g, y, sdt));
+  }
   int xoty = oty_of(c, xo), xr;
   tiny_dtype qt;
   double lo, hi;
