@@ -47,6 +47,10 @@ def resnet50():
     import fetch
     from onnx import version_converter
     m = fetch.light_random(onnx.load(os.path.join(LIGHT_DIR, "light_resnet50.onnx")), 0)
+    x = [i for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}][0]
+    for n in m.graph.node:  # the input as "data": harp's --input files are named after it
+        n.input[:] = ["data" if i == x.name else i for i in n.input]
+    x.name = "data"
     return version_converter.convert_version(m, 13)
 
 

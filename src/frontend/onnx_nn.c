@@ -39,6 +39,8 @@ hg_val ox_matmul(ox_ctx *c, hg_val a, hg_val b) {
 }
 
 OP(MatMul) {
+  int fused = ox_qdq_contract(c, 'm');
+  if (fused) return fused < 0 ? c->e->code : HARP_OK;
   hg_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
   if (a < 0 || b < 0) return c->e->code;
   hg_val r = ox_matmul(c, a, b);
@@ -46,6 +48,8 @@ OP(MatMul) {
 }
 
 OP(Gemm) {
+  int fused = ox_qdq_contract(c, 'g');
+  if (fused) return fused < 0 ? c->e->code : HARP_OK;
   int64_t ta, tb;
   double alpha, beta;
   if (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
@@ -224,6 +228,8 @@ static bool fold_bn(ox_ctx *c, hg_val *w, hg_val *bias) {
 }
 
 OP(Conv) {
+  int fused = ox_qdq_contract(c, 'c');
+  if (fused) return fused < 0 ? c->e->code : HARP_OK;
   hg_val fw = 0, fb = 0;
   bool folded = fold_bn(c, &fw, &fb);
   if (c->e->code) return c->e->code;

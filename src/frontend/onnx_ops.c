@@ -315,9 +315,15 @@ static harp_status binary(ox_ctx *c, hg_op op, const char *name) {
   return HARP_OK;
 }
 
-OP(Add) { return binary(c, HG_OP_ADD, "Add"); }
+OP(Add) {
+  int fused = ox_qdq_binary(c, '+'); /* DQ, DQ -> Add -> Q (onnx_qdq.c) */
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : binary(c, HG_OP_ADD, "Add");
+}
 OP(Sub) { return binary(c, HG_OP_SUB, "Sub"); }
-OP(Mul) { return binary(c, HG_OP_MUL, "Mul"); }
+OP(Mul) {
+  int fused = ox_qdq_binary(c, '*');
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : binary(c, HG_OP_MUL, "Mul");
+}
 OP(Div) { return binary(c, HG_OP_DIV, "Div"); }
 OP(Equal) { return binary(c, HG_OP_EQ, "Equal"); }
 OP(Mod) { /* integer constants fold (onnx_fold.c) */

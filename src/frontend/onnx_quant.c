@@ -288,7 +288,13 @@ static harp_status fold_q(ox_ctx *c, const qp *q, const double *xv, int xr, cons
       else ((uint8_t *)t.data)[i] = (uint8_t)r;
     }
   }
-  return ox_def_tensor(c, 0, &t, oty);
+  if (ox_def_tensor(c, 0, &t, oty)) return c->e->code;
+  bool zero = true;
+  int64_t ns = q->mode == QP_TENSOR ? 1 : q->sshape[0];
+  for (int64_t k = 0; q->zv && k < ns; k++) zero = zero && q->zv[k] == 0;
+  ox_qinfo *w = dq && zero && q->mode != QP_BLOCK && c->node->n_output ? ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_WEIGHT) : NULL;
+  if (w) w->s = q->sv, w->ns = ns, w->axis = q->mode == QP_AXIS ? q->axis : 0;
+  return c->e->code;
 }
 
 /* The type QuantizeLinear writes: its zero point's, else output_dtype's (opset 21), else uint8. */
@@ -334,6 +340,26 @@ static bool dq_only(ox_ctx *c) {
   return seen == want;
 }
 
+/* A per-tensor QuantizeLinear of constant scale s and zero point z: of a
+ * fused contraction's output (already divided by s: rounded, shifted,
+ * saturated), or of any value.  Read only by DequantizeLinears, its output is
+ * the integers in fp32 (never stored as 8-bit) with their facts for the
+ * fusion; else the 8-bit tensor. */
+static harp_status quantize_fused(ox_ctx *c, ox_val *xo, hg_val x, double s, double z, tiny_dtype qt, double lo, double hi) {
+  hg_graph *g = c->g;
+  bool scaled = xo->qi && xo->qi->kind == QI_SCALED && xo->qi->s1 == s;
+  hg_val r = hg_round(g, scaled ? x : hg_div(g, x, hg_const(g, s)));
+  if (z != 0 && !(scaled && xo->qi->zin)) r = hg_add(g, r, hg_const(g, z));
+  r = hg_min(g, hg_max(g, r, hg_const(g, lo)), hg_const(g, hi));
+  if (!dq_only(c)) return ox_def(c, 0, hg_cast(g, r, qt));
+  if (ox_def(c, 0, r)) return c->e->code;
+  ox_val *y = ox_find(c, c->node->output[0]);
+  ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
+  if (!qi) return c->e->code;
+  y->fq = true, qi->qv = r, qi->s1 = s, qi->z = z;
+  return HARP_OK;
+}
+
 OP(QuantizeLinear) {
   ox_val *xo = ox_in(c, 0, NULL);
   if (!xo) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
@@ -356,6 +382,7 @@ OP(QuantizeLinear) {
   hg_val s = q_bcast(c, &q, q.s, q.sv, xr, xd), z = s > 0 ? q_bcast(c, &q, q.z, q.zv, xr, xd) : -1;
   if (s < 0 || z < 0) return c->e->code ? c->e->code : ox_check(c, -1);
   if (xdt != TINY_FP32) x = hg_cast(c->g, x, TINY_FP32);
+  if (q.mode == QP_TENSOR && q.sv && (!q.z || q.zv)) return quantize_fused(c, xo, x, q.sv[0], q.zv ? q.zv[0] : 0, qt, lo, hi);
   if (dq_only(c)) { /* (clamp(round(x / s) + z) - z) * s, in fp32 */
     hg_graph *g = c->g;
     hg_val r = hg_round(g, hg_div(g, x, s));
@@ -372,6 +399,15 @@ OP(QuantizeLinear) {
 OP(DequantizeLinear) {
   ox_val *xo = ox_in(c, 0, NULL);
   if (!xo) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
+  if (xo->fq && xo->qi) { /* the integers of a per-tensor Q (quantize_fused): (q - z) * s */
+    hg_graph *g = c->g;
+    const ox_qinfo *in = xo->qi;
+    hg_val y = in->z != 0 ? hg_sub(g, in->qv, hg_const(g, in->z)) : in->qv;
+    if (ox_def(c, 0, hg_mul(g, y, hg_const(g, in->s1)))) return c->e->code;
+    ox_qinfo *qi = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_INT);
+    if (qi) *qi = *in;
+    return c->e->code;
+  }
   if (xo->fq) { /* its QuantizeLinear computed the round trip (dq_only) */
     hg_val y = ox_value(c, xo);
     tiny_dtype sdt = y > 0 ? hg_val_dtype(c->g, ox_tensor(c, 1)) : TINY_FP32;
