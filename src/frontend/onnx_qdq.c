@@ -69,6 +69,16 @@ static hg_val integers(ox_ctx *c, ox_val *x, const char *what) {
   return ox_weight(c, what, &t);
 }
 
+/* An fp32 bias b quantized to the accumulator's scale sx * sw (as
+ * onnxruntime's QGemm takes a float bias), as an fp32 weight. */
+static hg_val bias_integers(ox_ctx *c, ox_val *b, const ox_qinfo *x, const ox_qinfo *w) {
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, TINY_FP32, 1, b->t.shape)) return -1;
+  for (int64_t k = 0; k < b->t.shape[0]; k++)
+    ((float *)t.data)[k] = nearbyintf(((const float *)b->t.data)[k] / ((float)x->s1 * (float)w_scale(w, k)));
+  return ox_weight(c, "qb", &t);
+}
+
 /* The requantization multiplier per output channel (n of them) as an fp32
  * weight of rank r with the channels on axis ax. */
 static hg_val multiplier(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *w, double sy, int64_t n, int r, int ax) {
@@ -160,11 +170,11 @@ int ox_qdq_contract(ox_ctx *c, int kind) {
   int wax = kind == 'c' || tb ? 0 : 1; /* the output channels' axis of the weight */
   if (kind == 'm' && w && w->qi && w->qi->kind == QI_INT) return activations_matmul(c, x->qi, w->qi, sy);
   if (!weight_ok(w, wax, &nout)) return 0;
-  if (b && !(b->qi && b->qi->kind == QI_WEIGHT && b->has_t && b->t.rank == 1 && b->t.shape[0] == nout && (b->qi->ns == 1 || b->qi->ns == nout)))
-    return 0;
+  bool bint = b && b->qi && b->qi->kind == QI_WEIGHT && (b->qi->ns == 1 || b->qi->ns == nout);
+  if (b && !(b->has_t && b->t.dtype == TINY_FP32 && b->t.rank == 1 && b->t.shape[0] == nout && (bint || !b->qi))) return 0;
   hg_graph *g = c->g;
   hg_val xc = centered(c, x->qi);
-  hg_val wq = integers(c, w, "qw"), bq = b ? integers(c, b, "qb") : 0;
+  hg_val wq = integers(c, w, "qw"), bq = !b ? 0 : bint ? integers(c, b, "qb") : bias_integers(c, b, x->qi, w->qi);
   if (wq < 0 || bq < 0) return -1;
   hg_val acc;
   if (kind == 'c') {
