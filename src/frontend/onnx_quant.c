@@ -260,6 +260,15 @@ static void dims_of(ox_ctx *c, hg_val v, int *r, int64_t *d) {
     if (!fe_dim_is_int(s->d[i], &d[i])) d[i] = -1;
 }
 
+/* Data xo's rank and dims: a constant's own (*x stays 0: it may fold), else
+ * its graph value's (*x set).  An error code, or HARP_OK. */
+static harp_status data_of(ox_ctx *c, ox_val *xo, hg_val *x, int *r, int64_t *d) {
+  if (const_shape(xo, r, d)) return HARP_OK;
+  if ((*x = ox_value(c, xo)) < 0) return c->e->code;
+  dims_of(c, *x, r, d);
+  return HARP_OK;
+}
+
 /* round(x / s) + z, saturated to [lo, hi], as dtype qt (x fp32). */
 static hg_val quantize(ox_ctx *c, hg_val x, hg_val s, hg_val z, tiny_dtype qt, double lo, double hi) {
   hg_graph *g = c->g;
@@ -366,10 +375,7 @@ OP(QuantizeLinear) {
   int xr, oty = OX_UINT8;
   int64_t xd[TINY_MAX_RANK], n;
   hg_val x = 0;
-  if (!const_shape(xo, &xr, xd)) {
-    if ((x = ox_value(c, xo)) < 0) return c->e->code;
-    dims_of(c, x, &xr, xd);
-  }
+  if (data_of(c, xo, &x, &xr, xd)) return c->e->code;
   qp q;
   if (q_read(c, "y", 1, 2, xr, xd, &q) || q_out_type(c, &q, &oty) || check_zero(c, "y", &q, oty)) return c->e->code;
   tiny_dtype qt = TINY_U8, xdt = x ? hg_val_dtype(c->g, x) : xo->has_t ? xo->t.dtype : TINY_I32;
@@ -420,10 +426,7 @@ OP(DequantizeLinear) {
     return ox_fail(c, HARP_E_UNSUPPORTED, "dequantization of %s (harp has int8, uint8 and int32)", ox_type_name(xoty));
   int64_t xd[TINY_MAX_RANK], n;
   hg_val x = 0;
-  if (!const_shape(xo, &xr, xd)) {
-    if ((x = ox_value(c, xo)) < 0) return c->e->code;
-    dims_of(c, x, &xr, xd);
-  }
+  if (data_of(c, xo, &x, &xr, xd)) return c->e->code;
   qp q;
   if (q_read(c, "x", 1, 2, xr, xd, &q) || check_zero(c, "x", &q, xoty)) return c->e->code;
   tiny_dtype sdt = q.s->has_t ? q.s->t.dtype : hg_val_dtype(c->g, ox_value(c, q.s));
@@ -494,10 +497,7 @@ static hg_val centered(ox_ctx *c, int i, int zi, tiny_dtype dt, int zaxis, const
     return ox_fail(c, HARP_E_DTYPE_MISMATCH, "%s zero point is %s, the data %s", what, ox_type_name(oty_of(c, zo)), ox_type_name(xoty)), -1;
   int64_t xd[TINY_MAX_RANK], zn = 1, v;
   hg_val x = 0, z = 0;
-  if (!const_shape(xo, &xr, xd)) {
-    if ((x = ox_value(c, xo)) < 0) return -1;
-    dims_of(c, x, &xr, xd);
-  }
+  if (data_of(c, xo, &x, &xr, xd)) return -1;
   int zr = 0;
   int64_t zd[TINY_MAX_RANK];
   const double *zv = NULL;
