@@ -358,7 +358,7 @@ static hg_val const_value(ox_ctx *c, ox_val *x, bool literal) {
   ut_tensor t = {0};
   if (x->has_i) {
     /* a folded comparison (Equal of shapes) is a bool tensor, the rest int32 */
-    tiny_dtype dt = x->oty == OX_BOOL ? TINY_BOOL : TINY_I32;
+    tiny_dtype dt = x->oty == OX_BOOL ? TINY_BOOL : x->oty == OX_INT8 ? TINY_I8 : x->oty == OX_UINT8 ? TINY_U8 : TINY_I32;
     if (ut_tensor_alloc(c->e, &t, dt, x->irank, x->ishape)) return -1;
     for (int64_t i = 0; i < x->in; i++) {
       int64_t v;
@@ -377,10 +377,11 @@ static hg_val const_value(ox_ctx *c, ox_val *x, bool literal) {
         return -1;
       }
       if (dt == TINY_BOOL) ((uint8_t *)t.data)[i] = v != 0;
+      else if (dt == TINY_I8 || dt == TINY_U8) ut_tensor_set(&t, i, (float)v);
       else ((int32_t *)t.data)[i] = (int32_t)v;
     }
     if (literal && x->irank == 0) {
-      double v0 = dt == TINY_BOOL ? ((uint8_t *)t.data)[0] : ((int32_t *)t.data)[0];
+      double v0 = dt == TINY_I32 ? ((int32_t *)t.data)[0] : ut_tensor_get(&t, 0);
       x->v = hg_const_typed(c->g, v0, dt);
       ut_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;

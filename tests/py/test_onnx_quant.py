@@ -93,12 +93,16 @@ def test_quantize_edges():
         h.make_node("Cast", ["k"], ["t8"], to=T.INT8),  # not an output: no int8 buffer between the casts
         h.make_node("Cast", ["t8"], ["k32"], to=T.INT32),  # the wrapped value, not k
         h.make_node("Add", ["ku8", "ku8"], ["k2"]),  # uint8 arithmetic wraps
+        h.make_node("Cast", ["kc"], ["kc8"], to=T.INT8),  # a constant: folded at import, wrapped the same
+        h.make_node("Cast", ["kc"], ["kcu8"], to=T.UINT8),
     ]
     path = model(nodes, [vi("x", T.FLOAT, x.shape), vi("k", T.INT32, [6])],
                  [vi("qu", T.UINT8, x.shape), vi("qi", T.INT8, x.shape), vi("qc", T.INT8, x.shape), vi("dc", T.FLOAT, x.shape),
                   vi("du", T.FLOAT, x.shape), vi("ci", T.FLOAT, x.shape), vi("cu", T.INT32, x.shape), vi("k8", T.INT8, [6]),
-                  vi("ku8", T.UINT8, [6]), vi("k32", T.INT32, [6]), vi("k2", T.UINT8, [6])],
-                 [init("s", np.float32(0.25)), init("zu", np.uint8(255)), init("zi", np.int8(-128)), init("sc", sc), init("zc", zi)])
+                  vi("ku8", T.UINT8, [6]), vi("k32", T.INT32, [6]), vi("k2", T.UINT8, [6]),
+                  vi("kc8", T.INT8, [4]), vi("kcu8", T.UINT8, [4])],
+                 [init("s", np.float32(0.25)), init("zu", np.uint8(255)), init("zi", np.int8(-128)), init("sc", sc), init("zc", zi),
+                  init("kc", np.array([1, 200, -300, 127], np.int64))])
     same("Q/DQ edges", path, {"x": x, "k": np.array([-129, 128, 255, 256, -1, 1000], np.int32)})
 
 
