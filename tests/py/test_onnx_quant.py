@@ -165,6 +165,20 @@ def test_bad_params():
         S.check(f"bad Q params, {what}: a clear error", p.returncode == 1 and "quant_me" in p.stderr and word in p.stderr
                 and "error[" in p.stderr, p.stderr[-400:])
         S.check(f"bad Q params, {what}: no output file", not os.path.exists(os.path.join(d, "y.npy")))
+    a = np.ones((2, 3), np.uint8)
+    others = [("DequantizeLinear zero point of another type", [h.make_node("DequantizeLinear", ["a", "s1", "zi"], ["y"], name="quant_me")],
+               "zero point"),
+              ("QLinearMatMul with y scale 0", [h.make_node("QLinearMatMul", ["a", "s1", "zu", "b", "s1", "zu", "s0", "zu"], ["y"],
+                                                             name="quant_me")], "positive"),
+              ("blocked scale of the wrong shape", [h.make_node("DequantizeLinear", ["a", "sb", "zb"], ["y"], axis=1, block_size=2,
+                                                                name="quant_me")], "blocks")]
+    for what, nodes, word in others:
+        path = model(nodes, [vi("a", T.UINT8, a.shape)], [vi("y", T.FLOAT if "Deq" in what or "blocked" in what else T.UINT8, None)],
+                     [init("s1", np.float32(0.5)), init("s0", np.float32(0)), init("zu", np.uint8(1)), init("zi", np.int8(1)),
+                      init("b", np.ones((3, 2), np.uint8)), init("sb", np.ones((2, 3), np.float32)), init("zb", np.ones((2, 3), np.uint8))])
+        p, d = ht.run(path, {"a": a}, backend="interp")
+        S.check(f"bad params, {what}: a clear error", p.returncode == 1 and "quant_me" in p.stderr and word in p.stderr, p.stderr[-400:])
+        S.check(f"bad params, {what}: no output file", not os.path.exists(os.path.join(d, "y.npy")))
 
 
 def small_cnn():
