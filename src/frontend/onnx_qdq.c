@@ -110,7 +110,7 @@ static int scaled_out(ox_ctx *c, double sy, bool zin) {
 }
 
 /* The integers of x minus its zero point. */
-static hg_val centered(ox_ctx *c, const ox_qinfo *x) { return x->z != 0 ? hg_sub(c->g, x->qv, hg_const(c->g, x->z)) : x->qv; }
+static hg_val centered(ox_ctx *c, const ox_qinfo *x) { return x->z != 0 ? hg_add(c->g, x->qv, hg_const(c->g, -x->z)) : x->qv; }
 
 /* MatMul of two quantized activations (onnxruntime's QLinearMatMul):
  * (qa - za)(qb - zb) * fl(fl(sa * sb) / sy). */

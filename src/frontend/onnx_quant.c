@@ -408,7 +408,7 @@ OP(DequantizeLinear) {
   if (xo->fq && xo->qi) { /* the integers of a per-tensor Q (quantize_fused): (q - z) * s */
     hg_graph *g = c->g;
     const ox_qinfo *in = xo->qi;
-    hg_val y = in->z != 0 ? hg_sub(g, in->qv, hg_const(g, in->z)) : in->qv;
+    hg_val y = in->z != 0 ? hg_add(g, in->qv, hg_const(g, -in->z)) : in->qv; /* + (-z): an epilogue step, as - is not */
     if (ox_def(c, 0, hg_mul(g, y, hg_const(g, in->s1)))) return c->e->code;
     ox_qinfo *qi = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_INT);
     if (qi) *qi = *in;
