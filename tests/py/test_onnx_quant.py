@@ -282,7 +282,23 @@ def test_qdq_mobilenetv2():
         S.check("QDQ MobileNetV2 (cpu): equal to onnxruntime's int8 run on >= 99%", exact >= 0.99, f"{exact:.2%}")
 
 
+def test_round_epilogue():
+    """Round after a MatMul and a Conv: the templates' round-to-integer
+    epilogue step (halves to even), as requantization uses it."""
+    a = (RNG.integers(-8, 8, (16, 24)) * 0.5).astype(np.float32)
+    b = RNG.integers(-3, 4, (24, 32)).astype(np.float32)
+    x = (RNG.integers(-8, 8, (1, 8, 9, 9)) * 0.5).astype(np.float32)
+    w = RNG.integers(-2, 3, (16, 8, 3, 3)).astype(np.float32)
+    nodes = [h.make_node("MatMul", ["a", "b"], ["m"]), h.make_node("Mul", ["m", "half"], ["mh"]), h.make_node("Round", ["mh"], ["y"]),
+             h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Mul", ["c", "half"], ["ch"]),
+             h.make_node("Round", ["ch"], ["z"])]
+    path = model(nodes, [vi("a", T.FLOAT, a.shape), vi("x", T.FLOAT, x.shape)], [vi("y", T.FLOAT, None), vi("z", T.FLOAT, None)],
+                 [init("b", b), init("w", w), init("half", np.float32(0.5))], opset=13)
+    same("Round after MatMul / Conv", path, {"a": a, "x": x})
+
+
 test_quantize_edges()
+test_round_epilogue()
 test_contractions()
 test_microsoft_binary()
 test_bad_params()
