@@ -80,11 +80,11 @@ typedef enum tiny_epi {
   TE_NONE,
   TE_RELU,  /* max(x, 0) */
   TE_GELU,  /* x Phi(x) */
+  TE_RINT,  /* to the nearest integer, halves to even (a requantization's rounding) */
   TE_SHIFT, /* x + t: t a constant, a bias or a residual */
   TE_SCALE, /* x * t: t a constant, or a tensor (a residual product) */
   TE_LOWER, /* max(x, c), c a constant: a clamp's lower bound */
-  TE_UPPER, /* min(x, c): a clamp's upper bound (ReLU6 = min(max(x, 0), 6)) */
-  TE_RINT   /* to the nearest integer, halves to even (a requantization's rounding) */
+  TE_UPPER  /* min(x, c): a clamp's upper bound (ReLU6 = min(max(x, 0), 6)) */
 } tiny_epi;
 
 /* clang-format off */

@@ -10,10 +10,13 @@
  * to even, saturated to the type's range.  DequantizeLinear of a constant (a
  * QDQ model's weights and int32 biases) is folded here into an fp32 constant,
  * so a QDQ model's contractions meet fp32 weights and take harp's fp32 kernels;
- * QuantizeLinear of a constant folds the same way.  Constant scales must be
- * positive and finite and scale / zero point shapes must fit the data: else a
- * clear error naming the node.
- * Needs: onnx_int.h, onnx_nn.c (ox_matmul, ox_conv).  Gives: ox_find_quant. */
+ * QuantizeLinear of a constant folds the same way.  A per-tensor
+ * QuantizeLinear that only DequantizeLinears read keeps its integers in fp32
+ * with their facts for the QDQ fusion (onnx_qdq.c), never stored as 8-bit.
+ * Constant scales must be positive and finite and scale / zero point shapes
+ * must fit the data: else a clear error naming the node.
+ * Needs: onnx_int.h, onnx_nn.c (ox_matmul, ox_conv), onnx_qdq.c (ox_qinfo).
+ * Gives: ox_find_quant. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -103,11 +106,10 @@ static harp_status check_zero(ox_ctx *c, const char *what, qp *q, int qt_oty) {
   if (!q->z) return HARP_OK;
   tiny_dtype dt;
   double lo, hi;
-  if (q->zoty != qt_oty && qt_oty) return ox_fail(c, HARP_E_DTYPE_MISMATCH, "%s zero point is %s, the data %s", what, ox_type_name(q->zoty), ox_type_name(qt_oty));
-  int64_t n = 0;
-  if (!q->zv) return HARP_OK;
-  const ox_val *zv = q->z;
-  n = zv->has_t ? ut_tensor_numel(&zv->t) : zv->in;
+  if (q->zoty != qt_oty && qt_oty)
+    return ox_fail(c, HARP_E_DTYPE_MISMATCH, "%s zero point is %s, the data %s", what, ox_type_name(q->zoty), ox_type_name(qt_oty));
+  if (!q->zv) return HARP_OK; /* computed at run time */
+  int64_t n = q->z->has_t ? ut_tensor_numel(&q->z->t) : q->z->in;
   bool ranged = q_type(q->zoty, &dt, &lo, &hi);
   for (int64_t i = 0; i < n; i++)
     if ((ranged && (q->zv[i] < lo || q->zv[i] > hi)) || (q->zoty == OX_INT32 && q->zv[i] != 0))
@@ -528,9 +530,8 @@ static hg_val centered(ox_ctx *c, int i, int zi, tiny_dtype dt, int zaxis, const
   return hg_sub(c->g, x, fe_reshape(c->g, z, &s));
 }
 
-/* The contraction dimension K of a MatMul / Conv: fp32 sums of products of
- * 8-bit values are exact while K * 255 * 255 < 2^24; else int32. */
-static tiny_dtype exact_acc(ox_ctx *c, hg_val w, bool conv) {
+/* The contraction dimension K of a MatMul / Conv of weight w (capped at 2^24). */
+static int64_t contraction_k(ox_ctx *c, hg_val w, bool conv) {
   const fe_shape *s = ox_shape_of(c, w);
   int64_t k = 1, v;
   int from = conv ? 1 : s->rank >= 2 ? s->rank - 2 : 0, to = conv ? s->rank : from + 1;
@@ -538,18 +539,39 @@ static tiny_dtype exact_acc(ox_ctx *c, hg_val w, bool conv) {
     k = fe_dim_is_int(s->d[i], &v) && v < ((int64_t)1 << 24) ? k * v : ((int64_t)1 << 24);
     if (k > ((int64_t)1 << 24)) k = (int64_t)1 << 24;
   }
-  return k * 65025 < ((int64_t)1 << 24) ? TINY_FP32 : TINY_I32;
+  return k;
+}
+
+/* A convolution of centered 8-bit data a by b (both fp32 integers) with an
+ * exact int32 result when K products of 255 x 255 would not stay exact in
+ * fp32: a = 16 hi + lo (|hi| <= 16, 0 <= lo < 16), two fp32 convolutions
+ * whose sums are exact while K * 16 * 255 < 2^24, joined in int32. */
+static hg_val split_conv(ox_ctx *c, hg_val a, hg_val b, int64_t k) {
+  if (k * 16 * 255 >= ((int64_t)1 << 24))
+    return ox_fail(c, HARP_E_UNSUPPORTED, "a ConvInteger over %" PRId64 " products (its int32 sums exceed what harp computes exactly)", k), -1;
+  hg_graph *g = c->g;
+  hg_val hi = hg_floor(g, hg_mul(g, a, hg_const(g, 1.0 / 16))), lo = hg_sub(g, a, hg_mul(g, hi, hg_const(g, 16)));
+  hg_val yh = ox_conv(c, hi, b, 0), yl = yh > 0 ? ox_conv(c, lo, b, 0) : -1;
+  if (yl < 0) return -1;
+  return hg_add(g, hg_mul(g, hg_cast(g, yh, TINY_I32), hg_const_typed(g, 16, TINY_I32)), hg_cast(g, yl, TINY_I32));
 }
 
 /* MatMulInteger / ConvInteger: int32 results of the centered operands. */
 static harp_status integer_op(ox_ctx *c, bool conv) {
   hg_val w = ox_tensor(c, 1);
   if (w < 0) return c->e->code;
-  tiny_dtype acc = exact_acc(c, w, conv);
+  int64_t k = contraction_k(c, w, conv);
+  /* fp32 sums of 8-bit products are exact while K * 255 * 255 < 2^24; else
+   * int32 (a MatMul), or the split convolution (harp convolves floats) */
+  tiny_dtype acc = k * 65025 < ((int64_t)1 << 24) || conv ? TINY_FP32 : TINY_I32;
   hg_val a = centered(c, 0, 2, acc, conv ? 1 : -2, conv ? "x" : "A");
   hg_val b = a > 0 ? centered(c, 1, 3, acc, conv ? 0 : -1, conv ? "w" : "B") : -1;
   if (a < 0 || b < 0) return c->e->code ? c->e->code : ox_check(c, -1);
   if (conv && ox_rank_of(c, a) == 5) return ox_fail(c, HARP_E_UNSUPPORTED, "a 3-D ConvInteger");
+  if (conv && k * 65025 >= ((int64_t)1 << 24)) {
+    hg_val y = split_conv(c, a, b, k);
+    return y < 0 ? (c->e->code ? c->e->code : ox_check(c, y)) : ox_def(c, 0, y);
+  }
   hg_val y = conv ? ox_conv(c, a, b, 0) : ox_matmul(c, a, b);
   if (y < 0) return c->e->code ? c->e->code : ox_check(c, y);
   return ox_def(c, 0, acc == TINY_I32 ? y : hg_cast(c->g, y, TINY_I32));

@@ -131,6 +131,21 @@ def test_contractions():
     same("QLinearConv / QLinearMatMul / *Integer", path, {"x": x, "a": a}, exact=False)
 
 
+def test_integer_big_k():
+    """ConvInteger and MatMulInteger over K = 576 / 600 products of 255 x
+    ~128: int32 sums past 2^24, exact (the conv split in two, the matmul in
+    int32)."""
+    x = RNG.integers(0, 256, (1, 64, 6, 7), dtype=np.uint8)
+    w = RNG.choice(np.array([-128, 127], np.int8), (8, 64, 3, 3))
+    a = RNG.integers(200, 256, (5, 600), dtype=np.uint8)
+    b = RNG.choice(np.array([-128, 127], np.int8), (600, 3))
+    nodes = [h.make_node("ConvInteger", ["x", "w", "xz"], ["ci"], pads=[1, 1, 1, 1]),
+             h.make_node("MatMulInteger", ["a", "b", "az"], ["mi"])]
+    path = model(nodes, [vi("x", T.UINT8, x.shape), vi("a", T.UINT8, a.shape)], [vi("ci", T.INT32, None), vi("mi", T.INT32, None)],
+                 [init("w", w), init("xz", np.uint8(0)), init("b", b), init("az", np.uint8(0))], opset=13)
+    same("ConvInteger / MatMulInteger, big K", path, {"x": x, "a": a})
+
+
 def test_microsoft_binary():
     """com.microsoft QLinearAdd / QLinearMul with broadcasting, and
     DynamicQuantizeLinear."""
@@ -300,6 +315,7 @@ def test_round_epilogue():
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
+test_integer_big_k()
 test_microsoft_binary()
 test_bad_params()
 test_qdq_model()
