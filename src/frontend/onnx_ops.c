@@ -533,7 +533,10 @@ static harp_status softmax(ox_ctx *c, smax_kind kind) {
   }
   return ox_def(c, 0, flatten ? fe_reshape(c->g, y, &xs) : y);
 }
-OP(Softmax) { return softmax(c, SOFTMAX); }
+OP(Softmax) {
+  int fused = c->opset >= 13 ? ox_qdq_softmax(c) : 0; /* DQ -> Softmax -> Q (onnx_qdq.c) */
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : softmax(c, SOFTMAX);
+}
 OP(LogSoftmax) { return softmax(c, LOGSOFTMAX); }
 OP(Hardmax) { return softmax(c, HARDMAX); }
 

@@ -146,6 +146,20 @@ def test_integer_big_k():
     same("ConvInteger / MatMulInteger, big K", path, {"x": x, "a": a})
 
 
+def test_qdq_softmax():
+    """Q -> DQ -> Softmax -> Q -> DQ over the last axis: onnxruntime's
+    QLinearSoftmax (a table of exp, the row's max shifted to its top,
+    floor(1 / y_scale)); harp computes the same."""
+    x = (RNG.standard_normal((6, 37)) * 3).astype(np.float32)
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("Softmax", ["xd"], ["p"], axis=-1), h.make_node("QuantizeLinear", ["p", "sy", "zy"], ["pq"]),
+             h.make_node("DequantizeLinear", ["pq", "sy", "zy"], ["y"])]
+    path = model(nodes, [vi("x", T.FLOAT, x.shape)], [vi("y", T.FLOAT, x.shape)],
+                 [init("sx", np.float32(0.05)), init("zx", np.uint8(128)), init("sy", np.float32(1 / 250.7)), init("zy", np.uint8(0))],
+                 opset=13)
+    same("QDQ Softmax", path, {"x": x})
+
+
 def test_microsoft_binary():
     """com.microsoft QLinearAdd / QLinearMul with broadcasting, and
     DynamicQuantizeLinear."""
@@ -316,6 +330,7 @@ test_quantize_edges()
 test_round_epilogue()
 test_contractions()
 test_integer_big_k()
+test_qdq_softmax()
 test_microsoft_binary()
 test_bad_params()
 test_qdq_model()
