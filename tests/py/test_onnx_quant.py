@@ -269,46 +269,70 @@ def test_qdq_model():
             S.check(f"QDQ model ({be}) {k}: equal to onnxruntime's int8 run on >= 99.9%", exact >= 0.999, f"{exact:.4%}")
 
 
-def test_qdq_mobilenetv2():
-    """MobileNetV2 1.0 at 64x64 (bench/e2e.py's weights) through
-    quant_pre_process and quantize_static: 53 layers deep, so that computing
-    the QDQ graph in fp32 instead of as onnxruntime's int8 kernels do shows
-    (80% of the logits within one step, 35% equal, without the fusion).  On
-    the cpu backend only (the interpreter takes long on it)."""
-    if "cpu" not in ht.BACKENDS:
-        return
-    sys.path.insert(0, os.path.join(ht.SRC, "bench"))
-    import e2e
-    import onnx_models as om
+def qdq_check(name, fp32, shape, activation_type=None):
+    """fp32 model `fp32` through quant_pre_process and quantize_static (QDQ,
+    per-channel; activations uint8 unless activation_type) on the cpu
+    backend against onnxruntime's int8 run: within one step of the output
+    scale on >= 99.9%, equal on >= 99%."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
     d = tempfile.mkdtemp()
     raw, pre, qdq = (os.path.join(d, f"{k}.onnx") for k in ("raw", "pre", "qdq"))
-    onnx.save(om.mobilenetv2(e2e.mobilenetv2_weights(), e2e.mobilenetv2_blocks(), hw=64), raw)
+    onnx.save(fp32, raw)
     quant_pre_process(raw, pre, skip_symbolic_shape=True)
     rng = np.random.default_rng(0)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)} for _ in range(2)])
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(2)])
 
         def get_next(self):
             return next(self.it, None)
 
-    quantize_static(pre, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    quantize_static(pre, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    **({"activation_type": activation_type} if activation_type is not None else {}))
     m = onnx.load(qdq)
     inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
     step = float(inits[[n for n in m.graph.node if n.output[0] == "y"][0].input[1]])
-    x = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
     want = ort_run(qdq, {"x": x})["y"]
     p, d = ht.run(qdq, {"x": x}, backend="cpu")
-    S.check("QDQ MobileNetV2 (cpu): runs", p.returncode == 0, p.stderr[-600:])
+    S.check(f"QDQ {name} (cpu): runs", p.returncode == 0, p.stderr[-600:])
     if p.returncode == 0:
         err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
         frac, exact = float(np.mean(err <= 1.0 + 1e-3)), float(np.mean(err <= 1e-3))
-        print(f"QDQ MobileNetV2 (cpu): {frac:.2%} within one step, {exact:.2%} equal, max {err.max():.2f} steps")
-        S.check("QDQ MobileNetV2 (cpu): within one step of onnxruntime's int8 run on >= 99.9%", frac >= 0.999, f"{frac:.2%}")
-        S.check("QDQ MobileNetV2 (cpu): equal to onnxruntime's int8 run on >= 99%", exact >= 0.99, f"{exact:.2%}")
+        print(f"QDQ {name} (cpu): {frac:.2%} within one step, {exact:.2%} equal, max {err.max():.2f} steps")
+        S.check(f"QDQ {name} (cpu): within one step of onnxruntime's int8 run on >= 99.9%", frac >= 0.999, f"{frac:.2%}")
+        S.check(f"QDQ {name} (cpu): equal to onnxruntime's int8 run on >= 99%", exact >= 0.99, f"{exact:.2%}")
+
+
+def test_qdq_mobilenetv2():
+    """MobileNetV2 1.0 at 64x64 (bench/e2e.py's weights): 53 layers deep, so
+    that computing the QDQ graph in fp32 instead of as onnxruntime's int8
+    kernels do shows (80% of the logits within one step, 35% equal, without
+    the fusion).  On the cpu backend only (the interpreter takes long)."""
+    if "cpu" not in ht.BACKENDS:
+        return
+    sys.path.insert(0, os.path.join(ht.SRC, "bench"))
+    import e2e
+    import onnx_models as om
+    qdq_check("MobileNetV2", om.mobilenetv2(e2e.mobilenetv2_weights(), e2e.mobilenetv2_blocks(), hw=64), (1, 3, 64, 64))
+
+
+def test_qdq_bert():
+    """A BERT encoder layer (s64, E128, 4 heads; bench/e2e.py's weights) with
+    int8 activations: QGemm with an fp32 bias, QLinearMatMul of two
+    activations, QLinearMul, QLinearSoftmax, QLinearAdd (67% of the outputs
+    equal and 97.4% within a step before the Softmax was emulated)."""
+    if "cpu" not in ht.BACKENDS:
+        return
+    sys.path.insert(0, os.path.join(ht.SRC, "bench"))
+    import e2e
+    import onnx_models as om
+    from onnxruntime.quantization import QuantType
+    c = e2e.case_bert(1, 64, 128, 4, 256)
+    fp32 = om.bert({k: v for k, (kind, v) in c["tensors"].items() if kind == "param"}, 1, 64, 128, 4, 256, gelu_op=True)
+    qdq_check("BERT layer", fp32, (1, 64, 128), QuantType.QInt8)
 
 
 def test_round_epilogue():
@@ -335,4 +359,5 @@ test_microsoft_binary()
 test_bad_params()
 test_qdq_model()
 test_qdq_mobilenetv2()
+test_qdq_bert()
 S.close()
