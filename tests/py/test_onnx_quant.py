@@ -208,6 +208,14 @@ def test_bad_params():
         p, d = ht.run(path, {"a": a}, backend="interp")
         S.check(f"bad params, {what}: a clear error", p.returncode == 1 and "quant_me" in p.stderr and word in p.stderr, p.stderr[-400:])
         S.check(f"bad params, {what}: no output file", not os.path.exists(os.path.join(d, "y.npy")))
+    # a Q whose 8-bit output a float op reads without a DequantizeLinear
+    x = np.ones((2, 4), np.float32)
+    path = model([h.make_node("QuantizeLinear", ["x", "s1", "zu"], ["q"]), h.make_node("Add", ["q", "x"], ["y"], name="quant_me")],
+                 [vi("x", T.FLOAT, x.shape)], [vi("y", T.FLOAT, None)], [init("s1", np.float32(0.5)), init("zu", np.uint8(1))])
+    p, d = ht.run(path, {"x": x}, backend="interp")
+    S.check("a Q with no DQ before a float op: a clear error", p.returncode == 1 and "quant_me" in p.stderr and "u8" in p.stderr,
+            p.stderr[-400:])
+    S.check("a Q with no DQ before a float op: no output file", not os.path.exists(os.path.join(d, "y.npy")))
 
 
 def small_cnn():
