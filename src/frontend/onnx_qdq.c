@@ -15,9 +15,11 @@
  *              zero point and saturates.
  * The contraction: acc = conv(qx - zx, qw) + qb in fp32 (integers, exact
  * while the partial sums stay below 2^24), times the per-channel multiplier
- * fl(fl(sx * sw) / sy) as onnxruntime computes it; halves to even.
+ * fl(fl(sx * sw) / sy) as onnxruntime computes it; halves to even.  DQ, DQ
+ * -> Add / Mul -> Q and DQ -> Softmax -> Q follow onnxruntime's QLinearAdd,
+ * QLinearMul and QLinearSoftmax the same way.
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
- * ox_qinfo_*. */
+ * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
