@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 /* Element types, in the order of the Tiny IR's (seed 001). */
-typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL,
+typedef enum harp_dtype { HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL, HARP_I8, HARP_U8,
   HARP_I64 = 32 /* no model computes in it: a feed's storage only, for an I32 input (harp_model_run_typed) */
 } harp_dtype;
 #define HARP_MAX_RANK 12 /* the most dims harp_input_shape / harp_output_shape write */

@@ -33,13 +33,17 @@
  * X(ENUM, "json name", bytes, is_float, C storage type, CUDA storage type,
  *   CUDA load-as-float helper, CUDA float-to-storage helper, .npy descr)
  * The C and CUDA columns are the backends' (tiny_dtype_c, ... in
- * src/tiny/tiny_spell.h); bf16 travels in .npy files as fp32. */
+ * src/tiny/tiny_spell.h); bf16 travels in .npy files as fp32.  i8 / u8 are
+ * storage types: held and computed as int32, narrowed modulo 256 when stored
+ * (the CUDA backend refuses them). */
 #define TINY_DTYPES(X)                                                                        \
   X(FP16, "fp16", 2, 1, "uint16_t", "hk_u16", "hk_ldf_f16", "hk_f2h", "<f2")                  \
   X(BF16, "bf16", 2, 1, "uint16_t", "hk_u16", "hk_ldf_bf16", "hk_f2bf", "<f4")                \
   X(FP32, "fp32", 4, 1, "float", "float", "hk_ldf_f32", "hk_f2f", "<f4")                      \
   X(I32, "i32", 4, 0, "int32_t", "int", "hk_ldf_i32", "hk_f2i", "<i4")                        \
-  X(BOOL, "bool", 1, 0, "uint8_t", "unsigned char", "hk_ldf_u8", "hk_f2u8", "|b1")
+  X(BOOL, "bool", 1, 0, "uint8_t", "unsigned char", "hk_ldf_u8", "hk_f2u8", "|b1")                \
+  X(I8, "i8", 1, 0, "int8_t", "signed char", "hk_ldf_s8", "hk_f2s8", "|i1")                   \
+  X(U8, "u8", 1, 0, "uint8_t", "unsigned char", "hk_ldf_u8", "hk_f2u8", "|u1")
 
 typedef enum tiny_dtype {
 #define TINY_X_DT(e, ...) TINY_##e,

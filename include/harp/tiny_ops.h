@@ -80,6 +80,7 @@ typedef enum tiny_epi {
   TE_NONE,
   TE_RELU,  /* max(x, 0) */
   TE_GELU,  /* x Phi(x) */
+  TE_RINT,  /* to the nearest integer, halves to even (a requantization's rounding) */
   TE_SHIFT, /* x + t: t a constant, a bias or a residual */
   TE_SCALE, /* x * t: t a constant, or a tensor (a residual product) */
   TE_LOWER, /* max(x, c), c a constant: a clamp's lower bound */
@@ -136,7 +137,7 @@ typedef enum tiny_epi {
     ceilf(a), 0,                                                                                                       \
     "ceilf(%s)", 0, 0, 0, 0, "$P_ceil(%s)")                                                                            \
   /* ROUND: to the nearest integer, halves to even (the default rounding mode) */                                     \
-  X(ROUND, TC_UNARY, TA_NONE, TD_FLOAT, TE_NONE,                                                                       \
+  X(ROUND, TC_UNARY, TA_NONE, TD_FLOAT, TE_RINT,                                                                       \
     nearbyintf(a), 0,                                                                                                  \
     "rintf(%s)", 0, 0, 0, 0, "$P_rint(%s)")                                                                            \
   /* SIGN: -1, 0 or 1 (NaN stays NaN, -0 gives 0); vec: x * 1e38 * 1e38 is +-inf for every x != 0, clamped */   \

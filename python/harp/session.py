@@ -24,11 +24,12 @@ from ._errors import CLASSES, HarpError
 from . import _onnxmeta
 
 # harp_dtype codes (harp.h) -> numpy dtype; bf16 is held as its uint16 bit pattern
-HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL, HARP_I64 = 0, 1, 2, 3, 4, 32
+HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL, HARP_I8, HARP_U8, HARP_I64 = 0, 1, 2, 3, 4, 5, 6, 32
 NP_OF = {HARP_FP16: np.dtype(np.float16), HARP_BF16: np.dtype(np.uint16), HARP_FP32: np.dtype(np.float32),
-         HARP_I32: np.dtype(np.int32), HARP_BOOL: np.dtype(np.bool_)}
+         HARP_I32: np.dtype(np.int32), HARP_BOOL: np.dtype(np.bool_), HARP_I8: np.dtype(np.int8),
+         HARP_U8: np.dtype(np.uint8)}
 ORT_TYPE = {HARP_FP16: "tensor(float16)", HARP_BF16: "tensor(bfloat16)", HARP_FP32: "tensor(float)",
-            HARP_I32: "tensor(int32)", HARP_BOOL: "tensor(bool)"}
+            HARP_I32: "tensor(int32)", HARP_BOOL: "tensor(bool)", HARP_I8: "tensor(int8)", HARP_U8: "tensor(uint8)"}
 _I64 = np.dtype(np.int64)
 _PROVIDERS = {"cpu": "cpu", "cpuexecutionprovider": "cpu", "cuda": "cuda", "cudaexecutionprovider": "cuda",
               "interp": "interp"}

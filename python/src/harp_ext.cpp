@@ -260,9 +260,9 @@ static nb::object output(Instance &self, int k) {
   if (!p) return nb::none();
   size_t n = 1;
   for (int d = 0; d < rank; d++) n *= (size_t)shape[d];
-  static const size_t size[] = {2, 2, 4, 4, 1};
+  static const size_t size[] = {2, 2, 4, 4, 1, 1, 1}; // fp16 bf16 fp32 i32 bool i8 u8
   harp_dtype dt = harp_output_dtype(self.c, k);
-  n *= (int)dt < 5 ? size[dt] : 1;
+  n *= (int)dt < 7 ? size[dt] : 1;
   return nb::make_tuple(nb::bytes(static_cast<const char *>(p), n), shape_tuple(shape, rank));
 }
 

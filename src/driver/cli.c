@@ -260,6 +260,8 @@ harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int6
     uint64_t r = splitmix(state);
     if (dt == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
     else if (dt == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
+    else if (dt == TINY_I8) ((int8_t *)t->data)[i] = (int8_t)(uint8_t)r; /* the whole range */
+    else if (dt == TINY_U8) ((uint8_t *)t->data)[i] = (uint8_t)r;
     else ut_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
   }
   return HARP_OK;

@@ -24,7 +24,7 @@ typedef struct dctx {
 } dctx;
 
 static const char *dtype_dsl(tiny_dtype t) {
-  static const char *const n[] = {"f16", "bf16", "f32", "i32", "bool"};
+  static const char *const n[] = {"f16", "bf16", "f32", "i32", "bool", "i8", "u8"};
   return (unsigned)t < TINY_DTYPE_COUNT ? n[t] : "f32";
 }
 

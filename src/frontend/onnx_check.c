@@ -230,7 +230,10 @@ static bool scan_model(const Onnx__ModelProto *mp, const onnx_opts *o, onnx_repo
   for (int i = 0; i < s->nop; i++) {
     const char *op = s->op[i];
     s->oom |= !add_line(&r->ops, &r->nops, "%s %d", op, s->count[i]);
-    if (strchr(op, '.') || !ox_op_known(op))
+    const char *dot = strrchr(op, '.');
+    char dom[96] = "";
+    if (dot) snprintf(dom, sizeof dom, "%.*s", (int)(dot - op), op);
+    if (dot ? !ox_find_quant(dom, dot + 1) : !ox_op_known(op))
       s->oom |= !add_line(&r->unknown_ops, &r->nunknown, "%s: %d node%s, first %s", op, s->count[i], s->count[i] > 1 ? "s" : "", s->first[i]);
     free(s->op[i]);
   }

@@ -195,6 +195,8 @@ static int oty_of(ox_ctx *c, int i) {
   case TINY_BF16: return OX_BFLOAT16;
   case TINY_I32: return OX_INT64;
   case TINY_BOOL: return OX_BOOL;
+  case TINY_I8: return OX_INT8;
+  case TINY_U8: return OX_UINT8;
   default: return OX_FLOAT;
   }
 }

@@ -499,6 +499,7 @@ static int cast_known(ox_ctx *c, const ox_val *x, int64_t to) {
         v = to == OX_BOOL ? f != 0 : (int64_t)f; /* truncation toward zero */
       }
       if (to == OX_BOOL) v = v != 0;
+      else if (to == OX_INT8 || to == OX_UINT8) v = to == OX_INT8 ? (int8_t)(uint8_t)(uint64_t)v : (uint8_t)(uint64_t)v; /* harp dtypes: wrap */
       else if (v < lo || v > hi)
         return ox_fail(c, HARP_E_UNSUPPORTED, "cast of %" PRId64 " to %s: harp keeps integers as int32 and would not wrap it", v,
                        ox_type_name((int)to)), FOLD_FAIL;

@@ -31,6 +31,7 @@ enum {
 };
 
 /* One ONNX value (by name). */
+struct ox_qinfo;
 typedef struct ox_val {
   const char *name; /* the ONNX name */
   hg_val v;         /* the graph value; 0 while none was built */
@@ -48,6 +49,9 @@ typedef struct ox_val {
   bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   bool vacant;      /* defined by a fold that was abandoned: the op's mapping defines it again (onnx_fold.c) */
+  bool fq;          /* a QuantizeLinear's output that only DequantizeLinears of the same parameters read: v holds
+                     * the dequantized fp32 value, or with qi its integers (onnx_quant.c) */
+  struct ox_qinfo *qi; /* what the QDQ fusion knows of it (onnx_qdq.c); NULL: nothing */
   /* GELU as PyTorch exports it (onnx_ops.c): a computed value that is
    * gk * gx; or, with gstage > 0 and no graph value, a partial pattern:
    * 1: erf(gk gx), 2: 1 + erf(gk gx), 3: gcoef * (1 + erf) [* gx if ghasx]
@@ -257,6 +261,25 @@ harp_status ox_reduce_axes(ox_ctx *c, int r, int input_from, int *axes, int *n, 
  * (its constant weight; nsp 3, or 1 as 3-D) and pooling of 5-D inputs, the
  * current node's attributes read there. */
 harp_status ox_conv3d(ox_ctx *c, hg_val x, hg_val w, hg_val bias);
+/* onnx_nn.c: MatMul's rules on two values; a 1-/2-D Conv with the node's attributes (bias 0: none).  -1 on error. */
+hg_val ox_matmul(ox_ctx *c, hg_val a, hg_val b);
+hg_val ox_conv(ox_ctx *c, hg_val x, hg_val w, hg_val bias);
+
+/* onnx_qdq.c: the QDQ fusion's facts of a value, and the fused Conv / Gemm / MatMul. */
+enum { QI_INT = 1, QI_WEIGHT, QI_SCALED };
+typedef struct ox_qinfo {
+  int kind;
+  hg_val qv;        /* QI_INT: the integers, as fp32 */
+  double s1, z;     /* QI_INT: the scale and zero point; QI_SCALED: the scale its Q divides by */
+  const double *s;  /* QI_WEIGHT: ns scales along axis (ns 1: one for all), zero points 0 */
+  int64_t ns;
+  int axis;
+  bool zin;         /* QI_SCALED: the zero point is added already */
+} ox_qinfo;
+ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind);
+int ox_qdq_contract(ox_ctx *c, int kind); /* kind 'c', 'g', 'm': 1 fused, 0 not the pattern, -1 error */
+int ox_qdq_binary(ox_ctx *c, int op);     /* op '+', '*': the same for Add / Mul */
+int ox_qdq_softmax(ox_ctx *c);            /* and for a Softmax (opset 13+) over the last axis */
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
 harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
 
@@ -294,6 +317,8 @@ ox_op_fn ox_find_flow(const char *op);
  * oxf_runtime_inputs: whether the importer may build host steps and one of
  * the current node's inputs [from, to) is known only at run time. */
 ox_op_fn ox_find_host(const char *op);
+/* onnx_quant.c: the quantization ops of domain dom (NULL / "": the default; com.microsoft's QLinearAdd, ...) */
+ox_op_fn ox_find_quant(const char *dom, const char *op);
 /* Sizes known at run time only (a host op's output's dims): whether d is
  * one, whether x holds one (and no size that is not so), and x's integers
  * computed as an int32 tensor of the current segment (x->v). */

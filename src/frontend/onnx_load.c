@@ -99,6 +99,8 @@ bool ox_dtype(int oty, tiny_dtype *out) {
   case OX_BFLOAT16: *out = TINY_BF16; return true;
   case OX_INT32: case OX_INT64: *out = TINY_I32; return true;
   case OX_BOOL: *out = TINY_BOOL; return true;
+  case OX_INT8: *out = TINY_I8; return true;
+  case OX_UINT8: *out = TINY_U8; return true;
   default: return false;
   }
 }
@@ -214,7 +216,7 @@ harp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char 
     x->has_t = true;
     return HARP_OK;
   }
-  if (is_int_type(oty)) {
+  if (is_int_type(oty) && oty != OX_INT8 && oty != OX_UINT8) { /* 8-bit ones are tensors (quantized weights) */
     x->has_i = true;
     x->in = n;
     x->iv = ut_arena_alloc(c->A, sizeof *x->iv * (size_t)(n ? n : 1));
@@ -249,7 +251,8 @@ harp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char 
   } else {
     for (int64_t i = 0; i < n; i++) { /* fp16, bf16 (low 16 bits), bool in int32_data */
       if (eb == 2) ((uint16_t *)x->t.data)[i] = (uint16_t)tp->int32_data[i];
-      else ((uint8_t *)x->t.data)[i] = tp->int32_data[i] != 0;
+      else if (oty == OX_BOOL) ((uint8_t *)x->t.data)[i] = tp->int32_data[i] != 0;
+      else ((uint8_t *)x->t.data)[i] = (uint8_t)tp->int32_data[i]; /* int8 / uint8: the low byte */
     }
   }
   if (oty == OX_BOOL)
@@ -355,7 +358,7 @@ static hg_val const_value(ox_ctx *c, ox_val *x, bool literal) {
   ut_tensor t = {0};
   if (x->has_i) {
     /* a folded comparison (Equal of shapes) is a bool tensor, the rest int32 */
-    tiny_dtype dt = x->oty == OX_BOOL ? TINY_BOOL : TINY_I32;
+    tiny_dtype dt = x->oty == OX_BOOL ? TINY_BOOL : x->oty == OX_INT8 ? TINY_I8 : x->oty == OX_UINT8 ? TINY_U8 : TINY_I32;
     if (ut_tensor_alloc(c->e, &t, dt, x->irank, x->ishape)) return -1;
     for (int64_t i = 0; i < x->in; i++) {
       int64_t v;
@@ -374,10 +377,11 @@ static hg_val const_value(ox_ctx *c, ox_val *x, bool literal) {
         return -1;
       }
       if (dt == TINY_BOOL) ((uint8_t *)t.data)[i] = v != 0;
+      else if (dt == TINY_I8 || dt == TINY_U8) ut_tensor_set(&t, i, (float)v);
       else ((int32_t *)t.data)[i] = (int32_t)v;
     }
     if (literal && x->irank == 0) {
-      double v0 = dt == TINY_BOOL ? ((uint8_t *)t.data)[0] : ((int32_t *)t.data)[0];
+      double v0 = dt == TINY_I32 ? ((int32_t *)t.data)[0] : ut_tensor_get(&t, 0);
       x->v = hg_const_typed(c->g, v0, dt);
       ut_tensor_free(&t);
       return ox_check(c, x->v) ? -1 : x->v;
@@ -606,6 +610,8 @@ static harp_status fixed_input_data(ox_ctx *c, const Onnx__ValueInfoProto *vi, i
             : t->dtype == TINY_FP32 ? ety == OX_FLOAT || ety == OX_BFLOAT16 /* bf16 data comes as fp32 (.npy) */
             : t->dtype == TINY_FP16 ? ety == OX_FLOAT16
             : t->dtype == TINY_BF16 ? ety == OX_BFLOAT16
+            : t->dtype == TINY_I8   ? ety == OX_INT8
+            : t->dtype == TINY_U8   ? ety == OX_UINT8
             : t->dtype == TINY_BOOL && ety == OX_BOOL;
   if (!ok)
     return ox_fail(c, HARP_E_INPUT_MISMATCH, "graph input \"%s\" is %s; the data fixed for it is %s", nm, ox_type_name(ety),
@@ -679,7 +685,7 @@ harp_status ox_import_node(ox_ctx *c) {
   for (size_t i = 0; i < c->node->n_attribute; i++) /* the mappings find attributes by name */
     if (!c->node->attribute[i]->name || !*c->node->attribute[i]->name)
       return ox_fail(c, HARP_E_INVALID_ARG, "attribute %zu has no name", i);
-  if (dom && *dom && strcmp(dom, "ai.onnx") != 0)
+  if (dom && *dom && strcmp(dom, "ai.onnx") != 0 && !ox_find_quant(dom, c->node->op_type))
     return ox_fail(c, HARP_E_UNSUPPORTED, "domain \"%s\" is not supported (harp reads the default ONNX domain only)", dom);
   return ox_node(c);
 }

@@ -20,11 +20,10 @@
 #define OP(name) harp_status ox_op_##name(ox_ctx *c)
 
 /* ---- contractions ---------------------------------------------------------------------- */
-OP(MatMul) {
-  hg_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
-  if (a < 0 || b < 0) return c->e->code;
+/* a @ b with ONNX MatMul's rules (numpy's: vectors, broadcast batches); -1 on error. */
+hg_val ox_matmul(ox_ctx *c, hg_val a, hg_val b) {
   int ra = ox_rank_of(c, a), rb = ox_rank_of(c, b);
-  if (ra < 1 || rb < 1) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "MatMul of a scalar");
+  if (ra < 1 || rb < 1) return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "MatMul of a scalar"), -1;
   /* vectors: [K] -> [1, K] (a) or [K, 1] (b), the unit dim dropped after */
   const fe_shape *sa = ox_shape_of(c, a), *sb = ox_shape_of(c, b);
   if (ra == 1) a = fe_reshape(c->g, a, &(fe_shape){.rank = 2, .d = {fe_dim_int(c->A, 1), sa->d[0]}});
@@ -36,10 +35,21 @@ OP(MatMul) {
     s.rank -= ra == 1 && rb == 1 ? 2 : 1; /* [K] @ [K] is a scalar */
     r = fe_reshape(c->g, r, &s);
   }
-  return ox_def(c, 0, r);
+  return r;
+}
+
+OP(MatMul) {
+  int fused = ox_qdq_contract(c, 'm');
+  if (fused) return fused < 0 ? c->e->code : HARP_OK;
+  hg_val a = ox_tensor(c, 0), b = a > 0 ? ox_tensor(c, 1) : -1;
+  if (a < 0 || b < 0) return c->e->code;
+  hg_val r = ox_matmul(c, a, b);
+  return r < 0 && c->e->code ? c->e->code : ox_def(c, 0, r);
 }
 
 OP(Gemm) {
+  int fused = ox_qdq_contract(c, 'g');
+  if (fused) return fused < 0 ? c->e->code : HARP_OK;
   int64_t ta, tb;
   double alpha, beta;
   if (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
@@ -218,42 +228,50 @@ static bool fold_bn(ox_ctx *c, hg_val *w, hg_val *bias) {
 }
 
 OP(Conv) {
+  int fused = ox_qdq_contract(c, 'c');
+  if (fused) return fused < 0 ? c->e->code : HARP_OK;
   hg_val fw = 0, fb = 0;
   bool folded = fold_bn(c, &fw, &fb);
   if (c->e->code) return c->e->code;
   if (folded && (fw < 0 || fb < 0)) return c->e->code ? c->e->code : ox_fail(c, HARP_E_INTERNAL, "the batch norm fold failed");
   hg_val x = ox_tensor(c, 0), w = x > 0 ? (folded ? fw : ox_tensor(c, 1)) : -1;
-  int nsp;
-  if (x > 0 && w > 0 && ox_rank_of(c, x) == 5) { /* 3-D: the depth taps as channels (onnx_conv3d.c) */
-    hg_val bias = folded ? fb : 0;
-    if (!folded && c->node->n_input > 2 && c->node->input[2][0] && (bias = ox_tensor(c, 2)) < 0) return c->e->code;
+  if (x < 0 || w < 0) return c->e->code;
+  hg_val bias = folded ? fb : 0;
+  if (!folded && c->node->n_input > 2 && c->node->input[2][0] && (bias = ox_tensor(c, 2)) < 0) return c->e->code;
+  if (ox_rank_of(c, x) == 5) { /* 3-D: the depth taps as channels (onnx_conv3d.c) */
     if (ox_conv3d(c, x, w, bias)) return c->e->code;
-    if (folded) ox_find(c, c->node->output[0])->bn_folded = true;
-    return HARP_OK;
+  } else {
+    hg_val y = ox_conv(c, x, w, bias);
+    if (y < 0 && c->e->code) return c->e->code;
+    if (ox_def(c, 0, y)) return c->e->code;
   }
-  if (x < 0 || w < 0 || spatial(c, &x, "convolution", &nsp)) return c->e->code;
-  if (ox_need_rank(c, w, nsp + 2, nsp + 2, "the weight") || (nsp == 1 && spatial(c, &w, "convolution", &nsp))) return c->e->code;
+  if (folded) ox_find(c, c->node->output[0])->bn_folded = true;
+  return HARP_OK;
+}
+
+/* A 1-D or 2-D Conv of x by w (+ bias unless 0) with the node's attributes
+ * (strides, pads, dilations, group, auto_pad, kernel_shape); -1 on error. */
+hg_val ox_conv(ox_ctx *c, hg_val x, hg_val w, hg_val bias) {
+  int nsp;
+  if (spatial(c, &x, "convolution", &nsp)) return -1;
+  if (ox_need_rank(c, w, nsp + 2, nsp + 2, "the weight") || (nsp == 1 && spatial(c, &w, "convolution", &nsp))) return -1;
   const fe_shape *ws = ox_shape_of(c, w);
   int64_t kernel[2], ks[8];
   int n;
   for (int i = 0; i < 2; i++)
-    if (ox_known(c, ws->d[2 + i], "the kernel size", &kernel[i])) return c->e->code;
-  if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return c->e->code;
+    if (ox_known(c, ws->d[2 + i], "the kernel size", &kernel[i])) return -1;
+  if (ox_attr_ints(c, "kernel_shape", ks, 8, &n)) return -1;
   if (n >= 0 && (n != nsp || ks[0] != kernel[2 - nsp] || ks[nsp - 1] != kernel[1]))
-    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight's %" PRId64 "x%" PRId64, kernel[0], kernel[1]);
+    return ox_fail(c, HARP_E_AXIS_SIZE_MISMATCH, "kernel_shape does not match the weight's %" PRId64 "x%" PRId64, kernel[0], kernel[1]), -1;
   win2d wd;
   int64_t group;
-  if (window(c, x, kernel, nsp, &wd) || ox_attr_int(c, "group", 1, &group)) return c->e->code;
-  if (group < 1 || group > OX_MAX_DIM) return ox_fail(c, HARP_E_INVALID_ARG, "group must be >= 1");
-  hg_conv2d_opts o = {.groups = group};
+  if (window(c, x, kernel, nsp, &wd) || ox_attr_int(c, "group", 1, &group)) return -1;
+  if (group < 1 || group > OX_MAX_DIM) return ox_fail(c, HARP_E_INVALID_ARG, "group must be >= 1"), -1;
+  hg_conv2d_opts o = {.groups = group, .bias = bias};
   memcpy(o.stride, wd.s, sizeof o.stride);
   memcpy(o.dilation, wd.d, sizeof o.dilation);
   memcpy(o.pad, wd.pad, sizeof o.pad);
-  if (folded) o.bias = fb;
-  else if (c->node->n_input > 2 && c->node->input[2][0] && (o.bias = ox_tensor(c, 2)) < 0) return c->e->code;
-  if (ox_def(c, 0, unspatial(c, hg_conv2d(c->g, x, w, &o), nsp))) return c->e->code;
-  if (folded) ox_find(c, c->node->output[0])->bn_folded = true;
-  return HARP_OK;
+  return unspatial(c, hg_conv2d(c->g, x, w, &o), nsp);
 }
 
 /* BatchNormalization (inference): y = x * s + t per channel, s and t computed here. */
@@ -379,6 +397,9 @@ static harp_status pool(ox_ctx *c, bool is_max, int64_t lp) {
     hg_val y = ox_dilated_max_pool(c, x, w.k, w.s, w.d, out);
     return c->e->code ? c->e->code : ox_def(c, 0, unspatial(c, y, nsp));
   }
+  tiny_dtype xdt = hg_val_dtype(c->g, x);
+  if (is_max && (xdt == TINY_I8 || xdt == TINY_U8)) /* a quantized tensor: the max of exact fp32 copies */
+    return ox_def(c, 0, hg_cast(c->g, unspatial(c, hg_max_pool2d(c->g, hg_cast(c->g, x, TINY_FP32), &o), nsp), xdt));
   if (is_max) return ox_def(c, 0, unspatial(c, hg_max_pool2d(c->g, x, &o), nsp));
   hg_val y = hg_avg_pool2d(c->g, x, &o);
   if (!uneven || y < 0) return ox_def(c, 0, unspatial(c, y, nsp));

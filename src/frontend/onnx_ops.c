@@ -296,7 +296,7 @@ static harp_status binary(ox_ctx *c, hg_op op, const char *name) {
   av = ox_operand(c, 0, rb);
   bv = av > 0 ? ox_operand(c, 1, ra) : -1;
   if (av < 0 || bv < 0 || legacy_broadcast(c, av, &bv)) return c->e->code;
-  if (op == HG_OP_DIV && (hg_val_dtype(c->g, av) == TINY_I32 || hg_val_dtype(c->g, bv) == TINY_I32))
+  if (op == HG_OP_DIV && (!tiny_dtype_is_float(hg_val_dtype(c->g, av)) || !tiny_dtype_is_float(hg_val_dtype(c->g, bv))))
     return ox_fail(c, HARP_E_UNSUPPORTED, "integer Div (harp divides floating-point values only)");
   hg_val r = hg_binary(c->g, op, av, bv);
   if (ox_def(c, 0, r)) return c->e->code;
@@ -315,9 +315,15 @@ static harp_status binary(ox_ctx *c, hg_op op, const char *name) {
   return HARP_OK;
 }
 
-OP(Add) { return binary(c, HG_OP_ADD, "Add"); }
+OP(Add) {
+  int fused = ox_qdq_binary(c, '+'); /* DQ, DQ -> Add -> Q (onnx_qdq.c) */
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : binary(c, HG_OP_ADD, "Add");
+}
 OP(Sub) { return binary(c, HG_OP_SUB, "Sub"); }
-OP(Mul) { return binary(c, HG_OP_MUL, "Mul"); }
+OP(Mul) {
+  int fused = ox_qdq_binary(c, '*');
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : binary(c, HG_OP_MUL, "Mul");
+}
 OP(Div) { return binary(c, HG_OP_DIV, "Div"); }
 OP(Equal) { return binary(c, HG_OP_EQ, "Equal"); }
 OP(Mod) { /* integer constants fold (onnx_fold.c) */
@@ -450,7 +456,7 @@ static harp_status cast_to(ox_ctx *c, int64_t to) {
   tiny_dtype dt;
   ox_val *x = ox_in(c, 0, NULL);
   if (!x) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
-  bool narrow = to == OX_INT8 || to == OX_UINT8 || to == OX_INT16 || to == OX_UINT16;
+  bool narrow = to == OX_INT16 || to == OX_UINT16; /* int8 / uint8 are harp dtypes */
   bool int_to = to == OX_INT32 || to == OX_INT64 || narrow;
   if (x->v <= 0 && x->has_t && (to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16) && ox_dtype((int)to, &dt)) {
     ut_tensor t; /* a float constant stays a constant (a CastLike'd literal is still a literal) */
@@ -485,7 +491,7 @@ OP(CastLike) {
     hg_val tv = ox_value(c, t);
     if (tv < 0) return c->e->code;
     static const int of[] = {[TINY_FP32] = OX_FLOAT, [TINY_FP16] = OX_FLOAT16, [TINY_BF16] = OX_BFLOAT16, [TINY_I32] = OX_INT32,
-                             [TINY_BOOL] = OX_BOOL};
+                             [TINY_BOOL] = OX_BOOL, [TINY_I8] = OX_INT8, [TINY_U8] = OX_UINT8};
     tiny_dtype dt = hg_val_dtype(c->g, tv);
     oty = (int)dt < (int)(sizeof of / sizeof *of) ? of[dt] : 0;
     if (!oty) return ox_fail(c, HARP_E_INTERNAL, "input 1 has a dtype with no ONNX type");
@@ -527,7 +533,10 @@ static harp_status softmax(ox_ctx *c, smax_kind kind) {
   }
   return ox_def(c, 0, flatten ? fe_reshape(c->g, y, &xs) : y);
 }
-OP(Softmax) { return softmax(c, SOFTMAX); }
+OP(Softmax) {
+  int fused = c->opset >= 13 ? ox_qdq_softmax(c) : 0; /* DQ -> Softmax -> Q (onnx_qdq.c) */
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : softmax(c, SOFTMAX);
+}
 OP(LogSoftmax) { return softmax(c, LOGSOFTMAX); }
 OP(Hardmax) { return softmax(c, HARDMAX); }
 
@@ -1143,6 +1152,7 @@ harp_status ox_node(ox_ctx *c) {
   if (!fn) fn = ox_find_signal(op);
   if (!fn) fn = ox_find_host(op);
   if (!fn) fn = ox_find_flow(op); /* If, Loop, Scan */
+  if (!fn) fn = ox_find_quant(c->node->domain, op);
   if (fn) return fn(c);
   return ox_fail(c, HARP_E_UNKNOWN_OP, "harp has no mapping for op %s", op);
 }
@@ -1151,7 +1161,7 @@ bool ox_op_known(const char *op) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(ops[i].name, op)) return true;
   return ox_find_act(op) || ox_find_more(op) || ox_find_math(op) || ox_find_index(op) || ox_find_resize(op) || ox_find_signal(op) || ox_find_host(op) ||
-         ox_find_flow(op);
+         ox_find_flow(op) || ox_find_quant(NULL, op);
 }
 
 /* ---- for the other op files ----------------------------------------------------------- */

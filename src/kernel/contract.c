@@ -157,6 +157,7 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
     switch (ek) {
     case TE_RELU: out->kind = CT_EPI_RELU; break;
     case TE_GELU: out->kind = CT_EPI_GELU; break;
+    case TE_RINT: out->kind = CT_EPI_RINT; break;
     case TE_LOWER:
     case TE_UPPER: {
       /* with a constant: a clamp (ReLU6 = min(max(x, 0), 6)); a max then a

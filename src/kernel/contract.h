@@ -58,7 +58,8 @@ typedef enum ct_epi_kind {
   CT_EPI_SCALE,    /* * scale + shift (shift: a constant added) */
   CT_EPI_RESIDUAL, /* + R[b0][b1][m][n] at s_b0, s_b1, s_m, s_n; conv: R laid out like the output */
   CT_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
-  CT_EPI_CLAMP     /* min(max(x, lo), hi), NaN kept: max / min with a constant (ReLU6); lo / hi may be -inf / inf */
+  CT_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept: max / min with a constant (ReLU6); lo / hi may be -inf / inf */
+  CT_EPI_RINT      /* to the nearest integer, halves to even */
 } ct_epi_kind;
 
 typedef struct ct_epi {

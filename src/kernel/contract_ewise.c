@@ -74,7 +74,7 @@ bool ct_read_reduce(const ct_row *w, ct_reduce *out, const char **why) {
   if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->R->out_values[0] != b->node) return false;
   int x = ct_row_unpeel(w, b->access[0].tensor); /* a peeled CAST reads its source point for point */
   tiny_dtype xs = ct_row_slot_of(w, x) < 0 ? TINY_I32 : ct_row_storage(w, x);
-  if (xs == TINY_I32 || xs == TINY_BOOL) DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
+  if (!tiny_dtype_is_float(xs)) DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
   for (int v = 0; v < b->access[0].nvia; v++)
     if (node(w, b->access[0].via[v])->op == TINY_CAST) DECLINE("the reduction reads through a cast");
   int64_t st[POLY_MAX_VARS], off, size[POLY_MAX_VARS];
@@ -101,10 +101,13 @@ typedef struct ew_read {
   const char *bad; /* NULL: fine so far; "": no such chain; else why the kernel does not take it */
 } ew_read;
 
+/* An integer dtype other than bool (i32, i8, u8): no fp32 row kernel reads it. */
+static bool int_num(tiny_dtype t) { return t == TINY_I32 || t == TINY_I8 || t == TINY_U8; }
+
 /* The instruction of constant node tn. */
 static int ew_const(ew_read *r, const tiny_node *tn) {
   ct_ewise *s = r->s;
-  if (s->ninstr >= r->caps->max_instr - 1 || tn->dtype == TINY_I32) return r->bad = "", -1;
+  if (s->ninstr >= r->caps->max_instr - 1 || int_num(tn->dtype)) return r->bad = "", -1;
   double v = tn->a.cnst.value;
   if (tn->dtype == TINY_FP16) v = ut_round_f16((float)v);
   else if (tn->dtype == TINY_BF16) v = ut_round_bf16((float)v);
@@ -118,7 +121,7 @@ static int ew_const(ew_read *r, const tiny_node *tn) {
 static int ew_input(ew_read *r, int bi, int a, int t) {
   ct_ewise *s = r->s;
   int64_t st[POLY_MAX_VARS], off;
-  if (ct_row_slot_of(r->w, t) < 0 || ct_row_storage(r->w, t) == TINY_I32 || !ct_row_strides(r->w, bi, a, st, &off))
+  if (ct_row_slot_of(r->w, t) < 0 || int_num(ct_row_storage(r->w, t)) || !ct_row_strides(r->w, bi, a, st, &off))
     return r->bad = "an input is not a strided fp/bool buffer", -1;
   int in = -1;
   for (int i = 0; i < s->ninputs && in < 0; i++)
@@ -142,7 +145,7 @@ static void ew_block(ew_read *r, int k, const tiny_shape *os) {
   const tiny_node *n = node(w, b->node);
   if (b->kind != POLY_EWISE && b->kind != POLY_MOVEMENT_AFFINE) r->bad = "";
   else if (b->nvars != os->rank || !tiny_shape_equal(&n->shape, os)) r->bad = "";
-  else if (n->dtype == TINY_I32 || (b->kind == POLY_EWISE && !r->caps->op_ok(n->op))) r->bad = "";
+  else if (int_num(n->dtype) || (b->kind == POLY_EWISE && !r->caps->op_ok(n->op))) r->bad = "";
   int val[TINY_MAX_SRC + 1] = {0};
   int nr = b->kind == POLY_EWISE ? n->nsrc : 1;
   for (int a = 0; a < nr && !r->bad; a++) {

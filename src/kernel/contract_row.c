@@ -214,7 +214,7 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
       base_src(w, y, 0) != ex || base_src(w, y, 1) != z)
     return false;
   if (o != y && (node(w, o)->op != TINY_CAST || base_src(w, o, 0) != y)) return false;
-  if (w->R->nout != 1 || w->R->out_values[0] != o || node(w, x)->dtype == TINY_I32) return false;
+  if (w->R->nout != 1 || w->R->out_values[0] != o || !tiny_dtype_is_float(node(w, x)->dtype)) return false;
   int64_t rows, cols;
   int rd[2] = {mx, d};
   bool rows_ok = pre < 0 ? row_input(w, x, rd, 2) : row_input(w, x, &pre, 1) && read_by_rows(w, pre, rd, 2);
@@ -260,7 +260,7 @@ bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why) {
   if (k < n && node(w, ns[k])->op == TINY_ADD && base_src(w, ns[k], 0) == cur)
     beta = base_src(w, ns[k], 1), pb[1] = ct_row_block_of(w, ns[k]), cur = ns[k++];
   if (k < n && node(w, ns[k])->op == TINY_CAST && base_src(w, ns[k], 0) == cur) cur = ns[k++];
-  if (k != n || w->R->nout != 1 || w->R->out_values[0] != cur || node(w, x)->dtype == TINY_I32) return false;
+  if (k != n || w->R->nout != 1 || w->R->out_values[0] != cur || !tiny_dtype_is_float(node(w, x)->dtype)) return false;
   int64_t rows, cols;
   if (!row_space(w, s1, &rows, &cols)) return false;
   if (fabs(inv * (double)cols - 1) > 1e-6 || fabs(inv2 * (double)cols - 1) > 1e-6) return false;

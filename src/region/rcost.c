@@ -151,7 +151,8 @@ static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
   if (x->op == TINY_CAST) return tiny_dtype_is_float(x->dtype) && tiny_dtype_is_float(c->g->nodes[x->src[0].node].dtype);
   switch (tiny_op_epi(x->op)) {
   case TE_RELU:
-  case TE_GELU: return true;
+  case TE_GELU:
+  case TE_RINT: return true;
   case TE_SHIFT:
   case TE_SCALE: {
     int in[2];
@@ -176,12 +177,19 @@ static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
 }
 
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
-  int roles[RG_MAX_SET];
+  int roles[RG_MAX_SET], steps = 0;
   rg_epilogue_roles(c, set, n, K, roles);
   for (int i = 0; i < n; i++) {
     int b = set[i];
     if (b == K || roles[i] == PLAN_EPI_SILU || rg_operand_cast(c, set, n, K, b)) continue;
     if (!epilogue_step_ok(c, set, n, K, b)) {
+      *bad = b;
+      return false;
+    }
+    /* the templates apply at most RG_MAX_EPI steps (a max then a min: one clamp) */
+    tiny_op op = c->g->nodes[PB(c, b)->node].op;
+    steps += op != TINY_RESHAPE && op != TINY_CAST && op != TINY_MIN;
+    if (steps > RG_MAX_EPI) {
       *bad = b;
       return false;
     }

@@ -23,7 +23,8 @@
 
 /* harp.h names the Tiny IR's dtypes and rank limit without including it */
 _Static_assert((int)HARP_FP16 == (int)TINY_FP16 && (int)HARP_BF16 == (int)TINY_BF16 && (int)HARP_FP32 == (int)TINY_FP32 &&
-                   (int)HARP_I32 == (int)TINY_I32 && (int)HARP_BOOL == (int)TINY_BOOL && TINY_DTYPE_COUNT == 5,
+                   (int)HARP_I32 == (int)TINY_I32 && (int)HARP_BOOL == (int)TINY_BOOL && (int)HARP_I8 == (int)TINY_I8 &&
+                       (int)HARP_U8 == (int)TINY_U8 && TINY_DTYPE_COUNT == 7,
                "harp_dtype follows tiny_dtype");
 _Static_assert(HARP_MAX_RANK == TINY_MAX_RANK, "HARP_MAX_RANK is TINY_MAX_RANK");
 

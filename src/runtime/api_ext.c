@@ -53,6 +53,8 @@ static const char *dtype_name(harp_dtype d) {
   case HARP_FP32: return "fp32";
   case HARP_I32: return "i32";
   case HARP_BOOL: return "bool";
+  case HARP_I8: return "i8";
+  case HARP_U8: return "u8";
   case HARP_I64: return "i64";
   }
   return "an unknown dtype";

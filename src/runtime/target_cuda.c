@@ -32,7 +32,20 @@ static harp_status cuda_setup(rt_compile *c) {
 /* As on the CPU, a CAST of an outside tensor in a row or epilogue region is
  * a region of its own (the generic loop nest converts contraction operands
  * only); split_attention: fp32 attentions stay matmuls and a softmax. */
+/* The CUDA kernels have no int8 / uint8 yet (int8 mma is a later step):
+ * the first node of either dtype is refused, named. */
+static harp_status cuda_dtypes_ok(rt_compile *c) {
+  for (int i = 0; i < c->g->n; i++) {
+    const tiny_node *n = &c->g->nodes[i];
+    if (n->dtype == TINY_I8 || n->dtype == TINY_U8)
+      return ut_fail(c->e, HARP_E_UNSUPPORTED, n->id, "the CUDA backend has no %s tensors yet (use the cpu backend)",
+                     tiny_dtype_name(n->dtype));
+  }
+  return HARP_OK;
+}
+
 static harp_status cuda_regions(rt_compile *c) {
+  if (cuda_dtypes_ok(c)) return c->e->code;
   plan_machine_get(c->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &c->machine);
   rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention};
   return rt_form_regions(c, &ro);

@@ -44,6 +44,13 @@ typedef struct ictx {
 
 static bool is_int_dtype(tiny_dtype t) { return !tiny_dtype_is_float(t); }
 
+/* An int32 value stored in dtype t: i8 / u8 keep its low 8 bits. */
+static int32_t narrow(tiny_dtype t, int32_t v) {
+  if (t == TINY_I8) return (int8_t)(uint8_t)(uint32_t)v;
+  if (t == TINY_U8) return (uint8_t)(uint32_t)v;
+  return v;
+}
+
 static float round_to(tiny_dtype t, float v) {
   if (t == TINY_FP16) return ut_round_f16(v);
   if (t == TINY_BF16) return ut_round_bf16(v);
@@ -229,10 +236,10 @@ static harp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
       int nb = cls == TC_BINARY; /* a unary op's b: its a, never read */
       if (int_math) {
         int32_t r = i_eval(n->op, ldi(vs[0], it.off[0]), ldi(vs[nb], it.off[nb]));
-        if (int_out) io[i] = r; else fo[i] = (float)r;
+        if (int_out) io[i] = narrow(n->dtype, r); else fo[i] = (float)r;
       } else {
         float r = f_eval(n->op, ldf(vs[0], it.off[0]), ldf(vs[nb], it.off[nb]));
-        if (int_out) io[i] = (int32_t)r; else fo[i] = r;
+        if (int_out) io[i] = narrow(n->dtype, (int32_t)r); else fo[i] = r;
       }
     } else { /* WHERE */
       bool cond = ldi(vs[0], it.off[0]) != 0;
@@ -255,13 +262,13 @@ static harp_status eval_cast(ictx *c, const tiny_node *n, ival *out) {
   for (int64_t i = 0; i < cnt; i++, mit_next(&it)) {
     if (to == TINY_BOOL) {
       ((int32_t *)out->buf->data)[i] = is_int_dtype(from) ? ldi(x, it.off[0]) != 0 : ldf(x, it.off[0]) != 0;
-    } else if (to == TINY_I32) {
+    } else if (is_int_dtype(to)) { /* i32, i8, u8 */
       if (is_int_dtype(from)) {
-        ((int32_t *)out->buf->data)[i] = ldi(x, it.off[0]);
-      } else { /* truncate toward zero, saturate, NaN -> 0 */
+        ((int32_t *)out->buf->data)[i] = narrow(to, ldi(x, it.off[0]));
+      } else { /* truncate toward zero, saturate to int32, NaN -> 0; then narrow */
         float v = ldf(x, it.off[0]);
         int32_t r = isnan(v) ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v;
-        ((int32_t *)out->buf->data)[i] = r;
+        ((int32_t *)out->buf->data)[i] = narrow(to, r);
       }
     } else {
       float v = is_int_dtype(from) ? (float)ldi(x, it.off[0]) : ldf(x, it.off[0]);
@@ -304,7 +311,7 @@ static harp_status eval_reduce(ictx *c, const tiny_node *n, ival *out) {
         int32_t v = ldi(x, ki.off[0]);
         acc = a->op == TINY_RSUM ? (int32_t)((uint32_t)acc + (uint32_t)v) : a->op == TINY_RMAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
       }
-      ((int32_t *)out->buf->data)[o] = acc;
+      ((int32_t *)out->buf->data)[o] = narrow(a->dtype, acc);
     } else {
       float acc = round_to(a->dtype, (float)init);
       if (a->op == TINY_RSUM && a->dtype == TINY_FP32 && !x->buf->is_int && sub.rank == 1) {
@@ -406,7 +413,7 @@ static harp_status eval_pad(ictx *c, const tiny_node *n, const ival *x, ival *ou
   if (fresh(c, n->id, x->buf->is_int, n->shape.rank, shape, out)) return c->e->code;
   int64_t cnt = numel_of(out);
   float fv = round_to(n->dtype, (float)a->value);
-  int32_t iv = n->dtype == TINY_BOOL ? a->value != 0 : (int32_t)a->value;
+  int32_t iv = n->dtype == TINY_BOOL ? a->value != 0 : narrow(n->dtype, (int32_t)a->value);
   for (int64_t i = 0; i < cnt; i++) {
     if (x->buf->is_int) ((int32_t *)out->buf->data)[i] = iv;
     else ((float *)out->buf->data)[i] = fv;
@@ -554,7 +561,8 @@ static harp_status eval_const(ictx *c, const tiny_node *n, ival *out) {
   if (fresh(c, n->id, is_int_dtype(n->dtype), 0, NULL, out)) return c->e->code;
   double v = n->a.cnst.value;
   if (n->dtype == TINY_BOOL) ((int32_t *)out->buf->data)[0] = v != 0;
-  else if (n->dtype == TINY_I32) ((int32_t *)out->buf->data)[0] = isnan(v) ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
+  else if (is_int_dtype(n->dtype))
+    ((int32_t *)out->buf->data)[0] = narrow(n->dtype, isnan(v) ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v);
   else ((float *)out->buf->data)[0] = round_to(n->dtype, (float)v);
   return HARP_OK;
 }
@@ -571,6 +579,8 @@ static harp_status to_tensor(ictx *c, const tiny_node *n, const ival *v, ut_tens
   for (int64_t i = 0; i < cnt; i++, mit_next(&it)) {
     if (n->dtype == TINY_I32) ((int32_t *)t->data)[i] = ldi(v, it.off[0]);
     else if (n->dtype == TINY_BOOL) ((uint8_t *)t->data)[i] = ldi(v, it.off[0]) != 0;
+    else if (n->dtype == TINY_I8) ((int8_t *)t->data)[i] = (int8_t)ldi(v, it.off[0]);
+    else if (n->dtype == TINY_U8) ((uint8_t *)t->data)[i] = (uint8_t)ldi(v, it.off[0]);
     else ut_tensor_set(t, i, ldf(v, it.off[0])); /* rounds fp16/bf16 */
   }
   return HARP_OK;

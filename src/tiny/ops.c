@@ -93,6 +93,6 @@ const char *tiny_class_name(tiny_class c) {
 }
 
 const char *tiny_epi_name(tiny_epi k) {
-  static const char *const n[] = {"none", "relu", "gelu", "shift", "scale", "lower", "upper"};
+  static const char *const n[] = {"none", "relu", "gelu", "rint", "shift", "scale", "lower", "upper"};
   return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "?";
 }

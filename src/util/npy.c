@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,9 @@ void ut_tensor_free(ut_tensor *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* v truncated toward zero into int32, saturating; NaN -> 0. */
+static int32_t f2i32(float v) { return isnan(v) ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v; }
+
 float ut_tensor_get(const ut_tensor *t, int64_t i) {
   switch (t->dtype) {
   case TINY_FP16: return ut_f16_to_f32(((const uint16_t *)t->data)[i]);
@@ -51,6 +55,8 @@ float ut_tensor_get(const ut_tensor *t, int64_t i) {
   case TINY_FP32: return ((const float *)t->data)[i];
   case TINY_I32: return (float)((const int32_t *)t->data)[i];
   case TINY_BOOL: return ((const uint8_t *)t->data)[i] ? 1.0f : 0.0f;
+  case TINY_I8: return (float)((const int8_t *)t->data)[i];
+  case TINY_U8: return (float)((const uint8_t *)t->data)[i];
   default: return 0;
   }
 }
@@ -62,6 +68,8 @@ void ut_tensor_set(ut_tensor *t, int64_t i, float v) {
   case TINY_FP32: ((float *)t->data)[i] = v; break;
   case TINY_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
   case TINY_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
+  case TINY_I8: ((int8_t *)t->data)[i] = (int8_t)f2i32(v); break; /* modulo 256, as numpy's astype */
+  case TINY_U8: ((uint8_t *)t->data)[i] = (uint8_t)f2i32(v); break;
   default: break;
   }
 }
@@ -185,9 +193,11 @@ harp_status ut_npy_parse(harp_error *e, const void *buf, size_t len, const char 
   else if (!strcmp(descr, "<f4")) ft = TINY_FP32;
   else if (!strcmp(descr, "<i4")) ft = TINY_I32;
   else if (!strcmp(descr, "|b1")) ft = TINY_BOOL;
+  else if (!strcmp(descr, "|i1")) ft = TINY_I8;
+  else if (!strcmp(descr, "|u1")) ft = TINY_U8;
   else {
     st = ut_fail_at(e, HARP_E_INPUT_MISMATCH, name, 0, 0,
-                    "dtype '%s' is not supported (use float16 '<f2', float32 '<f4', int32 '<i4' or '<i8', or bool '|b1')", descr);
+                    "dtype '%s' is not supported (use float16 '<f2', float32 '<f4', int32 '<i4' or '<i8', int8 '|i1', uint8 '|u1' or bool '|b1')", descr);
     goto done;
   }
   tiny_dtype target = ft;

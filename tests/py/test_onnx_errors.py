@@ -120,8 +120,9 @@ expect("external data outside the model's directory", save(helper.make_model(hel
 # bench and compile refuse the same file the same way
 expect("bench: unknown op", os.path.join(D, "unk.onnx"), "UnknownOp", cmd="bench")
 # what harp would compute differently is refused, not approximated
-expect("cast to uint8", save(one([mk("Cast", ["x"], ["y"], to=TensorProto.UINT8, name="c8")]), "cast8"), "Unsupported",
-       'node 0 "c8" (Cast)', "does not wrap")
+# (int8 / uint8 are harp dtypes since issue 28: test_onnx_quant.py checks their Cast)
+expect("cast to uint16", save(one([mk("Cast", ["x"], ["y"], to=TensorProto.UINT16, name="c16")]), "cast16"), "Unsupported",
+       'node 0 "c16" (Cast)', "does not wrap")
 xi = vi("x", [2, 3], TensorProto.INT32)
 expect("integer Div", save(one([mk("Div", ["x", "x"], ["y"], name="d")], inputs=[xi]), "idiv"), "Unsupported", "integer Div", inputs=False)
 expect("Mod at run time", save(one([mk("Mod", ["x", "x"], ["y"], name="m")], opset=13), "mod"), "Unsupported", "(Mod)")

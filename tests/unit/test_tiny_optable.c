@@ -108,7 +108,7 @@ static void test_rules_fit_class(void **st) {
     if (!tiny_op_is_elementwise(op) && r) fail_msg("%s: a dtype rule outside elementwise ops", tiny_op_name(op));
     if ((r & TD_BOOL) && c != TC_BINARY) fail_msg("%s: only a binary op compares", tiny_op_name(op));
     if ((r & TD_FLOAT) && (r & TD_NUM)) fail_msg("%s: TD_FLOAT already refuses bool", tiny_op_name(op));
-    if ((k == TE_RELU || k == TE_GELU) && c != TC_UNARY) fail_msg("%s: an activation step is unary", tiny_op_name(op));
+    if ((k == TE_RELU || k == TE_GELU || k == TE_RINT) && c != TC_UNARY) fail_msg("%s: an activation step is unary", tiny_op_name(op));
     if (k >= TE_SHIFT && c != TC_BINARY) fail_msg("%s: a shift/scale/clamp step is binary", tiny_op_name(op));
     if (tiny_op_vec(op) && c != TC_UNARY && c != TC_BINARY) fail_msg("%s: a vector form is unary or binary", tiny_op_name(op));
     assert_string_not_equal(tiny_epi_name(k), "?");
@@ -125,7 +125,7 @@ static void test_dtype_columns(void **st) {
   static const struct {
     const char *c;
     int size;
-  } C_SIZE[] = {{"uint16_t", 2}, {"float", 4}, {"int32_t", 4}, {"uint8_t", 1}};
+  } C_SIZE[] = {{"uint16_t", 2}, {"float", 4}, {"int32_t", 4}, {"uint8_t", 1}, {"int8_t", 1}};
   for (int i = 0; i < TINY_DTYPE_COUNT; i++) {
     tiny_dtype t = (tiny_dtype)i;
     assert_int_equal(tiny_dtype_parse(tiny_dtype_name(t)), i);

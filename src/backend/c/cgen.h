@@ -72,6 +72,7 @@ typedef enum cgen_epi_kind {
   CGEN_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype) */
   CGEN_EPI_ROUND,    /* round to dtype (fp16 or bf16) and back: a cast in the middle of the chain */
   CGEN_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept (ReLU6: lo 0, hi 6; -inf / inf: that side open) */
+  CGEN_EPI_RINT,     /* to the nearest integer, halves to even (requantization) */
   CGEN_EPI_COUNT
 } cgen_epi_kind;
 

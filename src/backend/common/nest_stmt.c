@@ -279,6 +279,8 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
 static void cast(ut_str *o, tiny_dtype from, tiny_dtype to, const char *x) {
   if (to == TINY_BOOL) ut_str_printf(o, "(int32_t)((%s) != 0)", x);
   else if (to == TINY_I32) ut_str_printf(o, is_int(from) ? "(%s)" : "hp_f2i(%s)", x);
+  else if (to == TINY_I8 || to == TINY_U8) /* modulo 256 */
+    ut_str_printf(o, is_int(from) ? "(int32_t)(%s)(%s)" : "(int32_t)(%s)hp_f2i(%s)", to == TINY_I8 ? "int8_t" : "uint8_t", x);
   else ut_str_printf(o, "%s((float)(%s))", round_fn(to), x);
 }
 

@@ -153,6 +153,7 @@ typedef enum cuda_epi_kind {
   CUDA_EPI_RESIDUAL, /* + R[b0][b1][m][n] at strides s_b0, s_b1, s_m, s_n (own dtype; x with .mul) */
   CUDA_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
   CUDA_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept (ReLU6); an infinite bound: that side open */
+  CUDA_EPI_RINT,     /* to the nearest integer, halves to even */
   CUDA_EPI_COUNT
 } cuda_epi_kind;
 const char *cuda_epi_name(cuda_epi_kind k);

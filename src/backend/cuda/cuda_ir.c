@@ -23,7 +23,7 @@ const char *cuda_arch_nvrtc(cuda_arch a) { return a == CUDA_SM90 ? "sm_90a" : "s
 bool cuda_arch_runs_on(cuda_arch t, cuda_arch m) { return t == m || (t == CUDA_SM80 && m == CUDA_SM90); }
 
 static const char *const epi_names[CUDA_EPI_COUNT] = {"bias_m", "bias_n", "relu",     "gelu",
-                                                      "silu",   "sigmoid", "scale", "residual", "round", "clamp"};
+                                                      "silu",   "sigmoid", "scale", "residual", "round", "clamp", "rint"};
 const char *cuda_epi_name(cuda_epi_kind k) { return (unsigned)k < CUDA_EPI_COUNT ? epi_names[k] : "?"; }
 
 typedef struct stmt_info {

@@ -204,6 +204,7 @@ static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const 
   case CUDA_EPI_GELU: line(p, "hk_v0 = hk_gelu(hk_v0); hk_v1 = hk_gelu(hk_v1);"); break;
   case CUDA_EPI_SILU: line(p, "hk_v0 = hk_silu(hk_v0); hk_v1 = hk_silu(hk_v1);"); break;
   case CUDA_EPI_SIGMOID: line(p, "hk_v0 = hk_sigmoid(hk_v0); hk_v1 = hk_sigmoid(hk_v1);"); break;
+  case CUDA_EPI_RINT: line(p, "hk_v0 = rintf(hk_v0); hk_v1 = rintf(hk_v1);"); break;
   case CUDA_EPI_SCALE:
     flit(f, sizeof f, ep->e.scale);
     flit(t, sizeof t, ep->e.shift);

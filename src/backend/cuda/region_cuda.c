@@ -52,7 +52,7 @@ static cuda_epi epi_of(const ct_epi *x) {
       [CT_EPI_BIAS_M] = CUDA_EPI_BIAS_M, [CT_EPI_BIAS_N] = CUDA_EPI_BIAS_N,     [CT_EPI_RELU] = CUDA_EPI_RELU,
       [CT_EPI_GELU] = CUDA_EPI_GELU,     [CT_EPI_SILU] = CUDA_EPI_SILU,         [CT_EPI_SIGMOID] = CUDA_EPI_SIGMOID,
       [CT_EPI_SCALE] = CUDA_EPI_SCALE,   [CT_EPI_RESIDUAL] = CUDA_EPI_RESIDUAL, [CT_EPI_ROUND] = CUDA_EPI_ROUND,
-      [CT_EPI_CLAMP] = CUDA_EPI_CLAMP};
+      [CT_EPI_CLAMP] = CUDA_EPI_CLAMP,   [CT_EPI_RINT] = CUDA_EPI_RINT};
   return (cuda_epi){.kind = kinds[x->kind], .dtype = x->dtype, .scale = x->scale, .shift = x->shift, .s_b0 = x->s_b0,
                     .s_b1 = x->s_b1, .s_m = x->s_m, .s_n = x->s_n, .mul = x->mul, .lo = x->lo, .hi = x->hi};
 }

@@ -1,0 +1,217 @@
+/* onnx_qdq.c — QDQ fusion at import, as onnxruntime's QDQ transformer does it:
+ * DequantizeLinear -> Conv / Gemm / MatMul -> QuantizeLinear becomes one
+ * contraction of the quantized integers with the requantization in its
+ * epilogue, so that harp computes what onnxruntime's int8 kernels compute
+ * (QLinearConv, QGemm, QLinearMatMul), not the fp32 emulation of the graph.
+ *
+ * What the import knows of a value is its ox_qinfo (ox_val.qi):
+ *  QI_INT      an activation between a Q and the DQs that alone read it: qv
+ *              holds its integers (as fp32, exact), with one constant scale s
+ *              and zero point z (the Q's output and each DQ's);
+ *  QI_WEIGHT   a constant dequantized at import (onnx_quant.c's fold): its
+ *              scales (one, or one per index of `axis`), zero points all 0;
+ *  QI_SCALED   a fused contraction's output: acc * (sx * sw / sy), the
+ *              QuantizeLinear of scale s that reads it rounds it, adds the
+ *              zero point and saturates.
+ * The contraction: acc = conv(qx - zx, qw) + qb in fp32 (integers, exact
+ * while the partial sums stay below 2^24), times the per-channel multiplier
+ * fl(fl(sx * sw) / sy) as onnxruntime computes it; halves to even.  DQ, DQ
+ * -> Add / Mul -> Q and DQ -> Softmax -> Q follow onnxruntime's QLinearAdd,
+ * QLinearMul and QLinearSoftmax the same way.
+ * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
+ * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "onnx_int.h"
+
+/* ---- the value facts ---------------------------------------------------------------------- */
+ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind) {
+  if (!x) return NULL;
+  ox_qinfo *q = ut_arena_alloc(c->A, sizeof *q);
+  if (!q) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), NULL;
+  memset(q, 0, sizeof *q);
+  q->kind = kind;
+  return x->qi = q;
+}
+
+/* The node that reads value `name` when exactly one node reads it once (and
+ * it is no graph output); else NULL. */
+static const Onnx__NodeProto *only_reader(ox_ctx *c, const char *name) {
+  if (!c->gp || c->parent || c->inline_scope || ox_uses(c, name) != 1) return NULL;
+  for (size_t i = (size_t)c->node_index + 1; i < c->gp->n_node; i++) {
+    const Onnx__NodeProto *n = c->gp->node[i];
+    for (size_t k = 0; k < n->n_input; k++)
+      if (!strcmp(n->input[k], name)) return n;
+  }
+  return NULL;
+}
+
+/* A per-tensor constant (one element) of value `name`. */
+static bool const_one(ox_ctx *c, const char *name, double *v) {
+  ox_val *x = name && *name ? ox_find(c, name) : NULL;
+  return x && (x->v <= 0 || x->has_t) && ox_const_scalar(x, v);
+}
+
+/* ---- the fused contraction -------------------------------------------------------------------- */
+/* The scale of output channel k of weight facts w. */
+static double w_scale(const ox_qinfo *w, int64_t k) { return w->ns == 1 ? w->s[0] : w->s[k]; }
+
+/* The integers of a constant dequantized at import (fp32 w * 1/s, exact),
+ * as an fp32 weight named after what. */
+static hg_val integers(ox_ctx *c, ox_val *x, const char *what) {
+  const ox_qinfo *q = x->qi;
+  int64_t inner = 1, D = q->ns == 1 ? 1 : x->t.shape[q->axis];
+  for (int d = q->axis + 1; d < x->t.rank; d++) inner *= x->t.shape[d];
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, TINY_FP32, x->t.rank, x->t.shape)) return -1;
+  for (int64_t i = 0; i < ut_tensor_numel(&t); i++)
+    ((float *)t.data)[i] = nearbyintf(ut_tensor_get(&x->t, i) / (float)w_scale(q, q->ns == 1 ? 0 : i / inner % D));
+  return ox_weight(c, what, &t);
+}
+
+/* An fp32 bias b quantized to the accumulator's scale sx * sw (as
+ * onnxruntime's QGemm takes a float bias), as an fp32 weight. */
+static hg_val bias_integers(ox_ctx *c, ox_val *b, const ox_qinfo *x, const ox_qinfo *w) {
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, TINY_FP32, 1, b->t.shape)) return -1;
+  for (int64_t k = 0; k < b->t.shape[0]; k++)
+    ((float *)t.data)[k] = nearbyintf(((const float *)b->t.data)[k] / ((float)x->s1 * (float)w_scale(w, k)));
+  return ox_weight(c, "qb", &t);
+}
+
+/* The requantization multiplier per output channel (n of them) as an fp32
+ * weight of rank r with the channels on axis ax. */
+static hg_val multiplier(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *w, double sy, int64_t n, int r, int ax) {
+  int64_t shape[TINY_MAX_RANK];
+  for (int d = 0; d < r; d++) shape[d] = d == ax ? n : 1;
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, TINY_FP32, r, shape)) return -1;
+  for (int64_t k = 0; k < n; k++) ((float *)t.data)[k] = (float)x->s1 * (float)w_scale(w, k) / (float)sy;
+  return ox_weight(c, "qmul", &t);
+}
+
+/* Whether constant facts w fit a weight of nout channels on axis ax. */
+static bool weight_ok(const ox_val *w, int ax, int64_t *nout) {
+  if (!w || !w->qi || w->qi->kind != QI_WEIGHT || !w->has_t || w->t.dtype != TINY_FP32 || ax >= w->t.rank) return false;
+  *nout = w->t.shape[ax];
+  return w->qi->ns == 1 || (w->qi->axis == ax && w->qi->ns == *nout);
+}
+
+/* Input i of the node (NULL when absent). */
+static ox_val *input(ox_ctx *c, int i) { return i < (int)c->node->n_input && c->node->input[i][0] ? ox_find(c, c->node->input[i]) : NULL; }
+
+/* Marks output 0 as a fused op's, already divided by the scale sy of the Q
+ * that reads it (zin: its zero point added too). */
+static int scaled_out(ox_ctx *c, double sy, bool zin) {
+  ox_qinfo *o = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_SCALED);
+  if (!o) return -1;
+  o->s1 = sy, o->zin = zin;
+  return 1;
+}
+
+/* The integers of x minus its zero point. */
+static hg_val centered(ox_ctx *c, const ox_qinfo *x) { return x->z != 0 ? hg_add(c->g, x->qv, hg_const(c->g, -x->z)) : x->qv; }
+
+/* MatMul of two quantized activations (onnxruntime's QLinearMatMul):
+ * (qa - za)(qb - zb) * fl(fl(sa * sb) / sy). */
+static int activations_matmul(ox_ctx *c, const ox_qinfo *a, const ox_qinfo *b, double sy) {
+  hg_val acc = ox_matmul(c, centered(c, a), centered(c, b));
+  if (acc < 0) return c->e->code ? -1 : (ox_check(c, acc), -1);
+  float m = (float)a->s1 * (float)b->s1 / (float)sy;
+  if (ox_def(c, 0, hg_mul(c->g, acc, hg_const(c->g, m)))) return -1;
+  return scaled_out(c, sy, false);
+}
+
+/* The QuantizeLinear of per-tensor constant scale and zero point that alone
+ * reads this node's output 0 (*sy, *zy), or NULL. */
+static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy) {
+  const Onnx__NodeProto *q = c->node->n_output == 1 ? only_reader(c, c->node->output[0]) : NULL;
+  *zy = 0;
+  if (!q || strcmp(q->op_type, "QuantizeLinear") != 0 || (q->domain && *q->domain) || q->n_input < 2 || !const_one(c, q->input[1], sy) ||
+      !(*sy > 0) || !isfinite(*sy))
+    return NULL;
+  if (q->n_input > 2 && q->input[2][0] && !const_one(c, q->input[2], zy)) return NULL;
+  return q;
+}
+
+/* Add / Mul of two quantized activations read by a Q, as onnxruntime's
+ * QLinearAdd (qa * sa/sc + qb * sb/sc + (zc - za sa/sc - zb sb/sc)) and
+ * QLinearMul ((qa - za)(qb - zb) * sa sb / sc) compute them. */
+int ox_qdq_binary(ox_ctx *c, int op) {
+  ox_val *a = input(c, 0), *b = input(c, 1);
+  double sy, zy;
+  if (!a || !b || !a->qi || !b->qi || a->qi->kind != QI_INT || b->qi->kind != QI_INT || !q_reader(c, &sy, &zy)) return 0;
+  hg_graph *g = c->g;
+  const ox_qinfo *x = a->qi, *y = b->qi;
+  if (op == '*') {
+    float m = (float)x->s1 * (float)y->s1 / (float)sy;
+    if (ox_def(c, 0, hg_mul(g, hg_mul(g, centered(c, x), centered(c, y)), hg_const(g, m)))) return -1;
+    return scaled_out(c, sy, false);
+  }
+  float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
+  float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
+  hg_val v = hg_add(g, hg_add(g, hg_mul(g, x->qv, hg_const(g, ra)), hg_mul(g, y->qv, hg_const(g, rb))), hg_const(g, bias));
+  if (ox_def(c, 0, v)) return -1;
+  return scaled_out(c, sy, true);
+}
+
+/* Softmax over the last axis of quantized activations read by a Q, as
+ * onnxruntime's QLinearSoftmax computes it (uint8 and int8 alike): y = round(e *
+ * floor(1 / sy) / sum e) + zy — floor(1 / sy), not 1 / sy, as it does —
+ * with e = exp((q - max q) sx).  (Its table holds e times a constant
+ * e^(t sx) that keeps the sum below FLT_MAX; the ratio does not change, and
+ * an fp32 exp of the small argument alone is the more exact.) */
+int ox_qdq_softmax(ox_ctx *c) {
+  ox_val *x = input(c, 0);
+  double sy, zy;
+  int64_t axis, D;
+  const Onnx__NodeProto *q = x && x->qi && x->qi->kind == QI_INT ? q_reader(c, &sy, &zy) : NULL;
+  if (!q || ox_attr_int(c, "axis", -1, &axis)) return c->e->code ? -1 : 0;
+  hg_graph *g = c->g;
+  const fe_shape *s = ox_shape_of(c, x->qi->qv);
+  int ax = s->rank - 1;
+  if ((axis != -1 && axis != ax) || ax < 0 || !fe_dim_is_int(s->d[ax], &D) || D < 1) return 0;
+  hg_val m = hg_reduce(g, HG_OP_RMAX, x->qi->qv, &ax, 1, true);
+  hg_val e = hg_exp(g, hg_mul(g, hg_sub(g, x->qi->qv, m), hg_const(g, x->qi->s1)));
+  hg_val sum = hg_reduce(g, HG_OP_SUM, e, &ax, 1, true);
+  if (ox_def(c, 0, hg_div(g, hg_mul(g, e, hg_const(g, floorf(1.0f / (float)sy))), sum))) return -1;
+  return scaled_out(c, sy, false);
+}
+
+/* The QDQ pattern at a Conv / Gemm / MatMul (kind 'c', 'g', 'm'): 1 when
+ * this node was imported fused, 0 when it is not the pattern (the caller
+ * imports it as it stands), -1 on an error. */
+int ox_qdq_contract(ox_ctx *c, int kind) {
+  ox_val *x = input(c, 0), *w = input(c, 1), *b = kind != 'm' ? input(c, 2) : NULL;
+  double sy, zy, alpha = 1, beta = 1;
+  int64_t ta = 0, tb = 0, nout;
+  if (!x || !x->qi || x->qi->kind != QI_INT || !q_reader(c, &sy, &zy)) return 0;
+  if (kind == 'g' && (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
+                      ox_attr_float(c, "beta", 1, &beta)))
+    return -1;
+  if (ta || alpha != 1 || beta != 1 || c->node->n_output != 1) return 0;
+  int wax = kind == 'c' || tb ? 0 : 1; /* the output channels' axis of the weight */
+  if (kind == 'm' && w && w->qi && w->qi->kind == QI_INT) return activations_matmul(c, x->qi, w->qi, sy);
+  if (!weight_ok(w, wax, &nout)) return 0;
+  bool bint = b && b->qi && b->qi->kind == QI_WEIGHT && (b->qi->ns == 1 || b->qi->ns == nout);
+  if (b && !(b->has_t && b->t.dtype == TINY_FP32 && b->t.rank == 1 && b->t.shape[0] == nout && (bint || !b->qi))) return 0;
+  hg_graph *g = c->g;
+  hg_val xc = centered(c, x->qi);
+  hg_val wq = integers(c, w, "qw"), bq = !b ? 0 : bint ? integers(c, b, "qb") : bias_integers(c, b, x->qi, w->qi);
+  if (wq < 0 || bq < 0) return -1;
+  hg_val acc;
+  if (kind == 'c') {
+    acc = ox_rank_of(c, xc) == 4 || ox_rank_of(c, xc) == 3 ? ox_conv(c, xc, wq, bq) : -1;
+  } else {
+    if (tb) wq = hg_permute(g, wq, (int[]){1, 0}, 2);
+    acc = ox_matmul(c, xc, wq);
+    if (acc > 0 && bq > 0) acc = hg_add(g, acc, bq);
+  }
+  if (acc < 0) return c->e->code ? -1 : (ox_check(c, acc), -1);
+  int r = ox_rank_of(c, acc);
+  hg_val m = multiplier(c, x->qi, w->qi, sy, nout, r, kind == 'c' ? 1 : r - 1);
+  if (m < 0 || ox_def(c, 0, hg_mul(g, acc, m))) return -1;
+  return scaled_out(c, sy, false);
+}
