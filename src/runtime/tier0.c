@@ -130,12 +130,28 @@ static harp_status try_conv(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
   return rt_t0_conv_run(e, &cv, x->threads);
 }
 
+/* Whether every step of a pool's epilogue ep[0..n) is one pool_step knows. */
+static bool pool_epi(const ct_epi *ep, int n) {
+  for (int i = 0; i < n; i++)
+    if (ep[i].kind != CT_EPI_RELU && ep[i].kind != CT_EPI_SCALE && ep[i].kind != CT_EPI_CLAMP) return false;
+  return true;
+}
+
+/* A pool's epilogue step s on x (contract_pool.c's chain: relu, x*c+d, a
+ * clamp that keeps NaN). */
+static float pool_step(const ct_epi *s, float x) {
+  if (s->kind == CT_EPI_RELU) return x < 0 ? 0.0f : x;
+  if (s->kind == CT_EPI_CLAMP) return x < s->lo ? s->lo : x > s->hi ? s->hi : x;
+  return x * s->scale + s->shift;
+}
+
 /* Kernel r as a 2-D max / sum pooling: one output point at a time. */
 static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
   ct_pool p;
   const char *why = NULL;
   const fn_kernel *K = &x->c->f->kernels[r];
-  if (!ct_read_pool(&x->src, r, &p, &why) || p.X.dtype != TINY_FP32 || p.Y.dtype != TINY_FP32 || !fp32_epi(p.epi, p.nepi))
+  if (!ct_read_pool(&x->src, r, &p, &why) || p.X.dtype != TINY_FP32 || p.Y.dtype != TINY_FP32 || !fp32_epi(p.epi, p.nepi) ||
+      !pool_epi(p.epi, p.nepi))
     return HARP_OK;
   const float *in = slot_ptr(e, x, K, storage, p.X.slot, p.X.offset);
   float *out = slot_ptr(e, x, K, storage, p.Y.slot, p.Y.offset);
@@ -151,8 +167,7 @@ static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
             float v = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? in[(pl * p.h + ih) * p.w + iw] : (float)p.fill;
             acc = p.sum ? acc + v : (v > acc || v != v ? v : acc); /* a NaN wins, as the reference's max */
           }
-        for (int s = 0; s < p.nepi; s++)
-          acc = p.epi[s].kind == CT_EPI_RELU ? (acc < 0 ? 0.0f : acc) : acc * p.epi[s].scale + p.epi[s].shift;
+        for (int s = 0; s < p.nepi; s++) acc = pool_step(&p.epi[s], acc);
         out[(pl * p.oh + oh) * p.ow + ow] = acc;
       }
   return HARP_OK;

@@ -122,6 +122,7 @@ static float epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t
       case CT_EPI_SCALE: x = x * s->scale + s->shift; break;
       case CT_EPI_CLAMP: x = keep_min(s->hi, keep_max(s->lo, x)); break;
       case CT_EPI_ROUND: break; /* tier0.c declines a rounding: fp32 only */
+      case CT_EPI_RINT: x = rintf(x); break; /* halves to even: the default rounding mode */
     }
   }
   return x;

@@ -140,6 +140,12 @@ case("conv + maxpool + avgpool",
       helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
      {"x": x}, [("y", (1, 6, 4, 4))], {"w": w}, 2)
 
+# a max pooling followed by a clip (ReLU6): the clamp is the pool's epilogue
+x = rand(1, 4, 9, 9, scale=5)
+case("maxpool + clip", [helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2]),
+                        helper.make_node("Clip", ["m", "lo", "hi"], ["y"])],
+     {"x": x}, [("y", (1, 4, 4, 4))], {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, 1)
+
 # attention (causal, a mask of -inf above the diagonal) and a plain row softmax
 S, D = 11, 8
 q, k, v = rand(1, 2, S, D), rand(1, 2, S, D), rand(1, 2, S, D)
