@@ -763,7 +763,9 @@ static harp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
   const char **outid = ut_arena_alloc(c->A, sizeof *outid * (gp->n_output + 1));
   if (!outid && !st) st = ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
   for (size_t i = 0; i < gp->n_output && !st; i++)
-    if (!(outid[i] = ox_ident(c, gp->output[i]->name)) || ox_add_name(c, gp->output[i]->name, outid[i])) st = c->e->code;
+    if (!(outid[i] = ox_ident(c, gp->output[i]->name)) ||
+        (gp->output[i]->name && ox_add_name(c, gp->output[i]->name, outid[i]))) /* no name: refused below */
+      st = c->e->code;
   if (!st) st = decode_initializers(c, gp);
   if (!st) st = run_nodes(c, gp);
   if (!st && gp->n_output == 0) st = ox_fail(c, HARP_E_INVALID_ARG, "the graph has no outputs");
