@@ -63,7 +63,8 @@ lib.cuStreamCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
 lib.cuStreamDestroy_v2.argtypes = [ctypes.c_void_p]
 names = ["direct_launches", "captures_begun", "captures_ended", "graphs_instantiated", "graph_launches",
          "graph_kernels", "graph_functions", "exec_updates", "failed_updates", "modules_loaded", "tensor_maps",
-         "live_allocs", "live_bytes", "htod_bytes", "dtoh_bytes"]
+         "live_allocs", "live_bytes", "htod_bytes", "dtoh_bytes", "live_modules", "live_graphs", "live_execs",
+         "live_streams", "live_events", "ctx_refs", "last_device"]
 
 
 def stat(name):
@@ -131,4 +132,17 @@ expect("out= of the wrong shape", "InputMismatch",
        lambda: sess.run(None, {"A": x}, out=[harp.DeviceArray((8, 23), np.float16)]))
 lib.cuStreamDestroy_v2(stream)
 sess.close()
+
+# device ordinals: an instance on device 1 of 2 (the fake's primary context there); device 2 of 2 refused
+os.environ["HARP_FAKE_CUDA_DEVICES"] = "2"
+opts = {"syms": SYMS, "params": PARAMS, "cache_dir": tempfile.mkdtemp()}
+d1 = harp.InferenceSession(GEMM, {**opts, "device": 1}, providers=["cuda"])
+s.check("device 1 of 2", stat("last_device") == 1, f"last_device {stat('last_device')}")
+expect("a cuda:0 array for a cuda:1 session", "InputMismatch", lambda: d1.run(None, {"A": x}), "cuda:1")
+expect("device 2 of 2", "Unsupported",
+       lambda: harp.InferenceSession(GEMM, {**opts, "device": 2}, providers=["cuda"]), "no CUDA device 2 (2 found)")
+expect("device 1 on the CPU", "UsageError",
+       lambda: harp.InferenceSession(GEMM, {"syms": SYMS, "params": PARAMS, "device": 1}, providers=["cpu"]))
+del os.environ["HARP_FAKE_CUDA_DEVICES"]
+d1.close()
 s.close()

@@ -94,6 +94,15 @@ static void bufs_free(bufs *b) {
   free(b->params);
 }
 
+/* An instance of c on zero weights, with b's buffers and stream made. */
+static harp_model *instance(const harp_compiled *c, bufs *b) {
+  bufs_new(b, c);
+  harp_error e = {0};
+  harp_model *m = NULL;
+  assert_ok(&e, harp_model_new(&e, c, b->params, harp_params_bytes(c), NULL, &m));
+  return m;
+}
+
 static harp_status run_dev(harp_error *e, harp_model *m, unsigned long long A, unsigned long long C, void *stream) {
   const void *in[] = {(const void *)(uintptr_t)A};
   void *out[] = {(void *)(uintptr_t)C};
@@ -109,10 +118,8 @@ static void test_device_run(void **vs) {
   snap s0 = snapshot();
   harp_compiled *c = compile(false, HARP_BACKEND_CUDA);
   bufs b;
-  bufs_new(&b, c);
+  harp_model *m = instance(c, &b);
   harp_error e = {0};
-  harp_model *m = NULL;
-  assert_ok(&e, harp_model_new(&e, c, b.params, harp_params_bytes(c), NULL, &m));
   long h0 = counter(FAKE_CUDA_HTOD_BYTES), d0 = counter(FAKE_CUDA_DTOH_BYTES);
   assert_ok(&e, run_dev(&e, m, b.A, b.C, b.stream)); /* the weights go up on the first run */
   long weights = counter(FAKE_CUDA_HTOD_BYTES) - h0;
@@ -152,10 +159,8 @@ static void test_device_graphs(void **vs) {
   snap s0 = snapshot();
   harp_compiled *c = compile(true, HARP_BACKEND_CUDA);
   bufs b;
-  bufs_new(&b, c);
+  harp_model *m = instance(c, &b);
   harp_error e = {0};
-  harp_model *m = NULL;
-  assert_ok(&e, harp_model_new(&e, c, b.params, harp_params_bytes(c), NULL, &m));
   long d0 = counter(FAKE_CUDA_DTOH_BYTES);
   D.record(1);
   for (int i = 0; i < 3; i++) assert_ok(&e, run_dev(&e, m, b.A, b.C, b.stream));
@@ -185,10 +190,8 @@ static void test_device_errors(void **vs) {
   snap s0 = snapshot();
   harp_compiled *c = compile(false, HARP_BACKEND_CUDA);
   bufs b;
-  bufs_new(&b, c);
+  harp_model *m = instance(c, &b);
   harp_error e = {0};
-  harp_model *m = NULL;
-  assert_ok(&e, harp_model_new(&e, c, b.params, harp_params_bytes(c), NULL, &m));
   assert_int_equal(run_dev(&e, m, 0, b.C, b.stream), HARP_E_USAGE);
   assert_non_null(strstr(e.msg, "input 0"));
   harp_error_clear(&e);
