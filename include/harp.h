@@ -202,8 +202,9 @@ harp_status harp_model_run_typed(harp_error *e, harp_model *m, const void *const
  * caller synchronises stream before reading the outputs.  No host copy is
  * made for the run (the weights go up once, on an instance's first run,
  * synchronously).  The kernels read and write the caller's memory directly;
- * an instance's temporaries stay in its own arena, so runs of one instance
- * must be ordered (one stream, or the caller's events).  The status word
+ * an instance's temporaries stay in its own arena, so a run on another
+ * stream than the instance's last one waits for that one (an event, on the
+ * device).  The status word
  * (an index out of range in a gather) is not read back in these runs.
  * With opts.graphs the launches are captured (on harp's stream) into a
  * CUDA Graph per set of addresses and replayed on stream; new addresses

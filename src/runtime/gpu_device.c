@@ -9,6 +9,8 @@
  * on harp's own stream (capture has rules a caller's stream may break, e.g.
  * the legacy stream) and launched on the caller's; new addresses are a new
  * capture, updated into the executable graph in place when the driver can.
+ * Runs of one instance on different streams are ordered: each run records
+ * an event, which a run on another stream waits for on the device.
  * Needs: gpu.c (gpu_int.h).  Gives: rt_gpu_run_device. */
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +20,9 @@
 #include "util/util.h"
 
 void gpu_device_free(rt_gpu_model *m) {
-  if (m->rt) cuda_rt_graph_free(m->rt, m->dgraph);
+  if (m->rt) cuda_rt_graph_free(m->rt, m->dgraph), cuda_rt_event_free(m->rt, m->ddone);
   m->dgraph = NULL;
+  m->ddone = NULL;
   free(m->dargs);
   free(m->dptrs);
   m->dargs = m->dptrs = NULL;
@@ -136,8 +139,12 @@ harp_status rt_gpu_run_device(harp_error *e, rt_gpu_model *m, const ut_tensor *p
     free(ptrs);
     if (st) return st;
   }
+  /* on another stream than the last run: after it (the arena's temporaries are shared); then mark this one */
   void *was = cuda_rt_use_stream(m->rt, stream);
-  st = m->graphs ? cuda_rt_graph_launch(e, m->rt, m->dgraph) : launch_device(e, m);
+  if (m->ddone && stream != m->dstream) st = cuda_rt_wait(e, m->rt, m->ddone);
+  if (!st) st = m->graphs ? cuda_rt_graph_launch(e, m->rt, m->dgraph) : launch_device(e, m);
+  if (!st) st = cuda_rt_record(e, m->rt, &m->ddone);
+  if (!st) m->dstream = stream;
   cuda_rt_use_stream(m->rt, was);
   return st;
 }

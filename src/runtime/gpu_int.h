@@ -39,6 +39,8 @@ struct rt_gpu_model {
   cuda_devptr *dargs;   /* per launch, CUDA_MAX_PARAMS each: the arguments with the caller's addresses */
   cuda_devptr *dptrs;   /* the addresses dgraph was captured with: inputs, then outputs */
   cuda_rt_graph *dgraph; /* the executable graph of the last device run with graphs */
+  void *ddone;           /* a CUevent recorded after each device run: the next run on another stream waits for it */
+  void *dstream;         /* the stream of the last device run (NULL: harp's own) */
 };
 
 /* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the

@@ -397,6 +397,15 @@ CUresult cuEventRecord(void *ev, void *hstream) {
   return OK;
 }
 
+CUresult cuStreamWaitEvent(void *hstream, void *ev, unsigned flags) {
+  INJECT(UNKNOWN);
+  event *e = ev;
+  if (flags) return INVALID_VALUE;
+  if (!e || e->magic != MAGIC_EVENT || check_stream(hstream)) return INVALID_HANDLE;
+  ST(STREAM_WAITS)++;
+  return OK;
+}
+
 CUresult cuEventSynchronize(void *ev) {
   INJECT(UNKNOWN);
   event *e = ev;

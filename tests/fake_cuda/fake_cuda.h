@@ -34,6 +34,7 @@
   X(LIVE_STREAMS, "live_streams", 1)               /* cuStreamCreate not destroyed */                       \
   X(LIVE_EVENTS, "live_events", 1)                 /* cuEventCreate not destroyed */                        \
   X(CTX_REFS, "ctx_refs", 1)                       /* primary context retains minus releases */             \
+  X(STREAM_WAITS, "stream_waits", 0)               /* cuStreamWaitEvent */                                  \
   X(LAST_DEVICE, "last_device", 0)                 /* the ordinal of the last primary context retained */   \
   X(CAPTURE_VIOLATIONS, "capture_violations", 0)   /* synchronous calls refused during a capture */         \
   X(INJECTED_FAILURES, "injected_failures", 0)     /* calls failed by HARP_FAKE_CUDA_FAIL */

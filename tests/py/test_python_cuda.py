@@ -64,7 +64,7 @@ lib.cuStreamDestroy_v2.argtypes = [ctypes.c_void_p]
 names = ["direct_launches", "captures_begun", "captures_ended", "graphs_instantiated", "graph_launches",
          "graph_kernels", "graph_functions", "exec_updates", "failed_updates", "modules_loaded", "tensor_maps",
          "live_allocs", "live_bytes", "htod_bytes", "dtoh_bytes", "live_modules", "live_graphs", "live_execs",
-         "live_streams", "live_events", "ctx_refs", "last_device"]
+         "live_streams", "live_events", "ctx_refs", "stream_waits", "last_device"]
 
 
 def stat(name):

@@ -4,6 +4,7 @@
  * kernel) goes to the caller's stream (NULL: the instance's own), a run
  * copies nothing between host and device (the weights go up once), graphs
  * are captured per set of pointers and updated in place when those change,
+ * a run on another stream than the last waits for it (an event),
  * bad pointers and other backends get clear errors, and harp_model_new puts
  * an instance on the device ordinal asked for or says there is none.  The
  * fake executes no kernel: values are not checked here. */
@@ -130,8 +131,10 @@ static void test_device_run(void **vs) {
   int n = check_log(b.stream, b.A, b.C);
   assert_int_equal(counter(FAKE_CUDA_HTOD_BYTES) - h0, weights); /* nothing more up */
   assert_int_equal(counter(FAKE_CUDA_DTOH_BYTES), d0);            /* nothing down */
+  assert_int_equal(counter(FAKE_CUDA_STREAM_WAITS), 0); /* the same stream twice: ordered already */
   D.record(1);
   assert_ok(&e, run_dev(&e, m, b.A, b.C2, NULL)); /* NULL: the instance's own stream */
+  assert_int_equal(counter(FAKE_CUDA_STREAM_WAITS), 1); /* another stream: after the last run */
   assert_int_equal(D.nlaunches(), n);
   int saw_c2 = 0;
   for (int i = 0; i < n; i++) {

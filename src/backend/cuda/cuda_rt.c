@@ -68,6 +68,7 @@ typedef struct drv_api {
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned); /* optional too */
   /* optional (SM90 and graphs): NULL when the driver lacks them */
   CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *, const uint32_t *,
                                    const uint32_t *, int, int, int, int);
@@ -222,6 +223,7 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
   const char *opt = NULL; /* optional entry points */
   SYM(*a, l, TensorMapEncodeTiled, "cuTensorMapEncodeTiled", opt);
   SYM(*a, l, StreamCreate, "cuStreamCreate", opt);
+  SYM(*a, l, StreamWaitEvent, "cuStreamWaitEvent", opt);
   SYM(*a, l, StreamSynchronize, "cuStreamSynchronize", opt);
   SYM(*a, l, StreamDestroy, "cuStreamDestroy_v2", opt);
   SYM(*a, l, StreamBeginCapture, "cuStreamBeginCapture_v2", opt);
@@ -546,6 +548,28 @@ harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const in
 }
 
 void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->own : NULL; }
+
+harp_status cuda_rt_record(harp_error *e, cuda_rt *rt, void **ev) {
+  if (need_gpu(e, rt)) return e->code;
+  if (!*ev) CU_CHECK(rt->cu.EventCreate((CUevent *)ev, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  CU_CHECK(rt->cu.EventRecord(*ev, rt->stream), "cuEventRecord");
+  return HARP_OK;
+}
+
+harp_status cuda_rt_wait(harp_error *e, cuda_rt *rt, void *ev) {
+  if (need_gpu(e, rt)) return e->code;
+  if (!ev) return HARP_OK;
+  if (!rt->cu.StreamWaitEvent) { /* an old driver: wait here instead */
+    CU_CHECK(rt->cu.EventSynchronize(ev), "cuEventSynchronize");
+    return HARP_OK;
+  }
+  CU_CHECK(rt->cu.StreamWaitEvent(rt->stream, ev, 0), "cuStreamWaitEvent");
+  return HARP_OK;
+}
+
+void cuda_rt_event_free(cuda_rt *rt, void *ev) {
+  if (ev && rt->st.gpu) rt->cu.EventDestroy(ev);
+}
 
 void *cuda_rt_use_stream(cuda_rt *rt, void *stream) {
   void *was = rt->stream;
