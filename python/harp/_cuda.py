@@ -67,8 +67,10 @@ def is_cuda(obj):
 class Imported:
     """A CUDA DLPack tensor's view: ptr, dtype (numpy), shape, device; holds the capsule while alive."""
 
-    def __init__(self, obj):
-        self.capsule = obj.__dlpack__(stream=None)  # legacy-default-stream order (the instance's stream blocks on it)
+    def __init__(self, obj, stream=None):
+        # the producer orders its writes before `stream` (the run's; None: the legacy default stream, which the
+        # instance's own blocking stream waits for)
+        self.capsule = obj.__dlpack__(stream=stream)
         p = _api.PyCapsule_GetPointer(self.capsule, b"dltensor")
         t = _c.cast(p, _c.POINTER(_DLManaged)).contents.dl_tensor
         self.device = int(t.device.device_id)
@@ -189,6 +191,10 @@ class DeviceArray:
 
     def __del__(self):
         if getattr(self, "ptr", 0) and _drv is not None:
+            try:
+                _drv.use(self.device)  # cuMemFree needs the context current on this thread
+            except Exception:  # noqa: BLE001 (interpreter shutdown: the driver frees it with the context)
+                pass
             _drv.lib.cuMemFree_v2(self.ptr)
             self.ptr = 0
 

@@ -412,7 +412,7 @@ class InferenceSession:
         if host:
             raise CLASSES["InputMismatch"](f"input {host[0]!r} is on the host while others are on the device: feed "
                                            "all on the device (or all on the host)", node=str(host[0]))
-        feeds = {k: _cuda.Imported(v) for k, v in input_feed.items()}
+        feeds = {k: _cuda.Imported(v, stream or None) for k, v in input_feed.items()}
         b = self._binding_for(feeds)
         if b.dynamic_any:
             raise CLASSES["Unsupported"]("an output's shape is known only at run time: run on host arrays")
@@ -437,7 +437,7 @@ class InferenceSession:
                 if not _cuda.is_cuda(o):
                     raise CLASSES["InputMismatch"](f"output buffer {name!r}: a CUDA DLPack array for a run on the "
                                                    "device", node=name)
-                t = _cuda.Imported(o)
+                t = _cuda.Imported(o, stream or None)
                 _check_device(name, t, b.out_np[k], b.out_shape[k], dev, "output buffer")
             keep.append(t)
             outs.append(o)
