@@ -10,6 +10,7 @@
  *   rt_gpu_load      prepare, then cuModuleLoadData and the device memory
  *   rt_gpu_instance  another loaded copy sharing a prepared model's build
  *   rt_gpu_run       one execution with host tensors
+ *   rt_gpu_run_device  one execution on the caller's device memory and stream
  *
  * NVRTC and libcuda are loaded with dlopen: without them every step that
  * needs them fails with Unsupported and a reason ("no GPU: ..."), never a
