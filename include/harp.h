@@ -173,7 +173,9 @@ const char *harp_output_source_name(const harp_compiled *c, int k);
 typedef struct harp_instance_options {
   int threads; /* CPU: threads this instance runs on, the caller's included (0: $HARP_NUM_THREADS, else every
                   online CPU); a model with run-time control flow, the interpreter, CUDA: ignored */
-  int device;  /* CUDA: the device ordinal (only 0 for now); must be 0 for the CPU */
+  int device;  /* CUDA: the device ordinal (cuDeviceGet); no such device: Unsupported, saying how many there
+                  are.  The model is compiled once (for device 0's architecture unless opts.target says);
+                  an sm90 build runs only on an sm_90 device.  CPU, interpreter: must be 0 (else UsageError) */
 } harp_instance_options;
 
 /* harp_model_init with settings (io may be NULL) and an error that says
@@ -192,10 +194,26 @@ harp_status harp_model_new(harp_error *e, const harp_compiled *c, const void *pa
 harp_status harp_model_run_typed(harp_error *e, harp_model *m, const void *const *inputs, const harp_dtype *dtypes,
                                  void *const *outputs);
 
-/* Run on device memory: inputs and outputs are CUDA device pointers, the
- * work is queued on stream (a CUstream; NULL: the default stream).  A CPU
- * or interpreter model fails with HARP_E_UNSUPPORTED; the CUDA runtime does
- * not take device pointers yet, so a CUDA model does too (naming why). */
+/* Run on device memory (CUDA models): inputs[k] and outputs[k] are
+ * CUdeviceptr values (cast to pointers) on the instance's device, each
+ * holding the tensor dense in its dtype (harp_input_dtype; no int64
+ * narrowing here).  The work is only enqueued on stream (a CUstream; NULL:
+ * the instance's own stream) and the call returns without waiting: the
+ * caller synchronises stream before reading the outputs.  No host copy is
+ * made for the run (the weights go up once, on an instance's first run,
+ * synchronously).  The kernels read and write the caller's memory directly;
+ * an instance's temporaries stay in its own arena, so a run on another
+ * stream than the instance's last one waits for that one (an event, on the
+ * device).  The status word
+ * (an index out of range in a gather) is not read back in these runs.
+ * With opts.graphs the launches are captured (on harp's stream) into a
+ * CUDA Graph per set of addresses and replayed on stream; new addresses
+ * capture again and update the graph in place.
+ * Errors: a NULL pointer (UsageError naming it), a misaligned one
+ * (Misaligned), an output that is an input, a weight or another output as
+ * compiled (Unsupported), a CPU or interpreter model or one with run-time
+ * control flow (Unsupported), a driver failure (the driver's message).
+ * Unmeasured on a real GPU so far: tested against tests/fake_cuda only. */
 harp_status harp_model_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs,
                                   void *stream);
 

@@ -10,6 +10,7 @@
  *   rt_gpu_load      prepare, then cuModuleLoadData and the device memory
  *   rt_gpu_instance  another loaded copy sharing a prepared model's build
  *   rt_gpu_run       one execution with host tensors
+ *   rt_gpu_run_device  one execution on the caller's device memory and stream
  *
  * NVRTC and libcuda are loaded with dlopen: without them every step that
  * needs them fails with Unsupported and a reason ("no GPU: ..."), never a
@@ -67,6 +68,21 @@ harp_status rt_gpu_run_into(harp_error *e, rt_gpu_model *m, const ut_tensor *inp
  * cubin) shared with src, which must outlive it.  No rebuild, no NVRTC.
  * Loads on the device now. */
 harp_status rt_gpu_instance(harp_error *e, const rt_gpu_model *src, rt_gpu_model **out);
+/* rt_gpu_instance on CUDA device `device` (an ordinal; cuDeviceGet): the
+ * build must suit it (an sm90 build needs an sm_90 device).  No such device:
+ * Unsupported, naming how many there are. */
+harp_status rt_gpu_instance_on(harp_error *e, const rt_gpu_model *src, int device, rt_gpu_model **out);
+/* One execution on device memory, enqueued on `stream` (a CUstream; NULL:
+ * the instance's own) without waiting for it: in[a] is the device address
+ * of model input a (the Function's arguments that are not weights, in
+ * order), out[k] of output k.  `params` are every input as rt_gpu_run
+ * takes them (the weights' data is read, once, on the first run; the other
+ * inputs' data is not read).  No host copy: the kernels read and write the
+ * caller's memory; the status word (an index out of range) is not read
+ * back.  With graphs, a graph is captured per set of addresses and replayed
+ * on `stream` while they stay the same. */
+harp_status rt_gpu_run_device(harp_error *e, rt_gpu_model *m, const ut_tensor *params, int nparams, const uint64_t *in,
+                            const uint64_t *out, void *stream);
 /* The launches alone, n times (inputs already uploaded by rt_gpu_run);
  * *ms receives the median milliseconds per run (device events). */
 harp_status rt_gpu_time(harp_error *e, rt_gpu_model *m, int warmup, int reps, double *ms);

@@ -15,10 +15,11 @@ Needs: harp._harp (libharp.so), numpy.  Gives: the package's API.
 from . import _harp
 from ._errors import HarpError, ERROR_NAMES, CLASSES as _CLASSES
 from .session import CompiledModel, InferenceSession, NodeArg, SessionOptions, compile
+from ._cuda import DeviceArray
 
 globals().update(_CLASSES)
 __version__ = _harp.version()
-__all__ = ["InferenceSession", "CompiledModel", "SessionOptions", "NodeArg", "compile", "HarpError",
+__all__ = ["InferenceSession", "CompiledModel", "SessionOptions", "NodeArg", "compile", "HarpError", "DeviceArray",
            "get_available_providers", "__version__"] + list(_CLASSES)
 
 

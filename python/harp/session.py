@@ -22,6 +22,7 @@ import numpy as np
 from . import _harp
 from ._errors import CLASSES, HarpError
 from . import _onnxmeta
+from . import _cuda
 
 # harp_dtype codes (harp.h) -> numpy dtype; bf16 is held as its uint16 bit pattern
 HARP_FP16, HARP_BF16, HARP_FP32, HARP_I32, HARP_BOOL, HARP_I8, HARP_U8, HARP_I64 = 0, 1, 2, 3, 4, 5, 6, 32
@@ -359,17 +360,26 @@ class InferenceSession:
     def get_modelmeta(self):
         return None
 
-    def run(self, output_names, input_feed, run_options=None, *, out=None):
+    def run(self, output_names, input_feed, run_options=None, *, out=None, stream=None):
         """Run on input_feed ({name: array}); the outputs named (None: all) as numpy arrays, in order.
 
         Arrays: numpy arrays, or anything with __dlpack__ on the CPU (torch, jax); C-contiguous, of the
         input's dtype and shape (int64 for an ONNX int64 input, range-checked to int32).  out: {name: array}
         or a list, caller-provided output buffers (C-contiguous, writable) written in place and returned.
+
+        CUDA sessions: feeds on the device (__dlpack_device__ kDLCUDA: torch, cupy, jax) run on their device
+        pointers with no host copy; the outputs come back as harp.DeviceArray (DLPack, on the device) or go into
+        out= device arrays.  stream: a CUstream as an int (torch: torch.cuda.current_stream().cuda_stream) to
+        enqueue on; None: the instance's own, which the legacy default stream waits for.  The run is only
+        enqueued: synchronise that stream (or read with .numpy(), which waits) before using the outputs.
         """
         if self._closed:
             raise CLASSES["UsageError"]("the session is closed")
         if not isinstance(input_feed, dict):
             raise CLASSES["UsageError"]("input_feed must be a dict {input name: array}")
+        on_gpu = [k for k, v in input_feed.items() if _cuda.is_cuda(v)]
+        if on_gpu or stream is not None:
+            return self._run_device(output_names, input_feed, on_gpu, out, stream)
         feeds = {k: _as_array(k, v) for k, v in input_feed.items()}
         b = self._binding_for(feeds)
         ins, dtypes = _match_inputs(b, feeds)
@@ -389,6 +399,54 @@ class InferenceSession:
         for k in b.widen:
             if k not in given:
                 outs[k] = outs[k].astype(np.int64)
+        return outs if output_names is None else [outs[k] for k in self._out_index(b, output_names)]
+
+    def _run_device(self, output_names, input_feed, on_gpu, out, stream):
+        """run() on device pointers (harp_model_run_device): every feed and out= buffer a CUDA DLPack tensor."""
+        if self._backend != "cuda":
+            name = on_gpu[0] if on_gpu else None
+            what = f"input {name!r} is on a CUDA device" if name else "a stream was given"
+            raise CLASSES["Unsupported"](f"{what}, but this session runs on the {self._backend} provider: copy it to "
+                                         "the host (e.g. .cpu()) or make the session with providers=['cuda']",
+                                         node=str(name or ""))
+        host = [k for k in input_feed if k not in on_gpu]
+        if host:
+            raise CLASSES["InputMismatch"](f"input {host[0]!r} is on the host while others are on the device: feed "
+                                           "all on the device (or all on the host)", node=str(host[0]))
+        feeds = {k: _cuda.Imported(v, stream or None) for k, v in input_feed.items()}
+        b = self._binding_for(feeds)
+        if b.dynamic_any:
+            raise CLASSES["Unsupported"]("an output's shape is known only at run time: run on host arrays")
+        dev = int(self._o.device or 0)
+        ins = []
+        for k, (hid, name, dt, _) in enumerate(b.inputs):
+            t = feeds.get(name, feeds.get(hid))
+            if t is None:
+                raise CLASSES["InputMismatch"](f"input {name!r} is not fed", node=name)
+            _check_device(name, t, b.in_np[k], b.in_shape[k], dev, "input")
+            ins.append(t.ptr)
+        if len(feeds) != len(b.inputs):
+            raise CLASSES["InputMismatch"](f"{len(feeds)} feeds for {len(b.inputs)} inputs")
+        outs, keep = [], []
+        given = dict(out.items()) if isinstance(out, dict) else dict(zip([x[1] for x in b.outputs], out or ()))
+        for k, (hid, name, dt, _) in enumerate(b.outputs):
+            o = given.get(name, given.get(hid))
+            if o is None:
+                o = _cuda.DeviceArray(b.out_shape[k], b.out_np[k], dev)
+                t = o
+            else:
+                if not _cuda.is_cuda(o):
+                    raise CLASSES["InputMismatch"](f"output buffer {name!r}: a CUDA DLPack array for a run on the "
+                                                   "device", node=name)
+                t = _cuda.Imported(o, stream or None)
+                _check_device(name, t, b.out_np[k], b.out_shape[k], dev, "output buffer")
+            keep.append(t)
+            outs.append(o)
+        inst = b.acquire()
+        try:
+            inst.run_device(ins, [t.ptr for t in keep], int(stream or 0))
+        finally:
+            b.release(inst)
         return outs if output_names is None else [outs[k] for k in self._out_index(b, output_names)]
 
     def _out_index(self, b, output_names):
@@ -453,6 +511,19 @@ def _as_array(name, v):
         return np.asarray(v)
     raise CLASSES["InputMismatch"](f"input {name!r}: a {type(v).__name__} is not an array (numpy, or __dlpack__)",
                                    node=str(name))
+
+
+def _check_device(name, t, dtype, shape, device, what):
+    """A CUDA DLPack tensor t as the model takes it: dtype, shape, C-contiguous, on the session's device."""
+    if t.dtype != dtype:
+        raise CLASSES["DtypeMismatch"](f"{what} {name!r} takes {dtype}, the device array is {t.dtype} (no conversion "
+                                       "on the device: int64 is narrowed on host feeds only)", node=name)
+    if t.shape != tuple(shape):
+        raise CLASSES["InputMismatch"](f"{what} {name!r} has shape {tuple(shape)}, the device array {t.shape}", node=name)
+    if not t.contiguous:
+        raise CLASSES["InputMismatch"](f"{what} {name!r} is not C-contiguous on the device", node=name)
+    if t.device != device:
+        raise CLASSES["InputMismatch"](f"{what} {name!r} is on cuda:{t.device}, the session on cuda:{device}", node=name)
 
 
 def _match_inputs(b, feeds):

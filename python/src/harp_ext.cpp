@@ -9,6 +9,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <cstdint>
 
 #include <cstring>
 #include <ctime>
@@ -233,6 +234,26 @@ static void run(Instance &self, nb::list inputs, const std::vector<int> &dtypes,
   if (st) raise_harp(e);
 }
 
+// A run on device memory (a CUDA instance): in / out are CUdeviceptr values
+// the Python layer checked (dtype, shape, device), stream a CUstream (0:
+// the instance's own).  Only enqueued: harp_model_run_device's rules.
+static void run_device(Instance &self, const std::vector<uint64_t> &in, const std::vector<uint64_t> &out, uint64_t stream) {
+  if (!self.m) throw nb::value_error("the instance is closed");
+  if (in.size() != (size_t)harp_num_inputs(self.c) || out.size() != (size_t)harp_num_outputs(self.c))
+    throw nb::value_error("run_device: the lists do not match the model's inputs and outputs");
+  std::vector<const void *> ip(in.size() + 1);
+  std::vector<void *> op(out.size() + 1);
+  for (size_t k = 0; k < in.size(); k++) ip[k] = reinterpret_cast<const void *>((uintptr_t)in[k]);
+  for (size_t k = 0; k < out.size(); k++) op[k] = reinterpret_cast<void *>((uintptr_t)out[k]);
+  harp_error e{};
+  harp_status st;
+  {
+    nb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(self.mu);
+    st = harp_model_run_device(&e, self.m, ip.data(), op.data(), reinterpret_cast<void *>((uintptr_t)stream));
+  }
+  if (st) raise_harp(e);
+}
 // The C API's own time for n runs on these buffers (bench/python_overhead.py): seconds.
 static double time_runs(Instance &self, nb::list inputs, const std::vector<int> &dtypes, const std::vector<size_t> &in_bytes,
                         nb::list outputs, const std::vector<size_t> &out_bytes, int n) {
@@ -292,6 +313,7 @@ NB_MODULE(_harp, m) {
         nb::arg("max_memory"), nb::arg("progress").none());
   nb::class_<Instance>(m, "Instance")
       .def("run", &run)
+      .def("run_device", &run_device)
       .def("output", &output)
       .def("time_runs", &time_runs)
       .def("close", [](Instance &self) {

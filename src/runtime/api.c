@@ -450,13 +450,16 @@ int64_t harp_param_offset(const harp_compiled *c, const char *name) {
 
 /* ---- instances ------------------------------------------------------------------- */
 harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t nbytes) {
-  return api_model_new(c, params, nbytes, 0);
+  harp_error e = {0};
+  return api_model_new(&e, c, params, nbytes, 0, 0);
 }
 
 const harp_compiled *api_model_compiled(const harp_model *m) { return m->c; }
+bool api_model_on_device(const harp_model *m) { return m->gpu != NULL; }
 harp_backend api_backend(const harp_compiled *c) { return c->backend; }
 
-harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nbytes, int threads) {
+harp_model *api_model_new(harp_error *err, const harp_compiled *c, const void *params, size_t nbytes, int threads,
+                          int device) {
   if (!c || nbytes != harp_params_bytes(c) || (nbytes && !params)) return NULL;
   harp_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return NULL;
@@ -488,7 +491,7 @@ harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nby
   }
   if (nbytes) memcpy(m->params, params, nbytes);
   if (c->backend == HARP_BACKEND_CUDA) { /* its own context, module, device memory and graph; the build shared */
-    if (rt_gpu_instance(&e, c->gpu, &m->gpu)) {
+    if (rt_gpu_instance_on(err, c->gpu, device, &m->gpu)) {
       harp_model_free(m);
       return NULL;
     }
@@ -544,6 +547,28 @@ done:
   free(t);
   free(o);
   return rc;
+}
+
+/* A CUDA instance's run on device memory (api_ext.c checks m): every input
+ * as rt_gpu_run_device takes it, the weights from m's parameter block. */
+harp_status api_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs, void *stream) {
+  const harp_compiled *c = m->c;
+  int *ins = NULL, n = tiny_inputs(c->g, &ins), nin = harp_num_inputs(c), nout = harp_num_outputs(c);
+  ut_tensor *t = ut_xcalloc((size_t)n + 1, sizeof *t);
+  uint64_t *in = ut_xcalloc((size_t)nin + 1, sizeof *in), *out = ut_xcalloc((size_t)nout + 1, sizeof *out);
+  harp_status st = ins && t && in && out ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0, kp = 0; !st && i < n; i++) { /* the inputs' data is the device's: only the headers */
+    const tiny_node *x = &c->g->nodes[ins[i]];
+    t[i] = header(x, is_param(x) ? (void *)(m->params + c->param_off[kp++]) : NULL);
+  }
+  for (int k = 0; !st && k < nin; k++) in[k] = (uint64_t)(uintptr_t)inputs[k];
+  for (int k = 0; !st && k < nout; k++) out[k] = (uint64_t)(uintptr_t)outputs[k];
+  if (!st) st = rt_gpu_run_device(e, m->gpu, t, n, in, out, stream);
+  free(ins);
+  free(t);
+  free(in);
+  free(out);
+  return st;
 }
 
 int harp_model_run(harp_model *m, const void *const *inputs, void *const *outputs) {

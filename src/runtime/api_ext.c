@@ -1,7 +1,7 @@
 /* api_ext.c — harp.h's entry points for bindings (Python, ...): the
  * version, compiling from memory, instances with settings, runs with the
  * feeds' dtypes (int64 narrowed with a range check) and errors as values,
- * runs on device memory.
+ * runs on device memory (CUDA: gpu_device.c, on the caller's stream).
  * Needs: api.c (api_int.h).  Gives: harp.h's "for bindings" section. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,14 +35,20 @@ harp_status harp_model_new(harp_error *e, const harp_compiled *c, const void *pa
   if (device < 0) return ut_fail(e, HARP_E_USAGE, NULL, "device = %d: a device ordinal is >= 0", device);
   if (device > 0 && api_backend(c) != HARP_BACKEND_CUDA)
     return ut_fail(e, HARP_E_USAGE, NULL, "device = %d: only a CUDA model runs on a device (the CPU is device 0)", device);
-  if (device > 0) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "device = %d: the CUDA runtime uses device 0 only for now", device);
   if (nbytes != harp_params_bytes(c))
     return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "the parameter block has %zu bytes, the model takes %zu", nbytes,
                    harp_params_bytes(c));
   if (nbytes && !params) return ut_fail(e, HARP_E_USAGE, NULL, "no parameter block for %zu bytes", nbytes);
-  if (!(*out = api_model_new(c, params, nbytes, threads)))
+  harp_error why = {0}; /* a CUDA instance's reason */
+  if (!(*out = api_model_new(&why, c, params, nbytes, threads, device))) {
+    if (why.code) {
+      char msg[900];
+      harp_error_format(&why, msg, sizeof msg);
+      return ut_fail(e, why.code, NULL, "the CUDA instance on device %d could not be made: %s", device, msg);
+    }
     return ut_fail(e, api_backend(c) == HARP_BACKEND_CUDA ? HARP_E_UNSUPPORTED : HARP_E_NO_MEMORY, NULL,
                    "the instance could not be made (its memory%s)", api_backend(c) == HARP_BACKEND_CUDA ? ", module or device" : "");
+  }
   return HARP_OK;
 }
 
@@ -115,10 +121,14 @@ harp_status harp_model_run_typed(harp_error *e, harp_model *m, const void *const
 
 harp_status harp_model_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs,
                                   void *stream) {
-  (void)inputs, (void)outputs, (void)stream;
   if (!m) return ut_fail(e, HARP_E_USAGE, NULL, "no model instance");
   if (api_backend(api_model_compiled(m)) != HARP_BACKEND_CUDA)
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "device pointers need a CUDA model; this one runs on the host (harp_model_run)");
-  return ut_fail(e, HARP_E_UNSUPPORTED, NULL,
-                 "the CUDA runtime does not take device pointers yet: run with host arrays (harp_model_run)");
+  if (!api_model_on_device(m))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL,
+                   "this CUDA model has run-time control flow (a host program): run it with host arrays (harp_model_run)");
+  if (!inputs && harp_num_inputs(api_model_compiled(m)))
+    return ut_fail(e, HARP_E_USAGE, NULL, "harp_model_run_device: no input pointers");
+  if (!outputs) return ut_fail(e, HARP_E_USAGE, NULL, "harp_model_run_device: no output pointers");
+  return api_run_device(e, m, inputs, outputs, stream);
 }

@@ -22,8 +22,14 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
 /* o's progress callback (if any) at stage: HARP_E_CANCELLED when it says stop. */
 harp_status api_progress(harp_error *e, const harp_options *o, const char *stage, double fraction);
 
-/* harp_model_init on `threads` threads (CPU; 0: the default). */
-harp_model *api_model_new(const harp_compiled *c, const void *params, size_t nbytes, int threads);
+/* harp_model_init on `threads` threads (CPU; 0: the default) and, for
+ * CUDA, device ordinal `device` (why a CUDA instance failed: into e). */
+harp_model *api_model_new(harp_error *e, const harp_compiled *c, const void *params, size_t nbytes, int threads,
+                          int device);
+/* A CUDA instance (not one of a host program): rt_gpu_run_device with
+ * inputs / outputs as device addresses, on stream. */
+bool api_model_on_device(const harp_model *m);
+harp_status api_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs, void *stream);
 const harp_compiled *api_model_compiled(const harp_model *m);
 harp_backend api_backend(const harp_compiled *c);
 

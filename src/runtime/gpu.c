@@ -20,6 +20,7 @@
 
 void rt_gpu_free(rt_gpu_model *m) {
   if (!m) return;
+  gpu_device_free(m);
   if (m->rt) {
     cuda_rt_graph_free(m->rt, m->graph);
     cuda_model_mem_free(m->rt, &m->mem);
@@ -36,10 +37,11 @@ void rt_gpu_free(rt_gpu_model *m) {
   free(m);
 }
 
-harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out) {
+harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, int device,
+                        cuda_rt **out) {
   k = rt_knobs_or_default(k);
   cuda_rt_opts ro = {.nvrtc_path = k->nvrtc[0] ? k->nvrtc : NULL, .cuda_path = k->libcuda[0] ? k->libcuda : NULL,
-                     .no_driver = no_driver};
+                     .no_driver = no_driver, .device = device};
   char dir[4200];
   if (cache_dir) {
     snprintf(dir, sizeof dir, "%s/cuda", cache_dir);
@@ -50,7 +52,7 @@ harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir,
 }
 
 static harp_status open_rt(harp_error *e, rt_gpu_model *m, bool no_driver) {
-  return m->rt ? HARP_OK : gpu_rt_open(e, &m->knobs, m->cache_dir, no_driver, &m->rt);
+  return m->rt ? HARP_OK : gpu_rt_open(e, &m->knobs, m->cache_dir, no_driver, m->device, &m->rt);
 }
 
 harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cuda_arch *arch) {
@@ -108,7 +110,12 @@ harp_status rt_gpu_build(harp_error *e, const tiny_graph *g, const tiny_symtab *
 }
 
 harp_status rt_gpu_instance(harp_error *e, const rt_gpu_model *src, rt_gpu_model **out) {
+  return rt_gpu_instance_on(e, src, 0, out);
+}
+
+harp_status rt_gpu_instance_on(harp_error *e, const rt_gpu_model *src, int device, rt_gpu_model **out) {
   *out = NULL;
+  if (device < 0) return ut_fail(e, HARP_E_USAGE, NULL, "device %d: a CUDA device ordinal is >= 0", device);
   if (!src || !src->compiled || !src->rt || !cuda_rt_status_of(src->rt)->gpu)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "rt_gpu_instance: the model is not prepared for the device");
   rt_gpu_model *m = ut_xcalloc(1, sizeof *m);
@@ -118,6 +125,7 @@ harp_status rt_gpu_instance(harp_error *e, const rt_gpu_model *src, rt_gpu_model
   m->arch = src->arch, m->source = src->source, m->graphs = src->graphs, m->bin = src->bin;
   m->compile_ms = src->compile_ms;
   m->shares_build = m->compiled = true;
+  m->device = device;
   m->cache_dir = src->cache_dir ? strdup(src->cache_dir) : NULL;
   if (src->cache_dir && !m->cache_dir) {
     rt_gpu_free(m);
@@ -227,6 +235,11 @@ static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
   return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], rt_gpu_persistent_grid(k, sms));
 }
 
+harp_status gpu_launch_args(harp_error *e, rt_gpu_model *m, int i, const cuda_devptr *args) {
+  const cuda_kernel *k = m->tu->launch[i].k;
+  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, args, rt_gpu_persistent_grid(k, cuda_rt_status_of(m->rt)->sm_count));
+}
+
 /* Every launch of a run, in order, but the `once` ones (packs of weights;
  * run_once_launches). */
 harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m) {
@@ -284,6 +297,24 @@ harp_status rt_gpu_run_into(harp_error *e, rt_gpu_model *m, const ut_tensor *inp
   return gpu_run_with(e, m, inputs, ninputs, NULL, outputs, own_launches, NULL);
 }
 
+harp_status gpu_upload_consts(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs) {
+  const fn_function *f = m->f;
+  if (m->consts_up || !f->const_bytes) return (m->consts_up = true), HARP_OK;
+  ut_tensor *params = ut_xcalloc((size_t)f->nargs + 1, sizeof *params);
+  if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int np = 0;
+  for (int a = 0; a < f->nargs; a++)
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
+  fn_constpool cp = {0};
+  harp_status st = fn_constpool_from_tensors(e, f, params, np, &cp);
+  free(params);
+  if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
+  fn_constpool_free(&cp);
+  if (!st) st = run_once_launches(e, m);
+  if (!st) m->consts_up = true;
+  return st;
+}
+
 harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                        void *const *dst, gpu_launcher launch, void *ctx) {
   const fn_function *f = m->f;
@@ -298,24 +329,9 @@ harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs
     for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
     if (!ok) return ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
   }
-  if (rt_gpu_load(e, m)) return e->code;
+  if (rt_gpu_load(e, m) || gpu_upload_consts(e, m, inputs)) return e->code;
   const cuda_model_tu *t = m->tu;
   harp_status st = HARP_OK;
-  if (!m->consts_up && f->const_bytes) { /* the ConstPool, once */
-    ut_tensor *params = ut_xcalloc((size_t)f->nargs + 1, sizeof *params);
-    if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    int np = 0;
-    for (int a = 0; a < f->nargs; a++)
-      if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
-    fn_constpool cp = {0};
-    st = fn_constpool_from_tensors(e, f, params, np, &cp);
-    free(params);
-    if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
-    fn_constpool_free(&cp);
-    if (!st) st = run_once_launches(e, m);
-    if (st) return st;
-  }
-  m->consts_up = true;
   for (int a = 0; a < f->nargs && !st; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     if (b->kind == FN_INPUT) st = cuda_rt_htod(e, m->rt, m->mem.arena + t->io_offset[f->args[a]], inputs[a].data, b->size);

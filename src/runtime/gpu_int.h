@@ -34,6 +34,13 @@ struct rt_gpu_model {
   cuda_model_mem mem;
   cuda_devptr *args; /* per launch, CUDA_MAX_PARAMS each */
   cuda_rt_graph *graph;
+  int device; /* the CUDA device ordinal */
+  /* runs on device pointers (gpu_device.c) */
+  cuda_devptr *dargs;   /* per launch, CUDA_MAX_PARAMS each: the arguments with the caller's addresses */
+  cuda_devptr *dptrs;   /* the addresses dgraph was captured with: inputs, then outputs */
+  cuda_rt_graph *dgraph; /* the executable graph of the last device run with graphs */
+  void *ddone;           /* a CUevent recorded after each device run: the next run on another stream waits for it */
+  void *dstream;         /* the stream of the last device run (NULL: harp's own) */
 };
 
 /* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
@@ -43,7 +50,8 @@ harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *
 
 /* cuda_rt_open with the libraries of knobs k (nvrtc, libcuda; NULL: the
  * defaults) and NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
-harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, cuda_rt **out);
+harp_status gpu_rt_open(harp_error *e, const rt_knobs *k, const char *cache_dir, bool no_driver, int device,
+                        cuda_rt **out);
 /* o's knobs (NULL: the defaults) with o->cache_dir over them. */
 void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k);
 /* "sm80" | "sm90" -> *arch; NULL: rt's device (sm90 on Hopper, else sm80). */
@@ -61,5 +69,13 @@ harp_status gpu_launch_all(harp_error *e, rt_gpu_model *m);
  * go into these caller buffers (rt_gpu_run_into) and `outputs` is unused. */
 harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                        void *const *dst, gpu_launcher launch, void *ctx);
+
+/* The ConstPool up from the weights among inputs (rt_gpu_run's tensors)
+ * and the `once` launches after it, the first time only. */
+harp_status gpu_upload_consts(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs);
+/* Launch i of m on the runtime's current stream with arguments args. */
+harp_status gpu_launch_args(harp_error *e, rt_gpu_model *m, int i, const cuda_devptr *args);
+/* gpu_device.c's memory and graph (m's rt still open). */
+void gpu_device_free(rt_gpu_model *m);
 
 #endif

@@ -94,7 +94,7 @@ harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_
   gpu_knobs(o, &k);
   rt_cc_opts cc = {.cache_dir = k.cache_dir};
   char *cache = rt_cc_cache_dir(&cc);
-  st = gpu_rt_open(e, &k, cache, false, &s->rt);
+  st = gpu_rt_open(e, &k, cache, false, 0, &s->rt);
   free(cache);
   cuda_arch arch;
   if (st || (st = gpu_target(e, o ? o->target : NULL, s->rt, &arch))) goto fail;

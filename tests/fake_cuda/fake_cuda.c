@@ -21,6 +21,7 @@
  *   HARP_FAKE_CUDA_FAIL  comma-separated entry points that fail: 910 for
  *                        cuGraphExecUpdate_v2, 2 (out of memory) for
  *                        cuMemAlloc_v2, 999 for the others
+ *   HARP_FAKE_CUDA_DEVICES  how many devices (default 1; all alike)
  *   HARP_FAKE_CUDA_LOG   file that receives the counters as JSON at exit
  * One device, one thread: no locking. */
 #include <stdint.h>
@@ -110,11 +111,18 @@ CUresult cuInit(unsigned flags) {
   return OK;
 }
 
+/* HARP_FAKE_CUDA_DEVICES (1 to 16; default 1): how many devices there are. */
+static int devices(void) {
+  const char *v = getenv("HARP_FAKE_CUDA_DEVICES");
+  int n = v && *v ? atoi(v) : 1;
+  return n < 1 ? 1 : n > 16 ? 16 : n;
+}
+
 CUresult cuDeviceGetCount(int *count) {
   INJECT(UNKNOWN);
   if (!fake.initialized) return NOT_INITIALIZED;
   if (!count) return INVALID_VALUE;
-  *count = 1;
+  *count = devices();
   return OK;
 }
 
@@ -122,8 +130,8 @@ CUresult cuDeviceGet(int *dev, int ordinal) {
   INJECT(UNKNOWN);
   if (!fake.initialized) return NOT_INITIALIZED;
   if (!dev) return INVALID_VALUE;
-  if (ordinal != 0) return INVALID_DEVICE;
-  *dev = 0;
+  if (ordinal < 0 || ordinal >= devices()) return INVALID_DEVICE;
+  *dev = ordinal;
   return OK;
 }
 
@@ -137,7 +145,7 @@ static int smem_optin(void) {
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
   INJECT(UNKNOWN);
   if (!v) return INVALID_VALUE;
-  if (dev != 0) return INVALID_DEVICE;
+  if (dev < 0 || dev >= devices()) return INVALID_DEVICE;
   int ma, mi;
   cc(&ma, &mi);
   switch (attr) {
@@ -156,7 +164,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
 CUresult cuDeviceGetName(char *name, int len, int dev) {
   INJECT(UNKNOWN);
   if (!name || len <= 0) return INVALID_VALUE;
-  if (dev != 0) return INVALID_DEVICE;
+  if (dev < 0 || dev >= devices()) return INVALID_DEVICE;
   snprintf(name, (size_t)len, "harp fake GPU");
   return OK;
 }
@@ -164,15 +172,16 @@ CUresult cuDeviceGetName(char *name, int len, int dev) {
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
   INJECT(UNKNOWN);
   if (!ctx) return INVALID_VALUE;
-  if (dev != 0) return INVALID_DEVICE;
+  if (dev < 0 || dev >= devices()) return INVALID_DEVICE;
   *ctx = &fake.ctx_token;
   ST(CTX_REFS)++;
+  ST(LAST_DEVICE) = dev;
   return OK;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
   INJECT(UNKNOWN);
-  if (dev != 0) return INVALID_DEVICE;
+  if (dev < 0 || dev >= devices()) return INVALID_DEVICE;
   if (ST(CTX_REFS) <= 0) return INVALID_CONTEXT; /* released more often than retained */
   ST(CTX_REFS)--;
   return OK;
@@ -298,10 +307,11 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
   if (params && extra) return INVALID_VALUE; /* the driver takes one or the other; params are not read */
   if (check_stream(hstream)) return INVALID_HANDLE;
   stream *s = is_legacy(hstream) ? NULL : hstream;
-  if (s && s->capturing) {
-    knode k = {f, {gx, gy, gz}, {bx, by, bz}, smem};
-    return push(&s->rec, &k);
-  }
+  knode k = {f, {gx, gy, gz}, {bx, by, bz}, smem, 0, {0}, NULL};
+  for (int i = 0; fake.record && params && i < FAKE_MAX_ARGS && params[i]; i++)
+    memcpy(&k.args[k.nargs++], params[i], sizeof k.args[0]);
+  if (s && s->capturing) return push(&s->rec, &k);
+  fake_log_launch(&k, hstream);
   ST(DIRECT_LAUNCHES)++;
   fake.clock++;
   return OK;
@@ -387,6 +397,15 @@ CUresult cuEventRecord(void *ev, void *hstream) {
   return OK;
 }
 
+CUresult cuStreamWaitEvent(void *hstream, void *ev, unsigned flags) {
+  INJECT(UNKNOWN);
+  event *e = ev;
+  if (flags) return INVALID_VALUE;
+  if (!e || e->magic != MAGIC_EVENT || check_stream(hstream)) return INVALID_HANDLE;
+  ST(STREAM_WAITS)++;
+  return OK;
+}
+
 CUresult cuEventSynchronize(void *ev) {
   INJECT(UNKNOWN);
   event *e = ev;
@@ -448,6 +467,29 @@ void harp_fake_cuda_stats(long *out, int n) {
 void harp_fake_cuda_reset(void) {
   for (int i = 0; i < FAKE_CUDA_NSTATS; i++)
     if (!fake_cuda_stat_live[i]) fake.stat[i] = 0;
+}
+
+void fake_log_launch(const knode *k, const void *where) {
+  if (!fake.record) return;
+  knode c = *k;
+  c.stream = where;
+  push(&fake.log, &c); /* out of memory: the entry is lost, and the test's count says so */
+}
+
+void harp_fake_cuda_record(int on) {
+  free(fake.log.v);
+  memset(&fake.log, 0, sizeof fake.log);
+  fake.record = on;
+}
+
+int harp_fake_cuda_nlaunches(void) { return fake.log.n; }
+
+int harp_fake_cuda_launch(int i, const void **where, unsigned long long *args, int max) {
+  if (i < 0 || i >= fake.log.n) return -1;
+  const knode *k = &fake.log.v[i];
+  if (where) *where = k->stream;
+  for (int a = 0; args && a < k->nargs && a < max; a++) args[a] = k->args[a];
+  return k->nargs;
 }
 
 /* At exit: the counters for a test that drives the harp CLI (HARP_FAKE_CUDA_LOG). */

@@ -34,6 +34,8 @@
   X(LIVE_STREAMS, "live_streams", 1)               /* cuStreamCreate not destroyed */                       \
   X(LIVE_EVENTS, "live_events", 1)                 /* cuEventCreate not destroyed */                        \
   X(CTX_REFS, "ctx_refs", 1)                       /* primary context retains minus releases */             \
+  X(STREAM_WAITS, "stream_waits", 0)               /* cuStreamWaitEvent */                                  \
+  X(LAST_DEVICE, "last_device", 0)                 /* the ordinal of the last primary context retained */   \
   X(CAPTURE_VIOLATIONS, "capture_violations", 0)   /* synchronous calls refused during a capture */         \
   X(INJECTED_FAILURES, "injected_failures", 0)     /* calls failed by HARP_FAKE_CUDA_FAIL */
 
@@ -58,5 +60,17 @@ static const int fake_cuda_stat_live[] = {
 
 void harp_fake_cuda_stats(long *out, int n);
 void harp_fake_cuda_reset(void);
+
+/* The launch log.  harp_fake_cuda_record(1) empties it and starts logging
+ * every kernel that runs (a direct cuLaunchKernel, or a kernel node of a
+ * cuGraphLaunch) with the stream it went to and its arguments: the first 8
+ * bytes of each kernelParams entry up to the first NULL entry (harp's
+ * cuda_rt_launch_kernel ends its array with one; at most 16).  Record only
+ * around harp's own launches.  harp_fake_cuda_record(0) stops.
+ * harp_fake_cuda_launch(i, &stream, args, max) gives entry i: its argument
+ * count (-1 past the end), up to max arguments into args. */
+void harp_fake_cuda_record(int on);
+int harp_fake_cuda_nlaunches(void);
+int harp_fake_cuda_launch(int i, const void **where, unsigned long long *args, int max);
 
 #endif

@@ -135,6 +135,7 @@ CUresult cuGraphLaunch(void *hexec, void *hstream) {
   if (!x || x->magic != MAGIC_EXEC || check_stream(hstream)) return INVALID_HANDLE;
   ST(GRAPH_LAUNCHES)++;
   ST(GRAPH_KERNELS) += x->k.n;
+  for (int i = 0; i < x->k.n; i++) fake_log_launch(&x->k.v[i], hstream);
   fake.clock += x->k.n;
   return OK;
 }

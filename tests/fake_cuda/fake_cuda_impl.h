@@ -20,9 +20,13 @@ enum { /* CUresult values the fake returns (cuda.h's CUDA_ERROR_*) */
 /* Every handle starts with its kind: a handle of the wrong kind is INVALID_HANDLE. */
 enum { MAGIC_MODULE = 0x6d6f64, MAGIC_FUNC, MAGIC_STREAM, MAGIC_EVENT, MAGIC_GRAPH, MAGIC_EXEC };
 
+#define FAKE_MAX_ARGS 16
 typedef struct knode { /* one recorded kernel launch */
   const void *fn;
   unsigned grid[3], block[3], smem;
+  int nargs;                               /* recorded arguments (harp_fake_cuda_record on), else 0 */
+  unsigned long long args[FAKE_MAX_ARGS];  /* each parameter's first 8 bytes */
+  const void *stream;                      /* in the launch log: the stream it went to */
 } knode;
 typedef struct nodes {
   knode *v;
@@ -47,6 +51,8 @@ typedef struct fake_state {
   int nallocs, cap_allocs;
   stream *streams; /* every live stream: a synchronous call looks for captures */
   int ctx_token;   /* its address is the primary context */
+  int record;      /* harp_fake_cuda_record: log launches and their arguments */
+  nodes log;       /* direct launches and graph-replayed kernels, in order */
 } fake_state;
 
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -62,6 +68,8 @@ static inline int is_legacy(const void *s) { return s == NULL || s == (void *)1 
 static inline int check_stream(const void *s) {
   return is_legacy(s) || ((const stream *)s)->magic == MAGIC_STREAM ? OK : INVALID_HANDLE;
 }
+/* Append k (run on stream) to the launch log when recording. */
+HIDDEN void fake_log_launch(const knode *k, const void *where);
 /* CAPTURE_UNSUPPORTED (and the capture invalidated) while a capture runs */
 HIDDEN int fake_capture_violation(void);
 

@@ -68,6 +68,7 @@ typedef struct drv_api {
   CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*EventDestroy)(CUevent);
   CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned); /* optional too */
   /* optional (SM90 and graphs): NULL when the driver lacks them */
   CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *, const uint32_t *,
                                    const uint32_t *, int, int, int, int);
@@ -105,7 +106,8 @@ struct cuda_rt {
   drv_api cu;
   CUdevice dev;
   CUcontext ctx;
-  CUstream stream; /* harp's stream: launches, copies' ordering, graph capture */
+  CUstream stream; /* where launches go: harp's stream, or a caller's (cuda_rt_use_stream) */
+  CUstream own;    /* harp's own stream: copies' ordering, graph capture */
   char *cache_dir;
   char arch[16];
 };
@@ -221,6 +223,7 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
   const char *opt = NULL; /* optional entry points */
   SYM(*a, l, TensorMapEncodeTiled, "cuTensorMapEncodeTiled", opt);
   SYM(*a, l, StreamCreate, "cuStreamCreate", opt);
+  SYM(*a, l, StreamWaitEvent, "cuStreamWaitEvent", opt);
   SYM(*a, l, StreamSynchronize, "cuStreamSynchronize", opt);
   SYM(*a, l, StreamDestroy, "cuStreamDestroy_v2", opt);
   SYM(*a, l, StreamBeginCapture, "cuStreamBeginCapture_v2", opt);
@@ -261,6 +264,7 @@ static void load_driver(cuda_rt *rt, const char *path, int device) {
   }
   a->DeviceGetAttribute(&rt->st.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, rt->dev);
   if (a->StreamCreate && a->StreamCreate(&rt->stream, CU_STREAM_DEFAULT)) rt->stream = NULL;
+  rt->own = rt->stream;
   rt->st.gpu = true;
   if (rt->st.cc_major == 9 && rt->st.cc_minor == 0) snprintf(rt->arch, sizeof rt->arch, "sm_90a");
   else snprintf(rt->arch, sizeof rt->arch, "sm_%d%d", rt->st.cc_major, rt->st.cc_minor);
@@ -290,7 +294,7 @@ harp_status cuda_rt_open(harp_error *e, const cuda_rt_opts *opts, cuda_rt **out)
 
 void cuda_rt_close(cuda_rt *rt) {
   if (!rt) return;
-  if (rt->stream && rt->cu.StreamDestroy) rt->cu.StreamDestroy(rt->stream);
+  if (rt->own && rt->cu.StreamDestroy) rt->cu.StreamDestroy(rt->own);
   if (rt->ctx) rt->cu.PrimaryCtxRelease(rt->dev);
   /* libcuda and libnvrtc stay loaded: both carry static C++ runtimes whose
    * allocations (e.g. libstdc++'s exception pool) would dangle after
@@ -543,7 +547,35 @@ harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const in
   return s;
 }
 
-void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->stream : NULL; }
+void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->own : NULL; }
+
+harp_status cuda_rt_record(harp_error *e, cuda_rt *rt, void **ev) {
+  if (need_gpu(e, rt)) return e->code;
+  if (!*ev) CU_CHECK(rt->cu.EventCreate((CUevent *)ev, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  CU_CHECK(rt->cu.EventRecord(*ev, rt->stream), "cuEventRecord");
+  return HARP_OK;
+}
+
+harp_status cuda_rt_wait(harp_error *e, cuda_rt *rt, void *ev) {
+  if (need_gpu(e, rt)) return e->code;
+  if (!ev) return HARP_OK;
+  if (!rt->cu.StreamWaitEvent) { /* an old driver: wait here instead */
+    CU_CHECK(rt->cu.EventSynchronize(ev), "cuEventSynchronize");
+    return HARP_OK;
+  }
+  CU_CHECK(rt->cu.StreamWaitEvent(rt->stream, ev, 0), "cuStreamWaitEvent");
+  return HARP_OK;
+}
+
+void cuda_rt_event_free(cuda_rt *rt, void *ev) {
+  if (ev && rt->st.gpu) rt->cu.EventDestroy(ev);
+}
+
+void *cuda_rt_use_stream(cuda_rt *rt, void *stream) {
+  void *was = rt->stream;
+  rt->stream = stream ? stream : rt->own;
+  return was;
+}
 
 harp_status cuda_rt_time_fn(harp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
                           double *ms_median) {

@@ -124,6 +124,18 @@ harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const in
 
 /* harp's CUstream (for libraries such as cuBLAS in benchmarks), NULL without a GPU. */
 void *cuda_rt_stream(const cuda_rt *rt);
+/* Send launches, graph captures and replays to stream (a caller's CUstream;
+ * NULL: harp's own) from now on; returns the one used until now, to put
+ * back.  The synchronous copies and cuda_rt_sync are unaffected in meaning:
+ * cuda_rt_sync waits for this stream and the context. */
+void *cuda_rt_use_stream(cuda_rt *rt, void *stream);
+/* Record *ev (a CUevent made on first use, without timing) on the current
+ * stream; cuda_rt_wait makes the current stream wait for its last record
+ * (cuStreamWaitEvent; an old driver without it: the host waits).
+ * cuda_rt_event_free destroys one (NULL: nothing). */
+harp_status cuda_rt_record(harp_error *e, cuda_rt *rt, void **ev);
+harp_status cuda_rt_wait(harp_error *e, cuda_rt *rt, void *ev);
+void cuda_rt_event_free(cuda_rt *rt, void *ev);
 /* Median milliseconds of reps calls of fn(ctx) on harp's stream, after
  * `warmup` untimed calls, timed with events.  fn returns 0 on success. */
 harp_status cuda_rt_time_fn(harp_error *e, cuda_rt *rt, int (*fn)(void *), void *ctx, int warmup, int reps,
