@@ -22,6 +22,7 @@ struct flow_sig {
   onnx_model om;      /* the import: the host program and the weights */
   harp_options o;     /* the executor's options; its strings owned below */
   char *cc, *cflags, *cache_dir, *target;
+  char **knobs;       /* o.knobs, copied: NULL-terminated */
   sig_io *in, *out;
   int nin, nout;
   int64_t *off;       /* per weight: its offset in the parameter block */
@@ -45,11 +46,21 @@ static char *dup(const char *s, bool *ok) {
   return d;
 }
 
-/* The executor's options: the caller's, its strings copied. */
+/* The executor's options: the caller's, its strings (knobs included) copied;
+ * no progress callback (its context is the caller's, gone after the compile). */
 static bool options(flow_sig *s, const harp_options *o) {
   bool ok = true;
   if (o) s->o = *o;
   s->o.syms = s->o.params = NULL;
+  s->o.progress = NULL, s->o.progress_ctx = NULL;
+  int n = 0;
+  while (o && o->knobs && o->knobs[n]) n++;
+  s->o.knobs = NULL;
+  if (n) {
+    if (!(s->knobs = ut_xcalloc((size_t)n + 1, sizeof *s->knobs))) return false;
+    for (int i = 0; i < n; i++) s->knobs[i] = dup(o->knobs[i], &ok);
+    s->o.knobs = (const char *const *)s->knobs;
+  }
   s->o.cc = s->cc = dup(o ? o->cc : NULL, &ok);
   s->o.cflags = s->cflags = dup(o ? o->cflags : NULL, &ok);
   s->o.cache_dir = s->cache_dir = dup(o ? o->cache_dir : NULL, &ok);
@@ -133,6 +144,8 @@ void flow_sig_free(flow_sig *s) {
   if (!s) return;
   onnx_model_free(&s->om);
   free(s->cc), free(s->cflags), free(s->cache_dir), free(s->target);
+  for (int i = 0; s->knobs && s->knobs[i]; i++) free(s->knobs[i]);
+  free(s->knobs);
   free(s->in), free(s->out), free(s->off), free(s->embedded);
   free(s);
 }

@@ -3,6 +3,17 @@
 Each test is a script run by ctest with HARP_BIN (the CLI) and
 HARP_SOURCE_DIR in the environment.  A test prints one line per check and a
 closing 'N passed, M failed' line; it exits 1 on failure, 77 to skip.
+
+Two ways to run a model: run() drives `harp run` (a process, .npy files:
+for the tests of the CLI itself, --dump, --param on ONNX); run_model()
+compiles and runs it in this process through the Python package the build
+staged beside HARP_BIN (<build>/python/harp), and falls back to run() where
+the build has no extension (a sanitizer build, nanobind missing) or
+HARP_TEST_CLI=1 asks for the CLI.
+
+Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
+Suite, run, run_model, package, run_cpu_and_interp, close, write_model,
+HARP, SRC, MODELS, BACKENDS.
 """
 import atexit
 import os
@@ -49,19 +60,75 @@ else:
     atexit.register(shutil.rmtree, _TMP, True)
 
 
-def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp", params=()):
+def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp", params=(), indir=None):
     """Run `harp run`; returns (completed process, outdir).  Inputs named in
-    params go as --param (weights: constants the backend may pack once)."""
+    params go as --param (weights: constants the backend may pack once); their
+    files go to indir (default: outdir)."""
     outdir = outdir or tempfile.mkdtemp(prefix="harp_py_")
     args = [HARP, "run", model, "--out", outdir, "--backend", backend, *extra]
     for name, arr in (inputs or {}).items():
-        path = os.path.join(outdir, f"in_{name}.npy")
+        path = os.path.join(indir or outdir, f"in_{name}.npy")
         np.save(path, arr)
         args += ["--param" if name in params else "--input", f"{name}={path}"]
     for s in syms:
         args += ["--sym", s]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     return p, outdir
+
+
+_PKG = []  # [the package or None], once looked up
+
+
+def package():
+    """The harp package staged beside HARP_BIN, imported; None where the build
+    has none (sanitizer builds, no nanobind) or HARP_TEST_CLI=1."""
+    if not _PKG:
+        stage = os.path.join(os.path.dirname(os.path.abspath(HARP)), "python")
+        pkg = None
+        if os.environ.get("HARP_TEST_CLI") != "1" and os.path.exists(os.path.join(stage, "harp", "__init__.py")):
+            sys.path.insert(0, stage)
+            import harp as pkg
+        _PKG.append(pkg)
+    return _PKG[0]
+
+
+def out_key(name):
+    """The key of output `name` in run_model's result: the identifier harp
+    gives it, which is also the stem of the CLI's output file (harp/onnx.h)."""
+    s = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name[:100])
+    return "_" + s if not s or s[0].isdigit() else s
+
+
+def run_model(model, inputs=None, backend="interp", syms=(), params=()):
+    """Compile the model file `model` for `backend` and run it on `inputs`
+    ({name: array}; those named in params are the weights of a .harp / .json
+    model).  Returns (outputs, None), outputs {out_key(name): array}, or
+    (None, the error's text: "error[Kind]: ..." as the CLI prints it).  In
+    this process through the package where the build has it, else `harp run`."""
+    harp = package()
+    if harp is None:
+        return _run_model_cli(model, inputs, backend, syms, params)
+    inputs = dict(inputs or {})
+    weights = {k: inputs.pop(k) for k in params}
+    opts = harp.SessionOptions(syms=list(syms), params=weights or None, progress=False,
+                               cache_dir=os.environ["HARP_CACHE_DIR"])
+    try:
+        with harp.InferenceSession(model, opts, providers=[backend]) as sess:
+            names = [o.name for o in sess.get_outputs()]
+            got = sess.run(None, inputs)
+    except harp.HarpError as ex:
+        return None, str(ex)
+    return {out_key(n): a for n, a in zip(names, got)}, None
+
+
+def _run_model_cli(model, inputs, backend, syms, params):
+    """run_model through `harp run`: the outputs read back from their .npy files."""
+    outdir = tempfile.mkdtemp(prefix="harp_out_")
+    indir = tempfile.mkdtemp(prefix="harp_in_")
+    p, _ = run(model, inputs, syms=syms, outdir=outdir, backend=backend, params=set(params), indir=indir)
+    if p.returncode:
+        return None, p.stderr.strip()
+    return {f[:-4]: np.load(os.path.join(outdir, f)) for f in sorted(os.listdir(outdir)) if f.endswith(".npy")}, None
 
 
 def run_cpu_and_interp(suite, name, text, tensors, params=(), tail=600):

@@ -1,5 +1,5 @@
 """The ONNX ops the backend test models (onnx/backend/test/data) brought in,
-each a tiny graph run with `harp run` and compared with onnxruntime (numpy
+each a tiny graph run (ht.run_model) and compared with onnxruntime (numpy
 for opset 6, which onnxruntime no longer reads): LRN, AveragePool with
 count_include_pad=0 and ceil_mode windows, 1-D Conv and pooling, Mean,
 Dropout's mask, Softmax / LogSoftmax before opset 13 on a middle axis, the
@@ -38,11 +38,11 @@ def case(name, nodes, inputs, inits=(), opset=17, backends=("interp",), want=Non
     if want is None:
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)
     for be in backends:
-        p, d = ht.run(path, inputs, backend=be)
-        S.check(f"{name} {be}: runs", p.returncode == 0, p.stderr.strip()[-600:])
-        if p.returncode == 0:
+        outs, err = ht.run_model(path, inputs, backend=be)
+        S.check(f"{name} {be}: runs", err is None, (err or "")[-600:])
+        if err is None:
             for o, w in zip(outputs, want):
-                got = np.load(os.path.join(d, o + ".npy"))
+                got = outs[o]
                 ok, why = ht.close(got, w, rtol=1e-4, atol=1e-5)
                 S.check(f"{name} {be}: {o} matches", ok, why)
 

@@ -1,7 +1,8 @@
 """Whole models imported from ONNX (tests/py/onnx_models.py, the graphs of
-bench/e2e.py) at reduced sizes: `harp run model.onnx` (weights from the
-initializers, no --param) on the cpu backend and the interpreter, compared
-with onnxruntime."""
+bench/e2e.py) at reduced sizes, compiled (weights from the initializers)
+and run on the cpu backend and the interpreter (ht.run_model: in process,
+or `harp run` where the build has no Python extension), compared with
+onnxruntime."""
 import os
 import sys
 
@@ -32,11 +33,11 @@ def check(name, m, inputs, rtol=2e-3, atol=2e-3):
     onnx.save(m, path)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, inputs)[0]
     for be in ht.BACKENDS:
-        p, d = ht.run(path, inputs, backend=be)
-        S.check(f"{name} {be}: runs", p.returncode == 0, p.stderr.strip()[-800:])
-        if p.returncode:
+        outs, err = ht.run_model(path, inputs, backend=be)
+        S.check(f"{name} {be}: runs", err is None, (err or "")[-800:])
+        if err:
             continue
-        ok, why = ht.close(np.load(os.path.join(d, "y.npy")), want, rtol, atol)
+        ok, why = ht.close(outs["y"], want, rtol, atol)
         S.check(f"{name} {be}: matches onnxruntime", ok, why)
 
 

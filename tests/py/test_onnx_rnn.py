@@ -153,16 +153,16 @@ def sample():
     path = save(m)
     want = [ort_reference(c) for c in cases]
     for be in BACKENDS:
-        p, d = ht.run(path, feeds, backend=be)
-        S.check(f"{len(cases)} cases on {be}: run", p.returncode == 0, p.stderr.strip()[-800:])
-        if p.returncode:
+        res, err = ht.run_model(path, feeds, backend=be)
+        S.check(f"{len(cases)} cases on {be}: run", err is None, (err or "")[-800:])
+        if err:
             continue
         bad = 0
         for k, case in enumerate(cases):
             for j, name in enumerate(outs[k]):
                 if not name:
                     continue
-                got = np.load(os.path.join(d, name + ".npy"))
+                got = res[name]
                 ok = got.shape == want[k][j].shape and np.allclose(got, want[k][j], rtol=1e-4, atol=1e-5)
                 if not ok:
                     bad += 1

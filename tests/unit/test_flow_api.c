@@ -11,7 +11,8 @@
  * computed here.  With then (x + x) * 2, else Neg(x) and x of dim "N"
  * bound by harp_options' syms, the output's shape is known (N) and
  * harp_model_run writes it into a buffer.  The importer without host_flow refuses the model, naming the
- * node. */
+ * node.  The options' knobs are scribbled on after the compile: the runs do
+ * not read the caller's strings. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,10 +147,16 @@ static void compile_run(harp_backend backend) {
   char path[] = "/tmp/harp_flow_XXXXXX.onnx";
   write_model(&b, path);
   harp_error e = {0};
-  harp_options o = {.backend = backend};
+  /* the knobs' strings are the caller's only until the compile returns (as a
+   * binding's temporaries are): scribbled on after it, they must not matter */
+  char knob[] = "no_dedup=1";
+  const char *knobs[] = {knob, NULL};
+  harp_options o = {.backend = backend, .knobs = knobs};
   harp_compiled *c;
   assert_ok(&e, harp_compile_file(&e, path, &o, &c));
   unlink(path);
+  memset(knob, 'x', sizeof knob - 1);
+  knobs[0] = "no_such_knob";
   assert_int_equal(harp_num_inputs(c), 2);
   assert_string_equal(harp_input_name(c, 0), "c");
   assert_int_equal(harp_input_dtype(c, 0), HARP_BOOL);
