@@ -624,6 +624,7 @@ static harp_status requantize(ox_ctx *c, hg_val acc, hg_val m, int izy) {
   hg_val z = 0;
   if (present(c, izy)) {
     ox_val *zo = ox_in(c, izy, NULL);
+    if (!zo) return c->e->code; /* named but undefined: ox_in said so */
     int64_t n;
     const double *zv = const_vals(c, zo, &n);
     oty = oty_of(c, zo);
