@@ -130,19 +130,13 @@ static harp_status try_conv(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
   return rt_t0_conv_run(e, &cv, x->threads);
 }
 
-/* Whether every step of a pool's epilogue ep[0..n) is one pool_step knows. */
+/* Whether every step of a pool's epilogue ep[0..n) needs no index of the
+ * output point (relu, x*c+d, a clamp: contract_pool.c's chain), so that
+ * rt_t0_epilogue can run it with none. */
 static bool pool_epi(const ct_epi *ep, int n) {
   for (int i = 0; i < n; i++)
     if (ep[i].kind != CT_EPI_RELU && ep[i].kind != CT_EPI_SCALE && ep[i].kind != CT_EPI_CLAMP) return false;
   return true;
-}
-
-/* A pool's epilogue step s on x (contract_pool.c's chain: relu, x*c+d, a
- * clamp that keeps NaN). */
-static float pool_step(const ct_epi *s, float x) {
-  if (s->kind == CT_EPI_RELU) return x < 0 ? 0.0f : x;
-  if (s->kind == CT_EPI_CLAMP) return x < s->lo ? s->lo : x > s->hi ? s->hi : x;
-  return x * s->scale + s->shift;
 }
 
 /* Kernel r as a 2-D max / sum pooling: one output point at a time. */
@@ -155,7 +149,8 @@ static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
     return HARP_OK;
   const float *in = slot_ptr(e, x, K, storage, p.X.slot, p.X.offset);
   float *out = slot_ptr(e, x, K, storage, p.Y.slot, p.Y.offset);
-  if (!in || !out) return e->code;
+  rt_t0_epi ep[CT_MAX_EPI];
+  if (!in || !out || !resolve_epi(e, x, K, storage, p.epi, p.nepi, ep)) return e->code;
   *done = true;
   for (int64_t pl = 0; pl < p.n * p.c; pl++)
     for (int64_t oh = 0; oh < p.oh; oh++)
@@ -167,7 +162,7 @@ static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
             float v = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? in[(pl * p.h + ih) * p.w + iw] : (float)p.fill;
             acc = p.sum ? acc + v : (v > acc || v != v ? v : acc); /* a NaN wins, as the reference's max */
           }
-        for (int s = 0; s < p.nepi; s++) acc = pool_step(&p.epi[s], acc);
+        acc = rt_t0_epilogue(ep, p.nepi, acc, 0, 0, 0, 0, 0, false);
         out[(pl * p.oh + oh) * p.ow + ow] = acc;
       }
   return HARP_OK;

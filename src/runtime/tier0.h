@@ -80,6 +80,11 @@ harp_status rt_t0_softmax_run(harp_error *e, const rt_t0_row *w, int threads);
 harp_status rt_t0_layernorm_run(harp_error *e, const rt_t0_row *w, int threads);
 harp_status rt_t0_gemm_run(harp_error *e, const rt_t0_gemm *g, int threads);
 harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads);
+/* Epilogue steps ep[0..nep) on x, the sum at (b0, b1, m, n) of a GEMM;
+ * conv: m the output channel and roff the output point's element offset.
+ * Steps without a tensor (relu, scale, clamp, ...) read no index. */
+float rt_t0_epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
+                     bool conv);
 
 /* What one tier-0 run did: kernels on the fast path and on the
  * interpreter, and the milliseconds each took. */

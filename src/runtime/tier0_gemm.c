@@ -11,7 +11,7 @@
  * packed per 32-column panel, A per 6-row strip, both zero-filled past the
  * edge.  Panels are shared out over threads (pthreads, a counter).  A
  * depthwise conv runs directly, one plane per task.
- * Needs: contract.h (ct_epi), pthreads.  Gives: rt_t0_gemm_run, rt_t0_conv_run. */
+ * Needs: contract.h (ct_epi), pthreads.  Gives: rt_t0_gemm_run, rt_t0_conv_run, rt_t0_epilogue. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -98,11 +98,9 @@ static ukr_fn pick_ukr(void) {
 static float keep_max(float lo, float x) { return lo > x ? lo : x; }
 static float keep_min(float hi, float x) { return hi < x ? hi : x; }
 
-/* Steps ep[0..n) on x, the sum at (b0, b1, m, n) of a GEMM; conv: m the
- * output channel and roff the element offset of the output point (residuals
- * are laid out like the output). */
-static float epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
-                      bool conv) {
+/* tier0.h's rt_t0_epilogue; residuals are laid out like the output. */
+float rt_t0_epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
+                     bool conv) {
   for (int i = 0; i < nep; i++) {
     const ct_epi *s = &ep[i].e;
     float v;
@@ -232,11 +230,11 @@ static void store_tile(const job *j, const float *t, int64_t m0, int64_t n0) {
       float x = t[i * NR + q];
       if (j->g) {
         const rt_t0_gemm *g = j->g;
-        j->c[m * g->c_sm + n * g->c_sn] = epilogue(g->epi, g->nepi, x, j->b0, j->b1, m, n, 0, false);
+        j->c[m * g->c_sm + n * g->c_sn] = rt_t0_epilogue(g->epi, g->nepi, x, j->b0, j->b1, m, n, 0, false);
       } else {
         const rt_t0_conv *cv = j->cv;
         int64_t oc = j->grp * j->M + m, at = (j->b0 * cv->c.oc + oc) * j->N + n;
-        j->c[m * j->N + n] = epilogue(cv->epi, cv->nepi, x, 0, 0, oc, n, at, true);
+        j->c[m * j->N + n] = rt_t0_epilogue(cv->epi, cv->nepi, x, 0, 0, oc, n, at, true);
       }
     }
 }
@@ -334,7 +332,7 @@ static void dw_plane(const rt_t0_conv *cv, int64_t t) {
         }
       }
       int64_t p = oh * cv->ow + ow;
-      y[p] = epilogue(cv->epi, cv->nepi, acc, 0, 0, ch, p, (img * c->oc + ch) * P + p, true);
+      y[p] = rt_t0_epilogue(cv->epi, cv->nepi, acc, 0, 0, ch, p, (img * c->oc + ch) * P + p, true);
     }
 }
 
