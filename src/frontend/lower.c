@@ -548,12 +548,14 @@ static harp_status rename_and_finish(lw *L, tiny_graph **out) {
     goto done;
   }
   ut_arena *A = L->fp->arena;
-  /* an output's node takes the output's name, unless it is an INPUT or
-   * already another output's */
+  /* an output's node takes the output's name, unless it is an INPUT, a
+   * CONST (no region writes one: readers inline it, so the output gets an
+   * identity copy below) or already another output's */
   for (int k = 0; k < g->nout; k++) {
     resv[N.nresv++] = g->outs[k].name;
     int j = L->tn[g->outs[k].v];
-    if (j >= 0 && !final[j] && L->t->nodes[j].op != TINY_INPUT) final[j] = g->outs[k].name, is_out[j] = true;
+    tiny_op op = j >= 0 ? L->t->nodes[j].op : TINY_INPUT;
+    if (j >= 0 && !final[j] && op != TINY_INPUT && op != TINY_CONST) final[j] = g->outs[k].name, is_out[j] = true;
   }
   for (int v = 1; v <= g->n; v++) {
     int j = L->tn[v];
@@ -602,7 +604,8 @@ static harp_status rename_and_finish(lw *L, tiny_graph **out) {
   for (int k = 0; k < g->nout && !s; k++) {
     const fe_output *o = &g->outs[k];
     int j = remap[L->tn[o->v]];
-    if (strcmp(t->nodes[j].id, o->name) != 0 || t->nodes[j].op == TINY_INPUT) { /* an identity copy */
+    if (strcmp(t->nodes[j].id, o->name) != 0 || t->nodes[j].op == TINY_INPUT || t->nodes[j].op == TINY_CONST) {
+      /* an identity copy */
       tiny_arg_cast a = {o->dtype};
       tiny_src src[1] = {{j, 0}};
       j = tiny_add(t, o->name, TINY_CAST, src, 1, &a);
