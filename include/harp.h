@@ -217,6 +217,41 @@ harp_status harp_model_run_typed(harp_error *e, harp_model *m, const void *const
 harp_status harp_model_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs,
                                   void *stream);
 
+/* ---- tuning (`harp tune` from a program; docs/c-api.md, "Tuning") ----------------- */
+
+/* The tuner's settings (harp_tune; zeroes are the defaults). */
+typedef struct harp_tune_options {
+  int budget;                  /* plan points per region (0: 12; at most 20) */
+  int repeat, warmup;          /* timed rounds (0: 20) and untimed ones first (0: 3; < 0: none) */
+  uint64_t seed;               /* the random inputs the kernels run on (0: 1) */
+  bool no_store;               /* measure and log, but leave the plan cache alone */
+  const char *log;             /* CSV log the points are appended to (NULL: <cache dir>/tune.csv) */
+  const char *const *regions;  /* tune only these regions, NULL-terminated (NULL: every one that follows a plan) */
+  /* As the tuner goes: region name, its index among nregions, phase
+   * "compile" (points compiled: done of total), "measure" (rounds) or
+   * "done"; best_ms the best median so far.  Non-zero stops the tuning:
+   * HARP_E_CANCELLED, and no plan is stored for the region it was in. */
+  int (*progress)(void *ctx, const char *region, int region_index, int nregions, const char *phase, int done, int total,
+                  double best_ms);
+  void *progress_ctx;
+} harp_tune_options;
+
+/* Tune the CPU model c as `harp tune` does (docs/plan.md §16): for each
+ * region whose kernel follows its Schedule Plan, measure the best points of
+ * its plan search space in this process, keep the fastest in the plan cache
+ * of opts' cache directory (a later compile of the same model, ShapeSet and
+ * machine uses it) and append every point to the CSV log.  opts: the
+ * options c was compiled with (its knobs, compiler and cache directory);
+ * params / nbytes: the parameter block as for harp_model_init (the weights);
+ * the other inputs are random.  *report (may be NULL): a JSON text
+ * describing every point, to free with harp_string_free.  Errors: an
+ * interpreter, CUDA or host-program model, or a bf16 compile (Unsupported:
+ * the tuner measures fp32 plans); a bad setting (UsageError); a region name
+ * the model lacks (UsageError); the callback's stop (Cancelled). */
+harp_status harp_tune(harp_error *e, const harp_compiled *c, const void *params, size_t nbytes, const harp_options *opts,
+                      const harp_tune_options *to, char **report);
+void harp_string_free(char *s);
+
 /* fp16 and bf16 storage from and to float (round to nearest even). */
 uint16_t harp_f32_to_f16(float f);
 float harp_f16_to_f32(uint16_t h);

@@ -27,6 +27,9 @@ int64_t ut_tensor_numel(const ut_tensor *t);
 /* Element i (flat index) as float / stored from float (rounding to dtype). */
 float ut_tensor_get(const ut_tensor *t, int64_t i);
 void ut_tensor_set(ut_tensor *t, int64_t i, float v);
+/* A tensor filled from the seeded RNG *state (--random-inputs, the tuner):
+ * floats uniform in [-1, 1), i32 0..9, bool 0/1, i8/u8 their whole range. */
+harp_status ut_tensor_random(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t);
 
 /* Half-precision conversions (round to nearest even). */
 uint16_t ut_f32_to_f16(float f);

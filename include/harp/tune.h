@@ -182,7 +182,7 @@ typedef struct rt_tune_opts {
   bool no_store;             /* measure and log, but do not write the plan cache */
   const char *cc, *cflags;   /* as rt_cpu_opts */
   const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
-  void (*progress)(void *ctx, const rt_tune_progress *p);
+  int (*progress)(void *ctx, const rt_tune_progress *p); /* non-zero: stop (HARP_E_CANCELLED) */
   void *progress_ctx;
 } rt_tune_opts;
 
@@ -219,5 +219,10 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
 void rt_tune_result_free(rt_tune_result *r);
 /* Log rows for one tuned region (timestamp: UTC ISO 8601, caller's). */
 harp_status rt_tune_log_region(harp_error *e, const char *path, const rt_tune_result *res, int region, const char *timestamp);
+/* Every region of res appended to the log `log` (NULL: cache_dir's
+ * tune.csv, cache_dir NULL: the default one), stamped now: *path
+ * (malloc'd, also on failure, or NULL) and the *rows written. */
+harp_status rt_tune_log_all(harp_error *e, const char *log, const char *cache_dir, const rt_tune_result *res, char **path,
+                            int *rows);
 
 #endif

@@ -112,10 +112,12 @@ def _assignments(v, what):
 
 
 class _Progress:
-    """The compile's progress callback: the caller's, then a line for compiles that take over a second."""
+    """The compile's progress callback: the caller's, then a line for compiles that take over a second
+    (verb: what the line says is happening, "compiling" or "tuning")."""
 
-    def __init__(self, what, setting):
+    def __init__(self, what, setting, verb="compiling"):
         self.what, self.setting, self.t0, self.bar, self.printed = what, setting, time.monotonic(), None, False
+        self.verb = verb
 
     def __call__(self, stage, fraction):
         if callable(self.setting) and self.setting(stage, fraction):
@@ -125,14 +127,14 @@ class _Progress:
         if self.bar is None and sys.stderr.isatty():
             try:
                 from tqdm import tqdm
-                self.bar = tqdm(total=100, desc=f"harp: compiling {self.what}", unit="%", leave=False)
+                self.bar = tqdm(total=100, desc=f"harp: {self.verb} {self.what}", unit="%", leave=False)
             except ImportError:
                 self.bar = False
         if self.bar:
             self.bar.set_postfix_str(stage)
             self.bar.update(int(fraction * 100) - self.bar.n)
         else:
-            print(f"harp: compiling {self.what}: {stage} done ({fraction:.0%}, {time.monotonic() - self.t0:.1f} s)",
+            print(f"harp: {self.verb} {self.what}: {stage} done ({fraction:.0%}, {time.monotonic() - self.t0:.1f} s)",
                   file=sys.stderr, flush=True)
         return False
 

@@ -1,8 +1,8 @@
 // harp_ext.cpp — harp._harp: the thin layer of the Python package over
 // libharp.so (harp.h).  Python does the checking and the conveniences
-// (harp/session.py); this file compiles (the GIL released, the progress
-// callback and Ctrl-C checked between stages), describes the compiled
-// model, and runs instances on buffers (the GIL released).  Errors become
+// (harp/session.py); this file compiles and tunes (the GIL released, the
+// progress callback and Ctrl-C checked between stages), describes the
+// compiled model, and runs instances on buffers (the GIL released).  Errors become
 // the exception classes of harp/_errors.py, built from the harp_error.
 // Needs: harp.h (libharp.so), nanobind.  Gives: the module harp._harp.
 #include <Python.h>
@@ -44,10 +44,9 @@ struct Progress {
   PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
 };
 
-// Each stage's end: Ctrl-C pending, or the callback raising or returning
-// true, cancels the compile (HARP_E_CANCELLED).
-static int on_progress(void *ctx, const char *stage, double fraction) {
-  Progress *p = static_cast<Progress *>(ctx);
+// p's callback called with args (the GIL taken): 1 to stop when Ctrl-C is
+// pending or the callback raises (kept in p) or returns true, else 0.
+template <typename... A> static int call_progress(Progress *p, A... args) {
   nb::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() != 0) {
     PyErr_Fetch(&p->type, &p->value, &p->tb);
@@ -55,12 +54,18 @@ static int on_progress(void *ctx, const char *stage, double fraction) {
   }
   if (!p->fn.is_valid() || p->fn.is_none()) return 0;
   try {
-    return nb::bool_(p->fn(stage, fraction)) ? 1 : 0;
+    return nb::bool_(p->fn(args...)) ? 1 : 0;
   } catch (nb::python_error &err) {
     err.restore();
     PyErr_Fetch(&p->type, &p->value, &p->tb);
     return 1;
   }
+}
+
+// Each stage's end: call_progress(stage, fraction); 1 cancels the compile
+// (HARP_E_CANCELLED).
+static int on_progress(void *ctx, const char *stage, double fraction) {
+  return call_progress(static_cast<Progress *>(ctx), stage, fraction);
 }
 
 static std::vector<const char *> cstrs(const std::vector<std::string> &v) {
@@ -167,24 +172,31 @@ struct Instance {
   ~Instance() { harp_model_free(m); }
 };
 
-// An instance on `threads` threads; its weights: params (bytes, the whole
-// block), else the file's own, else zeros.
+// The weights of c: params_obj (bytes, the whole block), else the file's
+// own, else zeros (kept in *zeros).
+static const void *weights_of(const Compiled &c, nb::object params_obj, std::vector<unsigned char> *zeros) {
+  size_t nb = harp_params_bytes(c.c);
+  const void *params = harp_embedded_params(c.c);
+  if (!params_obj.is_none()) {
+    if (!PyBytes_Check(params_obj.ptr()) || (size_t)PyBytes_Size(params_obj.ptr()) != nb)
+      throw nb::value_error(("the parameter block must be bytes of length " + std::to_string(nb)).c_str());
+    params = PyBytes_AsString(params_obj.ptr());
+  } else if (nb && !params) { // a .harp / .json model's weights: zero until the caller's (load_params)
+    zeros->assign(nb, 0);
+    params = zeros->data();
+  }
+  return params;
+}
+
+// An instance on `threads` threads; its weights: weights_of.
 static Instance *new_instance(nb::object owner, int threads, int device, nb::object params_obj) {
   Compiled &c = nb::cast<Compiled &>(owner);
   harp_instance_options io{threads, device};
   harp_error e{};
   harp_model *m = nullptr;
   size_t nb = harp_params_bytes(c.c);
-  const void *params = harp_embedded_params(c.c);
   std::vector<unsigned char> zeros;
-  if (!params_obj.is_none()) {
-    if (!PyBytes_Check(params_obj.ptr()) || (size_t)PyBytes_Size(params_obj.ptr()) != nb)
-      throw nb::value_error(("the parameter block must be bytes of length " + std::to_string(nb)).c_str());
-    params = PyBytes_AsString(params_obj.ptr());
-  } else if (nb && !params) { // a .harp / .json model's weights: zero until the caller's (load_params)
-    zeros.assign(nb, 0);
-    params = zeros.data();
-  }
+  const void *params = weights_of(c, params_obj, &zeros);
   harp_status st;
   {
     nb::gil_scoped_release nogil;
@@ -287,6 +299,52 @@ static nb::object output(Instance &self, int k) {
   return nb::make_tuple(nb::bytes(static_cast<const char *>(p), n), shape_tuple(shape, rank));
 }
 
+// The tuner's progress: progress(region, index, nregions, phase, done,
+// total, best_ms) (may be None); Ctrl-C, or the callback raising or
+// returning true, stops the tuning (HARP_E_CANCELLED).
+static int on_tune(void *ctx, const char *region, int index, int nregions, const char *phase, int done, int total,
+                   double best_ms) {
+  return call_progress(static_cast<Progress *>(ctx), region, index, nregions, phase, done, total, best_ms);
+}
+
+// harp_tune on c (compiled with knobs, cache_dir, precision; weights:
+// weights_of) with the tuner's settings; the JSON report as str.
+static nb::object tune(nb::object owner, nb::object params_obj, const std::vector<std::string> &knobs,
+                       const std::string &cache_dir, const std::string &precision, int budget, int repeat, int warmup,
+                       uint64_t seed, bool no_store, const std::string &log, const std::vector<std::string> &regions,
+                       nb::object progress) {
+  Compiled &c = nb::cast<Compiled &>(owner);
+  std::vector<unsigned char> zeros;
+  const void *params = weights_of(c, params_obj, &zeros);
+  auto kn = cstrs(knobs), rg = cstrs(regions);
+  harp_options o{};
+  o.knobs = kn.data();
+  o.cache_dir = cache_dir.empty() ? nullptr : cache_dir.c_str();
+  o.precision = precision.empty() ? nullptr : precision.c_str();
+  Progress p;
+  p.fn = progress;
+  harp_tune_options to{budget, repeat, warmup, seed, no_store, log.empty() ? nullptr : log.c_str(),
+                       regions.empty() ? nullptr : rg.data(), on_tune, &p};
+  harp_error e{};
+  char *report = nullptr;
+  harp_status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = harp_tune(&e, c.c, params, harp_params_bytes(c.c), &o, &to, &report);
+  }
+  if (!st) {
+    nb::object r = text(report);
+    harp_string_free(report);
+    return r;
+  }
+  if (p.type) { // the callback's exception, or KeyboardInterrupt
+    PyErr_Restore(p.type, p.value, p.tb);
+    throw nb::python_error();
+  }
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  raise_harp(e);
+}
+
 NB_MODULE(_harp, m) {
   m.doc() = "harp's C API (harp.h) for the Python package: use harp.InferenceSession / harp.compile";
   m.def("version", [] { return std::string(harp_version()); });
@@ -323,5 +381,8 @@ NB_MODULE(_harp, m) {
         self.m = nullptr;
       })
       .def_prop_ro("closed", [](const Instance &self) { return self.m == nullptr; });
+  m.def("tune", &tune, nb::arg("compiled"), nb::arg("params").none(), nb::arg("knobs"), nb::arg("cache_dir"),
+        nb::arg("precision"), nb::arg("budget"), nb::arg("repeat"), nb::arg("warmup"), nb::arg("seed"), nb::arg("no_store"),
+        nb::arg("log"), nb::arg("regions"), nb::arg("progress").none());
   m.def("new_instance", &new_instance, nb::arg("compiled"), nb::arg("threads"), nb::arg("device"), nb::arg("params").none());
 }

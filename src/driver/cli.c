@@ -246,31 +246,10 @@ static const char *ext_of(const char *path) {
   return dot && (!slash || dot > slash) ? dot : "";
 }
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t) {
-  if (ut_tensor_alloc(e, t, dt, rank, shape)) return e->code;
-  int64_t cnt = ut_tensor_numel(t);
-  for (int64_t i = 0; i < cnt; i++) {
-    uint64_t r = splitmix(state);
-    if (dt == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
-    else if (dt == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
-    else if (dt == TINY_I8) ((int8_t *)t->data)[i] = (int8_t)(uint8_t)r; /* the whole range */
-    else if (dt == TINY_U8) ((uint8_t *)t->data)[i] = (uint8_t)r;
-    else ut_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
-  }
-  return HARP_OK;
-}
-
 static harp_status random_tensor(harp_error *e, const tiny_node *n, uint64_t *state, ut_tensor *t) {
   int64_t shape[TINY_MAX_RANK];
   for (int i = 0; i < n->shape.rank; i++) shape[i] = n->shape.d[i].n;
-  return cli_random_tensor(e, n->dtype, n->shape.rank, shape, state, t);
+  return ut_tensor_random(e, n->dtype, n->shape.rank, shape, state, t);
 }
 
 harp_status cli_load_graph(harp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults) {

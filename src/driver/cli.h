@@ -154,8 +154,6 @@ harp_status cli_write_text(harp_error *e, const char *dir, const char *file, con
 double cli_now_ms(void);
 double cli_sorted_median(double *t, long n);
 
-/* Random inputs as --random-inputs makes them (state: the seeded RNG). */
-harp_status cli_random_tensor(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t);
 
 /* Models with run-time control flow (cli_flow.c): the inputs of the host
  * program (cli_load_model's part for them), and run / bench over it. */

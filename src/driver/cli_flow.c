@@ -79,7 +79,7 @@ harp_status cli_flow_inputs(harp_error *e, cli_opts *o, bool need_inputs, cli_mo
     int64_t shape[TINY_MAX_RANK];
     input_shape(f, i, &m->syms, shape);
     const flow_slot *s = &f->slots[mb->in[i]];
-    st = cli_random_tensor(e, s->dtype, s->rank, shape, &state, &m->inputs[i]);
+    st = ut_tensor_random(e, s->dtype, s->rank, shape, &state, &m->inputs[i]);
   }
   free(given);
   return st;

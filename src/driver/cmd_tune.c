@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -49,7 +48,7 @@ static long opt_count(const char *v, const char *what, long lo, long hi, bool *o
   return x;
 }
 
-static void on_progress(void *ctx, const rt_tune_progress *p) {
+static int on_progress(void *ctx, const rt_tune_progress *p) {
   (void)ctx;
   if (!strcmp(p->phase, "done")) {
     fprintf(stderr, "\r\033[K");
@@ -61,6 +60,7 @@ static void on_progress(void *ctx, const rt_tune_progress *p) {
             p->nregions, p->region, p->done, p->total, p->best_ms);
   }
   fflush(stderr);
+  return 0;
 }
 
 /* "96x512x256 6x64 s3 v16 implicit_gemm" */
@@ -139,26 +139,6 @@ static void print_region(const rt_tune_result *res, int i) {
   if (tr->cache_path) printf("  cached: %s\n", tr->cache_path);
 }
 
-/* Every point of res appended to the log (log, else the cache's tune.csv):
- * *path (malloc'd) and the *rows written. */
-static harp_status write_log(harp_error *e, const char *log, const cli_opts *o, const rt_tune_result *res, char **path,
-                             int *rows) {
-  *path = log ? ut_xmalloc(strlen(log) + 1) : rt_tune_default_log(o->knobs.cache_dir);
-  if (!*path) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  if (log) strcpy(*path, log);
-  char stamp[32];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  *rows = 0;
-  for (int i = 0; i < res->nregions; i++) {
-    if (rt_tune_log_region(e, *path, res, i, stamp)) return e->code;
-    *rows += res->r[i].npoints;
-  }
-  return HARP_OK;
-}
-
 /* cli_parse, the backend (cpu only) and the model given: 0, else the exit code. */
 static int tune_options(tune_args *ta, cli_opts *o, harp_error *e) {
   int rc = cli_parse(ta->nrest, ta->rest, "tune", "input param sym shape seed backend knob", o, e);
@@ -197,7 +177,7 @@ int cmd_tune(int argc, char **argv) {
   char *log_path = NULL;
   int rows = 0;
   if (cli_load_model(&e, &o, true, &m) || rt_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res) ||
-      write_log(&e, ta.log, &o, &res, &log_path, &rows)) {
+      rt_tune_log_all(&e, ta.log, o.knobs.cache_dir, &res, &log_path, &rows)) {
     if (to.progress) fprintf(stderr, "\r\033[K");
     rc = cli_report(&e);
   } else {

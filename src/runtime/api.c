@@ -102,7 +102,7 @@ harp_status harp_compile_graph(harp_error *e, tiny_graph *g, const harp_options 
 /* The knobs of a compile: the table's defaults, the environment (unless
  * o->no_env), o->knobs' "NAME=VALUE" settings, then o's compiler, flags and
  * cache directory. */
-static harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) {
+harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k) {
   rt_knobs_init(k);
   if (!(o && o->no_env) && rt_knobs_from_env(e, k)) return e->code;
   for (int i = 0; o && o->knobs && o->knobs[i]; i++)
@@ -408,6 +408,11 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
 
 harp_status harp_compile_file(harp_error *e, const char *path, const harp_options *o, harp_compiled **out) {
   return api_compile_src(e, &(api_src){.path = path}, o, out);
+}
+
+const tiny_graph *api_graph(const harp_compiled *c, const tiny_symtab **syms) {
+  *syms = &c->syms;
+  return c->flow ? NULL : c->g;
 }
 
 const void *harp_embedded_params(const harp_compiled *c) { return c->flow ? flow_sig_embedded(c->flow) : c->embedded; }

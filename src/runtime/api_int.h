@@ -5,6 +5,7 @@
 
 #include "harp/advanced.h"
 #include "harp/onnx.h"
+#include "harp/knobs.h"
 
 /* harp_compile_graph with the symbols already bound (any names). */
 harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out);
@@ -19,6 +20,11 @@ typedef struct api_src {
   const char *format;
 } api_src;
 harp_status api_compile_src(harp_error *e, const api_src *src, const harp_options *o, harp_compiled **out);
+/* The knobs of a compile: the table's defaults, the environment (unless
+ * o->no_env), o->knobs' settings, then o's compiler, flags, cache dir. */
+harp_status api_knobs(harp_error *e, const harp_options *o, rt_knobs *k);
+/* The bound Tiny graph and symbols of c; NULL for a host program's. */
+const tiny_graph *api_graph(const harp_compiled *c, const tiny_symtab **syms);
 /* o's progress callback (if any) at stage: HARP_E_CANCELLED when it says stop. */
 harp_status api_progress(harp_error *e, const harp_options *o, const char *stage, double fraction);
 

@@ -120,11 +120,13 @@ static harp_status run_kernel(harp_error *e, runner *r, int k, int times, double
 #define SAMPLE_MS 1.0
 #define MAX_CALLS 1000
 
-static void progress(const rt_tune_opts *o, const char *region, const char *phase, int ri, int nr, int done, int total,
-                     double best) {
-  if (!o || !o->progress) return;
+/* Report to o's progress callback; HARP_E_CANCELLED (into e) when it says stop. */
+static harp_status progress(harp_error *e, const rt_tune_opts *o, const char *region, const char *phase, int ri, int nr,
+                            int done, int total, double best) {
+  if (!o || !o->progress) return HARP_OK;
   rt_tune_progress p = {region, phase, ri, nr, done, total, best};
-  o->progress(o->progress_ctx, &p);
+  if (o->progress(o->progress_ctx, &p)) return ut_fail(e, HARP_E_CANCELLED, region, "tuning cancelled (%s)", phase);
+  return HARP_OK;
 }
 
 static bool wanted(const rt_tune_opts *o, const char *region) {
@@ -259,7 +261,8 @@ static harp_status measure(tuning *t, int *order) {
     }
     double best;
     if (round >= 0 && record_medians(t, round, &best)) return t->e->code;
-    if (round >= 0) progress(t->o, t->tr->region, "measure", t->ri, t->nr, round + 1, t->repeat, best);
+    if (round >= 0 && progress(t->e, t->o, t->tr->region, "measure", t->ri, t->nr, round + 1, t->repeat, best))
+      return t->e->code;
   }
   return HARP_OK;
 }
@@ -306,10 +309,10 @@ static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut
     if (!tr->pts || !t.rs || !t.src || !order) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int i = 0; i < t.n && !st; i++) { /* compile: one model per point */
-    progress(o, tr->region, "compile", ri, nr, i, t.n, 0);
-    st = compile_point(&t, base, info, &pts[i], &costs[i], inputs, ninputs, i);
+    st = progress(e, o, tr->region, "compile", ri, nr, i, t.n, 0);
+    if (!st) st = compile_point(&t, base, info, &pts[i], &costs[i], inputs, ninputs, i);
   }
-  if (!st) progress(o, tr->region, "compile", ri, nr, t.n, t.n, 0);
+  if (!st) st = progress(e, o, tr->region, "compile", ri, nr, t.n, t.n, 0);
   if (!st) st = calls_per_sample(&t);
   if (!st) st = measure(&t, order);
   if (!st) st = conclude(&t);
@@ -369,7 +372,9 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     const rg_info *info = f->part->regions[i].info;
     st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
-    progress(o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints, tr->pts[tr->best].median_ms);
+    if ((st = progress(e, o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints,
+                       tr->pts[tr->best].median_ms)))
+      break;
     if (o && o->no_store) continue;
     rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
     rt_plan_entry ent;
@@ -410,4 +415,19 @@ harp_status rt_tune_log_region(harp_error *e, const char *path, const rt_tune_re
   harp_status st = rt_tune_log_append(e, path, rows, tr->npoints);
   free(rows);
   return st;
+}
+
+harp_status rt_tune_log_all(harp_error *e, const char *log, const char *cache_dir, const rt_tune_result *res, char **path,
+                            int *rows) {
+  *rows = 0;
+  *path = log ? ut_xmalloc(strlen(log) + 1) : rt_tune_default_log(cache_dir);
+  if (!*path) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (log) strcpy(*path, log);
+  char stamp[32];
+  utc_now(stamp, sizeof stamp);
+  for (int i = 0; i < res->nregions; i++) {
+    if (rt_tune_log_region(e, *path, res, i, stamp)) return e->code;
+    *rows += res->r[i].npoints;
+  }
+  return HARP_OK;
 }

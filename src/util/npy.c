@@ -13,6 +13,30 @@
 
 #define MAX_NPY_BYTES ((size_t)16 << 30)
 
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* A tensor of dtype dt and the given shape filled from the RNG *state:
+ * floats uniform in [-1, 1), i32 in 0..9, bool 0/1, i8/u8 their whole
+ * range (as `--random-inputs` and the tuner make them). */
+harp_status ut_tensor_random(harp_error *e, tiny_dtype dt, int rank, const int64_t *shape, uint64_t *state, ut_tensor *t) {
+  if (ut_tensor_alloc(e, t, dt, rank, shape)) return e->code;
+  int64_t cnt = ut_tensor_numel(t);
+  for (int64_t i = 0; i < cnt; i++) {
+    uint64_t r = splitmix(state);
+    if (dt == TINY_I32) ((int32_t *)t->data)[i] = (int32_t)(r % 10);
+    else if (dt == TINY_BOOL) ((uint8_t *)t->data)[i] = (uint8_t)(r & 1);
+    else if (dt == TINY_I8) ((int8_t *)t->data)[i] = (int8_t)(uint8_t)r; /* the whole range */
+    else if (dt == TINY_U8) ((uint8_t *)t->data)[i] = (uint8_t)r;
+    else ut_tensor_set(t, i, (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0));
+  }
+  return HARP_OK;
+}
+
 int64_t ut_tensor_numel(const ut_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->shape[i];

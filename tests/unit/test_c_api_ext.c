@@ -2,7 +2,8 @@
  * harp_version, harp_compile_buffer against harp_compile_file, source
  * names, harp_model_new (threads, device, errors), the progress callback
  * and a cancelled compile (nothing left in the cache), int64 feeds
- * narrowed with a range check, harp_model_run_device on the CPU. */
+ * narrowed with a range check, harp_model_run_device on the CPU, the
+ * tuner (harp_tune: its report, progress, a stop, refusals). */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -203,12 +204,78 @@ static void test_progress_cancel(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+typedef struct tune_log {
+  int calls, stop_at;
+  char phase[16];
+} tune_log;
+
+static int on_tune(void *ctx, const char *region, int index, int nregions, const char *phase, int done, int total,
+                   double best_ms) {
+  (void)region, (void)done, (void)total, (void)best_ms;
+  tune_log *t = ctx;
+  assert_true(index >= 0 && index < nregions);
+  snprintf(t->phase, sizeof t->phase, "%s", phase);
+  return ++t->calls == t->stop_at;
+}
+
+/* harp_tune: a GEMM model tuned without storing (a JSON report, every
+ * phase reported, "done" last); a stop from the callback is Cancelled;
+ * an interpreter model, a NULL model and a bad budget are refused. */
+static void test_tune(void **state) {
+  (void)state;
+  static const char mm[] = "graph main(a: f32[32, 64], b: f32[64, 48]) -> (y: f32[32, 48]) {\n"
+                           "    y = matmul(a, b)\n    return y\n}\n";
+  char cache[] = "/tmp/harp_api_tune_XXXXXX";
+  assert_non_null(mkdtemp(cache));
+  const char *params[] = {"b", NULL};
+  harp_options o = {.cache_dir = cache, .params = params};
+  harp_error err = {0};
+  harp_compiled *c;
+  assert_ok(&err, harp_compile_buffer(&err, mm, sizeof mm - 1, "harp", NULL, &o, &c));
+  size_t nb = harp_params_bytes(c);
+  float *w = calloc(nb / 4 + 1, 4);
+  tune_log log = {0};
+  harp_tune_options to = {.budget = 2, .repeat = 1, .warmup = -1, .no_store = true, .progress = on_tune, .progress_ctx = &log};
+  char *report = NULL;
+  assert_ok(&err, harp_tune(&err, c, w, nb, &o, &to, &report));
+  assert_non_null(report);
+  assert_non_null(strstr(report, "\"regions\":[{"));
+  assert_non_null(strstr(report, "\"median_ms\""));
+  assert_string_equal(log.phase, "done");
+  harp_string_free(report);
+  tune_log stop = {.stop_at = 2};
+  to.progress_ctx = &stop;
+  assert_int_equal(harp_tune(&err, c, w, nb, &o, &to, &report), HARP_E_CANCELLED);
+  assert_null(report);
+  assert_int_equal(stop.calls, 2);
+  to.budget = 99;
+  harp_error_clear(&err);
+  assert_int_equal(harp_tune(&err, c, w, nb, &o, &to, NULL), HARP_E_USAGE);
+  harp_error_clear(&err);
+  assert_int_equal(harp_tune(&err, NULL, w, nb, &o, NULL, NULL), HARP_E_USAGE);
+  harp_error_clear(&err);
+  assert_int_equal(harp_tune(&err, c, w, nb + 4, &o, NULL, NULL), HARP_E_INPUT_MISMATCH);
+  harp_error_clear(&err);
+  harp_compiled_free(c);
+  o.backend = HARP_BACKEND_INTERP;
+  assert_ok(&err, harp_compile_buffer(&err, mm, sizeof mm - 1, "harp", NULL, &o, &c));
+  assert_int_equal(harp_tune(&err, c, w, nb, &o, NULL, NULL), HARP_E_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "only CPU models"));
+  harp_compiled_free(c);
+  harp_error_clear(&err);
+  free(w);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_version),
       cmocka_unit_test(test_buffer_threads),
       cmocka_unit_test(test_int64_feeds),
       cmocka_unit_test(test_progress_cancel),
+      cmocka_unit_test(test_tune),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
