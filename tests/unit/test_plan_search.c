@@ -263,13 +263,13 @@ static void test_enumerate_gemm(void **state) {
     for (int i = 0; i < 3; i++) assert_true(plan_equal(&few[i], &pts[i]));
     if (mi < 2) assert_true(algos[PLAN_ALGO_IMPLICIT_GEMM]);
     /* a backend without split-K restricts the space */
-    plan_search_opts only = {1u << PLAN_ALGO_IMPLICIT_GEMM};
+    plan_search_opts only = {.algo_mask = 1u << PLAN_ALGO_IMPLICIT_GEMM};
     assert_int_equal(plan_enumerate(&r, &ms[mi], &only, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
     assert_true(n >= 1);
     for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
     assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HARP_OK);
     assert_true(plan_equal(&d, &pts[0]));
-    plan_search_opts none = {1u << PLAN_ALGO_FFT_CONV};
+    plan_search_opts none = {.algo_mask = 1u << PLAN_ALGO_FFT_CONV};
     assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_E_UNSUPPORTED);
     harp_error_clear(&e);
   }
