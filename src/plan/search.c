@@ -247,6 +247,18 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
   return true;
 }
 
+/* A conv is split along K by the default search only where it has few
+ * output tiles over a long reduction: the shapes the GPU used to send to the
+ * generic kernel (H100, ResNet-18 batch 1 fp16: a 3x3 512->512 conv on 7x7
+ * took 0.23 ms as 8 template CTAs, about 0.06 ms generic).  Elsewhere the
+ * unsplit template was measured; the serial form's in-order hand-offs are
+ * not (GPU timings of conv split-K: unmeasured, scripts/gpu_acceptance.sh). */
+#define CONV_SPLITK_MIN_K 1024
+#define CONV_SPLITK_MAX_TILES 32
+static bool conv_splitk_wanted(const plan_gemm_view *g, const plan_cost *c) {
+  return g->K >= CONV_SPLITK_MIN_K && c->splitk > 0 && c->ctas / c->splitk < CONV_SPLITK_MAX_TILES;
+}
+
 typedef struct scored {
   plan_t plan;
   plan_cost cost;
@@ -311,6 +323,7 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
             if (plan_smem_near_limit(&c.res, m)) break;
             bool splitk = plan_algo_is_splitk(s.algos[ai]);
             if (splitk && c.splitk < 2) break;
+            if (splitk && r->pattern == PLAN_PAT_CONV && !conv_splitk_wanted(&g, &c)) break;
             int depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;
             if (splitk && plan_arch_is_gpu(m->arch)) {
               /* every count up to the one that fills the machine: more

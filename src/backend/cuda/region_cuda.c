@@ -168,15 +168,20 @@ static harp_status plan_refused(cuda_rctx *c, int r, const char *why, const char
 
 /* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
  * view; split-K slices as plan_splitk_factor counts them on the Plan's
- * machine); false when there is none or it is not a GPU plan. */
-static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+ * machine); false when there is none, it is not a GPU plan, or the
+ * templates cannot read it (refused: *st, an override's error). */
+static bool plan_tune(cuda_rctx *c, int r, const rg_info *info, cuda_tune *t, harp_status *st) {
   const plan_t *p = plan_of(c, r, info);
+  *st = HARP_OK;
   if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
   harp_error e2 = {0};
   plan_resources res;
   const plan_machine *pm = plan_machine_gpu(p->arch);
   plan_resources_of(p, pm, &info->plan_info, &res);
-  if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) return false;
+  if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) { /* e.g. an algorithm with no kernel */
+    *st = plan_refused(c, r, fmt_note(c, "%s", e2.msg), "the template's defaults ran");
+    return false;
+  }
   t->persistent = plan_persistent(p, &info->plan_info, pm, &res);
   plan_gemm_view gv;
   if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HARP_OK) {
@@ -392,7 +397,12 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   int npre = c->mod->n - n0; /* the copies of A and B before the GEMM */
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
-  bool has_plan = plan_tune(c, r, info, &pt);
+  harp_status tst;
+  bool has_plan = plan_tune(c, r, info, &pt, &tst);
+  if (tst) {
+    c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
+    return tst;
+  }
   const char *pnote = NULL; /* what of the plan the template reads its own way */
   if (has_plan && s.a_dtype == TINY_FP32 && pt.arch == CUDA_SM90) {
     pt.bk = 0; /* the plan counts BK in 16-bit elements of the 128-byte TMA atom: the template's own for fp32 */
@@ -497,10 +507,10 @@ static void conv_spec(const ct_conv *cv, cuda_conv_spec *s) {
  * warp tiles and raster order.  An SM90 plan runs on the SM80 template
  * (implicit GEMM has no TMA form): its warpgroup tile is not a warp tile
  * there, and an fp32 BK counts 16-bit elements (*note says so). */
-static bool conv_plan_tune(const cuda_rctx *c, int r, const rg_info *info, int64_t ocg, tiny_dtype dt, cuda_tune *t,
-                           const char **note) {
+static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg, tiny_dtype dt, cuda_tune *t,
+                           const char **note, harp_status *st) {
   *note = NULL;
-  if (!plan_tune(c, r, info, t)) return false;
+  if (!plan_tune(c, r, info, t, st)) return false;
   plan_gemm_view gv;
   bool swap = !(plan_region_gemm_view(&info->plan_info, &gv, NULL) == HARP_OK && gv.M == ocg && gv.N != ocg);
   if (swap) {
@@ -598,9 +608,10 @@ static harp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *do
   int n0 = c->mod->n;
   cuda_tune pt;
   const char *pnote = NULL, *refused = NULL;
-  bool has_plan = conv_plan_tune(c, r, info, cv.oc / G, cv.W.dtype, &pt, &pnote);
-  bool ok = false;
   harp_status st = HARP_OK;
+  bool has_plan = conv_plan_tune(c, r, info, cv.oc / G, cv.W.dtype, &pt, &pnote, &st);
+  if (st) return st;
+  bool ok = false;
   if (has_plan) {
     s.tune = pt;
     if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, &refused))) return st;
@@ -637,7 +648,7 @@ static bool attn_plan_tiles(const plan_t *p, const plan_region_info *ri, int *bm
   if (m && m != 64) *why = "the attention template's query tile is 64 rows (4 warps x 16)";
   else if (n && (n % 16 || n < 16 || n > 128)) *why = "the attention template's key tile is 16..128, a multiple of 16";
   else if (p->stages && p->stages != 2) *why = "the attention template streams K and V through a 2-stage ring";
-  else if (p->warp_m && (p->warp_m != wm || (n && p->warp_n != n)))
+  else if (p->warp_m && p->pos.warp_tile.line > 0 && (p->warp_m != wm || (n && p->warp_n != n))) /* written, not defaulted */
     *why = p->arch == PLAN_ARCH_SM90 ? "the attention template's 4 warps hold 64 query rows across the whole key tile (warp_tile 64xBN)"
                                      : "each attention warp holds 16 query rows across the whole key tile (warp_tile 16xBN)";
   else {
