@@ -7,9 +7,11 @@
  *   1. contraction regions on the MMA templates: matmul -> cuda_gen_gemm
  *      (the SM90 TMA/wgmma branch when the Plan's arch is sm90 and the shape
  *      fits it, else SM80; A copied into scratch first when its reduced
- *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM; not
- *      depthwise, nor a few output tiles over a long reduction),
- *      attention -> cuda_gen_attn (strided q/k/v/out, K and V of one dtype);
+ *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM, split
+ *      along K when the Plan says; not depthwise), attention ->
+ *      cuda_gen_attn (strided q/k/v/out, K and V of one dtype); each reads
+ *      its region's Plan and marks it applied, or says why not (a --plan
+ *      override a template cannot follow is a located error);
  *   2. other regions the simple kernels cover, each tried in turn: softmax
  *      and layernorm over the last axis, a single reduction, an elementwise
  *      chain;
@@ -363,6 +365,29 @@ static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, cuda_a
   return HARP_OK;
 }
 
+/* The GEMM kernel k's metadata: its region, how it read the plan (text),
+ * what happened to A. */
+static void gemm_meta(cuda_rctx *c, int r, cuda_kernel *k, const ct_gemm *gm, const char *text) {
+  cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
+  cuda_meta_str(k, "schedule_plan", text);
+  if (gm->nrep)
+    cuda_meta_str(k, "A", gm->a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
+                                                   : "repacked into scratch (its reduced dimensions do not fold)");
+}
+
+/* plan_tune for a GEMM of operand dtype ab: an fp32 SM90 plan's BK counts
+ * 16-bit elements of the 128-byte TMA atom, so the template takes its own
+ * (*note says so). */
+static bool gemm_plan_tune(cuda_rctx *c, int r, const rg_info *info, tiny_dtype ab, cuda_tune *t, const char **note,
+                           harp_status *st) {
+  bool has = plan_tune(c, r, info, t, st);
+  if (has && ab == TINY_FP32 && t->arch == CUDA_SM90) {
+    t->bk = 0;
+    *note = "fp32 on SM90: BK is the 128-byte TMA row (32 fp32), the plan's BK counts 16-bit elements";
+  }
+  return has;
+}
+
 static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -398,15 +423,11 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
   harp_status tst;
-  bool has_plan = plan_tune(c, r, info, &pt, &tst);
+  const char *pnote = NULL; /* what of the plan the template reads its own way */
+  bool has_plan = gemm_plan_tune(c, r, info, s.a_dtype, &pt, &pnote, &tst);
   if (tst) {
     c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
     return tst;
-  }
-  const char *pnote = NULL; /* what of the plan the template reads its own way */
-  if (has_plan && s.a_dtype == TINY_FP32 && pt.arch == CUDA_SM90) {
-    pt.bk = 0; /* the plan counts BK in 16-bit elements of the 128-byte TMA atom: the template's own for fp32 */
-    pnote = "fp32 on SM90: BK is the 128-byte TMA row (32 fp32), the plan's BK counts 16-bit elements";
   }
   const char *refused = NULL;
   harp_status st = HARP_E_UNSUPPORTED;
@@ -425,11 +446,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
       if (st2) return st2;
     }
     if (sdone) {
-      cuda_kernel *k = c->mod->k[n0 + npre];
-      cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
-      cuda_meta_str(k, "schedule_plan", "tiles, stages, warp tile, vector width and split-K from the Plan");
-      if (gm.nrep) cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
-                                                                 : "repacked into scratch (its reduced dimensions do not fold)");
+      gemm_meta(c, r, c->mod->k[n0 + npre], &gm, "tiles, stages, warp tile, vector width and split-K from the Plan");
       if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
       plan_mark(c, r, true, pnote);
       *done = true;
@@ -475,14 +492,10 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
     plan_mark(c, r, false, *why);
     return HARP_OK;
   }
-  cuda_kernel *k = c->mod->k[c->mod->n - 1];
-  cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
-  cuda_meta_str(k, "schedule_plan", !has_plan ? "none: the template's defaults"
-                                    : refused ? fmt_note(c, "%s; the template's defaults", refused)
-                                              : "tiles, stages, warp tile, vector width from the Plan");
-  if (gm.nrep)
-    cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
-                                                  : "repacked into scratch (its reduced dimensions do not fold)");
+  gemm_meta(c, r, c->mod->k[c->mod->n - 1], &gm,
+            !has_plan ? "none: the template's defaults"
+            : refused ? fmt_note(c, "%s; the template's defaults", refused)
+                      : "tiles, stages, warp tile, vector width from the Plan");
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HARP_OK;
