@@ -8,8 +8,8 @@
     numbers, whatever the tiling);
   * both compile with NVRTC for sm_80 / sm_90a (when NVRTC is here).
 
-Fields: conv tile, stages, warp tile, raster (bind), split-K; GEMM tile and
-stages; attention algorithm (streaming_softmax_2pass / online_softmax) and
+Fields: conv tile, stages, warp tile, raster (bind), split-K; GEMM tile (the
+GEMM's other fields: test_cuda_plan.c, test_cuda_splitk.py); attention algorithm (streaming_softmax_2pass / online_softmax) and
 key tile.  Then what the GPU lacks: winograd_3x3 and fft_conv are never the
 default and a plan naming one is a located "not implemented on the cuda
 backend" error; a plan a template cannot follow (a 128-row attention tile,
@@ -49,8 +49,6 @@ PAIRS = [
      f"split m 128; split n 64; split k 64; {TAIL}", "BN"),
     ("gemm tile", GEMM, "sm80", f"split m 64; split n 64; split k 32; warp_tile 32x32; {TAIL}",
      f"split m 128; split n 64; split k 32; warp_tile 32x32; {TAIL}", "BM"),
-    ("gemm stages", GEMM, "sm80", f"split m 64; split n 64; split k 32; warp_tile 32x32; pipeline k.i stages=2; {TAIL}",
-     f"split m 64; split n 64; split k 32; warp_tile 32x32; pipeline k.i stages=3; {TAIL}", "stages"),
     ("attention algorithm", ATT, "sm80", ATT_BASE, ATT_BASE.replace("streaming_softmax_2pass", "online_softmax"),
      "algo_choice.attention"),
     ("attention key tile", ATT, "sm80", ATT_BASE, ATT_BASE.replace("split n 64", "split n 32"), "BN"),
