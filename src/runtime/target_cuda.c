@@ -48,7 +48,7 @@ static harp_status cuda_dtypes_ok(rt_compile *c) {
 static harp_status cuda_regions(rt_compile *c) {
   if (cuda_dtypes_ok(c)) return c->e->code;
   plan_machine_get(c->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &c->machine);
-  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention};
+  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention, .algo_mask = cuda_plan_algo_mask()};
   return rt_form_regions(c, &ro);
 }
 

@@ -185,6 +185,25 @@ def check_defaults(s):
                     str(e and e.get("note")))
 
 
+def check_formation(s):
+    """Region formation on the GPU costs fusions with the GPU's algorithms: an
+    fp16 3x3 conv whose unrestricted default plan is Winograd (8 x 512 x 14 x
+    14) is formed, planned and run as implicit GEMM, in region.json too."""
+    f = os.path.join(tempfile.mkdtemp(), "wconv.harp")
+    with open(f, "w") as fh:
+        fh.write("graph main(x: f16[8, 512, 14, 14], w: f16[512, 512, 3, 3], b: f16[512]) -> (y: f16[8, 512, 14, 14]) {\n"
+                 "    y = relu(conv2d(x, w, bias=b, pad=1))\n    return y\n}\n")
+    for target in ("sm80", "sm90"):
+        d = tempfile.mkdtemp()
+        p = subprocess.run([HARP, "dump", f, "--dump", "region,plan", "--target", target, "--dump-dir", d],
+                           capture_output=True, text=True, timeout=300)
+        s.check(f"formation [{target}]: dump", p.returncode == 0, p.stderr)
+        if p.returncode == 0:
+            text = open(os.path.join(d, "region.json")).read() + open(os.path.join(d, "plan.json")).read()
+            s.check(f"formation [{target}]: no Winograd in region.json / plan.json", "winograd" not in text and
+                    "implicit_gemm" in text)
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_plan_fields")
@@ -198,6 +217,7 @@ def main():
             check_pair(s, what, model, target, a, b, key, rng)
     check_errors(s)
     check_defaults(s)
+    check_formation(s)
     s.close()
 
 
