@@ -98,9 +98,13 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
       /* GPU: few output tiles over a long reduction split K (the conv
-       * template's form: slices add up in order, the last one runs the
-       * epilogue); kept only where plan_splitk_factor splits */
-      if (plan_arch_is_gpu(m->arch)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
+       * template's forms: slices add up in order, the last running the
+       * epilogue, or add with atomics and a finishing pass runs it); kept
+       * only where conv_splitk_wanted */
+      if (plan_arch_is_gpu(m->arch)) {
+        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
+        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+      }
     } else {
       s->algos[s->nalgos++] = PLAN_ALGO_STREAMING_SOFTMAX_2PASS;
       s->algos[s->nalgos++] = PLAN_ALGO_ONLINE_SOFTMAX;

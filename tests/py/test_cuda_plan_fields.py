@@ -13,7 +13,7 @@ GEMM's other fields: test_cuda_plan.c, test_cuda_splitk.py); attention algorithm
 key tile.  Then what the GPU lacks: winograd_3x3 and fft_conv are never the
 default and a plan naming one is a located "not implemented on the cuda
 backend" error; a plan a template cannot follow (a 128-row attention tile,
-a conv split-K other than splitk_serial) is a located Unsupported error,
+a conv split as splitk_reduce) is a located Unsupported error,
 never a kernel that quietly runs something else.  Skips (77) without g++."""
 import json
 import os
@@ -45,6 +45,10 @@ PAIRS = [
     ("conv raster", CONV, "sm80", CONV_BASE + " bind n.o block.x; bind m.o block.y;",
      CONV_BASE + " bind m.o block.x; bind n.o block.y;", "bind"),
     ("conv split-K", LONGK, "sm80", CONV_BASE, CONV_BASE + " algo_choice matmul splitk_serial; splitk 4;", "splitk"),
+    ("conv split-K form", LONGK, "sm80", CONV_BASE + " algo_choice matmul splitk_serial; splitk 4;",
+     CONV_BASE + " algo_choice matmul splitk_parallel; splitk 4;", "algo_choice.matmul"),
+    ("conv split-K [sm90]", LONGK, "sm90", f"split m 64; split n 64; split k 64; {TAIL}",
+     f"split m 64; split n 64; split k 64; {TAIL} algo_choice matmul splitk_parallel; splitk 8;", "splitk"),
     ("conv tile [sm90]", CONV, "sm90", f"split m 64; split n 64; split k 64; {TAIL}",
      f"split m 128; split n 64; split k 64; {TAIL}", "BN"),
     ("gemm tile", GEMM, "sm80", f"split m 64; split n 64; split k 32; warp_tile 32x32; {TAIL}",
@@ -133,10 +137,14 @@ def check_pair(s, what, model, target, a, b, key, rng):
     s.check(f"{what}: metadata {key} differs", ka["plan"].get(key) != kb["plan"].get(key),
             f"{ka['plan'].get(key)} vs {kb['plan'].get(key)}")
     s.check(f"{what}: the kernels' CUDA source differs", ta and tb and ta != tb)
-    if key == "splitk":  # the flags are zeroed before every run (the simulator's single run cannot show it)
-        kinds = {k["name"]: k["kind"] for k in gb["kernels"]}
-        seq = [kinds[l["kernel"]] for l in gb["launches"] if l["region"] == model[2]]
-        s.check(f"{what}: zero the flags, then the split conv", seq == ["zero", "mma_conv"], str(seq))
+    if model is LONGK:  # the flags / workspace are zeroed before every run (a single simulator run cannot show it)
+        for g, k in ((ga, ka), (gb, kb)):
+            kinds = {x["name"]: x["kind"] for x in g["kernels"]}
+            seq = [kinds[x["kernel"]] for x in g["launches"] if x["region"] == model[2]]
+            form = k["plan"].get("algo_choice.matmul")
+            want = {"splitk_serial": ["zero", "mma_conv"], "splitk_parallel": ["zero", "mma_conv", "splitk_finish"],
+                    None: ["mma_conv"]}.get(form)
+            s.check(f"{what}: {form or 'unsplit'} launches {want}", seq == want, str(seq))
     for side, g, d in (("A", ga, da), ("B", gb, db)):
         simulate(s, f"{what} [{side}]", model, g, d, rng)
         ok, log = cuda_sim.nvrtc_ok(open(os.path.join(d, "model.cu")).read(), "sm_90a" if target == "sm90" else "sm_80")
@@ -156,8 +164,8 @@ def check_errors(s):
          ["Unsupported", "region 'out_cast'", "query tile is 64 rows"]),
         ("attention 3 stages", ATT, "split m 64; split n 64; split k 16; pipeline k.i stages=3; predicate_tail m.i.i n.i.i;",
          ["Unsupported", "2-stage ring"]),
-        ("conv splitk_parallel", LONGK, CONV_BASE + " algo_choice matmul splitk_parallel; splitk 4;",
-         ["Unsupported", "region 'y'", "splitk_serial"]),
+        ("conv splitk_reduce", LONGK, CONV_BASE + " algo_choice matmul splitk_reduce; splitk 4;",
+         ["Unsupported", "region 'y'", "splitk_serial or splitk_parallel"]),
     ]
     for what, (path, syms, region), plan, want in cases:
         for target in ("sm80", "sm90"):

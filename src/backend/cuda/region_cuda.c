@@ -94,6 +94,9 @@ static harp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char
 static harp_status gen_gemm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
 static harp_status gen_finish(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
 static harp_status gen_conv(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
+static harp_status gen_conv_finish(harp_error *e, cuda_module *m, const void *s, const char *n) {
+  return cuda_gen_conv_finish(e, m, s, n);
+}
 static harp_status gen_attn(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
 static harp_status gen_ew(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
 static harp_status gen_red(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
@@ -543,52 +546,69 @@ static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg
   return true;
 }
 
-/* Split-K of conv s (s->tune.splitk > 1, splitk_serial: slices add up in
- * order through an fp32 workspace [image*group][OC/G][pixels] in scratch,
- * a flag per output tile after it, zeroed first; the last slice applies the
- * epilogue).  *done false (module and launches as before) when a kernel
- * refuses (*why). */
+/* Split-K of conv s (s->tune.splitk > 1) through an fp32 workspace
+ * [image*group][OC/G][pixels] in scratch:
+ *   splitk_serial    a flag per output tile after it, zeroed first; slices
+ *                    add up in order through it, the last runs the epilogue
+ *   splitk_parallel  the workspace zeroed; slices add with fp32 atomics;
+ *                    the finishing pass (cuda_gen_conv_finish) applies the
+ *                    epilogue and stores y
+ * (splitk_reduce: refused, *why).  *done false (module and launches as
+ * before) when a kernel refuses (*why). */
 static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *done,
                                const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
+  bool serial = s->tune.splitk_kind == CUDA_SPLITK_SERIAL;
   *done = false;
-  if (s->tune.splitk_kind != CUDA_SPLITK_SERIAL) {
-    *why = "a convolution splits K as splitk_serial on the GPU (no finishing pass for the conv layout)";
+  if (!serial && s->tune.splitk_kind != CUDA_SPLITK_ATOMIC) {
+    *why = "a convolution splits K as splitk_serial or splitk_parallel on the GPU (no per-slice partials form)";
     return HARP_OK;
   }
-  if (try_gen(c, gen_conv, s, kname(c, r, "conv"), why)) return HARP_OK;
-  const cuda_kernel *ck = c->mod->k[c->mod->n - 1];
+  cuda_conv_spec g = *s; /* the split conv: into the workspace, no epilogue, unless serial */
+  if (!serial) g.y_dtype = TINY_FP32, g.n_epi = 0;
+  if (try_gen(c, gen_conv, &g, kname(c, r, "conv"), why)) return HARP_OK;
+  const cuda_kernel *ck = c->mod->k[c->mod->n - 1], *fk = NULL;
+  if (!serial && !try_gen(c, gen_conv_finish, s, kname(c, r, "splitk_finish"), why)) fk = c->mod->k[c->mod->n - 1];
+  if (!serial && !fk) {
+    c->mod->n = n0;
+    return HARP_OK;
+  }
   int64_t oh = 1, ow = 1, G = s->groups > 0 ? s->groups : 1;
   cuda_conv_out_hw(s, &oh, &ow);
-  int64_t nz = s->n * G, S = ck->grid[2] / nz;
-  int64_t ws_bytes = nz * (s->oc / G) * oh * ow * 4, words = ck->grid[0] * ck->grid[1] * nz;
+  int64_t nz = s->n * G, ws_words = nz * (s->oc / G) * oh * ow, flag_words = ck->grid[0] * ck->grid[1] * nz;
   harp_error e2 = {0};
-  if (cuda_gen_zero(&e2, c->mod, words, kname(c, r, "splitk_zero")) != HARP_OK) {
+  if (cuda_gen_zero(&e2, c->mod, serial ? flag_words : ws_words, kname(c, r, "splitk_zero")) != HARP_OK) {
     c->mod->n = n0;
     *why = fmt_note(c, "the zero kernel refused: %s", e2.msg);
     return HARP_OK;
   }
   const cuda_kernel *zk = c->mod->k[c->mod->n - 1];
-  cuda_arg ws = {CUDA_ARG_SCRATCH, -1, 0}, flags = {CUDA_ARG_SCRATCH, -1, up256(ws_bytes)};
+  cuda_arg ws = {CUDA_ARG_SCRATCH, -1, 0}, flags = {CUDA_ARG_SCRATCH, -1, up256(ws_words * 4)};
   named_arg na[3 + CT_MAX_EPI + 2];
   int n = 0;
   for (int i = 0; i < nio; i++) na[n++] = io[i];
+  if (!serial) na[2].arg = ws; /* "y" of the split conv */
   na[n++] = (named_arg){"ws", ws};
   na[n++] = (named_arg){"flags", flags};
-  named_arg zo = {"out", flags};
+  named_arg zo = {"out", serial ? flags : ws};
   bool ok = true;
   harp_status st = add_launch(c, r, zk, &zo, 1, &ok);
   if (!st && ok) st = add_launch(c, r, ck, na, n, &ok);
+  if (!st && ok && fk) {
+    named_arg fa[2 + CT_MAX_EPI];
+    int m = 0;
+    fa[m++] = (named_arg){"ws", ws};
+    for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* y, ep0.. */
+    st = add_launch(c, r, fk, fa, m, &ok);
+  }
   if (st || !ok) {
     c->mod->n = n0, c->nlaunch = l0;
     if (!ok) *why = "an operand's element offset breaks the template's alignment";
     return st;
   }
-  int64_t end = flags.offset + up256(words * 4);
+  int64_t end = serial ? flags.offset + up256(flag_words * 4) : up256(ws_words * 4);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
-  cuda_kernel *k = c->mod->k[n0];
-  cuda_meta_int(k, "splitk_workspace_bytes", end);
-  (void)S;
+  cuda_meta_int(c->mod->k[n0], "splitk_workspace_bytes", end);
   *done = true;
   return HARP_OK;
 }
