@@ -221,6 +221,34 @@ static harp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const n
   return HARP_OK;
 }
 
+/* The launches of a split-K form (n0, l0: the module's kernels and the
+ * launches before it, restored on a failure): k[0] (NULL: none) zeroes
+ * `out` = flags (serial) or ws; the split kernel k[1] reads io, its C
+ * (io[2]) replaced by ws unless serial, plus ws and flags; the finishing
+ * pass k[2] (NULL: none) reads ws, C, ep0..  *ok false (*why) when an
+ * argument breaks its parameter's alignment. */
+static harp_status splitk_launches(cuda_rctx *c, int r, int n0, int l0, bool serial, cuda_arg ws, cuda_arg flags,
+                                   const cuda_kernel *const k[3], const named_arg *io, int nio, bool *ok, const char **why) {
+  named_arg na[3 + CT_MAX_EPI + 2], fa[2 + CT_MAX_EPI];
+  int n = 0, m = 0;
+  for (int i = 0; i < nio; i++) na[n++] = io[i];
+  if (!serial) na[2].arg = ws; /* "C" / "y" of the split kernel */
+  na[n++] = (named_arg){"ws", ws};
+  na[n++] = (named_arg){"flags", flags};
+  fa[m++] = (named_arg){"ws", ws};
+  for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* C, ep0.. */
+  named_arg zo = {"out", serial ? flags : ws};
+  *ok = true;
+  harp_status st = k[0] ? add_launch(c, r, k[0], &zo, 1, ok) : HARP_OK;
+  if (!st && *ok) st = add_launch(c, r, k[1], na, n, ok);
+  if (!st && *ok && k[2]) st = add_launch(c, r, k[2], fa, m, ok);
+  if (st || !*ok) {
+    c->mod->n = n0, c->nlaunch = l0;
+    if (!*ok) *why = "an operand's element offset breaks the template's alignment";
+  }
+  return st;
+}
+
 /* Split-K from the Plan (s->tune.splitk > 1).  In the scratch area after A's
  * copy (ws_off), an fp32 workspace:
  *   splitk_parallel  zero [batch][M][N]; GEMM adds partials (atomics); finish
@@ -265,29 +293,10 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
     return HARP_OK;
   }
   /* launches: zero, GEMM, finish */
-  named_arg na[3 + CT_MAX_EPI + 2];
-  int n = 0;
-  for (int i = 0; i < nio; i++) na[n++] = io[i];
-  if (kind != CUDA_SPLITK_SERIAL) na[2].arg = ws; /* "C" of the GEMM */
-  na[n++] = (named_arg){"ws", ws};
-  na[n++] = (named_arg){"flags", flags};
-  named_arg zo = {"out", kind == CUDA_SPLITK_SERIAL ? flags : ws};
   bool ok = true;
-  harp_status st = HARP_OK;
-  if (zk) st = add_launch(c, r, zk, &zo, 1, &ok);
-  if (!st && ok) st = add_launch(c, r, gk, na, n, &ok);
-  if (!st && ok && fk) {
-    named_arg fa[1 + 1 + CT_MAX_EPI];
-    int m = 0;
-    fa[m++] = (named_arg){"ws", ws};
-    for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* C, ep0.. */
-    st = add_launch(c, r, fk, fa, m, &ok);
-  }
-  if (st || !ok) {
-    c->mod->n = n0, c->nlaunch = l0;
-    if (!ok) *why = "an operand's element offset breaks the template's alignment";
-    return st;
-  }
+  harp_status st = splitk_launches(c, r, n0, l0, kind == CUDA_SPLITK_SERIAL, ws, flags, (const cuda_kernel *[]){zk, gk, fk},
+                                   io, nio, &ok, why);
+  if (st || !ok) return st;
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   cuda_kernel *k = c->mod->k[n0];
   cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);
@@ -584,28 +593,9 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
   }
   const cuda_kernel *zk = c->mod->k[c->mod->n - 1];
   cuda_arg ws = {CUDA_ARG_SCRATCH, -1, 0}, flags = {CUDA_ARG_SCRATCH, -1, up256(ws_words * 4)};
-  named_arg na[3 + CT_MAX_EPI + 2];
-  int n = 0;
-  for (int i = 0; i < nio; i++) na[n++] = io[i];
-  if (!serial) na[2].arg = ws; /* "y" of the split conv */
-  na[n++] = (named_arg){"ws", ws};
-  na[n++] = (named_arg){"flags", flags};
-  named_arg zo = {"out", serial ? flags : ws};
   bool ok = true;
-  harp_status st = add_launch(c, r, zk, &zo, 1, &ok);
-  if (!st && ok) st = add_launch(c, r, ck, na, n, &ok);
-  if (!st && ok && fk) {
-    named_arg fa[2 + CT_MAX_EPI];
-    int m = 0;
-    fa[m++] = (named_arg){"ws", ws};
-    for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* y, ep0.. */
-    st = add_launch(c, r, fk, fa, m, &ok);
-  }
-  if (st || !ok) {
-    c->mod->n = n0, c->nlaunch = l0;
-    if (!ok) *why = "an operand's element offset breaks the template's alignment";
-    return st;
-  }
+  harp_status st = splitk_launches(c, r, n0, l0, serial, ws, flags, (const cuda_kernel *[]){zk, ck, fk}, io, nio, &ok, why);
+  if (st || !ok) return st;
   int64_t end = serial ? flags.offset + up256(flag_words * 4) : up256(ws_words * 4);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   cuda_meta_int(c->mod->k[n0], "splitk_workspace_bytes", end);
