@@ -4,8 +4,8 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm gemm32 sweep splitk graphs attn sanitize e2e
-#        (default: build gputests models gemm gemm32 graphs)
+#        STEP: build gputests models tests gemm gemm32 sweep splitk plans graphs attn sanitize e2e
+#        (default: build gputests models gemm gemm32 plans graphs)
 #
 # build     Release build in build-gpu/ (16 jobs; BUILD_TARGETS: only those)
 # gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli', or $GPU_TESTS); the
@@ -35,13 +35,19 @@
 #           decoder layer prefill and decode, a gated MLP; fp32 and fp16)
 #           exported from PyTorch to ONNX, harp vs PyTorch eager and
 #           torch.compile (bench/cuda_e2e.py; E2E_ARGS, e.g. "--only ...")
+# plans     the Plan decides every GPU kernel (issue 27): test_cuda_plan_fields (each
+#           plan field changes the kernel; simulator + NVRTC), then bench/cuda_plans.py:
+#           ResNet-size fp16 convs (one long-K, split by default) and an attention under
+#           the default plan and overrides differing in tile / stages / warp tile /
+#           split-K / softmax algorithm, each run on the device vs the CPU backend,
+#           checked applied in plan.json, and timed (PLANS_TARGET, default sm90)
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
 #           session over four batch sizes (bench/cuda_graphs.sh)
 #
 # Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
 # rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
 # env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
-# splitk.log, graphs.log, e2e.log.  Where the Debian packages cannot be
+# splitk.log, plans.log, graphs.log, e2e.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -51,7 +57,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
-steps=${*:-build gputests models gemm gemm32 graphs}
+steps=${*:-build gputests models gemm gemm32 plans graphs}
 jobs=${JOBS:-16}
 
 if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka libprotobuf-c 2>/dev/null; }; then
@@ -206,11 +212,16 @@ for s in $steps; do
     timeout 400 python3 bench/cuda_splitk.py --harp build-gpu/harp --target "${SPLITK_TARGET:-sm90}" >"$out/splitk.log" 2>&1 || rc=1
     cat "$out/splitk.log"
     ;;
+  plans)
+    (cd build-gpu && ctest -R 'cuda_plan_fields|plan_search' --output-on-failure --timeout 240) >"$out/plans.log" 2>&1 || rc=1
+    timeout 900 python3 bench/cuda_plans.py --harp build-gpu/harp --target "${PLANS_TARGET:-sm90}" >>"$out/plans.log" 2>&1 || rc=1
+    grep -E "tests passed|Failed|cuda_plans|ms|WRONG|ERROR" "$out/plans.log" | tail -40
+    ;;
   graphs)
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk graphs attn sanitize e2e)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans graphs attn sanitize e2e)" >&2; exit 2 ;;
   esac
 done
 exit $rc

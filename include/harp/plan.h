@@ -474,6 +474,11 @@ void plan_fusion_delta(const plan_fusion_in *in, const plan_machine *m, plan_fus
 /* What a caller (a backend that lacks an algorithm, the tuner) allows. */
 typedef struct plan_search_opts {
   unsigned algo_mask; /* bit (1u << plan_algo) per allowed algorithm; 0 = all */
+  const char *backend; /* its name in errors ("cuda", "cpu"); NULL: "the chosen backend" */
+  /* GPU attention plans only of the tiles the CUDA attention template has
+   * (64 query rows, a key tile of 16..128, warp tile 16xBN, 2 stages): the
+   * plan a GPU attention kernel reads (region formation costs the wider space) */
+  bool gpu_attention_template;
 } plan_search_opts;
 
 /* The search space for r on m: tile (3-4) x stages {2,3} x warp_tile {2} x

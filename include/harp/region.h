@@ -192,6 +192,8 @@ typedef struct rg_options {
   bool half_attention_only;    /* attention regions only over fp16/bf16 q, k, v (the GPU's fused
                                   template); others stay two matmuls and a softmax */
   bool no_cells;               /* no recurrent cell regions (shape D; never on a GPU machine) */
+  unsigned algo_mask;          /* the algorithms the backend has (plan_search_opts.algo_mask): a
+                                  fusion is costed with those only; 0: every one */
   /* The graph's IndexBook and Poly-View when the caller built them (the
    * compile pipeline's stages; ib_build and poly_build without options):
    * borrowed, never freed by the partition.  NULL: rg_form builds its own. */

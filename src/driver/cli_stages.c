@@ -123,14 +123,16 @@ static harp_status render(harp_error *e, const rt_compile *c, const char *name, 
 }
 
 /* After stage s of c: the served dumps of s, rendered again if s ran
- * again; the plan list again after code, which records the plans it applied. */
+ * again; the plan list again after code (and after the GPU's kernels), which
+ * records the plans they applied. */
 harp_status cli_dumps_hook(void *ctx, harp_error *e, const rt_compile *c, rt_stage s) {
   cli_dumps *d = ctx;
   const char *arch = c->target == &rt_target_cuda ? cuda_arch_name((cuda_arch)c->arch) : NULL;
   if (!d->describing && c->target == &rt_target_cuda) d->own_arch = arch; /* the device's, now known */
   unsigned set = served(d, c->target, arch);
   for (int i = 0; i < d->n; i++) {
-    if (!(set >> i & 1) || !(d->stage[i] == (int)s || (s == RT_STAGE_CODE && d->stage[i] == RT_STAGE_PLANS)))
+    bool plans_again = d->stage[i] == RT_STAGE_PLANS && (s == RT_STAGE_CODE || (s == RT_STAGE_KERNELS && c->plans.compiled));
+    if (!(set >> i & 1) || !(d->stage[i] == (int)s || plans_again))
       continue;
     free(d->text[i]);
     d->text[i] = NULL;

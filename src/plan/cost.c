@@ -63,7 +63,8 @@ static int64_t k_tile(const plan_t *p, const plan_gemm_view *g, const plan_regio
 }
 
 int plan_splitk_factor(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_resources *res) {
-  if (r->pattern != PLAN_PAT_MATMUL || !plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL])) return 1;
+  if ((r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) || !plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]))
+    return 1;
   if (p->splitk) return p->splitk; /* the plan's own count (plan_validate bounds it by the K tiles) */
   plan_gemm_view g;
   if (plan_region_gemm_view(r, &g, NULL)) return 1;

@@ -31,7 +31,19 @@ typedef struct cand_space {
   plan_algo algos[4];
 } cand_space;
 
-static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, cand_space *s) {
+/* Attention on the CUDA template (cuda_attn.c): 64 query rows, 4 warps of
+ * 16 rows each across the whole key tile (16..128), a 2-stage K/V ring; an
+ * SM90 plan counts the 4 warps as one warpgroup, 64 x BN. */
+static void gpu_attention_space(const plan_machine *m, cand_space *s) {
+  static const int64_t tiles[4][3] = {{64, 64, 64}, {64, 128, 64}, {64, 32, 64}, {64, 16, 64}};
+  memcpy(s->tiles, tiles, sizeof s->tiles);
+  s->ntiles = 4;
+  s->warps[0][0] = m->arch == PLAN_ARCH_SM80 ? 16 : 64, s->warps[0][1] = -1; /* x BN */
+  s->nwarps = 1, s->nstages = 1;
+}
+
+static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
+                      cand_space *s) {
   memset(s, 0, sizeof *s);
   int lanes = UT_MAX(m->simd_bytes / 4, 1);
   if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
@@ -85,9 +97,18 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
+      /* GPU: few output tiles over a long reduction split K (the conv
+       * template's forms: slices add up in order, the last running the
+       * epilogue, or add with atomics and a finishing pass runs it); kept
+       * only where conv_splitk_wanted */
+      if (plan_arch_is_gpu(m->arch)) {
+        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
+        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+      }
     } else {
       s->algos[s->nalgos++] = PLAN_ALGO_STREAMING_SOFTMAX_2PASS;
       s->algos[s->nalgos++] = PLAN_ALGO_ONLINE_SOFTMAX;
+      if (opts && opts->gpu_attention_template && plan_arch_is_gpu(m->arch)) gpu_attention_space(m, s);
     }
     return;
   }
@@ -222,10 +243,24 @@ static bool build(plan_t *p, const plan_region_info *r, const plan_machine *m, c
       snprintf(p->pred[p->npred++], PLAN_NAME_MAX, "%.50s.i.i", p->tile_axes[i]);
   if (algo != PLAN_ALGO_NONE) {
     plan_algo_key k = r->pattern == PLAN_PAT_MATMUL ? PLAN_KEY_MATMUL : r->pattern == PLAN_PAT_CONV ? PLAN_KEY_CONV : PLAN_KEY_ATTENTION;
+    if (r->pattern == PLAN_PAT_CONV && plan_algo_is_splitk(algo)) /* an implicit GEMM split along K */
+      p->algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM, k = PLAN_KEY_MATMUL;
     p->algo[k] = algo;
   }
   plan_fill_from_region(p, r);
   return true;
+}
+
+/* A conv is split along K by the default search only where it has few
+ * output tiles over a long reduction: the shapes the GPU used to send to the
+ * generic kernel (H100, ResNet-18 batch 1 fp16: a 3x3 512->512 conv on 7x7
+ * took 0.23 ms as 8 template CTAs, about 0.06 ms generic).  Elsewhere the
+ * unsplit template was measured; the serial form's in-order hand-offs are
+ * not (GPU timings of conv split-K: unmeasured, scripts/gpu_acceptance.sh). */
+#define CONV_SPLITK_MIN_K 1024
+#define CONV_SPLITK_MAX_TILES 32
+static bool conv_splitk_wanted(const plan_gemm_view *g, const plan_cost *c) {
+  return g->K >= CONV_SPLITK_MIN_K && c->splitk > 0 && c->ctas / c->splitk < CONV_SPLITK_MAX_TILES;
 }
 
 typedef struct scored {
@@ -252,7 +287,7 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
   harp_status st = plan_region_gemm_view(r, &g, e);
   if (st) return st;
   cand_space s;
-  space_for(r, m, &g, &s);
+  space_for(r, m, &g, opts, &s);
   static const int vecs[3] = {16, 8, 4}; /* widest first: only the widest legal one stays */
   /* GPU split-K: the slice count is searched too (2..64, written into the
    * Plan); the CPU keeps the count plan_splitk_factor derives */
@@ -292,6 +327,7 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
             if (plan_smem_near_limit(&c.res, m)) break;
             bool splitk = plan_algo_is_splitk(s.algos[ai]);
             if (splitk && c.splitk < 2) break;
+            if (splitk && r->pattern == PLAN_PAT_CONV && !conv_splitk_wanted(&g, &c)) break;
             int depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;
             if (splitk && plan_arch_is_gpu(m->arch)) {
               /* every count up to the one that fills the machine: more
@@ -383,8 +419,8 @@ harp_status plan_for_region(const plan_region_info *r, const plan_machine *m, co
       plan_algo a = override->algo[k];
       if (a != PLAN_ALGO_NONE && !(opts->algo_mask >> a & 1u))
         return plan_fail(e, HARP_E_UNSUPPORTED, src, override->pos.algo[k], r->name,
-                         "algo_choice %s: %s is not available on this backend", plan_algo_key_name((plan_algo_key)k),
-                         plan_algo_name(a));
+                         "algo_choice %s: %s is not implemented on the %s backend (no kernel of its own there)",
+                         plan_algo_key_name((plan_algo_key)k), plan_algo_name(a), opts->backend ? opts->backend : "chosen");
     }
   plan_t *p = ut_xmalloc(sizeof *p);
   if (!p) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");

@@ -242,7 +242,10 @@ static harp_status v_algo(vctx *v) {
   const plan_region_info *r = v->r;
   for (int k = 0; k < PLAN_KEY_COUNT; k++) {
     if (p->algo[k] == PLAN_ALGO_NONE) continue;
-    bool fits = (k == PLAN_KEY_MATMUL && r->pattern == PLAN_PAT_MATMUL) ||
+    /* a conv as implicit GEMM splits its K like a matmul (algo_choice matmul splitk_*) */
+    bool conv_splitk = r->pattern == PLAN_PAT_CONV && plan_algo_is_splitk(p->algo[k]) &&
+                       (p->algo[PLAN_KEY_CONV] == PLAN_ALGO_NONE || p->algo[PLAN_KEY_CONV] == PLAN_ALGO_IMPLICIT_GEMM);
+    bool fits = (k == PLAN_KEY_MATMUL && (r->pattern == PLAN_PAT_MATMUL || conv_splitk)) ||
                 (k == PLAN_KEY_CONV && r->pattern == PLAN_PAT_CONV) ||
                 (k == PLAN_KEY_ATTENTION && r->pattern == PLAN_PAT_ATTENTION);
     if (!fits)

@@ -506,7 +506,8 @@ static harp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_
     }
   harp_error pe = {0};
   memset(cost, 0, sizeof *cost);
-  *has_plan = plan_default(r, &c->m, NULL, plan, &pe) == HARP_OK && plan_cost_of(plan, r, &c->m, cost, &pe) == HARP_OK;
+  plan_search_opts so = {.algo_mask = c->algo_mask};
+  *has_plan = plan_default(r, &c->m, &so, plan, &pe) == HARP_OK && plan_cost_of(plan, r, &c->m, cost, &pe) == HARP_OK;
   rg_plan_memo *x = pe.code == HARP_E_NO_MEMORY ? NULL : ut_arena_alloc(c->arena, sizeof *x);
   char *key = x ? ut_arena_alloc(c->arena, k.len + 1) : NULL;
   if (!key) {

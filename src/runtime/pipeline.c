@@ -201,7 +201,7 @@ harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache) {
                      .noverrides = c->opts.nplan_overrides,
                      .no_cache = no_cache,
                      .cache_dir = c->knobs.cache_dir,
-                     .search = {algo_mask}};
+                     .search = {algo_mask, c->target ? c->target->name : NULL, c->target == &rt_target_cuda}};
   return rt_plans_choose(c->e, c->part, c->g, c->syms, &c->part->formed->machine, &po, &c->plans);
 }
 

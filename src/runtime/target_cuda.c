@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_plan.h"
 #include "backend/cuda/region_cuda.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
@@ -47,7 +48,7 @@ static harp_status cuda_dtypes_ok(rt_compile *c) {
 static harp_status cuda_regions(rt_compile *c) {
   if (cuda_dtypes_ok(c)) return c->e->code;
   plan_machine_get(c->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &c->machine);
-  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention};
+  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention, .algo_mask = cuda_plan_algo_mask()};
   return rt_form_regions(c, &ro);
 }
 
@@ -56,16 +57,27 @@ static harp_status cuda_function(rt_compile *c) {
   return rt_build_function(c, &fo);
 }
 
-/* Every region's plan (no plan cache: the tuner measures CPU kernels); the
- * kernels read them only where --plan overrides a region. */
-static harp_status cuda_plans(rt_compile *c) { return rt_choose_plans(c, 0, true); }
+/* Every region's plan (no plan cache: the tuner measures CPU kernels),
+ * from the algorithms the GPU templates implement (cuda_plan_algo_mask: no
+ * winograd_3x3 or fft_conv, so the default never names a kernel the GPU
+ * lacks and a --plan naming one is a located error). */
+static harp_status cuda_plans(rt_compile *c) { return rt_choose_plans(c, cuda_plan_algo_mask(), true); }
 
+/* The kernels, each reading its region's plan (the template kernels mark
+ * it applied or say why not); a region no template saw says so. */
 static harp_status cuda_kernels(rt_compile *c) {
   cuda_model_free(c->tu);
   c->tu = NULL;
-  const rt_plan_choice *plans = c->opts.nplan_overrides ? c->plans.choice : NULL;
-  return cuda_model_build(c->e, c->g, c->pv, c->f, c->syms, (cuda_arch)c->arch, plans, (cuda_math)c->math, &c->knobs,
-                          &c->tu);
+  for (int i = 0; i < c->plans.n; i++) c->plans.choice[i].applied = false;
+  harp_status st = cuda_model_build(c->e, c->g, c->pv, c->f, c->syms, (cuda_arch)c->arch, c->plans.choice,
+                                    (cuda_math)c->math, &c->knobs, &c->tu);
+  c->plans.compiled = true;
+  for (int i = 0; i < c->plans.n; i++) {
+    rt_plan_choice *ch = &c->plans.choice[i];
+    if (ch->has_plan && !ch->applied && !ch->note[0])
+      snprintf(ch->note, sizeof ch->note, "a simple or generic GPU kernel: the plan is not read");
+  }
+  return st;
 }
 
 static harp_status cuda_code(rt_compile *c) {

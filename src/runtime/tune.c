@@ -294,7 +294,7 @@ static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut
                              int ri, int nr, int repeat, int warmup) {
   int budget = o && o->budget > 0 ? o->budget : 12;
   if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
-  plan_search_opts so = {rt_cpu_algo_mask()};
+  plan_search_opts so = {.algo_mask = rt_cpu_algo_mask(), .backend = "cpu"};
   plan_t *pts = ut_xcalloc((size_t)budget, sizeof *pts);
   plan_cost *costs = ut_xcalloc((size_t)budget, sizeof *costs);
   tuning t = {e, o, tr, NULL, NULL, 0, ri, nr, repeat, warmup};

@@ -80,10 +80,11 @@ for cmd, words in (("run", ["cuda", "--graphs", "gpu", "cu"]), ("bench", ["cuda"
                    ("compile", ["sm80", "sm90", "model.cu", "model_host.c"]), ("dump", ["gpu", "cu"])):
     p = harp(cmd, "--help")
     s.check(f"harp {cmd} --help names {words}", p.returncode == 0 and all(w in p.stdout for w in words), p.stdout[-400:])
-# a convolution of few output tiles over a long reduction (K = 128 * 9 >= 1024) goes to the
-# generic kernel, saying why (no split-K for convolutions: 1 template CTA would do all of it);
-# the same conv over 32 images fills 32 CTAs and stays on the template
-for n, want in ((1, "generic"), (32, "template")):
+# a convolution of few output tiles over a long reduction (K = 128 * 9 >= 1024): the Plan
+# splits K (splitk_serial or splitk_parallel, as the cost model says), no generic
+# kernel (issue 27; it used to go there); the same conv over 32 images stays on the template
+# too (split or not as the cost model says)
+for n, want in ((1, "template"), (32, "template")):
     f = os.path.join(tempfile.mkdtemp(), "late_conv.harp")
     with open(f, "w") as fh:
         fh.write(f"graph main(x: f16[{n}, 128, 7, 7], w: f16[64, 128, 3, 3]) -> (y: f16[{n}, 64, 7, 7]) {{\n"
@@ -93,9 +94,13 @@ for n, want in ((1, "generic"), (32, "template")):
     s.check(f"late conv n={n}: dump gpu", p.returncode == 0, p.stderr)
     if p.returncode == 0:
         g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
-        notes = [l.get("declined", "") for l in g["launches"]]
-        s.check(f"late conv n={n}: on the {want} kernel", g["launch_kinds"].get(want, 0) == 1 and
-                (want == "template" or any("few output tiles" in x for x in notes)), f"{g['launch_kinds']} {notes}")
+        conv = [k for k in g["kernels"] if k["kind"] == "mma_conv"]
+        split = conv[0]["plan"].get("splitk", 1) if conv else 0
+        s.check(f"late conv n={n}: on the {want} kernel{', split along K' if n == 1 else ''}",
+                g["launch_kinds"].get(want, 0) == 1 and not g["launch_kinds"].get("generic", 0) and
+                len(conv) == 1 and (split > 1 or n > 1) and
+                (n > 1 or conv[0]["plan"].get("algo_choice.matmul") in ("splitk_serial", "splitk_parallel")),
+                f"{g['launch_kinds']} {[k['plan'] for k in conv]}")
 
 # an fp32 attention is the fused template as TF32 (the default precision); with --precision
 # fp32 (strict) or fp16 no fused template takes it: two matmuls and a softmax, not one generic

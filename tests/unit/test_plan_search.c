@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "backend/cuda/cuda_plan.h"
+#include "harp/cpu.h"
 #include "harp/knobs.h"
 #include "plan_test_util.h"
 
@@ -263,13 +265,13 @@ static void test_enumerate_gemm(void **state) {
     for (int i = 0; i < 3; i++) assert_true(plan_equal(&few[i], &pts[i]));
     if (mi < 2) assert_true(algos[PLAN_ALGO_IMPLICIT_GEMM]);
     /* a backend without split-K restricts the space */
-    plan_search_opts only = {1u << PLAN_ALGO_IMPLICIT_GEMM};
+    plan_search_opts only = {.algo_mask = 1u << PLAN_ALGO_IMPLICIT_GEMM};
     assert_int_equal(plan_enumerate(&r, &ms[mi], &only, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
     assert_true(n >= 1);
     for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
     assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HARP_OK);
     assert_true(plan_equal(&d, &pts[0]));
-    plan_search_opts none = {1u << PLAN_ALGO_FFT_CONV};
+    plan_search_opts none = {.algo_mask = 1u << PLAN_ALGO_FFT_CONV};
     assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_E_UNSUPPORTED);
     harp_error_clear(&e);
   }
@@ -347,6 +349,8 @@ static void test_default_other_patterns(void **state) {
   all_machines(&r, p);
   for (int i = 0; i < 3; i++)
     assert_true(p[i].algo[PLAN_KEY_CONV] == PLAN_ALGO_IMPLICIT_GEMM || p[i].algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3);
+  /* ... but a plan a backend uses names a kernel it has (issue 27: the GPU
+   * default said winograd_3x3 while implicit GEMM ran): test_backend_defaults */
   r.conv_kh = r.conv_kw = 1; /* 1x1: no winograd */
   all_machines(&r, p);
   for (int i = 0; i < 3; i++) assert_int_equal(p[i].algo[PLAN_KEY_CONV], PLAN_ALGO_IMPLICIT_GEMM);
@@ -410,13 +414,59 @@ static void test_for_region(void **state) {
   assert_int_equal(plan_default(&bad, m, NULL, &out, &e), HARP_E_UNSUPPORTED);
 }
 
+/* The default plan each backend uses names an algorithm that backend runs:
+ * the CUDA target's (cuda_plan_algo_mask) reads through cuda_tune_from_plan,
+ * which refuses any conv algorithm but implicit_gemm, so a default that
+ * said winograd_3x3 while implicit GEMM ran fails here; so does a plan that
+ * is read while it names Winograd.  Shapes: fp16 3x3 convs of ResNet /
+ * VGG size (the cost model picks winograd_3x3 for some when unrestricted). */
+static void test_backend_defaults(void **state) {
+  (void)state;
+  static const int64_t shapes[][4] = {{8, 56, 64, 64}, {8, 14, 512, 512}, {32, 14, 256, 256}, {1, 7, 512, 512}};
+  plan_search_opts gpu = {.algo_mask = cuda_plan_algo_mask(), .backend = "cuda"};
+  plan_search_opts cpu = {.algo_mask = rt_cpu_algo_mask(), .backend = "cpu"};
+  plan_machine host = fixed_cpu();
+  int unrestricted_winograd = 0;
+  for (int i = 0; i < UT_ARRAY_LEN(shapes); i++) {
+    int64_t n = shapes[i][0], hw = shapes[i][1], c = shapes[i][2], oc = shapes[i][3];
+    plan_axis_info conv[] = {{"m", n * hw * hw, false, 0}, {"n", oc, false, 0}, {"k", c * 9, true, 0}};
+    plan_region_info r = region("conv3x3", PLAN_PAT_CONV, 3, conv);
+    r.conv_kh = r.conv_kw = 3;
+    for (int a = 0; a < 2; a++) {
+      const plan_machine *m = plan_machine_gpu(a ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80);
+      plan_t p, any;
+      harp_error e = {0};
+      cuda_tune t;
+      assert_int_equal(plan_default(&r, m, &gpu, &p, &e), HARP_OK);
+      assert_int_equal(p.algo[PLAN_KEY_CONV], PLAN_ALGO_IMPLICIT_GEMM);
+      assert_int_equal(cuda_tune_from_plan(&e, &p, plan_splitk_factor(&p, &r, m, &(plan_resources){0}), &t), HARP_OK);
+      assert_int_equal(plan_default(&r, m, NULL, &any, &e), HARP_OK);
+      bool wino = any.algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3;
+      unrestricted_winograd += wino;
+      /* the reader refuses what it cannot run instead of running implicit GEMM under its name */
+      assert_int_equal(cuda_tune_from_plan(&e, &any, 1, &t) == HARP_OK, !wino);
+      harp_error_clear(&e);
+      /* a --plan naming Winograd on the CUDA backend: a located Unsupported */
+      plan_t ov;
+      parse_ok("split m 128; split n 64; split k 32; algo_choice conv winograd_3x3", a ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &ov);
+      assert_int_equal(plan_for_region(&r, m, &gpu, &ov, NULL, &p, &e), HARP_E_UNSUPPORTED);
+      assert_non_null(strstr(e.msg, "winograd_3x3 is not implemented on the cuda backend"));
+    }
+    plan_t p;
+    harp_error e = {0};
+    assert_int_equal(plan_default(&r, &host, &cpu, &p, &e), HARP_OK);
+    assert_int_equal(p.algo[PLAN_KEY_CONV], PLAN_ALGO_IMPLICIT_GEMM);
+  }
+  assert_true(unrestricted_winograd > 0); /* the restriction is what keeps Winograd out */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpu_machines),   cmocka_unit_test(test_cpu_detection),
       cmocka_unit_test(test_gemm_view),      cmocka_unit_test(test_default_gemm),
       cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm),
       cmocka_unit_test(test_default_splitk),
-      cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_for_region),
+      cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_backend_defaults), cmocka_unit_test(test_for_region),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -495,6 +495,11 @@ harp_status cuda_gen_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s
  * template's defaults)?  Else false and why (nullable) says what it refuses. */
 bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap);
 harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
+/* The finishing pass of conv s split along K as splitk_parallel
+ * (tune.splitk > 1, kind ATOMIC): reads the fp32 workspace ws
+ * [image*group][OC/G][OH*OW] the split conv added into (y fp32, no
+ * epilogue), applies s's epilogue and stores y.  Parameters: ws, y, ep0.. */
+harp_status cuda_gen_conv_finish(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
 harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name);
 harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name);
 harp_status cuda_gen_reduce(harp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name);

@@ -861,7 +861,9 @@ bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow) {
   return true;
 }
 
-harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
+/* The checks of conv spec s (both the conv kernel and its finishing pass);
+ * *oh, *ow its output size. */
+static harp_status conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name, int64_t *oh_, int64_t *ow_) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return ut_fail(e, HARP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
@@ -875,13 +877,21 @@ harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s
   if (s->c % s->groups || s->oc % s->groups)
     return ut_fail(e, HARP_E_INVALID_ARG, name, "groups %lld does not divide channels %lld / %lld", (long long)s->groups,
                    (long long)s->c, (long long)s->oc);
-  int64_t oh, ow;
-  if (!cuda_conv_out_hw(s, &oh, &ow)) return ut_fail(e, HARP_E_INVALID_ARG, name, "the conv window does not fit the input");
+  if (!cuda_conv_out_hw(s, oh_, ow_)) return ut_fail(e, HARP_E_INVALID_ARG, name, "the conv window does not fit the input");
   if (check_ab_dtypes(e, name, s->w_dtype, s->x_dtype, s->y_dtype, s->math)) return e->code;
   if (check_epi(e, name, s->epi, s->n_epi)) return e->code;
-  int64_t cg = s->c / s->groups, ocg = s->oc / s->groups, K = cg * s->kh * s->kw, N = oh * ow;
+  int64_t cg = s->c / s->groups, K = cg * s->kh * s->kw, N = *oh_ * *ow_;
   if (s->n * s->c * s->h * s->w > ((int64_t)1 << 40) || K > INT32_MAX / 2 || N > INT32_MAX / 2)
     return ut_fail(e, HARP_E_LIMIT, name, "conv too large");
+  return HARP_OK;
+}
+
+/* The MMA problem of conv spec s (checked; output oh x ow): per (image,
+ * group) the GEMM [OC/G x OH*OW] over C/G*KH*KW, B gathered through the
+ * window (a 1x1 stride-1 unpadded conv reads the input as it is). */
+static harp_status conv_prob(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name, int64_t oh, int64_t ow,
+                             cuda_mma_prob *pp, bool *pointwise_) {
+  int64_t cg = s->c / s->groups, ocg = s->oc / s->groups, K = cg * s->kh * s->kw, N = oh * ow;
   cuda_mma_prob p;
   memset(&p, 0, sizeof p);
   p.kind = "mma_conv";
@@ -930,6 +940,16 @@ harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.tune = s->tune;
   cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype, p.mode);
+  *pp = p;
+  *pointwise_ = pointwise;
+  return HARP_OK;
+}
+
+harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
+  int64_t oh, ow;
+  cuda_mma_prob p;
+  bool pointwise;
+  if (conv_checks(e, m, s, name, &oh, &ow) || conv_prob(e, m, s, name, oh, ow, &p, &pointwise)) return e->code;
   harp_status st = cuda_mma_emit(e, m, &p, name);
   if (st == HARP_OK) {
     cuda_kernel *k = m->k[m->n - 1];
@@ -937,4 +957,17 @@ harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s
     cuda_meta_str(k, "B_gather", pointwise ? "dense (1x1)" : "conv access map, pad -> zero fill");
   }
   return st;
+}
+
+harp_status cuda_gen_conv_finish(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name) {
+  if (s->tune.splitk <= 1 || s->tune.splitk_kind != CUDA_SPLITK_ATOMIC)
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "a conv's finishing pass is for splitk_parallel");
+  cuda_conv_spec f = *s;
+  f.tune.arch = CUDA_SM80;
+  f.tune.splitk = 0;
+  int64_t oh, ow;
+  cuda_mma_prob p;
+  bool pointwise;
+  if (conv_checks(e, m, &f, name, &oh, &ow) || conv_prob(e, m, &f, name, oh, ow, &p, &pointwise)) return e->code;
+  return mma_emit_finish(e, m, &p, 1, name);
 }

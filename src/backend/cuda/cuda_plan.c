@@ -39,6 +39,11 @@ harp_status cuda_tune_from_plan(harp_error *e, const plan_t *p, int splitk_facto
   return HARP_OK;
 }
 
+unsigned cuda_plan_algo_mask(void) {
+  return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_SPLITK_SERIAL | 1u << PLAN_ALGO_SPLITK_PARALLEL |
+         1u << PLAN_ALGO_SPLITK_REDUCE | 1u << PLAN_ALGO_STREAMING_SOFTMAX_2PASS | 1u << PLAN_ALGO_ONLINE_SOFTMAX;
+}
+
 bool cuda_attn_online_from_plan(const plan_t *p) { return p->algo[PLAN_KEY_ATTENTION] == PLAN_ALGO_ONLINE_SOFTMAX; }
 
 harp_status cuda_epi_from_plan(harp_error *e, plan_epi op, bool per_row_bias, tiny_dtype dtype, cuda_epi *out) {

@@ -10,6 +10,11 @@
  * CUDA_SPLITK_ATOMIC, splitk_reduce -> REDUCE, splitk_serial -> SERIAL).
  * Unsupported for algorithms the GPU templates lack (winograd, fft). */
 harp_status cuda_tune_from_plan(harp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out);
+/* The algorithms the CUDA templates implement (plan_search_opts.algo_mask):
+ * implicit_gemm, the three split-K forms, both attention softmaxes.
+ * winograd_3x3 and fft_conv have no GPU kernel: the default plan never
+ * chooses them and a --plan naming one is a located Unsupported error. */
+unsigned cuda_plan_algo_mask(void);
 /* algo_choice.attention = online_softmax (else streaming_softmax_2pass). */
 bool cuda_attn_online_from_plan(const plan_t *p);
 /* One plan epilogue op; bias is per row (conv: per output channel) or per

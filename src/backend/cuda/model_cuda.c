@@ -98,7 +98,7 @@ static harp_status drop_dead_regions(harp_error *e, cuda_model_tu *t) {
 }
 
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
-                           const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
+                           const tiny_symtab *syms, cuda_arch arch, struct rt_plan_choice *plans,
                            cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out) {
   *out = NULL;
   cuda_model_tu *t = ut_xcalloc(1, sizeof *t);

@@ -7,9 +7,11 @@
  *   1. contraction regions on the MMA templates: matmul -> cuda_gen_gemm
  *      (the SM90 TMA/wgmma branch when the Plan's arch is sm90 and the shape
  *      fits it, else SM80; A copied into scratch first when its reduced
- *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM; not
- *      depthwise, nor a few output tiles over a long reduction),
- *      attention -> cuda_gen_attn (strided q/k/v/out, K and V of one dtype);
+ *      dimensions do not fold), conv -> cuda_gen_conv (implicit GEMM, split
+ *      along K when the Plan says; not depthwise), attention ->
+ *      cuda_gen_attn (strided q/k/v/out, K and V of one dtype); each reads
+ *      its region's Plan and marks it applied, or says why not (a --plan
+ *      override a template cannot follow is a located error);
  *   2. other regions the simple kernels cover, each tried in turn: softmax
  *      and layernorm over the last axis, a single reduction, an elementwise
  *      chain;
@@ -92,6 +94,9 @@ static harp_status try_gen(cuda_rctx *c, gen_fn fn, const void *spec, const char
 static harp_status gen_gemm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
 static harp_status gen_finish(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
 static harp_status gen_conv(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_conv(e, m, s, n); }
+static harp_status gen_conv_finish(harp_error *e, cuda_module *m, const void *s, const char *n) {
+  return cuda_gen_conv_finish(e, m, s, n);
+}
 static harp_status gen_attn(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
 static harp_status gen_ew(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_ewise(e, m, s, n); }
 static harp_status gen_red(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_reduce(e, m, s, n); }
@@ -126,24 +131,62 @@ static int plan_tile(const plan_t *p, const plan_region_info *ri, int axis) {
   return 0;
 }
 
-/* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
- * view; split-K slices as plan_splitk_factor counts them on the Plan's
- * machine); false when there is none or it is not a GPU plan. */
-/* The plan of Function kernel r: the --plan override (c->plans), else the
- * region's own; NULL when it has none. */
+/* The plan of Function kernel r: its region's choice (c->plans: the
+ * --plan override or the cost model's default), else the region's own;
+ * NULL when it has none. */
 static const plan_t *plan_of(const cuda_rctx *c, int r, const rg_info *info) {
   const rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
   return ch && ch->has_plan ? &ch->plan : info && info->has_plan ? &info->plan : NULL;
 }
 
-static bool plan_tune(const cuda_rctx *c, int r, const rg_info *info, cuda_tune *t) {
+/* Region r's plan choice (NULL: the caller passed none). */
+static rt_plan_choice *choice_of(const cuda_rctx *c, int r) {
+  return c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+}
+
+/* Record in plan.json whether region r's kernel follows its plan, with
+ * a note (NULL: none) of what it does not take or why. */
+static void plan_mark(cuda_rctx *c, int r, bool applied, const char *note) {
+  rt_plan_choice *ch = choice_of(c, r);
+  if (!ch || !ch->has_plan) return;
+  ch->applied = applied;
+  ch->fallback = !applied;
+  snprintf(ch->note, sizeof ch->note, "%s", note ? note : "");
+}
+
+/* A plan the template cannot follow (why): a --plan override is an error
+ * located at its region; the cost model's own plan falls back to the
+ * template's defaults, marked not applied with why. */
+static harp_status plan_refused(cuda_rctx *c, int r, const char *why, const char *instead) {
+  rt_plan_choice *ch = choice_of(c, r);
+  const char *rn = c->f->part->regions[c->f->kernels[r].region].name;
+  if (ch && ch->has_plan && ch->source == RT_PLAN_OVERRIDE)
+    return ut_fail(c->e, HARP_E_UNSUPPORTED, rn, "--plan for region '%s' cannot run on the CUDA templates: %s", rn,
+                   why ? why : "refused");
+  ut_str t;
+  ut_str_init(&t);
+  ut_str_printf(&t, "%s; %s", why ? why : "refused", instead);
+  plan_mark(c, r, false, t.buf ? t.buf : why);
+  ut_str_free(&t);
+  return HARP_OK;
+}
+
+/* The region's Plan as a tuning (tiles by axis name: M, N, K of the GEMM
+ * view; split-K slices as plan_splitk_factor counts them on the Plan's
+ * machine); false when there is none, it is not a GPU plan, or the
+ * templates cannot read it (refused: *st, an override's error). */
+static bool plan_tune(cuda_rctx *c, int r, const rg_info *info, cuda_tune *t, harp_status *st) {
   const plan_t *p = plan_of(c, r, info);
+  *st = HARP_OK;
   if (!info || !p || !plan_arch_is_gpu(p->arch)) return false;
   harp_error e2 = {0};
   plan_resources res;
   const plan_machine *pm = plan_machine_gpu(p->arch);
   plan_resources_of(p, pm, &info->plan_info, &res);
-  if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) return false;
+  if (cuda_tune_from_plan(&e2, p, plan_splitk_factor(p, &info->plan_info, pm, &res), t)) { /* e.g. an algorithm with no kernel */
+    *st = plan_refused(c, r, fmt_note(c, "%s", e2.msg), "the template's defaults ran");
+    return false;
+  }
   t->persistent = plan_persistent(p, &info->plan_info, pm, &res);
   plan_gemm_view gv;
   if (plan_region_gemm_view(&info->plan_info, &gv, NULL) == HARP_OK) {
@@ -176,6 +219,34 @@ static harp_status add_launch(cuda_rctx *c, int r, const cuda_kernel *k, const n
   *ok = bind(l, k, na, n);
   if (!*ok) c->nlaunch--;
   return HARP_OK;
+}
+
+/* The launches of a split-K form (n0, l0: the module's kernels and the
+ * launches before it, restored on a failure): k[0] (NULL: none) zeroes
+ * `out` = flags (serial) or ws; the split kernel k[1] reads io, its C
+ * (io[2]) replaced by ws unless serial, plus ws and flags; the finishing
+ * pass k[2] (NULL: none) reads ws, C, ep0..  *ok false (*why) when an
+ * argument breaks its parameter's alignment. */
+static harp_status splitk_launches(cuda_rctx *c, int r, int n0, int l0, bool serial, cuda_arg ws, cuda_arg flags,
+                                   const cuda_kernel *const k[3], const named_arg *io, int nio, bool *ok, const char **why) {
+  named_arg na[3 + CT_MAX_EPI + 2], fa[2 + CT_MAX_EPI];
+  int n = 0, m = 0;
+  for (int i = 0; i < nio; i++) na[n++] = io[i];
+  if (!serial) na[2].arg = ws; /* "C" / "y" of the split kernel */
+  na[n++] = (named_arg){"ws", ws};
+  na[n++] = (named_arg){"flags", flags};
+  fa[m++] = (named_arg){"ws", ws};
+  for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* C, ep0.. */
+  named_arg zo = {"out", serial ? flags : ws};
+  *ok = true;
+  harp_status st = k[0] ? add_launch(c, r, k[0], &zo, 1, ok) : HARP_OK;
+  if (!st && *ok) st = add_launch(c, r, k[1], na, n, ok);
+  if (!st && *ok && k[2]) st = add_launch(c, r, k[2], fa, m, ok);
+  if (st || !*ok) {
+    c->mod->n = n0, c->nlaunch = l0;
+    if (!*ok) *why = "an operand's element offset breaks the template's alignment";
+  }
+  return st;
 }
 
 /* Split-K from the Plan (s->tune.splitk > 1).  In the scratch area after A's
@@ -222,29 +293,10 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
     return HARP_OK;
   }
   /* launches: zero, GEMM, finish */
-  named_arg na[3 + CT_MAX_EPI + 2];
-  int n = 0;
-  for (int i = 0; i < nio; i++) na[n++] = io[i];
-  if (kind != CUDA_SPLITK_SERIAL) na[2].arg = ws; /* "C" of the GEMM */
-  na[n++] = (named_arg){"ws", ws};
-  na[n++] = (named_arg){"flags", flags};
-  named_arg zo = {"out", kind == CUDA_SPLITK_SERIAL ? flags : ws};
   bool ok = true;
-  harp_status st = HARP_OK;
-  if (zk) st = add_launch(c, r, zk, &zo, 1, &ok);
-  if (!st && ok) st = add_launch(c, r, gk, na, n, &ok);
-  if (!st && ok && fk) {
-    named_arg fa[1 + 1 + CT_MAX_EPI];
-    int m = 0;
-    fa[m++] = (named_arg){"ws", ws};
-    for (int i = 2; i < nio; i++) fa[m++] = io[i]; /* C, ep0.. */
-    st = add_launch(c, r, fk, fa, m, &ok);
-  }
-  if (st || !ok) {
-    c->mod->n = n0, c->nlaunch = l0;
-    if (!ok) *why = "an operand's element offset breaks the template's alignment";
-    return st;
-  }
+  harp_status st = splitk_launches(c, r, n0, l0, kind == CUDA_SPLITK_SERIAL, ws, flags, (const cuda_kernel *[]){zk, gk, fk},
+                                   io, nio, &ok, why);
+  if (st || !ok) return st;
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   cuda_kernel *k = c->mod->k[n0];
   cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);
@@ -325,6 +377,29 @@ static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, cuda_a
   return HARP_OK;
 }
 
+/* The GEMM kernel k's metadata: its region, how it read the plan (text),
+ * what happened to A. */
+static void gemm_meta(cuda_rctx *c, int r, cuda_kernel *k, const ct_gemm *gm, const char *text) {
+  cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
+  cuda_meta_str(k, "schedule_plan", text);
+  if (gm->nrep)
+    cuda_meta_str(k, "A", gm->a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
+                                                   : "repacked into scratch (its reduced dimensions do not fold)");
+}
+
+/* plan_tune for a GEMM of operand dtype ab: an fp32 SM90 plan's BK counts
+ * 16-bit elements of the 128-byte TMA atom, so the template takes its own
+ * (*note says so). */
+static bool gemm_plan_tune(cuda_rctx *c, int r, const rg_info *info, tiny_dtype ab, cuda_tune *t, const char **note,
+                           harp_status *st) {
+  bool has = plan_tune(c, r, info, t, st);
+  if (has && ab == TINY_FP32 && t->arch == CUDA_SM90) {
+    t->bk = 0;
+    *note = "fp32 on SM90: BK is the 128-byte TMA row (32 fp32), the plan's BK counts 16-bit elements";
+  }
+  return has;
+}
+
 static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
@@ -359,9 +434,13 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   int npre = c->mod->n - n0; /* the copies of A and B before the GEMM */
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
-  bool has_plan = plan_tune(c, r, info, &pt);
-  if (has_plan && s.a_dtype == TINY_FP32 && pt.arch == CUDA_SM90)
-    pt.bk = 0; /* the plan counts BK in 16-bit elements of the 128-byte TMA atom: the template's own for fp32 */
+  harp_status tst;
+  const char *pnote = NULL; /* what of the plan the template reads its own way */
+  bool has_plan = gemm_plan_tune(c, r, info, s.a_dtype, &pt, &pnote, &tst);
+  if (tst) {
+    c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
+    return tst;
+  }
   const char *refused = NULL;
   harp_status st = HARP_E_UNSUPPORTED;
   named_arg na[3 + CT_MAX_EPI];
@@ -379,21 +458,31 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
       if (st2) return st2;
     }
     if (sdone) {
-      cuda_kernel *k = c->mod->k[n0 + npre];
-      cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
-      cuda_meta_str(k, "schedule_plan", "tiles, stages, warp tile, vector width and split-K from the Plan");
-      if (gm.nrep) cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
-                                                                 : "repacked into scratch (its reduced dimensions do not fold)");
+      gemm_meta(c, r, c->mod->k[n0 + npre], &gm, "tiles, stages, warp tile, vector width and split-K from the Plan");
       if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
+      plan_mark(c, r, true, pnote);
       *done = true;
       return HARP_OK;
     }
+    harp_status pst = plan_refused(c, r, fmt_note(c, "its split-K: %s", refused ? refused : "refused"), "run without split-K");
+    if (pst) {
+      c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
+      return pst;
+    }
     pt.splitk = 0; /* refused: the same plan without split-K */
   }
+  bool split_refused = has_plan && refused; /* the split-K above: marked already */
   if (has_plan) {
     s.tune = pt;
     if (pt.arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s.tune.arch = CUDA_SM80;
+    refused = NULL;
     st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), &refused);
+    if (st && (st = plan_refused(c, r, refused, "the template's own tiles ran")) != HARP_OK) {
+      c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
+      return st;
+    }
+    if (!refused && !split_refused) plan_mark(c, r, true, pnote);
+    st = refused ? HARP_E_UNSUPPORTED : HARP_OK;
   }
   if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
     cuda_tune_default(&s.tune, CUDA_SM90);
@@ -412,16 +501,13 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
     c->nlaunch = l0, c->packed_bytes = p0;
+    plan_mark(c, r, false, *why);
     return HARP_OK;
   }
-  cuda_kernel *k = c->mod->k[c->mod->n - 1];
-  cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
-  cuda_meta_str(k, "schedule_plan", !has_plan ? "none: the template's defaults"
-                                    : refused ? fmt_note(c, "%s; the template's defaults", refused)
-                                              : "tiles, stages, warp tile, vector width from the Plan");
-  if (gm.nrep)
-    cuda_meta_str(k, "A", gm.a_round != TINY_FP32 ? "copied into scratch, rounded as the program casts it"
-                                                  : "repacked into scratch (its reduced dimensions do not fold)");
+  gemm_meta(c, r, c->mod->k[c->mod->n - 1], &gm,
+            !has_plan ? "none: the template's defaults"
+            : refused ? fmt_note(c, "%s; the template's defaults", refused)
+                      : "tiles, stages, warp tile, vector width from the Plan");
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HARP_OK;
@@ -439,41 +525,160 @@ static void conv_spec(const ct_conv *cv, cuda_conv_spec *s) {
   cuda_tune_default(&s->tune, CUDA_SM80);
 }
 
-/* The conv template's output tiles (CTAs) for cv, -1 when the window does
- * not fit (the kernel layer's conv_tiles: a few tiles over a long
- * reduction leave most SMs idle, and there is no split-K for convolutions
- * yet, so the generic kernel, a thread per output, is faster there: H100,
- * ResNet-18 batch 1 in fp16, a 3x3 512->512 conv on 7x7 took 0.23 ms as 8
- * template CTAs, about 0.06 ms generic). */
-static int64_t conv_tiles(const ct_conv *cv) {
-  cuda_conv_spec s;
-  conv_spec(cv, &s);
-  int64_t coh, cow;
-  if (!cuda_conv_out_hw(&s, &coh, &cow)) return -1;
-  cuda_tune t = s.tune;
-  int64_t G = cv->groups > 0 ? cv->groups : 1, ocg = cv->oc / G;
-  cuda_tune_fill_mma(&t, ocg, coh * cow, s.y_dtype, CUDA_MM_MMA16);
-  return (ocg + t.bm - 1) / t.bm * ((coh * cow + t.bn - 1) / t.bn) * cv->n * G;
+/* The region's Plan as the conv template's tuning (*t; false: no plan).
+ * The Plan sees a conv as the GEMM [pixels x OC x C*KH*KW] (region
+ * formation: M the input's axes, N the filter's), the template as [OC x
+ * pixels] per (image, group): M and N trade places, and so do their tiles,
+ * warp tiles and raster order.  An SM90 plan runs on the SM80 template
+ * (implicit GEMM has no TMA form): its warpgroup tile is not a warp tile
+ * there, and an fp32 BK counts 16-bit elements (*note says so). */
+static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg, tiny_dtype dt, cuda_tune *t,
+                           const char **note, harp_status *st) {
+  *note = NULL;
+  if (!plan_tune(c, r, info, t, st)) return false;
+  plan_gemm_view gv;
+  bool swap = !(plan_region_gemm_view(&info->plan_info, &gv, NULL) == HARP_OK && gv.M == ocg && gv.N != ocg);
+  if (swap) {
+    int bm = t->bm, wm = t->warp_m;
+    t->bm = t->bn, t->bn = bm;
+    t->warp_m = t->warp_n, t->warp_n = wm;
+    t->raster_m_x = !t->raster_m_x;
+  }
+  if (t->arch == CUDA_SM90) {
+    t->warp_m = t->warp_n = 0;
+    if (dt == TINY_FP32) t->bk = 0;
+    *note = dt == TINY_FP32 ? "an sm90 plan on the SM80 conv template: the template's own warp tile and fp32 BK"
+                            : "an sm90 plan on the SM80 conv template: the template's own warp tile";
+  }
+  t->arch = CUDA_SM80;
+  t->persistent = false;
+  return true;
 }
 
+/* Split-K of conv s (s->tune.splitk > 1) through an fp32 workspace
+ * [image*group][OC/G][pixels] in scratch:
+ *   splitk_serial    a flag per output tile after it, zeroed first; slices
+ *                    add up in order through it, the last runs the epilogue
+ *   splitk_parallel  the workspace zeroed; slices add with fp32 atomics;
+ *                    the finishing pass (cuda_gen_conv_finish) applies the
+ *                    epilogue and stores y
+ * (splitk_reduce: refused, *why).  *done false (module and launches as
+ * before) when a kernel refuses (*why). */
+static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *done,
+                               const char **why) {
+  int n0 = c->mod->n, l0 = c->nlaunch;
+  bool serial = s->tune.splitk_kind == CUDA_SPLITK_SERIAL;
+  *done = false;
+  if (!serial && s->tune.splitk_kind != CUDA_SPLITK_ATOMIC) {
+    *why = "a convolution splits K as splitk_serial or splitk_parallel on the GPU (no per-slice partials form)";
+    return HARP_OK;
+  }
+  cuda_conv_spec g = *s; /* the split conv: into the workspace, no epilogue, unless serial */
+  if (!serial) g.y_dtype = TINY_FP32, g.n_epi = 0;
+  if (try_gen(c, gen_conv, &g, kname(c, r, "conv"), why)) return HARP_OK;
+  const cuda_kernel *ck = c->mod->k[c->mod->n - 1], *fk = NULL;
+  if (!serial && !try_gen(c, gen_conv_finish, s, kname(c, r, "splitk_finish"), why)) fk = c->mod->k[c->mod->n - 1];
+  if (!serial && !fk) {
+    c->mod->n = n0;
+    return HARP_OK;
+  }
+  int64_t oh = 1, ow = 1, G = s->groups > 0 ? s->groups : 1;
+  cuda_conv_out_hw(s, &oh, &ow);
+  int64_t nz = s->n * G, ws_words = nz * (s->oc / G) * oh * ow, flag_words = ck->grid[0] * ck->grid[1] * nz;
+  harp_error e2 = {0};
+  if (cuda_gen_zero(&e2, c->mod, serial ? flag_words : ws_words, kname(c, r, "splitk_zero")) != HARP_OK) {
+    c->mod->n = n0;
+    *why = fmt_note(c, "the zero kernel refused: %s", e2.msg);
+    return HARP_OK;
+  }
+  const cuda_kernel *zk = c->mod->k[c->mod->n - 1];
+  cuda_arg ws = {CUDA_ARG_SCRATCH, -1, 0}, flags = {CUDA_ARG_SCRATCH, -1, up256(ws_words * 4)};
+  bool ok = true;
+  harp_status st = splitk_launches(c, r, n0, l0, serial, ws, flags, (const cuda_kernel *[]){zk, ck, fk}, io, nio, &ok, why);
+  if (st || !ok) return st;
+  int64_t end = serial ? flags.offset + up256(flag_words * 4) : up256(ws_words * 4);
+  if (end > c->scratch_bytes) c->scratch_bytes = end;
+  cuda_meta_int(c->mod->k[n0], "splitk_workspace_bytes", end);
+  *done = true;
+  return HARP_OK;
+}
+
+/* The conv kernel of spec s, its launch on io (*ok: bound). */
+static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *ok,
+                               const char **why) {
+  int n0 = c->mod->n;
+  *ok = false;
+  if (s->tune.splitk > 1) return conv_splitk(c, r, s, io, nio, ok, why);
+  if (try_gen(c, gen_conv, s, kname(c, r, "conv"), why)) return HARP_OK;
+  return launch_last(c, r, n0, io, nio, ok, why);
+}
+
+/* A conv on the implicit-GEMM template: the region's Plan (tiles, stages,
+ * warp tile, raster, vector width, split-K), else -- the cost model's plan
+ * refused, with a note -- the template's defaults. */
 static harp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, const char **why) {
   const ct_conv cv = *read;
+  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_conv_spec s;
   conv_spec(&cv, &s);
   s.n_epi = cv.nepi;
   for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
   s.math = c->math;
-  int n0 = c->mod->n;
-  if (try_gen(c, gen_conv, &s, kname(c, r, "conv"), why)) return HARP_OK;
   named_arg na[3 + CT_MAX_EPI] = {{"x", targ(c, r, &cv.X)}, {"w", targ(c, r, &cv.W)}, {"y", targ(c, r, &cv.Y)}};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, cv.epi, cv.nepi, na + 3, epn);
-  bool ok = false;
-  harp_status st = launch_last(c, r, n0, na, 3 + cv.nepi, &ok, why);
+  int64_t G = cv.groups > 0 ? cv.groups : 1;
+  int n0 = c->mod->n;
+  cuda_tune pt;
+  const char *pnote = NULL, *refused = NULL;
+  harp_status st = HARP_OK;
+  bool has_plan = conv_plan_tune(c, r, info, cv.oc / G, cv.W.dtype, &pt, &pnote, &st);
   if (st) return st;
-  if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
+  bool ok = false;
+  if (has_plan) {
+    s.tune = pt;
+    if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, &refused))) return st;
+    if (!ok && (st = plan_refused(c, r, refused, "the template's own tiles ran"))) return st;
+    if (ok) plan_mark(c, r, true, pnote);
+  }
+  if (!ok) {
+    conv_spec(&cv, &s);
+    s.n_epi = cv.nepi;
+    for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
+    s.math = c->math;
+    if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, why))) return st;
+  }
+  if (ok) { /* the conv kernel comes first (a split-K zero kernel after it) */
+    cuda_kernel *k = c->mod->k[n0];
+    cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
+    cuda_meta_str(k, "schedule_plan", !has_plan ? "none: the template's defaults"
+                                      : refused ? fmt_note(c, "%s; the template's defaults", refused)
+                                                : "tiles, stages, warp tile, raster, vector width and split-K from the Plan");
+  }
   *done = ok;
   return HARP_OK;
+}
+
+/* The attention template's tiles from plan p on region ri (*bm query rows,
+ * *bn keys; 0: none given); false (*why) when p asks for what the template
+ * does not have: 64 query rows (4 warps of 16), a key tile of 16..128 in
+ * steps of 16, each warp 16 rows across it, a 2-stage K/V ring. */
+static bool attn_plan_tiles(const plan_t *p, const plan_region_info *ri, int *bm, int *bn, const char **why) {
+  plan_gemm_view gv;
+  *bm = *bn = 0;
+  if (plan_region_gemm_view(ri, &gv, NULL) != HARP_OK) return true;
+  int m = plan_tile(p, ri, gv.m), n = plan_tile(p, ri, gv.n), wm = p->arch == PLAN_ARCH_SM90 ? 64 : 16;
+  if (m && m != 64) *why = "the attention template's query tile is 64 rows (4 warps x 16)";
+  else if (n && (n % 16 || n < 16 || n > 128)) *why = "the attention template's key tile is 16..128, a multiple of 16";
+  else if (p->stages && p->stages != 2) *why = "the attention template streams K and V through a 2-stage ring";
+  else if (p->warp_m && p->pos.warp_tile.line > 0 && (p->warp_m != wm || (n && p->warp_n != n))) /* written, not defaulted */
+    *why = p->arch == PLAN_ARCH_SM90 ? "the attention template's 4 warps hold 64 query rows across the whole key tile (warp_tile 64xBN)"
+                                     : "each attention warp holds 16 query rows across the whole key tile (warp_tile 16xBN)";
+  else {
+    *bm = m, *bn = n;
+    return true;
+  }
+  return false;
 }
 
 static harp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done, const char **why) {
@@ -497,8 +702,15 @@ static harp_status print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *do
   s.online = pl && cuda_attn_online_from_plan(pl);
   s.math = c->math;
   cuda_tune_default(&s.tune, c->mod->arch);
+  const char *pwhy = NULL;
+  if (pl && info && attn_plan_tiles(pl, &info->plan_info, &s.bm, &s.bn, &pwhy) == false) {
+    harp_status pst = plan_refused(c, r, pwhy, "the template's own tiles ran (the algorithm is the plan's)");
+    if (pst) return pst;
+    s.bm = s.bn = 0;
+  }
   int n0 = c->mod->n;
   if (try_gen(c, gen_attn, &s, kname(c, r, "attn"), why)) return HARP_OK;
+  if (pl && !pwhy) plan_mark(c, r, true, "the head dim in one step (D <= 256; the plan's K tile is not read)");
   named_arg na[] = {{"q", targ(c, r, &at.q)}, {"k", targ(c, r, &at.k)}, {"v", targ(c, r, &at.v)},
                     {"mask", at.has_mask ? targ(c, r, &at.mask) : (cuda_arg){CUDA_ARG_NULL, -1, 0}},
                     {"out", targ(c, r, &at.out)}};
@@ -624,9 +836,9 @@ static const kn_target gpu_target = {
     .attn_same_kv_dtype = true,
     /* one input channel per group: an MMA of K = kh*kw wastes the tensor cores */
     .conv_depthwise = false,
-    .conv_few_tiles = 32,
-    .conv_long_k = 1024,
-    .conv_tiles = conv_tiles,
+    /* few output tiles over a long reduction: the Plan splits K (the cost
+     * model chooses splitk_serial there), no longer the generic kernel */
+    .conv_few_tiles = 0,
     .ewise = {CUDA_MAX_RANK, CUDA_MAX_EW_IN, CUDA_MAX_EW_INSTR, ew_op_ok},
 };
 

@@ -62,7 +62,7 @@ typedef struct cuda_rctx {
   int nlaunch, caplaunch;
   int64_t scratch_bytes; /* the most one launch uses */
   int64_t packed_bytes;  /* the packed area so far (each pack 256-byte aligned) */
-  const struct rt_plan_choice *plans; /* per region, or NULL: the regions' own plans */
+  struct rt_plan_choice *plans; /* per region, or NULL: the regions' own plans; the kernels set applied / note */
   cuda_math math;         /* how fp32 contractions compute (rt_gpu_opts.precision) */
   int nattn_generic;      /* attention regions no template took (generic kernels) */
   const struct rt_knobs *knobs; /* NULL: the defaults */
@@ -103,13 +103,14 @@ typedef struct cuda_model_tu {
 
 /* Build the GPU translation unit of Function f (formed from g with Poly-View pv). */
 /* plans (nullable): per region of f's partition, the plan to read instead of
- * the region's default (harp/tune.h rt_plans_choose: --plan overrides);
+ * the region's default (harp/tune.h rt_plans_choose); the template kernels
+ * set each one's applied and note;
  * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16);
  * knobs (nullable: the defaults): no_templates, no_dedup, no_coalesce. */
 struct rt_plan_choice;
 struct rt_knobs;
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
-                           const tiny_symtab *syms, cuda_arch arch, const struct rt_plan_choice *plans,
+                           const tiny_symtab *syms, cuda_arch arch, struct rt_plan_choice *plans,
                            cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* Kernels that are the same code and launch config compiled once: the
