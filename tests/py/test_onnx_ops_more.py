@@ -214,6 +214,14 @@ if code is not None:
 check("ConvTranspose groups dilations, stride 1", [mk("ConvTranspose", ["x", "w"], ["g"], strides=[2, 1], group=2, dilations=[1, 2]),
                                                    mk("ConvTranspose", ["x", "w"], ["s1"], pads=[1, 1, 1, 1])],
       {"x": rand(1, 4, 5, 5)}, ["g", "s1"], inits={"w": rand(4, 3, 3, 2)})
+# kernel == stride: a 1x1 conv and a depth-to-space (onnx_ops_more.c, transpose_subpixel): groups,
+# a non-square kernel, pads cut from both ends, bias, odd sizes
+check("ConvTranspose kernel = stride (sub-pixel)",
+             [mk("ConvTranspose", ["x", "w", "b"], ["sp"], strides=[2, 3], kernel_shape=[2, 3]),
+              mk("ConvTranspose", ["x", "wg"], ["spg"], strides=[2, 2], group=2, pads=[1, 0, 0, 1]),
+              mk("ConvTranspose", ["x", "w1"], ["sp1"], strides=[1, 3])],
+             {"x": rand(2, 4, 5, 7)}, ["sp", "spg", "sp1"],
+             inits={"w": rand(4, 3, 2, 3), "b": rand(3), "wg": rand(4, 3, 2, 2), "w1": rand(4, 5, 1, 3)})
 
 # ---- FLOOR / CEIL / ROUND in the CUDA translation unit, on the CPU SIMT simulator -----------
 try:
