@@ -92,16 +92,16 @@ void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, in
   cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_bfcv(Ap + ir * kc, kc, %d);\n}\n", (long)span, mr, mr);
 }
 
-/* $P_ilv(vc, task, tid): a pool task, plane `task` of nplanes of the
- * interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
+/* $P_ilv(vc, task, tid): a pool task (vc a `ctx` with fields X and B),
+ * plane `task` of nplanes of the interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
  * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
  * elements of xdt at cx->X; the odd last channel with 0). */
-void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
+void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
   const char *sx = cg_vsuffix(xdt), *ct = cg_ctype(xdt);
   long icg2 = (long)((icg + 1) / 2);
   (void)nplanes;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
   cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", icg2, icg2);
   cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)icg,
           (long)hw, (long)hw);
