@@ -69,13 +69,7 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
     for (int j = 0; j < nv; j++) cg_emit(o, " c%d_%d = _mm512_dpbf16_ps(c%d_%d, av, b%d);", i, j, i, j, j);
     cg_emit(o, " }\n");
   }
-  cg_emit(o, "  }\n");
-  for (int i = 0; i < mr; i++) {
-    cg_emit(o, "  $P_row%d(tt, m + %d, n, nr, first, last", nv, i);
-    for (int j = 0; j < nv; j++) cg_emit(o, ", c%d_%d", i, j);
-    cg_emit(o, ");\n");
-  }
-  cg_emit(o, "}\n");
+  cg_emit_kernel_rows(o, mr, nv);
 }
 
 /* $P_packA_task: the fp32 packer's task ($P_packA_task0: panel group g of

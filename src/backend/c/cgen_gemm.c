@@ -267,6 +267,12 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
     for (int j = 0; j < nv; j++) cg_emit(o, " c%d_%d = $P_fma(av, b%d, c%d_%d);", i, j, j, i, j);
     cg_emit(o, " }\n");
   }
+  cg_emit_kernel_rows(o, mr, nv);
+}
+
+/* The micro-kernel's end (fp32 and bf16 alike): the k loop closed, each of
+ * the mr rows of accumulators c<i>_<j> (nv vectors) handed to $P_row<nv>. */
+void cg_emit_kernel_rows(cg_out *o, int mr, int nv) {
   cg_emit(o, "  }\n");
   for (int i = 0; i < mr; i++) {
     cg_emit(o, "  $P_row%d(tt, m + %d, n, nr, first, last", nv, i);

@@ -84,6 +84,9 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
   "18, 2, 17, 1, 16, 0)"
 void cg_emit_bf16_cvt(cg_out *o);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
+/* The GEMM micro-kernel's end (cgen_gemm.c): the k loop closed, the mr x nv
+ * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
+void cg_emit_kernel_rows(cg_out *o, int mr, int nv);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
 /* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
  * plane interleaving the input's channel pairs into 32-bit words, and
