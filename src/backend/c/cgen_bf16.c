@@ -21,7 +21,8 @@
  * (cg_emit_bf16_pack_b_rows).  A convolution pairs input channels instead
  * (cgen_gemm.c's bf16_pairs): the input is interleaved once per run
  * (cg_emit_bf16_ilv), the weight at packing (cg_emit_bf16_wpairs), and the
- * fp32 packers then move 32-bit words. */
+ * fp32 packers then move 32-bit words.  The direct conv (cgen_dconv.c)
+ * takes the same interleaved input and weight pairs. */
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"

@@ -1,6 +1,15 @@
 /* cgen_dconv.c — direct convolution kernel generator (AVX-512).
- * Needs: cgen_int.h (templating, vector layer, runtime).  Gives: cg_dconv_plan,
- * cg_dconv_variant (the AVX-512 variant of a cgen_conv kernel).
+ * Needs: cgen_int.h (templating, vector layer, runtime; cgen_bf16.c's
+ * interleave and weight pairs).  Gives: cg_dconv_plan, cg_dconv_variant
+ * (the AVX-512 variant of a cgen_conv kernel), cg_dconv_pairs.
+ *
+ * bf16 (cg_dconv_variant's bf): the same kernel over channel pairs.  The
+ * conv is seen as one of ceil(icg / 2) "channels" of 32-bit words (each
+ * {bf16(x[2c]), bf16(x[2c + 1])}, cg_dconv_pairs), so the planner, the
+ * packer and the tiles are the fp32 ones moving words; the input is
+ * interleaved into pair planes first (cg_emit_bf16_ilv, one pass), the
+ * weight into pairs before packing (cg_emit_bf16_wpairs), and the FMA is
+ * vdpbf16ps on a broadcast pair word.
  *
  * Why: the implicit GEMM (cgen_gemm.c) packs an im2col panel that is reused
  * only M = OC/groups times; with few output channels the packing and the
