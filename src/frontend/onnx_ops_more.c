@@ -315,8 +315,9 @@ OP(DepthToSpace) { return depth_space(c, true); }
 OP(SpaceToDepth) { return depth_space(c, false); }
 
 /* ---- ConvTranspose ---------------------------------------------------------------------- */
-/* A strided transposed convolution is a stride-1 convolution of the input
- * with (stride - 1) zeros between its elements, padded by (k-1)d - pad (plus
+/* A strided transposed convolution (with dilation, or a kernel smaller than
+ * its stride; the others: transpose_subpixel) is a stride-1 convolution of
+ * the input with (stride - 1) zeros between its elements, padded by (k-1)d - pad (plus
  * output_padding at the end), with the weight flipped and its two channel
  * axes swapped per group: the conv template then runs it. */
 static harp_status flip_weight(ox_ctx *c, const ut_tensor *w, int64_t group, ut_tensor *out) {
