@@ -13,7 +13,8 @@ Shapes with odd sizes and tails: M, N not multiples of the 6x64 micro-tile,
 K odd and over one 256-deep block, batched matmuls of two activations,
 Gemm with transB, convs with odd channel counts (the last channel pair is
 half empty), stride, dilation, groups, 1x1, a weight given as an input
-(packed per run, not at init); a depthwise conv, a conv with fewer than 16
+(packed per run, not at init), 3x3 convs on the direct kernel over channel
+pairs (cgen_dconv.c) with their input channels in blocks; a depthwise conv, a conv with fewer than 16
 input channels per group and a matmul of at most 8 rows stay fp32
 (documented), checked against fp32 tightly.
 A small CNN and an attention block run against onnxruntime fp32 within the
@@ -162,6 +163,7 @@ conv("conv3x3_dil2_groups2", (1, 38, 11, 9), 10, 3, pad=2, dil=2, groups=2)
 conv("conv1x1", (1, 33, 9, 11), 40, 1)
 conv("conv1x1_s2", (1, 32, 10, 10), 24, 1, stride=2)
 conv("conv5x5_weight_input", (1, 17, 12, 12), 9, 5, pad=2, w_init=False)
+conv("conv3x3_blocked_channels", (1, 401, 9, 7), 40, 3, pad=1)  # direct kernel: channel pairs in blocks
 conv("conv3x3_3_channels", (1, 3, 20, 20), 8, 3, stride=2, pad=1, exact=True)  # < 16 input channels: fp32
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
 
@@ -172,6 +174,10 @@ s.check("contractions: run with --precision bf16", p.returncode == 0, p.stderr.s
 if p.returncode == 0:
     src = open(os.path.join(dump, "model.c")).read()
     s.check("contractions: the generated C uses vdpbf16ps", "_mm512_dpbf16_ps" in src)
+    # 3x3 convs run on the direct kernel over channel pairs (cgen_dconv.c), blocked channels included
+    s.check("contractions: 3x3 convs on the direct bf16 kernel", "direct conv (bf16, channel pairs" in src)
+    s.check("contractions: a direct bf16 conv with blocked channels",
+            any(int(m) < 201 for m in re.findall(r"direct conv \(bf16, channel pairs[^\n]*; (\d+) input channels per block", src)))
     for c in cases:
         name, f32, bfr, absum, k = c[:5]
         exact = (len(c) > 5 and c[5]) or name == "mm_skinny"

@@ -214,6 +214,22 @@ if code is not None:
 check("ConvTranspose groups dilations, stride 1", [mk("ConvTranspose", ["x", "w"], ["g"], strides=[2, 1], group=2, dilations=[1, 2]),
                                                    mk("ConvTranspose", ["x", "w"], ["s1"], pads=[1, 1, 1, 1])],
       {"x": rand(1, 4, 5, 5)}, ["g", "s1"], inits={"w": rand(4, 3, 3, 2)})
+# strided: sub-pixel convs, one per phase as channels, and a depth-to-space (onnx_ops_more.c,
+# transpose_subpixel).  kernel == stride (a 1x1 conv): groups, a non-square kernel, pads cut from both
+# ends, bias, odd sizes; kernel > stride: phases with fewer taps than others (5 over 2: 3 and 2),
+# output_padding, asymmetric pads, strides 3 x 2, groups
+check("ConvTranspose kernel > stride (sub-pixel)",
+      [mk("ConvTranspose", ["x", "w4", "b4"], ["k4"], strides=[2, 2], pads=[1, 1, 1, 1]),
+       mk("ConvTranspose", ["x", "w5"], ["k5"], strides=[2, 2], pads=[2, 0, 1, 3], output_padding=[1, 1]),
+       mk("ConvTranspose", ["x", "w43"], ["k43"], strides=[3, 2], group=2, output_padding=[2, 0], pads=[0, 1, 2, 0])],
+      {"x": rand(2, 4, 5, 7)}, ["k4", "k5", "k43"],
+      inits={"w4": rand(4, 3, 4, 4), "b4": rand(3), "w5": rand(4, 2, 5, 5), "w43": rand(4, 3, 4, 3)})
+check("ConvTranspose kernel = stride (sub-pixel)",
+             [mk("ConvTranspose", ["x", "w", "b"], ["sp"], strides=[2, 3], kernel_shape=[2, 3]),
+              mk("ConvTranspose", ["x", "wg"], ["spg"], strides=[2, 2], group=2, pads=[1, 0, 0, 1]),
+              mk("ConvTranspose", ["x", "w1"], ["sp1"], strides=[1, 3])],
+             {"x": rand(2, 4, 5, 7)}, ["sp", "spg", "sp1"],
+             inits={"w": rand(4, 3, 2, 3), "b": rand(3), "wg": rand(4, 3, 2, 2), "w1": rand(4, 5, 1, 3)})
 
 # ---- FLOOR / CEIL / ROUND in the CUDA translation unit, on the CPU SIMT simulator -----------
 try:

@@ -21,7 +21,8 @@
  * (cg_emit_bf16_pack_b_rows).  A convolution pairs input channels instead
  * (cgen_gemm.c's bf16_pairs): the input is interleaved once per run
  * (cg_emit_bf16_ilv), the weight at packing (cg_emit_bf16_wpairs), and the
- * fp32 packers then move 32-bit words. */
+ * fp32 packers then move 32-bit words.  The direct conv (cgen_dconv.c)
+ * takes the same interleaved input and weight pairs. */
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"
@@ -69,13 +70,7 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
     for (int j = 0; j < nv; j++) cg_emit(o, " c%d_%d = _mm512_dpbf16_ps(c%d_%d, av, b%d);", i, j, i, j, j);
     cg_emit(o, " }\n");
   }
-  cg_emit(o, "  }\n");
-  for (int i = 0; i < mr; i++) {
-    cg_emit(o, "  $P_row%d(tt, m + %d, n, nr, first, last", nv, i);
-    for (int j = 0; j < nv; j++) cg_emit(o, ", c%d_%d", i, j);
-    cg_emit(o, ");\n");
-  }
-  cg_emit(o, "}\n");
+  cg_emit_kernel_rows(o, mr, nv);
 }
 
 /* $P_packA_task: the fp32 packer's task ($P_packA_task0: panel group g of
@@ -92,16 +87,16 @@ void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, in
   cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_bfcv(Ap + ir * kc, kc, %d);\n}\n", (long)span, mr, mr);
 }
 
-/* $P_ilv(vc, task, tid): a pool task, plane `task` of nplanes of the
- * interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
+/* $P_ilv(vc, task, tid): a pool task (vc a `ctx` with fields X and B),
+ * plane `task` of nplanes of the interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
  * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
  * elements of xdt at cx->X; the odd last channel with 0). */
-void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
+void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
   const char *sx = cg_vsuffix(xdt), *ct = cg_ctype(xdt);
   long icg2 = (long)((icg + 1) / 2);
   (void)nplanes;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
   cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", icg2, icg2);
   cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)icg,
           (long)hw, (long)hw);

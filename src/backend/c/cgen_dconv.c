@@ -1,6 +1,15 @@
 /* cgen_dconv.c — direct convolution kernel generator (AVX-512).
- * Needs: cgen_int.h (templating, vector layer, runtime).  Gives: cg_dconv_plan,
- * cg_dconv_variant (the AVX-512 variant of a cgen_conv kernel).
+ * Needs: cgen_int.h (templating, vector layer, runtime; cgen_bf16.c's
+ * interleave and weight pairs).  Gives: cg_dconv_plan, cg_dconv_variant
+ * (the AVX-512 variant of a cgen_conv kernel), cg_dconv_pairs.
+ *
+ * bf16 (cg_dconv_variant's bf): the same kernel over channel pairs.  The
+ * conv is seen as one of ceil(icg / 2) "channels" of 32-bit words (each
+ * {bf16(x[2c]), bf16(x[2c + 1])}, cg_dconv_pairs), so the planner, the
+ * packer and the tiles are the fp32 ones moving words; the input is
+ * interleaved into pair planes first (cg_emit_bf16_ilv, one pass), the
+ * weight into pairs before packing (cg_emit_bf16_wpairs), and the FMA is
+ * vdpbf16ps on a broadcast pair word.
  *
  * Why: the implicit GEMM (cgen_gemm.c) packs an im2col panel that is reused
  * only M = OC/groups times; with few output channels the packing and the
@@ -45,7 +54,9 @@ typedef struct dc_sig {
 } dc_sig;
 
 typedef struct dc {
-  const cgen_conv_spec *s;
+  const cgen_conv_spec *s;  /* bf: the pair view (cg_dconv_pairs), the original at s0 */
+  const cgen_conv_spec *s0;
+  bool bf;                  /* channel pairs multiplied with vdpbf16ps (cgen_bf16.c's scheme) */
   int64_t G, ICG, OCG, OH, OW, HW, OHW, K;
   int nv, ob, nob, mr, nt;
   int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
@@ -289,8 +300,8 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   const dc_sig *g = &d->sig[si];
   int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
   bool blocked = d->cb < d->ICG;
-  cg_emit(o, "static $T void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
-             " const float *restrict wt, int nkh, long o0, long q0%s%s) {\n", si,
+  cg_emit(o, "static %s void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
+             " const float *restrict wt, int nkh, long o0, long q0%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
           blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "");
   for (int p = 0; p < np; p++)
     for (int v = 0; v < nv; v++)
@@ -333,15 +344,19 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   cg_emit(o, "      const float *wr = wc + r * %dL;\n", kw_n * d->ob);
   for (int kw = 0; kw < kw_n; kw++)
     for (int v = 0; v < nv; v++)
-      cg_emit(o, "      __m512 w%d_%d = _mm512_loadu_ps(wr + %d);\n", kw, v, kw * d->ob + v * 16);
+      cg_emit(o, "      %s w%d_%d = %s(wr + %d);\n", d->bf ? "__m512bh" : "__m512", kw, v, d->bf ? "(__m512bh)_mm512_loadu_ps" : "_mm512_loadu_ps",
+              kw * d->ob + v * 16);
   for (int j = jlo; j >= 0 && j <= jhi; j++) {
     bool any = false;
     for (int p = 0; p < np; p++)
       for (int kw = 0; kw < kw_n; kw++)
         if (p * sw + kw * dw == j && valid(g, p, kw)) {
-          if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
+          if (!any && d->bf) cg_emit(o, "      { __m512bh b = (__m512bh)_mm512_set1_epi32(((const int *)xr)[%d]);", j);
+          else if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
           any = true;
-          for (int v = 0; v < nv; v++) cg_emit(o, " a%d_%d = _mm512_fmadd_ps(b, w%d_%d, a%d_%d);", p, v, kw, v, p, v);
+          for (int v = 0; v < nv; v++)
+            if (d->bf) cg_emit(o, " a%d_%d = _mm512_dpbf16_ps(a%d_%d, b, w%d_%d);", p, v, p, v, kw, v);
+            else cg_emit(o, " a%d_%d = _mm512_fmadd_ps(b, w%d_%d, a%d_%d);", p, v, kw, v, p, v);
         }
     if (any) cg_emit(o, " }\n");
   }
@@ -456,19 +471,37 @@ static void emit_task(cg_out *o, const dc *d) {
   cg_emit(o, "}\n");
 }
 
-harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
+/* conv s seen as channel pairs: ceil(icg / 2) "channels" per group of
+ * 32-bit words {bf16(x[2c]), bf16(x[2c + 1])} (cgen_bf16.c), fp32 to the
+ * planner and the packer, which move words. */
+cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s) {
+  cgen_conv_spec q = *s;
+  q.c = s->groups * ((s->c / s->groups + 1) / 2);
+  q.x_dtype = q.w_dtype = TINY_FP32;
+  return q;
+}
+
+harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0, bool bf) {
   dc d;
   const char *why = NULL;
+  cgen_conv_spec sp = bf ? cg_dconv_pairs(s0) : *s0;
+  const cgen_conv_spec *s = &sp;
   if (!plan_tiles(&d, s, &why)) return ut_fail(e, HARP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
+  d.bf = bf, d.s0 = s0;
   cg_dconv_plan(s, &why);
+  if (bf) why = "bf16, channel pairs on vdpbf16ps";
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
              " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
-  cg_emit(o, "typedef struct { const void *A, *B, *A2; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
+  cg_emit(o, "typedef struct { const void *A, *B, *A2, *X; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
              " int *packed; } $P_dctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_dtt;\n", CGEN_MAX_EPI);
   cg_emit_tr16(o);
   emit_pack(o, &d);
+  if (bf) {
+    cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
+    cg_emit_bf16_wpairs(o, s0->w_dtype, s->oc, s0->c / s0->groups, s->kh * s->kw);
+  }
   for (int i = 0; i < d.nsig; i++) emit_kernel(o, &d, i);
   emit_task(o, &d);
   long wbytes = (long)(d.G * d.nob * d.K * d.ob * 4), npack = (long)(d.G * d.nob);
@@ -489,16 +522,26 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) 
     cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", wbytes);
     cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
     cg_emit(o, "  $P_dctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Wp = (float *)Ap;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n  return 0;\n}\n", npack);
+    if (bf) /* the weight as channel pairs first (init time) */
+      cg_emit(o, "  uint32_t *w2 = (uint32_t *)malloc(%ldUL);\n  if (!w2) return -1;\n  $P_wpairs(A, w2);\n  cx.A = w2;\n",
+              (long)(s->oc * d.K * 4));
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n%s  return 0;\n}\n", npack, bf ? "  free(w2);\n" : "");
   }
   /* a half-precision input is widened into scratch first (the kernel
    * broadcasts fp32 straight from the input; one pass over it) */
-  long xn = s->x_dtype == TINY_FP32 ? 0 : (long)(s->n * s->c * s->h * s->w), xoff = s->prepack_w ? 0L : wbytes;
-  if (xn) cg_emit_widen(o, "$P_dctx", "cx->A2", "cx->B", s->x_dtype, xn);
+  long xn = s0->x_dtype == TINY_FP32 && !bf ? 0 : (long)(s->n * s->c * s->h * s->w), xoff = s->prepack_w ? 0L : wbytes;
+  long w2b = bf && !s->prepack_w ? (long)(s->oc * d.K * 4) : 0; /* bf: the weight's pairs, per call */
+  if (xn && !bf) {
+    cg_emit_widen(o, "$P_dctx", "cx->A2", "cx->B", s->x_dtype, xn);
+  }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + xn * 4, wsb);
-  if (xn) {
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + xn * 4 + w2b, wsb);
+  if (bf) { /* the input as channel-pair planes, the weight as pairs */
+    cg_emit(o, "  cx.X = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ilv, &cx);\n", (long)(s->n * s->c));
+    if (w2b) cg_emit(o, "  $P_wpairs(A, (uint32_t *)(cx.sc.shared + %ldL));\n  cx.A = cx.sc.shared + %ldL;\n", xoff + xn * 4, xoff + xn * 4);
+  } else if (xn) {
     cg_emit(o, "  cx.A2 = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_widen, &cx);\n", (xn + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK);
   }

@@ -267,6 +267,12 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
     for (int j = 0; j < nv; j++) cg_emit(o, " c%d_%d = $P_fma(av, b%d, c%d_%d);", i, j, j, i, j);
     cg_emit(o, " }\n");
   }
+  cg_emit_kernel_rows(o, mr, nv);
+}
+
+/* The micro-kernel's end (fp32 and bf16 alike): the k loop closed, each of
+ * the mr rows of accumulators c<i>_<j> (nv vectors) handed to $P_row<nv>. */
+void cg_emit_kernel_rows(cg_out *o, int mr, int nv) {
   cg_emit(o, "  }\n");
   for (int i = 0; i < mr; i++) {
     cg_emit(o, "  $P_row%d(tt, m + %d, n, nr, first, last", nv, i);
@@ -666,7 +672,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   else emit_pack_b_gemm(o, p, t);
   emit_task(o, p, t);
   if (p->pairs) {
-    cg_emit_bf16_ilv(o, p->bf_bdt, p->nb[0] * p->nb[1] * p->cv_icg, p->bf_icg, p->cv_h * p->cv_w);
+    cg_emit_bf16_ilv(o, "$F_ctx", p->bf_bdt, p->nb[0] * p->nb[1] * p->cv_icg, p->bf_icg, p->cv_h * p->cv_w);
     cg_emit_bf16_wpairs(o, p->bf_adt, p->nb[1] * p->M, p->bf_icg, p->cv_kh * p->cv_kw);
   } else if (xn) {
     cg_emit_widen(o, "$F_ctx", "cx->X", "cx->B", p->bdt, (long)xn);
@@ -923,7 +929,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
     if (p->direct && i == CGEN_ISA_AVX512) {
-      if (cg_dconv_variant(e, &o, p->cs)) return e->code;
+      if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && use_bf16(p, &o)) {
       cg_mm q = bf16_pairs(p);
       cg_tile tq;
@@ -980,9 +986,15 @@ static bool conv_bf16(const cgen_conv_spec *s) {
 }
 
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
-  if (conv_bf16(s)) {
-    *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
-    return false;
+  if (conv_bf16(s)) { /* overlapping windows: the direct kernel on channel pairs (cgen_dconv.c) */
+    cgen_conv_spec q = cg_dconv_pairs(s);
+    bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
+    if (!avx512 || s->kw <= s->stride[1] || s->tune.conv_algo == CGEN_CONV_GEMM || !cg_dconv_plan(&q, why)) {
+      *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
+      return false;
+    }
+    *why = "bf16, overlapping windows: the direct kernel on channel pairs";
+    return true;
   }
   if (cg_dw_applies(s)) {
     *why = "depthwise: the depthwise kernel";

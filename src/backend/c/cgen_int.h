@@ -84,11 +84,14 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
   "18, 2, 17, 1, 16, 0)"
 void cg_emit_bf16_cvt(cg_out *o);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
+/* The GEMM micro-kernel's end (cgen_gemm.c): the k loop closed, the mr x nv
+ * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
+void cg_emit_kernel_rows(cg_out *o, int mr, int nv);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
 /* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
  * plane interleaving the input's channel pairs into 32-bit words, and
  * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
-void cg_emit_bf16_ilv(cg_out *o, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
+void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
 void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
 /* A GEMM's $P_packB writing pair rows straight from a B with unit stride
  * along N (batch strides sb0, sb1, row stride sk; panels 16 * nv wide). */
@@ -97,7 +100,8 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
 /* Direct convolution (cgen_dconv.c): whether it applies to s and is chosen
  * (*why: the reason), and the AVX-512 variant of the kernel. */
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
-harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
+harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s, bool bf);
+cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s);
 
 /* A padded input row split into its stride phases, the scratch layout of the
  * depthwise conv and pooling kernels: padded column i*stride + f (phase f)
