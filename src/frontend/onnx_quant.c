@@ -562,16 +562,40 @@ static hg_val split_conv(ox_ctx *c, hg_val a, hg_val b, int64_t k) {
   return hg_add(g, hg_mul(g, hg_cast(g, yh, TINY_I32), hg_const_typed(g, 16, TINY_I32)), hg_cast(g, yl, TINY_I32));
 }
 
+/* Products of 8-bit differences (|.| <= 255) summed in fp32 stay exact over this many. */
+#define QK_EXACT 256
+
+/* A MatMul of centered 8-bit data a (rank >= 2) by b over K = k products
+ * with an exact int32 result: fp32 matmuls over slices of QK_EXACT along K
+ * (each sum exact), joined in int32; 0 past 64 slices (int32 then). */
+static hg_val split_matmul(ox_ctx *c, hg_val a, hg_val b, int64_t k) {
+  int ra = ox_rank_of(c, a), rb = ox_rank_of(c, b), axa = ra - 1, axb = rb >= 2 ? rb - 2 : 0;
+  if (ra < 2 || k > 64 * QK_EXACT) return 0;
+  hg_graph *g = c->g;
+  hg_val y = 0;
+  for (int64_t k0 = 0; k0 < k; k0 += QK_EXACT) {
+    int64_t k1 = k0 + QK_EXACT < k ? k0 + QK_EXACT : k;
+    hg_val as = hg_slice(g, a, 1, &axa, &k0, &k1, NULL), bs = as > 0 ? hg_slice(g, b, 1, &axb, &k0, &k1, NULL) : -1;
+    hg_val p = bs > 0 ? ox_matmul(c, as, bs) : -1;
+    if (p < 0) return -1;
+    p = hg_cast(g, p, TINY_I32);
+    y = y ? hg_add(g, y, p) : p;
+  }
+  return y;
+}
+
 /* MatMulInteger / ConvInteger: int32 results of the centered operands. */
 static harp_status integer_op(ox_ctx *c, bool conv) {
   hg_val w = ox_tensor(c, 1);
   if (w < 0) return c->e->code;
   int64_t k = contraction_k(c, w, conv);
   /* fp32 sums of 8-bit products are exact while K * 255 * 255 < 2^24; else
-   * int32 (a MatMul), or the split convolution (harp convolves floats) */
-  tiny_dtype acc = k * 65025 < ((int64_t)1 << 24) || conv ? TINY_FP32 : TINY_I32;
-  /* operands in bf16 storage (exact) where the contraction sums them in fp32 as they are */
-  tiny_dtype od = acc == TINY_FP32 && k * 65025 < ((int64_t)1 << 24) ? TINY_BF16 : acc;
+   * fp32 sums over slices of K (a MatMul of known K, up to 64 slices) or
+   * int32, or the split convolution (harp convolves floats) */
+  bool slices = !conv && k * 65025 >= ((int64_t)1 << 24) && k <= 64 * QK_EXACT;
+  tiny_dtype acc = k * 65025 < ((int64_t)1 << 24) || conv || slices ? TINY_FP32 : TINY_I32;
+  /* operands in bf16 storage (exact) where the contraction sums them in fp32 exactly */
+  tiny_dtype od = acc == TINY_FP32 && (k * 65025 < ((int64_t)1 << 24) || slices) ? TINY_BF16 : acc;
   hg_val a = centered(c, 0, 2, od, conv ? 1 : -2, conv ? "x" : "A");
   hg_val b = a > 0 ? centered(c, 1, 3, od, conv ? 0 : -1, conv ? "w" : "B") : -1;
   if (a < 0 || b < 0) return c->e->code ? c->e->code : ox_check(c, -1);
@@ -579,6 +603,14 @@ static harp_status integer_op(ox_ctx *c, bool conv) {
   if (conv && k * 65025 >= ((int64_t)1 << 24)) {
     hg_val y = split_conv(c, a, b, k);
     return y < 0 ? (c->e->code ? c->e->code : ox_check(c, y)) : ox_def(c, 0, y);
+  }
+  if (slices) {
+    hg_val y = split_matmul(c, a, b, k);
+    if (y > 0) return ox_def(c, 0, y);
+    if (y < 0) return c->e->code ? c->e->code : ox_check(c, y);
+    /* a 1-D A: int32 operands, as before */
+    a = hg_cast(c->g, a, TINY_I32), b = hg_cast(c->g, b, TINY_I32);
+    acc = TINY_I32;
   }
   hg_val y = conv ? ox_conv(c, a, b, 0) : ox_matmul(c, a, b);
   if (y < 0) return c->e->code ? c->e->code : ox_check(c, y);

@@ -147,6 +147,26 @@ def test_integer_big_k():
     same("ConvInteger / MatMulInteger, big K", path, {"x": x, "a": a})
 
 
+def test_matmul_integer_slices():
+    """MatMulInteger past K * 255 * 255 >= 2^24 as a transformer's dynamic
+    quantization has it: fp32 matmuls of the bf16-held operands over slices
+    of K joined in int32, exact where one fp32 sum is not (K = 601 products
+    of 255 x 127: an odd sum above 2^24), and a [2, 7, 768] x [768, 9] with
+    zero points and odd sizes."""
+    a = np.full((3, 601), 255, np.uint8)
+    a[1, ::7] = 0
+    b = np.full((601, 5), 127, np.int8)
+    b[::5, 1] = -128
+    x = RNG.integers(0, 256, (2, 7, 768), dtype=np.uint8)
+    w = RNG.integers(-128, 128, (768, 9), dtype=np.int8)
+    nodes = [h.make_node("MatMulInteger", ["a", "b"], ["y"]), h.make_node("MatMulInteger", ["x", "w", "xz", "wz"], ["z"])]
+    path = model(nodes, [vi("a", T.UINT8, a.shape), vi("x", T.UINT8, x.shape)], [vi("y", T.INT32, None), vi("z", T.INT32, None)],
+                 [init("b", b), init("w", w), init("xz", np.uint8(3)), init("wz", np.int8(-5))], opset=13)
+    S.check("K = 601: the exact sum is odd and above 2^24", int(a[0].astype(np.int64) @ b[:, 0].astype(np.int64)) % 2 == 1
+            and int(a[0].astype(np.int64) @ b[:, 0].astype(np.int64)) > 2 ** 24)
+    same("MatMulInteger over slices of K", path, {"a": a, "x": x})
+
+
 def test_qdq_softmax():
     """Q -> DQ -> Softmax -> Q -> DQ over the last axis: onnxruntime's
     QLinearSoftmax (a table of exp, the row's max shifted to its top,
@@ -437,6 +457,7 @@ test_quantize_edges()
 test_round_epilogue()
 test_contractions()
 test_integer_big_k()
+test_matmul_integer_slices()
 test_qdq_softmax()
 test_microsoft_binary()
 test_bad_params()
