@@ -278,6 +278,8 @@ typedef struct ox_qinfo {
 } ox_qinfo;
 ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind);
 int ox_qdq_contract(ox_ctx *c, int kind); /* kind 'c', 'g', 'm': 1 fused, 0 not the pattern, -1 error */
+/* fp32 integers v (|v| <= 256) through bf16 and back: exact; a contraction then reads bf16 storage. */
+hg_val ox_bf16_exact(ox_ctx *c, hg_val v);
 int ox_qdq_binary(ox_ctx *c, int op);     /* op '+', '*': the same for Add / Mul */
 int ox_qdq_softmax(ox_ctx *c);            /* and for a Softmax (opset 13+) over the last axis */
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);

@@ -19,12 +19,15 @@
  * -> Add / Mul -> Q and DQ -> Softmax -> Q follow onnxruntime's QLinearAdd,
  * QLinearMul and QLinearSoftmax the same way.
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
- * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new. */
+ * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
 #include "onnx_int.h"
+
+/* Integers of at most this magnitude are exact in bf16 (8 significant bits). */
+#define QDQ_BF16_EXACT 256.0f
 
 /* ---- the value facts ---------------------------------------------------------------------- */
 ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind) {
@@ -59,16 +62,28 @@ static bool const_one(ox_ctx *c, const char *name, double *v) {
 static double w_scale(const ox_qinfo *w, int64_t k) { return w->ns == 1 ? w->s[0] : w->s[k]; }
 
 /* The integers of a constant dequantized at import (fp32 w * 1/s, exact),
- * as an fp32 weight named after what. */
-static hg_val integers(ox_ctx *c, ox_val *x, const char *what) {
+ * as a weight named after what: fp32, or (half) a bf16 weight widened to
+ * fp32 when every integer is exact in bf16 (|q| <= 256: an 8-bit weight's;
+ * an int32 bias's need not be).  The contraction then reads the bf16
+ * storage and, where the CPU has vdpbf16ps, multiplies in it: exactly. */
+static hg_val integers(ox_ctx *c, ox_val *x, const char *what, bool half) {
   const ox_qinfo *q = x->qi;
   int64_t inner = 1, D = q->ns == 1 ? 1 : x->t.shape[q->axis];
   for (int d = q->axis + 1; d < x->t.rank; d++) inner *= x->t.shape[d];
   ut_tensor t;
   if (ut_tensor_alloc(c->e, &t, TINY_FP32, x->t.rank, x->t.shape)) return -1;
-  for (int64_t i = 0; i < ut_tensor_numel(&t); i++)
-    ((float *)t.data)[i] = nearbyintf(ut_tensor_get(&x->t, i) / (float)w_scale(q, q->ns == 1 ? 0 : i / inner % D));
-  return ox_weight(c, what, &t);
+  for (int64_t i = 0; i < ut_tensor_numel(&t); i++) {
+    float v = nearbyintf(ut_tensor_get(&x->t, i) / (float)w_scale(q, q->ns == 1 ? 0 : i / inner % D));
+    ((float *)t.data)[i] = v;
+    half = half && fabsf(v) <= QDQ_BF16_EXACT;
+  }
+  if (!half) return ox_weight(c, what, &t);
+  ut_tensor h;
+  harp_status st = ut_tensor_alloc(c->e, &h, TINY_BF16, t.rank, t.shape);
+  for (int64_t i = 0; !st && i < ut_tensor_numel(&t); i++) ((uint16_t *)h.data)[i] = ut_f32_to_bf16(((float *)t.data)[i]);
+  ut_tensor_free(&t);
+  hg_val w = st ? -1 : ox_weight(c, what, &h);
+  return w < 0 ? -1 : hg_cast(c->g, w, TINY_FP32);
 }
 
 /* An fp32 bias b quantized to the accumulator's scale sx * sw (as
@@ -114,10 +129,26 @@ static int scaled_out(ox_ctx *c, double sy, bool zin) {
 /* The integers of x minus its zero point. */
 static hg_val centered(ox_ctx *c, const ox_qinfo *x) { return x->z != 0 ? hg_add(c->g, x->qv, hg_const(c->g, -x->z)) : x->qv; }
 
+/* fp32 integers v, each of magnitude at most 256, as a contraction's
+ * operand: through bf16 and back, which holds them exactly, so that their
+ * producer stores them in bf16 and the contraction reads bf16 storage
+ * (vdpbf16ps where the CPU has it: exact products, fp32 sums, the same
+ * values as the fp32 kernel's, at twice its rate). */
+hg_val ox_bf16_exact(ox_ctx *c, hg_val v) {
+  hg_val h = v < 0 ? -1 : hg_cast(c->g, v, TINY_BF16);
+  return h < 0 ? -1 : hg_cast(c->g, h, TINY_FP32);
+}
+
+/* x's integers minus its zero point as a contraction's operand (8-bit q
+ * and z: |q - z| <= 255). */
+static hg_val operand(ox_ctx *c, const ox_qinfo *x) {
+  return fabs(x->z) <= 255 ? ox_bf16_exact(c, centered(c, x)) : centered(c, x);
+}
+
 /* MatMul of two quantized activations (onnxruntime's QLinearMatMul):
  * (qa - za)(qb - zb) * fl(fl(sa * sb) / sy). */
 static int activations_matmul(ox_ctx *c, const ox_qinfo *a, const ox_qinfo *b, double sy) {
-  hg_val acc = ox_matmul(c, centered(c, a), centered(c, b));
+  hg_val acc = ox_matmul(c, operand(c, a), operand(c, b));
   if (acc < 0) return c->e->code ? -1 : (ox_check(c, acc), -1);
   float m = (float)a->s1 * (float)b->s1 / (float)sy;
   if (ox_def(c, 0, hg_mul(c->g, acc, hg_const(c->g, m)))) return -1;
@@ -198,8 +229,8 @@ int ox_qdq_contract(ox_ctx *c, int kind) {
   bool bint = b && b->qi && b->qi->kind == QI_WEIGHT && (b->qi->ns == 1 || b->qi->ns == nout);
   if (b && !(b->has_t && b->t.dtype == TINY_FP32 && b->t.rank == 1 && b->t.shape[0] == nout && (bint || !b->qi))) return 0;
   hg_graph *g = c->g;
-  hg_val xc = centered(c, x->qi);
-  hg_val wq = integers(c, w, "qw"), bq = !b ? 0 : bint ? integers(c, b, "qb") : bias_integers(c, b, x->qi, w->qi);
+  hg_val xc = operand(c, x->qi);
+  hg_val wq = integers(c, w, "qw", true), bq = !b ? 0 : bint ? integers(c, b, "qb", false) : bias_integers(c, b, x->qi, w->qi);
   if (wq < 0 || bq < 0) return -1;
   hg_val acc;
   if (kind == 'c') {

@@ -465,7 +465,8 @@ OP(DynamicQuantizeLinear) {
 
 /* ---- contractions ---------------------------------------------------------------------------- */
 /* Constant data xo minus its constant zero point zv (nz values: one, or
- * one per index of axis ax) on the host, as a weight of dtype dt. */
+ * one per index of axis ax) on the host, as a weight of dtype dt (BF16:
+ * a bf16 weight widened to fp32, the 8-bit differences exact in it). */
 static hg_val centered_const(ox_ctx *c, ox_val *xo, const double *zv, int64_t nz, int ax, tiny_dtype dt, const char *what) {
   int xr;
   int64_t xd[TINY_MAX_RANK], n;
@@ -478,14 +479,17 @@ static hg_val centered_const(ox_ctx *c, ox_val *xo, const double *zv, int64_t nz
   for (int64_t i = 0; i < n; i++) {
     double v = xv[i] - (zv ? zv[nz == 1 ? 0 : i / inner % xd[ax]] : 0);
     if (dt == TINY_I32) ((int32_t *)t.data)[i] = (int32_t)v;
+    else if (dt == TINY_BF16) ((uint16_t *)t.data)[i] = ut_f32_to_bf16((float)v);
     else ((float *)t.data)[i] = (float)v;
   }
-  return ox_weight(c, what, &t);
+  hg_val w = ox_weight(c, what, &t);
+  return w < 0 || dt != TINY_BF16 ? w : hg_cast(c->g, w, TINY_FP32);
 }
 
 /* Input i (quantized data) minus its zero point (input zi, optional; per
- * tensor, or a vector along axis zaxis of the data) in dtype dt; folded on
- * the host when both are constants (a quantized weight). */
+ * tensor, or a vector along axis zaxis of the data) in dtype dt (BF16: in
+ * fp32, held in bf16 storage, ox_bf16_exact); folded on the host when both
+ * are constants (a quantized weight). */
 static hg_val centered(ox_ctx *c, int i, int zi, tiny_dtype dt, int zaxis, const char *what) {
   bool failed = false;
   ox_val *xo = ox_in(c, i, &failed), *zo = present(c, zi) ? ox_in(c, zi, &failed) : NULL;
@@ -521,13 +525,15 @@ static hg_val centered(ox_ctx *c, int i, int zi, tiny_dtype dt, int zaxis, const
     if (w) return w;
   }
   if (!x && (x = ox_value(c, xo)) < 0) return -1;
-  x = hg_cast(c->g, x, dt);
-  if (!zo) return x;
+  tiny_dtype cd = dt == TINY_BF16 ? TINY_FP32 : dt;
+  x = hg_cast(c->g, x, cd);
+  if (!zo) return dt == TINY_BF16 ? ox_bf16_exact(c, x) : x;
   if (!z && (z = ox_value(c, zo)) < 0) return -1;
-  z = hg_cast(c->g, z, dt);
+  z = hg_cast(c->g, z, cd);
   fe_shape s = {.rank = zn == 1 ? 0 : xr};
   for (int k = 0; k < s.rank; k++) s.d[k] = k == ax ? ox_shape_of(c, z)->d[0] : fe_dim_int(c->A, 1);
-  return hg_sub(c->g, x, fe_reshape(c->g, z, &s));
+  hg_val d = hg_sub(c->g, x, fe_reshape(c->g, z, &s));
+  return dt == TINY_BF16 ? ox_bf16_exact(c, d) : d;
 }
 
 /* The contraction dimension K of a MatMul / Conv of weight w (capped at 2^24). */
@@ -556,21 +562,55 @@ static hg_val split_conv(ox_ctx *c, hg_val a, hg_val b, int64_t k) {
   return hg_add(g, hg_mul(g, hg_cast(g, yh, TINY_I32), hg_const_typed(g, 16, TINY_I32)), hg_cast(g, yl, TINY_I32));
 }
 
+/* Products of 8-bit differences (|.| <= 255) summed in fp32 stay exact over this many. */
+#define QK_EXACT 256
+
+/* A MatMul of centered 8-bit data a (rank >= 2) by b over K = k products
+ * with an exact int32 result: fp32 matmuls over slices of QK_EXACT along K
+ * (each sum exact), joined in int32; 0 past 64 slices (int32 then). */
+static hg_val split_matmul(ox_ctx *c, hg_val a, hg_val b, int64_t k) {
+  int ra = ox_rank_of(c, a), rb = ox_rank_of(c, b), axa = ra - 1, axb = rb >= 2 ? rb - 2 : 0;
+  if (ra < 2 || k > 64 * QK_EXACT) return 0;
+  hg_graph *g = c->g;
+  hg_val y = 0;
+  for (int64_t k0 = 0; k0 < k; k0 += QK_EXACT) {
+    int64_t k1 = k0 + QK_EXACT < k ? k0 + QK_EXACT : k;
+    hg_val as = hg_slice(g, a, 1, &axa, &k0, &k1, NULL), bs = as > 0 ? hg_slice(g, b, 1, &axb, &k0, &k1, NULL) : -1;
+    hg_val p = bs > 0 ? ox_matmul(c, as, bs) : -1;
+    if (p < 0) return -1;
+    p = hg_cast(g, p, TINY_I32);
+    y = y ? hg_add(g, y, p) : p;
+  }
+  return y;
+}
+
 /* MatMulInteger / ConvInteger: int32 results of the centered operands. */
 static harp_status integer_op(ox_ctx *c, bool conv) {
   hg_val w = ox_tensor(c, 1);
   if (w < 0) return c->e->code;
   int64_t k = contraction_k(c, w, conv);
   /* fp32 sums of 8-bit products are exact while K * 255 * 255 < 2^24; else
-   * int32 (a MatMul), or the split convolution (harp convolves floats) */
-  tiny_dtype acc = k * 65025 < ((int64_t)1 << 24) || conv ? TINY_FP32 : TINY_I32;
-  hg_val a = centered(c, 0, 2, acc, conv ? 1 : -2, conv ? "x" : "A");
-  hg_val b = a > 0 ? centered(c, 1, 3, acc, conv ? 0 : -1, conv ? "w" : "B") : -1;
+   * fp32 sums over slices of K (a MatMul of known K, up to 64 slices) or
+   * int32, or the split convolution (harp convolves floats) */
+  bool slices = !conv && k * 65025 >= ((int64_t)1 << 24) && k <= 64 * QK_EXACT;
+  tiny_dtype acc = k * 65025 < ((int64_t)1 << 24) || conv || slices ? TINY_FP32 : TINY_I32;
+  /* operands in bf16 storage (exact) where the contraction sums them in fp32 exactly */
+  tiny_dtype od = acc == TINY_FP32 && (k * 65025 < ((int64_t)1 << 24) || slices) ? TINY_BF16 : acc;
+  hg_val a = centered(c, 0, 2, od, conv ? 1 : -2, conv ? "x" : "A");
+  hg_val b = a > 0 ? centered(c, 1, 3, od, conv ? 0 : -1, conv ? "w" : "B") : -1;
   if (a < 0 || b < 0) return c->e->code ? c->e->code : ox_check(c, -1);
   if (conv && ox_rank_of(c, a) == 5) return ox_fail(c, HARP_E_UNSUPPORTED, "a 3-D ConvInteger");
   if (conv && k * 65025 >= ((int64_t)1 << 24)) {
     hg_val y = split_conv(c, a, b, k);
     return y < 0 ? (c->e->code ? c->e->code : ox_check(c, y)) : ox_def(c, 0, y);
+  }
+  if (slices) {
+    hg_val y = split_matmul(c, a, b, k);
+    if (y > 0) return ox_def(c, 0, y);
+    if (y < 0) return c->e->code ? c->e->code : ox_check(c, y);
+    /* a 1-D A: int32 operands, as before */
+    a = hg_cast(c->g, a, TINY_I32), b = hg_cast(c->g, b, TINY_I32);
+    acc = TINY_I32;
   }
   hg_val y = conv ? ox_conv(c, a, b, 0) : ox_matmul(c, a, b);
   if (y < 0) return c->e->code ? c->e->code : ox_check(c, y);
@@ -648,10 +688,10 @@ static harp_status requantize(ox_ctx *c, hg_val acc, hg_val m, int izy) {
 
 /* QLinearMatMul (a, sa, za, b, sb, zb, sy, zy) and QLinearConv (x, sx, zx,
  * w, sw, zw, sy, zy[, bias int32]): the contraction of the centered operands
- * in fp32, requantized. */
+ * in fp32 (read from bf16 storage, which holds them exactly), requantized. */
 static harp_status qlinear(ox_ctx *c, bool conv) {
-  hg_val a = centered(c, 0, 2, TINY_FP32, conv ? 1 : -2, conv ? "x" : "a");
-  hg_val b = a > 0 ? centered(c, 3, 5, TINY_FP32, conv ? 0 : -1, conv ? "w" : "b") : -1;
+  hg_val a = centered(c, 0, 2, TINY_BF16, conv ? 1 : -2, conv ? "x" : "a");
+  hg_val b = a > 0 ? centered(c, 3, 5, TINY_BF16, conv ? 0 : -1, conv ? "w" : "b") : -1;
   if (a < 0 || b < 0) return c->e->code ? c->e->code : ox_check(c, -1);
   if (conv && ox_rank_of(c, a) == 5) return ox_fail(c, HARP_E_UNSUPPORTED, "a 3-D QLinearConv");
   hg_val bias = 0;

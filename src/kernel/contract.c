@@ -470,7 +470,11 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   opnd X = {0}, W = {0}; /* conv operands are whole tensors: offset 0 */
   if (!pick_operand(c, K, b, xa, &X) || !pick_operand(c, K, b, 1 - xa, &W) || X.round != TINY_FP32 || W.round != TINY_FP32)
     DECLINE("an operand is not a readable tensor, or is rounded on its way");
-  if (X.node != (lhs_is_x ? con->lhs : con->rhs) || W.node != (lhs_is_x ? con->rhs : con->lhs)) DECLINE("an operand is read through a cast");
+  /* the base, or a materialized CAST of it (a stage: the casts Poly-View
+   * composed the read through are pointwise, so the indices are the base's;
+   * pick_operand saw only exact widenings after it) */
+  if ((X.node != (lhs_is_x ? con->lhs : con->rhs) && !X.stage) || (W.node != (lhs_is_x ? con->rhs : con->lhs) && !W.stage))
+    DECLINE("an operand is read through a cast");
   if ((lhs_is_x ? con->rhs_rank : con->lhs_rank) != 4 || (lhs_is_x ? con->lhs_rank : con->rhs_rank) != 4) DECLINE("an operand is not 4-D");
   /* (a batch of 1 is the constant index 0: isl fixes a variable of extent 1) */
   if (!idx_of(&xi[0], b->nvars, size, 0, 1, -1, 0) || !idx_of(&xi[1], b->nvars, size, vc, 1, vg, ICG) ||

@@ -9,6 +9,7 @@ elements (harp fuses DQ -> Conv / Gemm / Add -> Q as onnxruntime does and
 computes what its int8 kernels compute: onnx_qdq.c).  Runs on the interpreter and the cpu backend (HARP_TEST_BACKENDS).
 """
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -144,6 +145,26 @@ def test_integer_big_k():
     path = model(nodes, [vi("x", T.UINT8, x.shape), vi("a", T.UINT8, a.shape)], [vi("ci", T.INT32, None), vi("mi", T.INT32, None)],
                  [init("w", w), init("xz", np.uint8(0)), init("b", b), init("az", np.uint8(0))], opset=13)
     same("ConvInteger / MatMulInteger, big K", path, {"x": x, "a": a})
+
+
+def test_matmul_integer_slices():
+    """MatMulInteger past K * 255 * 255 >= 2^24 as a transformer's dynamic
+    quantization has it: fp32 matmuls of the bf16-held operands over slices
+    of K joined in int32, exact where one fp32 sum is not (K = 601 products
+    of 255 x 127: an odd sum above 2^24), and a [2, 7, 768] x [768, 9] with
+    zero points and odd sizes."""
+    a = np.full((3, 601), 255, np.uint8)
+    a[1, ::7] = 0
+    b = np.full((601, 5), 127, np.int8)
+    b[::5, 1] = -128
+    x = RNG.integers(0, 256, (2, 7, 768), dtype=np.uint8)
+    w = RNG.integers(-128, 128, (768, 9), dtype=np.int8)
+    nodes = [h.make_node("MatMulInteger", ["a", "b"], ["y"]), h.make_node("MatMulInteger", ["x", "w", "xz", "wz"], ["z"])]
+    path = model(nodes, [vi("a", T.UINT8, a.shape), vi("x", T.UINT8, x.shape)], [vi("y", T.INT32, None), vi("z", T.INT32, None)],
+                 [init("b", b), init("w", w), init("xz", np.uint8(3)), init("wz", np.int8(-5))], opset=13)
+    S.check("K = 601: the exact sum is odd and above 2^24", int(a[0].astype(np.int64) @ b[:, 0].astype(np.int64)) % 2 == 1
+            and int(a[0].astype(np.int64) @ b[:, 0].astype(np.int64)) > 2 ** 24)
+    same("MatMulInteger over slices of K", path, {"a": a, "x": x})
 
 
 def test_qdq_softmax():
@@ -358,14 +379,90 @@ def test_round_epilogue():
     same("Round after MatMul / Conv", path, {"a": a, "x": x})
 
 
+def qdq_edges_model(zx):
+    """DQ -> Conv (3x3, pads, per-channel int8 weights at -128 / 127 among
+    others, int32 bias) -> Q, DQ -> MatMul (odd sizes, per-column weights) ->
+    Q and DQ -> Gemm (transB, bias) -> Q, each output DQ'd; uint8 activations
+    with zero point zx, half of them saturated at 0 or 255: |q - zx| reaches
+    255.  Returns the path and the feeds."""
+    x = (RNG.standard_normal((1, 32, 9, 11)) * 3).astype(np.float32)
+    x[:, ::2] = RNG.choice(np.array([-1e3, 1e3], np.float32), x[:, ::2].shape)
+    a = (RNG.standard_normal((23, 40)) * 3).astype(np.float32)
+    a[::3] = RNG.choice(np.array([-1e3, 1e3], np.float32), a[::3].shape)
+    w = RNG.integers(-128, 128, (16, 32, 3, 3), dtype=np.int8)
+    w[:, :4] = RNG.choice(np.array([-128, 127], np.int8), w[:, :4].shape)
+    wm = RNG.integers(-128, 128, (40, 19), dtype=np.int8)
+    wg = RNG.integers(-128, 128, (13, 40), dtype=np.int8)
+    sx, ws, wms, wgs = np.float32(0.02), (RNG.random(16) * 0.01 + 0.001).astype(np.float32), \
+        (RNG.random(19) * 0.01 + 0.001).astype(np.float32), (RNG.random(13) * 0.01 + 0.001).astype(np.float32)
+    b = RNG.integers(-300000, 300000, 16).astype(np.int32)
+    bg = RNG.integers(-300000, 300000, 13).astype(np.int32)
+    # output scales that spread the results over the 8 bits (~40 steps per sigma)
+    sy, sm, sg = np.float32(3.0), np.float32(1.0), np.float32(1.0)
+
+    def q(v, s, z):
+        return h.make_node("QuantizeLinear", [v, s, z], [v + "_q"])
+
+    def dq(v, s, z, ax=None):
+        return h.make_node("DequantizeLinear", [v, s, z], [v + "_d"], **({"axis": ax} if ax is not None else {}))
+    nodes = [q("x", "sx", "zx"), dq("x_q", "sx", "zx"), dq("w", "ws", "wz", 0), dq("b", "bs", "bz", 0),
+             h.make_node("Conv", ["x_q_d", "w_d", "b_d"], ["c"], pads=[1, 1, 1, 1]), q("c", "sy", "zy"), dq("c_q", "sy", "zy"),
+             q("a", "sx", "zx"), dq("a_q", "sx", "zx"), dq("wm", "wms", "wmz", 1),
+             h.make_node("MatMul", ["a_q_d", "wm_d"], ["m"]), q("m", "sm", "zy"), dq("m_q", "sm", "zy"),
+             dq("wg", "wgs", "wgz", 0), dq("bg", "bgs", "bgz", 0),
+             h.make_node("Gemm", ["a_q_d", "wg_d", "bg_d"], ["g"], transB=1), q("g", "sg", "zy"), dq("g_q", "sg", "zy")]
+    inits = [init("sx", sx), init("zx", np.uint8(zx)), init("w", w), init("ws", ws), init("wz", np.zeros(16, np.int8)),
+             init("b", b), init("bs", (sx * ws).astype(np.float32)), init("bz", np.zeros(16, np.int32)),
+             init("sy", sy), init("zy", np.uint8(128)), init("wm", wm), init("wms", wms), init("wmz", np.zeros(19, np.int8)),
+             init("sm", sm), init("wg", wg), init("wgs", wgs), init("wgz", np.zeros(13, np.int8)), init("bg", bg),
+             init("bgs", (sx * wgs).astype(np.float32)), init("bgz", np.zeros(13, np.int32)), init("sg", sg)]
+    path = model(nodes, [vi("x", T.FLOAT, x.shape), vi("a", T.FLOAT, a.shape)],
+                 [vi("c_q_d", T.FLOAT, None), vi("m_q_d", T.FLOAT, None), vi("g_q_d", T.FLOAT, None)], inits, opset=13)
+    return path, {"x": x, "a": a}, {"c_q_d": sy, "m_q_d": sm, "g_q_d": sg}
+
+
+def test_qdq_range_ends():
+    """Fused QDQ Conv / MatMul / Gemm with the activations' zero point at
+    either end (|q - z| up to 255), weights at -128 and 127, int32 biases
+    past bf16's range: the contractions read their integers in bf16 (exact
+    to 256) and equal onnxruntime's int8 run; the generated C multiplies
+    them with vdpbf16ps, on the templates (the conv reads the bf16 buffer its
+    input's producer wrote)."""
+    for zx in (0, 255):
+        path, feeds, steps = qdq_edges_model(zx)
+        want = ort_run(path, feeds)
+        p, d = ht.run(path, feeds, backend="cpu")
+        S.check(f"QDQ range ends zx={zx} (cpu): runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        for k, step in steps.items():
+            got = np.load(os.path.join(d, k + ".npy"))
+            err = np.abs(got.astype(np.float64) - want[k]) / step
+            inside = float(np.mean((want[k] / step > -127) & (want[k] / step < 126)))
+            print(f"QDQ range ends zx={zx} {k}: {np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+            S.check(f"QDQ range ends zx={zx} {k}: outputs not all saturated", inside > 0.5, f"{inside:.1%}")
+            S.check(f"QDQ range ends zx={zx} {k}: equal to onnxruntime's int8 run", float(np.mean(err <= 1e-3)) >= 0.999 and err.max() <= 1,
+                    f"{np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f} steps")
+    out = tempfile.mkdtemp(prefix="harp_py_qc_")
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out], capture_output=True, text=True, timeout=300)
+    S.check("QDQ range ends: harp compile runs", p.returncode == 0, p.stderr[-600:])
+    src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    S.check("QDQ range ends: the generated C multiplies with vdpbf16ps", "_mm512_dpbf16_ps" in src, f"{len(src)} bytes of C")
+    # the conv reads its input from the bf16 buffer its producer wrote: a template, not the generic loops
+    generic = [ln for ln in src.splitlines() if ln.startswith("/* generic loops")]
+    S.check("QDQ range ends: every contraction on a template", not generic, "; ".join(generic[:3]))
+
+
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
 test_integer_big_k()
+test_matmul_integer_slices()
 test_qdq_softmax()
 test_microsoft_binary()
 test_bad_params()
 test_qdq_model()
 test_qdq_mobilenetv2()
 test_qdq_bert()
+test_qdq_range_ends()
 S.close()
