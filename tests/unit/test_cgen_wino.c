@@ -5,6 +5,8 @@
  * many blocks of tiles, output channels not a multiple of the channel block,
  * fused bias / relu / silu / residual (and multiplying forms), weights
  * transformed once (prepack) or on every call, with and without a pool.
+ * rows of tiles (at least 14 a row: contiguous loads and stores) and
+ * images of shorter rows (any 16 tiles: gathers and scatters).
  * Checks the error bound (max |got - ref| / max |ref|) of each tile on a
  * 256-channel layer, that no kernel writes past its output, that the source
  * says Winograd, and that cgen_conv refuses a Winograd spec it cannot run
@@ -49,6 +51,13 @@ static const wcase CASES[] = {
     {1, 4, 5, 6, 6, 3, 3, 3, 3, W4, 1, {BI}},
     {2, 64, 14, 14, 64, 1, 1, 1, 1, W0, 2, {BI, RS}, 1, 1},
     {1, 19, 7, 7, 30, 1, 1, 1, 1, W0, 1, {SI}},
+    /* rows of 14 tiles or more: vectors along a tile row (loads, permutes, row stores) */
+    {1, 5, 9, 60, 7, 1, 1, 1, 1, W4},
+    {2, 3, 11, 70, 9, 2, 1, 0, 2, W4, 3, {BI, RS, RE}},
+    {1, 6, 7, 30, 10, 1, 1, 1, 1, W2, 1, {RS}, 0, 1},
+    {3, 4, 5, 33, 17, 0, 0, 0, 0, W2, 1, {BI}, 1},
+    {1, 2, 4, 56, 5, 3, 3, 3, 3, W4, 1, {SI}},
+    {1, 8, 40, 56, 16, 1, 1, 1, 1, W0, 2, {BI, RE}, 1},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -171,6 +180,10 @@ static void test_cases(void **st) {
     char tag[32];
     snprintf(tag, sizeof tag, "winograd F(%dx%d,3x3)", cg_wino_tile(&s), cg_wino_tile(&s));
     assert_non_null(strstr(src.buf + at, tag));
+    int64_t oh, ow, m = cg_wino_tile(&s);
+    assert_true(cgen_conv_out_hw(&s, &oh, &ow));
+    bool rows = (ow + m - 1) / m >= 14;
+    assert_true(!strstr(src.buf + at, "rows of tiles") == !rows);
   }
   void *h = ct_compile(src.buf);
   assert_non_null(h);

@@ -21,9 +21,10 @@
  *     the NCHW input (0 in the padding and past the edges), B^T d B in
  *     registers (coefficients folded in at generation time), stored as
  *     V[t][c][NBT] in per-thread scratch;
- *   per block of MR output channels: the T GEMMs on an MR x NV register
- *     micro-tile (a broadcast of U per row, NV vector loads of V per c, FMA)
- *     into M[t][MR][NBT] (L1), then the output transform A^T M A on 16 tiles
+ *   per point t, per block of MR output channels: the GEMM on an MR x NV
+ *     register micro-tile (a broadcast of U per row, NV vector loads of V
+ *     per c, FMA) into M[t][oc][NBT] (per-thread scratch), then per output
+ *     channel the output transform A^T M A on 16 tiles
  *     at a time, the epilogue (bias, activations, residual gathered like
  *     the output) and masked scatters into the NCHW output, tails (tiles
  *     past the edge of the output) masked off.
@@ -58,6 +59,8 @@ typedef struct wn {
   int64_t OH, OW, TH, TW, NTI; /* output size, tiles per column / row / image */
   int nv, nbt, mr;         /* vectors of tiles per block, tiles per block, channels per block */
   int64_t nblk, nob, ocp, nos; /* tile blocks per image, channel blocks, padded channels, channel parts */
+  bool rows;               /* a vector is 16 tiles of one tile row (else any 16 of the image) */
+  int64_t nseg, nvec;      /* rows: vectors per tile row, per image */
   const double *bt, *g, *at;   /* [a][a], [a][3], [m][a] */
 } wn;
 
@@ -101,12 +104,23 @@ static void wn_plan(wn *d, const cgen_conv_spec *s) {
   d->at = d->m == 2 ? &AT2[0][0] : &AT4[0][0];
   cgen_conv_out_hw(s, &d->OH, &d->OW);
   d->TH = (d->OH + d->m - 1) / d->m, d->TW = (d->OW + d->m - 1) / d->m, d->NTI = d->TH * d->TW;
-  /* 32 tiles a block (two vectors) unless the image has at most 16 */
-  d->nv = d->NTI > 16 ? 2 : 1;
+  /* rows of at least 14 tiles: each vector holds tiles of one row (at most
+   * 1/8 of the lanes idle), its points contiguous loads split by
+   * permutes and its outputs stored as contiguous rows; shorter rows: any
+   * 16 tiles of the image, masked gathers and scatters */
+  d->nseg = (d->TW + 15) / 16;
+  d->rows = d->TW >= 14;
+  d->nvec = d->rows ? d->TH * d->nseg : (d->NTI + 15) / 16;
+  /* 32 tiles a block (two vectors) unless the image has at most 16; 64
+   * (four vectors, 6 channels: 24 accumulators) where the transformed
+   * weights pass 16 MB: every block reads all of them, from DRAM or L3 */
+  double ubytes = (double)d->T * (double)s->oc * (double)s->c * 4;
+  d->nv = d->nvec > 1 ? 2 : 1;
+  if (ubytes > 16e6 && d->nvec > 2) d->nv = 4;
   d->nbt = 16 * d->nv;
-  d->mr = d->nv == 2 ? 8 : 12;
+  d->mr = d->nv == 4 ? 6 : d->nv == 2 ? 8 : 12;
   if (s->oc < d->mr) d->mr = (int)s->oc;
-  d->nblk = (d->NTI + d->nbt - 1) / d->nbt;
+  d->nblk = (d->nvec + d->nv - 1) / d->nv;
   d->nob = (s->oc + d->mr - 1) / d->mr, d->ocp = d->nob * d->mr;
   /* few tile blocks: split the output channels too so that every thread
    * has work (each part repeats the input transform) */
@@ -185,6 +199,20 @@ static void emit_index(cg_out *o, const wn *d) {
   cg_emit(o, "    }\n  }\n}\n");
 }
 
+/* The column transform of the row-transformed points e[r][j] of 16 tiles
+ * (vector v) and their store into V[t][c][NBT]. */
+static void emit_vstore(cg_out *o, const wn *d) {
+  int a = d->a;
+  char fmt[32];
+  for (int i = 0; i < a; i++)
+    for (int j = 0; j < a; j++) {
+      cg_emit(o, "    { __m512 t;\n");
+      snprintf(fmt, sizeof fmt, "e[%%d][%d]", j);
+      emit_lin(o, "      t", d->bt + i * a, a, fmt);
+      cg_emit(o, "      _mm512_storeu_ps(V + (%dL * %ldL + c) * %d + v * 16, t); }\n", i * a + j, (long)d->s->c, d->nbt);
+    }
+}
+
 /* Input transform of channel c of one image (x: its plane) into V. */
 static void emit_itrans(cg_out *o, const wn *d) {
   char dst[64];
@@ -201,28 +229,25 @@ static void emit_itrans(cg_out *o, const wn *d) {
       emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
     }
   }
-  for (int i = 0; i < a; i++)
-    for (int j = 0; j < a; j++) {
-      cg_emit(o, "    { __m512 t;\n");
-      char fmt[32];
-      snprintf(fmt, sizeof fmt, "e[%%d][%d]", j);
-      emit_lin(o, "      t", d->bt + i * a, a, fmt);
-      cg_emit(o, "      _mm512_storeu_ps(V + (%dL * %ldL + c) * %d + v * 16, t); }\n", i * a + j, (long)d->s->c, d->nbt);
-    }
+  emit_vstore(o, d);
   cg_emit(o, "  }\n}\n");
 }
 
-/* The T GEMMs of one output-channel block: M[t][r][NBT] = sum_c U V. */
+/* The T GEMMs of output-channel blocks [ob0, ob1): M[t][oc][NBT] = sum_c
+ * U V, point by point (V_t, C x NBT, stays in L1/L2 across the blocks). */
 static void emit_gemm(cg_out *o, const wn *d) {
   const cgen_conv_spec *s = d->s;
-  cg_emit(o, "static $T void $P_gemm(const float *U, const float *V, float *M) {\n");
+  cg_emit(o, "static $T void $P_gemm(const float *U, const float *V, float *M, long ob0, long ob1) {\n");
   cg_emit(o, "  for (int t = 0; t < %d; t++) {\n", d->T);
-  cg_emit(o, "    const float *u = U + (long)t * %ldL, *vv = V + (long)t * %ldL;\n", (long)(d->nob * s->c * d->mr),
-          (long)(s->c * d->nbt));
+  cg_emit(o, "    const float *vv = V + (long)t * %ldL;\n", (long)(s->c * d->nbt));
+  cg_emit(o, "    for (long ob = ob0; ob < ob1; ob++) {\n");
+  cg_emit(o, "    const float *u = U + ((long)t * %ldL + ob) * %ldL;\n", (long)d->nob, (long)(s->c * d->mr));
+  cg_emit(o, "    float *mo = M + ((long)t * %ldL + ob * %d) * %d;\n", (long)d->ocp, d->mr, d->nbt);
   for (int r = 0; r < d->mr; r++)
     for (int v = 0; v < d->nv; v++) cg_emit(o, "    __m512 a%d_%d = _mm512_setzero_ps();\n", r, v);
   cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
   for (int v = 0; v < d->nv; v++) cg_emit(o, "      __m512 b%d = _mm512_loadu_ps(vv + c * %d + %d);\n", v, d->nbt, v * 16);
+  cg_emit(o, "      _mm_prefetch((const char *)(u + c * %d) + 1024, _MM_HINT_T0);\n", d->mr);
   for (int r = 0; r < d->mr; r++) {
     cg_emit(o, "      { __m512 w = _mm512_set1_ps(u[c * %d + %d]);", d->mr, r);
     for (int v = 0; v < d->nv; v++) cg_emit(o, " a%d_%d = _mm512_fmadd_ps(w, b%d, a%d_%d);", r, v, v, r, v);
@@ -230,9 +255,8 @@ static void emit_gemm(cg_out *o, const wn *d) {
   }
   cg_emit(o, "    }\n");
   for (int r = 0; r < d->mr; r++)
-    for (int v = 0; v < d->nv; v++)
-      cg_emit(o, "    _mm512_storeu_ps(M + ((long)t * %d + %d) * %d + %d, a%d_%d);\n", d->mr, r, d->nbt, v * 16, r, v);
-  cg_emit(o, "  }\n}\n");
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    _mm512_storeu_ps(mo + %d, a%d_%d);\n", r * d->nbt + v * 16, r, v);
+  cg_emit(o, "    }\n  }\n}\n");
 }
 
 /* Output transform, epilogue and store of channel oc (row r of M). */
@@ -242,8 +266,8 @@ static void emit_otrans(cg_out *o, const wn *d) {
   char dst[64], fmt[32];
   cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
-  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %d + r) * %d + v * 16);\n", d->T,
-          d->mr, d->nbt);
+  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
+          (long)d->ocp, d->nbt);
   for (int i = 0; i < m; i++)
     for (int col = 0; col < a; col++) {
       snprintf(dst, sizeof dst, "    sm[%d][%d]", i, col);
@@ -271,6 +295,153 @@ static void emit_otrans(cg_out *o, const wn *d) {
   cg_emit(o, "  }\n}\n");
 }
 
+/* ---- row mode: a vector is 16 tiles of one tile row ------------------------- */
+/* Per vector v of block blk: the first input row ih0 (H when the vector is
+ * past the last: every row reads as 0), the first output row oh0 (OH then)
+ * and column c0, the masks of the m + 1 input loads of a row (lm) and of
+ * the m output stores (sm). */
+static void emit_rindex(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int m = d->m;
+  cg_emit(o, "static $T void $P_rindex(long blk, long *ih0, long *oh0, long *c0, uint16_t *lm, uint16_t *sm) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    long g = blk * %dL + v, th = g / %ldL, tw0 = g %% %ldL * 16;\n",
+          d->nv, d->nv, (long)d->nseg, (long)d->nseg);
+  cg_emit(o, "    int live = g < %ldL;\n", (long)d->nvec);
+  cg_emit(o, "    ih0[v] = live ? th * %d - %ldL : %ldL;\n    oh0[v] = live ? th * %d : %ldL;\n    c0[v] = tw0 * %d;\n",
+          m, (long)s->pad[0], (long)s->h, m, (long)d->OH, m);
+  cg_emit(o, "    for (int q = 0; q <= %d; q++) {\n      uint16_t k = 0;\n", m);
+  cg_emit(o, "      for (int l = 0; l < 16; l++) { long iw = tw0 * %d - %ldL + q * 16 + l;"
+             " k |= (uint16_t)((live && iw >= 0 && iw < %ldL) << l); }\n", m, (long)s->pad[1], (long)s->w);
+  cg_emit(o, "      lm[v * %d + q] = k;\n      if (q == %d) break;\n      k = 0;\n", m + 1, m);
+  cg_emit(o, "      for (int l = 0; l < 16; l++) k |= (uint16_t)((live && tw0 * %d + q * 16 + l < %ldL) << l);\n", m,
+          (long)d->OW);
+  cg_emit(o, "      sm[v * %d + q] = k;\n    }\n  }\n}\n", m);
+}
+
+/* idx lanes of a permutex2var: lane p <- element e(p) of the pair (a, b). */
+static void emit_idx(cg_out *o, const int *e) {
+  cg_emit(o, "_mm512_setr_epi32(");
+  for (int p = 0; p < 16; p++) cg_emit(o, "%d%s", e[p], p < 15 ? ", " : ")");
+}
+
+/* Point k < m of 16 tiles from the loads L0..: element l*m + k of the row. */
+static void emit_split(cg_out *o, const wn *d, int k) {
+  int e[16];
+  for (int l = 0; l < 16; l++) e[l] = (l * d->m + k) & 31;
+  cg_emit(o, "      d[%d] = ", k);
+  if (d->m == 2) {
+    cg_emit(o, "_mm512_permutex2var_ps(L0, ");
+    emit_idx(o, e);
+    cg_emit(o, ", L1);\n");
+    return;
+  }
+  cg_emit(o, "_mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(L0, ");
+  emit_idx(o, e);
+  cg_emit(o, ", L1), _mm512_permutex2var_ps(L2, ");
+  emit_idx(o, e);
+  cg_emit(o, ", L3));\n");
+}
+
+/* Input transform of channel c in row mode (x: its plane). */
+static void emit_ritrans(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int a = d->a, m = d->m;
+  char dst[64];
+  cg_emit(o, "static $T void $P_ritrans(const float *x, long c, const long *ih0, const long *c0, const uint16_t *lm,"
+             " float *V) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 d[%d], e[%d][%d];\n", d->nv, a, a, a);
+  cg_emit(o, "    const float *xr = x + c0[v] - %ldL;\n", (long)s->pad[1]);
+  for (int r = 0; r < a; r++) {
+    cg_emit(o, "    if (ih0[v] + %d >= 0 && ih0[v] + %d < %ldL) {\n", r, r, (long)s->h);
+    cg_emit(o, "      const float *row = xr + (ih0[v] + %d) * %ldL;\n", r, (long)s->w);
+    for (int q = 0; q <= m; q++)
+      cg_emit(o, "      __m512 L%d = _mm512_maskz_loadu_ps(lm[v * %d + %d], row + %d);\n", q, m + 1, q, 16 * q);
+    for (int k = 0; k < m; k++) emit_split(o, d, k);
+    for (int j = 0; j < 2; j++)
+      cg_emit(o, "      d[%d] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(%s), _mm512_castps_si512(d[%d]), 1));\n",
+              m + j, j == 0 ? (m == 2 ? "L2" : "L4")
+                             : (m == 2 ? "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(L2), _mm512_castps_si512(L2), 1))"
+                                       : "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(L4), _mm512_castps_si512(L4), 1))"),
+              j);
+    cg_emit(o, "    } else {\n");
+    for (int k = 0; k < a; k++) cg_emit(o, "      d[%d] = _mm512_setzero_ps();\n", k);
+    cg_emit(o, "    }\n");
+    for (int j = 0; j < a; j++) {
+      snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
+      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+    }
+  }
+  emit_vstore(o, d);
+  cg_emit(o, "  }\n}\n");
+}
+
+/* Output q (of m) of an output row: lanes p <- tile (16q + p) / m, point
+ * (16q + p) % m of y0..y(m-1). */
+static void emit_merge(cg_out *o, const wn *d, int q) {
+  int e[16];
+  unsigned hi = 0;
+  for (int p = 0; p < 16; p++) {
+    int g = 16 * q + p, l = g / d->m, j = g % d->m;
+    e[p] = (j & 1) * 16 + l;
+    if (j >= 2) hi |= 1u << p;
+  }
+  cg_emit(o, "      x = ");
+  if (d->m == 2) {
+    cg_emit(o, "_mm512_permutex2var_ps(y0, ");
+    emit_idx(o, e);
+    cg_emit(o, ", y1);\n");
+    return;
+  }
+  cg_emit(o, "_mm512_mask_blend_ps(0x%04x, _mm512_permutex2var_ps(y0, ", hi);
+  emit_idx(o, e);
+  cg_emit(o, ", y1), _mm512_permutex2var_ps(y2, ");
+  emit_idx(o, e);
+  cg_emit(o, ", y3));\n");
+}
+
+/* Output transform, epilogue and store of channel oc in row mode. */
+static void emit_rotrans(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int a = d->a, m = d->m;
+  long ohw = (long)(d->OH * d->OW);
+  char dst[64], fmt[32];
+  cg_emit(o, "static $T void $P_rotrans(const $P_wtt *tt, const float *M, int r, long oc, const long *oh0, const long *c0,"
+             " const uint16_t *sm) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], s[%d][%d];\n", d->nv, d->T, m, a);
+  cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
+  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
+          (long)d->ocp, d->nbt);
+  for (int i = 0; i < m; i++)
+    for (int col = 0; col < a; col++) {
+      snprintf(dst, sizeof dst, "    s[%d][%d]", i, col);
+      snprintf(fmt, sizeof fmt, "q[%%d * %d + %d]", a, col);
+      emit_lin(o, dst, d->at + i * a, a, fmt);
+    }
+  for (int i = 0; i < m; i++) {
+    cg_emit(o, "    if (oh0[v] + %d < %ldL) {\n      __m512 x;\n", i, (long)d->OH);
+    for (int j = 0; j < m; j++) {
+      snprintf(dst, sizeof dst, "      __m512 y%d", j);
+      snprintf(fmt, sizeof fmt, "s[%d][%%d]", i);
+      emit_lin(o, dst, d->at + j * a, a, fmt);
+    }
+    cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
+    for (int qq = 0; qq < m; qq++) {
+      emit_merge(o, d, qq);
+      cg_emit(o, "      { __mmask16 k = sm[v * %d + %d];\n", m, qq);
+      for (int e = 0; e < s->n_epi; e++) {
+        const cgen_epi *ep = &s->epi[e];
+        if (cg_emit_epi_common(o, ep, e, "oc", "x")) continue;
+        if (ep->kind == CGEN_EPI_RESIDUAL)
+          cg_emit(o, "      x = x %s _mm512_maskz_loadu_ps(k, (const float *)tt->ep[%d] + at + %d);\n", ep->mul ? "*" : "+",
+                  e, 16 * qq);
+      }
+      cg_emit(o, "      _mm512_mask_storeu_ps((float *)tt->y + at + %d, k, x); }\n", 16 * qq);
+    }
+    cg_emit(o, "    }\n");
+  }
+  cg_emit(o, "  }\n}\n");
+}
+
 /* One task: image n, tile block blk, output-channel part os. */
 static void emit_task(cg_out *o, const wn *d) {
   const cgen_conv_spec *s = d->s;
@@ -279,12 +450,20 @@ static void emit_task(cg_out *o, const wn *d) {
   cg_emit(o, "  long os = task %% %ldL, r0 = task / %ldL, blk = r0 %% %ldL, n = r0 / %ldL;\n", (long)d->nos,
           (long)d->nos, (long)d->nblk, (long)d->nblk);
   cg_emit(o, "  float *V = (float *)cx->sc.thr[tid], *M = V + %ldL;\n", (long)(d->T * s->c * d->nbt));
-  cg_emit(o, "  int ix[%d][16], ox[%d][16];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->nv * d->m * d->m,
-          d->nv * d->T, d->nv * d->m * d->m);
-  cg_emit(o, "  $P_index(blk, ix, im, ox, om);\n");
   cg_emit(o, "  const float *x = (const float *)cx->B + n * %ldL;\n", (long)(s->c * s->h * s->w));
-  cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %ldL, c, ix, im, V);\n", (long)s->c,
-          (long)(s->h * s->w));
+  if (d->rows) {
+    cg_emit(o, "  long ih0[%d], oh0[%d], c0[%d];\n  uint16_t lm[%d], sm[%d];\n", d->nv, d->nv, d->nv, d->nv * (d->m + 1),
+            d->nv * d->m);
+    cg_emit(o, "  $P_rindex(blk, ih0, oh0, c0, lm, sm);\n");
+    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_ritrans(x + c * %ldL, c, ih0, c0, lm, V);\n", (long)s->c,
+            (long)(s->h * s->w));
+  } else {
+    cg_emit(o, "  int ix[%d][16], ox[%d][16];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->nv * d->m * d->m,
+            d->nv * d->T, d->nv * d->m * d->m);
+    cg_emit(o, "  $P_index(blk, ix, im, ox, om);\n");
+    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %ldL, c, ix, im, V);\n", (long)s->c,
+            (long)(s->h * s->w));
+  }
   cg_emit(o, "  $P_wtt tt;\n  tt.y = (float *)cx->C + n * %ldL;\n", (long)(s->oc * d->OH * d->OW));
   for (int i = 0; i < s->n_epi; i++) {
     const cgen_epi *ep = &s->epi[i];
@@ -295,10 +474,14 @@ static void emit_task(cg_out *o, const wn *d) {
   int64_t per = (d->nob + d->nos - 1) / d->nos;
   cg_emit(o, "  long ob1 = (os + 1) * %ldL < %ldL ? (os + 1) * %ldL : %ldL;\n", (long)per, (long)d->nob, (long)per,
           (long)d->nob);
+  cg_emit(o, "  $P_gemm(cx->Up, V, M, os * %ldL, ob1);\n", (long)per);
   cg_emit(o, "  for (long ob = os * %ldL; ob < ob1; ob++) {\n", (long)per);
-  cg_emit(o, "    $P_gemm(cx->Up + ob * %ldL, V, M);\n", (long)(s->c * d->mr));
-  cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_otrans(&tt, M, r, ob * %d + r, ox, om);\n", d->mr,
-          d->mr, (long)s->oc, d->mr);
+  if (d->rows)
+    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_rotrans(&tt, M, ob * %d + r, ob * %d + r, oh0, c0, sm);\n",
+            d->mr, d->mr, (long)s->oc, d->mr, d->mr);
+  else
+    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_otrans(&tt, M, ob * %d + r, ob * %d + r, ox, om);\n", d->mr,
+            d->mr, (long)s->oc, d->mr, d->mr);
   cg_emit(o, "  }\n}\n");
 }
 
@@ -308,18 +491,25 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   wn d;
   wn_plan(&d, s);
   cg_emit_isa_helpers(o);
-  cg_emit(o, "/* winograd F(%dx%d,3x3): %ld tiles of %dx%d per image in blocks of %d, %d output channels per"
-             " block, %ld channel parts */\n", d.m, d.m, (long)d.NTI, d.m, d.m, d.nbt, d.mr, (long)d.nos);
+  cg_emit(o, "/* winograd F(%dx%d,3x3): %ld tiles of %dx%d per image in blocks of %d (%s), %d output channels per"
+             " block, %ld channel parts */\n", d.m, d.m, (long)d.NTI, d.m, d.m, d.nbt,
+          d.rows ? "rows of tiles: loads and permutes" : "any tiles: gathers and scatters", d.mr, (long)d.nos);
   cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
   emit_wpack(o, &d);
-  emit_index(o, &d);
-  emit_itrans(o, &d);
+  if (d.rows) {
+    emit_rindex(o, &d);
+    emit_ritrans(o, &d);
+  } else {
+    emit_index(o, &d);
+    emit_itrans(o, &d);
+  }
   emit_gemm(o, &d);
-  emit_otrans(o, &d);
+  if (d.rows) emit_rotrans(o, &d);
+  else emit_otrans(o, &d);
   emit_task(o, &d);
   long ubytes = (long)(d.T * d.ocp * s->c * 4), ntask = (long)(s->n * d.nblk * d.nos);
-  long thr = (long)((d.T * s->c * d.nbt + d.T * d.mr * d.nbt) * 4);
+  long thr = (long)((d.T * s->c * d.nbt + d.T * d.ocp * d.nbt) * 4);
   if (s->prepack_w) {
     cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
     cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
