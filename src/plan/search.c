@@ -84,7 +84,7 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       }
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
-      if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
+      if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
     } else {
       s->algos[s->nalgos++] = PLAN_ALGO_STREAMING_SOFTMAX_2PASS;
       s->algos[s->nalgos++] = PLAN_ALGO_ONLINE_SOFTMAX;

@@ -25,7 +25,7 @@ typedef int (*conv_fn)(hprt_pool *, const void *, const void *, void *, const vo
 
 typedef struct wcase {
   long n, c, h, w, oc, pt, pl, pb, pr;
-  int algo; /* CGEN_CONV_WINO (the tile cg_wino_tile picks), WINO2, WINO4 */
+  int algo; /* CGEN_CONV_WINO (the tile cgen_conv_wino_tile picks), WINO2, WINO4 */
   int nepi;
   cgen_epi_kind ek[3];
   int prepack;
@@ -178,9 +178,9 @@ static void test_cases(void **st) {
     size_t at = src.len;
     assert_int_equal(cgen_conv(&e, &s, name, &src), HARP_OK);
     char tag[32];
-    snprintf(tag, sizeof tag, "winograd F(%dx%d,3x3)", cg_wino_tile(&s), cg_wino_tile(&s));
+    snprintf(tag, sizeof tag, "winograd F(%dx%d,3x3)", cgen_conv_wino_tile(&s), cgen_conv_wino_tile(&s));
     assert_non_null(strstr(src.buf + at, tag));
-    int64_t oh, ow, m = cg_wino_tile(&s);
+    int64_t oh, ow, m = cgen_conv_wino_tile(&s);
     assert_true(cgen_conv_out_hw(&s, &oh, &ow));
     bool rows = (ow + m - 1) / m >= 14;
     assert_true(!strstr(src.buf + at, "rows of tiles") == !rows);
@@ -259,11 +259,11 @@ static void test_refused(void **st) {
   cgen_conv_spec_init(&s, 1, 8, 7, 7, 8, 3, 3, TINY_FP32);
   s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
   s.tune.conv_algo = W0;
-  assert_int_equal(cg_wino_tile(&s), 2);
+  assert_int_equal(cgen_conv_wino_tile(&s), 2);
   cgen_conv_spec_init(&s, 1, 8, 8, 8, 8, 3, 3, TINY_FP32);
   s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
   s.tune.conv_algo = W0;
-  assert_int_equal(cg_wino_tile(&s), 4);
+  assert_int_equal(cgen_conv_wino_tile(&s), 4);
 }
 
 int main(void) {

@@ -129,7 +129,7 @@ typedef struct cgen_tuning {
 /* How the AVX-512 variant of a convolution computes (cgen_conv_direct says
  * which AUTO picks and why; the other variants are always implicit GEMM).
  * WINO: Winograd F(m x m, 3x3) (cgen_wino.c), m chosen from the output size
- * (cg_wino_tile), or F(2x2) / F(4x4) as asked; AUTO never picks it (the
+ * (cgen_conv_wino_tile), or F(2x2) / F(4x4) as asked; AUTO never picks it (the
  * Schedule Plan's algo_choice conv winograd_3x3 does). */
 enum { CGEN_CONV_AUTO, CGEN_CONV_GEMM, CGEN_CONV_DIRECT, CGEN_CONV_WINO, CGEN_CONV_WINO2, CGEN_CONV_WINO4 };
 
@@ -194,6 +194,9 @@ bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
  * storage; *why says why not.  cgen_conv refuses a Winograd spec it cannot
  * honour (HARP_E_UNSUPPORTED) rather than running something else. */
 bool cgen_conv_wino_ok(const cgen_conv_spec *spec, const char **why);
+/* The output tile m (2 or 4) of that kernel: as tune.conv_algo asks, or
+ * (CGEN_CONV_WINO) 4 from 8 outputs a side, else 2. */
+int cgen_conv_wino_tile(const cgen_conv_spec *spec);
 
 typedef struct cgen_attn_spec {
   int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv] */

@@ -99,10 +99,9 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
 harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
 
-/* Winograd convolution (cgen_wino.c): whether it applies, the output tile
- * m it uses (2 or 4), the AVX-512 variant of the kernel. */
+/* Winograd convolution (cgen_wino.c): whether it applies, the AVX-512
+ * variant of the kernel. */
 bool cg_wino_applies(const cgen_conv_spec *s, const char **why);
-int cg_wino_tile(const cgen_conv_spec *s);
 harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
 
 /* A padded input row split into its stride phases, the scratch layout of the

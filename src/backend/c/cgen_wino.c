@@ -1,6 +1,6 @@
 /* cgen_wino.c — Winograd convolution F(m x m, 3 x 3) kernel generator (AVX-512).
  * Needs: cgen_int.h (templating, vector layer, runtime).  Gives:
- * cg_wino_applies (which convs it takes, and why not), cg_wino_tile (the
+ * cg_wino_applies (which convs it takes, and why not), cgen_conv_wino_tile (the
  * output tile m a conv spec gets), cg_wino_variant (the AVX-512 variant of a
  * cgen_conv kernel whose tune.conv_algo asks for Winograd).
  *
@@ -71,7 +71,7 @@ bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
   if (s->groups != 1) return *why = "grouped", false;
   if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32)
     return *why = "fp16/bf16 storage (fp32 only)", false;
-  if (s->tune.bf16 || s->tune.bf16_native) return *why = "bf16 multiplication asked for", false;
+  if (s->tune.bf16) return *why = "bf16 multiplication asked for", false;
   for (int i = 0; i < s->n_epi; i++)
     if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32) || s->epi[i].kind == CGEN_EPI_BIAS_N)
       return *why = "a half-precision residual or a spatial bias", false;
@@ -83,7 +83,7 @@ bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
   return true;
 }
 
-int cg_wino_tile(const cgen_conv_spec *s) {
+int cgen_conv_wino_tile(const cgen_conv_spec *s) {
   if (s->tune.conv_algo == CGEN_CONV_WINO2) return 2;
   if (s->tune.conv_algo == CGEN_CONV_WINO4) return 4;
   /* F(4) wastes a quarter of a 2-wide tail: at 7x7 outputs (4 tiles of 4 for
@@ -97,7 +97,7 @@ int cg_wino_tile(const cgen_conv_spec *s) {
 static void wn_plan(wn *d, const cgen_conv_spec *s) {
   memset(d, 0, sizeof *d);
   d->s = s;
-  d->m = cg_wino_tile(s);
+  d->m = cgen_conv_wino_tile(s);
   d->a = d->m + 2, d->T = d->a * d->a;
   d->bt = d->m == 2 ? &BT2[0][0] : &BT4[0][0];
   d->g = d->m == 2 ? &G2[0][0] : &G4[0][0];
