@@ -563,9 +563,9 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
                       : a == PLAN_ALGO_WINOGRAD_4X4_3X3 ? CGEN_CONV_WINO4 : CGEN_CONV_WINO;
   const char *why = NULL;
   if (cgen_conv_wino_ok(s, &why)) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "conv: Winograd F(%dx%d,3x3) (AVX-512; other ISAs: implicit GEMM)", cgen_conv_wino_tile(s),
-             cgen_conv_wino_tile(s));
+    char msg[160];
+    snprintf(msg, sizeof msg, "conv: Winograd F(%dx%d,3x3) (AVX-512; other ISAs: implicit GEMM); tiles, warp tile and"
+             " stages not used (its own blocking)", cgen_conv_wino_tile(s), cgen_conv_wino_tile(s));
     note_add(ch, msg);
     return HARP_OK;
   }
