@@ -254,7 +254,7 @@ static void test_refused(void **st) {
     assert_non_null(strstr(e.msg, R[i].why));
     ut_str_free(&src);
   }
-  /* the tile: F(4) from 8 outputs a side, F(2) below */
+  /* the tile: F(4) from 8 outputs a side, F(2) below and at 27-52 columns */
   cgen_conv_spec s;
   cgen_conv_spec_init(&s, 1, 8, 7, 7, 8, 3, 3, TINY_FP32);
   s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
@@ -264,6 +264,12 @@ static void test_refused(void **st) {
   s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
   s.tune.conv_algo = W0;
   assert_int_equal(cgen_conv_wino_tile(&s), 4);
+  for (int w = 20; w <= 60; w += 4) {
+    cgen_conv_spec_init(&s, 1, 8, 30, w, 8, 3, 3, TINY_FP32);
+    s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
+    s.tune.conv_algo = W0;
+    assert_int_equal(cgen_conv_wino_tile(&s), w >= 27 && w <= 52 ? 2 : 4);
+  }
 }
 
 int main(void) {

@@ -195,7 +195,8 @@ bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
  * honour (HARP_E_UNSUPPORTED) rather than running something else. */
 bool cgen_conv_wino_ok(const cgen_conv_spec *spec, const char **why);
 /* The output tile m (2 or 4) of that kernel: as tune.conv_algo asks, or
- * (CGEN_CONV_WINO) 4 from 8 outputs a side, else 2. */
+ * (CGEN_CONV_WINO) 2 below 8 outputs a side or at 27 to 52 columns (rows of
+ * F(2) tiles read by loads, F(4)'s gathered), else 4. */
 int cgen_conv_wino_tile(const cgen_conv_spec *spec);
 
 typedef struct cgen_attn_spec {
