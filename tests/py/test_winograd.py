@@ -121,6 +121,16 @@ for name, args in (("7x7", (1, 64, 7, 7, 64)), ("stride 2", (1, 32, 56, 56, 32, 
                 cp[0]["note"])
     s.check(f"{name}: y vs numpy", *close(np.load(os.path.join(d, "y.npy")), want))
 
+# the knob conv (HARP_CONV=direct, an A/B switch) wins over the plan's Winograd, and plan.json says so
+path, feeds, want = conv_model("knob", 1, 16, 56, 56, 16)
+os.environ["HARP_CONV"] = "direct"
+p, d, src, plans = compile_run(path, feeds)
+del os.environ["HARP_CONV"]
+cp = conv_plans(plans)
+s.check("HARP_CONV=direct: implicit_gemm in plan.json, the direct kernel, the note says why",
+        p.returncode == 0 and cp and cp[0]["plan"]["algo_choice"]["conv"] == "implicit_gemm" and "winograd F(" not in src
+        and "knob conv asks for the direct kernel" in cp[0]["note"], p.stderr[-300:] + str(cp)[:300])
+
 # ---- plans differing only in the algorithm: different code, the same numbers --------------
 BASE = ("split m 64; split n 64; split k 64;\nwarp_tile 4x64;\nbind m.o block.y; bind n.o block.x;\nvectorize n.i.i 16;\n"
         "predicate_tail m.i.i n.i.i k.i.i;\nalgo_choice conv {};\n")

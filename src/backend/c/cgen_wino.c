@@ -328,22 +328,31 @@ static void emit_idx(cg_out *o, const int *e) {
   for (int p = 0; p < 16; p++) cg_emit(o, "%d%s", e[p], p < 15 ? ", " : ")");
 }
 
+/* "dst = " lanes p of permutex2var(a0, e, a1), or with four sources lanes
+ * in `hi` from permutex2var(a2, e, a3) (a2 NULL: two sources). */
+static void emit_pick(cg_out *o, const char *dst, const int *e, unsigned hi, const char *a0, const char *a1, const char *a2,
+                      const char *a3) {
+  cg_emit(o, "      %s = ", dst);
+  if (a2) cg_emit(o, "_mm512_mask_blend_ps(0x%04x, ", hi);
+  cg_emit(o, "_mm512_permutex2var_ps(%s, ", a0);
+  emit_idx(o, e);
+  cg_emit(o, ", %s)", a1);
+  if (a2) {
+    cg_emit(o, ", _mm512_permutex2var_ps(%s, ", a2);
+    emit_idx(o, e);
+    cg_emit(o, ", %s))", a3);
+  }
+  cg_emit(o, ";\n");
+}
+
 /* Point k < m of 16 tiles from the loads L0..: element l*m + k of the row. */
 static void emit_split(cg_out *o, const wn *d, int k) {
   int e[16];
+  char dst[16];
   for (int l = 0; l < 16; l++) e[l] = (l * d->m + k) & 31;
-  cg_emit(o, "      d[%d] = ", k);
-  if (d->m == 2) {
-    cg_emit(o, "_mm512_permutex2var_ps(L0, ");
-    emit_idx(o, e);
-    cg_emit(o, ", L1);\n");
-    return;
-  }
-  cg_emit(o, "_mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(L0, ");
-  emit_idx(o, e);
-  cg_emit(o, ", L1), _mm512_permutex2var_ps(L2, ");
-  emit_idx(o, e);
-  cg_emit(o, ", L3));\n");
+  snprintf(dst, sizeof dst, "d[%d]", k);
+  if (d->m == 2) emit_pick(o, dst, e, 0, "L0", "L1", NULL, NULL);
+  else emit_pick(o, dst, e, 0xFF00u, "L0", "L1", "L2", "L3");
 }
 
 /* Input transform of channel c in row mode (x: its plane). */
@@ -389,18 +398,8 @@ static void emit_merge(cg_out *o, const wn *d, int q) {
     e[p] = (j & 1) * 16 + l;
     if (j >= 2) hi |= 1u << p;
   }
-  cg_emit(o, "      x = ");
-  if (d->m == 2) {
-    cg_emit(o, "_mm512_permutex2var_ps(y0, ");
-    emit_idx(o, e);
-    cg_emit(o, ", y1);\n");
-    return;
-  }
-  cg_emit(o, "_mm512_mask_blend_ps(0x%04x, _mm512_permutex2var_ps(y0, ", hi);
-  emit_idx(o, e);
-  cg_emit(o, ", y1), _mm512_permutex2var_ps(y2, ");
-  emit_idx(o, e);
-  cg_emit(o, ", y3));\n");
+  if (d->m == 2) emit_pick(o, "x", e, 0, "y0", "y1", NULL, NULL);
+  else emit_pick(o, "x", e, hi, "y0", "y1", "y2", "y3");
 }
 
 /* Output transform, epilogue and store of channel oc in row mode. */

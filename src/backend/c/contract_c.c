@@ -551,7 +551,8 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
 
 /* ---- conv ------------------------------------------------------------------------ */
 /* The plan's conv algorithm on spec s: Winograd (and its tile) into
- * s->tune.conv_algo.  A searched plan's Winograd that the kernel cannot run
+ * s->tune.conv_algo, unless the knob conv (HARP_CONV=gemm|direct) asks for
+ * another kernel (the plan then says implicit_gemm, and its note why).  A searched plan's Winograd that the kernel cannot run
  * (a grouped conv, half storage: the region info does not tell the search)
  * becomes implicit_gemm in the plan itself, with a note, so that plan.json
  * says what runs; a plan given by the user is refused with the reason. */
@@ -559,6 +560,14 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
   if (!ch || !plan_algo_is_winograd(ch->plan.algo[PLAN_KEY_CONV])) return HARP_OK;
   plan_algo a = ch->plan.algo[PLAN_KEY_CONV];
   int keep = s->tune.conv_algo;
+  if (keep != CGEN_CONV_AUTO) { /* the knob conv (HARP_CONV), an A/B switch, wins */
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: the knob conv asks for the %s kernel, so implicit_gemm", plan_algo_name(a),
+             keep == CGEN_CONV_GEMM ? "implicit GEMM" : "direct");
+    note_add(ch, msg);
+    ch->plan.algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM;
+    return HARP_OK;
+  }
   s->tune.conv_algo = a == PLAN_ALGO_WINOGRAD_2X2_3X3 ? CGEN_CONV_WINO2
                       : a == PLAN_ALGO_WINOGRAD_4X4_3X3 ? CGEN_CONV_WINO4 : CGEN_CONV_WINO;
   const char *why = NULL;
