@@ -263,21 +263,29 @@ static void emit_gemm(cg_out *o, const wn *d) {
   cg_emit(o, "    }\n  }\n}\n");
 }
 
-/* Output transform, epilogue and store of channel oc (row r of M). */
-static void emit_otrans(cg_out *o, const wn *d) {
-  const cgen_conv_spec *s = d->s;
-  int a = d->a, m = d->m;
+/* The T points of row r of M for 16 tiles (vector v) into q[], and A^T q
+ * down the columns into sm[m][A]. */
+static void emit_ocols(cg_out *o, const wn *d) {
+  int a = d->a;
   char dst[64], fmt[32];
-  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
   cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
           (long)d->ocp, d->nbt);
-  for (int i = 0; i < m; i++)
+  for (int i = 0; i < d->m; i++)
     for (int col = 0; col < a; col++) {
       snprintf(dst, sizeof dst, "    sm[%d][%d]", i, col);
       snprintf(fmt, sizeof fmt, "q[%%d * %d + %d]", a, col);
       emit_lin(o, dst, d->at + i * a, a, fmt);
     }
+}
+
+/* Output transform, epilogue and store of channel oc (row r of M). */
+static void emit_otrans(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int a = d->a, m = d->m;
+  char fmt[32];
+  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
+  emit_ocols(o, d);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < m; j++) {
       cg_emit(o, "    {\n      __m512 x;\n");
@@ -410,21 +418,14 @@ static void emit_rotrans(cg_out *o, const wn *d) {
   char dst[64], fmt[32];
   cg_emit(o, "static $T void $P_rotrans(const $P_wtt *tt, const float *M, int r, long oc, const long *oh0, const long *c0,"
              " const uint16_t *sm) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], s[%d][%d];\n", d->nv, d->T, m, a);
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
   cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
-  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
-          (long)d->ocp, d->nbt);
-  for (int i = 0; i < m; i++)
-    for (int col = 0; col < a; col++) {
-      snprintf(dst, sizeof dst, "    s[%d][%d]", i, col);
-      snprintf(fmt, sizeof fmt, "q[%%d * %d + %d]", a, col);
-      emit_lin(o, dst, d->at + i * a, a, fmt);
-    }
+  emit_ocols(o, d);
   for (int i = 0; i < m; i++) {
     cg_emit(o, "    if (oh0[v] + %d < %ldL) {\n      __m512 x;\n", i, (long)d->OH);
     for (int j = 0; j < m; j++) {
       snprintf(dst, sizeof dst, "      __m512 y%d", j);
-      snprintf(fmt, sizeof fmt, "s[%d][%%d]", i);
+      snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
       emit_lin(o, dst, d->at + j * a, a, fmt);
     }
     cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
