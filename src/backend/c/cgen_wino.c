@@ -417,7 +417,7 @@ static void emit_rotrans(cg_out *o, const wn *d) {
   long ohw = (long)(d->OH * d->OW);
   char dst[64], fmt[32];
   cg_emit(o, "static $T void $P_rotrans(const $P_wtt *tt, const float *M, int r, long oc, const long *oh0, const long *c0,"
-             " const uint16_t *sm) {\n");
+             " const uint16_t *smk) {\n");
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
   cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
   emit_ocols(o, d);
@@ -431,7 +431,7 @@ static void emit_rotrans(cg_out *o, const wn *d) {
     cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
     for (int qq = 0; qq < m; qq++) {
       emit_merge(o, d, qq);
-      cg_emit(o, "      { __mmask16 k = sm[v * %d + %d];\n", m, qq);
+      cg_emit(o, "      { __mmask16 k = smk[v * %d + %d];\n", m, qq);
       for (int e = 0; e < s->n_epi; e++) {
         const cgen_epi *ep = &s->epi[e];
         if (cg_emit_epi_common(o, ep, e, "oc", "x")) continue;
