@@ -177,6 +177,12 @@ for algo, kind, where in (("fft_conv", "Unsupported", ":6:18:"), ("winograd_3x3"
             p.returncode == 1 and f"error[{kind}]" in p.stderr and f"{plan}{where}" in p.stderr, p.stderr[-400:])
     why = "no target has an FFT convolution" if algo == "fft_conv" else "needs stride 1 and dilation 1"
     s.check(f"{algo} on a stride-2 conv: the error says why", why in p.stderr, p.stderr[-400:])
+jpath = os.path.join(tempfile.mkdtemp(), "fft.json")
+with open(jpath, "w") as f:
+    f.write('{"plans": [{"region": "y",\n  "plan": {"tile": [64, 64, 64],\n  "algo_choice": {"conv": "fft_conv"}}}]}')
+p = subprocess.run([HARP, "plan", jpath], capture_output=True, text=True, timeout=60)
+s.check("fft_conv in a JSON plan: error[Unsupported] where it is written",
+        p.returncode == 1 and "error[Unsupported]" in p.stderr and f"{jpath}:3:27:" in p.stderr, p.stderr[-300:])
 plan = os.path.join(tempfile.mkdtemp(), "g.plan")
 with open(plan, "w") as f:
     f.write(BASE.format("winograd_4x4_3x3"))
