@@ -160,24 +160,20 @@ static bool have_avx512(void) {
          __builtin_cpu_supports("avx512dq");
 }
 
-/* Every case, each kernel with the pool and (every other one) without. */
-static void test_cases(void **st) {
-  (void)st;
-  if (!have_avx512()) {
-    fprintf(stderr, "skipped: no AVX-512 here\n");
-    return;
-  }
+/* The kernels `prefix`<i> of the n cases L, compiled into one object; each
+ * source says it is Winograd with the tile cgen_conv_wino_tile picks, and
+ * reads rows of tiles exactly where a row has 14 tiles or more. */
+static void *compile_cases(const wcase *L, int n, const char *prefix) {
   ut_str src;
   ut_str_init(&src);
   harp_error e = {0};
-  char name[32];
-  for (int i = 0; i < NCASE; i++) {
+  for (int i = 0; i < n; i++) {
     cgen_conv_spec s;
-    make_spec(&CASES[i], &s);
-    snprintf(name, sizeof name, "w%d", i);
+    make_spec(&L[i], &s);
+    char name[32], tag[32];
+    snprintf(name, sizeof name, "%s%d", prefix, i);
     size_t at = src.len;
     assert_int_equal(cgen_conv(&e, &s, name, &src), HARP_OK);
-    char tag[32];
     snprintf(tag, sizeof tag, "winograd F(%dx%d,3x3)", cgen_conv_wino_tile(&s), cgen_conv_wino_tile(&s));
     assert_non_null(strstr(src.buf + at, tag));
     int64_t oh, ow, m = cgen_conv_wino_tile(&s);
@@ -186,9 +182,22 @@ static void test_cases(void **st) {
     assert_true(!strstr(src.buf + at, "rows of tiles") == !rows);
   }
   void *h = ct_compile(src.buf);
+  ut_str_free(&src);
   assert_non_null(h);
+  return h;
+}
+
+/* Every case, each kernel with the pool and (every other one) without. */
+static void test_cases(void **st) {
+  (void)st;
+  if (!have_avx512()) {
+    fprintf(stderr, "skipped: no AVX-512 here\n");
+    return;
+  }
+  void *h = compile_cases(CASES, NCASE, "w");
   hprt_pool *pool = ct_pool_create(h, 2);
   assert_non_null(pool);
+  char name[32];
   for (int i = 0; i < NCASE; i++) {
     double rel;
     snprintf(name, sizeof name, "w%d", i);
@@ -197,7 +206,6 @@ static void test_cases(void **st) {
   }
   ct_pool_destroy(h, pool);
   dlclose(h);
-  ut_str_free(&src);
 }
 
 /* The error of each tile on a 256-channel 3x3 layer with inputs and weights
@@ -208,18 +216,7 @@ static void test_error_bound(void **st) {
   (void)st;
   if (!have_avx512()) return;
   static const wcase L[] = {{1, 256, 14, 14, 32, 1, 1, 1, 1, W2}, {1, 256, 14, 14, 32, 1, 1, 1, 1, W4}};
-  ut_str src;
-  ut_str_init(&src);
-  harp_error e = {0};
-  for (int i = 0; i < 2; i++) {
-    cgen_conv_spec s;
-    make_spec(&L[i], &s);
-    char name[16];
-    snprintf(name, sizeof name, "eb%d", i);
-    assert_int_equal(cgen_conv(&e, &s, name, &src), HARP_OK);
-  }
-  void *h = ct_compile(src.buf);
-  assert_non_null(h);
+  void *h = compile_cases(L, 2, "eb");
   double rel[2];
   assert_int_equal(run_case(h, &L[0], "eb0", NULL, &rel[0]), 0);
   assert_int_equal(run_case(h, &L[1], "eb1", NULL, &rel[1]), 0);
@@ -227,7 +224,6 @@ static void test_error_bound(void **st) {
   assert_true(rel[0] < 2e-6);
   assert_true(rel[1] < 5e-5);
   dlclose(h);
-  ut_str_free(&src);
 }
 
 /* A Winograd spec the kernel cannot honour is refused with the reason. */
