@@ -97,7 +97,8 @@ int plan_algo_key_parse(const char *s);
   X(SPLITK_PARALLEL, "splitk_parallel", 1 << 0)       \
   X(SPLITK_REDUCE, "splitk_reduce", 1 << 0)           \
   X(WINOGRAD_3X3, "winograd_3x3", 1 << 1)             \
-  X(FFT_CONV, "fft_conv", 1 << 1)                     \
+  X(WINOGRAD_2X2_3X3, "winograd_2x2_3x3", 1 << 1)     \
+  X(WINOGRAD_4X4_3X3, "winograd_4x4_3x3", 1 << 1)     \
   X(STREAMING_SOFTMAX_2PASS, "streaming_softmax_2pass", 1 << 2) \
   X(ONLINE_SOFTMAX, "online_softmax", 1 << 2)
 typedef enum plan_algo {
@@ -112,6 +113,14 @@ static inline bool plan_algo_is_splitk(plan_algo a) {
   return a == PLAN_ALGO_SPLITK_SERIAL || a == PLAN_ALGO_SPLITK_PARALLEL || a == PLAN_ALGO_SPLITK_REDUCE;
 }
 int plan_algo_parse(const char *s); /* -1 if unknown; never returns NONE */
+/* Why a name that is no algorithm of harp's is not one (fft_conv: no FFT
+ * convolution on any target), for the parsers' errors; NULL otherwise. */
+const char *plan_algo_absent(const char *s);
+/* winograd_3x3 (the backend picks the output tile), winograd_2x2_3x3 (F(2x2,3x3)),
+ * winograd_4x4_3x3 (F(4x4,3x3)) */
+static inline bool plan_algo_is_winograd(plan_algo a) {
+  return a == PLAN_ALGO_WINOGRAD_3X3 || a == PLAN_ALGO_WINOGRAD_2X2_3X3 || a == PLAN_ALGO_WINOGRAD_4X4_3X3;
+}
 bool plan_algo_fits(plan_algo a, plan_algo_key k);
 
 /* local_edges buffers (§1.6 MinBuffer) */
@@ -357,7 +366,14 @@ typedef struct plan_region_info {
   int ninputs; /* region input names a cache_read may name besides A and B */
   const char *inputs[8];
   int conv_kh, conv_kw; /* conv window, 0 if unknown (winograd_3x3 needs 3x3) */
+  int conv_sh, conv_sw, conv_dh, conv_dw; /* its strides and dilations, 0 if unknown (winograd: 1) */
+  int64_t conv_oh, conv_ow;               /* output rows / columns per image, 0 if unknown */
 } plan_region_info;
+
+/* A conv region whose window steps by 1 without dilation (or not known). */
+static inline bool plan_conv_unit_stride(const plan_region_info *r) {
+  return (!r->conv_sh || (r->conv_sh == 1 && r->conv_sw == 1)) && (!r->conv_dh || (r->conv_dh == 1 && r->conv_dw == 1));
+}
 
 /* The GEMM view of a region: indices into r->axes of M, N, K (-1 if none)
  * and the product of the batch axes. */

@@ -34,6 +34,21 @@ double plan_time_formula(double flops, double bytes, double peak, double bw, dou
   return tc > tm ? tc : tm;
 }
 
+/* CPU: how many times faster Winograd (cgen_wino.c) runs than the direct
+ * kernel it replaces, measured (bench/conv3x3.py; bench/RESULTS.md,
+ * "Winograd on the CPU"): by output pixels per image, 1.4-2x from 56x56
+ * up, 1.3-1.6x at 28x28, slower at 14x14 (0.7-0.8x) and 7x7 (0.4x: the
+ * transformed weights, 1.8-4x the direct's, are read for a few tiles);
+ * few input channels leave the transforms most of the work.  Storage
+ * other than fp32 has no Winograd kernel (never chosen). */
+static double cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_view *g) {
+  if (r->in_dtype != TINY_FP32) return 0.1;
+  double px = (double)r->conv_oh * (double)r->conv_ow;
+  if (px <= 0) return WINOGRAD_FLOPS;
+  if (g->K > 0 && g->K < 16 * 9) return 0.5;
+  return px >= 3136 ? 1.5 : px >= 784 ? 1.3 : px >= 196 ? 0.75 : 0.4;
+}
+
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
 /* ctas over `slots` resident CTAs: the share of the waves' slots they fill */
@@ -137,8 +152,8 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
                                                                : 2 * part * out->splitk;
       extra_launches = serial ? 1 : atomics ? 2 : 1; /* the zeroing of the workspace / flags, the finishing pass */
     }
-    if (p->algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3) {
-      flops /= WINOGRAD_FLOPS;
+    if (plan_algo_is_winograd(p->algo[PLAN_KEY_CONV])) {
+      flops /= plan_arch_is_gpu(m->arch) ? WINOGRAD_FLOPS : cpu_winograd_speedup(r, &g);
       bytes *= WINOGRAD_BYTES;
     }
   }

@@ -54,6 +54,13 @@ const char *plan_algo_key_name(plan_algo_key k) { return NAME_OF(key_names, k); 
 int plan_algo_key_parse(const char *s) { return lookup(key_names, UT_ARRAY_LEN(key_names), s); }
 const char *plan_algo_name(plan_algo a) { return NAME_OF(algo_names, a); }
 int plan_algo_parse(const char *s) { return lookup(algo_names, UT_ARRAY_LEN(algo_names), s); }
+
+const char *plan_algo_absent(const char *s) {
+  if (s && !strcmp(s, "fft_conv"))
+    return "fft_conv is not an algorithm of harp: no target has an FFT convolution (3x3 windows: winograd_3x3; "
+           "others: implicit_gemm; docs/plan.md)";
+  return NULL;
+}
 bool plan_algo_fits(plan_algo a, plan_algo_key k) {
   return (unsigned)a < PLAN_ALGO_COUNT && (unsigned)k < PLAN_KEY_COUNT && (algo_masks[a] >> k & 1u);
 }

@@ -386,6 +386,7 @@ static harp_status st_algo(dsl *d) {
     if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_'))
       return fail(d, HARP_E_PARSE, at, "'%s' is not an algorithm name ([a-z0-9_]+)", w);
   int a = plan_algo_parse(w);
+  if (a < 0 && plan_algo_absent(w)) return fail(d, HARP_E_UNSUPPORTED, at, "%s", plan_algo_absent(w));
   if (a < 0 || !plan_algo_fits((plan_algo)a, (plan_algo_key)k))
     return fail(d, HARP_E_INVALID_ARG, at, "'%s' is not an algorithm for %s", w, plan_algo_key_name((plan_algo_key)k));
   p->algo[k] = (plan_algo)a;

@@ -424,6 +424,8 @@ static harp_status rd_algo(jctx *c, json_t *v) {
     if (key < 0) return jfail(c, HARP_E_PARSE, path, true, "unknown algo_choice key \"%.80s\" (matmul, conv, attention)", k);
     if ((st = want(c, x, JSON_STRING, path, "a string"))) return st;
     int a = plan_algo_parse(json_string_value(x));
+    if (a < 0 && plan_algo_absent(json_string_value(x)))
+      return jfail(c, HARP_E_UNSUPPORTED, path, false, "%s", plan_algo_absent(json_string_value(x)));
     if (a < 0 || !plan_algo_fits((plan_algo)a, (plan_algo_key)key))
       return jfail(c, HARP_E_INVALID_ARG, path, false, "\"%.40s\" is not an algorithm for %s", json_string_value(x), k);
     p->algo[key] = (plan_algo)a;

@@ -96,7 +96,7 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       }
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
-      if (r->conv_kh == 3 && r->conv_kw == 3) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
+      if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
       /* GPU: few output tiles over a long reduction split K (the conv
        * template's forms: slices add up in order, the last running the
        * epilogue, or add with atomics and a finishing pass runs it); kept

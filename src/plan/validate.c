@@ -252,10 +252,14 @@ static harp_status v_algo(vctx *v) {
       return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
                        "algo_choice %s does not fit region '%s', whose Poly-View pattern is %s",
                        plan_algo_key_name((plan_algo_key)k), r->name ? r->name : "?", plan_pattern_name(r->pattern));
-    if (p->algo[k] == PLAN_ALGO_WINOGRAD_3X3 && r->conv_kh && r->conv_kw && (r->conv_kh != 3 || r->conv_kw != 3))
+    if (plan_algo_is_winograd(p->algo[k]) && r->conv_kh && r->conv_kw && (r->conv_kh != 3 || r->conv_kw != 3))
       return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
                        "winograd_3x3 needs a 3x3 window; region '%s' has %dx%d", r->name ? r->name : "?", r->conv_kh,
                        r->conv_kw);
+    if (plan_algo_is_winograd(p->algo[k]) && !plan_conv_unit_stride(r))
+      return plan_fail(v->e, HARP_E_INVALID_ARG, v->src, p->pos.algo[k], "algo_choice",
+                       "winograd_3x3 needs stride 1 and dilation 1; region '%s' has stride %dx%d, dilation %dx%d",
+                       r->name ? r->name : "?", r->conv_sh, r->conv_sw, r->conv_dh, r->conv_dw);
   }
   bool splitk = plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]);
   if (p->splitk && !splitk)

@@ -267,9 +267,10 @@ static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
     int rank = side ? k->rhs_rank : k->lhs_rank;
     for (int d = 0; d < rank; d++)
       if (idx[d].kind == POLY_IDX_WINDOW && nwin < 2) {
-        int64_t w = extent(lo, hi, idx[d].win_var);
-        if (nwin++ == 0) ev->info.conv_kh = (int)w;
-        else ev->info.conv_kw = (int)w;
+        int64_t w = extent(lo, hi, idx[d].win_var), o = extent(lo, hi, idx[d].out_var);
+        int st = (int)idx[d].stride, dl = (int)idx[d].dilation;
+        if (nwin++ == 0) ev->info.conv_kh = (int)w, ev->info.conv_sh = st, ev->info.conv_dh = dl, ev->info.conv_oh = o;
+        else ev->info.conv_kw = (int)w, ev->info.conv_sw = st, ev->info.conv_dw = dl, ev->info.conv_ow = o;
       }
   }
   double all = 1;
@@ -481,6 +482,8 @@ static void summary_key(ut_str *k, const plan_region_info *r) {
   }
   key_int(k, r->ninputs);
   key_int(k, r->conv_kh), key_int(k, r->conv_kw);
+  key_int(k, r->conv_sh), key_int(k, r->conv_sw), key_int(k, r->conv_dh), key_int(k, r->conv_dw);
+  key_int(k, r->conv_oh), key_int(k, r->conv_ow);
 }
 
 static harp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost) {

@@ -18,7 +18,10 @@
 #include "tier0.h"
 #include "util/util.h"
 
-unsigned rt_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX; }
+unsigned rt_cpu_algo_mask(void) {
+  return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX | 1u << PLAN_ALGO_WINOGRAD_3X3 |
+         1u << PLAN_ALGO_WINOGRAD_2X2_3X3 | 1u << PLAN_ALGO_WINOGRAD_4X4_3X3;
+}
 
 /* Region formation on this CPU's description (the knobs cpu_ghz and
  * cpu_bw_gbs when given).  CASTs of outside tensors inside row and epilogue

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "backend/cuda/cuda_plan.h"
+#include "backend/c/cgen.h"
 #include "harp/cpu.h"
 #include "harp/knobs.h"
 #include "plan_test_util.h"
@@ -271,7 +272,7 @@ static void test_enumerate_gemm(void **state) {
     for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
     assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HARP_OK);
     assert_true(plan_equal(&d, &pts[0]));
-    plan_search_opts none = {.algo_mask = 1u << PLAN_ALGO_FFT_CONV};
+    plan_search_opts none = {1u << PLAN_ALGO_WINOGRAD_3X3}; /* no conv here: nothing is left */
     assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_E_UNSUPPORTED);
     harp_error_clear(&e);
   }
@@ -382,6 +383,58 @@ static void test_default_other_patterns(void **state) {
 
 /* --plan: the override is filled from the region and validated; errors point
  * into its text. */
+/* The CPU's default conv plan: Winograd where cgen_wino measured faster
+ * than the direct kernel (a 3x3 window, stride 1, fp32, from 28x28 outputs
+ * up; cost.c), never at 7x7, at stride 2 or for half storage; and the kernel
+ * generated for such a spec is Winograd (tests/py/test_winograd.py checks
+ * that a compiled model's C and plan.json say so). */
+static void test_cpu_winograd(void **state) {
+  (void)state;
+  plan_machine cpu = fixed_cpu();
+  plan_search_opts o = {rt_cpu_algo_mask()};
+  plan_axis_info conv[] = {{"npq", 56 * 56, false, 0}, {"oc", 64, false, 0}, {"crs", 64 * 9, true, 0}};
+  plan_region_info r = region("conv3x3", PLAN_PAT_CONV, 3, conv);
+  r.in_dtype = r.out_dtype = TINY_FP32;
+  r.conv_kh = r.conv_kw = 3, r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1, r.conv_oh = r.conv_ow = 56;
+  static const struct {
+    int64_t px;
+    int stride;
+    tiny_dtype dt;
+    plan_algo want;
+  } C[] = {{56, 1, TINY_FP32, PLAN_ALGO_WINOGRAD_3X3}, {28, 1, TINY_FP32, PLAN_ALGO_WINOGRAD_3X3},
+           {7, 1, TINY_FP32, PLAN_ALGO_IMPLICIT_GEMM}, {14, 1, TINY_FP32, PLAN_ALGO_IMPLICIT_GEMM},
+           {56, 2, TINY_FP32, PLAN_ALGO_IMPLICIT_GEMM}, {56, 1, TINY_FP16, PLAN_ALGO_IMPLICIT_GEMM}};
+  for (int i = 0; i < (int)(sizeof C / sizeof C[0]); i++) {
+    r.conv_oh = r.conv_ow = C[i].px;
+    r.axes[0].size = C[i].px * C[i].px;
+    r.conv_sh = r.conv_sw = C[i].stride;
+    r.in_dtype = r.out_dtype = C[i].dt;
+    plan_t p;
+    harp_error e = {0};
+    assert_int_equal(plan_default(&r, &cpu, &o, &p, &e), HARP_OK);
+    if (p.algo[PLAN_KEY_CONV] != C[i].want)
+      fail_msg("case %d: %s, want %s", i, plan_algo_name(p.algo[PLAN_KEY_CONV]), plan_algo_name(C[i].want));
+    if (C[i].want != PLAN_ALGO_WINOGRAD_3X3) continue;
+    cgen_conv_spec cs;
+    cgen_conv_spec_init(&cs, 1, 64, C[i].px, C[i].px, 64, 3, 3, TINY_FP32);
+    for (int k = 0; k < 4; k++) cs.pad[k] = 1;
+    cs.tune.conv_algo = CGEN_CONV_WINO;
+    cs.tune.isa_mask = 1u << CGEN_ISA_AVX512;
+    ut_str src;
+    ut_str_init(&src);
+    assert_int_equal(cgen_conv(&e, &cs, "k", &src), HARP_OK);
+    assert_non_null(strstr(src.buf, C[i].px == 56 ? "winograd F(4x4,3x3)" : "winograd F(2x2,3x3)"));
+    ut_str_free(&src);
+  }
+  /* a Winograd plan on a stride-2 window does not validate */
+  plan_t w;
+  parse_ok("split npq 64; split oc 64; split crs 64;\nalgo_choice conv winograd_3x3;\n", PLAN_ARCH_CPU, &w);
+  r.conv_sh = r.conv_sw = 2;
+  harp_error e = {0};
+  assert_int_equal(plan_validate(&w, &r, &cpu, NULL, &e), HARP_E_INVALID_ARG);
+  assert_non_null(strstr(e.msg, "stride 1"));
+}
+
 static void test_for_region(void **state) {
   (void)state;
   plan_region_info r = gemm_bias_relu_region(1024, 1024, 1024);
@@ -467,6 +520,7 @@ int main(void) {
       cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm),
       cmocka_unit_test(test_default_splitk),
       cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_backend_defaults), cmocka_unit_test(test_for_region),
+      cmocka_unit_test(test_cpu_winograd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

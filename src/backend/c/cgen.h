@@ -127,8 +127,11 @@ typedef struct cgen_tuning {
 } cgen_tuning;
 
 /* How the AVX-512 variant of a convolution computes (cgen_conv_direct says
- * which AUTO picks and why; the other variants are always implicit GEMM). */
-enum { CGEN_CONV_AUTO, CGEN_CONV_GEMM, CGEN_CONV_DIRECT };
+ * which AUTO picks and why; the other variants are always implicit GEMM).
+ * WINO: Winograd F(m x m, 3x3) (cgen_wino.c), m chosen from the output size
+ * (cgen_conv_wino_tile), or F(2x2) / F(4x4) as asked; AUTO never picks it (the
+ * Schedule Plan's algo_choice conv winograd_3x3 does). */
+enum { CGEN_CONV_AUTO, CGEN_CONV_GEMM, CGEN_CONV_DIRECT, CGEN_CONV_WINO, CGEN_CONV_WINO2, CGEN_CONV_WINO4 };
 
 void cgen_tuning_default(cgen_tuning *t);
 
@@ -186,6 +189,15 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *spec, const char *fn_
 /* True when cgen_conv's AVX-512 variant is the direct kernel (cgen_dconv.c)
  * rather than the implicit GEMM; *why says the reason in a few words. */
 bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
+/* Whether s (with tune.conv_algo a CGEN_CONV_WINO*) can run as Winograd in
+ * its AVX-512 variant: a 3x3 window, stride and dilation 1, groups 1, fp32
+ * storage; *why says why not.  cgen_conv refuses a Winograd spec it cannot
+ * honour (HARP_E_UNSUPPORTED) rather than running something else. */
+bool cgen_conv_wino_ok(const cgen_conv_spec *spec, const char **why);
+/* The output tile m (2 or 4) of that kernel: as tune.conv_algo asks, or
+ * (CGEN_CONV_WINO) 2 below 8 outputs a side or at 27 to 52 columns (rows of
+ * F(2) tiles read by loads, F(4)'s gathered), else 4. */
+int cgen_conv_wino_tile(const cgen_conv_spec *spec);
 
 typedef struct cgen_attn_spec {
   int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv] */

@@ -40,7 +40,7 @@ typedef struct cg_mm {
   cgen_tuning tune;
   bool conv, prepack_a, prepack_b;
   const cgen_conv_spec *cs; /* conv: the spec; direct: its AVX-512 variant is cgen_dconv.c's */
-  bool direct;
+  bool direct, wino; /* the AVX-512 variant is cgen_dconv.c's / cgen_wino.c's */
   int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
   /* a conv's bf16 view (bf16_pairs): A, B and K count channel pairs, 32-bit
    * words of two bf16; the original weight and input dtypes and channels */
@@ -928,7 +928,9 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
-    if (p->direct && i == CGEN_ISA_AVX512) {
+    if (p->wino && i == CGEN_ISA_AVX512) {
+      if (cg_wino_variant(e, &o, p->cs)) return e->code;
+    } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && use_bf16(p, &o)) {
       cg_mm q = bf16_pairs(p);
@@ -985,7 +987,20 @@ static bool conv_bf16(const cgen_conv_spec *s) {
   return (s->tune.bf16 || half) && s->c / s->groups >= 16;
 }
 
+static bool conv_wino(const cgen_conv_spec *s) {
+  return s->tune.conv_algo == CGEN_CONV_WINO || s->tune.conv_algo == CGEN_CONV_WINO2 || s->tune.conv_algo == CGEN_CONV_WINO4;
+}
+
+bool cgen_conv_wino_ok(const cgen_conv_spec *s, const char **why) {
+  if (conv_bf16(s)) return *why = "bf16 multiplication", false;
+  return cg_wino_applies(s, why);
+}
+
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
+  if (conv_wino(s)) {
+    *why = "winograd";
+    return false;
+  }
   if (conv_bf16(s)) { /* overlapping windows: the direct kernel on channel pairs (cgen_dconv.c) */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
@@ -1020,6 +1035,9 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   if (s->n * s->c * s->h * s->w >= (1L << 31) || s->h + s->pad[0] + s->pad[2] >= (1L << 20) ||
       s->w + s->pad[1] + s->pad[3] >= (1L << 20))
     return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_conv: input too large for 32-bit gather indices");
+  const char *why;
+  if (conv_wino(s) && !cgen_conv_wino_ok(s, &why))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd asked for, but %s", why);
   if (cg_dw_applies(s)) return cg_dwconv(e, s, fn, out);
   cg_mm p;
   memset(&p, 0, sizeof p);
@@ -1047,7 +1065,7 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];
   p.cv_dh = s->dil[0], p.cv_dw = s->dil[1], p.cv_ow = ow;
   p.cs = s;
-  const char *why;
+  p.wino = conv_wino(s);
   p.direct = cgen_conv_direct(s, &why);
   return gen_mm(e, &p, fn, out);
 }

@@ -103,6 +103,11 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
 harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s, bool bf);
 cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s);
 
+/* Winograd convolution (cgen_wino.c): whether it applies, the AVX-512
+ * variant of the kernel. */
+bool cg_wino_applies(const cgen_conv_spec *s, const char **why);
+harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
+
 /* A padded input row split into its stride phases, the scratch layout of the
  * depthwise conv and pooling kernels: padded column i*stride + f (phase f)
  * at d + f*wq + i, for an input row of w columns and `pad` columns of fill

@@ -550,6 +550,46 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
 }
 
 /* ---- conv ------------------------------------------------------------------------ */
+/* The plan's conv algorithm on spec s: Winograd (and its tile) into
+ * s->tune.conv_algo, unless the knob conv (HARP_CONV=gemm|direct) asks for
+ * another kernel (the plan then says implicit_gemm, and its note why).  A searched plan's Winograd that the kernel cannot run
+ * (a grouped conv, half storage: the region info does not tell the search)
+ * becomes implicit_gemm in the plan itself, with a note, so that plan.json
+ * says what runs; a plan given by the user is refused with the reason. */
+static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec *s) {
+  if (!ch || !plan_algo_is_winograd(ch->plan.algo[PLAN_KEY_CONV])) return HARP_OK;
+  plan_algo a = ch->plan.algo[PLAN_KEY_CONV];
+  int keep = s->tune.conv_algo;
+  if (keep != CGEN_CONV_AUTO) { /* the knob conv (HARP_CONV), an A/B switch, wins */
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: the knob conv asks for the %s kernel, so implicit_gemm", plan_algo_name(a),
+             keep == CGEN_CONV_GEMM ? "implicit GEMM" : "direct");
+    note_add(ch, msg);
+    ch->plan.algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM;
+    return HARP_OK;
+  }
+  s->tune.conv_algo = a == PLAN_ALGO_WINOGRAD_2X2_3X3 ? CGEN_CONV_WINO2
+                      : a == PLAN_ALGO_WINOGRAD_4X4_3X3 ? CGEN_CONV_WINO4 : CGEN_CONV_WINO;
+  const char *why = NULL;
+  if (cgen_conv_wino_ok(s, &why)) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "conv: Winograd F(%dx%d,3x3) (AVX-512; other ISAs: implicit GEMM); tiles, warp tile and"
+             " stages not used (its own blocking)", cgen_conv_wino_tile(s), cgen_conv_wino_tile(s));
+    note_add(ch, msg);
+    return HARP_OK;
+  }
+  if (ch->source == RT_PLAN_DEFAULT) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(a), why);
+    note_add(ch, msg);
+    ch->plan.algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM;
+    s->tune.conv_algo = keep;
+    return HARP_OK;
+  }
+  return ut_fail(c->e, HARP_E_UNSUPPORTED, NULL, "region '%s': the plan's algo_choice conv %s cannot run on the CPU: %s",
+                 ch->region ? ch->region : "?", plan_algo_name(a), why);
+}
+
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
@@ -569,6 +609,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   /* the plan's M is con->m: the pixels when X is the left operand */
   plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
   s.tune.conv_algo = conv_algo(c);
+  if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");

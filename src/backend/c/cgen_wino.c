@@ -1,0 +1,536 @@
+/* cgen_wino.c — Winograd convolution F(m x m, 3 x 3) kernel generator (AVX-512).
+ * Needs: cgen_int.h (templating, vector layer, runtime).  Gives:
+ * cg_wino_applies (which convs it takes, and why not), cgen_conv_wino_tile (the
+ * output tile m a conv spec gets), cg_wino_variant (the AVX-512 variant of a
+ * cgen_conv kernel whose tune.conv_algo asks for Winograd).
+ *
+ * Math (Lavin & Gray 2016): per output channel o, input channel c and tile of
+ * m x m outputs, Y = A^T [ sum_c (G g G^T) .* (B^T d B) ] A, where d is the
+ * (m+2) x (m+2) input patch and g the 3x3 filter.  m = 2 (4x4 patches, 16
+ * transformed points) or m = 4 (6x6, 36 points): 2.25x and 4x fewer
+ * multiply-adds than direct convolution.  The T = (m+2)^2 transformed points
+ * are T independent GEMMs  M_t[o][tile] = sum_c U_t[o][c] V_t[c][tile].
+ *
+ * Shape of the emitted code:
+ *   filter transform U = G g G^T in double, once per call or once per
+ *     instance (prepack_w: F_pack_a at model_init), laid out
+ *     Up[t][ob][c][MR] (MR output channels per block, zero-padded);
+ *   tasks (image, block of NBT = 16 NV tiles, output-channel part), dynamic
+ *     over the pool; per task:
+ *   input transform: per 16 tiles the patch's points are masked gathers from
+ *     the NCHW input (0 in the padding and past the edges), B^T d B in
+ *     registers (coefficients folded in at generation time), stored as
+ *     V[t][c][NBT] in per-thread scratch;
+ *   per point t, per block of MR output channels: the GEMM on an MR x NV
+ *     register micro-tile (a broadcast of U per row, NV vector loads of V
+ *     per c, FMA) into M[t][oc][NBT] (per-thread scratch), then per output
+ *     channel the output transform A^T M A on 16 tiles
+ *     at a time, the epilogue (bias, activations, residual gathered like
+ *     the output) and masked scatters into the NCHW output, tails (tiles
+ *     past the edge of the output) masked off.
+ * Only fp32 input, weight, output and residual; stride 1, dilation 1,
+ * groups 1, a 3x3 window, any padding (cg_wino_applies).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+
+#define WN_MAX_A 6
+
+/* The transform matrices of F(2x2,3x3) and F(4x4,3x3) (interpolation points
+ * 0, 1, -1 and 0, 1, -1, 2, -2, plus infinity), row-major. */
+static const double BT2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+static const double G2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+static const double AT2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+static const double BT4[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                 {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+static const double G4[6][3] = {{1. / 4, 0, 0},
+                                {-1. / 6, -1. / 6, -1. / 6},
+                                {-1. / 6, 1. / 6, -1. / 6},
+                                {1. / 24, 1. / 12, 1. / 6},
+                                {1. / 24, -1. / 12, 1. / 6},
+                                {0, 0, 1}};
+static const double AT4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+typedef struct wn {
+  const cgen_conv_spec *s;
+  int m, a, T;             /* output tile, patch side, transformed points */
+  int64_t OH, OW, TH, TW, NTI; /* output size, tiles per column / row / image */
+  int nv, nbt, mr;         /* vectors of tiles per block, tiles per block, channels per block */
+  int64_t nblk, nob, ocp, nos; /* tile blocks per image, channel blocks, padded channels, channel parts */
+  bool rows;               /* a vector is 16 tiles of one tile row (else any 16 of the image) */
+  int64_t nseg, nvec;      /* rows: vectors per tile row, per image */
+  const double *bt, *g, *at;   /* [a][a], [a][3], [m][a] */
+} wn;
+
+bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
+  if (s->kh != 3 || s->kw != 3) return *why = "not a 3x3 window", false;
+  if (s->stride[0] != 1 || s->stride[1] != 1) return *why = "stride is not 1", false;
+  if (s->dil[0] != 1 || s->dil[1] != 1) return *why = "dilation is not 1", false;
+  if (s->groups != 1) return *why = "grouped", false;
+  if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32)
+    return *why = "fp16/bf16 storage (fp32 only)", false;
+  if (s->tune.bf16) return *why = "bf16 multiplication asked for", false;
+  for (int i = 0; i < s->n_epi; i++)
+    if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32) || s->epi[i].kind == CGEN_EPI_BIAS_N)
+      return *why = "a half-precision residual or a spatial bias", false;
+  if (!(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) return *why = "no AVX-512 variant", false;
+  int64_t oh, ow;
+  if (!cgen_conv_out_hw(s, &oh, &ow)) return *why = "window does not fit", false;
+  if (s->c * 36 * 64 * 4 > (256L << 20)) return *why = "too many input channels for the per-thread scratch", false;
+  *why = "winograd asked for";
+  return true;
+}
+
+int cgen_conv_wino_tile(const cgen_conv_spec *s) {
+  if (s->tune.conv_algo == CGEN_CONV_WINO2) return 2;
+  if (s->tune.conv_algo == CGEN_CONV_WINO4) return 4;
+  /* F(4) wastes a quarter of a 2-wide tail: at 7x7 outputs (4 tiles of 4 for
+   * 7) F(2) does 16 tiles x 16 points against F(4)'s 4 x 36 — about even;
+   * below 8 outputs a side F(2).  Where F(2)'s rows have 14 tiles or more
+   * and F(4)'s fewer (27 to 52 columns), F(2) reads rows by loads where
+   * F(4) would gather: 28x28 outputs, 512 channels, one thread 10.8 ms
+   * against 12.7 (128 channels: 0.55 against 0.92) */
+  int64_t oh, ow;
+  if (!cgen_conv_out_hw(s, &oh, &ow)) return 2;
+  if (oh < 8 || ow < 8) return 2;
+  return (ow + 3) / 4 < 14 && (ow + 1) / 2 >= 14 ? 2 : 4;
+}
+
+static void wn_plan(wn *d, const cgen_conv_spec *s) {
+  memset(d, 0, sizeof *d);
+  d->s = s;
+  d->m = cgen_conv_wino_tile(s);
+  d->a = d->m + 2, d->T = d->a * d->a;
+  d->bt = d->m == 2 ? &BT2[0][0] : &BT4[0][0];
+  d->g = d->m == 2 ? &G2[0][0] : &G4[0][0];
+  d->at = d->m == 2 ? &AT2[0][0] : &AT4[0][0];
+  cgen_conv_out_hw(s, &d->OH, &d->OW);
+  d->TH = (d->OH + d->m - 1) / d->m, d->TW = (d->OW + d->m - 1) / d->m, d->NTI = d->TH * d->TW;
+  /* rows of at least 14 tiles: each vector holds tiles of one row (at most
+   * 1/8 of the lanes idle), its points contiguous loads split by
+   * permutes and its outputs stored as contiguous rows; shorter rows: any
+   * 16 tiles of the image, masked gathers and scatters */
+  d->nseg = (d->TW + 15) / 16;
+  d->rows = d->TW >= 14;
+  d->nvec = d->rows ? d->TH * d->nseg : (d->NTI + 15) / 16;
+  /* 32 tiles a block (two vectors) unless the image has at most 16; 64
+   * (four vectors, 6 channels: 24 accumulators) where the transformed
+   * weights pass 16 MB: every block reads all of them, from DRAM or L3 */
+  double ubytes = (double)d->T * (double)s->oc * (double)s->c * 4;
+  d->nv = d->nvec > 1 ? 2 : 1;
+  if (ubytes > 16e6 && d->nvec > 2) d->nv = 4;
+  d->nbt = 16 * d->nv;
+  d->mr = d->nv == 4 ? 6 : d->nv == 2 ? 8 : 12;
+  if (s->oc < d->mr) d->mr = (int)s->oc;
+  d->nblk = (d->nvec + d->nv - 1) / d->nv;
+  d->nob = (s->oc + d->mr - 1) / d->mr, d->ocp = d->nob * d->mr;
+  /* few tile blocks: split the output channels too so that every thread
+   * has work (each part repeats the input transform) */
+  int64_t want = 4 * (s->tune.threads > 0 ? s->tune.threads : 2);
+  d->nos = 1;
+  while (s->n * d->nblk * d->nos * 2 <= want && d->nob / (d->nos * 2) >= 2) d->nos *= 2;
+}
+
+/* "acc = e" for out = sum_k mat[row][k] in[k] over `n` inputs named
+ * `fmt` % k, the coefficients folded in (0 skipped, +-1 as add / sub). */
+static void emit_lin(cg_out *o, const char *dst, const double *row, int n, const char *fmt) {
+  char term[64];
+  bool first = true;
+  cg_emit(o, "%s = ", dst);
+  for (int k = 0; k < n; k++) {
+    double c = row[k];
+    if (c == 0) continue;
+    snprintf(term, sizeof term, fmt, k);
+    if (first && c == 1) cg_emit(o, "%s", term);
+    else if (first && c == -1) cg_emit(o, "_mm512_sub_ps(_mm512_setzero_ps(), %s)", term);
+    else if (first) cg_emit(o, "_mm512_mul_ps(_mm512_set1_ps((float)%.17g), %s)", c, term);
+    else if (c == 1) cg_emit(o, " + %s", term);
+    else if (c == -1) cg_emit(o, " - %s", term);
+    else cg_emit(o, " + _mm512_mul_ps(_mm512_set1_ps((float)%.17g), %s)", c, term);
+    first = false;
+  }
+  if (first) cg_emit(o, "_mm512_setzero_ps()");
+  cg_emit(o, ";\n");
+}
+
+/* The filter transform of output-channel block `task`: Up[t][ob][c][MR]. */
+static void emit_wpack(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  cg_emit(o, "static $T void $P_wtask(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n  const float *W = (const float *)cx->A;\n");
+  cg_emit(o, "  static const double G[%d][3] = {", d->a);
+  for (int i = 0; i < d->a; i++)
+    cg_emit(o, "{%.17g, %.17g, %.17g}%s", d->g[i * 3], d->g[i * 3 + 1], d->g[i * 3 + 2], i + 1 < d->a ? ", " : "};\n");
+  cg_emit(o, "  for (int r = 0; r < %d; r++) {\n    long oc = (long)task * %d + r;\n", d->mr, d->mr);
+  cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
+  cg_emit(o, "      double g[3][3], tg[%d][3];\n", d->a);
+  cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? W[(oc * %ldL + c) * 9 + k] : 0.0;\n",
+          (long)s->oc, (long)s->c);
+  cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < 3; j++)\n", d->a);
+  cg_emit(o, "        tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];\n");
+  cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < %d; j++)\n", d->a, d->a);
+  cg_emit(o, "        cx->Up[(((long)(i * %d + j) * %ldL + task) * %ldL + c) * %d + r] =\n", d->a, (long)d->nob, (long)s->c,
+          d->mr);
+  cg_emit(o, "            (float)(tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2]);\n");
+  cg_emit(o, "    }\n  }\n}\n");
+}
+
+/* Gather indices and masks of a block's tiles: input point (r, k) of lane
+ * l of vector v at ix[(v * A + r) * A + k][l] (mask bit l of im[..]),
+ * output point (i, j) at ox / om[(v * m + i) * m + j]. */
+static void emit_index(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  cg_emit(o, "static $T void $P_index(long blk, int ix[][16], uint16_t *im, int ox[][16], uint16_t *om) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n", d->nv);
+  cg_emit(o, "    for (int q = 0; q < %d; q++) im[v * %d + q] = 0;\n", d->T, d->T);
+  cg_emit(o, "    for (int q = 0; q < %d; q++) om[v * %d + q] = 0;\n", d->m * d->m, d->m * d->m);
+  cg_emit(o, "    for (int l = 0; l < 16; l++) {\n");
+  cg_emit(o, "      long tile = blk * %dL + v * 16 + l;\n      int live = tile < %ldL;\n", d->nbt, (long)d->NTI);
+  cg_emit(o, "      if (!live) tile = 0;\n      long th = tile / %ldL, tw = tile %% %ldL;\n", (long)d->TW, (long)d->TW);
+  cg_emit(o, "      for (int r = 0; r < %d; r++) for (int k = 0; k < %d; k++) {\n", d->a, d->a);
+  cg_emit(o, "        long ih = th * %d - %ldL + r, iw = tw * %d - %ldL + k;\n", d->m, (long)s->pad[0], d->m,
+          (long)s->pad[1]);
+  cg_emit(o, "        int in = live && ih >= 0 && ih < %ldL && iw >= 0 && iw < %ldL;\n", (long)s->h, (long)s->w);
+  cg_emit(o, "        ix[(v * %d + r) * %d + k][l] = in ? (int)(ih * %ldL + iw) : 0;\n", d->a, d->a, (long)s->w);
+  cg_emit(o, "        im[v * %d + r * %d + k] |= (uint16_t)(in << l);\n      }\n", d->T, d->a);
+  cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < %d; j++) {\n", d->m, d->m);
+  cg_emit(o, "        long oh = th * %d + i, ow = tw * %d + j;\n", d->m, d->m);
+  cg_emit(o, "        int in = live && oh < %ldL && ow < %ldL;\n", (long)d->OH, (long)d->OW);
+  cg_emit(o, "        ox[(v * %d + i) * %d + j][l] = in ? (int)(oh * %ldL + ow) : 0;\n", d->m, d->m, (long)d->OW);
+  cg_emit(o, "        om[v * %d + i * %d + j] |= (uint16_t)(in << l);\n      }\n", d->m * d->m, d->m);
+  cg_emit(o, "    }\n  }\n}\n");
+}
+
+/* The column transform of the row-transformed points e[r][j] of 16 tiles
+ * (vector v) and their store into V[t][c][NBT]. */
+static void emit_vstore(cg_out *o, const wn *d) {
+  int a = d->a;
+  char fmt[32];
+  for (int i = 0; i < a; i++)
+    for (int j = 0; j < a; j++) {
+      cg_emit(o, "    { __m512 t;\n");
+      snprintf(fmt, sizeof fmt, "e[%%d][%d]", j);
+      emit_lin(o, "      t", d->bt + i * a, a, fmt);
+      cg_emit(o, "      _mm512_storeu_ps(V + (%dL * %ldL + c) * %d + v * 16, t); }\n", i * a + j, (long)d->s->c, d->nbt);
+    }
+}
+
+/* Input transform of channel c of one image (x: its plane) into V. */
+static void emit_itrans(cg_out *o, const wn *d) {
+  char dst[64];
+  int a = d->a;
+  cg_emit(o, "static $T void $P_itrans(const float *x, long c, int ix[][16], const uint16_t *im, float *V) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 d[%d], e[%d][%d];\n", d->nv, a, a, a);
+  for (int r = 0; r < a; r++) {
+    for (int k = 0; k < a; k++)
+      cg_emit(o, "    d[%d] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), im[v * %d + %d], "
+                 "_mm512_loadu_si512(ix[(v * %d + %d) * %d + %d]), x, 4);\n",
+              k, d->T, r * a + k, a, r, a, k);
+    for (int j = 0; j < a; j++) {
+      snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
+      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+    }
+  }
+  emit_vstore(o, d);
+  cg_emit(o, "  }\n}\n");
+}
+
+/* The T GEMMs of output-channel blocks [ob0, ob1): M[t][oc][NBT] = sum_c
+ * U V, point by point (V_t, C x NBT, stays in L1/L2 across the blocks). */
+static void emit_gemm(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  cg_emit(o, "static $T void $P_gemm(const float *U, const float *V, float *M, long ob0, long ob1) {\n");
+  cg_emit(o, "  for (int t = 0; t < %d; t++) {\n", d->T);
+  cg_emit(o, "    const float *vv = V + (long)t * %ldL;\n", (long)(s->c * d->nbt));
+  cg_emit(o, "    for (long ob = ob0; ob < ob1; ob++) {\n");
+  cg_emit(o, "    const float *u = U + ((long)t * %ldL + ob) * %ldL;\n", (long)d->nob, (long)(s->c * d->mr));
+  cg_emit(o, "    float *mo = M + ((long)t * %ldL + ob * %d) * %d;\n", (long)d->ocp, d->mr, d->nbt);
+  for (int r = 0; r < d->mr; r++)
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    __m512 a%d_%d = _mm512_setzero_ps();\n", r, v);
+  cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
+  for (int v = 0; v < d->nv; v++) cg_emit(o, "      __m512 b%d = _mm512_loadu_ps(vv + c * %d + %d);\n", v, d->nbt, v * 16);
+  cg_emit(o, "      _mm_prefetch((const char *)(u + c * %d) + 1024, _MM_HINT_T0);\n", d->mr);
+  for (int r = 0; r < d->mr; r++) {
+    cg_emit(o, "      { __m512 w = _mm512_set1_ps(u[c * %d + %d]);", d->mr, r);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, " a%d_%d = _mm512_fmadd_ps(w, b%d, a%d_%d);", r, v, v, r, v);
+    cg_emit(o, " }\n");
+  }
+  cg_emit(o, "    }\n");
+  for (int r = 0; r < d->mr; r++)
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    _mm512_storeu_ps(mo + %d, a%d_%d);\n", r * d->nbt + v * 16, r, v);
+  cg_emit(o, "    }\n  }\n}\n");
+}
+
+/* The T points of row r of M for 16 tiles (vector v) into q[], and A^T q
+ * down the columns into sm[m][A]. */
+static void emit_ocols(cg_out *o, const wn *d) {
+  int a = d->a;
+  char dst[64], fmt[32];
+  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
+          (long)d->ocp, d->nbt);
+  for (int i = 0; i < d->m; i++)
+    for (int col = 0; col < a; col++) {
+      snprintf(dst, sizeof dst, "    sm[%d][%d]", i, col);
+      snprintf(fmt, sizeof fmt, "q[%%d * %d + %d]", a, col);
+      emit_lin(o, dst, d->at + i * a, a, fmt);
+    }
+}
+
+/* Output transform, epilogue and store of channel oc (row r of M). */
+static void emit_otrans(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int a = d->a, m = d->m;
+  char fmt[32];
+  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
+  emit_ocols(o, d);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < m; j++) {
+      cg_emit(o, "    {\n      __m512 x;\n");
+      snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
+      emit_lin(o, "      x", d->at + j * a, a, fmt);
+      cg_emit(o, "      __mmask16 k = om[v * %d + %d];\n", m * m, i * m + j);
+      cg_emit(o, "      __m512i oi = _mm512_loadu_si512(ox[(v * %d + %d) * %d + %d]);\n", m, i, m, j);
+      for (int e = 0; e < s->n_epi; e++) {
+        const cgen_epi *ep = &s->epi[e];
+        if (cg_emit_epi_common(o, ep, e, "oc", "x")) continue;
+        if (ep->kind == CGEN_EPI_RESIDUAL)
+          cg_emit(o, "      { __m512 rv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, oi, "
+                     "(const float *)tt->ep[%d] + oc * %ldL, 4); x = x %s rv; }\n",
+                  e, (long)(d->OH * d->OW), ep->mul ? "*" : "+");
+      }
+      cg_emit(o, "      _mm512_mask_i32scatter_ps((float *)tt->y + oc * %ldL, k, oi, x, 4);\n    }\n",
+              (long)(d->OH * d->OW));
+    }
+  cg_emit(o, "  }\n}\n");
+}
+
+/* ---- row mode: a vector is 16 tiles of one tile row ------------------------- */
+/* Per vector v of block blk: the first input row ih0 (H when the vector is
+ * past the last: every row reads as 0), the first output row oh0 (OH then)
+ * and column c0, the masks of the m + 1 input loads of a row (lm) and of
+ * the m output stores (sm). */
+static void emit_rindex(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int m = d->m;
+  cg_emit(o, "static $T void $P_rindex(long blk, long *ih0, long *oh0, long *c0, uint16_t *lm, uint16_t *sm) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    long g = blk * %dL + v, th = g / %ldL, tw0 = g %% %ldL * 16;\n",
+          d->nv, d->nv, (long)d->nseg, (long)d->nseg);
+  cg_emit(o, "    int live = g < %ldL;\n", (long)d->nvec);
+  cg_emit(o, "    ih0[v] = live ? th * %d - %ldL : %ldL;\n    oh0[v] = live ? th * %d : %ldL;\n    c0[v] = tw0 * %d;\n",
+          m, (long)s->pad[0], (long)s->h, m, (long)d->OH, m);
+  cg_emit(o, "    for (int q = 0; q <= %d; q++) {\n      uint16_t k = 0;\n", m);
+  cg_emit(o, "      for (int l = 0; l < 16; l++) { long iw = tw0 * %d - %ldL + q * 16 + l;"
+             " k |= (uint16_t)((live && iw >= 0 && iw < %ldL) << l); }\n", m, (long)s->pad[1], (long)s->w);
+  cg_emit(o, "      lm[v * %d + q] = k;\n      if (q == %d) break;\n      k = 0;\n", m + 1, m);
+  cg_emit(o, "      for (int l = 0; l < 16; l++) k |= (uint16_t)((live && tw0 * %d + q * 16 + l < %ldL) << l);\n", m,
+          (long)d->OW);
+  cg_emit(o, "      sm[v * %d + q] = k;\n    }\n  }\n}\n", m);
+}
+
+/* idx lanes of a permutex2var: lane p <- element e(p) of the pair (a, b). */
+static void emit_idx(cg_out *o, const int *e) {
+  cg_emit(o, "_mm512_setr_epi32(");
+  for (int p = 0; p < 16; p++) cg_emit(o, "%d%s", e[p], p < 15 ? ", " : ")");
+}
+
+/* "dst = " lanes p of permutex2var(a0, e, a1), or with four sources lanes
+ * in `hi` from permutex2var(a2, e, a3) (a2 NULL: two sources). */
+static void emit_pick(cg_out *o, const char *dst, const int *e, unsigned hi, const char *a0, const char *a1, const char *a2,
+                      const char *a3) {
+  cg_emit(o, "      %s = ", dst);
+  if (a2) cg_emit(o, "_mm512_mask_blend_ps(0x%04x, ", hi);
+  cg_emit(o, "_mm512_permutex2var_ps(%s, ", a0);
+  emit_idx(o, e);
+  cg_emit(o, ", %s)", a1);
+  if (a2) {
+    cg_emit(o, ", _mm512_permutex2var_ps(%s, ", a2);
+    emit_idx(o, e);
+    cg_emit(o, ", %s))", a3);
+  }
+  cg_emit(o, ";\n");
+}
+
+/* Point k < m of 16 tiles from the loads L0..: element l*m + k of the row. */
+static void emit_split(cg_out *o, const wn *d, int k) {
+  int e[16];
+  char dst[16];
+  for (int l = 0; l < 16; l++) e[l] = (l * d->m + k) & 31;
+  snprintf(dst, sizeof dst, "d[%d]", k);
+  if (d->m == 2) emit_pick(o, dst, e, 0, "L0", "L1", NULL, NULL);
+  else emit_pick(o, dst, e, 0xFF00u, "L0", "L1", "L2", "L3");
+}
+
+/* Input transform of channel c in row mode (x: its plane). */
+static void emit_ritrans(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int a = d->a, m = d->m;
+  char dst[64];
+  cg_emit(o, "static $T void $P_ritrans(const float *x, long c, const long *ih0, const long *c0, const uint16_t *lm,"
+             " float *V) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 d[%d], e[%d][%d];\n", d->nv, a, a, a);
+  cg_emit(o, "    const float *xr = x + c0[v] - %ldL;\n", (long)s->pad[1]);
+  for (int r = 0; r < a; r++) {
+    cg_emit(o, "    if (ih0[v] + %d >= 0 && ih0[v] + %d < %ldL) {\n", r, r, (long)s->h);
+    cg_emit(o, "      const float *row = xr + (ih0[v] + %d) * %ldL;\n", r, (long)s->w);
+    for (int q = 0; q <= m; q++)
+      cg_emit(o, "      __m512 L%d = _mm512_maskz_loadu_ps(lm[v * %d + %d], row + %d);\n", q, m + 1, q, 16 * q);
+    for (int k = 0; k < m; k++) emit_split(o, d, k);
+    for (int j = 0; j < 2; j++)
+      cg_emit(o, "      d[%d] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(%s), _mm512_castps_si512(d[%d]), 1));\n",
+              m + j, j == 0 ? (m == 2 ? "L2" : "L4")
+                             : (m == 2 ? "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(L2), _mm512_castps_si512(L2), 1))"
+                                       : "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(L4), _mm512_castps_si512(L4), 1))"),
+              j);
+    cg_emit(o, "    } else {\n");
+    for (int k = 0; k < a; k++) cg_emit(o, "      d[%d] = _mm512_setzero_ps();\n", k);
+    cg_emit(o, "    }\n");
+    for (int j = 0; j < a; j++) {
+      snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
+      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+    }
+  }
+  emit_vstore(o, d);
+  cg_emit(o, "  }\n}\n");
+}
+
+/* Output q (of m) of an output row: lanes p <- tile (16q + p) / m, point
+ * (16q + p) % m of y0..y(m-1). */
+static void emit_merge(cg_out *o, const wn *d, int q) {
+  int e[16];
+  unsigned hi = 0;
+  for (int p = 0; p < 16; p++) {
+    int g = 16 * q + p, l = g / d->m, j = g % d->m;
+    e[p] = (j & 1) * 16 + l;
+    if (j >= 2) hi |= 1u << p;
+  }
+  if (d->m == 2) emit_pick(o, "x", e, 0, "y0", "y1", NULL, NULL);
+  else emit_pick(o, "x", e, hi, "y0", "y1", "y2", "y3");
+}
+
+/* Output transform, epilogue and store of channel oc in row mode. */
+static void emit_rotrans(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  int a = d->a, m = d->m;
+  long ohw = (long)(d->OH * d->OW);
+  char dst[64], fmt[32];
+  cg_emit(o, "static $T void $P_rotrans(const $P_wtt *tt, const float *M, int r, long oc, const long *oh0, const long *c0,"
+             " const uint16_t *smk) {\n");
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
+  cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
+  emit_ocols(o, d);
+  for (int i = 0; i < m; i++) {
+    cg_emit(o, "    if (oh0[v] + %d < %ldL) {\n      __m512 x;\n", i, (long)d->OH);
+    for (int j = 0; j < m; j++) {
+      snprintf(dst, sizeof dst, "      __m512 y%d", j);
+      snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
+      emit_lin(o, dst, d->at + j * a, a, fmt);
+    }
+    cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
+    for (int qq = 0; qq < m; qq++) {
+      emit_merge(o, d, qq);
+      cg_emit(o, "      { __mmask16 k = smk[v * %d + %d];\n", m, qq);
+      for (int e = 0; e < s->n_epi; e++) {
+        const cgen_epi *ep = &s->epi[e];
+        if (cg_emit_epi_common(o, ep, e, "oc", "x")) continue;
+        if (ep->kind == CGEN_EPI_RESIDUAL)
+          cg_emit(o, "      x = x %s _mm512_maskz_loadu_ps(k, (const float *)tt->ep[%d] + at + %d);\n", ep->mul ? "*" : "+",
+                  e, 16 * qq);
+      }
+      cg_emit(o, "      _mm512_mask_storeu_ps((float *)tt->y + at + %d, k, x); }\n", 16 * qq);
+    }
+    cg_emit(o, "    }\n");
+  }
+  cg_emit(o, "  }\n}\n");
+}
+
+/* One task: image n, tile block blk, output-channel part os. */
+static void emit_task(cg_out *o, const wn *d) {
+  const cgen_conv_spec *s = d->s;
+  cg_emit(o, "static $T void $P_wino(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n");
+  cg_emit(o, "  long os = task %% %ldL, r0 = task / %ldL, blk = r0 %% %ldL, n = r0 / %ldL;\n", (long)d->nos,
+          (long)d->nos, (long)d->nblk, (long)d->nblk);
+  cg_emit(o, "  float *V = (float *)cx->sc.thr[tid], *M = V + %ldL;\n", (long)(d->T * s->c * d->nbt));
+  cg_emit(o, "  const float *x = (const float *)cx->B + n * %ldL;\n", (long)(s->c * s->h * s->w));
+  if (d->rows) {
+    cg_emit(o, "  long ih0[%d], oh0[%d], c0[%d];\n  uint16_t lm[%d], sm[%d];\n", d->nv, d->nv, d->nv, d->nv * (d->m + 1),
+            d->nv * d->m);
+    cg_emit(o, "  $P_rindex(blk, ih0, oh0, c0, lm, sm);\n");
+    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_ritrans(x + c * %ldL, c, ih0, c0, lm, V);\n", (long)s->c,
+            (long)(s->h * s->w));
+  } else {
+    cg_emit(o, "  int ix[%d][16], ox[%d][16];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->nv * d->m * d->m,
+            d->nv * d->T, d->nv * d->m * d->m);
+    cg_emit(o, "  $P_index(blk, ix, im, ox, om);\n");
+    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %ldL, c, ix, im, V);\n", (long)s->c,
+            (long)(s->h * s->w));
+  }
+  cg_emit(o, "  $P_wtt tt;\n  tt.y = (float *)cx->C + n * %ldL;\n", (long)(s->oc * d->OH * d->OW));
+  for (int i = 0; i < s->n_epi; i++) {
+    const cgen_epi *ep = &s->epi[i];
+    if (ep->kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  tt.ep[%d] = (const float *)cx->ep[%d] + n * %ldL;\n", i, i, (long)(s->oc * d->OH * d->OW));
+    else cg_emit(o, "  tt.ep[%d] = cx->ep[%d];\n", i, i);
+  }
+  int64_t per = (d->nob + d->nos - 1) / d->nos;
+  cg_emit(o, "  long ob1 = (os + 1) * %ldL < %ldL ? (os + 1) * %ldL : %ldL;\n", (long)per, (long)d->nob, (long)per,
+          (long)d->nob);
+  cg_emit(o, "  $P_gemm(cx->Up, V, M, os * %ldL, ob1);\n", (long)per);
+  cg_emit(o, "  for (long ob = os * %ldL; ob < ob1; ob++) {\n", (long)per);
+  if (d->rows)
+    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_rotrans(&tt, M, ob * %d + r, ob * %d + r, oh0, c0, sm);\n",
+            d->mr, d->mr, (long)s->oc, d->mr, d->mr);
+  else
+    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_otrans(&tt, M, ob * %d + r, ob * %d + r, ox, om);\n", d->mr,
+            d->mr, (long)s->oc, d->mr, d->mr);
+  cg_emit(o, "  }\n}\n");
+}
+
+harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
+  const char *why;
+  if (!cg_wino_applies(s, &why)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd: %s", why);
+  wn d;
+  wn_plan(&d, s);
+  cg_emit_isa_helpers(o);
+  cg_emit(o, "/* winograd F(%dx%d,3x3): %ld tiles of %dx%d per image in blocks of %d (%s), %d output channels per"
+             " block, %ld channel parts */\n", d.m, d.m, (long)d.NTI, d.m, d.m, d.nbt,
+          d.rows ? "rows of tiles: loads and permutes" : "any tiles: gathers and scatters", d.mr, (long)d.nos);
+  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
+  cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
+  emit_wpack(o, &d);
+  if (d.rows) {
+    emit_rindex(o, &d);
+    emit_ritrans(o, &d);
+  } else {
+    emit_index(o, &d);
+    emit_itrans(o, &d);
+  }
+  emit_gemm(o, &d);
+  if (d.rows) emit_rotrans(o, &d);
+  else emit_otrans(o, &d);
+  emit_task(o, &d);
+  long ubytes = (long)(d.T * d.ocp * s->c * 4), ntask = (long)(s->n * d.nblk * d.nos);
+  long thr = (long)((d.T * s->c * d.nbt + d.T * d.ocp * d.nbt) * 4);
+  if (s->prepack_w) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d.nob);
+  }
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $P_wctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : ubytes, thr);
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Up = (float *)A;\n");
+  } else {
+    cg_emit(o, "  cx.Up = (float *)cx.sc.shared;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n", (long)d.nob);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wino, &cx);\n", ntask);
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  cg_emit(o, "#endif /* HPRT_X86 */\n");
+  return HARP_OK;
+}
