@@ -272,7 +272,7 @@ static void test_enumerate_gemm(void **state) {
     for (int i = 0; i < n; i++) assert_int_equal(pts[i].algo[PLAN_KEY_MATMUL], PLAN_ALGO_IMPLICIT_GEMM);
     assert_int_equal(plan_default(&r, &ms[mi], &only, &d, &e), HARP_OK);
     assert_true(plan_equal(&d, &pts[0]));
-    plan_search_opts none = {1u << PLAN_ALGO_WINOGRAD_3X3}; /* no conv here: nothing is left */
+    plan_search_opts none = {.algo_mask = 1u << PLAN_ALGO_WINOGRAD_3X3}; /* no conv here: nothing is left */
     assert_int_equal(plan_enumerate(&r, &ms[mi], &none, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_E_UNSUPPORTED);
     harp_error_clear(&e);
   }
@@ -391,7 +391,7 @@ static void test_default_other_patterns(void **state) {
 static void test_cpu_winograd(void **state) {
   (void)state;
   plan_machine cpu = fixed_cpu();
-  plan_search_opts o = {rt_cpu_algo_mask()};
+  plan_search_opts o = {.algo_mask = rt_cpu_algo_mask()};
   plan_axis_info conv[] = {{"npq", 56 * 56, false, 0}, {"oc", 64, false, 0}, {"crs", 64 * 9, true, 0}};
   plan_region_info r = region("conv3x3", PLAN_PAT_CONV, 3, conv);
   r.in_dtype = r.out_dtype = TINY_FP32;
