@@ -291,6 +291,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
                   __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
   }
   rc_emit_prelude(out);
+  rc_emit_sym_block(c, out);
   st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
   if (st) goto done;
   int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
@@ -344,6 +345,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
                 "    int rc = %s_run_kernel(m, k, inputs, outputs);\n"
                 "    if (rc) return rc;\n  }\n  return 0;\n}\n",
                 P, P, f->nkernels, P);
+  rc_emit_run_syms(c, P, out);
   if (out->oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
   for (int k = 0; forms && k < f->nkernels; k++) cg_kform_free(&forms[k]);

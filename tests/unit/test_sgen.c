@@ -1,0 +1,179 @@
+/* test_sgen.c — one compiled object for every binding of a ShapeSet
+ * (harp/sgen.h): a row softmax whose row count is a symbol compiles once
+ * and runs at several row counts, each against the interpreter, with no
+ * second object; a binding outside the box, or one whose inputs disagree
+ * on a symbol, is refused before any kernel runs (outputs untouched), or
+ * compiled on its own when asked; a model whose kernels are not all
+ * shape-generic yet (a GEMM, a layernorm loop nest) says why and compiles
+ * per binding, still exact. */
+#include <math.h>
+
+#include "harp/interp.h"
+#include "harp/knobs.h"
+#include "harp/sgen.h"
+#include "testutil.h"
+#include "util/util.h"
+
+/* tests/models/NAME as loaded (not prepared). */
+static tiny_graph *load_model(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, name);
+  harp_error e = {0};
+  char *text = NULL;
+  size_t len = 0;
+  assert_ok(&e, ut_read_file(&e, path, 1 << 24, &text, &len));
+  tiny_graph *g = NULL;
+  assert_ok(&e, tiny_load_json(&e, text, len, path, &g));
+  free(text);
+  return g;
+}
+
+/* Inputs of model `name` at the binding "A=1", "B=2", ... (NULL-ended),
+ * filled from a seeded sequence; the interpreter's outputs into ref.
+ * Returns the number of inputs. */
+static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref, unsigned seed) {
+  harp_error e = {0};
+  tiny_graph *g = load_model(name);
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
+  assert_ok(&e, tiny_prepare(&e, g, &t, false));
+  int *ins = NULL, n = tiny_inputs(g, &ins);
+  for (int k = 0; k < n; k++) {
+    const tiny_node *x = &g->nodes[ins[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
+    assert_ok(&e, ut_tensor_alloc(&e, &in[k], x->dtype, x->shape.rank, shape));
+    for (int64_t i = 0; i < ut_tensor_numel(&in[k]); i++) {
+      seed = seed * 1103515245u + 12345u;
+      ut_tensor_set(&in[k], i, (float)((seed >> 16) % 2001) / 250.0f - 4.0f);
+    }
+  }
+  assert_ok(&e, tiny_interp(&e, g, &t, in, n, ref));
+  free(ins);
+  tiny_symtab_free(&t);
+  tiny_graph_free(g);
+  return n;
+}
+
+/* Run s at the binding and compare every output with the interpreter's. */
+static void check_at(rt_sgen *s, const char *name, const char *const *bind, int nout, double tol) {
+  ut_tensor in[8] = {0}, ref[4] = {0}, out[4] = {0};
+  int n = inputs_at(name, bind, in, ref, 7u);
+  harp_error e = {0};
+  assert_ok(&e, rt_sgen_run(&e, s, in, n, out));
+  for (int k = 0; k < nout; k++) {
+    assert_int_equal(out[k].rank, ref[k].rank);
+    for (int d = 0; d < ref[k].rank; d++) assert_int_equal(out[k].shape[d], ref[k].shape[d]);
+    double worst = 0;
+    for (int64_t i = 0; i < ut_tensor_numel(&ref[k]); i++) {
+      double a = ut_tensor_get(&out[k], i), b = ut_tensor_get(&ref[k], i);
+      double d = fabs(a - b) / (1.0 + fabs(b));
+      if (!(d <= worst)) worst = d;
+    }
+    if (!(worst <= tol)) fail_msg("%s at %s...: relative difference %g", name, bind[0], worst);
+    ut_tensor_free(&out[k]);
+    ut_tensor_free(&ref[k]);
+  }
+  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
+}
+
+static rt_knobs knobs;
+
+static rt_sgen *compile_box(const char *name, const rt_sgen_sym *syms, int n, bool outside) {
+  rt_knobs_init(&knobs);
+  rt_cpu_opts co = {.knobs = &knobs, .keep_source = true};
+  rt_sgen_opts so = {.cpu = &co, .recompile_outside = outside};
+  harp_error e = {0};
+  tiny_graph *g = load_model(name);
+  rt_sgen *s = NULL;
+  assert_ok(&e, rt_sgen_compile(&e, g, syms, n, &so, &s));
+  tiny_graph_free(g);
+  return s;
+}
+
+/* One object, four row counts (the corners and two between), no second object. */
+static void test_softmax_one_object(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"R", 1, 64}, {"L", 33, 33}};
+  rt_sgen *s = compile_box("softmax_rows.json", box, 2, false);
+  assert_null(rt_sgen_fallback(s));
+  if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
+  assert_int_equal(rt_sgen_objects(s), 1);
+  assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[0]")); /* the rows are read at run time */
+  const char *b1[] = {"R=1", "L=33", NULL}, *b2[] = {"R=64", "L=33", NULL}, *b3[] = {"R=5", "L=33", NULL},
+             *b4[] = {"R=37", "L=33", NULL};
+  check_at(s, "softmax_rows.json", b3, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b2, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b1, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b4, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b3, 1, 1e-5); /* back to a binding seen: the kept graph */
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+}
+
+/* Outside the box: refused before any kernel, outputs untouched; with
+ * recompile_outside, an object of its own and the right numbers. */
+static void test_outside_box(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"R", 2, 16}, {"L", 33, 33}};
+  rt_sgen *s = compile_box("softmax_rows.json", box, 2, false);
+  const char *far[] = {"R=17", "L=33", NULL}, *low[] = {"R=1", "L=33", NULL}, *wide[] = {"R=4", "L=34", NULL};
+  const char *const *bad[] = {far, low, wide};
+  for (int b = 0; b < 3; b++) {
+    ut_tensor in[2] = {0}, ref[1] = {0}, out[1] = {0};
+    int n = inputs_at("softmax_rows.json", bad[b], in, ref, 3u);
+    harp_error e = {0};
+    assert_int_equal(rt_sgen_run(&e, s, in, n, out), HARP_E_INPUT_MISMATCH);
+    assert_null(out[0].data);
+    harp_error_clear(&e);
+    ut_tensor_free(&in[0]);
+    ut_tensor_free(&ref[0]);
+  }
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+  s = compile_box("softmax_rows.json", box, 2, true);
+  check_at(s, "softmax_rows.json", far, 1, 1e-5);
+  assert_int_equal(rt_sgen_objects(s), 2);
+  rt_sgen_free(s);
+}
+
+/* Kernels not generic yet: the reason, one compile per binding, exact. */
+static void test_fallback(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"R", 3, 40}};
+  rt_sgen *s = compile_box("layernorm.json", box, 1, false);
+  assert_non_null(rt_sgen_fallback(s));
+  if (getenv("SGEN_DEBUG")) fprintf(stderr, "why: %s\n", rt_sgen_fallback(s));
+  assert_non_null(strstr(rt_sgen_fallback(s), "depends on the binding"));
+  assert_int_equal(rt_sgen_objects(s), 0);
+  const char *b1[] = {"R=3", NULL}, *b2[] = {"R=29", NULL};
+  check_at(s, "layernorm.json", b1, 1, 1e-4);
+  check_at(s, "layernorm.json", b2, 1, 1e-4);
+  check_at(s, "layernorm.json", b1, 1, 1e-4);
+  assert_int_equal(rt_sgen_objects(s), 2);
+  rt_sgen_free(s);
+}
+
+/* A bad box is an error at compile time. */
+static void test_bad_box(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"R", 0, 4}, {"L", 33, 33}};
+  tiny_graph *g = load_model("softmax_rows.json");
+  rt_sgen *s = NULL;
+  harp_error e = {0};
+  assert_int_equal(rt_sgen_compile(&e, g, box, 2, NULL, &s), HARP_E_INVALID_ARG);
+  assert_null(s);
+  harp_error_clear(&e);
+  tiny_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_softmax_one_object),
+      cmocka_unit_test(test_outside_box),
+      cmocka_unit_test(test_fallback),
+      cmocka_unit_test(test_bad_box),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
