@@ -44,6 +44,7 @@ struct rt_sgen {
   /* the one object (fallback == NULL) */
   const char **gen_names;  /* the varying symbols, in syms order */
   int64_t *gen_hi;
+  int64_t *glo;            /* per symbol: the lower corner the object serves from (its lo, or 2) */
   int *gen_of;             /* per varying symbol: its index in syms */
   int ngen;
   tiny_graph *ghi;         /* prepared at the corner hi */
@@ -122,21 +123,34 @@ static char *kernel_text(const char *src) {
   return t;
 }
 
-/* The line of a around offset at: the kernel whose text differs. */
+/* Why a's kernels differ at offset at: the kernel around it (the last
+ * "model_k<digits>" name before it) and the line. */
 static void differing_kernel(const char *a, size_t at, char *why, size_t cap) {
   const char *k = NULL;
-  for (const char *p = strstr(a, "static int model_k"); p && (size_t)(p - a) <= at; p = strstr(p + 1, "static int model_k"))
-    k = p;
+  for (const char *p = strstr(a, "model_k"); p && (size_t)(p - a) <= at; p = strstr(p + 1, "model_k"))
+    if (p[7] >= '0' && p[7] <= '9') k = p;
+  int klen = 0;
+  while (k && (k[klen] == '_' || (k[klen] >= 'a' && k[klen] <= 'z') || (k[klen] >= '0' && k[klen] <= '9'))) klen++;
   const char *line = a + at;
   while (line > a && line[-1] != '\n') line--;
-  int len = (int)(strchr(line, '\n') ? strchr(line, '\n') - line : (long)strlen(line));
-  snprintf(why, cap, "a kernel's code depends on the binding (%s): `%.*s`", k ? "before the next kernel entry" : "the prelude",
-           len > 100 ? 100 : len, line);
+  const char *nl = strchr(line, '\n');
+  int len = nl ? (int)(nl - line) : (int)strlen(line);
+  snprintf(why, cap, "the code of %.*s depends on the binding: `%.*s`", k ? klen : 11, k ? k : "the prelude", len > 100 ? 100 : len,
+           line);
+}
+
+/* The box's lower corner lo with every varying symbol at 1 raised to 2
+ * (s->glo: where the object starts); false when none was at 1. */
+static bool raise_ones(rt_sgen *s, int64_t *lo) {
+  bool any = false;
+  for (int i = 0; i < s->nsyms; i++)
+    if (lo[i] == 1 && s->syms[i].hi >= 2) lo[i] = s->glo[i] = 2, any = true;
+  return any;
 }
 
 /* Both corners to the code stage; the one object from hi when they agree
  * (its compile then owns ghi), else s->fallback says why. */
-static harp_status compile_corners(harp_error *e, rt_sgen *s, const int64_t *lo, const int64_t *hi) {
+static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
   tiny_graph *glo = NULL;
   tiny_symtab symlo;
   rt_compile *clo = NULL, *chi = NULL;
@@ -144,7 +158,15 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, const int64_t *lo,
   harp_status st = prepare_at(e, s, lo, &glo, &symlo);
   if (!st) st = prepare_at(e, s, hi, &s->ghi, &s->symhi);
   bool bigger = false;
-  if (!st && !same_graph(glo, s->ghi, &bigger)) snprintf(why, sizeof why, "the graph differs between the box's corners");
+  if (!st && !same_graph(glo, s->ghi, &bigger)) {
+    snprintf(why, sizeof why, "the graph differs between the box's corners");
+    if (raise_ones(s, lo)) { /* a size 1 broadcasts: the object from 2 up, 1 compiled on its own */
+      tiny_graph_free(glo), tiny_graph_free(s->ghi);
+      tiny_symtab_free(&symlo), tiny_symtab_free(&s->symhi);
+      s->ghi = NULL;
+      return compile_corners(e, s, lo, hi);
+    }
+  }
   if (!st && !why[0]) st = rt_cpu_compile_code(e, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, &clo);
   if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, &chi);
   if (!st && !why[0] && !same_function(clo->f, chi->f))
@@ -183,14 +205,15 @@ static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi
   s->gen_hi = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_hi);
   s->gen_of = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_of);
   s->last = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->last);
-  if (!s->gen_names || !s->gen_hi || !s->gen_of || !s->last) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  s->glo = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->glo);
+  if (!s->gen_names || !s->gen_hi || !s->gen_of || !s->last || !s->glo) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (s->nsyms > 64) return ut_fail(e, HARP_E_LIMIT, NULL, "a ShapeSet of %d symbols: at most 64", s->nsyms);
   for (int i = 0; i < s->nsyms; i++) {
     const rt_sgen_sym *y = &s->syms[i];
     if (!y->name || y->lo < 1 || y->hi < y->lo)
       return ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: the range %" PRId64 "..%" PRId64 " is not 1 <= lo <= hi",
                      y->name ? y->name : "(null)", y->lo, y->hi);
-    lo[i] = y->lo, hi[i] = y->hi;
+    lo[i] = s->glo[i] = y->lo, hi[i] = y->hi;
     if (y->lo < y->hi) s->gen_names[s->ngen] = y->name, s->gen_hi[s->ngen] = y->hi, s->gen_of[s->ngen++] = i;
   }
   return HARP_OK;
@@ -335,7 +358,9 @@ static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs
   char what[256];
   bool inside = in_box(s, vals, what, sizeof what);
   if (!inside && !s->o.recompile_outside) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
-  if (s->m && inside) {
+  bool on_object = s->m && inside;
+  for (int i = 0; i < s->nsyms && on_object; i++) on_object = vals[i] >= s->glo[i]; /* else compiled on its own */
+  if (on_object) {
     const tiny_graph *gb;
     if (bound_graph(e, s, vals, &gb)) return e->code;
     long long sv[64];
@@ -375,6 +400,7 @@ void rt_sgen_free(rt_sgen *s) {
   free(s->gen_names);
   free(s->gen_hi);
   free(s->gen_of);
+  free(s->glo);
   free(s->last);
   free(s->fallback);
   free(s->text);
