@@ -55,6 +55,8 @@ harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int 
 const char *rt_sgen_fallback(const rt_sgen *s);
 /* The objects built (or taken from the disk cache) so far. */
 int rt_sgen_objects(const rt_sgen *s);
+/* Of them, those the C compiler built (the rest came from the disk cache). */
+int rt_sgen_cc_runs(const rt_sgen *s);
 /* The generated C of the one object (NULL in fallback). */
 const char *rt_sgen_source(const rt_sgen *s);
 void rt_sgen_free(rt_sgen *s);

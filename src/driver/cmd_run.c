@@ -11,6 +11,7 @@
 #include "harp/interp.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
+#include "harp/sgen.h"
 #include "util/util.h"
 
 static const char run_help[] =
@@ -75,6 +76,13 @@ static const char run_help[] =
     "  --knob NAME=VALUE      set a knob of the library (harp --help-options lists\n"
     "                         them, with the environment variables that set them too)\n"
     "  --time-stages          print each compile stage's time to stderr\n"
+    "  --shapeset NAME=LO..HI --backend cpu, .json / .harp models: compile one object\n"
+    "                         for every binding with NAME in LO..HI (repeatable; the\n"
+    "                         other symbols stay as bound), cached like any object,\n"
+    "                         so a later run at another binding in the box compiles\n"
+    "                         nothing; a binding outside is an error.  When a kernel\n"
+    "                         cannot take its sizes at run time yet, each binding\n"
+    "                         compiles as before (--time-stages says why)\n"
     "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
     "                         weights) needs more (K, M, G suffixes; default: this\n"
     "                         machine's memory), with LimitExceeded before compiling\n"
@@ -113,6 +121,52 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   }
   rt_cpu_free(cm);
   return s;
+}
+
+/* --shapeset NAME=LO..HI into *y, its name copied into name[cap]. */
+static harp_status parse_box(harp_error *e, const char *spec, char *name, size_t cap, rt_sgen_sym *y) {
+  const char *eq = strchr(spec, '=');
+  long long lo, hi;
+  int used = 0;
+  if (!eq || eq == spec || (size_t)(eq - spec) >= cap || sscanf(eq + 1, "%lld..%lld%n", &lo, &hi, &used) != 2 || eq[1 + used])
+    return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset '%s': expected NAME=LO..HI", spec);
+  snprintf(name, cap, "%.*s", (int)(eq - spec), spec);
+  *y = (rt_sgen_sym){name, lo, hi};
+  return HARP_OK;
+}
+
+/* --backend cpu with --shapeset: one object for the box (harp/sgen.h), the
+ * model's other symbols fixed at their binding; one run at the inputs'. */
+static harp_status run_shapeset(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *outs) {
+  rt_sgen_sym box[CLI_MAX_LIST + 64];
+  char names[CLI_MAX_LIST][64];
+  int n = 0;
+  for (int i = 0; i < o->nshapesets; i++)
+    if (parse_box(e, o->shapesets[i], names[i], sizeof names[i], &box[n++])) return e->code;
+  for (int i = 0; i < m->syms.n && n < CLI_MAX_LIST + 64; i++) {
+    bool boxed = false;
+    for (int k = 0; k < o->nshapesets; k++) boxed |= !strcmp(box[k].name, m->syms.names[i]);
+    if (!boxed) box[n++] = (rt_sgen_sym){m->syms.names[i], m->syms.values[i], m->syms.values[i]};
+  }
+  tiny_graph *raw = NULL;
+  rt_sgen *s = NULL;
+  rt_cpu_opts co = {.knobs = &o->knobs, .precision = o->precision, .max_memory = o->max_memory};
+  rt_sgen_opts so = {.cpu = &co};
+  double t0 = ut_now_ms();
+  harp_status st = tiny_load_json(e, m->raw, strlen(m->raw), o->model, &raw);
+  if (!st) st = rt_sgen_compile(e, raw, box, n, &so, &s);
+  tiny_graph_free(raw);
+  if (!st && o->time_stages) {
+    const char *why = rt_sgen_fallback(s);
+    fprintf(stderr, "harp: shapeset: %s%s (%.1f ms)\n", why ? "a compile per binding: " : "one object for the box", why ? why : "",
+            ut_now_ms() - t0);
+  }
+  if (!st) st = rt_sgen_run(e, s, m->inputs, m->ninputs, outs);
+  if (!st && o->time_stages)
+    fprintf(stderr, "harp: shapeset: %d object(s), %d built by the C compiler (the rest from the cache)\n", rt_sgen_objects(s),
+            rt_sgen_cc_runs(s));
+  rt_sgen_free(s);
+  return st;
 }
 
 /* After the outputs of a tier-0 run are written: the first result's time,
@@ -220,10 +274,12 @@ static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b
   harp_error e = {0};
   int rc = cli_parse(argc, argv, "run",
                      "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
-                     "loop-limit max-memory knob time-stages",
+                     "loop-limit max-memory knob time-stages shapeset",
                      o, &e);
   if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
   if (!o->model) return cli_usage_error("run", "no MODEL given");
+  if (o->nshapesets && ((*b)->target != &rt_target_cpu || (*b)->playback || o->nplans || o->ndumps))
+    return cli_usage_error("run", "--shapeset needs --backend cpu, without --plan or --dump");
   if (cli_wants_dump(o, "c") && ((*b)->target != &rt_target_cpu || (*b)->playback))
     return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
   return 0;
@@ -258,7 +314,9 @@ int cmd_run(int argc, char **argv) {
     if (!st) st = cli_write_dumps(&e, &o, &m);
     if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     rt_cpu_model *pending = NULL; /* tier 0 served the run: its build still goes on */
-    if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
+    if (!st && o.nshapesets) st = m.raw && !m.onnx ? run_shapeset(&e, &o, &m, outs)
+                                        : ut_fail(&e, HARP_E_USAGE, NULL, "--shapeset takes a .json or .harp model");
+    else if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
     if (!st) st = write_outputs(&e, &o, &m, outs);
     if (pending) { /* the outputs are tier 0's, whole and right: a failed build is a warning */
       harp_error be = {0};

@@ -55,7 +55,7 @@ struct rt_sgen {
   int64_t *last;
   tiny_graph *glast;
   sgen_variant var[SGEN_MAX_VARIANTS];
-  int nvar, objects;
+  int nvar, objects, cc_runs; /* objects made; of them, by the C compiler (not the disk cache) */
   pthread_mutex_t mu;      /* one run at a time: the binding state is shared */
 };
 
@@ -195,7 +195,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
     return st;
   }
   st = rt_cpu_adopt(e, chi, &s->m);
-  if (!st) s->objects++;
+  if (!st) s->objects++, s->cc_runs += !rt_cpu_cache_hit(s->m);
   return st;
 }
 
@@ -306,7 +306,7 @@ static harp_status variant_at(harp_error *e, rt_sgen *s, const int64_t *vals, sg
     free(v->vals);
     return st;
   }
-  s->nvar++, s->objects++;
+  s->nvar++, s->objects++, s->cc_runs += !rt_cpu_cache_hit(v->m);
   *out = v;
   return HARP_OK;
 }
@@ -381,6 +381,7 @@ harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int 
 
 const char *rt_sgen_fallback(const rt_sgen *s) { return s->fallback; }
 int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
+int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
 
 void rt_sgen_free(rt_sgen *s) {
