@@ -51,6 +51,12 @@ harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sy
 /* inputs[] follow tiny_inputs of the prepared graph (weights included);
  * outputs[] follow its outputs, allocated here at this binding's shapes. */
 harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+/* For a caller running instances itself (harp bench): the one object
+ * (NULL in fallback), and the binding of inputs checked as rt_sgen_run
+ * checks it, its varying symbols' values into syms[] for
+ * rt_cpu_instance_run_syms (an error when the object does not serve it). */
+rt_cpu_model *rt_sgen_object(const rt_sgen *s);
+harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, long long *syms);
 /* NULL when one object serves the box; else why each binding compiles. */
 const char *rt_sgen_fallback(const rt_sgen *s);
 /* The objects built (or taken from the disk cache) so far. */

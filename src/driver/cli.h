@@ -63,6 +63,13 @@ typedef struct cli_model {
   char *raw; /* with --shapeset: the graph before binding, canonical JSON (rt_sgen_compile's input) */
 } cli_model;
 
+/* --shapeset (cli_shapeset.c): m's graph before binding (m->raw) compiled
+ * as one object for the boxes of --shapeset, m's other symbols fixed at
+ * their binding (harp/sgen.h); with --time-stages, whether one object
+ * serves the box or why not. */
+struct rt_sgen;
+harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, struct rt_sgen **out);
+
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */
 int cli_report(const harp_error *e);

@@ -415,6 +415,10 @@ void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, siz
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
   return m->run(inst, inputs, outputs);
 }
+int rt_cpu_instance_run_syms(const rt_cpu_model *m, void *inst, const long long *syms, const void *const *inputs,
+                             void *const *outputs) {
+  return m->run_syms ? m->run_syms(inst, syms, inputs, outputs) : -1;
+}
 void rt_cpu_instance_free(const rt_cpu_model *m, void *inst) {
   if (inst) m->free_(inst);
 }

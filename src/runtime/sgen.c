@@ -372,6 +372,26 @@ static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs
   return rt_cpu_run(e, v->m, inputs, ninputs, outputs);
 }
 
+harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, long long *syms) {
+  if (!s->m) return ut_fail(e, HARP_E_USAGE, NULL, "no one object for this ShapeSet: %s", s->fallback);
+  int64_t vals[64];
+  char what[256];
+  pthread_mutex_lock(&s->mu);
+  const tiny_graph *gb;
+  harp_status st = binding_of(e, s, s->ghi, inputs, ninputs, vals);
+  if (!st && !in_box(s, vals, what, sizeof what)) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
+  for (int i = 0; !st && i < s->nsyms; i++)
+    if (vals[i] < s->glo[i])
+      st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s = %" PRId64 ": the object serves it from %" PRId64 " (compiled on its own)",
+                   s->syms[i].name, vals[i], s->glo[i]);
+  if (!st) st = bound_graph(e, s, vals, &gb);
+  for (int i = 0; !st && i < s->ngen; i++) syms[i] = vals[s->gen_of[i]];
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+rt_cpu_model *rt_sgen_object(const rt_sgen *s) { return s->m; }
+
 harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   pthread_mutex_lock(&s->mu);
   harp_status st = run_locked(e, s, inputs, ninputs, outputs);
