@@ -4,7 +4,8 @@
  * second object; a binding outside the box, or one whose inputs disagree
  * on a symbol, is refused before any kernel runs (outputs untouched), or
  * compiled on its own when asked; the models of tests/models over a box
- * each (a row softmax, layernorm loop nests: one object; a GEMM, a
+ * each (a row softmax, an elementwise map, layernorm loop nests: one
+ * object; a GEMM, a
  * symbolic row length: not generic yet, they say why and compile per
  * binding, still exact). */
 #include <math.h>
@@ -155,6 +156,7 @@ typedef struct box_case {
 static const box_case CASES[] = {
     {"softmax_rows.json", "R", 1, 48, 19, {"L=33"}, true, 1e-5, 0},
     {"layernorm.json", "R", 1, 48, 20, {NULL}, true, 1e-4, 1},
+    {"gelu_bias_rows.json", "R", 1, 3000, 1001, {NULL}, true, 1e-5, 1}, /* a map, small and pooled */
     /* not one object yet: the partition differs between R = 2 and 40 (the cost model) */
     {"layernorm_fp16.json", "R", 2, 40, 9, {NULL}, false, 2e-2, 0},
     {"softmax_rows.json", "L", 3, 70, 17, {"R=5"}, false, 1e-5, 0}, /* the row length: a template constant */

@@ -294,6 +294,8 @@ typedef struct cgen_map_spec {
   int nops;
   cgen_map_op ops[CGEN_MAP_MAX_OPS];
   cgen_tuning tune; /* simd, isa_mask, force_isa; tasks: 4 per thread of the pool */
+  const char *total_expr; /* NULL; else the point count as a C expression read at run time (a
+                             ShapeSet object: rc_size_expr), its value here cols x outer[] */
 } cgen_map_spec;
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */

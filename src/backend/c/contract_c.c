@@ -760,10 +760,17 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
 #define MAP_SMALL_POINTS 32768.0
 
 /* One map kernel kfn for piece mp; *points grows by its points. */
+/* texpr[160]: the point count as a run-time expression, when the kernel
+ * reads it so (a ShapeSet object, a whole dense y), else "". */
 static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
-                            double *points) {
+                            double *points, char *texpr) {
   cgen_map_spec s;
   cgen_map_spec_init(&s, mp->cols);
+  const tiny_shape *ys = mp->ystrided ? NULL : rc_slot_shape(c, r, mp->y.slot);
+  int64_t total = mp->cols;
+  for (int d = 0; d < mp->nouter; d++) total *= mp->outer[d];
+  texpr[0] = 0;
+  if (ys && rc_size_expr(c, ys, 0, ys->rank, total, texpr, 160)) s.total_expr = texpr;
   s.nouter = mp->nouter;
   memcpy(s.outer, mp->outer, sizeof s.outer);
   s.nin = mp->nin;
@@ -798,11 +805,12 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
   double points = 0;
   bool refused = false;
   harp_status st = HARP_OK;
+  char texpr[160] = "";
   for (int k = 0; k < ms->npiece && !st && !refused; k++) {
     char kfn[128];
     if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
     else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
-    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points);
+    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr);
   }
   if (st || refused) {
     ut_str_free(&body);
@@ -812,7 +820,9 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
   ut_str_puts(out, body.buf);
   ut_str_free(&body);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  if (ms->npiece == 1 && texpr[0]) /* the same choice at run time */
+    ut_str_printf(out, "  if (%s < %.0fL) pool = NULL; /* small: the calling thread alone */\n", texpr, MAP_SMALL_POINTS);
+  else if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   for (int k = 0; k < ms->npiece; k++) {
     const ct_map *mp = &ms->piece[k];
     ut_str_puts(out, "  const void *in");

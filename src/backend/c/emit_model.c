@@ -20,6 +20,12 @@
  *                                  (-1: no such kernel); its inputs are what an
  *                                  earlier P_run left in the arena (the tuner)
  *   int P_num_kernels(void);
+ * A ShapeSet object (rc_ctx.gen_syms; harp/sgen.h) also has
+ *   int P_run_syms(P_t *m, const long long *syms, inputs, outputs);
+ *                                  one run at the binding syms[] of its varying
+ *                                  symbols (the caller checked it); P_run runs at
+ *                                  the values compiled for, the box's largest
+ *   int P_num_syms(void);
  *
  * An instance owns its arena, a copy of the weights (consts), the thread
  * pool and, when some template kernels take a weight packed (contract_c.h:
