@@ -6,8 +6,8 @@ exactly-specialised objects.
     python3 bench/shapeset.py [--harp build/harp] [--sizes 8] [--rounds 3] [--repeat 200]
 
 For each model of tests/models whose kernels all take their sizes at run
-time today (a row softmax of 1000 columns, layernorm of 64), over R in
-2..4096:
+time today (a row softmax of 1000 columns, layernorm of 64, an elementwise
+map of 37 columns), over R in 2..4096:
   compiles   on an empty cache, --sizes processes each running a new R:
              `harp run --shapeset` (the ShapeSet object; --time-stages says
              how many objects the C compiler built) against `harp run --sym`
@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "tests", "models")
-CASES = [("softmax_rows.json", ["--sym", "L=1000"]), ("layernorm.json", [])]
+CASES = [("softmax_rows.json", ["--sym", "L=1000"]), ("layernorm.json", []), ("gelu_bias_rows.json", [])]
 BINDS = [7, 300, 1000, 4096]
 
 
