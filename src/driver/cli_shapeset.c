@@ -1,7 +1,9 @@
 /* cli_shapeset.c — --shapeset NAME=LO..HI (harp run, harp bench): the
  * model compiled as one object for a box of its shape symbols.
  * Needs: harp/sgen.h, cli.c (cli_model.raw).  Gives: cli_shapeset_compile. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -11,10 +13,12 @@
 /* "NAME=LO..HI" into *y, its name copied into name[cap]. */
 static harp_status parse_box(harp_error *e, const char *spec, char *name, size_t cap, rt_sgen_sym *y) {
   const char *eq = strchr(spec, '=');
-  long long lo, hi;
-  int used = 0;
-  if (!eq || eq == spec || (size_t)(eq - spec) >= cap || sscanf(eq + 1, "%lld..%lld%n", &lo, &hi, &used) != 2 || eq[1 + used])
-    return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset '%s': expected NAME=LO..HI", spec);
+  char *dots = NULL, *end = NULL;
+  errno = 0;
+  long long lo = eq ? strtoll(eq + 1, &dots, 10) : 0;
+  long long hi = dots && dots > eq + 1 && !strncmp(dots, "..", 2) ? strtoll(dots + 2, &end, 10) : 0;
+  if (!eq || eq == spec || (size_t)(eq - spec) >= cap || !end || end == dots + 2 || *end || errno)
+    return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset '%s': expected NAME=LO..HI (integers)", spec);
   snprintf(name, cap, "%.*s", (int)(eq - spec), spec);
   *y = (rt_sgen_sym){name, lo, hi};
   return HARP_OK;

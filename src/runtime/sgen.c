@@ -139,6 +139,34 @@ static void differing_kernel(const char *a, size_t at, char *why, size_t cap) {
            line);
 }
 
+/* e's error again as code, its message after `what` (the first error
+ * recorded wins: cleared first). */
+static harp_status restate(harp_error *e, harp_status code, const char *what) {
+  harp_error old = *e;
+  harp_error_clear(e);
+  return ut_fail(e, code, old.node[0] ? old.node : NULL, "%s: %s", what, old.msg);
+}
+
+/* prepare_at for a corner of the box, its error saying which. */
+static harp_status corner_at(harp_error *e, const rt_sgen *s, const int64_t *vals, const char *which, tiny_graph **g,
+                             tiny_symtab *t) {
+  if (!prepare_at(e, s, vals, g, t)) return HARP_OK;
+  char what[64];
+  snprintf(what, sizeof what, "the ShapeSet's %s corner", which);
+  return restate(e, e->code, what);
+}
+
+/* Whether an INPUT node of g declares symbol sym in its shape (so a run's
+ * inputs give its value). */
+static bool declared_by_input(const tiny_graph *g, const char *sym) {
+  for (int i = 0; i < g->n; i++) {
+    const tiny_node *n = &g->nodes[i];
+    for (int d = 0; n->op == TINY_INPUT && d < n->a.input.shape.rank; d++)
+      if (n->a.input.shape.d[d].sym && !strcmp(n->a.input.shape.d[d].sym, sym)) return true;
+  }
+  return false;
+}
+
 /* The box's lower corner lo with every varying symbol at 1 raised to 2
  * (s->glo: where the object starts); false when none was at 1. */
 static bool raise_ones(rt_sgen *s, int64_t *lo) {
@@ -155,8 +183,12 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   tiny_symtab symlo;
   rt_compile *clo = NULL, *chi = NULL;
   char why[256] = "";
-  harp_status st = prepare_at(e, s, lo, &glo, &symlo);
-  if (!st) st = prepare_at(e, s, hi, &s->ghi, &s->symhi);
+  harp_status st = corner_at(e, s, lo, "lower", &glo, &symlo);
+  if (!st) st = corner_at(e, s, hi, "upper", &s->ghi, &s->symhi);
+  for (int i = 0; !st && i < s->ngen; i++)
+    if (!declared_by_input(s->ghi, s->gen_names[i]))
+      st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: no input of the model declares it in its shape",
+                   s->gen_names[i]);
   bool bigger = false;
   if (!st && !same_graph(glo, s->ghi, &bigger)) {
     snprintf(why, sizeof why, "the graph differs between the box's corners");
@@ -213,6 +245,8 @@ static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi
     if (!y->name || y->lo < 1 || y->hi < y->lo)
       return ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: the range %" PRId64 "..%" PRId64 " is not 1 <= lo <= hi",
                      y->name ? y->name : "(null)", y->lo, y->hi);
+    for (int k = 0; k < i; k++)
+      if (!strcmp(s->syms[k].name, y->name)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s given twice", y->name);
     lo[i] = s->glo[i] = y->lo, hi[i] = y->hi;
     if (y->lo < y->hi) s->gen_names[s->ngen] = y->name, s->gen_hi[s->ngen] = y->hi, s->gen_of[s->ngen++] = i;
   }
@@ -321,11 +355,7 @@ static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, c
   tiny_symtab t;
   harp_status st = prepare_at(e, s, vals, &g, &t);
   tiny_symtab_free(&t);
-  if (st) {
-    char msg[sizeof e->msg];
-    snprintf(msg, sizeof msg, "%s", e->msg);
-    st = ut_fail(e, HARP_E_INPUT_MISMATCH, e->node, "this binding breaks the model: %s", msg);
-  }
+  if (st) st = restate(e, HARP_E_INPUT_MISMATCH, "this binding breaks the model");
   bool bigger = false;
   if (!st && !same_graph(g, s->ghi, &bigger))
     st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "this binding changes the model's graph (a broadcast or fold): outside the compiled ShapeSet");
