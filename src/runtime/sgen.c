@@ -371,10 +371,10 @@ static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, c
 
 static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   int64_t vals[64]; /* nsyms <= 64: box_setup */
-  const tiny_graph *g0 = s->m ? s->ghi : NULL;
+  const tiny_graph *g0 = s->ghi; /* the inputs read against a prepared copy: the upper corner's */
   tiny_graph *gl = NULL;
   harp_status st = HARP_OK;
-  if (!g0) { /* fallback: the inputs read against any prepared copy */
+  if (!g0) { /* per_binding: no corner prepared */
     tiny_symtab t;
     int64_t hi[64];
     for (int i = 0; i < s->nsyms; i++) hi[i] = s->syms[i].hi;
