@@ -5,7 +5,8 @@ nothing (--time-stages: "0 built by the C compiler"), each output against
 numpy; a binding outside the box is refused before any kernel runs, with
 no output file; a model whose kernels cannot take their sizes at run time
 yet says why and still gives the right numbers; a malformed box is a usage
-error."""
+error.  harp bench --shapeset prints a row per binding and refuses one
+outside the box."""
 import os
 import re
 import subprocess
@@ -85,6 +86,17 @@ for k, a in {**ws, **bs}.items():
 p, out = run("gemm_chain4.json", {"X": x}, ["--shapeset", "M=2..40", *args])
 s.check("gemm chain: runs", p.returncode == 0, p.stderr[-400:])
 s.check("gemm chain: says why it compiles per binding", "a compile per binding: the code of model_k" in p.stderr,
+        p.stderr[-400:])
+
+# harp bench: the ShapeSet object against the specialised ones, per binding
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), "--shapeset", "R=2..64", "--bind", "R=3",
+                    "--bind", "R=50", "--repeat", "3", "--warmup", "1", "--json"], capture_output=True, text=True, env=env)
+rows = [ln for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+s.check("bench --shapeset: runs", p.returncode == 0, p.stderr[-400:])
+s.check("bench --shapeset: a row per binding", len(rows) == 2 and '"bind": "R=50"' in rows[1], p.stdout[-400:])
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), "--shapeset", "R=2..64", "--bind", "R=65"],
+                   capture_output=True, text=True, env=env)
+s.check("bench --shapeset: a binding outside refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr,
         p.stderr[-400:])
 
 # a malformed box
