@@ -103,6 +103,8 @@ typedef struct rt_compile_opts {
                                   time where a template can; gen_hi their values in this compile */
   const int64_t *gen_hi;
   int ngen_syms;
+  const struct rg_partition *replay_regions; /* form the regions this partition's rg_form formed
+                                                (rg_options.replay), not by the cost model */
   /* CUDA */
   const char *arch;       /* "sm80" | "sm90" (NULL: sm80) */
   const char *precision;  /* how fp32 contractions compute: CUDA "tf32" (NULL), "fp32", "fp16",

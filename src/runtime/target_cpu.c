@@ -26,7 +26,7 @@ unsigned rt_cpu_algo_mask(void) { return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << P
  * contraction operands on load. */
 static harp_status cpu_regions(rt_compile *c) {
   plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
-  rg_options ro = {.no_operand_casts = true};
+  rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL};
   return rt_form_regions(c, &ro);
 }
 
