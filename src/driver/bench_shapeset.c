@@ -1,11 +1,11 @@
 /* bench_shapeset.c — `harp bench MODEL --shapeset NAME=LO..HI --bind
  * NAME=V ...` (cpu): one ShapeSet object (harp/sgen.h) against the
  * exactly-specialised object of each binding, in one process.  Each
- * binding gets random inputs (weights too) and an instance of its own
- * specialised object; the ShapeSet object one instance for all (binding
- * 0's weights).  First the new-shape cost: each binding's first run on
- * the ShapeSet instance (its checks included); then --repeat rounds, each
- * running every binding on both, interleaved.
+ * binding gets random inputs (weights too).  First the new-shape cost:
+ * each binding's first run on one instance of the ShapeSet object shared
+ * by all (its checks included); then --repeat rounds, each running every
+ * binding on an instance of each object of its own (every pool used as
+ * often: a shared one would stay awake), interleaved.
  * Printed per binding: both medians, their ratio, the first run.
  * Needs: cli_shapeset.c, harp/sgen.h, harp/cpu.h.  Gives: bench_shapeset. */
 #include <stdio.h>
@@ -23,7 +23,7 @@ typedef struct sb_bind {
   cli_model m;
   tiny_symtab syms;
   rt_cpu_model *spec;
-  void *spec_inst;
+  void *spec_inst, *gen_inst; /* the rounds' instances: one of each object per binding, pools alike */
   const void **in;
   void **outp;
   ut_tensor *outs;
@@ -33,7 +33,7 @@ typedef struct sb_bind {
 
 typedef struct sb {
   rt_sgen *s;
-  void *gen_inst; /* one instance of the ShapeSet object for every binding (binding 0's weights) */
+  void *gen_inst; /* the first runs' instance of the ShapeSet object, for every binding (binding 0's weights) */
   sb_bind *b;
   int n;
   double spec_compile_ms;
@@ -45,6 +45,7 @@ static void sb_free(sb *x) {
   for (int i = 0; x->b && i < x->n; i++) {
     sb_bind *b = &x->b[i];
     if (b->spec) rt_cpu_instance_free(b->spec, b->spec_inst);
+    if (gm) rt_cpu_instance_free(gm, b->gen_inst);
     rt_cpu_free(b->spec);
     for (int k = 0; b->outs && k < b->m.g->noutputs; k++) ut_tensor_free(&b->outs[k]);
     free(b->outs), free(b->in), free(b->outp), free(b->tg), free(b->ts);
@@ -113,6 +114,7 @@ static harp_status bind_spec(harp_error *e, const cli_opts *o, sb *x, int i) {
   double t0 = ut_now_ms();
   harp_status st = rt_cpu_compile(e, b->m.g, &b->m.syms, &co, &b->spec);
   x->spec_compile_ms += ut_now_ms() - t0;
+  if (!st) st = instance_of(e, rt_sgen_object(x->s), b, &b->gen_inst);
   return st ? st : instance_of(e, b->spec, b, &b->spec_inst);
 }
 
@@ -135,7 +137,7 @@ static harp_status first_run(harp_error *e, sb *x, int i) {
 /* One timed run of binding b on the ShapeSet instance (gen) or its own. */
 static int timed(const sb *x, sb_bind *b, bool gen, double *ms) {
   double t0 = ut_now_ms();
-  int rc = gen ? rt_cpu_instance_run_syms(rt_sgen_object(x->s), x->gen_inst, b->gsyms, b->in, b->outp)
+  int rc = gen ? rt_cpu_instance_run_syms(rt_sgen_object(x->s), b->gen_inst, b->gsyms, b->in, b->outp)
                : rt_cpu_instance_run(b->spec, b->spec_inst, b->in, b->outp);
   *ms = ut_now_ms() - t0;
   return rc;
