@@ -58,6 +58,20 @@ harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab
  * keep_analysis, and outliving it): plans, C and the object again with o's
  * plan overrides (its knobs and compiler too).  The tuner's points. */
 harp_status rt_cpu_compile_variant(harp_error *e, const rt_cpu_model *base, const rt_cpu_opts *o, rt_cpu_model **out);
+/* A ShapeSet object's pieces (harp/sgen.h): the stages up to the code,
+ * no compiler, the source kept, sizes of the symbols gen_syms (values
+ * gen_hi in g) read at run time where a template can, the regions those
+ * `replay` was formed with when not NULL (rg_options.replay); then that compile
+ * built (or found in the cache) and loaded as a model, which owns c from
+ * then on (freed on error); then one run at a binding: gb the binding's
+ * prepared graph (node for node the compiled one), syms the symbols'
+ * values in gen_syms' order. */
+harp_status rt_cpu_compile_code(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                                const char *const *gen_syms, const int64_t *gen_hi, int ngen,
+                                const struct rg_partition *replay, rt_compile **out);
+harp_status rt_cpu_adopt(harp_error *e, rt_compile *c, rt_cpu_model **out);
+harp_status rt_cpu_run_bound(harp_error *e, rt_cpu_model *m, const tiny_graph *gb, const long long *syms,
+                             const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
 /* inputs[] follow tiny_inputs(g) (weights included); outputs[] follow
  * g->outputs and are allocated here. */
 harp_status rt_cpu_run(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
@@ -92,6 +106,9 @@ void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbyt
 void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, size_t nbytes, int nthreads);
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs);
 void rt_cpu_instance_free(const rt_cpu_model *m, void *inst);
+/* A ShapeSet object's run at a binding (harp/sgen.h rt_sgen_bind gives syms); -1: not one. */
+int rt_cpu_instance_run_syms(const rt_cpu_model *m, void *inst, const long long *syms, const void *const *inputs,
+                             void *const *outputs);
 /* Name of the kernel behind a non-zero model_run code, or NULL. */
 const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc);
 

@@ -99,6 +99,12 @@ typedef struct rt_compile_opts {
   bool keep_source;       /* keep c->source after build */
   bool portable;          /* code for any x86-64 (packages); else this CPU's ISA */
   uint64_t max_memory;    /* one instance's arena plus weights at most (0: this machine's memory) */
+  const char *const *gen_syms; /* a ShapeSet object (harp/sgen.h): sizes of these symbols read at run
+                                  time where a template can; gen_hi their values in this compile */
+  const int64_t *gen_hi;
+  int ngen_syms;
+  const struct rg_partition *replay_regions; /* form the regions this partition's rg_form formed
+                                                (rg_options.replay), not by the cost model */
   /* CUDA */
   const char *arch;       /* "sm80" | "sm90" (NULL: sm80) */
   const char *precision;  /* how fp32 contractions compute: CUDA "tf32" (NULL), "fp32", "fp16",

@@ -56,6 +56,9 @@ typedef struct poly_ast_opts {
   const int64_t *fix_extent; /* their extents: 0 <= hp_pi < fix_extent[i] (lets isl drop guards) */
   int chunk_var;             /* which shared variable chunk_outer restricts (< prefix; the ones
                                 before it should have extent 1, so it is the outermost loop) */
+  int64_t chunk_extent;      /* > 0: hp_hi <= chunk_extent as well (the caller's chunks never pass the
+                                loop's end), so the loop's bound is hp_hi alone and the extent appears
+                                nowhere in the code: a ShapeSet object passes it at run time */
 } poly_ast_opts;
 
 typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;

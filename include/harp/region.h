@@ -199,6 +199,11 @@ typedef struct rg_options {
    * borrowed, never freed by the partition.  NULL: rg_form builds its own. */
   struct ib_book *ib;
   poly_view *pv;
+  /* The decisions another rg_form made on this graph at other sizes (its
+   * partition's `formed`): the same attentions kept, the same units in the
+   * same regions, no cost model; HARP_E_INVALID_ARG when the units differ.
+   * A ShapeSet object's lower corner replays its upper corner's (sgen.c). */
+  const struct rg_formed *replay;
 } rg_options;
 
 /* Form the regions of a prepared graph with every size bound.  The
@@ -215,6 +220,11 @@ typedef struct rg_formed {
   rg_options opt;
   double greedy_time, final_time;   /* Σ of the regions' estimated times: greedy's, and the chosen ones */
   int nwindows, nexact;             /* windows searched, and where the exact search won */
+  /* the decisions, for rg_options.replay: the matched attentions kept (bit i),
+   * the units and the region of each */
+  uint64_t att_kept;
+  int nunits, nregions;
+  int *region_of_unit;
 } rg_formed;
 void rg_formed_free(rg_formed *f);
 /* Free the IndexBook and Poly-View (pv, ib become NULL; borrowed ones are

@@ -33,6 +33,9 @@ harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long 
 /* Slowest first with each one's share of the sum, as text or as JSON members. */
 void profile_print(const kprofile *p, bool json);
 
+/* --shapeset with --bind (cpu): one ShapeSet object against each binding's
+ * specialised object (bench_shapeset.c); the exit code. */
+int bench_shapeset(cli_opts *o, const bench_args *a);
 /* --bind: one GPU session over the unbound model; the exit code. */
 int bench_session(cli_opts *o, const bench_args *a, const cli_plans *pl);
 

@@ -108,6 +108,11 @@ static int set_option(const char *cmd, const char *name, const char *v, cli_opts
   if (!strcmp(name, "shape")) return cli_add_shape(o, v, e) ? cli_report(e) : 0;
   if (!strcmp(name, "dump")) return add_list(v, o->dumps, &o->ndumps);
   if (!strcmp(name, "outputs")) return add_list(v, o->outputs, &o->noutputs);
+  if (!strcmp(name, "shapeset")) {
+    if (o->nshapesets >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --shapeset options");
+    o->shapesets[o->nshapesets++] = v;
+    return 0;
+  }
   if (!strcmp(name, "plan") || !strcmp(name, "knob")) {
     bool plan = name[0] == 'p';
     int *n = plan ? &o->nplans : &o->nknobs;
@@ -422,6 +427,7 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
   if (!files) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   harp_status st = read_given(e, o, need_inputs, m, files);
   double t1 = ut_now_ms();
+  if (!st && o->nshapesets && !(m->raw = tiny_write_json(m->g))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = tiny_prepare(e, m->g, &m->syms, !need_inputs);
   m->load_ms = t1 - t0, m->normalize_ms = ut_now_ms() - t1;
   if (!st && need_inputs) st = fill_inputs(e, o, m, files);
@@ -432,6 +438,7 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
 }
 
 void cli_model_free(cli_model *m) {
+  free(m->raw);
   hg_program_free(m->program);
   onnx_model_free(m->onnx);
   free(m->onnx);

@@ -45,6 +45,8 @@ typedef struct cli_opts {
   const char *knob_args[CLI_MAX_LIST + 1]; /* --knob NAME=VALUE, as given (NULL-terminated) */
   int nknobs;
   bool time_stages;      /* --time-stages: each compile's stage times to stderr */
+  const char *shapesets[CLI_MAX_LIST]; /* --shapeset NAME=LO..HI: one object for the box (harp/sgen.h) */
+  int nshapesets;
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -58,7 +60,15 @@ typedef struct cli_model {
   int ninputs;
   double load_ms, normalize_ms; /* the pipeline's first two stages, run by cli_load_model */
   const struct flow_program *flow; /* .onnx models with run-time control flow: the host program (g is NULL) */
+  char *raw; /* with --shapeset: the graph before binding, canonical JSON (rt_sgen_compile's input) */
 } cli_model;
+
+/* --shapeset (cli_shapeset.c): m's graph before binding (m->raw) compiled
+ * as one object for the boxes of --shapeset, m's other symbols fixed at
+ * their binding (harp/sgen.h); with --time-stages, whether one object
+ * serves the box or why not. */
+struct rt_sgen;
+harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, struct rt_sgen **out);
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */

@@ -32,6 +32,12 @@ static const char bench_help[] =
     "                       each --repeat round runs every binding once, in\n"
     "                       turn, and the median is per run.  With --graphs the\n"
     "                       session keeps one CUDA Graph per ShapeSet\n"
+    "  --shapeset NAME=LO..HI\n"
+    "                       cpu, with --bind (repeatable): one object for the box\n"
+    "                       (harp run --shapeset) against the exactly-specialised\n"
+    "                       object of each binding, in turn in each round; prints\n"
+    "                       both medians per binding, their ratio, and the first\n"
+    "                       run at each binding on the ShapeSet object\n"
     "  --repeat N           timed runs (default 20)\n"
     "  --warmup N           untimed runs first (default 3)\n"
     "  --json               print one JSON object (median_ms, gflops, ...)\n"
@@ -128,8 +134,10 @@ static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args
   if (a->profile && (!b->target || a->nbinds)) return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
   if (cli_wants_dump(o, "c") && b->target != &rt_target_cpu)
     return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
-  if (a->nbinds && (b->target != &rt_target_cuda || o->ndumps))
-    return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump)");
+  if (o->nshapesets && (b->target != &rt_target_cpu || !a->nbinds || o->ndumps || o->nplans || a->profile))
+    return cli_usage_error("bench", "--shapeset needs --backend cpu and --bind (no --dump, --plan, --profile)");
+  if (a->nbinds && !o->nshapesets && (b->target != &rt_target_cuda || o->ndumps))
+    return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump), or --shapeset");
   return 0;
 }
 
@@ -404,13 +412,13 @@ int cmd_bench(int argc, char **argv) {
   cli_opts o;
   rc = cli_parse(nrest, rest, "bench",
                  "input param random-inputs sym shape seed backend target precision plan dump dump-dir loop-limit knob "
-                 "time-stages",
+                 "time-stages shapeset",
                  &o, &e);
   free(rest);
   const cli_backend *b = rc ? NULL : cli_backend_get("bench", o.backend, "cpu interp cuda", &rc);
   if (!rc) rc = bench_check(&o, b, &a);
   if (rc || a.nbinds) {
-    rc = rc ? rc : bench_bindings(&o, &a);
+    rc = rc ? rc : o.nshapesets ? bench_shapeset(&o, &a) : bench_bindings(&o, &a);
     cli_opts_free(&o);
     return rc;
   }

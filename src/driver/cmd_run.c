@@ -11,6 +11,7 @@
 #include "harp/interp.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
+#include "harp/sgen.h"
 #include "util/util.h"
 
 static const char run_help[] =
@@ -75,6 +76,13 @@ static const char run_help[] =
     "  --knob NAME=VALUE      set a knob of the library (harp --help-options lists\n"
     "                         them, with the environment variables that set them too)\n"
     "  --time-stages          print each compile stage's time to stderr\n"
+    "  --shapeset NAME=LO..HI --backend cpu, .json / .harp models: compile one object\n"
+    "                         for every binding with NAME in LO..HI (repeatable; the\n"
+    "                         other symbols stay as bound), cached like any object,\n"
+    "                         so a later run at another binding in the box compiles\n"
+    "                         nothing; a binding outside is an error.  When a kernel\n"
+    "                         cannot take its sizes at run time yet, each binding\n"
+    "                         compiles as before (--time-stages says why)\n"
     "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
     "                         weights) needs more (K, M, G suffixes; default: this\n"
     "                         machine's memory), with LimitExceeded before compiling\n"
@@ -113,6 +121,19 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   }
   rt_cpu_free(cm);
   return s;
+}
+
+/* --backend cpu with --shapeset: one object for the box (harp/sgen.h), the
+ * model's other symbols fixed at their binding; one run at the inputs'. */
+static harp_status run_shapeset(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *outs) {
+  rt_sgen *s = NULL;
+  harp_status st = cli_shapeset_compile(e, o, m, &s);
+  if (!st) st = rt_sgen_run(e, s, m->inputs, m->ninputs, outs);
+  if (!st && o->time_stages)
+    fprintf(stderr, "harp: shapeset: %d object(s), %d built by the C compiler (the rest from the cache)\n", rt_sgen_objects(s),
+            rt_sgen_cc_runs(s));
+  rt_sgen_free(s);
+  return st;
 }
 
 /* After the outputs of a tier-0 run are written: the first result's time,
@@ -220,10 +241,12 @@ static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b
   harp_error e = {0};
   int rc = cli_parse(argc, argv, "run",
                      "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
-                     "loop-limit max-memory knob time-stages",
+                     "loop-limit max-memory knob time-stages shapeset",
                      o, &e);
   if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
   if (!o->model) return cli_usage_error("run", "no MODEL given");
+  if (o->nshapesets && ((*b)->target != &rt_target_cpu || (*b)->playback || o->nplans || o->ndumps))
+    return cli_usage_error("run", "--shapeset needs --backend cpu, without --plan or --dump");
   if (cli_wants_dump(o, "c") && ((*b)->target != &rt_target_cpu || (*b)->playback))
     return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
   return 0;
@@ -258,7 +281,9 @@ int cmd_run(int argc, char **argv) {
     if (!st) st = cli_write_dumps(&e, &o, &m);
     if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     rt_cpu_model *pending = NULL; /* tier 0 served the run: its build still goes on */
-    if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
+    if (!st && o.nshapesets) st = m.raw && !m.onnx ? run_shapeset(&e, &o, &m, outs)
+                                        : ut_fail(&e, HARP_E_USAGE, NULL, "--shapeset takes a .json or .harp model");
+    else if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
     if (!st) st = write_outputs(&e, &o, &m, outs);
     if (pending) { /* the outputs are tier 0's, whole and right: a failed build is a warning */
       harp_error be = {0};

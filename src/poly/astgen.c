@@ -498,7 +498,12 @@ harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_sp
     isl_set *ctxset = isl_set_universe(isl_set_get_space(params));
     isl_set_free(params);
     if (opts->chunk_outer) {
-      isl_set *c = isl_set_read_from_str(g.ctx, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");
+      char cs[128];
+      if (opts->chunk_extent > 0)
+        snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi <= %lld }", (long long)opts->chunk_extent);
+      else
+        snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");
+      isl_set *c = isl_set_read_from_str(g.ctx, cs);
       c = isl_set_align_params(c, isl_set_get_space(ctxset));
       ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
     }

@@ -44,6 +44,7 @@ void rg_formed_drop_analysis(rg_formed *f) {
 
 void rg_formed_free(rg_formed *f) {
   rg_formed_drop_analysis(f);
+  if (f) free(f->region_of_unit);
   free(f);
 }
 
@@ -450,6 +451,19 @@ static harp_status match_attentions(rg_ctx *c, bool half_only, rg_attention **at
   return HARP_OK;
 }
 
+/* ch: the regions r formed (rg_options.replay), when the units are the
+ * same in number. */
+static harp_status replay_choice(rg_ctx *c, const rg_formed *r, rg_choice *ch) {
+  if (r->nunits != c->nunits || !r->region_of_unit)
+    return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "regions to replay over %d units, this graph has %d", r->nunits, c->nunits);
+  ch->nregions = r->nregions;
+  ch->selection = ut_arena_alloc(c->arena, sizeof(char *) * ((size_t)r->nregions + 1));
+  if (!ch->selection) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int u = 0; u < c->nunits; u++) ch->region_of_unit[u] = r->region_of_unit[u];
+  for (int i = 0; i < r->nregions; i++) ch->selection[i] = "replayed";
+  return HARP_OK;
+}
+
 static harp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_partition *p) {
   const tiny_graph *g = c->g;
   /* 1. SCoP extraction (2. contraction patterns are found on the way), unless given */
@@ -482,9 +496,11 @@ static harp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_parti
   int keep = 0;
   for (int a = 0; a < natt; a++) {
     double dt = 0;
-    const char *stop;
-    if (attention_delta(c, att[a], att_blocks[a], att_n[a], &dt, &stop)) return c->e->code;
+    const char *stop = NULL;
+    if (opt->replay) stop = opt->replay->att_kept >> a & 1u ? NULL : "replayed";
+    else if (attention_delta(c, att[a], att_blocks[a], att_n[a], &dt, &stop)) return c->e->code;
     if (!stop) {
+      F->att_kept |= UINT64_C(1) << a;
       att[keep] = att[a], att_blocks[keep] = att_blocks[a], att_n[keep++] = att_n[a];
     }
   }
@@ -496,7 +512,9 @@ static harp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_parti
   rg_choice ch = {0};
   ch.region_of_unit = ut_arena_alloc(c->arena, sizeof(int) * ((size_t)c->nunits + 1));
   if (!ch.region_of_unit) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  if (opt->no_fusion) {
+  if (opt->replay) {
+    if (replay_choice(c, opt->replay, &ch)) return c->e->code;
+  } else if (opt->no_fusion) {
     ch.nregions = c->nunits;
     ch.selection = ut_arena_alloc(c->arena, sizeof(char *) * ((size_t)c->nunits + 1));
     if (!ch.selection) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -506,7 +524,11 @@ static harp_status form(rg_ctx *c, const rg_options *opt, rg_formed *F, rg_parti
     if (rg_select(c, &ch, &F->greedy_time, &F->final_time, &F->nwindows, &F->nexact, window > 0 ? window : 0))
       return c->e->code;
   }
-  /* 6. regions with their description */
+  /* 6. regions with their description; the decisions kept for a replay */
+  F->nunits = c->nunits, F->nregions = ch.nregions;
+  if (!(F->region_of_unit = ut_xmalloc(sizeof(int) * ((size_t)c->nunits + 1))))
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  memcpy(F->region_of_unit, ch.region_of_unit, sizeof(int) * (size_t)c->nunits);
   return build_partition(c, &ch, p);
 }
 
@@ -545,6 +567,7 @@ harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   o.machine = &F->machine;
   F->opt = o;
   F->opt.ib = NULL, F->opt.pv = NULL; /* F->ib, F->pv hold them */
+  F->opt.replay = NULL;               /* another compile's: not kept */
   bool gpu = plan_arch_is_gpu(c.m.arch);
   c.budget = o.local_budget > 0 ? o.local_budget : gpu ? c.m.smem_per_cta_max : DEFAULT_BUDGET_CPU;
   c.halo_max = o.halo_max > 0 ? o.halo_max : DEFAULT_HALO_MAX;

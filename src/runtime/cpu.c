@@ -29,6 +29,7 @@ typedef void *(*init_threads_fn)(const void *, size_t, int);
 typedef int (*run_fn)(void *, const void *const *, void *const *);
 typedef void (*free_fn)(void *);
 typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
+typedef int (*run_syms_fn)(void *, const long long *, const void *const *, void *const *);
 
 struct rt_cpu_model {
   rt_compile *c; /* the stages' results: g, the partition, the Function, plans, source */
@@ -39,6 +40,7 @@ struct rt_cpu_model {
   run_fn run;
   free_fn free_;
   kernel_fn run_kernel;
+  run_syms_fn run_syms;  /* a ShapeSet object's (harp/sgen.h), else NULL */
   /* tier 0 */
   int tier0;             /* the knob: rt_knob_tier0 */
   bool building;         /* the builder thread was started and not joined */
@@ -79,6 +81,8 @@ static void *build_main(void *arg) {
 }
 
 static harp_status load_so(harp_error *e, rt_cpu_model *m);
+static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb, const long long *syms,
+                            const ut_tensor *inputs, ut_tensor *taken, int ninputs, ut_tensor *outputs);
 
 /* Wait for the builder thread, then load what it built; its error, if
  * any, into e.  Under m->mu. */
@@ -151,6 +155,7 @@ static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   m->run = (run_fn)dlsym(m->dl, "model_run");
   m->free_ = (free_fn)dlsym(m->dl, "model_free");
   m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
+  m->run_syms = (run_syms_fn)dlsym(m->dl, "model_run_syms");
   if (!m->init || !m->run || !m->free_) return ut_fail(e, HARP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
   return HARP_OK;
 }
@@ -207,14 +212,58 @@ harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab
   return compile_and_load(e, NULL, g, syms, o, out);
 }
 
+harp_status rt_cpu_compile_code(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                                const char *const *gen_syms, const int64_t *gen_hi, int ngen,
+                                const struct rg_partition *replay, rt_compile **out) {
+  rt_knobs k;
+  rt_compile_opts co = compile_opts(o, &k);
+  co.until = RT_STAGE_CODE;
+  co.keep_source = true;
+  co.gen_syms = gen_syms, co.gen_hi = gen_hi, co.ngen_syms = ngen;
+  co.replay_regions = replay;
+  return rt_compile_run(e, &rt_target_cpu, g, syms, &co, out);
+}
+
+harp_status rt_cpu_adopt(harp_error *e, rt_compile *c, rt_cpu_model **out) {
+  *out = NULL;
+  double t0 = ut_now_ms();
+  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  if (!m) {
+    rt_compile_free(c);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->t0mu, NULL);
+  m->c = c;
+  c->e = e;
+  harp_status st = rt_cpu_build_stage(c);
+  if (!st) st = load_so(e, m);
+  if (st) {
+    rt_cpu_free(m);
+    return st;
+  }
+  m->compile_ms = ut_now_ms() - t0;
+  *out = m;
+  return HARP_OK;
+}
+
+harp_status rt_cpu_run_bound(harp_error *e, rt_cpu_model *m, const tiny_graph *gb, const long long *syms,
+                             const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  return run_once(e, m, gb, syms, inputs, NULL, ninputs, outputs);
+}
+
 harp_status rt_cpu_compile_variant(harp_error *e, const rt_cpu_model *base, const rt_cpu_opts *o, rt_cpu_model **out) {
   return compile_and_load(e, base, NULL, NULL, o, out);
 }
 
-static harp_status run_once(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, ut_tensor *taken, int ninputs,
-                          ut_tensor *outputs) {
+/* One run on a fresh instance.  gb: the shapes of this run (a ShapeSet
+ * object's binding, syms its symbols' values), else those compiled for. */
+static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb, const long long *syms,
+                            const ut_tensor *inputs, ut_tensor *taken, int ninputs, ut_tensor *outputs) {
   const fn_function *f = m->c->f;
-  const tiny_graph *g = m->c->g;
+  const tiny_graph *g = gb ? gb : m->c->g;
+  if (gb && (!m->run_syms || gb->n != m->c->g->n))
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "not a ShapeSet object, or another graph");
   if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
   const void **in = ut_xcalloc((size_t)ninputs + 1, sizeof *in);
@@ -232,7 +281,8 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const ut_tensor *inp
     const fn_buffer *b = &f->buffers[f->args[a]];
     const tiny_node *n = &g->nodes[b->node];
     const ut_tensor *t = &inputs[a];
-    bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
+    size_t want = gb ? (size_t)tiny_shape_numel(&n->shape) * tiny_dtype_size(n->dtype) : b->size;
+    bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == want;
     for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
     if (!ok) st = ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
     else if (b->kind == FN_PARAM) params[nparams++] = *t;
@@ -251,7 +301,7 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const ut_tensor *inp
   if (!st && !(inst = m->init(cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
   fn_constpool_free(&cp); /* model_init copied or packed what it keeps: not held through the run */
   if (!st) {
-    int rc = m->run(inst, in, outp);
+    int rc = gb ? m->run_syms(inst, syms, in, outp) : m->run(inst, in, outp);
     if (rc >= 100 && rc - 100 < f->nkernels)
       st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
                    f->kernels[rc - 100].name);
@@ -292,14 +342,14 @@ static harp_status run_any(harp_error *e, rt_cpu_model *m, const ut_tensor *inpu
     return e->code;
   }
   m->last_tier0 = !ready;
-  if (m->dl) return run_once(e, m, inputs, taken, ninputs, outputs);
+  if (m->dl) return run_once(e, m, NULL, NULL, inputs, taken, ninputs, outputs);
   harp_status st = tier0_locked(e, m, inputs, ninputs, outputs, &m->t0);
   if (st && st != HARP_E_INPUT_MISMATCH && st != HARP_E_NO_MEMORY && m->building) {
     /* tier 0 could not run it (a case its kernels or the interpreter refuse): the object can */
     harp_error_clear(e);
     if (join_build(e, m)) return e->code;
     m->last_tier0 = false;
-    return run_once(e, m, inputs, taken, ninputs, outputs);
+    return run_once(e, m, NULL, NULL, inputs, taken, ninputs, outputs);
   }
   return st;
 }
@@ -366,6 +416,10 @@ void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, siz
 }
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs) {
   return m->run(inst, inputs, outputs);
+}
+int rt_cpu_instance_run_syms(const rt_cpu_model *m, void *inst, const long long *syms, const void *const *inputs,
+                             void *const *outputs) {
+  return m->run_syms ? m->run_syms(inst, syms, inputs, outputs) : -1;
 }
 void rt_cpu_instance_free(const rt_cpu_model *m, void *inst) {
   if (inst) m->free_(inst);

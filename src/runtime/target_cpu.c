@@ -29,7 +29,7 @@ unsigned rt_cpu_algo_mask(void) {
  * contraction operands on load. */
 static harp_status cpu_regions(rt_compile *c) {
   plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
-  rg_options ro = {.no_operand_casts = true};
+  rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL};
   return rt_form_regions(c, &ro);
 }
 
@@ -75,7 +75,8 @@ static harp_status cpu_code(rt_compile *c) {
   ut_str src;
   ut_str_init(&src);
   rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 20, !c->opts.portable, c->plans.choice, false, NULL,
-               &c->knobs, false, c->opts.portable || host_bf16()};
+               &c->knobs, false, c->opts.portable || host_bf16(), c->opts.gen_syms, c->opts.gen_hi,
+               c->opts.ngen_syms};
   harp_status st = cpu_precision(c, &rc.bf16);
   if (!st) st = cgen_emit_model(&rc, "model", &src);
   if (!st && src.oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory writing the generated C");

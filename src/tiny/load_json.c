@@ -485,9 +485,15 @@ static harp_status load_uops(lctx *c, json_t *root) {
     for (size_t k = 0; k < ns && !st; k++) {
       json_t *s = json_array_get(src, k);
       if (json_is_string(s)) {
-        int idx = tiny_find(ids, json_string_value(s));
-        if (idx < 0)
-          st = ut_fail(c->e, HARP_E_DANGLING, r->id, "source \"%s\" is not a node", json_string_value(s));
+        const char *v = json_string_value(s);
+        int idx = tiny_find(ids, v);
+        double imm;
+        bool nonfinite = !strcmp(v, "inf") || !strcmp(v, "+inf") || !strcmp(v, "-inf") || !strcmp(v, "nan");
+        if (idx < 0 && nonfinite) { /* an immediate as tiny_write_json spells a non-finite one */
+          ld_number(c, s, "src", &imm);
+          r->imm[k] = imm;
+        } else if (idx < 0)
+          st = ut_fail(c->e, HARP_E_DANGLING, r->id, "source \"%s\" is not a node", v);
         r->src_rec[k] = idx;
       } else if (json_is_number(s)) {
         r->src_rec[k] = -1;

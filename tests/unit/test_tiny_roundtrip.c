@@ -85,6 +85,30 @@ static void test_models_roundtrip(void **state) {
 }
 
 /* Expressions print and re-parse to the same text. */
+/* A non-finite immediate source is written as "inf" / "-inf" / "nan" and
+ * read back as that immediate (a node of that id would come first). */
+static void test_nonfinite_immediates(void **state) {
+  (void)state;
+  static const char text[] = "{\"uops\": [{\"id\": \"x\", \"uop\": \"INPUT\", \"arg\": {\"tensor_id\": \"X\", "
+                             "\"dtype\": \"fp32\", \"shape\": [4]}},"
+                             "{\"id\": \"m\", \"uop\": \"MAX\", \"src\": [\"x\", \"-inf\"]},"
+                             "{\"id\": \"a\", \"uop\": \"ADD\", \"src\": [\"m\", \"inf\"]},"
+                             "{\"id\": \"n\", \"uop\": \"ADD\", \"src\": [\"a\", \"nan\"]}]}";
+  harp_error e = {0};
+  tiny_graph *g = NULL;
+  assert_ok(&e, tiny_load_json(&e, text, strlen(text), "nonfinite.json", &g));
+  assert_int_equal(g->nodes[1].src[1].node, -1);
+  assert_true(isinf(g->nodes[1].src[1].imm) && g->nodes[1].src[1].imm < 0);
+  assert_true(isinf(g->nodes[2].src[1].imm) && g->nodes[2].src[1].imm > 0);
+  assert_true(isnan(g->nodes[3].src[1].imm));
+  tiny_graph *h = reload(g);
+  assert_int_equal(h->nodes[1].src[1].node, -1);
+  assert_true(isinf(h->nodes[1].src[1].imm) && h->nodes[1].src[1].imm < 0);
+  assert_true(isnan(h->nodes[3].src[1].imm));
+  tiny_graph_free(g);
+  tiny_graph_free(h);
+}
+
 static void test_expr_roundtrip(void **state) {
   (void)state;
   const char *exprs[] = {"i0", "2*i0 + i1", "i0 floordiv 4", "(i0 + 3) % 5", "-1*i0 + 7", "Sh*i2 + Dh*i4",
@@ -197,6 +221,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_models_roundtrip),
       cmocka_unit_test(test_expr_roundtrip),
+      cmocka_unit_test(test_nonfinite_immediates),
       cmocka_unit_test(test_builder_matches_json),
       cmocka_unit_test(test_fault_injection),
   };

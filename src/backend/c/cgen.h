@@ -228,6 +228,8 @@ typedef struct cgen_softmax_spec {
   tiny_dtype x_dtype, y_dtype; /* FP32, FP16 or BF16; computed in fp32 */
   float scale;                 /* > 0 */
   cgen_tuning tune;            /* simd, isa_mask, force_isa */
+  const char *rows_expr;       /* NULL; else the row count as a C expression read at run time
+                                  (a ShapeSet object: rc_size_expr), rows its value here */
 } cgen_softmax_spec;
 
 void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, tiny_dtype dt);
@@ -304,6 +306,8 @@ typedef struct cgen_map_spec {
   int nops;
   cgen_map_op ops[CGEN_MAP_MAX_OPS];
   cgen_tuning tune; /* simd, isa_mask, force_isa; tasks: 4 per thread of the pool */
+  const char *total_expr; /* NULL; else the point count as a C expression read at run time (a
+                             ShapeSet object: rc_size_expr), its value here cols x outer[] */
 } cgen_map_spec;
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */

@@ -175,7 +175,8 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
 
 static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *const *in, void *y) {\n  $F_ctx cx;\n");
-  cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %lldL;\n", (long long)total);
+  if (s->total_expr) cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %s;\n", s->total_expr);
+  else cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %lldL;\n", (long long)total);
   /* chunks of whole 64-element blocks, a few per thread (noisy cores) */
   cg_emit(o, "  long nt = pool ? hprt_pool_size(pool) * 4 : 1;\n");
   cg_emit(o, "  cx.chunk = (cx.total + nt - 1) / nt;\n  cx.chunk = (cx.chunk + 63) / 64 * 64;\n"

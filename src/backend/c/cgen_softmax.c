@@ -76,12 +76,18 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   else cg_emit(o, "  float *d = (float *)cx->sc.thr[tid];\n  for (long r = r0; r < r1; r++) $P_row(x + r * %ldL, x + (r + 1 < r1 ? r + 1 : r) * %ldL, y + r * %ldL, d);\n", C, C, C);
   cg_emit(o, "}\n");
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n  $F_ctx cx;\n");
-  cg_emit(o, "  cx.x = x; cx.y = y; cx.rows = %ldL;\n", (long)s->rows);
   /* below ~64K elements a wake-up of the pool costs more than it saves */
-  if (s->rows * s->cols < 65536 || s->rows == 1) cg_emit(o, "  cx.ntasks = 1;\n");
-  else
-    cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) * 4;\n  if (cx.ntasks > %ld) cx.ntasks = %ld;\n",
-            (long)(s->rows < 1024 ? s->rows : 1024), (long)(s->rows < 1024 ? s->rows : 1024));
+  if (s->rows_expr) { /* the same decisions, at run time */
+    cg_emit(o, "  cx.x = x; cx.y = y; cx.rows = %s;\n", s->rows_expr);
+    cg_emit(o, "  cx.ntasks = cx.rows * %ldL < 65536 || cx.rows == 1 ? 1 : hprt_pool_size(pool) * 4;\n", C);
+    cg_emit(o, "  if (cx.ntasks > (cx.rows < 1024 ? cx.rows : 1024)) cx.ntasks = (int)(cx.rows < 1024 ? cx.rows : 1024);\n");
+  } else {
+    cg_emit(o, "  cx.x = x; cx.y = y; cx.rows = %ldL;\n", (long)s->rows);
+    if (s->rows * s->cols < 65536 || s->rows == 1) cg_emit(o, "  cx.ntasks = 1;\n");
+    else
+      cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) * 4;\n  if (cx.ntasks > %ld) cx.ntasks = %ld;\n",
+              (long)(s->rows < 1024 ? s->rows : 1024), (long)(s->rows < 1024 ? s->rows : 1024));
+  }
   cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", y32 ? 0L : C * 4);
   cg_emit(o, "  hprt_pool_run(cx.ntasks > 1 ? pool : NULL, cx.ntasks, $P_task, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
@@ -102,7 +108,7 @@ harp_status cgen_softmax(harp_error *e, const cgen_softmax_spec *s, const char *
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
-  cg_emit(&o, "/* ---- %s: softmax %ld rows x %ld, %s -> %s, scale %.9g ---- */\n", fn, (long)s->rows, (long)s->cols,
+  cg_emit(&o, "/* ---- %s: softmax %s%ld rows x %ld, %s -> %s, scale %.9g ---- */\n", fn, s->rows_expr ? "run-time " : "", (long)s->rows, (long)s->cols,
           tiny_dtype_name(s->x_dtype), tiny_dtype_name(s->y_dtype), (double)s->scale);
   cg_emit_scalar_conv(&o);
   cg_emit(&o, "typedef struct { const void *x; void *y; long rows; int ntasks; hprt_scratch sc; } $F_ctx;\n");

@@ -727,6 +727,10 @@ harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const
   cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
   s.y_dtype = sm.y.dtype;
   s.scale = sm.scale;
+  char rows[160]; /* a ShapeSet object: the rows of y read at run time */
+  const tiny_shape *ys = rc_slot_shape(c, r, sm.y.slot);
+  if (ys && ys->rank >= 1 && ys->d[ys->rank - 1].n == sm.cols && rc_size_expr(c, ys, 0, ys->rank - 1, sm.rows, rows, sizeof rows))
+    s.rows_expr = rows;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_softmax", fn);
   bool refused;
@@ -797,10 +801,17 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
 #define MAP_SMALL_POINTS 32768.0
 
 /* One map kernel kfn for piece mp; *points grows by its points. */
+/* texpr[160]: the point count as a run-time expression, when the kernel
+ * reads it so (a ShapeSet object, a whole dense y), else "". */
 static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
-                            double *points) {
+                            double *points, char *texpr) {
   cgen_map_spec s;
   cgen_map_spec_init(&s, mp->cols);
+  const tiny_shape *ys = mp->ystrided ? NULL : rc_slot_shape(c, r, mp->y.slot);
+  int64_t total = mp->cols;
+  for (int d = 0; d < mp->nouter; d++) total *= mp->outer[d];
+  texpr[0] = 0;
+  if (ys && rc_size_expr(c, ys, 0, ys->rank, total, texpr, 160)) s.total_expr = texpr;
   s.nouter = mp->nouter;
   memcpy(s.outer, mp->outer, sizeof s.outer);
   s.nin = mp->nin;
@@ -835,11 +846,12 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
   double points = 0;
   bool refused = false;
   harp_status st = HARP_OK;
+  char texpr[160] = "";
   for (int k = 0; k < ms->npiece && !st && !refused; k++) {
     char kfn[128];
     if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
     else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
-    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points);
+    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr);
   }
   if (st || refused) {
     ut_str_free(&body);
@@ -849,7 +861,9 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
   ut_str_puts(out, body.buf);
   ut_str_free(&body);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  if (ms->npiece == 1 && texpr[0]) /* the same choice at run time */
+    ut_str_printf(out, "  if (%s < %.0fL) pool = NULL; /* small: the calling thread alone */\n", texpr, MAP_SMALL_POINTS);
+  else if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   for (int k = 0; k < ms->npiece; k++) {
     const ct_map *mp = &ms->piece[k];
     ut_str_puts(out, "  const void *in");

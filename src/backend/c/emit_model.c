@@ -20,6 +20,12 @@
  *                                  (-1: no such kernel); its inputs are what an
  *                                  earlier P_run left in the arena (the tuner)
  *   int P_num_kernels(void);
+ * A ShapeSet object (rc_ctx.gen_syms; harp/sgen.h) also has
+ *   int P_run_syms(P_t *m, const long long *syms, inputs, outputs);
+ *                                  one run at the binding syms[] of its varying
+ *                                  symbols (the caller checked it); P_run runs at
+ *                                  the values compiled for, the box's largest
+ *   int P_num_syms(void);
  *
  * An instance owns its arena, a copy of the weights (consts), the thread
  * pool and, when some template kernels take a weight packed (contract_c.h:
@@ -291,6 +297,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
                   __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline");
   }
   rc_emit_prelude(out);
+  rc_emit_sym_block(c, out);
   st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
   if (st) goto done;
   int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
@@ -344,6 +351,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
                 "    int rc = %s_run_kernel(m, k, inputs, outputs);\n"
                 "    if (rc) return rc;\n  }\n  return 0;\n}\n",
                 P, P, f->nkernels, P);
+  rc_emit_run_syms(c, P, out);
   if (out->oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
   for (int k = 0; forms && k < f->nkernels; k++) cg_kform_free(&forms[k]);

@@ -89,10 +89,14 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   /* threads split the outermost shared loop that is not of extent 1 (a
    * batch of 1 leads most CNN outputs) */
+  const tiny_shape *s0 = &g->nodes[b0->node].shape;
+  char len_expr[160]; /* a ShapeSet object: that loop's length read at run time (rc_syms.c) */
   int cv = 0;
-  while (cv + 1 < m.prefix && g->nodes[b0->node].shape.d[cv].n == 1) cv++;
-  long outer = m.prefix >= 1 ? (long)g->nodes[b0->node].shape.d[cv].n : 0;
-  poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1, .chunk_var = cv};
+  while (cv + 1 < m.prefix && s0->d[cv].n == 1 && !rc_size_expr(c, s0, cv, cv + 1, 1, len_expr, sizeof len_expr)) cv++;
+  long outer = m.prefix >= 1 ? (long)s0->d[cv].n : 0;
+  bool run_len = m.prefix >= 1 && rc_size_expr(c, s0, cv, cv + 1, outer, len_expr, sizeof len_expr);
+  poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1 || run_len, .chunk_var = cv,
+                        .chunk_extent = run_len ? outer : 0};
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   if (!rt_knobs_or_default(c->knobs)->no_coalesce && (st = rc_coalesce(&m, tree))) goto done;
@@ -139,7 +143,19 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
     if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) w = (double)tiny_shape_numel(&g->nodes[n->src[0].node].shape);
     work += w;
   }
-  if (*chunk_len > 1 && work >= 32768.0) {
+  if (run_len) { /* the same choice as below, at run time */
+    ut_str_printf(out,
+                  "static void %s_task(void *ctx, int t, int tid) {\n"
+                  "  hp_chunks *c = ctx;\n  (void)tid;\n"
+                  "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
+                  "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                  "  long len = %s;\n"
+                  "  if (len <= 1 || (double)len * %.17g < 32768.0) return %s_body(bufs, 0, len);\n"
+                  "  int nt = 2 * hprt_pool_size(pool);\n"
+                  "  hp_chunks c = {bufs, len, (int)(nt < len ? nt : len), 0};\n"
+                  "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
+                  fn, fn, fn, len_expr, work / (double)outer, fn, fn);
+  } else if (*chunk_len > 1 && work >= 32768.0) {
     ut_str_printf(out,
                   "static void %s_task(void *ctx, int t, int tid) {\n"
                   "  hp_chunks *c = ctx;\n  (void)tid;\n"

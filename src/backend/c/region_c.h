@@ -34,6 +34,12 @@ typedef struct rc_ctx {
                        (cgen_tuning.bf16) */
   bool bf16_native; /* bf16-storage GEMMs and convs may use vdpbf16ps (the host has it, or
                        the code dispatches on it: cgen_tuning.bf16_native) */
+  /* A ShapeSet object (rc_syms.c): these shape symbols are read at run time
+   * from hp_sym_[i] (model_run_syms); the templates that can print their
+   * sizes as expressions of them do.  ngen_syms == 0: every size a constant. */
+  const char *const *gen_syms;
+  const int64_t *gen_hi; /* each symbol's value in this compile (model_run's default) */
+  int ngen_syms;
 } rc_ctx;
 
 /* The weights a template kernel takes packed (contract_c.h): slot[i] of its
@@ -69,5 +75,17 @@ harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *
 /* The helper definitions the emitted regions use (types, conversions,
  * hp_floord/hp_min/hp_max); emit once per translation unit. */
 void rc_emit_prelude(ut_str *out);
+
+/* rc_syms.c: the product of dims [d0, d1) of shape s as a C expression of
+ * the ShapeSet's symbols into buf, when at least one of them is a symbol of
+ * c->gen_syms and the product of their values is `want` (the size the
+ * kernel reader computed); else false (print the constant). */
+bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf, size_t cap);
+/* The tensor behind bufs[slot] of region r's kernel, or NULL. */
+const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
+/* The symbols' run-time values (hp_sym_, after the prelude) and
+ * P_run_syms (after P_run); nothing when c->ngen_syms is 0. */
+void rc_emit_sym_block(const rc_ctx *c, ut_str *out);
+void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out);
 
 #endif

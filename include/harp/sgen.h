@@ -1,0 +1,70 @@
+/* harp/sgen.h — one compiled CPU object for every binding of a ShapeSet
+ * (issue 25; docs/architecture.md, "One object per ShapeSet").
+ *
+ *   rt_sgen_compile  a model whose shape symbols range over a box
+ *                    (lo..hi each): one object when every kernel reads its
+ *                    sizes at run time, else a compile per binding met
+ *                    (rt_sgen_fallback says why)
+ *   rt_sgen_run      one run at the binding its inputs' shapes give
+ *
+ * A binding outside the box, or one that breaks the model (a reshape that
+ * no longer divides, a size past the limits, a broadcast that changes the
+ * graph), is refused with HARP_E_INPUT_MISMATCH before any kernel runs;
+ * with recompile_outside it gets an object of its own instead. */
+#ifndef HARP_SGEN_H
+#define HARP_SGEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harp/cpu.h"
+#include "harp/error.h"
+#include "harp/tensor.h"
+#include "harp/tiny.h"
+
+/* A shape symbol of the model and its range, lo <= hi (lo >= 1); lo == hi
+ * binds it to one value. */
+typedef struct rt_sgen_sym {
+  const char *name;
+  int64_t lo, hi;
+} rt_sgen_sym;
+
+typedef struct rt_sgen_opts {
+  const rt_cpu_opts *cpu;  /* the CPU compile's options (NULL: defaults) */
+  bool recompile_outside;  /* a binding outside the box: a compile of its own, not an error */
+  bool per_binding;        /* never one object: a compile per binding (the exactly-specialised
+                              build, for comparison) */
+} rt_sgen_opts;
+
+typedef struct rt_sgen rt_sgen;
+
+/* A ShapeSet model of g (as loaded: not prepared, its symbols unbound) for
+ * the box syms[0..nsyms), which names every symbol of g.  The code stage runs
+ * at both corners of the box (every symbol at lo, every one at hi) with the
+ * varying symbols' sizes printed as run-time reads where the templates can;
+ * when the two translation units' kernels are the same text and the two
+ * Functions the same structure, the corner hi is built and serves every
+ * binding (its arena sized for hi).  Otherwise no object yet: each binding
+ * met is compiled when first run. */
+harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sym *syms, int nsyms,
+                            const rt_sgen_opts *o, rt_sgen **out);
+/* inputs[] follow tiny_inputs of the prepared graph (weights included);
+ * outputs[] follow its outputs, allocated here at this binding's shapes. */
+harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+/* For a caller running instances itself (harp bench): the one object
+ * (NULL in fallback), and the binding of inputs checked as rt_sgen_run
+ * checks it, its varying symbols' values into syms[] for
+ * rt_cpu_instance_run_syms (an error when the object does not serve it). */
+rt_cpu_model *rt_sgen_object(const rt_sgen *s);
+harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, long long *syms);
+/* NULL when one object serves the box; else why each binding compiles. */
+const char *rt_sgen_fallback(const rt_sgen *s);
+/* The objects built (or taken from the disk cache) so far. */
+int rt_sgen_objects(const rt_sgen *s);
+/* Of them, those the C compiler built (the rest came from the disk cache). */
+int rt_sgen_cc_runs(const rt_sgen *s);
+/* The generated C of the one object (NULL in fallback). */
+const char *rt_sgen_source(const rt_sgen *s);
+void rt_sgen_free(rt_sgen *s);
+
+#endif

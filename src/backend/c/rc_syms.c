@@ -1,0 +1,75 @@
+/* rc_syms.c — sizes read at run time: the pieces of a ShapeSet object's C
+ * (docs/architecture.md, "One object per ShapeSet").  A template that can
+ * take a size at run time asks rc_size_expr for it as an expression of the
+ * shape symbols, hp_sym_[i], which P_run_syms sets before the kernels run
+ * (on the calling thread: a kernel reads its sizes there, before it hands
+ * work to the pool).  Symbols are printed as indices, never by name.
+ * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_slot_shape,
+ * rc_emit_sym_block, rc_emit_run_syms. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "region_c.h"
+
+/* The index of symbol `sym` among c's ShapeSet symbols, or -1. */
+static int sym_index(const rc_ctx *c, const char *sym) {
+  for (int i = 0; sym && i < c->ngen_syms; i++)
+    if (!strcmp(c->gen_syms[i], sym)) return i;
+  return -1;
+}
+
+bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf, size_t cap) {
+  if (!c->ngen_syms || !s || d0 < 0 || d1 > s->rank || d0 > d1) return false;
+  int64_t lit = 1, prod = 1;
+  bool any = false;
+  size_t k = 0;
+  buf[0] = 0;
+  for (int d = d0; d < d1; d++) {
+    prod *= s->d[d].n;
+    int i = sym_index(c, s->d[d].sym);
+    if (i < 0) {
+      lit *= s->d[d].n;
+      continue;
+    }
+    int w = snprintf(buf + k, cap - k, "%shp_sym_[%d]", any ? " * " : "(", i);
+    if (w < 0 || (size_t)w >= cap - k) return false;
+    k += (size_t)w, any = true;
+  }
+  if (!any || prod != want) return false; /* the reader's size is not this product: keep the constant */
+  int w = snprintf(buf + k, cap - k, " * %" PRId64 "L)", lit);
+  return w >= 0 && (size_t)w < cap - k;
+}
+
+const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot) {
+  const fn_function *f = c->f;
+  for (int k = 0; k < f->nkernels; k++) {
+    const fn_kernel *K = &f->kernels[k];
+    if (K->region != r) continue;
+    int b = slot < K->nreads ? K->reads[slot] : slot < K->nreads + K->nwrites ? K->writes[slot - K->nreads] : -1;
+    return b < 0 || slot < 0 ? NULL : &c->g->nodes[f->buffers[b].node].shape;
+  }
+  return NULL;
+}
+
+void rc_emit_sym_block(const rc_ctx *c, ut_str *out) {
+  if (!c->ngen_syms) return;
+  ut_str_printf(out, "/* the shape symbols of this run (P_run_syms); P_run: the values compiled for */\n"
+                     "static _Thread_local long hp_sym_[%d] = {", c->ngen_syms);
+  for (int i = 0; i < c->ngen_syms; i++) ut_str_printf(out, "%s%" PRId64 "L", i ? ", " : "", c->gen_hi[i]);
+  ut_str_puts(out, "};\n");
+}
+
+void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out) {
+  if (!c->ngen_syms) return;
+  ut_str_printf(out,
+                "\n/* one run at the binding syms[0..%d) (the caller checked it against the ShapeSet) */\n"
+                "int %s_num_syms(void) { return %d; }\n"
+                "int %s_run_syms(%s_t *m, const long long *syms, const void *const *inputs, void *const *outputs) {\n"
+                "  long keep[%d];\n"
+                "  for (int i = 0; i < %d; i++) keep[i] = hp_sym_[i], hp_sym_[i] = (long)syms[i];\n"
+                "  int rc = %s_run(m, inputs, outputs);\n"
+                "  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n"
+                "  return rc;\n}\n",
+                c->ngen_syms, P, c->ngen_syms, P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
+}

@@ -1,0 +1,202 @@
+/* bench_shapeset.c — `harp bench MODEL --shapeset NAME=LO..HI --bind
+ * NAME=V ...` (cpu): one ShapeSet object (harp/sgen.h) against the
+ * exactly-specialised object of each binding, in one process.  Each
+ * binding gets random inputs (weights too).  First the new-shape cost:
+ * each binding's first run on one instance of the ShapeSet object shared
+ * by all (its checks included); then --repeat rounds, each running every
+ * binding on an instance of each object of its own (every pool used as
+ * often: a shared one would stay awake), interleaved.
+ * Printed per binding: both medians, their ratio, the first run.
+ * Needs: cli_shapeset.c, harp/sgen.h, harp/cpu.h.  Gives: bench_shapeset. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "harp/function.h"
+#include "harp/sgen.h"
+#include "util/util.h"
+
+/* One binding: its model (inputs), its specialised object and instance,
+ * the run's pointers, its times. */
+typedef struct sb_bind {
+  cli_model m;
+  tiny_symtab syms;
+  rt_cpu_model *spec;
+  void *spec_inst, *gen_inst; /* the rounds' instances: one of each object per binding, pools alike */
+  const void **in;
+  void **outp;
+  ut_tensor *outs;
+  long long gsyms[64];
+  double first_ms, *tg, *ts;
+} sb_bind;
+
+typedef struct sb {
+  rt_sgen *s;
+  void *gen_inst; /* the first runs' instance of the ShapeSet object, for every binding (binding 0's weights) */
+  sb_bind *b;
+  int n;
+  double spec_compile_ms;
+} sb;
+
+static void sb_free(sb *x) {
+  rt_cpu_model *gm = x->s ? rt_sgen_object(x->s) : NULL;
+  if (gm) rt_cpu_instance_free(gm, x->gen_inst);
+  for (int i = 0; x->b && i < x->n; i++) {
+    sb_bind *b = &x->b[i];
+    if (b->spec) rt_cpu_instance_free(b->spec, b->spec_inst);
+    if (gm) rt_cpu_instance_free(gm, b->gen_inst);
+    rt_cpu_free(b->spec);
+    for (int k = 0; b->outs && k < b->m.g->noutputs; k++) ut_tensor_free(&b->outs[k]);
+    free(b->outs), free(b->in), free(b->outp), free(b->tg), free(b->ts);
+    cli_model_free(&b->m);
+    tiny_symtab_free(&b->syms);
+  }
+  free(x->b);
+  rt_sgen_free(x->s);
+}
+
+/* An instance of cm with b's weights (in the Function's argument order),
+ * b's other inputs into b->in. */
+static harp_status instance_of(harp_error *e, rt_cpu_model *cm, sb_bind *b, void **inst) {
+  const fn_function *f = rt_cpu_function(cm);
+  ut_tensor *params = calloc((size_t)f->nargs + 1, sizeof *params);
+  if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int np = 0, ni = 0;
+  for (int a = 0; a < f->nargs; a++) {
+    if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = b->m.inputs[a];
+    else b->in[ni++] = b->m.inputs[a].data;
+  }
+  fn_constpool cp = {0};
+  harp_status st = fn_constpool_from_tensors(e, f, params, np, &cp);
+  free(params);
+  if (!st && !(*inst = rt_cpu_instance_new(cm, cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
+  fn_constpool_free(&cp);
+  return st;
+}
+
+/* Binding i (spec "NAME=V[,NAME=V]"): its model with random inputs, and
+ * its outputs. */
+static harp_status bind_open(harp_error *e, cli_opts *o, const char *spec_in, sb *x, int i) {
+  sb_bind *b = &x->b[i];
+  tiny_symtab given = o->syms;
+  tiny_symtab_init(&b->syms);
+  for (int k = 0; k < given.n; k++)
+    if (tiny_symtab_set(e, &b->syms, given.names[k], given.values[k])) return e->code;
+  char spec[512];
+  snprintf(spec, sizeof spec, "%s", spec_in);
+  for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
+    if (tiny_symtab_parse_assign(e, &b->syms, tok)) return e->code;
+  o->syms = b->syms;
+  harp_status st = cli_load_model(e, o, true, &b->m);
+  o->syms = given;
+  if (st) return st;
+  int nout = b->m.g->noutputs;
+  b->outs = calloc((size_t)nout + 1, sizeof *b->outs), b->outp = calloc((size_t)nout + 1, sizeof *b->outp);
+  b->in = calloc((size_t)b->m.ninputs + 1, sizeof *b->in);
+  if (!b->outs || !b->outp || !b->in) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < nout && !st; k++) {
+    const tiny_node *n = &b->m.g->nodes[b->m.g->outputs[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < n->shape.rank; d++) shape[d] = n->shape.d[d].n;
+    st = ut_tensor_alloc(e, &b->outs[k], n->dtype, n->shape.rank, shape);
+    if (!st) b->outp[k] = b->outs[k].data;
+  }
+  return st;
+}
+
+/* Binding i checked against the ShapeSet object (refused before anything
+ * is compiled for it), then its specialised object and an instance. */
+static harp_status bind_spec(harp_error *e, const cli_opts *o, sb *x, int i) {
+  sb_bind *b = &x->b[i];
+  if (rt_sgen_bind(e, x->s, b->m.inputs, b->m.ninputs, b->gsyms)) return e->code;
+  rt_cpu_opts co = {.knobs = &o->knobs, .precision = o->precision};
+  double t0 = ut_now_ms();
+  harp_status st = rt_cpu_compile(e, b->m.g, &b->m.syms, &co, &b->spec);
+  x->spec_compile_ms += ut_now_ms() - t0;
+  if (!st) st = instance_of(e, rt_sgen_object(x->s), b, &b->gen_inst);
+  return st ? st : instance_of(e, b->spec, b, &b->spec_inst);
+}
+
+/* Binding i's first run on the ShapeSet instance, which ran the bindings
+ * before it: its checks and the run, timed, after one run of the
+ * specialised object has touched the binding's buffers. */
+static harp_status first_run(harp_error *e, sb *x, int i) {
+  sb_bind *b = &x->b[i];
+  rt_cpu_model *gm = rt_sgen_object(x->s);
+  if (!x->gen_inst && instance_of(e, gm, b, &x->gen_inst)) return e->code;
+  int rc = rt_cpu_instance_run(b->spec, b->spec_inst, b->in, b->outp);
+  double t0 = ut_now_ms();
+  harp_status st = rc ? ut_fail(e, HARP_E_INTERNAL, NULL, "model_run returned %d", rc)
+                      : rt_sgen_bind(e, x->s, b->m.inputs, b->m.ninputs, b->gsyms);
+  rc = st ? 0 : rt_cpu_instance_run_syms(gm, x->gen_inst, b->gsyms, b->in, b->outp);
+  b->first_ms = ut_now_ms() - t0;
+  return st ? st : rc ? ut_fail(e, HARP_E_INTERNAL, NULL, "model_run_syms returned %d", rc) : HARP_OK;
+}
+
+/* One timed run of binding b on the ShapeSet instance (gen) or its own. */
+static int timed(const sb *x, sb_bind *b, bool gen, double *ms) {
+  double t0 = ut_now_ms();
+  int rc = gen ? rt_cpu_instance_run_syms(rt_sgen_object(x->s), b->gen_inst, b->gsyms, b->in, b->outp)
+               : rt_cpu_instance_run(b->spec, b->spec_inst, b->in, b->outp);
+  *ms = ut_now_ms() - t0;
+  return rc;
+}
+
+/* Every round runs every binding on both objects, which one first
+ * alternating by round. */
+static harp_status rounds(harp_error *e, sb *x, const bench_args *a) {
+  for (long r = -a->warmup; r < a->repeat; r++)
+    for (int i = 0; i < x->n; i++) {
+      sb_bind *b = &x->b[i];
+      double tg, ts;
+      bool gen_first = (r & 1) == 0;
+      int rc = timed(x, b, gen_first, gen_first ? &tg : &ts);
+      rc = rc ? rc : timed(x, b, !gen_first, gen_first ? &ts : &tg);
+      if (rc) return ut_fail(e, HARP_E_INTERNAL, NULL, "a run returned %d", rc);
+      if (r >= 0) b->tg[r] = tg, b->ts[r] = ts;
+    }
+  return HARP_OK;
+}
+
+static void print_result(const cli_opts *o, const bench_args *a, sb *x, double sgen_ms) {
+  printf("%s [cpu, ShapeSet object: %d object(s), %d built by the C compiler, %.1f ms; specialised: %d objects, %.1f ms]\n",
+         o->model, rt_sgen_objects(x->s), rt_sgen_cc_runs(x->s), sgen_ms, x->n, x->spec_compile_ms);
+  for (int i = 0; i < x->n; i++) {
+    sb_bind *b = &x->b[i];
+    double g = cli_sorted_median(b->tg, a->repeat), s = cli_sorted_median(b->ts, a->repeat);
+    if (a->json)
+      printf("{\"model\": \"%s\", \"bind\": \"%s\", \"shapeset_ms\": %.6f, \"specialised_ms\": %.6f, \"ratio\": %.4f, "
+             "\"first_run_ms\": %.6f}\n",
+             o->model, a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms);
+    else
+      printf("  %-16s ShapeSet %.4f ms, specialised %.4f ms (x%.3f); first run at this shape %.4f ms (+%.4f)\n", a->binds[i], g,
+             s, s > 0 ? g / s : 0, b->first_ms, b->first_ms - g);
+  }
+}
+
+int bench_shapeset(cli_opts *o, const bench_args *a) {
+  harp_error e = {0};
+  sb x = {0};
+  o->random_inputs = true;
+  if (a->nbinds < 1 || a->nbinds > 64) return cli_usage_error("bench", "--shapeset needs 1 to 64 --bind bindings");
+  x.n = a->nbinds;
+  x.b = calloc((size_t)x.n, sizeof *x.b);
+  harp_status st = x.b ? HARP_OK : ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < x.n && !st; i++) {
+    x.b[i].tg = calloc((size_t)a->repeat, sizeof(double)), x.b[i].ts = calloc((size_t)a->repeat, sizeof(double));
+    if (!x.b[i].tg || !x.b[i].ts) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  for (int i = 0; i < x.n && !st; i++) st = bind_open(&e, o, a->binds[i], &x, i);
+  double t0 = ut_now_ms();
+  if (!st) st = cli_shapeset_compile(&e, o, &x.b[0].m, &x.s);
+  double sgen_ms = ut_now_ms() - t0;
+  if (!st && !rt_sgen_object(x.s))
+    st = ut_fail(&e, HARP_E_UNSUPPORTED, NULL, "no one object for this ShapeSet: %s", rt_sgen_fallback(x.s));
+  for (int i = 0; i < x.n && !st; i++) st = bind_spec(&e, o, &x, i);
+  for (int i = 0; i < x.n && !st; i++) st = first_run(&e, &x, i);
+  if (!st) st = rounds(&e, &x, a);
+  if (!st) print_result(o, a, &x, sgen_ms);
+  sb_free(&x);
+  return st ? cli_report(&e) : 0;
+}

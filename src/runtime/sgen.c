@@ -1,0 +1,461 @@
+/* sgen.c — a ShapeSet model on the CPU: one compiled object for every
+ * binding of the shape symbols in a box, when its kernels read their sizes
+ * at run time (rc_syms.c); else one compile per binding met, with the
+ * reason kept.  Every run checks its binding first: in the box, the model's
+ * constraints hold (the graph prepared at it), the same graph node for node
+ * as the one compiled, no value larger than at the corner hi (whose arena
+ * the object has).
+ * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), tiny.
+ * Gives: harp/sgen.h. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp/function.h"
+#include "harp/pipeline.h"
+#include "harp/sgen.h"
+#include "util/util.h"
+
+#define SGEN_MAX_VARIANTS 16
+
+static char *sg_strdup(const char *x) {
+  size_t n = strlen(x) + 1;
+  char *d = ut_xmalloc(n);
+  if (d) memcpy(d, x, n);
+  return d;
+}
+
+/* A compile per binding (fallback, or a binding outside the box). */
+typedef struct sgen_variant {
+  int64_t *vals; /* per symbol */
+  tiny_graph *g; /* prepared at vals (the model borrows it) */
+  tiny_symtab syms;
+  rt_cpu_model *m;
+} sgen_variant;
+
+struct rt_sgen {
+  char *text;              /* the model as loaded, canonical JSON: each binding prepares a copy */
+  rt_sgen_sym *syms;
+  int nsyms;
+  rt_sgen_opts o;
+  rt_cpu_opts cpu;
+  /* the one object (fallback == NULL) */
+  const char **gen_names;  /* the varying symbols, in syms order */
+  int64_t *gen_hi;
+  int64_t *glo;            /* per symbol: the lower corner the object serves from (its lo, or 2) */
+  int *gen_of;             /* per varying symbol: its index in syms */
+  int ngen;
+  tiny_graph *ghi;         /* prepared at the corner hi */
+  tiny_symtab symhi;
+  rt_cpu_model *m;
+  char *fallback;
+  /* the last binding run on the object, its graph kept */
+  int64_t *last;
+  tiny_graph *glast;
+  sgen_variant var[SGEN_MAX_VARIANTS];
+  int nvar, objects, cc_runs; /* objects made; of them, by the C compiler (not the disk cache) */
+  pthread_mutex_t mu;      /* one run at a time: the binding state is shared */
+};
+
+/* A copy of s's model prepared at vals (per symbol) into *g, its symbols in *t. */
+static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *vals, tiny_graph **g, tiny_symtab *t) {
+  *g = NULL;
+  tiny_symtab_init(t);
+  for (int i = 0; i < s->nsyms; i++)
+    if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
+  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g)) return e->code;
+  return tiny_prepare(e, *g, t, false);
+}
+
+/* Whether a and b are the same graph up to sizes (ops, sources, dtypes,
+ * ranks, outputs); *bigger: some value of a is larger than b's. */
+static bool same_graph(const tiny_graph *a, const tiny_graph *b, bool *bigger) {
+  *bigger = false;
+  if (a->n != b->n || a->noutputs != b->noutputs) return false;
+  for (int i = 0; i < a->noutputs; i++)
+    if (a->outputs[i] != b->outputs[i]) return false;
+  for (int i = 0; i < a->n; i++) {
+    const tiny_node *x = &a->nodes[i], *y = &b->nodes[i];
+    if (x->op != y->op || x->nsrc != y->nsrc || x->dtype != y->dtype || x->shape.rank != y->shape.rank) return false;
+    for (int k = 0; k < x->nsrc; k++)
+      if (x->src[k].node != y->src[k].node || (x->src[k].node < 0 && x->src[k].imm != y->src[k].imm)) return false;
+    for (int d = 0; d < x->shape.rank; d++)
+      if (x->shape.d[d].n > y->shape.d[d].n) *bigger = true;
+  }
+  return true;
+}
+
+/* Whether two Functions have the same kernels over the same buffers. */
+static bool same_function(const fn_function *a, const fn_function *b) {
+  if (a->nkernels != b->nkernels || a->nbuffers != b->nbuffers || a->nargs != b->nargs || a->nret != b->nret) return false;
+  for (int i = 0; i < a->nbuffers; i++) {
+    const fn_buffer *x = &a->buffers[i], *y = &b->buffers[i];
+    if (x->node != y->node || x->kind != y->kind || x->dtype != y->dtype) return false;
+  }
+  for (int k = 0; k < a->nkernels; k++) {
+    const fn_kernel *x = &a->kernels[k], *y = &b->kernels[k];
+    if (x->region != y->region || x->nreads != y->nreads || x->nwrites != y->nwrites) return false;
+    if (memcmp(x->reads, y->reads, (size_t)x->nreads * sizeof *x->reads) ||
+        memcmp(x->writes, y->writes, (size_t)x->nwrites * sizeof *x->writes))
+      return false;
+  }
+  return true;
+}
+
+/* The kernels' part of a translation unit (up to the model struct), its
+ * comments dropped, into a new string. */
+static char *kernel_text(const char *src) {
+  const char *end = strstr(src, "\ntypedef struct model_t {");
+  size_t n = end ? (size_t)(end - src) : strlen(src), k = 0;
+  char *t = ut_xmalloc(n + 1);
+  if (!t) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (src[i] == '/' && i + 1 < n && src[i + 1] == '*') {
+      const char *c = strstr(src + i + 2, "*/");
+      i = c ? (size_t)(c - src) + 1 : n;
+      continue;
+    }
+    t[k++] = src[i];
+  }
+  t[k] = 0;
+  return t;
+}
+
+/* Why a's kernels differ at offset at: the kernel around it (the last
+ * "model_k<digits>" name before it) and the line. */
+static void differing_kernel(const char *a, size_t at, char *why, size_t cap) {
+  const char *k = NULL;
+  for (const char *p = strstr(a, "model_k"); p && (size_t)(p - a) <= at; p = strstr(p + 1, "model_k"))
+    if (p[7] >= '0' && p[7] <= '9') k = p;
+  int klen = 0;
+  while (k && (k[klen] == '_' || (k[klen] >= 'a' && k[klen] <= 'z') || (k[klen] >= '0' && k[klen] <= '9'))) klen++;
+  const char *line = a + at;
+  while (line > a && line[-1] != '\n') line--;
+  const char *nl = strchr(line, '\n');
+  int len = nl ? (int)(nl - line) : (int)strlen(line);
+  snprintf(why, cap, "the code of %.*s depends on the binding: `%.*s`", k ? klen : 11, k ? k : "the prelude", len > 100 ? 100 : len,
+           line);
+}
+
+/* e's error again as code, its message after `what` (the first error
+ * recorded wins: cleared first). */
+static harp_status restate(harp_error *e, harp_status code, const char *what) {
+  harp_error old = *e;
+  harp_error_clear(e);
+  return ut_fail(e, code, old.node[0] ? old.node : NULL, "%s: %s", what, old.msg);
+}
+
+/* prepare_at for a corner of the box, its error saying which. */
+static harp_status corner_at(harp_error *e, const rt_sgen *s, const int64_t *vals, const char *which, tiny_graph **g,
+                             tiny_symtab *t) {
+  if (!prepare_at(e, s, vals, g, t)) return HARP_OK;
+  char what[64];
+  snprintf(what, sizeof what, "the ShapeSet's %s corner", which);
+  return restate(e, e->code, what);
+}
+
+/* Whether an INPUT node of g declares symbol sym in its shape (so a run's
+ * inputs give its value). */
+static bool declared_by_input(const tiny_graph *g, const char *sym) {
+  for (int i = 0; i < g->n; i++) {
+    const tiny_node *n = &g->nodes[i];
+    for (int d = 0; n->op == TINY_INPUT && d < n->a.input.shape.rank; d++)
+      if (n->a.input.shape.d[d].sym && !strcmp(n->a.input.shape.d[d].sym, sym)) return true;
+  }
+  return false;
+}
+
+/* The box's lower corner lo with every varying symbol at 1 raised to 2
+ * (s->glo: where the object starts); false when none was at 1. */
+static bool raise_ones(rt_sgen *s, int64_t *lo) {
+  bool any = false;
+  for (int i = 0; i < s->nsyms; i++)
+    if (lo[i] == 1 && s->syms[i].hi >= 2) lo[i] = s->glo[i] = 2, any = true;
+  return any;
+}
+
+/* Both corners to the code stage; the one object from hi when they agree
+ * (its compile then owns ghi), else s->fallback says why. */
+static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
+  tiny_graph *glo = NULL;
+  tiny_symtab symlo;
+  rt_compile *clo = NULL, *chi = NULL;
+  char why[256] = "";
+  harp_status st = corner_at(e, s, lo, "lower", &glo, &symlo);
+  if (!st) st = corner_at(e, s, hi, "upper", &s->ghi, &s->symhi);
+  for (int i = 0; !st && i < s->ngen; i++)
+    if (!declared_by_input(s->ghi, s->gen_names[i]))
+      st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: no input of the model declares it in its shape",
+                   s->gen_names[i]);
+  bool bigger = false;
+  if (!st && !same_graph(glo, s->ghi, &bigger)) {
+    snprintf(why, sizeof why, "the graph differs between the box's corners");
+    if (raise_ones(s, lo)) { /* a size 1 broadcasts: the object from 2 up, 1 compiled on its own */
+      tiny_graph_free(glo), tiny_graph_free(s->ghi);
+      tiny_symtab_free(&symlo), tiny_symtab_free(&s->symhi);
+      s->ghi = NULL;
+      return compile_corners(e, s, lo, hi);
+    }
+  }
+  /* the upper corner decides the regions (the cost model at the box's largest sizes); the lower replays them */
+  if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, NULL, &chi);
+  if (!st && !why[0]) st = rt_cpu_compile_code(e, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &clo);
+  if (!st && !why[0] && !same_function(clo->f, chi->f))
+    snprintf(why, sizeof why, "the regions or the Function differ between the box's corners");
+  if (!st && !why[0]) {
+    char *a = kernel_text(chi->source), *b = kernel_text(clo->source);
+    if (!a || !b) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    else if (strcmp(a, b)) {
+      size_t at = 0;
+      while (a[at] == b[at]) at++;
+      differing_kernel(a, at, why, sizeof why);
+    }
+    free(a);
+    free(b);
+  }
+  rt_compile_free(clo);
+  tiny_graph_free(glo);
+  tiny_symtab_free(&symlo);
+  if (!st && why[0]) {
+    rt_compile_free(chi);
+    if (!(s->fallback = sg_strdup(why))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    return st;
+  }
+  if (st) {
+    rt_compile_free(chi);
+    return st;
+  }
+  st = rt_cpu_adopt(e, chi, &s->m);
+  if (!st) s->objects++, s->cc_runs += !rt_cpu_cache_hit(s->m);
+  return st;
+}
+
+/* s's varying symbols (lo < hi) and the corners' values. */
+static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi) {
+  s->gen_names = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_names);
+  s->gen_hi = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_hi);
+  s->gen_of = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_of);
+  s->last = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->last);
+  s->glo = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->glo);
+  if (!s->gen_names || !s->gen_hi || !s->gen_of || !s->last || !s->glo) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (s->nsyms > 64) return ut_fail(e, HARP_E_LIMIT, NULL, "a ShapeSet of %d symbols: at most 64", s->nsyms);
+  for (int i = 0; i < s->nsyms; i++) {
+    const rt_sgen_sym *y = &s->syms[i];
+    if (!y->name || y->lo < 1 || y->hi < y->lo)
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: the range %" PRId64 "..%" PRId64 " is not 1 <= lo <= hi",
+                     y->name ? y->name : "(null)", y->lo, y->hi);
+    for (int k = 0; k < i; k++)
+      if (!strcmp(s->syms[k].name, y->name)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s given twice", y->name);
+    lo[i] = s->glo[i] = y->lo, hi[i] = y->hi;
+    if (y->lo < y->hi) s->gen_names[s->ngen] = y->name, s->gen_hi[s->ngen] = y->hi, s->gen_of[s->ngen++] = i;
+  }
+  return HARP_OK;
+}
+
+harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sym *syms, int nsyms,
+                            const rt_sgen_opts *o, rt_sgen **out) {
+  *out = NULL;
+  rt_sgen *s = ut_xcalloc(1, sizeof *s);
+  if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  pthread_mutex_init(&s->mu, NULL);
+  tiny_symtab_init(&s->symhi);
+  if (o) s->o = *o;
+  if (s->o.cpu) s->cpu = *s->o.cpu;
+  s->nsyms = nsyms;
+  s->syms = ut_xcalloc((size_t)nsyms + 1, sizeof *s->syms);
+  int64_t *lo = ut_xcalloc((size_t)nsyms + 1, sizeof *lo), *hi = ut_xcalloc((size_t)nsyms + 1, sizeof *hi);
+  s->text = tiny_write_json(g);
+  harp_status st = !s->syms || !lo || !hi || !s->text ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  for (int i = 0; !st && i < nsyms; i++) {
+    s->syms[i] = syms[i];
+    if (!(s->syms[i].name = sg_strdup(syms[i].name ? syms[i].name : ""))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  if (!st) st = box_setup(e, s, lo, hi);
+  if (!st && s->o.per_binding) s->fallback = sg_strdup("per-binding compiles were asked for");
+  else if (!st) st = compile_corners(e, s, lo, hi);
+  free(lo);
+  free(hi);
+  if (st) {
+    rt_sgen_free(s);
+    return st;
+  }
+  *out = s;
+  return HARP_OK;
+}
+
+/* The binding the inputs give, per symbol, into vals; every symbol must be
+ * fixed by some input's shape (an input the model declares with it). */
+static harp_status binding_of(harp_error *e, const rt_sgen *s, const tiny_graph *g, const ut_tensor *inputs, int ninputs,
+                              int64_t *vals) {
+  int *in = NULL;
+  int nin = tiny_inputs(g, &in);
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  harp_status st = nin != ninputs ? ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, nin)
+                                  : HARP_OK;
+  for (int i = 0; !st && i < nin; i++) {
+    if (inputs[i].dtype != g->nodes[in[i]].dtype)
+      st = ut_fail(e, HARP_E_INPUT_MISMATCH, g->nodes[in[i]].id, "input %s has the wrong dtype", g->nodes[in[i]].id);
+    else
+      st = tiny_bind_input(e, g, in[i], inputs[i].rank, inputs[i].shape, &t);
+  }
+  for (int i = 0; !st && i < s->nsyms; i++)
+    if (!tiny_symtab_get(&t, s->syms[i].name, &vals[i]))
+      vals[i] = s->syms[i].lo == s->syms[i].hi ? s->syms[i].lo : -1;
+  for (int i = 0; !st && i < s->nsyms; i++)
+    if (vals[i] < 0) st = ut_fail(e, HARP_E_UNBOUND_SYMBOL, NULL, "no input fixes the shape symbol %s", s->syms[i].name);
+  tiny_symtab_free(&t);
+  free(in);
+  return st;
+}
+
+/* Whether vals lies in the box; else *what names the first symbol outside. */
+static bool in_box(const rt_sgen *s, const int64_t *vals, char *what, size_t cap) {
+  for (int i = 0; i < s->nsyms; i++)
+    if (vals[i] < s->syms[i].lo || vals[i] > s->syms[i].hi) {
+      snprintf(what, cap, "%s = %" PRId64 " is outside the compiled ShapeSet (%s in %" PRId64 "..%" PRId64 ")",
+               s->syms[i].name, vals[i], s->syms[i].name, s->syms[i].lo, s->syms[i].hi);
+      return false;
+    }
+  return true;
+}
+
+/* The variant compiled for vals (made now when new). */
+static harp_status variant_at(harp_error *e, rt_sgen *s, const int64_t *vals, sgen_variant **out) {
+  for (int i = 0; i < s->nvar; i++)
+    if (!memcmp(s->var[i].vals, vals, (size_t)s->nsyms * sizeof *vals)) return *out = &s->var[i], HARP_OK;
+  if (s->nvar == SGEN_MAX_VARIANTS)
+    return ut_fail(e, HARP_E_LIMIT, NULL, "%d bindings compiled already: the most a ShapeSet model keeps", SGEN_MAX_VARIANTS);
+  sgen_variant *v = &s->var[s->nvar];
+  memset(v, 0, sizeof *v);
+  v->vals = ut_xmalloc((size_t)s->nsyms * sizeof *vals + 1);
+  if (!v->vals) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  memcpy(v->vals, vals, (size_t)s->nsyms * sizeof *vals);
+  harp_status st = prepare_at(e, s, vals, &v->g, &v->syms);
+  if (!st) st = rt_cpu_compile(e, v->g, &v->syms, &s->cpu, &v->m);
+  if (st) {
+    tiny_graph_free(v->g);
+    tiny_symtab_free(&v->syms);
+    free(v->vals);
+    return st;
+  }
+  s->nvar++, s->objects++, s->cc_runs += !rt_cpu_cache_hit(v->m);
+  *out = v;
+  return HARP_OK;
+}
+
+/* The graph of binding vals checked against the object's (kept for the next
+ * run at the same binding); a binding that breaks the model fails here. */
+static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, const tiny_graph **gb) {
+  if (s->glast && !memcmp(s->last, vals, (size_t)s->nsyms * sizeof *vals)) return *gb = s->glast, HARP_OK;
+  tiny_graph_free(s->glast);
+  s->glast = NULL;
+  tiny_graph *g;
+  tiny_symtab t;
+  harp_status st = prepare_at(e, s, vals, &g, &t);
+  tiny_symtab_free(&t);
+  if (st) st = restate(e, HARP_E_INPUT_MISMATCH, "this binding breaks the model");
+  bool bigger = false;
+  if (!st && !same_graph(g, s->ghi, &bigger))
+    st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "this binding changes the model's graph (a broadcast or fold): outside the compiled ShapeSet");
+  if (!st && bigger) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "this binding makes a value larger than the compiled ShapeSet holds");
+  if (st) {
+    tiny_graph_free(g);
+    return st;
+  }
+  memcpy(s->last, vals, (size_t)s->nsyms * sizeof *vals);
+  *gb = s->glast = g;
+  return HARP_OK;
+}
+
+static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  int64_t vals[64]; /* nsyms <= 64: box_setup */
+  const tiny_graph *g0 = s->ghi; /* the inputs read against a prepared copy: the upper corner's */
+  tiny_graph *gl = NULL;
+  harp_status st = HARP_OK;
+  if (!g0) { /* per_binding: no corner prepared */
+    tiny_symtab t;
+    int64_t hi[64];
+    for (int i = 0; i < s->nsyms; i++) hi[i] = s->syms[i].hi;
+    st = prepare_at(e, s, hi, &gl, &t);
+    tiny_symtab_free(&t);
+    g0 = gl;
+  }
+  if (!st) st = binding_of(e, s, g0, inputs, ninputs, vals);
+  tiny_graph_free(gl);
+  if (st) return st;
+  char what[256];
+  bool inside = in_box(s, vals, what, sizeof what);
+  if (!inside && !s->o.recompile_outside) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
+  bool on_object = s->m && inside;
+  for (int i = 0; i < s->nsyms && on_object; i++) on_object = vals[i] >= s->glo[i]; /* else compiled on its own */
+  if (on_object) {
+    const tiny_graph *gb;
+    if (bound_graph(e, s, vals, &gb)) return e->code;
+    long long sv[64];
+    for (int i = 0; i < s->ngen; i++) sv[i] = vals[s->gen_of[i]];
+    return rt_cpu_run_bound(e, s->m, gb, sv, inputs, ninputs, outputs);
+  }
+  sgen_variant *v = NULL;
+  if (variant_at(e, s, vals, &v)) return e->code;
+  return rt_cpu_run(e, v->m, inputs, ninputs, outputs);
+}
+
+harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, long long *syms) {
+  if (!s->m) return ut_fail(e, HARP_E_USAGE, NULL, "no one object for this ShapeSet: %s", s->fallback);
+  int64_t vals[64];
+  char what[256];
+  pthread_mutex_lock(&s->mu);
+  const tiny_graph *gb;
+  harp_status st = binding_of(e, s, s->ghi, inputs, ninputs, vals);
+  if (!st && !in_box(s, vals, what, sizeof what)) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
+  for (int i = 0; !st && i < s->nsyms; i++)
+    if (vals[i] < s->glo[i])
+      st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s = %" PRId64 ": the object serves it from %" PRId64 " (compiled on its own)",
+                   s->syms[i].name, vals[i], s->glo[i]);
+  if (!st) st = bound_graph(e, s, vals, &gb);
+  for (int i = 0; !st && i < s->ngen; i++) syms[i] = vals[s->gen_of[i]];
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+rt_cpu_model *rt_sgen_object(const rt_sgen *s) { return s->m; }
+
+harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  pthread_mutex_lock(&s->mu);
+  harp_status st = run_locked(e, s, inputs, ninputs, outputs);
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+const char *rt_sgen_fallback(const rt_sgen *s) { return s->fallback; }
+int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
+int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
+const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
+
+void rt_sgen_free(rt_sgen *s) {
+  if (!s) return;
+  rt_cpu_free(s->m); /* before the graph its compile borrows */
+  tiny_graph_free(s->ghi);
+  tiny_symtab_free(&s->symhi);
+  tiny_graph_free(s->glast);
+  for (int i = 0; i < s->nvar; i++) {
+    rt_cpu_free(s->var[i].m);
+    tiny_graph_free(s->var[i].g);
+    tiny_symtab_free(&s->var[i].syms);
+    free(s->var[i].vals);
+  }
+  for (int i = 0; s->syms && i < s->nsyms; i++) free((char *)s->syms[i].name);
+  free(s->syms);
+  free(s->gen_names);
+  free(s->gen_hi);
+  free(s->gen_of);
+  free(s->glo);
+  free(s->last);
+  free(s->fallback);
+  free(s->text);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}

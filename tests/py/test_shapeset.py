@@ -1,0 +1,108 @@
+"""`harp run --shapeset NAME=LO..HI` (harp/sgen.h): one compiled object for
+every binding in the box.  On a cache of its own, the first binding builds
+the object and every later binding in the box, in a new process, builds
+nothing (--time-stages: "0 built by the C compiler"), each output against
+numpy; a binding outside the box is refused before any kernel runs, with
+no output file; a model whose kernels cannot take their sizes at run time
+yet says why and still gives the right numbers; a malformed box is a usage
+error.  harp bench --shapeset prints a row per binding and refuses one
+outside the box."""
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+
+from harp_test import HARP, MODELS, Suite, close
+
+s = Suite("shapeset")
+rng = np.random.default_rng(5)
+cache = tempfile.mkdtemp()
+env = dict(os.environ, HARP_CACHE_DIR=cache)
+
+
+def run(model, inputs, extra):
+    out = tempfile.mkdtemp()
+    args = [HARP, "run", os.path.join(MODELS, model), "--out", out, "--time-stages", *extra]
+    for name, a in inputs.items():
+        f = os.path.join(out, f"in_{name}.npy")
+        np.save(f, a)
+        args += ["--param" if name in ("gamma", "beta") else "--input", f"{name}={f}"]
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    return p, out
+
+
+def built(p):
+    m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def layernorm(x, g, b):
+    m = x.mean(axis=1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=1, keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5) * g + b
+
+
+# softmax rows: R in 2..64, four bindings, one C compile in all
+for i, r in enumerate([7, 64, 2, 41]):
+    x = rng.standard_normal((r, 33)).astype(np.float32) * 3
+    p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64"])
+    s.check(f"softmax R={r}: runs", p.returncode == 0, p.stderr[-400:])
+    s.check(f"softmax R={r}: one object for the box", "one object for the box" in p.stderr, p.stderr[-400:])
+    s.check(f"softmax R={r}: C compiles", built(p) == (1, 1 if i == 0 else 0), str(built(p)))
+    if p.returncode == 0:
+        s.check(f"softmax R={r} vs numpy", *close(np.load(os.path.join(out, "out.npy")), softmax(x), 1e-5, 1e-6))
+
+# layernorm: a loop nest chunked along R; gamma and beta weights
+g, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+for i, r in enumerate([3, 48, 17]):
+    x = rng.standard_normal((r, 64)).astype(np.float32)
+    p, out = run("layernorm.json", {"X": x, "gamma": g, "beta": b}, ["--shapeset", "R=2..48"])
+    s.check(f"layernorm R={r}: C compiles", built(p) == (1, 1 if i == 0 else 0), p.stderr[-400:])
+    if p.returncode == 0:
+        s.check(f"layernorm R={r} vs numpy", *close(np.load(os.path.join(out, "out.npy")), layernorm(x, g, b), 1e-4, 1e-4))
+
+# outside the box: refused before any kernel, no output written
+x = rng.standard_normal((65, 33)).astype(np.float32)
+p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64"])
+s.check("R=65: refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr, p.stderr[-400:])
+s.check("R=65: no output file", not os.path.exists(os.path.join(out, "out.npy")))
+
+# not generic yet (the GEMMs' sizes are constants): the reason, right numbers
+ws = {f"W{i}": rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for i in range(4)}
+bs = {f"b{i}": rng.standard_normal(16).astype(np.float32) for i in range(4)}
+x = rng.standard_normal((9, 16)).astype(np.float32)
+args = []
+for k, a in {**ws, **bs}.items():
+    f = os.path.join(tempfile.mkdtemp(), f"{k}.npy")
+    np.save(f, a)
+    args += ["--param", f"{k}={f}"]
+p, out = run("gemm_chain4.json", {"X": x}, ["--shapeset", "M=2..40", *args])
+s.check("gemm chain: runs", p.returncode == 0, p.stderr[-400:])
+s.check("gemm chain: says why it compiles per binding", "a compile per binding: the code of model_k" in p.stderr,
+        p.stderr[-400:])
+
+# harp bench: the ShapeSet object against the specialised ones, per binding
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), "--shapeset", "R=2..64", "--bind", "R=3",
+                    "--bind", "R=50", "--repeat", "3", "--warmup", "1", "--json"], capture_output=True, text=True, env=env)
+rows = [ln for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+s.check("bench --shapeset: runs", p.returncode == 0, p.stderr[-400:])
+s.check("bench --shapeset: a row per binding", len(rows) == 2 and '"bind": "R=50"' in rows[1], p.stdout[-400:])
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), "--shapeset", "R=2..64", "--bind", "R=65"],
+                   capture_output=True, text=True, env=env)
+s.check("bench --shapeset: a binding outside refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr,
+        p.stderr[-400:])
+
+# a malformed box
+for bad in ["R=5", "R=..4", "R=0..4", "=1..4"]:
+    p, _ = run("softmax_rows.json", {"X": np.zeros((3, 33), np.float32)}, ["--shapeset", bad])
+    s.check(f"--shapeset {bad}: an error", p.returncode in (1, 2) and "harp: error" in p.stderr
+            and "Traceback" not in p.stderr, p.stderr[-300:])
+
+s.close()
