@@ -97,8 +97,11 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   rt_cpu_model *cm = NULL;
   harp_status s = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
+  harp_error be = {0}; /* a failed background build: said after the run (finish_pending) */
+  bool noted = !s && rt_cpu_ready(&be, cm); /* else the plans' notes come with the C (tier 0), after the run */
+  harp_error_clear(&be);
+  if (noted) cli_print_plan_notes(rt_cpu_plans(cm));
   if (!s) {
-    cli_print_plan_notes(rt_cpu_plans(cm));
     cli_print_stage_times(o, m, rt_cpu_stages(cm));
     s = rt_cpu_run_taking_weights(e, cm, m->inputs, m->ninputs, outs);
   }
@@ -111,6 +114,7 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
     *pending = cm;
     return s;
   }
+  if (!s && !noted) cli_print_plan_notes(rt_cpu_plans(cm));
   rt_cpu_free(cm);
   return s;
 }
@@ -123,7 +127,11 @@ static harp_status finish_pending(harp_error *e, const cli_opts *o, rt_cpu_model
   fflush(stdout);
   double build_ms;
   harp_status st = rt_cpu_wait_build(e, cm, &build_ms);
-  if (o->time_stages && build_ms >= 0) fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background)\n", build_ms);
+  cli_print_plan_notes(rt_cpu_plans(cm));
+  const rt_compile *c = rt_cpu_stages(cm);
+  if (o->time_stages && build_ms >= 0)
+    fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background; its C printed in %.1f ms)\n", build_ms,
+            c->ms[RT_STAGE_CODE]);
   if (!st && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
   rt_cpu_free(cm);
   return st;
