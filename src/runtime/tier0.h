@@ -85,6 +85,11 @@ harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads);
  * Steps without a tensor (relu, scale, clamp, ...) read no index. */
 float rt_t0_epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
                      bool conv);
+/* The same on n consecutive outputs x[0..n) of row m, from column n0 (a
+ * GEMM's residual at stride s_n; conv: the residual's element offset roff
+ * of x[0], contiguous). */
+void rt_t0_epilogue_row(const rt_t0_epi *ep, int nep, float *x, int64_t n, int64_t b0, int64_t b1, int64_t m, int64_t n0,
+                        int64_t roff, bool conv);
 
 /* What one tier-0 run did: kernels on the fast path and on the
  * interpreter, and the milliseconds each took. */

@@ -117,6 +117,15 @@ case("grouped + depthwise + residual + clip",
       helper.make_node("Add", ["d", "x"], ["r"]), helper.make_node("Clip", ["r", "lo", "hi"], ["y"])],
      {"x": x}, [("y", (1, 8, 9, 10))], {"wg": wg, "wd": wd, "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, 2)
 
+# depthwise alone, stride 2, dilation 2, asymmetric pads, a bias and a
+# hard-sigmoid-like clip: the row-at-a-time taps and their column ranges
+x, wd, bd = rand(2, 6, 15, 14), rand(6, 1, 3, 3, scale=0.3), rand(6)
+case("depthwise stride 2 dilation 2 asymmetric pads",
+     [conv("x", "wd", "bd", "d", pads=[2, 0, 1, 3], strides=[2, 2], dilations=[2, 2], group=6),
+      helper.make_node("Clip", ["d", "lo", "hi"], ["y"])],
+     {"x": x}, [("y", (2, 6, 7, 7))], {"wd": wd, "bd": bd, "lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)},
+     1, max_interp=0)
+
 # a 1x1 conv over 70 channels (K past one tile), a batch-norm folded as scale + shift
 x, w = rand(1, 70, 6, 7), rand(33, 70, 1, 1, scale=0.2)
 sc, sh, mu, var = rand(33), rand(33), rand(33), (np.abs(rand(33)) + 0.5).astype(np.float32)
