@@ -94,6 +94,8 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n, .precision = o->precision,
                     .after_stage = cli_dumps_hook, .hook_ctx = d, .max_memory = o->max_memory};
   co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
+  for (int i = 0; i < d->n; i++) /* a dump of the C or the plans: tier 0 prints the C before the run, for its hook */
+    co.keep_source |= d->stage[i] >= RT_STAGE_PLANS;
   rt_cpu_model *cm = NULL;
   harp_status s = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
