@@ -2,7 +2,7 @@
 """first_result.py — cold time to first result: harp against onnxruntime and
 OpenVINO, each from nothing to the first output of a model.
 
-    python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
+    python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--no-wait] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
 
 For each model, in interleaved rounds at 2 threads:
   harp t0   `harp run MODEL --knob tier0=auto` on an empty cache directory: the
@@ -74,10 +74,11 @@ def ppocr_det():
 MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert_layer": bert_layer, "ppocr_det": ppocr_det}
 
 
-def harp_cold(exe, path, inputs, tier0, workdir, cache=None):
+def harp_cold(exe, path, inputs, tier0, workdir, cache=None, wait=True):
     """One `harp run` on an empty cache (or on `cache`): (ms to the first
     output line, ms to exit, build ms reported or None, the first output,
-    the cache directory)."""
+    the cache directory).  wait=False: the process is killed once its first
+    output line is out (its background build is not waited for)."""
     out = tempfile.mkdtemp(dir=workdir)
     cache = cache or tempfile.mkdtemp(dir=workdir)
     args = [exe, "run", path, "--out", out, "--knob", f"tier0={tier0}", "--time-stages"]
@@ -92,8 +93,14 @@ def harp_cold(exe, path, inputs, tier0, workdir, cache=None):
     for line in p.stdout:
         if first is None and " -> " in line:
             first = (time.perf_counter() - t0) * 1e3
+            if not wait:
+                p.kill()
+                break
     err = p.stderr.read()
     p.wait()
+    if not wait:
+        got = np.load(os.path.join(out, sorted(f for f in os.listdir(out) if f.endswith(".npy"))[0]))
+        return first, float("nan"), None, got, cache
     total = (time.perf_counter() - t0) * 1e3
     if p.returncode:
         raise RuntimeError(f"harp run failed: {err.strip()[-400:]}")
@@ -132,6 +139,8 @@ def main():
     ap.add_argument("--only", default=",".join(MODELS))
     ap.add_argument("--off", action="store_true", help="also time tier0=off (the whole compile first: slow)")
     ap.add_argument("--no-off", action="store_true", help="(the default) skip the tier0=off runs")
+    ap.add_argument("--no-wait", action="store_true",
+                    help="stop each harp process at its first result (no exit / build / warm figures: a loaded machine)")
     a = ap.parse_args()
     try:
         import openvino  # noqa: F401
@@ -149,9 +158,10 @@ def main():
         t = {"t0": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
         prec, err = "", float("nan")
         for _ in range(a.rounds):
-            first, total, build, got, cache = harp_cold(a.harp, path, inputs, "auto", work)
+            first, total, build, got, cache = harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait)
             t["t0"].append(first), t["exit"].append(total), t["build"].append(build or float("nan"))
-            t["warm"].append(harp_cold(a.harp, path, inputs, "auto", work, cache)[0])
+            if not a.no_wait:
+                t["warm"].append(harp_cold(a.harp, path, inputs, "auto", work, cache)[0])
             if a.off and not a.no_off:
                 t["off"].append(harp_cold(a.harp, path, inputs, "off", work)[0])
             ms, want = ort_first(path, inputs)
