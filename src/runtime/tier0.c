@@ -398,7 +398,8 @@ static harp_status check_inputs(harp_error *e, const rt_compile *c, const ut_ten
 
 harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
                          ut_tensor *outputs, rt_t0_stats *stats) {
-  if (!c->f || !prep || prep->n != c->f->nkernels) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's reading (rt_t0_prepare)");
+  if (!c->f || !prep || prep->n != c->f->nkernels)
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's reading (rt_t0_prepare)");
   if (check_inputs(e, c, inputs, ninputs)) return e->code;
   long nc = sysconf(_SC_NPROCESSORS_ONLN);
   t0_ctx x = {.c = c, .prep = prep, .threads = nc < 1 ? 1 : nc > RT_T0_MAX_THREADS ? RT_T0_MAX_THREADS : (int)nc};
