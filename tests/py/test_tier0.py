@@ -216,6 +216,18 @@ if p1.returncode == 0 and p2.returncode == 0:
     s.check("auto: tier 0 vs onnxruntime", *close(np.load(os.path.join(o1, "y.npy")), want, rtol=1e-4, atol=1e-4))
     s.check("auto: the object vs onnxruntime", *close(np.load(os.path.join(o2, "y.npy")), want, rtol=1e-4, atol=1e-4))
 
+# a stale hint (its object gone from the cache): the C is printed first, the
+# object is not found, so tier 0 answers and the object is built again
+for f in os.listdir(cache):
+    if f.endswith(".so"):
+        os.unlink(os.path.join(cache, f))
+p6, o6 = harp(path, {"x": x}, "auto", cache)
+s.check("stale hint: tier 0 answers, the C printed before it", p6.returncode == 0 and "first result written" in p6.stderr
+        and ", code " in p6.stderr, p6.stderr.strip()[-400:])
+s.check("stale hint: the object is back in the cache", any(f.endswith(".so") for f in os.listdir(cache)), str(os.listdir(cache)))
+if p6.returncode == 0:
+    s.check("stale hint: vs onnxruntime", *close(np.load(os.path.join(o6, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
 # two processes on one cold cache at once: both answer, one object is kept
 cache2 = tempfile.mkdtemp()
 procs = []
