@@ -2,7 +2,7 @@
 """first_result.py — cold time to first result: harp against onnxruntime and
 OpenVINO, each from nothing to the first output of a model.
 
-    python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
+    python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--no-wait] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
 
 For each model, in interleaved rounds at 2 threads:
   harp t0   `harp run MODEL --knob tier0=auto` on an empty cache directory: the
@@ -11,8 +11,10 @@ For each model, in interleaved rounds at 2 threads:
             object builds in the background; timed from the process's start to
             the line `harp run` prints once the outputs are written (its stdout
             is flushed there, before it waits for the build)
-  harp off  the same with tier0=off: the whole C compile before the first run
-            (what every cold run did before tier 0)
+  harp warm the same command again on the cache the t0 run filled: the
+            object found (the C printed first: the cache's hint) and run
+  harp off  (--off) the same with tier0=off: the whole C compile before the
+            first run (what every cold run did before tier 0)
   ort       onnxruntime: InferenceSession(...) + the first run, in this process
   ov        OpenVINO: Core().compile_model(..., "CPU") + the first inference,
             at its default precision (printed)
@@ -72,11 +74,13 @@ def ppocr_det():
 MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert_layer": bert_layer, "ppocr_det": ppocr_det}
 
 
-def harp_cold(exe, path, inputs, tier0, workdir):
-    """One `harp run` on an empty cache: (ms to the first output line, ms to
-    exit, build ms reported or None, the first output)."""
+def harp_cold(exe, path, inputs, tier0, workdir, cache=None, wait=True):
+    """One `harp run` on an empty cache (or on `cache`): (ms to the first
+    output line, ms to exit, build ms reported or None, the first output,
+    the cache directory).  wait=False: the process is killed once its first
+    output line is out (its background build is not waited for)."""
     out = tempfile.mkdtemp(dir=workdir)
-    cache = tempfile.mkdtemp(dir=workdir)
+    cache = cache or tempfile.mkdtemp(dir=workdir)
     args = [exe, "run", path, "--out", out, "--knob", f"tier0={tier0}", "--time-stages"]
     for k, v in inputs.items():
         f = os.path.join(workdir, f"in_{k}.npy")
@@ -89,8 +93,14 @@ def harp_cold(exe, path, inputs, tier0, workdir):
     for line in p.stdout:
         if first is None and " -> " in line:
             first = (time.perf_counter() - t0) * 1e3
+            if not wait:
+                p.kill()
+                break
     err = p.stderr.read()
     p.wait()
+    if not wait:
+        got = np.load(os.path.join(out, sorted(f for f in os.listdir(out) if f.endswith(".npy"))[0]))
+        return first, float("nan"), None, got, cache
     total = (time.perf_counter() - t0) * 1e3
     if p.returncode:
         raise RuntimeError(f"harp run failed: {err.strip()[-400:]}")
@@ -99,7 +109,7 @@ def harp_cold(exe, path, inputs, tier0, workdir):
         if "built in" in line:
             build = float(line.split("built in")[1].split("ms")[0])
     got = np.load(os.path.join(out, sorted(f for f in os.listdir(out) if f.endswith(".npy"))[0]))
-    return first, total, build, got
+    return first, total, build, got, cache
 
 
 def ort_first(path, inputs):
@@ -127,26 +137,32 @@ def main():
     ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default=",".join(MODELS))
-    ap.add_argument("--no-off", action="store_true", help="skip the tier0=off runs (the full compile)")
+    ap.add_argument("--off", action="store_true", help="also time tier0=off (the whole compile first: slow)")
+    ap.add_argument("--no-off", action="store_true", help="(the default) skip the tier0=off runs")
+    ap.add_argument("--no-wait", action="store_true",
+                    help="stop each harp process at its first result (no exit / build / warm figures: a loaded machine)")
     a = ap.parse_args()
     try:
         import openvino  # noqa: F401
         have_ov = True
     except ImportError:
         have_ov = False
-    print(f"{'model':12} {'harp t0':>8} {'exit':>8} {'build':>8} {'harp off':>9} {'ort':>8} {'ov':>8} "
+    print(f"load average at the start: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
+    print(f"{'model':12} {'harp t0':>8} {'exit':>8} {'build':>8} {'warm':>7} {'harp off':>9} {'ort':>8} {'ov':>8} "
           f"{'t0/ort':>7} {'t0/ov':>7}  err  (ms, medians of {a.rounds} interleaved rounds, cold caches, {THREADS} threads)")
     for name in a.only.split(","):
         m, inputs = MODELS[name]()
         work = tempfile.mkdtemp(prefix="harp-first-")
         path = os.path.join(work, name + ".onnx")
         onnx.save(m, path)
-        t = {"t0": [], "exit": [], "build": [], "off": [], "ort": [], "ov": []}
+        t = {"t0": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
         prec, err = "", float("nan")
         for _ in range(a.rounds):
-            first, total, build, got = harp_cold(a.harp, path, inputs, "auto", work)
+            first, total, build, got, cache = harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait)
             t["t0"].append(first), t["exit"].append(total), t["build"].append(build or float("nan"))
-            if not a.no_off:
+            if not a.no_wait:
+                t["warm"].append(harp_cold(a.harp, path, inputs, "auto", work, cache)[0])
+            if a.off and not a.no_off:
                 t["off"].append(harp_cold(a.harp, path, inputs, "off", work)[0])
             ms, want = ort_first(path, inputs)
             t["ort"].append(ms)
@@ -155,13 +171,14 @@ def main():
                 ms, prec = ov_first(path, inputs)
                 t["ov"].append(ms)
         med = {k: float(np.median(v)) if v else float("nan") for k, v in t.items()}
-        print(f"{name:12} {med['t0']:8.0f} {med['exit']:8.0f} {med['build']:8.0f} {med['off']:9.0f} {med['ort']:8.0f} "
+        print(f"{name:12} {med['t0']:8.0f} {med['exit']:8.0f} {med['build']:8.0f} {med['warm']:7.0f} {med['off']:9.0f} {med['ort']:8.0f} "
               f"{med['ov']:8.0f} {med['t0'] / med['ort']:7.2f} {med['t0'] / med['ov']:7.2f}  {err:.1g}", flush=True)
         for k, v in t.items():
             if v:
                 print(f"  {k}: " + " ".join(f"{x:.0f}" for x in v))
     if have_ov:
         print(f"OpenVINO's inference precision: {prec}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
 
 
 if __name__ == "__main__":

@@ -102,11 +102,16 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   rt_cpu_opts co = {.knobs = &o->knobs, .plan_overrides = pl->ov, .nplan_overrides = pl->n, .precision = o->precision,
                     .after_stage = cli_dumps_hook, .hook_ctx = d, .max_memory = o->max_memory};
   co.keep_analysis = cli_dumps_own(d, &rt_target_cpu, NULL);
+  for (int i = 0; i < d->n; i++) /* a dump of the C or the plans: tier 0 prints the C before the run, for its hook */
+    co.keep_source |= d->stage[i] >= RT_STAGE_PLANS;
   rt_cpu_model *cm = NULL;
   harp_status s = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!s && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
+  harp_error be = {0}; /* a failed background build: said after the run (finish_pending) */
+  bool noted = !s && rt_cpu_ready(&be, cm); /* else the plans' notes come with the C (tier 0), after the run */
+  harp_error_clear(&be);
+  if (noted) cli_print_plan_notes(rt_cpu_plans(cm));
   if (!s) {
-    cli_print_plan_notes(rt_cpu_plans(cm));
     cli_print_stage_times(o, m, rt_cpu_stages(cm));
     s = rt_cpu_run_taking_weights(e, cm, m->inputs, m->ninputs, outs);
   }
@@ -119,6 +124,7 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
     *pending = cm;
     return s;
   }
+  if (!s && !noted) cli_print_plan_notes(rt_cpu_plans(cm));
   rt_cpu_free(cm);
   return s;
 }
@@ -144,7 +150,11 @@ static harp_status finish_pending(harp_error *e, const cli_opts *o, rt_cpu_model
   fflush(stdout);
   double build_ms;
   harp_status st = rt_cpu_wait_build(e, cm, &build_ms);
-  if (o->time_stages && build_ms >= 0) fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background)\n", build_ms);
+  cli_print_plan_notes(rt_cpu_plans(cm));
+  const rt_compile *c = rt_cpu_stages(cm);
+  if (o->time_stages && build_ms >= 0)
+    fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background; its C printed in %.1f ms)\n", build_ms,
+            c->ms[RT_STAGE_CODE]);
   if (!st && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
   rt_cpu_free(cm);
   return st;

@@ -1,9 +1,11 @@
 /* cpu.c — the CPU backend: the compile pipeline on the CPU target (regions,
  * the Function, plans, C, cc; target_cpu.c), the shared object loaded;
  * then runs.  With the knob tier0 (auto) a compile that finds no object in
- * the cache returns after the code stage and builds the object on a thread
- * of its own; runs before it is ready go to tier 0 (tier0.c), the first one
- * after it loads it.  tier0=force: every run on tier 0, no compiler.
+ * the cache returns after the plans stage and prints the C and builds the
+ * object on a thread of its own (a model whose object the cache probably
+ * holds prints its C first, to find it); runs before it is ready go to
+ * tier 0 (tier0.c), the first one after it loads it.  tier0=force: every
+ * run on tier 0, no compiler.
  * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -46,8 +48,10 @@ struct rt_cpu_model {
   bool building;         /* the builder thread was started and not joined */
   int built;             /* it finished (atomic) */
   pthread_t builder;
+  bool code_on_thread;   /* the builder prints the C first (the code stage) */
   harp_error build_err;  /* its error */
-  double build_ms;       /* its wall time */
+  double code_ms, build_ms; /* its wall times */
+  rt_t0_prep *prep;      /* tier 0's reading of the kernels (tier0.c), made before the builder starts */
   rt_t0_stats t0;        /* the last run's, when last_tier0 */
   bool last_tier0;
   pthread_mutex_t mu;    /* join_build: instances of one model may run on several threads */
@@ -58,7 +62,11 @@ struct rt_cpu_model {
 static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                                 rt_t0_stats *stats) {
   pthread_mutex_lock(&m->t0mu);
-  harp_status st = rt_tier0_run(e, m->c, inputs, ninputs, outputs, stats);
+  harp_status st = HARP_OK;
+  if (!m->prep && (m->building || m->tier0 == RT_TIER0_OFF)) /* no reading, and the Poly-View is not this thread's or gone */
+    st = ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 was not prepared for this model");
+  if (!st && !m->prep) st = rt_t0_prepare(e, m->c, &m->prep);
+  if (!st) st = rt_tier0_run(e, m->c, m->prep, inputs, ninputs, outputs, stats);
   pthread_mutex_unlock(&m->t0mu);
   return st;
 }
@@ -74,7 +82,12 @@ static void *build_main(void *arg) {
   if (!errno) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 10 < 19 ? nice_now + 10 : 19);
 #endif
   double t0 = ut_now_ms();
-  rt_cpu_build_unrecorded(m->c); /* its error in m->build_err (m->c->e) */
+  if (m->code_on_thread) { /* the C first: the runs read tier 0's reading, not the Poly-View it uses */
+    rt_cpu_code_unrecorded(m->c);
+    m->code_ms = ut_now_ms() - t0;
+    t0 = ut_now_ms();
+  }
+  if (!m->build_err.code) rt_cpu_build_unrecorded(m->c); /* its error in m->build_err (m->c->e) */
   m->build_ms = ut_now_ms() - t0;
   __atomic_store_n(&m->built, 1, __ATOMIC_RELEASE);
   return NULL;
@@ -93,6 +106,10 @@ static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   m->c->e = e;
   m->c->ms[RT_STAGE_BUILD] = m->build_ms; /* the stage table is this thread's */
   m->c->ran[RT_STAGE_BUILD] = !m->build_err.code;
+  if (m->code_on_thread) {
+    m->c->ms[RT_STAGE_CODE] = m->code_ms;
+    m->c->ran[RT_STAGE_CODE] = m->c->source_bytes > 0;
+  }
   if (m->build_err.code) { /* kept as the model's warning: runs stay on tier 0 */
     snprintf(m->c->cc_warning, sizeof m->c->cc_warning, "the background build failed, runs stay on tier 0: %.400s",
              m->build_err.msg);
@@ -116,6 +133,7 @@ void rt_cpu_free(rt_cpu_model *m) {
   join_build(&e, m); /* the object goes into the cache even when no run needs it any more */
   harp_error_clear(&e);
   if (m->dl) dlclose(m->dl);
+  rt_t0_prep_free(m->prep);
   rt_compile_free(m->c);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->t0mu);
@@ -160,18 +178,29 @@ static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   return HARP_OK;
 }
 
-/* After a tier-0 compile: force builds nothing; auto loads a cached
- * object at once, else starts the builder thread. */
+/* After a tier-0 compile (stopped after plans): auto with a kept source
+ * (packages, dumps) or an object the cache probably holds
+ * (rt_cpu_object_hinted) prints the C now; a cached object is loaded at
+ * once.  Otherwise tier 0 reads the kernels and, with auto, the builder
+ * thread starts, printing the C itself when it was not printed here. */
 static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
-  if (m->tier0 == RT_TIER0_FORCE) return HARP_OK;
-  if (rt_cpu_object_cached(m->c)) {
-    if (rt_cpu_build_stage(m->c)) return e->code;
+  rt_compile *c = m->c;
+  bool code_now = m->tier0 == RT_TIER0_FORCE || c->opts.keep_source || rt_cpu_object_hinted(c);
+  if (code_now && rt_cpu_code_stage(c)) return e->code;
+  if (code_now && m->tier0 == RT_TIER0_AUTO && rt_cpu_object_cached(c)) {
+    if (rt_cpu_build_stage(c)) return e->code;
     return load_so(e, m);
   }
+  if (rt_t0_prepare(e, c, &m->prep)) return e->code;
+  if (m->tier0 == RT_TIER0_FORCE) return HARP_OK;
+  m->code_on_thread = !code_now;
+  if (m->code_on_thread) c->stopped = false;
   m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
   if (pthread_create(&m->builder, NULL, build_main, m)) {
     m->c->e = e;
-    if (rt_cpu_build_stage(m->c)) return e->code; /* no thread: build here */
+    m->code_on_thread = false;
+    if (!code_now && rt_cpu_code_stage(c)) return e->code; /* no thread: print and build here */
+    if (rt_cpu_build_stage(m->c)) return e->code;
     return load_so(e, m);
   }
   m->building = true;
@@ -190,9 +219,9 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
   m->tier0 = base ? RT_TIER0_OFF : k.tier0;
-  if (m->tier0 != RT_TIER0_OFF) { /* stop before the build: tier0_start decides */
+  if (m->tier0 != RT_TIER0_OFF) { /* stop before the C: tier0_start decides */
     co.keep_analysis = true;
-    co.until = RT_STAGE_CODE; /* the C exists (packages, dumps, an instance's build): only cc waits */
+    co.until = RT_STAGE_PLANS;
   }
   harp_status st = base ? rt_compile_variant(e, base->c, &co, &m->c)
                       : rt_compile_run(e, &rt_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
@@ -434,7 +463,15 @@ int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region) {
     if (!strcmp(f->kernels[k].name, region)) return k;
   return -1;
 }
-const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m) { return &m->c->plans; }
+/* The plans' notes come with the C: a C the builder thread prints is waited for. */
+const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m) {
+  if (m->code_on_thread && m->building) {
+    harp_error e = {0};
+    join_build(&e, (rt_cpu_model *)m); /* its error stays the model's warning */
+    harp_error_clear(&e);
+  }
+  return &m->c->plans;
+}
 const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc) {
   const fn_function *f = m->c->f;
   return rc >= 100 && rc - 100 < f->nkernels ? f->kernels[rc - 100].name : NULL;

@@ -38,7 +38,7 @@ static const rt_knob table[] = {
         "loop nests keep a loop whose body is one loop (no merging into one loop)"),
     ROW(tier0, "HARP_TIER0", CHOICE, "off", "off|auto|force", 0, 0,
         "CPU: a first run before the compiled object exists, on libharp's shape-generic kernels + the interpreter "
-        "(auto: while the object builds in the background, on a cold cache; force: always, no C compiler)"),
+        "(auto: while the object's C is printed and built in the background, on a cold cache; force: always, no C compiler)"),
     ROW(cpu_ghz, "HARP_CPU_GHZ", DOUBLE, "0", NULL, 0.3, 10, "the CPU's clock for the cost model (0: detected)"),
     ROW(cpu_bw_gbs, "HARP_CPU_BW_GBS", DOUBLE, "0", NULL, 0.1, 100000,
         "the CPU's memory bandwidth in GB/s for the cost model (0: 10 per core, at most 200)"),

@@ -5,10 +5,12 @@
  * same readers the C and CUDA templates print from, so tier 0 computes the
  * same fused regions (epilogues included) as the compiled object.  Only
  * fp32 regions take the fast path; a region the readers decline, or one
- * with fp16 / bf16 data, runs on the interpreter.
+ * with fp16 / bf16 data, runs on the interpreter.  The readers run once,
+ * in rt_t0_prepare (they reach isl through the Poly-View); the runs read
+ * only what it kept, so they may overlap a C print on another thread.
  * Needs: fn_playback_ex, src/kernel/contract*.c, tier0_gemm.c, tier0_rows.c,
  * tier0_map.c.
- * Gives: rt_tier0_run. */
+ * Gives: rt_t0_prepare, rt_t0_prep_free, rt_tier0_run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,30 @@
 #include "tier0.h"
 #include "util/util.h"
 
+/* One kernel as rt_t0_prepare read it: the fast kernel that takes it
+ * (kind: 'g' GEMM, 'c' convolution, 'p' pooling, 'a' attention, 's'
+ * softmax, 'l' layernorm, 'm' map; 0: the interpreter) and its reading. */
+typedef struct t0_read {
+  char kind;
+  union {
+    ct_gemm g;
+    ct_conv c;
+    ct_pool p;
+    ct_attn a;
+    ct_softmax s;
+    ct_layernorm l;
+  } u;
+  ct_map_set *ms; /* kind 'm' */
+} t0_read;
+
+struct rt_t0_prep {
+  int n;
+  t0_read *k; /* per kernel of the Function */
+};
+
 typedef struct t0_ctx {
   const rt_compile *c;
-  ct_src src;
+  const rt_t0_prep *prep;
   int threads;
   rt_t0_stats st;
 } t0_ctx;
@@ -78,56 +101,30 @@ static float *repack_a(const ct_gemm *m, const float *a0) {
   return ap;
 }
 
-/* Kernel r as a GEMM, when it reads as one the fast kernel takes. */
-static harp_status try_gemm(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
-  ct_gemm m;
+/* A convolution's output extent: input n, pads p (both sides), dilation d,
+ * kernel k, stride s. */
+static int64_t conv_out(int64_t n, int64_t p, int64_t d, int64_t k, int64_t s) { return (n + p - d * (k - 1) - 1) / s + 1; }
+
+/* ---- reading (rt_t0_prepare: once per compile) ------------------------------------ */
+/* Kernel r as a GEMM the fast kernel takes (all fp32, no rounding). */
+static bool read_gemm(const ct_src *src, int r, ct_gemm *m) {
   const char *why = NULL;
-  const fn_kernel *K = &x->c->f->kernels[r];
-  if (!ct_read_gemm(&x->src, r, &m, &why) || m.B.dtype != TINY_FP32 || m.C.dtype != TINY_FP32 ||
-      !fp32_epi(m.epi, m.nepi) || m.a_round != TINY_FP32 || (m.nrep ? m.A0.dtype : m.A.dtype) != TINY_FP32)
-    return HARP_OK;
-  rt_t0_gemm g = {.batch = {m.batch[0], m.batch[1]}, .M = m.M, .N = m.N, .K = m.K, .nepi = m.nepi,
-                  .a_sb = {m.a_sb[0], m.a_sb[1]}, .a_sm = m.a_sm, .a_sk = m.a_sk,
-                  .b_sb = {m.b_sb[0], m.b_sb[1]}, .b_sk = m.b_sk, .b_sn = m.b_sn,
-                  .c_sb = {m.c_sb[0], m.c_sb[1]}, .c_sm = m.c_sm, .c_sn = m.c_sn};
-  const float *a0 = m.nrep ? slot_ptr(e, x, K, storage, m.A0.slot, m.A0.offset) : NULL;
-  g.a = m.nrep ? NULL : slot_ptr(e, x, K, storage, m.A.slot, m.A.offset);
-  g.b = slot_ptr(e, x, K, storage, m.B.slot, m.B.offset);
-  g.c = slot_ptr(e, x, K, storage, m.C.slot, m.C.offset);
-  if (e->code) return e->code;
-  if (!(g.a || a0) || !g.b || !g.c || !resolve_epi(e, x, K, storage, m.epi, m.nepi, g.epi)) return e->code;
-  float *scratch = a0 ? repack_a(&m, a0) : NULL;
-  if (a0 && !scratch) return ut_fail(e, HARP_E_NO_MEMORY, x->c->f->kernels[r].name, "out of memory repacking A");
-  if (scratch) g.a = scratch;
-  for (int i = 0; i < 2; i++) g.batch[i] = g.batch[i] > 0 ? g.batch[i] : 1;
-  *done = true;
-  harp_status st = rt_t0_gemm_run(e, &g, x->threads);
-  free(scratch);
-  return st;
+  return ct_read_gemm(src, r, m, &why) && m->B.dtype == TINY_FP32 && m->C.dtype == TINY_FP32 && fp32_epi(m->epi, m->nepi) &&
+         m->a_round == TINY_FP32 && (m->nrep ? m->A0.dtype : m->A.dtype) == TINY_FP32;
 }
 
-/* Kernel r as a convolution. */
-static harp_status try_conv(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
-  rt_t0_conv cv = {0};
+/* Kernel r (writing buffers K->writes) as a convolution the fast kernel
+ * takes: fp32, whole groups, an output buffer that holds n x oc x oh x ow. */
+static bool read_conv(const ct_src *src, int r, ct_conv *c) {
   const char *why = NULL;
-  const fn_kernel *K = &x->c->f->kernels[r];
-  ct_conv *c = &cv.c;
-  if (!ct_read_conv(&x->src, r, c, &why) || c->X.dtype != TINY_FP32 || c->W.dtype != TINY_FP32 ||
-      c->Y.dtype != TINY_FP32 || !fp32_epi(c->epi, c->nepi) || c->groups < 1 || c->c % c->groups || c->oc % c->groups)
-    return HARP_OK;
-  cv.oh = (c->h + c->pad[0] + c->pad[2] - c->dil[0] * (c->kh - 1) - 1) / c->stride[0] + 1;
-  cv.ow = (c->w + c->pad[1] + c->pad[3] - c->dil[1] * (c->kw - 1) - 1) / c->stride[1] + 1;
-  /* the output buffer must hold n x oc x oh x ow: else the reading is not one this kernel knows */
-  const fn_buffer *Y = &x->c->f->buffers[K->writes[0]];
-  if (cv.oh < 1 || cv.ow < 1 || K->nwrites != 1 || (int64_t)(Y->size / 4) < c->n * c->oc * cv.oh * cv.ow) return HARP_OK;
-  cv.x = slot_ptr(e, x, K, storage, c->X.slot, c->X.offset);
-  cv.w = slot_ptr(e, x, K, storage, c->W.slot, c->W.offset);
-  cv.y = slot_ptr(e, x, K, storage, c->Y.slot, c->Y.offset);
-  if (e->code) return e->code;
-  if (!cv.x || !cv.w || !cv.y || !resolve_epi(e, x, K, storage, c->epi, c->nepi, cv.epi)) return e->code;
-  cv.nepi = c->nepi;
-  *done = true;
-  return rt_t0_conv_run(e, &cv, x->threads);
+  const fn_kernel *K = &src->f->kernels[r];
+  if (!ct_read_conv(src, r, c, &why) || c->X.dtype != TINY_FP32 || c->W.dtype != TINY_FP32 || c->Y.dtype != TINY_FP32 ||
+      !fp32_epi(c->epi, c->nepi) || c->groups < 1 || c->c % c->groups || c->oc % c->groups || K->nwrites != 1)
+    return false;
+  int64_t oh = conv_out(c->h, c->pad[0] + c->pad[2], c->dil[0], c->kh, c->stride[0]);
+  int64_t ow = conv_out(c->w, c->pad[1] + c->pad[3], c->dil[1], c->kw, c->stride[1]);
+  const fn_buffer *Y = &src->f->buffers[K->writes[0]];
+  return oh >= 1 && ow >= 1 && (int64_t)(Y->size / 4) >= c->n * c->oc * oh * ow;
 }
 
 /* Whether every step of a pool's epilogue ep[0..n) needs no index of the
@@ -139,14 +136,137 @@ static bool pool_epi(const ct_epi *ep, int n) {
   return true;
 }
 
-/* Kernel r as a 2-D max / sum pooling: one output point at a time. */
-static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
-  ct_pool p;
+static bool read_pool(const ct_src *src, int r, ct_pool *p) {
   const char *why = NULL;
-  const fn_kernel *K = &x->c->f->kernels[r];
-  if (!ct_read_pool(&x->src, r, &p, &why) || p.X.dtype != TINY_FP32 || p.Y.dtype != TINY_FP32 || !fp32_epi(p.epi, p.nepi) ||
-      !pool_epi(p.epi, p.nepi))
-    return HARP_OK;
+  return ct_read_pool(src, r, p, &why) && p->X.dtype == TINY_FP32 && p->Y.dtype == TINY_FP32 && fp32_epi(p->epi, p->nepi) &&
+         pool_epi(p->epi, p->nepi);
+}
+
+static bool read_attn(const ct_src *src, int r, ct_attn *t) {
+  const char *why = NULL;
+  return ct_read_attn(src, r, t, &why) && t->q.dtype == TINY_FP32 && t->k.dtype == TINY_FP32 && t->v.dtype == TINY_FP32 &&
+         t->out.dtype == TINY_FP32 && (!t->has_mask || t->mask.dtype == TINY_FP32);
+}
+
+/* Kernel r as a row softmax ('s') or layernorm ('l') in fp32, else 0. */
+static char read_row(const ct_src *src, int r, t0_read *k) {
+  ct_row w;
+  const char *why = NULL;
+  ct_row_init(&w, src, r);
+  if (ct_read_softmax(&w, &k->u.s, &why))
+    return k->u.s.x.dtype == TINY_FP32 && k->u.s.y.dtype == TINY_FP32 ? 's' : 0;
+  const ct_layernorm *ln = &k->u.l;
+  if (!ct_read_layernorm(&w, &k->u.l, &why) || ln->x.dtype != TINY_FP32 || ln->y.dtype != TINY_FP32 ||
+      (ln->gamma.slot >= 0 && ln->gamma.dtype != TINY_FP32) || (ln->beta.slot >= 0 && ln->beta.dtype != TINY_FP32))
+    return 0;
+  return 'l';
+}
+
+/* Map set ms all fp32: inputs, y, no rounding CAST. */
+static bool map_fp32(const ct_map_set *ms) {
+  for (int p = 0; p < ms->npiece; p++) {
+    const ct_map *m = &ms->piece[p];
+    if (m->y.dtype != TINY_FP32) return false;
+    for (int o = 0; o < m->nops; o++)
+      if (m->ops[o].op == TINY_CAST && m->ops[o].to != TINY_FP32) return false;
+    for (int k = 0; k < m->nin; k++)
+      if (m->in[k].t.dtype != TINY_FP32) return false;
+  }
+  return true;
+}
+
+/* Kernel r as an elementwise map: its set in *out (malloc'd), else NULL. */
+static harp_status read_map(harp_error *e, const ct_src *src, int r, ct_map_set **out) {
+  const char *why = NULL;
+  ct_map_set *set = ut_xmalloc(sizeof *set);
+  if (!set) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (ct_read_map(src, r, rt_t0_map_op_ok, set, &why) && map_fp32(set)) *out = set;
+  else free(set);
+  return HARP_OK;
+}
+
+/* Kernel r read into *k: the first reader that takes it. */
+static harp_status read_kernel(harp_error *e, const ct_src *src, int r, t0_read *k) {
+  char kind = ct_kind(src, r);
+  k->kind = 0;
+  if (kind == 'g') k->kind = read_gemm(src, r, &k->u.g) ? 'g' : 0;
+  else if (kind == 'c') k->kind = read_conv(src, r, &k->u.c) ? 'c' : 0;
+  else if (kind == 'a') k->kind = read_attn(src, r, &k->u.a) ? 'a' : 0;
+  if (kind) return HARP_OK;
+  if (read_pool(src, r, &k->u.p)) k->kind = 'p';
+  else if ((k->kind = read_row(src, r, k))) return HARP_OK;
+  else if (read_map(e, src, r, &k->ms)) return e->code;
+  else if (k->ms) k->kind = 'm';
+  return HARP_OK;
+}
+
+harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, rt_t0_prep **out) {
+  *out = NULL;
+  if (!c->f || !c->pv) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Function and Poly-View");
+  rt_t0_prep *p = ut_xcalloc(1, sizeof *p);
+  if (p) p->k = ut_xcalloc((size_t)c->f->nkernels + 1, sizeof *p->k);
+  if (!p || !p->k) {
+    free(p);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  p->n = c->f->nkernels;
+  ct_src src = {.g = c->g, .pv = c->pv, .f = c->f};
+  for (int r = 0; r < p->n; r++)
+    if (read_kernel(e, &src, r, &p->k[r])) {
+      rt_t0_prep_free(p);
+      return e->code;
+    }
+  *out = p;
+  return HARP_OK;
+}
+
+void rt_t0_prep_free(rt_t0_prep *p) {
+  if (!p) return;
+  for (int r = 0; r < p->n; r++) free(p->k[r].ms);
+  free(p->k);
+  free(p);
+}
+
+/* ---- running ---------------------------------------------------------------------- */
+/* The GEMM m of kernel K on the fast kernel. */
+static harp_status run_gemm(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_gemm *m, ut_tensor *storage, bool *done) {
+  rt_t0_gemm g = {.batch = {m->batch[0], m->batch[1]}, .M = m->M, .N = m->N, .K = m->K, .nepi = m->nepi,
+                  .a_sb = {m->a_sb[0], m->a_sb[1]}, .a_sm = m->a_sm, .a_sk = m->a_sk,
+                  .b_sb = {m->b_sb[0], m->b_sb[1]}, .b_sk = m->b_sk, .b_sn = m->b_sn,
+                  .c_sb = {m->c_sb[0], m->c_sb[1]}, .c_sm = m->c_sm, .c_sn = m->c_sn};
+  const float *a0 = m->nrep ? slot_ptr(e, x, K, storage, m->A0.slot, m->A0.offset) : NULL;
+  g.a = m->nrep ? NULL : slot_ptr(e, x, K, storage, m->A.slot, m->A.offset);
+  g.b = slot_ptr(e, x, K, storage, m->B.slot, m->B.offset);
+  g.c = slot_ptr(e, x, K, storage, m->C.slot, m->C.offset);
+  if (e->code) return e->code;
+  if (!(g.a || a0) || !g.b || !g.c || !resolve_epi(e, x, K, storage, m->epi, m->nepi, g.epi)) return e->code;
+  float *scratch = a0 ? repack_a(m, a0) : NULL;
+  if (a0 && !scratch) return ut_fail(e, HARP_E_NO_MEMORY, K->name, "out of memory repacking A");
+  if (scratch) g.a = scratch;
+  for (int i = 0; i < 2; i++) g.batch[i] = g.batch[i] > 0 ? g.batch[i] : 1;
+  *done = true;
+  harp_status st = rt_t0_gemm_run(e, &g, x->threads);
+  free(scratch);
+  return st;
+}
+
+/* The convolution c of kernel K. */
+static harp_status run_conv(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_conv *c, ut_tensor *storage, bool *done) {
+  rt_t0_conv cv = {.c = *c, .nepi = c->nepi};
+  cv.oh = conv_out(c->h, c->pad[0] + c->pad[2], c->dil[0], c->kh, c->stride[0]);
+  cv.ow = conv_out(c->w, c->pad[1] + c->pad[3], c->dil[1], c->kw, c->stride[1]);
+  cv.x = slot_ptr(e, x, K, storage, c->X.slot, c->X.offset);
+  cv.w = slot_ptr(e, x, K, storage, c->W.slot, c->W.offset);
+  cv.y = slot_ptr(e, x, K, storage, c->Y.slot, c->Y.offset);
+  if (e->code) return e->code;
+  if (!cv.x || !cv.w || !cv.y || !resolve_epi(e, x, K, storage, c->epi, c->nepi, cv.epi)) return e->code;
+  *done = true;
+  return rt_t0_conv_run(e, &cv, x->threads);
+}
+
+/* The 2-D max / sum pooling p of kernel K: one output point at a time. */
+static harp_status run_pool(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_pool *pp, ut_tensor *storage, bool *done) {
+  const ct_pool p = *pp;
   const float *in = slot_ptr(e, x, K, storage, p.X.slot, p.X.offset);
   float *out = slot_ptr(e, x, K, storage, p.Y.slot, p.Y.offset);
   rt_t0_epi ep[CT_MAX_EPI];
@@ -168,15 +288,9 @@ static harp_status try_pool(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
   return HARP_OK;
 }
 
-/* Kernel r as attention. */
-static harp_status try_attn(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
-  rt_t0_attn a = {0};
-  const char *why = NULL;
-  const fn_kernel *K = &x->c->f->kernels[r];
-  ct_attn *t = &a.t;
-  if (!ct_read_attn(&x->src, r, t, &why) || t->q.dtype != TINY_FP32 || t->k.dtype != TINY_FP32 ||
-      t->v.dtype != TINY_FP32 || t->out.dtype != TINY_FP32 || (t->has_mask && t->mask.dtype != TINY_FP32))
-    return HARP_OK;
+/* The attention t of kernel K. */
+static harp_status run_attn(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_attn *t, ut_tensor *storage, bool *done) {
+  rt_t0_attn a = {.t = *t};
   a.q = slot_ptr(e, x, K, storage, t->q.slot, t->q.offset);
   a.k = slot_ptr(e, x, K, storage, t->k.slot, t->k.offset);
   a.v = slot_ptr(e, x, K, storage, t->v.slot, t->v.offset);
@@ -187,73 +301,71 @@ static harp_status try_attn(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
   return rt_t0_attn_run(e, &a, x->threads);
 }
 
-/* Kernel r as a row softmax or a layernorm. */
-static harp_status try_row(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
-  ct_row w;
-  ct_softmax sm;
-  ct_layernorm ln;
-  const char *why = NULL;
-  const fn_kernel *K = &x->c->f->kernels[r];
-  ct_row_init(&w, &x->src, r);
-  rt_t0_row row = {0};
-  bool soft = ct_read_softmax(&w, &sm, &why);
-  if (soft) {
-    if (sm.x.dtype != TINY_FP32 || sm.y.dtype != TINY_FP32) return HARP_OK;
-    row = (rt_t0_row){.rows = sm.rows, .cols = sm.cols, .scale = sm.scale};
-    row.x = slot_ptr(e, x, K, storage, sm.x.slot, sm.x.offset);
-    row.y = slot_ptr(e, x, K, storage, sm.y.slot, sm.y.offset);
-  } else if (ct_read_layernorm(&w, &ln, &why)) {
-    if (ln.x.dtype != TINY_FP32 || ln.y.dtype != TINY_FP32 || (ln.gamma.slot >= 0 && ln.gamma.dtype != TINY_FP32) ||
-        (ln.beta.slot >= 0 && ln.beta.dtype != TINY_FP32))
-      return HARP_OK;
-    row = (rt_t0_row){.rows = ln.rows, .cols = ln.cols, .eps = ln.eps};
-    row.x = slot_ptr(e, x, K, storage, ln.x.slot, ln.x.offset);
-    row.y = slot_ptr(e, x, K, storage, ln.y.slot, ln.y.offset);
-    if (ln.gamma.slot >= 0 && !(row.gamma = slot_ptr(e, x, K, storage, ln.gamma.slot, ln.gamma.offset))) return e->code;
-    if (ln.beta.slot >= 0 && !(row.beta = slot_ptr(e, x, K, storage, ln.beta.slot, ln.beta.offset))) return e->code;
+/* The row softmax or layernorm k of kernel K. */
+static harp_status run_row(harp_error *e, t0_ctx *x, const fn_kernel *K, const t0_read *k, ut_tensor *storage, bool *done) {
+  rt_t0_row row;
+  if (k->kind == 's') {
+    const ct_softmax *sm = &k->u.s;
+    row = (rt_t0_row){.rows = sm->rows, .cols = sm->cols, .scale = sm->scale};
+    row.x = slot_ptr(e, x, K, storage, sm->x.slot, sm->x.offset);
+    row.y = slot_ptr(e, x, K, storage, sm->y.slot, sm->y.offset);
   } else {
-    return HARP_OK;
+    const ct_layernorm *ln = &k->u.l;
+    row = (rt_t0_row){.rows = ln->rows, .cols = ln->cols, .eps = ln->eps};
+    row.x = slot_ptr(e, x, K, storage, ln->x.slot, ln->x.offset);
+    row.y = slot_ptr(e, x, K, storage, ln->y.slot, ln->y.offset);
+    if (ln->gamma.slot >= 0 && !(row.gamma = slot_ptr(e, x, K, storage, ln->gamma.slot, ln->gamma.offset))) return e->code;
+    if (ln->beta.slot >= 0 && !(row.beta = slot_ptr(e, x, K, storage, ln->beta.slot, ln->beta.offset))) return e->code;
   }
   if (e->code || !row.x || !row.y) return e->code;
   *done = true;
-  return soft ? rt_t0_softmax_run(e, &row, x->threads) : rt_t0_layernorm_run(e, &row, x->threads);
+  return k->kind == 's' ? rt_t0_softmax_run(e, &row, x->threads) : rt_t0_layernorm_run(e, &row, x->threads);
 }
 
-/* Piece k of map set ms resolved into *out; false when it is not all fp32
- * (inputs, y, no rounding CAST) or a tensor is missing. */
+/* Piece m of a map set resolved into *out; false when a tensor is missing
+ * or not fp32 storage. */
 static bool map_piece(harp_error *e, const t0_ctx *x, const fn_kernel *K, ut_tensor *storage, const ct_map *m,
                       rt_t0_map *out) {
   out->m = *m;
-  if (m->y.dtype != TINY_FP32) return false;
-  for (int o = 0; o < m->nops; o++)
-    if (m->ops[o].op == TINY_CAST && m->ops[o].to != TINY_FP32) return false;
   for (int k = 0; k < m->nin; k++)
-    if (m->in[k].t.dtype != TINY_FP32 || !(out->in[k] = slot_ptr(e, x, K, storage, m->in[k].t.slot, m->in[k].t.offset)))
-      return false;
+    if (!(out->in[k] = slot_ptr(e, x, K, storage, m->in[k].t.slot, m->in[k].t.offset))) return false;
   return (out->y = slot_ptr(e, x, K, storage, m->y.slot, m->y.offset)) != NULL;
 }
 
-/* Kernel r as an elementwise map (every piece on the map kernel). */
-static harp_status try_map(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
-  const char *why = NULL;
-  const fn_kernel *K = &x->c->f->kernels[r];
-  ct_map_set *set = ut_xmalloc(sizeof *set);
+/* The map set of kernel K (every piece on the map kernel). */
+static harp_status run_map(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_map_set *set, ut_tensor *storage,
+                           bool *done) {
   rt_t0_map *pc = ut_xmalloc(sizeof *pc * CT_MAP_MAX_PIECES);
-  harp_status st = !set || !pc ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
-  bool ok = !st && ct_read_map(&x->src, r, rt_t0_map_op_ok, set, &why);
+  if (!pc) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  bool ok = true;
   for (int k = 0; ok && k < set->npiece; k++) ok = map_piece(e, x, K, storage, &set->piece[k], &pc[k]);
-  if (!st) st = e->code;
+  harp_status st = e->code;
   if (!st && ok) {
     *done = true;
     for (int k = 0; k < set->npiece && !st; k++) st = rt_t0_map_run(e, &pc[k], x->threads);
   }
-  free(set);
   free(pc);
   return st;
 }
 
+/* Kernel r on the fast kernel its reading names, if any. */
+static harp_status run_read(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
+  const t0_read *k = &x->prep->k[r];
+  const fn_kernel *K = &x->c->f->kernels[r];
+  switch (k->kind) {
+    case 'g': return run_gemm(e, x, K, &k->u.g, storage, done);
+    case 'c': return run_conv(e, x, K, &k->u.c, storage, done);
+    case 'p': return run_pool(e, x, K, &k->u.p, storage, done);
+    case 'a': return run_attn(e, x, K, &k->u.a, storage, done);
+    case 's':
+    case 'l': return run_row(e, x, K, k, storage, done);
+    case 'm': return run_map(e, x, K, k->ms, storage, done);
+    default: return HARP_OK;
+  }
+}
+
 /* fn_playback_ex's hook: kernel r on a fast kernel when one takes it.  A
- * model output a reader allocated before it declined is freed again (the
+ * model output a kernel allocated before it declined is freed again (the
  * interpreter's result takes its place). */
 static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done) {
   t0_ctx *x = ctx;
@@ -261,14 +373,7 @@ static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage,
   const fn_kernel *K = &x->c->f->kernels[r];
   uint64_t unset = 0; /* writes without storage yet (the first 64) */
   for (int w = 0; w < K->nwrites && w < 64; w++) unset |= (uint64_t)!storage[K->writes[w]].data << w;
-  char kind = ct_kind(&x->src, r);
-  harp_status st = HARP_OK;
-  if (kind == 'g') st = try_gemm(e, x, r, storage, done);
-  else if (kind == 'c') st = try_conv(e, x, r, storage, done);
-  else if (kind == 'a') st = try_attn(e, x, r, storage, done);
-  else if (!kind) st = try_pool(e, x, r, storage, done);
-  if (!st && !kind && !*done) st = try_row(e, x, r, storage, done);
-  if (!st && !kind && !*done) st = try_map(e, x, r, storage, done);
+  harp_status st = run_read(e, x, r, storage, done);
   if (*done) x->st.fast++, x->st.fast_ms += ut_now_ms() - t0;
   else x->st.interp++;
   for (int w = 0; !*done && w < K->nwrites && w < 64; w++)
@@ -291,12 +396,13 @@ static harp_status check_inputs(harp_error *e, const rt_compile *c, const ut_ten
   return HARP_OK;
 }
 
-harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
-                         rt_t0_stats *stats) {
-  if (!c->f || !c->pv) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Function and Poly-View");
+harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
+                         ut_tensor *outputs, rt_t0_stats *stats) {
+  if (!c->f || !prep || prep->n != c->f->nkernels)
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's reading (rt_t0_prepare)");
   if (check_inputs(e, c, inputs, ninputs)) return e->code;
   long nc = sysconf(_SC_NPROCESSORS_ONLN);
-  t0_ctx x = {.c = c, .src = {.g = c->g, .pv = c->pv, .f = c->f}, .threads = nc < 1 ? 1 : nc > RT_T0_MAX_THREADS ? RT_T0_MAX_THREADS : (int)nc};
+  t0_ctx x = {.c = c, .prep = prep, .threads = nc < 1 ? 1 : nc > RT_T0_MAX_THREADS ? RT_T0_MAX_THREADS : (int)nc};
   double t0 = ut_now_ms();
   harp_status st = fn_playback_ex(e, c->f, c->syms, inputs, ninputs, outputs, run_fast, &x);
   x.st.interp_ms = ut_now_ms() - t0 - x.st.fast_ms;

@@ -85,6 +85,11 @@ harp_status rt_t0_conv_run(harp_error *e, const rt_t0_conv *cv, int threads);
  * Steps without a tensor (relu, scale, clamp, ...) read no index. */
 float rt_t0_epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
                      bool conv);
+/* The same on n consecutive outputs x[0..n) of row m, from column n0 (a
+ * GEMM's residual at stride s_n; conv: the residual's element offset roff
+ * of x[0], contiguous). */
+void rt_t0_epilogue_row(const rt_t0_epi *ep, int nep, float *x, int64_t n, int64_t b0, int64_t b1, int64_t m, int64_t n0,
+                        int64_t roff, bool conv);
 
 /* What one tier-0 run did: kernels on the fast path and on the
  * interpreter, and the milliseconds each took. */
@@ -93,12 +98,20 @@ typedef struct rt_t0_stats {
   double fast_ms, interp_ms;
 } rt_t0_stats;
 
-/* Run compile c's Function (c kept its analysis: the Poly-View) on inputs
- * (tiny_inputs order, weights included; checked against the model's dtypes
- * and shapes before any kernel runs); outputs[] follow g->outputs.  stats
- * may be NULL. */
-harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
-                         rt_t0_stats *stats);
+/* Every kernel of compile c's Function read once (c kept its analysis:
+ * the readers reach isl through the Poly-View, which is not to be shared
+ * between threads): which fast kernel takes it, with its sizes and
+ * strides.  The runs read only this, not the Poly-View. */
+typedef struct rt_t0_prep rt_t0_prep;
+harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, rt_t0_prep **out);
+void rt_t0_prep_free(rt_t0_prep *p);
+
+/* Run compile c's Function, as prep read it, on inputs (tiny_inputs
+ * order, weights included; checked against the model's dtypes and shapes
+ * before any kernel runs); outputs[] follow g->outputs.  stats may be
+ * NULL.  Touches neither c's Poly-View nor its plans or source. */
+harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
+                         ut_tensor *outputs, rt_t0_stats *stats);
 
 /* target_cpu.c, for tier 0: whether c's object (its code stage ran) is in
  * the disk cache already, and the build stage run by itself after a
@@ -106,6 +119,15 @@ harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const ut_tensor *in
  * with c->e pointing at that thread's error). */
 bool rt_cpu_object_cached(const rt_compile *c);
 harp_status rt_cpu_build_stage(rt_compile *c);
+/* Whether the cache probably holds c's object (a hint noted when one was
+ * built or found for the same graph and options: rt_cc_hinted), so that
+ * its C is worth printing before the first run. */
+bool rt_cpu_object_hinted(const rt_compile *c);
+/* The code stage (the C) after a compile that stopped after plans; and
+ * the same unrecorded, for the builder thread (its fields: source,
+ * source_bytes, plans' notes, c->e; not the stage table). */
+harp_status rt_cpu_code_stage(rt_compile *c);
+harp_status rt_cpu_code_unrecorded(rt_compile *c);
 /* The build alone, on another thread than the compile's reader: it writes
  * only the build's fields (so_path, cache_hit, so_temp, cc_warning, source
  * unless kept) and c->e, not the stage table (ran, ms, status), which the

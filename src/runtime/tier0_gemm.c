@@ -98,31 +98,62 @@ static ukr_fn pick_ukr(void) {
 static float keep_max(float lo, float x) { return lo > x ? lo : x; }
 static float keep_min(float hi, float x) { return hi < x ? hi : x; }
 
-/* tier0.h's rt_t0_epilogue; residuals are laid out like the output. */
-float rt_t0_epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
-                     bool conv) {
+/* One step s with operand v[q * vs] (bias, residual: a stride of 0
+ * broadcasts) on x[0..n): a loop per step, so that the simple ones vectorize. */
+static void epi_step(const ct_epi *s, const float *v, int64_t vs, float *x, int64_t n) {
+  switch (s->kind) {
+    case CT_EPI_BIAS_M:
+    case CT_EPI_BIAS_N:
+    case CT_EPI_RESIDUAL:
+      if (s->mul)
+        for (int64_t q = 0; q < n; q++) x[q] *= v[q * vs];
+      else
+        for (int64_t q = 0; q < n; q++) x[q] += v[q * vs];
+      break;
+    case CT_EPI_RELU:
+      for (int64_t q = 0; q < n; q++) x[q] = x[q] < 0 ? 0.0f : x[q];
+      break;
+    case CT_EPI_GELU:
+      for (int64_t q = 0; q < n; q++) x[q] = (float)(0.5 * x[q] * (1.0 + erf(x[q] * 0.70710678118654752440)));
+      break;
+    case CT_EPI_SILU:
+      for (int64_t q = 0; q < n; q++) x[q] = x[q] / (1.0f + expf(-x[q]));
+      break;
+    case CT_EPI_SIGMOID:
+      for (int64_t q = 0; q < n; q++) x[q] = 1.0f / (1.0f + expf(-x[q]));
+      break;
+    case CT_EPI_SCALE:
+      for (int64_t q = 0; q < n; q++) x[q] = x[q] * s->scale + s->shift;
+      break;
+    case CT_EPI_CLAMP:
+      for (int64_t q = 0; q < n; q++) x[q] = keep_min(s->hi, keep_max(s->lo, x[q]));
+      break;
+    case CT_EPI_ROUND: break; /* tier0.c declines a rounding: fp32 only */
+    case CT_EPI_RINT:
+      for (int64_t q = 0; q < n; q++) x[q] = rintf(x[q]); /* halves to even: the default rounding mode */
+      break;
+  }
+}
+
+/* tier0.h's rt_t0_epilogue_row; residuals are laid out like the output. */
+void rt_t0_epilogue_row(const rt_t0_epi *ep, int nep, float *x, int64_t n, int64_t b0, int64_t b1, int64_t m, int64_t n0,
+                        int64_t roff, bool conv) {
+  static const float none = 0.0f;
   for (int i = 0; i < nep; i++) {
     const ct_epi *s = &ep[i].e;
-    float v;
-    switch (s->kind) {
-      case CT_EPI_BIAS_M:
-      case CT_EPI_BIAS_N:
-      case CT_EPI_RESIDUAL:
-        if (s->kind == CT_EPI_BIAS_M) v = ep[i].p[m];
-        else if (s->kind == CT_EPI_BIAS_N) v = ep[i].p[n];
-        else v = ep[i].p[conv ? roff : b0 * s->s_b0 + b1 * s->s_b1 + m * s->s_m + n * s->s_n];
-        x = s->mul ? x * v : x + v;
-        break;
-      case CT_EPI_RELU: x = x < 0 ? 0.0f : x; break;
-      case CT_EPI_GELU: x = (float)(0.5 * x * (1.0 + erf(x * 0.70710678118654752440))); break;
-      case CT_EPI_SILU: x = x / (1.0f + expf(-x)); break;
-      case CT_EPI_SIGMOID: x = 1.0f / (1.0f + expf(-x)); break;
-      case CT_EPI_SCALE: x = x * s->scale + s->shift; break;
-      case CT_EPI_CLAMP: x = keep_min(s->hi, keep_max(s->lo, x)); break;
-      case CT_EPI_ROUND: break; /* tier0.c declines a rounding: fp32 only */
-      case CT_EPI_RINT: x = rintf(x); break; /* halves to even: the default rounding mode */
-    }
+    const float *v = &none;
+    int64_t vs = 0;
+    if (s->kind == CT_EPI_BIAS_M) v = ep[i].p + m;
+    else if (s->kind == CT_EPI_BIAS_N) v = ep[i].p + n0, vs = 1;
+    else if (s->kind == CT_EPI_RESIDUAL && conv) v = ep[i].p + roff, vs = 1;
+    else if (s->kind == CT_EPI_RESIDUAL) v = ep[i].p + b0 * s->s_b0 + b1 * s->s_b1 + m * s->s_m + n0 * s->s_n, vs = s->s_n;
+    epi_step(s, v, vs, x, n);
   }
+}
+
+float rt_t0_epilogue(const rt_t0_epi *ep, int nep, float x, int64_t b0, int64_t b1, int64_t m, int64_t n, int64_t roff,
+                     bool conv) {
+  rt_t0_epilogue_row(ep, nep, &x, 1, b0, b1, m, n, roff, conv);
   return x;
 }
 
@@ -222,21 +253,25 @@ typedef struct job {
   int failed;           /* a thread found no scratch (atomic) */
 } job;
 
-/* One 6 x 32 tile t at (m0, n0) through the epilogue into C. */
+/* One 6 x 32 tile t at (m0, n0) through the epilogue into C, a row at a time. */
 static void store_tile(const job *j, const float *t, int64_t m0, int64_t n0) {
-  for (int i = 0; i < MR && m0 + i < j->M; i++)
-    for (int q = 0; q < NR && n0 + q < j->N; q++) {
-      int64_t m = m0 + i, n = n0 + q;
-      float x = t[i * NR + q];
-      if (j->g) {
-        const rt_t0_gemm *g = j->g;
-        j->c[m * g->c_sm + n * g->c_sn] = rt_t0_epilogue(g->epi, g->nepi, x, j->b0, j->b1, m, n, 0, false);
-      } else {
-        const rt_t0_conv *cv = j->cv;
-        int64_t oc = j->grp * j->M + m, at = (j->b0 * cv->c.oc + oc) * j->N + n;
-        j->c[m * j->N + n] = rt_t0_epilogue(cv->epi, cv->nepi, x, 0, 0, oc, n, at, true);
-      }
+  int64_t nv = j->N - n0 < NR ? j->N - n0 : NR;
+  float row[NR];
+  for (int i = 0; i < MR && m0 + i < j->M; i++) {
+    int64_t m = m0 + i;
+    memcpy(row, t + i * NR, sizeof(float) * (size_t)nv);
+    if (j->g) {
+      const rt_t0_gemm *g = j->g;
+      rt_t0_epilogue_row(g->epi, g->nepi, row, nv, j->b0, j->b1, m, n0, 0, false);
+      float *c = j->c + m * g->c_sm + n0 * g->c_sn;
+      for (int64_t q = 0; q < nv; q++) c[q * g->c_sn] = row[q];
+    } else {
+      const rt_t0_conv *cv = j->cv;
+      int64_t oc = j->grp * j->M + m;
+      rt_t0_epilogue_row(cv->epi, cv->nepi, row, nv, 0, 0, oc, n0, (j->b0 * cv->c.oc + oc) * j->N + n0, true);
+      memcpy(j->c + m * j->N + n0, row, sizeof(float) * (size_t)nv);
     }
+  }
 }
 
 static void *worker(void *arg) {
@@ -314,26 +349,39 @@ typedef struct dw_job {
   int64_t next; /* atomic: the next (image, channel) plane */
 } dw_job;
 
-/* Plane t (image t / c, channel t % c) of a depthwise conv, directly. */
+/* The first output column whose tap at offset off (iw = ow * s + off)
+ * lies in the row, and one past the last: ow in [*lo, *hi). */
+static void dw_cols(int64_t off, int64_t s, int64_t w, int64_t ow, int64_t *lo, int64_t *hi) {
+  *lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  *hi = w - 1 - off < 0 ? 0 : (w - 1 - off) / s + 1;
+  if (*hi > ow) *hi = ow;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* Plane t (image t / c, channel t % c) of a depthwise conv, directly: an
+ * output row at a time, each tap over the columns it reaches (a stride-1
+ * row vectorizes), then the epilogue over the row. */
 static void dw_plane(const rt_t0_conv *cv, int64_t t) {
   const ct_conv *c = &cv->c;
-  int64_t img = t / c->c, ch = t % c->c, P = cv->oh * cv->ow;
+  int64_t img = t / c->c, ch = t % c->c, P = cv->oh * cv->ow, s = c->stride[1];
   const float *x = cv->x + t * c->h * c->w, *w = cv->w + ch * c->kh * c->kw;
   float *y = cv->y + t * P;
-  for (int64_t oh = 0; oh < cv->oh; oh++)
-    for (int64_t ow = 0; ow < cv->ow; ow++) {
-      float acc = 0.0f;
-      for (int64_t r = 0; r < c->kh; r++) {
-        int64_t ih = oh * c->stride[0] - c->pad[0] + r * c->dil[0];
-        if (ih < 0 || ih >= c->h) continue;
-        for (int64_t q = 0; q < c->kw; q++) {
-          int64_t iw = ow * c->stride[1] - c->pad[1] + q * c->dil[1];
-          if (iw >= 0 && iw < c->w) acc += x[ih * c->w + iw] * w[r * c->kw + q];
-        }
+  for (int64_t oh = 0; oh < cv->oh; oh++) {
+    float *yr = y + oh * cv->ow;
+    for (int64_t ow = 0; ow < cv->ow; ow++) yr[ow] = 0.0f;
+    for (int64_t r = 0; r < c->kh; r++) {
+      int64_t ih = oh * c->stride[0] - c->pad[0] + r * c->dil[0];
+      if (ih < 0 || ih >= c->h) continue;
+      for (int64_t q = 0; q < c->kw; q++) {
+        int64_t off = q * c->dil[1] - c->pad[1], lo, hi;
+        dw_cols(off, s, c->w, cv->ow, &lo, &hi);
+        const float *xr = x + ih * c->w + off;
+        float wv = w[r * c->kw + q];
+        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xr[ow * s] * wv;
       }
-      int64_t p = oh * cv->ow + ow;
-      y[p] = rt_t0_epilogue(cv->epi, cv->nepi, acc, 0, 0, ch, p, (img * c->oc + ch) * P + p, true);
     }
+    rt_t0_epilogue_row(cv->epi, cv->nepi, yr, cv->ow, 0, 0, ch, oh * cv->ow, (img * c->oc + ch) * P + oh * cv->ow, true);
+  }
 }
 
 static void *dw_worker(void *arg) {

@@ -50,9 +50,9 @@ def model(nodes, inputs, outputs, inits):
     return path
 
 
-def harp(path, inputs, knob, cache=None):
+def harp(path, inputs, knob, cache=None, extra=()):
     out = tempfile.mkdtemp()
-    args = [HARP, "run", path, "--out", out, "--knob", f"tier0={knob}", "--time-stages"]
+    args = [HARP, "run", path, "--out", out, "--knob", f"tier0={knob}", "--time-stages", *extra]
     for n, a in inputs.items():
         f = os.path.join(out, f"in_{n}.npy")
         np.save(f, a)
@@ -116,6 +116,15 @@ case("grouped + depthwise + residual + clip",
      [conv("x", "wg", None, "g", pads=[1, 1, 1, 1], group=4), conv("g", "wd", None, "d", pads=[1, 1, 1, 1], group=8),
       helper.make_node("Add", ["d", "x"], ["r"]), helper.make_node("Clip", ["r", "lo", "hi"], ["y"])],
      {"x": x}, [("y", (1, 8, 9, 10))], {"wg": wg, "wd": wd, "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}, 2)
+
+# depthwise alone, stride 2, dilation 2, asymmetric pads, a bias and a
+# hard-sigmoid-like clip: the row-at-a-time taps and their column ranges
+x, wd, bd = rand(2, 6, 15, 14), rand(6, 1, 3, 3, scale=0.3), rand(6)
+case("depthwise stride 2 dilation 2 asymmetric pads",
+     [conv("x", "wd", "bd", "d", pads=[2, 0, 1, 3], strides=[2, 2], dilations=[2, 2], group=6),
+      helper.make_node("Clip", ["d", "lo", "hi"], ["y"])],
+     {"x": x}, [("y", (2, 6, 7, 7))], {"wd": wd, "bd": bd, "lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)},
+     1, max_interp=0)
 
 # a 1x1 conv over 70 channels (K past one tile), a batch-norm folded as scale + shift
 x, w = rand(1, 70, 6, 7), rand(33, 70, 1, 1, scale=0.2)
@@ -193,12 +202,31 @@ s.check("auto, cold cache: runs", p1.returncode == 0, p1.stderr.strip()[-400:])
 s.check("auto, cold cache: the first run is tier 0", "first result written" in p1.stderr, p1.stderr.strip()[-400:])
 s.check("auto, cold cache: the object reaches the cache", any(f.endswith(".so") for f in os.listdir(cache)),
         str(os.listdir(cache)))
+stages1 = next((ln for ln in p1.stderr.splitlines() if "stages (cpu)" in ln), "")
+s.check("auto, cold cache: the C is printed after the first result, not before", ", code " not in stages1 and
+        "its C printed in" in p1.stderr, p1.stderr.strip()[-400:])
+s.check("auto, cold cache: a hint for the next process", any(f.startswith("hint-") for f in os.listdir(cache)),
+        str(os.listdir(cache)))
 p2, o2 = harp(path, {"x": x}, "auto", cache)
 s.check("auto, warm cache: runs the object, not tier 0", p2.returncode == 0 and "tier 0" not in p2.stderr,
+        p2.stderr.strip()[-400:])
+s.check("auto, warm cache: the C printed first, the object found", ", code " in p2.stderr and "(cached)" in p2.stderr,
         p2.stderr.strip()[-400:])
 if p1.returncode == 0 and p2.returncode == 0:
     s.check("auto: tier 0 vs onnxruntime", *close(np.load(os.path.join(o1, "y.npy")), want, rtol=1e-4, atol=1e-4))
     s.check("auto: the object vs onnxruntime", *close(np.load(os.path.join(o2, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
+# a stale hint (its object gone from the cache): the C is printed first, the
+# object is not found, so tier 0 answers and the object is built again
+for f in os.listdir(cache):
+    if f.endswith(".so"):
+        os.unlink(os.path.join(cache, f))
+p6, o6 = harp(path, {"x": x}, "auto", cache)
+s.check("stale hint: tier 0 answers, the C printed before it", p6.returncode == 0 and "first result written" in p6.stderr
+        and ", code " in p6.stderr, p6.stderr.strip()[-400:])
+s.check("stale hint: the object is back in the cache", any(f.endswith(".so") for f in os.listdir(cache)), str(os.listdir(cache)))
+if p6.returncode == 0:
+    s.check("stale hint: vs onnxruntime", *close(np.load(os.path.join(o6, "y.npy")), want, rtol=1e-4, atol=1e-4))
 
 # two processes on one cold cache at once: both answer, one object is kept
 cache2 = tempfile.mkdtemp()
@@ -228,6 +256,32 @@ p4 = subprocess.run([HARP, "run", path, "--out", out, "--input", f"x={f}", "--kn
 s.check("no compiler: tier 0 answers", p4.returncode == 0 and "background build failed" in p4.stderr, p4.stderr.strip()[-300:])
 if p4.returncode == 0:
     s.check("no compiler: vs onnxruntime", *close(np.load(os.path.join(out, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
+# the background build fault-injected: a compiler that leaves a partial
+# object and fails, one killed by a signal, one that succeeds without an
+# object.  Tier 0 answers right every time, says the build failed, and the
+# cache is left with no object, no hint and no build directory of a live
+# process.
+fake = tempfile.mkdtemp()
+faults = {
+    "partial object, status 1": "printf 'ELF partial' > \"$out\"; exit 1",
+    "killed by SIGKILL": "printf 'ELF' > \"$out\"; kill -9 $$",
+    "no object, status 0": "exit 0",
+}
+for name, body in faults.items():
+    cc = os.path.join(fake, name.replace(" ", "_").replace(",", "") + ".sh")
+    with open(cc, "w") as fh:
+        fh.write("#!/bin/sh\nout=\nprev=\nfor a in \"$@\"; do [ \"$prev\" = -o ] && out=$a; prev=$a; done\n" + body + "\n")
+    os.chmod(cc, 0o755)
+    fcache = tempfile.mkdtemp()
+    p5, o5 = harp(path, {"x": x}, "auto", fcache, ["--knob", f"cc={cc}"])
+    s.check(f"build fault ({name}): tier 0 answers, the failure said", p5.returncode == 0 and
+            "background build failed" in p5.stderr, p5.stderr.strip()[-300:])
+    if p5.returncode == 0:
+        s.check(f"build fault ({name}): vs onnxruntime", *close(np.load(os.path.join(o5, "y.npy")), want, rtol=1e-4, atol=1e-4))
+    left = os.listdir(fcache)
+    s.check(f"build fault ({name}): no object and no hint in the cache",
+            not any(f.endswith(".so") or f.startswith("hint-") for f in left), str(left))
 
 # what needs the object under tier0=force builds it: harp bench times it,
 # harp compile writes the package (the C is printed on tier 0 too)
