@@ -204,77 +204,70 @@ static void emit_tile_loads(mma_gen *g, const char *kt, const char *stage, bool 
   }
 }
 
-/* Stores of the accumulators after the Epilogue. */
-static void emit_stores(mma_gen *g) {
+/* The staged store of g's accumulators: fragments -> SMEM rows of BN
+ * elements (+16 B pitch), then 16-byte vector stores of VE elements of
+ * osz bytes, element stores at the N tail. */
+static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
-  int osz = tiny_dtype_size(p->c_dtype);
-  const char *cv = cuda_cvt_fn(p->c_dtype);
-  const char *ct = cuda_ctype(p->c_dtype);
-  bool pair_ok = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
-  int VE = 16 / osz;
-  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
-  if (staged) {
-    int PB = g->BN * osz + 16;
-    cuda_comment(b, cuda_fmt(b, "C staged through SMEM (row pitch %d B), then 16-byte vector stores", PB));
-    cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
-    cuda_for(b, "h", "0", "2", -1);
-    cuda_decl(b, "const int", "hk_rl", NULL, cuda_mm_row(g, "i", "h"));
-    cuda_decl(b, "const int", "hk_cl", NULL, cuda_mm_col(g, "j"));
-    const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
-    cuda_stmt *st;
-    if (osz == 2)
-      st = cuda_emit_s(b, CU_ST_SHARED, dst,
-                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])",
-                                p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
-                       NULL, NULL);
-    else
-      st = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL,
-                       NULL);
-    st->i[0] = 2 * osz;
-    cuda_close(b);
-    cuda_close(b);
-    cuda_close(b);
-    cuda_emit(b, CU_BARRIER);
-    int CH = g->BN * osz / 16, total = g->BM * CH, iters = (total + g->T - 1) / g->T;
-    cuda_for(b, "hk_it", "0", cuda_fmt(b, "%d", iters), -1);
-    cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it * %d", g->T));
-    if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
-    cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "hk_q / %d", CH));
-    cuda_decl(b, "const int", "hk_cc", NULL, cuda_fmt(b, "hk_q %% %d", CH));
-    cuda_decl(b, "const int", "hk_gr", NULL, "bm0 + hk_rl");
-    cuda_decl(b, "const int", "hk_gc", NULL, cuda_fmt(b, "bn0 + hk_cc * %d", VE));
-    cuda_decl(b, "const hk_saddr", "hk_sa", NULL, cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cc * 16", PB));
-    cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
-    cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
-    ls->i[0] = 16;
-    const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
-    cuda_if(b, cuda_fmt(b, "hk_gr < %lld && hk_gc + %d <= %lld", (long long)p->M, VE, (long long)p->N));
-    cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
-    sg->i[0] = 16;
-    cuda_else(b);
-    cuda_comment(b, "N tail: element stores");
-    cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", VE), -1);
-    cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
-    ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
-    ls->i[0] = 4;
-    if (osz == 2) {
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)",
-                       cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N), NULL);
-      sg->i[0] = 2;
-    } else {
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), "hk_w",
-                       cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N), NULL);
-      sg->i[0] = 4;
-    }
-    cuda_close(b); /* hk_e */
-    cuda_close(b); /* if/else */
-    if (total % g->T) cuda_close(b);
-    cuda_close(b);
-    cuda_meta_str(g->k, "c_store", "smem_staged_v4");
-    return;
-  }
+  int PB = g->BN * osz + 16;
+  cuda_comment(b, cuda_fmt(b, "C staged through SMEM (row pitch %d B), then 16-byte vector stores", PB));
+  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
+  cuda_for(b, "h", "0", "2", -1);
+  cuda_decl(b, "const int", "hk_rl", NULL, cuda_mm_row(g, "i", "h"));
+  cuda_decl(b, "const int", "hk_cl", NULL, cuda_mm_col(g, "j"));
+  const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
+  cuda_stmt *st;
+  if (osz == 2)
+    st = cuda_emit_s(b, CU_ST_SHARED, dst,
+                     cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])", p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                     NULL, NULL);
+  else st = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL, NULL);
+  st->i[0] = 2 * osz;
+  cuda_close(b);
+  cuda_close(b);
+  cuda_close(b);
+  cuda_emit(b, CU_BARRIER);
+  int CH = g->BN * osz / 16, total = g->BM * CH, iters = (total + g->T - 1) / g->T;
+  cuda_for(b, "hk_it", "0", cuda_fmt(b, "%d", iters), -1);
+  cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it * %d", g->T));
+  if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
+  cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "hk_q / %d", CH));
+  cuda_decl(b, "const int", "hk_cc", NULL, cuda_fmt(b, "hk_q %% %d", CH));
+  cuda_decl(b, "const int", "hk_gr", NULL, "bm0 + hk_rl");
+  cuda_decl(b, "const int", "hk_gc", NULL, cuda_fmt(b, "bn0 + hk_cc * %d", VE));
+  cuda_decl(b, "const hk_saddr", "hk_sa", NULL, cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cc * 16", PB));
+  cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
+  cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
+  ls->i[0] = 16;
+  const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
+  cuda_if(b, cuda_fmt(b, "hk_gr < %lld && hk_gc + %d <= %lld", (long long)p->M, VE, (long long)p->N));
+  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
+  sg->i[0] = 16;
+  cuda_else(b);
+  cuda_comment(b, "N tail: element stores");
+  cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", VE), -1);
+  cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
+  ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
+  ls->i[0] = 4;
+  const char *ok = cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N);
+  sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), osz == 2 ? "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)" : "hk_w",
+                   ok, NULL);
+  sg->i[0] = osz == 2 ? 2 : 4;
+  cuda_close(b); /* hk_e */
+  cuda_close(b); /* if/else */
+  if (total % g->T) cuda_close(b);
+  cuda_close(b);
+  cuda_meta_str(g->k, "c_store", "smem_staged_v4");
+}
+
+/* The direct store of g's accumulators from the fragments: element pairs
+ * of osz bytes where pair_ok (an element store at the N edge), else single
+ * elements converted by cv. */
+static void emit_stores_direct(mma_gen *g, int osz, bool pair_ok, const char *cv) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
   cuda_comment(b, pair_ok ? "C stored from the fragments, element pairs" : "C stored from the fragments, elements");
   cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
   cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
@@ -288,18 +281,14 @@ static void emit_stores(mma_gen *g) {
     cuda_stmt *sg;
     if (osz == 2)
       sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp,
-                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])",
-                                p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])", p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
                        NULL, NULL);
-    else
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL,
-                       NULL);
+    else sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL, NULL);
     sg->i[0] = 2 * osz;
     cuda_else(b);
   }
   for (int e = 0; e < 2; e++) {
-    const char *val = osz == 2 ? cuda_fmt(b, "%s(acc[i][j][2 * h + %d])", cv, e)
-                               : cuda_fmt(b, "hk_f2u(acc[i][j][2 * h + %d])", e);
+    const char *val = osz == 2 ? cuda_fmt(b, "%s(acc[i][j][2 * h + %d])", cv, e) : cuda_fmt(b, "hk_f2u(acc[i][j][2 * h + %d])", e);
     cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, e ? cuda_fmt(b, "%s + %lld", rp, (long long)p->c_sn) : rp, val,
                                 cuda_fmt(b, "%s && hk_c + %d < %lld", mok, e, (long long)p->N), NULL);
     sg->i[0] = osz;
@@ -308,8 +297,20 @@ static void emit_stores(mma_gen *g) {
   cuda_close(b);
   cuda_close(b);
   cuda_close(b);
-  (void)ct;
   cuda_meta_str(g->k, "c_store", pair_ok ? "fragment_pairs" : "fragment_elements");
+}
+
+/* Stores of the accumulators after the Epilogue: staged through SMEM when
+ * g's plan asks for 16-byte vectors and C's strides allow them, else
+ * straight from the fragments. */
+static void emit_stores(mma_gen *g) {
+  const cuda_mma_prob *p = g->p;
+  int osz = tiny_dtype_size(p->c_dtype);
+  bool pair_ok = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+  int VE = 16 / osz;
+  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+  if (staged) emit_stores_staged(g, osz, VE);
+  else emit_stores_direct(g, osz, pair_ok, cuda_cvt_fn(p->c_dtype));
 }
 
 /* SMEM base, thread / warp indices and the CTA's first row and column. */
