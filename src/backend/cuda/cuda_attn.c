@@ -246,7 +246,9 @@ static void open_kv_loop(attn_gen *a, bool with_v) {
   cuda_close(b);
 }
 
-harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name) {
+/* Checks spec s against module m (arch, sizes, dtypes, head dims, limits);
+ * fails with name on what the template cannot take. */
+static harp_status attn_check_spec(harp_error *e, const cuda_module *m, const cuda_attn_spec *s, const char *name) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return ut_fail(e, HARP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
@@ -266,56 +268,65 @@ harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s
                    (long long)s->dv);
   if (s->m > INT32_MAX / 2 || s->n > INT32_MAX / 2) return ut_fail(e, HARP_E_LIMIT, name, "sequence too long");
   if (s->b * s->h > 65535) return ut_fail(e, HARP_E_LIMIT, name, "b*h = %lld > 65535", (long long)(s->b * s->h));
-  attn_gen a;
-  memset(&a, 0, sizeof a);
-  a.s = s;
-  a.tf32 = s->q_dtype == TINY_FP32;
-  a.esz = a.tf32 ? 4 : 2;
-  int al = 16 / a.esz; /* elements per 16-byte cp.async chunk */
+  return HARP_OK;
+}
+
+/* a's element strides of q, k, v and out: s's own (checked non-negative and
+ * aligned for cp.async) when strided, else the packed (b, h, row) ones. */
+static harp_status attn_strides(harp_error *e, const cuda_attn_spec *s, const char *name, attn_gen *a) {
+  int al = 16 / a->esz; /* elements per 16-byte cp.async chunk */
   if (s->strided) {
-    memcpy(a.qs, s->q_s, sizeof a.qs), memcpy(a.ks, s->k_s, sizeof a.ks);
-    memcpy(a.vs, s->v_s, sizeof a.vs), memcpy(a.os, s->o_s, sizeof a.os);
+    memcpy(a->qs, s->q_s, sizeof a->qs), memcpy(a->ks, s->k_s, sizeof a->ks);
+    memcpy(a->vs, s->v_s, sizeof a->vs), memcpy(a->os, s->o_s, sizeof a->os);
     for (int i = 0; i < 3; i++) {
-      if (a.qs[i] < 0 || a.ks[i] < 0 || a.vs[i] < 0 || a.os[i] < 0)
+      if (a->qs[i] < 0 || a->ks[i] < 0 || a->vs[i] < 0 || a->os[i] < 0)
         return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "negative attention stride");
       /* rows go through 16-byte cp.async, the output through element pairs */
-      if (a.qs[i] % al || a.ks[i] % al || a.vs[i] % al || a.os[i] % 2)
+      if (a->qs[i] % al || a->ks[i] % al || a->vs[i] % al || a->os[i] % 2)
         return ut_fail(e, HARP_E_UNSUPPORTED, name, "q/k/v strides must be multiples of %d elements, out's of 2", al);
     }
   } else {
     int64_t q[3] = {s->h * s->m * s->d, s->m * s->d, s->d}, k[3] = {s->h * s->n * s->d, s->n * s->d, s->d};
     int64_t v[3] = {s->h * s->n * s->dv, s->n * s->dv, s->dv}, o[3] = {s->h * s->m * s->dv, s->m * s->dv, s->dv};
-    memcpy(a.qs, q, sizeof q), memcpy(a.ks, k, sizeof k), memcpy(a.vs, v, sizeof v), memcpy(a.os, o, sizeof o);
+    memcpy(a->qs, q, sizeof q), memcpy(a->ks, k, sizeof k), memcpy(a->vs, v, sizeof v), memcpy(a->os, o, sizeof o);
   }
-  a.BM = s->bm ? s->bm : 64;
-  a.BN = s->bn ? s->bn : 64;
-  if (a.BM != 64) return ut_fail(e, HARP_E_UNSUPPORTED, name, "attention query tile must be 64 (4 warps x 16 rows)");
-  if (a.BN % 16 || a.BN < 16 || a.BN > 128) return ut_fail(e, HARP_E_INVALID_ARG, name, "key tile %d: 16..128, multiple of 16", a.BN);
-  a.D = pad_dim(s->d), a.DV = pad_dim(s->dv);
-  a.T = 128;
-  a.NFS = a.BN / 8, a.NFO = a.DV / 8;
-  int regs = a.D / (a.tf32 ? 8 : 16) * 4 + a.NFS * 4 + a.NFO * 4 + a.NFS * 2 + 48;
-  if (regs > 255)
-    return ut_fail(e, HARP_E_REG_OVERFLOW, name, "head dims %d/%d with %d keys per tile need about %d registers", a.D, a.DV,
-                   a.BN, regs);
-  a.q_off = 0;
-  a.k_off = (int64_t)a.BM * a.D * a.esz;
-  a.k_stage = (int64_t)a.BN * a.D * a.esz;
-  a.v_off = a.k_off + 2 * a.k_stage;
-  a.v_stage = a.tf32 ? (int64_t)a.BN * cuda_pitch32(a.DV, false, false) : (int64_t)a.BN * a.DV * a.esz;
-  int64_t smem = a.v_off + 2 * a.v_stage;
-  if (smem > cuda_smem_max(m->arch))
-    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)smem);
-  float scale = s->scale != 0 ? s->scale : 1.0f / sqrtf((float)s->d);
-  a.scale2 = scale * 1.44269504088896341f;
+  return HARP_OK;
+}
 
-  cuda_b *b = &a.b;
-  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "attention");
-  if (!k) return e->code;
-  k->grid[0] = (s->m + a.BM - 1) / a.BM;
-  k->grid[1] = s->b * s->h;
-  k->block[0] = a.T;
-  k->smem_bytes = smem;
+/* a's tiles, fragment counts, SMEM layout and scale from s; *smem gets the
+ * bytes per CTA (checked against m's arch), name locates the failures. */
+static harp_status attn_sizes(harp_error *e, const cuda_module *m, const cuda_attn_spec *s, const char *name, attn_gen *a,
+                              int64_t *smem) {
+  a->BM = s->bm ? s->bm : 64;
+  a->BN = s->bn ? s->bn : 64;
+  if (a->BM != 64) return ut_fail(e, HARP_E_UNSUPPORTED, name, "attention query tile must be 64 (4 warps x 16 rows)");
+  if (a->BN % 16 || a->BN < 16 || a->BN > 128)
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "key tile %d: 16..128, multiple of 16", a->BN);
+  a->D = pad_dim(s->d), a->DV = pad_dim(s->dv);
+  a->T = 128;
+  a->NFS = a->BN / 8, a->NFO = a->DV / 8;
+  int regs = a->D / (a->tf32 ? 8 : 16) * 4 + a->NFS * 4 + a->NFO * 4 + a->NFS * 2 + 48;
+  if (regs > 255)
+    return ut_fail(e, HARP_E_REG_OVERFLOW, name, "head dims %d/%d with %d keys per tile need about %d registers", a->D, a->DV,
+                   a->BN, regs);
+  a->q_off = 0;
+  a->k_off = (int64_t)a->BM * a->D * a->esz;
+  a->k_stage = (int64_t)a->BN * a->D * a->esz;
+  a->v_off = a->k_off + 2 * a->k_stage;
+  a->v_stage = a->tf32 ? (int64_t)a->BN * cuda_pitch32(a->DV, false, false) : (int64_t)a->BN * a->DV * a->esz;
+  *smem = a->v_off + 2 * a->v_stage;
+  if (*smem > cuda_smem_max(m->arch))
+    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "attention needs %lld bytes of shared memory", (long long)*smem);
+  float scale = s->scale != 0 ? s->scale : 1.0f / sqrtf((float)s->d);
+  a->scale2 = scale * 1.44269504088896341f;
+  return HARP_OK;
+}
+
+/* Kernel k's pointer parameters (q, k, v, mask, out of a's spec) and its
+ * metadata. */
+static void attn_params_meta(attn_gen *a, cuda_kernel *k) {
+  const cuda_attn_spec *s = a->s;
+  cuda_b *b = &a->b;
   const char *et = cuda_ctype(s->q_dtype);
   cuda_param_add(k, "q", et, CUDA_P_PTR_IN, s->q_dtype);
   cuda_param_align(k, 16);
@@ -328,159 +339,210 @@ harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s
   cuda_param_align(k, 2 * tiny_dtype_size(s->o_dtype));
   cuda_meta_str(k, "template", "sm80_mma");
   cuda_meta_str(k, "algo_choice.attention", s->online ? "online_softmax" : "streaming_softmax_2pass");
-  cuda_meta_int(k, "BM", a.BM);
-  cuda_meta_int(k, "BN", a.BN);
-  cuda_meta_int(k, "D", a.D);
-  cuda_meta_int(k, "DV", a.DV);
+  cuda_meta_int(k, "BM", a->BM);
+  cuda_meta_int(k, "BN", a->BN);
+  cuda_meta_int(k, "D", a->D);
+  cuda_meta_int(k, "DV", a->DV);
   cuda_meta_int(k, "stages", 2);
-  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "16x%d", a.DV));
+  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "16x%d", a->DV));
   cuda_meta_str(k, "local_edges", "S->P: reg, O: reg");
   cuda_meta_int(k, "causal", s->causal);
-  if (a.tf32) cuda_meta_str(k, "math", "mma.sync m16n8k8 .tf32 (q, k, P, v rounded to TF32)");
+  if (a->tf32) cuda_meta_str(k, "math", "mma.sync m16n8k8 .tf32 (q, k, P, v rounded to TF32)");
+}
 
+/* The kernel's declarations: thread indices, the (b, h) base pointers of
+ * q, k, v, out (and mask) through a's strides, the key-block count (causal
+ * or not) and the register fragments and row statistics. */
+static void attn_decls(attn_gen *a) {
+  const cuda_attn_spec *s = a->s;
+  cuda_b *b = &a->b;
+  const char *et = cuda_ctype(s->q_dtype);
   cuda_call(b, "HK_SMEM_DECL(hk_smem)");
   cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "hk_smem_addr(hk_smem)");
   cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
   cuda_decl(b, "const int", "lane", NULL, "tid & 31");
   cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
-  cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a.BM));
+  cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a->BM));
   cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
   /* (b, h) = (bh / H, bh % H) through the strides */
   const char *bb = cuda_fmt(b, "(hk_i64)(bh / %lld)", (long long)s->h), *hh = cuda_fmt(b, "(hk_i64)(bh %% %lld)", (long long)s->h);
   cuda_decl(b, cuda_fmt(b, "const %s *", et), "Qb", NULL,
-            cuda_fmt(b, "q + %s * %lld + %s * %lld", bb, (long long)a.qs[0], hh, (long long)a.qs[1]));
+            cuda_fmt(b, "q + %s * %lld + %s * %lld", bb, (long long)a->qs[0], hh, (long long)a->qs[1]));
   cuda_decl(b, cuda_fmt(b, "const %s *", et), "Kb", NULL,
-            cuda_fmt(b, "k + %s * %lld + %s * %lld", bb, (long long)a.ks[0], hh, (long long)a.ks[1]));
+            cuda_fmt(b, "k + %s * %lld + %s * %lld", bb, (long long)a->ks[0], hh, (long long)a->ks[1]));
   cuda_decl(b, cuda_fmt(b, "const %s *", et), "Vb", NULL,
-            cuda_fmt(b, "v + %s * %lld + %s * %lld", bb, (long long)a.vs[0], hh, (long long)a.vs[1]));
+            cuda_fmt(b, "v + %s * %lld + %s * %lld", bb, (long long)a->vs[0], hh, (long long)a->vs[1]));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)), "Ob", NULL,
-            cuda_fmt(b, "out + %s * %lld + %s * %lld", bb, (long long)a.os[0], hh, (long long)a.os[1]));
+            cuda_fmt(b, "out + %s * %lld + %s * %lld", bb, (long long)a->os[0], hh, (long long)a->os[1]));
   if (s->has_mask)
     cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->mask_dtype)), "Mb", NULL,
               cuda_fmt(b, "mask + (hk_i64)(bh / %lld) * %lld + (hk_i64)(bh %% %lld) * %lld", (long long)s->h,
                        (long long)s->mask_s[0], (long long)s->h, (long long)s->mask_s[1]));
   int64_t kend = s->n;
   if (s->causal)
-    cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %lld ? q0 + %d : %lld", a.BM, (long long)s->n, a.BM, (long long)s->n));
+    cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %lld ? q0 + %d : %lld", a->BM, (long long)s->n, a->BM, (long long)s->n));
   else cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "%lld", (long long)kend));
-  cuda_decl(b, "const int", "nblk", NULL, cuda_fmt(b, "(kend + %d) / %d", a.BN - 1, a.BN));
-  cuda_decl(b, "hk_u32", "qf", cuda_fmt(b, "[%d][4]", a.D / (a.tf32 ? 8 : 16)), NULL);
-  cuda_decl(b, "hk_u32", "kf", cuda_fmt(b, "[%d][2]", a.NFS), NULL);
-  cuda_decl(b, "hk_u32", "vf", cuda_fmt(b, "[%d][2]", a.NFO), NULL);
-  cuda_decl(b, "float", "sacc", cuda_fmt(b, "[%d][4]", a.NFS), NULL);
-  cuda_decl(b, "float", "o", cuda_fmt(b, "[1][%d][4]", a.NFO), "{}");
+  cuda_decl(b, "const int", "nblk", NULL, cuda_fmt(b, "(kend + %d) / %d", a->BN - 1, a->BN));
+  cuda_decl(b, "hk_u32", "qf", cuda_fmt(b, "[%d][4]", a->D / (a->tf32 ? 8 : 16)), NULL);
+  cuda_decl(b, "hk_u32", "kf", cuda_fmt(b, "[%d][2]", a->NFS), NULL);
+  cuda_decl(b, "hk_u32", "vf", cuda_fmt(b, "[%d][2]", a->NFO), NULL);
+  cuda_decl(b, "float", "sacc", cuda_fmt(b, "[%d][4]", a->NFS), NULL);
+  cuda_decl(b, "float", "o", cuda_fmt(b, "[1][%d][4]", a->NFO), "{}");
   cuda_decl(b, "float", "mrow", "[2]", "{-HK_INF, -HK_INF}");
   cuda_decl(b, "float", "lrow", "[2]", "{0.0f, 0.0f}");
+}
 
-  /* Q tile + first key block, then Q fragments into registers */
+/* The Q tile (once) and the first key block (with V when online), then the
+ * Q fragments into registers (rounded to TF32 for fp32). */
+static void attn_load_q(attn_gen *a) {
+  const cuda_attn_spec *s = a->s;
+  cuda_b *b = &a->b;
   cuda_comment(b, "Q tile (once) and the first key block");
-  emit_tile(&a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a.q_off), "Qb", "q0", s->m, a.BM, a.D, s->d, a.qs[2], true);
-  emit_kv_load(&a, "0", s->online);
+  emit_tile(a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a->q_off), "Qb", "q0", s->m, a->BM, a->D, s->d, a->qs[2], true);
+  emit_kv_load(a, "0", s->online);
   cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
   cuda_emit(b, CU_BARRIER);
-  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a.D / (a.tf32 ? 8 : 16)), -1);
+  cuda_for(b, "kk", "0", cuda_fmt(b, "%d", a->D / (a->tf32 ? 8 : 16)), -1);
   cuda_stmt *lm = cuda_emit_s(b, CU_LDMATRIX, "qf[kk]",
-                              cuda_fmt(b, "hk_sb + %lld + %s", (long long)a.q_off,
-                                       tile_off(&a, a.D, true, "warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8",
-                                                a.tf32 ? "kk * 8 + (lane >> 4) * 4" : "kk * 16 + (lane >> 4) * 8")),
+                              cuda_fmt(b, "hk_sb + %lld + %s", (long long)a->q_off,
+                                       tile_off(a, a->D, true, "warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8",
+                                                a->tf32 ? "kk * 8 + (lane >> 4) * 4" : "kk * 16 + (lane >> 4) * 8")),
                               NULL, NULL);
   lm->i[0] = 4;
-  if (a.tf32) {
+  if (a->tf32) {
     cuda_for(b, "e", "0", "4", -1);
     cuda_assign(b, "qf[kk][e]", "hk_tf32(qf[kk][e])");
     cuda_close(b);
   }
   cuda_close(b);
+}
 
-  if (!s->online) {
-    /* ---- pass 1: row max and sum ---- */
-    cuda_comment(b, "pass 1: stream K, keep the row max m and the row sum l (per-thread partial sums)");
-    open_kv_loop(&a, false);
-    emit_scores(&a);
-    emit_row_max(&a);
-    cuda_for(b, "r", "0", "2", -1);
-    cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
-    cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
-    cuda_assign(b, "lrow[r]", "lrow[r] * hk_exp2(mrow[r] - muse)");
-    cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a.NFS), -1);
-    cuda_assign(b, "lrow[r]", "lrow[r] + hk_exp2(sacc[jj][2 * r] - muse) + hk_exp2(sacc[jj][2 * r + 1] - muse)");
-    cuda_close(b);
-    cuda_assign(b, "mrow[r]", "mnew");
-    cuda_close(b);
-    cuda_close(b); /* jb */
-    cuda_comment(b, "l: sum the quad's partial sums; 1/l for pass 2");
-    cuda_for(b, "r", "0", "2", -1);
-    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "1", "hk_fadd", NULL);
-    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "2", "hk_fadd", NULL);
-    cuda_assign(b, "lrow[r]", "lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f");
-    cuda_assign(b, "mrow[r]", "mrow[r] == -HK_INF ? 0.0f : mrow[r]");
-    cuda_close(b);
-    /* ---- pass 2 ---- */
-    cuda_comment(b, "pass 2: stream K and V again, O += (exp(S - m) / l) V");
-    cuda_emit(b, CU_BARRIER);
-    emit_kv_load(&a, "0", true);
-    open_kv_loop(&a, true);
-    emit_scores(&a);
-    cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a.NFS), -1);
-    cuda_for(b, "e", "0", "4", -1);
-    cuda_assign(b, "sacc[jj][e]", "hk_exp2(sacc[jj][e] - mrow[e >> 1]) * lrow[e >> 1]");
-    cuda_close(b);
-    cuda_close(b);
-    emit_pv(&a);
-    cuda_close(b); /* jb */
-  } else {
-    cuda_comment(b, "online softmax: one pass, O rescaled when the row max grows");
-    open_kv_loop(&a, true);
-    emit_scores(&a);
-    emit_row_max(&a);
-    cuda_for(b, "r", "0", "2", -1);
-    cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
-    cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
-    cuda_decl(b, "const float", "alpha", NULL, "hk_exp2(mrow[r] - muse)");
-    cuda_assign(b, "lrow[r]", "lrow[r] * alpha");
-    cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a.NFO), -1);
-    cuda_assign(b, "o[0][jo][2 * r]", "o[0][jo][2 * r] * alpha");
-    cuda_assign(b, "o[0][jo][2 * r + 1]", "o[0][jo][2 * r + 1] * alpha");
-    cuda_close(b);
-    cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a.NFS), -1);
-    cuda_assign(b, "sacc[jj][2 * r]", "hk_exp2(sacc[jj][2 * r] - muse)");
-    cuda_assign(b, "sacc[jj][2 * r + 1]", "hk_exp2(sacc[jj][2 * r + 1] - muse)");
-    cuda_assign(b, "lrow[r]", "lrow[r] + sacc[jj][2 * r] + sacc[jj][2 * r + 1]");
-    cuda_close(b);
-    cuda_assign(b, "mrow[r]", "mnew");
-    cuda_close(b);
-    emit_pv(&a);
-    cuda_close(b); /* jb */
-    cuda_for(b, "r", "0", "2", -1);
-    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "1", "hk_fadd", NULL);
-    cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "2", "hk_fadd", NULL);
-    cuda_decl(b, "const float", "inv", NULL, "lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f");
-    cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a.NFO), -1);
-    cuda_assign(b, "o[0][jo][2 * r]", "o[0][jo][2 * r] * inv");
-    cuda_assign(b, "o[0][jo][2 * r + 1]", "o[0][jo][2 * r + 1] * inv");
-    cuda_close(b);
-    cuda_close(b);
-  }
-  cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
+/* The streaming two-pass softmax of a: pass 1 streams K for the row max
+ * and sum, pass 2 streams K and V again and accumulates (exp(S - m) / l) V. */
+static void attn_two_pass(attn_gen *a) {
+  cuda_b *b = &a->b;
+  /* ---- pass 1: row max and sum ---- */
+  cuda_comment(b, "pass 1: stream K, keep the row max m and the row sum l (per-thread partial sums)");
+  open_kv_loop(a, false);
+  emit_scores(a);
+  emit_row_max(a);
+  cuda_for(b, "r", "0", "2", -1);
+  cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
+  cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+  cuda_assign(b, "lrow[r]", "lrow[r] * hk_exp2(mrow[r] - muse)");
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_assign(b, "lrow[r]", "lrow[r] + hk_exp2(sacc[jj][2 * r] - muse) + hk_exp2(sacc[jj][2 * r + 1] - muse)");
+  cuda_close(b);
+  cuda_assign(b, "mrow[r]", "mnew");
+  cuda_close(b);
+  cuda_close(b); /* jb */
+  cuda_comment(b, "l: sum the quad's partial sums; 1/l for pass 2");
+  cuda_for(b, "r", "0", "2", -1);
+  cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "1", "hk_fadd", NULL);
+  cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "2", "hk_fadd", NULL);
+  cuda_assign(b, "lrow[r]", "lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f");
+  cuda_assign(b, "mrow[r]", "mrow[r] == -HK_INF ? 0.0f : mrow[r]");
+  cuda_close(b);
+  /* ---- pass 2 ---- */
+  cuda_comment(b, "pass 2: stream K and V again, O += (exp(S - m) / l) V");
+  cuda_emit(b, CU_BARRIER);
+  emit_kv_load(a, "0", true);
+  open_kv_loop(a, true);
+  emit_scores(a);
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_for(b, "e", "0", "4", -1);
+  cuda_assign(b, "sacc[jj][e]", "hk_exp2(sacc[jj][e] - mrow[e >> 1]) * lrow[e >> 1]");
+  cuda_close(b);
+  cuda_close(b);
+  emit_pv(a);
+  cuda_close(b); /* jb */
+}
 
-  /* ---- epilogue: O fragments -> out (element pairs) ---- */
+/* The online softmax of a: one pass over K and V, O and l rescaled when
+ * the row max grows, O divided by l at the end. */
+static void attn_online(attn_gen *a) {
+  cuda_b *b = &a->b;
+  cuda_comment(b, "online softmax: one pass, O rescaled when the row max grows");
+  open_kv_loop(a, true);
+  emit_scores(a);
+  emit_row_max(a);
+  cuda_for(b, "r", "0", "2", -1);
+  cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
+  cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+  cuda_decl(b, "const float", "alpha", NULL, "hk_exp2(mrow[r] - muse)");
+  cuda_assign(b, "lrow[r]", "lrow[r] * alpha");
+  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a->NFO), -1);
+  cuda_assign(b, "o[0][jo][2 * r]", "o[0][jo][2 * r] * alpha");
+  cuda_assign(b, "o[0][jo][2 * r + 1]", "o[0][jo][2 * r + 1] * alpha");
+  cuda_close(b);
+  cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
+  cuda_assign(b, "sacc[jj][2 * r]", "hk_exp2(sacc[jj][2 * r] - muse)");
+  cuda_assign(b, "sacc[jj][2 * r + 1]", "hk_exp2(sacc[jj][2 * r + 1] - muse)");
+  cuda_assign(b, "lrow[r]", "lrow[r] + sacc[jj][2 * r] + sacc[jj][2 * r + 1]");
+  cuda_close(b);
+  cuda_assign(b, "mrow[r]", "mnew");
+  cuda_close(b);
+  emit_pv(a);
+  cuda_close(b); /* jb */
+  cuda_for(b, "r", "0", "2", -1);
+  cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "1", "hk_fadd", NULL);
+  cuda_emit_s(b, CU_SHFL_XOR, "lrow[r]", "2", "hk_fadd", NULL);
+  cuda_decl(b, "const float", "inv", NULL, "lrow[r] > 0.0f ? 1.0f / lrow[r] : 0.0f");
+  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a->NFO), -1);
+  cuda_assign(b, "o[0][jo][2 * r]", "o[0][jo][2 * r] * inv");
+  cuda_assign(b, "o[0][jo][2 * r + 1]", "o[0][jo][2 * r + 1] * inv");
+  cuda_close(b);
+  cuda_close(b);
+}
+
+/* The epilogue: the Epilogue statement on a's O fragments, then O stored
+ * to out as element pairs of o_dtype, clipped to m x dv. */
+static void attn_store(attn_gen *a) {
+  const cuda_attn_spec *s = a->s;
+  cuda_b *b = &a->b;
   cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "o", "q0 + warp * 16", "0", cuda_fmt(b, "%lld", (long long)s->m));
   ep->s[4] = cuda_fmt(b, "%lld", (long long)s->dv);
   ep->i[0] = 1;
-  ep->i[1] = a.NFO;
+  ep->i[1] = a->NFO;
   ep->dtype = s->o_dtype;
   int osz = tiny_dtype_size(s->o_dtype);
-  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a.NFO), -1);
+  cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a->NFO), -1);
   cuda_for(b, "h", "0", "2", -1);
   cuda_decl(b, "const int", "hk_r", NULL, "q0 + warp * 16 + (lane >> 2) + h * 8");
   cuda_decl(b, "const int", "hk_c", NULL, "jo * 8 + (lane & 3) * 2");
   const char *val = osz == 4 ? "hk_v2{hk_f2u(o[0][jo][2 * h]), hk_f2u(o[0][jo][2 * h + 1])}"
                              : cuda_fmt(b, "%s(o[0][jo][2 * h], o[0][jo][2 * h + 1])",
                                         s->o_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2");
-  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %lld + hk_c", (long long)a.os[2]), val,
+  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %lld + hk_c", (long long)a->os[2]), val,
                               cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->m, (long long)s->dv), NULL);
   sg->i[0] = 2 * osz;
   cuda_close(b);
   cuda_close(b);
+}
+
+harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name) {
+  harp_status st = attn_check_spec(e, m, s, name);
+  if (st != HARP_OK) return st;
+  attn_gen a;
+  memset(&a, 0, sizeof a);
+  a.s = s;
+  a.tf32 = s->q_dtype == TINY_FP32;
+  a.esz = a.tf32 ? 4 : 2;
+  int64_t smem = 0;
+  if ((st = attn_strides(e, s, name, &a)) != HARP_OK || (st = attn_sizes(e, m, s, name, &a, &smem)) != HARP_OK) return st;
+  cuda_b *b = &a.b;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "attention");
+  if (!k) return e->code;
+  k->grid[0] = (s->m + a.BM - 1) / a.BM;
+  k->grid[1] = s->b * s->h;
+  k->block[0] = a.T;
+  k->smem_bytes = smem;
+  attn_params_meta(&a, k);
+  attn_decls(&a);
+  attn_load_q(&a);
+  if (!s->online) attn_two_pass(&a);
+  else attn_online(&a);
+  cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
+  attn_store(&a);
   return cuda_b_finish(b, k);
 }

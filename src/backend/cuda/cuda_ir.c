@@ -304,12 +304,10 @@ harp_status cuda_b_finish(cuda_b *b, cuda_kernel *k) {
 }
 
 /* ---- verifier --------------------------------------------------------------- */
-static harp_status verify_stmt(harp_error *e, const cuda_kernel *k, const cuda_stmt *st, int depth) {
-  if (depth > 64) return ut_fail(e, HARP_E_INTERNAL, k->name, "statement tree too deep");
-  if ((unsigned)st->kind >= CU_STMT_COUNT) return ut_fail(e, HARP_E_INTERNAL, k->name, "bad statement kind %d", st->kind);
-  const stmt_info *si = &stmt_table[st->kind];
+/* Every operand of st that the table row si names is present, except the
+ * optional ones; k names the kernel in the error. */
+static harp_status verify_operands(harp_error *e, const cuda_kernel *k, const cuda_stmt *st, const stmt_info *si) {
   int ns = list_len(si->sops);
-  /* Every operand of the table is present, except the optional ones. */
   for (int i = 0; i < ns; i++) {
     char nm[32];
     list_item(si->sops, i, nm, sizeof nm);
@@ -318,6 +316,12 @@ static harp_status verify_stmt(harp_error *e, const cuda_kernel *k, const cuda_s
     if (!st->s[i] && !optional)
       return ut_fail(e, HARP_E_INTERNAL, k->name, "%s lacks operand '%s'", si->name, nm);
   }
+  return HARP_OK;
+}
+
+/* st's sizes and names for its kind (row si): access widths, ldmatrix
+ * counts, MMA shapes and dtypes, loop and declaration names. */
+static harp_status verify_kind(harp_error *e, const cuda_kernel *k, const cuda_stmt *st, const stmt_info *si) {
   switch (st->kind) {
   case CU_CP_ASYNC:
     if (st->i[0] != 4 && st->i[0] != 8 && st->i[0] != 16)
@@ -349,6 +353,16 @@ static harp_status verify_stmt(harp_error *e, const cuda_kernel *k, const cuda_s
     break;
   default: break;
   }
+  return HARP_OK;
+}
+
+/* Checks st of kernel k (depth levels down) and its bodies against the
+ * statement table: operands, sizes, and bodies only where a kind nests. */
+static harp_status verify_stmt(harp_error *e, const cuda_kernel *k, const cuda_stmt *st, int depth) {
+  if (depth > 64) return ut_fail(e, HARP_E_INTERNAL, k->name, "statement tree too deep");
+  if ((unsigned)st->kind >= CU_STMT_COUNT) return ut_fail(e, HARP_E_INTERNAL, k->name, "bad statement kind %d", st->kind);
+  const stmt_info *si = &stmt_table[st->kind];
+  if (verify_operands(e, k, st, si) || verify_kind(e, k, st, si)) return e->code;
   bool nests = st->kind == CU_BLOCK || st->kind == CU_FOR || st->kind == CU_IF || st->kind == CU_LOOP;
   if (!nests && (st->nbody || st->nels)) return ut_fail(e, HARP_E_INTERNAL, k->name, "%s has a body", si->name);
   for (int i = 0; i < st->nbody; i++)

@@ -204,77 +204,70 @@ static void emit_tile_loads(mma_gen *g, const char *kt, const char *stage, bool 
   }
 }
 
-/* Stores of the accumulators after the Epilogue. */
-static void emit_stores(mma_gen *g) {
+/* The staged store of g's accumulators: fragments -> SMEM rows of BN
+ * elements (+16 B pitch), then 16-byte vector stores of VE elements of
+ * osz bytes, element stores at the N tail. */
+static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
-  int osz = tiny_dtype_size(p->c_dtype);
-  const char *cv = cuda_cvt_fn(p->c_dtype);
-  const char *ct = cuda_ctype(p->c_dtype);
-  bool pair_ok = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
-  int VE = 16 / osz;
-  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
-  if (staged) {
-    int PB = g->BN * osz + 16;
-    cuda_comment(b, cuda_fmt(b, "C staged through SMEM (row pitch %d B), then 16-byte vector stores", PB));
-    cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
-    cuda_for(b, "h", "0", "2", -1);
-    cuda_decl(b, "const int", "hk_rl", NULL, cuda_mm_row(g, "i", "h"));
-    cuda_decl(b, "const int", "hk_cl", NULL, cuda_mm_col(g, "j"));
-    const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
-    cuda_stmt *st;
-    if (osz == 2)
-      st = cuda_emit_s(b, CU_ST_SHARED, dst,
-                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])",
-                                p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
-                       NULL, NULL);
-    else
-      st = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL,
-                       NULL);
-    st->i[0] = 2 * osz;
-    cuda_close(b);
-    cuda_close(b);
-    cuda_close(b);
-    cuda_emit(b, CU_BARRIER);
-    int CH = g->BN * osz / 16, total = g->BM * CH, iters = (total + g->T - 1) / g->T;
-    cuda_for(b, "hk_it", "0", cuda_fmt(b, "%d", iters), -1);
-    cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it * %d", g->T));
-    if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
-    cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "hk_q / %d", CH));
-    cuda_decl(b, "const int", "hk_cc", NULL, cuda_fmt(b, "hk_q %% %d", CH));
-    cuda_decl(b, "const int", "hk_gr", NULL, "bm0 + hk_rl");
-    cuda_decl(b, "const int", "hk_gc", NULL, cuda_fmt(b, "bn0 + hk_cc * %d", VE));
-    cuda_decl(b, "const hk_saddr", "hk_sa", NULL, cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cc * 16", PB));
-    cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
-    cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
-    ls->i[0] = 16;
-    const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
-    cuda_if(b, cuda_fmt(b, "hk_gr < %lld && hk_gc + %d <= %lld", (long long)p->M, VE, (long long)p->N));
-    cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
-    sg->i[0] = 16;
-    cuda_else(b);
-    cuda_comment(b, "N tail: element stores");
-    cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", VE), -1);
-    cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
-    ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
-    ls->i[0] = 4;
-    if (osz == 2) {
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)",
-                       cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N), NULL);
-      sg->i[0] = 2;
-    } else {
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), "hk_w",
-                       cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N), NULL);
-      sg->i[0] = 4;
-    }
-    cuda_close(b); /* hk_e */
-    cuda_close(b); /* if/else */
-    if (total % g->T) cuda_close(b);
-    cuda_close(b);
-    cuda_meta_str(g->k, "c_store", "smem_staged_v4");
-    return;
-  }
+  int PB = g->BN * osz + 16;
+  cuda_comment(b, cuda_fmt(b, "C staged through SMEM (row pitch %d B), then 16-byte vector stores", PB));
+  cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
+  cuda_for(b, "h", "0", "2", -1);
+  cuda_decl(b, "const int", "hk_rl", NULL, cuda_mm_row(g, "i", "h"));
+  cuda_decl(b, "const int", "hk_cl", NULL, cuda_mm_col(g, "j"));
+  const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
+  cuda_stmt *st;
+  if (osz == 2)
+    st = cuda_emit_s(b, CU_ST_SHARED, dst,
+                     cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])", p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                     NULL, NULL);
+  else st = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL, NULL);
+  st->i[0] = 2 * osz;
+  cuda_close(b);
+  cuda_close(b);
+  cuda_close(b);
+  cuda_emit(b, CU_BARRIER);
+  int CH = g->BN * osz / 16, total = g->BM * CH, iters = (total + g->T - 1) / g->T;
+  cuda_for(b, "hk_it", "0", cuda_fmt(b, "%d", iters), -1);
+  cuda_decl(b, "const int", "hk_q", NULL, cuda_fmt(b, "tid + hk_it * %d", g->T));
+  if (total % g->T) cuda_if(b, cuda_fmt(b, "hk_q < %d", total));
+  cuda_decl(b, "const int", "hk_rl", NULL, cuda_fmt(b, "hk_q / %d", CH));
+  cuda_decl(b, "const int", "hk_cc", NULL, cuda_fmt(b, "hk_q %% %d", CH));
+  cuda_decl(b, "const int", "hk_gr", NULL, "bm0 + hk_rl");
+  cuda_decl(b, "const int", "hk_gc", NULL, cuda_fmt(b, "bn0 + hk_cc * %d", VE));
+  cuda_decl(b, "const hk_saddr", "hk_sa", NULL, cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cc * 16", PB));
+  cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
+  cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
+  ls->i[0] = 16;
+  const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
+  cuda_if(b, cuda_fmt(b, "hk_gr < %lld && hk_gc + %d <= %lld", (long long)p->M, VE, (long long)p->N));
+  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
+  sg->i[0] = 16;
+  cuda_else(b);
+  cuda_comment(b, "N tail: element stores");
+  cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", VE), -1);
+  cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
+  ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
+  ls->i[0] = 4;
+  const char *ok = cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N);
+  sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), osz == 2 ? "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)" : "hk_w",
+                   ok, NULL);
+  sg->i[0] = osz == 2 ? 2 : 4;
+  cuda_close(b); /* hk_e */
+  cuda_close(b); /* if/else */
+  if (total % g->T) cuda_close(b);
+  cuda_close(b);
+  cuda_meta_str(g->k, "c_store", "smem_staged_v4");
+}
+
+/* The direct store of g's accumulators from the fragments: element pairs
+ * of osz bytes where pair_ok (an element store at the N edge), else single
+ * elements converted by cv. */
+static void emit_stores_direct(mma_gen *g, int osz, bool pair_ok, const char *cv) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
   cuda_comment(b, pair_ok ? "C stored from the fragments, element pairs" : "C stored from the fragments, elements");
   cuda_for(b, "i", "0", cuda_fmt(b, "%d", g->MF), -1);
   cuda_for(b, "j", "0", cuda_fmt(b, "%d", g->NF), -1);
@@ -288,18 +281,14 @@ static void emit_stores(mma_gen *g) {
     cuda_stmt *sg;
     if (osz == 2)
       sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp,
-                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])",
-                                p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])", p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
                        NULL, NULL);
-    else
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL,
-                       NULL);
+    else sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL, NULL);
     sg->i[0] = 2 * osz;
     cuda_else(b);
   }
   for (int e = 0; e < 2; e++) {
-    const char *val = osz == 2 ? cuda_fmt(b, "%s(acc[i][j][2 * h + %d])", cv, e)
-                               : cuda_fmt(b, "hk_f2u(acc[i][j][2 * h + %d])", e);
+    const char *val = osz == 2 ? cuda_fmt(b, "%s(acc[i][j][2 * h + %d])", cv, e) : cuda_fmt(b, "hk_f2u(acc[i][j][2 * h + %d])", e);
     cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, e ? cuda_fmt(b, "%s + %lld", rp, (long long)p->c_sn) : rp, val,
                                 cuda_fmt(b, "%s && hk_c + %d < %lld", mok, e, (long long)p->N), NULL);
     sg->i[0] = osz;
@@ -308,8 +297,20 @@ static void emit_stores(mma_gen *g) {
   cuda_close(b);
   cuda_close(b);
   cuda_close(b);
-  (void)ct;
   cuda_meta_str(g->k, "c_store", pair_ok ? "fragment_pairs" : "fragment_elements");
+}
+
+/* Stores of the accumulators after the Epilogue: staged through SMEM when
+ * g's plan asks for 16-byte vectors and C's strides allow them, else
+ * straight from the fragments. */
+static void emit_stores(mma_gen *g) {
+  const cuda_mma_prob *p = g->p;
+  int osz = tiny_dtype_size(p->c_dtype);
+  bool pair_ok = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+  int VE = 16 / osz;
+  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+  if (staged) emit_stores_staged(g, osz, VE);
+  else emit_stores_direct(g, osz, pair_ok, cuda_cvt_fn(p->c_dtype));
 }
 
 /* SMEM base, thread / warp indices and the CTA's first row and column. */
@@ -461,146 +462,177 @@ static harp_status check_tile(harp_error *e, const char *name, const cuda_tune *
   return HARP_OK;
 }
 
+/* g's tile sizes, split-K slices, SMEM tiles and layout from g->p's tune
+ * (checked against m's arch); *smem gets the bytes per CTA, grid[0..1] the
+ * grid's x and y: N and M tiles (swapped when rastering M along x). */
+static harp_status mma_sizes(harp_error *e, const cuda_module *m, const char *name, mma_gen *g, int64_t *smem, int64_t grid[2]) {
+  const cuda_mma_prob *p = g->p;
+  const cuda_tune *t = &p->tune;
+  if (check_tile(e, name, t, p->mode, &g->T)) return e->code;
+  g->BM = t->bm, g->BN = t->bn, g->BK = t->bk, g->S = t->stages, g->WM = t->warp_m, g->WN = t->warp_n;
+  g->WARPS_M = g->BM / g->WM, g->WARPS_N = g->BN / g->WN, g->MF = g->WM / 16, g->NF = g->WN / 8;
+  if (p->mode == CUDA_MM_SIMT) g->MF = g->NF = 4; /* acc[4][4][4]: 8 x 8 outputs per thread */
+  g->esz = p->mode == CUDA_MM_MMA16 ? 2 : 4;
+  g->KT = (int)((p->K + g->BK - 1) / g->BK);
+  g->splits = t->splitk > 1 ? (t->splitk < g->KT ? t->splitk : g->KT) : 1;
+  g->sk = t->splitk_kind;
+  g->swz_off = t->no_swizzle;
+  g->a_rows = p->A.kmajor ? g->BM : g->BK, g->a_cols = p->A.kmajor ? g->BK : g->BM;
+  g->b_rows = p->B.kmajor ? g->BN : g->BK, g->b_cols = p->B.kmajor ? g->BK : g->BN;
+  if (!cuda_mm_tiles_ok(g))
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "SMEM tile rows of %d / %d %s elements: the swizzle needs %s", g->a_cols, g->b_cols,
+                   g->esz == 2 ? "16-bit" : "fp32",
+                   g->esz == 2 ? "8, 16, 32 or a multiple of 64" : "4, 8, 16 or a multiple of 32 (K-major), a multiple of 4 (M/N-major)");
+  g->a_bytes = cuda_mm_tile_bytes(g, true), g->b_bytes = cuda_mm_tile_bytes(g, false), g->stage_bytes = g->a_bytes + g->b_bytes;
+  int osz = tiny_dtype_size(p->c_dtype);
+  *smem = g->stage_bytes * g->S;
+  int64_t stage_c = (int64_t)g->BM * (g->BN * osz + 16);
+  if (t->vec * osz >= 16 && stage_c > *smem) *smem = stage_c;
+  if (*smem > cuda_smem_max(m->arch))
+    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, %s has %lld",
+                   (long long)*smem, cuda_arch_name(m->arch), (long long)cuda_smem_max(m->arch));
+  int64_t gx = (p->N + g->BN - 1) / g->BN, gy = (p->M + g->BM - 1) / g->BM;
+  grid[0] = t->raster_m_x ? gy : gx, grid[1] = t->raster_m_x ? gx : gy;
+  if (grid[1] > 65535 || p->nz > 65535)
+    return ut_fail(e, HARP_E_LIMIT, name, "grid too large (%lld M/N tiles, %lld batches)", (long long)grid[1], (long long)p->nz);
+  return HARP_OK;
+}
+
+/* Kernel k's operand parameters (A, B, C, epilogue; the split-K serial
+ * workspace and flags) and its metadata from g. */
+static void mma_params_meta(mma_gen *g, cuda_kernel *k) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  const cuda_tune *t = &p->tune;
+  tiny_dtype ab = p->ab_dtype;
+  const char *et = cuda_ctype(ab);
+  cuda_param_add(k, p->pname[0], et, CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->A.vec * g->esz);
+  cuda_param_add(k, p->pname[1], et, CUDA_P_PTR_IN, ab);
+  cuda_param_align(k, p->B.vec * g->esz);
+  add_c_params(g);
+  if (g->splits > 1 && g->sk == CUDA_SPLITK_SERIAL) {
+    cuda_param_add(k, "ws", "float", CUDA_P_PTR_OUT, TINY_FP32);
+    cuda_param_add(k, "flags", "int", CUDA_P_PTR_OUT, TINY_I32);
+  }
+  cuda_meta_str(k, "template", "sm80_mma");
+  cuda_meta_int(k, "BM", g->BM);
+  cuda_meta_int(k, "BN", g->BN);
+  cuda_meta_int(k, "BK", g->BK);
+  cuda_meta_int(k, "stages", g->S);
+  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "%dx%d", g->WM, g->WN));
+  cuda_meta_str(k, "A_smem", p->A.kmajor ? "k_major" : "m_major");
+  cuda_meta_str(k, "B_smem", p->B.kmajor ? "k_major" : "n_major");
+  cuda_meta_int(k, "A_cp_async_bytes", p->A.vec * g->esz);
+  cuda_meta_int(k, "B_cp_async_bytes", p->B.vec * g->esz);
+  static const char *const mnames[] = {"mma.sync m16n8k16", "mma.sync m16n8k8 .tf32 (operands rounded to TF32)",
+                                       "mma.sync m16n8k16 (fp32 operands rounded to %s)", "SIMT FFMA, 8x8 outputs per thread"};
+  cuda_meta_str(k, "math", cuda_fmt(b, mnames[p->mode], tiny_dtype_name(p->mma_dtype)));
+  cuda_meta_str(k, "swizzle", g->swz_off ? "none" : "xor16B");
+  cuda_meta_str(k, "bind", t->raster_m_x ? "m.o->block.x n.o->block.y batch->block.z" : "n.o->block.x m.o->block.y batch->block.z");
+  cuda_meta_str(k, "local_edges", "mainloop->epilogue: reg");
+}
+
+/* Registers per thread that gather operand op (A when is_a) of g through,
+ * 0 when it is loaded by cp.async. */
+static int mma_gather_regs(const mma_gen *g, const cuda_mma_opnd *op, bool is_a) {
+  if (op->vec) return 0;
+  return ((is_a ? g->a_rows * g->a_cols : g->b_rows * g->b_cols) + g->T - 1) / g->T;
+}
+
+/* The prologue: indices, the split-K slice and its k-tile range (sets
+ * g->nkt), the batch bases of A, B, C and the gather registers. */
+static void mma_prologue(mma_gen *g) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  const char *et = cuda_ctype(p->ab_dtype);
+  emit_cta_indices(g);
+  if (g->splits > 1) {
+    int kt_per = (g->KT + g->splits - 1) / g->splits;
+    cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g->splits));
+    cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g->splits));
+    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %d", kt_per));
+    cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g->KT, kt_per, g->KT));
+    g->nkt = "nkt";
+    cuda_meta_int(g->k, "splitk", g->splits);
+    cuda_meta_str(g->k, "algo_choice.matmul", cuda_splitk_name(g->sk));
+  } else {
+    cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
+    cuda_decl(b, "const int", "kt0", NULL, "0");
+    g->nkt = cuda_fmt(b, "%d", g->KT);
+  }
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
+  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));
+  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(p->c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", p->pname[2], p->c_base));
+  cuda_call(b, "(void)bz; (void)Ab; (void)Bb");
+  cuda_mm_decls(g);
+  int ga = mma_gather_regs(g, &p->A, true), gb = mma_gather_regs(g, &p->B, false);
+  const char *gt = g->esz == 2 ? "hk_u16" : "hk_u32";
+  if (ga) cuda_decl(b, gt, "hk_ga", cuda_fmt(b, "[%d]", ga), NULL);
+  if (gb) cuda_decl(b, gt, "hk_gb", cuda_fmt(b, "[%d]", gb), NULL);
+}
+
+/* The cp.async pipeline of g: S-1 tiles in flight, then per k tile wait,
+ * prefetch tile kt+S-1, the MMAs, and the gathered operands' stores into
+ * the freed stage; drained at the end. */
+static void mma_mainloop(mma_gen *g) {
+  cuda_b *b = &g->b;
+  const cuda_mma_prob *p = g->p;
+  int ga = mma_gather_regs(g, &p->A, true), gb = mma_gather_regs(g, &p->B, false);
+  cuda_comment(b, cuda_fmt(b, "pipeline prologue: %d of %d stages in flight", g->S - 1, g->S));
+  cuda_for(b, "s", "0", cuda_fmt(b, "%d", g->S - 1), -1);
+  cuda_if(b, cuda_fmt(b, "s < %s", g->nkt));
+  emit_tile_loads(g, "kt0 + s", "s", true);
+  cuda_close(b);
+  cuda_emit(b, CU_COMMIT_GROUP);
+  cuda_close(b);
+  cuda_comment(b, "main loop: wait for tile kt, prefetch tile kt+S-1 into the stage freed last iteration");
+  cuda_for(b, "kt", "0", g->nkt, 1);
+  cuda_emit(b, CU_WAIT_GROUP)->i[0] = g->S - 2;
+  cuda_emit(b, CU_BARRIER);
+  cuda_decl(b, "const int", "nk", NULL, cuda_fmt(b, "kt + %d", g->S - 1));
+  cuda_if(b, cuda_fmt(b, "nk < %s", g->nkt));
+  emit_tile_loads(g, "kt0 + nk", cuda_fmt(b, "nk %% %d", g->S), false);
+  cuda_close(b);
+  cuda_emit(b, CU_COMMIT_GROUP);
+  cuda_decl(b, "const int", "hk_st", NULL, cuda_fmt(b, "kt %% %d", g->S));
+  cuda_mm_inner(g);
+  if (ga || gb) {
+    cuda_comment(b, "gathered operands: registers -> the stage of tile nk (read by nobody since the barrier above)");
+    cuda_if(b, cuda_fmt(b, "nk < %s", g->nkt));
+    cuda_decl(b, "const int", "k0", NULL, cuda_fmt(b, "(kt0 + nk) * %d", g->BK));
+    cuda_call(b, "(void)k0");
+    if (ga) emit_gather(g, &p->A, true, cuda_fmt(b, "nk %% %d", g->S), false, true);
+    if (gb) emit_gather(g, &p->B, false, cuda_fmt(b, "nk %% %d", g->S), false, true);
+    cuda_close(b);
+  }
+  cuda_close(b); /* kt */
+  cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
+  cuda_emit(b, CU_BARRIER);
+}
+
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name) {
   mma_gen g;
   memset(&g, 0, sizeof g);
   g.p = p;
-  const cuda_tune *t = &p->tune;
-  if (check_tile(e, name, t, p->mode, &g.T)) return e->code;
-  g.BM = t->bm, g.BN = t->bn, g.BK = t->bk, g.S = t->stages, g.WM = t->warp_m, g.WN = t->warp_n;
-  g.WARPS_M = g.BM / g.WM, g.WARPS_N = g.BN / g.WN, g.MF = g.WM / 16, g.NF = g.WN / 8;
-  if (p->mode == CUDA_MM_SIMT) g.MF = g.NF = 4; /* acc[4][4][4]: 8 x 8 outputs per thread */
-  g.esz = p->mode == CUDA_MM_MMA16 ? 2 : 4;
-  g.KT = (int)((p->K + g.BK - 1) / g.BK);
-  g.splits = t->splitk > 1 ? (t->splitk < g.KT ? t->splitk : g.KT) : 1;
-  g.sk = t->splitk_kind;
-  int kt_per = (g.KT + g.splits - 1) / g.splits;
-  g.swz_off = t->no_swizzle;
-  g.a_rows = p->A.kmajor ? g.BM : g.BK, g.a_cols = p->A.kmajor ? g.BK : g.BM;
-  g.b_rows = p->B.kmajor ? g.BN : g.BK, g.b_cols = p->B.kmajor ? g.BK : g.BN;
-  if (!cuda_mm_tiles_ok(&g))
-    return ut_fail(e, HARP_E_UNSUPPORTED, name,
-                   "SMEM tile rows of %d / %d %s elements: the swizzle needs %s", g.a_cols, g.b_cols, g.esz == 2 ? "16-bit" : "fp32",
-                   g.esz == 2 ? "8, 16, 32 or a multiple of 64" : "4, 8, 16 or a multiple of 32 (K-major), a multiple of 4 (M/N-major)");
-  g.a_bytes = cuda_mm_tile_bytes(&g, true), g.b_bytes = cuda_mm_tile_bytes(&g, false), g.stage_bytes = g.a_bytes + g.b_bytes;
-  int osz = tiny_dtype_size(p->c_dtype);
-  int64_t smem = g.stage_bytes * g.S;
-  int64_t stage_c = (int64_t)g.BM * (g.BN * osz + 16);
-  if (t->vec * osz >= 16 && stage_c > smem) smem = stage_c;
-  if (smem > cuda_smem_max(m->arch))
-    return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, %s has %lld",
-                   (long long)smem, cuda_arch_name(m->arch), (long long)cuda_smem_max(m->arch));
-  int64_t gx = (p->N + g.BN - 1) / g.BN, gy = (p->M + g.BM - 1) / g.BM;
-  if (t->raster_m_x) {
-    int64_t tmp = gx;
-    gx = gy;
-    gy = tmp;
-  }
-  if (gy > 65535 || p->nz > 65535) return ut_fail(e, HARP_E_LIMIT, name, "grid too large (%lld M/N tiles, %lld batches)", (long long)gy, (long long)p->nz);
-
+  int64_t smem = 0, grid[2] = {0, 0};
+  harp_status st = mma_sizes(e, m, name, &g, &smem, grid);
+  if (st != HARP_OK) return st;
   cuda_b *b = &g.b;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, p->kind);
   if (!k) return e->code;
   g.k = k;
-  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = p->nz * g.splits;
+  k->grid[0] = grid[0], k->grid[1] = grid[1], k->grid[2] = p->nz * g.splits;
   if (k->grid[2] > 65535) return ut_fail(e, HARP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
   /* the plan's CTAs per SM as a register bound (none by default: SIMT at two
    * CTAs per SM, 128 registers and a few bytes spilled, ran 0.74-0.75x cuBLAS
    * SGEMM on an H200 where one CTA of 183 registers ran 0.79x) */
-  k->min_blocks = t->min_blocks;
-  tiny_dtype ab = p->ab_dtype;
-  const char *et = cuda_ctype(ab);
-  cuda_param_add(k, p->pname[0], et, CUDA_P_PTR_IN, ab);
-  cuda_param_align(k, p->A.vec * g.esz);
-  cuda_param_add(k, p->pname[1], et, CUDA_P_PTR_IN, ab);
-  cuda_param_align(k, p->B.vec * g.esz);
-  add_c_params(&g);
-  if (g.splits > 1 && g.sk == CUDA_SPLITK_SERIAL) {
-    cuda_param_add(k, "ws", "float", CUDA_P_PTR_OUT, TINY_FP32);
-    cuda_param_add(k, "flags", "int", CUDA_P_PTR_OUT, TINY_I32);
-  }
-  int64_t tl[3] = {g.BM, g.BN, g.BK};
-  cuda_meta_str(k, "template", "sm80_mma");
-  cuda_meta_int(k, "BM", tl[0]);
-  cuda_meta_int(k, "BN", tl[1]);
-  cuda_meta_int(k, "BK", tl[2]);
-  cuda_meta_int(k, "stages", g.S);
-  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "%dx%d", g.WM, g.WN));
-  cuda_meta_str(k, "A_smem", p->A.kmajor ? "k_major" : "m_major");
-  cuda_meta_str(k, "B_smem", p->B.kmajor ? "k_major" : "n_major");
-  cuda_meta_int(k, "A_cp_async_bytes", p->A.vec * g.esz);
-  cuda_meta_int(k, "B_cp_async_bytes", p->B.vec * g.esz);
-  static const char *const mnames[] = {"mma.sync m16n8k16", "mma.sync m16n8k8 .tf32 (operands rounded to TF32)",
-                                       "mma.sync m16n8k16 (fp32 operands rounded to %s)", "SIMT FFMA, 8x8 outputs per thread"};
-  cuda_meta_str(k, "math", cuda_fmt(b, mnames[p->mode], tiny_dtype_name(p->mma_dtype)));
-  cuda_meta_str(k, "swizzle", g.swz_off ? "none" : "xor16B");
-  cuda_meta_str(k, "bind", t->raster_m_x ? "m.o->block.x n.o->block.y batch->block.z" : "n.o->block.x m.o->block.y batch->block.z");
-  cuda_meta_str(k, "local_edges", "mainloop->epilogue: reg");
-
-  /* ---- prologue: indices, batch bases, SMEM ---- */
-  emit_cta_indices(&g);
-  if (g.splits > 1) {
-    cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g.splits));
-    cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g.splits));
-    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %d", kt_per));
-    cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g.KT, kt_per, g.KT));
-    g.nkt = "nkt";
-    cuda_meta_int(k, "splitk", g.splits);
-    cuda_meta_str(k, "algo_choice.matmul", cuda_splitk_name(g.sk));
-  } else {
-    cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
-    cuda_decl(b, "const int", "kt0", NULL, "0");
-    g.nkt = cuda_fmt(b, "%d", g.KT);
-  }
-  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
-  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));
-  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(p->c_dtype)), "Cb", NULL, cuda_fmt(b, "%s + %s", p->pname[2], p->c_base));
-  cuda_call(b, "(void)bz; (void)Ab; (void)Bb");
-  cuda_mm_decls(&g);
-  int ga = p->A.vec ? 0 : (g.a_rows * g.a_cols + g.T - 1) / g.T;
-  int gb = p->B.vec ? 0 : (g.b_rows * g.b_cols + g.T - 1) / g.T;
-  const char *gt = g.esz == 2 ? "hk_u16" : "hk_u32";
-  if (ga) cuda_decl(b, gt, "hk_ga", cuda_fmt(b, "[%d]", ga), NULL);
-  if (gb) cuda_decl(b, gt, "hk_gb", cuda_fmt(b, "[%d]", gb), NULL);
-
-  /* ---- pipeline prologue: tiles 0 .. S-2 ---- */
-  cuda_comment(b, cuda_fmt(b, "pipeline prologue: %d of %d stages in flight", g.S - 1, g.S));
-  cuda_for(b, "s", "0", cuda_fmt(b, "%d", g.S - 1), -1);
-  cuda_if(b, cuda_fmt(b, "s < %s", g.nkt));
-  emit_tile_loads(&g, "kt0 + s", "s", true);
-  cuda_close(b);
-  cuda_emit(b, CU_COMMIT_GROUP);
-  cuda_close(b);
-
-  /* ---- main loop ---- */
-  cuda_comment(b, "main loop: wait for tile kt, prefetch tile kt+S-1 into the stage freed last iteration");
-  cuda_for(b, "kt", "0", g.nkt, 1);
-  cuda_stmt *w = cuda_emit(b, CU_WAIT_GROUP);
-  w->i[0] = g.S - 2;
-  cuda_emit(b, CU_BARRIER);
-  cuda_decl(b, "const int", "nk", NULL, cuda_fmt(b, "kt + %d", g.S - 1));
-  cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
-  emit_tile_loads(&g, "kt0 + nk", cuda_fmt(b, "nk %% %d", g.S), false);
-  cuda_close(b);
-  cuda_emit(b, CU_COMMIT_GROUP);
-  cuda_decl(b, "const int", "hk_st", NULL, cuda_fmt(b, "kt %% %d", g.S));
-  cuda_mm_inner(&g);
-  if (ga || gb) {
-    cuda_comment(b, "gathered operands: registers -> the stage of tile nk (read by nobody since the barrier above)");
-    cuda_if(b, cuda_fmt(b, "nk < %s", g.nkt));
-    cuda_decl(b, "const int", "k0", NULL, cuda_fmt(b, "(kt0 + nk) * %d", g.BK));
-    cuda_call(b, "(void)k0");
-    if (ga) emit_gather(&g, &p->A, true, cuda_fmt(b, "nk %% %d", g.S), false, true);
-    if (gb) emit_gather(&g, &p->B, false, cuda_fmt(b, "nk %% %d", g.S), false, true);
-    cuda_close(b);
-  }
-  cuda_close(b); /* kt */
-  w = cuda_emit(b, CU_WAIT_GROUP);
-  w->i[0] = 0;
-  cuda_emit(b, CU_BARRIER);
-
+  k->min_blocks = p->tune.min_blocks;
+  mma_params_meta(&g, k);
+  mma_prologue(&g);
+  mma_mainloop(&g);
   /* ---- epilogue on the fragments, then the stores ---- */
   if (g.splits > 1 && g.sk != CUDA_SPLITK_SERIAL) {
     if (g.sk == CUDA_SPLITK_ATOMIC && p->n_epi) { /* one slice adds the (linear) epilogue */

@@ -266,71 +266,67 @@ static void print_epilogue(pr *p, const cuda_stmt *st) {
   line(p, "}");
 }
 
-static void print_stmt(pr *p, const cuda_stmt *st) {
+/* Prints st when it opens a body (block, for, if / else, long loop);
+ * false for any other kind. */
+static bool print_control(pr *p, const cuda_stmt *st) {
   const char *const *s = st->s;
   switch (st->kind) {
-  case CU_BLOCK:
-    line(p, "{");
-    print_body(p, st->body, st->nbody);
-    line(p, "}");
-    break;
+  case CU_BLOCK: line(p, "{"); break;
   case CU_FOR:
     if (st->i[0] < 0) line(p, "#pragma unroll");
     else if (st->i[0] > 1) line(p, "#pragma unroll %lld", (long long)st->i[0]);
     else if (st->i[0] == 1) line(p, "#pragma unroll 1");
     line(p, "for (int %s = %s; %s < %s; %s += %s) {", s[0], s[1], s[0], s[2], s[0], s[3] ? s[3] : "1");
-    print_body(p, st->body, st->nbody);
-    line(p, "}");
     break;
-  case CU_IF:
-    line(p, "if (%s) {", s[0]);
-    print_body(p, st->body, st->nbody);
-    if (st->nels) {
-      line(p, "} else {");
-      print_body(p, st->els, st->nels);
-    }
-    line(p, "}");
-    break;
-  case CU_DECL:
-    if (s[3]) line(p, "%s %s%s = %s;", s[0], s[1], s[2] ? s[2] : "", s[3]);
-    else line(p, "%s %s%s;", s[0], s[1], s[2] ? s[2] : "");
-    break;
-  case CU_ASSIGN: line(p, "%s = %s;", s[0], s[1]); break;
-  case CU_CALL: line(p, "%s;", s[0]); break;
-  case CU_COMMENT: {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s[0]);
-    for (char *c = buf; *c; c++)
-      if (*c == '*' && c[1] == '/') *c = '+';
-    line(p, "/* %s */", buf);
-    break;
+  case CU_IF: line(p, "if (%s) {", s[0]); break;
+  case CU_LOOP: line(p, "for (long %s = %s; %s; %s += %s) {", s[0], s[1], s[2], s[0], s[3]); break;
+  default: return false;
   }
-  case CU_BARRIER: line(p, "hk_sync();"); break;
+  print_body(p, st->body, st->nbody);
+  if (st->kind == CU_IF && st->nels) {
+    line(p, "} else {");
+    print_body(p, st->els, st->nels);
+  }
+  line(p, "}");
+  return true;
+}
+
+/* Prints st when it moves data (cp.async, ld/st global and shared,
+ * ldmatrix, atomics, TMA); false for any other kind. */
+static bool print_memory(pr *p, const cuda_stmt *st) {
+  const char *const *s = st->s;
+  switch (st->kind) {
   case CU_CP_ASYNC:
     line(p, "hk_cp_async%lld(%s, %s, %s);", (long long)st->i[0], s[0], s[1], s[2] ? s[2] : (st->i[0] == 16 ? "16" : st->i[0] == 8 ? "8" : "4"));
     break;
-  case CU_COMMIT_GROUP: line(p, "hk_cp_commit();"); break;
-  case CU_WAIT_GROUP: line(p, "hk_cp_wait<%lld>();", (long long)st->i[0]); break;
   case CU_LD_GLOBAL: line(p, "%s = hk_ldg%d(%s, %s);", s[0], bits_of(st->i[0]), s[1], s[2] ? s[2] : "true"); break;
   case CU_ST_SHARED: line(p, "hk_sts%d(%s, %s);", bits_of(st->i[0]), s[0], s[1]); break;
   case CU_LD_SHARED: line(p, "%s = hk_lds%d(%s);", s[0], bits_of(st->i[0]), s[1]); break;
   case CU_LDMATRIX: line(p, "hk_ldsm_x%lld%s(%s, %s);", (long long)st->i[0], st->i[1] ? "_t" : "", s[0], s[1]); break;
-  case CU_MMA_SYNC:
-    if (st->dtype == TINY_FP32) line(p, "hk_mma1688_tf32(%s, %s, %s);", s[0], s[1], s[2]);
-    else line(p, "hk_mma16816_%s(%s, %s, %s);", st->dtype == TINY_BF16 ? "bf16" : "f16", s[0], s[1], s[2]);
-    break;
-  case CU_EPILOGUE: print_epilogue(p, st); break;
   case CU_ST_GLOBAL_VEC:
     if (s[2]) line(p, "if (%s) hk_stg%d(%s, %s);", s[2], bits_of(st->i[0]), s[0], s[1]);
     else line(p, "hk_stg%d(%s, %s);", bits_of(st->i[0]), s[0], s[1]);
     break;
-  case CU_SHFL_XOR: line(p, "%s = %s(%s, hk_shfl_xor(%s, %s));", s[0], s[2], s[0], s[0], s[1]); break;
   case CU_ATOMIC_ADD:
     if (s[2]) line(p, "if (%s) hk_red_add_f32(%s, %s);", s[2], s[0], s[1]);
     else line(p, "hk_red_add_f32(%s, %s);", s[0], s[1]);
     break;
   case CU_TMA_LOAD: line(p, "hk_tma_load_%lldd(%s, &%s, %s, %s);", (long long)st->i[0], s[0], s[1], s[2], s[3]); break;
   case CU_TMA_STORE: line(p, "hk_tma_store_%lldd(&%s, %s, %s);", (long long)st->i[0], s[0], s[1], s[2]); break;
+  default: return false;
+  }
+  return true;
+}
+
+/* Prints st when it synchronises or drives the SM90 units (barriers,
+ * cp.async groups, mbarriers, wgmma, setmaxnreg, proxy fence); false for
+ * any other kind. */
+static bool print_sync(pr *p, const cuda_stmt *st) {
+  const char *const *s = st->s;
+  switch (st->kind) {
+  case CU_BARRIER: line(p, "hk_sync();"); break;
+  case CU_COMMIT_GROUP: line(p, "hk_cp_commit();"); break;
+  case CU_WAIT_GROUP: line(p, "hk_cp_wait<%lld>();", (long long)st->i[0]); break;
   case CU_MBAR_INIT: line(p, "hk_mbar_init(%s, %s);", s[0], s[1]); break;
   case CU_MBAR_EXPECT_TX: line(p, "hk_mbar_arrive_expect_tx(%s, %s);", s[0], s[1]); break;
   case CU_MBAR_ARRIVE: line(p, "hk_mbar_arrive(%s);", s[0]); break;
@@ -345,14 +341,45 @@ static void print_stmt(pr *p, const cuda_stmt *st) {
   case CU_WGMMA_WAIT: line(p, "hk_wgmma_wait<%lld>();", (long long)st->i[0]); break;
   case CU_SETMAXNREG: line(p, "hk_setmaxnreg_%s<%lld>();", st->i[1] ? "inc" : "dec", (long long)st->i[0]); break;
   case CU_FENCE_PROXY_ASYNC: line(p, "hk_fence_proxy_async();"); break;
-  case CU_LOOP:
-    line(p, "for (long %s = %s; %s; %s += %s) {", s[0], s[1], s[2], s[0], s[3]);
-    print_body(p, st->body, st->nbody);
-    line(p, "}");
-    break;
-  case CU_CODE: line(p, "%s", s[0]); break;
-  default: line(p, "/* ? */"); break;
+  default: return false;
   }
+  return true;
+}
+
+/* Prints st when it is plain C (declaration, assignment, call, comment
+ * with any closing comment mark defused, raw code) or register math (mma,
+ * shuffle, epilogue); false for any other kind. */
+static bool print_plain(pr *p, const cuda_stmt *st) {
+  const char *const *s = st->s;
+  switch (st->kind) {
+  case CU_DECL:
+    if (s[3]) line(p, "%s %s%s = %s;", s[0], s[1], s[2] ? s[2] : "", s[3]);
+    else line(p, "%s %s%s;", s[0], s[1], s[2] ? s[2] : "");
+    break;
+  case CU_ASSIGN: line(p, "%s = %s;", s[0], s[1]); break;
+  case CU_CALL: line(p, "%s;", s[0]); break;
+  case CU_COMMENT: {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s[0]);
+    for (char *c = buf; *c; c++)
+      if (*c == '*' && c[1] == '/') *c = '+';
+    line(p, "/* %s */", buf);
+    break;
+  }
+  case CU_MMA_SYNC:
+    if (st->dtype == TINY_FP32) line(p, "hk_mma1688_tf32(%s, %s, %s);", s[0], s[1], s[2]);
+    else line(p, "hk_mma16816_%s(%s, %s, %s);", st->dtype == TINY_BF16 ? "bf16" : "f16", s[0], s[1], s[2]);
+    break;
+  case CU_EPILOGUE: print_epilogue(p, st); break;
+  case CU_SHFL_XOR: line(p, "%s = %s(%s, hk_shfl_xor(%s, %s));", s[0], s[2], s[0], s[0], s[1]); break;
+  case CU_CODE: line(p, "%s", s[0]); break;
+  default: return false;
+  }
+  return true;
+}
+
+static void print_stmt(pr *p, const cuda_stmt *st) {
+  if (!print_control(p, st) && !print_memory(p, st) && !print_sync(p, st) && !print_plain(p, st)) line(p, "/* ? */");
 }
 
 static void param_decl(ut_str *o, const cuda_param *pa) {

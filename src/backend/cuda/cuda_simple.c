@@ -85,15 +85,34 @@ static bool ew_contig(const cuda_ew_spec *s, const cuda_ew_input *in) {
   return true;
 }
 
-harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name) {
+/* Checks instruction i of s: a known elementwise op whose operands are
+ * earlier values and whose input exists; name locates the failure. */
+static harp_status ew_check_instr(harp_error *e, const cuda_ew_spec *s, int i, const char *name) {
+  const cuda_ew_instr *in = &s->instr[i];
+  if ((unsigned)in->op >= TINY_OP_COUNT) return ut_fail(e, HARP_E_UNKNOWN_OP, name, "instruction %d: bad op", i);
+  tiny_class c = tiny_op_class(in->op);
+  int ar = in->op == TINY_INPUT || in->op == TINY_CONST ? 0 : c == TC_CAST ? 1 : tiny_op_arity(in->op);
+  bool ok = in->op == TINY_INPUT || in->op == TINY_CONST || c == TC_UNARY || c == TC_BINARY || c == TC_TERNARY || c == TC_CAST;
+  if (!ok) return ut_fail(e, HARP_E_UNSUPPORTED, name, "instruction %d: %s is not elementwise", i, tiny_op_name(in->op));
+  int ops[3] = {in->a, in->b, in->c};
+  for (int k = 0; k < ar; k++)
+    if (ops[k] < 0 || ops[k] >= i) return ut_fail(e, HARP_E_DANGLING, name, "instruction %d: operand %d is not an earlier value", i, k);
+  if (in->op == TINY_INPUT && (in->input < 0 || in->input >= s->ninputs))
+    return ut_fail(e, HARP_E_DANGLING, name, "instruction %d: no input %d", i, in->input);
+  return HARP_OK;
+}
+
+/* Checks spec s (rank, counts, dtypes, shape, strides, instructions);
+ * *numel gets its element count. */
+static harp_status ew_check_spec(harp_error *e, const cuda_ew_spec *s, const char *name, int64_t *numel) {
   if (s->rank < 0 || s->rank > CUDA_MAX_RANK) return ut_fail(e, HARP_E_LIMIT, name, "rank %d (at most %d)", s->rank, CUDA_MAX_RANK);
   if (s->ninputs < 0 || s->ninputs > CUDA_MAX_EW_IN) return ut_fail(e, HARP_E_LIMIT, name, "%d inputs", s->ninputs);
   if (s->ninstr < 1 || s->ninstr > CUDA_MAX_EW_INSTR) return ut_fail(e, HARP_E_LIMIT, name, "%d instructions", s->ninstr);
   if (!storage_ok(s->out_dtype)) return ut_fail(e, HARP_E_INVALID_ARG, name, "bad output dtype");
-  int64_t numel = 1;
+  *numel = 1;
   for (int d = 0; d < s->rank; d++) {
     if (s->shape[d] < 1) return ut_fail(e, HARP_E_INVALID_ARG, name, "axis %d has size %lld", d, (long long)s->shape[d]);
-    if (!ut_mul_ok(numel, s->shape[d], &numel) || numel > ((int64_t)1 << 40))
+    if (!ut_mul_ok(*numel, s->shape[d], numel) || *numel > ((int64_t)1 << 40))
       return ut_fail(e, HARP_E_LIMIT, name, "too many elements");
   }
   for (int i = 0; i < s->ninputs; i++) {
@@ -101,53 +120,15 @@ harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s,
     for (int d = 0; d < s->rank; d++)
       if (s->in[i].strides[d] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "input %d: negative stride", i);
   }
-  for (int i = 0; i < s->ninstr; i++) {
-    const cuda_ew_instr *in = &s->instr[i];
-    if ((unsigned)in->op >= TINY_OP_COUNT) return ut_fail(e, HARP_E_UNKNOWN_OP, name, "instruction %d: bad op", i);
-    tiny_class c = tiny_op_class(in->op);
-    int ar = in->op == TINY_INPUT || in->op == TINY_CONST ? 0 : c == TC_CAST ? 1 : tiny_op_arity(in->op);
-    bool ok = in->op == TINY_INPUT || in->op == TINY_CONST || c == TC_UNARY || c == TC_BINARY || c == TC_TERNARY ||
-              c == TC_CAST;
-    if (!ok) return ut_fail(e, HARP_E_UNSUPPORTED, name, "instruction %d: %s is not elementwise", i, tiny_op_name(in->op));
-    int ops[3] = {in->a, in->b, in->c};
-    for (int k = 0; k < ar; k++)
-      if (ops[k] < 0 || ops[k] >= i) return ut_fail(e, HARP_E_DANGLING, name, "instruction %d: operand %d is not an earlier value", i, k);
-    if (in->op == TINY_INPUT && (in->input < 0 || in->input >= s->ninputs))
-      return ut_fail(e, HARP_E_DANGLING, name, "instruction %d: no input %d", i, in->input);
-  }
-  int T = threads_of(&s->tune);
-  if (check_threads(e, name, T)) return e->code;
-  int osz = tiny_dtype_size(s->out_dtype);
-  int V = s->tune.vec ? s->tune.vec : 16 / osz;
-  if (V < 1 || V > 16 || (V & (V - 1))) return ut_fail(e, HARP_E_INVALID_ARG, name, "vector width %d", V);
-  bool vec_out = V * osz == 16;
-  int64_t nchunks = (numel + V - 1) / V;
-  if (nchunks > INT32_MAX / 2) return ut_fail(e, HARP_E_LIMIT, name, "%lld elements: more than 2^30 vectors", (long long)numel);
-  int64_t blocks = (nchunks + T - 1) / T;
-  if (blocks > 65535 * 8) blocks = 65535 * 8; /* grid-stride loop covers the rest */
+  for (int i = 0; i < s->ninstr; i++)
+    if (ew_check_instr(e, s, i, name)) return e->code;
+  return HARP_OK;
+}
 
-  cuda_b bb, *b = &bb;
-  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "ewise");
-  if (!k) return e->code;
-  k->grid[0] = blocks;
-  k->block[0] = T;
-  for (int i = 0; i < s->ninputs; i++)
-    cuda_param_add(k, cuda_fmt(b, "in%d", i), cuda_ctype(s->in[i].dtype), CUDA_P_PTR_IN, s->in[i].dtype);
-  cuda_param_add(k, "out", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
-  cuda_meta_int(k, "numel", numel);
-  cuda_meta_int(k, "vec", V);
-  cuda_meta_str(k, "bind", "chunk of vec elements -> thread, grid-stride");
-  bool vin[CUDA_MAX_EW_IN];
-  for (int i = 0; i < s->ninputs; i++) {
-    int isz = tiny_dtype_size(s->in[i].dtype);
-    vin[i] = ew_contig(s, &s->in[i]) && (isz * V) % 16 == 0;
-    if (vin[i] && k->params[i].align < 16) k->params[i].align = 16;
-  }
-  if (vec_out) k->params[s->ninputs].align = 16;
-  cuda_for_step(b, "hk_ch", cuda_fmt(b, "blockIdx.x * %d + threadIdx.x", T), cuda_fmt(b, "%lld", (long long)nchunks),
-                cuda_fmt(b, "%lld", (long long)(blocks * T)), 1);
-  cuda_decl(b, "const hk_i64", "hk_base", NULL, cuda_fmt(b, "(hk_i64)hk_ch * %d", V));
-  cuda_decl(b, "const bool", "hk_full", NULL, cuda_fmt(b, "hk_base + %d <= %lld", V, (long long)numel));
+/* The 16-byte loads of the V-element chunk of every input i of s with
+ * vin[i] (contiguous and aligned) into words hk_w<i>, when the chunk is
+ * full. */
+static void ew_load_vectors(cuda_b *b, const cuda_ew_spec *s, int V, const bool *vin) {
   for (int i = 0; i < s->ninputs; i++) {
     if (!vin[i]) continue;
     int words = V * tiny_dtype_size(s->in[i].dtype) / 4;
@@ -165,40 +146,50 @@ harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s,
     cuda_close(b);
     cuda_close(b);
   }
-  const char *ot = cuda_ctype(s->out_dtype);
-  if (vec_out) cuda_decl(b, "hk_u32", "hk_o", "[4]", NULL);
-  cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", V), -1);
-  cuda_decl(b, "const hk_i64", "hk_idx", NULL, "hk_base + hk_e");
-  cuda_decl(b, "const bool", "hk_ok", NULL, cuda_fmt(b, "hk_idx < %lld", (long long)numel));
+}
+
+/* The value of input j of s at element hk_idx: from the loaded words when
+ * vin[j] and the chunk is full, else a scalar load through the strides
+ * (broadcast axes drop out). */
+static const char *ew_input_expr(cuda_b *b, const cuda_ew_spec *s, int j, const bool *vin) {
+  const cuda_ew_input *ip = &s->in[j];
+  const char *off = "0";
+  int64_t inner = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    if (ip->strides[d] && s->shape[d] > 1)
+      off = cuda_fmt(b, "%s + ((hk_idx / %lld) %% %lld) * %lld", off, (long long)inner, (long long)s->shape[d],
+                     (long long)ip->strides[d]);
+    inner *= s->shape[d];
+  }
+  const char *scalar = cuda_fmt(b, "(hk_ok ? %s(in%d + (%s)) : 0.0f)", cuda_ld_fn(ip->dtype), j, off);
+  return vin[j] ? cuda_fmt(b, "(hk_full ? %s : %s)", unpack(b, ip->dtype, cuda_fmt(b, "hk_w%d", j), "hk_e"), scalar) : scalar;
+}
+
+/* One const float hk_x<i> per instruction of s; *res gets the last one's
+ * name.  Fails (name) on an op without a CUDA spelling. */
+static harp_status ew_values(harp_error *e, cuda_b *b, const cuda_ew_spec *s, const bool *vin, const char *name, const char **res) {
   const char *vals[CUDA_MAX_EW_INSTR];
   for (int i = 0; i < s->ninstr; i++) {
     const cuda_ew_instr *in = &s->instr[i];
     const char *expr;
-    if (in->op == TINY_INPUT) {
-      const cuda_ew_input *ip = &s->in[in->input];
-      int j = in->input;
-      /* element offset through the strides (broadcast axes drop out) */
-      const char *off = "0";
-      int64_t inner = 1;
-      for (int d = s->rank - 1; d >= 0; d--) {
-        if (ip->strides[d] && s->shape[d] > 1)
-          off = cuda_fmt(b, "%s + ((hk_idx / %lld) %% %lld) * %lld", off, (long long)inner, (long long)s->shape[d],
-                         (long long)ip->strides[d]);
-        inner *= s->shape[d];
-      }
-      const char *scalar = cuda_fmt(b, "(hk_ok ? %s(in%d + (%s)) : 0.0f)", cuda_ld_fn(ip->dtype), j, off);
-      expr = vin[j] ? cuda_fmt(b, "(hk_full ? %s : %s)", unpack(b, ip->dtype, cuda_fmt(b, "hk_w%d", j), "hk_e"), scalar)
-                    : scalar;
-    } else {
+    if (in->op == TINY_INPUT) expr = ew_input_expr(b, s, in->input, vin);
+    else {
       const char *ops[3] = {in->a >= 0 && in->a < i ? vals[in->a] : "0", in->b >= 0 && in->b < i ? vals[in->b] : "0",
                             in->c >= 0 && in->c < i ? vals[in->c] : "0"};
       expr = ew_expr(b, in, ops);
       if (!expr) return ut_fail(e, HARP_E_UNSUPPORTED, name, "op %s", tiny_op_name(in->op));
     }
     vals[i] = cuda_fmt(b, "hk_x%d", i);
-    cuda_decl(b, "const float", vals[i] , NULL, expr);
+    cuda_decl(b, "const float", vals[i], NULL, expr);
   }
-  const char *res = vals[s->ninstr - 1];
+  *res = vals[s->ninstr - 1];
+  return HARP_OK;
+}
+
+/* Element hk_e's result res of s's out_dtype (osz bytes): packed into the
+ * output words hk_o when vec_out, and stored on its own where the chunk is
+ * not full (always, when not vec_out). */
+static void ew_store_element(cuda_b *b, const cuda_ew_spec *s, const char *res, int osz, bool vec_out) {
   if (vec_out) {
     if (osz == 2)
       cuda_assign(b, "hk_o[hk_e >> 1]",
@@ -219,6 +210,59 @@ harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s,
   cuda_stmt *st = cuda_emit_s(b, CU_ST_GLOBAL_VEC, "out + hk_idx", sv, "hk_ok", NULL);
   st->i[0] = osz;
   if (vec_out) cuda_close(b);
+}
+
+/* Kernel k's parameters (inputs, out) and metadata for s; vin[i] says
+ * whether input i is read in 16-byte vectors of V elements (such inputs,
+ * and out when vec_out, get 16-byte alignment). */
+static void ew_params(cuda_b *b, cuda_kernel *k, const cuda_ew_spec *s, int64_t numel, int V, bool vec_out, bool *vin) {
+  for (int i = 0; i < s->ninputs; i++)
+    cuda_param_add(k, cuda_fmt(b, "in%d", i), cuda_ctype(s->in[i].dtype), CUDA_P_PTR_IN, s->in[i].dtype);
+  cuda_param_add(k, "out", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
+  cuda_meta_int(k, "numel", numel);
+  cuda_meta_int(k, "vec", V);
+  cuda_meta_str(k, "bind", "chunk of vec elements -> thread, grid-stride");
+  for (int i = 0; i < s->ninputs; i++) {
+    int isz = tiny_dtype_size(s->in[i].dtype);
+    vin[i] = ew_contig(s, &s->in[i]) && (isz * V) % 16 == 0;
+    if (vin[i] && k->params[i].align < 16) k->params[i].align = 16;
+  }
+  if (vec_out) k->params[s->ninputs].align = 16;
+}
+
+harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name) {
+  int64_t numel = 1;
+  if (ew_check_spec(e, s, name, &numel)) return e->code;
+  int T = threads_of(&s->tune);
+  if (check_threads(e, name, T)) return e->code;
+  int osz = tiny_dtype_size(s->out_dtype);
+  int V = s->tune.vec ? s->tune.vec : 16 / osz;
+  if (V < 1 || V > 16 || (V & (V - 1))) return ut_fail(e, HARP_E_INVALID_ARG, name, "vector width %d", V);
+  bool vec_out = V * osz == 16;
+  int64_t nchunks = (numel + V - 1) / V;
+  if (nchunks > INT32_MAX / 2) return ut_fail(e, HARP_E_LIMIT, name, "%lld elements: more than 2^30 vectors", (long long)numel);
+  int64_t blocks = (nchunks + T - 1) / T;
+  if (blocks > 65535 * 8) blocks = 65535 * 8; /* grid-stride loop covers the rest */
+
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "ewise");
+  if (!k) return e->code;
+  k->grid[0] = blocks;
+  k->block[0] = T;
+  bool vin[CUDA_MAX_EW_IN];
+  ew_params(b, k, s, numel, V, vec_out, vin);
+  cuda_for_step(b, "hk_ch", cuda_fmt(b, "blockIdx.x * %d + threadIdx.x", T), cuda_fmt(b, "%lld", (long long)nchunks),
+                cuda_fmt(b, "%lld", (long long)(blocks * T)), 1);
+  cuda_decl(b, "const hk_i64", "hk_base", NULL, cuda_fmt(b, "(hk_i64)hk_ch * %d", V));
+  cuda_decl(b, "const bool", "hk_full", NULL, cuda_fmt(b, "hk_base + %d <= %lld", V, (long long)numel));
+  ew_load_vectors(b, s, V, vin);
+  if (vec_out) cuda_decl(b, "hk_u32", "hk_o", "[4]", NULL);
+  cuda_for(b, "hk_e", "0", cuda_fmt(b, "%d", V), -1);
+  cuda_decl(b, "const hk_i64", "hk_idx", NULL, "hk_base + hk_e");
+  cuda_decl(b, "const bool", "hk_ok", NULL, cuda_fmt(b, "hk_idx < %lld", (long long)numel));
+  const char *res = NULL;
+  if (ew_values(e, b, s, vin, name, &res)) return e->code;
+  ew_store_element(b, s, res, osz, vec_out);
   cuda_close(b); /* hk_e */
   if (vec_out) {
     cuda_if(b, "hk_full");
@@ -227,7 +271,6 @@ harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s,
     cuda_close(b);
   }
   cuda_close(b); /* hk_ch */
-  (void)ot;
   return cuda_b_finish(b, k);
 }
 

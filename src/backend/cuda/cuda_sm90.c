@@ -212,68 +212,71 @@ bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap) {
   return w == NULL;
 }
 
-harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
-  char why[160];
-  if (!cuda_sm90_gemm_ok(s, why, sizeof why)) return unsupported(e, name, why);
+/* The sizes cuda_sm90_gemm derives from a spec and its tune: tiles, ring
+ * depth, shared-memory offsets, and the batch coordinates of A and B. */
+typedef struct {
+  int BM, BN, BK, S, GM, splitk, osz, CW;
+  bool tf32, bkm, reduce; /* bkm: B K-major */
+  int64_t KT, kt_per, TM, TN, ntiles, a_bytes, stage, c_off, bar_off, smem;
+  const char *ca[2], *cb[2]; /* batch coordinates (b1, b0 or 0) of A, B */
+} sm90_plan;
+
+/* Fills p from the spec s (already accepted by cuda_sm90_gemm_ok); fails
+ * with name on a split-K form, tile count, shared memory or register budget
+ * the template cannot take. */
+static harp_status sm90_plan_sizes(harp_error *e, const cuda_gemm_spec *s, const char *name, sm90_plan *p) {
   const cuda_tune *t = &s->tune;
-  int esz = tiny_dtype_size(s->a_dtype), BM = 128, BK = 128 / esz, BN = t->bn ? t->bn : default_bn(s);
-  bool tf32 = s->a_dtype == TINY_FP32;
-  int S = t->stages, GM = t->group_m ? t->group_m : 8;
-  int splitk = t->splitk > 1 ? t->splitk : 1;
-  bool bkm = s->b_sk == 1; /* B K-major */
-  int osz = tiny_dtype_size(s->c_dtype);
-  bool reduce = splitk > 1 && t->splitk_kind == CUDA_SPLITK_REDUCE;
-  if (splitk > 1 && t->splitk_kind == CUDA_SPLITK_SERIAL)
+  int esz = tiny_dtype_size(s->a_dtype);
+  p->BM = 128, p->BK = 128 / esz, p->BN = t->bn ? t->bn : default_bn(s);
+  p->tf32 = s->a_dtype == TINY_FP32;
+  p->S = t->stages, p->GM = t->group_m ? t->group_m : 8;
+  p->splitk = t->splitk > 1 ? t->splitk : 1;
+  p->bkm = s->b_sk == 1;
+  p->osz = tiny_dtype_size(s->c_dtype);
+  p->reduce = p->splitk > 1 && t->splitk_kind == CUDA_SPLITK_REDUCE;
+  if (p->splitk > 1 && t->splitk_kind == CUDA_SPLITK_SERIAL)
     return unsupported(e, name, "splitk_serial is on the SM80 template (it runs on sm_90)");
-  int64_t KT = (s->K + BK - 1) / BK;
-  if (splitk > KT) splitk = (int)KT;
-  int64_t kt_per = (KT + splitk - 1) / splitk;
-  int64_t TM = (s->M + BM - 1) / BM, TN = (s->N + BN - 1) / BN, NB = s->batch[0] * s->batch[1];
-  int64_t ntiles = TM * TN * NB * splitk;
-  if (ntiles > INT32_MAX) return ut_fail(e, HARP_E_LIMIT, name, "too many tiles");
-  int64_t a_bytes = (int64_t)BM * 128, b_bytes = (int64_t)BN * 128, stage = a_bytes + b_bytes;
+  p->KT = (s->K + p->BK - 1) / p->BK;
+  if (p->splitk > p->KT) p->splitk = (int)p->KT;
+  p->kt_per = (p->KT + p->splitk - 1) / p->splitk;
+  p->TM = (s->M + p->BM - 1) / p->BM, p->TN = (s->N + p->BN - 1) / p->BN;
+  p->ntiles = p->TM * p->TN * s->batch[0] * s->batch[1] * p->splitk;
+  if (p->ntiles > INT32_MAX) return ut_fail(e, HARP_E_LIMIT, name, "too many tiles");
+  p->a_bytes = (int64_t)p->BM * 128;
+  p->stage = p->a_bytes + (int64_t)p->BN * 128;
   /* C is staged and stored CW columns at a time: fp32 C of 128 x 256 would
    * take 128 KB and leave room for 2 stages (0.62-0.74x cuBLAS TF32 on an
    * H200); 64-column chunks (32 KB) leave room for 4 */
-  int CW = osz == 4 && BN > 64 ? 64 : BN;
-  int64_t c_bytes = (int64_t)BM * CW * osz;
-  if (!S) /* the deepest ring that fits next to the C staging tile */
-    for (S = 4; S > 2 && stage * S + c_bytes + 16 * S + 1024 > cuda_smem_max(CUDA_SM90); S--) {
+  p->CW = p->osz == 4 && p->BN > 64 ? 64 : p->BN;
+  int64_t c_bytes = (int64_t)p->BM * p->CW * p->osz;
+  if (!p->S) /* the deepest ring that fits next to the C staging tile */
+    for (p->S = 4; p->S > 2 && p->stage * p->S + c_bytes + 16 * p->S + 1024 > cuda_smem_max(CUDA_SM90); p->S--) {
     }
-  int64_t c_off = stage * S;
-  int64_t bar_off = c_off + c_bytes;
-  int64_t smem = bar_off + 16 * S + 1024; /* + slack to align the base to 1024 */
-  if (smem > cuda_smem_max(CUDA_SM90))
+  p->c_off = p->stage * p->S;
+  p->bar_off = p->c_off + c_bytes;
+  p->smem = p->bar_off + 16 * p->S + 1024; /* + slack to align the base to 1024 */
+  if (p->smem > cuda_smem_max(CUDA_SM90))
     return ut_fail(e, HARP_E_SMEM_OVERFLOW, name, "the plan needs %lld bytes of shared memory per CTA, sm90 has %lld",
-                   (long long)smem, (long long)cuda_smem_max(CUDA_SM90));
-  if (BN / 2 + 60 > 232) return ut_fail(e, HARP_E_REG_OVERFLOW, name, "BN %d needs too many accumulator registers", BN);
+                   (long long)p->smem, (long long)cuda_smem_max(CUDA_SM90));
+  if (p->BN / 2 + 60 > 232) return ut_fail(e, HARP_E_REG_OVERFLOW, name, "BN %d needs too many accumulator registers", p->BN);
+  return HARP_OK;
+}
 
-  cuda_b bb, *b = &bb;
-  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
-  if (!k) return e->code;
-  /* persistent: one CTA per SM (the launch reads the device's count; an
-   * H100 SXM5's 132 here); the tile loop is correct for any grid */
-  int64_t grid = t->persistent ? (ntiles < CUDA_DEFAULT_SMS ? ntiles : CUDA_DEFAULT_SMS) : ntiles;
-  if (t->persistent) k->persistent_tiles = ntiles;
-  k->grid[0] = grid;
-  k->block[0] = 384;
-  k->min_blocks = 1;
-  k->smem_bytes = smem;
-  /* tensor maps: 4-D (inner, outer, batch1, batch0) */
-  cuda_tmap_desc *tm = ut_arena_alloc(m->arena, sizeof(cuda_tmap_desc) * 3);
-  if (!tm) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
-  int abs = tiny_dtype_size(s->a_dtype);
+/* The three 4-D tensor maps (inner, outer, batch1, batch0) of A, B and C
+ * of spec s in tm[0..2]; writes p's batch coordinates of A and B. */
+static void sm90_tmaps(const cuda_gemm_spec *s, sm90_plan *p, cuda_tmap_desc *tm) {
+  int abs = tiny_dtype_size(s->a_dtype), osz = p->osz;
   tm[0] = (cuda_tmap_desc){.tensor = "A", .dtype = s->a_dtype, .rank = 4, .swizzle = 3};
   tm[0].dims[0] = (uint64_t)s->K, tm[0].dims[1] = (uint64_t)s->M, tm[0].dims[2] = (uint64_t)s->batch[1],
   tm[0].dims[3] = (uint64_t)s->batch[0];
   tm[0].strides[0] = (uint64_t)(s->a_sm * abs), tm[0].strides[1] = (uint64_t)(s->a_sb[1] * abs),
   tm[0].strides[2] = (uint64_t)(s->a_sb[0] * abs);
-  tm[0].box[0] = (uint32_t)BK, tm[0].box[1] = (uint32_t)BM, tm[0].box[2] = tm[0].box[3] = 1;
+  tm[0].box[0] = (uint32_t)p->BK, tm[0].box[1] = (uint32_t)p->BM, tm[0].box[2] = tm[0].box[3] = 1;
   tm[1] = (cuda_tmap_desc){.tensor = "B", .dtype = s->b_dtype, .rank = 4, .swizzle = 3};
-  if (bkm) {
+  if (p->bkm) {
     tm[1].dims[0] = (uint64_t)s->K, tm[1].dims[1] = (uint64_t)s->N;
     tm[1].strides[0] = (uint64_t)(s->b_sn * abs);
-    tm[1].box[0] = (uint32_t)BK, tm[1].box[1] = (uint32_t)BN;
+    tm[1].box[0] = (uint32_t)p->BK, tm[1].box[1] = (uint32_t)p->BN;
   } else {
     tm[1].dims[0] = (uint64_t)s->N, tm[1].dims[1] = (uint64_t)s->K;
     tm[1].strides[0] = (uint64_t)(s->b_sk * abs);
@@ -287,11 +290,16 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   tm[2].dims[3] = (uint64_t)s->batch[0];
   tm[2].strides[0] = (uint64_t)(s->c_sm * osz), tm[2].strides[1] = (uint64_t)(s->c_sb[1] * osz),
   tm[2].strides[2] = (uint64_t)(s->c_sb[0] * osz);
-  tm[2].box[0] = (uint32_t)CW, tm[2].box[1] = (uint32_t)BM, tm[2].box[2] = tm[2].box[3] = 1;
-  const char *ca[2], *cb[2];
-  fold_broadcast_batch(&tm[0], ca);
-  fold_broadcast_batch(&tm[1], cb);
+  tm[2].box[0] = (uint32_t)p->CW, tm[2].box[1] = (uint32_t)p->BM, tm[2].box[2] = tm[2].box[3] = 1;
+  fold_broadcast_batch(&tm[0], p->ca);
+  fold_broadcast_batch(&tm[1], p->cb);
   for (int i = 0; i < 3; i++) packed_unit_strides(&tm[i]);
+}
+
+/* Kernel k's parameters (the tensor maps tm, C for split-K atomics, one
+ * pointer per epilogue op of s) and its metadata from p. */
+static void sm90_params_meta(cuda_b *b, cuda_kernel *k, const cuda_gemm_spec *s, const sm90_plan *p, cuda_tmap_desc *tm) {
+  const cuda_tune *t = &s->tune;
   cuda_param_add(k, "tmA", "hk_tmap", CUDA_P_TMAP, s->a_dtype);
   k->params[k->nparams - 1].tmap = &tm[0];
   cuda_param_add(k, "tmB", "hk_tmap", CUDA_P_TMAP, s->b_dtype);
@@ -305,34 +313,38 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
                    has ? s->epi[i].dtype : TINY_FP32);
   }
   cuda_meta_str(k, "template", "sm90_wgmma");
-  cuda_meta_int(k, "BM", BM);
-  cuda_meta_int(k, "BN", BN);
-  cuda_meta_int(k, "BK", BK);
-  cuda_meta_int(k, "stages", S);
-  cuda_meta_int(k, "c_store_columns", CW);
-  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "64x%d per consumer warpgroup", BN));
-  cuda_meta_int(k, "wgmma_n", BN);
-  cuda_meta_int(k, "wgmma_trans_b", !bkm);
-  cuda_meta_str(k, "wgmma_dtype", tf32 ? "tf32" : s->a_dtype == TINY_BF16 ? "bf16" : "f16");
-  if (tf32) cuda_meta_str(k, "math", "wgmma m64nNk8 .tf32 (the hardware reads the top 19 bits of each fp32 operand)");
+  cuda_meta_int(k, "BM", p->BM);
+  cuda_meta_int(k, "BN", p->BN);
+  cuda_meta_int(k, "BK", p->BK);
+  cuda_meta_int(k, "stages", p->S);
+  cuda_meta_int(k, "c_store_columns", p->CW);
+  cuda_meta_str(k, "warp_tile", cuda_fmt(b, "64x%d per consumer warpgroup", p->BN));
+  cuda_meta_int(k, "wgmma_n", p->BN);
+  cuda_meta_int(k, "wgmma_trans_b", !p->bkm);
+  cuda_meta_str(k, "wgmma_dtype", p->tf32 ? "tf32" : s->a_dtype == TINY_BF16 ? "bf16" : "f16");
+  if (p->tf32) cuda_meta_str(k, "math", "wgmma m64nNk8 .tf32 (the hardware reads the top 19 bits of each fp32 operand)");
   cuda_meta_str(k, "warp_specialization", "1 producer warpgroup (TMA, 40 regs) + 2 consumer warpgroups (wgmma, 232 regs)");
-  cuda_meta_str(k, "scheduler", t->persistent ? cuda_fmt(b, "persistent (grid.x = min(tiles, SMs)), grouped raster group_m=%d", GM)
-                                              : cuda_fmt(b, "one CTA per tile, grouped raster group_m=%d", GM));
-  cuda_meta_int(k, "tiles", ntiles);
-  cuda_meta_int(k, "splitk", splitk);
-  if (splitk > 1) cuda_meta_str(k, "algo_choice.matmul", cuda_splitk_name(t->splitk_kind));
-  cuda_meta_str(k, "c_store", splitk > 1 ? (reduce ? "st.global.b32 partials" : "red.global.add.f32") : "registers -> smem -> TMA store");
+  cuda_meta_str(k, "scheduler", t->persistent ? cuda_fmt(b, "persistent (grid.x = min(tiles, SMs)), grouped raster group_m=%d", p->GM)
+                                              : cuda_fmt(b, "one CTA per tile, grouped raster group_m=%d", p->GM));
+  cuda_meta_int(k, "tiles", p->ntiles);
+  cuda_meta_int(k, "splitk", p->splitk);
+  if (p->splitk > 1) cuda_meta_str(k, "algo_choice.matmul", cuda_splitk_name(t->splitk_kind));
+  cuda_meta_str(k, "c_store", p->splitk > 1 ? (p->reduce ? "st.global.b32 partials" : "red.global.add.f32")
+                                            : "registers -> smem -> TMA store");
   cuda_meta_str(k, "arch_note", "build for sm_90a (wgmma, setmaxnreg)");
+}
 
-  const char *dt = tf32 ? "tf32" : s->a_dtype == TINY_BF16 ? "bf16" : "f16";
+/* The shared-memory base and the S full/empty mbarrier pairs at p's
+ * bar_off, initialised by thread 0 and fenced for the async proxy. */
+static void sm90_prologue(cuda_b *b, const sm90_plan *p) {
   cuda_call(b, "HK_SMEM_DECL(hk_smem)");
   cuda_decl(b, "const hk_saddr", "hk_sb", NULL, "(hk_smem_addr(hk_smem) + 1023u) & ~1023u");
   cuda_decl(b, "const int", "tid", NULL, "threadIdx.x");
   cuda_decl(b, "const int", "wg", NULL, "tid >> 7");
-  cuda_decl(b, "const hk_saddr", "full0", NULL, cuda_fmt(b, "hk_sb + %lld", (long long)bar_off));
-  cuda_decl(b, "const hk_saddr", "empty0", NULL, cuda_fmt(b, "hk_sb + %lld", (long long)(bar_off + 8 * S)));
+  cuda_decl(b, "const hk_saddr", "full0", NULL, cuda_fmt(b, "hk_sb + %lld", (long long)p->bar_off));
+  cuda_decl(b, "const hk_saddr", "empty0", NULL, cuda_fmt(b, "hk_sb + %lld", (long long)(p->bar_off + 8 * p->S)));
   cuda_if(b, "tid == 0");
-  cuda_for(b, "s", "0", cuda_fmt(b, "%d", S), -1);
+  cuda_for(b, "s", "0", cuda_fmt(b, "%d", p->S), -1);
   cuda_emit_s(b, CU_MBAR_INIT, "full0 + s * 8", "1", NULL, NULL);
   cuda_emit_s(b, CU_MBAR_INIT, "empty0 + s * 8", "256", NULL, NULL);
   cuda_close(b);
@@ -340,49 +352,56 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   cuda_close(b);
   cuda_emit(b, CU_FENCE_PROXY_ASYNC);
   cuda_emit(b, CU_BARRIER);
-  /* ---- producer ---- */
-  cuda_if(b, "wg == 0");
+}
+
+/* Decodes the loop variable tile into the split-K slice ks, the grouped
+ * raster's tile row tm and column tn, the batch indices b0, b1 (of s's
+ * batch) and the k-tile range [kt0, kt1) of p's slices. */
+static void sm90_decode_tile(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p) {
+  long long TM = p->TM, TN = p->TN, GM = p->GM, KT = p->KT, kt_per = p->kt_per;
+  cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "tile %% %d", p->splitk));
+  cuda_decl(b, "const int", "t1", NULL, cuda_fmt(b, "tile / %d", p->splitk));
+  cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "t1 / %lld", TM * TN));
+  cuda_decl(b, "const int", "r", NULL, cuda_fmt(b, "t1 %% %lld", TM * TN));
+  cuda_decl(b, "const int", "grp", NULL, cuda_fmt(b, "r / %lld", GM * TN));
+  cuda_decl(b, "const int", "fm", NULL, cuda_fmt(b, "grp * %d", p->GM));
+  cuda_decl(b, "const int", "gsz", NULL, cuda_fmt(b, "%lld - fm < %d ? %lld - fm : %d", TM, p->GM, TM, p->GM));
+  cuda_decl(b, "const int", "tm", NULL, cuda_fmt(b, "fm + (r %% %lld) %% gsz", GM * TN));
+  cuda_decl(b, "const int", "tn", NULL, cuda_fmt(b, "(r %% %lld) / gsz", GM * TN));
+  cuda_decl(b, "const int", "b0", NULL, cuda_fmt(b, "bz / %lld", (long long)s->batch[1]));
+  cuda_decl(b, "const int", "b1", NULL, cuda_fmt(b, "bz %% %lld", (long long)s->batch[1]));
+  cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %lld", kt_per));
+  cuda_decl(b, "const int", "kt1", NULL, cuda_fmt(b, "kt0 + %lld < %lld ? kt0 + %lld : %lld", kt_per, KT, kt_per, KT));
+  cuda_call(b, "(void)b0; (void)b1; (void)tn");
+}
+
+/* The producer warpgroup: drops to 40 registers; thread 0 walks the tiles
+ * and, per k tile, waits for a free stage and TMA-loads A and B (one box if
+ * B is K-major, BN/64 panels if not) into it. */
+static void sm90_producer(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p) {
+  long long stage = p->stage, a_bytes = p->a_bytes;
   cuda_stmt *sr = cuda_emit(b, CU_SETMAXNREG);
   sr->i[0] = 40, sr->i[1] = 0;
   cuda_if(b, "tid == 0");
   cuda_decl(b, "int", "it", NULL, "0");
-  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)ntiles), "gridDim.x", 1);
-#define DECODE()                                                                                                    \
-  do {                                                                                                              \
-    cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "tile %% %d", splitk));                                      \
-    cuda_decl(b, "const int", "t1", NULL, cuda_fmt(b, "tile / %d", splitk));                                       \
-    cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "t1 / %lld", (long long)(TM * TN)));                         \
-    cuda_decl(b, "const int", "r", NULL, cuda_fmt(b, "t1 %% %lld", (long long)(TM * TN)));                         \
-    cuda_decl(b, "const int", "grp", NULL, cuda_fmt(b, "r / %lld", (long long)(GM * TN)));                         \
-    cuda_decl(b, "const int", "fm", NULL, cuda_fmt(b, "grp * %d", GM));                                            \
-    cuda_decl(b, "const int", "gsz", NULL, cuda_fmt(b, "%lld - fm < %d ? %lld - fm : %d", (long long)TM, GM,       \
-                                                  (long long)TM, GM));                                             \
-    cuda_decl(b, "const int", "tm", NULL, cuda_fmt(b, "fm + (r %% %lld) %% gsz", (long long)(GM * TN)));           \
-    cuda_decl(b, "const int", "tn", NULL, cuda_fmt(b, "(r %% %lld) / gsz", (long long)(GM * TN)));                 \
-    cuda_decl(b, "const int", "b0", NULL, cuda_fmt(b, "bz / %lld", (long long)s->batch[1]));                       \
-    cuda_decl(b, "const int", "b1", NULL, cuda_fmt(b, "bz %% %lld", (long long)s->batch[1]));                      \
-    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %lld", (long long)kt_per));                           \
-    cuda_decl(b, "const int", "kt1", NULL, cuda_fmt(b, "kt0 + %lld < %lld ? kt0 + %lld : %lld", (long long)kt_per, \
-                                                  (long long)KT, (long long)kt_per, (long long)KT));               \
-    cuda_call(b, "(void)b0; (void)b1; (void)tn");                                                                   \
-  } while (0)
-  DECODE();
+  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)p->ntiles), "gridDim.x", 1);
+  sm90_decode_tile(b, s, p);
   cuda_for(b, "kt", "kt0", "kt1", 1);
-  cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", S));
-  cuda_decl(b, "const int", "ph", NULL, cuda_fmt(b, "(it / %d) & 1", S));
+  cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", p->S));
+  cuda_decl(b, "const int", "ph", NULL, cuda_fmt(b, "(it / %d) & 1", p->S));
   cuda_emit_s(b, CU_MBAR_WAIT, "empty0 + st * 8", "ph ^ 1", NULL, NULL);
-  cuda_emit_s(b, CU_MBAR_EXPECT_TX, "full0 + st * 8", cuda_fmt(b, "%lld", (long long)stage), NULL, NULL);
-  cuda_stmt *tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld", (long long)stage), "tmA",
-                              cuda_fmt(b, "kt * %d, tm * %d, %s, %s", BK, BM, ca[0], ca[1]), "full0 + st * 8");
+  cuda_emit_s(b, CU_MBAR_EXPECT_TX, "full0 + st * 8", cuda_fmt(b, "%lld", stage), NULL, NULL);
+  cuda_stmt *tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld", stage), "tmA",
+                              cuda_fmt(b, "kt * %d, tm * %d, %s, %s", p->BK, p->BM, p->ca[0], p->ca[1]), "full0 + st * 8");
   tl->i[0] = 4;
-  if (bkm) {
-    tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld", (long long)stage, (long long)a_bytes), "tmB",
-                     cuda_fmt(b, "kt * %d, tn * %d, %s, %s", BK, BN, cb[0], cb[1]), "full0 + st * 8");
+  if (p->bkm) {
+    tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld", stage, a_bytes), "tmB",
+                     cuda_fmt(b, "kt * %d, tn * %d, %s, %s", p->BK, p->BN, p->cb[0], p->cb[1]), "full0 + st * 8");
     tl->i[0] = 4;
   } else {
-    cuda_for(b, "p", "0", cuda_fmt(b, "%d", BN / 64), -1);
-    tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld + p * 8192", (long long)stage, (long long)a_bytes),
-                     "tmB", cuda_fmt(b, "tn * %d + p * 64, kt * %d, %s, %s", BN, BK, cb[0], cb[1]), "full0 + st * 8");
+    cuda_for(b, "p", "0", cuda_fmt(b, "%d", p->BN / 64), -1);
+    tl = cuda_emit_s(b, CU_TMA_LOAD, cuda_fmt(b, "hk_sb + st * %lld + %lld + p * 8192", stage, a_bytes), "tmB",
+                     cuda_fmt(b, "tn * %d + p * 64, kt * %d, %s, %s", p->BN, p->BK, p->cb[0], p->cb[1]), "full0 + st * 8");
     tl->i[0] = 4;
     cuda_close(b);
   }
@@ -390,42 +409,30 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   cuda_close(b); /* kt */
   cuda_close(b); /* tile */
   cuda_close(b); /* tid == 0 */
-  cuda_else(b);
-  /* ---- consumers ---- */
-  sr = cuda_emit(b, CU_SETMAXNREG);
-  sr->i[0] = 232, sr->i[1] = 1;
-  cuda_decl(b, "const int", "cw", NULL, "wg - 1");
-  cuda_decl(b, "const int", "wiw", NULL, "(tid >> 5) & 3");
-  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
-  cuda_decl(b, "float", "acc", cuda_fmt(b, "[1][%d][4]", BN / 8), NULL);
-  cuda_decl(b, "int", "it", NULL, "0");
-  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)ntiles), "gridDim.x", 1);
-  DECODE();
-  cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
-  cuda_assign(b, "acc[0][j][0]", "0.0f");
-  cuda_assign(b, "acc[0][j][1]", "0.0f");
-  cuda_assign(b, "acc[0][j][2]", "0.0f");
-  cuda_assign(b, "acc[0][j][3]", "0.0f");
-  cuda_close(b);
+}
+
+/* A consumer's k loop over [kt0, kt1): per k tile wait for its stage, issue
+ * four wgmma k steps of a_dtype (of s) on acc, keep one tile's MMAs in
+ * flight and release the previous tile's stage; then drain the last. */
+static void sm90_consumer_kloop(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p) {
+  long long stage = p->stage, a_bytes = p->a_bytes;
+  int S = p->S;
   cuda_for(b, "kt", "kt0", "kt1", 1);
   cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", S));
   cuda_decl(b, "const int", "ph", NULL, cuda_fmt(b, "(it / %d) & 1", S));
   cuda_emit_s(b, CU_MBAR_WAIT, "full0 + st * 8", "ph", NULL, NULL);
-  const char *pin = cuda_fmt(b, "hk_wgmma_fence_acc<%d>(&acc[0][0][0])", BN / 2);
+  const char *pin = cuda_fmt(b, "hk_wgmma_fence_acc<%d>(&acc[0][0][0])", p->BN / 2);
   cuda_call(b, pin);
   cuda_emit(b, CU_WGMMA_FENCE);
   cuda_for(b, "kk", "0", "4", -1);
-  cuda_decl(b, "const hk_u64", "da", NULL,
-            cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + cw * 8192 + kk * 32, 16, 1024)", (long long)stage));
-  if (bkm)
-    cuda_decl(b, "const hk_u64", "db", NULL,
-              cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 32, 16, 1024)", (long long)stage, (long long)a_bytes));
+  cuda_decl(b, "const hk_u64", "da", NULL, cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + cw * 8192 + kk * 32, 16, 1024)", stage));
+  if (p->bkm)
+    cuda_decl(b, "const hk_u64", "db", NULL, cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 32, 16, 1024)", stage, a_bytes));
   else
     cuda_decl(b, "const hk_u64", "db", NULL,
-              cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 2048, 8192, 1024)", (long long)stage,
-                       (long long)a_bytes));
+              cuda_fmt(b, "hk_gdesc(hk_sb + st * %lld + %lld + kk * 2048, 8192, 1024)", stage, a_bytes));
   cuda_stmt *wm = cuda_emit_s(b, CU_WGMMA, "&acc[0][0][0]", "da", "db", "1");
-  wm->i[0] = 64, wm->i[1] = BN, wm->i[2] = tf32 ? 8 : 16, wm->i[3] = !bkm;
+  wm->i[0] = 64, wm->i[1] = p->BN, wm->i[2] = p->tf32 ? 8 : 16, wm->i[3] = !p->bkm;
   wm->dtype = s->a_dtype;
   cuda_close(b); /* kk */
   cuda_emit(b, CU_WGMMA_COMMIT);
@@ -440,88 +447,148 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   cuda_close(b); /* kt */
   /* the last tile's MMAs, then its stage */
   cuda_emit(b, CU_WGMMA_WAIT)->i[0] = 0;
-  cuda_call(b, cuda_fmt(b, "hk_wgmma_fence_acc<%d>(&acc[0][0][0])", BN / 2));
+  cuda_call(b, cuda_fmt(b, "hk_wgmma_fence_acc<%d>(&acc[0][0][0])", p->BN / 2));
   cuda_if(b, "kt1 > kt0");
   cuda_emit_s(b, CU_MBAR_ARRIVE, cuda_fmt(b, "empty0 + ((it + %d) %% %d) * 8", S - 1, S), NULL, NULL, NULL);
   cuda_close(b);
-  /* epilogue on the accumulator registers */
-  cuda_decl(b, "const int", "row0", NULL, cuda_fmt(b, "tm * %d + cw * 64 + wiw * 16", BM));
-  cuda_decl(b, "const int", "col0", NULL, cuda_fmt(b, "tn * %d", BN));
-  if (s->n_epi) {
-    if (splitk > 1) cuda_if(b, "ks == 0"); /* one slice adds the bias / residual */
-    cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "row0", "col0", cuda_fmt(b, "%lld", (long long)s->M));
-    ep->s[4] = cuda_fmt(b, "%lld", (long long)s->N);
-    ep->i[0] = 1, ep->i[1] = BN / 8;
-    ep->dtype = s->c_dtype;
-    ep->epi = ut_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
-    if (!ep->epi) b->oom = true;
-    else {
-      ep->nepi = s->n_epi;
-      for (int i = 0; i < s->n_epi; i++) {
-        ep->epi[i].e = s->epi[i];
-        const cuda_epi *x = &s->epi[i];
-        if (x->kind == CUDA_EPI_BIAS_M || x->kind == CUDA_EPI_BIAS_N) ep->epi[i].ptr = cuda_fmt(b, "ep%d", i);
-        else if (x->kind == CUDA_EPI_RESIDUAL)
-          ep->epi[i].ptr = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld)", i, (long long)x->s_b0, (long long)x->s_b1);
-      }
+}
+
+/* The Epilogue statement of s's fused ops on the accumulator registers
+ * (in split-K only slice 0 adds them); its op list lives in m's arena. */
+static void sm90_epilogue(cuda_b *b, cuda_module *m, const cuda_gemm_spec *s, const sm90_plan *p) {
+  if (p->splitk > 1) cuda_if(b, "ks == 0"); /* one slice adds the bias / residual */
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "row0", "col0", cuda_fmt(b, "%lld", (long long)s->M));
+  ep->s[4] = cuda_fmt(b, "%lld", (long long)s->N);
+  ep->i[0] = 1, ep->i[1] = p->BN / 8;
+  ep->dtype = s->c_dtype;
+  ep->epi = ut_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
+  if (!ep->epi) b->oom = true;
+  else {
+    ep->nepi = s->n_epi;
+    for (int i = 0; i < s->n_epi; i++) {
+      ep->epi[i].e = s->epi[i];
+      const cuda_epi *x = &s->epi[i];
+      if (x->kind == CUDA_EPI_BIAS_M || x->kind == CUDA_EPI_BIAS_N) ep->epi[i].ptr = cuda_fmt(b, "ep%d", i);
+      else if (x->kind == CUDA_EPI_RESIDUAL)
+        ep->epi[i].ptr = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld)", i, (long long)x->s_b0, (long long)x->s_b1);
     }
-    if (splitk > 1) cuda_close(b);
   }
-  if (splitk > 1) {
-    /* raw partial sums: red.global.add.f32 per element (slice 0 adds the
-     * bias/residual), or (reduce) stored in this slice's part of C */
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", BN / 8), -1);
-    cuda_for(b, "q", "0", "4", -1);
-    cuda_decl(b, "const int", "hk_r", NULL, "row0 + (lane >> 2) + (q >> 1) * 8");
-    cuda_decl(b, "const int", "hk_c", NULL, "col0 + j * 8 + (lane & 3) * 2 + (q & 1)");
-    const char *ptr = cuda_fmt(b, "C + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld + (hk_i64)hk_r * %lld + hk_c", (long long)s->c_sb[0],
-                               (long long)s->c_sb[1], (long long)s->c_sm);
-    const char *ok = cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->M, (long long)s->N);
-    if (reduce)
-      cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + (hk_i64)ks * %lld", ptr, (long long)s->c_ss), "hk_f2u(acc[0][j][q])", ok,
-                  NULL)->i[0] = 4;
-    else cuda_emit_s(b, CU_ATOMIC_ADD, ptr, "acc[0][j][q]", ok, NULL);
-    cuda_close(b);
-    cuda_close(b);
-  } else {
-    cuda_comment(b, cuda_fmt(b, "registers -> SMEM staging (after the previous TMA store has read it) -> TMA store, %d columns at a time", CW));
-    cuda_for(b, "cq", "0", cuda_fmt(b, "%d", BN / CW), -1);
-    cuda_if(b, "tid == 128");
-    cuda_call(b, "hk_bulk_wait_read0()");
-    cuda_close(b);
-    cuda_call(b, "hk_bar_named(1, 256)");
-    cuda_for(b, "j", "0", cuda_fmt(b, "%d", CW / 8), -1);
-    cuda_for(b, "h", "0", "2", -1);
-    cuda_decl(b, "const int", "rl", NULL, "cw * 64 + wiw * 16 + (lane >> 2) + h * 8");
-    cuda_decl(b, "const int", "cl", NULL, "j * 8 + (lane & 3) * 2");
-    cuda_decl(b, "const int", "ja", NULL, cuda_fmt(b, "cq * %d + j", CW / 8));
-    const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)c_off, CW, osz);
-    cuda_stmt *ss;
-    if (osz == 2)
-      ss = cuda_emit_s(b, CU_ST_SHARED, dst,
-                       cuda_fmt(b, "%s(acc[0][ja][2 * h], acc[0][ja][2 * h + 1])",
-                                s->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
-                       NULL, NULL);
-    else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][ja][2 * h]), hk_f2u(acc[0][ja][2 * h + 1])}", NULL, NULL);
-    ss->i[0] = 2 * osz;
-    cuda_close(b);
-    cuda_close(b);
-    cuda_emit(b, CU_FENCE_PROXY_ASYNC);
-    cuda_call(b, "hk_bar_named(1, 256)");
-    cuda_if(b, "tid == 128");
-    cuda_stmt *ts = cuda_emit_s(b, CU_TMA_STORE, "tmC", cuda_fmt(b, "hk_sb + %lld", (long long)c_off),
-                                cuda_fmt(b, "tn * %d + cq * %d, tm * %d, b1, b0", BN, CW, BM), NULL);
-    ts->i[0] = 4;
-    cuda_call(b, "hk_bulk_commit()");
-    cuda_close(b);
-    cuda_close(b); /* cq */
-  }
+  if (p->splitk > 1) cuda_close(b);
+}
+
+/* Split-K store of the raw partial sums: red.global.add.f32 per element
+ * into C of s, or (p->reduce) a store into this slice's part of C. */
+static void sm90_store_splitk(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p) {
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", p->BN / 8), -1);
+  cuda_for(b, "q", "0", "4", -1);
+  cuda_decl(b, "const int", "hk_r", NULL, "row0 + (lane >> 2) + (q >> 1) * 8");
+  cuda_decl(b, "const int", "hk_c", NULL, "col0 + j * 8 + (lane & 3) * 2 + (q & 1)");
+  const char *ptr = cuda_fmt(b, "C + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld + (hk_i64)hk_r * %lld + hk_c", (long long)s->c_sb[0],
+                             (long long)s->c_sb[1], (long long)s->c_sm);
+  const char *ok = cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->M, (long long)s->N);
+  if (p->reduce)
+    cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + (hk_i64)ks * %lld", ptr, (long long)s->c_ss), "hk_f2u(acc[0][j][q])", ok,
+                NULL)->i[0] = 4;
+  else cuda_emit_s(b, CU_ATOMIC_ADD, ptr, "acc[0][j][q]", ok, NULL);
+  cuda_close(b);
+  cuda_close(b);
+}
+
+/* The tile store: p->CW columns at a time, registers -> the SMEM staging
+ * tile at p->c_off (once the previous TMA store has read it) -> one TMA
+ * store of c_dtype (of s) by thread 128. */
+static void sm90_store_tma(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p) {
+  int CW = p->CW, osz = p->osz;
+  cuda_comment(b, cuda_fmt(b, "registers -> SMEM staging (after the previous TMA store has read it) -> TMA store, %d columns at a time", CW));
+  cuda_for(b, "cq", "0", cuda_fmt(b, "%d", p->BN / CW), -1);
+  cuda_if(b, "tid == 128");
+  cuda_call(b, "hk_bulk_wait_read0()");
+  cuda_close(b);
+  cuda_call(b, "hk_bar_named(1, 256)");
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", CW / 8), -1);
+  cuda_for(b, "h", "0", "2", -1);
+  cuda_decl(b, "const int", "rl", NULL, "cw * 64 + wiw * 16 + (lane >> 2) + h * 8");
+  cuda_decl(b, "const int", "cl", NULL, "j * 8 + (lane & 3) * 2");
+  cuda_decl(b, "const int", "ja", NULL, cuda_fmt(b, "cq * %d + j", CW / 8));
+  const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)p->c_off, CW, osz);
+  cuda_stmt *ss;
+  if (osz == 2)
+    ss = cuda_emit_s(b, CU_ST_SHARED, dst,
+                     cuda_fmt(b, "%s(acc[0][ja][2 * h], acc[0][ja][2 * h + 1])", s->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
+                     NULL, NULL);
+  else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][ja][2 * h]), hk_f2u(acc[0][ja][2 * h + 1])}", NULL, NULL);
+  ss->i[0] = 2 * osz;
+  cuda_close(b);
+  cuda_close(b);
+  cuda_emit(b, CU_FENCE_PROXY_ASYNC);
+  cuda_call(b, "hk_bar_named(1, 256)");
+  cuda_if(b, "tid == 128");
+  cuda_stmt *ts = cuda_emit_s(b, CU_TMA_STORE, "tmC", cuda_fmt(b, "hk_sb + %lld", (long long)p->c_off),
+                              cuda_fmt(b, "tn * %d + cq * %d, tm * %d, b1, b0", p->BN, CW, p->BM), NULL);
+  ts->i[0] = 4;
+  cuda_call(b, "hk_bulk_commit()");
+  cuda_close(b);
+  cuda_close(b); /* cq */
+}
+
+/* The consumer warpgroups: raise to 232 registers; per tile zero acc, run
+ * the k loop, apply s's epilogue and store (split-K or through TMA). */
+static void sm90_consumers(cuda_b *b, cuda_module *m, const cuda_gemm_spec *s, const sm90_plan *p) {
+  cuda_stmt *sr = cuda_emit(b, CU_SETMAXNREG);
+  sr->i[0] = 232, sr->i[1] = 1;
+  cuda_decl(b, "const int", "cw", NULL, "wg - 1");
+  cuda_decl(b, "const int", "wiw", NULL, "(tid >> 5) & 3");
+  cuda_decl(b, "const int", "lane", NULL, "tid & 31");
+  cuda_decl(b, "float", "acc", cuda_fmt(b, "[1][%d][4]", p->BN / 8), NULL);
+  cuda_decl(b, "int", "it", NULL, "0");
+  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)p->ntiles), "gridDim.x", 1);
+  sm90_decode_tile(b, s, p);
+  cuda_for(b, "j", "0", cuda_fmt(b, "%d", p->BN / 8), -1);
+  cuda_assign(b, "acc[0][j][0]", "0.0f");
+  cuda_assign(b, "acc[0][j][1]", "0.0f");
+  cuda_assign(b, "acc[0][j][2]", "0.0f");
+  cuda_assign(b, "acc[0][j][3]", "0.0f");
+  cuda_close(b);
+  sm90_consumer_kloop(b, s, p);
+  /* epilogue on the accumulator registers */
+  cuda_decl(b, "const int", "row0", NULL, cuda_fmt(b, "tm * %d + cw * 64 + wiw * 16", p->BM));
+  cuda_decl(b, "const int", "col0", NULL, cuda_fmt(b, "tn * %d", p->BN));
+  if (s->n_epi) sm90_epilogue(b, m, s, p);
+  if (p->splitk > 1) sm90_store_splitk(b, s, p);
+  else sm90_store_tma(b, s, p);
   cuda_close(b); /* tile */
   cuda_if(b, "tid == 128");
   cuda_call(b, "hk_bulk_wait_read0()");
   cuda_close(b);
+}
+
+harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
+  char why[160];
+  if (!cuda_sm90_gemm_ok(s, why, sizeof why)) return unsupported(e, name, why);
+  const cuda_tune *t = &s->tune;
+  sm90_plan p = {0};
+  harp_status st = sm90_plan_sizes(e, s, name, &p);
+  if (st != HARP_OK) return st;
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
+  if (!k) return e->code;
+  /* persistent: one CTA per SM (the launch reads the device's count; an
+   * H100 SXM5's 132 here); the tile loop is correct for any grid */
+  int64_t grid = t->persistent ? (p.ntiles < CUDA_DEFAULT_SMS ? p.ntiles : CUDA_DEFAULT_SMS) : p.ntiles;
+  if (t->persistent) k->persistent_tiles = p.ntiles;
+  k->grid[0] = grid;
+  k->block[0] = 384;
+  k->min_blocks = 1;
+  k->smem_bytes = p.smem;
+  cuda_tmap_desc *tm = ut_arena_alloc(m->arena, sizeof(cuda_tmap_desc) * 3);
+  if (!tm) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
+  sm90_tmaps(s, &p, tm);
+  sm90_params_meta(b, k, s, &p, tm);
+  sm90_prologue(b, &p);
+  cuda_if(b, "wg == 0");
+  sm90_producer(b, s, &p);
+  cuda_else(b);
+  sm90_consumers(b, m, s, &p);
   cuda_close(b); /* consumers */
-  (void)dt;
-#undef DECODE
   return cuda_b_finish(b, k);
 }

@@ -400,49 +400,133 @@ static bool gemm_plan_tune(cuda_rctx *c, int r, const rg_info *info, tiny_dtype 
   return has;
 }
 
+/* The module's kernel and launch counts and packed bytes before a GEMM, to
+ * undo what its failed attempts added. */
+typedef struct {
+  int n0, l0;
+  int64_t p0;
+} gemm_mark;
+static void gemm_undo(cuda_rctx *c, const gemm_mark *mk) { c->mod->n = mk->n0, c->nlaunch = mk->l0, c->packed_bytes = mk->p0; }
+
+/* The GEMM spec s of gm (dtypes, strides, batch, epilogue) in c's math. */
+static void gemm_spec_of(const cuda_rctx *c, const ct_gemm *gm, cuda_gemm_spec *s) {
+  cuda_gemm_spec_init(s, gm->M, gm->N, gm->K, TINY_FP16);
+  s->a_dtype = gm->A.dtype, s->b_dtype = gm->B.dtype, s->c_dtype = gm->C.dtype;
+  s->a_sm = gm->a_sm, s->a_sk = gm->a_sk, s->b_sk = gm->b_sk, s->b_sn = gm->b_sn, s->c_sm = gm->c_sm, s->c_sn = gm->c_sn;
+  for (int i = 0; i < 2; i++)
+    s->batch[i] = gm->batch[i], s->a_sb[i] = gm->a_sb[i], s->b_sb[i] = gm->b_sb[i], s->c_sb[i] = gm->c_sb[i];
+  s->n_epi = gm->nepi;
+  for (int i = 0; i < gm->nepi; i++) s->epi[i] = epi_of(&gm->epi[i]);
+  s->math = c->math;
+}
+
+/* The copies before region r's GEMM gm of spec s: A repacked (gm->nrep),
+ * B packed where the template wants it; *a_bytes gets the scratch they
+ * take, *b_arg B's argument, *go false when A cannot be repacked (why). */
+static harp_status gemm_pack_operands(cuda_rctx *c, int r, const ct_gemm *gm, cuda_gemm_spec *s, const gemm_mark *mk,
+                                      int64_t *a_bytes, cuda_arg *b_arg, bool *go, const char **why) {
+  *go = false;
+  if (gm->nrep) {
+    bool ok;
+    harp_status st = repack_a(c, r, gm, mk->n0, a_bytes, &ok, why);
+    if (st || !ok) return st;
+  }
+  *b_arg = targ(c, r, &gm->B);
+  if (want_pack_b(c, s)) { /* scratch: [A's copy | B's | split-K workspace] */
+    bool ok;
+    const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */
+    int64_t b_bytes = 0, b_off = up256(*a_bytes);
+    harp_status st = pack_b(c, r, c->mod->n, s, *b_arg, b_off, b_arg, &b_bytes, &ok, &pwhy);
+    if (st) {
+      gemm_undo(c, mk);
+      return st;
+    }
+    if (ok && b_arg->kind == CUDA_ARG_SCRATCH) *a_bytes = b_off + b_bytes;
+  }
+  *go = true;
+  return HARP_OK;
+}
+
+/* The Plan's split-K pt for region r's GEMM gm (spec s, arguments na[0..
+ * 3+nepi), npre copies before it): the SM90 template first, then SM80.
+ * *done when one generated; else the refusal is noted (*refused) and
+ * pt->splitk cleared so the plan runs without split-K. */
+static harp_status gemm_plan_splitk(cuda_rctx *c, int r, const ct_gemm *gm, cuda_gemm_spec *s, cuda_tune *pt, const named_arg *na,
+                                    int64_t a_bytes, const gemm_mark *mk, int npre, const char *pnote, const char **refused,
+                                    bool *done) {
+  bool sdone = false;
+  for (int a = pt->arch == CUDA_SM90 && c->mod->arch == CUDA_SM90 ? 0 : 1; a < 2 && !sdone; a++) {
+    s->tune = *pt;
+    s->tune.arch = a ? CUDA_SM80 : CUDA_SM90;
+    harp_status st2 = gemm_splitk(c, r, s, na, 3 + gm->nepi, up256(a_bytes), &sdone, refused);
+    if (st2) return st2;
+  }
+  if (sdone) {
+    gemm_meta(c, r, c->mod->k[mk->n0 + npre], gm, "tiles, stages, warp tile, vector width and split-K from the Plan");
+    if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
+    plan_mark(c, r, true, pnote);
+    *done = true;
+    return HARP_OK;
+  }
+  harp_status pst = plan_refused(c, r, fmt_note(c, "its split-K: %s", *refused ? *refused : "refused"), "run without split-K");
+  if (pst) {
+    gemm_undo(c, mk);
+    return pst;
+  }
+  pt->splitk = 0; /* refused: the same plan without split-K */
+  return HARP_OK;
+}
+
+/* Region r's GEMM kernel of spec s: the Plan's tiles pt (has_plan; a
+ * refusal noted in *refused), then SM90's defaults, then SM80's (why).
+ * *gst gets HARP_OK when one generated; the return is a hard failure. */
+static harp_status gemm_generate(cuda_rctx *c, int r, cuda_gemm_spec *s, const cuda_tune *pt, bool has_plan, bool split_refused,
+                                 const char *pnote, const char **refused, const char **why, harp_status *gst) {
+  harp_status st = HARP_E_UNSUPPORTED;
+  if (has_plan) {
+    s->tune = *pt;
+    if (pt->arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s->tune.arch = CUDA_SM80;
+    *refused = NULL;
+    st = try_gen(c, gen_gemm, s, kname(c, r, "gemm"), refused);
+    if (st && (st = plan_refused(c, r, *refused, "the template's own tiles ran")) != HARP_OK) return st;
+    if (!*refused && !split_refused) plan_mark(c, r, true, pnote);
+    st = *refused ? HARP_E_UNSUPPORTED : HARP_OK;
+  }
+  if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
+    cuda_tune_default(&s->tune, CUDA_SM90);
+    s->tune.persistent = has_plan && pt->persistent; /* the Plan's scheduling holds for the template's tiles too */
+    st = try_gen(c, gen_gemm, s, kname(c, r, "gemm"), why);
+  }
+  if (st) {
+    cuda_tune_default(&s->tune, CUDA_SM80);
+    st = try_gen(c, gen_gemm, s, kname(c, r, "gemm"), why);
+  }
+  *gst = st;
+  return HARP_OK;
+}
+
 static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
-  cuda_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP16);
-  s.a_dtype = gm.A.dtype, s.b_dtype = gm.B.dtype, s.c_dtype = gm.C.dtype;
-  s.a_sm = gm.a_sm, s.a_sk = gm.a_sk, s.b_sk = gm.b_sk, s.b_sn = gm.b_sn, s.c_sm = gm.c_sm, s.c_sn = gm.c_sn;
-  for (int i = 0; i < 2; i++)
-    s.batch[i] = gm.batch[i], s.a_sb[i] = gm.a_sb[i], s.b_sb[i] = gm.b_sb[i], s.c_sb[i] = gm.c_sb[i];
-  s.n_epi = gm.nepi;
-  for (int i = 0; i < gm.nepi; i++) s.epi[i] = epi_of(&gm.epi[i]);
-  s.math = c->math;
-  int n0 = c->mod->n, l0 = c->nlaunch;
-  int64_t a_bytes = 0, p0 = c->packed_bytes;
-  if (gm.nrep) {
-    bool ok;
-    harp_status st = repack_a(c, r, &gm, n0, &a_bytes, &ok, why);
-    if (st || !ok) return st;
-  }
-  cuda_arg b_arg = targ(c, r, &gm.B);
-  if (want_pack_b(c, &s)) { /* scratch: [A's copy | B's | split-K workspace] */
-    bool ok;
-    const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */
-    int64_t b_bytes = 0, b_off = up256(a_bytes);
-    harp_status st = pack_b(c, r, c->mod->n, &s, b_arg, b_off, &b_arg, &b_bytes, &ok, &pwhy);
-    if (st) {
-      c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
-      return st;
-    }
-    if (ok && b_arg.kind == CUDA_ARG_SCRATCH) a_bytes = b_off + b_bytes;
-  }
-  int npre = c->mod->n - n0; /* the copies of A and B before the GEMM */
+  gemm_spec_of(c, &gm, &s);
+  const gemm_mark mk = {c->mod->n, c->nlaunch, c->packed_bytes};
+  int64_t a_bytes = 0;
+  cuda_arg b_arg;
+  bool go;
+  harp_status st = gemm_pack_operands(c, r, &gm, &s, &mk, &a_bytes, &b_arg, &go, why);
+  if (st || !go) return st;
+  int npre = c->mod->n - mk.n0; /* the copies of A and B before the GEMM */
   /* the Plan's tiles first, then the template's own choice */
   cuda_tune pt;
   harp_status tst;
   const char *pnote = NULL; /* what of the plan the template reads its own way */
   bool has_plan = gemm_plan_tune(c, r, info, s.a_dtype, &pt, &pnote, &tst);
   if (tst) {
-    c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
+    gemm_undo(c, &mk);
     return tst;
   }
   const char *refused = NULL;
-  harp_status st = HARP_E_UNSUPPORTED;
   named_arg na[3 + CT_MAX_EPI];
   na[0] = (named_arg){"A", gm.nrep ? (cuda_arg){CUDA_ARG_SCRATCH, -1, 0} : targ(c, r, &gm.A)};
   na[1] = (named_arg){"B", b_arg};
@@ -450,57 +534,19 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
   if (has_plan && pt.splitk > 1) { /* the Plan's split-K: SM90 template first, then SM80 */
-    bool sdone = false;
-    for (int a = pt.arch == CUDA_SM90 && c->mod->arch == CUDA_SM90 ? 0 : 1; a < 2 && !sdone; a++) {
-      s.tune = pt;
-      s.tune.arch = a ? CUDA_SM80 : CUDA_SM90;
-      harp_status st2 = gemm_splitk(c, r, &s, na, 3 + gm.nepi, up256(a_bytes), &sdone, &refused);
-      if (st2) return st2;
-    }
-    if (sdone) {
-      gemm_meta(c, r, c->mod->k[n0 + npre], &gm, "tiles, stages, warp tile, vector width and split-K from the Plan");
-      if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
-      plan_mark(c, r, true, pnote);
-      *done = true;
-      return HARP_OK;
-    }
-    harp_status pst = plan_refused(c, r, fmt_note(c, "its split-K: %s", refused ? refused : "refused"), "run without split-K");
-    if (pst) {
-      c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
-      return pst;
-    }
-    pt.splitk = 0; /* refused: the same plan without split-K */
+    st = gemm_plan_splitk(c, r, &gm, &s, &pt, na, a_bytes, &mk, npre, pnote, &refused, done);
+    if (st || *done) return st;
   }
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
-  if (has_plan) {
-    s.tune = pt;
-    if (pt.arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s.tune.arch = CUDA_SM80;
-    refused = NULL;
-    st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), &refused);
-    if (st && (st = plan_refused(c, r, refused, "the template's own tiles ran")) != HARP_OK) {
-      c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
-      return st;
-    }
-    if (!refused && !split_refused) plan_mark(c, r, true, pnote);
-    st = refused ? HARP_E_UNSUPPORTED : HARP_OK;
-  }
-  if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
-    cuda_tune_default(&s.tune, CUDA_SM90);
-    s.tune.persistent = has_plan && pt.persistent; /* the Plan's scheduling holds for the template's tiles too */
-    st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
-  }
-  if (st) {
-    cuda_tune_default(&s.tune, CUDA_SM80);
-    st = try_gen(c, gen_gemm, &s, kname(c, r, "gemm"), why);
-  }
-  if (st) {
-    c->mod->n = n0, c->nlaunch = l0, c->packed_bytes = p0;
-    return HARP_OK;
+  harp_status gst;
+  if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
+    gemm_undo(c, &mk);
+    return st;
   }
   bool ok = false;
-  if ((st = launch_last(c, r, n0, na, 3 + gm.nepi, &ok, why))) return st;
+  if ((st = launch_last(c, r, mk.n0, na, 3 + gm.nepi, &ok, why))) return st;
   if (!ok) {
-    c->nlaunch = l0, c->packed_bytes = p0;
+    c->nlaunch = mk.l0, c->packed_bytes = mk.p0;
     plan_mark(c, r, false, *why);
     return HARP_OK;
   }
