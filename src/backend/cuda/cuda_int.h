@@ -51,6 +51,11 @@ typedef struct cuda_mma_prob {
 } cuda_mma_prob;
 
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);
+/* A store statement of kind k to dst of the accumulator pair acc[2 * h],
+ * acc[2 * h + 1] (acc: "acc[i][j]"), packed as the output dtype wants:
+ * two halves in one word (osz 2: c_dtype bf16 or fp16) or two fp32 words;
+ * its vector width (i[0]) set.  Shared by the SM80 and SM90 epilogues. */
+cuda_stmt *cuda_store_acc_pair(cuda_b *b, cuda_stmt_kind k, const char *dst, const char *acc, tiny_dtype c_dtype, int osz);
 
 /* The template's generator state (cuda_mma.c; the inner loops of each
  * cuda_mmode are in cuda_mma_math.c). */

@@ -218,13 +218,7 @@ static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_decl(b, "const int", "hk_rl", NULL, cuda_mm_row(g, "i", "h"));
   cuda_decl(b, "const int", "hk_cl", NULL, cuda_mm_col(g, "j"));
   const char *dst = cuda_fmt(b, "hk_sb + hk_rl * %d + hk_cl * %d", PB, osz);
-  cuda_stmt *st;
-  if (osz == 2)
-    st = cuda_emit_s(b, CU_ST_SHARED, dst,
-                     cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])", p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
-                     NULL, NULL);
-  else st = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL, NULL);
-  st->i[0] = 2 * osz;
+  cuda_store_acc_pair(b, CU_ST_SHARED, dst, "acc[i][j]", p->c_dtype, osz);
   cuda_close(b);
   cuda_close(b);
   cuda_close(b);
@@ -278,13 +272,7 @@ static void emit_stores_direct(mma_gen *g, int osz, bool pair_ok, const char *cv
   const char *mok = cuda_fmt(b, "hk_r < %lld", (long long)p->M);
   if (pair_ok) {
     cuda_if(b, cuda_fmt(b, "%s && hk_c + 1 < %lld", mok, (long long)p->N));
-    cuda_stmt *sg;
-    if (osz == 2)
-      sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp,
-                       cuda_fmt(b, "%s(acc[i][j][2 * h], acc[i][j][2 * h + 1])", p->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
-                       NULL, NULL);
-    else sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, rp, "hk_v2{hk_f2u(acc[i][j][2 * h]), hk_f2u(acc[i][j][2 * h + 1])}", NULL, NULL);
-    sg->i[0] = 2 * osz;
+    cuda_store_acc_pair(b, CU_ST_GLOBAL_VEC, rp, "acc[i][j]", p->c_dtype, osz);
     cuda_else(b);
   }
   for (int e = 0; e < 2; e++) {
@@ -609,6 +597,17 @@ static void mma_mainloop(mma_gen *g) {
   cuda_close(b); /* kt */
   cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
   cuda_emit(b, CU_BARRIER);
+}
+
+cuda_stmt *cuda_store_acc_pair(cuda_b *b, cuda_stmt_kind k, const char *dst, const char *acc, tiny_dtype c_dtype, int osz) {
+  cuda_stmt *st;
+  if (osz == 2)
+    st = cuda_emit_s(b, k, dst,
+                     cuda_fmt(b, "%s(%s[2 * h], %s[2 * h + 1])", c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2", acc, acc),
+                     NULL, NULL);
+  else st = cuda_emit_s(b, k, dst, cuda_fmt(b, "hk_v2{hk_f2u(%s[2 * h]), hk_f2u(%s[2 * h + 1])}", acc, acc), NULL, NULL);
+  st->i[0] = 2 * osz;
+  return st;
 }
 
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name) {

@@ -511,13 +511,7 @@ static void sm90_store_tma(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *
   cuda_decl(b, "const int", "cl", NULL, "j * 8 + (lane & 3) * 2");
   cuda_decl(b, "const int", "ja", NULL, cuda_fmt(b, "cq * %d + j", CW / 8));
   const char *dst = cuda_fmt(b, "hk_sb + %lld + (rl * %d + cl) * %d", (long long)p->c_off, CW, osz);
-  cuda_stmt *ss;
-  if (osz == 2)
-    ss = cuda_emit_s(b, CU_ST_SHARED, dst,
-                     cuda_fmt(b, "%s(acc[0][ja][2 * h], acc[0][ja][2 * h + 1])", s->c_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2"),
-                     NULL, NULL);
-  else ss = cuda_emit_s(b, CU_ST_SHARED, dst, "hk_v2{hk_f2u(acc[0][ja][2 * h]), hk_f2u(acc[0][ja][2 * h + 1])}", NULL, NULL);
-  ss->i[0] = 2 * osz;
+  cuda_store_acc_pair(b, CU_ST_SHARED, dst, "acc[0][ja]", s->c_dtype, osz);
   cuda_close(b);
   cuda_close(b);
   cuda_emit(b, CU_FENCE_PROXY_ASYNC);
