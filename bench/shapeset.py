@@ -3,11 +3,13 @@
 docs/architecture.md "One object per ShapeSet") against harp's
 exactly-specialised objects.
 
-    python3 bench/shapeset.py [--harp build/harp] [--sizes 8] [--rounds 3] [--repeat 200]
+    python3 bench/shapeset.py [--harp build/harp] [--sizes 8] [--rounds 3] [--repeat 200] [--only NAME]
 
-For each model of tests/models whose kernels all take their sizes at run
-time today (a row softmax of 1000 columns, layernorm of 64, an elementwise
-map of 37 columns), over R in 2..4096:
+For each model whose kernels all take their sizes at run time today (a row
+softmax of 1000 columns, layernorm of 64, an elementwise map of 37 columns
+over R in 2..4096; four GEMMs of 256 over M in 2..512, a transformer MLP
+512 -> 2048 -> 512 over T in 16..512; --only: the models whose file name
+contains NAME):
   compiles   on an empty cache, --sizes processes each running a new R:
              `harp run --shapeset` (the ShapeSet object; --time-stages says
              how many objects the C compiler built) against `harp run --sym`
@@ -30,20 +32,26 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "tests", "models")
-CASES = [("softmax_rows.json", ["--sym", "L=1000"]), ("layernorm.json", []), ("gelu_bias_rows.json", [])]
-BINDS = [7, 300, 1000, 4096]
+BENCH_MODELS = os.path.join(HERE, "models")
+# (model, fixed symbols, the symbol over the box, lo, hi, the sizes of the latency rows)
+ROWS = ("R", 2, 4096, [7, 300, 1000, 4096])
+CASES = [(os.path.join(MODELS, "softmax_rows.json"), ["--sym", "L=1000"], *ROWS),
+         (os.path.join(MODELS, "layernorm.json"), [], *ROWS), (os.path.join(MODELS, "gelu_bias_rows.json"), [], *ROWS),
+         (os.path.join(MODELS, "gemm_chain4.json"), ["--sym", "D=256"], "M", 2, 512, [7, 100, 300, 512]),
+         (os.path.join(BENCH_MODELS, "mlp_block.harp"), ["--sym", "E=512", "--sym", "F=2048"], "T", 16, 512,
+          [31, 200, 512])]
 
 
-def compiles(exe, model, extra, sizes, shapeset):
+def compiles(exe, model, extra, sym, lo, hi, sizes, shapeset):
     cache = tempfile.mkdtemp()
     env = dict(os.environ, HARP_CACHE_DIR=cache, HARP_NUM_THREADS="2")
-    rs = [2 + (i * 997) % 4000 for i in range(sizes)]
+    rs = [lo + (i * 997) % (hi - lo + 1) for i in range(sizes)]
     cc, t0 = 0, time.perf_counter()
     for r in rs:
-        args = [exe, "run", os.path.join(MODELS, model), *extra, "--sym", f"R={r}", "--random-inputs", "--out",
+        args = [exe, "run", model, *extra, "--sym", f"{sym}={r}", "--random-inputs", "--out",
                 tempfile.mkdtemp(), "--time-stages"]
         if shapeset:
-            args += ["--shapeset", "R=2..4096"]
+            args += ["--shapeset", f"{sym}={lo}..{hi}"]
         p = subprocess.run(args, capture_output=True, text=True, env=env)
         if p.returncode:
             raise SystemExit(f"harp run failed: {p.stderr[-500:]}")
@@ -55,17 +63,16 @@ def compiles(exe, model, extra, sizes, shapeset):
     return cc, wall
 
 
-def latency(exe, model, extra, repeat):
-    args = [exe, "bench", os.path.join(MODELS, model), *extra, "--shapeset", "R=2..4096", "--repeat", str(repeat),
-            "--json"]
-    for b in BINDS:
-        args += ["--bind", f"R={b}"]
+def latency(exe, model, extra, sym, lo, hi, binds, repeat):
+    args = [exe, "bench", model, *extra, "--shapeset", f"{sym}={lo}..{hi}", "--repeat", str(repeat), "--json"]
+    for b in binds:
+        args += ["--bind", f"{sym}={b}"]
     p = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, HARP_NUM_THREADS="2"))
     if p.returncode:
         raise SystemExit(f"harp bench failed: {p.stderr[-500:]}")
     rows = {}
     for line in p.stdout.splitlines():
-        m = re.search(r'"bind": "R=(\d+)", "shapeset_ms": ([\d.]+), "specialised_ms": ([\d.]+), "ratio": ([\d.]+), '
+        m = re.search(r'"bind": "\w+=(\d+)", "shapeset_ms": ([\d.]+), "specialised_ms": ([\d.]+), "ratio": ([\d.]+), '
                       r'"first_run_ms": ([\d.]+)', line)
         if m:
             rows[int(m.group(1))] = tuple(float(m.group(k)) for k in range(2, 6))
@@ -78,17 +85,20 @@ def main():
     ap.add_argument("--sizes", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--only", default="")
     a = ap.parse_args()
     print(f"load: {os.getloadavg()[0]:.1f}")
-    for model, extra in CASES:
-        g_cc, g_wall = compiles(a.harp, model, extra, a.sizes, True)
-        s_cc, s_wall = compiles(a.harp, model, extra, a.sizes, False)
-        print(f"\n{model} {' '.join(extra)}, R in 2..4096, {a.sizes} sizes in {a.sizes} processes:")
+    for model, extra, sym, lo, hi, binds in CASES:
+        if a.only not in os.path.basename(model):
+            continue
+        g_cc, g_wall = compiles(a.harp, model, extra, sym, lo, hi, a.sizes, True)
+        s_cc, s_wall = compiles(a.harp, model, extra, sym, lo, hi, a.sizes, False)
+        print(f"\n{os.path.basename(model)} {' '.join(extra)}, {sym} in {lo}..{hi}, {a.sizes} sizes in {a.sizes} processes:")
         print(f"  C compiles: ShapeSet {g_cc}, specialised {s_cc}; wall time of the processes: "
               f"ShapeSet {g_wall:.2f} s, specialised {s_wall:.2f} s")
-        runs = [latency(a.harp, model, extra, a.repeat) for _ in range(a.rounds)]
-        print("  R       ShapeSet ms  specialised ms  ratio   first run over warm (ms)")
-        for b in BINDS:
+        runs = [latency(a.harp, model, extra, sym, lo, hi, binds, a.repeat) for _ in range(a.rounds)]
+        print(f"  {sym:<7} ShapeSet ms  specialised ms  ratio   first run over warm (ms)")
+        for b in binds:
             g = statistics.median(r[b][0] for r in runs)
             s = statistics.median(r[b][1] for r in runs)
             ratio = statistics.median(r[b][2] for r in runs)

@@ -74,7 +74,7 @@ p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64"])
 s.check("R=65: refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr, p.stderr[-400:])
 s.check("R=65: no output file", not os.path.exists(os.path.join(out, "out.npy")))
 
-# not generic yet (the GEMMs' sizes are constants): the reason, right numbers
+# GEMMs over their rows: one object (M read at run time), numpy's numbers at two bindings
 ws = {f"W{i}": rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for i in range(4)}
 bs = {f"b{i}": rng.standard_normal(16).astype(np.float32) for i in range(4)}
 x = rng.standard_normal((9, 16)).astype(np.float32)
@@ -83,9 +83,22 @@ for k, a in {**ws, **bs}.items():
     f = os.path.join(tempfile.mkdtemp(), f"{k}.npy")
     np.save(f, a)
     args += ["--param", f"{k}={f}"]
-p, out = run("gemm_chain4.json", {"X": x}, ["--shapeset", "M=2..40", *args])
-s.check("gemm chain: runs", p.returncode == 0, p.stderr[-400:])
-s.check("gemm chain: says why it compiles per binding", "a compile per binding: the code of model_k" in p.stderr,
+for m in (9, 37):
+    x = rng.standard_normal((m, 16)).astype(np.float32)
+    p, out = run("gemm_chain4.json", {"X": x}, ["--shapeset", "M=2..40", *args])
+    s.check(f"gemm chain M={m}: runs", p.returncode == 0, p.stderr[-400:])
+    s.check(f"gemm chain M={m}: one object", "one object for the box" in p.stderr, p.stderr[-400:])
+    ref = x.astype(np.float64)
+    for i in range(4):
+        ref = np.maximum(ref @ ws[f"W{i}"] + bs[f"b{i}"], 0)
+    got = np.load(os.path.join(out, "out.npy")) if p.returncode == 0 else None
+    s.check(f"gemm chain M={m}: numpy's numbers", got is not None and np.allclose(got, ref, rtol=1e-4, atol=1e-4))
+
+# not generic yet (the row length of the softmax template is a constant): the reason
+x = rng.standard_normal((5, 17)).astype(np.float32)
+p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "L=3..70"])
+s.check("row length: runs", p.returncode == 0, p.stderr[-400:])
+s.check("row length: says why it compiles per binding", "a compile per binding: the code of model_k" in p.stderr,
         p.stderr[-400:])
 
 # harp bench: the ShapeSet object against the specialised ones, per binding

@@ -51,6 +51,24 @@ static void test_errors(void **st) {
   s.n_epi = CGEN_MAX_EPI + 1;
   assert_int_equal(cgen_gemm(&e, &s, "f", &src), HARP_E_LIMIT);
   harp_error_clear(&e);
+  /* M at run time where the template would print it as the upper corner's
+   * constant (a batch, bf16, a packed A): refused, never a wrong kernel */
+  s.n_epi = 0, s.m_expr = "(hp_sym_[0] * 1L)", s.batch[0] = 2;
+  assert_int_equal(cgen_gemm(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  s.batch[0] = 1, s.tune.bf16 = true;
+  assert_int_equal(cgen_gemm(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  s.tune.bf16 = false, s.prepack_a = true;
+  assert_int_equal(cgen_gemm(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  s.prepack_a = false, s.M = 4; /* 4 rows at most: not the skinny kernel, which prints M */
+  assert_int_equal(cgen_gemm(&e, &s, "f", &src), HARP_OK);
+  assert_non_null(strstr(src.buf, "cx.M = (hp_sym_[0] * 1L);"));
+  assert_non_null(strstr(src.buf, "switch (mr)")); /* every row tail */
+  assert_non_null(strstr(src.buf, "f_avx2_packA_task")); /* the vector variants too */
+  assert_non_null(strstr(src.buf, "f_avx512_packA_task"));
+  s.m_expr = NULL;
   /* compile failure is reported, not fatal */
   void *h = NULL;
   assert_int_equal(cgen_compile_so(&e, "int f(void) { return syntax error; }", NULL, &h), HARP_E_INTERNAL);

@@ -4,10 +4,9 @@
  * second object; a binding outside the box, or one whose inputs disagree
  * on a symbol, is refused before any kernel runs (outputs untouched), or
  * compiled on its own when asked; the models of tests/models over a box
- * each (a row softmax, an elementwise map, layernorm loop nests: one
- * object; a GEMM, a
- * symbolic row length: not generic yet, they say why and compile per
- * binding, still exact). */
+ * each (a row softmax, an elementwise map, layernorm loop nests, GEMMs
+ * over their rows: one object; a GEMM's N or K, a symbolic row length: not
+ * generic yet, they say why and compile per binding, still exact). */
 #include <math.h>
 
 #include "harp/interp.h"
@@ -160,7 +159,13 @@ static const box_case CASES[] = {
     /* the cost model partitions R = 2 and 40 apart: the lower corner replays the upper's regions */
     {"layernorm_fp16.json", "R", 2, 40, 9, {NULL}, true, 2e-2, 0},
     {"softmax_rows.json", "L", 3, 70, 17, {"R=5"}, false, 1e-5, 0}, /* the row length: a template constant */
-    {"gemm_chain4.json", "M", 2, 40, 13, {"D=16"}, false, 1e-3, 0}, /* GEMM sizes are constants yet */
+    /* GEMMs over their rows: M read at run time, every row tail of the
+     * micro-tile (2..40 and 1..100 cross MR = 6 several times), the tasks
+     * along M split at run time, N tails (D = 21) */
+    {"gemm_chain4.json", "M", 2, 40, 13, {"D=16"}, true, 1e-3, 0},
+    {"gemm_chain4.json", "M", 1, 100, 53, {"D=21"}, true, 1e-3, 1},
+    {"seed000_gemm_bias_relu.json", "M", 3, 61, 29, {"K=19", "N=70"}, true, 1e-3, 0}, /* B an input */
+    {"gemm_chain4.json", "D", 3, 20, 7, {"M=9"}, false, 1e-3, 0}, /* N and K: constants yet */
 };
 
 /* Compile the case's box once; run it at lo, hi and mid against the

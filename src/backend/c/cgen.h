@@ -158,6 +158,12 @@ typedef struct cgen_gemm_spec {
                                        batch > 1), not with prepack_a; with
                                        M <= CGEN_SKINNY_MAX_M the streaming
                                        kernel, which packs nothing, is given up */
+  const char *m_expr;               /* NULL, or M read at run time (a ShapeSet
+                                       object: rc_size_expr), a C expression
+                                       whose value is in 1..M; M is then the
+                                       upper corner's, which picks the tiles and
+                                       sizes the scratch (batch 1, not a conv,
+                                       not prepack_a, not bf16; else refused) */
 } cgen_gemm_spec;
 
 /* At most this many rows of A: B is streamed, not packed (cgen_gemm.c). */

@@ -47,6 +47,10 @@ typedef struct cg_mm {
   bool pairs;
   tiny_dtype bf_adt, bf_bdt;
   int64_t bf_c, bf_icg;
+  /* a ShapeSet object: M read at run time (cgen_gemm_spec.m_expr; M is then
+   * the upper corner's, the tiles' and the scratch's), the tasks along M and
+   * the packer's panels per task split at run time (ctx M, tm, sm, ppg) */
+  const char *m_expr;
 } cg_mm;
 
 /* Per-variant blocking, resolved from the tuning. */
@@ -294,10 +298,17 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  const %s *A = (const %s *)cx->A + b0 * %ldL + b1 * %ldL;\n", at, at, (long)p->a_sb[0], (long)p->a_sb[1]);
   cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
   cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)t->mp, (long)t->mp);
-  cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)(t->ppg * t->mr), (long)t->mp,
-          (long)(t->ppg * t->mr), (long)t->mp);
-  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) {\n", (long)(t->ppg * t->mr), t->mr);
-  cg_emit(o, "    int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, t->mr, (long)p->M, t->mr);
+  if (p->m_expr) { /* this run's rows, cx->ppg panels a task */
+    cg_emit(o, "  long step = cx->ppg * %d, mpr = (cx->M + %d) / %d * %d;\n", t->mr, t->mr - 1, t->mr, t->mr);
+    cg_emit(o, "  long ir1 = (g + 1) * step < mpr ? (g + 1) * step : mpr;\n");
+    cg_emit(o, "  for (long ir = g * step; ir < ir1; ir += %d) {\n", t->mr);
+    cg_emit(o, "    int mr = cx->M - ir < %d ? (int)(cx->M - ir) : %d;\n", t->mr, t->mr);
+  } else {
+    cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)(t->ppg * t->mr), (long)t->mp,
+            (long)(t->ppg * t->mr), (long)t->mp);
+    cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) {\n", (long)(t->ppg * t->mr), t->mr);
+    cg_emit(o, "    int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, t->mr, (long)p->M, t->mr);
+  }
   cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
   cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
           t->mr, t->mr, t->mr);
@@ -559,11 +570,16 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;     /* vectors the tail needs */
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn,
-          (long)t->sm, (long)t->sm);
-  cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", (long)p->nb[1], (long)p->nb[1]);
-  cg_emit(o, "  long m0 = tm * %ldL, m1 = m0 + %ldL < %ldL ? m0 + %ldL : %ldL;\n", (long)t->tm, (long)t->tm, (long)p->M,
-          (long)t->tm, (long)p->M);
+  if (p->m_expr) { /* batch 1; the rows and their split of this run */
+    cg_emit(o, "  long tn = task %% %ldL, tm = task / %ldL, b0 = 0, b1 = 0;\n", (long)t->sn, (long)t->sn);
+    cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
+  } else {
+    cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn,
+            (long)t->sm, (long)t->sm);
+    cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", (long)p->nb[1], (long)p->nb[1]);
+    cg_emit(o, "  long m0 = tm * %ldL, m1 = m0 + %ldL < %ldL ? m0 + %ldL : %ldL;\n", (long)t->tm, (long)t->tm, (long)p->M,
+            (long)t->tm, (long)p->M);
+  }
   cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
           (long)t->tn, (long)p->N);
   if (p->prepack_b && !t->ws) cg_emit(o, "  (void)tid;\n");
@@ -602,10 +618,14 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "        for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
     cg_emit(o, "          int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
   }
-  for (int pass = 0; pass < 2; pass++) {
-    int mrv = pass == 0 ? t->mr : mt;
-    if (pass == 1 && mt == 0) break;
-    if (mt) cg_emit(o, pass == 0 ? "          if (mr == %d) {\n" : "          else {\n", t->mr);
+  /* the row tail: the last task's M % MR rows, or with M read at run time
+   * any of 1..MR-1 (a switch over every tail's kernel) */
+  if (p->m_expr) cg_emit(o, "          switch (mr) {\n");
+  for (int pass = 0; pass < (p->m_expr ? t->mr : 2); pass++) {
+    int mrv = p->m_expr ? t->mr - pass : pass == 0 ? t->mr : mt;
+    if (pass == 1 && mt == 0 && !p->m_expr) break;
+    if (p->m_expr) cg_emit(o, pass + 1 < t->mr ? "          case %d: {\n" : "          default: {\n", mrv);
+    else if (mt) cg_emit(o, pass == 0 ? "          if (mr == %d) {\n" : "          else {\n", t->mr);
     if (nvt != t->nv) {
       cg_emit(o, "            if (nr > %d) ", nvt * w);
       emit_call(o, mrv, t->nv);
@@ -617,8 +637,10 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
       emit_call(o, mrv, t->nv);
       cg_emit(o, "\n");
     }
-    if (mt) cg_emit(o, "          }\n");
+    if (p->m_expr) cg_emit(o, "            break;\n          }\n");
+    else if (mt) cg_emit(o, "          }\n");
   }
+  if (p->m_expr) cg_emit(o, "          }\n");
   cg_emit(o, "        }\n      }\n      }\n    }\n  }\n}\n");
 }
 
@@ -631,6 +653,18 @@ static void emit_depth(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  cx.K = %ldL; cx.kc = %dL; cx.lda = %ldL; cx.nkb = %ldL;\n", (long)p->K, t->kc, (long)p->a_sm, (long)t->nkb);
 }
 
+/* M read at run time (p->m_expr, in 1..p->M): this run's rows, their split
+ * into tasks (at most the upper corner's t->sm, whole MR panels each) and
+ * the A packer's panels per task group (t->groups groups). */
+static void emit_rows_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  cg_emit(o, "  cx.M = %s;\n  if (cx.M < 1 || cx.M > %ldL) return -1;\n", p->m_expr, (long)p->M);
+  cg_emit(o, "  long nrow = (cx.M + %d) / %d;\n  cx.sm = nrow < %ldL ? nrow : %ldL;\n", t->mr - 1, t->mr, (long)t->sm,
+          (long)t->sm);
+  cg_emit(o, "  cx.tm = ((cx.M + cx.sm - 1) / cx.sm + %d) / %d * %d;\n  cx.sm = (cx.M + cx.tm - 1) / cx.tm;\n", t->mr - 1,
+          t->mr, t->mr);
+  cg_emit(o, "  cx.ppg = (nrow + %ldL) / %ldL;\n", (long)t->groups - 1, (long)t->groups);
+}
+
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int w = o->isa->w;
   cg_emit_isa_helpers(o);
@@ -640,11 +674,11 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   if (nvt != t->nv) emit_row(o, p, t, nvt);
   if (use_bfcv(p, o)) cg_emit_bf16_cvt(o);
   int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
-  for (int a = 0; a < 2; a++) {
-    if (a == 1 && mt == 0) break;
+  for (int a = 0; a < (p->m_expr ? t->mr : 2); a++) { /* M at run time: every row tail */
+    if (a == 1 && mt == 0 && !p->m_expr) break;
     for (int b = 0; b < 2; b++) {
       if (b == 1 && nvt == t->nv) break;
-      emit_kernel(o, p, t, mrs[a], nvs[b]);
+      emit_kernel(o, p, t, p->m_expr ? t->mr - a : mrs[a], nvs[b]);
     }
   }
   emit_pack_a(o, p, t);
@@ -715,6 +749,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   emit_depth(o, p, t);
+  if (p->m_expr) emit_rows_split(o, p, t);
   int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
   int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
   int64_t wbytes = p->pairs && !p->prepack_a ? p->nb[1] * p->M * p->K * 4 : 0;
@@ -733,7 +768,8 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n");
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
   }
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
+  if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * %ldL), $P_task, &cx);\n", (long)t->sn);
+  else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
@@ -922,8 +958,8 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
           (long)p->M, (long)p->N, (long)p->K, (long)p->nb[0], (long)p->nb[1], tiny_dtype_name(p->adt),
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb; } "
-             "$F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
+             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg" : "");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
@@ -937,7 +973,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
       cg_tile tq;
       if (resolve_tile(e, &q, o.isa, i == primary, &tq)) return e->code;
       emit_variant(&o, &q, &tq);
-    } else if (skinny_ok(p, cg_isa_get((cgen_isa)i))) {
+    } else if (!p->m_expr && skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: M a constant */
       emit_skinny_variant(&o, p);
     } else {
       emit_variant(&o, p, &tiles[i]);
@@ -974,6 +1010,11 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
   if (p.tune.bf16_native && p.adt == TINY_BF16 && p.bdt == TINY_BF16) p.tune.bf16 = true;
   p.prepack_a = s->prepack_a;
   p.prepack_b = s->prepack_b;
+  /* M at run time: the plain fp32/fp16 GEMM of one batch only; refused
+   * otherwise (M is the upper corner's: a constant M would be wrong below) */
+  if (s->m_expr && (p.prepack_a || p.tune.bf16 || p.nb[0] != 1 || p.nb[1] != 1))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_gemm: M at run time needs one batch, no prepack_a, no bf16");
+  p.m_expr = s->m_expr;
   return gen_mm(e, &p, fn, out);
 }
 

@@ -479,6 +479,23 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   return true;
 }
 
+/* The row count M of GEMM *gm (region r) as a run-time expression of the
+ * ShapeSet's symbols into buf, when C is one dense batch whose leading dims
+ * (a product with a symbol in it) are the rows; gm->M then becomes their
+ * product at the upper corner, which every size decision here and the
+ * template's tiles use.  NULL: M stays a constant. */
+static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
+  if (swapped || !c->ngen_syms || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 || gm->c_sm != gm->N)
+    return NULL;
+  const tiny_shape *cs = rc_slot_shape(c, r, gm->C.slot);
+  if (!cs || cs->rank < 2 || cs->d[cs->rank - 1].n != gm->N || !rc_size_expr(c, cs, 0, cs->rank - 1, gm->M, buf, cap))
+    return NULL;
+  int64_t hi = rc_size_hi(c, cs, 0, cs->rank - 1);
+  if (hi < gm->M) return NULL;
+  gm->M = hi;
+  return buf;
+}
+
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
@@ -487,8 +504,11 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     *handled = true;
     return HARP_OK;
   }
+  char mexpr[160]; /* a ShapeSet object: the rows read at run time, tiled for the upper corner */
+  const char *m_rt = gemm_rows_expr(c, r, &gm, swapped, mexpr, sizeof mexpr);
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
+  s.m_expr = m_rt;
   s.a_dtype = gm.A.dtype;
   s.b_dtype = gm.B.dtype;
   s.c_dtype = gm.C.dtype;
@@ -510,7 +530,13 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   s.prepack_b = !s.prepack_a && gm.M > CGEN_SKINNY_MAX_M && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
                 (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot);
   plan_use pu;
-  plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
+  if (m_rt) { /* each corner's plan is its own size's: the built-in tuning, the same at both */
+    cgen_tuning_default(&s.tune);
+    jit_variant(c, &s.tune, host_isa_mask());
+    pu.ch = NULL, pu.desc[0] = 0;
+    rt_plan_choice *ch = choice_of(c, r);
+    if (ch) note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
+  } else plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");

@@ -4,7 +4,7 @@
  * shape symbols, hp_sym_[i], which P_run_syms sets before the kernels run
  * (on the calling thread: a kernel reads its sizes there, before it hands
  * work to the pool).  Symbols are printed as indices, never by name.
- * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_slot_shape,
+ * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_size_hi, rc_slot_shape,
  * rc_emit_sym_block, rc_emit_run_syms. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,6 +39,15 @@ bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t 
   if (!any || prod != want) return false; /* the reader's size is not this product: keep the constant */
   int w = snprintf(buf + k, cap - k, " * %" PRId64 "L)", lit);
   return w >= 0 && (size_t)w < cap - k;
+}
+
+int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1) {
+  int64_t prod = 1;
+  for (int d = d0; s && d < d1 && d < s->rank; d++) {
+    int i = sym_index(c, s->d[d].sym);
+    prod *= i < 0 ? s->d[d].n : c->gen_hi[i];
+  }
+  return prod;
 }
 
 const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot) {

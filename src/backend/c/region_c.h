@@ -81,6 +81,10 @@ void rc_emit_prelude(ut_str *out);
  * c->gen_syms and the product of their values is `want` (the size the
  * kernel reader computed); else false (print the constant). */
 bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf, size_t cap);
+/* The product of s's dims [d0, d1) at the ShapeSet's upper corner (each
+ * ShapeSet symbol at its hi, the other dims as they are): the size a
+ * run-time expression from rc_size_expr is sized and tiled for. */
+int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1);
 /* The tensor behind bufs[slot] of region r's kernel, or NULL. */
 const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
 /* The symbols' run-time values (hp_sym_, after the prelude) and
