@@ -303,6 +303,7 @@ hg_val ox_dilated_max_pool(ox_ctx *c, hg_val x, const int64_t *k, const int64_t 
 typedef harp_status (*ox_op_fn)(ox_ctx *c);
 ox_op_fn ox_find_act(const char *op);
 ox_op_fn ox_find_more(const char *op);
+ox_op_fn ox_find_move(const char *op); /* onnx_ops_move.c */
 /* onnx_ops_signal.c: DFT, STFT, the windows, MelWeightMatrix, AffineGrid */
 ox_op_fn ox_find_signal(const char *op);
 /* onnx_resize.c: Resize and Upsample */
