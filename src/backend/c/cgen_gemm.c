@@ -18,7 +18,7 @@
  *   Partial sums across KC blocks live in C itself when C is fp32 with unit
  *   column stride, else in a per-thread fp32 buffer.
  * With at most 8 rows (GEMV, decode-time matmuls) the vector variants stream
- * B once instead of packing it (emit_skinny_variant).
+ * B once instead of packing it (cgen_skinny.c).
  * prepack_a / prepack_b: a constant operand is packed once, by F_pack_a /
  * F_pack_b, in the layout the tasks read (B: per KC block pb, the NR-wide
  * panels of all N, panel j at pb*KC*npan*NR + j*kc*NR); runs skip packing it.
@@ -29,37 +29,7 @@
 
 #include "backend/c/cgen_int.h"
 
-/* The contraction every generator here reduces to. */
-typedef struct cg_mm {
-  int64_t nb[2], M, N, K;
-  tiny_dtype adt, bdt, cdt;
-  int64_t a_sb[2], a_sm, a_sk, b_sb[2], b_sk, b_sn, c_sb[2], c_sm, c_sn;
-  int64_t bias_sb1; /* conv: bias offset per group */
-  int n_epi;
-  cgen_epi epi[CGEN_MAX_EPI];
-  cgen_tuning tune;
-  bool conv, prepack_a, prepack_b;
-  const cgen_conv_spec *cs; /* conv: the spec; direct: its AVX-512 variant is cgen_dconv.c's */
-  bool direct, wino; /* the AVX-512 variant is cgen_dconv.c's / cgen_wino.c's */
-  int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
-  /* a conv's bf16 view (bf16_pairs): A, B and K count channel pairs, 32-bit
-   * words of two bf16; the original weight and input dtypes and channels */
-  bool pairs;
-  tiny_dtype bf_adt, bf_bdt;
-  int64_t bf_c, bf_icg;
-  /* a ShapeSet object: M read at run time (cgen_gemm_spec.m_expr; M is then
-   * the upper corner's, the tiles' and the scratch's), the tasks along M and
-   * the packer's panels per task split at run time (ctx M, tm, sm, ppg) */
-  const char *m_expr;
-} cg_mm;
-
-/* Per-variant blocking, resolved from the tuning. */
-typedef struct cg_tile {
-  int mr, nr, nv, kc, nc, pf;
-  int64_t mc, mp, ncp, nkb, tm, tn, sm, sn, nba[2], groups, ppg;
-  bool direct, multi, ws, jr_outer;
-  int order;
-} cg_tile;
+#include "backend/c/cgen_gemm_int.h"
 
 /* ---- blocking ------------------------------------------------------------ */
 static int64_t cg_gcd(int64_t a, int64_t b) {
@@ -150,7 +120,7 @@ static int64_t cg_npanels(const cg_mm *p, const cg_tile *t) { return (p->N + t->
 #define CG_PF_A_BYTES 1536
 
 /* ---- micro-kernel store + epilogue (one row of nv vectors) ---------------- */
-static void emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
+void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
   int w = o->isa->w;
   char buf[256];
   cg_emit(o, "$I void $P_row%d(const $F_tt *tt, long m, long n, int nr, int first, int last", nv);
@@ -546,7 +516,7 @@ static void emit_call(cg_out *o, int mr, int nv) {
 }
 
 /* The store context of batch (b0, b1): C and the epilogue tensors there. */
-static void emit_tt_setup(cg_out *o, const cg_mm *p) {
+void cg_mm_tt_setup(cg_out *o, const cg_mm *p) {
   cg_emit(o, "  $F_tt tt;\n  memset(&tt, 0, sizeof tt);\n");
   cg_emit(o, "  tt.c = (char *)((%s *)cx->C + b0 * %ldL + b1 * %ldL);\n", cg_ctype(p->cdt), (long)p->c_sb[0],
           (long)p->c_sb[1]);
@@ -586,7 +556,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   else cg_emit(o, "  float *Bs = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * cx->K * %ldL;\n",
           t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)t->mp);
-  emit_tt_setup(o, p);
+  cg_mm_tt_setup(o, p);
   if (t->ws) cg_emit(o, "  tt.ws = Bs + %ldL;\n  tt.wm0 = m0;\n", p->prepack_b ? 0L : (long)t->kc * t->ncp);
   cg_emit(o, "  for (long jc = n0; jc < n1; jc += %d) {\n", t->nc);
   cg_emit(o, "    long nc = n1 - jc < %d ? n1 - jc : %d;\n    tt.wn0 = jc;\n", t->nc, t->nc);
@@ -670,8 +640,8 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit_isa_helpers(o);
   int mt = (int)(p->M % t->mr), nrt = (int)(p->N % t->nr);
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;
-  emit_row(o, p, t, t->nv);
-  if (nvt != t->nv) emit_row(o, p, t, nvt);
+  cg_mm_emit_row(o, p, t, t->nv);
+  if (nvt != t->nv) cg_mm_emit_row(o, p, t, nvt);
   if (use_bfcv(p, o)) cg_emit_bf16_cvt(o);
   int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
   for (int a = 0; a < (p->m_expr ? t->mr : 2); a++) { /* M at run time: every row tail */
@@ -774,135 +744,6 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
-/* ---- skinny GEMM: up to 8 rows of A (GEMV, decode-time matmuls) ------------ */
-/* Packing B costs as much as the product when M is tiny, and a 6-row
- * micro-tile idles: stream B once instead.  B with unit stride along N: each
- * task keeps fp32 rows of C for a strip of columns in L1 and adds
- * A[m][k] * B[k][strip] over k, four rows of B at a time (long contiguous
- * runs of B).  B with unit stride along K (x W^T): dot products along K, four
- * columns at a time sharing the loads of A.  A is first converted to dense
- * fp32 rows (M x K per batch, small).  The epilogue and the store are the
- * GEMM's (emit_row). */
-#define SKINNY_MAX_M CGEN_SKINNY_MAX_M
-#define SKINNY_STRIP 1024
-
-static bool skinny_ok(const cg_mm *p, const cg_isa *isa) {
-  if (p->conv || p->prepack_a || p->prepack_b || p->M > SKINNY_MAX_M || isa->id == CGEN_ISA_SCALAR || p->c_sn != 1) return false;
-  if (p->b_sn != 1 && p->b_sk != 1) return false;
-  return p->nb[0] * p->nb[1] * p->M * p->K <= (1L << 24); /* the fp32 copy of A: 64 MiB at most */
-}
-
-/* Columns per task: the work split over about 2 x threads tasks, whole vectors. */
-static int64_t skinny_strip(const cg_mm *p, int w) {
-  int threads = p->tune.threads > 0 ? p->tune.threads : 2;
-  int64_t want = p->tune.tasks > 0 ? p->tune.tasks : 2 * threads, nbat = p->nb[0] * p->nb[1];
-  int64_t per = nbat >= want ? 1 : (want + nbat - 1) / nbat;
-  int64_t tw = cg_rup((p->N + per - 1) / per, w);
-  if (tw < 4 * w) tw = 4 * w;
-  return tw > SKINNY_STRIP ? SKINNY_STRIP : tw;
-}
-
-/* y[m][v..] += sum over i < nk of A[m][k + i] * B[k + i][v..] for one vector
- * of the strip (nk = 4 or 1); tail: the strip's last, partial vector. */
-static void emit_skinny_axpy(cg_out *o, const cg_mm *p, int nk, bool tail, int64_t tw) {
-  const char *bs = cg_vsuffix(p->bdt);
-  for (int i = 0; i < nk; i++) {
-    if (tail) cg_emit(o, "      $P_v q%d = $P_ldn%s(b + %dL * %ldL + v, nc - (int)v);\n", i, bs, i, (long)p->b_sk);
-    else cg_emit(o, "      $P_v q%d = $P_ld%s(b + %dL * %ldL + v);\n", i, bs, i, (long)p->b_sk);
-  }
-  for (int m = 0; m < p->M; m++) {
-    cg_emit(o, "      { float *yp = y + %ldL + v; $P_v t = $P_ld(yp);", (long)(m * tw));
-    for (int i = 0; i < nk; i++) cg_emit(o, " t = $P_fma(q%d, a%d_%d, t);", i, m, i);
-    cg_emit(o, " $P_st(yp, t); }\n");
-  }
-}
-
-static void emit_skinny_variant(cg_out *o, const cg_mm *p) {
-  int w = o->isa->w, M = (int)p->M;
-  int64_t tw = skinny_strip(p, w), sn = (p->N + tw - 1) / tw, K = p->K;
-  const char *bt = cg_ctype(p->bdt), *bs = cg_vsuffix(p->bdt);
-  cg_tile rt; /* the GEMM's store, one vector at a time, nothing carried across K blocks */
-  memset(&rt, 0, sizeof rt);
-  cg_emit_isa_helpers(o);
-  emit_row(o, p, &rt, 1);
-  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, b1 = r %% %ldL, b0 = r / %ldL;\n", (long)sn, (long)sn,
-          (long)p->nb[1], (long)p->nb[1]);
-  cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n  int nc = (int)(n1 - n0);\n", (long)tw,
-          (long)tw, (long)p->N, (long)tw, (long)p->N);
-  cg_emit(o, "  float *y = (float *)cx->sc.thr[tid];\n");
-  cg_emit(o, "  const float *a = cx->Ap + (b0 * %ldL + b1) * %ldL;\n", (long)p->nb[1], (long)(M * K));
-  cg_emit(o, "  const %s *bb = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
-  if (p->b_sn == 1) {
-    cg_emit(o, "  memset(y, 0, sizeof(float) * %ldL);\n  long k = 0;\n", (long)(M * tw));
-    for (int pass = 0; pass < 2; pass++) {
-      int nk = pass == 0 ? 4 : 1;
-      if ((pass == 0 && K < 4) || (pass == 1 && K % 4 == 0)) continue; /* no loop GCC proves empty */
-      if (pass == 0) cg_emit(o, "  for (; k + 4 <= %ldL; k += 4) {\n", (long)K);
-      else cg_emit(o, "  for (; k < %ldL; k++) {\n", (long)K);
-      cg_emit(o, "    const %s *b = bb + k * %ldL + n0;\n", bt, (long)p->b_sk);
-      for (int m = 0; m < M; m++)
-        for (int i = 0; i < nk; i++) cg_emit(o, "    $P_v a%d_%d = $P_set1(a[%ldL + k + %d]);\n", m, i, (long)(m * K), i);
-      cg_emit(o, "    long v = 0;\n    for (; v + %d <= nc; v += %d) {\n", w, w);
-      emit_skinny_axpy(o, p, nk, false, tw);
-      cg_emit(o, "    }\n    if (v < nc) {\n");
-      emit_skinny_axpy(o, p, nk, true, tw);
-      cg_emit(o, "    }\n  }\n");
-    }
-  } else {
-    /* dot products along K, NN columns of B (rows of B^T) at a time */
-    int64_t kf = K / w * w;
-    int kt = (int)(K - kf);
-    for (int pass = 0; pass < 2; pass++) {
-      int nn = pass == 0 ? 4 : 1;
-      if (pass == 0) cg_emit(o, "  long n = n0;\n  for (; n + 4 <= n1; n += 4) {\n");
-      else cg_emit(o, "  for (; n < n1; n++) {\n");
-      for (int i = 0; i < nn; i++) {
-        cg_emit(o, "    const %s *b%d = bb + (n + %d) * %ldL;\n", bt, i, i, (long)p->b_sn);
-        for (int m = 0; m < M; m++) cg_emit(o, "    $P_v c%d_%d = $P_zero();\n", i, m);
-      }
-      for (int t = 0; t < 2; t++) {
-        if (t == 1 && !kt) break;
-        if (t == 0) cg_emit(o, "    for (long k = 0; k < %ldL; k += %d) {\n", (long)kf, w);
-        else cg_emit(o, "    { long k = %ldL;\n", (long)kf);
-        for (int m = 0; m < M; m++)
-          cg_emit(o, t ? "      $P_v x%d = $P_ldn(a + %ldL + k, %d);\n" : "      $P_v x%d = $P_ld(a + %ldL + k);\n", m,
-                  (long)(m * K), kt);
-        for (int i = 0; i < nn; i++) {
-          if (t) cg_emit(o, "      { $P_v q = $P_ldn%s(b%d + k, %d);", bs, i, kt);
-          else cg_emit(o, "      { $P_v q = $P_ld%s(b%d + k);", bs, i);
-          for (int m = 0; m < M; m++) cg_emit(o, " c%d_%d = $P_fma(q, x%d, c%d_%d);", i, m, m, i, m);
-          cg_emit(o, " }\n");
-        }
-        cg_emit(o, "    }\n");
-      }
-      for (int i = 0; i < nn; i++)
-        for (int m = 0; m < M; m++) cg_emit(o, "    y[%ldL + n - n0 + %d] = $P_hsum(c%d_%d);\n", (long)(m * tw), i, i, m);
-      cg_emit(o, "  }\n");
-    }
-  }
-  /* epilogue and store, a vector at a time */
-  emit_tt_setup(o, p);
-  cg_emit(o, "  for (long m = 0; m < %dL; m++)\n    for (long v = 0; v < nc; v += %d)\n", M, w);
-  cg_emit(o, "      $P_row1(&tt, m, n0 + v, nc - (int)v, 1, 1, $P_ld(y + m * %ldL + v));\n}\n", (long)tw);
-  /* A as dense fp32 rows, then the tasks */
-  char ld[240], idx[160];
-  snprintf(idx, sizeof idx, "b0 * %ldL + b1 * %ldL + m * %ldL + k * %ldL", (long)p->a_sb[0], (long)p->a_sb[1],
-           (long)p->a_sm, (long)p->a_sk);
-  cg_scalar_ld(o, ld, sizeof ld, p->adt, "cx.A", idx);
-  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
-  cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n",
-          (long)(p->nb[0] * p->nb[1] * M * K * 4), (long)(M * tw * 4));
-  cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n  float *ap = cx.Ap;\n");
-  cg_emit(o, "  for (long b0 = 0; b0 < %ldL; b0++)\n    for (long b1 = 0; b1 < %ldL; b1++)\n", (long)p->nb[0],
-          (long)p->nb[1]);
-  cg_emit(o, "      for (long m = 0; m < %dL; m++)\n        for (long k = 0; k < %ldL; k++) *ap++ = ", M, (long)K);
-  cg_emit(o, "%s;\n  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ld, (long)(p->nb[0] * p->nb[1] * sn));
-  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
-  cg_emit(o, "#endif /* HPRT_X86 */\n");
-}
-
 static harp_status check_epi(harp_error *e, const cg_mm *p) {
   if (p->n_epi < 0 || p->n_epi > CGEN_MAX_EPI) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: too many epilogue steps");
   for (int i = 0; i < p->n_epi; i++) {
@@ -973,8 +814,8 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
       cg_tile tq;
       if (resolve_tile(e, &q, o.isa, i == primary, &tq)) return e->code;
       emit_variant(&o, &q, &tq);
-    } else if (!p->m_expr && skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: M a constant */
-      emit_skinny_variant(&o, p);
+    } else if (!p->m_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: M a constant */
+      cg_emit_skinny_variant(&o, p);
     } else {
       emit_variant(&o, p, &tiles[i]);
     }

@@ -1,0 +1,51 @@
+/* cgen_gemm_int.h — what the GEMM generator (cgen_gemm.c) shares with its
+ * skinny variant (cgen_skinny.c): the contraction both reduce to, the
+ * per-variant blocking, the row store with its epilogue, the task setup.
+ * Not public. */
+#ifndef HARP_CGEN_GEMM_INT_H
+#define HARP_CGEN_GEMM_INT_H
+
+#include "backend/c/cgen_int.h"
+
+/* The contraction every generator here reduces to. */
+typedef struct cg_mm {
+  int64_t nb[2], M, N, K;
+  tiny_dtype adt, bdt, cdt;
+  int64_t a_sb[2], a_sm, a_sk, b_sb[2], b_sk, b_sn, c_sb[2], c_sm, c_sn;
+  int64_t bias_sb1; /* conv: bias offset per group */
+  int n_epi;
+  cgen_epi epi[CGEN_MAX_EPI];
+  cgen_tuning tune;
+  bool conv, prepack_a, prepack_b;
+  const cgen_conv_spec *cs; /* conv: the spec; direct: its AVX-512 variant is cgen_dconv.c's */
+  bool direct, wino; /* the AVX-512 variant is cgen_dconv.c's / cgen_wino.c's */
+  int64_t cv_c, cv_h, cv_w, cv_icg, cv_kh, cv_kw, cv_sh, cv_sw, cv_pt, cv_pl, cv_dh, cv_dw, cv_ow;
+  /* a conv's bf16 view (bf16_pairs): A, B and K count channel pairs, 32-bit
+   * words of two bf16; the original weight and input dtypes and channels */
+  bool pairs;
+  tiny_dtype bf_adt, bf_bdt;
+  int64_t bf_c, bf_icg;
+  /* a ShapeSet object: M read at run time (cgen_gemm_spec.m_expr; M is then
+   * the upper corner's, the tiles' and the scratch's), the tasks along M and
+   * the packer's panels per task split at run time (ctx M, tm, sm, ppg) */
+  const char *m_expr;
+} cg_mm;
+
+/* Per-variant blocking, resolved from the tuning. */
+typedef struct cg_tile {
+  int mr, nr, nv, kc, nc, pf;
+  int64_t mc, mp, ncp, nkb, tm, tn, sm, sn, nba[2], groups, ppg;
+  bool direct, multi, ws, jr_outer;
+  int order;
+} cg_tile;
+
+/* One row of nv vectors of C: the epilogue applied in registers, the store
+ * in the output dtype (the micro-kernels' and the skinny variant's). */
+void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv);
+/* The store context of batch (b0, b1): C and the epilogue tensors there. */
+void cg_mm_tt_setup(cg_out *o, const cg_mm *p);
+/* The skinny variant applies (at most 8 rows, vector ISA, plain operands). */
+bool cg_skinny_ok(const cg_mm *p, const cg_isa *isa);
+void cg_emit_skinny_variant(cg_out *o, const cg_mm *p);
+
+#endif
