@@ -21,7 +21,6 @@ of the best times, and (in parentheses) the median of the rounds' own
 ratios, which a machine whose load changes between rounds moves less.
 Needs onnx, onnxruntime, openvino (scripts/install-deps.sh --bench).
 """
-import argparse
 import json
 import os
 import platform
@@ -133,16 +132,10 @@ def rel_err(got, want):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--only", default="")
-    ap.add_argument("--json", default="")
-    a = ap.parse_args()
+    from e2e import bench_args, median_ms  # median_ms: 3 warm-up calls, then the median of `repeat`
+    a = bench_args().parse_args()
     import onnxruntime as ort
     import openvino as ov
-    from e2e import median_ms  # 3 warm-up calls, then the median of `repeat`
     core = ov.Core()
     d = tempfile.mkdtemp(prefix="harp-bf16-")
     harp = Harp(a.harp, a.repeat, d)

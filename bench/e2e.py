@@ -81,6 +81,19 @@ class Harp:
         return np.load(os.path.join(d, f"{out}.npy"))
 
 
+def bench_args(description=None, repeat=20, only="", json_out=True):
+    """The options the model benchmarks here share (--harp, --rounds, --repeat, --only and, with
+    json_out, --json), with these defaults; the caller adds its own and parses."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=repeat)
+    ap.add_argument("--only", default=only)
+    if json_out:
+        ap.add_argument("--json", default="")
+    return ap
+
+
 # ---- peers ----------------------------------------------------------------
 def median_ms(fn, repeat):
     for _ in range(3):
@@ -514,13 +527,7 @@ CASES = {
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--only", default="")
-    ap.add_argument("--json", default="")
-    a = ap.parse_args()
+    a = bench_args(__doc__).parse_args()
     os.chdir(ROOT)
     harp = Harp(os.path.abspath(a.harp), a.repeat)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())

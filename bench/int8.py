@@ -24,7 +24,6 @@ Timed in interleaved rounds at 2 threads (each round a median of --repeat runs):
             runs the pre-processed BERT layer 5x slower, its attention unfused)
 The medians of the rounds are printed, with harp's speed-up over the faster peer.
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -144,11 +143,7 @@ def ov_runner(path, xname, x):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--only", default=",".join(MODELS))
+    ap = e2e.bench_args(repeat=10, only=",".join(MODELS), json_out=False)
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "harp-int8-models"), help="where the quantized models are kept")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
