@@ -78,16 +78,13 @@ static harp_status tune_inputs(harp_error *e, const harp_compiled *c, const void
   return st;
 }
 
-typedef struct tune_cb {
-  const harp_tune_options *to;
-} tune_cb;
-
+/* rt_tune's progress (ctx: the harp_tune_options) to the caller's callback. */
 static int on_tune_progress(void *ctx, const rt_tune_progress *p) {
-  const harp_tune_options *to = ((tune_cb *)ctx)->to;
+  const harp_tune_options *to = ctx;
   return to->progress(to->progress_ctx, p->region, p->region_index, p->nregions, p->phase, p->done, p->total, p->best_ms);
 }
 
-/* Point j of region tr as a JSON object (NULL: out of memory). */
+/* Point pt as a JSON object (NULL: out of memory). */
 static json_t *point_json(const rt_tune_point *pt) {
   char *pj = NULL;
   harp_error ignore = {0};
@@ -138,10 +135,9 @@ harp_status harp_tune(harp_error *e, const harp_compiled *c, const void *params,
   ut_tensor *in = NULL;
   int nin = 0, nreg = 0, rows = 0;
   for (const char *const *r = to->regions; r && *r; r++) nreg++;
-  tune_cb cb = {to};
   rt_tune_opts ro = {.budget = to->budget, .repeat = to->repeat, .warmup = to->warmup, .regions = to->regions,
                      .nregions = nreg, .no_store = to->no_store, .knobs = &k,
-                     .progress = to->progress ? on_tune_progress : NULL, .progress_ctx = &cb};
+                     .progress = to->progress ? on_tune_progress : NULL, .progress_ctx = (void *)to};
   rt_tune_result res = {0};
   char *log = NULL;
   const tiny_symtab *syms;

@@ -37,6 +37,14 @@ static void fill(harp_compiled *c, unsigned char *params, uint16_t *A) {
   for (int i = 0; i < M * K; i++) A[i] = ut_f32_to_f16((float)((i * 11) % 13 - 6) / 8.0f);
 }
 
+/* got (fp16, M x N) against want within fp16 tolerance. */
+static void check_c(const uint16_t *got, const uint16_t *want, const char *what) {
+  for (int i = 0; i < M * N; i++) {
+    float a = ut_f16_to_f32(got[i]), b = ut_f16_to_f32(want[i]);
+    if (!(fabsf(a - b) <= 2e-2f + 1e-2f * fabsf(b))) fail_msg("%s: C2[%d] = %g, the CPU gives %g", what, i, a, b);
+  }
+}
+
 static void run_on_gpu(bool graphs) {
   harp_status st;
   harp_compiled *g = compile(HARP_BACKEND_CUDA, graphs, &st);
@@ -58,10 +66,7 @@ static void run_on_gpu(bool graphs) {
     for (int rep = 0; rep < 3; rep++) {
       memset(got, 0xff, sizeof got);
       assert_int_equal(harp_model_run(m, in, og), 0);
-      for (int i = 0; i < M * N; i++) {
-        float a = ut_f16_to_f32(got[i]), b = ut_f16_to_f32(want[i]);
-        if (!(fabsf(a - b) <= 2e-2f + 1e-2f * fabsf(b))) fail_msg("C2[%d] = %g, the CPU gives %g", i, a, b);
-      }
+      check_c(got, want, graphs ? "harp_model_run, graphs" : "harp_model_run");
     }
     harp_model_free(m);
   }
@@ -79,14 +84,6 @@ static void test_direct(void **s) {
 static void test_graphs(void **s) {
   (void)s;
   run_on_gpu(true);
-}
-
-/* got (fp16, M x N) against want within the fp16 tolerance of run_on_gpu. */
-static void check_c(const uint16_t *got, const uint16_t *want, const char *what) {
-  for (int i = 0; i < M * N; i++) {
-    float a = ut_f16_to_f32(got[i]), b = ut_f16_to_f32(want[i]);
-    if (!(fabsf(a - b) <= 2e-2f + 1e-2f * fabsf(b))) fail_msg("%s: C2[%d] = %g, the CPU gives %g", what, i, a, b);
-  }
 }
 
 /* harp_model_run_device with A and C in the test's device memory, on the
