@@ -417,6 +417,15 @@ static void attn_load_q(attn_gen *a) {
   cuda_close(b);
 }
 
+/* Opens the loop over a thread's two rows r and declares the row's new max
+ * mnew (the running max mrow against this tile's tmax) and muse, the max
+ * to subtract (0 while the row has seen only -inf). */
+static void open_row_max_loop(cuda_b *b) {
+  cuda_for(b, "r", "0", "2", -1);
+  cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
+  cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+}
+
 /* The streaming two-pass softmax of a: pass 1 streams K for the row max
  * and sum, pass 2 streams K and V again and accumulates (exp(S - m) / l) V. */
 static void attn_two_pass(attn_gen *a) {
@@ -426,9 +435,7 @@ static void attn_two_pass(attn_gen *a) {
   open_kv_loop(a, false);
   emit_scores(a);
   emit_row_max(a);
-  cuda_for(b, "r", "0", "2", -1);
-  cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
-  cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+  open_row_max_loop(b);
   cuda_assign(b, "lrow[r]", "lrow[r] * hk_exp2(mrow[r] - muse)");
   cuda_for(b, "jj", "0", cuda_fmt(b, "%d", a->NFS), -1);
   cuda_assign(b, "lrow[r]", "lrow[r] + hk_exp2(sacc[jj][2 * r] - muse) + hk_exp2(sacc[jj][2 * r + 1] - muse)");
@@ -466,9 +473,7 @@ static void attn_online(attn_gen *a) {
   open_kv_loop(a, true);
   emit_scores(a);
   emit_row_max(a);
-  cuda_for(b, "r", "0", "2", -1);
-  cuda_decl(b, "const float", "mnew", NULL, "hk_fmax(mrow[r], tmax[r])");
-  cuda_decl(b, "const float", "muse", NULL, "mnew == -HK_INF ? 0.0f : mnew");
+  open_row_max_loop(b);
   cuda_decl(b, "const float", "alpha", NULL, "hk_exp2(mrow[r] - muse)");
   cuda_assign(b, "lrow[r]", "lrow[r] * alpha");
   cuda_for(b, "jo", "0", cuda_fmt(b, "%d", a->NFO), -1);
