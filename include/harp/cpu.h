@@ -61,14 +61,15 @@ harp_status rt_cpu_compile_variant(harp_error *e, const rt_cpu_model *base, cons
 /* A ShapeSet object's pieces (harp/sgen.h): the stages up to the code,
  * no compiler, the source kept, sizes of the symbols gen_syms (values
  * gen_hi in g) read at run time where a template can, the regions those
- * `replay` was formed with when not NULL (rg_options.replay); then that compile
+ * `replay` was formed with when not NULL (rg_options.replay), and then the
+ * plans `plans` chose for them when not NULL (unchecked); then that compile
  * built (or found in the cache) and loaded as a model, which owns c from
  * then on (freed on error); then one run at a binding: gb the binding's
  * prepared graph (node for node the compiled one), syms the symbols'
  * values in gen_syms' order. */
 harp_status rt_cpu_compile_code(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
                                 const char *const *gen_syms, const int64_t *gen_hi, int ngen,
-                                const struct rg_partition *replay, rt_compile **out);
+                                const struct rg_partition *replay, const struct rt_plans *plans, rt_compile **out);
 harp_status rt_cpu_adopt(harp_error *e, rt_compile *c, rt_cpu_model **out);
 harp_status rt_cpu_run_bound(harp_error *e, rt_cpu_model *m, const tiny_graph *gb, const long long *syms,
                              const ut_tensor *inputs, int ninputs, ut_tensor *outputs);

@@ -105,6 +105,8 @@ typedef struct rt_compile_opts {
   int ngen_syms;
   const struct rg_partition *replay_regions; /* form the regions this partition's rg_form formed
                                                 (rg_options.replay), not by the cost model */
+  const struct rt_plans *replay_plans; /* with replay_regions: each region runs the plan these chose for
+                                          it, unchecked against this binding (a ShapeSet's lower corner) */
   /* CUDA */
   const char *arch;       /* "sm80" | "sm90" (NULL: sm80) */
   const char *precision;  /* how fp32 contractions compute: CUDA "tf32" (NULL), "fp32", "fp16",

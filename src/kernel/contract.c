@@ -659,6 +659,8 @@ bool ct_read_attn(const ct_src *c, int r, ct_attn *out, const char **why) {
   int64_t ost[TINY_MAX_RANK];
   rowmajor(os, ost);
   out->o_s[0] = pb0 >= 0 ? ost[pb0] : 0, out->o_s[1] = pb1 >= 0 ? ost[pb1] : 0, out->o_s[2] = ost[pv_q];
+  out->odim[0] = pb0, out->odim[1] = pb1, out->odim[2] = pv_q;
+  out->key_node = qk->node, out->key_dim = at->k_var;
   for (int i = 0; i < info->nepi; i++) /* only casts may follow P V */
     if (g->nodes[info->epi[i].node].op != TINY_CAST || i != info->nepi - 1) DECLINE("an op other than a final cast follows P V");
   out->q = (ct_tensor){qn, qslot, qdt, at->q.offset};

@@ -114,6 +114,8 @@ typedef struct ct_attn {
   bool has_mask;
   ct_tensor mask;
   int64_t mask_s[4];
+  int odim[3];                 /* out's axes along (b, h, row); -1: none */
+  int key_node, key_dim;       /* the scores tensor and its axis along the keys */
 } ct_attn;
 
 /* 2-D pooling: a MAX (NaN propagates) or SUM over a kh x kw window of an

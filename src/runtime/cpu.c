@@ -243,13 +243,14 @@ harp_status rt_cpu_compile(harp_error *e, const tiny_graph *g, const tiny_symtab
 
 harp_status rt_cpu_compile_code(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
                                 const char *const *gen_syms, const int64_t *gen_hi, int ngen,
-                                const struct rg_partition *replay, rt_compile **out) {
+                                const struct rg_partition *replay, const struct rt_plans *plans, rt_compile **out) {
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
   co.until = RT_STAGE_CODE;
   co.keep_source = true;
   co.gen_syms = gen_syms, co.gen_hi = gen_hi, co.ngen_syms = ngen;
   co.replay_regions = replay;
+  co.replay_plans = plans;
   return rt_compile_run(e, &rt_target_cpu, g, syms, &co, out);
 }
 

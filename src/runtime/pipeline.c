@@ -195,6 +195,19 @@ harp_status rt_build_function(rt_compile *c, const fn_options *fo) {
   return fn_build_ex(c->e, c->part, "main", fo, &c->f);
 }
 
+/* Each region of ps takes the plan `from` chose for the same region (a
+ * replayed partition), unchecked against this binding's sizes: the object
+ * runs from's code; this compile only shows whether it prints the same. */
+static void take_plans(rt_plans *ps, const rt_plans *from) {
+  for (int i = 0; i < ps->n && i < from->n; i++) {
+    const rt_plan_choice *f = &from->choice[i];
+    rt_plan_choice *ch = &ps->choice[i];
+    if (!f->has_plan || strcmp(f->region, ch->region)) continue;
+    ch->plan = f->plan, ch->has_plan = true, ch->source = f->source;
+    ch->has_cost = f->has_cost, ch->cost = f->cost;
+  }
+}
+
 harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache) {
   rt_plans_free(&c->plans);
   rt_plan_opts po = {.overrides = c->opts.plan_overrides,
@@ -202,7 +215,9 @@ harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache) {
                      .no_cache = no_cache,
                      .cache_dir = c->knobs.cache_dir,
                      .search = {algo_mask, c->target ? c->target->name : NULL, c->target == &rt_target_cuda}};
-  return rt_plans_choose(c->e, c->part, c->g, c->syms, &c->part->formed->machine, &po, &c->plans);
+  harp_status st = rt_plans_choose(c->e, c->part, c->g, c->syms, &c->part->formed->machine, &po, &c->plans);
+  if (!st && c->opts.replay_plans) take_plans(&c->plans, c->opts.replay_plans);
+  return st;
 }
 
 harp_status rt_stage_singleton_regions(rt_compile *c) {

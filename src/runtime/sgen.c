@@ -199,9 +199,10 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
       return compile_corners(e, s, lo, hi);
     }
   }
-  /* the upper corner decides the regions (the cost model at the box's largest sizes); the lower replays them */
-  if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, NULL, &chi);
-  if (!st && !why[0]) st = rt_cpu_compile_code(e, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &clo);
+  /* the upper corner decides the regions and plans (the cost model at the box's largest sizes); the lower replays them */
+  if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, NULL, NULL, &chi);
+  if (!st && !why[0])
+    st = rt_cpu_compile_code(e, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &chi->plans, &clo);
   if (!st && !why[0] && !same_function(clo->f, chi->f))
     snprintf(why, sizeof why, "the regions or the Function differ between the box's corners");
   if (!st && !why[0]) {

@@ -94,6 +94,35 @@ for m in (9, 37):
     got = np.load(os.path.join(out, "out.npy")) if p.returncode == 0 else None
     s.check(f"gemm chain M={m}: numpy's numbers", got is not None and np.allclose(got, ref, rtol=1e-4, atol=1e-4))
 
+# multi-head attention over the sequence, heads merged back by a GEMM (its A
+# repacked at run time): one object, numpy's numbers at three lengths
+wm = {k: rng.standard_normal((64, 64)).astype(np.float32) * 0.2 for k in ("wq", "wk", "wv", "wo")}
+margs = []
+for k, a in wm.items():
+    f = os.path.join(tempfile.mkdtemp(), f"{k}.npy")
+    np.save(f, a)
+    margs += ["--param", f"{k}={f}"]
+
+
+def mha(x):
+    q, k, v = (x[0] @ wm[w] for w in ("wq", "wk", "wv"))
+    heads = []
+    for h in range(4):
+        sl = slice(16 * h, 16 * h + 16)
+        sc = q[:, sl] @ k[:, sl].T / 4.0
+        heads.append(softmax(sc) @ v[:, sl])
+    return (np.concatenate(heads, axis=1) @ wm["wo"] + x[0])[None]
+
+
+for i, n in enumerate((40, 7, 23)):
+    x = rng.standard_normal((1, n, 64)).astype(np.float32)
+    p, out = run("mha_proj.harp", {"x": x}, ["--shapeset", "S=2..40", *margs])
+    s.check(f"attention S={n}: one object", "one object for the box" in p.stderr, p.stderr[-400:])
+    s.check(f"attention S={n}: C compiles", built(p) == (1, 1 if i == 0 else 0), str(built(p)))
+    got = np.load(os.path.join(out, "y.npy")) if p.returncode == 0 else None
+    s.check(f"attention S={n}: numpy's numbers", got is not None and np.allclose(got, mha(x.astype(np.float64)), rtol=1e-4, atol=1e-4),
+            p.stderr[-300:])
+
 # not generic yet (the row length of the softmax template is a constant): the reason
 x = rng.standard_normal((5, 17)).astype(np.float32)
 p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "L=3..70"])

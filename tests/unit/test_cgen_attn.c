@@ -20,6 +20,7 @@ typedef struct acase {
   int isa, bm, bn, tasks;
   float scale;
   int poison; /* NaN in a key of head 0 and a query of head 1, +inf in a key of head 1 */
+  int rt;     /* b, m, n and the strides they move read at run time (a ShapeSet object), from a larger box */
 } acase;
 
 #define F32 TINY_FP32
@@ -45,10 +46,43 @@ static const acase CASES[] = {
     {1, 2, 40, 40, 16, 16, F32, F32, F32, 1, 0, A5, 0, 0, 0, 0, 1},
     {1, 2, 40, 40, 16, 16, F32, F32, F32, 1, 2, A2, 0, 0, 0, 0, 1},
     {1, 2, 40, 40, 16, 16, F32, F32, F32, 1, 0, SC, 0, 0, 0, 0, 1},
+    /* run-time sizes, compiled for b + 1, m + 7, n + 9: row and key tails,
+     * the query split, causal and masks, bf16, each ISA */
+    {1, 2, 65, 65, 64, 64, F32, F32, F32, 1, 1, A5, 0, 0, 0, 0, 0, 1},
+    {2, 1, 33, 130, 40, 24, F32, F32, F32, 0, 1, A5, 16, 32, 3, 0, 0, 1},
+    {1, 2, 47, 47, 32, 32, B16, B16, F32, 0, 2, A5, 0, 0, 0, 0, 0, 1},
+    {1, 2, 30, 41, 16, 16, F32, F32, F32, 1, 1, A2, 0, 0, 0, 0, 0, 1},
+    {1, 1, 17, 9, 5, 7, F32, F32, F32, 0, 2, SC, 0, 0, 0, 0, 0, 1},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
-static void make_spec(const acase *c, cgen_attn_spec *s) {
+/* The run-time sizes of the rt cases (set before each run), and their
+ * stride expressions, per case. */
+#define RT_DECL "long rtv_b, rtv_m, rtv_n;\n"
+static char rt_ex[32][14][48];
+
+/* Case c's sizes and strides read from rtv_* (case idx), its box larger. */
+static void make_rt(const acase *c, int idx, cgen_attn_spec *s) {
+  char(*x)[48] = rt_ex[idx];
+  s->b = c->b + 1, s->m = c->m + 7, s->n = c->n + 9;
+  s->rt.b = "rtv_b", s->rt.m = "rtv_m", s->rt.n = "rtv_n";
+  s->strided = true;
+  snprintf(x[0], 48, "(%ldL * rtv_m * %ldL)", c->h, c->d), snprintf(x[1], 48, "(rtv_m * %ldL)", c->d);
+  snprintf(x[2], 48, "(%ldL * rtv_n * %ldL)", c->h, c->d), snprintf(x[3], 48, "(rtv_n * %ldL)", c->d);
+  snprintf(x[4], 48, "(%ldL * rtv_n * %ldL)", c->h, c->dv), snprintf(x[5], 48, "(rtv_n * %ldL)", c->dv);
+  snprintf(x[6], 48, "(%ldL * rtv_m * %ldL)", c->h, c->dv), snprintf(x[7], 48, "(rtv_m * %ldL)", c->dv);
+  const char **st[4] = {s->rt.q, s->rt.k, s->rt.v, s->rt.o};
+  for (int i = 0; i < 8; i++) st[i / 2][i % 2] = x[i];
+  int64_t H = c->h, M = s->m, N = s->n; /* the constants at the box's top (unused: the expressions stand) */
+  int64_t q[3] = {H * M * c->d, M * c->d, c->d}, k[3] = {H * N * c->d, N * c->d, c->d};
+  int64_t v[3] = {H * N * c->dv, N * c->dv, c->dv}, o[3] = {H * M * c->dv, M * c->dv, c->dv};
+  memcpy(s->q_s, q, sizeof q), memcpy(s->k_s, k, sizeof k), memcpy(s->v_s, v, sizeof v), memcpy(s->o_s, o, sizeof o);
+  snprintf(x[8], 48, "(%ldL * rtv_m * rtv_n)", c->h), snprintf(x[9], 48, "(rtv_m * rtv_n)");
+  if (c->mask == 1) s->rt.mask[0] = x[8], s->rt.mask[1] = x[9];
+  if (c->mask == 1 || c->mask == 2) s->rt.mask[2] = "rtv_n";
+}
+
+static void make_spec(const acase *c, int idx, cgen_attn_spec *s) {
   cgen_attn_spec_init(s, c->b, c->h, c->m, c->n, c->d, F32);
   s->dv = c->dv;
   s->q_dtype = c->qdt, s->kv_dtype = c->kdt, s->o_dtype = c->odt, s->mask_dtype = c->kdt;
@@ -61,16 +95,21 @@ static void make_spec(const acase *c, cgen_attn_spec *s) {
   if (c->mask == 1) s->mask_s[0] = c->h * c->m * c->n, s->mask_s[1] = c->m * c->n, s->mask_s[2] = c->n, s->mask_s[3] = 1;
   if (c->mask == 2) s->mask_s[2] = c->n, s->mask_s[3] = 1;
   if (c->mask == 3) s->mask_s[2] = 1, s->mask_s[3] = c->m;
+  if (c->rt) make_rt(c, idx, s);
 }
 
 static long run_case(void *h, int idx, hprt_pool *pool) {
   const acase *c = &CASES[idx];
   cgen_attn_spec s;
-  make_spec(c, &s);
+  make_spec(c, idx, &s);
   char name[32];
   snprintf(name, sizeof name, "a%d", idx);
   attn_fn fn = (attn_fn)dlsym(h, name);
-  if (!fn) return -1;
+  long *rtv[3] = {dlsym(h, "rtv_b"), dlsym(h, "rtv_m"), dlsym(h, "rtv_n")};
+  if (!fn || !rtv[0] || !rtv[1] || !rtv[2]) return -1;
+  *rtv[0] = c->b, *rtv[1] = c->m, *rtv[2] = c->n;
+  if (c->mask == 1) s.mask_s[0] = c->h * c->m * c->n, s.mask_s[1] = c->m * c->n; /* the reference's: this run's */
+  if (c->mask == 1 || c->mask == 2) s.mask_s[2] = c->n;
   long bh = c->b * c->h;
   ct_buf Q, K, V, O, MK;
   ct_alloc(&Q, c->qdt, bh * c->m * c->d, true);
@@ -135,12 +174,13 @@ static void test_cases(void **st) {
   ut_str_init(&src);
   harp_error e;
   memset(&e, 0, sizeof e);
+  ut_str_puts(&src, RT_DECL);
   for (int i = 0; i < NCASE; i++) {
     cgen_attn_spec s;
-    make_spec(&CASES[i], &s);
+    make_spec(&CASES[i], i, &s);
     char name[32];
     snprintf(name, sizeof name, "a%d", i);
-    assert_int_equal(cgen_attn(&e, &s, name, &src), HARP_OK);
+    if (cgen_attn(&e, &s, name, &src)) fail_msg("case %d: %s", i, e.msg);
   }
   void *h = ct_compile(src.buf);
   assert_non_null(h);

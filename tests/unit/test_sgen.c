@@ -5,7 +5,8 @@
  * on a symbol, is refused before any kernel runs (outputs untouched), or
  * compiled on its own when asked; the models of tests/models over a box
  * each (a row softmax, an elementwise map, layernorm loop nests, GEMMs
- * over their rows: one object; a GEMM's N or K, a symbolic row length: not
+ * over their rows, fused attention over its rows, keys and batches: one
+ * object; a GEMM's N or K, a symbolic row length, a causal mask's nests: not
  * generic yet, they say why and compile per binding, still exact). */
 #include <math.h>
 
@@ -166,6 +167,16 @@ static const box_case CASES[] = {
     {"gemm_chain4.json", "M", 1, 100, 53, {"D=21"}, true, 1e-3, 1},
     {"seed000_gemm_bias_relu.json", "M", 3, 61, 29, {"K=19", "N=70"}, true, 1e-3, 0}, /* B an input */
     {"gemm_chain4.json", "D", 3, 20, 7, {"M=9"}, false, 1e-3, 0}, /* N and K: constants yet */
+    /* fused attention: query rows, keys and batches read at run time, with
+     * the strides they move (every row tail of the micro-kernels, key tails
+     * of the tile, the query split across tasks at run time) */
+    {"attention_full.json", "M", 2, 70, 33, {"B=1", "H=2", "N=40", "D=16", "Dv=16"}, true, 1e-4, 0},
+    {"attention_full.json", "N", 2, 90, 37, {"B=1", "H=2", "M=24", "D=16", "Dv=20"}, true, 1e-4, 0},
+    {"attention_full.json", "B", 2, 5, 3, {"H=3", "M=9", "N=17", "D=8", "Dv=8"}, true, 1e-4, 0},
+    /* causal: the mask's iota nests (generic loops, a symbol inside) still print their bounds */
+    {"attention_full_causal.json", "M", 2, 50, 29, {"B=1", "H=2", "N=30", "D=16", "Dv=16"}, false, 1e-4, 0},
+    {"attention_full_mask.json", "N", 3, 64, 21, {"B=2", "H=2", "M=12", "D=16", "Dv=16"}, true, 1e-4, 0},
+    {"attention_full_mask.json", "M", 2, 40, 23, {"B=1", "H=2", "N=16", "D=16", "Dv=16"}, true, 1e-4, 0},
 };
 
 /* Compile the case's box once; run it at lo, hi and mid against the

@@ -205,6 +205,10 @@ bool cgen_conv_wino_ok(const cgen_conv_spec *spec, const char **why);
  * F(2) tiles read by loads, F(4)'s gathered), else 4. */
 int cgen_conv_wino_tile(const cgen_conv_spec *spec);
 
+typedef struct cgen_attn_rt {
+  const char *b, *m, *n, *q[2], *k[2], *v[2], *o[2], *mask[3];
+} cgen_attn_rt;
+
 typedef struct cgen_attn_spec {
   int64_t b, h, m, n, d, dv;   /* q[b][h][m][d], k[b][h][n][d], v[b][h][n][dv], out[b][h][m][dv] */
   /* Element strides over (b, h, row) of q, k, v and out when `strided`
@@ -220,6 +224,11 @@ typedef struct cgen_attn_spec {
   int64_t mask_s[4];
   int bm, bn;                  /* query rows / keys per tile (0: choose) */
   cgen_tuning tune;            /* simd, threads, tasks, isa_mask, force_isa */
+  /* A ShapeSet object: C expressions of the shape symbols (rc_size_expr)
+   * read at run time, NULL where the constant holds for every binding; b, m
+   * and n are then the largest values, which tiles and scratch are sized
+   * for.  Strides: (b, h) of q, k, v, out; (b, h, row) of the mask. */
+  cgen_attn_rt rt;
 } cgen_attn_spec;
 
 void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,

@@ -328,18 +328,58 @@ static void ep_array(ut_str *o, const ct_epi *epi, int n) {
 
 /* The copy into the scratch `ap` (nested loops, the destination's innermost
  * dimension innermost), in the tensor's storage type. */
-static void emit_repack(ut_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n) {
+/* A ShapeSet object's repack of A: each copy loop's extent and source
+ * stride as an expression of the symbols (NULL: the constant), and the
+ * elements at the box's top. */
+typedef struct rep_rt {
+  const char *v[POLY_MAX_VARS], *s[POLY_MAX_VARS];
+  char buf[2 * POLY_MAX_VARS][96];
+  int64_t total;
+} rep_rt;
+
+/* *x for GEMM gm's repack (region of c): loop i walks the axis of A0's
+ * tensor whose row-major stride and extent it has. */
+static void repack_rt(const rc_ctx *c, const ct_gemm *gm, rep_rt *x) {
+  memset(x, 0, sizeof *x);
+  const tiny_shape *sh = &c->g->nodes[gm->A0.node].shape;
+  int64_t st[TINY_MAX_RANK], acc = 1;
+  for (int d = sh->rank - 1; d >= 0; d--) st[d] = acc, acc *= sh->d[d].n;
+  x->total = 1;
+  for (int i = 0; i < gm->nrep; i++) {
+    int64_t hi = gm->rep_size[i];
+    for (int d = 0; d < sh->rank; d++) {
+      if (sh->d[d].n < 2 || sh->d[d].n != gm->rep_size[i] || st[d] != gm->rep_src[i]) continue;
+      if (rc_size_expr(c, sh, d, d + 1, hi, x->buf[2 * i], sizeof x->buf[0]))
+        x->v[i] = x->buf[2 * i], hi = rc_size_hi(c, sh, d, d + 1);
+      break;
+    }
+    if (rc_stride_expr(c, sh, gm->rep_src[i], x->buf[2 * i + 1], sizeof x->buf[0])) x->s[i] = x->buf[2 * i + 1];
+    x->total *= hi;
+  }
+}
+
+/* Copy A0 (n loops of extents vsize, source strides src_stride) into a
+ * dense scratch `ap`; x: a ShapeSet object's run-time extents and strides
+ * (NULL: all constants). */
+static void emit_repack(ut_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n,
+                        const rep_rt *x) {
   const char *t = A0->dtype == TINY_FP32 ? "float" : "uint16_t";
   int64_t total = 1;
   for (int i = 0; i < n; i++) total *= vsize[i];
+  if (x) total = x->total;
   ut_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
                 (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64);
   ut_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
                 A0->offset);
-  for (int i = 0; i < n; i++)
-    ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
+  for (int i = 0; i < n; i++) {
+    if (x && x->v[i]) ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %s; i%d++)\n", 2 * i, "", i, i, x->v[i], i);
+    else ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
+  }
   ut_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
-  for (int i = 0; i < n; i++) ut_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
+  for (int i = 0; i < n; i++) {
+    if (x && x->s[i]) ut_str_printf(o, "%si%d * %s", i ? " + " : "", i, x->s[i]);
+    else ut_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
+  }
   ut_str_puts(o, "];\n  }\n");
 }
 
@@ -485,7 +525,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
  * product at the upper corner, which every size decision here and the
  * template's tiles use.  NULL: M stays a constant. */
 static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
-  if (swapped || !c->ngen_syms || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 || gm->c_sm != gm->N)
+  if (swapped || !c->ngen_syms || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 || gm->c_sm != gm->N)
     return NULL;
   const tiny_shape *cs = rc_slot_shape(c, r, gm->C.slot);
   if (!cs || cs->rank < 2 || cs->d[cs->rank - 1].n != gm->N || !rc_size_expr(c, cs, 0, cs->rank - 1, gm->M, buf, cap))
@@ -562,7 +602,9 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (s.prepack_b) ut_str_printf(&b, "bufs[%d]", packed);
   else ut_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
   if (s.prepack_a || s.prepack_b) ut_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
-  if (gm.nrep) emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep);
+  rep_rt rx;
+  if (gm.nrep && m_rt) repack_rt(c, &gm, &rx);
+  if (gm.nrep) emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep, m_rt ? &rx : NULL);
   ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
                 gm.C.slot);
   ut_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
@@ -670,11 +712,43 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
 }
 
 /* ---- attention --------------------------------------------------------------------- */
+/* Size *v (axis d of shape sh) read at run time: its expression into buf
+ * and *e, and *v the largest value, when a symbol moves it. */
+static void rt_size(const rc_ctx *c, const tiny_shape *sh, int d, int64_t *v, char *buf, const char **e) {
+  if (d < 0 || d >= sh->rank || !rc_size_expr(c, sh, d, d + 1, *v, buf, 160)) return;
+  *e = buf;
+  *v = rc_size_hi(c, sh, d, d + 1);
+}
+
+/* A ShapeSet object: attention *at's batch, rows and keys and the strides
+ * of its operands that the symbols move, as expressions into ex (16 rows)
+ * and *s; the sizes become the largest, which the template sizes for. */
+static void attn_rt_exprs(const rc_ctx *c, ct_attn *at, cgen_attn_rt *s, char (*ex)[160]) {
+  if (!c->ngen_syms) return;
+  const tiny_node *N = c->g->nodes;
+  const tiny_shape *os = &N[at->out.node].shape, *ks = &N[at->key_node].shape;
+  rt_size(c, os, at->odim[0], &at->B, ex[0], &s->b);
+  rt_size(c, os, at->odim[2], &at->M, ex[1], &s->m);
+  rt_size(c, ks, at->key_dim, &at->N, ex[2], &s->n);
+  const tiny_shape *sh[4] = {&N[at->q.node].shape, &N[at->k.node].shape, &N[at->v.node].shape, os};
+  const int64_t *st[4] = {at->q_s, at->k_s, at->v_s, at->o_s};
+  const char **rt[4] = {s->q, s->k, s->v, s->o};
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 2; j++)
+      if (rc_stride_expr(c, sh[i], st[i][j], ex[3 + 2 * i + j], 160)) rt[i][j] = ex[3 + 2 * i + j];
+  for (int j = 0; at->has_mask && j < 3; j++)
+    if (rc_stride_expr(c, &N[at->mask.node].shape, at->mask_s[j], ex[11 + j], 160)) s->mask[j] = ex[11 + j];
+}
+
 harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *read, bool *handled,
                             const char **why) {
-  const ct_attn at = *read;
+  ct_attn at = *read;
+  char ex[16][160];
+  cgen_attn_rt rt = {0};
+  attn_rt_exprs(c, &at, &rt, ex);
   cgen_attn_spec s;
   cgen_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP32);
+  s.rt = rt;
   s.dv = at.DV;
   s.q_dtype = at.q.dtype;
   s.kv_dtype = at.k.dtype;

@@ -4,7 +4,7 @@
  * shape symbols, hp_sym_[i], which P_run_syms sets before the kernels run
  * (on the calling thread: a kernel reads its sizes there, before it hands
  * work to the pool).  Symbols are printed as indices, never by name.
- * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_size_hi, rc_slot_shape,
+ * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_stride_expr, rc_size_hi, rc_slot_shape,
  * rc_emit_sym_block, rc_emit_run_syms. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,6 +39,17 @@ bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t 
   if (!any || prod != want) return false; /* the reader's size is not this product: keep the constant */
   int w = snprintf(buf + k, cap - k, " * %" PRId64 "L)", lit);
   return w >= 0 && (size_t)w < cap - k;
+}
+
+bool rc_stride_expr(const rc_ctx *c, const tiny_shape *s, int64_t stride, char *buf, size_t cap) {
+  if (!c->ngen_syms || !s || stride <= 1) return false;
+  int64_t prod = 1;
+  for (int d0 = s->rank - 1; d0 >= 0; d0--) { /* the fewest innermost dims whose product it is */
+    prod *= s->d[d0].n;
+    if (prod == stride) return rc_size_expr(c, s, d0, s->rank, stride, buf, cap);
+    if (prod > stride) return false;
+  }
+  return false;
 }
 
 int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1) {

@@ -85,6 +85,11 @@ bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t 
  * ShapeSet symbol at its hi, the other dims as they are): the size a
  * run-time expression from rc_size_expr is sized and tiled for. */
 int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1);
+/* The element stride `stride` of a dense tensor of shape s as an expression
+ * of the ShapeSet's symbols into buf (cap bytes): the product of the fewest
+ * innermost dims that gives it, when they hold a symbol.  False: none does,
+ * or none moves with a symbol (the constant stands). */
+bool rc_stride_expr(const rc_ctx *c, const tiny_shape *s, int64_t stride, char *buf, size_t cap);
 /* The tensor behind bufs[slot] of region r's kernel, or NULL. */
 const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
 /* The symbols' run-time values (hp_sym_, after the prelude) and
