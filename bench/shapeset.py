@@ -3,13 +3,13 @@
 docs/architecture.md "One object per ShapeSet") against harp's
 exactly-specialised objects.
 
-    python3 bench/shapeset.py [--harp build/harp] [--sizes 8] [--rounds 3] [--repeat 200] [--only NAME]
+    python3 bench/shapeset.py [--harp build/harp] [--sizes 4] [--rounds 2] [--repeat 50] [--only NAME]
 
 For each model whose kernels all take their sizes at run time today (a row
 softmax of 1000 columns, layernorm of 64, an elementwise map of 37 columns
 over R in 2..4096; four GEMMs of 256 over M in 2..512, a transformer MLP
-512 -> 2048 -> 512 over T in 16..512; --only: the models whose file name
-contains NAME):
+512 -> 2048 -> 512 over T in 16..512, two BERT-base layers over the
+sequence S in 16..128; --only: the models whose file name contains NAME):
   compiles   on an empty cache, --sizes processes each running a new R:
              `harp run --shapeset` (the ShapeSet object; --time-stages says
              how many objects the C compiler built) against `harp run --sym`
@@ -39,7 +39,8 @@ CASES = [(os.path.join(MODELS, "softmax_rows.json"), ["--sym", "L=1000"], *ROWS)
          (os.path.join(MODELS, "layernorm.json"), [], *ROWS), (os.path.join(MODELS, "gelu_bias_rows.json"), [], *ROWS),
          (os.path.join(MODELS, "gemm_chain4.json"), ["--sym", "D=256"], "M", 2, 512, [7, 100, 300, 512]),
          (os.path.join(BENCH_MODELS, "mlp_block.harp"), ["--sym", "E=512", "--sym", "F=2048"], "T", 16, 512,
-          [31, 200, 512])]
+          [31, 200, 512]),
+         (os.path.join(BENCH_MODELS, "bert_layers.harp"), [], "S", 16, 128, [16, 37, 77, 128])]
 
 
 def compiles(exe, model, extra, sym, lo, hi, sizes, shapeset):
@@ -82,9 +83,9 @@ def latency(exe, model, extra, sym, lo, hi, binds, repeat):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
-    ap.add_argument("--sizes", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--sizes", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--only", default="")
     a = ap.parse_args()
     print(f"load: {os.getloadavg()[0]:.1f}")
