@@ -165,17 +165,7 @@ static void session_free(session *x) {
 /* Binding i: --sym, then its own symbols, then the model's defaults; the
  * model loaded for it (random inputs) and run once (its inputs uploaded). */
 static harp_status session_bind(harp_error *e, cli_opts *o, const char *spec_in, session *x, int i) {
-  tiny_symtab given = o->syms;
-  tiny_symtab_init(&x->bs[i]);
-  for (int k = 0; k < given.n; k++)
-    if (tiny_symtab_set(e, &x->bs[i], given.names[k], given.values[k])) return e->code;
-  char spec[512];
-  snprintf(spec, sizeof spec, "%s", spec_in);
-  for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
-    if (tiny_symtab_parse_assign(e, &x->bs[i], tok)) return e->code;
-  o->syms = x->bs[i];
-  harp_status st = cli_load_model(e, o, true, &x->ms[i]);
-  o->syms = given;
+  harp_status st = cli_load_model_at(e, o, spec_in, &x->bs[i], &x->ms[i]);
   if (st) return st;
   ut_tensor *outs = calloc((size_t)x->ms[i].g->noutputs + 1, sizeof *outs);
   if (!outs) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");

@@ -79,17 +79,7 @@ static harp_status instance_of(harp_error *e, rt_cpu_model *cm, sb_bind *b, void
  * its outputs. */
 static harp_status bind_open(harp_error *e, cli_opts *o, const char *spec_in, sb *x, int i) {
   sb_bind *b = &x->b[i];
-  tiny_symtab given = o->syms;
-  tiny_symtab_init(&b->syms);
-  for (int k = 0; k < given.n; k++)
-    if (tiny_symtab_set(e, &b->syms, given.names[k], given.values[k])) return e->code;
-  char spec[512];
-  snprintf(spec, sizeof spec, "%s", spec_in);
-  for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ","))
-    if (tiny_symtab_parse_assign(e, &b->syms, tok)) return e->code;
-  o->syms = b->syms;
-  harp_status st = cli_load_model(e, o, true, &b->m);
-  o->syms = given;
+  harp_status st = cli_load_model_at(e, o, spec_in, &b->syms, &b->m);
   if (st) return st;
   int nout = b->m.g->noutputs;
   b->outs = calloc((size_t)nout + 1, sizeof *b->outs), b->outp = calloc((size_t)nout + 1, sizeof *b->outp);

@@ -437,6 +437,22 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
   return st;
 }
 
+harp_status cli_load_model_at(harp_error *e, cli_opts *o, const char *spec, tiny_symtab *syms, cli_model *m) {
+  tiny_symtab given = o->syms;
+  tiny_symtab_init(syms);
+  for (int k = 0; k < given.n; k++)
+    if (tiny_symtab_set(e, syms, given.names[k], given.values[k])) return e->code;
+  char buf[512], *save = NULL;
+  if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf)
+    return ut_fail(e, HARP_E_USAGE, NULL, "--bind %.40s...: longer than %zu characters", spec, sizeof buf - 1);
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+    if (tiny_symtab_parse_assign(e, syms, tok)) return e->code;
+  o->syms = *syms;
+  harp_status st = cli_load_model(e, o, true, m);
+  o->syms = given;
+  return st;
+}
+
 void cli_model_free(cli_model *m) {
   free(m->raw);
   hg_program_free(m->program);

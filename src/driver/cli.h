@@ -89,6 +89,10 @@ harp_status cli_add_shape(cli_opts *o, const char *spec, harp_error *e);
  * defaults), read or generate inputs, and prepare the graph.  With
  * need_inputs false (dump), unbound symbols are allowed and no tensor is read. */
 harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_model *m);
+/* cli_load_model at binding spec ("NAME=V[,NAME=V]", --bind) over o's
+ * --sym values, which stay o's: the binding's symbols into *syms (the
+ * caller frees them), the model into *m. */
+harp_status cli_load_model_at(harp_error *e, cli_opts *o, const char *spec, tiny_symtab *syms, cli_model *m);
 void cli_model_free(cli_model *m);
 /* The model file's graph alone, unbound and unprepared (m->g, m->program;
  * a .harp model's graph<B=1> defaults into *defaults). */
