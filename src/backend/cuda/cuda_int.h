@@ -51,6 +51,9 @@ typedef struct cuda_mma_prob {
 } cuda_mma_prob;
 
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);
+/* Split-K's finishing pass for problem p (`parts` partial sums in the
+ * workspace, added in slice order), then p's Epilogue and stores. */
+harp_status cuda_mma_emit_finish(harp_error *e, cuda_module *m, const cuda_mma_prob *p, int parts, const char *name);
 /* A store statement of kind k to dst of the accumulator pair acc[2 * h],
  * acc[2 * h + 1] (acc: "acc[i][j]"), packed as the output dtype wants:
  * two halves in one word (osz 2: c_dtype bf16 or fp16) or two fp32 words;
