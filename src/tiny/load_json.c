@@ -177,6 +177,194 @@ static bool ld_index_map(lctx *c, json_t *v, int out_rank, tiny_arg_view *a) {
   return true;
 }
 
+/* INPUT: tensor_id, dtype, shape, storage? */
+static bool arg_input(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"tensor_id", "dtype", "shape", "storage", NULL};
+  if (!ld_only_keys(c, arg, "INPUT arg", keys)) return false;
+  if (!(v = req(c, arg, "tensor_id"))) return false;
+  if (!json_is_string(v) || !json_string_length(v))
+    return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "tensor_id", "expected a non-empty string");
+  out->input.tensor_id = json_string_value(v);
+  if (!(v = req(c, arg, "dtype")) || !ld_dtype(c, v, "dtype", &out->input.dtype)) return false;
+  if (!(v = req(c, arg, "shape")) || !ld_shape(c, v, "shape", &out->input.shape)) return false;
+  if ((v = json_object_get(arg, "storage"))) {
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    if (strcmp(s, "input") && strcmp(s, "param"))
+      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "storage", "expected \"input\" or \"param\"");
+    out->input.storage = s;
+  }
+  return true;
+}
+
+/* CONST: value, dtype */
+static bool arg_const(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"value", "dtype", NULL};
+  if (!ld_only_keys(c, arg, "CONST arg", keys)) return false;
+  return (v = req(c, arg, "value")) && ld_number(c, v, "value", &out->cnst.value) && (v = req(c, arg, "dtype")) &&
+         ld_dtype(c, v, "dtype", &out->cnst.dtype);
+}
+
+/* RESHAPE: result_shape */
+static bool arg_reshape(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"result_shape", NULL};
+  return ld_only_keys(c, arg, "RESHAPE arg", keys) && (v = req(c, arg, "result_shape")) &&
+         ld_shape(c, v, "result_shape", &out->reshape.shape);
+}
+
+/* PERMUTE: perm */
+static bool arg_permute(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"perm", NULL};
+  return ld_only_keys(c, arg, "PERMUTE arg", keys) && (v = req(c, arg, "perm")) &&
+         ld_ints(c, v, "perm", out->permute.perm, &out->permute.n);
+}
+
+/* EXPAND: result_shape, broadcast_dimensions? */
+static bool arg_expand(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"result_shape", "broadcast_dimensions", NULL};
+  if (!ld_only_keys(c, arg, "EXPAND arg", keys) || !(v = req(c, arg, "result_shape")) ||
+      !ld_shape(c, v, "result_shape", &out->expand.shape))
+    return false;
+  if ((v = json_object_get(arg, "broadcast_dimensions"))) {
+    out->expand.has_bd = true;
+    return ld_ints(c, v, "broadcast_dimensions", out->expand.bd, &out->expand.nbd);
+  }
+  return true;
+}
+
+/* PAD: pad [[lo, hi]...], value? */
+static bool arg_pad(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"pad", "value", NULL};
+  if (!ld_only_keys(c, arg, "PAD arg", keys) || !(v = req(c, arg, "pad")) || !ld_pad_pairs(c, v, &out->pad))
+    return false;
+  return !(v = json_object_get(arg, "value")) || ld_number(c, v, "value", &out->pad.value);
+}
+
+/* SHRINK: lo, hi, step? (steps >= 0) */
+static bool arg_shrink(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"lo", "hi", "step", NULL};
+  int nl, nh, ns;
+  if (!ld_only_keys(c, arg, "SHRINK arg", keys) || !(v = req(c, arg, "lo")) || !ld_dims(c, v, "lo", out->shrink.lo, &nl) ||
+      !(v = req(c, arg, "hi")) || !ld_dims(c, v, "hi", out->shrink.hi, &nh))
+    return false;
+  out->shrink.n = nl;
+  for (int i = 0; i < TINY_MAX_RANK; i++) out->shrink.step[i] = tiny_dim_int(1);
+  if ((v = json_object_get(arg, "step"))) {
+    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+      json_t *x = json_array_get(v, i);
+      if (json_is_integer(x) && json_integer_value(x) < 0) {
+        ut_fail(c->e, HARP_E_NEGATIVE_STRIDE, c->node, "SHRINK step %lld is negative; use FLIP to reverse an axis",
+                (long long)json_integer_value(x));
+        return false;
+      }
+    }
+    if (!ld_dims(c, v, "step", out->shrink.step, &ns)) return false;
+    out->shrink.has_step = true;
+    if (ns != nl) return lfail(c, HARP_E_INVALID_ARG, "SHRINK: %s%s", "lo, hi and step need the same length", NULL);
+  }
+  if (nl != nh) return lfail(c, HARP_E_INVALID_ARG, "SHRINK: %s%s", "lo and hi need the same length", NULL);
+  return true;
+}
+
+/* FLIP: axes */
+static bool arg_flip(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"axes", NULL};
+  return ld_only_keys(c, arg, "FLIP arg", keys) && (v = req(c, arg, "axes")) &&
+         ld_ints(c, v, "axes", out->flip.axes, &out->flip.n);
+}
+
+/* VIEW: result_shape, index_map */
+static bool arg_view(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"result_shape", "index_map", NULL};
+  return ld_only_keys(c, arg, "VIEW arg", keys) && (v = req(c, arg, "result_shape")) &&
+         ld_shape(c, v, "result_shape", &out->view.shape) && (v = req(c, arg, "index_map")) &&
+         ld_index_map(c, v, out->view.shape.rank, &out->view);
+}
+
+/* POOL: kernel, stride?, dilation? (one entry per kernel axis) */
+static bool arg_pool(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"kernel", "stride", "dilation", NULL};
+  tiny_arg_pool *p = &out->pool;
+  int n2;
+  if (!ld_only_keys(c, arg, "POOL arg", keys) || !(v = req(c, arg, "kernel")) || !ld_dims(c, v, "kernel", p->kernel, &p->n))
+    return false;
+  for (int i = 0; i < p->n; i++) p->stride[i] = p->dilation[i] = tiny_dim_int(1);
+  if ((v = json_object_get(arg, "stride")) && (!ld_dims(c, v, "stride", p->stride, &n2) || n2 != p->n))
+    return c->e->code ? false : lfail(c, HARP_E_INVALID_ARG, "POOL: %s%s", "stride needs one entry per kernel axis", NULL);
+  if ((v = json_object_get(arg, "dilation")) && (!ld_dims(c, v, "dilation", p->dilation, &n2) || n2 != p->n))
+    return c->e->code ? false : lfail(c, HARP_E_INVALID_ARG, "POOL: %s%s", "dilation needs one entry per kernel axis", NULL);
+  return true;
+}
+
+/* CAST: to */
+static bool arg_cast(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"to", NULL};
+  return ld_only_keys(c, arg, "CAST arg", keys) && (v = req(c, arg, "to")) && ld_dtype(c, v, "to", &out->cast.to);
+}
+
+/* REDUCE: op (SUM, MAX, MIN), axes, dtype?, init? */
+static bool arg_reduce(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"op", "axes", "dtype", "init", NULL};
+  tiny_arg_reduce *r = &out->reduce;
+  if (!ld_only_keys(c, arg, "REDUCE arg", keys) || !(v = req(c, arg, "op"))) return false;
+  const char *s = json_is_string(v) ? json_string_value(v) : "";
+  if (!strcmp(s, "SUM")) r->op = TINY_RSUM;
+  else if (!strcmp(s, "MAX")) r->op = TINY_RMAX;
+  else if (!strcmp(s, "MIN")) r->op = TINY_RMIN;
+  else return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "REDUCE op", "expected SUM, MAX or MIN");
+  if (!(v = req(c, arg, "axes")) || !ld_dims(c, v, "axes", r->axes, &r->n)) return false;
+  if ((v = json_object_get(arg, "dtype"))) {
+    if (!ld_dtype(c, v, "dtype", &r->dtype)) return false;
+    r->has_dtype = true;
+  }
+  if ((v = json_object_get(arg, "init"))) {
+    if (!ld_number(c, v, "init", &r->init)) return false;
+    r->has_init = true;
+  }
+  return true;
+}
+
+/* GATHER: axis */
+static bool arg_gather(lctx *c, json_t *arg, tiny_args *out) {
+  json_t *v;
+  static const char *const keys[] = {"axis", NULL};
+  if (!ld_only_keys(c, arg, "GATHER arg", keys) || !(v = req(c, arg, "axis"))) return false;
+  if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TINY_MAX_RANK)
+    return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "axis", "expected an axis index");
+  out->gather.axis = (int)json_integer_value(v);
+  return true;
+}
+
+typedef bool (*arg_reader)(lctx *c, json_t *arg, tiny_args *out);
+
+/* The reader of each kind of arg (tiny_argkind), NULL for TA_NONE. */
+static const arg_reader ARG_READERS[] = {
+    [TA_INPUT] = arg_input,
+    [TA_CONST] = arg_const,
+    [TA_RESHAPE] = arg_reshape,
+    [TA_PERMUTE] = arg_permute,
+    [TA_EXPAND] = arg_expand,
+    [TA_PAD] = arg_pad,
+    [TA_SHRINK] = arg_shrink,
+    [TA_FLIP] = arg_flip,
+    [TA_VIEW] = arg_view,
+    [TA_POOL] = arg_pool,
+    [TA_CAST] = arg_cast,
+    [TA_REDUCE] = arg_reduce,
+    [TA_GATHER] = arg_gather,
+};
+
 bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
   memset(out, 0, sizeof *out);
   tiny_argkind k = tiny_op_argkind(op);
@@ -186,141 +374,9 @@ bool ld_args(lctx *c, tiny_op op, json_t *arg, tiny_args *out) {
     return true;
   }
   if (!arg || !json_is_object(arg)) return lfail(c, HARP_E_INVALID_ARG, "%s needs an \"arg\" object%s", tiny_op_name(op), NULL);
-  json_t *v;
-  switch (k) {
-  case TA_INPUT: {
-    static const char *const keys[] = {"tensor_id", "dtype", "shape", "storage", NULL};
-    if (!ld_only_keys(c, arg, "INPUT arg", keys)) return false;
-    if (!(v = req(c, arg, "tensor_id"))) return false;
-    if (!json_is_string(v) || !json_string_length(v))
-      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "tensor_id", "expected a non-empty string");
-    out->input.tensor_id = json_string_value(v);
-    if (!(v = req(c, arg, "dtype")) || !ld_dtype(c, v, "dtype", &out->input.dtype)) return false;
-    if (!(v = req(c, arg, "shape")) || !ld_shape(c, v, "shape", &out->input.shape)) return false;
-    if ((v = json_object_get(arg, "storage"))) {
-      const char *s = json_is_string(v) ? json_string_value(v) : "";
-      if (strcmp(s, "input") && strcmp(s, "param"))
-        return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "storage", "expected \"input\" or \"param\"");
-      out->input.storage = s;
-    }
-    return true;
-  }
-  case TA_CONST: {
-    static const char *const keys[] = {"value", "dtype", NULL};
-    if (!ld_only_keys(c, arg, "CONST arg", keys)) return false;
-    return (v = req(c, arg, "value")) && ld_number(c, v, "value", &out->cnst.value) && (v = req(c, arg, "dtype")) &&
-           ld_dtype(c, v, "dtype", &out->cnst.dtype);
-  }
-  case TA_RESHAPE: {
-    static const char *const keys[] = {"result_shape", NULL};
-    return ld_only_keys(c, arg, "RESHAPE arg", keys) && (v = req(c, arg, "result_shape")) &&
-           ld_shape(c, v, "result_shape", &out->reshape.shape);
-  }
-  case TA_PERMUTE: {
-    static const char *const keys[] = {"perm", NULL};
-    return ld_only_keys(c, arg, "PERMUTE arg", keys) && (v = req(c, arg, "perm")) &&
-           ld_ints(c, v, "perm", out->permute.perm, &out->permute.n);
-  }
-  case TA_EXPAND: {
-    static const char *const keys[] = {"result_shape", "broadcast_dimensions", NULL};
-    if (!ld_only_keys(c, arg, "EXPAND arg", keys) || !(v = req(c, arg, "result_shape")) ||
-        !ld_shape(c, v, "result_shape", &out->expand.shape))
-      return false;
-    if ((v = json_object_get(arg, "broadcast_dimensions"))) {
-      out->expand.has_bd = true;
-      return ld_ints(c, v, "broadcast_dimensions", out->expand.bd, &out->expand.nbd);
-    }
-    return true;
-  }
-  case TA_PAD: {
-    static const char *const keys[] = {"pad", "value", NULL};
-    if (!ld_only_keys(c, arg, "PAD arg", keys) || !(v = req(c, arg, "pad")) || !ld_pad_pairs(c, v, &out->pad))
-      return false;
-    return !(v = json_object_get(arg, "value")) || ld_number(c, v, "value", &out->pad.value);
-  }
-  case TA_SHRINK: {
-    static const char *const keys[] = {"lo", "hi", "step", NULL};
-    int nl, nh, ns;
-    if (!ld_only_keys(c, arg, "SHRINK arg", keys) || !(v = req(c, arg, "lo")) || !ld_dims(c, v, "lo", out->shrink.lo, &nl) ||
-        !(v = req(c, arg, "hi")) || !ld_dims(c, v, "hi", out->shrink.hi, &nh))
-      return false;
-    out->shrink.n = nl;
-    for (int i = 0; i < TINY_MAX_RANK; i++) out->shrink.step[i] = tiny_dim_int(1);
-    if ((v = json_object_get(arg, "step"))) {
-      for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
-        json_t *x = json_array_get(v, i);
-        if (json_is_integer(x) && json_integer_value(x) < 0) {
-          ut_fail(c->e, HARP_E_NEGATIVE_STRIDE, c->node, "SHRINK step %lld is negative; use FLIP to reverse an axis",
-                  (long long)json_integer_value(x));
-          return false;
-        }
-      }
-      if (!ld_dims(c, v, "step", out->shrink.step, &ns)) return false;
-      out->shrink.has_step = true;
-      if (ns != nl) return lfail(c, HARP_E_INVALID_ARG, "SHRINK: %s%s", "lo, hi and step need the same length", NULL);
-    }
-    if (nl != nh) return lfail(c, HARP_E_INVALID_ARG, "SHRINK: %s%s", "lo and hi need the same length", NULL);
-    return true;
-  }
-  case TA_FLIP: {
-    static const char *const keys[] = {"axes", NULL};
-    return ld_only_keys(c, arg, "FLIP arg", keys) && (v = req(c, arg, "axes")) &&
-           ld_ints(c, v, "axes", out->flip.axes, &out->flip.n);
-  }
-  case TA_VIEW: {
-    static const char *const keys[] = {"result_shape", "index_map", NULL};
-    return ld_only_keys(c, arg, "VIEW arg", keys) && (v = req(c, arg, "result_shape")) &&
-           ld_shape(c, v, "result_shape", &out->view.shape) && (v = req(c, arg, "index_map")) &&
-           ld_index_map(c, v, out->view.shape.rank, &out->view);
-  }
-  case TA_POOL: {
-    static const char *const keys[] = {"kernel", "stride", "dilation", NULL};
-    tiny_arg_pool *p = &out->pool;
-    int n2;
-    if (!ld_only_keys(c, arg, "POOL arg", keys) || !(v = req(c, arg, "kernel")) || !ld_dims(c, v, "kernel", p->kernel, &p->n))
-      return false;
-    for (int i = 0; i < p->n; i++) p->stride[i] = p->dilation[i] = tiny_dim_int(1);
-    if ((v = json_object_get(arg, "stride")) && (!ld_dims(c, v, "stride", p->stride, &n2) || n2 != p->n))
-      return c->e->code ? false : lfail(c, HARP_E_INVALID_ARG, "POOL: %s%s", "stride needs one entry per kernel axis", NULL);
-    if ((v = json_object_get(arg, "dilation")) && (!ld_dims(c, v, "dilation", p->dilation, &n2) || n2 != p->n))
-      return c->e->code ? false : lfail(c, HARP_E_INVALID_ARG, "POOL: %s%s", "dilation needs one entry per kernel axis", NULL);
-    return true;
-  }
-  case TA_CAST: {
-    static const char *const keys[] = {"to", NULL};
-    return ld_only_keys(c, arg, "CAST arg", keys) && (v = req(c, arg, "to")) && ld_dtype(c, v, "to", &out->cast.to);
-  }
-  case TA_REDUCE: {
-    static const char *const keys[] = {"op", "axes", "dtype", "init", NULL};
-    tiny_arg_reduce *r = &out->reduce;
-    if (!ld_only_keys(c, arg, "REDUCE arg", keys) || !(v = req(c, arg, "op"))) return false;
-    const char *s = json_is_string(v) ? json_string_value(v) : "";
-    if (!strcmp(s, "SUM")) r->op = TINY_RSUM;
-    else if (!strcmp(s, "MAX")) r->op = TINY_RMAX;
-    else if (!strcmp(s, "MIN")) r->op = TINY_RMIN;
-    else return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "REDUCE op", "expected SUM, MAX or MIN");
-    if (!(v = req(c, arg, "axes")) || !ld_dims(c, v, "axes", r->axes, &r->n)) return false;
-    if ((v = json_object_get(arg, "dtype"))) {
-      if (!ld_dtype(c, v, "dtype", &r->dtype)) return false;
-      r->has_dtype = true;
-    }
-    if ((v = json_object_get(arg, "init"))) {
-      if (!ld_number(c, v, "init", &r->init)) return false;
-      r->has_init = true;
-    }
-    return true;
-  }
-  case TA_GATHER: {
-    static const char *const keys[] = {"axis", NULL};
-    if (!ld_only_keys(c, arg, "GATHER arg", keys) || !(v = req(c, arg, "axis"))) return false;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TINY_MAX_RANK)
-      return lfail(c, HARP_E_INVALID_ARG, "%s: %s", "axis", "expected an axis index");
-    out->gather.axis = (int)json_integer_value(v);
-    return true;
-  }
-  case TA_NONE: break;
-  }
-  return true;
+  if ((size_t)k >= sizeof ARG_READERS / sizeof *ARG_READERS || !ARG_READERS[k])
+    return lfail(c, HARP_E_INTERNAL, "%s: no reader for its kind of arg%s", tiny_op_name(op), NULL);
+  return ARG_READERS[k](c, arg, out);
 }
 
 /* ---- dependency order ---------------------------------------------------- */
@@ -407,9 +463,97 @@ harp_status ld_add_sorted(lctx *c, ld_rec *recs, int n, int *rec_to_node) {
 }
 
 /* ---- canonical dialect ---------------------------------------------------- */
+/* Pass 1 over the n uops: each record's id (recs[i].id), checked and
+ * unique, entered in ids (only its id map is used) so sources can point
+ * forward. */
+static harp_status ld_ids(lctx *c, json_t *uops, size_t n, ld_rec *recs, tiny_graph *ids) {
+  static const char *const node_keys[] = {"id", "uop", "src", "arg", "tag", NULL};
+  for (size_t i = 0; i < n; i++) {
+    json_t *u = json_array_get(uops, i);
+    c->node = NULL;
+    if (!json_is_object(u)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "uops[%zu] is %s, not an object", i, ut_json_kind(u));
+    json_t *id = json_object_get(u, "id");
+    if (!json_is_string(id) || !json_string_length(id) || json_string_length(id) > 120)
+      return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "uops[%zu]: \"id\" must be a non-empty string of at most 120 bytes", i);
+    recs[i].id = json_string_value(id);
+    c->node = recs[i].id;
+    if (!ld_only_keys(c, u, "node", node_keys)) return c->e->code;
+    if (tiny_find(ids, recs[i].id) >= 0)
+      return ut_fail(c->e, HARP_E_DUPLICATE_ID, recs[i].id, "node id \"%s\" is used twice", recs[i].id);
+    tiny_arg_input dummy = {.tensor_id = "x"};
+    if (tiny_add(ids, recs[i].id, TINY_INPUT, NULL, 0, &dummy) < 0) return ut_fail(c->e, ids->err.code, recs[i].id, "%s", ids->err.msg);
+  }
+  return HARP_OK;
+}
+
+/* Source k of record r from JSON value x: a node id of ids (r->src_rec[k]),
+ * or an immediate (a number, or "inf" / "-inf" / "nan" as tiny_write_json
+ * spells a non-finite one) in r->imm[k] with src_rec -1. */
+static harp_status ld_source(lctx *c, const tiny_graph *ids, json_t *x, size_t k, ld_rec *r) {
+  if (json_is_number(x)) {
+    r->src_rec[k] = -1;
+    r->imm[k] = json_number_value(x);
+    return HARP_OK;
+  }
+  if (!json_is_string(x))
+    return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "src[%zu] must be a node id or a number, got %s", k, ut_json_kind(x));
+  const char *v = json_string_value(x);
+  int idx = tiny_find(ids, v);
+  r->src_rec[k] = idx;
+  bool nonfinite = !strcmp(v, "inf") || !strcmp(v, "+inf") || !strcmp(v, "-inf") || !strcmp(v, "nan");
+  if (idx >= 0) return HARP_OK;
+  if (!nonfinite) return ut_fail(c->e, HARP_E_DANGLING, r->id, "source \"%s\" is not a node", v);
+  double imm;
+  ld_number(c, x, "src", &imm);
+  r->imm[k] = imm;
+  return HARP_OK;
+}
+
+/* Pass 2 for uop u into record r: its op, sources (ids: pass 1's), tag
+ * and arg. */
+static harp_status ld_node(lctx *c, json_t *u, const tiny_graph *ids, ld_rec *r) {
+  c->node = r->id;
+  json_t *op = json_object_get(u, "uop");
+  int opi = json_is_string(op) ? tiny_op_parse(json_string_value(op)) : -1;
+  if (opi < 0)
+    return json_is_string(op) ? ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown uop \"%s\"", json_string_value(op))
+                              : ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"uop\" must be a string");
+  r->op = (tiny_op)opi;
+  json_t *src = json_object_get(u, "src");
+  if (src && !json_is_array(src)) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"src\" must be an array");
+  size_t ns = src ? json_array_size(src) : 0;
+  int arity = tiny_op_arity(r->op);
+  if (ns != (size_t)arity)
+    return ut_fail(c->e, HARP_E_ARITY, r->id, "%s takes %d source%s, got %zu", tiny_op_name(r->op), arity,
+                   arity == 1 ? "" : "s", ns);
+  r->nsrc = (int)ns;
+  for (size_t k = 0; k < ns; k++)
+    if (ld_source(c, ids, json_array_get(src, k), k, r)) return c->e->code;
+  json_t *tag = json_object_get(u, "tag");
+  if (tag && !json_is_string(tag)) return ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"tag\" must be a string");
+  r->tag = tag ? json_string_value(tag) : NULL;
+  return ld_args(c, r->op, json_object_get(u, "arg"), &r->args) ? HARP_OK : c->e->code;
+}
+
+/* The model's "outputs" (outs: NULL when absent) marked in c->g. */
+static harp_status ld_outputs(lctx *c, json_t *outs) {
+  if (!outs) return HARP_OK;
+  c->node = NULL;
+  if (!json_is_array(outs) || json_array_size(outs) == 0)
+    return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of node ids");
+  for (size_t k = 0; k < json_array_size(outs); k++) {
+    json_t *o = json_array_get(outs, k);
+    int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
+    if (idx < 0)
+      return ut_fail(c->e, HARP_E_DANGLING, json_is_string(o) ? json_string_value(o) : NULL,
+                     "output is not a node id of this model");
+    if (tiny_mark_output(c->g, idx) < 0) return ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+  }
+  return HARP_OK;
+}
+
 static harp_status load_uops(lctx *c, json_t *root) {
   static const char *const top_keys[] = {"uops", "outputs", "name", "comment", "meta", NULL};
-  static const char *const node_keys[] = {"id", "uop", "src", "arg", "tag", NULL};
   if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
   json_t *uops = json_object_get(root, "uops");
   if (!json_is_array(uops)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"uops\" must be an array");
@@ -417,120 +561,12 @@ static harp_status load_uops(lctx *c, json_t *root) {
   if (n > TINY_MAX_NODES) return ut_fail(c->e, HARP_E_LIMIT, NULL, "more than %d nodes", TINY_MAX_NODES);
   ld_rec *recs = ut_xcalloc(n + 1, sizeof *recs);
   int *rec_to_node = ut_xcalloc(n + 1, sizeof(int));
-  harp_status st = HARP_OK;
-  if (!recs || !rec_to_node) {
-    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto done;
-  }
-  /* Pass 1: ids, so sources can point forward. */
-  tiny_graph *ids = tiny_graph_new(); /* only its id map is used */
-  if (!ids) {
-    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto done;
-  }
-  for (size_t i = 0; i < n && !st; i++) {
-    json_t *u = json_array_get(uops, i);
-    c->node = NULL;
-    if (!json_is_object(u)) {
-      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "uops[%zu] is %s, not an object", i, ut_json_kind(u));
-      break;
-    }
-    json_t *id = json_object_get(u, "id");
-    if (!json_is_string(id) || !json_string_length(id) || json_string_length(id) > 120) {
-      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "uops[%zu]: \"id\" must be a non-empty string of at most 120 bytes", i);
-      break;
-    }
-    recs[i].id = json_string_value(id);
-    c->node = recs[i].id;
-    if (!ld_only_keys(c, u, "node", node_keys)) {
-      st = c->e->code;
-      break;
-    }
-    if (tiny_find(ids, recs[i].id) >= 0) {
-      st = ut_fail(c->e, HARP_E_DUPLICATE_ID, recs[i].id, "node id \"%s\" is used twice", recs[i].id);
-      break;
-    }
-    tiny_arg_input dummy = {.tensor_id = "x"};
-    if (tiny_add(ids, recs[i].id, TINY_INPUT, NULL, 0, &dummy) < 0) {
-      st = ut_fail(c->e, ids->err.code, recs[i].id, "%s", ids->err.msg);
-      break;
-    }
-  }
-  /* Pass 2: ops, sources, args. */
-  for (size_t i = 0; i < n && !st; i++) {
-    json_t *u = json_array_get(uops, i);
-    ld_rec *r = &recs[i];
-    c->node = r->id;
-    json_t *op = json_object_get(u, "uop");
-    int opi = json_is_string(op) ? tiny_op_parse(json_string_value(op)) : -1;
-    if (opi < 0) {
-      st = json_is_string(op) ? ut_fail(c->e, HARP_E_UNKNOWN_OP, r->id, "unknown uop \"%s\"", json_string_value(op))
-                              : ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"uop\" must be a string");
-      break;
-    }
-    r->op = (tiny_op)opi;
-    json_t *src = json_object_get(u, "src");
-    if (src && !json_is_array(src)) {
-      st = ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"src\" must be an array");
-      break;
-    }
-    size_t ns = src ? json_array_size(src) : 0;
-    int arity = tiny_op_arity(r->op);
-    if (ns != (size_t)arity) {
-      st = ut_fail(c->e, HARP_E_ARITY, r->id, "%s takes %d source%s, got %zu", tiny_op_name(r->op), arity,
-                   arity == 1 ? "" : "s", ns);
-      break;
-    }
-    r->nsrc = (int)ns;
-    for (size_t k = 0; k < ns && !st; k++) {
-      json_t *s = json_array_get(src, k);
-      if (json_is_string(s)) {
-        const char *v = json_string_value(s);
-        int idx = tiny_find(ids, v);
-        double imm;
-        bool nonfinite = !strcmp(v, "inf") || !strcmp(v, "+inf") || !strcmp(v, "-inf") || !strcmp(v, "nan");
-        if (idx < 0 && nonfinite) { /* an immediate as tiny_write_json spells a non-finite one */
-          ld_number(c, s, "src", &imm);
-          r->imm[k] = imm;
-        } else if (idx < 0)
-          st = ut_fail(c->e, HARP_E_DANGLING, r->id, "source \"%s\" is not a node", v);
-        r->src_rec[k] = idx;
-      } else if (json_is_number(s)) {
-        r->src_rec[k] = -1;
-        r->imm[k] = json_number_value(s);
-      } else {
-        st = ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "src[%zu] must be a node id or a number, got %s", k, ut_json_kind(s));
-      }
-    }
-    if (st) break;
-    json_t *tag = json_object_get(u, "tag");
-    if (tag && !json_is_string(tag)) {
-      st = ut_fail(c->e, HARP_E_INVALID_ARG, r->id, "\"tag\" must be a string");
-      break;
-    }
-    r->tag = tag ? json_string_value(tag) : NULL;
-    if (!ld_args(c, r->op, json_object_get(u, "arg"), &r->args)) st = c->e->code;
-  }
+  tiny_graph *ids = recs && rec_to_node ? tiny_graph_new() : NULL;
+  harp_status st = ids ? ld_ids(c, uops, n, recs, ids) : ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (size_t i = 0; i < n && !st; i++) st = ld_node(c, json_array_get(uops, i), ids, &recs[i]);
   tiny_graph_free(ids);
   if (!st) st = ld_add_sorted(c, recs, (int)n, rec_to_node);
-  json_t *outs = json_object_get(root, "outputs");
-  if (!st && outs) {
-    c->node = NULL;
-    if (!json_is_array(outs) || json_array_size(outs) == 0) {
-      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of node ids");
-      goto done;
-    }
-    for (size_t k = 0; k < json_array_size(outs) && !st; k++) {
-      json_t *o = json_array_get(outs, k);
-      int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
-      if (idx < 0)
-        st = ut_fail(c->e, HARP_E_DANGLING, json_is_string(o) ? json_string_value(o) : NULL,
-                     "output is not a node id of this model");
-      else if (tiny_mark_output(c->g, idx) < 0)
-        st = ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
-    }
-  }
-done:
+  if (!st) st = ld_outputs(c, json_object_get(root, "outputs"));
   free(recs);
   free(rec_to_node);
   return st;
