@@ -211,6 +211,164 @@ static void propagate_dtypes(const ld_rec *recs, const int *order, int n, tiny_d
   }
 }
 
+/* The ops dialect's records while it loads: ops first (nop of them), then
+ * the model inputs their names need, then the result casts of reductions. */
+typedef struct ops_ld {
+  size_t nops;
+  decl *decls;
+  int ndecl;
+  ld_rec *recs;
+  const char **names; /* per op, TINY_MAX_SRC input names (NULL: an immediate) */
+  json_t **tmps;      /* per op, its canonical attrs (owned) */
+  int *order, *rec_to_node;
+  tiny_dtype *dt;
+  bool *explicit_acc; /* per record: a Reduce whose accumulation dtype is given */
+  tiny_graph *ids;    /* the produced names (only the id map is used) */
+  int n, nop;
+} ops_ld;
+
+/* x's arrays for nops ops (records: at most 3 * nops + 1). */
+static harp_status ops_alloc(lctx *c, ops_ld *x, size_t nops) {
+  memset(x, 0, sizeof *x);
+  size_t cap = 3 * nops + 1;
+  x->nops = nops;
+  x->recs = ut_xcalloc(cap, sizeof *x->recs);
+  x->names = ut_xcalloc(nops * TINY_MAX_SRC + 1, sizeof *x->names);
+  x->tmps = ut_xcalloc(nops + 1, sizeof *x->tmps);
+  x->order = ut_xcalloc(cap, sizeof(int));
+  x->rec_to_node = ut_xcalloc(cap, sizeof(int));
+  x->dt = ut_xcalloc(cap, sizeof *x->dt);
+  x->explicit_acc = ut_xcalloc(cap, sizeof(bool));
+  x->ids = tiny_graph_new();
+  if (!x->recs || !x->names || !x->tmps || !x->order || !x->rec_to_node || !x->dt || !x->explicit_acc || !x->ids)
+    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
+}
+
+static void ops_free(ops_ld *x) {
+  if (x->tmps)
+    for (size_t i = 0; i < x->nops; i++) json_decref(x->tmps[i]);
+  tiny_graph_free(x->ids);
+  free(x->decls);
+  free(x->recs);
+  free(x->names);
+  free(x->tmps);
+  free(x->order);
+  free(x->rec_to_node);
+  free(x->dt);
+  free(x->explicit_acc);
+}
+
+/* Input k of op record i: the record producing its name, else a model input
+ * declared (dtype and shape) in "values", added as a record. */
+static harp_status ops_resolve(lctx *c, ops_ld *x, int i, int k) {
+  ld_rec *recs = x->recs;
+  const char *nm = x->names[(size_t)i * TINY_MAX_SRC + k];
+  if (!nm) {
+    recs[i].src_rec[k] = -1;
+    return HARP_OK;
+  }
+  int p = rec_of(x->ids, nm);
+  if (p < 0) {
+    decl *d = find_decl(x->decls, x->ndecl, nm);
+    c->node = nm;
+    if (!d || !d->has_dtype || !d->has_shape)
+      return ut_fail(c->e, HARP_E_DANGLING, recs[i].id,
+                     "\"%s\" is neither produced by an op nor declared with dtype and shape in \"values\"", nm);
+    if (register_rec(c, x->ids, nm)) return c->e->code;
+    p = x->n++;
+    recs[p].id = nm;
+    recs[p].op = TINY_INPUT;
+    recs[p].args.input = (tiny_arg_input){.tensor_id = nm, .dtype = d->dtype, .shape = d->shape};
+  }
+  recs[i].src_rec[k] = p;
+  return HARP_OK;
+}
+
+/* Reduce i accumulates in fp32 / i32 unless told; when the value's dtype
+ * (declared, else the input's) differs, REDUCE -> "<v>.acc" and a CAST
+ * -> "<v>" that the value's users (records below base) now read. */
+static harp_status ops_reduce_cast(lctx *c, ops_ld *x, int i, int base) {
+  ld_rec *recs = x->recs, *r = &recs[i];
+  tiny_dtype in = x->dt[r->src_rec[0]];
+  if (!x->explicit_acc[i]) r->args.reduce.dtype = tiny_dtype_is_float(in) ? TINY_FP32 : TINY_I32;
+  decl *d = find_decl(x->decls, x->ndecl, r->id);
+  tiny_dtype want = d && d->has_dtype ? d->dtype : in;
+  if (want == r->args.reduce.dtype) return HARP_OK;
+  int cidx = x->n++;
+  recs[cidx] = (ld_rec){.id = r->id, .op = TINY_CAST, .nsrc = 1, .src_rec = {i}, .tag = r->tag};
+  recs[cidx].args.cast.to = want;
+  char *acc_id = ut_arena_printf(c->g->arena, "%s.acc", r->id);
+  if (!acc_id) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  r->id = acc_id;
+  for (int u = 0; u < base; u++)
+    for (int k = 0; k < recs[u].nsrc; k++)
+      if (recs[u].src_rec[k] == i && u != cidx) recs[u].src_rec[k] = cidx;
+  return HARP_OK;
+}
+
+/* The ops of "ops" parsed and registered, their inputs resolved, sorted,
+ * reductions given their dtypes: the records, in dependency order. */
+static harp_status ops_records(lctx *c, json_t *ops, ops_ld *x) {
+  harp_status st = HARP_OK;
+  for (size_t i = 0; i < x->nops && !st; i++) {
+    ld_rec *r = &x->recs[x->n];
+    st = parse_op(c, json_array_get(ops, i), i, r, &x->names[i * TINY_MAX_SRC], &x->tmps[i]);
+    if (!st) st = register_rec(c, x->ids, r->id);
+    if (!st) x->explicit_acc[x->n] = r->op == TINY_REDUCE && r->args.reduce.has_dtype, x->n++;
+  }
+  x->nop = x->n; /* names nothing produces are model inputs */
+  for (int i = 0; i < x->nop && !st; i++)
+    for (int k = 0; k < x->recs[i].nsrc && !st; k++) st = ops_resolve(c, x, i, k);
+  if (st || (st = ld_toposort(c, x->recs, x->n, x->order))) return st;
+  for (int i = 0; i < x->nop; i++)
+    if (x->recs[i].op == TINY_REDUCE && !x->explicit_acc[i]) x->recs[i].args.reduce.has_dtype = true;
+  propagate_dtypes(x->recs, x->order, x->n, x->dt);
+  int base = x->n;
+  for (int i = 0; i < x->nop && !st; i++)
+    if (x->recs[i].op == TINY_REDUCE) st = ops_reduce_cast(c, x, i, base);
+  return st;
+}
+
+/* The model's "outputs" (outs: NULL when absent) marked in c->g. */
+static harp_status ops_outputs(lctx *c, json_t *outs) {
+  if (!outs) return HARP_OK;
+  c->node = NULL;
+  if (!json_is_array(outs) || !json_array_size(outs))
+    return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of value names");
+  for (size_t k = 0; k < json_array_size(outs); k++) {
+    json_t *o = json_array_get(outs, k);
+    int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
+    if (idx < 0) return ut_fail(c->e, HARP_E_DANGLING, json_string_value(o), "output is not a value of this model");
+    if (tiny_mark_output(c->g, idx) < 0) return ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+  }
+  return HARP_OK;
+}
+
+/* Declaration d of "values" against the node the ops made of it (dtype,
+ * and the shape where both sides know a dim). */
+static harp_status ops_check_decl(lctx *c, const decl *d) {
+  int idx = tiny_find(c->g, d->name);
+  if (idx < 0) return HARP_OK; /* declared but unused: harmless */
+  const tiny_node *nd = &c->g->nodes[idx];
+  if (d->has_dtype && d->dtype != nd->dtype)
+    return ut_fail(c->e, HARP_E_DTYPE_MISMATCH, nd->id, "\"values\" declares %s, the op produces %s",
+                   tiny_dtype_name(d->dtype), tiny_dtype_name(nd->dtype));
+  if (!d->has_shape) return HARP_OK;
+  const tiny_shape *ds = &d->shape, *is = &nd->shape;
+  bool ok = ds->rank == is->rank;
+  for (int a = 0; a < ds->rank && ok; a++) {
+    const tiny_dim *x = &ds->d[a], *y = &is->d[a];
+    if (!x->sym && y->n >= 0) ok = x->n == y->n;
+    else if (x->sym && y->sym && y->n < 0) ok = strcmp(x->sym, y->sym) == 0;
+  }
+  if (ok) return HARP_OK;
+  char a[256], b[256];
+  tiny_shape_format(ds, a, sizeof a);
+  tiny_shape_format(is, b, sizeof b);
+  return ut_fail(c->e, HARP_E_AXIS_SIZE_MISMATCH, nd->id, "\"values\" declares shape %s, the op produces %s", a, b);
+}
+
 harp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
   static const char *const top_keys[] = {"ops", "values", "outputs", "name", "comment", "meta", NULL};
   if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
@@ -218,136 +376,15 @@ harp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
   if (!json_is_array(ops)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"ops\" must be an array");
   size_t nops = json_array_size(ops);
   if (nops > TINY_MAX_NODES / 4) return ut_fail(c->e, HARP_E_LIMIT, NULL, "too many ops");
-  decl *decls = NULL;
-  int ndecl = 0;
-  /* records: ops, then inputs, then result casts: at most 3 * nops + 1 */
-  size_t cap = 3 * nops + 1;
-  ld_rec *recs = ut_xcalloc(cap, sizeof *recs);
-  const char **names = ut_xcalloc(nops * TINY_MAX_SRC + 1, sizeof *names);
-  json_t **tmps = ut_xcalloc(nops + 1, sizeof *tmps);
-  int *order = ut_xcalloc(cap, sizeof(int));
-  int *rec_to_node = ut_xcalloc(cap, sizeof(int));
-  tiny_dtype *dt = ut_xcalloc(cap, sizeof *dt);
-  bool *explicit_acc = ut_xcalloc(cap, sizeof(bool));
-  tiny_graph *ids = tiny_graph_new();
-  harp_status st = HARP_OK;
-  int n = 0;
-  if (!recs || !names || !tmps || !order || !rec_to_node || !dt || !explicit_acc || !ids) {
-    st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto done;
-  }
-  if ((st = parse_values(c, json_object_get(root, "values"), &decls, &ndecl))) goto done;
-  for (size_t i = 0; i < nops && !st; i++) {
-    st = parse_op(c, json_array_get(ops, i), i, &recs[n], &names[i * TINY_MAX_SRC], &tmps[i]);
-    if (st || (st = register_rec(c, ids, recs[n].id))) break;
-    explicit_acc[n] = recs[n].op == TINY_REDUCE && recs[n].args.reduce.has_dtype;
-    n++;
-  }
-  /* Resolve inputs; names nothing produces are model inputs. */
-  int nop_recs = n;
-  for (int i = 0; i < nop_recs && !st; i++)
-    for (int k = 0; k < recs[i].nsrc && !st; k++) {
-      const char *nm = names[(size_t)i * TINY_MAX_SRC + k];
-      if (!nm) {
-        recs[i].src_rec[k] = -1;
-        continue;
-      }
-      int p = rec_of(ids, nm);
-      if (p < 0) {
-        decl *d = find_decl(decls, ndecl, nm);
-        c->node = nm;
-        if (!d || !d->has_dtype || !d->has_shape) {
-          st = ut_fail(c->e, HARP_E_DANGLING, recs[i].id,
-                       "\"%s\" is neither produced by an op nor declared with dtype and shape in \"values\"", nm);
-          break;
-        }
-        if ((st = register_rec(c, ids, nm))) break;
-        p = n++;
-        recs[p].id = nm;
-        recs[p].op = TINY_INPUT;
-        recs[p].args.input = (tiny_arg_input){.tensor_id = nm, .dtype = d->dtype, .shape = d->shape};
-      }
-      recs[i].src_rec[k] = p;
-    }
-  if (st || (st = ld_toposort(c, recs, n, order))) goto done;
-  /* Reduce accumulation and result dtypes. */
-  for (int i = 0; i < nop_recs; i++)
-    if (recs[i].op == TINY_REDUCE && !explicit_acc[i]) recs[i].args.reduce.has_dtype = true;
-  propagate_dtypes(recs, order, n, dt);
-  int base = n;
-  for (int i = 0; i < nop_recs && !st; i++) {
-    ld_rec *r = &recs[i];
-    if (r->op != TINY_REDUCE) continue;
-    tiny_dtype in = dt[r->src_rec[0]];
-    if (!explicit_acc[i]) r->args.reduce.dtype = tiny_dtype_is_float(in) ? TINY_FP32 : TINY_I32;
-    decl *d = find_decl(decls, ndecl, r->id);
-    tiny_dtype want = d && d->has_dtype ? d->dtype : in;
-    if (want == r->args.reduce.dtype) continue;
-    /* REDUCE -> "<v>.acc", CAST -> "<v>"; users of the value now read the CAST. */
-    int cidx = n++;
-    recs[cidx] = (ld_rec){.id = r->id, .op = TINY_CAST, .nsrc = 1, .src_rec = {i}, .tag = r->tag};
-    recs[cidx].args.cast.to = want;
-    char *acc_id = ut_arena_printf(c->g->arena, "%s.acc", r->id);
-    if (!acc_id) {
-      st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-      break;
-    }
-    r->id = acc_id;
-    for (int u = 0; u < base; u++)
-      for (int k = 0; k < recs[u].nsrc; k++)
-        if (recs[u].src_rec[k] == i && u != cidx) recs[u].src_rec[k] = cidx;
-  }
-  if (st || (st = ld_add_sorted(c, recs, n, rec_to_node))) goto done;
-  json_t *outs = json_object_get(root, "outputs");
-  if (outs) {
-    c->node = NULL;
-    if (!json_is_array(outs) || !json_array_size(outs)) {
-      st = ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"outputs\" must be a non-empty array of value names");
-      goto done;
-    }
-    for (size_t k = 0; k < json_array_size(outs) && !st; k++) {
-      json_t *o = json_array_get(outs, k);
-      int idx = json_is_string(o) ? tiny_find(c->g, json_string_value(o)) : -1;
-      if (idx < 0) st = ut_fail(c->e, HARP_E_DANGLING, json_string_value(o), "output is not a value of this model");
-      else if (tiny_mark_output(c->g, idx) < 0) st = ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
-    }
-    if (st) goto done;
-  }
-  /* Declared dtypes and shapes must match what the ops produce. */
-  if ((st = tiny_infer(c->e, c->g, NULL, true))) goto done;
-  for (int i = 0; i < ndecl && !st; i++) {
-    int idx = tiny_find(c->g, decls[i].name);
-    if (idx < 0) continue; /* declared but unused: harmless */
-    const tiny_node *nd = &c->g->nodes[idx];
-    if (decls[i].has_dtype && decls[i].dtype != nd->dtype)
-      st = ut_fail(c->e, HARP_E_DTYPE_MISMATCH, nd->id, "\"values\" declares %s, the op produces %s",
-                   tiny_dtype_name(decls[i].dtype), tiny_dtype_name(nd->dtype));
-    if (st || !decls[i].has_shape) continue;
-    const tiny_shape *ds = &decls[i].shape, *is = &nd->shape;
-    bool ok = ds->rank == is->rank;
-    for (int a = 0; a < ds->rank && ok; a++) {
-      const tiny_dim *x = &ds->d[a], *y = &is->d[a];
-      if (!x->sym && y->n >= 0) ok = x->n == y->n;
-      else if (x->sym && y->sym && y->n < 0) ok = strcmp(x->sym, y->sym) == 0;
-    }
-    if (!ok) {
-      char a[256], b[256];
-      tiny_shape_format(ds, a, sizeof a);
-      tiny_shape_format(is, b, sizeof b);
-      st = ut_fail(c->e, HARP_E_AXIS_SIZE_MISMATCH, nd->id, "\"values\" declares shape %s, the op produces %s", a, b);
-    }
-  }
-done:
-  if (tmps)
-    for (size_t i = 0; i < nops; i++) json_decref(tmps[i]);
-  tiny_graph_free(ids);
-  free(decls);
-  free(recs);
-  free(names);
-  free(tmps);
-  free(order);
-  free(rec_to_node);
-  free(dt);
-  free(explicit_acc);
+  ops_ld x;
+  harp_status st = ops_alloc(c, &x, nops);
+  if (!st) st = parse_values(c, json_object_get(root, "values"), &x.decls, &x.ndecl);
+  if (!st) st = ops_records(c, ops, &x);
+  if (!st) st = ld_add_sorted(c, x.recs, x.n, x.rec_to_node);
+  if (!st) st = ops_outputs(c, json_object_get(root, "outputs"));
+  /* declared dtypes and shapes must match what the ops produce */
+  if (!st) st = tiny_infer(c->e, c->g, NULL, true);
+  for (int i = 0; i < x.ndecl && !st; i++) st = ops_check_decl(c, &x.decls[i]);
+  ops_free(&x);
   return st;
 }
