@@ -105,7 +105,222 @@ static void args_then(dctx *C, const fe_node *n, int from, int to) {
   }
 }
 
-/* The right-hand side of node n. */
+/* const(...) */
+static void rhs_const(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  if (n->weak) {
+    bool paren = n->a.cnst.v < 0 && ctx > P_SUM; /* -2.0 reads as a literal anyway; keep it clear */
+    if (paren) ut_str_putc(s, '(');
+    put_num(s, n->a.cnst.v);
+    if (paren) ut_str_putc(s, ')');
+  } else {
+    ut_str_puts(s, "constant(");
+    put_num(s, n->a.cnst.v);
+    ut_str_printf(s, ", %s)", dtype_dsl(n->dtype));
+  }
+}
+
+/* sum, rmax, rmin, mean(...) */
+static void rhs_sum(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_printf(s, "%s(", hg_op_name(n->op));
+  expr(C, n->in[0], 0);
+  ut_str_puts(s, ", axes=");
+  put_int_list(s, n->a.reduce.axes, n->a.reduce.n);
+  if (n->a.reduce.keepdim) ut_str_puts(s, ", keepdim=true");
+  ut_str_puts(s, ")");
+}
+
+/* conv2d(...) */
+static void rhs_conv2d(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "conv2d(");
+  args_then(C, n, 0, 2);
+  if (n->nin > 2 && n->in[2] > 0) {
+    ut_str_puts(s, ", bias=");
+    expr(C, n->in[2], 0);
+  }
+  const int64_t *st = n->a.conv.stride, *p = n->a.conv.pad, *d = n->a.conv.dilation;
+  if (st[0] != 1 || st[1] != 1) ut_str_puts(s, ", stride="), put_ints(s, st, 2);
+  if (p[0] || p[1] || p[2] || p[3]) ut_str_puts(s, ", pad="), put_ints(s, p, 4);
+  if (d[0] != 1 || d[1] != 1) ut_str_puts(s, ", dilation="), put_ints(s, d, 2);
+  if (n->a.conv.groups != 1) ut_str_printf(s, ", groups=%" PRId64, n->a.conv.groups);
+  ut_str_puts(s, ")");
+}
+
+/* attention(...) */
+static void rhs_attention(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "attention(");
+  args_then(C, n, 0, 3);
+  if (n->a.attn.heads != 1) ut_str_printf(s, ", heads=%d", n->a.attn.heads);
+  if (n->a.attn.causal) ut_str_puts(s, ", causal=true");
+  if (n->nin > 3 && n->in[3] > 0) {
+    ut_str_puts(s, ", mask=");
+    expr(C, n->in[3], 0);
+  }
+  if (n->a.attn.scale != 0) ut_str_puts(s, ", scale="), put_num(s, n->a.attn.scale);
+  ut_str_puts(s, ")");
+}
+
+/* layernorm(...) */
+static void rhs_layernorm(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "layernorm(");
+  expr(C, n->in[0], 0);
+  const char *names[3] = {NULL, "gamma", "beta"};
+  for (int i = 1; i <= 2; i++)
+    if (n->in[i] > 0) {
+      ut_str_printf(s, ", %s=", names[i]);
+      expr(C, n->in[i], 0);
+    }
+  if (n->a.ln.axis != n->shape.rank - 1) ut_str_printf(s, ", axis=%d", n->a.ln.axis);
+  if (n->a.ln.eps != 1e-5) ut_str_puts(s, ", eps="), put_num(s, n->a.ln.eps);
+  ut_str_puts(s, ")");
+}
+
+/* softmax(...) */
+static void rhs_softmax(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "softmax(");
+  expr(C, n->in[0], 0);
+  if (n->a.axis.axis != n->shape.rank - 1) ut_str_printf(s, ", axis=%d", n->a.axis.axis);
+  ut_str_puts(s, ")");
+}
+
+/* max_pool2d, avg_pool2d(...) */
+static void rhs_max_pool2d(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_printf(s, "%s(", hg_op_name(n->op));
+  expr(C, n->in[0], 0);
+  ut_str_puts(s, ", kernel=");
+  put_ints(s, n->a.pool.kernel, 2);
+  ut_str_puts(s, ", stride=");
+  put_ints(s, n->a.pool.stride, 2);
+  ut_str_puts(s, ")");
+}
+
+/* reshape, expand(...) */
+static void rhs_reshape(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_printf(s, "%s(", hg_op_name(n->op));
+  expr(C, n->in[0], 0);
+  ut_str_puts(s, ", ");
+  put_dims(s, n->a.shape.to.d, n->a.shape.to.rank);
+  ut_str_puts(s, ")");
+}
+
+/* permute, flip(...) */
+static void rhs_permute(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_printf(s, "%s(", hg_op_name(n->op));
+  expr(C, n->in[0], 0);
+  ut_str_puts(s, ", ");
+  put_int_list(s, n->a.perm.v, n->a.perm.n);
+  ut_str_puts(s, ")");
+}
+
+/* pad(...) */
+static void rhs_pad(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "pad(");
+  expr(C, n->in[0], 0);
+  ut_str_puts(s, ", [");
+  for (int i = 0; i < n->a.pad.n; i++) ut_str_printf(s, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "", n->a.pad.lo[i], n->a.pad.hi[i]);
+  ut_str_puts(s, "]");
+  if (n->a.pad.value != 0 || signbit(n->a.pad.value)) ut_str_puts(s, ", value="), put_num(s, n->a.pad.value);
+  ut_str_puts(s, ")");
+}
+
+/* slice(...) */
+static void rhs_slice(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "slice(");
+  expr(C, n->in[0], 0);
+  ut_str_puts(s, ", ");
+  put_dims(s, n->a.slice.start, n->a.slice.n);
+  ut_str_puts(s, ", ");
+  put_dims(s, n->a.slice.end, n->a.slice.n);
+  bool steps = false;
+  for (int i = 0; i < n->a.slice.n; i++) steps |= n->a.slice.step[i] != 1;
+  if (steps) ut_str_puts(s, ", steps="), put_ints(s, n->a.slice.step, n->a.slice.n);
+  ut_str_puts(s, ")");
+}
+
+/* concat(...) */
+static void rhs_concat(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "concat([");
+  args_then(C, n, 0, n->nin);
+  ut_str_printf(s, "], axis=%d)", n->a.axis.axis);
+}
+
+/* cast(...) */
+static void rhs_cast(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "cast(");
+  expr(C, n->in[0], 0);
+  ut_str_printf(s, ", %s)", dtype_dsl(n->a.cast.to));
+}
+
+/* gather(...) */
+static void rhs_gather(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_puts(s, "gather(");
+  args_then(C, n, 0, 2);
+  ut_str_printf(s, ", axis=%d)", n->a.axis.axis);
+}
+
+/* call(...) */
+static void rhs_call(dctx *C, const fe_node *n, int ctx) {
+  ut_str *s = C->s;
+  (void)ctx;
+  ut_str_printf(s, "%s(", n->a.call.callee->name);
+  args_then(C, n, 0, n->nin);
+  ut_str_puts(s, ")");
+}
+
+typedef void (*rhs_fn)(dctx *C, const fe_node *n, int ctx);
+
+/* The printer of each op with its own spelling (the rest: name(args)). */
+static const rhs_fn RHS[HG_OP_COUNT] = {
+    [HG_OP_CONST] = rhs_const,
+    [HG_OP_SUM] = rhs_sum,
+    [HG_OP_RMAX] = rhs_sum,
+    [HG_OP_RMIN] = rhs_sum,
+    [HG_OP_MEAN] = rhs_sum,
+    [HG_OP_CONV2D] = rhs_conv2d,
+    [HG_OP_ATTENTION] = rhs_attention,
+    [HG_OP_LAYERNORM] = rhs_layernorm,
+    [HG_OP_SOFTMAX] = rhs_softmax,
+    [HG_OP_MAX_POOL2D] = rhs_max_pool2d,
+    [HG_OP_AVG_POOL2D] = rhs_max_pool2d,
+    [HG_OP_RESHAPE] = rhs_reshape,
+    [HG_OP_EXPAND] = rhs_reshape,
+    [HG_OP_PERMUTE] = rhs_permute,
+    [HG_OP_FLIP] = rhs_permute,
+    [HG_OP_PAD] = rhs_pad,
+    [HG_OP_SLICE] = rhs_slice,
+    [HG_OP_CONCAT] = rhs_concat,
+    [HG_OP_CAST] = rhs_cast,
+    [HG_OP_GATHER] = rhs_gather,
+    [HG_OP_CALL] = rhs_call,
+};
+
+/* The right-hand side of node n (ctx: the precedence around it). */
 static void rhs(dctx *C, const fe_node *n, int ctx) {
   ut_str *s = C->s;
   int prec;
@@ -119,146 +334,9 @@ static void rhs(dctx *C, const fe_node *n, int ctx) {
     if (paren) ut_str_putc(s, ')');
     return;
   }
-  switch (n->op) {
-  case HG_OP_CONST:
-    if (n->weak) {
-      bool paren = n->a.cnst.v < 0 && ctx > P_SUM; /* -2.0 reads as a literal anyway; keep it clear */
-      if (paren) ut_str_putc(s, '(');
-      put_num(s, n->a.cnst.v);
-      if (paren) ut_str_putc(s, ')');
-    } else {
-      ut_str_puts(s, "constant(");
-      put_num(s, n->a.cnst.v);
-      ut_str_printf(s, ", %s)", dtype_dsl(n->dtype));
-    }
+  if ((unsigned)n->op < HG_OP_COUNT && RHS[n->op]) {
+    RHS[n->op](C, n, ctx);
     return;
-  case HG_OP_SUM:
-  case HG_OP_RMAX:
-  case HG_OP_RMIN:
-  case HG_OP_MEAN:
-    ut_str_printf(s, "%s(", hg_op_name(n->op));
-    expr(C, n->in[0], 0);
-    ut_str_puts(s, ", axes=");
-    put_int_list(s, n->a.reduce.axes, n->a.reduce.n);
-    if (n->a.reduce.keepdim) ut_str_puts(s, ", keepdim=true");
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_CONV2D: {
-    ut_str_puts(s, "conv2d(");
-    args_then(C, n, 0, 2);
-    if (n->nin > 2 && n->in[2] > 0) {
-      ut_str_puts(s, ", bias=");
-      expr(C, n->in[2], 0);
-    }
-    const int64_t *st = n->a.conv.stride, *p = n->a.conv.pad, *d = n->a.conv.dilation;
-    if (st[0] != 1 || st[1] != 1) ut_str_puts(s, ", stride="), put_ints(s, st, 2);
-    if (p[0] || p[1] || p[2] || p[3]) ut_str_puts(s, ", pad="), put_ints(s, p, 4);
-    if (d[0] != 1 || d[1] != 1) ut_str_puts(s, ", dilation="), put_ints(s, d, 2);
-    if (n->a.conv.groups != 1) ut_str_printf(s, ", groups=%" PRId64, n->a.conv.groups);
-    ut_str_puts(s, ")");
-    return;
-  }
-  case HG_OP_ATTENTION:
-    ut_str_puts(s, "attention(");
-    args_then(C, n, 0, 3);
-    if (n->a.attn.heads != 1) ut_str_printf(s, ", heads=%d", n->a.attn.heads);
-    if (n->a.attn.causal) ut_str_puts(s, ", causal=true");
-    if (n->nin > 3 && n->in[3] > 0) {
-      ut_str_puts(s, ", mask=");
-      expr(C, n->in[3], 0);
-    }
-    if (n->a.attn.scale != 0) ut_str_puts(s, ", scale="), put_num(s, n->a.attn.scale);
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_LAYERNORM: {
-    ut_str_puts(s, "layernorm(");
-    expr(C, n->in[0], 0);
-    const char *names[3] = {NULL, "gamma", "beta"};
-    for (int i = 1; i <= 2; i++)
-      if (n->in[i] > 0) {
-        ut_str_printf(s, ", %s=", names[i]);
-        expr(C, n->in[i], 0);
-      }
-    if (n->a.ln.axis != n->shape.rank - 1) ut_str_printf(s, ", axis=%d", n->a.ln.axis);
-    if (n->a.ln.eps != 1e-5) ut_str_puts(s, ", eps="), put_num(s, n->a.ln.eps);
-    ut_str_puts(s, ")");
-    return;
-  }
-  case HG_OP_SOFTMAX:
-    ut_str_puts(s, "softmax(");
-    expr(C, n->in[0], 0);
-    if (n->a.axis.axis != n->shape.rank - 1) ut_str_printf(s, ", axis=%d", n->a.axis.axis);
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_MAX_POOL2D:
-  case HG_OP_AVG_POOL2D:
-    ut_str_printf(s, "%s(", hg_op_name(n->op));
-    expr(C, n->in[0], 0);
-    ut_str_puts(s, ", kernel=");
-    put_ints(s, n->a.pool.kernel, 2);
-    ut_str_puts(s, ", stride=");
-    put_ints(s, n->a.pool.stride, 2);
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_RESHAPE:
-  case HG_OP_EXPAND:
-    ut_str_printf(s, "%s(", hg_op_name(n->op));
-    expr(C, n->in[0], 0);
-    ut_str_puts(s, ", ");
-    put_dims(s, n->a.shape.to.d, n->a.shape.to.rank);
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_PERMUTE:
-  case HG_OP_FLIP:
-    ut_str_printf(s, "%s(", hg_op_name(n->op));
-    expr(C, n->in[0], 0);
-    ut_str_puts(s, ", ");
-    put_int_list(s, n->a.perm.v, n->a.perm.n);
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_PAD:
-    ut_str_puts(s, "pad(");
-    expr(C, n->in[0], 0);
-    ut_str_puts(s, ", [");
-    for (int i = 0; i < n->a.pad.n; i++) ut_str_printf(s, "%s[%" PRId64 ", %" PRId64 "]", i ? ", " : "", n->a.pad.lo[i], n->a.pad.hi[i]);
-    ut_str_puts(s, "]");
-    if (n->a.pad.value != 0 || signbit(n->a.pad.value)) ut_str_puts(s, ", value="), put_num(s, n->a.pad.value);
-    ut_str_puts(s, ")");
-    return;
-  case HG_OP_SLICE: {
-    ut_str_puts(s, "slice(");
-    expr(C, n->in[0], 0);
-    ut_str_puts(s, ", ");
-    put_dims(s, n->a.slice.start, n->a.slice.n);
-    ut_str_puts(s, ", ");
-    put_dims(s, n->a.slice.end, n->a.slice.n);
-    bool steps = false;
-    for (int i = 0; i < n->a.slice.n; i++) steps |= n->a.slice.step[i] != 1;
-    if (steps) ut_str_puts(s, ", steps="), put_ints(s, n->a.slice.step, n->a.slice.n);
-    ut_str_puts(s, ")");
-    return;
-  }
-  case HG_OP_CONCAT:
-    ut_str_puts(s, "concat([");
-    args_then(C, n, 0, n->nin);
-    ut_str_printf(s, "], axis=%d)", n->a.axis.axis);
-    return;
-  case HG_OP_CAST:
-    ut_str_puts(s, "cast(");
-    expr(C, n->in[0], 0);
-    ut_str_printf(s, ", %s)", dtype_dsl(n->a.cast.to));
-    return;
-  case HG_OP_GATHER:
-    ut_str_puts(s, "gather(");
-    args_then(C, n, 0, 2);
-    ut_str_printf(s, ", axis=%d)", n->a.axis.axis);
-    return;
-  case HG_OP_CALL:
-    ut_str_printf(s, "%s(", n->a.call.callee->name);
-    args_then(C, n, 0, n->nin);
-    ut_str_puts(s, ")");
-    return;
-  default: break;
   }
   /* unary functions, where, max/min */
   ut_str_printf(s, "%s(", hg_op_name(n->op));
