@@ -125,30 +125,10 @@ harp_status fn_build(harp_error *e, const rg_partition *p, const char *name, fn_
   return fn_build_ex(e, p, name, NULL, out);
 }
 
-harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, const fn_options *o, fn_function **out) {
+/* f's buffers: model inputs and params first (graph order), then what the
+ * regions of p write (outputs marked in is_output); its args and ret. */
+static void fn_buffers(fn_function *f, const rg_partition *p, const char *is_output) {
   const tiny_graph *g = p->g;
-  *out = NULL;
-  fn_function *f = ut_xcalloc(1, sizeof *f);
-  if (!f || !(f->arena = ut_arena_new())) {
-    free(f);
-    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  }
-  ut_arena *A = f->arena;
-  allocator al = {0};
-  harp_status st = HARP_OK;
-  f->name = ut_arena_strdup(A, name ? name : "main");
-  f->part = p;
-  f->buffers = ut_arena_alloc(A, sizeof(fn_buffer) * ((size_t)g->n + 1));
-  f->buffer_of = ints(A, g->n);
-  f->kernels = ut_arena_alloc(A, sizeof(fn_kernel) * ((size_t)p->n + 1));
-  f->args = ints(A, g->n);
-  f->ret = ints(A, g->noutputs);
-  if (!f->name || !f->buffers || !f->buffer_of || !f->kernels || !f->args || !f->ret) goto oom;
-  for (int i = 0; i < g->n; i++) f->buffer_of[i] = -1;
-  char *is_output = ut_arena_alloc(A, (size_t)g->n + 1);
-  if (!is_output) goto oom;
-  for (int k = 0; k < g->noutputs; k++) is_output[g->outputs[k]] = 1;
-  /* Buffers: model inputs and params first (graph order), then what regions write. */
   for (int i = 0; i < g->n; i++) {
     const tiny_node *n = &g->nodes[i];
     if (n->op != TINY_INPUT) continue;
@@ -162,75 +142,115 @@ harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, 
       f->buffers[b].first = r;
     }
   for (int k = 0; k < g->noutputs; k++) f->ret[f->nret++] = f->buffer_of[g->outputs[k]];
-  bool *operand = o && o->widen_half_temps && o->half_mma_operands ? mma_operands(A, p, g->n) : NULL;
-  if (o && o->widen_half_temps)
-    for (int b = 0; b < f->nbuffers; b++) {
-      fn_buffer *B = &f->buffers[b];
-      bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16;
-      if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST && !(operand && operand[B->node])) {
-        B->dtype = TINY_FP32;
-        B->size = (size_t)B->numel * 4;
-      }
+}
+
+/* fn_options.widen_half_temps: fp16/bf16 temporaries become fp32, except
+ * casts' results and (half_mma_operands) what a contraction reads. */
+static void fn_widen_temps(fn_function *f, const rg_partition *p, const fn_options *o) {
+  const tiny_graph *g = p->g;
+  bool *operand = o->half_mma_operands ? mma_operands(f->arena, p, g->n) : NULL;
+  for (int b = 0; b < f->nbuffers; b++) {
+    fn_buffer *B = &f->buffers[b];
+    bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16;
+    if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST && !(operand && operand[B->node])) {
+      B->dtype = TINY_FP32;
+      B->size = (size_t)B->numel * 4;
     }
-  /* Kernels with their reads, writes and dependences; lifetimes. */
-  for (int r = 0; r < p->n; r++) {
-    const rg_region *R = &p->regions[r];
-    fn_kernel *K = &f->kernels[f->nkernels++];
-    K->name = R->name;
-    K->region = r;
-    K->reads = ints(A, R->nin);
-    K->writes = ints(A, R->nout);
-    K->deps = ints(A, R->nin);
-    if (!K->reads || !K->writes || !K->deps) goto oom;
-    for (int k = 0; k < R->nin; k++) {
-      int b = f->buffer_of[R->in_values[k]];
-      if (b < 0) {
-        st = ut_fail(e, HARP_E_INTERNAL, R->name, "reads %s, which no buffer holds", g->nodes[R->in_values[k]].id);
-        goto fail;
-      }
-      K->reads[K->nreads++] = b;
-      if (f->buffers[b].last < r) f->buffers[b].last = r;
-      int w = f->buffers[b].first;
-      bool dup = false;
-      for (int d = 0; d < K->ndeps; d++) dup |= K->deps[d] == w;
-      if (w >= 0 && !dup) K->deps[K->ndeps++] = w;
-    }
-    for (int k = 0; k < R->nout; k++) K->writes[K->nwrites++] = f->buffer_of[R->out_values[k]];
   }
-  /* Arena: walk the kernels; allocate what a kernel writes, then release what
-   * it read for the last time (its outputs must not overlap its inputs). */
+}
+
+/* Kernel r of region R: its reads, writes and dependences (the kernels that
+ * first wrote what it reads); the lifetimes of what it reads. */
+static harp_status fn_kernel_of(harp_error *e, fn_function *f, const rg_region *R, int r) {
+  const tiny_graph *g = f->part->g;
+  ut_arena *A = f->arena;
+  fn_kernel *K = &f->kernels[f->nkernels++];
+  K->name = R->name;
+  K->region = r;
+  K->reads = ints(A, R->nin);
+  K->writes = ints(A, R->nout);
+  K->deps = ints(A, R->nin);
+  if (!K->reads || !K->writes || !K->deps) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < R->nin; k++) {
+    int b = f->buffer_of[R->in_values[k]];
+    if (b < 0) return ut_fail(e, HARP_E_INTERNAL, R->name, "reads %s, which no buffer holds", g->nodes[R->in_values[k]].id);
+    K->reads[K->nreads++] = b;
+    if (f->buffers[b].last < r) f->buffers[b].last = r;
+    int w = f->buffers[b].first;
+    bool dup = false;
+    for (int d = 0; d < K->ndeps; d++) dup |= K->deps[d] == w;
+    if (w >= 0 && !dup) K->deps[K->ndeps++] = w;
+  }
+  for (int k = 0; k < R->nout; k++) K->writes[K->nwrites++] = f->buffer_of[R->out_values[k]];
+  return HARP_OK;
+}
+
+/* The arena: walk the kernels; allocate what a kernel writes, then release
+ * what it read for the last time (its outputs must not overlap its
+ * inputs); then the params' offsets.  False: out of memory. */
+static bool fn_place(fn_function *f, allocator *al) {
   for (int r = 0; r < f->nkernels; r++) {
     fn_kernel *K = &f->kernels[r];
     for (int k = 0; k < K->nwrites; k++) {
       fn_buffer *b = &f->buffers[K->writes[k]];
       if (b->kind != FN_TEMP) continue;
       if (b->last < r) b->last = r; /* written but never read: free right after */
-      alloc_block(&al, align_up(b->size ? b->size : 1), &b->offset);
+      alloc_block(al, align_up(b->size ? b->size : 1), &b->offset);
     }
     for (int k = 0; k < K->nreads; k++) {
       fn_buffer *b = &f->buffers[K->reads[k]];
-      if (b->kind == FN_TEMP && b->last == r && !free_block(&al, b->offset, align_up(b->size ? b->size : 1))) goto oom;
+      if (b->kind == FN_TEMP && b->last == r && !free_block(al, b->offset, align_up(b->size ? b->size : 1))) return false;
     }
     for (int k = 0; k < K->nwrites; k++) {
       fn_buffer *b = &f->buffers[K->writes[k]];
-      if (b->kind == FN_TEMP && b->last == r && !free_block(&al, b->offset, align_up(b->size ? b->size : 1))) goto oom;
+      if (b->kind == FN_TEMP && b->last == r && !free_block(al, b->offset, align_up(b->size ? b->size : 1))) return false;
     }
   }
-  f->required_memory = al.end;
+  f->required_memory = al->end;
   for (int b = 0; b < f->nbuffers; b++)
     if (f->buffers[b].kind == FN_PARAM) {
       f->buffers[b].offset = f->const_bytes;
       f->const_bytes += align_up(f->buffers[b].size);
     }
+  return true;
+}
+
+harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, const fn_options *o, fn_function **out) {
+  const tiny_graph *g = p->g;
+  *out = NULL;
+  fn_function *f = ut_xcalloc(1, sizeof *f);
+  if (!f || !(f->arena = ut_arena_new())) {
+    free(f);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  ut_arena *A = f->arena;
+  allocator al = {0};
+  f->name = ut_arena_strdup(A, name ? name : "main");
+  f->part = p;
+  f->buffers = ut_arena_alloc(A, sizeof(fn_buffer) * ((size_t)g->n + 1));
+  f->buffer_of = ints(A, g->n);
+  f->kernels = ut_arena_alloc(A, sizeof(fn_kernel) * ((size_t)p->n + 1));
+  f->args = ints(A, g->n);
+  f->ret = ints(A, g->noutputs);
+  char *is_output = ut_arena_alloc(A, (size_t)g->n + 1);
+  harp_status st = HARP_OK;
+  if (!f->name || !f->buffers || !f->buffer_of || !f->kernels || !f->args || !f->ret || !is_output)
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) {
+    for (int i = 0; i < g->n; i++) f->buffer_of[i] = -1;
+    for (int k = 0; k < g->noutputs; k++) is_output[g->outputs[k]] = 1;
+    fn_buffers(f, p, is_output);
+    if (o && o->widen_half_temps) fn_widen_temps(f, p, o);
+  }
+  for (int r = 0; r < p->n && !st; r++) st = fn_kernel_of(e, f, &p->regions[r], r);
+  if (!st && !fn_place(f, &al)) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   free(al.free);
+  if (st) {
+    fn_free(f);
+    return st;
+  }
   *out = f;
   return HARP_OK;
-oom:
-  st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-fail:
-  free(al.free);
-  fn_free(f);
-  return st;
 }
 
 /* ---- queries and checks ---------------------------------------------------- */
