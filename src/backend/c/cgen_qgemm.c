@@ -116,6 +116,10 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, const char
 /* The AVX-512 VNNI micro-kernel $P_tile: MR rows of packed A (ap) times NR
  * columns of packed B (bp), K4 words deep, stored from row m0, column n0. */
 static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  /* vpdpbusd in place: GCC (12) otherwise copies and spills the 24
+   * accumulators on every k step (0.10 of the rate on BERT's FFN) */
+  cg_emit(o, "static inline " QG_ATTR " __attribute__((always_inline)) void $P_dp(__m512i *c, __m512i u, __m512i s) {\n");
+  cg_emit(o, "  __asm__(\"vpdpbusd %%2, %%1, %%0\" : \"+v\"(*c) : \"v\"(u), \"v\"(s));\n}\n");
   cg_emit(o, "static " QG_ATTR " void $P_tile(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
              " const float *mu, void *y, long m0, long n0) {\n");
   for (int i = 0; i < QG_MR; i++)
@@ -128,7 +132,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     for (int j = 0; j < QG_NV; j++) { /* the u8 operand (the activation) first */
       char bj[8];
       snprintf(bj, sizeof bj, "b%d", j);
-      cg_emit(o, " c%d_%d = _mm512_dpbusd_epi32(c%d_%d, %s, %s);", i, j, i, j, s->weight_a ? bj : "a", s->weight_a ? "a" : bj);
+      cg_emit(o, " $P_dp(&c%d_%d, %s, %s);", i, j, s->weight_a ? bj : "a", s->weight_a ? "a" : bj);
     }
     cg_emit(o, " }\n");
   }
