@@ -65,9 +65,25 @@ static void emit_pack(cg_out *o, long K, long K4) {
   cg_emit(o, "  long r0 = b * W, nr = R - r0 < W ? R - r0 : W;\n");
   cg_emit(o, "  if (ks == 1) {\n    for (long r = 0; r < nr; r++) {\n      const uint8_t *p = s + (r0 + r) * rs;\n");
   cg_emit(o, "      for (long k = 0; k < %ldL; k++) q[(k >> 2) * W * 4 + r * 4 + (k & 3)] = (uint8_t)(p[k] ^ x);\n", K);
-  cg_emit(o, "    }\n  } else {\n    for (long k = 0; k < %ldL; k++) {\n", K);
-  cg_emit(o, "      const uint8_t *p = s + k * ks + r0 * rs;\n      uint8_t *t = q + (k >> 2) * W * 4 + (k & 3);\n");
-  cg_emit(o, "      for (long r = 0; r < nr; r++) t[r * 4] = (uint8_t)(p[r * rs] ^ x);\n    }\n  }\n}\n");
+  cg_emit(o, "    }\n    return;\n  }\n  long k0 = 0, rv = 0;\n  (void)rv;\n");
+  /* rows along the unit stride (rs == 1): 16 rows of 4 k at a time, the
+   * bytes interleaved by two rounds of unpacks */
+  cg_emit(o, "#ifdef __SSE2__\n  if (rs == 1) {\n    const __m128i vx = _mm_set1_epi8((char)x);\n    long r16 = nr / 16 * 16;\n");
+  cg_emit(o, "    for (; k0 + 4 <= %ldL; k0 += 4)\n      for (long r = 0; r < r16; r += 16) {\n", K);
+  cg_emit(o, "        const uint8_t *p = s + k0 * ks + r0 + r;\n");
+  cg_emit(o, "        __m128i a0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), vx);\n");
+  for (int j = 1; j < 4; j++)
+    cg_emit(o, "        __m128i a%d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + %d * ks)), vx);\n", j, j);
+  cg_emit(o, "        __m128i t0 = _mm_unpacklo_epi8(a0, a1), t1 = _mm_unpackhi_epi8(a0, a1);\n");
+  cg_emit(o, "        __m128i t2 = _mm_unpacklo_epi8(a2, a3), t3 = _mm_unpackhi_epi8(a2, a3);\n");
+  cg_emit(o, "        __m128i *d4 = (__m128i *)(q + (k0 >> 2) * W * 4 + r * 4);\n");
+  cg_emit(o, "        _mm_storeu_si128(d4, _mm_unpacklo_epi16(t0, t2));\n        _mm_storeu_si128(d4 + 1, _mm_unpackhi_epi16(t0, t2));\n");
+  cg_emit(o, "        _mm_storeu_si128(d4 + 2, _mm_unpacklo_epi16(t1, t3));\n        _mm_storeu_si128(d4 + 3, _mm_unpackhi_epi16(t1, t3));\n");
+  cg_emit(o, "      }\n    rv = r16;\n  }\n#endif\n");
+  /* the rest: rows from rv for the k done above, every row past k0 */
+  cg_emit(o, "  for (long k = 0; k < %ldL; k++) {\n", K);
+  cg_emit(o, "    const uint8_t *p = s + k * ks + r0 * rs;\n    uint8_t *t = q + (k >> 2) * W * 4 + (k & 3);\n");
+  cg_emit(o, "    for (long r = k < k0 ? rv : 0; r < nr; r++) t[r * 4] = (uint8_t)(p[r * rs] ^ x);\n  }\n}\n");
 }
 
 /* $F_pack: the weight's blocks, then c0 = bias - (za + off) * sum_k w and
