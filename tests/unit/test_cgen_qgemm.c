@@ -5,7 +5,9 @@
  * multipliers and biases, zero points at the ends of the range, u8 and s8
  * activations, u8 / s8 / fp32 outputs, a clamp (fused Relu), the weight as A
  * (NCHW conv form) and as B, K-major and channel-major weights, operands at
- * their extremes with K past 4096, nothing written past the output; the scalar and the VNNI variants (the
+ * their extremes with K past 4096, nothing written past the output;
+ * convolutions (im2col per call: padding reads the zero point, strides,
+ * dilations, 1x1) against a direct conv; the scalar and the VNNI variants (the
  * latter where the CPU has AVX512_VNNI), threads, -O3; bad specs. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +44,39 @@ static const qcase CASES[] = {
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
+/* Convolutions: cout, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, dtypes, zero points, clamp. */
+typedef struct ccase {
+  long co, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+  tiny_dtype xdt, ydt;
+  int za, zy, lo, hi;
+} ccase;
+
+static const ccase CCASES[] = {
+    {13, 5, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 200, 3, 0, 255},          /* 3x3 pad 1, padding reads za */
+    {8, 16, 11, 10, 3, 3, 2, 2, 1, 1, 1, 1, I8, I8, -128, 1, -128, 127},    /* stride 2, s8 */
+    {17, 33, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, U8, F32, 0, 0, 0, 0},            /* 1x1 */
+    {7, 3, 13, 8, 5, 3, 2, 1, 2, 1, 2, 1, U8, U8, 255, 40, 40, 255},        /* dilation, mixed strides, Relu */
+    {64, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 9, 128, 0, 255},       /* threads */
+};
+#define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
+
+static long out_h(const ccase *c) { return (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1; }
+static long out_w(const ccase *c) { return (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1; }
+
+static void make_spec(const qcase *c, int isa, cgen_qgemm_spec *s);
+
+/* Conv case i as the qcase of its GEMM (for the data and the store). */
+static qcase gemm_of(const ccase *c) {
+  return (qcase){c->co, out_h(c) * out_w(c), c->c * c->kh * c->kw, true, false, c->xdt, c->ydt, c->za, c->zy, c->lo, c->hi, 0};
+}
+
+static void make_cspec(const ccase *c, int isa, cgen_qgemm_spec *s) {
+  qcase g = gemm_of(c);
+  make_spec(&g, isa, s);
+  s->conv.c = c->c, s->conv.h = c->h, s->conv.w = c->w, s->conv.kh = c->kh, s->conv.kw = c->kw;
+  s->conv.sh = c->sh, s->conv.sw = c->sw, s->conv.ph = c->ph, s->conv.pw = c->pw, s->conv.dh = c->dh, s->conv.dw = c->dw;
+}
+
 typedef int (*qg_fn)(hprt_pool *, const void *, const void *, void *);
 typedef long (*qg_size)(void);
 typedef int (*qg_pack)(const int8_t *, const int32_t *, const float *, void *);
@@ -62,8 +97,8 @@ typedef struct qdata {
   float *mult;
 } qdata;
 
-static void make_data(const qcase *c, qdata *d) {
-  long xr = c->wa ? c->k * c->n : c->m * c->k, ch = c->wa ? c->m : c->n;
+static void make_data(const qcase *c, qdata *d, long xbytes) {
+  long xr = xbytes > 0 ? xbytes : c->wa ? c->k * c->n : c->m * c->k, ch = c->wa ? c->m : c->n;
   d->x = malloc((size_t)xr);
   d->w = malloc((size_t)(ch * c->k));
   d->bias = malloc((size_t)ch * 4);
@@ -87,6 +122,8 @@ static void make_data(const qcase *c, qdata *d) {
 
 static void free_data(qdata *d) { free(d->x), free(d->w), free(d->bias), free(d->mult); }
 
+static float requant(const qcase *c, const qdata *d, int64_t acc, long ch);
+
 /* The reference's element (i, j) as float (the stored value). */
 static float ref_at(const qcase *c, const qdata *d, long i, long j) {
   long ch = c->wa ? i : j, chs = c->wa ? c->m : c->n;
@@ -97,10 +134,30 @@ static float ref_at(const qcase *c, const qdata *d, long i, long j) {
     int wv = c->kmaj ? d->w[k * chs + ch] : d->w[ch * c->k + k];
     acc += (int64_t)(xv - c->za) * wv;
   }
+  return requant(c, d, acc, ch);
+}
+
+/* The requantized value of sum acc of channel ch. */
+static float requant(const qcase *c, const qdata *d, int64_t acc, long ch) {
   float v = (float)(int32_t)(acc + d->bias[ch]) * d->mult[ch];
   if (c->ydt == F32) return v;
   long r = lrintf(v) + c->zy;
   return (float)(r < c->lo ? c->lo : r > c->hi ? c->hi : r);
+}
+
+/* The conv reference's output (co, oy, ox): padding contributes 0. */
+static float cref_at(const ccase *cc, const qcase *c, const qdata *d, long co, long oy, long ox) {
+  int64_t acc = 0;
+  for (long ci = 0; ci < cc->c; ci++)
+    for (long ky = 0; ky < cc->kh; ky++)
+      for (long kx = 0; kx < cc->kw; kx++) {
+        long iy = oy * cc->sh - cc->ph + ky * cc->dh, ix = ox * cc->sw - cc->pw + kx * cc->dw;
+        if (iy < 0 || iy >= cc->h || ix < 0 || ix >= cc->w) continue;
+        int xv = d->x[(ci * cc->h + iy) * cc->w + ix];
+        if (c->xdt == I8) xv = (int8_t)xv;
+        acc += (int64_t)(xv - c->za) * d->w[((co * cc->c + ci) * cc->kh + ky) * cc->kw + kx];
+      }
+  return requant(c, d, acc, co);
 }
 
 static float got_at(const qcase *c, const void *y, long i) {
@@ -109,7 +166,9 @@ static float got_at(const qcase *c, const void *y, long i) {
 
 /* Runs case idx of the compiled batch h; the number of elements that differ. */
 static long run_case(void *h, int idx, const char *tag, hprt_pool *pool) {
-  const qcase *c = &CASES[idx];
+  const ccase *cc = idx >= NCASE ? &CCASES[idx - NCASE] : NULL;
+  qcase cg = cc ? gemm_of(cc) : CASES[idx];
+  const qcase *c = &cg;
   char name[48];
   snprintf(name, sizeof name, "q%s%d_wsize", tag, idx);
   qg_size wsize = (qg_size)dlsym(h, name);
@@ -119,7 +178,7 @@ static long run_case(void *h, int idx, const char *tag, hprt_pool *pool) {
   qg_fn fn = (qg_fn)dlsym(h, name);
   if (!wsize || !pack || !fn) return -1;
   qdata d;
-  make_data(c, &d);
+  make_data(c, &d, cc ? cc->c * cc->h * cc->w : 0);
   void *wp = aligned_alloc(64, ((size_t)wsize() + 63) & ~(size_t)63);
   long ny = c->m * c->n, ysz = c->ydt == F32 ? 4 : 1, bad = 0;
   char *y = malloc((size_t)(ny * ysz + 64));
@@ -127,7 +186,8 @@ static long run_case(void *h, int idx, const char *tag, hprt_pool *pool) {
   if (pack(d.w, d.bias, d.mult, wp) || fn(pool, wp, d.x, y)) bad = -1;
   for (long i = 0; i < c->m && bad >= 0; i++)
     for (long j = 0; j < c->n; j++) {
-      float want = ref_at(c, &d, i, j), got = got_at(c, y, i * c->n + j);
+      float want = cc ? cref_at(cc, c, &d, i, j / out_w(cc), j % out_w(cc)) : ref_at(c, &d, i, j);
+      float got = got_at(c, y, i * c->n + j);
       if (memcmp(&want, &got, 4) != 0 && bad++ < 5)
         fprintf(stderr, "qgemm %s case %d [%ld][%ld]: got %.9g want %.9g\n", tag, idx, i, j, (double)got, (double)want);
     }
@@ -143,14 +203,17 @@ static bool has_vnni(void) {
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
 
-static void check_all(const char *flags) {
+/* Every case in the variants from v0 (0 scalar, 1 VNNI where the CPU has it). */
+static void check_all(const char *flags, int v0) {
   ut_str src;
   ut_str_init(&src);
   harp_error e;
   memset(&e, 0, sizeof e);
   bool vnni = has_vnni();
   if (!vnni) fprintf(stderr, "no AVX512_VNNI here: the scalar variant only\n");
-  for (int v = 0; v < (vnni ? 2 : 1); v++)
+  int v1 = vnni ? 2 : 1;
+  v0 = v0 < v1 ? v0 : v1 - 1;
+  for (int v = v0; v < v1; v++)
     for (int i = 0; i < NCASE; i++) {
       cgen_qgemm_spec s;
       make_spec(&CASES[i], v ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR, &s);
@@ -158,12 +221,20 @@ static void check_all(const char *flags) {
       snprintf(name, sizeof name, "q%s%d", v ? "v" : "s", i);
       assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
     }
+  for (int v = v0; v < v1; v++)
+    for (int i = 0; i < NCCASE; i++) {
+      cgen_qgemm_spec s;
+      make_cspec(&CCASES[i], v ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR, &s);
+      char name[32];
+      snprintf(name, sizeof name, "q%s%d", v ? "v" : "s", NCASE + i);
+      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
+    }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
   hprt_pool *pool = ct_pool_create(h, 3);
   assert_non_null(pool);
-  for (int v = 0; v < (vnni ? 2 : 1); v++)
-    for (int i = 0; i < NCASE; i++) {
+  for (int v = v0; v < v1; v++)
+    for (int i = 0; i < NCASE + NCCASE; i++) {
       assert_int_equal(run_case(h, i, v ? "v" : "s", pool), 0);
       assert_int_equal(run_case(h, i, v ? "v" : "s", NULL), 0);
     }
@@ -174,12 +245,12 @@ static void check_all(const char *flags) {
 
 static void test_cases(void **st) {
   (void)st;
-  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0");
+  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0);
 }
 
 static void test_cases_o3(void **st) {
   (void)st;
-  check_all("-O3");
+  check_all("-O3", 1); /* the vector variant (the scalar one where it is all there is) */
 }
 
 /* One bad spec: the status, and nothing emitted. */
@@ -215,6 +286,17 @@ static void test_errors(void **st) {
   s.y_dtype = I8, s.zy = 0, s.lo = -129, s.hi = 0;
   bad(&s, HARP_E_INVALID_ARG);
   s.force_isa = CGEN_ISA_AVX2;
+  bad(&s, HARP_E_INVALID_ARG);
+  s.weight_a = true, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
+  s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1;
+  s.k = 17; /* not c kh kw */
+  bad(&s, HARP_E_INVALID_ARG);
+  s.weight_a = true, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
+  s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1;
+  s.conv.sh = 0; /* a zero stride */
+  bad(&s, HARP_E_INVALID_ARG);
+  s.weight_a = false, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
+  s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1; /* the weight as B */
   bad(&s, HARP_E_INVALID_ARG);
   ut_str src;
   ut_str_init(&src);

@@ -17,6 +17,9 @@
  * into one int32 per channel (c0), next to the multipliers (mult), each
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
+ * Convolution: B is the im2col of one NCHW image, built per call ($F_col,
+ * the padding za) into scratch and packed from there as a [K][N] matrix.
+ *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
  * as bytes.  Rows and columns past M, N are computed and not stored. */
@@ -84,6 +87,27 @@ static void emit_pack(cg_out *o, long K, long K4) {
   cg_emit(o, "  for (long k = 0; k < %ldL; k++) {\n", K);
   cg_emit(o, "    const uint8_t *p = s + k * ks + r0 * rs;\n    uint8_t *t = q + (k >> 2) * W * 4 + (k & 3);\n");
   cg_emit(o, "    for (long r = k < k0 ? rv : 0; r < nr; r++) t[r * 4] = (uint8_t)(p[r * rs] ^ x);\n  }\n}\n");
+}
+
+/* $F_col(x, col, k): row k of the conv's im2col [K][N] bytes (cgen_qgemm.h's
+ * conv), the padding za; runs of unit stride as memcpy / memset. */
+static void emit_im2col(cg_out *o, const cgen_qgemm_spec *s, long N) {
+  long khw = (long)(s->conv.kh * s->conv.kw), H = (long)s->conv.h, W = (long)s->conv.w;
+  long OW = (W + 2 * (long)s->conv.pw - (long)s->conv.dw * ((long)s->conv.kw - 1) - 1) / (long)s->conv.sw + 1, OH = N / OW;
+  cg_emit(o, "static void $F_col(const uint8_t *x, uint8_t *col, long k) {\n");
+  cg_emit(o, "  long c = k / %ldL, ky = k %% %ldL / %ldL, kx = k %% %ldL;\n", khw, khw, (long)s->conv.kw, (long)s->conv.kw);
+  cg_emit(o, "  const uint8_t *src = x + c * %ldL;\n  uint8_t *d = col + k * %ldL, z = (uint8_t)%d;\n", H * W, N, (int)s->za);
+  /* the columns ox whose ix = ox sw - pw + kx dw is in [0, W): [o0, o1) */
+  cg_emit(o, "  long x0 = kx * %ldL - %ldL, o0 = 0, o1 = %ldL;\n", (long)s->conv.dw, (long)s->conv.pw, OW);
+  cg_emit(o, "  while (o0 < o1 && o0 * %ldL + x0 < 0) o0++;\n  while (o1 > o0 && (o1 - 1) * %ldL + x0 >= %ldL) o1--;\n",
+          (long)s->conv.sw, (long)s->conv.sw, W);
+  cg_emit(o, "  for (long oy = 0; oy < %ldL; oy++, d += %ldL) {\n", OH, OW);
+  cg_emit(o, "    long iy = oy * %ldL - %ldL + ky * %ldL;\n", (long)s->conv.sh, (long)s->conv.ph, (long)s->conv.dh);
+  cg_emit(o, "    if (iy < 0 || iy >= %ldL) { memset(d, z, %ldUL); continue; }\n", H, OW);
+  cg_emit(o, "    const uint8_t *r = src + iy * %ldL + x0;\n    memset(d, z, (size_t)o0);\n", W);
+  if (s->conv.sw == 1) cg_emit(o, "    memcpy(d + o0, r + o0, (size_t)(o1 - o0));\n");
+  else cg_emit(o, "    for (long ox = o0; ox < o1; ox++) d[ox] = r[ox * %ldL];\n", (long)s->conv.sw);
+  cg_emit(o, "    memset(d + o1, z, (size_t)(%ldL - o1));\n  }\n}\n", OW);
 }
 
 /* $F_pack: the weight's blocks, then c0 = bias - (za + off) * sum_k w and
@@ -203,8 +227,15 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   long xb = s->weight_a ? d->NB : d->MB, xw = s->weight_a ? QG_NR : QG_MR;
   long xrs = s->weight_a ? 1 : d->K, xks = s->weight_a ? d->N : 1, xr = s->weight_a ? d->N : d->M;
+  bool conv = s->conv.kh > 0;
+  long colb = conv ? (d->K * d->N + 63) / 64 * 64 : 0;
   cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
-  cg_emit(o, "  $F_pk((const uint8_t *)cx->x, %ldL, %ldL, %ldL, %ld, %uu, task, cx->xp);\n}\n", xrs, xks, xr, xw, x);
+  cg_emit(o, "  $F_pk(%s, %ldL, %ldL, %ldL, %ld, %uu, task, cx->xp);\n}\n", conv ? "cx->col" : "(const uint8_t *)cx->x", xrs,
+          xks, xr, xw, x);
+  if (conv) /* the im2col: a task per chunk of rows k */
+    cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
+               "  for (long k = %ldL * task / cx->nct; k < %ldL * (task + 1) / cx->nct; k++) $F_col((const uint8_t *)cx->x, cx->col, k);\n}\n",
+            d->K, d->K);
   cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n",
           o->isa->id == CGEN_ISA_AVX512 ? QG_ATTR : "");
   cg_emit(o, "  long jb = task %% %ldL, ic = task / %ldL;\n", d->NB, d->NB);
@@ -216,15 +247,32 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
           QG_NR);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, 0, &cx.sc)) return -1;\n  cx.xp = (int32_t *)cx.sc.shared;\n",
-          xb * d->K4 * xw * 4);
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, 0, &cx.sc)) return -1;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n",
+          colb + xb * d->K4 * xw * 4, colb);
   /* below ~2M multiply-adds a pool wake-up costs more than it saves */
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6;
   cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
+  if (conv) {
+    cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", d->K, d->K);
+    cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.nct, $P_ctask, &cx);\n");
+  }
   cg_emit(o, "  hprt_pool_run(P > 1 && %ldL > 1 ? p : NULL, %d, $P_xtask, &cx);\n", xb, (int)xb);
   cg_emit(o, "  long mc = (4L * P + %ldL - 1) / %ldL;\n  cx.mc = mc < 1 ? 1 : mc > %ldL ? %ldL : mc;\n", d->NB, d->NB, d->MB, d->MB);
   cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)(cx.mc * %ldL), $P_task, &cx);\n", d->NB);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
+/* Checks the convolution of spec s against its GEMM sizes. */
+static harp_status check_conv(harp_error *e, const cgen_qgemm_spec *s) {
+  const int64_t *g = &s->conv.c; /* c h w kh kw sh sw ph pw dh dw */
+  for (int i = 0; i < 11; i++)
+    if (g[i] < (i == 7 || i == 8 ? 0 : 1) || g[i] > (1L << 24))
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: conv geometry out of range");
+  int64_t oh = (s->conv.h + 2 * s->conv.ph - s->conv.dh * (s->conv.kh - 1) - 1) / s->conv.sh + 1;
+  int64_t ow = (s->conv.w + 2 * s->conv.pw - s->conv.dw * (s->conv.kw - 1) - 1) / s->conv.sw + 1;
+  if (!s->weight_a || s->w_kmajor || oh < 1 || ow < 1 || s->k != s->conv.c * s->conv.kh * s->conv.kw || s->n != oh * ow)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: conv needs the weight as A, channel-major, K = c kh kw, N = oh ow");
+  return HARP_OK;
 }
 
 /* Checks spec s: sizes, dtypes, ranges. */
@@ -242,6 +290,7 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
   if (s->y_dtype != TINY_FP32 && !(ylo <= s->lo && s->lo <= s->zy && s->zy <= s->hi && s->hi <= ylo + 255))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: output zero point %d / clamp [%d, %d] out of range", (int)s->zy,
                    (int)s->lo, (int)s->hi);
+  if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
   if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX512)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar or avx512");
   return HARP_OK;
@@ -257,8 +306,9 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
-  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; long mc; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col; long mc, nct; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
+  if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));
   emit_tile_scalar(&o, s, &d);

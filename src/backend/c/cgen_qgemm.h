@@ -15,7 +15,7 @@
  *   int  F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp)
  *        w as laid out by w_kmajor, bias (NULL: 0) and mult per channel;
  *   int  F(hprt_pool *pool, const void *wp, const void *x, void *y)
- *        x row-major ([M][K] as A, [K][N] as B), y row-major [M][N]. */
+ *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]. */
 #ifndef HARP_CGEN_QGEMM_H
 #define HARP_CGEN_QGEMM_H
 
@@ -32,6 +32,13 @@ typedef struct cgen_qgemm_spec {
   int32_t zy, lo, hi;   /* output zero point and clamp (within y_dtype's range; a fused
                            Relu is lo = zy); ignored for fp32 */
   int force_isa;        /* tests: -1 = by CPUID; CGEN_ISA_SCALAR or CGEN_ISA_AVX512 */
+  struct {              /* kh > 0: a convolution; x is one NCHW image [c][h][w] (the caller
+                           steps the batch and the groups) and B its im2col [c kh kw][oh ow],
+                           the padding reading za (x - za = 0, as onnxruntime pads); needs
+                           weight_a, !w_kmajor (ONNX's [cout][c][kh][kw]), M = cout,
+                           K = c kh kw, N = oh ow (pads ph, pw on both sides) */
+    int64_t c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+  } conv;
 } cgen_qgemm_spec;
 
 void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k);
