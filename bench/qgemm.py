@@ -12,7 +12,8 @@ Contenders (the weight packed once in all, as a compiled model runs them):
   b16    the same with tune.bf16 (vdpbf16ps, fp32 accumulation)
   ort    onnxruntime QLinearMatMul, u8 x s8 -> u8, per-tensor (a [M,K] x [K,N]
          model; for the NCHW-conv shapes, whose weight is A, the transposed
-         product [N,K] x [K,M]: the same multiply-adds in onnxruntime's layout)
+         product [N,K] x [K,M]: the same multiply-adds in onnxruntime's layout);
+         QLinearConv for the convolutions (harp's f32 / b16: cgen_conv)
 Checked first: harp's int8 output equal to numpy's (int64 products, fp32
 requantization, round half to even) on every element.  Printed: medians over
 rounds (each a median of --repeat calls) in ms, GOP/s of int8, and ratios.
@@ -40,6 +41,13 @@ SHAPES = [
     ("bert_ffn1", 128, 3072, 768, 0),
     ("bert_ffn2", 128, 768, 3072, 0),
 ]
+# name, C, H, W, COUT, window, stride, pad: convolutions of one image (im2col per call)
+CONVS = [
+    ("r50_3x3_56c", 64, 56, 56, 64, 3, 1, 1),
+    ("r50_3x3_28c", 128, 28, 28, 128, 3, 1, 1),
+    ("r50_3x3_14c", 256, 14, 14, 256, 3, 1, 1),
+    ("mnv2_stem", 3, 224, 224, 32, 3, 2, 1),
+]
 ZA, ZY = 7, 128
 THREADS = 2
 P = ctypes.c_void_p
@@ -54,6 +62,8 @@ def build(gen, tmp):
     for name, m, n, k, wa in SHAPES:
         args += [name, str(m), str(n), str(k), str(wa), "0", "u8", "u8", str(ZA), str(ZY), "0", "255"]
     src, so = os.path.join(tmp, "qgemm.c"), os.path.join(tmp, "qgemm.so")
+    for name, c, h, w, co, ks, st, pd in CONVS:
+        args += ["conv", name] + [str(v) for v in (c, h, w, co, ks, st, pd)]
     subprocess.check_call([gen, src] + args)
     subprocess.check_call(["cc", "-O3", "-fPIC", "-shared", "-o", so, src, "-lm", "-lpthread"])
     lib = ctypes.CDLL(so)
@@ -139,6 +149,60 @@ def contenders(lib, pool, name, m, n, k, wa, rng):
     return calls, equal, keep
 
 
+def im2col(x, ks, st, pd):
+    c, h, w = x.shape
+    xp = np.pad(x.astype(np.int64) - ZA, ((0, 0), (pd, pd), (pd, pd)))
+    oh, ow = (h + 2 * pd - ks) // st + 1, (w + 2 * pd - ks) // st + 1
+    cols = [xp[:, ky:ky + st * oh:st, kx:kx + st * ow:st] for ky in range(ks) for kx in range(ks)]
+    return np.stack(cols, 1).reshape(c * ks * ks, oh * ow), oh, ow
+
+
+def conv_contenders(lib, pool, name, c, h, w, co, ks, st, pd, rng):
+    """The four callables of one convolution, after the exactness check."""
+    x = rng.integers(0, 256, size=(c, h, w), dtype=np.uint8)
+    wt = rng.integers(-128, 128, size=(co, c, ks, ks), dtype=np.int8)
+    bias = rng.integers(-20000, 20000, size=co, dtype=np.int32)
+    mult = ((rng.random(co, dtype=np.float32) * 3e-3 + 5e-4) / np.float32(max(1, c * ks * ks // 64))).astype(np.float32)
+    col, oh, ow = im2col(x, ks, st, pd)
+    acc = wt.reshape(co, -1).astype(np.int64) @ col
+    want = np.clip(np.rint((acc + bias[:, None]).astype(np.int32).astype(np.float32) * mult[:, None]) + ZY, 0, 255).astype(np.uint8)
+    q, qsize, qpack = getattr(lib, name), getattr(lib, name + "_wsize"), getattr(lib, name + "_pack")
+    q.argtypes, qsize.restype, qpack.argtypes = [P] * 4, ctypes.c_long, [P] * 4
+    wp = np.zeros(qsize() // 4 + 16, dtype=np.int32)
+    assert qpack(ptr(wt), ptr(bias), ptr(mult), ptr(wp)) == 0
+    y = np.zeros((co, oh * ow), dtype=np.uint8)
+    assert q(pool, ptr(wp), ptr(x), ptr(y)) == 0
+    equal = float(np.mean(y == want))
+    fx, fw = x.astype(np.float32) - ZA, wt.astype(np.float32)
+    out = np.zeros((co, oh, ow), dtype=np.float32)
+    calls = {"i8": lambda: q(pool, ptr(wp), ptr(x), ptr(y))}
+    keep = [wp, x, y, fx, fw, out]
+    for t in ("f32", "b16"):
+        f = getattr(lib, f"{name}_{t}")
+        nb, pk = getattr(lib, f"{name}_{t}_pack_a_bytes"), getattr(lib, f"{name}_{t}_pack_a")
+        nb.restype, pk.argtypes, f.argtypes = ctypes.c_long, [P] * 3, [P] * 5
+        packed = np.zeros(nb() // 4 + 16, dtype=np.float32)
+        assert pk(pool, ptr(fw), ptr(packed)) == 0
+        keep.append(packed)
+        calls[t] = (lambda f=f, packed=packed: f(pool, ptr(packed), ptr(fx), ptr(out), None))
+    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.02]), helper.make_tensor("xz", TensorProto.UINT8, [], [ZA]),
+             helper.make_tensor("w", TensorProto.INT8, list(wt.shape), wt.tobytes(), raw=True),
+             helper.make_tensor("ws", TensorProto.FLOAT, [], [0.01]), helper.make_tensor("wz", TensorProto.INT8, [], [0]),
+             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("yz", TensorProto.UINT8, [], [ZY]),
+             helper.make_tensor("b", TensorProto.INT32, [co], bias.tolist())]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[pd] * 4,
+                            strides=[st, st], kernel_shape=[ks, ks])
+    g = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, h, w])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, co, oh, ow])], inits)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
+    sess = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString(),
+                                so, providers=["CPUExecutionProvider"])
+    x4 = x[None]
+    calls["ort"] = lambda: sess.run(None, {"x": x4})
+    return calls, equal, keep, (co, oh * ow, c * ks * ks)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gen", help="BUILD/qgemm_gen")
@@ -152,8 +216,10 @@ def main():
     print(f"{'shape':12} {'M':>5} {'N':>5} {'K':>5} {'equal':>6} {'i8 ms':>8} {'f32 ms':>8} {'b16 ms':>8} {'ort ms':>8}"
           f" {'i8 GOP/s':>9} {'f32/i8':>7} {'b16/i8':>7} {'ort/i8':>7}")
     bad = 0
-    for name, m, n, k, wa in SHAPES:
-        calls, equal, keep = contenders(lib, pool, name, m, n, k, wa, rng)
+    jobs = [(name, lambda a=(name, m, n, k, wa): contenders(lib, pool, *a, rng) + ((a[1], a[2], a[3]),)) for name, m, n, k, wa in SHAPES]
+    jobs += [(cv[0], lambda cv=cv: conv_contenders(lib, pool, *cv, rng)) for cv in CONVS]
+    for name, make in jobs:
+        calls, equal, keep, (m, n, k) = make()
         bad += equal != 1.0
         med = {c: [] for c in calls}
         for _ in range(a.rounds):

@@ -41,6 +41,7 @@ static const qcase CASES[] = {
     {6, 16, 4099, true, false, I8, I8, -128, -5, -128, 127, 1},  /* the same, weight as A, s8 */
     {100, 64, 64, false, true, I8, F32, 0, 0, 0, 0},            /* exact blocks */
     {5, 47, 9, true, true, U8, I8, 77, -3, -100, 90},           /* 15 columns past a vector */
+    {20, 100, 1001, false, false, U8, U8, 5, 128, 0, 255},      /* depth blocks (K4 past 160), a tail block */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 

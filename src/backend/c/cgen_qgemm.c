@@ -17,8 +17,10 @@
  * into one int32 per channel (c0), next to the multipliers (mult), each
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
- * Convolution: B is the im2col of one NCHW image, built per call ($F_col,
- * the padding za) into scratch and packed from there as a [K][N] matrix.
+ * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
+ * from the padded image over a padded-width grid of columns (emit_pad_pack);
+ * other strides: built per call ($F_col, the padding za) into scratch and
+ * packed from there as a [K][N] matrix.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
@@ -32,6 +34,10 @@
 #define QG_MR 6
 #define QG_NV 4
 #define QG_NR (16 * QG_NV)
+/* The VNNI tiles' depth block in words (4 k each): B's 64-column slice of it
+ * (32 KiB) stays in L1 across a task's A blocks; partial sums kept in the
+ * thread's scratch between blocks.  A K4 of at most QG_KC4 * 5 / 4 is one block. */
+#define QG_KC4 128L
 #define QG_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vnni\")))"
 
 void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
@@ -45,6 +51,8 @@ void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
 /* The sizes every emitted function shares. */
 typedef struct qg_dims {
   long M, N, K, K4, MB, NB; /* blocks of A (MR rows) and of B (NR rows) */
+  bool cd;                   /* a stride-1 conv read in place (the padded-width grid) */
+  long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
   long wrows, wblk, wblocks; /* the weight's rows (channels), block width, blocks */
   long chpad;                /* channels padded to the blocks */
 } qg_dims;
@@ -52,7 +60,11 @@ typedef struct qg_dims {
 static qg_dims dims_of(const cgen_qgemm_spec *s) {
   qg_dims d;
   d.M = (long)s->m, d.N = (long)s->n, d.K = (long)s->k, d.K4 = (d.K + 3) / 4;
-  d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.N + QG_NR - 1) / QG_NR;
+  d.cd = s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1;
+  d.Hp = (long)(s->conv.h + 2 * s->conv.ph), d.Wp = (long)(s->conv.w + 2 * s->conv.pw);
+  d.OW = d.Wp - (long)(s->conv.dw * (s->conv.kw - 1));
+  d.NT = d.cd ? d.N / (d.OW > 0 ? d.OW : 1) * d.Wp : d.N;
+  d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
   d.wblk = s->weight_a ? QG_MR : QG_NR;
   d.wblocks = s->weight_a ? d.MB : d.NB;
@@ -110,6 +122,39 @@ static void emit_im2col(cg_out *o, const cgen_qgemm_spec *s, long N) {
   cg_emit(o, "    memset(d + o1, z, (size_t)(%ldL - o1));\n  }\n}\n", OW);
 }
 
+/* A stride-1 conv read in place (d->cd): $F_pad(x, xp, c) writes channel c
+ * of the image with its padding (za) as Hp x Wp bytes; in that grid, row k =
+ * (c, ky, kx) of the im2col over the padded-width columns n' = oy Wp + ox is
+ * the plane from c Hp Wp + ky dh Wp + kx dw on, contiguous, so $F_pkd(xp, b,
+ * d) packs block b of it straight from the padded image, 16 columns of 4 k
+ * at a time (SSE2 unpacks as $F_pk's); columns ox >= OW are computed and not
+ * stored.  The image carries Wp + 64 bytes of slack for the last block. */
+static void emit_pad_pack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  long H = (long)s->conv.h, W = (long)s->conv.w, plane = d->Hp * d->Wp, khw = (long)(s->conv.kh * s->conv.kw);
+  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+  cg_emit(o, "static void $F_pad(const uint8_t *x, uint8_t *xp, long c) {\n  uint8_t *d = xp + c * %ldL;\n", plane);
+  cg_emit(o, "  memset(d, (uint8_t)%d, %ldUL);\n", (int)s->za, plane);
+  cg_emit(o, "  for (long y = 0; y < %ldL; y++) memcpy(d + (y + %ldL) * %ldL + %ldL, x + (c * %ldL + y) * %ldL, %ldUL);\n}\n", H,
+          (long)s->conv.ph, d->Wp, (long)s->conv.pw, H, W, W);
+  cg_emit(o, "static void $F_pkd(const uint8_t *xp, long b, int32_t *d) {\n  uint8_t *q = (uint8_t *)(d + b * %ldL);\n", d->K4 * QG_NR);
+  cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n", d->K4);
+  cg_emit(o, "    for (int j = 0; j < 4; j++) {\n      long k = 4 * k4 + j, c = k / %ldL, ky = k %% %ldL / %ldL, kx = k %% %ldL;\n", khw, khw,
+          (long)s->conv.kw, (long)s->conv.kw);
+  cg_emit(o, "      p[j] = k < %ldL ? xp + c * %ldL + ky * %ldL + kx * %ldL + b * %d : NULL;\n    }\n", d->K, plane,
+          (long)s->conv.dh * d->Wp, (long)s->conv.dw, QG_NR);
+  cg_emit(o, "    uint8_t *t = q + k4 * %d;\n", QG_NR * 4);
+  cg_emit(o, "#ifdef __SSE2__\n    if (p[3]) {\n      const __m128i vx = _mm_set1_epi8((char)%u);\n", x);
+  cg_emit(o, "      for (int r = 0; r < %d; r += 16) {\n", QG_NR);
+  for (int j = 0; j < 4; j++) cg_emit(o, "        __m128i a%d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p[%d] + r)), vx);\n", j, j);
+  cg_emit(o, "        __m128i t0 = _mm_unpacklo_epi8(a0, a1), t1 = _mm_unpackhi_epi8(a0, a1);\n");
+  cg_emit(o, "        __m128i t2 = _mm_unpacklo_epi8(a2, a3), t3 = _mm_unpackhi_epi8(a2, a3);\n        __m128i *d4 = (__m128i *)(t + r * 4);\n");
+  cg_emit(o, "        _mm_storeu_si128(d4, _mm_unpacklo_epi16(t0, t2));\n        _mm_storeu_si128(d4 + 1, _mm_unpackhi_epi16(t0, t2));\n");
+  cg_emit(o, "        _mm_storeu_si128(d4 + 2, _mm_unpacklo_epi16(t1, t3));\n        _mm_storeu_si128(d4 + 3, _mm_unpackhi_epi16(t1, t3));\n");
+  cg_emit(o, "      }\n      continue;\n    }\n#endif\n");
+  cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = p[j] ? (uint8_t)(p[j][r] ^ %uu) : 0;\n  }\n}\n",
+          QG_NR, x);
+}
+
 /* $F_pack: the weight's blocks, then c0 = bias - (za + off) * sum_k w and
  * mult per channel (0 past the channels). */
 static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
@@ -131,11 +176,11 @@ static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
 
 /* The store of one output element (scalar variant) or vector (AVX-512) of
  * row expression `row`, column `col`: v in fp32. */
-static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, const char *row, const char *col) {
+static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compress, const char *row, const char *col) {
   const char *yt = s->y_dtype == TINY_FP32 ? "float" : s->y_dtype == TINY_I8 ? "int8_t" : "uint8_t";
   long N = (long)s->n;
   if (s->y_dtype == TINY_FP32 && vec) {
-    cg_emit(o, "      _mm512_mask_storeu_ps((float *)y + (%s) * %ldL + %s, mk, v);\n", row, N, col);
+    cg_emit(o, "      _mm512_mask_%sstoreu_ps((float *)y + (%s) * %ldL + %s, mk, v);\n", compress ? "compress" : "", row, N, col);
     return;
   }
   if (s->y_dtype == TINY_FP32) {
@@ -145,8 +190,10 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, const char
   float flo = (float)(s->lo - s->zy), fhi = (float)(s->hi - s->zy);
   if (vec) {
     cg_emit(o, "      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(%.1ff)), _mm512_set1_ps(%.1ff));\n", (double)flo, (double)fhi);
-    cg_emit(o, "      _mm512_mask_cvtepi32_storeu_epi8((%s *)y + (%s) * %ldL + %s, mk, _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(%d)));\n",
-            yt, row, N, col, (int)s->zy);
+    cg_emit(o, "      __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(%d));\n", (int)s->zy);
+    if (compress) /* the lanes on the image, packed to the front: the output is contiguous across rows */
+      cg_emit(o, "      r = _mm512_maskz_compress_epi32(mk, r);\n      mk = (__mmask16)((1u << __builtin_popcount(mk)) - 1u);\n");
+    cg_emit(o, "      _mm512_mask_cvtepi32_storeu_epi8((%s *)y + (%s) * %ldL + %s, mk, r);\n", yt, row, N, col);
     return;
   }
   cg_emit(o, "      v = v < %.1ff ? %.1ff : v > %.1ff ? %.1ff : v;\n", (double)flo, (double)flo, (double)fhi, (double)fhi);
@@ -160,11 +207,15 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
    * accumulators on every k step (0.10 of the rate on BERT's FFN) */
   cg_emit(o, "static inline " QG_ATTR " __attribute__((always_inline)) void $P_dp(__m512i *c, __m512i u, __m512i s) {\n");
   cg_emit(o, "  __asm__(\"vpdpbusd %%2, %%1, %%0\" : \"+v\"(*c) : \"v\"(u), \"v\"(s));\n}\n");
+  /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
+   * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
+   * where this block's go instead of the epilogue */
   cg_emit(o, "static " QG_ATTR " void $P_tile(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
-             " const float *mu, void *y, long m0, long n0) {\n");
+             " const float *mu, void *y, long m0, long n0, long kn, int32_t *acc, int first, int last) {\n");
   for (int i = 0; i < QG_MR; i++)
-    for (int j = 0; j < QG_NV; j++) cg_emit(o, "  __m512i c%d_%d = _mm512_setzero_si512();\n", i, j);
-  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < %ldL; k++) {\n", d->K4);
+    for (int j = 0; j < QG_NV; j++)
+      cg_emit(o, "  __m512i c%d_%d = first ? _mm512_setzero_si512() : _mm512_loadu_si512(acc + %d);\n", i, j, i * QG_NR + 16 * j);
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kn; k++) {\n");
   cg_emit(o, "    __builtin_prefetch(bp + (k + 8) * %d);\n", QG_NR);
   for (int j = 0; j < QG_NV; j++) cg_emit(o, "    __m512i b%d = _mm512_loadu_si512(bp + k * %d + %d);\n", j, QG_NR, 16 * j);
   for (int i = 0; i < QG_MR; i++) {
@@ -176,13 +227,26 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     }
     cg_emit(o, " }\n");
   }
-  cg_emit(o, "  }\n");
+  cg_emit(o, "  }\n  if (!last) {\n");
+  for (int i = 0; i < QG_MR; i++)
+    for (int j = 0; j < QG_NV; j++) cg_emit(o, "    _mm512_storeu_si512(acc + %d, c%d_%d);\n", i * QG_NR + 16 * j, i, j);
+  cg_emit(o, "    return;\n  }\n");
+  if (d->cd) /* per vector j: its lanes on the image (vm_j) and where the first goes (dst_j) */
+    for (int j = 0; j < QG_NV; j++) {
+      cg_emit(o, "  __mmask16 vm%d = 0;\n  long dst%d;\n  { long q = n0 + %d, r = q %% %ldL;\n", j, j, 16 * j, d->Wp);
+      cg_emit(o, "    dst%d = q / %ldL * %ldL + (r < %ldL ? r : %ldL);\n", j, d->Wp, d->OW, d->OW, d->OW);
+      cg_emit(o, "    for (int l = 0; l < 16; l++, r = r + 1 == %ldL ? 0 : r + 1) if (r < %ldL && q + l < %ldL) vm%d |= (__mmask16)(1u << l); }\n",
+              d->Wp, d->OW, d->NT, j);
+    }
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "  if (m0 + %d < %ldL) {\n", i, d->M);
     for (int j = 0; j < QG_NV; j++) {
-      cg_emit(o, "    if (n0 + %d < %ldL) {\n", 16 * j, d->N);
-      cg_emit(o, "      long nl = %ldL - n0 - %d;\n      __mmask16 mk = nl >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nl) - 1u);\n",
-              d->N, 16 * j);
+      cg_emit(o, "    if (n0 + %d < %ldL) {\n", 16 * j, d->NT);
+      if (d->cd)
+        cg_emit(o, "      __mmask16 mk = vm%d;\n      long dj = dst%d;\n", j, j);
+      else
+        cg_emit(o, "      long nl = %ldL - n0 - %d;\n      __mmask16 mk = nl >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nl) - 1u);\n",
+                d->N, 16 * j);
       if (s->weight_a)
         cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_set1_epi32(c0[m0 + %d]))),"
                    " _mm512_set1_ps(mu[m0 + %d]));\n", i, j, i, i);
@@ -191,8 +255,8 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
                    " _mm512_loadu_ps(mu + n0 + %d));\n", i, j, 16 * j, 16 * j);
       char row[32], col[32];
       snprintf(row, sizeof row, "m0 + %d", i);
-      snprintf(col, sizeof col, "n0 + %d", 16 * j);
-      emit_store(o, s, true, row, col);
+      snprintf(col, sizeof col, d->cd ? "dj" : "n0 + %d", 16 * j);
+      emit_store(o, s, true, d->cd, row, col);
       cg_emit(o, "    }\n");
     }
     cg_emit(o, "  }\n");
@@ -205,7 +269,10 @@ static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims 
   cg_emit(o, "static void $P_tile(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0, const float *mu, void *y,"
              " long m0, long n0) {\n");
   cg_emit(o, "  for (int i = 0; i < %d && m0 + i < %ldL; i++)\n    for (int j = 0; j < %d && n0 + j < %ldL; j++) {\n", QG_MR, d->M,
-          QG_NR, d->N);
+          QG_NR, d->NT);
+  cg_emit(o, "      long col = n0 + j;\n");
+  if (d->cd) /* the padded-width grid: columns past OW are not on the image */
+    cg_emit(o, "      if (col %% %ldL >= %ldL) continue;\n      col = col / %ldL * %ldL + col %% %ldL;\n", d->Wp, d->OW, d->Wp, d->OW, d->Wp);
   cg_emit(o, "      long acc = 0;\n      for (long k = 0; k < %ldL; k++) {\n", d->K4);
   cg_emit(o, "        const uint8_t *a = (const uint8_t *)(ap + k * %d + i), *b = (const uint8_t *)(bp + k * %d + j);\n", QG_MR, QG_NR);
   if (s->weight_a)
@@ -216,7 +283,7 @@ static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims 
   const char *ch = s->weight_a ? "m0 + i" : "n0 + j";
   cg_emit(o, "      int32_t sum = (int32_t)(uint32_t)((unsigned long)acc + (unsigned long)(long)c0[%s]);\n", ch);
   cg_emit(o, "      float v = (float)sum * mu[%s];\n", ch);
-  emit_store(o, s, false, "m0 + i", "n0 + j");
+  emit_store(o, s, false, false, "m0 + i", "col");
   cg_emit(o, "    }\n}\n");
 }
 
@@ -228,11 +295,19 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long xb = s->weight_a ? d->NB : d->MB, xw = s->weight_a ? QG_NR : QG_MR;
   long xrs = s->weight_a ? 1 : d->K, xks = s->weight_a ? d->N : 1, xr = s->weight_a ? d->N : d->M;
   bool conv = s->conv.kh > 0;
-  long colb = conv ? (d->K * d->N + 63) / 64 * 64 : 0;
+  long nrow = d->cd ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
+  long colb = d->cd ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64 : conv ? (d->K * d->N + 63) / 64 * 64 : 0;
   cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
-  cg_emit(o, "  $F_pk(%s, %ldL, %ldL, %ldL, %ld, %uu, task, cx->xp);\n}\n", conv ? "cx->col" : "(const uint8_t *)cx->x", xrs,
-          xks, xr, xw, x);
-  if (conv) /* the im2col: a task per chunk of rows k */
+  if (d->cd)
+    cg_emit(o, "  $F_pkd(cx->col, task, cx->xp);\n}\n");
+  else
+    cg_emit(o, "  $F_pk(%s, %ldL, %ldL, %ldL, %ld, %uu, task, cx->xp);\n}\n", conv ? "cx->col" : "(const uint8_t *)cx->x", xrs,
+            xks, xr, xw, x);
+  if (d->cd) /* the padded image: a task per chunk of channels */
+    cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
+               "  for (long c = %ldL * task / cx->nct; c < %ldL * (task + 1) / cx->nct; c++) $F_pad((const uint8_t *)cx->x, cx->col, c);\n}\n",
+            nrow, nrow);
+  else if (conv) /* the im2col: a task per chunk of rows k */
     cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
                "  for (long k = %ldL * task / cx->nct; k < %ldL * (task + 1) / cx->nct; k++) $F_col((const uint8_t *)cx->x, cx->col, k);\n}\n",
             d->K, d->K);
@@ -242,18 +317,32 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
   cg_emit(o, "  const int32_t *A = %s, *B = %s;\n", s->weight_a ? "cx->wp" : "cx->xp", s->weight_a ? "cx->xp" : "cx->wp");
   cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", words, d->chpad);
-  cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++)\n");
-  cg_emit(o, "    $P_tile(A + mb * %ldL, B + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", d->K4 * QG_MR, d->K4 * QG_NR, QG_MR,
-          QG_NR);
+  if (o->isa->id != CGEN_ISA_AVX512) {
+    cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++)\n");
+    cg_emit(o, "    $P_tile(A + mb * %ldL, B + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", d->K4 * QG_MR, d->K4 * QG_NR, QG_MR,
+            QG_NR);
+  } else { /* depth blocks outer: B's slice stays in L1 across the A blocks */
+    long kc = d->K4 <= QG_KC4 * 5 / 4 ? d->K4 : QG_KC4;
+    cg_emit(o, "  int32_t *acc = (int32_t *)cx->sc.thr[tid];\n");
+    cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, kc, d->K4, kc,
+            d->K4, kc);
+    cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
+    cg_emit(o, "      $P_tile(A + mb * %ldL + k0 * %d, B + jb * %ldL + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn,"
+               " acc + (mb - mb0) * %d, k0 == 0, k0 + kn == %ldL);\n  }\n}\n",
+            d->K4 * QG_MR, QG_MR, d->K4 * QG_NR, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+  }
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, 0, &cx.sc)) return -1;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n",
-          colb + xb * d->K4 * xw * 4, colb);
+  long per_thr = o->isa->id == CGEN_ISA_AVX512 && d->K4 > QG_KC4 * 5 / 4 ? d->MB * QG_MR * QG_NR * 4 : 0;
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n",
+          colb + xb * d->K4 * xw * 4, per_thr, colb);
   /* below ~2M multiply-adds a pool wake-up costs more than it saves */
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6;
   cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
   if (conv) {
-    cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", d->K, d->K);
+    cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", nrow, nrow);
+    if (d->cd) /* the slack past the image: defined bytes in the columns not stored */
+      cg_emit(o, "  memset(cx.col + %ldL, 0, %ldUL);\n", (long)s->conv.c * d->Hp * d->Wp, colb - (long)s->conv.c * d->Hp * d->Wp);
     cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.nct, $P_ctask, &cx);\n");
   }
   cg_emit(o, "  hprt_pool_run(P > 1 && %ldL > 1 ? p : NULL, %d, $P_xtask, &cx);\n", xb, (int)xb);
@@ -308,7 +397,8 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
   cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col; long mc, nct; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
-  if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
+  if (d.cd) emit_pad_pack(&o, s, &d);
+  else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));
   emit_tile_scalar(&o, s, &d);
