@@ -3,7 +3,7 @@
 fp32 and bf16 GEMMs and onnxruntime's QLinearMatMul on the shapes of the int8
 models' contractions, in one process, interleaved, 2 threads.
 
-    make -C bench qgemm          (= python3 bench/qgemm.py BUILD/qgemm_gen [--rounds 5] [--repeat 20])
+    make -C bench qgemm          (= python3 bench/qgemm.py BUILD/qgemm_gen [--rounds 3] [--repeat 20])
 
 Contenders (the weight packed once in all, as a compiled model runs them):
   i8     harp int8: u8 activations (zero point 7), s8 weights, per-channel
@@ -206,7 +206,7 @@ def conv_contenders(lib, pool, name, c, h, w, co, ks, st, pd, rng):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gen", help="BUILD/qgemm_gen")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
     a = ap.parse_args()
     print("load average at the start:", " ".join(f"{v:.1f}" for v in os.getloadavg()))
