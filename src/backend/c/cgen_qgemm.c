@@ -57,6 +57,9 @@ typedef struct qg_dims {
   long chpad;                /* channels padded to the blocks */
 } qg_dims;
 
+/* Vectors of 16 columns in the last block of B (QG_NV when it is full). */
+static int tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
+
 static qg_dims dims_of(const cgen_qgemm_spec *s) {
   qg_dims d;
   d.M = (long)s->m, d.N = (long)s->n, d.K = (long)s->k, d.K4 = (d.K + 3) / 4;
@@ -200,28 +203,25 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
   cg_emit(o, "      ((%s *)y)[(%s) * %ldL + %s] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, N, col, yt, (int)s->zy);
 }
 
-/* The AVX-512 VNNI micro-kernel $P_tile: MR rows of packed A (ap) times NR
- * columns of packed B (bp), K4 words deep, stored from row m0, column n0. */
-static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
-  /* vpdpbusd in place: GCC (12) otherwise copies and spills the 24
-   * accumulators on every k step (0.10 of the rate on BERT's FFN) */
-  cg_emit(o, "static inline " QG_ATTR " __attribute__((always_inline)) void $P_dp(__m512i *c, __m512i u, __m512i s) {\n");
-  cg_emit(o, "  __asm__(\"vpdpbusd %%2, %%1, %%0\" : \"+v\"(*c) : \"v\"(u), \"v\"(s));\n}\n");
+/* The AVX-512 VNNI micro-kernel $P_<name>: MR rows of packed A (ap) times
+ * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
+ * the last block of a narrow N), stored from row m0, column n0. */
+static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv) {
   /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
    * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
    * where this block's go instead of the epilogue */
-  cg_emit(o, "static " QG_ATTR " void $P_tile(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
-             " const float *mu, void *y, long m0, long n0, long kn, int32_t *acc, int first, int last) {\n");
+  cg_emit(o, "static " QG_ATTR " void $P_%s(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
+             " const float *mu, void *y, long m0, long n0, long kn, int32_t *acc, int first, int last) {\n", name);
   for (int i = 0; i < QG_MR; i++)
-    for (int j = 0; j < QG_NV; j++)
+    for (int j = 0; j < nv; j++)
       cg_emit(o, "  __m512i c%d_%d = first ? _mm512_setzero_si512() : _mm512_loadu_si512(acc + %d);\n", i, j, i * QG_NR + 16 * j);
   cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kn; k++) {\n");
   cg_emit(o, "    __builtin_prefetch(bp + (k + 8) * %d);\n", QG_NR);
-  for (int j = 0; j < QG_NV; j++) cg_emit(o, "    __m512i b%d = _mm512_loadu_si512(bp + k * %d + %d);\n", j, QG_NR, 16 * j);
+  for (int j = 0; j < nv; j++) cg_emit(o, "    __m512i b%d = _mm512_loadu_si512(bp + k * %d + %d);\n", j, QG_NR, 16 * j);
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "    { __m512i a = _mm512_set1_epi32(ap[k * %d + %d]);", QG_MR, i);
-    for (int j = 0; j < QG_NV; j++) { /* the u8 operand (the activation) first */
-      char bj[8];
+    for (int j = 0; j < nv; j++) { /* the u8 operand (the activation) first */
+      char bj[16];
       snprintf(bj, sizeof bj, "b%d", j);
       cg_emit(o, " $P_dp(&c%d_%d, %s, %s);", i, j, s->weight_a ? bj : "a", s->weight_a ? "a" : bj);
     }
@@ -229,10 +229,10 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
   }
   cg_emit(o, "  }\n  if (!last) {\n");
   for (int i = 0; i < QG_MR; i++)
-    for (int j = 0; j < QG_NV; j++) cg_emit(o, "    _mm512_storeu_si512(acc + %d, c%d_%d);\n", i * QG_NR + 16 * j, i, j);
+    for (int j = 0; j < nv; j++) cg_emit(o, "    _mm512_storeu_si512(acc + %d, c%d_%d);\n", i * QG_NR + 16 * j, i, j);
   cg_emit(o, "    return;\n  }\n");
   if (d->cd) /* per vector j: its lanes on the image (vm_j) and where the first goes (dst_j) */
-    for (int j = 0; j < QG_NV; j++) {
+    for (int j = 0; j < nv; j++) {
       cg_emit(o, "  __mmask16 vm%d = 0;\n  long dst%d;\n  { long q = n0 + %d, r = q %% %ldL;\n", j, j, 16 * j, d->Wp);
       cg_emit(o, "    dst%d = q / %ldL * %ldL + (r < %ldL ? r : %ldL);\n", j, d->Wp, d->OW, d->OW, d->OW);
       cg_emit(o, "    for (int l = 0; l < 16; l++, r = r + 1 == %ldL ? 0 : r + 1) if (r < %ldL && q + l < %ldL) vm%d |= (__mmask16)(1u << l); }\n",
@@ -240,7 +240,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     }
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "  if (m0 + %d < %ldL) {\n", i, d->M);
-    for (int j = 0; j < QG_NV; j++) {
+    for (int j = 0; j < nv; j++) {
       cg_emit(o, "    if (n0 + %d < %ldL) {\n", 16 * j, d->NT);
       if (d->cd)
         cg_emit(o, "      __mmask16 mk = vm%d;\n      long dj = dst%d;\n", j, j);
@@ -327,9 +327,9 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
     cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, kc, d->K4, kc,
             d->K4, kc);
     cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
-    cg_emit(o, "      $P_tile(A + mb * %ldL + k0 * %d, B + jb * %ldL + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn,"
+    cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(A + mb * %ldL + k0 * %d, B + jb * %ldL + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn,"
                " acc + (mb - mb0) * %d, k0 == 0, k0 + kn == %ldL);\n  }\n}\n",
-            d->K4 * QG_MR, QG_MR, d->K4 * QG_NR, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+            d->NB - 1, tail_nv(d) < QG_NV ? "tilet" : "tile", d->K4 * QG_MR, QG_MR, d->K4 * QG_NR, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
   }
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n");
@@ -405,7 +405,12 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   emit_run(&o, s, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
   cg_emit(&o, "#ifdef HPRT_X86\n");
-  emit_tile_vnni(&o, s, &d);
+  /* vpdpbusd in place: GCC (12) otherwise copies and spills the 24
+   * accumulators on every k step (0.10 of the rate on BERT's FFN) */
+  cg_emit(&o, "static inline " QG_ATTR " __attribute__((always_inline)) void $P_dp(__m512i *c, __m512i u, __m512i s) {\n");
+  cg_emit(&o, "  __asm__(\"vpdpbusd %%2, %%1, %%0\" : \"+v\"(*c) : \"v\"(u), \"v\"(s));\n}\n");
+  emit_tile_vnni(&o, s, &d, "tile", QG_NV);
+  if (tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tail_nv(&d));
   emit_run(&o, s, &d);
   cg_emit(&o, "#endif\n");
   cg_set_isa(&o, NULL);
