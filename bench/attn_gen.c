@@ -23,11 +23,5 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  FILE *f = fopen(argv[1], "w");
-  if (!f || fputs(src.buf, f) < 0 || fclose(f)) {
-    fprintf(stderr, "cannot write %s\n", argv[1]);
-    return 1;
-  }
-  ut_str_free(&src);
-  return 0;
+  return bn_write_src(argv[1], &src);
 }

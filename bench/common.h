@@ -27,6 +27,16 @@ static inline double bn_median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Write the generated source src to path and free it; 0, or 1 with a message. */
+static inline int bn_write_src(const char *path, ut_str *src) {
+  FILE *f = fopen(path, "w");
+  int bad = !f || fputs(src->buf, f) < 0;
+  if (f && fclose(f)) bad = 1;
+  if (bad) fprintf(stderr, "cannot write %s\n", path);
+  ut_str_free(src);
+  return bad;
+}
+
 /* Compile src and return its handle; dies on error (benchmarks may exit). */
 static inline void *bn_build(const char *src) {
   harp_error e;

@@ -1,0 +1,429 @@
+/* cgen_qgemm.c — the int8 GEMM (cgen_qgemm.h): u8 x s8 -> s32 products with
+ * AVX-512 VNNI vpdpbusd, exact, and onnxruntime's requantization fused into
+ * the epilogue; a scalar variant of the same layouts where the CPU lacks VNNI.
+ * Needs: cgen_int.h, cgen_qgemm.h.  Gives: cgen_qgemm, cgen_qgemm_spec_init.
+ *
+ * Layout.  Both operands are seen as "rows x K" and packed into blocks of W
+ * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
+ * bytes of row b W + r at k = 4 k4 .. 4 k4 + 3 (0 past K and past the rows).
+ * A's blocks are MR = 6 rows (the micro-kernel broadcasts one word per row),
+ * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
+ * F_pack once; the activation's per call (a pool task per block), s8 through
+ * x ^ 0x80 (= x + 128 as u8).  vpdpbusd takes the u8 operand first: the
+ * broadcast A word when the activation is A, the B vector when it is B.
+ *
+ * Compensation.  sum_k (x - za) w = sum_k u w - (za + off) sum_k w with u the
+ * packed u8 (off = 128 for s8, else 0): F_pack folds bias - (za + off) sum_k w
+ * into one int32 per channel (c0), next to the multipliers (mult), each
+ * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
+ *
+ * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
+ * from the padded image over a padded-width grid of columns (emit_pad_pack);
+ * other strides: built per call ($F_col, the padding za) into scratch and
+ * packed from there as a [K][N] matrix.
+ *
+ * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
+ * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
+ * as bytes.  Rows and columns past M, N are computed and not stored. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_int.h"
+#include "backend/c/cgen_qgemm.h"
+
+#define QG_MR 6
+#define QG_NV 4
+#define QG_NR (16 * QG_NV)
+/* The VNNI tiles' depth block in words (4 k each): B's 64-column slice of it
+ * (32 KiB) stays in L1 across a task's A blocks; partial sums kept in the
+ * thread's scratch between blocks.  A K4 of at most QG_KC4 * 5 / 4 is one block. */
+#define QG_KC4 128L
+#define QG_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vnni\")))"
+
+void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
+  memset(s, 0, sizeof *s);
+  s->m = m, s->n = n, s->k = k;
+  s->x_dtype = s->y_dtype = TINY_U8;
+  s->hi = 255;
+  s->force_isa = -1;
+}
+
+/* The sizes every emitted function shares. */
+typedef struct qg_dims {
+  long M, N, K, K4, MB, NB; /* blocks of A (MR rows) and of B (NR rows) */
+  bool cd;                   /* a stride-1 conv read in place (the padded-width grid) */
+  long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
+  long wrows, wblk, wblocks; /* the weight's rows (channels), block width, blocks */
+  long chpad;                /* channels padded to the blocks */
+} qg_dims;
+
+/* Vectors of 16 columns in the last block of B (QG_NV when it is full). */
+static int tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
+
+static qg_dims dims_of(const cgen_qgemm_spec *s) {
+  qg_dims d;
+  d.M = (long)s->m, d.N = (long)s->n, d.K = (long)s->k, d.K4 = (d.K + 3) / 4;
+  d.cd = s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1;
+  d.Hp = (long)(s->conv.h + 2 * s->conv.ph), d.Wp = (long)(s->conv.w + 2 * s->conv.pw);
+  d.OW = d.Wp - (long)(s->conv.dw * (s->conv.kw - 1));
+  d.NT = d.cd ? d.N / (d.OW > 0 ? d.OW : 1) * d.Wp : d.N;
+  d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
+  d.wrows = s->weight_a ? d.M : d.N;
+  d.wblk = s->weight_a ? QG_MR : QG_NR;
+  d.wblocks = s->weight_a ? d.MB : d.NB;
+  d.chpad = d.wblocks * d.wblk;
+  return d;
+}
+
+/* $F_pk: rows [b W, b W + W) of an R x K byte matrix (row stride rs, k
+ * stride ks), each byte ^ x, as block b of words d[K4][W]. */
+static void emit_pack(cg_out *o, long K, long K4) {
+  cg_emit(o, "static void $F_pk(const uint8_t *s, long rs, long ks, long R, int W, unsigned x, long b, int32_t *d) {\n");
+  cg_emit(o, "  uint8_t *q = (uint8_t *)(d + b * %ldL * W);\n  memset(q, 0, (size_t)%ldL * (size_t)W * 4u);\n", K4, K4);
+  cg_emit(o, "  long r0 = b * W, nr = R - r0 < W ? R - r0 : W;\n");
+  cg_emit(o, "  if (ks == 1) {\n    for (long r = 0; r < nr; r++) {\n      const uint8_t *p = s + (r0 + r) * rs;\n");
+  cg_emit(o, "      for (long k = 0; k < %ldL; k++) q[(k >> 2) * W * 4 + r * 4 + (k & 3)] = (uint8_t)(p[k] ^ x);\n", K);
+  cg_emit(o, "    }\n    return;\n  }\n  long k0 = 0, rv = 0;\n  (void)rv;\n");
+  /* rows along the unit stride (rs == 1): 16 rows of 4 k at a time, the
+   * bytes interleaved by two rounds of unpacks */
+  cg_emit(o, "#ifdef __SSE2__\n  if (rs == 1) {\n    const __m128i vx = _mm_set1_epi8((char)x);\n    long r16 = nr / 16 * 16;\n");
+  cg_emit(o, "    for (; k0 + 4 <= %ldL; k0 += 4)\n      for (long r = 0; r < r16; r += 16) {\n", K);
+  cg_emit(o, "        const uint8_t *p = s + k0 * ks + r0 + r;\n");
+  cg_emit(o, "        __m128i a0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), vx);\n");
+  for (int j = 1; j < 4; j++)
+    cg_emit(o, "        __m128i a%d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + %d * ks)), vx);\n", j, j);
+  cg_emit(o, "        __m128i t0 = _mm_unpacklo_epi8(a0, a1), t1 = _mm_unpackhi_epi8(a0, a1);\n");
+  cg_emit(o, "        __m128i t2 = _mm_unpacklo_epi8(a2, a3), t3 = _mm_unpackhi_epi8(a2, a3);\n");
+  cg_emit(o, "        __m128i *d4 = (__m128i *)(q + (k0 >> 2) * W * 4 + r * 4);\n");
+  cg_emit(o, "        _mm_storeu_si128(d4, _mm_unpacklo_epi16(t0, t2));\n        _mm_storeu_si128(d4 + 1, _mm_unpackhi_epi16(t0, t2));\n");
+  cg_emit(o, "        _mm_storeu_si128(d4 + 2, _mm_unpacklo_epi16(t1, t3));\n        _mm_storeu_si128(d4 + 3, _mm_unpackhi_epi16(t1, t3));\n");
+  cg_emit(o, "      }\n    rv = r16;\n  }\n#endif\n");
+  /* the rest: rows from rv for the k done above, every row past k0 */
+  cg_emit(o, "  for (long k = 0; k < %ldL; k++) {\n", K);
+  cg_emit(o, "    const uint8_t *p = s + k * ks + r0 * rs;\n    uint8_t *t = q + (k >> 2) * W * 4 + (k & 3);\n");
+  cg_emit(o, "    for (long r = k < k0 ? rv : 0; r < nr; r++) t[r * 4] = (uint8_t)(p[r * rs] ^ x);\n  }\n}\n");
+}
+
+/* $F_col(x, col, k): row k of the conv's im2col [K][N] bytes (cgen_qgemm.h's
+ * conv), the padding za; runs of unit stride as memcpy / memset. */
+static void emit_im2col(cg_out *o, const cgen_qgemm_spec *s, long N) {
+  long khw = (long)(s->conv.kh * s->conv.kw), H = (long)s->conv.h, W = (long)s->conv.w;
+  long OW = (W + 2 * (long)s->conv.pw - (long)s->conv.dw * ((long)s->conv.kw - 1) - 1) / (long)s->conv.sw + 1, OH = N / OW;
+  cg_emit(o, "static void $F_col(const uint8_t *x, uint8_t *col, long k) {\n");
+  cg_emit(o, "  long c = k / %ldL, ky = k %% %ldL / %ldL, kx = k %% %ldL;\n", khw, khw, (long)s->conv.kw, (long)s->conv.kw);
+  cg_emit(o, "  const uint8_t *src = x + c * %ldL;\n  uint8_t *d = col + k * %ldL, z = (uint8_t)%d;\n", H * W, N, (int)s->za);
+  /* the columns ox whose ix = ox sw - pw + kx dw is in [0, W): [o0, o1) */
+  cg_emit(o, "  long x0 = kx * %ldL - %ldL, o0 = 0, o1 = %ldL;\n", (long)s->conv.dw, (long)s->conv.pw, OW);
+  cg_emit(o, "  while (o0 < o1 && o0 * %ldL + x0 < 0) o0++;\n  while (o1 > o0 && (o1 - 1) * %ldL + x0 >= %ldL) o1--;\n",
+          (long)s->conv.sw, (long)s->conv.sw, W);
+  cg_emit(o, "  for (long oy = 0; oy < %ldL; oy++, d += %ldL) {\n", OH, OW);
+  cg_emit(o, "    long iy = oy * %ldL - %ldL + ky * %ldL;\n", (long)s->conv.sh, (long)s->conv.ph, (long)s->conv.dh);
+  cg_emit(o, "    if (iy < 0 || iy >= %ldL) { memset(d, z, %ldUL); continue; }\n", H, OW);
+  cg_emit(o, "    const uint8_t *r = src + iy * %ldL + x0;\n    memset(d, z, (size_t)o0);\n", W);
+  if (s->conv.sw == 1) cg_emit(o, "    memcpy(d + o0, r + o0, (size_t)(o1 - o0));\n");
+  else cg_emit(o, "    for (long ox = o0; ox < o1; ox++) d[ox] = r[ox * %ldL];\n", (long)s->conv.sw);
+  cg_emit(o, "    memset(d + o1, z, (size_t)(%ldL - o1));\n  }\n}\n", OW);
+}
+
+/* A stride-1 conv read in place (d->cd): $F_pad(x, xp, c) writes channel c
+ * of the image with its padding (za) as Hp x Wp bytes; in that grid, row k =
+ * (c, ky, kx) of the im2col over the padded-width columns n' = oy Wp + ox is
+ * the plane from c Hp Wp + ky dh Wp + kx dw on, contiguous, so $F_pkd(xp, b,
+ * d) packs block b of it straight from the padded image, 16 columns of 4 k
+ * at a time (SSE2 unpacks as $F_pk's); columns ox >= OW are computed and not
+ * stored.  The image carries Wp + 64 bytes of slack for the last block. */
+static void emit_pad_pack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  long H = (long)s->conv.h, W = (long)s->conv.w, plane = d->Hp * d->Wp, khw = (long)(s->conv.kh * s->conv.kw);
+  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+  cg_emit(o, "static void $F_pad(const uint8_t *x, uint8_t *xp, long c) {\n  uint8_t *d = xp + c * %ldL;\n", plane);
+  cg_emit(o, "  memset(d, (uint8_t)%d, %ldUL);\n", (int)s->za, plane);
+  cg_emit(o, "  for (long y = 0; y < %ldL; y++) memcpy(d + (y + %ldL) * %ldL + %ldL, x + (c * %ldL + y) * %ldL, %ldUL);\n}\n", H,
+          (long)s->conv.ph, d->Wp, (long)s->conv.pw, H, W, W);
+  cg_emit(o, "static void $F_pkd(const uint8_t *xp, long b, int32_t *d) {\n  uint8_t *q = (uint8_t *)(d + b * %ldL);\n", d->K4 * QG_NR);
+  cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n", d->K4);
+  cg_emit(o, "    for (int j = 0; j < 4; j++) {\n      long k = 4 * k4 + j, c = k / %ldL, ky = k %% %ldL / %ldL, kx = k %% %ldL;\n", khw, khw,
+          (long)s->conv.kw, (long)s->conv.kw);
+  cg_emit(o, "      p[j] = k < %ldL ? xp + c * %ldL + ky * %ldL + kx * %ldL + b * %d : NULL;\n    }\n", d->K, plane,
+          (long)s->conv.dh * d->Wp, (long)s->conv.dw, QG_NR);
+  cg_emit(o, "    uint8_t *t = q + k4 * %d;\n", QG_NR * 4);
+  cg_emit(o, "#ifdef __SSE2__\n    if (p[3]) {\n      const __m128i vx = _mm_set1_epi8((char)%u);\n", x);
+  cg_emit(o, "      for (int r = 0; r < %d; r += 16) {\n", QG_NR);
+  for (int j = 0; j < 4; j++) cg_emit(o, "        __m128i a%d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p[%d] + r)), vx);\n", j, j);
+  cg_emit(o, "        __m128i t0 = _mm_unpacklo_epi8(a0, a1), t1 = _mm_unpackhi_epi8(a0, a1);\n");
+  cg_emit(o, "        __m128i t2 = _mm_unpacklo_epi8(a2, a3), t3 = _mm_unpackhi_epi8(a2, a3);\n        __m128i *d4 = (__m128i *)(t + r * 4);\n");
+  cg_emit(o, "        _mm_storeu_si128(d4, _mm_unpacklo_epi16(t0, t2));\n        _mm_storeu_si128(d4 + 1, _mm_unpackhi_epi16(t0, t2));\n");
+  cg_emit(o, "        _mm_storeu_si128(d4 + 2, _mm_unpacklo_epi16(t1, t3));\n        _mm_storeu_si128(d4 + 3, _mm_unpackhi_epi16(t1, t3));\n");
+  cg_emit(o, "      }\n      continue;\n    }\n#endif\n");
+  cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = p[j] ? (uint8_t)(p[j][r] ^ %uu) : 0;\n  }\n}\n",
+          QG_NR, x);
+}
+
+/* $F_pack: the weight's blocks, then c0 = bias - (za + off) * sum_k w and
+ * mult per channel (0 past the channels). */
+static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  long off = s->x_dtype == TINY_I8 ? 128 : 0;
+  long rs = s->w_kmajor ? 1 : d->K, ks = s->w_kmajor ? d->wrows : 1;
+  long words = d->wblocks * d->K4 * d->wblk;
+  cg_emit(o, "long $F_wsize(void) { return %ldL; }\n", (words + 2 * d->chpad) * 4);
+  cg_emit(o, "int $F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp) {\n");
+  cg_emit(o, "  int32_t *d = (int32_t *)wp, *c0 = d + %ldL;\n  float *mu = (float *)(c0 + %ldL);\n", words, d->chpad);
+  cg_emit(o, "  if (!w || !mult || !wp) return -1;\n");
+  cg_emit(o, "  for (long b = 0; b < %ldL; b++) $F_pk((const uint8_t *)w, %ldL, %ldL, %ldL, %ld, 0u, b, d);\n", d->wblocks, rs,
+          ks, d->wrows, d->wblk);
+  cg_emit(o, "  for (long c = 0; c < %ldL; c++) {\n    long sum = 0;\n", d->chpad);
+  cg_emit(o, "    for (long k = 0; c < %ldL && k < %ldL; k++) sum += w[c * %ldL + k * %ldL];\n", d->wrows, d->K, rs, ks);
+  cg_emit(o, "    long v = c < %ldL ? (bias ? (long)bias[c] : 0L) - %ldL * sum : 0L;\n", d->wrows, (long)s->za + off);
+  cg_emit(o, "    c0[c] = (int32_t)(uint32_t)(unsigned long)v;\n    mu[c] = c < %ldL ? mult[c] : 0.0f;\n  }\n", d->wrows);
+  cg_emit(o, "  return 0;\n}\n");
+}
+
+/* The store of one output element (scalar variant) or vector (AVX-512) of
+ * row expression `row`, column `col`: v in fp32. */
+static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compress, const char *row, const char *col) {
+  const char *yt = s->y_dtype == TINY_FP32 ? "float" : s->y_dtype == TINY_I8 ? "int8_t" : "uint8_t";
+  long N = (long)s->n;
+  if (s->y_dtype == TINY_FP32 && vec) {
+    cg_emit(o, "      _mm512_mask_%sstoreu_ps((float *)y + (%s) * %ldL + %s, mk, v);\n", compress ? "compress" : "", row, N, col);
+    return;
+  }
+  if (s->y_dtype == TINY_FP32) {
+    cg_emit(o, "      ((float *)y)[(%s) * %ldL + %s] = v;\n", row, N, col);
+    return;
+  }
+  float flo = (float)(s->lo - s->zy), fhi = (float)(s->hi - s->zy);
+  if (vec) {
+    cg_emit(o, "      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(%.1ff)), _mm512_set1_ps(%.1ff));\n", (double)flo, (double)fhi);
+    cg_emit(o, "      __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(%d));\n", (int)s->zy);
+    if (compress) /* the lanes on the image, packed to the front: the output is contiguous across rows */
+      cg_emit(o, "      r = _mm512_maskz_compress_epi32(mk, r);\n      mk = (__mmask16)((1u << __builtin_popcount(mk)) - 1u);\n");
+    cg_emit(o, "      _mm512_mask_cvtepi32_storeu_epi8((%s *)y + (%s) * %ldL + %s, mk, r);\n", yt, row, N, col);
+    return;
+  }
+  cg_emit(o, "      v = v < %.1ff ? %.1ff : v > %.1ff ? %.1ff : v;\n", (double)flo, (double)flo, (double)fhi, (double)fhi);
+  cg_emit(o, "      ((%s *)y)[(%s) * %ldL + %s] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, N, col, yt, (int)s->zy);
+}
+
+/* The AVX-512 VNNI micro-kernel $P_<name>: MR rows of packed A (ap) times
+ * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
+ * the last block of a narrow N), stored from row m0, column n0. */
+static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv) {
+  /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
+   * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
+   * where this block's go instead of the epilogue */
+  cg_emit(o, "static " QG_ATTR " void $P_%s(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
+             " const float *mu, void *y, long m0, long n0, long kn, int32_t *acc, int first, int last) {\n", name);
+  for (int i = 0; i < QG_MR; i++)
+    for (int j = 0; j < nv; j++)
+      cg_emit(o, "  __m512i c%d_%d = first ? _mm512_setzero_si512() : _mm512_loadu_si512(acc + %d);\n", i, j, i * QG_NR + 16 * j);
+  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kn; k++) {\n");
+  cg_emit(o, "    __builtin_prefetch(bp + (k + 8) * %d);\n", QG_NR);
+  for (int j = 0; j < nv; j++) cg_emit(o, "    __m512i b%d = _mm512_loadu_si512(bp + k * %d + %d);\n", j, QG_NR, 16 * j);
+  for (int i = 0; i < QG_MR; i++) {
+    cg_emit(o, "    { __m512i a = _mm512_set1_epi32(ap[k * %d + %d]);", QG_MR, i);
+    for (int j = 0; j < nv; j++) { /* the u8 operand (the activation) first */
+      char bj[16];
+      snprintf(bj, sizeof bj, "b%d", j);
+      cg_emit(o, " $P_dp(&c%d_%d, %s, %s);", i, j, s->weight_a ? bj : "a", s->weight_a ? "a" : bj);
+    }
+    cg_emit(o, " }\n");
+  }
+  cg_emit(o, "  }\n  if (!last) {\n");
+  for (int i = 0; i < QG_MR; i++)
+    for (int j = 0; j < nv; j++) cg_emit(o, "    _mm512_storeu_si512(acc + %d, c%d_%d);\n", i * QG_NR + 16 * j, i, j);
+  cg_emit(o, "    return;\n  }\n");
+  if (d->cd) /* per vector j: its lanes on the image (vm_j) and where the first goes (dst_j) */
+    for (int j = 0; j < nv; j++) {
+      cg_emit(o, "  __mmask16 vm%d = 0;\n  long dst%d;\n  { long q = n0 + %d, r = q %% %ldL;\n", j, j, 16 * j, d->Wp);
+      cg_emit(o, "    dst%d = q / %ldL * %ldL + (r < %ldL ? r : %ldL);\n", j, d->Wp, d->OW, d->OW, d->OW);
+      cg_emit(o, "    for (int l = 0; l < 16; l++, r = r + 1 == %ldL ? 0 : r + 1) if (r < %ldL && q + l < %ldL) vm%d |= (__mmask16)(1u << l); }\n",
+              d->Wp, d->OW, d->NT, j);
+    }
+  for (int i = 0; i < QG_MR; i++) {
+    cg_emit(o, "  if (m0 + %d < %ldL) {\n", i, d->M);
+    for (int j = 0; j < nv; j++) {
+      cg_emit(o, "    if (n0 + %d < %ldL) {\n", 16 * j, d->NT);
+      if (d->cd)
+        cg_emit(o, "      __mmask16 mk = vm%d;\n      long dj = dst%d;\n", j, j);
+      else
+        cg_emit(o, "      long nl = %ldL - n0 - %d;\n      __mmask16 mk = nl >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nl) - 1u);\n",
+                d->N, 16 * j);
+      if (s->weight_a)
+        cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_set1_epi32(c0[m0 + %d]))),"
+                   " _mm512_set1_ps(mu[m0 + %d]));\n", i, j, i, i);
+      else
+        cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_loadu_si512(c0 + n0 + %d))),"
+                   " _mm512_loadu_ps(mu + n0 + %d));\n", i, j, 16 * j, 16 * j);
+      char row[32], col[32];
+      snprintf(row, sizeof row, "m0 + %d", i);
+      snprintf(col, sizeof col, d->cd ? "dj" : "n0 + %d", 16 * j);
+      emit_store(o, s, true, d->cd, row, col);
+      cg_emit(o, "    }\n");
+    }
+    cg_emit(o, "  }\n");
+  }
+  cg_emit(o, "}\n");
+}
+
+/* The scalar $P_tile: the same contract as emit_tile_vnni's. */
+static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  cg_emit(o, "static void $P_tile(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0, const float *mu, void *y,"
+             " long m0, long n0) {\n");
+  cg_emit(o, "  for (int i = 0; i < %d && m0 + i < %ldL; i++)\n    for (int j = 0; j < %d && n0 + j < %ldL; j++) {\n", QG_MR, d->M,
+          QG_NR, d->NT);
+  cg_emit(o, "      long col = n0 + j;\n");
+  if (d->cd) /* the padded-width grid: columns past OW are not on the image */
+    cg_emit(o, "      if (col %% %ldL >= %ldL) continue;\n      col = col / %ldL * %ldL + col %% %ldL;\n", d->Wp, d->OW, d->Wp, d->OW, d->Wp);
+  cg_emit(o, "      long acc = 0;\n      for (long k = 0; k < %ldL; k++) {\n", d->K4);
+  cg_emit(o, "        const uint8_t *a = (const uint8_t *)(ap + k * %d + i), *b = (const uint8_t *)(bp + k * %d + j);\n", QG_MR, QG_NR);
+  if (s->weight_a)
+    cg_emit(o, "        for (int t = 0; t < 4; t++) acc += (long)(int8_t)a[t] * (long)b[t];\n");
+  else
+    cg_emit(o, "        for (int t = 0; t < 4; t++) acc += (long)a[t] * (long)(int8_t)b[t];\n");
+  cg_emit(o, "      }\n");
+  const char *ch = s->weight_a ? "m0 + i" : "n0 + j";
+  cg_emit(o, "      int32_t sum = (int32_t)(uint32_t)((unsigned long)acc + (unsigned long)(long)c0[%s]);\n", ch);
+  cg_emit(o, "      float v = (float)sum * mu[%s];\n", ch);
+  emit_store(o, s, false, false, "m0 + i", "col");
+  cg_emit(o, "    }\n}\n");
+}
+
+/* The variant's tasks and $P_run: the activation packed (a task per block),
+ * then tiles over (chunks of A blocks) x (B blocks). */
+static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  long words = d->wblocks * d->K4 * d->wblk;
+  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+  long xb = s->weight_a ? d->NB : d->MB, xw = s->weight_a ? QG_NR : QG_MR;
+  long xrs = s->weight_a ? 1 : d->K, xks = s->weight_a ? d->N : 1, xr = s->weight_a ? d->N : d->M;
+  bool conv = s->conv.kh > 0;
+  long nrow = d->cd ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
+  long colb = d->cd ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64 : conv ? (d->K * d->N + 63) / 64 * 64 : 0;
+  cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  if (d->cd)
+    cg_emit(o, "  $F_pkd(cx->col, task, cx->xp);\n}\n");
+  else
+    cg_emit(o, "  $F_pk(%s, %ldL, %ldL, %ldL, %ld, %uu, task, cx->xp);\n}\n", conv ? "cx->col" : "(const uint8_t *)cx->x", xrs,
+            xks, xr, xw, x);
+  if (d->cd) /* the padded image: a task per chunk of channels */
+    cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
+               "  for (long c = %ldL * task / cx->nct; c < %ldL * (task + 1) / cx->nct; c++) $F_pad((const uint8_t *)cx->x, cx->col, c);\n}\n",
+            nrow, nrow);
+  else if (conv) /* the im2col: a task per chunk of rows k */
+    cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
+               "  for (long k = %ldL * task / cx->nct; k < %ldL * (task + 1) / cx->nct; k++) $F_col((const uint8_t *)cx->x, cx->col, k);\n}\n",
+            d->K, d->K);
+  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n",
+          o->isa->id == CGEN_ISA_AVX512 ? QG_ATTR : "");
+  cg_emit(o, "  long jb = task %% %ldL, ic = task / %ldL;\n", d->NB, d->NB);
+  cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
+  cg_emit(o, "  const int32_t *A = %s, *B = %s;\n", s->weight_a ? "cx->wp" : "cx->xp", s->weight_a ? "cx->xp" : "cx->wp");
+  cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", words, d->chpad);
+  if (o->isa->id != CGEN_ISA_AVX512) {
+    cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++)\n");
+    cg_emit(o, "    $P_tile(A + mb * %ldL, B + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", d->K4 * QG_MR, d->K4 * QG_NR, QG_MR,
+            QG_NR);
+  } else { /* depth blocks outer: B's slice stays in L1 across the A blocks */
+    long kc = d->K4 <= QG_KC4 * 5 / 4 ? d->K4 : QG_KC4;
+    cg_emit(o, "  int32_t *acc = (int32_t *)cx->sc.thr[tid];\n");
+    cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, kc, d->K4, kc,
+            d->K4, kc);
+    cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
+    cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(A + mb * %ldL + k0 * %d, B + jb * %ldL + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn,"
+               " acc + (mb - mb0) * %d, k0 == 0, k0 + kn == %ldL);\n  }\n}\n",
+            d->NB - 1, tail_nv(d) < QG_NV ? "tilet" : "tile", d->K4 * QG_MR, QG_MR, d->K4 * QG_NR, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+  }
+  cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
+  cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n");
+  long per_thr = o->isa->id == CGEN_ISA_AVX512 && d->K4 > QG_KC4 * 5 / 4 ? d->MB * QG_MR * QG_NR * 4 : 0;
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n",
+          colb + xb * d->K4 * xw * 4, per_thr, colb);
+  /* below ~2M multiply-adds a pool wake-up costs more than it saves */
+  bool small = (double)d->M * (double)d->N * (double)d->K < 2e6;
+  cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
+  if (conv) {
+    cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", nrow, nrow);
+    if (d->cd) /* the slack past the image: defined bytes in the columns not stored */
+      cg_emit(o, "  memset(cx.col + %ldL, 0, %ldUL);\n", (long)s->conv.c * d->Hp * d->Wp, colb - (long)s->conv.c * d->Hp * d->Wp);
+    cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.nct, $P_ctask, &cx);\n");
+  }
+  cg_emit(o, "  hprt_pool_run(P > 1 && %ldL > 1 ? p : NULL, %d, $P_xtask, &cx);\n", xb, (int)xb);
+  cg_emit(o, "  long mc = (4L * P + %ldL - 1) / %ldL;\n  cx.mc = mc < 1 ? 1 : mc > %ldL ? %ldL : mc;\n", d->NB, d->NB, d->MB, d->MB);
+  cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)(cx.mc * %ldL), $P_task, &cx);\n", d->NB);
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
+/* Checks the convolution of spec s against its GEMM sizes. */
+static harp_status check_conv(harp_error *e, const cgen_qgemm_spec *s) {
+  const int64_t *g = &s->conv.c; /* c h w kh kw sh sw ph pw dh dw */
+  for (int i = 0; i < 11; i++)
+    if (g[i] < (i == 7 || i == 8 ? 0 : 1) || g[i] > (1L << 24))
+      return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: conv geometry out of range");
+  int64_t oh = (s->conv.h + 2 * s->conv.ph - s->conv.dh * (s->conv.kh - 1) - 1) / s->conv.sh + 1;
+  int64_t ow = (s->conv.w + 2 * s->conv.pw - s->conv.dw * (s->conv.kw - 1) - 1) / s->conv.sw + 1;
+  if (!s->weight_a || s->w_kmajor || oh < 1 || ow < 1 || s->k != s->conv.c * s->conv.kh * s->conv.kw || s->n != oh * ow)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: conv needs the weight as A, channel-major, K = c kh kw, N = oh ow");
+  return HARP_OK;
+}
+
+/* Checks spec s: sizes, dtypes, ranges. */
+static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
+  if (s->m < 1 || s->n < 1 || s->k < 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: sizes must be >= 1");
+  /* acc magnitude <= K * 255 * 128 stays below 2^31; the blocks' sizes fit long and int */
+  if (s->k > 65536 || s->m > (1L << 30) || s->n > (1L << 30) || s->m * s->k > (1L << 40) || s->n * s->k > (1L << 40))
+    return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_qgemm: sizes beyond what the kernel handles (K <= 65536)");
+  if (s->x_dtype != TINY_U8 && s->x_dtype != TINY_I8)
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_qgemm: the activation must be uint8 or int8");
+  if (s->y_dtype != TINY_U8 && s->y_dtype != TINY_I8 && s->y_dtype != TINY_FP32)
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_qgemm: the output must be uint8, int8 or fp32");
+  int xlo = s->x_dtype == TINY_I8 ? -128 : 0, ylo = s->y_dtype == TINY_I8 ? -128 : 0;
+  if (s->za < xlo || s->za > xlo + 255) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: zero point %d out of range", (int)s->za);
+  if (s->y_dtype != TINY_FP32 && !(ylo <= s->lo && s->lo <= s->zy && s->zy <= s->hi && s->hi <= ylo + 255))
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: output zero point %d / clamp [%d, %d] out of range", (int)s->zy,
+                   (int)s->lo, (int)s->hi);
+  if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
+  if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX512)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar or avx512");
+  return HARP_OK;
+}
+
+harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: NULL argument");
+  if (cg_check_name(e, fn) || check_spec(e, s)) return e->code;
+  qg_dims d = dims_of(s);
+  cg_out o = {.s = out, .F = fn};
+  cg_set_isa(&o, NULL);
+  cg_emit_runtime(out);
+  cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
+          tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
+  cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
+  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col; long mc, nct; hprt_scratch sc; } $F_ctx;\n");
+  emit_pack(&o, d.K, d.K4);
+  if (d.cd) emit_pad_pack(&o, s, &d);
+  else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
+  emit_wpack(&o, s, &d);
+  cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));
+  emit_tile_scalar(&o, s, &d);
+  emit_run(&o, s, &d);
+  cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
+  cg_emit(&o, "#ifdef HPRT_X86\n");
+  /* vpdpbusd in place: GCC (12) otherwise copies and spills the 24
+   * accumulators on every k step (0.10 of the rate on BERT's FFN) */
+  cg_emit(&o, "static inline " QG_ATTR " __attribute__((always_inline)) void $P_dp(__m512i *c, __m512i u, __m512i s) {\n");
+  cg_emit(&o, "  __asm__(\"vpdpbusd %%2, %%1, %%0\" : \"+v\"(*c) : \"v\"(u), \"v\"(s));\n}\n");
+  emit_tile_vnni(&o, s, &d, "tile", QG_NV);
+  if (tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tail_nv(&d));
+  emit_run(&o, s, &d);
+  cg_emit(&o, "#endif\n");
+  cg_set_isa(&o, NULL);
+  cg_emit(&o, "static int $F_sel(void) {\n  static int sel;\n  int s = __atomic_load_n(&sel, __ATOMIC_RELAXED);\n  if (!s) {\n    s = 1;\n");
+  if (s->force_isa == CGEN_ISA_AVX512) cg_emit(&o, "    s = 3;\n");
+  else if (s->force_isa < 0)
+    cg_emit(&o, "#ifdef HPRT_X86\n    __builtin_cpu_init();\n    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
+                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
+                "        __builtin_cpu_supports(\"avx512vnni\")) s = 3;\n#endif\n");
+  cg_emit(&o, "    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
+  cg_emit(&o, "int $F(hprt_pool *pool, const void *wp, const void *x, void *y) {\n");
+  cg_emit(&o, "#ifdef HPRT_X86\n  if ($F_sel() == 3) return $F_avx512_run(pool, wp, x, y);\n#endif\n");
+  cg_emit(&o, "  return $F_scalar_run(pool, wp, x, y);\n}\n");
+  if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
+  return HARP_OK;
+}

@@ -1,0 +1,47 @@
+/* cgen_qgemm.h — the int8 GEMM generator (cgen_qgemm.c): exact u8 x s8
+ * integer products with AVX-512 VNNI vpdpbusd, onnxruntime's requantization
+ * in the epilogue.
+ *
+ * C[M][N] = A[M][K] B[K][N], one operand a constant weight (s8, zero point 0,
+ * its output channels along the other operand's free axis), the other an
+ * activation (u8, or s8 seen as u8 through + 128) with zero point za:
+ *   acc[m][n] = sum_k (x - za) w                      (int32, exact)
+ *   v         = (float)(acc + bias[ch]) * mult[ch]    (ch = n, or m when the weight is A)
+ *   y         = v (fp32 out), or clamp(rint(v) + zy, lo, hi) (u8 / s8 out)
+ * The weight is packed once (entry F_pack) with its compensation
+ * (za + 128 [s8]) * sum_k w folded into the bias; the activation is packed
+ * per call into 4-deep byte groups.  Entry points, F = fn_name:
+ *   long F_wsize(void)                    bytes of the packed weight;
+ *   int  F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp)
+ *        w as laid out by w_kmajor, bias (NULL: 0) and mult per channel;
+ *   int  F(hprt_pool *pool, const void *wp, const void *x, void *y)
+ *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]. */
+#ifndef HARP_CGEN_QGEMM_H
+#define HARP_CGEN_QGEMM_H
+
+#include "backend/c/cgen.h"
+
+typedef struct cgen_qgemm_spec {
+  int64_t m, n, k;
+  bool weight_a;        /* the weight is A (NCHW convs: [cout][cin] x [cin][hw]); else B */
+  bool w_kmajor;        /* the weight as given: K-major ([K][N] for B, [K][M] for A); else
+                           channel-major ([N][K] for B, [M][K] for A: ONNX Conv's layout) */
+  tiny_dtype x_dtype;   /* TINY_U8 or TINY_I8 */
+  tiny_dtype y_dtype;   /* TINY_U8, TINY_I8 or TINY_FP32 */
+  int32_t za;           /* the activation's zero point (within x_dtype's range) */
+  int32_t zy, lo, hi;   /* output zero point and clamp (within y_dtype's range; a fused
+                           Relu is lo = zy); ignored for fp32 */
+  int force_isa;        /* tests: -1 = by CPUID; CGEN_ISA_SCALAR or CGEN_ISA_AVX512 */
+  struct {              /* kh > 0: a convolution; x is one NCHW image [c][h][w] (the caller
+                           steps the batch and the groups) and B its im2col [c kh kw][oh ow],
+                           the padding reading za (x - za = 0, as onnxruntime pads); needs
+                           weight_a, !w_kmajor (ONNX's [cout][c][kh][kw]), M = cout,
+                           K = c kh kw, N = oh ow (pads ph, pw on both sides) */
+    int64_t c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+  } conv;
+} cgen_qgemm_spec;
+
+void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k);
+harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *spec, const char *fn_name, ut_str *out);
+
+#endif

@@ -1,0 +1,321 @@
+/* test_cgen_qgemm.c — the int8 GEMM (cgen_qgemm.c) against a direct int64
+ * reference on the unpacked matrices ((x - za) w summed, + bias, times the
+ * multiplier in fp32, rounded to nearest even, + zy, clamped): equal on
+ * every element.  Odd sizes (tails of M, N and K), K = 1, per-channel
+ * multipliers and biases, zero points at the ends of the range, u8 and s8
+ * activations, u8 / s8 / fp32 outputs, a clamp (fused Relu), the weight as A
+ * (NCHW conv form) and as B, K-major and channel-major weights, operands at
+ * their extremes with K past 4096, nothing written past the output;
+ * convolutions (im2col per call: padding reads the zero point, strides,
+ * dilations, 1x1) against a direct conv; the scalar and the VNNI variants (the
+ * latter where the CPU has AVX512_VNNI), threads, -O3; bad specs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "backend/c/cgen_qgemm.h"
+#include "cgen_testutil.h"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define U8 TINY_U8
+#define I8 TINY_I8
+#define F32 TINY_FP32
+
+typedef struct qcase {
+  long m, n, k;
+  bool wa, kmaj;
+  tiny_dtype xdt, ydt;
+  int za, zy, lo, hi;
+  int fill; /* 0 random, 1 extremes (x at its top, w = -128 / 127) */
+} qcase;
+
+static const qcase CASES[] = {
+    {7, 70, 13, false, false, U8, U8, 0, 255, 0, 255},          /* tails everywhere, zero points at the ends */
+    {13, 33, 1, false, true, I8, I8, -128, 127, -128, 127},     /* K = 1, s8 through + 128 */
+    {33, 17, 29, true, false, U8, F32, 255, 0, 0, 0},           /* weight as A, fp32 out */
+    {64, 200, 256, true, true, U8, U8, 3, 10, 10, 255},         /* a fused Relu (lo = zy), threads */
+    {12, 130, 4099, false, false, U8, U8, 0, 0, 0, 255, 1},     /* extremes: |acc| ~ 1.3e8 */
+    {6, 16, 4099, true, false, I8, I8, -128, -5, -128, 127, 1},  /* the same, weight as A, s8 */
+    {100, 64, 64, false, true, I8, F32, 0, 0, 0, 0},            /* exact blocks */
+    {5, 47, 9, true, true, U8, I8, 77, -3, -100, 90},           /* 15 columns past a vector */
+    {20, 100, 1001, false, false, U8, U8, 5, 128, 0, 255},      /* depth blocks (K4 past 160), a tail block */
+};
+#define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
+
+/* Convolutions: cout, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, dtypes, zero points, clamp. */
+typedef struct ccase {
+  long co, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+  tiny_dtype xdt, ydt;
+  int za, zy, lo, hi;
+} ccase;
+
+static const ccase CCASES[] = {
+    {13, 5, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 200, 3, 0, 255},          /* 3x3 pad 1, padding reads za */
+    {8, 16, 11, 10, 3, 3, 2, 2, 1, 1, 1, 1, I8, I8, -128, 1, -128, 127},    /* stride 2, s8 */
+    {17, 33, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, U8, F32, 0, 0, 0, 0},            /* 1x1 */
+    {7, 3, 13, 8, 5, 3, 2, 1, 2, 1, 2, 1, U8, U8, 255, 40, 40, 255},        /* dilation, mixed strides, Relu */
+    {64, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 9, 128, 0, 255},       /* threads */
+};
+#define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
+
+static long out_h(const ccase *c) { return (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1; }
+static long out_w(const ccase *c) { return (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1; }
+
+static void make_spec(const qcase *c, int isa, cgen_qgemm_spec *s);
+
+/* Conv case i as the qcase of its GEMM (for the data and the store). */
+static qcase gemm_of(const ccase *c) {
+  return (qcase){c->co, out_h(c) * out_w(c), c->c * c->kh * c->kw, true, false, c->xdt, c->ydt, c->za, c->zy, c->lo, c->hi, 0};
+}
+
+static void make_cspec(const ccase *c, int isa, cgen_qgemm_spec *s) {
+  qcase g = gemm_of(c);
+  make_spec(&g, isa, s);
+  s->conv.c = c->c, s->conv.h = c->h, s->conv.w = c->w, s->conv.kh = c->kh, s->conv.kw = c->kw;
+  s->conv.sh = c->sh, s->conv.sw = c->sw, s->conv.ph = c->ph, s->conv.pw = c->pw, s->conv.dh = c->dh, s->conv.dw = c->dw;
+}
+
+typedef int (*qg_fn)(hprt_pool *, const void *, const void *, void *);
+typedef long (*qg_size)(void);
+typedef int (*qg_pack)(const int8_t *, const int32_t *, const float *, void *);
+
+static void make_spec(const qcase *c, int isa, cgen_qgemm_spec *s) {
+  cgen_qgemm_spec_init(s, c->m, c->n, c->k);
+  s->weight_a = c->wa, s->w_kmajor = c->kmaj;
+  s->x_dtype = c->xdt, s->y_dtype = c->ydt;
+  s->za = c->za, s->zy = c->zy, s->lo = c->lo, s->hi = c->hi;
+  s->force_isa = isa;
+}
+
+/* The case's data: x (activation bytes), w (s8), bias, mult. */
+typedef struct qdata {
+  uint8_t *x;
+  int8_t *w;
+  int32_t *bias;
+  float *mult;
+} qdata;
+
+static void make_data(const qcase *c, qdata *d, long xbytes) {
+  long xr = xbytes > 0 ? xbytes : c->wa ? c->k * c->n : c->m * c->k, ch = c->wa ? c->m : c->n;
+  d->x = malloc((size_t)xr);
+  d->w = malloc((size_t)(ch * c->k));
+  d->bias = malloc((size_t)ch * 4);
+  d->mult = malloc((size_t)ch * 4);
+  for (long i = 0; i < xr; i++) {
+    ct_rand();
+    d->x[i] = c->fill ? (c->xdt == I8 ? 127 : 255) : (uint8_t)(ct_seed >> 16);
+  }
+  for (long i = 0; i < ch * c->k; i++) {
+    ct_rand();
+    d->w[i] = c->fill ? (int8_t)(i % 3 ? -128 : 127) : (int8_t)(ct_seed >> 16);
+  }
+  for (long i = 0; i < ch; i++) {
+    d->bias[i] = (int32_t)(ct_rand() * 20000.0f);
+    /* wide enough to saturate some, fine enough to keep some */
+    d->mult[i] = c->ydt == F32 ? 0.001f * (1.5f + ct_rand()) : (1e-3f + 4e-3f * (1.0f + ct_rand())) / (float)(c->k < 64 ? 1 : c->k / 64);
+    if (c->fill) d->mult[i] = 1e-6f * (float)(i + 1);
+  }
+  ct_seed += 7;
+}
+
+static void free_data(qdata *d) { free(d->x), free(d->w), free(d->bias), free(d->mult); }
+
+static float requant(const qcase *c, const qdata *d, int64_t acc, long ch);
+
+/* The reference's element (i, j) as float (the stored value). */
+static float ref_at(const qcase *c, const qdata *d, long i, long j) {
+  long ch = c->wa ? i : j, chs = c->wa ? c->m : c->n;
+  int64_t acc = 0;
+  for (long k = 0; k < c->k; k++) {
+    int xv = c->wa ? d->x[k * c->n + j] : d->x[i * c->k + k];
+    if (c->xdt == I8) xv = (int8_t)xv;
+    int wv = c->kmaj ? d->w[k * chs + ch] : d->w[ch * c->k + k];
+    acc += (int64_t)(xv - c->za) * wv;
+  }
+  return requant(c, d, acc, ch);
+}
+
+/* The requantized value of sum acc of channel ch. */
+static float requant(const qcase *c, const qdata *d, int64_t acc, long ch) {
+  float v = (float)(int32_t)(acc + d->bias[ch]) * d->mult[ch];
+  if (c->ydt == F32) return v;
+  long r = lrintf(v) + c->zy;
+  return (float)(r < c->lo ? c->lo : r > c->hi ? c->hi : r);
+}
+
+/* The conv reference's output (co, oy, ox): padding contributes 0. */
+static float cref_at(const ccase *cc, const qcase *c, const qdata *d, long co, long oy, long ox) {
+  int64_t acc = 0;
+  for (long ci = 0; ci < cc->c; ci++)
+    for (long ky = 0; ky < cc->kh; ky++)
+      for (long kx = 0; kx < cc->kw; kx++) {
+        long iy = oy * cc->sh - cc->ph + ky * cc->dh, ix = ox * cc->sw - cc->pw + kx * cc->dw;
+        if (iy < 0 || iy >= cc->h || ix < 0 || ix >= cc->w) continue;
+        int xv = d->x[(ci * cc->h + iy) * cc->w + ix];
+        if (c->xdt == I8) xv = (int8_t)xv;
+        acc += (int64_t)(xv - c->za) * d->w[((co * cc->c + ci) * cc->kh + ky) * cc->kw + kx];
+      }
+  return requant(c, d, acc, co);
+}
+
+static float got_at(const qcase *c, const void *y, long i) {
+  return c->ydt == F32 ? ((const float *)y)[i] : c->ydt == I8 ? (float)((const int8_t *)y)[i] : (float)((const uint8_t *)y)[i];
+}
+
+/* Runs case idx of the compiled batch h; the number of elements that differ. */
+static long run_case(void *h, int idx, const char *tag, hprt_pool *pool) {
+  const ccase *cc = idx >= NCASE ? &CCASES[idx - NCASE] : NULL;
+  qcase cg = cc ? gemm_of(cc) : CASES[idx];
+  const qcase *c = &cg;
+  char name[48];
+  snprintf(name, sizeof name, "q%s%d_wsize", tag, idx);
+  qg_size wsize = (qg_size)dlsym(h, name);
+  snprintf(name, sizeof name, "q%s%d_pack", tag, idx);
+  qg_pack pack = (qg_pack)dlsym(h, name);
+  snprintf(name, sizeof name, "q%s%d", tag, idx);
+  qg_fn fn = (qg_fn)dlsym(h, name);
+  if (!wsize || !pack || !fn) return -1;
+  qdata d;
+  make_data(c, &d, cc ? cc->c * cc->h * cc->w : 0);
+  void *wp = aligned_alloc(64, ((size_t)wsize() + 63) & ~(size_t)63);
+  long ny = c->m * c->n, ysz = c->ydt == F32 ? 4 : 1, bad = 0;
+  char *y = malloc((size_t)(ny * ysz + 64));
+  memset(y, 0x5a, (size_t)(ny * ysz + 64)); /* poison, and a guard past the end */
+  if (pack(d.w, d.bias, d.mult, wp) || fn(pool, wp, d.x, y)) bad = -1;
+  for (long i = 0; i < c->m && bad >= 0; i++)
+    for (long j = 0; j < c->n; j++) {
+      float want = cc ? cref_at(cc, c, &d, i, j / out_w(cc), j % out_w(cc)) : ref_at(c, &d, i, j);
+      float got = got_at(c, y, i * c->n + j);
+      if (memcmp(&want, &got, 4) != 0 && bad++ < 5)
+        fprintf(stderr, "qgemm %s case %d [%ld][%ld]: got %.9g want %.9g\n", tag, idx, i, j, (double)got, (double)want);
+    }
+  for (long i = ny * ysz; i < ny * ysz + 64; i++)
+    if (y[i] != 0x5a && bad++ < 5) fprintf(stderr, "qgemm %s case %d: wrote past the output\n", tag, idx);
+  free(y), free(wp), free_data(&d);
+  return bad;
+}
+
+static bool has_vnni(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* Every case in the variants from v0 (0 scalar, 1 VNNI where the CPU has it). */
+static void check_all(const char *flags, int v0) {
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
+  memset(&e, 0, sizeof e);
+  bool vnni = has_vnni();
+  if (!vnni) fprintf(stderr, "no AVX512_VNNI here: the scalar variant only\n");
+  int v1 = vnni ? 2 : 1;
+  v0 = v0 < v1 ? v0 : v1 - 1;
+  for (int v = v0; v < v1; v++)
+    for (int i = 0; i < NCASE; i++) {
+      cgen_qgemm_spec s;
+      make_spec(&CASES[i], v ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR, &s);
+      char name[32];
+      snprintf(name, sizeof name, "q%s%d", v ? "v" : "s", i);
+      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
+    }
+  for (int v = v0; v < v1; v++)
+    for (int i = 0; i < NCCASE; i++) {
+      cgen_qgemm_spec s;
+      make_cspec(&CCASES[i], v ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR, &s);
+      char name[32];
+      snprintf(name, sizeof name, "q%s%d", v ? "v" : "s", NCASE + i);
+      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
+    }
+  void *h = ct_compile_flags(src.buf, flags);
+  assert_non_null(h);
+  hprt_pool *pool = ct_pool_create(h, 3);
+  assert_non_null(pool);
+  for (int v = v0; v < v1; v++)
+    for (int i = 0; i < NCASE + NCCASE; i++) {
+      assert_int_equal(run_case(h, i, v ? "v" : "s", pool), 0);
+      assert_int_equal(run_case(h, i, v ? "v" : "s", NULL), 0);
+    }
+  ct_pool_destroy(h, pool);
+  dlclose(h);
+  ut_str_free(&src);
+}
+
+static void test_cases(void **st) {
+  (void)st;
+  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0);
+}
+
+static void test_cases_o3(void **st) {
+  (void)st;
+  check_all("-O3", 1); /* the vector variant (the scalar one where it is all there is) */
+}
+
+/* One bad call (spec s, name fn): the status, a message, nothing emitted;
+ * then s back to a good 4 x 4 x 4 spec. */
+static void bad_fn(cgen_qgemm_spec *s, const char *fn, harp_status want) {
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(cgen_qgemm(&e, s, fn, &src), want);
+  assert_true(e.msg[0] != 0);
+  assert_int_equal(src.len, 0);
+  ut_str_free(&src);
+  if (s) cgen_qgemm_spec_init(s, 4, 4, 4);
+}
+static void bad(cgen_qgemm_spec *s, harp_status want) { bad_fn(s, "f", want); }
+
+static void test_errors(void **st) {
+  (void)st;
+  cgen_qgemm_spec s;
+  cgen_qgemm_spec_init(&s, 4, 0, 4);
+  bad(&s, HARP_E_INVALID_ARG);
+  s.k = 65537;
+  bad(&s, HARP_E_LIMIT);
+  s.x_dtype = F32;
+  bad(&s, HARP_E_UNSUPPORTED);
+  s.y_dtype = TINY_FP16;
+  bad(&s, HARP_E_UNSUPPORTED);
+  s.za = 256;
+  bad(&s, HARP_E_INVALID_ARG);
+  s.x_dtype = I8, s.za = 128;
+  bad(&s, HARP_E_INVALID_ARG);
+  s.zy = 5, s.lo = 6;
+  bad(&s, HARP_E_INVALID_ARG);
+  s.y_dtype = I8, s.zy = 0, s.lo = -129, s.hi = 0;
+  bad(&s, HARP_E_INVALID_ARG);
+  s.force_isa = CGEN_ISA_AVX2;
+  bad(&s, HARP_E_INVALID_ARG);
+  s.weight_a = true, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
+  s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1;
+  s.k = 17; /* not c kh kw */
+  bad(&s, HARP_E_INVALID_ARG);
+  s.weight_a = true, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
+  s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1;
+  s.conv.sh = 0; /* a zero stride */
+  bad(&s, HARP_E_INVALID_ARG);
+  s.weight_a = false, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
+  s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1; /* the weight as B */
+  bad(&s, HARP_E_INVALID_ARG);
+  bad_fn(NULL, "f", HARP_E_INVALID_ARG);
+  bad_fn(&s, "f-1", HARP_E_INVALID_ARG); /* not a C identifier */
+  ut_str ok;
+  ut_str_init(&ok);
+  harp_error e = {0};
+  assert_int_equal(cgen_qgemm(&e, &s, "f", &ok), HARP_OK); /* the spec bad_fn left */
+  assert_true(ok.len > 0);
+  ut_str_free(&ok);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_cases),
+      cmocka_unit_test(test_cases_o3),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
