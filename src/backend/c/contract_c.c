@@ -496,6 +496,45 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
   return buf;
 }
 
+/* The plan's split-K (algo_choice matmul splitk_reduce: plan_validate
+ * refuses the other forms on the CPU) into s->tune.splitk, the slice count
+ * of plan_splitk_factor, for the skinny kernel of region r.  A GEMM that
+ * kernel cannot split: a searched plan becomes implicit_gemm with a note,
+ * so that plan.json says what runs; a plan given by the user is refused. */
+static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_spec *s) {
+  rt_plan_choice *ch = pu->ch;
+  if (ch && cgen_gemm_splitk_ok(s))
+    note_add(ch, "skinny GEMM (at most 8 rows): B streamed, not packed; tile, warp_tile, stages and reorder not used");
+  if (!ch || !plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL])) return HARP_OK;
+  const plan_region_info *ri = &c->f->part->regions[c->f->kernels[r].region].info->plan_info;
+  int S = ch->plan.splitk;
+  if (!S && c->f->part->formed) {
+    const plan_machine *m = &c->f->part->formed->machine;
+    plan_resources res;
+    plan_resources_of(&ch->plan, m, ri, &res);
+    S = plan_splitk_factor(&ch->plan, ri, m, &res);
+  }
+  s->tune.splitk = S > 1 ? S : 0;
+  if (cgen_gemm_splitk_ok(s)) {
+    size_t n = strlen(pu->desc);
+    snprintf(pu->desc + n, sizeof pu->desc - n, " splitk %d", S > 1 ? S : 1);
+    return HARP_OK;
+  }
+  s->tune.splitk = 0;
+  const char *why = "split-K runs in the skinny kernel only (at most 8 rows, B and C unit-stride, no weight packed"
+                    " once, M a constant)";
+  if (ch->source == RT_PLAN_DEFAULT) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
+    note_add(ch, msg);
+    ch->plan.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_IMPLICIT_GEMM;
+    ch->plan.splitk = 0;
+    return HARP_OK;
+  }
+  return ut_fail(c->e, HARP_E_UNSUPPORTED, NULL, "region '%s': the plan's algo_choice matmul %s cannot run on the CPU: %s",
+                 ch->region ? ch->region : "?", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
+}
+
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
@@ -537,6 +576,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     rt_plan_choice *ch = choice_of(c, r);
     if (ch) note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
   } else plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
+  if (gemm_plan_splitk(c, r, &pu, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
