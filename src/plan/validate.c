@@ -380,10 +380,16 @@ static harp_status v_cpu(vctx *v) {
   const plan_region_info *r = v->r;
   harp_status st;
   if (v->m->arch != PLAN_ARCH_CPU) return HARP_OK;
-  if (p->nunroll)
-    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.unroll[0], p->unroll[0].axis,
-                     "unroll %s %d: the CPU micro-kernels are unrolled by their register tile (warp_tile) and K by 4;"
-                     " no other factor", p->unroll[0].axis, p->unroll[0].factor);
+  /* unroll: the micro-kernel's K loop of a GEMM / conv (K.i, or K.i.i inside it), once */
+  char ki[PLAN_NAME_MAX + 4], kii[PLAN_NAME_MAX + 4];
+  snprintf(ki, sizeof ki, "%.50s.i", p->ntile == 3 ? p->tile_axes[2] : "?");
+  snprintf(kii, sizeof kii, "%.50s.i.i", p->ntile == 3 ? p->tile_axes[2] : "?");
+  for (int i = 0; i < p->nunroll; i++)
+    if (i > 0 || (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) ||
+        (strcmp(p->unroll[i].axis, ki) && strcmp(p->unroll[i].axis, kii)))
+      return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.unroll[i], p->unroll[i].axis,
+                       "unroll %s %d: the CPU unrolls one loop, the GEMM / conv micro-kernel's K loop (%s); its register"
+                       " tile is warp_tile", p->unroll[i].axis, p->unroll[i].factor, ki);
   if (p->nsplits)
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.splits[0], p->splits[0].axis,
                      "split %s: the CPU loop nest has two levels per axis, the tile and the register micro-tile"
@@ -399,13 +405,12 @@ static harp_status v_cpu(vctx *v) {
   if (strcmp(p->pipeline_axis, kdef))
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.pipeline, p->pipeline_axis,
                      "pipeline %s: the CPU prefetches along %s only (stages sets the distance)", p->pipeline_axis, kdef);
+  /* pingpong stays accepted: the resource model counts it in the L2 budget
+   * (docs/plan.md §9), though the templates pack each panel once */
   for (int i = 0; i < p->ncache; i++)
-    if (p->cache[i].pingpong || (strcmp(p->cache[i].tensor, "A") && strcmp(p->cache[i].tensor, "B")))
+    if (strcmp(p->cache[i].tensor, "A") && strcmp(p->cache[i].tensor, "B"))
       return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.cache[i], p->cache[i].tensor,
-                       p->cache[i].pingpong ? "cache_read %s pingpong=true: the CPU packs each panel once"
-                                              " (stages is the prefetch distance)"
-                                            : "cache_read %s: the CPU templates pack A and B only",
-                       p->cache[i].tensor);
+                       "cache_read %s: the CPU templates pack A and B only", p->cache[i].tensor);
   if (p->a_swizzle || p->b_swizzle)
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.layout, "layout_hint",
                      "layout_hint %s_swizzle=true: the CPU packs panels unswizzled", p->a_swizzle ? "A" : "B");

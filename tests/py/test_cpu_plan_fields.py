@@ -1,5 +1,5 @@
 """Every CPU Plan field / DSL statement shapes the generated C, or is a
-located error (issue 27, docs/plan.md §5 "CPU").  For each field, two --plan
+located error (issue 27, docs/plan.md §18).  For each field, two --plan
 overrides that differ only in it:
 
   * give different C code (comments stripped: not just the plan's echo), and
@@ -7,14 +7,15 @@ overrides that differ only in it:
   * are both marked applied in plan.json;
   * both match numpy (float64) on the same inputs.
 
-Fields: tile, warp_tile, vectorize, stages (pipeline), bind, reorder;
-split-K (algo_choice matmul splitk_reduce, splitk N) on skinny GEMMs in both
-of the skinny kernel's forms (B along N, and x W^T), with batches, tails and
-an epilogue.  Then what the CPU cannot follow is refused with a located
-Unsupported error and no output: unroll, further splits, a fuse of non-batch
-axes, warp binds, a pipeline axis other than K.i, pingpong, swizzle, a moved
-local edge, splitk_serial / splitk_parallel, split-K on a conv or on a GEMM
-the skinny kernel cannot split."""
+Fields: tile, warp_tile, vectorize, stages (pipeline), bind, unroll (the
+micro-kernel's K loop), reorder; split-K (algo_choice matmul splitk_reduce,
+splitk N) on skinny GEMMs in both of the skinny kernel's forms (B along N,
+and x W^T), with batches, tails and an epilogue; the default plan's split-K.
+Then what the CPU cannot follow is refused with a located Unsupported error
+and no output: unroll of another loop, further splits, a fuse of non-batch
+axes, warp binds, binds of inner axes, a pipeline axis other than K.i,
+caching a tensor besides A and B, swizzle, a moved local edge,
+splitk_serial / splitk_parallel, split-K on a conv."""
 import json
 import os
 import re
@@ -52,6 +53,7 @@ PAIRS = [
     ("stages", GEMM, BASE + " pipeline k.i stages=2;", BASE + " pipeline k.i stages=3;", ("prefetch 8", "prefetch 12")),
     ("bind", GEMM, BASE, BASE.replace(" bind n.o block.x;", ""), ("par_m par_n", "par_m order")),
     ("bind none", GEMM, BASE, BASE.replace(" bind m.o block.y; bind n.o block.x;", ""), ("threads 2", "threads 1")),
+    ("unroll", GEMM, BASE, BASE + " unroll k.i 8;", ("order 0 */", "unroll_k 8")),
     ("reorder", GEMM, BASE, BASE + " reorder m.o n.o k.o n.i.o m.i.o k.i.o m.i.i n.i.i k.i.i;", ("order 0", "order 1")),
     ("split-K", SKINNY, SK, SK + " algo_choice matmul splitk_reduce; splitk 4;", ("order 0 */", "splitk 4")),
     ("split-K slices", SKINNY, SK + " algo_choice matmul splitk_reduce; splitk 2;",
@@ -61,13 +63,13 @@ PAIRS = [
 
 # what, model, plan, words the error must contain (besides .plan:LINE:COL)
 REFUSED = [
-    ("unroll", GEMM, BASE + " unroll k.i 4;", ["unroll k.i 4", "no other factor"]),
+    ("unroll m.i", GEMM, BASE + " unroll m.i 4;", ["unroll m.i 4", "the GEMM / conv micro-kernel's K loop (k.i)"]),
     ("further split", GEMM, BASE + " split m.i.i 2;", ["split m.i.i", "no further split"]),
     ("fuse", GEMM, BASE + " fuse m.o n.o -> mn;", ["fuse m.o n.o", "only batch axes fuse"]),
     ("bind warp", GEMM, BASE + " bind m.i.o warp.y;", ["bind m.i.o warp.y", "no warps"]),
     ("bind inner", GEMM, BASE.replace("bind n.o block.x", "bind n.i block.x"), ["bind n.i block.x", "outer tiles"]),
     ("pipeline axis", GEMM, BASE + " pipeline m.i stages=2;", ["pipeline m.i", "along k.i only"]),
-    ("pingpong", GEMM, BASE + " cache_read A smem at=k.i pingpong=true;", ["pingpong=true", "packs each panel once"]),
+    ("cache_read other", GEMM, BASE + " cache_read bias smem at=k.i;", ["cache_read bias", "pack A and B only"]),
     ("swizzle", GEMM, BASE + " layout_hint A_swizzle=true;", ["A_swizzle=true", "unswizzled"]),
     ("local edge", GEMM, BASE + " local_edge matmul_0 -> c smem_ring depth=2;", ["local_edges", "cannot move them"]),
     ("splitk_serial", SKINNY, SK + " algo_choice matmul splitk_serial; splitk 2;", ["splitk_serial", "cpu"]),

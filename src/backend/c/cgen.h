@@ -110,6 +110,8 @@ typedef struct cgen_tuning {
   int tasks;         /* parallel tasks (default = threads); more tasks balance noisy cores */
   bool par_m, par_n; /* may split M (rows) / N (columns) across tasks; batch dims
                         are always parallel.  Both false = choose. */
+  int unroll_k;      /* GEMM / implicit-GEMM conv: the micro-kernel's K loop unrolled this
+                        many times (#pragma GCC unroll; 0: 4) */
   int splitk;        /* GEMM: K slices spread over tasks, partials summed in slice order
                         (0, 1: none; 2..64: the skinny kernel only, cgen_skinny.c) */
   unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */

@@ -223,7 +223,7 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
       for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
         cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %ldL + n + %d, 1);\n", i, (long)p->c_sm,
                 l * 16);
-  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kc; k++) {\n");
+  cg_emit(o, "#pragma GCC unroll %d\n  for (long k = 0; k < kc; k++) {\n", p->tune.unroll_k > 0 ? p->tune.unroll_k : 4);
   if (t->pf > 0)
     for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
       cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", t->pf, t->nr, l * 16);
