@@ -43,15 +43,14 @@ static void gpu_attention_space(const plan_machine *m, cand_space *s) {
 }
 
 /* CPU split-K is the skinny kernel's (cgen_skinny.c: at most
- * CPU_SPLITK_MAX_M rows, B streamed in strips of at least 4 vectors, about
- * two tasks per core).  Offered where that kernel has fewer strips than
- * 2 x cores over a long K: a GEMV of N = 64 is one strip, one core, without
- * it (bench/splitk_bench.c, bench/RESULTS.md). */
+ * CPU_SPLITK_MAX_M rows, B streamed in column strips): offered over a long
+ * K with CPU_SPLITK_SLICES slices, the count measured best
+ * (bench/splitk_bench.c); the cost model's cpu_splitk_speedup ranks it. */
 #define CPU_SPLITK_MAX_M 8
-#define CPU_SPLITK_MIN_K 2048
-static bool cpu_splitk_wanted(const plan_gemm_view *g, const plan_machine *m) {
-  int64_t strip = 4 * UT_MAX(m->simd_bytes / 4, 1), strips = g->batch * ((g->N + strip - 1) / strip);
-  return g->M <= CPU_SPLITK_MAX_M && g->K >= CPU_SPLITK_MIN_K && strips < 2 * (int64_t)UT_MAX(m->sm_count, 1);
+#define CPU_SPLITK_MIN_K 4096
+#define CPU_SPLITK_SLICES 4
+static bool cpu_splitk_wanted(const plan_gemm_view *g) {
+  return g->M <= CPU_SPLITK_MAX_M && g->K >= CPU_SPLITK_MIN_K;
 }
 
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
@@ -103,7 +102,7 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
        * are a Plan's explicit choice, not the default search's.  The CPU
        * has splitk_reduce alone, in its skinny kernel (cpu_splitk_wanted) */
       if (plan_arch_is_gpu(m->arch)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
-      else if (cpu_splitk_wanted(g, m)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
+      else if (cpu_splitk_wanted(g)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
@@ -336,6 +335,11 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
             if (plan_cost_of(tmp, r, m, &c, &ve)) break;
             if (plan_smem_near_limit(&c.res, m)) break;
             bool splitk = plan_algo_is_splitk(s.algos[ai]);
+            if (splitk && !plan_arch_is_gpu(m->arch)) { /* the CPU's count, in the Plan */
+              tmp->splitk = CPU_SPLITK_SLICES;
+              ve = (harp_error){0};
+              if (plan_validate(tmp, r, m, NULL, &ve) || plan_cost_of(tmp, r, m, &c, &ve)) break;
+            }
             if (splitk && c.splitk < 2) break;
             if (splitk && r->pattern == PLAN_PAT_CONV && !conv_splitk_wanted(&g, &c)) break;
             int depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;

@@ -37,6 +37,9 @@ SKINNY = ("graph main(a: f32[4, 2056], b: f32[2056, 72]) -> (c: f32[4, 72]) {\n"
 # x W^T with a batch, a K tail (1000 = 62 x 16 + 8) and bias + relu
 SKINNY_T = ("graph main(a: f32[3, 2, 1000], w: f32[40, 1000], bias: f32[40]) -> (c: f32[3, 2, 40]) {\n"
             "    c = relu(matmul(a, permute(w, [1, 0])) + bias)\n    return c\n}\n")
+# the default plan splits this one (B streams 8.1 MiB, K >= 4096), not SKINNY (B 0.6 MiB)
+BIG = ("graph main(a: f32[4, 4100], b: f32[4100, 520]) -> (c: f32[4, 520]) {\n"
+       "    c = matmul(a, b)\n    return c\n}\n")
 CONV = ("graph main(x: f32[1, 64, 6, 6], w: f32[32, 64, 3, 3]) -> (y: f32[1, 32, 6, 6]) {\n"
         "    y = conv2d(x, w, pad=1)\n    return y\n}\n")
 
@@ -173,22 +176,24 @@ def check_refused(s, what, text, plan, want):
 
 
 def check_default_splitk(s):
-    """The default plan splits K where cpu_splitk_wanted says (a 4-row GEMV
-    of 72 columns over K = 2056 runs as one strip otherwise), and the kernel
-    follows it."""
-    model = write(SKINNY, ".harp")
-    x = inputs_of(SKINNY)
-    p, d = harp_run(model, x)
-    s.check("default split-K: run", p.returncode == 0, p.stderr[-600:])
-    if p.returncode:
-        return
-    e = json.load(open(os.path.join(d, "plan.json")))["plans"][0]
-    c = open(os.path.join(d, "model.c")).read()
-    s.check("default split-K: splitk_reduce, applied, the kernel splits",
-            e["plan"]["algo_choice"].get("matmul") == "splitk_reduce" and e.get("applied") is True and "_ksum" in c,
-            f"{e['plan']['algo_choice']} {e.get('note')} {tuning_line(c)}")
-    s.check("default split-K: vs numpy", *close(np.load(os.path.join(d, "c.npy")), reference(SKINNY, x), rtol=1e-4,
-                                                  atol=1e-4))
+    """The default plan splits K 4 ways where it was measured to pay (a GEMV
+    of at most 8 rows, K >= 4096, B streaming 8 MiB or more), and the kernel
+    follows it; a small one (SKINNY) stays unsplit."""
+    for what, text, split in (("BIG", BIG, True), ("SKINNY", SKINNY, False)):
+        model = write(text, ".harp")
+        x = inputs_of(text)
+        p, d = harp_run(model, x)
+        s.check(f"default split-K {what}: run", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        e = json.load(open(os.path.join(d, "plan.json")))["plans"][0]
+        c = open(os.path.join(d, "model.c")).read()
+        got = (e["plan"]["algo_choice"].get("matmul") == "splitk_reduce", e["plan"].get("splitk"), "_ksum" in c)
+        s.check(f"default split-K {what}: {'split 4 ways' if split else 'unsplit'}, applied",
+                got == ((True, 4, True) if split else (False, None, False)) and e.get("applied") is True,
+                f"{got} {e.get('note')} {tuning_line(c)}")
+        s.check(f"default split-K {what}: vs numpy", *close(np.load(os.path.join(d, "c.npy")), reference(text, x),
+                                                              rtol=1e-4, atol=1e-4))
 
 
 def main():
