@@ -508,7 +508,8 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
 static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_spec *s) {
   rt_plan_choice *ch = pu->ch;
   if (ch && cgen_gemm_splitk_ok(s))
-    note_add(ch, "skinny GEMM (at most 8 rows): B streamed, not packed; tile, warp_tile, stages, reorder and unroll not used");
+    note_add(ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
+                 " warp_tile, stages, reorder, unroll and which of M.o / N.o is bound not used");
   if (!ch || !plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL])) return HARP_OK;
   const plan_region_info *ri = &c->f->part->regions[c->f->kernels[r].region].info->plan_info;
   int S = ch->plan.splitk;
