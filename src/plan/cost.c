@@ -49,6 +49,20 @@ static double cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_vi
   return px >= 3136 ? 1.5 : px >= 784 ? 1.3 : px >= 196 ? 0.75 : 0.4;
 }
 
+/* CPU split-K (splitk_reduce in the skinny kernel) over unsplit, as
+ * measured (bench/splitk_bench.c, 2 threads, bench/RESULTS.md; an EPYC VM
+ * whose L3 reads 32 MiB in lscpu, 384 in sysconf): a GEMV whose B streams
+ * 8 to 32 MiB ran 1.1-1.9x faster split 4 ways (16 MiB: 1.6-1.9x); at
+ * 64 MiB 0.45-2.75x over runs, no verdict; smaller ones gained nothing or lost to the second pass and the
+ * workers' wake-up (0.1-1.9x, 1.0 typical), while the model credits split-K
+ * with the idle cores it fills (2x for one strip on 2 cores): 0.4 takes
+ * that back, so those stay unsplit by default. */
+static double cpu_splitk_speedup(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
+  double b_bytes = (double)g->batch * (double)g->K * (double)g->N * UT_MAX(tiny_dtype_size(r->in_dtype), 1);
+  (void)m; /* the range is this measurement's, not yet a function of the caches */
+  return g->M <= 8 && b_bytes >= 8.0 * (1 << 20) && b_bytes <= 32.0 * (1 << 20) ? 1.4 : 0.4;
+}
+
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
 /* ctas over `slots` resident CTAs: the share of the waves' slots they fill */
@@ -180,6 +194,8 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
   if (m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL && res->cta_per_sm >= 1 &&
       M * N * B >= 4.0 * 128 * 128)
     out->rank_time = plan_time_formula(flops, bytes, out->peak, out->bw, wave_eff(out->ctas, m->sm_count), eff) + launches;
+  if (m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_MATMUL && out->splitk > 1)
+    out->rank_time /= cpu_splitk_speedup(r, &g, m);
   return HARP_OK;
 }
 

@@ -6,8 +6,8 @@
  *   contractions: tile (4 per arch) × stages {2,3} × warp_tile (2 per arch; on
  *                 the CPU the first two micro-tiles that fit the registers)
  *                 × vec {4,8,16} × algo_choice (matmul: implicit_gemm,
- *                 splitk_parallel, and on the CPU splitk_serial and
- *                 splitk_reduce; conv: implicit_gemm,
+ *                 and splitk_parallel on GPUs, splitk_reduce on the CPU
+ *                 for skinny GEMMs; conv: implicit_gemm,
  *                 winograd_3x3 for 3x3 windows; attention: both softmaxes)
  *   ewise / reduce: tile (3) × warp_tile (2) × vec {4,8,16}, stages 2
  * Pruning: plan_validate (shapes, resources), smem above 80% of the CTA
@@ -40,6 +40,17 @@ static void gpu_attention_space(const plan_machine *m, cand_space *s) {
   s->ntiles = 4;
   s->warps[0][0] = m->arch == PLAN_ARCH_SM80 ? 16 : 64, s->warps[0][1] = -1; /* x BN */
   s->nwarps = 1, s->nstages = 1;
+}
+
+/* CPU split-K is the skinny kernel's (cgen_skinny.c: at most
+ * CPU_SPLITK_MAX_M rows, B streamed in column strips): offered over a long
+ * K with CPU_SPLITK_SLICES slices, the count measured best
+ * (bench/splitk_bench.c); the cost model's cpu_splitk_speedup ranks it. */
+#define CPU_SPLITK_MAX_M 8
+#define CPU_SPLITK_MIN_K 4096
+#define CPU_SPLITK_SLICES 4
+static bool cpu_splitk_wanted(const plan_gemm_view *g) {
+  return g->M <= CPU_SPLITK_MAX_M && g->K >= CPU_SPLITK_MIN_K;
 }
 
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
@@ -85,15 +96,13 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
     s->nstages = 2;
     if (r->pattern == PLAN_PAT_MATMUL) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
-      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
       /* H100 (bench/cuda_splitk.py): the serial form's in-order hand-offs
        * and the reduce form's partials pass ran 1.4-3.5x slower than the
        * atomics of the parallel one at every skinny shape, so on GPUs they
-       * are a Plan's explicit choice, not the default search's */
-      if (!plan_arch_is_gpu(m->arch)) {
-        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
-        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
-      }
+       * are a Plan's explicit choice, not the default search's.  The CPU
+       * has splitk_reduce alone, in its skinny kernel (cpu_splitk_wanted) */
+      if (plan_arch_is_gpu(m->arch)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+      else if (cpu_splitk_wanted(g)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
@@ -326,6 +335,11 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
             if (plan_cost_of(tmp, r, m, &c, &ve)) break;
             if (plan_smem_near_limit(&c.res, m)) break;
             bool splitk = plan_algo_is_splitk(s.algos[ai]);
+            if (splitk && !plan_arch_is_gpu(m->arch)) { /* the CPU's count, in the Plan */
+              tmp->splitk = CPU_SPLITK_SLICES;
+              ve = (harp_error){0};
+              if (plan_validate(tmp, r, m, NULL, &ve) || plan_cost_of(tmp, r, m, &c, &ve)) break;
+            }
             if (splitk && c.splitk < 2) break;
             if (splitk && r->pattern == PLAN_PAT_CONV && !conv_splitk_wanted(&g, &c)) break;
             int depth = m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL ? stages : 0;

@@ -334,6 +334,101 @@ static harp_status v_shapes(vctx *v) {
   return HARP_OK;
 }
 
+/* True when `axis` (a base name or a fuse output) stands for batch axes only:
+ * parallel region axes that are neither the GEMM view's M, N nor K. */
+static bool batch_only(const vctx *v, const char *axis, int depth) {
+  const plan_fuse *f = fuse_of(v->p, axis);
+  if (f) return depth < PLAN_MAX_FUSE && batch_only(v, f->a, depth + 1) && batch_only(v, f->b, depth + 1);
+  int a = plan_region_axis(v->r, axis);
+  return a >= 0 && !v->r->axes[a].reduce && a != v->g.m && a != v->g.n && a != v->g.k;
+}
+
+static bool same_edges(const plan_t *p, const plan_region_info *r) {
+  if (p->nedges != r->nedges) return false;
+  for (int i = 0; i < p->nedges; i++)
+    if (strcmp(p->edges[i].from, r->edges[i].from) || strcmp(p->edges[i].to, r->edges[i].to) ||
+        p->edges[i].buffer != r->edges[i].buffer || p->edges[i].depth != r->edges[i].depth)
+      return false;
+  return true;
+}
+
+/* binds on the CPU: block.* spreads X.o (or a batch axis) over the threads;
+ * there are no warps. */
+static harp_status v_cpu_binds(vctx *v) {
+  const plan_t *p = v->p;
+  for (int i = 0; i < p->nbind; i++) {
+    const char *ax = p->bind[i].axis;
+    char b[PLAN_NAME_MAX];
+    plan_axis_base(ax, b);
+    if (!plan_target_is_block(p->bind[i].target))
+      return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.bind[i], ax,
+                       "bind %s %s: the CPU has no warps (its register micro-tile is warp_tile MRxNR)", ax,
+                       plan_target_name(p->bind[i].target));
+    bool outer = !strcmp(ax, b) || (strlen(ax) == strlen(b) + 2 && !strcmp(ax + strlen(b), ".o"));
+    if (!outer)
+      return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.bind[i], ax,
+                       "bind %s %s: the CPU spreads outer tiles (X.o) or batch axes over its threads, not '%s'", ax,
+                       plan_target_name(p->bind[i].target), ax);
+  }
+  return HARP_OK;
+}
+
+/* What the CPU templates cannot follow (docs/plan.md §5 "CPU"): a located
+ * Unsupported error, never a statement dropped in silence. */
+static harp_status v_cpu(vctx *v) {
+  const plan_t *p = v->p;
+  const plan_region_info *r = v->r;
+  harp_status st;
+  if (v->m->arch != PLAN_ARCH_CPU) return HARP_OK;
+  /* unroll: the micro-kernel's K loop of a GEMM / conv (K.i, or K.i.i inside it), once */
+  char ki[PLAN_NAME_MAX + 4], kii[PLAN_NAME_MAX + 4];
+  snprintf(ki, sizeof ki, "%.50s.i", p->ntile == 3 ? p->tile_axes[2] : "?");
+  snprintf(kii, sizeof kii, "%.50s.i.i", p->ntile == 3 ? p->tile_axes[2] : "?");
+  for (int i = 0; i < p->nunroll; i++)
+    if (i > 0 || (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) ||
+        (strcmp(p->unroll[i].axis, ki) && strcmp(p->unroll[i].axis, kii)))
+      return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.unroll[i], p->unroll[i].axis,
+                       "unroll %s %d: the CPU unrolls one loop, the GEMM / conv micro-kernel's K loop (%s); its register"
+                       " tile is warp_tile", p->unroll[i].axis, p->unroll[i].factor, ki);
+  if (p->nsplits)
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.splits[0], p->splits[0].axis,
+                     "split %s: the CPU loop nest has two levels per axis, the tile and the register micro-tile"
+                     " (warp_tile); no further split", p->splits[0].axis);
+  for (int i = 0; i < p->nfuse; i++)
+    if (!batch_only(v, p->fuse[i].a, 0) || !batch_only(v, p->fuse[i].b, 0))
+      return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.fuse[i], p->fuse[i].to,
+                       "fuse %s %s: on the CPU only batch axes fuse (into the one parallel batch loop)", p->fuse[i].a,
+                       p->fuse[i].b);
+  if ((st = v_cpu_binds(v))) return st;
+  char kdef[PLAN_NAME_MAX];
+  plan_default_pipeline_axis(p, kdef);
+  if (strcmp(p->pipeline_axis, kdef))
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.pipeline, p->pipeline_axis,
+                     "pipeline %s: the CPU prefetches along %s only (stages sets the distance)", p->pipeline_axis, kdef);
+  /* pingpong stays accepted: the resource model counts it in the L2 budget
+   * (docs/plan.md §9), though the templates pack each panel once */
+  for (int i = 0; i < p->ncache; i++)
+    if (strcmp(p->cache[i].tensor, "A") && strcmp(p->cache[i].tensor, "B"))
+      return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.cache[i], p->cache[i].tensor,
+                       "cache_read %s: the CPU templates pack A and B only", p->cache[i].tensor);
+  if (p->a_swizzle || p->b_swizzle)
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.layout, "layout_hint",
+                     "layout_hint %s_swizzle=true: the CPU packs panels unswizzled", p->a_swizzle ? "A" : "B");
+  if (p->nedges && !same_edges(p, r))
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.edges[0], "local_edge",
+                     "local_edges: the CPU's fused kernel keeps the edges region formation chose for '%s'; a plan"
+                     " cannot move them", r->name ? r->name : "?");
+  if (r->pattern == PLAN_PAT_CONV && plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]))
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.algo[PLAN_KEY_MATMUL], "algo_choice",
+                     "algo_choice matmul %s on a conv: the CPU splits K of GEMMs only (its skinny kernel)",
+                     plan_algo_name(p->algo[PLAN_KEY_MATMUL]));
+  if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]) && p->algo[PLAN_KEY_MATMUL] != PLAN_ALGO_SPLITK_REDUCE)
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.algo[PLAN_KEY_MATMUL], "algo_choice",
+                     "algo_choice matmul %s: the CPU's split-K is splitk_reduce (partials summed in slice order by a"
+                     " second pass; no flags, no atomics)", plan_algo_name(p->algo[PLAN_KEY_MATMUL]));
+  return HARP_OK;
+}
+
 harp_status plan_validate(const plan_t *p, const plan_region_info *r, const plan_machine *m, const plan_src *src,
                         harp_error *e) {
   harp_status st = plan_check(p, src, e);
@@ -344,7 +439,7 @@ harp_status plan_validate(const plan_t *p, const plan_region_info *r, const plan
   vctx v = {p, r, m, src, e, {0}};
   if ((st = plan_region_gemm_view(r, &v.g, e))) return st;
   if ((st = v_axes(&v)) || (st = v_roles(&v)) || (st = v_tails(&v)) || (st = v_vector(&v)) || (st = v_algo(&v)) ||
-      (st = v_epilogue_cache(&v)) || (st = v_shapes(&v)))
+      (st = v_epilogue_cache(&v)) || (st = v_shapes(&v)) || (st = v_cpu(&v)))
     return st;
   plan_resources res;
   plan_resources_of(p, m, r, &res);

@@ -20,7 +20,7 @@
 
 unsigned rt_cpu_algo_mask(void) {
   return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_ONLINE_SOFTMAX | 1u << PLAN_ALGO_WINOGRAD_3X3 |
-         1u << PLAN_ALGO_WINOGRAD_2X2_3X3 | 1u << PLAN_ALGO_WINOGRAD_4X4_3X3;
+         1u << PLAN_ALGO_WINOGRAD_2X2_3X3 | 1u << PLAN_ALGO_WINOGRAD_4X4_3X3 | 1u << PLAN_ALGO_SPLITK_REDUCE;
 }
 
 /* Region formation on this CPU's description (the knobs cpu_ghz and

@@ -22,6 +22,7 @@ typedef struct gcase {
   int prepack; /* 1: A packed once by gN_pack_a; 2: B by gN_pack_b (and shared by the batches) */
   int order, mc; /* loop order (tune.order) and its row block */
   int mulm;      /* bit i: tensor step i multiplies (cgen_epi.mul) */
+  int splitk;    /* tune.splitk: K slices of the skinny kernel */
 } gcase;
 
 #define F32 TINY_FP32
@@ -85,6 +86,13 @@ static const gcase CASES[] = {
     /* B^T with whole 64-column panels: packed through 16x16 transposes, k tails */
     {33, 150, 70, 1, 1, F32, F32, F32, 0, 1, 0, 0, A5},
     {20, 128, 40, 2, 1, F32, F16, F32, 0, 1, 0, 0, A5, 32},
+    /* split-K (tune.splitk, cgen_skinny.c): whole-vector K slices summed in slice
+     * order; B along N and B^T, batches, K and N tails, half storage, epilogues */
+    {1, 64, 2050, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5, 0, 0, 0, 0, 0, 0, {0}, F32, 0, 0, 0, 0, 0, 2},
+    {4, 72, 1000, 2, 1, F32, F16, F32, 0, 1, 0, 0, A5, 0, 0, 0, 0, 0, 2, {CGEN_EPI_BIAS_N, CGEN_EPI_RELU}, F32, 0, 0, 0, 0, 0, 3},
+    {3, 37, 333, 1, 1, F32, F32, F16, 0, 0, 0, 0, A2, 0, 0, 0, 0, 0, 1, {CGEN_EPI_RESIDUAL}, F16, 0, 0, 0, 0, 0, 4},
+    {8, 20, 600, 1, 2, F16, F16, F32, 0, 1, 0, 0, A2, 0, 0, 0, 0, 0, 0, {0}, F32, 0, 0, 0, 0, 0, 5},
+    {2, 130, 17, 1, 1, F32, F32, F32, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, {0}, F32, 0, 0, 0, 0, 0, 8},
     /* skinny (M <= 8): B streamed, not packed. Unit stride along N: strips of
      * columns, K in fours with a tail; along K (B^T): dot products, K and N tails */
     {1, 1000, 70, 1, 1, F32, F32, F32, 0, 0, 0, 0, A5},
@@ -148,6 +156,7 @@ static void make_spec(const gcase *c, cgen_gemm_spec *s) {
   s->prepack_a = c->prepack & 1;
   s->prepack_b = (c->prepack & 2) != 0;
   s->tune.order = c->order, s->tune.mc = c->mc;
+  s->tune.splitk = c->splitk;
   s->n_epi = c->nepi;
   for (int i = 0; i < c->nepi; i++) {
     cgen_epi *e = &s->epi[i];

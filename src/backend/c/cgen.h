@@ -110,6 +110,10 @@ typedef struct cgen_tuning {
   int tasks;         /* parallel tasks (default = threads); more tasks balance noisy cores */
   bool par_m, par_n; /* may split M (rows) / N (columns) across tasks; batch dims
                         are always parallel.  Both false = choose. */
+  int unroll_k;      /* GEMM / implicit-GEMM conv: the micro-kernel's K loop unrolled this
+                        many times (#pragma GCC unroll; 0: 4) */
+  int splitk;        /* GEMM: K slices spread over tasks, partials summed in slice order
+                        (0, 1: none; 2..64: the skinny kernel only, cgen_skinny.c) */
   unsigned isa_mask; /* variants to emit, bits 1 << cgen_isa (0: all that simd allows) */
   bool no_fallback;  /* the JIT: a vector variant of isa_mask runs on this host, so the
                         scalar fallback is left out (it only cost compile time) */
@@ -174,6 +178,10 @@ void cgen_gemm_spec_init(cgen_gemm_spec *s, int64_t M, int64_t N, int64_t K, tin
 
 /* Append the kernel `fn_name` (plus static helpers prefixed fn_name_) to out. */
 harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *spec, const char *fn_name, ut_str *out);
+/* Can spec split K (tune.splitk > 1, the Plan's splitk_reduce)?  Only in the
+ * skinny kernel: M <= CGEN_SKINNY_MAX_M, a vector ISA, B and C unit-stride,
+ * no prepacked operand, M a constant. */
+bool cgen_gemm_splitk_ok(const cgen_gemm_spec *spec);
 
 typedef struct cgen_conv_spec {
   int64_t n, c, h, w;               /* input NCHW */

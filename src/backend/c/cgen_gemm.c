@@ -223,7 +223,7 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
       for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
         cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %ldL + n + %d, 1);\n", i, (long)p->c_sm,
                 l * 16);
-  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kc; k++) {\n");
+  cg_emit(o, "#pragma GCC unroll %d\n  for (long k = 0; k < kc; k++) {\n", p->tune.unroll_k > 0 ? p->tune.unroll_k : 4);
   if (t->pf > 0)
     for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
       cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", t->pf, t->nr, l * 16);
@@ -784,6 +784,13 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
   int primary = CGEN_ISA_SCALAR;
   for (int i = 0; i < CGEN_ISA_COUNT; i++)
     if (set >> i & 1u) primary = i;
+  /* split-K is the skinny kernel's (cgen_skinny.c); a scalar fallback runs unsplit */
+  if (p->tune.splitk > 1 && !cg_skinny_splitk_ok(p))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL,
+                   "cgen: split-K runs in the skinny kernel only (M <= %d rows, a vector ISA, B and C unit-stride,"
+                   " no prepacked operand, not a conv)", CGEN_SKINNY_MAX_M);
+  if (p->tune.splitk < 0 || p->tune.splitk > 64)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: splitk %d (0..64)", p->tune.splitk);
   cg_tile tiles[CGEN_ISA_COUNT];
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
@@ -834,8 +841,8 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
   return HARP_OK;
 }
 
-harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut_str *out) {
-  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_gemm: NULL argument");
+/* The contraction of GEMM spec s (no checks). */
+static void mm_of_gemm(const cgen_gemm_spec *s, cg_mm *pp) {
   cg_mm p;
   memset(&p, 0, sizeof p);
   p.nb[0] = s->batch[0], p.nb[1] = s->batch[1];
@@ -851,11 +858,24 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
   if (p.tune.bf16_native && p.adt == TINY_BF16 && p.bdt == TINY_BF16) p.tune.bf16 = true;
   p.prepack_a = s->prepack_a;
   p.prepack_b = s->prepack_b;
+  p.m_expr = s->m_expr;
+  *pp = p;
+}
+
+bool cgen_gemm_splitk_ok(const cgen_gemm_spec *s) {
+  cg_mm p;
+  mm_of_gemm(s, &p);
+  return cg_skinny_splitk_ok(&p);
+}
+
+harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut_str *out) {
+  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_gemm: NULL argument");
+  cg_mm p;
+  mm_of_gemm(s, &p);
   /* M at run time: the plain fp32/fp16 GEMM of one batch only; refused
    * otherwise (M is the upper corner's: a constant M would be wrong below) */
   if (s->m_expr && (p.prepack_a || p.tune.bf16 || p.nb[0] != 1 || p.nb[1] != 1))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_gemm: M at run time needs one batch, no prepack_a, no bf16");
-  p.m_expr = s->m_expr;
   return gen_mm(e, &p, fn, out);
 }
 

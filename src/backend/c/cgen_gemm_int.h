@@ -46,6 +46,8 @@ void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv);
 void cg_mm_tt_setup(cg_out *o, const cg_mm *p);
 /* The skinny variant applies (at most 8 rows, vector ISA, plain operands). */
 bool cg_skinny_ok(const cg_mm *p, const cg_isa *isa);
+/* Split-K (tune.splitk > 1) is the skinny kernel's: its primary variant must be it. */
+bool cg_skinny_splitk_ok(const cg_mm *p);
 void cg_emit_skinny_variant(cg_out *o, const cg_mm *p);
 
 #endif

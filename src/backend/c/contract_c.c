@@ -82,9 +82,12 @@ static unsigned host_isa_mask(void) {
  *   bind M.o / N.o       -> par_m / par_n and threads = cores; neither bound: one task over
  *                           M x N (batch dimensions are always parallel)
  *   reorder              -> order 1 when N.i.o comes before M.i.o, else order 0
- * Ignored (said in the note): unroll, further splits; silently: layout hints, fuse
- * (batch axes are always parallel), a missing
- * cache_read (the templates always pack), predicate_tail (tails are always handled).
+ *   algo_choice matmul splitk_reduce -> splitk (the skinny kernel; gemm_plan_splitk)
+ *   unroll K.i F         -> unroll_k: the micro-kernel's K loop (#pragma GCC unroll F)
+ * What the templates cannot follow (other unrolls, further splits, warp binds, ...)
+ * plan_validate refuses on a cpu plan (docs/plan.md §18); fuse of batch axes is
+ * the batch loop, a C_stride col runs transposed, tails are always masked,
+ * A and B always packed (a missing cache_read: the note says so).
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
  * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
  * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel.
@@ -207,7 +210,7 @@ static rt_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     t->order = pm >= 0 && pn >= 0 && pn < pm ? 1 : 0;
   }
   jit_variant(c, t, isa_for_simd(t->simd));
-  if (p->nunroll || p->nsplits) note_add(ch, "unroll and further splits are not used on the CPU");
+  if (p->nunroll && kind != 'a') t->unroll_k = p->unroll[0].factor; /* plan_validate: K.i / K.i.i only */
   if (p->ncache == 0 && kind != 'a') note_add(ch, "no cache_read: the template packs A and B anyway");
   u->ch = ch;
   if (kind == 'a')
@@ -216,6 +219,7 @@ static rt_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
     snprintf(u->desc, sizeof u->desc, "mr %d nr %d mc %d nc %d kc %d simd %d prefetch %d threads %d%s%s order %d",
              t->mr, t->nr, t->mc, t->nc, t->kc, t->simd, t->prefetch, t->threads, t->par_m ? " par_m" : "",
              t->par_n ? " par_n" : "", t->order);
+  if (t->unroll_k) snprintf(u->desc + strlen(u->desc), sizeof u->desc - strlen(u->desc), " unroll_k %d", t->unroll_k);
   return ch;
 }
 
@@ -536,6 +540,46 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
   return buf;
 }
 
+/* The plan's split-K (algo_choice matmul splitk_reduce: plan_validate
+ * refuses the other forms on the CPU) into s->tune.splitk, the slice count
+ * of plan_splitk_factor, for the skinny kernel of region r.  A GEMM that
+ * kernel cannot split: a searched plan becomes implicit_gemm with a note,
+ * so that plan.json says what runs; a plan given by the user is refused. */
+static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_spec *s) {
+  rt_plan_choice *ch = pu->ch;
+  if (ch && cgen_gemm_splitk_ok(s))
+    note_add(ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
+                 " warp_tile, stages, reorder, unroll and which of M.o / N.o is bound not used");
+  if (!ch || !plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL])) return HARP_OK;
+  const plan_region_info *ri = &c->f->part->regions[c->f->kernels[r].region].info->plan_info;
+  int S = ch->plan.splitk;
+  if (!S && c->f->part->formed) {
+    const plan_machine *m = &c->f->part->formed->machine;
+    plan_resources res;
+    plan_resources_of(&ch->plan, m, ri, &res);
+    S = plan_splitk_factor(&ch->plan, ri, m, &res);
+  }
+  s->tune.splitk = S > 1 ? S : 0;
+  if (cgen_gemm_splitk_ok(s)) {
+    size_t n = strlen(pu->desc);
+    snprintf(pu->desc + n, sizeof pu->desc - n, " splitk %d", S > 1 ? S : 1);
+    return HARP_OK;
+  }
+  s->tune.splitk = 0;
+  const char *why = "split-K runs in the skinny kernel only (at most 8 rows, B and C unit-stride, no weight packed"
+                    " once, M a constant)";
+  if (ch->source == RT_PLAN_DEFAULT) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
+    note_add(ch, msg);
+    ch->plan.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_IMPLICIT_GEMM;
+    ch->plan.splitk = 0;
+    return HARP_OK;
+  }
+  return ut_fail(c->e, HARP_E_UNSUPPORTED, NULL, "region '%s': the plan's algo_choice matmul %s cannot run on the CPU: %s",
+                 ch->region ? ch->region : "?", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
+}
+
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
@@ -577,6 +621,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     rt_plan_choice *ch = choice_of(c, r);
     if (ch) note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
   } else plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
+  if (gemm_plan_splitk(c, r, &pu, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
