@@ -121,6 +121,25 @@ static bool *mma_operands(ut_arena *a, const rg_partition *p, int nnodes) {
   return op;
 }
 
+/* The storage dtypes of f's temps under o: fp16/bf16 ones that are not CAST
+ * results widened to fp32 (o->widen_half_temps), except contraction operands
+ * (operand[node], o->half_mma_operands); fp32 contraction operands narrowed to
+ * bf16 (o->bf16_operand_temps).  operand may be NULL (no Poly-View). */
+static void temp_storage(fn_function *f, const tiny_graph *g, const fn_options *o, const bool *operand) {
+  for (int b = 0; b < f->nbuffers; b++) {
+    fn_buffer *B = &f->buffers[b];
+    bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16, op = operand && operand[B->node];
+    if (B->kind != FN_TEMP) continue;
+    if (o->widen_half_temps && half && g->nodes[B->node].op != TINY_CAST && !(o->half_mma_operands && op)) {
+      B->dtype = TINY_FP32;
+      B->size = (size_t)B->numel * 4;
+    } else if (o->bf16_operand_temps && op && B->dtype == TINY_FP32) {
+      B->dtype = TINY_BF16;
+      B->size = (size_t)B->numel * 2;
+    }
+  }
+}
+
 harp_status fn_build(harp_error *e, const rg_partition *p, const char *name, fn_function **out) {
   return fn_build_ex(e, p, name, NULL, out);
 }
@@ -162,16 +181,9 @@ harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, 
       f->buffers[b].first = r;
     }
   for (int k = 0; k < g->noutputs; k++) f->ret[f->nret++] = f->buffer_of[g->outputs[k]];
-  bool *operand = o && o->widen_half_temps && o->half_mma_operands ? mma_operands(A, p, g->n) : NULL;
-  if (o && o->widen_half_temps)
-    for (int b = 0; b < f->nbuffers; b++) {
-      fn_buffer *B = &f->buffers[b];
-      bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16;
-      if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST && !(operand && operand[B->node])) {
-        B->dtype = TINY_FP32;
-        B->size = (size_t)B->numel * 4;
-      }
-    }
+  bool want_ops = o && ((o->widen_half_temps && o->half_mma_operands) || o->bf16_operand_temps);
+  bool *operand = want_ops ? mma_operands(A, p, g->n) : NULL;
+  if (o) temp_storage(f, g, o, operand);
   /* Kernels with their reads, writes and dependences; lifetimes. */
   for (int r = 0; r < p->n; r++) {
     const rg_region *R = &p->regions[r];

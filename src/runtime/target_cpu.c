@@ -33,11 +33,15 @@ static harp_status cpu_regions(rt_compile *c) {
   return rt_form_regions(c, &ro);
 }
 
+static harp_status cpu_precision(rt_compile *c, bool *bf16);
+
 /* fp16/bf16 intermediates that are not CAST results keep fp32 storage: the
- * reference semantics round only where the program casts. */
+ * reference semantics round only where the program casts.  With precision
+ * bf16, the fp32 temps the contractions read are stored in bf16. */
 static harp_status cpu_function(rt_compile *c) {
   fn_options fo = {.widen_half_temps = true};
-  harp_status st = rt_build_function(c, &fo);
+  harp_status st = cpu_precision(c, &fo.bf16_operand_temps);
+  if (!st) st = rt_build_function(c, &fo);
   if (!st) st = rt_check_memory(c->e, c->f, c->opts.max_memory); /* before the code, the compiler, an instance */
   if (!st) st = rt_check_source(c->e, 0, c->f->nkernels);
   return st;
