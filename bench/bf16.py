@@ -11,6 +11,9 @@ be fetched).  Contenders, all at 2 threads, in --rounds interleaved rounds
 (each one's best median of --repeat runs is kept):
   harp-bf16  `harp bench --precision bf16` (contractions in bf16, vdpbf16ps)
   harp-fp32  `harp bench` (the default)
+  harp-bf16-t32  harp-bf16 with `--knob bf16_fp32_temps=1`: the tensors
+             between kernels in fp32, as before they were stored in bf16
+             (the last column: its time over harp-bf16's, > 1 is the gain)
   ov         OpenVINO with its defaults (PERFORMANCE_HINT=LATENCY,
              INFERENCE_NUM_THREADS=2): its INFERENCE_PRECISION_HINT is read
              back and printed, bf16 on a CPU with AVX512_BF16
@@ -102,8 +105,9 @@ class Harp:
             out += ["--input", f"{k}={p}"]
         return out
 
-    def bench(self, path, feeds, precision):
+    def bench(self, path, feeds, precision, knobs=()):
         cmd = [self.exe, "bench", path, "--json", "--repeat", str(self.repeat), "--warmup", "3", "--precision", precision]
+        cmd += [x for k in knobs for x in ("--knob", k)]
         p = subprocess.run(cmd + self.args(feeds), capture_output=True, text=True)
         if p.returncode:
             raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()[-800:]}")
@@ -144,8 +148,8 @@ def main():
     print(f"# bf16.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{THREADS} threads; openvino {ov.__version__}, onnxruntime {ort.__version__}")
     print("| model | harp bf16 ms | OpenVINO default ms | ratio OV/harp-bf16 (median of rounds) | harp fp32 ms | bf16 speedup | "
-          "ORT fp32 ms | err harp-bf16 | err OV | err harp-fp32 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "ORT fp32 ms | err harp-bf16 | err OV | err harp-fp32 | harp bf16, fp32 temps ms (/ harp bf16) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for name, make in MODELS.items():
         if only and not any(o in name for o in only):
@@ -171,8 +175,10 @@ def main():
         best, ratios = {}, []
         for _ in range(a.rounds):
             this = {}
-            for who in ("harp-bf16", "ov", "harp-fp32", "ort"):
-                if who.startswith("harp"):
+            for who in ("harp-bf16", "ov", "harp-fp32", "ort", "harp-bf16-t32"):
+                if who == "harp-bf16-t32":
+                    ms = harp.bench(path, feeds, "bf16", ["bf16_fp32_temps=1"])["median_ms"]
+                elif who.startswith("harp"):
                     ms = harp.bench(path, feeds, who[5:])["median_ms"]
                 elif who == "ov":
                     ms = median_ms(lambda: req.infer(ov_in), a.repeat)
@@ -189,7 +195,8 @@ def main():
         print(f"| {name} | {best['harp-bf16']:.2f} | {best['ov']:.2f} ({ov_prec}) | {best['ov'] / best['harp-bf16']:.2f} "
               f"({float(np.median(ratios)):.2f}) | "
               f"{best['harp-fp32']:.2f} | {best['harp-fp32'] / best['harp-bf16']:.2f} | {best['ort']:.2f} | "
-              f"{err['harp-bf16']:.1e} | {err['ov']:.1e} | {err['harp-fp32']:.1e} |", flush=True)
+              f"{err['harp-bf16']:.1e} | {err['ov']:.1e} | {err['harp-fp32']:.1e} | "
+              f"{best['harp-bf16-t32']:.2f} ({best['harp-bf16-t32'] / best['harp-bf16']:.2f}) |", flush=True)
         results.append({"model": name, "ms": best, "ov_precision": ov_prec, "ov_over_harp_bf16_per_round": ratios,
                         "max_rel_err_vs_ort": err})
     if a.json:

@@ -124,6 +124,13 @@ typedef struct fn_options {
    * operands, so it is stored, rounded once, in its own dtype — what a
    * framework that rounds every half op (ONNX, PyTorch) holds there too. */
   bool half_mma_operands;
+  /* Store an fp32 temp that a contraction block reads as an operand in bf16
+   * (the CPU's --precision bf16, whose contractions round their operands to
+   * bf16 anyway): its producer rounds once on the store, every reader widens
+   * on the load, and the bytes between the kernels halve.  Readers other than
+   * contractions (a residual add) see the rounded value too, as in
+   * OpenVINO's bf16 inference. */
+  bool bf16_operand_temps;
 } fn_options;
 
 /* Kernels, buffers and the arena layout (best fit over lifetime intervals). */

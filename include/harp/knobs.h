@@ -41,6 +41,7 @@ typedef struct rt_knobs {
   bool no_plans;                /* HARP_NO_PLANS: templates keep their built-in tuning */
   bool no_prepack;              /* HARP_NO_PREPACK: weights packed on every run, not once */
   int conv;                     /* HARP_CONV: rt_knob_conv */
+  bool bf16_fp32_temps;         /* HARP_BF16_FP32_TEMPS: --precision bf16 stores no temp in bf16 */
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */
   bool no_coalesce;             /* HARP_NO_COALESCE: loops are not merged */
   int tier0;                    /* HARP_TIER0: rt_knob_tier0 */

@@ -144,17 +144,24 @@ static void fn_buffers(fn_function *f, const rg_partition *p, const char *is_out
   for (int k = 0; k < g->noutputs; k++) f->ret[f->nret++] = f->buffer_of[g->outputs[k]];
 }
 
-/* fn_options.widen_half_temps: fp16/bf16 temporaries become fp32, except
- * casts' results and (half_mma_operands) what a contraction reads. */
-static void fn_widen_temps(fn_function *f, const rg_partition *p, const fn_options *o) {
+/* fn_options' temp storage: fp16/bf16 temporaries become fp32, except casts'
+ * results and (half_mma_operands) what a contraction reads
+ * (widen_half_temps); fp32 temporaries a contraction reads become bf16
+ * (bf16_operand_temps). */
+static void fn_temp_storage(fn_function *f, const rg_partition *p, const fn_options *o) {
   const tiny_graph *g = p->g;
-  bool *operand = o->half_mma_operands ? mma_operands(f->arena, p, g->n) : NULL;
+  bool want = (o->widen_half_temps && o->half_mma_operands) || o->bf16_operand_temps;
+  bool *operand = want ? mma_operands(f->arena, p, g->n) : NULL;
   for (int b = 0; b < f->nbuffers; b++) {
     fn_buffer *B = &f->buffers[b];
-    bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16;
-    if (B->kind == FN_TEMP && half && g->nodes[B->node].op != TINY_CAST && !(operand && operand[B->node])) {
+    bool half = B->dtype == TINY_FP16 || B->dtype == TINY_BF16, op = operand && operand[B->node];
+    if (B->kind != FN_TEMP) continue;
+    if (o->widen_half_temps && half && g->nodes[B->node].op != TINY_CAST && !(o->half_mma_operands && op)) {
       B->dtype = TINY_FP32;
       B->size = (size_t)B->numel * 4;
+    } else if (o->bf16_operand_temps && op && B->dtype == TINY_FP32) {
+      B->dtype = TINY_BF16;
+      B->size = (size_t)B->numel * 2;
     }
   }
 }
@@ -240,7 +247,7 @@ harp_status fn_build_ex(harp_error *e, const rg_partition *p, const char *name, 
     for (int i = 0; i < g->n; i++) f->buffer_of[i] = -1;
     for (int k = 0; k < g->noutputs; k++) is_output[g->outputs[k]] = 1;
     fn_buffers(f, p, is_output);
-    if (o && o->widen_half_temps) fn_widen_temps(f, p, o);
+    if (o) fn_temp_storage(f, p, o);
   }
   for (int r = 0; r < p->n && !st; r++) st = fn_kernel_of(e, f, &p->regions[r], r);
   if (!st && !fn_place(f, &al)) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");

@@ -33,6 +33,8 @@ static const rt_knob table[] = {
         "weights a CPU template reads packed are packed on every run, not once at model_init"),
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),
+    ROW(bf16_fp32_temps, "HARP_BF16_FP32_TEMPS", BOOL, "0", NULL, 0, 0,
+        "--precision bf16 on the CPU keeps the tensors between kernels in fp32 (not the contraction operands in bf16)"),
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),
     ROW(no_coalesce, "HARP_NO_COALESCE", BOOL, "0", NULL, 0, 0,
         "loop nests keep a loop whose body is one loop (no merging into one loop)"),

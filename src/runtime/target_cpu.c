@@ -33,11 +33,17 @@ static harp_status cpu_regions(rt_compile *c) {
   return rt_form_regions(c, &ro);
 }
 
+static harp_status cpu_precision(rt_compile *c, bool *bf16);
+
 /* fp16/bf16 intermediates that are not CAST results keep fp32 storage: the
- * reference semantics round only where the program casts. */
+ * reference semantics round only where the program casts.  With precision
+ * bf16, the fp32 temps the contractions read are stored in bf16 (unless the
+ * knob bf16_fp32_temps, an A/B switch). */
 static harp_status cpu_function(rt_compile *c) {
   fn_options fo = {.widen_half_temps = true};
-  harp_status st = rt_build_function(c, &fo);
+  harp_status st = cpu_precision(c, &fo.bf16_operand_temps);
+  fo.bf16_operand_temps = fo.bf16_operand_temps && !c->knobs.bf16_fp32_temps;
+  if (!st) st = rt_build_function(c, &fo);
   if (!st) st = rt_check_memory(c->e, c->f, c->opts.max_memory); /* before the code, the compiler, an instance */
   if (!st) st = rt_check_source(c->e, 0, c->f->nkernels);
   return st;
@@ -139,9 +145,9 @@ static char *hint_text(const rt_compile *c) {
   for (int i = 0; i < c->g->n; i++)
     for (int d = 0; d < c->g->nodes[i].shape.rank; d++) ut_str_printf(&s, ",%lld", (long long)c->g->nodes[i].shape.d[d].n);
   const rt_knobs *k = &c->knobs;
-  ut_str_printf(&s, "|%s|%d|%d%d%d%d%d%d%d|%d|%g|%g", c->opts.precision ? c->opts.precision : "", c->opts.portable,
+  ut_str_printf(&s, "|%s|%d|%d%d%d%d%d%d%d%d|%d|%g|%g", c->opts.precision ? c->opts.precision : "", c->opts.portable,
                 k->no_fusion, k->no_templates, k->no_plans, k->no_prepack, k->no_dedup, k->no_coalesce, c->opts.no_plan_cache,
-                k->conv, k->cpu_ghz, k->cpu_bw_gbs);
+                k->bf16_fp32_temps, k->conv, k->cpu_ghz, k->cpu_bw_gbs);
   char *t = s.oom ? NULL : ut_str_take(&s);
   ut_str_free(&s);
   return t;

@@ -288,6 +288,53 @@ if p.returncode == 0:
             f"{np.abs(got - f32).max():.3g}")
     s.check("attention: tells bf16 from fp32", bool(np.any(np.abs(f32 - want) > tol)), "")
 
+# ---- activations between contractions stored in bf16 ---------------------------------------------
+# r1 = relu(conv1x1(x) + b) is read by a 1x1 conv (plus r1 as its residual) and by a depthwise conv
+# (fp32 math).  Its buffer is bf16: the residual and the depthwise conv see bf16(r1).  Small integers
+# keep every sum exact in fp32 (|sum| < 2^24) and r1's integers need more than bf16's 8 bits, so the
+# outputs equal numpy's with r1 rounded, exactly, and differ from the fp32 build's (exact too).
+def ints(lo, hi, *shape):
+    return rng.integers(lo, hi + 1, size=shape).astype(np.float32)
+
+
+cx, cw1, cb1, cw2, cwd = ints(-15, 15, 1, 32, 10, 9), ints(-15, 15, 32, 32, 1, 1), ints(-50, 50, 32), \
+    ints(-15, 15, 32, 32, 1, 1), ints(-3, 3, 32, 1, 3, 3)
+chain = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "w2"], ["c2"]), helper.make_node("Add", ["c2", "r1"], ["y1"]),
+         helper.make_node("Conv", ["r1", "wd"], ["y2"], group=32, pads=[1] * 4)]
+cpath = mk(chain, {"x": cx}, ["y1", "y2"], {"w1": cw1, "b1": cb1, "w2": cw2, "wd": cwd})
+r1 = np.maximum(np.einsum("nchw,oc->nohw", cx.astype(np.float64), cw1[:, :, 0, 0]) + cb1[None, :, None, None], 0)
+
+
+def chain_ref(r, rm):
+    """y1 = conv1x1(rm, w2) + r, y2 = depthwise(r): rm the operand the bf16 GEMM multiplies (bf16(r1) in both
+    builds of a bf16 run), r what the residual and the fp32 depthwise conv read."""
+    y1 = np.einsum("nchw,oc->nohw", rm, cw2[:, :, 0, 0]) + r
+    rp, y2 = np.pad(r, ((0, 0), (0, 0), (1, 1), (1, 1))), np.zeros_like(r)
+    for i in range(3):
+        for j in range(3):
+            y2 += rp[:, :, i:i + 10, j:j + 9] * cwd[None, :, 0, i, j, None, None]
+    return {"y1": y1, "y2": y2}
+
+
+s.check("bf16 activations: the case rounds r1 (more than 8 significant bits)", bool(np.mean(bf16(r1) != r1) > 0.1))
+# the knob bf16_fp32_temps (an A/B switch) keeps r1 in fp32: bf16 products, the fp32 r1 elsewhere
+for prec, knob, want in (("bf16", [], chain_ref(bf16(r1), bf16(r1))), ("fp32", [], chain_ref(r1, r1)),
+                         ("bf16", ["--knob", "bf16_fp32_temps=1"], chain_ref(r1, bf16(r1)))):
+    p, d = run(cpath, {"x": cx}, backend="cpu", extra=["--precision", prec, "--dump", "c", "--dump-dir", dump] + knob)
+    prec += " " + " ".join(knob)
+    s.check(f"bf16 activations: --precision {prec} runs", p.returncode == 0, p.stderr[-400:])
+    if p.returncode:
+        continue
+    src = open(os.path.join(dump, "model.c")).read()
+    narrowed = re.search(r"gemm 32x90x32 [^\n]*fp32\*fp32->bf16", src) is not None and \
+        re.search(r"depthwise conv [^\n]*bf16\*fp32->fp32", src) is not None
+    s.check(f"bf16 activations, {prec}: r1 stored in {'bf16' if prec == 'bf16 ' else 'fp32'} (the kernels' headers)",
+            narrowed == (prec == "bf16 "), "")
+    for o in ("y1", "y2"):
+        e = np.abs(np.load(os.path.join(d, o + ".npy")).astype(np.float64) - want[o])
+        s.check(f"bf16 activations, {prec}: {o} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+
 # ---- a standalone package (harp compile --target cpu --precision bf16) ------------------------------
 a_, w_ = arr(29, 70), arr(70, 45)
 pkg_model = mk([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": a_}, ["y"], {"w": w_})
