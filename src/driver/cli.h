@@ -69,6 +69,11 @@ typedef struct cli_model {
  * serves the box or why not. */
 struct rt_sgen;
 harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, struct rt_sgen **out);
+/* With --shapeset, onnx_require_shapes for the dynamic dims of om that no
+ * --shapeset, --sym or --input file gives (the import leaves them all
+ * symbols; a file's shape binds its input's after the import). */
+struct onnx_model;
+harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const struct onnx_model *om);
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */

@@ -31,7 +31,7 @@ static harp_status fill_cli(harp_error *e, tiny_symtab *bind, void *ctx) {
   const cli_opts *o = c->o;
   harp_status s = HARP_OK;
   for (int i = 0; i < o->syms.n && !s; i++) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
-  for (int k = 0; k < o->ninputs && !s; k++) {
+  for (int k = 0; k < o->ninputs && !s && !o->nshapesets; k++) { /* --shapeset: the files' sizes vary */
     ut_tensor t;
     const char *id = c->onnx ? onnx_id_of(c->onnx, o->input_names[k]) : o->input_names[k];
     s = ut_npy_read(e, o->input_files[k], -1, &t);
@@ -70,7 +70,7 @@ harp_status cli_given_shapes(harp_error *e, const cli_opts *o, onnx_shape **shap
   *n = 0;
   if (!(*shapes = ut_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof **shapes))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < o->nshapes; k++) (*shapes)[(*n)++] = o->shapes[k];
-  for (int k = 0; k < o->ninputs; k++) {
+  for (int k = 0; k < o->ninputs && !o->nshapesets; k++) { /* --shapeset: the dims stay symbols */
     bool param = false;
     for (int j = 0; j < o->nparams; j++) param |= o->params[j] == o->input_names[k];
     if (param) continue;
@@ -153,7 +153,7 @@ harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symta
     harp_error_clear(e);
     nc.added = false;
   }
-  if (!st && o->need_shapes) st = onnx_require_shapes(e, *onnx); /* no silent default */
+  if (!st && o->need_shapes) st = o->nshapesets ? cli_shapeset_require(e, o, *onnx) : onnx_require_shapes(e, *onnx);
   if (st || (*onnx)->flow) return st; /* a host program: its segments are compiled when run (cli_flow.c) */
   return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
 }

@@ -418,6 +418,39 @@ harp_status ox_dyn_list(ox_ctx *c) {
   return HARP_OK;
 }
 
+const char *onnx_dyn_sym(const onnx_model *m, const char *name) {
+  const char *colon = strrchr(name, ':');
+  char *end = NULL;
+  long axis = colon ? strtol(colon + 1, &end, 10) : -1;
+  size_t n = colon ? (size_t)(colon - name) : 0;
+  for (int i = 0; colon && end != colon + 1 && !*end && i < m->ndyn; i++) { /* INPUT:AXIS, by its ONNX name or harp id */
+    const char *in = m->dyn[i].input, *id = onnx_id_of(m, in);
+    bool same = (strlen(in) == n && !strncmp(in, name, n)) || (id && strlen(id) == n && !strncmp(id, name, n));
+    if (same && m->dyn[i].dim == axis) return m->dyn[i].sym;
+  }
+  for (int i = 0; i < m->ndyn; i++)
+    if (!strcmp(m->dyn[i].sym, name)) return m->dyn[i].sym;
+  for (int i = 0; i < m->nnames; i++) /* a dim_param as the file spells it: its variable's identifier */
+    for (int k = 0; !strcmp(m->names[i].onnx, name) && k < m->ndyn; k++)
+      if (!strcmp(m->names[i].id, m->dyn[k].sym)) return m->dyn[k].sym;
+  return NULL;
+}
+
+harp_status onnx_require_shapes_but(harp_error *e, const onnx_model *m, const char *const *syms, int nsyms) {
+  onnx_model left = *m;
+  left.dyn = ut_xcalloc((size_t)m->ndyn + 1, sizeof *left.dyn);
+  if (!left.dyn) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  left.ndyn = 0;
+  for (int i = 0; i < m->ndyn; i++) {
+    bool given = false;
+    for (int k = 0; k < nsyms && !given; k++) given = syms[k] && !strcmp(syms[k], m->dyn[i].sym);
+    if (!given) left.dyn[left.ndyn++] = m->dyn[i];
+  }
+  harp_status st = onnx_require_shapes(e, &left);
+  free(left.dyn);
+  return st;
+}
+
 harp_status onnx_require_shapes(harp_error *e, const onnx_model *m) {
   if (!m->ndyn) return HARP_OK;
   char msg[900];
