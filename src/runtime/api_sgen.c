@@ -19,6 +19,8 @@
 
 struct api_sgen {
   rt_sgen *s;
+  rt_knobs knobs;          /* the compile's: later bindings compiled on their own use them */
+  char *precision;
   tiny_graph *glo; /* prepared at the box's lower corner: a dim that differs from the upper's varies */
 };
 
@@ -36,6 +38,7 @@ void api_sgen_free(api_sgen *a) {
   if (!a) return;
   rt_sgen_free(a->s);
   tiny_graph_free(a->glo);
+  free(a->precision);
   free(a);
 }
 
@@ -119,7 +122,10 @@ harp_status api_sgen_new(harp_error *e, const tiny_graph *g, tiny_symtab *syms, 
   int n = 0;
   harp_status st = a && box && names && text ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = make_box(e, o, syms, &lo, box, names, &n);
-  rt_cpu_opts co = {.knobs = k, .precision = o->precision, .max_memory = o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
+  if (!st && o->precision && !(a->precision = strdup(o->precision))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (a) a->knobs = *k;
+  rt_cpu_opts co = {.knobs = a ? &a->knobs : k, .precision = a ? a->precision : NULL,
+                    .max_memory = o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
   rt_sgen_opts so = {.cpu = &co, .recompile_outside = o->shapeset_recompile};
   if (!st) st = rt_sgen_compile(e, g, box, n, &so, &a->s);
   if (!st) st = prepared_copy(e, text, &lo, &a->glo);
