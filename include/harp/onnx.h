@@ -154,6 +154,11 @@ typedef struct onnx_opts {
    * result is then a host program (onnx_model.flow).  Without it such a
    * node is Unsupported, naming the node. */
   bool host_flow;
+  /* Dims that stay shape variables even where a shape or symbol given
+   * covers them (a ShapeSet's, harp/sgen.h): each names a dim_param as the
+   * file spells it or as its identifier, "<input id>_d<i>", or "INPUT:i". */
+  const char *const *keep_dynamic;
+  int nkeep_dynamic;
 } onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */

@@ -4,12 +4,13 @@
  * variable ("x_d2") or INPUT:AXIS ("images:2"); the import leaves them
  * symbols (cmd_frontend.c).
  * Needs: harp/sgen.h, harp/onnx.h, cli.c (cli_model.raw).
- * Gives: cli_shapeset_compile, cli_shapeset_require. */
+ * Gives: cli_shapeset_compile, cli_shapeset_require, cli_shapeset_per_binding. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "harp/cpu.h"
 #include "harp/onnx.h"
 #include "harp/sgen.h"
 #include "util/util.h"
@@ -24,25 +25,24 @@ static void box_name(const cli_opts *o, const onnx_model *om, int k, char *name,
 }
 
 harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const onnx_model *om) {
-  const char **keep = ut_xcalloc((size_t)(o->nshapesets + om->ndyn) + 1, sizeof *keep);
-  char (*names)[64] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *names);
-  if (!keep || !names) {
-    free(keep), free(names);
-    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  }
-  int n = 0;
-  for (int k = 0; k < o->nshapesets; k++) box_name(o, om, k, names[k], sizeof names[k]), keep[n++] = names[k];
-  for (int i = 0; i < om->ndyn; i++) { /* bound from an --input file's shape after the import */
-    const char *id = onnx_id_of(om, om->dyn[i].input);
-    for (int k = 0; k < o->ninputs; k++)
-      if (!strcmp(o->input_names[k], om->dyn[i].input) || (id && !strcmp(o->input_names[k], id))) {
-        keep[n++] = om->dyn[i].sym;
-        break;
-      }
-  }
-  harp_status st = onnx_require_shapes_but(e, om, keep, n);
-  free(keep);
+  const char *keep[CLI_MAX_LIST];
+  char(*names)[64] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *names);
+  if (!names) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < o->nshapesets; k++) box_name(o, om, k, names[k], sizeof names[k]), keep[k] = names[k];
+  harp_status st = onnx_require_shapes_but(e, om, keep, o->nshapesets);
   free(names);
+  return st;
+}
+
+harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *outs) {
+  rt_cpu_opts co = {.knobs = &o->knobs, .precision = o->precision, .max_memory = o->max_memory};
+  rt_cpu_model *cm = NULL;
+  harp_status st = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  if (!st) st = rt_cpu_run(e, cm, m->inputs, m->ninputs, outs);
+  if (!st && o->time_stages)
+    fprintf(stderr, "harp: shapeset: a compile per binding: %s\nharp: shapeset: 1 object(s), %d built by the C compiler (the rest "
+            "from the cache)\n", o->shapeset_why, !rt_cpu_cache_hit(cm));
+  rt_cpu_free(cm);
   return st;
 }
 

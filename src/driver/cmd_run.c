@@ -293,7 +293,7 @@ int cmd_run(int argc, char **argv) {
     if (!st) st = cli_write_dumps(&e, &o, &m);
     if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     rt_cpu_model *pending = NULL; /* tier 0 served the run: its build still goes on */
-    if (!st && o.nshapesets) st = run_shapeset(&e, &o, &m, outs);
+    if (!st && o.nshapesets) st = o.shapeset_why[0] ? cli_shapeset_per_binding(&e, &o, &m, outs) : run_shapeset(&e, &o, &m, outs);
     else if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
     if (!st) st = write_outputs(&e, &o, &m, outs);
     if (pending) { /* the outputs are tier 0's, whole and right: a failed build is a warning */

@@ -59,6 +59,28 @@ static bool given_sym(const ox_ctx *c, const char *name, int64_t *v) {
   return c->opts && c->opts->syms && tiny_symtab_get(c->opts->syms, id, v);
 }
 
+/* Whether dim i of graph input name (harp id id; its dim_param param, or
+ * NULL) is one opts->keep_dynamic names: its dim_param as spelled or as an
+ * identifier, "<id>_d<i>", or "INPUT:i" (by ONNX name or id). */
+static bool kept_dynamic(const ox_ctx *c, const char *name, const char *id, int i, const char *param) {
+  const onnx_opts *o = c->opts;
+  for (int k = 0; o && k < o->nkeep_dynamic; k++) {
+    const char *x = o->keep_dynamic[k];
+    char buf[300], pid[128];
+    if (param) {
+      ox_sanitize(param, pid);
+      if (!strcmp(x, param) || !strcmp(x, pid)) return true;
+    }
+    snprintf(buf, sizeof buf, "%s_d%d", id, i);
+    if (!strcmp(x, buf)) return true;
+    snprintf(buf, sizeof buf, "%s:%d", name, i);
+    if (!strcmp(x, buf)) return true;
+    snprintf(buf, sizeof buf, "%s:%d", id, i);
+    if (!strcmp(x, buf)) return true;
+  }
+  return false;
+}
+
 /* Record that dim_param `param` is v (as `from` says); a different value
  * recorded before is InputMismatch. */
 static harp_status bind_param(ox_ctx *c, const char *param, int64_t v, const char *from) {
@@ -131,10 +153,14 @@ static harp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   char nm[96], from[160];
   ox_printable(vi->name, nm, sizeof nm);
   snprintf(from, sizeof from, "the shape of graph input \"%s\"", nm);
+  char id[128];
+  ox_sanitize(vi->name, id);
   for (int i = 0; sp && i < gs->rank; i++) {
     int64_t v;
     const char *param;
-    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
+    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, i, param) &&
+        bind_param(c, param, gs->dims[i], from))
+      return c->e->code;
   }
   return HARP_OK;
 }
@@ -260,7 +286,12 @@ harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char 
   for (int i = 0; i < r; i++) {
     int64_t v = gs ? gs->dims[i] : -1;
     const char *sym = NULL, *param = NULL;
-    if (!gs && !one_dim(c, sp->dim[i], id, i, &v, &sym, &param)) {
+    bool keep = false; /* a dim the shape gives that stays a symbol (keep_dynamic) */
+    if (gs && sp && c->opts->nkeep_dynamic) {
+      int64_t dv;
+      keep = ox_kind_of(sp->dim[i], &dv, &param) != D_FIXED && kept_dynamic(c, vi->name, id, i, param);
+    }
+    if ((!gs || keep) && !one_dim(c, sp->dim[i], id, i, &v, &sym, &param)) {
       if (!sym) return c->e->code ? c->e->code : ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
       dims[i] = tiny_dim_sym(sym);
       g->d[i] = fe_dim_sym(c->A, sym);

@@ -280,14 +280,25 @@ static harp_status load_onnx(harp_error *e, const api_src *src, const harp_optio
   tiny_symtab_init(&syms);
   harp_status st = shapes && used ? fill_syms(e, &syms, (void *)o) : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < n && !st; k++) st = onnx_parse_shape(e, o->shapes[k], &shapes[k]);
+  int nk = 0; /* the ShapeSets' dims stay symbols (by the name before '=') */
+  char(*keep)[128] = NULL;
+  const char *keepp[64];
+  for (; o && o->shapesets && o->shapesets[nk] && nk < 64; nk++) {}
+  if (!st && nk && !(keep = ut_xcalloc((size_t)nk, sizeof *keep))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; keep && k < nk; k++) {
+    const char *eq = strchr(o->shapesets[k], '=');
+    snprintf(keep[k], sizeof keep[k], "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
+    keepp[k] = keep[k];
+  }
   onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
-                     .host_flow = true};
+                  .host_flow = true, .keep_dynamic = keepp, .nkeep_dynamic = keep ? nk : 0};
   if (!st) st = src->data ? onnx_load_buffer_opts(e, src->data, src->len, src->path, &oo, om) : onnx_load_file_opts(e, src->path, &oo, om);
   for (int k = 0; k < n && !st; k++)
     if (!used[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
   if (!st && !(o && o->shapesets)) st = onnx_require_shapes(e, om); /* ShapeSets: api_sgen_onnx */
   if (st) onnx_model_free(om);
   tiny_symtab_free(&syms);
+  free(keep);
   free(shapes);
   free(used);
   return st;
