@@ -281,8 +281,14 @@ class InferenceSession:
                 self._data = data
         self._fixed = self._given_shapes()
         self._default = None
+        self._shapeset_why = None  # an ONNX ShapeSet whose sizes the import needs as numbers: compiled per binding
         if self._fixed is not None:
-            self._default = self._compile(self._fixed)
+            try:
+                self._default = self._compile(self._fixed)
+            except (CLASSES["UnboundSymbol"], CLASSES["Unsupported"]) as ex:
+                if not (o.shapesets and self._meta and any(v.dynamic for v in self._meta.inputs)):
+                    raise
+                self._shapeset_why, self._fixed = str(ex), None
 
     @staticmethod
     def _provider(providers):
@@ -314,11 +320,11 @@ class InferenceSession:
                               _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"),
                               [] if self._format == "onnx" else list(o.params or ()), self._target,
                               os.fspath(o.cache_dir) if o.cache_dir else "", o.precision or "", int(o.max_memory or 0),
-                              prog, _shapesets(o.shapesets), bool(o.shapeset_recompile))
+                              prog, [] if self._shapeset_why else _shapesets(o.shapesets), bool(o.shapeset_recompile))
         finally:
             prog.close()
         b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0),
-                      bool(o.shapesets))
+                      bool(o.shapesets) and not self._shapeset_why)
         if self._meta:  # a name the library gives as harp's identifier only (a host program's): the file's
             san = {_sanitize(v.name): v.name for v in self._meta.inputs + self._meta.outputs}
             b.inputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.inputs]
@@ -465,7 +471,12 @@ class InferenceSession:
         return [outs[k] for k in index]
 
     def shapeset_objects(self):
-        """(objects compiled so far, of them built by the C compiler, why a binding compiles on its own or None)."""
+        """(objects compiled so far, of them built by the C compiler, why a binding compiles on its own or None).
+        An ONNX model whose ShapeSet sizes the import needs as numbers (a strided conv) compiles per feed shape, as
+        without ShapeSets: (bindings compiled, None: not counted, the reason)."""
+        if self._shapeset_why:
+            with self._lock:
+                return len(self._bindings), None, self._shapeset_why
         b = self._any_binding()
         return b.c.shapeset_objects() if b is not None else (0, 0, None)
 

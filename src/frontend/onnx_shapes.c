@@ -210,7 +210,11 @@ harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
     for (size_t d = 0; sp && d < sp->n_dim && !st && o->syms; d++) {
       int64_t v, sv;
       const char *param;
-      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && given_sym(c, param, &sv)) st = bind_param(c, param, sv, "--sym");
+      char id[128];
+      ox_sanitize(vi->name, id);
+      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, (int)d, param) &&
+          given_sym(c, param, &sv))
+        st = bind_param(c, param, sv, "--sym");
     }
   }
   ut_strmap_free(&inits);
@@ -250,7 +254,7 @@ static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const
   }
   char buf[160];
   snprintf(buf, sizeof buf, "%s_d%d", id, i);
-  if (given_sym(c, buf, v)) return true;
+  if (!kept_dynamic(c, id, id, i, NULL) && given_sym(c, buf, v)) return true;
   *sym = ox_ident(c, buf);
   return false;
 }
