@@ -157,7 +157,8 @@ void harp_model_free(harp_model *m);
  * in its outputs[k] (any output may be read so).  Output k of the last
  * harp_model_run as the instance holds it (valid until the next run or
  * harp_model_free), its shape into shape[] and its rank into *rank; NULL
- * for another model, before a run, or after a failed one. */
+ * for another model, before a run, or after a failed one.  After
+ * harp_model_run_shaped (below) every model's outputs are read so. */
 const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank);
 
 /* ---- ShapeSets (harp_options.shapesets; docs/c-api.md, "ShapeSets") -------------- */
