@@ -49,6 +49,9 @@ harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model
 harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, rt_sgen **out) {
   *out = NULL;
   if (!m->raw) return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset takes a .json, .harp or .onnx model");
+  if (o->shapeset_why[0]) /* imported at one binding (cli_onnx_load): no box to compile */
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "the ShapeSet's dims cannot stay symbols through this model's import, so no one "
+                   "object serves the box: %s", o->shapeset_why);
   rt_sgen_sym box[CLI_MAX_LIST + 64];
   char names[CLI_MAX_LIST][64];
   int n = 0;
