@@ -30,7 +30,14 @@ static harp_status fill_cli(harp_error *e, tiny_symtab *bind, void *ctx) {
   const bind_ctx *c = ctx;
   const cli_opts *o = c->o;
   harp_status s = HARP_OK;
-  for (int i = 0; i < o->syms.n && !s; i++) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
+  for (int i = 0; i < o->syms.n && !s; i++) {
+    bool boxed = false; /* a --shapeset symbol stays one (harp bench --bind gives it per binding) */
+    for (int k = 0; k < o->nshapesets && !boxed; k++) {
+      size_t n = strlen(o->syms.names[i]);
+      boxed = !strncmp(o->shapesets[k], o->syms.names[i], n) && o->shapesets[k][n] == '=';
+    }
+    if (!boxed) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
+  }
   for (int k = 0; k < o->ninputs && !s && !o->nshapesets; k++) { /* --shapeset: the files' sizes vary */
     ut_tensor t;
     const char *id = c->onnx ? onnx_id_of(c->onnx, o->input_names[k]) : o->input_names[k];
