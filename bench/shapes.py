@@ -1,28 +1,39 @@
 #!/usr/bin/env python3
 """shapes.py — one detection model and one OCR recognition model fed many
-input sizes, as an OCR service sees them: harp against onnxruntime.
+input sizes, as an OCR service sees them: harp's ShapeSets against the
+exactly-specialised build and onnxruntime.
 
-    python3 bench/shapes.py [--harp build/harp] [--n 50] [--specialised 3] [--only det,rec]
+    python3 bench/shapes.py [--harp build/harp] [--n 5] [--specialised 1] [--only det,rec]
 
 For each model, n input sizes (seeded: the detector H x W in multiples of 32
-from 320 to 960, the recogniser 48 x W in multiples of 8 from 96 to 800), and
-for each size, in this order:
-  harp t0    `harp run --knob tier0=force`: a new size costs harp's analysis
-             (import at that size, regions, Function, plans) and one run on
-             tier 0 (libharp's shape-generic kernels), no C compiler; timed
-             from the process's start to its output line, then its own
-             "first result" figure
+from 320 to 960, the recogniser 48 x W in multiples of 8 from 96 to 800), one
+ShapeSet over the model's dynamic spatial dims (the detector's H and W in
+320..960, the recogniser's W in 96..800), and for each size, in this order:
+  harp set   `harp run MODEL --shapeset ... --input x=FILE --time-stages`, a
+             process per size on one cache of its own, as a service restarted
+             per request would see it: the C compiles it needed ("built by the
+             C compiler"), whether one object serves the box or why each
+             binding compiles on its own, and the wall time from the
+             process's start to its output
   ort        onnxruntime's session (made once, dynamic shapes) run at that size
-and, for the first --specialised sizes only (each is a full C compile):
+and, for the first --specialised sizes only:
   harp spec  `harp bench` of the exactly-specialised object at that size
-             (warm median), and its compile time on a cold cache
-Printed: the number of C compiles each path needs, the total time spent
-before results (harp: analysis + tier 0 per size; spec: compile), and the
-per-run latencies.  Harp's compiled object does not take run-time sizes yet
-(docs/architecture.md, "Tier 0"): a new size in a compiled ShapeSet is a new
-analysis, and with tier0=auto a new background build.
+             (warm median) and its compile time on a cold cache
+  harp set   `harp bench --shapeset ... --bind` (warm median of the ShapeSet
+             object at that size, the specialised one in the same process)
+             when one object serves the box; else the ShapeSet's runs are the
+             specialised object's (a compile per binding)
+Printed per model: the C compiles of the ShapeSet and of the specialised
+build (one per size), the time spent before results, the per-run latencies
+(medians) and the largest relative error against onnxruntime.  Today the
+detector's and the recogniser's strided convs make their sizes expressions
+the Tiny IR cannot hold, so they compile per binding (the reason is
+printed); once conv / pool kernels take run-time sizes the compiles fall to
+one per box and the same command measures it.  Default run length: about
+2-3 minutes on 2 cores (each compile 10-25 s); --n 50 is the full study.
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -38,6 +49,9 @@ import onnxruntime as ort  # noqa: E402
 import fetch  # noqa: E402
 
 THREADS = 2
+# the ShapeSet of each model: its dynamic spatial dims (shape variables of the dim_params), their ranges
+MODELS = {"det": ("ppocr_v4_det", [("p2o_DynamicDimension_1", 320, 960), ("p2o_DynamicDimension_2", 320, 960)], (2, 3)),
+          "rec": ("ppocr_v4_rec", [("p2o_DynamicDimension_1", 96, 800)], (3,))}
 
 
 def sizes(kind, n, seed=7):
@@ -51,29 +65,35 @@ def model_path(name):
     return fetch.fetch(next(e for e in fetch.load_manifest() if e["name"] == name))
 
 
-def harp_t0(exe, path, x, work):
+def env_with(cache):
+    return dict(os.environ, HARP_CACHE_DIR=cache, HARP_NUM_THREADS=str(THREADS))
+
+
+def harp_set(exe, path, box, x, work, cache):
+    """One `harp run --shapeset` process: (wall ms, C compiles, why per binding or None, output)."""
     out = tempfile.mkdtemp(dir=work)
     f = os.path.join(out, "in_x.npy")
     np.save(f, x)
-    args = [exe, "run", path, "--out", out, "--input", f"x={f}", "--knob", "tier0=force", "--time-stages"]
+    args = [exe, "run", path, "--out", out, "--input", f"x={f}", "--time-stages"]
+    for name, lo, hi in box:
+        args += ["--shapeset", f"{name}={lo}..{hi}"]
     t0 = time.perf_counter()
-    p = subprocess.run(args, capture_output=True, text=True)
+    p = subprocess.run(args, capture_output=True, text=True, env=env_with(cache))
     ms = (time.perf_counter() - t0) * 1e3
     if p.returncode:
         raise RuntimeError(p.stderr.strip()[-400:])
-    m = re.search(r"tier 0: (\d+) kernels on the shape-generic kernels \(([0-9.]+) ms\), (\d+) on the interpreter \(([0-9.]+) ms\)",
-                  p.stderr)
-    run_ms = float(m.group(2)) + float(m.group(4)) if m else float("nan")
+    built = int(re.search(r"shapeset: \d+ object\(s\), (\d+) built by the C compiler", p.stderr).group(1))
+    why = re.search(r"shapeset: a compile per binding: (.*)", p.stderr)
     got = np.load(os.path.join(out, sorted(g for g in os.listdir(out) if g.endswith(".npy") and g != "in_x.npy")[0]))
-    return ms, run_ms, got
+    return ms, built, why.group(1) if why else None, got
 
 
 def harp_spec(exe, path, x, work):
-    cache = tempfile.mkdtemp(dir=work)
+    """The exactly-specialised object at x's size on a cold cache: (warm median ms, compile ms)."""
     f = os.path.join(work, "spec_x.npy")
     np.save(f, x)
     p = subprocess.run([exe, "bench", path, "--input", f"x={f}", "--repeat", "10"], capture_output=True, text=True,
-                       env=dict(os.environ, HARP_CACHE_DIR=cache))
+                       env=env_with(tempfile.mkdtemp(dir=work)))
     if p.returncode:
         raise RuntimeError(p.stderr.strip()[-400:])
     med = float(re.search(r"median ([0-9.]+) ms", p.stdout + p.stderr).group(1))
@@ -81,44 +101,66 @@ def harp_spec(exe, path, x, work):
     return med, comp
 
 
+def harp_set_bench(exe, path, box, dims, shape, cache):
+    """`harp bench --shapeset --bind` at shape: (ShapeSet median ms, specialised median ms), or None (no one object)."""
+    args = [exe, "bench", path, "--repeat", "10", "--json", "--shape", "x=" + "x".join(map(str, shape))]
+    for (name, lo, hi), axis in zip(box, dims):
+        args += ["--shapeset", f"{name}={lo}..{hi}", "--bind", f"{name}={shape[axis]}"]
+    p = subprocess.run(args, capture_output=True, text=True, env=env_with(cache))
+    rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+    if p.returncode or not rows:
+        return None
+    return rows[0]["shapeset_ms"] * 1e3, rows[0]["specialised_ms"] * 1e3
+
+
+def one_model(a, kind):
+    name, box, dims = MODELS[kind]
+    path = model_path(name)
+    work = tempfile.mkdtemp(prefix="harp-shapes-")
+    cache = tempfile.mkdtemp(dir=work)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = THREADS, 1, 3
+    t0 = time.perf_counter()
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    ort_session_ms = (time.perf_counter() - t0) * 1e3
+    t = {"set_wall": [], "ort": [], "spec": [], "spec_compile": [], "set_run": []}
+    built, why, err = 0, None, 0.0
+    rng = np.random.default_rng(1)
+    for i, shape in enumerate(sizes(kind, a.n)):
+        x = rng.random(shape, dtype=np.float32)
+        wall, b, w, got = harp_set(a.harp, path, box, x, work, cache)
+        t["set_wall"].append(wall)
+        built, why = built + b, why or w
+        t1 = time.perf_counter()
+        want = sess.run(None, {"x": x})[0]
+        t["ort"].append((time.perf_counter() - t1) * 1e3)
+        err = max(err, float(np.max(np.abs(got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-30)))
+        if i < a.specialised:
+            med, comp = harp_spec(a.harp, path, x, work)
+            t["spec"].append(med), t["spec_compile"].append(comp)
+            r = harp_set_bench(a.harp, path, box, dims, shape, cache) if not why else None
+            t["set_run"].append(r[0] if r else med)  # per binding: the ShapeSet's runs are the specialised object's
+    n, k = a.n, a.specialised
+    mode = "one object for the box" if not why else f"a compile per binding ({why[:160]})"
+    print(f"{name}: {n} sizes, ShapeSet {', '.join(f'{s}={lo}..{hi}' for s, lo, hi in box)}: {mode}")
+    print(f"  max rel err of harp's ShapeSet vs onnxruntime {err:.2g}")
+    print(f"  C compiles           harp ShapeSet {built}   exactly-specialised {n} (one per size)   onnxruntime 0")
+    print(f"  before results       harp ShapeSet {sum(t['set_wall']) / 1e3:.1f} s in all ({np.median(t['set_wall']):.0f} ms a "
+          f"size, process start to output)   specialised compile {np.median(t['spec_compile']):.0f} ms a size (median of {k})"
+          f"   onnxruntime session {ort_session_ms:.0f} ms once")
+    print(f"  per-run latency      harp ShapeSet {np.median(t['set_run']):.1f} ms   specialised {np.median(t['spec']):.1f} ms"
+          f" (first {k} sizes)   onnxruntime {np.median(t['ort']):.1f} ms   (medians)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
-    ap.add_argument("--n", type=int, default=50)
-    ap.add_argument("--specialised", type=int, default=3)
+    ap.add_argument("--n", type=int, default=5)
+    ap.add_argument("--specialised", type=int, default=1)
     ap.add_argument("--only", default="det,rec")
     a = ap.parse_args()
-    names = {"det": "ppocr_v4_det", "rec": "ppocr_v4_rec"}
     for kind in a.only.split(","):
-        path = model_path(names[kind])
-        work = tempfile.mkdtemp(prefix="harp-shapes-")
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = THREADS, 1, 3
-        t0 = time.perf_counter()
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        ort_session_ms = (time.perf_counter() - t0) * 1e3
-        t = {"t0_wall": [], "t0_run": [], "ort": [], "spec": [], "spec_compile": []}
-        err = 0.0
-        rng = np.random.default_rng(1)
-        for i, shape in enumerate(sizes(kind, a.n)):
-            x = rng.random(shape, dtype=np.float32)
-            wall, run_ms, got = harp_t0(a.harp, path, x, work)
-            t["t0_wall"].append(wall), t["t0_run"].append(run_ms)
-            t1 = time.perf_counter()
-            want = sess.run(None, {"x": x})[0]
-            t["ort"].append((time.perf_counter() - t1) * 1e3)
-            err = max(err, float(np.max(np.abs(got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-30)))
-            if i < a.specialised:
-                med, comp = harp_spec(a.harp, path, x, work)
-                t["spec"].append(med), t["spec_compile"].append(comp)
-        n, k = a.n, a.specialised
-        print(f"{names[kind]}: {n} sizes; max rel err of tier 0 vs onnxruntime {err:.2g}")
-        print(f"  C compiles           harp tier0=force 0   exactly-specialised {n} (one per size)   onnxruntime 0")
-        print(f"  before results       harp t0 {sum(t['t0_wall']) / 1e3:.1f} s in all ({np.median(t['t0_wall']):.0f} ms a size,"
-              f" process start to output)   specialised {np.median(t['spec_compile']):.0f} ms a size (median of {k})"
-              f"   onnxruntime session {ort_session_ms:.0f} ms once")
-        print(f"  per-run latency      harp tier 0 {np.median(t['t0_run']):.1f} ms   specialised {np.median(t['spec']):.1f} ms"
-              f" (first {k} sizes)   onnxruntime {np.median(t['ort']):.1f} ms   (medians)")
+        one_model(a, kind)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,15 @@ typedef struct harp_options {
   bool no_env;
   harp_progress_fn progress; /* may be NULL */
   void *progress_ctx;
+  /* ShapeSets (CPU; docs/c-api.md, "ShapeSets"): "NAME=LO..HI" per shape
+   * symbol that varies, NULL-terminated (NULL: none).  An ONNX model's
+   * dynamic dim is named by its dim_param ("batch"), its shape variable
+   * ("x_d2") or "INPUT:AXIS"; its other dynamic dims come from shapes and
+   * syms.  The model is compiled once for every binding inside (or, where a
+   * kernel cannot take its sizes at run time yet, once per binding met);
+   * harp_model_run_shaped runs any of them.  Another backend: Unsupported. */
+  const char *const *shapesets;
+  bool shapeset_recompile; /* a binding outside the ShapeSets gets a compile of its own (else InputMismatch) */
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;
@@ -148,8 +157,37 @@ void harp_model_free(harp_model *m);
  * in its outputs[k] (any output may be read so).  Output k of the last
  * harp_model_run as the instance holds it (valid until the next run or
  * harp_model_free), its shape into shape[] and its rank into *rank; NULL
- * for another model, before a run, or after a failed one. */
+ * for another model, before a run, or after a failed one.  After
+ * harp_model_run_shaped (below) every model's outputs are read so. */
 const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank);
+
+/* ---- ShapeSets (harp_options.shapesets; docs/c-api.md, "ShapeSets") -------------- */
+
+/* A ShapeSet model's harp_input_shape / harp_output_shape give -1 for a
+ * dim that varies in its ShapeSets.  Output k's shape when the inputs have
+ * the shapes in_shapes[j] (input j's dims, harp_input_shape's rank), into
+ * shape[] (HARP_MAX_RANK) and *rank.  A binding outside the ShapeSets (and
+ * not shapeset_recompile), or one the model refuses (a Reshape that no
+ * longer divides, a size past the limits): InputMismatch.  Another model
+ * takes only the shapes it was compiled for. */
+harp_status harp_output_shape_for(harp_error *e, const harp_compiled *c, const int64_t *const *in_shapes, int k,
+                                  int64_t *shape, int *rank);
+/* harp_model_run with each input's shape: inputs[j] holds input j dense at
+ * in_shapes[j]; outputs[k] must hold output k at that binding
+ * (harp_output_shape_for), or be NULL: then read it with harp_model_output
+ * after the run (any model's outputs can be read so after this call).  The
+ * binding is checked before any kernel runs (InputMismatch as above).  One
+ * compiled object serves every binding inside the ShapeSets; a binding
+ * compiled on its own (shapeset_recompile, or a model whose kernels need
+ * one compile per binding) runs on a fresh instance, on the default threads.
+ * Not re-entrant per instance. */
+harp_status harp_model_run_shaped(harp_error *e, harp_model *m, const void *const *inputs, const int64_t *const *in_shapes,
+                                  void *const *outputs);
+/* How many objects c's ShapeSets hold so far, how many of them the C
+ * compiler built (the rest came from the disk cache), and why a binding
+ * compiles on its own (NULL: one object serves every binding); 0, 0, NULL
+ * for a model without ShapeSets. */
+int harp_shapeset_objects(const harp_compiled *c, int *cc_runs, const char **fallback);
 
 /* ---- for bindings (docs/c-api.md, "Bindings"; src/runtime/api_ext.c) ------------- */
 

@@ -154,6 +154,11 @@ typedef struct onnx_opts {
    * result is then a host program (onnx_model.flow).  Without it such a
    * node is Unsupported, naming the node. */
   bool host_flow;
+  /* Dims that stay shape variables even where a shape or symbol given
+   * covers them (a ShapeSet's, harp/sgen.h): each names a dim_param as the
+   * file spells it or as its identifier, "<input id>_d<i>", or "INPUT:i". */
+  const char *const *keep_dynamic;
+  int nkeep_dynamic;
 } onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */
@@ -197,6 +202,13 @@ void onnx_report_free(onnx_report *r);
 /* UnboundSymbol naming every graph input of m left with dynamic dims and
  * the option that gives its shape (m->dyn's hints); HARP_OK when none. */
 harp_status onnx_require_shapes(harp_error *e, const onnx_model *m);
+/* The same, the dims of shape variables syms[0..nsyms) left dynamic on
+ * purpose (a ShapeSet's symbols, harp/sgen.h). */
+harp_status onnx_require_shapes_but(harp_error *e, const onnx_model *m, const char *const *syms, int nsyms);
+/* The shape variable of m's dynamic dim that name stands for: a dim_param
+ * as the file spells it, "INPUT:AXIS" (a graph input's ONNX name or harp
+ * id), or the variable's own name ("x_d2"); NULL when none. */
+const char *onnx_dyn_sym(const onnx_model *m, const char *name);
 /* The identifier an ONNX name maps to, before "_2"-style renaming (above). */
 void onnx_ident(const char *onnx_name, char out[128]);
 /* The harp id of an ONNX input or weight name (or of an id itself); NULL if none. */

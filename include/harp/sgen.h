@@ -29,6 +29,10 @@ typedef struct rt_sgen_sym {
   int64_t lo, hi;
 } rt_sgen_sym;
 
+/* "NAME=LO..HI" into *y, its name copied into name[cap] (y->name points
+ * there); option names the setting in messages ("--shapeset"). */
+harp_status rt_sgen_parse_box(harp_error *e, const char *spec, const char *option, char *name, size_t cap, rt_sgen_sym *y);
+
 typedef struct rt_sgen_opts {
   const rt_cpu_opts *cpu;  /* the CPU compile's options (NULL: defaults) */
   bool recompile_outside;  /* a binding outside the box: a compile of its own, not an error */
@@ -51,6 +55,10 @@ harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sy
 /* inputs[] follow tiny_inputs of the prepared graph (weights included);
  * outputs[] follow its outputs, allocated here at this binding's shapes. */
 harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
+/* The shapes of the outputs (g->outputs order) at the binding inputs[]
+ * give (only their dtypes, ranks and shapes are read), checked as
+ * rt_sgen_run checks it. */
+harp_status rt_sgen_output_shapes(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, tiny_shape *shapes);
 /* For a caller running instances itself (harp bench): the one object
  * (NULL in fallback), and the binding of inputs checked as rt_sgen_run
  * checks it, its varying symbols' values into syms[] for

@@ -63,6 +63,10 @@ class SessionOptions:
     progress              True: a progress line (tqdm when installed) for compiles over a second; False: none;
                           a callable(stage, fraction): called after each compile stage, a true return cancels
     device                CUDA device ordinal (0)
+    shapesets             {"height": (320, 960)} or ["height=320..960"]: shape symbols (an ONNX dim_param, a shape
+                          variable such as "x_d2", or "input:axis") that vary; the model is compiled once for every
+                          binding inside (CPU; docs/python.md, "ShapeSets")
+    shapeset_recompile    a feed outside the ShapeSets gets a compile of its own (False: InputMismatch)
     """
 
     def __init__(self, **kw):
@@ -77,6 +81,8 @@ class SessionOptions:
         self.params = None
         self.progress = True
         self.device = 0
+        self.shapesets = None
+        self.shapeset_recompile = False
         for k, v in kw.items():
             if not hasattr(self, k):
                 raise CLASSES["UsageError"](f"unknown session option {k!r} (see help(harp.SessionOptions))")
@@ -94,6 +100,22 @@ def _options(options):
     o = SessionOptions()
     o.intra_op_num_threads = getattr(options, "intra_op_num_threads", 0) or 0
     return o
+
+
+def _shapesets(v):
+    """{name: (lo, hi)} or ["name=lo..hi"] -> ["name=lo..hi"]."""
+    if not v:
+        return []
+    if isinstance(v, dict):
+        out = []
+        for k, r in v.items():
+            if not isinstance(r, (list, tuple)) or len(r) != 2:
+                raise CLASSES["UsageError"](f"shapesets[{k!r}]: a (lo, hi) pair, not {r!r}")
+            out.append(f"{k}={int(r[0])}..{int(r[1])}")
+        return out
+    if isinstance(v, str):
+        raise CLASSES["UsageError"]("shapesets: a dict {name: (lo, hi)} or a list of \"NAME=LO..HI\" strings, not a string")
+    return [str(x) for x in v]
 
 
 def _assignments(v, what):
@@ -146,15 +168,16 @@ class _Progress:
 class _Compiled:
     """One compiled model (one shape binding) and its pool of instances."""
 
-    def __init__(self, c, threads, device, params, pool_size):
+    def __init__(self, c, threads, device, params, pool_size, shaped=False):
         self.c, self.threads, self.device, self.params, self.pool_size = c, threads, device, params, pool_size
+        self.shaped = shaped  # ShapeSets: any feed shape inside them (-1 dims), run with run_shaped
         self.free, self.all, self.made, self.lock = [], [], 0, threading.Lock()
         self.cv = threading.Condition(self.lock)
         self.inputs = [c.input(k) for k in range(c.num_inputs)]    # (id, file name, dtype, shape)
         self.outputs = [c.output(k) for k in range(c.num_outputs)]
         self.in_np = [NP_OF[x[2]] for x in self.inputs]
         self.in_shape = [tuple(x[3]) for x in self.inputs]
-        self.in_bytes = [int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(self.in_shape, self.in_np)]
+        self.in_bytes = [max(int(np.prod(s, dtype=np.int64)), 0) * d.itemsize for s, d in zip(self.in_shape, self.in_np)]
         self.out_np = [NP_OF[x[2]] for x in self.outputs]
         self.out_shape = [tuple(x[3]) for x in self.outputs]
         self.out_dynamic = [any(d < 0 for d in s) for s in self.out_shape]
@@ -222,8 +245,10 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *, format=None,
-                 _target=None):
+                 shapesets=None, _target=None):
         o = _options(sess_options)
+        if shapesets is not None:
+            o.shapesets = shapesets
         self._o = o
         self._backend, self._target = _TARGETS[_target] if _target else (self._provider(providers), "")
         self._providers = [{"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
@@ -256,8 +281,14 @@ class InferenceSession:
                 self._data = data
         self._fixed = self._given_shapes()
         self._default = None
+        self._shapeset_why = None  # an ONNX ShapeSet whose sizes the import needs as numbers: compiled per binding
         if self._fixed is not None:
-            self._default = self._compile(self._fixed)
+            try:
+                self._default = self._compile(self._fixed)
+            except (CLASSES["UnboundSymbol"], CLASSES["Unsupported"]) as ex:
+                if not (o.shapesets and self._meta and any(v.dynamic for v in self._meta.inputs)):
+                    raise
+                self._shapeset_why, self._fixed = str(ex), None
 
     @staticmethod
     def _provider(providers):
@@ -273,7 +304,7 @@ class InferenceSession:
     def _given_shapes(self):
         """The shapes to compile for now, or None: a dynamic ONNX model without them compiles at run."""
         shapes = _assignments(self._o.shapes, "shapes")
-        if self._meta is None or not any(v.dynamic for v in self._meta.inputs):
+        if self._meta is None or not any(v.dynamic for v in self._meta.inputs) or self._o.shapesets:
             return tuple(shapes)
         given = {s.rsplit("=", 1)[0] for s in shapes}
         if all(not v.dynamic or v.name in given for v in self._meta.inputs) or self._o.syms:
@@ -289,10 +320,11 @@ class InferenceSession:
                               _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"),
                               [] if self._format == "onnx" else list(o.params or ()), self._target,
                               os.fspath(o.cache_dir) if o.cache_dir else "", o.precision or "", int(o.max_memory or 0),
-                              prog)
+                              prog, [] if self._shapeset_why else _shapesets(o.shapesets), bool(o.shapeset_recompile))
         finally:
             prog.close()
-        b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0))
+        b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0),
+                      bool(o.shapesets) and not self._shapeset_why)
         if self._meta:  # a name the library gives as harp's identifier only (a host program's): the file's
             san = {_sanitize(v.name): v.name for v in self._meta.inputs + self._meta.outputs}
             b.inputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.inputs]
@@ -385,6 +417,8 @@ class InferenceSession:
         feeds = {k: _as_array(k, v) for k, v in input_feed.items()}
         b = self._binding_for(feeds)
         ins, dtypes = _match_inputs(b, feeds)
+        if b.shaped:
+            return self._run_shaped(b, output_names, ins, dtypes, out)
         in_bytes = b.in_bytes
         if HARP_I64 in dtypes:  # an int64 feed takes 8 bytes an element where the model's int32 takes 4
             in_bytes = [n * 2 if d == HARP_I64 else n for n, d in zip(in_bytes, dtypes)]
@@ -402,6 +436,49 @@ class InferenceSession:
             if k not in given:
                 outs[k] = outs[k].astype(np.int64)
         return outs if output_names is None else [outs[k] for k in self._out_index(b, output_names)]
+
+    def _run_shaped(self, b, output_names, ins, dtypes, out):
+        """run() of a ShapeSet model: the feeds at their own shapes, the outputs sized by the binding."""
+        names = [x[1] for x in b.outputs] if output_names is None else list(output_names)
+        index = self._out_index(b, names)
+        for k, (a, d) in enumerate(zip(ins, dtypes)):
+            if d == HARP_I64:  # int64 feeds to an int32 input: range-checked, narrowed
+                if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+                    name = b.inputs[k][1]
+                    raise CLASSES["InputMismatch"](f"input {name!r}: a value is out of the int32 range harp computes "
+                                                   "this input in", node=name)
+                ins[k] = a.astype(np.int32)
+        inst = b.acquire()
+        try:
+            inst.run_shaped(ins, [list(a.shape) for a in ins])
+            outs = []
+            for k in range(len(b.outputs)):
+                raw, shape = inst.output(k)
+                outs.append(np.frombuffer(raw, dtype=b.out_np[k]).reshape(shape).copy())
+        finally:
+            b.release(inst)
+        for k in b.widen:
+            outs[k] = outs[k].astype(np.int64)
+        if out is not None:
+            pairs = out.items() if isinstance(out, dict) else zip(names, out)
+            for n, a in pairs:
+                k = self._out_index(b, [n])[0]
+                if not isinstance(a, np.ndarray) or a.shape != outs[k].shape or not a.flags.writeable:
+                    raise CLASSES["InputMismatch"](f"output buffer {n!r}: a writable array of shape {outs[k].shape}",
+                                                   node=str(n))
+                a[...] = outs[k]
+                outs[k] = a
+        return [outs[k] for k in index]
+
+    def shapeset_objects(self):
+        """(objects compiled so far, of them built by the C compiler, why a binding compiles on its own or None).
+        An ONNX model whose ShapeSet sizes the import needs as numbers (a strided conv) compiles per feed shape, as
+        without ShapeSets: (bindings compiled, None: not counted, the reason)."""
+        if self._shapeset_why:
+            with self._lock:
+                return len(self._bindings), None, self._shapeset_why
+        b = self._any_binding()
+        return b.c.shapeset_objects() if b is not None else (0, 0, None)
 
     def _run_device(self, output_names, input_feed, on_gpu, out, stream):
         """run() on device pointers (harp_model_run_device): every feed and out= buffer a CUDA DLPack tensor."""
@@ -547,7 +624,7 @@ def _match_inputs(b, feeds):
             else:
                 raise CLASSES["DtypeMismatch"](f"input {name!r} takes {want} ({ORT_TYPE[dt]}), the feed is {a.dtype}",
                                                node=name)
-        if a.shape != b.in_shape[k]:
+        if len(a.shape) != len(b.in_shape[k]) or any(w >= 0 and w != d for w, d in zip(b.in_shape[k], a.shape)):
             raise CLASSES["InputMismatch"](f"input {name!r} has shape {b.in_shape[k]}, the feed {a.shape}", node=name)
         if not a.flags.c_contiguous:
             raise CLASSES["InputMismatch"](f"input {name!r} is not C-contiguous (np.ascontiguousarray makes a copy "

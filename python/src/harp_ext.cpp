@@ -88,14 +88,16 @@ static Compiled *compile(nb::object source, const std::string &fmt, const std::s
                          const std::vector<std::string> &shapes, const std::vector<std::string> &syms,
                          const std::vector<std::string> &knobs, const std::vector<std::string> &params,
                          const std::string &target, const std::string &cache_dir,
-                         const std::string &precision, int64_t max_memory, nb::object progress) {
+                         const std::string &precision, int64_t max_memory, nb::object progress,
+                         const std::vector<std::string> &shapesets, bool shapeset_recompile) {
   harp_options o{};
   if (backend == "cpu") o.backend = HARP_BACKEND_CPU;
   else if (backend == "interp") o.backend = HARP_BACKEND_INTERP;
   else if (backend == "cuda") o.backend = HARP_BACKEND_CUDA;
   else throw nb::value_error(("unknown backend \"" + backend + "\" (cpu, cuda or interp)").c_str());
-  auto sh = cstrs(shapes), sy = cstrs(syms), kn = cstrs(knobs), pa = cstrs(params);
+  auto sh = cstrs(shapes), sy = cstrs(syms), kn = cstrs(knobs), pa = cstrs(params), ss = cstrs(shapesets);
   o.shapes = sh.data(), o.syms = sy.data(), o.knobs = kn.data(), o.params = pa.data();
+  o.shapesets = shapesets.empty() ? nullptr : ss.data(), o.shapeset_recompile = shapeset_recompile;
   o.target = target.empty() ? nullptr : target.c_str();
   o.cache_dir = cache_dir.empty() ? nullptr : cache_dir.c_str();
   o.precision = precision.empty() ? nullptr : precision.c_str();
@@ -299,6 +301,34 @@ static nb::object output(Instance &self, int k) {
   return nb::make_tuple(nb::bytes(static_cast<const char *>(p), n), shape_tuple(shape, rank));
 }
 
+// A ShapeSet model's run (harp_model_run_shaped): inputs[k] (C-contiguous,
+// of the model's dtype) at shapes[k]; the outputs are read with output().
+static void run_shaped(Instance &self, nb::list inputs, const std::vector<std::vector<int64_t>> &shapes) {
+  if (!self.m) throw nb::value_error("the instance is closed");
+  size_t ni = (size_t)harp_num_inputs(self.c);
+  if (inputs.size() != ni || shapes.size() != ni) throw nb::value_error("run_shaped: the lists do not match the model's inputs");
+  Views views;
+  views.v.reserve(ni);
+  std::vector<const void *> in(ni);
+  std::vector<const int64_t *> sh(ni);
+  for (size_t k = 0; k < ni; k++) {
+    size_t want = 1;
+    for (int64_t d : shapes[k]) want *= (size_t)d;
+    static const size_t size[] = {2, 2, 4, 4, 1, 1, 1};
+    harp_dtype dt = harp_input_dtype(self.c, (int)k);
+    in[k] = views.take(inputs[k], false, want * ((int)dt < 7 ? size[dt] : 1), "input", k);
+    sh[k] = shapes[k].data();
+  }
+  harp_error e{};
+  harp_status st;
+  {
+    nb::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(self.mu);
+    st = harp_model_run_shaped(&e, self.m, in.data(), sh.data(), nullptr);
+  }
+  if (st) raise_harp(e);
+}
+
 // The tuner's progress: progress(region, index, nregions, phase, done,
 // total, best_ms) (may be None); Ctrl-C, or the callback raising or
 // returning true, stops the tuning (HARP_E_CANCELLED).
@@ -362,16 +392,24 @@ NB_MODULE(_harp, m) {
       .def("param_offset", [](const Compiled &c, const std::string &name) { return harp_param_offset(c.c, name.c_str()); })
       .def_prop_ro("has_embedded_params", [](const Compiled &c) { return harp_embedded_params(c.c) != nullptr; })
       .def_prop_ro("arena_bytes", [](const Compiled &c) { return harp_arena_bytes(c.c); })
+      .def("shapeset_objects", [](const Compiled &c) {
+        int cc = 0;
+        const char *why = nullptr;
+        int n = harp_shapeset_objects(c.c, &cc, &why);
+        return nb::make_tuple(n, cc, why ? nb::object(nb::str(why)) : nb::none());
+      })
       .def_prop_ro("warning", [](const Compiled &c) -> nb::object {
         const char *w = harp_compiled_warning(c.c);
         return w ? nb::object(nb::str(w)) : nb::none();
       });
   m.def("compile", &compile, nb::arg("source"), nb::arg("fmt"), nb::arg("name"), nb::arg("backend"), nb::arg("shapes"),
         nb::arg("syms"), nb::arg("knobs"), nb::arg("params"), nb::arg("target"), nb::arg("cache_dir"), nb::arg("precision"),
-        nb::arg("max_memory"), nb::arg("progress").none());
+        nb::arg("max_memory"), nb::arg("progress").none(), nb::arg("shapesets") = std::vector<std::string>(),
+        nb::arg("shapeset_recompile") = false);
   nb::class_<Instance>(m, "Instance")
       .def("run", &run)
       .def("run_device", &run_device)
+      .def("run_shaped", &run_shaped)
       .def("output", &output)
       .def("time_runs", &time_runs)
       .def("close", [](Instance &self) {

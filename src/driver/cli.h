@@ -12,6 +12,7 @@
 #include "harp/tiny.h"
 
 #define CLI_MAX_LIST 256
+#define CLI_NAME_MAX 256 /* a --shapeset name */
 
 /* Options most commands share. */
 typedef struct cli_opts {
@@ -47,6 +48,7 @@ typedef struct cli_opts {
   bool time_stages;      /* --time-stages: each compile's stage times to stderr */
   const char *shapesets[CLI_MAX_LIST]; /* --shapeset NAME=LO..HI: one object for the box (harp/sgen.h) */
   int nshapesets;
+  char shapeset_why[600]; /* an ONNX model imported at its binding: why its ShapeSet dims could not stay symbols */
 } cli_opts;
 
 /* A loaded model: the prepared Tiny graph plus the tensors that feed it. */
@@ -69,6 +71,15 @@ typedef struct cli_model {
  * serves the box or why not. */
 struct rt_sgen;
 harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, struct rt_sgen **out);
+/* With --shapeset, onnx_require_shapes for the dynamic dims of om but the
+ * ShapeSet's (the import keeps those symbols, onnx_opts.keep_dynamic). */
+struct onnx_model;
+harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const struct onnx_model *om);
+/* An ONNX model whose ShapeSet dims the import or the lowering needs as
+ * numbers (o->shapeset_why says which node): m compiled at its binding
+ * alone (prepared by cli_load_model) and run, with the reason and the
+ * compile count on --time-stages as run_shapeset prints them. */
+harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *outs);
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */

@@ -1,37 +1,63 @@
 /* cli_shapeset.c — --shapeset NAME=LO..HI (harp run, harp bench): the
- * model compiled as one object for a box of its shape symbols.
- * Needs: harp/sgen.h, cli.c (cli_model.raw).  Gives: cli_shapeset_compile. */
-#include <errno.h>
+ * model compiled as one object for a box of its shape symbols.  An ONNX
+ * model's dynamic dims are named by their dim_param ("batch"), their shape
+ * variable ("x_d2") or INPUT:AXIS ("images:2"); the import leaves them
+ * symbols (cmd_frontend.c).
+ * Needs: harp/sgen.h, harp/onnx.h, cli.c (cli_model.raw).
+ * Gives: cli_shapeset_compile, cli_shapeset_require, cli_shapeset_per_binding. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "harp/cpu.h"
+#include "harp/onnx.h"
 #include "harp/sgen.h"
 #include "util/util.h"
 
-/* "NAME=LO..HI" into *y, its name copied into name[cap]. */
-static harp_status parse_box(harp_error *e, const char *spec, char *name, size_t cap, rt_sgen_sym *y) {
-  const char *eq = strchr(spec, '=');
-  char *dots = NULL, *end = NULL;
-  errno = 0;
-  long long lo = eq ? strtoll(eq + 1, &dots, 10) : 0;
-  long long hi = dots && dots > eq + 1 && !strncmp(dots, "..", 2) ? strtoll(dots + 2, &end, 10) : 0;
-  if (!eq || eq == spec || (size_t)(eq - spec) >= cap || !end || end == dots + 2 || *end || errno)
-    return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset '%s': expected NAME=LO..HI (integers)", spec);
-  snprintf(name, cap, "%.*s", (int)(eq - spec), spec);
-  *y = (rt_sgen_sym){name, lo, hi};
-  return HARP_OK;
+/* The name --shapeset k gives into name[cap] (an ONNX model's dynamic dim
+ * named any way onnx_dyn_sym takes: its shape variable's). */
+static void box_name(const cli_opts *o, const onnx_model *om, int k, char *name, size_t cap) {
+  const char *eq = strchr(o->shapesets[k], '=');
+  snprintf(name, cap, "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
+  const char *sym = om ? onnx_dyn_sym(om, name) : NULL;
+  if (sym) snprintf(name, cap, "%s", sym);
+}
+
+harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const onnx_model *om) {
+  const char *keep[CLI_MAX_LIST];
+  char(*names)[64] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *names);
+  if (!names) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < o->nshapesets; k++) box_name(o, om, k, names[k], sizeof names[k]), keep[k] = names[k];
+  harp_status st = onnx_require_shapes_but(e, om, keep, o->nshapesets);
+  free(names);
+  return st;
+}
+
+harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *outs) {
+  rt_cpu_opts co = {.knobs = &o->knobs, .precision = o->precision, .max_memory = o->max_memory};
+  rt_cpu_model *cm = NULL;
+  harp_status st = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
+  if (!st) st = rt_cpu_run(e, cm, m->inputs, m->ninputs, outs);
+  if (!st && o->time_stages)
+    fprintf(stderr, "harp: shapeset: a compile per binding: %s\nharp: shapeset: 1 object(s), %d built by the C compiler (the rest "
+            "from the cache)\n", o->shapeset_why, !rt_cpu_cache_hit(cm));
+  rt_cpu_free(cm);
+  return st;
 }
 
 harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, rt_sgen **out) {
   *out = NULL;
-  if (!m->raw || m->onnx) return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset takes a .json or .harp model");
+  if (!m->raw) return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset takes a .json, .harp or .onnx model");
+  if (o->shapeset_why[0]) /* imported at one binding (cli_onnx_load): no box to compile */
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "the ShapeSet's dims cannot stay symbols through this model's import, so no one "
+                   "object serves the box: %s", o->shapeset_why);
   rt_sgen_sym box[CLI_MAX_LIST + 64];
   char names[CLI_MAX_LIST][64];
   int n = 0;
   for (int i = 0; i < o->nshapesets; i++)
-    if (parse_box(e, o->shapesets[i], names[i], sizeof names[i], &box[n++])) return e->code;
+    if (rt_sgen_parse_box(e, o->shapesets[i], "--shapeset", names[i], sizeof names[i], &box[n++])) return e->code;
+    else box_name(o, m->onnx, i, names[i], sizeof names[i]);
   for (int i = 0; i < m->syms.n && n < CLI_MAX_LIST + 64; i++) { /* the others stay as bound */
     bool boxed = false;
     for (int k = 0; k < o->nshapesets; k++) boxed |= !strcmp(box[k].name, m->syms.names[i]);

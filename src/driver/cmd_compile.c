@@ -285,7 +285,11 @@ int cmd_compile(int argc, char **argv) {
     }
   harp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages", &o, &e);
+  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages shapeset", &o, &e);
+  if (!rc && o.nshapesets) /* issue 25: the package's ABI takes no shapes yet */
+    rc = cli_usage_error("compile", "--shapeset: a standalone package of a ShapeSet model is not done yet; compile one "
+                         "package per binding (--sym / --shape), or run the ShapeSet with harp run --shapeset, harp.h "
+                         "(harp_options.shapesets) or Python (shapesets=)");
   if (rc) {
     cli_opts_free(&o);
     return rc;

@@ -30,8 +30,15 @@ static harp_status fill_cli(harp_error *e, tiny_symtab *bind, void *ctx) {
   const bind_ctx *c = ctx;
   const cli_opts *o = c->o;
   harp_status s = HARP_OK;
-  for (int i = 0; i < o->syms.n && !s; i++) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
-  for (int k = 0; k < o->ninputs && !s; k++) {
+  for (int i = 0; i < o->syms.n && !s; i++) {
+    bool boxed = false; /* a --shapeset symbol stays one (harp bench --bind gives it per binding) */
+    for (int k = 0; k < o->nshapesets && !boxed; k++) {
+      size_t n = strlen(o->syms.names[i]);
+      boxed = !strncmp(o->shapesets[k], o->syms.names[i], n) && o->shapesets[k][n] == '=';
+    }
+    if (!boxed) s = tiny_symtab_set(e, bind, o->syms.names[i], o->syms.values[i]);
+  }
+  for (int k = 0; k < o->ninputs && !s && !o->nshapesets; k++) { /* --shapeset: the files' sizes vary */
     ut_tensor t;
     const char *id = c->onnx ? onnx_id_of(c->onnx, o->input_names[k]) : o->input_names[k];
     s = ut_npy_read(e, o->input_files[k], -1, &t);
@@ -117,9 +124,18 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
   bool *used = ut_xcalloc((size_t)n + 1, sizeof *used), *sused = ut_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
   harp_status st = used && sused ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
+  char(*keep)[CLI_NAME_MAX] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *keep); /* --shapeset's dims stay symbols */
+  const char *keepp[CLI_MAX_LIST];
+  for (int k = 0; keep && k < o->nshapesets; k++) {
+    const char *eq = strchr(o->shapesets[k], '=');
+    snprintf(keep[k], sizeof keep[k], "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
+    keepp[k] = keep[k];
+  }
+  if (!keep && !st) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
-                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow};
+                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow,
+                     .keep_dynamic = keepp, .nkeep_dynamic = o->nshapesets};
   if (!st) st = onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)
     if (!sused[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);
@@ -136,6 +152,7 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
     memmove(&o->params[k], &o->params[k + 1], sizeof *o->params * (size_t)(o->nparams - k - 1));
     o->nparams--;
   }
+  free(keep);
   free(used);
   free(sused);
   free(shapes);
@@ -144,6 +161,22 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
 
 /* Import (harp run: again, with the --input data a node needed fixed, as
  * often as that adds an input), then lower. */
+/* With --shapeset: the import or the lowering needs a ShapeSet dim as a
+ * number (e says where): the reason into o->shapeset_why, and the model
+ * imported again at the binding the files give, as without --shapeset. */
+static harp_status shapeset_at_binding(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, onnx_model **onnx) {
+  harp_error_format(e, o->shapeset_why, (int)sizeof o->shapeset_why);
+  harp_error_clear(e);
+  onnx_model_free(*onnx);
+  free(*onnx);
+  *onnx = NULL;
+  int n = o->nshapesets;
+  o->nshapesets = 0;
+  harp_status st = cli_onnx_load(e, o, g, defaults, onnx);
+  o->nshapesets = n;
+  return st;
+}
+
 harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, onnx_model **onnx) {
   *onnx = ut_xcalloc(1, sizeof **onnx);
   if (!*onnx) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -153,9 +186,11 @@ harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symta
     harp_error_clear(e);
     nc.added = false;
   }
-  if (!st && o->need_shapes) st = onnx_require_shapes(e, *onnx); /* no silent default */
-  if (st || (*onnx)->flow) return st; /* a host program: its segments are compiled when run (cli_flow.c) */
-  return lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
+  if (!st && o->need_shapes) st = o->nshapesets ? cli_shapeset_require(e, o, *onnx) : onnx_require_shapes(e, *onnx);
+  if (!st && !(*onnx)->flow) st = lower_program(e, o, (*onnx)->program, *onnx, g, defaults);
+  if (o->nshapesets && (st == HARP_E_UNBOUND_SYMBOL || st == HARP_E_UNSUPPORTED)) /* a ShapeSet dim needed as a number */
+    return shapeset_at_binding(e, o, g, defaults, onnx);
+  return st; /* a host program: its segments are compiled when run (cli_flow.c) */
 }
 
 /* ---- harp decompile ------------------------------------------------------------ */

@@ -76,13 +76,15 @@ static const char run_help[] =
     "  --knob NAME=VALUE      set a knob of the library (harp --help-options lists\n"
     "                         them, with the environment variables that set them too)\n"
     "  --time-stages          print each compile stage's time to stderr\n"
-    "  --shapeset NAME=LO..HI --backend cpu, .json / .harp models: compile one object\n"
+    "  --shapeset NAME=LO..HI --backend cpu: compile one object\n"
     "                         for every binding with NAME in LO..HI (repeatable; the\n"
     "                         other symbols stay as bound), cached like any object,\n"
     "                         so a later run at another binding in the box compiles\n"
     "                         nothing; a binding outside is an error.  When a kernel\n"
     "                         cannot take its sizes at run time yet, each binding\n"
-    "                         compiles as before (--time-stages says why)\n"
+    "                         compiles as before (--time-stages says why).  An\n"
+    "                         ONNX model's dynamic dim: its dim_param, its shape\n"
+    "                         variable (x_d2) or INPUT:AXIS (images:2)\n"
     "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
     "                         weights) needs more (K, M, G suffixes; default: this\n"
     "                         machine's memory), with LimitExceeded before compiling\n"
@@ -291,8 +293,7 @@ int cmd_run(int argc, char **argv) {
     if (!st) st = cli_write_dumps(&e, &o, &m);
     if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     rt_cpu_model *pending = NULL; /* tier 0 served the run: its build still goes on */
-    if (!st && o.nshapesets) st = m.raw && !m.onnx ? run_shapeset(&e, &o, &m, outs)
-                                        : ut_fail(&e, HARP_E_USAGE, NULL, "--shapeset takes a .json or .harp model");
+    if (!st && o.nshapesets) st = o.shapeset_why[0] ? cli_shapeset_per_binding(&e, &o, &m, outs) : run_shapeset(&e, &o, &m, outs);
     else if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
     if (!st) st = write_outputs(&e, &o, &m, outs);
     if (pending) { /* the outputs are tier 0's, whole and right: a failed build is a warning */

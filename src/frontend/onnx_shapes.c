@@ -59,6 +59,28 @@ static bool given_sym(const ox_ctx *c, const char *name, int64_t *v) {
   return c->opts && c->opts->syms && tiny_symtab_get(c->opts->syms, id, v);
 }
 
+/* Whether dim i of graph input name (harp id id; its dim_param param, or
+ * NULL) is one opts->keep_dynamic names: its dim_param as spelled or as an
+ * identifier, "<id>_d<i>", or "INPUT:i" (by ONNX name or id). */
+static bool kept_dynamic(const ox_ctx *c, const char *name, const char *id, int i, const char *param) {
+  const onnx_opts *o = c->opts;
+  for (int k = 0; o && k < o->nkeep_dynamic; k++) {
+    const char *x = o->keep_dynamic[k];
+    char buf[300], pid[128];
+    if (param) {
+      ox_sanitize(param, pid);
+      if (!strcmp(x, param) || !strcmp(x, pid)) return true;
+    }
+    snprintf(buf, sizeof buf, "%s_d%d", id, i);
+    if (!strcmp(x, buf)) return true;
+    snprintf(buf, sizeof buf, "%s:%d", name, i);
+    if (!strcmp(x, buf)) return true;
+    snprintf(buf, sizeof buf, "%s:%d", id, i);
+    if (!strcmp(x, buf)) return true;
+  }
+  return false;
+}
+
 /* Record that dim_param `param` is v (as `from` says); a different value
  * recorded before is InputMismatch. */
 static harp_status bind_param(ox_ctx *c, const char *param, int64_t v, const char *from) {
@@ -131,10 +153,14 @@ static harp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   char nm[96], from[160];
   ox_printable(vi->name, nm, sizeof nm);
   snprintf(from, sizeof from, "the shape of graph input \"%s\"", nm);
+  char id[128];
+  ox_sanitize(vi->name, id);
   for (int i = 0; sp && i < gs->rank; i++) {
     int64_t v;
     const char *param;
-    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && bind_param(c, param, gs->dims[i], from)) return c->e->code;
+    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, i, param) &&
+        bind_param(c, param, gs->dims[i], from))
+      return c->e->code;
   }
   return HARP_OK;
 }
@@ -184,7 +210,11 @@ harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
     for (size_t d = 0; sp && d < sp->n_dim && !st && o->syms; d++) {
       int64_t v, sv;
       const char *param;
-      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && given_sym(c, param, &sv)) st = bind_param(c, param, sv, "--sym");
+      char id[128];
+      ox_sanitize(vi->name, id);
+      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, (int)d, param) &&
+          given_sym(c, param, &sv))
+        st = bind_param(c, param, sv, "--sym");
     }
   }
   ut_strmap_free(&inits);
@@ -224,7 +254,7 @@ static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const
   }
   char buf[160];
   snprintf(buf, sizeof buf, "%s_d%d", id, i);
-  if (given_sym(c, buf, v)) return true;
+  if (!kept_dynamic(c, id, id, i, NULL) && given_sym(c, buf, v)) return true;
   *sym = ox_ident(c, buf);
   return false;
 }
@@ -260,7 +290,12 @@ harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char 
   for (int i = 0; i < r; i++) {
     int64_t v = gs ? gs->dims[i] : -1;
     const char *sym = NULL, *param = NULL;
-    if (!gs && !one_dim(c, sp->dim[i], id, i, &v, &sym, &param)) {
+    bool keep = false; /* a dim the shape gives that stays a symbol (keep_dynamic) */
+    if (gs && sp && c->opts->nkeep_dynamic) {
+      int64_t dv;
+      keep = ox_kind_of(sp->dim[i], &dv, &param) != D_FIXED && kept_dynamic(c, vi->name, id, i, param);
+    }
+    if ((!gs || keep) && !one_dim(c, sp->dim[i], id, i, &v, &sym, &param)) {
       if (!sym) return c->e->code ? c->e->code : ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
       dims[i] = tiny_dim_sym(sym);
       g->d[i] = fe_dim_sym(c->A, sym);
@@ -416,6 +451,39 @@ harp_status ox_dyn_list(ox_ctx *c) {
     }
   }
   return HARP_OK;
+}
+
+const char *onnx_dyn_sym(const onnx_model *m, const char *name) {
+  const char *colon = strrchr(name, ':');
+  char *end = NULL;
+  long axis = colon ? strtol(colon + 1, &end, 10) : -1;
+  size_t n = colon ? (size_t)(colon - name) : 0;
+  for (int i = 0; colon && end != colon + 1 && !*end && i < m->ndyn; i++) { /* INPUT:AXIS, by its ONNX name or harp id */
+    const char *in = m->dyn[i].input, *id = onnx_id_of(m, in);
+    bool same = (strlen(in) == n && !strncmp(in, name, n)) || (id && strlen(id) == n && !strncmp(id, name, n));
+    if (same && m->dyn[i].dim == axis) return m->dyn[i].sym;
+  }
+  for (int i = 0; i < m->ndyn; i++)
+    if (!strcmp(m->dyn[i].sym, name)) return m->dyn[i].sym;
+  for (int i = 0; i < m->nnames; i++) /* a dim_param as the file spells it: its variable's identifier */
+    for (int k = 0; !strcmp(m->names[i].onnx, name) && k < m->ndyn; k++)
+      if (!strcmp(m->names[i].id, m->dyn[k].sym)) return m->dyn[k].sym;
+  return NULL;
+}
+
+harp_status onnx_require_shapes_but(harp_error *e, const onnx_model *m, const char *const *syms, int nsyms) {
+  onnx_model left = *m;
+  left.dyn = ut_xcalloc((size_t)m->ndyn + 1, sizeof *left.dyn);
+  if (!left.dyn) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  left.ndyn = 0;
+  for (int i = 0; i < m->ndyn; i++) {
+    bool given = false;
+    for (int k = 0; k < nsyms && !given; k++) given = syms[k] && !strcmp(syms[k], m->dyn[i].sym);
+    if (!given) left.dyn[left.ndyn++] = m->dyn[i];
+  }
+  harp_status st = onnx_require_shapes(e, &left);
+  free(left.dyn);
+  return st;
 }
 
 harp_status onnx_require_shapes(harp_error *e, const onnx_model *m) {

@@ -47,6 +47,7 @@ struct harp_compiled {
   unsigned char *embedded;  /* the parameter block filled from the file's own weights (ONNX), or NULL */
   flow_sig *flow;           /* a model with run-time control flow: the host program behind every call (flow_api.c) */
   char **in_src, **out_src; /* ONNX: the inputs' and outputs' names in the file (harp_input_source_name), or NULL */
+  api_sgen *ss;             /* ShapeSets (api_sgen.c): g prepared at the box's upper corner, f the one object's or NULL */
 };
 
 struct harp_model {
@@ -56,12 +57,14 @@ struct harp_model {
   flow_inst *flow;         /* run-time control flow: the instance's executor */
   unsigned char *params;   /* interp, CUDA: a copy of the parameter block */
   int threads;             /* CPU: the instance's threads (0: the default) */
+  api_shaped *shaped;      /* harp_model_run_shaped's state (a ShapeSet model's runs) */
   char error[1100];
 };
 
 void harp_compiled_free(harp_compiled *c) {
   if (!c) return;
   rt_cpu_free(c->cpu);
+  api_sgen_free(c->ss);
   rt_gpu_free(c->gpu);
   free(c->cache_dir);
   free(c->target);
@@ -170,6 +173,25 @@ static api_build backend_build(harp_backend b) {
   return NULL;
 }
 
+/* A ShapeSet model compiled per binding (no one Function): its inputs in
+ * tiny_inputs order, each weight at a 64-byte aligned offset. */
+static harp_status layout_own(harp_error *e, harp_compiled *c) {
+  int *ins = NULL, n = tiny_inputs(c->g, &ins);
+  if (!ins) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < n; i++) {
+    const tiny_node *x = &c->g->nodes[ins[i]];
+    if (!is_param(x)) {
+      c->inputs[c->ninputs++] = ins[i];
+      continue;
+    }
+    c->param_off[c->nparams] = (int64_t)c->params_bytes;
+    c->params[c->nparams++] = ins[i];
+    c->params_bytes += ((size_t)tiny_shape_numel(&x->shape) * tiny_dtype_size(x->dtype) + 63) / 64 * 64;
+  }
+  free(ins);
+  return HARP_OK;
+}
+
 /* Which model inputs are weights and where they go in the parameter block. */
 static harp_status layout_inputs(harp_error *e, harp_compiled *c) {
   const tiny_graph *g = c->g;
@@ -177,6 +199,7 @@ static harp_status layout_inputs(harp_error *e, harp_compiled *c) {
   c->params = ut_xcalloc((size_t)g->n + 1, sizeof(int));
   c->param_off = ut_xcalloc((size_t)g->n + 1, sizeof(int64_t));
   if (!c->inputs || !c->params || !c->param_off) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!c->f) return layout_own(e, c);
   for (int a = 0; a < c->f->nargs; a++) {
     const fn_buffer *b = &c->f->buffers[c->f->args[a]];
     if (b->kind == FN_PARAM) {
@@ -221,8 +244,14 @@ harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *
   if (!st) st = mark_params(e, g, o);
   if (!st && !build) st = ut_fail(e, HARP_E_USAGE, NULL, "unknown backend %d", (int)c->backend);
   if (!st) st = api_knobs(e, o, &k);
-  if (!st) st = tiny_prepare(e, g, &c->syms, false);
-  if (!st) st = build(e, c, o, &k);
+  if (!st && o && o->shapesets && o->shapesets[0]) { /* one object for the box (api_sgen.c) */
+    tiny_graph *ghi = NULL;
+    st = api_sgen_new(e, g, &c->syms, o, &k, &c->ss, &ghi);
+    if (!st) tiny_graph_free(c->g), c->g = ghi, c->f = (fn_function *)api_sgen_function(c->ss);
+  } else {
+    if (!st) st = tiny_prepare(e, g, &c->syms, false);
+    if (!st) st = build(e, c, o, &k);
+  }
   if (!st) st = layout_inputs(e, c);
   if (st) {
     harp_compiled_free(c);
@@ -251,14 +280,25 @@ static harp_status load_onnx(harp_error *e, const api_src *src, const harp_optio
   tiny_symtab_init(&syms);
   harp_status st = shapes && used ? fill_syms(e, &syms, (void *)o) : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; k < n && !st; k++) st = onnx_parse_shape(e, o->shapes[k], &shapes[k]);
+  int nk = 0; /* the ShapeSets' dims stay symbols (by the name before '=') */
+  char(*keep)[128] = NULL;
+  const char *keepp[64];
+  for (; o && o->shapesets && o->shapesets[nk] && nk < 64; nk++) {}
+  if (!st && nk && !(keep = ut_xcalloc((size_t)nk, sizeof *keep))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; keep && k < nk; k++) {
+    const char *eq = strchr(o->shapesets[k], '=');
+    snprintf(keep[k], sizeof keep[k], "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
+    keepp[k] = keep[k];
+  }
   onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
-                     .host_flow = true};
+                  .host_flow = true, .keep_dynamic = keepp, .nkeep_dynamic = keep ? nk : 0};
   if (!st) st = src->data ? onnx_load_buffer_opts(e, src->data, src->len, src->path, &oo, om) : onnx_load_file_opts(e, src->path, &oo, om);
   for (int k = 0; k < n && !st; k++)
     if (!used[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);
-  if (!st) st = onnx_require_shapes(e, om);
+  if (!st && !(o && o->shapesets)) st = onnx_require_shapes(e, om); /* ShapeSets: api_sgen_onnx */
   if (st) onnx_model_free(om);
   tiny_symtab_free(&syms);
+  free(keep);
   free(shapes);
   free(used);
   return st;
@@ -393,12 +433,16 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
   }
   harp_options oo = o ? *o : (harp_options){0};
   oo.syms = syms;
+  char **sets = NULL; /* an ONNX model's ShapeSets named by their shape variables */
+  if (!st && onnx && o && o->shapesets && !(st = api_sgen_onnx(e, &om, o, &sets))) oo.shapesets = (const char *const *)sets;
   if (!st) st = harp_compile_graph(e, g, &oo, out);
   else tiny_graph_free(g);
   if (!st && onnx && ((st = fill_embedded(e, *out, &om)) || (st = keep_source_names(e, *out, &om)))) {
     harp_compiled_free(*out);
     *out = NULL;
   }
+  for (int i = 0; sets && sets[i]; i++) free(sets[i]);
+  free(sets);
   free(syms);
   free(buf);
   tiny_symtab_free(&defaults);
@@ -438,12 +482,16 @@ static int shape_of(const tiny_node *n, int64_t *shape) {
   return n->shape.rank;
 }
 int harp_input_shape(const harp_compiled *c, int k, int64_t *shape) {
+  if (c->ss) return api_sgen_shape(c->ss, &c->g->nodes[c->inputs[k]], k, shape);
   return c->flow ? flow_sig_shape(c->flow, false, k, shape) : shape_of(&c->g->nodes[c->inputs[k]], shape);
 }
 int harp_output_shape(const harp_compiled *c, int k, int64_t *shape) {
+  if (c->ss) return api_sgen_shape(c->ss, &c->g->nodes[c->g->outputs[k]], k, shape);
   return c->flow ? flow_sig_shape(c->flow, true, k, shape) : shape_of(&c->g->nodes[c->g->outputs[k]], shape);
 }
-size_t harp_arena_bytes(const harp_compiled *c) { return c->flow ? 0 : c->f->required_memory; }
+size_t harp_arena_bytes(const harp_compiled *c) { return c->flow || !c->f ? 0 : c->f->required_memory; }
+const api_sgen *api_shapesets(const harp_compiled *c) { return c->ss; }
+api_shaped **api_model_shaped(harp_model *m) { return &m->shaped; }
 size_t harp_params_bytes(const harp_compiled *c) { return c->flow ? flow_sig_params_bytes(c->flow) : c->params_bytes; }
 
 int64_t harp_param_offset(const harp_compiled *c, const char *name) {
@@ -478,6 +526,13 @@ harp_model *api_model_new(harp_error *err, const harp_compiled *c, const void *p
   }
   harp_error e = {0};
   m->threads = threads;
+  if (c->ss) { /* ShapeSets: the one object's instance, the parameter block kept (api_sgen.c) */
+    if (!(m->shaped = api_shaped_new(c, params, nbytes, threads))) {
+      free(m);
+      return NULL;
+    }
+    return m;
+  }
   if (c->backend == HARP_BACKEND_CPU && rt_cpu_ready(&e, c->cpu)) {
     m->inst = rt_cpu_instance_new_threads(c->cpu, params, nbytes, threads);
     if (!m->inst) {
@@ -580,6 +635,10 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
   if (!m) return -1;
   m->error[0] = 0;
   if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
+  if (m->c->ss) {
+    snprintf(m->error, sizeof m->error, "a model compiled with ShapeSets runs with each input's shape: harp_model_run_shaped");
+    return 1;
+  }
   if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
   if (!m->inst) { /* tier 0 (knob tier0) until the object is ready, then an instance of it */
     harp_error e = {0};
@@ -603,13 +662,15 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
 const char *harp_model_error(const harp_model *m) { return m && m->error[0] ? m->error : NULL; }
 
 const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank) {
+  if (m && m->shaped) return api_shaped_output(m->shaped, k, shape, rank);
   return m && m->flow ? flow_inst_output(m->flow, k, shape, rank) : NULL;
 }
 
 void harp_model_free(harp_model *m) {
   if (!m) return;
   flow_inst_free(m->flow);
-  if (m->c->backend == HARP_BACKEND_CPU && !m->flow) rt_cpu_instance_free(m->c->cpu, m->inst);
+  api_shaped_free(m->c, m->shaped);
+  if (m->c->backend == HARP_BACKEND_CPU && !m->flow && m->inst) rt_cpu_instance_free(m->c->cpu, m->inst);
   rt_gpu_free(m->gpu);
   free(m->params);
   free(m);

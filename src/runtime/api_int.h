@@ -4,6 +4,7 @@
 #define HARP_API_INT_H
 
 #include "harp/advanced.h"
+#include "harp/function.h"
 #include "harp/onnx.h"
 #include "harp/knobs.h"
 
@@ -38,6 +39,32 @@ bool api_model_on_device(const harp_model *m);
 harp_status api_run_device(harp_error *e, harp_model *m, const void *const *inputs, void *const *outputs, void *stream);
 const harp_compiled *api_model_compiled(const harp_model *m);
 harp_backend api_backend(const harp_compiled *c);
+
+/* api_sgen.c: ShapeSets (harp_options.shapesets).  api_sgen_onnx: an
+ * ONNX model's ShapeSet names as shape variables ("SYM=LO..HI" strings,
+ * NULL-terminated, to free), its other dynamic dims required.
+ * api_sgen_new: g (as loaded) compiled for the box, syms gaining each
+ * ShapeSet symbol at its hi; *ghi a copy prepared there (c's graph).  The
+ * one object's Function (NULL: a compile per binding).  A node's shape with
+ * -1 where it varies (an INPUT, or output k). */
+typedef struct api_sgen api_sgen;
+harp_status api_sgen_onnx(harp_error *e, const onnx_model *om, const harp_options *o, char ***out);
+harp_status api_sgen_new(harp_error *e, const tiny_graph *g, tiny_symtab *syms, const harp_options *o, const rt_knobs *k,
+                         api_sgen **out, tiny_graph **ghi);
+void api_sgen_free(api_sgen *a);
+const fn_function *api_sgen_function(const api_sgen *a);
+int api_sgen_shape(const api_sgen *a, const tiny_node *n, int k, int64_t *shape);
+/* c's ShapeSets (NULL: none). */
+const api_sgen *api_shapesets(const harp_compiled *c);
+/* An instance's shaped runs (harp_model_run_shaped): of a ShapeSet model
+ * (made with the instance: params copied, the one object's instance on
+ * threads), or of any other (made at its first such run, params NULL);
+ * output k of its last run (NULL: none). */
+typedef struct api_shaped api_shaped;
+api_shaped *api_shaped_new(const harp_compiled *c, const void *params, size_t nbytes, int threads);
+void api_shaped_free(const harp_compiled *c, api_shaped *p);
+const void *api_shaped_output(const api_shaped *p, int k, int64_t *shape, int *rank);
+api_shaped **api_model_shaped(harp_model *m);
 
 /* flow_api.c: a model with run-time control flow behind harp.h.  The
  * signature: inputs (the shapes bound from o->syms, else 1), outputs

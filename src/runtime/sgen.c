@@ -7,6 +7,7 @@
  * the object has).
  * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), tiny.
  * Gives: harp/sgen.h. */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -255,6 +256,19 @@ static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi
   return HARP_OK;
 }
 
+harp_status rt_sgen_parse_box(harp_error *e, const char *spec, const char *option, char *name, size_t cap, rt_sgen_sym *y) {
+  const char *eq = spec ? strchr(spec, '=') : NULL;
+  char *dots = NULL, *end = NULL;
+  errno = 0;
+  long long lo = eq ? strtoll(eq + 1, &dots, 10) : 0;
+  long long hi = dots && dots > eq + 1 && !strncmp(dots, "..", 2) ? strtoll(dots + 2, &end, 10) : 0;
+  if (!eq || eq == spec || (size_t)(eq - spec) >= cap || !end || end == dots + 2 || *end || errno)
+    return ut_fail(e, HARP_E_USAGE, NULL, "%s '%s': expected NAME=LO..HI (integers)", option, spec ? spec : "(null)");
+  snprintf(name, cap, "%.*s", (int)(eq - spec), spec);
+  *y = (rt_sgen_sym){name, lo, hi};
+  return HARP_OK;
+}
+
 harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sym *syms, int nsyms,
                             const rt_sgen_opts *o, rt_sgen **out) {
   *out = NULL;
@@ -371,12 +385,15 @@ static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, c
   return HARP_OK;
 }
 
-static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
-  int64_t vals[64]; /* nsyms <= 64: box_setup */
+/* The binding of inputs into vals (nsyms <= 64: box_setup), refused when
+ * outside the box unless recompile_outside; *on_object: the one object
+ * serves it (else a compile of its own). */
+static harp_status binding_checked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, int64_t *vals,
+                                   bool *on_object) {
   const tiny_graph *g0 = s->ghi; /* the inputs read against a prepared copy: the upper corner's */
   tiny_graph *gl = NULL;
   harp_status st = HARP_OK;
-  if (!g0) { /* per_binding: no corner prepared */
+  if (!g0) { /* per_binding or fallback: no corner kept */
     tiny_symtab t;
     int64_t hi[64];
     for (int i = 0; i < s->nsyms; i++) hi[i] = s->syms[i].hi;
@@ -390,8 +407,36 @@ static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs
   char what[256];
   bool inside = in_box(s, vals, what, sizeof what);
   if (!inside && !s->o.recompile_outside) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
-  bool on_object = s->m && inside;
-  for (int i = 0; i < s->nsyms && on_object; i++) on_object = vals[i] >= s->glo[i]; /* else compiled on its own */
+  *on_object = s->m && inside;
+  for (int i = 0; i < s->nsyms && *on_object; i++) *on_object = vals[i] >= s->glo[i]; /* else compiled on its own */
+  return HARP_OK;
+}
+
+harp_status rt_sgen_output_shapes(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, tiny_shape *shapes) {
+  int64_t vals[64];
+  bool on_object = false;
+  const tiny_graph *g = NULL;
+  tiny_graph *own = NULL;
+  pthread_mutex_lock(&s->mu);
+  harp_status st = binding_checked(e, s, inputs, ninputs, vals, &on_object);
+  if (!st && on_object) st = bound_graph(e, s, vals, &g);
+  else if (!st) { /* a compile of its own (not made here): the graph prepared at vals says */
+    tiny_symtab t;
+    st = prepare_at(e, s, vals, &own, &t);
+    tiny_symtab_free(&t);
+    if (st) st = restate(e, HARP_E_INPUT_MISMATCH, "this binding breaks the model");
+    g = own;
+  }
+  for (int k = 0; !st && k < g->noutputs; k++) shapes[k] = g->nodes[g->outputs[k]].shape;
+  tiny_graph_free(own);
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  int64_t vals[64]; /* nsyms <= 64: box_setup */
+  bool on_object = false;
+  if (binding_checked(e, s, inputs, ninputs, vals, &on_object)) return e->code;
   if (on_object) {
     const tiny_graph *gb;
     if (bound_graph(e, s, vals, &gb)) return e->code;
