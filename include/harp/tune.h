@@ -180,6 +180,8 @@ typedef struct rt_tune_opts {
   const char *const *regions; /* tune only these (NULL: every region with a plan a template follows) */
   int nregions;
   bool no_store;             /* measure and log, but do not write the plan cache */
+  bool recalibrate;         /* measure the CPU's calibration again (docs/plan.md §19); it is
+                               measured anyway when the cache directory has none or a bad one */
   const char *cc, *cflags;   /* as rt_cpu_opts */
   const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
   int (*progress)(void *ctx, const rt_tune_progress *p); /* non-zero: stop (HARP_E_CANCELLED) */
@@ -208,6 +210,10 @@ typedef struct rt_tune_region {
 typedef struct rt_tune_result {
   char model[17], shapeset[PLAN_SHAPESET_MAX], binding[PLAN_SHAPESET_MAX], machine[RT_MACHINE_ID_MAX];
   int repeat, warmup;
+  char calib_path[1024];     /* the CPU calibration the estimates used ("": none, knob cpu_calib off) */
+  bool calib_measured;       /* measured by this run (first use, --recalibrate, or a bad file) */
+  double calib_s;            /* how long that took */
+  char calib_why[320];       /* why a file was measured again (its error), or "" */
   int nregions;
   rt_tune_region *r;
   struct rt_cpu_model *base; /* the model with default plans (owns the region names) */

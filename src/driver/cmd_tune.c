@@ -35,6 +35,8 @@ static const char tune_help[] =
     "  --log FILE           append the measurements to FILE (CSV; default\n"
     "                       <cache dir>/tune.csv)\n"
     "  --no-store           measure and log, but leave the plan cache alone\n"
+    "  --recalibrate        measure this CPU's calibration again first (it is measured\n"
+    "                       at first use; `harp calibrate` does it alone)\n"
     "  --knob NAME=VALUE    set a knob of the library (harp --help-options; repeatable)\n"
     "A progress line goes to stderr when it is a terminal.\n";
 
@@ -102,6 +104,7 @@ static int tune_parse(int argc, char **argv, rt_tune_opts *to, tune_args *ta) {
     } else if (!strcmp(a, "--log") && has) ta->log = argv[++i];
     else if (!strcmp(a, "--region") && has && ta->nregions < CLI_MAX_LIST) ta->regions[ta->nregions++] = argv[++i];
     else if (!strcmp(a, "--no-store")) to->no_store = true;
+    else if (!strcmp(a, "--recalibrate")) to->recalibrate = true;
     else if (!strcmp(a, "--budget") || !strcmp(a, "--repeat") || !strcmp(a, "--warmup") || !strcmp(a, "--log") ||
              !strcmp(a, "--region"))
       return cli_usage_error("tune", "option %s needs a value", a);
@@ -137,6 +140,17 @@ static void print_region(const rt_tune_result *res, int i) {
   else
     printf("  Spearman rank correlation, estimate vs measured: %.3f over %d points\n", tr->spearman, tr->npoints);
   if (tr->cache_path) printf("  cached: %s\n", tr->cache_path);
+}
+
+/* Which calibration the estimates used, and whether this run measured it. */
+static void print_calib(const rt_tune_result *res) {
+  if (!res->calib_path[0]) {
+    printf("  cost model: uncalibrated (knob cpu_calib off)\n");
+    return;
+  }
+  if (res->calib_why[0]) printf("  calibration file was bad (%s): measured again\n", res->calib_why);
+  if (res->calib_measured) printf("  calibration measured in %.1f s: %s\n", res->calib_s, res->calib_path);
+  else printf("  calibration: %s\n", res->calib_path);
 }
 
 /* cli_parse, the backend (cpu only) and the model given: 0, else the exit code. */
@@ -182,6 +196,7 @@ int cmd_tune(int argc, char **argv) {
     rc = cli_report(&e);
   } else {
     printf("harp tune: model %s, ShapeSet %s (%s)\n  machine %s\n", res.model, res.shapeset, res.binding, res.machine);
+    print_calib(&res);
     if (res.nregions == 0) printf("no region follows a plan (no contraction or attention kernel): nothing to tune\n");
     for (int i = 0; i < res.nregions; i++) print_region(&res, i);
     printf("log: %s (%d rows appended)\n", log_path, rows);

@@ -1,7 +1,7 @@
 /* tune.c — the tuner (seed 000 §6): measure the search space of each
  * region's plan on this CPU, keep the best in the plan cache.
  * Needs: the CPU backend (rt_cpu_compile, model_run_kernel), plan_enumerate,
- * plans.c / plan_cache.c / tune_log.c.  Gives: rt_tune_cpu,
+ * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu,
  * rt_tune_result_free, rt_tune_log_region.
  *
  * Per region: the best `budget` points of plan_enumerate (restricted to the
@@ -34,6 +34,8 @@
 #include "harp/region.h"
 #include "harp/tune.h"
 #include "util/util.h"
+
+#include "calib.h"
 
 /* A compiled point with an instance ready to run. */
 typedef struct runner {
@@ -333,6 +335,24 @@ static void utc_now(char *buf, size_t cap) {
   strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* The CPU's calibration, measured at first use (or again when asked, or
+ * when the file is bad): the compiles that follow read it (rt_calib_apply). */
+static harp_status tune_calibrate(harp_error *e, const rt_knobs *k, bool force, rt_tune_result *out) {
+  if (k->cpu_calib == RT_CPU_CALIB_OFF) return HARP_OK;
+  plan_machine m;
+  plan_machine_detect_cpu_at(&m, k->cpu_ghz, k->cpu_bw_gbs);
+  rt_calib_result cr;
+  harp_status st = rt_calib_ensure(e, k->cache_dir, force, &m, &cr);
+  if (!st) {
+    snprintf(out->calib_path, sizeof out->calib_path, "%s", cr.path);
+    out->calib_measured = cr.measured;
+    out->calib_s = cr.seconds;
+    snprintf(out->calib_why, sizeof out->calib_why, "%s", cr.why);
+  }
+  rt_calib_result_free(&cr);
+  return st;
+}
+
 harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                       const rt_tune_opts *o, rt_tune_result *out) {
   memset(out, 0, sizeof *out);
@@ -344,7 +364,8 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
   rt_knobs kn;
   rt_cpu_opts co = tune_cpu_opts(o, &kn);
   co.keep_analysis = true;
-  harp_status st = rt_cpu_compile(e, g, syms, &co, &out->base);
+  harp_status st = tune_calibrate(e, &kn, o && o->recalibrate, out);
+  if (!st) st = rt_cpu_compile(e, g, syms, &co, &out->base);
   if (st) return st;
   const rt_plans *ps = rt_cpu_plans(out->base);
   const fn_function *f = rt_cpu_function(out->base);
