@@ -223,6 +223,12 @@ typedef struct rt_tune_result {
 harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                       const rt_tune_opts *o, rt_tune_result *out);
 void rt_tune_result_free(rt_tune_result *r);
+/* The `budget` points to measure of n (plan_enumerate's order, the default
+ * first): the best by estimate, but every algo_choice the n have keeps its
+ * best point (it replaces the worst point of an algorithm kept twice), so a
+ * region whose tilings of one algorithm tie still measures the others.
+ * Rearranges pts/costs; returns how many to measure. */
+int rt_tune_pick(plan_t *pts, plan_cost *costs, int n, int budget);
 /* Log rows for one tuned region (timestamp: UTC ISO 8601, caller's). */
 harp_status rt_tune_log_region(harp_error *e, const char *path, const rt_tune_result *res, int region, const char *timestamp);
 /* Every region of res appended to the log `log` (NULL: cache_dir's

@@ -1,11 +1,12 @@
 /* tune.c — the tuner (seed 000 §6): measure the search space of each
  * region's plan on this CPU, keep the best in the plan cache.
  * Needs: the CPU backend (rt_cpu_compile, model_run_kernel), plan_enumerate,
- * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu,
+ * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu, rt_tune_pick,
  * rt_tune_result_free, rt_tune_log_region.
  *
  * Per region: the best `budget` points of plan_enumerate (restricted to the
- * CPU's algorithms; the first is the default plan), one compiled model per
+ * CPU's algorithms; the first is the default plan; every algorithm's best
+ * point among them, rt_tune_pick), one compiled model per
  * point with that point as the region's plan (the other regions keep their
  * defaults; the compile cache makes repeated points free).  Every point is
  * a variant of the base model's compile (rt_cpu_compile_variant): its
@@ -290,6 +291,38 @@ static harp_status conclude(tuning *t) {
   return HARP_OK;
 }
 
+static bool same_algos(const plan_t *a, const plan_t *b) { return !memcmp(a->algo, b->algo, sizeof a->algo); }
+
+int rt_tune_pick(plan_t *pts, plan_cost *costs, int n, int budget) {
+  if (n <= budget) return n;
+  /* every algorithm's best point among the first `budget`: a missing one
+   * takes the place of the worst kept point whose algorithm is kept twice */
+  for (int i = budget; i < n; i++) {
+    bool kept = false;
+    for (int j = 0; j < budget && !kept; j++) kept = same_algos(&pts[j], &pts[i]);
+    if (kept) continue;
+    for (int s = budget - 1; s > 0; s--) {
+      int twins = 0;
+      for (int j = 0; j < budget; j++) twins += same_algos(&pts[j], &pts[s]);
+      if (twins < 2) continue;
+      plan_t tp = pts[s];
+      plan_cost tc = costs[s];
+      pts[s] = pts[i], costs[s] = costs[i];
+      pts[i] = tp, costs[i] = tc;
+      break;
+    }
+  }
+  /* back into estimate order (insertion sort: the default stays first) */
+  for (int i = 1; i < budget; i++)
+    for (int j = i; j > 0 && costs[j].rank_time < costs[j - 1].rank_time; j--) {
+      plan_t tp = pts[j];
+      plan_cost tc = costs[j];
+      pts[j] = pts[j - 1], costs[j] = costs[j - 1];
+      pts[j - 1] = tp, costs[j - 1] = tc;
+    }
+  return budget;
+}
+
 /* Compile (variants of base) and measure the points of one region. */
 static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut_tensor *inputs, int ninputs,
                              const rt_tune_opts *o, const plan_machine *mach, const rg_info *info, rt_tune_region *tr,
@@ -297,12 +330,13 @@ static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut
   int budget = o && o->budget > 0 ? o->budget : 12;
   if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
   plan_search_opts so = {.algo_mask = rt_cpu_algo_mask(), .backend = "cpu"};
-  plan_t *pts = ut_xcalloc((size_t)budget, sizeof *pts);
-  plan_cost *costs = ut_xcalloc((size_t)budget, sizeof *costs);
+  plan_t *pts = ut_xcalloc(PLAN_TUNE_POINTS, sizeof *pts);
+  plan_cost *costs = ut_xcalloc(PLAN_TUNE_POINTS, sizeof *costs);
   tuning t = {e, o, tr, NULL, NULL, 0, ri, nr, repeat, warmup};
   int *order = NULL;
   harp_status st = !pts || !costs ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
-  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, budget, &t.n, e);
+  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, PLAN_TUNE_POINTS, &t.n, e);
+  if (!st) t.n = rt_tune_pick(pts, costs, t.n, budget);
   if (!st) {
     tr->pts = ut_xcalloc((size_t)t.n, sizeof *tr->pts);
     t.rs = ut_xcalloc((size_t)t.n, sizeof *t.rs);
