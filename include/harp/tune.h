@@ -217,12 +217,26 @@ typedef struct rt_tune_result {
   int nregions;
   rt_tune_region *r;
   struct rt_cpu_model *base; /* the model with default plans (owns the region names) */
+  struct rt_gpu_model *gpu_base; /* rt_tune_cuda's: the same on the GPU */
 } rt_tune_result;
 
 /* inputs[] as rt_cpu_run takes them (tiny_inputs order, weights included). */
 harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                       const rt_tune_opts *o, rt_tune_result *out);
 void rt_tune_result_free(rt_tune_result *r);
+/* The same search on the GPU (harp tune --backend cuda; tune_cuda.c): every
+ * point built for the device of go (its target, knobs; NULL: defaults),
+ * loaded, its region's launches timed with device events, the points
+ * interleaved; the best stored in the plan cache under the GPU's machine id
+ * and the ShapeSet, which later CUDA compiles read.  No GPU (or no driver):
+ * Unsupported, before anything is measured. */
+struct rt_gpu_opts;
+harp_status rt_tune_cuda(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                         const rt_tune_opts *o, const struct rt_gpu_opts *go, rt_tune_result *out);
+/* o's --region names that ps has no region of: a usage error. */
+harp_status rt_tune_check_regions(harp_error *e, const rt_tune_opts *o, const rt_plans *ps);
+/* Whether o tunes region (no --region: every one). */
+bool rt_tune_wanted(const rt_tune_opts *o, const char *region);
 /* The `budget` points to measure of n (plan_enumerate's order, the default
  * first): the best by estimate, but every algo_choice the n have keeps its
  * best point (it replaces the worst point of an algorithm kept twice), so a

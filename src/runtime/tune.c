@@ -1,7 +1,8 @@
 /* tune.c — the tuner (seed 000 §6): measure the search space of each
  * region's plan on this CPU, keep the best in the plan cache.
  * Needs: the CPU backend (rt_cpu_compile, model_run_kernel), plan_enumerate,
- * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu, rt_tune_pick,
+ * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu, rt_tune_pick, rt_tune_wanted,
+ * rt_tune_check_regions,
  * rt_tune_result_free, rt_tune_log_region.
  *
  * Per region: the best `budget` points of plan_enumerate (restricted to the
@@ -30,6 +31,7 @@
 
 #include "harp/cpu.h"
 #include "harp/function.h"
+#include "harp/gpu.h"
 #include "harp/knobs.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
@@ -132,7 +134,16 @@ static harp_status progress(harp_error *e, const rt_tune_opts *o, const char *re
   return HARP_OK;
 }
 
-static bool wanted(const rt_tune_opts *o, const char *region) {
+harp_status rt_tune_check_regions(harp_error *e, const rt_tune_opts *o, const rt_plans *ps) {
+  for (int k = 0; o && k < o->nregions; k++) {
+    bool found = false;
+    for (int i = 0; i < ps->n && !found; i++) found = !strcmp(ps->choice[i].region, o->regions[k]);
+    if (!found) return ut_fail(e, HARP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
+  }
+  return HARP_OK;
+}
+
+bool rt_tune_wanted(const rt_tune_opts *o, const char *region) {
   if (!o || !o->regions) return true;
   for (int i = 0; i < o->nregions; i++)
     if (!strcmp(o->regions[i], region)) return true;
@@ -407,19 +418,15 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
   snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
   snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
   snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
-  for (int k = 0; o && k < o->nregions; k++) {
-    bool found = false;
-    for (int i = 0; i < ps->n && !found; i++) found = !strcmp(ps->choice[i].region, o->regions[k]);
-    if (!found) return ut_fail(e, HARP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
-  }
+  if (rt_tune_check_regions(e, o, ps)) return e->code;
   out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
   if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int ntune = 0;
   for (int i = 0; i < ps->n; i++)
-    if (ps->choice[i].has_plan && ps->choice[i].applied && wanted(o, ps->choice[i].region)) ntune++;
+    if (ps->choice[i].has_plan && ps->choice[i].applied && rt_tune_wanted(o, ps->choice[i].region)) ntune++;
   for (int i = 0; i < ps->n && !st; i++) {
     const rt_plan_choice *ch = &ps->choice[i];
-    if (!ch->has_plan || !ch->applied || !wanted(o, ch->region)) continue;
+    if (!ch->has_plan || !ch->applied || !rt_tune_wanted(o, ch->region)) continue;
     rt_tune_region *tr = &out->r[out->nregions++];
     tr->region = ch->region;
     tr->kernel = rt_cpu_kernel_of(out->base, ch->region);
@@ -454,6 +461,7 @@ void rt_tune_result_free(rt_tune_result *r) {
   }
   free(r->r);
   rt_cpu_free(r->base);
+  rt_gpu_free(r->gpu_base);
   memset(r, 0, sizeof *r);
 }
 
