@@ -294,6 +294,13 @@ typedef struct plan_calib_mk {
   int mr, nr, kc, nc; /* micro-tile rows x columns, depth and panel width */
   double gflops;      /* one core, fp32 */
 } plan_calib_mk;
+/* Winograd's measured speed-up over the direct conv kernel at one shape
+ * (harp tune measures both for a 3x3 conv and records it). */
+#define PLAN_CALIB_WINO 16
+typedef struct plan_calib_wino {
+  int64_t px, k;  /* output pixels per image, reduction length (C x 9) */
+  double speedup; /* direct time / Winograd time */
+} plan_calib_wino;
 typedef struct plan_calib {
   bool valid;
   double mem_gbs;  /* DRAM bandwidth, all cores (read + write of a buffer far above the LLC) */
@@ -301,6 +308,8 @@ typedef struct plan_calib {
   double task_us;  /* one parallel call: waking the workers and joining them */
   int nmk;
   plan_calib_mk mk[PLAN_CALIB_MK];
+  int nwino;
+  plan_calib_wino wino[PLAN_CALIB_WINO];
 } plan_calib;
 
 /* The calibration file's text (docs/plan.md §19) into *out; `path` locates
@@ -312,6 +321,10 @@ char *plan_calib_format(const plan_calib *c, const char *machine);
 /* One core's GFLOP/s for micro-tile mr x nr at depth kc and panel width nc:
  * the entry of that micro-tile nearest in (kc, nc); 0 when c has none. */
 double plan_calib_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t nc);
+/* Winograd's measured speed-up at the entry nearest (px, k); 0: none. */
+double plan_calib_wino_speedup(const plan_calib *c, int64_t px, int64_t k);
+/* Record one (replacing the entry of the same px and k; when full, the oldest). */
+void plan_calib_add_wino(plan_calib *c, int64_t px, int64_t k, double speedup);
 
 typedef struct plan_machine {
   plan_arch arch;

@@ -1,7 +1,7 @@
 /* calib.c — the CPU calibration file (docs/plan.md §19): parse, print, and
  * the micro-kernel rate lookup the CPU cost model uses.
  * Needs: harp/plan.h.  Gives: plan_calib_parse, plan_calib_format,
- * plan_calib_rate.
+ * plan_calib_rate, plan_calib_wino_speedup, plan_calib_add_wino.
  *
  * The file is text, one "key value..." line each, '#' comments:
  *
@@ -11,6 +11,8 @@
  *   pack_gbs 9.8
  *   task_us 6.1
  *   mk 6 64 256 512 283.5        (MR NR KC NC GFLOP/s of one core, fp32)
+ *   wino 3136 576 0.68           (optional: harp tune's measured Winograd speed-up
+ *                                 over the direct kernel at PIXELS, K)
  *
  * Every key once (mk: 1 to PLAN_CALIB_MK lines), numbers finite and in a
  * sane range; anything else is a located HARP_E_PARSE (the runtime then
@@ -96,6 +98,17 @@ static harp_status parse_line(char *line, const char *path, int ln, const char *
     c->mk[c->nmk++] = (plan_calib_mk){(int)mr, (int)nr, (int)kc, (int)nc, g};
     return HARP_OK;
   }
+  if (kl == 4 && !strncmp(s, "wino", 4)) {
+    double px = 0, k = 0, sp = 0;
+    if (!num(&v, 1, 1e12, &px) || !num(&v, 1, 1e12, &k) || !num(&v, 0.001, 1000, &sp) || !rest_empty(v) ||
+        px != floor(px) || k != floor(k))
+      return ut_fail_at(e, HARP_E_PARSE, path, ln, 0,
+                        "wino: expected PIXELS K (whole numbers) and a speed-up, each positive and in range");
+    if (c->nwino >= PLAN_CALIB_WINO)
+      return ut_fail_at(e, HARP_E_PARSE, path, ln, 0, "more than %d wino lines", PLAN_CALIB_WINO);
+    c->wino[c->nwino++] = (plan_calib_wino){(int64_t)px, (int64_t)k, sp};
+    return HARP_OK;
+  }
   for (int i = 0; i < UT_ARRAY_LEN(keys); i++)
     if (strlen(keys[i].name) == kl && !strncmp(s, keys[i].name, kl)) {
       if (seen[i]) return ut_fail_at(e, HARP_E_PARSE, path, ln, 0, "%s given twice", keys[i].name);
@@ -144,6 +157,9 @@ char *plan_calib_format(const plan_calib *c, const char *machine) {
   ut_str_puts(&s, "# mk MR NR KC NC GFLOP/s (one core, fp32)\n");
   for (int i = 0; i < c->nmk; i++)
     ut_str_printf(&s, "mk %d %d %d %d %.3f\n", c->mk[i].mr, c->mk[i].nr, c->mk[i].kc, c->mk[i].nc, c->mk[i].gflops);
+  if (c->nwino) ut_str_puts(&s, "# wino PIXELS K SPEEDUP (harp tune: direct / Winograd, measured)\n");
+  for (int i = 0; i < c->nwino; i++)
+    ut_str_printf(&s, "wino %lld %lld %.4f\n", (long long)c->wino[i].px, (long long)c->wino[i].k, c->wino[i].speedup);
   if (s.oom) {
     ut_str_free(&s);
     return NULL;
@@ -160,4 +176,26 @@ double plan_calib_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t 
     if (d < dist) dist = d, best = k->gflops;
   }
   return best;
+}
+
+double plan_calib_wino_speedup(const plan_calib *c, int64_t px, int64_t k) {
+  double best = 0, dist = INFINITY;
+  for (int i = 0; c && i < c->nwino; i++) {
+    double d = fabs(log((double)c->wino[i].px / (double)(px > 0 ? px : 1))) +
+               fabs(log((double)c->wino[i].k / (double)(k > 0 ? k : 1)));
+    if (d < dist) dist = d, best = c->wino[i].speedup;
+  }
+  return best;
+}
+
+void plan_calib_add_wino(plan_calib *c, int64_t px, int64_t k, double speedup) {
+  int i = 0;
+  while (i < c->nwino && (c->wino[i].px != px || c->wino[i].k != k)) i++;
+  if (i == PLAN_CALIB_WINO) { /* full: the oldest goes */
+    memmove(c->wino, c->wino + 1, sizeof c->wino[0] * (PLAN_CALIB_WINO - 1));
+    i = PLAN_CALIB_WINO - 1;
+  } else if (i == c->nwino) {
+    c->nwino++;
+  }
+  c->wino[i] = (plan_calib_wino){px, k, speedup};
 }

@@ -21,7 +21,9 @@
  *     operands bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
  * overlapping windows) or on Winograd read none of the tiles: their time
- * depends on the shape alone. */
+ * depends on the shape alone; Winograd's against the direct kernel's is the
+ * speed-up harp tune measured at the nearest shape (plan_calib's wino
+ * entries), else cost.c's factors from another machine. */
 #include <math.h>
 #include <string.h>
 
@@ -111,6 +113,8 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
    * rate, Winograd by its measured speed-up over that kernel */
   double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)UT_MAX(g->batch, 1);
   double t = flops / (best_rate(&m->calib) * 1e9 * DIRECT_EFF * UT_MAX(m->sm_count, 1)) + 2 * m->calib.task_us * 1e-6;
-  *out = wino ? t / plan_cpu_winograd_speedup(r, g) : t;
+  double px = (double)r->conv_oh * (double)r->conv_ow;
+  double measured = plan_calib_wino_speedup(&m->calib, px > 0 ? (int64_t)px : g->N, g->K);
+  *out = wino ? t / (measured > 0 ? measured : plan_cpu_winograd_speedup(r, g)) : t;
   return true;
 }

@@ -45,6 +45,11 @@ typedef struct rt_calib_result {
  * replaced. */
 harp_status rt_calib_ensure(harp_error *e, const char *cache_dir, bool force, plan_machine *m, rt_calib_result *res);
 void rt_calib_result_free(rt_calib_result *r);
+/* harp tune measured a conv both ways: Winograd ran `speedup` times as fast
+ * as the direct kernel at px output pixels and reduction k.  Recorded in
+ * m's calibration file when it has a well-formed one (else nothing). */
+harp_status rt_calib_note_wino(harp_error *e, const char *cache_dir, const plan_machine *m, int64_t px, int64_t k,
+                               double speedup);
 /* For a compile: m->calib from the cache directory's file when the knob
  * cpu_calib is "auto" and the file is there and well formed; otherwise m
  * keeps the uncalibrated model (nothing is measured here). */

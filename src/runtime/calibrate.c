@@ -3,7 +3,7 @@
  * Needs: calib_mk.c (the micro-kernel), plan_calib_parse / _format
  * (src/plan/calib.c), the cache directory (rt_cc_cache_dir), rt_machine_id.
  * Gives: rt_calib_path, rt_calib_measure, rt_calib_load, rt_calib_store,
- * rt_calib_ensure, rt_calib_apply.
+ * rt_calib_ensure, rt_calib_note_wino, rt_calib_apply.
  *
  * Measurement under load: every figure is the best of many short samples
  * taken round-robin over all configurations, so another process on the
@@ -293,6 +293,24 @@ void rt_calib_result_free(rt_calib_result *r) {
   if (!r) return;
   free(r->path);
   r->path = NULL;
+}
+
+harp_status rt_calib_note_wino(harp_error *e, const char *cache_dir, const plan_machine *m, int64_t px, int64_t k,
+                               double speedup) {
+  char id[RT_MACHINE_ID_MAX];
+  rt_machine_id(m, id, sizeof id);
+  char *path = rt_calib_path(cache_dir, id);
+  if (!path) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  harp_error le = {0};
+  bool found = false;
+  plan_calib c;
+  harp_status st = HARP_OK;
+  if (!rt_calib_load(&le, path, id, &c, &found) && found) {
+    plan_calib_add_wino(&c, px, k, speedup);
+    st = rt_calib_store(e, path, id, &c);
+  }
+  free(path);
+  return st;
 }
 
 void rt_calib_apply(plan_machine *m, const rt_knobs *k) {

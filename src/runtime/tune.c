@@ -380,6 +380,25 @@ static void utc_now(char *buf, size_t cap) {
   strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* A conv whose Winograd and other (direct / implicit GEMM) points were both
+ * measured: their ratio goes into the calibration, the cost model's
+ * Winograd factor on this CPU from then on. */
+static harp_status note_winograd(harp_error *e, const rt_knobs *k, const rt_tune_result *out, const plan_machine *mach,
+                                 const plan_region_info *r, const rt_tune_region *tr) {
+  if (!out->calib_path[0] || r->pattern != PLAN_PAT_CONV) return HARP_OK;
+  double w = INFINITY, d = INFINITY;
+  for (int i = 0; i < tr->npoints; i++) {
+    const rt_tune_point *pt = &tr->pts[i];
+    if (!pt->applied || !(pt->median_ms > 0)) continue;
+    double *best = plan_algo_is_winograd(pt->plan.algo[PLAN_KEY_CONV]) ? &w : &d;
+    if (pt->median_ms < *best) *best = pt->median_ms;
+  }
+  plan_gemm_view g;
+  if (!isfinite(w) || !isfinite(d) || plan_region_gemm_view(r, &g, NULL)) return HARP_OK;
+  int64_t px = r->conv_oh * r->conv_ow > 0 ? r->conv_oh * r->conv_ow : g.N;
+  return rt_calib_note_wino(e, k->cache_dir, mach, px, g.K, d / w);
+}
+
 /* The CPU's calibration, measured at first use (or again when asked, or
  * when the file is bad): the compiles that follow read it (rt_calib_apply). */
 static harp_status tune_calibrate(harp_error *e, const rt_knobs *k, bool force, rt_tune_result *out) {
@@ -434,6 +453,7 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     const rg_info *info = f->part->regions[i].info;
     st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
+    if ((st = note_winograd(e, &kn, out, &ps->mach, &info->plan_info, tr))) break;
     if ((st = progress(e, o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints,
                        tr->pts[tr->best].median_ms)))
       break;

@@ -34,6 +34,8 @@ static plan_calib sample_calib(double rate, double slow) {
 static void test_roundtrip(void **state) {
   (void)state;
   plan_calib c = sample_calib(123.25, 61.5), back;
+  plan_calib_add_wino(&c, 3136, 576, 0.68);
+  plan_calib_add_wino(&c, 196, 2304, 1.25);
   char *text = plan_calib_format(&c, MACHINE);
   assert_non_null(text);
   harp_error e = {0};
@@ -52,6 +54,17 @@ static void test_roundtrip(void **state) {
   assert_true(plan_calib_rate(&back, 6, 64, 128, 512) == 61.5);
   assert_true(plan_calib_rate(&back, 6, 64, 300, 600) == 123.25);
   assert_true(plan_calib_rate(&back, 4, 32, 256, 512) == 0);
+  assert_int_equal(back.nwino, 2);
+  assert_true(plan_calib_wino_speedup(&back, 3136, 576) == 0.68);
+  assert_true(plan_calib_wino_speedup(&back, 196, 2000) == 1.25); /* nearest */
+  /* the same shape again replaces its entry; a full table drops the oldest */
+  plan_calib_add_wino(&back, 3136, 576, 0.7);
+  assert_int_equal(back.nwino, 2);
+  assert_true(plan_calib_wino_speedup(&back, 3136, 576) == 0.7);
+  for (int i = 0; i < PLAN_CALIB_WINO; i++) plan_calib_add_wino(&back, 10 + i, 9, 1 + i);
+  assert_int_equal(back.nwino, PLAN_CALIB_WINO);
+  assert_true(plan_calib_wino_speedup(&back, 10 + PLAN_CALIB_WINO - 1, 9) == PLAN_CALIB_WINO);
+  assert_true(plan_calib_wino_speedup(&back, 3136, 576) != 0.7); /* the oldest went */
   /* the machine line is checked only when a machine is given */
   assert_ok(&e, plan_calib_parse(text, "c.txt", NULL, &back, &e));
   free(text);
@@ -77,6 +90,9 @@ static void test_bad_text(void **state) {
       {"mem_gbs 30\n", 6, "given twice"},
       {"colour blue\n", 6, "unknown key 'colour'"},
       {"mk 6 64 256 512 1e999\n", 6, "mk:"},
+      {"wino 3136 576\n", 6, "wino:"},
+      {"wino 3136.5 576 1\n", 6, "wino:"},
+      {"wino 3136 576 0\n", 6, "wino:"},
   };
   harp_error e = {0};
   plan_calib c;
@@ -288,7 +304,13 @@ static void test_calibrated_conv(void **state) {
     assert_true(costs[i].time_est == *t);
   }
   assert_true(wino > 0 && direct > 0);
-  assert_true(fabs(direct / wino - 1.5) < 1e-9); /* 56x56 outputs: the measured factor */
+  assert_true(fabs(direct / wino - 1.5) < 1e-9); /* 56x56 outputs: cost.c's factor */
+  /* a speed-up harp tune measured on this machine overrides it */
+  plan_calib_add_wino(&m.calib, 3136, 64 * 9, 0.7);
+  n = points(&r, &m, pts, costs);
+  assert_false(plan_algo_is_winograd(pts[0].algo[PLAN_KEY_CONV])); /* the default is now the direct kernel */
+  for (int i = 0; i < n; i++)
+    if (plan_algo_is_winograd(pts[i].algo[PLAN_KEY_CONV])) assert_true(fabs(costs[i].time_est / direct - 1 / 0.7) < 1e-9);
 }
 
 static void test_tune_pick(void **state) {
