@@ -279,7 +279,7 @@ harp_status rt_calib_ensure(harp_error *e, const char *cache_dir, bool force, pl
   if (!force) {
     if (!rt_calib_load(&le, res->path, id, &m->calib, &found) && found) return HARP_OK;
     if (le.code == HARP_E_NO_MEMORY) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    if (le.code) snprintf(res->why, sizeof res->why, "%.300s", le.msg);
+    if (le.code) harp_error_format(&le, res->why, sizeof res->why); /* "error[..]: FILE:LINE:COL: ..." */
   }
   double t0 = ut_now_ms();
   harp_status st = rt_calib_measure(e, m, &m->calib);
