@@ -233,6 +233,13 @@ void rt_tune_result_free(rt_tune_result *r);
 struct rt_gpu_opts;
 harp_status rt_tune_cuda(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                          const rt_tune_opts *o, const struct rt_gpu_opts *go, rt_tune_result *out);
+/* Shared by both tuners: the result's keys from ps, --region checked,
+ * out->r allocated, *ntune the regions to tune. */
+harp_status rt_tune_begin(harp_error *e, const rt_tune_opts *o, const rt_plans *ps, rt_tune_result *out, int *ntune);
+/* tr->best (smallest median) and tr->spearman (estimates vs medians). */
+harp_status rt_tune_rank(harp_error *e, rt_tune_region *tr);
+/* tr's best point into the plan cache under out's keys (tr->cache_path). */
+harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_result *out, rt_tune_region *tr);
 /* o's --region names that ps has no region of: a usage error. */
 harp_status rt_tune_check_regions(harp_error *e, const rt_tune_opts *o, const rt_plans *ps);
 /* Whether o tunes region (no --region: every one). */

@@ -2,7 +2,7 @@
  * region's plan on this CPU, keep the best in the plan cache.
  * Needs: the CPU backend (rt_cpu_compile, model_run_kernel), plan_enumerate,
  * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu, rt_tune_pick, rt_tune_wanted,
- * rt_tune_check_regions,
+ * rt_tune_check_regions, rt_tune_begin, rt_tune_rank, rt_tune_store,
  * rt_tune_result_free, rt_tune_log_region.
  *
  * Per region: the best `budget` points of plan_enumerate (restricted to the
@@ -291,11 +291,16 @@ static harp_status conclude(tuning *t) {
       tr->pts[i].median_ms = tr->pts[tr->pts[i].same_as].median_ms;
       tr->pts[i].min_ms = tr->pts[tr->pts[i].same_as].min_ms;
     }
+  return rt_tune_rank(t->e, tr);
+}
+
+harp_status rt_tune_rank(harp_error *e, rt_tune_region *tr) {
+  int n = tr->npoints;
   tr->best = 0;
   for (int i = 1; i < n; i++)
     if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
   double *x = ut_xcalloc((size_t)n * 2 + 1, sizeof *x);
-  if (!x) return ut_fail(t->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!x) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n; i++) x[i] = tr->pts[i].cost.time_est, x[n + i] = tr->pts[i].median_ms;
   tr->spearman = rt_spearman(x, x + n, n);
   free(x);
@@ -380,6 +385,34 @@ static void utc_now(char *buf, size_t cap) {
   strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+harp_status rt_tune_begin(harp_error *e, const rt_tune_opts *o, const rt_plans *ps, rt_tune_result *out, int *ntune) {
+  snprintf(out->model, sizeof out->model, "%s", ps->model);
+  snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
+  snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
+  snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
+  if (rt_tune_check_regions(e, o, ps)) return e->code;
+  out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
+  if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  *ntune = 0;
+  for (int i = 0; i < ps->n; i++)
+    if (ps->choice[i].has_plan && ps->choice[i].applied && rt_tune_wanted(o, ps->choice[i].region)) (*ntune)++;
+  return HARP_OK;
+}
+
+harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_result *out, rt_tune_region *tr) {
+  rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
+  rt_plan_entry ent;
+  memset(&ent, 0, sizeof ent);
+  ent.plan = tr->pts[tr->best].plan;
+  snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
+  ent.median_ms = tr->pts[tr->best].median_ms;
+  ent.default_ms = tr->pts[0].median_ms;
+  ent.points = tr->npoints;
+  ent.repeat = out->repeat;
+  utc_now(ent.tuned_at, sizeof ent.tuned_at);
+  return rt_plan_cache_store(e, cache_dir, &key, &ent, &tr->cache_path);
+}
+
 /* A conv whose Winograd and other (direct / implicit GEMM) points were both
  * measured: their ratio goes into the calibration, the cost model's
  * Winograd factor on this CPU from then on. */
@@ -433,16 +466,8 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
   if (st) return st;
   const rt_plans *ps = rt_cpu_plans(out->base);
   const fn_function *f = rt_cpu_function(out->base);
-  snprintf(out->model, sizeof out->model, "%s", ps->model);
-  snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
-  snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
-  snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
-  if (rt_tune_check_regions(e, o, ps)) return e->code;
-  out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
-  if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int ntune = 0;
-  for (int i = 0; i < ps->n; i++)
-    if (ps->choice[i].has_plan && ps->choice[i].applied && rt_tune_wanted(o, ps->choice[i].region)) ntune++;
+  if (rt_tune_begin(e, o, ps, out, &ntune)) return e->code;
   for (int i = 0; i < ps->n && !st; i++) {
     const rt_plan_choice *ch = &ps->choice[i];
     if (!ch->has_plan || !ch->applied || !rt_tune_wanted(o, ch->region)) continue;
@@ -457,18 +482,7 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     if ((st = progress(e, o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints,
                        tr->pts[tr->best].median_ms)))
       break;
-    if (o && o->no_store) continue;
-    rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
-    rt_plan_entry ent;
-    memset(&ent, 0, sizeof ent);
-    ent.plan = tr->pts[tr->best].plan;
-    snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
-    ent.median_ms = tr->pts[tr->best].median_ms;
-    ent.default_ms = tr->pts[0].median_ms;
-    ent.points = tr->npoints;
-    ent.repeat = repeat;
-    utc_now(ent.tuned_at, sizeof ent.tuned_at);
-    st = rt_plan_cache_store(e, kn.cache_dir, &key, &ent, &tr->cache_path);
+    if (!(o && o->no_store)) st = rt_tune_store(e, kn.cache_dir, out, tr);
   }
   return st;
 }

@@ -9,14 +9,13 @@
  * cache under the GPU's machine id and the ShapeSet, which later CUDA
  * compiles read; every point goes to the same CSV log as the CPU's.
  * Needs: harp/gpu.h (rt_gpu_build, _run, _profile), plan_enumerate,
- * plan_cache.c, tune.c (rt_tune_pick, the result), a GPU (else
+ * tune.c (rt_tune_pick, _begin, _rank, _store: the CPU tuner's bookkeeping), a GPU (else
  * Unsupported, from the runtime's device check).
  * Gives: rt_tune_cuda. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/cuda/cuda_plan.h"
 #include "harp/function.h"
@@ -144,34 +143,6 @@ static harp_status tune_gpu_region(gtuning *t, const tiny_graph *g, const tiny_s
   return st;
 }
 
-/* The best point, the rank correlation; the plan cache entry. */
-static harp_status conclude_gpu(harp_error *e, const rt_tune_opts *o, const rt_knobs *k, rt_tune_result *out,
-                                rt_tune_region *tr) {
-  tr->best = 0;
-  for (int i = 1; i < tr->npoints; i++)
-    if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
-  double *x = ut_xcalloc((size_t)tr->npoints * 2 + 1, sizeof *x);
-  if (!x) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  for (int i = 0; i < tr->npoints; i++) x[i] = tr->pts[i].cost.time_est, x[tr->npoints + i] = tr->pts[i].median_ms;
-  tr->spearman = rt_spearman(x, x + tr->npoints, tr->npoints);
-  free(x);
-  if (o && o->no_store) return HARP_OK;
-  rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
-  rt_plan_entry ent;
-  memset(&ent, 0, sizeof ent);
-  ent.plan = tr->pts[tr->best].plan;
-  snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
-  ent.median_ms = tr->pts[tr->best].median_ms;
-  ent.default_ms = tr->pts[0].median_ms;
-  ent.points = tr->npoints;
-  ent.repeat = out->repeat;
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(ent.tuned_at, sizeof ent.tuned_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return rt_plan_cache_store(e, k->cache_dir, &key, &ent, &tr->cache_path);
-}
-
 harp_status rt_tune_cuda(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                          const rt_tune_opts *o, const rt_gpu_opts *go, rt_tune_result *out) {
   memset(out, 0, sizeof *out);
@@ -187,15 +158,8 @@ harp_status rt_tune_cuda(harp_error *e, const tiny_graph *g, const tiny_symtab *
   if (st) return st;
   const rt_plans *ps = &rt_gpu_stages(out->gpu_base)->plans;
   const fn_function *f = rt_gpu_function(out->gpu_base);
-  snprintf(out->model, sizeof out->model, "%s", ps->model);
-  snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
-  snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
-  snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
-  if (rt_tune_check_regions(e, o, ps)) return e->code;
-  out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
-  if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int ntune = 0;
-  for (int i = 0; i < ps->n; i++) ntune += ps->choice[i].has_plan && ps->choice[i].applied && rt_tune_wanted(o, ps->choice[i].region);
+  if (rt_tune_begin(e, o, ps, out, &ntune)) return e->code;
   for (int i = 0; i < ps->n && !st; i++) {
     const rt_plan_choice *ch = &ps->choice[i];
     if (!ch->has_plan || !ch->applied || !rt_tune_wanted(o, ch->region)) continue;
@@ -203,7 +167,8 @@ harp_status rt_tune_cuda(harp_error *e, const tiny_graph *g, const tiny_symtab *
     tr->region = ch->region, tr->kernel = -1, tr->calls = 1, tr->spearman = NAN;
     gtuning t = {e, o, tr, NULL, NULL, 0, out->nregions - 1, ntune, out->repeat, out->warmup};
     st = tune_gpu_region(&t, g, syms, &base, &ps->mach, f->part->regions[i].info, inputs, ninputs);
-    if (!st && tr->npoints > 0) st = conclude_gpu(e, o, &k, out, tr);
+    if (!st && tr->npoints > 0) st = rt_tune_rank(e, tr);
+    if (!st && tr->npoints > 0 && !(o && o->no_store)) st = rt_tune_store(e, k.cache_dir, out, tr);
     if (!st && tr->npoints > 0) st = gprogress(&t, "done", tr->npoints, tr->npoints, tr->pts[tr->best].median_ms);
   }
   return st;
