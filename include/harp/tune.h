@@ -220,7 +220,10 @@ typedef struct rt_tune_result {
   struct rt_gpu_model *gpu_base; /* rt_tune_cuda's: the same on the GPU */
 } rt_tune_result;
 
-/* inputs[] as rt_cpu_run takes them (tiny_inputs order, weights included). */
+/* inputs[] as rt_cpu_run takes them (tiny_inputs order, weights included).
+ * First the CPU's calibration (docs/plan.md §19): read from the cache
+ * directory, or measured and stored when absent, bad or o->recalibrate
+ * (not with the knob cpu_calib off); out->calib_* say which. */
 harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                       const rt_tune_opts *o, rt_tune_result *out);
 void rt_tune_result_free(rt_tune_result *r);
