@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 B=${1:-build-fuzz}
 S=${2:-${FUZZ_SECONDS:-60}}
 shift 2 2>/dev/null || shift $#
-TARGETS=${*:-onnx tiny dsl plan_json plan_dsl npy}
+TARGETS=${*:-onnx tiny dsl plan_json plan_dsl npy calib}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 PAR=${FUZZ_PARALLEL:-$((JOBS < 2 ? JOBS : 2))}
 

@@ -4,8 +4,8 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm gemm32 sweep splitk plans graphs attn sanitize e2e
-#        (default: build gputests models gemm gemm32 plans graphs)
+#        STEP: build gputests models tests gemm gemm32 sweep splitk plans tune graphs attn sanitize e2e
+#        (default: build gputests models gemm gemm32 plans tune graphs)
 #
 # build     Release build in build-gpu/ (16 jobs; BUILD_TARGETS: only those)
 # gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli', or $GPU_TESTS); the
@@ -41,13 +41,18 @@
 #           the default plan and overrides differing in tile / stages / warp tile /
 #           split-K / softmax algorithm, each run on the device vs the CPU backend,
 #           checked applied in plan.json, and timed (PLANS_TARGET, default sm90)
+# tune      `harp tune --backend cuda` (issue 27): the measured plan search on the
+#           device for an fp16 GEMM, a skinny one and an fp16 3x3 conv (budget 12,
+#           repeat 20, points interleaved, device events), logged to tune.csv in $OUT,
+#           plans cached in a private cache; then `harp run --backend cuda --dump plan`
+#           must read the cached plan back ("source": "cache") for the same ShapeSet
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
 #           session over four batch sizes (bench/cuda_graphs.sh)
 #
 # Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
 # rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
 # env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
-# splitk.log, plans.log, graphs.log, e2e.log.  Where the Debian packages cannot be
+# splitk.log, plans.log, tune.log, tune.csv, graphs.log, e2e.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -57,7 +62,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
-steps=${*:-build gputests models gemm gemm32 plans graphs}
+steps=${*:-build gputests models gemm gemm32 plans tune graphs}
 jobs=${JOBS:-16}
 
 if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka libprotobuf-c 2>/dev/null; }; then
@@ -217,11 +222,27 @@ for s in $steps; do
     timeout 900 python3 bench/cuda_plans.py --harp build-gpu/harp --target "${PLANS_TARGET:-sm90}" >>"$out/plans.log" 2>&1 || rc=1
     grep -E "tests passed|Failed|cuda_plans|ms|WRONG|ERROR" "$out/plans.log" | tail -40
     ;;
+  tune)
+    tc=$(mktemp -d); : >"$out/tune.log"
+    printf 'graph<N=1, C=256, H=28, W=28, K=256> main(x: f16[N, C, H, W], w: f16[K, C, 3, 3]) -> (y: f16[N, K, H, W]) {\n    y = conv2d(x, w, pad=[1, 1])\n    return y\n}\n' >"$tc/conv.harp"
+    for args in "bench/models/gemm16.json --sym M=4096 --sym K=4096 --sym N=4096" \
+      "bench/models/gemm16.json --sym M=64 --sym K=8192 --sym N=1024" "$tc/conv.harp"; do
+      # shellcheck disable=SC2086
+      HARP_CACHE_DIR=$tc timeout 600 build-gpu/harp tune $args --backend cuda --log "$out/tune.csv" >>"$out/tune.log" 2>&1 || rc=1
+      # shellcheck disable=SC2086
+      HARP_CACHE_DIR=$tc timeout 120 build-gpu/harp run $args --backend cuda --random-inputs --dump plan \
+        --dump-dir "$tc/d" --out "$tc/o" >/dev/null 2>>"$out/tune.log" &&
+        { grep -q '"source": *"cache"' "$tc/d/plan.json" && echo "cached plan read back: $args" ||
+          { echo "NOT read back from the plan cache: $args"; rc=1; }; } >>"$out/tune.log"
+    done
+    grep -E "^harp tune|region|default|Spearman|cached|read back|error" "$out/tune.log"
+    rm -rf "$tc"
+    ;;
   graphs)
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans graphs attn sanitize e2e)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans tune graphs attn sanitize e2e)" >&2; exit 2 ;;
   esac
 done
 exit $rc

@@ -43,6 +43,7 @@ typedef struct rt_gpu_opts {
   const struct rt_plan_override *plan_overrides;
   int nplan_overrides;
   bool keep_analysis;    /* keep the IndexBook and Poly-View (their dumps) */
+  bool no_plan_cache;    /* do not read the plan cache (harp tune --backend cuda's points) */
   /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
   rt_stage_hook after_stage;
   void *hook_ctx;

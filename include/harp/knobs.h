@@ -28,6 +28,9 @@ typedef enum rt_knob_conv { RT_CONV_AUTO, RT_CONV_GEMM, RT_CONV_DIRECT } rt_knob
 /* HARP_TIER0: the CPU's first runs before the compiled object exists (src/runtime/tier0.h). */
 typedef enum rt_knob_tier0 { RT_TIER0_OFF, RT_TIER0_AUTO, RT_TIER0_FORCE } rt_knob_tier0;
 
+/* HARP_CPU_CALIB: whether the CPU cost model reads the calibration file (docs/plan.md §19). */
+typedef enum rt_knob_cpu_calib { RT_CPU_CALIB_AUTO, RT_CPU_CALIB_OFF } rt_knob_cpu_calib;
+
 typedef struct rt_knobs {
   /* building generated code */
   char cc[RT_KNOB_PATH];        /* CC: the C compiler */
@@ -48,6 +51,7 @@ typedef struct rt_knobs {
   /* the CPU's description for the cost model */
   double cpu_ghz;               /* HARP_CPU_GHZ: clock (0: detected) */
   double cpu_bw_gbs;            /* HARP_CPU_BW_GBS: memory bandwidth (0: estimated) */
+  int cpu_calib;                /* HARP_CPU_CALIB: rt_knob_cpu_calib */
   /* the CUDA runtime */
   char nvrtc[RT_KNOB_PATH];     /* HARP_NVRTC: libnvrtc to dlopen ("": the loader's search) */
   char libcuda[RT_KNOB_PATH];   /* HARP_LIBCUDA: libcuda to dlopen ("": the loader's search) */

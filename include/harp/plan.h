@@ -284,6 +284,48 @@ harp_status plan_dump_json(const char *const *region_names, const plan_t *plans,
 /* One machine.  GPU figures are per device; on the CPU an "SM" is a core, a
  * "CTA" is one core's outer tile, shared memory reads as the L2 per core
  * (where the packed panels live) and registers as vector registers. */
+/* A CPU's measured figures (harp calibrate, src/runtime/calibrate.c; the
+ * file format in src/plan/calib.c, docs/plan.md §19): with them the cost
+ * model times a CPU plan from its micro-tile, blocking, edge waste, packing
+ * and thread balance (cost_cpu.c); without (valid false) it keeps §6's
+ * formula. */
+#define PLAN_CALIB_MK 32
+typedef struct plan_calib_mk {
+  int mr, nr, kc, nc; /* micro-tile rows x columns, depth and panel width */
+  double gflops;      /* one core, fp32 */
+} plan_calib_mk;
+/* Winograd's measured speed-up over the direct conv kernel at one shape
+ * (harp tune measures both for a 3x3 conv and records it). */
+#define PLAN_CALIB_WINO 16
+typedef struct plan_calib_wino {
+  int64_t px, k;  /* output pixels per image, reduction length (C x 9) */
+  double speedup; /* direct time / Winograd time */
+} plan_calib_wino;
+typedef struct plan_calib {
+  bool valid;
+  double mem_gbs;  /* DRAM bandwidth, all cores (read + write of a buffer far above the LLC) */
+  double pack_gbs; /* packing: a strided gather into a contiguous panel, one core */
+  double task_us;  /* one parallel call: waking the workers and joining them */
+  int nmk;
+  plan_calib_mk mk[PLAN_CALIB_MK];
+  int nwino;
+  plan_calib_wino wino[PLAN_CALIB_WINO];
+} plan_calib;
+
+/* The calibration file's text (docs/plan.md §19) into *out; `path` locates
+ * errors ("path:LINE: ..."), `machine` (nullable) must match its machine
+ * line.  Errors: HARP_E_PARSE (malformed, out of range, another machine). */
+harp_status plan_calib_parse(const char *text, const char *path, const char *machine, plan_calib *out, harp_error *e);
+/* The file's text for c and `machine` (malloc'd; NULL: out of memory). */
+char *plan_calib_format(const plan_calib *c, const char *machine);
+/* One core's GFLOP/s for micro-tile mr x nr at depth kc and panel width nc:
+ * the entry of that micro-tile nearest in (kc, nc); 0 when c has none. */
+double plan_calib_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t nc);
+/* Winograd's measured speed-up at the entry nearest (px, k); 0: none. */
+double plan_calib_wino_speedup(const plan_calib *c, int64_t px, int64_t k);
+/* Record one (replacing the entry of the same px and k; when full, the oldest). */
+void plan_calib_add_wino(plan_calib *c, int64_t px, int64_t k, double speedup);
+
 typedef struct plan_machine {
   plan_arch arch;
   char name[96];
@@ -305,6 +347,7 @@ typedef struct plan_machine {
   int fma_units;             /* CPU: FMA pipes per core (assumed) */
   int base_regs;             /* registers every thread needs besides tiles (addresses, indices) */
   bool avx512, avx2, fma;    /* CPU features (runtime CPUID) */
+  plan_calib calib;          /* CPU: measured figures (valid false: none) */
 } plan_machine;
 
 /* A100-SXM4-80GB (sm80) and H100-SXM5-80GB (sm90): the figures and their

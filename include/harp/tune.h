@@ -180,6 +180,8 @@ typedef struct rt_tune_opts {
   const char *const *regions; /* tune only these (NULL: every region with a plan a template follows) */
   int nregions;
   bool no_store;             /* measure and log, but do not write the plan cache */
+  bool recalibrate;         /* measure the CPU's calibration again (docs/plan.md §19); it is
+                               measured anyway when the cache directory has none or a bad one */
   const char *cc, *cflags;   /* as rt_cpu_opts */
   const struct rt_knobs *knobs; /* the configuration (harp/knobs.h); NULL: the table's defaults */
   int (*progress)(void *ctx, const rt_tune_progress *p); /* non-zero: stop (HARP_E_CANCELLED) */
@@ -208,15 +210,49 @@ typedef struct rt_tune_region {
 typedef struct rt_tune_result {
   char model[17], shapeset[PLAN_SHAPESET_MAX], binding[PLAN_SHAPESET_MAX], machine[RT_MACHINE_ID_MAX];
   int repeat, warmup;
+  char calib_path[1024];     /* the CPU calibration the estimates used ("": none, knob cpu_calib off) */
+  bool calib_measured;       /* measured by this run (first use, --recalibrate, or a bad file) */
+  double calib_s;            /* how long that took */
+  char calib_why[320];       /* why a file was measured again (its error), or "" */
   int nregions;
   rt_tune_region *r;
   struct rt_cpu_model *base; /* the model with default plans (owns the region names) */
+  struct rt_gpu_model *gpu_base; /* rt_tune_cuda's: the same on the GPU */
 } rt_tune_result;
 
-/* inputs[] as rt_cpu_run takes them (tiny_inputs order, weights included). */
+/* inputs[] as rt_cpu_run takes them (tiny_inputs order, weights included).
+ * First the CPU's calibration (docs/plan.md §19): read from the cache
+ * directory, or measured and stored when absent, bad or o->recalibrate
+ * (not with the knob cpu_calib off); out->calib_* say which. */
 harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                       const rt_tune_opts *o, rt_tune_result *out);
 void rt_tune_result_free(rt_tune_result *r);
+/* The same search on the GPU (harp tune --backend cuda; tune_cuda.c): every
+ * point built for the device of go (its target, knobs; NULL: defaults),
+ * loaded, its region's launches timed with device events, the points
+ * interleaved; the best stored in the plan cache under the GPU's machine id
+ * and the ShapeSet, which later CUDA compiles read.  No GPU (or no driver):
+ * Unsupported, before anything is measured. */
+struct rt_gpu_opts;
+harp_status rt_tune_cuda(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
+                         const rt_tune_opts *o, const struct rt_gpu_opts *go, rt_tune_result *out);
+/* Shared by both tuners: the result's keys from ps, --region checked,
+ * out->r allocated, *ntune the regions to tune. */
+harp_status rt_tune_begin(harp_error *e, const rt_tune_opts *o, const rt_plans *ps, rt_tune_result *out, int *ntune);
+/* tr->best (smallest median) and tr->spearman (estimates vs medians). */
+harp_status rt_tune_rank(harp_error *e, rt_tune_region *tr);
+/* tr's best point into the plan cache under out's keys (tr->cache_path). */
+harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_result *out, rt_tune_region *tr);
+/* o's --region names that ps has no region of: a usage error. */
+harp_status rt_tune_check_regions(harp_error *e, const rt_tune_opts *o, const rt_plans *ps);
+/* Whether o tunes region (no --region: every one). */
+bool rt_tune_wanted(const rt_tune_opts *o, const char *region);
+/* The `budget` points to measure of n (plan_enumerate's order, the default
+ * first): the best by estimate, but every algo_choice the n have keeps its
+ * best point (it replaces the worst point of an algorithm kept twice), so a
+ * region whose tilings of one algorithm tie still measures the others.
+ * Rearranges pts/costs; returns how many to measure. */
+int rt_tune_pick(plan_t *pts, plan_cost *costs, int n, int budget);
 /* Log rows for one tuned region (timestamp: UTC ISO 8601, caller's). */
 harp_status rt_tune_log_region(harp_error *e, const char *path, const rt_tune_result *res, int region, const char *timestamp);
 /* Every region of res appended to the log `log` (NULL: cache_dir's

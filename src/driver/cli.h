@@ -233,6 +233,7 @@ char *cli_json_quote(const char *s);
 int cmd_viz(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 

@@ -1,5 +1,5 @@
 /* cmd_tune.c — `harp tune MODEL`: measure each region's plan search space on
- * this machine (rt_tune_cpu), store the best plan per (model, region,
+ * this machine (rt_tune_cpu, or rt_tune_cuda with --backend cuda), store the best plan per (model, region,
  * ShapeSet, machine) in the plan cache, append every point to the CSV log,
  * and print a summary with the rank correlation between the cost model's
  * estimates and the measured times. */
@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "harp/cpu.h"
+#include "harp/gpu.h"
 #include "harp/tune.h"
 #include "util/util.h"
 
@@ -23,7 +24,9 @@ static const char tune_help[] =
     "keep the fastest in the plan cache: `harp run` and `harp bench` then use it\n"
     "for this model, region, ShapeSet and machine.  Inputs not given are random.\n\n"
     "options:\n"
-    "  --backend B          cpu (the only one that tunes)\n"
+    "  --backend B          cpu (default) or cuda: the points built for the GPU and\n"
+    "                       timed on it with device events (--target sm80|sm90,\n"
+    "                       --precision as for bench); no GPU: an error\n"
     "  --sym NAME=INT       bind a shape symbol (repeatable)\n"
     "  --shape NAME=DIMS    an ONNX graph input's shape (x=1x3x640x640; repeatable)\n"
     "  --input NAME=FILE    use this tensor for input NAME; --param NAME=FILE a weight\n"
@@ -35,6 +38,8 @@ static const char tune_help[] =
     "  --log FILE           append the measurements to FILE (CSV; default\n"
     "                       <cache dir>/tune.csv)\n"
     "  --no-store           measure and log, but leave the plan cache alone\n"
+    "  --recalibrate        measure this CPU's calibration again first (it is measured\n"
+    "                       at first use; `harp calibrate` does it alone)\n"
     "  --knob NAME=VALUE    set a knob of the library (harp --help-options; repeatable)\n"
     "A progress line goes to stderr when it is a terminal.\n";
 
@@ -102,6 +107,7 @@ static int tune_parse(int argc, char **argv, rt_tune_opts *to, tune_args *ta) {
     } else if (!strcmp(a, "--log") && has) ta->log = argv[++i];
     else if (!strcmp(a, "--region") && has && ta->nregions < CLI_MAX_LIST) ta->regions[ta->nregions++] = argv[++i];
     else if (!strcmp(a, "--no-store")) to->no_store = true;
+    else if (!strcmp(a, "--recalibrate")) to->recalibrate = true;
     else if (!strcmp(a, "--budget") || !strcmp(a, "--repeat") || !strcmp(a, "--warmup") || !strcmp(a, "--log") ||
              !strcmp(a, "--region"))
       return cli_usage_error("tune", "option %s needs a value", a);
@@ -114,8 +120,12 @@ static int tune_parse(int argc, char **argv, rt_tune_opts *to, tune_args *ta) {
  * correlation, where its plan was cached. */
 static void print_region(const rt_tune_result *res, int i) {
   const rt_tune_region *tr = &res->r[i];
-  printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n", tr->region,
-         tr->kernel, tr->npoints, res->repeat, res->warmup);
+  if (tr->kernel >= 0)
+    printf("region %s (kernel %d): %d points, the kernel timed alone, median of %d rounds after %d warm-up\n",
+           tr->region, tr->kernel, tr->npoints, res->repeat, res->warmup);
+  else
+    printf("region %s (GPU): %d points, its launches timed with device events, median of %d rounds after %d warm-up\n",
+           tr->region, tr->npoints, res->repeat, res->warmup);
   if (tr->calls > 1) printf("  (a short kernel: each sample is %d calls back to back, the time per call)\n", tr->calls);
   printf("  %3s %-8s %12s %10s %10s  %s\n", "#", "", "estimate_ms", "median_ms", "min_ms", "plan");
   for (int j = 0; j < tr->npoints; j++) {
@@ -139,15 +149,38 @@ static void print_region(const rt_tune_result *res, int i) {
   if (tr->cache_path) printf("  cached: %s\n", tr->cache_path);
 }
 
-/* cli_parse, the backend (cpu only) and the model given: 0, else the exit code. */
-static int tune_options(tune_args *ta, cli_opts *o, harp_error *e) {
-  int rc = cli_parse(ta->nrest, ta->rest, "tune", "input param sym shape seed backend knob", o, e);
+/* Which calibration the estimates used, and whether this run measured it. */
+static void print_calib(const rt_tune_result *res) {
+  if (!res->calib_path[0]) {
+    printf("  cost model: uncalibrated (knob cpu_calib off)\n");
+    return;
+  }
+  if (res->calib_why[0]) printf("  calibration file was bad (%s): measured again\n", res->calib_why);
+  if (res->calib_measured) printf("  calibration measured in %.1f s: %s\n", res->calib_s, res->calib_path);
+  else printf("  calibration: %s\n", res->calib_path);
+}
+
+/* cli_parse, the backend (cpu or cuda: *cuda) and the model given: 0, else
+ * the exit code. */
+static int tune_options(tune_args *ta, cli_opts *o, harp_error *e, bool *cuda) {
+  int rc = cli_parse(ta->nrest, ta->rest, "tune", "input param sym shape seed backend knob target precision", o, e);
   if (rc) return rc;
   const cli_backend *be = cli_backend_get("tune", o->backend, "interp cpu regions cuda", &rc);
-  if (be && (be->target != &rt_target_cpu || be->playback))
-    rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu)", be->name);
+  *cuda = be && be->target == &rt_target_cuda;
+  if (be && !*cuda && (be->target != &rt_target_cpu || be->playback))
+    rc = cli_usage_error("tune", "backend '%s' cannot be tuned (available: cpu, cuda)", be->name);
   if (!rc && !o->model) rc = cli_usage_error("tune", "no MODEL given");
   return rc;
+}
+
+/* The search on the device (--backend cuda): --target (else the device's)
+ * and --precision as `harp bench` takes them. */
+static harp_status tune_cuda(harp_error *e, const cli_opts *o, const cli_model *m, const rt_tune_opts *to,
+                             rt_tune_result *res) {
+  const char *target;
+  if (cli_gpu_target(e, o, NULL, &target)) return e->code;
+  rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .precision = o->precision};
+  return rt_tune_cuda(e, m->g, &m->syms, m->inputs, m->ninputs, to, &go, res);
 }
 
 int cmd_tune(int argc, char **argv) {
@@ -161,7 +194,8 @@ int cmd_tune(int argc, char **argv) {
   }
   harp_error e = {0};
   cli_opts o;
-  rc = tune_options(&ta, &o, &e);
+  bool cuda = false;
+  rc = tune_options(&ta, &o, &e, &cuda);
   free(ta.rest);
   if (rc) {
     cli_opts_free(&o);
@@ -176,12 +210,14 @@ int cmd_tune(int argc, char **argv) {
   rt_tune_result res = {0};
   char *log_path = NULL;
   int rows = 0;
-  if (cli_load_model(&e, &o, true, &m) || rt_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res) ||
+  if (cli_load_model(&e, &o, true, &m) ||
+      (cuda ? tune_cuda(&e, &o, &m, &to, &res) : rt_tune_cpu(&e, m.g, &m.syms, m.inputs, m.ninputs, &to, &res)) ||
       rt_tune_log_all(&e, ta.log, o.knobs.cache_dir, &res, &log_path, &rows)) {
     if (to.progress) fprintf(stderr, "\r\033[K");
     rc = cli_report(&e);
   } else {
     printf("harp tune: model %s, ShapeSet %s (%s)\n  machine %s\n", res.model, res.shapeset, res.binding, res.machine);
+    if (!cuda) print_calib(&res);
     if (res.nregions == 0) printf("no region follows a plan (no contraction or attention kernel): nothing to tune\n");
     for (int i = 0; i < res.nregions; i++) print_region(&res, i);
     printf("log: %s (%d rows appended)\n", log_path, rows);

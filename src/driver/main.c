@@ -25,6 +25,7 @@ static const command commands[] = {
     {"viz", cmd_viz, "draw a model (frontend, tiny or region stage) as Graphviz DOT/SVG/PNG"},
     {"plan", cmd_plan, "check a Schedule Plan and convert it between JSON and DSL"},
     {"tune", cmd_tune, "measure the plan search space, cache the best plan per region"},
+    {"calibrate", cmd_calibrate, "measure this CPU for the cost model (kept in the cache directory)"},
     {"check", cmd_check, "say what harp will and will not do with an ONNX model, in one go"},
     {"ops", cmd_ops, "list the Tiny uops: the op table, one row each"},
 };

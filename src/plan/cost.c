@@ -1,6 +1,7 @@
 /* cost.c — the cost model of seed 000 §6 and the fusion Δtime of §4.1/§6.
- * Needs: resource.c, validate.c (GEMM view).  Gives: plan_time_formula,
- * plan_cost_of, plan_splitk_factor, plan_fusion_delta.
+ * Needs: resource.c, validate.c (GEMM view), cost_cpu.c (a calibrated CPU).
+ * Gives: plan_time_formula, plan_cost_of, plan_cpu_winograd_speedup,
+ * plan_splitk_factor, plan_fusion_delta.
  *
  *   time_est = max(FLOPs / (peak × occ × pipeline_eff), Bytes / (BW × occ))
  *
@@ -41,7 +42,7 @@ double plan_time_formula(double flops, double bytes, double peak, double bw, dou
  * transformed weights, 1.8-4x the direct's, are read for a few tiles);
  * few input channels leave the transforms most of the work.  Storage
  * other than fp32 has no Winograd kernel (never chosen). */
-static double cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_view *g) {
+double plan_cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_view *g) {
   if (r->in_dtype != TINY_FP32) return 0.1;
   double px = (double)r->conv_oh * (double)r->conv_ow;
   if (px <= 0) return WINOGRAD_FLOPS;
@@ -167,7 +168,7 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
       extra_launches = serial ? 1 : atomics ? 2 : 1; /* the zeroing of the workspace / flags, the finishing pass */
     }
     if (plan_algo_is_winograd(p->algo[PLAN_KEY_CONV])) {
-      flops /= plan_arch_is_gpu(m->arch) ? WINOGRAD_FLOPS : cpu_winograd_speedup(r, &g);
+      flops /= plan_arch_is_gpu(m->arch) ? WINOGRAD_FLOPS : plan_cpu_winograd_speedup(r, &g);
       bytes *= WINOGRAD_BYTES;
     }
   }
@@ -194,6 +195,9 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
   if (m->arch == PLAN_ARCH_SM90 && r->pattern == PLAN_PAT_MATMUL && res->cta_per_sm >= 1 &&
       M * N * B >= 4.0 * 128 * 128)
     out->rank_time = plan_time_formula(flops, bytes, out->peak, out->bw, wave_eff(out->ctas, m->sm_count), eff) + launches;
+  /* a calibrated CPU: the template's time from the measured figures (cost_cpu.c) */
+  double t;
+  if (plan_cpu_time(p, r, &g, m, &t)) out->time_est = out->rank_time = t;
   if (m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_MATMUL && out->splitk > 1)
     out->rank_time /= cpu_splitk_speedup(r, &g, m);
   return HARP_OK;

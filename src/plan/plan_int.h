@@ -47,4 +47,12 @@ int plan_region_axis(const plan_region_info *r, const char *name);
  * text, which jansson has accepted; false if absent. */
 bool plan_json_value_span(const char *text, const char *path, size_t *start, size_t *end);
 
+/* cost.c: how many times faster the CPU's Winograd kernel runs than the
+ * direct one it replaces (measured factors, by output pixels). */
+double plan_cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_view *g);
+/* cost_cpu.c: p's seconds on the CPU template from m's calibration; false
+ * (nothing written) when m has none or r is not a matmul / conv. */
+bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m,
+                   double *out);
+
 #endif

@@ -93,7 +93,8 @@ harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *
   if ((st = gpu_target(e, target, m->rt, &m->arch))) goto fail;
   rt_compile_opts co = {.knobs = &m->knobs, .arch = cuda_arch_name(m->arch), .precision = o ? o->precision : NULL,
                         .plan_overrides = o ? o->plan_overrides : NULL, .nplan_overrides = o ? o->nplan_overrides : 0,
-                        .keep_analysis = o && o->keep_analysis, .after_stage = o ? o->after_stage : NULL,
+                        .keep_analysis = o && o->keep_analysis, .no_plan_cache = o && o->no_plan_cache,
+                        .after_stage = o ? o->after_stage : NULL,
                         .hook_ctx = o ? o->hook_ctx : NULL};
   if ((st = rt_compile_run(e, &rt_target_cuda, (tiny_graph *)g, syms, &co, &m->comp))) goto fail;
   m->f = m->comp->f, m->tu = m->comp->tu, m->source = m->comp->source;

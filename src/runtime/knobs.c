@@ -44,6 +44,9 @@ static const rt_knob table[] = {
     ROW(cpu_ghz, "HARP_CPU_GHZ", DOUBLE, "0", NULL, 0.3, 10, "the CPU's clock for the cost model (0: detected)"),
     ROW(cpu_bw_gbs, "HARP_CPU_BW_GBS", DOUBLE, "0", NULL, 0.1, 100000,
         "the CPU's memory bandwidth in GB/s for the cost model (0: 10 per core, at most 200)"),
+    ROW(cpu_calib, "HARP_CPU_CALIB", CHOICE, "auto", "auto|off", 0, 0,
+        "the CPU cost model reads this machine's calibration (harp calibrate) from the cache directory when it is "
+        "there (off: the uncalibrated model)"),
     ROW(nvrtc, "HARP_NVRTC", STRING, "", NULL, 0, 0, "the NVRTC library to load (empty: libnvrtc.so from the loader's path)"),
     ROW(libcuda, "HARP_LIBCUDA", STRING, "", NULL, 0, 0,
         "the CUDA driver library to load (empty: libcuda.so.1 from the loader's path)"),

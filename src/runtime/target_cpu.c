@@ -1,7 +1,8 @@
 /* target_cpu.c — the CPU target of the compile pipeline: regions for this
  * CPU, the Function with fp32 temps, plans (overrides, plan cache,
  * defaults), the C translation unit, and the shared object (cached).
- * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build).
+ * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build),
+ * calibrate.c (the CPU's measured figures).
  * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached, rt_cpu_object_hinted,
  * rt_cpu_code_stage, rt_cpu_code_unrecorded, rt_cpu_build_stage, rt_cpu_build_unrecorded
  * (tier 0: the C and the build run after the rest, perhaps on another thread). */
@@ -15,6 +16,7 @@
 #include "harp/cpu.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
+#include "calib.h"
 #include "tier0.h"
 #include "util/util.h"
 
@@ -29,6 +31,7 @@ unsigned rt_cpu_algo_mask(void) {
  * contraction operands on load. */
 static harp_status cpu_regions(rt_compile *c) {
   plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
+  rt_calib_apply(&c->machine, &c->knobs); /* the measured figures, when this machine has them */
   rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL};
   return rt_form_regions(c, &ro);
 }

@@ -1,11 +1,13 @@
 /* tune.c — the tuner (seed 000 §6): measure the search space of each
  * region's plan on this CPU, keep the best in the plan cache.
  * Needs: the CPU backend (rt_cpu_compile, model_run_kernel), plan_enumerate,
- * plans.c / plan_cache.c / tune_log.c.  Gives: rt_tune_cpu,
+ * plans.c / plan_cache.c / tune_log.c, calibrate.c (first use).  Gives: rt_tune_cpu, rt_tune_pick, rt_tune_wanted,
+ * rt_tune_check_regions, rt_tune_begin, rt_tune_rank, rt_tune_store,
  * rt_tune_result_free, rt_tune_log_region.
  *
  * Per region: the best `budget` points of plan_enumerate (restricted to the
- * CPU's algorithms; the first is the default plan), one compiled model per
+ * CPU's algorithms; the first is the default plan; every algorithm's best
+ * point among them, rt_tune_pick), one compiled model per
  * point with that point as the region's plan (the other regions keep their
  * defaults; the compile cache makes repeated points free).  Every point is
  * a variant of the base model's compile (rt_cpu_compile_variant): its
@@ -29,11 +31,14 @@
 
 #include "harp/cpu.h"
 #include "harp/function.h"
+#include "harp/gpu.h"
 #include "harp/knobs.h"
 #include "harp/pipeline.h"
 #include "harp/region.h"
 #include "harp/tune.h"
 #include "util/util.h"
+
+#include "calib.h"
 
 /* A compiled point with an instance ready to run. */
 typedef struct runner {
@@ -129,7 +134,16 @@ static harp_status progress(harp_error *e, const rt_tune_opts *o, const char *re
   return HARP_OK;
 }
 
-static bool wanted(const rt_tune_opts *o, const char *region) {
+harp_status rt_tune_check_regions(harp_error *e, const rt_tune_opts *o, const rt_plans *ps) {
+  for (int k = 0; o && k < o->nregions; k++) {
+    bool found = false;
+    for (int i = 0; i < ps->n && !found; i++) found = !strcmp(ps->choice[i].region, o->regions[k]);
+    if (!found) return ut_fail(e, HARP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
+  }
+  return HARP_OK;
+}
+
+bool rt_tune_wanted(const rt_tune_opts *o, const char *region) {
   if (!o || !o->regions) return true;
   for (int i = 0; i < o->nregions; i++)
     if (!strcmp(o->regions[i], region)) return true;
@@ -277,15 +291,52 @@ static harp_status conclude(tuning *t) {
       tr->pts[i].median_ms = tr->pts[tr->pts[i].same_as].median_ms;
       tr->pts[i].min_ms = tr->pts[tr->pts[i].same_as].min_ms;
     }
+  return rt_tune_rank(t->e, tr);
+}
+
+harp_status rt_tune_rank(harp_error *e, rt_tune_region *tr) {
+  int n = tr->npoints;
   tr->best = 0;
   for (int i = 1; i < n; i++)
     if (tr->pts[i].median_ms < tr->pts[tr->best].median_ms) tr->best = i;
   double *x = ut_xcalloc((size_t)n * 2 + 1, sizeof *x);
-  if (!x) return ut_fail(t->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!x) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n; i++) x[i] = tr->pts[i].cost.time_est, x[n + i] = tr->pts[i].median_ms;
   tr->spearman = rt_spearman(x, x + n, n);
   free(x);
   return HARP_OK;
+}
+
+static bool same_algos(const plan_t *a, const plan_t *b) { return !memcmp(a->algo, b->algo, sizeof a->algo); }
+
+int rt_tune_pick(plan_t *pts, plan_cost *costs, int n, int budget) {
+  if (n <= budget) return n;
+  /* every algorithm's best point among the first `budget`: a missing one
+   * takes the place of the worst kept point whose algorithm is kept twice */
+  for (int i = budget; i < n; i++) {
+    bool kept = false;
+    for (int j = 0; j < budget && !kept; j++) kept = same_algos(&pts[j], &pts[i]);
+    if (kept) continue;
+    for (int s = budget - 1; s > 0; s--) {
+      int twins = 0;
+      for (int j = 0; j < budget; j++) twins += same_algos(&pts[j], &pts[s]);
+      if (twins < 2) continue;
+      plan_t tp = pts[s];
+      plan_cost tc = costs[s];
+      pts[s] = pts[i], costs[s] = costs[i];
+      pts[i] = tp, costs[i] = tc;
+      break;
+    }
+  }
+  /* back into estimate order (insertion sort: the default stays first) */
+  for (int i = 1; i < budget; i++)
+    for (int j = i; j > 0 && costs[j].rank_time < costs[j - 1].rank_time; j--) {
+      plan_t tp = pts[j];
+      plan_cost tc = costs[j];
+      pts[j] = pts[j - 1], costs[j] = costs[j - 1];
+      pts[j - 1] = tp, costs[j - 1] = tc;
+    }
+  return budget;
 }
 
 /* Compile (variants of base) and measure the points of one region. */
@@ -295,12 +346,13 @@ static harp_status tune_region(harp_error *e, const rt_cpu_model *base, const ut
   int budget = o && o->budget > 0 ? o->budget : 12;
   if (budget > PLAN_TUNE_POINTS) budget = PLAN_TUNE_POINTS;
   plan_search_opts so = {.algo_mask = rt_cpu_algo_mask(), .backend = "cpu"};
-  plan_t *pts = ut_xcalloc((size_t)budget, sizeof *pts);
-  plan_cost *costs = ut_xcalloc((size_t)budget, sizeof *costs);
+  plan_t *pts = ut_xcalloc(PLAN_TUNE_POINTS, sizeof *pts);
+  plan_cost *costs = ut_xcalloc(PLAN_TUNE_POINTS, sizeof *costs);
   tuning t = {e, o, tr, NULL, NULL, 0, ri, nr, repeat, warmup};
   int *order = NULL;
   harp_status st = !pts || !costs ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
-  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, budget, &t.n, e);
+  if (!st) st = plan_enumerate(&info->plan_info, mach, &so, pts, costs, PLAN_TUNE_POINTS, &t.n, e);
+  if (!st) t.n = rt_tune_pick(pts, costs, t.n, budget);
   if (!st) {
     tr->pts = ut_xcalloc((size_t)t.n, sizeof *tr->pts);
     t.rs = ut_xcalloc((size_t)t.n, sizeof *t.rs);
@@ -333,6 +385,71 @@ static void utc_now(char *buf, size_t cap) {
   strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+harp_status rt_tune_begin(harp_error *e, const rt_tune_opts *o, const rt_plans *ps, rt_tune_result *out, int *ntune) {
+  snprintf(out->model, sizeof out->model, "%s", ps->model);
+  snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
+  snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
+  snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
+  if (rt_tune_check_regions(e, o, ps)) return e->code;
+  out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
+  if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  *ntune = 0;
+  for (int i = 0; i < ps->n; i++)
+    if (ps->choice[i].has_plan && ps->choice[i].applied && rt_tune_wanted(o, ps->choice[i].region)) (*ntune)++;
+  return HARP_OK;
+}
+
+harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_result *out, rt_tune_region *tr) {
+  rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
+  rt_plan_entry ent;
+  memset(&ent, 0, sizeof ent);
+  ent.plan = tr->pts[tr->best].plan;
+  snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
+  ent.median_ms = tr->pts[tr->best].median_ms;
+  ent.default_ms = tr->pts[0].median_ms;
+  ent.points = tr->npoints;
+  ent.repeat = out->repeat;
+  utc_now(ent.tuned_at, sizeof ent.tuned_at);
+  return rt_plan_cache_store(e, cache_dir, &key, &ent, &tr->cache_path);
+}
+
+/* A conv whose Winograd and other (direct / implicit GEMM) points were both
+ * measured: their ratio goes into the calibration, the cost model's
+ * Winograd factor on this CPU from then on. */
+static harp_status note_winograd(harp_error *e, const rt_knobs *k, const rt_tune_result *out, const plan_machine *mach,
+                                 const plan_region_info *r, const rt_tune_region *tr) {
+  if (!out->calib_path[0] || r->pattern != PLAN_PAT_CONV) return HARP_OK;
+  double w = INFINITY, d = INFINITY;
+  for (int i = 0; i < tr->npoints; i++) {
+    const rt_tune_point *pt = &tr->pts[i];
+    if (!pt->applied || !(pt->median_ms > 0)) continue;
+    double *best = plan_algo_is_winograd(pt->plan.algo[PLAN_KEY_CONV]) ? &w : &d;
+    if (pt->median_ms < *best) *best = pt->median_ms;
+  }
+  plan_gemm_view g;
+  if (!isfinite(w) || !isfinite(d) || plan_region_gemm_view(r, &g, NULL)) return HARP_OK;
+  int64_t px = r->conv_oh * r->conv_ow > 0 ? r->conv_oh * r->conv_ow : g.N;
+  return rt_calib_note_wino(e, k->cache_dir, mach, px, g.K, d / w);
+}
+
+/* The CPU's calibration, measured at first use (or again when asked, or
+ * when the file is bad): the compiles that follow read it (rt_calib_apply). */
+static harp_status tune_calibrate(harp_error *e, const rt_knobs *k, bool force, rt_tune_result *out) {
+  if (k->cpu_calib == RT_CPU_CALIB_OFF) return HARP_OK;
+  plan_machine m;
+  plan_machine_detect_cpu_at(&m, k->cpu_ghz, k->cpu_bw_gbs);
+  rt_calib_result cr;
+  harp_status st = rt_calib_ensure(e, k->cache_dir, force, &m, &cr);
+  if (!st) {
+    snprintf(out->calib_path, sizeof out->calib_path, "%s", cr.path);
+    out->calib_measured = cr.measured;
+    out->calib_s = cr.seconds;
+    snprintf(out->calib_why, sizeof out->calib_why, "%s", cr.why);
+  }
+  rt_calib_result_free(&cr);
+  return st;
+}
+
 harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const ut_tensor *inputs, int ninputs,
                       const rt_tune_opts *o, rt_tune_result *out) {
   memset(out, 0, sizeof *out);
@@ -344,27 +461,16 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
   rt_knobs kn;
   rt_cpu_opts co = tune_cpu_opts(o, &kn);
   co.keep_analysis = true;
-  harp_status st = rt_cpu_compile(e, g, syms, &co, &out->base);
+  harp_status st = tune_calibrate(e, &kn, o && o->recalibrate, out);
+  if (!st) st = rt_cpu_compile(e, g, syms, &co, &out->base);
   if (st) return st;
   const rt_plans *ps = rt_cpu_plans(out->base);
   const fn_function *f = rt_cpu_function(out->base);
-  snprintf(out->model, sizeof out->model, "%s", ps->model);
-  snprintf(out->shapeset, sizeof out->shapeset, "%s", ps->shapeset);
-  snprintf(out->binding, sizeof out->binding, "%s", ps->binding);
-  snprintf(out->machine, sizeof out->machine, "%s", ps->machine);
-  for (int k = 0; o && k < o->nregions; k++) {
-    bool found = false;
-    for (int i = 0; i < ps->n && !found; i++) found = !strcmp(ps->choice[i].region, o->regions[k]);
-    if (!found) return ut_fail(e, HARP_E_USAGE, o->regions[k], "--region %s: the model has no region of that name", o->regions[k]);
-  }
-  out->r = ut_xcalloc((size_t)ps->n + 1, sizeof *out->r);
-  if (!out->r) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int ntune = 0;
-  for (int i = 0; i < ps->n; i++)
-    if (ps->choice[i].has_plan && ps->choice[i].applied && wanted(o, ps->choice[i].region)) ntune++;
+  if (rt_tune_begin(e, o, ps, out, &ntune)) return e->code;
   for (int i = 0; i < ps->n && !st; i++) {
     const rt_plan_choice *ch = &ps->choice[i];
-    if (!ch->has_plan || !ch->applied || !wanted(o, ch->region)) continue;
+    if (!ch->has_plan || !ch->applied || !rt_tune_wanted(o, ch->region)) continue;
     rt_tune_region *tr = &out->r[out->nregions++];
     tr->region = ch->region;
     tr->kernel = rt_cpu_kernel_of(out->base, ch->region);
@@ -372,21 +478,11 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     const rg_info *info = f->part->regions[i].info;
     st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
+    if ((st = note_winograd(e, &kn, out, &ps->mach, &info->plan_info, tr))) break;
     if ((st = progress(e, o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints,
                        tr->pts[tr->best].median_ms)))
       break;
-    if (o && o->no_store) continue;
-    rt_plan_key key = {out->model, tr->region, out->shapeset, out->machine};
-    rt_plan_entry ent;
-    memset(&ent, 0, sizeof ent);
-    ent.plan = tr->pts[tr->best].plan;
-    snprintf(ent.binding, sizeof ent.binding, "%s", out->binding);
-    ent.median_ms = tr->pts[tr->best].median_ms;
-    ent.default_ms = tr->pts[0].median_ms;
-    ent.points = tr->npoints;
-    ent.repeat = repeat;
-    utc_now(ent.tuned_at, sizeof ent.tuned_at);
-    st = rt_plan_cache_store(e, kn.cache_dir, &key, &ent, &tr->cache_path);
+    if (!(o && o->no_store)) st = rt_tune_store(e, kn.cache_dir, out, tr);
   }
   return st;
 }
@@ -399,6 +495,7 @@ void rt_tune_result_free(rt_tune_result *r) {
   }
   free(r->r);
   rt_cpu_free(r->base);
+  rt_gpu_free(r->gpu_base);
   memset(r, 0, sizeof *r);
 }
 

@@ -37,6 +37,7 @@ int fz_tiny(const uint8_t *data, size_t size);
 int fz_dsl(const uint8_t *data, size_t size);
 int fz_plan_json(const uint8_t *data, size_t size);
 int fz_plan_dsl(const uint8_t *data, size_t size);
+int fz_calib(const uint8_t *data, size_t size);
 int fz_npy(const uint8_t *data, size_t size);
 
 /* Once per process: the ONNX target's model directory, holding the files

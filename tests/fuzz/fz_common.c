@@ -14,7 +14,7 @@
 
 const fz_target fz_targets[] = {
     {"onnx", fz_onnx},           {"tiny", fz_tiny},         {"dsl", fz_dsl},
-    {"plan_json", fz_plan_json}, {"plan_dsl", fz_plan_dsl}, {"npy", fz_npy},
+    {"plan_json", fz_plan_json}, {"plan_dsl", fz_plan_dsl}, {"npy", fz_npy}, {"calib", fz_calib},
 };
 const int fz_ntargets = (int)(sizeof fz_targets / sizeof fz_targets[0]);
 

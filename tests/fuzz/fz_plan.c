@@ -4,8 +4,12 @@
  * parse back to an equal plan (docs/plan.md: both forms round-trip); then it
  * is validated against a GEMM + bias + ReLU region and, when valid, costed,
  * on sm80, sm90 and a fixed CPU.
+ * fz_calib: the bytes are a CPU calibration file (docs/plan.md §19); what
+ * parses prints and parses back to the same figures, and the calibrated
+ * cost model times the search space of a GEMM and a 3x3 conv on the fixed
+ * CPU with it (finite, positive estimates).
  * Needs: the plan layer, plan_test_util.h (regions, a fixed CPU).
- * Gives: fz_plan_json, fz_plan_dsl. */
+ * Gives: fz_plan_json, fz_plan_dsl, fz_calib. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +94,47 @@ int fz_plan_dsl(const uint8_t *data, size_t size) {
   plan_t p;
   if (!plan_parse_dsl(text, "fuzz.plan", PLAN_ARCH_SM80, &p, &e)) one_plan(&p, text);
   else fz_check(e.code != HARP_OK && e.msg[0], "plan_parse_dsl failed without a message");
+  free(text);
+  return 0;
+}
+
+/* The calibrated model over r's whole search space: finite, positive times. */
+static void cost_space(const plan_region_info *r, const plan_machine *m) {
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  int n = 0;
+  harp_error e = {0};
+  if (plan_enumerate(r, m, NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e)) return;
+  for (int i = 0; i < n; i++)
+    fz_check(costs[i].time_est > 0 && costs[i].time_est < 1e30, "a calibrated estimate is not a positive number");
+}
+
+int fz_calib(const uint8_t *data, size_t size) {
+  char *text = fz_text(data, size);
+  if (!text) return 0;
+  harp_error e = {0};
+  plan_calib c;
+  if (plan_calib_parse(text, "fuzz.txt", NULL, &c, &e)) {
+    fz_check(e.code == HARP_E_PARSE && e.msg[0], "plan_calib_parse failed without a ParseError");
+    fz_check(!c.valid, "a rejected calibration is marked valid");
+    free(text);
+    return 0;
+  }
+  char *printed = plan_calib_format(&c, "cpu:fuzz");
+  plan_calib back;
+  fz_check(printed && !plan_calib_parse(printed, "printed", "cpu:fuzz", &back, &e) && back.nmk == c.nmk &&
+               back.nwino == c.nwino,
+           "a calibration does not print and parse back");
+  free(printed);
+  plan_machine m = fixed_cpu();
+  m.calib = c;
+  plan_region_info g = gemm_region(100, 200, 300), v = gemm_region(64, 56 * 56, 64 * 9);
+  g.in_dtype = g.acc_dtype = g.out_dtype = TINY_FP32;
+  v.in_dtype = v.acc_dtype = v.out_dtype = TINY_FP32;
+  v.pattern = PLAN_PAT_CONV;
+  v.conv_kh = v.conv_kw = 3, v.conv_sh = v.conv_sw = v.conv_dh = v.conv_dw = 1, v.conv_oh = v.conv_ow = 56;
+  cost_space(&g, &m);
+  cost_space(&v, &m);
   free(text);
   return 0;
 }

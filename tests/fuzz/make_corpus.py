@@ -22,7 +22,7 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TARGETS = ["onnx", "tiny", "dsl", "plan_json", "plan_dsl", "npy"]
+TARGETS = ["onnx", "tiny", "dsl", "plan_json", "plan_dsl", "npy", "calib"]
 SOURCES = {
     "tiny": ["tests/models/**/*.json", "tests/bad/*.json"],
     "dsl": ["tests/models/**/*.harp", "tests/dsl_bad/*.harp", "examples/*.harp"],
@@ -30,6 +30,7 @@ SOURCES = {
     "plan_dsl": ["tests/plans/*.plan", "tests/plan_bad/*.plan"],
     "onnx": [],
     "npy": [],
+    "calib": ["tests/fuzz/regress/calib/*"],
 }
 MAX_SEED = 64 << 10
 

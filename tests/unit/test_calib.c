@@ -1,0 +1,352 @@
+/* test_calib.c — the CPU calibration (docs/plan.md §19): the file's round
+ * trip and every kind of bad input (located errors, never a crash), the
+ * runtime's load / measure / re-measure of a bad file, the knob cpu_calib,
+ * the calibrated cost model (edge waste, the micro-kernel's measured rate,
+ * tile-independent convolutions), and the tuner's choice of points
+ * (rt_tune_pick: every algorithm's best is measured). */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harp/knobs.h"
+#include "harp/tune.h"
+#include "plan_test_util.h"
+#include "runtime/calib.h"
+#include "testutil.h"
+#include "util/util.h"
+
+#define MACHINE "cpu:test-cpu"
+
+/* A calibration whose micro-kernels all run at `rate`, kc 128 at `slow`. */
+static plan_calib sample_calib(double rate, double slow) {
+  plan_calib c;
+  memset(&c, 0, sizeof c);
+  c.valid = true;
+  c.mem_gbs = 20, c.pack_gbs = 50, c.task_us = 5;
+  static const int tiles[2][2] = {{6, 64}, {8, 48}}, kcs[3] = {128, 256, 384}, ncs[2] = {256, 512};
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < 3; k++)
+      for (int n = 0; n < 2; n++)
+        c.mk[c.nmk++] = (plan_calib_mk){tiles[t][0], tiles[t][1], kcs[k], ncs[n], kcs[k] == 128 ? slow : rate};
+  return c;
+}
+
+static void test_roundtrip(void **state) {
+  (void)state;
+  plan_calib c = sample_calib(123.25, 61.5), back;
+  plan_calib_add_wino(&c, 3136, 576, 0.68);
+  plan_calib_add_wino(&c, 196, 2304, 1.25);
+  char *text = plan_calib_format(&c, MACHINE);
+  assert_non_null(text);
+  harp_error e = {0};
+  assert_ok(&e, plan_calib_parse(text, "c.txt", MACHINE, &back, &e));
+  assert_true(back.valid);
+  assert_int_equal(back.nmk, c.nmk);
+  assert_true(back.mem_gbs == 20 && back.pack_gbs == 50 && back.task_us == 5);
+  for (int i = 0; i < c.nmk; i++) {
+    assert_int_equal(back.mk[i].mr, c.mk[i].mr);
+    assert_int_equal(back.mk[i].nr, c.mk[i].nr);
+    assert_int_equal(back.mk[i].kc, c.mk[i].kc);
+    assert_int_equal(back.mk[i].nc, c.mk[i].nc);
+    assert_true(back.mk[i].gflops == c.mk[i].gflops);
+  }
+  /* the nearest measured (kc, nc) of the micro-tile; none: 0 */
+  assert_true(plan_calib_rate(&back, 6, 64, 128, 512) == 61.5);
+  assert_true(plan_calib_rate(&back, 6, 64, 300, 600) == 123.25);
+  assert_true(plan_calib_rate(&back, 4, 32, 256, 512) == 0);
+  assert_int_equal(back.nwino, 2);
+  assert_true(plan_calib_wino_speedup(&back, 3136, 576) == 0.68);
+  assert_true(plan_calib_wino_speedup(&back, 196, 2000) == 1.25); /* nearest */
+  /* the same shape again replaces its entry; a full table drops the oldest */
+  plan_calib_add_wino(&back, 3136, 576, 0.7);
+  assert_int_equal(back.nwino, 2);
+  assert_true(plan_calib_wino_speedup(&back, 3136, 576) == 0.7);
+  for (int i = 0; i < PLAN_CALIB_WINO; i++) plan_calib_add_wino(&back, 10 + i, 9, 1 + i);
+  assert_int_equal(back.nwino, PLAN_CALIB_WINO);
+  assert_true(plan_calib_wino_speedup(&back, 10 + PLAN_CALIB_WINO - 1, 9) == PLAN_CALIB_WINO);
+  assert_true(plan_calib_wino_speedup(&back, 3136, 576) != 0.7); /* the oldest went */
+  /* the machine line is checked only when a machine is given */
+  assert_ok(&e, plan_calib_parse(text, "c.txt", NULL, &back, &e));
+  free(text);
+}
+
+static void test_bad_text(void **state) {
+  (void)state;
+  static const char head[] = "harp-calibration 1\nmachine " MACHINE "\nmem_gbs 20\npack_gbs 50\ntask_us 5\n";
+  static const char mk[] = "mk 6 64 256 512 100\n";
+  /* text after the header, the line of the error (0: the file as a whole) */
+  static const struct {
+    const char *tail;
+    int line;
+    const char *what;
+  } cases[] = {
+      {"", 0, "no 'mk' line"},
+      {"mk 6 64 256 512\n", 6, "mk:"},
+      {"mk 6 64 256 512 100 7\n", 6, "mk:"},
+      {"mk 6.5 64 256 512 100\n", 6, "whole numbers"},
+      {"mk 6 64 256 512 -3\n", 6, "mk:"},
+      {"mk 6 64 256 512 nan\n", 6, "mk:"},
+      {"mk 0 64 256 512 100\n", 6, "mk:"},
+      {"mem_gbs 30\n", 6, "given twice"},
+      {"colour blue\n", 6, "unknown key 'colour'"},
+      {"mk 6 64 256 512 1e999\n", 6, "mk:"},
+      {"wino 3136 576\n", 6, "wino:"},
+      {"wino 3136.5 576 1\n", 6, "wino:"},
+      {"wino 3136 576 0\n", 6, "wino:"},
+  };
+  harp_error e = {0};
+  plan_calib c;
+  char text[2048];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(text, sizeof text, "%s%s%s", head, cases[i].line ? mk : "", cases[i].tail);
+    memset(&e, 0, sizeof e);
+    if (plan_calib_parse(text, "c.txt", MACHINE, &c, &e) != HARP_E_PARSE)
+      fail_msg("case %zu accepted: %s", i, text);
+    if (cases[i].line && e.line != cases[i].line + 1) fail_msg("case %zu: line %d, want %d", i, e.line, cases[i].line + 1);
+    if (!strstr(e.msg, cases[i].what)) fail_msg("case %zu: '%s' does not say '%s'", i, e.msg, cases[i].what);
+    assert_false(c.valid);
+  }
+  static const struct {
+    const char *text, *what;
+  } whole[] = {
+      {"", "no 'mem_gbs' line"},
+      {"harp-calibration 2\n", "version"},
+      {"harp-calibration 1\nmachine cpu:other\n", "another machine"},
+      {"mem_gbs 0\n", "mem_gbs: expected one number"},
+      {"mem_gbs 1 2\n", "mem_gbs: expected one number"},
+      {"mem_gbs inf\n", "mem_gbs: expected one number"},
+      {"task_us 1x\n", "task_us: expected one number"},
+      {"harp-calibration 1\nmem_gbs 20\npack_gbs 50\ntask_us 5\nmk 6 64 256 512 100\n", "no 'machine' line"},
+  };
+  for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+    memset(&e, 0, sizeof e);
+    if (plan_calib_parse(whole[i].text, "c.txt", MACHINE, &c, &e) != HARP_E_PARSE) fail_msg("accepted: %s", whole[i].text);
+    if (!strstr(e.msg, whole[i].what)) fail_msg("'%s' does not say '%s'", e.msg, whole[i].what);
+  }
+  /* a line too long, and more mk lines than fit */
+  char *big = calloc(1, 64 * 1024);
+  assert_non_null(big);
+  strcpy(big, head);
+  memset(big + strlen(head), 'x', 600);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(plan_calib_parse(big, "c.txt", MACHINE, &c, &e), HARP_E_PARSE);
+  assert_non_null(strstr(e.msg, "longer than"));
+  strcpy(big, head);
+  for (int i = 0; i <= PLAN_CALIB_MK; i++) strcat(big, mk);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(plan_calib_parse(big, "c.txt", MACHINE, &c, &e), HARP_E_PARSE);
+  assert_non_null(strstr(e.msg, "more than"));
+  free(big);
+}
+
+static void spit(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* Files: missing, bad (reported, measured again, replaced), good (read),
+ * a NUL byte; the compile's reading of it under the knob. */
+static void test_files(void **state) {
+  (void)state;
+  char dir[256];
+  snprintf(dir, sizeof dir, "/tmp/harp_calib_XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  plan_machine m;
+  plan_machine_detect_cpu(&m);
+  char id[RT_MACHINE_ID_MAX];
+  rt_machine_id(&m, id, sizeof id);
+  char *path = rt_calib_path(dir, id);
+  assert_non_null(path);
+  assert_non_null(strstr(path, "/calib/cpu-"));
+  harp_error e = {0};
+  plan_calib c;
+  bool found = true;
+  assert_ok(&e, rt_calib_load(&e, path, id, &c, &found));
+  assert_false(found);
+  rt_knobs k;
+  rt_knobs_init(&k);
+  snprintf(k.cache_dir, sizeof k.cache_dir, "%s", dir);
+  rt_calib_apply(&m, &k); /* no file: uncalibrated */
+  assert_false(m.calib.valid);
+  /* a bad file: an error with its line, ignored by a compile, measured
+   * again by ensure */
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/calib", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  spit(path, "harp-calibration 1\nmem_gbs banana\n", 34);
+  assert_int_equal(rt_calib_load(&e, path, id, &c, &found), HARP_E_PARSE);
+  assert_true(found);
+  assert_int_equal(e.line, 2);
+  rt_calib_apply(&m, &k);
+  assert_false(m.calib.valid);
+  rt_calib_result r;
+  memset(&e, 0, sizeof e);
+  if (rt_calib_mk_lanes(m.avx512, m.avx2) == 0) { /* not x86-64 AVX2: no micro-kernel to time */
+    assert_int_equal(rt_calib_ensure(&e, dir, false, &m, &r), HARP_E_UNSUPPORTED);
+    rt_calib_result_free(&r);
+    free(path);
+    return;
+  }
+  assert_ok(&e, rt_calib_ensure(&e, dir, false, &m, &r));
+  assert_true(r.measured);
+  assert_non_null(strstr(r.why, "mem_gbs"));
+  assert_true(m.calib.valid && m.calib.nmk >= 2 && m.calib.mem_gbs > 0 && m.calib.pack_gbs > 0);
+  for (int i = 0; i < m.calib.nmk; i++) assert_true(m.calib.mk[i].gflops > 0);
+  rt_calib_result_free(&r);
+  assert_ok(&e, rt_calib_load(&e, path, id, &c, &found)); /* replaced by a good one */
+  assert_true(found && c.valid);
+  /* good: read, not measured */
+  memset(&m.calib, 0, sizeof m.calib);
+  assert_ok(&e, rt_calib_ensure(&e, dir, false, &m, &r));
+  assert_false(r.measured);
+  assert_int_equal(r.why[0], 0);
+  assert_true(m.calib.valid && m.calib.nmk == c.nmk);
+  rt_calib_result_free(&r);
+  rt_calib_apply(&m, &k);
+  assert_true(m.calib.valid);
+  k.cpu_calib = RT_CPU_CALIB_OFF; /* the knob: the uncalibrated model */
+  rt_calib_apply(&m, &k);
+  assert_false(m.calib.valid);
+  /* a NUL byte */
+  spit(path, "harp-calibration 1\n\0mem_gbs 2\n", 30);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(rt_calib_load(&e, path, id, &c, &found), HARP_E_PARSE);
+  assert_non_null(strstr(e.msg, "NUL"));
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  free(path);
+}
+
+/* An fp32 matmul region on fixed_cpu's axes. */
+static plan_region_info f32_gemm(int64_t M, int64_t N, int64_t K) {
+  plan_region_info r = gemm_region(M, N, K);
+  r.in_dtype = r.acc_dtype = r.out_dtype = TINY_FP32;
+  return r;
+}
+
+/* The estimate of every point of r's search space. */
+static int points(const plan_region_info *r, const plan_machine *m, plan_t *pts, plan_cost *costs) {
+  int n = 0;
+  harp_error e = {0};
+  assert_ok(&e, plan_enumerate(r, m, NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e));
+  assert_true(n >= 2);
+  return n;
+}
+
+static void test_calibrated_model(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 100);
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  /* edge waste: N = 64 is one 6x64 micro-tile column but pads to 96 with 8x48 */
+  plan_region_info r = f32_gemm(480, 64, 512);
+  int n = points(&r, &m, pts, costs);
+  double t64 = 0, t48 = 0;
+  for (int i = 0; i < n; i++) {
+    if (pts[i].tile[2] != 256 || pts[i].stages != 2) continue;
+    if (pts[i].warp_n == 64) t64 = costs[i].time_est;
+    if (pts[i].warp_n == 48) t48 = costs[i].time_est;
+  }
+  assert_true(t64 > 0 && t48 > 0);
+  /* compute is most of it: 96/64 = 1.5x the multiply-adds */
+  if (!(t48 > 1.3 * t64)) fail_msg("8x48 %.3g s, 6x64 %.3g s", t48, t64);
+  assert_int_equal(pts[0].warp_n, 64); /* the default avoids the waste */
+  /* the measured rate: kc 128 runs at half the rate of kc 256 */
+  r = f32_gemm(960, 1024, 1024);
+  n = points(&r, &m, pts, costs);
+  double k128 = 0, k256 = 0;
+  for (int i = 0; i < n; i++) {
+    if (pts[i].warp_n != 64 || pts[i].stages != 2 || pts[i].tile[1] != 512) continue;
+    if (pts[i].tile[2] == 128) k128 = costs[i].time_est;
+    if (pts[i].tile[2] == 256 && pts[i].tile[0] == 96) k256 = costs[i].time_est;
+  }
+  assert_true(k128 > 0 && k256 > 0);
+  if (!(k128 > 1.7 * k256)) fail_msg("kc 128 %.3g s, kc 256 %.3g s", k128, k256);
+  /* stages (the prefetch distance) are not a measured difference: a tie */
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (pts[i].tile[0] == pts[j].tile[0] && pts[i].tile[1] == pts[j].tile[1] && pts[i].tile[2] == pts[j].tile[2] &&
+          pts[i].warp_n == pts[j].warp_n)
+        assert_true(costs[i].time_est == costs[j].time_est);
+  /* about the FLOPs at the measured rate on both cores */
+  double ideal = 2.0 * 960 * 1024 * 1024 / (2 * 200e9);
+  assert_true(costs[0].time_est > ideal && costs[0].time_est < 1.5 * ideal);
+  /* uncalibrated: the formula of §6 (stages differ) */
+  plan_machine u = fixed_cpu();
+  plan_cost uc;
+  harp_error e = {0};
+  assert_ok(&e, plan_cost_of(&pts[0], &r, &u, &uc, &e));
+  assert_true(uc.time_est != costs[0].time_est);
+}
+
+/* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel or Winograd, whose
+ * estimates do not depend on the tiles. */
+static void test_calibrated_conv(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  plan_region_info r = f32_gemm(64, 56 * 56, 64 * 9);
+  r.pattern = PLAN_PAT_CONV;
+  r.conv_kh = r.conv_kw = 3;
+  r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
+  r.conv_oh = r.conv_ow = 56;
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  int n = points(&r, &m, pts, costs);
+  double wino = 0, direct = 0;
+  for (int i = 0; i < n; i++) {
+    double *t = plan_algo_is_winograd(pts[i].algo[PLAN_KEY_CONV]) ? &wino : &direct;
+    if (*t == 0) *t = costs[i].time_est;
+    assert_true(costs[i].time_est == *t);
+  }
+  assert_true(wino > 0 && direct > 0);
+  assert_true(fabs(direct / wino - 1.5) < 1e-9); /* 56x56 outputs: cost.c's factor */
+  /* a speed-up harp tune measured on this machine overrides it */
+  plan_calib_add_wino(&m.calib, 3136, 64 * 9, 0.7);
+  n = points(&r, &m, pts, costs);
+  assert_false(plan_algo_is_winograd(pts[0].algo[PLAN_KEY_CONV])); /* the default is now the direct kernel */
+  for (int i = 0; i < n; i++)
+    if (plan_algo_is_winograd(pts[i].algo[PLAN_KEY_CONV])) assert_true(fabs(costs[i].time_est / direct - 1 / 0.7) < 1e-9);
+}
+
+static void test_tune_pick(void **state) {
+  (void)state;
+  enum { N = 20 };
+  plan_t pts[N];
+  plan_cost costs[N];
+  memset(pts, 0, sizeof pts);
+  memset(costs, 0, sizeof costs);
+  for (int i = 0; i < N; i++) {
+    pts[i].algo[PLAN_KEY_CONV] = i < 16 ? PLAN_ALGO_WINOGRAD_3X3 : PLAN_ALGO_IMPLICIT_GEMM;
+    pts[i].stages = i; /* an id */
+    costs[i].rank_time = costs[i].time_est = 1 + i;
+  }
+  assert_int_equal(rt_tune_pick(pts, costs, N, 12), 12);
+  for (int i = 0; i < 11; i++) {
+    assert_int_equal(pts[i].stages, i); /* the best eleven, in order */
+    assert_int_equal(pts[i].algo[PLAN_KEY_CONV], PLAN_ALGO_WINOGRAD_3X3);
+  }
+  assert_int_equal(pts[11].stages, 16); /* the other algorithm's best */
+  assert_int_equal(pts[11].algo[PLAN_KEY_CONV], PLAN_ALGO_IMPLICIT_GEMM);
+  /* fewer points than the budget, or one algorithm: unchanged */
+  assert_int_equal(rt_tune_pick(pts, costs, 5, 12), 5);
+  for (int i = 0; i < N; i++) {
+    pts[i].algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM, pts[i].stages = i;
+    costs[i].rank_time = costs[i].time_est = 1 + i;
+  }
+  assert_int_equal(rt_tune_pick(pts, costs, N, 12), 12);
+  assert_int_equal(pts[11].stages, 11);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
+      cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
+      cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_tune_pick),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
