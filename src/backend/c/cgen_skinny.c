@@ -97,6 +97,93 @@ static int skinny_slices(const cg_mm *p, int w, int64_t *ks) {
   return (int)((p->K + *ks - 1) / *ks);
 }
 
+/* The task's sums of B stored along N (b_sn 1): y[m][n] over K (or the
+ * slice [k0, kend)), four k steps at a time, then single ones. */
+static void emit_skinny_axpys(cg_out *o, const cg_mm *p, int64_t tw, int S, const char *kend) {
+  int w = o->isa->w, M = (int)p->M;
+  int64_t K = p->K;
+  const char *bt = cg_ctype(p->bdt);
+  cg_emit(o, "  memset(y, 0, sizeof(float) * %ldL);\n  long k = %s;\n", (long)(M * tw), S > 1 ? "k0" : "0");
+  for (int pass = 0; pass < 2; pass++) {
+    int nk = pass == 0 ? 4 : 1;
+    /* no loop GCC proves empty (slices are whole vectors: K % 4 == 0 leaves none a tail) */
+    if ((pass == 0 && K < 4) || (pass == 1 && K % 4 == 0)) continue;
+    if (pass == 0) cg_emit(o, "  for (; k + 4 <= %s; k += 4) {\n", kend);
+    else cg_emit(o, "  for (; k < %s; k++) {\n", kend);
+    cg_emit(o, "    const %s *b = bb + k * %ldL + n0;\n", bt, (long)p->b_sk);
+    for (int m = 0; m < M; m++)
+      for (int i = 0; i < nk; i++) cg_emit(o, "    $P_v a%d_%d = $P_set1(a[%ldL + k + %d]);\n", m, i, (long)(m * K), i);
+    cg_emit(o, "    long v = 0;\n    for (; v + %d <= nc; v += %d) {\n", w, w);
+    emit_skinny_axpy(o, p, nk, false, tw);
+    cg_emit(o, "    }\n    if (v < nc) {\n");
+    emit_skinny_axpy(o, p, nk, true, tw);
+    cg_emit(o, "    }\n  }\n");
+  }
+}
+
+/* The task's sums of B stored along K (x W^T): dot products along K (or
+ * the slice [k0, k1)), four columns of B at a time, then single ones. */
+static void emit_skinny_dots(cg_out *o, const cg_mm *p, int64_t tw, int S) {
+  int w = o->isa->w, M = (int)p->M;
+  int64_t K = p->K;
+  const char *bt = cg_ctype(p->bdt), *bs = cg_vsuffix(p->bdt);
+  /* dot products along K, NN columns of B (rows of B^T) at a time */
+  int64_t kf = K / w * w;
+  int kt = (int)(K - kf);
+  for (int pass = 0; pass < 2; pass++) {
+    int nn = pass == 0 ? 4 : 1;
+    if (pass == 0) cg_emit(o, "  long n = n0;\n  for (; n + 4 <= n1; n += 4) {\n");
+    else cg_emit(o, "  for (; n < n1; n++) {\n");
+    for (int i = 0; i < nn; i++) {
+      cg_emit(o, "    const %s *b%d = bb + (n + %d) * %ldL;\n", bt, i, i, (long)p->b_sn);
+      for (int m = 0; m < M; m++) cg_emit(o, "    $P_v c%d_%d = $P_zero();\n", i, m);
+    }
+    for (int t = 0; t < 2; t++) {
+      if (t == 1 && !kt) break;
+      if (S > 1) { /* a slice's whole vectors; only the last slice has the tail */
+        if (t == 0) cg_emit(o, "    for (long k = k0; k + %d <= k1; k += %d) {\n", w, w);
+        else cg_emit(o, "    if (k1 == %ldL) { long k = %ldL;\n", (long)K, (long)kf);
+      } else if (t == 0) cg_emit(o, "    for (long k = 0; k < %ldL; k += %d) {\n", (long)kf, w);
+      else cg_emit(o, "    { long k = %ldL;\n", (long)kf);
+      for (int m = 0; m < M; m++)
+        cg_emit(o, t ? "      $P_v x%d = $P_ldn(a + %ldL + k, %d);\n" : "      $P_v x%d = $P_ld(a + %ldL + k);\n", m,
+                (long)(m * K), kt);
+      for (int i = 0; i < nn; i++) {
+        if (t) cg_emit(o, "      { $P_v q = $P_ldn%s(b%d + k, %d);", bs, i, kt);
+        else cg_emit(o, "      { $P_v q = $P_ld%s(b%d + k);", bs, i);
+        for (int m = 0; m < M; m++) cg_emit(o, " c%d_%d = $P_fma(q, x%d, c%d_%d);", i, m, m, i, m);
+        cg_emit(o, " }\n");
+      }
+      cg_emit(o, "    }\n");
+    }
+    for (int i = 0; i < nn; i++)
+      for (int m = 0; m < M; m++) cg_emit(o, "    y[%ldL + n - n0 + %d] = $P_hsum(c%d_%d);\n", (long)(m * tw), i, i, m);
+    cg_emit(o, "  }\n");
+  }
+}
+
+/* $P_run: A as dense fp32 rows (scratch: A, then S slices' partials of the
+ * sn strips), then the tasks (and the slices' sum). */
+static void emit_skinny_run(cg_out *o, const cg_mm *p, int S, int64_t sn, int64_t tw, int64_t ap_floats) {
+  int M = (int)p->M;
+  int64_t K = p->K, nbat = p->nb[0] * p->nb[1];
+  char ld[240], idx[160];
+  snprintf(idx, sizeof idx, "b0 * %ldL + b1 * %ldL + m * %ldL + k * %ldL", (long)p->a_sb[0], (long)p->a_sb[1],
+           (long)p->a_sm, (long)p->a_sk);
+  cg_scalar_ld(o, ld, sizeof ld, p->adt, "cx.A", idx);
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n",
+          (long)(S > 1 ? (ap_floats + nbat * sn * S * M * tw) * 4 : nbat * M * K * 4), (long)(M * tw * 4));
+  cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n  float *ap = cx.Ap;\n");
+  cg_emit(o, "  for (long b0 = 0; b0 < %ldL; b0++)\n    for (long b1 = 0; b1 < %ldL; b1++)\n", (long)p->nb[0],
+          (long)p->nb[1]);
+  cg_emit(o, "      for (long m = 0; m < %dL; m++)\n        for (long k = 0; k < %ldL; k++) *ap++ = ", M, (long)K);
+  cg_emit(o, "%s;\n  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ld, (long)(nbat * sn * S));
+  if (S > 1) cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ksum, &cx);\n", (long)(nbat * sn));
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
 void cg_emit_skinny_variant(cg_out *o, const cg_mm *p) {
   int w = o->isa->w, M = (int)p->M;
   int64_t tw = skinny_strip(p, w), sn = (p->N + tw - 1) / tw, K = p->K, ks, nbat = p->nb[0] * p->nb[1];
@@ -104,7 +191,7 @@ void cg_emit_skinny_variant(cg_out *o, const cg_mm *p) {
   int64_t ap_floats = cg_rup(nbat * M * K, 16); /* the fp32 A, then the partials (64-byte aligned) */
   char kend[32];
   snprintf(kend, sizeof kend, S > 1 ? "k1" : "%ldL", (long)K);
-  const char *bt = cg_ctype(p->bdt), *bs = cg_vsuffix(p->bdt);
+  const char *bt = cg_ctype(p->bdt);
   cg_tile rt; /* the GEMM's store, one vector at a time, nothing carried across K blocks */
   memset(&rt, 0, sizeof rt);
   cg_emit_isa_helpers(o);
@@ -123,79 +210,14 @@ void cg_emit_skinny_variant(cg_out *o, const cg_mm *p) {
   cg_emit(o, "  float *y = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const float *a = cx->Ap + (b0 * %ldL + b1) * %ldL;\n", (long)p->nb[1], (long)(M * K));
   cg_emit(o, "  const %s *bb = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
-  if (p->b_sn == 1) {
-    cg_emit(o, "  memset(y, 0, sizeof(float) * %ldL);\n  long k = %s;\n", (long)(M * tw), S > 1 ? "k0" : "0");
-    for (int pass = 0; pass < 2; pass++) {
-      int nk = pass == 0 ? 4 : 1;
-      /* no loop GCC proves empty (slices are whole vectors: K % 4 == 0 leaves none a tail) */
-      if ((pass == 0 && K < 4) || (pass == 1 && K % 4 == 0)) continue;
-      if (pass == 0) cg_emit(o, "  for (; k + 4 <= %s; k += 4) {\n", kend);
-      else cg_emit(o, "  for (; k < %s; k++) {\n", kend);
-      cg_emit(o, "    const %s *b = bb + k * %ldL + n0;\n", bt, (long)p->b_sk);
-      for (int m = 0; m < M; m++)
-        for (int i = 0; i < nk; i++) cg_emit(o, "    $P_v a%d_%d = $P_set1(a[%ldL + k + %d]);\n", m, i, (long)(m * K), i);
-      cg_emit(o, "    long v = 0;\n    for (; v + %d <= nc; v += %d) {\n", w, w);
-      emit_skinny_axpy(o, p, nk, false, tw);
-      cg_emit(o, "    }\n    if (v < nc) {\n");
-      emit_skinny_axpy(o, p, nk, true, tw);
-      cg_emit(o, "    }\n  }\n");
-    }
-  } else {
-    /* dot products along K, NN columns of B (rows of B^T) at a time */
-    int64_t kf = K / w * w;
-    int kt = (int)(K - kf);
-    for (int pass = 0; pass < 2; pass++) {
-      int nn = pass == 0 ? 4 : 1;
-      if (pass == 0) cg_emit(o, "  long n = n0;\n  for (; n + 4 <= n1; n += 4) {\n");
-      else cg_emit(o, "  for (; n < n1; n++) {\n");
-      for (int i = 0; i < nn; i++) {
-        cg_emit(o, "    const %s *b%d = bb + (n + %d) * %ldL;\n", bt, i, i, (long)p->b_sn);
-        for (int m = 0; m < M; m++) cg_emit(o, "    $P_v c%d_%d = $P_zero();\n", i, m);
-      }
-      for (int t = 0; t < 2; t++) {
-        if (t == 1 && !kt) break;
-        if (S > 1) { /* a slice's whole vectors; only the last slice has the tail */
-          if (t == 0) cg_emit(o, "    for (long k = k0; k + %d <= k1; k += %d) {\n", w, w);
-          else cg_emit(o, "    if (k1 == %ldL) { long k = %ldL;\n", (long)K, (long)kf);
-        } else if (t == 0) cg_emit(o, "    for (long k = 0; k < %ldL; k += %d) {\n", (long)kf, w);
-        else cg_emit(o, "    { long k = %ldL;\n", (long)kf);
-        for (int m = 0; m < M; m++)
-          cg_emit(o, t ? "      $P_v x%d = $P_ldn(a + %ldL + k, %d);\n" : "      $P_v x%d = $P_ld(a + %ldL + k);\n", m,
-                  (long)(m * K), kt);
-        for (int i = 0; i < nn; i++) {
-          if (t) cg_emit(o, "      { $P_v q = $P_ldn%s(b%d + k, %d);", bs, i, kt);
-          else cg_emit(o, "      { $P_v q = $P_ld%s(b%d + k);", bs, i);
-          for (int m = 0; m < M; m++) cg_emit(o, " c%d_%d = $P_fma(q, x%d, c%d_%d);", i, m, m, i, m);
-          cg_emit(o, " }\n");
-        }
-        cg_emit(o, "    }\n");
-      }
-      for (int i = 0; i < nn; i++)
-        for (int m = 0; m < M; m++) cg_emit(o, "    y[%ldL + n - n0 + %d] = $P_hsum(c%d_%d);\n", (long)(m * tw), i, i, m);
-      cg_emit(o, "  }\n");
-    }
-  }
+  if (p->b_sn == 1) emit_skinny_axpys(o, p, tw, S, kend);
+  else emit_skinny_dots(o, p, tw, S);
   if (S > 1) emit_skinny_partials(o, p, S, sn, tw, ap_floats);
   else { /* epilogue and store, a vector at a time */
     cg_mm_tt_setup(o, p);
     cg_emit(o, "  for (long m = 0; m < %dL; m++)\n    for (long v = 0; v < nc; v += %d)\n", M, w);
     cg_emit(o, "      $P_row1(&tt, m, n0 + v, nc - (int)v, 1, 1, $P_ld(y + m * %ldL + v));\n}\n", (long)tw);
   }
-  /* A as dense fp32 rows, then the tasks */
-  char ld[240], idx[160];
-  snprintf(idx, sizeof idx, "b0 * %ldL + b1 * %ldL + m * %ldL + k * %ldL", (long)p->a_sb[0], (long)p->a_sb[1],
-           (long)p->a_sm, (long)p->a_sk);
-  cg_scalar_ld(o, ld, sizeof ld, p->adt, "cx.A", idx);
-  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
-  cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n",
-          (long)(S > 1 ? (ap_floats + nbat * sn * S * M * tw) * 4 : nbat * M * K * 4), (long)(M * tw * 4));
-  cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n  float *ap = cx.Ap;\n");
-  cg_emit(o, "  for (long b0 = 0; b0 < %ldL; b0++)\n    for (long b1 = 0; b1 < %ldL; b1++)\n", (long)p->nb[0],
-          (long)p->nb[1]);
-  cg_emit(o, "      for (long m = 0; m < %dL; m++)\n        for (long k = 0; k < %ldL; k++) *ap++ = ", M, (long)K);
-  cg_emit(o, "%s;\n  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ld, (long)(nbat * sn * S));
-  if (S > 1) cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ksum, &cx);\n", (long)(nbat * sn));
-  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  emit_skinny_run(o, p, S, sn, tw, ap_floats);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
