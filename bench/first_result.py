@@ -5,14 +5,15 @@ OpenVINO, each from nothing to the first output of a model.
     python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--no-wait] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
 
 For each model, in interleaved rounds at 2 threads:
-  harp t0   `harp run MODEL --knob tier0=auto` on an empty cache directory: the
+  harp t0   `harp run MODEL --knob tier0=auto` (the default) on an empty cache directory: the
             first result from tier 0 (libharp's shape-generic kernels plus the
             interpreter, docs/architecture.md "Tier 0") while the specialised
             object builds in the background; timed from the process's start to
             the line `harp run` prints once the outputs are written (its stdout
             is flushed there, before it waits for the build)
   harp warm the same command again on the cache the t0 run filled: the
-            object found (the C printed first: the cache's hint) and run
+            first result from tier 0 again while the background thread
+            prints the C and finds the object in the cache
   harp off  (--off) the same with tier0=off: the whole C compile before the
             first run (what every cold run did before tier 0)
   ort       onnxruntime: InferenceSession(...) + the first run, in this process

@@ -49,7 +49,8 @@ typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP, HARP_BACKEND_
  * "build"; fraction: how far the compile is, 0..1).  Non-zero cancels it:
  * the compile fails with HARP_E_CANCELLED, nothing half-written is left
  * in the cache (the stage that builds the object finishes before the next
- * call). */
+ * call).  A CPU compile with a progress callback runs to its build before
+ * it returns (the knob tier0's default, auto, is off for it). */
 typedef int (*harp_progress_fn)(void *ctx, const char *stage, double fraction);
 
 typedef struct harp_options {

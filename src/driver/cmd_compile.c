@@ -175,7 +175,9 @@ static harp_status expected_outputs(harp_error *e, const cli_opts *o, const cli_
   fprintf(stderr, "harp: note: the interpreter would hold %lld elements at once; expected/ comes from the CPU backend\n",
           (long long)big);
   rt_cpu_model *cm = NULL;
-  rt_cpu_opts co = {.knobs = &o->knobs};
+  rt_knobs k = o->knobs;
+  k.tier0 = RT_TIER0_OFF; /* the object, not tier 0's interpreter, computes what the interpreter cannot hold */
+  rt_cpu_opts co = {.knobs = &k};
   harp_status st = rt_cpu_compile(e, m->g, &m->syms, &co, &cm);
   if (!st) st = rt_cpu_run(e, cm, m->inputs, m->ninputs, outs);
   rt_cpu_free(cm);

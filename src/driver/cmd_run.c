@@ -155,8 +155,8 @@ static harp_status finish_pending(harp_error *e, const cli_opts *o, rt_cpu_model
   cli_print_plan_notes(rt_cpu_plans(cm));
   const rt_compile *c = rt_cpu_stages(cm);
   if (o->time_stages && build_ms >= 0)
-    fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background; its C printed in %.1f ms)\n", build_ms,
-            c->ms[RT_STAGE_CODE]);
+    fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background%s; its C printed in %.1f ms)\n", build_ms,
+            rt_cpu_cache_hit(cm) ? ", found in the cache" : "", c->ms[RT_STAGE_CODE]);
   if (!st && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
   rt_cpu_free(cm);
   return st;

@@ -127,7 +127,10 @@ harp_status api_progress(harp_error *e, const harp_options *o, const char *stage
 
 static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   if (o && o->max_memory < 0) return ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
-  rt_cpu_opts co = {.knobs = k, .precision = o ? o->precision : NULL,
+  rt_knobs kc = *k;
+  if (o && o->progress && kc.tier0 == RT_TIER0_AUTO) /* a followed compile runs to its build (harp_progress_fn) */
+    kc.tier0 = RT_TIER0_OFF;
+  rt_cpu_opts co = {.knobs = &kc, .precision = o ? o->precision : NULL,
                     .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0,
                     .after_stage = o && o->progress ? api_stage_hook : NULL, .hook_ctx = (void *)o};
   if (rt_cpu_compile(e, c->g, &c->syms, &co, &c->cpu)) return e->code;

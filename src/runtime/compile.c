@@ -6,11 +6,9 @@
  * a model ever reaches a command line, the only arguments are the cache
  * paths harp makes and the configured flags, split on blanks). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -152,28 +150,4 @@ harp_status rt_cc_build(harp_error *e, const char *src, const rt_cc_opts *o, cha
   *path = r.path;
   *hit = r.hit;
   return st;
-}
-
-/* The hint file of `what` built as o says: <cache>/hint-KEY (cap bytes). */
-static void hint_path(const char *what, const rt_cc_opts *o, char *out, size_t cap) {
-  const char *cc = o && o->cc && *o->cc ? o->cc : "cc";
-  const char *flags = o && o->cflags ? o->cflags : RT_CFLAGS_PORTABLE;
-  char *dir = rt_cc_cache_dir(o);
-  uint64_t h = cache_key(what, cc, flags, o) ^ 0x68696e74ull;
-  snprintf(out, cap, "%s/hint-%016llx", dir ? dir : "/nonexistent", (unsigned long long)h);
-  free(dir);
-}
-
-bool rt_cc_hinted(const char *what, const rt_cc_opts *o) {
-  char p[4200];
-  hint_path(what, o, p, sizeof p);
-  struct stat st;
-  return !lstat(p, &st) && S_ISREG(st.st_mode) && st.st_uid == getuid();
-}
-
-void rt_cc_hint(const char *what, const rt_cc_opts *o) {
-  char p[4200];
-  hint_path(what, o, p, sizeof p);
-  int fd = open(p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); /* empty: never partial */
-  if (fd >= 0) close(fd);
 }

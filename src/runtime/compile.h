@@ -49,13 +49,6 @@ harp_status rt_cc_build_ex(harp_error *e, const char *src, const rt_cc_opts *o, 
  * compiler runs): tier 0 starts only on a cold cache. */
 bool rt_cc_cached(const char *src, const rt_cc_opts *o);
 
-/* A hint, not a key: whether a build for `what` (a fingerprint of what
- * the source is printed from, cheaper than the source) was cached before,
- * as rt_cc_hint noted (an empty file in the cache).  Tier 0 prints the C
- * at once for such a model, to find its object; a wrong hint costs time,
- * never a wrong object (the object's own key is the source's). */
-bool rt_cc_hinted(const char *what, const rt_cc_opts *o);
-void rt_cc_hint(const char *what, const rt_cc_opts *o);
 
 /* The cache directory in use (malloc'd). */
 char *rt_cc_cache_dir(const rt_cc_opts *o);

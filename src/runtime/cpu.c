@@ -1,11 +1,10 @@
 /* cpu.c — the CPU backend: the compile pipeline on the CPU target (regions,
  * the Function, plans, C, cc; target_cpu.c), the shared object loaded;
- * then runs.  With the knob tier0 (auto) a compile that finds no object in
- * the cache returns after the plans stage and prints the C and builds the
- * object on a thread of its own (a model whose object the cache probably
- * holds prints its C first, to find it); runs before it is ready go to
- * tier 0 (tier0.c), the first one after it loads it.  tier0=force: every
- * run on tier 0, no compiler.
+ * then runs.  With the knob tier0 (auto, the default) a compile returns
+ * after the plans stage and prints the C and builds the object (or finds
+ * it in the disk cache) on a thread of its own; runs before it is ready go
+ * to tier 0 (tier0.c), the first one after it loads it.  tier0=force:
+ * every run on tier 0, no compiler.
  * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -178,16 +177,27 @@ static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   return HARP_OK;
 }
 
+/* Whether graph g holds fp16 / bf16 values (tier 0 computes in fp32 and
+ * stores its temps so: its numbers would not be the object's). */
+static bool has_half(const tiny_graph *g) {
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].dtype == TINY_FP16 || g->nodes[i].dtype == TINY_BF16) return true;
+  return false;
+}
+
 /* After a tier-0 compile (stopped after plans): auto with a kept source
- * (packages, dumps) or an object the cache probably holds
- * (rt_cpu_object_hinted) prints the C now; a cached object is loaded at
- * once.  Otherwise tier 0 reads the kernels and, with auto, the builder
- * thread starts, printing the C itself when it was not printed here. */
+ * (packages, dumps) prints the C now and loads a cached object at once;
+ * auto on a model with fp16 / bf16 values builds its object now (the
+ * object's numbers first, as tier0=off).  Otherwise tier 0 reads the
+ * kernels and, with auto, the builder thread starts, printing the C
+ * itself: a warm model starts on tier 0 too, its object found by the
+ * thread (a cache hit, no compiler) within the C's print time. */
 static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
   rt_compile *c = m->c;
-  bool code_now = m->tier0 == RT_TIER0_FORCE || c->opts.keep_source || rt_cpu_object_hinted(c);
+  bool half = m->tier0 == RT_TIER0_AUTO && has_half(c->g);
+  bool code_now = m->tier0 == RT_TIER0_FORCE || c->opts.keep_source || half;
   if (code_now && rt_cpu_code_stage(c)) return e->code;
-  if (code_now && m->tier0 == RT_TIER0_AUTO && rt_cpu_object_cached(c)) {
+  if (half || (code_now && m->tier0 == RT_TIER0_AUTO && rt_cpu_object_cached(c))) {
     if (rt_cpu_build_stage(c)) return e->code;
     return load_so(e, m);
   }
@@ -219,6 +229,8 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
   m->tier0 = base ? RT_TIER0_OFF : k.tier0;
+  if (co.precision && strcmp(co.precision, "fp32")) /* tier 0 computes in fp32 only: the object's numbers first */
+    m->tier0 = RT_TIER0_OFF;
   if (m->tier0 != RT_TIER0_OFF) { /* stop before the C: tier0_start decides */
     co.keep_analysis = true;
     co.until = RT_STAGE_PLANS;

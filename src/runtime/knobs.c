@@ -38,9 +38,10 @@ static const rt_knob table[] = {
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),
     ROW(no_coalesce, "HARP_NO_COALESCE", BOOL, "0", NULL, 0, 0,
         "loop nests keep a loop whose body is one loop (no merging into one loop)"),
-    ROW(tier0, "HARP_TIER0", CHOICE, "off", "off|auto|force", 0, 0,
-        "CPU: a first run before the compiled object exists, on libharp's shape-generic kernels + the interpreter "
-        "(auto: while the object's C is printed and built in the background, on a cold cache; force: always, no C compiler)"),
+    ROW(tier0, "HARP_TIER0", CHOICE, "auto", "off|auto|force", 0, 0,
+        "CPU: the first runs before the compiled object is loaded, on libharp's shape-generic kernels + the interpreter "
+        "(auto: while the object's C is printed and built, or found in the cache, in the background; off: the object "
+        "first; force: always, no C compiler)"),
     ROW(cpu_ghz, "HARP_CPU_GHZ", DOUBLE, "0", NULL, 0.3, 10, "the CPU's clock for the cost model (0: detected)"),
     ROW(cpu_bw_gbs, "HARP_CPU_BW_GBS", DOUBLE, "0", NULL, 0.1, 100000,
         "the CPU's memory bandwidth in GB/s for the cost model (0: 10 per core, at most 200)"),
@@ -127,7 +128,7 @@ void rt_knobs_init(rt_knobs *k) {
 
 /* The table's defaults as a constant (test_knobs checks it equals
  * rt_knobs_init's): zero, false and "" but for these. */
-static const rt_knobs defaults = {.cc = "cc", .tmpdir = "/tmp"};
+static const rt_knobs defaults = {.cc = "cc", .tmpdir = "/tmp", .tier0 = RT_TIER0_AUTO};
 
 const rt_knobs *rt_knobs_or_default(const rt_knobs *k) { return k ? k : &defaults; }
 

@@ -3,7 +3,7 @@
  * defaults), the C translation unit, and the shared object (cached).
  * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build),
  * calibrate.c (the CPU's measured figures).
- * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached, rt_cpu_object_hinted,
+ * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached,
  * rt_cpu_code_stage, rt_cpu_code_unrecorded, rt_cpu_build_stage, rt_cpu_build_unrecorded
  * (tier 0: the C and the build run after the rest, perhaps on another thread). */
 #include <stdio.h>
@@ -134,35 +134,6 @@ static rt_cc_opts cpu_cc_opts(const rt_compile *c, char *host_flags, size_t cap,
   return (rt_cc_opts){k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs, .tmpdir = k->tmpdir};
 }
 
-/* What the C of c is printed from, as text for a hint (rt_cc_hinted): the
- * prepared graph, its sizes and the options that change the C (malloc'd;
- * NULL when out of memory).  Plans from the plan cache are left out: a
- * hint may be wrong. */
-static char *hint_text(const rt_compile *c) {
-  char *json = tiny_write_json(c->g);
-  if (!json) return NULL;
-  ut_str s;
-  ut_str_init(&s);
-  ut_str_puts(&s, json);
-  free(json);
-  for (int i = 0; i < c->g->n; i++)
-    for (int d = 0; d < c->g->nodes[i].shape.rank; d++) ut_str_printf(&s, ",%lld", (long long)c->g->nodes[i].shape.d[d].n);
-  const rt_knobs *k = &c->knobs;
-  ut_str_printf(&s, "|%s|%d|%d%d%d%d%d%d%d%d|%d|%g|%g", c->opts.precision ? c->opts.precision : "", c->opts.portable,
-                k->no_fusion, k->no_templates, k->no_plans, k->no_prepack, k->no_dedup, k->no_coalesce, c->opts.no_plan_cache,
-                k->bf16_fp32_temps, k->conv, k->cpu_ghz, k->cpu_bw_gbs);
-  char *t = s.oom ? NULL : ut_str_take(&s);
-  ut_str_free(&s);
-  return t;
-}
-
-/* Note in the cache that c's object is there (c->g is whole: the compile kept it). */
-static void hint_note(const rt_compile *c, const rt_cc_opts *cc) {
-  char *t = hint_text(c);
-  if (t) rt_cc_hint(t, cc);
-  free(t);
-}
-
 /* The shared object, from the disk cache or the C compiler. */
 static harp_status cpu_build(rt_compile *c) {
   char host_flags[256];
@@ -179,7 +150,6 @@ static harp_status cpu_build(rt_compile *c) {
   c->so_path = r.path;
   c->cache_hit = r.hit;
   c->so_temp = r.temp;
-  if (!st && !r.temp) hint_note(c, &cc);
   snprintf(c->cc_warning, sizeof c->cc_warning, "%s", r.warning);
   if (!c->opts.keep_source) {
     free(c->source);
@@ -193,16 +163,6 @@ bool rt_cpu_object_cached(const rt_compile *c) {
   bool jcc;
   rt_cc_opts cc = cpu_cc_opts(c, host_flags, sizeof host_flags, &jcc);
   return c->source && rt_cc_cached(c->source, &cc);
-}
-
-bool rt_cpu_object_hinted(const rt_compile *c) {
-  char host_flags[256];
-  bool jcc;
-  rt_cc_opts cc = cpu_cc_opts(c, host_flags, sizeof host_flags, &jcc);
-  char *t = hint_text(c);
-  bool hinted = t && rt_cc_hinted(t, &cc);
-  free(t);
-  return hinted;
 }
 
 harp_status rt_cpu_build_unrecorded(rt_compile *c) { return cpu_build(c); }

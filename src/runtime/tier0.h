@@ -119,10 +119,6 @@ harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *p
  * with c->e pointing at that thread's error). */
 bool rt_cpu_object_cached(const rt_compile *c);
 harp_status rt_cpu_build_stage(rt_compile *c);
-/* Whether the cache probably holds c's object (a hint noted when one was
- * built or found for the same graph and options: rt_cc_hinted), so that
- * its C is worth printing before the first run. */
-bool rt_cpu_object_hinted(const rt_compile *c);
 /* The code stage (the C) after a compile that stopped after plans; and
  * the same unrecorded, for the builder thread (its fields: source,
  * source_bytes, plans' notes, c->e; not the stage table). */

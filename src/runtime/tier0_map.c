@@ -27,23 +27,34 @@ typedef struct opnd {
   int step;
 } opnd;
 
-/* out[i] = op(a[i], b[i]) for i < n: the op table's f32 expression in a, b. */
+/* out[i] = op(a[i], b[i]) for i < n: the op table's f32 expression in a, b.
+ * The common steps (both moving, one a broadcast) get loops of their own,
+ * which the compiler vectorises; other steps the general loop. */
 static void eval_block(tiny_op op, opnd A, opnd B, float *out, int n) {
+  static const float zero = 0.0f;
+  if (!B.p) B = (opnd){&zero, 0}; /* a unary op's b: never read */
   if (op == TINY_CAST) { /* between fp32 values (tier0.c declines a rounding one) */
     for (int i = 0; i < n; i++) out[i] = A.p[i * A.step];
     return;
   }
+  const float *pa = A.p, *pb = B.p;
   switch (op) {
-#define F32(e, cls, arg, dt, epi, f32, ...)                         \
-  case TINY_##e:                                                    \
-    for (int i = 0; i < n; i++) {                                   \
-      float a = A.p[i * A.step], b = B.p ? B.p[i * B.step] : 0.0f; \
-      (void)a, (void)b;                                             \
-      out[i] = (float)(f32);                                        \
-    }                                                               \
+#define LOOP(ea, eb, f32)                    \
+  for (int i = 0; i < n; i++) {              \
+    float a = (ea), b = (eb);                \
+    (void)a, (void)b;                        \
+    out[i] = (float)(f32);                   \
+  }
+#define F32(e, cls, arg, dt, epi, f32, ...)                                \
+  case TINY_##e:                                                           \
+    if (A.step == 1 && B.step == 1) LOOP(pa[i], pb[i], f32)                \
+    else if (A.step == 1 && B.step == 0) LOOP(pa[i], pb[0], f32)           \
+    else if (A.step == 0 && B.step == 1) LOOP(pa[0], pb[i], f32)           \
+    else LOOP(pa[i * A.step], pb[i * B.step], f32)                         \
     break;
     TINY_OPS(F32)
 #undef F32
+#undef LOOP
     default:
       for (int i = 0; i < n; i++) out[i] = NAN; /* rt_t0_map_op_ok takes no other op */
   }

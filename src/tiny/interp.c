@@ -9,7 +9,8 @@
  * wrap-around for i32).  REDUCE accumulates in its dtype, rounding after every
  * step when that dtype is fp16/bf16.  PERMUTE, EXPAND, SHRINK, FLIP, affine
  * VIEW/POOL and contiguous RESHAPE are views; PAD, non-affine VIEW, GATHER and
- * non-contiguous RESHAPE materialize. */
+ * non-contiguous RESHAPE materialize (a row of the last axis at a time).  An
+ * fp32 or i32 INPUT is a view of the caller's tensor, never written. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +24,8 @@
 
 typedef struct ibuf {
   int refs;
-  bool is_int; /* int32 storage (i32, bool) rather than float */
+  bool is_int;   /* int32 storage (i32, bool) rather than float */
+  bool borrowed; /* data is the caller's (an fp32 / i32 INPUT): never written, not freed */
   void *data;
 } ibuf;
 
@@ -65,22 +67,28 @@ static int64_t numel_of(const ival *v) {
 
 static void release(ival *v) {
   if (v->buf && --v->buf->refs == 0) {
-    free(v->buf->data);
+    if (!v->buf->borrowed) free(v->buf->data);
     free(v->buf);
   }
   v->buf = NULL;
 }
 
+/* v's shape and row-major strides: rank dims of shape. */
+static void dense(ival *v, int rank, const int64_t *shape) {
+  int64_t n = 1;
+  v->rank = rank;
+  for (int i = rank - 1; i >= 0; i--) {
+    v->shape[i] = shape[i];
+    v->stride[i] = n;
+    n *= shape[i];
+  }
+}
+
 /* A fresh contiguous value of the given shape. */
 static harp_status fresh(ictx *c, const char *id, bool is_int, int rank, const int64_t *shape, ival *out) {
   memset(out, 0, sizeof *out);
-  out->rank = rank;
-  int64_t n = 1;
-  for (int i = rank - 1; i >= 0; i--) {
-    out->shape[i] = shape[i];
-    out->stride[i] = n;
-    n *= shape[i];
-  }
+  dense(out, rank, shape);
+  int64_t n = numel_of(out);
   ibuf *b = ut_xcalloc(1, sizeof *b);
   void *d = ut_xcalloc((size_t)(n ? n : 1), 4);
   if (!b || !d) {
@@ -137,17 +145,30 @@ static int32_t ldi(const ival *v, int64_t off) {
   return v->buf->is_int ? ((int32_t *)v->buf->data)[off] : (int32_t)((float *)v->buf->data)[off];
 }
 
+/* Copy view src into view dst of the same shape, a row of the last axis
+ * at a time (both hold 4-byte elements: fp32 or int32, copied as bits). */
+static void copy_view(const ival *dst, const ival *src) {
+  int r = src->rank;
+  int64_t len = r ? src->shape[r - 1] : 1, n = numel_of(src), rows = len ? n / len : 0;
+  int64_t sd = r ? dst->stride[r - 1] : 0, ss = r ? src->stride[r - 1] : 0;
+  mit it;
+  const ival *vs[2] = {dst, src};
+  mit_init(&it, r ? r - 1 : 0, src->shape, 2, vs);
+  uint32_t *o = dst->buf->data;
+  const uint32_t *x = src->buf->data;
+  for (int64_t row = 0; row < rows; row++, mit_next(&it)) {
+    uint32_t *po = o + it.off[0];
+    const uint32_t *px = x + it.off[1];
+    if (sd == 1 && ss == 1) memcpy(po, px, (size_t)len * sizeof *po);
+    else
+      for (int64_t j = 0; j < len; j++) po[j * sd] = px[j * ss];
+  }
+}
+
 /* Copy any view into a fresh contiguous buffer. */
 static harp_status materialize(ictx *c, const char *id, const ival *v, ival *out) {
   if (fresh(c, id, v->buf->is_int, v->rank, v->shape, out)) return c->e->code;
-  int64_t n = numel_of(v);
-  mit it;
-  const ival *vs[1] = {v};
-  mit_init(&it, v->rank, v->shape, 1, vs);
-  if (v->buf->is_int)
-    for (int64_t i = 0; i < n; i++, mit_next(&it)) ((int32_t *)out->buf->data)[i] = ((int32_t *)v->buf->data)[it.off[0]];
-  else
-    for (int64_t i = 0; i < n; i++, mit_next(&it)) ((float *)out->buf->data)[i] = ((float *)v->buf->data)[it.off[0]];
+  copy_view(out, v);
   return HARP_OK;
 }
 
@@ -314,10 +335,15 @@ static harp_status eval_reduce(ictx *c, const tiny_node *n, ival *out) {
       ((int32_t *)out->buf->data)[o] = narrow(a->dtype, acc);
     } else {
       float acc = round_to(a->dtype, (float)init);
-      if (a->op == TINY_RSUM && a->dtype == TINY_FP32 && !x->buf->is_int && sub.rank == 1) {
-        /* the common case, same order of additions as the general loop */
-        const float *p = (const float *)x->buf->data + sub.off;
-        for (int64_t k = 0; k < nin; k++) acc += p[k * sub.stride[0]];
+      if (a->op == TINY_RSUM && a->dtype == TINY_FP32 && !x->buf->is_int && sub.rank >= 1) {
+        /* the common case, a row of the last reduced axis at a time: the
+         * same order of additions as the general loop */
+        int64_t len = sub.shape[sub.rank - 1], st = sub.stride[sub.rank - 1], rows = len ? nin / len : 0;
+        mit_init(&ki, sub.rank - 1, sub.shape, 1, sv);
+        for (int64_t q = 0; q < rows; q++, mit_next(&ki)) {
+          const float *p = (const float *)x->buf->data + ki.off[0];
+          for (int64_t k = 0; k < len; k++) acc += p[k * st];
+        }
         ((float *)out->buf->data)[o] = acc;
         continue;
       }
@@ -425,14 +451,7 @@ static harp_status eval_pad(ictx *c, const tiny_node *n, const ival *x, ival *ou
     dst.shape[d] = x->shape[d];
     dst.off += lo[d] * out->stride[d];
   }
-  const ival *vs[2] = {&dst, x};
-  mit it;
-  mit_init(&it, x->rank, x->shape, 2, vs);
-  int64_t nin = numel_of(x);
-  for (int64_t i = 0; i < nin; i++, mit_next(&it)) {
-    if (x->buf->is_int) ((int32_t *)out->buf->data)[it.off[0]] = ((int32_t *)x->buf->data)[it.off[1]];
-    else ((float *)out->buf->data)[it.off[0]] = ((float *)x->buf->data)[it.off[1]];
-  }
+  copy_view(&dst, x);
   return HARP_OK;
 }
 
@@ -546,6 +565,13 @@ static harp_status eval_input(ictx *c, const tiny_node *n, const ut_tensor *t, i
     return ut_fail(c->e, HARP_E_INPUT_MISMATCH, n->id, "input %s has the wrong shape; the model expects %s",
                    n->a.input.tensor_id, want);
   }
+  if ((t->dtype == TINY_FP32 || t->dtype == TINY_I32) && t->data) { /* held as they are: a view of the caller's data */
+    memset(out, 0, sizeof *out);
+    if (!(out->buf = ut_xcalloc(1, sizeof *out->buf))) return ut_fail(c->e, HARP_E_NO_MEMORY, n->id, "out of memory");
+    *out->buf = (ibuf){.refs = 1, .is_int = t->dtype == TINY_I32, .borrowed = true, .data = t->data};
+    dense(out, t->rank, t->shape);
+    return HARP_OK;
+  }
   if (fresh(c, n->id, is_int_dtype(n->dtype), t->rank, t->shape, out)) return c->e->code;
   int64_t cnt = numel_of(out);
   for (int64_t i = 0; i < cnt; i++) {
@@ -572,6 +598,15 @@ static harp_status to_tensor(ictx *c, const tiny_node *n, const ival *v, ut_tens
   int64_t shape[R];
   for (int i = 0; i < v->rank; i++) shape[i] = v->shape[i];
   if (ut_tensor_alloc(c->e, t, n->dtype, v->rank, shape)) return c->e->code;
+  if (n->dtype == TINY_FP32 || n->dtype == TINY_I32) { /* 4-byte elements held as they are stored: copied as bits */
+    ibuf b = {.refs = 1, .is_int = n->dtype == TINY_I32, .borrowed = true, .data = t->data};
+    ival dst = {.buf = &b};
+    dense(&dst, v->rank, v->shape);
+    if (v->buf->is_int == b.is_int) {
+      copy_view(&dst, v);
+      return HARP_OK;
+    }
+  }
   int64_t cnt = ut_tensor_numel(t);
   mit it;
   const ival *vs[1] = {v};

@@ -5,8 +5,9 @@ interpreter.  tier0=force runs every model there with no C compiler: each
 small ONNX graph below is checked against onnxruntime directly, and the
 stderr line of --time-stages must show its contractions on the fast
 kernels (a fast path that silently declined would leave them on the
-interpreter, right but slow).  tier0=auto on a cold cache: the first run
-is tier 0 and the object lands in the cache; the next run loads it.  A
+interpreter, right but slow).  tier0=auto (the default): the first run is
+tier 0, on a cold cache (the object lands in the cache) and a warm one (the
+object is found there in the background, no C printed first).  A
 wrong-shaped input is refused before any kernel runs."""
 import os
 import re
@@ -205,28 +206,42 @@ s.check("auto, cold cache: the object reaches the cache", any(f.endswith(".so") 
 stages1 = next((ln for ln in p1.stderr.splitlines() if "stages (cpu)" in ln), "")
 s.check("auto, cold cache: the C is printed after the first result, not before", ", code " not in stages1 and
         "its C printed in" in p1.stderr, p1.stderr.strip()[-400:])
-s.check("auto, cold cache: a hint for the next process", any(f.startswith("hint-") for f in os.listdir(cache)),
-        str(os.listdir(cache)))
 p2, o2 = harp(path, {"x": x}, "auto", cache)
-s.check("auto, warm cache: runs the object, not tier 0", p2.returncode == 0 and "tier 0" not in p2.stderr,
-        p2.stderr.strip()[-400:])
-s.check("auto, warm cache: the C printed first, the object found", ", code " in p2.stderr and "(cached)" in p2.stderr,
+stages2 = next((ln for ln in p2.stderr.splitlines() if "stages (cpu)" in ln), "")
+s.check("auto, warm cache: starts on tier 0 too, no C printed before the first result", p2.returncode == 0 and
+        "first result written" in p2.stderr and ", code " not in stages2, p2.stderr.strip()[-400:])
+s.check("auto, warm cache: the object found in the cache, not built", "found in the cache" in p2.stderr,
         p2.stderr.strip()[-400:])
 if p1.returncode == 0 and p2.returncode == 0:
     s.check("auto: tier 0 vs onnxruntime", *close(np.load(os.path.join(o1, "y.npy")), want, rtol=1e-4, atol=1e-4))
     s.check("auto: the object vs onnxruntime", *close(np.load(os.path.join(o2, "y.npy")), want, rtol=1e-4, atol=1e-4))
 
-# a stale hint (its object gone from the cache): the C is printed first, the
-# object is not found, so tier 0 answers and the object is built again
+# the object gone from the cache: tier 0 answers and the object is built again
 for f in os.listdir(cache):
     if f.endswith(".so"):
         os.unlink(os.path.join(cache, f))
 p6, o6 = harp(path, {"x": x}, "auto", cache)
-s.check("stale hint: tier 0 answers, the C printed before it", p6.returncode == 0 and "first result written" in p6.stderr
-        and ", code " in p6.stderr, p6.stderr.strip()[-400:])
-s.check("stale hint: the object is back in the cache", any(f.endswith(".so") for f in os.listdir(cache)), str(os.listdir(cache)))
+s.check("object gone: tier 0 answers, the object built again", p6.returncode == 0 and "first result written" in p6.stderr
+        and "found in the cache" not in p6.stderr, p6.stderr.strip()[-400:])
+s.check("object gone: the object is back in the cache", any(f.endswith(".so") for f in os.listdir(cache)), str(os.listdir(cache)))
 if p6.returncode == 0:
-    s.check("stale hint: vs onnxruntime", *close(np.load(os.path.join(o6, "y.npy")), want, rtol=1e-4, atol=1e-4))
+    s.check("object gone: vs onnxruntime", *close(np.load(os.path.join(o6, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
+# tier0=off: the object first (built, then run), no tier 0
+p7, o7 = harp(path, {"x": x}, "off", tempfile.mkdtemp())
+s.check("off: the object runs, not tier 0", p7.returncode == 0 and "tier 0" not in p7.stderr and ", code " in p7.stderr,
+        p7.stderr.strip()[-400:])
+if p7.returncode == 0:
+    s.check("off: vs onnxruntime", *close(np.load(os.path.join(o7, "y.npy")), want, rtol=1e-4, atol=1e-4))
+
+# the default is auto: a cold `harp run` with no knob answers on tier 0
+out = tempfile.mkdtemp()
+f = os.path.join(out, "in_x.npy")
+np.save(f, x)
+env = {k: v for k, v in os.environ.items() if k != "HARP_TIER0"}
+p8 = subprocess.run([HARP, "run", path, "--out", out, "--input", f"x={f}", "--time-stages"], capture_output=True, text=True,
+                    timeout=300, env=dict(env, HARP_CACHE_DIR=tempfile.mkdtemp()))
+s.check("default: tier 0 first", p8.returncode == 0 and "first result written" in p8.stderr, p8.stderr.strip()[-400:])
 
 # two processes on one cold cache at once: both answer, one object is kept
 cache2 = tempfile.mkdtemp()
@@ -260,8 +275,7 @@ if p4.returncode == 0:
 # the background build fault-injected: a compiler that leaves a partial
 # object and fails, one killed by a signal, one that succeeds without an
 # object.  Tier 0 answers right every time, says the build failed, and the
-# cache is left with no object, no hint and no build directory of a live
-# process.
+# cache is left with no object and no build directory of a live process.
 fake = tempfile.mkdtemp()
 faults = {
     "partial object, status 1": "printf 'ELF partial' > \"$out\"; exit 1",
@@ -280,8 +294,7 @@ for name, body in faults.items():
     if p5.returncode == 0:
         s.check(f"build fault ({name}): vs onnxruntime", *close(np.load(os.path.join(o5, "y.npy")), want, rtol=1e-4, atol=1e-4))
     left = os.listdir(fcache)
-    s.check(f"build fault ({name}): no object and no hint in the cache",
-            not any(f.endswith(".so") or f.startswith("hint-") for f in left), str(left))
+    s.check(f"build fault ({name}): no object in the cache", not any(f.endswith(".so") for f in left), str(left))
 
 # what needs the object under tier0=force builds it: harp bench times it,
 # harp compile writes the package (the C is printed on tier 0 too)

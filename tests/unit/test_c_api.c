@@ -194,7 +194,13 @@ static harp_status linear(harp_error *err, const char *precision, const float *x
   remove(path);
   rmdir(dir);
   if (st) return st;
-  harp_model *m = harp_model_init(c, w, harp_params_bytes(c));
+  /* the parameter block as harp_param_offset lays it out (its size is padded past w's) */
+  unsigned char *block = calloc(1, harp_params_bytes(c));
+  assert_non_null(block);
+  assert_true(harp_param_offset(c, "w") >= 0);
+  memcpy(block + harp_param_offset(c, "w"), w, sizeof(float) * 33 * 40);
+  harp_model *m = harp_model_init(c, block, harp_params_bytes(c));
+  free(block);
   assert_non_null(m);
   const void *ins[] = {x};
   void *outs[] = {y};

@@ -197,9 +197,13 @@ static void test_variant(void **state) {
   assert_ptr_equal(rt_cpu_stages(w)->part, b->part);
   rt_cpu_free(w);
   rt_cpu_free(v);
-  /* a base that gave its analysis back makes no variant */
+  /* a base that gave its analysis back makes no variant (tier0=off: tier 0
+   * keeps the analysis until the model is freed) */
   rt_cpu_model *lean = NULL;
-  rt_cpu_opts lo = {0};
+  rt_knobs off;
+  rt_knobs_init(&off);
+  off.tier0 = RT_TIER0_OFF;
+  rt_cpu_opts lo = {.knobs = &off};
   assert_ok(&e, rt_cpu_compile(&e, m.g, &m.syms, &lo, &lean));
   assert_int_equal(rt_cpu_compile_variant(&e, lean, &vo, &v), HARP_E_INVALID_ARG);
   assert_null(v);

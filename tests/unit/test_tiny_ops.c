@@ -125,6 +125,22 @@ static const ocase cases[] = {
      {{"i32", 1, {3}, {5, -2, 10}}}, 1, TINY_I32, 0, {0}, {13}, 0},
     {"gather", "{\"id\":\"r\",\"uop\":\"GATHER\",\"src\":[\"x\",\"y\"],\"arg\":{\"axis\":1}}",
      {{F, 2, {2, 2}, {1, 2, 3, 4}}, {"i32", 2, {2, 2}, {0, 0, 1, 0}}}, 2, TINY_FP32, 2, {2, 2}, {1, 1, 4, 3}, 0},
+    /* views copied a row at a time (interp.c's copy_view): nearest
+     * upsampling (a stride-0 row), a pad of a transposed view, a reduction
+     * over several rows of a permuted view */
+    {"upsample_nearest",
+     "{\"id\":\"a\",\"uop\":\"RESHAPE\",\"src\":[\"x\"],\"arg\":{\"result_shape\":[2,1,2,1]}},"
+     "{\"id\":\"b\",\"uop\":\"EXPAND\",\"src\":[\"a\"],\"arg\":{\"result_shape\":[2,2,2,2]}},"
+     "{\"id\":\"r\",\"uop\":\"RESHAPE\",\"src\":[\"b\"],\"arg\":{\"result_shape\":[4,4]}}",
+     {{F, 2, {2, 2}, {1, 2, 3, 4}}}, 1, TINY_FP32, 2, {4, 4}, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 0},
+    {"pad_of_permuted",
+     "{\"id\":\"p\",\"uop\":\"PERMUTE\",\"src\":[\"x\"],\"arg\":{\"perm\":[1,0]}},"
+     "{\"id\":\"r\",\"uop\":\"PAD\",\"src\":[\"p\"],\"arg\":{\"pad\":[[1,0],[0,1]],\"value\":9}}",
+     {{F, 2, {2, 3}, {0, 1, 2, 3, 4, 5}}}, 1, TINY_FP32, 2, {4, 3}, {9, 9, 9, 0, 3, 9, 1, 4, 9, 2, 5, 9}, 0},
+    {"reduce_sum_rows_of_permuted",
+     "{\"id\":\"p\",\"uop\":\"PERMUTE\",\"src\":[\"x\"],\"arg\":{\"perm\":[1,2,0]}},"
+     "{\"id\":\"r\",\"uop\":\"REDUCE\",\"src\":[\"p\"],\"arg\":{\"op\":\"SUM\",\"axes\":[1,2],\"dtype\":\"fp32\"}}",
+     {{F, 3, {2, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}}, 1, TINY_FP32, 1, {2}, {24, 42}, 0},
     {"broadcast_right_aligned", "{\"id\":\"r\",\"uop\":\"ADD\",\"src\":[\"x\",\"y\"]}",
      {{F, 2, {2, 3}, {0, 1, 2, 3, 4, 5}}, {F, 1, {3}, {10, 20, 30}}}, 2, TINY_FP32, 2, {2, 3}, {10, 21, 32, 13, 24, 35}, 0},
     {"broadcast_both_sides", "{\"id\":\"r\",\"uop\":\"MUL\",\"src\":[\"x\",\"y\"]}",
