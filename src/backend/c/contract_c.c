@@ -616,6 +616,26 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
                  ch->region ? ch->region : "?", plan_algo_name(a), why);
 }
 
+/* A ShapeSet object: the batch, height and width of conv cv's input
+ * (region r) as run-time expressions of the symbols into x[0..3) (NULL: a
+ * constant), s's sizes then the upper corner's; false when none is. */
+static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv_spec *s, char x[3][160]) {
+  const tiny_shape *xs = c->ngen_syms ? rc_slot_shape(c, r, cv->X.slot) : NULL;
+  const int64_t want[4] = {cv->n, cv->c, cv->h, cv->w};
+  if (!xs || xs->rank != 4 || cv->X.offset) return false;
+  for (int d = 0; d < 4; d++)
+    if (xs->d[d].n != want[d]) return false;
+  const char **e[3] = {&s->n_expr, &s->h_expr, &s->w_expr};
+  int64_t *sz[3] = {&s->n, &s->h, &s->w};
+  bool any = false;
+  for (int i = 0; i < 3; i++) {
+    int d = i ? i + 1 : 0;
+    if (!rc_size_expr(c, xs, d, d + 1, want[d], x[i], sizeof x[i])) continue;
+    *e[i] = x[i], *sz[i] = rc_size_hi(c, xs, d, d + 1), any = true;
+  }
+  return any;
+}
+
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
@@ -632,8 +652,24 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   epi_to_cgen(cv.epi, cv.nepi, s.epi);
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
-  /* the plan's M is con->m: the pixels when X is the left operand */
-  plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+  /* a ShapeSet object: sizes read at run time with the built-in tuning (as
+   * a GEMM's M), where the direct kernel takes them; else constants (the
+   * model then compiles per binding, this kernel named as the reason) */
+  char rtx[3][160];
+  cgen_conv_spec rs = s;
+  const char *rwhy;
+  cgen_tuning_default(&rs.tune);
+  jit_variant(c, &rs.tune, host_isa_mask());
+  rs.tune.conv_algo = conv_algo(c);
+  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_direct(&rs, &rwhy)) {
+    s = rs;
+    pu.ch = NULL, pu.desc[0] = 0;
+    rt_plan_choice *ch = choice_of(c, r);
+    if (ch) note_add(ch, "ShapeSet object, sizes read at run time: the direct kernel's built-in blocking, not the plan");
+  } else {
+    /* the plan's M is con->m: the pixels when X is the left operand */
+    plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+  }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
   char kfn[128];
@@ -660,7 +696,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * 0.68 M multiply-adds, 33 us on one core; 576 of 14x14 at stride 2: 0.25 M,
    * 45 us) */
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
-  small_on_caller(out, dw_cost * cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
+  small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
