@@ -273,6 +273,7 @@ static void test_conv_sizes(void **state) {
     rt_sgen *s = compile_box(k->model, k->box, k->nbox, false);
     if (rt_sgen_fallback(s)) fail_msg("%s: not one object: %s", k->model, rt_sgen_fallback(s));
     assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
+    if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
     for (int b = 0; b < 5; b++) check_at(s, k->model, k->at[b], 1, k->tol);
     assert_int_equal(rt_sgen_objects(s), 1);
     rt_sgen_free(s);

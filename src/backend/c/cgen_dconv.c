@@ -196,11 +196,16 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
    * the input is read once, not once per channel block (56x56x64: +5%). */
   d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
   dc_sig g;
-  if (d->rt) { /* a zero-padded input: every tile reads all its taps; a row's last one stores its valid pixels */
-    memset(&g, 0, sizeof g);
-    g.np = d->mr;
-    for (int kw = 0; kw < s->kw; kw++) g.hi[kw] = d->mr;
-    d->nsig = 1, d->sig[0] = g, d->tsig[2 * DC_MAX_EDGE] = 0;
+  if (d->rt) { /* a zero-padded input: every tile reads all its taps; patterns of mr, mr/2, mr/4 ... 1 pixels */
+    d->nsig = 0;
+    for (int np = d->mr;; np = (np + 1) / 2) {
+      memset(&g, 0, sizeof g);
+      g.np = np;
+      for (int kw = 0; kw < s->kw; kw++) g.hi[kw] = np;
+      d->sig[d->nsig++] = g;
+      if (np == 1) break;
+    }
+    d->tsig[2 * DC_MAX_EDGE] = 0;
     return true;
   }
   int nl = 0, nrt = 0;
@@ -283,9 +288,9 @@ static void emit_pack(cg_out *o, const dc *d) {
  * and the store. */
 static void emit_store_row(cg_out *o, const dc *d, int cnt) {
   const cgen_conv_spec *s = d->s;
-  char ohw[32], cn[16]; /* run-time sizes: the plane and the valid pixels (cn) from the kernel's tt and nq */
-  if (d->rt) snprintf(ohw, sizeof ohw, "tt->ohw"), snprintf(cn, sizeof cn, "cn"), cnt = 0;
-  else snprintf(ohw, sizeof ohw, "%ldL", (long)d->OHW), snprintf(cn, sizeof cn, "%d", cnt);
+  char ohw[32]; /* the output plane: a constant, or this run's (tt) */
+  if (d->rt) snprintf(ohw, sizeof ohw, "tt->ohw");
+  else snprintf(ohw, sizeof ohw, "%ldL", (long)d->OHW);
   for (int i = 0; i < s->n_epi; i++) {
     const cgen_epi *ep = &s->epi[i];
     const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
@@ -294,7 +299,7 @@ static void emit_store_row(cg_out *o, const dc *d, int cnt) {
       case CGEN_EPI_RESIDUAL:
         cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %s + q;\n", et, et, i, ohw);
         if (cnt == 16) cg_emit(o, "        x = x %s $P_ld%s(rp); }\n", ep->mul ? "*" : "+", sx);
-        else cg_emit(o, "        x = x %s $P_ldn%s(rp, %s); }\n", ep->mul ? "*" : "+", sx, cn);
+        else cg_emit(o, "        x = x %s $P_ldn%s(rp, %d); }\n", ep->mul ? "*" : "+", sx, cnt);
         break;
       default: break; /* BIAS_N: no conv epilogue (cgen_conv refuses it) */
     }
@@ -302,7 +307,7 @@ static void emit_store_row(cg_out *o, const dc *d, int cnt) {
   const char *yt = cg_ctype(s->y_dtype), *ys = cg_vsuffix(s->y_dtype);
   cg_emit(o, "      %s *yq = (%s *)tt->y + oc * %s + q;\n", yt, yt, ohw);
   if (cnt == 16) cg_emit(o, "      $P_st%s(yq, x);\n", ys);
-  else cg_emit(o, "      $P_stn%s(yq, x, %s);\n", ys, cn);
+  else cg_emit(o, "      $P_stn%s(yq, x, %d);\n", ys, cnt);
 }
 
 /* Is pixel p of pattern g fed by tap kw? */
@@ -314,9 +319,8 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
   bool blocked = d->cb < d->ICG;
   cg_emit(o, "static %s void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
-             " const float *restrict wt, int nkh, long o0, long q0%s%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
-          blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "",
-          d->rt ? ", int nq" : "");
+             " const float *restrict wt, int nkh, long o0, long q0%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
+          blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "");
   /* the input's plane and row steps in bytes: constants, or the padded copy's (run-time sizes) */
   char hs[32], rs[32];
   if (d->rt) {
@@ -403,13 +407,12 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
         else cg_emit(o, "_mm512_setzero_ps()%s", i < 15 ? ", " : "");
       cg_emit(o, "};\n    $P_tr16(r);\n");
       cg_emit(o, "    long q = q0 + %d;\n", p0);
-      if (d->rt) cg_emit(o, "    int cn = nq - %d < %d ? nq - %d : %d;\n    if (cn > 0) {\n", p0, cnt, p0, cnt);
       cg_emit(o, "#pragma GCC unroll 16\n    for (int k = 0; k < 16; k++) {\n");
       cg_emit(o, "      long oc = o0 + %d + k;\n", v * 16);
       if (d->OCG % d->ob) cg_emit(o, "      if (oc >= %ldL) break;\n", (long)d->OCG);
       cg_emit(o, "      __m512 x = r[k];\n");
       emit_store_row(o, d, cnt);
-      cg_emit(o, d->rt ? "    }\n    }\n  }\n" : "    }\n  }\n");
+      cg_emit(o, "    }\n  }\n");
     }
   }
   cg_emit(o, "}\n");
@@ -497,15 +500,34 @@ static void emit_task(cg_out *o, const dc *d) {
 }
 
 /* ---- sizes read at run time ------------------------------------------------ */
+/* Partial-sum slots per output row of a task, sizes read at run time: one
+ * per whole tile of the upper corner's row, one per narrower pattern. */
+static int rt_slots(const dc *d) { return d->nt + d->nsig; }
+
+/* The blocked channels' and the weight prefetch's arguments of a call of
+ * pattern si at pixel q (d->rt) into ba. */
+static void rt_tile_args(const dc *d, int si, char *ba, size_t cap) {
+  char slot[64];
+  if (si) snprintf(slot, sizeof slot, "cx->ow / %dL + %d", d->mr, si);
+  else snprintf(slot, sizeof slot, "q / %dL", d->mr);
+  size_t l = 0;
+  ba[0] = 0;
+  if (d->cb < d->ICG)
+    l = (size_t)snprintf(ba, cap, ", ncb, ws + ((oh - rb * %dL) * %dL + %s) * %dL, first, last", d->rb, rt_slots(d), slot,
+                         d->mr * d->nv * 16);
+  if (d->npf && l < cap)
+    snprintf(ba + l, cap - l, ", pfb + (uintptr_t)(((oh - rb * %dL) * %dL + %s) * ncb) * %du", d->rb, rt_slots(d), slot,
+             d->npf * 64);
+}
+
 /* The task of a conv whose sizes are read at run time (d->rt; d's sizes
- * are the upper corner's): this run's rows, tiles per row and row blocks
- * from cx, over the zero-padded copy cx->xp (planes of cx->hp x cx->wp), so
- * every tile reads all of its taps; a row's last tile stores its valid
- * pixels alone (nq). */
+ * are the upper corner's): this run's rows and row blocks from cx, over the
+ * zero-padded copy cx->xp (planes of cx->hp x cx->wp), so every tile reads
+ * all of its taps; a row in tiles of mr pixels, its rest (ow % mr) in tiles
+ * of the narrower patterns (d->sig: mr, mr/2, ... 1 pixels). */
 static void emit_task_rt(cg_out *o, const dc *d) {
   const cgen_conv_spec *s = d->s;
   bool blocked = d->cb < d->ICG;
-  int tw = d->mr * d->nv * 16;
   long kstep = (long)(s->kh * s->kw * d->ob);
   cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
   cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
@@ -530,27 +552,30 @@ static void emit_task_rt(cg_out *o, const dc *d) {
   cg_emit(o, "  const float *wb = cx->Wp + (g * %dL + ocb) * %ldL;\n", d->nob, (long)(d->K * d->ob));
   cg_emit(o, "  long o0 = ocb * %dL, oh1 = rb * %dL + %dL < cx->oh ? rb * %dL + %dL : cx->oh;\n", d->ob, d->rb, d->rb, d->rb,
           d->rb);
-  char ba[320] = "";
-  if (blocked) { /* the partial sums' slots: the upper corner's tiles per row (at least this run's) */
+  if (blocked) { /* the partial sums: slot q / mr for a whole tile at q, ow / mr + i for pattern i (rt_slots) */
     cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
     cg_emit(o, "  for (long c0 = 0; c0 < %ldL; c0 += %ldL) {\n", (long)d->ICG, (long)d->cb);
     cg_emit(o, "  long ncb = %ldL - c0 < %ldL ? %ldL - c0 : %ldL;\n", (long)d->ICG, (long)d->cb, (long)d->ICG, (long)d->cb);
     cg_emit(o, "  int first = c0 == 0, last = c0 + ncb == %ldL;\n", (long)d->ICG);
-    snprintf(ba, sizeof ba, ", ncb, ws + ((oh - rb * %dL) * %dL + t) * %dL, first, last", d->rb, d->nt, tw);
   } else {
     cg_emit(o, "  const long c0 = 0, ncb = %ldL;\n  (void)ncb;\n", (long)d->ICG);
   }
-  if (d->npf) {
-    cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", kstep * 4);
-    size_t l = strlen(ba);
-    snprintf(ba + l, sizeof ba - l, ", pfb + (uintptr_t)(((oh - rb * %dL) * %dL + t) * ncb) * %du", d->rb, d->nt, d->npf * 64);
-  }
+  if (d->npf) cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", kstep * 4);
   cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
   cg_emit(o, "  const float *xr0 = x + c0 * hwp + oh * %ldL * cx->wp, *wt = wb + c0 * %ldL;\n", (long)s->stride[0], kstep);
   cg_emit(o, "  long q0 = oh * cx->ow;\n");
-  cg_emit(o, "  for (long t = 0; t < cx->nt; t++)\n");
-  cg_emit(o, "    $P_dk0(&tt, xr0, t * %ldL, wt, %d, o0, q0 + t * %dL%s, cx->ow - t * %dL < %d ? (int)(cx->ow - t * %dL) : %d);\n",
-          (long)d->mr * s->stride[1], (int)s->kh, d->mr, ba, d->mr, d->mr, d->mr, d->mr);
+  /* whole tiles from pixel q, then the rest of the row (< mr pixels) in
+   * tiles of mr/2, mr/4, ... 1 pixels, each taken when it fits: exact, as
+   * each width is at most twice the next */
+  char ba[320];
+  rt_tile_args(d, 0, ba, sizeof ba);
+  cg_emit(o, "  long q = 0;\n  for (; q + %d <= cx->ow; q += %d) $P_dk0(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s);\n", d->mr,
+          d->mr, (long)s->stride[1], (int)s->kh, ba);
+  for (int i = 1; i < d->nsig; i++) {
+    rt_tile_args(d, i, ba, sizeof ba);
+    cg_emit(o, "  if (q + %d <= cx->ow) { $P_dk%d(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s); q += %d; }\n", d->sig[i].np, i,
+            (long)s->stride[1], (int)s->kh, ba, d->sig[i].np);
+  }
   cg_emit(o, blocked ? "  }\n  }\n}\n" : "  }\n}\n");
 }
 
@@ -579,11 +604,27 @@ static void emit_pad_copy(cg_out *o, const dc *d) {
   cg_emit(o, "    memset(d + %ldL + w, 0, (size_t)(wp - %ldL - w) * 4u);\n  }\n}\n", pl, pl);
 }
 
+/* One pool run does it all (sizes read at run time): the weight's packing
+ * (npack tasks, none when prepacked), the padded copy (a task per input
+ * plane), then the convolution, whose tasks wait for those before them (the
+ * pool hands tasks out in order, so only for tasks already running). */
+static void emit_all_rt(cg_out *o, long npack) {
+  cg_emit(o, "static $T void $P_drt(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long pre = %ldL + cx->n * cx->c;\n", npack);
+  if (npack) cg_emit(o, "  if (task < %ldL) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n", npack);
+  cg_emit(o, "  if (task < pre) { $P_dpad(vc, (int)(task - %ldL), tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
+          npack);
+  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < pre) HPRT_PAUSE();\n");
+  cg_emit(o, "  $P_dtask(vc, (int)(task - pre), tid);\n}\n");
+}
+
 /* $P_run with run-time sizes: this run's n, h, w (checked against the
  * upper corner's), its output size, tiles and row blocks, the padded copy
  * (scratch sized for the upper corner), then the packing and the tasks. */
 static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long wsb) {
   const cgen_conv_spec *s = d->s;
+  if (s->prepack_w) npack = 0;
+  emit_all_rt(o, npack);
   long xoff = s->prepack_w ? 0L : wbytes;
   long hp = (long)((d->OH - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1);
   long wp = (long)((d->nt * d->mr - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
@@ -592,7 +633,7 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
   snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  cx.n = %s; cx.h = %s; cx.w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
+  cg_emit(o, "  cx.c = %ldL; cx.n = %s; cx.h = %s; cx.w = %s;\n", (long)s->c, s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
           s->w_expr ? s->w_expr : wx);
   cg_emit(o, "  if (cx.n < 1 || cx.n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n,
           (long)s->h, (long)s->w);
@@ -605,14 +646,9 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
           (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + (long)(s->n * s->c) * hp * wp * 4, wsb);
   cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
-  cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * %ldL), $P_dpad, &cx);\n", (long)s->c);
-  cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb;\n", (long)(d->G * d->nob));
-  if (s->prepack_w) {
-    cg_emit(o, "  cx.Wp = (float *)A;\n  hprt_pool_run(pool, (int)ntask, $P_dtask, &cx);\n");
-  } else {
-    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  int packed = 0;\n  cx.packed = &packed;\n");
-    cg_emit(o, "  hprt_pool_run(pool, (int)(%ldL + ntask), $P_dall, &cx);\n", npack);
-  }
+  cg_emit(o, "  long pre = %ldL + cx.n * %ldL, ntask = cx.n * %ldL * cx.nrb;\n", npack, (long)s->c, (long)(d->G * d->nob));
+  cg_emit(o, "  cx.Wp = (float *)%s;\n  int packed = 0;\n  cx.packed = &packed;\n", s->prepack_w ? "A" : "cx.sc.shared");
+  cg_emit(o, "  hprt_pool_run(pool, (int)(pre + ntask), $P_drt, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
 }
 
@@ -647,11 +683,12 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   d.bf = bf, d.s0 = s0;
   cg_dconv_plan(s, &why);
   if (bf) why = "bf16, channel pairs on vdpbf16ps";
+  if (d.rt) why = "sizes read at run time, a zero-padded copy of the input";
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
              " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
   cg_emit(o, "typedef struct { const void *A, *B, *A2, *X; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
-             " int *packed;%s } $P_dctx;\n", d.rt ? " long n, h, w, oh, ow, nt, nrb, hp, wp; float *xp;" : "");
+             " int *packed;%s } $P_dctx;\n", d.rt ? " long c, n, h, w, oh, ow, nt, nrb, hp, wp; float *xp;" : "");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d];%s } $P_dtt;\n", CGEN_MAX_EPI,
           d.rt ? " long ohw; uintptr_t hs, rs;" : "");
   cg_emit_tr16(o);
@@ -665,11 +702,11 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   else emit_task(o, &d);
   long wbytes = (long)(d.G * d.nob * d.K * d.ob * 4), npack = (long)(d.G * d.nob);
   long ntask = (long)(s->n * d.G * d.nrb * d.nob);
-  long wsb = d.cb < d.ICG ? (long)d.rb * d.nt * d.mr * d.nv * 64 : 0; /* per thread */
+  long wsb = d.cb < d.ICG ? (long)d.rb * (d.rt ? rt_slots(&d) : d.nt) * d.mr * d.nv * 64 : 0; /* per thread */
   /* packing and convolution in one pool run (one hand-over less per call):
    * the pack tasks come first in the pool's order, so a convolution task
    * only waits for pack tasks already running on other threads */
-  if (!s->prepack_w) { /* prepacked: the convolution tasks alone */
+  if (!s->prepack_w && !d.rt) { /* prepacked: the convolution tasks alone */
     cg_emit(o, "static $T void $P_dall(void *vc, int task, int tid) {\n");
     cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
     cg_emit(o, "  if (task < %ld) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
