@@ -521,7 +521,9 @@ static void rt_tile_args(const dc *d, int si, char *ba, size_t cap) {
 }
 
 /* The task of a conv whose sizes are read at run time (d->rt; d's sizes
- * are the upper corner's): this run's rows and row blocks from cx, over the
+ * are the upper corner's): this run's rows, row blocks and column blocks
+ * (cx->ncol of cx->cw pixels, a multiple of mr: work for every thread
+ * where the rows are few, as a 1x1 conv's single row of pixels) from cx, over the
  * zero-padded copy cx->xp (planes of cx->hp x cx->wp), so every tile reads
  * all of its taps; a row in tiles of mr pixels, its rest (ow % mr) in tiles
  * of the narrower patterns (d->sig: mr, mr/2, ... 1 pixels). */
@@ -530,11 +532,11 @@ static void emit_task_rt(cg_out *o, const dc *d) {
   bool blocked = d->cb < d->ICG;
   long kstep = (long)(s->kh * s->kw * d->ob);
   cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long col = task %% cx->ncol, tk = task / cx->ncol;\n");
   if (d->ocb_fast)
-    cg_emit(o, "  long ocb = task %% %dL, r = task / %dL, rb = r %% cx->nrb; r /= cx->nrb;\n", d->nob, d->nob);
+    cg_emit(o, "  long ocb = tk %% %dL, r = tk / %dL, rb = r %% cx->nrb; r /= cx->nrb;\n", d->nob, d->nob);
   else
-    cg_emit(o, "  long rb = task %% cx->nrb, r = task / cx->nrb, ocb = r %% %dL; r /= %dL;\n", d->nob, d->nob);
+    cg_emit(o, "  long rb = tk %% cx->nrb, r = tk / cx->nrb, ocb = r %% %dL; r /= %dL;\n", d->nob, d->nob);
   cg_emit(o, "  long g = r %% %ldL, n = r / %ldL, ohw = cx->oh * cx->ow, hwp = cx->hp * cx->wp;\n", (long)d->G, (long)d->G);
   cg_emit(o, "  $P_dtt tt;\n  tt.ohw = ohw, tt.hs = (uintptr_t)hwp * 4u, tt.rs = (uintptr_t)(%ldL * cx->wp) * 4u;\n",
           (long)s->dil[0]);
@@ -569,11 +571,12 @@ static void emit_task_rt(cg_out *o, const dc *d) {
    * each width is at most twice the next */
   char ba[320];
   rt_tile_args(d, 0, ba, sizeof ba);
-  cg_emit(o, "  long q = 0;\n  for (; q + %d <= cx->ow; q += %d) $P_dk0(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s);\n", d->mr,
-          d->mr, (long)s->stride[1], (int)s->kh, ba);
+  cg_emit(o, "  long q = col * cx->cw, qe = q + cx->cw < cx->ow ? q + cx->cw : cx->ow;\n");
+  cg_emit(o, "  for (; q + %d <= qe; q += %d) $P_dk0(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s);\n", d->mr, d->mr,
+          (long)s->stride[1], (int)s->kh, ba);
   for (int i = 1; i < d->nsig; i++) {
     rt_tile_args(d, i, ba, sizeof ba);
-    cg_emit(o, "  if (q + %d <= cx->ow) { $P_dk%d(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s); q += %d; }\n", d->sig[i].np, i,
+    cg_emit(o, "  if (q + %d <= qe) { $P_dk%d(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s); q += %d; }\n", d->sig[i].np, i,
             (long)s->stride[1], (int)s->kh, ba, d->sig[i].np);
   }
   cg_emit(o, blocked ? "  }\n  }\n}\n" : "  }\n}\n");
@@ -646,7 +649,12 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
           (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + (long)(s->n * s->c) * hp * wp * 4, wsb);
   cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
-  cg_emit(o, "  long pre = %ldL + cx.n * %ldL, ntask = cx.n * %ldL * cx.nrb;\n", npack, (long)s->c, (long)(d->G * d->nob));
+  cg_emit(o, "  long pre = %ldL + cx.n * %ldL, ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", npack, (long)s->c,
+          (long)(d->G * d->nob), d->mr - 1, d->mr);
+  /* column blocks while the tasks are fewer than 8 (a task keeps at least one tile) */
+  cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol > ntile) cx.ncol = ntile;\n");
+  cg_emit(o, "  cx.cw = (ntile + cx.ncol - 1) / cx.ncol * %d;\n  cx.ncol = (cx.ow + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n",
+          d->mr);
   cg_emit(o, "  cx.Wp = (float *)%s;\n  int packed = 0;\n  cx.packed = &packed;\n", s->prepack_w ? "A" : "cx.sc.shared");
   cg_emit(o, "  hprt_pool_run(pool, (int)(pre + ntask), $P_drt, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
@@ -688,7 +696,7 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
              " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
   cg_emit(o, "typedef struct { const void *A, *B, *A2, *X; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
-             " int *packed;%s } $P_dctx;\n", d.rt ? " long c, n, h, w, oh, ow, nt, nrb, hp, wp; float *xp;" : "");
+             " int *packed;%s } $P_dctx;\n", d.rt ? " long c, n, h, w, oh, ow, nt, nrb, ncol, cw, hp, wp; float *xp;" : "");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d];%s } $P_dtt;\n", CGEN_MAX_EPI,
           d.rt ? " long ohw; uintptr_t hs, rs;" : "");
   cg_emit_tr16(o);

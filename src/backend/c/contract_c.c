@@ -430,6 +430,23 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
   return true;
 }
 
+/* A ShapeSet object: 1x1 conv s (GEMM gm of region r) over one row of its
+ * pixels, their count (and the batch) read at run time into x, s's sizes
+ * then the upper corner's, with the built-in tuning; false when the pixel
+ * count is a constant. */
+static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_spec *s, char x[2][160]) {
+  const tiny_shape *cs = c->ngen_syms ? rc_slot_shape(c, r, gm->C.slot) : NULL;
+  if (!cs || cs->rank != 4 || cs->d[0].n != gm->batch[0] || cs->d[1].n != gm->M) return false;
+  if (!rc_size_expr(c, cs, 2, 4, gm->N, x[1], sizeof x[1])) return false;
+  s->h = 1, s->w = rc_size_hi(c, cs, 2, 4), s->w_expr = x[1];
+  if (rc_size_expr(c, cs, 0, 1, gm->batch[0], x[0], sizeof x[0])) s->n = rc_size_hi(c, cs, 0, 1), s->n_expr = x[0];
+  cgen_tuning_default(&s->tune);
+  jit_variant(c, &s->tune, host_isa_mask());
+  rt_plan_choice *ch = choice_of(c, r);
+  if (ch) note_add(ch, "ShapeSet object, pixels read at run time: the direct kernel's built-in blocking, not the plan");
+  return true;
+}
+
 /* The GEMM as that conv, when cgen_conv's AVX-512 variant is the direct
  * kernel for it (cg_dconv_plan: 256 or more input channels, or a pixel count
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
@@ -440,9 +457,10 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   cgen_conv_spec s;
   /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
    * W x with the weight a param; not a matmul of activations */
-  if (!(swapped || packs_once(c, r, gm->A.slot)) || !gemm_as_conv1x1(gm, &s)) return false;
-  plan_use pu;
-  plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
+  if (!(swapped || packs_once(c, r, gm->A.slot) || c->ngen_syms) || !gemm_as_conv1x1(gm, &s)) return false;
+  plan_use pu = {0};
+  char rtx[2][160]; /* a ShapeSet object: the pixels at run time (else the GEMM prints them) */
+  if (!conv1x1_size_exprs(c, r, gm, &s, rtx)) plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
   if (!cgen_conv_direct(&s, &dwhy)) return false;
@@ -469,7 +487,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  small_on_caller(out, (double)gm->batch[0] * gm->M * gm->N * gm->K);
+  small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
   ep_array(out, gm->epi, gm->nepi);
   if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
   else ut_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
