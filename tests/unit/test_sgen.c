@@ -232,8 +232,9 @@ typedef struct conv_case {
 } conv_case;
 
 static const conv_case CONV_CASES[] = {
-    /* 3 -> 16 channels, a basic block (a residual epilogue), a stride-2 3x3
-     * and a 1x1/2 shortcut; weights as inputs (packed per call); H, W even */
+    /* 3 -> 16 channels, a basic block (a residual epilogue), a 1x1 conv (a
+     * GEMM over the pixels, split in column blocks), a stride-2 3x3 and a
+     * 1x1/2 shortcut; weights as inputs (packed per call); H, W even */
     {"cnn_hw.harp",
      {{"N", 1, 2}, {"H", 6, 40}, {"W", 4, 36}, {"C", 3, 3}, {"K", 16, 16}},
      5,
@@ -242,7 +243,7 @@ static const conv_case CONV_CASES[] = {
       {"N=1", "H=22", "W=18", "C=3", "K=16"},
       {"N=2", "H=34", "W=6", "C=3", "K=16"},
       {"N=1", "H=8", "W=30", "C=3", "K=16"}},
-     2e-3}, /* three convs deep, values in the thousands: the specialised objects differ by 9e-4 */
+     5e-3}, /* five convs deep, values in the thousands: the specialised objects differ by 3.6e-3 */
     /* weights packed once, 20 output channels (a partial vector block), odd sizes */
     {"conv3x3_bias_silu.json",
      {{"N", 1, 3}, {"H", 3, 29}, {"W", 5, 33}, {"C", 5, 5}, {"O", 20, 20}},
