@@ -607,16 +607,24 @@ static void emit_pad_copy(cg_out *o, const dc *d) {
   cg_emit(o, "    memset(d + %ldL + w, 0, (size_t)(wp - %ldL - w) * 4u);\n  }\n}\n", pl, pl);
 }
 
+/* Whether the direct kernel with run-time sizes reads a zero-padded copy
+ * of the input (else the input itself: fp32, no padding, so every window
+ * lies inside it). */
+static bool rt_copies(const cgen_conv_spec *s) {
+  return s->x_dtype != TINY_FP32 || s->pad[0] || s->pad[1] || s->pad[2] || s->pad[3];
+}
+
 /* One pool run does it all (sizes read at run time): the weight's packing
  * (npack tasks, none when prepacked), the padded copy (a task per input
  * plane), then the convolution, whose tasks wait for those before them (the
  * pool hands tasks out in order, so only for tasks already running). */
-static void emit_all_rt(cg_out *o, long npack) {
+static void emit_all_rt(cg_out *o, long npack, bool copy) {
   cg_emit(o, "static $T void $P_drt(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long pre = %ldL + cx->n * cx->c;\n", npack);
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long pre = %ldL%s;\n", npack, copy ? " + cx->n * cx->c" : "");
   if (npack) cg_emit(o, "  if (task < %ldL) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n", npack);
-  cg_emit(o, "  if (task < pre) { $P_dpad(vc, (int)(task - %ldL), tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
+  if (copy) cg_emit(o, "  if (task < pre) { $P_dpad(vc, (int)(task - %ldL), tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
           npack);
+  if (!copy) cg_emit(o, "  (void)pre;\n");
   cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < pre) HPRT_PAUSE();\n");
   cg_emit(o, "  $P_dtask(vc, (int)(task - pre), tid);\n}\n");
 }
@@ -627,7 +635,7 @@ static void emit_all_rt(cg_out *o, long npack) {
 static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long wsb) {
   const cgen_conv_spec *s = d->s;
   if (s->prepack_w) npack = 0;
-  emit_all_rt(o, npack);
+  emit_all_rt(o, npack, rt_copies(s));
   long xoff = s->prepack_w ? 0L : wbytes;
   long hp = (long)((d->OH - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1);
   long wp = (long)((d->nt * d->mr - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
@@ -644,13 +652,19 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
           (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
   cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
   cg_emit(o, "  cx.nt = (cx.ow + %d) / %d; cx.nrb = (cx.oh + %d) / %d;\n", d->mr - 1, d->mr, d->rb - 1, d->rb);
-  cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
-  cg_emit(o, "  cx.wp = (cx.nt * %dL - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n", d->mr,
-          (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + (long)(s->n * s->c) * hp * wp * 4, wsb);
-  cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
-  cg_emit(o, "  long pre = %ldL + cx.n * %ldL, ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", npack, (long)s->c,
-          (long)(d->G * d->nob), d->mr - 1, d->mr);
+  if (rt_copies(s)) {
+    cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
+    cg_emit(o, "  cx.wp = (cx.nt * %dL - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n", d->mr,
+            (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
+    cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + (long)(s->n * s->c) * hp * wp * 4, wsb);
+    cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
+  } else { /* no padding, fp32: the windows read inside the input itself */
+    cg_emit(o, "  cx.hp = cx.h; cx.wp = cx.w;\n");
+    cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff, wsb);
+    cg_emit(o, "  cx.xp = (float *)B;\n");
+  }
+  cg_emit(o, "  long pre = %ldL%s, ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", npack,
+          rt_copies(s) ? " + cx.n * cx.c" : "", (long)(d->G * d->nob), d->mr - 1, d->mr);
   /* column blocks while the tasks are fewer than 8 (a task keeps at least one tile) */
   cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol > ntile) cx.ncol = ntile;\n");
   cg_emit(o, "  cx.cw = (ntile + cx.ncol - 1) / cx.ncol * %d;\n  cx.ncol = (cx.ow + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n",
@@ -732,7 +746,7 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n%s  return 0;\n}\n", npack, bf ? "  free(w2);\n" : "");
   }
   if (d.rt) { /* the padded copy (which widens a half-precision input) and the run */
-    emit_pad_copy(o, &d);
+    if (rt_copies(s)) emit_pad_copy(o, &d);
     emit_run_rt(o, &d, wbytes, npack, wsb);
     cg_emit(o, "#endif /* HPRT_X86 */\n");
     return HARP_OK;
