@@ -264,6 +264,9 @@ typedef struct cgen_pool_spec {
   int n_epi;
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;                  /* simd, isa_mask, force_isa */
+  const char *n_expr, *h_expr, *w_expr; /* NULL, or that size read at run time (a ShapeSet
+                                       object), a C expression in 1..n / h / w, which are
+                                       then the upper corner's (they size the scratch) */
 } cgen_pool_spec;
 
 /* Defaults: stride and dilation 1, no padding, max with fill -inf, fp32. */

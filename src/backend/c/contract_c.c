@@ -848,6 +848,21 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   s.y_dtype = pl.Y.dtype;
   s.n_epi = pl.nepi;
   epi_to_cgen(pl.epi, pl.nepi, s.epi);
+  /* a ShapeSet object: the batch, height and width of X read at run time,
+   * the spec's sizes then the upper corner's */
+  char rtx[3][160];
+  const tiny_shape *xs = c->ngen_syms ? rc_slot_shape(c, r, pl.X.slot) : NULL;
+  const int64_t want[4] = {pl.n, pl.c, pl.h, pl.w};
+  bool dims = xs && xs->rank == 4;
+  for (int d = 0; dims && d < 4; d++) dims = xs->d[d].n == want[d];
+  const char **ex[3] = {&s.n_expr, &s.h_expr, &s.w_expr};
+  int64_t *sz[3] = {&s.n, &s.h, &s.w};
+  for (int i = 0; dims && i < 3; i++) {
+    int d = i ? i + 1 : 0;
+    if (rc_size_expr(c, xs, d, d + 1, want[d], rtx[i], sizeof rtx[i])) *ex[i] = rtx[i], *sz[i] = rc_size_hi(c, xs, d, d + 1);
+  }
+  int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
+  if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_pool", fn);
   bool refused;
@@ -856,7 +871,7 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
                             kfn, out, &refused);
   if (st) return st;
   if (refused) DECLINE("the pool kernel refused the shape");
-  double bytes = (double)pl.n * pl.c * ((double)pl.h * pl.w * tiny_dtype_size(pl.X.dtype) + (double)pl.oh * pl.ow * tiny_dtype_size(pl.Y.dtype));
+  double bytes = (double)s.n * pl.c * ((double)s.h * s.w * tiny_dtype_size(pl.X.dtype) + (double)oh * ow * tiny_dtype_size(pl.Y.dtype));
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
