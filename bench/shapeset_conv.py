@@ -7,8 +7,9 @@ ShapeSet") against harp's exactly-specialised objects.
     python3 bench/shapeset_conv.py [--harp build/harp] [--sizes 6] [--rounds 3] [--repeat 50] [--only NAME]
 
 Models (bench/models): a ResNet basic block (two 3x3 convs of 64 channels,
-the residual in the second's epilogue), a 3x3 conv 64 -> 64, and a 1x1 conv
-64 -> 256 (a GEMM over the pixels), each over H, W in 8..64.
+the residual in the second's epilogue), a 3x3 conv 64 -> 64, a 1x1 conv
+64 -> 256 (a GEMM over the pixels), and tests/models/pool_hw.harp at 64
+channels (a 2x2 max pool, a 3x3 average of a ReLU), each over H, W in 8..64.
   compiles   on an empty cache, --sizes processes each running a new H x W:
              `harp run --shapeset` against `harp run --sym` (one specialised
              object per size): C compiles and the processes' wall time
@@ -30,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BOX = [("H", 8, 64), ("W", 8, 64)]
 SIZES = ["H=56,W=56", "H=33,W=47", "H=28,W=28", "H=14,W=14"]
 CASES = [("resblock.harp", ["--sym", "C=64"]), ("conv3x3.harp", ["--sym", "C=64", "--sym", "K=64"]),
-         ("pointwise.harp", ["--sym", "C=64", "--sym", "K=256"])]
+         ("pointwise.harp", ["--sym", "C=64", "--sym", "K=256"]), ("../../tests/models/pool_hw.harp", ["--sym", "C=64"])]
 
 
 def box_args():
@@ -91,7 +92,7 @@ def main():
         model = os.path.join(HERE, "models", name)
         g_cc, g_wall = count_compiles(a.harp, model, extra, a.sizes, True)
         s_cc, s_wall = count_compiles(a.harp, model, extra, a.sizes, False)
-        print(f"\n{name} {' '.join(extra)}, H, W in 8..64, {a.sizes} sizes in {a.sizes} processes:")
+        print(f"\n{os.path.basename(name)} {' '.join(extra)}, H, W in 8..64, {a.sizes} sizes in {a.sizes} processes:")
         print(f"  C compiles: ShapeSet {g_cc}, specialised {s_cc}; wall time: ShapeSet {g_wall:.2f} s, "
               f"specialised {s_wall:.2f} s")
         runs = [bench_once(a.harp, model, extra, a.repeat) for _ in range(a.rounds)]
