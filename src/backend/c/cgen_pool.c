@@ -60,6 +60,7 @@ typedef struct pl_geo {
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static void geometry(const cgen_pool_spec *s, int w, pl_geo *g) {
+  memset(g, 0, sizeof *g);
   cgen_pool_out_hw(s, &g->oh, &g->ow);
   int64_t st = s->stride[1];
   g->hp = (g->oh - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1;
