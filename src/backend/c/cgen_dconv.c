@@ -614,19 +614,15 @@ static bool rt_copies(const cgen_conv_spec *s) {
   return s->x_dtype != TINY_FP32 || s->pad[0] || s->pad[1] || s->pad[2] || s->pad[3];
 }
 
-/* One pool run does it all (sizes read at run time): the weight's packing
- * (npack tasks, none when prepacked), the padded copy (a task per input
- * plane), then the convolution, whose tasks wait for those before them (the
- * pool hands tasks out in order, so only for tasks already running). */
-static void emit_all_rt(cg_out *o, long npack, bool copy) {
+/* The packing and the convolution in one pool run (sizes read at run
+ * time), as $P_dall: the weight's npack packing tasks first, the
+ * convolution's wait for them (the pool hands tasks out in order). */
+static void emit_all_rt(cg_out *o, long npack) {
   cg_emit(o, "static $T void $P_drt(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long pre = %ldL%s;\n", npack, copy ? " + cx->n * cx->c" : "");
-  if (npack) cg_emit(o, "  if (task < %ldL) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n", npack);
-  if (copy) cg_emit(o, "  if (task < pre) { $P_dpad(vc, (int)(task - %ldL), tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
-          npack);
-  if (!copy) cg_emit(o, "  (void)pre;\n");
-  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < pre) HPRT_PAUSE();\n");
-  cg_emit(o, "  $P_dtask(vc, (int)(task - pre), tid);\n}\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  cg_emit(o, "  if (task < %ldL) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n", npack);
+  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
+  cg_emit(o, "  $P_dtask(vc, (int)(task - %ldL), tid);\n}\n", npack);
 }
 
 /* $P_run with run-time sizes: this run's n, h, w (checked against the
@@ -635,7 +631,7 @@ static void emit_all_rt(cg_out *o, long npack, bool copy) {
 static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long wsb) {
   const cgen_conv_spec *s = d->s;
   if (s->prepack_w) npack = 0;
-  emit_all_rt(o, npack, rt_copies(s));
+  else emit_all_rt(o, npack);
   long xoff = s->prepack_w ? 0L : wbytes;
   long hp = (long)((d->OH - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1);
   long wp = (long)((d->nt * d->mr - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
@@ -663,14 +659,20 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
     cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff, wsb);
     cg_emit(o, "  cx.xp = (float *)B;\n");
   }
-  cg_emit(o, "  long pre = %ldL%s, ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", npack,
-          rt_copies(s) ? " + cx.n * cx.c" : "", (long)(d->G * d->nob), d->mr - 1, d->mr);
+  /* the padded copy in a pool run of its own (its tasks would make the
+   * convolution's wait for them longer than a hand-over) */
+  if (rt_copies(s)) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * cx.c), $P_dpad, &cx);\n");
+  cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", (long)(d->G * d->nob), d->mr - 1, d->mr);
   /* column blocks while the tasks are fewer than 8 (a task keeps at least one tile) */
   cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol > ntile) cx.ncol = ntile;\n");
   cg_emit(o, "  cx.cw = (ntile + cx.ncol - 1) / cx.ncol * %d;\n  cx.ncol = (cx.ow + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n",
           d->mr);
-  cg_emit(o, "  cx.Wp = (float *)%s;\n  int packed = 0;\n  cx.packed = &packed;\n", s->prepack_w ? "A" : "cx.sc.shared");
-  cg_emit(o, "  hprt_pool_run(pool, (int)(pre + ntask), $P_drt, &cx);\n");
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Wp = (float *)A;\n  hprt_pool_run(pool, (int)ntask, $P_dtask, &cx);\n");
+  } else {
+    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  int packed = 0;\n  cx.packed = &packed;\n");
+    cg_emit(o, "  hprt_pool_run(pool, (int)(%ldL + ntask), $P_drt, &cx);\n", npack);
+  }
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
 }
 
