@@ -6,7 +6,10 @@ ShapeSet") against harp's exactly-specialised objects.
 
     python3 bench/shapeset_conv.py [--harp build/harp] [--sizes 6] [--rounds 3] [--repeat 50] [--only NAME]
 
-Models (bench/models): a ResNet basic block (two 3x3 convs of 64 channels,
+Weights are --param constants (packed once, as a real model's), so the
+specialised objects may take Winograd for the 3x3 convs where their plans
+say so; the ShapeSet object's convs are the direct kernel.  Models
+(bench/models): a ResNet basic block (two 3x3 convs of 64 channels,
 the residual in the second's epilogue), a 3x3 conv 64 -> 64, a 1x1 conv
 64 -> 256 (a GEMM over the pixels), and tests/models/pool_hw.harp at 64
 channels (a 2x2 max pool, a 3x3 average of a ReLU), each over H, W in 8..64.
@@ -30,8 +33,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 BOX = [("H", 8, 64), ("W", 8, 64)]
 SIZES = ["H=56,W=56", "H=33,W=47", "H=28,W=28", "H=14,W=14"]
-CASES = [("resblock.harp", ["--sym", "C=64"]), ("conv3x3.harp", ["--sym", "C=64", "--sym", "K=64"]),
-         ("pointwise.harp", ["--sym", "C=64", "--sym", "K=256"]), ("../../tests/models/pool_hw.harp", ["--sym", "C=64"])]
+# (model, symbols, weights: name and shape, given as --param like a real model's constants)
+CASES = [("resblock.harp", ["--sym", "C=64"], [("w1", (64, 64, 3, 3)), ("b1", (64,)), ("w2", (64, 64, 3, 3)), ("b2", (64,))]),
+         ("conv3x3.harp", ["--sym", "C=64", "--sym", "K=64"], [("w", (64, 64, 3, 3)), ("b", (64,))]),
+         ("pointwise.harp", ["--sym", "C=64", "--sym", "K=256"], [("w", (256, 64, 1, 1)), ("b", (256,))]),
+         ("../../tests/models/pool_hw.harp", ["--sym", "C=64"], [])]
+
+
+def weight_args(weights):
+    """--param NAME=FILE for each weight, written as .npy files (seeded, scale 0.05)."""
+    import numpy as np
+    d, rng, args = tempfile.mkdtemp(), np.random.default_rng(1), []
+    for name, shape in weights:
+        path = os.path.join(d, name + ".npy")
+        np.save(path, (rng.standard_normal(shape) * 0.05).astype(np.float32))
+        args += ["--param", f"{name}={path}"]
+    return args
 
 
 def box_args():
@@ -86,13 +103,14 @@ def main():
     ap.add_argument("--only", default="")
     a = ap.parse_args()
     print(f"load: {os.getloadavg()[0]:.1f}")
-    for name, extra in CASES:
+    for name, syms, weights in CASES:
         if a.only not in name:
             continue
+        extra = syms + weight_args(weights)
         model = os.path.join(HERE, "models", name)
         g_cc, g_wall = count_compiles(a.harp, model, extra, a.sizes, True)
         s_cc, s_wall = count_compiles(a.harp, model, extra, a.sizes, False)
-        print(f"\n{os.path.basename(name)} {' '.join(extra)}, H, W in 8..64, {a.sizes} sizes in {a.sizes} processes:")
+        print(f"\n{os.path.basename(name)} {' '.join(syms)}, H, W in 8..64, {a.sizes} sizes in {a.sizes} processes:")
         print(f"  C compiles: ShapeSet {g_cc}, specialised {s_cc}; wall time: ShapeSet {g_wall:.2f} s, "
               f"specialised {s_wall:.2f} s")
         runs = [bench_once(a.harp, model, extra, a.repeat) for _ in range(a.rounds)]
