@@ -532,7 +532,9 @@ static void emit_task_rt(cg_out *o, const dc *d) {
   bool blocked = d->cb < d->ICG;
   long kstep = (long)(s->kh * s->kw * d->ob);
   cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long col = task %% cx->ncol, tk = task / cx->ncol;\n");
+  /* the column block slowest: a block's tasks share its input columns */
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long nb = cx->n * %ldL * cx->nrb, col = task / nb, tk = task %% nb;\n",
+          (long)(d->G * d->nob));
   if (d->ocb_fast)
     cg_emit(o, "  long ocb = tk %% %dL, r = tk / %dL, rb = r %% cx->nrb; r /= cx->nrb;\n", d->nob, d->nob);
   else
@@ -663,8 +665,11 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
    * convolution's wait for them longer than a hand-over) */
   if (rt_copies(s)) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * cx.c), $P_dpad, &cx);\n");
   cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", (long)(d->G * d->nob), d->mr - 1, d->mr);
-  /* column blocks while the tasks are fewer than 8 (a task keeps at least one tile) */
-  cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol > ntile) cx.ncol = ntile;\n");
+  /* column blocks while the tasks are fewer than 8, or of at most ~256
+   * pixels (a 1x1 conv's single row: the input of a block stays in cache
+   * for its output channel blocks); a task keeps at least one tile */
+  cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol < cx.ow / 256) cx.ncol = cx.ow / 256;\n");
+  cg_emit(o, "  if (cx.ncol > ntile) cx.ncol = ntile;\n");
   cg_emit(o, "  cx.cw = (ntile + cx.ncol - 1) / cx.ncol * %d;\n  cx.ncol = (cx.ow + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n",
           d->mr);
   if (s->prepack_w) {

@@ -326,7 +326,16 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
           pl, st - 1, st);
   cg_emit(o, "      if (hi > wq) hi = wq;\n      if (lo > hi) lo = hi;\n");
   cg_emit(o, "      for (long i = 0; i < lo; i++) d[i] = %s;\n", fv);
-  cg_emit(o, "      for (long i = lo; i < hi; i++) { float v_ = %s; d[i] = v_;%s }\n", ld, chk ? " nm |= v_ != v_;" : "");
+  int w = o->isa->w;
+  if (st == 1 && w > 1) { /* one phase: whole vectors, then a masked one */
+    const char *xs = cg_vsuffix(s->x_dtype);
+    cg_emit(o, "      long i = lo;\n      for (; i + %d <= hi; i += %d) {\n", w, w);
+    cg_emit(o, "        $P_v v = $P_ld%s(xr + i - %ldL);\n        $P_st(d + i, v);%s\n      }\n", xs, pl, chk ? " nm |= $P_unord(v, v);" : "");
+    cg_emit(o, "      if (i < hi) {\n        $P_v v = $P_ldn%s(xr + i - %ldL, (int)(hi - i));\n", xs, pl);
+    cg_emit(o, "        $P_stn(d + i, v, (int)(hi - i));%s\n      }\n", chk ? " nm |= $P_unord(v, v);" : "");
+  } else {
+    cg_emit(o, "      for (long i = lo; i < hi; i++) { float v_ = %s; d[i] = v_;%s }\n", ld, chk ? " nm |= v_ != v_;" : "");
+  }
   cg_emit(o, "      for (long i = hi; i < wq; i++) d[i] = %s;\n    }\n  }\n", fv);
 }
 
