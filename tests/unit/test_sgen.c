@@ -10,17 +10,31 @@
  * generic yet, they say why and compile per binding, still exact). */
 #include <math.h>
 
+#include "harp/frontend.h"
 #include "harp/interp.h"
 #include "harp/knobs.h"
 #include "harp/sgen.h"
 #include "testutil.h"
 #include "util/util.h"
 
-/* tests/models/NAME as loaded (not prepared). */
+/* tests/models/NAME as loaded (not prepared); a .harp model lowered with
+ * its symbols unbound. */
 static tiny_graph *load_model(const char *name) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, name);
   harp_error e = {0};
+  size_t nl = strlen(name);
+  if (nl > 5 && !strcmp(name + nl - 5, ".harp")) {
+    hg_program *p = NULL;
+    tiny_graph *g = NULL;
+    tiny_symtab defaults;
+    tiny_symtab_init(&defaults);
+    assert_ok(&e, hg_harp_load_file(&e, path, &p));
+    assert_ok(&e, hg_lower(&e, p, &g, &defaults));
+    tiny_symtab_free(&defaults);
+    hg_program_free(p);
+    return g;
+  }
   char *text = NULL;
   size_t len = 0;
   assert_ok(&e, ut_read_file(&e, path, 1 << 24, &text, &len));
@@ -215,6 +229,83 @@ static void test_models(void **state) {
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
 }
 
+/* Convolutions and pools over their images' size (N, H, W in a box, the
+ * channels fixed): one object, the direct conv kernel reading the sizes at
+ * run time over a zero-padded copy of its input (or the input itself), a
+ * row's rest in narrower tiles, the pools' rows and vectors behind
+ * switches; checked against the interpreter at both corners, between
+ * them, at odd sizes and at one tall and narrow and one short and wide
+ * image. */
+typedef struct conv_case {
+  const char *model;
+  rt_sgen_sym box[6];
+  int nbox;
+  const char *at[5][6]; /* bindings: "NAME=V", NULL-ended */
+  double tol;
+  int nout;
+} conv_case;
+
+static const conv_case CONV_CASES[] = {
+    /* 3 -> 16 channels, a basic block (a residual epilogue), a 1x1 conv (a
+     * GEMM over the pixels, split in column blocks), a stride-2 3x3 and a
+     * 1x1/2 shortcut; weights as inputs (packed per call); H, W even */
+    {"cnn_hw.harp",
+     {{"N", 1, 2}, {"H", 6, 40}, {"W", 4, 36}, {"C", 3, 3}, {"K", 16, 16}},
+     5,
+     {{"N=1", "H=6", "W=4", "C=3", "K=16"},
+      {"N=2", "H=40", "W=36", "C=3", "K=16"},
+      {"N=1", "H=22", "W=18", "C=3", "K=16"},
+      {"N=2", "H=34", "W=6", "C=3", "K=16"},
+      {"N=1", "H=8", "W=30", "C=3", "K=16"}},
+     5e-3, 1}, /* five convs deep, values in the thousands: the specialised objects differ by 3.6e-3 */
+    /* weights packed once, 20 output channels (a partial vector block), odd sizes */
+    {"conv3x3_bias_silu.json",
+     {{"N", 1, 3}, {"H", 3, 29}, {"W", 5, 33}, {"C", 5, 5}, {"O", 20, 20}},
+     5,
+     {{"N=1", "H=3", "W=5", "C=5", "O=20"},
+      {"N=3", "H=29", "W=33", "C=5", "O=20"},
+      {"N=2", "H=17", "W=31", "C=5", "O=20"},
+      {"N=1", "H=29", "W=7", "C=5", "O=20"},
+      {"N=3", "H=4", "W=19", "C=5", "O=20"}},
+     1e-4, 1},
+    /* 160 input channels: the weights blocked over channels (partial sums
+     * between blocks); an fp16 input widened by the padded copy */
+    {"conv3x3_bias_silu_fp16.json",
+     {{"N", 1, 1}, {"H", 2, 15}, {"W", 3, 23}, {"C", 200, 200}, {"O", 24, 24}},
+     5,
+     {{"N=1", "H=2", "W=3", "C=200", "O=24"},
+      {"N=1", "H=15", "W=23", "C=200", "O=24"},
+      {"N=1", "H=9", "W=13", "C=200", "O=24"},
+      {"N=1", "H=14", "W=4", "C=200", "O=24"},
+      {"N=1", "H=3", "W=22", "C=200", "O=24"}},
+     2e-2, 1},
+    /* pools: a 2x2 max (stride 2, column phases) and a 3x3 average at
+     * stride 1 of a ReLU; rows and vectors of a row behind run-time switches */
+    {"pool_hw.harp",
+     {{"N", 1, 2}, {"H", 4, 40}, {"W", 4, 36}, {"C", 19, 19}},
+     4,
+     {{"N=1", "H=4", "W=4", "C=19"},
+      {"N=2", "H=40", "W=36", "C=19"},
+      {"N=1", "H=22", "W=18", "C=19"},
+      {"N=2", "H=38", "W=6", "C=19"},
+      {"N=1", "H=6", "W=34", "C=19"}},
+     1e-6, 2},
+};
+
+static void test_conv_sizes(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof CONV_CASES / sizeof CONV_CASES[0]; i++) {
+    const conv_case *k = &CONV_CASES[i];
+    rt_sgen *s = compile_box(k->model, k->box, k->nbox, false);
+    if (rt_sgen_fallback(s)) fail_msg("%s: not one object: %s", k->model, rt_sgen_fallback(s));
+    assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
+    if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
+    for (int b = 0; b < 5; b++) check_at(s, k->model, k->at[b], k->nout, k->tol);
+    assert_int_equal(rt_sgen_objects(s), 1);
+    rt_sgen_free(s);
+  }
+}
+
 /* A binding inside the box that breaks the model (4 R != 8 H: the reshape
  * no longer holds) is refused before any kernel, naming why; the bindings
  * that keep it run. */
@@ -272,6 +363,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_one_object),
       cmocka_unit_test(test_outside_box),
       cmocka_unit_test(test_models),
+      cmocka_unit_test(test_conv_sizes),
       cmocka_unit_test(test_breaks_model),
       cmocka_unit_test(test_bad_box),
   };

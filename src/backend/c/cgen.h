@@ -193,6 +193,13 @@ typedef struct cgen_conv_spec {
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;
   bool prepack_w;                   /* as cgen_gemm_spec.prepack_a, for the weight */
+  const char *n_expr, *h_expr, *w_expr; /* NULL, or that size read at run time (a ShapeSet
+                                       object: rc_size_expr), a C expression whose value
+                                       is in 1..n / h / w, which are then the upper
+                                       corner's (blocking, tiles, scratch): the direct
+                                       kernel on a zero-padded copy of the input, the
+                                       AVX-512 variant alone, fp32 multiplication, not
+                                       depthwise, not Winograd; else refused */
 } cgen_conv_spec;
 
 void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
@@ -274,6 +281,9 @@ typedef struct cgen_pool_spec {
   int n_epi;
   cgen_epi epi[CGEN_MAX_EPI];
   cgen_tuning tune;                  /* simd, isa_mask, force_isa */
+  const char *n_expr, *h_expr, *w_expr; /* NULL, or that size read at run time (a ShapeSet
+                                       object), a C expression in 1..n / h / w, which are
+                                       then the upper corner's (they size the scratch) */
 } cgen_pool_spec;
 
 /* Defaults: stride and dilation 1, no padding, max with fill -inf, fp32. */

@@ -57,6 +57,8 @@ typedef struct dc {
   const cgen_conv_spec *s;  /* bf: the pair view (cg_dconv_pairs), the original at s0 */
   const cgen_conv_spec *s0;
   bool bf;                  /* channel pairs multiplied with vdpbf16ps (cgen_bf16.c's scheme) */
+  bool rt;                  /* sizes read at run time (s->n_expr, h_expr, w_expr): sizes here are the
+                               upper corner's, the input a zero-padded copy (cgen_dconv_rt.c) */
   int64_t G, ICG, OCG, OH, OW, HW, OHW, K;
   int nv, ob, nob, mr, nt;
   int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
@@ -106,6 +108,7 @@ static int sig_index(dc *d, const dc_sig *g) {
 static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
   memset(d, 0, sizeof *d);
   d->s = s;
+  d->rt = s->n_expr || s->h_expr || s->w_expr;
   if (!cgen_conv_out_hw(s, &d->OH, &d->OW)) return *why = "window does not fit", false;
   if (s->kw > DC_MAX_KW) return *why = "kernel wider than 15 taps", false;
   d->G = s->groups, d->ICG = s->c / s->groups, d->OCG = s->oc / s->groups;
@@ -193,6 +196,18 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
    * the input is read once, not once per channel block (56x56x64: +5%). */
   d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
   dc_sig g;
+  if (d->rt) { /* a zero-padded input: every tile reads all its taps; patterns of mr, mr/2, mr/4 ... 1 pixels */
+    d->nsig = 0;
+    for (int np = d->mr;; np = (np + 1) / 2) {
+      memset(&g, 0, sizeof g);
+      g.np = np;
+      for (int kw = 0; kw < s->kw; kw++) g.hi[kw] = np;
+      d->sig[d->nsig++] = g;
+      if (np == 1) break;
+    }
+    d->tsig[2 * DC_MAX_EDGE] = 0;
+    return true;
+  }
   int nl = 0, nrt = 0;
   while (nl < d->nt) {
     tile_sig(d, nl, &g);
@@ -273,13 +288,16 @@ static void emit_pack(cg_out *o, const dc *d) {
  * and the store. */
 static void emit_store_row(cg_out *o, const dc *d, int cnt) {
   const cgen_conv_spec *s = d->s;
+  char ohw[32]; /* the output plane: a constant, or this run's (tt) */
+  if (d->rt) snprintf(ohw, sizeof ohw, "tt->ohw");
+  else snprintf(ohw, sizeof ohw, "%ldL", (long)d->OHW);
   for (int i = 0; i < s->n_epi; i++) {
     const cgen_epi *ep = &s->epi[i];
     const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
     if (cg_emit_epi_common(o, ep, i, "oc", "x")) continue;
     switch (ep->kind) {
       case CGEN_EPI_RESIDUAL:
-        cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %ldL + q;\n", et, et, i, (long)d->OHW);
+        cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %s + q;\n", et, et, i, ohw);
         if (cnt == 16) cg_emit(o, "        x = x %s $P_ld%s(rp); }\n", ep->mul ? "*" : "+", sx);
         else cg_emit(o, "        x = x %s $P_ldn%s(rp, %d); }\n", ep->mul ? "*" : "+", sx, cnt);
         break;
@@ -287,7 +305,7 @@ static void emit_store_row(cg_out *o, const dc *d, int cnt) {
     }
   }
   const char *yt = cg_ctype(s->y_dtype), *ys = cg_vsuffix(s->y_dtype);
-  cg_emit(o, "      %s *yq = (%s *)tt->y + oc * %ldL + q;\n", yt, yt, (long)d->OHW);
+  cg_emit(o, "      %s *yq = (%s *)tt->y + oc * %s + q;\n", yt, yt, ohw);
   if (cnt == 16) cg_emit(o, "      $P_st%s(yq, x);\n", ys);
   else cg_emit(o, "      $P_stn%s(yq, x, %d);\n", ys, cnt);
 }
@@ -303,6 +321,14 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   cg_emit(o, "static %s void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
              " const float *restrict wt, int nkh, long o0, long q0%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
           blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "");
+  /* the input's plane and row steps in bytes: constants, or the padded copy's (run-time sizes) */
+  char hs[32], rs[32];
+  if (d->rt) {
+    cg_emit(o, "  const uintptr_t hs = tt->hs, rs = tt->rs;\n");
+    snprintf(hs, sizeof hs, "hs"), snprintf(rs, sizeof rs, "rs");
+  } else {
+    snprintf(hs, sizeof hs, "%ldu", (long)d->HW * 4), snprintf(rs, sizeof rs, "%ldu", (long)(s->dil[0] * s->w) * 4);
+  }
   for (int p = 0; p < np; p++)
     for (int v = 0; v < nv; v++)
       if (blocked)
@@ -321,8 +347,8 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   /* addresses as integers: the tile's column 0 may lie left of the row (only
    * valid columns are loaded), and the prefetch runs one channel ahead */
   cg_emit(o, "  uintptr_t xa = (uintptr_t)xr0 + (uintptr_t)col0 * 4u;\n");
-  if (blocked) cg_emit(o, "  for (long c = 0; c < ncb; c++, xa += %ldu) {\n", (long)d->HW * 4);
-  else cg_emit(o, "  for (long c = 0; c < %ldL; c++, xa += %ldu) {\n", (long)d->ICG, (long)d->HW * 4);
+  if (blocked) cg_emit(o, "  for (long c = 0; c < ncb; c++, xa += %s) {\n", hs);
+  else cg_emit(o, "  for (long c = 0; c < %ldL; c++, xa += %s) {\n", (long)d->ICG, hs);
   cg_emit(o, "    const float *wc = wt + c * %ldL;\n", (long)(s->kh * s->kw * d->ob));
   /* the next block's weights, npf lines a channel step (prefetches never fault) */
   for (int l = 0; l < d->npf; l++)
@@ -335,12 +361,14 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
      * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
     cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
     for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
-      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %ldu));\n", (long)(d->pfd * d->HW + j) * 4,
-              (long)(s->dil[0] * s->w) * 4);
+      if (d->rt)
+        cg_emit(o, "      __builtin_prefetch((const void *)(xa + %du * hs + %du + (uintptr_t)r * rs));\n", d->pfd, j * 4);
+      else
+        cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %s));\n", (long)(d->pfd * d->HW + j) * 4, rs);
     cg_emit(o, "    }\n");
   }
   cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
-  cg_emit(o, "      const float *xr = (const float *)(xa + (uintptr_t)r * %ldu);\n", (long)(s->dil[0] * s->w) * 4);
+  cg_emit(o, "      const float *xr = (const float *)(xa + (uintptr_t)r * %s);\n", rs);
   cg_emit(o, "      const float *wr = wc + r * %dL;\n", kw_n * d->ob);
   for (int kw = 0; kw < kw_n; kw++)
     for (int v = 0; v < nv; v++)
@@ -471,6 +499,200 @@ static void emit_task(cg_out *o, const dc *d) {
   cg_emit(o, "}\n");
 }
 
+/* ---- sizes read at run time ------------------------------------------------ */
+/* Partial-sum slots per output row of a task, sizes read at run time: one
+ * per whole tile of the upper corner's row, one per narrower pattern. */
+static int rt_slots(const dc *d) { return d->nt + d->nsig; }
+
+/* The blocked channels' and the weight prefetch's arguments of a call of
+ * pattern si at pixel q (d->rt) into ba. */
+static void rt_tile_args(const dc *d, int si, char *ba, size_t cap) {
+  char slot[64];
+  if (si) snprintf(slot, sizeof slot, "cx->ow / %dL + %d", d->mr, si);
+  else snprintf(slot, sizeof slot, "q / %dL", d->mr);
+  size_t l = 0;
+  ba[0] = 0;
+  if (d->cb < d->ICG)
+    l = (size_t)snprintf(ba, cap, ", ncb, ws + ((oh - rb * %dL) * %dL + %s) * %dL, first, last", d->rb, rt_slots(d), slot,
+                         d->mr * d->nv * 16);
+  if (d->npf && l < cap)
+    snprintf(ba + l, cap - l, ", pfb + (uintptr_t)(((oh - rb * %dL) * %dL + %s) * ncb) * %du", d->rb, rt_slots(d), slot,
+             d->npf * 64);
+}
+
+/* The task of a conv whose sizes are read at run time (d->rt; d's sizes
+ * are the upper corner's): this run's rows, row blocks and column blocks
+ * (cx->ncol of cx->cw pixels, a multiple of mr: work for every thread
+ * where the rows are few, as a 1x1 conv's single row of pixels) from cx, over the
+ * zero-padded copy cx->xp (planes of cx->hp x cx->wp), so every tile reads
+ * all of its taps; a row in tiles of mr pixels, its rest (ow % mr) in tiles
+ * of the narrower patterns (d->sig: mr, mr/2, ... 1 pixels). */
+static void emit_task_rt(cg_out *o, const dc *d) {
+  const cgen_conv_spec *s = d->s;
+  bool blocked = d->cb < d->ICG;
+  long kstep = (long)(s->kh * s->kw * d->ob);
+  cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
+  /* the column block slowest: a block's tasks share its input columns */
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long nb = cx->n * %ldL * cx->nrb, col = task / nb, tk = task %% nb;\n",
+          (long)(d->G * d->nob));
+  if (d->ocb_fast)
+    cg_emit(o, "  long ocb = tk %% %dL, r = tk / %dL, rb = r %% cx->nrb; r /= cx->nrb;\n", d->nob, d->nob);
+  else
+    cg_emit(o, "  long rb = tk %% cx->nrb, r = tk / cx->nrb, ocb = r %% %dL; r /= %dL;\n", d->nob, d->nob);
+  cg_emit(o, "  long g = r %% %ldL, n = r / %ldL, ohw = cx->oh * cx->ow, hwp = cx->hp * cx->wp;\n", (long)d->G, (long)d->G);
+  cg_emit(o, "  $P_dtt tt;\n  tt.ohw = ohw, tt.hs = (uintptr_t)hwp * 4u, tt.rs = (uintptr_t)(%ldL * cx->wp) * 4u;\n",
+          (long)s->dil[0]);
+  cg_emit(o, "  tt.y = (%s *)cx->C + (n * %ldL + g * %ldL) * ohw;\n", cg_ctype(s->y_dtype), (long)s->oc, (long)d->OCG);
+  for (int i = 0; i < s->n_epi; i++) {
+    const cgen_epi *ep = &s->epi[i];
+    const char *et = cg_ctype(ep->dtype);
+    if (ep->kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + (n * %ldL + g * %ldL) * ohw;\n", i, et, i, (long)s->oc, (long)d->OCG);
+    else if (ep->kind == CGEN_EPI_BIAS_M)
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + g * %ldL;\n", i, et, i, (long)d->OCG);
+    else cg_emit(o, "  tt.ep[%d] = 0;\n", i);
+  }
+  cg_emit(o, "  const float *x = cx->xp + (n * %ldL + g * %ldL) * hwp;\n", (long)s->c, (long)d->ICG);
+  cg_emit(o, "  const float *wb = cx->Wp + (g * %dL + ocb) * %ldL;\n", d->nob, (long)(d->K * d->ob));
+  cg_emit(o, "  long o0 = ocb * %dL, oh1 = rb * %dL + %dL < cx->oh ? rb * %dL + %dL : cx->oh;\n", d->ob, d->rb, d->rb, d->rb,
+          d->rb);
+  if (blocked) { /* the partial sums: slot q / mr for a whole tile at q, ow / mr + i for pattern i (rt_slots) */
+    cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
+    cg_emit(o, "  for (long c0 = 0; c0 < %ldL; c0 += %ldL) {\n", (long)d->ICG, (long)d->cb);
+    cg_emit(o, "  long ncb = %ldL - c0 < %ldL ? %ldL - c0 : %ldL;\n", (long)d->ICG, (long)d->cb, (long)d->ICG, (long)d->cb);
+    cg_emit(o, "  int first = c0 == 0, last = c0 + ncb == %ldL;\n", (long)d->ICG);
+  } else {
+    cg_emit(o, "  const long c0 = 0, ncb = %ldL;\n  (void)ncb;\n", (long)d->ICG);
+  }
+  if (d->npf) cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", kstep * 4);
+  cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
+  cg_emit(o, "  const float *xr0 = x + c0 * hwp + oh * %ldL * cx->wp, *wt = wb + c0 * %ldL;\n", (long)s->stride[0], kstep);
+  cg_emit(o, "  long q0 = oh * cx->ow;\n");
+  /* whole tiles from pixel q, then the rest of the row (< mr pixels) in
+   * tiles of mr/2, mr/4, ... 1 pixels, each taken when it fits: exact, as
+   * each width is at most twice the next */
+  char ba[320];
+  rt_tile_args(d, 0, ba, sizeof ba);
+  cg_emit(o, "  long q = col * cx->cw, qe = q + cx->cw < cx->ow ? q + cx->cw : cx->ow;\n");
+  cg_emit(o, "  for (; q + %d <= qe; q += %d) $P_dk0(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s);\n", d->mr, d->mr,
+          (long)s->stride[1], (int)s->kh, ba);
+  for (int i = 1; i < d->nsig; i++) {
+    rt_tile_args(d, i, ba, sizeof ba);
+    cg_emit(o, "  if (q + %d <= qe) { $P_dk%d(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s); q += %d; }\n", d->sig[i].np, i,
+            (long)s->stride[1], (int)s->kh, ba, d->sig[i].np);
+  }
+  cg_emit(o, blocked ? "  }\n  }\n}\n" : "  }\n}\n");
+}
+
+/* One (image, channel) plane of the input per task into the zero-padded
+ * copy: cx->hp rows of cx->wp columns, the input at row pad[0], column
+ * pad[1] (rows and columns no window reads are left out or zero). */
+static void emit_pad_copy(cg_out *o, const dc *d) {
+  const cgen_conv_spec *s = d->s;
+  const char *xt = cg_ctype(s->x_dtype);
+  long pl = (long)s->pad[1];
+  cg_emit(o, "static $T void $P_dpad(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long h = cx->h, w = cx->w, wp = cx->wp;\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->B + (long)task * h * w;\n", xt, xt);
+  cg_emit(o, "  float *d = cx->xp + (long)task * cx->hp * wp;\n");
+  cg_emit(o, "  for (long r = 0; r < cx->hp; r++, d += wp) {\n    long ih = r - %ldL;\n", (long)s->pad[0]);
+  cg_emit(o, "    if (ih < 0 || ih >= h) { memset(d, 0, (size_t)wp * 4u); continue; }\n");
+  cg_emit(o, "    const %s *xr = x + ih * w;\n", xt);
+  if (pl) cg_emit(o, "    memset(d, 0, %ldu);\n", pl * 4);
+  if (s->x_dtype == TINY_FP32) {
+    cg_emit(o, "    memcpy(d + %ldL, xr, (size_t)w * 4u);\n", pl);
+  } else {
+    char ld[300];
+    cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", "i");
+    cg_emit(o, "    for (long i = 0; i < w; i++) d[%ldL + i] = %s;\n", pl, ld);
+  }
+  cg_emit(o, "    memset(d + %ldL + w, 0, (size_t)(wp - %ldL - w) * 4u);\n  }\n}\n", pl, pl);
+}
+
+/* Whether the direct kernel with run-time sizes reads a zero-padded copy
+ * of the input (else the input itself: fp32, no padding, so every window
+ * lies inside it). */
+static bool rt_copies(const cgen_conv_spec *s) {
+  return s->x_dtype != TINY_FP32 || s->pad[0] || s->pad[1] || s->pad[2] || s->pad[3];
+}
+
+/* The packing and the convolution in one pool run (sizes read at run
+ * time), as $P_dall: the weight's npack packing tasks first, the
+ * convolution's wait for them (the pool hands tasks out in order). */
+static void emit_all_rt(cg_out *o, long npack) {
+  cg_emit(o, "static $T void $P_drt(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
+  cg_emit(o, "  if (task < %ldL) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n", npack);
+  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
+  cg_emit(o, "  $P_dtask(vc, (int)(task - %ldL), tid);\n}\n", npack);
+}
+
+/* $P_run with run-time sizes: this run's n, h, w (checked against the
+ * upper corner's), its output size, tiles and row blocks, the padded copy
+ * (scratch sized for the upper corner), then the packing and the tasks. */
+static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long wsb) {
+  const cgen_conv_spec *s = d->s;
+  if (s->prepack_w) npack = 0;
+  else emit_all_rt(o, npack);
+  long xoff = s->prepack_w ? 0L : wbytes;
+  long hp = (long)((d->OH - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1);
+  long wp = (long)((d->nt * d->mr - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
+  if (wp < s->pad[1] + s->w) wp = (long)(s->pad[1] + s->w);
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  cx.c = %ldL; cx.n = %s; cx.h = %s; cx.w = %s;\n", (long)s->c, s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
+          s->w_expr ? s->w_expr : wx);
+  cg_emit(o, "  if (cx.n < 1 || cx.n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n,
+          (long)s->h, (long)s->w);
+  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
+          (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
+  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
+  cg_emit(o, "  cx.nt = (cx.ow + %d) / %d; cx.nrb = (cx.oh + %d) / %d;\n", d->mr - 1, d->mr, d->rb - 1, d->rb);
+  if (rt_copies(s)) {
+    cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
+    cg_emit(o, "  cx.wp = (cx.nt * %dL - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n", d->mr,
+            (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
+    cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + (long)(s->n * s->c) * hp * wp * 4, wsb);
+    cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
+  } else { /* no padding, fp32: the windows read inside the input itself */
+    cg_emit(o, "  cx.hp = cx.h; cx.wp = cx.w;\n");
+    cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff, wsb);
+    cg_emit(o, "  cx.xp = (float *)B;\n");
+  }
+  /* the padded copy in a pool run of its own (its tasks would make the
+   * convolution's wait for them longer than a hand-over) */
+  if (rt_copies(s)) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * cx.c), $P_dpad, &cx);\n");
+  cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", (long)(d->G * d->nob), d->mr - 1, d->mr);
+  /* column blocks while the tasks are fewer than 8, or of at most ~256
+   * pixels (a 1x1 conv's single row: the input of a block stays in cache
+   * for its output channel blocks); a task keeps at least one tile */
+  cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol < cx.ow / 256) cx.ncol = cx.ow / 256;\n");
+  cg_emit(o, "  if (cx.ncol > ntile) cx.ncol = ntile;\n");
+  cg_emit(o, "  cx.cw = (ntile + cx.ncol - 1) / cx.ncol * %d;\n  cx.ncol = (cx.ow + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n",
+          d->mr);
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Wp = (float *)A;\n  hprt_pool_run(pool, (int)ntask, $P_dtask, &cx);\n");
+  } else {
+    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  int packed = 0;\n  cx.packed = &packed;\n");
+    cg_emit(o, "  hprt_pool_run(pool, (int)(%ldL + ntask), $P_drt, &cx);\n", npack);
+  }
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
+bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why) {
+  dc d;
+  if (cg_isa_set(&s->tune) != 1u << CGEN_ISA_AVX512) return *why = "only the AVX-512 variant reads them", false;
+  if (s->tune.conv_algo != CGEN_CONV_AUTO && s->tune.conv_algo != CGEN_CONV_DIRECT)
+    return *why = "the implicit GEMM or Winograd asked for", false;
+  if (s->tune.bf16 || (s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16))
+    return *why = "bf16 multiplication", false;
+  if (cg_dw_applies(s)) return *why = "depthwise (its own kernel)", false;
+  if (!plan_tiles(&d, s, why)) return false;
+  return *why = "sizes read at run time: the direct kernel on a zero-padded copy", true;
+}
+
 /* conv s seen as channel pairs: ceil(icg / 2) "channels" per group of
  * 32-bit words {bf16(x[2c]), bf16(x[2c + 1])} (cgen_bf16.c), fp32 to the
  * planner and the packer, which move words. */
@@ -490,12 +712,14 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   d.bf = bf, d.s0 = s0;
   cg_dconv_plan(s, &why);
   if (bf) why = "bf16, channel pairs on vdpbf16ps";
+  if (d.rt) why = "sizes read at run time, a zero-padded copy of the input";
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
              " %ld input channels per block, %d rows per task */\n", why, d.mr, d.ob, d.nt, d.nsig, (long)d.cb, d.rb);
   cg_emit(o, "typedef struct { const void *A, *B, *A2, *X; void *C; const void *const *ep; float *Wp; hprt_scratch sc;"
-             " int *packed; } $P_dctx;\n");
-  cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_dtt;\n", CGEN_MAX_EPI);
+             " int *packed;%s } $P_dctx;\n", d.rt ? " long c, n, h, w, oh, ow, nt, nrb, ncol, cw, hp, wp; float *xp;" : "");
+  cg_emit(o, "typedef struct { void *y; const void *ep[%d];%s } $P_dtt;\n", CGEN_MAX_EPI,
+          d.rt ? " long ohw; uintptr_t hs, rs;" : "");
   cg_emit_tr16(o);
   emit_pack(o, &d);
   if (bf) {
@@ -503,14 +727,15 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     cg_emit_bf16_wpairs(o, s0->w_dtype, s->oc, s0->c / s0->groups, s->kh * s->kw);
   }
   for (int i = 0; i < d.nsig; i++) emit_kernel(o, &d, i);
-  emit_task(o, &d);
+  if (d.rt) emit_task_rt(o, &d);
+  else emit_task(o, &d);
   long wbytes = (long)(d.G * d.nob * d.K * d.ob * 4), npack = (long)(d.G * d.nob);
   long ntask = (long)(s->n * d.G * d.nrb * d.nob);
-  long wsb = d.cb < d.ICG ? (long)d.rb * d.nt * d.mr * d.nv * 64 : 0; /* per thread */
+  long wsb = d.cb < d.ICG ? (long)d.rb * (d.rt ? rt_slots(&d) : d.nt) * d.mr * d.nv * 64 : 0; /* per thread */
   /* packing and convolution in one pool run (one hand-over less per call):
    * the pack tasks come first in the pool's order, so a convolution task
    * only waits for pack tasks already running on other threads */
-  if (!s->prepack_w) { /* prepacked: the convolution tasks alone */
+  if (!s->prepack_w && !d.rt) { /* prepacked: the convolution tasks alone */
     cg_emit(o, "static $T void $P_dall(void *vc, int task, int tid) {\n");
     cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
     cg_emit(o, "  if (task < %ld) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n",
@@ -526,6 +751,12 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
       cg_emit(o, "  uint32_t *w2 = (uint32_t *)malloc(%ldUL);\n  if (!w2) return -1;\n  $P_wpairs(A, w2);\n  cx.A = w2;\n",
               (long)(s->oc * d.K * 4));
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n%s  return 0;\n}\n", npack, bf ? "  free(w2);\n" : "");
+  }
+  if (d.rt) { /* the padded copy (which widens a half-precision input) and the run */
+    if (rt_copies(s)) emit_pad_copy(o, &d);
+    emit_run_rt(o, &d, wbytes, npack, wsb);
+    cg_emit(o, "#endif /* HPRT_X86 */\n");
+    return HARP_OK;
   }
   /* a half-precision input is widened into scratch first (the kernel
    * broadcasts fp32 straight from the input; one pass over it) */

@@ -899,6 +899,7 @@ bool cgen_conv_wino_ok(const cgen_conv_spec *s, const char **why) {
 }
 
 bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
+  if (s->n_expr || s->h_expr || s->w_expr) return cg_dconv_rt_ok(s, why); /* sizes at run time: direct or refused */
   if (conv_wino(s)) {
     *why = "winograd";
     return false;
@@ -940,6 +941,8 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   const char *why;
   if (conv_wino(s) && !cgen_conv_wino_ok(s, &why))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd asked for, but %s", why);
+  if ((s->n_expr || s->h_expr || s->w_expr) && !cg_dconv_rt_ok(s, &why))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: sizes at run time, but %s", why);
   if (cg_dw_applies(s)) return cg_dwconv(e, s, fn, out);
   cg_mm p;
   memset(&p, 0, sizeof p);

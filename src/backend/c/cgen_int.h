@@ -102,6 +102,9 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
 harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s, bool bf);
 cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s);
+/* Whether conv s, with some of its sizes read at run time (n_expr, h_expr,
+ * w_expr), runs on the direct kernel; else *why says why not. */
+bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why);
 
 /* Winograd convolution (cgen_wino.c): whether it applies, the AVX-512
  * variant of the kernel. */

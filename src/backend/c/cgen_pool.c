@@ -52,11 +52,15 @@ typedef struct pl_geo {
   int64_t oh, ow, hp; /* output size; padded rows read */
   int64_t wq, rs;     /* a phase row (a multiple of 16, covers every vector load); a padded row */
   int rows, vecs;     /* a block: output rows x vectors per row */
+  bool rt;            /* sizes read at run time (h_expr / w_expr / n_expr): the plane's
+                         oh, ow, wq, rs are the C variables of those names (the fields
+                         here are the upper corner's, which size the scratch) */
 } pl_geo;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static void geometry(const cgen_pool_spec *s, int w, pl_geo *g) {
+  memset(g, 0, sizeof *g);
   cgen_pool_out_hw(s, &g->oh, &g->ow);
   int64_t st = s->stride[1];
   g->hp = (g->oh - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1;
@@ -78,9 +82,16 @@ static void fconst(char *buf, size_t cap, double v) {
 /* How a tap combines into accumulator a: 0 sum, 1 max, 2 max keeping NaN. */
 enum { OP_SUM, OP_MAX, OP_MAXN };
 
+/* A block of rows x u vectors of output from (oh, ow): every tap loaded
+ * from the padded plane xp and combined (op), then the epilogue and the
+ * store, the last vector's `last` lanes (-1: the run-time count lastc). */
 static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int rows, int u, int last, int op) {
   int w = o->isa->w;
   int64_t SH = s->stride[0], SW = s->stride[1];
+  char rs[32], ow[32], nl[16]; /* the plane's row step and width, the last vector's lanes */
+  snprintf(rs, sizeof rs, g->rt ? "rs" : "%ldL", (long)g->rs);
+  snprintf(ow, sizeof ow, g->rt ? "ow_" : "%ldL", (long)g->ow);
+  snprintf(nl, sizeof nl, last < 0 ? "lastc" : "%d", last);
   cg_emit(o, "      {\n");
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d;\n", i, j);
@@ -88,15 +99,21 @@ static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int 
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t cw = kw * s->dil[1];
       bool first = kh == 0 && kw == 0;
-      cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
-              (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      if (g->rt)
+        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * rs + ow + %ldL * wq + %ldL;\n", (long)SH,
+                (long)(kh * s->dil[0]), (long)(cw % SW), (long)(cw / SW));
+      else
+        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
+                (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
       for (int i = 0; i < rows; i++)
         for (int j = 0; j < u; j++) {
-          long off = (long)(i * SH * g->rs + j * w);
-          if (first) cg_emit(o, "          a%d_%d = $P_ld(r + %ldL);\n", i, j, off);
-          else if (op == OP_SUM) cg_emit(o, "          a%d_%d = a%d_%d + $P_ld(r + %ldL);\n", i, j, i, j, off);
-          else if (op == OP_MAX) cg_emit(o, "          a%d_%d = $P_max($P_ld(r + %ldL), a%d_%d);\n", i, j, off, i, j);
-          else cg_emit(o, "          a%d_%d = $P_maxn(a%d_%d, $P_ld(r + %ldL));\n", i, j, i, j, off);
+          char off[64];
+          if (g->rt) snprintf(off, sizeof off, "%ld * rs + %ldL", (long)(i * SH), (long)(j * w));
+          else snprintf(off, sizeof off, "%ldL", (long)(i * SH * g->rs + j * w));
+          if (first) cg_emit(o, "          a%d_%d = $P_ld(r + %s);\n", i, j, off);
+          else if (op == OP_SUM) cg_emit(o, "          a%d_%d = a%d_%d + $P_ld(r + %s);\n", i, j, i, j, off);
+          else if (op == OP_MAX) cg_emit(o, "          a%d_%d = $P_max($P_ld(r + %s), a%d_%d);\n", i, j, off, i, j);
+          else cg_emit(o, "          a%d_%d = $P_maxn(a%d_%d, $P_ld(r + %s));\n", i, j, i, j, off);
         }
       cg_emit(o, "        }\n");
     }
@@ -105,11 +122,11 @@ static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int 
     for (int j = 0; j < u; j++) {
       char x[32];
       snprintf(x, sizeof x, "a%d_%d", i, j);
-      int nj = j == u - 1 ? last : w;
-      cg_emit(o, "        { long at = (oh + %d) * %ldL + ow + %d;\n", i, (long)g->ow, j * w);
+      bool full = j < u - 1 || last == w;
+      cg_emit(o, "        { long at = (oh + %d) * %s + ow + %d;\n", i, ow, j * w);
       for (int e = 0; e < s->n_epi; e++) cg_emit_epi_common(o, &s->epi[e], e, "c", x);
-      if (nj == w) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
-      else cg_emit(o, "          $P_stn%s(y + at, %s, %d); }\n", ys, x, nj);
+      if (full) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
+      else cg_emit(o, "          $P_stn%s(y + at, %s, %s); }\n", ys, x, nl);
     }
   cg_emit(o, "      }\n");
 }
@@ -260,6 +277,113 @@ static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
   }
 }
 
+/* ---- sizes read at run time (n_expr, h_expr, w_expr) ---------------------- */
+/* `rows` output rows from oh: blocks of g->vecs vectors while they fit
+ * this run's width ow_, then the rest of the row (1 .. vecs vectors, the
+ * last one's lastc lanes) behind a switch. */
+static void emit_row_blocks_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int rows, int op) {
+  int w = o->isa->w;
+  long step = (long)g->vecs * w;
+  cg_emit(o, "    long ow = 0;\n    for (; ow + %ld <= ow_; ow += %ld)\n", step, step);
+  emit_block(o, s, g, rows, g->vecs, w, op);
+  cg_emit(o, "    if (ow < ow_) {\n      long rem = ow_ - ow;\n      int lastc = (int)(rem - (rem - 1) / %d * %d);\n", w, w);
+  cg_emit(o, "      (void)lastc;\n      switch ((rem + %d) / %d) {\n", w - 1, w);
+  for (int u = 1; u <= g->vecs; u++) {
+    cg_emit(o, "      case %d:\n", u);
+    emit_block(o, s, g, rows, u, -1, op);
+    cg_emit(o, "      break;\n");
+  }
+  cg_emit(o, "      default: break;\n      }\n    }\n");
+}
+
+/* The output plane of this run: blocks of g->rows rows while they fit
+ * oh_, then the rest (1 .. rows - 1 rows) behind a switch. */
+static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
+  cg_emit(o, "  long oh = 0;\n  for (; oh + %d <= oh_; oh += %d) {\n", g->rows, g->rows);
+  emit_row_blocks_rt(o, s, g, g->rows, op);
+  cg_emit(o, "  }\n  switch (oh_ - oh) {\n");
+  for (int r = 1; r < g->rows; r++) {
+    cg_emit(o, "  case %d: {\n", r);
+    emit_row_blocks_rt(o, s, g, r, op);
+    cg_emit(o, "  } break;\n");
+  }
+  cg_emit(o, "  default: break;\n  }\n");
+}
+
+/* The padded plane of this run (hp rows of st phases of wq): the pad value
+ * around the input, phase f's index i the padded column i * st + f; a max
+ * notes NaN (chk). */
+static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
+  long st = (long)s->stride[1], pl = (long)s->pad[1];
+  char idx[96], ld[300];
+  snprintf(idx, sizeof idx, "i * %ldL + f - %ldL", st, pl);
+  cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", idx);
+  cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n    long ih = r - %ldL;\n", (long)s->pad[0]);
+  cg_emit(o, "    if (ih < 0 || ih >= h) {\n      for (long i = 0; i < rs; i++) d[i] = %s;\n      continue;\n    }\n", fv);
+  cg_emit(o, "    const %s *xr = x + ih * w;\n", cg_ctype(s->x_dtype));
+  cg_emit(o, "    for (long f = 0; f < %ldL; f++, d += wq) {\n", st);
+  cg_emit(o, "      long lo = %ldL - f > 0 ? (%ldL - f + %ldL) / %ldL : 0, hi = (%ldL + w - f + %ldL) / %ldL;\n", pl, pl, st - 1, st,
+          pl, st - 1, st);
+  cg_emit(o, "      if (hi > wq) hi = wq;\n      if (lo > hi) lo = hi;\n");
+  cg_emit(o, "      for (long i = 0; i < lo; i++) d[i] = %s;\n", fv);
+  int w = o->isa->w;
+  if (st == 1 && w > 1) { /* one phase: whole vectors, then a masked one */
+    const char *xs = cg_vsuffix(s->x_dtype);
+    cg_emit(o, "      long i = lo;\n      for (; i + %d <= hi; i += %d) {\n", w, w);
+    cg_emit(o, "        $P_v v = $P_ld%s(xr + i - %ldL);\n        $P_st(d + i, v);%s\n      }\n", xs, pl, chk ? " nm |= $P_unord(v, v);" : "");
+    cg_emit(o, "      if (i < hi) {\n        $P_v v = $P_ldn%s(xr + i - %ldL, (int)(hi - i));\n", xs, pl);
+    cg_emit(o, "        $P_stn(d + i, v, (int)(hi - i));%s\n      }\n", chk ? " nm |= $P_unord(v, v);" : "");
+  } else {
+    cg_emit(o, "      for (long i = lo; i < hi; i++) { float v_ = %s; d[i] = v_;%s }\n", ld, chk ? " nm |= v_ != v_;" : "");
+  }
+  cg_emit(o, "      for (long i = hi; i < wq; i++) d[i] = %s;\n    }\n  }\n", fv);
+}
+
+/* The variant with sizes read at run time: the plane's geometry of this
+ * run (cx), the scratch of the upper corner's (g). */
+static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
+  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  char fv[48];
+  fconst(fv, sizeof fv, s->fill);
+  cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n");
+  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow, hp = cx->hp, wq = cx->wq, rs = cx->rs;\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * h * w;\n  %s *y = (%s *)cx->y + pi * oh_ * ow_;\n", xt, xt, yt, yt);
+  cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
+  emit_copy_rt(o, s, fv, !s->sum);
+  if (s->sum) {
+    emit_plane_rt(o, s, g, OP_SUM);
+  } else {
+    cg_emit(o, "  if (!nm) {\n");
+    emit_plane_rt(o, s, g, OP_MAX);
+    cg_emit(o, "  } else {\n");
+    emit_plane_rt(o, s, g, OP_MAXN);
+    cg_emit(o, "  }\n");
+  }
+  cg_emit(o, "}\n");
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++)\n");
+  cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n  $F_ctx cx;\n  cx.x = x; cx.y = y;\n");
+  cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
+          s->w_expr ? s->w_expr : wx);
+  cg_emit(o, "  if (n < 1 || n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n, (long)s->h,
+          (long)s->w);
+  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
+          (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
+  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
+  cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
+  cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", o->isa->w - 1, o->isa->w,
+          o->isa->w, (long)((s->kw - 1) * s->dil[1] / s->stride[1]), (long)s->stride[1]);
+  cg_emit(o, "  cx.np = n * %ldL;\n  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > cx.np) cx.ntasks = (int)cx.np;\n",
+          (long)s->c);
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g->hp * g->rs * 4));
+  cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+}
+
 static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
   pl_geo g;
   geometry(s, o->isa->w, &g);
@@ -270,6 +394,11 @@ static void emit_variant(cg_out *o, const cgen_pool_spec *s) {
   fconst(fv, sizeof fv, s->fill);
   cg_emit_isa_helpers(o);
   emit_helpers(o, s);
+  if (s->n_expr || s->h_expr || s->w_expr) {
+    g.rt = true;
+    emit_variant_rt(o, s, &g);
+    return;
+  }
   cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n");
   cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * %ldL;\n", xt, xt, (long)(H * W));
   cg_emit(o, "  %s *y = (%s *)cx->y + pi * %ldL;\n", yt, yt, (long)plane);
@@ -339,7 +468,8 @@ harp_status cgen_pool(harp_error *e, const cgen_pool_spec *s, const char *fn, ut
           s->sum ? "sum" : "max", (long)s->n, (long)s->c, (long)s->h, (long)s->w, (long)s->kh, (long)s->kw,
           (long)s->stride[0], (long)s->stride[1], tiny_dtype_name(s->x_dtype), tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *x; void *y; int ntasks; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *x; void *y; int ntasks; hprt_scratch sc;%s } $F_ctx;\n",
+          s->n_expr || s->h_expr || s->w_expr ? " long np, h, w, oh, ow, hp, wq, rs;" : "");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));

@@ -474,6 +474,23 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
   return true;
 }
 
+/* A ShapeSet object: 1x1 conv s (GEMM gm of region r) over one row of its
+ * pixels, their count (and the batch) read at run time into x, s's sizes
+ * then the upper corner's, with the built-in tuning; false when the pixel
+ * count is a constant. */
+static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_spec *s, char x[2][160]) {
+  const tiny_shape *cs = c->ngen_syms ? rc_slot_shape(c, r, gm->C.slot) : NULL;
+  if (!cs || cs->rank != 4 || cs->d[0].n != gm->batch[0] || cs->d[1].n != gm->M) return false;
+  if (!rc_size_expr(c, cs, 2, 4, gm->N, x[1], sizeof x[1])) return false;
+  s->h = 1, s->w = rc_size_hi(c, cs, 2, 4), s->w_expr = x[1];
+  if (rc_size_expr(c, cs, 0, 1, gm->batch[0], x[0], sizeof x[0])) s->n = rc_size_hi(c, cs, 0, 1), s->n_expr = x[0];
+  cgen_tuning_default(&s->tune);
+  jit_variant(c, &s->tune, host_isa_mask());
+  rt_plan_choice *ch = choice_of(c, r);
+  if (ch) note_add(ch, "ShapeSet object, pixels read at run time: the direct kernel's built-in blocking, not the plan");
+  return true;
+}
+
 /* The GEMM as that conv, when cgen_conv's AVX-512 variant is the direct
  * kernel for it (cg_dconv_plan: 256 or more input channels, or a pixel count
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
@@ -484,9 +501,10 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   cgen_conv_spec s;
   /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
    * W x with the weight a param; not a matmul of activations */
-  if (!(swapped || packs_once(c, r, gm->A.slot)) || !gemm_as_conv1x1(gm, &s)) return false;
-  plan_use pu;
-  plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
+  if (!(swapped || packs_once(c, r, gm->A.slot) || c->ngen_syms) || !gemm_as_conv1x1(gm, &s)) return false;
+  plan_use pu = {0};
+  char rtx[2][160]; /* a ShapeSet object: the pixels at run time (else the GEMM prints them) */
+  if (!conv1x1_size_exprs(c, r, gm, &s, rtx)) plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
   if (!cgen_conv_direct(&s, &dwhy)) return false;
@@ -513,7 +531,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  small_on_caller(out, (double)gm->batch[0] * gm->M * gm->N * gm->K);
+  small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
   ep_array(out, gm->epi, gm->nepi);
   if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
   else ut_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
@@ -703,6 +721,26 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
                  ch->region ? ch->region : "?", plan_algo_name(a), why);
 }
 
+/* A ShapeSet object: the batch, height and width of conv cv's input
+ * (region r) as run-time expressions of the symbols into x[0..3) (NULL: a
+ * constant), s's sizes then the upper corner's; false when none is. */
+static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv_spec *s, char x[3][160]) {
+  const tiny_shape *xs = c->ngen_syms ? rc_slot_shape(c, r, cv->X.slot) : NULL;
+  const int64_t want[4] = {cv->n, cv->c, cv->h, cv->w};
+  if (!xs || xs->rank != 4 || cv->X.offset) return false;
+  for (int d = 0; d < 4; d++)
+    if (xs->d[d].n != want[d]) return false;
+  const char **e[3] = {&s->n_expr, &s->h_expr, &s->w_expr};
+  int64_t *sz[3] = {&s->n, &s->h, &s->w};
+  bool any = false;
+  for (int i = 0; i < 3; i++) {
+    int d = i ? i + 1 : 0;
+    if (!rc_size_expr(c, xs, d, d + 1, want[d], x[i], sizeof x[i])) continue;
+    *e[i] = x[i], *sz[i] = rc_size_hi(c, xs, d, d + 1), any = true;
+  }
+  return any;
+}
+
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
@@ -719,8 +757,24 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   epi_to_cgen(cv.epi, cv.nepi, s.epi);
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
-  /* the plan's M is con->m: the pixels when X is the left operand */
-  plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+  /* a ShapeSet object: sizes read at run time with the built-in tuning (as
+   * a GEMM's M), where the direct kernel takes them; else constants (the
+   * model then compiles per binding, this kernel named as the reason) */
+  char rtx[3][160];
+  cgen_conv_spec rs = s;
+  const char *rwhy;
+  cgen_tuning_default(&rs.tune);
+  jit_variant(c, &rs.tune, host_isa_mask());
+  rs.tune.conv_algo = conv_algo(c);
+  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_direct(&rs, &rwhy)) {
+    s = rs;
+    pu.ch = NULL, pu.desc[0] = 0;
+    rt_plan_choice *ch = choice_of(c, r);
+    if (ch) note_add(ch, "ShapeSet object, sizes read at run time: the direct kernel's built-in blocking, not the plan");
+  } else {
+    /* the plan's M is con->m: the pixels when X is the left operand */
+    plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+  }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
   char kfn[128];
@@ -747,7 +801,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * 0.68 M multiply-adds, 33 us on one core; 576 of 14x14 at stride 2: 0.25 M,
    * 45 us) */
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
-  small_on_caller(out, dw_cost * cv.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
+  small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
@@ -913,6 +967,21 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   s.y_dtype = pl.Y.dtype;
   s.n_epi = pl.nepi;
   epi_to_cgen(pl.epi, pl.nepi, s.epi);
+  /* a ShapeSet object: the batch, height and width of X read at run time,
+   * the spec's sizes then the upper corner's */
+  char rtx[3][160];
+  const tiny_shape *xs = c->ngen_syms ? rc_slot_shape(c, r, pl.X.slot) : NULL;
+  const int64_t want[4] = {pl.n, pl.c, pl.h, pl.w};
+  bool dims = xs && xs->rank == 4;
+  for (int d = 0; dims && d < 4; d++) dims = xs->d[d].n == want[d];
+  const char **ex[3] = {&s.n_expr, &s.h_expr, &s.w_expr};
+  int64_t *sz[3] = {&s.n, &s.h, &s.w};
+  for (int i = 0; dims && i < 3; i++) {
+    int d = i ? i + 1 : 0;
+    if (rc_size_expr(c, xs, d, d + 1, want[d], rtx[i], sizeof rtx[i])) *ex[i] = rtx[i], *sz[i] = rc_size_hi(c, xs, d, d + 1);
+  }
+  int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
+  if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_pool", fn);
   bool refused;
@@ -921,7 +990,7 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
                             kfn, out, &refused);
   if (st) return st;
   if (refused) DECLINE("the pool kernel refused the shape");
-  double bytes = (double)pl.n * pl.c * ((double)pl.h * pl.w * tiny_dtype_size(pl.X.dtype) + (double)pl.oh * pl.ow * tiny_dtype_size(pl.Y.dtype));
+  double bytes = (double)s.n * pl.c * ((double)s.h * s.w * tiny_dtype_size(pl.X.dtype) + (double)oh * ow * tiny_dtype_size(pl.Y.dtype));
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
