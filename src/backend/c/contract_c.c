@@ -1,12 +1,11 @@
-/* contract_c.c — the CPU's template kernels printed from what the kernel
- * layer read: contractions and attention on the templates of cgen.h
- * (BLIS-style GEMM, implicit-GEMM or direct conv, streaming-softmax
- * attention), row softmax on cgen_softmax, pooling on cgen_pool,
- * elementwise maps on cgen_map.
+/* contract_c.c — the CPU's contraction kernels printed from what the kernel
+ * layer read, on the templates of cgen.h (BLIS-style GEMM, implicit-GEMM or
+ * direct conv), and the helpers every template kernel shares: the region's
+ * Schedule Plan as the template's tuning, the body under it, weights packed
+ * once (attention, softmax, pooling and maps: contract_rows_c.c).
  * Needs: a region formed by rg_form (rg_info), its Poly-View, the Function;
  * the kernel layer's reading (src/kernel/contract.h), chosen by kernel_c.c.
- * Gives: cc_emit_gemm, cc_emit_conv, cc_emit_attention, cc_emit_softmax,
- * cc_emit_pool, cc_emit_map, cc_map_op_ok, cc_note_generic.
+ * Gives: cc_emit_gemm, cc_emit_conv, cc_note_generic, and contract_c_int.h.
  *
  * The kernel layer (src/kernel/select.c) decides which template a region
  * runs and says what the kernel reads; this file fills the cgen specs from
@@ -27,22 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/contract.h"
-#include "cgen.h"
-#include "contract_c.h"
+#include "contract_c_int.h"
 #include "harp/region.h"
-#include "harp/tune.h"
 #include "tiny/tiny_spell.h"
 
-/* Declining a template: say why (it lands in a comment of the generated C). */
-#define DECLINE(msg)    \
-  do {                  \
-    *why = (msg);       \
-    return HARP_OK;     \
-  } while (0)
-
 /* The template steps of the shared reading as the C templates' epilogue. */
-static void epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
+void cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
   static const cgen_epi_kind kinds[] = {
       [CT_EPI_BIAS_M] = CGEN_EPI_BIAS_M, [CT_EPI_BIAS_N] = CGEN_EPI_BIAS_N,     [CT_EPI_RELU] = CGEN_EPI_RELU,
       [CT_EPI_GELU] = CGEN_EPI_GELU,     [CT_EPI_SILU] = CGEN_EPI_SILU,         [CT_EPI_SIGMOID] = CGEN_EPI_SIGMOID,
@@ -62,7 +51,7 @@ static bool host_has_f16c(void) {
 }
 
 /* The one variant this machine runs best (the JIT compiles where it runs). */
-static unsigned host_isa_mask(void) {
+unsigned cc_host_isa_mask(void) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma"))
@@ -95,12 +84,8 @@ static unsigned host_isa_mask(void) {
  * the same way.
  * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
  * channels), that variant reads none of the tiles; the note says so. */
-typedef struct plan_use {
-  rt_plan_choice *ch; /* NULL: the template's built-in tuning */
-  char desc[320];     /* the plan and the tuning it became, for the generated C */
-} plan_use;
 
-static void note_add(rt_plan_choice *ch, const char *what) {
+void cc_note_add(rt_plan_choice *ch, const char *what) {
   size_t n = strlen(ch->note);
   if (strstr(ch->note, what)) return;
   snprintf(ch->note + n, sizeof ch->note - n, "%s%s", n ? "; " : "", what);
@@ -108,12 +93,12 @@ static void note_add(rt_plan_choice *ch, const char *what) {
 
 /* The region's plan, or NULL for the built-in tuning (no plan, or
  * HARP_NO_PLANS=1, an A/B switch for benchmarks). */
-static rt_plan_choice *choice_of(const rc_ctx *c, int r) {
+rt_plan_choice *cc_choice_of(const rc_ctx *c, int r) {
   if (!c->plans) return NULL;
   rt_plan_choice *ch = &c->plans[c->f->kernels[r].region];
   if (!ch->has_plan) return NULL;
   if (rt_knobs_or_default(c->knobs)->no_plans) {
-    note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
+    cc_note_add(ch, "HARP_NO_PLANS: the template's built-in tuning");
     return NULL;
   }
   return ch;
@@ -121,8 +106,8 @@ static rt_plan_choice *choice_of(const rc_ctx *c, int r) {
 
 /* The single ISA variant the JIT emits for a SIMD width: the widest the host
  * has and the width allows. */
-static unsigned isa_for_simd(int simd) {
-  unsigned host = host_isa_mask();
+unsigned cc_isa_for_simd(int simd) {
+  unsigned host = cc_host_isa_mask();
   int h = host & (1u << CGEN_ISA_AVX512) ? CGEN_ISA_AVX512 : host & (1u << CGEN_ISA_AVX2) ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
   int want = simd <= 0 ? h : simd >= 16 ? CGEN_ISA_AVX512 : simd >= 8 ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
   return 1u << (want < h ? want : h);
@@ -130,7 +115,7 @@ static unsigned isa_for_simd(int simd) {
 
 /* The JIT's variant: the one ISA `mask` names, without the scalar fallback
  * (harp run / bench compile for the host alone); packages keep every one. */
-static void jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask) {
+void cc_jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask) {
   t->bf16 = c->bf16;
   t->bf16_native = c->bf16_native;
   if (c->host_only) t->isa_mask = mask, t->no_fallback = true;
@@ -164,16 +149,16 @@ static int order_pos(const plan_t *p, const char *base, const char *suffix) {
 /* Fill t from the region's plan (kind: 'g' GEMM, 'c' conv with the plan's
  * roles swapped when swap, 'a' attention; bm/bn for attention).  Returns the
  * choice, or NULL for the built-in tuning. */
-static rt_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
+rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
                                    plan_use *u) {
   cgen_tuning_default(t);
   u->ch = NULL;
   u->desc[0] = 0;
-  rt_plan_choice *ch = choice_of(c, r);
+  rt_plan_choice *ch = cc_choice_of(c, r);
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   plan_gemm_view gv;
   if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
-    jit_variant(c, t, host_isa_mask());
+    cc_jit_variant(c, t, cc_host_isa_mask());
     return NULL;
   }
   const plan_t *p = &ch->plan;
@@ -184,34 +169,34 @@ static rt_plan_choice *plan_tuning(const rc_ctx *c, int r, char kind, bool swap,
   if (kind == 'a') {
     *bm = tm > 0 ? (tm > 1024 ? 1024 : tm) : 0;
     *bn = tn > 0 ? (tn > 1024 ? 1024 : tn) : 0;
-    note_add(ch, "attention: warp tile and head-dimension tile not used (rows per micro-tile follow the registers)");
+    cc_note_add(ch, "attention: warp tile and head-dimension tile not used (rows per micro-tile follow the registers)");
   } else if (swap) {
     /* the search space sizes BM/BN for a GEMM's rows/columns; read across
      * (pixels as columns) they would shrink the B panel: keep the template's */
     t->kc = tk;
-    note_add(ch, kind == 'c' ? "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)"
+    cc_note_add(ch, kind == 'c' ? "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)"
                              : "GEMM run transposed (C^T = B^T A^T): tile M/N and warp tile not used (the template's)");
   } else {
     t->mc = tm, t->nc = tn, t->kc = tk;
     if (full && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
-    else note_add(ch, "not a [M, N, K] tile: the template's micro-tile");
+    else cc_note_add(ch, "not a [M, N, K] tile: the template's micro-tile");
   }
   t->simd = p->vec_width >= 16 ? 16 : p->vec_width >= 8 ? 8 : p->vec_width > 0 ? 1 : 0;
-  if (p->vec_width > 0 && p->vec_width < 8) note_add(ch, "vector width below 8: scalar code (no SSE variant)");
+  if (p->vec_width > 0 && p->vec_width < 8) cc_note_add(ch, "vector width below 8: scalar code (no SSE variant)");
   t->prefetch = 4 * p->stages;
   t->par_m = bound_block(p, ri, m_ax);
   t->par_n = bound_block(p, ri, n_ax);
   int cores = c->f->part->formed ? c->f->part->formed->machine.sm_count : 2;
   t->threads = t->par_m || t->par_n ? (cores < 1 ? 1 : cores > 64 ? 64 : cores) : 1;
-  if (!t->par_m && !t->par_n) note_add(ch, "M.o and N.o not bound: one task over M x N");
+  if (!t->par_m && !t->par_n) cc_note_add(ch, "M.o and N.o not bound: one task over M x N");
   if (kind != 'a' && p->nreorder) {
     int pm = order_pos(p, ri->axes[gv.m >= 0 ? gv.m : 0].name, ".i.o");
     int pn = gv.n >= 0 ? order_pos(p, ri->axes[gv.n].name, ".i.o") : -1;
     t->order = pm >= 0 && pn >= 0 && pn < pm ? 1 : 0;
   }
-  jit_variant(c, t, isa_for_simd(t->simd));
+  cc_jit_variant(c, t, cc_isa_for_simd(t->simd));
   if (p->nunroll && kind != 'a') t->unroll_k = p->unroll[0].factor; /* plan_validate: K.i / K.i.i only */
-  if (p->ncache == 0 && kind != 'a') note_add(ch, "no cache_read: the template packs A and B anyway");
+  if (p->ncache == 0 && kind != 'a') cc_note_add(ch, "no cache_read: the template packs A and B anyway");
   u->ch = ch;
   if (kind == 'a')
     snprintf(u->desc, sizeof u->desc, "bm %d bn %d simd %d threads %d", *bm, *bn, t->simd, t->threads);
@@ -230,7 +215,7 @@ static void plan_comment(ut_str *out, const plan_use *u, bool refused, const har
   if (refused) {
     char msg[200];
     snprintf(msg, sizeof msg, "the template refused the plan (%.150s): built-in tuning", why->msg);
-    note_add(u->ch, msg);
+    cc_note_add(u->ch, msg);
     u->ch->applied = false;
     u->ch->fallback = true;
     ut_str_printf(out, "/* plan: %s\n   NOT applied: %s */\n", one ? one : "?", msg);
@@ -241,22 +226,17 @@ static void plan_comment(ut_str *out, const plan_use *u, bool refused, const har
   free(one);
 }
 
-/* The generators behind one signature, for template_body. */
-typedef harp_status (*gen_fn)(harp_error *e, const void *spec, const char *fn, ut_str *out);
+/* The generators behind one signature, for cc_template_body. */
 static harp_status gen_gemm(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_gemm(e, s, fn, o); }
 static harp_status gen_conv(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_conv(e, s, fn, o); }
-static harp_status gen_attn(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_attn(e, s, fn, o); }
-static harp_status gen_softmax(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_softmax(e, s, fn, o); }
-static harp_status gen_pool(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_pool(e, s, fn, o); }
-static harp_status gen_map(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_map(e, s, fn, o); }
 
 /* The template's kernel `kfn` into out, under the plan's tuning (already in
  * *tune, a member of spec); when the template refuses the plan, or there is
  * none, under the built-in tuning (bm/bn, when given, back to the template's
  * own choice), and the plan's comment says which.  False: the template
  * refuses the shape itself (out untouched, the plan not applied). */
-static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
-                          const char *kfn, ut_str *out) {
+bool cc_template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
+                      const char *kfn, ut_str *out) {
   harp_error pe = {0}, e2 = {0};
   ut_str body;
   ut_str_init(&body);
@@ -268,7 +248,7 @@ static bool template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec,
     cgen_tuning_default(tune);
     tune->conv_algo = conv_algo;
     if (bm) *bm = *bn = 0;
-    jit_variant(c, tune, host_isa_mask());
+    cc_jit_variant(c, tune, cc_host_isa_mask());
     if (gen(&e2, spec, kfn, &body) != HARP_OK) {
       ut_str_free(&body);
       if (pu->ch) pu->ch->applied = false;
@@ -393,7 +373,7 @@ static void emit_repack(ut_str *o, const ct_tensor *A0, const int64_t *vsize, co
 #define SMALL_WORK (double)(1 << 21)
 #define SMALL_BYTES (double)(1 << 20) /* nor when they stream this much (a GEMV's B) */
 
-static void small_on_caller(ut_str *out, double work) {
+void cc_small_on_caller(ut_str *out, double work) {
   if (work < SMALL_WORK) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
 }
 
@@ -470,7 +450,7 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
   s->w_dtype = g->A.dtype;
   s->y_dtype = g->C.dtype;
   s->n_epi = g->nepi;
-  epi_to_cgen(g->epi, g->nepi, s->epi);
+  cc_epi_to_cgen(g->epi, g->nepi, s->epi);
   return true;
 }
 
@@ -485,9 +465,9 @@ static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_sp
   s->h = 1, s->w = rc_size_hi(c, cs, 2, 4), s->w_expr = x[1];
   if (rc_size_expr(c, cs, 0, 1, gm->batch[0], x[0], sizeof x[0])) s->n = rc_size_hi(c, cs, 0, 1), s->n_expr = x[0];
   cgen_tuning_default(&s->tune);
-  jit_variant(c, &s->tune, host_isa_mask());
-  rt_plan_choice *ch = choice_of(c, r);
-  if (ch) note_add(ch, "ShapeSet object, pixels read at run time: the direct kernel's built-in blocking, not the plan");
+  cc_jit_variant(c, &s->tune, cc_host_isa_mask());
+  rt_plan_choice *ch = cc_choice_of(c, r);
+  if (ch) cc_note_add(ch, "ShapeSet object, pixels read at run time: the direct kernel's built-in blocking, not the plan");
   return true;
 }
 
@@ -499,12 +479,14 @@ static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_sp
 static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *gm, bool swapped,
                              rc_packed *pk) {
   cgen_conv_spec s;
-  /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
-   * W x with the weight a param; not a matmul of activations */
-  if (!(swapped || packs_once(c, r, gm->A.slot) || c->ngen_syms) || !gemm_as_conv1x1(gm, &s)) return false;
+  if (!gemm_as_conv1x1(gm, &s)) return false;
   plan_use pu = {0};
   char rtx[2][160]; /* a ShapeSet object: the pixels at run time (else the GEMM prints them) */
-  if (!conv1x1_size_exprs(c, r, gm, &s, rtx)) plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
+  bool rt = conv1x1_size_exprs(c, r, gm, &s, rtx);
+  /* a 1x1 conv in NCHW arrives with the pixels as M (swapped), or as
+   * W x with the weight a param; not a matmul of activations */
+  if (!rt && !(swapped || packs_once(c, r, gm->A.slot))) return false;
+  if (!rt) cc_plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
   if (!cgen_conv_direct(&s, &dwhy)) return false;
@@ -513,14 +495,14 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   ut_str body;
   ut_str_init(&body);
-  if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, &body)) {
+  if (!cc_template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, &body)) {
     ut_str_free(&body);
     return false;
   }
   if (pu.ch) {
     char msg[256];
     snprintf(msg, sizeof msg, "1x1 conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
-    note_add(pu.ch, msg);
+    cc_note_add(pu.ch, msg);
   }
   ut_str_puts(out, body.buf);
   ut_str_free(&body);
@@ -531,7 +513,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
+  cc_small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
   ep_array(out, gm->epi, gm->nepi);
   if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
   else ut_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
@@ -566,7 +548,7 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
 static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_spec *s) {
   rt_plan_choice *ch = pu->ch;
   if (ch && cgen_gemm_splitk_ok(s))
-    note_add(ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
+    cc_note_add(ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
                  " warp_tile, stages, reorder, unroll and which of M.o / N.o is bound not used");
   if (!ch || !plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL])) return HARP_OK;
   const plan_region_info *ri = &c->f->part->regions[c->f->kernels[r].region].info->plan_info;
@@ -589,7 +571,7 @@ static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_sp
   if (ch->source == RT_PLAN_DEFAULT) {
     char msg[200];
     snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
-    note_add(ch, msg);
+    cc_note_add(ch, msg);
     ch->plan.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_IMPLICIT_GEMM;
     ch->plan.splitk = 0;
     return HARP_OK;
@@ -624,7 +606,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     s.c_sb[i] = gm.c_sb[i];
   }
   s.n_epi = gm.nepi;
-  epi_to_cgen(gm.epi, gm.nepi, s.epi);
+  cc_epi_to_cgen(gm.epi, gm.nepi, s.epi);
   /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
   s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
   /* else B a weight (x @ W, x W^T) shared by the batches; not where the
@@ -634,15 +616,15 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   plan_use pu;
   if (m_rt) { /* each corner's plan is its own size's: the built-in tuning, the same at both */
     cgen_tuning_default(&s.tune);
-    jit_variant(c, &s.tune, host_isa_mask());
+    cc_jit_variant(c, &s.tune, cc_host_isa_mask());
     pu.ch = NULL, pu.desc[0] = 0;
-    rt_plan_choice *ch = choice_of(c, r);
-    if (ch) note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
-  } else plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
+    rt_plan_choice *ch = cc_choice_of(c, r);
+    if (ch) cc_note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
+  } else cc_plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
   if (gemm_plan_splitk(c, r, &pu, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
-  if (!template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
+  if (!cc_template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
@@ -651,7 +633,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
                    tiny_dtype_size(gm.B.dtype);
-  if (b_bytes < SMALL_BYTES) small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
+  if (b_bytes < SMALL_BYTES) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
    * stored; B packed by model_init or as stored */
@@ -695,7 +677,7 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
     char msg[96];
     snprintf(msg, sizeof msg, "%s: the knob conv asks for the %s kernel, so implicit_gemm", plan_algo_name(a),
              keep == CGEN_CONV_GEMM ? "implicit GEMM" : "direct");
-    note_add(ch, msg);
+    cc_note_add(ch, msg);
     ch->plan.algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM;
     return HARP_OK;
   }
@@ -706,13 +688,13 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
     char msg[160];
     snprintf(msg, sizeof msg, "conv: Winograd F(%dx%d,3x3) (AVX-512; other ISAs: implicit GEMM); tiles, warp tile and"
              " stages not used (its own blocking)", cgen_conv_wino_tile(s), cgen_conv_wino_tile(s));
-    note_add(ch, msg);
+    cc_note_add(ch, msg);
     return HARP_OK;
   }
   if (ch->source == RT_PLAN_DEFAULT) {
     char msg[160];
     snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(a), why);
-    note_add(ch, msg);
+    cc_note_add(ch, msg);
     ch->plan.algo[PLAN_KEY_CONV] = PLAN_ALGO_IMPLICIT_GEMM;
     s->tune.conv_algo = keep;
     return HARP_OK;
@@ -754,7 +736,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   memcpy(s.dil, cv.dil, sizeof s.dil);
   memcpy(s.pad, cv.pad, sizeof s.pad);
   s.n_epi = cv.nepi;
-  epi_to_cgen(cv.epi, cv.nepi, s.epi);
+  cc_epi_to_cgen(cv.epi, cv.nepi, s.epi);
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
   /* a ShapeSet object: sizes read at run time with the built-in tuning (as
@@ -764,29 +746,29 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   cgen_conv_spec rs = s;
   const char *rwhy;
   cgen_tuning_default(&rs.tune);
-  jit_variant(c, &rs.tune, host_isa_mask());
+  cc_jit_variant(c, &rs.tune, cc_host_isa_mask());
   rs.tune.conv_algo = conv_algo(c);
   if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_direct(&rs, &rwhy)) {
     s = rs;
     pu.ch = NULL, pu.desc[0] = 0;
-    rt_plan_choice *ch = choice_of(c, r);
-    if (ch) note_add(ch, "ShapeSet object, sizes read at run time: the direct kernel's built-in blocking, not the plan");
+    rt_plan_choice *ch = cc_choice_of(c, r);
+    if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct kernel's built-in blocking, not the plan");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
-    plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+    cc_plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
   }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
-  if (!template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
+  if (!cc_template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
   /* the AVX-512 variant may be the direct kernel, which reads none of the
    * plan's tiles (cgen_conv_direct has the rule) */
   const char *dwhy = NULL;
   if (pu.ch && cgen_conv_direct(&s, &dwhy)) {
     char msg[200];
     snprintf(msg, sizeof msg, "conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
-    note_add(pu.ch, msg);
+    cc_note_add(pu.ch, msg);
   }
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_w) {
@@ -801,307 +783,11 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * 0.68 M multiply-adds, 33 us on one core; 576 of 14x14 at stride 2: 0.25 M,
    * 45 us) */
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
-  small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
+  cc_small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
   ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
                 s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);
   *handled = true;
   return HARP_OK;
-}
-
-/* ---- attention --------------------------------------------------------------------- */
-/* Size *v (axis d of shape sh) read at run time: its expression into buf
- * and *e, and *v the largest value, when a symbol moves it. */
-static void rt_size(const rc_ctx *c, const tiny_shape *sh, int d, int64_t *v, char *buf, const char **e) {
-  if (d < 0 || d >= sh->rank || !rc_size_expr(c, sh, d, d + 1, *v, buf, 160)) return;
-  *e = buf;
-  *v = rc_size_hi(c, sh, d, d + 1);
-}
-
-/* A ShapeSet object: attention *at's batch, rows and keys and the strides
- * of its operands that the symbols move, as expressions into ex (16 rows)
- * and *s; the sizes become the largest, which the template sizes for. */
-static void attn_rt_exprs(const rc_ctx *c, ct_attn *at, cgen_attn_rt *s, char (*ex)[160]) {
-  if (!c->ngen_syms) return;
-  const tiny_node *N = c->g->nodes;
-  const tiny_shape *os = &N[at->out.node].shape, *ks = &N[at->key_node].shape;
-  rt_size(c, os, at->odim[0], &at->B, ex[0], &s->b);
-  rt_size(c, os, at->odim[2], &at->M, ex[1], &s->m);
-  rt_size(c, ks, at->key_dim, &at->N, ex[2], &s->n);
-  const tiny_shape *sh[4] = {&N[at->q.node].shape, &N[at->k.node].shape, &N[at->v.node].shape, os};
-  const int64_t *st[4] = {at->q_s, at->k_s, at->v_s, at->o_s};
-  const char **rt[4] = {s->q, s->k, s->v, s->o};
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 2; j++)
-      if (rc_stride_expr(c, sh[i], st[i][j], ex[3 + 2 * i + j], 160)) rt[i][j] = ex[3 + 2 * i + j];
-  for (int j = 0; at->has_mask && j < 3; j++)
-    if (rc_stride_expr(c, &N[at->mask.node].shape, at->mask_s[j], ex[11 + j], 160)) s->mask[j] = ex[11 + j];
-}
-
-harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *read, bool *handled,
-                            const char **why) {
-  ct_attn at = *read;
-  char ex[16][160];
-  cgen_attn_rt rt = {0};
-  attn_rt_exprs(c, &at, &rt, ex);
-  cgen_attn_spec s;
-  cgen_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP32);
-  s.rt = rt;
-  s.dv = at.DV;
-  s.q_dtype = at.q.dtype;
-  s.kv_dtype = at.k.dtype;
-  s.o_dtype = at.out.dtype;
-  s.scale = at.scale;
-  s.strided = true;
-  memcpy(s.q_s, at.q_s, sizeof at.q_s), memcpy(s.k_s, at.k_s, sizeof at.k_s);
-  memcpy(s.v_s, at.v_s, sizeof at.v_s), memcpy(s.o_s, at.o_s, sizeof at.o_s);
-  s.causal = at.causal;
-  if (at.has_mask) {
-    s.has_mask = true;
-    s.mask_dtype = at.mask.dtype;
-    memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
-  }
-  plan_use pu;
-  plan_tuning(c, r, 'a', false, &s.tune, &s.bm, &s.bn, &pu);
-  char kfn[128];
-  snprintf(kfn, sizeof kfn, "%s_attn", fn);
-  if (!template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
-    DECLINE("the template refused the shape");
-  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  small_on_caller(out, (double)at.B * at.H * at.M * at.N * (at.D + at.DV));
-  if (at.has_mask)
-    ut_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
-                  tiny_dtype_size(s.mask_dtype));
-  else
-    ut_str_puts(out, "  const void *mask = NULL;\n");
-  ut_str_printf(out,
-                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
-                " * %d,\n           (const char *)bufs[%d] + %" PRId64 " * %d, mask, bufs[%d]) ? 2 : 0;\n}\n\n",
-                kfn, at.q.slot, at.q.offset, tiny_dtype_size(at.q.dtype), at.k.slot, at.k.offset,
-                tiny_dtype_size(at.k.dtype), at.v.slot, at.v.offset, tiny_dtype_size(at.v.dtype), at.out.slot);
-  *handled = true;
-  return HARP_OK;
-}
-
-/* ---- row kernels (softmax, pool) ------------------------------------------------------ */
-/* Kernel `kfn` of a row kernel (`what`) into out: a plan reads as its
- * vector width (`note` says so in the plan's notes), and the C says which.
- * *refused: the generator refused the shape (out untouched). */
-static harp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
-                            const char *note, const char *kfn, ut_str *out, bool *refused) {
-  *refused = false;
-  rt_plan_choice *ch = choice_of(c, r);
-  if (ch) {
-    int vw = ch->plan.vec_width;
-    tune->simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
-    note_add(ch, note);
-  }
-  jit_variant(c, tune, ch ? isa_for_simd(tune->simd) : host_isa_mask());
-  harp_error e2 = {0};
-  ut_str body;
-  ut_str_init(&body);
-  if (gen(&e2, spec, kfn, &body)) {
-    ut_str_free(&body);
-    if (e2.code == HARP_E_NO_MEMORY) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    *refused = true;
-    return HARP_OK;
-  }
-  if (ch) {
-    ch->applied = true;
-    char *one = rt_plan_oneline(&ch->plan);
-    ut_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
-    free(one);
-  }
-  ut_str_puts(out, body.buf);
-  ut_str_free(&body);
-  return HARP_OK;
-}
-
-/* ---- row softmax ------------------------------------------------------------------ */
-harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *read, bool *handled,
-                          const char **why) {
-  const ct_softmax sm = *read;
-  cgen_softmax_spec s;
-  cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
-  s.y_dtype = sm.y.dtype;
-  s.scale = sm.scale;
-  char rows[160]; /* a ShapeSet object: the rows of y read at run time */
-  const tiny_shape *ys = rc_slot_shape(c, r, sm.y.slot);
-  if (ys && ys->rank >= 1 && ys->d[ys->rank - 1].n == sm.cols && rc_size_expr(c, ys, 0, ys->rank - 1, sm.rows, rows, sizeof rows))
-    s.rows_expr = rows;
-  char kfn[128];
-  snprintf(kfn, sizeof kfn, "%s_softmax", fn);
-  bool refused;
-  harp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
-                            "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used",
-                            kfn, out, &refused);
-  if (st) return st;
-  if (refused) DECLINE("the softmax kernel refused the shape");
-  ut_str_printf(out,
-                "static int %s(hprt_pool *pool, void *const *bufs) {\n"
-                "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n",
-                fn, kfn, sm.x.slot, sm.y.slot);
-  *handled = true;
-  return HARP_OK;
-}
-
-/* ---- pooling ---------------------------------------------------------------------- */
-/* Pools below this many bytes read and written run on the calling thread
- * (a pool of 3 MB on two threads takes ~0.15 ms; waking a worker ~0.05). */
-#define POOL_SMALL_BYTES (double)(1 << 18)
-
-/* The pools the kernel layer sends here (kernel_c.c's limits: stride, windows
- * a plane, sums over disjoint windows go to the loop nest). */
-harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *read, bool *handled,
-                       const char **why) {
-  const ct_pool pl = *read;
-  cgen_pool_spec s;
-  cgen_pool_spec_init(&s, pl.n, pl.c, pl.h, pl.w, pl.kh, pl.kw);
-  memcpy(s.stride, pl.stride, sizeof s.stride);
-  memcpy(s.dil, pl.dil, sizeof s.dil);
-  memcpy(s.pad, pl.pad, sizeof s.pad);
-  s.sum = pl.sum;
-  s.fill = (float)pl.fill;
-  s.x_dtype = pl.X.dtype;
-  s.y_dtype = pl.Y.dtype;
-  s.n_epi = pl.nepi;
-  epi_to_cgen(pl.epi, pl.nepi, s.epi);
-  /* a ShapeSet object: the batch, height and width of X read at run time,
-   * the spec's sizes then the upper corner's */
-  char rtx[3][160];
-  const tiny_shape *xs = c->ngen_syms ? rc_slot_shape(c, r, pl.X.slot) : NULL;
-  const int64_t want[4] = {pl.n, pl.c, pl.h, pl.w};
-  bool dims = xs && xs->rank == 4;
-  for (int d = 0; dims && d < 4; d++) dims = xs->d[d].n == want[d];
-  const char **ex[3] = {&s.n_expr, &s.h_expr, &s.w_expr};
-  int64_t *sz[3] = {&s.n, &s.h, &s.w};
-  for (int i = 0; dims && i < 3; i++) {
-    int d = i ? i + 1 : 0;
-    if (rc_size_expr(c, xs, d, d + 1, want[d], rtx[i], sizeof rtx[i])) *ex[i] = rtx[i], *sz[i] = rc_size_hi(c, xs, d, d + 1);
-  }
-  int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
-  if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
-  char kfn[128];
-  snprintf(kfn, sizeof kfn, "%s_pool", fn);
-  bool refused;
-  harp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
-                            "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
-                            kfn, out, &refused);
-  if (st) return st;
-  if (refused) DECLINE("the pool kernel refused the shape");
-  double bytes = (double)s.n * pl.c * ((double)s.h * s.w * tiny_dtype_size(pl.X.dtype) + (double)oh * ow * tiny_dtype_size(pl.Y.dtype));
-  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
-  ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
-  *handled = true;
-  return HARP_OK;
-}
-
-/* ---- elementwise maps --------------------------------------------------------------- */
-/* The Tiny ops cgen_map has a vector form of: the op table's vec column, and CAST (cpu_target's op filter). */
-bool cc_map_op_ok(tiny_op op) { return op == TINY_CAST || tiny_op_vec(op) != NULL; }
-
-/* The map op of a Tiny op: itself; a CAST copies, or rounds to a half. */
-static int map_kind(const ct_map_op *op) {
-  if (op->op != TINY_CAST) return (int)op->op;
-  return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
-}
-
-static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind, a->idx, (float)a->c}; }
-
-/* Maps of fewer points run on the calling thread (a wake-up of the pool
- * costs about what 32K points of arithmetic do). */
-#define MAP_SMALL_POINTS 32768.0
-
-/* One map kernel kfn for piece mp; *points grows by its points. */
-/* texpr[160]: the point count as a run-time expression, when the kernel
- * reads it so (a ShapeSet object, a whole dense y), else "". */
-static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
-                            double *points, char *texpr) {
-  cgen_map_spec s;
-  cgen_map_spec_init(&s, mp->cols);
-  const tiny_shape *ys = mp->ystrided ? NULL : rc_slot_shape(c, r, mp->y.slot);
-  int64_t total = mp->cols;
-  for (int d = 0; d < mp->nouter; d++) total *= mp->outer[d];
-  texpr[0] = 0;
-  if (ys && rc_size_expr(c, ys, 0, ys->rank, total, texpr, 160)) s.total_expr = texpr;
-  s.nouter = mp->nouter;
-  memcpy(s.outer, mp->outer, sizeof s.outer);
-  s.nin = mp->nin;
-  double pts = (double)mp->cols;
-  for (int d = 0; d < mp->nouter; d++) pts *= (double)mp->outer[d];
-  *points += pts;
-  for (int k = 0; k < mp->nin; k++) {
-    s.in[k].dtype = mp->in[k].t.dtype;
-    s.in[k].bcast = mp->in[k].bcast;
-    s.in[k].offset = mp->in[k].t.offset;
-    memcpy(s.in[k].ostride, mp->in[k].ostride, sizeof s.in[k].ostride);
-  }
-  s.y_dtype = mp->y.dtype;
-  s.y_strided = mp->ystrided;
-  s.y_offset = mp->y.offset;
-  memcpy(s.y_ostride, mp->yostride, sizeof s.y_ostride);
-  s.nops = mp->nops;
-  for (int j = 0; j < mp->nops; j++) {
-    const ct_map_op *op = &mp->ops[j];
-    s.ops[j] = (cgen_map_op){map_kind(op), op->to, map_arg(&op->a), map_arg(&op->b)};
-  }
-  return row_kernel(c, r, gen_map, &s, &s.tune, "map",
-                    "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
-                    kfn, out, refused);
-}
-
-/* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
-harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled,
-                      const char **why) {
-  ut_str body;
-  ut_str_init(&body);
-  double points = 0;
-  bool refused = false;
-  harp_status st = HARP_OK;
-  char texpr[160] = "";
-  for (int k = 0; k < ms->npiece && !st && !refused; k++) {
-    char kfn[128];
-    if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
-    else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
-    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr);
-  }
-  if (st || refused) {
-    ut_str_free(&body);
-    if (st) return st;
-    DECLINE("the map kernel refused the shape");
-  }
-  ut_str_puts(out, body.buf);
-  ut_str_free(&body);
-  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (ms->npiece == 1 && texpr[0]) /* the same choice at run time */
-    ut_str_printf(out, "  if (%s < %.0fL) pool = NULL; /* small: the calling thread alone */\n", texpr, MAP_SMALL_POINTS);
-  else if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
-  for (int k = 0; k < ms->npiece; k++) {
-    const ct_map *mp = &ms->piece[k];
-    ut_str_puts(out, "  const void *in");
-    if (ms->npiece > 1) ut_str_printf(out, "%d", k);
-    ut_str_puts(out, "[] = {");
-    for (int i = 0; i < mp->nin; i++) ut_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
-    ut_str_puts(out, "NULL};\n");
-  }
-  if (ms->npiece == 1) {
-    ut_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
-  } else {
-    for (int k = 0; k < ms->npiece; k++)
-      ut_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
-    ut_str_puts(out, "  return 0;\n}\n\n");
-  }
-  *handled = true;
-  return HARP_OK;
-}
-
-void cc_note_generic(rc_ctx *c, int r, const char *why) {
-  rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
-  if (!ch || !ch->has_plan) return;
-  char msg[200];
-  snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", why ? why : "no template for this region");
-  note_add(ch, msg);
-  ch->applied = false;
 }

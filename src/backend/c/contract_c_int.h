@@ -1,0 +1,54 @@
+/* contract_c_int.h — what the CPU's template printers share
+ * (contract_c.c: the contractions and these helpers; contract_rows_c.c:
+ * attention, softmax, pooling, maps). */
+#ifndef HARP_CONTRACT_C_INT_H
+#define HARP_CONTRACT_C_INT_H
+
+#include "cgen.h"
+#include "contract_c.h"
+#include "harp/tune.h"
+#include "kernel/contract.h"
+
+/* Declining a template: say why (it lands in a comment of the generated C). */
+#define DECLINE(msg)    \
+  do {                  \
+    *why = (msg);       \
+    return HARP_OK;     \
+  } while (0)
+
+/* A region's plan as a template reads it: the choice (NULL: the template's
+ * built-in tuning) and the plan and tuning it became, for the generated C. */
+typedef struct plan_use {
+  rt_plan_choice *ch;
+  char desc[320];
+} plan_use;
+
+/* A template generator behind one signature (cc_template_body). */
+typedef harp_status (*gen_fn)(harp_error *e, const void *spec, const char *fn, ut_str *out);
+
+/* The template steps of the shared reading as the C templates' epilogue. */
+void cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out);
+/* The one variant this machine runs best (the JIT compiles where it runs). */
+unsigned cc_host_isa_mask(void);
+/* The single ISA variant the JIT emits for a SIMD width. */
+unsigned cc_isa_for_simd(int simd);
+/* The JIT's variant: the one ISA `mask` names (packages keep every one). */
+void cc_jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask);
+/* Append `what` to the plan's notes once. */
+void cc_note_add(rt_plan_choice *ch, const char *what);
+/* Region r's plan, or NULL for the built-in tuning. */
+rt_plan_choice *cc_choice_of(const rc_ctx *c, int r);
+/* Fill t from region r's plan (kind: 'g' GEMM, 'c' conv with the plan's
+ * roles swapped when swap, 'a' attention; bm/bn for attention); the
+ * choice, or NULL for the built-in tuning. */
+rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
+                               plan_use *u);
+/* The template's kernel kfn into out under the plan's tuning, else the
+ * built-in one; false: the template refuses the shape itself. */
+bool cc_template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
+                      const char *kfn, ut_str *out);
+/* A kernel of fewer multiply-adds than a pool wake-up pays for runs on the
+ * calling thread: the line that says so, into out. */
+void cc_small_on_caller(ut_str *out, double work);
+
+#endif

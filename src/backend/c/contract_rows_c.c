@@ -1,0 +1,319 @@
+/* contract_rows_c.c — the CPU's attention, row softmax, pooling and
+ * elementwise-map kernels printed from what the kernel layer read, on the
+ * templates cgen_attn, cgen_softmax, cgen_pool and cgen_map (the
+ * contractions: contract_c.c, whose plan helpers, contract_c_int.h, these
+ * share).  A ShapeSet object's attention reads its batches, rows, keys and
+ * the strides they move at run time (attn_rt_exprs).
+ * Needs: contract_c_int.h, the kernel layer's reading (src/kernel/contract.h).
+ * Gives: cc_emit_attention, cc_emit_softmax, cc_emit_pool, cc_emit_map,
+ * cc_map_op_ok. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "contract_c_int.h"
+#include "tiny/tiny_spell.h"
+
+/* The generators behind one signature, for cc_template_body. */
+static harp_status gen_attn(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_attn(e, s, fn, o); }
+static harp_status gen_softmax(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_softmax(e, s, fn, o); }
+static harp_status gen_pool(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_pool(e, s, fn, o); }
+static harp_status gen_map(harp_error *e, const void *s, const char *fn, ut_str *o) { return cgen_map(e, s, fn, o); }
+
+/* ---- attention --------------------------------------------------------------------- */
+/* Size *v (axis d of shape sh) read at run time: its expression into buf
+ * and *e, and *v the largest value, when a symbol moves it. */
+static void rt_size(const rc_ctx *c, const tiny_shape *sh, int d, int64_t *v, char *buf, const char **e) {
+  if (d < 0 || d >= sh->rank || !rc_size_expr(c, sh, d, d + 1, *v, buf, 160)) return;
+  *e = buf;
+  *v = rc_size_hi(c, sh, d, d + 1);
+}
+
+/* A ShapeSet object: attention *at's batch, rows and keys and the strides
+ * of its operands that the symbols move, as expressions into ex (16 rows)
+ * and *s; the sizes become the largest, which the template sizes for. */
+static void attn_rt_exprs(const rc_ctx *c, ct_attn *at, cgen_attn_rt *s, char (*ex)[160]) {
+  if (!c->ngen_syms) return;
+  const tiny_node *N = c->g->nodes;
+  const tiny_shape *os = &N[at->out.node].shape, *ks = &N[at->key_node].shape;
+  rt_size(c, os, at->odim[0], &at->B, ex[0], &s->b);
+  rt_size(c, os, at->odim[2], &at->M, ex[1], &s->m);
+  rt_size(c, ks, at->key_dim, &at->N, ex[2], &s->n);
+  const tiny_shape *sh[4] = {&N[at->q.node].shape, &N[at->k.node].shape, &N[at->v.node].shape, os};
+  const int64_t *st[4] = {at->q_s, at->k_s, at->v_s, at->o_s};
+  const char **rt[4] = {s->q, s->k, s->v, s->o};
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 2; j++)
+      if (rc_stride_expr(c, sh[i], st[i][j], ex[3 + 2 * i + j], 160)) rt[i][j] = ex[3 + 2 * i + j];
+  for (int j = 0; at->has_mask && j < 3; j++)
+    if (rc_stride_expr(c, &N[at->mask.node].shape, at->mask_s[j], ex[11 + j], 160)) s->mask[j] = ex[11 + j];
+}
+
+harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_attn *read, bool *handled,
+                            const char **why) {
+  ct_attn at = *read;
+  char ex[16][160];
+  cgen_attn_rt rt = {0};
+  attn_rt_exprs(c, &at, &rt, ex);
+  cgen_attn_spec s;
+  cgen_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP32);
+  s.rt = rt;
+  s.dv = at.DV;
+  s.q_dtype = at.q.dtype;
+  s.kv_dtype = at.k.dtype;
+  s.o_dtype = at.out.dtype;
+  s.scale = at.scale;
+  s.strided = true;
+  memcpy(s.q_s, at.q_s, sizeof at.q_s), memcpy(s.k_s, at.k_s, sizeof at.k_s);
+  memcpy(s.v_s, at.v_s, sizeof at.v_s), memcpy(s.o_s, at.o_s, sizeof at.o_s);
+  s.causal = at.causal;
+  if (at.has_mask) {
+    s.has_mask = true;
+    s.mask_dtype = at.mask.dtype;
+    memcpy(s.mask_s, at.mask_s, sizeof s.mask_s);
+  }
+  plan_use pu;
+  cc_plan_tuning(c, r, 'a', false, &s.tune, &s.bm, &s.bn, &pu);
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_attn", fn);
+  if (!cc_template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
+    DECLINE("the template refused the shape");
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  cc_small_on_caller(out, (double)at.B * at.H * at.M * at.N * (at.D + at.DV));
+  if (at.has_mask)
+    ut_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
+                  tiny_dtype_size(s.mask_dtype));
+  else
+    ut_str_puts(out, "  const void *mask = NULL;\n");
+  ut_str_printf(out,
+                "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d, (const char *)bufs[%d] + %" PRId64
+                " * %d,\n           (const char *)bufs[%d] + %" PRId64 " * %d, mask, bufs[%d]) ? 2 : 0;\n}\n\n",
+                kfn, at.q.slot, at.q.offset, tiny_dtype_size(at.q.dtype), at.k.slot, at.k.offset,
+                tiny_dtype_size(at.k.dtype), at.v.slot, at.v.offset, tiny_dtype_size(at.v.dtype), at.out.slot);
+  *handled = true;
+  return HARP_OK;
+}
+
+/* ---- row kernels (softmax, pool) ------------------------------------------------------ */
+/* Kernel `kfn` of a row kernel (`what`) into out: a plan reads as its
+ * vector width (`note` says so in the plan's notes), and the C says which.
+ * *refused: the generator refused the shape (out untouched). */
+static harp_status row_kernel(rc_ctx *c, int r, gen_fn gen, const void *spec, cgen_tuning *tune, const char *what,
+                            const char *note, const char *kfn, ut_str *out, bool *refused) {
+  *refused = false;
+  rt_plan_choice *ch = cc_choice_of(c, r);
+  if (ch) {
+    int vw = ch->plan.vec_width;
+    tune->simd = vw >= 16 ? 16 : vw >= 8 ? 8 : vw > 0 ? 1 : 0;
+    cc_note_add(ch, note);
+  }
+  cc_jit_variant(c, tune, ch ? cc_isa_for_simd(tune->simd) : cc_host_isa_mask());
+  harp_error e2 = {0};
+  ut_str body;
+  ut_str_init(&body);
+  if (gen(&e2, spec, kfn, &body)) {
+    ut_str_free(&body);
+    if (e2.code == HARP_E_NO_MEMORY) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    *refused = true;
+    return HARP_OK;
+  }
+  if (ch) {
+    ch->applied = true;
+    char *one = rt_plan_oneline(&ch->plan);
+    ut_str_printf(out, "/* plan: %s\n   -> %s, simd %d */\n", one ? one : "?", what, tune->simd);
+    free(one);
+  }
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
+  return HARP_OK;
+}
+
+/* ---- row softmax ------------------------------------------------------------------ */
+harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *read, bool *handled,
+                          const char **why) {
+  const ct_softmax sm = *read;
+  cgen_softmax_spec s;
+  cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
+  s.y_dtype = sm.y.dtype;
+  s.scale = sm.scale;
+  char rows[160]; /* a ShapeSet object: the rows of y read at run time */
+  const tiny_shape *ys = rc_slot_shape(c, r, sm.y.slot);
+  if (ys && ys->rank >= 1 && ys->d[ys->rank - 1].n == sm.cols && rc_size_expr(c, ys, 0, ys->rank - 1, sm.rows, rows, sizeof rows))
+    s.rows_expr = rows;
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_softmax", fn);
+  bool refused;
+  harp_status st = row_kernel(c, r, gen_softmax, &s, &s.tune, "softmax",
+                            "softmax: the row kernel reads the vector width; rows split over the pool, the rest not used",
+                            kfn, out, &refused);
+  if (st) return st;
+  if (refused) DECLINE("the softmax kernel refused the shape");
+  ut_str_printf(out,
+                "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n",
+                fn, kfn, sm.x.slot, sm.y.slot);
+  *handled = true;
+  return HARP_OK;
+}
+
+/* ---- pooling ---------------------------------------------------------------------- */
+/* Pools below this many bytes read and written run on the calling thread
+ * (a pool of 3 MB on two threads takes ~0.15 ms; waking a worker ~0.05). */
+#define POOL_SMALL_BYTES (double)(1 << 18)
+
+/* The pools the kernel layer sends here (kernel_c.c's limits: stride, windows
+ * a plane, sums over disjoint windows go to the loop nest). */
+harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *read, bool *handled,
+                       const char **why) {
+  const ct_pool pl = *read;
+  cgen_pool_spec s;
+  cgen_pool_spec_init(&s, pl.n, pl.c, pl.h, pl.w, pl.kh, pl.kw);
+  memcpy(s.stride, pl.stride, sizeof s.stride);
+  memcpy(s.dil, pl.dil, sizeof s.dil);
+  memcpy(s.pad, pl.pad, sizeof s.pad);
+  s.sum = pl.sum;
+  s.fill = (float)pl.fill;
+  s.x_dtype = pl.X.dtype;
+  s.y_dtype = pl.Y.dtype;
+  s.n_epi = pl.nepi;
+  cc_epi_to_cgen(pl.epi, pl.nepi, s.epi);
+  /* a ShapeSet object: the batch, height and width of X read at run time,
+   * the spec's sizes then the upper corner's */
+  char rtx[3][160];
+  const tiny_shape *xs = c->ngen_syms ? rc_slot_shape(c, r, pl.X.slot) : NULL;
+  const int64_t want[4] = {pl.n, pl.c, pl.h, pl.w};
+  bool dims = xs && xs->rank == 4;
+  for (int d = 0; dims && d < 4; d++) dims = xs->d[d].n == want[d];
+  const char **ex[3] = {&s.n_expr, &s.h_expr, &s.w_expr};
+  int64_t *sz[3] = {&s.n, &s.h, &s.w};
+  for (int i = 0; dims && i < 3; i++) {
+    int d = i ? i + 1 : 0;
+    if (rc_size_expr(c, xs, d, d + 1, want[d], rtx[i], sizeof rtx[i])) *ex[i] = rtx[i], *sz[i] = rc_size_hi(c, xs, d, d + 1);
+  }
+  int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
+  if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
+  char kfn[128];
+  snprintf(kfn, sizeof kfn, "%s_pool", fn);
+  bool refused;
+  harp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
+                            "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
+                            kfn, out, &refused);
+  if (st) return st;
+  if (refused) DECLINE("the pool kernel refused the shape");
+  double bytes = (double)s.n * pl.c * ((double)s.h * s.w * tiny_dtype_size(pl.X.dtype) + (double)oh * ow * tiny_dtype_size(pl.Y.dtype));
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
+  *handled = true;
+  return HARP_OK;
+}
+
+/* ---- elementwise maps --------------------------------------------------------------- */
+/* The Tiny ops cgen_map has a vector form of: the op table's vec column, and CAST (cpu_target's op filter). */
+bool cc_map_op_ok(tiny_op op) { return op == TINY_CAST || tiny_op_vec(op) != NULL; }
+
+/* The map op of a Tiny op: itself; a CAST copies, or rounds to a half. */
+static int map_kind(const ct_map_op *op) {
+  if (op->op != TINY_CAST) return (int)op->op;
+  return op->to == TINY_FP16 || op->to == TINY_BF16 ? CGEN_MAP_ROUND : CGEN_MAP_COPY;
+}
+
+static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind, a->idx, (float)a->c}; }
+
+/* Maps of fewer points run on the calling thread (a wake-up of the pool
+ * costs about what 32K points of arithmetic do). */
+#define MAP_SMALL_POINTS 32768.0
+
+/* One map kernel kfn for piece mp; *points grows by its points. */
+/* texpr[160]: the point count as a run-time expression, when the kernel
+ * reads it so (a ShapeSet object, a whole dense y), else "". */
+static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
+                            double *points, char *texpr) {
+  cgen_map_spec s;
+  cgen_map_spec_init(&s, mp->cols);
+  const tiny_shape *ys = mp->ystrided ? NULL : rc_slot_shape(c, r, mp->y.slot);
+  int64_t total = mp->cols;
+  for (int d = 0; d < mp->nouter; d++) total *= mp->outer[d];
+  texpr[0] = 0;
+  if (ys && rc_size_expr(c, ys, 0, ys->rank, total, texpr, 160)) s.total_expr = texpr;
+  s.nouter = mp->nouter;
+  memcpy(s.outer, mp->outer, sizeof s.outer);
+  s.nin = mp->nin;
+  double pts = (double)mp->cols;
+  for (int d = 0; d < mp->nouter; d++) pts *= (double)mp->outer[d];
+  *points += pts;
+  for (int k = 0; k < mp->nin; k++) {
+    s.in[k].dtype = mp->in[k].t.dtype;
+    s.in[k].bcast = mp->in[k].bcast;
+    s.in[k].offset = mp->in[k].t.offset;
+    memcpy(s.in[k].ostride, mp->in[k].ostride, sizeof s.in[k].ostride);
+  }
+  s.y_dtype = mp->y.dtype;
+  s.y_strided = mp->ystrided;
+  s.y_offset = mp->y.offset;
+  memcpy(s.y_ostride, mp->yostride, sizeof s.y_ostride);
+  s.nops = mp->nops;
+  for (int j = 0; j < mp->nops; j++) {
+    const ct_map_op *op = &mp->ops[j];
+    s.ops[j] = (cgen_map_op){map_kind(op), op->to, map_arg(&op->a), map_arg(&op->b)};
+  }
+  return row_kernel(c, r, gen_map, &s, &s.tune, "map",
+                    "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
+                    kfn, out, refused);
+}
+
+/* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
+harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled,
+                      const char **why) {
+  ut_str body;
+  ut_str_init(&body);
+  double points = 0;
+  bool refused = false;
+  harp_status st = HARP_OK;
+  char texpr[160] = "";
+  for (int k = 0; k < ms->npiece && !st && !refused; k++) {
+    char kfn[128];
+    if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
+    else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
+    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr);
+  }
+  if (st || refused) {
+    ut_str_free(&body);
+    if (st) return st;
+    DECLINE("the map kernel refused the shape");
+  }
+  ut_str_puts(out, body.buf);
+  ut_str_free(&body);
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  if (ms->npiece == 1 && texpr[0]) /* the same choice at run time */
+    ut_str_printf(out, "  if (%s < %.0fL) pool = NULL; /* small: the calling thread alone */\n", texpr, MAP_SMALL_POINTS);
+  else if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  for (int k = 0; k < ms->npiece; k++) {
+    const ct_map *mp = &ms->piece[k];
+    ut_str_puts(out, "  const void *in");
+    if (ms->npiece > 1) ut_str_printf(out, "%d", k);
+    ut_str_puts(out, "[] = {");
+    for (int i = 0; i < mp->nin; i++) ut_str_printf(out, "bufs[%d], ", mp->in[i].t.slot);
+    ut_str_puts(out, "NULL};\n");
+  }
+  if (ms->npiece == 1) {
+    ut_str_printf(out, "  return %s_map(pool, in, bufs[%d]) ? 2 : 0;\n}\n\n", fn, ms->piece[0].y.slot);
+  } else {
+    for (int k = 0; k < ms->npiece; k++)
+      ut_str_printf(out, "  if (%s_map%d(pool, in%d, bufs[%d])) return 2;\n", fn, k, k, ms->piece[k].y.slot);
+    ut_str_puts(out, "  return 0;\n}\n\n");
+  }
+  *handled = true;
+  return HARP_OK;
+}
+
+void cc_note_generic(rc_ctx *c, int r, const char *why) {
+  rt_plan_choice *ch = c->plans ? &c->plans[c->f->kernels[r].region] : NULL;
+  if (!ch || !ch->has_plan) return;
+  char msg[200];
+  snprintf(msg, sizeof msg, "generic loops (%.150s): the plan is not read", why ? why : "no template for this region");
+  cc_note_add(ch, msg);
+  ch->applied = false;
+}
