@@ -40,6 +40,7 @@ typedef struct rt_knobs {
   bool no_templates;            /* HARP_NO_TEMPLATES: no kernel templates, loop nests only */
   bool no_plans;                /* HARP_NO_PLANS: templates keep their built-in tuning */
   bool no_prepack;              /* HARP_NO_PREPACK: weights packed on every run, not once */
+  bool no_int8;                 /* HARP_NO_INT8: integer convs stay on the bf16 template */
   int conv;                     /* HARP_CONV: rt_knob_conv */
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */
   bool no_coalesce;             /* HARP_NO_COALESCE: loops are not merged */

@@ -31,6 +31,8 @@ static const rt_knob table[] = {
         "CPU templates keep their built-in tuning instead of the region's Schedule Plan"),
     ROW(no_prepack, "HARP_NO_PREPACK", BOOL, "0", NULL, 0, 0,
         "weights a CPU template reads packed are packed on every run, not once at model_init"),
+    ROW(no_int8, "HARP_NO_INT8", BOOL, "0", NULL, 0, 0,
+        "a conv of 8-bit integers (QDQ models) stays on the bf16 template, not the int8 VNNI kernel too"),
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),

@@ -1,0 +1,213 @@
+/* contract_q8.c — a convolution of 8-bit integers on the int8 VNNI kernel
+ * (cgen_qgemm): a conv template kernel (contract_c.c) whose input provably
+ * holds integers of an 8-bit range and whose weight is a bf16 param also
+ * runs as exact u8 x s8 -> s32 products, its epilogue applied to the sums.
+ * Needs: contract_c.h, cgen_qgemm.h, the tiny graph.  Gives: cc_q8_input,
+ * cc_emit_q8conv.
+ *
+ * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
+ * conv of bf16(q - z) by a bf16 weight of integers; the proof of the input
+ * is read off the graph (cc_q8_input: a chain of ROUND, MAX / MIN, ADD of
+ * integer constants, casts that keep the integers), the weight's is made at
+ * model_init: its packer (<fn>_wpack1) converts the bf16 weight to int8
+ * and flags the packed form invalid when a value is not an integer of
+ * [-128, 127].  The kernel <fn>_q8 then returns -1 and the caller runs the
+ * bf16 template as before.  Per image: the input plus its zero point as u8
+ * (per channel task), the int8 kernel's int32 sums (as fp32, exact below
+ * 2^24 as the template's), the epilogue steps per output channel.
+ * HARP_NO_INT8=1 leaves these convs on the template alone (A/B). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_qgemm.h"
+#include "contract_c.h"
+#include "harp/knobs.h"
+#include "kernel/contract.h"
+
+#define Q8_DEPTH 24
+
+/* Whether source s holds integers only; their bounds in *lo, *hi (infinite
+ * when unknown).  Follows views, casts that keep the integers, ROUND (of
+ * anything), ADD / SUB / MAX / MIN / NEG / RELU of integers, integer
+ * constants and 8-bit tensors. */
+static bool int_range(const tiny_graph *g, tiny_src s, double *lo, double *hi, int depth) {
+  if (s.node < 0) return *lo = *hi = s.imm, isfinite(s.imm) && s.imm == nearbyint(s.imm);
+  const tiny_node *n = &g->nodes[s.node];
+  if (n->dtype == TINY_U8 || n->dtype == TINY_I8) { /* any value stored as 8 bits */
+    *lo = n->dtype == TINY_U8 ? 0 : -128, *hi = n->dtype == TINY_U8 ? 255 : 127;
+    return true;
+  }
+  if (n->op == TINY_CONST) return *lo = *hi = n->a.cnst.value, isfinite(*lo) && *lo == nearbyint(*lo);
+  double a0 = -INFINITY, a1 = INFINITY, b0 = 0, b1 = 0;
+  bool ok0 = depth < Q8_DEPTH && n->nsrc >= 1 && int_range(g, n->src[0], &a0, &a1, depth + 1);
+  if (n->op == TINY_ROUND) return *lo = ok0 ? a0 : -INFINITY, *hi = ok0 ? a1 : INFINITY, true;
+  if (!ok0 || (n->nsrc > 1 && !int_range(g, n->src[1], &b0, &b1, depth + 1))) return false;
+  switch (n->op) {
+    case TINY_RESHAPE:
+    case TINY_EXPAND:
+    case TINY_PERMUTE: *lo = a0, *hi = a1; return n->nsrc == 1;
+    case TINY_CAST: { /* exact for integers up to 2^8 (bf16), 2^11 (fp16), 2^24 (fp32) */
+      tiny_dtype to = n->a.cast.to;
+      double lim = to == TINY_BF16 ? 256 : to == TINY_FP16 ? 2048 : to == TINY_FP32 ? 16777216 : 0;
+      *lo = a0, *hi = a1;
+      return a0 >= -lim && a1 <= lim;
+    }
+    case TINY_NEG: *lo = -a1, *hi = -a0; return true;
+    case TINY_RELU: *lo = fmax(a0, 0), *hi = fmax(a1, 0); return true;
+    case TINY_ADD: *lo = a0 + b0, *hi = a1 + b1; return true;
+    case TINY_SUB: *lo = a0 - b1, *hi = a1 - b0; return true;
+    case TINY_MAX: *lo = fmax(a0, b0), *hi = fmax(a1, b1); return true;
+    case TINY_MIN: *lo = fmin(a0, b0), *hi = fmin(a1, b1); return true;
+    default: return false;
+  }
+}
+
+/* Whether node holds integers u - *za with u in [0, 255]: its u8 form. */
+bool cc_q8_input(const tiny_graph *g, int node, int *za) {
+  double lo, hi;
+  if (node < 0 || !int_range(g, (tiny_src){node, 0}, &lo, &hi, 0) || !isfinite(lo) || !isfinite(hi)) return false;
+  double z = lo < 0 ? -lo : 0; /* u = x + z in [0, 255] */
+  if (z > 255 || hi + z > 255) return false;
+  *za = (int)z;
+  return true;
+}
+
+/* A load of element `i` of a tensor of dtype dt at pointer expression p, as fp32. */
+static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const char *i) {
+  if (dt == TINY_FP32) snprintf(buf, cap, "((const float *)%s)[%s]", p, i);
+  else snprintf(buf, cap, "hp_%s(((const uint16_t *)%s)[%s])", dt == TINY_BF16 ? "b2f" : "h2f", p, i);
+}
+
+/* The epilogue steps of cv on the fp32 `v` of output channel `t`; false
+ * when a step is not one this kernel applies. */
+static bool q8_epilogue(ut_str *o, const ct_conv *cv) {
+  char ld[160];
+  for (int i = 0; i < cv->nepi; i++) {
+    const ct_epi *ep = &cv->epi[i];
+    char pe[32];
+    snprintf(pe, sizeof pe, "x->ep[%d]", i);
+    switch (ep->kind) {
+      case CT_EPI_BIAS_M:
+        q8_load(ld, sizeof ld, ep->dtype, pe, "t");
+        ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
+        break;
+      case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); break; /* NaN, -0 pass, as vmaxps(0, v) */
+      case CT_EPI_RINT: ut_str_puts(o, "    v = hp_rint(v);\n"); break;
+      case CT_EPI_ROUND: ut_str_printf(o, "    v = hp_r%s(v);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
+      case CT_EPI_SCALE:
+        if (ep->scale != 1.0f) ut_str_printf(o, "    v = v * %#.9gf;\n", (double)ep->scale);
+        if (ep->shift != 0.0f) ut_str_printf(o, "    v = v + %#.9gf;\n", (double)ep->shift);
+        break;
+      case CT_EPI_CLAMP:
+        if (ep->lo != -INFINITY) ut_str_printf(o, "    v = %#.9gf > v ? %#.9gf : v;\n", (double)ep->lo, (double)ep->lo);
+        if (ep->hi != INFINITY) ut_str_printf(o, "    v = %#.9gf < v ? %#.9gf : v;\n", (double)ep->hi, (double)ep->hi);
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+/* The packed form 1 of the weight (int8, flagged valid in its first word)
+ * of M rows of K bf16 at element offset off, for kernel kfn. */
+static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int64_t K, int64_t off) {
+  ut_str_printf(o, "static long %s_wbytes1(void) { return 64 + %s_wsize(); }\n", fn, kfn);
+  ut_str_printf(o,
+                "static int %s_wpack1(hprt_pool *pool, const void *w, void *wp) {\n"
+                "  (void)pool;\n"
+                "  const uint16_t *s = (const uint16_t *)w + %" PRId64 "L;\n"
+                "  int8_t *q = (int8_t *)malloc(%" PRId64 "UL);\n  float *mu = (float *)malloc(%" PRId64 "UL * 4);\n"
+                "  if (!q || !mu) { free(q); free(mu); return -1; }\n  int ok = 1;\n"
+                "  for (long i = 0; i < %" PRId64 "L; i++) { /* an integer of [-128, 127], else the bf16 kernel */\n"
+                "    float v = hp_b2f(s[i]);\n"
+                "    if (!(v >= -128.0f && v <= 127.0f) || v != hp_rint(v)) ok = 0;\n"
+                "    q[i] = ok ? (int8_t)v : 0;\n  }\n"
+                "  for (long m = 0; m < %" PRId64 "L; m++) mu[m] = 1.0f;\n"
+                "  memset(wp, 0, 64);\n"
+                "  int rc = ok ? %s_pack(q, NULL, mu, (char *)wp + 64) : 0;\n"
+                "  if (!rc) *(int *)wp = ok;\n  free(q);\n  free(mu);\n  return rc ? -1 : 0;\n}\n",
+                fn, off, M * K, M, M * K, M, kfn);
+}
+
+/* The per-image tasks: the input as u8 (x + za, one task per input channel)
+ * and the epilogue (one per output channel). */
+static bool q8_tasks(ut_str *o, const char *fn, const ct_conv *cv, int za, int64_t hw, int64_t ohw) {
+  char ld[160];
+  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const float *acc; char *y; const void *const *ep; } %s_q8ctx;\n", fn);
+  ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  q8_load(ld, sizeof ld, cv->X.dtype, "x->x", "i");
+  ut_str_printf(o,
+                "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n"
+                "    int32_t k = hp_f2i(%s) + %d;\n"
+                "    x->u[i] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);\n  }\n}\n",
+                hw, hw, ld, za);
+  ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  ut_str_printf(o, "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n    float v = x->acc[i];\n", ohw, ohw);
+  if (!q8_epilogue(o, cv)) return false;
+  if (cv->Y.dtype == TINY_FP32) ut_str_puts(o, "    ((float *)x->y)[i] = v;\n  }\n}\n");
+  else ut_str_printf(o, "    ((uint16_t *)x->y)[i] = hp_f2%s(v);\n  }\n}\n", cv->Y.dtype == TINY_BF16 ? "b" : "h");
+  return true;
+}
+
+/* The int8 form of conv cv (kernel r, its template's wrapper named fn):
+ * emits <fn>_q8(pool, bufs), 0 / 2 as a kernel, -1 when the weight is no
+ * int8 (the caller then runs the template), and the packed form 1 (pk).
+ * False, emitting nothing, when cv is not one it takes: groups, a weight
+ * not packed once, an input not proven 8-bit (cc_q8_input), padding not
+ * the same on both sides, an epilogue step it does not apply. */
+bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
+  int za;
+  if (rt_knobs_or_default(c->knobs)->no_int8 || !prepacked || cv->groups != 1 || cv->W.dtype != TINY_BF16 || pk->n != 1 || cv->Y.offset != 0 ||
+      !cc_q8_input(c->g, cv->X.node, &za))
+    return false;
+  int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
+  int64_t ow = (cv->w + cv->pad[1] + cv->pad[3] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
+  int64_t oh2 = (cv->h + 2 * cv->pad[0] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
+  int64_t ow2 = (cv->w + 2 * cv->pad[1] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
+  if (oh != oh2 || ow != ow2 || oh < 1 || ow < 1) return false;
+  cgen_qgemm_spec q;
+  cgen_qgemm_spec_init(&q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
+  q.weight_a = true, q.w_kmajor = false;
+  q.x_dtype = TINY_U8, q.y_dtype = TINY_FP32, q.za = za;
+  q.conv.c = cv->c, q.conv.h = cv->h, q.conv.w = cv->w, q.conv.kh = cv->kh, q.conv.kw = cv->kw;
+  q.conv.sh = cv->stride[0], q.conv.sw = cv->stride[1], q.conv.ph = cv->pad[0], q.conv.pw = cv->pad[1];
+  q.conv.dh = cv->dil[0], q.conv.dw = cv->dil[1];
+  char kfn[160];
+  snprintf(kfn, sizeof kfn, "%s_q", fn);
+  ut_str body, tasks;
+  ut_str_init(&body);
+  ut_str_init(&tasks);
+  harp_error e2 = {0};
+  int64_t hw = cv->h * cv->w, ohw = oh * ow;
+  bool ok = cgen_qgemm(&e2, &q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, cv, za, hw, ohw);
+  if (ok) {
+    ut_str_puts(out, body.buf);
+    q8_wpack(out, fn, kfn, cv->oc, cv->c * cv->kh * cv->kw, cv->W.offset);
+    ut_str_puts(out, tasks.buf);
+    const fn_kernel *K = &c->f->kernels[r];
+    int xs = tiny_dtype_size(cv->X.dtype), ys = tiny_dtype_size(cv->Y.dtype);
+    ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d), -1: the weight is no int8 */\n", za);
+    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  const int *wp = (const int *)bufs[%d];\n", fn,
+                  K->nreads + K->nwrites + 1);
+    ut_str_puts(out, "  if (!wp[0]) return -1;\n");
+    cc_ep_array(out, cv->epi, cv->nepi);
+    ut_str_printf(out,
+                  "  uint8_t *u = (uint8_t *)malloc(%" PRId64 "UL);\n  float *acc = (float *)malloc(%" PRId64 "UL * 4);\n"
+                  "  int rc = !u || !acc ? 2 : 0;\n"
+                  "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
+                  "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
+                  "                   (char *)bufs[%d] + n * %" PRId64 "L * %d, ep};\n"
+                  "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
+                  "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
+                  "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
+                  "  free(u);\n  free(acc);\n  return rc;\n}\n",
+                  cv->c * hw, cv->oc * ohw, cv->n, fn, cv->X.slot, cv->X.offset, cv->c * hw, xs, cv->Y.slot, cv->oc * ohw, ys,
+                  (int)cv->c, fn, kfn, (int)cv->oc, fn);
+    pk->n = 2, pk->slot[1] = cv->W.slot, pk->key[1][0] = 0;
+  }
+  ut_str_free(&body);
+  ut_str_free(&tasks);
+  return ok;
+}
