@@ -159,7 +159,7 @@ static bool q8_tasks(ut_str *o, const char *fn, const ct_conv *cv, int za, int64
  * the same on both sides, an epilogue step it does not apply. */
 bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
   int za;
-  if (rt_knobs_or_default(c->knobs)->no_int8 || !prepacked || cv->groups != 1 || cv->W.dtype != TINY_BF16 || pk->n != 1 || cv->Y.offset != 0 ||
+  if (rt_knobs_or_default(c->knobs)->no_int8 || c->ngen_syms || !prepacked || cv->groups != 1 || cv->W.dtype != TINY_BF16 || cv->Y.offset != 0 ||
       !cc_q8_input(c->g, cv->X.node, &za))
     return false;
   int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
@@ -211,3 +211,23 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
   ut_str_free(&tasks);
   return ok;
 }
+
+/* GEMM gm as a 1x1 conv (C[n][oc][p] = W[oc][c] x[n][c][p], the weight A
+ * packed once as form 0): the same int8 kernel (cc_emit_q8conv). */
+bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepacked, rc_packed *pk) {
+  int64_t M = g->M, N = g->N, K = g->K, nb = g->batch[0];
+  if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->a_sb[1] ||
+      g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) || g->c_sn != 1 || g->c_sm != N ||
+      (nb > 1 && g->c_sb[0] != M * N) || g->C.offset != 0)
+    return false;
+  ct_conv cv;
+  memset(&cv, 0, sizeof cv);
+  cv.n = nb, cv.c = K, cv.h = 1, cv.w = N, cv.oc = M, cv.kh = cv.kw = cv.groups = 1;
+  cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
+  cv.X = g->B, cv.W = g->A, cv.Y = g->C;
+  cv.nepi = g->nepi;
+  memcpy(cv.epi, g->epi, sizeof cv.epi);
+  return cc_emit_q8conv(c, r, fn, out, &cv, prepacked, pk);
+}
+
+void cc_q8_call(ut_str *out, const char *fn) { ut_str_printf(out, "  int q8 = %s_q8(pool, bufs);\n  if (q8 >= 0) return q8;\n", fn); }
