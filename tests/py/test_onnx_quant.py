@@ -427,7 +427,7 @@ def test_qdq_range_ends():
     past bf16's range: the contractions read their integers in bf16 (exact
     to 256) and equal onnxruntime's int8 run; the generated C multiplies
     them with vdpbf16ps, on the templates (the conv reads the bf16 buffer its
-    input's producer wrote); the conv runs on the int8 VNNI kernel."""
+    input's producer wrote); all three run on the int8 VNNI kernel."""
     for zx in (0, 255):
         path, feeds, steps = qdq_edges_model(zx)
         want = ort_run(path, feeds)
@@ -448,10 +448,11 @@ def test_qdq_range_ends():
     S.check("QDQ range ends: harp compile runs", p.returncode == 0, p.stderr[-600:])
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     S.check("QDQ range ends: the generated C multiplies with vdpbf16ps", "_mm512_dpbf16_ps" in src, f"{len(src)} bytes of C")
-    # the conv (groups 1, its input proven u8 - zx) also on the int8 VNNI kernel (contract_q8.c), which runs
-    # unless model_init finds its weight not int8: the equalities above are its results
-    S.check("QDQ range ends: the conv on the int8 kernel (vpdpbusd)", "_q8(pool, bufs)" in src and "vpdpbusd" in src,
-            f"{src.count('_q8(pool, bufs)')} int8 kernel calls")
+    # the conv, the MatMul and the Gemm (their inputs proven u8 - zx) also on the int8 VNNI kernel
+    # (contract_q8.c), which runs unless model_init finds a weight not int8: the equalities above are its results
+    q8 = src.count("_q8(pool, bufs);")
+    S.check("QDQ range ends: conv, MatMul and Gemm on the int8 kernel (vpdpbusd)", q8 == 3 and "vpdpbusd" in src,
+            f"{q8} int8 kernel calls")
     # the conv reads its input from the bf16 buffer its producer wrote: a template, not the generic loops
     generic = [ln for ln in src.splitlines() if ln.startswith("/* generic loops")]
     S.check("QDQ range ends: every contraction on a template", not generic, "; ".join(generic[:3]))

@@ -508,7 +508,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     pk->n = 1, pk->slot[0] = gm->A.slot;
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
-  bool q8 = cc_emit_q8gemm(c, r, fn, out, gm, s.prepack_w, pk);
+  bool q8 = s.prepack_w && cc_emit_q8gemm(c, r, fn, out, gm, true, false, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   small_on_caller(out, (double)gm->batch[0] * gm->M * gm->N * gm->K);
   if (q8) cc_q8_call(out, fn);
@@ -587,7 +587,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
   if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
   if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
-  bool q8 = !m_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, pk);
+  bool q8 = !m_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
    * read by one core take ~0.5 ms, two cores about half */

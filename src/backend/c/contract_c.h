@@ -46,9 +46,11 @@ void cc_ep_array(ut_str *o, const ct_epi *epi, int n);
  * was emitted (pk's form 1). */
 bool cc_q8_input(const tiny_graph *g, int node, int *za);
 bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk);
-/* The same for a GEMM that is a 1x1 conv in NCHW (the weight A); and the
- * wrapper's call of <fn>_q8, falling through to the template on -1. */
-bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepacked, rc_packed *pk);
+/* The same for a GEMM that is a 1x1 conv in NCHW (the weight A packed) or
+ * x W (the weight B packed); and the wrapper's call of <fn>_q8, falling
+ * through to the template on -1. */
+bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
+                    rc_packed *pk);
 void cc_q8_call(ut_str *out, const char *fn);
 
 #endif

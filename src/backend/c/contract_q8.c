@@ -80,17 +80,33 @@ static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const c
   else snprintf(buf, cap, "hp_%s(((const uint16_t *)%s)[%s])", dt == TINY_BF16 ? "b2f" : "h2f", p, i);
 }
 
-/* The epilogue steps of cv on the fp32 `v` of output channel `t`; false
- * when a step is not one this kernel applies. */
-static bool q8_epilogue(ut_str *o, const ct_conv *cv) {
+/* What the int8 kernel of one template kernel computes: per batch
+ * element (nb of them, x_bs / y_bs elements apart), the input of xrows x
+ * xlen as u8 (a task per row), q's sums into yrows x ylen, the epilogue
+ * per output row (a task each), the bias per row (conv channels) or, with
+ * bias_col, per column (a weight B's channels). */
+typedef struct q8_job {
+  cgen_qgemm_spec q;
+  ct_tensor X, W, Y;
+  int64_t nb, x_bs, y_bs, xrows, xlen, yrows, ylen, wch, wk;
+  bool bias_col;
+  int nepi;
+  const ct_epi *epi;
+} q8_job;
+
+/* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`;
+ * false when a step is not one this kernel applies. */
+static bool q8_epilogue(ut_str *o, const q8_job *j) {
   char ld[160];
-  for (int i = 0; i < cv->nepi; i++) {
-    const ct_epi *ep = &cv->epi[i];
+  for (int i = 0; i < j->nepi; i++) {
+    const ct_epi *ep = &j->epi[i];
     char pe[32];
     snprintf(pe, sizeof pe, "x->ep[%d]", i);
     switch (ep->kind) {
       case CT_EPI_BIAS_M:
-        q8_load(ld, sizeof ld, ep->dtype, pe, "t");
+      case CT_EPI_BIAS_N:
+        if ((ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
+        q8_load(ld, sizeof ld, ep->dtype, pe, j->bias_col ? "col" : "t");
         ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
         break;
       case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); break; /* NaN, -0 pass, as vmaxps(0, v) */
@@ -131,24 +147,74 @@ static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int6
                 fn, off, M * K, M, M * K, M, kfn);
 }
 
-/* The per-image tasks: the input as u8 (x + za, one task per input channel)
- * and the epilogue (one per output channel). */
-static bool q8_tasks(ut_str *o, const char *fn, const ct_conv *cv, int za, int64_t hw, int64_t ohw) {
+/* The per-batch tasks of job j: the input as u8 (x + za) and the epilogue. */
+static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   char ld[160];
   ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const float *acc; char *y; const void *const *ep; } %s_q8ctx;\n", fn);
   ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  q8_load(ld, sizeof ld, cv->X.dtype, "x->x", "i");
+  q8_load(ld, sizeof ld, j->X.dtype, "x->x", "i");
   ut_str_printf(o,
                 "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n"
                 "    int32_t k = hp_f2i(%s) + %d;\n"
                 "    x->u[i] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);\n  }\n}\n",
-                hw, hw, ld, za);
+                j->xlen, j->xlen, ld, (int)j->q.za);
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  ut_str_printf(o, "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n    float v = x->acc[i];\n", ohw, ohw);
-  if (!q8_epilogue(o, cv)) return false;
-  if (cv->Y.dtype == TINY_FP32) ut_str_puts(o, "    ((float *)x->y)[i] = v;\n  }\n}\n");
-  else ut_str_printf(o, "    ((uint16_t *)x->y)[i] = hp_f2%s(v);\n  }\n}\n", cv->Y.dtype == TINY_BF16 ? "b" : "h");
+  ut_str_printf(o, "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n    float v = x->acc[i];\n",
+                j->ylen, j->ylen);
+  if (j->bias_col) ut_str_printf(o, "    long col = i - (long)t * %" PRId64 "L;\n", j->ylen);
+  if (!q8_epilogue(o, j)) return false;
+  if (j->Y.dtype == TINY_FP32) ut_str_puts(o, "    ((float *)x->y)[i] = v;\n  }\n}\n");
+  else ut_str_printf(o, "    ((uint16_t *)x->y)[i] = hp_f2%s(v);\n  }\n}\n", j->Y.dtype == TINY_BF16 ? "b" : "h");
   return true;
+}
+
+/* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
+ * weight is no int8 (the caller then runs the template); the packed form
+ * 1 (pk).  False, emitting nothing, when the generator or an epilogue
+ * step refuses it. */
+static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job *j, rc_packed *pk) {
+  char kfn[160];
+  snprintf(kfn, sizeof kfn, "%s_q", fn);
+  ut_str body, tasks;
+  ut_str_init(&body);
+  ut_str_init(&tasks);
+  harp_error e2 = {0};
+  bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
+  if (ok) {
+    ut_str_puts(out, body.buf);
+    q8_wpack(out, fn, kfn, j->wch, j->wk, j->W.offset);
+    ut_str_puts(out, tasks.buf);
+    const fn_kernel *K = &c->f->kernels[r];
+    int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
+    ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d), -1: the weight is no int8 */\n", (int)j->q.za);
+    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  const int *wp = (const int *)bufs[%d];\n", fn,
+                  K->nreads + K->nwrites + 1);
+    ut_str_puts(out, "  if (!wp[0]) return -1;\n");
+    cc_ep_array(out, j->epi, j->nepi);
+    ut_str_printf(out,
+                  "  uint8_t *u = (uint8_t *)malloc(%" PRId64 "UL);\n  float *acc = (float *)malloc(%" PRId64 "UL * 4);\n"
+                  "  int rc = !u || !acc ? 2 : 0;\n"
+                  "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
+                  "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
+                  "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep};\n"
+                  "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
+                  "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
+                  "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
+                  "  free(u);\n  free(acc);\n  return rc;\n}\n",
+                  j->xrows * j->xlen, j->yrows * j->ylen, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset,
+                  j->y_bs, ys, (int)j->xrows, fn, kfn, (int)j->yrows, fn);
+    pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
+  }
+  ut_str_free(&body);
+  ut_str_free(&tasks);
+  return ok;
+}
+
+/* Whether kernel r may take the int8 kernel with weight w and input x
+ * (its zero point *za). */
+static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_tensor *x, int *za) {
+  return !rt_knobs_or_default(c->knobs)->no_int8 && !c->ngen_syms && prepacked && w->dtype == TINY_BF16 &&
+         cc_q8_input(c->g, x->node, za);
 }
 
 /* The int8 form of conv cv (kernel r, its template's wrapper named fn):
@@ -159,75 +225,55 @@ static bool q8_tasks(ut_str *o, const char *fn, const ct_conv *cv, int za, int64
  * the same on both sides, an epilogue step it does not apply. */
 bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
   int za;
-  if (rt_knobs_or_default(c->knobs)->no_int8 || c->ngen_syms || !prepacked || cv->groups != 1 || cv->W.dtype != TINY_BF16 || cv->Y.offset != 0 ||
-      !cc_q8_input(c->g, cv->X.node, &za))
-    return false;
+  if (cv->groups != 1 || !q8_ok(c, prepacked, &cv->W, &cv->X, &za)) return false;
   int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
   int64_t ow = (cv->w + cv->pad[1] + cv->pad[3] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
   int64_t oh2 = (cv->h + 2 * cv->pad[0] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
   int64_t ow2 = (cv->w + 2 * cv->pad[1] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
   if (oh != oh2 || ow != ow2 || oh < 1 || ow < 1) return false;
-  cgen_qgemm_spec q;
-  cgen_qgemm_spec_init(&q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
-  q.weight_a = true, q.w_kmajor = false;
-  q.x_dtype = TINY_U8, q.y_dtype = TINY_FP32, q.za = za;
-  q.conv.c = cv->c, q.conv.h = cv->h, q.conv.w = cv->w, q.conv.kh = cv->kh, q.conv.kw = cv->kw;
-  q.conv.sh = cv->stride[0], q.conv.sw = cv->stride[1], q.conv.ph = cv->pad[0], q.conv.pw = cv->pad[1];
-  q.conv.dh = cv->dil[0], q.conv.dw = cv->dil[1];
-  char kfn[160];
-  snprintf(kfn, sizeof kfn, "%s_q", fn);
-  ut_str body, tasks;
-  ut_str_init(&body);
-  ut_str_init(&tasks);
-  harp_error e2 = {0};
-  int64_t hw = cv->h * cv->w, ohw = oh * ow;
-  bool ok = cgen_qgemm(&e2, &q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, cv, za, hw, ohw);
-  if (ok) {
-    ut_str_puts(out, body.buf);
-    q8_wpack(out, fn, kfn, cv->oc, cv->c * cv->kh * cv->kw, cv->W.offset);
-    ut_str_puts(out, tasks.buf);
-    const fn_kernel *K = &c->f->kernels[r];
-    int xs = tiny_dtype_size(cv->X.dtype), ys = tiny_dtype_size(cv->Y.dtype);
-    ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d), -1: the weight is no int8 */\n", za);
-    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  const int *wp = (const int *)bufs[%d];\n", fn,
-                  K->nreads + K->nwrites + 1);
-    ut_str_puts(out, "  if (!wp[0]) return -1;\n");
-    cc_ep_array(out, cv->epi, cv->nepi);
-    ut_str_printf(out,
-                  "  uint8_t *u = (uint8_t *)malloc(%" PRId64 "UL);\n  float *acc = (float *)malloc(%" PRId64 "UL * 4);\n"
-                  "  int rc = !u || !acc ? 2 : 0;\n"
-                  "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
-                  "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
-                  "                   (char *)bufs[%d] + n * %" PRId64 "L * %d, ep};\n"
-                  "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
-                  "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
-                  "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
-                  "  free(u);\n  free(acc);\n  return rc;\n}\n",
-                  cv->c * hw, cv->oc * ohw, cv->n, fn, cv->X.slot, cv->X.offset, cv->c * hw, xs, cv->Y.slot, cv->oc * ohw, ys,
-                  (int)cv->c, fn, kfn, (int)cv->oc, fn);
-    pk->n = 2, pk->slot[1] = cv->W.slot, pk->key[1][0] = 0;
-  }
-  ut_str_free(&body);
-  ut_str_free(&tasks);
-  return ok;
+  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi};
+  cgen_qgemm_spec *q = &j.q;
+  cgen_qgemm_spec_init(q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
+  q->weight_a = true, q->w_kmajor = false;
+  q->x_dtype = TINY_U8, q->y_dtype = TINY_FP32, q->za = za;
+  q->conv.c = cv->c, q->conv.h = cv->h, q->conv.w = cv->w, q->conv.kh = cv->kh, q->conv.kw = cv->kw;
+  q->conv.sh = cv->stride[0], q->conv.sw = cv->stride[1], q->conv.ph = cv->pad[0], q->conv.pw = cv->pad[1];
+  q->conv.dh = cv->dil[0], q->conv.dw = cv->dil[1];
+  j.xrows = cv->c, j.xlen = cv->h * cv->w, j.yrows = cv->oc, j.ylen = oh * ow;
+  j.x_bs = j.xrows * j.xlen, j.y_bs = j.yrows * j.ylen, j.wch = cv->oc, j.wk = q->k;
+  return q8_emit(c, r, fn, out, &j, pk);
 }
 
-/* GEMM gm as a 1x1 conv (C[n][oc][p] = W[oc][c] x[n][c][p], the weight A
- * packed once as form 0): the same int8 kernel (cc_emit_q8conv). */
-bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepacked, rc_packed *pk) {
+/* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
+ * x[n][c][p], the weight A as cc_emit_q8conv's), or x W with the weight B
+ * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's). */
+bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
+                    rc_packed *pk) {
   int64_t M = g->M, N = g->N, K = g->K, nb = g->batch[0];
-  if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->a_sb[1] ||
-      g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) || g->c_sn != 1 || g->c_sm != N ||
-      (nb > 1 && g->c_sb[0] != M * N) || g->C.offset != 0)
+  int za;
+  if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->c_sn != 1 || g->c_sm != N || (nb > 1 && g->c_sb[0] != M * N))
     return false;
-  ct_conv cv;
-  memset(&cv, 0, sizeof cv);
-  cv.n = nb, cv.c = K, cv.h = 1, cv.w = N, cv.oc = M, cv.kh = cv.kw = cv.groups = 1;
-  cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
-  cv.X = g->B, cv.W = g->A, cv.Y = g->C;
-  cv.nepi = g->nepi;
-  memcpy(cv.epi, g->epi, sizeof cv.epi);
-  return cc_emit_q8conv(c, r, fn, out, &cv, prepacked, pk);
+  q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = g->epi};
+  if (prepack_a) { /* the 1x1 conv: a 1-row image of N pixels */
+    if (g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) ||
+        !q8_ok(c, true, &g->A, &g->B, &za))
+      return false;
+    ct_conv cv = {.n = nb, .c = K, .h = 1, .w = N, .oc = M, .kh = 1, .kw = 1, .groups = 1, .X = g->B, .W = g->A, .Y = g->C,
+                  .nepi = g->nepi};
+    cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
+    memcpy(cv.epi, g->epi, sizeof cv.epi);
+    return cc_emit_q8conv(c, r, fn, out, &cv, true, pk);
+  }
+  bool kmaj = g->b_sn == 1 && g->b_sk == N, cmaj = g->b_sk == 1 && g->b_sn == K;
+  if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||
+      !q8_ok(c, true, &g->B, &g->A, &za))
+    return false;
+  j.X = g->A, j.W = g->B, j.x_bs = M * K, j.bias_col = true;
+  cgen_qgemm_spec_init(&j.q, M, N, K);
+  j.q.weight_a = false, j.q.w_kmajor = kmaj;
+  j.q.x_dtype = TINY_U8, j.q.y_dtype = TINY_FP32, j.q.za = za;
+  j.xrows = M, j.xlen = K, j.yrows = M, j.ylen = N, j.wch = N, j.wk = K;
+  return q8_emit(c, r, fn, out, &j, pk);
 }
 
 void cc_q8_call(ut_str *out, const char *fn) { ut_str_printf(out, "  int q8 = %s_q8(pool, bufs);\n  if (q8 >= 0) return q8;\n", fn); }
