@@ -28,6 +28,16 @@
 
 #define Q8_DEPTH 24
 
+/* The int8 kernels' per-call buffers (the input as u8, the sums): one block
+ * per calling thread, grown and kept, so that no call maps fresh pages
+ * (malloc / free of megabytes did, page faults every run). */
+static const char Q8_SCRATCH[] =
+    "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n"
+    "static _Thread_local char *hp_q8_buf;\nstatic _Thread_local size_t hp_q8_cap;\n"
+    "static char *hp_q8_scratch(size_t n) {\n"
+    "  if (n > hp_q8_cap) {\n    free(hp_q8_buf);\n    hp_q8_buf = (char *)aligned_alloc(64, (n + 63) & ~(size_t)63);\n"
+    "    hp_q8_cap = hp_q8_buf ? n : 0;\n  }\n  return hp_q8_buf;\n}\n#endif\n";
+
 /* Whether source s holds integers only; their bounds in *lo, *hi (infinite
  * when unknown).  Follows views, casts that keep the integers, ROUND (of
  * anything), ADD / SUB / MAX / MIN / NEG / RELU of integers, integer
@@ -94,19 +104,30 @@ typedef struct q8_job {
   const ct_epi *epi;
 } q8_job;
 
-/* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`;
- * false when a step is not one this kernel applies. */
-static bool q8_epilogue(ut_str *o, const q8_job *j) {
+/* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`
+ * (pre: the per-row biases loaded before the loop, as b<i>); false when a
+ * step is not one this kernel applies. */
+static bool q8_epilogue(ut_str *o, const q8_job *j, bool pre) {
   char ld[160];
   for (int i = 0; i < j->nepi; i++) {
     const ct_epi *ep = &j->epi[i];
     char pe[32];
     snprintf(pe, sizeof pe, "x->ep[%d]", i);
+    bool bias = ep->kind == CT_EPI_BIAS_M || ep->kind == CT_EPI_BIAS_N;
+    if (bias && (ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
+    if (pre) {
+      q8_load(ld, sizeof ld, ep->dtype, pe, j->bias_col ? "0" : "t");
+      if (bias && j->bias_col) ut_str_printf(o, "  const void *ep%d = x->ep[%d];\n", i, i);
+      else if (bias) ut_str_printf(o, "  const float b%d = %s;\n", i, ld);
+      continue;
+    }
     switch (ep->kind) {
       case CT_EPI_BIAS_M:
       case CT_EPI_BIAS_N:
-        if ((ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
-        q8_load(ld, sizeof ld, ep->dtype, pe, j->bias_col ? "col" : "t");
+        if (j->bias_col) {
+          snprintf(pe, sizeof pe, "ep%d", i);
+          q8_load(ld, sizeof ld, ep->dtype, pe, "col");
+        } else snprintf(ld, sizeof ld, "b%d", i);
         ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
         break;
       case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); break; /* NaN, -0 pass, as vmaxps(0, v) */
@@ -147,24 +168,31 @@ static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int6
                 fn, off, M * K, M, M * K, M, kfn);
 }
 
-/* The per-batch tasks of job j: the input as u8 (x + za) and the epilogue. */
+/* The per-batch tasks of job j: the input as u8 (x + za, clamped: a NaN
+ * becomes 0) and the epilogue, on local restrict pointers so that the
+ * loops vectorize. */
 static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
-  char ld[160];
+  const char *xt = j->X.dtype == TINY_FP32 ? "float" : "uint16_t", *yt = j->Y.dtype == TINY_FP32 ? "float" : "uint16_t";
+  const char *xl = j->X.dtype == TINY_FP32 ? "" : j->X.dtype == TINY_BF16 ? "hp_b2f" : "hp_h2f";
+  const char *ys = j->Y.dtype == TINY_FP32 ? "" : j->Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
   ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const float *acc; char *y; const void *const *ep; } %s_q8ctx;\n", fn);
   ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  q8_load(ld, sizeof ld, j->X.dtype, "x->x", "i");
   ut_str_printf(o,
-                "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n"
-                "    int32_t k = hp_f2i(%s) + %d;\n"
-                "    x->u[i] = (uint8_t)(k < 0 ? 0 : k > 255 ? 255 : k);\n  }\n}\n",
-                j->xlen, j->xlen, ld, (int)j->q.za);
+                "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
+                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n"
+                "  for (long i = 0; i < %" PRId64 "L; i++) {\n"
+                "    float f = %s(s[i]) + %d.0f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
+                "    u[i] = (uint8_t)(int32_t)f;\n  }\n}\n",
+                xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  ut_str_printf(o, "  for (long i = (long)t * %" PRId64 "L; i < (long)(t + 1) * %" PRId64 "L; i++) {\n    float v = x->acc[i];\n",
-                j->ylen, j->ylen);
-  if (j->bias_col) ut_str_printf(o, "    long col = i - (long)t * %" PRId64 "L;\n", j->ylen);
-  if (!q8_epilogue(o, j)) return false;
-  if (j->Y.dtype == TINY_FP32) ut_str_puts(o, "    ((float *)x->y)[i] = v;\n  }\n}\n");
-  else ut_str_printf(o, "    ((uint16_t *)x->y)[i] = hp_f2%s(v);\n  }\n}\n", j->Y.dtype == TINY_BF16 ? "b" : "h");
+  if (!q8_epilogue(o, j, true)) return false;
+  ut_str_printf(o,
+                "  const float *restrict acc = x->acc + (long)t * %" PRId64 "L;\n"
+                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
+                j->ylen, yt, yt, j->ylen, j->ylen);
+  if (!q8_epilogue(o, j, false)) return false;
+  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
   return true;
 }
 
@@ -181,6 +209,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
   if (ok) {
+    ut_str_puts(out, Q8_SCRATCH);
     ut_str_puts(out, body.buf);
     q8_wpack(out, fn, kfn, j->wch, j->wk, j->W.offset);
     ut_str_puts(out, tasks.buf);
@@ -192,16 +221,17 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     ut_str_puts(out, "  if (!wp[0]) return -1;\n");
     cc_ep_array(out, j->epi, j->nepi);
     ut_str_printf(out,
-                  "  uint8_t *u = (uint8_t *)malloc(%" PRId64 "UL);\n  float *acc = (float *)malloc(%" PRId64 "UL * 4);\n"
-                  "  int rc = !u || !acc ? 2 : 0;\n"
+                  "  float *acc = (float *)hp_q8_scratch(%" PRId64 "UL * 4 + %" PRId64 "UL);\n"
+                  "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
+                  "  int rc = !acc ? 2 : 0;\n"
                   "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
                   "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
                   "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep};\n"
                   "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
                   "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
                   "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
-                  "  free(u);\n  free(acc);\n  return rc;\n}\n",
-                  j->xrows * j->xlen, j->yrows * j->ylen, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset,
+                  "  return rc;\n}\n",
+                  j->yrows * j->ylen, j->xrows * j->xlen, j->yrows * j->ylen, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset,
                   j->y_bs, ys, (int)j->xrows, fn, kfn, (int)j->yrows, fn);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
   }
