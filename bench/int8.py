@@ -18,7 +18,7 @@ in steps; the same between onnxruntime's two runs.
 
 Timed in interleaved rounds at 2 threads (each round a median of --repeat runs):
   harp      harp bench QDQ.onnx
-  harpbf    the same with HARP_NO_INT8=1: its convs on the bf16 template only,
+  harpbf    the same with HARP_INT8=off: its convs on the bf16 template only,
             not the int8 VNNI kernel (the figure before contract_q8.c)
   ort       onnxruntime on QDQ.onnx (intra_op_num_threads=2)
   ov        OpenVINO on QDQ.onnx at its default precision (INFERENCE_NUM_THREADS=2, one stream)
@@ -162,7 +162,7 @@ def main():
         t = {"harp": [], "harpbf": [], "ort": [], "ov": [], "harp32": []}
         for _ in range(a.rounds):
             t["harp"].append(h.bench(qdq, {}, ins)["median_ms"])
-            t["harpbf"].append(h.bench(qdq, {}, ins, env={"HARP_NO_INT8": "1"})["median_ms"])
+            t["harpbf"].append(h.bench(qdq, {}, ins, env={"HARP_INT8": "off"})["median_ms"])
             t["ort"].append(e2e.median_ms(lambda: s.run(None, {xname: x}), a.repeat))
             if ov:
                 t["ov"].append(e2e.median_ms(ov, a.repeat))

@@ -31,8 +31,9 @@ static const rt_knob table[] = {
         "CPU templates keep their built-in tuning instead of the region's Schedule Plan"),
     ROW(no_prepack, "HARP_NO_PREPACK", BOOL, "0", NULL, 0, 0,
         "weights a CPU template reads packed are packed on every run, not once at model_init"),
-    ROW(no_int8, "HARP_NO_INT8", BOOL, "0", NULL, 0, 0,
-        "a conv of 8-bit integers (QDQ models) stays on the bf16 template, not the int8 VNNI kernel too"),
+    ROW(int8, "HARP_INT8", CHOICE, "auto", "auto|off|force", 0, 0,
+        "a CPU conv / GEMM of 8-bit integers (QDQ models) also on the int8 VNNI kernel (auto: where the multiply-adds "
+        "saved outweigh its conversions; off: the bf16 template only; force: wherever it fits)"),
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),

@@ -142,7 +142,7 @@ static char *hint_text(const rt_compile *c) {
   ut_str_printf(&s, "|%s|%d|%d%d%d%d%d%d%d|%d|%g|%g", c->opts.precision ? c->opts.precision : "", c->opts.portable,
                 k->no_fusion, k->no_templates, k->no_plans, k->no_prepack, k->no_dedup, k->no_coalesce, c->opts.no_plan_cache,
                 k->conv, k->cpu_ghz, k->cpu_bw_gbs);
-  if (k->no_int8) ut_str_puts(&s, "|no_int8");
+  if (k->int8) ut_str_printf(&s, "|int8=%d", k->int8);
   char *t = s.oom ? NULL : ut_str_take(&s);
   ut_str_free(&s);
   return t;

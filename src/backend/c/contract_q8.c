@@ -15,7 +15,8 @@
  * bf16 template as before.  Per image: the input plus its zero point as u8
  * (per channel task), the int8 kernel's int32 sums (as fp32, exact below
  * 2^24 as the template's), the epilogue steps per output channel.
- * HARP_NO_INT8=1 leaves these convs on the template alone (A/B). */
+ * HARP_INT8=off leaves them on the template alone (A/B), =force takes
+ * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "kernel/contract.h"
 
 #define Q8_DEPTH 24
+#define Q8_GAIN 256.0
 
 /* The int8 kernels' per-call buffers (the input as u8, the sums): one block
  * per calling thread, grown and kept, so that no call maps fresh pages
@@ -201,6 +203,13 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
  * 1 (pk).  False, emitting nothing, when the generator or an epilogue
  * step refuses it. */
 static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job *j, rc_packed *pk) {
+  /* worth it when the multiply-adds saved (the int8 kernel does about twice
+   * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
+   * outweigh the two extra passes over the input and the output (~0.5 ns
+   * an element): M N K >= Q8_GAIN (input + output elements) */
+  if (rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE &&
+      (double)j->q.m * (double)j->q.n * (double)j->q.k < Q8_GAIN * ((double)j->xrows * j->xlen + (double)j->yrows * j->ylen))
+    return false;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);
   ut_str body, tasks;
@@ -243,7 +252,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
 /* Whether kernel r may take the int8 kernel with weight w and input x
  * (its zero point *za). */
 static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_tensor *x, int *za) {
-  return !rt_knobs_or_default(c->knobs)->no_int8 && !c->ngen_syms && prepacked && w->dtype == TINY_BF16 &&
+  return rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && !c->ngen_syms && prepacked && w->dtype == TINY_BF16 &&
          cc_q8_input(c->g, x->node, za);
 }
 
