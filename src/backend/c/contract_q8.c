@@ -1,9 +1,10 @@
-/* contract_q8.c — a convolution of 8-bit integers on the int8 VNNI kernel
- * (cgen_qgemm): a conv template kernel (contract_c.c) whose input provably
- * holds integers of an 8-bit range and whose weight is a bf16 param also
- * runs as exact u8 x s8 -> s32 products, its epilogue applied to the sums.
- * Needs: contract_c.h, cgen_qgemm.h, the tiny graph.  Gives: cc_q8_input,
- * cc_emit_q8conv.
+/* contract_q8.c — convolutions and GEMMs of 8-bit integers on the int8
+ * VNNI kernel (cgen_qgemm): a conv or GEMM template kernel (contract_c.c)
+ * whose input provably holds integers of an 8-bit range and whose weight
+ * is a bf16 param packed once also runs as exact u8 x s8 -> s32 products,
+ * its epilogue applied to the sums.
+ * Needs: contract_c.h, cgen_qgemm.h, the Tiny graph.  Gives: cc_q8_input,
+ * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call.
  *
  * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
  * conv of bf16(q - z) by a bf16 weight of integers; the proof of the input
@@ -13,8 +14,10 @@
  * and flags the packed form invalid when a value is not an integer of
  * [-128, 127].  The kernel <fn>_q8 then returns -1 and the caller runs the
  * bf16 template as before.  Per image: the input plus its zero point as u8
- * (per channel task), the int8 kernel's int32 sums (as fp32, exact below
- * 2^24 as the template's), the epilogue steps per output channel.
+ * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
+ * below 2^24 as the template's), the epilogue steps per output row.  The
+ * per-call buffers are one thread-local block per calling thread, grown and
+ * kept for the process's life (at most the largest kernel's input + sums).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
  * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
 #include <inttypes.h>
