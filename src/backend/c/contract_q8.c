@@ -17,7 +17,10 @@
  * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
  * below 2^24 as the template's), the epilogue steps per output row.  The
  * per-call buffers are one thread-local block per calling thread, grown and
- * kept for the process's life (at most the largest kernel's input + sums).
+ * kept (at most the largest kernel's input + sums); the object's destructor
+ * frees the unloading thread's, and the blocks of other threads that ran
+ * the model are never freed (a known leak of this shortcut, one block per
+ * such thread; the arena of the Function would be the right home).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
  * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
 #include <inttypes.h>
@@ -41,7 +44,10 @@ static const char Q8_SCRATCH[] =
     "static _Thread_local char *hp_q8_buf;\nstatic _Thread_local size_t hp_q8_cap;\n"
     "static char *hp_q8_scratch(size_t n) {\n"
     "  if (n > hp_q8_cap) {\n    free(hp_q8_buf);\n    hp_q8_buf = (char *)aligned_alloc(64, (n + 63) & ~(size_t)63);\n"
-    "    hp_q8_cap = hp_q8_buf ? n : 0;\n  }\n  return hp_q8_buf;\n}\n#endif\n";
+    "    hp_q8_cap = hp_q8_buf ? n : 0;\n  }\n  return hp_q8_buf;\n}\n"
+    "/* the unloading thread's block goes with the object (dlclose) */\n"
+    "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n  free(hp_q8_buf);\n  hp_q8_buf = NULL;\n  hp_q8_cap = 0;\n}\n"
+    "#endif\n";
 
 /* Whether source s holds integers only; their bounds in *lo, *hi (infinite
  * when unknown).  Follows views, casts that keep the integers, ROUND (of
