@@ -18,6 +18,8 @@ in steps; the same between onnxruntime's two runs.
 
 Timed in interleaved rounds at 2 threads (each round a median of --repeat runs):
   harp      harp bench QDQ.onnx
+  harpbf    the same with HARP_INT8=off: its convs on the bf16 template only,
+            not the int8 VNNI kernel (the figure before contract_q8.c)
   ort       onnxruntime on QDQ.onnx (intra_op_num_threads=2)
   ov        OpenVINO on QDQ.onnx at its default precision (INFERENCE_NUM_THREADS=2, one stream)
   harp32    harp bench on the fp32 model as built (before quant_pre_process: harp
@@ -157,9 +159,10 @@ def main():
         s = ort_session(qdq)
         ov = ov_runner(qdq, xname, x)
         ins = {xname: ("input", x)}
-        t = {"harp": [], "ort": [], "ov": [], "harp32": []}
+        t = {"harp": [], "harpbf": [], "ort": [], "ov": [], "harp32": []}
         for _ in range(a.rounds):
             t["harp"].append(h.bench(qdq, {}, ins)["median_ms"])
+            t["harpbf"].append(h.bench(qdq, {}, ins, env={"HARP_INT8": "off"})["median_ms"])
             t["ort"].append(e2e.median_ms(lambda: s.run(None, {xname: x}), a.repeat))
             if ov:
                 t["ov"].append(e2e.median_ms(ov, a.repeat))
@@ -167,13 +170,13 @@ def main():
         med = {k: float(np.median(v)) if v else float("nan") for k, v in t.items()}
         peer = min(med["ort"], med["ov"]) if ov else med["ort"]
         rows.append((name, med, peer))
-        print(f"{name:12} harp {med['harp']:8.2f}  ort {med['ort']:8.2f}  ov {med['ov']:8.2f}  harp fp32 {med['harp32']:8.2f} ms   "
+        print(f"{name:12} harp {med['harp']:8.2f}  harp bf16 {med['harpbf']:8.2f}  ort {med['ort']:8.2f}  ov {med['ov']:8.2f}  harp fp32 {med['harp32']:8.2f} ms   "
               f"faster peer / harp {peer / med['harp']:.2f}x   harp fp32 / harp int8 {med['harp32'] / med['harp']:.2f}x", flush=True)
         for k, v in t.items():
             print(f"  {k}: " + " ".join(f"{y:.2f}" for y in v))
-    print(f"\n{'model':12} {'harp ms':>8} {'ort ms':>8} {'ov ms':>8} {'fp32 ms':>8} {'peer/harp':>9} {'fp32/int8':>9}")
+    print(f"\n{'model':12} {'harp ms':>8} {'bf16 ms':>8} {'ort ms':>8} {'ov ms':>8} {'fp32 ms':>8} {'peer/harp':>9} {'fp32/int8':>9}")
     for name, med, peer in rows:
-        print(f"{name:12} {med['harp']:8.2f} {med['ort']:8.2f} {med['ov']:8.2f} {med['harp32']:8.2f} "
+        print(f"{name:12} {med['harp']:8.2f} {med['harpbf']:8.2f} {med['ort']:8.2f} {med['ov']:8.2f} {med['harp32']:8.2f} "
               f"{peer / med['harp']:9.2f} {med['harp32'] / med['harp']:9.2f}")
 
 

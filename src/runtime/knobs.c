@@ -31,6 +31,9 @@ static const rt_knob table[] = {
         "CPU templates keep their built-in tuning instead of the region's Schedule Plan"),
     ROW(no_prepack, "HARP_NO_PREPACK", BOOL, "0", NULL, 0, 0,
         "weights a CPU template reads packed are packed on every run, not once at model_init"),
+    ROW(int8, "HARP_INT8", CHOICE, "auto", "auto|off|force", 0, 0,
+        "a CPU conv / GEMM of 8-bit integers (QDQ models) also on the int8 VNNI kernel (auto: where the multiply-adds "
+        "saved outweigh its conversions; off: the bf16 template only; force: wherever it fits)"),
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),
     ROW(bf16_fp32_temps, "HARP_BF16_FP32_TEMPS", BOOL, "0", NULL, 0, 0,

@@ -29,6 +29,8 @@ except ImportError:
     sys.exit(77)
 
 S = ht.Suite("onnx_quant")
+# these models are too small for the int8 kernel to pay (contract_q8.c): taken anyway, to test it
+Q8_FORCE = ["--knob", "int8=force"]
 RNG = np.random.default_rng(7)
 
 
@@ -427,11 +429,11 @@ def test_qdq_range_ends():
     past bf16's range: the contractions read their integers in bf16 (exact
     to 256) and equal onnxruntime's int8 run; the generated C multiplies
     them with vdpbf16ps, on the templates (the conv reads the bf16 buffer its
-    input's producer wrote)."""
+    input's producer wrote); all three run on the int8 VNNI kernel."""
     for zx in (0, 255):
         path, feeds, steps = qdq_edges_model(zx)
         want = ort_run(path, feeds)
-        p, d = ht.run(path, feeds, backend="cpu")
+        p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
         S.check(f"QDQ range ends zx={zx} (cpu): runs", p.returncode == 0, p.stderr[-600:])
         if p.returncode:
             continue
@@ -444,13 +446,48 @@ def test_qdq_range_ends():
             S.check(f"QDQ range ends zx={zx} {k}: equal to onnxruntime's int8 run", float(np.mean(err <= 1e-3)) >= 0.999 and err.max() <= 1,
                     f"{np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f} steps")
     out = tempfile.mkdtemp(prefix="harp_py_qc_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+                       timeout=300)
     S.check("QDQ range ends: harp compile runs", p.returncode == 0, p.stderr[-600:])
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     S.check("QDQ range ends: the generated C multiplies with vdpbf16ps", "_mm512_dpbf16_ps" in src, f"{len(src)} bytes of C")
+    # the conv, the MatMul and the Gemm (their inputs proven u8 - zx) also on the int8 VNNI kernel
+    # (contract_q8.c), which runs unless model_init finds a weight not int8: the equalities above are its results
+    q8 = src.count("_q8(pool, bufs);")
+    S.check("QDQ range ends: conv, MatMul and Gemm on the int8 kernel (vpdpbusd)", q8 == 3 and "vpdpbusd" in src,
+            f"{q8} int8 kernel calls")
     # the conv reads its input from the bf16 buffer its producer wrote: a template, not the generic loops
     generic = [ln for ln in src.splitlines() if ln.startswith("/* generic loops")]
     S.check("QDQ range ends: every contraction on a template", not generic, "; ".join(generic[:3]))
+
+
+def test_int8_kernel_fallback():
+    """QLinearConv of uint8 data by uint8 weights (zero point 0): the
+    compiled C also has the int8 kernel (its input proven 8-bit, its weight
+    a bf16 param); model_init packs the weight as int8 only when every value
+    is an integer of [-128, 127] (weights up to 127), else (up to 255) the
+    bf16 template runs.  Both equal to onnxruntime's."""
+    x = RNG.integers(0, 256, (2, 16, 10, 9), dtype=np.uint8)
+    for name, hi in (("int8 weight", 128), ("weight past int8", 256)):
+        w = RNG.integers(0, hi, (24, 16, 3, 3), dtype=np.uint8)
+        nodes = [h.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], pads=[1, 1, 1, 1],
+                             strides=[2, 1])]
+        path = model(nodes, [vi("x", T.UINT8, x.shape)], [vi("y", T.UINT8, None)],
+                     [init("sx", np.float32(0.05)), init("zx", np.uint8(100)), init("w", w), init("sw", np.float32(0.01)),
+                      init("zw", np.uint8(0)), init("sy", np.float32(40.0)), init("zy", np.uint8(7))], opset=13)
+        want = ort_run(path, {"x": x})["y"]
+        p, d = ht.run(path, {"x": x}, backend="cpu", extra=Q8_FORCE)
+        S.check(f"int8 kernel fallback, {name}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            got = np.load(os.path.join(d, "y.npy"))
+            inside = float(np.mean((want > 0) & (want < 255)))
+            S.check(f"int8 kernel fallback, {name}: equal to onnxruntime", np.array_equal(got, want) and inside > 0.5,
+                    f"{np.mean(got == want):.4%} equal, {inside:.1%} unsaturated")
+        out = tempfile.mkdtemp(prefix="harp_py_q8_")
+        p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+                           timeout=300)
+        src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+        S.check(f"int8 kernel fallback, {name}: the C has the int8 kernel", "_q8(pool, bufs);" in src, p.stderr[-300:])
 
 
 test_quantize_edges()
@@ -465,4 +502,5 @@ test_qdq_model()
 test_qdq_mobilenetv2()
 test_qdq_bert()
 test_qdq_range_ends()
+test_int8_kernel_fallback()
 S.close()

@@ -300,7 +300,7 @@ static void emit_wpack(ut_str *o, const char *fn, const char *kfn, char which, i
                 fn, kfn, which, off, esize);
 }
 
-static void ep_array(ut_str *o, const ct_epi *epi, int n) {
+void cc_ep_array(ut_str *o, const ct_epi *epi, int n) {
   ut_str_puts(o, "  const void *ep[] = {");
   for (int i = 0; i < n; i++) {
     if (epi[i].slot < 0) ut_str_puts(o, "NULL, ");
@@ -512,9 +512,11 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     pk->n = 1, pk->slot[0] = gm->A.slot;
     note_packed_only(c, r, gm->A.slot, gm->B.slot, gm->epi, gm->nepi);
   }
+  bool q8 = s.prepack_w && cc_emit_q8gemm(c, r, fn, out, gm, true, false, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   cc_small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
-  ep_array(out, gm->epi, gm->nepi);
+  if (q8) cc_q8_call(out, fn);
+  cc_ep_array(out, gm->epi, gm->nepi);
   if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
   else ut_str_printf(out, "  return %s(pool, (const char *)bufs[%d] + %" PRId64 " * %d", kfn, gm->A.slot, gm->A.offset,
                      tiny_dtype_size(gm->A.dtype));
@@ -628,13 +630,17 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
+  if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
+  if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
+  bool q8 = !m_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
                    tiny_dtype_size(gm.B.dtype);
   if (b_bytes < SMALL_BYTES) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
-  ep_array(out, gm.epi, gm.nepi);
+  if (q8) cc_q8_call(out, fn);
+  cc_ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
    * stored; B packed by model_init or as stored */
   int packed = K->nreads + K->nwrites;
@@ -656,8 +662,6 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (a.oom || b.oom) out->oom = true;
   ut_str_free(&a);
   ut_str_free(&b);
-  if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
-  if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
   *handled = true;
   return HARP_OK;
 }
@@ -776,6 +780,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     pk->n = 1, pk->slot[0] = cv.W.slot;
     note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
+  bool q8 = cc_emit_q8conv(c, r, fn, out, &cv, s.prepack_w, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a depthwise conv does one vector load per FMA and copies its input
    * plane (cgen_dwconv.c), which a stride makes larger per output: ~8x a
@@ -784,7 +789,8 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * 45 us) */
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
   cc_small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
-  ep_array(out, cv.epi, cv.nepi);
+  if (q8) cc_q8_call(out, fn);
+  cc_ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
                 s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);

@@ -35,5 +35,22 @@ bool cc_map_op_ok(tiny_op op);
 /* Kernel r runs the generic loop nest (why: the last template's reason, or
  * NULL): its plan, if any, is noted as not read. */
 void cc_note_generic(rc_ctx *c, int r, const char *why);
+/* `const void *ep[]` of the epilogue's tensors, from the kernel's bufs. */
+void cc_ep_array(ut_str *o, const ct_epi *epi, int n);
+
+/* contract_q8.c: whether Tiny node `node` provably holds integers x with
+ * x + *za in [0, 255]; and conv cv (kernel r, wrapper fn, its template's
+ * weight packed as form 0 when prepacked) also as the int8 kernel
+ * <fn>_q8(pool, bufs): 0 / 2 as a kernel, -1 when the weight turned out
+ * not to be int8 at model_init (then the template runs).  True when it
+ * was emitted (pk's form 1). */
+bool cc_q8_input(const tiny_graph *g, int node, int *za);
+bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk);
+/* The same for a GEMM that is a 1x1 conv in NCHW (the weight A packed) or
+ * x W (the weight B packed); and the wrapper's call of <fn>_q8, falling
+ * through to the template on -1. */
+bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
+                    rc_packed *pk);
+void cc_q8_call(ut_str *out, const char *fn);
 
 #endif

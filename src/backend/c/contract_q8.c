@@ -1,0 +1,327 @@
+/* contract_q8.c — convolutions and GEMMs of 8-bit integers on the int8
+ * VNNI kernel (cgen_qgemm): a conv or GEMM template kernel (contract_c.c)
+ * whose input provably holds integers of an 8-bit range and whose weight
+ * is a bf16 param packed once also runs as exact u8 x s8 -> s32 products,
+ * its epilogue applied to the sums.
+ * Needs: contract_c.h, cgen_qgemm.h, the Tiny graph.  Gives: cc_q8_input,
+ * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call.
+ *
+ * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
+ * conv of bf16(q - z) by a bf16 weight of integers; the proof of the input
+ * is read off the graph (cc_q8_input: a chain of ROUND, MAX / MIN, ADD of
+ * integer constants, casts that keep the integers), the weight's is made at
+ * model_init: its packer (<fn>_wpack1) converts the bf16 weight to int8
+ * and flags the packed form invalid when a value is not an integer of
+ * [-128, 127].  The kernel <fn>_q8 then returns -1 and the caller runs the
+ * bf16 template as before.  Per image: the input plus its zero point as u8
+ * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
+ * below 2^24 as the template's), the epilogue steps per output row.  The
+ * per-call buffers are one thread-local block per calling thread, grown and
+ * kept (at most the largest kernel's input + sums); the object's destructor
+ * frees the unloading thread's, and the blocks of other threads that ran
+ * the model are never freed (a known leak of this shortcut, one block per
+ * such thread; the arena of the Function would be the right home).
+ * HARP_INT8=off leaves them on the template alone (A/B), =force takes
+ * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/c/cgen_qgemm.h"
+#include "contract_c.h"
+#include "harp/knobs.h"
+#include "kernel/contract.h"
+
+#define Q8_DEPTH 24
+#define Q8_GAIN 256.0
+
+/* The int8 kernels' per-call buffers (the input as u8, the sums): one block
+ * per calling thread, grown and kept, so that no call maps fresh pages
+ * (malloc / free of megabytes did, page faults every run). */
+static const char Q8_SCRATCH[] =
+    "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n"
+    "static _Thread_local char *hp_q8_buf;\nstatic _Thread_local size_t hp_q8_cap;\n"
+    "static char *hp_q8_scratch(size_t n) {\n"
+    "  if (n > hp_q8_cap) {\n    free(hp_q8_buf);\n    hp_q8_buf = (char *)aligned_alloc(64, (n + 63) & ~(size_t)63);\n"
+    "    hp_q8_cap = hp_q8_buf ? n : 0;\n  }\n  return hp_q8_buf;\n}\n"
+    "/* the unloading thread's block goes with the object (dlclose) */\n"
+    "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n  free(hp_q8_buf);\n  hp_q8_buf = NULL;\n  hp_q8_cap = 0;\n}\n"
+    "#endif\n";
+
+/* Whether source s holds integers only; their bounds in *lo, *hi (infinite
+ * when unknown).  Follows views, casts that keep the integers, ROUND (of
+ * anything), ADD / SUB / MAX / MIN / NEG / RELU of integers, integer
+ * constants and 8-bit tensors. */
+static bool int_range(const tiny_graph *g, tiny_src s, double *lo, double *hi, int depth) {
+  if (s.node < 0) return *lo = *hi = s.imm, isfinite(s.imm) && s.imm == nearbyint(s.imm);
+  const tiny_node *n = &g->nodes[s.node];
+  if (n->dtype == TINY_U8 || n->dtype == TINY_I8) { /* any value stored as 8 bits */
+    *lo = n->dtype == TINY_U8 ? 0 : -128, *hi = n->dtype == TINY_U8 ? 255 : 127;
+    return true;
+  }
+  if (n->op == TINY_CONST) return *lo = *hi = n->a.cnst.value, isfinite(*lo) && *lo == nearbyint(*lo);
+  double a0 = -INFINITY, a1 = INFINITY, b0 = 0, b1 = 0;
+  bool ok0 = depth < Q8_DEPTH && n->nsrc >= 1 && int_range(g, n->src[0], &a0, &a1, depth + 1);
+  if (n->op == TINY_ROUND) return *lo = ok0 ? a0 : -INFINITY, *hi = ok0 ? a1 : INFINITY, true;
+  if (!ok0 || (n->nsrc > 1 && !int_range(g, n->src[1], &b0, &b1, depth + 1))) return false;
+  switch (n->op) {
+    case TINY_RESHAPE:
+    case TINY_EXPAND:
+    case TINY_PERMUTE: *lo = a0, *hi = a1; return n->nsrc == 1;
+    case TINY_CAST: { /* exact for integers up to 2^8 (bf16), 2^11 (fp16), 2^24 (fp32) */
+      tiny_dtype to = n->a.cast.to;
+      double lim = to == TINY_BF16 ? 256 : to == TINY_FP16 ? 2048 : to == TINY_FP32 ? 16777216 : 0;
+      *lo = a0, *hi = a1;
+      return a0 >= -lim && a1 <= lim;
+    }
+    case TINY_NEG: *lo = -a1, *hi = -a0; return true;
+    case TINY_RELU: *lo = fmax(a0, 0), *hi = fmax(a1, 0); return true;
+    case TINY_ADD: *lo = a0 + b0, *hi = a1 + b1; return true;
+    case TINY_SUB: *lo = a0 - b1, *hi = a1 - b0; return true;
+    case TINY_MAX: *lo = fmax(a0, b0), *hi = fmax(a1, b1); return true;
+    case TINY_MIN: *lo = fmin(a0, b0), *hi = fmin(a1, b1); return true;
+    default: return false;
+  }
+}
+
+/* Whether node holds integers u - *za with u in [0, 255]: its u8 form. */
+bool cc_q8_input(const tiny_graph *g, int node, int *za) {
+  double lo, hi;
+  if (node < 0 || !int_range(g, (tiny_src){node, 0}, &lo, &hi, 0) || !isfinite(lo) || !isfinite(hi)) return false;
+  double z = lo < 0 ? -lo : 0; /* u = x + z in [0, 255] */
+  if (z > 255 || hi + z > 255) return false;
+  *za = (int)z;
+  return true;
+}
+
+/* A load of element `i` of a tensor of dtype dt at pointer expression p, as fp32. */
+static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const char *i) {
+  if (dt == TINY_FP32) snprintf(buf, cap, "((const float *)%s)[%s]", p, i);
+  else snprintf(buf, cap, "hp_%s(((const uint16_t *)%s)[%s])", dt == TINY_BF16 ? "b2f" : "h2f", p, i);
+}
+
+/* What the int8 kernel of one template kernel computes: per batch
+ * element (nb of them, x_bs / y_bs elements apart), the input of xrows x
+ * xlen as u8 (a task per row), q's sums into yrows x ylen, the epilogue
+ * per output row (a task each), the bias per row (conv channels) or, with
+ * bias_col, per column (a weight B's channels). */
+typedef struct q8_job {
+  cgen_qgemm_spec q;
+  ct_tensor X, W, Y;
+  int64_t nb, x_bs, y_bs, xrows, xlen, yrows, ylen, wch, wk;
+  bool bias_col;
+  int nepi;
+  const ct_epi *epi;
+} q8_job;
+
+/* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`
+ * (pre: the per-row biases loaded before the loop, as b<i>); false when a
+ * step is not one this kernel applies. */
+static bool q8_epilogue(ut_str *o, const q8_job *j, bool pre) {
+  char ld[160];
+  for (int i = 0; i < j->nepi; i++) {
+    const ct_epi *ep = &j->epi[i];
+    char pe[32];
+    snprintf(pe, sizeof pe, "x->ep[%d]", i);
+    bool bias = ep->kind == CT_EPI_BIAS_M || ep->kind == CT_EPI_BIAS_N;
+    if (bias && (ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
+    if (pre) {
+      q8_load(ld, sizeof ld, ep->dtype, pe, j->bias_col ? "0" : "t");
+      if (bias && j->bias_col) ut_str_printf(o, "  const void *ep%d = x->ep[%d];\n", i, i);
+      else if (bias) ut_str_printf(o, "  const float b%d = %s;\n", i, ld);
+      continue;
+    }
+    switch (ep->kind) {
+      case CT_EPI_BIAS_M:
+      case CT_EPI_BIAS_N:
+        if (j->bias_col) {
+          snprintf(pe, sizeof pe, "ep%d", i);
+          q8_load(ld, sizeof ld, ep->dtype, pe, "col");
+        } else snprintf(ld, sizeof ld, "b%d", i);
+        ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
+        break;
+      case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); break; /* NaN, -0 pass, as vmaxps(0, v) */
+      case CT_EPI_RINT: ut_str_puts(o, "    v = hp_rint(v);\n"); break;
+      case CT_EPI_ROUND: ut_str_printf(o, "    v = hp_r%s(v);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
+      case CT_EPI_SCALE:
+        if (ep->scale != 1.0f) ut_str_printf(o, "    v = v * %#.9gf;\n", (double)ep->scale);
+        if (ep->shift != 0.0f) ut_str_printf(o, "    v = v + %#.9gf;\n", (double)ep->shift);
+        break;
+      case CT_EPI_CLAMP:
+        if (ep->lo != -INFINITY) ut_str_printf(o, "    v = %#.9gf > v ? %#.9gf : v;\n", (double)ep->lo, (double)ep->lo);
+        if (ep->hi != INFINITY) ut_str_printf(o, "    v = %#.9gf < v ? %#.9gf : v;\n", (double)ep->hi, (double)ep->hi);
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+/* The packed form 1 of the weight (int8, flagged valid in its first word)
+ * of M rows of K bf16 at element offset off, for kernel kfn. */
+static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int64_t K, int64_t off) {
+  ut_str_printf(o, "static long %s_wbytes1(void) { return 64 + %s_wsize(); }\n", fn, kfn);
+  ut_str_printf(o,
+                "static int %s_wpack1(hprt_pool *pool, const void *w, void *wp) {\n"
+                "  (void)pool;\n"
+                "  const uint16_t *s = (const uint16_t *)w + %" PRId64 "L;\n"
+                "  int8_t *q = (int8_t *)malloc(%" PRId64 "UL);\n  float *mu = (float *)malloc(%" PRId64 "UL * 4);\n"
+                "  if (!q || !mu) { free(q); free(mu); return -1; }\n  int ok = 1;\n"
+                "  for (long i = 0; i < %" PRId64 "L; i++) { /* an integer of [-128, 127], else the bf16 kernel */\n"
+                "    float v = hp_b2f(s[i]);\n"
+                "    if (!(v >= -128.0f && v <= 127.0f) || v != hp_rint(v)) ok = 0;\n"
+                "    q[i] = ok ? (int8_t)v : 0;\n  }\n"
+                "  for (long m = 0; m < %" PRId64 "L; m++) mu[m] = 1.0f;\n"
+                "  memset(wp, 0, 64);\n"
+                "  int rc = ok ? %s_pack(q, NULL, mu, (char *)wp + 64) : 0;\n"
+                "  if (!rc) *(int *)wp = ok;\n  free(q);\n  free(mu);\n  return rc ? -1 : 0;\n}\n",
+                fn, off, M * K, M, M * K, M, kfn);
+}
+
+/* The per-batch tasks of job j: the input as u8 (x + za, clamped: a NaN
+ * becomes 0) and the epilogue, on local restrict pointers so that the
+ * loops vectorize. */
+static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
+  const char *xt = j->X.dtype == TINY_FP32 ? "float" : "uint16_t", *yt = j->Y.dtype == TINY_FP32 ? "float" : "uint16_t";
+  const char *xl = j->X.dtype == TINY_FP32 ? "" : j->X.dtype == TINY_BF16 ? "hp_b2f" : "hp_h2f";
+  const char *ys = j->Y.dtype == TINY_FP32 ? "" : j->Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
+  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const float *acc; char *y; const void *const *ep; } %s_q8ctx;\n", fn);
+  ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  ut_str_printf(o,
+                "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
+                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n"
+                "  for (long i = 0; i < %" PRId64 "L; i++) {\n"
+                "    float f = %s(s[i]) + %d.0f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
+                "    u[i] = (uint8_t)(int32_t)f;\n  }\n}\n",
+                xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
+  ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (!q8_epilogue(o, j, true)) return false;
+  ut_str_printf(o,
+                "  const float *restrict acc = x->acc + (long)t * %" PRId64 "L;\n"
+                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
+                j->ylen, yt, yt, j->ylen, j->ylen);
+  if (!q8_epilogue(o, j, false)) return false;
+  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+  return true;
+}
+
+/* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
+ * weight is no int8 (the caller then runs the template); the packed form
+ * 1 (pk).  False, emitting nothing, when the generator or an epilogue
+ * step refuses it. */
+static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job *j, rc_packed *pk) {
+  /* worth it when the multiply-adds saved (the int8 kernel does about twice
+   * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
+   * outweigh the two extra passes over the input and the output (~0.5 ns
+   * an element): M N K >= Q8_GAIN (input + output elements) */
+  if (rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE &&
+      (double)j->q.m * (double)j->q.n * (double)j->q.k < Q8_GAIN * ((double)j->xrows * j->xlen + (double)j->yrows * j->ylen))
+    return false;
+  char kfn[160];
+  snprintf(kfn, sizeof kfn, "%s_q", fn);
+  ut_str body, tasks;
+  ut_str_init(&body);
+  ut_str_init(&tasks);
+  harp_error e2 = {0};
+  bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
+  if (ok) {
+    ut_str_puts(out, Q8_SCRATCH);
+    ut_str_puts(out, body.buf);
+    q8_wpack(out, fn, kfn, j->wch, j->wk, j->W.offset);
+    ut_str_puts(out, tasks.buf);
+    const fn_kernel *K = &c->f->kernels[r];
+    int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
+    ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d), -1: the weight is no int8 */\n", (int)j->q.za);
+    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  const int *wp = (const int *)bufs[%d];\n", fn,
+                  K->nreads + K->nwrites + 1);
+    ut_str_puts(out, "  if (!wp[0]) return -1;\n");
+    cc_ep_array(out, j->epi, j->nepi);
+    ut_str_printf(out,
+                  "  float *acc = (float *)hp_q8_scratch(%" PRId64 "UL * 4 + %" PRId64 "UL);\n"
+                  "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
+                  "  int rc = !acc ? 2 : 0;\n"
+                  "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
+                  "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
+                  "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep};\n"
+                  "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
+                  "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
+                  "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
+                  "  return rc;\n}\n",
+                  j->yrows * j->ylen, j->xrows * j->xlen, j->yrows * j->ylen, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset,
+                  j->y_bs, ys, (int)j->xrows, fn, kfn, (int)j->yrows, fn);
+    pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
+  }
+  ut_str_free(&body);
+  ut_str_free(&tasks);
+  return ok;
+}
+
+/* Whether kernel r may take the int8 kernel with weight w and input x
+ * (its zero point *za). */
+static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_tensor *x, int *za) {
+  return rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && !c->ngen_syms && prepacked && w->dtype == TINY_BF16 &&
+         cc_q8_input(c->g, x->node, za);
+}
+
+/* The int8 form of conv cv (kernel r, its template's wrapper named fn):
+ * emits <fn>_q8(pool, bufs), 0 / 2 as a kernel, -1 when the weight is no
+ * int8 (the caller then runs the template), and the packed form 1 (pk).
+ * False, emitting nothing, when cv is not one it takes: groups, a weight
+ * not packed once, an input not proven 8-bit (cc_q8_input), padding not
+ * the same on both sides, an epilogue step it does not apply. */
+bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
+  int za;
+  if (cv->groups != 1 || !q8_ok(c, prepacked, &cv->W, &cv->X, &za)) return false;
+  int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
+  int64_t ow = (cv->w + cv->pad[1] + cv->pad[3] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
+  int64_t oh2 = (cv->h + 2 * cv->pad[0] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
+  int64_t ow2 = (cv->w + 2 * cv->pad[1] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
+  if (oh != oh2 || ow != ow2 || oh < 1 || ow < 1) return false;
+  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi};
+  cgen_qgemm_spec *q = &j.q;
+  cgen_qgemm_spec_init(q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
+  q->weight_a = true, q->w_kmajor = false;
+  q->x_dtype = TINY_U8, q->y_dtype = TINY_FP32, q->za = za;
+  q->conv.c = cv->c, q->conv.h = cv->h, q->conv.w = cv->w, q->conv.kh = cv->kh, q->conv.kw = cv->kw;
+  q->conv.sh = cv->stride[0], q->conv.sw = cv->stride[1], q->conv.ph = cv->pad[0], q->conv.pw = cv->pad[1];
+  q->conv.dh = cv->dil[0], q->conv.dw = cv->dil[1];
+  j.xrows = cv->c, j.xlen = cv->h * cv->w, j.yrows = cv->oc, j.ylen = oh * ow;
+  j.x_bs = j.xrows * j.xlen, j.y_bs = j.yrows * j.ylen, j.wch = cv->oc, j.wk = q->k;
+  return q8_emit(c, r, fn, out, &j, pk);
+}
+
+/* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
+ * x[n][c][p], the weight A as cc_emit_q8conv's), or x W with the weight B
+ * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's). */
+bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
+                    rc_packed *pk) {
+  int64_t M = g->M, N = g->N, K = g->K, nb = g->batch[0];
+  int za;
+  if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->c_sn != 1 || g->c_sm != N || (nb > 1 && g->c_sb[0] != M * N))
+    return false;
+  q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = g->epi};
+  if (prepack_a) { /* the 1x1 conv: a 1-row image of N pixels */
+    if (g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) ||
+        !q8_ok(c, true, &g->A, &g->B, &za))
+      return false;
+    ct_conv cv = {.n = nb, .c = K, .h = 1, .w = N, .oc = M, .kh = 1, .kw = 1, .groups = 1, .X = g->B, .W = g->A, .Y = g->C,
+                  .nepi = g->nepi};
+    cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
+    memcpy(cv.epi, g->epi, sizeof cv.epi);
+    return cc_emit_q8conv(c, r, fn, out, &cv, true, pk);
+  }
+  bool kmaj = g->b_sn == 1 && g->b_sk == N, cmaj = g->b_sk == 1 && g->b_sn == K;
+  if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||
+      !q8_ok(c, true, &g->B, &g->A, &za))
+    return false;
+  j.X = g->A, j.W = g->B, j.x_bs = M * K, j.bias_col = true;
+  cgen_qgemm_spec_init(&j.q, M, N, K);
+  j.q.weight_a = false, j.q.w_kmajor = kmaj;
+  j.q.x_dtype = TINY_U8, j.q.y_dtype = TINY_FP32, j.q.za = za;
+  j.xrows = M, j.xlen = K, j.yrows = M, j.ylen = N, j.wch = N, j.wk = K;
+  return q8_emit(c, r, fn, out, &j, pk);
+}
+
+void cc_q8_call(ut_str *out, const char *fn) { ut_str_printf(out, "  int q8 = %s_q8(pool, bufs);\n  if (q8 >= 0) return q8;\n", fn); }
