@@ -3,7 +3,7 @@
 docs/architecture.md "One object per ShapeSet") against harp's
 exactly-specialised objects.
 
-    python3 bench/shapeset.py [--harp build/harp] [--sizes 4] [--rounds 2] [--repeat 50] [--only NAME]
+    python3 bench/shapeset.py [--harp build/harp] [--sizes 4] [--rounds 2] [--repeat 200] [--only NAME]
 
 For each model whose kernels all take their sizes at run time today (a row
 softmax of 1000 columns, layernorm of 64, an elementwise map of 37 columns
@@ -85,7 +85,7 @@ def main():
     ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
     ap.add_argument("--sizes", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--only", default="")
     a = ap.parse_args()
     print(f"load: {os.getloadavg()[0]:.1f}")
