@@ -290,6 +290,19 @@ static const conv_case CONV_CASES[] = {
       {"N=2", "H=38", "W=6", "C=19"},
       {"N=1", "H=6", "W=34", "C=19"}},
      1e-6, 2},
+    /* padded stride-2 max pools (pad 1 and 2: both parities of the
+     * run-time pair copy), odd and even widths: none, one and several
+     * whole vector pairs a row, the last pair masked or whole; the box's
+     * corners odd (an even one drops the unused right pad: two objects) */
+    {"pool_pad_hw.harp",
+     {{"N", 1, 2}, {"H", 3, 41}, {"W", 3, 69}, {"C", 7, 7}},
+     4,
+     {{"N=1", "H=3", "W=3", "C=7"},
+      {"N=2", "H=41", "W=69", "C=7"},
+      {"N=1", "H=14", "W=33", "C=7"},
+      {"N=2", "H=9", "W=64", "C=7"},
+      {"N=1", "H=22", "W=17", "C=7"}},
+     1e-6, 2},
 };
 
 static void test_conv_sizes(void **state) {
@@ -299,6 +312,8 @@ static void test_conv_sizes(void **state) {
     rt_sgen *s = compile_box(k->model, k->box, k->nbox, false);
     if (rt_sgen_fallback(s)) fail_msg("%s: not one object: %s", k->model, rt_sgen_fallback(s));
     assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
+    if (strstr(k->model, "pool")) /* small bindings on the calling thread, decided at run time */
+      assert_non_null(strstr(rt_sgen_source(s), "small at this binding"));
     if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
     for (int b = 0; b < 5; b++) check_at(s, k->model, k->at[b], k->nout, k->tol);
     assert_int_equal(rt_sgen_objects(s), 1);

@@ -266,12 +266,17 @@ void cg_emit_dei2(cg_out *o) {
  * unordered test (the max that keeps NaN is the layer's $P_maxn). */
 static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
   if (s->stride[1] == 2) cg_emit_dei2(o);
+  bool rt = s->n_expr || s->h_expr || s->w_expr; /* the run-time copy's lanes past n become the pad value f */
   switch (o->isa->id) {
   case CGEN_ISA_AVX512:
     cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q); }\n");
+    if (rt) cg_emit(o, "$I $P_v $P_keepn($P_v x, int n, float f) { return _mm512_mask_blend_ps($P_mk(n), _mm512_set1_ps(f), x); }\n");
     break;
   case CGEN_ISA_AVX2:
     cg_emit(o, "$I unsigned $P_unord($P_v a, $P_v b) { return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }\n");
+    if (rt)
+      cg_emit(o, "$I $P_v $P_keepn($P_v x, int n, float f) { return _mm256_blendv_ps(_mm256_set1_ps(f), x, "
+                 "_mm256_castsi256_ps($P_mk(n))); }\n");
     break;
   default: break;
   }
@@ -310,6 +315,50 @@ static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, i
   cg_emit(o, "  default: break;\n  }\n");
 }
 
+/* Stride 2 of the plane copy of this run, what every row shares (emitted
+ * before emit_copy_rt's row loop): phase f's data ends at hf, whole vector
+ * pairs from v0 (the first whole pair: the pad's parity) while both loads
+ * stay in the row (v1), then at most one masked pair at im (from input
+ * column c0; lanes past the data the pad value), the rest of both phases
+ * the pad value from ie.  The masks' counts are the same for every row, so
+ * the C compiler makes the masks once. */
+static void emit_pair_consts_rt(cg_out *o, const cgen_pool_spec *s) {
+  int w = o->isa->w;
+  long pl = (long)s->pad[1];
+  cg_emit(o, "  long h0 = (%ldL + w + 1) / 2, h1 = (%ldL + w) / 2, v0 = %ldL, v1 = (%ldL + w) / 2;\n", pl, pl, (pl + 1) / 2, pl);
+  cg_emit(o, "  if (h0 > wq) h0 = wq;\n  if (h1 > wq) h1 = wq;\n  if (v0 > wq) v0 = wq;\n  if (v1 > wq) v1 = wq;\n");
+  cg_emit(o, "  long im = v0 + (v1 > v0 ? (v1 - v0) / %d * %d : 0), c0 = 2 * im - %ldL;\n", w, w, pl);
+  cg_emit(o, "  int tail = im < h0 || im < h1, full = im + %d <= wq;\n", w);
+  cg_emit(o, "  int na = (int)(w - c0 < %d ? w - c0 : %d), nb = (int)(w - c0 - %d), ne = (int)(h0 - im), no = (int)(h1 - im);\n", w, w, w);
+  cg_emit(o, "  int nw = (int)(wq - im);\n  long ie = !tail ? im : full ? im + %d : wq;\n", w);
+}
+
+/* Stride 2 of the plane copy of this run, one row: input row xr into d and
+ * d + wq (the phases), with emit_pair_consts_rt's bounds; a max notes NaN
+ * (chk). */
+static void emit_pair_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
+  int w = o->isa->w;
+  long pl = (long)s->pad[1];
+  const char *xs = cg_vsuffix(s->x_dtype);
+  cg_emit(o, "    for (long i = 0; i < v0; i++) d[i] = d[wq + i] = %s;\n", fv);
+  if (pl % 2) { /* phase 1's index v0 - 1 is column 0 */
+    char ld[300];
+    cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", "0");
+    cg_emit(o, "    if (%ldL < h1) { float v_ = %s; d[wq + %ldL] = v_;%s }\n", (pl - 1) / 2, ld, (pl - 1) / 2,
+            chk ? " nm |= v_ != v_;" : "");
+  }
+  cg_emit(o, "    for (long i = v0; i < im; i += %d) {\n", w);
+  cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", cg_ctype(s->x_dtype), pl);
+  cg_emit(o, "      $P_v a = $P_ld%s(p), b = $P_ld%s(p + %d), ev, od;\n      $P_dei2(a, b, &ev, &od);\n", xs, xs, w);
+  cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + wq + i, od);%s\n    }\n", chk ? " nm |= $P_unord(a, b);" : "");
+  cg_emit(o, "    if (tail) {\n      $P_v a = $P_ldn%s(xr + c0, na), b = $P_ldn%s(xr + c0 + %d, nb), ev, od;\n", xs, xs, w);
+  cg_emit(o, "      $P_dei2(a, b, &ev, &od);%s\n", chk ? " nm |= $P_unord(a, b);" : "");
+  cg_emit(o, "      ev = $P_keepn(ev, ne, %s); od = $P_keepn(od, no, %s);\n", fv, fv);
+  cg_emit(o, "      if (full) { $P_st(d + im, ev); $P_st(d + wq + im, od); }\n");
+  cg_emit(o, "      else { $P_stn(d + im, ev, nw); $P_stn(d + wq + im, od, nw); }\n    }\n");
+  cg_emit(o, "    for (long i = ie; i < wq; i++) d[i] = d[wq + i] = %s;\n", fv);
+}
+
 /* The padded plane of this run (hp rows of st phases of wq): the pad value
  * around the input, phase f's index i the padded column i * st + f; a max
  * notes NaN (chk). */
@@ -318,9 +367,16 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
   char idx[96], ld[300];
   snprintf(idx, sizeof idx, "i * %ldL + f - %ldL", st, pl);
   cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", idx);
+  bool pairs = st == 2 && o->isa->w > 1; /* both phases at once */
+  if (pairs) emit_pair_consts_rt(o, s);
   cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n    long ih = r - %ldL;\n", (long)s->pad[0]);
   cg_emit(o, "    if (ih < 0 || ih >= h) {\n      for (long i = 0; i < rs; i++) d[i] = %s;\n      continue;\n    }\n", fv);
   cg_emit(o, "    const %s *xr = x + ih * w;\n", cg_ctype(s->x_dtype));
+  if (pairs) {
+    emit_pair_row_rt(o, s, fv, chk);
+    cg_emit(o, "  }\n");
+    return;
+  }
   cg_emit(o, "    for (long f = 0; f < %ldL; f++, d += wq) {\n", st);
   cg_emit(o, "      long lo = %ldL - f > 0 ? (%ldL - f + %ldL) / %ldL : 0, hi = (%ldL + w - f + %ldL) / %ldL;\n", pl, pl, st - 1, st,
           pl, st - 1, st);

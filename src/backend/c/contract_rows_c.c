@@ -163,6 +163,24 @@ harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const
  * (a pool of 3 MB on two threads takes ~0.15 ms; waking a worker ~0.05). */
 #define POOL_SMALL_BYTES (double)(1 << 18)
 
+/* A ShapeSet object's pool s (n_expr, h_expr or w_expr set): the same
+ * choice as POOL_SMALL_BYTES at run time, from this binding's sizes (the
+ * spec's are the upper corner's, which would wake the pool for every
+ * binding). */
+static void pool_small_rt(ut_str *out, const cgen_pool_spec *s, tiny_dtype xt, tiny_dtype yt) {
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%" PRId64 "L", s->n), snprintf(hx, sizeof hx, "%" PRId64 "L", s->h);
+  snprintf(wx, sizeof wx, "%" PRId64 "L", s->w);
+  ut_str_printf(out, "  { long n_ = %s, h_ = %s, w_ = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
+                s->w_expr ? s->w_expr : wx);
+  ut_str_printf(out, "    long oh_ = (h_ + %" PRId64 "L) / %" PRId64 "L + 1, ow_ = (w_ + %" PRId64 "L) / %" PRId64 "L + 1;\n",
+                s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1, s->stride[0],
+                s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1, s->stride[1]);
+  ut_str_printf(out, "    if ((double)n_ * %" PRId64 ".0 * ((double)h_ * w_ * %d + (double)oh_ * ow_ * %d) < %.0f)\n", s->c,
+                tiny_dtype_size(xt), tiny_dtype_size(yt), POOL_SMALL_BYTES);
+  ut_str_puts(out, "      pool = NULL; /* small at this binding: the calling thread alone */\n  }\n");
+}
+
 /* The pools the kernel layer sends here (kernel_c.c's limits: stride, windows
  * a plane, sums over disjoint windows go to the loop nest). */
 harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *read, bool *handled,
@@ -204,7 +222,8 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (refused) DECLINE("the pool kernel refused the shape");
   double bytes = (double)s.n * pl.c * ((double)s.h * s.w * tiny_dtype_size(pl.X.dtype) + (double)oh * ow * tiny_dtype_size(pl.Y.dtype));
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
+  if (s.n_expr || s.h_expr || s.w_expr) pool_small_rt(out, &s, pl.X.dtype, pl.Y.dtype);
+  else if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d]) ? 2 : 0;\n}\n\n", kfn, pl.X.slot, pl.Y.slot);
   *handled = true;
   return HARP_OK;
