@@ -359,21 +359,51 @@ static void emit_pair_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv,
   cg_emit(o, "    for (long i = ie; i < wq; i++) d[i] = d[wq + i] = %s;\n", fv);
 }
 
+/* Stride 1 of the plane copy of this run, what every row shares (before
+ * emit_copy_rt's row loop): the data at [lo, hi), whole vectors to im,
+ * then at most one masked vector (nt lanes of data, the rest the pad
+ * value), the pad value from ie. */
+static void emit_unit_consts_rt(cg_out *o, const cgen_pool_spec *s) {
+  int w = o->isa->w;
+  long pl = (long)s->pad[1];
+  cg_emit(o, "  long lo = %ldL, hi = %ldL + w;\n  if (hi > wq) hi = wq;\n  if (lo > hi) lo = hi;\n", pl, pl);
+  cg_emit(o, "  long im = lo + (hi - lo) / %d * %d;\n  int tail = im < hi, full = im + %d <= wq, nt = (int)(hi - im), nw = (int)(wq - im);\n",
+          w, w, w);
+  cg_emit(o, "  long ie = !tail ? im : full ? im + %d : wq;\n", w);
+}
+
+/* Stride 1 of the plane copy of this run, one row: input row xr into d with
+ * emit_unit_consts_rt's bounds; a max notes NaN (chk). */
+static void emit_unit_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
+  int w = o->isa->w;
+  long pl = (long)s->pad[1];
+  const char *xs = cg_vsuffix(s->x_dtype);
+  cg_emit(o, "    for (long i = 0; i < lo; i++) d[i] = %s;\n", fv);
+  cg_emit(o, "    for (long i = lo; i < im; i += %d) {\n", w);
+  cg_emit(o, "      $P_v v = $P_ld%s(xr + i - %ldL);\n      $P_st(d + i, v);%s\n    }\n", xs, pl, chk ? " nm |= $P_unord(v, v);" : "");
+  cg_emit(o, "    if (tail) {\n      $P_v v = $P_ldn%s(xr + im - %ldL, nt);%s\n", xs, pl, chk ? " nm |= $P_unord(v, v);" : "");
+  cg_emit(o, "      v = $P_keepn(v, nt, %s);\n      if (full) $P_st(d + im, v);\n      else $P_stn(d + im, v, nw);\n    }\n", fv);
+  cg_emit(o, "    for (long i = ie; i < wq; i++) d[i] = %s;\n", fv);
+}
+
 /* The padded plane of this run (hp rows of st phases of wq): the pad value
  * around the input, phase f's index i the padded column i * st + f; a max
  * notes NaN (chk). */
 static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
   long st = (long)s->stride[1], pl = (long)s->pad[1];
+  int w = o->isa->w;
   char idx[96], ld[300];
   snprintf(idx, sizeof idx, "i * %ldL + f - %ldL", st, pl);
   cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", idx);
-  bool pairs = st == 2 && o->isa->w > 1; /* both phases at once */
-  if (pairs) emit_pair_consts_rt(o, s);
+  bool vec = (st == 1 || st == 2) && w > 1; /* the bounds every row shares made once */
+  if (st == 2 && vec) emit_pair_consts_rt(o, s);
+  else if (vec) emit_unit_consts_rt(o, s);
   cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n    long ih = r - %ldL;\n", (long)s->pad[0]);
   cg_emit(o, "    if (ih < 0 || ih >= h) {\n      for (long i = 0; i < rs; i++) d[i] = %s;\n      continue;\n    }\n", fv);
   cg_emit(o, "    const %s *xr = x + ih * w;\n", cg_ctype(s->x_dtype));
-  if (pairs) {
-    emit_pair_row_rt(o, s, fv, chk);
+  if (vec) {
+    if (st == 2) emit_pair_row_rt(o, s, fv, chk);
+    else emit_unit_row_rt(o, s, fv, chk);
     cg_emit(o, "  }\n");
     return;
   }
@@ -382,16 +412,7 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
           pl, st - 1, st);
   cg_emit(o, "      if (hi > wq) hi = wq;\n      if (lo > hi) lo = hi;\n");
   cg_emit(o, "      for (long i = 0; i < lo; i++) d[i] = %s;\n", fv);
-  int w = o->isa->w;
-  if (st == 1 && w > 1) { /* one phase: whole vectors, then a masked one */
-    const char *xs = cg_vsuffix(s->x_dtype);
-    cg_emit(o, "      long i = lo;\n      for (; i + %d <= hi; i += %d) {\n", w, w);
-    cg_emit(o, "        $P_v v = $P_ld%s(xr + i - %ldL);\n        $P_st(d + i, v);%s\n      }\n", xs, pl, chk ? " nm |= $P_unord(v, v);" : "");
-    cg_emit(o, "      if (i < hi) {\n        $P_v v = $P_ldn%s(xr + i - %ldL, (int)(hi - i));\n", xs, pl);
-    cg_emit(o, "        $P_stn(d + i, v, (int)(hi - i));%s\n      }\n", chk ? " nm |= $P_unord(v, v);" : "");
-  } else {
-    cg_emit(o, "      for (long i = lo; i < hi; i++) { float v_ = %s; d[i] = v_;%s }\n", ld, chk ? " nm |= v_ != v_;" : "");
-  }
+  cg_emit(o, "      for (long i = lo; i < hi; i++) { float v_ = %s; d[i] = v_;%s }\n", ld, chk ? " nm |= v_ != v_;" : "");
   cg_emit(o, "      for (long i = hi; i < wq; i++) d[i] = %s;\n    }\n  }\n", fv);
 }
 
