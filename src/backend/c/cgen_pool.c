@@ -359,6 +359,25 @@ static void emit_pair_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv,
   cg_emit(o, "    for (long i = ie; i < wq; i++) d[i] = d[wq + i] = %s;\n", fv);
 }
 
+/* The output plane of this run in blocks shaped for its width: the upper
+ * corner's (g) blocks of several vectors a row when this run's rows are
+ * wider than one vector, else blocks of one vector times 8 rows (8
+ * accumulators, as a specialised narrow plane has; the corner's would
+ * leave a narrow image few). */
+static void emit_plane_rt_any(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
+  if (g->vecs == 1) {
+    emit_plane_rt(o, s, g, op);
+    return;
+  }
+  pl_geo gn = *g;
+  gn.vecs = 1, gn.rows = 8;
+  cg_emit(o, "  if (ow_ <= %d) {\n", o->isa->w);
+  emit_plane_rt(o, s, &gn, op);
+  cg_emit(o, "  } else {\n");
+  emit_plane_rt(o, s, g, op);
+  cg_emit(o, "  }\n");
+}
+
 /* Stride 1 of the plane copy of this run, what every row shares (before
  * emit_copy_rt's row loop): the data at [lo, hi), whole vectors to im,
  * then at most one masked vector (nt lanes of data, the rest the pad
@@ -428,12 +447,12 @@ static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g)
   cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
   emit_copy_rt(o, s, fv, !s->sum);
   if (s->sum) {
-    emit_plane_rt(o, s, g, OP_SUM);
+    emit_plane_rt_any(o, s, g, OP_SUM);
   } else {
     cg_emit(o, "  if (!nm) {\n");
-    emit_plane_rt(o, s, g, OP_MAX);
+    emit_plane_rt_any(o, s, g, OP_MAX);
     cg_emit(o, "  } else {\n");
-    emit_plane_rt(o, s, g, OP_MAXN);
+    emit_plane_rt_any(o, s, g, OP_MAXN);
     cg_emit(o, "  }\n");
   }
   cg_emit(o, "}\n");
