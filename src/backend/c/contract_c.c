@@ -333,8 +333,7 @@ static void repack_rt(const rc_ctx *c, const ct_gemm *gm, rep_rt *x) {
     int64_t hi = gm->rep_size[i];
     for (int d = 0; d < sh->rank; d++) {
       if (sh->d[d].n < 2 || sh->d[d].n != gm->rep_size[i] || st[d] != gm->rep_src[i]) continue;
-      if (rc_size_expr(c, sh, d, d + 1, hi, x->buf[2 * i], sizeof x->buf[0]))
-        x->v[i] = x->buf[2 * i], hi = rc_size_hi(c, sh, d, d + 1);
+      if (rc_axis_expr(c, sh, d, hi, x->buf[2 * i], sizeof x->buf[0], &hi)) x->v[i] = x->buf[2 * i];
       break;
     }
     if (rc_stride_expr(c, sh, gm->rep_src[i], x->buf[2 * i + 1], sizeof x->buf[0])) x->s[i] = x->buf[2 * i + 1];
@@ -463,7 +462,7 @@ static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_sp
   if (!cs || cs->rank != 4 || cs->d[0].n != gm->batch[0] || cs->d[1].n != gm->M) return false;
   if (!rc_size_expr(c, cs, 2, 4, gm->N, x[1], sizeof x[1])) return false;
   s->h = 1, s->w = rc_size_hi(c, cs, 2, 4), s->w_expr = x[1];
-  if (rc_size_expr(c, cs, 0, 1, gm->batch[0], x[0], sizeof x[0])) s->n = rc_size_hi(c, cs, 0, 1), s->n_expr = x[0];
+  if (rc_axis_expr(c, cs, 0, gm->batch[0], x[0], sizeof x[0], &s->n)) s->n_expr = x[0];
   cgen_tuning_default(&s->tune);
   cc_jit_variant(c, &s->tune, cc_host_isa_mask());
   rt_plan_choice *ch = cc_choice_of(c, r);
@@ -721,8 +720,8 @@ static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv
   bool any = false;
   for (int i = 0; i < 3; i++) {
     int d = i ? i + 1 : 0;
-    if (!rc_size_expr(c, xs, d, d + 1, want[d], x[i], sizeof x[i])) continue;
-    *e[i] = x[i], *sz[i] = rc_size_hi(c, xs, d, d + 1), any = true;
+    if (!rc_axis_expr(c, xs, d, want[d], x[i], sizeof x[i], sz[i])) continue;
+    *e[i] = x[i], any = true;
   }
   return any;
 }

@@ -26,9 +26,7 @@ static harp_status gen_map(harp_error *e, const void *s, const char *fn, ut_str 
 /* Size *v (axis d of shape sh) read at run time: its expression into buf
  * and *e, and *v the largest value, when a symbol moves it. */
 static void rt_size(const rc_ctx *c, const tiny_shape *sh, int d, int64_t *v, char *buf, const char **e) {
-  if (d < 0 || d >= sh->rank || !rc_size_expr(c, sh, d, d + 1, *v, buf, 160)) return;
-  *e = buf;
-  *v = rc_size_hi(c, sh, d, d + 1);
+  if (rc_axis_expr(c, sh, d, *v, buf, 160, v)) *e = buf;
 }
 
 /* A ShapeSet object: attention *at's batch, rows and keys and the strides
@@ -208,7 +206,7 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   int64_t *sz[3] = {&s.n, &s.h, &s.w};
   for (int i = 0; dims && i < 3; i++) {
     int d = i ? i + 1 : 0;
-    if (rc_size_expr(c, xs, d, d + 1, want[d], rtx[i], sizeof rtx[i])) *ex[i] = rtx[i], *sz[i] = rc_size_hi(c, xs, d, d + 1);
+    if (rc_axis_expr(c, xs, d, want[d], rtx[i], sizeof rtx[i], sz[i])) *ex[i] = rtx[i];
   }
   int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
   if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);

@@ -4,7 +4,7 @@
  * shape symbols, hp_sym_[i], which P_run_syms sets before the kernels run
  * (on the calling thread: a kernel reads its sizes there, before it hands
  * work to the pool).  Symbols are printed as indices, never by name.
- * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_stride_expr, rc_size_hi, rc_slot_shape,
+ * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_axis_expr, rc_stride_expr, rc_size_hi, rc_slot_shape,
  * rc_emit_sym_block, rc_emit_run_syms. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,6 +50,12 @@ bool rc_stride_expr(const rc_ctx *c, const tiny_shape *s, int64_t stride, char *
     if (prod > stride) return false;
   }
   return false;
+}
+
+bool rc_axis_expr(const rc_ctx *c, const tiny_shape *s, int d, int64_t want, char *buf, size_t cap, int64_t *hi) {
+  if (!s || d < 0 || d >= s->rank || !rc_size_expr(c, s, d, d + 1, want, buf, cap)) return false;
+  *hi = rc_size_hi(c, s, d, d + 1);
+  return true;
 }
 
 int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1) {

@@ -90,6 +90,10 @@ int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1);
  * innermost dims that gives it, when they hold a symbol.  False: none does,
  * or none moves with a symbol (the constant stands). */
 bool rc_stride_expr(const rc_ctx *c, const tiny_shape *s, int64_t stride, char *buf, size_t cap);
+/* Axis d of shape s (its size `want` here) read at run time: its expression
+ * into buf (cap bytes) and *hi its largest value in the box; false (*hi
+ * untouched) when no symbol moves it. */
+bool rc_axis_expr(const rc_ctx *c, const tiny_shape *s, int d, int64_t want, char *buf, size_t cap, int64_t *hi);
 /* The tensor behind bufs[slot] of region r's kernel, or NULL. */
 const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
 /* The symbols' run-time values (hp_sym_, after the prelude) and
