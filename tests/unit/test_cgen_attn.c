@@ -59,7 +59,9 @@ static const acase CASES[] = {
 /* The run-time sizes of the rt cases (set before each run), and their
  * stride expressions, per case. */
 #define RT_DECL "long rtv_b, rtv_m, rtv_n;\n"
-static char rt_ex[32][14][48];
+#define RT_MAX 32
+static char rt_ex[RT_MAX][14][48];
+_Static_assert(NCASE <= RT_MAX, "rt_ex holds one row per case");
 
 /* Case c's sizes and strides read from rtv_* (case idx), its box larger. */
 static void make_rt(const acase *c, int idx, cgen_attn_spec *s) {

@@ -34,6 +34,7 @@ typedef struct cg_at {
   int64_t np, qs, chunk, target; /* target: the tasks the work is split into */
   bool bf;    /* bf16 (tune.bf16, AVX-512): Q K^T and P V with vdpbf16ps (below) */
   int64_t d2; /* bf: pairs along d, (d + 1) / 2 */
+  int64_t qr, kr, vr, orow; /* the row strides of q, k, v and out (strides_of's innermost) */
 } cg_at;
 
 void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d, tiny_dtype dt) {
@@ -85,6 +86,9 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   t->qs = (s->m + t->chunk - 1) / t->chunk;
   t->bf = s->tune.bf16 && isa->id == CGEN_ISA_AVX512;
   t->d2 = (s->d + 1) / 2;
+  int64_t qs[3], ks[3], vs[3], os[3];
+  strides_of(s, qs, ks, vs, os);
+  t->qr = qs[2], t->kr = ks[2], t->vr = vs[2], t->orow = os[2];
 }
 
 /* What the variant prints for a size or stride: the constant ("64L"), or
@@ -346,9 +350,7 @@ static void emit_task_head(cg_out *o, const cgen_attn_spec *s, const cg_at *t, c
   if (s->causal) cg_emit(o, "  long nlim = q1 < %s ? q1 : %s;\n", av->n, av->n);
   else cg_emit(o, "  long nlim = %s;\n", av->n);
   cg_emit(o, "  long nblk = (nlim + %d) / %d * %d;\n", t->bn - 1, t->bn, t->bn);
-  int64_t qs[3], ks[3], vs[3], os[3];
-  strides_of(s, qs, ks, vs, os);
-  emit_pack_kv(o, s, t, ks[2], vs[2], av->n);
+  emit_pack_kv(o, s, t, t->kr, t->vr, av->n);
 }
 
 /* Query rows i0 + [0, bm) into Qs, scaled to base 2 (bf: as d2 pairs), and
@@ -357,9 +359,8 @@ static void emit_load_q(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   int w = o->isa->w;
   const char *qt = cg_ctype(s->q_dtype), *qx = cg_vsuffix(s->q_dtype);
   float scale = s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->d));
-  int64_t D = s->d, qs[3], ks[3], vs[3], os[3];
-  strides_of(s, qs, ks, vs, os);
-  cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      const %s *qr = q + (i0 + r) * %ldL;\n", qt, (long)qs[2]);
+  int64_t D = s->d;
+  cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      const %s *qr = q + (i0 + r) * %ldL;\n", qt, (long)t->qr);
   cg_emit(o, "      for (long d = 0; d < %ldL; d += %d) {\n", (long)D, w);
   cg_emit(o, "        int nd = %ldL - d < %d ? (int)(%ldL - d) : %d;\n", (long)D, w, (long)D, w);
   cg_emit(o, "        $P_v x = (nd == %d ? $P_ld%s(qr + d) : $P_ldn%s(qr + d, nd)) * $P_set1(%#.9gf);\n", w, qx, qx,
@@ -410,10 +411,8 @@ static void emit_key_block(cg_out *o, const cgen_attn_spec *s, const cg_at *t, c
 static void emit_store_rows(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   int w = o->isa->w;
   const char *ot = cg_ctype(s->o_dtype), *ox = cg_vsuffix(s->o_dtype);
-  int64_t qs[3], ks[3], vs[3], os[3];
-  strides_of(s, qs, ks, vs, os);
   cg_emit(o, "    for (int r = 0; r < bm; r++) {\n      $P_v il = $P_set1(1.0f / lrow[r]);\n");
-  cg_emit(o, "      %s *orow = out + (i0 + r) * %ldL;\n", ot, (long)os[2]);
+  cg_emit(o, "      %s *orow = out + (i0 + r) * %ldL;\n", ot, (long)t->orow);
   for (int vv = 0; vv < t->nvd; vv++) {
     int n = (int)(s->dv - vv * w < w ? s->dv - vv * w : w);
     if (n == w) cg_emit(o, "      $P_st%s(orow + %d, $P_ld(O + r * %d + %d) * il);\n", ox, vv * w, t->dp, vv * w);
