@@ -302,6 +302,7 @@ harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s
   int64_t oh, ow;
   cuda_mma_prob p;
   bool pointwise;
+  if (s->tune.winograd) return ut_fail(e, HARP_E_INVALID_ARG, name, "a Winograd tuning (cuda_gen_conv_wino runs it)");
   if (conv_checks(e, m, s, name, &oh, &ow) || conv_prob(e, m, s, name, oh, ow, &p, &pointwise)) return e->code;
   harp_status st = cuda_mma_emit(e, m, &p, name);
   if (st == HARP_OK) {
