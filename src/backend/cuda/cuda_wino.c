@@ -1,7 +1,8 @@
 /* cuda_wino.c — Winograd convolution F(m x m, 3 x 3) on the GPU: the
  * filter, input and output transforms around a batched GEMM on the MMA
  * template (one GEMM per transformed point).
- * Needs: cuda.h (builder), cuda_front.c (cuda_gen_gemm, cuda_conv_out_hw).
+ * Needs: cuda.h (builder), cuda_int.h (cuda_epi_params / _attach),
+ * cuda_front.c (cuda_gen_gemm, cuda_conv_out_hw).
  * Gives: cuda_wino_applies, cuda_wino_tile, cuda_wino_dims_of,
  * cuda_gen_conv_wino.
  *
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_int.h"
 
 static const double BT2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
 static const double G2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
@@ -194,7 +196,7 @@ static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec
 /* The Epilogue statement on acc[1][m*m/4][4] (output q = a*m + b of the
  * tile at acc[0][q / 4][q % 4]; pairs (q, q + 1) are neighbours in a row):
  * row oc, column the pixel index in the image. */
-static void out_epilogue(cuda_b *b, ut_arena *arena, const cuda_conv_spec *s, const cuda_wino_dims *d) {
+static void out_epilogue(cuda_b *b, const cuda_conv_spec *s, const cuda_wino_dims *d) {
   cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "(int)oc", cuda_fmt(b, "(int)(oy0 * %lld + ox0)", (long long)d->ow),
                               cuda_fmt(b, "%lld", (long long)s->oc));
   ep->s[4] = cuda_fmt(b, "%lld", (long long)(d->oh * d->ow));
@@ -202,26 +204,17 @@ static void out_epilogue(cuda_b *b, ut_arena *arena, const cuda_conv_spec *s, co
   ep->s[6] = cuda_fmt(b, "(hk_j * 4 + hk_h * 2) / %d * %lld + (hk_j * 4 + hk_h * 2) %% %d", d->m, (long long)d->ow, d->m);
   ep->i[0] = 1, ep->i[1] = d->m * d->m / 4;
   ep->dtype = s->y_dtype;
-  if (!s->n_epi) return;
-  ep->epi = ut_arena_alloc(arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
-  if (!ep->epi) {
-    b->oom = true;
-    return;
-  }
-  ep->nepi = s->n_epi;
-  for (int i = 0; i < s->n_epi; i++) {
-    ep->epi[i].e = s->epi[i];
-    ep->epi[i].ptr = NULL;
-    switch (s->epi[i].kind) {
-    case CUDA_EPI_BIAS_M:
-    case CUDA_EPI_BIAS_N: ep->epi[i].ptr = cuda_fmt(b, "ep%d", i); break;
-    case CUDA_EPI_RESIDUAL:
-      ep->epi[i].e.s_m = d->oh * d->ow, ep->epi[i].e.s_n = 1;
-      ep->epi[i].ptr = cuda_fmt(b, "(ep%d + img * %lld)", i, (long long)(s->oc * d->oh * d->ow));
-      break;
-    default: break;
+  cuda_epi epi[CUDA_MAX_EPI];
+  const char *ptr[CUDA_MAX_EPI];
+  for (int i = 0; i < s->n_epi && i < CUDA_MAX_EPI; i++) {
+    epi[i] = s->epi[i], ptr[i] = NULL;
+    if (epi[i].kind == CUDA_EPI_BIAS_M || epi[i].kind == CUDA_EPI_BIAS_N) ptr[i] = cuda_fmt(b, "ep%d", i);
+    if (epi[i].kind == CUDA_EPI_RESIDUAL) { /* y's layout, image img */
+      epi[i].s_m = d->oh * d->ow, epi[i].s_n = 1;
+      ptr[i] = cuda_fmt(b, "(ep%d + img * %lld)", i, (long long)(s->oc * d->oh * d->ow));
     }
   }
+  cuda_epi_attach(b, ep, epi, ptr, s->n_epi);
 }
 
 /* y = A^T M A per (oc, tile p < P), the epilogue, the stores inside the image. */
@@ -234,11 +227,7 @@ static harp_status gen_output(harp_error *e, cuda_module *m, const cuda_conv_spe
   k->grid[0] = (d->P + 127) / 128, k->grid[1] = s->oc, k->block[0] = 128;
   cuda_param_add(k, "wm", "float", CUDA_P_PTR_IN, TINY_FP32);
   cuda_param_add(k, "y", cuda_ctype(s->y_dtype), CUDA_P_PTR_OUT, s->y_dtype);
-  for (int i = 0; i < s->n_epi; i++) {
-    bool has = s->epi[i].kind == CUDA_EPI_BIAS_M || s->epi[i].kind == CUDA_EPI_BIAS_N || s->epi[i].kind == CUDA_EPI_RESIDUAL;
-    cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(s->epi[i].dtype) : "float", CUDA_P_PTR_IN,
-                   has ? s->epi[i].dtype : TINY_FP32);
-  }
+  cuda_epi_params(b, k, s->epi, s->n_epi);
   cuda_meta_str(k, "layout", "M[point][OC][tiles] -> NCHW y = A^T M A, epilogue fused");
   cuda_meta_int(k, "winograd_tile", d->m);
   cuda_decl(b, "const hk_i64", "p", NULL, "(hk_i64)blockIdx.x * 128 + threadIdx.x");
@@ -257,7 +246,7 @@ static harp_status gen_output(harp_error *e, cuda_module *m, const cuda_conv_spe
   sandwich(b, at_of(d->m), d->m, d->a, "mv", "at", "o");
   cuda_decl(b, "float", "acc", cuda_fmt(b, "[1][%d][4]", d->m * d->m / 4), NULL);
   for (int q = 0; q < d->m * d->m; q++) cuda_assign(b, cuda_fmt(b, "acc[0][%d][%d]", q / 4, q % 4), cuda_fmt(b, "o[%d][%d]", q / d->m, q % d->m));
-  out_epilogue(b, m->arena, s, d);
+  out_epilogue(b, s, d);
   for (int q = 0; q < d->m * d->m; q++) {
     cuda_if(b, cuda_fmt(b, "oy0 + %d < %lld && ox0 + %d < %lld", q / d->m, (long long)d->oh, q % d->m, (long long)d->ow));
     cuda_assign(b, cuda_fmt(b, "y[img * %lld + oc * %lld + (oy0 + %d) * %lld + ox0 + %d]", (long long)img_elems,
