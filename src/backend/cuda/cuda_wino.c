@@ -1,7 +1,7 @@
 /* cuda_wino.c — Winograd convolution F(m x m, 3 x 3) on the GPU: the
  * filter, input and output transforms around a batched GEMM on the MMA
  * template (one GEMM per transformed point).
- * Needs: cuda.h (builder), cuda_int.h (cuda_epi_params / _attach),
+ * Needs: cuda.h (builder), cuda_int.h (cuda_conv_checks, cuda_epi_params / _attach),
  * cuda_front.c (cuda_gen_gemm, cuda_conv_out_hw).
  * Gives: cuda_wino_applies, cuda_wino_tile, cuda_wino_dims_of,
  * cuda_gen_conv_wino.
@@ -47,8 +47,6 @@ bool cuda_wino_applies(const cuda_conv_spec *s, const char **why) {
   if (s->dil[0] != 1 || s->dil[1] != 1) return *why = "dilation is not 1", false;
   if (s->groups != 1) return *why = "grouped", false;
   if (s->x_dtype != s->w_dtype) return *why = "input and weight of different dtypes", false;
-  for (int i = 0; i < 4; i++)
-    if (s->pad[i] > 2) return *why = "padding beyond 2", false;
   return true;
 }
 
@@ -283,6 +281,8 @@ static harp_status gen_tgemm(harp_error *e, cuda_module *m, const cuda_conv_spec
 harp_status cuda_gen_conv_wino(harp_error *e, cuda_module *m, const cuda_conv_spec *s, int tile, const char *name) {
   const char *why = NULL;
   cuda_wino_dims d;
+  int64_t oh, ow;
+  if (cuda_conv_checks(e, m, s, name, &oh, &ow)) return e->code;
   if (!cuda_wino_applies(s, &why)) return ut_fail(e, HARP_E_UNSUPPORTED, name, "Winograd on the GPU: %s", why);
   if (!cuda_wino_dims_of(s, tile, &d)) return ut_fail(e, HARP_E_INVALID_ARG, name, "Winograd: tile %d or the window", tile);
   if (s->w_dtype == TINY_FP32 && s->math == CUDA_MATH_FP32)
