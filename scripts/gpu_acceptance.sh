@@ -4,8 +4,8 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm gemm32 sweep splitk plans tune graphs attn sanitize e2e
-#        (default: build gputests models gemm gemm32 plans tune graphs)
+#        STEP: build gputests models tests gemm gemm32 sweep splitk plans winograd tune graphs attn sanitize e2e
+#        (default: build gputests models gemm gemm32 plans winograd tune graphs)
 #
 # build     Release build in build-gpu/ (16 jobs; BUILD_TARGETS: only those)
 # gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli', or $GPU_TESTS); the
@@ -41,6 +41,12 @@
 #           the default plan and overrides differing in tile / stages / warp tile /
 #           split-K / softmax algorithm, each run on the device vs the CPU backend,
 #           checked applied in plan.json, and timed (PLANS_TARGET, default sm90)
+# winograd  Winograd on the GPU (issue 27, cuda_wino.c): test_cuda_winograd (simulator +
+#           NVRTC), then bench/cuda_winograd.py: fp16 3x3 convs of VGG-19 / ResNet-50 sizes as
+#           implicit GEMM, winograd_2x2_3x3 and winograd_4x4_3x3 (--plan) and cuDNN through
+#           PyTorch, rounds interleaved, each harp point checked against PyTorch fp64 and
+#           applied in plan.json (WINO_TARGET, default sm90; WINO_ARGS).  Unmeasured until
+#           this runs: the default plan stays implicit GEMM until it shows Winograd wins
 # tune      `harp tune --backend cuda` (issue 27): the measured plan search on the
 #           device for an fp16 GEMM, a skinny one and an fp16 3x3 conv (budget 12,
 #           repeat 20, points interleaved, device events), logged to tune.csv in $OUT,
@@ -52,7 +58,7 @@
 # Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
 # rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
 # env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
-# splitk.log, plans.log, tune.log, tune.csv, graphs.log, e2e.log.  Where the Debian packages cannot be
+# splitk.log, plans.log, winograd.log, tune.log, tune.csv, graphs.log, e2e.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -62,7 +68,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
-steps=${*:-build gputests models gemm gemm32 plans tune graphs}
+steps=${*:-build gputests models gemm gemm32 plans winograd tune graphs}
 jobs=${JOBS:-16}
 
 if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka libprotobuf-c 2>/dev/null; }; then
@@ -222,6 +228,13 @@ for s in $steps; do
     timeout 900 python3 bench/cuda_plans.py --harp build-gpu/harp --target "${PLANS_TARGET:-sm90}" >>"$out/plans.log" 2>&1 || rc=1
     grep -E "tests passed|Failed|cuda_plans|ms|WRONG|ERROR" "$out/plans.log" | tail -40
     ;;
+  winograd)
+    (cd build-gpu && ctest -R 'cuda_winograd' --output-on-failure --timeout 240) >"$out/winograd.log" 2>&1 || rc=1
+    # shellcheck disable=SC2086
+    timeout 900 python3 bench/cuda_winograd.py --harp build-gpu/harp --target "${WINO_TARGET:-sm90}" ${WINO_ARGS:-} \
+      >>"$out/winograd.log" 2>&1 || rc=1
+    grep -E "tests passed|Failed|cuda_winograd|ms|error|ERROR" "$out/winograd.log" | tail -40
+    ;;
   tune)
     tc=$(mktemp -d); : >"$out/tune.log"
     printf 'graph<N=1, C=256, H=28, W=28, K=256> main(x: f16[N, C, H, W], w: f16[K, C, 3, 3]) -> (y: f16[N, K, H, W]) {\n    y = conv2d(x, w, pad=[1, 1])\n    return y\n}\n' >"$tc/conv.harp"
@@ -242,7 +255,7 @@ for s in $steps; do
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans tune graphs attn sanitize e2e)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans winograd tune graphs attn sanitize e2e)" >&2; exit 2 ;;
   esac
 done
 exit $rc

@@ -181,7 +181,9 @@ harp_status rt_form_regions(rt_compile *c, struct rg_options *ro);
 /* The interpreter's partition: one region per node that computes. */
 harp_status rt_stage_singleton_regions(rt_compile *c);
 harp_status rt_build_function(rt_compile *c, const fn_options *fo);
-harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache);
+/* Every region's plan: defaults from algo_mask; a --plan may also name
+ * the algorithms of explicit_mask (plan_search_opts.explicit_mask). */
+harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, unsigned explicit_mask, bool no_cache);
 /* Give back the IndexBook and Poly-View (unless opts.keep_analysis). */
 void rt_compile_drop_analysis(rt_compile *c);
 

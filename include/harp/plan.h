@@ -538,6 +538,9 @@ typedef struct plan_search_opts {
    * (64 query rows, a key tile of 16..128, warp tile 16xBN, 2 stages): the
    * plan a GPU attention kernel reads (region formation costs the wider space) */
   bool gpu_attention_template;
+  /* algorithms a --plan may name beyond algo_mask: implemented, but not a
+   * default (unmeasured; the CUDA Winograd forms); 0: none */
+  unsigned explicit_mask;
 } plan_search_opts;
 
 /* The search space for r on m: tile (3-4) x stages {2,3} x warp_tile {2} x

@@ -431,7 +431,7 @@ harp_status plan_for_region(const plan_region_info *r, const plan_machine *m, co
   if (opts && opts->algo_mask)
     for (int k = 0; k < PLAN_KEY_COUNT; k++) {
       plan_algo a = override->algo[k];
-      if (a != PLAN_ALGO_NONE && !(opts->algo_mask >> a & 1u))
+      if (a != PLAN_ALGO_NONE && !((opts->algo_mask | opts->explicit_mask) >> a & 1u))
         return plan_fail(e, HARP_E_UNSUPPORTED, src, override->pos.algo[k], r->name,
                          "algo_choice %s: %s is not implemented on the %s backend (no kernel of its own there)",
                          plan_algo_key_name((plan_algo_key)k), plan_algo_name(a), opts->backend ? opts->backend : "chosen");

@@ -208,13 +208,13 @@ static void take_plans(rt_plans *ps, const rt_plans *from) {
   }
 }
 
-harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, bool no_cache) {
+harp_status rt_choose_plans(rt_compile *c, unsigned algo_mask, unsigned explicit_mask, bool no_cache) {
   rt_plans_free(&c->plans);
   rt_plan_opts po = {.overrides = c->opts.plan_overrides,
                      .noverrides = c->opts.nplan_overrides,
                      .no_cache = no_cache,
                      .cache_dir = c->knobs.cache_dir,
-                     .search = {algo_mask, c->target ? c->target->name : NULL, c->target == &rt_target_cuda}};
+                     .search = {algo_mask, c->target ? c->target->name : NULL, c->target == &rt_target_cuda, explicit_mask}};
   harp_status st = rt_plans_choose(c->e, c->part, c->g, c->syms, &c->part->formed->machine, &po, &c->plans);
   if (!st && c->opts.replay_plans) take_plans(&c->plans, c->opts.replay_plans);
   return st;

@@ -76,7 +76,7 @@ static harp_status cpu_precision(rt_compile *c, bool *bf16) {
   return HARP_OK;
 }
 
-static harp_status cpu_plans(rt_compile *c) { return rt_choose_plans(c, rt_cpu_algo_mask(), c->opts.no_plan_cache); }
+static harp_status cpu_plans(rt_compile *c) { return rt_choose_plans(c, rt_cpu_algo_mask(), 0, c->opts.no_plan_cache); }
 
 /* The translation unit; then the analysis goes (the C is all the rest
  * needs: the compiler, the weights and the model's own memory come next). */

@@ -60,10 +60,11 @@ static harp_status cuda_function(rt_compile *c) {
 /* Every region's plan (the plan cache: what `harp tune --backend cuda`
  * measured for this GPU and ShapeSet, unless the options say not to),
  * from the algorithms the GPU templates implement (cuda_plan_algo_mask: no
- * winograd_3x3 or fft_conv, so the default never names a kernel the GPU
- * lacks and a --plan naming one is a located error). */
+ * fft_conv, so the default never names a kernel the GPU lacks and a --plan
+ * naming one is a located error); Winograd only when a --plan names it
+ * (cuda_plan_explicit_algo_mask: unmeasured on a GPU). */
 static harp_status cuda_plans(rt_compile *c) {
-  return rt_choose_plans(c, cuda_plan_algo_mask(), c->opts.no_plan_cache);
+  return rt_choose_plans(c, cuda_plan_algo_mask(), cuda_plan_explicit_algo_mask(), c->opts.no_plan_cache);
 }
 
 /* The kernels, each reading its region's plan (the template kernels mark

@@ -10,9 +10,10 @@
 
 Fields: conv tile, stages, warp tile, raster (bind), split-K; GEMM tile (the
 GEMM's other fields: test_cuda_plan.c, test_cuda_splitk.py); attention algorithm (streaming_softmax_2pass / online_softmax) and
-key tile.  Then what the GPU lacks: winograd_3x3 is never the default and
-a plan naming it is a located "not implemented on the cuda backend" error
-(fft_conv: a located error on every target, it is no algorithm of harp); a plan a template cannot follow (a 128-row attention tile,
+key tile.  Then what the GPU lacks: winograd_3x3 is never the default (a
+plan naming it runs Winograd, test_cuda_winograd.py, but not on a grouped
+conv: a located error); fft_conv is a located error on every target, it is
+no algorithm of harp; a plan a template cannot follow (a 128-row attention tile,
 a conv split as splitk_reduce) is a located Unsupported error,
 never a kernel that quietly runs something else.  Skips (77) without g++."""
 import json
@@ -31,6 +32,7 @@ from harp_test import HARP, MODELS, Suite, close, run
 GPU = cuda_sim.GPU_MODELS
 CONV = (os.path.join(GPU, "conv3x3_s1.harp"), (), "y")
 LONGK = (os.path.join(GPU, "conv_long_k.harp"), (), "y")
+GROUPED = (os.path.join(GPU, "conv_grouped.harp"), (), "z")
 GEMM = (os.path.join(GPU, "gemm_tail.harp"), (), "c")
 ATT = (os.path.join(MODELS, "attention_full_fp16.json"), ("B=1", "H=2", "M=40", "N=40", "D=16", "Dv=16"), "out_cast")
 TAIL = "predicate_tail m.i.i n.i.i k.i.i;"
@@ -156,8 +158,9 @@ def check_pair(s, what, model, target, a, b, key, rng):
 def check_errors(s):
     """Plans the GPU cannot follow: located errors, no output."""
     cases = [
-        ("winograd_3x3", CONV, f"split m 64; split n 64; split k 32; {TAIL} algo_choice conv winograd_3x3;",
-         ["not implemented on the cuda backend", "winograd_3x3", ".plan:1:"]),
+        # Winograd runs on the GPU (test_cuda_winograd.py), but not grouped
+        ("winograd_3x3 grouped", GROUPED, f"split m 64; split n 64; split k 32; {TAIL} algo_choice conv winograd_3x3;",
+         ["Unsupported", "region 'z'", "Winograd", "grouped"]),
         ("fft_conv", CONV, f"split m 64; split n 64; split k 32; {TAIL} algo_choice conv fft_conv;",
          ["fft_conv is not an algorithm of harp", "no target has"]),
         ("attention query tile 128", ATT, "split m 128; split n 64; split k 16; predicate_tail m.i.i n.i.i;",

@@ -81,7 +81,61 @@ static void test_plan_variants(void **s) {
   assert_int_equal(cuda_tune_from_plan(&e, &p, 1, &t), HARP_E_INVALID_ARG);
 }
 
+/* Winograd plans: each algorithm name gives its tile, and the generators
+ * refuse what they cannot run (numbers: tests/py/test_cuda_winograd.py). */
+static void test_plan_winograd(void **s) {
+  (void)s;
+  harp_error e = {0};
+  plan_t p;
+  cuda_tune t;
+  static const struct { const char *algo; int tile; } A[] = {
+      {"winograd_2x2_3x3", 2}, {"winograd_4x4_3x3", 4}, {"winograd_3x3", -1}, {"implicit_gemm", 0}};
+  for (int i = 0; i < 4; i++) {
+    char dsl[128];
+    snprintf(dsl, sizeof dsl, "split m 64; split n 64; split k 32; algo_choice conv %s;\n", A[i].algo);
+    cu_ok(&e, plan_parse_dsl(dsl, "w.plan", PLAN_ARCH_SM80, &p, &e));
+    cu_ok(&e, cuda_tune_from_plan(&e, &p, 1, &t));
+    assert_int_equal(t.winograd, A[i].tile);
+  }
+  cuda_conv_spec c;
+  cuda_conv_spec_init(&c, 2, 8, 10, 10, 16, 3, 3, TINY_FP16);
+  c.pad[0] = c.pad[1] = c.pad[2] = c.pad[3] = 1;
+  assert_int_equal(cuda_wino_tile(&c, -1), 2); /* F(4x4) is outside the tolerance in fp16 / bf16 */
+  cuda_module *m;
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM80, &m));
+  cu_ok(&e, cuda_gen_conv_wino(&e, m, &c, 2, "w2"));
+  assert_int_equal(m->n, 4); /* filter, input, GEMM, output */
+  assert_non_null(cuda_module_find(m, "w2_wfilter"));
+  assert_non_null(cuda_module_find(m, "w2_winput"));
+  assert_string_equal(cuda_module_find(m, "w2")->kind, "mma_gemm");
+  assert_int_equal(cuda_module_find(m, "w2")->grid[2], 16); /* a GEMM per transformed point */
+  assert_non_null(cuda_module_find(m, "w2_woutput"));
+  /* refusals leave the module as it was */
+  cuda_conv_spec b = c;
+  assert_int_equal(cuda_gen_conv_wino(&e, m, &b, 3, "bad"), HARP_E_INVALID_ARG); /* no F(3x3,3x3) */
+  harp_error_clear(&e);
+  b.groups = 2;
+  assert_int_equal(cuda_gen_conv_wino(&e, m, &b, 2, "bad"), HARP_E_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "grouped"));
+  harp_error_clear(&e);
+  b = c, b.stride[0] = 2;
+  assert_int_equal(cuda_gen_conv_wino(&e, m, &b, 2, "bad"), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  b = c, b.x_dtype = b.w_dtype = b.y_dtype = TINY_FP32, b.math = CUDA_MATH_FP32;
+  assert_int_equal(cuda_gen_conv_wino(&e, m, &b, 2, "bad"), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  b = c, b.pad[0] = -1;
+  assert_int_equal(cuda_gen_conv_wino(&e, m, &b, 2, "bad"), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  b = c, b.tune.winograd = 2; /* the implicit-GEMM generator does not run a Winograd tuning */
+  assert_int_equal(cuda_gen_conv(&e, m, &b, "bad"), HARP_E_INVALID_ARG);
+  harp_error_clear(&e);
+  assert_int_equal(m->n, 4);
+  cuda_module_free(m);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_plan), cmocka_unit_test(test_plan_variants)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_seed_plan), cmocka_unit_test(test_plan_variants),
+                                     cmocka_unit_test(test_plan_winograd)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -468,15 +468,18 @@ static void test_for_region(void **state) {
 }
 
 /* The default plan each backend uses names an algorithm that backend runs:
- * the CUDA target's (cuda_plan_algo_mask) reads through cuda_tune_from_plan,
- * which refuses any conv algorithm but implicit_gemm, so a default that
- * said winograd_3x3 while implicit GEMM ran fails here; so does a plan that
- * is read while it names Winograd.  Shapes: fp16 3x3 convs of ResNet /
- * VGG size (the cost model picks winograd_3x3 for some when unrestricted). */
+ * the CUDA target's (cuda_plan_algo_mask) is implicit GEMM for every conv
+ * (GPU Winograd is unmeasured: a --plan's choice only, through
+ * cuda_plan_explicit_algo_mask), and cuda_tune_from_plan reads a plan
+ * naming Winograd as Winograd (tune.winograd), never as implicit GEMM
+ * under its name.  Shapes: fp16 3x3 convs of ResNet / VGG size (the cost
+ * model picks winograd_3x3 for some when unrestricted). */
 static void test_backend_defaults(void **state) {
   (void)state;
   static const int64_t shapes[][4] = {{8, 56, 64, 64}, {8, 14, 512, 512}, {32, 14, 256, 256}, {1, 7, 512, 512}};
   plan_search_opts gpu = {.algo_mask = cuda_plan_algo_mask(), .backend = "cuda"};
+  plan_search_opts gpu_plan = gpu; /* what the CUDA target passes: a --plan may name Winograd */
+  gpu_plan.explicit_mask = cuda_plan_explicit_algo_mask();
   plan_search_opts cpu = {.algo_mask = rt_cpu_algo_mask(), .backend = "cpu"};
   plan_machine host = fixed_cpu();
   int unrestricted_winograd = 0;
@@ -496,14 +499,24 @@ static void test_backend_defaults(void **state) {
       assert_int_equal(plan_default(&r, m, NULL, &any, &e), HARP_OK);
       bool wino = any.algo[PLAN_KEY_CONV] == PLAN_ALGO_WINOGRAD_3X3;
       unrestricted_winograd += wino;
-      /* the reader refuses what it cannot run instead of running implicit GEMM under its name */
-      assert_int_equal(cuda_tune_from_plan(&e, &any, 1, &t) == HARP_OK, !wino);
+      /* the reader runs what the plan names: Winograd (the tile the backend's choice) or implicit GEMM */
+      assert_int_equal(cuda_tune_from_plan(&e, &any, 1, &t), HARP_OK);
+      assert_int_equal(t.winograd, wino ? -1 : 0);
       harp_error_clear(&e);
-      /* a --plan naming Winograd on the CUDA backend: a located Unsupported */
+      /* a --plan naming Winograd: outside the default mask a located
+       * Unsupported; with the CUDA target's explicit mask, read as Winograd */
       plan_t ov;
-      parse_ok("split m 128; split n 64; split k 32; algo_choice conv winograd_3x3", a ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &ov);
+      parse_ok("split m 128; split n 64; split k 32; predicate_tail m.i.i n.i.i k.i.i; algo_choice conv winograd_3x3",
+               a ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &ov);
       assert_int_equal(plan_for_region(&r, m, &gpu, &ov, NULL, &p, &e), HARP_E_UNSUPPORTED);
       assert_non_null(strstr(e.msg, "winograd_3x3 is not implemented on the cuda backend"));
+      harp_error_clear(&e);
+      assert_int_equal(plan_for_region(&r, m, &gpu_plan, &ov, NULL, &p, &e), HARP_OK);
+      assert_int_equal(p.algo[PLAN_KEY_CONV], PLAN_ALGO_WINOGRAD_3X3);
+      assert_int_equal(cuda_tune_from_plan(&e, &p, 1, &t), HARP_OK);
+      assert_int_equal(t.winograd, -1);
+      assert_int_equal(plan_default(&r, m, &gpu_plan, &p, &e), HARP_OK); /* never the default */
+      assert_int_equal(p.algo[PLAN_KEY_CONV], PLAN_ALGO_IMPLICIT_GEMM);
     }
     plan_t p;
     harp_error e = {0};

@@ -111,6 +111,8 @@ typedef struct cuda_tune {
   int threads;        /* simple kernels: threads per CTA (0: 256) */
   int min_blocks;     /* SM80 template: CTAs per SM the registers must allow (__launch_bounds__;
                          0: no bound) */
+  int winograd;       /* conv: 0 implicit GEMM; 2 / 4 Winograd F(2x2,3x3) / F(4x4,3x3); -1 the backend's
+                         choice (cuda_wino_tile); cuda_gen_conv_wino reads it, cuda_gen_conv refuses it */
 } cuda_tune;
 
 void cuda_tune_default(cuda_tune *t, cuda_arch arch);
@@ -500,6 +502,21 @@ harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s
  * [image*group][OC/G][OH*OW] the split conv added into (y fp32, no
  * epilogue), applies s's epilogue and stores y.  Parameters: ws, y, ep0.. */
 harp_status cuda_gen_conv_finish(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
+/* Winograd F(m x m, 3 x 3) of conv s (cuda_wino.c): a 3x3 stride-1
+ * dilation-1 ungrouped conv, fp16 / bf16 (fp32: as TF32 or rounded, not
+ * strict).  tile m: 2 or 4.  Appends four kernels: <name>_wfilter (w ->
+ * wu), <name>_winput (x -> wv), <name> (the batched GEMM: A = wu, B = wv,
+ * C = wm) and <name>_woutput (wm, y, ep0..); the workspaces' sizes are
+ * cuda_wino_dims's. */
+typedef struct cuda_wino_dims {
+  int m, a, T;                       /* output tile, patch side, transformed points */
+  int64_t oh, ow, th, tw, P, Pp, Cp; /* output, tiles per column / row, tiles of every image (P, padded Pp), Cp */
+  int64_t u_bytes, v_bytes, m_bytes; /* wu, wv, wm */
+} cuda_wino_dims;
+bool cuda_wino_applies(const cuda_conv_spec *s, const char **why);
+int cuda_wino_tile(const cuda_conv_spec *s, int asked); /* the tile of tune.winograd `asked` (-1: choose) */
+bool cuda_wino_dims_of(const cuda_conv_spec *s, int tile, cuda_wino_dims *d);
+harp_status cuda_gen_conv_wino(harp_error *e, cuda_module *m, const cuda_conv_spec *s, int tile, const char *name);
 harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s, const char *name);
 harp_status cuda_gen_ewise(harp_error *e, cuda_module *m, const cuda_ew_spec *s, const char *name);
 harp_status cuda_gen_reduce(harp_error *e, cuda_module *m, const cuda_reduce_spec *s, const char *name);

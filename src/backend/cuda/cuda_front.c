@@ -4,7 +4,8 @@
  * Needs: cuda_mma.c (cuda_mma_emit, cuda_mma_emit_finish), cuda_sm90.c.
  * Gives: cuda_gemm_spec_init, cuda_tune_fill_mma, cuda_gemm_slices,
  * cuda_splitk_check, cuda_gen_gemm, cuda_gen_gemm_finish,
- * cuda_conv_spec_init, cuda_conv_out_hw, cuda_gen_conv, cuda_gen_conv_finish. */
+ * cuda_conv_spec_init, cuda_conv_out_hw, cuda_conv_checks, cuda_gen_conv,
+ * cuda_gen_conv_finish. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,9 +215,9 @@ bool cuda_conv_out_hw(const cuda_conv_spec *s, int64_t *oh, int64_t *ow) {
   return true;
 }
 
-/* The checks of conv spec s (both the conv kernel and its finishing pass);
- * *oh, *ow its output size. */
-static harp_status conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name, int64_t *oh_, int64_t *ow_) {
+/* The checks of conv spec s (the conv kernel, its finishing pass, the
+ * Winograd kernels); *oh, *ow its output size. */
+harp_status cuda_conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name, int64_t *oh_, int64_t *ow_) {
   if (!cuda_arch_runs_on(s->tune.arch, m->arch))
     return ut_fail(e, HARP_E_INVALID_ARG, name, "plan arch %s in a %s module", cuda_arch_name(s->tune.arch),
                    cuda_arch_name(m->arch));
@@ -302,7 +303,8 @@ harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s
   int64_t oh, ow;
   cuda_mma_prob p;
   bool pointwise;
-  if (conv_checks(e, m, s, name, &oh, &ow) || conv_prob(e, m, s, name, oh, ow, &p, &pointwise)) return e->code;
+  if (s->tune.winograd) return ut_fail(e, HARP_E_INVALID_ARG, name, "a Winograd tuning (cuda_gen_conv_wino runs it)");
+  if (cuda_conv_checks(e, m, s, name, &oh, &ow) || conv_prob(e, m, s, name, oh, ow, &p, &pointwise)) return e->code;
   harp_status st = cuda_mma_emit(e, m, &p, name);
   if (st == HARP_OK) {
     cuda_kernel *k = m->k[m->n - 1];
@@ -321,6 +323,6 @@ harp_status cuda_gen_conv_finish(harp_error *e, cuda_module *m, const cuda_conv_
   int64_t oh, ow;
   cuda_mma_prob p;
   bool pointwise;
-  if (conv_checks(e, m, &f, name, &oh, &ow) || conv_prob(e, m, &f, name, oh, ow, &p, &pointwise)) return e->code;
+  if (cuda_conv_checks(e, m, &f, name, &oh, &ow) || conv_prob(e, m, &f, name, oh, ow, &p, &pointwise)) return e->code;
   return cuda_mma_emit_finish(e, m, &p, 1, name);
 }

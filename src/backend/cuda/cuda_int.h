@@ -105,6 +105,16 @@ bool cuda_swz_cols_ok(int cols);
 const char *cuda_swz_off32(cuda_b *b, int cols, bool kmajor, bool no_swizzle, const char *r, const char *c);
 /* Bytes per row of such an fp32 tile. */
 int cuda_pitch32(int cols, bool kmajor, bool no_swizzle);
+/* The checks of conv spec s in module m (arch, sizes, padding, groups,
+ * dtypes, epilogue, limits); *oh, *ow its output size. */
+harp_status cuda_conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name, int64_t *oh,
+                             int64_t *ow);
+/* Parameters ep0.. of epilogue ops epi[0..n) (a bias or residual: its
+ * tensor's dtype; any other op: an unused float pointer). */
+void cuda_epi_params(cuda_b *b, cuda_kernel *k, const cuda_epi *epi, int n);
+/* Give Epilogue statement ep the ops epi[0..n), op i reading the tensor at
+ * ptr[i] (C text; NULL: none), copied into b's arena. */
+void cuda_epi_attach(cuda_b *b, cuda_stmt *ep, const cuda_epi *epi, const char *const *ptr, int n);
 /* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
 harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char *name);
 

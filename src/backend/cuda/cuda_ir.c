@@ -1,7 +1,9 @@
 /* cuda_ir.c — the GPU dialect IR: modules, the statement builder the
  * generators use, the structural verifier and the JSON dump (--dump gpu).
  * Needs: cuda.h, jansson.  Gives: cuda_module_*, cuda_b / cuda_emit*,
- * cuda_kernel_verify, cuda_dump_json, name tables, cuda_smem_max. */
+ * cuda_kernel_verify, cuda_dump_json, name tables, cuda_smem_max,
+ * cuda_epi_params and cuda_epi_attach (the fused epilogue's parameters and
+ * op list, shared by the templates). */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -295,6 +297,28 @@ void cuda_meta_int(cuda_kernel *k, const char *key, int64_t v) {
 }
 void cuda_meta_str(cuda_kernel *k, const char *key, const char *v) {
   if (k->nmeta < CUDA_MAX_META) k->meta[k->nmeta++] = (cuda_meta){key, v, 0};
+}
+
+void cuda_epi_params(cuda_b *b, cuda_kernel *k, const cuda_epi *epi, int n) {
+  for (int i = 0; i < n; i++) {
+    bool has = epi[i].kind == CUDA_EPI_BIAS_M || epi[i].kind == CUDA_EPI_BIAS_N || epi[i].kind == CUDA_EPI_RESIDUAL;
+    cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(epi[i].dtype) : "float", CUDA_P_PTR_IN,
+                   has ? epi[i].dtype : TINY_FP32);
+  }
+}
+
+void cuda_epi_attach(cuda_b *b, cuda_stmt *ep, const cuda_epi *epi, const char *const *ptr, int n) {
+  if (n <= 0) return;
+  ep->epi = ut_arena_alloc(b->a, sizeof(cuda_epi_ir) * (size_t)n);
+  if (!ep->epi) {
+    b->oom = true;
+    return;
+  }
+  ep->nepi = n;
+  for (int i = 0; i < n; i++) {
+    ep->epi[i].e = epi[i];
+    ep->epi[i].ptr = ptr[i];
+  }
 }
 
 harp_status cuda_b_finish(cuda_b *b, cuda_kernel *k) {

@@ -327,15 +327,11 @@ static void add_c_params(mma_gen *g) {
   bool pairs = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
   bool partials = g->splits > 1 && g->sk != CUDA_SPLITK_SERIAL; /* element-wise fp32 */
   cuda_param_align(k, partials ? 4 : staged ? 16 : pairs ? 2 * cs : cs);
-  for (int i = 0; i < p->n_epi; i++) {
-    bool has = p->epi[i].kind == CUDA_EPI_BIAS_M || p->epi[i].kind == CUDA_EPI_BIAS_N || p->epi[i].kind == CUDA_EPI_RESIDUAL;
-    cuda_param_add(k, cuda_fmt(&g->b, "ep%d", i), has ? cuda_ctype(p->epi[i].dtype) : "float", CUDA_P_PTR_IN,
-                   has ? p->epi[i].dtype : TINY_FP32);
-  }
+  cuda_epi_params(&g->b, k, p->epi, p->n_epi);
 }
 
 /* The Epilogue statement over the warp's fragments (every op of the spec). */
-static void emit_epilogue(mma_gen *g, ut_arena *arena) {
+static void emit_epilogue(mma_gen *g) {
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
   bool simt = p->mode == CUDA_MM_SIMT;
@@ -349,17 +345,7 @@ static void emit_epilogue(mma_gen *g, ut_arena *arena) {
   ep->i[0] = g->MF;
   ep->i[1] = g->NF;
   ep->dtype = p->c_dtype;
-  if (!p->n_epi) return;
-  ep->epi = ut_arena_alloc(arena, sizeof(cuda_epi_ir) * (size_t)p->n_epi);
-  if (!ep->epi) {
-    b->oom = true;
-    return;
-  }
-  ep->nepi = p->n_epi;
-  for (int i = 0; i < p->n_epi; i++) {
-    ep->epi[i].e = p->epi[i];
-    ep->epi[i].ptr = p->epi_ptr[i];
-  }
+  cuda_epi_attach(b, ep, p->epi, p->epi_ptr, p->n_epi);
 }
 
 /* Open loops over the thread's accumulator elements acc[i][j][q] at
@@ -637,14 +623,14 @@ harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p,
   if (g.splits > 1 && g.sk != CUDA_SPLITK_SERIAL) {
     if (g.sk == CUDA_SPLITK_ATOMIC && p->n_epi) { /* one slice adds the (linear) epilogue */
       cuda_if(b, "ks == 0");
-      emit_epilogue(&g, m->arena);
+      emit_epilogue(&g);
       cuda_close(b);
     }
     emit_partials(&g);
     return cuda_b_finish(b, k);
   }
   if (g.splits > 1) emit_serial(&g);
-  emit_epilogue(&g, m->arena);
+  emit_epilogue(&g);
   emit_stores(&g);
   if (g.splits > 1) cuda_close(b);
   return cuda_b_finish(b, k);
@@ -687,7 +673,7 @@ harp_status cuda_mma_emit_finish(harp_error *e, cuda_module *m, const cuda_mma_p
                        (long long)q.nz, (long long)q.M, (long long)q.N));
   cuda_close(b);
   close_frag_elems(&g);
-  emit_epilogue(&g, m->arena);
+  emit_epilogue(&g);
   emit_stores(&g);
   return cuda_b_finish(b, k);
 }

@@ -1,5 +1,6 @@
 /* cuda_plan.c — the Schedule Plan read by the CUDA templates.
- * Needs: cuda.h, harp/plan.h.  Gives: cuda_tune_from_plan, cuda_epi_from_plan.
+ * Needs: cuda.h, harp/plan.h.  Gives: cuda_tune_from_plan, cuda_plan_algo_mask,
+ * cuda_plan_explicit_algo_mask, cuda_epi_from_plan.
  * The table of docs/cuda.md ("How a Schedule Plan maps onto cuda_tune") in
  * code, so the region layer can call one function per kernel. */
 #include <stdio.h>
@@ -33,15 +34,26 @@ harp_status cuda_tune_from_plan(harp_error *e, const plan_t *p, int splitk_facto
   default: break;
   }
   if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL])) out->splitk = splitk_factor > 1 ? splitk_factor : 1;
-  if (p->algo[PLAN_KEY_CONV] != PLAN_ALGO_NONE && p->algo[PLAN_KEY_CONV] != PLAN_ALGO_IMPLICIT_GEMM)
-    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "conv algorithm %s on the GPU (implicit_gemm only)",
+  switch (p->algo[PLAN_KEY_CONV]) {
+  case PLAN_ALGO_NONE:
+  case PLAN_ALGO_IMPLICIT_GEMM: break;
+  case PLAN_ALGO_WINOGRAD_2X2_3X3: out->winograd = 2; break;
+  case PLAN_ALGO_WINOGRAD_4X4_3X3: out->winograd = 4; break;
+  case PLAN_ALGO_WINOGRAD_3X3: out->winograd = -1; break; /* cuda_wino_tile chooses */
+  default:
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "conv algorithm %s on the GPU (implicit_gemm, winograd_*)",
                    plan_algo_name(p->algo[PLAN_KEY_CONV]));
+  }
   return HARP_OK;
 }
 
 unsigned cuda_plan_algo_mask(void) {
   return 1u << PLAN_ALGO_IMPLICIT_GEMM | 1u << PLAN_ALGO_SPLITK_SERIAL | 1u << PLAN_ALGO_SPLITK_PARALLEL |
          1u << PLAN_ALGO_SPLITK_REDUCE | 1u << PLAN_ALGO_STREAMING_SOFTMAX_2PASS | 1u << PLAN_ALGO_ONLINE_SOFTMAX;
+}
+
+unsigned cuda_plan_explicit_algo_mask(void) {
+  return 1u << PLAN_ALGO_WINOGRAD_3X3 | 1u << PLAN_ALGO_WINOGRAD_2X2_3X3 | 1u << PLAN_ALGO_WINOGRAD_4X4_3X3;
 }
 
 bool cuda_attn_online_from_plan(const plan_t *p) { return p->algo[PLAN_KEY_ATTENTION] == PLAN_ALGO_ONLINE_SOFTMAX; }

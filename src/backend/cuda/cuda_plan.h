@@ -7,14 +7,17 @@
 
 /* Fill `out` from plan p (arch sm80 | sm90).  splitk_factor is the slice
  * count of plan_splitk_factor when p chooses splitk_* (splitk_parallel ->
- * CUDA_SPLITK_ATOMIC, splitk_reduce -> REDUCE, splitk_serial -> SERIAL).
- * Unsupported for algorithms the GPU templates lack (winograd, fft). */
+ * CUDA_SPLITK_ATOMIC, splitk_reduce -> REDUCE, splitk_serial -> SERIAL);
+ * winograd_2x2_3x3 / 4x4 / 3x3 -> tune.winograd 2 / 4 / -1 (choose).
+ * Unsupported for algorithms the GPU templates lack (fft). */
 harp_status cuda_tune_from_plan(harp_error *e, const plan_t *p, int splitk_factor, cuda_tune *out);
-/* The algorithms the CUDA templates implement (plan_search_opts.algo_mask):
- * implicit_gemm, the three split-K forms, both attention softmaxes.
- * winograd_3x3 and fft_conv have no GPU kernel: the default plan never
- * chooses them and a --plan naming one is a located Unsupported error. */
+/* The algorithms the CUDA default plans choose from (plan_search_opts.algo_mask):
+ * implicit_gemm, the three split-K forms, both attention softmaxes. */
 unsigned cuda_plan_algo_mask(void);
+/* Those a --plan may name beyond them (plan_search_opts.explicit_mask): the
+ * Winograd forms (cuda_wino.c), never a default until measured on a GPU.
+ * fft_conv has no GPU kernel: a --plan naming it is a located error. */
+unsigned cuda_plan_explicit_algo_mask(void);
 /* algo_choice.attention = online_softmax (else streaming_softmax_2pass). */
 bool cuda_attn_online_from_plan(const plan_t *p);
 /* One plan epilogue op; bias is per row (conv: per output channel) or per

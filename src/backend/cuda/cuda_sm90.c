@@ -307,11 +307,7 @@ static void sm90_params_meta(cuda_b *b, cuda_kernel *k, const cuda_gemm_spec *s,
   cuda_param_add(k, "tmC", "hk_tmap", CUDA_P_TMAP, s->c_dtype);
   k->params[k->nparams - 1].tmap = &tm[2];
   cuda_param_add(k, "C", cuda_ctype(s->c_dtype), CUDA_P_PTR_OUT, s->c_dtype); /* split-K atomics */
-  for (int i = 0; i < s->n_epi; i++) {
-    bool has = s->epi[i].kind == CUDA_EPI_BIAS_M || s->epi[i].kind == CUDA_EPI_BIAS_N || s->epi[i].kind == CUDA_EPI_RESIDUAL;
-    cuda_param_add(k, cuda_fmt(b, "ep%d", i), has ? cuda_ctype(s->epi[i].dtype) : "float", CUDA_P_PTR_IN,
-                   has ? s->epi[i].dtype : TINY_FP32);
-  }
+  cuda_epi_params(b, k, s->epi, s->n_epi);
   cuda_meta_str(k, "template", "sm90_wgmma");
   cuda_meta_int(k, "BM", p->BM);
   cuda_meta_int(k, "BN", p->BN);
@@ -461,18 +457,14 @@ static void sm90_epilogue(cuda_b *b, cuda_module *m, const cuda_gemm_spec *s, co
   ep->s[4] = cuda_fmt(b, "%lld", (long long)s->N);
   ep->i[0] = 1, ep->i[1] = p->BN / 8;
   ep->dtype = s->c_dtype;
-  ep->epi = ut_arena_alloc(m->arena, sizeof(cuda_epi_ir) * (size_t)s->n_epi);
-  if (!ep->epi) b->oom = true;
-  else {
-    ep->nepi = s->n_epi;
-    for (int i = 0; i < s->n_epi; i++) {
-      ep->epi[i].e = s->epi[i];
-      const cuda_epi *x = &s->epi[i];
-      if (x->kind == CUDA_EPI_BIAS_M || x->kind == CUDA_EPI_BIAS_N) ep->epi[i].ptr = cuda_fmt(b, "ep%d", i);
-      else if (x->kind == CUDA_EPI_RESIDUAL)
-        ep->epi[i].ptr = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld)", i, (long long)x->s_b0, (long long)x->s_b1);
-    }
+  const char *ptr[CUDA_MAX_EPI] = {0};
+  for (int i = 0; i < s->n_epi && i < CUDA_MAX_EPI; i++) {
+    const cuda_epi *x = &s->epi[i];
+    if (x->kind == CUDA_EPI_BIAS_M || x->kind == CUDA_EPI_BIAS_N) ptr[i] = cuda_fmt(b, "ep%d", i);
+    else if (x->kind == CUDA_EPI_RESIDUAL)
+      ptr[i] = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld)", i, (long long)x->s_b0, (long long)x->s_b1);
   }
+  cuda_epi_attach(b, ep, s->epi, ptr, s->n_epi);
   if (p->splitk > 1) cuda_close(b);
 }
 

@@ -649,14 +649,72 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
   return HARP_OK;
 }
 
+/* Winograd of conv s (s->tune.winograd, cuda_wino.c): the filter
+ * transform (a `once` launch into the packed area when w is a weight, else
+ * into scratch before every run), the input transform, the batched GEMM and
+ * the output transform with the epilogue; scratch [wv | wm | wu].  *ok
+ * false (module and launches as before, *why) when a kernel refuses or an
+ * argument breaks an alignment. */
+static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *ok,
+                             const char **why) {
+  int n0 = c->mod->n, l0 = c->nlaunch, tile = cuda_wino_tile(s, s->tune.winograd);
+  cuda_wino_dims d;
+  harp_error e2 = {0};
+  *ok = false;
+  if (s->tune.splitk > 1) return *why = "Winograd does not split K on the GPU (no split-K form)", HARP_OK;
+  if (!cuda_wino_dims_of(s, tile, &d) || cuda_gen_conv_wino(&e2, c->mod, s, tile, kname(c, r, "conv"))) {
+    c->mod->n = n0;
+    *why = fmt_note(c, "the Winograd kernels refused: %s", e2.code ? e2.msg : "the window");
+    return HARP_OK;
+  }
+  int w = -1;
+  for (int i = 0; i < nio; i++)
+    if (!strcmp(io[i].name, "w")) w = i;
+  bool once = w >= 0 && io[w].arg.kind == CUDA_ARG_BUF && c->f->buffers[io[w].arg.buffer].kind == FN_PARAM;
+  int64_t m_off = up256(d.v_bytes), u_off = m_off + up256(d.m_bytes);
+  cuda_arg V = {CUDA_ARG_SCRATCH, -1, 0}, M = {CUDA_ARG_SCRATCH, -1, m_off};
+  cuda_arg U = once ? (cuda_arg){CUDA_ARG_PACKED, -1, c->packed_bytes} : (cuda_arg){CUDA_ARG_SCRATCH, -1, u_off};
+  named_arg na[3 + CT_MAX_EPI + 6];
+  int n = 0;
+  for (int i = 0; i < nio; i++) na[n++] = io[i];
+  named_arg ws[] = {{"wu", U}, {"wv", V}, {"wm", M}, {"A", U}, {"B", V}, {"C", M}};
+  for (int i = 0; i < UT_ARRAY_LEN(ws); i++) na[n++] = ws[i];
+  *ok = true;
+  harp_status st = HARP_OK;
+  for (int i = 0; i < 4 && !st && *ok; i++) {
+    st = add_launch(c, r, c->mod->k[n0 + i], na, n, ok);
+    if (!st && *ok && i == 0) c->launch[c->nlaunch - 1].once = once;
+  }
+  if (st || !*ok) {
+    c->mod->n = n0, c->nlaunch = l0;
+    if (!*ok) *why = "an operand's element offset breaks the template's alignment";
+    return st;
+  }
+  int64_t end = once ? u_off : u_off + up256(d.u_bytes);
+  if (end > c->scratch_bytes) c->scratch_bytes = end;
+  if (once) c->packed_bytes += up256(d.u_bytes);
+  for (int i = 0; i < 4; i++) cuda_meta_str(c->mod->k[n0 + i], "region", c->f->part->regions[c->f->kernels[r].region].name);
+  cuda_meta_str(c->mod->k[n0], "pack", once ? "the filter transform of a weight, once after the weights go up"
+                                            : "the filter transform, before the conv on every run");
+  cuda_meta_int(c->mod->k[n0 + 2], "winograd_workspace_bytes", end);
+  return HARP_OK;
+}
+
 /* The conv kernel of spec s, its launch on io (*ok: bound). */
 static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *ok,
                                const char **why) {
   int n0 = c->mod->n;
   *ok = false;
+  if (s->tune.winograd) return conv_wino(c, r, s, io, nio, ok, why);
   if (s->tune.splitk > 1) return conv_splitk(c, r, s, io, nio, ok, why);
   if (try_gen(c, gen_conv, s, kname(c, r, "conv"), why)) return HARP_OK;
   return launch_last(c, r, n0, io, nio, ok, why);
+}
+
+/* The plan.json note of a Winograd conv: the tile it runs. */
+static const char *wino_note(const cuda_conv_spec *s) {
+  return cuda_wino_tile(s, s->tune.winograd) == 4 ? "winograd F(4x4,3x3): filter, input and output transforms around a batched GEMM"
+                                                   : "winograd F(2x2,3x3): filter, input and output transforms around a batched GEMM";
 }
 
 /* A conv on the implicit-GEMM template: the region's Plan (tiles, stages,
@@ -685,7 +743,7 @@ static harp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *do
     s.tune = pt;
     if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, &refused))) return st;
     if (!ok && (st = plan_refused(c, r, refused, "the template's own tiles ran"))) return st;
-    if (ok) plan_mark(c, r, true, pnote);
+    if (ok) plan_mark(c, r, true, s.tune.winograd ? wino_note(&s) : pnote);
   }
   if (!ok) {
     conv_spec(&cv, &s);
@@ -694,11 +752,12 @@ static harp_status print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *do
     s.math = c->math;
     if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, why))) return st;
   }
-  if (ok) { /* the conv kernel comes first (a split-K zero kernel after it) */
-    cuda_kernel *k = c->mod->k[n0];
+  if (ok) { /* the conv kernel comes first (a split-K zero kernel after it; Winograd: the GEMM third) */
+    cuda_kernel *k = c->mod->k[s.tune.winograd ? n0 + 2 : n0];
     cuda_meta_str(k, "region", c->f->part->regions[c->f->kernels[r].region].name);
     cuda_meta_str(k, "schedule_plan", !has_plan ? "none: the template's defaults"
                                       : refused ? fmt_note(c, "%s; the template's defaults", refused)
+                                      : s.tune.winograd ? "Winograd from the Plan; its tiles, stages, warp tile on the transformed GEMMs"
                                                 : "tiles, stages, warp tile, raster, vector width and split-K from the Plan");
   }
   *done = ok;
