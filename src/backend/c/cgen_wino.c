@@ -1,8 +1,13 @@
-/* cgen_wino.c — Winograd convolution F(m x m, 3 x 3) kernel generator (AVX-512).
- * Needs: cgen_int.h (templating, vector layer, runtime).  Gives:
+/* cgen_wino.c — Winograd convolution F(m x m, 3 x 3) kernel generator (AVX-512, AVX2).
+ * Needs: cgen_wino_int.h (the plan struct; templating, vector layer, runtime;
+ * cgen_wino_avx2.c: AVX2's input and output transforms).  Gives:
  * cg_wino_applies (which convs it takes, and why not), cgen_conv_wino_tile (the
- * output tile m a conv spec gets), cg_wino_variant (the AVX-512 variant of a
- * cgen_conv kernel whose tune.conv_algo asks for Winograd).
+ * output tile m a conv spec gets), cg_wino_variant (the AVX-512 or AVX2 variant
+ * of a cgen_conv kernel whose tune.conv_algo asks for Winograd), and the
+ * emitters both ISAs share (cg_wn_lin, cg_wn_vstore, cg_wn_ocols).
+ * AVX2 (vectors of 8 tiles, 16 registers): the same plan with any-tiles
+ * vectors only (gathers), blocks of 8 or 16 tiles, 12 or 6 output channels
+ * per block, outputs stored lane by lane (AVX2 has no scatter).
  *
  * Math (Lavin & Gray 2016): per output channel o, input channel c and tile of
  * m x m outputs, Y = A^T [ sum_c (G g G^T) .* (B^T d B) ] A, where d is the
@@ -34,7 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/c/cgen_int.h"
+#include "backend/c/cgen_wino_int.h"
 
 #define WN_MAX_A 6
 
@@ -53,16 +58,6 @@ static const double G4[6][3] = {{1. / 4, 0, 0},
                                 {0, 0, 1}};
 static const double AT4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
-typedef struct wn {
-  const cgen_conv_spec *s;
-  int m, a, T;             /* output tile, patch side, transformed points */
-  int64_t OH, OW, TH, TW, NTI; /* output size, tiles per column / row / image */
-  int nv, nbt, mr;         /* vectors of tiles per block, tiles per block, channels per block */
-  int64_t nblk, nob, ocp, nos; /* tile blocks per image, channel blocks, padded channels, channel parts */
-  bool rows;               /* a vector is 16 tiles of one tile row (else any 16 of the image) */
-  int64_t nseg, nvec;      /* rows: vectors per tile row, per image */
-  const double *bt, *g, *at;   /* [a][a], [a][3], [m][a] */
-} wn;
 
 bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
   if (s->kh != 3 || s->kw != 3) return *why = "not a 3x3 window", false;
@@ -75,7 +70,7 @@ bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
   for (int i = 0; i < s->n_epi; i++)
     if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32) || s->epi[i].kind == CGEN_EPI_BIAS_N)
       return *why = "a half-precision residual or a spatial bias", false;
-  if (!(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) return *why = "no AVX-512 variant", false;
+  if (!(cg_isa_set(&s->tune) & (1u << CGEN_ISA_AVX512 | 1u << CGEN_ISA_AVX2))) return *why = "no AVX-512 or AVX2 variant", false;
   int64_t oh, ow;
   if (!cgen_conv_out_hw(s, &oh, &ow)) return *why = "window does not fit", false;
   if (s->c * 36 * 64 * 4 > (256L << 20)) return *why = "too many input channels for the per-thread scratch", false;
@@ -98,9 +93,13 @@ int cgen_conv_wino_tile(const cgen_conv_spec *s) {
   return (ow + 3) / 4 < 14 && (ow + 1) / 2 >= 14 ? 2 : 4;
 }
 
-static void wn_plan(wn *d, const cgen_conv_spec *s) {
+/* The plan of conv s for vectors of vw lanes (16: AVX-512, 8: AVX2). */
+static void wn_plan(cg_wn *d, const cgen_conv_spec *s, int vw) {
   memset(d, 0, sizeof *d);
   d->s = s;
+  d->vw = vw;
+  d->vt = vw == 16 ? "__m512" : "__m256";
+  d->vp = vw == 16 ? "_mm512" : "_mm256";
   d->m = cgen_conv_wino_tile(s);
   d->a = d->m + 2, d->T = d->a * d->a;
   d->bt = d->m == 2 ? &BT2[0][0] : &BT4[0][0];
@@ -113,16 +112,18 @@ static void wn_plan(wn *d, const cgen_conv_spec *s) {
    * permutes and its outputs stored as contiguous rows; shorter rows: any
    * 16 tiles of the image, masked gathers and scatters */
   d->nseg = (d->TW + 15) / 16;
-  d->rows = d->TW >= 14;
-  d->nvec = d->rows ? d->TH * d->nseg : (d->NTI + 15) / 16;
+  d->rows = vw == 16 && d->TW >= 14;
+  d->nvec = d->rows ? d->TH * d->nseg : (d->NTI + vw - 1) / vw;
   /* 32 tiles a block (two vectors) unless the image has at most 16; 64
    * (four vectors, 6 channels: 24 accumulators) where the transformed
    * weights pass 16 MB: every block reads all of them, from DRAM or L3 */
   double ubytes = (double)d->T * (double)s->oc * (double)s->c * 4;
   d->nv = d->nvec > 1 ? 2 : 1;
-  if (ubytes > 16e6 && d->nvec > 2) d->nv = 4;
-  d->nbt = 16 * d->nv;
+  if (ubytes > 16e6 && d->nvec > 2 && vw == 16) d->nv = 4;
+  d->nbt = vw * d->nv;
   d->mr = d->nv == 4 ? 6 : d->nv == 2 ? 8 : 12;
+  /* AVX2 has 16 registers: 6 x 2 accumulators, 2 loads and a broadcast */
+  if (vw == 8 && d->nv == 2) d->mr = 6;
   if (s->oc < d->mr) d->mr = (int)s->oc;
   d->nblk = (d->nvec + d->nv - 1) / d->nv;
   d->nob = (s->oc + d->mr - 1) / d->mr, d->ocp = d->nob * d->mr;
@@ -133,9 +134,8 @@ static void wn_plan(wn *d, const cgen_conv_spec *s) {
   while (s->n * d->nblk * d->nos * 2 <= want && d->nob / (d->nos * 2) >= 2) d->nos *= 2;
 }
 
-/* "acc = e" for out = sum_k mat[row][k] in[k] over `n` inputs named
- * `fmt` % k, the coefficients folded in (0 skipped, +-1 as add / sub). */
-static void emit_lin(cg_out *o, const char *dst, const double *row, int n, const char *fmt) {
+void cg_wn_lin(cg_out *o, const cg_wn *d, const char *dst, const double *row, int n, const char *fmt) {
+  const char *vp = d->vp;
   char term[64];
   bool first = true;
   cg_emit(o, "%s = ", dst);
@@ -144,19 +144,19 @@ static void emit_lin(cg_out *o, const char *dst, const double *row, int n, const
     if (c == 0) continue;
     snprintf(term, sizeof term, fmt, k);
     if (first && c == 1) cg_emit(o, "%s", term);
-    else if (first && c == -1) cg_emit(o, "_mm512_sub_ps(_mm512_setzero_ps(), %s)", term);
-    else if (first) cg_emit(o, "_mm512_mul_ps(_mm512_set1_ps((float)%.17g), %s)", c, term);
+    else if (first && c == -1) cg_emit(o, "%s_sub_ps(%s_setzero_ps(), %s)", vp, vp, term);
+    else if (first) cg_emit(o, "%s_mul_ps(%s_set1_ps((float)%.17g), %s)", vp, vp, c, term);
     else if (c == 1) cg_emit(o, " + %s", term);
     else if (c == -1) cg_emit(o, " - %s", term);
-    else cg_emit(o, " + _mm512_mul_ps(_mm512_set1_ps((float)%.17g), %s)", c, term);
+    else cg_emit(o, " + %s_mul_ps(%s_set1_ps((float)%.17g), %s)", vp, vp, c, term);
     first = false;
   }
-  if (first) cg_emit(o, "_mm512_setzero_ps()");
+  if (first) cg_emit(o, "%s_setzero_ps()", vp);
   cg_emit(o, ";\n");
 }
 
 /* The filter transform of output-channel block `task`: Up[t][ob][c][MR]. */
-static void emit_wpack(cg_out *o, const wn *d) {
+static void emit_wpack(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_wtask(void *vc, int task, int tid) {\n  (void)tid;\n");
   cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n  const float *W = (const float *)cx->A;\n");
@@ -180,14 +180,14 @@ static void emit_wpack(cg_out *o, const wn *d) {
 /* Gather indices and masks of a block's tiles: input point (r, k) of lane
  * l of vector v at ix[(v * A + r) * A + k][l] (mask bit l of im[..]),
  * output point (i, j) at ox / om[(v * m + i) * m + j]. */
-static void emit_index(cg_out *o, const wn *d) {
+static void emit_index(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
-  cg_emit(o, "static $T void $P_index(long blk, int ix[][16], uint16_t *im, int ox[][16], uint16_t *om) {\n");
+  cg_emit(o, "static $T void $P_index(long blk, int ix[][%d], uint16_t *im, int ox[][%d], uint16_t *om) {\n", d->vw, d->vw);
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n", d->nv);
   cg_emit(o, "    for (int q = 0; q < %d; q++) im[v * %d + q] = 0;\n", d->T, d->T);
   cg_emit(o, "    for (int q = 0; q < %d; q++) om[v * %d + q] = 0;\n", d->m * d->m, d->m * d->m);
-  cg_emit(o, "    for (int l = 0; l < 16; l++) {\n");
-  cg_emit(o, "      long tile = blk * %dL + v * 16 + l;\n      int live = tile < %ldL;\n", d->nbt, (long)d->NTI);
+  cg_emit(o, "    for (int l = 0; l < %d; l++) {\n", d->vw);
+  cg_emit(o, "      long tile = blk * %dL + v * %d + l;\n      int live = tile < %ldL;\n", d->nbt, d->vw, (long)d->NTI);
   cg_emit(o, "      if (!live) tile = 0;\n      long th = tile / %ldL, tw = tile %% %ldL;\n", (long)d->TW, (long)d->TW);
   cg_emit(o, "      for (int r = 0; r < %d; r++) for (int k = 0; k < %d; k++) {\n", d->a, d->a);
   cg_emit(o, "        long ih = th * %d - %ldL + r, iw = tw * %d - %ldL + k;\n", d->m, (long)s->pad[0], d->m,
@@ -203,22 +203,21 @@ static void emit_index(cg_out *o, const wn *d) {
   cg_emit(o, "    }\n  }\n}\n");
 }
 
-/* The column transform of the row-transformed points e[r][j] of 16 tiles
- * (vector v) and their store into V[t][c][NBT]. */
-static void emit_vstore(cg_out *o, const wn *d) {
+void cg_wn_vstore(cg_out *o, const cg_wn *d) {
   int a = d->a;
   char fmt[32];
   for (int i = 0; i < a; i++)
     for (int j = 0; j < a; j++) {
-      cg_emit(o, "    { __m512 t;\n");
+      cg_emit(o, "    { %s t;\n", d->vt);
       snprintf(fmt, sizeof fmt, "e[%%d][%d]", j);
-      emit_lin(o, "      t", d->bt + i * a, a, fmt);
-      cg_emit(o, "      _mm512_storeu_ps(V + (%dL * %ldL + c) * %d + v * 16, t); }\n", i * a + j, (long)d->s->c, d->nbt);
+      cg_wn_lin(o, d, "      t", d->bt + i * a, a, fmt);
+      cg_emit(o, "      %s_storeu_ps(V + (%dL * %ldL + c) * %d + v * %d, t); }\n", d->vp, i * a + j, (long)d->s->c, d->nbt,
+              d->vw);
     }
 }
 
 /* Input transform of channel c of one image (x: its plane) into V. */
-static void emit_itrans(cg_out *o, const wn *d) {
+static void emit_itrans(cg_out *o, const cg_wn *d) {
   char dst[64];
   int a = d->a;
   cg_emit(o, "static $T void $P_itrans(const float *x, long c, int ix[][16], const uint16_t *im, float *V) {\n");
@@ -230,16 +229,16 @@ static void emit_itrans(cg_out *o, const wn *d) {
               k, d->T, r * a + k, a, r, a, k);
     for (int j = 0; j < a; j++) {
       snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
-      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+      cg_wn_lin(o, d, dst, d->bt + j * a, a, "d[%d]");
     }
   }
-  emit_vstore(o, d);
+  cg_wn_vstore(o, d);
   cg_emit(o, "  }\n}\n");
 }
 
 /* The T GEMMs of output-channel blocks [ob0, ob1): M[t][oc][NBT] = sum_c
  * U V, point by point (V_t, C x NBT, stays in L1/L2 across the blocks). */
-static void emit_gemm(cg_out *o, const wn *d) {
+static void emit_gemm(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_gemm(const float *U, const float *V, float *M, long ob0, long ob1) {\n");
   cg_emit(o, "  for (int t = 0; t < %d; t++) {\n", d->T);
@@ -248,49 +247,48 @@ static void emit_gemm(cg_out *o, const wn *d) {
   cg_emit(o, "    const float *u = U + ((long)t * %ldL + ob) * %ldL;\n", (long)d->nob, (long)(s->c * d->mr));
   cg_emit(o, "    float *mo = M + ((long)t * %ldL + ob * %d) * %d;\n", (long)d->ocp, d->mr, d->nbt);
   for (int r = 0; r < d->mr; r++)
-    for (int v = 0; v < d->nv; v++) cg_emit(o, "    __m512 a%d_%d = _mm512_setzero_ps();\n", r, v);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    %s a%d_%d = %s_setzero_ps();\n", d->vt, r, v, d->vp);
   cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
-  for (int v = 0; v < d->nv; v++) cg_emit(o, "      __m512 b%d = _mm512_loadu_ps(vv + c * %d + %d);\n", v, d->nbt, v * 16);
+  for (int v = 0; v < d->nv; v++)
+    cg_emit(o, "      %s b%d = %s_loadu_ps(vv + c * %d + %d);\n", d->vt, v, d->vp, d->nbt, v * d->vw);
   cg_emit(o, "      _mm_prefetch((const char *)(u + c * %d) + 1024, _MM_HINT_T0);\n", d->mr);
   for (int r = 0; r < d->mr; r++) {
-    cg_emit(o, "      { __m512 w = _mm512_set1_ps(u[c * %d + %d]);", d->mr, r);
-    for (int v = 0; v < d->nv; v++) cg_emit(o, " a%d_%d = _mm512_fmadd_ps(w, b%d, a%d_%d);", r, v, v, r, v);
+    cg_emit(o, "      { %s w = %s_set1_ps(u[c * %d + %d]);", d->vt, d->vp, d->mr, r);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, " a%d_%d = %s_fmadd_ps(w, b%d, a%d_%d);", r, v, d->vp, v, r, v);
     cg_emit(o, " }\n");
   }
   cg_emit(o, "    }\n");
   for (int r = 0; r < d->mr; r++)
-    for (int v = 0; v < d->nv; v++) cg_emit(o, "    _mm512_storeu_ps(mo + %d, a%d_%d);\n", r * d->nbt + v * 16, r, v);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    %s_storeu_ps(mo + %d, a%d_%d);\n", d->vp, r * d->nbt + v * d->vw, r, v);
   cg_emit(o, "    }\n  }\n}\n");
 }
 
-/* The T points of row r of M for 16 tiles (vector v) into q[], and A^T q
- * down the columns into sm[m][A]. */
-static void emit_ocols(cg_out *o, const wn *d) {
+void cg_wn_ocols(cg_out *o, const cg_wn *d) {
   int a = d->a;
   char dst[64], fmt[32];
-  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
-          (long)d->ocp, d->nbt);
+  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = %s_loadu_ps(M + ((long)t * %ldL + r) * %d + v * %d);\n", d->T, d->vp,
+          (long)d->ocp, d->nbt, d->vw);
   for (int i = 0; i < d->m; i++)
     for (int col = 0; col < a; col++) {
       snprintf(dst, sizeof dst, "    sm[%d][%d]", i, col);
       snprintf(fmt, sizeof fmt, "q[%%d * %d + %d]", a, col);
-      emit_lin(o, dst, d->at + i * a, a, fmt);
+      cg_wn_lin(o, d, dst, d->at + i * a, a, fmt);
     }
 }
 
 /* Output transform, epilogue and store of channel oc (row r of M). */
-static void emit_otrans(cg_out *o, const wn *d) {
+static void emit_otrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   char fmt[32];
   cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
-  emit_ocols(o, d);
+  cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < m; j++) {
       cg_emit(o, "    {\n      __m512 x;\n");
       snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
-      emit_lin(o, "      x", d->at + j * a, a, fmt);
+      cg_wn_lin(o, d, "      x", d->at + j * a, a, fmt);
       cg_emit(o, "      __mmask16 k = om[v * %d + %d];\n", m * m, i * m + j);
       cg_emit(o, "      __m512i oi = _mm512_loadu_si512(ox[(v * %d + %d) * %d + %d]);\n", m, i, m, j);
       for (int e = 0; e < s->n_epi; e++) {
@@ -312,7 +310,7 @@ static void emit_otrans(cg_out *o, const wn *d) {
  * past the last: every row reads as 0), the first output row oh0 (OH then)
  * and column c0, the masks of the m + 1 input loads of a row (lm) and of
  * the m output stores (sm). */
-static void emit_rindex(cg_out *o, const wn *d) {
+static void emit_rindex(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int m = d->m;
   cg_emit(o, "static $T void $P_rindex(long blk, long *ih0, long *oh0, long *c0, uint16_t *lm, uint16_t *sm) {\n");
@@ -354,7 +352,7 @@ static void emit_pick(cg_out *o, const char *dst, const int *e, unsigned hi, con
 }
 
 /* Point k < m of 16 tiles from the loads L0..: element l*m + k of the row. */
-static void emit_split(cg_out *o, const wn *d, int k) {
+static void emit_split(cg_out *o, const cg_wn *d, int k) {
   int e[16];
   char dst[16];
   for (int l = 0; l < 16; l++) e[l] = (l * d->m + k) & 31;
@@ -364,7 +362,7 @@ static void emit_split(cg_out *o, const wn *d, int k) {
 }
 
 /* Input transform of channel c in row mode (x: its plane). */
-static void emit_ritrans(cg_out *o, const wn *d) {
+static void emit_ritrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   char dst[64];
@@ -389,16 +387,16 @@ static void emit_ritrans(cg_out *o, const wn *d) {
     cg_emit(o, "    }\n");
     for (int j = 0; j < a; j++) {
       snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
-      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+      cg_wn_lin(o, d, dst, d->bt + j * a, a, "d[%d]");
     }
   }
-  emit_vstore(o, d);
+  cg_wn_vstore(o, d);
   cg_emit(o, "  }\n}\n");
 }
 
 /* Output q (of m) of an output row: lanes p <- tile (16q + p) / m, point
  * (16q + p) % m of y0..y(m-1). */
-static void emit_merge(cg_out *o, const wn *d, int q) {
+static void emit_merge(cg_out *o, const cg_wn *d, int q) {
   int e[16];
   unsigned hi = 0;
   for (int p = 0; p < 16; p++) {
@@ -411,7 +409,7 @@ static void emit_merge(cg_out *o, const wn *d, int q) {
 }
 
 /* Output transform, epilogue and store of channel oc in row mode. */
-static void emit_rotrans(cg_out *o, const wn *d) {
+static void emit_rotrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   long ohw = (long)(d->OH * d->OW);
@@ -420,13 +418,13 @@ static void emit_rotrans(cg_out *o, const wn *d) {
              " const uint16_t *smk) {\n");
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
   cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
-  emit_ocols(o, d);
+  cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++) {
     cg_emit(o, "    if (oh0[v] + %d < %ldL) {\n      __m512 x;\n", i, (long)d->OH);
     for (int j = 0; j < m; j++) {
       snprintf(dst, sizeof dst, "      __m512 y%d", j);
       snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
-      emit_lin(o, dst, d->at + j * a, a, fmt);
+      cg_wn_lin(o, d, dst, d->at + j * a, a, fmt);
     }
     cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
     for (int qq = 0; qq < m; qq++) {
@@ -447,7 +445,7 @@ static void emit_rotrans(cg_out *o, const wn *d) {
 }
 
 /* One task: image n, tile block blk, output-channel part os. */
-static void emit_task(cg_out *o, const wn *d) {
+static void emit_task(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_wino(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n");
@@ -462,7 +460,7 @@ static void emit_task(cg_out *o, const wn *d) {
     cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_ritrans(x + c * %ldL, c, ih0, c0, lm, V);\n", (long)s->c,
             (long)(s->h * s->w));
   } else {
-    cg_emit(o, "  int ix[%d][16], ox[%d][16];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->nv * d->m * d->m,
+    cg_emit(o, "  int ix[%d][%d], ox[%d][%d];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->vw, d->nv * d->m * d->m, d->vw,
             d->nv * d->T, d->nv * d->m * d->m);
     cg_emit(o, "  $P_index(blk, ix, im, ox, om);\n");
     cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %ldL, c, ix, im, V);\n", (long)s->c,
@@ -492,12 +490,14 @@ static void emit_task(cg_out *o, const wn *d) {
 harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   const char *why;
   if (!cg_wino_applies(s, &why)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd: %s", why);
-  wn d;
-  wn_plan(&d, s);
+  cg_wn d;
+  wn_plan(&d, s, o->isa->w);
+  bool avx2 = d.vw == 8;
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* winograd F(%dx%d,3x3): %ld tiles of %dx%d per image in blocks of %d (%s), %d output channels per"
              " block, %ld channel parts */\n", d.m, d.m, (long)d.NTI, d.m, d.m, d.nbt,
-          d.rows ? "rows of tiles: loads and permutes" : "any tiles: gathers and scatters", d.mr, (long)d.nos);
+          d.rows ? "rows of tiles: loads and permutes" : avx2 ? "any tiles: gathers, stores lane by lane" : "any tiles: gathers and scatters",
+          d.mr, (long)d.nos);
   cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
   emit_wpack(o, &d);
@@ -506,10 +506,12 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
     emit_ritrans(o, &d);
   } else {
     emit_index(o, &d);
-    emit_itrans(o, &d);
+    if (avx2) cg_wn_itrans_avx2(o, &d);
+    else emit_itrans(o, &d);
   }
   emit_gemm(o, &d);
   if (d.rows) emit_rotrans(o, &d);
+  else if (avx2) cg_wn_otrans_avx2(o, &d);
   else emit_otrans(o, &d);
   emit_task(o, &d);
   long ubytes = (long)(d.T * d.ocp * s->c * 4), ntask = (long)(s->n * d.nblk * d.nos);
