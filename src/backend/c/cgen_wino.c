@@ -64,12 +64,12 @@ bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
   if (s->stride[0] != 1 || s->stride[1] != 1) return *why = "stride is not 1", false;
   if (s->dil[0] != 1 || s->dil[1] != 1) return *why = "dilation is not 1", false;
   if (s->groups != 1) return *why = "grouped", false;
-  if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32)
-    return *why = "fp16/bf16 storage (fp32 only)", false;
+  if (!cg_dtype_ok(s->x_dtype) || !cg_dtype_ok(s->w_dtype) || !cg_dtype_ok(s->y_dtype))
+    return *why = "storage other than fp32, fp16 or bf16", false;
   if (s->tune.bf16) return *why = "bf16 multiplication asked for", false;
   for (int i = 0; i < s->n_epi; i++)
-    if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32) || s->epi[i].kind == CGEN_EPI_BIAS_N)
-      return *why = "a half-precision residual or a spatial bias", false;
+    if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && !cg_dtype_ok(s->epi[i].dtype)) || s->epi[i].kind == CGEN_EPI_BIAS_N)
+      return *why = "a residual not fp32, fp16 or bf16, or a spatial bias", false;
   if (!(cg_isa_set(&s->tune) & (1u << CGEN_ISA_AVX512 | 1u << CGEN_ISA_AVX2))) return *why = "no AVX-512 or AVX2 variant", false;
   int64_t oh, ow;
   if (!cgen_conv_out_hw(s, &oh, &ow)) return *why = "window does not fit", false;
@@ -159,15 +159,23 @@ void cg_wn_lin(cg_out *o, const cg_wn *d, const char *dst, const double *row, in
 static void emit_wpack(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_wtask(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n  const float *W = (const float *)cx->A;\n");
+  cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n");
+  if (s->w_dtype == TINY_FP32) cg_emit(o, "  const float *W = (const float *)cx->A;\n");
   cg_emit(o, "  static const double G[%d][3] = {", d->a);
   for (int i = 0; i < d->a; i++)
     cg_emit(o, "{%.17g, %.17g, %.17g}%s", d->g[i * 3], d->g[i * 3 + 1], d->g[i * 3 + 2], i + 1 < d->a ? ", " : "};\n");
   cg_emit(o, "  for (int r = 0; r < %d; r++) {\n    long oc = (long)task * %d + r;\n", d->mr, d->mr);
   cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
   cg_emit(o, "      double g[3][3], tg[%d][3];\n", d->a);
-  cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? W[(oc * %ldL + c) * 9 + k] : 0.0;\n",
-          (long)s->oc, (long)s->c);
+  if (s->w_dtype == TINY_FP32) {
+    cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? W[(oc * %ldL + c) * 9 + k] : 0.0;\n",
+            (long)s->oc, (long)s->c);
+  } else { /* half storage: each tap widened (model_init, or once a call) */
+    char ld[160], ix[64];
+    snprintf(ix, sizeof ix, "(oc * %ldL + c) * 9 + k", (long)s->c);
+    cg_scalar_ld(o, ld, sizeof ld, s->w_dtype, "cx->A", ix);
+    cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? %s : 0.0;\n", (long)s->oc, ld);
+  }
   cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < 3; j++)\n", d->a);
   cg_emit(o, "        tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];\n");
   cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < %d; j++)\n", d->a, d->a);
@@ -487,6 +495,84 @@ static void emit_task(cg_out *o, const cg_wn *d) {
   cg_emit(o, "  }\n}\n");
 }
 
+/* Whether s stores any tensor the kernel reads or writes in fp16 / bf16
+ * (the weight aside: the filter transform widens it). */
+static bool wn_half(const cgen_conv_spec *s) {
+  bool h = s->x_dtype != TINY_FP32 || s->y_dtype != TINY_FP32;
+  for (int i = 0; i < s->n_epi; i++) h |= s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32;
+  return h;
+}
+
+/* Half-precision storage around the fp32 kernel: the conversion tasks
+ * ($P_wx: the input, $P_wr<i>: residual i, widened into scratch; $P_wy:
+ * the fp32 output narrowed into y) and their offsets in the shared
+ * scratch after `at` bytes (64-byte aligned); the bytes in all. */
+static long emit_half_cvts(cg_out *o, const cg_wn *d, long at, long *xoff, long *roff, long *yoff) {
+  const cgen_conv_spec *s = d->s;
+  long xn = (long)(s->n * s->c * s->h * s->w), yn = (long)(s->n * s->oc * d->OH * d->OW);
+  char nm[16], src[32], dst[32];
+  *xoff = *yoff = -1;
+  if (s->x_dtype != TINY_FP32) {
+    cg_emit_cvt(o, "wx", "$P_wctx", "cx->X0", "cx->B", s->x_dtype, xn, false);
+    *xoff = at, at += cg_rup(xn * 4, 64);
+  }
+  for (int i = 0; i < s->n_epi; i++) {
+    roff[i] = -1;
+    if (s->epi[i].kind != CGEN_EPI_RESIDUAL || s->epi[i].dtype == TINY_FP32) continue;
+    snprintf(nm, sizeof nm, "wr%d", i), snprintf(src, sizeof src, "cx->E0[%d]", i), snprintf(dst, sizeof dst, "cx->E[%d]", i);
+    cg_emit_cvt(o, nm, "$P_wctx", src, dst, s->epi[i].dtype, yn, false);
+    roff[i] = at, at += cg_rup(yn * 4, 64);
+  }
+  if (s->y_dtype != TINY_FP32) {
+    cg_emit_cvt(o, "wy", "$P_wctx", "cx->C", "cx->Y0", s->y_dtype, yn, true);
+    *yoff = at, at += cg_rup(yn * 4, 64);
+  }
+  return at;
+}
+
+/* The pool tasks of a conversion over n elements. */
+static long cvt_tasks(long n) { return (n + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK; }
+
+/* $P_run (and with prepack_w $P_pack_a_run / _bytes_run): the filter
+ * transform unless done at model_init, half-precision tensors converted
+ * around the fp32 kernel (wn_half), the tasks of the kernel. */
+static void emit_run(cg_out *o, const cg_wn *d) {
+  const cgen_conv_spec *s = d->s;
+  bool half = wn_half(s);
+  long ubytes = (long)(d->T * d->ocp * s->c * 4), ntask = (long)(s->n * d->nblk * d->nos);
+  long thr = (long)((d->T * s->c * d->nbt + d->T * d->ocp * d->nbt) * 4);
+  long xoff = -1, yoff = -1, roff[CGEN_MAX_EPI], sh = s->prepack_w ? 0L : ubytes;
+  long xn = (long)(s->n * s->c * s->h * s->w), yn = (long)(s->n * s->oc * d->OH * d->OW);
+  if (half) sh = emit_half_cvts(o, d, cg_rup(sh, 64), &xoff, roff, &yoff);
+  if (s->prepack_w) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
+  }
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $P_wctx cx;\n%s  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n", half ? "  memset(&cx, 0, sizeof cx);\n" : "");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", sh, thr);
+  if (xoff >= 0)
+    cg_emit(o, "  cx.X0 = B;\n  cx.B = cx.sc.shared + %ldL;\n  hprt_pool_run(pool, %ld, $P_wx, &cx);\n", xoff, cvt_tasks(xn));
+  if (half) cg_emit(o, "  const void *ep2[%d];\n  for (int i = 0; i < %d; i++) ep2[i] = ep ? ep[i] : 0;\n", CGEN_MAX_EPI, s->n_epi);
+  for (int i = 0; half && i < s->n_epi; i++)
+    if (roff[i] >= 0)
+      cg_emit(o, "  cx.E0[%d] = ep[%d];\n  cx.E[%d] = (float *)(cx.sc.shared + %ldL);\n  ep2[%d] = cx.E[%d];\n"
+                 "  hprt_pool_run(pool, %ld, $P_wr%d, &cx);\n", i, i, i, roff[i], i, i, cvt_tasks(yn), i);
+  if (half) cg_emit(o, "  cx.ep = ep2;\n");
+  if (yoff >= 0) cg_emit(o, "  cx.Y0 = C;\n  cx.C = cx.sc.shared + %ldL;\n", yoff);
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Up = (float *)A;\n");
+  } else {
+    cg_emit(o, "  cx.Up = (float *)cx.sc.shared;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n", (long)d->nob);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wino, &cx);\n", ntask);
+  if (yoff >= 0) cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wy, &cx);\n", cvt_tasks(yn));
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
 harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   const char *why;
   if (!cg_wino_applies(s, &why)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd: %s", why);
@@ -498,7 +584,12 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
              " block, %ld channel parts */\n", d.m, d.m, (long)d.NTI, d.m, d.m, d.nbt,
           d.rows ? "rows of tiles: loads and permutes" : avx2 ? "any tiles: gathers, stores lane by lane" : "any tiles: gathers and scatters",
           d.mr, (long)d.nos);
-  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
+  if (!wn_half(s)) {
+    cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
+  } else { /* the half-precision tensors' own addresses, and their fp32 copies */
+    cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc;"
+               " const void *X0; void *Y0; const void *E0[%d]; float *E[%d]; } $P_wctx;\n", CGEN_MAX_EPI, CGEN_MAX_EPI);
+  }
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
   emit_wpack(o, &d);
   if (d.rows) {
@@ -514,25 +605,7 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   else if (avx2) cg_wn_otrans_avx2(o, &d);
   else emit_otrans(o, &d);
   emit_task(o, &d);
-  long ubytes = (long)(d.T * d.ocp * s->c * 4), ntask = (long)(s->n * d.nblk * d.nos);
-  long thr = (long)((d.T * s->c * d.nbt + d.T * d.ocp * d.nbt) * 4);
-  if (s->prepack_w) {
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
-    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d.nob);
-  }
-  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
-  cg_emit(o, "  $P_wctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : ubytes, thr);
-  if (s->prepack_w) {
-    cg_emit(o, "  cx.Up = (float *)A;\n");
-  } else {
-    cg_emit(o, "  cx.Up = (float *)cx.sc.shared;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n", (long)d.nob);
-  }
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wino, &cx);\n", ntask);
-  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  emit_run(o, &d);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
   return HARP_OK;
 }
