@@ -182,6 +182,13 @@ static bool have_avx512(void) {
          __builtin_cpu_supports("avx512dq");
 }
 
+/* Whether this machine runs variant isa (else a note that it skips). */
+static bool have_isa(int isa) {
+  bool ok = isa == CGEN_ISA_AVX512 ? have_avx512() : have_avx2();
+  if (!ok) fprintf(stderr, "skipped: no %s here\n", cg_isa_get(isa)->tag);
+  return ok;
+}
+
 /* The kernels `prefix`<i> of the n cases L for the variant `isa`, compiled
  * into one object; each source says it is Winograd with the tile
  * cgen_conv_wino_tile picks, and (AVX-512) reads rows of tiles exactly
@@ -235,11 +242,7 @@ static void run_cases(const wcase *L, int n, const char *prefix, int isa) {
 /* Every case, each kernel with the pool and (every other one) without. */
 static void test_cases(void **st) {
   (void)st;
-  if (!have_avx512()) {
-    fprintf(stderr, "skipped: no AVX-512 here\n");
-    return;
-  }
-  run_cases(CASES, NCASE, "w", CGEN_ISA_AVX512);
+  if (have_isa(CGEN_ISA_AVX512)) run_cases(CASES, NCASE, "w", CGEN_ISA_AVX512);
 }
 
 /* More shapes for AVX2's vectors of 8 tiles: channels and output sizes not
@@ -269,17 +272,14 @@ static const wcase HCASES[] = {
 static void test_half(void **st) {
   (void)st;
   int n = (int)(sizeof HCASES / sizeof HCASES[0]);
-  if (have_avx512()) run_cases(HCASES, n, "h", CGEN_ISA_AVX512);
-  if (have_avx2()) run_cases(HCASES, n, "k", CGEN_ISA_AVX2);
+  if (have_isa(CGEN_ISA_AVX512)) run_cases(HCASES, n, "h", CGEN_ISA_AVX512);
+  if (have_isa(CGEN_ISA_AVX2)) run_cases(HCASES, n, "k", CGEN_ISA_AVX2);
 }
 
 /* Every case through the AVX2 variant. */
 static void test_avx2(void **st) {
   (void)st;
-  if (!have_avx2()) {
-    fprintf(stderr, "skipped: no AVX2 here\n");
-    return;
-  }
+  if (!have_isa(CGEN_ISA_AVX2)) return;
   run_cases(CASES, NCASE, "a", CGEN_ISA_AVX2);
   run_cases(CASES8, (int)(sizeof CASES8 / sizeof CASES8[0]), "b", CGEN_ISA_AVX2);
 }
@@ -292,7 +292,7 @@ static void test_error_bound(void **st) {
   (void)st;
   static const wcase L[] = {{1, 256, 14, 14, 32, 1, 1, 1, 1, W2}, {1, 256, 14, 14, 32, 1, 1, 1, 1, W4}};
   for (int isa = CGEN_ISA_AVX2; isa <= CGEN_ISA_AVX512; isa++) {
-    if (isa == CGEN_ISA_AVX512 ? !have_avx512() : !have_avx2()) continue;
+    if (!have_isa(isa)) continue;
     void *h = compile_cases(L, 2, "eb", isa);
     double rel[2];
     assert_int_equal(run_case(h, &L[0], "eb0", NULL, &rel[0]), 0);
@@ -324,7 +324,7 @@ static void test_half_error(void **st) {
   }
   /* one variant (the suite's time: the AVX-512 one measured the same) */
   int isa = have_avx2() ? CGEN_ISA_AVX2 : CGEN_ISA_AVX512;
-  if (isa == CGEN_ISA_AVX512 && !have_avx512()) return;
+  if (!have_isa(isa)) return;
   {
     void *h = compile_cases(L, 9, "he", isa);
     double rel[9];

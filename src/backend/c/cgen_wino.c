@@ -4,7 +4,7 @@
  * cg_wino_applies (which convs it takes, and why not), cgen_conv_wino_tile (the
  * output tile m a conv spec gets), cg_wino_variant (the AVX-512 or AVX2 variant
  * of a cgen_conv kernel whose tune.conv_algo asks for Winograd), and the
- * emitters both ISAs share (cg_wn_lin, cg_wn_vstore, cg_wn_ocols).
+ * emitters both ISAs share (cg_wn_lin, cg_wn_vstore, cg_wn_ocols, cg_wn_epilogue).
  * AVX2 (vectors of 8 tiles, 16 registers): the same plan with any-tiles
  * vectors only (gathers), blocks of 8 or 16 tiles, 12 or 6 output channels
  * per block, outputs stored lane by lane (AVX2 has no scatter).
@@ -224,17 +224,21 @@ void cg_wn_vstore(cg_out *o, const cg_wn *d) {
     }
 }
 
-/* Input transform of channel c of one image (x: its plane) into V. */
+/* Input transform of channel c of one image (x: its plane) into V (and
+ * AVX2's mask helper, which the output transform uses too). */
 static void emit_itrans(cg_out *o, const cg_wn *d) {
   char dst[64];
   int a = d->a;
-  cg_emit(o, "static $T void $P_itrans(const float *x, long c, int ix[][16], const uint16_t *im, float *V) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 d[%d], e[%d][%d];\n", d->nv, a, a, a);
+  if (d->vw == 8) cg_wn_avx2_helpers(o);
+  cg_emit(o, "static $T void $P_itrans(const float *x, long c, int ix[][%d], const uint16_t *im, float *V) {\n", d->vw);
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    %s d[%d], e[%d][%d];\n", d->nv, d->vt, a, a, a);
   for (int r = 0; r < a; r++) {
     for (int k = 0; k < a; k++)
-      cg_emit(o, "    d[%d] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), im[v * %d + %d], "
-                 "_mm512_loadu_si512(ix[(v * %d + %d) * %d + %d]), x, 4);\n",
-              k, d->T, r * a + k, a, r, a, k);
+      if (d->vw == 8) cg_wn_gather_avx2(o, d, r, k);
+      else
+        cg_emit(o, "    d[%d] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), im[v * %d + %d], "
+                   "_mm512_loadu_si512(ix[(v * %d + %d) * %d + %d]), x, 4);\n",
+                k, d->T, r * a + k, a, r, a, k);
     for (int j = 0; j < a; j++) {
       snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
       cg_wn_lin(o, d, dst, d->bt + j * a, a, "d[%d]");
@@ -284,29 +288,42 @@ void cg_wn_ocols(cg_out *o, const cg_wn *d) {
     }
 }
 
+void cg_wn_epilogue(cg_out *o, const cg_wn *d) {
+  const cgen_conv_spec *s = d->s;
+  char plane[64];
+  for (int e = 0; e < s->n_epi; e++) {
+    const cgen_epi *ep = &s->epi[e];
+    if (cg_emit_epi_common(o, ep, e, "oc", "x") || ep->kind != CGEN_EPI_RESIDUAL) continue;
+    snprintf(plane, sizeof plane, "(const float *)tt->ep[%d] + oc * %ldL", e, (long)(d->OH * d->OW));
+    if (d->vw == 16) cg_emit(o, "      { __m512 rv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, oi, %s, 4);", plane);
+    else
+      cg_emit(o, "      { __m256 rv = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), %s, "
+                 "_mm256_loadu_si256((const __m256i *)oi), $P_wbm(b), 4);", plane);
+    cg_emit(o, " x = x %s rv; }\n", ep->mul ? "*" : "+");
+  }
+}
+
 /* Output transform, epilogue and store of channel oc (row r of M). */
 static void emit_otrans(cg_out *o, const cg_wn *d) {
-  const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   char fmt[32];
-  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
+  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][%d], const uint16_t *om) {\n",
+          d->vw);
+  if (d->vw == 8) cg_emit(o, "  float *y = (float *)tt->y + oc * %ldL;\n", (long)(d->OH * d->OW));
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    %s q[%d], sm[%d][%d];\n", d->nv, d->vt, d->T, m, a);
   cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < m; j++) {
-      cg_emit(o, "    {\n      __m512 x;\n");
+      cg_emit(o, "    {\n      %s x;\n", d->vt);
       snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
       cg_wn_lin(o, d, "      x", d->at + j * a, a, fmt);
+      if (d->vw == 8) {
+        cg_wn_opoint_avx2(o, d, i, j);
+        continue;
+      }
       cg_emit(o, "      __mmask16 k = om[v * %d + %d];\n", m * m, i * m + j);
       cg_emit(o, "      __m512i oi = _mm512_loadu_si512(ox[(v * %d + %d) * %d + %d]);\n", m, i, m, j);
-      for (int e = 0; e < s->n_epi; e++) {
-        const cgen_epi *ep = &s->epi[e];
-        if (cg_emit_epi_common(o, ep, e, "oc", "x")) continue;
-        if (ep->kind == CGEN_EPI_RESIDUAL)
-          cg_emit(o, "      { __m512 rv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, oi, "
-                     "(const float *)tt->ep[%d] + oc * %ldL, 4); x = x %s rv; }\n",
-                  e, (long)(d->OH * d->OW), ep->mul ? "*" : "+");
-      }
+      cg_wn_epilogue(o, d);
       cg_emit(o, "      _mm512_mask_i32scatter_ps((float *)tt->y + oc * %ldL, k, oi, x, 4);\n    }\n",
               (long)(d->OH * d->OW));
     }
@@ -597,12 +614,10 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
     emit_ritrans(o, &d);
   } else {
     emit_index(o, &d);
-    if (avx2) cg_wn_itrans_avx2(o, &d);
-    else emit_itrans(o, &d);
+    emit_itrans(o, &d);
   }
   emit_gemm(o, &d);
   if (d.rows) emit_rotrans(o, &d);
-  else if (avx2) cg_wn_otrans_avx2(o, &d);
   else emit_otrans(o, &d);
   emit_task(o, &d);
   emit_run(o, &d);

@@ -2,8 +2,8 @@
  * Needs: cgen_int.h.  Gives: cg_wn (the plan of one Winograd conv: tile,
  * transform matrices, blocking, vector width), the emitters both ISAs use
  * (cgen_wino.c: linear combinations, the column transform's store, the
- * output transform's columns, the gather indices) and the AVX2 input and
- * output transforms (cgen_wino_avx2.c). */
+ * output transform's columns, the epilogue) and the AVX2 pieces of the
+ * input and output transforms (cgen_wino_avx2.c). */
 #ifndef HARP_CGEN_WINO_INT_H
 #define HARP_CGEN_WINO_INT_H
 
@@ -32,10 +32,18 @@ void cg_wn_vstore(cg_out *o, const cg_wn *d);
  * columns into sm[m][A]. */
 void cg_wn_ocols(cg_out *o, const cg_wn *d);
 
-/* The AVX2 variant's input transform ($P_itrans: masked gathers) and output
- * transform with the epilogue ($P_otrans: stores lane by lane), same
- * signatures as the AVX-512 ones with vectors of 8 tiles. */
-void cg_wn_itrans_avx2(cg_out *o, const cg_wn *d);
-void cg_wn_otrans_avx2(cg_out *o, const cg_wn *d);
+/* The epilogue on x (output channel oc's points of a vector): bias,
+ * activations, and each residual gathered from its plane at the indices oi
+ * under the mask (AVX-512: __mmask16 k; AVX2: the bits b, $P_wbm). */
+void cg_wn_epilogue(cg_out *o, const cg_wn *d);
+
+/* AVX2 (cgen_wino_avx2.c): $P_wbm, the mask of a lane bitset (emitted once,
+ * before the input transform); "d[k] =" point (r, k) of vector v's 8 tiles
+ * by a masked gather from plane x; output point (i, j) of vector v, x after
+ * A^T M A: the epilogue, then the lanes stored one by one into y (AVX2 has
+ * no scatter), closing the point's block. */
+void cg_wn_avx2_helpers(cg_out *o);
+void cg_wn_gather_avx2(cg_out *o, const cg_wn *d, int r, int k);
+void cg_wn_opoint_avx2(cg_out *o, const cg_wn *d, int i, int j);
 
 #endif
