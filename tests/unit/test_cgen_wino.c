@@ -345,6 +345,32 @@ static void test_half_error(void **st) {
   }
 }
 
+/* A package's kernel (every variant: Winograd for AVX-512 and AVX2, the
+ * implicit GEMM for scalar), each variant forced in turn: the weight
+ * packed by that variant's packer, the numbers right. */
+static void test_package(void **st) {
+  (void)st;
+  static const wcase C = {2, 7, 11, 13, 10, 1, 1, 1, 1, W4, 3, {BI, RS, RE}, 1, 0, 1};
+  for (int isa = CGEN_ISA_SCALAR; isa <= CGEN_ISA_AVX512; isa++) {
+    if (isa != CGEN_ISA_SCALAR && !have_isa(isa)) continue;
+    cgen_conv_spec s;
+    make_spec(&C, &s, isa);
+    s.tune.isa_mask = 0;
+    ut_str src;
+    ut_str_init(&src);
+    harp_error e = {0};
+    assert_int_equal(cgen_conv(&e, &s, "pk", &src), HARP_OK);
+    assert_non_null(strstr(src.buf, "stores lane by lane"));
+    assert_non_null(strstr(src.buf, "gathers and scatters"));
+    void *h = ct_compile(src.buf);
+    ut_str_free(&src);
+    assert_non_null(h);
+    double rel;
+    assert_int_equal(run_case(h, &C, "pk", NULL, &rel), 0);
+    dlclose(h);
+  }
+}
+
 /* A Winograd spec the kernel cannot honour is refused with the reason. */
 static void test_refused(void **st) {
   (void)st;
@@ -395,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_half),
       cmocka_unit_test(test_error_bound),
       cmocka_unit_test(test_half_error),
+      cmocka_unit_test(test_package),
       cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
