@@ -41,7 +41,8 @@ double plan_time_formula(double flops, double bytes, double peak, double bw, dou
  * up, 1.3-1.6x at 28x28, slower at 14x14 (0.7-0.8x) and 7x7 (0.4x: the
  * transformed weights, 1.8-4x the direct's, are read for a few tiles);
  * few input channels leave the transforms most of the work.  Storage
- * other than fp32 has no Winograd kernel (never chosen). */
+ * other than fp32 (cgen_wino.c widens and narrows around the fp32 kernel)
+ * is unmeasured: never chosen, a plan may name it. */
 double plan_cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_view *g) {
   if (r->in_dtype != TINY_FP32) return 0.1;
   double px = (double)r->conv_oh * (double)r->conv_ow;

@@ -9,7 +9,9 @@ with a note) it does not.  Plans that differ only in algo_choice conv
 (implicit_gemm, winograd_2x2_3x3, winograd_4x4_3x3) give different code and
 the same numbers, checked against numpy in float64 on odd channel counts,
 batch 2, sizes not a multiple of the tile, paddings 0 and 2, a fused bias,
-residual and relu.  fft_conv is no algorithm (a located error), and a
+residual and relu; the same plans at `vectorize ... 8` run the AVX2 variant's
+Winograd (the JIT emits that variant alone) against numpy too, and so does an
+fp16-storage model (math in fp32) in both variants.  fft_conv is no algorithm (a located error), and a
 Winograd plan on a stride-2 conv is refused where it is written.
 Skips (77) where the host has no AVX-512 (the Winograd kernel is that
 variant's)."""
@@ -161,10 +163,43 @@ for pad in (1, 0, 2):
         kernels[algo] = re.sub(r"model_k\d+", "K", "\n".join(ln for ln in src.splitlines() if "avx512" in ln))
         outs[algo] = np.load(os.path.join(d, "y.npy")).astype(np.float64)
         s.check(f"{what}: y vs numpy", *close(outs[algo], want))
+    # the AVX2 variant: the same plan at vectorize width 8 (F(4x4) at every padding, F(2x2) at pad 1)
+    for algo in ("winograd_4x4_3x3",) + (("winograd_2x2_3x3",) if pad == 1 else ()):
+        plan = os.path.join(tempfile.mkdtemp(), "p8.plan")
+        with open(plan, "w") as f:
+            f.write(BASE.replace("vectorize n.i.i 16", "vectorize n.i.i 8").format(algo))
+        p, d, src, plans = compile_run(path, feeds, plan=f"y={plan}")
+        what = f"pad {pad} {algo} avx2"
+        s.check(f"{what}: runs", p.returncode == 0, p.stderr[-400:])
+        if p.returncode:
+            continue
+        s.check(f"{what}: the AVX2 variant alone, Winograd", MARK[algo] in src and "stores lane by lane" in src
+                and "_avx2_run(" in src and "_avx512_run(" not in src)
+        s.check(f"{what}: y vs numpy", *close(np.load(os.path.join(d, "y.npy")), want))
     algos = list(outs)
     for a in algos[1:]:
         s.check(f"pad {pad}: {a} and {algos[0]} differ in code", kernels[a] != kernels[algos[0]])
         s.check(f"pad {pad}: {a} and {algos[0]} agree", *close(outs[a], outs[algos[0]], rtol=1e-4, atol=1e-4))
+
+# ---- fp16 storage (math in fp32) through both variants, against numpy on the stored values -------
+H16 = RES.replace("f32", "f16")
+path = model("res_h16", H16.format(oh=30, ow=29, p=1))
+feeds = {"x": arr(2, 13, 30, 29).astype(np.float16), "w": arr(19, 13, 3, 3, scale=0.2).astype(np.float16),
+         "b": arr(19).astype(np.float16), "r": arr(2, 19, 30, 29).astype(np.float16)}
+want = np.maximum(conv_ref(feeds["x"], feeds["w"].astype(np.float64), 1, 1) + feeds["b"][None, :, None, None] + feeds["r"], 0)
+for width, variant in ((16, "_avx512_run("), (8, "_avx2_run(")):
+    plan = os.path.join(tempfile.mkdtemp(), "h.plan")
+    with open(plan, "w") as f:
+        f.write(BASE.replace("vectorize n.i.i 16", f"vectorize n.i.i {width}").format("winograd_4x4_3x3"))
+    p, d, src, plans = compile_run(path, feeds, plan=f"y={plan}")
+    what = f"fp16 storage, vectorize {width}"
+    s.check(f"{what}: runs", p.returncode == 0, p.stderr[-400:])
+    if p.returncode:
+        continue
+    s.check(f"{what}: Winograd F(4x4) in the {variant[1:-5]} variant", "winograd F(4x4,3x3)" in src and variant in src)
+    got = np.load(os.path.join(d, "y.npy"))
+    s.check(f"{what}: y is fp16", got.dtype == np.float16, str(got.dtype))
+    s.check(f"{what}: y vs numpy", *close(got, want))
 
 # ---- errors where they are written ----------------------------------------------------------
 path, feeds, _ = conv_model("s2", 1, 8, 20, 20, 8, 1, 2)

@@ -624,15 +624,21 @@ void cg_emit_tr16(cg_out *o) {
              " r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);\n  }\n}\n");
 }
 
-void cg_emit_widen(cg_out *o, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n) {
-  const char *sx = cg_vsuffix(t);
-  cg_emit(o, "static $T void $P_widen(void *vc, int task, int tid) {\n  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx,
-          ctx);
+void cg_emit_cvt(cg_out *o, const char *name, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n,
+                 bool narrow) {
+  const char *sx = cg_vsuffix(t), *ls = narrow ? "" : sx, *ss = narrow ? sx : "";
+  const char *st = narrow ? "float" : "uint16_t", *dt = narrow ? "uint16_t" : "float";
+  cg_emit(o, "static $T void $P_%s(void *vc, int task, int tid) {\n  const %s *cx = (const %s *)vc;\n  (void)tid;\n", name,
+          ctx, ctx);
   cg_emit(o, "  long i0 = (long)task * %ldL, i1 = i0 + %ldL < %ldL ? i0 + %ldL : %ldL;\n", CG_WIDEN_CHUNK, CG_WIDEN_CHUNK, n,
           CG_WIDEN_CHUNK, n);
-  cg_emit(o, "  const uint16_t *s = (const uint16_t *)%s;\n  float *d = (float *)%s;\n  long i = i0;\n", src, dst);
-  cg_emit(o, "  for (; i + %d <= i1; i += %d) $P_st(d + i, $P_ld%s(s + i));\n", o->isa->w, o->isa->w, sx);
-  cg_emit(o, "  if (i < i1) $P_stn(d + i, $P_ldn%s(s + i, (int)(i1 - i)), (int)(i1 - i));\n}\n", sx);
+  cg_emit(o, "  const %s *s = (const %s *)%s;\n  %s *d = (%s *)%s;\n  long i = i0;\n", st, st, src, dt, dt, dst);
+  cg_emit(o, "  for (; i + %d <= i1; i += %d) $P_st%s(d + i, $P_ld%s(s + i));\n", o->isa->w, o->isa->w, ss, ls);
+  cg_emit(o, "  if (i < i1) $P_stn%s(d + i, $P_ldn%s(s + i, (int)(i1 - i)), (int)(i1 - i));\n}\n", ss, ls);
+}
+
+void cg_emit_widen(cg_out *o, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n) {
+  cg_emit_cvt(o, "widen", ctx, src, dst, t, n, false);
 }
 
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x) {

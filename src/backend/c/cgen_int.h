@@ -60,6 +60,9 @@ void cg_emit_tr16(cg_out *o);
  * run it over (n + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK tasks. */
 #define CG_WIDEN_CHUNK 16384L
 void cg_emit_widen(cg_out *o, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n);
+/* The same pool task named $P_<name>; narrow: from fp32 at `src` to t at `dst`. */
+void cg_emit_cvt(cg_out *o, const char *name, const char *ctx, const char *src, const char *dst, tiny_dtype t, long n,
+                 bool narrow);
 /* Emit "x = <epilogue step>(x)" for the pure-activation kinds. */
 void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, const char *x);
 /* Epilogue step i on the vector x when its code does not depend on the

@@ -1,8 +1,13 @@
-/* cgen_wino.c — Winograd convolution F(m x m, 3 x 3) kernel generator (AVX-512).
- * Needs: cgen_int.h (templating, vector layer, runtime).  Gives:
+/* cgen_wino.c — Winograd convolution F(m x m, 3 x 3) kernel generator (AVX-512, AVX2).
+ * Needs: cgen_wino_int.h (the plan struct; templating, vector layer, runtime;
+ * cgen_wino_avx2.c: AVX2's input and output transforms).  Gives:
  * cg_wino_applies (which convs it takes, and why not), cgen_conv_wino_tile (the
- * output tile m a conv spec gets), cg_wino_variant (the AVX-512 variant of a
- * cgen_conv kernel whose tune.conv_algo asks for Winograd).
+ * output tile m a conv spec gets), cg_wino_variant (the AVX-512 or AVX2 variant
+ * of a cgen_conv kernel whose tune.conv_algo asks for Winograd), and the
+ * emitters both ISAs share (cg_wn_lin, cg_wn_vstore, cg_wn_ocols, cg_wn_epilogue).
+ * AVX2 (vectors of 8 tiles, 16 registers): the same plan with any-tiles
+ * vectors only (gathers), blocks of 8 or 16 tiles, 12 or 6 output channels
+ * per block, outputs stored lane by lane (AVX2 has no scatter).
  *
  * Math (Lavin & Gray 2016): per output channel o, input channel c and tile of
  * m x m outputs, Y = A^T [ sum_c (G g G^T) .* (B^T d B) ] A, where d is the
@@ -34,7 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/c/cgen_int.h"
+#include "backend/c/cgen_wino_int.h"
 
 #define WN_MAX_A 6
 
@@ -53,29 +58,19 @@ static const double G4[6][3] = {{1. / 4, 0, 0},
                                 {0, 0, 1}};
 static const double AT4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
-typedef struct wn {
-  const cgen_conv_spec *s;
-  int m, a, T;             /* output tile, patch side, transformed points */
-  int64_t OH, OW, TH, TW, NTI; /* output size, tiles per column / row / image */
-  int nv, nbt, mr;         /* vectors of tiles per block, tiles per block, channels per block */
-  int64_t nblk, nob, ocp, nos; /* tile blocks per image, channel blocks, padded channels, channel parts */
-  bool rows;               /* a vector is 16 tiles of one tile row (else any 16 of the image) */
-  int64_t nseg, nvec;      /* rows: vectors per tile row, per image */
-  const double *bt, *g, *at;   /* [a][a], [a][3], [m][a] */
-} wn;
 
 bool cg_wino_applies(const cgen_conv_spec *s, const char **why) {
   if (s->kh != 3 || s->kw != 3) return *why = "not a 3x3 window", false;
   if (s->stride[0] != 1 || s->stride[1] != 1) return *why = "stride is not 1", false;
   if (s->dil[0] != 1 || s->dil[1] != 1) return *why = "dilation is not 1", false;
   if (s->groups != 1) return *why = "grouped", false;
-  if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32)
-    return *why = "fp16/bf16 storage (fp32 only)", false;
+  if (!cg_dtype_ok(s->x_dtype) || !cg_dtype_ok(s->w_dtype) || !cg_dtype_ok(s->y_dtype))
+    return *why = "storage other than fp32, fp16 or bf16", false;
   if (s->tune.bf16) return *why = "bf16 multiplication asked for", false;
   for (int i = 0; i < s->n_epi; i++)
-    if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32) || s->epi[i].kind == CGEN_EPI_BIAS_N)
-      return *why = "a half-precision residual or a spatial bias", false;
-  if (!(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) return *why = "no AVX-512 variant", false;
+    if ((s->epi[i].kind == CGEN_EPI_RESIDUAL && !cg_dtype_ok(s->epi[i].dtype)) || s->epi[i].kind == CGEN_EPI_BIAS_N)
+      return *why = "a residual not fp32, fp16 or bf16, or a spatial bias", false;
+  if (!(cg_isa_set(&s->tune) & (1u << CGEN_ISA_AVX512 | 1u << CGEN_ISA_AVX2))) return *why = "no AVX-512 or AVX2 variant", false;
   int64_t oh, ow;
   if (!cgen_conv_out_hw(s, &oh, &ow)) return *why = "window does not fit", false;
   if (s->c * 36 * 64 * 4 > (256L << 20)) return *why = "too many input channels for the per-thread scratch", false;
@@ -98,9 +93,13 @@ int cgen_conv_wino_tile(const cgen_conv_spec *s) {
   return (ow + 3) / 4 < 14 && (ow + 1) / 2 >= 14 ? 2 : 4;
 }
 
-static void wn_plan(wn *d, const cgen_conv_spec *s) {
+/* The plan of conv s for vectors of vw lanes (16: AVX-512, 8: AVX2). */
+static void wn_plan(cg_wn *d, const cgen_conv_spec *s, int vw) {
   memset(d, 0, sizeof *d);
   d->s = s;
+  d->vw = vw;
+  d->vt = vw == 16 ? "__m512" : "__m256";
+  d->vp = vw == 16 ? "_mm512" : "_mm256";
   d->m = cgen_conv_wino_tile(s);
   d->a = d->m + 2, d->T = d->a * d->a;
   d->bt = d->m == 2 ? &BT2[0][0] : &BT4[0][0];
@@ -113,16 +112,18 @@ static void wn_plan(wn *d, const cgen_conv_spec *s) {
    * permutes and its outputs stored as contiguous rows; shorter rows: any
    * 16 tiles of the image, masked gathers and scatters */
   d->nseg = (d->TW + 15) / 16;
-  d->rows = d->TW >= 14;
-  d->nvec = d->rows ? d->TH * d->nseg : (d->NTI + 15) / 16;
+  d->rows = vw == 16 && d->TW >= 14;
+  d->nvec = d->rows ? d->TH * d->nseg : (d->NTI + vw - 1) / vw;
   /* 32 tiles a block (two vectors) unless the image has at most 16; 64
    * (four vectors, 6 channels: 24 accumulators) where the transformed
    * weights pass 16 MB: every block reads all of them, from DRAM or L3 */
   double ubytes = (double)d->T * (double)s->oc * (double)s->c * 4;
   d->nv = d->nvec > 1 ? 2 : 1;
-  if (ubytes > 16e6 && d->nvec > 2) d->nv = 4;
-  d->nbt = 16 * d->nv;
+  if (ubytes > 16e6 && d->nvec > 2 && vw == 16) d->nv = 4;
+  d->nbt = vw * d->nv;
   d->mr = d->nv == 4 ? 6 : d->nv == 2 ? 8 : 12;
+  /* AVX2 has 16 registers: 6 x 2 accumulators, 2 loads and a broadcast */
+  if (vw == 8 && d->nv == 2) d->mr = 6;
   if (s->oc < d->mr) d->mr = (int)s->oc;
   d->nblk = (d->nvec + d->nv - 1) / d->nv;
   d->nob = (s->oc + d->mr - 1) / d->mr, d->ocp = d->nob * d->mr;
@@ -133,9 +134,8 @@ static void wn_plan(wn *d, const cgen_conv_spec *s) {
   while (s->n * d->nblk * d->nos * 2 <= want && d->nob / (d->nos * 2) >= 2) d->nos *= 2;
 }
 
-/* "acc = e" for out = sum_k mat[row][k] in[k] over `n` inputs named
- * `fmt` % k, the coefficients folded in (0 skipped, +-1 as add / sub). */
-static void emit_lin(cg_out *o, const char *dst, const double *row, int n, const char *fmt) {
+void cg_wn_lin(cg_out *o, const cg_wn *d, const char *dst, const double *row, int n, const char *fmt) {
+  const char *vp = d->vp;
   char term[64];
   bool first = true;
   cg_emit(o, "%s = ", dst);
@@ -144,30 +144,38 @@ static void emit_lin(cg_out *o, const char *dst, const double *row, int n, const
     if (c == 0) continue;
     snprintf(term, sizeof term, fmt, k);
     if (first && c == 1) cg_emit(o, "%s", term);
-    else if (first && c == -1) cg_emit(o, "_mm512_sub_ps(_mm512_setzero_ps(), %s)", term);
-    else if (first) cg_emit(o, "_mm512_mul_ps(_mm512_set1_ps((float)%.17g), %s)", c, term);
+    else if (first && c == -1) cg_emit(o, "%s_sub_ps(%s_setzero_ps(), %s)", vp, vp, term);
+    else if (first) cg_emit(o, "%s_mul_ps(%s_set1_ps((float)%.17g), %s)", vp, vp, c, term);
     else if (c == 1) cg_emit(o, " + %s", term);
     else if (c == -1) cg_emit(o, " - %s", term);
-    else cg_emit(o, " + _mm512_mul_ps(_mm512_set1_ps((float)%.17g), %s)", c, term);
+    else cg_emit(o, " + %s_mul_ps(%s_set1_ps((float)%.17g), %s)", vp, vp, c, term);
     first = false;
   }
-  if (first) cg_emit(o, "_mm512_setzero_ps()");
+  if (first) cg_emit(o, "%s_setzero_ps()", vp);
   cg_emit(o, ";\n");
 }
 
 /* The filter transform of output-channel block `task`: Up[t][ob][c][MR]. */
-static void emit_wpack(cg_out *o, const wn *d) {
+static void emit_wpack(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_wtask(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n  const float *W = (const float *)cx->A;\n");
+  cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n");
+  if (s->w_dtype == TINY_FP32) cg_emit(o, "  const float *W = (const float *)cx->A;\n");
   cg_emit(o, "  static const double G[%d][3] = {", d->a);
   for (int i = 0; i < d->a; i++)
     cg_emit(o, "{%.17g, %.17g, %.17g}%s", d->g[i * 3], d->g[i * 3 + 1], d->g[i * 3 + 2], i + 1 < d->a ? ", " : "};\n");
   cg_emit(o, "  for (int r = 0; r < %d; r++) {\n    long oc = (long)task * %d + r;\n", d->mr, d->mr);
   cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
   cg_emit(o, "      double g[3][3], tg[%d][3];\n", d->a);
-  cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? W[(oc * %ldL + c) * 9 + k] : 0.0;\n",
-          (long)s->oc, (long)s->c);
+  if (s->w_dtype == TINY_FP32) {
+    cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? W[(oc * %ldL + c) * 9 + k] : 0.0;\n",
+            (long)s->oc, (long)s->c);
+  } else { /* half storage: each tap widened (model_init, or once a call) */
+    char ld[160], ix[64];
+    snprintf(ix, sizeof ix, "(oc * %ldL + c) * 9 + k", (long)s->c);
+    cg_scalar_ld(o, ld, sizeof ld, s->w_dtype, "cx->A", ix);
+    cg_emit(o, "      for (int k = 0; k < 9; k++) g[k / 3][k %% 3] = oc < %ldL ? %s : 0.0;\n", (long)s->oc, ld);
+  }
   cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < 3; j++)\n", d->a);
   cg_emit(o, "        tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];\n");
   cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < %d; j++)\n", d->a, d->a);
@@ -180,14 +188,14 @@ static void emit_wpack(cg_out *o, const wn *d) {
 /* Gather indices and masks of a block's tiles: input point (r, k) of lane
  * l of vector v at ix[(v * A + r) * A + k][l] (mask bit l of im[..]),
  * output point (i, j) at ox / om[(v * m + i) * m + j]. */
-static void emit_index(cg_out *o, const wn *d) {
+static void emit_index(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
-  cg_emit(o, "static $T void $P_index(long blk, int ix[][16], uint16_t *im, int ox[][16], uint16_t *om) {\n");
+  cg_emit(o, "static $T void $P_index(long blk, int ix[][%d], uint16_t *im, int ox[][%d], uint16_t *om) {\n", d->vw, d->vw);
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n", d->nv);
   cg_emit(o, "    for (int q = 0; q < %d; q++) im[v * %d + q] = 0;\n", d->T, d->T);
   cg_emit(o, "    for (int q = 0; q < %d; q++) om[v * %d + q] = 0;\n", d->m * d->m, d->m * d->m);
-  cg_emit(o, "    for (int l = 0; l < 16; l++) {\n");
-  cg_emit(o, "      long tile = blk * %dL + v * 16 + l;\n      int live = tile < %ldL;\n", d->nbt, (long)d->NTI);
+  cg_emit(o, "    for (int l = 0; l < %d; l++) {\n", d->vw);
+  cg_emit(o, "      long tile = blk * %dL + v * %d + l;\n      int live = tile < %ldL;\n", d->nbt, d->vw, (long)d->NTI);
   cg_emit(o, "      if (!live) tile = 0;\n      long th = tile / %ldL, tw = tile %% %ldL;\n", (long)d->TW, (long)d->TW);
   cg_emit(o, "      for (int r = 0; r < %d; r++) for (int k = 0; k < %d; k++) {\n", d->a, d->a);
   cg_emit(o, "        long ih = th * %d - %ldL + r, iw = tw * %d - %ldL + k;\n", d->m, (long)s->pad[0], d->m,
@@ -203,43 +211,46 @@ static void emit_index(cg_out *o, const wn *d) {
   cg_emit(o, "    }\n  }\n}\n");
 }
 
-/* The column transform of the row-transformed points e[r][j] of 16 tiles
- * (vector v) and their store into V[t][c][NBT]. */
-static void emit_vstore(cg_out *o, const wn *d) {
+void cg_wn_vstore(cg_out *o, const cg_wn *d) {
   int a = d->a;
   char fmt[32];
   for (int i = 0; i < a; i++)
     for (int j = 0; j < a; j++) {
-      cg_emit(o, "    { __m512 t;\n");
+      cg_emit(o, "    { %s t;\n", d->vt);
       snprintf(fmt, sizeof fmt, "e[%%d][%d]", j);
-      emit_lin(o, "      t", d->bt + i * a, a, fmt);
-      cg_emit(o, "      _mm512_storeu_ps(V + (%dL * %ldL + c) * %d + v * 16, t); }\n", i * a + j, (long)d->s->c, d->nbt);
+      cg_wn_lin(o, d, "      t", d->bt + i * a, a, fmt);
+      cg_emit(o, "      %s_storeu_ps(V + (%dL * %ldL + c) * %d + v * %d, t); }\n", d->vp, i * a + j, (long)d->s->c, d->nbt,
+              d->vw);
     }
 }
 
-/* Input transform of channel c of one image (x: its plane) into V. */
-static void emit_itrans(cg_out *o, const wn *d) {
+/* Input transform of channel c of one image (x: its plane) into V (and
+ * AVX2's mask helper, which the output transform uses too). */
+static void emit_itrans(cg_out *o, const cg_wn *d) {
   char dst[64];
   int a = d->a;
-  cg_emit(o, "static $T void $P_itrans(const float *x, long c, int ix[][16], const uint16_t *im, float *V) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 d[%d], e[%d][%d];\n", d->nv, a, a, a);
+  if (d->vw == 8) cg_wn_avx2_helpers(o);
+  cg_emit(o, "static $T void $P_itrans(const float *x, long c, int ix[][%d], const uint16_t *im, float *V) {\n", d->vw);
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    %s d[%d], e[%d][%d];\n", d->nv, d->vt, a, a, a);
   for (int r = 0; r < a; r++) {
     for (int k = 0; k < a; k++)
-      cg_emit(o, "    d[%d] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), im[v * %d + %d], "
-                 "_mm512_loadu_si512(ix[(v * %d + %d) * %d + %d]), x, 4);\n",
-              k, d->T, r * a + k, a, r, a, k);
+      if (d->vw == 8) cg_wn_gather_avx2(o, d, r, k);
+      else
+        cg_emit(o, "    d[%d] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), im[v * %d + %d], "
+                   "_mm512_loadu_si512(ix[(v * %d + %d) * %d + %d]), x, 4);\n",
+                k, d->T, r * a + k, a, r, a, k);
     for (int j = 0; j < a; j++) {
       snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
-      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+      cg_wn_lin(o, d, dst, d->bt + j * a, a, "d[%d]");
     }
   }
-  emit_vstore(o, d);
+  cg_wn_vstore(o, d);
   cg_emit(o, "  }\n}\n");
 }
 
 /* The T GEMMs of output-channel blocks [ob0, ob1): M[t][oc][NBT] = sum_c
  * U V, point by point (V_t, C x NBT, stays in L1/L2 across the blocks). */
-static void emit_gemm(cg_out *o, const wn *d) {
+static void emit_gemm(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_gemm(const float *U, const float *V, float *M, long ob0, long ob1) {\n");
   cg_emit(o, "  for (int t = 0; t < %d; t++) {\n", d->T);
@@ -248,59 +259,71 @@ static void emit_gemm(cg_out *o, const wn *d) {
   cg_emit(o, "    const float *u = U + ((long)t * %ldL + ob) * %ldL;\n", (long)d->nob, (long)(s->c * d->mr));
   cg_emit(o, "    float *mo = M + ((long)t * %ldL + ob * %d) * %d;\n", (long)d->ocp, d->mr, d->nbt);
   for (int r = 0; r < d->mr; r++)
-    for (int v = 0; v < d->nv; v++) cg_emit(o, "    __m512 a%d_%d = _mm512_setzero_ps();\n", r, v);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    %s a%d_%d = %s_setzero_ps();\n", d->vt, r, v, d->vp);
   cg_emit(o, "    for (long c = 0; c < %ldL; c++) {\n", (long)s->c);
-  for (int v = 0; v < d->nv; v++) cg_emit(o, "      __m512 b%d = _mm512_loadu_ps(vv + c * %d + %d);\n", v, d->nbt, v * 16);
+  for (int v = 0; v < d->nv; v++)
+    cg_emit(o, "      %s b%d = %s_loadu_ps(vv + c * %d + %d);\n", d->vt, v, d->vp, d->nbt, v * d->vw);
   cg_emit(o, "      _mm_prefetch((const char *)(u + c * %d) + 1024, _MM_HINT_T0);\n", d->mr);
   for (int r = 0; r < d->mr; r++) {
-    cg_emit(o, "      { __m512 w = _mm512_set1_ps(u[c * %d + %d]);", d->mr, r);
-    for (int v = 0; v < d->nv; v++) cg_emit(o, " a%d_%d = _mm512_fmadd_ps(w, b%d, a%d_%d);", r, v, v, r, v);
+    cg_emit(o, "      { %s w = %s_set1_ps(u[c * %d + %d]);", d->vt, d->vp, d->mr, r);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, " a%d_%d = %s_fmadd_ps(w, b%d, a%d_%d);", r, v, d->vp, v, r, v);
     cg_emit(o, " }\n");
   }
   cg_emit(o, "    }\n");
   for (int r = 0; r < d->mr; r++)
-    for (int v = 0; v < d->nv; v++) cg_emit(o, "    _mm512_storeu_ps(mo + %d, a%d_%d);\n", r * d->nbt + v * 16, r, v);
+    for (int v = 0; v < d->nv; v++) cg_emit(o, "    %s_storeu_ps(mo + %d, a%d_%d);\n", d->vp, r * d->nbt + v * d->vw, r, v);
   cg_emit(o, "    }\n  }\n}\n");
 }
 
-/* The T points of row r of M for 16 tiles (vector v) into q[], and A^T q
- * down the columns into sm[m][A]. */
-static void emit_ocols(cg_out *o, const wn *d) {
+void cg_wn_ocols(cg_out *o, const cg_wn *d) {
   int a = d->a;
   char dst[64], fmt[32];
-  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = _mm512_loadu_ps(M + ((long)t * %ldL + r) * %d + v * 16);\n", d->T,
-          (long)d->ocp, d->nbt);
+  cg_emit(o, "    for (int t = 0; t < %d; t++) q[t] = %s_loadu_ps(M + ((long)t * %ldL + r) * %d + v * %d);\n", d->T, d->vp,
+          (long)d->ocp, d->nbt, d->vw);
   for (int i = 0; i < d->m; i++)
     for (int col = 0; col < a; col++) {
       snprintf(dst, sizeof dst, "    sm[%d][%d]", i, col);
       snprintf(fmt, sizeof fmt, "q[%%d * %d + %d]", a, col);
-      emit_lin(o, dst, d->at + i * a, a, fmt);
+      cg_wn_lin(o, d, dst, d->at + i * a, a, fmt);
     }
 }
 
-/* Output transform, epilogue and store of channel oc (row r of M). */
-static void emit_otrans(cg_out *o, const wn *d) {
+void cg_wn_epilogue(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
+  char plane[64];
+  for (int e = 0; e < s->n_epi; e++) {
+    const cgen_epi *ep = &s->epi[e];
+    if (cg_emit_epi_common(o, ep, e, "oc", "x") || ep->kind != CGEN_EPI_RESIDUAL) continue;
+    snprintf(plane, sizeof plane, "(const float *)tt->ep[%d] + oc * %ldL", e, (long)(d->OH * d->OW));
+    if (d->vw == 16) cg_emit(o, "      { __m512 rv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, oi, %s, 4);", plane);
+    else
+      cg_emit(o, "      { __m256 rv = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), %s, "
+                 "_mm256_loadu_si256((const __m256i *)oi), $P_wbm(b), 4);", plane);
+    cg_emit(o, " x = x %s rv; }\n", ep->mul ? "*" : "+");
+  }
+}
+
+/* Output transform, epilogue and store of channel oc (row r of M). */
+static void emit_otrans(cg_out *o, const cg_wn *d) {
   int a = d->a, m = d->m;
   char fmt[32];
-  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][16], const uint16_t *om) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
-  emit_ocols(o, d);
+  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][%d], const uint16_t *om) {\n",
+          d->vw);
+  if (d->vw == 8) cg_emit(o, "  float *y = (float *)tt->y + oc * %ldL;\n", (long)(d->OH * d->OW));
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    %s q[%d], sm[%d][%d];\n", d->nv, d->vt, d->T, m, a);
+  cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < m; j++) {
-      cg_emit(o, "    {\n      __m512 x;\n");
+      cg_emit(o, "    {\n      %s x;\n", d->vt);
       snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
-      emit_lin(o, "      x", d->at + j * a, a, fmt);
+      cg_wn_lin(o, d, "      x", d->at + j * a, a, fmt);
+      if (d->vw == 8) {
+        cg_wn_opoint_avx2(o, d, i, j);
+        continue;
+      }
       cg_emit(o, "      __mmask16 k = om[v * %d + %d];\n", m * m, i * m + j);
       cg_emit(o, "      __m512i oi = _mm512_loadu_si512(ox[(v * %d + %d) * %d + %d]);\n", m, i, m, j);
-      for (int e = 0; e < s->n_epi; e++) {
-        const cgen_epi *ep = &s->epi[e];
-        if (cg_emit_epi_common(o, ep, e, "oc", "x")) continue;
-        if (ep->kind == CGEN_EPI_RESIDUAL)
-          cg_emit(o, "      { __m512 rv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, oi, "
-                     "(const float *)tt->ep[%d] + oc * %ldL, 4); x = x %s rv; }\n",
-                  e, (long)(d->OH * d->OW), ep->mul ? "*" : "+");
-      }
+      cg_wn_epilogue(o, d);
       cg_emit(o, "      _mm512_mask_i32scatter_ps((float *)tt->y + oc * %ldL, k, oi, x, 4);\n    }\n",
               (long)(d->OH * d->OW));
     }
@@ -312,7 +335,7 @@ static void emit_otrans(cg_out *o, const wn *d) {
  * past the last: every row reads as 0), the first output row oh0 (OH then)
  * and column c0, the masks of the m + 1 input loads of a row (lm) and of
  * the m output stores (sm). */
-static void emit_rindex(cg_out *o, const wn *d) {
+static void emit_rindex(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int m = d->m;
   cg_emit(o, "static $T void $P_rindex(long blk, long *ih0, long *oh0, long *c0, uint16_t *lm, uint16_t *sm) {\n");
@@ -354,7 +377,7 @@ static void emit_pick(cg_out *o, const char *dst, const int *e, unsigned hi, con
 }
 
 /* Point k < m of 16 tiles from the loads L0..: element l*m + k of the row. */
-static void emit_split(cg_out *o, const wn *d, int k) {
+static void emit_split(cg_out *o, const cg_wn *d, int k) {
   int e[16];
   char dst[16];
   for (int l = 0; l < 16; l++) e[l] = (l * d->m + k) & 31;
@@ -364,7 +387,7 @@ static void emit_split(cg_out *o, const wn *d, int k) {
 }
 
 /* Input transform of channel c in row mode (x: its plane). */
-static void emit_ritrans(cg_out *o, const wn *d) {
+static void emit_ritrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   char dst[64];
@@ -389,16 +412,16 @@ static void emit_ritrans(cg_out *o, const wn *d) {
     cg_emit(o, "    }\n");
     for (int j = 0; j < a; j++) {
       snprintf(dst, sizeof dst, "    e[%d][%d]", r, j);
-      emit_lin(o, dst, d->bt + j * a, a, "d[%d]");
+      cg_wn_lin(o, d, dst, d->bt + j * a, a, "d[%d]");
     }
   }
-  emit_vstore(o, d);
+  cg_wn_vstore(o, d);
   cg_emit(o, "  }\n}\n");
 }
 
 /* Output q (of m) of an output row: lanes p <- tile (16q + p) / m, point
  * (16q + p) % m of y0..y(m-1). */
-static void emit_merge(cg_out *o, const wn *d, int q) {
+static void emit_merge(cg_out *o, const cg_wn *d, int q) {
   int e[16];
   unsigned hi = 0;
   for (int p = 0; p < 16; p++) {
@@ -411,7 +434,7 @@ static void emit_merge(cg_out *o, const wn *d, int q) {
 }
 
 /* Output transform, epilogue and store of channel oc in row mode. */
-static void emit_rotrans(cg_out *o, const wn *d) {
+static void emit_rotrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   long ohw = (long)(d->OH * d->OW);
@@ -420,13 +443,13 @@ static void emit_rotrans(cg_out *o, const wn *d) {
              " const uint16_t *smk) {\n");
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
   cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
-  emit_ocols(o, d);
+  cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++) {
     cg_emit(o, "    if (oh0[v] + %d < %ldL) {\n      __m512 x;\n", i, (long)d->OH);
     for (int j = 0; j < m; j++) {
       snprintf(dst, sizeof dst, "      __m512 y%d", j);
       snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
-      emit_lin(o, dst, d->at + j * a, a, fmt);
+      cg_wn_lin(o, d, dst, d->at + j * a, a, fmt);
     }
     cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
     for (int qq = 0; qq < m; qq++) {
@@ -447,7 +470,7 @@ static void emit_rotrans(cg_out *o, const wn *d) {
 }
 
 /* One task: image n, tile block blk, output-channel part os. */
-static void emit_task(cg_out *o, const wn *d) {
+static void emit_task(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   cg_emit(o, "static $T void $P_wino(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n");
@@ -462,7 +485,7 @@ static void emit_task(cg_out *o, const wn *d) {
     cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_ritrans(x + c * %ldL, c, ih0, c0, lm, V);\n", (long)s->c,
             (long)(s->h * s->w));
   } else {
-    cg_emit(o, "  int ix[%d][16], ox[%d][16];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->nv * d->m * d->m,
+    cg_emit(o, "  int ix[%d][%d], ox[%d][%d];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->vw, d->nv * d->m * d->m, d->vw,
             d->nv * d->T, d->nv * d->m * d->m);
     cg_emit(o, "  $P_index(blk, ix, im, ox, om);\n");
     cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %ldL, c, ix, im, V);\n", (long)s->c,
@@ -489,16 +512,101 @@ static void emit_task(cg_out *o, const wn *d) {
   cg_emit(o, "  }\n}\n");
 }
 
+/* Whether s stores any tensor the kernel reads or writes in fp16 / bf16
+ * (the weight aside: the filter transform widens it). */
+static bool wn_half(const cgen_conv_spec *s) {
+  bool h = s->x_dtype != TINY_FP32 || s->y_dtype != TINY_FP32;
+  for (int i = 0; i < s->n_epi; i++) h |= s->epi[i].kind == CGEN_EPI_RESIDUAL && s->epi[i].dtype != TINY_FP32;
+  return h;
+}
+
+/* Half-precision storage around the fp32 kernel: the conversion tasks
+ * ($P_wx: the input, $P_wr<i>: residual i, widened into scratch; $P_wy:
+ * the fp32 output narrowed into y) and their offsets in the shared
+ * scratch after `at` bytes (64-byte aligned); the bytes in all. */
+static long emit_half_cvts(cg_out *o, const cg_wn *d, long at, long *xoff, long *roff, long *yoff) {
+  const cgen_conv_spec *s = d->s;
+  long xn = (long)(s->n * s->c * s->h * s->w), yn = (long)(s->n * s->oc * d->OH * d->OW);
+  char nm[16], src[32], dst[32];
+  *xoff = *yoff = -1;
+  if (s->x_dtype != TINY_FP32) {
+    cg_emit_cvt(o, "wx", "$P_wctx", "cx->X0", "cx->B", s->x_dtype, xn, false);
+    *xoff = at, at += cg_rup(xn * 4, 64);
+  }
+  for (int i = 0; i < s->n_epi; i++) {
+    roff[i] = -1;
+    if (s->epi[i].kind != CGEN_EPI_RESIDUAL || s->epi[i].dtype == TINY_FP32) continue;
+    snprintf(nm, sizeof nm, "wr%d", i), snprintf(src, sizeof src, "cx->E0[%d]", i), snprintf(dst, sizeof dst, "cx->E[%d]", i);
+    cg_emit_cvt(o, nm, "$P_wctx", src, dst, s->epi[i].dtype, yn, false);
+    roff[i] = at, at += cg_rup(yn * 4, 64);
+  }
+  if (s->y_dtype != TINY_FP32) {
+    cg_emit_cvt(o, "wy", "$P_wctx", "cx->C", "cx->Y0", s->y_dtype, yn, true);
+    *yoff = at, at += cg_rup(yn * 4, 64);
+  }
+  return at;
+}
+
+/* The pool tasks of a conversion over n elements. */
+static long cvt_tasks(long n) { return (n + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK; }
+
+/* $P_run (and with prepack_w $P_pack_a_run / _bytes_run): the filter
+ * transform unless done at model_init, half-precision tensors converted
+ * around the fp32 kernel (wn_half), the tasks of the kernel. */
+static void emit_run(cg_out *o, const cg_wn *d) {
+  const cgen_conv_spec *s = d->s;
+  bool half = wn_half(s);
+  long ubytes = (long)(d->T * d->ocp * s->c * 4), ntask = (long)(s->n * d->nblk * d->nos);
+  long thr = (long)((d->T * s->c * d->nbt + d->T * d->ocp * d->nbt) * 4);
+  long xoff = -1, yoff = -1, roff[CGEN_MAX_EPI], sh = s->prepack_w ? 0L : ubytes;
+  long xn = (long)(s->n * s->c * s->h * s->w), yn = (long)(s->n * s->oc * d->OH * d->OW);
+  if (half) sh = emit_half_cvts(o, d, cg_rup(sh, 64), &xoff, roff, &yoff);
+  if (s->prepack_w) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
+  }
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $P_wctx cx;\n%s  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n", half ? "  memset(&cx, 0, sizeof cx);\n" : "");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", sh, thr);
+  if (xoff >= 0)
+    cg_emit(o, "  cx.X0 = B;\n  cx.B = cx.sc.shared + %ldL;\n  hprt_pool_run(pool, %ld, $P_wx, &cx);\n", xoff, cvt_tasks(xn));
+  if (half) cg_emit(o, "  const void *ep2[%d];\n  for (int i = 0; i < %d; i++) ep2[i] = ep ? ep[i] : 0;\n", CGEN_MAX_EPI, s->n_epi);
+  for (int i = 0; half && i < s->n_epi; i++)
+    if (roff[i] >= 0)
+      cg_emit(o, "  cx.E0[%d] = ep[%d];\n  cx.E[%d] = (float *)(cx.sc.shared + %ldL);\n  ep2[%d] = cx.E[%d];\n"
+                 "  hprt_pool_run(pool, %ld, $P_wr%d, &cx);\n", i, i, i, roff[i], i, i, cvt_tasks(yn), i);
+  if (half) cg_emit(o, "  cx.ep = ep2;\n");
+  if (yoff >= 0) cg_emit(o, "  cx.Y0 = C;\n  cx.C = cx.sc.shared + %ldL;\n", yoff);
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Up = (float *)A;\n");
+  } else {
+    cg_emit(o, "  cx.Up = (float *)cx.sc.shared;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n", (long)d->nob);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wino, &cx);\n", ntask);
+  if (yoff >= 0) cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wy, &cx);\n", cvt_tasks(yn));
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
 harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   const char *why;
   if (!cg_wino_applies(s, &why)) return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd: %s", why);
-  wn d;
-  wn_plan(&d, s);
+  cg_wn d;
+  wn_plan(&d, s, o->isa->w);
+  bool avx2 = d.vw == 8;
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* winograd F(%dx%d,3x3): %ld tiles of %dx%d per image in blocks of %d (%s), %d output channels per"
              " block, %ld channel parts */\n", d.m, d.m, (long)d.NTI, d.m, d.m, d.nbt,
-          d.rows ? "rows of tiles: loads and permutes" : "any tiles: gathers and scatters", d.mr, (long)d.nos);
-  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
+          d.rows ? "rows of tiles: loads and permutes" : avx2 ? "any tiles: gathers, stores lane by lane" : "any tiles: gathers and scatters",
+          d.mr, (long)d.nos);
+  if (!wn_half(s)) {
+    cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; } $P_wctx;\n");
+  } else { /* the half-precision tensors' own addresses, and their fp32 copies */
+    cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc;"
+               " const void *X0; void *Y0; const void *E0[%d]; float *E[%d]; } $P_wctx;\n", CGEN_MAX_EPI, CGEN_MAX_EPI);
+  }
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
   emit_wpack(o, &d);
   if (d.rows) {
@@ -512,25 +620,7 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
   if (d.rows) emit_rotrans(o, &d);
   else emit_otrans(o, &d);
   emit_task(o, &d);
-  long ubytes = (long)(d.T * d.ocp * s->c * 4), ntask = (long)(s->n * d.nblk * d.nos);
-  long thr = (long)((d.T * s->c * d.nbt + d.T * d.ocp * d.nbt) * 4);
-  if (s->prepack_w) {
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
-    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d.nob);
-  }
-  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
-  cg_emit(o, "  $P_wctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : ubytes, thr);
-  if (s->prepack_w) {
-    cg_emit(o, "  cx.Up = (float *)A;\n");
-  } else {
-    cg_emit(o, "  cx.Up = (float *)cx.sc.shared;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n", (long)d.nob);
-  }
-  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wino, &cx);\n", ntask);
-  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+  emit_run(o, &d);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
   return HARP_OK;
 }

@@ -689,7 +689,7 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
   const char *why = NULL;
   if (cgen_conv_wino_ok(s, &why)) {
     char msg[160];
-    snprintf(msg, sizeof msg, "conv: Winograd F(%dx%d,3x3) (AVX-512; other ISAs: implicit GEMM); tiles, warp tile and"
+    snprintf(msg, sizeof msg, "conv: Winograd F(%dx%d,3x3) (AVX-512, AVX2; scalar: implicit GEMM); tiles, warp tile and"
              " stages not used (its own blocking)", cgen_conv_wino_tile(s), cgen_conv_wino_tile(s));
     cc_note_add(ch, msg);
     return HARP_OK;
