@@ -332,6 +332,8 @@ for prec, knob, want in (("bf16", [], chain_ref(bf16(r1), bf16(r1))), ("fp32", [
         re.search(r"depthwise conv [^\n]*bf16\*fp32->fp32", src) is not None
     s.check(f"bf16 activations, {prec}: r1 stored in {'bf16' if prec == 'bf16 ' else 'fp32'} (the kernels' headers)",
             narrowed == (prec == "bf16 "), "")
+    if prec == "bf16 ":  # the conv's epilogue rounds with vcvtneps2bf16 (y1 below: numpy's nearest even exactly)
+        s.check("bf16 activations: r1 rounded by vcvtneps2bf16", "_mm512_cvtneps_pbh(x)" in src, "")
     for o in ("y1", "y2"):
         e = np.abs(np.load(os.path.join(d, o + ".npy")).astype(np.float64) - want[o])
         s.check(f"bf16 activations, {prec}: {o} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
