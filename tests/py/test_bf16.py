@@ -16,7 +16,8 @@ half empty), stride, dilation, groups, 1x1, a weight given as an input
 (packed per run, not at init), 3x3 convs on the direct kernel over channel
 pairs (cgen_dconv.c) with their input channels in blocks; a depthwise conv, a conv with fewer than 16
 input channels per group and a matmul of at most 8 rows stay fp32
-(documented), checked against fp32 tightly.
+(documented), checked against fp32 tightly.  A concat of upsampled maps
+(generic loops) stores the conv's operand in bf16 through a float row.
 A small CNN and an attention block run against onnxruntime fp32 within the
 documented whole-model tolerance (docs/options.md, "precision"): max abs
 error <= 2e-2 * max |reference|.  And the errors: --precision fp16 on the
@@ -331,6 +332,8 @@ for prec, knob, want in (("bf16", [], chain_ref(bf16(r1), bf16(r1))), ("fp32", [
         re.search(r"depthwise conv [^\n]*bf16\*fp32->fp32", src) is not None
     s.check(f"bf16 activations, {prec}: r1 stored in {'bf16' if prec == 'bf16 ' else 'fp32'} (the kernels' headers)",
             narrowed == (prec == "bf16 "), "")
+    if prec == "bf16 ":  # the conv's epilogue rounds with vcvtneps2bf16 (y1 below: numpy's nearest even exactly)
+        s.check("bf16 activations: r1 rounded by vcvtneps2bf16", "_mm512_cvtneps_pbh(x)" in src, "")
     for o in ("y1", "y2"):
         e = np.abs(np.load(os.path.join(d, o + ".npy")).astype(np.float64) - want[o])
         s.check(f"bf16 activations, {prec}: {o} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
@@ -400,6 +403,28 @@ if p.returncode == 0:
         e = np.abs(got - want)
         s.check(f"fp16 storage, --precision bf16: {o} = the bf16-rounded operands' product",
                 bool(np.all(e <= 2.0 ** -11 * np.abs(want) + k * U * absum + 1e-7)), f"max err {e.max():.3g}")
+
+# ---- a concat of upsampled maps stored in bf16 (generic loops, region_loops.c's half rows) --------
+# The concat (nearest Resize fused in: reads at c/2, no template) writes the conv's operand in bf16
+# through a float row and a converting loop; the conv then multiplies bf16(concat) by bf16(w).
+# Rows of 20 floats (the loop's trip count), channels over two inputs, a tail past 16 lanes.
+up = [helper.make_node("Resize", ["u1", "", "sc"], ["uu"], mode="nearest", coordinate_transformation_mode="asymmetric",
+                       nearest_mode="floor"),
+      helper.make_node("Concat", ["uu", "u2"], ["cat"], axis=1), helper.make_node("Conv", ["cat", "wu"], ["cu"], pads=[1] * 4),
+      helper.make_node("Relu", ["cu"], ["y"])]  # an epilogue: a contraction region, whose operands are stored in bf16
+uin = {"u1": arr(1, 8, 10, 10), "u2": arr(1, 12, 20, 20)}
+uw = {"wu": he(24, 20, 3, 3), "sc": np.array([1, 1, 2, 2], np.float32)}
+udump = tempfile.mkdtemp()
+p, d = run(mk(up, uin, ["y"], uw), uin, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", udump])
+s.check("upsampled concat: runs in bf16", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(udump, "model.c")).read()
+    s.check("upsampled concat: stored through a float row (generic loops)", "hp_f2b(hp_row[" in src, "")
+    cat = np.concatenate([uin["u1"].repeat(2, axis=2).repeat(2, axis=3), uin["u2"]], axis=1).astype(np.float64)
+    want, absum = conv_ref(bf16(cat), bf16(uw["wu"]), 1, 1, 1, 1)
+    f32, _ = conv_ref(cat, uw["wu"].astype(np.float64), 1, 1, 1, 1)
+    # Relu moves no value further from another: the bounds hold after it
+    check("upsampled concat -> conv", np.load(os.path.join(d, "y.npy")), np.maximum(f32, 0), np.maximum(want, 0), absum, 180)
 
 # ---- errors and the bench's report --------------------------------------------------------------
 p, _ = run(path, inputs, backend="cpu", extra=["--precision", "fp16"])

@@ -128,6 +128,9 @@ typedef struct cgen_tuning {
                         fp32).  Skinny GEMMs (M <= CGEN_SKINNY_MAX_M) stay fp32 */
   bool bf16_native;  /* GEMM / conv whose two operands are stored in bf16: the same kernels
                         (exact products, fp32 accumulation; AVX512_BF16 as above) */
+  bool bf16_cvt;     /* harp_options.precision "bf16": a kernel that stores bf16 rounds with
+                        vcvtneps2bf16 in its AVX-512 variant (nearest even, subnormals to 0,
+                        as vdpbf16ps reads them), which then asks for AVX512_BF16 */
 } cgen_tuning;
 
 /* How the AVX-512 variant of a convolution computes (cgen_conv_direct says

@@ -210,7 +210,7 @@ harp_status cg_dwconv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   if (s->kh * s->kw > 121) /* every tap is unrolled code and a register broadcast */
     return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_conv: depthwise window beyond 11x11 taps");
   unsigned set = cg_isa_set(&s->tune);
-  cg_out o = {.s = out, .F = fn};
+  cg_out o = {.s = out, .F = fn, .bf16_cvt = s->tune.bf16_cvt && s->y_dtype == TINY_BF16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: depthwise conv n%ld c%ld %ldx%ld, %ldx%ld window, %s*%s->%s ---- */\n", fn, (long)s->n,

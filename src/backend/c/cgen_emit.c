@@ -22,6 +22,10 @@ static const cg_isa ISAS[CGEN_ISA_COUNT] = {
 
 const cg_isa *cg_isa_get(cgen_isa id) { return &ISAS[id]; }
 
+/* The AVX-512 variant's attributes with AVX512_BF16 (cg_out.bf16_cvt). */
+#define BF16_T "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
+#define BF16_I "static inline __attribute__((always_inline, unused, target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
+
 int64_t cg_rup(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 void cg_set_isa(cg_out *o, const cg_isa *isa) {
@@ -54,6 +58,7 @@ void cg_emit(cg_out *o, const char *fmt, ...) {
   va_end(ap2);
   const char *T = o->isa ? o->isa->attr : "";
   const char *I = o->isa ? o->isa->iattr : "static inline";
+  if (o->bf16_cvt && o->isa && o->isa->id == CGEN_ISA_AVX512) T = BF16_T, I = BF16_I;
   for (const char *p = buf; *p; p++) {
     if (p[0] == '$' && (p[1] == 'P' || p[1] == 'F' || p[1] == 'T' || p[1] == 'I')) {
       ut_str_puts(o->s, p[1] == 'P' ? o->P : p[1] == 'F' ? o->F : p[1] == 'T' ? T : I);
@@ -594,9 +599,24 @@ static void emit_gelu(cg_out *o) {
              "  return $P_selneg(x, y, x - y);\n}\n", L);
 }
 
+/* H512 with its bf16 rounding (the integer spelling: no AVX512_BF16 needed)
+ * replaced by vcvtneps2bf16 (cg_out.bf16_cvt): one instruction for nine;
+ * NaN stays a quiet NaN, subnormals become 0. */
+static void emit_h512(cg_out *o) {
+  static const char from[] = "$I __m256i $P_f2b($P_v x) {\n", to[] = "  return _mm512_cvtepi32_epi16(r);\n}\n";
+  const char *a = o->bf16_cvt ? strstr(H512, from) : NULL, *b = a ? strstr(a, to) : NULL;
+  if (!b) {
+    cg_emit(o, "#ifdef HPRT_X86\n%s", H512);
+    return;
+  }
+  cg_emit(o, "#ifdef HPRT_X86\n%.*s", (int)(a - H512), H512);
+  cg_emit(o, "$I __m256i $P_f2b($P_v x) { return (__m256i)_mm512_cvtneps_pbh(x); }\n");
+  cg_emit(o, "%s", b + strlen(to));
+}
+
 void cg_emit_isa_helpers(cg_out *o) {
   switch (o->isa->id) {
-    case CGEN_ISA_AVX512: cg_emit(o, "#ifdef HPRT_X86\n%s", H512); break;
+    case CGEN_ISA_AVX512: emit_h512(o); break;
     case CGEN_ISA_AVX2: cg_emit(o, "#ifdef HPRT_X86\n%s", H256); break;
     default: cg_emit(o, "%s", HSCALAR); break;
   }
@@ -692,7 +712,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
     cg_emit(o, "    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
                "        __builtin_cpu_supports(\"fma\")%s) s = 3;\n",
-            o->bf16 ? " && __builtin_cpu_supports(\"avx512bf16\")" : "");
+            o->bf16 || o->bf16_cvt ? " && __builtin_cpu_supports(\"avx512bf16\")" : "");
   if (m >> CGEN_ISA_AVX2 & 1u)
     cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
   cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");

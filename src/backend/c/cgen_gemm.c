@@ -799,7 +799,8 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     if (t->nba[0] * t->nba[1] * p->K * t->mp > (1L << 29))
       return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
   }
-  cg_out o = {.s = out, .F = fn, .bf16 = p->tune.bf16 && (set >> CGEN_ISA_AVX512 & 1u)};
+  cg_out o = {.s = out, .F = fn, .bf16 = p->tune.bf16 && (set >> CGEN_ISA_AVX512 & 1u),
+              .bf16_cvt = p->tune.bf16_cvt && p->cdt == TINY_BF16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: %s %ldx%ldx%ld x batch %ldx%ld, %s*%s->%s ---- */\n", fn, p->conv ? "conv" : "gemm",

@@ -26,6 +26,8 @@ typedef struct cg_out {
   char P[160];
   const cg_isa *isa;
   bool bf16; /* the AVX-512 variant multiplies in bf16: its selector also asks for AVX512_BF16 */
+  bool bf16_cvt; /* the AVX-512 variant rounds its bf16 stores with vcvtneps2bf16 (cgen_tuning.bf16_cvt):
+                    compiled for AVX512_BF16, and its selector asks for it */
 } cg_out;
 
 void cg_set_isa(cg_out *o, const cg_isa *isa);

@@ -225,7 +225,7 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
   int64_t total = 0;
   if (check(e, s, &total)) return e->code;
   unsigned set = cg_isa_set(&s->tune);
-  cg_out o = {.s = out, .F = fn};
+  cg_out o = {.s = out, .F = fn, .bf16_cvt = s->tune.bf16_cvt && s->y_dtype == TINY_BF16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: map %lld points (rows of %lld), %d inputs ->", fn, (long long)total, (long long)s->cols, s->nin);

@@ -557,7 +557,7 @@ harp_status cgen_pool(harp_error *e, const cgen_pool_spec *s, const char *fn, ut
   geometry(s, 16, &g);
   if (g.hp * g.rs > (1L << 26)) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen_pool: plane beyond 256 MiB of scratch");
   unsigned set = cg_isa_set(&s->tune);
-  cg_out o = {.s = out, .F = fn};
+  cg_out o = {.s = out, .F = fn, .bf16_cvt = s->tune.bf16_cvt && s->y_dtype == TINY_BF16 && (set >> CGEN_ISA_AVX512 & 1u)};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   cg_emit(&o, "/* ---- %s: %s pool n%ld c%ld %ldx%ld, %ldx%ld window, stride %ldx%ld, %s->%s ---- */\n", fn,

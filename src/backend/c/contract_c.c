@@ -118,6 +118,7 @@ unsigned cc_isa_for_simd(int simd) {
 void cc_jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask) {
   t->bf16 = c->bf16;
   t->bf16_native = c->bf16_native;
+  t->bf16_cvt = c->bf16;
   if (c->host_only) t->isa_mask = mask, t->no_fallback = true;
 }
 

@@ -67,7 +67,7 @@ static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
 }
 
 harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len) {
-  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu};
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, false};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   harp_status st = emit_gather(&m, fn, chunk_len);
@@ -79,7 +79,7 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu};
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = c->bf16};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   harp_status st = HARP_OK;

@@ -23,7 +23,7 @@ harp_status rc_emit_init(emit *m, const rc_nest_ctx *c, int r, ut_str *out) {
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   *m = (emit){c, R, &f->kernels[r], out, 0, ut_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
-              ut_xcalloc((size_t)c->g->n + 1, sizeof(value)), {0}, NULL};
+              ut_xcalloc((size_t)c->g->n + 1, sizeof(value)), {0}, NULL, {0}};
   if (m->val && m->stmts) return HARP_OK;
   rc_emit_free(m);
   return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");

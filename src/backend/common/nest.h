@@ -23,6 +23,9 @@ typedef struct rc_nest_ctx {
   ut_arena *arena; /* scratch for the loop trees */
   bool gpu;        /* statement text for CUDA C: no GNU statement expressions, no
                       OpenMP pragmas, buffer elements through HP_AT(p, i) */
+  bool half_rows;  /* CPU: an innermost loop's fp16/bf16 store goes through a float row,
+                      converted by a second loop (GCC vectorizes both; a conversion in
+                      a loop of masked reads it leaves scalar) */
 } rc_nest_ctx;
 
 /* The loop nest of a block-based region for a backend that prints the loops

@@ -40,6 +40,10 @@ typedef struct emit {
   value *val; /* per node */
   pf_plan pf;
   const poly_ast *simd_outer; /* the loop carrying an outer `omp simd` being printed, or NULL */
+  /* A loop whose one half-precision buffer store goes through a float row
+   * (region_loops.c, half_row_begin): its iterator and first value, the
+   * node stored, and the converting stores printed after the loop. */
+  struct { const char *iter; long lo; int node; ut_str *tail; } row;
 } emit;
 
 /* Names and references the loop printers share (nest_stmt.c): a local's

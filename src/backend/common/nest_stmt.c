@@ -258,6 +258,17 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
       return;
     }
     int s = m->val[t].slot;
+    if (m->row.iter && t == m->row.node) { /* the float row now, the half store after the loop */
+      bool h = m->val[t].storage == TINY_FP16;
+      ut_str tmp;
+      ut_str_init(&tmp);
+      ut_str_printf(o, "hp_row[%s - %ldL] = %s;\n", m->row.iter, m->row.lo, strip_call(expr, h ? "hp_rh" : "hp_rb", &tmp));
+      ut_str_printf(m->row.tail, "p%d[%s] = %s(hp_row[%s - %ldL]);", s, idx.buf, h ? "hp_f2h" : "hp_f2b", m->row.iter,
+                    m->row.lo);
+      ut_str_free(&tmp);
+      ut_str_free(&idx);
+      return;
+    }
     ut_str_printf(o, m->c->gpu ? "HP_AT(p%d, %s) = " : "p%d[%s] = ", s, idx.buf);
     ut_str tmp;
     ut_str_init(&tmp);
