@@ -101,6 +101,18 @@ static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const c
   else snprintf(buf, cap, "hp_%s(((const uint16_t *)%s)[%s])", dt == TINY_BF16 ? "b2f" : "h2f", p, i);
 }
 
+/* An epilogue that is a requantization (q8_requant): v = (acc + bias[ch]) *
+ * mult[ch] (the steps `bias`, `mult`: -1 none; mscale a constant multiplier),
+ * then y = clamp(rint(v), lo, hi) + off, all integers, lo <= 0 <= hi and
+ * hi - lo <= 255: the int8 kernel's own epilogue writes the byte
+ * clamp(rint(v), lo, hi) - lo, one pass then stores y. */
+typedef struct q8_rq {
+  bool ok;
+  int bias, mult;
+  float mscale;
+  int lo, hi, off;
+} q8_rq;
+
 /* What the int8 kernel of one template kernel computes: per batch
  * element (nb of them, x_bs / y_bs elements apart), the input of xrows x
  * xlen as u8 (a task per row), q's sums into yrows x ylen, the epilogue
@@ -113,7 +125,43 @@ typedef struct q8_job {
   bool bias_col;
   int nepi;
   const ct_epi *epi;
+  q8_rq rq;
 } q8_job;
+
+/* Whether the epilogue steps ep[0..n) (bias per column when bias_col) are
+ * a requantization, into *rq (see q8_rq); storing y as dtype yt exactly.
+ * The order is the QDQ import's: bias, multiplier, RINT, then shifts by
+ * integers, clamps to integers, relu, a rounding to bf16 / fp16 of the
+ * integers (exact within +-256 / +-2048). */
+static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8_rq *rq) {
+  int i = 0;
+  *rq = (q8_rq){.bias = -1, .mult = -1, .mscale = 1.0f};
+  for (int pass = 0; pass < 2 && i < n; pass++) { /* the bias (+), then the multiplier (x) */
+    bool tensor = ep[i].kind == (bias_col ? CT_EPI_BIAS_N : CT_EPI_BIAS_M);
+    if (pass == 0 && tensor && !ep[i].mul) rq->bias = i++;
+    else if (pass == 1 && tensor && ep[i].mul) rq->mult = i++;
+    else if (pass == 1 && ep[i].kind == CT_EPI_SCALE && ep[i].shift == 0.0f) rq->mscale = ep[i++].scale;
+  }
+  if (i >= n || ep[i].kind != CT_EPI_RINT) return false;
+  double lo = -INFINITY, hi = INFINITY, off = 0;
+  for (i++; i < n; i++) {
+    const ct_epi *e = &ep[i];
+    double a = e->kind == CT_EPI_RELU ? 0 : e->lo, b = e->kind == CT_EPI_RELU ? INFINITY : e->hi;
+    if (e->kind == CT_EPI_SCALE && e->scale == 1.0f && e->shift == nearbyintf(e->shift)) off += e->shift;
+    else if (e->kind == CT_EPI_ROUND) { /* exact only for the integers of a finite range */
+      double l = e->dtype == TINY_BF16 ? 256 : 2048;
+      if (!(fabs(lo + off) <= l && fabs(hi + off) <= l)) return false;
+    }
+    else if ((e->kind == CT_EPI_CLAMP || e->kind == CT_EPI_RELU) && (isinf(a) || a == nearbyint(a)) && (isinf(b) || b == nearbyint(b)))
+      lo = fmax(lo, a - off), hi = fmin(hi, b - off);
+    else return false;
+    if (lo > hi) return false;
+  }
+  double lim = yt == TINY_BF16 ? 256 : yt == TINY_FP16 ? 2048 : 16777216;
+  if (!(lo <= 0 && 0 <= hi && hi - lo <= 255 && fabs(lo + off) <= lim && fabs(hi + off) <= lim)) return false;
+  rq->lo = (int)lo, rq->hi = (int)hi, rq->off = (int)off, rq->ok = true;
+  return true;
+}
 
 /* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`
  * (pre: the per-row biases loaded before the loop, as b<i>); false when a
@@ -179,32 +227,97 @@ static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int6
                 fn, off, M * K, M, M * K, M, kfn);
 }
 
-/* The per-batch tasks of job j: the input as u8 (x + za, clamped: a NaN
- * becomes 0) and the epilogue, on local restrict pointers so that the
+/* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
+ * flags the context, and the caller then runs the template, which
+ * propagates it) and the epilogue, on local restrict pointers so that the
  * loops vectorize. */
 static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   const char *xt = j->X.dtype == TINY_FP32 ? "float" : "uint16_t", *yt = j->Y.dtype == TINY_FP32 ? "float" : "uint16_t";
   const char *xl = j->X.dtype == TINY_FP32 ? "" : j->X.dtype == TINY_BF16 ? "hp_b2f" : "hp_h2f";
   const char *ys = j->Y.dtype == TINY_FP32 ? "" : j->Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
-  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const float *acc; char *y; const void *const *ep; } %s_q8ctx;\n", fn);
+  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const void *acc; char *y; const void *const *ep; int nan; } %s_q8ctx;\n", fn);
   ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   ut_str_printf(o,
                 "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
-                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n"
+                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n"
                 "  for (long i = 0; i < %" PRId64 "L; i++) {\n"
-                "    float f = %s(s[i]) + %d.0f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
-                "    u[i] = (uint8_t)(int32_t)f;\n  }\n}\n",
+                "    float f = %s(s[i]) + %d.0f;\n    nan |= f != f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
+                "    u[i] = (uint8_t)(int32_t)f;\n  }\n"
+                "  if (nan) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n}\n",
                 xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (j->rq.ok) { /* the kernel requantized: its bytes + lo + off */
+    ut_str_printf(o,
+                  "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
+                  "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                  "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s((float)b[col] + %d.0f);\n}\n",
+                  j->ylen, yt, yt, j->ylen, j->ylen, ys, j->rq.lo + j->rq.off);
+    return true;
+  }
   if (!q8_epilogue(o, j, true)) return false;
   ut_str_printf(o,
-                "  const float *restrict acc = x->acc + (long)t * %" PRId64 "L;\n"
+                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
                 "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
                 "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
                 j->ylen, yt, yt, j->ylen, j->ylen);
   if (!q8_epilogue(o, j, false)) return false;
   ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
   return true;
+}
+
+/* <fn>_q8rq(wp, ep): the requantization's bias and multipliers of job j
+ * (kernel kfn) set in its packed weight wp once per instance, the outcome
+ * in wp[1] (1 set, 2 a bias no integer: the kernel then runs the template);
+ * -1 when out of memory. */
+static void q8_rq_setup(ut_str *out, const char *fn, const char *kfn, const q8_job *j) {
+  char ld[160], pe[32];
+  ut_str_printf(out, "static int %s_q8rq(int *wp, const void *const *ep) {\n  (void)ep;\n", fn);
+  ut_str_printf(out, "  float *b = (float *)malloc(%" PRId64 "UL * 8);\n  if (!b) return -1;\n  float *m = b + %" PRId64 "L;\n", j->wch,
+                j->wch);
+  ut_str_printf(out, "  for (long c = 0; c < %" PRId64 "L; c++) {\n", j->wch);
+  if (j->rq.bias >= 0) {
+    snprintf(pe, sizeof pe, "ep[%d]", j->rq.bias);
+    q8_load(ld, sizeof ld, j->epi[j->rq.bias].dtype, pe, "c");
+    ut_str_printf(out, "    b[c] = %s;\n", ld);
+  }
+  if (j->rq.mult >= 0) {
+    snprintf(pe, sizeof pe, "ep[%d]", j->rq.mult);
+    q8_load(ld, sizeof ld, j->epi[j->rq.mult].dtype, pe, "c");
+  } else snprintf(ld, sizeof ld, "%#.9gf", (double)j->rq.mscale);
+  ut_str_printf(out, "    m[c] = %s;\n  }\n", ld);
+  ut_str_printf(out, "  wp[1] = %s_requant((char *)wp + 64, %s, m) ? 2 : 1;\n  free(b);\n  return 0;\n}\n", kfn,
+                j->rq.bias >= 0 ? "b" : "NULL");
+}
+
+/* <fn>_q8(pool, bufs) of job j (kernel r, the int8 kernel kfn): per batch
+ * element the input as u8, the kernel, the output pass; -1 when the weight
+ * (or a requantization's bias) is no int8 (int32): the caller then runs the
+ * template. */
+static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, const char *kfn, const q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
+  int64_t yb = (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* the kernel's output: bytes, or fp32 sums */
+  ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d%s), -1: the weight is no int8 */\n", (int)j->q.za,
+                j->rq.ok ? ", its epilogue requantizing to bytes" : "");
+  ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
+                K->nreads + K->nwrites + 1);
+  ut_str_puts(out, "  if (!wp[0]) return -1;\n");
+  cc_ep_array(out, j->epi, j->nepi);
+  if (j->rq.ok) ut_str_printf(out, "  if (!wp[1] && %s_q8rq(wp, ep)) return 2;\n  if (wp[1] != 1) return -1;\n", fn);
+  ut_str_printf(out,
+                "  char *acc = hp_q8_scratch(%" PRId64 "UL + %" PRId64 "UL);\n"
+                "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
+                "  int rc = !acc ? 2 : 0;\n"
+                "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
+                "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
+                "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0};\n"
+                "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
+                "    if (cx.nan) return -1; /* the template propagates it (and writes all of y) */\n"
+                "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
+                "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
+                "  return rc;\n}\n",
+                yb, j->xrows * j->xlen, yb, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset, j->y_bs, ys,
+                (int)j->xrows, fn, kfn, (int)j->yrows, fn);
 }
 
 /* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
@@ -219,6 +332,10 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE &&
       (double)j->q.m * (double)j->q.n * (double)j->q.k < Q8_GAIN * ((double)j->xrows * j->xlen + (double)j->yrows * j->ylen))
     return false;
+  q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
+  if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
+    jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
+  j = &jr;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);
   ut_str body, tasks;
@@ -231,26 +348,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     ut_str_puts(out, body.buf);
     q8_wpack(out, fn, kfn, j->wch, j->wk, j->W.offset);
     ut_str_puts(out, tasks.buf);
-    const fn_kernel *K = &c->f->kernels[r];
-    int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
-    ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d), -1: the weight is no int8 */\n", (int)j->q.za);
-    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  const int *wp = (const int *)bufs[%d];\n", fn,
-                  K->nreads + K->nwrites + 1);
-    ut_str_puts(out, "  if (!wp[0]) return -1;\n");
-    cc_ep_array(out, j->epi, j->nepi);
-    ut_str_printf(out,
-                  "  float *acc = (float *)hp_q8_scratch(%" PRId64 "UL * 4 + %" PRId64 "UL);\n"
-                  "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
-                  "  int rc = !acc ? 2 : 0;\n"
-                  "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
-                  "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
-                  "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep};\n"
-                  "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
-                  "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
-                  "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
-                  "  return rc;\n}\n",
-                  j->yrows * j->ylen, j->xrows * j->xlen, j->yrows * j->ylen, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset,
-                  j->y_bs, ys, (int)j->xrows, fn, kfn, (int)j->yrows, fn);
+    if (j->rq.ok) q8_rq_setup(out, fn, kfn, j);
+    q8_wrapper(out, c, r, fn, kfn, j);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
   }
   ut_str_free(&body);
