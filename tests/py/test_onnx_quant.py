@@ -547,6 +547,13 @@ def test_requant_epilogue():
     # conv1 (relu: clamp [z, 255]) and conv2 (zero point inside); conv3's output goes on to the add in fp32
     S.check("requant epilogue: conv1 and conv2 requantize in the int8 kernel", rq == 2 and "_requant((char *)wp + 64" in src,
             f"{rq} kernels; {p.stderr[-300:]}")
+    # conv2's output, read by conv3 alone, stays bytes between them: conv2's kernel writes them, conv3's reads them
+    S.check("requant epilogue: conv2 -> conv3 held as bytes", src.count("held as the output") == 1 and
+            src.count("the input held as u8") == 1 and src.count("_q8in, &cx);") == 2 and src.count("_q8out, &cx);") == 2,
+            f"{src.count('held as the output')} held outputs, {src.count('_q8in, &cx);')} input passes")
+    # a NaN in the input: conv1 and conv2 run their templates (which propagate it); conv2's output is held as
+    # bytes, where a NaN becomes byte 0 (onnxruntime's QuantizeLinear makes q = 0 of it); beyond the NaN's
+    # reach, the same as with the int8 kernels off
     x = xs[0].copy()
     x[0, 3, 5, 5] = np.nan
     outs = []
@@ -555,10 +562,13 @@ def test_requant_epilogue():
         S.check(f"requant epilogue, NaN input {knob[-1]}: runs", p.returncode == 0, p.stderr[-600:])
         outs.append(np.load(os.path.join(d, "y.npy")) if p.returncode == 0 else None)
     if outs[0] is not None and outs[1] is not None:
-        same_nan = np.array_equal(np.isnan(outs[0]), np.isnan(outs[1])) and np.isnan(outs[1]).any()
-        S.check("requant epilogue: a NaN input gives the template's output, NaN kept",
-                same_nan and np.array_equal(outs[0], outs[1], equal_nan=True),
-                f"{int(np.isnan(outs[0]).sum())} vs {int(np.isnan(outs[1]).sum())} NaN")
+        got, off = outs
+        far = ~np.isnan(off)
+        ok = np.isnan(got).any() and not np.isnan(got[far]).any() and np.array_equal(got[far], off[far])
+        ok = ok and np.isnan(off[np.isnan(got)]).all()
+        S.check("requant epilogue: a NaN input kept NaN, equal to int8=off beyond its reach", ok,
+                f"{int(np.isnan(got).sum())} vs {int(np.isnan(off).sum())} NaN, "
+                f"{float(np.mean(got[far] == off[far])):.4%} equal beyond")
 
 
 test_quantize_edges()

@@ -126,6 +126,8 @@ typedef struct q8_job {
   int nepi;
   const ct_epi *epi;
   q8_rq rq;
+  int xbuf, ybuf;         /* cc_q8_fact's */
+  bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
 } q8_job;
 
 /* Whether the epilogue steps ep[0..n) (bias per column when bias_col) are
@@ -236,8 +238,9 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   const char *xl = j->X.dtype == TINY_FP32 ? "" : j->X.dtype == TINY_BF16 ? "hp_b2f" : "hp_h2f";
   const char *ys = j->Y.dtype == TINY_FP32 ? "" : j->Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
   ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const void *acc; char *y; const void *const *ep; int nan; } %s_q8ctx;\n", fn);
-  ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  ut_str_printf(o,
+  if (!j->held_in) {
+    ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+    ut_str_printf(o,
                 "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
                 "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n"
                 "  for (long i = 0; i < %" PRId64 "L; i++) {\n"
@@ -245,6 +248,8 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                 "    u[i] = (uint8_t)(int32_t)f;\n  }\n"
                 "  if (nan) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n}\n",
                 xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
+  }
+  if (j->held_out) return true;
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   if (j->rq.ok) { /* the kernel requantized: its bytes + lo + off */
     ut_str_printf(o,
@@ -289,35 +294,105 @@ static void q8_rq_setup(ut_str *out, const char *fn, const char *kfn, const q8_j
                 j->rq.bias >= 0 ? "b" : "NULL");
 }
 
+/* A conversion loop over the n elements of tensor `to` (dtype dt) from
+ * bytes `from` (x = byte - z) or, back, to bytes (a NaN becomes byte 0, as
+ * onnxruntime's QuantizeLinear makes q = 0 of it). */
+static void q8_convert(ut_str *out, tiny_dtype dt, const char *to, const char *from, int64_t n, int z, bool back) {
+  const char *t = dt == TINY_FP32 ? "float" : "uint16_t";
+  const char *ld = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_b2f" : "hp_h2f", *st = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_f2b" : "hp_f2h";
+  if (!back) {
+    ut_str_printf(out, "    for (long i = 0; i < %" PRId64 "L; i++) ((%s *)%s)[i] = %s((float)((const uint8_t *)%s)[i] - %d.0f);\n", n, t, to, st,
+                  from, z);
+    return;
+  }
+  ut_str_printf(out,
+                "    for (long i = 0; i < %" PRId64 "L; i++) {\n      float v = %s(((const %s *)%s)[i]) + %d.0f;\n"
+                "      ((uint8_t *)%s)[i] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
+                n, ld, t, from, z, to);
+}
+
+/* <fn>_q8fb(pool, bufs) of job j (kernel r) holding its input or output as
+ * bytes: the template's run when the int8 kernel cannot (a weight no int8,
+ * a NaN): on a copy of the input in its dtype, into a copy of the output
+ * stored back as bytes; the template reached through <fn> with the int8
+ * form replaced by <fn>_q8off (which <fn>_q8 declines at once). */
+static void q8_fallback(ut_str *out, const rc_ctx *c, int r, const char *fn, const q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int nargs = K->nreads + K->nwrites + 2;
+  int64_t nx = j->nb * j->x_bs, ny = j->nb * j->y_bs;
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs);\nstatic int %s_q8off[16];\n", fn, fn);
+  ut_str_printf(out, "static int %s_q8fb(hprt_pool *pool, void *const *bufs) {\n  void *b2[%d];\n  memcpy(b2, bufs, sizeof b2);\n", fn,
+                nargs);
+  char xsrc[64], ydst[64];
+  snprintf(xsrc, sizeof xsrc, "bufs[%d]", j->X.slot);
+  snprintf(ydst, sizeof ydst, "bufs[%d]", j->Y.slot);
+  ut_str_puts(out, "  void *xs = NULL, *ys = NULL;\n  int rc = 2;\n");
+  if (j->held_in) ut_str_printf(out, "  xs = malloc(%" PRId64 "UL);\n", nx * tiny_dtype_size(j->X.dtype));
+  if (j->held_out) ut_str_printf(out, "  ys = malloc(%" PRId64 "UL);\n", ny * tiny_dtype_size(j->Y.dtype));
+  ut_str_printf(out, "  if (%s && %s) {\n", j->held_in ? "xs" : "1", j->held_out ? "ys" : "1");
+  if (j->held_in) {
+    ut_str_printf(out, "    b2[%d] = xs;\n", j->X.slot);
+    q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, false);
+  }
+  if (j->held_out) ut_str_printf(out, "    b2[%d] = ys;\n", j->Y.slot);
+  ut_str_printf(out, "    b2[%d] = (void *)%s_q8off;\n    rc = %s(pool, b2);\n", K->nreads + K->nwrites + 1, fn, fn);
+  if (j->held_out) {
+    ut_str_puts(out, "    if (!rc) {\n");
+    q8_convert(out, j->Y.dtype, ydst, "ys", ny, -(j->rq.lo + j->rq.off), true);
+    ut_str_puts(out, "    }\n");
+  }
+  ut_str_puts(out, "  }\n  free(xs);\n  free(ys);\n  return rc;\n}\n");
+}
+
 /* <fn>_q8(pool, bufs) of job j (kernel r, the int8 kernel kfn): per batch
- * element the input as u8, the kernel, the output pass; -1 when the weight
- * (or a requantization's bias) is no int8 (int32): the caller then runs the
- * template. */
+ * element the input as u8 (or held so), the kernel, the output pass (none
+ * when held); -1 when the weight (or a requantization's bias) is no int8
+ * (int32): the caller then runs the template (or <fn>_q8fb does). */
 static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, const char *kfn, const q8_job *j) {
   const fn_kernel *K = &c->f->kernels[r];
   int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
-  int64_t yb = (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* the kernel's output: bytes, or fp32 sums */
-  ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d%s), -1: the weight is no int8 */\n", (int)j->q.za,
-                j->rq.ok ? ", its epilogue requantizing to bytes" : "");
+  bool held = j->held_in || j->held_out;
+  int64_t yb = j->held_out ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
+  int64_t xb = j->held_in ? 0 : j->xrows * j->xlen;
+  char no[96];
+  snprintf(no, sizeof no, held ? "return %s_q8fb(pool, bufs)" : "return -1", fn);
+  if (held) q8_fallback(out, c, r, fn, j);
+  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
+                (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "");
   ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
                 K->nreads + K->nwrites + 1);
-  ut_str_puts(out, "  if (!wp[0]) return -1;\n");
+  if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
+  ut_str_printf(out, "  if (!wp[0]) %s;\n", no);
   cc_ep_array(out, j->epi, j->nepi);
-  if (j->rq.ok) ut_str_printf(out, "  if (!wp[1] && %s_q8rq(wp, ep)) return 2;\n  if (wp[1] != 1) return -1;\n", fn);
+  if (j->rq.ok) ut_str_printf(out, "  if (!wp[1] && %s_q8rq(wp, ep)) return 2;\n  if (wp[1] != 1) %s;\n", fn, no);
   ut_str_printf(out,
-                "  char *acc = hp_q8_scratch(%" PRId64 "UL + %" PRId64 "UL);\n"
+                "  char *acc = hp_q8_scratch(%" PRId64 "UL + %" PRId64 "UL + 1);\n"
                 "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
                 "  int rc = !acc ? 2 : 0;\n"
                 "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
                 "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
-                "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0};\n"
-                "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
-                "    if (cx.nan) return -1; /* the template propagates it (and writes all of y) */\n"
-                "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
-                "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
-                "  return rc;\n}\n",
-                yb, j->xrows * j->xlen, yb, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset, j->y_bs, ys,
-                (int)j->xrows, fn, kfn, (int)j->yrows, fn);
+                "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0};\n",
+                yb, xb, yb, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, j->held_in ? 1 : xs, j->Y.slot, j->Y.offset, j->y_bs,
+                j->held_out ? 1 : ys);
+  if (!j->held_in)
+    ut_str_printf(out, "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
+                       "    if (cx.nan) %s; /* the template propagates it (and writes all of y) */\n",
+                  (int)j->xrows, fn, no);
+  ut_str_printf(out, "    if (%s(pool, (const char *)wp + 64, %s, %s)) rc = 2;\n", kfn, j->held_in ? "cx.x" : "u", j->held_out ? "cx.y" : "acc");
+  if (!j->held_out) ut_str_printf(out, "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n", (int)j->yrows, fn);
+  ut_str_puts(out, "  }\n  return rc;\n}\n");
+}
+
+/* The buffer of tensor t of kernel r (job j) when the kernel reads or
+ * writes all of it (n elements) from offset 0 and no epilogue step reads
+ * it; else -1. */
+static int q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  if (t->slot < 0 || t->offset != 0 || t->slot >= K->nreads + K->nwrites) return -1;
+  for (int i = 0; i < j->nepi; i++)
+    if (j->epi[i].slot == t->slot) return -1;
+  int b = t->slot < K->nreads ? K->reads[t->slot] : K->writes[t->slot - K->nreads];
+  return c->f->buffers[b].numel == n ? b : -1;
 }
 
 /* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
@@ -335,6 +410,12 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
+  int zo = jr.rq.ok && jr.rq.lo + jr.rq.off <= 0 && jr.rq.lo + jr.rq.off >= -255 ? -(jr.rq.lo + jr.rq.off) : -1;
+  jr.xbuf = q8_whole(c, r, &j->X, j->nb * j->x_bs, j);
+  jr.ybuf = q8_whole(c, r, &j->Y, j->nb * j->y_bs, j);
+  const cc_q8_plan *hp = c->q8; /* the buffers held as bytes, decided from the first emission's facts */
+  if (hp && jr.xbuf >= 0 && hp->hold[jr.xbuf] >= 0) jr.held_in = true, jr.q.za = hp->hold[jr.xbuf];
+  if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
   j = &jr;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);
@@ -351,6 +432,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     if (j->rq.ok) q8_rq_setup(out, fn, kfn, j);
     q8_wrapper(out, c, r, fn, kfn, j);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
+    if (c->q8) c->q8->k[r] = (cc_q8_fact){true, j->xbuf, j->ybuf, zo, j->held_in, j->held_out};
   }
   ut_str_free(&body);
   ut_str_free(&tasks);
