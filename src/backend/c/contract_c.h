@@ -64,6 +64,9 @@ void cc_q8_call(ut_str *out, const char *fn);
  * them, and once more without, should a kernel not have taken its part. */
 typedef struct cc_q8_fact {
   bool q8;                /* emitted with the int8 kernel */
+  bool cand;              /* would be, but its conversion passes cost more than it saves (cc_q8_pays)
+                             unless a buffer it reads or writes is held */
+  double mnk, xel, yel;   /* its multiply-adds, input and output elements (cand) */
   int xbuf, ybuf;         /* its input's / output's buffer, read / written whole from offset 0; else -1 */
   int zo;                 /* its epilogue requantizes: the output's bytes are x + zo; else -1 */
   bool held_in, held_out; /* emitted holding its input / output as bytes */
@@ -73,6 +76,9 @@ typedef struct cc_q8_plan {
   int *hold;     /* per buffer: -1, or the zero point of the bytes it holds */
   int nk, nb;
 } cc_q8_plan;
+/* Whether the int8 kernel pays for mnk multiply-adds with passes over
+ * xel input and yel output elements (0 where held). */
+bool cc_q8_pays(double mnk, double xel, double yel);
 cc_q8_plan *cc_q8_plan_new(const fn_function *f);
 void cc_q8_plan_free(cc_q8_plan *p);
 /* The buffers held, from the facts recorded (which it then clears); true when there is one. */

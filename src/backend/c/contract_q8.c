@@ -383,6 +383,12 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   ut_str_puts(out, "  }\n  return rc;\n}\n");
 }
 
+/* Worth it when the multiply-adds saved (the int8 kernel does about twice
+ * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
+ * outweigh the extra passes over the input and the output (~0.5 ns an
+ * element): M N K >= Q8_GAIN (input + output elements). */
+bool cc_q8_pays(double mnk, double xel, double yel) { return mnk >= Q8_GAIN * (xel + yel); }
+
 /* The buffer of tensor t of kernel r (job j) when the kernel reads or
  * writes all of it (n elements) from offset 0 and no epilogue step reads
  * it; else -1. */
@@ -400,13 +406,6 @@ static int q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const
  * 1 (pk).  False, emitting nothing, when the generator or an epilogue
  * step refuses it. */
 static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job *j, rc_packed *pk) {
-  /* worth it when the multiply-adds saved (the int8 kernel does about twice
-   * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
-   * outweigh the two extra passes over the input and the output (~0.5 ns
-   * an element): M N K >= Q8_GAIN (input + output elements) */
-  if (rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE &&
-      (double)j->q.m * (double)j->q.n * (double)j->q.k < Q8_GAIN * ((double)j->xrows * j->xlen + (double)j->yrows * j->ylen))
-    return false;
   q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
@@ -424,6 +423,11 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&tasks);
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
+  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k, xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
+  if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
+    ok = false; /* a candidate should buffers it touches be held */
+    if (c->q8) c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo};
+  }
   if (ok) {
     ut_str_puts(out, Q8_SCRATCH);
     ut_str_puts(out, body.buf);
@@ -432,7 +436,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     if (j->rq.ok) q8_rq_setup(out, fn, kfn, j);
     q8_wrapper(out, c, r, fn, kfn, j);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
-    if (c->q8) c->q8->k[r] = (cc_q8_fact){true, j->xbuf, j->ybuf, zo, j->held_in, j->held_out};
+    if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out};
   }
   ut_str_free(&body);
   ut_str_free(&tasks);

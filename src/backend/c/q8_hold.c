@@ -52,20 +52,31 @@ static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
   int writer = -1, readers = 0;
   for (int k = 0; k < f->nkernels; k++) {
     if (touches(f, k, b, true)) {
-      if (writer >= 0 || !p->k[k].q8 || p->k[k].ybuf != b || p->k[k].zo < 0) return -1;
+      if (writer >= 0 || !(p->k[k].q8 || p->k[k].cand) || p->k[k].ybuf != b || p->k[k].zo < 0) return -1;
       writer = k;
     }
     if (touches(f, k, b, false)) {
-      if (!p->k[k].q8 || p->k[k].xbuf != b || k == writer) return -1;
+      if (!(p->k[k].q8 || p->k[k].cand) || p->k[k].xbuf != b || k == writer) return -1;
       readers++;
     }
   }
   return writer >= 0 && readers > 0 ? p->k[writer].zo : -1;
 }
 
+/* The buffers held, the candidates (cc_q8_fact.cand) counted as int8
+ * kernels; then those that would still not pay with what they hold are
+ * struck off, and so on until none is. */
 bool cc_q8_plan_decide(cc_q8_plan *p, const fn_function *f) {
-  bool any = false;
-  for (int b = 0; b < p->nb; b++) any |= (p->hold[b] = holdable(p, f, b)) >= 0;
+  bool any = false, changed = true;
+  while (changed) {
+    any = changed = false;
+    for (int b = 0; b < p->nb; b++) any |= (p->hold[b] = holdable(p, f, b)) >= 0;
+    for (int k = 0; k < p->nk; k++) {
+      cc_q8_fact *q = &p->k[k];
+      bool hin = q->xbuf >= 0 && p->hold[q->xbuf] >= 0, hout = q->ybuf >= 0 && p->hold[q->ybuf] >= 0;
+      if (q->cand && !cc_q8_pays(q->mnk, hin ? 0 : q->xel, hout ? 0 : q->yel)) q->cand = false, changed = true;
+    }
+  }
   for (int k = 0; k < p->nk; k++) p->k[k] = (cc_q8_fact){.xbuf = -1, .ybuf = -1, .zo = -1};
   return any;
 }
