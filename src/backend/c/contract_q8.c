@@ -4,7 +4,7 @@
  * is a bf16 param packed once also runs as exact u8 x s8 -> s32 products,
  * its epilogue applied to the sums.
  * Needs: contract_c.h, cgen_qgemm.h, the Tiny graph.  Gives: cc_q8_input,
- * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call.
+ * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call, cc_q8_pays.
  *
  * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
  * conv of bf16(q - z) by a bf16 weight of integers; the proof of the input
@@ -15,12 +15,13 @@
  * [-128, 127].  The kernel <fn>_q8 then returns -1 and the caller runs the
  * bf16 template as before.  Per image: the input plus its zero point as u8
  * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
- * below 2^24 as the template's), the epilogue steps per output row.  The
- * per-call buffers are one thread-local block per calling thread, grown and
- * kept (at most the largest kernel's input + sums); the object's destructor
- * frees the unloading thread's, and the blocks of other threads that ran
- * the model are never freed (a known leak of this shortcut, one block per
- * such thread; the arena of the Function would be the right home).
+ * below 2^24 as the template's), the epilogue steps per output row; or,
+ * where the epilogue is a requantization (q8_requant), the kernel's own
+ * epilogue writes bytes and one pass stores them; or, for the buffers
+ * q8_hold.c holds as bytes, the kernel reads / writes them directly.  The
+ * per-call buffers are one block per calling thread, grown and kept (at
+ * most the largest kernel's input + sums), freed when the thread exits or,
+ * for the thread that unloads the object, with it (Q8_SCRATCH).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
  * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
 #include <inttypes.h>
@@ -38,15 +39,23 @@
 
 /* The int8 kernels' per-call buffers (the input as u8, the sums): one block
  * per calling thread, grown and kept, so that no call maps fresh pages
- * (malloc / free of megabytes did, page faults every run). */
+ * (malloc / free of megabytes did, page faults every run).  A thread's
+ * block (its capacity in a 64-byte header) is a pthread key's value, freed
+ * when the thread exits; the unloading thread's goes with the object, whose
+ * destructor deletes the key (blocks of threads still alive then stay). */
 static const char Q8_SCRATCH[] =
-    "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n"
-    "static _Thread_local char *hp_q8_buf;\nstatic _Thread_local size_t hp_q8_cap;\n"
+    "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n#include <pthread.h>\n"
+    "static pthread_key_t hp_q8_key;\nstatic pthread_once_t hp_q8_once = PTHREAD_ONCE_INIT;\nstatic int hp_q8_keyok;\n"
+    "static void hp_q8_mkkey(void) { hp_q8_keyok = !pthread_key_create(&hp_q8_key, free); }\n"
     "static char *hp_q8_scratch(size_t n) {\n"
-    "  if (n > hp_q8_cap) {\n    free(hp_q8_buf);\n    hp_q8_buf = (char *)aligned_alloc(64, (n + 63) & ~(size_t)63);\n"
-    "    hp_q8_cap = hp_q8_buf ? n : 0;\n  }\n  return hp_q8_buf;\n}\n"
-    "/* the unloading thread's block goes with the object (dlclose) */\n"
-    "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n  free(hp_q8_buf);\n  hp_q8_buf = NULL;\n  hp_q8_cap = 0;\n}\n"
+    "  pthread_once(&hp_q8_once, hp_q8_mkkey);\n  if (!hp_q8_keyok) return NULL;\n"
+    "  char *b = (char *)pthread_getspecific(hp_q8_key);\n"
+    "  if (!b || *(size_t *)b < n) {\n    free(b);\n"
+    "    b = (char *)aligned_alloc(64, 64 + ((n + 63) & ~(size_t)63));\n    if (b) *(size_t *)b = n;\n"
+    "    if (pthread_setspecific(hp_q8_key, b)) { free(b); b = NULL; }\n  }\n"
+    "  return b ? b + 64 : NULL;\n}\n"
+    "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n"
+    "  if (!hp_q8_keyok) return;\n  free(pthread_getspecific(hp_q8_key));\n  pthread_key_delete(hp_q8_key);\n  hp_q8_keyok = 0;\n}\n"
     "#endif\n";
 
 /* Whether source s holds integers only; their bounds in *lo, *hi (infinite
