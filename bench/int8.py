@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """int8.py — QDQ models from onnxruntime's quantize_static through harp, onnxruntime and OpenVINO.
 
-    python3 bench/int8.py [--harp build/harp] [--rounds 3] [--repeat 10] [--only resnet50,mobilenetv2,bert_layer]
+    python3 bench/int8.py [--harp build/harp] [--base OTHER/harp] [--rounds 3] [--repeat 10] [--only resnet50,mobilenetv2,bert_layer]
 
 Each fp32 model harp already runs — ResNet-50 (the onnx package's light
 model with random weights in place of its ConstantOfShape fills, converted to
@@ -22,6 +22,7 @@ Timed in interleaved rounds at 2 threads (each round a median of --repeat runs):
             not the int8 VNNI kernel (the figure before contract_q8.c)
   ort       onnxruntime on QDQ.onnx (intra_op_num_threads=2)
   ov        OpenVINO on QDQ.onnx at its default precision (INFERENCE_NUM_THREADS=2, one stream)
+  base      with --base: that harp binary on QDQ.onnx (another build: before / after a change)
   harp32    harp bench on the fp32 model as built (before quant_pre_process: harp
             runs the pre-processed BERT layer 5x slower, its attention unfused)
 The medians of the rounds are printed, with harp's speed-up over the faster peer.
@@ -147,9 +148,11 @@ def ov_runner(path, xname, x):
 def main():
     ap = e2e.bench_args(repeat=10, only=",".join(MODELS), json_out=False)
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "harp-int8-models"), help="where the quantized models are kept")
+    ap.add_argument("--base", default="", help="another harp binary timed interleaved on the QDQ model (a build before a change)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     h = e2e.Harp(a.harp, a.repeat)
+    hb = e2e.Harp(a.base, a.repeat) if a.base else None
     rows = []
     for name in a.only.split(","):
         fp32, qdq = quantize(name, a.dir)
@@ -159,9 +162,11 @@ def main():
         s = ort_session(qdq)
         ov = ov_runner(qdq, xname, x)
         ins = {xname: ("input", x)}
-        t = {"harp": [], "harpbf": [], "ort": [], "ov": [], "harp32": []}
+        t = {"harp": [], "harpbf": [], "ort": [], "ov": [], "harp32": [], "base": []}
         for _ in range(a.rounds):
             t["harp"].append(h.bench(qdq, {}, ins)["median_ms"])
+            if hb:
+                t["base"].append(hb.bench(qdq, {}, ins)["median_ms"])
             t["harpbf"].append(h.bench(qdq, {}, ins, env={"HARP_INT8": "off"})["median_ms"])
             t["ort"].append(e2e.median_ms(lambda: s.run(None, {xname: x}), a.repeat))
             if ov:
@@ -171,9 +176,11 @@ def main():
         peer = min(med["ort"], med["ov"]) if ov else med["ort"]
         rows.append((name, med, peer))
         print(f"{name:12} harp {med['harp']:8.2f}  harp bf16 {med['harpbf']:8.2f}  ort {med['ort']:8.2f}  ov {med['ov']:8.2f}  harp fp32 {med['harp32']:8.2f} ms   "
-              f"faster peer / harp {peer / med['harp']:.2f}x   harp fp32 / harp int8 {med['harp32'] / med['harp']:.2f}x", flush=True)
+              f"faster peer / harp {peer / med['harp']:.2f}x   harp fp32 / harp int8 {med['harp32'] / med['harp']:.2f}x"
+              + (f"   base / harp {med['base'] / med['harp']:.2f}x" if hb else ""), flush=True)
         for k, v in t.items():
-            print(f"  {k}: " + " ".join(f"{y:.2f}" for y in v))
+            if v:
+                print(f"  {k}: " + " ".join(f"{y:.2f}" for y in v))
     print(f"\n{'model':12} {'harp ms':>8} {'bf16 ms':>8} {'ort ms':>8} {'ov ms':>8} {'fp32 ms':>8} {'peer/harp':>9} {'fp32/int8':>9}")
     for name, med, peer in rows:
         print(f"{name:12} {med['harp']:8.2f} {med['harpbf']:8.2f} {med['ort']:8.2f} {med['ov']:8.2f} {med['harp32']:8.2f} "

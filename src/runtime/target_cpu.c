@@ -85,7 +85,7 @@ static harp_status cpu_code(rt_compile *c) {
   ut_str_init(&src);
   rc_ctx rc = {c->e, c->g, c->pv, c->f, c->syms, c->arena, 1 << 20, !c->opts.portable, c->plans.choice, false, NULL,
                &c->knobs, false, c->opts.portable || host_bf16(), c->opts.gen_syms, c->opts.gen_hi,
-               c->opts.ngen_syms};
+               c->opts.ngen_syms, NULL};
   harp_status st = cpu_precision(c, &rc.bf16);
   if (!st) st = cgen_emit_model(&rc, "model", &src);
   if (!st && src.oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory writing the generated C");

@@ -490,6 +490,87 @@ def test_int8_kernel_fallback():
         S.check(f"int8 kernel fallback, {name}: the C has the int8 kernel", "_q8(pool, bufs);" in src, p.stderr[-300:])
 
 
+def conv_chain():
+    """fp32: y = relu(conv3(conv2(relu(conv1(x)))) + relu(conv1(x))), 3x3 convs
+    of 16 channels on 12x12 (conv2's output has no relu: a zero point inside
+    the range), as the QDQ file under a temporary directory."""
+    rng = np.random.default_rng(11)
+    C = 16
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c1"], ["r1"]),
+             h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             h.make_node("Conv", ["c2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
+             h.make_node("Add", ["c3", "r1"], ["a"]), h.make_node("Relu", ["a"], ["y"])]
+    inits = [init(f"{k}{i}", (rng.standard_normal((C, C, 3, 3) if k == "w" else C) * 0.15).astype(np.float32))
+             for i in (1, 2, 3) for k in ("w", "b")]
+    fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 12, 12])], [vi("y", T.FLOAT, [1, C, 12, 12])], inits, opset=13)
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((1, C, 12, 12)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qdq = os.path.join(os.path.dirname(fp32), "qdq.onnx")
+    quantize_static(fp32, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return qdq
+
+
+def test_requant_epilogue():
+    """A QDQ chain of convs with a residual add on the int8 kernel: the convs
+    whose epilogue is a requantization (bias, per-channel multiplier, rint,
+    zero point, clamp) have the int8 kernel write the bytes itself
+    (contract_q8.c, cgen_qgemm's F_requant), equal to onnxruntime's int8 run;
+    a NaN in the input runs the template (as HARP_INT8=off does), not a 0."""
+    qdq = conv_chain()
+    m = onnx.load(qdq)
+    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+    step = float(inits[[n for n in m.graph.node if n.output[0] == "y"][0].input[1]])
+    xs = [RNG.standard_normal((1, 16, 12, 12)).astype(np.float32) for _ in range(2)]
+    for i, x in enumerate(xs):
+        want = ort_run(qdq, {"x": x})["y"]
+        p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=Q8_FORCE)
+        S.check(f"requant epilogue, input {i}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
+            exact, inside = float(np.mean(err <= 1e-3)), float(np.mean(want > 0))
+            print(f"requant epilogue, input {i}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} above 0")
+            S.check(f"requant epilogue, input {i}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and inside > 0.3,
+                    f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} above 0")
+    out = tempfile.mkdtemp(prefix="harp_py_rq_")
+    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+                       timeout=300)
+    src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    rq = src.count("its epilogue requantizing to bytes")
+    # conv1 (relu: clamp [z, 255]) and conv2 (zero point inside); conv3's output goes on to the add in fp32
+    S.check("requant epilogue: conv1 and conv2 requantize in the int8 kernel", rq == 2 and "_requant((char *)wp + 64" in src,
+            f"{rq} kernels; {p.stderr[-300:]}")
+    # conv2's output, read by conv3 alone, stays bytes between them: conv2's kernel writes them, conv3's reads them
+    S.check("requant epilogue: conv2 -> conv3 held as bytes", src.count("held as the output") == 1 and
+            src.count("the input held as u8") == 1 and src.count("_q8in, &cx);") == 2 and src.count("_q8out, &cx);") == 2,
+            f"{src.count('held as the output')} held outputs, {src.count('_q8in, &cx);')} input passes")
+    # a NaN in the input: conv1 and conv2 run their templates (which propagate it); conv2's output is held as
+    # bytes, where a NaN becomes byte 0 (onnxruntime's QuantizeLinear makes q = 0 of it); beyond the NaN's
+    # reach, the same as with the int8 kernels off
+    x = xs[0].copy()
+    x[0, 3, 5, 5] = np.nan
+    outs = []
+    for knob in (Q8_FORCE, ["--knob", "int8=off"]):
+        p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=knob)
+        S.check(f"requant epilogue, NaN input {knob[-1]}: runs", p.returncode == 0, p.stderr[-600:])
+        outs.append(np.load(os.path.join(d, "y.npy")) if p.returncode == 0 else None)
+    if outs[0] is not None and outs[1] is not None:
+        got, off = outs
+        far = ~np.isnan(off)
+        ok = np.isnan(got).any() and not np.isnan(got[far]).any() and np.array_equal(got[far], off[far])
+        ok = ok and np.isnan(off[np.isnan(got)]).all()
+        S.check("requant epilogue: a NaN input kept NaN, equal to int8=off beyond its reach", ok,
+                f"{int(np.isnan(got).sum())} vs {int(np.isnan(off).sum())} NaN, "
+                f"{float(np.mean(got[far] == off[far])):.4%} equal beyond")
+
+
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
@@ -503,4 +584,5 @@ test_qdq_mobilenetv2()
 test_qdq_bert()
 test_qdq_range_ends()
 test_int8_kernel_fallback()
+test_requant_epilogue()
 S.close()

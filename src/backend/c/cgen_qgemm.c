@@ -177,6 +177,22 @@ static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   cg_emit(o, "  return 0;\n}\n");
 }
 
+/* $F_requant: the requantization's per-channel parameters set after
+ * $F_pack (which took no bias and a multiplier of 1): c0 += bias[c] (NULL:
+ * none; each an integer below 2^30 in magnitude, else -1 and wp is left
+ * as it was) and mu = mult[c] (NULL: 1), for c below the channels. */
+static void emit_requant(cg_out *o, const qg_dims *d) {
+  long words = d->wblocks * d->K4 * d->wblk;
+  cg_emit(o, "int $F_requant(void *wp, const float *bias, const float *mult) {\n");
+  cg_emit(o, "  int32_t *c0 = (int32_t *)wp + %ldL;\n  float *mu = (float *)(c0 + %ldL);\n", words, d->chpad);
+  cg_emit(o, "  for (long c = 0; bias && c < %ldL; c++) {\n", d->wrows);
+  cg_emit(o, "    float b = bias[c];\n    if (!(b == nearbyintf(b) && b > -1073741824.0f && b < 1073741824.0f)) return -1;\n");
+  cg_emit(o, "    long v = (long)c0[c] + (long)b;\n    if (v < -2147483647L || v > 2147483647L) return -1;\n  }\n");
+  cg_emit(o, "  for (long c = 0; c < %ldL; c++) {\n", d->wrows);
+  cg_emit(o, "    if (bias) c0[c] = (int32_t)((long)c0[c] + (long)bias[c]);\n    mu[c] = mult ? mult[c] : 1.0f;\n  }\n");
+  cg_emit(o, "  return 0;\n}\n");
+}
+
 /* The store of one output element (scalar variant) or vector (AVX-512) of
  * row expression `row`, column `col`: v in fp32. */
 static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compress, const char *row, const char *col) {
@@ -400,6 +416,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   if (d.cd) emit_pad_pack(&o, s, &d);
   else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
+  emit_requant(&o, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));
   emit_tile_scalar(&o, s, &d);
   emit_run(&o, s, &d);

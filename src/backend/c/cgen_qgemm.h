@@ -14,6 +14,10 @@
  *   long F_wsize(void)                    bytes of the packed weight;
  *   int  F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp)
  *        w as laid out by w_kmajor, bias (NULL: 0) and mult per channel;
+ *   int  F_requant(void *wp, const float *bias, const float *mult)
+ *        after F_pack (bias NULL, mult all 1): the channels' bias (integers, NULL:
+ *        none) added and their multipliers set, for the requantizing epilogue;
+ *        -1 (wp unchanged) when a bias is no integer below 2^30;
  *   int  F(hprt_pool *pool, const void *wp, const void *x, void *y)
  *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]. */
 #ifndef HARP_CGEN_QGEMM_H

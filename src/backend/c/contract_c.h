@@ -53,4 +53,39 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
                     rc_packed *pk);
 void cc_q8_call(ut_str *out, const char *fn);
 
+/* q8_hold.c: int8 activations kept as bytes between int8 kernels.  A
+ * temporary buffer that one int8 kernel writes through its requantizing
+ * epilogue (bytes x + zo) and that only int8 kernels read, each as its
+ * whole input, holds those bytes (in the first bytes of its storage)
+ * instead of its dtype: the writer stores them, the readers take them as
+ * their u8 input of zero point zo, no conversion pass on either side.
+ * The kernels are emitted once recording what each int8 kernel is
+ * (cc_q8_fact), the held buffers decided from that, emitted again holding
+ * them, and once more without, should a kernel not have taken its part. */
+typedef struct cc_q8_fact {
+  bool q8;                /* emitted with the int8 kernel */
+  bool cand;              /* would be, but its conversion passes cost more than it saves (cc_q8_pays)
+                             unless a buffer it reads or writes is held */
+  double mnk, xel, yel;   /* its multiply-adds, input and output elements (cand) */
+  int xbuf, ybuf;         /* its input's / output's buffer, read / written whole from offset 0; else -1 */
+  int zo;                 /* its epilogue requantizes: the output's bytes are x + zo; else -1 */
+  bool held_in, held_out; /* emitted holding its input / output as bytes */
+} cc_q8_fact;
+typedef struct cc_q8_plan {
+  cc_q8_fact *k; /* per kernel */
+  int *hold;     /* per buffer: -1, or the zero point of the bytes it holds */
+  int nk, nb;
+} cc_q8_plan;
+/* Whether the int8 kernel pays for mnk multiply-adds with passes over
+ * xel input and yel output elements (0 where held). */
+bool cc_q8_pays(double mnk, double xel, double yel);
+cc_q8_plan *cc_q8_plan_new(const fn_function *f);
+void cc_q8_plan_free(cc_q8_plan *p);
+/* The buffers held, from the facts recorded (which it then clears); true when there is one. */
+bool cc_q8_plan_decide(cc_q8_plan *p, const fn_function *f);
+/* Whether every held buffer's writer and readers were emitted holding it. */
+bool cc_q8_plan_kept(const cc_q8_plan *p, const fn_function *f);
+/* No buffer held, no facts. */
+void cc_q8_plan_clear(cc_q8_plan *p);
+
 #endif

@@ -4,7 +4,7 @@
  * is a bf16 param packed once also runs as exact u8 x s8 -> s32 products,
  * its epilogue applied to the sums.
  * Needs: contract_c.h, cgen_qgemm.h, the Tiny graph.  Gives: cc_q8_input,
- * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call.
+ * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call, cc_q8_pays.
  *
  * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
  * conv of bf16(q - z) by a bf16 weight of integers; the proof of the input
@@ -15,12 +15,13 @@
  * [-128, 127].  The kernel <fn>_q8 then returns -1 and the caller runs the
  * bf16 template as before.  Per image: the input plus its zero point as u8
  * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
- * below 2^24 as the template's), the epilogue steps per output row.  The
- * per-call buffers are one thread-local block per calling thread, grown and
- * kept (at most the largest kernel's input + sums); the object's destructor
- * frees the unloading thread's, and the blocks of other threads that ran
- * the model are never freed (a known leak of this shortcut, one block per
- * such thread; the arena of the Function would be the right home).
+ * below 2^24 as the template's), the epilogue steps per output row; or,
+ * where the epilogue is a requantization (q8_requant), the kernel's own
+ * epilogue writes bytes and one pass stores them; or, for the buffers
+ * q8_hold.c holds as bytes, the kernel reads / writes them directly.  The
+ * per-call buffers are one block per calling thread, grown and kept (at
+ * most the largest kernel's input + sums), freed when the thread exits or,
+ * for the thread that unloads the object, with it (Q8_SCRATCH).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
  * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
 #include <inttypes.h>
@@ -38,15 +39,23 @@
 
 /* The int8 kernels' per-call buffers (the input as u8, the sums): one block
  * per calling thread, grown and kept, so that no call maps fresh pages
- * (malloc / free of megabytes did, page faults every run). */
+ * (malloc / free of megabytes did, page faults every run).  A thread's
+ * block (its capacity in a 64-byte header) is a pthread key's value, freed
+ * when the thread exits; the unloading thread's goes with the object, whose
+ * destructor deletes the key (blocks of threads still alive then stay). */
 static const char Q8_SCRATCH[] =
-    "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n"
-    "static _Thread_local char *hp_q8_buf;\nstatic _Thread_local size_t hp_q8_cap;\n"
+    "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n#include <pthread.h>\n"
+    "static pthread_key_t hp_q8_key;\nstatic pthread_once_t hp_q8_once = PTHREAD_ONCE_INIT;\nstatic int hp_q8_keyok;\n"
+    "static void hp_q8_mkkey(void) { hp_q8_keyok = !pthread_key_create(&hp_q8_key, free); }\n"
     "static char *hp_q8_scratch(size_t n) {\n"
-    "  if (n > hp_q8_cap) {\n    free(hp_q8_buf);\n    hp_q8_buf = (char *)aligned_alloc(64, (n + 63) & ~(size_t)63);\n"
-    "    hp_q8_cap = hp_q8_buf ? n : 0;\n  }\n  return hp_q8_buf;\n}\n"
-    "/* the unloading thread's block goes with the object (dlclose) */\n"
-    "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n  free(hp_q8_buf);\n  hp_q8_buf = NULL;\n  hp_q8_cap = 0;\n}\n"
+    "  pthread_once(&hp_q8_once, hp_q8_mkkey);\n  if (!hp_q8_keyok) return NULL;\n"
+    "  char *b = (char *)pthread_getspecific(hp_q8_key);\n"
+    "  if (!b || *(size_t *)b < n) {\n    free(b);\n"
+    "    b = (char *)aligned_alloc(64, 64 + ((n + 63) & ~(size_t)63));\n    if (b) *(size_t *)b = n;\n"
+    "    if (pthread_setspecific(hp_q8_key, b)) { free(b); b = NULL; }\n  }\n"
+    "  return b ? b + 64 : NULL;\n}\n"
+    "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n"
+    "  if (!hp_q8_keyok) return;\n  free(pthread_getspecific(hp_q8_key));\n  pthread_key_delete(hp_q8_key);\n  hp_q8_keyok = 0;\n}\n"
     "#endif\n";
 
 /* Whether source s holds integers only; their bounds in *lo, *hi (infinite
@@ -101,6 +110,18 @@ static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const c
   else snprintf(buf, cap, "hp_%s(((const uint16_t *)%s)[%s])", dt == TINY_BF16 ? "b2f" : "h2f", p, i);
 }
 
+/* An epilogue that is a requantization (q8_requant): v = (acc + bias[ch]) *
+ * mult[ch] (the steps `bias`, `mult`: -1 none; mscale a constant multiplier),
+ * then y = clamp(rint(v), lo, hi) + off, all integers, lo <= 0 <= hi and
+ * hi - lo <= 255: the int8 kernel's own epilogue writes the byte
+ * clamp(rint(v), lo, hi) - lo, one pass then stores y. */
+typedef struct q8_rq {
+  bool ok;
+  int bias, mult;
+  float mscale;
+  int lo, hi, off;
+} q8_rq;
+
 /* What the int8 kernel of one template kernel computes: per batch
  * element (nb of them, x_bs / y_bs elements apart), the input of xrows x
  * xlen as u8 (a task per row), q's sums into yrows x ylen, the epilogue
@@ -113,7 +134,45 @@ typedef struct q8_job {
   bool bias_col;
   int nepi;
   const ct_epi *epi;
+  q8_rq rq;
+  int xbuf, ybuf;         /* cc_q8_fact's */
+  bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
 } q8_job;
+
+/* Whether the epilogue steps ep[0..n) (bias per column when bias_col) are
+ * a requantization, into *rq (see q8_rq); storing y as dtype yt exactly.
+ * The order is the QDQ import's: bias, multiplier, RINT, then shifts by
+ * integers, clamps to integers, relu, a rounding to bf16 / fp16 of the
+ * integers (exact within +-256 / +-2048). */
+static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8_rq *rq) {
+  int i = 0;
+  *rq = (q8_rq){.bias = -1, .mult = -1, .mscale = 1.0f};
+  for (int pass = 0; pass < 2 && i < n; pass++) { /* the bias (+), then the multiplier (x) */
+    bool tensor = ep[i].kind == (bias_col ? CT_EPI_BIAS_N : CT_EPI_BIAS_M);
+    if (pass == 0 && tensor && !ep[i].mul) rq->bias = i++;
+    else if (pass == 1 && tensor && ep[i].mul) rq->mult = i++;
+    else if (pass == 1 && ep[i].kind == CT_EPI_SCALE && ep[i].shift == 0.0f) rq->mscale = ep[i++].scale;
+  }
+  if (i >= n || ep[i].kind != CT_EPI_RINT) return false;
+  double lo = -INFINITY, hi = INFINITY, off = 0;
+  for (i++; i < n; i++) {
+    const ct_epi *e = &ep[i];
+    double a = e->kind == CT_EPI_RELU ? 0 : e->lo, b = e->kind == CT_EPI_RELU ? INFINITY : e->hi;
+    if (e->kind == CT_EPI_SCALE && e->scale == 1.0f && e->shift == nearbyintf(e->shift)) off += e->shift;
+    else if (e->kind == CT_EPI_ROUND) { /* exact only for the integers of a finite range */
+      double l = e->dtype == TINY_BF16 ? 256 : 2048;
+      if (!(fabs(lo + off) <= l && fabs(hi + off) <= l)) return false;
+    }
+    else if ((e->kind == CT_EPI_CLAMP || e->kind == CT_EPI_RELU) && (isinf(a) || a == nearbyint(a)) && (isinf(b) || b == nearbyint(b)))
+      lo = fmax(lo, a - off), hi = fmin(hi, b - off);
+    else return false;
+    if (lo > hi) return false;
+  }
+  double lim = yt == TINY_BF16 ? 256 : yt == TINY_FP16 ? 2048 : 16777216;
+  if (!(lo <= 0 && 0 <= hi && hi - lo <= 255 && fabs(lo + off) <= lim && fabs(hi + off) <= lim)) return false;
+  rq->lo = (int)lo, rq->hi = (int)hi, rq->off = (int)off, rq->ok = true;
+  return true;
+}
 
 /* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`
  * (pre: the per-row biases loaded before the loop, as b<i>); false when a
@@ -179,26 +238,39 @@ static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int6
                 fn, off, M * K, M, M * K, M, kfn);
 }
 
-/* The per-batch tasks of job j: the input as u8 (x + za, clamped: a NaN
- * becomes 0) and the epilogue, on local restrict pointers so that the
+/* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
+ * flags the context, and the caller then runs the template, which
+ * propagates it) and the epilogue, on local restrict pointers so that the
  * loops vectorize. */
 static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   const char *xt = j->X.dtype == TINY_FP32 ? "float" : "uint16_t", *yt = j->Y.dtype == TINY_FP32 ? "float" : "uint16_t";
   const char *xl = j->X.dtype == TINY_FP32 ? "" : j->X.dtype == TINY_BF16 ? "hp_b2f" : "hp_h2f";
   const char *ys = j->Y.dtype == TINY_FP32 ? "" : j->Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
-  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const float *acc; char *y; const void *const *ep; } %s_q8ctx;\n", fn);
-  ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  ut_str_printf(o,
+  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const void *acc; char *y; const void *const *ep; int nan; } %s_q8ctx;\n", fn);
+  if (!j->held_in) {
+    ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+    ut_str_printf(o,
                 "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
-                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n"
+                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n"
                 "  for (long i = 0; i < %" PRId64 "L; i++) {\n"
-                "    float f = %s(s[i]) + %d.0f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
-                "    u[i] = (uint8_t)(int32_t)f;\n  }\n}\n",
+                "    float f = %s(s[i]) + %d.0f;\n    nan |= f != f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
+                "    u[i] = (uint8_t)(int32_t)f;\n  }\n"
+                "  if (nan) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n}\n",
                 xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
+  }
+  if (j->held_out) return true;
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (j->rq.ok) { /* the kernel requantized: its bytes + lo + off */
+    ut_str_printf(o,
+                  "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
+                  "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                  "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s((float)b[col] + %d.0f);\n}\n",
+                  j->ylen, yt, yt, j->ylen, j->ylen, ys, j->rq.lo + j->rq.off);
+    return true;
+  }
   if (!q8_epilogue(o, j, true)) return false;
   ut_str_printf(o,
-                "  const float *restrict acc = x->acc + (long)t * %" PRId64 "L;\n"
+                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
                 "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
                 "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
                 j->ylen, yt, yt, j->ylen, j->ylen);
@@ -207,18 +279,152 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   return true;
 }
 
+/* <fn>_q8rq(wp, ep): the requantization's bias and multipliers of job j
+ * (kernel kfn) set in its packed weight wp once per instance, the outcome
+ * in wp[1] (1 set, 2 a bias no integer: the kernel then runs the template);
+ * -1 when out of memory. */
+static void q8_rq_setup(ut_str *out, const char *fn, const char *kfn, const q8_job *j) {
+  char ld[160], pe[32];
+  ut_str_printf(out, "static int %s_q8rq(int *wp, const void *const *ep) {\n  (void)ep;\n", fn);
+  ut_str_printf(out, "  float *b = (float *)malloc(%" PRId64 "UL * 8);\n  if (!b) return -1;\n  float *m = b + %" PRId64 "L;\n", j->wch,
+                j->wch);
+  ut_str_printf(out, "  for (long c = 0; c < %" PRId64 "L; c++) {\n", j->wch);
+  if (j->rq.bias >= 0) {
+    snprintf(pe, sizeof pe, "ep[%d]", j->rq.bias);
+    q8_load(ld, sizeof ld, j->epi[j->rq.bias].dtype, pe, "c");
+    ut_str_printf(out, "    b[c] = %s;\n", ld);
+  }
+  if (j->rq.mult >= 0) {
+    snprintf(pe, sizeof pe, "ep[%d]", j->rq.mult);
+    q8_load(ld, sizeof ld, j->epi[j->rq.mult].dtype, pe, "c");
+  } else snprintf(ld, sizeof ld, "%#.9gf", (double)j->rq.mscale);
+  ut_str_printf(out, "    m[c] = %s;\n  }\n", ld);
+  ut_str_printf(out, "  wp[1] = %s_requant((char *)wp + 64, %s, m) ? 2 : 1;\n  free(b);\n  return 0;\n}\n", kfn,
+                j->rq.bias >= 0 ? "b" : "NULL");
+}
+
+/* A conversion loop over the n elements of tensor `to` (dtype dt) from
+ * bytes `from` (x = byte - z) or, back, to bytes (a NaN becomes byte 0, as
+ * onnxruntime's QuantizeLinear makes q = 0 of it). */
+static void q8_convert(ut_str *out, tiny_dtype dt, const char *to, const char *from, int64_t n, int z, bool back) {
+  const char *t = dt == TINY_FP32 ? "float" : "uint16_t";
+  const char *ld = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_b2f" : "hp_h2f", *st = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_f2b" : "hp_f2h";
+  if (!back) {
+    ut_str_printf(out, "    for (long i = 0; i < %" PRId64 "L; i++) ((%s *)%s)[i] = %s((float)((const uint8_t *)%s)[i] - %d.0f);\n", n, t, to, st,
+                  from, z);
+    return;
+  }
+  ut_str_printf(out,
+                "    for (long i = 0; i < %" PRId64 "L; i++) {\n      float v = %s(((const %s *)%s)[i]) + %d.0f;\n"
+                "      ((uint8_t *)%s)[i] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
+                n, ld, t, from, z, to);
+}
+
+/* <fn>_q8fb(pool, bufs) of job j (kernel r) holding its input or output as
+ * bytes: the template's run when the int8 kernel cannot (a weight no int8,
+ * a NaN): on a copy of the input in its dtype, into a copy of the output
+ * stored back as bytes; the template reached through <fn> with the int8
+ * form replaced by <fn>_q8off (which <fn>_q8 declines at once). */
+static void q8_fallback(ut_str *out, const rc_ctx *c, int r, const char *fn, const q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int nargs = K->nreads + K->nwrites + 2;
+  int64_t nx = j->nb * j->x_bs, ny = j->nb * j->y_bs;
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs);\nstatic int %s_q8off[16];\n", fn, fn);
+  ut_str_printf(out, "static int %s_q8fb(hprt_pool *pool, void *const *bufs) {\n  void *b2[%d];\n  memcpy(b2, bufs, sizeof b2);\n", fn,
+                nargs);
+  char xsrc[64], ydst[64];
+  snprintf(xsrc, sizeof xsrc, "bufs[%d]", j->X.slot);
+  snprintf(ydst, sizeof ydst, "bufs[%d]", j->Y.slot);
+  ut_str_puts(out, "  void *xs = NULL, *ys = NULL;\n  int rc = 2;\n");
+  if (j->held_in) ut_str_printf(out, "  xs = malloc(%" PRId64 "UL);\n", nx * tiny_dtype_size(j->X.dtype));
+  if (j->held_out) ut_str_printf(out, "  ys = malloc(%" PRId64 "UL);\n", ny * tiny_dtype_size(j->Y.dtype));
+  ut_str_printf(out, "  if (%s && %s) {\n", j->held_in ? "xs" : "1", j->held_out ? "ys" : "1");
+  if (j->held_in) {
+    ut_str_printf(out, "    b2[%d] = xs;\n", j->X.slot);
+    q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, false);
+  }
+  if (j->held_out) ut_str_printf(out, "    b2[%d] = ys;\n", j->Y.slot);
+  ut_str_printf(out, "    b2[%d] = (void *)%s_q8off;\n    rc = %s(pool, b2);\n", K->nreads + K->nwrites + 1, fn, fn);
+  if (j->held_out) {
+    ut_str_puts(out, "    if (!rc) {\n");
+    q8_convert(out, j->Y.dtype, ydst, "ys", ny, -(j->rq.lo + j->rq.off), true);
+    ut_str_puts(out, "    }\n");
+  }
+  ut_str_puts(out, "  }\n  free(xs);\n  free(ys);\n  return rc;\n}\n");
+}
+
+/* <fn>_q8(pool, bufs) of job j (kernel r, the int8 kernel kfn): per batch
+ * element the input as u8 (or held so), the kernel, the output pass (none
+ * when held); -1 when the weight (or a requantization's bias) is no int8
+ * (int32): the caller then runs the template (or <fn>_q8fb does). */
+static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, const char *kfn, const q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
+  bool held = j->held_in || j->held_out;
+  int64_t yb = j->held_out ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
+  int64_t xb = j->held_in ? 0 : j->xrows * j->xlen;
+  char no[96];
+  snprintf(no, sizeof no, held ? "return %s_q8fb(pool, bufs)" : "return -1", fn);
+  if (held) q8_fallback(out, c, r, fn, j);
+  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
+                (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "");
+  ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
+                K->nreads + K->nwrites + 1);
+  if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
+  ut_str_printf(out, "  if (!wp[0]) %s;\n", no);
+  cc_ep_array(out, j->epi, j->nepi);
+  if (j->rq.ok) ut_str_printf(out, "  if (!wp[1] && %s_q8rq(wp, ep)) return 2;\n  if (wp[1] != 1) %s;\n", fn, no);
+  ut_str_printf(out,
+                "  char *acc = hp_q8_scratch(%" PRId64 "UL + %" PRId64 "UL + 1);\n"
+                "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
+                "  int rc = !acc ? 2 : 0;\n"
+                "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
+                "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
+                "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0};\n",
+                yb, xb, yb, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, j->held_in ? 1 : xs, j->Y.slot, j->Y.offset, j->y_bs,
+                j->held_out ? 1 : ys);
+  if (!j->held_in)
+    ut_str_printf(out, "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
+                       "    if (cx.nan) %s; /* the template propagates it (and writes all of y) */\n",
+                  (int)j->xrows, fn, no);
+  ut_str_printf(out, "    if (%s(pool, (const char *)wp + 64, %s, %s)) rc = 2;\n", kfn, j->held_in ? "cx.x" : "u", j->held_out ? "cx.y" : "acc");
+  if (!j->held_out) ut_str_printf(out, "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n", (int)j->yrows, fn);
+  ut_str_puts(out, "  }\n  return rc;\n}\n");
+}
+
+/* Worth it when the multiply-adds saved (the int8 kernel does about twice
+ * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
+ * outweigh the extra passes over the input and the output (~0.5 ns an
+ * element): M N K >= Q8_GAIN (input + output elements). */
+bool cc_q8_pays(double mnk, double xel, double yel) { return mnk >= Q8_GAIN * (xel + yel); }
+
+/* The buffer of tensor t of kernel r (job j) when the kernel reads or
+ * writes all of it (n elements) from offset 0 and no epilogue step reads
+ * it; else -1. */
+static int q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  if (t->slot < 0 || t->offset != 0 || t->slot >= K->nreads + K->nwrites) return -1;
+  for (int i = 0; i < j->nepi; i++)
+    if (j->epi[i].slot == t->slot) return -1;
+  int b = t->slot < K->nreads ? K->reads[t->slot] : K->writes[t->slot - K->nreads];
+  return c->f->buffers[b].numel == n ? b : -1;
+}
+
 /* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
  * weight is no int8 (the caller then runs the template); the packed form
  * 1 (pk).  False, emitting nothing, when the generator or an epilogue
  * step refuses it. */
 static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job *j, rc_packed *pk) {
-  /* worth it when the multiply-adds saved (the int8 kernel does about twice
-   * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
-   * outweigh the two extra passes over the input and the output (~0.5 ns
-   * an element): M N K >= Q8_GAIN (input + output elements) */
-  if (rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE &&
-      (double)j->q.m * (double)j->q.n * (double)j->q.k < Q8_GAIN * ((double)j->xrows * j->xlen + (double)j->yrows * j->ylen))
-    return false;
+  q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
+  if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
+    jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
+  int zo = jr.rq.ok && jr.rq.lo + jr.rq.off <= 0 && jr.rq.lo + jr.rq.off >= -255 ? -(jr.rq.lo + jr.rq.off) : -1;
+  jr.xbuf = q8_whole(c, r, &j->X, j->nb * j->x_bs, j);
+  jr.ybuf = q8_whole(c, r, &j->Y, j->nb * j->y_bs, j);
+  const cc_q8_plan *hp = c->q8; /* the buffers held as bytes, decided from the first emission's facts */
+  if (hp && jr.xbuf >= 0 && hp->hold[jr.xbuf] >= 0) jr.held_in = true, jr.q.za = hp->hold[jr.xbuf];
+  if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
+  j = &jr;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);
   ut_str body, tasks;
@@ -226,32 +432,20 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&tasks);
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
+  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k, xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
+  if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
+    ok = false; /* a candidate should buffers it touches be held */
+    if (c->q8) c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo};
+  }
   if (ok) {
     ut_str_puts(out, Q8_SCRATCH);
     ut_str_puts(out, body.buf);
     q8_wpack(out, fn, kfn, j->wch, j->wk, j->W.offset);
     ut_str_puts(out, tasks.buf);
-    const fn_kernel *K = &c->f->kernels[r];
-    int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
-    ut_str_printf(out, "/* the int8 kernel (the input proven u8 - %d), -1: the weight is no int8 */\n", (int)j->q.za);
-    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  const int *wp = (const int *)bufs[%d];\n", fn,
-                  K->nreads + K->nwrites + 1);
-    ut_str_puts(out, "  if (!wp[0]) return -1;\n");
-    cc_ep_array(out, j->epi, j->nepi);
-    ut_str_printf(out,
-                  "  float *acc = (float *)hp_q8_scratch(%" PRId64 "UL * 4 + %" PRId64 "UL);\n"
-                  "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
-                  "  int rc = !acc ? 2 : 0;\n"
-                  "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
-                  "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
-                  "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep};\n"
-                  "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
-                  "    if (%s(pool, (const char *)wp + 64, u, acc)) rc = 2;\n"
-                  "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n  }\n"
-                  "  return rc;\n}\n",
-                  j->yrows * j->ylen, j->xrows * j->xlen, j->yrows * j->ylen, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, xs, j->Y.slot, j->Y.offset,
-                  j->y_bs, ys, (int)j->xrows, fn, kfn, (int)j->yrows, fn);
+    if (j->rq.ok) q8_rq_setup(out, fn, kfn, j);
+    q8_wrapper(out, c, r, fn, kfn, j);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
+    if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out};
   }
   ut_str_free(&body);
   ut_str_free(&tasks);

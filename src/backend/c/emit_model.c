@@ -42,6 +42,8 @@
 
 #include "backend/common/kdedup.h"
 #include "backend/common/metadata.h"
+#include "contract_c.h"
+#include "harp/knobs.h"
 #include "emit_model.h"
 #include "kitems.h"
 #include "region_c.h"
@@ -265,6 +267,36 @@ static void emit_init_free(ut_str *out, const char *P, const fn_function *f, con
                 P, P, P, P, P, P);
 }
 
+/* emit_kernels, and where int8 kernels may hold their activations as
+ * bytes between them (contract_c.h's cc_q8_plan), again holding them, and
+ * once more without should a kernel not have taken its part; each run
+ * from the same state (out truncated back, the per-kernel arrays reset). */
+static harp_status emit_kernels_q8(rc_ctx *c, const char *P, ut_str *out, long *chunk, rc_packed *pk, int *copy_of,
+                                 cg_kform *forms, bool *wonly) {
+  const fn_function *f = c->f;
+  cc_q8_plan *qp = rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && !c->q8 ? cc_q8_plan_new(f) : NULL;
+  size_t mark = out->len;
+  c->q8 = qp;
+  harp_status st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
+  for (int pass = 0; !st && qp && pass < 2; pass++) {
+    if (pass == 0 && !cc_q8_plan_decide(qp, f)) break;
+    if (pass == 1 && cc_q8_plan_kept(qp, f)) break;
+    if (pass == 1) cc_q8_plan_clear(qp); /* a kernel did not hold its buffer: none held */
+    out->len = mark;
+    if (out->buf) out->buf[mark] = 0;
+    for (int k = 0; k < f->nkernels; k++) {
+      cg_kform_free(&forms[k]);
+      memset(&forms[k], 0, sizeof forms[k]);
+      chunk[k] = 0, copy_of[k] = -1, wonly[k] = false;
+      memset(&pk[k], 0, sizeof pk[k]);
+    }
+    st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
+  }
+  c->q8 = NULL;
+  cc_q8_plan_free(qp);
+  return st;
+}
+
 harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   const fn_function *f = c->f;
   harp_error *e = c->e;
@@ -298,7 +330,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   }
   rc_emit_prelude(out);
   rc_emit_sym_block(c, out);
-  st = emit_kernels(c, P, out, chunk, pk, copy_of, forms);
+  st = emit_kernels_q8(c, P, out, chunk, pk, copy_of, forms, wonly);
   if (st) goto done;
   int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
   ut_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);

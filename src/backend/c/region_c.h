@@ -40,6 +40,9 @@ typedef struct rc_ctx {
   const char *const *gen_syms;
   const int64_t *gen_hi; /* each symbol's value in this compile (model_run's default) */
   int ngen_syms;
+  /* int8 activations held as bytes between int8 kernels (q8_hold.c), or
+   * NULL: each int8 kernel converts its input and output */
+  struct cc_q8_plan *q8;
 } rc_ctx;
 
 /* The weights a template kernel takes packed (contract_c.h): slot[i] of its

@@ -1,0 +1,93 @@
+/* q8_hold.c — which int8 activations stay bytes between int8 kernels
+ * (contract_c.h's cc_q8_plan): the decision over the Function, from what
+ * the int8 kernels were (contract_q8.c records a cc_q8_fact per kernel),
+ * and the check that the kernels emitted holding a buffer all did.
+ * Needs: contract_c.h, the Function.  Gives: cc_q8_plan_new / _free /
+ * _decide / _kept / _clear. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "contract_c.h"
+
+cc_q8_plan *cc_q8_plan_new(const fn_function *f) {
+  cc_q8_plan *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->nk = f->nkernels, p->nb = f->nbuffers;
+  p->k = calloc((size_t)p->nk + 1, sizeof *p->k);
+  p->hold = malloc(sizeof(int) * ((size_t)p->nb + 1));
+  if (!p->k || !p->hold) {
+    cc_q8_plan_free(p);
+    return NULL;
+  }
+  cc_q8_plan_clear(p);
+  return p;
+}
+
+void cc_q8_plan_free(cc_q8_plan *p) {
+  if (!p) return;
+  free(p->k);
+  free(p->hold);
+  free(p);
+}
+
+void cc_q8_plan_clear(cc_q8_plan *p) {
+  for (int b = 0; b < p->nb; b++) p->hold[b] = -1;
+  for (int k = 0; k < p->nk; k++) p->k[k] = (cc_q8_fact){.xbuf = -1, .ybuf = -1, .zo = -1};
+}
+
+/* Whether kernel k of f reads (w: writes) buffer b. */
+static bool touches(const fn_function *f, int k, int b, bool w) {
+  const fn_kernel *K = &f->kernels[k];
+  const int *ids = w ? K->writes : K->reads;
+  for (int i = 0; i < (w ? K->nwrites : K->nreads); i++)
+    if (ids[i] == b) return true;
+  return false;
+}
+
+/* The zero point buffer b may hold its bytes at, or -1: a temporary that
+ * one kernel writes as its requantized output and that at least one other
+ * reads, every reader an int8 kernel taking b whole as its input. */
+static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
+  if (f->buffers[b].kind != FN_TEMP) return -1;
+  int writer = -1, readers = 0;
+  for (int k = 0; k < f->nkernels; k++) {
+    if (touches(f, k, b, true)) {
+      if (writer >= 0 || !(p->k[k].q8 || p->k[k].cand) || p->k[k].ybuf != b || p->k[k].zo < 0) return -1;
+      writer = k;
+    }
+    if (touches(f, k, b, false)) {
+      if (!(p->k[k].q8 || p->k[k].cand) || p->k[k].xbuf != b || k == writer) return -1;
+      readers++;
+    }
+  }
+  return writer >= 0 && readers > 0 ? p->k[writer].zo : -1;
+}
+
+/* The buffers held, the candidates (cc_q8_fact.cand) counted as int8
+ * kernels; then those that would still not pay with what they hold are
+ * struck off, and so on until none is. */
+bool cc_q8_plan_decide(cc_q8_plan *p, const fn_function *f) {
+  bool any = false, changed = true;
+  while (changed) {
+    any = changed = false;
+    for (int b = 0; b < p->nb; b++) any |= (p->hold[b] = holdable(p, f, b)) >= 0;
+    for (int k = 0; k < p->nk; k++) {
+      cc_q8_fact *q = &p->k[k];
+      bool hin = q->xbuf >= 0 && p->hold[q->xbuf] >= 0, hout = q->ybuf >= 0 && p->hold[q->ybuf] >= 0;
+      if (q->cand && !cc_q8_pays(q->mnk, hin ? 0 : q->xel, hout ? 0 : q->yel)) q->cand = false, changed = true;
+    }
+  }
+  for (int k = 0; k < p->nk; k++) p->k[k] = (cc_q8_fact){.xbuf = -1, .ybuf = -1, .zo = -1};
+  return any;
+}
+
+bool cc_q8_plan_kept(const cc_q8_plan *p, const fn_function *f) {
+  for (int b = 0; b < p->nb; b++) {
+    if (p->hold[b] < 0) continue;
+    for (int k = 0; k < f->nkernels; k++) {
+      if (touches(f, k, b, true) && !(p->k[k].held_out && p->k[k].ybuf == b)) return false;
+      if (touches(f, k, b, false) && !(p->k[k].held_in && p->k[k].xbuf == b)) return false;
+    }
+  }
+  return true;
+}
