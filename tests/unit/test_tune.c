@@ -350,7 +350,7 @@ static void emit(rgt *t, rt_plans *ps, emitted *out) {
   out->arena = ut_arena_new();
   ut_str_init(&out->src);
   rc_ctx rc = {&t->e, t->g, t->p->formed->pv, out->f, &t->syms, out->arena, 1 << 20, true, ps->choice, false, NULL,
-               emit_knobs, false, false, NULL, NULL, 0};
+               emit_knobs, false, false, NULL, NULL, 0, NULL};
   assert_ok(&t->e, cgen_emit_model(&rc, "model", &out->src));
 }
 
