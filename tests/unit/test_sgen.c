@@ -303,6 +303,19 @@ static const conv_case CONV_CASES[] = {
       {"N=2", "H=9", "W=64", "C=7"},
       {"N=1", "H=22", "W=17", "C=7"}},
      1e-6, 3},
+    /* depthwise convs: 3x3 and 5x5 padded (a residual epilogue, an
+     * asymmetric pad); 24 channels; odd and even sizes, one vector or
+     * several a row, the rest of rows and vectors behind switches (strided
+     * ones: test_cgen_dwrt.c) */
+    {"dw_hw.harp",
+     {{"N", 1, 2}, {"H", 3, 41}, {"W", 3, 69}},
+     3,
+     {{"N=1", "H=3", "W=3"},
+      {"N=2", "H=41", "W=69"},
+      {"N=1", "H=14", "W=33"},
+      {"N=2", "H=9", "W=64"},
+      {"N=1", "H=22", "W=17"}},
+     1e-4, 2}, /* two convs deep, values in the hundreds: the specialised object differs by 4e-5 as well */
 };
 
 static void test_conv_sizes(void **state) {

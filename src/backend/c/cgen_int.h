@@ -130,6 +130,19 @@ typedef struct cg_plane_row {
 enum { CG_ROW_FILL = 1, CG_ROW_DATA = 2, CG_ROW_ALL = 3 };
 void cg_emit_plane_row(cg_out *o, const cg_plane_row *r, const char *fv, bool chk, int parts);
 void cg_emit_dei2(cg_out *o);
+/* Sizes read at run time (cgen_pool.c), shared with the depthwise conv.  A
+ * block emitter: `rows` output rows from C variable oh by u vectors from
+ * ow, the last vector's `last` lanes (-1: the C variable lastc).
+ * cg_emit_plane_rt emits the output plane of a run of oh_ x ow_ (C
+ * variables): blocks of rows x vecs vectors while they fit, the rest of a
+ * row and of the plane behind switches.  cg_emit_pair_consts_rt and
+ * cg_emit_unit_consts_rt emit the bounds every row of a stride-2 / stride-1
+ * plane copy shares (the C variables w, the input's width, and wq, a phase
+ * row, in scope; pl the left pad), as the pool's copy uses them. */
+typedef void (*cg_block_fn)(cg_out *o, const void *k, int rows, int u, int last);
+void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k);
+void cg_emit_pair_consts_rt(cg_out *o, long pl);
+void cg_emit_unit_consts_rt(cg_out *o, long pl);
 
 /* Depthwise convolution (cgen_dwconv.c): groups == input == output channels. */
 bool cg_dw_applies(const cgen_conv_spec *s);

@@ -283,36 +283,53 @@ static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
 }
 
 /* ---- sizes read at run time (n_expr, h_expr, w_expr) ---------------------- */
-/* `rows` output rows from oh: blocks of g->vecs vectors while they fit
- * this run's width ow_, then the rest of the row (1 .. vecs vectors, the
- * last one's lastc lanes) behind a switch. */
-static void emit_row_blocks_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int rows, int op) {
+/* `rows` output rows from oh: blocks of `vecs` vectors while they fit this
+ * run's width ow_, then the rest of the row (1 .. vecs vectors, the last
+ * one's lastc lanes) behind a switch; blk emits each block. */
+static void emit_row_blocks_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k) {
   int w = o->isa->w;
-  long step = (long)g->vecs * w;
+  long step = (long)vecs * w;
   cg_emit(o, "    long ow = 0;\n    for (; ow + %ld <= ow_; ow += %ld)\n", step, step);
-  emit_block(o, s, g, rows, g->vecs, w, op);
+  blk(o, k, rows, vecs, w);
   cg_emit(o, "    if (ow < ow_) {\n      long rem = ow_ - ow;\n      int lastc = (int)(rem - (rem - 1) / %d * %d);\n", w, w);
   cg_emit(o, "      (void)lastc;\n      switch ((rem + %d) / %d) {\n", w - 1, w);
-  for (int u = 1; u <= g->vecs; u++) {
+  for (int u = 1; u <= vecs; u++) {
     cg_emit(o, "      case %d:\n", u);
-    emit_block(o, s, g, rows, u, -1, op);
+    blk(o, k, rows, u, -1);
     cg_emit(o, "      break;\n");
   }
   cg_emit(o, "      default: break;\n      }\n    }\n");
 }
 
-/* The output plane of this run: blocks of g->rows rows while they fit
- * oh_, then the rest (1 .. rows - 1 rows) behind a switch. */
-static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
-  cg_emit(o, "  long oh = 0;\n  for (; oh + %d <= oh_; oh += %d) {\n", g->rows, g->rows);
-  emit_row_blocks_rt(o, s, g, g->rows, op);
+void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k) {
+  cg_emit(o, "  long oh = 0;\n  for (; oh + %d <= oh_; oh += %d) {\n", rows, rows);
+  emit_row_blocks_rt(o, rows, vecs, blk, k);
   cg_emit(o, "  }\n  switch (oh_ - oh) {\n");
-  for (int r = 1; r < g->rows; r++) {
+  for (int r = 1; r < rows; r++) {
     cg_emit(o, "  case %d: {\n", r);
-    emit_row_blocks_rt(o, s, g, r, op);
+    emit_row_blocks_rt(o, r, vecs, blk, k);
     cg_emit(o, "  } break;\n");
   }
   cg_emit(o, "  default: break;\n  }\n");
+}
+
+/* The pool's block for cg_emit_plane_rt: k is a pool_blk. */
+typedef struct pool_blk {
+  const cgen_pool_spec *s;
+  const pl_geo *g;
+  int op;
+} pool_blk;
+
+static void pool_block(cg_out *o, const void *k, int rows, int u, int last) {
+  const pool_blk *b = k;
+  emit_block(o, b->s, b->g, rows, u, last, b->op);
+}
+
+/* The output plane of this run: blocks of g->rows rows while they fit
+ * oh_, then the rest (1 .. rows - 1 rows) behind a switch. */
+static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
+  pool_blk b = {s, g, op};
+  cg_emit_plane_rt(o, g->rows, g->vecs, pool_block, &b);
 }
 
 /* Stride 2 of the plane copy of this run, what every row shares (emitted
@@ -322,9 +339,8 @@ static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, i
  * column c0; lanes past the data the pad value), the rest of both phases
  * the pad value from ie.  The masks' counts are the same for every row, so
  * the C compiler makes the masks once. */
-static void emit_pair_consts_rt(cg_out *o, const cgen_pool_spec *s) {
+void cg_emit_pair_consts_rt(cg_out *o, long pl) {
   int w = o->isa->w;
-  long pl = (long)s->pad[1];
   cg_emit(o, "  long h0 = (%ldL + w + 1) / 2, h1 = (%ldL + w) / 2, v0 = %ldL, v1 = (%ldL + w) / 2;\n", pl, pl, (pl + 1) / 2, pl);
   cg_emit(o, "  if (h0 > wq) h0 = wq;\n  if (h1 > wq) h1 = wq;\n  if (v0 > wq) v0 = wq;\n  if (v1 > wq) v1 = wq;\n");
   cg_emit(o, "  long im = v0 + (v1 > v0 ? (v1 - v0) / %d * %d : 0), c0 = 2 * im - %ldL;\n", w, w, pl);
@@ -334,7 +350,7 @@ static void emit_pair_consts_rt(cg_out *o, const cgen_pool_spec *s) {
 }
 
 /* Stride 2 of the plane copy of this run, one row: input row xr into d and
- * d + wq (the phases), with emit_pair_consts_rt's bounds; a max notes NaN
+ * d + wq (the phases), with cg_emit_pair_consts_rt's bounds; a max notes NaN
  * (chk). */
 static void emit_pair_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
   int w = o->isa->w;
@@ -382,9 +398,8 @@ static void emit_plane_rt_any(cg_out *o, const cgen_pool_spec *s, const pl_geo *
  * emit_copy_rt's row loop): the data at [lo, hi), whole vectors to im,
  * then at most one masked vector (nt lanes of data, the rest the pad
  * value), the pad value from ie. */
-static void emit_unit_consts_rt(cg_out *o, const cgen_pool_spec *s) {
+void cg_emit_unit_consts_rt(cg_out *o, long pl) {
   int w = o->isa->w;
-  long pl = (long)s->pad[1];
   cg_emit(o, "  long lo = %ldL, hi = %ldL + w;\n  if (hi > wq) hi = wq;\n  if (lo > hi) lo = hi;\n", pl, pl);
   cg_emit(o, "  long im = lo + (hi - lo) / %d * %d;\n  int tail = im < hi, full = im + %d <= wq, nt = (int)(hi - im), nw = (int)(wq - im);\n",
           w, w, w);
@@ -392,7 +407,7 @@ static void emit_unit_consts_rt(cg_out *o, const cgen_pool_spec *s) {
 }
 
 /* Stride 1 of the plane copy of this run, one row: input row xr into d with
- * emit_unit_consts_rt's bounds; a max notes NaN (chk). */
+ * cg_emit_unit_consts_rt's bounds; a max notes NaN (chk). */
 static void emit_unit_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
   int w = o->isa->w;
   long pl = (long)s->pad[1];
@@ -415,8 +430,8 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
   snprintf(idx, sizeof idx, "i * %ldL + f - %ldL", st, pl);
   cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", idx);
   bool vec = (st == 1 || st == 2) && w > 1; /* the bounds every row shares made once */
-  if (st == 2 && vec) emit_pair_consts_rt(o, s);
-  else if (vec) emit_unit_consts_rt(o, s);
+  if (st == 2 && vec) cg_emit_pair_consts_rt(o, pl);
+  else if (vec) cg_emit_unit_consts_rt(o, pl);
   cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n    long ih = r - %ldL;\n", (long)s->pad[0]);
   cg_emit(o, "    if (ih < 0 || ih >= h) {\n      for (long i = 0; i < rs; i++) d[i] = %s;\n      continue;\n    }\n", fv);
   cg_emit(o, "    const %s *xr = x + ih * w;\n", cg_ctype(s->x_dtype));

@@ -743,19 +743,20 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
   /* a ShapeSet object: sizes read at run time with the built-in tuning (as
-   * a GEMM's M), where the direct kernel takes them; else constants (the
-   * model then compiles per binding, this kernel named as the reason) */
+   * a GEMM's M), where the direct or depthwise kernel takes them
+   * (cgen_conv_rt_ok); else constants (the model then compiles per binding,
+   * this kernel named as the reason) */
   char rtx[3][160];
   cgen_conv_spec rs = s;
   const char *rwhy;
   cgen_tuning_default(&rs.tune);
   cc_jit_variant(c, &rs.tune, cc_host_isa_mask());
   rs.tune.conv_algo = conv_algo(c);
-  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_direct(&rs, &rwhy)) {
+  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_rt_ok(&rs, &rwhy)) {
     s = rs;
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
-    if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct kernel's built-in blocking, not the plan");
+    if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
     cc_plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
