@@ -330,6 +330,7 @@ typedef struct cgen_map_in {
   bool bcast;                          /* one element per row (stride 0 along it) */
   int64_t offset;                      /* elements */
   int64_t ostride[CGEN_MAP_MAX_OUTER]; /* elements per step of each outer dimension */
+  const char *ostride_expr[CGEN_MAP_MAX_OUTER]; /* NULL; else that stride read at run time */
 } cgen_map_in;
 typedef struct cgen_map_spec {
   int nouter;
@@ -346,6 +347,11 @@ typedef struct cgen_map_spec {
   cgen_tuning tune; /* simd, isa_mask, force_isa; tasks: 4 per thread of the pool */
   const char *total_expr; /* NULL; else the point count as a C expression read at run time (a
                              ShapeSet object: rc_size_expr), its value here cols x outer[] */
+  /* A ShapeSet object: NULL, or the row length, an outer dimension's size, a
+   * stride of y (and of an input, cgen_map_in.ostride_expr) as C expressions
+   * read at run time, on the calling thread (the values here: the upper
+   * corner's); the point count is then their product unless total_expr */
+  const char *cols_expr, *outer_expr[CGEN_MAP_MAX_OUTER], *y_ostride_expr[CGEN_MAP_MAX_OUTER];
 } cgen_map_spec;
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */

@@ -243,6 +243,48 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
  * costs about what 32K points of arithmetic do). */
 #define MAP_SMALL_POINTS 32768.0
 
+/* The first of the fewest dims [d0, d1) of s whose product is want, or -1
+ * (d0 = 0 when outermost: every dim left). */
+static int dims_ending(const tiny_shape *s, int d1, int64_t want, bool outermost) {
+  int64_t prod = 1;
+  for (int d0 = d1 - 1; d0 >= 0; d0--) {
+    prod *= s->d[d0].n;
+    if (prod == want && (!outermost || d0 == 0)) return d0;
+    if (prod > want) return -1;
+  }
+  return want == 1 && d1 == 0 ? 0 : -1;
+}
+
+/* A ShapeSet object: map piece mp's row length, outer sizes and strides as
+ * run-time expressions of the symbols (into x, NULL in s where a constant
+ * holds), from the dims ys of y's buffer (the row's dims innermost, each
+ * outer dimension the fewest dims before those; a piece's slab axis, which
+ * matches none, and the dims outside it keep their constants) and the
+ * inputs' and y's buffers' dims (a stride: the fewest innermost dims whose
+ * product it is).  A size matched wrongly prints differently at the box's
+ * other corner, so the object is refused rather than wrong. */
+static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_shape *ys, cgen_map_spec *s,
+                           char x[][160]) {
+  int nx = 0;
+  if (!c->ngen_syms) return;
+  int d1 = ys ? dims_ending(ys, ys->rank, mp->cols, mp->nouter == 0) : -1;
+  if (d1 >= 0 && rc_size_expr(c, ys, d1, ys->rank, mp->cols, x[nx], 160)) s->cols_expr = x[nx++];
+  for (int d = mp->nouter - 1; d >= 0 && d1 > 0; d--) {
+    int d0 = dims_ending(ys, d1, mp->outer[d], d == 0);
+    if (d0 < 0) break;
+    if (rc_size_expr(c, ys, d0, d1, mp->outer[d], x[nx], 160)) s->outer_expr[d] = x[nx++];
+    d1 = d0;
+  }
+  for (int d = 0; d < mp->nouter; d++) {
+    for (int k = 0; k < mp->nin; k++) {
+      const tiny_shape *is = rc_slot_shape(c, r, mp->in[k].t.slot);
+      if (rc_stride_expr(c, is, mp->in[k].ostride[d], x[nx], 160)) s->in[k].ostride_expr[d] = x[nx++];
+    }
+    if (mp->ystrided && rc_stride_expr(c, rc_slot_shape(c, r, mp->y.slot), mp->yostride[d], x[nx], 160))
+      s->y_ostride_expr[d] = x[nx++];
+  }
+}
+
 /* One map kernel kfn for piece mp; *points grows by its points. */
 /* texpr[160]: the point count as a run-time expression, when the kernel
  * reads it so (a ShapeSet object, a whole dense y), else "". */
@@ -276,6 +318,8 @@ static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kf
     const ct_map_op *op = &mp->ops[j];
     s.ops[j] = (cgen_map_op){map_kind(op), op->to, map_arg(&op->a), map_arg(&op->b)};
   }
+  char wx[1 + CGEN_MAP_MAX_OUTER * (CGEN_MAP_MAX_IN + 2)][160];
+  map_walk_exprs(c, r, mp, rc_slot_shape(c, r, mp->y.slot), &s, wx);
   return row_kernel(c, r, gen_map, &s, &s.tune, "map",
                     "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
                     kfn, out, refused);
