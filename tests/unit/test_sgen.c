@@ -341,6 +341,26 @@ static const conv_case CONV_CASES[] = {
       {"N=3", "C=5", "H=7", "W=5"},
       {"N=2", "C=5", "H=22", "W=17"}},
      1e-5, 1},
+    /* a concat along the channels: one map piece per input, each slab's
+     * rows, strides and offset in y read at run time */
+    {"cat_hw.harp",
+     {{"N", 2, 3}, {"H", 4, 41}, {"W", 4, 69}},
+     3,
+     {{"N=2", "H=4", "W=4"},
+      {"N=3", "H=41", "W=69"},
+      {"N=2", "H=14", "W=33"},
+      {"N=3", "H=7", "W=5"},
+      {"N=2", "H=22", "W=17"}},
+     1e-6, 1},
+    {"cat_hw.harp",
+     {{"N", 1, 1}, {"H", 4, 41}, {"W", 4, 69}},
+     3,
+     {{"N=1", "H=4", "W=4"},
+      {"N=1", "H=41", "W=69"},
+      {"N=1", "H=15", "W=32"},
+      {"N=1", "H=5", "W=9"},
+      {"N=1", "H=40", "W=17"}},
+     1e-6, 1},
 };
 
 static void test_conv_sizes(void **state) {

@@ -331,6 +331,7 @@ typedef struct cgen_map_in {
   int64_t offset;                      /* elements */
   int64_t ostride[CGEN_MAP_MAX_OUTER]; /* elements per step of each outer dimension */
   const char *ostride_expr[CGEN_MAP_MAX_OUTER]; /* NULL; else that stride read at run time */
+  const char *offset_expr;                      /* NULL; else the offset read at run time */
 } cgen_map_in;
 typedef struct cgen_map_spec {
   int nouter;
@@ -351,7 +352,7 @@ typedef struct cgen_map_spec {
    * stride of y (and of an input, cgen_map_in.ostride_expr) as C expressions
    * read at run time, on the calling thread (the values here: the upper
    * corner's); the point count is then their product unless total_expr */
-  const char *cols_expr, *outer_expr[CGEN_MAP_MAX_OUTER], *y_ostride_expr[CGEN_MAP_MAX_OUTER];
+  const char *cols_expr, *outer_expr[CGEN_MAP_MAX_OUTER], *y_ostride_expr[CGEN_MAP_MAX_OUTER], *y_offset_expr;
 } cgen_map_spec;
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */

@@ -101,11 +101,13 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
   else cg_emit(o, "    $P_st%s(y + i + %d, v%d_%d);\n", sy, off, s->nops - 1, u);
 }
 
-/* Whether any of s's row length, outer sizes or strides is read at run
- * time: the task then reads them from the context (cx->cols, cx->outer[d],
- * cx->ost[k][d], cx->yost[d]), which the entry point fills. */
+/* Whether any of s's row length, outer sizes, strides or offsets is read at
+ * run time: the task then reads them from the context (cx->cols,
+ * cx->outer[d], cx->ost[k][d], cx->yost[d], cx->ioff[k], cx->yoff), which the
+ * entry point fills. */
 static bool map_rt(const cgen_map_spec *s) {
-  bool rt = s->cols_expr != NULL;
+  bool rt = s->cols_expr || s->y_offset_expr;
+  for (int k = 0; k < s->nin; k++) rt |= s->in[k].offset_expr != NULL;
   for (int d = 0; d < s->nouter; d++) {
     rt |= s->outer_expr[d] || s->y_ostride_expr[d];
     for (int k = 0; k < s->nin; k++) rt |= s->in[k].ostride_expr[d] != NULL;
@@ -158,10 +160,14 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   long cols = (long)s->cols;
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
   cg_emit(o, "  long a = (long)task * cx->chunk, b = a + cx->chunk;\n  if (b > cx->total) b = cx->total;\n");
-  for (int k = 0; k < s->nin; k++)
-    cg_emit(o, "  const %s *p%d = (const %s *)cx->in[%d] + %lldL;\n", cg_ctype(s->in[k].dtype), k,
-            cg_ctype(s->in[k].dtype), k, (long long)s->in[k].offset);
-  if (s->y_strided) cg_emit(o, "  %s *y = (%s *)cx->y + %lldL;\n", yt, yt, (long long)s->y_offset);
+  char sz[48], f[32];
+  bool rt = map_rt(s);
+  for (int k = 0; k < s->nin; k++) {
+    snprintf(f, sizeof f, "ioff[%d]", k);
+    cg_emit(o, "  const %s *p%d = (const %s *)cx->in[%d] + %s;\n", cg_ctype(s->in[k].dtype), k, cg_ctype(s->in[k].dtype), k,
+            walk_size(sz, sizeof sz, rt, f, s->in[k].offset));
+  }
+  if (s->y_strided) cg_emit(o, "  %s *y = (%s *)cx->y + %s;\n", yt, yt, walk_size(sz, sizeof sz, rt, "yoff", s->y_offset));
   else cg_emit(o, "  %s *y = (%s *)cx->y;\n", yt, yt);
   if (s->nouter == 0) {
     cg_emit(o, "  $P_seg(");
@@ -169,8 +175,6 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
     cg_emit(o, "y + a, b - a);\n}\n");
     return;
   }
-  bool rt = map_rt(s);
-  char sz[48], f[32];
   if (rt) cg_emit(o, "  long r = a / cx->cols, j = a - r * cx->cols;\n");
   else cg_emit(o, "  long r = a / %ldL, j = a - r * %ldL;\n", cols, cols);
   walk_size(sz, sizeof sz, rt, "cols", cols);
@@ -212,6 +216,12 @@ static void emit_walk_sizes(cg_out *o, const cgen_map_spec *s) {
   cg_emit(o, "  cx.cols = %s", s->cols_expr ? s->cols_expr : "");
   if (!s->cols_expr) cg_emit(o, "%lldL", (long long)s->cols);
   cg_emit(o, ";\n");
+  for (int k = 0; k < s->nin; k++) {
+    if (s->in[k].offset_expr) cg_emit(o, "  cx.ioff[%d] = %s;\n", k, s->in[k].offset_expr);
+    else cg_emit(o, "  cx.ioff[%d] = %lldL;\n", k, (long long)s->in[k].offset);
+  }
+  if (s->y_strided && s->y_offset_expr) cg_emit(o, "  cx.yoff = %s;\n", s->y_offset_expr);
+  else if (s->y_strided) cg_emit(o, "  cx.yoff = %lldL;\n", (long long)s->y_offset);
   for (int d = 0; d < s->nouter; d++) {
     if (s->outer_expr[d]) cg_emit(o, "  cx.outer[%d] = %s;\n", d, s->outer_expr[d]);
     else cg_emit(o, "  cx.outer[%d] = %lldL;\n", d, (long long)s->outer[d]);
@@ -294,8 +304,10 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
   cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
   if (map_rt(s))
-    cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk, cols, outer[%d], ost[%d][%d], yost[%d]; } $F_ctx;\n",
-            CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_OUTER);
+    cg_emit(&o,
+            "typedef struct { const void *const *in; void *y; long total, chunk, cols, outer[%d], ost[%d][%d], yost[%d], ioff[%d], yoff; } "
+            "$F_ctx;\n",
+            CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN);
   else cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk; } $F_ctx;\n");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;

@@ -376,6 +376,30 @@ void cc_small_on_caller(ut_str *out, double work) {
   if (work < SMALL_WORK) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
 }
 
+void cc_emit_rt_out_hw(ut_str *out, const cc_rt_geometry *g) {
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%" PRId64 "L", g->n), snprintf(hx, sizeof hx, "%" PRId64 "L", g->h);
+  snprintf(wx, sizeof wx, "%" PRId64 "L", g->w);
+  ut_str_printf(out, "  { long n_ = %s, h_ = %s, w_ = %s;\n", g->n_expr ? g->n_expr : nx, g->h_expr ? g->h_expr : hx,
+                g->w_expr ? g->w_expr : wx);
+  ut_str_printf(out, "    long oh_ = (h_ + %" PRId64 "L) / %" PRId64 "L + 1, ow_ = (w_ + %" PRId64 "L) / %" PRId64 "L + 1;\n", g->eh,
+                g->sh, g->ew, g->sw);
+}
+
+/* A ShapeSet object's conv s (sizes read at run time): SMALL_WORK's choice
+ * at run time from this binding's output pixels times `per_pixel`
+ * multiply-adds (scaled as cc_small_on_caller's caller does); the spec's
+ * sizes are the upper corner's, which would wake the pool for every
+ * binding. */
+static void conv_small_rt(ut_str *out, const cgen_conv_spec *s, double per_pixel) {
+  cc_rt_geometry g = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w,
+                      s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1, s->stride[0],
+                      s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1, s->stride[1]};
+  cc_emit_rt_out_hw(out, &g);
+  ut_str_printf(out, "    if ((double)n_ * oh_ * ow_ * %.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n  }\n",
+                per_pixel, SMALL_WORK);
+}
+
 /* Output pixels of a conv spec. */
 static double conv_pixels(const cgen_conv_spec *s) {
   int64_t oh = 0, ow = 0;
@@ -788,7 +812,9 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * 0.68 M multiply-adds, 33 us on one core; 576 of 14x14 at stride 2: 0.25 M,
    * 45 us) */
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
-  cc_small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
+  double per_pixel = dw_cost * cv.oc * (cv.c / cv.groups) * cv.kh * cv.kw;
+  if (s.n_expr || s.h_expr || s.w_expr) conv_small_rt(out, &s, per_pixel);
+  else cc_small_on_caller(out, per_pixel * s.n * conv_pixels(&s));
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
