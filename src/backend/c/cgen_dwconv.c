@@ -255,21 +255,12 @@ static void emit_plane_rt_any(cg_out *o, const cgen_conv_spec *s, const dw_geo *
 /* The entry point with sizes read at run time: this run's geometry into
  * the context (cx), the scratch of the upper corner's (g). */
 static void emit_run_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g) {
-  int w = o->isa->w;
-  char nx[24], hx[24], wx[24];
-  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
-          s->w_expr ? s->w_expr : wx);
-  cg_emit(o, "  if (n < 1 || n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n, (long)s->h,
-          (long)s->w);
-  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
-          (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
-  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n  cx.hp = cx.h + %ldL;\n", (long)s->stride[0], (long)s->stride[1],
-          (long)(s->pad[0] + s->pad[2]));
-  cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", w - 1, w, w,
-          (long)((s->kw - 1) * s->dil[1] / s->stride[1]), (long)s->stride[1]);
+  cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
+  char hp[48]; /* every padded row */
+  snprintf(hp, sizeof hp, "cx.h + %ldL", (long)(s->pad[0] + s->pad[2]));
+  cg_emit_rt_window(o, &k, hp);
   cg_emit(o, "  cx.np = n * %ldL;\n", (long)s->c);
   cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1; /* one fill on a thread alone */\n");
   cg_emit(o, "  if (cx.ntasks > cx.np) cx.ntasks = cx.np;\n");

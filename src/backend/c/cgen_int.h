@@ -140,6 +140,18 @@ void cg_emit_dei2(cg_out *o);
  * plane copy shares (the C variables w, the input's width, and wq, a phase
  * row, in scope; pl the left pad), as the pool's copy uses them. */
 typedef void (*cg_block_fn)(cg_out *o, const void *k, int rows, int u, int last);
+/* The window kernel's (pool, depthwise conv) sizes of this run into its
+ * context cx (fields h, w, oh, ow, hp, wq, rs) and the C variable n: the
+ * batch, height and width from their expressions (NULL: the constant, the
+ * upper corner's), return -1 outside 1..upper or where the window does not
+ * fit, the output size, hp (the C text hp, of cx.oh / cx.h) and the phase
+ * rows of the plane as the kernel's geometry makes them. */
+typedef struct cg_rt_window {
+  const char *n_expr, *h_expr, *w_expr;
+  int64_t n, h, w, kh, kw;
+  const int64_t *stride, *pad, *dil;
+} cg_rt_window;
+void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp);
 void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k);
 void cg_emit_pair_consts_rt(cg_out *o, long pl);
 void cg_emit_unit_consts_rt(cg_out *o, long pl);

@@ -450,6 +450,21 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
   cg_emit(o, "      for (long i = hi; i < wq; i++) d[i] = %s;\n    }\n  }\n", fv);
 }
 
+void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%ldL", (long)k->n), snprintf(hx, sizeof hx, "%ldL", (long)k->h), snprintf(wx, sizeof wx, "%ldL", (long)k->w);
+  cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", k->n_expr ? k->n_expr : nx, k->h_expr ? k->h_expr : hx,
+          k->w_expr ? k->w_expr : wx);
+  cg_emit(o, "  if (n < 1 || n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)k->n, (long)k->h,
+          (long)k->w);
+  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
+          (long)(k->pad[0] + k->pad[2] - k->dil[0] * (k->kh - 1) - 1), (long)(k->pad[1] + k->pad[3] - k->dil[1] * (k->kw - 1) - 1));
+  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)k->stride[0], (long)k->stride[1]);
+  cg_emit(o, "  cx.hp = %s;\n", hp);
+  cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", o->isa->w - 1, o->isa->w,
+          o->isa->w, (long)((k->kw - 1) * k->dil[1] / k->stride[1]), (long)k->stride[1]);
+}
+
 /* The variant with sizes read at run time: the plane's geometry of this
  * run (cx), the scratch of the upper corner's (g). */
 static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
@@ -474,19 +489,11 @@ static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g)
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++)\n");
   cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
-  char nx[24], hx[24], wx[24];
-  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n  $F_ctx cx;\n  cx.x = x; cx.y = y;\n");
-  cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
-          s->w_expr ? s->w_expr : wx);
-  cg_emit(o, "  if (n < 1 || n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n, (long)s->h,
-          (long)s->w);
-  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
-          (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
-  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
-  cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
-  cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", o->isa->w - 1, o->isa->w,
-          o->isa->w, (long)((s->kw - 1) * s->dil[1] / s->stride[1]), (long)s->stride[1]);
+  cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
+  char hp[64]; /* the rows the windows read */
+  snprintf(hp, sizeof hp, "(cx.oh - 1) * %ldL + %ldL", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
+  cg_emit_rt_window(o, &k, hp);
   cg_emit(o, "  cx.np = n * %ldL;\n  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > cx.np) cx.ntasks = (int)cx.np;\n",
           (long)s->c);
   cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g->hp * g->rs * 4));
