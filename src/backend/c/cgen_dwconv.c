@@ -81,17 +81,11 @@ static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int 
   for (int kh = 0; kh < s->kh; kh++)
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t cw = kw * s->dil[1];
-      if (g->rt)
-        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * rs + ow + %ldL * wq + %ldL;\n", (long)SH,
-                (long)(kh * s->dil[0]), (long)(cw % SW), (long)(cw / SW));
-      else
-        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
-                (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      cg_emit_tap_row(o, g->rt, SH, kh * s->dil[0], cw, SW, g->rs, g->wq);
       for (int i = 0; i < rows; i++)
         for (int j = 0; j < u; j++) {
           char off[64];
-          if (g->rt) snprintf(off, sizeof off, "%ld * rs + %ldL", (long)(i * SH), (long)(j * w));
-          else snprintf(off, sizeof off, "%ldL", (long)(i * SH * g->rs + j * w));
+          cg_tap_off(off, sizeof off, g->rt, i * SH, j * w, g->rs);
           cg_emit(o, "          a%d_%d = $P_fma($P_ld(r + %s), w%d, a%d_%d);\n", i, j, off, (int)(kh * s->kw + kw), i, j);
         }
       cg_emit(o, "        }\n");

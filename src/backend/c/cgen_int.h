@@ -152,6 +152,14 @@ typedef struct cg_rt_window {
   const int64_t *stride, *pad, *dil;
 } cg_rt_window;
 void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp);
+/* A block's tap (kh, kw) of the phase-split plane xp: cg_emit_tap_row opens
+ * "{ const float *r = " the row of padded row oh * sh + rh, padded column
+ * ow + cw (its phase cw % sw); cg_tap_off the offset from r of the block's
+ * vector `rows` padded rows and `cols` columns on.  rt: the plane's row
+ * step rs and phase row wq are the C variables of those names, else the
+ * constants given. */
+void cg_emit_tap_row(cg_out *o, bool rt, int64_t sh, int64_t rh, int64_t cw, int64_t sw, int64_t rs, int64_t wq);
+void cg_tap_off(char *buf, size_t cap, bool rt, int64_t rows, int64_t cols, int64_t rs);
 void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k);
 void cg_emit_pair_consts_rt(cg_out *o, long pl);
 void cg_emit_unit_consts_rt(cg_out *o, long pl);

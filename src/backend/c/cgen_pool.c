@@ -79,6 +79,20 @@ static void fconst(char *buf, size_t cap, double v) {
   else snprintf(buf, cap, "%#.9gf", v);
 }
 
+void cg_emit_tap_row(cg_out *o, bool rt, int64_t sh, int64_t rh, int64_t cw, int64_t sw, int64_t rs, int64_t wq) {
+  if (rt)
+    cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * rs + ow + %ldL * wq + %ldL;\n", (long)sh, (long)rh,
+            (long)(cw % sw), (long)(cw / sw));
+  else
+    cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)sh, (long)rh, (long)rs,
+            (long)((cw % sw) * wq + cw / sw));
+}
+
+void cg_tap_off(char *buf, size_t cap, bool rt, int64_t rows, int64_t cols, int64_t rs) {
+  if (rt) snprintf(buf, cap, "%ld * rs + %ldL", (long)rows, (long)cols);
+  else snprintf(buf, cap, "%ldL", (long)(rows * rs + cols));
+}
+
 /* How a tap combines into accumulator a: 0 sum, 1 max, 2 max keeping NaN. */
 enum { OP_SUM, OP_MAX, OP_MAXN };
 
@@ -99,17 +113,11 @@ static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int 
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t cw = kw * s->dil[1];
       bool first = kh == 0 && kw == 0;
-      if (g->rt)
-        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * rs + ow + %ldL * wq + %ldL;\n", (long)SH,
-                (long)(kh * s->dil[0]), (long)(cw % SW), (long)(cw / SW));
-      else
-        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
-                (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      cg_emit_tap_row(o, g->rt, SH, kh * s->dil[0], cw, SW, g->rs, g->wq);
       for (int i = 0; i < rows; i++)
         for (int j = 0; j < u; j++) {
           char off[64];
-          if (g->rt) snprintf(off, sizeof off, "%ld * rs + %ldL", (long)(i * SH), (long)(j * w));
-          else snprintf(off, sizeof off, "%ldL", (long)(i * SH * g->rs + j * w));
+          cg_tap_off(off, sizeof off, g->rt, i * SH, j * w, g->rs);
           if (first) cg_emit(o, "          a%d_%d = $P_ld(r + %s);\n", i, j, off);
           else if (op == OP_SUM) cg_emit(o, "          a%d_%d = a%d_%d + $P_ld(r + %s);\n", i, j, i, j, off);
           else if (op == OP_MAX) cg_emit(o, "          a%d_%d = $P_max($P_ld(r + %s), a%d_%d);\n", i, j, off, i, j);
