@@ -230,17 +230,23 @@ static void emit_fill_rt(cg_out *o, const cgen_conv_spec *s) {
   cg_emit(o, "      for (long i = 0; i < lo; i++) d[i] = 0.0f;\n      for (long i = hi; i < wq; i++) d[i] = 0.0f;\n    }\n  }\n");
 }
 
-/* The output plane of this run in blocks shaped for its width: the upper
- * corner's (g) when its rows are wider than one vector, else one vector by
- * as many rows as there are accumulators (as a specialised narrow plane). */
+/* The output plane of this run in blocks shaped for its width, as a
+ * specialised plane's (geometry()): rows of one vector in blocks of one
+ * vector by as many rows as there are accumulators, rows of two in blocks
+ * of two by half as many, wider rows in the upper corner's (g). */
 static void emit_plane_rt_any(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int nacc) {
   dw_blk b = {s, g};
+  int w = o->isa->w;
   if (g->vecs == 1) {
     cg_emit_plane_rt(o, g->rows, 1, dw_block, &b);
     return;
   }
-  cg_emit(o, "  if (ow_ <= %d) {\n", o->isa->w);
+  cg_emit(o, "  if (ow_ <= %d) {\n", w);
   cg_emit_plane_rt(o, nacc, 1, dw_block, &b);
+  if (g->vecs > 2 && nacc >= 4) {
+    cg_emit(o, "  } else if (ow_ <= %d) {\n", 2 * w);
+    cg_emit_plane_rt(o, nacc / 2, 2, dw_block, &b);
+  }
   cg_emit(o, "  } else {\n");
   cg_emit_plane_rt(o, g->rows, g->vecs, dw_block, &b);
   cg_emit(o, "  }\n");
