@@ -8,6 +8,7 @@
  * 5x5 windows, bias / residual / ReLU epilogues, prepacked weights, an fp16
  * input, the AVX-512, AVX2 and scalar variants, with and without the thread
  * pool.  Nothing may be written past a binding's output (poisoned slack).
+ * Under the sanitizers, four of the cases (off_in_asan()).
  * tests/models/dw_hw.harp covers the same kernels through a ShapeSet
  * object (test_sgen). */
 #include <setjmp.h>
@@ -135,6 +136,11 @@ static long run_at(void *h, int idx, const long *b, hprt_pool *pool) {
   return bad;
 }
 
+/* Under the sanitizers (CT_FLAGS set: the kernels compiled with them, a
+ * few times slower to build and run) four cases: stride 1 and 2 on
+ * AVX-512, an fp16 input on AVX2, the scalar variant. */
+static bool off_in_asan(int i) { return getenv("CT_FLAGS") && i != 0 && i != 2 && i != 8 && i != 10; }
+
 static void test_bindings(void **st) {
   (void)st;
   ut_str src;
@@ -143,6 +149,7 @@ static void test_bindings(void **st) {
   harp_error e;
   memset(&e, 0, sizeof e);
   for (int i = 0; i < NCASE; i++) {
+    if (off_in_asan(i)) continue;
     cgen_conv_spec s;
     make_spec(&CASES[i], &s);
     const char *why;
@@ -159,7 +166,7 @@ static void test_bindings(void **st) {
   /* each binding right after the upper corner on the same scratch: a
    * kernel that reads what it did not write this run reads the corner's data */
   for (int i = 0; i < NCASE; i++)
-    for (int b = 0; b < 5 && CASES[i].at[b][0]; b++) {
+    for (int b = 0; b < 5 && CASES[i].at[b][0] && !off_in_asan(i); b++) {
       const long up[3] = {CASES[i].n, CASES[i].h, CASES[i].w};
       hprt_pool *p = b % 2 ? NULL : pool;
       if (run_at(h, i, up, p) || run_at(h, i, CASES[i].at[b], p)) fail_msg("case d%d, binding %d", i, b);
