@@ -537,7 +537,8 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   }
   bool q8 = s.prepack_w && cc_emit_q8gemm(c, r, fn, out, gm, true, false, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  cc_small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
+  if (s.n_expr || s.h_expr || s.w_expr) conv_small_rt(out, &s, (double)gm->M * gm->K);
+  else cc_small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, gm->epi, gm->nepi);
   if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
