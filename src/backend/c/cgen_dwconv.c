@@ -219,10 +219,13 @@ static void emit_data_rt(cg_out *o, const cgen_conv_spec *s) {
 
 /* The zeros of this run's padded plane, written once a task: the rows
  * above and below the input, and in each of its rows every phase's columns
- * outside the input's. */
-static void emit_fill_rt(cg_out *o, const cgen_conv_spec *s) {
+ * outside the input's.  The plane keeps the upper corner's (g) row step rs
+ * and phase row wq at every binding (a run's rows are as wide or narrower),
+ * so that every tap's offset is a constant. */
+static void emit_fill_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g) {
   long pt = (long)s->pad[0];
-  cg_emit(o, "  long h = cx->h, w = cx->w, hp = cx->hp, wq = cx->wq, rs = cx->rs;\n  float *xp = (float *)cx->sc.thr[tid];\n");
+  cg_emit(o, "  long h = cx->h, w = cx->w, hp = cx->hp;\n  const long wq = %ldL, rs = %ldL;\n", (long)g->wq, (long)g->rs);
+  cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n");
   cg_emit(o, "    if (r < %ldL || r >= %ldL + h) { memset(d, 0, sizeof(float) * (size_t)rs); continue; }\n", pt, pt);
   cg_emit(o, "    for (long f = 0; f < %ldL; f++, d += wq) {\n", (long)s->stride[1]);
@@ -276,7 +279,9 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   long C = (long)s->c;
   const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
   cg_emit(o, "static $T void $P_chan(const $F_ctx *cx, float *xp, long pi) {\n");
-  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow, hp = cx->hp, wq = cx->wq, rs = cx->rs, c = pi %% %ldL;\n", C);
+  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow, hp = cx->hp, c = pi %% %ldL;\n", C);
+  cg_emit(o, "  const long wq = %ldL, rs = %ldL; /* the upper corner's plane layout: taps at constant offsets */\n", (long)g->wq,
+          (long)g->rs);
   cg_emit(o, "  const %s *x = (const %s *)cx->B + pi * h * w;\n", xt, xt);
   emit_data_rt(o, s);
   emit_taps(o, s);
@@ -289,7 +294,7 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   emit_plane_rt_any(o, s, g, nacc);
   cg_emit(o, "}\n");
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  emit_fill_rt(o, s);
+  emit_fill_rt(o, s, g);
   cg_emit(o, "  (void)h; (void)w;\n");
   cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++) $P_chan(cx, xp, pi);\n}\n");
   emit_run_rt(o, s, g);
