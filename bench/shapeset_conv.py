@@ -11,8 +11,12 @@ specialised objects may take Winograd for the 3x3 convs where their plans
 say so; the ShapeSet object's convs are the direct kernel.  Models
 (bench/models): a ResNet basic block (two 3x3 convs of 64 channels,
 the residual in the second's epilogue), a 3x3 conv 64 -> 64, a 1x1 conv
-64 -> 256 (a GEMM over the pixels), and tests/models/pool_hw.harp at 64
-channels (a 2x2 max pool, a 3x3 average of a ReLU), each over H, W in 8..64.
+64 -> 256 (a GEMM over the pixels), tests/models/pool_hw.harp at 64
+channels (a 2x2 max pool, a 3x3 average of a ReLU), dw_hw.harp (a 3x3 and
+a 5x5 depthwise conv of 64 channels, bias and ReLU each) and
+tests/models/scale_hw.harp at 64 channels (a squeeze-excite tail: one map
+with per-channel broadcasts over H, W), each over H, W in 8..64
+(--only NAME: the cases whose model name contains NAME).
   compiles   on an empty cache, --sizes processes each running a new H x W:
              `harp run --shapeset` against `harp run --sym` (one specialised
              object per size): C compiles and the processes' wall time
@@ -37,7 +41,9 @@ SIZES = ["H=56,W=56", "H=33,W=47", "H=28,W=28", "H=14,W=14"]
 CASES = [("resblock.harp", ["--sym", "C=64"], [("w1", (64, 64, 3, 3)), ("b1", (64,)), ("w2", (64, 64, 3, 3)), ("b2", (64,))]),
          ("conv3x3.harp", ["--sym", "C=64", "--sym", "K=64"], [("w", (64, 64, 3, 3)), ("b", (64,))]),
          ("pointwise.harp", ["--sym", "C=64", "--sym", "K=256"], [("w", (256, 64, 1, 1)), ("b", (256,))]),
-         ("../../tests/models/pool_hw.harp", ["--sym", "C=64"], [])]
+         ("../../tests/models/pool_hw.harp", ["--sym", "C=64"], []),
+         ("dw_hw.harp", [], [("w3", (64, 1, 3, 3)), ("b3", (64,)), ("w5", (64, 1, 5, 5)), ("b5", (64,))]),
+         ("../../tests/models/scale_hw.harp", ["--sym", "C=64"], [])]
 
 
 def weight_args(weights):

@@ -199,10 +199,11 @@ typedef struct cgen_conv_spec {
   const char *n_expr, *h_expr, *w_expr; /* NULL, or that size read at run time (a ShapeSet
                                        object: rc_size_expr), a C expression whose value
                                        is in 1..n / h / w, which are then the upper
-                                       corner's (blocking, tiles, scratch): the direct
-                                       kernel on a zero-padded copy of the input, the
-                                       AVX-512 variant alone, fp32 multiplication, not
-                                       depthwise, not Winograd; else refused */
+                                       corner's (blocking, tiles, scratch): the depthwise
+                                       kernel (every variant), else the direct kernel on a
+                                       zero-padded copy of the input, the AVX-512 variant
+                                       alone, fp32 multiplication, not Winograd; else
+                                       refused (cgen_conv_rt_ok) */
 } cgen_conv_spec;
 
 void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
@@ -213,6 +214,10 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *spec, const char *fn_
 /* True when cgen_conv's AVX-512 variant is the direct kernel (cgen_dconv.c)
  * rather than the implicit GEMM; *why says the reason in a few words. */
 bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
+/* Whether cgen_conv takes spec's n_expr / h_expr / w_expr (sizes read at run
+ * time): a depthwise conv, or one the direct kernel takes; *why says which,
+ * or why not. */
+bool cgen_conv_rt_ok(const cgen_conv_spec *spec, const char **why);
 /* Whether s (with tune.conv_algo a CGEN_CONV_WINO*) can run as Winograd in
  * its AVX-512 variant: a 3x3 window, stride and dilation 1, groups 1, fp32
  * storage; *why says why not.  cgen_conv refuses a Winograd spec it cannot
@@ -328,6 +333,8 @@ typedef struct cgen_map_in {
   bool bcast;                          /* one element per row (stride 0 along it) */
   int64_t offset;                      /* elements */
   int64_t ostride[CGEN_MAP_MAX_OUTER]; /* elements per step of each outer dimension */
+  const char *ostride_expr[CGEN_MAP_MAX_OUTER]; /* NULL; else that stride read at run time */
+  const char *offset_expr;                      /* NULL; else the offset read at run time */
 } cgen_map_in;
 typedef struct cgen_map_spec {
   int nouter;
@@ -344,6 +351,11 @@ typedef struct cgen_map_spec {
   cgen_tuning tune; /* simd, isa_mask, force_isa; tasks: 4 per thread of the pool */
   const char *total_expr; /* NULL; else the point count as a C expression read at run time (a
                              ShapeSet object: rc_size_expr), its value here cols x outer[] */
+  /* A ShapeSet object: NULL, or the row length, an outer dimension's size, a
+   * stride of y (and of an input, cgen_map_in.ostride_expr) as C expressions
+   * read at run time, on the calling thread (the values here: the upper
+   * corner's); the point count is then their product unless total_expr */
+  const char *cols_expr, *outer_expr[CGEN_MAP_MAX_OUTER], *y_ostride_expr[CGEN_MAP_MAX_OUTER], *y_offset_expr;
 } cgen_map_spec;
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */

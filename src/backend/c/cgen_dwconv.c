@@ -38,11 +38,15 @@ typedef struct dw_geo {
   int64_t oh, ow, hp; /* output size; padded rows */
   int64_t wq, rs;     /* a phase row (a multiple of 16, covers every vector load); a padded row: stride phase rows */
   int rows, vecs;     /* a block: output rows x vectors per row (rows * vecs accumulators) */
+  bool rt;            /* sizes read at run time (n_expr, h_expr, w_expr): the plane's ow, wq and
+                         rs are the C variables ow_, wq, rs (the fields here are the upper
+                         corner's, which size the scratch) */
 } dw_geo;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static void geometry(const cgen_conv_spec *s, int w, int nacc, dw_geo *g) {
+  memset(g, 0, sizeof *g);
   cgen_conv_out_hw(s, &g->oh, &g->ow);
   int64_t st = s->stride[1];
   g->hp = s->h + s->pad[0] + s->pad[2];
@@ -63,22 +67,27 @@ static int n_acc(const cgen_conv_spec *s, const cg_isa *isa) {
 }
 
 /* One block: `rows` output rows from C variable oh by `u` vectors from ow,
- * the last vector holding `last` outputs (a masked store when < W). */
+ * the last vector holding `last` outputs (a masked store when < W; -1: the
+ * run-time count lastc). */
 static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int rows, int u, int last) {
   int w = o->isa->w;
   int64_t SH = s->stride[0], SW = s->stride[1];
+  char ow[32], nl[16]; /* the plane's width, the last vector's lanes */
+  snprintf(ow, sizeof ow, g->rt ? "ow_" : "%ldL", (long)g->ow);
+  snprintf(nl, sizeof nl, last < 0 ? "lastc" : "%d", last);
   cg_emit(o, "      {\n");
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d = $P_zero();\n", i, j);
   for (int kh = 0; kh < s->kh; kh++)
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t cw = kw * s->dil[1];
-      cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
-              (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      cg_emit_tap_row(o, g->rt, SH, kh * s->dil[0], cw, SW, g->rs, g->wq);
       for (int i = 0; i < rows; i++)
-        for (int j = 0; j < u; j++)
-          cg_emit(o, "          a%d_%d = $P_fma($P_ld(r + %ldL), w%d, a%d_%d);\n", i, j, (long)(i * SH * g->rs + j * w),
-                  (int)(kh * s->kw + kw), i, j);
+        for (int j = 0; j < u; j++) {
+          char off[64];
+          cg_tap_off(off, sizeof off, g->rt, i * SH, j * w, g->rs);
+          cg_emit(o, "          a%d_%d = $P_fma($P_ld(r + %s), w%d, a%d_%d);\n", i, j, off, (int)(kh * s->kw + kw), i, j);
+        }
       cg_emit(o, "        }\n");
     }
   const char *ys = cg_vsuffix(s->y_dtype);
@@ -86,21 +95,21 @@ static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int 
     for (int j = 0; j < u; j++) {
       char x[32];
       snprintf(x, sizeof x, "a%d_%d", i, j);
-      int nj = j == u - 1 ? last : w;
-      cg_emit(o, "        { long at = (oh + %d) * %ldL + ow + %d;\n", i, (long)g->ow, j * w);
+      bool full = j < u - 1 || last == w;
+      cg_emit(o, "        { long at = (oh + %d) * %s + ow + %d;\n", i, ow, j * w);
       for (int e = 0; e < s->n_epi; e++) {
         const cgen_epi *ep = &s->epi[e];
         if (ep->kind == CGEN_EPI_RESIDUAL) {
           const char *sx = cg_vsuffix(ep->dtype);
           const char *op = ep->mul ? "*" : "+";
-          if (nj == w) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
-          else cg_emit(o, "          %s = %s %s $P_ldn%s(res%d + at, %d);\n", x, x, op, sx, e, nj);
+          if (full) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
+          else cg_emit(o, "          %s = %s %s $P_ldn%s(res%d + at, %s);\n", x, x, op, sx, e, nl);
         } else {
           cg_emit_epi_common(o, ep, e, "c", x);
         }
       }
-      if (nj == w) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
-      else cg_emit(o, "          $P_stn%s(y + at, %s, %d); }\n", ys, x, nj);
+      if (full) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
+      else cg_emit(o, "          $P_stn%s(y + at, %s, %s); }\n", ys, x, nl);
     }
   cg_emit(o, "      }\n");
 }
@@ -122,16 +131,191 @@ static void emit_row_blocks(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   }
 }
 
+/* Channel c's taps (C variable c), as broadcasts w0 .. w<kh*kw - 1>. */
+static void emit_taps(cg_out *o, const cgen_conv_spec *s) {
+  tiny_dtype wdt = s->prepack_w ? TINY_FP32 : s->w_dtype;
+  long khw = (long)(s->kh * s->kw);
+  char buf[256], idx[96];
+  for (int t = 0; t < khw; t++) {
+    snprintf(idx, sizeof idx, "c * %ldL + %d", khw, t);
+    cg_scalar_ld(o, buf, sizeof buf, wdt, "cx->A", idx);
+    cg_emit(o, "  const $P_v w%d = $P_set1(%s);\n", t, buf);
+  }
+}
+
+/* With prepack_w: the weights converted to fp32 once (fn_pack_a). */
+static void emit_pack(cg_out *o, const cgen_conv_spec *s) {
+  if (!s->prepack_w) return;
+  long n = (long)(s->c * s->kh * s->kw);
+  char ldw[200];
+  cg_scalar_ld(o, ldw, sizeof ldw, s->w_dtype, "A", "i");
+  cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", n * 4);
+  cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n  (void)pool;\n");
+  cg_emit(o, "  for (long i = 0; i < %ldL; i++) ((float *)Ap)[i] = %s;\n  return 0;\n}\n", n, ldw);
+}
+
+/* ---- sizes read at run time (n_expr, h_expr, w_expr) ---------------------- */
+/* The depthwise block for cg_emit_plane_rt: k is a dw_blk. */
+typedef struct dw_blk {
+  const cgen_conv_spec *s;
+  const dw_geo *g;
+} dw_blk;
+
+static void dw_block(cg_out *o, const void *k, int rows, int u, int last) {
+  const dw_blk *b = k;
+  emit_block(o, b->s, b->g, rows, u, last);
+}
+
+/* The columns [lo, hi) of phase f (C variable f) that hold input columns,
+ * for this run's width w and phase row wq (C variables). */
+static void emit_phase_bounds(cg_out *o, const cgen_conv_spec *s) {
+  long st = (long)s->stride[1], pl = (long)s->pad[1];
+  cg_emit(o, "      long lo = %ldL - f > 0 ? (%ldL - f + %ldL) / %ldL : 0, hi = (%ldL + w - f + %ldL) / %ldL;\n", pl, pl, st - 1,
+          st, pl, st - 1, st);
+  cg_emit(o, "      if (hi > wq) hi = wq;\n      if (lo > hi) lo = hi;\n");
+}
+
+/* One plane's input rows into the padded scratch xp of this run (the
+ * zeros around them the task wrote): stride 1 by vectors, stride 2 by
+ * vector pairs split into the phases, the tails masked (the pool's bounds,
+ * cg_emit_*_consts_rt); other strides column by column. */
+static void emit_data_rt(cg_out *o, const cgen_conv_spec *s) {
+  int w = o->isa->w;
+  long st = (long)s->stride[1], pl = (long)s->pad[1], pt = (long)s->pad[0];
+  const char *xs = cg_vsuffix(s->x_dtype), *xt = cg_ctype(s->x_dtype);
+  bool vec = (st == 1 || st == 2) && w > 1;
+  if (vec && st == 2) cg_emit_pair_consts_rt(o, pl);
+  else if (vec) cg_emit_unit_consts_rt(o, pl);
+  if (vec) cg_emit(o, "  (void)full; (void)nw; (void)ie;\n");
+  cg_emit(o, "  long r1 = %ldL + h < hp ? %ldL + h : hp;\n", pt, pt);
+  cg_emit(o, "  for (long r = %ldL; r < r1; r++) {\n    float *d = xp + r * rs;\n", pt);
+  cg_emit(o, "    const %s *xr = x + (r - %ldL) * w;\n", xt, pt);
+  if (vec && st == 1) {
+    cg_emit(o, "    for (long i = lo; i < im; i += %d) $P_st(d + i, $P_ld%s(xr + i - %ldL));\n", w, xs, pl);
+    cg_emit(o, "    if (tail) $P_stn(d + im, $P_ldn%s(xr + im - %ldL, nt), nt);\n  }\n", xs, pl);
+    return;
+  }
+  if (vec) {
+    if (pl % 2) { /* phase 1's index v0 - 1 is column 0 */
+      char ld[300];
+      cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", "0");
+      cg_emit(o, "    if (%ldL < h1) d[wq + %ldL] = %s;\n", (pl - 1) / 2, (pl - 1) / 2, ld);
+    }
+    cg_emit(o, "    for (long i = v0; i < im; i += %d) {\n", w);
+    cg_emit(o, "      const %s *p = xr + 2 * i - %ldL;\n", xt, pl);
+    cg_emit(o, "      $P_v a = $P_ld%s(p), b = $P_ld%s(p + %d), ev, od;\n      $P_dei2(a, b, &ev, &od);\n", xs, xs, w);
+    cg_emit(o, "      $P_st(d + i, ev);\n      $P_st(d + wq + i, od);\n    }\n");
+    cg_emit(o, "    if (tail) {\n      $P_v a = $P_ldn%s(xr + c0, na), b = $P_ldn%s(xr + c0 + %d, nb), ev, od;\n", xs, xs, w);
+    cg_emit(o, "      $P_dei2(a, b, &ev, &od);\n      $P_stn(d + im, ev, ne);\n      $P_stn(d + wq + im, od, no);\n    }\n  }\n");
+    return;
+  }
+  char idx[96], ld[300];
+  snprintf(idx, sizeof idx, "i * %ldL + f - %ldL", st, pl);
+  cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", idx);
+  cg_emit(o, "    for (long f = 0; f < %ldL; f++, d += wq) {\n", st);
+  emit_phase_bounds(o, s);
+  cg_emit(o, "      for (long i = lo; i < hi; i++) d[i] = %s;\n    }\n  }\n", ld);
+}
+
+/* The zeros of this run's padded plane, written once a task: the rows
+ * above and below the input, and in each of its rows every phase's columns
+ * outside the input's.  The plane keeps the upper corner's (g) row step rs
+ * and phase row wq at every binding (a run's rows are as wide or narrower),
+ * so that every tap's offset is a constant. */
+static void emit_fill_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g) {
+  long pt = (long)s->pad[0];
+  cg_emit(o, "  long h = cx->h, w = cx->w, hp = cx->hp;\n  const long wq = %ldL, rs = %ldL;\n", (long)g->wq, (long)g->rs);
+  cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n");
+  cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n");
+  cg_emit(o, "    if (r < %ldL || r >= %ldL + h) { memset(d, 0, sizeof(float) * (size_t)rs); continue; }\n", pt, pt);
+  cg_emit(o, "    for (long f = 0; f < %ldL; f++, d += wq) {\n", (long)s->stride[1]);
+  emit_phase_bounds(o, s);
+  cg_emit(o, "      for (long i = 0; i < lo; i++) d[i] = 0.0f;\n      for (long i = hi; i < wq; i++) d[i] = 0.0f;\n    }\n  }\n");
+}
+
+/* The output plane of this run in blocks shaped for its width, as a
+ * specialised plane's (geometry()): rows of one vector in blocks of one
+ * vector by as many rows as there are accumulators, rows of two in blocks
+ * of two by half as many, wider rows in the upper corner's (g). */
+static void emit_plane_rt_any(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int nacc) {
+  dw_blk b = {s, g};
+  int w = o->isa->w;
+  if (g->vecs == 1) {
+    cg_emit_plane_rt(o, g->rows, 1, dw_block, &b);
+    return;
+  }
+  cg_emit(o, "  if (ow_ <= %d) {\n", w);
+  cg_emit_plane_rt(o, nacc, 1, dw_block, &b);
+  if (g->vecs > 2 && nacc >= 4) {
+    cg_emit(o, "  } else if (ow_ <= %d) {\n", 2 * w);
+    cg_emit_plane_rt(o, nacc / 2, 2, dw_block, &b);
+  }
+  cg_emit(o, "  } else {\n");
+  cg_emit_plane_rt(o, g->rows, g->vecs, dw_block, &b);
+  cg_emit(o, "  }\n");
+}
+
+/* The entry point with sizes read at run time: this run's geometry into
+ * the context (cx), the scratch of the upper corner's (g). */
+static void emit_run_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g) {
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
+  char hp[48]; /* every padded row */
+  snprintf(hp, sizeof hp, "cx.h + %ldL", (long)(s->pad[0] + s->pad[2]));
+  cg_emit_rt_window(o, &k, hp);
+  cg_emit(o, "  cx.np = n * %ldL;\n", (long)s->c);
+  cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1; /* one fill on a thread alone */\n");
+  cg_emit(o, "  if (cx.ntasks > cx.np) cx.ntasks = cx.np;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g->hp * g->rs * 4));
+  cg_emit(o, "  hprt_pool_run(pool, (int)cx.ntasks, $P_task, &cx);\n");
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
+/* The variant with sizes read at run time: per task the zeros of this
+ * run's padded plane, per plane its input rows, the taps, the output in
+ * blocks with the rest of rows and planes behind switches. */
+static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int nacc) {
+  long C = (long)s->c;
+  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  cg_emit(o, "static $T void $P_chan(const $F_ctx *cx, float *xp, long pi) {\n");
+  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow, hp = cx->hp, c = pi %% %ldL;\n", C);
+  cg_emit(o, "  const long wq = %ldL, rs = %ldL; /* the upper corner's plane layout: taps at constant offsets */\n", (long)g->wq,
+          (long)g->rs);
+  cg_emit(o, "  const %s *x = (const %s *)cx->B + pi * h * w;\n", xt, xt);
+  emit_data_rt(o, s);
+  emit_taps(o, s);
+  cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
+  cg_emit(o, "  %s *y = (%s *)cx->C + pi * oh_ * ow_;\n", yt, yt);
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + pi * oh_ * ow_;\n", cg_ctype(s->epi[i].dtype), i,
+              cg_ctype(s->epi[i].dtype), i);
+  emit_plane_rt_any(o, s, g, nacc);
+  cg_emit(o, "}\n");
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  emit_fill_rt(o, s, g);
+  cg_emit(o, "  (void)h; (void)w;\n");
+  cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++) $P_chan(cx, xp, pi);\n}\n");
+  emit_run_rt(o, s, g);
+}
+
 static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   int w = o->isa->w;
   dw_geo g;
   geometry(s, w, n_acc(s, o->isa), &g);
-  int64_t C = s->c, H = s->h, W = s->w, KH = s->kh, KW = s->kw, plane = g.oh * g.ow;
+  int64_t C = s->c, H = s->h, W = s->w, plane = g.oh * g.ow;
+  bool rt = s->n_expr || s->h_expr || s->w_expr;
   const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
-  tiny_dtype wdt = s->prepack_w ? TINY_FP32 : s->w_dtype;
-  char buf[256], idx[96];
   cg_emit_isa_helpers(o);
   if (s->stride[1] == 2) cg_emit_dei2(o);
+  if (rt) {
+    g.rt = true;
+    emit_variant_rt(o, s, &g, n_acc(s, o->isa));
+    emit_pack(o, s);
+    if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+    return;
+  }
   /* one channel: its input rows over the padding the task wrote (only the
    * rows and columns the input covers), then the output plane */
   int64_t r0 = s->pad[0] < g.hp ? s->pad[0] : g.hp, r1 = s->pad[0] + H < g.hp ? s->pad[0] + H : g.hp;
@@ -143,11 +327,7 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   cg_emit_plane_row(o, &pr, "0.0f", false, CG_ROW_DATA);
   cg_emit(o, "  }\n");
   /* the channel's taps, as broadcasts */
-  for (int t = 0; t < KH * KW; t++) {
-    snprintf(idx, sizeof idx, "c * %ldL + %d", (long)(KH * KW), t);
-    cg_scalar_ld(o, buf, sizeof buf, wdt, "cx->A", idx);
-    cg_emit(o, "  const $P_v w%d = $P_set1(%s);\n", t, buf);
-  }
+  emit_taps(o, s);
   /* the epilogue steps name their tensors tt->ep[i] (cg_emit_epi_common) */
   cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
   cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, (long)C, (long)plane);
@@ -180,13 +360,7 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   cg_emit(o, "  }\n");
   cg_emit(o, "  for (long pi = %ldL * task / cx->ntasks; pi < %ldL * (task + 1) / cx->ntasks; pi++)\n", np, np);
   cg_emit(o, "    $P_chan(cx, xp, pi / %ldL, pi %% %ldL);\n}\n", (long)C, (long)C);
-  if (s->prepack_w) {
-    char ldw[200];
-    cg_scalar_ld(o, ldw, sizeof ldw, s->w_dtype, "A", "i");
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)(C * KH * KW * 4));
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n  (void)pool;\n");
-    cg_emit(o, "  for (long i = 0; i < %ldL; i++) ((float *)Ap)[i] = %s;\n  return 0;\n}\n", (long)(C * KH * KW), ldw);
-  }
+  emit_pack(o, s);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1; /* one fill on a thread alone */\n");
@@ -217,7 +391,8 @@ harp_status cg_dwconv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
           (long)s->c, (long)s->h, (long)s->w, (long)s->kh, (long)s->kw, tiny_dtype_name(s->x_dtype),
           tiny_dtype_name(s->w_dtype), tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; long ntasks; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const void *A, *B; void *C; const void *const *ep; hprt_scratch sc; long ntasks;%s } $F_ctx;\n",
+          s->n_expr || s->h_expr || s->w_expr ? " long np, h, w, oh, ow, hp, wq, rs;" : "");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));

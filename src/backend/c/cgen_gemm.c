@@ -926,6 +926,11 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
   return cg_dconv_plan(s, why);
 }
 
+bool cgen_conv_rt_ok(const cgen_conv_spec *s, const char **why) {
+  if (cg_dw_applies(s)) return *why = "sizes read at run time: the depthwise kernel", true;
+  return cg_dconv_rt_ok(s, why);
+}
+
 harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut_str *out) {
   if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_conv: NULL argument");
   int64_t oh, ow;
@@ -942,7 +947,7 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   const char *why;
   if (conv_wino(s) && !cgen_conv_wino_ok(s, &why))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd asked for, but %s", why);
-  if ((s->n_expr || s->h_expr || s->w_expr) && !cg_dconv_rt_ok(s, &why))
+  if ((s->n_expr || s->h_expr || s->w_expr) && !cgen_conv_rt_ok(s, &why))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: sizes at run time, but %s", why);
   if (cg_dw_applies(s)) return cg_dwconv(e, s, fn, out);
   cg_mm p;

@@ -135,6 +135,39 @@ typedef struct cg_plane_row {
 enum { CG_ROW_FILL = 1, CG_ROW_DATA = 2, CG_ROW_ALL = 3 };
 void cg_emit_plane_row(cg_out *o, const cg_plane_row *r, const char *fv, bool chk, int parts);
 void cg_emit_dei2(cg_out *o);
+/* Sizes read at run time (cgen_pool.c), shared with the depthwise conv.  A
+ * block emitter: `rows` output rows from C variable oh by u vectors from
+ * ow, the last vector's `last` lanes (-1: the C variable lastc).
+ * cg_emit_plane_rt emits the output plane of a run of oh_ x ow_ (C
+ * variables): blocks of rows x vecs vectors while they fit, the rest of a
+ * row and of the plane behind switches.  cg_emit_pair_consts_rt and
+ * cg_emit_unit_consts_rt emit the bounds every row of a stride-2 / stride-1
+ * plane copy shares (the C variables w, the input's width, and wq, a phase
+ * row, in scope; pl the left pad), as the pool's copy uses them. */
+typedef void (*cg_block_fn)(cg_out *o, const void *k, int rows, int u, int last);
+/* The window kernel's (pool, depthwise conv) sizes of this run into its
+ * context cx (fields h, w, oh, ow, hp, wq, rs) and the C variable n: the
+ * batch, height and width from their expressions (NULL: the constant, the
+ * upper corner's), return -1 outside 1..upper or where the window does not
+ * fit, the output size, hp (the C text hp, of cx.oh / cx.h) and the phase
+ * rows of the plane as the kernel's geometry makes them. */
+typedef struct cg_rt_window {
+  const char *n_expr, *h_expr, *w_expr;
+  int64_t n, h, w, kh, kw;
+  const int64_t *stride, *pad, *dil;
+} cg_rt_window;
+void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp);
+/* A block's tap (kh, kw) of the phase-split plane xp: cg_emit_tap_row opens
+ * "{ const float *r = " the row of padded row oh * sh + rh, padded column
+ * ow + cw (its phase cw % sw); cg_tap_off the offset from r of the block's
+ * vector `rows` padded rows and `cols` columns on.  rt: the plane's row
+ * step rs and phase row wq are the C variables of those names, else the
+ * constants given. */
+void cg_emit_tap_row(cg_out *o, bool rt, int64_t sh, int64_t rh, int64_t cw, int64_t sw, int64_t rs, int64_t wq);
+void cg_tap_off(char *buf, size_t cap, bool rt, int64_t rows, int64_t cols, int64_t rs);
+void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k);
+void cg_emit_pair_consts_rt(cg_out *o, long pl);
+void cg_emit_unit_consts_rt(cg_out *o, long pl);
 
 /* Depthwise convolution (cgen_dwconv.c): groups == input == output channels. */
 bool cg_dw_applies(const cgen_conv_spec *s);

@@ -101,6 +101,28 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
   else cg_emit(o, "    $P_st%s(y + i + %d, v%d_%d);\n", sy, off, s->nops - 1, u);
 }
 
+/* Whether any of s's row length, outer sizes, strides or offsets is read at
+ * run time: the task then reads them from the context (cx->cols,
+ * cx->outer[d], cx->ost[k][d], cx->yost[d], cx->ioff[k], cx->yoff), which the
+ * entry point fills. */
+static bool map_rt(const cgen_map_spec *s) {
+  bool rt = s->cols_expr || s->y_offset_expr;
+  for (int k = 0; k < s->nin; k++) rt |= s->in[k].offset_expr != NULL;
+  for (int d = 0; d < s->nouter; d++) {
+    rt |= s->outer_expr[d] || s->y_ostride_expr[d];
+    for (int k = 0; k < s->nin; k++) rt |= s->in[k].ostride_expr[d] != NULL;
+  }
+  return rt;
+}
+
+/* A size of the task's row walk as C text: the constant v, or (rt) the
+ * context's field f. */
+static const char *walk_size(char *buf, size_t cap, bool rt, const char *f, int64_t v) {
+  if (rt) snprintf(buf, cap, "cx->%s", f);
+  else snprintf(buf, cap, "%lldL", (long long)v);
+  return buf;
+}
+
 static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   int w = o->isa->w;
   const char *yt = cg_ctype(s->y_dtype);
@@ -138,10 +160,14 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   long cols = (long)s->cols;
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
   cg_emit(o, "  long a = (long)task * cx->chunk, b = a + cx->chunk;\n  if (b > cx->total) b = cx->total;\n");
-  for (int k = 0; k < s->nin; k++)
-    cg_emit(o, "  const %s *p%d = (const %s *)cx->in[%d] + %lldL;\n", cg_ctype(s->in[k].dtype), k,
-            cg_ctype(s->in[k].dtype), k, (long long)s->in[k].offset);
-  if (s->y_strided) cg_emit(o, "  %s *y = (%s *)cx->y + %lldL;\n", yt, yt, (long long)s->y_offset);
+  char sz[48], f[32];
+  bool rt = map_rt(s);
+  for (int k = 0; k < s->nin; k++) {
+    snprintf(f, sizeof f, "ioff[%d]", k);
+    cg_emit(o, "  const %s *p%d = (const %s *)cx->in[%d] + %s;\n", cg_ctype(s->in[k].dtype), k, cg_ctype(s->in[k].dtype), k,
+            walk_size(sz, sizeof sz, rt, f, s->in[k].offset));
+  }
+  if (s->y_strided) cg_emit(o, "  %s *y = (%s *)cx->y + %s;\n", yt, yt, walk_size(sz, sizeof sz, rt, "yoff", s->y_offset));
   else cg_emit(o, "  %s *y = (%s *)cx->y;\n", yt, yt);
   if (s->nouter == 0) {
     cg_emit(o, "  $P_seg(");
@@ -149,22 +175,32 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
     cg_emit(o, "y + a, b - a);\n}\n");
     return;
   }
-  cg_emit(o, "  long r = a / %ldL, j = a - r * %ldL;\n", cols, cols);
-  cg_emit(o, "  while (a < b) {\n    long n = %ldL - j < b - a ? %ldL - j : b - a;\n", cols, cols);
+  if (rt) cg_emit(o, "  long r = a / cx->cols, j = a - r * cx->cols;\n");
+  else cg_emit(o, "  long r = a / %ldL, j = a - r * %ldL;\n", cols, cols);
+  walk_size(sz, sizeof sz, rt, "cols", cols);
+  cg_emit(o, "  while (a < b) {\n    long n = %s - j < b - a ? %s - j : b - a;\n", sz, sz);
   /* the row's coordinates over the outer dimensions, innermost last */
   cg_emit(o, "    long q = r;\n");
-  for (int d = s->nouter - 1; d >= 1; d--)
-    cg_emit(o, "    long i%d = q %% %lldL; q /= %lldL;\n", d, (long long)s->outer[d], (long long)s->outer[d]);
+  for (int d = s->nouter - 1; d >= 1; d--) {
+    snprintf(f, sizeof f, "outer[%d]", d);
+    walk_size(sz, sizeof sz, rt, f, s->outer[d]);
+    cg_emit(o, "    long i%d = q %% %s; q /= %s;\n", d, sz, sz);
+  }
   cg_emit(o, "    long i0 = q;\n");
   for (int k = 0; k < s->nin; k++) {
     cg_emit(o, "    long o%d = %s", k, s->in[k].bcast ? "0" : "j");
-    for (int d = 0; d < s->nouter; d++)
-      if (s->in[k].ostride[d]) cg_emit(o, " + i%d * %lldL", d, (long long)s->in[k].ostride[d]);
+    for (int d = 0; d < s->nouter; d++) {
+      snprintf(f, sizeof f, "ost[%d][%d]", k, d);
+      if (s->in[k].ostride[d]) cg_emit(o, " + i%d * %s", d, walk_size(sz, sizeof sz, rt, f, s->in[k].ostride[d]));
+    }
     cg_emit(o, ";\n");
   }
   if (s->y_strided) { /* a piece of y: its rows apart */
     cg_emit(o, "    long oy = j");
-    for (int d = 0; d < s->nouter; d++) cg_emit(o, " + i%d * %lldL", d, (long long)s->y_ostride[d]);
+    for (int d = 0; d < s->nouter; d++) {
+      snprintf(f, sizeof f, "yost[%d]", d);
+      cg_emit(o, " + i%d * %s", d, walk_size(sz, sizeof sz, rt, f, s->y_ostride[d]));
+    }
     cg_emit(o, ";\n");
   }
   cg_emit(o, "    $P_seg(");
@@ -173,10 +209,42 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   cg_emit(o, "    a += n; r++; j = 0;\n  }\n}\n");
 }
 
+/* The row walk's sizes of this run into the context (map_rt), each an
+ * expression or its constant; the point count their product unless
+ * total_expr gives it. */
+static void emit_walk_sizes(cg_out *o, const cgen_map_spec *s) {
+  cg_emit(o, "  cx.cols = %s", s->cols_expr ? s->cols_expr : "");
+  if (!s->cols_expr) cg_emit(o, "%lldL", (long long)s->cols);
+  cg_emit(o, ";\n");
+  for (int k = 0; k < s->nin; k++) {
+    if (s->in[k].offset_expr) cg_emit(o, "  cx.ioff[%d] = %s;\n", k, s->in[k].offset_expr);
+    else cg_emit(o, "  cx.ioff[%d] = %lldL;\n", k, (long long)s->in[k].offset);
+  }
+  if (s->y_strided && s->y_offset_expr) cg_emit(o, "  cx.yoff = %s;\n", s->y_offset_expr);
+  else if (s->y_strided) cg_emit(o, "  cx.yoff = %lldL;\n", (long long)s->y_offset);
+  for (int d = 0; d < s->nouter; d++) {
+    if (s->outer_expr[d]) cg_emit(o, "  cx.outer[%d] = %s;\n", d, s->outer_expr[d]);
+    else cg_emit(o, "  cx.outer[%d] = %lldL;\n", d, (long long)s->outer[d]);
+    for (int k = 0; k < s->nin; k++) {
+      if (s->in[k].ostride_expr[d]) cg_emit(o, "  cx.ost[%d][%d] = %s;\n", k, d, s->in[k].ostride_expr[d]);
+      else cg_emit(o, "  cx.ost[%d][%d] = %lldL;\n", k, d, (long long)s->in[k].ostride[d]);
+    }
+    if (!s->y_strided) continue;
+    if (s->y_ostride_expr[d]) cg_emit(o, "  cx.yost[%d] = %s;\n", d, s->y_ostride_expr[d]);
+    else cg_emit(o, "  cx.yost[%d] = %lldL;\n", d, (long long)s->y_ostride[d]);
+  }
+  if (s->total_expr) return;
+  cg_emit(o, "  cx.total = cx.cols");
+  for (int d = 0; d < s->nouter; d++) cg_emit(o, " * cx.outer[%d]", d);
+  cg_emit(o, ";\n");
+}
+
 static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *const *in, void *y) {\n  $F_ctx cx;\n");
   if (s->total_expr) cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %s;\n", s->total_expr);
+  else if (map_rt(s)) cg_emit(o, "  cx.in = in; cx.y = y;\n");
   else cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %lldL;\n", (long long)total);
+  if (map_rt(s)) emit_walk_sizes(o, s);
   /* chunks of whole 64-element blocks, a few per thread (noisy cores) */
   cg_emit(o, "  long nt = pool ? hprt_pool_size(pool) * 4 : 1;\n");
   cg_emit(o, "  cx.chunk = (cx.total + nt - 1) / nt;\n  cx.chunk = (cx.chunk + 63) / 64 * 64;\n"
@@ -235,7 +303,12 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
   }
   cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
-  cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk; } $F_ctx;\n");
+  if (map_rt(s))
+    cg_emit(&o,
+            "typedef struct { const void *const *in; void *y; long total, chunk, cols, outer[%d], ost[%d][%d], yost[%d], ioff[%d], yoff; } "
+            "$F_ctx;\n",
+            CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN);
+  else cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk; } $F_ctx;\n");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));

@@ -79,6 +79,20 @@ static void fconst(char *buf, size_t cap, double v) {
   else snprintf(buf, cap, "%#.9gf", v);
 }
 
+void cg_emit_tap_row(cg_out *o, bool rt, int64_t sh, int64_t rh, int64_t cw, int64_t sw, int64_t rs, int64_t wq) {
+  if (rt)
+    cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * rs + ow + %ldL * wq + %ldL;\n", (long)sh, (long)rh,
+            (long)(cw % sw), (long)(cw / sw));
+  else
+    cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)sh, (long)rh, (long)rs,
+            (long)((cw % sw) * wq + cw / sw));
+}
+
+void cg_tap_off(char *buf, size_t cap, bool rt, int64_t rows, int64_t cols, int64_t rs) {
+  if (rt) snprintf(buf, cap, "%ld * rs + %ldL", (long)rows, (long)cols);
+  else snprintf(buf, cap, "%ldL", (long)(rows * rs + cols));
+}
+
 /* How a tap combines into accumulator a: 0 sum, 1 max, 2 max keeping NaN. */
 enum { OP_SUM, OP_MAX, OP_MAXN };
 
@@ -99,17 +113,11 @@ static void emit_block(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int 
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t cw = kw * s->dil[1];
       bool first = kh == 0 && kw == 0;
-      if (g->rt)
-        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * rs + ow + %ldL * wq + %ldL;\n", (long)SH,
-                (long)(kh * s->dil[0]), (long)(cw % SW), (long)(cw / SW));
-      else
-        cg_emit(o, "        { const float *r = xp + (oh * %ldL + %ldL) * %ldL + ow + %ldL;\n", (long)SH, (long)(kh * s->dil[0]),
-                (long)g->rs, (long)((cw % SW) * g->wq + cw / SW));
+      cg_emit_tap_row(o, g->rt, SH, kh * s->dil[0], cw, SW, g->rs, g->wq);
       for (int i = 0; i < rows; i++)
         for (int j = 0; j < u; j++) {
           char off[64];
-          if (g->rt) snprintf(off, sizeof off, "%ld * rs + %ldL", (long)(i * SH), (long)(j * w));
-          else snprintf(off, sizeof off, "%ldL", (long)(i * SH * g->rs + j * w));
+          cg_tap_off(off, sizeof off, g->rt, i * SH, j * w, g->rs);
           if (first) cg_emit(o, "          a%d_%d = $P_ld(r + %s);\n", i, j, off);
           else if (op == OP_SUM) cg_emit(o, "          a%d_%d = a%d_%d + $P_ld(r + %s);\n", i, j, i, j, off);
           else if (op == OP_MAX) cg_emit(o, "          a%d_%d = $P_max($P_ld(r + %s), a%d_%d);\n", i, j, off, i, j);
@@ -283,36 +291,53 @@ static void emit_helpers(cg_out *o, const cgen_pool_spec *s) {
 }
 
 /* ---- sizes read at run time (n_expr, h_expr, w_expr) ---------------------- */
-/* `rows` output rows from oh: blocks of g->vecs vectors while they fit
- * this run's width ow_, then the rest of the row (1 .. vecs vectors, the
- * last one's lastc lanes) behind a switch. */
-static void emit_row_blocks_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int rows, int op) {
+/* `rows` output rows from oh: blocks of `vecs` vectors while they fit this
+ * run's width ow_, then the rest of the row (1 .. vecs vectors, the last
+ * one's lastc lanes) behind a switch; blk emits each block. */
+static void emit_row_blocks_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k) {
   int w = o->isa->w;
-  long step = (long)g->vecs * w;
+  long step = (long)vecs * w;
   cg_emit(o, "    long ow = 0;\n    for (; ow + %ld <= ow_; ow += %ld)\n", step, step);
-  emit_block(o, s, g, rows, g->vecs, w, op);
+  blk(o, k, rows, vecs, w);
   cg_emit(o, "    if (ow < ow_) {\n      long rem = ow_ - ow;\n      int lastc = (int)(rem - (rem - 1) / %d * %d);\n", w, w);
   cg_emit(o, "      (void)lastc;\n      switch ((rem + %d) / %d) {\n", w - 1, w);
-  for (int u = 1; u <= g->vecs; u++) {
+  for (int u = 1; u <= vecs; u++) {
     cg_emit(o, "      case %d:\n", u);
-    emit_block(o, s, g, rows, u, -1, op);
+    blk(o, k, rows, u, -1);
     cg_emit(o, "      break;\n");
   }
   cg_emit(o, "      default: break;\n      }\n    }\n");
 }
 
-/* The output plane of this run: blocks of g->rows rows while they fit
- * oh_, then the rest (1 .. rows - 1 rows) behind a switch. */
-static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
-  cg_emit(o, "  long oh = 0;\n  for (; oh + %d <= oh_; oh += %d) {\n", g->rows, g->rows);
-  emit_row_blocks_rt(o, s, g, g->rows, op);
+void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k) {
+  cg_emit(o, "  long oh = 0;\n  for (; oh + %d <= oh_; oh += %d) {\n", rows, rows);
+  emit_row_blocks_rt(o, rows, vecs, blk, k);
   cg_emit(o, "  }\n  switch (oh_ - oh) {\n");
-  for (int r = 1; r < g->rows; r++) {
+  for (int r = 1; r < rows; r++) {
     cg_emit(o, "  case %d: {\n", r);
-    emit_row_blocks_rt(o, s, g, r, op);
+    emit_row_blocks_rt(o, r, vecs, blk, k);
     cg_emit(o, "  } break;\n");
   }
   cg_emit(o, "  default: break;\n  }\n");
+}
+
+/* The pool's block for cg_emit_plane_rt: k is a pool_blk. */
+typedef struct pool_blk {
+  const cgen_pool_spec *s;
+  const pl_geo *g;
+  int op;
+} pool_blk;
+
+static void pool_block(cg_out *o, const void *k, int rows, int u, int last) {
+  const pool_blk *b = k;
+  emit_block(o, b->s, b->g, rows, u, last, b->op);
+}
+
+/* The output plane of this run: blocks of g->rows rows while they fit
+ * oh_, then the rest (1 .. rows - 1 rows) behind a switch. */
+static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
+  pool_blk b = {s, g, op};
+  cg_emit_plane_rt(o, g->rows, g->vecs, pool_block, &b);
 }
 
 /* Stride 2 of the plane copy of this run, what every row shares (emitted
@@ -322,9 +347,8 @@ static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, i
  * column c0; lanes past the data the pad value), the rest of both phases
  * the pad value from ie.  The masks' counts are the same for every row, so
  * the C compiler makes the masks once. */
-static void emit_pair_consts_rt(cg_out *o, const cgen_pool_spec *s) {
+void cg_emit_pair_consts_rt(cg_out *o, long pl) {
   int w = o->isa->w;
-  long pl = (long)s->pad[1];
   cg_emit(o, "  long h0 = (%ldL + w + 1) / 2, h1 = (%ldL + w) / 2, v0 = %ldL, v1 = (%ldL + w) / 2;\n", pl, pl, (pl + 1) / 2, pl);
   cg_emit(o, "  if (h0 > wq) h0 = wq;\n  if (h1 > wq) h1 = wq;\n  if (v0 > wq) v0 = wq;\n  if (v1 > wq) v1 = wq;\n");
   cg_emit(o, "  long im = v0 + (v1 > v0 ? (v1 - v0) / %d * %d : 0), c0 = 2 * im - %ldL;\n", w, w, pl);
@@ -334,7 +358,7 @@ static void emit_pair_consts_rt(cg_out *o, const cgen_pool_spec *s) {
 }
 
 /* Stride 2 of the plane copy of this run, one row: input row xr into d and
- * d + wq (the phases), with emit_pair_consts_rt's bounds; a max notes NaN
+ * d + wq (the phases), with cg_emit_pair_consts_rt's bounds; a max notes NaN
  * (chk). */
 static void emit_pair_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
   int w = o->isa->w;
@@ -382,9 +406,8 @@ static void emit_plane_rt_any(cg_out *o, const cgen_pool_spec *s, const pl_geo *
  * emit_copy_rt's row loop): the data at [lo, hi), whole vectors to im,
  * then at most one masked vector (nt lanes of data, the rest the pad
  * value), the pad value from ie. */
-static void emit_unit_consts_rt(cg_out *o, const cgen_pool_spec *s) {
+void cg_emit_unit_consts_rt(cg_out *o, long pl) {
   int w = o->isa->w;
-  long pl = (long)s->pad[1];
   cg_emit(o, "  long lo = %ldL, hi = %ldL + w;\n  if (hi > wq) hi = wq;\n  if (lo > hi) lo = hi;\n", pl, pl);
   cg_emit(o, "  long im = lo + (hi - lo) / %d * %d;\n  int tail = im < hi, full = im + %d <= wq, nt = (int)(hi - im), nw = (int)(wq - im);\n",
           w, w, w);
@@ -392,7 +415,7 @@ static void emit_unit_consts_rt(cg_out *o, const cgen_pool_spec *s) {
 }
 
 /* Stride 1 of the plane copy of this run, one row: input row xr into d with
- * emit_unit_consts_rt's bounds; a max notes NaN (chk). */
+ * cg_emit_unit_consts_rt's bounds; a max notes NaN (chk). */
 static void emit_unit_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, bool chk) {
   int w = o->isa->w;
   long pl = (long)s->pad[1];
@@ -415,8 +438,8 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
   snprintf(idx, sizeof idx, "i * %ldL + f - %ldL", st, pl);
   cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", idx);
   bool vec = (st == 1 || st == 2) && w > 1; /* the bounds every row shares made once */
-  if (st == 2 && vec) emit_pair_consts_rt(o, s);
-  else if (vec) emit_unit_consts_rt(o, s);
+  if (st == 2 && vec) cg_emit_pair_consts_rt(o, pl);
+  else if (vec) cg_emit_unit_consts_rt(o, pl);
   cg_emit(o, "  for (long r = 0; r < hp; r++) {\n    float *d = xp + r * rs;\n    long ih = r - %ldL;\n", (long)s->pad[0]);
   cg_emit(o, "    if (ih < 0 || ih >= h) {\n      for (long i = 0; i < rs; i++) d[i] = %s;\n      continue;\n    }\n", fv);
   cg_emit(o, "    const %s *xr = x + ih * w;\n", cg_ctype(s->x_dtype));
@@ -433,6 +456,21 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
   cg_emit(o, "      for (long i = 0; i < lo; i++) d[i] = %s;\n", fv);
   cg_emit(o, "      for (long i = lo; i < hi; i++) { float v_ = %s; d[i] = v_;%s }\n", ld, chk ? " nm |= v_ != v_;" : "");
   cg_emit(o, "      for (long i = hi; i < wq; i++) d[i] = %s;\n    }\n  }\n", fv);
+}
+
+void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%ldL", (long)k->n), snprintf(hx, sizeof hx, "%ldL", (long)k->h), snprintf(wx, sizeof wx, "%ldL", (long)k->w);
+  cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", k->n_expr ? k->n_expr : nx, k->h_expr ? k->h_expr : hx,
+          k->w_expr ? k->w_expr : wx);
+  cg_emit(o, "  if (n < 1 || n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)k->n, (long)k->h,
+          (long)k->w);
+  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
+          (long)(k->pad[0] + k->pad[2] - k->dil[0] * (k->kh - 1) - 1), (long)(k->pad[1] + k->pad[3] - k->dil[1] * (k->kw - 1) - 1));
+  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)k->stride[0], (long)k->stride[1]);
+  cg_emit(o, "  cx.hp = %s;\n", hp);
+  cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", o->isa->w - 1, o->isa->w,
+          o->isa->w, (long)((k->kw - 1) * k->dil[1] / k->stride[1]), (long)k->stride[1]);
 }
 
 /* The variant with sizes read at run time: the plane's geometry of this
@@ -459,19 +497,11 @@ static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g)
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++)\n");
   cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
-  char nx[24], hx[24], wx[24];
-  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *x, void *y) {\n  $F_ctx cx;\n  cx.x = x; cx.y = y;\n");
-  cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
-          s->w_expr ? s->w_expr : wx);
-  cg_emit(o, "  if (n < 1 || n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n, (long)s->h,
-          (long)s->w);
-  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
-          (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
-  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
-  cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
-  cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", o->isa->w - 1, o->isa->w,
-          o->isa->w, (long)((s->kw - 1) * s->dil[1] / s->stride[1]), (long)s->stride[1]);
+  cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
+  char hp[64]; /* the rows the windows read */
+  snprintf(hp, sizeof hp, "(cx.oh - 1) * %ldL + %ldL", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
+  cg_emit_rt_window(o, &k, hp);
   cg_emit(o, "  cx.np = n * %ldL;\n  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > cx.np) cx.ntasks = (int)cx.np;\n",
           (long)s->c);
   cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g->hp * g->rs * 4));

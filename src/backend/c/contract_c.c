@@ -377,6 +377,30 @@ void cc_small_on_caller(ut_str *out, double work) {
   if (work < SMALL_WORK) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
 }
 
+void cc_emit_rt_out_hw(ut_str *out, const cc_rt_geometry *g) {
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%" PRId64 "L", g->n), snprintf(hx, sizeof hx, "%" PRId64 "L", g->h);
+  snprintf(wx, sizeof wx, "%" PRId64 "L", g->w);
+  ut_str_printf(out, "  { long n_ = %s, h_ = %s, w_ = %s;\n", g->n_expr ? g->n_expr : nx, g->h_expr ? g->h_expr : hx,
+                g->w_expr ? g->w_expr : wx);
+  ut_str_printf(out, "    long oh_ = (h_ + %" PRId64 "L) / %" PRId64 "L + 1, ow_ = (w_ + %" PRId64 "L) / %" PRId64 "L + 1;\n", g->eh,
+                g->sh, g->ew, g->sw);
+}
+
+/* A ShapeSet object's conv s (sizes read at run time): SMALL_WORK's choice
+ * at run time from this binding's output pixels times `per_pixel`
+ * multiply-adds (scaled as cc_small_on_caller's caller does); the spec's
+ * sizes are the upper corner's, which would wake the pool for every
+ * binding. */
+static void conv_small_rt(ut_str *out, const cgen_conv_spec *s, double per_pixel) {
+  cc_rt_geometry g = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w,
+                      s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1, s->stride[0],
+                      s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1, s->stride[1]};
+  cc_emit_rt_out_hw(out, &g);
+  ut_str_printf(out, "    if ((double)n_ * oh_ * ow_ * %.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n  }\n",
+                per_pixel, SMALL_WORK);
+}
+
 /* Output pixels of a conv spec. */
 static double conv_pixels(const cgen_conv_spec *s) {
   int64_t oh = 0, ow = 0;
@@ -514,7 +538,8 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   }
   bool q8 = s.prepack_w && cc_emit_q8gemm(c, r, fn, out, gm, true, false, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  cc_small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
+  if (s.n_expr || s.h_expr || s.w_expr) conv_small_rt(out, &s, (double)gm->M * gm->K);
+  else cc_small_on_caller(out, (double)s.n * gm->M * (s.h * s.w) * gm->K);
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, gm->epi, gm->nepi);
   if (s.prepack_w) ut_str_printf(out, "  /* the weight packed by model_init */\n  return %s(pool, bufs[%d]", kfn, K->nreads + K->nwrites);
@@ -744,19 +769,20 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
   /* a ShapeSet object: sizes read at run time with the built-in tuning (as
-   * a GEMM's M), where the direct kernel takes them; else constants (the
-   * model then compiles per binding, this kernel named as the reason) */
+   * a GEMM's M), where the direct or depthwise kernel takes them
+   * (cgen_conv_rt_ok); else constants (the model then compiles per binding,
+   * this kernel named as the reason) */
   char rtx[3][160];
   cgen_conv_spec rs = s;
   const char *rwhy;
   cgen_tuning_default(&rs.tune);
   cc_jit_variant(c, &rs.tune, cc_host_isa_mask());
   rs.tune.conv_algo = conv_algo(c);
-  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_direct(&rs, &rwhy)) {
+  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_rt_ok(&rs, &rwhy)) {
     s = rs;
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
-    if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct kernel's built-in blocking, not the plan");
+    if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
     cc_plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
@@ -788,7 +814,9 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * 0.68 M multiply-adds, 33 us on one core; 576 of 14x14 at stride 2: 0.25 M,
    * 45 us) */
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
-  cc_small_on_caller(out, dw_cost * s.n * cv.oc * conv_pixels(&s) * (cv.c / cv.groups) * cv.kh * cv.kw);
+  double per_pixel = dw_cost * cv.oc * (cv.c / cv.groups) * cv.kh * cv.kw;
+  if (s.n_expr || s.h_expr || s.w_expr) conv_small_rt(out, &s, per_pixel);
+  else cc_small_on_caller(out, per_pixel * s.n * conv_pixels(&s));
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");

@@ -50,5 +50,16 @@ bool cc_template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cge
 /* A kernel of fewer multiply-adds than a pool wake-up pays for runs on the
  * calling thread: the line that says so, into out. */
 void cc_small_on_caller(ut_str *out, double work);
+/* A window's sizes read at run time (a ShapeSet object's conv or pool): the
+ * batch, height and width of its input as C expressions (NULL: the
+ * constant n, h, w), and per axis the padded extent past the window (eh:
+ * pad top + bottom - dilation (kh - 1) - 1) and the stride.
+ * cc_emit_rt_out_hw opens a block "{ long n_, h_, w_, oh_, ow_" with this
+ * run's values (the caller closes it). */
+typedef struct cc_rt_geometry {
+  const char *n_expr, *h_expr, *w_expr;
+  int64_t n, h, w, eh, sh, ew, sw;
+} cc_rt_geometry;
+void cc_emit_rt_out_hw(ut_str *out, const cc_rt_geometry *g);
 
 #endif

@@ -166,14 +166,10 @@ harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const
  * spec's are the upper corner's, which would wake the pool for every
  * binding). */
 static void pool_small_rt(ut_str *out, const cgen_pool_spec *s, tiny_dtype xt, tiny_dtype yt) {
-  char nx[24], hx[24], wx[24];
-  snprintf(nx, sizeof nx, "%" PRId64 "L", s->n), snprintf(hx, sizeof hx, "%" PRId64 "L", s->h);
-  snprintf(wx, sizeof wx, "%" PRId64 "L", s->w);
-  ut_str_printf(out, "  { long n_ = %s, h_ = %s, w_ = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
-                s->w_expr ? s->w_expr : wx);
-  ut_str_printf(out, "    long oh_ = (h_ + %" PRId64 "L) / %" PRId64 "L + 1, ow_ = (w_ + %" PRId64 "L) / %" PRId64 "L + 1;\n",
-                s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1, s->stride[0],
-                s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1, s->stride[1]);
+  cc_rt_geometry g = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w,
+                      s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1, s->stride[0],
+                      s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1, s->stride[1]};
+  cc_emit_rt_out_hw(out, &g);
   ut_str_printf(out, "    if ((double)n_ * %" PRId64 ".0 * ((double)h_ * w_ * %d + (double)oh_ * ow_ * %d) < %.0f)\n", s->c,
                 tiny_dtype_size(xt), tiny_dtype_size(yt), POOL_SMALL_BYTES);
   ut_str_puts(out, "      pool = NULL; /* small at this binding: the calling thread alone */\n  }\n");
@@ -243,6 +239,74 @@ static cgen_map_arg map_arg(const ct_map_arg *a) { return (cgen_map_arg){a->kind
  * costs about what 32K points of arithmetic do). */
 #define MAP_SMALL_POINTS 32768.0
 
+/* The first of the fewest dims [d0, d1) of s whose product is want, or -1
+ * (d0 = 0 when outermost: every dim left). */
+static int dims_ending(const tiny_shape *s, int d1, int64_t want, bool outermost) {
+  int64_t prod = 1;
+  for (int d0 = d1 - 1; d0 >= 0; d0--) {
+    prod *= s->d[d0].n;
+    if (prod == want && (!outermost || d0 == 0)) return d0;
+    if (prod > want) return -1;
+  }
+  return want == 1 && d1 == 0 ? 0 : -1;
+}
+
+/* An element offset off into a tensor of shape s as a run-time expression
+ * into buf (160 bytes): a whole number of the outermost product of s's
+ * innermost dims that holds a symbol and divides it (a piece of a concat
+ * along channels starts at m * H * W).  False when off is 0 or none does. */
+static bool offset_expr(const rc_ctx *c, const tiny_shape *s, int64_t off, char *buf) {
+  int64_t prod = 1;
+  char in[160];
+  bool found = false;
+  for (int d = s && off > 0 ? s->rank - 1 : -1; d >= 0; d--) {
+    prod *= s->d[d].n;
+    if (prod > off) break;
+    if (off % prod || !rc_size_expr(c, s, d, s->rank, prod, in, sizeof in)) continue;
+    int w = snprintf(buf, 160, "%" PRId64 "L * %s", off / prod, in);
+    found = w > 0 && w < 160;
+  }
+  return found;
+}
+
+/* A ShapeSet object: map piece mp's row length, outer sizes and strides as
+ * run-time expressions of the symbols (into x, NULL in s where a constant
+ * holds), from the dims ys of y's buffer (the row's dims innermost, each
+ * outer dimension the fewest dims before those; a piece's slab axis, which
+ * matches none, and the dims outside it keep their constants) and the
+ * inputs' and y's buffers' dims (a stride: the fewest innermost dims whose
+ * product it is; a piece's row: a point-for-point input's innermost dims;
+ * offsets: offset_expr).  A size matched wrongly prints differently at the
+ * box's other corner, so the object is refused rather than wrong. */
+static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_shape *ys, cgen_map_spec *s,
+                           char x[][160]) {
+  int nx = 0;
+  if (!c->ngen_syms) return;
+  /* the row and outer sizes: y's dims, then (a piece) a point-for-point input's */
+  for (int k = -1; k < (mp->ystrided ? mp->nin : 0); k++) {
+    const tiny_shape *t = k < 0 ? ys : mp->in[k].bcast ? NULL : rc_slot_shape(c, r, mp->in[k].t.slot);
+    int d1 = t ? dims_ending(t, t->rank, mp->cols, mp->nouter == 0) : -1;
+    if (d1 < 0) continue;
+    if (!s->cols_expr && rc_size_expr(c, t, d1, t->rank, mp->cols, x[nx], 160)) s->cols_expr = x[nx++];
+    for (int d = mp->nouter - 1; d >= 0 && d1 > 0; d--) {
+      int d0 = dims_ending(t, d1, mp->outer[d], d == 0);
+      if (d0 < 0) break;
+      if (!s->outer_expr[d] && rc_size_expr(c, t, d0, d1, mp->outer[d], x[nx], 160)) s->outer_expr[d] = x[nx++];
+      d1 = d0;
+    }
+  }
+  for (int k = 0; k < mp->nin; k++)
+    if (offset_expr(c, rc_slot_shape(c, r, mp->in[k].t.slot), mp->in[k].t.offset, x[nx])) s->in[k].offset_expr = x[nx++];
+  if (mp->ystrided && offset_expr(c, ys, mp->y.offset, x[nx])) s->y_offset_expr = x[nx++];
+  for (int d = 0; d < mp->nouter; d++) {
+    for (int k = 0; k < mp->nin; k++) {
+      const tiny_shape *is = rc_slot_shape(c, r, mp->in[k].t.slot);
+      if (rc_stride_expr(c, is, mp->in[k].ostride[d], x[nx], 160)) s->in[k].ostride_expr[d] = x[nx++];
+    }
+    if (mp->ystrided && rc_stride_expr(c, ys, mp->yostride[d], x[nx], 160)) s->y_ostride_expr[d] = x[nx++];
+  }
+}
+
 /* One map kernel kfn for piece mp; *points grows by its points. */
 /* texpr[160]: the point count as a run-time expression, when the kernel
  * reads it so (a ShapeSet object, a whole dense y), else "". */
@@ -276,9 +340,21 @@ static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kf
     const ct_map_op *op = &mp->ops[j];
     s.ops[j] = (cgen_map_op){map_kind(op), op->to, map_arg(&op->a), map_arg(&op->b)};
   }
+  char wx[2 + CGEN_MAP_MAX_IN + CGEN_MAP_MAX_OUTER * (CGEN_MAP_MAX_IN + 2)][160]; /* at most one each */
+  map_walk_exprs(c, r, mp, rc_slot_shape(c, r, mp->y.slot), &s, wx);
   return row_kernel(c, r, gen_map, &s, &s.tune, "map",
                     "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
                     kfn, out, refused);
+}
+
+/* The point count of pieces that cover y (piece p0's; points in all) as a
+ * run-time expression into texpr (160 bytes), else "". */
+static void pieces_points_expr(const rc_ctx *c, int r, const ct_map *p0, double points, char *texpr) {
+  const tiny_shape *ys = rc_slot_shape(c, r, p0->y.slot);
+  double n = 1;
+  for (int d = 0; ys && d < ys->rank; d++) n *= (double)ys->d[d].n;
+  texpr[0] = 0;
+  if (!ys || n != points || !rc_size_expr(c, ys, 0, ys->rank, (int64_t)n, texpr, 160)) texpr[0] = 0;
 }
 
 /* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
@@ -304,7 +380,9 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
   ut_str_puts(out, body.buf);
   ut_str_free(&body);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  if (ms->npiece == 1 && texpr[0]) /* the same choice at run time */
+  if (ms->npiece > 1) /* pieces that cover y: its size, read at run time in a ShapeSet object */
+    pieces_points_expr(c, r, &ms->piece[0], points, texpr);
+  if (texpr[0]) /* the same choice at run time */
     ut_str_printf(out, "  if (%s < %.0fL) pool = NULL; /* small: the calling thread alone */\n", texpr, MAP_SMALL_POINTS);
   else if (points < MAP_SMALL_POINTS) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
   for (int k = 0; k < ms->npiece; k++) {
