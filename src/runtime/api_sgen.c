@@ -74,8 +74,8 @@ harp_status api_sgen_onnx(harp_error *e, const onnx_model *om, const harp_option
 }
 
 /* A copy of g (as loaded) prepared at t. */
-static harp_status prepared_copy(harp_error *e, const char *text, const tiny_symtab *t, tiny_graph **out) {
-  if (tiny_load_json(e, text, strlen(text), NULL, out)) return e->code;
+static harp_status prepared_copy(harp_error *e, const char *text, tiny_symtab *t, tiny_graph **out) {
+  if (tiny_load_json(e, text, strlen(text), NULL, out) || tiny_dsym_bind(e, *out, t)) return e->code;
   return tiny_prepare(e, *out, t, false);
 }
 
@@ -323,7 +323,7 @@ static harp_status run_sets(harp_error *e, const harp_compiled *c, api_shaped *p
   const api_sgen *a = api_shapesets(c);
   ut_tensor *t = NULL;
   int n = 0;
-  long long syms[API_MAX_SETS];
+  long long syms[RT_SGEN_MAX_GEN];
   harp_status st = feed_tensors(e, c, inputs, in_shapes, p->params, &t, &n);
   if (!st && p->inst && !rt_sgen_bind(e, a->s, t, n, syms)) {
     st = run_object(e, c, p, t, n, syms);

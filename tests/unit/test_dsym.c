@@ -1,0 +1,217 @@
+/* test_dsym.c — derived shape symbols (tiny_dsym, hg_lower_derive): a size
+ * that is an expression of a ShapeSet's symbols ((H + 1)/2 after a stride-2
+ * conv, n/4 after a Reshape) becomes a symbol of its own, bound with the
+ * others, so one object serves the box:
+ *  - tests/models/dsym_cnn.harp (a stride-2 conv, a stride-1 conv on its
+ *    output with a residual, a 2x2 max pool) over H, W:
+ *    one object, exact against the interpreter at the corners and between,
+ *    odd sizes included;
+ *  - dsym_reshape.harp over n: one object, exact; an n that 4 does not
+ *    divide is refused before any kernel;
+ *  - dsym_skip.json declares an input at a derived size: exact, and an
+ *    input whose size disagrees with its definition is refused, naming it;
+ *  - derived symbols survive the Tiny JSON round trip, and the definitions
+ *    evaluate as floor divisions (a ceiling would fail the odd sizes). */
+#include <math.h>
+
+#include "harp/frontend.h"
+#include "harp/interp.h"
+#include "harp/knobs.h"
+#include "harp/sgen.h"
+#include "testutil.h"
+#include "util/util.h"
+
+/* tests/models/NAME: a .harp model lowered for a box (its expression sizes
+ * derived symbols), a .json one as loaded. */
+static tiny_graph *load_model(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, name);
+  harp_error e = {0};
+  tiny_graph *g = NULL;
+  if (strstr(name, ".json")) {
+    assert_ok(&e, tiny_load_file(&e, path, &g));
+    return g;
+  }
+  hg_program *p = NULL;
+  tiny_symtab defaults;
+  tiny_symtab_init(&defaults);
+  assert_ok(&e, hg_harp_load_file(&e, path, &p));
+  assert_ok(&e, hg_lower_derive(&e, p, NULL, NULL, &g, &defaults));
+  tiny_symtab_free(&defaults);
+  hg_program_free(p);
+  return g;
+}
+
+/* Inputs of model name at binding bind ("A=1", ..., NULL-ended), seeded;
+ * the interpreter's outputs into ref (the derived sizes bound from bind).
+ * Returns the number of inputs. */
+static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref) {
+  harp_error e = {0};
+  tiny_graph *g = load_model(name);
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
+  assert_ok(&e, tiny_dsym_bind(&e, g, &t));
+  assert_ok(&e, tiny_prepare(&e, g, &t, false));
+  int *ins = NULL, n = tiny_inputs(g, &ins);
+  assert_true(n <= 8);
+  unsigned seed = 11u;
+  for (int k = 0; k < n; k++) {
+    const tiny_node *x = &g->nodes[ins[k]];
+    int64_t shape[TINY_MAX_RANK];
+    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
+    assert_ok(&e, ut_tensor_alloc(&e, &in[k], x->dtype, x->shape.rank, shape));
+    for (int64_t i = 0; i < ut_tensor_numel(&in[k]); i++) {
+      seed = seed * 1103515245u + 12345u;
+      ut_tensor_set(&in[k], i, (float)((seed >> 16) % 2001) / 1000.0f - 1.0f);
+    }
+  }
+  assert_ok(&e, tiny_interp(&e, g, &t, in, n, ref));
+  free(ins);
+  tiny_symtab_free(&t);
+  tiny_graph_free(g);
+  return n;
+}
+
+/* s run at bind against the interpreter: shapes equal, values within tol. */
+static void check_at(rt_sgen *s, const char *name, const char *const *bind, double tol) {
+  ut_tensor in[8] = {0}, ref[1] = {0}, out[1] = {0};
+  int n = inputs_at(name, bind, in, ref);
+  harp_error e = {0};
+  assert_ok(&e, rt_sgen_run(&e, s, in, n, out));
+  assert_int_equal(out[0].rank, ref[0].rank);
+  for (int d = 0; d < ref[0].rank; d++) assert_int_equal(out[0].shape[d], ref[0].shape[d]);
+  double worst = 0;
+  for (int64_t i = 0; i < ut_tensor_numel(&ref[0]); i++) {
+    double a = ut_tensor_get(&out[0], i), b = ut_tensor_get(&ref[0], i);
+    double d = fabs(a - b) / (1.0 + fabs(b));
+    if (!(d <= worst)) worst = d;
+  }
+  if (!(worst <= tol)) fail_msg("%s at %s, %s: relative difference %g", name, bind[0], bind[1] ? bind[1] : "", worst);
+  ut_tensor_free(&out[0]);
+  ut_tensor_free(&ref[0]);
+  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
+}
+
+static rt_knobs knobs;
+
+static rt_sgen *compile_box(const char *name, const rt_sgen_sym *syms, int n) {
+  rt_knobs_init(&knobs);
+  rt_cpu_opts co = {.knobs = &knobs, .keep_source = true};
+  rt_sgen_opts so = {.cpu = &co};
+  harp_error e = {0};
+  tiny_graph *g = load_model(name);
+  rt_sgen *s = NULL;
+  assert_ok(&e, rt_sgen_compile(&e, g, syms, n, &so, &s));
+  tiny_graph_free(g);
+  return s;
+}
+
+/* The CNN over H, W: the strided conv's sizes derived, one object, exact at
+ * five bindings (both corners, odd and even, tall and wide). */
+static void test_cnn_one_object(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"H", 7, 41}, {"W", 7, 37}, {"N", 1, 1}, {"C", 3, 3}, {"K", 8, 8}};
+  rt_sgen *s = compile_box("dsym_cnn.harp", box, 5);
+  if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s\n", rt_sgen_source(s) ? rt_sgen_source(s) : rt_sgen_fallback(s));
+  if (rt_sgen_fallback(s)) fail_msg("dsym_cnn: not one object: %s", rt_sgen_fallback(s));
+  assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[2]")); /* a derived size read at run time */
+  static const char *const at[][6] = {{"H=7", "W=7", "N=1", "C=3", "K=8", NULL},   {"H=41", "W=37", "N=1", "C=3", "K=8", NULL},
+                                      {"H=17", "W=23", "N=1", "C=3", "K=8", NULL}, {"H=33", "W=8", "N=1", "C=3", "K=8", NULL},
+                                      {"H=8", "W=29", "N=1", "C=3", "K=8", NULL}};
+  for (int b = 0; b < 5; b++) check_at(s, "dsym_cnn.harp", at[b], 1e-4);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+}
+
+/* dsym_skip.json (y declared at ds_h = (H + 1) floordiv 2 rows) over H:
+ * exact at odd and even H; a y of 9 rows where H = 19 gives 10 is refused
+ * before any kernel, naming the derived size and both values. */
+static void test_mismatch_refused(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"H", 3, 41}, {"N", 2, 2}};
+  rt_sgen *s = compile_box("dsym_skip.json", box, 2);
+  if (getenv("DSYM_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "dsym_skip: %s\n", rt_sgen_fallback(s));
+  static const char *const at[][3] = {{"H=3", "N=2", NULL}, {"H=41", "N=2", NULL}, {"H=20", "N=2", NULL}, {"H=19", "N=2", NULL}};
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_skip.json", at[b], 0);
+  harp_error e = {0};
+  ut_tensor in[2] = {0}, out[1] = {0};
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){2, 19}));
+  assert_ok(&e, ut_tensor_alloc(&e, &in[1], TINY_FP32, 2, (int64_t[]){2, 9}));
+  assert_int_equal(rt_sgen_run(&e, s, in, 2, out), HARP_E_INPUT_MISMATCH);
+  if (!strstr(e.msg, "ds_h is 9") || !strstr(e.msg, "(H + 1) floordiv 2 gives 10")) fail_msg("%s", e.msg);
+  assert_null(out[0].data);
+  ut_tensor_free(&in[0]);
+  ut_tensor_free(&in[1]);
+  rt_sgen_free(s);
+}
+
+/* A Reshape to n/4 rows over n: one object, exact; n = 10 breaks it. */
+static void test_reshape_quarter(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"n", 4, 64}};
+  rt_sgen *s = compile_box("dsym_reshape.harp", box, 1);
+  if (rt_sgen_fallback(s)) fail_msg("dsym_reshape: not one object: %s", rt_sgen_fallback(s));
+  static const char *const at[][2] = {{"n=4", NULL}, {"n=64", NULL}, {"n=28", NULL}, {"n=12", NULL}};
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_reshape.harp", at[b], 1e-6);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  harp_error e = {0};
+  ut_tensor in[1] = {0}, out[1] = {0};
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 1, (int64_t[]){10}));
+  assert_int_equal(rt_sgen_run(&e, s, in, 1, out), HARP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "this binding breaks the model"));
+  assert_null(out[0].data);
+  ut_tensor_free(&in[0]);
+  rt_sgen_free(s);
+}
+
+/* The Tiny JSON keeps the derived symbols ("derived"), and they evaluate as
+ * floor divisions; bad definitions are clear errors. */
+static void test_json_round_trip(void **state) {
+  (void)state;
+  tiny_graph *g = load_model("dsym_cnn.harp");
+  char *a = tiny_write_json(g);
+  if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s", a);
+  assert_int_equal(g->ndsyms, 2);
+  assert_non_null(strstr(a, "\"derived\""));
+  assert_non_null(strstr(a, "\"ds_H_p1_d2\": \"(H + 1) floordiv 2\""));
+  harp_error e = {0};
+  tiny_graph *h = NULL;
+  assert_ok(&e, tiny_load_json(&e, a, strlen(a), "round", &h));
+  char *b = tiny_write_json(h);
+  assert_string_equal(a, b);
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  assert_ok(&e, tiny_symtab_parse_assign(&e, &t, "H=7"));
+  assert_ok(&e, tiny_dsym_bind(&e, h, &t));
+  int64_t v = 0;
+  assert_true(tiny_symtab_get(&t, "ds_H_p1_d2", &v));
+  assert_int_equal(v, 4);
+  tiny_symtab_free(&t);
+  static const char *const bad[][2] = {{"{\"uops\": [], \"derived\": {\"a\": \"a + 1\"}}", "reads itself"},
+                                       {"{\"uops\": [], \"derived\": {\"1x\": \"H\"}}", "not an identifier"},
+                                       {"{\"uops\": [], \"derived\": {\"a\": 3}}", "must be a string"},
+                                       {"{\"uops\": [], \"derived\": {\"a\": \"b + 1\", \"b\": \"H\"}}", "define it first"},
+                                       {"{\"uops\": [], \"derived\": {\"a\": \"H +\"}}", "unexpected end"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tiny_graph *x = NULL;
+    harp_error_clear(&e);
+    assert_int_not_equal(tiny_load_json(&e, bad[i][0], strlen(bad[i][0]), "bad", &x), HARP_OK);
+    if (!strstr(e.msg, bad[i][1])) fail_msg("case %zu: %s", i, e.msg);
+    assert_null(x);
+  }
+  free(a);
+  free(b);
+  tiny_graph_free(g);
+  tiny_graph_free(h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_json_round_trip),
+      cmocka_unit_test(test_reshape_quarter),
+      cmocka_unit_test(test_cnn_one_object),
+      cmocka_unit_test(test_mismatch_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
