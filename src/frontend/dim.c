@@ -357,7 +357,7 @@ static bool atom_tiny_text(const fe_atom *at, tbuf *t) {
     for (int i = 0; i < at->nf; i++)
       if (!tput(t, i ? "*(" : "(") || !tiny_text(at->f[i], t) || !tput(t, ")")) return false;
     return true;
-  case FE_A_DIV: return tput(t, "(") && tiny_text(at->num, t) && tput(t, ") floordiv %" PRId64, at->q);
+  case FE_A_DIV: return tput(t, "((") && tiny_text(at->num, t) && tput(t, ") floordiv %" PRId64 ")", at->q); /* 2*(x/2) */
   }
   return false;
 }

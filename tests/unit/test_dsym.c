@@ -11,9 +11,11 @@
  *  - dsym_skip.json declares an input at a derived size: exact, and an
  *    input whose size disagrees with its definition is refused, naming it;
  *  - derived symbols survive the Tiny JSON round trip, and the definitions
- *    evaluate as floor divisions (a ceiling would fail the odd sizes). */
+ *    the frontend's dims give evaluate as floor divisions, nested, scaled
+ *    and multiplied (a ceiling, or a lost parenthesis, fails). */
 #include <math.h>
 
+#include "frontend/fe_int.h"
 #include "harp/frontend.h"
 #include "harp/interp.h"
 #include "harp/knobs.h"
@@ -206,8 +208,60 @@ static void test_json_round_trip(void **state) {
   tiny_graph_free(h);
 }
 
+/* fe_dim sizes as derived definitions: floor divisions, nested, under a
+ * coefficient and in products, evaluated at odd and even sizes against
+ * C's own arithmetic (H, W >= 1: / is floor). */
+static void test_dim_text(void **state) {
+  (void)state;
+  ut_arena *A = ut_arena_new();
+  const fe_dim *H = fe_dim_sym(A, "H"), *W = fe_dim_sym(A, "W");
+  const fe_dim *h2 = fe_dim_div(A, fe_dim_add(A, H, fe_dim_int(A, 1)), 2); /* (H + 1)/2 */
+  const fe_dim *d[] = {
+      h2,
+      fe_dim_div(A, fe_dim_add(A, h2, fe_dim_int(A, 1)), 2),                  /* ((H + 1)/2 + 1)/2 */
+      fe_dim_add(A, fe_dim_scale(A, h2, 2), fe_dim_int(A, 1)),                /* 2*((H + 1)/2) + 1 */
+      fe_dim_mul(A, h2, fe_dim_div(A, fe_dim_add(A, W, fe_dim_int(A, 3)), 4)), /* (H + 1)/2 * (W + 3)/4 */
+      fe_dim_sub(A, fe_dim_div(A, H, 4), fe_dim_int(A, 1)),                   /* H/4 - 1 */
+  };
+  tiny_graph *g = tiny_graph_new();
+  for (int i = 0; i < 5; i++) {
+    char text[512], name[16];
+    assert_true(fe_dim_tiny_text(d[i], text, sizeof text));
+    snprintf(name, sizeof name, "d%d", i);
+    if (tiny_dsym_add(g, name, text) < 0) fail_msg("%s: %s", text, g->err.msg);
+  }
+  for (int64_t h = 1; h <= 9; h++)
+    for (int64_t w = 1; w <= 6; w++) {
+      harp_error e = {0};
+      tiny_symtab t;
+      tiny_symtab_init(&t);
+      assert_ok(&e, tiny_symtab_set(&e, &t, "H", h));
+      assert_ok(&e, tiny_symtab_set(&e, &t, "W", w));
+      if (h >= 4) assert_ok(&e, tiny_dsym_bind(&e, g, &t));
+      else assert_int_equal(tiny_dsym_bind(&e, g, &t), HARP_E_AXIS_SIZE_MISMATCH); /* H/4 - 1 < 0 */
+      const int64_t want[] = {(h + 1) / 2, ((h + 1) / 2 + 1) / 2, 2 * ((h + 1) / 2) + 1, (h + 1) / 2 * ((w + 3) / 4), h / 4 - 1};
+      for (int i = 0; i < (h >= 4 ? 5 : 4); i++) {
+        char name[16];
+        int64_t v = -1;
+        snprintf(name, sizeof name, "d%d", i);
+        assert_true(tiny_symtab_get(&t, name, &v));
+        if (v != want[i]) fail_msg("%s at H=%lld, W=%lld: %lld, want %lld", d[i]->text, (long long)h, (long long)w, (long long)v, (long long)want[i]);
+      }
+      tiny_symtab_free(&t);
+    }
+  assert_true(tiny_dsym_monotone(g->dsyms[3].def));
+  assert_true(tiny_dsym_monotone(g->dsyms[4].def));
+  const tiny_expr *shrink = NULL;
+  harp_error e = {0};
+  assert_ok(&e, tiny_expr_parse(&e, g, "10 - H", 0, &shrink));
+  assert_false(tiny_dsym_monotone(shrink));
+  tiny_graph_free(g);
+  ut_arena_free(A);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dim_text),
       cmocka_unit_test(test_json_round_trip),
       cmocka_unit_test(test_reshape_quarter),
       cmocka_unit_test(test_cnn_one_object),
