@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""`harp run MODEL.onnx --shapeset H=.. --shapeset W=..` on a small CNN whose
+sizes after its stride-2 conv are expressions of H, W ((H + 1)/2): the
+lowering makes them derived symbols (docs/tiny-ir.md, "Derived symbols"),
+so one object serves the box.  A Conv 3x3/2 (pad 1) + Relu, a Conv 3x3/1
+(pad 1) with a residual Add, a MaxPool 2x2, with dim_params "H" and "W", on
+a cache of its own, run at four bindings (odd and even): the first builds
+the object ("one object for the box"), the others build nothing, each
+output against onnxruntime; a binding outside the box is InputMismatch
+with no output file."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harp_test import HARP, Suite, close  # noqa: E402
+
+try:
+    import onnx
+    import onnxruntime as ort
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import init, mk, model, vi  # noqa: E402
+
+s = Suite("shapeset_dsym")
+rng = np.random.default_rng(29)
+D = tempfile.mkdtemp()
+env = dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp())
+
+w0 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.4
+b0 = rng.standard_normal(8).astype(np.float32) * 0.1
+w1 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2
+b1 = rng.standard_normal(8).astype(np.float32) * 0.1
+nodes = [mk("Conv", ["x", "w0", "b0"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+         mk("Relu", ["c0"], ["h"]),
+         mk("Conv", ["h", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         mk("Add", ["c1", "h"], ["a"]), mk("Relu", ["a"], ["g"]),
+         mk("MaxPool", ["g"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+path = os.path.join(D, "cnn_s2.onnx")
+onnx.save(model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)],
+                [init("w0", w0), init("b0", b0), init("w1", w1), init("b1", b1)]), path)
+ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+BOX = ["--shapeset", "H=9..41", "--shapeset", "W=9..37"]
+
+
+def run(x):
+    out = tempfile.mkdtemp(dir=D)
+    f = os.path.join(out, "in_x.npy")
+    np.save(f, x)
+    p = subprocess.run([HARP, "run", path, "--out", out, "--time-stages", "--input", f"x={f}", *BOX], capture_output=True,
+                       text=True, env=env, timeout=300)
+    return p, out
+
+
+def built(p):
+    m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+for i, (h, w) in enumerate([(41, 37), (9, 9), (20, 15), (33, 26)]):
+    x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+    p, out = run(x)
+    s.check(f"{h}x{w}: runs", p.returncode == 0, p.stderr[-600:])
+    s.check(f"{h}x{w}: one object for the box", "one object for the box" in p.stderr, p.stderr[-600:])
+    s.check(f"{h}x{w}: C compiles", built(p) == (1, 1 if i == 0 else 0), str(built(p)))
+    if p.returncode == 0:
+        s.check(f"{h}x{w} vs onnxruntime", *close(np.load(os.path.join(out, "y.npy")), ref.run(None, {"x": x})[0], 1e-4, 1e-4))
+
+p, out = run(rng.standard_normal((1, 3, 43, 20)).astype(np.float32))
+s.check("43x20: outside the ShapeSet", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr, p.stderr[-400:])
+s.check("43x20: no output file", not os.path.exists(os.path.join(out, "y.npy")))
+s.close()
