@@ -9,15 +9,13 @@ the object ("one object for the box"), the others build nothing, each
 output against onnxruntime; a binding outside the box is InputMismatch
 with no output file."""
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harp_test import HARP, Suite, close  # noqa: E402
+from harp_test import Suite, close, shapeset_built as built, shapeset_run  # noqa: E402
 
 try:
     import onnx
@@ -49,17 +47,7 @@ BOX = ["--shapeset", "H=9..41", "--shapeset", "W=9..37"]
 
 
 def run(x):
-    out = tempfile.mkdtemp(dir=D)
-    f = os.path.join(out, "in_x.npy")
-    np.save(f, x)
-    p = subprocess.run([HARP, "run", path, "--out", out, "--time-stages", "--input", f"x={f}", *BOX], capture_output=True,
-                       text=True, env=env, timeout=300)
-    return p, out
-
-
-def built(p):
-    m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    return shapeset_run(path, {"x": x}, BOX, env, D)
 
 
 for i, (h, w) in enumerate([(41, 37), (9, 9), (20, 15), (33, 26)]):

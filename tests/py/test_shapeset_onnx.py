@@ -11,7 +11,6 @@ one outside the box are InputMismatch before any kernel runs, with no
 output file; a Reshape to (n / 4, 4) computed from Shape is one object too
 (n / 4 a derived symbol), and an n it does not divide is refused."""
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harp_test import HARP, Suite, close  # noqa: E402
+from harp_test import HARP, Suite, close, shapeset_built as built, shapeset_run  # noqa: E402
 
 try:
     import onnx
@@ -44,19 +43,7 @@ def save(m, name):
 
 
 def run(path, feeds, extra):
-    out = tempfile.mkdtemp(dir=D)
-    args = [HARP, "run", path, "--out", out, "--time-stages", *extra]
-    for name, a in feeds.items():
-        f = os.path.join(out, f"in_{name}.npy")
-        np.save(f, a)
-        args += ["--input", f"{name}={f}"]
-    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
-    return p, out
-
-
-def built(p):
-    m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    return shapeset_run(path, feeds, extra, env, D)
 
 
 def dense_softmax(first_dim):

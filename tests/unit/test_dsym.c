@@ -13,115 +13,22 @@
  *  - derived symbols survive the Tiny JSON round trip, and the definitions
  *    the frontend's dims give evaluate as floor divisions, nested, scaled
  *    and multiplied (a ceiling, or a lost parenthesis, fails). */
-#include <math.h>
-
 #include "frontend/fe_int.h"
-#include "harp/frontend.h"
-#include "harp/interp.h"
-#include "harp/knobs.h"
-#include "harp/sgen.h"
-#include "testutil.h"
-#include "util/util.h"
-
-/* tests/models/NAME: a .harp model lowered for a box (its expression sizes
- * derived symbols), a .json one as loaded. */
-static tiny_graph *load_model(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, name);
-  harp_error e = {0};
-  tiny_graph *g = NULL;
-  if (strstr(name, ".json")) {
-    assert_ok(&e, tiny_load_file(&e, path, &g));
-    return g;
-  }
-  hg_program *p = NULL;
-  tiny_symtab defaults;
-  tiny_symtab_init(&defaults);
-  assert_ok(&e, hg_harp_load_file(&e, path, &p));
-  assert_ok(&e, hg_lower_derive(&e, p, NULL, NULL, &g, &defaults));
-  tiny_symtab_free(&defaults);
-  hg_program_free(p);
-  return g;
-}
-
-/* Inputs of model name at binding bind ("A=1", ..., NULL-ended), seeded;
- * the interpreter's outputs into ref (the derived sizes bound from bind).
- * Returns the number of inputs. */
-static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref) {
-  harp_error e = {0};
-  tiny_graph *g = load_model(name);
-  tiny_symtab t;
-  tiny_symtab_init(&t);
-  for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
-  assert_ok(&e, tiny_dsym_bind(&e, g, &t));
-  assert_ok(&e, tiny_prepare(&e, g, &t, false));
-  int *ins = NULL, n = tiny_inputs(g, &ins);
-  assert_true(n <= 8);
-  unsigned seed = 11u;
-  for (int k = 0; k < n; k++) {
-    const tiny_node *x = &g->nodes[ins[k]];
-    int64_t shape[TINY_MAX_RANK];
-    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, ut_tensor_alloc(&e, &in[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < ut_tensor_numel(&in[k]); i++) {
-      seed = seed * 1103515245u + 12345u;
-      ut_tensor_set(&in[k], i, (float)((seed >> 16) % 2001) / 1000.0f - 1.0f);
-    }
-  }
-  assert_ok(&e, tiny_interp(&e, g, &t, in, n, ref));
-  free(ins);
-  tiny_symtab_free(&t);
-  tiny_graph_free(g);
-  return n;
-}
-
-/* s run at bind against the interpreter: shapes equal, values within tol. */
-static void check_at(rt_sgen *s, const char *name, const char *const *bind, double tol) {
-  ut_tensor in[8] = {0}, ref[1] = {0}, out[1] = {0};
-  int n = inputs_at(name, bind, in, ref);
-  harp_error e = {0};
-  assert_ok(&e, rt_sgen_run(&e, s, in, n, out));
-  assert_int_equal(out[0].rank, ref[0].rank);
-  for (int d = 0; d < ref[0].rank; d++) assert_int_equal(out[0].shape[d], ref[0].shape[d]);
-  double worst = 0;
-  for (int64_t i = 0; i < ut_tensor_numel(&ref[0]); i++) {
-    double a = ut_tensor_get(&out[0], i), b = ut_tensor_get(&ref[0], i);
-    double d = fabs(a - b) / (1.0 + fabs(b));
-    if (!(d <= worst)) worst = d;
-  }
-  if (!(worst <= tol)) fail_msg("%s at %s, %s: relative difference %g", name, bind[0], bind[1] ? bind[1] : "", worst);
-  ut_tensor_free(&out[0]);
-  ut_tensor_free(&ref[0]);
-  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
-}
-
-static rt_knobs knobs;
-
-static rt_sgen *compile_box(const char *name, const rt_sgen_sym *syms, int n) {
-  rt_knobs_init(&knobs);
-  rt_cpu_opts co = {.knobs = &knobs, .keep_source = true};
-  rt_sgen_opts so = {.cpu = &co};
-  harp_error e = {0};
-  tiny_graph *g = load_model(name);
-  rt_sgen *s = NULL;
-  assert_ok(&e, rt_sgen_compile(&e, g, syms, n, &so, &s));
-  tiny_graph_free(g);
-  return s;
-}
+#include "sgen_testutil.h"
 
 /* The CNN over H, W: the strided conv's sizes derived, one object, exact at
  * five bindings (both corners, odd and even, tall and wide). */
 static void test_cnn_one_object(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"H", 7, 41}, {"W", 7, 37}, {"N", 1, 1}, {"C", 3, 3}, {"K", 8, 8}};
-  rt_sgen *s = compile_box("dsym_cnn.harp", box, 5);
+  rt_sgen *s = sg_compile_box("dsym_cnn.harp", box, 5, false);
   if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s\n", rt_sgen_source(s) ? rt_sgen_source(s) : rt_sgen_fallback(s));
   if (rt_sgen_fallback(s)) fail_msg("dsym_cnn: not one object: %s", rt_sgen_fallback(s));
   assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[2]")); /* a derived size read at run time */
   static const char *const at[][6] = {{"H=7", "W=7", "N=1", "C=3", "K=8", NULL},   {"H=41", "W=37", "N=1", "C=3", "K=8", NULL},
                                       {"H=17", "W=23", "N=1", "C=3", "K=8", NULL}, {"H=33", "W=8", "N=1", "C=3", "K=8", NULL},
                                       {"H=8", "W=29", "N=1", "C=3", "K=8", NULL}};
-  for (int b = 0; b < 5; b++) check_at(s, "dsym_cnn.harp", at[b], 1e-4);
+  for (int b = 0; b < 5; b++) sg_check_at(s, "dsym_cnn.harp", at[b], 1, 1e-4);
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
 }
@@ -132,10 +39,10 @@ static void test_cnn_one_object(void **state) {
 static void test_mismatch_refused(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"H", 3, 41}, {"N", 2, 2}};
-  rt_sgen *s = compile_box("dsym_skip.json", box, 2);
+  rt_sgen *s = sg_compile_box("dsym_skip.json", box, 2, false);
   if (getenv("DSYM_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "dsym_skip: %s\n", rt_sgen_fallback(s));
   static const char *const at[][3] = {{"H=3", "N=2", NULL}, {"H=41", "N=2", NULL}, {"H=20", "N=2", NULL}, {"H=19", "N=2", NULL}};
-  for (int b = 0; b < 4; b++) check_at(s, "dsym_skip.json", at[b], 0);
+  for (int b = 0; b < 4; b++) sg_check_at(s, "dsym_skip.json", at[b], 1, 0);
   harp_error e = {0};
   ut_tensor in[2] = {0}, out[1] = {0};
   assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){2, 19}));
@@ -152,10 +59,10 @@ static void test_mismatch_refused(void **state) {
 static void test_reshape_quarter(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"n", 4, 64}};
-  rt_sgen *s = compile_box("dsym_reshape.harp", box, 1);
+  rt_sgen *s = sg_compile_box("dsym_reshape.harp", box, 1, false);
   if (rt_sgen_fallback(s)) fail_msg("dsym_reshape: not one object: %s", rt_sgen_fallback(s));
   static const char *const at[][2] = {{"n=4", NULL}, {"n=64", NULL}, {"n=28", NULL}, {"n=12", NULL}};
-  for (int b = 0; b < 4; b++) check_at(s, "dsym_reshape.harp", at[b], 1e-6);
+  for (int b = 0; b < 4; b++) sg_check_at(s, "dsym_reshape.harp", at[b], 1, 1e-6);
   assert_int_equal(rt_sgen_objects(s), 1);
   harp_error e = {0};
   ut_tensor in[1] = {0}, out[1] = {0};
@@ -171,7 +78,7 @@ static void test_reshape_quarter(void **state) {
  * floor divisions; bad definitions are clear errors. */
 static void test_json_round_trip(void **state) {
   (void)state;
-  tiny_graph *g = load_model("dsym_cnn.harp");
+  tiny_graph *g = sg_load_model("dsym_cnn.harp");
   char *a = tiny_write_json(g);
   if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s", a);
   assert_int_equal(g->ndsyms, 2);

@@ -8,123 +8,24 @@
  * over their rows, fused attention over its rows, keys and batches: one
  * object; a GEMM's N or K, a symbolic row length, a causal mask's nests: not
  * generic yet, they say why and compile per binding, still exact). */
-#include <math.h>
-
-#include "harp/frontend.h"
-#include "harp/interp.h"
-#include "harp/knobs.h"
-#include "harp/sgen.h"
-#include "testutil.h"
-#include "util/util.h"
-
-/* tests/models/NAME as loaded (not prepared); a .harp model lowered with
- * its symbols unbound. */
-static tiny_graph *load_model(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, name);
-  harp_error e = {0};
-  size_t nl = strlen(name);
-  if (nl > 5 && !strcmp(name + nl - 5, ".harp")) {
-    hg_program *p = NULL;
-    tiny_graph *g = NULL;
-    tiny_symtab defaults;
-    tiny_symtab_init(&defaults);
-    assert_ok(&e, hg_harp_load_file(&e, path, &p));
-    assert_ok(&e, hg_lower(&e, p, &g, &defaults));
-    tiny_symtab_free(&defaults);
-    hg_program_free(p);
-    return g;
-  }
-  char *text = NULL;
-  size_t len = 0;
-  assert_ok(&e, ut_read_file(&e, path, 1 << 24, &text, &len));
-  tiny_graph *g = NULL;
-  assert_ok(&e, tiny_load_json(&e, text, len, path, &g));
-  free(text);
-  return g;
-}
-
-/* Inputs of model `name` at the binding "A=1", "B=2", ... (NULL-ended),
- * filled from a seeded sequence; the interpreter's outputs into ref.
- * Returns the number of inputs. */
-static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref, unsigned seed) {
-  harp_error e = {0};
-  tiny_graph *g = load_model(name);
-  tiny_symtab t;
-  tiny_symtab_init(&t);
-  for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
-  assert_ok(&e, tiny_prepare(&e, g, &t, false));
-  int *ins = NULL, n = tiny_inputs(g, &ins);
-  assert_true(n <= 16);
-  for (int k = 0; k < n; k++) {
-    const tiny_node *x = &g->nodes[ins[k]];
-    int64_t shape[TINY_MAX_RANK];
-    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, ut_tensor_alloc(&e, &in[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < ut_tensor_numel(&in[k]); i++) {
-      seed = seed * 1103515245u + 12345u;
-      ut_tensor_set(&in[k], i, (float)((seed >> 16) % 2001) / 250.0f - 4.0f);
-    }
-  }
-  assert_ok(&e, tiny_interp(&e, g, &t, in, n, ref));
-  free(ins);
-  tiny_symtab_free(&t);
-  tiny_graph_free(g);
-  return n;
-}
-
-/* Run s at the binding and compare every output with the interpreter's. */
-static void check_at(rt_sgen *s, const char *name, const char *const *bind, int nout, double tol) {
-  ut_tensor in[16] = {0}, ref[4] = {0}, out[4] = {0};
-  int n = inputs_at(name, bind, in, ref, 7u);
-  harp_error e = {0};
-  assert_ok(&e, rt_sgen_run(&e, s, in, n, out));
-  for (int k = 0; k < nout; k++) {
-    assert_int_equal(out[k].rank, ref[k].rank);
-    for (int d = 0; d < ref[k].rank; d++) assert_int_equal(out[k].shape[d], ref[k].shape[d]);
-    double worst = 0;
-    for (int64_t i = 0; i < ut_tensor_numel(&ref[k]); i++) {
-      double a = ut_tensor_get(&out[k], i), b = ut_tensor_get(&ref[k], i);
-      double d = fabs(a - b) / (1.0 + fabs(b));
-      if (!(d <= worst)) worst = d;
-    }
-    if (!(worst <= tol)) fail_msg("%s at %s...: relative difference %g", name, bind[0], worst);
-    ut_tensor_free(&out[k]);
-    ut_tensor_free(&ref[k]);
-  }
-  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
-}
-
-static rt_knobs knobs;
-
-static rt_sgen *compile_box(const char *name, const rt_sgen_sym *syms, int n, bool outside) {
-  rt_knobs_init(&knobs);
-  rt_cpu_opts co = {.knobs = &knobs, .keep_source = true};
-  rt_sgen_opts so = {.cpu = &co, .recompile_outside = outside};
-  harp_error e = {0};
-  tiny_graph *g = load_model(name);
-  rt_sgen *s = NULL;
-  assert_ok(&e, rt_sgen_compile(&e, g, syms, n, &so, &s));
-  tiny_graph_free(g);
-  return s;
-}
+#include "sgen_testutil.h"
 
 /* One object, four row counts (the corners and two between), no second object. */
 static void test_softmax_one_object(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"R", 1, 64}, {"L", 33, 33}};
-  rt_sgen *s = compile_box("softmax_rows.json", box, 2, false);
+  rt_sgen *s = sg_compile_box("softmax_rows.json", box, 2, false);
   assert_null(rt_sgen_fallback(s));
   if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
   assert_int_equal(rt_sgen_objects(s), 1);
   assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[0]")); /* the rows are read at run time */
   const char *b1[] = {"R=1", "L=33", NULL}, *b2[] = {"R=64", "L=33", NULL}, *b3[] = {"R=5", "L=33", NULL},
              *b4[] = {"R=37", "L=33", NULL};
-  check_at(s, "softmax_rows.json", b3, 1, 1e-5);
-  check_at(s, "softmax_rows.json", b2, 1, 1e-5);
-  check_at(s, "softmax_rows.json", b1, 1, 1e-5);
-  check_at(s, "softmax_rows.json", b4, 1, 1e-5);
-  check_at(s, "softmax_rows.json", b3, 1, 1e-5); /* back to a binding seen: the kept graph */
+  sg_check_at(s, "softmax_rows.json", b3, 1, 1e-5);
+  sg_check_at(s, "softmax_rows.json", b2, 1, 1e-5);
+  sg_check_at(s, "softmax_rows.json", b1, 1, 1e-5);
+  sg_check_at(s, "softmax_rows.json", b4, 1, 1e-5);
+  sg_check_at(s, "softmax_rows.json", b3, 1, 1e-5); /* back to a binding seen: the kept graph */
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
 }
@@ -134,12 +35,12 @@ static void test_softmax_one_object(void **state) {
 static void test_outside_box(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"R", 2, 16}, {"L", 33, 33}};
-  rt_sgen *s = compile_box("softmax_rows.json", box, 2, false);
+  rt_sgen *s = sg_compile_box("softmax_rows.json", box, 2, false);
   const char *far[] = {"R=17", "L=33", NULL}, *low[] = {"R=1", "L=33", NULL}, *wide[] = {"R=4", "L=34", NULL};
   const char *const *bad[] = {far, low, wide};
   for (int b = 0; b < 3; b++) {
     ut_tensor in[2] = {0}, ref[1] = {0}, out[1] = {0};
-    int n = inputs_at("softmax_rows.json", bad[b], in, ref, 3u);
+    int n = sg_inputs_at("softmax_rows.json", bad[b], in, ref, 3u);
     harp_error e = {0};
     assert_int_equal(rt_sgen_run(&e, s, in, n, out), HARP_E_INPUT_MISMATCH);
     assert_null(out[0].data);
@@ -149,8 +50,8 @@ static void test_outside_box(void **state) {
   }
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
-  s = compile_box("softmax_rows.json", box, 2, true);
-  check_at(s, "softmax_rows.json", far, 1, 1e-5);
+  s = sg_compile_box("softmax_rows.json", box, 2, true);
+  sg_check_at(s, "softmax_rows.json", far, 1, 1e-5);
   assert_int_equal(rt_sgen_objects(s), 2);
   rt_sgen_free(s);
 }
@@ -207,7 +108,7 @@ static void run_case(const box_case *k) {
     box[n] = (rt_sgen_sym){names[n], v, v};
     n++;
   }
-  rt_sgen *s = compile_box(k->model, box, n, false);
+  rt_sgen *s = sg_compile_box(k->model, box, n, false);
   if (k->generic && rt_sgen_fallback(s)) fail_msg("%s over %s: not one object: %s", k->model, k->var, rt_sgen_fallback(s));
   if (!k->generic) assert_non_null(rt_sgen_fallback(s));
   if (getenv("SGEN_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "%s: %s\n", k->model, rt_sgen_fallback(s));
@@ -217,7 +118,7 @@ static void run_case(const box_case *k) {
     const char *bind[8] = {var};
     snprintf(var, sizeof var, "%s=%lld", k->var, (long long)at[b]);
     for (int i = 0; k->fixed[i]; i++) bind[i + 1] = k->fixed[i];
-    check_at(s, k->model, bind, 1, k->tol);
+    sg_check_at(s, k->model, bind, 1, k->tol);
   }
   /* generic: one object; a lower corner of 1 where a size 1 broadcasts gets its own */
   assert_int_equal(rt_sgen_objects(s), k->generic ? 1 + k->one_apart : 3);
@@ -309,13 +210,13 @@ static void test_conv_sizes(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof CONV_CASES / sizeof CONV_CASES[0]; i++) {
     const conv_case *k = &CONV_CASES[i];
-    rt_sgen *s = compile_box(k->model, k->box, k->nbox, false);
+    rt_sgen *s = sg_compile_box(k->model, k->box, k->nbox, false);
     if (rt_sgen_fallback(s)) fail_msg("%s: not one object: %s", k->model, rt_sgen_fallback(s));
     assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
     if (strstr(k->model, "pool")) /* small bindings on the calling thread, decided at run time */
       assert_non_null(strstr(rt_sgen_source(s), "small at this binding"));
     if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
-    for (int b = 0; b < 5; b++) check_at(s, k->model, k->at[b], k->nout, k->tol);
+    for (int b = 0; b < 5; b++) sg_check_at(s, k->model, k->at[b], k->nout, k->tol);
     assert_int_equal(rt_sgen_objects(s), 1);
     rt_sgen_free(s);
   }
@@ -327,10 +228,10 @@ static void test_conv_sizes(void **state) {
 static void test_breaks_model(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"R", 2, 16}, {"H", 1, 8}};
-  rt_sgen *s = compile_box("reshape_rows.json", box, 2, false);
+  rt_sgen *s = sg_compile_box("reshape_rows.json", box, 2, false);
   if (getenv("SGEN_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "reshape_rows: %s\n", rt_sgen_fallback(s));
   const char *good[] = {"R=6", "H=3", NULL};
-  check_at(s, "reshape_rows.json", good, 1, 1e-6);
+  sg_check_at(s, "reshape_rows.json", good, 1, 1e-6);
   /* R = 6 with H = 2: inputs_at cannot prepare that, so the inputs are made by hand */
   harp_error e = {0};
   ut_tensor in[2] = {0}, out[1] = {0};
@@ -360,7 +261,7 @@ static void test_bad_box(void **state) {
       {{{"Q", 2, 4}, {"R", 2, 4}}, HARP_E_INVALID_ARG, "no input of the model declares it"},
       {{{"R", 2, INT64_C(1) << 40}, {"L", 33, 33}}, HARP_E_LIMIT, "the ShapeSet's upper corner"},
   };
-  tiny_graph *g = load_model("softmax_rows.json");
+  tiny_graph *g = sg_load_model("softmax_rows.json");
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     rt_sgen *s = NULL;
     harp_error e = {0};
