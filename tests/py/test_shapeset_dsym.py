@@ -23,25 +23,15 @@ try:
 except ImportError:
     print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
     sys.exit(77)
-from onnx_models import init, mk, model, vi  # noqa: E402
+from onnx_models import cnn_s2  # noqa: E402
 
 s = Suite("shapeset_dsym")
 rng = np.random.default_rng(29)
 D = tempfile.mkdtemp()
 env = dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp())
 
-w0 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.4
-b0 = rng.standard_normal(8).astype(np.float32) * 0.1
-w1 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2
-b1 = rng.standard_normal(8).astype(np.float32) * 0.1
-nodes = [mk("Conv", ["x", "w0", "b0"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
-         mk("Relu", ["c0"], ["h"]),
-         mk("Conv", ["h", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-         mk("Add", ["c1", "h"], ["a"]), mk("Relu", ["a"], ["g"]),
-         mk("MaxPool", ["g"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
 path = os.path.join(D, "cnn_s2.onnx")
-onnx.save(model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)],
-                [init("w0", w0), init("b0", b0), init("w1", w1), init("b1", b1)]), path)
+onnx.save(cnn_s2(rng), path)
 ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 BOX = ["--shapeset", "H=9..41", "--shapeset", "W=9..37"]
 
