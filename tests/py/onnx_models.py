@@ -186,3 +186,16 @@ def cnn_s2(rng):
              mk("Add", ["c1", "h"], ["a"]), mk("Relu", ["a"], ["g"]),
              mk("MaxPool", ["g"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
     return model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)], [init(k, v.astype(np.float32)) for k, v in w.items()])
+
+
+def fpn_s2(rng):
+    """x[1, 3, H, W] (dim_params H, W): Conv 3x3/2 (pad 1) + Relu, Resize x2 (nearest) back to 2*((H + 1)/2) rows,
+    added to a 1x1 Conv + Sigmoid of x (H rows), then concatenated with the upsampled branch: two names of one size
+    where H, W are even (odd ones break the model)."""
+    w = {"w0": rng.standard_normal((4, 3, 3, 3)) * 0.4, "w1": rng.standard_normal((4, 3, 1, 1)) * 0.4}
+    nodes = [mk("Conv", ["x", "w0"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             mk("Relu", ["c0"], ["h"]), mk("Resize", ["h", "", "sc"], ["u"], mode="nearest"),
+             mk("Conv", ["x", "w1"], ["c1"], kernel_shape=[1, 1]), mk("Sigmoid", ["c1"], ["l"]), mk("Add", ["u", "l"], ["a"]),
+             mk("Concat", ["u", "a"], ["y"], axis=1)]
+    inits = [init(k, v.astype(np.float32)) for k, v in w.items()] + [init("sc", np.array([1, 1, 2, 2], np.float32))]
+    return model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)], inits)

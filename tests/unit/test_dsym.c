@@ -10,6 +10,8 @@
  *    divide is refused before any kernel;
  *  - dsym_skip.json declares an input at a derived size: exact, and an
  *    input whose size disagrees with its definition is refused, naming it;
+ *  - dsym_names.json adds two tensors whose last axes are of one size under
+ *    two names: exact (the IndexBook keeps them right-aligned);
  *  - derived symbols survive the Tiny JSON round trip, and the definitions
  *    the frontend's dims give evaluate as floor divisions, nested, scaled
  *    and multiplied (a ceiling, or a lost parenthesis, fails). */
@@ -49,6 +51,27 @@ static void test_mismatch_refused(void **state) {
   assert_ok(&e, ut_tensor_alloc(&e, &in[1], TINY_FP32, 2, (int64_t[]){2, 9}));
   assert_int_equal(rt_sgen_run(&e, s, in, 2, out), HARP_E_INPUT_MISMATCH);
   if (!strstr(e.msg, "ds_h is 9") || !strstr(e.msg, "(H + 1) floordiv 2 gives 10")) fail_msg("%s", e.msg);
+  assert_null(out[0].data);
+  ut_tensor_free(&in[0]);
+  ut_tensor_free(&in[1]);
+  rt_sgen_free(s);
+}
+
+/* dsym_names.json: x[3, W] + y[3, ds_w] with ds_w = 2*(W floordiv 2), two
+ * names of one size at even W: exact (the axes right-aligned, not matched
+ * by name) at four bindings; an odd W breaks the model (y's columns
+ * disagree with the definition). */
+static void test_two_names(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"W", 2, 64}};
+  rt_sgen *s = sg_compile_box("dsym_names.json", box, 1, false);
+  static const char *const at[][2] = {{"W=2", NULL}, {"W=64", NULL}, {"W=18", NULL}, {"W=40", NULL}};
+  for (int b = 0; b < 4; b++) sg_check_at(s, "dsym_names.json", at[b], 1, 1e-6);
+  harp_error e = {0};
+  ut_tensor in[2] = {0}, out[1] = {0};
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){3, 7}));
+  assert_ok(&e, ut_tensor_alloc(&e, &in[1], TINY_FP32, 2, (int64_t[]){3, 7}));
+  assert_int_equal(rt_sgen_run(&e, s, in, 2, out), HARP_E_INPUT_MISMATCH);
   assert_null(out[0].data);
   ut_tensor_free(&in[0]);
   ut_tensor_free(&in[1]);
@@ -173,6 +196,7 @@ int main(void) {
       cmocka_unit_test(test_reshape_quarter),
       cmocka_unit_test(test_cnn_one_object),
       cmocka_unit_test(test_mismatch_refused),
+      cmocka_unit_test(test_two_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
