@@ -143,6 +143,47 @@ static void differing_kernel(const char *a, size_t at, char *why, size_t cap) {
            line);
 }
 
+/* The part of kernel text t that kernel k's functions span: from the first
+ * "model_k<k>_" or "model_k<k>(" to the first of kernel k + 1 (or the end);
+ * NULL when t has none of kernel k. */
+static const char *kernel_span(const char *t, int k, size_t *len) {
+  char a[32], b[32];
+  const char *s = NULL, *e = NULL;
+  for (int i = 0; i < 2; i++) {
+    snprintf(a, sizeof a, i ? "model_k%d(" : "model_k%d_", k);
+    snprintf(b, sizeof b, i ? "model_k%d(" : "model_k%d_", k + 1);
+    const char *x = strstr(t, a), *y = strstr(t, b);
+    if (x && (!s || x < s)) s = x;
+    if (y && (!e || y < e)) e = y;
+  }
+  if (!s) return NULL;
+  *len = e && e > s ? (size_t)(e - s) : strlen(s);
+  return s;
+}
+
+/* Every kernel whose text differs between a and b after the first
+ * (differing_kernel named it), appended to why[cap] as "(also: model_k5,
+ * ...; N kernels in all)": what else prints its sizes. */
+static void other_kernels(const char *a, const char *b, char *why, size_t cap) {
+  size_t n = strlen(why);
+  int count = 0;
+  bool full = false;
+  for (int k = 0; k < 100000; k++) {
+    size_t la = 0, lb = 0;
+    const char *sa = kernel_span(a, k, &la), *sb = kernel_span(b, k, &lb);
+    if (!sa && !sb) break;
+    if ((sa && sb && la == lb && !memcmp(sa, sb, la)) || ++count == 1) continue; /* the same; or the first, named */
+    const char *id = sa ? sa : sb; /* "model_k5_conv..." or "model_k5(": the kernel and its kind */
+    int len = (int)strcspn(id, "(");
+    const char *kind = memchr(id + 7, '_', (size_t)len > 7 ? (size_t)len - 7 : 0);
+    if (kind) len = (int)(kind - id) + 1 + (int)strcspn(kind + 1, "_(");
+    int w = full ? -1 : snprintf(why + n, cap - n, "%s %.*s", count == 2 ? " (also:" : ",", len > 40 ? 40 : len, id);
+    if (w < 0 || (size_t)w >= cap - n - 32) full = true, why[n] = 0;
+    else n += (size_t)w;
+  }
+  if (count > 1) snprintf(why + n, cap - n, "%s; %d kernels in all)", count == 2 && full ? " (" : full ? ", ..." : "", count);
+}
+
 /* e's error again as code, its message after `what` (the first error
  * recorded wins: cleared first). */
 static harp_status restate(harp_error *e, harp_status code, const char *what) {
@@ -230,7 +271,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   tiny_graph *glo = NULL;
   tiny_symtab symlo;
   rt_compile *clo = NULL, *chi = NULL;
-  char why[256] = "";
+  char why[640] = "";
   harp_status st = corner_at(e, s, lo, "lower", &glo, &symlo);
   if (!st) st = corner_at(e, s, hi, "upper", &s->ghi, &s->symhi);
   for (int i = 0; !st && i < s->ngen; i++)
@@ -261,6 +302,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
       size_t at = 0;
       while (a[at] == b[at]) at++;
       differing_kernel(a, at, why, sizeof why);
+      other_kernels(a, b, why, sizeof why);
     }
     free(a);
     free(b);
