@@ -260,6 +260,8 @@ typedef struct tiny_node {
  * division, products) of other symbols, bound with them (tiny_dsym_bind).
  * The lowering makes one where a dim is an expression of unbound symbols
  * (a strided conv's (H + 1)/2) for a ShapeSet (docs/tiny-ir.md). */
+#define TINY_MAX_DSYMS 1024 /* derived symbols a graph holds at most */
+#define TINY_MAX_DSYMS_TEXT "1024"
 typedef struct tiny_dsym {
   const char *name;
   const struct tiny_expr *def; /* symbols: base ones or earlier derived ones */
@@ -340,8 +342,9 @@ harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms
 /* Whether def never decreases when a symbol grows (sums, products and
  * floor divisions of non-negative terms by positive constants). */
 bool tiny_dsym_monotone(const tiny_expr *def);
-/* Whether def reads symbol sym, directly or through g's earlier derived symbols. */
-bool tiny_dsym_reads(const tiny_graph *g, const tiny_expr *def, const char *sym);
+/* reads[k] (per derived symbol of g): whether its definition reads symbol
+ * sym, directly or through earlier derived symbols. */
+void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads);
 
 /* ---- passes ------------------------------------------------------------- */
 /* Load a model from JSON text in either dialect (seed 001 uops, or seed 000

@@ -221,30 +221,40 @@ static bool raise_ones(rt_sgen *s, int64_t *lo) {
   return any;
 }
 
-/* The derived symbols of s->ghi that read a varying symbol join the
- * varying ones (gen_names, gen_hi: their value at the corner hi, s->symhi);
- * a definition that is not monotone leaves why[] saying so. */
+/* Derived symbol d (reading a varying symbol) joins the varying ones
+ * (gen_names; gen_hi: its value at the corner hi, s->symhi); a definition
+ * that is not monotone leaves why[] saying so. */
+static harp_status derived_gen(harp_error *e, rt_sgen *s, const tiny_dsym *d, char *why, size_t cap) {
+  char def[200];
+  tiny_expr_print(d->def, def, sizeof def);
+  if (!tiny_dsym_monotone(d->def)) {
+    snprintf(why, cap, "the derived size %.60s = %.120s may shrink as the box's symbols grow", d->name, def);
+    return HARP_OK;
+  }
+  if (s->ngen == RT_SGEN_MAX_GEN)
+    return ut_fail(e, HARP_E_LIMIT, NULL, "more than %d varying sizes in one ShapeSet object", RT_SGEN_MAX_GEN);
+  int64_t v;
+  if (!tiny_symtab_get(&s->symhi, d->name, &v))
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "derived symbol %s = %s unbound at the ShapeSet's upper corner", d->name, def);
+  s->gen_names[s->ngen] = d->name, s->gen_hi[s->ngen++] = v;
+  return HARP_OK;
+}
+
+/* The derived symbols of s->ghi that read a varying symbol, directly or
+ * through others, join the varying ones (derived_gen). */
 static harp_status derived_gens(harp_error *e, rt_sgen *s, char *why, size_t cap) {
   s->ngen = s->nbase;
-  for (int k = 0; k < s->ghi->ndsyms; k++) {
-    const tiny_dsym *d = &s->ghi->dsyms[k];
-    bool reads = false;
-    for (int i = 0; i < s->nbase && !reads; i++) reads = tiny_dsym_reads(s->ghi, d->def, s->gen_names[i]);
-    if (!reads) continue;
-    char def[200];
-    tiny_expr_print(d->def, def, sizeof def);
-    if (!tiny_dsym_monotone(d->def)) {
-      snprintf(why, cap, "the derived size %.60s = %.120s may shrink as the box's symbols grow", d->name, def);
-      return HARP_OK;
-    }
-    if (s->ngen == RT_SGEN_MAX_GEN)
-      return ut_fail(e, HARP_E_LIMIT, NULL, "more than %d varying sizes in one ShapeSet object", RT_SGEN_MAX_GEN);
-    int64_t v;
-    if (!tiny_symtab_get(&s->symhi, d->name, &v))
-      return ut_fail(e, HARP_E_INTERNAL, NULL, "derived symbol %s = %s unbound at the ShapeSet's upper corner", d->name, def);
-    s->gen_names[s->ngen] = d->name, s->gen_hi[s->ngen++] = v;
+  bool *varies = ut_xcalloc((size_t)s->ghi->ndsyms + 1, sizeof *varies), *r = ut_xcalloc((size_t)s->ghi->ndsyms + 1, sizeof *r);
+  harp_status st = varies && r ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; !st && i < s->nbase; i++) {
+    tiny_dsym_readers(s->ghi, s->gen_names[i], r);
+    for (int k = 0; k < s->ghi->ndsyms; k++) varies[k] |= r[k];
   }
-  return HARP_OK;
+  for (int k = 0; !st && k < s->ghi->ndsyms && !why[0]; k++)
+    if (varies[k]) st = derived_gen(e, s, &s->ghi->dsyms[k], why, cap);
+  free(varies);
+  free(r);
+  return st;
 }
 
 /* The varying symbols' values at binding vals (per symbol of s->syms), the

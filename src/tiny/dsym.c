@@ -5,7 +5,7 @@
  * unbound, and bound with the others before the graph is prepared
  * (docs/tiny-ir.md, "Derived symbols").
  * Needs: expr.c (parse, eval), core.c (symtab).  Gives: tiny_dsym_add,
- * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_reads. */
+ * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_readers. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,14 +43,19 @@ static bool reads_direct(const tiny_expr *x, const char *sym) {
   return reads_direct(x->a, sym) || reads_direct(x->b, sym);
 }
 
-bool tiny_dsym_reads(const tiny_graph *g, const tiny_expr *def, const char *sym) {
-  if (!def) return false;
-  if (def->k == TX_SYM) {
-    if (!strcmp(def->sym, sym)) return true;
-    int k = tiny_dsym_find(g, def->sym);
-    return k >= 0 && g->dsyms[k].def != def && tiny_dsym_reads(g, g->dsyms[k].def, sym);
+/* Whether x reads sym, or a derived symbol whose reads[] is set. */
+static bool reads_marked(const tiny_graph *g, const tiny_expr *x, const char *sym, const bool *reads) {
+  if (!x) return false;
+  if (x->k == TX_SYM) {
+    int k = tiny_dsym_find(g, x->sym);
+    return !strcmp(x->sym, sym) || (k >= 0 && reads[k]);
   }
-  return tiny_dsym_reads(g, def->a, sym) || tiny_dsym_reads(g, def->b, sym);
+  return reads_marked(g, x->a, sym, reads) || reads_marked(g, x->b, sym, reads);
+}
+
+void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads) {
+  for (int k = 0; k < g->ndsyms; k++) reads[k] = false;
+  for (int k = 0; k < g->ndsyms; k++) reads[k] = reads_marked(g, g->dsyms[k].def, sym, reads); /* earlier ones first */
 }
 
 int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text) {
@@ -71,7 +76,7 @@ int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text) {
   for (int i = 0; i < g->ndsyms; i++)
     if (reads_direct(g->dsyms[i].def, name))
       return dsym_fail(g, HARP_E_INVALID_ARG, name, "an earlier derived symbol reads it: define it first");
-  if (g->ndsyms >= TINY_MAX_NODES) return dsym_fail(g, HARP_E_LIMIT, name, "too many derived symbols");
+  if (g->ndsyms >= TINY_MAX_DSYMS) return dsym_fail(g, HARP_E_LIMIT, name, "more than " TINY_MAX_DSYMS_TEXT " derived symbols");
   tiny_dsym *d = ut_xrealloc(g->dsyms, sizeof *d * (size_t)(g->ndsyms + 1));
   const char *nm = ut_arena_strdup(g->arena, name);
   if (d) g->dsyms = d;

@@ -2,8 +2,8 @@
  * a model of tests/models as loaded for a box, its inputs at a binding
  * with the interpreter's outputs, and a ShapeSet object's run checked
  * against them.
- * Needs: testutil.h, harp/frontend.h, harp/sgen.h.  Gives: sg_load_model,
- * sg_inputs_at, sg_check_at, sg_compile_box. */
+ * Needs: testutil.h, harp/frontend.h, harp/sgen.h.  Gives: load_model,
+ * inputs_at, check_at, compile_box. */
 #ifndef HARP_SGEN_TESTUTIL_H
 #define HARP_SGEN_TESTUTIL_H
 
@@ -19,7 +19,7 @@
 /* tests/models/NAME as loaded (not prepared): a .harp model lowered with
  * its symbols unbound, expression sizes derived symbols (hg_lower_derive,
  * as for a box); a .json one as it is. */
-static tiny_graph *sg_load_model(const char *name) {
+static tiny_graph *load_model(const char *name) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/models/%s", HARP_SOURCE_DIR, name);
   harp_error e = {0};
@@ -42,9 +42,9 @@ static tiny_graph *sg_load_model(const char *name) {
 /* Inputs of model name at the binding "A=1", "B=2", ... (NULL-ended; the
  * derived sizes computed from it), filled from a seeded sequence; the
  * interpreter's outputs into ref.  Returns the number of inputs (<= 16). */
-static int sg_inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref, unsigned seed) {
+static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref, unsigned seed) {
   harp_error e = {0};
-  tiny_graph *g = sg_load_model(name);
+  tiny_graph *g = load_model(name);
   tiny_symtab t;
   tiny_symtab_init(&t);
   for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
@@ -71,9 +71,9 @@ static int sg_inputs_at(const char *name, const char *const *bind, ut_tensor *in
 
 /* Run s at the binding and compare every output (nout <= 4) with the
  * interpreter's: shapes equal, |a - b| / (1 + |b|) <= tol. */
-static void sg_check_at(rt_sgen *s, const char *name, const char *const *bind, int nout, double tol) {
+static void check_at(rt_sgen *s, const char *name, const char *const *bind, int nout, double tol) {
   ut_tensor in[16] = {0}, ref[4] = {0}, out[4] = {0};
-  int n = sg_inputs_at(name, bind, in, ref, 7u);
+  int n = inputs_at(name, bind, in, ref, 7u);
   harp_error e = {0};
   assert_ok(&e, rt_sgen_run(&e, s, in, n, out));
   for (int k = 0; k < nout; k++) {
@@ -92,16 +92,16 @@ static void sg_check_at(rt_sgen *s, const char *name, const char *const *bind, i
   for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
 }
 
-static rt_knobs sg_knobs;
+static rt_knobs knobs;
 
 /* Model name compiled for the box syms[0..n) (the source kept); outside:
  * a binding outside the box compiles on its own. */
-static rt_sgen *sg_compile_box(const char *name, const rt_sgen_sym *syms, int n, bool outside) {
-  rt_knobs_init(&sg_knobs);
-  rt_cpu_opts co = {.knobs = &sg_knobs, .keep_source = true};
+static rt_sgen *compile_box(const char *name, const rt_sgen_sym *syms, int n, bool outside) {
+  rt_knobs_init(&knobs);
+  rt_cpu_opts co = {.knobs = &knobs, .keep_source = true};
   rt_sgen_opts so = {.cpu = &co, .recompile_outside = outside};
   harp_error e = {0};
-  tiny_graph *g = sg_load_model(name);
+  tiny_graph *g = load_model(name);
   rt_sgen *s = NULL;
   assert_ok(&e, rt_sgen_compile(&e, g, syms, n, &so, &s));
   tiny_graph_free(g);

@@ -23,14 +23,14 @@
 static void test_cnn_one_object(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"H", 7, 41}, {"W", 7, 37}, {"N", 1, 1}, {"C", 3, 3}, {"K", 8, 8}};
-  rt_sgen *s = sg_compile_box("dsym_cnn.harp", box, 5, false);
+  rt_sgen *s = compile_box("dsym_cnn.harp", box, 5, false);
   if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s\n", rt_sgen_source(s) ? rt_sgen_source(s) : rt_sgen_fallback(s));
   if (rt_sgen_fallback(s)) fail_msg("dsym_cnn: not one object: %s", rt_sgen_fallback(s));
   assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[2]")); /* a derived size read at run time */
   static const char *const at[][6] = {{"H=7", "W=7", "N=1", "C=3", "K=8", NULL},   {"H=41", "W=37", "N=1", "C=3", "K=8", NULL},
                                       {"H=17", "W=23", "N=1", "C=3", "K=8", NULL}, {"H=33", "W=8", "N=1", "C=3", "K=8", NULL},
                                       {"H=8", "W=29", "N=1", "C=3", "K=8", NULL}};
-  for (int b = 0; b < 5; b++) sg_check_at(s, "dsym_cnn.harp", at[b], 1, 1e-4);
+  for (int b = 0; b < 5; b++) check_at(s, "dsym_cnn.harp", at[b], 1, 1e-4);
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
 }
@@ -41,10 +41,10 @@ static void test_cnn_one_object(void **state) {
 static void test_mismatch_refused(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"H", 3, 41}, {"N", 2, 2}};
-  rt_sgen *s = sg_compile_box("dsym_skip.json", box, 2, false);
+  rt_sgen *s = compile_box("dsym_skip.json", box, 2, false);
   if (getenv("DSYM_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "dsym_skip: %s\n", rt_sgen_fallback(s));
   static const char *const at[][3] = {{"H=3", "N=2", NULL}, {"H=41", "N=2", NULL}, {"H=20", "N=2", NULL}, {"H=19", "N=2", NULL}};
-  for (int b = 0; b < 4; b++) sg_check_at(s, "dsym_skip.json", at[b], 1, 0);
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_skip.json", at[b], 1, 0);
   harp_error e = {0};
   ut_tensor in[2] = {0}, out[1] = {0};
   assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){2, 19}));
@@ -64,9 +64,9 @@ static void test_mismatch_refused(void **state) {
 static void test_two_names(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"W", 2, 64}};
-  rt_sgen *s = sg_compile_box("dsym_names.json", box, 1, false);
+  rt_sgen *s = compile_box("dsym_names.json", box, 1, false);
   static const char *const at[][2] = {{"W=2", NULL}, {"W=64", NULL}, {"W=18", NULL}, {"W=40", NULL}};
-  for (int b = 0; b < 4; b++) sg_check_at(s, "dsym_names.json", at[b], 1, 1e-6);
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_names.json", at[b], 1, 1e-6);
   harp_error e = {0};
   ut_tensor in[2] = {0}, out[1] = {0};
   assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){3, 7}));
@@ -82,10 +82,10 @@ static void test_two_names(void **state) {
 static void test_reshape_quarter(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"n", 4, 64}};
-  rt_sgen *s = sg_compile_box("dsym_reshape.harp", box, 1, false);
+  rt_sgen *s = compile_box("dsym_reshape.harp", box, 1, false);
   if (rt_sgen_fallback(s)) fail_msg("dsym_reshape: not one object: %s", rt_sgen_fallback(s));
   static const char *const at[][2] = {{"n=4", NULL}, {"n=64", NULL}, {"n=28", NULL}, {"n=12", NULL}};
-  for (int b = 0; b < 4; b++) sg_check_at(s, "dsym_reshape.harp", at[b], 1, 1e-6);
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_reshape.harp", at[b], 1, 1e-6);
   assert_int_equal(rt_sgen_objects(s), 1);
   harp_error e = {0};
   ut_tensor in[1] = {0}, out[1] = {0};
@@ -101,7 +101,7 @@ static void test_reshape_quarter(void **state) {
  * floor divisions; bad definitions are clear errors. */
 static void test_json_round_trip(void **state) {
   (void)state;
-  tiny_graph *g = sg_load_model("dsym_cnn.harp");
+  tiny_graph *g = load_model("dsym_cnn.harp");
   char *a = tiny_write_json(g);
   if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s", a);
   assert_int_equal(g->ndsyms, 2);
@@ -181,10 +181,24 @@ static void test_dim_text(void **state) {
     }
   assert_true(tiny_dsym_monotone(g->dsyms[3].def));
   assert_true(tiny_dsym_monotone(g->dsyms[4].def));
+  /* a chain: d5 reads d0 (H), so H's readers are d0..d4 and d5 */
+  assert_true(tiny_dsym_add(g, "d5", "d0 + d0") >= 0);
+  bool reads[8] = {0};
+  tiny_dsym_readers(g, "H", reads);
+  for (int i = 0; i < 6; i++) assert_true(reads[i]);
+  tiny_dsym_readers(g, "W", reads);
+  assert_true(reads[3] && !reads[0] && !reads[5]);
   const tiny_expr *shrink = NULL;
   harp_error e = {0};
   assert_ok(&e, tiny_expr_parse(&e, g, "10 - H", 0, &shrink));
   assert_false(tiny_dsym_monotone(shrink));
+  for (int i = 6; i < TINY_MAX_DSYMS; i++) { /* the limit: a clear error past it */
+    char name[16];
+    snprintf(name, sizeof name, "e%d", i);
+    assert_true(tiny_dsym_add(g, name, "H + 1") >= 0);
+  }
+  assert_int_equal(tiny_dsym_add(g, "over", "H + 1"), -1);
+  assert_int_equal(g->err.code, HARP_E_LIMIT);
   tiny_graph_free(g);
   ut_arena_free(A);
 }

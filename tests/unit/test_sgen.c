@@ -14,18 +14,18 @@
 static void test_softmax_one_object(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"R", 1, 64}, {"L", 33, 33}};
-  rt_sgen *s = sg_compile_box("softmax_rows.json", box, 2, false);
+  rt_sgen *s = compile_box("softmax_rows.json", box, 2, false);
   assert_null(rt_sgen_fallback(s));
   if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
   assert_int_equal(rt_sgen_objects(s), 1);
   assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[0]")); /* the rows are read at run time */
   const char *b1[] = {"R=1", "L=33", NULL}, *b2[] = {"R=64", "L=33", NULL}, *b3[] = {"R=5", "L=33", NULL},
              *b4[] = {"R=37", "L=33", NULL};
-  sg_check_at(s, "softmax_rows.json", b3, 1, 1e-5);
-  sg_check_at(s, "softmax_rows.json", b2, 1, 1e-5);
-  sg_check_at(s, "softmax_rows.json", b1, 1, 1e-5);
-  sg_check_at(s, "softmax_rows.json", b4, 1, 1e-5);
-  sg_check_at(s, "softmax_rows.json", b3, 1, 1e-5); /* back to a binding seen: the kept graph */
+  check_at(s, "softmax_rows.json", b3, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b2, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b1, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b4, 1, 1e-5);
+  check_at(s, "softmax_rows.json", b3, 1, 1e-5); /* back to a binding seen: the kept graph */
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
 }
@@ -35,12 +35,12 @@ static void test_softmax_one_object(void **state) {
 static void test_outside_box(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"R", 2, 16}, {"L", 33, 33}};
-  rt_sgen *s = sg_compile_box("softmax_rows.json", box, 2, false);
+  rt_sgen *s = compile_box("softmax_rows.json", box, 2, false);
   const char *far[] = {"R=17", "L=33", NULL}, *low[] = {"R=1", "L=33", NULL}, *wide[] = {"R=4", "L=34", NULL};
   const char *const *bad[] = {far, low, wide};
   for (int b = 0; b < 3; b++) {
     ut_tensor in[2] = {0}, ref[1] = {0}, out[1] = {0};
-    int n = sg_inputs_at("softmax_rows.json", bad[b], in, ref, 3u);
+    int n = inputs_at("softmax_rows.json", bad[b], in, ref, 3u);
     harp_error e = {0};
     assert_int_equal(rt_sgen_run(&e, s, in, n, out), HARP_E_INPUT_MISMATCH);
     assert_null(out[0].data);
@@ -50,8 +50,8 @@ static void test_outside_box(void **state) {
   }
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
-  s = sg_compile_box("softmax_rows.json", box, 2, true);
-  sg_check_at(s, "softmax_rows.json", far, 1, 1e-5);
+  s = compile_box("softmax_rows.json", box, 2, true);
+  check_at(s, "softmax_rows.json", far, 1, 1e-5);
   assert_int_equal(rt_sgen_objects(s), 2);
   rt_sgen_free(s);
 }
@@ -108,7 +108,7 @@ static void run_case(const box_case *k) {
     box[n] = (rt_sgen_sym){names[n], v, v};
     n++;
   }
-  rt_sgen *s = sg_compile_box(k->model, box, n, false);
+  rt_sgen *s = compile_box(k->model, box, n, false);
   if (k->generic && rt_sgen_fallback(s)) fail_msg("%s over %s: not one object: %s", k->model, k->var, rt_sgen_fallback(s));
   if (!k->generic) assert_non_null(rt_sgen_fallback(s));
   if (getenv("SGEN_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "%s: %s\n", k->model, rt_sgen_fallback(s));
@@ -118,7 +118,7 @@ static void run_case(const box_case *k) {
     const char *bind[8] = {var};
     snprintf(var, sizeof var, "%s=%lld", k->var, (long long)at[b]);
     for (int i = 0; k->fixed[i]; i++) bind[i + 1] = k->fixed[i];
-    sg_check_at(s, k->model, bind, 1, k->tol);
+    check_at(s, k->model, bind, 1, k->tol);
   }
   /* generic: one object; a lower corner of 1 where a size 1 broadcasts gets its own */
   assert_int_equal(rt_sgen_objects(s), k->generic ? 1 + k->one_apart : 3);
@@ -210,13 +210,13 @@ static void test_conv_sizes(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof CONV_CASES / sizeof CONV_CASES[0]; i++) {
     const conv_case *k = &CONV_CASES[i];
-    rt_sgen *s = sg_compile_box(k->model, k->box, k->nbox, false);
+    rt_sgen *s = compile_box(k->model, k->box, k->nbox, false);
     if (rt_sgen_fallback(s)) fail_msg("%s: not one object: %s", k->model, rt_sgen_fallback(s));
     assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
     if (strstr(k->model, "pool")) /* small bindings on the calling thread, decided at run time */
       assert_non_null(strstr(rt_sgen_source(s), "small at this binding"));
     if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
-    for (int b = 0; b < 5; b++) sg_check_at(s, k->model, k->at[b], k->nout, k->tol);
+    for (int b = 0; b < 5; b++) check_at(s, k->model, k->at[b], k->nout, k->tol);
     assert_int_equal(rt_sgen_objects(s), 1);
     rt_sgen_free(s);
   }
@@ -228,10 +228,10 @@ static void test_conv_sizes(void **state) {
 static void test_breaks_model(void **state) {
   (void)state;
   rt_sgen_sym box[] = {{"R", 2, 16}, {"H", 1, 8}};
-  rt_sgen *s = sg_compile_box("reshape_rows.json", box, 2, false);
+  rt_sgen *s = compile_box("reshape_rows.json", box, 2, false);
   if (getenv("SGEN_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "reshape_rows: %s\n", rt_sgen_fallback(s));
   const char *good[] = {"R=6", "H=3", NULL};
-  sg_check_at(s, "reshape_rows.json", good, 1, 1e-6);
+  check_at(s, "reshape_rows.json", good, 1, 1e-6);
   /* R = 6 with H = 2: inputs_at cannot prepare that, so the inputs are made by hand */
   harp_error e = {0};
   ut_tensor in[2] = {0}, out[1] = {0};
@@ -261,7 +261,7 @@ static void test_bad_box(void **state) {
       {{{"Q", 2, 4}, {"R", 2, 4}}, HARP_E_INVALID_ARG, "no input of the model declares it"},
       {{{"R", 2, INT64_C(1) << 40}, {"L", 33, 33}}, HARP_E_LIMIT, "the ShapeSet's upper corner"},
   };
-  tiny_graph *g = sg_load_model("softmax_rows.json");
+  tiny_graph *g = load_model("softmax_rows.json");
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     rt_sgen *s = NULL;
     harp_error e = {0};
