@@ -339,6 +339,13 @@ harp_status hg_lower_bound(harp_error *e, const hg_program *p, const tiny_symtab
 typedef harp_status (*hg_bind_fill)(harp_error *e, tiny_symtab *bind, void *ctx);
 harp_status hg_lower_or_bind(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, tiny_graph **out,
                            tiny_symtab *defaults);
+/* hg_lower_or_bind for a ShapeSet: a dim that is an expression of symbols
+ * left unbound (a strided conv's (H + 1)/2, a Reshape's n/4) becomes a
+ * derived symbol of the Tiny graph (tiny_dsym, named "ds_" and the
+ * expression spelt as an identifier, "ds_H_p1_d2") instead of an error.
+ * A model that lowers without one gives the same graph as hg_lower_or_bind. */
+harp_status hg_lower_derive(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, tiny_graph **out,
+                            tiny_symtab *defaults);
 
 /* ---- dumps -------------------------------------------------------------- */
 /* `--dump frontend`: stable JSON (malloc'd). */

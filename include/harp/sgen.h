@@ -22,6 +22,10 @@
 #include "harp/tensor.h"
 #include "harp/tiny.h"
 
+/* The most varying symbols one object reads, derived ones included
+ * (tiny_dsym: a strided conv's (H + 1)/2): rt_sgen_bind's syms[] holds as many. */
+#define RT_SGEN_MAX_GEN 256
+
 /* A shape symbol of the model and its range, lo <= hi (lo >= 1); lo == hi
  * binds it to one value. */
 typedef struct rt_sgen_sym {

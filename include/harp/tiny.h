@@ -256,6 +256,17 @@ typedef struct tiny_node {
   int pieces; /* piecewise count of the view chain ending here (1 if none) */
 } tiny_node;
 
+/* A derived shape symbol: name's value is def, an expression (affine, floor
+ * division, products) of other symbols, bound with them (tiny_dsym_bind).
+ * The lowering makes one where a dim is an expression of unbound symbols
+ * (a strided conv's (H + 1)/2) for a ShapeSet (docs/tiny-ir.md). */
+#define TINY_MAX_DSYMS 1024 /* derived symbols a graph holds at most */
+#define TINY_MAX_DSYMS_TEXT "1024"
+typedef struct tiny_dsym {
+  const char *name;
+  const struct tiny_expr *def; /* symbols: base ones or earlier derived ones */
+} tiny_dsym;
+
 typedef struct tiny_graph {
   struct ut_arena *arena; /* owns ids, tags, expressions */
   tiny_node *nodes;
@@ -266,6 +277,8 @@ typedef struct tiny_graph {
   harp_error err;        /* first builder error */
   int next_auto_id;
   struct ut_strmap *ids; /* id -> index (util/strmap.c) */
+  tiny_dsym *dsyms;      /* derived symbols in definition order (malloc'd; names, defs in arena) */
+  int ndsyms;
 } tiny_graph;
 
 /* ---- builder API -------------------------------------------------------- */
@@ -313,6 +326,25 @@ harp_status tiny_expr_parse(harp_error *e, tiny_graph *g, const char *text, int 
 void tiny_expr_print(const tiny_expr *x, char *buf, int cap);
 /* Evaluate with vars[] and symbols; false if a symbol is unbound or a divisor <= 0. */
 bool tiny_expr_eval(const tiny_expr *x, const int64_t *vars, const tiny_symtab *syms, int64_t *out);
+
+/* ---- derived symbols (dsym.c) -------------------------------------------- */
+/* Add name := def_text (tiny_expr_parse syntax, no axis variables; symbols
+ * already known to g's derived list must come before it).  Adding the same
+ * name with the same definition again is a no-op.  -1 with g->err set. */
+int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text);
+/* Index of derived symbol name, or -1. */
+int tiny_dsym_find(const tiny_graph *g, const char *name);
+/* Set every derived symbol whose definition's symbols syms binds, in
+ * order.  One syms binds already (an input's shape gave it) must equal
+ * its definition: else InputMismatch; a negative value is
+ * AxisSizeMismatch.  Derived symbols of unbound ones stay unbound. */
+harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms);
+/* Whether def never decreases when a symbol grows (sums, products and
+ * floor divisions of non-negative terms by positive constants). */
+bool tiny_dsym_monotone(const tiny_expr *def);
+/* reads[k] (per derived symbol of g): whether its definition reads symbol
+ * sym, directly or through earlier derived symbols. */
+void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads);
 
 /* ---- passes ------------------------------------------------------------- */
 /* Load a model from JSON text in either dialect (seed 001 uops, or seed 000

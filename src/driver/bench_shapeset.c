@@ -27,7 +27,7 @@ typedef struct sb_bind {
   const void **in;
   void **outp;
   ut_tensor *outs;
-  long long gsyms[64];
+  long long gsyms[RT_SGEN_MAX_GEN];
   double first_ms, *tg, *ts;
 } sb_bind;
 

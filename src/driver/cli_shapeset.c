@@ -59,7 +59,7 @@ harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_mod
     if (rt_sgen_parse_box(e, o->shapesets[i], "--shapeset", names[i], sizeof names[i], &box[n++])) return e->code;
     else box_name(o, m->onnx, i, names[i], sizeof names[i]);
   for (int i = 0; i < m->syms.n && n < CLI_MAX_LIST + 64; i++) { /* the others stay as bound */
-    bool boxed = false;
+    bool boxed = tiny_dsym_find(m->g, m->syms.names[i]) >= 0; /* a derived size: computed per binding */
     for (int k = 0; k < o->nshapesets; k++) boxed |= !strcmp(box[k].name, m->syms.names[i]);
     if (!boxed) box[n++] = (rt_sgen_sym){m->syms.names[i], m->syms.values[i], m->syms.values[i]};
   }

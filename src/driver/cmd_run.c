@@ -229,7 +229,10 @@ static harp_status write_outputs(harp_error *e, const cli_opts *o, const cli_mod
   harp_status st = cli_write_outputs(e, o->out_dir, names, outs, m->g->noutputs);
   for (int k = 0; k < m->g->noutputs && !st; k++) {
     char shape[256];
-    tiny_shape_format(&m->g->nodes[m->g->outputs[k]].shape, shape, sizeof shape);
+    tiny_shape sh = m->g->nodes[m->g->outputs[k]].shape;
+    for (int d = 0; d < sh.rank; d++) /* a derived size (ds_H_p1_d2) as its number: the name is the lowering's */
+      if (sh.d[d].sym && tiny_dsym_find(m->g, sh.d[d].sym) >= 0) sh.d[d].sym = NULL;
+    tiny_shape_format(&sh, shape, sizeof shape);
     printf("%s: %s %s -> %s/%s.npy\n", names[k], tiny_dtype_name(outs[k].dtype), shape, o->out_dir, names[k]);
   }
   free(names);

@@ -1,6 +1,6 @@
 /* dim.c — symbolic dimensions of the frontend.
  * Needs: util (arena, checked arithmetic).  Gives: fe_dim construction in a
- * canonical form, comparison, substitution, evaluation.
+ * canonical form, comparison, substitution, evaluation, Tiny expression text.
  *
  * A dim is  c + sum_i k_i * atom_i  where an atom is a shape variable, a
  * product of two or more factors, or floor(num / q).  Terms are sorted by
@@ -11,6 +11,7 @@
  * The text is DSL syntax ('/' is floor division in shapes), so printing a
  * dim and parsing it back gives the same dim. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,4 +328,52 @@ static void atom_syms(const fe_atom *at, void (*f)(void *, const char *), void *
 
 void fe_dim_syms(const fe_dim *d, void (*f)(void *ctx, const char *sym), void *ctx) {
   for (int i = 0; i < d->nt; i++) atom_syms(d->t[i].atom, f, ctx);
+}
+
+/* ---- as a Tiny expression -------------------------------------------------- */
+typedef struct tbuf {
+  char *b;
+  int cap, k;
+} tbuf;
+
+static bool tput(tbuf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool tput(tbuf *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(t->b + t->k, (size_t)(t->cap - t->k), fmt, ap);
+  va_end(ap);
+  if (n < 0 || t->k + n >= t->cap) return false;
+  t->k += n;
+  return true;
+}
+
+static bool tiny_text(const fe_dim *d, tbuf *t);
+
+/* An atom in tiny_expr_parse syntax: a symbol, a product, a floor division. */
+static bool atom_tiny_text(const fe_atom *at, tbuf *t) {
+  switch (at->kind) {
+  case FE_A_SYM: return tput(t, "%s", at->sym);
+  case FE_A_PROD:
+    for (int i = 0; i < at->nf; i++)
+      if (!tput(t, i ? "*(" : "(") || !tiny_text(at->f[i], t) || !tput(t, ")")) return false;
+    return true;
+  case FE_A_DIV: return tput(t, "((") && tiny_text(at->num, t) && tput(t, ") floordiv %" PRId64 ")", at->q); /* 2*(x/2) */
+  }
+  return false;
+}
+
+static bool tiny_text(const fe_dim *d, tbuf *t) {
+  for (int i = 0; i < d->nt; i++) {
+    int64_t k = d->t[i].k;
+    if ((i && !tput(t, " + ")) || (k != 1 && !tput(t, "%" PRId64 "*", k)) || !atom_tiny_text(d->t[i].atom, t)) return false;
+  }
+  if (d->nt == 0 || d->c != 0) return tput(t, "%s%" PRId64, d->nt ? " + " : "", d->c);
+  return true;
+}
+
+bool fe_dim_tiny_text(const fe_dim *d, char *buf, int cap) {
+  tbuf t = {buf, cap, 0};
+  if (cap <= 0) return false;
+  buf[0] = 0;
+  return d && tiny_text(d, &t);
 }

@@ -64,6 +64,8 @@ typedef const fe_dim *(*fe_sym_lookup)(void *ctx, const char *name);
 const fe_dim *fe_dim_subst(ut_arena *a, const fe_dim *d, fe_sym_lookup look, void *ctx);
 /* Value under a binding; false if a symbol is unbound. */
 bool fe_dim_eval(const fe_dim *d, const tiny_symtab *syms, int64_t *out);
+/* d in tiny_expr_parse syntax ("(H + 1) floordiv 2") into buf[cap]; false when it does not fit. */
+bool fe_dim_tiny_text(const fe_dim *d, char *buf, int cap);
 /* Calls f(ctx, sym) for every symbol in d. */
 void fe_dim_syms(const fe_dim *d, void (*f)(void *ctx, const char *sym), void *ctx);
 

@@ -31,6 +31,7 @@ typedef struct lw {
   int cap_owner;
   const fe_node *cur;      /* the op being lowered (errors point at it) */
   int seq;                 /* provisional ids */
+  bool derive;             /* a dim that is an expression of unbound symbols: a derived symbol (hg_lower_derive) */
 } lw;
 
 /* Append a Tiny node (-1 on error, reported at the current op). */

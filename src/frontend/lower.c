@@ -109,7 +109,67 @@ int lw_const(lw *L, double v, tiny_dtype dt) {
 /* ---- dims and shapes ----------------------------------------------------------- */
 bool lw_can_dim(const lw *L, const fe_dim *d) {
   int64_t v;
-  return fe_dim_is_int(d, NULL) || fe_dim_is_sym(d) || (L->bind && fe_dim_eval(d, L->bind, &v));
+  return fe_dim_is_int(d, NULL) || fe_dim_is_sym(d) || (L->bind && fe_dim_eval(d, L->bind, &v)) || (d && L->derive);
+}
+
+/* The derived symbol's name for dim text `text`: "ds_" and the text with
+ * its operators spelt (" + " p, " - " m, "*" x, "/" d, parentheses and
+ * spaces dropped), a long one cut and a hash of the whole appended, into
+ * name[cap] (cap >= 64). */
+static void dsym_name(const char *text, char *name, size_t cap) {
+  size_t k = (size_t)snprintf(name, cap, "ds_");
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (const char *p = text; *p; p++) {
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    char c = *p;
+    const char *put = c == '+' ? "_p" : c == '-' ? "_m" : c == '*' ? "_x" : c == '/' ? "_d" : NULL;
+    char one[2] = {c, 0};
+    if (!put && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')) put = one;
+    for (; put && *put && k + 1 < cap; put++) name[k++] = *put;
+  }
+  name[k < cap ? k : cap - 1] = 0;
+  if (k > 48) snprintf(name + 40, cap - 40, "_%08" PRIx64, h & 0xffffffffu);
+}
+
+/* Whether a shape symbol of L's graph so far (an INPUT's dim) is named name. */
+static bool input_sym(const lw *L, const char *name) {
+  for (int i = 0; i < L->t->n; i++) {
+    const tiny_node *n = &L->t->nodes[i];
+    for (int d = 0; n->op == TINY_INPUT && d < n->a.input.shape.rank; d++)
+      if (n->a.input.shape.d[d].sym && !strcmp(n->a.input.shape.d[d].sym, name)) return true;
+  }
+  return false;
+}
+
+/* d, an expression of symbols, as a derived symbol of L's graph (the same
+ * expression, the same symbol) into *out; false when its text does not fit
+ * (nothing reported) or on an error (reported). */
+static bool lw_derive(lw *L, const fe_dim *d, tiny_dim *out) {
+  char def[1024], mine[1024], theirs[1024], base[80], name[96];
+  if (!fe_dim_tiny_text(d, def, sizeof def)) return false;
+  harp_error e;
+  harp_error_clear(&e);
+  const tiny_expr *x = NULL;
+  if (tiny_expr_parse(&e, L->t, def, 0, &x)) {
+    fe_fail_node(L->e, L->fp, L->cur, e.code, "dimension %s: %s", d->text, e.msg);
+    return false;
+  }
+  tiny_expr_print(x, mine, sizeof mine);
+  dsym_name(d->text, base, sizeof base);
+  snprintf(name, sizeof name, "%s", base);
+  for (int k = 2; k < 1000; k++) { /* a clash with another definition or an input's symbol: the next suffix */
+    int at = tiny_dsym_find(L->t, name);
+    if (at >= 0) tiny_expr_print(L->t->dsyms[at].def, theirs, sizeof theirs);
+    if (at >= 0 ? !strcmp(mine, theirs) : !input_sym(L, name)) break;
+    snprintf(name, sizeof name, "%s_%d", base, k);
+  }
+  int k = tiny_dsym_add(L->t, name, mine);
+  if (k < 0) {
+    fe_fail_node(L->e, L->fp, L->cur, L->t->err.code, "dimension %s: %s", d->text, L->t->err.msg);
+    return false;
+  }
+  *out = tiny_dim_sym(L->t->dsyms[k].name);
+  return true;
 }
 
 bool lw_dim(lw *L, const fe_dim *d, tiny_dim *out) {
@@ -135,6 +195,10 @@ bool lw_dim(lw *L, const fe_dim *d, tiny_dim *out) {
     }
     *out = tiny_dim_int(v);
     return true;
+  }
+  if (L->derive) {
+    if (lw_derive(L, d, out)) return true;
+    if (L->e->code) return false;
   }
   lw_unsupported(L, "%s: dimension %s is an expression of shape variables, which a Tiny IR arg cannot hold; "
                     "bind its symbols (--sym) or reshape so that it stays one variable",
@@ -613,6 +677,11 @@ static harp_status rename_and_finish(lw *L, tiny_graph **out) {
     if (j < 0 || tiny_mark_output(t, j) < 0) s = ut_fail(L->e, HARP_E_INTERNAL, o->name, "%s", t->err.msg);
   }
   free(live);
+  for (int k = 0; k < L->t->ndsyms && !s; k++) { /* the derived symbols, as defined */
+    char def[1024];
+    tiny_expr_print(L->t->dsyms[k].def, def, sizeof def);
+    if (tiny_dsym_add(t, L->t->dsyms[k].name, def) < 0) s = ut_fail(L->e, t->err.code, NULL, "%s", t->err.msg);
+  }
 done:
   free(final);
   free(is_out);
@@ -627,14 +696,16 @@ done:
 }
 
 /* ---- the driver ------------------------------------------------------------------------- */
-harp_status hg_lower_bound(harp_error *e, const hg_program *p, const tiny_symtab *bind, tiny_graph **out,
-                         tiny_symtab *defaults) {
+/* hg_lower_bound; derive: dims that are expressions of unbound symbols
+ * become derived symbols (hg_lower_derive). */
+static harp_status lower_impl(harp_error *e, const hg_program *p, const tiny_symtab *bind, bool derive, tiny_graph **out,
+                              tiny_symtab *defaults) {
   *out = NULL;
   hg_program *fp = NULL;
   if (fe_flatten(e, p, &fp)) return e->code;
   const hg_graph *g = hg_program_find(fp, "main");
   lw L = {e, fp, g, tiny_graph_new(), bind, ut_xcalloc((size_t)g->n + 1, sizeof(int)),
-          ut_xcalloc((size_t)g->n + 1, sizeof(lw_split)), NULL, 0, NULL, 0};
+          ut_xcalloc((size_t)g->n + 1, sizeof(lw_split)), NULL, 0, NULL, 0, derive};
   harp_status s = HARP_OK;
   if (!L.t || !L.tn || !L.split) {
     s = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -699,13 +770,19 @@ done:
   return s;
 }
 
-harp_status hg_lower(harp_error *e, const hg_program *p, tiny_graph **out, tiny_symtab *defaults) {
-  return hg_lower_bound(e, p, NULL, out, defaults);
+harp_status hg_lower_bound(harp_error *e, const hg_program *p, const tiny_symtab *bind, tiny_graph **out,
+                         tiny_symtab *defaults) {
+  return lower_impl(e, p, bind, false, out, defaults);
 }
 
-harp_status hg_lower_or_bind(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, tiny_graph **out,
-                           tiny_symtab *defaults) {
-  harp_status s = hg_lower(e, p, out, defaults);
+harp_status hg_lower(harp_error *e, const hg_program *p, tiny_graph **out, tiny_symtab *defaults) {
+  return lower_impl(e, p, NULL, false, out, defaults);
+}
+
+/* hg_lower_or_bind, derived symbols or not. */
+static harp_status lower_or_bind(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, bool derive,
+                                 tiny_graph **out, tiny_symtab *defaults) {
+  harp_status s = lower_impl(e, p, NULL, derive, out, defaults);
   if (s != HARP_E_UNSUPPORTED) return s;
   tiny_symtab bind;
   tiny_symtab_init(&bind);
@@ -713,7 +790,17 @@ harp_status hg_lower_or_bind(harp_error *e, const hg_program *p, hg_bind_fill fi
   s = fill ? fill(e, &bind, ctx) : HARP_OK;
   for (int i = 0; !s && i < defaults->n; i++)
     if (!tiny_symtab_get(&bind, defaults->names[i], NULL)) s = tiny_symtab_set(e, &bind, defaults->names[i], defaults->values[i]);
-  if (!s) s = hg_lower_bound(e, p, &bind, out, NULL);
+  if (!s) s = lower_impl(e, p, &bind, derive, out, NULL);
   tiny_symtab_free(&bind);
   return s;
+}
+
+harp_status hg_lower_or_bind(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, tiny_graph **out,
+                             tiny_symtab *defaults) {
+  return lower_or_bind(e, p, fill, ctx, false, out, defaults);
+}
+
+harp_status hg_lower_derive(harp_error *e, const hg_program *p, hg_bind_fill fill, void *ctx, tiny_graph **out,
+                            tiny_symtab *defaults) {
+  return lower_or_bind(e, p, fill, ctx, true, out, defaults);
 }

@@ -251,27 +251,33 @@ static harp_status rule_unary(bctx *c) {
 }
 
 /* Operand axis a -> output axis (right-aligned; by symbol name when the
- * names conflict, as tiny_infer does); -1 when dropped. */
+ * names conflict, as tiny_infer does); -1 when dropped.  When the names do
+ * not place every axis of size other than 1 (two names of one size: a
+ * derived symbol beside another expression of the same value), the axes
+ * stay right-aligned, as tiny_infer keeps them. */
 static void align(const ib_info *op, const tiny_shape *out, const tiny_shape *ops, int *map) {
   int r = op->rank, R = out->rank;
-  bool conflict = false;
+  bool conflict = false, mismatch = false;
   for (int a = 0; a < r; a++) {
     const tiny_dim *s = &ops->d[a], *t = &out->d[a + R - r];
     if (s->n != 1 && t->n != 1 && s->sym && t->sym && strcmp(s->sym, t->sym) != 0) conflict = true;
-    if (s->n >= 0 && t->n >= 0 && s->n != 1 && s->n != t->n) conflict = true;
+    if (s->n >= 0 && t->n >= 0 && s->n != 1 && s->n != t->n) conflict = mismatch = true;
     map[a] = a + R - r;
   }
   if (!conflict) return;
-  int last = -1;
+  int by_name[TINY_MAX_RANK], last = -1;
+  bool placed = true;
   for (int a = 0; a < r; a++) {
-    map[a] = -1;
-    if (!ops->d[a].sym) continue;
-    for (int j = last + 1; j < R; j++)
+    by_name[a] = -1;
+    for (int j = last + 1; ops->d[a].sym && j < R; j++)
       if (out->d[j].sym && strcmp(out->d[j].sym, ops->d[a].sym) == 0) {
-        map[a] = last = j;
+        by_name[a] = last = j;
         break;
       }
+    placed &= by_name[a] >= 0 || ops->d[a].n == 1;
   }
+  if (!placed && !mismatch) return; /* names differ, sizes agree: right-aligned */
+  memcpy(map, by_name, sizeof by_name[0] * (size_t)r);
 }
 
 static harp_status rule_elementwise(bctx *c) {

@@ -252,6 +252,7 @@ harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *
     st = api_sgen_new(e, g, &c->syms, o, &k, &c->ss, &ghi);
     if (!st) tiny_graph_free(c->g), c->g = ghi, c->f = (fn_function *)api_sgen_function(c->ss);
   } else {
+    if (!st) st = tiny_dsym_bind(e, g, &c->syms);
     if (!st) st = tiny_prepare(e, g, &c->syms, false);
     if (!st) st = build(e, c, o, &k);
   }
@@ -385,7 +386,8 @@ static harp_status load_graph(harp_error *e, const api_src *src, const char *fmt
   if (!strcmp(fmt, "json")) return src->data ? tiny_load_json(e, src->data, src->len, path, g) : tiny_load_file(e, path, g);
   hg_program *p = NULL;
   harp_status st = src->data ? hg_harp_load_text(e, src->data, src->len, path, &p) : hg_harp_load_file(e, path, &p);
-  if (!st) st = hg_lower_or_bind(e, p, fill_syms, (void *)o, g, defaults);
+  if (!st && o && o->shapesets && o->shapesets[0]) st = hg_lower_derive(e, p, fill_syms, (void *)o, g, defaults);
+  else if (!st) st = hg_lower_or_bind(e, p, fill_syms, (void *)o, g, defaults);
   hg_program_free(p);
   return st;
 }
@@ -409,7 +411,8 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
       tiny_symtab_free(&defaults);
       return compile_flow(e, &om, o, out);
     }
-    if (!st) st = hg_lower_or_bind(e, om.program, fill_syms, (void *)o, &g, &defaults);
+    bool boxed = o && o->shapesets && o->shapesets[0]; /* an expression of the box's symbols: a derived symbol */
+    if (!st) st = (boxed ? hg_lower_derive : hg_lower_or_bind)(e, om.program, fill_syms, (void *)o, &g, &defaults);
     if (!st) mark_weights(g, &om);
   } else {
     st = ut_fail_at(e, HARP_E_USAGE, path, 0, 0, "unknown model %s (expected .json, .harp or .onnx)", src->format ? "format" : "extension");

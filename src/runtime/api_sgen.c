@@ -74,16 +74,17 @@ harp_status api_sgen_onnx(harp_error *e, const onnx_model *om, const harp_option
 }
 
 /* A copy of g (as loaded) prepared at t. */
-static harp_status prepared_copy(harp_error *e, const char *text, const tiny_symtab *t, tiny_graph **out) {
-  if (tiny_load_json(e, text, strlen(text), NULL, out)) return e->code;
+static harp_status prepared_copy(harp_error *e, const char *text, tiny_symtab *t, tiny_graph **out) {
+  if (tiny_load_json(e, text, strlen(text), NULL, out) || tiny_dsym_bind(e, *out, t)) return e->code;
   return tiny_prepare(e, *out, t, false);
 }
 
-/* The box of o->shapesets plus every symbol syms binds (fixed there), into
+/* The box of o->shapesets plus every symbol syms binds (fixed there; a
+ * derived one of g is computed per binding instead), into
  * box[0..*n) (names in names[]); syms gains each ShapeSet symbol at hi, lo
  * its copy at the lower corner. */
-static harp_status make_box(harp_error *e, const harp_options *o, tiny_symtab *syms, tiny_symtab *lo, rt_sgen_sym *box,
-                            char (*names)[128], int *n) {
+static harp_status make_box(harp_error *e, const tiny_graph *g, const harp_options *o, tiny_symtab *syms, tiny_symtab *lo,
+                            rt_sgen_sym *box, char (*names)[128], int *n) {
   *n = 0;
   for (int i = 0; o->shapesets[i]; i++) {
     if (*n == API_MAX_SETS) return ut_fail(e, HARP_E_LIMIT, NULL, "more than %d ShapeSet symbols", API_MAX_SETS);
@@ -92,7 +93,7 @@ static harp_status make_box(harp_error *e, const harp_options *o, tiny_symtab *s
   }
   int nsets = *n;
   for (int i = 0; i < syms->n; i++) {
-    bool boxed = false;
+    bool boxed = tiny_dsym_find(g, syms->names[i]) >= 0; /* a derived size: computed per binding */
     for (int k = 0; k < nsets; k++) boxed |= !strcmp(box[k].name, syms->names[i]);
     if (boxed) continue;
     if (*n == API_MAX_SETS) return ut_fail(e, HARP_E_LIMIT, NULL, "more than %d shape symbols", API_MAX_SETS);
@@ -121,7 +122,7 @@ harp_status api_sgen_new(harp_error *e, const tiny_graph *g, tiny_symtab *syms, 
   tiny_symtab_init(&lo);
   int n = 0;
   harp_status st = a && box && names && text ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  if (!st) st = make_box(e, o, syms, &lo, box, names, &n);
+  if (!st) st = make_box(e, g, o, syms, &lo, box, names, &n);
   if (!st && o->precision && !(a->precision = strdup(o->precision))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (a) a->knobs = *k;
   rt_cpu_opts co = {.knobs = a ? &a->knobs : k, .precision = a ? a->precision : NULL,
@@ -323,7 +324,7 @@ static harp_status run_sets(harp_error *e, const harp_compiled *c, api_shaped *p
   const api_sgen *a = api_shapesets(c);
   ut_tensor *t = NULL;
   int n = 0;
-  long long syms[API_MAX_SETS];
+  long long syms[RT_SGEN_MAX_GEN];
   harp_status st = feed_tensors(e, c, inputs, in_shapes, p->params, &t, &n);
   if (!st && p->inst && !rt_sgen_bind(e, a->s, t, n, syms)) {
     st = run_object(e, c, p, t, n, syms);

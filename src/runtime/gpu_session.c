@@ -152,6 +152,7 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
   harp_status st = HARP_OK;
   for (int i = 0; !st && i < binding->n; i++) st = tiny_symtab_set(e, &sm->syms, binding->names[i], binding->values[i]);
   if (!st) st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &sm->g);
+  if (!st) st = tiny_dsym_bind(e, sm->g, &sm->syms);
   if (!st) st = tiny_prepare(e, sm->g, &sm->syms, false);
   rt_gpu_opts mo = s->opts;
   mo.graphs = false; /* the session captures, not the model */

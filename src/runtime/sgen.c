@@ -4,7 +4,10 @@
  * reason kept.  Every run checks its binding first: in the box, the model's
  * constraints hold (the graph prepared at it), the same graph node for node
  * as the one compiled, no value larger than at the corner hi (whose arena
- * the object has).
+ * the object has).  A derived symbol of the graph (tiny_dsym: a strided
+ * conv's (H + 1)/2) that reads a varying one varies too: the object reads
+ * it from hp_sym_ like the others, its value computed per binding and its
+ * largest at the corner hi (the definition is monotone).
  * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), tiny.
  * Gives: harp/sgen.h. */
 #include <errno.h>
@@ -43,11 +46,11 @@ struct rt_sgen {
   rt_sgen_opts o;
   rt_cpu_opts cpu;
   /* the one object (fallback == NULL) */
-  const char **gen_names;  /* the varying symbols, in syms order */
+  const char **gen_names;  /* the varying symbols, in syms order, then the derived ones that read them */
   int64_t *gen_hi;
   int64_t *glo;            /* per symbol: the lower corner the object serves from (its lo, or 2) */
-  int *gen_of;             /* per varying symbol: its index in syms */
-  int ngen;
+  int *gen_of;             /* per varying symbol of syms: its index there */
+  int ngen, nbase;         /* all varying symbols; of them, the first nbase are syms' */
   tiny_graph *ghi;         /* prepared at the corner hi */
   tiny_symtab symhi;
   rt_cpu_model *m;
@@ -66,7 +69,7 @@ static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *va
   tiny_symtab_init(t);
   for (int i = 0; i < s->nsyms; i++)
     if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
-  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g)) return e->code;
+  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t)) return e->code;
   return tiny_prepare(e, *g, t, false);
 }
 
@@ -140,6 +143,47 @@ static void differing_kernel(const char *a, size_t at, char *why, size_t cap) {
            line);
 }
 
+/* The part of kernel text t that kernel k's functions span: from the first
+ * "model_k<k>_" or "model_k<k>(" to the first of kernel k + 1 (or the end);
+ * NULL when t has none of kernel k. */
+static const char *kernel_span(const char *t, int k, size_t *len) {
+  char a[32], b[32];
+  const char *s = NULL, *e = NULL;
+  for (int i = 0; i < 2; i++) {
+    snprintf(a, sizeof a, i ? "model_k%d(" : "model_k%d_", k);
+    snprintf(b, sizeof b, i ? "model_k%d(" : "model_k%d_", k + 1);
+    const char *x = strstr(t, a), *y = strstr(t, b);
+    if (x && (!s || x < s)) s = x;
+    if (y && (!e || y < e)) e = y;
+  }
+  if (!s) return NULL;
+  *len = e && e > s ? (size_t)(e - s) : strlen(s);
+  return s;
+}
+
+/* Every kernel whose text differs between a and b after the first
+ * (differing_kernel named it), appended to why[cap] as "(also: model_k5,
+ * ...; N kernels in all)": what else prints its sizes. */
+static void other_kernels(const char *a, const char *b, char *why, size_t cap) {
+  size_t n = strlen(why);
+  int count = 0;
+  bool full = false;
+  for (int k = 0; k < 100000; k++) {
+    size_t la = 0, lb = 0;
+    const char *sa = kernel_span(a, k, &la), *sb = kernel_span(b, k, &lb);
+    if (!sa && !sb) break;
+    if ((sa && sb && la == lb && !memcmp(sa, sb, la)) || ++count == 1) continue; /* the same; or the first, named */
+    const char *id = sa ? sa : sb; /* "model_k5_conv..." or "model_k5(": the kernel and its kind */
+    int len = (int)strcspn(id, "(");
+    const char *kind = memchr(id + 7, '_', (size_t)len > 7 ? (size_t)len - 7 : 0);
+    if (kind) len = (int)(kind - id) + 1 + (int)strcspn(kind + 1, "_(");
+    int w = full ? -1 : snprintf(why + n, cap - n, "%s %.*s", count == 2 ? " (also:" : ",", len > 40 ? 40 : len, id);
+    if (w < 0 || (size_t)w >= cap - n - 32) full = true, why[n] = 0;
+    else n += (size_t)w;
+  }
+  if (count > 1) snprintf(why + n, cap - n, "%s; %d kernels in all)", count == 2 && full ? " (" : full ? ", ..." : "", count);
+}
+
 /* e's error again as code, its message after `what` (the first error
  * recorded wins: cleared first). */
 static harp_status restate(harp_error *e, harp_status code, const char *what) {
@@ -177,13 +221,67 @@ static bool raise_ones(rt_sgen *s, int64_t *lo) {
   return any;
 }
 
+/* Derived symbol d (reading a varying symbol) joins the varying ones
+ * (gen_names; gen_hi: its value at the corner hi, s->symhi); a definition
+ * that is not monotone leaves why[] saying so. */
+static harp_status derived_gen(harp_error *e, rt_sgen *s, const tiny_dsym *d, char *why, size_t cap) {
+  char def[200];
+  tiny_expr_print(d->def, def, sizeof def);
+  if (!tiny_dsym_monotone(d->def)) {
+    snprintf(why, cap, "the derived size %.60s = %.120s may shrink as the box's symbols grow", d->name, def);
+    return HARP_OK;
+  }
+  if (s->ngen == RT_SGEN_MAX_GEN)
+    return ut_fail(e, HARP_E_LIMIT, NULL, "more than %d varying sizes in one ShapeSet object", RT_SGEN_MAX_GEN);
+  int64_t v;
+  if (!tiny_symtab_get(&s->symhi, d->name, &v))
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "derived symbol %s = %s unbound at the ShapeSet's upper corner", d->name, def);
+  s->gen_names[s->ngen] = d->name, s->gen_hi[s->ngen++] = v;
+  return HARP_OK;
+}
+
+/* The derived symbols of s->ghi that read a varying symbol, directly or
+ * through others, join the varying ones (derived_gen). */
+static harp_status derived_gens(harp_error *e, rt_sgen *s, char *why, size_t cap) {
+  s->ngen = s->nbase;
+  bool *varies = ut_xcalloc((size_t)s->ghi->ndsyms + 1, sizeof *varies), *r = ut_xcalloc((size_t)s->ghi->ndsyms + 1, sizeof *r);
+  harp_status st = varies && r ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; !st && i < s->nbase; i++) {
+    tiny_dsym_readers(s->ghi, s->gen_names[i], r);
+    for (int k = 0; k < s->ghi->ndsyms; k++) varies[k] |= r[k];
+  }
+  for (int k = 0; !st && k < s->ghi->ndsyms && !why[0]; k++)
+    if (varies[k]) st = derived_gen(e, s, &s->ghi->dsyms[k], why, cap);
+  free(varies);
+  free(r);
+  return st;
+}
+
+/* The varying symbols' values at binding vals (per symbol of s->syms), the
+ * derived ones computed, into sv[0..s->ngen). */
+static harp_status gen_values(harp_error *e, const rt_sgen *s, const int64_t *vals, long long *sv) {
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  harp_status st = HARP_OK;
+  for (int i = 0; !st && i < s->nsyms; i++) st = tiny_symtab_set(e, &t, s->syms[i].name, vals[i]);
+  if (!st && s->ngen > s->nbase) st = tiny_dsym_bind(e, s->ghi, &t);
+  for (int i = 0; !st && i < s->ngen; i++) {
+    int64_t v = 0;
+    if (!tiny_symtab_get(&t, s->gen_names[i], &v))
+      st = ut_fail(e, HARP_E_INTERNAL, NULL, "shape symbol %s has no value at this binding", s->gen_names[i]);
+    sv[i] = v;
+  }
+  tiny_symtab_free(&t);
+  return st;
+}
+
 /* Both corners to the code stage; the one object from hi when they agree
  * (its compile then owns ghi), else s->fallback says why. */
 static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
   tiny_graph *glo = NULL;
   tiny_symtab symlo;
   rt_compile *clo = NULL, *chi = NULL;
-  char why[256] = "";
+  char why[640] = "";
   harp_status st = corner_at(e, s, lo, "lower", &glo, &symlo);
   if (!st) st = corner_at(e, s, hi, "upper", &s->ghi, &s->symhi);
   for (int i = 0; !st && i < s->ngen; i++)
@@ -191,7 +289,8 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
       st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: no input of the model declares it in its shape",
                    s->gen_names[i]);
   bool bigger = false;
-  if (!st && !same_graph(glo, s->ghi, &bigger)) {
+  if (!st) st = derived_gens(e, s, why, sizeof why);
+  if (!st && !why[0] && !same_graph(glo, s->ghi, &bigger)) {
     snprintf(why, sizeof why, "the graph differs between the box's corners");
     if (raise_ones(s, lo)) { /* a size 1 broadcasts: the object from 2 up, 1 compiled on its own */
       tiny_graph_free(glo), tiny_graph_free(s->ghi);
@@ -213,6 +312,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
       size_t at = 0;
       while (a[at] == b[at]) at++;
       differing_kernel(a, at, why, sizeof why);
+      other_kernels(a, b, why, sizeof why);
     }
     free(a);
     free(b);
@@ -236,8 +336,8 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
 
 /* s's varying symbols (lo < hi) and the corners' values. */
 static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi) {
-  s->gen_names = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_names);
-  s->gen_hi = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_hi);
+  s->gen_names = ut_xcalloc(RT_SGEN_MAX_GEN + 1, sizeof *s->gen_names); /* room for the derived ones */
+  s->gen_hi = ut_xcalloc(RT_SGEN_MAX_GEN + 1, sizeof *s->gen_hi);
   s->gen_of = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->gen_of);
   s->last = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->last);
   s->glo = ut_xcalloc((size_t)s->nsyms + 1, sizeof *s->glo);
@@ -253,6 +353,7 @@ static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi
     lo[i] = s->glo[i] = y->lo, hi[i] = y->hi;
     if (y->lo < y->hi) s->gen_names[s->ngen] = y->name, s->gen_hi[s->ngen] = y->hi, s->gen_of[s->ngen++] = i;
   }
+  s->nbase = s->ngen;
   return HARP_OK;
 }
 
@@ -316,6 +417,7 @@ static harp_status binding_of(harp_error *e, const rt_sgen *s, const tiny_graph 
     else
       st = tiny_bind_input(e, g, in[i], inputs[i].rank, inputs[i].shape, &t);
   }
+  if (!st) st = tiny_dsym_bind(e, g, &t); /* an input declared at a derived size must agree with its definition */
   for (int i = 0; !st && i < s->nsyms; i++)
     if (!tiny_symtab_get(&t, s->syms[i].name, &vals[i]))
       vals[i] = s->syms[i].lo == s->syms[i].hi ? s->syms[i].lo : -1;
@@ -440,8 +542,8 @@ static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs
   if (on_object) {
     const tiny_graph *gb;
     if (bound_graph(e, s, vals, &gb)) return e->code;
-    long long sv[64];
-    for (int i = 0; i < s->ngen; i++) sv[i] = vals[s->gen_of[i]];
+    long long sv[RT_SGEN_MAX_GEN];
+    if (gen_values(e, s, vals, sv)) return e->code;
     return rt_cpu_run_bound(e, s->m, gb, sv, inputs, ninputs, outputs);
   }
   sgen_variant *v = NULL;
@@ -462,7 +564,7 @@ harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int
       st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s = %" PRId64 ": the object serves it from %" PRId64 " (compiled on its own)",
                    s->syms[i].name, vals[i], s->glo[i]);
   if (!st) st = bound_graph(e, s, vals, &gb);
-  for (int i = 0; !st && i < s->ngen; i++) syms[i] = vals[s->gen_of[i]];
+  if (!st) st = gen_values(e, s, vals, syms);
   pthread_mutex_unlock(&s->mu);
   return st;
 }

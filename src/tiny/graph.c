@@ -27,6 +27,7 @@ void tiny_graph_free(tiny_graph *g) {
   }
   free(g->nodes);
   free(g->outputs);
+  free(g->dsyms);
   ut_arena_free(g->arena);
   free(g);
 }

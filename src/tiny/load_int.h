@@ -13,6 +13,8 @@ typedef struct lctx {
   const char *node; /* id of the node being read, for errors */
 } lctx;
 
+/* The model's "derived" object (NULL: none) into c->g's derived symbols. */
+harp_status ld_dsyms(lctx *c, json_t *d);
 /* Parse an int-or-symbol ("M", 3, "3"). */
 bool ld_dim(lctx *c, json_t *v, const char *what, tiny_dim *out);
 /* Parse an array of int-or-symbol into a shape. */

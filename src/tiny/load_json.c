@@ -552,8 +552,23 @@ static harp_status ld_outputs(lctx *c, json_t *outs) {
   return HARP_OK;
 }
 
+harp_status ld_dsyms(lctx *c, json_t *d) {
+  if (!d) return HARP_OK;
+  c->node = NULL;
+  if (!json_is_object(d))
+    return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"derived\" must be an object of NAME: \"DEFINITION\", got %s", ut_json_kind(d));
+  const char *name;
+  json_t *def;
+  json_object_foreach(d, name, def) {
+    if (!json_is_string(def))
+      return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "derived symbol %s: its definition must be a string", name);
+    if (tiny_dsym_add(c->g, name, json_string_value(def)) < 0) return ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+  }
+  return HARP_OK;
+}
+
 static harp_status load_uops(lctx *c, json_t *root) {
-  static const char *const top_keys[] = {"uops", "outputs", "name", "comment", "meta", NULL};
+  static const char *const top_keys[] = {"uops", "outputs", "derived", "name", "comment", "meta", NULL};
   if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
   json_t *uops = json_object_get(root, "uops");
   if (!json_is_array(uops)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"uops\" must be an array");
@@ -567,6 +582,7 @@ static harp_status load_uops(lctx *c, json_t *root) {
   tiny_graph_free(ids);
   if (!st) st = ld_add_sorted(c, recs, (int)n, rec_to_node);
   if (!st) st = ld_outputs(c, json_object_get(root, "outputs"));
+  if (!st) st = ld_dsyms(c, json_object_get(root, "derived"));
   free(recs);
   free(rec_to_node);
   return st;

@@ -370,7 +370,7 @@ static harp_status ops_check_decl(lctx *c, const decl *d) {
 }
 
 harp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
-  static const char *const top_keys[] = {"ops", "values", "outputs", "name", "comment", "meta", NULL};
+  static const char *const top_keys[] = {"ops", "values", "outputs", "derived", "name", "comment", "meta", NULL};
   if (!ld_only_keys(c, root, "model", top_keys)) return c->e->code;
   json_t *ops = json_object_get(root, "ops");
   if (!json_is_array(ops)) return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"ops\" must be an array");
@@ -382,6 +382,7 @@ harp_status tiny_load_ops_dialect(lctx *c, json_t *root) {
   if (!st) st = ops_records(c, ops, &x);
   if (!st) st = ld_add_sorted(c, x.recs, x.n, x.rec_to_node);
   if (!st) st = ops_outputs(c, json_object_get(root, "outputs"));
+  if (!st) st = ld_dsyms(c, json_object_get(root, "derived"));
   /* declared dtypes and shapes must match what the ops produce */
   if (!st) st = tiny_infer(c->e, c->g, NULL, true);
   for (int i = 0; i < x.ndecl && !st; i++) st = ops_check_decl(c, &x.decls[i]);

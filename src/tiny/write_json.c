@@ -99,6 +99,18 @@ static json_t *jargs(const tiny_node *n) {
   return o;
 }
 
+/* g's derived symbols as "derived": {"NAME": "DEF", ...} (nothing when it has none). */
+static void write_dsyms(const tiny_graph *g, ut_str *s) {
+  if (!g->ndsyms) return;
+  ut_str_puts(s, ",\n  \"derived\": {");
+  for (int k = 0; k < g->ndsyms; k++) {
+    char def[1024];
+    tiny_expr_print(g->dsyms[k].def, def, sizeof def);
+    ut_str_printf(s, "%s\n    \"%s\": \"%s\"", k ? "," : "", g->dsyms[k].name, def); /* identifiers and expressions: no escapes */
+  }
+  ut_str_puts(s, "\n  }");
+}
+
 char *tiny_write_json(const tiny_graph *g) {
   ut_str s;
   ut_str_init(&s);
@@ -140,6 +152,7 @@ char *tiny_write_json(const tiny_graph *g) {
     }
     ut_str_puts(&s, "]");
   }
+  write_dsyms(g, &s);
   ut_str_puts(&s, "\n}\n");
   return ut_str_take(&s);
 }

@@ -13,7 +13,7 @@ HARP_TEST_CLI=1 asks for the CLI.
 
 Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
 Suite, run, run_model, package, run_cpu_and_interp, close, write_model,
-HARP, SRC, MODELS, BACKENDS.
+shapeset_run, shapeset_built, HARP, SRC, MODELS, BACKENDS.
 """
 import atexit
 import os
@@ -173,3 +173,22 @@ def write_model(uops, outputs=None, path=None):
     if fd is not None:
         os.close(fd)
     return p
+
+
+def shapeset_run(path, feeds, extra, env, workdir):
+    """`harp run path --time-stages` with feeds {name: array} as --input files
+    and extra (--shapeset ...) in env: (the process, its output folder)."""
+    out = tempfile.mkdtemp(dir=workdir)
+    args = [HARP, "run", path, "--out", out, "--time-stages", *extra]
+    for name, a in feeds.items():
+        f = os.path.join(out, f"in_{name}.npy")
+        np.save(f, a)
+        args += ["--input", f"{name}={f}"]
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=300), out
+
+
+def shapeset_built(p):
+    """(objects, of them built by the C compiler) a `--shapeset --time-stages` run printed, or None."""
+    import re
+    m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else None

@@ -173,3 +173,29 @@ def llama(t, S, D, H):
               mk("MatMul", ["m", "w3"], ["u3"]), mk("Mul", ["sl", "u3"], ["gu"]), mk("MatMul", ["gu", "w2"], ["dn"]),
               mk("Add", ["h", "dn"], ["y"])]
     return model(nodes, [vi("x", [1, S, D])], [vi("y", [1, S, D])], inits, opset=18)  # ReduceMean's axes input
+
+
+def cnn_s2(rng):
+    """x[1, 3, H, W] (dim_params H, W) -> Conv 3x3/2 (pad 1) + Relu -> Conv 3x3 (pad 1) + the residual + Relu ->
+    MaxPool 2x2: sizes (H + 1)/2 after the strided conv (the ShapeSet tests of derived symbols)."""
+    w = {"w0": rng.standard_normal((8, 3, 3, 3)) * 0.4, "b0": rng.standard_normal(8) * 0.1,
+         "w1": rng.standard_normal((8, 8, 3, 3)) * 0.2, "b1": rng.standard_normal(8) * 0.1}
+    nodes = [mk("Conv", ["x", "w0", "b0"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             mk("Relu", ["c0"], ["h"]),
+             mk("Conv", ["h", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             mk("Add", ["c1", "h"], ["a"]), mk("Relu", ["a"], ["g"]),
+             mk("MaxPool", ["g"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    return model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)], [init(k, v.astype(np.float32)) for k, v in w.items()])
+
+
+def fpn_s2(rng):
+    """x[1, 3, H, W] (dim_params H, W): Conv 3x3/2 (pad 1) + Relu, Resize x2 (nearest) back to 2*((H + 1)/2) rows,
+    added to a 1x1 Conv + Sigmoid of x (H rows), then concatenated with the upsampled branch: two names of one size
+    where H, W are even (odd ones break the model)."""
+    w = {"w0": rng.standard_normal((4, 3, 3, 3)) * 0.4, "w1": rng.standard_normal((4, 3, 1, 1)) * 0.4}
+    nodes = [mk("Conv", ["x", "w0"], ["c0"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             mk("Relu", ["c0"], ["h"]), mk("Resize", ["h", "", "sc"], ["u"], mode="nearest"),
+             mk("Conv", ["x", "w1"], ["c1"], kernel_shape=[1, 1]), mk("Sigmoid", ["c1"], ["l"]), mk("Add", ["u", "l"], ["a"]),
+             mk("Concat", ["u", "a"], ["y"], axis=1)]
+    inits = [init(k, v.astype(np.float32)) for k, v in w.items()] + [init("sc", np.array([1, 1, 2, 2], np.float32))]
+    return model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)], inits)

@@ -1,0 +1,123 @@
+/* dsym.c — derived shape symbols of a Tiny graph: a symbol whose value is
+ * an expression of other symbols (a strided conv's output height
+ * (H + 1) floordiv 2, a Resize's 2*H, a Reshape's n floordiv 4), made by the
+ * lowering where a dim is an expression of symbols a ShapeSet leaves
+ * unbound, and bound with the others before the graph is prepared
+ * (docs/tiny-ir.md, "Derived symbols").
+ * Needs: expr.c (parse, eval), core.c (symtab).  Gives: tiny_dsym_add,
+ * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_readers. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harp/tiny.h"
+#include "util/util.h"
+
+static int dsym_fail(tiny_graph *g, harp_status code, const char *name, const char *msg) {
+  if (!g->err.code) ut_fail(&g->err, code, NULL, "derived symbol %s: %s", name ? name : "(null)", msg);
+  return -1;
+}
+
+int tiny_dsym_find(const tiny_graph *g, const char *name) {
+  for (int i = 0; name && i < g->ndsyms; i++)
+    if (!strcmp(g->dsyms[i].name, name)) return i;
+  return -1;
+}
+
+/* Whether name is an identifier the expression parser reads back as a symbol. */
+static bool ident_ok(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > 64 || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return strcmp(name, "floordiv") && strcmp(name, "mod");
+}
+
+/* Whether x reads symbol sym itself (not through derived definitions). */
+static bool reads_direct(const tiny_expr *x, const char *sym) {
+  if (!x) return false;
+  if (x->k == TX_SYM) return !strcmp(x->sym, sym);
+  return reads_direct(x->a, sym) || reads_direct(x->b, sym);
+}
+
+/* Whether x reads sym, or a derived symbol whose reads[] is set. */
+static bool reads_marked(const tiny_graph *g, const tiny_expr *x, const char *sym, const bool *reads) {
+  if (!x) return false;
+  if (x->k == TX_SYM) {
+    int k = tiny_dsym_find(g, x->sym);
+    return !strcmp(x->sym, sym) || (k >= 0 && reads[k]);
+  }
+  return reads_marked(g, x->a, sym, reads) || reads_marked(g, x->b, sym, reads);
+}
+
+void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads) {
+  for (int k = 0; k < g->ndsyms; k++) reads[k] = false;
+  for (int k = 0; k < g->ndsyms; k++) reads[k] = reads_marked(g, g->dsyms[k].def, sym, reads); /* earlier ones first */
+}
+
+int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text) {
+  if (g->err.code) return -1;
+  if (!name || !def_text || !ident_ok(name)) return dsym_fail(g, HARP_E_INVALID_ARG, name, "not an identifier of at most 64 characters");
+  harp_error e;
+  harp_error_clear(&e);
+  const tiny_expr *def = NULL;
+  if (tiny_expr_parse(&e, g, def_text, 0, &def)) return dsym_fail(g, e.code, name, e.msg);
+  if (reads_direct(def, name)) return dsym_fail(g, HARP_E_INVALID_ARG, name, "its definition reads itself");
+  int k = tiny_dsym_find(g, name);
+  if (k >= 0) {
+    char a[512], b[512];
+    tiny_expr_print(g->dsyms[k].def, a, sizeof a);
+    tiny_expr_print(def, b, sizeof b);
+    return strcmp(a, b) ? dsym_fail(g, HARP_E_INVALID_ARG, name, "defined twice, differently") : k;
+  }
+  for (int i = 0; i < g->ndsyms; i++)
+    if (reads_direct(g->dsyms[i].def, name))
+      return dsym_fail(g, HARP_E_INVALID_ARG, name, "an earlier derived symbol reads it: define it first");
+  if (g->ndsyms >= TINY_MAX_DSYMS) return dsym_fail(g, HARP_E_LIMIT, name, "more than " TINY_MAX_DSYMS_TEXT " derived symbols");
+  tiny_dsym *d = ut_xrealloc(g->dsyms, sizeof *d * (size_t)(g->ndsyms + 1));
+  const char *nm = ut_arena_strdup(g->arena, name);
+  if (d) g->dsyms = d;
+  if (!d || !nm) return dsym_fail(g, HARP_E_NO_MEMORY, name, "out of memory");
+  g->dsyms[g->ndsyms] = (tiny_dsym){nm, def};
+  return g->ndsyms++;
+}
+
+harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms) {
+  for (int i = 0; i < g->ndsyms; i++) {
+    const tiny_dsym *d = &g->dsyms[i];
+    int64_t v, old;
+    if (!tiny_expr_eval(d->def, NULL, syms, &v)) continue; /* reads an unbound symbol (or overflows): stays unbound */
+    char def[256];
+    tiny_expr_print(d->def, def, sizeof def);
+    if (tiny_symtab_get(syms, d->name, &old) && old != v)
+      return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL,
+                     "shape symbol %s is %" PRId64 " (an input's shape), but its definition %s gives %" PRId64 " at this binding",
+                     d->name, old, def, v);
+    if (v < 0)
+      return ut_fail(e, HARP_E_AXIS_SIZE_MISMATCH, NULL, "the size %s = %s is %" PRId64 " at this binding: negative", d->name,
+                     def, v);
+    if (tiny_symtab_set(e, syms, d->name, v)) return e->code;
+  }
+  return HARP_OK;
+}
+
+/* Whether x is a constant below zero. */
+static bool negative_const(const tiny_expr *x) { return x->k == TX_CONST && x->c < 0; }
+
+bool tiny_dsym_monotone(const tiny_expr *x) {
+  switch (x->k) {
+  case TX_CONST:
+  case TX_SYM: return true;
+  case TX_VAR: return false;
+  case TX_ADD: return tiny_dsym_monotone(x->a) && tiny_dsym_monotone(x->b);
+  case TX_MUL: /* a negative factor turns growth into decrease (sizes are >= 0: a product of growing ones grows) */
+    if (negative_const(x->a) || negative_const(x->b)) return false;
+    return tiny_dsym_monotone(x->a) && tiny_dsym_monotone(x->b);
+  case TX_FLOORDIV: return x->b->k == TX_CONST && x->b->c > 0 && tiny_dsym_monotone(x->a);
+  case TX_MOD: return false;
+  }
+  return false;
+}

@@ -1,0 +1,216 @@
+/* test_dsym.c — derived shape symbols (tiny_dsym, hg_lower_derive): a size
+ * that is an expression of a ShapeSet's symbols ((H + 1)/2 after a stride-2
+ * conv, n/4 after a Reshape) becomes a symbol of its own, bound with the
+ * others, so one object serves the box:
+ *  - tests/models/dsym_cnn.harp (a stride-2 conv, a stride-1 conv on its
+ *    output with a residual, a 2x2 max pool) over H, W:
+ *    one object, exact against the interpreter at the corners and between,
+ *    odd sizes included;
+ *  - dsym_reshape.harp over n: one object, exact; an n that 4 does not
+ *    divide is refused before any kernel;
+ *  - dsym_skip.json declares an input at a derived size: exact, and an
+ *    input whose size disagrees with its definition is refused, naming it;
+ *  - dsym_names.json adds two tensors whose last axes are of one size under
+ *    two names: exact (the IndexBook keeps them right-aligned);
+ *  - derived symbols survive the Tiny JSON round trip, and the definitions
+ *    the frontend's dims give evaluate as floor divisions, nested, scaled
+ *    and multiplied (a ceiling, or a lost parenthesis, fails). */
+#include "frontend/fe_int.h"
+#include "sgen_testutil.h"
+
+/* The CNN over H, W: the strided conv's sizes derived, one object, exact at
+ * five bindings (both corners, odd and even, tall and wide). */
+static void test_cnn_one_object(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"H", 7, 41}, {"W", 7, 37}, {"N", 1, 1}, {"C", 3, 3}, {"K", 8, 8}};
+  rt_sgen *s = compile_box("dsym_cnn.harp", box, 5, false);
+  if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s\n", rt_sgen_source(s) ? rt_sgen_source(s) : rt_sgen_fallback(s));
+  if (rt_sgen_fallback(s)) fail_msg("dsym_cnn: not one object: %s", rt_sgen_fallback(s));
+  assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[2]")); /* a derived size read at run time */
+  static const char *const at[][6] = {{"H=7", "W=7", "N=1", "C=3", "K=8", NULL},   {"H=41", "W=37", "N=1", "C=3", "K=8", NULL},
+                                      {"H=17", "W=23", "N=1", "C=3", "K=8", NULL}, {"H=33", "W=8", "N=1", "C=3", "K=8", NULL},
+                                      {"H=8", "W=29", "N=1", "C=3", "K=8", NULL}};
+  for (int b = 0; b < 5; b++) check_at(s, "dsym_cnn.harp", at[b], 1, 1e-4);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+}
+
+/* dsym_skip.json (y declared at ds_h = (H + 1) floordiv 2 rows) over H:
+ * exact at odd and even H; a y of 9 rows where H = 19 gives 10 is refused
+ * before any kernel, naming the derived size and both values. */
+static void test_mismatch_refused(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"H", 3, 41}, {"N", 2, 2}};
+  rt_sgen *s = compile_box("dsym_skip.json", box, 2, false);
+  if (getenv("DSYM_DEBUG") && rt_sgen_fallback(s)) fprintf(stderr, "dsym_skip: %s\n", rt_sgen_fallback(s));
+  static const char *const at[][3] = {{"H=3", "N=2", NULL}, {"H=41", "N=2", NULL}, {"H=20", "N=2", NULL}, {"H=19", "N=2", NULL}};
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_skip.json", at[b], 1, 0);
+  harp_error e = {0};
+  ut_tensor in[2] = {0}, out[1] = {0};
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){2, 19}));
+  assert_ok(&e, ut_tensor_alloc(&e, &in[1], TINY_FP32, 2, (int64_t[]){2, 9}));
+  assert_int_equal(rt_sgen_run(&e, s, in, 2, out), HARP_E_INPUT_MISMATCH);
+  if (!strstr(e.msg, "ds_h is 9") || !strstr(e.msg, "(H + 1) floordiv 2 gives 10")) fail_msg("%s", e.msg);
+  assert_null(out[0].data);
+  ut_tensor_free(&in[0]);
+  ut_tensor_free(&in[1]);
+  rt_sgen_free(s);
+}
+
+/* dsym_names.json: x[3, W] + y[3, ds_w] with ds_w = 2*(W floordiv 2), two
+ * names of one size at even W: exact (the axes right-aligned, not matched
+ * by name) at four bindings; an odd W breaks the model (y's columns
+ * disagree with the definition). */
+static void test_two_names(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"W", 2, 64}};
+  rt_sgen *s = compile_box("dsym_names.json", box, 1, false);
+  static const char *const at[][2] = {{"W=2", NULL}, {"W=64", NULL}, {"W=18", NULL}, {"W=40", NULL}};
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_names.json", at[b], 1, 1e-6);
+  harp_error e = {0};
+  ut_tensor in[2] = {0}, out[1] = {0};
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 2, (int64_t[]){3, 7}));
+  assert_ok(&e, ut_tensor_alloc(&e, &in[1], TINY_FP32, 2, (int64_t[]){3, 7}));
+  assert_int_equal(rt_sgen_run(&e, s, in, 2, out), HARP_E_INPUT_MISMATCH);
+  assert_null(out[0].data);
+  ut_tensor_free(&in[0]);
+  ut_tensor_free(&in[1]);
+  rt_sgen_free(s);
+}
+
+/* A Reshape to n/4 rows over n: one object, exact; n = 10 breaks it. */
+static void test_reshape_quarter(void **state) {
+  (void)state;
+  rt_sgen_sym box[] = {{"n", 4, 64}};
+  rt_sgen *s = compile_box("dsym_reshape.harp", box, 1, false);
+  if (rt_sgen_fallback(s)) fail_msg("dsym_reshape: not one object: %s", rt_sgen_fallback(s));
+  static const char *const at[][2] = {{"n=4", NULL}, {"n=64", NULL}, {"n=28", NULL}, {"n=12", NULL}};
+  for (int b = 0; b < 4; b++) check_at(s, "dsym_reshape.harp", at[b], 1, 1e-6);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  harp_error e = {0};
+  ut_tensor in[1] = {0}, out[1] = {0};
+  assert_ok(&e, ut_tensor_alloc(&e, &in[0], TINY_FP32, 1, (int64_t[]){10}));
+  assert_int_equal(rt_sgen_run(&e, s, in, 1, out), HARP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "this binding breaks the model"));
+  assert_null(out[0].data);
+  ut_tensor_free(&in[0]);
+  rt_sgen_free(s);
+}
+
+/* The Tiny JSON keeps the derived symbols ("derived"), and they evaluate as
+ * floor divisions; bad definitions are clear errors. */
+static void test_json_round_trip(void **state) {
+  (void)state;
+  tiny_graph *g = load_model("dsym_cnn.harp");
+  char *a = tiny_write_json(g);
+  if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s", a);
+  assert_int_equal(g->ndsyms, 2);
+  assert_non_null(strstr(a, "\"derived\""));
+  assert_non_null(strstr(a, "\"ds_H_p1_d2\": \"(H + 1) floordiv 2\""));
+  harp_error e = {0};
+  tiny_graph *h = NULL;
+  assert_ok(&e, tiny_load_json(&e, a, strlen(a), "round", &h));
+  char *b = tiny_write_json(h);
+  assert_string_equal(a, b);
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  assert_ok(&e, tiny_symtab_parse_assign(&e, &t, "H=7"));
+  assert_ok(&e, tiny_dsym_bind(&e, h, &t));
+  int64_t v = 0;
+  assert_true(tiny_symtab_get(&t, "ds_H_p1_d2", &v));
+  assert_int_equal(v, 4);
+  tiny_symtab_free(&t);
+  static const char *const bad[][2] = {{"{\"uops\": [], \"derived\": {\"a\": \"a + 1\"}}", "reads itself"},
+                                       {"{\"uops\": [], \"derived\": {\"1x\": \"H\"}}", "not an identifier"},
+                                       {"{\"uops\": [], \"derived\": {\"a\": 3}}", "must be a string"},
+                                       {"{\"uops\": [], \"derived\": {\"a\": \"b + 1\", \"b\": \"H\"}}", "define it first"},
+                                       {"{\"uops\": [], \"derived\": {\"a\": \"H +\"}}", "unexpected end"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tiny_graph *x = NULL;
+    harp_error_clear(&e);
+    assert_int_not_equal(tiny_load_json(&e, bad[i][0], strlen(bad[i][0]), "bad", &x), HARP_OK);
+    if (!strstr(e.msg, bad[i][1])) fail_msg("case %zu: %s", i, e.msg);
+    assert_null(x);
+  }
+  free(a);
+  free(b);
+  tiny_graph_free(g);
+  tiny_graph_free(h);
+}
+
+/* fe_dim sizes as derived definitions: floor divisions, nested, under a
+ * coefficient and in products, evaluated at odd and even sizes against
+ * C's own arithmetic (H, W >= 1: / is floor). */
+static void test_dim_text(void **state) {
+  (void)state;
+  ut_arena *A = ut_arena_new();
+  const fe_dim *H = fe_dim_sym(A, "H"), *W = fe_dim_sym(A, "W");
+  const fe_dim *h2 = fe_dim_div(A, fe_dim_add(A, H, fe_dim_int(A, 1)), 2); /* (H + 1)/2 */
+  const fe_dim *d[] = {
+      h2,
+      fe_dim_div(A, fe_dim_add(A, h2, fe_dim_int(A, 1)), 2),                  /* ((H + 1)/2 + 1)/2 */
+      fe_dim_add(A, fe_dim_scale(A, h2, 2), fe_dim_int(A, 1)),                /* 2*((H + 1)/2) + 1 */
+      fe_dim_mul(A, h2, fe_dim_div(A, fe_dim_add(A, W, fe_dim_int(A, 3)), 4)), /* (H + 1)/2 * (W + 3)/4 */
+      fe_dim_sub(A, fe_dim_div(A, H, 4), fe_dim_int(A, 1)),                   /* H/4 - 1 */
+  };
+  tiny_graph *g = tiny_graph_new();
+  for (int i = 0; i < 5; i++) {
+    char text[512], name[16];
+    assert_true(fe_dim_tiny_text(d[i], text, sizeof text));
+    snprintf(name, sizeof name, "d%d", i);
+    if (tiny_dsym_add(g, name, text) < 0) fail_msg("%s: %s", text, g->err.msg);
+  }
+  for (int64_t h = 1; h <= 9; h++)
+    for (int64_t w = 1; w <= 6; w++) {
+      harp_error e = {0};
+      tiny_symtab t;
+      tiny_symtab_init(&t);
+      assert_ok(&e, tiny_symtab_set(&e, &t, "H", h));
+      assert_ok(&e, tiny_symtab_set(&e, &t, "W", w));
+      if (h >= 4) assert_ok(&e, tiny_dsym_bind(&e, g, &t));
+      else assert_int_equal(tiny_dsym_bind(&e, g, &t), HARP_E_AXIS_SIZE_MISMATCH); /* H/4 - 1 < 0 */
+      const int64_t want[] = {(h + 1) / 2, ((h + 1) / 2 + 1) / 2, 2 * ((h + 1) / 2) + 1, (h + 1) / 2 * ((w + 3) / 4), h / 4 - 1};
+      for (int i = 0; i < (h >= 4 ? 5 : 4); i++) {
+        char name[16];
+        int64_t v = -1;
+        snprintf(name, sizeof name, "d%d", i);
+        assert_true(tiny_symtab_get(&t, name, &v));
+        if (v != want[i]) fail_msg("%s at H=%lld, W=%lld: %lld, want %lld", d[i]->text, (long long)h, (long long)w, (long long)v, (long long)want[i]);
+      }
+      tiny_symtab_free(&t);
+    }
+  assert_true(tiny_dsym_monotone(g->dsyms[3].def));
+  assert_true(tiny_dsym_monotone(g->dsyms[4].def));
+  /* a chain: d5 reads d0 (H), so H's readers are d0..d4 and d5 */
+  assert_true(tiny_dsym_add(g, "d5", "d0 + d0") >= 0);
+  bool reads[8] = {0};
+  tiny_dsym_readers(g, "H", reads);
+  for (int i = 0; i < 6; i++) assert_true(reads[i]);
+  tiny_dsym_readers(g, "W", reads);
+  assert_true(reads[3] && !reads[0] && !reads[5]);
+  const tiny_expr *shrink = NULL;
+  harp_error e = {0};
+  assert_ok(&e, tiny_expr_parse(&e, g, "10 - H", 0, &shrink));
+  assert_false(tiny_dsym_monotone(shrink));
+  for (int i = 6; i < TINY_MAX_DSYMS; i++) { /* the limit: a clear error past it */
+    char name[16];
+    snprintf(name, sizeof name, "e%d", i);
+    assert_true(tiny_dsym_add(g, name, "H + 1") >= 0);
+  }
+  assert_int_equal(tiny_dsym_add(g, "over", "H + 1"), -1);
+  assert_int_equal(g->err.code, HARP_E_LIMIT);
+  tiny_graph_free(g);
+  ut_arena_free(A);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dim_text),
+      cmocka_unit_test(test_json_round_trip),
+      cmocka_unit_test(test_reshape_quarter),
+      cmocka_unit_test(test_cnn_one_object),
+      cmocka_unit_test(test_mismatch_refused),
+      cmocka_unit_test(test_two_names),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
