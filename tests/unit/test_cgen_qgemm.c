@@ -47,7 +47,7 @@ static const qcase CASES[] = {
     {20, 100, 1001, false, false, U8, U8, 5, 128, 0, 255},      /* depth blocks (K4 past 160), a tail block */
     {30, 150, 37, true, false, I8, U8, -3, 5, 0, 255},          /* weight as A, s8: full B blocks packed 4 rows at a time */
     {5, 64, 8, false, false, U8, U8, 1, 2, 0, 255},             /* u8 A read in place: one block, all of it the copied tail */
-    {18, 40, 64, false, true, U8, I8, 250, 0, -128, 127},       /* u8 A in place, whole blocks (the last still a copy) */
+    {18, 70, 64, false, true, U8, I8, 250, 0, -128, 127},       /* u8 A in place, whole blocks (the last a copy); s8 rows of 64 */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 

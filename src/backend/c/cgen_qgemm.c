@@ -272,6 +272,37 @@ static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, long aro
   cg_emit(o, ");\n  }\n");
 }
 
+/* `__m512 v = ...`: accumulator cI_J of the VNNI tile plus c0, times mult
+ * (per row when the weight is A, per column when it is B). */
+static void emit_value(cg_out *o, const cgen_qgemm_spec *s, const char *v, int i, int j) {
+  if (s->weight_a)
+    cg_emit(o, "      __m512 %s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_set1_epi32(c0[m0 + %d]))),"
+               " _mm512_set1_ps(mu[m0 + %d]));\n", v, i, j, i, i);
+  else
+    cg_emit(o, "      __m512 %s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_loadu_si512(c0 + n0 + %d))),"
+               " _mm512_loadu_ps(mu + n0 + %d));\n", v, i, j, 16 * j, 16 * j);
+}
+
+/* Row i of a full VNNI tile as 64 output bytes (u8 / s8), one store: each
+ * value clamped to [lo - zy, hi - zy] in fp32, rounded, packed to int16
+ * (exact), + zy, packed to bytes (exact), and the packs' lane order undone
+ * (dword 4 l + j of the packs holds columns 16 j + 4 l .. + 3). */
+static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
+  float flo = (float)(s->lo - s->zy), fhi = (float)(s->hi - s->zy);
+  for (int j = 0; j < QG_NV; j++) {
+    char v[8];
+    snprintf(v, sizeof v, "v%d", j);
+    emit_value(o, s, v, i, j);
+    cg_emit(o, "      __m512i r%d = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v%d, _mm512_set1_ps(%.1ff)), _mm512_set1_ps(%.1ff)));\n",
+            j, j, (double)flo, (double)fhi);
+  }
+  cg_emit(o, "      const __m512i zy = _mm512_set1_epi16(%d);\n", (int)s->zy);
+  cg_emit(o, "      __m512i h0 = _mm512_add_epi16(_mm512_packs_epi32(r0, r1), zy), h1 = _mm512_add_epi16(_mm512_packs_epi32(r2, r3), zy);\n");
+  cg_emit(o, "      __m512i b = _mm512_%s_epi16(h0, h1);\n", s->y_dtype == TINY_I8 ? "packs" : "packus");
+  cg_emit(o, "      b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);\n");
+  cg_emit(o, "      _mm512_storeu_si512((uint8_t *)y + (m0 + %d) * %ldL + n0, b);\n", i, (long)s->n);
+}
+
 /* The AVX-512 VNNI micro-kernel $P_<name>: MR rows of packed A (ap) times
  * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
  * the last block of a narrow N), stored from row m0, column n0. */
@@ -301,8 +332,14 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
       cg_emit(o, "    for (int l = 0; l < 16; l++, r = r + 1 == %ldL ? 0 : r + 1) if (r < %ldL && q + l < %ldL) vm%d |= (__mmask16)(1u << l); }\n",
               d->Wp, d->OW, d->NT, j);
     }
+  bool b64 = !d->cd && nv == QG_NV && s->y_dtype != TINY_FP32;
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "  if (m0 + %d < %ldL) {\n", i, d->M);
+    if (b64) { /* a row of 64 bytes in one store where all its columns are there */
+      cg_emit(o, "   if (n0 + %d <= %ldL) {\n", QG_NR, d->N);
+      emit_row64(o, s, i);
+      cg_emit(o, "   } else {\n");
+    }
     for (int j = 0; j < nv; j++) {
       cg_emit(o, "    if (n0 + %d < %ldL) {\n", 16 * j, d->NT);
       if (d->cd)
@@ -310,19 +347,14 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
       else
         cg_emit(o, "      long nl = %ldL - n0 - %d;\n      __mmask16 mk = nl >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nl) - 1u);\n",
                 d->N, 16 * j);
-      if (s->weight_a)
-        cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_set1_epi32(c0[m0 + %d]))),"
-                   " _mm512_set1_ps(mu[m0 + %d]));\n", i, j, i, i);
-      else
-        cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_loadu_si512(c0 + n0 + %d))),"
-                   " _mm512_loadu_ps(mu + n0 + %d));\n", i, j, 16 * j, 16 * j);
+      emit_value(o, s, "v", i, j);
       char row[32], col[32];
       snprintf(row, sizeof row, "m0 + %d", i);
       snprintf(col, sizeof col, d->cd ? "dj" : "n0 + %d", 16 * j);
       emit_store(o, s, true, d->cd, row, col);
       cg_emit(o, "    }\n");
     }
-    cg_emit(o, "  }\n");
+    cg_emit(o, b64 ? "   }\n  }\n" : "  }\n");
   }
   cg_emit(o, "}\n");
 }
