@@ -192,7 +192,10 @@ static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bo
     cg_emit(o, "      if (++kx == %ldL) { kx = 0; if (++ky == %ldL) ky = 0, pc += %ldL; }\n", (long)s->conv.kw, (long)s->conv.kh, plane);
   } else
     cg_emit(o, "      p[j] = k < %ldL ? %s + k * %ldL + jb * %d : NULL;\n", d->K, src, d->N, QG_NR);
-  cg_emit(o, "    }\n    uint8_t *t = q + k4 * %d;\n    if (p[3]) { $P_il4(p[0], p[1], p[2], p[3], %uu, t); continue; }\n", QG_NR * 4, x);
+  cg_emit(o, "    }\n    uint8_t *t = q + k4 * %d;\n", QG_NR * 4);
+  if (!d->cd) /* rows N bytes apart: ask for the ones 8 ahead */
+    cg_emit(o, "    if (p[3]) for (int j = 0; j < 4; j++) __builtin_prefetch(p[j] + %ldL);\n", 8 * d->N);
+  cg_emit(o, "    if (p[3]) { $P_il4(p[0], p[1], p[2], p[3], %uu, t); continue; }\n", x);
   cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = p[j] ? (uint8_t)(p[j][r] ^ %uu) : 0;\n  }\n}\n",
           QG_NR, x);
 }
@@ -419,13 +422,15 @@ static void emit_ctask(cg_out *o, const qg_dims *d, long nrow) {
 static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const qg_scr *r) {
   bool vnni = o->isa->id == CGEN_ISA_AVX512;
   long words = d->wblocks * d->K4 * d->wblk;
-  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n", vnni ? QG_ATTR : "");
-  cg_emit(o, "  long jb = task %% %ldL, ic = task / %ldL;\n", d->NB, d->NB);
+  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n", vnni ? QG_ATTR : "");
+  cg_emit(o, "  long jb = task / cx->mc, ic = task %% cx->mc;\n");
   cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
   cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", words, d->chpad);
   cg_emit(o, "  int32_t *acc = (int32_t *)cx->sc.thr[tid];\n  (void)acc;\n");
   if (s->weight_a) {
-    cg_emit(o, "  int32_t *B = (int32_t *)(cx->sc.thr[tid] + %ldL);\n  $P_pkb(cx, jb, B);\n", r->acc);
+    cg_emit(o, "  int32_t *B = (int32_t *)(cx->sc.thr[tid] + %ldL);\n", r->acc);
+    /* the chunks of one B block are consecutive tasks: a thread packs it once */
+    cg_emit(o, "  if (cx->pjb[tid] != jb) $P_pkb(cx, jb, B), cx->pjb[tid] = jb;\n");
   } else
     cg_emit(o, "  const int32_t *B = cx->wp + jb * %ldL;\n", d->K4 * QG_NR);
   /* A block mb's bytes at depth word k0 */
@@ -462,7 +467,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   if (conv) emit_ctask(o, d, nrow);
   emit_task(o, s, d, &r);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
-  cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n");
+  cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at, r.acc + r.bb);
   cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n", r.col);
   cg_emit(o, "  cx.at = (uint8_t *)cx.sc.shared + %ldL;\n", r.col + r.xp);
@@ -528,7 +533,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
-  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
   if (d.cd) emit_pad(&o, s, &d);
   else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
