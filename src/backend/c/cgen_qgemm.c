@@ -8,9 +8,14 @@
  * bytes of row b W + r at k = 4 k4 .. 4 k4 + 3 (0 past K and past the rows).
  * A's blocks are MR = 6 rows (the micro-kernel broadcasts one word per row),
  * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
- * F_pack once; the activation's per call (a pool task per block), s8 through
- * x ^ 0x80 (= x + 128 as u8).  vpdpbusd takes the u8 operand first: the
+ * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
+ * u8): as B, each task packs its own B block into its thread's scratch (once
+ * per thread for the M chunks of one block); as A, a pool task per block, or
+ * (u8, AVX-512) no packing at all: the tile broadcasts the words straight
+ * from the rows (K bytes apart; the last block from a zero-padded copy, so
+ * nothing past x is read).  vpdpbusd takes the u8 operand first: the
  * broadcast A word when the activation is A, the B vector when it is B.
+ * The VNNI tile's depth loop is one asm block (emit_vnni_loop).
  *
  * Compensation.  sum_k (x - za) w = sum_k u w - (za + off) sum_k w with u the
  * packed u8 (off = 128 for s8, else 0): F_pack folds bias - (za + off) sum_k w
@@ -18,13 +23,14 @@
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
  * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
- * from the padded image over a padded-width grid of columns (emit_pad_pack);
+ * from the padded image over a padded-width grid of columns (emit_pad);
  * other strides: built per call ($F_col, the padding za) into scratch and
  * packed from there as a [K][N] matrix.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
- * as bytes.  Rows and columns past M, N are computed and not stored. */
+ * as bytes (a full tile row as one 64-byte store).  Rows and columns past M,
+ * N are computed and not stored. */
 #include <stdio.h>
 #include <string.h>
 
