@@ -5,7 +5,8 @@
  * multipliers and biases, zero points at the ends of the range, u8 and s8
  * activations, u8 / s8 / fp32 outputs, a clamp (fused Relu), the weight as A
  * (NCHW conv form) and as B, K-major and channel-major weights, operands at
- * their extremes with K past 4096, nothing written past the output;
+ * their extremes with K past 4096, nothing written past the output and
+ * nothing read past the activation (a guard page after it);
  * convolutions (im2col per call: padding reads the zero point, strides,
  * dilations, 1x1) against a direct conv; the scalar and the VNNI variants (the
  * latter where the CPU has AVX512_VNNI), threads, -O3; bad specs. */
@@ -13,6 +14,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "backend/c/cgen_qgemm.h"
@@ -42,6 +45,9 @@ static const qcase CASES[] = {
     {100, 64, 64, false, true, I8, F32, 0, 0, 0, 0},            /* exact blocks */
     {5, 47, 9, true, true, U8, I8, 77, -3, -100, 90},           /* 15 columns past a vector */
     {20, 100, 1001, false, false, U8, U8, 5, 128, 0, 255},      /* depth blocks (K4 past 160), a tail block */
+    {30, 150, 37, true, false, I8, U8, -3, 5, 0, 255},          /* weight as A, s8: full B blocks packed 4 rows at a time */
+    {5, 64, 8, false, false, U8, U8, 1, 2, 0, 255},             /* u8 A read in place: one block, all of it the copied tail */
+    {18, 70, 64, false, true, U8, I8, 250, 0, -128, 127},       /* u8 A in place, whole blocks (the last a copy); s8 rows of 64 */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -58,6 +64,8 @@ static const ccase CCASES[] = {
     {17, 33, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, U8, F32, 0, 0, 0, 0},            /* 1x1 */
     {7, 3, 13, 8, 5, 3, 2, 1, 2, 1, 2, 1, U8, U8, 255, 40, 40, 255},        /* dilation, mixed strides, Relu */
     {64, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 9, 128, 0, 255},       /* threads */
+    {20, 9, 12, 20, 3, 3, 1, 1, 1, 1, 1, 1, I8, U8, -100, 10, 0, 255},     /* s8 read in place: full blocks, K % 4 = 1 */
+    {16, 7, 9, 70, 3, 3, 1, 1, 1, 1, 2, 2, I8, I8, 5, 0, -128, 127},        /* dilation 2 read in place, 2 full blocks */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
@@ -93,6 +101,8 @@ static void make_spec(const qcase *c, int isa, cgen_qgemm_spec *s) {
 /* The case's data: x (activation bytes), w (s8), bias, mult. */
 typedef struct qdata {
   uint8_t *x;
+  void *xmap; /* x ends where a PROT_NONE page starts: a read past it faults */
+  size_t xlen;
   int8_t *w;
   int32_t *bias;
   float *mult;
@@ -100,7 +110,12 @@ typedef struct qdata {
 
 static void make_data(const qcase *c, qdata *d, long xbytes) {
   long xr = xbytes > 0 ? xbytes : c->wa ? c->k * c->n : c->m * c->k, ch = c->wa ? c->m : c->n;
-  d->x = malloc((size_t)xr);
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = ((size_t)xr + pg - 1) / pg * pg;
+  d->xlen = body + pg;
+  d->xmap = mmap(NULL, d->xlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(d->xmap != MAP_FAILED);
+  assert_int_equal(mprotect((char *)d->xmap + body, pg, PROT_NONE), 0);
+  d->x = (uint8_t *)d->xmap + body - xr;
   d->w = malloc((size_t)(ch * c->k));
   d->bias = malloc((size_t)ch * 4);
   d->mult = malloc((size_t)ch * 4);
@@ -121,7 +136,7 @@ static void make_data(const qcase *c, qdata *d, long xbytes) {
   ct_seed += 7;
 }
 
-static void free_data(qdata *d) { free(d->x), free(d->w), free(d->bias), free(d->mult); }
+static void free_data(qdata *d) { munmap(d->xmap, d->xlen), free(d->w), free(d->bias), free(d->mult); }
 
 static float requant(const qcase *c, const qdata *d, int64_t acc, long ch);
 

@@ -8,9 +8,14 @@
  * bytes of row b W + r at k = 4 k4 .. 4 k4 + 3 (0 past K and past the rows).
  * A's blocks are MR = 6 rows (the micro-kernel broadcasts one word per row),
  * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
- * F_pack once; the activation's per call (a pool task per block), s8 through
- * x ^ 0x80 (= x + 128 as u8).  vpdpbusd takes the u8 operand first: the
+ * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
+ * u8): as B, each task packs its own B block into its thread's scratch (once
+ * per thread for the M chunks of one block); as A, a pool task per block, or
+ * (u8, AVX-512) no packing at all: the tile broadcasts the words straight
+ * from the rows (K bytes apart; the last block from a zero-padded copy, so
+ * nothing past x is read).  vpdpbusd takes the u8 operand first: the
  * broadcast A word when the activation is A, the B vector when it is B.
+ * The VNNI tile's depth loop is one asm block (emit_vnni_loop).
  *
  * Compensation.  sum_k (x - za) w = sum_k u w - (za + off) sum_k w with u the
  * packed u8 (off = 128 for s8, else 0): F_pack folds bias - (za + off) sum_k w
@@ -18,13 +23,14 @@
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
  * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
- * from the padded image over a padded-width grid of columns (emit_pad_pack);
+ * from the padded image over a padded-width grid of columns (emit_pad);
  * other strides: built per call ($F_col, the padding za) into scratch and
  * packed from there as a [K][N] matrix.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
- * as bytes.  Rows and columns past M, N are computed and not stored. */
+ * as bytes (a full tile row as one 64-byte store).  Rows and columns past M,
+ * N are computed and not stored. */
 #include <stdio.h>
 #include <string.h>
 
@@ -79,7 +85,7 @@ static qg_dims dims_of(const cgen_qgemm_spec *s) {
  * stride ks), each byte ^ x, as block b of words d[K4][W]. */
 static void emit_pack(cg_out *o, long K, long K4) {
   cg_emit(o, "static void $F_pk(const uint8_t *s, long rs, long ks, long R, int W, unsigned x, long b, int32_t *d) {\n");
-  cg_emit(o, "  uint8_t *q = (uint8_t *)(d + b * %ldL * W);\n  memset(q, 0, (size_t)%ldL * (size_t)W * 4u);\n", K4, K4);
+  cg_emit(o, "  uint8_t *q = (uint8_t *)d;\n  memset(q, 0, (size_t)%ldL * (size_t)W * 4u);\n", K4);
   cg_emit(o, "  long r0 = b * W, nr = R - r0 < W ? R - r0 : W;\n");
   cg_emit(o, "  if (ks == 1) {\n    for (long r = 0; r < nr; r++) {\n      const uint8_t *p = s + (r0 + r) * rs;\n");
   cg_emit(o, "      for (long k = 0; k < %ldL; k++) q[(k >> 2) * W * 4 + r * 4 + (k & 3)] = (uint8_t)(p[k] ^ x);\n", K);
@@ -128,32 +134,74 @@ static void emit_im2col(cg_out *o, const cgen_qgemm_spec *s, long N) {
 /* A stride-1 conv read in place (d->cd): $F_pad(x, xp, c) writes channel c
  * of the image with its padding (za) as Hp x Wp bytes; in that grid, row k =
  * (c, ky, kx) of the im2col over the padded-width columns n' = oy Wp + ox is
- * the plane from c Hp Wp + ky dh Wp + kx dw on, contiguous, so $F_pkd(xp, b,
- * d) packs block b of it straight from the padded image, 16 columns of 4 k
- * at a time (SSE2 unpacks as $F_pk's); columns ox >= OW are computed and not
- * stored.  The image carries Wp + 64 bytes of slack for the last block. */
-static void emit_pad_pack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
-  long H = (long)s->conv.h, W = (long)s->conv.w, plane = d->Hp * d->Wp, khw = (long)(s->conv.kh * s->conv.kw);
-  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+ * the plane from c Hp Wp + ky dh Wp + kx dw on, contiguous, so $P_pkb packs
+ * B's blocks straight from the padded image; columns ox >= OW are computed
+ * and not stored.  The image carries Wp + 64 bytes of slack for the last block. */
+static void emit_pad(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  long H = (long)s->conv.h, W = (long)s->conv.w, plane = d->Hp * d->Wp;
   cg_emit(o, "static void $F_pad(const uint8_t *x, uint8_t *xp, long c) {\n  uint8_t *d = xp + c * %ldL;\n", plane);
   cg_emit(o, "  memset(d, (uint8_t)%d, %ldUL);\n", (int)s->za, plane);
   cg_emit(o, "  for (long y = 0; y < %ldL; y++) memcpy(d + (y + %ldL) * %ldL + %ldL, x + (c * %ldL + y) * %ldL, %ldUL);\n}\n", H,
           (long)s->conv.ph, d->Wp, (long)s->conv.pw, H, W, W);
-  cg_emit(o, "static void $F_pkd(const uint8_t *xp, long b, int32_t *d) {\n  uint8_t *q = (uint8_t *)(d + b * %ldL);\n", d->K4 * QG_NR);
-  cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n", d->K4);
-  cg_emit(o, "    for (int j = 0; j < 4; j++) {\n      long k = 4 * k4 + j, c = k / %ldL, ky = k %% %ldL / %ldL, kx = k %% %ldL;\n", khw, khw,
-          (long)s->conv.kw, (long)s->conv.kw);
-  cg_emit(o, "      p[j] = k < %ldL ? xp + c * %ldL + ky * %ldL + kx * %ldL + b * %d : NULL;\n    }\n", d->K, plane,
-          (long)s->conv.dh * d->Wp, (long)s->conv.dw, QG_NR);
-  cg_emit(o, "    uint8_t *t = q + k4 * %d;\n", QG_NR * 4);
-  cg_emit(o, "#ifdef __SSE2__\n    if (p[3]) {\n      const __m128i vx = _mm_set1_epi8((char)%u);\n", x);
-  cg_emit(o, "      for (int r = 0; r < %d; r += 16) {\n", QG_NR);
-  for (int j = 0; j < 4; j++) cg_emit(o, "        __m128i a%d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p[%d] + r)), vx);\n", j, j);
-  cg_emit(o, "        __m128i t0 = _mm_unpacklo_epi8(a0, a1), t1 = _mm_unpackhi_epi8(a0, a1);\n");
-  cg_emit(o, "        __m128i t2 = _mm_unpacklo_epi8(a2, a3), t3 = _mm_unpackhi_epi8(a2, a3);\n        __m128i *d4 = (__m128i *)(t + r * 4);\n");
-  cg_emit(o, "        _mm_storeu_si128(d4, _mm_unpacklo_epi16(t0, t2));\n        _mm_storeu_si128(d4 + 1, _mm_unpackhi_epi16(t0, t2));\n");
-  cg_emit(o, "        _mm_storeu_si128(d4 + 2, _mm_unpacklo_epi16(t1, t3));\n        _mm_storeu_si128(d4 + 3, _mm_unpackhi_epi16(t1, t3));\n");
-  cg_emit(o, "      }\n      continue;\n    }\n#endif\n");
+}
+
+/* $P_il4(p0..p3, x, t): 64 bytes from each of four rows (k .. k + 3),
+ * each ^ x, interleaved into 64 words at t (word r = the 4 bytes of column
+ * r).  AVX-512: unpacks within the 128-bit lanes, then a 4 x 4 transpose
+ * of the lanes; else 16 columns at a time with SSE2 (bytes without it). */
+static void emit_il4(cg_out *o, bool vec) {
+  cg_emit(o, "static inline %s void $P_il4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3, unsigned x,"
+             " uint8_t *t) {\n", vec ? QG_ATTR : "");
+  const char *W = vec ? "512" : "", *V = vec ? "__m512i" : "__m128i", *L = vec ? "_mm512_loadu_si512" : "_mm_loadu_si128";
+  const char *S = vec ? "_mm512_storeu_si512" : "_mm_storeu_si128";
+  if (!vec) cg_emit(o, "#ifdef __SSE2__\n  for (int r = 0; r < 64; r += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16, t += 64) {\n");
+  else cg_emit(o, "  {\n");
+  cg_emit(o, "    const %s vx = _mm%s_set1_epi8((char)x);\n", V, W);
+  for (int j = 0; j < 4; j++) cg_emit(o, "    %s a%d = _mm%s_xor_si%s(%s((const void *)p%d), vx);\n", V, j, W, vec ? "512" : "128", L, j);
+  cg_emit(o, "    %s t0 = _mm%s_unpacklo_epi8(a0, a1), t1 = _mm%s_unpackhi_epi8(a0, a1);\n", V, W, W);
+  cg_emit(o, "    %s t2 = _mm%s_unpacklo_epi8(a2, a3), t3 = _mm%s_unpackhi_epi8(a2, a3);\n", V, W, W);
+  cg_emit(o, "    %s u0 = _mm%s_unpacklo_epi16(t0, t2), u1 = _mm%s_unpackhi_epi16(t0, t2);\n", V, W, W);
+  cg_emit(o, "    %s u2 = _mm%s_unpacklo_epi16(t1, t3), u3 = _mm%s_unpackhi_epi16(t1, t3);\n", V, W, W);
+  if (vec) { /* lane l of u_i: columns 16 l + 4 i .. + 3; vector l of t: lanes l of u0..u3 */
+    cg_emit(o, "    __m512i l0 = _mm512_shuffle_i32x4(u0, u1, 0x44), h0 = _mm512_shuffle_i32x4(u0, u1, 0xee);\n");
+    cg_emit(o, "    __m512i l1 = _mm512_shuffle_i32x4(u2, u3, 0x44), h1 = _mm512_shuffle_i32x4(u2, u3, 0xee);\n");
+    cg_emit(o, "    u0 = _mm512_shuffle_i32x4(l0, l1, 0x88), u1 = _mm512_shuffle_i32x4(l0, l1, 0xdd);\n");
+    cg_emit(o, "    u2 = _mm512_shuffle_i32x4(h0, h1, 0x88), u3 = _mm512_shuffle_i32x4(h0, h1, 0xdd);\n");
+  }
+  for (int i = 0; i < 4; i++) cg_emit(o, "    %s((void *)(t + %d), u%d);\n", S, i * (vec ? 64 : 16), i);
+  cg_emit(o, "  }\n");
+  if (!vec)
+    cg_emit(o, "#else\n  for (int r = 0; r < 64; r++)\n    t[4 * r] = p0[r] ^ x, t[4 * r + 1] = p1[r] ^ x, t[4 * r + 2] = p2[r] ^ x,"
+               " t[4 * r + 3] = p3[r] ^ x;\n#endif\n");
+  cg_emit(o, "}\n");
+}
+
+/* $P_pkb(cx, jb, B): block jb of the activation B when the weight is A (64
+ * columns of the [K][N] matrix: x, the im2col, or the padded image's planes
+ * (d->cd)) as K4 x 64 words at B, four rows of k at a time ($P_il4), 0 past
+ * K.  A partial last block of x or the im2col (whose rows end at N) goes
+ * through $F_pk. */
+static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
+  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+  long plane = d->Hp * d->Wp;
+  const char *src = s->conv.kh > 0 ? "cx->col" : "(const uint8_t *)cx->x";
+  emit_il4(o, vec);
+  cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
+  if (!d->cd && d->N % QG_NR)
+    cg_emit(o, "  if (jb == %ldL) { $F_pk(%s, 1L, %ldL, %ldL, %d, %uu, jb, B); return; }\n", d->NB - 1, src, d->N, d->N, QG_NR, x);
+  if (d->cd) /* row k = (c, ky, kx) of the im2col starts at c plane + ky dh Wp + kx dw: counters, no divisions */
+    cg_emit(o, "  long ky = 0, kx = 0;\n  const uint8_t *pc = cx->col + jb * %d;\n", QG_NR);
+  cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n    for (int j = 0; j < 4; j++) {\n      long k = 4 * k4 + j;\n",
+          d->K4);
+  if (d->cd) {
+    cg_emit(o, "      p[j] = k < %ldL ? pc + ky * %ldL + kx * %ldL : NULL;\n", d->K, (long)s->conv.dh * d->Wp, (long)s->conv.dw);
+    cg_emit(o, "      if (++kx == %ldL) { kx = 0; if (++ky == %ldL) ky = 0, pc += %ldL; }\n", (long)s->conv.kw, (long)s->conv.kh, plane);
+  } else
+    cg_emit(o, "      p[j] = k < %ldL ? %s + k * %ldL + jb * %d : NULL;\n", d->K, src, d->N, QG_NR);
+  cg_emit(o, "    }\n    uint8_t *t = q + k4 * %d;\n", QG_NR * 4);
+  if (!d->cd) /* rows N bytes apart: ask for the ones 8 ahead */
+    cg_emit(o, "    if (p[3]) for (int j = 0; j < 4; j++) __builtin_prefetch(p[j] + %ldL);\n", 8 * d->N);
+  cg_emit(o, "    if (p[3]) { $P_il4(p[0], p[1], p[2], p[3], %uu, t); continue; }\n", x);
   cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = p[j] ? (uint8_t)(p[j][r] ^ %uu) : 0;\n  }\n}\n",
           QG_NR, x);
 }
@@ -168,8 +216,8 @@ static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   cg_emit(o, "int $F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp) {\n");
   cg_emit(o, "  int32_t *d = (int32_t *)wp, *c0 = d + %ldL;\n  float *mu = (float *)(c0 + %ldL);\n", words, d->chpad);
   cg_emit(o, "  if (!w || !mult || !wp) return -1;\n");
-  cg_emit(o, "  for (long b = 0; b < %ldL; b++) $F_pk((const uint8_t *)w, %ldL, %ldL, %ldL, %ld, 0u, b, d);\n", d->wblocks, rs,
-          ks, d->wrows, d->wblk);
+  cg_emit(o, "  for (long b = 0; b < %ldL; b++) $F_pk((const uint8_t *)w, %ldL, %ldL, %ldL, %ld, 0u, b, d + b * %ldL);\n", d->wblocks,
+          rs, ks, d->wrows, d->wblk, d->K4 * d->wblk);
   cg_emit(o, "  for (long c = 0; c < %ldL; c++) {\n    long sum = 0;\n", d->chpad);
   cg_emit(o, "    for (long k = 0; c < %ldL && k < %ldL; k++) sum += w[c * %ldL + k * %ldL];\n", d->wrows, d->K, rs, ks);
   cg_emit(o, "    long v = c < %ldL ? (bias ? (long)bias[c] : 0L) - %ldL * sum : 0L;\n", d->wrows, (long)s->za + off);
@@ -219,6 +267,67 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
   cg_emit(o, "      ((%s *)y)[(%s) * %ldL + %s] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, N, col, yt, (int)s->zy);
 }
 
+/* The depth loop of the VNNI tile in one asm block (GCC 12 spilled the
+ * accumulators of the C loop to the stack on every step): kn steps of nv
+ * vector loads of B (zmm28..), MR broadcasts of A words, MR x nv vpdpbusd
+ * into the C variables cI_J, kept in registers.  The u8 operand (the
+ * activation) is vpdpbusd's first source: the B vectors when the weight is
+ * A (its s8 words then broadcast straight from memory, {1to16}), else the
+ * A word broadcast into zmm27. */
+static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, long arow, long astep) {
+  cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
+  for (int i = 0; i < QG_MR; i++)
+    for (int j = 0; j < nv; j++) cg_emit(o, "    \"vpxord %%[c%d_%d], %%[c%d_%d], %%[c%d_%d]\\n\\t\"\n", i, j, i, j, i, j);
+  cg_emit(o, "    \"1:\\n\\t\"\n");
+  for (int j = 0; j < nv; j++) cg_emit(o, "    \"vmovdqu64 %d(%%[pb]), %%%%zmm%d\\n\\t\"\n", 64 * j, 28 + j);
+  cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", 8 * QG_NR * 4);
+  for (int i = 0; i < QG_MR; i++) {
+    cg_emit(o, "    \"vpbroadcastd %ld(%%[pa]), %%%%zmm27\\n\\t\"\n", arow * i);
+    for (int j = 0; j < nv; j++) {
+      if (s->weight_a) cg_emit(o, "    \"vpdpbusd %%%%zmm27, %%%%zmm%d, %%[c%d_%d]\\n\\t\"\n", 28 + j, i, j);
+      else cg_emit(o, "    \"vpdpbusd %%%%zmm%d, %%%%zmm27, %%[c%d_%d]\\n\\t\"\n", 28 + j, i, j);
+    }
+  }
+  cg_emit(o, "    \"add $%ld, %%[pa]\\n\\tadd $%d, %%[pb]\\n\\tdec %%[kk]\\n\\tjnz 1b\"\n    : [pa] \"+r\"(pa), [pb] \"+r\"(pb), [kk] \"+r\"(kk)",
+          astep, QG_NR * 4);
+  for (int i = 0; i < QG_MR; i++)
+    for (int j = 0; j < nv; j++) cg_emit(o, ", [c%d_%d] \"=v\"(c%d_%d)", i, j, i, j);
+  cg_emit(o, "\n    :\n    : \"cc\", \"memory\"");
+  for (int j = -1; j < nv; j++) cg_emit(o, ", \"zmm%d\"", 28 + j);
+  cg_emit(o, ");\n  }\n");
+}
+
+/* `__m512 v = ...`: accumulator cI_J of the VNNI tile plus c0, times mult
+ * (per row when the weight is A, per column when it is B). */
+static void emit_value(cg_out *o, const cgen_qgemm_spec *s, const char *v, int i, int j) {
+  if (s->weight_a)
+    cg_emit(o, "      __m512 %s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_set1_epi32(c0[m0 + %d]))),"
+               " _mm512_set1_ps(mu[m0 + %d]));\n", v, i, j, i, i);
+  else
+    cg_emit(o, "      __m512 %s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_loadu_si512(c0 + n0 + %d))),"
+               " _mm512_loadu_ps(mu + n0 + %d));\n", v, i, j, 16 * j, 16 * j);
+}
+
+/* Row i of a full VNNI tile as 64 output bytes (u8 / s8), one store: each
+ * value clamped to [lo - zy, hi - zy] in fp32, rounded, packed to int16
+ * (exact), + zy, packed to bytes (exact), and the packs' lane order undone
+ * (dword 4 l + j of the packs holds columns 16 j + 4 l .. + 3). */
+static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
+  float flo = (float)(s->lo - s->zy), fhi = (float)(s->hi - s->zy);
+  for (int j = 0; j < QG_NV; j++) {
+    char v[8];
+    snprintf(v, sizeof v, "v%d", j);
+    emit_value(o, s, v, i, j);
+    cg_emit(o, "      __m512i r%d = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v%d, _mm512_set1_ps(%.1ff)), _mm512_set1_ps(%.1ff)));\n",
+            j, j, (double)flo, (double)fhi);
+  }
+  cg_emit(o, "      const __m512i zy = _mm512_set1_epi16(%d);\n", (int)s->zy);
+  cg_emit(o, "      __m512i h0 = _mm512_add_epi16(_mm512_packs_epi32(r0, r1), zy), h1 = _mm512_add_epi16(_mm512_packs_epi32(r2, r3), zy);\n");
+  cg_emit(o, "      __m512i b = _mm512_%s_epi16(h0, h1);\n", s->y_dtype == TINY_I8 ? "packs" : "packus");
+  cg_emit(o, "      b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);\n");
+  cg_emit(o, "      _mm512_storeu_si512((uint8_t *)y + (m0 + %d) * %ldL + n0, b);\n", i, (long)s->n);
+}
+
 /* The AVX-512 VNNI micro-kernel $P_<name>: MR rows of packed A (ap) times
  * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
  * the last block of a narrow N), stored from row m0, column n0. */
@@ -226,24 +335,18 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
   /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
    * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
    * where this block's go instead of the epilogue */
-  cg_emit(o, "static " QG_ATTR " void $P_%s(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
+  cg_emit(o, "static " QG_ATTR " void $P_%s(const uint8_t *restrict ap, const int32_t *restrict bp, const int32_t *c0,"
              " const float *mu, void *y, long m0, long n0, long kn, int32_t *acc, int first, int last) {\n", name);
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++)
-      cg_emit(o, "  __m512i c%d_%d = first ? _mm512_setzero_si512() : _mm512_loadu_si512(acc + %d);\n", i, j, i * QG_NR + 16 * j);
-  cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kn; k++) {\n");
-  cg_emit(o, "    __builtin_prefetch(bp + (k + 8) * %d);\n", QG_NR);
-  for (int j = 0; j < nv; j++) cg_emit(o, "    __m512i b%d = _mm512_loadu_si512(bp + k * %d + %d);\n", j, QG_NR, 16 * j);
-  for (int i = 0; i < QG_MR; i++) {
-    cg_emit(o, "    { __m512i a = _mm512_set1_epi32(ap[k * %d + %d]);", QG_MR, i);
-    for (int j = 0; j < nv; j++) { /* the u8 operand (the activation) first */
-      char bj[16];
-      snprintf(bj, sizeof bj, "b%d", j);
-      cg_emit(o, " $P_dp(&c%d_%d, %s, %s);", i, j, s->weight_a ? bj : "a", s->weight_a ? "a" : bj);
-    }
-    cg_emit(o, " }\n");
-  }
-  cg_emit(o, "  }\n  if (!last) {\n");
+      cg_emit(o, "  __m512i c%d_%d;\n", i, j);
+  bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
+  emit_vnni_loop(o, s, nv, ain ? d->K : 4, ain ? 4 : QG_MR * 4);
+  cg_emit(o, "  if (!first) {\n");
+  for (int i = 0; i < QG_MR; i++)
+    for (int j = 0; j < nv; j++) cg_emit(o, "    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_loadu_si512(acc + %d));\n", i, j, i, j, i * QG_NR + 16 * j);
+  cg_emit(o, "  }\n");
+  cg_emit(o, "  if (!last) {\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    _mm512_storeu_si512(acc + %d, c%d_%d);\n", i * QG_NR + 16 * j, i, j);
   cg_emit(o, "    return;\n  }\n");
@@ -254,8 +357,14 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
       cg_emit(o, "    for (int l = 0; l < 16; l++, r = r + 1 == %ldL ? 0 : r + 1) if (r < %ldL && q + l < %ldL) vm%d |= (__mmask16)(1u << l); }\n",
               d->Wp, d->OW, d->NT, j);
     }
+  bool b64 = !d->cd && nv == QG_NV && s->y_dtype != TINY_FP32;
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "  if (m0 + %d < %ldL) {\n", i, d->M);
+    if (b64) { /* a row of 64 bytes in one store where all its columns are there */
+      cg_emit(o, "   if (n0 + %d <= %ldL) {\n", QG_NR, d->N);
+      emit_row64(o, s, i);
+      cg_emit(o, "   } else {\n");
+    }
     for (int j = 0; j < nv; j++) {
       cg_emit(o, "    if (n0 + %d < %ldL) {\n", 16 * j, d->NT);
       if (d->cd)
@@ -263,26 +372,21 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
       else
         cg_emit(o, "      long nl = %ldL - n0 - %d;\n      __mmask16 mk = nl >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nl) - 1u);\n",
                 d->N, 16 * j);
-      if (s->weight_a)
-        cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_set1_epi32(c0[m0 + %d]))),"
-                   " _mm512_set1_ps(mu[m0 + %d]));\n", i, j, i, i);
-      else
-        cg_emit(o, "      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c%d_%d, _mm512_loadu_si512(c0 + n0 + %d))),"
-                   " _mm512_loadu_ps(mu + n0 + %d));\n", i, j, 16 * j, 16 * j);
+      emit_value(o, s, "v", i, j);
       char row[32], col[32];
       snprintf(row, sizeof row, "m0 + %d", i);
       snprintf(col, sizeof col, d->cd ? "dj" : "n0 + %d", 16 * j);
       emit_store(o, s, true, d->cd, row, col);
       cg_emit(o, "    }\n");
     }
-    cg_emit(o, "  }\n");
+    cg_emit(o, b64 ? "   }\n  }\n" : "  }\n");
   }
   cg_emit(o, "}\n");
 }
 
 /* The scalar $P_tile: the same contract as emit_tile_vnni's. */
 static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
-  cg_emit(o, "static void $P_tile(const int32_t *restrict ap, const int32_t *restrict bp, const int32_t *c0, const float *mu, void *y,"
+  cg_emit(o, "static void $P_tile(const uint8_t *restrict ap, const int32_t *restrict bp, const int32_t *c0, const float *mu, void *y,"
              " long m0, long n0) {\n");
   cg_emit(o, "  for (int i = 0; i < %d && m0 + i < %ldL; i++)\n    for (int j = 0; j < %d && n0 + j < %ldL; j++) {\n", QG_MR, d->M,
           QG_NR, d->NT);
@@ -290,7 +394,7 @@ static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims 
   if (d->cd) /* the padded-width grid: columns past OW are not on the image */
     cg_emit(o, "      if (col %% %ldL >= %ldL) continue;\n      col = col / %ldL * %ldL + col %% %ldL;\n", d->Wp, d->OW, d->Wp, d->OW, d->Wp);
   cg_emit(o, "      long acc = 0;\n      for (long k = 0; k < %ldL; k++) {\n", d->K4);
-  cg_emit(o, "        const uint8_t *a = (const uint8_t *)(ap + k * %d + i), *b = (const uint8_t *)(bp + k * %d + j);\n", QG_MR, QG_NR);
+  cg_emit(o, "        const uint8_t *a = ap + (k * %d + i) * 4, *b = (const uint8_t *)(bp + k * %d + j);\n", QG_MR, QG_NR);
   if (s->weight_a)
     cg_emit(o, "        for (int t = 0; t < 4; t++) acc += (long)(int8_t)a[t] * (long)b[t];\n");
   else
@@ -303,65 +407,105 @@ static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims 
   cg_emit(o, "    }\n}\n");
 }
 
-/* The variant's tasks and $P_run: the activation packed (a task per block),
- * then tiles over (chunks of A blocks) x (B blocks). */
-static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+/* Scratch of one call of a variant (bytes): shared (the conv's image or
+ * im2col, the packed activation A, the copy of A's last block) and per
+ * thread (the partial sums of the depth blocks, the packed B block). */
+typedef struct qg_scr {
+  long col, xp, at, acc, bb;
+  long kc;  /* the depth block in words (K4: one block) */
+  bool ain; /* A (the activation, u8) read in place, rows K bytes apart */
+} qg_scr;
+
+static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vnni) {
+  qg_scr r;
+  r.col = d->cd ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64 : s->conv.kh > 0 ? (d->K * d->N + 63) / 64 * 64 : 0;
+  r.ain = vnni && !s->weight_a && s->x_dtype == TINY_U8;
+  r.xp = s->weight_a || r.ain ? 0 : d->MB * d->K4 * QG_MR * 4;
+  r.at = r.ain ? (QG_MR * d->K + 4 + 63) / 64 * 64 : 0;
+  r.kc = vnni && d->K4 > QG_KC4 * 5 / 4 ? QG_KC4 : d->K4;
+  r.acc = r.kc < d->K4 ? d->MB * QG_MR * QG_NR * 4 : 0;
+  r.bb = s->weight_a ? d->K4 * QG_NR * 4 : 0;
+  return r;
+}
+
+/* The conv's $P_ctask: the padded image (stride 1) or the im2col rows, a
+ * task per chunk of channels / rows. */
+static void emit_ctask(cg_out *o, const qg_dims *d, long nrow) {
+  cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  for (long r = %ldL * task / cx->nct; r < %ldL * (task + 1) / cx->nct; r++) $F_%s((const uint8_t *)cx->x, cx->col, r);\n}\n",
+          nrow, nrow, d->cd ? "pad" : "col");
+}
+
+/* $P_task(task): B block jb = task % NB times A blocks [mb0, mb1) of chunk
+ * task / NB, depth blocks outer (B's slice stays in L1 across the A
+ * blocks).  The weight as A: the task first packs its B block (the
+ * activation) into the thread's scratch.  A read in place: block mb at row
+ * 6 mb of x, the last from its copy cx->at. */
+static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const qg_scr *r) {
+  bool vnni = o->isa->id == CGEN_ISA_AVX512;
   long words = d->wblocks * d->K4 * d->wblk;
+  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n", vnni ? QG_ATTR : "");
+  cg_emit(o, "  long jb = task / cx->mc, ic = task %% cx->mc;\n");
+  cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
+  cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", words, d->chpad);
+  cg_emit(o, "  int32_t *acc = (int32_t *)cx->sc.thr[tid];\n  (void)acc;\n");
+  if (s->weight_a) {
+    cg_emit(o, "  int32_t *B = (int32_t *)(cx->sc.thr[tid] + %ldL);\n", r->acc);
+    /* the chunks of one B block are consecutive tasks: a thread packs it once */
+    cg_emit(o, "  if (cx->pjb[tid] != jb) $P_pkb(cx, jb, B), cx->pjb[tid] = jb;\n");
+  } else
+    cg_emit(o, "  const int32_t *B = cx->wp + jb * %ldL;\n", d->K4 * QG_NR);
+  /* A block mb's bytes at depth word k0 */
+  char abase[160];
+  if (s->weight_a) snprintf(abase, sizeof abase, "(const uint8_t *)(cx->wp + mb * %ldL) + k0 * %d", d->K4 * QG_MR, QG_MR * 4);
+  else if (r->ain)
+    snprintf(abase, sizeof abase, "(mb < %ldL ? (const uint8_t *)cx->x + mb * %ldL : cx->at) + k0 * 4", d->MB - 1, QG_MR * d->K);
+  else snprintf(abase, sizeof abase, "(const uint8_t *)(cx->xp + mb * %ldL) + k0 * %d", d->K4 * QG_MR, QG_MR * 4);
+  if (!vnni) {
+    cg_emit(o, "  long k0 = 0;\n  for (long mb = mb0; mb < mb1; mb++)\n");
+    cg_emit(o, "    $P_tile(%s, B, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", abase, QG_MR, QG_NR);
+    return;
+  }
+  cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, r->kc, d->K4,
+          r->kc, d->K4, r->kc);
+  cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
+  cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(%s, B + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn, acc + (mb - mb0) * %d, k0 == 0,"
+             " k0 + kn == %ldL);\n  }\n}\n",
+          d->NB - 1, tail_nv(d) < QG_NV ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+}
+
+/* The variant's tasks and $P_run: the conv's image (padded or im2col), A
+ * packed when it is the activation and not read in place (a task per
+ * block), then the tiles over (chunks of A blocks) x (B blocks). */
+static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  qg_scr r = scr_of(s, d, o->isa->id == CGEN_ISA_AVX512);
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
-  long xb = s->weight_a ? d->NB : d->MB, xw = s->weight_a ? QG_NR : QG_MR;
-  long xrs = s->weight_a ? 1 : d->K, xks = s->weight_a ? d->N : 1, xr = s->weight_a ? d->N : d->M;
   bool conv = s->conv.kh > 0;
   long nrow = d->cd ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
-  long colb = d->cd ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64 : conv ? (d->K * d->N + 63) / 64 * 64 : 0;
-  cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
-  if (d->cd)
-    cg_emit(o, "  $F_pkd(cx->col, task, cx->xp);\n}\n");
-  else
-    cg_emit(o, "  $F_pk(%s, %ldL, %ldL, %ldL, %ld, %uu, task, cx->xp);\n}\n", conv ? "cx->col" : "(const uint8_t *)cx->x", xrs,
-            xks, xr, xw, x);
-  if (d->cd) /* the padded image: a task per chunk of channels */
-    cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
-               "  for (long c = %ldL * task / cx->nct; c < %ldL * (task + 1) / cx->nct; c++) $F_pad((const uint8_t *)cx->x, cx->col, c);\n}\n",
-            nrow, nrow);
-  else if (conv) /* the im2col: a task per chunk of rows k */
-    cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
-               "  for (long k = %ldL * task / cx->nct; k < %ldL * (task + 1) / cx->nct; k++) $F_col((const uint8_t *)cx->x, cx->col, k);\n}\n",
-            d->K, d->K);
-  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n",
-          o->isa->id == CGEN_ISA_AVX512 ? QG_ATTR : "");
-  cg_emit(o, "  long jb = task %% %ldL, ic = task / %ldL;\n", d->NB, d->NB);
-  cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
-  cg_emit(o, "  const int32_t *A = %s, *B = %s;\n", s->weight_a ? "cx->wp" : "cx->xp", s->weight_a ? "cx->xp" : "cx->wp");
-  cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", words, d->chpad);
-  if (o->isa->id != CGEN_ISA_AVX512) {
-    cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++)\n");
-    cg_emit(o, "    $P_tile(A + mb * %ldL, B + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", d->K4 * QG_MR, d->K4 * QG_NR, QG_MR,
-            QG_NR);
-  } else { /* depth blocks outer: B's slice stays in L1 across the A blocks */
-    long kc = d->K4 <= QG_KC4 * 5 / 4 ? d->K4 : QG_KC4;
-    cg_emit(o, "  int32_t *acc = (int32_t *)cx->sc.thr[tid];\n");
-    cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, kc, d->K4, kc,
-            d->K4, kc);
-    cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
-    cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(A + mb * %ldL + k0 * %d, B + jb * %ldL + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn,"
-               " acc + (mb - mb0) * %d, k0 == 0, k0 + kn == %ldL);\n  }\n}\n",
-            d->NB - 1, tail_nv(d) < QG_NV ? "tilet" : "tile", d->K4 * QG_MR, QG_MR, d->K4 * QG_NR, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
-  }
+  if (r.xp)
+    cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
+               "  $F_pk((const uint8_t *)cx->x, %ldL, 1L, %ldL, %d, %uu, task, cx->xp + task * %ldL);\n}\n",
+            d->K, d->M, QG_MR, x, d->K4 * QG_MR);
+  if (conv) emit_ctask(o, d, nrow);
+  emit_task(o, s, d, &r);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
-  cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n");
-  long per_thr = o->isa->id == CGEN_ISA_AVX512 && d->K4 > QG_KC4 * 5 / 4 ? d->MB * QG_MR * QG_NR * 4 : 0;
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n",
-          colb + xb * d->K4 * xw * 4, per_thr, colb);
+  cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at, r.acc + r.bb);
+  cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n", r.col);
+  cg_emit(o, "  cx.at = (uint8_t *)cx.sc.shared + %ldL;\n", r.col + r.xp);
   /* below ~2M multiply-adds a pool wake-up costs more than it saves */
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6;
   cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
   if (conv) {
-    cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", nrow, nrow);
+    cg_emit(o, "  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", nrow, nrow);
     if (d->cd) /* the slack past the image: defined bytes in the columns not stored */
-      cg_emit(o, "  memset(cx.col + %ldL, 0, %ldUL);\n", (long)s->conv.c * d->Hp * d->Wp, colb - (long)s->conv.c * d->Hp * d->Wp);
+      cg_emit(o, "  memset(cx.col + %ldL, 0, %ldUL);\n", (long)s->conv.c * d->Hp * d->Wp, r.col - (long)s->conv.c * d->Hp * d->Wp);
     cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.nct, $P_ctask, &cx);\n");
   }
-  cg_emit(o, "  hprt_pool_run(P > 1 && %ldL > 1 ? p : NULL, %d, $P_xtask, &cx);\n", xb, (int)xb);
+  if (r.xp) cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, %d, $P_xtask, &cx);\n", (int)d->MB);
+  if (r.ain) /* A's last block: its rows (the bytes past them defined), read as the others */
+    cg_emit(o, "  memset(cx.at, 0, %ldUL);\n  memcpy(cx.at, (const uint8_t *)x + %ldL, %ldUL);\n", r.at, (d->MB - 1) * QG_MR * d->K,
+            (d->M - (d->MB - 1) * QG_MR) * d->K);
   cg_emit(o, "  long mc = (4L * P + %ldL - 1) / %ldL;\n  cx.mc = mc < 1 ? 1 : mc > %ldL ? %ldL : mc;\n", d->NB, d->NB, d->MB, d->MB);
   cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)(cx.mc * %ldL), $P_task, &cx);\n", d->NB);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
@@ -411,23 +555,21 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
-  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col; long mc, nct; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
-  if (d.cd) emit_pad_pack(&o, s, &d);
+  if (d.cd) emit_pad(&o, s, &d);
   else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   emit_requant(&o, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));
   emit_tile_scalar(&o, s, &d);
+  if (s->weight_a) emit_bpack(&o, s, &d, false);
   emit_run(&o, s, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
   cg_emit(&o, "#ifdef HPRT_X86\n");
-  /* vpdpbusd in place: GCC (12) otherwise copies and spills the 24
-   * accumulators on every k step (0.10 of the rate on BERT's FFN) */
-  cg_emit(&o, "static inline " QG_ATTR " __attribute__((always_inline)) void $P_dp(__m512i *c, __m512i u, __m512i s) {\n");
-  cg_emit(&o, "  __asm__(\"vpdpbusd %%2, %%1, %%0\" : \"+v\"(*c) : \"v\"(u), \"v\"(s));\n}\n");
   emit_tile_vnni(&o, s, &d, "tile", QG_NV);
   if (tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tail_nv(&d));
+  if (s->weight_a) emit_bpack(&o, s, &d, true);
   emit_run(&o, s, &d);
   cg_emit(&o, "#endif\n");
   cg_set_isa(&o, NULL);

@@ -10,7 +10,8 @@
  *   y         = v (fp32 out), or clamp(rint(v) + zy, lo, hi) (u8 / s8 out)
  * The weight is packed once (entry F_pack) with its compensation
  * (za + 128 [s8]) * sum_k w folded into the bias; the activation is packed
- * per call into 4-deep byte groups.  Entry points, F = fn_name:
+ * per call into 4-deep byte groups (or, u8 as A, read in place).  Entry
+ * points, F = fn_name:
  *   long F_wsize(void)                    bytes of the packed weight;
  *   int  F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp)
  *        w as laid out by w_kmajor, bias (NULL: 0) and mult per channel;
