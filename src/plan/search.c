@@ -289,6 +289,20 @@ static int by_time(const void *a, const void *b) {
   return x->order - y->order;
 }
 
+/* x into top[0..*nt), which holds the best `keep` candidates so far in
+ * by_time order: after its equals, as the stable sort of every candidate
+ * that this replaces put them (no pool of every plan copied and sorted:
+ * most of a default plan's time was writing it). */
+static void keep_best(scored *top, int *nt, int keep, const scored *x) {
+  int i = *nt;
+  while (i > 0 && by_time(x, &top[i - 1]) < 0) i--;
+  if (i >= keep) return;
+  int last = *nt < keep ? *nt : keep - 1;
+  memmove(&top[i + 1], &top[i], sizeof *top * (size_t)(last - i));
+  top[i] = *x;
+  if (*nt < keep) (*nt)++;
+}
+
 harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, const plan_search_opts *opts, plan_t *out,
                          plan_cost *costs, int cap, int *n, harp_error *e) {
   *n = 0;
@@ -302,7 +316,8 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
    * Plan); the CPU keeps the count plan_splitk_factor derives */
   enum { NFACTORS = 6 };
   int maxc = s.ntiles * s.nwarps * s.nstages * s.nalgos * NFACTORS;
-  scored *pool = ut_xmalloc(sizeof *pool * (size_t)(maxc + 1)); /* entries below np are written whole: no zeroing (it was most of a default plan's time) */
+  int keep = UT_MAX(1, UT_MIN(cap, PLAN_TUNE_POINTS)), nt = 0;
+  scored *pool = ut_xmalloc(sizeof *pool * (size_t)(keep + 1)); /* the best `keep` (keep_best) */
   plan_t *tmp = ut_xmalloc(sizeof *tmp);
   if (!pool || !tmp) {
     free(pool);
@@ -353,21 +368,19 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
                 harp_error fe = {0};
                 plan_cost fc;
                 if (plan_validate(tmp, r, m, NULL, &fe) || plan_cost_of(tmp, r, m, &fc, &fe)) break;
-                pool[np] = (scored){.plan = *tmp, .cost = fc, .order = order, .depth = depth};
+                scored x = {.plan = *tmp, .cost = fc, .order = order, .depth = depth};
+                keep_best(pool, &nt, keep, &x);
                 np++;
               }
               break;
             }
-            pool[np].plan = *tmp;
-            pool[np].cost = c;
-            pool[np].order = order;
-            pool[np].depth = depth;
+            scored x = {.plan = *tmp, .cost = c, .order = order, .depth = depth};
+            keep_best(pool, &nt, keep, &x);
             np++;
             break; /* the widest legal vector; narrower ones would be a §4.2 shrink */
           }
         }
-  qsort(pool, (size_t)np, sizeof *pool, by_time);
-  int keep = UT_MIN(np, UT_MIN(cap, PLAN_TUNE_POINTS));
+  keep = UT_MIN(nt, cap);
   for (int i = 0; i < keep; i++) {
     out[i] = pool[i].plan;
     if (costs) costs[i] = pool[i].cost;

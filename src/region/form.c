@@ -283,7 +283,7 @@ static harp_status describe(rg_ctx *c, rg_info *I, ut_arena *A, const int *membe
   I->selection = nm == 1 && k0 == RG_U_CELL ? "cell" : nm == 1 && k0 != RG_U_ATTENTION ? "singleton" : selection;
   I->time_est = ev->time;
   I->has_plan = ev->has_plan;
-  I->plan = ev->plan;
+  I->plan = *ev->plan; /* a legal set's (rg_cost_set) */
   harp_status st = HARP_OK;
   bool contraction = I->anchor >= 0 && poly_block(c->pv, I->anchor)->kind == POLY_CONTRACTION;
   int cell = ev->shape == RG_SHAPE_CELL ? c->units[members[0]].cell : -1;

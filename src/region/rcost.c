@@ -405,7 +405,8 @@ harp_status rg_cost_set(rg_ctx *c, const int *blocks, int n, int gather, rg_eval
   if (r->bytes < 1) r->bytes = 1;
   /* the default plan and its cost */
   plan_cost cost;
-  if (default_plan(c, r, &ev->has_plan, &ev->plan, &cost)) return c->e->code;
+  if (!(ev->plan = ut_arena_alloc(c->arena, sizeof *ev->plan))) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (default_plan(c, r, &ev->has_plan, ev->plan, &cost)) return c->e->code;
   double peak = plan_pattern_is_contraction(r->pattern) ? plan_machine_peak(&c->m, r->in_dtype) : c->m.peak_fp32;
   if (ev->has_plan) {
     plan_resources *res = &ev->res;
@@ -537,7 +538,7 @@ static int vec_width(const rg_ctx *c, const plan_region_info *r, int w) {
  * fused region (another loop structure). */
 static bool same_plan(rg_ctx *c, const rg_eval *base, const rg_eval *S, plan_resources *res, int *vec, double *raw_occ) {
   if (!base->has_plan) return false;
-  plan_t p = base->plan;
+  plan_t p = *base->plan;
   p.nepi = 0;
   if (S->info.epilogue_known) {
     p.nepi = S->info.nepi;
@@ -590,13 +591,13 @@ void rg_delta(rg_ctx *c, const rg_eval *before, const rg_eval *after, double abs
   } else { /* another loop structure: the fused region's own plan */
     in.after = after->res;
     raw_occ = after->raw_occ;
-    in.vec_after = after->has_plan ? vec_width(c, &after->info, after->plan.vec_width) : 0;
+    in.vec_after = after->has_plan ? vec_width(c, &after->info, after->plan->vec_width) : 0;
   }
-  in.vec_before = before->has_plan ? vec_width(c, &before->info, before->plan.vec_width) : 0;
+  in.vec_before = before->has_plan ? vec_width(c, &before->info, before->plan->vec_width) : 0;
   /* SM90 TMA / WGMMA shapes concern the MMA template (contractions) */
   bool mma = plan_pattern_is_contraction(after->info.pattern);
-  bool ok_before = before->has_plan && before->tma_ok && plan_sm90_tile_ok(&before->plan, before->info.in_dtype, NULL, 0);
-  bool ok_after = after->has_plan && after->tma_ok && plan_sm90_tile_ok(&after->plan, after->info.in_dtype, NULL, 0);
+  bool ok_before = before->has_plan && before->tma_ok && plan_sm90_tile_ok(before->plan, before->info.in_dtype, NULL, 0);
+  bool ok_after = after->has_plan && after->tma_ok && plan_sm90_tile_ok(after->plan, after->info.in_dtype, NULL, 0);
   in.sm90_tile_broken = c->m.arch == PLAN_ARCH_SM90 && mma && ok_before && !ok_after;
   in.in_dtype = after->info.in_dtype;
   plan_fusion_delta(&in, &c->m, out);

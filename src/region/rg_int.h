@@ -51,7 +51,7 @@ typedef struct rg_eval {
   /* cost */
   plan_region_info info;
   bool has_plan;
-  plan_t plan;
+  plan_t *plan;       /* the default plan (arena), once rg_cost_set ran: a legal set's; NULL before (9.4 KB not zeroed for each illegal set) */
   plan_resources res; /* the plan's resources with local buffers; occ = the throughput factor (saturating occupancy x wave efficiency) */
   double raw_occ;     /* §5's occupancy of that plan (with the local buffers) */
   double time;        /* the adjusted time estimate (s) */

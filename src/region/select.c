@@ -335,6 +335,7 @@ typedef struct window {
   int *units; /* of the window, ascending */
   int nu;
   char *in_w; /* per unit */
+  char *in_s; /* per unit: in the set enumerate is growing (S) */
   cand *cands;
   int ncand;
   bool overflow;
@@ -371,7 +372,8 @@ static bool same_group(const rg_ctx *c, int u, int v) {
 }
 
 /* Sets with sink S[0] closed under "every reader inside", built by including
- * or excluding the latest frontier producer. */
+ * or excluding the latest frontier producer.  w->in_s marks S[0..n) (the
+ * caller marks S[0]): membership by a flag, not a scan of S. */
 static harp_status enumerate(window *w, int *S, int n, char *excluded) {
   if (w->overflow) return HARP_OK;
   rg_ctx *c = w->c;
@@ -379,17 +381,21 @@ static harp_status enumerate(window *w, int *S, int n, char *excluded) {
   for (int i = 0; i < n; i++)
     for (int k = 0; k < c->units[S[i]].nprod; k++) {
       int p = c->units[S[i]].prod[k];
-      if (!w->in_w[p] || excluded[p] || member(S, n, p) || c->units[p].escapes) continue;
+      if (!w->in_w[p] || excluded[p] || w->in_s[p] || c->units[p].escapes) continue;
       if (!same_group(c, p, S[0])) continue; /* make_fusable_groups: no legal edge can join them */
       bool inside = true;
-      for (int j = 0; j < c->units[p].ncons && inside; j++) inside = member(S, n, c->units[p].cons[j]);
+      for (int j = 0; j < c->units[p].ncons && inside; j++) inside = w->in_s[c->units[p].cons[j]];
       if (inside && (best < 0 || c->units[p].node > c->units[best].node)) best = p;
     }
   if (best < 0 || n >= RG_MAX_SET) return HARP_OK;
   S[n] = best;
-  if (add_cand(w, S, n + 1) || enumerate(w, S, n + 1, excluded)) return c->e->code;
+  w->in_s[best] = 1;
+  harp_status st = add_cand(w, S, n + 1);
+  if (!st) st = enumerate(w, S, n + 1, excluded);
+  w->in_s[best] = 0;
+  if (st) return st;
   excluded[best] = 1;
-  harp_status st = enumerate(w, S, n, excluded);
+  st = enumerate(w, S, n, excluded);
   excluded[best] = 0;
   return st;
 }
@@ -435,6 +441,7 @@ static harp_status exact_window(rg_ctx *c, const int *units, int nu, int *region
   w.nu = nu;
   w.in_w = ut_xcalloc((size_t)c->nunits + 1, 1);
   w.covered = ut_xcalloc((size_t)c->nunits + 1, 1);
+  w.in_s = ut_xcalloc((size_t)c->nunits + 1, 1);
   char *excl = ut_xcalloc((size_t)c->nunits + 1, 1);
   w.cands = ut_xmalloc(sizeof(cand) * MAX_CANDIDATES);
   w.pick = ut_xmalloc(sizeof(int) * ((size_t)nu + 1));
@@ -442,12 +449,14 @@ static harp_status exact_window(rg_ctx *c, const int *units, int nu, int *region
   w.lb = ut_xcalloc((size_t)nu + 1, sizeof(double));
   int *S = ut_xmalloc(sizeof(int) * (RG_MAX_SET + 1));
   harp_status st = HARP_OK;
-  if (!w.in_w || !w.covered || !excl || !w.cands || !w.pick || !w.best_pick || !w.lb || !S)
+  if (!w.in_w || !w.in_s || !w.covered || !excl || !w.cands || !w.pick || !w.best_pick || !w.lb || !S)
     st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < nu && !st; i++) w.in_w[units[i]] = 1;
   for (int i = 0; i < nu && !st && !w.overflow; i++) {
     S[0] = units[i];
+    w.in_s[S[0]] = 1;
     st = enumerate(&w, S, 1, excl);
+    w.in_s[S[0]] = 0;
   }
   /* greedy's regions in the window, costed the same way */
   double g = 0;
@@ -492,6 +501,7 @@ static harp_status exact_window(rg_ctx *c, const int *units, int nu, int *region
     *greedy_w = *exact_w = g;
   }
   free(w.in_w);
+  free(w.in_s);
   free(w.covered);
   free(excl);
   free(w.cands);

@@ -175,9 +175,24 @@ harp_status ut_read_file(harp_error *e, const char *path, size_t max_bytes, char
   /* a regular file's size up front: one buffer, no doubling (model files
    * run to hundreds of MB) */
   if (have_st && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= max_bytes) str_reserve(&s, (size_t)st.st_size);
+  /* straight into the buffer while it has room (a regular file's whole
+   * size: no second copy of the weights), then through buf */
+  while (!s.oom && s.cap > s.len + 1 && s.len <= max_bytes) {
+    size_t room = s.cap - s.len - 1;
+    if (max_bytes - s.len < room) room = max_bytes - s.len + 1; /* one byte past the limit says it is over */
+    size_t n = fread(s.buf + s.len, 1, room, f);
+    s.len += n;
+    s.buf[s.len] = 0;
+    if (n == 0) break;
+  }
+  if (s.len > max_bytes) { /* it grew since fstat */
+    fclose(f);
+    ut_str_free(&s);
+    return ut_fail_at(e, HARP_E_LIMIT, path, 0, 0, "file larger than %zu bytes", max_bytes);
+  }
   char buf[65536];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+  while (!ferror(f) && (n = fread(buf, 1, sizeof buf, f)) > 0) {
     if (s.len + n > max_bytes) {
       fclose(f);
       ut_str_free(&s);

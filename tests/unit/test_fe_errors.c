@@ -4,8 +4,11 @@
  *  - the message is located (file:line:col, source line, caret);
  *  - every prefix of every example loads or fails cleanly (no crash, no
  *    leak: the ASan build runs this too);
- *  - an allocation failure anywhere in load + lower is an error, not a crash. */
+ *  - an allocation failure anywhere in load + lower is an error, not a crash;
+ *  - ut_read_file returns a file's exact bytes up to its limit and refuses
+ *    one byte more (HARP_E_LIMIT). */
 #include <dirent.h>
+#include <unistd.h>
 
 #include "fe_testutil.h"
 #include "util/util.h"
@@ -270,11 +273,44 @@ static void test_deep(void **st) {
   hg_graph_free(g);
 }
 
+/* ut_read_file on a 70,001-byte file (more than one 64 KiB block) at
+ * limits around its size: the bytes exactly, NUL-terminated, or LIMIT. */
+static void test_read_file_limits(void **st) {
+  (void)st;
+  char path[] = "/tmp/harp_read_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  enum { N = 70001 };
+  static unsigned char want[N];
+  for (int i = 0; i < N; i++) want[i] = (unsigned char)(i * 131 + (i >> 9));
+  assert_int_equal(write(fd, want, N), N);
+  close(fd);
+  static const size_t limits[] = {N, N + 1, (size_t)1 << 30, SIZE_MAX};
+  for (int k = 0; k < 4; k++) {
+    char *text = NULL;
+    size_t len = 0;
+    harp_error e = {0};
+    assert_ok(&e, ut_read_file(&e, path, limits[k], &text, &len));
+    assert_int_equal(len, N);
+    assert_memory_equal(text, want, N);
+    assert_int_equal(text[N], 0);
+    free(text);
+  }
+  static const size_t over[] = {N - 1, 65536, 1, 0};
+  for (int k = 0; k < 4; k++) {
+    char *text = (char *)1;
+    harp_error e = {0};
+    assert_int_equal(ut_read_file(&e, path, over[k], &text, NULL), HARP_E_LIMIT);
+    assert_null(text);
+  }
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus),    cmocka_unit_test(test_corpus_complete), cmocka_unit_test(test_prefixes),
       cmocka_unit_test(test_byte_flips), cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_recovery),
-      cmocka_unit_test(test_many_errors),       cmocka_unit_test(test_deep),
+      cmocka_unit_test(test_many_errors),       cmocka_unit_test(test_deep), cmocka_unit_test(test_read_file_limits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
