@@ -3,7 +3,7 @@
 fp32 and bf16 GEMMs and onnxruntime's QLinearMatMul on the shapes of the int8
 models' contractions, in one process, interleaved, 2 threads.
 
-    make -C bench qgemm          (= python3 bench/qgemm.py BUILD/qgemm_gen [--rounds 3] [--repeat 20])
+    make -C bench qgemm          (= python3 bench/qgemm.py BUILD/qgemm_gen [--rounds 3] [--repeat 200])
 
 Contenders (the weight packed once in all, as a compiled model runs them):
   i8     harp int8: u8 activations (zero point 7), s8 weights, per-channel
@@ -106,7 +106,16 @@ def ort_session(m, n, k, wa, w):
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]), a_shape
 
 
+# Before each contender's block the cores are left idle this long: an
+# onnxruntime session's workers spin some 40 ms after its run (measured
+# here), and a kernel timed while they spin ran at half speed or less
+# (harp's int8 at r50_1x1_56: 0.128 ms right after onnxruntime, 0.070 ms
+# with its spinning off).  harp's pool spins for microseconds.
+SETTLE_S = 0.1
+
+
 def timed(fn, repeat):
+    time.sleep(SETTLE_S)
     fn()
     t = []
     for _ in range(repeat):
@@ -207,7 +216,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gen", help="BUILD/qgemm_gen")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=200)
     a = ap.parse_args()
     print("load average at the start:", " ".join(f"{v:.1f}" for v in os.getloadavg()))
     lib = build(a.gen, tempfile.mkdtemp(prefix="harp-qgemm-"))
