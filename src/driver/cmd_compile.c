@@ -324,6 +324,9 @@ int cmd_compile(int argc, char **argv) {
   fn_constpool cp = {0};
   char **freeable = NULL;
   int nfree = 0;
+  /* expected/ is the package's own object's outputs, never tier 0's (on a
+   * busy machine its first result could be, with other summation orders) */
+  o.knobs.tier0 = RT_TIER0_OFF;
   rt_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true, .precision = o.precision};
   if (cli_load_model(&e, &o, true, &m) || rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
   cli_print_stage_times(&o, &m, rt_cpu_stages(cm));
