@@ -4,7 +4,8 @@
  * length and the row count read at run time (docs/architecture.md, "One
  * object per ShapeSet").
  * Needs: the kernel layer's reduction reading (ct_read_reduce with its
- * epilogue), rc_syms.c's run-time sizes.  Gives: cc_emit_reduce.
+ * epilogue), rc_syms.c's run-time sizes.  Gives: cc_emit_reduce,
+ * cc_epi_scalar (also contract_q8.c's).
  *
  * Ordinary compiles (no ShapeSet symbols) decline quietly: their reductions
  * stay on the loop nest, whose C is unchanged.  So does a reduction whose
@@ -15,26 +16,29 @@
 
 #include "contract_c.h"
 
+bool cc_epi_scalar(ut_str *o, const ct_epi *ep) {
+  switch (ep->kind) {
+  case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); return true; /* NaN, -0 pass, as vmaxps(0, v) */
+  case CT_EPI_RINT: ut_str_puts(o, "    v = hp_rint(v);\n"); return true;
+  case CT_EPI_ROUND: ut_str_printf(o, "    v = hp_r%s(v);\n", ep->dtype == TINY_FP16 ? "h" : "b"); return true;
+  case CT_EPI_SCALE:
+    if (ep->scale != 1.0f) ut_str_printf(o, "    v = v * %#.9gf;\n", (double)ep->scale);
+    if (ep->shift != 0.0f) ut_str_printf(o, "    v = v + %#.9gf;\n", (double)ep->shift);
+    return true;
+  case CT_EPI_CLAMP:
+    if (ep->lo != -INFINITY) ut_str_printf(o, "    v = %#.9gf > v ? %#.9gf : v;\n", (double)ep->lo, (double)ep->lo);
+    if (ep->hi != INFINITY) ut_str_printf(o, "    v = %#.9gf < v ? %#.9gf : v;\n", (double)ep->hi, (double)ep->hi);
+    return true;
+  default: return false;
+  }
+}
+
 /* The steps after the reduction (r->div_count, r->epi) on `v`, one line
  * each; false when one is a step this kernel does not print. */
 static bool print_steps(ut_str *o, const ct_reduce *r) {
   if (r->div_count) ut_str_puts(o, "    v = v / (float)cols;\n");
-  for (int i = 0; i < r->nepi; i++) {
-    const ct_epi *ep = &r->epi[i];
-    switch (ep->kind) {
-    case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); break;
-    case CT_EPI_ROUND: ut_str_printf(o, "    v = hp_r%s(v);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
-    case CT_EPI_SCALE:
-      if (ep->scale != 1.0f) ut_str_printf(o, "    v = v * %#.9gf;\n", (double)ep->scale);
-      if (ep->shift != 0.0f) ut_str_printf(o, "    v = v + %#.9gf;\n", (double)ep->shift);
-      break;
-    case CT_EPI_CLAMP:
-      if (ep->lo != -INFINITY) ut_str_printf(o, "    v = %#.9gf > v ? %#.9gf : v;\n", (double)ep->lo, (double)ep->lo);
-      if (ep->hi != INFINITY) ut_str_printf(o, "    v = %#.9gf < v ? %#.9gf : v;\n", (double)ep->hi, (double)ep->hi);
-      break;
-    default: return false;
-    }
-  }
+  for (int i = 0; i < r->nepi; i++)
+    if (!cc_epi_scalar(o, &r->epi[i])) return false;
   return true;
 }
 
