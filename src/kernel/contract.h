@@ -267,13 +267,29 @@ typedef struct ct_reduce {
   tiny_reduce_op op;
   bool has_init;
   double init;
-  ct_tensor in, out; /* in: a peeled CAST's source, at its offset; out: offset 0 */
+  ct_tensor in, out; /* in: a peeled CAST's source, at its offset; out: offset 0 (the chain's last value) */
+  /* epilogue (ct_read_reduce's `epilogue`): first divided by the count red
+   * when div_count (a mean), then epi[0..nepi) (RELU, SCALE, CLAMP, ROUND) */
+  bool div_count;
+  int nepi;
+  ct_epi epi[CT_MAX_EPI];
 } ct_reduce;
 
 /* True when the region is one such reduction; false with *why NULL when it
  * is no single fp32-accumulated REDUCE, with *why set when it is one the
- * kernel does not take. */
-bool ct_read_reduce(const ct_row *w, ct_reduce *out, const char **why);
+ * kernel does not take.  epilogue: the REDUCE may be followed by a chain of
+ * elementwise steps with constants (ct_epi_chain), the first a division by
+ * the reduced count; else the REDUCE is the region's only computation. */
+bool ct_read_reduce(const ct_row *w, bool epilogue, ct_reduce *out, const char **why);
+
+/* The elementwise steps nodes[0..nn) after a REDUCE red, each applied to
+ * the value before it (relu, x*c, x+c, a clamp with constants, casts
+ * between floats: the last one is the store's conversion; views: a step
+ * may read the value before it through RESHAPEs), appended to
+ * epi[*nepi..); *last: the node the chain ends with.  False with *why when
+ * a step is none of those (contract_pool.c). */
+bool ct_epi_chain(const tiny_graph *g, const int *nodes, int nn, int red, bool views, ct_epi *epi, int *nepi, int *last,
+                  const char **why);
 
 #define CT_EW_MAX_RANK 8
 #define CT_EW_MAX_IN 8

@@ -64,14 +64,37 @@ static bool split_kept(int nout, const int64_t *st, const int64_t *size, ct_redu
   return false;
 }
 
-bool ct_read_reduce(const ct_row *w, ct_reduce *out, const char **why) {
-  int one[2];
+/* The steps after REDUCE red (nodes[0..nn)): a division by its count
+ * first (a mean: red's input elements over its own), then ct_epi_chain's
+ * steps; *last: the chain's last node. */
+static bool reduce_epilogue(const ct_row *w, int red, const int *nodes, int nn, ct_reduce *out, int *last, const char **why) {
+  *last = red;
+  if (nn == 0) return true;
+  const tiny_node *d = node(w, nodes[0]);
+  if (d->op == TINY_FDIV && d->src[0].node == red && d->dtype == TINY_FP32) {
+    int c = d->src[1].node;
+    while (c >= 0 && (node(w, c)->op == TINY_RESHAPE || node(w, c)->op == TINY_EXPAND)) c = node(w, c)->src[0].node;
+    const tiny_node *x = node(w, node(w, red)->src[0].node);
+    int64_t count = tiny_shape_numel(&x->shape) / tiny_shape_numel(&node(w, red)->shape);
+    if (c < 0 || node(w, c)->op != TINY_CONST || node(w, c)->a.cnst.value != (double)count) return false;
+    out->div_count = true;
+    *last = nodes[0];
+    nodes++, nn--;
+  }
+  return ct_epi_chain(w->s->g, nodes, nn, *last, true, out->epi, &out->nepi, last, why);
+}
+
+bool ct_read_reduce(const ct_row *w, bool epilogue, ct_reduce *out, const char **why) {
+  int ns[4 * CT_MAX_EPI];
   memset(out, 0, sizeof *out);
-  if (ct_row_compute_nodes(w, one, 2) != 1 || w->R->nout != 1) return false;
-  int bi = ct_row_block_of(w, one[0]);
+  int nn = ct_row_compute_nodes(w, ns, 4 * CT_MAX_EPI);
+  if (nn < 1 || (nn > 1 && !epilogue) || w->R->nout != 1) return false;
+  int bi = ct_row_block_of(w, ns[0]), last = ns[0];
   const poly_block_info *b = poly_block(w->s->pv, bi);
   const tiny_node *n = node(w, b->node);
-  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32 || w->R->out_values[0] != b->node) return false;
+  if (b->kind != POLY_REDUCE || n->a.reduce.dtype != TINY_FP32) return false;
+  if (!reduce_epilogue(w, b->node, ns + 1, nn - 1, out, &last, why)) return false;
+  if (w->R->out_values[0] != last) return false;
   int x = ct_row_unpeel(w, b->access[0].tensor); /* a peeled CAST reads its source point for point */
   tiny_dtype xs = ct_row_slot_of(w, x) < 0 ? TINY_I32 : ct_row_storage(w, x);
   if (!tiny_dtype_is_float(xs)) DECLINE("the reduction input is not an fp32/fp16/bf16 buffer");
@@ -88,7 +111,7 @@ bool ct_read_reduce(const ct_row *w, ct_reduce *out, const char **why) {
   out->has_init = n->a.reduce.has_init;
   out->init = n->a.reduce.init;
   out->in = tensor(w, x, off);
-  out->out = tensor(w, b->node, 0);
+  out->out = tensor(w, last, 0);
   return true;
 }
 

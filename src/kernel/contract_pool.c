@@ -44,29 +44,35 @@ static bool const_of(const tiny_graph *g, int n, double *v) {
 
 static bool half_or_single(tiny_dtype t) { return t == TINY_FP32 || t == TINY_FP16 || t == TINY_BF16; }
 
-/* The elementwise steps after the REDUCE (blocks 1.. of the region), each
- * applied to the value before it: relu, x*c, x+c, casts (the last one is
- * the store's conversion).  *last: the node the chain ends with. */
-static bool chain(const tiny_graph *g, const poly_view *pv, const rg_info *info, int red, ct_pool *out, int *last,
+/* Operand k of n, through RESHAPEs when views. */
+static int operand(const tiny_graph *g, const tiny_node *n, int k, bool views) {
+  int s = n->src[k].node;
+  while (views && s >= 0 && g->nodes[s].op == TINY_RESHAPE) s = g->nodes[s].src[0].node;
+  return s;
+}
+
+bool ct_epi_chain(const tiny_graph *g, const int *nodes, int nn, int red, bool views, ct_epi *epi, int *nepi, int *last,
                   const char **why) {
   int prev = red;
-  for (int i = 1; i < info->nblocks; i++) {
-    int nd = poly_block(pv, info->blocks[i])->node;
+  for (int i = 1; i <= nn; i++) {
+    int nd = nodes[i - 1];
     const tiny_node *n = &g->nodes[nd];
-    if (!tiny_shape_equal(&n->shape, &g->nodes[red].shape)) DECLINE("a step after the pool changes the shape");
-    if (out->nepi >= CT_MAX_EPI) DECLINE("too many steps after the pool");
-    ct_epi *ep = &out->epi[out->nepi];
+    bool same = views ? tiny_shape_numel(&n->shape) == tiny_shape_numel(&g->nodes[red].shape)
+                      : tiny_shape_equal(&n->shape, &g->nodes[red].shape);
+    if (!same) DECLINE("a step after the pool changes the shape");
+    if (*nepi >= CT_MAX_EPI) DECLINE("too many steps after the pool");
+    ct_epi *ep = &epi[*nepi];
     memset(ep, 0, sizeof *ep);
     ep->slot = -1;
     double v;
     if (n->op == TINY_CAST) {
       tiny_dtype from = g->nodes[prev].dtype, to = n->a.cast.to;
-      if (n->src[0].node != prev || !half_or_single(from) || !half_or_single(to)) DECLINE("a cast after the pool is not between floats");
-      if (!(i == info->nblocks - 1 || to == TINY_FP32 || from == to)) { /* else the store converts; widening is exact */
+      if (operand(g, n, 0, views) != prev || !half_or_single(from) || !half_or_single(to)) DECLINE("a cast after the pool is not between floats");
+      if (!(i == nn || to == TINY_FP32 || from == to)) { /* else the store converts; widening is exact */
         if (from != TINY_FP32) DECLINE("a cast after the pool rounds a half to another half");
         ep->kind = CT_EPI_ROUND;
         ep->dtype = to;
-        out->nepi++;
+        (*nepi)++;
       }
       prev = nd;
       continue;
@@ -74,26 +80,26 @@ static bool chain(const tiny_graph *g, const poly_view *pv, const rg_info *info,
     tiny_epi ek = tiny_op_epi(n->op); /* the op table's epilogue column */
     switch (ek) {
     case TE_RELU:
-      if (n->src[0].node != prev) DECLINE("a step after the pool reads another value");
+      if (operand(g, n, 0, views) != prev) DECLINE("a step after the pool reads another value");
       ep->kind = CT_EPI_RELU;
-      out->nepi++;
+      (*nepi)++;
       break;
     case TE_SHIFT:
     case TE_SCALE: {
-      int k = n->src[0].node == prev ? 1 : n->src[1].node == prev ? 0 : -1;
+      int k = operand(g, n, 0, views) == prev ? 1 : operand(g, n, 1, views) == prev ? 0 : -1;
       if (k < 0 || !const_of(g, n->src[k].node, &v)) DECLINE("a step after the pool is not with a constant");
       if (g->nodes[prev].dtype != TINY_FP32 || n->dtype != TINY_FP32) DECLINE("a step after the pool is not in fp32");
       ep->kind = CT_EPI_SCALE;
       ep->scale = ek == TE_SCALE ? (float)v : 1.0f;
       ep->shift = ek == TE_SHIFT ? (float)v : 0.0f;
-      out->nepi++;
+      (*nepi)++;
       break;
     }
     case TE_LOWER:
     case TE_UPPER: { /* a clamp, min(max(x, lo), hi) (contract.c's map_epilogue) */
-      int k = n->src[0].node == prev ? 1 : n->src[1].node == prev ? 0 : -1;
+      int k = operand(g, n, 0, views) == prev ? 1 : operand(g, n, 1, views) == prev ? 0 : -1;
       if (k < 0 || !const_of(g, n->src[k].node, &v) || isnan(v)) DECLINE("a max / min after the pool is not with a constant");
-      ct_epi *last_ep = out->nepi ? &out->epi[out->nepi - 1] : NULL;
+      ct_epi *last_ep = *nepi ? &epi[*nepi - 1] : NULL;
       if (ek == TE_UPPER && last_ep && last_ep->kind == CT_EPI_CLAMP && last_ep->hi == INFINITY && i > 1 &&
           tiny_op_epi(g->nodes[prev].op) == TE_LOWER) {
         last_ep->hi = (float)v;
@@ -102,7 +108,7 @@ static bool chain(const tiny_graph *g, const poly_view *pv, const rg_info *info,
       ep->kind = CT_EPI_CLAMP;
       ep->lo = ek == TE_LOWER ? (float)v : -INFINITY;
       ep->hi = ek == TE_UPPER ? (float)v : INFINITY;
-      out->nepi++;
+      (*nepi)++;
       break;
     }
     default: DECLINE("a step after the pool is not relu, a cast, x*c / x+c, or a max / min with a constant");
@@ -206,7 +212,10 @@ bool ct_read_pool(const ct_src *c, int r, ct_pool *out, const char **why) {
   out->sum = op == TINY_RSUM;
   out->fill = fill ? fv : 0.0;
   int last = -1;
-  if (!chain(g, c->pv, info, b->node, out, &last, why)) return false;
+  int steps[4 * CT_MAX_EPI], nsteps = 0;
+  if (info->nblocks - 1 > 4 * CT_MAX_EPI) DECLINE("too many steps after the pool");
+  for (int i = 1; i < info->nblocks; i++) steps[nsteps++] = poly_block(c->pv, info->blocks[i])->node;
+  if (!ct_epi_chain(g, steps, nsteps, b->node, false, out->epi, &out->nepi, &last, why)) return false;
   if (R->nout != 1 || R->out_values[0] != last) DECLINE("the region writes a value besides the pool's result");
   int yslot = ct_slot_of(K, f, last);
   tiny_dtype ydt = f->buffers[f->buffer_of[last]].dtype;

@@ -96,6 +96,8 @@ typedef struct kn_target {
    * windows only when pool_sum_disjoint */
   int pool_max_stride, pool_min_windows;
   bool pool_sum_disjoint;
+  /* reduce: a chain of steps with constants may follow the REDUCE (a mean) */
+  bool reduce_epilogue;
   /* the map template's ops (ct_read_map), the elementwise kernel's limits */
   bool (*map_op)(tiny_op op);
   ct_ew_caps ewise;

@@ -112,7 +112,7 @@ static harp_status read_row(kn_sel *s, kn_kind k, bool *ok, const char **why) {
   switch (k) {
   case KN_SOFTMAX: *ok = ct_read_softmax(&s->row, &s->u.softmax, why); return HARP_OK;
   case KN_LAYERNORM: *ok = ct_read_layernorm(&s->row, &s->u.layernorm, why); return HARP_OK;
-  case KN_REDUCE: *ok = ct_read_reduce(&s->row, &s->u.reduce, why); return HARP_OK;
+  case KN_REDUCE: *ok = ct_read_reduce(&s->row, s->t->reduce_epilogue, &s->u.reduce, why); return HARP_OK;
   case KN_EWISE: return ct_read_ewise(&s->row, &s->t->ewise, s->e, &s->u.ewise, ok, why);
   case KN_POOL:
     if ((*ok = ct_read_pool(&s->src, s->kernel, &s->u.pool, why)) && (*why = pool_limits(s))) *ok = false;

@@ -28,6 +28,13 @@ harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, con
 harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_softmax *sm, bool *handled,
                           const char **why);
 harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *pl, bool *handled, const char **why);
+/* A ShapeSet object's row sum / max over innermost axes, its rows read at
+ * run time (reduce_c.c); ordinary compiles decline quietly (*why NULL). */
+harp_status cc_emit_reduce(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_reduce *rd, bool *handled,
+                           const char **why);
+/* Epilogue step ep on a scalar float `v` as one C statement or two (RELU,
+ * RINT, ROUND, SCALE, CLAMP); false for any other kind (reduce_c.c). */
+bool cc_epi_scalar(ut_str *o, const ct_epi *ep);
 /* A region cut into pieces (ct_map_set) runs one map kernel per piece, in turn. */
 harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_map_set *ms, bool *handled, const char **why);
 /* The Tiny ops cgen_map has a vector form of (the CPU target's map_op). */

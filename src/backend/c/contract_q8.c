@@ -200,18 +200,8 @@ static bool q8_epilogue(ut_str *o, const q8_job *j, bool pre) {
         } else snprintf(ld, sizeof ld, "b%d", i);
         ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
         break;
-      case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); break; /* NaN, -0 pass, as vmaxps(0, v) */
-      case CT_EPI_RINT: ut_str_puts(o, "    v = hp_rint(v);\n"); break;
-      case CT_EPI_ROUND: ut_str_printf(o, "    v = hp_r%s(v);\n", ep->dtype == TINY_FP16 ? "h" : "b"); break;
-      case CT_EPI_SCALE:
-        if (ep->scale != 1.0f) ut_str_printf(o, "    v = v * %#.9gf;\n", (double)ep->scale);
-        if (ep->shift != 0.0f) ut_str_printf(o, "    v = v + %#.9gf;\n", (double)ep->shift);
-        break;
-      case CT_EPI_CLAMP:
-        if (ep->lo != -INFINITY) ut_str_printf(o, "    v = %#.9gf > v ? %#.9gf : v;\n", (double)ep->lo, (double)ep->lo);
-        if (ep->hi != INFINITY) ut_str_printf(o, "    v = %#.9gf < v ? %#.9gf : v;\n", (double)ep->hi, (double)ep->hi);
-        break;
-      default: return false;
+      default:
+        if (!cc_epi_scalar(o, ep)) return false;
     }
   }
   return true;

@@ -21,8 +21,13 @@ static const kn_target cpu_target = {
     /* softmax and pool: a region that is one but that the kernel does not
      * take runs the loop nest; concatenation copies (more pieces than the
      * map cuts slabs) before the map, which says why it declines */
-    .nrows = 4,
-    .rows = {{KN_SOFTMAX, KN_DECLINE_STOP}, {KN_POOL, KN_DECLINE_STOP}, {KN_CONCAT, KN_DECLINE_QUIET}, {KN_MAP, KN_DECLINE_STOP}},
+    .nrows = 5,
+    .rows = {{KN_SOFTMAX, KN_DECLINE_STOP},
+             {KN_POOL, KN_DECLINE_STOP},
+             {KN_CONCAT, KN_DECLINE_QUIET},
+             {KN_REDUCE, KN_DECLINE_QUIET}, /* ShapeSet objects only (reduce_c.c): else the loop nest, as before */
+             {KN_MAP, KN_DECLINE_STOP}},
+    .reduce_epilogue = true,
     .conv_depthwise = true,
     /* Pools the loop nest runs faster (cgen_pool.c's padded, phase-split
      * plane is the cost):
@@ -55,6 +60,7 @@ static harp_status print_kernel(rc_ctx *c, int r, const char *fn, ut_str *out, c
   case KN_SOFTMAX: return cc_emit_softmax(c, r, fn, out, &s->u.softmax, done, why);
   case KN_POOL: return cc_emit_pool(c, r, fn, out, &s->u.pool, done, why);
   case KN_CONCAT: return cc_try_concat(c, r, fn, out, done, why);
+  case KN_REDUCE: return cc_emit_reduce(c, r, fn, out, &s->u.reduce, done, why);
   case KN_MAP: return cc_emit_map(c, r, fn, out, s->map, done, why);
   default: return HARP_OK; /* no CPU template of that kind */
   }
