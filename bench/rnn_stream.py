@@ -38,6 +38,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from settle import settle  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -153,10 +156,10 @@ def identity_model(path):
 
 
 def timed(fn, loop, calls):
-    """Per-call microseconds of `calls` calls, after 50 ms of rest: the other
-    contender's pool threads stop spinning (onnxruntime's spin for a while
-    after each run and took a core from harp's round, and harp's from its)."""
-    time.sleep(0.05)
+    """Per-call microseconds of `calls` calls, on idle cores (settle.py): the
+    other contender's pool threads stop spinning first (onnxruntime's spin for
+    a while after each run and took a core from harp's round)."""
+    settle()
     for _ in range(20):
         fn(loop)
     t = time.perf_counter()
