@@ -17,8 +17,9 @@ runs its `harp compile` package (model.c built as a shared object with
 -O3 -march=native, called through ctypes: model_run); onnxruntime runs
 run_with_iobinding on bound numpy buffers (its lowest-overhead Python path),
 intra_op_num_threads = threads, harp with HARP_NUM_THREADS = threads.
-Every round times `calls` calls of each, alternating (each after 50 ms of
-rest and 20 calls, so neither finds the other's threads spinning); the table gives the
+Every round times `calls` calls of each, alternating (each on idle cores,
+settle.py, and after 20 calls, so neither finds the other's threads
+spinning); the table gives the
 median of the rounds' per-call means, in microseconds, and the ratio
 ort / harp (> 1: harp faster).  `ort floor` is an Identity model through the
 same onnxruntime path: the overhead of a call.  The outputs of the two are
