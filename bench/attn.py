@@ -3,21 +3,28 @@
 
     python3 bench/attn.py BUILD/attn_gen [B H S D]       (default 1 8 512 64)
 
-Contenders, interleaved, median of REPS (env BENCH_REPS, 31):
+Contenders in rounds (env BENCH_ROUNDS, 3): each contender a block of REPS
+calls (env BENCH_REPS, 31) after idle cores (settle.py), its median; the
+median over the rounds is reported:
   harp        generated kernel (bench/attn_gen), compiled -O3, 2-thread hprt pool
   ort_graph   onnxruntime, MatMul -> Mul -> (Add causal mask) -> Softmax -> MatMul
   ort_mha     onnxruntime com.microsoft MultiHeadAttention (its fused CPU kernel)
-ORT runs with intra_op_num_threads = 2 (HARP_THREADS).  Outputs are compared.
+ORT runs with intra_op_num_threads = 2 (HARP_THREADS) and its default
+spinning.  Outputs are compared.
 """
-import ctypes, os, subprocess, sys, tempfile, time
+import ctypes, os, subprocess, sys, tempfile
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from settle import median_ms  # noqa: E402
+
 gen = sys.argv[1]
 B, H, S, D = (int(x) for x in (sys.argv[2:6] if len(sys.argv) >= 6 else (1, 8, 512, 64)))
 REPS = int(os.environ.get("BENCH_REPS", "31"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 THREADS = int(os.environ.get("HARP_THREADS", "2"))
 
 tmp = tempfile.mkdtemp(prefix="harp-attn-")
@@ -71,7 +78,6 @@ def session(model):
     so_ = ort.SessionOptions()
     so_.intra_op_num_threads = THREADS
     so_.inter_op_num_threads = 1
-    so_.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), so_, providers=["CPUExecutionProvider"])
 
 
@@ -84,7 +90,7 @@ def reference(causal):
 
 
 flops = 4.0 * B * H * S * S * D
-print(f"attention b{B} h{H} s{S} d{D} fp32, {THREADS} threads, median of {REPS} interleaved repeats")
+print(f"attention b{B} h{H} s{S} d{D} fp32, {THREADS} threads, median of {ROUNDS} rounds x {REPS} calls")
 print(f"{'variant':10s} {'harp ms':>9s} {'ort_graph':>10s} {'ort_mha':>9s} {'h/graph':>8s} {'h/mha':>7s}  max|err| harp/graph/mha")
 for causal in (False, True):
     fn = lib.attn_causal if causal else lib.attn
@@ -103,17 +109,15 @@ for causal in (False, True):
     assert fn(pool, ptr(q), ptr(k), ptr(v), None, ptr(out)) == 0
     herr = float(np.abs(out - ref).max())
     gerr = float(np.abs(sg.run(None, gfeed)[0] - ref).max())
-    t = {"h": [], "g": [], "m": []}
-    for r in range(REPS + 3):
-        t0 = time.perf_counter(); fn(pool, ptr(q), ptr(k), ptr(v), None, ptr(out)); t1 = time.perf_counter()
-        sg.run(None, gfeed); t2 = time.perf_counter()
-        if sm is not None:
-            sm.run(None, mfeed)
-        t3 = time.perf_counter()
-        if r >= 3:
-            t["h"].append(t1 - t0); t["g"].append(t2 - t1); t["m"].append(t3 - t2)
+    calls = {"h": lambda: fn(pool, ptr(q), ptr(k), ptr(v), None, ptr(out)), "g": lambda: sg.run(None, gfeed)}
+    if sm is not None:
+        calls["m"] = lambda: sm.run(None, mfeed)
+    t = {x: [] for x in calls}
+    for _ in range(ROUNDS):  # a block per contender, each on idle cores
+        for x, call in calls.items():
+            t[x].append(median_ms(call, REPS) * 1e-3)
     med = {x: float(np.median(y)) for x, y in t.items()}
-    mm = med["m"] if sm is not None else float("nan")
+    mm = med.get("m", float("nan"))
     print(f"{'causal' if causal else 'full':10s} {med['h']*1e3:9.3f} {med['g']*1e3:10.3f} {mm*1e3:9.3f} "
           f"{med['g']/med['h']:8.2f} {mm/med['h']:7.2f}  {herr:.1e}/{gerr:.1e}/{merr:.1e}")
     print(f"{'':10s} GFLOP/s (dense count 4*B*H*S*S*D): harp {flops/med['h']/1e9:.1f}, graph {flops/med['g']/1e9:.1f}"

@@ -39,6 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "realmodels"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+from settle import settle  # noqa: E402  (each contender's block on idle cores)
+
 THREADS = 2
 
 
@@ -106,6 +108,7 @@ class Harp:
         return out
 
     def bench(self, path, feeds, precision, knobs=()):
+        settle()  # a peer's pool may still spin in this process
         cmd = [self.exe, "bench", path, "--json", "--repeat", str(self.repeat), "--warmup", "3", "--precision", precision]
         cmd += [x for k in knobs for x in ("--knob", k)]
         p = subprocess.run(cmd + self.args(feeds), capture_output=True, text=True)

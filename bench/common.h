@@ -1,5 +1,7 @@
 /* common.h — helpers shared by the harp CPU benchmarks (not part of libharp).
- * Timing: warmup, then N interleaved repeats of every contender, median. */
+ * Timing: warmup, then N interleaved repeats of every contender, median;
+ * peers' pools made not to spin after a call (bn_quiet_peers), so each
+ * contender starts on idle cores. */
 #ifndef HARP_BENCH_COMMON_H
 #define HARP_BENCH_COMMON_H
 #include <dlfcn.h>
@@ -7,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/c/cgen.h"
 
@@ -63,6 +66,22 @@ static inline void bn_fill(float *p, long n, unsigned seed) {
     seed = seed * 1664525u + 1013904223u;
     p[i] = (float)((seed >> 9) & 0xffff) / 32768.0f - 1.0f;
   }
+}
+
+/* Each contender starts on idle cores: these benches alternate contenders
+ * call by call, and after a call OpenBLAS's pthreads busy-wait ~100 ms
+ * (default OPENBLAS_THREAD_TIMEOUT) and oneDNN's OpenMP threads ~5 ms,
+ * taking the cores of whoever runs next.  Both libraries read their
+ * setting when loaded, so unless the caller set both, re-execute argv with
+ * bench/Makefile's values (OPENBLAS_THREAD_TIMEOUT=4, OMP_WAIT_POLICY=
+ * PASSIVE; a value already set is kept).  Returns if no re-exec was needed,
+ * or with a warning if it failed. */
+static inline void bn_quiet_peers(char **argv) {
+  if (getenv("OPENBLAS_THREAD_TIMEOUT") && getenv("OMP_WAIT_POLICY")) return;
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  execv("/proc/self/exe", argv);
+  perror("warning: re-exec with quiet peer pools failed; peers may spin");
 }
 
 static inline int bn_env_int(const char *name, int def) {

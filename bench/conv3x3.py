@@ -38,6 +38,7 @@ from onnx import TensorProto, helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from realmodels import THREADS, ort_session, ov_model  # noqa: E402
+from settle import median_ms, settle  # noqa: E402
 
 # (net, input channels, output channels, size): every distinct 3x3 stride-1 layer
 LAYERS = [("vgg19", 3, 64, 224), ("vgg19", 64, 64, 224), ("vgg19", 64, 128, 112), ("vgg19", 128, 128, 112),
@@ -63,6 +64,7 @@ def layer_onnx(d, c, k, hw, rng):
 
 
 def harp_bench(harp, path, xfile, repeat, env):
+    settle()  # a peer's pool may still spin in this process
     cmd = [harp, "bench", path, "--json", "--repeat", str(repeat), "--warmup", "2", "--input", f"x={xfile}"]
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HARP_NUM_THREADS": str(THREADS), **env})
     if p.returncode:
@@ -84,16 +86,6 @@ def harp_check(harp, path, xfile, want, d):
     return float(np.abs(y - want).max() / (np.abs(want).max() + 1e-30)), (algo[0] if algo else "?")
 
 
-def median_ms(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(ts))
-
-
 def bench_layer(a, net, c, k, hw, rng):
     d = tempfile.mkdtemp(prefix="c3_")
     path, feeds = layer_onnx(d, c, k, hw, rng)
@@ -113,7 +105,7 @@ def bench_layer(a, net, c, k, hw, rng):
         t["harp"].append(harp_bench(a.harp, path, xfile, rep, {}))
         t["direct"].append(harp_bench(a.harp, path, xfile, rep, {"HARP_NO_PLANS": "1"}))
         for key, fn in run.items():
-            t[key].append(median_ms(fn, rep))
+            t[key].append(median_ms(fn, rep, warmup=1))
     ms = {key: float(np.median(v)) for key, v in t.items()}
     return {"net": net, "c": c, "k": k, "hw": hw, "algo": algo, "err": err, "ms": ms, "rounds": t}
 

@@ -91,6 +91,7 @@ static void dconv_free(dconv *d) {
 }
 
 int main(int argc, char **argv) {
+  bn_quiet_peers(argv); /* each contender starts on idle cores */
   int reps = argc > 1 ? atoi(argv[1]) : bn_env_int("BENCH_REPS", 21);
   if (reps > 99) reps = 99;
   int nthreads = bn_env_int("HARP_THREADS", 2);

@@ -5,8 +5,9 @@
 
 Each case times harp's compiled model (`harp bench --json`: the median of
 --repeat runs of model_run, inputs resident, weights as constants) and its
-peers on the same shapes, in --rounds interleaved rounds; each contender's
-best median over the rounds is kept.  Peers:
+peers on the same shapes, in --rounds interleaved rounds, each contender's
+block of calls on idle cores (settle.py); each contender's best median over
+the rounds is kept.  Peers:
   numpy   numpy on OpenBLAS (OPENBLAS_CORETYPE=SkylakeX, 2 threads)
   ort     onnxruntime 1.x CPU, the same graph as ONNX, intra_op_num_threads=2
   unfused harp with HARP_NO_FUSION=1 (every op its own kernel)
@@ -42,6 +43,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 if ort:
     import onnx_models as om  # noqa: E402  (the whole models' ONNX graphs, shared with the tests)
 from model_weights import bert_weights, resnet18_weights  # noqa: E402  (numpy only)
+from settle import median_ms, settle  # noqa: E402,F401  (median_ms: also sweep's, realmodels', int8's, bf16's)
 
 THREADS = 2
 rng = np.random.default_rng(0)
@@ -65,6 +67,7 @@ class Harp:
         return args
 
     def bench(self, model, syms, tensors, env=None):
+        settle()  # a peer's pool may still spin in this process
         cmd = [self.exe, "bench", model, "--json", "--repeat", str(self.repeat), "--warmup", "3"]
         cmd += [f"--sym={k}={v}" for k, v in syms.items()] + self.files(tensors)
         p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
@@ -95,17 +98,6 @@ def bench_args(description=None, repeat=20, only="", json_out=True):
 
 
 # ---- peers ----------------------------------------------------------------
-def median_ms(fn, repeat):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e3
-
-
 def ort_session(nodes, inputs, outputs, inits, opset=20):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)

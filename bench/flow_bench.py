@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "py"))
@@ -30,6 +29,7 @@ import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import flow_models as fm  # noqa: E402
 from onnx_models import init, mk, vi  # noqa: E402
+from settle import median_ms, settle  # noqa: E402  (each contender's block on idle cores)
 
 rng = np.random.default_rng(0)
 
@@ -66,6 +66,7 @@ def silero(d):
 
 
 def harp_bench(harp, path, files, fold, repeat):
+    settle()  # onnxruntime's pool may still spin in this process
     args = [harp, "bench", path, "--backend", "cpu", "--repeat", str(repeat), "--warmup", "5", "--json"]
     for k, f in files.items():
         args += ["--param" if k in fold else "--input", f"{k}={f}"]
@@ -76,14 +77,7 @@ def harp_bench(harp, path, files, fold, repeat):
 
 
 def ort_bench(sess, feeds, repeat):
-    for _ in range(5):
-        sess.run(None, feeds)
-    t = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        t.append((time.perf_counter() - t0) * 1e3)
-    return sorted(t)[len(t) // 2]
+    return median_ms(lambda: sess.run(None, feeds), repeat, warmup=5)
 
 
 def check(harp, path, files, m, want, d):

@@ -3,7 +3,8 @@
 median time of InferenceSession.run against the C API's own time for the
 same run (harp_model_run_typed on the same buffers, timed in C), and
 against onnxruntime's Python session on the same model, interleaved in one
-process at the same thread count.  Two models: a tiny one (one Add of 16
+process at the same thread count, each block of calls on idle cores
+(settle.py).  Two models: a tiny one (one Add of 16
 floats: the run is almost all overhead) and a larger one
 (tests/models/small_cnn.onnx, or --model PATH).
 
@@ -26,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "build", "python"))
 import harp  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+from settle import settle  # noqa: E402
 
 
 def tiny_model():
@@ -49,6 +51,7 @@ def feeds_for(sess):
 
 
 def per_call_us(fn, n):
+    settle()
     t0 = time.perf_counter()
     for _ in range(n):
         fn()
@@ -71,6 +74,7 @@ def measure(path, threads, reps, rounds):
     assert all(np.allclose(g, w, rtol=1e-3, atol=1e-3) for g, w in zip(got, want)), "harp and onnxruntime disagree"
     rows = {"c": [], "py": [], "py_out": [], "ort": []}
     for _ in range(rounds):  # interleaved
+        settle()
         rows["c"].append(inst.time_runs(ins, dtypes, b.in_bytes, outs, b.out_bytes, reps) / reps * 1e6)
         rows["py"].append(per_call_us(lambda: hs.run(None, feeds), reps))
         rows["py_out"].append(per_call_us(lambda: hs.run(None, feeds, out=outs), reps))

@@ -24,12 +24,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from settle import median_ms  # noqa: E402  (each contender's block on idle cores)
 
 # name, M, N, K, weight is A (NCHW conv: [cout][cin*kh*kw] x [cin*kh*kw][hw])
 SHAPES = [
@@ -104,25 +106,6 @@ def ort_session(m, n, k, wa, w):
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]), a_shape
-
-
-# Before each contender's block the cores are left idle this long: an
-# onnxruntime session's workers spin some 40 ms after its run (measured
-# here), and a kernel timed while they spin ran at half speed or less
-# (harp's int8 at r50_1x1_56: 0.128 ms right after onnxruntime, 0.070 ms
-# with its spinning off).  harp's pool spins for microseconds.
-SETTLE_S = 0.1
-
-
-def timed(fn, repeat):
-    time.sleep(SETTLE_S)
-    fn()
-    t = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return float(np.median(t)) * 1e3
 
 
 def contenders(lib, pool, name, m, n, k, wa, rng):
@@ -233,7 +216,7 @@ def main():
         med = {c: [] for c in calls}
         for _ in range(a.rounds):
             for c, fn in calls.items():
-                med[c].append(timed(fn, a.repeat))
+                med[c].append(median_ms(fn, a.repeat, warmup=1))
         t = {c: float(np.median(v)) for c, v in med.items()}
         gops = 2.0 * m * n * k / (t["i8"] * 1e-3) / 1e9
         print(f"{name:12} {m:5} {n:5} {k:5} {equal:6.4f} {t['i8']:8.3f} {t['f32']:8.3f} {t['b16']:8.3f} {t['ort']:8.3f}"

@@ -40,7 +40,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "py"))
-from e2e import median_ms  # noqa: E402
+from settle import median_ms, settle  # noqa: E402  (each contender's block on idle cores)
 import test_realmodels as trm  # noqa: E402  (also fetch, harp_test, onnxruntime)
 
 import onnx  # noqa: E402
@@ -77,6 +77,7 @@ def ov_model(path, feeds, f32):
 
 
 def harp_bench(harp, path, files, repeat):
+    settle()  # a peer's pool may still spin in this process
     cmd = [harp, "bench", path, "--json", "--repeat", str(repeat), "--warmup", "3"]
     for name, f in files.items():
         cmd += ["--input", f"{name}={f}"]

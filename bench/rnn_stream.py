@@ -17,8 +17,9 @@ runs its `harp compile` package (model.c built as a shared object with
 -O3 -march=native, called through ctypes: model_run); onnxruntime runs
 run_with_iobinding on bound numpy buffers (its lowest-overhead Python path),
 intra_op_num_threads = threads, harp with HARP_NUM_THREADS = threads.
-Every round times `calls` calls of each, alternating (each after 50 ms of
-rest and 20 calls, so neither finds the other's threads spinning); the table gives the
+Every round times `calls` calls of each, alternating (each on idle cores,
+settle.py, and after 20 calls, so neither finds the other's threads
+spinning); the table gives the
 median of the rounds' per-call means, in microseconds, and the ratio
 ort / harp (> 1: harp faster).  `ort floor` is an Identity model through the
 same onnxruntime path: the overhead of a call.  The outputs of the two are
@@ -37,6 +38,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from settle import settle  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -153,10 +157,10 @@ def identity_model(path):
 
 
 def timed(fn, loop, calls):
-    """Per-call microseconds of `calls` calls, after 50 ms of rest: the other
-    contender's pool threads stop spinning (onnxruntime's spin for a while
-    after each run and took a core from harp's round, and harp's from its)."""
-    time.sleep(0.05)
+    """Per-call microseconds of `calls` calls, on idle cores (settle.py): the
+    other contender's pool threads stop spinning first (onnxruntime's spin for
+    a while after each run and took a core from harp's round)."""
+    settle()
     for _ in range(20):
         fn(loop)
     t = time.perf_counter()

@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 import fetch  # noqa: E402
+from settle import settle  # noqa: E402  (each contender's block on idle cores)
 
 THREADS = 2
 # the ShapeSet of each model: its dynamic spatial dims (shape variables of the dim_params), their ranges
@@ -77,6 +78,7 @@ def harp_set(exe, path, box, x, work, cache):
     args = [exe, "run", path, "--out", out, "--input", f"x={f}", "--time-stages"]
     for name, lo, hi in box:
         args += ["--shapeset", f"{name}={lo}..{hi}"]
+    settle()  # onnxruntime's pool may still spin in this process
     t0 = time.perf_counter()
     p = subprocess.run(args, capture_output=True, text=True, env=env_with(cache))
     ms = (time.perf_counter() - t0) * 1e3

@@ -70,6 +70,7 @@ static void run_shape(long M, long N, long K, int bt, int reps, int nthreads, do
 }
 
 int main(int argc, char **argv) {
+  bn_quiet_peers(argv); /* each contender starts on idle cores */
   long shapes[64][4] = {{0}};
   int ns = 0;
   for (int i = 1; i < argc && ns < 64; i++) {
