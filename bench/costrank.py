@@ -22,6 +22,13 @@ which the next run's estimates use.  --uncalibrated runs with the knob cpu_calib
 2-core machine with a cold compile cache (13 shapes x 10 points).
 Goals (issue 27): Spearman >= 0.6; the default within 10% of the best on >= 90% of
 the regions.  Not a test: figures go to bench/RESULTS.md.
+
+    python3 bench/costrank.py --stability 4 [--base OTHER_HARP] [--only "gemm 1000x512x50"]
+
+instead tunes each selected shape RUNS times (with --base: alternating with that
+harp, in one process) and prints per point its minimum and median in every run and
+the spread of the minima (largest / smallest): measurement that depends on the run
+(issue 27: one thread pool per point kept alive for the whole tuning) shows here.
 """
 import argparse
 import json
@@ -106,6 +113,42 @@ def fmt(v):
     return "  n/a" if v is None else f"{v:+.2f}"
 
 
+def tune(a, harp, model, syms, log):
+    """One `harp tune --no-store` of model: parse()'s regions, or None when it failed."""
+    cmd = [harp, "tune", model, *syms, "--repeat", str(a.repeat), "--budget", str(a.budget), "--no-store", "--log", log]
+    if a.uncalibrated:
+        cmd += ["--knob", "cpu_calib=off"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        print(f"{model}: harp tune failed: {p.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    return parse(p.stdout)
+
+
+def stability(a):
+    """--stability: every selected shape tuned a.stability times by each harp, interleaved;
+    per point the minimum and median of each run and the spread of the minima."""
+    harps = [("branch", a.harp)] + ([("base", a.base)] if a.base else [])
+    print(f"load {os.getloadavg()[0]:.1f}, {a.stability} runs, --repeat {a.repeat} --budget {a.budget}")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "tune.csv")
+        for name, model, syms in shapes(tmp):
+            if a.only and a.only not in name:
+                continue
+            runs = {h: [] for h, _ in harps}
+            for _ in range(a.stability):
+                for h, path in harps:
+                    regs = tune(a, path, model, syms, log)
+                    if regs:
+                        runs[h].append(regs[0][1])
+            for h, rs in runs.items():
+                print(f"{name} ({h}): point  min per run | median per run | spread of the minima")
+                for i in range(min(len(r) for r in rs) if rs else 0):
+                    mins, meds = [r[i][2] for r in rs], [r[i][1] for r in rs]
+                    print(f"  #{i:2d} " + " ".join(f"{x:.3f}" for x in mins) + " | " +
+                          " ".join(f"{x:.3f}" for x in meds) + f" | {max(mins) / min(mins):.2f}x", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
@@ -114,7 +157,11 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--uncalibrated", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--stability", type=int, default=0, help="RUNS: tune each shape RUNS times, print the spread")
+    ap.add_argument("--base", default="", help="with --stability: another harp, alternated with --harp")
     a = ap.parse_args()
+    if a.stability > 0:
+        return stability(a)
     load = os.getloadavg()[0]
     rows, pooled_e, pooled_m, raw_e, raw_m = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,15 +169,8 @@ def main():
         for name, model, syms in shapes(tmp):
             if a.only and a.only not in name:
                 continue
-            cmd = [a.harp, "tune", model, *syms, "--repeat", str(a.repeat), "--budget", str(a.budget), "--no-store",
-                   "--log", log]
-            if a.uncalibrated:
-                cmd += ["--knob", "cpu_calib=off"]
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode:
-                print(f"{name}: harp tune failed: {p.stderr.strip()[-300:]}", file=sys.stderr)
-                continue
-            for region, pts in parse(p.stdout):
+            regs = tune(a, a.harp, model, syms, log)
+            for region, pts in regs or []:
                 est = [q[0] for q in pts]
                 med = [q[1] for q in pts]
                 mn = [q[2] for q in pts]

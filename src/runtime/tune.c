@@ -18,8 +18,9 @@
  * so that the machine's noise (other users of the cores) falls on all of
  * them alike (in a shuffled order each round): `warmup` untimed rounds, then
  * `repeat` rounds in which every
- * point runs once untimed (its thread pool and caches warm again after the
- * other points ran) and once timed; each point's figure is its median.  A
+ * point gets a fresh instance (one full run), runs once untimed (its thread
+ * pool and caches warm) and once timed, and is freed again: one instance
+ * alive at a time (issue 27); each point's figure is its median.  A
  * timed sample of a kernel shorter than SAMPLE_MS runs it several times back
  * to back (the same count for every point of the region) and counts the
  * time per call. */
@@ -57,9 +58,25 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A fresh instance of r's model (its own thread pool and scratch) and one
+ * full run, so every kernel's inputs are in place in its arena. */
+static harp_status runner_open(harp_error *e, runner *r) {
+  if (!(r->inst = rt_cpu_instance_new(r->m, r->cp.data, r->cp.size)))
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
+  int rc = rt_cpu_instance_run(r->m, r->inst, r->in, r->out);
+  if (rc) return ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(r->m, rc), "model_run failed with %d", rc);
+  return HARP_OK;
+}
+
+/* r's instance freed: its pool's workers joined. */
+static void runner_close(runner *r) {
+  if (r->m && r->inst) rt_cpu_instance_free(r->m, r->inst);
+  r->inst = NULL;
+}
+
 static void runner_free(runner *r) {
   if (!r) return;
-  if (r->m) rt_cpu_instance_free(r->m, r->inst);
+  runner_close(r);
   for (int k = 0; k < r->nout; k++) ut_tensor_free(&r->outs[k]);
   free(r->outs);
   free(r->in);
@@ -70,8 +87,9 @@ static void runner_free(runner *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* Instance, inputs and outputs for m; one full run so every kernel's
- * inputs are in place. */
+/* Inputs, outputs and constants for r's model; one instance made and run
+ * (the model works), then freed again: a point's instance lives only
+ * while it is measured (runner_open). */
 static harp_status runner_init(harp_error *e, runner *r, const tiny_graph *g, const ut_tensor *inputs, int ninputs,
                              int repeat) {
   const fn_function *f = rt_cpu_function(r->m);
@@ -98,12 +116,8 @@ static harp_status runner_init(harp_error *e, runner *r, const tiny_graph *g, co
     if (!st) r->out[k] = r->outs[k].data;
   }
   free(params);
-  if (!st && !(r->inst = rt_cpu_instance_new(r->m, r->cp.data, r->cp.size)))
-    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
-  if (!st) {
-    int rc = rt_cpu_instance_run(r->m, r->inst, r->in, r->out);
-    if (rc) st = ut_fail(e, HARP_E_INVALID_ARG, rt_cpu_error_kernel(r->m, rc), "model_run failed with %d", rc);
-  }
+  if (!st) st = runner_open(e, r);
+  runner_close(r);
   return st;
 }
 
@@ -227,10 +241,13 @@ static harp_status calls_per_sample(tuning *t) {
   t->tr->calls = 1;
   if (t->n == 0 || !t->rs[0].m) return HARP_OK;
   double fastest = INFINITY, ms = 0;
-  for (int i = 0; i < 5; i++) {
-    if (run_kernel(t->e, &t->rs[0], t->tr->kernel, 1, &ms)) return t->e->code;
+  harp_status st = runner_open(t->e, &t->rs[0]);
+  for (int i = 0; i < 5 && !st; i++) {
+    st = run_kernel(t->e, &t->rs[0], t->tr->kernel, 1, &ms);
     if (ms < fastest) fastest = ms;
   }
+  runner_close(&t->rs[0]);
+  if (st) return st;
   int calls = fastest > 0 && fastest < SAMPLE_MS ? (int)ceil(SAMPLE_MS / fastest) : 1;
   t->tr->calls = calls > MAX_CALLS ? MAX_CALLS : calls;
   return HARP_OK;
@@ -257,7 +274,12 @@ static harp_status record_medians(tuning *t, int round, double *best) {
 
 /* The points measured interleaved, warm-up rounds first, in a new
  * (deterministic) order every round so that no point always follows the
- * same one. */
+ * same one.  Each sample has a fresh instance, the only one alive: with
+ * every point's instance kept (10+ thread pools at once) each point's
+ * figure was a draw fixed for the whole run (issue 27: minima of 0.16 or
+ * 0.30 ms for the same 1000x512x50 GEMM, which points were fast changing
+ * from run to run); now each sample draws its own worker placement and
+ * scratch, as one `harp bench` does, and no other pool's workers are alive. */
 static harp_status measure(tuning *t, int *order) {
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   for (int i = 0; i < t->n; i++) order[i] = i;
@@ -270,8 +292,11 @@ static harp_status measure(tuning *t, int *order) {
     for (int q = 0; q < t->n; q++) {
       runner *r = &t->rs[order[q]];
       if (!r->m) continue;
-      if (run_kernel(t->e, r, t->tr->kernel, 1, NULL)) return t->e->code;
-      if (round >= 0 && run_kernel(t->e, r, t->tr->kernel, t->tr->calls, &r->times[round])) return t->e->code;
+      harp_status st = runner_open(t->e, r);
+      if (!st) st = run_kernel(t->e, r, t->tr->kernel, 1, NULL);
+      if (!st && round >= 0) st = run_kernel(t->e, r, t->tr->kernel, t->tr->calls, &r->times[round]);
+      runner_close(r);
+      if (st) return st;
     }
     double best;
     if (round >= 0 && record_medians(t, round, &best)) return t->e->code;

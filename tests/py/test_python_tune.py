@@ -111,4 +111,35 @@ for what, kw, cls in [("budget 0", dict(budget=0), "UsageError"), ("budget 21", 
     except harp.HarpError as ex:
         s.check(f"bad setting: {what}", type(ex).__name__ == cls, f"{type(ex).__name__}: {ex}")
 
+# 6. one thread pool alive at a time (issue 27): each sample has a fresh
+# instance, freed after it, so while the points are measured the process has
+# no more threads than before the first point's compile (with every point's
+# instance kept, each added a worker: bimodal per-point figures)
+def threads():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+if os.path.exists("/proc/self/status"):
+    seen = {}
+
+    def count(region, index, nregions, phase, done, total, best):
+        if phase == "compile" and done == 0:
+            seen.setdefault("before", threads())
+        if phase == "measure":
+            seen["measure"] = max(seen.get("measure", 0), threads())
+        return False
+
+    old = os.environ.get("HARP_NUM_THREADS")
+    os.environ["HARP_NUM_THREADS"] = "2"  # a worker per pool
+    try:
+        harp.tune(MODEL, options={"cache_dir": c3}, store=False, callback=count, **FAST)
+    finally:
+        if old is None:
+            del os.environ["HARP_NUM_THREADS"]
+        else:
+            os.environ["HARP_NUM_THREADS"] = old
+    s.check("no thread pool alive between samples", "measure" in seen and seen["measure"] <= seen["before"],
+            repr(seen))
+
 s.close()
