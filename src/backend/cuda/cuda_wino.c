@@ -152,6 +152,22 @@ static harp_status gen_filter(harp_error *e, cuda_module *m, const cuda_conv_spe
   return cuda_b_finish(b, k);
 }
 
+/* Tile p's image `img`, its index `tq` in the image, and the top-left
+ * corner (y0, x0) of its m x m outputs, moved up and left by pad[0], pad[1]
+ * where pad is given (the input patch), not where it is NULL (the output). */
+static void tile_origin(cuda_b *b, const cuda_wino_dims *d, const char *y0, const char *x0, const int64_t *pad) {
+  int64_t per = d->th * d->tw;
+  cuda_decl(b, "const hk_i64", "img", NULL, cuda_fmt(b, "p / %lld", (long long)per));
+  cuda_decl(b, "const hk_i64", "tq", NULL, cuda_fmt(b, "p %% %lld", (long long)per));
+  if (pad) {
+    cuda_decl(b, "const hk_i64", y0, NULL, cuda_fmt(b, "tq / %lld * %d - %lld", (long long)d->tw, d->m, (long long)pad[0]));
+    cuda_decl(b, "const hk_i64", x0, NULL, cuda_fmt(b, "tq %% %lld * %d - %lld", (long long)d->tw, d->m, (long long)pad[1]));
+  } else {
+    cuda_decl(b, "const hk_i64", y0, NULL, cuda_fmt(b, "tq / %lld * %d", (long long)d->tw, d->m));
+    cuda_decl(b, "const hk_i64", x0, NULL, cuda_fmt(b, "tq %% %lld * %d", (long long)d->tw, d->m));
+  }
+}
+
 /* V[t][c][p] = (B^T d B)[t] for every (c < Cp, p < Pp): d the patch of
  * tile p (zeros in the padding, past the edges, and past C and P). */
 static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const cuda_wino_dims *d,
@@ -168,11 +184,7 @@ static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec
   cuda_decl(b, "const hk_i64", "p", NULL, "(hk_i64)blockIdx.x * 256 + threadIdx.x");
   cuda_decl(b, "const hk_i64", "c", NULL, "blockIdx.y");
   cuda_if(b, cuda_fmt(b, "p < %lld", (long long)d->Pp));
-  int64_t per = d->th * d->tw;
-  cuda_decl(b, "const hk_i64", "img", NULL, cuda_fmt(b, "p / %lld", (long long)per));
-  cuda_decl(b, "const hk_i64", "tq", NULL, cuda_fmt(b, "p %% %lld", (long long)per));
-  cuda_decl(b, "const hk_i64", "iy0", NULL, cuda_fmt(b, "tq / %lld * %d - %lld", (long long)d->tw, d->m, (long long)s->pad[0]));
-  cuda_decl(b, "const hk_i64", "ix0", NULL, cuda_fmt(b, "tq %% %lld * %d - %lld", (long long)d->tw, d->m, (long long)s->pad[1]));
+  tile_origin(b, d, "iy0", "ix0", s->pad);
   cuda_decl(b, "const bool", "live", NULL, cuda_fmt(b, "p < %lld && c < %lld", (long long)d->P, (long long)s->c));
   cuda_decl(b, "float", "dd", cuda_fmt(b, "[%d][%d]", d->a, d->a), NULL);
   cuda_for(b, "i", "0", cuda_fmt(b, "%d", d->a * d->a), -1);
@@ -231,11 +243,8 @@ static harp_status gen_output(harp_error *e, cuda_module *m, const cuda_conv_spe
   cuda_decl(b, "const hk_i64", "p", NULL, "(hk_i64)blockIdx.x * 128 + threadIdx.x");
   cuda_decl(b, "const hk_i64", "oc", NULL, "blockIdx.y");
   cuda_if(b, cuda_fmt(b, "p < %lld", (long long)d->P));
-  int64_t per = d->th * d->tw, img_elems = s->oc * d->oh * d->ow;
-  cuda_decl(b, "const hk_i64", "img", NULL, cuda_fmt(b, "p / %lld", (long long)per));
-  cuda_decl(b, "const hk_i64", "tq", NULL, cuda_fmt(b, "p %% %lld", (long long)per));
-  cuda_decl(b, "const hk_i64", "oy0", NULL, cuda_fmt(b, "tq / %lld * %d", (long long)d->tw, d->m));
-  cuda_decl(b, "const hk_i64", "ox0", NULL, cuda_fmt(b, "tq %% %lld * %d", (long long)d->tw, d->m));
+  int64_t img_elems = s->oc * d->oh * d->ow;
+  tile_origin(b, d, "oy0", "ox0", NULL);
   cuda_decl(b, "float", "mv", cuda_fmt(b, "[%d][%d]", d->a, d->a), NULL);
   cuda_for(b, "t", "0", cuda_fmt(b, "%d", d->T), -1);
   cuda_assign(b, cuda_fmt(b, "mv[t / %d][t %% %d]", d->a, d->a),
