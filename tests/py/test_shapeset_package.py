@@ -1,0 +1,99 @@
+"""`harp compile MODEL --shapeset NAME=LO..HI -o DIR` (issue 25): one
+standalone package for every binding of the box.  A small ONNX CNN with
+dynamic H, W (conv 3x3/2 + relu, conv + residual + relu, maxpool 2x2: sizes
+(H + 1)/2 and their halves) is compiled once, built with make (a plain C
+compiler, no harp), and its main run on inputs of three shapes in the box,
+each against onnxruntime; a binding outside the box exits 2 with the reason
+before anything runs and writes no output file; --target sm90 with
+--shapeset is a usage error."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harp_test import HARP, Suite, close  # noqa: E402
+
+try:
+    import onnx
+    import onnxruntime as ort
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    sys.exit(0)
+from onnx_models import cnn_s2  # noqa: E402
+
+s = Suite("shapeset_package")
+rng = np.random.default_rng(25)
+D = tempfile.mkdtemp()
+env = dict(os.environ, HARP_CACHE_DIR=os.path.join(D, "cache"))
+path = os.path.join(D, "cnn_s2.onnx")
+onnx.save(cnn_s2(rng), path)
+ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+pkg = os.path.join(D, "pkg")
+
+p = subprocess.run([HARP, "compile", path, "--shapeset", "H=9..41", "--shapeset", "W=9..37", "-o", pkg],
+                   capture_output=True, text=True, env=env, timeout=300)
+s.check("compile --shapeset", p.returncode == 0, p.stdout[-300:] + p.stderr[-600:])
+for f in ["model.c", "model_shapes.c", "model.h", "main.c", "Makefile", "README.md", "weights.bin", "inputs/x.npy",
+          "expected/y.npy"]:
+    s.check(f"package has {f}", os.path.exists(os.path.join(pkg, f)), f)
+s.check("model.h declares model_run_shape", "model_run_shape" in open(os.path.join(pkg, "model.h")).read())
+s.check("README names the box", "| H | 9 | 41 |" in open(os.path.join(pkg, "README.md")).read())
+
+b = subprocess.run(["make", "-C", pkg, "model_main"], capture_output=True, text=True, timeout=300)
+s.check("make builds model_main", b.returncode == 0, b.stderr[-600:])
+main = os.path.join(pkg, "model_main")
+
+
+def run_at(h, w):
+    """main on a fresh folder with x of shape [1, 3, h, w]: (process, x, folder)."""
+    d = tempfile.mkdtemp(dir=D)
+    os.mkdir(os.path.join(d, "inputs"))
+    shutil.copy(os.path.join(pkg, "weights.bin"), d)
+    x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+    np.save(os.path.join(d, "inputs", "x.npy"), x)
+    return subprocess.run([main, d], capture_output=True, text=True, timeout=120), x, d
+
+
+if b.returncode == 0:
+    # the example inputs: main reproduces expected/
+    r = subprocess.run([main, pkg], capture_output=True, text=True, timeout=120)
+    s.check("main on the example inputs", r.returncode == 0, r.stderr[-300:])
+    if r.returncode == 0:
+        s.check("example vs expected/", *close(np.load(os.path.join(pkg, "outputs", "y.npy")),
+                                                np.load(os.path.join(pkg, "expected", "y.npy")), 1e-5, 1e-5))
+    # three bindings in the box, odd and even sizes, corners included
+    for h, w in [(9, 9), (17, 30), (40, 37)]:
+        r, x, d = run_at(h, w)
+        s.check(f"{h}x{w}: runs", r.returncode == 0, r.stderr[-300:])
+        s.check(f"{h}x{w}: prints its binding", f"binding: H={h} W={w}" in r.stdout, r.stdout[-200:])
+        if r.returncode == 0:
+            want = ref.run(None, {"x": x})[0]
+            got = np.load(os.path.join(d, "outputs", "y.npy"))
+            s.check(f"{h}x{w}: shape {want.shape}", got.shape == want.shape, str(got.shape))
+            if got.shape == want.shape:
+                s.check(f"{h}x{w} vs onnxruntime", *close(got, want, 1e-4, 1e-4))
+    # outside the box: the reason, exit status 2, no output file
+    for h, w in [(45, 20), (20, 8)]:
+        r, x, d = run_at(h, w)
+        s.check(f"{h}x{w} outside: exit 2", r.returncode == 2, f"rc {r.returncode} {r.stderr[-200:]}")
+        s.check(f"{h}x{w} outside: says so", "outside the compiled ShapeSet" in r.stderr, r.stderr[-200:])
+        s.check(f"{h}x{w} outside: no output", not os.path.exists(os.path.join(d, "outputs")), os.listdir(d))
+    # a wrong rank or a fixed dim that differs
+    d = tempfile.mkdtemp(dir=D)
+    os.mkdir(os.path.join(d, "inputs"))
+    shutil.copy(os.path.join(pkg, "weights.bin"), d)
+    np.save(os.path.join(d, "inputs", "x.npy"), np.zeros((1, 4, 12, 12), np.float32))
+    r = subprocess.run([main, d], capture_output=True, text=True, timeout=120)
+    s.check("4 channels: exit 2", r.returncode == 2 and "dim is 4" in r.stderr, f"rc {r.returncode} {r.stderr[-200:]}")
+    s.check("4 channels: no output", not os.path.exists(os.path.join(d, "outputs")))
+
+p = subprocess.run([HARP, "compile", path, "--target", "sm90", "--shapeset", "H=9..41", "-o", os.path.join(D, "g")],
+                   capture_output=True, text=True, env=env, timeout=60)
+s.check("sm90 --shapeset: usage error", p.returncode != 0 and "cpu only" in p.stderr, p.stderr[-300:])
+s.check("sm90 --shapeset: nothing written", not os.path.exists(os.path.join(D, "g")))
+shutil.rmtree(D, ignore_errors=True)
+s.close()
