@@ -4,8 +4,11 @@ dynamic H, W (conv 3x3/2 + relu, conv + residual + relu, maxpool 2x2: sizes
 (H + 1)/2 and their halves) is compiled once, built with make (a plain C
 compiler, no harp), and its main run on inputs of three shapes in the box,
 each against onnxruntime; a binding outside the box exits 2 with the reason
-before anything runs and writes no output file; --target sm90 with
---shapeset is a usage error."""
+before anything runs and writes no output file.  A Tiny IR model that
+reshapes x[n] to [n/4, 4] (a derived symbol) runs at three n that divide,
+against numpy, and refuses n = 10 (the Reshape's element count) the same
+way.  --target sm90 with --shapeset is a usage error."""
+import json
 import os
 import shutil
 import subprocess
@@ -40,8 +43,14 @@ s.check("compile --shapeset", p.returncode == 0, p.stdout[-300:] + p.stderr[-600
 for f in ["model.c", "model_shapes.c", "model.h", "main.c", "Makefile", "README.md", "weights.bin", "inputs/x.npy",
           "expected/y.npy"]:
     s.check(f"package has {f}", os.path.exists(os.path.join(pkg, f)), f)
-s.check("model.h declares model_run_shape", "model_run_shape" in open(os.path.join(pkg, "model.h")).read())
-s.check("README names the box", "| H | 9 | 41 |" in open(os.path.join(pkg, "README.md")).read())
+
+
+def text(f):
+    return open(f).read() if os.path.exists(f) else ""
+
+
+s.check("model.h declares model_run_shape", "model_run_shape" in text(os.path.join(pkg, "model.h")))
+s.check("README names the box", "| H | 9 | 41 |" in text(os.path.join(pkg, "README.md")))
 
 b = subprocess.run(["make", "-C", pkg, "model_main"], capture_output=True, text=True, timeout=300)
 s.check("make builds model_main", b.returncode == 0, b.stderr[-600:])
@@ -77,10 +86,11 @@ if b.returncode == 0:
             if got.shape == want.shape:
                 s.check(f"{h}x{w} vs onnxruntime", *close(got, want, 1e-4, 1e-4))
     # outside the box: the reason, exit status 2, no output file
-    for h, w in [(45, 20), (20, 8)]:
+    for h, w, why in [(45, 20, "H = 45 is outside the compiled ShapeSet (H in 9..41)"),
+                      (20, 8, "W = 8 is outside the compiled ShapeSet (W in 9..37)")]:
         r, x, d = run_at(h, w)
         s.check(f"{h}x{w} outside: exit 2", r.returncode == 2, f"rc {r.returncode} {r.stderr[-200:]}")
-        s.check(f"{h}x{w} outside: says so", "outside the compiled ShapeSet" in r.stderr, r.stderr[-200:])
+        s.check(f"{h}x{w} outside: says so", why in r.stderr, r.stderr[-200:])
         s.check(f"{h}x{w} outside: no output", not os.path.exists(os.path.join(d, "outputs")), os.listdir(d))
     # a wrong rank or a fixed dim that differs
     d = tempfile.mkdtemp(dir=D)
@@ -90,6 +100,34 @@ if b.returncode == 0:
     r = subprocess.run([main, d], capture_output=True, text=True, timeout=120)
     s.check("4 channels: exit 2", r.returncode == 2 and "dim is 4" in r.stderr, f"rc {r.returncode} {r.stderr[-200:]}")
     s.check("4 channels: no output", not os.path.exists(os.path.join(d, "outputs")))
+
+# a Reshape that a binding in the box can break: n = 10 is not 4 * (10 // 4)
+RESHAPE = {"derived": {"q": "n floordiv 4"}, "outputs": ["e"], "uops": [
+    {"id": "x_in", "uop": "INPUT", "arg": {"tensor_id": "X", "dtype": "fp32", "shape": ["n"]}},
+    {"id": "r", "uop": "RESHAPE", "src": ["x_in"], "arg": {"result_shape": ["q", 4]}},
+    {"id": "e", "uop": "EXP", "src": ["r"]}]}
+jpath, jpkg = os.path.join(D, "rows4.json"), os.path.join(D, "pkg4")
+json.dump(RESHAPE, open(jpath, "w"))
+p = subprocess.run([HARP, "compile", jpath, "--shapeset", "n=4..64", "-o", jpkg], capture_output=True, text=True, env=env,
+                   timeout=300)
+s.check("reshape: compile --shapeset", p.returncode == 0, p.stderr[-600:])
+b = subprocess.run(["make", "-C", jpkg, "model_main"], capture_output=True, text=True, timeout=300)
+s.check("reshape: make", b.returncode == 0, b.stderr[-600:])
+for n in [4, 20, 64, 10]:
+    d = tempfile.mkdtemp(dir=D)
+    os.mkdir(os.path.join(d, "inputs"))
+    x = rng.standard_normal(n).astype(np.float32)
+    np.save(os.path.join(d, "inputs", "X.npy"), x)
+    r = subprocess.run([os.path.join(jpkg, "model_main"), d], capture_output=True, text=True, timeout=120)
+    if n % 4:
+        s.check(f"reshape n={n}: exit 2", r.returncode == 2, f"rc {r.returncode} {r.stderr[-200:]}")
+        s.check(f"reshape n={n}: breaks the model", "breaks the model" in r.stderr, r.stderr[-200:])
+        s.check(f"reshape n={n}: no output", not os.path.exists(os.path.join(d, "outputs")))
+    else:
+        s.check(f"reshape n={n}: runs", r.returncode == 0, r.stderr[-300:])
+        if r.returncode == 0:
+            s.check(f"reshape n={n} vs numpy", *close(np.load(os.path.join(d, "outputs", "e.npy")), np.exp(x.reshape(-1, 4)),
+                                                      1e-5, 1e-6))
 
 p = subprocess.run([HARP, "compile", path, "--target", "sm90", "--shapeset", "H=9..41", "-o", os.path.join(D, "g")],
                    capture_output=True, text=True, env=env, timeout=60)
