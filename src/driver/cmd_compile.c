@@ -293,6 +293,28 @@ done:
   return rc;
 }
 
+/* A CPU package's last files into p, then p committed: weights.bin (cp),
+ * the example inputs and expected/ (outs); *freeable gets the names
+ * (free_tail frees them). */
+static harp_status add_tail(harp_error *e, pkg *p, const cli_model *m, const fn_function *f, const ut_tensor *outs,
+                            const fn_constpool *cp, char ***freeable, int *nfree) {
+  if (pkg_add(e, p, "weights.bin", cp->data, cp->size)) return e->code;
+  if (!(*freeable = calloc((size_t)f->nargs + (size_t)m->g->noutputs + 1, sizeof **freeable)))
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (add_examples(e, p, m, f, outs, *freeable, nfree) || pkg_commit(e, p)) return e->code;
+  pkg_cleanup(p);
+  return HARP_OK;
+}
+
+/* What add_tail's caller holds: the names, m's outputs. */
+static void free_tail(char **freeable, int nfree, ut_tensor *outs, const cli_model *m) {
+  for (int k = 0; k < nfree; k++) free(freeable[k]);
+  free(freeable);
+  if (outs && m->g)
+    for (int k = 0; k < m->g->noutputs; k++) ut_tensor_free(&outs[k]);
+  free(outs);
+}
+
 /* A ShapeSet package's example binding: each --shapeset symbol that no
  * --sym binds at its box's upper corner, when no --input file gives the
  * shapes (a name that is not the symbol's, "x:2", needs --sym). */
@@ -407,13 +429,7 @@ static int compile_shapeset(cli_opts *o) {
   }
   if (rt_sgen_run(&e, s, m.inputs, m.ninputs, outs) || check_example(&e, s, &m, &ss, outs)) goto fail;
   if (constpool_of(&e, f, &m, &cp, &np) || ut_mkdirs(&e, p.tmp) || add_shapeset_text(&e, &p, s, &ss)) goto fail;
-  if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
-  if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  if (add_examples(&e, &p, &m, f, outs, freeable, &nfree) || pkg_commit(&e, &p)) goto fail;
-  pkg_cleanup(&p);
+  if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
   printf("wrote %s: model.c model_shapes.c model.h main.c Makefile README.md weights.bin (%zu bytes), %d inputs, %d outputs, "
          "one object for %d symbol(s) of the box; run: make -C %s\n",
          p.dir, cp.size, f->nargs - np, m.g->noutputs, l.nbase, p.dir);
@@ -423,11 +439,7 @@ fail:
   if (p.tmp[0]) pkg_cleanup(&p);
   rc = cli_report(&e);
 done:
-  for (int k = 0; k < nfree; k++) free(freeable[k]);
-  free(freeable);
-  if (outs && m.g)
-    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
-  free(outs);
+  free_tail(freeable, nfree, outs, &m);
   fn_constpool_free(&cp);
   free(codes);
   rt_sgen_free(s);
@@ -506,14 +518,7 @@ int cmd_compile(int argc, char **argv) {
   cgen_standalone_makefile(&text, NULL);
   if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
   ut_str_free(&text);
-  if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
-  if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
-  if (pkg_commit(&e, &p)) goto fail;
-  pkg_cleanup(&p);
+  if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
   printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs; run: make -C %s\n",
          p.dir, cp.size, f->nargs - np, m.g->noutputs, p.dir);
   rc = 0;
@@ -522,11 +527,7 @@ fail:
   if (p.tmp[0]) pkg_cleanup(&p);
   rc = cli_report(&e);
 done:
-  for (int k = 0; k < nfree; k++) free(freeable[k]);
-  free(freeable);
-  if (outs && m.g)
-    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
-  free(outs);
+  free_tail(freeable, nfree, outs, &m);
   fn_constpool_free(&cp);
   ut_str_free(&text);
   rt_cpu_free(cm);
