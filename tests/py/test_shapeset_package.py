@@ -9,6 +9,7 @@ reshapes x[n] to [n/4, 4] (a derived symbol) runs at three n that divide,
 against numpy, and refuses n = 10 (the Reshape's element count) the same
 way.  --target sm90 with --shapeset is a usage error."""
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -29,6 +30,43 @@ except ImportError:
 from onnx_models import cnn_s2  # noqa: E402
 
 s = Suite("shapeset_package")
+# one instance run at three bindings in turn (the arena grows, then not)
+THREE = r"""
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "model.h"
+int main(int argc, char **argv) {
+  FILE *f = fopen(argv[1], "rb");
+  size_t pb = model_params_bytes();
+  void *w = malloc(pb);
+  if (!f || fread(w, 1, pb, f) != pb) return 3;
+  model_t *m = model_init(w, pb);
+  long long b[3][2] = {{17, 30}, {41, 37}, {9, 12}};
+  for (int i = 0; i < 3 && m; i++) {
+    long xs[13] = {4, 1, 3, (long)b[i][0], (long)b[i][1]}, ys[13];
+    const long *in[1] = {xs};
+    long long syms[2];
+    char why[256];
+    if (model_bind_inputs(in, syms, why, sizeof why) || model_output_shape_at(syms, 0, ys)) return 4;
+    size_t n = 3 * xs[3] * xs[4], ny = (size_t)ys[1] * ys[2] * ys[3] * ys[4];
+    float *x = malloc(n * 4), *y = malloc(ny * 4);
+    for (size_t k = 0; k < n; k++) x[k] = (float)sin((double)k);
+    const void *ins[1] = {x};
+    void *outs[1] = {y};
+    if (model_run_shape(m, syms, ins, outs)) return 5;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/three%d.bin", argv[2], i);
+    FILE *o = fopen(path, "wb");
+    fwrite(y, 4, ny, o);
+    fclose(o);
+    free(x), free(y);
+  }
+  if (!m) return 6;
+  model_free(m);
+  return 0;
+}
+"""
 rng = np.random.default_rng(25)
 D = tempfile.mkdtemp()
 env = dict(os.environ, HARP_CACHE_DIR=os.path.join(D, "cache"))
@@ -85,6 +123,28 @@ if b.returncode == 0:
             s.check(f"{h}x{w}: shape {want.shape}", got.shape == want.shape, str(got.shape))
             if got.shape == want.shape:
                 s.check(f"{h}x{w} vs onnxruntime", *close(got, want, 1e-4, 1e-4))
+    # the arena at a small binding: less than the upper corner's
+    r, x, d = run_at(9, 9)
+    m = re.search(r"arena: (\d+) bytes \(the upper corner's: (\d+)\)", r.stdout)
+    s.check("9x9: arena below the upper corner's", m and 0 < int(m.group(1)) < int(m.group(2)), r.stdout[-200:])
+    # one instance, three bindings, the arena growing and not: numbers as onnxruntime's
+    harness = os.path.join(D, "three.c")
+    open(harness, "w").write(THREE)
+    b3 = subprocess.run(["cc", "-O2", "-o", os.path.join(D, "three"), harness, os.path.join(pkg, "model.c"),
+                         os.path.join(pkg, "model_shapes.c"), "-I", pkg, "-lm", "-lpthread"], capture_output=True, text=True,
+                        timeout=300)
+    s.check("three bindings on one instance: builds", b3.returncode == 0, b3.stderr[-400:])
+    r = subprocess.run([os.path.join(D, "three"), os.path.join(pkg, "weights.bin"), D], capture_output=True, text=True,
+                       timeout=120)
+    s.check("three bindings on one instance: runs", r.returncode == 0, r.stdout[-200:] + r.stderr[-200:])
+    for i, (h, w) in enumerate([(17, 30), (41, 37), (9, 12)]):
+        x = np.sin(np.arange(3 * h * w, dtype=np.float64)).astype(np.float32).reshape(1, 3, h, w)
+        f = os.path.join(D, f"three{i}.bin")
+        want = ref.run(None, {"x": x})[0]
+        got = np.fromfile(f, np.float32) if os.path.exists(f) else np.zeros(0, np.float32)
+        s.check(f"one instance, {h}x{w}: size", got.size == want.size, f"{got.size} vs {want.size}")
+        if got.size == want.size:
+            s.check(f"one instance, {h}x{w} vs onnxruntime", *close(got.reshape(want.shape), want, 1e-4, 1e-4))
     # outside the box: the reason, exit status 2, no output file
     for h, w, why in [(45, 20, "H = 45 is outside the compiled ShapeSet (H in 9..41)"),
                       (20, 8, "W = 8 is outside the compiled ShapeSet (W in 9..37)")]:

@@ -236,6 +236,8 @@ static const char ss_functions[] =
     "        return refuse_(why, cap, \"an input's dim is %lld, the binding makes it %lld\", shapes[k][1 + d],\n"
     "                       dim_at_(in_dims_[k][1 + d], v));\n"
     "  return 0;\n}\n\n"
+    "size_t model_required_memory_at(const long long *syms) {\n"
+    "  long long v[NGEN_ + 1];\n  return all_syms_(syms, v) ? 0 : model_required_memory_syms(v);\n}\n\n"
     "int model_run_shape(model_t *m, const long long *syms, const void *const *inputs, void *const *outputs) {\n"
     "  long long v[NGEN_ + 1];\n  int rc = all_syms_(syms, v);\n"
     "  return rc ? rc : model_run_syms(m, v, inputs, outputs);\n}\n";
@@ -244,7 +246,8 @@ bool cgen_ss_shapes(const cgen_ss *s, ut_str *o) {
   ut_str_puts(o, "/* model_shapes.c — the ShapeSet part of model.h: a binding of the box's\n"
                  " * symbols checked, the shapes at it, and a run at it (written by harp). */\n"
                  "#include <stdio.h>\n\n#include \"model.h\"\n\n"
-                 "int model_run_syms(model_t *m, const long long *syms, const void *const *inputs, void *const *outputs);\n\n");
+                 "int model_run_syms(model_t *m, const long long *syms, const void *const *inputs, void *const *outputs);\n"
+                 "size_t model_required_memory_syms(const long long *syms);\n\n");
   if (!emit_tables(s, o)) return false;
   ut_str_puts(o, ss_functions);
   return !o->oom;

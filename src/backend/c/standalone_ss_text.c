@@ -15,9 +15,11 @@ void cgen_ss_header(ut_str *o) {
   ut_str_puts(o,
               "/* A ShapeSet package (harp compile --shapeset NAME=LO..HI): model.c serves every\n"
               " * binding of the box's symbols.  model_input_shapes / model_output_shapes\n"
-              " * and model_required_memory() are those of the box's upper corner (the\n"
-              " * arena each instance allocates); model_run runs at that corner.  At any\n"
-              " * binding syms[0..model_num_symbols()), in model_symbol_names' order:\n"
+              " * and model_required_memory() are those of the box's upper corner;\n"
+              " * model_run runs at that corner.  An instance's arena grows to what the\n"
+              " * binding it runs needs (model_required_memory_at; 2 from a run when that\n"
+              " * allocation fails).  At any binding syms[0..model_num_symbols()), in\n"
+              " * model_symbol_names' order:\n"
               " *\n"
               " *   model_bind_inputs(shapes, syms, why, cap)   the binding the input shapes\n"
               " *       give ({rank, d0, ...} each), checked: 0, or MODEL_E_BINDING with why[]\n"
@@ -36,7 +38,8 @@ void cgen_ss_header(ut_str *o) {
               "int model_bind_inputs(const long *const *shapes, long long *syms, char *why, size_t cap);\n"
               "/* shape: {rank, d0, ...} (13 longs); -1 for no such k, else as model_check_binding */\n"
               "int model_input_shape_at(const long long *syms, int k, long *shape);\n"
-              "int model_output_shape_at(const long long *syms, int k, long *shape);\n"
+              "int model_output_shape_at(const long long *syms, int k, long *shape);\n"              "/* the arena's bytes at the binding (0: refused); at most model_required_memory() */\n"
+              "size_t model_required_memory_at(const long long *syms);\n"
               "int model_run_shape(model_t *m, const long long *syms, const void *const *inputs, void *const *outputs);\n\n"
               "#endif\n");
 }
@@ -99,7 +102,7 @@ void cgen_ss_main(ut_str *o) {
               "  if (rc) { fprintf(stderr, \"model_run_shape failed: %d\\n\", rc); return 1; }\n"
               "  printf(\"binding:\");\n"
               "  for (int i = 0; i < ns; i++) printf(\" %s=%lld\", model_symbol_names[i], syms[i]);\n"
-              "  printf(\"\\n\");\n"
+              "  printf(\"\\narena: %zu bytes (the upper corner's: %zu)\\n\", model_required_memory_at(syms), model_required_memory());\n"
               "  snprintf(path, sizeof path, \"%s/outputs\", dir);\n  mkdir(path, 0755);\n"
               "  for (int k = 0; k < no; k++) {\n"
               "    snprintf(path, sizeof path, \"%s/outputs/%s.npy\", dir, model_output_names[k]);\n"
@@ -131,6 +134,7 @@ void cgen_ss_readme(const cgen_ss *s, ut_str *o) {
                  "(the binding checked, the shapes at it, `model_run_shape`), `model.h` (the\n"
                  "ABI; its last section is the ShapeSet part), `main.c`, `Makefile`,\n"
                  "`weights.bin`, `inputs/`, `expected/`.\n\n"
-                 "Each instance's arena is sized for the box's upper corner\n"
-                 "(`model_required_memory()`), whatever binding it runs.\n");
+                 "Each instance's arena grows to what the bindings it runs need\n"
+                 "(`model_required_memory_at(syms)`), at most the upper corner's\n"
+                 "(`model_required_memory()`).\n");
 }
