@@ -26,6 +26,10 @@
  *                                  symbols (the caller checked it); P_run runs at
  *                                  the values compiled for, the box's largest
  *   int P_num_syms(void);
+ *   size_t P_required_memory_syms(const long long *syms);  the arena's bytes at
+ *                                  that binding; an instance's arena starts empty
+ *                                  and P_run_kernel (so P_run, P_run_syms) grows it
+ *                                  to the binding's bytes (2 when it cannot)
  *
  * An instance owns its arena, a copy of the weights (consts), the thread
  * pool and, when some template kernels take a weight packed (contract_c.h:
