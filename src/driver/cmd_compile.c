@@ -63,9 +63,11 @@ static const char compile_help[] =
     "                         box; one outside it (or breaking the model) is refused\n"
     "                         before anything runs, no output written.  The example\n"
     "                         inputs are at the box's upper corner unless --input or\n"
-    "                         --sym say otherwise; the arena is the upper corner's.\n"
-    "                         A model whose kernels cannot all take their sizes at run\n"
-    "                         time is refused with the reason (docs/c-api.md, \"ShapeSet packages\")\n"
+    "                         --sym say otherwise; an instance's arena grows to the\n"
+    "                         binding's bytes (model_required_memory_at).  A model\n"
+    "                         whose kernels cannot all take their sizes at run time\n"
+    "                         is refused with the reason (docs/c-api.md, \"ShapeSet\n"
+    "                         packages\")\n"
     "  --time-stages          print each compile stage's time to stderr\n";
 
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
