@@ -77,6 +77,32 @@ int rt_sgen_objects(const rt_sgen *s);
 int rt_sgen_cc_runs(const rt_sgen *s);
 /* The generated C of the one object (NULL in fallback). */
 const char *rt_sgen_source(const rt_sgen *s);
+/* What a standalone package of the one object needs to check a binding and
+ * size its outputs without harp (harp compile --shapeset): the graph
+ * prepared at the corner hi (its dims name the symbols they read), every
+ * symbol's value there, and the varying symbols in P_run_syms' order (the
+ * box's first, then the derived ones), each with the range the object
+ * serves (a derived one: 1..its value at hi). */
+typedef struct rt_sgen_layout {
+  const tiny_graph *g;
+  const tiny_symtab *syms;
+  const char *const *gen;
+  int ngen, nbase;
+  int64_t lo[RT_SGEN_MAX_GEN], hi[RT_SGEN_MAX_GEN];
+} rt_sgen_layout;
+/* s's layout into *l; false in fallback (no one object). */
+bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l);
+/* Each dim of the layout's graph (codes[node][d]) as the bindings make it:
+ * sym -1: the constant c; sym i >= 0: fdiv(a * v + c, k), v varying symbol
+ * i's value (a conv's or a pool's output size, a Resize's); sym -2:
+ * neither.  Found from the graph prepared at the box's corners and at
+ * interior points with the symbols apart (a dim the preparation made a
+ * number, an Expand's or a pool's, has no sym). */
+typedef struct rt_sgen_dim {
+  int sym;
+  int64_t a, c, k;
+} rt_sgen_dim;
+harp_status rt_sgen_dim_codes(harp_error *e, const rt_sgen *s, rt_sgen_dim (*codes)[TINY_MAX_RANK]);
 void rt_sgen_free(rt_sgen *s);
 
 #endif

@@ -70,7 +70,11 @@ typedef struct cli_model {
  * their binding (harp/sgen.h); with --time-stages, whether one object
  * serves the box or why not. */
 struct rt_sgen;
+struct rt_cpu_opts;
 harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, struct rt_sgen **out);
+/* The same with the CPU compile's options co (harp compile: the source kept, portable). */
+harp_status cli_shapeset_compile_with(harp_error *e, const cli_opts *o, const cli_model *m, const struct rt_cpu_opts *co,
+                                      struct rt_sgen **out);
 /* With --shapeset, onnx_require_shapes for the dynamic dims of om but the
  * ShapeSet's (the import keeps those symbols, onnx_opts.keep_dynamic). */
 struct onnx_model;

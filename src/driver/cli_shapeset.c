@@ -4,7 +4,7 @@
  * variable ("x_d2") or INPUT:AXIS ("images:2"); the import leaves them
  * symbols (cmd_frontend.c).
  * Needs: harp/sgen.h, harp/onnx.h, cli.c (cli_model.raw).
- * Gives: cli_shapeset_compile, cli_shapeset_require, cli_shapeset_per_binding. */
+ * Gives: cli_shapeset_compile(_with), cli_shapeset_require, cli_shapeset_per_binding. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +47,12 @@ harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model
 }
 
 harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_model *m, rt_sgen **out) {
+  rt_cpu_opts co = {.knobs = &o->knobs, .precision = o->precision, .max_memory = o->max_memory};
+  return cli_shapeset_compile_with(e, o, m, &co, out);
+}
+
+harp_status cli_shapeset_compile_with(harp_error *e, const cli_opts *o, const cli_model *m, const rt_cpu_opts *co,
+                                      rt_sgen **out) {
   *out = NULL;
   if (!m->raw) return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset takes a .json, .harp or .onnx model");
   if (o->shapeset_why[0]) /* imported at one binding (cli_onnx_load): no box to compile */
@@ -64,8 +70,7 @@ harp_status cli_shapeset_compile(harp_error *e, const cli_opts *o, const cli_mod
     if (!boxed) box[n++] = (rt_sgen_sym){m->syms.names[i], m->syms.values[i], m->syms.values[i]};
   }
   tiny_graph *raw = NULL;
-  rt_cpu_opts co = {.knobs = &o->knobs, .precision = o->precision, .max_memory = o->max_memory};
-  rt_sgen_opts so = {.cpu = &co};
+  rt_sgen_opts so = {.cpu = co};
   double t0 = ut_now_ms();
   harp_status st = tiny_load_json(e, m->raw, strlen(m->raw), o->model, &raw);
   if (!st) st = rt_sgen_compile(e, raw, box, n, &so, out);

@@ -1,7 +1,8 @@
 /* cmd_compile.c — `harp compile MODEL --target cpu|sm80|sm90 -o DIR`: a
  * standalone package that builds and runs with a plain C compiler, without
  * harp (GPU packages: the CUDA C, its PTX when NVRTC is there, and a host
- * loader over the CUDA driver API). */
+ * loader over the CUDA driver API).  With --shapeset (cpu): one package for
+ * every binding of a box of shape symbols (standalone_ss.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "harp/function.h"
 #include "harp/gpu.h"
 #include "harp/interp.h"
+#include "harp/sgen.h"
 #include "util/util.h"
 
 static const char compile_help[] =
@@ -52,6 +54,20 @@ static const char compile_help[] =
     "                         a dynamic dim needs it, an --input file or --sym\n"
     "  --seed N               seed of the random example inputs (default 1)\n"
     "  --knob NAME=VALUE      set a knob of the library (harp --help-options; repeatable)\n"
+    "  --shapeset NAME=LO..HI cpu: one package for every binding of the symbol NAME\n"
+    "                         in LO..HI (repeatable; an ONNX dim_param, \"x_d2\" or\n"
+    "                         \"x:2\"): model_shapes.c checks a binding and gives the\n"
+    "                         shapes at it, model.h's last section declares\n"
+    "                         model_bind_inputs / model_output_shape_at /\n"
+    "                         model_run_shape, main.c reads inputs of any shape in the\n"
+    "                         box; one outside it (or breaking the model) is refused\n"
+    "                         before anything runs, no output written.  The example\n"
+    "                         inputs are at the box's upper corner unless --input or\n"
+    "                         --sym say otherwise; an instance's arena grows to the\n"
+    "                         binding's bytes (model_required_memory_at).  A model\n"
+    "                         whose kernels cannot all take their sizes at run time\n"
+    "                         is refused with the reason (docs/c-api.md, \"ShapeSet\n"
+    "                         packages\")\n"
     "  --time-stages          print each compile stage's time to stderr\n";
 
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
@@ -279,6 +295,160 @@ done:
   return rc;
 }
 
+/* A CPU package's last files into p, then p committed: weights.bin (cp),
+ * the example inputs and expected/ (outs); *freeable gets the names
+ * (free_tail frees them). */
+static harp_status add_tail(harp_error *e, pkg *p, const cli_model *m, const fn_function *f, const ut_tensor *outs,
+                            const fn_constpool *cp, char ***freeable, int *nfree) {
+  if (pkg_add(e, p, "weights.bin", cp->data, cp->size)) return e->code;
+  if (!(*freeable = calloc((size_t)f->nargs + (size_t)m->g->noutputs + 1, sizeof **freeable)))
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (add_examples(e, p, m, f, outs, *freeable, nfree) || pkg_commit(e, p)) return e->code;
+  pkg_cleanup(p);
+  return HARP_OK;
+}
+
+/* What add_tail's caller holds: the names, m's outputs. */
+static void free_tail(char **freeable, int nfree, ut_tensor *outs, const cli_model *m) {
+  for (int k = 0; k < nfree; k++) free(freeable[k]);
+  free(freeable);
+  if (outs && m->g)
+    for (int k = 0; k < m->g->noutputs; k++) ut_tensor_free(&outs[k]);
+  free(outs);
+}
+
+/* A ShapeSet package's example binding: each --shapeset symbol that no
+ * --sym binds at its box's upper corner, when no --input file gives the
+ * shapes (a name that is not the symbol's, "x:2", needs --sym). */
+static harp_status example_binding(harp_error *e, cli_opts *o) {
+  if (o->ninputs) return HARP_OK;
+  for (int k = 0; k < o->nshapesets; k++) {
+    char name[64];
+    rt_sgen_sym y;
+    int64_t v;
+    if (rt_sgen_parse_box(e, o->shapesets[k], "--shapeset", name, sizeof name, &y)) return e->code;
+    if (!tiny_symtab_get(&o->syms, name, &v) && strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                                                    strlen(name) &&
+        tiny_symtab_set(e, &o->syms, name, y.hi))
+      return e->code;
+  }
+  return HARP_OK;
+}
+
+/* The package's shapes at the example binding against what harp computed
+ * there (outs): an output size the package cannot compute from the box's
+ * symbols is refused here, not found wrong later. */
+static harp_status check_example(harp_error *e, rt_sgen *s, const cli_model *m, const cgen_ss *ss, const ut_tensor *outs) {
+  long long v[RT_SGEN_MAX_GEN];
+  if (rt_sgen_bind(e, s, m->inputs, m->ninputs, v))
+    return ut_fail(e, e->code, NULL, "the example inputs are not a binding the package serves: %s", e->msg);
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  harp_status st = HARP_OK;
+  for (int i = 0; i < ss->ngen && !st; i++) st = tiny_symtab_set(e, &t, ss->gen[i], v[i]);
+  for (int k = 0; k < m->g->noutputs && !st; k++) {
+    int64_t dims[TINY_MAX_RANK];
+    bool ok = cgen_ss_output_dims(ss, &t, k, dims);
+    for (int d = 0; ok && d < outs[k].rank; d++) ok = dims[d] == outs[k].shape[d];
+    if (!ok)
+      st = ut_fail(e, HARP_E_UNSUPPORTED, tiny_output_name(m->g, m->g->outputs[k]),
+                   "output %d's shape is not one the package can compute from the ShapeSet's symbols", k);
+  }
+  tiny_symtab_free(&t);
+  return st;
+}
+
+/* The text files of a ShapeSet package into p: model.c, model_shapes.c,
+ * model.h, main.c, Makefile, README.md. */
+static harp_status add_shapeset_text(harp_error *e, pkg *p, rt_sgen *s, const cgen_ss *ss) {
+  ut_str text;
+  ut_str_init(&text);
+  const char *src = rt_sgen_source(s);
+  if (!src) return ut_fail(e, HARP_E_INTERNAL, NULL, "the ShapeSet object kept no source");
+  if (pkg_add(e, p, "model.c", src, strlen(src))) return e->code;
+  if (!cgen_ss_shapes(ss, &text)) {
+    ut_str_free(&text);
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "an input's or output's size, or a derived size, is not one the package can "
+                   "compute from the ShapeSet's symbols");
+  }
+  if (add_text(e, p, "model_shapes.c", &text)) return e->code;
+  cgen_standalone_header(&text);
+  cgen_ss_header(&text);
+  if (add_text(e, p, "model.h", &text)) return e->code;
+  cgen_ss_main(&text);
+  if (add_text(e, p, "main.c", &text)) return e->code;
+  cgen_standalone_makefile(&text, "model_shapes.c");
+  if (add_text(e, p, "Makefile", &text)) return e->code;
+  cgen_ss_readme(ss, &text);
+  return add_text(e, p, "README.md", &text);
+}
+
+/* --shapeset: one package for every binding of the box (harp/sgen.h's one
+ * object, its source portable), refused with the reason when no one object
+ * serves the box. */
+static int compile_shapeset(cli_opts *o) {
+  harp_error e = {0};
+  o->random_inputs = true;
+  o->knobs.tier0 = RT_TIER0_OFF;
+  cli_model m;
+  memset(&m, 0, sizeof m);
+  rt_sgen *s = NULL;
+  ut_tensor *outs = NULL;
+  fn_constpool cp = {0};
+  pkg p = {0};
+  snprintf(p.dir, sizeof p.dir, "%s", o->out_dir);
+  snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o->out_dir, (long)getpid());
+  char **freeable = NULL;
+  int nfree = 0, rc, np = 0;
+  rt_sgen_layout l;
+  rt_sgen_dim(*codes)[TINY_MAX_RANK] = NULL;
+  rt_cpu_opts co = {.knobs = &o->knobs, .keep_source = true, .portable = true, .precision = o->precision,
+                    .max_memory = o->max_memory};
+  if (example_binding(&e, o) || cli_load_model(&e, o, true, &m) || cli_shapeset_compile_with(&e, o, &m, &co, &s)) goto fail;
+  if (!rt_sgen_layout_of(s, &l)) { /* the portable code's other ISA variants may print sizes: this machine's alone */
+    fprintf(stderr, "harp: note: the portable code does not serve the ShapeSet (%s); the package's code is for this "
+            "machine's ISA only\n", rt_sgen_fallback(s));
+    rt_sgen_free(s);
+    s = NULL;
+    co.portable = false;
+    if (cli_shapeset_compile_with(&e, o, &m, &co, &s)) goto fail;
+  }
+  if (!rt_sgen_layout_of(s, &l)) {
+    ut_fail(&e, HARP_E_UNSUPPORTED, NULL, "no one object serves the ShapeSet, so no one package can: %s; compile one package "
+            "per binding (--sym / --shape)", rt_sgen_fallback(s));
+    goto fail;
+  }
+  const fn_function *f = rt_cpu_function(rt_sgen_object(s));
+  if (!(codes = calloc((size_t)l.g->n + 1, sizeof *codes)) || rt_sgen_dim_codes(&e, s, codes)) {
+    if (!e.code) ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  cgen_ss ss = {.g = l.g, .syms = l.syms, .f = f, .gen = l.gen, .ngen = l.ngen, .nbase = l.nbase, .lo = l.lo, .hi = l.hi,
+                .codes = (const rt_sgen_dim(*)[TINY_MAX_RANK])codes};
+  if (!(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) {
+    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  if (rt_sgen_run(&e, s, m.inputs, m.ninputs, outs) || check_example(&e, s, &m, &ss, outs)) goto fail;
+  if (constpool_of(&e, f, &m, &cp, &np) || ut_mkdirs(&e, p.tmp) || add_shapeset_text(&e, &p, s, &ss)) goto fail;
+  if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
+  printf("wrote %s: model.c model_shapes.c model.h main.c Makefile README.md weights.bin (%zu bytes), %d inputs, %d outputs, "
+         "one object for %d symbol(s) of the box; run: make -C %s\n",
+         p.dir, cp.size, f->nargs - np, m.g->noutputs, l.nbase, p.dir);
+  rc = 0;
+  goto done;
+fail:
+  if (p.tmp[0]) pkg_cleanup(&p);
+  rc = cli_report(&e);
+done:
+  free_tail(freeable, nfree, outs, &m);
+  fn_constpool_free(&cp);
+  free(codes);
+  rt_sgen_free(s);
+  cli_model_free(&m);
+  return rc;
+}
+
 int cmd_compile(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -288,10 +458,8 @@ int cmd_compile(int argc, char **argv) {
   harp_error e = {0};
   cli_opts o;
   int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages shapeset", &o, &e);
-  if (!rc && o.nshapesets) /* issue 25: the package's ABI takes no shapes yet */
-    rc = cli_usage_error("compile", "--shapeset: a standalone package of a ShapeSet model is not done yet; compile one "
-                         "package per binding (--sym / --shape), or run the ShapeSet with harp run --shapeset, harp.h "
-                         "(harp_options.shapesets) or Python (shapesets=)");
+  if (!rc && o.nshapesets && o.target && strcmp(o.target, "cpu"))
+    rc = cli_usage_error("compile", "--shapeset: a ShapeSet package is made for --target cpu only");
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -307,8 +475,8 @@ int cmd_compile(int argc, char **argv) {
     cli_opts_free(&o);
     return r;
   }
-  if (target == &rt_target_cuda) {
-    rc = compile_gpu(&o, arch);
+  if (target == &rt_target_cuda || o.nshapesets) {
+    rc = o.nshapesets ? compile_shapeset(&o) : compile_gpu(&o, arch);
     cli_opts_free(&o);
     return rc;
   }
@@ -349,17 +517,10 @@ int cmd_compile(int argc, char **argv) {
   cgen_standalone_main(&text);
   if (pkg_add(&e, &p, "main.c", text.buf, text.len)) goto fail;
   ut_str_free(&text);
-  cgen_standalone_makefile(&text);
+  cgen_standalone_makefile(&text, NULL);
   if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
   ut_str_free(&text);
-  if (pkg_add(&e, &p, "weights.bin", cp.data, cp.size)) goto fail;
-  if (!(freeable = calloc((size_t)f->nargs + (size_t)m.g->noutputs + 1, sizeof *freeable))) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  if (add_examples(&e, &p, &m, f, outs, freeable, &nfree)) goto fail;
-  if (pkg_commit(&e, &p)) goto fail;
-  pkg_cleanup(&p);
+  if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
   printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs; run: make -C %s\n",
          p.dir, cp.size, f->nargs - np, m.g->noutputs, p.dir);
   rc = 0;
@@ -368,11 +529,7 @@ fail:
   if (p.tmp[0]) pkg_cleanup(&p);
   rc = cli_report(&e);
 done:
-  for (int k = 0; k < nfree; k++) free(freeable[k]);
-  free(freeable);
-  if (outs && m.g)
-    for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
-  free(outs);
+  free_tail(freeable, nfree, outs, &m);
   fn_constpool_free(&cp);
   ut_str_free(&text);
   rt_cpu_free(cm);

@@ -268,7 +268,9 @@ static harp_status run_object(harp_error *e, const harp_compiled *c, api_shaped 
   for (int i = 0; !st && i < n; i++) /* the weights are the instance's own */
     if (!g->nodes[ins[i]].a.input.storage || strcmp(g->nodes[ins[i]].a.input.storage, "param")) in[ki++] = t[i].data;
   int rc = st ? 0 : rt_cpu_instance_run_syms(obj, p->inst, syms, in, outp);
-  if (rc) {
+  if (rc == 2) /* P_grow_: no memory for this binding's arena */
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory: the arena of this binding");
+  else if (rc) {
     const char *k = rt_cpu_error_kernel(obj, rc);
     st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "the run failed: kernel %s stopped: an index is out of range", k ? k : "?");
   }

@@ -347,6 +347,8 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb
     if (rc >= 100 && rc - 100 < f->nkernels)
       st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
                    f->kernels[rc - 100].name);
+    else if (rc == 2 && gb) /* a ShapeSet object's arena could not grow to this binding's */
+      st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory: the arena of this binding");
     else if (rc)
       st = ut_fail(e, HARP_E_INTERNAL, NULL, "model_run returned %d", rc);
   }

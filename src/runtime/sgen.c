@@ -9,7 +9,7 @@
  * it from hp_sym_ like the others, its value computed per binding and its
  * largest at the corner hi (the definition is monotone).
  * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), tiny.
- * Gives: harp/sgen.h. */
+ * Gives: harp/sgen.h (rt_sgen_layout_of: what a standalone package needs). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -582,6 +582,77 @@ const char *rt_sgen_fallback(const rt_sgen *s) { return s->fallback; }
 int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
 int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
+
+bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l) {
+  if (!s->m) return false;
+  *l = (rt_sgen_layout){.g = s->ghi, .syms = &s->symhi, .gen = s->gen_names, .ngen = s->ngen, .nbase = s->nbase};
+  for (int i = 0; i < s->ngen; i++)
+    l->lo[i] = i < s->nbase ? s->glo[s->gen_of[i]] : 1, l->hi[i] = s->gen_hi[i];
+  return true;
+}
+
+/* Probe b of the box (b = 0: the lower corner it serves, 1: the upper,
+ * then interior points with the symbols apart) into vals, per symbol. */
+static void probe_at(const rt_sgen *s, int b, int64_t *vals) {
+  for (int i = 0; i < s->nsyms; i++) {
+    int64_t lo = s->glo[i], hi = s->syms[i].hi, span = hi - lo;
+    vals[i] = b == 0 ? lo : b == 1 ? hi : lo + (span * (2 * b + 3 * i + 1) / 13 + b + i) % (span + 1);
+  }
+}
+
+/* Whether fdiv(a * v + c, k) is x at every probe b (v = gv[b][i]). */
+static bool fits(long long (*gv)[RT_SGEN_MAX_GEN], int i, const int64_t *x, int np, int64_t a, int64_t c, int64_t k) {
+  for (int b = 0; b < np; b++) {
+    int64_t y = a * gv[b][i] + c;
+    if ((y >= 0 ? y / k : -((-y + k - 1) / k)) != x[b]) return false;
+  }
+  return true;
+}
+
+/* A dim from its values x[0..np) at the probes (gv: the varying symbols'
+ * values there): a constant, fdiv(a * v[i] + c, k) for a varying symbol
+ * (a conv's or a pool's output, a Resize's), else sym -2. */
+static rt_sgen_dim dim_from_probes(const rt_sgen *s, const int64_t *x, long long (*gv)[RT_SGEN_MAX_GEN], int np) {
+  bool same = true;
+  for (int b = 1; b < np; b++) same &= x[b] == x[0];
+  if (same) return (rt_sgen_dim){-1, 0, x[0], 1};
+  for (int k = 1; k <= 8; k++)
+    for (int64_t a = 1; a <= 4; a++)
+      for (int64_t c = 0; c <= 32; c++)
+        for (int i = 0; i < s->ngen; i++)
+          for (int sg = 0; sg < 2; sg++)
+            if ((c || !sg) && fits(gv, i, x, np, a, sg ? -c : c, k)) return (rt_sgen_dim){i, a, sg ? -c : c, k};
+  return (rt_sgen_dim){-2, 0, 0, 1};
+}
+
+harp_status rt_sgen_dim_codes(harp_error *e, const rt_sgen *s, rt_sgen_dim (*codes)[TINY_MAX_RANK]) {
+  enum { NP = 6 };
+  tiny_graph *g[NP] = {0};
+  long long(*gv)[RT_SGEN_MAX_GEN] = ut_xcalloc(NP, sizeof *gv);
+  int64_t vals[64];
+  int np = 0;
+  harp_status st = gv ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int b = 0; b < NP && !st; b++) { /* an interior probe that breaks the model is left out */
+    tiny_symtab t;
+    bool bigger = false;
+    probe_at(s, b, vals);
+    harp_error pe = {0};
+    harp_status ps = prepare_at(&pe, s, vals, &g[np], &t);
+    tiny_symtab_free(&t);
+    if (!ps && same_graph(g[np], s->ghi, &bigger) && !bigger && !gen_values(&pe, s, vals, gv[np])) np++;
+    else if (b < 2) st = ut_fail(e, HARP_E_INTERNAL, NULL, "the ShapeSet's corner %d does not prepare: %s", b, pe.msg);
+    else tiny_graph_free(g[np]), g[np] = NULL;
+  }
+  for (int i = 0; !st && i < s->ghi->n; i++)
+    for (int d = 0; d < s->ghi->nodes[i].shape.rank; d++) {
+      int64_t x[NP] = {0};
+      for (int b = 0; b < np; b++) x[b] = g[b]->nodes[i].shape.d[d].n;
+      codes[i][d] = dim_from_probes(s, x, gv, np);
+    }
+  for (int b = 0; b < NP; b++) tiny_graph_free(g[b]);
+  free(gv);
+  return st;
+}
 
 void rt_sgen_free(rt_sgen *s) {
   if (!s) return;

@@ -9,8 +9,11 @@ dim).  A binding that breaks the model (two inputs' dims of one dim_param
 that differ) and
 one outside the box are InputMismatch before any kernel runs, with no
 output file; a Reshape to (n / 4, 4) computed from Shape is one object too
-(n / 4 a derived symbol), and an n it does not divide is refused."""
+(n / 4 a derived symbol), and an n it does not divide is refused.  harp
+compile --shapeset writes one package for the box: make builds it, its
+main matches onnxruntime at two bindings and refuses one outside."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -133,11 +136,29 @@ p, _ = run(path4, {}, ["--shapeset", "a=2..8", "--random-inputs"])
 s.check("random inputs in a box: a clear error", p.returncode in (1, 2) and "harp: error" in p.stderr
         and "Traceback" not in p.stderr, p.stderr[-400:])
 
-# harp compile --shapeset: not done yet, said plainly, nothing written
+# harp compile --shapeset: one package for the box (test_shapeset_package.py tests it in depth): built with make,
+# its main at batch = 3 and 48 against onnxruntime, batch = 49 refused with no output
 pkg = os.path.join(D, "pkg")
 p = subprocess.run([HARP, "compile", path, "--target", "cpu", "-o", pkg, "--shapeset", "batch=2..48"], capture_output=True,
-                   text=True, env=env, timeout=60)
-s.check("compile --shapeset: says it is not done", p.returncode != 0 and "not done yet" in p.stderr, p.stderr[-300:])
-s.check("compile --shapeset: no package", not os.path.exists(pkg))
+                   text=True, env=env, timeout=300)
+s.check("compile --shapeset: a package", p.returncode == 0 and os.path.exists(os.path.join(pkg, "model_shapes.c")),
+        p.stderr[-300:])
+mk_ = subprocess.run(["make", "-C", pkg, "model_main"], capture_output=True, text=True, timeout=300)
+s.check("compile --shapeset: make", mk_.returncode == 0, mk_.stderr[-300:])
+for n in [3, 48, 49]:
+    d = tempfile.mkdtemp(dir=D)
+    os.mkdir(os.path.join(d, "inputs"))
+    shutil.copy(os.path.join(pkg, "weights.bin"), d)
+    x = rng.standard_normal((n, 16)).astype(np.float32)
+    np.save(os.path.join(d, "inputs", "x.npy"), x)
+    r = subprocess.run([os.path.join(pkg, "model_main"), d], capture_output=True, text=True, timeout=120)
+    if n > 48:
+        s.check(f"package batch={n}: refused", r.returncode == 2 and "batch = 49 is outside" in r.stderr, r.stderr[-300:])
+        s.check(f"package batch={n}: no output", not os.path.exists(os.path.join(d, "outputs")))
+    elif r.returncode == 0:
+        s.check(f"package batch={n} vs onnxruntime", *close(np.load(os.path.join(d, "outputs", "y.npy")),
+                                                          ref.run(None, {"x": x})[0], 1e-5, 1e-6))
+    else:
+        s.check(f"package batch={n}: runs", False, r.stderr[-300:])
 
 s.close()

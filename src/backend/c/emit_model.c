@@ -26,6 +26,10 @@
  *                                  symbols (the caller checked it); P_run runs at
  *                                  the values compiled for, the box's largest
  *   int P_num_syms(void);
+ *   size_t P_required_memory_syms(const long long *syms);  the arena's bytes at
+ *                                  that binding; an instance's arena starts empty
+ *                                  and P_run_kernel (so P_run, P_run_syms) grows it
+ *                                  to the binding's bytes (2 when it cannot)
  *
  * An instance owns its arena, a copy of the weights (consts), the thread
  * pool and, when some template kernels take a weight packed (contract_c.h:
@@ -219,7 +223,7 @@ static void emit_consts_copy(ut_str *out, const fn_function *f, const bool *skip
 /* P_free, then P_init: the copy of the weights, the pool, then the packed
  * weights (packing runs on the pool).  Any failure frees what was taken. */
 static void emit_init_free(ut_str *out, const char *P, const fn_function *f, const rc_packed *pk, const int *first,
-                           const bool *skip, int npk, const int *input_pos, const int *output_pos) {
+                           const bool *skip, int npk, const int *input_pos, const int *output_pos, bool gen) {
   ut_str_printf(out,
                 "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n"
                 "  free(m->consts);\n%s  free(m);\n}\n\n",
@@ -232,11 +236,11 @@ static void emit_init_free(ut_str *out, const char *P, const fn_function *f, con
                 "  if (nbytes != %zuu || (nbytes && !params)) return NULL;\n"
                 "  %s_t *m = calloc(1, sizeof *m);\n"
                 "  if (!m) return NULL;\n"
-                "  m->arena = aligned_alloc(64, %zuu);\n"
+                "  m->arena = aligned_alloc(64, %zuu);%s\n"
                 "  m->consts = aligned_alloc(64, %zuu);\n"
                 "  if (!m->arena || !m->consts) { %s_free(m); return NULL; }\n",
-                P, P, P, P, f->const_bytes, P, (f->required_memory + 63) / 64 * 64 + 64, (f->const_bytes + 63) / 64 * 64 + 64,
-                P);
+                P, P, P, P, f->const_bytes, P, gen ? 64 : (f->required_memory + 63) / 64 * 64 + 64,
+                gen ? " /* a ShapeSet object's: grown per binding (P_grow_) */" : "", (f->const_bytes + 63) / 64 * 64 + 64, P);
   emit_consts_copy(out, f, skip);
   ut_str_puts(out, "  /* threads: nthreads, else $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
                    "  const char *nt = nthreads > 0 ? NULL : getenv(\"HARP_NUM_THREADS\");\n"
@@ -335,6 +339,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
   ut_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);
   if (npk) ut_str_printf(out, "  unsigned char *packed; /* the packed weights, one block */\n  void *wp[%d];\n", npk);
+  if (c->ngen_syms) ut_str_puts(out, "  size_t arena_cap; /* the arena's bytes (a ShapeSet object's: grown per binding) */\n");
   ut_str_printf(out,
                 "} %s_t;\n"
                 "size_t %s_required_memory(void) { return %zuu; }\n"
@@ -349,12 +354,15 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
     st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
-  emit_init_free(out, P, f, pk, first, skip, npk, input_pos, output_pos);
+  emit_init_free(out, P, f, pk, first, skip, npk, input_pos, output_pos, c->ngen_syms > 0);
+  rc_emit_arena_at(c, P, out);
   free(skip);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
    * kernels before it wrote in an earlier P_run */
   ut_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
-  ut_str_puts(out, "  (void)inputs; (void)outputs;\n  switch (k) {\n");
+  ut_str_puts(out, "  (void)inputs; (void)outputs;\n");
+  if (c->ngen_syms) ut_str_printf(out, "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n", P);
+  ut_str_puts(out, "  switch (k) {\n");
   for (int k = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
     int d = copy_of[k], n = kernel_nargs(f, k, pk);

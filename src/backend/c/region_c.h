@@ -103,5 +103,9 @@ const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
  * P_run_syms (after P_run); nothing when c->ngen_syms is 0. */
 void rc_emit_sym_block(const rc_ctx *c, ut_str *out);
 void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out);
+/* A ShapeSet object's arena sized per binding: P_arena_at_, P_grow_
+ * (P_run_kernel grows the arena to the binding's bytes before it runs) and
+ * P_required_memory_syms(syms); nothing when c->ngen_syms is 0. */
+void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out);
 
 #endif

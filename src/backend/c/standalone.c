@@ -1,7 +1,8 @@
 /* standalone.c — the files of a standalone CPU package besides model.c:
  * model.h (the ABI), an example main.c that runs the model on .npy files,
  * and a Makefile.  None of them needs harp.
- * Needs: nothing.  Gives: cgen_standalone_header/main/makefile. */
+ * Needs: nothing.  Gives: cgen_standalone_header/main/makefile, the .npy
+ * helpers of main.c (cgen_standalone_npy_common/_write). */
 #include "standalone.h"
 
 void cgen_standalone_header(ut_str *o) {
@@ -33,8 +34,8 @@ void cgen_standalone_header(ut_str *o) {
               "extern const long model_output_shapes[][13];\n\n#endif\n");
 }
 
-void cgen_standalone_makefile(ut_str *o) {
-  ut_str_puts(o,
+void cgen_standalone_makefile(ut_str *o, const char *extra) {
+  ut_str_printf(o,
               "# Builds and runs the model without harp: make (or make run).\n"
               "CC ?= cc\nCFLAGS ?= -O3 -fopenmp-simd -fno-math-errno\n"
               "# Skylake-derived cores slow down on jumps across 32-byte boundaries (the\n"
@@ -42,27 +43,29 @@ void cgen_standalone_makefile(ut_str *o) {
               "JCC := $(shell $(CC) -Wa,-mbranches-within-32B-boundaries -x c -c /dev/null -o /dev/null 2>/dev/null"
               " && echo -Wa,-mbranches-within-32B-boundaries)\n\n"
               "all: run\n\n"
-              "model_main: model.c main.c model.h\n"
-              "\t$(CC) $(CFLAGS) $(JCC) -o $@ model.c main.c -lm -lpthread\n\n"
+              "model_main: model.c%s%s main.c model.h\n"
+              "\t$(CC) $(CFLAGS) $(JCC) -o $@ model.c%s%s main.c -lm -lpthread\n\n"
               "run: model_main\n\t./model_main\n\n"
-              "clean:\n\trm -f model_main\n\n.PHONY: all run clean\n");
+              "clean:\n\trm -f model_main\n\n.PHONY: all run clean\n",
+              extra ? " " : "", extra ? extra : "", extra ? " " : "", extra ? extra : "");
 }
 
-void cgen_standalone_main(ut_str *o) {
+/* dtype_size, descr and count of main.c (shared with the ShapeSet one) */
+void cgen_standalone_npy_common(ut_str *o) {
   ut_str_puts(o,
-              "/* main.c — runs the model on inputs/<name>.npy with weights.bin and writes\n"
-              " * outputs/<name>.npy.  Usage: ./model_main [DIR]  (DIR defaults to .) */\n"
-              "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/stat.h>\n\n"
-              "#include \"model.h\"\n\n"
               "static size_t dtype_size(const char *dt) {\n"
               "  return !strcmp(dt, \"fp32\") || !strcmp(dt, \"i32\") ? 4 : !strcmp(dt, \"bool\") ? 1 : 2;\n}\n"
               "static const char *descr(const char *dt) {\n"
               "  return !strcmp(dt, \"fp32\") ? \"<f4\" : !strcmp(dt, \"fp16\") ? \"<f2\" : !strcmp(dt, \"i32\") ? \"<i4\"\n"
               "         : !strcmp(dt, \"bool\") ? \"|b1\" : \"<f4\"; /* bf16 travels as float32 */\n}\n"
               "static size_t count(const long *shape) {\n"
-              "  size_t n = 1;\n  for (long d = 0; d < shape[0]; d++) n *= (size_t)shape[1 + d];\n  return n;\n}\n\n"
-              "/* Read a C-order .npy of the expected dtype and shape (bf16: from float32). */\n"
-              "static void *read_npy(const char *path, const char *dt, const long *shape) {\n"
+              "  size_t n = 1;\n  for (long d = 0; d < shape[0]; d++) n *= (size_t)shape[1 + d];\n  return n;\n}\n\n");
+}
+
+/* read_npy's first part (of main.c and the ShapeSet one): path opened as
+ * f, its header h checked for dtype dt in C order */
+void cgen_standalone_npy_open(ut_str *o) {
+  ut_str_puts(o,
               "  FILE *f = fopen(path, \"rb\");\n"
               "  if (!f) { fprintf(stderr, \"cannot open %s\\n\", path); return NULL; }\n"
               "  unsigned char head[10];\n"
@@ -71,13 +74,12 @@ void cgen_standalone_main(ut_str *o) {
               "  size_t hl = head[8] | (size_t)head[9] << 8;\n"
               "  char *h = calloc(hl + 1, 1);\n"
               "  if (!h || fread(h, 1, hl, f) != hl || !strstr(h, descr(dt)) || strstr(h, \"True\")) {\n"
-              "    fprintf(stderr, \"%s: expected dtype %s in C order\\n\", path, descr(dt)); free(h); fclose(f); return NULL; }\n"
-              "  char want[256] = \"(\";\n"
-              "  for (long d = 0; d < shape[0]; d++) snprintf(want + strlen(want), sizeof want - strlen(want), \"%ld%s\",\n"
-              "                                            shape[1 + d], shape[0] == 1 ? \",\" : d + 1 < shape[0] ? \", \" : \"\");\n"
-              "  strcat(want, \")\");\n"
-              "  if (!strstr(h, want)) { fprintf(stderr, \"%s: expected shape %s\\n\", path, want); free(h); fclose(f); return NULL; }\n"
-              "  free(h);\n"
+              "    fprintf(stderr, \"%s: expected dtype %s in C order\\n\", path, descr(dt)); free(h); fclose(f); return NULL; }\n");
+}
+
+/* read_npy's last part: count(shape) elements of f into a new buffer */
+void cgen_standalone_npy_data(ut_str *o) {
+  ut_str_puts(o,
               "  size_t n = count(shape), es = !strcmp(dt, \"bf16\") ? 4 : dtype_size(dt);\n"
               "  unsigned char *buf = malloc(n * es + 1);\n"
               "  if (!buf || fread(buf, es, n, f) != n) { fprintf(stderr, \"%s: short data\\n\", path); free(buf); fclose(f); return NULL; }\n"
@@ -86,7 +88,12 @@ void cgen_standalone_main(ut_str *o) {
               "    unsigned short *out = (unsigned short *)buf;\n"
               "    for (size_t i = 0; i < n; i++) { unsigned int x; memcpy(&x, buf + 4 * i, 4);\n"
               "      x += 0x7fffu + ((x >> 16) & 1u); out[i] = (unsigned short)(x >> 16); }\n  }\n"
-              "  return buf;\n}\n\n"
+              "  return buf;\n}\n\n");
+}
+
+/* write_npy of main.c (shared with the ShapeSet one) */
+void cgen_standalone_npy_write(ut_str *o) {
+  ut_str_puts(o,
               "static int write_npy(const char *path, const char *dt, const long *shape, const void *data) {\n"
               "  char h[256];\n"
               "  int k = snprintf(h, sizeof h, \"{'descr': '%s', 'fortran_order': False, 'shape': (\", descr(dt));\n"
@@ -102,7 +109,30 @@ void cgen_standalone_main(ut_str *o) {
               "    for (size_t i = 0; i < n; i++) { unsigned int x = (unsigned int)((const unsigned short *)data)[i] << 16;\n"
               "      fwrite(&x, 4, 1, f); }\n"
               "  } else fwrite(data, dtype_size(dt), n, f);\n"
-              "  return fclose(f);\n}\n\n"
+              "  return fclose(f);\n}\n\n");
+}
+
+void cgen_standalone_main(ut_str *o) {
+  ut_str_puts(o,
+              "/* main.c — runs the model on inputs/<name>.npy with weights.bin and writes\n"
+              " * outputs/<name>.npy.  Usage: ./model_main [DIR]  (DIR defaults to .) */\n"
+              "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <sys/stat.h>\n\n"
+              "#include \"model.h\"\n\n");
+  cgen_standalone_npy_common(o);
+  ut_str_puts(o,
+              "/* Read a C-order .npy of the expected dtype and shape (bf16: from float32). */\n"
+              "static void *read_npy(const char *path, const char *dt, const long *shape) {\n");
+  cgen_standalone_npy_open(o);
+  ut_str_puts(o,
+              "  char want[256] = \"(\";\n"
+              "  for (long d = 0; d < shape[0]; d++) snprintf(want + strlen(want), sizeof want - strlen(want), \"%ld%s\",\n"
+              "                                            shape[1 + d], shape[0] == 1 ? \",\" : d + 1 < shape[0] ? \", \" : \"\");\n"
+              "  strcat(want, \")\");\n"
+              "  if (!strstr(h, want)) { fprintf(stderr, \"%s: expected shape %s\\n\", path, want); free(h); fclose(f); return NULL; }\n"
+              "  free(h);\n");
+  cgen_standalone_npy_data(o);
+  cgen_standalone_npy_write(o);
+  ut_str_puts(o,
               "int main(int argc, char **argv) {\n"
               "  const char *dir = argc > 1 ? argv[1] : \".\";\n"
               "  char path[4096];\n"
