@@ -177,6 +177,10 @@ conv("cols3x3_pad0_batch2", (2, 5, 13, 19), 40, 3)
 conv("cols4x4_even_window", (1, 3, 15, 17), 33, 4, pad=1)
 conv("cols3x3_groups2", (1, 16, 11, 11), 48, 3, pad=1, groups=2)
 conv("cols3x3_dil2", (1, 3, 12, 12), 8, 3, pad=2, dil=2, exact=True)  # dilated: stays fp32
+# few output channels, not a multiple of 16: the direct kernel with pixels in lanes (cgen_dconv_px.c)
+conv("px3x3_96_to_24", (1, 96, 13, 37), 24, 3, pad=1)
+conv("px5x5_odd_channels_batch2", (2, 33, 9, 20), 9, 5, pad=2)
+conv("px3x3_weight_input", (1, 17, 6, 18), 12, 3, pad=1, w_init=False)
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
 
 path = mk(nodes, inputs, outs, inits)
@@ -190,6 +194,8 @@ if p.returncode == 0:
     s.check("contractions: 3x3 convs on the direct bf16 kernel", "direct conv (bf16, channel pairs" in src)
     s.check("contractions: a direct bf16 conv with blocked channels",
             any(int(m) < 201 for m in re.findall(r"direct conv \(bf16, channel pairs[^\n]*; (\d+) input channels per block", src)))
+    s.check("contractions: 24, 9 and 12 output channels on the kernel with pixels in lanes",
+            len(re.findall(r"direct conv \(bf16, output channels not a multiple of 16", src)) == 3)
     s.check("contractions: stems on the direct bf16 kernel over column pairs",
             len(re.findall(r"direct conv \(bf16, column pairs", src)) >= 4)
     for c in cases:
@@ -247,6 +253,13 @@ stem = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[3] * 4, stride
         helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Conv", ["r2", "w3"], ["y"], pads=[1] * 4)]
 stem_w = {"w1": he(8, 3, 7, 7), "b1": arr(8, scale=0.1), "w2": he(32, 8, 3, 3), "w3": he(16, 32, 3, 3)}
 vs_ort("stem chain", mk(stem, {"x": arr(1, 3, 45, 38)}, ["y"], stem_w), {"x": arr(1, 3, 45, 38)})
+
+# 24 output channels (pixels in lanes) reading a bf16 temp, with a bias, a residual and a relu after
+head = [helper.make_node("Conv", ["x", "w1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4), helper.make_node("Conv", ["x", "w0"], ["c0"]),
+        helper.make_node("Add", ["c2", "c0"], ["s2"]), helper.make_node("Relu", ["s2"], ["y"])]
+head_w = {"w1": he(32, 32, 1, 1), "w2": he(24, 32, 3, 3), "b2": arr(24, scale=0.1), "w0": he(24, 32, 1, 1)}
+vs_ort("24-channel head", mk(head, {"x": arr(1, 32, 19, 35)}, ["y"], head_w), {"x": arr(1, 32, 19, 35)})
 
 S, E, H = 24, 64, 4
 att = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),

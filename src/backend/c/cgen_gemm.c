@@ -810,11 +810,14 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
   cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
              "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg" : "");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
+  const char *pxwhy;
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
     if (p->wino && (i == CGEN_ISA_AVX512 || i == CGEN_ISA_AVX2)) {
       if (cg_wino_variant(e, &o, p->cs)) return e->code;
+    } else if (p->direct && i == CGEN_ISA_AVX512 && p->tune.bf16 && cg_dconv_px_ok(p->cs, &pxwhy)) {
+      if (cg_dconv_px_variant(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && use_bf16(p, &o)) {
@@ -920,6 +923,8 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
   if (conv_bf16(s)) { /* overlapping windows: the direct kernel on channel pairs (cgen_dconv.c) */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
+    /* few output channels, not a multiple of 16: pixels in the lanes (cgen_dconv_px.c) */
+    if (avx512 && s->tune.conv_algo != CGEN_CONV_GEMM && cg_dconv_px_ok(s, why)) return true;
     if (!avx512 || s->kw <= s->stride[1] || s->tune.conv_algo == CGEN_CONV_GEMM || !cg_dconv_plan(&q, why)) {
       *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
       return false;

@@ -117,6 +117,11 @@ cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s);
 /* Whether bf16 conv s (fewer than CG_BF16_MIN_ICG input channels per group,
  * sizes known) runs on the direct kernel over column pairs; else *why. */
 bool cg_dconv_cols_ok(const cgen_conv_spec *s, const char **why);
+/* The bf16 direct conv with pixels in the lanes (cgen_dconv_px.c): whether
+ * it takes conv s (few output channels, not a multiple of 16; *why), and
+ * its AVX-512 variant. */
+bool cg_dconv_px_ok(const cgen_conv_spec *s, const char **why);
+harp_status cg_dconv_px_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
 /* Whether conv s, with some of its sizes read at run time (n_expr, h_expr,
  * w_expr), runs on the direct kernel; else *why says why not. */
 bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why);
