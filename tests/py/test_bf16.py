@@ -180,7 +180,7 @@ conv("cols3x3_dil2", (1, 3, 12, 12), 8, 3, pad=2, dil=2, exact=True)  # dilated:
 # few output channels, not a multiple of 16: the direct kernel with pixels in lanes (cgen_dconv_px.c)
 conv("px3x3_96_to_24", (1, 96, 13, 37), 24, 3, pad=1)
 conv("px5x5_odd_channels_batch2", (2, 33, 9, 20), 9, 5, pad=2)
-conv("px3x3_weight_input", (1, 17, 6, 18), 12, 3, pad=1, w_init=False)
+conv("px3x3_weight_input", (1, 17, 6, 31), 12, 3, pad=1, w_init=False)
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
 
 path = mk(nodes, inputs, outs, inits)

@@ -4,7 +4,8 @@
  * 16 or 32 output channels leave lanes empty there (24 of 32).
  * Needs: cgen_int.h (vector layer, epilogue steps, CG_BF16_ATTR / CG_BF16_IX).
  * Gives: cg_dconv_px_ok, cg_dconv_px_variant (the AVX-512 variant of a
- * cgen_conv kernel under --precision bf16).
+ * cgen_conv kernel under --precision bf16), where a row's vectors of 16
+ * pixels fill at least as many lanes as the output channels would.
  *
  * Shape of the emitted code:
  *   the weight as pair words Wp[c2][kh][kw][oc] = {bf16(w[oc][2 c2]),
@@ -45,6 +46,10 @@ bool cg_dconv_px_ok(const cgen_conv_spec *s, const char **why) {
   if (s->stride[0] != 1 || s->stride[1] != 1 || s->dil[0] != 1 || s->dil[1] != 1 || s->kh * s->kw < 2)
     return *why = "pixels in lanes: stride 1, no dilation, a window", false;
   if (!cgen_conv_out_hw(s, &g.OH, &g.OW) || g.OW < 16) return *why = "pixels in lanes: rows of 16 outputs or more", false;
+  /* the lanes a row fills (OW of 16 * ceil(OW / 16)) at least those the
+   * output channels fill in tiles of 16 (24 of 32): a row of 20 stays */
+  if (g.OW * ((s->oc + 15) / 16) < s->oc * ((g.OW + 15) / 16))
+    return *why = "pixels in lanes: a row would fill fewer lanes than the output channels do", false;
   geometry(s, &g);
   if (s->n * g.C2 * g.HP * g.WP >= (1L << 29)) return *why = "pixels in lanes: input too large", false;
   return *why = "bf16, output channels not a multiple of 16: the direct kernel with pixels in lanes", true;
