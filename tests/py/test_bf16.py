@@ -14,9 +14,14 @@ K odd and over one 256-deep block, batched matmuls of two activations,
 Gemm with transB, convs with odd channel counts (the last channel pair is
 half empty), stride, dilation, groups, 1x1, a weight given as an input
 (packed per run, not at init), 3x3 convs on the direct kernel over channel
-pairs (cgen_dconv.c) with their input channels in blocks; a depthwise conv, a conv with fewer than 16
-input channels per group and a matmul of at most 8 rows stay fp32
-(documented), checked against fp32 tightly.  A concat of upsampled maps
+pairs (cgen_dconv.c) with their input channels in blocks; convs with fewer
+than 16 input channels per group (stems) on the direct kernel over column
+pairs: 7x7 stride 2, 3x3 without padding (words not shifted), an even 4x4
+window, groups, odd sizes and output channels; a dilated such conv, one
+with little work a pixel (3 -> 8 channels 3x3), a depthwise conv and a
+matmul of at most 8 rows stay fp32 (documented),
+checked against fp32 tightly.  A chain of stems (the second reads the
+first's bf16 output) runs against onnxruntime.  A concat of upsampled maps
 (generic loops) stores the conv's operand in bf16 through a float row.
 A small CNN and an attention block run against onnxruntime fp32 within the
 documented whole-model tolerance (docs/options.md, "precision"): max abs
@@ -165,7 +170,17 @@ conv("conv1x1", (1, 33, 9, 11), 40, 1)
 conv("conv1x1_s2", (1, 32, 10, 10), 24, 1, stride=2)
 conv("conv5x5_weight_input", (1, 17, 12, 12), 9, 5, pad=2, w_init=False)
 conv("conv3x3_blocked_channels", (1, 401, 9, 7), 40, 3, pad=1)  # direct kernel: channel pairs in blocks
-conv("conv3x3_3_channels", (1, 3, 20, 20), 8, 3, stride=2, pad=1, exact=True)  # < 16 input channels: fp32
+# < 16 input channels per group: the direct kernel over column pairs (cgen_dconv.c's dconv_cols)
+conv("conv3x3_3_channels", (1, 3, 20, 20), 8, 3, stride=2, pad=1, exact=True)  # too little work a pixel: fp32
+conv("stem7x7_s2_odd", (1, 3, 37, 41), 20, 7, stride=2, pad=3)
+conv("cols3x3_pad0_batch2", (2, 5, 13, 19), 40, 3)
+conv("cols4x4_even_window", (1, 3, 15, 17), 33, 4, pad=1)
+conv("cols3x3_groups2", (1, 16, 11, 11), 48, 3, pad=1, groups=2)
+conv("cols3x3_dil2", (1, 3, 12, 12), 8, 3, pad=2, dil=2, exact=True)  # dilated: stays fp32
+# few output channels, not a multiple of 16: the direct kernel with pixels in lanes (cgen_dconv_px.c)
+conv("px3x3_96_to_24", (1, 96, 13, 37), 24, 3, pad=1)
+conv("px5x5_odd_channels_batch2", (2, 33, 9, 20), 9, 5, pad=2)
+conv("px3x3_weight_input", (1, 17, 6, 31), 12, 3, pad=1, w_init=False)
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
 
 path = mk(nodes, inputs, outs, inits)
@@ -179,6 +194,10 @@ if p.returncode == 0:
     s.check("contractions: 3x3 convs on the direct bf16 kernel", "direct conv (bf16, channel pairs" in src)
     s.check("contractions: a direct bf16 conv with blocked channels",
             any(int(m) < 201 for m in re.findall(r"direct conv \(bf16, channel pairs[^\n]*; (\d+) input channels per block", src)))
+    s.check("contractions: 24, 9 and 12 output channels on the kernel with pixels in lanes",
+            len(re.findall(r"direct conv \(bf16, output channels not a multiple of 16", src)) == 3)
+    s.check("contractions: stems on the direct bf16 kernel over column pairs",
+            len(re.findall(r"direct conv \(bf16, column pairs", src)) >= 4)
     for c in cases:
         name, f32, bfr, absum, k = c[:5]
         exact = (len(c) > 5 and c[5]) or name == "mm_skinny"
@@ -227,6 +246,20 @@ cnn = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4), helper
 cnn_w = {"w1": he(16, 3, 3, 3), "b1": arr(16, scale=0.1), "w2": he(32, 16, 3, 3), "b2": arr(32, scale=0.1),
          "w3": he(32, 32, 1, 1), "wf": he(10, 32), "bf": arr(10, scale=0.1)}
 vs_ort("small CNN", mk(cnn, {"x": arr(1, 3, 32, 32)}, ["y"], cnn_w), {"x": arr(1, 3, 32, 32)})
+
+# stems: 3 -> 8 channels 7x7/2, then 8 -> 32 3x3 reading the first's bf16 output, both on column pairs
+stem = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[3] * 4, strides=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r1"]), helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 4),
+        helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Conv", ["r2", "w3"], ["y"], pads=[1] * 4)]
+stem_w = {"w1": he(8, 3, 7, 7), "b1": arr(8, scale=0.1), "w2": he(32, 8, 3, 3), "w3": he(16, 32, 3, 3)}
+vs_ort("stem chain", mk(stem, {"x": arr(1, 3, 45, 38)}, ["y"], stem_w), {"x": arr(1, 3, 45, 38)})
+
+# 24 output channels (pixels in lanes) reading a bf16 temp, with a bias, a residual and a relu after
+head = [helper.make_node("Conv", ["x", "w1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4), helper.make_node("Conv", ["x", "w0"], ["c0"]),
+        helper.make_node("Add", ["c2", "c0"], ["s2"]), helper.make_node("Relu", ["s2"], ["y"])]
+head_w = {"w1": he(32, 32, 1, 1), "w2": he(24, 32, 3, 3), "b2": arr(24, scale=0.1), "w0": he(24, 32, 1, 1)}
+vs_ort("24-channel head", mk(head, {"x": arr(1, 32, 19, 35)}, ["y"], head_w), {"x": arr(1, 32, 19, 35)})
 
 S, E, H = 24, 64, 4
 att = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),

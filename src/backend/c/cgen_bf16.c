@@ -3,7 +3,8 @@
  * variant multiplies bf16 operands with vdpbf16ps and accumulates in fp32.
  * Needs: cgen_int.h.  Gives: cg_emit_bf16_cvt, cg_emit_bf16_kernel,
  * cg_emit_bf16_pack_a, cg_emit_bf16_pack_b_rows, cg_emit_bf16_ilv,
- * cg_emit_bf16_wpairs (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
+ * cg_emit_bf16_wpairs, cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols
+ * (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
  *
  * Layout.  The packers write their panels in fp32 as usual, [k][W] (W = MR
  * for A, NR for B); $P_bfcv then rewrites each panel in place as
@@ -22,7 +23,13 @@
  * (cgen_gemm.c's bf16_pairs): the input is interleaved once per run
  * (cg_emit_bf16_ilv), the weight at packing (cg_emit_bf16_wpairs), and the
  * fp32 packers then move 32-bit words.  The direct conv (cgen_dconv.c)
- * takes the same interleaved input and weight pairs. */
+ * takes the same interleaved input and weight pairs.
+ * With fewer than CG_BF16_MIN_ICG input channels per group (a stem's 3) the
+ * direct conv pairs adjacent columns of a row instead
+ * (cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols): taps kw = 2t and
+ * 2t + 1 of a pixel read the word {x[j], x[j + 1]}, so a 7-tap row takes 4
+ * vdpbf16ps where fp32 took 7 FMAs, and no lane of a channel pair is
+ * empty. */
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"
@@ -156,4 +163,51 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
             16 * v);
   }
   cg_emit(o, "    }\n  }\n}\n");
+}
+
+/* $P_ilv(vc, task, tid) for column pairs: pool tasks (vc a `ctx` with
+ * fields X and B) of CG_ILV_ROWS rows of a plane of h rows of w elements of
+ * xdt at cx->X (task / ceil(h / CG_ILV_ROWS) the plane), written to cx->B
+ * as rows of w + sh words, word u of a row {bf16(x[u - sh]), bf16(x[u - sh
+ * + 1])} (0 outside the row; sh is 0 or 1).  Each row goes through a
+ * zero-padded float row on the stack.  Returns the tasks per plane. */
+#define CG_ILV_ROWS 16
+long cg_emit_bf16_ilv_cols(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t h, int64_t w, int sh) {
+  const char *sx = cg_vsuffix(xdt), *ct = cg_ctype(xdt);
+  long w2 = (long)w + sh, tn = (long)cg_rup(w2 + 1, 16) + 16; /* every load of the row below stays inside */
+  long nrc = ((long)h + CG_ILV_ROWS - 1) / CG_ILV_ROWS;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  float t[%ldL] __attribute__((aligned(64)));\n  memset(t, 0, sizeof t);\n", tn);
+  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  long pl = task / %ldL, r0 = task %% %ldL * %dL, r1 = r0 + %dL < %ldL ? r0 + %dL : %ldL;\n", nrc, nrc,
+          CG_ILV_ROWS, CG_ILV_ROWS, (long)h, CG_ILV_ROWS, (long)h);
+  cg_emit(o, "  for (long r = r0; r < r1; r++) {\n");
+  cg_emit(o, "    const %s *s = (const %s *)cx->X + (pl * %ldL + r) * %ldL;\n", ct, ct, (long)h, (long)w);
+  cg_emit(o, "    int *d = (int *)cx->B + (pl * %ldL + r) * %ldL;\n", (long)h, w2);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", (long)w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)w, (long)w);
+  cg_emit(o, "      _mm512_storeu_ps(t + %d + i, n == 16 ? $P_ld%s(s + i) : $P_ldn%s(s + i, n));\n    }\n", sh, sx, sx);
+  cg_emit(o, "    for (long u = 0; u < %ldL; u += 16) {\n", w2);
+  cg_emit(o, "      int n = %ldL - u < 16 ? (int)(%ldL - u) : 16;\n", w2, w2);
+  cg_emit(o, "      __m512 x0 = _mm512_loadu_ps(t + u), x1 = _mm512_loadu_ps(t + u + 1);\n");
+  cg_emit(o, "      __m512i p = _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n");
+  cg_emit(o, "      _mm512_mask_storeu_epi32(d + u, (__mmask16)((1u << n) - 1u), p);\n    }\n  }\n}\n");
+  return nrc;
+}
+
+/* $P_wpairs(W, d) for column pairs: the weight W (rows of kw taps of wdt)
+ * as d[rows][ceil(kw / 2)] words {bf16(w[2t]), bf16(w[2t + 1])}, the odd
+ * last tap paired with 0; run once per packing. */
+void cg_emit_bf16_wpairs_cols(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t kw) {
+  char lo[200], hi[200];
+  long kw2 = (long)((kw + 1) / 2);
+  cg_scalar_ld(o, lo, sizeof lo, wdt, "w", "2 * t");
+  cg_scalar_ld(o, hi, sizeof hi, wdt, "w", "2 * t + 1");
+  cg_emit(o, "static void $P_wpairs(const void *W, uint32_t *d) {\n");
+  cg_emit(o, "  for (long r = 0; r < %ldL; r++) {\n", (long)rows);
+  cg_emit(o, "    const %s *w = (const %s *)W + r * %ldL;\n", cg_ctype(wdt), cg_ctype(wdt), (long)kw);
+  cg_emit(o, "    for (long t = 0; t < %ldL; t++) {\n", kw2);
+  cg_emit(o, "      float a = %s, b = 2 * t + 1 < %ldL ? %s : 0.0f;\n", lo, (long)kw, hi);
+  cg_emit(o, "      d[r * %ldL + t] = (uint32_t)$F_f2b(a) | (uint32_t)$F_f2b(b) << 16;\n    }\n  }\n}\n", kw2);
 }

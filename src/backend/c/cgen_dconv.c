@@ -1,7 +1,8 @@
 /* cgen_dconv.c — direct convolution kernel generator (AVX-512).
  * Needs: cgen_int.h (templating, vector layer, runtime; cgen_bf16.c's
  * interleave and weight pairs).  Gives: cg_dconv_plan, cg_dconv_variant
- * (the AVX-512 variant of a cgen_conv kernel), cg_dconv_pairs.
+ * (the AVX-512 variant of a cgen_conv kernel), cg_dconv_pairs,
+ * cg_dconv_cols_ok.
  *
  * bf16 (cg_dconv_variant's bf): the same kernel over channel pairs.  The
  * conv is seen as one of ceil(icg / 2) "channels" of 32-bit words (each
@@ -9,7 +10,10 @@
  * packer and the tiles are the fp32 ones moving words; the input is
  * interleaved into pair planes first (cg_emit_bf16_ilv, one pass), the
  * weight into pairs before packing (cg_emit_bf16_wpairs), and the FMA is
- * vdpbf16ps on a broadcast pair word.
+ * vdpbf16ps on a broadcast pair word.  With fewer than CG_BF16_MIN_ICG
+ * input channels (a stem) the pairs are adjacent columns of a row instead
+ * (dconv_cols: the taps 2t and 2t + 1 one tap of dilation 2 over a plane
+ * of words {x[j], x[j + 1]}, cg_emit_bf16_ilv_cols).
  *
  * Why: the implicit GEMM (cgen_gemm.c) packs an im2col panel that is reused
  * only M = OC/groups times; with few output channels the packing and the
@@ -703,15 +707,57 @@ cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s) {
   return q;
 }
 
+/* conv s seen as column pairs (fewer than CG_BF16_MIN_ICG input channels
+ * per group): each input row becomes w + sh 32-bit words, word u
+ * {bf16(x[u - sh]), bf16(x[u - sh + 1])} (sh = 1 with left padding: word 0
+ * holds the pad and x[0]), the taps kw = 2t, 2t + 1 one word tap t at
+ * dilation 2, so the output size stays; fp32 to the planner and packer. */
+static cgen_conv_spec dconv_cols(const cgen_conv_spec *s) {
+  cgen_conv_spec q = *s;
+  int sh = s->pad[1] >= 1;
+  q.w = s->w + sh;
+  q.pad[1] = s->pad[1] - sh;
+  q.pad[3] = s->pad[3] - (s->kw % 2 == 0); /* an even kw's last word tap ends one column short */
+  q.kw = (s->kw + 1) / 2;
+  q.dil[1] = 2;
+  q.x_dtype = q.w_dtype = TINY_FP32;
+  return q;
+}
+
+#define CG_COLS_MIN_FMA 96
+static bool cols(const cgen_conv_spec *s) { return s->c / s->groups < CG_BF16_MIN_ICG; }
+
+bool cg_dconv_cols_ok(const cgen_conv_spec *s, const char **why) {
+  dc d;
+  if (!cols(s) || cg_dw_applies(s)) return *why = "column pairs: fewer input channels and not depthwise only", false;
+  if (s->n_expr || s->h_expr || s->w_expr) return *why = "column pairs: sizes read at run time", false;
+  if (s->dil[1] != 1 || s->kw < 3) return *why = "column pairs: a row of 3 taps or more, no dilation", false;
+  if (s->w > 4096) return *why = "column pairs: rows of more than 4096 columns", false;
+  /* the interleaved copy (one more pass over the input) pays only where
+   * the window does enough per output pixel: fp32 FMAs per pixel, icg *
+   * kh * kw per 16 output channels, at least CG_COLS_MIN_FMA.  Measured
+   * alone (1x3x224x224, 2 threads, bf16 / fp32 direct): 7x7/2 64 out (588)
+   * 0.32 / 0.51 ms, 11x11/4 96 out (2178) 0.25 / 0.53, 3x3/2 64 out (108)
+   * 0.10 / 0.14, 3x3/1 64 out (108) 1.14 / 1.11; below it a loss: 3x3/1 32
+   * out (54) 0.64 / 0.54, 3x3/2 16 out at 640x640 (27) 0.64 / 0.34 */
+  if ((s->c / s->groups) * s->kh * s->kw * ((s->oc / s->groups + 15) / 16) < CG_COLS_MIN_FMA)
+    return *why = "column pairs: too little work per output pixel for the interleaved copy", false;
+  if (s->kw % 2 == 0 && s->pad[3] < 1) return *why = "column pairs: an even kw without right padding", false;
+  cgen_conv_spec q = dconv_cols(s);
+  if (!plan_tiles(&d, &q, why)) return false;
+  return *why = "bf16, few input channels: the direct kernel on column pairs", true;
+}
+
 harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0, bool bf) {
   dc d;
   const char *why = NULL;
-  cgen_conv_spec sp = bf ? cg_dconv_pairs(s0) : *s0;
+  bool bc = bf && cols(s0); /* column pairs (cg_dconv_cols_ok said so) */
+  cgen_conv_spec sp = bc ? dconv_cols(s0) : bf ? cg_dconv_pairs(s0) : *s0;
   const cgen_conv_spec *s = &sp;
   if (!plan_tiles(&d, s, &why)) return ut_fail(e, HARP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
   d.bf = bf, d.s0 = s0;
   cg_dconv_plan(s, &why);
-  if (bf) why = "bf16, channel pairs on vdpbf16ps";
+  if (bf) why = bc ? "bf16, column pairs on vdpbf16ps" : "bf16, channel pairs on vdpbf16ps";
   if (d.rt) why = "sizes read at run time, a zero-padded copy of the input";
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* direct conv (%s): %d x %d tiles (pixels x output channels), %d per row, %d patterns;"
@@ -722,7 +768,11 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
           d.rt ? " long ohw; uintptr_t hs, rs;" : "");
   cg_emit_tr16(o);
   emit_pack(o, &d);
-  if (bf) {
+  long nilv = s->n * s->c; /* bf: the input's interleave tasks */
+  if (bc) {
+    nilv *= cg_emit_bf16_ilv_cols(o, "$P_dctx", s0->x_dtype, s0->h, s0->w, (int)(s->w - s0->w));
+    cg_emit_bf16_wpairs_cols(o, s0->w_dtype, s0->oc * (s0->c / s0->groups) * s0->kh, s0->kw);
+  } else if (bf) {
     cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
     cg_emit_bf16_wpairs(o, s0->w_dtype, s->oc, s0->c / s0->groups, s->kh * s->kw);
   }
@@ -770,7 +820,7 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + xn * 4 + w2b, wsb);
   if (bf) { /* the input as channel-pair planes, the weight as pairs */
     cg_emit(o, "  cx.X = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ilv, &cx);\n", (long)(s->n * s->c));
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ilv, &cx);\n", nilv);
     if (w2b) cg_emit(o, "  $P_wpairs(A, (uint32_t *)(cx.sc.shared + %ldL));\n  cx.A = cx.sc.shared + %ldL;\n", xoff + xn * 4, xoff + xn * 4);
   } else if (xn) {
     cg_emit(o, "  cx.A2 = B;\n  cx.B = cx.sc.shared + %ldL;\n", xoff);

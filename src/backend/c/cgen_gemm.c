@@ -810,11 +810,14 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
   cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
              "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg" : "");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
+  const char *pxwhy;
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
     if (p->wino && (i == CGEN_ISA_AVX512 || i == CGEN_ISA_AVX2)) {
       if (cg_wino_variant(e, &o, p->cs)) return e->code;
+    } else if (p->direct && i == CGEN_ISA_AVX512 && p->tune.bf16 && cg_dconv_px_ok(p->cs, &pxwhy)) {
+      if (cg_dconv_px_variant(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && use_bf16(p, &o)) {
@@ -884,14 +887,25 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
  * tune.bf16_native)?  Not with fewer than 16 input
  * channels per group: the pairs' interleave and a half-empty last pair cost
  * more than bf16 saves (MobileNetV2's 3-channel stem: 0.11 ms fp32 direct,
- * 0.27 ms bf16), and the direct kernel suits such convs. */
+ * 0.27 ms bf16); such convs pair columns instead (conv_bf16_cols). */
 static bool conv_bf16(const cgen_conv_spec *s) {
   bool half = s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16;
-  return (s->tune.bf16 || half) && s->c / s->groups >= 16;
+  return (s->tune.bf16 || half) && s->c / s->groups >= CG_BF16_MIN_ICG;
 }
 
 static bool conv_wino(const cgen_conv_spec *s) {
   return s->tune.conv_algo == CGEN_CONV_WINO || s->tune.conv_algo == CGEN_CONV_WINO2 || s->tune.conv_algo == CGEN_CONV_WINO4;
+}
+
+/* Does conv s, with fewer input channels than conv_bf16 takes, multiply in
+ * bf16 on the direct kernel over column pairs (cg_dconv_cols_ok: a stem's
+ * 7x7 row in 4 vdpbf16ps where fp32 takes 7 FMAs)?  Not where the implicit
+ * GEMM or Winograd is asked for, nor without an AVX-512 variant. */
+static bool conv_bf16_cols(const cgen_conv_spec *s) {
+  bool half = s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16;
+  const char *why;
+  if (!(s->tune.bf16 || half) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM) return false;
+  return (cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u) && cg_dconv_cols_ok(s, &why);
 }
 
 bool cgen_conv_wino_ok(const cgen_conv_spec *s, const char **why) {
@@ -905,9 +919,12 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
     *why = "winograd";
     return false;
   }
+  if (conv_bf16_cols(s)) return cg_dconv_cols_ok(s, why);
   if (conv_bf16(s)) { /* overlapping windows: the direct kernel on channel pairs (cgen_dconv.c) */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
+    /* few output channels, not a multiple of 16: pixels in the lanes (cgen_dconv_px.c) */
+    if (avx512 && s->tune.conv_algo != CGEN_CONV_GEMM && cg_dconv_px_ok(s, why)) return true;
     if (!avx512 || s->kw <= s->stride[1] || s->tune.conv_algo == CGEN_CONV_GEMM || !cg_dconv_plan(&q, why)) {
       *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
       return false;
@@ -970,7 +987,7 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
     if (ep->kind == CGEN_EPI_RESIDUAL) ep->s_b0 = p.c_sb[0], ep->s_b1 = p.c_sb[1], ep->s_m = P, ep->s_n = 1;
   }
   p.tune = s->tune;
-  p.tune.bf16 = conv_bf16(s);
+  p.tune.bf16 = conv_bf16(s) || conv_bf16_cols(s);
   p.prepack_a = s->prepack_w;
   p.cv_c = s->c, p.cv_h = s->h, p.cv_w = s->w, p.cv_icg = icg, p.cv_kh = s->kh, p.cv_kw = s->kw;
   p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];

@@ -98,6 +98,13 @@ void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, in
  * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
 void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
 void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
+/* The direct conv's column-pair view (cg_dconv_cols, fewer than
+ * CG_BF16_MIN_ICG input channels per group): $P_ilv over planes of h rows
+ * of w elements (words shifted right by sh, 0 or 1; returns its tasks per
+ * plane), $P_wpairs over rows of kw taps (cgen_bf16.c says how). */
+#define CG_BF16_MIN_ICG 16
+long cg_emit_bf16_ilv_cols(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t h, int64_t w, int sh);
+void cg_emit_bf16_wpairs_cols(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t kw);
 /* A GEMM's $P_packB writing pair rows straight from a B with unit stride
  * along N (batch strides sb0, sb1, row stride sk; panels 16 * nv wide). */
 void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb1, int64_t sk, int nv);
@@ -107,6 +114,14 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why);
 harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s, bool bf);
 cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s);
+/* Whether bf16 conv s (fewer than CG_BF16_MIN_ICG input channels per group,
+ * sizes known) runs on the direct kernel over column pairs; else *why. */
+bool cg_dconv_cols_ok(const cgen_conv_spec *s, const char **why);
+/* The bf16 direct conv with pixels in the lanes (cgen_dconv_px.c): whether
+ * it takes conv s (few output channels, not a multiple of 16; *why), and
+ * its AVX-512 variant. */
+bool cg_dconv_px_ok(const cgen_conv_spec *s, const char **why);
+harp_status cg_dconv_px_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
 /* Whether conv s, with some of its sizes read at run time (n_expr, h_expr,
  * w_expr), runs on the direct kernel; else *why says why not. */
 bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why);
