@@ -77,6 +77,10 @@ struct poly_view {
   int nnon_scop;
   int *non_scop;
   ut_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
+  bool no_acc_cache;          /* poly_options.no_reuse */
+  ut_strmap acc_keys;         /* acc_cache.c: key (arena) -> entry of acc_cache */
+  struct poly_acc_entry *acc_cache;
+  int nacc_cache, capacc_cache;
 };
 
 /* ---- convert.c: IndexBook -> isl ---------------------------------------- */
@@ -89,6 +93,15 @@ __isl_give isl_aff *poly_aff(poly_view *pv, __isl_keep isl_local_space *ls, cons
 __isl_give isl_set *poly_cons_set(poly_view *pv, __isl_keep isl_space *space, const ib_cons *c, int n);
 /* Read relation (read pieces) and fill sets of an access, simplified. */
 harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
+/* ---- acc_cache.c: access relations reused across same-shaped blocks ---- */
+/* The key of access a of block b into a tensor of `rank` axes (arena);
+ * NULL where it is not cached. */
+const char *poly_acc_key(poly_view *pv, const poly_blk *b, const poly_acc *a, int rank);
+/* true when key's relation was found: a->map / a->fill set, renamed to b
+ * and tensor tname; *pieces its count of basic relations. */
+bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const char *key, const char *tname, int *pieces);
+void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int pieces);
+void poly_acc_cache_free(poly_view *pv);
 /* coalesce, gist against the parameter context (params >= 0), remove
  * redundancies: seed 000 §3.3. */
 __isl_give isl_map *poly_simplify_map(__isl_take isl_map *m);

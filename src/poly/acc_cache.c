@@ -1,0 +1,128 @@
+/* acc_cache.c — access relations reused across blocks of the same shape.
+ * A model repeats its layers (MobileNetV2's blocks, a detector's necks):
+ * the same domain read through the same pieces gives the same simplified
+ * relation, only the tuple and variable names differ.  isl's operations do
+ * not look at names (without parameters nothing aligns by name), so a
+ * relation built once is copied and renamed for every later block with the
+ * same key — coalescing and gisting, most of poly_build's time, run once
+ * per distinct shape.
+ * The key is the IndexBook's description of what poly_make_access builds:
+ * the domain's constraints, the range's rank, every piece (fill value,
+ * constraints, map).  Blocks with parameters (unbound symbols) and the
+ * write of an empty reduction are not cached.
+ * Needs: poly_int.h (the view, its arena).  Gives: poly_acc_key,
+ * poly_acc_cache_get, poly_acc_cache_put, poly_acc_cache_free. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "poly/poly_int.h"
+#include "util/util.h"
+
+struct poly_acc_entry {
+  isl_map *map; /* owned, with the names of the block that built it */
+  int nfill, pieces;
+  poly_fill fill[POLY_MAX_FILLS]; /* sets owned */
+};
+
+/* Affine expression a appended to s: constant, variables, symbols, divisions. */
+static void put_aff(ut_str *s, const ib_aff *a) {
+  ut_str_printf(s, "%lld", (long long)a->c);
+  for (int j = 0; j < IB_MAX_VARS; j++)
+    if (a->v[j]) ut_str_printf(s, "%+lldv%d", (long long)a->v[j], j);
+  for (int i = 0; i < a->nsym; i++) ut_str_printf(s, "%+lld'%s'", (long long)a->sym[i].k, a->sym[i].name);
+  for (int i = 0; i < a->ndiv; i++) {
+    ut_str_printf(s, "%+lld[", (long long)a->div[i].k);
+    put_aff(s, &a->div[i].d->num);
+    ut_str_printf(s, "/%lld]", (long long)a->div[i].d->q);
+  }
+}
+
+/* Constraints c[0..n) appended to s. */
+static void put_cons(ut_str *s, const ib_cons *c, int n) {
+  ut_str_printf(s, "{%d", n);
+  for (int i = 0; i < n; i++) {
+    ut_str_putc(s, c[i].eq ? '=' : '>');
+    put_aff(s, &c[i].e);
+  }
+  ut_str_putc(s, '}');
+}
+
+/* The key of access a of block b (domain constraints f, range of `rank`
+ * dimensions), in the view's arena; NULL where not cached (parameters, the
+ * write of an empty reduction) or out of memory. */
+const char *poly_acc_key(poly_view *pv, const poly_blk *b, const poly_acc *a, int rank) {
+  if (b->nparams || b->out_domain || a->ib.non_affine) return NULL;
+  const ib_info *f = ib_get(pv->ib, b->var_node);
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_printf(&s, "%d>%d", b->pub.nvars, rank);
+  put_cons(&s, f->cons, f->ncons);
+  for (int i = 0; i < a->ib.npieces; i++) {
+    const ib_piece *p = &a->ib.pieces[i];
+    uint64_t bits;
+    memcpy(&bits, &p->value, sizeof bits);
+    if (p->fill) ut_str_printf(&s, "F%llx", (unsigned long long)bits);
+    put_cons(&s, p->cons, p->ncons);
+    for (int k = 0; !p->fill && k < p->nmap; k++) {
+      ut_str_putc(&s, k ? ',' : '(');
+      put_aff(&s, &p->map[k]);
+    }
+    ut_str_putc(&s, ')');
+  }
+  char *key = s.oom ? NULL : ut_arena_alloc(pv->arena, s.len + 1);
+  if (key) memcpy(key, s.buf, s.len + 1);
+  ut_str_free(&s);
+  return key;
+}
+
+/* Set or map object o's tuple (in dim: the set's own) renamed to block b's
+ * names: its tuple name and variable names. */
+static __isl_give isl_set *rename_set(const poly_blk *b, __isl_take isl_set *s) {
+  s = isl_set_set_tuple_name(s, b->pub.isl_name);
+  for (int j = 0; j < b->pub.nvars && s; j++) s = isl_set_set_dim_name(s, isl_dim_set, (unsigned)j, b->pub.var_names[j]);
+  return s;
+}
+
+/* Access a of block b reading `tname` from the cache entry under key:
+ * true when found (a->map and a->fill set, renamed; *pieces its count). */
+bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const char *key, const char *tname, int *pieces) {
+  int *at = key ? ut_strmap_find(&pv->acc_keys, key) : NULL;
+  if (!at) return false;
+  const struct poly_acc_entry *en = &pv->acc_cache[*at];
+  isl_map *m = isl_map_set_tuple_name(isl_map_copy(en->map), isl_dim_in, b->pub.isl_name);
+  for (int j = 0; j < b->pub.nvars && m; j++) m = isl_map_set_dim_name(m, isl_dim_in, (unsigned)j, b->pub.var_names[j]);
+  a->map = isl_map_set_tuple_name(m, isl_dim_out, tname);
+  a->nfill = en->nfill;
+  for (int k = 0; k < en->nfill; k++) a->fill[k] = (poly_fill){en->fill[k].value, rename_set(b, isl_set_copy(en->fill[k].set))};
+  *pieces = en->pieces;
+  return true;
+}
+
+/* Access a (built, `pieces` basic relations) kept under key; nothing when
+ * key is NULL or memory runs out (the cache is only a shortcut). */
+void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int pieces) {
+  if (!key || !a->map) return;
+  if (pv->nacc_cache == pv->capacc_cache) {
+    int cap = pv->capacc_cache ? 2 * pv->capacc_cache : 64;
+    struct poly_acc_entry *n = realloc(pv->acc_cache, sizeof *n * (size_t)cap);
+    if (!n) return;
+    pv->acc_cache = n, pv->capacc_cache = cap;
+  }
+  if (!ut_strmap_put(&pv->acc_keys, key, pv->nacc_cache)) return;
+  struct poly_acc_entry *en = &pv->acc_cache[pv->nacc_cache++];
+  en->map = isl_map_copy(a->map);
+  en->nfill = a->nfill, en->pieces = pieces;
+  for (int k = 0; k < a->nfill; k++) en->fill[k] = (poly_fill){a->fill[k].value, isl_set_copy(a->fill[k].set)};
+}
+
+void poly_acc_cache_free(poly_view *pv) {
+  for (int i = 0; i < pv->nacc_cache; i++) {
+    isl_map_free(pv->acc_cache[i].map);
+    for (int k = 0; k < pv->acc_cache[i].nfill; k++) isl_set_free(pv->acc_cache[i].fill[k].set);
+  }
+  free(pv->acc_cache);
+  ut_strmap_free(&pv->acc_keys);
+  pv->acc_cache = NULL;
+  pv->nacc_cache = pv->capacc_cache = 0;
+}
