@@ -10,8 +10,11 @@
  * the domain's constraints, the range's rank, every piece (fill value,
  * constraints, map).  Blocks with parameters (unbound symbols) and the
  * write of an empty reduction are not cached.
+ * A dependence between two cached relations is fixed by their two keys:
+ * deps.c reuses those the same way.
  * Needs: poly_int.h (the view, its arena).  Gives: poly_acc_key,
- * poly_acc_cache_get, poly_acc_cache_put, poly_acc_cache_free. */
+ * poly_acc_cache_get, poly_acc_cache_put, poly_flow_key,
+ * poly_flow_cache_get, poly_flow_cache_put, poly_acc_cache_free. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,23 +79,32 @@ const char *poly_acc_key(poly_view *pv, const poly_blk *b, const poly_acc *a, in
   return key;
 }
 
-/* Set or map object o's tuple (in dim: the set's own) renamed to block b's
- * names: its tuple name and variable names. */
+/* Set s renamed to block b's names: its tuple name and variable names. */
 static __isl_give isl_set *rename_set(const poly_blk *b, __isl_take isl_set *s) {
   s = isl_set_set_tuple_name(s, b->pub.isl_name);
   for (int j = 0; j < b->pub.nvars && s; j++) s = isl_set_set_dim_name(s, isl_dim_set, (unsigned)j, b->pub.var_names[j]);
   return s;
 }
 
+/* Map m's tuple `side` (isl_dim_in / isl_dim_out) renamed to block b's names. */
+static __isl_give isl_map *rename_side(const poly_blk *b, __isl_take isl_map *m, enum isl_dim_type side) {
+  m = isl_map_set_tuple_name(m, side, b->pub.isl_name);
+  for (int j = 0; j < b->pub.nvars && m; j++) m = isl_map_set_dim_name(m, side, (unsigned)j, b->pub.var_names[j]);
+  return m;
+}
+
+/* Entry *at of the cache under key, or NULL. */
+static const struct poly_acc_entry *find(const poly_view *pv, const char *key) {
+  int *at = key ? ut_strmap_find(&pv->acc_keys, key) : NULL;
+  return at ? &pv->acc_cache[*at] : NULL;
+}
+
 /* Access a of block b reading `tname` from the cache entry under key:
  * true when found (a->map and a->fill set, renamed; *pieces its count). */
 bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const char *key, const char *tname, int *pieces) {
-  int *at = key ? ut_strmap_find(&pv->acc_keys, key) : NULL;
-  if (!at) return false;
-  const struct poly_acc_entry *en = &pv->acc_cache[*at];
-  isl_map *m = isl_map_set_tuple_name(isl_map_copy(en->map), isl_dim_in, b->pub.isl_name);
-  for (int j = 0; j < b->pub.nvars && m; j++) m = isl_map_set_dim_name(m, isl_dim_in, (unsigned)j, b->pub.var_names[j]);
-  a->map = isl_map_set_tuple_name(m, isl_dim_out, tname);
+  const struct poly_acc_entry *en = find(pv, key);
+  if (!en) return false;
+  a->map = isl_map_set_tuple_name(rename_side(b, isl_map_copy(en->map), isl_dim_in), isl_dim_out, tname);
   a->nfill = en->nfill;
   for (int k = 0; k < en->nfill; k++) a->fill[k] = (poly_fill){en->fill[k].value, rename_set(b, isl_set_copy(en->fill[k].set))};
   *pieces = en->pieces;
@@ -102,7 +114,7 @@ bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const cha
 /* Access a (built, `pieces` basic relations) kept under key; nothing when
  * key is NULL or memory runs out (the cache is only a shortcut). */
 void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int pieces) {
-  if (!key || !a->map) return;
+  if (!key || !a->map || find(pv, key)) return;
   if (pv->nacc_cache == pv->capacc_cache) {
     int cap = pv->capacc_cache ? 2 * pv->capacc_cache : 64;
     struct poly_acc_entry *n = realloc(pv->acc_cache, sizeof *n * (size_t)cap);
@@ -114,6 +126,31 @@ void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int p
   en->map = isl_map_copy(a->map);
   en->nfill = a->nfill, en->pieces = pieces;
   for (int k = 0; k < a->nfill; k++) en->fill[k] = (poly_fill){a->fill[k].value, isl_set_copy(a->fill[k].set)};
+}
+
+/* The key of the dependence of a read keyed rkey on a write keyed wkey
+ * (deps.c's flow): both relations are fixed by their keys, so is it.  NULL
+ * when either is not cached. */
+const char *poly_flow_key(poly_view *pv, const char *rkey, const char *wkey) {
+  if (!rkey || !wkey) return NULL;
+  size_t nr = strlen(rkey), nw = strlen(wkey);
+  char *key = ut_arena_alloc(pv->arena, nr + nw + 3);
+  if (key) memcpy(key, "D:", 2), memcpy(key + 2, rkey, nr), key[2 + nr] = '|', memcpy(key + 3 + nr, wkey, nw + 1);
+  return key;
+}
+
+/* The dependence under key from block pb's instances to block b's, renamed
+ * to theirs; NULL when not cached. */
+__isl_give isl_map *poly_flow_cache_get(poly_view *pv, const char *key, const poly_blk *pb, const poly_blk *b) {
+  const struct poly_acc_entry *en = find(pv, key);
+  if (!en) return NULL;
+  return rename_side(b, rename_side(pb, isl_map_copy(en->map), isl_dim_in), isl_dim_out);
+}
+
+/* Dependence dep kept under key (NULL: nothing). */
+void poly_flow_cache_put(poly_view *pv, const char *key, __isl_keep isl_map *dep) {
+  poly_acc a = {.map = dep};
+  poly_acc_cache_put(pv, key, &a, 0);
 }
 
 void poly_acc_cache_free(poly_view *pv) {

@@ -175,8 +175,10 @@ harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor
   char tname[160];
   const char *key = pv->no_acc_cache ? NULL : poly_acc_key(pv, b, a, ib_get(pv->ib, tensor)->rank);
   int pieces = 0;
-  if (poly_acc_cache_get(pv, b, a, key, tensor_name(pv, tensor, tname, sizeof tname), &pieces))
+  if (poly_acc_cache_get(pv, b, a, key, tensor_name(pv, tensor, tname, sizeof tname), &pieces)) {
+    a->key = key;
     return check_access(pv, a, who, tensor, pieces);
+  }
   isl_space *dom = poly_block_space(pv, b), *ran = poly_tensor_space(pv, b, tensor);
   isl_map *m = isl_map_empty(isl_space_map_from_domain_and_range(isl_space_copy(dom), isl_space_copy(ran)));
   for (int i = 0; i < a->ib.npieces; i++) {
@@ -207,6 +209,7 @@ harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor
   isl_space_free(ran);
   harp_status st = check_access(pv, a, who, tensor, pieces);
   if (!st) poly_acc_cache_put(pv, key, a, pieces);
+  a->key = key;
   return st;
 }
 

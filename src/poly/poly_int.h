@@ -32,6 +32,7 @@ typedef struct poly_fill {
 typedef struct poly_acc {
   ib_access ib;  /* block variables -> tensor, as the IndexBook composed it */
   isl_map *map;  /* owned: block domain -> tensor (the read pieces / the write) */
+  const char *key; /* acc_cache.c's key of map (arena), NULL when not cached */
   int nfill;
   poly_fill fill[POLY_MAX_FILLS];
 } poly_acc;
@@ -101,6 +102,12 @@ const char *poly_acc_key(poly_view *pv, const poly_blk *b, const poly_acc *a, in
  * and tensor tname; *pieces its count of basic relations. */
 bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const char *key, const char *tname, int *pieces);
 void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int pieces);
+/* A dependence's key from its read's and write's (NULL if either is), the
+ * dependence under it renamed from pb's instances to b's (NULL if none),
+ * and keeping one. */
+const char *poly_flow_key(poly_view *pv, const char *rkey, const char *wkey);
+__isl_give isl_map *poly_flow_cache_get(poly_view *pv, const char *key, const poly_blk *pb, const poly_blk *b);
+void poly_flow_cache_put(poly_view *pv, const char *key, __isl_keep isl_map *dep);
 void poly_acc_cache_free(poly_view *pv);
 /* coalesce, gist against the parameter context (params >= 0), remove
  * redundancies: seed 000 §3.3. */
