@@ -11,16 +11,26 @@
  * constraints, map).  Blocks with parameters (unbound symbols) and the
  * write of an empty reduction are not cached.
  * A dependence between two cached relations is fixed by their two keys:
- * deps.c reuses those the same way.
+ * deps.c reuses those the same way, and poly_can_compute_at (region
+ * formation's question, asked of every candidate) its answers.
  * Needs: poly_int.h (the view, its arena).  Gives: poly_acc_key,
  * poly_acc_cache_get, poly_acc_cache_put, poly_flow_key,
- * poly_flow_cache_get, poly_flow_cache_put, poly_acc_cache_free. */
+ * poly_flow_cache_get, poly_flow_cache_put, poly_acc_cache_free,
+ * poly_halo_cache_new, poly_halo_cache_get, poly_halo_cache_put,
+ * poly_halo_cache_free. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harp/polycore.h"
 #include "poly/poly_int.h"
 #include "util/util.h"
+
+struct poly_halo_cache {
+  ut_strmap keys; /* key (arena) -> index in v */
+  poly_halo *v;
+  int n, cap;
+};
 
 struct poly_acc_entry {
   isl_map *map; /* owned, with the names of the block that built it */
@@ -162,4 +172,53 @@ void poly_acc_cache_free(poly_view *pv) {
   ut_strmap_free(&pv->acc_keys);
   pv->acc_cache = NULL;
   pv->nacc_cache = pv->capacc_cache = 0;
+}
+
+/* ---- poly_can_compute_at's answers (core_tile.c) --------------------------------- */
+/* Which footprint a tile of a block has is fixed by the relations it reads
+ * through (their keys: domain and pieces), the tile and the element size;
+ * only answers that say yes are kept (a no names its block). */
+bool poly_halo_cache_get(const poly_view *pv, const poly_blk *b, const int *acc, int nacc, const int64_t *tile, int es,
+                         poly_halo *out, const char **key) {
+  *key = NULL;
+  if (!pv->halos) return false;
+  ut_str s;
+  ut_str_init(&s);
+  ut_str_printf(&s, "%d:", es);
+  for (int v = 0; tile && v < b->pub.nvars; v++) ut_str_printf(&s, "%lld,", (long long)tile[v]);
+  for (int k = 0; k < nacc; k++) {
+    const char *ak = b->acc[acc[k]].key;
+    if (!ak) {
+      ut_str_free(&s);
+      return false;
+    }
+    ut_str_printf(&s, "|%s", ak);
+  }
+  int *at = s.oom ? NULL : ut_strmap_find(&pv->halos->keys, s.buf);
+  if (at) *out = pv->halos->v[*at];
+  else if (!s.oom && (*key = ut_arena_alloc(pv->arena, s.len + 1))) memcpy((char *)*key, s.buf, s.len + 1);
+  ut_str_free(&s);
+  return at != NULL;
+}
+
+void poly_halo_cache_put(const poly_view *pv, const char *key, const poly_halo *h) {
+  struct poly_halo_cache *c = pv->halos;
+  if (!c || !key || !h->ok) return;
+  if (c->n == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 64;
+    poly_halo *n = realloc(c->v, sizeof *n * (size_t)cap);
+    if (!n) return;
+    c->v = n, c->cap = cap;
+  }
+  if (ut_strmap_put(&c->keys, key, c->n)) c->v[c->n++] = *h;
+}
+
+void poly_halo_cache_new(poly_view *pv) { pv->halos = ut_xcalloc(1, sizeof *pv->halos); }
+
+void poly_halo_cache_free(poly_view *pv) {
+  if (!pv->halos) return;
+  free(pv->halos->v);
+  ut_strmap_free(&pv->halos->keys);
+  free(pv->halos);
+  pv->halos = NULL;
 }

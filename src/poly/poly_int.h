@@ -79,6 +79,7 @@ struct poly_view {
   int *non_scop;
   ut_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
   bool no_acc_cache;          /* poly_options.no_reuse */
+  struct poly_halo_cache *halos; /* acc_cache.c: poly_can_compute_at's answers by shape (owned; NULL with no_reuse) */
   ut_strmap acc_keys;         /* acc_cache.c: key (arena) -> entry of acc_cache */
   struct poly_acc_entry *acc_cache;
   int nacc_cache, capacc_cache;
@@ -109,6 +110,16 @@ const char *poly_flow_key(poly_view *pv, const char *rkey, const char *wkey);
 __isl_give isl_map *poly_flow_cache_get(poly_view *pv, const char *key, const poly_blk *pb, const poly_blk *b);
 void poly_flow_cache_put(poly_view *pv, const char *key, __isl_keep isl_map *dep);
 void poly_acc_cache_free(poly_view *pv);
+/* poly_can_compute_at's answer for reads acc[0..nacc) of block b at tile
+ * (NULL: a point), es-byte elements, from another block of the same shape:
+ * true with *out set; else *key (arena, NULL when not cached) is where
+ * poly_halo_cache_put keeps the answer. */
+struct poly_halo;
+bool poly_halo_cache_get(const poly_view *pv, const poly_blk *b, const int *acc, int nacc, const int64_t *tile, int es,
+                         struct poly_halo *out, const char **key);
+void poly_halo_cache_put(const poly_view *pv, const char *key, const struct poly_halo *h);
+void poly_halo_cache_new(poly_view *pv); /* pv->halos, or NULL when out of memory (no reuse) */
+void poly_halo_cache_free(poly_view *pv);
 /* coalesce, gist against the parameter context (params >= 0), remove
  * redundancies: seed 000 §3.3. */
 __isl_give isl_map *poly_simplify_map(__isl_take isl_map *m);

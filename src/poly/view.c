@@ -316,6 +316,7 @@ harp_status poly_build(harp_error *e, const tiny_graph *g, const ib_book *ib, co
   pv->e = e;
   pv->max_pieces = opt && opt->max_pieces > 0 ? opt->max_pieces : TINY_DEFAULT_MAX_PIECES;
   pv->no_acc_cache = opt && opt->no_reuse;
+  if (!pv->no_acc_cache) poly_halo_cache_new(pv);
   pv->arena = ut_arena_new();
   pv->block_of = ut_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
   pv->non_scop = ut_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
@@ -361,6 +362,7 @@ void poly_free(poly_view *pv) {
   ut_strmap_free(&pv->names);
   ut_strmap_free(&pv->isl_names);
   poly_acc_cache_free(pv);
+  poly_halo_cache_free(pv);
   ut_arena_free(pv->arena);
   if (pv->ctx) isl_ctx_free(pv->ctx);
   free(pv);
