@@ -38,22 +38,39 @@ struct poly_acc_entry {
   poly_fill fill[POLY_MAX_FILLS]; /* sets owned */
 };
 
+/* Integer v appended to s in hexadecimal after the separator sep (keys
+ * are built for every access: no printf). */
+static void put_int(ut_str *s, char sep, int64_t v) {
+  char buf[20];
+  int n = sizeof buf;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do buf[--n] = "0123456789abcdef"[u & 15]; while (u >>= 4);
+  if (v < 0) buf[--n] = '-';
+  buf[--n] = sep;
+  ut_str_putn(s, buf + n, sizeof buf - (size_t)n);
+}
+
 /* Affine expression a appended to s: constant, variables, symbols, divisions. */
 static void put_aff(ut_str *s, const ib_aff *a) {
-  ut_str_printf(s, "%lld", (long long)a->c);
+  put_int(s, '#', a->c);
   for (int j = 0; j < IB_MAX_VARS; j++)
-    if (a->v[j]) ut_str_printf(s, "%+lldv%d", (long long)a->v[j], j);
-  for (int i = 0; i < a->nsym; i++) ut_str_printf(s, "%+lld'%s'", (long long)a->sym[i].k, a->sym[i].name);
+    if (a->v[j]) put_int(s, 'v', j), put_int(s, '*', a->v[j]);
+  for (int i = 0; i < a->nsym; i++) {
+    put_int(s, 's', a->sym[i].k);
+    ut_str_puts(s, a->sym[i].name);
+    ut_str_putc(s, '\'');
+  }
   for (int i = 0; i < a->ndiv; i++) {
-    ut_str_printf(s, "%+lld[", (long long)a->div[i].k);
+    put_int(s, '[', a->div[i].k);
     put_aff(s, &a->div[i].d->num);
-    ut_str_printf(s, "/%lld]", (long long)a->div[i].d->q);
+    put_int(s, '/', a->div[i].d->q);
+    ut_str_putc(s, ']');
   }
 }
 
 /* Constraints c[0..n) appended to s. */
 static void put_cons(ut_str *s, const ib_cons *c, int n) {
-  ut_str_printf(s, "{%d", n);
+  put_int(s, '{', n);
   for (int i = 0; i < n; i++) {
     ut_str_putc(s, c[i].eq ? '=' : '>');
     put_aff(s, &c[i].e);
@@ -69,13 +86,14 @@ const char *poly_acc_key(poly_view *pv, const poly_blk *b, const poly_acc *a, in
   const ib_info *f = ib_get(pv->ib, b->var_node);
   ut_str s;
   ut_str_init(&s);
-  ut_str_printf(&s, "%d>%d", b->pub.nvars, rank);
+  put_int(&s, 'n', b->pub.nvars);
+  put_int(&s, '>', rank);
   put_cons(&s, f->cons, f->ncons);
   for (int i = 0; i < a->ib.npieces; i++) {
     const ib_piece *p = &a->ib.pieces[i];
-    uint64_t bits;
+    int64_t bits;
     memcpy(&bits, &p->value, sizeof bits);
-    if (p->fill) ut_str_printf(&s, "F%llx", (unsigned long long)bits);
+    if (p->fill) put_int(&s, 'F', bits);
     put_cons(&s, p->cons, p->ncons);
     for (int k = 0; !p->fill && k < p->nmap; k++) {
       ut_str_putc(&s, k ? ',' : '(');
@@ -184,15 +202,16 @@ bool poly_halo_cache_get(const poly_view *pv, const poly_blk *b, const int *acc,
   if (!pv->halos) return false;
   ut_str s;
   ut_str_init(&s);
-  ut_str_printf(&s, "%d:", es);
-  for (int v = 0; tile && v < b->pub.nvars; v++) ut_str_printf(&s, "%lld,", (long long)tile[v]);
+  put_int(&s, 'e', es);
+  for (int v = 0; tile && v < b->pub.nvars; v++) put_int(&s, ',', tile[v]);
   for (int k = 0; k < nacc; k++) {
     const char *ak = b->acc[acc[k]].key;
     if (!ak) {
       ut_str_free(&s);
       return false;
     }
-    ut_str_printf(&s, "|%s", ak);
+    ut_str_putc(&s, '|');
+    ut_str_puts(&s, ak);
   }
   int *at = s.oom ? NULL : ut_strmap_find(&pv->halos->keys, s.buf);
   if (at) *out = pv->halos->v[*at];
