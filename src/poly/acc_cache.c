@@ -17,7 +17,7 @@
  * poly_acc_cache_get, poly_acc_cache_put, poly_flow_key,
  * poly_flow_cache_get, poly_flow_cache_put, poly_acc_cache_free,
  * poly_halo_cache_new, poly_halo_cache_get, poly_halo_cache_put,
- * poly_halo_cache_free. */
+ * poly_halo_cache_free, poly_domain_cached (a block's domain, the same way). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +34,8 @@ struct poly_halo_cache {
 
 struct poly_acc_entry {
   isl_map *map; /* owned, with the names of the block that built it */
-  int nfill, pieces;
+  isl_set *set; /* owned: a domain (poly_domain_cached) */
+  int nfill, pieces; /* a domain: pieces 0 not asked, 1 not empty, 2 empty */
   poly_fill fill[POLY_MAX_FILLS]; /* sets owned */
 };
 
@@ -127,6 +128,20 @@ static const struct poly_acc_entry *find(const poly_view *pv, const char *key) {
   return at ? &pv->acc_cache[*at] : NULL;
 }
 
+/* A new, empty entry under key; NULL when out of memory. */
+static struct poly_acc_entry *new_entry(poly_view *pv, const char *key) {
+  if (pv->nacc_cache == pv->capacc_cache) {
+    int cap = pv->capacc_cache ? 2 * pv->capacc_cache : 64;
+    struct poly_acc_entry *n = realloc(pv->acc_cache, sizeof *n * (size_t)cap);
+    if (!n) return NULL;
+    pv->acc_cache = n, pv->capacc_cache = cap;
+  }
+  if (!ut_strmap_put(&pv->acc_keys, key, pv->nacc_cache)) return NULL;
+  struct poly_acc_entry *en = &pv->acc_cache[pv->nacc_cache++];
+  memset(en, 0, sizeof *en);
+  return en;
+}
+
 /* Access a of block b reading `tname` from the cache entry under key:
  * true when found (a->map and a->fill set, renamed; *pieces its count). */
 bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const char *key, const char *tname, int *pieces) {
@@ -143,14 +158,8 @@ bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const cha
  * key is NULL or memory runs out (the cache is only a shortcut). */
 void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int pieces) {
   if (!key || !a->map || find(pv, key)) return;
-  if (pv->nacc_cache == pv->capacc_cache) {
-    int cap = pv->capacc_cache ? 2 * pv->capacc_cache : 64;
-    struct poly_acc_entry *n = realloc(pv->acc_cache, sizeof *n * (size_t)cap);
-    if (!n) return;
-    pv->acc_cache = n, pv->capacc_cache = cap;
-  }
-  if (!ut_strmap_put(&pv->acc_keys, key, pv->nacc_cache)) return;
-  struct poly_acc_entry *en = &pv->acc_cache[pv->nacc_cache++];
+  struct poly_acc_entry *en = new_entry(pv, key);
+  if (!en) return;
   en->map = isl_map_copy(a->map);
   en->nfill = a->nfill, en->pieces = pieces;
   for (int k = 0; k < a->nfill; k++) en->fill[k] = (poly_fill){a->fill[k].value, isl_set_copy(a->fill[k].set)};
@@ -181,8 +190,35 @@ void poly_flow_cache_put(poly_view *pv, const char *key, __isl_keep isl_map *dep
   poly_acc_cache_put(pv, key, &a, 0);
 }
 
+/* Block b's domain: the set of f's constraints in space sp, simplified,
+ * from an earlier block with the same constraints where there is one;
+ * with check_empty, *empty says whether it has no point. */
+__isl_give isl_set *poly_domain_cached(poly_view *pv, const poly_blk *b, const ib_info *f, __isl_keep isl_space *sp,
+                                       bool check_empty, bool *empty) {
+  const char *key = NULL;
+  *empty = false;
+  ut_str s;
+  ut_str_init(&s);
+  if (!pv->no_acc_cache && !b->nparams) {
+    put_int(&s, 'Q', b->pub.nvars);
+    put_cons(&s, f->cons, f->ncons);
+    char *k = s.oom ? NULL : ut_arena_alloc(pv->arena, s.len + 1);
+    if (k) memcpy(k, s.buf, s.len + 1), key = k;
+  }
+  ut_str_free(&s);
+  struct poly_acc_entry *en = (struct poly_acc_entry *)find(pv, key);
+  isl_set *d = en ? rename_set(b, isl_set_copy(en->set)) : poly_simplify_set(poly_cons_set(pv, sp, f->cons, f->ncons));
+  if (!d) return NULL;
+  if (!en && key && (en = new_entry(pv, key))) en->set = isl_set_copy(d);
+  if (check_empty && en && en->pieces) *empty = en->pieces == 2;
+  else if (check_empty) *empty = isl_set_is_empty(d) == isl_bool_true;
+  if (check_empty && en) en->pieces = *empty ? 2 : 1;
+  return d;
+}
+
 void poly_acc_cache_free(poly_view *pv) {
   for (int i = 0; i < pv->nacc_cache; i++) {
+    isl_set_free(pv->acc_cache[i].set);
     isl_map_free(pv->acc_cache[i].map);
     for (int k = 0; k < pv->acc_cache[i].nfill; k++) isl_set_free(pv->acc_cache[i].fill[k].set);
   }

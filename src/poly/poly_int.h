@@ -110,6 +110,10 @@ const char *poly_flow_key(poly_view *pv, const char *rkey, const char *wkey);
 __isl_give isl_map *poly_flow_cache_get(poly_view *pv, const char *key, const poly_blk *pb, const poly_blk *b);
 void poly_flow_cache_put(poly_view *pv, const char *key, __isl_keep isl_map *dep);
 void poly_acc_cache_free(poly_view *pv);
+/* Block b's domain from f's constraints (space sp), reused from a block
+ * with the same ones; check_empty: *empty whether it has no point. */
+__isl_give isl_set *poly_domain_cached(poly_view *pv, const poly_blk *b, const ib_info *f, __isl_keep isl_space *sp,
+                                       bool check_empty, bool *empty);
 /* poly_can_compute_at's answer for reads acc[0..nacc) of block b at tile
  * (NULL: a point), es-byte elements, from another block of the same shape:
  * true with *out set; else *key (arena, NULL when not cached) is where

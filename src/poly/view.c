@@ -136,8 +136,9 @@ static harp_status finish_block(poly_view *pv, poly_blk *b) {
   for (int k = 0; k < b->pub.naccess; k++)
     if (collect_access_params(pv, b, &b->acc[k].ib)) return pv->e->code;
   isl_space *sp = poly_block_space(pv, b);
-  b->domain = poly_simplify_set(poly_cons_set(pv, sp, f->cons, f->ncons));
-  if (b->domain && b->pub.nvars > b->pub.nout && isl_set_is_empty(b->domain) == isl_bool_true) {
+  bool empty;
+  b->domain = poly_domain_cached(pv, b, f, sp, b->pub.nvars > b->pub.nout, &empty); /* acc_cache.c */
+  if (b->domain && empty) {
     ib_cons *oc = ut_arena_alloc(pv->arena, sizeof *oc * (size_t)(f->ncons + 1));
     int n = 0;
     for (int i = 0; oc && i < f->ncons; i++) {
