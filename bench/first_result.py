@@ -3,6 +3,7 @@
 OpenVINO, each from nothing to the first output of a model.
 
     python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--no-wait] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
+                                  [--ab KNOB=V[,KNOB=V...]]
 
 For each model, in interleaved rounds at 2 threads:
   harp t0   `harp run MODEL --knob tier0=auto` (the default) on an empty cache directory: the
@@ -14,6 +15,9 @@ For each model, in interleaved rounds at 2 threads:
   harp warm the same command again on the cache the t0 run filled: the
             first result from tier 0 again while the background thread
             prints the C and finds the object in the cache
+  harp B    (--ab) the harp t0 run again with these knobs (e.g. no_poly_reuse=1:
+            a compile-time cut switched off), in the same rounds: a before /
+            after of one binary on one loaded machine
   harp off  (--off) the same with tier0=off: the whole C compile before the
             first run (what every cold run did before tier 0)
   ort       onnxruntime: InferenceSession(...) + the first run, in this process
@@ -75,7 +79,7 @@ def ppocr_det():
 MODELS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert_layer": bert_layer, "ppocr_det": ppocr_det}
 
 
-def harp_cold(exe, path, inputs, tier0, workdir, cache=None, wait=True):
+def harp_cold(exe, path, inputs, tier0, workdir, cache=None, wait=True, knobs=()):
     """One `harp run` on an empty cache (or on `cache`): (ms to the first
     output line, ms to exit, build ms reported or None, the first output,
     the cache directory).  wait=False: the process is killed once its first
@@ -83,6 +87,8 @@ def harp_cold(exe, path, inputs, tier0, workdir, cache=None, wait=True):
     out = tempfile.mkdtemp(dir=workdir)
     cache = cache or tempfile.mkdtemp(dir=workdir)
     args = [exe, "run", path, "--out", out, "--knob", f"tier0={tier0}", "--time-stages"]
+    for k in knobs:
+        args += ["--knob", k]
     for k, v in inputs.items():
         f = os.path.join(workdir, f"in_{k}.npy")
         np.save(f, v)
@@ -140,6 +146,7 @@ def main():
     ap.add_argument("--only", default=",".join(MODELS))
     ap.add_argument("--off", action="store_true", help="also time tier0=off (the whole compile first: slow)")
     ap.add_argument("--no-off", action="store_true", help="(the default) skip the tier0=off runs")
+    ap.add_argument("--ab", default="", help="KNOB=V[,KNOB=V...]: also time the t0 run with these knobs (harp B)")
     ap.add_argument("--no-wait", action="store_true",
                     help="stop each harp process at its first result (no exit / build / warm figures: a loaded machine)")
     a = ap.parse_args()
@@ -156,13 +163,16 @@ def main():
         work = tempfile.mkdtemp(prefix="harp-first-")
         path = os.path.join(work, name + ".onnx")
         onnx.save(m, path)
-        t = {"t0": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
+        t = {"t0": [], "B": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
+        ab = [k for k in a.ab.split(",") if k]
         prec, err = "", float("nan")
         for _ in range(a.rounds):
             first, total, build, got, cache = harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait)
             t["t0"].append(first), t["exit"].append(total), t["build"].append(build or float("nan"))
             if not a.no_wait:
                 t["warm"].append(harp_cold(a.harp, path, inputs, "auto", work, cache)[0])
+            if ab:
+                t["B"].append(harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait, knobs=ab)[0])
             if a.off and not a.no_off:
                 t["off"].append(harp_cold(a.harp, path, inputs, "off", work)[0])
             ms, want = ort_first(path, inputs)
@@ -174,6 +184,8 @@ def main():
         med = {k: float(np.median(v)) if v else float("nan") for k, v in t.items()}
         print(f"{name:12} {med['t0']:8.0f} {med['exit']:8.0f} {med['build']:8.0f} {med['warm']:7.0f} {med['off']:9.0f} {med['ort']:8.0f} "
               f"{med['ov']:8.0f} {med['t0'] / med['ort']:7.2f} {med['t0'] / med['ov']:7.2f}  {err:.1g}", flush=True)
+        if ab:
+            print(f"  harp B ({a.ab}): {med['B']:.0f} ms, B/ort {med['B'] / med['ort']:.2f}, t0/B {med['t0'] / med['B']:.2f}")
         for k, v in t.items():
             if v:
                 print(f"  {k}: " + " ".join(f"{x:.0f}" for x in v))

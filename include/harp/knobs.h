@@ -41,6 +41,7 @@ typedef struct rt_knobs {
   char tmpdir[RT_KNOB_PATH];    /* TMPDIR: work directories (cgen_compile_so; builds when the cache is unusable) */
   /* code generation: A/B switches for benchmarks and tests */
   bool no_fusion;               /* HARP_NO_FUSION: every block its own region */
+  bool no_poly_reuse;           /* HARP_NO_POLY_REUSE: no access relation reused across same-shaped blocks */
   bool no_templates;            /* HARP_NO_TEMPLATES: no kernel templates, loop nests only */
   bool no_plans;                /* HARP_NO_PLANS: templates keep their built-in tuning */
   bool no_prepack;              /* HARP_NO_PREPACK: weights packed on every run, not once */

@@ -125,6 +125,7 @@ typedef struct poly_edge_info {
 typedef struct poly_options {
   int max_pieces;    /* pieces per access after coalesce/gist (0: TINY_DEFAULT_MAX_PIECES) */
   bool require_scop; /* NonScop error at the first data-dependent index instead of a mark */
+  bool no_reuse;     /* every access relation built afresh (src/poly/acc_cache.c: an A/B switch) */
 } poly_options;
 
 harp_status poly_build(harp_error *e, const tiny_graph *g, const struct ib_book *ib, const poly_options *opt,

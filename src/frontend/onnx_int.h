@@ -95,6 +95,7 @@ typedef struct ox_ctx {
   int wcap, ncap;
   const onnx_opts *opts; /* graph inputs fixed at import (NULL: none) */
   const char *dir;          /* the model file's directory (external data); NULL from memory */
+  Onnx__TensorProto *take_raw; /* ox_decode_tensor may keep this proto's raw_data as its tensor's elements */
   /* graph inputs and their shapes (onnx_shapes.c) */
   ox_gin *gins;
   int ngins, gincap;

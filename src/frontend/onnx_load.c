@@ -244,6 +244,11 @@ harp_status ox_decode_tensor(ox_ctx *c, const Onnx__TensorProto *tp, const char 
       else v = tp->double_data[i];
       ((float *)x->t.data)[i] = (float)v;
     }
+  } else if (raw && tp == c->take_raw && n && tp->raw_data.len == x->t.nbytes) {
+    free(x->t.data); /* calloc'd, not touched: the proto's bytes become the tensor's (one copy fewer) */
+    x->t.data = c->take_raw->raw_data.data;
+    c->take_raw->raw_data.data = NULL;
+    c->take_raw->raw_data.len = 0;
   } else if (raw) {
     if (n) memcpy(x->t.data, raw, (size_t)n * (size_t)eb);
   } else if (oty == OX_FLOAT) {
@@ -708,7 +713,9 @@ static harp_status decode_initializers(ox_ctx *c, Onnx__GraphProto *gp) {
     ox_val *x = ox_new_val(c, gp->initializer[i]->name);
     if (!x) return c->e->code;
     x->is_init = true;
+    c->take_raw = gp->initializer[i]; /* ours (unpacked by us): its raw_data may become the tensor's */
     st = ox_decode_tensor(c, gp->initializer[i], "initializer", x);
+    c->take_raw = NULL;
     if (!st && x->has_t) drop_elements(gp->initializer[i]);
     if (st && c->report) st = ox_check_value_failed(c, x->name, gp->initializer[i]->data_type); /* harp check: on */
   }

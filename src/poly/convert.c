@@ -73,14 +73,19 @@ __isl_give isl_space *poly_block_space(poly_view *pv, const poly_blk *b) {
   return isl_space_set_tuple_name(sp, isl_dim_set, b->pub.isl_name);
 }
 
+/* The isl tuple name of tensor `node` into buf (cap bytes). */
+static const char *tensor_name(const poly_view *pv, int node, char *buf, size_t cap) {
+  const tiny_node *n = &pv->g->nodes[node];
+  ut_sanitize_name(n->op == TINY_INPUT ? n->a.input.tensor_id : n->id, buf, cap);
+  return buf;
+}
+
 __isl_give isl_space *poly_tensor_space(poly_view *pv, const poly_blk *b, int node) {
   const ib_info *f = ib_get(pv->ib, node);
   char buf[160];
   isl_space *sp = isl_space_set_alloc(pv->ctx, (unsigned)b->nparams, (unsigned)f->rank);
   sp = with_params(pv, b, sp);
-  const tiny_node *n = &pv->g->nodes[node];
-  ut_sanitize_name(n->op == TINY_INPUT ? n->a.input.tensor_id : n->id, buf, sizeof buf);
-  return isl_space_set_tuple_name(sp, isl_dim_set, buf);
+  return isl_space_set_tuple_name(sp, isl_dim_set, tensor_name(pv, node, buf, sizeof buf));
 }
 
 /* ---- expressions -------------------------------------------------------- */
@@ -159,12 +164,21 @@ static __isl_give isl_map *piece_map(poly_view *pv, __isl_keep isl_space *dom, _
   return isl_map_intersect_domain(m, poly_cons_set(pv, dom, p->cons, p->ncons));
 }
 
+static harp_status check_access(poly_view *pv, const poly_acc *a, const char *who, int tensor, int pieces);
+
 static bool same_value(double a, double b) { return memcmp(&a, &b, sizeof a) == 0 || a == b; }
 
 harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor) {
   const char *who = pv->g->nodes[b->pub.node].id;
   if (a->ib.non_affine) /* only GATHER reads so, and it is no block */
     return ut_fail(pv->e, HARP_E_NON_SCOP, who, "reads %s at data-dependent positions", pv->g->nodes[tensor].id);
+  char tname[160];
+  const char *key = pv->no_acc_cache ? NULL : poly_acc_key(pv, b, a, ib_get(pv->ib, tensor)->rank);
+  int pieces = 0;
+  if (poly_acc_cache_get(pv, b, a, key, tensor_name(pv, tensor, tname, sizeof tname), &pieces)) {
+    a->key = key;
+    return check_access(pv, a, who, tensor, pieces);
+  }
   isl_space *dom = poly_block_space(pv, b), *ran = poly_tensor_space(pv, b, tensor);
   isl_map *m = isl_map_empty(isl_space_map_from_domain_and_range(isl_space_copy(dom), isl_space_copy(ran)));
   for (int i = 0; i < a->ib.npieces; i++) {
@@ -186,13 +200,22 @@ harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor
   /* the write of an empty reduction: on its outputs all the same (poly_blk.out_domain) */
   bool write = b->out_domain && a == &b->acc[b->pub.naccess - 1];
   a->map = poly_simplify_map(isl_map_intersect_domain(m, isl_set_copy(write ? b->out_domain : b->domain)));
-  int pieces = a->map ? isl_map_n_basic_map(a->map) : 0;
+  pieces = a->map ? isl_map_n_basic_map(a->map) : 0;
   for (int k = 0; k < a->nfill; k++) {
     a->fill[k].set = poly_simplify_set(isl_set_intersect(a->fill[k].set, isl_set_copy(b->domain)));
     if (a->fill[k].set) pieces += isl_set_n_basic_set(a->fill[k].set);
   }
   isl_space_free(dom);
   isl_space_free(ran);
+  harp_status st = check_access(pv, a, who, tensor, pieces);
+  if (!st) poly_acc_cache_put(pv, key, a, pieces);
+  a->key = key;
+  return st;
+}
+
+/* Access a (of node `who`, reading `tensor`, `pieces` basic relations)
+ * built without an isl error and within the view's limit on pieces. */
+static harp_status check_access(poly_view *pv, const poly_acc *a, const char *who, int tensor, int pieces) {
   if (!a->map || poly_isl_check(pv, who, "building an access relation")) {
     if (pv->e->code == HARP_OK) ut_fail(pv->e, HARP_E_NO_MEMORY, who, "isl ran out of memory");
     return pv->e->code;

@@ -172,6 +172,9 @@ static isl_stat on_piece(__isl_take isl_set *set, __isl_take isl_multi_aff *ma, 
 
 static void not_ok(poly_halo *h, const char *fmt, const char *a) { snprintf(h->why, sizeof h->why, fmt, a); }
 
+static harp_status footprint_of(harp_error *e, const poly_view *pv, int consumer, const tiny_node *pn, const int *acc, int nacc,
+                                const int64_t *tile, const int64_t *lo, const int64_t *hi, poly_halo *out);
+
 harp_status poly_can_compute_at(harp_error *e, const poly_view *pv, int producer, int consumer, const int64_t *tile,
                               poly_halo *out) {
   memset(out, 0, sizeof *out);
@@ -187,6 +190,18 @@ harp_status poly_can_compute_at(harp_error *e, const poly_view *pv, int producer
     return not_ok(out, "%s is outside the SCoP (data-dependent indices)", pn->id), HARP_OK;
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
   if (!poly_core_var_ranges(pv, consumer, lo, hi)) return not_ok(out, "%s has sizes that are not known", b->pub.name), HARP_OK;
+  const char *key; /* acc_cache.c: the answer of a block of the same shape */
+  if (poly_halo_cache_get(pv, b, acc, nacc, tile, tiny_dtype_size(pn->dtype), out, &key)) return HARP_OK;
+  harp_status st = footprint_of(e, pv, consumer, pn, acc, nacc, tile, lo, hi, out);
+  if (!st) poly_halo_cache_put(pv, key, out);
+  return st;
+}
+
+/* poly_can_compute_at's answer for reads acc[0..nacc) of `consumer` of
+ * node pn at tile, the consumer's variables in lo..hi: into *out. */
+static harp_status footprint_of(harp_error *e, const poly_view *pv, int consumer, const tiny_node *pn, const int *acc, int nacc,
+                                const int64_t *tile, const int64_t *lo, const int64_t *hi, poly_halo *out) {
+  const poly_blk *b = &pv->blocks[consumer];
   /* the tile at the domain's lower corner */
   isl_set *t = isl_set_copy(b->domain);
   for (int v = 0; v < b->pub.nout; v++) {

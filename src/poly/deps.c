@@ -62,7 +62,10 @@ harp_status poly_build_edges(poly_view *pv) {
       int t = b->pub.access[k].tensor, p = pv->block_of[t];
       if (p < 0 || pv->blocks[p].pub.node != t) continue; /* an input, a constant, or outside the SCoP */
       poly_blk *pb = &pv->blocks[p];
-      isl_map *dep = flow(b->acc[k].map, pb->acc[pb->pub.naccess - 1].map);
+      const poly_acc *w = &pb->acc[pb->pub.naccess - 1];
+      const char *key = poly_flow_key(pv, b->acc[k].key, w->key); /* acc_cache.c: the same pair, the same relation */
+      isl_map *dep = poly_flow_cache_get(pv, key, pb, b);
+      if (!dep && (dep = flow(b->acc[k].map, w->map))) poly_flow_cache_put(pv, key, dep);
       if (!dep || add_edge(pv, p, c, t, dep)) break;
     }
     /* the self edge, its relation left for poly_edge_dep (a block never

@@ -32,6 +32,7 @@ typedef struct poly_fill {
 typedef struct poly_acc {
   ib_access ib;  /* block variables -> tensor, as the IndexBook composed it */
   isl_map *map;  /* owned: block domain -> tensor (the read pieces / the write) */
+  const char *key; /* acc_cache.c's key of map (arena), NULL when not cached */
   int nfill;
   poly_fill fill[POLY_MAX_FILLS];
 } poly_acc;
@@ -77,6 +78,11 @@ struct poly_view {
   int nnon_scop;
   int *non_scop;
   ut_strmap names, isl_names; /* block names taken (name_block; keys in the arena) */
+  bool no_acc_cache;          /* poly_options.no_reuse */
+  struct poly_halo_cache *halos; /* acc_cache.c: poly_can_compute_at's answers by shape (owned; NULL with no_reuse) */
+  ut_strmap acc_keys;         /* acc_cache.c: key (arena) -> entry of acc_cache */
+  struct poly_acc_entry *acc_cache;
+  int nacc_cache, capacc_cache;
 };
 
 /* ---- convert.c: IndexBook -> isl ---------------------------------------- */
@@ -89,6 +95,35 @@ __isl_give isl_aff *poly_aff(poly_view *pv, __isl_keep isl_local_space *ls, cons
 __isl_give isl_set *poly_cons_set(poly_view *pv, __isl_keep isl_space *space, const ib_cons *c, int n);
 /* Read relation (read pieces) and fill sets of an access, simplified. */
 harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
+/* ---- acc_cache.c: access relations reused across same-shaped blocks ---- */
+/* The key of access a of block b into a tensor of `rank` axes (arena);
+ * NULL where it is not cached. */
+const char *poly_acc_key(poly_view *pv, const poly_blk *b, const poly_acc *a, int rank);
+/* true when key's relation was found: a->map / a->fill set, renamed to b
+ * and tensor tname; *pieces its count of basic relations. */
+bool poly_acc_cache_get(poly_view *pv, const poly_blk *b, poly_acc *a, const char *key, const char *tname, int *pieces);
+void poly_acc_cache_put(poly_view *pv, const char *key, const poly_acc *a, int pieces);
+/* A dependence's key from its read's and write's (NULL if either is), the
+ * dependence under it renamed from pb's instances to b's (NULL if none),
+ * and keeping one. */
+const char *poly_flow_key(poly_view *pv, const char *rkey, const char *wkey);
+__isl_give isl_map *poly_flow_cache_get(poly_view *pv, const char *key, const poly_blk *pb, const poly_blk *b);
+void poly_flow_cache_put(poly_view *pv, const char *key, __isl_keep isl_map *dep);
+void poly_acc_cache_free(poly_view *pv);
+/* Block b's domain from f's constraints (space sp), reused from a block
+ * with the same ones; check_empty: *empty whether it has no point. */
+__isl_give isl_set *poly_domain_cached(poly_view *pv, const poly_blk *b, const ib_info *f, __isl_keep isl_space *sp,
+                                       bool check_empty, bool *empty);
+/* poly_can_compute_at's answer for reads acc[0..nacc) of block b at tile
+ * (NULL: a point), es-byte elements, from another block of the same shape:
+ * true with *out set; else *key (arena, NULL when not cached) is where
+ * poly_halo_cache_put keeps the answer. */
+struct poly_halo;
+bool poly_halo_cache_get(const poly_view *pv, const poly_blk *b, const int *acc, int nacc, const int64_t *tile, int es,
+                         struct poly_halo *out, const char **key);
+void poly_halo_cache_put(const poly_view *pv, const char *key, const struct poly_halo *h);
+void poly_halo_cache_new(poly_view *pv); /* pv->halos, or NULL when out of memory (no reuse) */
+void poly_halo_cache_free(poly_view *pv);
 /* coalesce, gist against the parameter context (params >= 0), remove
  * redundancies: seed 000 §3.3. */
 __isl_give isl_map *poly_simplify_map(__isl_take isl_map *m);

@@ -136,8 +136,9 @@ static harp_status finish_block(poly_view *pv, poly_blk *b) {
   for (int k = 0; k < b->pub.naccess; k++)
     if (collect_access_params(pv, b, &b->acc[k].ib)) return pv->e->code;
   isl_space *sp = poly_block_space(pv, b);
-  b->domain = poly_simplify_set(poly_cons_set(pv, sp, f->cons, f->ncons));
-  if (b->domain && b->pub.nvars > b->pub.nout && isl_set_is_empty(b->domain) == isl_bool_true) {
+  bool empty;
+  b->domain = poly_domain_cached(pv, b, f, sp, b->pub.nvars > b->pub.nout, &empty); /* acc_cache.c */
+  if (b->domain && empty) {
     ib_cons *oc = ut_arena_alloc(pv->arena, sizeof *oc * (size_t)(f->ncons + 1));
     int n = 0;
     for (int i = 0; oc && i < f->ncons; i++) {
@@ -315,6 +316,8 @@ harp_status poly_build(harp_error *e, const tiny_graph *g, const ib_book *ib, co
   pv->ib = ib;
   pv->e = e;
   pv->max_pieces = opt && opt->max_pieces > 0 ? opt->max_pieces : TINY_DEFAULT_MAX_PIECES;
+  pv->no_acc_cache = opt && opt->no_reuse;
+  if (!pv->no_acc_cache) poly_halo_cache_new(pv);
   pv->arena = ut_arena_new();
   pv->block_of = ut_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
   pv->non_scop = ut_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
@@ -332,6 +335,7 @@ harp_status poly_build(harp_error *e, const tiny_graph *g, const ib_book *ib, co
     poly_free(pv);
     return e->code;
   }
+  poly_acc_cache_free(pv); /* only the build reuses relations */
   pv->e = NULL;
   *out = pv;
   return HARP_OK;
@@ -358,6 +362,8 @@ void poly_free(poly_view *pv) {
   free(pv->uses);
   ut_strmap_free(&pv->names);
   ut_strmap_free(&pv->isl_names);
+  poly_acc_cache_free(pv);
+  poly_halo_cache_free(pv);
   ut_arena_free(pv->arena);
   if (pv->ctx) isl_ctx_free(pv->ctx);
   free(pv);

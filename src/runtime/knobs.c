@@ -25,6 +25,8 @@ static const rt_knob table[] = {
         "processes optimising a large generated source (-flto=N; 0: the online CPUs, at most 16; 1: off)"),
     ROW(tmpdir, "TMPDIR", STRING, "/tmp", NULL, 0, 0, "work directories: cgen_compile_so's, and a build's when the cache is unusable"),
     ROW(no_fusion, "HARP_NO_FUSION", BOOL, "0", NULL, 0, 0, "every block its own region (fused vs unfused)"),
+    ROW(no_poly_reuse, "HARP_NO_POLY_REUSE", BOOL, "0", NULL, 0, 0,
+        "every block's access relations built afresh, none reused from a block of the same shape (compile time A/B)"),
     ROW(no_templates, "HARP_NO_TEMPLATES", BOOL, "0", NULL, 0, 0,
         "no kernel templates: regions on the generic loop nest (a recurrent cell keeps its template; CUDA: row kernels stay)"),
     ROW(no_plans, "HARP_NO_PLANS", BOOL, "0", NULL, 0, 0,

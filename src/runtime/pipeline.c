@@ -159,7 +159,10 @@ harp_status rt_stage_indexbook(rt_compile *c) {
   return ib_validate(c->e, c->ib);
 }
 
-harp_status rt_stage_poly_view(rt_compile *c) { return poly_build(c->e, c->g, c->ib, NULL, &c->pv); }
+harp_status rt_stage_poly_view(rt_compile *c) {
+  poly_options po = {.no_reuse = c->knobs.no_poly_reuse};
+  return poly_build(c->e, c->g, c->ib, &po, &c->pv);
+}
 
 void rt_stages_analysis(rt_compile *c) {
   rt_stage_run(c, RT_STAGE_NORMALIZE, rt_stage_normalize);
