@@ -486,7 +486,8 @@ static int cast_known(ox_ctx *c, const ox_val *x, int64_t to) {
   bool int_to = to == OX_INT32 || to == OX_INT64 || to == OX_UINT64 || narrow;
   bool flt_to = to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16 || to == OX_DOUBLE;
   int r = fv_rank(x), rr;
-  if (fv_fsym(x) || ((to == OX_FLOAT || to == OX_DOUBLE) && any_symbolic(x))) return fv_fsym_cast(c, x, to); /* sizes as floats */
+  if (fv_fsym(x) || ((to == OX_FLOAT || to == OX_DOUBLE) && any_symbolic(x) && !oxf_val_runtime(c, x)))
+    return fv_fsym_cast(c, x, to); /* sizes as floats (not those a host op gives: the segment computes them) */
   const int64_t *shape = fv_shape(x);
   if (int_to || to == OX_BOOL) {
     int64_t lo = to == OX_INT8 ? -128 : to == OX_INT16 ? -32768 : to == OX_INT32 ? INT32_MIN : narrow || to == OX_UINT64 ? 0 : INT64_MIN;
