@@ -59,23 +59,26 @@ def check(name, m, box, shapes, one_object=True):
             s.check(f"{tag}: {o.name} vs onnxruntime", *close(np.load(os.path.join(out, o.name + ".npy")), want, 1e-5, 1e-6))
 
 
-# Shape -> Gather -> Cast(float) -> Mul(4.0) -> Cast(int64), less twice Cast(int32) of the same size -> Concat ->
+# Shape -> Gather -> Cast(float) -> Mul(0.5) -> Mul(8.0) -> Cast(int64), less twice Cast(int32) of the same size -> Concat ->
 # Reshape: x[w, 2, 4] as [2w, 4] (2w a derived symbol); one object (softmax rows read at run time)
 m1 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
-            mk("Mul", ["wf", "four"], ["w4"]), mk("Cast", ["w4"], ["w4i"], to=TensorProto.INT64),
+            mk("Mul", ["wf", "half"], ["wh"]), mk("Mul", ["wh", "eight"], ["w4"]), mk("Cast", ["w4"], ["w4i"], to=TensorProto.INT64),
             mk("Cast", ["w"], ["w32"], to=TensorProto.INT32), mk("Cast", ["w32"], ["w64"], to=TensorProto.INT64),
             mk("Sub", ["w4i", "w64"], ["w3"]), mk("Sub", ["w3", "w64"], ["rows"]),
             mk("Unsqueeze", ["rows", "ax0"], ["r1"]), mk("Concat", ["r1", "four1"], ["shape"], axis=0),
             mk("Reshape", ["x", "shape"], ["r"]), mk("Softmax", ["r"], ["p"], axis=-1), mk("Mul", ["p", "three"], ["y"])],
            [vi("x", ["w", 2, 4])], [vi("y", None)],
-           [ints("zero", 0), init("four", np.array(4.0, np.float32)), ints("ax0", [0]), ints("four1", [4]),
+           [ints("zero", 0), init("half", np.array(0.5, np.float32)), init("eight", np.array(8.0, np.float32)), ints("ax0", [0]),
+            ints("four1", [4]),
             init("three", np.array(3.0, np.float32))])
 check("cast_mul_reshape", m1, "w=2..40", [(7, 2, 4), (40, 2, 4), (19, 2, 4)])
 
-# the float path of a size: Cast(float) -> Div(2.0) -> Floor -> Cast(int64) -> Mul -> Slice's end, Reshape to (w/2, 2, 3)
+# the float path of a size: Cast(float) -> Div(2.0) -> Floor (-> Mul(2.0) -> Cast(int64): Slice's end 2*(w/2)) -> Cast(int64):
+# Reshape to (w/2, 2, 3)
 m2 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
             mk("Div", ["wf", "two"], ["wh"]), mk("Floor", ["wh"], ["wfl"]), mk("Cast", ["wfl"], ["wi"], to=TensorProto.INT64),
-            mk("Unsqueeze", ["wi", "ax0"], ["wu"]), mk("Mul", ["wu", "two1"], ["end"]),
+            mk("Unsqueeze", ["wi", "ax0"], ["wu"]), mk("Mul", ["wfl", "two"], ["endf"]),
+            mk("Cast", ["endf"], ["endi"], to=TensorProto.INT64), mk("Unsqueeze", ["endi", "ax0"], ["end"]),
             mk("Slice", ["x", "zero1", "end", "ax0"], ["xs"]), mk("Concat", ["wu", "two1", "three1"], ["shape"], axis=0),
             mk("Reshape", ["xs", "shape"], ["r"]), mk("Softmax", ["r"], ["y"], axis=-1)],
            [vi("x", ["w", 3])], [vi("y", None)],
