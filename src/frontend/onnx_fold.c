@@ -34,7 +34,7 @@
 int fv_rank(const ox_val *x) { return x->has_i ? x->irank : x->t.rank; }
 const int64_t *fv_shape(const ox_val *x) { return x->has_i ? x->ishape : x->t.shape; }
 int64_t fv_count(const ox_val *x) { return x->has_i ? x->in : ut_tensor_numel(&x->t); }
-bool fv_float(const ox_val *x) { return x->has_t && tiny_dtype_is_float(x->t.dtype); }
+bool fv_float(const ox_val *x) { return (x->has_t && tiny_dtype_is_float(x->t.dtype)) || fv_fsym(x); }
 
 const fe_dim *fv_dim(ox_ctx *c, const ox_val *x, int64_t k) {
   return x->has_i ? x->iv[k] : fe_dim_int(c->A, ut_tensor_get(&x->t, k) != 0);
@@ -56,7 +56,7 @@ static harp_status fv_num(ox_ctx *c, const ox_val *x, int64_t k, const char *wha
   }
   int64_t n;
   if (ox_known(c, x->iv[k], what, &n)) return c->e->code;
-  *v = (double)n;
+  *v = x->fden > 0 ? (double)n / (double)x->fden : (double)n;
   return HARP_OK;
 }
 
@@ -85,7 +85,7 @@ static bool has_out(const ox_ctx *c, int i) { return i < (int)c->node->n_output 
 
 /* Output i as integers (oty OX_BOOL: bools); NULL with *r FOLD_DECLINE when
  * too many, FOLD_FAIL on error, or (*r FOLD_DONE) when output i is unused. */
-static ox_val *out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int oty, int *r) {
+ox_val *fv_out_ints(ox_ctx *c, int i, int rank, const int64_t *shape, int oty, int *r) {
   int64_t n = fv_count_of(rank, shape, OX_MAX_INT_CONST);
   *r = n < 0 ? FOLD_DECLINE : FOLD_DONE;
   if (n < 0 || !has_out(c, i)) return NULL;
@@ -103,7 +103,7 @@ static int begin_tensor(ox_ctx *c, ut_tensor *t, tiny_dtype dt, int rank, const 
 }
 
 /* Output i := t (taken), marked as computed at import. */
-static int end_tensor(ox_ctx *c, int i, ut_tensor *t, int oty) {
+int fv_end_tensor(ox_ctx *c, int i, ut_tensor *t, int oty) {
   if (!has_out(c, i)) {
     ut_tensor_free(t);
     return FOLD_DONE;
@@ -123,18 +123,21 @@ int fv_pick(ox_ctx *c, int out, ox_val *const *xs, const int *which, const int64
   const ox_val *x0 = xs[0];
   int64_t n = fv_count_of(rank, shape, x0->has_i ? OX_MAX_INT_CONST : OX_MAX_FOLD);
   if (n < 0) return FOLD_DECLINE;
+  for (int64_t k = 0; which && k < n; k++) /* sizes cast to float picked with others: the mapping's */
+    if (xs[which[k]]->has_i != x0->has_i || xs[which[k]]->fden != x0->fden) return FOLD_DECLINE;
   if (x0->has_i) {
     int r;
-    ox_val *y = out_ints(c, out, rank, shape, x0->oty ? x0->oty : OX_INT64, &r);
+    ox_val *y = fv_out_ints(c, out, rank, shape, x0->oty ? x0->oty : OX_INT64, &r);
     for (int64_t k = 0; y && k < n; k++) y->iv[k] = fv_dim(c, xs[which ? which[k] : 0], src[k]);
-    return r;
+    if (y) y->fden = x0->fden;
+    return r == FOLD_DONE && y && y->fden ? fv_fsym_settle(c, out) : r;
   }
   ut_tensor t;
   int r = begin_tensor(c, &t, x0->t.dtype, rank, shape);
   size_t es = (size_t)tiny_dtype_size(t.dtype);
   for (int64_t k = 0; r == FOLD_DONE && k < n; k++)
     memcpy((char *)t.data + (size_t)k * es, (const char *)xs[which ? which[k] : 0]->t.data + (size_t)src[k] * es, es);
-  return r == FOLD_DONE ? end_tensor(c, out, &t, x0->oty ? x0->oty : OX_FLOAT) : r;
+  return r == FOLD_DONE ? fv_end_tensor(c, out, &t, x0->oty ? x0->oty : OX_FLOAT) : r;
 }
 
 int fv_same(ox_ctx *c, int out, ox_val *x, int rank, const int64_t *shape) {
@@ -173,14 +176,13 @@ static harp_status broadcast(ox_ctx *c, ox_val *const *x, int n, int *rank, int6
 }
 
 /* element k of the broadcast result's operand with strides st */
-static int64_t at(int64_t k, int r, const int64_t *shape, const int64_t *st) {
+int64_t fv_at(int64_t k, int r, const int64_t *shape, const int64_t *st) {
   int64_t j = 0;
   for (int i = r - 1; i >= 0; i--) j += k % shape[i] * st[i], k /= shape[i];
   return j;
 }
 
 /* ---- elementwise binary ------------------------------------------------------------------- */
-typedef enum { E_ADD, E_SUB, E_MUL, E_DIV, E_MOD, E_POW, E_MAX, E_MIN, E_EQ, E_LT, E_LE, E_GT, E_GE, E_AND, E_OR, E_XOR } ebin;
 static const struct {
   const char *op;
   ebin k;
@@ -206,17 +208,16 @@ static int64_t by_diff(ebin k, int64_t d) {
 /* Whether d is at least *lb for any sizes: a constant plus positive
  * multiples of sizes (shape variables, their products, floor divisions of
  * such) is at least its constant. */
-static bool dim_lb(const fe_dim *d, int64_t *lb);
 static bool atom_nonneg(const fe_atom *a) {
   int64_t lb;
   if (a->kind == FE_A_SYM) return true;
-  if (a->kind == FE_A_DIV) return dim_lb(a->num, &lb) && lb >= 0;
+  if (a->kind == FE_A_DIV) return fv_dim_lb(a->num, &lb) && lb >= 0;
   for (int i = 0; i < a->nf; i++)
-    if (!dim_lb(a->f[i], &lb) || lb < 0) return false;
+    if (!fv_dim_lb(a->f[i], &lb) || lb < 0) return false;
   return true;
 }
 
-static bool dim_lb(const fe_dim *d, int64_t *lb) {
+bool fv_dim_lb(const fe_dim *d, int64_t *lb) {
   for (int i = 0; i < d->nt; i++)
     if (d->t[i].k < 0 || !atom_nonneg(d->t[i].atom)) return false;
   *lb = d->c;
@@ -227,7 +228,7 @@ static bool dim_lb(const fe_dim *d, int64_t *lb) {
  * on their difference d alone (a size is never -1); false if it is not. */
 static bool by_bound(ebin k, const fe_dim *d, int64_t *v) {
   int64_t lb, ub;
-  bool pos = dim_lb(d, &lb) && lb > 0, nonneg = dim_lb(d, &lb) && lb >= 0;
+  bool pos = fv_dim_lb(d, &lb) && lb > 0, nonneg = fv_dim_lb(d, &lb) && lb >= 0;
   bool negd = false, nonpos = false;
   if (!pos && !nonneg) { /* -d bounded below: d bounded above */
     bool all = d->nt > 0;
@@ -261,7 +262,7 @@ static bool int_pow(int64_t x, int64_t y, int64_t *out) {
 }
 
 /* Integer op k of a and b (symbolic where the result stays affine). */
-static harp_status int_bin(ox_ctx *c, ebin k, int64_t fmod_attr, const fe_dim *a, const fe_dim *b, const fe_dim **r) {
+harp_status fv_int_bin(ox_ctx *c, ebin k, int64_t fmod_attr, const fe_dim *a, const fe_dim *b, const fe_dim **r) {
   int64_t x, y, v = 0;
   *r = NULL;
   if (k == E_ADD || k == E_SUB || k == E_MUL) {
@@ -329,15 +330,16 @@ static int fold_bin2(ox_ctx *c, ebin k, ox_val *const *x, int out) {
   int r = 0;
   int64_t shape[TINY_MAX_RANK], st[2][TINY_MAX_RANK], fm = 0;
   if (broadcast(c, x, 2, &r, shape, st) || ox_attr_int(c, "fmod", 0, &fm)) return FOLD_FAIL;
+  if (fv_fsym(x[0]) || fv_fsym(x[1])) return fv_fsym_bin(c, k, x, r, shape, st, out);
   bool flt = fv_float(x[0]) || fv_float(x[1]);
   int64_t n = fv_count_of(r, shape, OX_MAX_FOLD);
   if (!flt || bool_result(k) || (k == E_POW && !fv_float(x[0]))) { /* an integer or bool result */
     int rr;
-    ox_val *y = out_ints(c, out, r, shape, bool_result(k) ? OX_BOOL : x[0]->oty ? x[0]->oty : OX_INT64, &rr);
+    ox_val *y = fv_out_ints(c, out, r, shape, bool_result(k) ? OX_BOOL : x[0]->oty ? x[0]->oty : OX_INT64, &rr);
     for (int64_t i = 0; y && i < y->in; i++) {
-      int64_t ia = at(i, r, shape, st[0]), ib = at(i, r, shape, st[1]);
+      int64_t ia = fv_at(i, r, shape, st[0]), ib = fv_at(i, r, shape, st[1]);
       if (!flt) {
-        if (int_bin(c, k, fm, fv_dim(c, x[0], ia), fv_dim(c, x[1], ib), &y->iv[i])) return FOLD_FAIL;
+        if (fv_int_bin(c, k, fm, fv_dim(c, x[0], ia), fv_dim(c, x[1], ib), &y->iv[i])) return FOLD_FAIL;
         continue;
       }
       double a, b;
@@ -353,13 +355,13 @@ static int fold_bin2(ox_ctx *c, ebin k, ox_val *const *x, int out) {
   int rr = begin_tensor(c, &t, f->t.dtype, r, shape);
   for (int64_t i = 0; rr == FOLD_DONE && i < n; i++) {
     double a, b;
-    if (fv_num(c, x[0], at(i, r, shape, st[0]), "input 0", &a) || fv_num(c, x[1], at(i, r, shape, st[1]), "input 1", &b)) {
+    if (fv_num(c, x[0], fv_at(i, r, shape, st[0]), "input 0", &a) || fv_num(c, x[1], fv_at(i, r, shape, st[1]), "input 1", &b)) {
       ut_tensor_free(&t);
       return FOLD_FAIL;
     }
     ut_tensor_set(&t, i, (float)flt_bin(k, a, b));
   }
-  return rr == FOLD_DONE ? end_tensor(c, out, &t, f->oty ? f->oty : OX_FLOAT) : rr;
+  return rr == FOLD_DONE ? fv_end_tensor(c, out, &t, f->oty ? f->oty : OX_FLOAT) : rr;
 }
 
 /* A binary op, or a variadic one (Max, Min, Sum) pairwise from the left. */
@@ -377,8 +379,6 @@ static int fold_binary(ox_ctx *c, ebin k, ox_val *const *x, int n) {
 }
 
 /* ---- elementwise unary -------------------------------------------------------------------- */
-typedef enum { U_NEG, U_ABS, U_FLOOR, U_CEIL, U_ROUND, U_SQRT, U_RECIP, U_EXP, U_LOG, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU, U_SIGN,
-               U_NOT, U_ISNAN, U_ISINF } eun;
 static const struct {
   const char *op;
   eun k;
@@ -422,6 +422,7 @@ static harp_status int_un(ox_ctx *c, eun k, const fe_dim *a, const fe_dim **r) {
 static int fold_unary(ox_ctx *c, eun k, ox_val *const *x, int n) {
   if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
   const ox_val *a = x[0];
+  if (fv_fsym(a)) return fv_fsym_un(c, k, a);
   int r = fv_rank(a), rr;
   const int64_t *shape = fv_shape(a);
   bool to_bool = k == U_ISNAN || k == U_ISINF || k == U_NOT;
@@ -430,7 +431,7 @@ static int fold_unary(ox_ctx *c, eun k, ox_val *const *x, int n) {
     if (!fv_float(a) && k > U_ROUND && k != U_RELU && k != U_SIGN && k != U_NOT) return FOLD_DECLINE; /* sqrt of an int... */
     int64_t pos = 1, neg = 1;
     if (k == U_ISINF && (ox_attr_int(c, "detect_positive", 1, &pos) || ox_attr_int(c, "detect_negative", 1, &neg))) return FOLD_FAIL;
-    ox_val *y = out_ints(c, 0, r, shape, to_bool ? OX_BOOL : a->oty ? a->oty : OX_INT64, &rr);
+    ox_val *y = fv_out_ints(c, 0, r, shape, to_bool ? OX_BOOL : a->oty ? a->oty : OX_INT64, &rr);
     for (int64_t i = 0; y && i < y->in; i++) {
       if (!fv_float(a)) {
         if (int_un(c, k, fv_dim(c, a, i), &y->iv[i])) return FOLD_FAIL;
@@ -445,7 +446,7 @@ static int fold_unary(ox_ctx *c, eun k, ox_val *const *x, int n) {
   ut_tensor t;
   if ((rr = begin_tensor(c, &t, a->t.dtype, r, shape)) != FOLD_DONE) return rr;
   for (int64_t i = 0; i < fv_count(a); i++) ut_tensor_set(&t, i, (float)flt_un(k, ut_tensor_get(&a->t, i)));
-  return end_tensor(c, 0, &t, a->oty ? a->oty : OX_FLOAT);
+  return fv_end_tensor(c, 0, &t, a->oty ? a->oty : OX_FLOAT);
 }
 
 /* ---- Where, Cast ------------------------------------------------------------------------------ */
@@ -462,14 +463,21 @@ static int f_where(ox_ctx *c, ox_val *const *x, int n) {
   int rr = src && which ? FOLD_DONE : (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
   for (int64_t i = 0; rr == FOLD_DONE && i < cnt; i++) {
     int64_t cond;
-    if (ox_known(c, fv_dim(c, x[0], at(i, r, shape, st[0])), "the condition", &cond)) rr = FOLD_FAIL;
+    if (ox_known(c, fv_dim(c, x[0], fv_at(i, r, shape, st[0])), "the condition", &cond)) rr = FOLD_FAIL;
     which[i] = cond ? 0 : 1; /* of x + 1: the picks */
-    src[i] = at(i, r, shape, st[which[i] + 1]);
+    src[i] = fv_at(i, r, shape, st[which[i] + 1]);
   }
   if (rr == FOLD_DONE) rr = fv_pick(c, 0, x + 1, which, src, r, shape);
   free(src);
   free(which);
   return rr;
+}
+
+/* Whether integer value x holds an element that is an expression of sizes. */
+static bool any_symbolic(const ox_val *x) {
+  for (int64_t i = 0; x->has_i && i < x->in; i++)
+    if (!fe_dim_is_int(x->iv[i], NULL)) return true;
+  return false;
 }
 
 /* x cast to ONNX type `to`. */
@@ -478,17 +486,19 @@ static int cast_known(ox_ctx *c, const ox_val *x, int64_t to) {
   bool int_to = to == OX_INT32 || to == OX_INT64 || to == OX_UINT64 || narrow;
   bool flt_to = to == OX_FLOAT || to == OX_FLOAT16 || to == OX_BFLOAT16 || to == OX_DOUBLE;
   int r = fv_rank(x), rr;
+  if (fv_fsym(x) || ((to == OX_FLOAT || to == OX_DOUBLE) && any_symbolic(x) && !oxf_val_runtime(c, x)))
+    return fv_fsym_cast(c, x, to); /* sizes as floats (not those a host op gives: the segment computes them) */
   const int64_t *shape = fv_shape(x);
   if (int_to || to == OX_BOOL) {
     int64_t lo = to == OX_INT8 ? -128 : to == OX_INT16 ? -32768 : to == OX_INT32 ? INT32_MIN : narrow || to == OX_UINT64 ? 0 : INT64_MIN;
     int64_t hi = to == OX_INT8 ? 127 : to == OX_UINT8 ? 255 : to == OX_INT16 ? 32767 : to == OX_UINT16 ? 65535
                  : to == OX_INT32 ? INT32_MAX : to == OX_UINT32 ? UINT32_MAX : INT64_MAX;
-    ox_val *y = out_ints(c, 0, r, shape, (int)to, &rr);
+    ox_val *y = fv_out_ints(c, 0, r, shape, (int)to, &rr);
     for (int64_t i = 0; y && i < y->in; i++) {
       int64_t v;
       if (!fv_float(x)) {
         const fe_dim *d = fv_dim(c, x, i);
-        if (to != OX_BOOL && !narrow && to != OX_INT32 && !fe_dim_is_int(d, &v)) { /* a size stays a size */
+        if (to != OX_BOOL && !narrow && !fe_dim_is_int(d, &v)) { /* a size stays a size (int32 too: harp's integers) */
           y->iv[i] = d;
           continue;
         }
@@ -518,7 +528,7 @@ static int cast_known(ox_ctx *c, const ox_val *x, int64_t to) {
     }
     ut_tensor_set(&t, i, (float)v);
   }
-  return end_tensor(c, 0, &t, (int)to);
+  return fv_end_tensor(c, 0, &t, (int)to);
 }
 
 static int f_cast(ox_ctx *c, ox_val *const *x, int n) {
@@ -539,6 +549,7 @@ typedef enum { R_SUM, R_PROD, R_MAX, R_MIN, R_MEAN } rkind;
 static int fold_reduce(ox_ctx *c, rkind k, int input_from, ox_val *const *x, int n) {
   if (n < 1 || !x[0]) return ox_fail(c, HARP_E_ARITY, "input 0 is required"), FOLD_FAIL;
   const ox_val *a = x[0];
+  if (fv_fsym(a)) return FOLD_DECLINE; /* sizes cast to float: not summed here */
   int r = fv_rank(a), na, axes[TINY_MAX_RANK];
   bool keep, noop, red[TINY_MAX_RANK] = {0};
   if (ox_reduce_axes(c, r, input_from, axes, &na, &keep, &noop)) return FOLD_FAIL;
@@ -560,14 +571,14 @@ static int fold_reduce(ox_ctx *c, rkind k, int input_from, ox_val *const *x, int
     int rr;
     ebin b = k == R_PROD ? E_MUL : k == R_MAX ? E_MAX : k == R_MIN ? E_MIN : E_ADD;
     bool *seen = ut_xcalloc((size_t)on + 1, sizeof *seen); /* Max / Min start from an element */
-    ox_val *y = seen ? out_ints(c, 0, orank, oshape, a->oty ? a->oty : OX_INT64, &rr) : NULL;
+    ox_val *y = seen ? fv_out_ints(c, 0, orank, oshape, a->oty ? a->oty : OX_INT64, &rr) : NULL;
     if (!seen) rr = (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL);
     for (int64_t i = 0; y && i < y->in; i++) y->iv[i] = fe_dim_int(c->A, k == R_PROD);
     for (int64_t i = 0; y && i < total && rr == FOLD_DONE; i++) {
-      int64_t o = at(i, r, fv_shape(a), ostride);
+      int64_t o = fv_at(i, r, fv_shape(a), ostride);
       const fe_dim *v = fv_dim(c, a, i);
       if ((k == R_MAX || k == R_MIN) && !seen[o]) y->iv[o] = v;
-      else if (int_bin(c, b, 0, y->iv[o], v, &y->iv[o])) rr = FOLD_FAIL;
+      else if (fv_int_bin(c, b, 0, y->iv[o], v, &y->iv[o])) rr = FOLD_FAIL;
       seen[o] = true;
     }
     free(seen);
@@ -581,14 +592,14 @@ static int fold_reduce(ox_ctx *c, rkind k, int input_from, ox_val *const *x, int
   if (!acc) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
   for (int64_t i = 0; i < on; i++) acc[i] = k == R_PROD ? 1 : k == R_MAX ? -INFINITY : k == R_MIN ? INFINITY : 0;
   for (int64_t i = 0; i < total; i++) {
-    double v = ut_tensor_get(&a->t, i), *p = &acc[at(i, r, fv_shape(a), ostride)];
+    double v = ut_tensor_get(&a->t, i), *p = &acc[fv_at(i, r, fv_shape(a), ostride)];
     *p = k == R_PROD ? *p * v : k == R_MAX ? flt_bin(E_MAX, *p, v) : k == R_MIN ? flt_bin(E_MIN, *p, v) : *p + v;
   }
   ut_tensor t;
   int rr = begin_tensor(c, &t, a->t.dtype, orank, oshape);
   for (int64_t i = 0; rr == FOLD_DONE && i < on; i++) ut_tensor_set(&t, i, (float)(k == R_MEAN ? acc[i] / (double)cnt : acc[i]));
   free(acc);
-  return rr == FOLD_DONE ? end_tensor(c, 0, &t, a->oty ? a->oty : OX_FLOAT) : rr;
+  return rr == FOLD_DONE ? fv_end_tensor(c, 0, &t, a->oty ? a->oty : OX_FLOAT) : rr;
 }
 
 static int f_reduce_sum(ox_ctx *c, ox_val *const *x, int n) { return fold_reduce(c, R_SUM, 13, x, n); }
@@ -612,11 +623,11 @@ static int f_range(ox_ctx *c, ox_val *const *x, int n) {
   if (!flt) {
     int64_t v[3], cnt;
     for (int i = 0; i < 3; i++)
-      if (ox_known(c, fv_dim(c, x[i], 0), what[i], &v[i])) return FOLD_FAIL;
+      if (!fe_dim_is_int(fv_dim(c, x[i], 0), &v[i])) return FOLD_DECLINE; /* a size as a bound: the mapping's */
     if (v[2] == 0) return ox_fail(c, HARP_E_INVALID_ARG, "delta is 0"), FOLD_FAIL;
     cnt = v[2] > 0 ? (v[1] > v[0] ? (v[1] - v[0] + v[2] - 1) / v[2] : 0) : (v[0] > v[1] ? (v[0] - v[1] - v[2] - 1) / -v[2] : 0);
     int r;
-    ox_val *y = out_ints(c, 0, 1, &cnt, x[0]->oty ? x[0]->oty : OX_INT64, &r);
+    ox_val *y = fv_out_ints(c, 0, 1, &cnt, x[0]->oty ? x[0]->oty : OX_INT64, &r);
     for (int64_t k = 0; y && k < cnt; k++)
       if (!(y->iv[k] = fe_dim_int(c->A, v[0] + k * v[2]))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL;
     return r;
@@ -631,12 +642,12 @@ static int f_range(ox_ctx *c, ox_val *const *x, int n) {
   int64_t cnt = len > 0 ? (int64_t)len : 0;
   const ox_val *f = fv_float(x[0]) ? x[0] : fv_float(x[1]) ? x[1] : x[2];
   ut_tensor t;
-  int rr = begin_tensor(c, &t, f->t.dtype, 1, &cnt);
+  int rr = begin_tensor(c, &t, f->has_t ? f->t.dtype : TINY_FP32, 1, &cnt);
   for (int64_t k = 0; rr == FOLD_DONE && k < cnt; k++) {
     float step = (float)k * d;
     ut_tensor_set(&t, k, s + step);
   }
-  return rr == FOLD_DONE ? end_tensor(c, 0, &t, f->oty ? f->oty : OX_FLOAT) : rr;
+  return rr == FOLD_DONE ? fv_end_tensor(c, 0, &t, f->oty ? f->oty : OX_FLOAT) : rr;
 }
 
 /* ConstantOfShape(shape) filled with attribute value (float 0 by default). */
@@ -661,7 +672,7 @@ static int f_const_of_shape(ox_ctx *c, ox_val *const *x, int n) {
   tiny_dtype dt;
   if (!ox_dtype(oty, &dt)) return FOLD_DECLINE;
   if (!tiny_dtype_is_float(dt)) {
-    ox_val *y = out_ints(c, 0, r, shape, oty, &rr);
+    ox_val *y = fv_out_ints(c, 0, r, shape, oty, &rr);
     const fe_dim *d = y ? fe_dim_int(c->A, (v = (int64_t)fill)) : NULL;
     for (int64_t k = 0; y && k < y->in; k++) y->iv[k] = d;
     return y && !d ? (ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), FOLD_FAIL) : rr;
@@ -669,7 +680,7 @@ static int f_const_of_shape(ox_ctx *c, ox_val *const *x, int n) {
   ut_tensor t;
   if ((rr = begin_tensor(c, &t, dt, r, shape)) != FOLD_DONE) return rr;
   for (int64_t k = 0; k < ut_tensor_numel(&t); k++) ut_tensor_set(&t, k, (float)fill);
-  return end_tensor(c, 0, &t, oty);
+  return fv_end_tensor(c, 0, &t, oty);
 }
 
 /* NonZero(x): the coordinates of x's non-zero elements, [rank, count]. */
@@ -690,7 +701,7 @@ static int f_nonzero(ox_ctx *c, ox_val *const *x, int n) {
     nz += on[i] = v != 0;
   }
   int64_t shape[2] = {r, nz};
-  ox_val *y = out_ints(c, 0, 2, shape, OX_INT64, &rr);
+  ox_val *y = fv_out_ints(c, 0, 2, shape, OX_INT64, &rr);
   for (int64_t i = 0, j = 0; y && i < total; i++) {
     if (!on[i]) continue;
     for (int d = r - 1, k = (int)i; d >= 0; d--) { /* unravel i */

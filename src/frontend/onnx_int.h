@@ -46,6 +46,8 @@ typedef struct ox_val {
   bool is_init;     /* an initializer (a weight when read as a tensor) */
   bool derived;     /* has_t computed at import (onnx_fold.c): folded further, whatever its size */
   bool dyn;         /* computed from the graph inputs' shapes (Shape, Size and what folds from them) */
+  int64_t fden;     /* > 0: a float tensor held as has_i, element k being iv[k] / fden (a size cast to float
+                     * and computed with: onnx_fold_fsym.c); 0: integers */
   bool bad;         /* harp check: the output of a node that failed (its readers are skipped) */
   bool bn_folded;   /* a Conv's output whose BatchNormalization was folded into it (onnx_nn.c) */
   bool vacant;      /* defined by a fold that was abandoned: the op's mapping defines it again (onnx_fold.c) */
@@ -234,6 +236,14 @@ bool ox_const_scalar(ox_val *x, double *v);
 hg_val ox_operand(ox_ctx *c, int i, int other_rank);
 /* Input i as integers known at import (required). */
 harp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n);
+/* onnx_ops_move.c: fill (of type dt) expanded to shape s, an expression of
+ * shape variables; read from a one-element weight (a literal's expansion,
+ * padded by a Concat, loses its pad in the CPU's map kernels). */
+hg_val ox_fill_sym(ox_ctx *c, double fill, tiny_dtype dt, const fe_shape *s);
+/* onnx_fold_fsym.c: whether d >= 0 at every binding of its sizes (a
+ * constant plus non-negative multiples of sizes, after bounding a
+ * floor(num / q) subtracted in multiples of q by num / q). */
+bool ox_dim_nonneg(ox_ctx *c, const fe_dim *d);
 /* Optional input i as integers, else attribute attr; *n = -1 when neither. */
 harp_status ox_ints_in_or_attr(ox_ctx *c, int i, const char *attr, int64_t *out, int cap, int *n);
 

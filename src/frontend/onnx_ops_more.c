@@ -1,5 +1,5 @@
 /* onnx_ops_more.c — ONNX ops composed from the builder's movement ops and
- * reductions: Tile, the derived reductions, DepthToSpace,
+ * reductions: Tile, Range over a symbolic size, the derived reductions, DepthToSpace,
  * SpaceToDepth, ConvTranspose, Col2Im, ArgMax / ArgMin, Einsum; and the negative-index
  * parts of Slice and Gather.
  * Needs: onnx_load.c / onnx_ops.c (values, attributes, helpers), the builder.
@@ -133,11 +133,60 @@ OP(Trilu) {
   return ox_def(c, 0, hg_where(c->g, mask, x, hg_const(c->g, 0)));
 }
 
+/* 0, 1, ..., n-1 (fp32, exact below 2^24) for a size n that is an
+ * expression of shape variables, from movement ops alone: b = [1 x n, 0 x
+ * (n+1)] repeated in n rows of 2n+1 and read back in rows of 2n is b
+ * shifted left by one more each row, so columns n..2n-1 of row r hold
+ * [1 x r, 0 x (n-r)]; their sum is r.  n^2 work: sizes, not data. */
+static hg_val iota_sym(ox_ctx *c, const fe_dim *n) {
+  hg_graph *g = c->g;
+  ut_arena *A = c->A;
+  const fe_dim *n1 = fe_dim_add(A, n, I(c, 1)), *w = fe_dim_scale(A, n, 2), *w1 = fe_dim_add(A, w, I(c, 1));
+  const fe_dim *all = w1 ? fe_dim_mul(A, n, w1) : NULL, *part = w ? fe_dim_mul(A, n, w) : NULL;
+  if (!n1 || !w1 || !all || !part) return ox_fail(c, HARP_E_LIMIT, "a range of %s values: too large", n->text), -1;
+  hg_val parts[2] = {ox_fill_sym(c, 1, TINY_FP32, &(fe_shape){1, {n}}), ox_fill_sym(c, 0, TINY_FP32, &(fe_shape){1, {n1}})};
+  if (parts[0] < 0 || parts[1] < 0) return -1;
+  hg_val b = fe_reshape(g, hg_concat(g, parts, 2, 0), &(fe_shape){2, {I(c, 1), w1}});
+  hg_val flat = fe_reshape(g, fe_expand(g, b, &(fe_shape){2, {n, w1}}), &(fe_shape){1, {all}});
+  hg_val rows = fe_reshape(g, fe_slice(g, flat, (const fe_dim *[]){I(c, 0)}, (const fe_dim *[]){part}, (int64_t[]){1}),
+                           &(fe_shape){2, {n, w}});
+  hg_val m = fe_slice(g, rows, (const fe_dim *[]){I(c, 0), n}, (const fe_dim *[]){n, w}, (int64_t[]){1, 1});
+  return hg_reduce(g, HG_OP_SUM, m, (int[]){1}, 1, false);
+}
+
+/* Range(start, limit, delta) whose limit is an expression of shape
+ * variables (start and delta > 0 integer constants): start + delta * i for
+ * i below ceil((limit - start) / delta), int32. */
+static harp_status range_sym(ox_ctx *c, ox_val *const *x) {
+  int64_t st, dl;
+  if (!fe_dim_is_int(x[0]->iv[0], &st) || !fe_dim_is_int(x[2]->iv[0], &dl) || dl < 1)
+    return ox_need_value(c, fe_dim_is_int(x[0]->iv[0], NULL) ? x[2]->iv[0] : x[0]->iv[0], "a range's start or delta (with a symbolic limit)");
+  const fe_dim *span = fe_dim_sub(c->A, x[1]->iv[0], I(c, st));
+  if (!span || !ox_dim_nonneg(c, span)) return ox_need_value(c, x[1]->iv[0], "a range's limit (it may lie below the start)");
+  const fe_dim *n = fe_dim_div(c->A, fe_dim_add(c->A, span, I(c, dl - 1)), dl);
+  if (!n) return ox_fail(c, HARP_E_LIMIT, "a range of %s values: too large", span->text);
+  hg_val i = iota_sym(c, n);
+  if (i < 0) return c->e->code;
+  if (dl != 1) i = hg_mul(c->g, i, K(c, (double)dl));
+  if (st != 0) i = hg_add(c->g, i, K(c, (double)st));
+  if (ox_def(c, 0, hg_cast(c->g, i, TINY_I32))) return c->e->code;
+  ox_val *y = ox_find(c, c->node->output[0]);
+  if (y) y->oty = x[1]->oty ? x[1]->oty : OX_INT64;
+  return HARP_OK;
+}
+
 /* Range of constants too long to fold (onnx_fold.c evaluates the rest): a
  * weight, int32 or float as the evaluator computes it; computed at run
  * time it is refused. */
 OP(Range) {
   if (oxf_runtime_inputs(c, 0, 3)) return oxf_host_range(c); /* bounds known at run time: on the host */
+  ox_val *in[3] = {ox_in(c, 0, NULL), ox_in(c, 1, NULL), ox_in(c, 2, NULL)};
+  bool iok = in[0] && in[1] && in[2], sym = false;
+  for (int i = 0; iok && i < 3; i++) {
+    iok &= in[i]->has_i && !in[i]->fden && in[i]->in == 1;
+    sym |= iok && !fe_dim_is_int(in[i]->iv[0], NULL);
+  }
+  if (iok && sym) return range_sym(c, in); /* a size as the limit (a ShapeSet's) */
   double v[3];
   int64_t iv[3];
   bool ints = true;

@@ -1,14 +1,16 @@
 /* onnx_ops_move.c — the ONNX movement and shape ops onto the frontend
  * builder: Reshape, Flatten, Transpose, (Un)Squeeze, Shape, Size, Constant,
  * ConstantOfShape, Concat, Slice, Split, Gather, Expand, Shrink, Pad.
- * Integer (shape) values fold at import as onnx_ops.c describes.
+ * Integer (shape) values fold at import as onnx_ops.c describes; a
+ * ConstantOfShape's shape or a Slice's bounds that are expressions of
+ * shape variables (a ShapeSet's) stay symbolic.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c
- * (ox_const_ints, ox_ints_in_or_attr), the builder.
- * Gives: ox_find_move, ox_squeeze_shape. */
+ * (ox_const_ints, ox_ints_in_or_attr), onnx_fold_fsym.c (ox_dim_nonneg),
+ * the builder.
+ * Gives: ox_find_move, ox_squeeze_shape, ox_fill_sym. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "onnx_int.h"
@@ -211,15 +213,25 @@ OP(Constant) {
   return ox_def_tensor(c, 0, &tmp.t, tmp.oty ? tmp.oty : OX_FLOAT);
 }
 
-/* A fill of a shape known at run time only (sizes a host op gave): the
- * value expanded in the graph. */
-static harp_status fill_runtime(ox_ctx *c, ox_val *sv, double fill, int oty) {
+hg_val ox_fill_sym(ox_ctx *c, double fill, tiny_dtype dt, const fe_shape *s) {
+  ut_tensor t;
+  if (ut_tensor_alloc(c->e, &t, dt, 1, (int64_t[]){1})) return -1;
+  ut_tensor_set(&t, 0, (float)fill);
+  if (dt == TINY_I32) ((int32_t *)t.data)[0] = (int32_t)fill;
+  hg_val w = ox_weight(c, "fill", &t);
+  return w < 0 ? -1 : fe_expand(c->g, fe_reshape(c->g, w, &(fe_shape){.rank = 0}), s);
+}
+
+/* A fill of a shape known at run time only (sizes a host op gave), or of
+ * expressions of shape variables (sym): the value expanded in the graph. */
+static harp_status fill_runtime(ox_ctx *c, ox_val *sv, double fill, int oty, bool sym) {
   tiny_dtype dt;
   if (sv->irank != 1 || sv->in > TINY_MAX_RANK) return ox_fail(c, HARP_E_INVALID_ARG, "the shape must be 1-D (at most %d values)", TINY_MAX_RANK);
   if (!ox_dtype(oty, &dt)) return ox_fail(c, HARP_E_UNSUPPORTED, "value of type %s", ox_type_name(oty));
   fe_shape s = {.rank = (int)sv->in};
   for (int i = 0; i < s.rank; i++) s.d[i] = sv->iv[i];
-  hg_val v = fe_expand(c->g, fe_reshape(c->g, hg_const_typed(c->g, fill, dt), &(fe_shape){.rank = 0}), &s);
+  hg_val v = sym ? ox_fill_sym(c, fill, dt, &s) : fe_expand(c->g, fe_reshape(c->g, hg_const_typed(c->g, fill, dt), &(fe_shape){.rank = 0}), &s);
+  if (v < 0) return c->e->code;
   if (ox_def(c, 0, v)) return c->e->code;
   ox_val *y = ox_find(c, c->node->output[0]);
   if (y) y->oty = oty;
@@ -230,7 +242,9 @@ OP(ConstantOfShape) {
   int64_t shp[TINY_MAX_RANK];
   int n;
   ox_val *sv = ox_in(c, 0, NULL);
-  if (sv && oxf_val_runtime(c, sv)) {
+  bool sym = false; /* a size of the shape is an expression of shape variables (a ShapeSet's): expanded in the graph */
+  for (int64_t i = 0; sv && sv->has_i && !sv->fden && i < sv->in; i++) sym |= !fe_dim_is_int(sv->iv[i], NULL);
+  if (sv && (sym || oxf_val_runtime(c, sv))) {
     double fill = 0;
     int oty = OX_FLOAT;
     const Onnx__AttributeProto *a = ox_attr(c, "value");
@@ -242,7 +256,7 @@ OP(ConstantOfShape) {
       ut_tensor_free(&v.t);
       if (!one) return ox_fail(c, HARP_E_INVALID_ARG, "value must have one element");
     }
-    return fill_runtime(c, sv, fill, oty);
+    return fill_runtime(c, sv, fill, oty, sym);
   }
   if (ox_const_ints(c, 0, "shape", shp, TINY_MAX_RANK, &n)) return c->e->code;
   int64_t numel = 1;
@@ -295,6 +309,63 @@ OP(Concat) {
   return ox_def(c, 0, n == 1 ? xs[0] : hg_concat(c->g, xs, n, axis));
 }
 
+/* Whether optional input i holds an integer that is an expression of sizes. */
+static bool sym_input(ox_ctx *c, int i) {
+  ox_val *v = i < (int)c->node->n_input && c->node->input[i][0] ? ox_find(c, c->node->input[i]) : NULL;
+  for (int64_t k = 0; v && v->has_i && !v->fden && k < v->in; k++)
+    if (!fe_dim_is_int(v->iv[k], NULL)) return true;
+  return false;
+}
+
+/* Bound b of a slice along an axis of size d, as fe_slice takes it (NULL:
+ * the end); a bound that is an expression of sizes must lie in [0, d] at
+ * every binding (no clamping), else it is needed as a number. */
+static harp_status slice_bound(ox_ctx *c, const fe_dim *b, const fe_dim *d, bool end, const fe_dim **out) {
+  int64_t v;
+  *out = b;
+  if (fe_dim_is_int(b, &v)) { /* as the constant path: past the end is the end, before -d the start */
+    if (v >= OX_MAX_DIM) *out = end ? NULL : d;
+    else if (v <= -OX_MAX_DIM) *out = fe_dim_int(c->A, 0);
+    return HARP_OK;
+  }
+  const fe_dim *room = fe_dim_sub(c->A, d, b);
+  if (ox_dim_nonneg(c, b) && room && ox_dim_nonneg(c, room)) return HARP_OK;
+  return ox_need_value(c, b, end ? "a slice's end (it may need clamping)" : "a slice's start (it may need clamping)");
+}
+
+/* Slice whose starts or ends are expressions of sizes (a ShapeSet's): the
+ * bounds stay symbolic (fe_slice), steps positive constants. */
+static harp_status slice_sym(ox_ctx *c, ox_val *xv) {
+  ox_val *sv = ox_in(c, 1, NULL), *ev = ox_in(c, 2, NULL);
+  int64_t ax[TINY_MAX_RANK], sp[TINY_MAX_RANK];
+  int na = -1, np = -1, r;
+  if (!sv || !ev || !sv->has_i || !ev->has_i || sv->in != ev->in || sv->in > TINY_MAX_RANK)
+    return ox_fail(c, HARP_E_INVALID_ARG, "starts and ends must be integers of the same length (at most %d)", TINY_MAX_RANK);
+  if (c->node->n_input > 3 && c->node->input[3][0] && ox_const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
+  if (c->node->n_input > 4 && c->node->input[4][0] && ox_const_ints(c, 4, "steps", sp, TINY_MAX_RANK, &np)) return c->e->code;
+  if ((na >= 0 && na != sv->in) || (np >= 0 && np != sv->in)) return ox_fail(c, HARP_E_INVALID_ARG, "starts, ends, axes and steps must have the same length");
+  hg_val x = ox_value(c, xv);
+  if (x < 0) return c->e->code;
+  const fe_shape *s = ox_shape_of(c, x);
+  const fe_dim *st[TINY_MAX_RANK] = {0}, *en[TINY_MAX_RANK] = {0};
+  int64_t step[TINY_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) step[i] = 1;
+  for (int i = 0; i < (int)sv->in; i++) {
+    if (ox_norm_axis(c, na >= 0 ? ax[i] : i, s->rank, &r)) return c->e->code;
+    if (np >= 0 && sp[i] < 1) return ox_need_value(c, fe_dim_is_int(sv->iv[i], NULL) ? ev->iv[i] : sv->iv[i], "a reversed slice's bound");
+    step[r] = np >= 0 ? sp[i] : 1;
+    if (slice_bound(c, sv->iv[i], s->d[r], false, &st[r]) || slice_bound(c, ev->iv[i], s->d[r], true, &en[r])) return c->e->code;
+    const fe_dim *a = st[r], *b = en[r] ? en[r] : s->d[r], *len = NULL;
+    int64_t av, bv;
+    bool consts = fe_dim_is_int(a, &av) && fe_dim_is_int(b, &bv);
+    if (!consts && fe_dim_is_int(a, &av) && av < 0) a = fe_dim_add(c->A, s->d[r], a);
+    if (!consts && fe_dim_is_int(b, &bv) && bv < 0) b = fe_dim_add(c->A, s->d[r], b);
+    if (!consts && (!a || !b || !(len = fe_dim_sub(c->A, b, a)) || !ox_dim_nonneg(c, len)))
+      return ox_need_value(c, fe_dim_is_int(sv->iv[i], NULL) ? ev->iv[i] : sv->iv[i], "a slice's bounds (the end may come before the start)");
+  }
+  return ox_def(c, 0, fe_slice(c->g, x, st, en, step));
+}
+
 OP(Slice) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed);
@@ -308,6 +379,7 @@ OP(Slice) {
       return c->e->code;
   } else {
     if (oxf_runtime_inputs(c, 1, 5)) return oxf_host_slice(c); /* bounds known at run time: on the host */
+    if (sym_input(c, 1) || sym_input(c, 2)) return slice_sym(c, xv);
     if (ox_const_ints(c, 1, "starts", st, TINY_MAX_RANK, &ns) || ox_const_ints(c, 2, "ends", en, TINY_MAX_RANK, &ne)) return c->e->code;
     if (c->node->n_input > 3 && c->node->input[3][0] && ox_const_ints(c, 3, "axes", ax, TINY_MAX_RANK, &na)) return c->e->code;
     if (c->node->n_input > 4 && c->node->input[4][0] && ox_const_ints(c, 4, "steps", sp, TINY_MAX_RANK, &np)) return c->e->code;

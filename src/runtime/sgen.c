@@ -284,7 +284,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   char why[640] = "";
   harp_status st = corner_at(e, s, lo, "lower", &glo, &symlo);
   if (!st) st = corner_at(e, s, hi, "upper", &s->ghi, &s->symhi);
-  for (int i = 0; !st && i < s->ngen; i++)
+  for (int i = 0; !st && i < s->nbase; i++) /* the box's own (a retry from 2 still holds the derived ones) */
     if (!declared_by_input(s->ghi, s->gen_names[i]))
       st = ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s: no input of the model declares it in its shape",
                    s->gen_names[i]);

@@ -1,0 +1,135 @@
+"""Sizes that flow as data under `harp run MODEL.onnx --shapeset` (issue 25,
+PP-OCRv4 rec): a size read with Shape, cast (to int32, or to float and
+divided, floored and cast back), multiplied and fed to Reshape, Slice,
+Concat, ConstantOfShape or Range stays an expression of the box's symbol
+(a derived symbol), so the model imports once for the box.  Each model
+runs at three bindings on a cache of its own, each output against
+onnxruntime; where every kernel reads its sizes at run time it is one
+object (the first run builds it, the next two build nothing).  A size
+harp cannot keep symbolic (a quotient by a size) says so and compiles the
+binding alone, still right."""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harp_test import Suite, close, shapeset_built as built, shapeset_run  # noqa: E402
+
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+    from onnx import TensorProto
+except ImportError:
+    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+from onnx_models import init, mk, model, vi  # noqa: E402
+
+s = Suite("shapeset_sizes")
+rng = np.random.default_rng(2511)
+D = tempfile.mkdtemp()
+env = dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp())
+
+
+def ints(name, v):
+    return init(name, np.array(v, np.int64))
+
+
+def save(m, name):
+    path = os.path.join(D, name + ".onnx")
+    onnx.save(m, path)
+    return path
+
+
+def check(name, m, box, shapes, one_object=True):
+    """m run under --shapeset box at each input shape in shapes (one input, x) against onnxruntime."""
+    path = save(m, name)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for i, shape in enumerate(shapes):
+        x = rng.standard_normal(shape).astype(np.float32)
+        p, out = shapeset_run(path, {"x": x}, ["--shapeset", box], env, D)
+        tag = f"{name} x{list(shape)}"
+        s.check(f"{tag}: runs", p.returncode == 0, p.stderr[-600:])
+        s.check(f"{tag}: imported once for the box", "a compile per binding: error" not in p.stderr, p.stderr[-600:])
+        if one_object:
+            s.check(f"{tag}: one object, {'built' if i == 0 else 'no C compile'}", built(p) == (1, 1 if i == 0 else 0)
+                    and "one object for the box" in p.stderr, f"{built(p)} {p.stderr[-600:]}")
+        for o, want in zip(ref.get_outputs(), ref.run(None, {"x": x}) if p.returncode == 0 else []):
+            s.check(f"{tag}: {o.name} vs onnxruntime", *close(np.load(os.path.join(out, o.name + ".npy")), want, 1e-5, 1e-6))
+
+
+# Shape -> Gather -> Cast(float) -> Mul(0.5) -> Mul(8.0) -> Cast(int64), less twice Cast(int32) of the same size -> Concat ->
+# Reshape: x[w, 2, 4] as [2w, 4] (2w a derived symbol); one object (softmax rows read at run time)
+m1 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+            mk("Mul", ["wf", "half"], ["wh"]), mk("Mul", ["wh", "eight"], ["w4"]), mk("Cast", ["w4"], ["w4i"], to=TensorProto.INT64),
+            mk("Cast", ["w"], ["w32"], to=TensorProto.INT32), mk("Cast", ["w32"], ["w64"], to=TensorProto.INT64),
+            mk("Sub", ["w4i", "w64"], ["w3"]), mk("Sub", ["w3", "w64"], ["rows"]),
+            mk("Unsqueeze", ["rows", "ax0"], ["r1"]), mk("Concat", ["r1", "four1"], ["shape"], axis=0),
+            mk("Reshape", ["x", "shape"], ["r"]), mk("Softmax", ["r"], ["p"], axis=-1), mk("Mul", ["p", "three"], ["y"])],
+           [vi("x", ["w", 2, 4])], [vi("y", None)],
+           [ints("zero", 0), init("half", np.array(0.5, np.float32)), init("eight", np.array(8.0, np.float32)), ints("ax0", [0]),
+            ints("four1", [4]),
+            init("three", np.array(3.0, np.float32))])
+check("cast_mul_reshape", m1, "w=2..40", [(7, 2, 4), (40, 2, 4), (19, 2, 4)])
+
+# the float path of a size: Cast(float) -> Div(2.0) -> Floor (-> Mul(2.0) -> Cast(int64): Slice's end 2*(w/2)) -> Cast(int64):
+# Reshape to (w/2, 2, 3)
+m2 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+            mk("Div", ["wf", "two"], ["wh"]), mk("Floor", ["wh"], ["wfl"]), mk("Cast", ["wfl"], ["wi"], to=TensorProto.INT64),
+            mk("Unsqueeze", ["wi", "ax0"], ["wu"]), mk("Mul", ["wfl", "two"], ["endf"]),
+            mk("Cast", ["endf"], ["endi"], to=TensorProto.INT64), mk("Unsqueeze", ["endi", "ax0"], ["end"]),
+            mk("Slice", ["x", "zero1", "end", "ax0"], ["xs"]), mk("Concat", ["wu", "two1", "three1"], ["shape"], axis=0),
+            mk("Reshape", ["xs", "shape"], ["r"]), mk("Softmax", ["r"], ["y"], axis=-1)],
+           [vi("x", ["w", 3])], [vi("y", None)],
+           [ints("zero", 0), init("two", np.array(2.0, np.float32)), ints("ax0", [0]), ints("zero1", [0]), ints("two1", [2]),
+            ints("three1", [3])])
+check("float_floor_slice", m2, "w=2..64", [(9, 3), (64, 3), (30, 3)])
+
+# SVTR's flatten: Shape -> Cast(int32) -> Slice [0:2] -> Concat [-1] -> Reshape [1, C, H*W] -> Transpose -> MatMul
+# -> Softmax over the W*H/... tokens' features
+W8 = rng.standard_normal((8, 6)).astype(np.float32) * 0.5
+m3 = model([mk("Shape", ["x"], ["s"]), mk("Cast", ["s"], ["s32"], to=TensorProto.INT32),
+            mk("Slice", ["s32", "zero1", "two1", "zero1"], ["nc"]), mk("Cast", ["nc"], ["nc64"], to=TensorProto.INT64),
+            mk("Concat", ["nc64", "m1"], ["shape"], axis=0), mk("Reshape", ["x", "shape"], ["f"]),
+            mk("Transpose", ["f"], ["t"], perm=[0, 2, 1]), mk("MatMul", ["t", "W"], ["h"]), mk("Softmax", ["h"], ["y"], axis=-1)],
+           [vi("x", [1, 8, 2, "w"])], [vi("y", None)],
+           [ints("zero1", [0]), ints("two1", [2]), ints("m1", [-1]), init("W", W8)])
+check("shape_slice_concat_reshape", m3, "w=4..48", [(1, 8, 2, 5), (1, 8, 2, 48), (1, 8, 2, 23)], one_object=False)
+
+# Range over a size (positions 0..w-1, scaled, added to x's rows), ConstantOfShape of a shape read from x, and
+# fills of sizes w and w + 1 concatenated (a padded fill: the CPU's map kernels once dropped the pad)
+fill = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])
+m4 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["zero", "w", "one"], ["pos"]),
+            mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Unsqueeze", ["posf", "ax1"], ["pcol"]),
+            mk("Mul", ["pcol", "tenth"], ["ps"]), mk("ConstantOfShape", ["s"], ["ones"], value=fill),
+            mk("Mul", ["x", "ones"], ["x2"]), mk("Add", ["x2", "ps"], ["y"]),
+            mk("Unsqueeze", ["w", "ax0"], ["w1"]), mk("Add", ["w1", "one"], ["wp1"]),
+            mk("ConstantOfShape", ["w1"], ["f1"], value=fill), mk("ConstantOfShape", ["wp1"], ["f0"]),
+            mk("Concat", ["f1", "f0"], ["cat"], axis=0)],
+           [vi("x", ["w", 4])], [vi("y", None), vi("cat", None)],
+           [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])
+check("range_constantofshape", m4, "w=1..50", [(6, 4), (50, 4), (1, 4)], one_object=False)
+
+# Ceil and Round (no ties: an odd denominator) of a size cast to float, as a ConstantOfShape's shape
+m6 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero1"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+            mk("Div", ["wf", "three"], ["w3"]), mk("Ceil", ["w3"], ["c"]), mk("Round", ["w3"], ["r"]),
+            mk("Concat", ["c", "r"], ["cr"], axis=0), mk("Cast", ["cr"], ["shape"], to=TensorProto.INT64),
+            mk("ConstantOfShape", ["shape"], ["y"], value=fill)],
+           [vi("x", ["w", 2])], [vi("y", None)], [ints("zero1", [0]), init("three", np.array(3.0, np.float32))])
+check("ceil_round_fill", m6, "w=2..40", [(7, 2), (8, 2), (40, 2)], one_object=False)
+
+# a quotient by a size cannot stay symbolic: said, and the binding compiled alone, right
+m5 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+            mk("Div", ["hundred", "wf"], ["q"]), mk("Mul", ["x", "q"], ["y"])], [vi("x", ["w", 3])], [vi("y", None)],
+           [ints("zero", 0), init("hundred", np.array(100.0, np.float32))])
+path = save(m5, "quotient")
+x = rng.standard_normal((7, 3)).astype(np.float32)
+p, out = shapeset_run(path, {"x": x}, ["--shapeset", "w=2..9"], env, D)
+s.check("quotient by a size: a compile per binding, said", p.returncode == 0 and "a compile per binding: error[UnboundSymbol]" in p.stderr
+        and "graph input \"x\"" in p.stderr, p.stderr[-500:])
+if p.returncode == 0:
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    s.check("quotient by a size vs onnxruntime", *close(np.load(os.path.join(out, "y.npy")), want, 1e-5, 1e-6))
+
+s.close()
