@@ -19,20 +19,31 @@ typedef struct ct_gmap_in {
   poly_qaxis ax[TINY_MAX_RANK];
 } ct_gmap_in;
 
-typedef struct ct_gmap {
-  int nv;                       /* the domain: y's axes */
-  int64_t size[POLY_MAX_VARS];
-  ct_tensor y;                  /* written point for point, dense */
+/* One slab of y (lo <= x_var <= hi of the set's var, the rest whole):
+ * its inputs and ops. */
+typedef struct ct_gmap_piece {
+  int64_t lo, hi;
   int nin;
   ct_gmap_in in[CT_MAP_MAX_IN];
   int nops;
   ct_map_op ops[CT_MAP_MAX_OPS]; /* as ct_map's: operands first, y the last */
+} ct_gmap_piece;
+
+typedef struct ct_gmap {
+  int nv;                       /* the domain: y's axes */
+  int64_t size[POLY_MAX_VARS];
+  ct_tensor y;                  /* written point for point, dense */
+  int var;                      /* the axis the pieces cut (-1: one piece, the whole) */
+  int npiece;
+  ct_gmap_piece piece[CT_MAP_MAX_PIECES];
 } ct_gmap;
 
-/* True when kernel's region is elementwise blocks over one domain, with
- * one output written point for point, whose outside reads are each one
- * quasi-affine piece (poly_access_quasi) of fp32 tensors; false with *why
- * set else.  `ok(op)` says which Tiny ops the target covers. */
+/* True when kernel's region is elementwise blocks with one output written
+ * point for point, cut into slabs as the map's pieces (ct_map_cuts), where
+ * every chain of reads from y reads padding or real elements of an fp32
+ * tensor through one quasi-affine piece (poly_chain_quasi), a value of the
+ * region computed at the point its chain reaches; false with *why set
+ * else.  `ok(op)` says which Tiny ops the target covers. */
 bool ct_read_gmap(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_gmap *out, const char **why);
 
 #endif

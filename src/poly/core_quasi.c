@@ -2,7 +2,7 @@
  * of its tensor (harp/polyquasi.h), read off isl's multi-affine form of the
  * read: integer coefficients over the block's variables plus integer
  * multiples of floor(x_v / d), d a positive constant.
- * Needs: core_int.h.  Gives: poly_access_quasi. */
+ * Needs: core_int.h.  Gives: poly_access_quasi, poly_core_quasi_of. */
 #include <string.h>
 
 #include "harp/polyquasi.h"
@@ -52,6 +52,14 @@ static bool axis_of(__isl_keep isl_multi_aff *ma, int k, int nvars, poly_qaxis *
   return ok;
 }
 
+bool poly_core_quasi_of(__isl_keep isl_multi_aff *ma, int nvars, poly_qaxis *ax, int *rank) {
+  int n = (int)isl_multi_aff_dim(ma, isl_dim_out);
+  bool good = n >= 0 && n <= TINY_MAX_RANK && (int)isl_multi_aff_dim(ma, isl_dim_in) == nvars;
+  for (int k = 0; good && k < n; k++) good = axis_of(ma, k, nvars, &ax[k]);
+  *rank = good ? n : 0;
+  return good;
+}
+
 harp_status poly_access_quasi(harp_error *e, const poly_view *pv, int block, int access, poly_qaxis *ax, int *rank,
                               bool *ok) {
   *ok = false;
@@ -65,12 +73,8 @@ harp_status poly_access_quasi(harp_error *e, const poly_view *pv, int block, int
     isl_ctx_reset_error(pv->ctx);
     return HARP_OK;
   }
-  int n = (int)isl_multi_aff_dim(ma, isl_dim_out);
-  bool good = n >= 0 && n <= TINY_MAX_RANK && (int)isl_multi_aff_dim(ma, isl_dim_in) == b->pub.nvars;
-  for (int k = 0; good && k < n; k++) good = axis_of(ma, k, b->pub.nvars, &ax[k]);
+  *ok = poly_core_quasi_of(ma, b->pub.nvars, ax, rank);
   isl_multi_aff_free(ma);
   isl_ctx_reset_error(pv->ctx);
-  *ok = good;
-  *rank = good ? n : 0;
   return HARP_OK;
 }

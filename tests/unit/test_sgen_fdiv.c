@@ -14,9 +14,9 @@
 
 typedef struct fdiv_case {
   const char *model;
-  rt_sgen_sym box[6];
+  rt_sgen_sym box[8];
   int nbox;
-  const char *at[5][6]; /* bindings: "NAME=V", NULL-ended */
+  const char *at[5][8]; /* bindings: "NAME=V", NULL-ended */
   int ngmap;            /* kernels printed by gmap_c.c, at least */
 } fdiv_case;
 
@@ -34,6 +34,15 @@ static const fdiv_case CASES[] = {
      {{"N", 2, 3}, {"H", 3, 41}, {"W", 3, 37}},
      3,
      {{"N=2", "H=3", "W=3"}, {"N=3", "H=41", "W=37"}, {"N=2", "H=10", "W=17"}, {"N=3", "H=27", "W=4"}, {"N=2", "H=5", "W=30"}},
+     1},
+    {"upcat_hw.harp",
+     {{"N", 1, 1}, {"H", 2, 12}, {"W", 2, 11}, {"G", 4, 24}, {"V", 4, 22}, {"P", 8, 48}, {"Q", 8, 44}},
+     7,
+     {{"N=1", "H=2", "W=2", "G=4", "V=4", "P=8", "Q=8"},
+      {"N=1", "H=12", "W=11", "G=24", "V=22", "P=48", "Q=44"},
+      {"N=1", "H=7", "W=3", "G=14", "V=6", "P=28", "Q=12"},
+      {"N=1", "H=3", "W=10", "G=6", "V=20", "P=12", "Q=40"},
+      {"N=1", "H=5", "W=5", "G=10", "V=10", "P=20", "Q=20"}},
      1},
 };
 

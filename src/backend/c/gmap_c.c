@@ -38,6 +38,7 @@ static bool gm_op_ok(tiny_op op) { return op == TINY_CAST || tiny_op_c(op, false
 /* What the printer keeps: the reading, and each size's C text. */
 typedef struct gm {
   const ct_gmap *g;
+  const ct_gmap_piece *pc;                    /* the piece printed */
   char ext[POLY_MAX_VARS][160];               /* y's axes: an expression or a constant */
   char st[CT_MAP_MAX_IN][TINY_MAX_RANK][160]; /* the inputs' axis strides, likewise */
   int64_t stc[CT_MAP_MAX_IN][TINY_MAX_RANK];  /* the stride when a constant, else -1 */
@@ -46,29 +47,36 @@ typedef struct gm {
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 
-/* The sizes of kernel r's reading g as C text into m (expressions of the
- * symbols where they move, constants else) and D; false (quietly) when no
- * size moves or a shape is not the one read. */
-static bool gm_sizes(const rc_ctx *c, int r, const ct_gmap *g, gm *m) {
+/* y's sizes of kernel r's reading g as C text into m (expressions of the
+ * symbols where they move, constants else); false when y's shape is not
+ * the one read or the pieces cut its innermost axis.  *any: a size moves. */
+static bool gm_ysizes(const rc_ctx *c, int r, const ct_gmap *g, gm *m, bool *any) {
   const tiny_shape *ys = rc_slot_shape(c, r, g->y.slot);
-  bool any = false;
-  if (!ys || ys->rank != g->nv) return false;
+  if (!ys || ys->rank != g->nv || g->var == g->nv - 1) return false;
   for (int v = 0; v < g->nv; v++) {
     int64_t hi;
     if (ys->d[v].n != g->size[v]) return false;
-    if (rc_axis_expr(c, ys, v, g->size[v], m->ext[v], sizeof m->ext[v], &hi)) any = true;
+    if (rc_axis_expr(c, ys, v, g->size[v], m->ext[v], sizeof m->ext[v], &hi)) *any = true;
     else snprintf(m->ext[v], sizeof m->ext[v], "%" PRId64 "L", g->size[v]);
   }
-  int64_t D = 1, last = g->nv - 1;
-  for (int k = 0; k < g->nin; k++) {
-    const ct_gmap_in *in = &g->in[k];
+  return true;
+}
+
+/* Piece m->pc's input strides as C text into m, and its block length D;
+ * false when a shape is not the one read or D is too large.  *any: a
+ * stride moves. */
+static bool gm_psizes(const rc_ctx *c, int r, gm *m, bool *any) {
+  const ct_gmap_piece *pc = m->pc;
+  int64_t D = 1, last = m->g->nv - 1;
+  for (int k = 0; k < pc->nin; k++) {
+    const ct_gmap_in *in = &pc->in[k];
     const tiny_shape *is = rc_slot_shape(c, r, in->t.slot);
     if (!is || is->rank != in->rank) return false;
     int64_t prod = 1;
     for (int a = in->rank - 1; a >= 0; a--) {
       m->stc[k][a] = prod;
       if (a + 1 < in->rank && rc_size_expr(c, is, a + 1, in->rank, prod, m->st[k][a], sizeof m->st[k][a])) {
-        any = true;
+        *any = true;
         m->stc[k][a] = -1;
       }
       prod *= is->d[a].n;
@@ -78,7 +86,7 @@ static bool gm_sizes(const rc_ctx *c, int r, const ct_gmap *g, gm *m) {
     }
   }
   m->D = (int)D;
-  return any;
+  return true;
 }
 
 /* Append "+ v * stride(k, a)" to o (a constant stride folded into *lit). */
@@ -91,7 +99,7 @@ static void gm_term(ut_str *o, const gm *m, int k, int a, int64_t v, int64_t *li
 /* Input k's row start: its indices over the outer coordinates i0.. (y's
  * axes but the last) times its strides. */
 static void gm_row_start(ut_str *o, const gm *m, int k) {
-  const ct_gmap_in *in = &m->g->in[k];
+  const ct_gmap_in *in = &m->pc->in[k];
   int64_t lit = 0;
   ut_str_printf(o, "    const float *p%d = x%d", k, k);
   for (int a = 0; a < in->rank; a++) {
@@ -116,7 +124,7 @@ static void gm_row_start(ut_str *o, const gm *m, int k) {
 /* Input k's offset within a row at point j (jtext: "j", or a block's point
  * as a constant when jconst >= 0), as a sum over its axes. */
 static void gm_inner(ut_str *o, const gm *m, int k, int64_t jconst) {
-  const ct_gmap_in *in = &m->g->in[k];
+  const ct_gmap_in *in = &m->pc->in[k];
   int last = m->g->nv - 1;
   int64_t lit = 0;
   ut_str_puts(o, "0");
@@ -143,7 +151,7 @@ static void gm_inner(ut_str *o, const gm *m, int k, int64_t jconst) {
 
 /* Input k's step per block of D points: the change of its offset. */
 static void gm_step(ut_str *o, const gm *m, int k) {
-  const ct_gmap_in *in = &m->g->in[k];
+  const ct_gmap_in *in = &m->pc->in[k];
   int last = m->g->nv - 1;
   int64_t lit = 0;
   ut_str_puts(o, "0");
@@ -166,11 +174,12 @@ static void gm_arg(char *buf, size_t cap, const ct_map_arg *a) {
   else snprintf(buf, cap, "%#.9gf", a->c);
 }
 
-/* One point: the loads (input k at p<k>[idx(k)]), the ops, y's store at yr[yat]. */
+/* One point: the loads (input k at p<k>[...]; q >= 0: point q of a block,
+ * else point j), the ops, y's store at yr[yat]. */
 static void gm_point(ut_str *o, const gm *m, int64_t q, const char *yat) {
-  const ct_gmap *g = m->g;
+  const ct_gmap_piece *pc = m->pc;
   ut_str_puts(o, "      {\n");
-  for (int k = 0; k < g->nin; k++) {
+  for (int k = 0; k < pc->nin; k++) {
     if (q >= 0) ut_str_printf(o, "        const float a%d = p%d[jj * st%d + of%d_%" PRId64 "];\n", k, k, k, k, q);
     else {
       ut_str_printf(o, "        const float a%d = p%d[", k, k);
@@ -178,8 +187,8 @@ static void gm_point(ut_str *o, const gm *m, int64_t q, const char *yat) {
       ut_str_puts(o, "];\n");
     }
   }
-  for (int j = 0; j < g->nops; j++) {
-    const ct_map_op *op = &g->ops[j];
+  for (int j = 0; j < pc->nops; j++) {
+    const ct_map_op *op = &pc->ops[j];
     char a[64], b[64];
     gm_arg(a, sizeof a, &op->a);
     gm_arg(b, sizeof b, &op->b);
@@ -189,18 +198,20 @@ static void gm_point(ut_str *o, const gm *m, int64_t q, const char *yat) {
     else tiny_op_spell(o, tiny_op_c(op->op, false, false), x, tiny_op_arity(op->op));
     ut_str_puts(o, ";\n");
   }
-  ut_str_printf(o, "        yr[%s] = v%d;\n      }\n", yat, g->nops - 1);
+  ut_str_printf(o, "        yr[%s] = v%d;\n      }\n", yat, pc->nops - 1);
 }
 
-/* The task over rows [task * chunk, ...) of y: blocks of D points, then the rest. */
-static void gm_task(ut_str *o, const gm *m, const char *fn) {
+/* Piece kp's task over its rows [task * chunk, ...): the outer coordinates
+ * (the cut one from the piece's start), blocks of D points, then the rest. */
+static void gm_task(ut_str *o, const gm *m, const char *fn, int kp) {
   const ct_gmap *g = m->g;
+  const ct_gmap_piece *pc = m->pc;
   int nv = g->nv;
-  ut_str_printf(o, "HP_NOTRAP static void %s_gtask(void *vc, int task, int tid) {\n  const %s_gx *cx = (const %s_gx *)vc;\n  (void)tid;\n",
-                fn, fn, fn);
-  for (int k = 0; k < g->nin; k++) ut_str_printf(o, "  const float *x%d = (const float *)cx->bufs[%d];\n", k, g->in[k].t.slot);
+  ut_str_printf(o, "HP_NOTRAP static void %s_g%dtask(void *vc, int task, int tid) {\n  const %s_gx *cx = (const %s_gx *)vc;\n"
+                   "  (void)tid;\n", fn, kp, fn, fn);
+  for (int k = 0; k < pc->nin; k++) ut_str_printf(o, "  const float *x%d = (const float *)cx->bufs[%d];\n", k, pc->in[k].t.slot);
   ut_str_printf(o, "  float *y = (float *)cx->bufs[%d];\n  const long n = cx->e[%d];\n", g->y.slot, nv - 1);
-  for (int k = 0; k < g->nin; k++) {
+  for (int k = 0; k < pc->nin; k++) {
     ut_str_printf(o, "  const long st%d = ", k);
     gm_step(o, m, k);
     ut_str_puts(o, ";\n");
@@ -212,10 +223,18 @@ static void gm_task(ut_str *o, const gm *m, const char *fn) {
   }
   ut_str_puts(o, "  long r0 = (long)task * cx->chunk, r1 = r0 + cx->chunk;\n  if (r1 > cx->rows) r1 = cx->rows;\n"
                  "  for (long r = r0; r < r1; r++) {\n    long q = r;\n");
-  for (int v = nv - 2; v >= 1; v--) ut_str_printf(o, "    const long i%d = q %% cx->e[%d]; q /= cx->e[%d];\n", v, v, v);
-  ut_str_puts(o, nv > 1 ? "    const long i0 = q;\n" : "    (void)q;\n");
-  for (int k = 0; k < g->nin; k++) gm_row_start(o, m, k);
-  ut_str_printf(o, "    float *yr = y + r * n;\n    long j = 0;\n    #pragma GCC ivdep\n    for (; j + %d <= n; j += %d) {\n"
+  for (int v = nv - 2; v >= 0; v--) {
+    if (v) ut_str_printf(o, "    long i%d = q %% cx->e[%d]; q /= cx->e[%d];\n", v, v, v);
+    else ut_str_puts(o, "    long i0 = q;\n");
+    if (v == g->var) ut_str_printf(o, "    i%d += %" PRId64 "L; /* the piece's start */\n", v, pc->lo);
+  }
+  if (nv < 2) ut_str_puts(o, "    (void)q;\n");
+  for (int k = 0; k < pc->nin; k++) gm_row_start(o, m, k);
+  ut_str_puts(o, "    float *yr = y + ");
+  for (int v = 0; v + 1 < nv; v++) ut_str_puts(o, "(");
+  ut_str_puts(o, "0");
+  for (int v = 0; v + 1 < nv; v++) ut_str_printf(o, " + i%d) * cx->f[%d]", v, v + 1);
+  ut_str_printf(o, ";\n    long j = 0;\n    #pragma GCC ivdep\n    for (; j + %d <= n; j += %d) {\n"
                    "      const long jj = j / %d;\n", m->D, m->D, m->D);
   for (int q = 0; q < m->D; q++) {
     char at[32];
@@ -227,21 +246,22 @@ static void gm_task(ut_str *o, const gm *m, const char *fn) {
   ut_str_puts(o, "  }\n}\n");
 }
 
-/* The entry point: this run's sizes into the context, the rows over the pool. */
-static void gm_entry(ut_str *o, const gm *m, const char *fn) {
+/* Piece kp's run in the entry point: its sizes into the context, its rows over the pool. */
+static void gm_run_piece(ut_str *o, const gm *m, const char *fn, int kp) {
   const ct_gmap *g = m->g;
-  ut_str_printf(o, "HP_NOTRAP static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_gx cx;\n  cx.bufs = bufs;\n", fn, fn);
-  for (int v = 0; v < g->nv; v++) ut_str_printf(o, "  cx.e[%d] = %s;\n", v, m->ext[v]);
-  for (int k = 0; k < g->nin; k++)
-    for (int a = 0; a < g->in[k].rank; a++)
+  const ct_gmap_piece *pc = m->pc;
+  for (int v = 0; v < g->nv; v++) {
+    if (v == g->var) ut_str_printf(o, "  cx.e[%d] = %" PRId64 "L;\n", v, pc->hi - pc->lo + 1);
+    else ut_str_printf(o, "  cx.e[%d] = cx.f[%d];\n", v, v);
+  }
+  for (int k = 0; k < pc->nin; k++)
+    for (int a = 0; a < pc->in[k].rank; a++)
       if (m->stc[k][a] < 0) ut_str_printf(o, "  cx.s[%d][%d] = %s;\n", k, a, m->st[k][a]);
   ut_str_puts(o, "  cx.rows = 1");
   for (int v = 0; v + 1 < g->nv; v++) ut_str_printf(o, " * cx.e[%d]", v);
-  ut_str_printf(o, ";\n  if ((double)cx.rows * cx.e[%d] < %.0f) pool = NULL; /* small: the calling thread alone */\n", g->nv - 1,
-                GMAP_SMALL_POINTS);
-  ut_str_printf(o, "  long nt = pool ? hprt_pool_size(pool) * 4 : 1;\n  cx.chunk = (cx.rows + nt - 1) / nt;\n"
-                   "  if (cx.chunk < 1) cx.chunk = 1;\n  int ntasks = (int)((cx.rows + cx.chunk - 1) / cx.chunk);\n"
-                   "  hprt_pool_run(ntasks > 1 ? pool : NULL, ntasks, %s_gtask, &cx);\n  return 0;\n}\n\n", fn);
+  ut_str_printf(o, ";\n  cx.chunk = (cx.rows + nt - 1) / nt;\n  if (cx.chunk < 1) cx.chunk = 1;\n"
+                   "  hprt_pool_run(cx.rows > cx.chunk ? pool : NULL, (int)((cx.rows + cx.chunk - 1) / cx.chunk), %s_g%dtask, &cx);\n",
+                fn, kp);
 }
 
 harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled) {
@@ -249,24 +269,36 @@ harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *han
   if (!c->ngen_syms) return HARP_OK; /* ordinary compiles: the loop nest, as before */
   ct_src src = {c->g, c->pv, c->f, false, false};
   gm *m = calloc(1, sizeof *m);
-  if (!m) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  ct_gmap *g = calloc(1, sizeof *g); /* large: kept off the stack */
+  ut_str body, run;
+  ut_str_init(&body);
+  ut_str_init(&run);
   const char *why = NULL;
-  ct_gmap *gp = calloc(1, sizeof *gp); /* large: kept off the stack */
-  if (!gp) {
-    free(m);
-    return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  bool any = false, ok = m && g && ct_read_gmap(&src, r, gm_op_ok, g, &why);
+  if (ok) m->g = g, ok = gm_ysizes(c, r, g, m, &any);
+  for (int k = 0; ok && k < g->npiece; k++) {
+    m->pc = &g->piece[k];
+    ok = gm_psizes(c, r, m, &any);
+    if (ok) gm_task(&body, m, fn, k), gm_run_piece(&run, m, fn, k);
   }
-  m->g = gp;
-  if (ct_read_gmap(&src, r, gm_op_ok, gp, &why) && gm_sizes(c, r, gp, m)) {
-    ut_str_printf(out, "/* ---- %s: a map over run-time sizes, %d inputs read through floor divisions (ShapeSet) ---- */\n", fn,
-                  gp->nin);
-    ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, e[%d], s[%d][%d]; } %s_gx;\n", gp->nv,
-                  gp->nin ? gp->nin : 1, TINY_MAX_RANK, fn);
-    gm_task(out, m, fn);
-    gm_entry(out, m, fn);
+  if (ok && any) { /* some size moves: this kernel, else the loop nest as before */
+    ut_str_printf(out, "/* ---- %s: a map over run-time sizes in %d piece(s), read through floor divisions (ShapeSet) ---- */\n",
+                  fn, g->npiece);
+    ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, e[%d], f[%d], s[%d][%d]; } %s_gx;\n", g->nv, g->nv,
+                  CT_MAP_MAX_IN, TINY_MAX_RANK, fn);
+    ut_str_puts(out, body.buf);
+    ut_str_printf(out, "HP_NOTRAP static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_gx cx;\n  cx.bufs = bufs;\n", fn, fn);
+    for (int v = 0; v < g->nv; v++) ut_str_printf(out, "  cx.f[%d] = %s;\n", v, m->ext[v]);
+    ut_str_puts(out, "  if (1.0");
+    for (int v = 0; v < g->nv; v++) ut_str_printf(out, " * cx.f[%d]", v);
+    ut_str_printf(out, " < %.0f) pool = NULL; /* small: the calling thread alone */\n", GMAP_SMALL_POINTS);
+    ut_str_printf(out, "  long nt = pool ? hprt_pool_size(pool) * 4 : 1;\n%s  return 0;\n}\n\n", run.buf);
     *handled = true;
   }
-  free(gp);
+  bool oom = !m || !g || body.oom || run.oom || out->oom;
+  ut_str_free(&body);
+  ut_str_free(&run);
+  free(g);
   free(m);
-  return out->oom ? ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  return oom ? ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
 }
