@@ -12,9 +12,13 @@
  * symbol moves them).  Along a row the points go in blocks of D, the least
  * common multiple of the divisors on the innermost variable: within a
  * block, point q of input k is at jj * step_k + off_k(q) (jj the block),
- * step_k a constant wherever only constant strides move it (an x2 upsample
- * reads 1 element a block of 2, which the compiler vectorises as a lane
- * duplication), then the row's rest point by point.  Scalar C in fp32;
+ * step_k a constant wherever only constant strides move it.  Sixteen
+ * blocks at a time, each point q is computed in lanes over the blocks (a
+ * loop the compiler vectorises, math included: an x2 upsample's x loads
+ * are contiguous there), then the D results interleave into y's row; the
+ * row's last points (fewer than D) one by one.  Scalar C in fp32; no
+ * HP_NOTRAP on the kernels: its optimize attribute keeps the prelude's
+ * math (hp_exp2f) from inlining, and the loops then stay scalar;
  * ordinary compiles never come here (kernel_c.c asks only with ShapeSet
  * symbols), so their C is unchanged. */
 #include <inttypes.h>
@@ -29,6 +33,8 @@
 
 /* Blocks of more points than this along a row: not taken. */
 #define GMAP_MAX_D 16
+/* Blocks computed together along a row (one vector of 16 lanes). */
+#define GMAP_LANES 16
 /* Fewer points run on the calling thread (as the map kernel's). */
 #define GMAP_SMALL_POINTS 32768.0
 
@@ -174,9 +180,9 @@ static void gm_arg(char *buf, size_t cap, const ct_map_arg *a) {
   else snprintf(buf, cap, "%#.9gf", a->c);
 }
 
-/* One point: the loads (input k at p<k>[...]; q >= 0: point q of a block,
- * else point j), the ops, y's store at yr[yat]. */
-static void gm_point(ut_str *o, const gm *m, int64_t q, const char *yat) {
+/* One point: the loads (input k at p<k>[...]; q >= 0: point q of block
+ * jj, else point j), the ops, the result stored to dst. */
+static void gm_point(ut_str *o, const gm *m, int64_t q, const char *dst) {
   const ct_gmap_piece *pc = m->pc;
   ut_str_puts(o, "      {\n");
   for (int k = 0; k < pc->nin; k++) {
@@ -198,7 +204,7 @@ static void gm_point(ut_str *o, const gm *m, int64_t q, const char *yat) {
     else tiny_op_spell(o, tiny_op_c(op->op, false, false), x, tiny_op_arity(op->op));
     ut_str_puts(o, ";\n");
   }
-  ut_str_printf(o, "        yr[%s] = v%d;\n      }\n", yat, pc->nops - 1);
+  ut_str_printf(o, "        %s = v%d;\n      }\n", dst, pc->nops - 1);
 }
 
 /* Piece kp's task over its rows [task * chunk, ...): the outer coordinates
@@ -207,7 +213,7 @@ static void gm_task(ut_str *o, const gm *m, const char *fn, int kp) {
   const ct_gmap *g = m->g;
   const ct_gmap_piece *pc = m->pc;
   int nv = g->nv;
-  ut_str_printf(o, "HP_NOTRAP static void %s_g%dtask(void *vc, int task, int tid) {\n  const %s_gx *cx = (const %s_gx *)vc;\n"
+  ut_str_printf(o, "static void %s_g%dtask(void *vc, int task, int tid) {\n  const %s_gx *cx = (const %s_gx *)vc;\n"
                    "  (void)tid;\n", fn, kp, fn, fn);
   for (int k = 0; k < pc->nin; k++) ut_str_printf(o, "  const float *x%d = (const float *)cx->bufs[%d];\n", k, pc->in[k].t.slot);
   ut_str_printf(o, "  float *y = (float *)cx->bufs[%d];\n  const long n = cx->e[%d];\n", g->y.slot, nv - 1);
@@ -234,15 +240,24 @@ static void gm_task(ut_str *o, const gm *m, const char *fn, int kp) {
   for (int v = 0; v + 1 < nv; v++) ut_str_puts(o, "(");
   ut_str_puts(o, "0");
   for (int v = 0; v + 1 < nv; v++) ut_str_printf(o, " + i%d) * cx->f[%d]", v, v + 1);
-  ut_str_printf(o, ";\n    long j = 0;\n    #pragma GCC ivdep\n    for (; j + %d <= n; j += %d) {\n"
-                   "      const long jj = j / %d;\n", m->D, m->D, m->D);
-  for (int q = 0; q < m->D; q++) {
-    char at[32];
-    snprintf(at, sizeof at, "j + %d", q);
-    gm_point(o, m, q, at);
+  /* blocks of D points, GMAP_LANES blocks at a time: each point q of the
+   * blocks computed in lanes (a loop the compiler vectorises, the math
+   * included), then interleaved into y's row */
+  ut_str_printf(o, ";\n    const long nb = n / %d;\n    for (long jb = 0; jb < nb; jb += %d) {\n"
+                   "      const long lm = nb - jb < %d ? nb - jb : %d;\n", m->D, GMAP_LANES, GMAP_LANES, GMAP_LANES);
+  for (int q = 0; q < m->D; q++) { /* D 1: straight into y */
+    char dst[32];
+    snprintf(dst, sizeof dst, m->D > 1 ? "t%d[l]" : "yr[jb + l]", q);
+    if (m->D > 1) ut_str_printf(o, "      float t%d[%d];\n", q, GMAP_LANES);
+    ut_str_puts(o, "      #pragma omp simd\n      for (long l = 0; l < lm; l++) {\n      const long jj = jb + l;\n");
+    gm_point(o, m, q, dst);
+    ut_str_puts(o, "      }\n");
   }
-  ut_str_puts(o, "    }\n    for (; j < n; j++)\n");
-  gm_point(o, m, -1, "j");
+  if (m->D > 1) ut_str_puts(o, "      for (long l = 0; l < lm; l++) {\n");
+  for (int q = 0; m->D > 1 && q < m->D; q++) ut_str_printf(o, "        yr[(jb + l) * %d + %d] = t%d[l];\n", m->D, q, q);
+  ut_str_printf(o, "%s    }\n    for (long j = nb * %d; j < n; j++) /* the rest: fewer than D points */\n", m->D > 1 ? "      }\n" : "",
+                m->D);
+  gm_point(o, m, -1, "yr[j]");
   ut_str_puts(o, "  }\n}\n");
 }
 
@@ -287,7 +302,7 @@ harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *han
     ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, e[%d], f[%d], s[%d][%d]; } %s_gx;\n", g->nv, g->nv,
                   CT_MAP_MAX_IN, TINY_MAX_RANK, fn);
     ut_str_puts(out, body.buf);
-    ut_str_printf(out, "HP_NOTRAP static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_gx cx;\n  cx.bufs = bufs;\n", fn, fn);
+    ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_gx cx;\n  cx.bufs = bufs;\n", fn, fn);
     for (int v = 0; v < g->nv; v++) ut_str_printf(out, "  cx.f[%d] = %s;\n", v, m->ext[v]);
     ut_str_puts(out, "  if (1.0");
     for (int v = 0; v < g->nv; v++) ut_str_printf(out, " * cx.f[%d]", v);
