@@ -127,8 +127,8 @@ static void gm_row_start(ut_str *o, const gm *m, int k) {
   ut_str_printf(o, " + %" PRId64 "L;\n", lit);
 }
 
-/* Input k's offset within a row at point j (jtext: "j", or a block's point
- * as a constant when jconst >= 0), as a sum over its axes. */
+/* Input k's offset within a row at point j (jconst < 0: the C variable j;
+ * else the constant jconst, as a block's point), as a sum over its axes. */
 static void gm_inner(ut_str *o, const gm *m, int k, int64_t jconst) {
   const ct_gmap_in *in = &m->pc->in[k];
   int last = m->g->nv - 1;
@@ -151,22 +151,6 @@ static void gm_inner(ut_str *o, const gm *m, int k, int64_t jconst) {
       if (q->dvar[i] == last) ut_str_printf(o, " + %" PRId64 "L * (j / %" PRId64 "L)", q->dcoef[i], q->dden[i]);
     if (m->stc[k][a] >= 0) ut_str_printf(o, ") * %" PRId64 "L", m->stc[k][a]);
     else ut_str_printf(o, ") * cx->s[%d][%d]", k, a);
-  }
-  ut_str_printf(o, " + %" PRId64 "L", lit);
-}
-
-/* Input k's step per block of D points: the change of its offset. */
-static void gm_step(ut_str *o, const gm *m, int k) {
-  const ct_gmap_in *in = &m->pc->in[k];
-  int last = m->g->nv - 1;
-  int64_t lit = 0;
-  ut_str_puts(o, "0");
-  for (int a = 0; a < in->rank; a++) {
-    const poly_qaxis *q = &in->ax[a];
-    int64_t v = q->coef[last] * m->D;
-    for (int i = 0; i < q->ndiv; i++)
-      if (q->dvar[i] == last) v += q->dcoef[i] * (m->D / q->dden[i]);
-    gm_term(o, m, k, a, v, &lit);
   }
   ut_str_printf(o, " + %" PRId64 "L", lit);
 }
@@ -218,8 +202,8 @@ static void gm_task(ut_str *o, const gm *m, const char *fn, int kp) {
   for (int k = 0; k < pc->nin; k++) ut_str_printf(o, "  const float *x%d = (const float *)cx->bufs[%d];\n", k, pc->in[k].t.slot);
   ut_str_printf(o, "  float *y = (float *)cx->bufs[%d];\n  const long n = cx->e[%d];\n", g->y.slot, nv - 1);
   for (int k = 0; k < pc->nin; k++) {
-    ut_str_printf(o, "  const long st%d = ", k);
-    gm_step(o, m, k);
+    ut_str_printf(o, "  const long st%d = ", k); /* the step a block: the offset at point D (that at 0 is 0) */
+    gm_inner(o, m, k, m->D);
     ut_str_puts(o, ";\n");
     for (int q = 0; q < m->D; q++) {
       ut_str_printf(o, "  const long of%d_%d = ", k, q);
