@@ -4,7 +4,8 @@
  * its chain reaches), with each read of an outside tensor one quasi-affine
  * index per tensor axis (poly_chain_quasi) instead of strides over rows.
  * A nearest upsample added to a lateral map, a concat of upsampled maps, a
- * depth-to-space and a per-channel gate computed on the way all read so.
+ * depth-to-space (also as a model's output: a view's copy) and a
+ * per-channel gate computed on the way all read so.
  * Only fp32 values: the kernel printing this (gmap_c.c) computes in float
  * with scalar C the compiler vectorises.
  * Needs: the Poly-View (poly_chain_quasi), the Function, ct_map_cuts.
@@ -104,11 +105,13 @@ static bool gp_operand(gp_ctx *p, int bi, int q, ct_map_arg *arg) {
 static int gp_op(gp_ctx *p, int bi) {
   const poly_block_info *b = poly_block(p->s->pv, bi);
   const tiny_node *n = &p->s->g->nodes[b->node];
-  if (b->kind != POLY_EWISE || b->nnodes > 1 || b->nvars != b->nout) return p->why = "gmap: a block that is not elementwise", -1;
-  if (n->nsrc > 2) return p->why = "gmap: an op of more than two operands", -1;
+  bool move = b->kind == POLY_MOVEMENT_AFFINE; /* a view that is an output: a copy of its read */
+  if ((!move && b->kind != POLY_EWISE) || b->nnodes > 1 || b->nvars != b->nout)
+    return p->why = "gmap: a block that is not elementwise", -1;
+  if (n->nsrc > 2 || (move && b->naccess != 2)) return p->why = "gmap: an op of more than two operands", -1;
   if (n->op == TINY_CAST && p->s->g->nodes[n->src[0].node].dtype != TINY_FP32) return p->why = "gmap: a cast", -1;
-  ct_map_op op = {n->op, TINY_FP32, {0}, {0}};
-  for (int q = 0; q < n->nsrc; q++)
+  ct_map_op op = {move ? TINY_CAST : n->op, TINY_FP32, {0}, {0}}; /* a CAST to fp32 of fp32: a copy */
+  for (int q = 0; q < (move ? 1 : n->nsrc); q++)
     if (!gp_operand(p, bi, q, q == 0 ? &op.a : &op.b)) return -1;
   if (p->out->nops == CT_MAP_MAX_OPS) return p->why = "gmap: too many ops", -1;
   p->out->ops[p->out->nops] = op;
@@ -126,8 +129,9 @@ static bool blocks_ok(const ct_src *s, const rg_region *R, bool (*ok)(tiny_op op
   for (int k = 0; k < R->nblocks; k++) {
     const poly_block_info *b = poly_block(s->pv, R->blocks[k]);
     const tiny_node *n = &s->g->nodes[b->node];
-    if (b->kind != POLY_EWISE) DECLINE("gmap: a block that is not elementwise");
-    if (n->dtype != TINY_FP32 || !ok(n->op)) DECLINE("gmap: a value other than fp32, or an op without a C form");
+    bool move = b->kind == POLY_MOVEMENT_AFFINE;
+    if (b->kind != POLY_EWISE && !move) DECLINE("gmap: a block that is not elementwise");
+    if (n->dtype != TINY_FP32 || (!move && !ok(n->op))) DECLINE("gmap: a value other than fp32, or an op without a C form");
   }
   return true;
 }
