@@ -12,11 +12,10 @@
  * symbol moves them).  Along a row the points go in blocks of D, the least
  * common multiple of the divisors on the innermost variable: within a
  * block, point q of input k is at jj * step_k + off_k(q) (jj the block),
- * step_k a constant wherever only constant strides move it.  Sixteen
- * blocks at a time, each point q is computed in lanes over the blocks (a
- * loop the compiler vectorises, math included: an x2 upsample's x loads
- * are contiguous there), then the D results interleave into y's row; the
- * row's last points (fewer than D) one by one.  Scalar C in fp32; no
+ * step_k a constant wherever only constant strides move it.  The loop
+ * over blocks is vectorised with the D points of a block as one group (an
+ * x2 upsample's x loads contiguous, its math in lanes); the row's last
+ * points (fewer than D) one by one.  Scalar C in fp32; no
  * HP_NOTRAP on the kernels: its optimize attribute keeps the prelude's
  * math (hp_exp2f) from inlining, and the loops then stay scalar;
  * ordinary compiles never come here (kernel_c.c asks only with ShapeSet
@@ -33,8 +32,6 @@
 
 /* Blocks of more points than this along a row: not taken. */
 #define GMAP_MAX_D 16
-/* Blocks computed together along a row (one vector of 16 lanes). */
-#define GMAP_LANES 16
 /* Fewer points run on the calling thread (as the map kernel's). */
 #define GMAP_SMALL_POINTS 32768.0
 
@@ -224,23 +221,16 @@ static void gm_task(ut_str *o, const gm *m, const char *fn, int kp) {
   for (int v = 0; v + 1 < nv; v++) ut_str_puts(o, "(");
   ut_str_puts(o, "0");
   for (int v = 0; v + 1 < nv; v++) ut_str_printf(o, " + i%d) * cx->f[%d]", v, v + 1);
-  /* blocks of D points, GMAP_LANES blocks at a time: each point q of the
-   * blocks computed in lanes (a loop the compiler vectorises, the math
-   * included), then interleaved into y's row */
-  ut_str_printf(o, ";\n    const long nb = n / %d;\n    for (long jb = 0; jb < nb; jb += %d) {\n"
-                   "      const long lm = nb - jb < %d ? nb - jb : %d;\n", m->D, GMAP_LANES, GMAP_LANES, GMAP_LANES);
-  for (int q = 0; q < m->D; q++) { /* D 1: straight into y */
-    char dst[32];
-    snprintf(dst, sizeof dst, m->D > 1 ? "t%d[l]" : "yr[jb + l]", q);
-    if (m->D > 1) ut_str_printf(o, "      float t%d[%d];\n", q, GMAP_LANES);
-    ut_str_puts(o, "      #pragma omp simd\n      for (long l = 0; l < lm; l++) {\n      const long jj = jb + l;\n");
+  /* blocks of D points: the D points of block jj in one iteration (the
+   * compiler vectorises the loop over jj, the points as one group: an x2
+   * upsample's x loads contiguous, y's and a lateral input's in pairs) */
+  ut_str_printf(o, ";\n    const long nb = n / %d;\n    #pragma omp simd\n    for (long jj = 0; jj < nb; jj++) {\n", m->D);
+  for (int q = 0; q < m->D; q++) {
+    char dst[48];
+    snprintf(dst, sizeof dst, "yr[jj * %d + %d]", m->D, q);
     gm_point(o, m, q, dst);
-    ut_str_puts(o, "      }\n");
   }
-  if (m->D > 1) ut_str_puts(o, "      for (long l = 0; l < lm; l++) {\n");
-  for (int q = 0; m->D > 1 && q < m->D; q++) ut_str_printf(o, "        yr[(jb + l) * %d + %d] = t%d[l];\n", m->D, q, q);
-  ut_str_printf(o, "%s    }\n    for (long j = nb * %d; j < n; j++) /* the rest: fewer than D points */\n", m->D > 1 ? "      }\n" : "",
-                m->D);
+  ut_str_printf(o, "    }\n    for (long j = nb * %d; j < n; j++) /* the rest: fewer than D points */\n", m->D);
   gm_point(o, m, -1, "yr[j]");
   ut_str_puts(o, "  }\n}\n");
 }
