@@ -156,6 +156,7 @@ bool ct_read_gmap(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_gmap *
   if (!ct_map_cuts(s, R, &out->var, cut, &ncut, why)) return false;
   if (!poly_block_ranges(s->pv, lb, lo, hi)) DECLINE("gmap: a domain of unknown size");
   out->nv = last->nvars;
+  if (out->nv < 1) DECLINE("gmap: a scalar output");
   for (int v = 0; v < out->nv; v++) {
     out->size[v] = hi[v] - lo[v] + 1;
     if (lo[v]) DECLINE("gmap: a domain not from 0");
