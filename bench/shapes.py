@@ -107,13 +107,14 @@ def harp_spec(exe, path, x, work):
 def harp_set_bench(exe, path, box, dims, shape, cache):
     """`harp bench --shapeset --bind` at shape: (ShapeSet median ms, specialised median ms), or None (no one object)."""
     args = [exe, "bench", path, "--repeat", "10", "--json", "--shape", "x=" + "x".join(map(str, shape))]
-    for (name, lo, hi), axis in zip(box, dims):
-        args += ["--shapeset", f"{name}={lo}..{hi}", "--bind", f"{name}={shape[axis]}"]
+    for name, lo, hi in box:
+        args += ["--shapeset", f"{name}={lo}..{hi}"]
+    args += ["--bind", ",".join(f"{name}={shape[axis]}" for (name, _, _), axis in zip(box, dims))]  # one binding
     p = subprocess.run(args, capture_output=True, text=True, env=env_with(cache))
     rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
     if p.returncode or not rows:
         return None
-    return rows[0]["shapeset_ms"] * 1e3, rows[0]["specialised_ms"] * 1e3
+    return rows[0]["shapeset_ms"], rows[0]["specialised_ms"]  # milliseconds already
 
 
 def one_model(a, kind):
@@ -126,7 +127,7 @@ def one_model(a, kind):
     t0 = time.perf_counter()
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     ort_session_ms = (time.perf_counter() - t0) * 1e3
-    t = {"set_wall": [], "ort": [], "spec": [], "spec_compile": [], "set_run": []}
+    t = {"set_wall": [], "ort": [], "spec": [], "spec_compile": [], "set_run": [], "set_ratio": []}
     built, why, err, ymax = 0, None, 0.0, 0.0
     rng = np.random.default_rng(1)
     for i, shape in enumerate(sizes(kind, a.n)):
@@ -144,6 +145,7 @@ def one_model(a, kind):
             t["spec"].append(med), t["spec_compile"].append(comp)
             r = harp_set_bench(a.harp, path, box, dims, shape, cache) if not why else None
             t["set_run"].append(r[0] if r else med)  # per binding: the ShapeSet's runs are the specialised object's
+            t["set_ratio"].append(r[0] / r[1] if r else 1.0)  # against the specialised object in the same process
     n, k = a.n, a.specialised
     mode = "one object for the box" if not why else f"a compile per binding ({why[:160]})"
     print(f"{name}: {n} sizes, ShapeSet {', '.join(f'{s}={lo}..{hi}' for s, lo, hi in box)}: {mode}")
@@ -154,6 +156,8 @@ def one_model(a, kind):
           f"   onnxruntime session {ort_session_ms:.0f} ms once")
     print(f"  per-run latency      harp ShapeSet {np.median(t['set_run']):.1f} ms   specialised {np.median(t['spec']):.1f} ms"
           f" (first {k} sizes)   onnxruntime {np.median(t['ort']):.1f} ms   (medians)")
+    print(f"  ShapeSet / specialised in one process (harp bench --shapeset --bind): "
+          f"{' '.join(f'{x:.2f}' for x in t['set_ratio'])}")
 
 
 def main():

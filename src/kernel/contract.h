@@ -253,6 +253,13 @@ typedef struct ct_map_set {
  * nor a row broadcast, several outputs, ...).  `ok(op)` says which Tiny ops
  * the target covers. */
 bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map_set *out, const char **why);
+/* The pieces' cuts (contract_map.c, shared with contract_gmap.c): region
+ * R's output cut along one variable (*var; -1: whole) at cut[0..*ncut)
+ * into slabs where no chain of reads from the output mixes real elements
+ * and padding; false with *why.  ct_region_block: the block of R
+ * computing node, or -1. */
+bool ct_map_cuts(const ct_src *s, const rg_region *R, int *var, int64_t *cut, int *ncut, const char **why);
+int ct_region_block(const ct_src *s, const rg_region *R, int node);
 
 /* ---- reductions and elementwise chains (contract_ewise.c) ---------------------
  * The GPU's simple kernels: a single reduction of a strided buffer, viewed

@@ -241,7 +241,7 @@ typedef struct piece_ctx {
   bool err; /* an error of the poly layer: decline */
 } piece_ctx;
 
-static int region_block(const ct_src *s, const rg_region *R, int node) {
+int ct_region_block(const ct_src *s, const rg_region *R, int node) {
   for (int k = 0; k < R->nblocks; k++)
     if (poly_block(s->pv, R->blocks[k])->node == node) return R->blocks[k];
   return -1;
@@ -268,7 +268,7 @@ static int piece_op(piece_ctx *p, int bi) {
     p->ch.access[p->ch.n++] = q;
     poly_chain_result r;
     harp_error e = {0};
-    int j = region_block(p->s, p->R, t);
+    int j = ct_region_block(p->s, p->R, t);
     if (poly_chain_read(&e, p->s->pv, &p->ch, p->lo, p->hi, &r)) {
       p->err = true;
       r.kind = POLY_CHAIN_MIXED;
@@ -327,7 +327,7 @@ static bool chains_of(const ct_src *s, const rg_region *R, int bi, poly_chain *c
     if (cur->n >= POLY_CHAIN_MAX) return false;
     cur->block[cur->n] = bi;
     cur->access[cur->n++] = q;
-    int j = region_block(s, R, b->access[q].tensor);
+    int j = ct_region_block(s, R, b->access[q].tensor);
     bool ok = true;
     if (j >= 0) ok = chains_of(s, R, j, cur, all, n);
     else if (*n < MAX_CHAINS) all[(*n)++] = *cur;
@@ -335,6 +335,24 @@ static bool chains_of(const ct_src *s, const rg_region *R, int bi, poly_chain *c
     cur->n--;
     if (!ok) return false;
   }
+  return true;
+}
+
+bool ct_map_cuts(const ct_src *s, const rg_region *R, int *var, int64_t *cut, int *ncut, const char **why) {
+  poly_chain *chains = malloc(sizeof(poly_chain) * MAX_CHAINS);
+  poly_chain cur = {0};
+  int nch = 0;
+  bool ok = false;
+  *var = -1, *ncut = 0;
+  if (!chains) DECLINE("map: out of memory");
+  harp_error e = {0};
+  if (!chains_of(s, R, R->blocks[R->nblocks - 1], &cur, chains, &nch)) {
+    free(chains);
+    DECLINE("map: too many paths through the region");
+  }
+  harp_status st = nch ? poly_chain_cuts(&e, s->pv, chains, nch, var, cut, ncut, CT_MAP_MAX_PIECES + 1, &ok) : HARP_OK;
+  free(chains);
+  if (st || !ok) DECLINE("map: pads that do not cut the output into at most 4 slabs along one axis");
   return true;
 }
 
@@ -351,20 +369,9 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
     if (n->op == TINY_CAST && !float_dt(g->nodes[n->src[0].node].dtype)) DECLINE("map: a cast from an integer");
   }
   if (!poly_access_identity(s->pv, lb, last->naccess - 1)) DECLINE("map: the output is not written point for point");
-  poly_chain *chains = malloc(sizeof(poly_chain) * MAX_CHAINS);
-  poly_chain cur = {0};
-  int nch = 0, var = -1, ncut = 0;
+  int var = -1, ncut = 0;
   int64_t cut[CT_MAP_MAX_PIECES + 1];
-  bool ok = false;
-  if (!chains) DECLINE("map: out of memory");
-  harp_error e = {0};
-  if (!chains_of(s, R, lb, &cur, chains, &nch)) {
-    free(chains);
-    DECLINE("map: too many paths through the region");
-  }
-  harp_status st = nch ? poly_chain_cuts(&e, s->pv, chains, nch, &var, cut, &ncut, CT_MAP_MAX_PIECES + 1, &ok) : HARP_OK;
-  free(chains);
-  if (st || !ok) DECLINE("map: pads that do not cut the output into at most 4 slabs along one axis");
+  if (!ct_map_cuts(s, R, &var, cut, &ncut, why)) return false;
   int nv = last->nvars;
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
   if (!poly_block_ranges(s->pv, lb, lo, hi)) DECLINE("map: a domain of unknown size");

@@ -1,6 +1,7 @@
 /* core_chain.c — Poly Core for reads through padded views: what a chain of
  * reads from one block's point reaches, over a box of its domain.
- * Needs: core_deps.c helpers.  Gives: poly_chain_read, poly_chain_cuts.
+ * Needs: core_deps.c helpers, core_quasi.c.  Gives: poly_chain_read,
+ * poly_chain_quasi, poly_chain_cuts.
  *
  * A chain starts at a point x of block path[0]: its read access[0] is an
  * element of the value block path[1] computes, at the point A0(x) of
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harp/polyquasi.h"
 #include "poly/core_int.h"
 #include "util/util.h"
 
@@ -122,17 +124,20 @@ static int read_step(void *user, int step, __isl_keep isl_set *real, __isl_keep 
   return STOP_MIXED;
 }
 
-harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
-                          poly_chain_result *out) {
+/* Follow chain c over the box lo..hi of its first block: *out's kind (a
+ * fill value with FILL) and, when it reads real elements everywhere, *ma
+ * the composition as one piece (NULL when it is not one); *rank, *ts the
+ * last tensor's rank and row-major strides. */
+static harp_status chain_compose(harp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
+                               poly_chain_result *out, int64_t *ts, int *rank, isl_multi_aff **ma) {
   memset(out, 0, sizeof *out);
   out->kind = POLY_CHAIN_MIXED;
+  *ma = NULL;
   if (!c || bad_chain(pv, c)) return ut_fail(e, HARP_E_INTERNAL, NULL, "poly_chain_read: not a chain of reads");
   const poly_blk *b0 = &pv->blocks[c->block[0]];
   int t = pv->blocks[c->block[c->n - 1]].pub.access[c->access[c->n - 1]].tensor;
-  int64_t ts[TINY_MAX_RANK];
-  int rank;
-  if (!poly_core_shape_strides(pv, t, ts, &rank)) return HARP_OK;
-  for (int d = 0; d < rank; d++)
+  if (!poly_core_shape_strides(pv, t, ts, rank)) return HARP_OK;
+  for (int d = 0; d < *rank; d++)
     if (ts[d] > INT32_MAX) return HARP_OK;
   read_st r = {pv, c, anon_set(box_of(pv, c->block[0], lo, hi)), POLY_CHAIN_MIXED, 0};
   isl_bool empty = isl_set_is_empty(r.box);
@@ -155,13 +160,22 @@ harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain
     isl_map_free(m);
     return HARP_OK;
   }
-  /* real everywhere: one affine function, linearized */
+  /* real everywhere: one function */
   isl_bool sv = isl_map_is_single_valued(m);
-  isl_multi_aff *ma = sv == isl_bool_true ? poly_core_single_piece(isl_pw_multi_aff_from_map(m)) : (isl_map_free(m), NULL);
-  if (!ma) {
-    isl_ctx_reset_error(pv->ctx);
-    return HARP_OK;
-  }
+  *ma = sv == isl_bool_true ? poly_core_single_piece(isl_pw_multi_aff_from_map(m)) : (isl_map_free(m), NULL);
+  if (!*ma) isl_ctx_reset_error(pv->ctx);
+  return HARP_OK;
+}
+
+harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
+                          poly_chain_result *out) {
+  int64_t ts[TINY_MAX_RANK];
+  int rank = 0;
+  isl_multi_aff *ma;
+  harp_status st = chain_compose(e, pv, c, lo, hi, out, ts, &rank, &ma);
+  if (st || !ma) return st;
+  /* linearized: strides and an offset */
+  const poly_blk *b0 = &pv->blocks[c->block[0]];
   isl_local_space *ls = isl_local_space_from_space(isl_space_range(isl_multi_aff_get_space(ma)));
   isl_aff *l = isl_aff_zero_on_domain(ls);
   for (int d = 0; d < rank; d++) l = isl_aff_set_coefficient_si(l, isl_dim_in, d, (int)ts[d]);
@@ -172,6 +186,20 @@ harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain
   isl_aff_free(l);
   isl_ctx_reset_error(pv->ctx);
   if (ok) out->kind = POLY_CHAIN_READ;
+  return HARP_OK;
+}
+
+harp_status poly_chain_quasi(harp_error *e, const poly_view *pv, const poly_chain *c, const int64_t *lo, const int64_t *hi,
+                             poly_chain_result *out, poly_qaxis *ax, int *rank) {
+  int64_t ts[TINY_MAX_RANK];
+  isl_multi_aff *ma;
+  *rank = 0;
+  harp_status st = chain_compose(e, pv, c, lo, hi, out, ts, rank, &ma);
+  if (st || !ma) return st;
+  int nv = pv->blocks[c->block[0]].pub.nvars;
+  if (poly_core_quasi_of(ma, nv, ax, rank)) out->kind = POLY_CHAIN_READ;
+  isl_multi_aff_free(ma);
+  isl_ctx_reset_error(pv->ctx);
   return HARP_OK;
 }
 

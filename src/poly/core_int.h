@@ -27,4 +27,9 @@ int poly_core_reads_of(const poly_view *pv, int block, int node, int *acc, int c
 /* The multi-affine function of a one-piece pma (taken); NULL otherwise. */
 __isl_give isl_multi_aff *poly_core_single_piece(__isl_take isl_pw_multi_aff *pma);
 
+/* ma (kept) as one poly_qaxis per output (harp/polyquasi.h) over nvars
+ * inputs, *rank outputs; false when one is not of that form (core_quasi.c). */
+struct poly_qaxis;
+bool poly_core_quasi_of(__isl_keep isl_multi_aff *ma, int nvars, struct poly_qaxis *ax, int *rank);
+
 #endif

@@ -32,6 +32,11 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
  * run time (reduce_c.c); ordinary compiles decline quietly (*why NULL). */
 harp_status cc_emit_reduce(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_reduce *rd, bool *handled,
                            const char **why);
+/* A ShapeSet object's elementwise region whose inputs are read through
+ * floor divisions (an upsample, a depth-to-space), every size read at run
+ * time (gmap_c.c); ordinary compiles and regions it does not take leave
+ * *handled false and out untouched. */
+harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled);
 /* Epilogue step ep on a scalar float `v` as one C statement or two (RELU,
  * RINT, ROUND, SCALE, CLAMP); false for any other kind (reduce_c.c). */
 bool cc_epi_scalar(ut_str *o, const ct_epi *ep);

@@ -80,6 +80,8 @@ harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *
     st = print_kernel(c, r, fn, out, &s, &done, &why, pk, chunk_len);
     if (!st && !done) st = kn_decline(&s, why);
   }
+  if (!st && !done) /* a ShapeSet object: reads through floor divisions at run-time sizes */
+    st = cc_try_gmap(c, r, fn, out, &done);
   if (!st && !done) {
     cc_note_generic(c, r, s.why);
     st = rc_emit_loops(c, r, fn, s.why, out, chunk_len);
