@@ -2,7 +2,7 @@
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
- * Gives: plan_cpu_time.
+ * Gives: plan_cpu_time, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
@@ -117,4 +117,27 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
   double measured = plan_calib_wino_speedup(&m->calib, px > 0 ? (int64_t)px : g->N, g->K);
   *out = wino ? t / (measured > 0 ? measured : plan_cpu_winograd_speedup(r, g)) : t;
   return true;
+}
+
+/* The fewest output pixels of an image (over a 5% grid) from which a 3x3
+ * conv of k = 9 x input channels, storage in, runs faster as Winograd than
+ * on the direct kernel on machine m (NULL: uncalibrated) by the speed-ups
+ * plan_cpu_time uses (measured, else plan_cpu_winograd_speedup), at every
+ * larger size too; 0: at no size.  A ShapeSet object's conv makes this
+ * choice per binding (cgen_wino_rt.c). */
+int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k) {
+  plan_region_info r;
+  memset(&r, 0, sizeof r);
+  r.in_dtype = in;
+  plan_gemm_view g = {.K = k};
+  int64_t first = 0;
+  for (double x = 16; x < (double)(1 << 24); x *= 1.05) {
+    int64_t px = (int64_t)x;
+    r.conv_oh = px, r.conv_ow = 1;
+    double measured = m && m->calib.valid ? plan_calib_wino_speedup(&m->calib, px, k) : 0;
+    double s = measured > 0 ? measured : plan_cpu_winograd_speedup(&r, &g);
+    if (s <= 1) first = 0;
+    else if (!first) first = px;
+  }
+  return first;
 }

@@ -815,6 +815,8 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
     if (p->wino && (i == CGEN_ISA_AVX512 || i == CGEN_ISA_AVX2)) {
       if (cg_wino_variant(e, &o, p->cs)) return e->code;
+    } else if (p->direct && i == CGEN_ISA_AVX512 && cgen_conv_rt_multi_ok(p->cs)) { /* direct or Winograd per binding */
+      if (cg_conv_rt_multi(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && use_bf16(p, &o)) {

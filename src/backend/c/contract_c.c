@@ -752,6 +752,18 @@ static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv
   return any;
 }
 
+/* A ShapeSet object's conv s (sizes at run time): s->wino_min_px from the
+ * cost model on this machine (plan_cpu_winograd_min_pixels), where its
+ * AVX-512 variant can hold both the direct kernel and Winograd
+ * (cg_conv_rt_multi_ok); true when set. */
+static bool rt_wino_pays(const rc_ctx *c, cgen_conv_spec *s) {
+  const plan_machine *m = c->f->part->formed ? &c->f->part->formed->machine : NULL;
+  s->wino_min_px = plan_cpu_winograd_min_pixels(m, s->x_dtype, s->c / s->groups * s->kh * s->kw);
+  if (s->wino_min_px > 0 && cgen_conv_rt_multi_ok(s)) return true;
+  s->wino_min_px = 0;
+  return false;
+}
+
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
@@ -783,6 +795,9 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
     if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
+    /* Winograd where the cost model says it pays, chosen per binding */
+    if (rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, &s) && ch)
+      cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
     cc_plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
