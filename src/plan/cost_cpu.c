@@ -119,25 +119,31 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
   return true;
 }
 
-/* The fewest output pixels of an image (over a 5% grid) from which a 3x3
- * conv of k = 9 x input channels, storage in, runs faster as Winograd than
- * on the direct kernel on machine m (NULL: uncalibrated) by the speed-ups
- * plan_cpu_time uses (measured, else plan_cpu_winograd_speedup), at every
- * larger size too; 0: at no size.  A ShapeSet object's conv makes this
- * choice per binding (cgen_wino_rt.c). */
-int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k) {
+/* Winograd's speed-up over the direct kernel that plan_cpu_time uses for a
+ * 3x3 conv of px output pixels, k = 9 x input channels, storage in. */
+static double wino_speedup_at(const plan_machine *m, tiny_dtype in, int64_t px, int64_t k) {
   plan_region_info r;
   memset(&r, 0, sizeof r);
-  r.in_dtype = in;
+  r.in_dtype = in, r.conv_oh = px, r.conv_ow = 1;
   plan_gemm_view g = {.K = k};
-  int64_t first = 0;
+  double measured = m && m->calib.valid ? plan_calib_wino_speedup(&m->calib, px, k) : 0;
+  return measured > 0 ? measured : plan_cpu_winograd_speedup(&r, &g);
+}
+
+/* The fewest output pixels from which Winograd is faster (over a 5% grid,
+ * the last step bisected to the pixel), at every larger grid point too. */
+int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k) {
+  int64_t first = 0, below = 0, prev = 0;
   for (double x = 16; x < (double)(1 << 24); x *= 1.05) {
     int64_t px = (int64_t)x;
-    r.conv_oh = px, r.conv_ow = 1;
-    double measured = m && m->calib.valid ? plan_calib_wino_speedup(&m->calib, px, k) : 0;
-    double s = measured > 0 ? measured : plan_cpu_winograd_speedup(&r, &g);
-    if (s <= 1) first = 0;
-    else if (!first) first = px;
+    if (wino_speedup_at(m, in, px, k) <= 1) first = 0;
+    else if (!first) first = px, below = prev;
+    prev = px;
+  }
+  while (first && first - below > 1) { /* pays at first, not at below */
+    int64_t mid = below + (first - below) / 2;
+    if (wino_speedup_at(m, in, mid, k) > 1) first = mid;
+    else below = mid;
   }
   return first;
 }

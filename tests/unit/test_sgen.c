@@ -180,6 +180,33 @@ static const conv_case CONV_CASES[] = {
       {"N=1", "H=14", "W=4", "C=200", "O=24"},
       {"N=1", "H=3", "W=22", "C=200", "O=24"}},
      2e-2, 1},
+    /* 3x3 convs of 16 channels or more: the direct kernel or Winograd
+     * chosen per binding (cgen_wino_rt.c; from 784 output pixels): 10x12
+     * direct, 16x60 F(4x4) rows of tiles, 60x20 F(4x4) gathers (N = 2),
+     * 30x40 F(2x2) rows, 64x64 F(4x4) rows; weights packed once (each
+     * kernel's layout in one buffer), a SiLU epilogue, 20 output channels
+     * (a partial block of 8) */
+    {"conv3x3_bias_silu.json",
+     {{"N", 1, 2}, {"H", 3, 64}, {"W", 3, 64}, {"C", 16, 16}, {"O", 20, 20}},
+     5,
+     {{"N=1", "H=10", "W=12", "C=16", "O=20"},
+      {"N=1", "H=16", "W=60", "C=16", "O=20"},
+      {"N=2", "H=60", "W=20", "C=16", "O=20"},
+      {"N=1", "H=30", "W=40", "C=16", "O=20"},
+      {"N=2", "H=64", "W=64", "C=16", "O=20"}},
+     1e-3, 1}, /* values up to ~240: F(4x4)'s error, as the specialised object's (bitwise equal at 16x60) */
+    /* the same choice in a basic block, weights as inputs (each kernel
+     * packs per call), the second conv's residual in its epilogue (the
+     * stride-2 convs stay direct) */
+    {"cnn_hw.harp",
+     {{"N", 1, 2}, {"H", 6, 64}, {"W", 4, 64}, {"C", 3, 3}, {"K", 16, 16}},
+     5,
+     {{"N=1", "H=10", "W=12", "C=3", "K=16"},
+      {"N=1", "H=16", "W=60", "C=3", "K=16"},
+      {"N=2", "H=60", "W=20", "C=3", "K=16"},
+      {"N=1", "H=30", "W=40", "C=3", "K=16"},
+      {"N=2", "H=64", "W=64", "C=3", "K=16"}},
+     2e-2, 1}, /* five convs deep, values to ~2e5, F(4x4): 8.6e-3 at 60x20, bitwise the specialised object's */
     /* pools: a 2x2 max (stride 2, column phases) and a 3x3 average at
      * stride 1 of a ReLU; rows and vectors of a row behind run-time switches */
     {"pool_hw.harp",
@@ -284,6 +311,8 @@ static void test_conv_sizes(void **state) {
     assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
     if (strstr(k->model, "pool") || strstr(k->model, "dw_") || strstr(k->model, "cnn_")) /* small bindings on the calling thread, decided at run time */
       assert_non_null(strstr(rt_sgen_source(s), "small at this binding"));
+    if (k->box[2].hi == 64 && (strstr(k->model, "conv3x3") || strstr(k->model, "cnn_"))) /* direct or Winograd per binding */
+      assert_non_null(strstr(rt_sgen_source(s), "Winograd pays at this size"));
     if (strstr(k->model, "se_")) /* the mean over H, W: the row reduction, not the loop nest */
       assert_non_null(strstr(rt_sgen_source(s), "a row sum over run-time rows"));
     if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
