@@ -130,6 +130,26 @@ static void test_models(void **state) {
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
 }
 
+/* GEMMs over their rows, 96 columns (a panel of 64 and one of 32): below
+ * 2 MR panels of rows the tasks split along N at run time (resolve_tile's
+ * choice made again at the run's M; M split at the upper corner), and
+ * below 228 rows they run on the calling thread; the rest as before */
+static void test_gemm_rows_split(void **state) {
+  (void)state;
+  rt_sgen_sym box[2] = {{"M", 2, 300}, {"D", 96, 96}};
+  rt_sgen *s = compile_box("gemm_chain4.json", box, 2, false);
+  if (rt_sgen_fallback(s)) fail_msg("not one object: %s", rt_sgen_fallback(s));
+  assert_non_null(strstr(rt_sgen_source(s), "resolve_tile's choice at this M"));
+  assert_non_null(strstr(rt_sgen_source(s), "if (cx.M < 228L) pool = NULL"));
+  const char *at[6][3] = {{"M=2", "D=96"}, {"M=5", "D=96"}, {"M=7", "D=96"}, {"M=227", "D=96"}, {"M=228", "D=96"},
+                          {"M=300", "D=96"}};
+  /* four GEMMs 96 deep, inputs in [-4, 4]: 4.8e-3 at M = 300 (the upper corner's own split; the
+   * specialised objects differ from the interpreter as much: summation order) */
+  for (int b = 0; b < 6; b++) check_at(s, "gemm_chain4.json", at[b], 1, 1e-2);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+}
+
 /* Convolutions and pools over their images' size (N, H, W in a box, the
  * channels fixed): one object, the direct conv kernel reading the sizes at
  * run time over a zero-padded copy of its input (or the input itself), a
@@ -379,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_one_object),
       cmocka_unit_test(test_outside_box),
       cmocka_unit_test(test_models),
+      cmocka_unit_test(test_gemm_rows_split),
       cmocka_unit_test(test_conv_sizes),
       cmocka_unit_test(test_breaks_model),
       cmocka_unit_test(test_bad_box),

@@ -171,6 +171,9 @@ typedef struct cgen_gemm_spec {
                                        upper corner's, which picks the tiles and
                                        sizes the scratch (batch 1, not a conv,
                                        not prepack_a, not bf16; else refused) */
+  int64_t m_small;                  /* with m_expr: a run of fewer rows runs its tasks on
+                                       the calling thread, the pool's scratch kept (waking
+                                       the workers costs more; 0: never) */
 } cgen_gemm_spec;
 
 /* At most this many rows of A: B is streamed, not packed (cgen_gemm.c). */

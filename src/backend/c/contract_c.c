@@ -620,6 +620,12 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.m_expr = m_rt;
+  /* the kernel runs a binding below SMALL_WORK on the calling thread (its
+   * scratch the pool's, sized for the upper corner: no malloc a run), as a
+   * specialised object of that size would */
+  double row_work = (double)gm.N * gm.K;
+  if (m_rt && (double)gm.K * gm.N * tiny_dtype_size(gm.B.dtype) < SMALL_BYTES)
+    s.m_small = (int64_t)ceil(SMALL_WORK / (row_work > 0 ? row_work : 1));
   s.a_dtype = gm.A.dtype;
   s.b_dtype = gm.B.dtype;
   s.c_dtype = gm.C.dtype;
@@ -663,7 +669,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
                    tiny_dtype_size(gm.B.dtype);
-  if (b_bytes < SMALL_BYTES) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
+  if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
