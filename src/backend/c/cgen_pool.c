@@ -473,6 +473,22 @@ void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
           o->isa->w, (long)((k->kw - 1) * k->dil[1] / k->stride[1]), (long)k->stride[1]);
 }
 
+/* The output plane by fn with s's op: a sum; a max with $P_max where the
+ * plane holds no NaN (nm), else with $P_maxn: nm known before (after false:
+ * the copy noted it) or noted by the first pass (after true). */
+typedef void (*plane_fn)(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op);
+static void emit_ops(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, plane_fn fn, bool after) {
+  if (s->sum) {
+    fn(o, s, g, OP_SUM);
+    return;
+  }
+  cg_emit(o, after ? "  {\n" : "  if (!nm) {\n");
+  fn(o, s, g, OP_MAX);
+  cg_emit(o, after ? "  }\n  if (nm) {\n" : "  } else {\n");
+  fn(o, s, g, OP_MAXN);
+  cg_emit(o, "  }\n");
+}
+
 /* ---- sizes read at run time, no padding: the input read in place -------- */
 /* Whether the run-time variant reads the input itself rather than a padded
  * copy: fp32, no padding, no dilation, stride 1, or stride 2 with a window
@@ -571,42 +587,29 @@ static void emit_plane_fn_direct(cg_out *o, const cgen_pool_spec *s, const pl_ge
   cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow;\n");
   cg_emit(o, "  const float *x = (const float *)cx->x + pi * h * w;\n  %s *y = (%s *)cx->y + pi * oh_ * ow_;\n", yt, yt);
   cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
-  if (s->sum) {
-    emit_plane_direct(o, s, g, OP_SUM);
-  } else {
-    cg_emit(o, "  {\n");
-    emit_plane_direct(o, s, g, OP_MAX);
-    cg_emit(o, "  }\n  if (nm) {\n");
-    emit_plane_direct(o, s, g, OP_MAXN);
-    cg_emit(o, "  }\n");
-  }
+  emit_ops(o, s, g, emit_plane_direct, true);
+  cg_emit(o, "}\n");
+}
+
+/* $P_plane of the run-time variant reading a padded copy of the input. */
+static void emit_plane_fn_copy(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
+  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  char fv[48];
+  fconst(fv, sizeof fv, s->fill);
+  cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n");
+  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow, hp = cx->hp, wq = cx->wq, rs = cx->rs;\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * h * w;\n  %s *y = (%s *)cx->y + pi * oh_ * ow_;\n", xt, xt, yt, yt);
+  cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
+  emit_copy_rt(o, s, fv, !s->sum);
+  emit_ops(o, s, g, emit_plane_rt_any, false);
   cg_emit(o, "}\n");
 }
 
 /* The variant with sizes read at run time: the plane's geometry of this
  * run (cx), the scratch of the upper corner's (g). */
 static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
-  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
-  char fv[48];
-  fconst(fv, sizeof fv, s->fill);
   if (direct_rt(o, s)) emit_plane_fn_direct(o, s, g);
-  else {
-  cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n");
-  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow, hp = cx->hp, wq = cx->wq, rs = cx->rs;\n");
-  cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * h * w;\n  %s *y = (%s *)cx->y + pi * oh_ * ow_;\n", xt, xt, yt, yt);
-  cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
-  emit_copy_rt(o, s, fv, !s->sum);
-  if (s->sum) {
-    emit_plane_rt_any(o, s, g, OP_SUM);
-  } else {
-    cg_emit(o, "  if (!nm) {\n");
-    emit_plane_rt_any(o, s, g, OP_MAX);
-    cg_emit(o, "  } else {\n");
-    emit_plane_rt_any(o, s, g, OP_MAXN);
-    cg_emit(o, "  }\n");
-  }
-  cg_emit(o, "}\n");
-  }
+  else emit_plane_fn_copy(o, s, g);
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++)\n");
   cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
@@ -617,7 +620,9 @@ static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g)
   cg_emit_rt_window(o, &k, hp);
   cg_emit(o, "  cx.np = n * %ldL;\n  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > cx.np) cx.ntasks = (int)cx.np;\n",
           (long)s->c);
-  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g->hp * g->rs * 4));
+  /* the plane of this run (read in place: none) */
+  if (direct_rt(o, s)) cg_emit(o, "  if (hprt_scratch_get(pool, 0, 0, &cx.sc)) return -1;\n");
+  else cg_emit(o, "  if (hprt_scratch_get(pool, 0, (size_t)(cx.hp * cx.rs * 4), &cx.sc)) return -1;\n");
   cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");

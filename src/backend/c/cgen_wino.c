@@ -533,6 +533,23 @@ static void emit_task(cg_out *o, const cg_wn *d) {
   cg_emit(o, "  }\n}\n");
 }
 
+/* Everything of plan d's kernel before $P_run: the filter transform, the
+ * input transform of its mode, the GEMMs, the output transform, the task. */
+static void emit_body(cg_out *o, const cg_wn *d) {
+  emit_wpack(o, d);
+  if (d->rows) {
+    emit_rindex(o, d);
+    emit_ritrans(o, d);
+  } else {
+    emit_index(o, d);
+    emit_itrans(o, d);
+  }
+  emit_gemm(o, d);
+  if (d->rows) emit_rotrans(o, d);
+  else emit_otrans(o, d);
+  emit_task(o, d);
+}
+
 /* Whether s stores any tensor the kernel reads or writes in fp16 / bf16
  * (the weight aside: the filter transform widens it). */
 static bool wn_half(const cgen_conv_spec *s) {
@@ -629,18 +646,7 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
                " const void *X0; void *Y0; const void *E0[%d]; float *E[%d]; } $P_wctx;\n", CGEN_MAX_EPI, CGEN_MAX_EPI);
   }
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
-  emit_wpack(o, &d);
-  if (d.rows) {
-    emit_rindex(o, &d);
-    emit_ritrans(o, &d);
-  } else {
-    emit_index(o, &d);
-    emit_itrans(o, &d);
-  }
-  emit_gemm(o, &d);
-  if (d.rows) emit_rotrans(o, &d);
-  else emit_otrans(o, &d);
-  emit_task(o, &d);
+  emit_body(o, &d);
   emit_run(o, &d);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
   return HARP_OK;
@@ -711,18 +717,7 @@ void cg_wino_rt_variant(cg_out *o, const cgen_conv_spec *s, int m, bool rows, in
   cg_emit(o, "typedef struct { long n, h, w, oh, ow, hw, chw, ohw, ochw, tw, nti, nseg, nvec, nblk, nos, per; } $P_wg;\n");
   cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; $P_wg g; } $P_wctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
-  emit_wpack(o, &d);
-  if (d.rows) {
-    emit_rindex(o, &d);
-    emit_ritrans(o, &d);
-  } else {
-    emit_index(o, &d);
-    emit_itrans(o, &d);
-  }
-  emit_gemm(o, &d);
-  if (d.rows) emit_rotrans(o, &d);
-  else emit_otrans(o, &d);
-  emit_task(o, &d);
+  emit_body(o, &d);
   emit_run_rt(o, &d);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
