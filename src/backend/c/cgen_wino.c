@@ -588,6 +588,15 @@ static long emit_half_cvts(cg_out *o, const cg_wn *d, long at, long *xoff, long 
 /* The pool tasks of a conversion over n elements. */
 static long cvt_tasks(long n) { return (n + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK; }
 
+/* $P_pack_a_bytes_run / $P_pack_a_run: the filter transform of every
+ * output-channel block into ubytes at model_init. */
+static void emit_pack_entry(cg_out *o, const cg_wn *d, long ubytes) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
+}
+
 /* $P_run (and with prepack_w $P_pack_a_run / _bytes_run): the filter
  * transform unless done at model_init, half-precision tensors converted
  * around the fp32 kernel (wn_half), the tasks of the kernel. */
@@ -599,12 +608,7 @@ static void emit_run(cg_out *o, const cg_wn *d) {
   long xoff = -1, yoff = -1, roff[CGEN_MAX_EPI], sh = s->prepack_w ? 0L : ubytes;
   long xn = (long)(s->n * s->c * s->h * s->w), yn = (long)(s->n * s->oc * d->OH * d->OW);
   if (half) sh = emit_half_cvts(o, d, cg_rup(sh, 64), &xoff, roff, &yoff);
-  if (s->prepack_w) {
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
-    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
-  }
+  if (s->prepack_w) emit_pack_entry(o, d, ubytes);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_wctx cx;\n%s  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n", half ? "  memset(&cx, 0, sizeof cx);\n" : "");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", sh, thr);
@@ -662,12 +666,7 @@ static void emit_run_rt(cg_out *o, const cg_wn *d) {
   long ubytes = (long)(d->T * d->ocp * s->c * 4), thr = (long)((d->T * s->c * d->nbt + d->T * d->ocp * d->nbt) * 4);
   char nx[24], hx[24], wx[24];
   snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
-  if (s->prepack_w) {
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
-    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
-  }
+  if (s->prepack_w) emit_pack_entry(o, d, ubytes);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_wctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n  $P_wg *g = &cx.g;\n");
   cg_emit(o, "  g->n = %s; g->h = %s; g->w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
